@@ -1,0 +1,149 @@
+# agent-sandbox-server: one non-recursive Makefile, sources by wildcard.
+#
+#   make          the static, stripped binary build/agent-sandbox-server
+#   make check    unit tests (ASan + UBSan, host compiler), then integration
+#                 tests against the static binary
+#   make run      build, then serve on 127.0.0.1:9000 with embedded defaults
+#   make fuzz     each libFuzzer target for FUZZ_SECONDS
+#   make bench    side-by-side figures against the tools a user would use
+#   make size     binary size and the largest contributors
+#   make e2e      opt-in tests that reach the real npm registry
+#   make install  PREFIX=/usr/local DESTDIR=
+
+VERSION := 0.1.0
+B := build
+DEPS ?= $(B)/deps
+MUSL := $(DEPS)/musl
+PREFIX ?= /usr/local
+FUZZ_SECONDS ?= 60
+SAN_CC ?= clang
+MUSL_CC ?= musl-gcc
+BUILD_DATE := $(shell git log -1 --format=%cs 2>/dev/null || date -u +%Y-%m-%d)
+
+BIN := $(B)/agent-sandbox-server
+CORE_SRC := $(sort $(wildcard core/*.c))
+APPLET_SRC := $(sort $(wildcard applets/*.c))
+MANIFESTS := $(sort $(wildcard manifests/*.json manifests/*/*.json))
+GEN_SRC := $(B)/gen/manifests_embed.c
+UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
+FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+HDRS := $(wildcard core/*.h applets/*.h) $(B)/gen/deps_version.h
+
+WARN := -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wpointer-arith -Wvla
+DEFS := -D_GNU_SOURCE -DABX_VERSION='"$(VERSION)"' -DABX_BUILD_DATE='"$(BUILD_DATE)"'
+INCS := -Icore -Iapplets -I$(B)/gen
+
+# Release: musl, static, size-optimised, stripped.
+REL_CFLAGS := -std=c11 -Os -fno-asynchronous-unwind-tables -ffunction-sections -fdata-sections \
+	-fstack-protector-strong -D_FORTIFY_SOURCE=2 $(WARN) $(DEFS) $(INCS) -I$(MUSL)/include
+REL_LDFLAGS := -static -s -Wl,--gc-sections -Wl,-z,noexecstack -Wl,-z,relro -Wl,-z,now
+REL_LIBS := -L$(MUSL)/lib -larchive -lz -lbearssl -lpthread
+
+# Sanitizer build for unit tests and fuzzing: host compiler, Debian -dev packages.
+SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+SAN_CFLAGS := -std=c11 -g -O1 $(SAN_FLAGS) $(WARN) $(DEFS) -DABX_TEST=1 $(INCS)
+SAN_LIBS := -larchive -lz -lbearssl -lcmocka -lpthread
+
+REL_OBJ := $(patsubst %.c,$(B)/rel/%.o,$(CORE_SRC) $(APPLET_SRC)) $(B)/rel/gen/manifests_embed.o
+SAN_OBJ := $(patsubst %.c,$(B)/san/%.o,$(CORE_SRC)) $(B)/san/gen/manifests_embed.o
+FUZZ_OBJ := $(patsubst %.c,$(B)/fuzzobj/%.o,$(CORE_SRC)) $(B)/fuzzobj/gen/manifests_embed.o
+UNIT_BIN := $(patsubst tests/unit/%.c,$(B)/unit/%,$(UNIT_SRC))
+FUZZ_BIN := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(FUZZ_SRC))
+
+.PHONY: all deps hostdeps check unit integration run fuzz bench size e2e install clean distclean
+all: $(BIN)
+
+hostdeps:
+	@tools/hostdeps.sh build
+
+$(MUSL)/lib/libarchive.a: tools/deps.pins tools/deps.sh
+	@tools/hostdeps.sh build
+	DEPS=$(abspath $(DEPS)) tools/deps.sh
+	@touch $@
+
+deps: $(MUSL)/lib/libarchive.a
+
+$(B)/gen/deps_version.h: tools/deps.pins
+	@mkdir -p $(@D)
+	@awk '$$1=="zlib"{z=$$2} $$1=="bearssl"{b=$$2} $$1=="libarchive"{a=$$2} END{ \
+	  printf "#define DEP_ZLIB \"%s\"\n#define DEP_BEARSSL \"%s\"\n#define DEP_LIBARCHIVE \"%s\"\n", z, b, a}' $< >$@.tmp
+	@printf '#define DEP_MUSL "%s"\n' "$$(dpkg-query -W -f '$${Version}' musl-dev 2>/dev/null || echo unknown)" >>$@.tmp
+	@mv $@.tmp $@
+
+$(GEN_SRC): tools/embed.sh $(MANIFESTS)
+	@mkdir -p $(@D)
+	@tools/embed.sh manifests >$@.tmp && mv $@.tmp $@
+
+$(B)/rel/%.o: %.c $(HDRS) $(MUSL)/lib/libarchive.a
+	@mkdir -p $(@D)
+	$(MUSL_CC) $(REL_CFLAGS) -c $< -o $@
+
+$(B)/rel/gen/manifests_embed.o: $(GEN_SRC) $(HDRS) $(MUSL)/lib/libarchive.a
+	@mkdir -p $(@D)
+	$(MUSL_CC) $(REL_CFLAGS) -c $< -o $@
+
+$(BIN): $(REL_OBJ) $(MUSL)/lib/libarchive.a
+	$(MUSL_CC) $(REL_CFLAGS) $(REL_LDFLAGS) $(REL_OBJ) $(REL_LIBS) -o $@
+
+$(B)/san/%.o: %.c $(HDRS)
+	@mkdir -p $(@D)
+	$(SAN_CC) $(SAN_CFLAGS) -c $< -o $@
+
+$(B)/san/gen/manifests_embed.o: $(GEN_SRC) $(HDRS)
+	@mkdir -p $(@D)
+	$(SAN_CC) $(SAN_CFLAGS) -c $< -o $@
+
+$(B)/unit/%: tests/unit/%.c $(SAN_OBJ) tests/unit/unit.h
+	@mkdir -p $(@D)
+	$(SAN_CC) $(SAN_CFLAGS) -Wno-unused-function $< $(SAN_OBJ) $(SAN_LIBS) -o $@
+
+$(B)/fuzzobj/%.o: %.c $(HDRS)
+	@mkdir -p $(@D)
+	clang $(SAN_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
+$(B)/fuzzobj/gen/manifests_embed.o: $(GEN_SRC) $(HDRS)
+	@mkdir -p $(@D)
+	clang $(SAN_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
+$(B)/fuzz/%: tests/fuzz/%.c $(FUZZ_OBJ)
+	@mkdir -p $(@D)
+	clang $(SAN_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_OBJ) $(SAN_LIBS) -o $@
+
+unit: $(UNIT_BIN)
+integration: $(BIN)
+
+check:
+	@tools/hostdeps.sh check
+	@$(MAKE) --no-print-directory $(BIN) $(UNIT_BIN)
+	@tests/run.sh $(UNIT_BIN)
+
+run:
+	@tools/hostdeps.sh build
+	@$(MAKE) --no-print-directory $(BIN)
+	@tools/run.sh $(BIN)
+
+fuzz: $(FUZZ_BIN)
+	@tools/fuzz.sh $(FUZZ_SECONDS) $(FUZZ_BIN)
+
+bench:
+	@tools/hostdeps.sh bench
+	@$(MAKE) --no-print-directory $(BIN)
+	@tools/bench.sh $(BIN)
+
+size: $(BIN)
+	@tools/size.sh $(BIN) $(REL_OBJ)
+
+e2e:
+	@tools/hostdeps.sh check
+	@$(MAKE) --no-print-directory $(BIN)
+	@tests/run.sh --e2e
+
+install: $(BIN)
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/agent-sandbox-server
+
+clean:
+	rm -rf $(B)/rel $(B)/san $(B)/unit $(B)/fuzz $(B)/fuzzobj $(B)/gen $(BIN) $(B)/test
+
+distclean:
+	rm -rf $(B)

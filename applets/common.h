@@ -1,0 +1,42 @@
+#ifndef ABX_APPLETS_COMMON_H
+#define ABX_APPLETS_COMMON_H
+/* Helpers shared by the applets: usage, option errors, exit codes. */
+#include "../core/err.h"
+
+/* Exit codes, the same for every applet (SPEC §1). */
+enum {
+	EXIT_OK = 0,
+	EXIT_FAIL = 1,
+	EXIT_USAGE = 2,
+	EXIT_PARTIAL = 3,
+};
+
+#define PROG "agent-sandbox-server"
+
+#define APPLET(c, name, summary) int c##_main(int argc, char **argv);
+#include "applets.h"
+#undef APPLET
+
+/* Print usage to stdout and return EXIT_OK (for --help). */
+int usage_help(const char *usage);
+
+/* Print "agent-sandbox-server: usage: <applet>: <msg>" and the usage to
+ * stderr; returns EXIT_USAGE. */
+int usage_error(const char *applet, const char *usage, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* For getopt_long's '?' and ':' answers: a one-line error naming the bad
+ * option, then the usage. Returns EXIT_USAGE. Call with opterr = 0. */
+int bad_option(const char *applet, const char *usage, int argc, char **argv);
+
+/* Print e and map it to an exit code: usage/config errors give 2, others 1. */
+int fail(const struct err *e);
+
+/* The absolute path of the running binary (from /proc/self/exe, else
+ * argv0 resolved through PATH) into buf of PATH_MAX bytes. Returns 0 or -1. */
+int self_path(const char *argv0, char *buf);
+
+/* argv[0] as the process started it, saved by main(). */
+extern const char *g_argv0;
+
+#endif

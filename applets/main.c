@@ -1,0 +1,183 @@
+/*
+ * agent-sandbox-server: one binary, applets chosen BusyBox-style (SPEC §1):
+ * by argv[0]'s basename (an applet name or agent-sandbox-<applet>), else as a
+ * tool shim when the basename is a known tool binary, else by the first
+ * argument; with no applet named, serve.
+ */
+#include "common.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Applets not in this build resolve to NULL. */
+#define APPLET(c, name, summary) int c##_main(int argc, char **argv) __attribute__((weak));
+#include "applets.h"
+#undef APPLET
+
+/* Tool shims (SPEC §5) come with the install engine; weak until then.
+ * shim_find answers whether base names a tool binary. */
+int shim_find(const char *base) __attribute__((weak));
+int shim_main(int argc, char **argv) __attribute__((weak));
+
+struct applet {
+	const char *name;
+	int (*main)(int, char **);
+	const char *summary;
+};
+
+static const struct applet applets[] = {
+#define APPLET(c, name, summary) {name, c##_main, summary},
+#include "applets.h"
+#undef APPLET
+};
+
+#define NAPPLETS ((int)(sizeof(applets) / sizeof(applets[0])))
+
+static const char usage[] =
+	"usage: agent-sandbox-server [APPLET] [ARGS...]\n"
+	"       agent-sandbox-server --list\n"
+	"       agent-sandbox-server --install [--bare] DIR\n"
+	"\n"
+	"One static binary that installs pinned tools and serves the sandbox API.\n"
+	"With no applet named, `serve` runs. `agent-sandbox-server APPLET --help`\n"
+	"describes each applet. Applets:\n";
+
+static const struct applet *
+find(const char *name)
+{
+	int i;
+
+	for (i = 0; i < NAPPLETS; i++)
+		if (strcmp(applets[i].name, name) == 0)
+			return &applets[i];
+	return NULL;
+}
+
+static int
+run(const struct applet *a, int argc, char **argv)
+{
+	if (a->main == NULL) {
+		fprintf(stderr, "%s: %s: not available in this build\n", PROG, a->name);
+		return EXIT_USAGE;
+	}
+	return a->main(argc, argv);
+}
+
+static void
+list(FILE *f, int verbose)
+{
+	int i;
+
+	for (i = 0; i < NAPPLETS; i++) {
+		if (!verbose)
+			fprintf(f, "%s%s\n", applets[i].name, applets[i].main ? "" : " (not available in this build)");
+		else
+			fprintf(f, "  %-13s %s%s\n", applets[i].name, applets[i].summary,
+				applets[i].main ? "" : " (not available in this build)");
+	}
+}
+
+/* --install [--bare] DIR: a symlink per applet to our own absolute path. An
+ * existing symlink is replaced (symlink to a temporary name, then rename), so
+ * re-running after the binary moved is safe; anything else is left alone. */
+static int
+install_links(int argc, char **argv)
+{
+	char self[PATH_MAX], link[PATH_MAX], tmp[PATH_MAX + 16];
+	const char *dir = NULL;
+	struct stat st;
+	int bare = 0, i, rc = EXIT_OK;
+
+	for (i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--bare") == 0)
+			bare = 1;
+		else if (argv[i][0] == '-' || dir != NULL)
+			return usage_error("--install", usage, "unexpected argument %s", argv[i]);
+		else
+			dir = argv[i];
+	}
+	if (dir == NULL)
+		return usage_error("--install", usage, "missing DIR");
+	if (self_path(g_argv0, self) != 0) {
+		err_printf("io.error", "cannot find the path of this binary: %s", strerror(errno));
+		return EXIT_FAIL;
+	}
+	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		err_printf("io.error", "%s: not a directory", dir);
+		return EXIT_FAIL;
+	}
+	for (i = 0; i < NAPPLETS; i++) {
+		snprintf(link, sizeof(link), "%s/%s%s", dir, bare ? "" : "agent-sandbox-", applets[i].name);
+		snprintf(tmp, sizeof(tmp), "%s.tmp%d", link, (int)getpid());
+		if (lstat(link, &st) == 0 && !S_ISLNK(st.st_mode)) {
+			err_printf("io.error", "%s exists and is not a symlink; left alone", link);
+			rc = EXIT_FAIL;
+			continue;
+		}
+		unlink(tmp);
+		if (symlink(self, tmp) != 0 || rename(tmp, link) != 0) {
+			err_printf("io.error", "%s: %s", link, strerror(errno));
+			unlink(tmp);
+			rc = EXIT_FAIL;
+		}
+	}
+	return rc;
+}
+
+static const char *
+base_name(const char *p)
+{
+	const char *s = strrchr(p, '/');
+
+	return s ? s + 1 : p;
+}
+
+int
+main(int argc, char **argv)
+{
+	static char *serve_argv[] = {"serve", NULL};
+	const struct applet *a;
+	const char *base;
+
+	g_argv0 = argc > 0 && argv[0] ? argv[0] : PROG;
+	base = base_name(g_argv0);
+	if (strncmp(base, "agent-sandbox-", 14) == 0 && strcmp(base, PROG) != 0 && (a = find(base + 14)))
+		return run(a, argc, argv);
+	if ((a = find(base)) != NULL)
+		return run(a, argc, argv);
+	if (strcmp(base, PROG) != 0 && shim_find != NULL && shim_find(base))
+		return shim_main(argc, argv);
+
+	if (argc < 2)
+		return run(find("serve"), 1, serve_argv);
+	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+		fputs(usage, stdout);
+		list(stdout, 1);
+		return EXIT_OK;
+	}
+	if (strcmp(argv[1], "--list") == 0) {
+		if (argc > 2)
+			return usage_error("--list", usage, "unexpected argument %s", argv[2]);
+		list(stdout, 0);
+		return EXIT_OK;
+	}
+	if (strcmp(argv[1], "--install") == 0)
+		return install_links(argc - 1, argv + 1);
+	if (strcmp(argv[1], "--version") == 0)
+		return run(find("version"), 1, (char *[]){"version", NULL});
+	if ((a = find(argv[1])) != NULL)
+		return run(a, argc - 1, argv + 1);
+	if (argv[1][0] == '-') {
+		/* `agent-sandbox-server --port 9000` is `serve --port 9000`. */
+		argv[0] = "serve";
+		return run(find("serve"), argc, argv);
+	}
+	fprintf(stderr, "%s: usage: unknown applet '%s'\n%s", PROG, argv[1], usage);
+	list(stderr, 1);
+	return EXIT_USAGE;
+}

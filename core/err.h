@@ -1,0 +1,60 @@
+#ifndef ABX_ERR_H
+#define ABX_ERR_H
+/*
+ * Errors: core functions never exit and never print to stdout. They return a
+ * status and fill a struct err that the caller owns. Only applets turn errors
+ * into exit codes.
+ */
+#include <stdarg.h>
+
+#define ERR_MSG_MAX 256     /* one line a human reads; longer is cut */
+#define ERR_DETAILS_MAX 512 /* a small JSON object, e.g. {"phase":"fetch"} */
+
+struct err {
+	const char *code;               /* a code of core/errcodes.h; NULL = none */
+	char msg[ERR_MSG_MAX];          /* the specific message, no code prefix */
+	char details[ERR_DETAILS_MAX];  /* JSON object text, or "" */
+};
+
+struct err_info {
+	const char *code;
+	int status;            /* HTTP status the API answers with */
+	const char *sentence;  /* generic sentence, used when msg is empty */
+	const char *remedy;    /* one-line fix, or NULL */
+};
+
+/* Set e (if not NULL) to code with a printf-style message. Returns -1 so
+ * callers can `return err_set(...)`. code must be a static string. */
+int err_set(struct err *e, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+int err_setv(struct err *e, const char *code, const char *fmt, va_list ap);
+
+/* Set e->details to a JSON object text (not validated; callers build it with
+ * json_w). Truncated text is replaced by "{}". */
+void err_details(struct err *e, const char *json_object);
+
+void err_clear(struct err *e);
+
+/* The table entry for code; an unknown code answers the "internal" entry. */
+const struct err_info *err_info(const char *code);
+
+/* All entries, for doctor and documentation; *n receives the count. */
+const struct err_info *err_table(int *n);
+
+/* Format "agent-sandbox-server: <code>: <msg>\n[  fix: <remedy>\n]" into buf.
+ * Returns the length (truncated to cap-1). */
+int err_format(const struct err *e, char *buf, int cap);
+
+/* Write err_format()'s text to fd 2 with a single write(2) so concurrent
+ * threads never interleave. */
+void err_print(const struct err *e);
+
+/* Print "agent-sandbox-server: <code>: <printf message>" to stderr in one
+ * write, with the code's remedy. For applets and warnings. */
+void err_printf(const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* A warning line "agent-sandbox-server: warning: ..." in one write. */
+void warnx_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

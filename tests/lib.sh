@@ -1,0 +1,82 @@
+# Sourced by tests/integration/*.sh. Each file runs the static binary ($BIN)
+# against real peers on loopback and prints one line per case:
+#   ok - NAME | not ok - NAME: why | skip - NAME: why
+# The runner counts them; a file that exits non-zero without a "not ok" line
+# counts as one failure.
+set -u
+: "${BIN:?BIN is the static binary}"
+: "${TOP:?TOP is the repository}"
+T=$(mktemp -d "${TMPDIR:-/tmp}/abx-test.XXXXXX")
+chmod 700 "$T"
+FIXTURES=$TOP/tests/fixtures
+_pids=""
+cleanup() {
+	for p in $_pids; do kill "$p" 2>/dev/null; done
+	wait 2>/dev/null
+	rm -rf "$T"
+}
+trap cleanup EXIT INT TERM
+
+ok() { echo "ok - $1"; }
+not_ok() { echo "not ok - $1: $2"; }
+skip() { echo "skip - $1: $2"; }
+
+# run CMD...: stdout to $T/out, stderr to $T/err, exit code to $RC.
+run() {
+	"$@" >"$T/out" 2>"$T/err"
+	RC=$?
+}
+
+# expect NAME RC [STDOUT-SUBSTRING [STDERR-SUBSTRING]] -- after run.
+expect() {
+	_n=$1 _rc=$2 _o=${3:-} _e=${4:-}
+	if [ "$RC" != "$_rc" ]; then
+		not_ok "$_n" "exit $RC, expected $_rc; stderr: $(head -c 300 "$T/err" | tr '\n' ' ')"
+	elif [ -n "$_o" ] && ! grep -qF -- "$_o" "$T/out"; then
+		not_ok "$_n" "stdout lacks '$_o': $(head -c 300 "$T/out" | tr '\n' ' ')"
+	elif [ -n "$_e" ] && ! grep -qF -- "$_e" "$T/err"; then
+		not_ok "$_n" "stderr lacks '$_e': $(head -c 300 "$T/err" | tr '\n' ' ')"
+	else
+		ok "$_n"
+	fi
+}
+
+# check NAME CONDITION-COMMAND...: ok when the command succeeds.
+check() {
+	_n=$1; shift
+	if "$@"; then ok "$_n"; else not_ok "$_n" "failed: $*"; fi
+}
+
+# bg CMD...: start in the background, remember for cleanup; pid in $BGPID.
+bg() {
+	"$@" &
+	BGPID=$!
+	_pids="$_pids $BGPID"
+}
+
+# wait_for_line FILE PATTERN [SECONDS]: until FILE has a line matching PATTERN.
+wait_for_line() {
+	_i=0
+	while [ $_i -lt $((${3:-10} * 20)) ]; do
+		grep -q -- "$2" "$1" 2>/dev/null && return 0
+		sleep 0.05
+		_i=$((_i + 1))
+	done
+	return 1
+}
+
+# start_serve [ARGS...]: serve --port 0 on 127.0.0.1; sets PORT, SERVE_PID.
+start_serve() {
+	bg "$BIN" serve --host 127.0.0.1 --port 0 "$@" >"$T/serve.out" 2>"$T/serve.err"
+	SERVE_PID=$BGPID
+	if ! wait_for_line "$T/serve.out" '^[0-9][0-9]*$' 10; then
+		PORT=""
+		return 1
+	fi
+	PORT=$(head -1 "$T/serve.out")
+}
+
+# http_raw PORT: send stdin raw to 127.0.0.1:PORT, print the whole answer.
+http_raw() {
+	python3 "$FIXTURES/rawhttp.py" "$1"
+}

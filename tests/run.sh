@@ -1,0 +1,67 @@
+#!/bin/sh
+# The test runner: unit test binaries (cmocka, under ASan/UBSan), then each
+# integration test file tests/integration/*.sh against the static binary.
+# Integration files print "ok - NAME" / "not ok - NAME: why" lines (and
+# "skip - NAME: why"). The last line is "N passed, N failed[, N skipped]".
+#
+#   tests/run.sh [UNIT_BIN...]          everything
+#   tests/run.sh --only PATTERN ...     integration files matching PATTERN
+#   tests/run.sh --e2e                  tests/e2e/*.sh (reach the npm registry)
+top=$(cd "$(dirname "$0")/.." && pwd)
+pass=0 failn=0 skip=0
+log=$top/build/test/log; mkdir -p "$log"
+only="" e2e=0
+units=""
+while [ $# -gt 0 ]; do
+	case $1 in
+	--only) only=$2; shift ;;
+	--e2e) e2e=1 ;;
+	*) units="$units $1" ;;
+	esac
+	shift
+done
+
+count() { # file with ok/not ok/skip lines
+	p=$(grep -c '^ok - ' "$1" || true)
+	f=$(grep -c '^not ok - ' "$1" || true)
+	s=$(grep -c '^skip - ' "$1" || true)
+	pass=$((pass + p)) failn=$((failn + f)) skip=$((skip + s))
+}
+
+for u in $units; do
+	name=$(basename "$u")
+	out=$log/$name.out
+	"$u" >"$out" 2>&1
+	rc=$?
+	p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$out" | awk '{s+=$1} END{print s+0}')
+	f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$out" | awk '{s+=$1} END{print s+0}')
+	if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi # crashed or sanitizer report
+	if [ "$f" -gt 0 ]; then
+		echo "not ok - unit/$name ($f failed; see $out)"
+		grep -E '^\[  (FAILED|ERROR) +\]|ERROR: |runtime error' "$out" | head -20 | sed 's/^/    /'
+	else
+		echo "ok - unit/$name ($p tests)"
+	fi
+	pass=$((pass + p)) failn=$((failn + f))
+done
+
+if [ $e2e -eq 1 ]; then files=$(ls "$top"/tests/e2e/*.sh 2>/dev/null)
+else files=$(ls "$top"/tests/integration/*.sh 2>/dev/null); fi
+for t in $files; do
+	name=$(basename "$t" .sh)
+	[ -n "$only" ] && case $name in *$only*) ;; *) continue ;; esac
+	out=$log/$name.out
+	BIN=$top/build/agent-sandbox-server TOP=$top timeout 900 sh "$t" >"$out" 2>"$log/$name.err" </dev/null
+	rc=$?
+	grep -E '^(ok|not ok|skip) - ' "$out" | sed -E "s#^(ok|not ok|skip) - #\1 - $name/#"
+	count "$out"
+	if [ $rc -ne 0 ] && ! grep -q '^not ok - ' "$out"; then
+		echo "not ok - $name: exited $rc (see $log/$name.err)"
+		tail -5 "$log/$name.err" | sed 's/^/    /'
+		failn=$((failn + 1))
+	fi
+done
+
+if [ $skip -gt 0 ]; then echo "$pass passed, $failn failed, $skip skipped"
+else echo "$pass passed, $failn failed"; fi
+[ $failn -eq 0 ]

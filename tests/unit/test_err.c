@@ -1,0 +1,93 @@
+#include "unit.h"
+#include "err.h"
+
+static void
+test_unknown_code_maps_to_internal(void **state)
+{
+	assert_string_equal(err_info("no.such.code")->code, "internal");
+	assert_string_equal(err_info(NULL)->code, "internal");
+}
+
+static void
+test_status_and_remedy(void **state)
+{
+	assert_int_equal(err_info("install.pending")->status, 202);
+	assert_int_equal(err_info("install.no_space")->status, 507);
+	assert_int_equal(err_info("auth.missing")->status, 401);
+	assert_int_equal(err_info("policy.denied")->status, 403);
+	assert_int_equal(err_info("json.too_large")->status, 413);
+	assert_non_null(err_info("install.read_only")->remedy);
+}
+
+static void
+test_format_one_line_and_fix(void **state)
+{
+	struct err e;
+	char buf[1024];
+
+	assert_int_equal(err_set(&e, "install.checksum_mismatch", "codex: expected %s", "3f1c"), -1);
+	err_format(&e, buf, sizeof(buf));
+	assert_non_null(strstr(buf, "agent-sandbox-server: install.checksum_mismatch: codex: expected 3f1c\n  fix: "));
+	err_set(&e, "request.invalid", NULL);
+	err_format(&e, buf, sizeof(buf));
+	assert_string_equal(buf, "agent-sandbox-server: request.invalid: the request is malformed\n");
+}
+
+static void
+test_format_truncates_and_ends_in_newline(void **state)
+{
+	struct err e;
+	char buf[40];
+	char big[400];
+
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	err_set(&e, "internal", "%s", big);
+	assert_int_equal(strlen(e.msg), ERR_MSG_MAX - 1);
+	assert_int_equal(err_format(&e, buf, sizeof(buf)), 39);
+	assert_int_equal(buf[38], '\n');
+}
+
+static void
+test_details_too_long_becomes_empty_object(void **state)
+{
+	struct err e;
+	char big[ERR_DETAILS_MAX + 10];
+
+	err_set(&e, "install.failed", "x");
+	memset(big, 'a', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	err_details(&e, big);
+	assert_string_equal(e.details, "{}");
+	err_details(&e, "{\"phase\":\"fetch\"}");
+	assert_string_equal(e.details, "{\"phase\":\"fetch\"}");
+	err_set(NULL, "internal", "ignored");
+}
+
+static void
+test_every_code_is_unique_and_dotted_or_known(void **state)
+{
+	int n, i, j;
+	const struct err_info *t = err_table(&n);
+
+	assert_true(n > 30);
+	for (i = 0; i < n; i++) {
+		assert_true(t[i].status >= 200 && t[i].status < 600);
+		for (j = i + 1; j < n; j++)
+			assert_string_not_equal(t[i].code, t[j].code);
+	}
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_unknown_code_maps_to_internal),
+		cmocka_unit_test(test_status_and_remedy),
+		cmocka_unit_test(test_format_one_line_and_fix),
+		cmocka_unit_test(test_format_truncates_and_ends_in_newline),
+		cmocka_unit_test(test_details_too_long_becomes_empty_object),
+		cmocka_unit_test(test_every_code_is_unique_and_dotted_or_known),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

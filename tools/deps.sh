@@ -1,0 +1,162 @@
+#!/bin/sh
+# Fetch zlib, BearSSL and libarchive as Debian source packages (pinned in
+# tools/deps.pins), unpack them with Debian's patch series applied, and build
+# them as static musl libraries under $DEPS (default build/deps).
+#
+# apt is used through a private configuration (sources list, lists and cache
+# under $DEPS/apt) so the host's apt configuration is never changed. Once the
+# source files are present and match their pins, no network access happens.
+#
+#   tools/deps.sh                 fetch (if needed), verify, build
+#   tools/deps.sh --print-pins P=V   print pin lines for a new version (bumping)
+set -eu
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+DEPS=${DEPS:-$top/build/deps}
+pins=$top/tools/deps.pins
+apt=$DEPS/apt
+srcdir=$DEPS/src
+prefix=$DEPS/musl
+MUSL_CC=${MUSL_CC:-musl-gcc}
+jobs=$(nproc 2>/dev/null || echo 2)
+
+say() { printf 'deps: %s\n' "$*" >&2; }
+
+apt_private() {
+	mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial"
+	cat >"$apt/sources.list" <<EOF
+deb-src http://deb.debian.org/debian bookworm main
+deb-src http://deb.debian.org/debian-security bookworm-security main
+EOF
+	set -- -o "Dir::Etc::SourceList=$apt/sources.list" \
+		-o Dir::Etc::SourceParts=/dev/null \
+		-o "Dir::State::Lists=$apt/lists" \
+		-o "Dir::Cache=$apt/cache" \
+		-o APT::Sandbox::User=root -q
+	printf '%s\n' "$@" >"$apt/opts"
+}
+
+apt_run() {
+	# shellcheck disable=SC2046
+	set -- $(cat "$apt/opts" | tr '\n' ' ') "$@"
+	apt-get "$@"
+}
+
+if [ "${1:-}" = "--print-pins" ]; then
+	shift
+	apt_private
+	apt_run update >&2
+	tmp=$(mktemp -d)
+	(cd "$tmp" && apt_run source -d "$@" >&2)
+	for f in "$tmp"/*; do
+		case $f in *.asc) continue ;; esac
+		b=$(basename "$f")
+		p=${b%%_*}
+		v=$(sed -n 's/^Version: //p' "$tmp/${p}_"*.dsc | head -1)
+		printf '%s %s %s %s\n' "$p" "$v" "$b" "$(sha256sum "$f" | cut -d' ' -f1)"
+	done
+	rm -rf "$tmp"
+	exit 0
+fi
+
+verify_pins() {
+	ok=0
+	while read -r pkg ver file sum; do
+		case $pkg in ''|'#'*) continue ;; esac
+		[ -f "$srcdir/$file" ] || { ok=1; continue; }
+		got=$(sha256sum "$srcdir/$file" | cut -d' ' -f1)
+		if [ "$got" != "$sum" ]; then
+			say "sha256 mismatch for $file: expected $sum, got $got"
+			rm -f "$srcdir/$file"
+			ok=2
+		fi
+	done <"$pins"
+	return $ok
+}
+
+fetch_sources() {
+	mkdir -p "$srcdir"
+	st=0
+	verify_pins || st=$?
+	[ $st -eq 0 ] && return 0
+	command -v apt-get >/dev/null || { say "apt-get not found: cannot fetch Debian sources"; exit 1; }
+	command -v dpkg-source >/dev/null || { say "dpkg-source not found: install dpkg-dev"; exit 1; }
+	apt_private
+	say "fetching Debian source packages (private apt sources list)"
+	apt_run update >/dev/null
+	specs=$(awk '!/^#/ && NF==4 {print $1 "=" $2}' "$pins" | sort -u)
+	# shellcheck disable=SC2086
+	(cd "$srcdir" && apt_run source -d $specs >/dev/null)
+	verify_pins || { say "source archives do not match tools/deps.pins"; exit 1; }
+}
+
+unpack() { # pkg dsc-file dir
+	[ -d "$srcdir/$3" ] && return 0
+	mkdir -p "$DEPS/obj"
+	(cd "$srcdir" && dpkg-source -x "$2" "$3.tmp" >/dev/null 2>&1 && mv "$3.tmp" "$3")
+}
+
+dsc() { awk -v p="$1" '$1==p && $3 ~ /\.dsc$/ {print $3}' "$pins"; }
+ver() { awk -v p="$1" '$1==p {print $2; exit}' "$pins"; }
+
+build_zlib() {
+	mkdir -p "$DEPS/obj"
+	[ -f "$prefix/lib/libz.a" ] && return 0
+	unpack zlib "$(dsc zlib)" zlib
+	say "building zlib $(ver zlib)"
+	b=$DEPS/obj/zlib; rm -rf "$b"; cp -a "$srcdir/zlib" "$b"
+	(cd "$b" && CC=$MUSL_CC CFLAGS="-Os -fno-semantic-interposition" ./configure --static --prefix="$prefix" >/dev/null &&
+		make -j"$jobs" libz.a >/dev/null && make install >/dev/null)
+}
+
+build_bearssl() {
+	[ -f "$prefix/lib/libbearssl.a" ] && return 0
+	unpack bearssl "$(dsc bearssl)" bearssl
+	say "building BearSSL $(ver bearssl)"
+	b=$DEPS/obj/bearssl; rm -rf "$b"; cp -a "$srcdir/bearssl" "$b"
+	(cd "$b" && make -j"$jobs" CC="$MUSL_CC" CFLAGS="-W -Wall -Os" LD="$MUSL_CC" lib >/dev/null)
+	mkdir -p "$prefix/lib" "$prefix/include"
+	cp "$b/build/libbearssl.a" "$prefix/lib/"
+	cp "$b"/inc/*.h "$prefix/include/"
+}
+
+build_libarchive() {
+	[ -f "$prefix/lib/libarchive.a" ] && return 0
+	unpack libarchive "$(dsc libarchive)" libarchive
+	say "building libarchive $(ver libarchive)"
+	b=$DEPS/obj/libarchive; rm -rf "$b"; mkdir -p "$b"
+	# Only zlib: no xml2, crypto, iconv, acl, xattr, lzma, bzip2, zstd, lz4, and
+	# no front-end programs. Formats we do not call are dropped by the linker.
+	# Debian's patches touch configure.ac and Makefile.am, which would need
+	# autoreconf; its CMakeLists.txt is patched alike and cmake is at hand.
+	off=""
+	for o in OPENSSL LIBB2 LZ4 LZO LZMA ZSTD BZip2 LIBXML2 EXPAT PCREPOSIX PCRE2POSIX \
+		LibGCC CNG MBEDTLS NETTLE TAR CPIO CAT XATTR ACL ICONV TEST COVERAGE INSTALL WERROR; do
+		off="$off -DENABLE_$o=OFF"
+	done
+	# shellcheck disable=SC2086
+	(cd "$b" && cmake "$srcdir/libarchive" -DCMAKE_C_COMPILER="$MUSL_CC" -DCMAKE_BUILD_TYPE=MinSizeRel \
+		-DCMAKE_C_FLAGS="-Os -I$prefix/include" -DBUILD_SHARED_LIBS=OFF -DENABLE_ZLIB=ON \
+		-DZLIB_INCLUDE_DIR="$prefix/include" -DZLIB_LIBRARY="$prefix/lib/libz.a" \
+		-DCMAKE_FIND_ROOT_PATH="$prefix" -DCMAKE_FIND_ROOT_PATH_MODE_INCLUDE=ONLY \
+		-DCMAKE_FIND_ROOT_PATH_MODE_LIBRARY=ONLY $off >"$b/configure.log" 2>&1 &&
+		make -j"$jobs" archive_static >"$b/make.log" 2>&1 &&
+		mkdir -p "$prefix/lib" "$prefix/include" &&
+		cp libarchive/libarchive.a "$prefix/lib/libarchive.a" &&
+		cp "$srcdir/libarchive/libarchive/archive.h" "$srcdir/libarchive/libarchive/archive_entry.h" "$prefix/include/") ||
+		{ say "libarchive build failed; see $b/*.log"; exit 1; }
+}
+
+command -v "$MUSL_CC" >/dev/null || { say "$MUSL_CC not found: install musl-tools"; exit 1; }
+fetch_sources
+build_zlib
+build_bearssl
+build_libarchive
+# The versions `version` reports, from the pins that were built.
+{
+	printf '#define DEP_ZLIB "%s"\n' "$(ver zlib)"
+	printf '#define DEP_BEARSSL "%s"\n' "$(ver bearssl)"
+	printf '#define DEP_LIBARCHIVE "%s"\n' "$(ver libarchive)"
+	printf '#define DEP_MUSL "%s"\n' "$(dpkg-query -W -f '${Version}' musl-dev 2>/dev/null || echo unknown)"
+} >"$prefix/include/deps_version.h.tmp"
+mv "$prefix/include/deps_version.h.tmp" "$prefix/include/deps_version.h"

@@ -1,0 +1,31 @@
+#!/bin/sh
+# Install the host packages a target needs (as root), or print the exact
+# command (otherwise). Usage: tools/hostdeps.sh build|check|bench
+set -eu
+build="musl-tools dpkg-dev cmake make gcc xz-utils bzip2 ca-certificates"
+check="$build clang libclang-rt-14-dev libcmocka-dev libbearssl-dev libarchive-dev zlib1g-dev openssl file curl strace"
+bench="$check wrk nginx-light hyperfine"
+case ${1:-build} in
+build) want=$build ;;
+check) want=$check ;;
+bench) want=$bench ;;
+*) echo "usage: $0 build|check|bench" >&2; exit 2 ;;
+esac
+missing=""
+for p in $want; do
+	st=$(dpkg-query -W -f '${Status}' "$p" 2>/dev/null || true)
+	case $st in *" installed") ;; *) missing="$missing $p" ;; esac
+done
+command -v python3 >/dev/null || missing="$missing python3"
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" = 0 ]; then
+	echo "hostdeps: installing$missing" >&2
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq >/dev/null || true
+	# shellcheck disable=SC2086
+	apt-get install -y -qq --no-install-recommends $missing >/dev/null
+else
+	echo "hostdeps: missing packages; run:" >&2
+	echo "  sudo apt-get update && sudo apt-get install -y --no-install-recommends$missing" >&2
+	exit 1
+fi
