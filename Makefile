@@ -41,7 +41,7 @@ REL_LIBS := -L$(MUSL)/lib -larchive -lz -lbearssl -lpthread
 
 # Sanitizer build for unit tests and fuzzing: host compiler, Debian -dev packages.
 SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-SAN_CFLAGS := -std=c11 -g -O1 $(SAN_FLAGS) $(WARN) $(DEFS) -DABX_TEST=1 $(INCS)
+SAN_CFLAGS := -std=c11 -g -O1 $(SAN_FLAGS) $(WARN) $(DEFS) -DABX_TEST=1 $(INCS) -I/usr/include/bearssl
 SAN_LIBS := -larchive -lz -lbearssl -lcmocka -lpthread
 
 REL_OBJ := $(patsubst %.c,$(B)/rel/%.o,$(CORE_SRC) $(APPLET_SRC)) $(B)/rel/gen/manifests_embed.o
