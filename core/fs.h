@@ -1,0 +1,123 @@
+#ifndef ABX_FS_H
+#define ABX_FS_H
+/*
+ * Filesystem helpers for the install engine: directories, atomic writes,
+ * bounded reads, safe tree removal, tree digests, free space, directory
+ * safety and the noexec probe.
+ *
+ * Every function returns 0 on success and -1 with e set (code io.error
+ * unless said otherwise; the message names the path and strerror), never
+ * exits, never prints. Nothing here changes the current directory or the
+ * umask, so all of it is safe in a threaded server.
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "err.h"
+
+/* A tree walk refuses to go deeper than this: a hostile tree cannot exhaust
+ * file descriptors (one open directory per level) or the stack. Node.js's
+ * deepest path is about 15 levels. */
+#define FS_MAX_DEPTH 128
+/* One directory's entries are sorted in memory for the digests; a directory
+ * larger than this is an error rather than an unbounded allocation. */
+#define FS_MAX_DIR_ENTRIES 100000
+/* A digest as lowercase hex, with its NUL. */
+#define FS_HEX_LEN 65
+
+/* mkdir -p: create path and its missing parents with mode (umask applies,
+ * as for mkdir(2)). An existing directory is fine; an existing non-directory
+ * is an error. */
+int fs_mkdir_p(const char *path, mode_t mode, struct err *e);
+
+/* Write buf[0..n) to path atomically: a temporary file in the same directory
+ * (O_EXCL, mode), write, fsync, rename over path, fsync the directory. A
+ * reader sees the old content or the new, never a mix; after a power cut
+ * the same holds. On failure the temporary file is removed. */
+int fs_write_atomic(const char *path, const void *buf, size_t n, mode_t mode,
+    struct err *e);
+
+/* Read the whole of path (a regular file, not followed if a symlink: O_NOFOLLOW)
+ * into buf of cap bytes and NUL-terminate it. Returns the length, or -1: a
+ * file of cap bytes or more is an error (never a truncated read). A missing
+ * file gives e->code "not_found" so callers can tell absence from failure. */
+ssize_t fs_read_small(const char *path, char *buf, size_t cap, struct err *e);
+
+/* Like fs_read_small into a malloc'd buffer of at most max bytes (+1 for the
+ * NUL). On success *out is owned by the caller (free()), *len the length. */
+int fs_read_alloc(const char *path, size_t max, char **out, size_t *len,
+    struct err *e);
+
+/* Remove path and everything under it without following any symlink (a
+ * symlink is removed, never its target), using openat/unlinkat relative to
+ * directory fds so a concurrent rename cannot redirect it. A missing path is
+ * success. Directories without write/search permission for us are chmod'ed
+ * u+rwx first (a 0555 directory inside a staged tree must be removable). */
+int fs_rm_tree(const char *path, struct err *e);
+
+/* The same for the entry name inside the open directory dirfd. */
+int fs_rm_treeat(int dirfd, const char *name, struct err *e);
+
+/* fsync the directory path (so a rename or create in it survives a power cut). */
+int fs_fsync_dir(const char *path, struct err *e);
+
+/* The directory part of path into buf (cap bytes), "." if none. Returns 0,
+ * or -1 when it does not fit. */
+int fs_dirname(const char *path, char *buf, size_t cap);
+
+/*
+ * Content digest of the tree under root (root itself excluded), lowercase hex
+ * sha256 into hex. Canonical walk: depth first, the entries of each directory
+ * sorted bytewise by name; for each entry one record
+ *   relative path NUL, type char (f d l), mode & 07777 as 4 octal digits,
+ *   then for f: size in decimal NUL and the sha256 of the content (32 bytes);
+ *   for l: the link target NUL; for d: nothing
+ * is fed to the outer sha256. Any change of content, mode, name, type or link
+ * target changes the digest; mtimes, owners and inode numbers do not. Other
+ * file types (FIFO, device, socket) make it fail: a published tree has none.
+ * files/bytes (may be NULL) receive the counts of regular files and bytes.
+ */
+int fs_tree_digest(const char *root, char hex[FS_HEX_LEN], uint64_t *files,
+    uint64_t *bytes, struct err *e);
+
+/*
+ * A cheap proof that a tree has not changed since it was recorded (SPEC §6
+ * step 1 fast path): the same canonical walk as fs_tree_digest, but each
+ * record is the relative path with the entry's mode, size, inode, device,
+ * ctime and mtime (seconds and nanoseconds) — no file is opened. Any write,
+ * chmod, rename, link or replacement updates a ctime, which an unprivileged
+ * writer cannot set back, so an equal proof means an unchanged tree; a
+ * different proof means "fall back to fs_tree_digest". The root directory
+ * itself is included (an entry added or removed at the top changes its
+ * ctime). Not portable across copies: record it where the tree lives.
+ */
+int fs_stat_proof(const char *root, char hex[FS_HEX_LEN], struct err *e);
+
+/* Bytes available to an unprivileged user on the filesystem holding path
+ * (statvfs f_bavail × f_frsize) into *out. */
+int fs_free_bytes(const char *path, uint64_t *out, struct err *e);
+
+/* A state or tools directory is safe when it is a directory (a symlink to
+ * one is followed), owned by us (euid) or root, and not group- or
+ * world-writable. Unsafe → -1 with config.state_dir_unsafe naming the path,
+ * its owner and mode; missing → not_found; other failures → io.error. */
+int fs_dir_safe(const char *path, struct err *e);
+
+/*
+ * Can files in dir be executed? Writes a one-byte file (mode 0700) there and
+ * execve()s it in a spawned child: a filesystem that allows exec answers
+ * ENOEXEC (not a valid executable; no shell, no ELF needed, so it works on
+ * scratch images), a noexec mount answers EACCES. The file is removed.
+ * Returns 0 when exec is allowed; -1 with install.noexec naming the mount
+ * point (from /proc/self/mountinfo) when not; -1 with io.error when the file
+ * cannot be written (read-only directory: the caller tries the next one).
+ */
+int fs_noexec_probe(const char *dir, struct err *e);
+
+/* The mount point of the filesystem holding path, from /proc/self/mountinfo
+ * (the longest mount point that is a prefix of path's real path and has the
+ * same device). Returns 0, or -1 when it cannot be told (buf = path). */
+int fs_mount_point(const char *path, char *buf, size_t cap);
+
+#endif
