@@ -53,6 +53,10 @@ FUZZ_BIN := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(FUZZ_SRC))
 .PHONY: all deps hostdeps check unit integration run fuzz bench size e2e install clean distclean
 all: $(BIN)
 
+# Objects reached only through pattern rules would count as intermediate and be
+# deleted after each build, so every `make check` recompiled them.
+.SECONDARY:
+
 hostdeps:
 	@tools/hostdeps.sh build
 
@@ -84,6 +88,10 @@ $(B)/rel/gen/manifests_embed.o: $(GEN_SRC) $(HDRS) $(MUSL)/lib/libarchive.a
 
 $(BIN): $(REL_OBJ) $(MUSL)/lib/libarchive.a
 	$(MUSL_CC) $(REL_CFLAGS) $(REL_LDFLAGS) $(REL_OBJ) $(REL_LIBS) -o $@
+
+# The same link, unstripped, with a map: what `make size` reads.
+$(BIN).debug: $(REL_OBJ) $(MUSL)/lib/libarchive.a
+	$(MUSL_CC) $(REL_CFLAGS) $(filter-out -s,$(REL_LDFLAGS)) -Wl,-Map,$@.map $(REL_OBJ) $(REL_LIBS) -o $@
 
 $(B)/san/%.o: %.c $(HDRS)
 	@mkdir -p $(@D)
@@ -122,7 +130,9 @@ run:
 	@$(MAKE) --no-print-directory $(BIN)
 	@tools/run.sh $(BIN)
 
-fuzz: $(FUZZ_BIN)
+fuzz:
+	@tools/hostdeps.sh check
+	@$(MAKE) --no-print-directory $(FUZZ_BIN)
 	@tools/fuzz.sh $(FUZZ_SECONDS) $(FUZZ_BIN)
 
 bench:
@@ -130,20 +140,26 @@ bench:
 	@$(MAKE) --no-print-directory $(BIN)
 	@tools/bench.sh $(BIN)
 
-size: $(BIN)
-	@tools/size.sh $(BIN) $(REL_OBJ)
+size: $(BIN) $(BIN).debug
+	@tools/size.sh $(BIN) $(BIN).debug $(REL_OBJ)
 
 e2e:
 	@tools/hostdeps.sh check
 	@$(MAKE) --no-print-directory $(BIN)
 	@tests/run.sh --e2e
 
+# The binary plus one agent-sandbox-<applet> link per applet. The links are
+# relative, so they stay right under DESTDIR staging and after relocation.
 install: $(BIN)
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/agent-sandbox-server
+	@for a in $$($(BIN) --list | cut -d' ' -f1); do \
+		ln -sfn agent-sandbox-server $(DESTDIR)$(PREFIX)/bin/agent-sandbox-$$a || exit 1; \
+	done
+	@echo "installed $(DESTDIR)$(PREFIX)/bin/agent-sandbox-server and its applet links"
 
 clean:
-	rm -rf $(B)/rel $(B)/san $(B)/unit $(B)/fuzz $(B)/fuzzobj $(B)/gen $(BIN) $(B)/test
+	rm -rf $(B)/rel $(B)/san $(B)/unit $(B)/fuzz $(B)/fuzzobj $(B)/gen $(BIN) $(BIN).debug $(BIN).debug.map $(B)/test
 
 distclean:
 	rm -rf $(B)

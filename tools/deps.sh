@@ -19,6 +19,9 @@ srcdir=$DEPS/src
 prefix=$DEPS/musl
 MUSL_CC=${MUSL_CC:-musl-gcc}
 jobs=$(nproc 2>/dev/null || echo 2)
+# Called from make: the sub-builds below run their own make -jN, which must
+# not inherit (and fight over) the caller's jobserver.
+unset MAKEFLAGS MFLAGS MAKELEVEL
 
 say() { printf 'deps: %s\n' "$*" >&2; }
 
@@ -90,39 +93,60 @@ fetch_sources() {
 	verify_pins || { say "source archives do not match tools/deps.pins"; exit 1; }
 }
 
-unpack() { # pkg dsc-file dir
-	[ -d "$srcdir/$3" ] && return 0
-	mkdir -p "$DEPS/obj"
-	(cd "$srcdir" && dpkg-source -x "$2" "$3.tmp" >/dev/null 2>&1 && mv "$3.tmp" "$3")
+# unpack PKG: dpkg-source -x (applies Debian's patch series) into a directory
+# named after the pinned .dsc, so a bumped pin unpacks afresh. Prints the dir.
+unpack() {
+	d=$(dsc "$1")
+	dir=$srcdir/${d%.dsc}
+	if [ ! -d "$dir" ]; then
+		rm -rf "$dir.tmp"
+		(cd "$srcdir" && dpkg-source -x "$d" "$dir.tmp" >"$srcdir/$1.unpack.log" 2>&1) ||
+			{ say "dpkg-source -x $d failed; see $srcdir/$1.unpack.log"; exit 1; }
+		mv "$dir.tmp" "$dir"
+	fi
+	echo "$dir"
 }
+
+# built PKG LIB: true when LIB exists and was built from the pinned .dsc.
+# A bumped pin (or a build interrupted before its stamp) rebuilds.
+# A tree built before stamps existed is adopted as built from the pins.
+built() {
+	[ -f "$prefix/lib/$2" ] || return 1
+	[ -f "$prefix/stamp.$1" ] || stamp "$1"
+	[ "$(cat "$prefix/stamp.$1")" = "$(dsc "$1")" ]
+}
+stamp() { dsc "$1" >"$prefix/stamp.$1"; }
 
 dsc() { awk -v p="$1" '$1==p && $3 ~ /\.dsc$/ {print $3}' "$pins"; }
 ver() { awk -v p="$1" '$1==p {print $2; exit}' "$pins"; }
 
 build_zlib() {
-	mkdir -p "$DEPS/obj"
-	[ -f "$prefix/lib/libz.a" ] && return 0
-	unpack zlib "$(dsc zlib)" zlib
+	built zlib libz.a && return 0
+	s=$(unpack zlib)
 	say "building zlib $(ver zlib)"
-	b=$DEPS/obj/zlib; rm -rf "$b"; cp -a "$srcdir/zlib" "$b"
-	(cd "$b" && CC=$MUSL_CC CFLAGS="-Os -fno-semantic-interposition" ./configure --static --prefix="$prefix" >/dev/null &&
-		make -j"$jobs" libz.a >/dev/null && make install >/dev/null)
+	b=$DEPS/obj/zlib; rm -rf "$b"; mkdir -p "$DEPS/obj"; cp -a "$s" "$b"
+	(cd "$b" && CC=$MUSL_CC CFLAGS="-Os -fno-semantic-interposition" ./configure --static --prefix="$prefix" >"$b/build.log" 2>&1 &&
+		make -j"$jobs" libz.a >>"$b/build.log" 2>&1 && make install >>"$b/build.log" 2>&1) ||
+		{ say "zlib build failed; see $b/build.log"; exit 1; }
+	stamp zlib
 }
 
 build_bearssl() {
-	[ -f "$prefix/lib/libbearssl.a" ] && return 0
-	unpack bearssl "$(dsc bearssl)" bearssl
+	built bearssl libbearssl.a && return 0
+	s=$(unpack bearssl)
 	say "building BearSSL $(ver bearssl)"
-	b=$DEPS/obj/bearssl; rm -rf "$b"; cp -a "$srcdir/bearssl" "$b"
-	(cd "$b" && make -j"$jobs" CC="$MUSL_CC" CFLAGS="-W -Wall -Os" LD="$MUSL_CC" lib >/dev/null)
+	b=$DEPS/obj/bearssl; rm -rf "$b"; mkdir -p "$DEPS/obj"; cp -a "$s" "$b"
+	(cd "$b" && make -j"$jobs" CC="$MUSL_CC" CFLAGS="-W -Wall -Os" LD="$MUSL_CC" lib >"$b/build.log" 2>&1) ||
+		{ say "BearSSL build failed; see $b/build.log"; exit 1; }
 	mkdir -p "$prefix/lib" "$prefix/include"
 	cp "$b/build/libbearssl.a" "$prefix/lib/"
 	cp "$b"/inc/*.h "$prefix/include/"
+	stamp bearssl
 }
 
 build_libarchive() {
-	[ -f "$prefix/lib/libarchive.a" ] && return 0
-	unpack libarchive "$(dsc libarchive)" libarchive
+	built libarchive libarchive.a && return 0
+	s=$(unpack libarchive)
 	say "building libarchive $(ver libarchive)"
 	b=$DEPS/obj/libarchive; rm -rf "$b"; mkdir -p "$b"
 	# Only zlib: no xml2, crypto, iconv, acl, xattr, lzma, bzip2, zstd, lz4, and
@@ -135,7 +159,7 @@ build_libarchive() {
 		off="$off -DENABLE_$o=OFF"
 	done
 	# shellcheck disable=SC2086
-	(cd "$b" && cmake "$srcdir/libarchive" -DCMAKE_C_COMPILER="$MUSL_CC" -DCMAKE_BUILD_TYPE=MinSizeRel \
+	(cd "$b" && cmake "$s" -DCMAKE_C_COMPILER="$MUSL_CC" -DCMAKE_BUILD_TYPE=MinSizeRel \
 		-DCMAKE_C_FLAGS="-Os -I$prefix/include" -DBUILD_SHARED_LIBS=OFF -DENABLE_ZLIB=ON \
 		-DZLIB_INCLUDE_DIR="$prefix/include" -DZLIB_LIBRARY="$prefix/lib/libz.a" \
 		-DCMAKE_FIND_ROOT_PATH="$prefix" -DCMAKE_FIND_ROOT_PATH_MODE_INCLUDE=ONLY \
@@ -143,8 +167,9 @@ build_libarchive() {
 		make -j"$jobs" archive_static >"$b/make.log" 2>&1 &&
 		mkdir -p "$prefix/lib" "$prefix/include" &&
 		cp libarchive/libarchive.a "$prefix/lib/libarchive.a" &&
-		cp "$srcdir/libarchive/libarchive/archive.h" "$srcdir/libarchive/libarchive/archive_entry.h" "$prefix/include/") ||
+		cp "$s/libarchive/archive.h" "$s/libarchive/archive_entry.h" "$prefix/include/") ||
 		{ say "libarchive build failed; see $b/*.log"; exit 1; }
+	stamp libarchive
 }
 
 command -v "$MUSL_CC" >/dev/null || { say "$MUSL_CC not found: install musl-tools"; exit 1; }
