@@ -1,0 +1,110 @@
+# Sourced by tools/bench.sh and by each tools/bench/*.sh. A bench file prints
+# rows "figure | ours | reference | ratio" on stdout (anything else it says goes
+# to stderr, which bench.sh keeps in a log), using the helpers below. Figures
+# come from one run, side by side; absolute numbers on a shared machine are
+# noise, the ratio is the figure. Environment: BIN (the static binary), TOP.
+#
+#   row FIGURE OURS REFERENCE [RATIO]   print one row; RATIO defaults to OURS/REF
+#   ratio A B                           A/B as "0.42x", or n/a
+#   has_applet NAME                     true when BIN has that applet built
+#   free_port                           an unused loopback TCP port
+#   median_ms CMD...                    median wall time of CMD, in ms (BENCH_RUNS)
+#   peak_kib CMD...                     RSS of CMD as it exits (its peak, in practice), KiB
+#   proc_kib PID FIELD                  FIELD (VmRSS, VmHWM) of PID and its children, KiB
+
+: "${BIN:?BIN is the static binary}"
+BENCH_RUNS=${BENCH_RUNS:-200}
+
+ratio() {
+	awk -v a="$1" -v b="$2" 'BEGIN {
+		if (a !~ /^[0-9.]+$/ || b !~ /^[0-9.]+$/ || b + 0 == 0) print "n/a"
+		else if (a / b >= 0.1) printf "%.2fx\n", a / b
+		else printf "%.2gx\n", a / b }'
+}
+
+row() {
+	printf '%s | %s | %s | %s\n' "$1" "$2" "$3" "${4:-$(ratio "$2" "$3")}"
+}
+
+has_applet() {
+	"$BIN" --list 2>/dev/null | grep -qx "$1"
+}
+
+free_port() {
+	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# Median of BENCH_RUNS runs (after a few warm-up runs), output discarded.
+# hyperfine -N (no shell in between) when present, else a Python loop; a
+# command that fails any run answers "fail".
+median_ms() {
+	if command -v hyperfine >/dev/null 2>&1; then
+		_j=$(mktemp)
+		_cmd=""
+		for _a in "$@"; do _cmd="$_cmd '$_a'"; done
+		if hyperfine -N --warmup 10 --runs "$BENCH_RUNS" --export-json "$_j" "$_cmd" >/dev/null 2>&1; then
+			python3 -c 'import json, sys; print("%.3f" % (json.load(open(sys.argv[1]))["results"][0]["median"] * 1000))' "$_j"
+		else
+			echo fail
+		fi
+		rm -f "$_j"
+		return
+	fi
+	python3 - "$BENCH_RUNS" "$@" <<'EOF'
+import subprocess, sys, time, statistics
+n = int(sys.argv[1]); cmd = sys.argv[2:]
+ts = []
+for i in range(n + 10):
+    t = time.perf_counter()
+    r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    d = time.perf_counter() - t
+    if r.returncode != 0:
+        print("fail"); sys.exit(0)
+    if i >= 10:
+        ts.append(d)
+print("%.3f" % (statistics.median(ts) * 1000))
+EOF
+}
+
+peak_kib() {
+	_p=$TOP/build/bench/peakrss
+	if [ ! -x "$_p" ] || [ "$TOP/tools/peakrss.c" -nt "$_p" ]; then
+		mkdir -p "$TOP/build/bench"
+		${MUSL_CC:-musl-gcc} -static -Os -s -o "$_p" "$TOP/tools/peakrss.c" 2>/dev/null || { echo n/a; return; }
+	fi
+	_k=$("$_p" "$@" 2>/dev/null </dev/null) && echo "$_k" || echo fail
+}
+
+# VmRSS is read from smaps_rollup (exact; since Linux 6.2 the counters behind
+# /proc/PID/status are per-CPU approximations that under-read small
+# processes); VmHWM is the larger of the status figure and that.
+proc_kib() {
+	python3 - "$1" "$2" <<'EOF'
+import os, sys
+root, field = int(sys.argv[1]), sys.argv[2]
+def num(path, name):
+    try:
+        for line in open(path):
+            if line.startswith(name):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+kids = {}
+for p in os.listdir("/proc"):
+    if p.isdigit():
+        try:
+            st = open("/proc/%s/stat" % p).read()
+            ppid = int(st[st.rindex(")") + 2:].split()[1])
+            kids.setdefault(ppid, []).append(int(p))
+        except (OSError, ValueError):
+            pass
+total, todo = 0, [root]
+while todo:
+    p = todo.pop()
+    rss = num("/proc/%d/smaps_rollup" % p, "Rss:")
+    total += rss if field == "VmRSS" else max(rss, num("/proc/%d/status" % p, field + ":"))
+    todo.extend(kids.get(p, []))
+print(total if total else "n/a")
+EOF
+}
