@@ -1,0 +1,22 @@
+# README.md: the error-code table is the one generated from core/errcodes.h,
+# and every applet the binary lists is documented.
+. "$TOP/tests/lib.sh"
+
+run "$TOP/tools/errdoc.sh" --check "$TOP/README.md"
+expect "README error table matches core/errcodes.h (tools/errdoc.sh --update README.md)" 0
+
+# The generator itself: a table with a row missing is reported stale.
+grep -v '^| `not_found` |' "$TOP/README.md" >"$T/README.md"
+run "$TOP/tools/errdoc.sh" --check "$T/README.md"
+expect "a stale table is detected" 1 "" "stale"
+run "$TOP/tools/errdoc.sh" --update "$T/README.md"
+expect "--update rewrites the table" 0
+check "--update restores the README exactly" cmp -s "$T/README.md" "$TOP/README.md"
+
+n=$(grep -c '^ERRCODE(' "$TOP/core/errcodes.h")
+check "every one of the $n codes has a row" test "$("$TOP/tools/errdoc.sh" | grep -c '^| `')" -eq "$n"
+
+"$BIN" --list | cut -d' ' -f1 >"$T/applets"
+for a in $(cat "$T/applets"); do
+	check "README documents applet $a" grep -q "^| \`$a" "$TOP/README.md"
+done
