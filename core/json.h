@@ -10,7 +10,14 @@
  * json.encoding, json.too_deep, json.too_large.
  *
  * The parser builds a read-only tree in one arena owned by struct json_doc;
- * every pointer in it lives until json_free(doc).
+ * every pointer in it lives until json_free(doc). The tree never points into
+ * the input text, which the caller may free as soon as json_parse returns.
+ * The arena grows with the document (about the input size plus 48 bytes per
+ * value), so max_bytes and max_values bound it.
+ *
+ * Positions are "line:col", both 1-based; col counts bytes, not characters
+ * (a minified multi-MiB lockfile is one line, and counting characters for
+ * every value would cost a pass over the line each time).
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -31,7 +38,7 @@ struct json_member;
 
 struct json_val {
 	enum json_type type;
-	int line, col;                  /* where the value starts, 1-based */
+	int line, col;                  /* where the value starts, 1-based (col in bytes) */
 	union {
 		struct {
 			const char *s;  /* decoded UTF-8, NUL-terminated */
@@ -41,6 +48,9 @@ struct json_val {
 			const char *text;  /* the number exactly as written, NUL-terminated */
 			double d;
 			int is_int;        /* no fraction/exponent and fits int64 */
+			/* A number beyond double's range (1e400) is refused,
+			 * json.too_large "number out of range" (RFC 8259 §6
+			 * lets a parser limit the range). */
 			int64_t i;
 		} num;
 		struct {
@@ -102,15 +112,34 @@ const char *json_str(const struct json_val *v);                    /* string or 
 const char *json_get_str(const struct json_val *obj, const char *key);
 int json_is(const struct json_val *v, enum json_type t);
 
-/* The first key that appears twice in obj (or NULL). For callers that parsed
- * with reject_dup_keys = 0 and want to decide per object. */
+/* The first key that appears twice in obj (or NULL): of the keys that
+ * repeat, the one whose second occurrence comes first. For callers that
+ * parsed with reject_dup_keys = 0 and want to decide per object. O(n log n).
+ * Keys are compared by all keylen bytes (a key may hold U+0000). */
 const char *json_dup_key(const struct json_val *obj);
+
+#ifdef ABX_TEST
+/* Test-only allocation failure (SQLite's countdown): when set to N > 0, the
+ * Nth allocation made by json.c from now on fails (arena blocks, scratch
+ * space, file buffers, writer buffers); 0 = never. */
+extern long json_test_alloc_fail;
+/* Bytes the arena of doc holds (blocks and headers), for bound checks. */
+size_t json_test_arena_bytes(const struct json_doc *doc);
+#endif
 
 /*
  * Writer: appends JSON to a bounded growable buffer. Strings are escaped
  * (control characters, quote, backslash; invalid UTF-8 becomes U+FFFD).
  * Commas are placed automatically. Once the buffer would exceed max,
  * w->overflow is set and further output is dropped; check it at the end.
+ * Misuse (a value in an object without a key, a key outside an object, an
+ * end with nothing open, more than JSON_W_MAX_DEPTH levels) also sets
+ * overflow, so invalid JSON is never handed on silently. buf is never NULL
+ * (it is "" before the first byte). Several top-level values are separated
+ * by '\n' (JSON lines).
+ * Doubles are written with the fewest of %.15g/%.16g/%.17g digits that read
+ * back to the same double; integral doubles below 2^53 as integers; NaN and
+ * infinities as null.
  */
 #define JSON_W_MAX_DEPTH 32
 
@@ -135,7 +164,11 @@ void json_w_int(struct json_w *w, int64_t v);
 void json_w_double(struct json_w *w, double v);
 void json_w_bool(struct json_w *w, int v);
 void json_w_null(struct json_w *w);
-void json_w_raw(struct json_w *w, const char *json); /* pre-built JSON value */
+void json_w_raw(struct json_w *w, const char *json); /* pre-built JSON value, not checked */
+/* A parsed value, recursively; numbers are written exactly as they were in
+ * the input (num.text). Writing a tree deeper than JSON_W_MAX_DEPTH sets
+ * overflow. */
+void json_w_val(struct json_w *w, const struct json_val *v);
 /* Shorthands for "key": value inside an object. */
 void json_w_kstr(struct json_w *w, const char *key, const char *s);
 void json_w_kint(struct json_w *w, const char *key, int64_t v);

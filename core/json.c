@@ -1,0 +1,1416 @@
+/*
+ * The strict JSON parser and the bounded writer (see json.h).
+ *
+ * The parser is iterative: containers live on an explicit frame stack whose
+ * height is bounded by max_depth, so hostile nesting cannot exhaust the C
+ * stack whatever limit a caller picks. Children are collected in a scratch
+ * array (malloc'd, freed before returning) and copied into the arena once,
+ * when their container closes, so every array and object in the tree is one
+ * contiguous block and each value is copied exactly once.
+ */
+#include "json.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+const struct json_limits json_default_limits = {
+	.max_bytes = JSON_MAX_BYTES_DEFAULT,
+	.max_depth = JSON_MAX_DEPTH_DEFAULT,
+	.max_values = JSON_MAX_VALUES_DEFAULT,
+	.reject_dup_keys = 1,
+};
+
+/* ---- allocation ---- */
+
+#ifdef ABX_TEST
+long json_test_alloc_fail;
+
+static int
+alloc_fails(void)
+{
+	return json_test_alloc_fail > 0 && --json_test_alloc_fail == 0;
+}
+#else
+#define alloc_fails() 0
+#endif
+
+static void *
+j_malloc(size_t n)
+{
+	return alloc_fails() ? NULL : malloc(n);
+}
+
+static void *
+j_realloc(void *p, size_t n)
+{
+	return alloc_fails() ? NULL : realloc(p, n);
+}
+
+/*
+ * The arena: a list of blocks. Blocks double from ARENA_BLOCK_MIN up to
+ * ARENA_BLOCK_MAX, so a small document costs one small malloc and a 16 MiB
+ * one a few dozen; a request above a quarter of the next block size (a big
+ * array, a long string) gets a block of its own, so at most a quarter block
+ * is wasted per block and the total stays proportional to the tree.
+ */
+#define ARENA_BLOCK_MIN 2048
+#define ARENA_BLOCK_MAX (1u << 20)
+
+struct ablock {
+	struct ablock *next;
+	size_t cap, used;
+};
+
+/* Data starts 16-aligned after the header, like malloc's own alignment. */
+#define ABLOCK_HDR ((sizeof(struct ablock) + 15) & ~(size_t)15)
+#define ABLOCK_DATA(b) ((unsigned char *)(b) + ABLOCK_HDR)
+
+struct arena {
+	struct ablock *head;
+	size_t next_cap;
+	size_t total;
+};
+
+static void *
+arena_alloc(struct arena *a, size_t n, size_t align)
+{
+	struct ablock *b = a->head, *nb;
+	size_t off, cap;
+
+	if (b != NULL) {
+		off = (b->used + align - 1) & ~(align - 1);
+		if (off <= b->cap && n <= b->cap - off) {
+			b->used = off + n;
+			return ABLOCK_DATA(b) + off;
+		}
+	}
+	if (n > SIZE_MAX / 2)
+		return NULL;
+	if (n > a->next_cap / 4) {
+		nb = j_malloc(ABLOCK_HDR + n);
+		if (nb == NULL)
+			return NULL;
+		nb->cap = nb->used = n;
+		a->total += ABLOCK_HDR + n;
+		/* Behind the head, so the head's free tail stays usable. */
+		if (b != NULL) {
+			nb->next = b->next;
+			b->next = nb;
+		} else {
+			nb->next = NULL;
+			a->head = nb;
+		}
+		return ABLOCK_DATA(nb);
+	}
+	cap = a->next_cap;
+	nb = j_malloc(ABLOCK_HDR + cap);
+	if (nb == NULL)
+		return NULL;
+	if (a->next_cap < ARENA_BLOCK_MAX)
+		a->next_cap *= 2;
+	nb->cap = cap;
+	nb->used = n;
+	nb->next = b;
+	a->head = nb;
+	a->total += ABLOCK_HDR + cap;
+	return ABLOCK_DATA(nb);
+}
+
+static void
+arena_free(struct arena *a)
+{
+	struct ablock *b, *next;
+
+	if (a == NULL)
+		return;
+	for (b = a->head; b != NULL; b = next) {
+		next = b->next;
+		free(b);
+	}
+	free(a);
+}
+
+/* ---- UTF-8 ---- */
+
+/* Length (1..4) of the valid UTF-8 sequence at p, or 0 with *why set. */
+static int
+utf8_len(const unsigned char *p, const unsigned char *end, const char **why)
+{
+	unsigned c = p[0], lo = 0x80, hi = 0xbf;
+	int n, i;
+
+	if (c < 0x80)
+		return 1;
+	if (c < 0xc0) {
+		*why = "invalid UTF-8: unexpected continuation byte";
+		return 0;
+	}
+	if (c < 0xc2) {
+		*why = "invalid UTF-8: overlong encoding";
+		return 0;
+	}
+	if (c < 0xe0) {
+		n = 2;
+	} else if (c < 0xf0) {
+		n = 3;
+		if (c == 0xe0)
+			lo = 0xa0;
+		else if (c == 0xed)
+			hi = 0x9f;
+	} else if (c < 0xf5) {
+		n = 4;
+		if (c == 0xf0)
+			lo = 0x90;
+		else if (c == 0xf4)
+			hi = 0x8f;
+	} else {
+		*why = c < 0xf8 ? "invalid UTF-8: code point above U+10FFFF" : "invalid UTF-8: byte never valid";
+		return 0;
+	}
+	if (end - p < 2) {
+		*why = "invalid UTF-8: truncated sequence";
+		return 0;
+	}
+	if (p[1] < lo || p[1] > hi) {
+		if ((p[1] & 0xc0) != 0x80)
+			*why = "invalid UTF-8: truncated sequence";
+		else if (c == 0xe0 || c == 0xf0)
+			*why = "invalid UTF-8: overlong encoding";
+		else if (c == 0xed)
+			*why = "invalid UTF-8: encoded surrogate";
+		else
+			*why = "invalid UTF-8: code point above U+10FFFF";
+		return 0;
+	}
+	for (i = 2; i < n; i++) {
+		if (end - p <= i || (p[i] & 0xc0) != 0x80) {
+			*why = "invalid UTF-8: truncated sequence";
+			return 0;
+		}
+	}
+	return n;
+}
+
+static size_t
+utf8_put(unsigned char *d, unsigned long cp)
+{
+	if (cp < 0x80) {
+		d[0] = (unsigned char)cp;
+		return 1;
+	}
+	if (cp < 0x800) {
+		d[0] = (unsigned char)(0xc0 | (cp >> 6));
+		d[1] = (unsigned char)(0x80 | (cp & 0x3f));
+		return 2;
+	}
+	if (cp < 0x10000) {
+		d[0] = (unsigned char)(0xe0 | (cp >> 12));
+		d[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3f));
+		d[2] = (unsigned char)(0x80 | (cp & 0x3f));
+		return 3;
+	}
+	d[0] = (unsigned char)(0xf0 | (cp >> 18));
+	d[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3f));
+	d[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3f));
+	d[3] = (unsigned char)(0x80 | (cp & 0x3f));
+	return 4;
+}
+
+/* ---- escaping (shared by the writer, json_escape and error messages) ---- */
+
+typedef void (*put_fn)(void *ctx, const char *s, size_t n);
+
+static const char hexdig[] = "0123456789abcdef";
+
+static void
+escape_to(put_fn put, void *ctx, const char *str, size_t n)
+{
+	const unsigned char *s = (const unsigned char *)str, *end = s + n, *run;
+	const char *why;
+	char u[6] = {'\\', 'u', '0', '0', 0, 0};
+	int k;
+
+	put(ctx, "\"", 1);
+	while (s < end) {
+		run = s;
+		while (s < end && *s >= 0x20 && *s < 0x80 && *s != '"' && *s != '\\')
+			s++;
+		if (s > run)
+			put(ctx, (const char *)run, (size_t)(s - run));
+		if (s >= end)
+			break;
+		switch (*s) {
+		case '"': put(ctx, "\\\"", 2); s++; continue;
+		case '\\': put(ctx, "\\\\", 2); s++; continue;
+		case '\b': put(ctx, "\\b", 2); s++; continue;
+		case '\f': put(ctx, "\\f", 2); s++; continue;
+		case '\n': put(ctx, "\\n", 2); s++; continue;
+		case '\r': put(ctx, "\\r", 2); s++; continue;
+		case '\t': put(ctx, "\\t", 2); s++; continue;
+		}
+		if (*s < 0x20) {
+			u[4] = hexdig[*s >> 4];
+			u[5] = hexdig[*s & 15];
+			put(ctx, u, 6);
+			s++;
+			continue;
+		}
+		k = utf8_len(s, end, &why);
+		if (k == 0) {
+			put(ctx, "\xef\xbf\xbd", 3);
+			s++;
+		} else {
+			put(ctx, (const char *)s, (size_t)k);
+			s += k;
+		}
+	}
+	put(ctx, "\"", 1);
+}
+
+struct fixbuf {
+	char *buf;
+	size_t len, cap;
+	int over;
+};
+
+static void
+fix_put(void *ctx, const char *s, size_t n)
+{
+	struct fixbuf *f = ctx;
+
+	if (f->over || n >= f->cap - f->len) {
+		f->over = 1;
+		return;
+	}
+	memcpy(f->buf + f->len, s, n);
+	f->len += n;
+}
+
+int
+json_escape(char *buf, size_t cap, const char *s)
+{
+	struct fixbuf f = {buf, 0, cap, 0};
+
+	if (buf == NULL || cap == 0)
+		return -1;
+	if (s == NULL)
+		s = "";
+	escape_to(fix_put, &f, s, strlen(s));
+	if (f.over || f.len > INT_MAX) {
+		buf[0] = '\0';
+		return -1;
+	}
+	buf[f.len] = '\0';
+	return (int)f.len;
+}
+
+/* A key for an error message: escaped, cut to about 60 bytes. */
+static void
+short_key(char *buf, size_t cap, const char *key, size_t keylen)
+{
+	struct fixbuf f = {buf, 0, cap - 4, 0};
+
+	escape_to(fix_put, &f, key, keylen < 60 ? keylen : 60);
+	if (keylen > 60 && f.len > 0 && !f.over) {
+		/* Drop the closing quote, mark the cut. */
+		memcpy(buf + f.len - 1, "...\"", 4);
+		f.len += 3;
+	}
+	buf[f.len] = '\0';
+}
+
+/* ---- duplicate keys ---- */
+
+/* Below this many members a plain double loop beats sorting. */
+#define DUP_LINEAR_MAX 16
+
+static int
+key_eq(const struct json_member *a, const struct json_member *b)
+{
+	return a->keylen == b->keylen && memcmp(a->key, b->key, a->keylen) == 0;
+}
+
+static int
+key_cmp(const void *pa, const void *pb)
+{
+	const struct json_member *a = *(const struct json_member *const *)pa;
+	const struct json_member *b = *(const struct json_member *const *)pb;
+	size_t n = a->keylen < b->keylen ? a->keylen : b->keylen;
+	int c = memcmp(a->key, b->key, n);
+
+	if (c != 0)
+		return c;
+	if (a->keylen != b->keylen)
+		return a->keylen < b->keylen ? -1 : 1;
+	/* Equal keys in document order, so a group's second entry is its
+	 * first repetition. */
+	return a < b ? -1 : a > b;
+}
+
+#define MEMBER_AT(base, stride, i) \
+	((const struct json_member *)((const unsigned char *)(base) + (size_t)(i) * (stride)))
+
+/*
+ * Index of the earliest member whose key appeared before it, or n. Members
+ * are at base + i * stride. ptrs (n entries) is scratch for sorting; NULL
+ * means no room, so compare pairwise.
+ */
+static size_t
+find_dup(const void *base, size_t stride, size_t n, const struct json_member **ptrs)
+{
+	size_t i, j, best = n, idx;
+
+	if (n <= DUP_LINEAR_MAX || ptrs == NULL) {
+		for (i = 1; i < n; i++)
+			for (j = 0; j < i; j++)
+				if (key_eq(MEMBER_AT(base, stride, i), MEMBER_AT(base, stride, j)))
+					return i;
+		return n;
+	}
+	for (i = 0; i < n; i++)
+		ptrs[i] = MEMBER_AT(base, stride, i);
+	qsort(ptrs, n, sizeof(*ptrs), key_cmp);
+	for (i = 1; i < n; i++) {
+		if (!key_eq(ptrs[i], ptrs[i - 1]))
+			continue;
+		if (i >= 2 && key_eq(ptrs[i - 1], ptrs[i - 2]))
+			continue; /* a third or later occurrence */
+		idx = (size_t)((const unsigned char *)ptrs[i] - (const unsigned char *)base) / stride;
+		if (idx < best)
+			best = idx;
+	}
+	return best;
+}
+
+const char *
+json_dup_key(const struct json_val *obj)
+{
+	const struct json_member **ptrs = NULL;
+	size_t n, i;
+
+	if (obj == NULL || obj->type != JSON_OBJECT || obj->u.obj.n < 2)
+		return NULL;
+	n = obj->u.obj.n;
+	if (n > DUP_LINEAR_MAX && n < SIZE_MAX / sizeof(*ptrs))
+		ptrs = j_malloc(n * sizeof(*ptrs)); /* NULL: fall back to pairs */
+	i = find_dup(obj->u.obj.m, sizeof(struct json_member), n, ptrs);
+	free(ptrs);
+	return i < n ? obj->u.obj.m[i].key : NULL;
+}
+
+/* ---- parser ---- */
+
+struct slot {
+	struct json_member m;
+	int kline, kcol; /* where the key starts, for "duplicate key" */
+};
+
+struct frame {
+	size_t base; /* first slot of this container */
+	int is_obj;
+	int line, col;
+};
+
+struct parser {
+	const unsigned char *p, *end, *line_start;
+	int line;
+	const struct json_limits *lim;
+	struct arena *a;
+	struct err *e;
+	size_t nvalues;
+	struct slot *slots;
+	size_t nslots, slotcap;
+	struct frame *frames;
+	size_t nframes, framecap;
+	const struct json_member **sortbuf;
+	size_t sortcap;
+};
+
+#define ALIGN_VAL _Alignof(struct json_member)
+
+static int
+colof(const struct parser *P, const unsigned char *at)
+{
+	size_t c = (size_t)(at - P->line_start) + 1;
+
+	return c > INT_MAX ? INT_MAX : (int)c;
+}
+
+static int perr_at(struct parser *P, int line, int col, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+
+static int
+perr_at(struct parser *P, int line, int col, const char *code, const char *fmt, ...)
+{
+	char what[ERR_MSG_MAX];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	return err_set(P->e, code, "%d:%d: %s", line, col, what);
+}
+
+#define PERR(P, at, code, ...) perr_at((P), (P)->line, colof((P), (at)), (code), __VA_ARGS__)
+
+static int
+oom(struct parser *P)
+{
+	return err_set(P->e, "internal", "out of memory parsing JSON");
+}
+
+/* "unexpected X, expected WHAT" at at, or json.encoding if at holds invalid
+ * UTF-8 (the encoding is the more useful thing to report then). */
+static int
+unexpected(struct parser *P, const unsigned char *at, const char *what)
+{
+	const char *why;
+
+	if (at >= P->end)
+		return PERR(P, at, "json.syntax", "unexpected end of input, expected %s", what);
+	if (*at >= 0x80) {
+		if (utf8_len(at, P->end, &why) == 0)
+			return PERR(P, at, "json.encoding", "%s", why);
+		return PERR(P, at, "json.syntax", "unexpected non-ASCII character, expected %s", what);
+	}
+	if (*at >= 0x20 && *at < 0x7f)
+		return PERR(P, at, "json.syntax", "unexpected '%c', expected %s", *at, what);
+	return PERR(P, at, "json.syntax", "unexpected byte 0x%02X, expected %s", *at, what);
+}
+
+static void
+skip_ws(struct parser *P)
+{
+	const unsigned char *p = P->p, *end = P->end;
+
+	while (p < end) {
+		if (*p == ' ' || *p == '\t' || *p == '\r') {
+			p++;
+		} else if (*p == '\n') {
+			p++;
+			if (P->line < INT_MAX)
+				P->line++;
+			P->line_start = p;
+		} else {
+			break;
+		}
+	}
+	P->p = p;
+}
+
+static int
+hex4(const unsigned char *p, const unsigned char *end, unsigned long *out, const unsigned char **bad)
+{
+	unsigned long v = 0;
+	int i, d;
+
+	for (i = 0; i < 4; i++) {
+		if (p + i >= end) {
+			*bad = p + i;
+			return -1;
+		}
+		d = p[i];
+		if (d >= '0' && d <= '9')
+			d -= '0';
+		else if ((d | 0x20) >= 'a' && (d | 0x20) <= 'f')
+			d = (d | 0x20) - 'a' + 10;
+		else {
+			*bad = p + i;
+			return -1;
+		}
+		v = v << 4 | (unsigned long)d;
+	}
+	*out = v;
+	return 0;
+}
+
+/* P->p at the opening quote. Decoded text goes to the arena: never longer
+ * than the raw text (an escape is at least as long as what it stands for). */
+static int
+parse_string(struct parser *P, const char **out, size_t *outlen)
+{
+	const unsigned char *s = P->p + 1, *q = s, *end = P->end, *run, *bad;
+	unsigned char *d, *d0;
+	unsigned long cp, lo;
+	const char *why;
+	int k;
+
+	while (q < end && *q != '"')
+		q += *q == '\\' ? 2 : 1;
+	if (q > end)
+		q = end;
+	d0 = d = arena_alloc(P->a, (size_t)(q - s) + 1, 1);
+	if (d == NULL)
+		return oom(P);
+	for (;;) {
+		run = s;
+		while (s < end && *s >= 0x20 && *s < 0x80 && *s != '"' && *s != '\\')
+			s++;
+		memcpy(d, run, (size_t)(s - run));
+		d += s - run;
+		if (s >= end)
+			return PERR(P, s, "json.syntax", "unexpected end of input in a string, expected '\"'");
+		if (*s == '"')
+			break;
+		if (*s < 0x20)
+			return PERR(P, s, "json.syntax", "control character 0x%02X in a string, expected it escaped", *s);
+		if (*s >= 0x80) {
+			k = utf8_len(s, end, &why);
+			if (k == 0)
+				return PERR(P, s, "json.encoding", "%s", why);
+			memcpy(d, s, (size_t)k);
+			d += k;
+			s += k;
+			continue;
+		}
+		/* A backslash. */
+		if (s + 1 >= end)
+			return PERR(P, s + 1, "json.syntax", "unexpected end of input in a string, expected an escape");
+		switch (s[1]) {
+		case '"': *d++ = '"'; break;
+		case '\\': *d++ = '\\'; break;
+		case '/': *d++ = '/'; break;
+		case 'b': *d++ = '\b'; break;
+		case 'f': *d++ = '\f'; break;
+		case 'n': *d++ = '\n'; break;
+		case 'r': *d++ = '\r'; break;
+		case 't': *d++ = '\t'; break;
+		case 'u':
+			if (hex4(s + 2, end, &cp, &bad) < 0)
+				return unexpected(P, bad, "4 hex digits after \\u");
+			if (cp >= 0xdc00 && cp <= 0xdfff)
+				return PERR(P, s, "json.encoding", "lone low surrogate \\u%04lX", cp);
+			if (cp >= 0xd800 && cp <= 0xdbff) {
+				if (end - s < 12 || s[6] != '\\' || s[7] != 'u' || hex4(s + 8, end, &lo, &bad) < 0 ||
+				    lo < 0xdc00 || lo > 0xdfff)
+					return PERR(P, s, "json.encoding",
+						    "lone high surrogate \\u%04lX, expected a \\uDC00-\\uDFFF after it", cp);
+				cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+				s += 6;
+			}
+			d += utf8_put(d, cp);
+			s += 6;
+			continue;
+		default:
+			return unexpected(P, s + 1, "an escape (one of \"\\/bfnrtu) after '\\'");
+		}
+		s += 2;
+	}
+	*d = '\0';
+	*out = (const char *)d0;
+	*outlen = (size_t)(d - d0);
+	P->p = s + 1;
+	return 0;
+}
+
+static int
+is_digit(const unsigned char *p, const unsigned char *end)
+{
+	return p < end && *p >= '0' && *p <= '9';
+}
+
+static int
+parse_number(struct parser *P, struct json_val *v)
+{
+	const unsigned char *s = P->p, *q = s, *end = P->end;
+	uint64_t acc = 0;
+	int neg = 0, isint = 1, ovf = 0;
+	size_t len;
+	char *text;
+	double d;
+
+	if (*q == '-') {
+		neg = 1;
+		q++;
+	}
+	if (q < end && *q == '0') {
+		q++;
+		if (is_digit(q, end))
+			return PERR(P, q, "json.syntax", "leading zeros are not allowed, expected '.', 'e' or the end of the number");
+	} else if (is_digit(q, end)) {
+		for (; is_digit(q, end); q++) {
+			if (acc > (UINT64_MAX - 9) / 10)
+				ovf = 1;
+			else
+				acc = acc * 10 + (uint64_t)(*q - '0');
+		}
+	} else {
+		return unexpected(P, q, "a digit after '-'");
+	}
+	if (q < end && *q == '.') {
+		isint = 0;
+		q++;
+		if (!is_digit(q, end))
+			return unexpected(P, q, "a digit after '.'");
+		while (is_digit(q, end))
+			q++;
+	}
+	if (q < end && (*q == 'e' || *q == 'E')) {
+		isint = 0;
+		q++;
+		if (q < end && (*q == '+' || *q == '-'))
+			q++;
+		if (!is_digit(q, end))
+			return unexpected(P, q, "a digit in the exponent");
+		while (is_digit(q, end))
+			q++;
+	}
+	len = (size_t)(q - s);
+	text = arena_alloc(P->a, len + 1, 1);
+	if (text == NULL)
+		return oom(P);
+	memcpy(text, s, len);
+	text[len] = '\0';
+	v->type = JSON_NUMBER;
+	v->u.num.text = text;
+	v->u.num.is_int = 0;
+	v->u.num.i = 0;
+	if (isint && !ovf && acc <= (uint64_t)INT64_MAX + (uint64_t)neg) {
+		v->u.num.is_int = 1;
+		if (neg)
+			v->u.num.i = acc == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)acc;
+		else
+			v->u.num.i = (int64_t)acc;
+	}
+	if (v->u.num.is_int && acc <= (UINT64_C(1) << 53)) {
+		d = (double)acc;
+		d = neg ? -d : d; /* "-0" stays -0.0 */
+	} else {
+		d = strtod(text, NULL);
+		if (isinf(d))
+			return PERR(P, s, "json.too_large", "number out of range");
+	}
+	v->u.num.d = d;
+	P->p = q;
+	return 0;
+}
+
+static int
+parse_literal(struct parser *P, struct json_val *v)
+{
+	const unsigned char *s = P->p;
+	const char *lit;
+	size_t n, i;
+
+	switch (*s) {
+	case 't': lit = "true"; v->type = JSON_TRUE; break;
+	case 'f': lit = "false"; v->type = JSON_FALSE; break;
+	default: lit = "null"; v->type = JSON_NULL; break;
+	}
+	n = strlen(lit);
+	for (i = 0; i < n; i++) {
+		if (s + i >= P->end)
+			return PERR(P, s + i, "json.syntax", "unexpected end of input, expected '%s'", lit);
+		if (s[i] != (unsigned char)lit[i])
+			return PERR(P, s, "json.syntax", "invalid literal, expected '%s'", lit);
+	}
+	P->p = s + n;
+	return 0;
+}
+
+static int
+grow(void **pp, size_t *cap, size_t need, size_t elem, size_t first)
+{
+	size_t n = *cap ? *cap : first;
+	void *p;
+
+	while (n < need) {
+		if (n > SIZE_MAX / 2)
+			return -1;
+		n *= 2;
+	}
+	if (n > SIZE_MAX / elem)
+		return -1;
+	p = j_realloc(*pp, n * elem);
+	if (p == NULL)
+		return -1;
+	*pp = p;
+	*cap = n;
+	return 0;
+}
+
+static struct slot *
+push_slot(struct parser *P)
+{
+	struct slot *s;
+
+	if (P->nslots == P->slotcap &&
+	    grow((void **)&P->slots, &P->slotcap, P->nslots + 1, sizeof(*P->slots), 64) < 0)
+		return NULL;
+	s = &P->slots[P->nslots++];
+	memset(s, 0, sizeof(*s));
+	return s;
+}
+
+static int
+close_container(struct parser *P, struct json_val *v)
+{
+	struct frame *f = &P->frames[P->nframes - 1];
+	size_t n = P->nslots - f->base, i;
+	struct slot *sl = n > 0 ? P->slots + f->base : NULL;
+	char kbuf[80];
+
+	memset(v, 0, sizeof(*v));
+	v->line = f->line;
+	v->col = f->col;
+	if (f->is_obj) {
+		v->type = JSON_OBJECT;
+		if (P->lim->reject_dup_keys && n > 1) {
+			if (n > DUP_LINEAR_MAX && n > P->sortcap &&
+			    grow((void **)&P->sortbuf, &P->sortcap, n, sizeof(*P->sortbuf), 256) < 0)
+				return oom(P);
+			i = find_dup(sl, sizeof(*sl), n, P->sortbuf);
+			if (i < n) {
+				short_key(kbuf, sizeof(kbuf), sl[i].m.key, sl[i].m.keylen);
+				return perr_at(P, sl[i].kline, sl[i].kcol, "json.syntax", "duplicate key %s", kbuf);
+			}
+		}
+		if (n > 0) {
+			struct json_member *m = arena_alloc(P->a, n * sizeof(*m), ALIGN_VAL);
+
+			if (m == NULL)
+				return oom(P);
+			for (i = 0; i < n; i++)
+				m[i] = sl[i].m;
+			v->u.obj.m = m;
+			v->u.obj.n = n;
+		}
+	} else {
+		v->type = JSON_ARRAY;
+		if (n > 0) {
+			struct json_val *a = arena_alloc(P->a, n * sizeof(*a), ALIGN_VAL);
+
+			if (a == NULL)
+				return oom(P);
+			for (i = 0; i < n; i++)
+				a[i] = sl[i].m.val;
+			v->u.arr.v = a;
+			v->u.arr.n = n;
+		}
+	}
+	P->nslots = f->base;
+	P->nframes--;
+	return 0;
+}
+
+static int
+parse_doc(struct parser *P, struct json_val *root)
+{
+	struct json_val v;
+	struct frame *f;
+	struct slot *s;
+	int c, close;
+
+value:
+	skip_ws(P);
+	if (P->p >= P->end)
+		return unexpected(P, P->p, "a value");
+	if (++P->nvalues > P->lim->max_values)
+		return PERR(P, P->p, "json.too_large", "more than %zu values", P->lim->max_values);
+	memset(&v, 0, sizeof(v));
+	v.line = P->line;
+	v.col = colof(P, P->p);
+	c = *P->p;
+	switch (c) {
+	case '{':
+	case '[':
+		if (P->lim->max_depth < 0 || P->nframes >= (size_t)P->lim->max_depth)
+			return PERR(P, P->p, "json.too_deep", "nesting deeper than %d", P->lim->max_depth);
+		if (P->nframes == P->framecap &&
+		    grow((void **)&P->frames, &P->framecap, P->nframes + 1, sizeof(*P->frames), 16) < 0)
+			return oom(P);
+		f = &P->frames[P->nframes++];
+		f->base = P->nslots;
+		f->is_obj = c == '{';
+		f->line = v.line;
+		f->col = v.col;
+		P->p++;
+		skip_ws(P);
+		if (P->p < P->end && *P->p == (c == '{' ? '}' : ']')) {
+			P->p++;
+			if (close_container(P, &v) < 0)
+				return -1;
+			goto done;
+		}
+		if (c == '{')
+			goto key;
+		goto value;
+	case '"':
+		v.type = JSON_STRING;
+		if (parse_string(P, &v.u.str.s, &v.u.str.len) < 0)
+			return -1;
+		break;
+	case 't':
+	case 'f':
+	case 'n':
+		if (parse_literal(P, &v) < 0)
+			return -1;
+		break;
+	default:
+		if (c != '-' && !(c >= '0' && c <= '9'))
+			return unexpected(P, P->p, "a value");
+		if (parse_number(P, &v) < 0)
+			return -1;
+		break;
+	}
+done:
+	if (P->nframes == 0) {
+		*root = v;
+		skip_ws(P);
+		if (P->p < P->end)
+			return unexpected(P, P->p, "the end of input after the value");
+		return 0;
+	}
+	f = &P->frames[P->nframes - 1];
+	if (f->is_obj) {
+		P->slots[P->nslots - 1].m.val = v;
+	} else {
+		s = push_slot(P);
+		if (s == NULL)
+			return oom(P);
+		s->m.val = v;
+	}
+	skip_ws(P);
+	close = f->is_obj ? '}' : ']';
+	if (P->p < P->end && *P->p == ',') {
+		P->p++;
+		if (f->is_obj)
+			goto key;
+		goto value;
+	}
+	if (P->p < P->end && *P->p == close) {
+		P->p++;
+		if (close_container(P, &v) < 0)
+			return -1;
+		goto done;
+	}
+	return unexpected(P, P->p, f->is_obj ? "',' or '}'" : "',' or ']'");
+key:
+	skip_ws(P);
+	if (P->p >= P->end || *P->p != '"')
+		return unexpected(P, P->p, "a string key");
+	s = push_slot(P);
+	if (s == NULL)
+		return oom(P);
+	s->kline = P->line;
+	s->kcol = colof(P, P->p);
+	if (parse_string(P, &s->m.key, &s->m.keylen) < 0)
+		return -1;
+	skip_ws(P);
+	if (P->p >= P->end || *P->p != ':')
+		return unexpected(P, P->p, "':' after the key");
+	P->p++;
+	goto value;
+}
+
+int
+json_parse(struct json_doc *doc, const char *text, size_t len, const struct json_limits *lim, struct err *e)
+{
+	struct parser P;
+	struct json_val root, *r = NULL;
+	int rc;
+
+	doc->root = NULL;
+	doc->arena = NULL;
+	if (lim == NULL)
+		lim = &json_default_limits;
+	if (text == NULL)
+		len = 0;
+	if (len > lim->max_bytes)
+		return err_set(e, "json.too_large", "%zu bytes, over the limit of %zu", len, lim->max_bytes);
+	if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0)
+		return err_set(e, "json.encoding", "1:1: a byte order mark is not allowed");
+	memset(&P, 0, sizeof(P));
+	P.p = P.line_start = (const unsigned char *)(text ? text : "");
+	P.end = P.p + len;
+	P.line = 1;
+	P.lim = lim;
+	P.e = e;
+	P.a = j_malloc(sizeof(*P.a));
+	if (P.a == NULL)
+		return oom(&P);
+	P.a->head = NULL;
+	P.a->next_cap = ARENA_BLOCK_MIN;
+	P.a->total = sizeof(*P.a);
+	rc = parse_doc(&P, &root);
+	if (rc == 0) {
+		r = arena_alloc(P.a, sizeof(*r), ALIGN_VAL);
+		if (r == NULL)
+			rc = oom(&P);
+		else
+			*r = root;
+	}
+	free(P.slots);
+	free(P.frames);
+	free(P.sortbuf);
+	if (rc < 0) {
+		arena_free(P.a);
+		return -1;
+	}
+	doc->root = r;
+	doc->arena = P.a;
+	return 0;
+}
+
+/* Put "path:" in front of e->msg: "path:line:col: ..." or "path: ...". */
+static int
+prefix_path(struct err *e, const char *path)
+{
+	char msg[ERR_MSG_MAX];
+	const char *code;
+
+	if (e == NULL)
+		return -1;
+	code = e->code;
+	memcpy(msg, e->msg, sizeof(msg));
+	msg[sizeof(msg) - 1] = '\0';
+	return err_set(e, code, "%s:%s%s", path, msg[0] >= '0' && msg[0] <= '9' ? "" : " ", msg);
+}
+
+/* The first read buffer for a file whose size is unknown (a pipe). */
+#define JSON_FILE_CHUNK 4096
+
+int
+json_parse_file(struct json_doc *doc, const char *path, const struct json_limits *lim, struct err *e)
+{
+	struct stat st;
+	char *buf = NULL, *nb;
+	size_t len = 0, cap, ncap, bound;
+	ssize_t n;
+	int fd, rc;
+
+	doc->root = NULL;
+	doc->arena = NULL;
+	if (lim == NULL)
+		lim = &json_default_limits;
+	bound = lim->max_bytes < SIZE_MAX - 1 ? lim->max_bytes + 1 : SIZE_MAX;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return err_set(e, "io.error", "%s: %s", path, strerror(errno));
+	if (fstat(fd, &st) < 0) {
+		rc = errno;
+		close(fd);
+		return err_set(e, "io.error", "%s: %s", path, strerror(rc));
+	}
+	if (S_ISDIR(st.st_mode)) {
+		close(fd);
+		return err_set(e, "io.error", "%s: is a directory", path);
+	}
+	if (S_ISREG(st.st_mode) && (uintmax_t)st.st_size > lim->max_bytes) {
+		close(fd);
+		return err_set(e, "json.too_large", "%s: %jd bytes, over the limit of %zu", path,
+			       (intmax_t)st.st_size, lim->max_bytes);
+	}
+	/* One byte more than the size, so a file that grew since fstat is
+	 * noticed; never more than max_bytes + 1. */
+	cap = S_ISREG(st.st_mode) ? (size_t)st.st_size + 1 : JSON_FILE_CHUNK;
+	if (cap > bound)
+		cap = bound;
+	buf = j_malloc(cap);
+	if (buf == NULL) {
+		close(fd);
+		return err_set(e, "internal", "%s: out of memory", path);
+	}
+	for (;;) {
+		if (len == cap) {
+			if (cap >= bound) {
+				free(buf);
+				close(fd);
+				return err_set(e, "json.too_large", "%s: more than %zu bytes", path, lim->max_bytes);
+			}
+			ncap = cap > bound / 2 ? bound : cap * 2;
+			nb = j_realloc(buf, ncap);
+			if (nb == NULL) {
+				free(buf);
+				close(fd);
+				return err_set(e, "internal", "%s: out of memory", path);
+			}
+			buf = nb;
+			cap = ncap;
+		}
+		n = read(fd, buf + len, cap - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = errno;
+			free(buf);
+			close(fd);
+			return err_set(e, "io.error", "%s: %s", path, strerror(rc));
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	rc = json_parse(doc, buf, len, lim, e);
+	free(buf);
+	if (rc < 0)
+		return prefix_path(e, path);
+	return 0;
+}
+
+void
+json_free(struct json_doc *doc)
+{
+	if (doc == NULL)
+		return;
+	arena_free(doc->arena);
+	doc->arena = NULL;
+	doc->root = NULL;
+}
+
+#ifdef ABX_TEST
+size_t
+json_test_arena_bytes(const struct json_doc *doc)
+{
+	const struct arena *a = doc->arena;
+
+	return a ? a->total : 0;
+}
+#endif
+
+/* ---- accessors ---- */
+
+const struct json_val *
+json_get(const struct json_val *obj, const char *key)
+{
+	size_t i, n;
+
+	if (obj == NULL || obj->type != JSON_OBJECT || key == NULL)
+		return NULL;
+	n = strlen(key);
+	for (i = 0; i < obj->u.obj.n; i++)
+		if (obj->u.obj.m[i].keylen == n && memcmp(obj->u.obj.m[i].key, key, n) == 0)
+			return &obj->u.obj.m[i].val;
+	return NULL;
+}
+
+const char *
+json_str(const struct json_val *v)
+{
+	return v != NULL && v->type == JSON_STRING ? v->u.str.s : NULL;
+}
+
+const char *
+json_get_str(const struct json_val *obj, const char *key)
+{
+	return json_str(json_get(obj, key));
+}
+
+int
+json_is(const struct json_val *v, enum json_type t)
+{
+	return v != NULL && v->type == t;
+}
+
+/* ---- writer ---- */
+
+#define W_COMMA 1 /* the container has a member already */
+#define W_OBJ 2   /* the container is an object */
+
+/* Static so buf is never NULL; never written to (cap 0 forces a malloc). */
+static char w_empty[1];
+
+void
+json_w_init(struct json_w *w, size_t max)
+{
+	memset(w, 0, sizeof(*w));
+	w->buf = w_empty;
+	/* Headroom so len + n + 1 never wraps. */
+	w->max = max > SIZE_MAX / 4 ? SIZE_MAX / 4 : max;
+}
+
+void
+json_w_free(struct json_w *w)
+{
+	if (w->buf != w_empty)
+		free(w->buf);
+	w->buf = w_empty;
+	w->len = w->cap = 0;
+}
+
+static void
+w_put(void *ctx, const char *s, size_t n)
+{
+	struct json_w *w = ctx;
+	size_t ncap;
+	char *p;
+
+	if (w->overflow)
+		return;
+	if (n > w->max - w->len) {
+		w->overflow = 1;
+		return;
+	}
+	if (w->len + n + 1 > w->cap) {
+		ncap = w->cap ? w->cap : 256;
+		while (ncap < w->len + n + 1)
+			ncap *= 2;
+		if (ncap > w->max + 1)
+			ncap = w->max + 1;
+		p = j_realloc(w->buf == w_empty ? NULL : w->buf, ncap);
+		if (p == NULL) {
+			w->overflow = 1;
+			return;
+		}
+		w->buf = p;
+		w->cap = ncap;
+	}
+	memcpy(w->buf + w->len, s, n);
+	w->len += n;
+	w->buf[w->len] = '\0';
+}
+
+/* Separator before a value; -1 (and overflow) on misuse. */
+static int
+w_sep(struct json_w *w)
+{
+	unsigned char *st;
+
+	if (w->overflow)
+		return -1;
+	if (w->after_key) {
+		w->after_key = 0;
+		return 0;
+	}
+	if (w->depth == 0) {
+		if (w->len > 0)
+			w_put(w, "\n", 1);
+		return w->overflow ? -1 : 0;
+	}
+	st = &w->need_comma[w->depth - 1];
+	if (*st & W_OBJ) {
+		w->overflow = 1; /* a value in an object needs a key */
+		return -1;
+	}
+	if (*st & W_COMMA)
+		w_put(w, ",", 1);
+	*st |= W_COMMA;
+	return w->overflow ? -1 : 0;
+}
+
+static void
+w_open(struct json_w *w, int obj)
+{
+	if (w_sep(w) < 0)
+		return;
+	if (w->depth >= JSON_W_MAX_DEPTH) {
+		w->overflow = 1;
+		return;
+	}
+	w_put(w, obj ? "{" : "[", 1);
+	w->need_comma[w->depth++] = obj ? W_OBJ : 0;
+}
+
+void
+json_w_obj(struct json_w *w)
+{
+	w_open(w, 1);
+}
+
+void
+json_w_arr(struct json_w *w)
+{
+	w_open(w, 0);
+}
+
+void
+json_w_end(struct json_w *w)
+{
+	if (w->overflow)
+		return;
+	if (w->depth == 0 || w->after_key) {
+		w->overflow = 1;
+		return;
+	}
+	w->depth--;
+	w_put(w, w->need_comma[w->depth] & W_OBJ ? "}" : "]", 1);
+}
+
+static void
+w_keyn(struct json_w *w, const char *key, size_t n)
+{
+	unsigned char *st;
+
+	if (w->overflow)
+		return;
+	if (key == NULL || w->depth == 0 || w->after_key || !(w->need_comma[w->depth - 1] & W_OBJ)) {
+		w->overflow = 1;
+		return;
+	}
+	st = &w->need_comma[w->depth - 1];
+	if (*st & W_COMMA)
+		w_put(w, ",", 1);
+	*st |= W_COMMA;
+	escape_to(w_put, w, key, n);
+	w_put(w, ":", 1);
+	w->after_key = 1;
+}
+
+void
+json_w_key(struct json_w *w, const char *key)
+{
+	w_keyn(w, key, key ? strlen(key) : 0);
+}
+
+void
+json_w_strn(struct json_w *w, const char *s, size_t n)
+{
+	if (s == NULL) {
+		json_w_null(w);
+		return;
+	}
+	if (w_sep(w) < 0)
+		return;
+	escape_to(w_put, w, s, n);
+}
+
+void
+json_w_str(struct json_w *w, const char *s)
+{
+	json_w_strn(w, s, s ? strlen(s) : 0);
+}
+
+void
+json_w_int(struct json_w *w, int64_t v)
+{
+	char b[24];
+	int n;
+
+	if (w_sep(w) < 0)
+		return;
+	n = snprintf(b, sizeof(b), "%" PRId64, v);
+	w_put(w, b, (size_t)n);
+}
+
+void
+json_w_double(struct json_w *w, double v)
+{
+	char b[40];
+	int n = 0, prec;
+
+	if (!isfinite(v)) {
+		json_w_null(w);
+		return;
+	}
+	if (w_sep(w) < 0)
+		return;
+	if (v == 0 && signbit(v)) {
+		n = snprintf(b, sizeof(b), "-0");
+	} else if (v == trunc(v) && fabs(v) <= 9007199254740992.0) {
+		n = snprintf(b, sizeof(b), "%" PRId64, (int64_t)v);
+	} else {
+		for (prec = 15; prec <= 17; prec++) {
+			n = snprintf(b, sizeof(b), "%.*g", prec, v);
+			if (strtod(b, NULL) == v)
+				break;
+		}
+	}
+	w_put(w, b, (size_t)n);
+}
+
+void
+json_w_bool(struct json_w *w, int v)
+{
+	if (w_sep(w) < 0)
+		return;
+	if (v)
+		w_put(w, "true", 4);
+	else
+		w_put(w, "false", 5);
+}
+
+void
+json_w_null(struct json_w *w)
+{
+	if (w_sep(w) < 0)
+		return;
+	w_put(w, "null", 4);
+}
+
+void
+json_w_raw(struct json_w *w, const char *json)
+{
+	if (json == NULL) {
+		json_w_null(w);
+		return;
+	}
+	if (w_sep(w) < 0)
+		return;
+	w_put(w, json, strlen(json));
+}
+
+void
+json_w_val(struct json_w *w, const struct json_val *v)
+{
+	size_t i;
+
+	if (w->overflow)
+		return;
+	if (v == NULL) {
+		json_w_null(w);
+		return;
+	}
+	switch (v->type) {
+	case JSON_NULL: json_w_null(w); break;
+	case JSON_FALSE: json_w_bool(w, 0); break;
+	case JSON_TRUE: json_w_bool(w, 1); break;
+	case JSON_NUMBER:
+		if (v->u.num.text != NULL)
+			json_w_raw(w, v->u.num.text);
+		else if (v->u.num.is_int)
+			json_w_int(w, v->u.num.i);
+		else
+			json_w_double(w, v->u.num.d);
+		break;
+	case JSON_STRING: json_w_strn(w, v->u.str.s, v->u.str.len); break;
+	case JSON_ARRAY:
+		json_w_arr(w);
+		/* Recursion stops at JSON_W_MAX_DEPTH: deeper sets overflow. */
+		for (i = 0; i < v->u.arr.n && !w->overflow; i++)
+			json_w_val(w, &v->u.arr.v[i]);
+		json_w_end(w);
+		break;
+	case JSON_OBJECT:
+		json_w_obj(w);
+		for (i = 0; i < v->u.obj.n && !w->overflow; i++) {
+			w_keyn(w, v->u.obj.m[i].key, v->u.obj.m[i].keylen);
+			json_w_val(w, &v->u.obj.m[i].val);
+		}
+		json_w_end(w);
+		break;
+	default:
+		w->overflow = 1;
+		break;
+	}
+}
+
+void
+json_w_kstr(struct json_w *w, const char *key, const char *s)
+{
+	json_w_key(w, key);
+	json_w_str(w, s);
+}
+
+void
+json_w_kint(struct json_w *w, const char *key, int64_t v)
+{
+	json_w_key(w, key);
+	json_w_int(w, v);
+}
+
+void
+json_w_kbool(struct json_w *w, const char *key, int v)
+{
+	json_w_key(w, key);
+	json_w_bool(w, v);
+}
