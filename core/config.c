@@ -1,0 +1,860 @@
+/*
+ * Configuration: one schema table drives the file parser, the environment,
+ * the flags, the did-you-mean and the source report, so a key cannot be known
+ * to one of them and unknown to another.
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "json.h"
+
+extern char **environ;
+
+enum kind {
+	K_MODE,
+	K_INT,
+	K_BOOL,
+	K_PATH,     /* char[CFG_PATH_MAX]; relative paths in a file resolve against it */
+	K_NPM,      /* char[CFG_URL_MAX]; an https:// URL */
+	K_MIRRORS,  /* struct cfg_list; https:// templates, absolute paths, file:// */
+	K_HOSTS,    /* struct cfg_hosts; host names */
+	K_NAMES,    /* struct cfg_names; tool names */
+	K_PRESET,   /* char[CFG_NAME_MAX]; readonly|agents|admin */
+	K_WORD,     /* char[CFG_NAME_MAX]; [a-z0-9_-] */
+	K_HOST,     /* char[256]; a listen address */
+};
+
+struct keydef {
+	const char *path;
+	enum kind kind;
+	size_t off;
+	int min, max;     /* K_INT */
+	const char *env;  /* the environment variable, or NULL */
+};
+
+#define OFF(f) offsetof(struct config, f)
+
+/* Indexed by enum cfg_key; the order must match. */
+static const struct keydef keys[CK_NKEYS] = {
+	{"install.mode", K_MODE, OFF(install.mode), 0, 0, "ABX_SERVER_INSTALL_MODE"},
+	{"install.wait", K_INT, OFF(install.wait), 0, 3600, "ABX_SERVER_INSTALL_WAIT"},
+	{"install.timeout", K_INT, OFF(install.timeout), 1, 86400, "ABX_SERVER_INSTALL_TIMEOUT"},
+	{"install.max_download_mb", K_INT, OFF(install.max_download_mb), 1, 65536,
+	 "ABX_SERVER_INSTALL_MAX_DOWNLOAD_MB"},
+	{"install.mirrors.npm", K_NPM, OFF(install.npm_mirror), 0, 0, "ABX_INSTALL_NPM_REGISTRY"},
+	{"install.mirrors.tarball", K_MIRRORS, OFF(install.tarball_mirrors), 0, 0, "ABX_INSTALL_MIRROR"},
+	{"install.allow_hosts", K_HOSTS, OFF(install.allow_hosts), 0, 0, "ABX_SERVER_INSTALL_ALLOW_HOSTS"},
+	{"install.allow_tmp", K_BOOL, OFF(install.allow_tmp), 0, 1, "ABX_SERVER_INSTALL_ALLOW_TMP"},
+	{"install.use_path", K_BOOL, OFF(install.use_path), 0, 1, "ABX_SERVER_INSTALL_USE_PATH"},
+	{"agents", K_NAMES, OFF(agents), 0, 0, "ABX_SERVER_AGENTS"},
+	{"commands", K_PATH, OFF(commands), 0, 0, "ABX_SERVER_COMMANDS"},
+	{"policy", K_PATH, OFF(policy), 0, 0, "ABX_SERVER_POLICY"},
+	{"preset", K_PRESET, OFF(preset), 0, 0, "ABX_SERVER_PRESET"},
+	{"tools_dir", K_PATH, OFF(tools_dir), 0, 0, "ABX_TOOLS_DIR"},
+	{"state_dir", K_PATH, OFF(state_dir), 0, 0, "ABX_SERVER_STATE_DIR"},
+	{"manifests_dir", K_PATH, OFF(manifests_dir), 0, 0, "ABX_MANIFESTS_DIR"},
+	{"audit_file", K_PATH, OFF(audit_file), 0, 0, "ABX_SERVER_AUDIT_FILE"},
+	{"environment", K_WORD, OFF(environment), 0, 0, "ABX_SERVER_ENV"},
+	{"server.host", K_HOST, OFF(server.host), 0, 0, "ABX_SERVER_HOST"},
+	{"server.port", K_INT, OFF(server.port), 0, 65535, "ABX_SERVER_PORT"},
+	{"server.max_connections", K_INT, OFF(server.max_connections), 1, 65536, "ABX_SERVER_MAX_CONNECTIONS"},
+	{"server.workers", K_INT, OFF(server.workers), 1, 256, "ABX_SERVER_WORKERS"},
+	{"server.header_timeout", K_INT, OFF(server.header_timeout), 1, 3600, "ABX_SERVER_HEADER_TIMEOUT"},
+	{"server.idle_timeout", K_INT, OFF(server.idle_timeout), 1, 3600, "ABX_SERVER_IDLE_TIMEOUT"},
+	{"server.request_timeout", K_INT, OFF(server.request_timeout), 1, 86400, "ABX_SERVER_REQUEST_TIMEOUT"},
+	{"server.max_header_bytes", K_INT, OFF(server.max_header_bytes), 1024, 1 << 20,
+	 "ABX_SERVER_MAX_HEADER_BYTES"},
+	{"server.max_body_bytes", K_INT, OFF(server.max_body_bytes), 1024, 256 << 20, "ABX_SERVER_MAX_BODY_BYTES"},
+	{"server.max_output_bytes", K_INT, OFF(server.max_output_bytes), 1024, 256 << 20,
+	 "ABX_SERVER_MAX_OUTPUT_BYTES"},
+	{"server.op_concurrency", K_INT, OFF(server.op_concurrency), 1, 4096, "ABX_SERVER_OP_CONCURRENCY"},
+};
+
+/* Objects that hold keys. */
+static const char *const sections[] = {"install", "install.mirrors", "server"};
+#define NSECTIONS ((int)(sizeof(sections) / sizeof(sections[0])))
+
+/* ABX_SERVER_* variables that are not configuration keys but are known. */
+static const char *const env_other[] = {
+	"ABX_SERVER_TOKEN", "ABX_SERVER_INTROSPECT", "ABX_SERVER_CONFIG", "ABX_SERVER_INSTALL_MODE",
+};
+
+static const char *const mode_names[] = {"lazy", "offline", "build", "off"};
+
+const char *
+config_mode_name(enum install_mode m)
+{
+	return (unsigned)m < 4 ? mode_names[m] : "?";
+}
+
+int
+config_mode_parse(const char *s, enum install_mode *m)
+{
+	int i;
+
+	for (i = 0; i < 4; i++)
+		if (strcmp(s, mode_names[i]) == 0) {
+			*m = (enum install_mode)i;
+			return 0;
+		}
+	return -1;
+}
+
+int
+config_mode_installs_at_runtime(enum install_mode m)
+{
+	return m == MODE_LAZY || m == MODE_OFFLINE;
+}
+
+const char *
+config_src_name(enum cfg_src s)
+{
+	static const char *const n[] = {"default", "file", "env", "flag"};
+
+	return (unsigned)s < 4 ? n[s] : "?";
+}
+
+const char *
+config_key_path(enum cfg_key k)
+{
+	return (unsigned)k < CK_NKEYS ? keys[k].path : NULL;
+}
+
+int
+config_key_find(const char *path)
+{
+	int i;
+
+	for (i = 0; i < CK_NKEYS; i++)
+		if (strcmp(keys[i].path, path) == 0)
+			return i;
+	return -1;
+}
+
+#define DIST_MAX 128
+
+int
+config_edit_distance(const char *a, const char *b)
+{
+	int la = (int)strnlen(a, DIST_MAX), lb = (int)strnlen(b, DIST_MAX);
+	int prev[DIST_MAX + 1], cur[DIST_MAX + 1];
+	int i, j;
+
+	for (j = 0; j <= lb; j++)
+		prev[j] = j;
+	for (i = 1; i <= la; i++) {
+		cur[0] = i;
+		for (j = 1; j <= lb; j++) {
+			int sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
+			int del = prev[j] + 1, ins = cur[j - 1] + 1;
+			cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+		}
+		memcpy(prev, cur, sizeof(int) * (lb + 1));
+	}
+	return prev[lb];
+}
+
+const char *
+config_did_you_mean(const char *word, const char *const *cand, int n)
+{
+	const char *best = NULL;
+	int bestd = 1 << 30, i, d, limit;
+
+	/* A typo is a couple of edits; a third of the word for long words. */
+	limit = (int)strlen(word) / 3;
+	if (limit < 2)
+		limit = 2;
+	for (i = 0; i < n; i++) {
+		d = config_edit_distance(word, cand[i]);
+		if (d < bestd) {
+			bestd = d;
+			best = cand[i];
+		}
+	}
+	return bestd <= limit ? best : NULL;
+}
+
+void
+config_defaults(struct config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->install.mode = MODE_LAZY;
+	c->install.wait = 20;
+	c->install.timeout = 600;
+	c->install.max_download_mb = 500;
+	c->install.allow_tmp = 0;
+	c->install.use_path = 1;
+	snprintf(c->server.host, sizeof(c->server.host), "0.0.0.0");
+	c->server.port = 9000;
+	c->server.max_connections = 256;
+	c->server.workers = 4;
+	c->server.header_timeout = 10;
+	c->server.idle_timeout = 60;
+	c->server.request_timeout = 60;
+	c->server.max_header_bytes = 16384;
+	c->server.max_body_bytes = 1 << 20;
+	c->server.max_output_bytes = 1 << 20;
+	c->server.op_concurrency = 4;
+	c->mode_floor = MODE_LAZY;
+}
+
+static void
+add_warn(struct config *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void
+add_warn(struct config *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (c->nwarn >= CFG_WARN_MAX)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(c->warn[c->nwarn++], ERR_MSG_MAX, fmt, ap);
+	va_end(ap);
+}
+
+/* --- value validation, shared by every layer --- */
+
+static int
+valid_name(const char *s)
+{
+	size_t i, n = strlen(s);
+
+	if (n == 0 || n >= CFG_NAME_MAX || !(islower((unsigned char)s[0]) || isdigit((unsigned char)s[0])))
+		return 0;
+	for (i = 0; i < n; i++)
+		if (!islower((unsigned char)s[i]) && !isdigit((unsigned char)s[i]) && !strchr("._-", s[i]))
+			return 0;
+	return 1;
+}
+
+static int
+valid_host(const char *s)
+{
+	size_t i, n = strlen(s);
+
+	if (n == 0 || n > 253)
+		return 0;
+	for (i = 0; i < n; i++)
+		if (!isalnum((unsigned char)s[i]) && !strchr(".-:[]", s[i]))
+			return 0;
+	return 1;
+}
+
+
+/* An https:// URL template, an absolute directory, or a file:// URL. */
+static int
+valid_mirror(const char *s)
+{
+	if (strncmp(s, "https://", 8) == 0)
+		return s[8] != '\0' && s[8] != '/';
+	if (strncmp(s, "file:///", 8) == 0)
+		return 1;
+	return s[0] == '/';
+}
+
+static int
+valid_word(const char *s)
+{
+	size_t i, n = strlen(s);
+
+	if (n == 0 || n >= CFG_NAME_MAX)
+		return 0;
+	for (i = 0; i < n; i++)
+		if (!islower((unsigned char)s[i]) && !isdigit((unsigned char)s[i]) && !strchr("_-", s[i]))
+			return 0;
+	return 1;
+}
+
+static int
+parse_int_text(const char *s, long *out)
+{
+	char *end;
+
+	if (*s == '\0' || !(isdigit((unsigned char)*s) || (*s == '-' && isdigit((unsigned char)s[1]))))
+		return -1;
+	*out = strtol(s, &end, 10);
+	return *end == '\0' && *out > -1000000000L && *out < 1000000000L ? 0 : -1;
+}
+
+static int
+parse_bool_text(const char *s, int *out)
+{
+	static const char *const t[] = {"1", "true", "yes", "on"}, *const f[] = {"0", "false", "no", "off"};
+	int i;
+
+	for (i = 0; i < 4; i++) {
+		if (strcmp(s, t[i]) == 0)
+			return *out = 1, 0;
+		if (strcmp(s, f[i]) == 0)
+			return *out = 0, 0;
+	}
+	return -1;
+}
+
+static void *
+field(struct config *c, int k)
+{
+	return (char *)c + keys[k].off;
+}
+
+/* Resolve a relative path against base (the configuration file's
+ * directory); absolute paths and base NULL keep the text. */
+static int
+resolve_path(char *dst, const char *text, const char *base, const char *where, struct err *e)
+{
+	int n;
+
+	if (text[0] == '\0')
+		return err_set(e, "config.invalid", "%s: empty path", where);
+	if (text[0] == '/' || base == NULL)
+		n = snprintf(dst, CFG_PATH_MAX, "%s", text);
+	else
+		n = snprintf(dst, CFG_PATH_MAX, "%s/%s", base, text);
+	if (n < 0 || n >= CFG_PATH_MAX)
+		return err_set(e, "config.invalid", "%s: path longer than %d bytes", where, CFG_PATH_MAX - 1);
+	return 0;
+}
+
+/* Clear the list behind key k before a layer replaces it. */
+static void
+list_clear(struct config *c, int k)
+{
+	switch (keys[k].kind) {
+	case K_MIRRORS: ((struct cfg_list *)field(c, k))->n = 0; break;
+	case K_HOSTS: ((struct cfg_hosts *)field(c, k))->n = 0; break;
+	case K_NAMES: ((struct cfg_names *)field(c, k))->n = 0; break;
+	default: break;
+	}
+}
+
+static int
+list_add(struct config *c, int k, const char *s, const char *where, struct err *e)
+{
+	int i;
+
+	switch (keys[k].kind) {
+	case K_MIRRORS: {
+		struct cfg_list *l = field(c, k);
+		if (!valid_mirror(s))
+			return err_set(e, "config.invalid",
+				       "%s: \"%.100s\" is not an https:// URL template, an absolute directory or a file:// URL",
+				       where, s);
+		if (strlen(s) >= CFG_URL_MAX)
+			return err_set(e, "config.invalid", "%s: longer than %d bytes", where, CFG_URL_MAX - 1);
+		if (l->n >= CFG_LIST_MAX)
+			return err_set(e, "config.invalid", "%s: more than %d entries", where, CFG_LIST_MAX);
+		snprintf(l->v[l->n++], CFG_URL_MAX, "%s", s);
+		return 0;
+	}
+	case K_HOSTS: {
+		struct cfg_hosts *l = field(c, k);
+		if (!valid_host(s) || strchr(s, '/') != NULL)
+			return err_set(e, "config.invalid", "%s: \"%.100s\" is not a host name", where, s);
+		if (l->n >= CFG_HOSTS_MAX)
+			return err_set(e, "config.invalid", "%s: more than %d entries", where, CFG_HOSTS_MAX);
+		snprintf(l->v[l->n++], sizeof(l->v[0]), "%s", s);
+		return 0;
+	}
+	case K_NAMES: {
+		struct cfg_names *l = field(c, k);
+		if (!valid_name(s))
+			return err_set(e, "config.invalid", "%s: \"%.100s\" is not a tool name ([a-z0-9._-])", where,
+				       s);
+		for (i = 0; i < l->n; i++)
+			if (strcmp(l->v[i], s) == 0)
+				return err_set(e, "config.invalid", "%s: \"%s\" listed twice", where, s);
+		if (l->n >= CFG_LIST_MAX)
+			return err_set(e, "config.invalid", "%s: more than %d entries", where, CFG_LIST_MAX);
+		snprintf(l->v[l->n++], CFG_NAME_MAX, "%s", s);
+		return 0;
+	}
+	default:
+		return err_set(e, "internal", "%s: not a list", where);
+	}
+}
+
+static int
+is_list(int k)
+{
+	return keys[k].kind == K_MIRRORS || keys[k].kind == K_HOSTS || keys[k].kind == K_NAMES;
+}
+
+/* Set scalar key k from text (already type-checked as a string for the
+ * string kinds). where names the JSON path or variable for messages. */
+static int
+set_text(struct config *c, int k, const char *text, const char *base, const char *where, struct err *e)
+{
+	const struct keydef *d = &keys[k];
+	enum install_mode m;
+	long v;
+	int b;
+
+	switch (d->kind) {
+	case K_MODE:
+		if (config_mode_parse(text, &m) != 0)
+			return err_set(e, "config.invalid", "%s: \"%.60s\" is not a mode (lazy, build, offline, off)",
+				       where, text);
+		c->install.mode = m;
+		return 0;
+	case K_INT:
+		if (parse_int_text(text, &v) != 0 || v < d->min || v > d->max)
+			return err_set(e, "config.invalid", "%s: expected an integer from %d to %d, got \"%.40s\"",
+				       where, d->min, d->max, text);
+		*(int *)field(c, k) = (int)v;
+		return 0;
+	case K_BOOL:
+		if (parse_bool_text(text, &b) != 0)
+			return err_set(e, "config.invalid", "%s: expected true or false, got \"%.40s\"", where, text);
+		*(int *)field(c, k) = b;
+		return 0;
+	case K_PATH:
+		return resolve_path(field(c, k), text, base, where, e);
+	case K_NPM:
+		if (strncmp(text, "https://", 8) != 0 || text[8] == '\0' || text[8] == '/')
+			return err_set(e, "config.invalid", "%s: \"%.100s\" is not an https:// URL", where, text);
+		if (strlen(text) >= CFG_URL_MAX)
+			return err_set(e, "config.invalid", "%s: longer than %d bytes", where, CFG_URL_MAX - 1);
+		snprintf(field(c, k), CFG_URL_MAX, "%s", text);
+		return 0;
+	case K_PRESET:
+		if (strcmp(text, "readonly") != 0 && strcmp(text, "agents") != 0 && strcmp(text, "admin") != 0)
+			return err_set(e, "config.invalid", "%s: \"%.40s\" is not a preset (readonly, agents, admin)",
+				       where, text);
+		snprintf(field(c, k), CFG_NAME_MAX, "%s", text);
+		return 0;
+	case K_WORD:
+		if (!valid_word(text))
+			return err_set(e, "config.invalid", "%s: \"%.40s\" is not a word of [a-z0-9_-]", where, text);
+		snprintf(field(c, k), CFG_NAME_MAX, "%s", text);
+		return 0;
+	case K_HOST:
+		if (!valid_host(text))
+			return err_set(e, "config.invalid", "%s: \"%.60s\" is not a host or address", where, text);
+		snprintf(field(c, k), 256, "%s", text);
+		return 0;
+	default:
+		break;
+	}
+	/* Lists from text: comma-separated, blanks around items ignored. */
+	{
+		char buf[CFG_URL_MAX * 4], *p, *q;
+		if (strlen(text) >= sizeof(buf))
+			return err_set(e, "config.invalid", "%s: value too long", where);
+		snprintf(buf, sizeof(buf), "%s", text);
+		list_clear(c, k);
+		for (p = buf; p != NULL; p = q) {
+			q = strchr(p, ',');
+			if (q != NULL)
+				*q++ = '\0';
+			while (*p == ' ' || *p == '\t')
+				p++;
+			size_t n = strlen(p);
+			while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t'))
+				p[--n] = '\0';
+			if (*p == '\0')
+				continue;
+			if (list_add(c, k, p, where, e) != 0)
+				return -1;
+		}
+		return 0;
+	}
+}
+
+/* --- the file layer --- */
+
+static const char *
+json_type_name(enum json_type t)
+{
+	static const char *const n[] = {"null", "false", "true", "a number", "a string", "an array", "an object"};
+
+	return (unsigned)t < 7 ? n[t] : "?";
+}
+
+struct fctx {
+	struct config *c;
+	const char *file;
+	const char *base;
+	struct err *e;
+};
+
+static int
+ferr(struct fctx *f, const struct json_val *v, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* A schema error with the file position appended. */
+static int
+ferr(struct fctx *f, const struct json_val *v, const char *fmt, ...)
+{
+	char msg[ERR_MSG_MAX];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return err_set(f->e, "config.invalid", "%s (%s:%d:%d)", msg, f->file, v ? v->line : 0, v ? v->col : 0);
+}
+
+static int
+is_section(const char *path)
+{
+	int i;
+
+	for (i = 0; i < NSECTIONS; i++)
+		if (strcmp(sections[i], path) == 0)
+			return 1;
+	return 0;
+}
+
+/* Did-you-mean for an unknown key at prefix: the keys and sections under
+ * the same parent first, then any key anywhere by its last segment (so a
+ * top-level "mode" suggests install.mode). */
+static const char *
+suggest(const char *prefix, const char *key)
+{
+	static char out[128];
+	const char *cand[CK_NKEYS + NSECTIONS], *full[CK_NKEYS + NSECTIONS], *s;
+	size_t pl = strlen(prefix);
+	int n = 0, i;
+
+	for (i = 0; i < CK_NKEYS + NSECTIONS; i++) {
+		const char *p = i < CK_NKEYS ? keys[i].path : sections[i - CK_NKEYS];
+		const char *rest;
+		if (pl > 0 && (strncmp(p, prefix, pl) != 0 || p[pl] != '.'))
+			continue;
+		rest = pl > 0 ? p + pl + 1 : p;
+		if (strchr(rest, '.') != NULL)
+			continue;
+		full[n] = p;
+		cand[n++] = rest;
+	}
+	if ((s = config_did_you_mean(key, cand, n)) != NULL) {
+		for (i = 0; i < n; i++)
+			if (cand[i] == s)
+				return full[i];
+	}
+	n = 0;
+	for (i = 0; i < CK_NKEYS; i++) {
+		const char *dot = strrchr(keys[i].path, '.');
+		full[n] = keys[i].path;
+		cand[n++] = dot ? dot + 1 : keys[i].path;
+	}
+	if ((s = config_did_you_mean(key, cand, n)) != NULL && strlen(key) > 2) {
+		for (i = 0; i < n; i++)
+			if (cand[i] == s) {
+				snprintf(out, sizeof(out), "%s", full[i]);
+				return out;
+			}
+	}
+	return NULL;
+}
+
+static int
+apply_value(struct fctx *f, int k, const char *path, const struct json_val *v)
+{
+	const struct keydef *d = &keys[k];
+	size_t i;
+
+	if (is_list(k)) {
+		if (v->type != JSON_ARRAY)
+			return ferr(f, v, "%s: expected an array of strings, got %s", path, json_type_name(v->type));
+		list_clear(f->c, k);
+		for (i = 0; i < v->u.arr.n; i++) {
+			const struct json_val *it = &v->u.arr.v[i];
+			char where[200];
+			snprintf(where, sizeof(where), "%s[%zu]", path, i);
+			if (it->type != JSON_STRING || strlen(it->u.str.s) != it->u.str.len)
+				return ferr(f, it, "%s: expected a string, got %s", where, json_type_name(it->type));
+			if (list_add(f->c, k, it->u.str.s, where, f->e) != 0)
+				return ferr(f, it, "%s", f->e->msg);
+		}
+		return 0;
+	}
+	switch (d->kind) {
+	case K_INT:
+		if (v->type != JSON_NUMBER || !v->u.num.is_int || v->u.num.i < d->min || v->u.num.i > d->max)
+			return ferr(f, v, "%s: expected an integer from %d to %d", path, d->min, d->max);
+		*(int *)field(f->c, k) = (int)v->u.num.i;
+		return 0;
+	case K_BOOL:
+		if (v->type != JSON_TRUE && v->type != JSON_FALSE)
+			return ferr(f, v, "%s: expected true or false, got %s", path, json_type_name(v->type));
+		*(int *)field(f->c, k) = v->type == JSON_TRUE;
+		return 0;
+	default:
+		break;
+	}
+	if (v->type != JSON_STRING || strlen(v->u.str.s) != v->u.str.len)
+		return ferr(f, v, "%s: expected a string, got %s", path, json_type_name(v->type));
+	if (set_text(f->c, k, v->u.str.s, d->kind == K_PATH ? f->base : NULL, path, f->e) != 0)
+		return ferr(f, v, "%s", f->e->msg);
+	return 0;
+}
+
+static int
+apply_object(struct fctx *f, const char *prefix, const struct json_val *obj)
+{
+	char path[160];
+	size_t i;
+	int k;
+
+	if (obj->type != JSON_OBJECT)
+		return ferr(f, obj, "%s: expected an object, got %s", prefix[0] ? prefix : "(top level)",
+			    json_type_name(obj->type));
+	for (i = 0; i < obj->u.obj.n; i++) {
+		const struct json_member *m = &obj->u.obj.m[i];
+		const char *s;
+		if (strlen(m->key) != m->keylen || m->keylen > 64)
+			return ferr(f, &m->val, "%s: a key with NUL or over 64 bytes", prefix[0] ? prefix : "(top level)");
+		snprintf(path, sizeof(path), "%s%s%s", prefix, prefix[0] ? "." : "", m->key);
+		if (is_section(path)) {
+			if (apply_object(f, path, &m->val) != 0)
+				return -1;
+			continue;
+		}
+		if ((k = config_key_find(path)) >= 0) {
+			if (apply_value(f, k, path, &m->val) != 0)
+				return -1;
+			f->c->src[k] = CFG_SRC_FILE;
+			f->c->src_detail[k][0] = '\0';
+			continue;
+		}
+		if ((s = suggest(prefix, m->key)) != NULL)
+			return ferr(f, &m->val, "%s: unknown key (did you mean %s?)", path, s);
+		return ferr(f, &m->val, "%s: unknown key", path);
+	}
+	return 0;
+}
+
+int
+config_apply_file(struct config *c, const char *path, struct err *e)
+{
+	struct json_limits lim = json_default_limits;
+	struct json_doc doc;
+	struct fctx f;
+	char base[CFG_PATH_MAX], *slash;
+	int rc;
+
+	lim.max_bytes = CFG_FILE_MAX;
+	lim.max_depth = 8;
+	lim.reject_dup_keys = 1;
+	if (json_parse_file(&doc, path, &lim, e) != 0)
+		return -1;
+	snprintf(base, sizeof(base), "%s", path);
+	slash = strrchr(base, '/');
+	if (slash == NULL)
+		snprintf(base, sizeof(base), ".");
+	else if (slash == base)
+		base[1] = '\0';
+	else
+		*slash = '\0';
+	f.c = c;
+	f.file = path;
+	f.base = base;
+	f.e = e;
+	rc = apply_object(&f, "", doc.root);
+	json_free(&doc);
+	if (rc == 0)
+		snprintf(c->file, sizeof(c->file), "%s", path);
+	return rc;
+}
+
+/* --- the environment layer --- */
+
+static const char *
+env_get(char *const *envp, const char *name)
+{
+	size_t n = strlen(name);
+	int i;
+
+	for (i = 0; envp[i] != NULL; i++)
+		if (strncmp(envp[i], name, n) == 0 && envp[i][n] == '=')
+			return envp[i] + n + 1;
+	return NULL;
+}
+
+static void
+set_floor(struct config *c, const char *var)
+{
+	if (c->install.mode == MODE_BUILD || c->install.mode == MODE_OFF) {
+		c->mode_floor = c->install.mode;
+		snprintf(c->mode_floor_by, sizeof(c->mode_floor_by), "%s", var);
+	}
+}
+
+int
+config_apply_env(struct config *c, char *const *envp, struct err *e)
+{
+	const char *v, *alias;
+	int k, i;
+
+	if (envp == NULL)
+		envp = environ;
+	for (k = 0; k < CK_NKEYS; k++) {
+		if (keys[k].env == NULL || (v = env_get(envp, keys[k].env)) == NULL || v[0] == '\0')
+			continue;
+		if (set_text(c, k, v, NULL, keys[k].env, e) != 0)
+			return -1;
+		c->src[k] = CFG_SRC_ENV;
+		snprintf(c->src_detail[k], sizeof(c->src_detail[k]), "%s", keys[k].env);
+	}
+	/* The deprecated alias: honoured with a warning. When both are set and
+	 * differ, the stricter one holds: an environment forcing `off` must not
+	 * be undone by another environment variable (restrict-only). */
+	if ((alias = env_get(envp, "ABX_INSTALL_MODE")) != NULL && alias[0] != '\0') {
+		enum install_mode am, cur = c->install.mode;
+		if (config_mode_parse(alias, &am) != 0)
+			return err_set(e, "config.invalid", "ABX_INSTALL_MODE: \"%.60s\" is not a mode (lazy, build, offline, off)",
+				       alias);
+		add_warn(c, "ABX_INSTALL_MODE is deprecated; use ABX_SERVER_INSTALL_MODE");
+		if (c->src[CK_INSTALL_MODE] != CFG_SRC_ENV || am > cur) {
+			if (c->src[CK_INSTALL_MODE] == CFG_SRC_ENV)
+				add_warn(c, "ABX_INSTALL_MODE=%s is stricter than ABX_SERVER_INSTALL_MODE=%s; %s holds",
+					 alias, config_mode_name(cur), alias);
+			c->install.mode = am;
+			c->src[CK_INSTALL_MODE] = CFG_SRC_ENV;
+			snprintf(c->src_detail[CK_INSTALL_MODE], sizeof(c->src_detail[0]), "ABX_INSTALL_MODE");
+		} else if (am != cur) {
+			add_warn(c, "ABX_INSTALL_MODE=%s ignored: ABX_SERVER_INSTALL_MODE=%s is set", alias,
+				 config_mode_name(cur));
+		}
+	}
+	if (c->src[CK_INSTALL_MODE] == CFG_SRC_ENV)
+		set_floor(c, c->src_detail[CK_INSTALL_MODE]);
+	if ((v = env_get(envp, "ABX_SERVER_INTROSPECT")) != NULL && v[0] != '\0' && strcmp(v, "0") != 0)
+		c->introspect = 1;
+	/* A misspelt ABX_SERVER_ variable would silently do nothing: say so. Not
+	 * an error, because other components may define variables of their own. */
+	for (i = 0; envp[i] != NULL; i++) {
+		char name[96];
+		const char *eq = strchr(envp[i], '=');
+		const char *cand[CK_NKEYS + 4];
+		int n = 0, j, known = 0;
+		if (strncmp(envp[i], "ABX_SERVER_", 11) != 0 || eq == NULL || eq - envp[i] >= (long)sizeof(name))
+			continue;
+		snprintf(name, sizeof(name), "%.*s", (int)(eq - envp[i]), envp[i]);
+		for (j = 0; j < CK_NKEYS; j++)
+			if (keys[j].env != NULL && strncmp(keys[j].env, "ABX_SERVER_", 11) == 0)
+				cand[n++] = keys[j].env;
+		for (j = 0; j < (int)(sizeof(env_other) / sizeof(env_other[0])); j++)
+			cand[n++] = env_other[j];
+		for (j = 0; j < n; j++)
+			known |= strcmp(cand[j], name) == 0;
+		if (!known) {
+			const char *s = config_did_you_mean(name, cand, n);
+			if (s != NULL)
+				add_warn(c, "%s: unknown variable (did you mean %s?)", name, s);
+			else
+				add_warn(c, "%s: unknown variable", name);
+		}
+	}
+	return 0;
+}
+
+/* --- the flag layer --- */
+
+int
+config_apply_flag(struct config *c, const char *key, const char *value, const char *flag, struct err *e)
+{
+	enum install_mode prev = c->install.mode;
+	int k = config_key_find(key);
+
+	if (k < 0)
+		return err_set(e, "internal", "%s: no configuration key %s", flag, key);
+	if (set_text(c, k, value, NULL, flag, e) != 0)
+		return -1;
+	if (k == CK_INSTALL_MODE && c->install.mode < c->mode_floor) {
+		c->install.mode = prev;
+		return err_set(e, "config.invalid",
+			       "%s %s: would loosen install.mode %s set by %s (restrict-only: only %s%s is allowed)",
+			       flag, value, config_mode_name(c->mode_floor), c->mode_floor_by,
+			       config_mode_name(c->mode_floor), c->mode_floor == MODE_BUILD ? " or off" : "");
+	}
+	c->src[k] = CFG_SRC_FLAG;
+	snprintf(c->src_detail[k], sizeof(c->src_detail[k]), "%s", flag);
+	return 0;
+}
+
+int
+config_load(struct config *c, const char *file_flag, char *const *envp, const struct config_flag *flags, int nflags,
+	    struct err *e)
+{
+	const char *file = file_flag;
+	int i;
+
+	config_defaults(c);
+	if (envp == NULL)
+		envp = environ;
+	if (file == NULL && (file = env_get(envp, "ABX_SERVER_CONFIG")) != NULL && file[0] == '\0')
+		file = NULL;
+	if (file == NULL && access(CONFIG_DEFAULT_FILE, F_OK) == 0)
+		file = CONFIG_DEFAULT_FILE;
+	if (file != NULL && config_apply_file(c, file, e) != 0)
+		goto fail;
+	if (config_apply_env(c, envp, e) != 0)
+		goto fail;
+	for (i = 0; i < nflags; i++)
+		if (flags[i].value != NULL && config_apply_flag(c, flags[i].key, flags[i].value, flags[i].flag, e) != 0)
+			goto fail;
+	return 0;
+fail:
+	config_defaults(c);
+	return -1;
+}
+
+const char *
+config_source(const struct config *c, enum cfg_key k, char *buf, size_t cap)
+{
+	if ((unsigned)k >= CK_NKEYS) {
+		snprintf(buf, cap, "?");
+		return buf;
+	}
+	switch (c->src[k]) {
+	case CFG_SRC_FILE: snprintf(buf, cap, "file %s", c->file); break;
+	case CFG_SRC_ENV: snprintf(buf, cap, "env %s", c->src_detail[k]); break;
+	case CFG_SRC_FLAG: snprintf(buf, cap, "flag %s", c->src_detail[k]); break;
+	default: snprintf(buf, cap, "default"); break;
+	}
+	return buf;
+}
+
+const char *
+config_value_text(const struct config *c, enum cfg_key k, char *buf, size_t cap)
+{
+	const void *p;
+	size_t len = 0;
+	int i, n = 0;
+
+	buf[0] = '\0';
+	if ((unsigned)k >= CK_NKEYS || cap == 0)
+		return buf;
+	p = (const char *)c + keys[k].off;
+	switch (keys[k].kind) {
+	case K_MODE: snprintf(buf, cap, "%s", config_mode_name(c->install.mode)); break;
+	case K_INT: snprintf(buf, cap, "%d", *(const int *)p); break;
+	case K_BOOL: snprintf(buf, cap, "%s", *(const int *)p ? "true" : "false"); break;
+	case K_MIRRORS:
+		n = ((const struct cfg_list *)p)->n;
+		for (i = 0; i < n && len < cap; i++)
+			len += snprintf(buf + len, cap - len, "%s%s", i ? "," : "", ((const struct cfg_list *)p)->v[i]);
+		break;
+	case K_HOSTS:
+		n = ((const struct cfg_hosts *)p)->n;
+		for (i = 0; i < n && len < cap; i++)
+			len += snprintf(buf + len, cap - len, "%s%s", i ? "," : "", ((const struct cfg_hosts *)p)->v[i]);
+		break;
+	case K_NAMES:
+		n = ((const struct cfg_names *)p)->n;
+		for (i = 0; i < n && len < cap; i++)
+			len += snprintf(buf + len, cap - len, "%s%s", i ? "," : "", ((const struct cfg_names *)p)->v[i]);
+		break;
+	default: snprintf(buf, cap, "%s", (const char *)p); break;
+	}
+	return buf;
+}

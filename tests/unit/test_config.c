@@ -1,0 +1,425 @@
+#include "unit.h"
+#include "config.h"
+
+#include <unistd.h>
+
+static char dir[] = "/tmp/abx-test-config.XXXXXX";
+
+static const char *
+write_file(const char *name, const char *text)
+{
+	static char path[512];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+	return path;
+}
+
+static int
+setup(void **state)
+{
+	assert_non_null(mkdtemp(dir));
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	char cmd[600];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static char *no_env[] = {NULL};
+
+/* Load text as the file layer (no environment, no flags). */
+static int
+load_text(struct config *c, const char *text, struct err *e)
+{
+	const char *p = write_file("server.json", text);
+
+	return config_load(c, p, no_env, NULL, 0, e);
+}
+
+/* --- hostile input first --- */
+
+static void
+test_not_json_is_json_syntax(void **state)
+{
+	struct config c;
+	struct err e;
+
+	assert_int_equal(load_text(&c, "{\"install\": {\"mode\": \"lazy\",}}", &e), -1);
+	assert_string_equal(e.code, "json.syntax");
+	assert_int_equal(load_text(&c, "{\"agents\": [], \"agents\": []}", &e), -1);
+	assert_string_equal(e.code, "json.syntax"); /* duplicate key */
+	assert_int_equal(load_text(&c, "", &e), -1);
+	assert_string_equal(e.code, "json.syntax");
+	/* the defaults survive a failed load */
+	assert_int_equal(c.install.mode, MODE_LAZY);
+	assert_int_equal(c.server.port, 9000);
+}
+
+static void
+test_unknown_key_did_you_mean(void **state)
+{
+	struct config c;
+	struct err e;
+
+	assert_int_equal(load_text(&c, "{\"install\": {\"mdoe\": \"build\"}}", &e), -1);
+	assert_string_equal(e.code, "config.invalid");
+	assert_non_null(strstr(e.msg, "install.mdoe: unknown key (did you mean install.mode?)"));
+	assert_non_null(strstr(e.msg, ":1:"));
+	assert_int_equal(load_text(&c, "{\"mode\": \"build\"}", &e), -1);
+	assert_non_null(strstr(e.msg, "mode: unknown key (did you mean install.mode?)"));
+	assert_int_equal(load_text(&c, "{\"server\": {\"prot\": 1}}", &e), -1);
+	assert_non_null(strstr(e.msg, "server.prot: unknown key (did you mean server.port?)"));
+	assert_int_equal(load_text(&c, "{\"install\": {\"mirrors\": {\"nmp\": \"https://x\"}}}", &e), -1);
+	assert_non_null(strstr(e.msg, "install.mirrors.nmp: unknown key (did you mean install.mirrors.npm?)"));
+	assert_int_equal(load_text(&c, "{\"zzzzzzzz\": 1}", &e), -1);
+	assert_non_null(strstr(e.msg, "zzzzzzzz: unknown key"));
+	assert_null(strstr(e.msg, "did you mean"));
+}
+
+static void
+test_wrong_types_and_ranges(void **state)
+{
+	static const struct {
+		const char *text, *needle;
+	} cases[] = {
+		{"[]", "expected an object"},
+		{"{\"install\": []}", "install: expected an object"},
+		{"{\"install\": {\"wait\": \"20\"}}", "install.wait: expected an integer from 0 to 3600"},
+		{"{\"install\": {\"wait\": 1.5}}", "install.wait"},
+		{"{\"install\": {\"wait\": -1}}", "install.wait"},
+		{"{\"server\": {\"port\": 70000}}", "server.port"},
+		{"{\"install\": {\"mode\": \"auto\"}}", "is not a mode"},
+		{"{\"install\": {\"mode\": null}}", "install.mode: expected a string"},
+		{"{\"install\": {\"allow_tmp\": 1}}", "install.allow_tmp: expected true or false"},
+		{"{\"install\": {\"mirrors\": {\"npm\": \"http://registry.example\"}}}", "not an https:// URL"},
+		{"{\"install\": {\"mirrors\": {\"tarball\": [\"relative/dir\"]}}}", "install.mirrors.tarball[0]"},
+		{"{\"install\": {\"mirrors\": {\"tarball\": \"https://m/{path}\"}}}", "expected an array"},
+		{"{\"install\": {\"allow_hosts\": [\"a b\"]}}", "install.allow_hosts[0]"},
+		{"{\"agents\": [\"codex\", \"codex\"]}", "listed twice"},
+		{"{\"agents\": [\"Codex\"]}", "not a tool name"},
+		{"{\"agents\": [1]}", "agents[0]: expected a string"},
+		{"{\"preset\": \"root\"}", "not a preset"},
+		{"{\"tools_dir\": \"\"}", "tools_dir: empty path"},
+		{"{\"tools_dir\": \"a\\u0000b\"}", "tools_dir: expected a string"},
+		{"{\"environment\": \"Prod uction\"}", "environment"},
+		{"{\"server\": {\"host\": \"a;b\"}}", "server.host"},
+	};
+	struct config c;
+	struct err e;
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int rc = load_text(&c, cases[i].text, &e);
+		if (rc != -1 || strcmp(e.code, "config.invalid") != 0 || strstr(e.msg, cases[i].needle) == NULL)
+			fail_msg("case %zu %s: rc %d code %s msg %s", i, cases[i].text, rc, e.code, e.msg);
+	}
+}
+
+static void
+test_oversized_and_deep(void **state)
+{
+	struct config c;
+	struct err e;
+	char *big = malloc(CFG_FILE_MAX + 16), deep[200];
+	int i;
+
+	memset(big, ' ', CFG_FILE_MAX + 8);
+	big[0] = '{';
+	big[CFG_FILE_MAX + 8] = '}';
+	big[CFG_FILE_MAX + 9] = '\0';
+	assert_int_equal(load_text(&c, big, &e), -1);
+	assert_string_equal(e.code, "json.too_large");
+	free(big);
+	for (i = 0; i < 40; i++)
+		deep[i] = '[';
+	for (; i < 80; i++)
+		deep[i] = ']';
+	deep[80] = '\0';
+	assert_int_equal(load_text(&c, deep, &e), -1);
+	assert_string_equal(e.code, "json.too_deep");
+}
+
+static void
+test_missing_config_file(void **state)
+{
+	struct config c;
+	struct err e;
+	char *env[] = {"ABX_SERVER_CONFIG=/nonexistent/server.json", NULL};
+
+	assert_int_equal(config_load(&c, "/nonexistent/x.json", no_env, NULL, 0, &e), -1);
+	assert_string_equal(e.code, "io.error");
+	assert_int_equal(config_load(&c, NULL, env, NULL, 0, &e), -1);
+	assert_string_equal(e.code, "io.error");
+}
+
+static void
+test_bad_env_values(void **state)
+{
+	struct config c;
+	struct err e;
+	char *env1[] = {"ABX_SERVER_INSTALL_MODE=fast", NULL};
+	char *env2[] = {"ABX_SERVER_PORT=90x", NULL};
+	char *env3[] = {"ABX_INSTALL_MODE=sometimes", NULL};
+
+	assert_int_equal(config_load(&c, NULL, env1, NULL, 0, &e), -1);
+	assert_string_equal(e.code, "config.invalid");
+	assert_non_null(strstr(e.msg, "ABX_SERVER_INSTALL_MODE"));
+	assert_int_equal(config_load(&c, NULL, env2, NULL, 0, &e), -1);
+	assert_non_null(strstr(e.msg, "ABX_SERVER_PORT"));
+	assert_int_equal(config_load(&c, NULL, env3, NULL, 0, &e), -1);
+	assert_non_null(strstr(e.msg, "ABX_INSTALL_MODE"));
+}
+
+/* --- layers --- */
+
+static void
+test_defaults(void **state)
+{
+	struct config c;
+	struct err e;
+	char buf[64];
+
+	assert_int_equal(config_load(&c, NULL, no_env, NULL, 0, &e), 0);
+	assert_int_equal(c.install.mode, MODE_LAZY);
+	assert_int_equal(c.install.wait, 20);
+	assert_int_equal(c.install.timeout, 600);
+	assert_int_equal(c.install.max_download_mb, 500);
+	assert_int_equal(c.install.allow_tmp, 0);
+	assert_int_equal(c.install.use_path, 1);
+	assert_string_equal(config_source(&c, CK_INSTALL_MODE, buf, sizeof(buf)), "default");
+	assert_int_equal(c.introspect, 0);
+}
+
+static void
+test_precedence_every_layer(void **state)
+{
+	const char *p = write_file("layers.json", "{\"tools_dir\": \"/from/file\", \"state_dir\": \"/s/file\","
+						  " \"install\": {\"wait\": 5, \"mode\": \"offline\"}}");
+	char *env[] = {"ABX_TOOLS_DIR=/from/env", "ABX_SERVER_INSTALL_WAIT=7", NULL};
+	struct config_flag flags[] = {{"tools_dir", "/from/flag", "--tools-dir"}};
+	struct config c;
+	struct err e;
+	char buf[CFG_PATH_MAX + 16];
+
+	assert_int_equal(config_load(&c, p, env, flags, 1, &e), 0);
+	assert_string_equal(c.tools_dir, "/from/flag");
+	assert_string_equal(config_source(&c, CK_TOOLS_DIR, buf, sizeof(buf)), "flag --tools-dir");
+	assert_int_equal(c.install.wait, 7);
+	assert_string_equal(config_source(&c, CK_INSTALL_WAIT, buf, sizeof(buf)), "env ABX_SERVER_INSTALL_WAIT");
+	assert_string_equal(c.state_dir, "/s/file");
+	assert_non_null(strstr(config_source(&c, CK_STATE_DIR, buf, sizeof(buf)), "file "));
+	assert_int_equal(c.install.mode, MODE_OFFLINE);
+	assert_int_equal(c.install.timeout, 600);
+	assert_string_equal(config_source(&c, CK_INSTALL_TIMEOUT, buf, sizeof(buf)), "default");
+	/* without the flag, env wins over the file */
+	assert_int_equal(config_load(&c, p, env, NULL, 0, &e), 0);
+	assert_string_equal(c.tools_dir, "/from/env");
+	/* an empty variable is unset */
+	env[0] = "ABX_TOOLS_DIR=";
+	assert_int_equal(config_load(&c, p, env, NULL, 0, &e), 0);
+	assert_string_equal(c.tools_dir, "/from/file");
+}
+
+static void
+test_relative_paths_resolve_against_file(void **state)
+{
+	struct config c;
+	struct err e;
+	char want[600];
+
+	assert_int_equal(load_text(&c, "{\"commands\": \"cmds.json\", \"policy\": \"/abs/p.json\"}", &e), 0);
+	snprintf(want, sizeof(want), "%s/cmds.json", dir);
+	assert_string_equal(c.commands, want);
+	assert_string_equal(c.policy, "/abs/p.json");
+}
+
+static void
+test_lists_from_env_and_file(void **state)
+{
+	char *env[] = {"ABX_SERVER_AGENTS=codex, gemini", "ABX_INSTALL_MIRROR=https://m.example/{host}/{path},/mnt/cache",
+		       "ABX_INSTALL_NPM_REGISTRY=https://registry.npmmirror.com", NULL};
+	struct config c;
+	struct err e;
+	char buf[600];
+	const char *p = write_file("l.json", "{\"agents\": [\"claude-code\"], \"install\": {\"allow_hosts\": "
+					     "[\"m.example\"], \"mirrors\": {\"tarball\": [\"file:///srv/cache\"]}}}");
+
+	assert_int_equal(config_load(&c, p, env, NULL, 0, &e), 0);
+	assert_int_equal(c.agents.n, 2);
+	assert_string_equal(c.agents.v[1], "gemini");
+	assert_int_equal(c.install.tarball_mirrors.n, 2);
+	assert_string_equal(c.install.tarball_mirrors.v[1], "/mnt/cache");
+	assert_string_equal(c.install.npm_mirror, "https://registry.npmmirror.com");
+	assert_string_equal(c.install.allow_hosts.v[0], "m.example");
+	assert_string_equal(config_value_text(&c, CK_AGENTS, buf, sizeof(buf)), "codex,gemini");
+}
+
+static void
+test_restrict_only(void **state)
+{
+	char *env_build[] = {"ABX_SERVER_INSTALL_MODE=build", NULL};
+	char *env_off[] = {"ABX_SERVER_INSTALL_MODE=off", NULL};
+	char *env_lazy[] = {"ABX_SERVER_INSTALL_MODE=lazy", NULL};
+	struct config_flag lazy[] = {{"install.mode", "lazy", "--mode"}};
+	struct config_flag offline[] = {{"install.mode", "offline", "--mode"}};
+	struct config_flag off[] = {{"install.mode", "off", "--mode"}};
+	struct config_flag build[] = {{"install.mode", "build", "--mode"}};
+	const char *file_lazy = write_file("lazy.json", "{\"install\": {\"mode\": \"lazy\"}}");
+	struct config c;
+	struct err e;
+	char buf[128];
+
+	/* a file cannot loosen the environment */
+	assert_int_equal(config_load(&c, file_lazy, env_build, NULL, 0, &e), 0);
+	assert_int_equal(c.install.mode, MODE_BUILD);
+	assert_string_equal(config_source(&c, CK_INSTALL_MODE, buf, sizeof(buf)), "env ABX_SERVER_INSTALL_MODE");
+	/* neither can a flag */
+	assert_int_equal(config_load(&c, file_lazy, env_build, lazy, 1, &e), -1);
+	assert_string_equal(e.code, "config.invalid");
+	assert_non_null(strstr(e.msg, "restrict-only"));
+	assert_int_equal(config_load(&c, NULL, env_build, offline, 1, &e), -1);
+	assert_int_equal(config_load(&c, NULL, env_off, build, 1, &e), -1);
+	/* tightening is fine */
+	assert_int_equal(config_load(&c, NULL, env_build, off, 1, &e), 0);
+	assert_int_equal(c.install.mode, MODE_OFF);
+	assert_int_equal(config_load(&c, NULL, env_build, build, 1, &e), 0);
+	/* lazy from the environment is no floor */
+	assert_int_equal(config_load(&c, NULL, env_lazy, off, 1, &e), 0);
+	assert_int_equal(config_load(&c, NULL, env_lazy, lazy, 1, &e), 0);
+	assert_int_equal(c.install.mode, MODE_LAZY);
+	/* a file's build is no floor either: flags may set what they like */
+	assert_int_equal(config_load(&c, write_file("b.json", "{\"install\": {\"mode\": \"build\"}}"), no_env, lazy, 1,
+				     &e),
+			 0);
+	assert_int_equal(c.install.mode, MODE_LAZY);
+	assert_string_equal(config_source(&c, CK_INSTALL_MODE, buf, sizeof(buf)), "flag --mode");
+}
+
+static void
+test_deprecated_alias(void **state)
+{
+	char *alias[] = {"ABX_INSTALL_MODE=build", NULL};
+	char *both_stricter_alias[] = {"ABX_SERVER_INSTALL_MODE=lazy", "ABX_INSTALL_MODE=off", NULL};
+	char *both_looser_alias[] = {"ABX_SERVER_INSTALL_MODE=build", "ABX_INSTALL_MODE=lazy", NULL};
+	struct config_flag lazy[] = {{"install.mode", "lazy", "--mode"}};
+	struct config c;
+	struct err e;
+	char buf[128];
+
+	assert_int_equal(config_load(&c, NULL, alias, NULL, 0, &e), 0);
+	assert_int_equal(c.install.mode, MODE_BUILD);
+	assert_int_equal(c.nwarn, 1);
+	assert_non_null(strstr(c.warn[0], "deprecated"));
+	assert_string_equal(config_source(&c, CK_INSTALL_MODE, buf, sizeof(buf)), "env ABX_INSTALL_MODE");
+	/* the alias is restrict-only too */
+	assert_int_equal(config_load(&c, NULL, alias, lazy, 1, &e), -1);
+	assert_int_equal(config_load(&c, NULL, both_stricter_alias, NULL, 0, &e), 0);
+	assert_int_equal(c.install.mode, MODE_OFF);
+	assert_int_equal(config_load(&c, NULL, both_looser_alias, NULL, 0, &e), 0);
+	assert_int_equal(c.install.mode, MODE_BUILD);
+	assert_string_equal(config_source(&c, CK_INSTALL_MODE, buf, sizeof(buf)), "env ABX_SERVER_INSTALL_MODE");
+	assert_int_equal(c.nwarn, 2);
+}
+
+static void
+test_unknown_env_variable_warns(void **state)
+{
+	char *env[] = {"ABX_SERVER_INSTAL_MODE=build", "ABX_SERVER_TOKEN=secret", "ABX_SERVER_INTROSPECT=1", NULL};
+	struct config c;
+	struct err e;
+
+	assert_int_equal(config_load(&c, NULL, env, NULL, 0, &e), 0);
+	assert_int_equal(c.install.mode, MODE_LAZY);
+	assert_int_equal(c.nwarn, 1);
+	assert_non_null(strstr(c.warn[0], "ABX_SERVER_INSTAL_MODE: unknown variable (did you mean ABX_SERVER_INSTALL_MODE?)"));
+	assert_int_equal(c.introspect, 1);
+}
+
+static void
+test_flags_validate(void **state)
+{
+	struct config_flag bad[] = {{"server.port", "-5", "--port"}};
+	struct config_flag nokey[] = {{"server.prot", "5", "--port"}};
+	struct config c;
+	struct err e;
+
+	assert_int_equal(config_load(&c, NULL, no_env, bad, 1, &e), -1);
+	assert_string_equal(e.code, "config.invalid");
+	assert_non_null(strstr(e.msg, "--port"));
+	assert_int_equal(config_load(&c, NULL, no_env, nokey, 1, &e), -1);
+}
+
+static void
+test_edit_distance(void **state)
+{
+	static const char *const cand[] = {"mode", "wait", "timeout"};
+
+	assert_int_equal(config_edit_distance("mdoe", "mode"), 2);
+	assert_int_equal(config_edit_distance("", "abc"), 3);
+	assert_int_equal(config_edit_distance("kitten", "sitting"), 3);
+	assert_string_equal(config_did_you_mean("tiemout", cand, 3), "timeout");
+	assert_null(config_did_you_mean("xyzzy", cand, 3));
+}
+
+static void
+test_full_schema_loads(void **state)
+{
+	struct config c;
+	struct err e;
+	int k;
+	char buf[128];
+
+	assert_int_equal(load_text(&c, "{\"install\": {\"mode\": \"build\", \"wait\": 0, \"timeout\": 900,"
+				       " \"max_download_mb\": 200, \"mirrors\": {\"npm\": \"https://r.example\","
+				       " \"tarball\": [\"https://m.example/{host}/{path}\"]}, \"allow_hosts\": [\"m.example\"],"
+				       " \"allow_tmp\": true, \"use_path\": false},"
+				       " \"agents\": [\"codex\"], \"commands\": \"c.json\", \"policy\": \"p.json\","
+				       " \"preset\": \"agents\", \"tools_dir\": \"/t\", \"state_dir\": \"/s\","
+				       " \"manifests_dir\": \"/m\", \"audit_file\": \"/a.log\", \"environment\": \"production\","
+				       " \"server\": {\"host\": \"127.0.0.1\", \"port\": 0, \"max_connections\": 64,"
+				       " \"workers\": 2, \"header_timeout\": 5, \"idle_timeout\": 30, \"request_timeout\": 30,"
+				       " \"max_header_bytes\": 8192, \"max_body_bytes\": 65536, \"max_output_bytes\": 65536,"
+				       " \"op_concurrency\": 2}}",
+				 &e),
+			 0);
+	for (k = 0; k < CK_NKEYS; k++)
+		if (c.src[k] != CFG_SRC_FILE)
+			fail_msg("%s not from the file (%s)", config_key_path(k), config_source(&c, k, buf, sizeof(buf)));
+	assert_int_equal(c.install.use_path, 0);
+	assert_int_equal(c.server.port, 0);
+	assert_string_equal(c.environment, "production");
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_not_json_is_json_syntax),
+		cmocka_unit_test(test_unknown_key_did_you_mean),
+		cmocka_unit_test(test_wrong_types_and_ranges),
+		cmocka_unit_test(test_oversized_and_deep),
+		cmocka_unit_test(test_missing_config_file),
+		cmocka_unit_test(test_bad_env_values),
+		cmocka_unit_test(test_defaults),
+		cmocka_unit_test(test_precedence_every_layer),
+		cmocka_unit_test(test_relative_paths_resolve_against_file),
+		cmocka_unit_test(test_lists_from_env_and_file),
+		cmocka_unit_test(test_restrict_only),
+		cmocka_unit_test(test_deprecated_alias),
+		cmocka_unit_test(test_unknown_env_variable_warns),
+		cmocka_unit_test(test_flags_validate),
+		cmocka_unit_test(test_edit_distance),
+		cmocka_unit_test(test_full_schema_loads),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
