@@ -26,7 +26,9 @@
  *    when later components are themselves (checked) symlinks;
  *  - hard-link targets: a name inside the root (same name rules), already
  *    extracted, and a regular file (never a link to a symlink or directory);
- *  - modes: setuid, setgid or sticky refuse the archive; group/world write
+ *  - modes: setuid, setgid or sticky on a file refuse the archive (on a
+ *    directory they are cleared: they grant nothing there and occur in
+ *    tarballs made in shared directories); group/world write
  *    bits are cleared (mode & 0755) — they never reach the disk; with
  *    ARC_STRICT_MODES they refuse the archive instead. Owners are never set;
  *    files belong to the extracting user. Directories get their final mode

@@ -62,6 +62,11 @@ int fs_rm_treeat(int dirfd, const char *name, struct err *e);
 /* fsync the directory path (so a rename or create in it survives a power cut). */
 int fs_fsync_dir(const char *path, struct err *e);
 
+/* syncfs(2) the filesystem holding path: one call that makes a whole staged
+ * tree durable before it is renamed into place, cheaper than an fsync per
+ * file. */
+int fs_syncfs(const char *path, struct err *e);
+
 /* The directory part of path into buf (cap bytes), "." if none. Returns 0,
  * or -1 when it does not fit. */
 int fs_dirname(const char *path, char *buf, size_t cap);

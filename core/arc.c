@@ -1,0 +1,850 @@
+/*
+ * Safe archive extraction: libarchive reads, we write (see arc.h for the
+ * policy and why archive_write_disk is not used).
+ */
+#include "arc.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <locale.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+_Static_assert((ARC_SAFE_FLAGS & ARCHIVE_EXTRACT_OWNER) == 0, "never restore owners");
+_Static_assert((ARC_SAFE_FLAGS & ARCHIVE_EXTRACT_SECURE_SYMLINKS) != 0, "no writes through symlinks");
+
+/* libarchive's read block: large enough that a 100 MiB archive is read in
+ * few syscalls, small enough for the 8 MiB peak-memory goal. */
+#define ARC_READ_BLOCK (128u << 10)
+/* Directories whose final mode forbids our own writes (no u+rwx) get that
+ * mode after every entry is written; their names are kept until then, in at
+ * most this many bytes, so a hostile archive cannot make the list grow
+ * without bound. Real archives have none or a handful. */
+#define ARC_DEFER_MAX_BYTES (1u << 20)
+/* An entry name shown in a message is cut to this many bytes so the rule
+ * still fits in ERR_MSG_MAX. */
+#define ARC_SHOW_MAX 120
+
+struct deferred {
+	char *names;        /* NUL-separated names, each followed by its mode */
+	size_t len, cap;
+};
+
+struct xs {
+	struct archive *a;
+	int root;
+	const struct arc_opts *o;
+	struct arc_stats *st;
+	struct err *e;
+	uint64_t max_total, max_entries, max_entry;
+	size_t max_path;
+	int strip;
+	uint64_t seen;              /* entries read, for the entry cap */
+	uint64_t next_progress;
+	/* The directory of the previous entry stays open: archives list a
+	 * directory's files together, so most entries need no walk. */
+	char cdir[ARC_DEFAULT_MAX_PATH + 1];
+	int cfd;
+	struct deferred dfr;
+	const char *cur;            /* raw name of the entry being processed */
+};
+
+void
+arc_opts_init(struct arc_opts *o, enum arc_format format)
+{
+	memset(o, 0, sizeof(*o));
+	o->format = format;
+}
+
+static int
+ends_with(const char *s, size_t n, const char *suf)
+{
+	size_t m = strlen(suf);
+
+	return n >= m && strncasecmp(s + n - m, suf, m) == 0;
+}
+
+enum arc_format
+arc_format_from_name(const char *name)
+{
+	size_t n;
+
+	if (name == NULL)
+		return ARC_FMT_NONE;
+	n = strcspn(name, "?#");
+	if (ends_with(name, n, ".tar.gz") || ends_with(name, n, ".tgz"))
+		return ARC_FMT_TAR_GZ;
+	if (ends_with(name, n, ".tar"))
+		return ARC_FMT_TAR;
+	if (ends_with(name, n, ".zip"))
+		return ARC_FMT_ZIP;
+	return ARC_FMT_NONE;
+}
+
+const char *
+arc_format_name(enum arc_format f)
+{
+	switch (f) {
+	case ARC_FMT_TAR: return "tar";
+	case ARC_FMT_TAR_GZ: return "tar.gz";
+	case ARC_FMT_ZIP: return "zip";
+	default: return "none";
+	}
+}
+
+/* A hostile name may hold control bytes or be huge: show a printable,
+ * bounded copy. */
+static const char *
+show(const char *s, char *buf, size_t cap)
+{
+	size_t i;
+
+	if (s == NULL)
+		s = "";
+	for (i = 0; s[i] != '\0' && i + 4 < cap && i < ARC_SHOW_MAX; i++)
+		buf[i] = (s[i] >= 0x20 && s[i] < 0x7f) ? s[i] : '?';
+	if (s[i] != '\0') {
+		memcpy(buf + i, "...", 3);
+		i += 3;
+	}
+	buf[i] = '\0';
+	return buf;
+}
+
+/* The one way extraction fails: install.failed, phase extract, naming the
+ * entry and the rule. */
+static int
+refuse(struct xs *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int
+refuse(struct xs *x, const char *fmt, ...)
+{
+	char rule[200], name[ARC_SHOW_MAX + 8];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(rule, sizeof(rule), fmt, ap);
+	va_end(ap);
+	if (x->cur != NULL)
+		err_set(x->e, "install.failed", "extract: entry '%s': %s",
+		    show(x->cur, name, sizeof(name)), rule);
+	else
+		err_set(x->e, "install.failed", "extract: %s", rule);
+	err_details(x->e, "{\"phase\":\"extract\"}");
+	return -1;
+}
+
+/*
+ * Normalise an entry or hard-link name into out: refuse absolute names,
+ * "..", backslashes and over-long names; drop "." and empty components, then
+ * the first `strip` components. Returns the number of components kept
+ * (0: nothing left, the entry is skipped), or -1 after refuse().
+ */
+static int
+norm_name(struct xs *x, const char *raw, int strip, char *out, size_t cap,
+    const char *what)
+{
+	const char *p = raw, *q;
+	size_t len, n = 0, clen;
+	int comps = 0, seen = 0;
+
+	if (raw == NULL || raw[0] == '\0')
+		return refuse(x, "%s is empty", what);
+	len = strlen(raw);
+	if (len > x->max_path || len >= cap)
+		return refuse(x, "%s is longer than %zu bytes", what, x->max_path);
+	if ((ARC_SAFE_FLAGS & ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS) && raw[0] == '/')
+		return refuse(x, "%s is an absolute path", what);
+	/* A backslash is a separator to Windows tools and to some zip
+	 * writers; a name holding one means something else to someone. */
+	if (strchr(raw, '\\') != NULL)
+		return refuse(x, "%s contains a backslash", what);
+	while (*p != '\0') {
+		q = strchr(p, '/');
+		clen = q ? (size_t)(q - p) : strlen(p);
+		if (clen == 0 || (clen == 1 && p[0] == '.')) {
+			/* dropped */
+		} else if ((ARC_SAFE_FLAGS & ARCHIVE_EXTRACT_SECURE_NODOTDOT)
+		    && clen == 2 && p[0] == '.' && p[1] == '.') {
+			return refuse(x, "%s has a '..' component", what);
+		} else if (clen > ARC_NAME_MAX) {
+			return refuse(x, "%s has a component longer than %d bytes",
+			    what, ARC_NAME_MAX);
+		} else if (seen++ >= strip) {
+			if (n > 0)
+				out[n++] = '/';
+			memcpy(out + n, p, clen);
+			n += clen;
+			comps++;
+		}
+		p += clen;
+		if (*p == '/')
+			p++;
+	}
+	out[n] = '\0';
+	return comps;
+}
+
+/*
+ * A symlink at `name` (depth = its number of components) may point to
+ * `target` only if, resolved from the link's directory, it stays inside the
+ * root: not absolute, ".." only before any name and at most depth-1 of them.
+ * Leading ".." climb real directories (every parent was opened O_NOFOLLOW),
+ * and each later component is a directory or a symlink checked by this same
+ * rule, so the whole resolution stays inside. A ".." after a name could
+ * climb out of a symlinked directory, which lexical checking cannot see.
+ */
+static int
+check_link_target(struct xs *x, const char *target, int depth)
+{
+	const char *p = target, *q;
+	size_t clen;
+	int ups = 0, names = 0;
+
+	if (target == NULL || target[0] == '\0')
+		return refuse(x, "symlink with an empty target");
+	if (strlen(target) > x->max_path)
+		return refuse(x, "symlink target longer than %zu bytes", x->max_path);
+	if (target[0] == '/')
+		return refuse(x, "symlink target is absolute");
+	while (*p != '\0') {
+		q = strchr(p, '/');
+		clen = q ? (size_t)(q - p) : strlen(p);
+		if (clen == 0 || (clen == 1 && p[0] == '.')) {
+			/* no effect */
+		} else if (clen == 2 && p[0] == '.' && p[1] == '.') {
+			if (names > 0)
+				return refuse(x, "symlink target has '..' after a name");
+			if (++ups > depth - 1)
+				return refuse(x, "symlink target leaves the extraction root");
+		} else {
+			names++;
+		}
+		p += clen;
+		if (*p == '/')
+			p++;
+	}
+	return 0;
+}
+
+/* Split "a/b/c" into dir "a/b" (in place: the slash becomes NUL) and leaf. */
+static const char *
+split_leaf(char *name, const char **dir)
+{
+	char *s = strrchr(name, '/');
+
+	if (s == NULL) {
+		*dir = "";
+		return name;
+	}
+	*s = '\0';
+	*dir = name;
+	return s + 1;
+}
+
+static int
+why_not_dir(struct xs *x, int dfd, const char *comp)
+{
+	struct stat sb;
+
+	if (fstatat(dfd, comp, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(sb.st_mode))
+		return refuse(x, "path passes through the symlink '%s'", comp);
+	if (errno == 0 || S_ISREG(sb.st_mode))
+		return refuse(x, "path passes through the non-directory '%s'", comp);
+	return refuse(x, "cannot open parent '%s': %s", comp, strerror(errno));
+}
+
+/*
+ * Open the directory dir (relative to the root, "" = the root) without
+ * following any symlink, creating missing components (mode 0755) when
+ * create is set. Returns a new fd, or -1 after refuse().
+ */
+static int
+walk(struct xs *x, const char *dir, int create)
+{
+	char comp[ARC_NAME_MAX + 1];
+	const char *p = dir, *q;
+	size_t clen;
+	int fd, nfd;
+
+	fd = openat(x->root, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return refuse(x, "cannot open the extraction root: %s", strerror(errno));
+	while (*p != '\0') {
+		q = strchr(p, '/');
+		clen = q ? (size_t)(q - p) : strlen(p);
+		memcpy(comp, p, clen);
+		comp[clen] = '\0';
+		p += clen + (q != NULL);
+		nfd = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (nfd < 0 && errno == ENOENT && create) {
+			if (mkdirat(fd, comp, 0700) != 0 && errno != EEXIST) {
+				refuse(x, "cannot create directory '%s': %s", comp, strerror(errno));
+				close(fd);
+				return -1;
+			}
+			nfd = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (nfd >= 0 && fchmod(nfd, 0755) != 0) {
+				refuse(x, "cannot chmod directory '%s': %s", comp, strerror(errno));
+				close(nfd);
+				close(fd);
+				return -1;
+			}
+			if (nfd >= 0)
+				x->st->entries++;
+		}
+		if (nfd < 0) {
+			if (errno == ENOENT)
+				refuse(x, "'%s' does not exist", comp);
+			else if (errno == ELOOP || errno == ENOTDIR) {
+				errno = 0;
+				why_not_dir(x, fd, comp);
+			} else
+				refuse(x, "cannot open '%s': %s", comp, strerror(errno));
+			close(fd);
+			return -1;
+		}
+		close(fd);
+		fd = nfd;
+	}
+	return fd;
+}
+
+/* The directory fd for dir, from the one-entry cache or a fresh walk. The
+ * fd belongs to the cache: do not close it. */
+static int
+parent_fd(struct xs *x, const char *dir)
+{
+	size_t n = strlen(dir);
+	int fd;
+
+	if (x->cfd >= 0 && strcmp(x->cdir, dir) == 0)
+		return x->cfd;
+	fd = walk(x, dir, 1);
+	if (fd < 0)
+		return -1;
+	if (x->cfd >= 0)
+		close(x->cfd);
+	x->cfd = fd;
+	memcpy(x->cdir, dir, n + 1);
+	return fd;
+}
+
+static const char *
+type_word(mode_t m)
+{
+	if (S_ISDIR(m))
+		return "a directory";
+	if (S_ISLNK(m))
+		return "a symlink";
+	if (S_ISREG(m))
+		return "a file";
+	return "a special file";
+}
+
+static int
+dup_refuse(struct xs *x, int pfd, const char *leaf, const char *what)
+{
+	struct stat sb;
+
+	if (fstatat(pfd, leaf, &sb, AT_SYMLINK_NOFOLLOW) != 0)
+		return refuse(x, "duplicate entry: cannot stat: %s", strerror(errno));
+	return refuse(x, "duplicate entry: %s over %s", what, type_word(sb.st_mode));
+}
+
+/* The final mode of a file or directory, or -1 after refuse(). */
+static int
+entry_mode(struct xs *x, struct archive_entry *ent, int is_dir)
+{
+	mode_t m = archive_entry_perm(ent) & 07777;
+
+	if (x->o->flags & ARC_NPM) {
+		if (is_dir)
+			return 0755;
+		return (m & 0111) ? 0755 : 0644;
+	}
+	if (is_dir) {
+		/* setgid on a directory only picks the group of new files
+		 * (we never chown) and sticky only limits deletion; neither
+		 * grants privilege, and both occur in tarballs made in shared
+		 * directories. Cleared, not refused. */
+		m &= 0777;
+	} else if (m & 07000) {
+		return refuse(x, "mode %04o has setuid, setgid or sticky bits", (unsigned)m);
+	}
+	if (m & 022) {
+		if (x->o->flags & ARC_STRICT_MODES)
+			return refuse(x, "mode %04o is group- or world-writable", (unsigned)m);
+		m &= ~(mode_t)022;
+	}
+	return (int)m;
+}
+
+static int
+progress(struct xs *x, int force)
+{
+	if (x->o->progress == NULL)
+		return 0;
+	if (!force && x->st->bytes < x->next_progress)
+		return 0;
+	x->next_progress = x->st->bytes + ARC_PROGRESS_STEP;
+	x->o->progress(x->o->progress_ctx, x->st->bytes,
+	    (uint64_t)archive_filter_bytes(x->a, -1));
+	return 0;
+}
+
+static int
+write_all(int fd, const char *p, size_t n, int64_t off)
+{
+	ssize_t w;
+
+	while (n > 0) {
+		w = pwrite(fd, p, n, off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+		off += w;
+	}
+	return 0;
+}
+
+static int
+do_file(struct xs *x, struct archive_entry *ent, int pfd, const char *leaf)
+{
+	const void *buf;
+	size_t len;
+	la_int64_t off, declared = -1, end = 0;
+	struct timespec ts[2];
+	int fd, mode, r;
+
+	mode = entry_mode(x, ent, 0);
+	if (mode < 0)
+		return -1;
+	if (archive_entry_size_is_set(ent)) {
+		declared = archive_entry_size(ent);
+		if (declared < 0 || (uint64_t)declared > x->max_entry)
+			return refuse(x, "size %lld exceeds the per-entry cap of %llu bytes",
+			    (long long)declared, (unsigned long long)x->max_entry);
+		if (x->st->bytes + (uint64_t)declared > x->max_total)
+			return refuse(x, "extracted size would exceed the cap of %llu bytes",
+			    (unsigned long long)x->max_total);
+	}
+	fd = openat(pfd, leaf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0 && errno == EEXIST && (x->o->flags & ARC_NPM)) {
+		struct stat sb;
+
+		if (fstatat(pfd, leaf, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode)
+		    && unlinkat(pfd, leaf, 0) == 0)
+			fd = openat(pfd, leaf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		else
+			errno = EEXIST;
+	}
+	if (fd < 0) {
+		if (errno == EEXIST)
+			return dup_refuse(x, pfd, leaf, "a file");
+		return refuse(x, "cannot create: %s", strerror(errno));
+	}
+	for (;;) {
+		r = archive_read_data_block(x->a, &buf, &len, &off);
+		if (r == ARCHIVE_EOF)
+			break;
+		if (r != ARCHIVE_OK) {
+			refuse(x, "%s: %s", r == ARCHIVE_WARN ? "libarchive warning" : "unreadable data",
+			    archive_error_string(x->a) ? archive_error_string(x->a) : "?");
+			goto fail;
+		}
+		if (off < 0 || (uint64_t)off + len > x->max_entry) {
+			refuse(x, "data exceeds the per-entry cap of %llu bytes",
+			    (unsigned long long)x->max_entry);
+			goto fail;
+		}
+		if (x->st->bytes + len > x->max_total) {
+			refuse(x, "extracted size exceeds the cap of %llu bytes",
+			    (unsigned long long)x->max_total);
+			goto fail;
+		}
+		if (len > 0 && write_all(fd, buf, len, off) != 0) {
+			refuse(x, "write failed: %s", strerror(errno ? errno : EIO));
+			goto fail;
+		}
+		x->st->bytes += len;
+		if ((la_int64_t)(off + len) > end)
+			end = off + (la_int64_t)len;
+		progress(x, 0);
+	}
+	/* A sparse entry may end in a hole. */
+	if (declared > end && ftruncate(fd, declared) != 0) {
+		refuse(x, "cannot size file: %s", strerror(errno));
+		goto fail;
+	}
+	if (fchmod(fd, (mode_t)mode) != 0) {
+		refuse(x, "cannot chmod: %s", strerror(errno));
+		goto fail;
+	}
+	if (archive_entry_mtime_is_set(ent)) {
+		ts[0].tv_sec = 0;
+		ts[0].tv_nsec = UTIME_OMIT;
+		ts[1].tv_sec = archive_entry_mtime(ent);
+		ts[1].tv_nsec = archive_entry_mtime_nsec(ent);
+		(void)futimens(fd, ts); /* a time is not worth failing for */
+	}
+	if (close(fd) != 0)
+		return refuse(x, "close failed: %s", strerror(errno));
+	x->st->entries++;
+	return 0;
+fail:
+	close(fd);
+	return -1;
+}
+
+static int
+defer_mode(struct xs *x, const char *name, int mode)
+{
+	size_t n = strlen(name) + 1 + sizeof(int);
+	char *p;
+
+	if (x->dfr.len + n > x->dfr.cap) {
+		size_t cap = x->dfr.cap ? x->dfr.cap * 2 : 4096;
+
+		while (cap < x->dfr.len + n)
+			cap *= 2;
+		if (cap > ARC_DEFER_MAX_BYTES)
+			return refuse(x, "too many directories without owner write permission");
+		p = realloc(x->dfr.names, cap);
+		if (p == NULL)
+			return refuse(x, "out of memory");
+		x->dfr.names = p;
+		x->dfr.cap = cap;
+	}
+	memcpy(x->dfr.names + x->dfr.len, name, n - sizeof(int));
+	memcpy(x->dfr.names + x->dfr.len + n - sizeof(int), &mode, sizeof(int));
+	x->dfr.len += n;
+	return 0;
+}
+
+static int
+do_dir(struct xs *x, struct archive_entry *ent, int pfd, const char *leaf,
+    const char *name)
+{
+	struct stat sb;
+	int mode, fd, created = 1;
+
+	mode = entry_mode(x, ent, 1);
+	if (mode < 0)
+		return -1;
+	if (mkdirat(pfd, leaf, 0700) != 0) {
+		if (errno != EEXIST)
+			return refuse(x, "cannot create directory: %s", strerror(errno));
+		if (fstatat(pfd, leaf, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(sb.st_mode))
+			return dup_refuse(x, pfd, leaf, "a directory");
+		created = 0;
+	}
+	/* Until the end the directory must stay writable by us. */
+	if ((mode & 0700) != 0700) {
+		if (defer_mode(x, name, mode) != 0)
+			return -1;
+		mode |= 0700;
+	}
+	fd = openat(pfd, leaf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || fchmod(fd, (mode_t)mode) != 0) {
+		refuse(x, "cannot set directory mode: %s", strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	close(fd);
+	if (created)
+		x->st->entries++;
+	return 0;
+}
+
+static int
+do_symlink(struct xs *x, struct archive_entry *ent, int pfd, const char *leaf,
+    int depth)
+{
+	const char *target = archive_entry_symlink(ent);
+
+	if (check_link_target(x, target, depth) != 0)
+		return -1;
+	if (symlinkat(target, pfd, leaf) != 0) {
+		if (errno == EEXIST)
+			return dup_refuse(x, pfd, leaf, "a symlink");
+		return refuse(x, "cannot create symlink: %s", strerror(errno));
+	}
+	x->st->entries++;
+	return 0;
+}
+
+static int
+do_hardlink(struct xs *x, const char *raw_target, int pfd, const char *leaf)
+{
+	char t[ARC_DEFAULT_MAX_PATH + 1];
+	const char *tdir, *tleaf;
+	struct stat sb;
+	int n, tfd, r;
+
+	n = norm_name(x, raw_target, x->strip, t, sizeof(t), "hard link target");
+	if (n < 0)
+		return -1;
+	if (n == 0)
+		return refuse(x, "hard link target is outside the extracted tree");
+	tleaf = split_leaf(t, &tdir);
+	tfd = walk(x, tdir, 0);
+	if (tfd < 0)
+		return -1;
+	if (fstatat(tfd, tleaf, &sb, AT_SYMLINK_NOFOLLOW) != 0) {
+		close(tfd);
+		return refuse(x, "hard link target '%s' was not extracted", tleaf);
+	}
+	if (!S_ISREG(sb.st_mode)) {
+		close(tfd);
+		return refuse(x, "hard link target is %s, not a file", type_word(sb.st_mode));
+	}
+	r = linkat(tfd, tleaf, pfd, leaf, 0);
+	close(tfd);
+	if (r != 0) {
+		if (errno == EEXIST)
+			return dup_refuse(x, pfd, leaf, "a hard link");
+		return refuse(x, "cannot create hard link: %s", strerror(errno));
+	}
+	x->st->entries++;
+	return 0;
+}
+
+static int
+do_entry(struct xs *x, struct archive_entry *ent)
+{
+	char name[ARC_DEFAULT_MAX_PATH + 1];
+	const char *raw, *hl, *dir, *leaf;
+	mode_t type = archive_entry_filetype(ent);
+	int n, pfd, depth, npm = (x->o->flags & ARC_NPM) != 0;
+
+	raw = archive_entry_pathname_utf8(ent);
+	if (raw == NULL)
+		raw = archive_entry_pathname(ent);
+	x->cur = raw;
+	if (++x->seen > x->max_entries)
+		return refuse(x, "more than %llu entries", (unsigned long long)x->max_entries);
+	hl = archive_entry_hardlink(ent);
+	n = norm_name(x, raw, x->strip, name, sizeof(name), "name");
+	if (n < 0)
+		return -1;
+	if (n == 0) {
+		x->st->skipped++;
+		return 0;
+	}
+	/* Type checks before anything is created. */
+	if (hl == NULL && type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK) {
+		if (npm) {
+			x->st->skipped++;
+			return 0;
+		}
+		return refuse(x, "%s are not accepted",
+		    type == AE_IFCHR || type == AE_IFBLK ? "device nodes" :
+		    type == AE_IFIFO ? "FIFOs" : type == AE_IFSOCK ? "sockets" :
+		    "entries of unknown type");
+	}
+	if (npm && (hl != NULL || type == AE_IFLNK)) {
+		x->st->skipped++;
+		return 0;
+	}
+	depth = n;
+	leaf = split_leaf(name, &dir);
+	pfd = parent_fd(x, dir);
+	if (pfd < 0)
+		return -1;
+	if (hl != NULL)
+		return do_hardlink(x, hl, pfd, leaf);
+	if (type == AE_IFLNK)
+		return do_symlink(x, ent, pfd, leaf, depth);
+	if (type == AE_IFDIR) {
+		if (dir == name)
+			name[strlen(dir)] = '/';  /* undo split_leaf for the record */
+		return do_dir(x, ent, pfd, leaf, name);
+	}
+	return do_file(x, ent, pfd, leaf);
+}
+
+static int
+apply_deferred(struct xs *x)
+{
+	size_t i = 0, n;
+	const char *dir, *leaf;
+	char name[ARC_DEFAULT_MAX_PATH + 1];
+	int mode, fd, dfd;
+
+	x->cur = NULL;
+	while (i < x->dfr.len) {
+		n = strlen(x->dfr.names + i);
+		memcpy(name, x->dfr.names + i, n + 1);
+		memcpy(&mode, x->dfr.names + i + n + 1, sizeof(int));
+		i += n + 1 + sizeof(int);
+		leaf = split_leaf(name, &dir);
+		dfd = walk(x, dir, 0);
+		if (dfd < 0)
+			return -1;
+		fd = openat(dfd, leaf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		close(dfd);
+		if (fd < 0 || fchmod(fd, (mode_t)mode) != 0) {
+			if (fd >= 0)
+				close(fd);
+			return refuse(x, "cannot set the mode of a directory: %s", strerror(errno));
+		}
+		close(fd);
+	}
+	return 0;
+}
+
+static struct archive *
+reader(enum arc_format f, struct err *e)
+{
+	struct archive *a = archive_read_new();
+	int ok;
+
+	if (a == NULL) {
+		err_set(e, "install.failed", "extract: out of memory");
+		return NULL;
+	}
+	switch (f) {
+	case ARC_FMT_TAR:
+		ok = archive_read_support_format_tar(a) == ARCHIVE_OK
+		    && archive_read_support_filter_none(a) == ARCHIVE_OK;
+		break;
+	case ARC_FMT_TAR_GZ:
+		/* ARCHIVE_WARN here means "will run gzip(1)": refused. */
+		ok = archive_read_support_format_tar(a) == ARCHIVE_OK
+		    && archive_read_support_filter_gzip(a) == ARCHIVE_OK;
+		break;
+	case ARC_FMT_ZIP:
+		ok = archive_read_support_format_zip(a) == ARCHIVE_OK
+		    && archive_read_support_filter_none(a) == ARCHIVE_OK;
+		break;
+	default:
+		archive_read_free(a);
+		err_set(e, "install.failed", "extract: unsupported archive format");
+		err_details(e, "{\"phase\":\"extract\"}");
+		return NULL;
+	}
+	if (!ok) {
+		err_set(e, "install.failed", "extract: %s support unavailable: %s",
+		    arc_format_name(f), archive_error_string(a) ? archive_error_string(a) : "?");
+		err_details(e, "{\"phase\":\"extract\"}");
+		archive_read_free(a);
+		return NULL;
+	}
+	return a;
+}
+
+int
+arc_extract_fd(int archive_fd, int root_dirfd, const struct arc_opts *o,
+    struct arc_stats *st, struct err *e)
+{
+	struct arc_stats local;
+	struct archive_entry *ent;
+	struct xs x;
+	locale_t utf8, old = (locale_t)0;
+	int r, rc = -1;
+
+	if (st == NULL)
+		st = &local;
+	memset(st, 0, sizeof(*st));
+	memset(&x, 0, sizeof(x));
+	x.root = root_dirfd;
+	x.o = o;
+	x.st = st;
+	x.e = e;
+	x.cfd = -1;
+	x.max_total = o->max_total ? o->max_total : ARC_DEFAULT_MAX_TOTAL;
+	x.max_entries = o->max_entries ? o->max_entries : ARC_DEFAULT_MAX_ENTRIES;
+	x.max_entry = o->max_entry ? o->max_entry : ARC_DEFAULT_MAX_ENTRY;
+	x.max_path = o->max_path ? o->max_path : ARC_DEFAULT_MAX_PATH;
+	if (x.max_path > ARC_DEFAULT_MAX_PATH)
+		x.max_path = ARC_DEFAULT_MAX_PATH;
+	x.strip = o->strip_components < 0 ? 0 : o->strip_components;
+	if (o->flags & ARC_NPM)
+		x.strip++;
+	x.next_progress = ARC_PROGRESS_STEP;
+	/* libarchive converts names to the thread's locale and warns (fatal
+	 * here) when it cannot: in the "C" locale every non-ASCII name of a
+	 * pax or zip archive would be refused. A UTF-8 locale for this thread
+	 * only (uselocale, not setlocale) keeps names as bytes-in-UTF-8. */
+	utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
+	if (utf8 != (locale_t)0)
+		old = uselocale(utf8);
+	x.a = reader(o->format, e);
+	if (x.a == NULL)
+		goto out_locale;
+	if (archive_read_open_fd(x.a, archive_fd, ARC_READ_BLOCK) != ARCHIVE_OK) {
+		refuse(&x, "not a valid %s archive: %s", arc_format_name(o->format),
+		    archive_error_string(x.a) ? archive_error_string(x.a) : "?");
+		goto out;
+	}
+	for (;;) {
+		x.cur = NULL;
+		ent = NULL;
+		r = archive_read_next_header(x.a, &ent);
+		if (r == ARCHIVE_EOF)
+			break;
+		if (r != ARCHIVE_OK) {
+			if (ent != NULL && r == ARCHIVE_WARN)
+				x.cur = archive_entry_pathname(ent);
+			refuse(&x, "%s: %s", r == ARCHIVE_WARN ? "libarchive warning" : "not a valid archive",
+			    archive_error_string(x.a) ? archive_error_string(x.a) : "?");
+			goto out;
+		}
+		if (do_entry(&x, ent) != 0)
+			goto out;
+	}
+	if (apply_deferred(&x) != 0)
+		goto out;
+	rc = 0;
+out:
+	st->bytes_in = (uint64_t)archive_filter_bytes(x.a, -1);
+	if (rc == 0)
+		progress(&x, 1);
+	if (x.cfd >= 0)
+		close(x.cfd);
+	free(x.dfr.names);
+	archive_read_free(x.a);
+out_locale:
+	if (utf8 != (locale_t)0) {
+		uselocale(old);
+		freelocale(utf8);
+	}
+	return rc;
+}
+
+int
+arc_extract(const char *archive_path, const char *root_dir,
+    const struct arc_opts *o, struct arc_stats *st, struct err *e)
+{
+	int afd, dfd, rc;
+
+	afd = open(archive_path, O_RDONLY | O_CLOEXEC);
+	if (afd < 0) {
+		err_set(e, "install.failed", "extract: cannot open %s: %s", archive_path, strerror(errno));
+		err_details(e, "{\"phase\":\"extract\"}");
+		return -1;
+	}
+	dfd = open(root_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0) {
+		err_set(e, "install.failed", "extract: cannot open directory %s: %s", root_dir, strerror(errno));
+		err_details(e, "{\"phase\":\"extract\"}");
+		close(afd);
+		return -1;
+	}
+	rc = arc_extract_fd(afd, dfd, o, st, e);
+	close(dfd);
+	close(afd);
+	return rc;
+}

@@ -1,0 +1,397 @@
+/* core/fs: every error path first, then the digests and the probes. */
+#include "unit.h"
+#include "fs.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+static char base[256];
+
+static char *
+P(const char *rel)
+{
+	static char buf[4][512];
+	static int i;
+
+	i = (i + 1) % 4;
+	snprintf(buf[i], sizeof(buf[i]), "%s/%s", base, rel);
+	return buf[i];
+}
+
+static void
+put(const char *rel, const char *content)
+{
+	FILE *f = fopen(P(rel), "w");
+
+	assert_non_null(f);
+	fputs(content, f);
+	fclose(f);
+}
+
+static int
+setup(void **state)
+{
+	snprintf(base, sizeof(base), "/tmp/abx-test-fs.XXXXXX");
+	return mkdtemp(base) == NULL ? -1 : 0;
+}
+
+static int
+teardown(void **state)
+{
+	struct err e;
+
+	return fs_rm_tree(base, &e);
+}
+
+static void
+t_mkdir_p(void **s)
+{
+	struct err e;
+	struct stat sb;
+
+	assert_int_equal(fs_mkdir_p(P("a/b/c/"), 0755, &e), 0);
+	assert_int_equal(stat(P("a/b/c"), &sb), 0);
+	assert_true(S_ISDIR(sb.st_mode));
+	assert_int_equal(fs_mkdir_p(P("a/b/c"), 0755, &e), 0);  /* exists: fine */
+	put("a/file", "x");
+	assert_int_equal(fs_mkdir_p(P("a/file/d"), 0755, &e), -1);
+	assert_string_equal(e.code, "io.error");
+	assert_int_equal(fs_mkdir_p(P("a/file"), 0755, &e), -1);
+	assert_non_null(strstr(e.msg, "Not a directory"));
+	assert_int_equal(fs_mkdir_p("", 0755, &e), -1);
+}
+
+static void
+t_write_atomic(void **s)
+{
+	char buf[64];
+	struct err e;
+	struct stat sb;
+	mode_t old = umask(077);
+	DIR *d;
+	struct dirent *de;
+	int n = 0;
+
+	assert_int_equal(fs_write_atomic(P("m.json"), "{\"a\":1}", 7, 0644, &e), 0);
+	umask(old);
+	assert_int_equal(stat(P("m.json"), &sb), 0);
+	assert_int_equal(sb.st_mode & 07777, 0644);  /* umask did not decide */
+	assert_int_equal(fs_read_small(P("m.json"), buf, sizeof(buf), &e), 7);
+	assert_string_equal(buf, "{\"a\":1}");
+	assert_int_equal(fs_write_atomic(P("m.json"), "new", 3, 0600, &e), 0);
+	assert_int_equal(fs_read_small(P("m.json"), buf, sizeof(buf), &e), 3);
+	assert_string_equal(buf, "new");
+	d = opendir(base);
+	while ((de = readdir(d)) != NULL)
+		if (de->d_name[0] != '.')
+			n++;
+	closedir(d);
+	assert_int_equal(n, 1);  /* no temporary left behind */
+	assert_int_equal(fs_write_atomic(P("missing/dir/x"), "x", 1, 0644, &e), -1);
+	assert_string_equal(e.code, "io.error");
+}
+
+static void
+t_read_small_caps(void **s)
+{
+	char buf[8], *p;
+	size_t len;
+	struct err e;
+
+	put("seven", "1234567");
+	assert_int_equal(fs_read_small(P("seven"), buf, 8, &e), 7);  /* fits exactly */
+	put("eight", "12345678");
+	assert_int_equal(fs_read_small(P("eight"), buf, 8, &e), -1);
+	assert_non_null(strstr(e.msg, "larger than 7 bytes"));
+	assert_int_equal(fs_read_small(P("nothere"), buf, 8, &e), -1);
+	assert_string_equal(e.code, "not_found");
+	assert_int_equal(symlink(P("seven"), P("ln")), 0);
+	assert_int_equal(fs_read_small(P("ln"), buf, 8, &e), -1);  /* never followed */
+	assert_string_equal(e.code, "io.error");
+	assert_int_equal(fs_read_small(base, buf, 8, &e), -1);   /* a directory */
+	assert_int_equal(fs_read_alloc(P("eight"), 8, &p, &len, &e), 0);
+	assert_int_equal(len, 8);
+	assert_string_equal(p, "12345678");
+	free(p);
+	assert_int_equal(fs_read_alloc(P("eight"), 7, &p, &len, &e), -1);
+	assert_null(p);
+	put("empty", "");
+	assert_int_equal(fs_read_alloc(P("empty"), 7, &p, &len, &e), 0);
+	assert_int_equal(len, 0);
+	free(p);
+}
+
+static void
+t_rm_tree_does_not_follow(void **s)
+{
+	struct err e;
+	struct stat sb;
+
+	assert_int_equal(fs_mkdir_p(P("out/keep"), 0755, &e), 0);
+	put("out/keep/precious", "p");
+	assert_int_equal(fs_mkdir_p(P("t/sub/ro/locked"), 0755, &e), 0);
+	put("t/sub/ro/locked/f", "f");
+	assert_int_equal(symlink(P("out/keep"), P("t/sub/dirlink")), 0);
+	assert_int_equal(symlink(P("out/keep/precious"), P("t/filelink")), 0);
+	assert_int_equal(symlink("../../out", P("t/sub/rel")), 0);
+	assert_int_equal(mkfifo(P("t/fifo"), 0600), 0);
+	assert_int_equal(chmod(P("t/sub/ro/locked"), 0), 0);
+	assert_int_equal(chmod(P("t/sub/ro"), 0555), 0);
+	assert_int_equal(fs_rm_tree(P("t/"), &e), 0);
+	assert_int_equal(lstat(P("t"), &sb), -1);
+	assert_int_equal(stat(P("out/keep/precious"), &sb), 0);
+	assert_int_equal(fs_rm_tree(P("t"), &e), 0);  /* missing: success */
+	/* a symlink given as the path is removed, not its target */
+	assert_int_equal(symlink(P("out"), P("top")), 0);
+	assert_int_equal(fs_rm_tree(P("top"), &e), 0);
+	assert_int_equal(lstat(P("top"), &sb), -1);
+	assert_int_equal(stat(P("out/keep/precious"), &sb), 0);
+	assert_int_equal(fs_rm_treeat(AT_FDCWD, "..", &e), -1);
+	assert_int_equal(fs_rm_treeat(AT_FDCWD, "a/b", &e), -1);
+}
+
+static void
+digest(const char *rel, char *hex)
+{
+	struct err e;
+
+	if (fs_tree_digest(P(rel), hex, NULL, NULL, &e) != 0)
+		fail_msg("%s", e.msg);
+}
+
+static void
+proof(const char *rel, char *hex)
+{
+	struct err e;
+
+	if (fs_stat_proof(P(rel), hex, &e) != 0)
+		fail_msg("%s", e.msg);
+}
+
+static void
+t_tree_digest(void **s)
+{
+	char a[FS_HEX_LEN], b[FS_HEX_LEN], c[FS_HEX_LEN];
+	uint64_t files, bytes;
+	struct err e;
+	struct timespec ts[2] = {{1, 0}, {1, 0}};
+
+	assert_int_equal(fs_mkdir_p(P("d/lib/deep"), 0755, &e), 0);
+	put("d/lib/x.js", "x");
+	put("d/lib/deep/y", "yy");
+	put("d/a.b", "ab");
+	assert_int_equal(symlink("lib/x.js", P("d/ln")), 0);
+	assert_int_equal(fs_tree_digest(P("d"), a, &files, &bytes, &e), 0);
+	assert_int_equal(files, 3);
+	assert_int_equal(bytes, 5);
+	assert_int_equal(strlen(a), 64);
+	digest("d", b);
+	assert_string_equal(a, b);                 /* deterministic */
+	/* a copy elsewhere (other inodes, times) has the same digest */
+	{
+		char cmd[600];
+
+		snprintf(cmd, sizeof(cmd), "cp -r --no-preserve=timestamps %s %s", P("d"), P("copy"));
+		assert_int_equal(system(cmd), 0);
+	}
+	digest("copy", c);
+	assert_string_equal(a, c);
+	assert_int_equal(utimensat(AT_FDCWD, P("d/a.b"), ts, 0), 0);
+	digest("d", b);
+	assert_string_equal(a, b);                 /* mtime is not content */
+	put("d/lib/deep/y", "yz");
+	digest("d", b);
+	assert_string_not_equal(a, b);             /* content */
+	put("d/lib/deep/y", "yy");
+	digest("d", b);
+	assert_string_equal(a, b);
+	assert_int_equal(chmod(P("d/lib/x.js"), 0755), 0);
+	digest("d", b);
+	assert_string_not_equal(a, b);             /* mode */
+	assert_int_equal(chmod(P("d/lib/x.js"), 0644), 0);
+	digest("d", b);
+	assert_string_equal(a, b);
+	assert_int_equal(rename(P("d/a.b"), P("d/a.c")), 0);
+	digest("d", b);
+	assert_string_not_equal(a, b);             /* name */
+	assert_int_equal(rename(P("d/a.c"), P("d/a.b")), 0);
+	assert_int_equal(unlink(P("d/ln")), 0);
+	assert_int_equal(symlink("lib/deep/y", P("d/ln")), 0);
+	digest("d", b);
+	assert_string_not_equal(a, b);             /* link target */
+	assert_int_equal(unlink(P("d/ln")), 0);
+	assert_int_equal(symlink("lib/x.js", P("d/ln")), 0);
+	digest("d", b);
+	assert_string_equal(a, b);
+	assert_int_equal(mkfifo(P("d/fifo"), 0600), 0);
+	assert_int_equal(fs_tree_digest(P("d"), b, NULL, NULL, &e), -1);
+	assert_non_null(strstr(e.msg, "special file"));
+	assert_int_equal(unlink(P("d/fifo")), 0);
+	assert_int_equal(fs_tree_digest(P("nothere"), b, NULL, NULL, &e), -1);
+	assert_string_equal(e.code, "not_found");
+}
+
+static void
+t_stat_proof(void **s)
+{
+	char a[FS_HEX_LEN], b[FS_HEX_LEN];
+	struct err e;
+	struct timespec ts[2] = {{1, 0}, {1, 0}};
+	struct stat sb;
+
+	assert_int_equal(fs_mkdir_p(P("p/sub"), 0755, &e), 0);
+	put("p/sub/f", "f");
+	put("p/g", "g");
+	proof("p", a);
+	proof("p", b);
+	assert_string_equal(a, b);
+	/* touch: the same bytes, but ctime moves and cannot be set back */
+	usleep(2000);
+	assert_int_equal(stat(P("p/sub/f"), &sb), 0);
+	ts[0] = sb.st_atim;
+	ts[1] = sb.st_mtim;
+	assert_int_equal(utimensat(AT_FDCWD, P("p/sub/f"), ts, 0), 0);
+	proof("p", b);
+	assert_string_not_equal(a, b);
+	proof("p", a);
+	usleep(2000);
+	put("p/new", "");
+	proof("p", b);
+	assert_string_not_equal(a, b);             /* an entry added */
+	proof("p", a);
+	usleep(2000);
+	assert_int_equal(chmod(P("p/g"), 0600), 0);
+	proof("p", b);
+	assert_string_not_equal(a, b);
+	assert_int_equal(fs_stat_proof(P("nothere"), b, &e), -1);
+}
+
+static void
+t_free_bytes(void **s)
+{
+	uint64_t n = 0;
+	struct err e;
+
+	assert_int_equal(fs_free_bytes(base, &n, &e), 0);
+	assert_true(n > 0);
+	assert_int_equal(fs_free_bytes(P("nothere"), &n, &e), -1);
+	assert_string_equal(e.code, "io.error");
+}
+
+static void
+t_dir_safe(void **s)
+{
+	struct err e;
+
+	assert_int_equal(fs_mkdir_p(P("safe"), 0700, &e), 0);
+	assert_int_equal(fs_dir_safe(P("safe"), &e), 0);
+	assert_int_equal(chmod(P("safe"), 0777), 0);
+	assert_int_equal(fs_dir_safe(P("safe"), &e), -1);
+	assert_string_equal(e.code, "config.state_dir_unsafe");
+	assert_non_null(strstr(e.msg, "mode 0777"));
+	assert_int_equal(chmod(P("safe"), 0720), 0);
+	assert_int_equal(fs_dir_safe(P("safe"), &e), -1);
+	assert_int_equal(chmod(P("safe"), 0755), 0);
+	assert_int_equal(fs_dir_safe(P("safe"), &e), 0);
+	assert_int_equal(fs_dir_safe(P("nothere"), &e), -1);
+	assert_string_equal(e.code, "not_found");
+	put("plain", "x");
+	assert_int_equal(fs_dir_safe(P("plain"), &e), -1);
+	assert_string_equal(e.code, "config.state_dir_unsafe");
+	if (geteuid() == 0) {
+		assert_int_equal(chown(P("safe"), 65534, 65534), 0);
+		assert_int_equal(fs_dir_safe(P("safe"), &e), -1);
+		assert_string_equal(e.code, "config.state_dir_unsafe");
+		assert_non_null(strstr(e.msg, "owned by uid 65534"));
+	}
+}
+
+static void
+t_noexec_probe(void **s)
+{
+	struct statvfs v;
+	struct err e;
+	int rc;
+
+	assert_int_equal(statvfs(base, &v), 0);
+	rc = fs_noexec_probe(base, &e);
+	if (v.f_flag & ST_NOEXEC) {
+		assert_int_equal(rc, -1);
+		assert_string_equal(e.code, "install.noexec");
+	} else {
+		if (rc != 0)
+			fail_msg("%s", e.msg);
+	}
+	assert_int_equal(fs_noexec_probe(P("nothere"), &e), -1);
+	assert_string_equal(e.code, "io.error");
+}
+
+/* A real noexec mount needs root and mount(2); skipped without them. */
+static void
+t_noexec_mount(void **s)
+{
+	struct err e;
+	int rc;
+
+	assert_int_equal(fs_mkdir_p(P("mnt"), 0700, &e), 0);
+	if (geteuid() != 0 || mount("tmpfs", P("mnt"), "tmpfs", MS_NOEXEC, "size=64k") != 0) {
+		skip();
+		return;
+	}
+	rc = fs_noexec_probe(P("mnt"), &e);
+	umount(P("mnt"));
+	assert_int_equal(rc, -1);
+	assert_string_equal(e.code, "install.noexec");
+	assert_non_null(strstr(e.msg, "mount "));
+	assert_non_null(strstr(e.msg, P("mnt")));
+}
+
+static void
+t_mount_point_and_dirname(void **s)
+{
+	char buf[256];
+
+	assert_int_equal(fs_mount_point("/proc/self", buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "/proc");
+	assert_int_equal(fs_mount_point("/", buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "/");
+	assert_int_equal(fs_mount_point("/no/such/path", buf, sizeof(buf)), -1);
+	assert_int_equal(fs_dirname("/a/b", buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "/a");
+	assert_int_equal(fs_dirname("/a", buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "/");
+	assert_int_equal(fs_dirname("a", buf, sizeof(buf)), 0);
+	assert_string_equal(buf, ".");
+	assert_int_equal(fs_dirname("a//b", buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "a");
+	assert_int_equal(fs_dirname("/abc/d", buf, 3), -1);
+}
+
+static void
+t_syncfs_and_fsync_dir(void **s)
+{
+	struct err e;
+
+	assert_int_equal(fs_syncfs(base, &e), 0);
+	assert_int_equal(fs_fsync_dir(base, &e), 0);
+	assert_int_equal(fs_fsync_dir(P("nothere"), &e), -1);
+}
+
+#define C(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		C(t_mkdir_p), C(t_write_atomic), C(t_read_small_caps),
+		C(t_rm_tree_does_not_follow), C(t_tree_digest), C(t_stat_proof),
+		C(t_free_bytes), C(t_dir_safe), C(t_noexec_probe), C(t_noexec_mount),
+		C(t_mount_point_and_dirname), C(t_syncfs_and_fsync_dir),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
