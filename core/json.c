@@ -333,6 +333,25 @@ short_key(char *buf, size_t cap, const char *key, size_t keylen)
 /* Below this many members a plain double loop beats sorting. */
 #define DUP_LINEAR_MAX 16
 
+/* FNV-1a: only a filter in front of memcmp. Sorting keeps the O(n log n)
+ * bound whatever the hash does, so colliding keys cost memcmps, not time
+ * quadratic in n (no hash flooding). */
+static uint32_t
+key_hash(const char *k, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)k;
+	uint32_t h = 2166136261u;
+
+	while (n-- > 0)
+		h = (h ^ *p++) * 16777619u;
+	return h;
+}
+
+struct keyent {
+	uint32_t h;
+	const struct json_member *m;
+};
+
 static int
 key_eq(const struct json_member *a, const struct json_member *b)
 {
@@ -340,20 +359,21 @@ key_eq(const struct json_member *a, const struct json_member *b)
 }
 
 static int
-key_cmp(const void *pa, const void *pb)
+ent_cmp(const void *pa, const void *pb)
 {
-	const struct json_member *a = *(const struct json_member *const *)pa;
-	const struct json_member *b = *(const struct json_member *const *)pb;
-	size_t n = a->keylen < b->keylen ? a->keylen : b->keylen;
-	int c = memcmp(a->key, b->key, n);
+	const struct keyent *a = pa, *b = pb;
+	int c;
 
+	if (a->h != b->h)
+		return a->h < b->h ? -1 : 1;
+	if (a->m->keylen != b->m->keylen)
+		return a->m->keylen < b->m->keylen ? -1 : 1;
+	c = memcmp(a->m->key, b->m->key, a->m->keylen);
 	if (c != 0)
 		return c;
-	if (a->keylen != b->keylen)
-		return a->keylen < b->keylen ? -1 : 1;
 	/* Equal keys in document order, so a group's second entry is its
 	 * first repetition. */
-	return a < b ? -1 : a > b;
+	return a->m < b->m ? -1 : a->m > b->m;
 }
 
 #define MEMBER_AT(base, stride, i) \
@@ -361,30 +381,28 @@ key_cmp(const void *pa, const void *pb)
 
 /*
  * Index of the earliest member whose key appeared before it, or n. Members
- * are at base + i * stride. ptrs (n entries) is scratch for sorting; NULL
- * means no room, so compare pairwise.
+ * are at base + i * stride. ents (n entries, hashes filled in) is sorted;
+ * NULL means no room, so compare pairwise.
  */
 static size_t
-find_dup(const void *base, size_t stride, size_t n, const struct json_member **ptrs)
+find_dup(const void *base, size_t stride, size_t n, struct keyent *ents)
 {
 	size_t i, j, best = n, idx;
 
-	if (n <= DUP_LINEAR_MAX || ptrs == NULL) {
+	if (ents == NULL) {
 		for (i = 1; i < n; i++)
 			for (j = 0; j < i; j++)
 				if (key_eq(MEMBER_AT(base, stride, i), MEMBER_AT(base, stride, j)))
 					return i;
 		return n;
 	}
-	for (i = 0; i < n; i++)
-		ptrs[i] = MEMBER_AT(base, stride, i);
-	qsort(ptrs, n, sizeof(*ptrs), key_cmp);
+	qsort(ents, n, sizeof(*ents), ent_cmp);
 	for (i = 1; i < n; i++) {
-		if (!key_eq(ptrs[i], ptrs[i - 1]))
+		if (ents[i].h != ents[i - 1].h || !key_eq(ents[i].m, ents[i - 1].m))
 			continue;
-		if (i >= 2 && key_eq(ptrs[i - 1], ptrs[i - 2]))
+		if (i >= 2 && ents[i - 1].h == ents[i - 2].h && key_eq(ents[i - 1].m, ents[i - 2].m))
 			continue; /* a third or later occurrence */
-		idx = (size_t)((const unsigned char *)ptrs[i] - (const unsigned char *)base) / stride;
+		idx = (size_t)((const unsigned char *)ents[i].m - (const unsigned char *)base) / stride;
 		if (idx < best)
 			best = idx;
 	}
@@ -394,17 +412,23 @@ find_dup(const void *base, size_t stride, size_t n, const struct json_member **p
 const char *
 json_dup_key(const struct json_val *obj)
 {
-	const struct json_member **ptrs = NULL;
+	struct keyent *ents = NULL;
+	const struct json_member *m;
 	size_t n, i;
 
 	if (obj == NULL || obj->type != JSON_OBJECT || obj->u.obj.n < 2)
 		return NULL;
 	n = obj->u.obj.n;
-	if (n > DUP_LINEAR_MAX && n < SIZE_MAX / sizeof(*ptrs))
-		ptrs = j_malloc(n * sizeof(*ptrs)); /* NULL: fall back to pairs */
-	i = find_dup(obj->u.obj.m, sizeof(struct json_member), n, ptrs);
-	free(ptrs);
-	return i < n ? obj->u.obj.m[i].key : NULL;
+	m = obj->u.obj.m;
+	if (n > DUP_LINEAR_MAX && n < SIZE_MAX / sizeof(*ents))
+		ents = j_malloc(n * sizeof(*ents)); /* NULL: fall back to pairs */
+	for (i = 0; ents != NULL && i < n; i++) {
+		ents[i].h = key_hash(m[i].key, m[i].keylen);
+		ents[i].m = &m[i];
+	}
+	i = find_dup(m, sizeof(*m), n, ents);
+	free(ents);
+	return i < n ? m[i].key : NULL;
 }
 
 /* ---- parser ---- */
@@ -412,6 +436,7 @@ json_dup_key(const struct json_val *obj)
 struct slot {
 	struct json_member m;
 	int kline, kcol; /* where the key starts, for "duplicate key" */
+	uint32_t h;      /* key_hash of the key */
 };
 
 struct frame {
@@ -431,7 +456,7 @@ struct parser {
 	size_t nslots, slotcap;
 	struct frame *frames;
 	size_t nframes, framecap;
-	const struct json_member **sortbuf;
+	struct keyent *sortbuf;
 	size_t sortcap;
 };
 
@@ -533,6 +558,19 @@ hex4(const unsigned char *p, const unsigned char *end, unsigned long *out, const
 	return 0;
 }
 
+/* Bytes that stand for themselves in a string: printable ASCII but '"' and
+ * '\\'. A table, because this test runs once per input byte of every string. */
+static const unsigned char plain[256] = {
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1,
+	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+};
+
 /* P->p at the opening quote. Decoded text goes to the arena: never longer
  * than the raw text (an escape is at least as long as what it stands for). */
 static int
@@ -544,6 +582,21 @@ parse_string(struct parser *P, const char **out, size_t *outlen)
 	const char *why;
 	int k;
 
+	/* Most strings (names, versions, URLs, digests) are plain ASCII: one
+	 * scan and a copy. */
+	while (q < end && plain[*q])
+		q++;
+	if (q < end && *q == '"') {
+		d = arena_alloc(P->a, (size_t)(q - s) + 1, 1);
+		if (d == NULL)
+			return oom(P);
+		memcpy(d, s, (size_t)(q - s));
+		d[q - s] = '\0';
+		*out = (const char *)d;
+		*outlen = (size_t)(q - s);
+		P->p = q + 1;
+		return 0;
+	}
 	while (q < end && *q != '"')
 		q += *q == '\\' ? 2 : 1;
 	if (q > end)
@@ -553,7 +606,7 @@ parse_string(struct parser *P, const char **out, size_t *outlen)
 		return oom(P);
 	for (;;) {
 		run = s;
-		while (s < end && *s >= 0x20 && *s < 0x80 && *s != '"' && *s != '\\')
+		while (s < end && plain[*s])
 			s++;
 		memcpy(d, run, (size_t)(s - run));
 		d += s - run;
@@ -755,7 +808,7 @@ static int
 close_container(struct parser *P, struct json_val *v)
 {
 	struct frame *f = &P->frames[P->nframes - 1];
-	size_t n = P->nslots - f->base, i;
+	size_t n = P->nslots - f->base, i, k;
 	struct slot *sl = n > 0 ? P->slots + f->base : NULL;
 	char kbuf[80];
 
@@ -765,10 +818,26 @@ close_container(struct parser *P, struct json_val *v)
 	if (f->is_obj) {
 		v->type = JSON_OBJECT;
 		if (P->lim->reject_dup_keys && n > 1) {
-			if (n > DUP_LINEAR_MAX && n > P->sortcap &&
-			    grow((void **)&P->sortbuf, &P->sortcap, n, sizeof(*P->sortbuf), 256) < 0)
-				return oom(P);
-			i = find_dup(sl, sizeof(*sl), n, P->sortbuf);
+			i = n;
+			if (n <= DUP_LINEAR_MAX) {
+				size_t j;
+
+				for (k = 1; k < n && i == n; k++)
+					for (j = 0; j < k; j++)
+						if (sl[k].h == sl[j].h && key_eq(&sl[k].m, &sl[j].m)) {
+							i = k;
+							break;
+						}
+			} else {
+				if (n > P->sortcap &&
+				    grow((void **)&P->sortbuf, &P->sortcap, n, sizeof(*P->sortbuf), 256) < 0)
+					return oom(P);
+				for (k = 0; k < n; k++) {
+					P->sortbuf[k].h = sl[k].h;
+					P->sortbuf[k].m = &sl[k].m;
+				}
+				i = find_dup(sl, sizeof(*sl), n, P->sortbuf);
+			}
 			if (i < n) {
 				short_key(kbuf, sizeof(kbuf), sl[i].m.key, sl[i].m.keylen);
 				return perr_at(P, sl[i].kline, sl[i].kcol, "json.syntax", "duplicate key %s", kbuf);
@@ -905,6 +974,8 @@ key:
 	s->kcol = colof(P, P->p);
 	if (parse_string(P, &s->m.key, &s->m.keylen) < 0)
 		return -1;
+	if (P->lim->reject_dup_keys)
+		s->h = key_hash(s->m.key, s->m.keylen);
 	skip_ws(P);
 	if (P->p >= P->end || *P->p != ':')
 		return unexpected(P, P->p, "':' after the key");

@@ -472,6 +472,44 @@ test_duplicate_keys_many(void **state)
 	free(buf);
 }
 
+/* Both detection paths (pairwise up to 16 keys, sorted above) against brute
+ * force: object of n keys where key j repeats key i. */
+static void
+test_duplicate_keys_every_position(void **state)
+{
+	struct json_limits lim = json_default_limits;
+	struct json_doc doc;
+	struct err e;
+	char buf[2048], want[64];
+	size_t n, i, j, k, len, col;
+
+	for (n = 2; n <= 40; n++) {
+		for (i = 0; i < n; i++) {
+			for (j = i + 1; j < n; j++) {
+				len = 0;
+				col = 0;
+				buf[len++] = '{';
+				for (k = 0; k < n; k++) {
+					if (k)
+						buf[len++] = ',';
+					if (k == j)
+						col = len + 1;
+					len += (size_t)snprintf(buf + len, sizeof(buf) - len, "\"key%zu\":%zu",
+								k == j ? i : k, k);
+				}
+				buf[len++] = '}';
+				snprintf(want, sizeof(want), "1:%zu: duplicate key \"key%zu\"", col, i);
+				expect_fail_n(buf, len, NULL, "json.syntax", want);
+				lim.reject_dup_keys = 0;
+				assert_int_equal(parse_n(&doc, buf, len, &lim, &e), 0);
+				snprintf(want, sizeof(want), "key%zu", i);
+				assert_string_equal(json_dup_key(doc.root), want);
+				json_free(&doc);
+			}
+		}
+	}
+}
+
 static void
 test_all_escapes(void **state)
 {
@@ -1085,6 +1123,7 @@ main(void)
 		cmocka_unit_test(test_huge_string),
 		cmocka_unit_test(test_duplicate_keys),
 		cmocka_unit_test(test_duplicate_keys_many),
+		cmocka_unit_test(test_duplicate_keys_every_position),
 		cmocka_unit_test(test_alloc_failure_parse),
 		cmocka_unit_test(test_alloc_failure_file_and_writer),
 		cmocka_unit_test(test_dup_key_alloc_failure_falls_back),
