@@ -1,0 +1,210 @@
+#ifndef ABX_INSTALL_H
+#define ABX_INSTALL_H
+/*
+ * The install engine (SPEC §6; seed 000 §6): ensure(name) makes a tool
+ * ready — lock-free fast path first, then probes, flock, re-check, requires,
+ * staging, fetch into the content-addressed cache, safe extraction, verify,
+ * marker, atomic publish, bin links — and answers one of the states below.
+ *
+ * On disk, inside a tools directory (tools.h):
+ *   bin/<binary>                       symlink to this binary (the shim)
+ *   <name>/<version>-<platform>/       published tree, never written again
+ *   <name>/.installed.json             marker (install_marker_*)
+ *   <name>/.progress.json              {phase, bytes, total, started, pid}
+ *   .locks/<name>.lock                 flock; .locks/<name>.backoff
+ *   .cache/<sha256>                    verified downloads
+ *   .staging/<name>-<random>/          in-progress installs
+ *
+ * Audit: one JSON line per install start, finish and unpinned install, to
+ * audit_file (ABX_SERVER_AUDIT_FILE) when set, else <state dir>/audit.jsonl
+ * when the state directory exists (tools_state_dir); never created otherwise.
+ *
+ * Test hook: ABX_TEST_PAUSE=download|extract|publish makes the installer
+ * print "install: paused at <phase>" on stderr and sleep up to 30 s at that
+ * point, so a test can kill -9 it there. Ignored when ABX_SERVER_ENV=
+ * production; nothing else reads it.
+ *
+ * Threads: a ctx is used by one thread at a time; different ctxs share
+ * nothing in memory (the on-disk lock serialises installs of one tool).
+ */
+#include <limits.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "err.h"
+#include "manifest.h"
+#include "tools.h"
+
+enum install_state {
+	INSTALL_READY = 0,
+	INSTALL_PENDING,              /* a job runs (the server's job layer) */
+	INSTALL_MISSING,              /* mode forbids installing: install.required */
+	INSTALL_FAILED,               /* install.failed, checksum_mismatch, no_space, noexec, backoff, ... */
+	INSTALL_READ_ONLY,            /* install.read_only */
+	INSTALL_DISABLED,             /* install.disabled */
+	INSTALL_NETWORK_UNREACHABLE,  /* install.network_unreachable */
+};
+
+/* "ready", "pending", "missing", ... */
+const char *install_state_name(enum install_state s);
+
+/* Progress report for waiters and the CLI. */
+typedef void (*install_progress_fn)(void *arg, const char *name, const char *phase, uint64_t bytes,
+				    uint64_t total);
+
+/* Probe results are cached this long (SPEC §6 step 2). */
+#define INSTALL_PROBE_TTL 60
+#define INSTALL_PROBE_CONNECT_MS 2000
+/* Staging directories older than this are a crashed installer's. */
+#define INSTALL_STAGING_MAX_AGE (60 * 60)
+/* Backoff after a failure: 30 s, doubling, at most 10 min. */
+#define INSTALL_BACKOFF_MIN 30
+#define INSTALL_BACKOFF_MAX 600
+/* A marker with hundreds of npm SBOM rows is ~100 KiB. */
+#define INSTALL_MARKER_MAX (4u << 20)
+/* Output kept from verify.argv for the error message. */
+#define INSTALL_VERIFY_OUT_MAX 65536
+
+struct http_client;
+
+struct install_ctx {
+	struct manifest_set *ms;
+	struct install_settings *set;
+	struct tools_chain chain;
+	char platform[16];
+	char cache_dir[PATH_MAX];   /* resolved cache directory ("" = none writable) */
+	int building;               /* prepare/fetch: mode build may install */
+	int force;                  /* clear backoff first */
+	install_progress_fn progress;
+	void *progress_arg;
+	const char *principal;      /* for audit; NULL = "cli" */
+	const char *op;
+	char self[PATH_MAX];        /* this binary, the target of bin/ links */
+
+	/* probe cache */
+	time_t exec_probe_at;
+	char exec_probe_dir[PATH_MAX];
+	struct err exec_probe_err;
+	int exec_probe_rc;
+	time_t net_probe_at;
+	char net_probe_host[300];
+	int net_probe_rc;
+
+	struct http_client *http;   /* created on first download */
+	int depth;                  /* requires recursion */
+
+	/* counters, for prepare's summary and tests */
+	int downloads;
+	uint64_t bytes_downloaded;
+	int installs;
+};
+
+struct install_result {
+	enum install_state state;
+	char dir[PATH_MAX];     /* tools directory holding the tree */
+	char tree[PATH_MAX];    /* the published tree */
+	char entry[PATH_MAX];   /* absolute path of the executable */
+	int installed;          /* this call published it */
+	int from_path;          /* satisfied by a copy on PATH (entry) */
+	int from_env;           /* ABX_TOOL_<NAME> */
+	int retry_after;        /* install.backoff: seconds */
+};
+
+/*
+ * Set up c for ms and set: builds the tools chain (creating the explicit
+ * or per-user directory when creating is allowed by the mode), picks the
+ * cache directory, the platform (NULL = this machine's). Returns 0 or -1
+ * (config.state_dir_unsafe). install_ctx_free releases the HTTP client.
+ */
+int install_ctx_init(struct install_ctx *c, struct manifest_set *ms, struct install_settings *set,
+		     const char *platform, struct err *e);
+void install_ctx_free(struct install_ctx *c);
+
+/* ensure() flags */
+enum {
+	INSTALL_F_NO_PATH = 1 << 0,   /* do not accept a copy on PATH (prepare --only NAME) */
+	INSTALL_F_CHECK = 1 << 1,     /* fast path only: never lock, write or install */
+};
+
+/*
+ * Make tool name ready (SPEC §6 steps 1-11). Blocks while another process
+ * installs it (polling each second, reporting its progress). Returns 0 with
+ * r->state READY, or -1 with r->state saying which failure and e the error
+ * (codes of SPEC §10). With INSTALL_F_CHECK a tool that is not ready is
+ * r->state MISSING with e not_found, nothing written.
+ */
+int install_ensure(struct install_ctx *c, const char *name, unsigned flags, struct install_result *r,
+		   struct err *e);
+
+/*
+ * The fast path alone (step 1): is name installed, with its current
+ * manifest, in a trusted tree, in any directory of the chain? No lock, no
+ * write. Returns 1 (r filled), 0 (not ready), -1 (e set: manifest error).
+ */
+int install_fast_path(struct install_ctx *c, const manifest_t *m, struct install_result *r, struct err *e);
+
+/*
+ * Put artifact a (of tool m) into the cache, verified, without installing
+ * (fetch --only). Honours mirrors and the offline mode. *path receives the
+ * verified file (cache, or a read-only cache/mirror directory).
+ */
+int install_cache_artifact(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a,
+			   char *path, size_t cap, struct err *e);
+
+/* Clear a tool's backoff record in the writable directory (prepare --force,
+ * the admin reset). */
+void install_backoff_clear(struct install_ctx *c, const char *name);
+
+/* Seconds left in name's backoff (0 = none), in any directory. */
+int install_backoff_left(struct install_ctx *c, const char *name);
+
+/*
+ * Read the progress another process reports for name (from the writable
+ * directory). Returns 0 and fills the fields, or -1 when there is none.
+ */
+int install_progress_read(struct install_ctx *c, const char *name, char *phase, size_t cap, uint64_t *bytes,
+			  uint64_t *total, long *pid);
+
+/* Append one audit line (a JSON object text without newline). Never fails
+ * the caller: an unwritable audit file is reported once on stderr. */
+void install_audit(const struct install_settings *s, const char *json_object);
+
+/*
+ * Markers. install_marker_path gives <dir>/<name>/.installed.json. The
+ * marker's fields as read back for verify and the fast path.
+ */
+struct install_marker {
+	char name[MANIFEST_NAME_MAX];
+	char version[MANIFEST_VERSION_MAX];
+	char platform[16];
+	char binary[MANIFEST_NAME_MAX];
+	char bin[MANIFEST_RELPATH_MAX];
+	char tree[MANIFEST_VERSION_MAX + 20];   /* "<version>-<platform>" */
+	char manifest_sha256[65];
+	char tree_sha256[65];
+	char stat_proof[65];
+	char installed_at[32];
+	uint64_t files, bytes;
+};
+
+int install_marker_read(const char *dir, const char *name, struct install_marker *mk, struct err *e);
+
+/* Version of a copy on PATH: run argv (m->path.argv with {bin} = path),
+ * 5 s timeout, and take the first dotted number of its output into ver.
+ * Returns 0 or -1. */
+int install_probe_version(const manifest_t *m, const char *bin, char *ver, size_t cap);
+
+/*
+ * Run argv (already substituted) with a scrubbed environment (PATH = path,
+ * HOME = home, LANG = C), stdin /dev/null, stdout+stderr captured into out
+ * (cap bytes, NUL-terminated), killed after timeout_s. Returns the exit
+ * status (0..255), 128+signal when killed, or -1 when it could not run
+ * (e set).
+ */
+int install_run(char *const argv[], const char *path, const char *home, int timeout_s, char *out, size_t cap,
+		struct err *e);
+
+/* The environment variable ABX_TOOL_<NAME> for a tool name into buf. */
+void install_tool_env_name(const char *name, char *buf, size_t cap);
+
+#endif

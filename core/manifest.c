@@ -1,0 +1,1067 @@
+/*
+ * Manifest loading and validation (SPEC §4). Every check names the file and
+ * the JSON path of the offending value, so a reviewer can go straight to it.
+ */
+#include "manifest.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "digest.h"
+#include "fs.h"
+#include "manifests_embed.h"
+
+#define INVALID "install.manifest_invalid"
+
+/* Validation context: which file, and the JSON path of the current value. */
+struct vctx {
+	const char *file;
+	struct err *e;
+};
+
+static int
+bad(struct vctx *v, const char *path, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static int
+bad(struct vctx *v, const char *path, const char *fmt, ...)
+{
+	char what[200];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	return err_set(v->e, INVALID, "%s: %s: %s", v->file, path, what);
+}
+
+const char *
+manifest_platform_self(void)
+{
+#if defined(__aarch64__)
+	return MANIFEST_PLATFORM_ARM64;
+#else
+	return MANIFEST_PLATFORM_X64;
+#endif
+}
+
+int
+manifest_platform_known(const char *s)
+{
+	return s != NULL && (strcmp(s, MANIFEST_PLATFORM_X64) == 0 || strcmp(s, MANIFEST_PLATFORM_ARM64) == 0);
+}
+
+int
+manifest_unpinned_allowed(const char *environment, struct err *e)
+{
+	const char *u = getenv("ABX_INSTALL_UNPINNED"), *env = environment;
+
+	if (u == NULL || strcmp(u, "1") != 0)
+		return 0;
+	if (env != NULL && strcmp(env, "production") == 0)
+		return err_set(e, "config.invalid",
+			       "ABX_INSTALL_UNPINNED=1 is refused in production (ABX_SERVER_ENV / environment)");
+	return 1;
+}
+
+/* ---- small validators ------------------------------------------------- */
+
+static int
+name_ok(const char *s)
+{
+	size_t i, n = strlen(s);
+
+	if (n == 0 || n >= MANIFEST_NAME_MAX || !(islower((unsigned char)s[0]) || isdigit((unsigned char)s[0])))
+		return 0;
+	for (i = 0; i < n; i++)
+		if (!(islower((unsigned char)s[i]) || isdigit((unsigned char)s[i]) || s[i] == '-' || s[i] == '_' ||
+		      s[i] == '.'))
+			return 0;
+	return 1;
+}
+
+static int
+version_ok(const char *s)
+{
+	size_t i, n = strlen(s);
+
+	if (n == 0 || n >= MANIFEST_VERSION_MAX || !isalnum((unsigned char)s[0]))
+		return 0;
+	for (i = 0; i < n; i++)
+		if (!(isalnum((unsigned char)s[i]) || strchr(".-+_", s[i]) != NULL))
+			return 0;
+	return 1;
+}
+
+/* A relative path inside a tree: no leading '/', no "." or ".." component,
+ * no empty component, no backslash or control byte. */
+static int
+relpath_ok(const char *s)
+{
+	const char *p = s, *q;
+	size_t n;
+
+	if (*s == '\0' || *s == '/' || strlen(s) >= MANIFEST_RELPATH_MAX)
+		return 0;
+	for (q = s; *q; q++)
+		if ((unsigned char)*q < 0x20 || *q == '\\' || *q == 0x7f)
+			return 0;
+	while (*p) {
+		q = strchr(p, '/');
+		n = q ? (size_t)(q - p) : strlen(p);
+		if (n == 0 || (n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+			return 0;
+		p += n;
+		if (*p == '/')
+			p++;
+	}
+	return 1;
+}
+
+static int
+hex64_ok(const char *s)
+{
+	int i;
+
+	for (i = 0; i < 64; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return 0;
+	return s[64] == '\0';
+}
+
+/* Copy a string member into dst (cap bytes). Missing: 0 (dst untouched);
+ * wrong type, NUL inside, or too long: -1 with e. */
+static int
+get_str(struct vctx *v, const struct json_val *obj, const char *key, const char *path, char *dst, size_t cap,
+	int required)
+{
+	const struct json_val *x = json_get(obj, key);
+	char p[160];
+
+	snprintf(p, sizeof(p), "%s.%s", path, key);
+	if (x == NULL)
+		return required ? bad(v, p, "missing") : 0;
+	if (x->type != JSON_STRING)
+		return bad(v, p, "expected a string");
+	if (strlen(x->u.str.s) != x->u.str.len)
+		return bad(v, p, "contains a NUL character");
+	if (x->u.str.len >= cap)
+		return bad(v, p, "longer than %zu bytes", cap - 1);
+	memcpy(dst, x->u.str.s, x->u.str.len + 1);
+	return 1;
+}
+
+/* Refuse any member of obj not in allowed (NULL-terminated). */
+static int
+only_keys(struct vctx *v, const struct json_val *obj, const char *path, const char *const *allowed)
+{
+	size_t i;
+	int k;
+
+	for (i = 0; i < obj->u.obj.n; i++) {
+		const char *key = obj->u.obj.m[i].key;
+		for (k = 0; allowed[k] != NULL; k++)
+			if (strcmp(allowed[k], key) == 0)
+				break;
+		if (allowed[k] == NULL) {
+			char p[200];
+			snprintf(p, sizeof(p), "%s.%.60s", path, key);
+			return bad(v, p, "unknown field");
+		}
+	}
+	return 0;
+}
+
+static int
+get_argv(struct vctx *v, const struct json_val *x, const char *path, struct manifest_argv *a)
+{
+	size_t i;
+	char p[200];
+
+	if (x->type != JSON_ARRAY)
+		return bad(v, path, "expected an array of strings");
+	if (x->u.arr.n == 0)
+		return bad(v, path, "empty");
+	if (x->u.arr.n > MANIFEST_MAX_ARGV)
+		return bad(v, path, "more than %d words", MANIFEST_MAX_ARGV);
+	for (i = 0; i < x->u.arr.n; i++) {
+		const struct json_val *w = &x->u.arr.v[i];
+		snprintf(p, sizeof(p), "%s[%zu]", path, i);
+		if (w->type != JSON_STRING)
+			return bad(v, p, "expected a string");
+		if (strlen(w->u.str.s) != w->u.str.len || w->u.str.len >= MANIFEST_ARG_MAX)
+			return bad(v, p, "contains a NUL or is longer than %d bytes", MANIFEST_ARG_MAX - 1);
+		memcpy(a->v[i], w->u.str.s, w->u.str.len + 1);
+	}
+	a->n = (int)x->u.arr.n;
+	if (strcmp(a->v[0], "{bin}") != 0 && a->v[0][0] != '/')
+		return bad(v, path, "the first word must be {bin} or an absolute path");
+	return 0;
+}
+
+/* ---- versions, requires, hosts ---------------------------------------- */
+
+int
+manifest_version_cmp(const char *a, const char *b)
+{
+	if (*a == 'v' || *a == 'V')
+		a++;
+	if (*b == 'v' || *b == 'V')
+		b++;
+	for (;;) {
+		unsigned long long x = 0, y = 0;
+		int ea = (*a == '\0' || *a == '-' || *a == '+'), eb = (*b == '\0' || *b == '-' || *b == '+');
+
+		if (ea && eb)
+			break;
+		while (isdigit((unsigned char)*a))
+			x = x * 10 + (unsigned)(*a++ - '0'), x = x > (1ULL << 60) ? (1ULL << 60) : x;
+		while (isdigit((unsigned char)*b))
+			y = y * 10 + (unsigned)(*b++ - '0'), y = y > (1ULL << 60) ? (1ULL << 60) : y;
+		if (x != y)
+			return x < y ? -1 : 1;
+		/* skip to the next numeric field */
+		while (*a && *a != '.' && *a != '-' && *a != '+')
+			a++;
+		while (*b && *b != '.' && *b != '-' && *b != '+')
+			b++;
+		if (*a == '.')
+			a++;
+		if (*b == '.')
+			b++;
+	}
+	/* equal numbers: a pre-release sorts before the release */
+	if (*a == '-' && *b != '-')
+		return -1;
+	if (*b == '-' && *a != '-')
+		return 1;
+	if (*a == '-' && *b == '-')
+		return strcmp(a, b) < 0 ? -1 : strcmp(a, b) > 0;
+	return 0;
+}
+
+int
+manifest_parse_require(const char *s, struct manifest_require *r, struct err *e)
+{
+	const char *op = strstr(s, ">=");
+	size_t n = op ? (size_t)(op - s) : strlen(s);
+
+	memset(r, 0, sizeof(*r));
+	if (n == 0 || n >= sizeof(r->name))
+		return err_set(e, INVALID, "bad tool name");
+	memcpy(r->name, s, n);
+	if (!name_ok(r->name))
+		return err_set(e, INVALID, "bad tool name '%s'", r->name);
+	if (op != NULL) {
+		if (strlen(op + 2) >= sizeof(r->min) || !version_ok(op + 2) || !isdigit((unsigned char)op[2]))
+			return err_set(e, INVALID, "bad minimum version '%s'", op + 2);
+		strcpy(r->min, op + 2);
+	}
+	return 0;
+}
+
+int
+manifest_host_allowed(const char *const *hosts, int n, const char *host, int port)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		const char *h = hosts[i], *colon = strrchr(h, ':');
+		size_t hl = strlen(h);
+
+		/* "host:port" (an IPv6 literal is written "[::1]:443" or bare) */
+		if (colon != NULL && h[0] != '[' && strchr(h, ':') == colon) {
+			hl = (size_t)(colon - h);
+			if (atoi(colon + 1) != port)
+				continue;
+		} else if (h[0] == '[') {
+			const char *rb = strchr(h, ']');
+			if (rb == NULL)
+				continue;
+			if (rb[1] == ':' && atoi(rb + 2) != port)
+				continue;
+			h++;
+			hl = (size_t)(rb - h);
+		}
+		if (strlen(host) == hl && strncasecmp(h, host, hl) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+int
+manifest_host_allowed_m(const manifest_t *m, const char *host, int port)
+{
+	const char *hs[MANIFEST_MAX_HOSTS];
+	int i;
+
+	for (i = 0; i < m->nhosts; i++)
+		hs[i] = m->hosts[i];
+	return manifest_host_allowed(hs, m->nhosts, host, port);
+}
+
+/* Minimal URL split for validation (the HTTP client parses again, strictly,
+ * when it fetches): https only, a host, an optional port, no userinfo. */
+static int
+url_host(const char *url, char *host, size_t cap, int *port)
+{
+	const char *p, *end, *colon;
+	size_t n;
+
+	if (strncmp(url, "https://", 8) != 0)
+		return -1;
+	p = url + 8;
+	end = p + strcspn(p, "/?#");
+	if (memchr(p, '@', (size_t)(end - p)) != NULL)
+		return -1;
+	*port = 443;
+	if (*p == '[') {
+		const char *rb = memchr(p, ']', (size_t)(end - p));
+		if (rb == NULL)
+			return -1;
+		n = (size_t)(rb - p - 1);
+		if (n == 0 || n >= cap)
+			return -1;
+		memcpy(host, p + 1, n);
+		host[n] = '\0';
+		if (rb[1] == ':')
+			*port = atoi(rb + 2);
+	} else {
+		colon = memchr(p, ':', (size_t)(end - p));
+		n = (size_t)((colon ? colon : end) - p);
+		if (n == 0 || n >= cap)
+			return -1;
+		memcpy(host, p, n);
+		host[n] = '\0';
+		if (colon)
+			*port = atoi(colon + 1);
+	}
+	for (p = url; *p; p++)
+		if ((unsigned char)*p <= 0x20 || (unsigned char)*p >= 0x7f)
+			return -1;
+	return *port > 0 && *port < 65536 ? 0 : -1;
+}
+
+/* ---- the schema -------------------------------------------------------- */
+
+static const char *const top_keys[] = {"schema", "name", "binary", "version", "description", "requires",
+				       "source", "hosts", "verify", "platforms", "size_hint_mb", "run", "path",
+				       NULL};
+static const char *const tarball_keys[] = {"type", "bin", "strip_components", "platforms", NULL};
+static const char *const art_keys[] = {"url", "sha256", NULL};
+static const char *const verify_keys[] = {"argv", "expect", "timeout", NULL};
+static const char *const path_keys[] = {"argv", "min", NULL};
+static const char *const run_keys[] = {"argv", NULL};
+
+static int
+parse_tarball(struct vctx *v, manifest_t *m, const struct json_val *src, const struct manifest_opts *o)
+{
+	const struct json_val *x, *plats;
+	size_t i;
+	int k;
+	char p[200];
+
+	if (only_keys(v, src, "$.source", tarball_keys) < 0)
+		return -1;
+	if (get_str(v, src, "bin", "$.source", m->source.bin, sizeof(m->source.bin), 1) < 0)
+		return -1;
+	if (!relpath_ok(m->source.bin))
+		return bad(v, "$.source.bin", "not a relative path inside the tree");
+	if ((x = json_get(src, "strip_components")) != NULL) {
+		if (x->type != JSON_NUMBER || !x->u.num.is_int || x->u.num.i < 0 || x->u.num.i > 8)
+			return bad(v, "$.source.strip_components", "expected an integer 0..8");
+		m->source.strip_components = (int)x->u.num.i;
+	}
+	plats = json_get(src, "platforms");
+	if (plats == NULL)
+		return bad(v, "$.source.platforms", "missing");
+	if (plats->type != JSON_OBJECT || plats->u.obj.n == 0)
+		return bad(v, "$.source.platforms", "expected an object of platform: {url, sha256}");
+	if (plats->u.obj.n > MANIFEST_MAX_PLATFORMS)
+		return bad(v, "$.source.platforms", "more than %d platforms", MANIFEST_MAX_PLATFORMS);
+	for (i = 0; i < plats->u.obj.n; i++) {
+		const struct json_member *pm = &plats->u.obj.m[i];
+		struct manifest_artifact *a = &m->source.art[m->source.nart];
+		char host[MANIFEST_HOST_MAX], base[120];
+		int port, r;
+
+		snprintf(base, sizeof(base), "$.source.platforms.%.40s", pm->key);
+		if (!manifest_platform_known(pm->key))
+			return bad(v, base, "unknown platform (known: linux-x64, linux-arm64)");
+		if (pm->val.type != JSON_OBJECT)
+			return bad(v, base, "expected an object {url, sha256}");
+		if (only_keys(v, &pm->val, base, art_keys) < 0)
+			return -1;
+		snprintf(a->platform, sizeof(a->platform), "%s", pm->key);
+		if (get_str(v, &pm->val, "url", base, a->url, sizeof(a->url), 1) < 0)
+			return -1;
+		snprintf(p, sizeof(p), "%s.url", base);
+		if (url_host(a->url, host, sizeof(host), &port) != 0)
+			return bad(v, p, "not an https:// URL with a host (no userinfo, no spaces)");
+		if (!manifest_host_allowed_m(m, host, port))
+			return bad(v, p, "host %s is not in hosts", host);
+		r = get_str(v, &pm->val, "sha256", base, a->sha256, sizeof(a->sha256), 0);
+		if (r < 0)
+			return -1;
+		snprintf(p, sizeof(p), "%s.sha256", base);
+		if (r > 0 && !hex64_ok(a->sha256))
+			return bad(v, p, "not 64 lowercase hex digits");
+		m->source.nart++;
+	}
+	/* Every platform the manifest claims needs an artifact. */
+	for (k = 0; k < m->nplatforms; k++)
+		if (manifest_artifact(m, m->platforms[k]) == NULL) {
+			snprintf(p, sizeof(p), "$.source.platforms.%s", m->platforms[k]);
+			return bad(v, p, "missing (listed in $.platforms)");
+		}
+	/* No trust on first use: the digest of each platform to be installed
+	 * must be pinned. */
+	for (k = 0; k < m->source.nart; k++) {
+		struct manifest_artifact *a = &m->source.art[k];
+		int wanted = strcmp(o->platform, "all") == 0 || strcmp(o->platform, a->platform) == 0;
+
+		if (a->sha256[0] != '\0' || !wanted)
+			continue;
+		if (!o->allow_unpinned) {
+			snprintf(p, sizeof(p), "$.source.platforms.%s.sha256", a->platform);
+			return bad(v, p, "missing: there is no trust on first use; pin it with "
+					 "`agent-sandbox-server lock %s`", m->name);
+		}
+		m->unpinned = 1;
+	}
+	if (strcmp(o->platform, "all") != 0 && manifest_artifact(m, o->platform) == NULL)
+		return bad(v, "$.source.platforms", "no artifact for this platform (%s)", o->platform);
+	return 0;
+}
+
+static int
+parse_requires(struct vctx *v, manifest_t *m, const struct json_val *x)
+{
+	size_t i;
+	int k;
+	char p[64];
+	struct err sub;
+
+	if (x->type != JSON_ARRAY)
+		return bad(v, "$.requires", "expected an array of \"name\" or \"name>=version\"");
+	if (x->u.arr.n > MANIFEST_MAX_REQUIRES)
+		return bad(v, "$.requires", "more than %d entries", MANIFEST_MAX_REQUIRES);
+	for (i = 0; i < x->u.arr.n; i++) {
+		const struct json_val *r = &x->u.arr.v[i];
+		snprintf(p, sizeof(p), "$.requires[%zu]", i);
+		if (r->type != JSON_STRING || strlen(r->u.str.s) != r->u.str.len)
+			return bad(v, p, "expected a string");
+		if (manifest_parse_require(r->u.str.s, &m->requires[m->nrequires], &sub) < 0)
+			return bad(v, p, "%s", sub.msg);
+		if (strcmp(m->requires[m->nrequires].name, m->name) == 0)
+			return bad(v, p, "a tool cannot require itself");
+		for (k = 0; k < m->nrequires; k++)
+			if (strcmp(m->requires[k].name, m->requires[m->nrequires].name) == 0)
+				return bad(v, p, "duplicate");
+		m->nrequires++;
+	}
+	return 0;
+}
+
+static int
+parse_strings(struct vctx *v, const struct json_val *x, const char *path, char *dst, size_t each, int cap,
+	      int *n)
+{
+	size_t i;
+	char p[64];
+
+	if (x->type != JSON_ARRAY)
+		return bad(v, path, "expected an array of strings");
+	if (x->u.arr.n > (size_t)cap)
+		return bad(v, path, "more than %d entries", cap);
+	for (i = 0; i < x->u.arr.n; i++) {
+		const struct json_val *s = &x->u.arr.v[i];
+		snprintf(p, sizeof(p), "%s[%zu]", path, i);
+		if (s->type != JSON_STRING || strlen(s->u.str.s) != s->u.str.len || s->u.str.len == 0)
+			return bad(v, p, "expected a non-empty string");
+		if (s->u.str.len >= each)
+			return bad(v, p, "longer than %zu bytes", each - 1);
+		memcpy(dst + i * each, s->u.str.s, s->u.str.len + 1);
+	}
+	*n = (int)x->u.arr.n;
+	return 0;
+}
+
+static int
+parse_doc(struct vctx *v, manifest_t *m, const struct json_val *root, const struct manifest_opts *o)
+{
+	const struct json_val *x, *src;
+	char type[32];
+	int i, k;
+
+	if (root->type != JSON_OBJECT)
+		return bad(v, "$", "expected an object");
+	if (only_keys(v, root, "$", top_keys) < 0)
+		return -1;
+	x = json_get(root, "schema");
+	if (x == NULL)
+		return bad(v, "$.schema", "missing");
+	if (x->type != JSON_NUMBER || !x->u.num.is_int || x->u.num.i != 1)
+		return bad(v, "$.schema", "unsupported schema (this binary reads schema 1)");
+	if (get_str(v, root, "name", "$", m->name, sizeof(m->name), 1) < 0)
+		return -1;
+	if (!name_ok(m->name))
+		return bad(v, "$.name", "must match [a-z0-9][a-z0-9._-]* (at most %d bytes)", MANIFEST_NAME_MAX - 1);
+	if (get_str(v, root, "binary", "$", m->binary, sizeof(m->binary), 1) < 0)
+		return -1;
+	if (!name_ok(m->binary))
+		return bad(v, "$.binary", "must match [a-z0-9][a-z0-9._-]*");
+	if (get_str(v, root, "version", "$", m->version, sizeof(m->version), 1) < 0)
+		return -1;
+	if (!version_ok(m->version))
+		return bad(v, "$.version", "not a version (letters, digits, . - + _)");
+	if (get_str(v, root, "description", "$", m->description, sizeof(m->description), 0) < 0)
+		return -1;
+	if ((x = json_get(root, "hosts")) == NULL)
+		return bad(v, "$.hosts", "missing");
+	if (parse_strings(v, x, "$.hosts", &m->hosts[0][0], MANIFEST_HOST_MAX, MANIFEST_MAX_HOSTS, &m->nhosts) < 0)
+		return -1;
+	if (m->nhosts == 0)
+		return bad(v, "$.hosts", "empty");
+	for (i = 0; i < m->nhosts; i++)
+		for (k = 0; m->hosts[i][k]; k++)
+			if (!(isalnum((unsigned char)m->hosts[i][k]) || strchr(".-:[]", m->hosts[i][k]))) {
+				char p[32];
+				snprintf(p, sizeof(p), "$.hosts[%d]", i);
+				return bad(v, p, "not a host name or host:port");
+			}
+	if ((x = json_get(root, "platforms")) != NULL) {
+		if (parse_strings(v, x, "$.platforms", &m->platforms[0][0], sizeof(m->platforms[0]),
+				  MANIFEST_MAX_PLATFORMS, &m->nplatforms) < 0)
+			return -1;
+		for (i = 0; i < m->nplatforms; i++)
+			if (!manifest_platform_known(m->platforms[i])) {
+				char p[32];
+				snprintf(p, sizeof(p), "$.platforms[%d]", i);
+				return bad(v, p, "unknown platform (known: linux-x64, linux-arm64)");
+			}
+	}
+	if ((x = json_get(root, "requires")) != NULL && parse_requires(v, m, x) < 0)
+		return -1;
+	if ((x = json_get(root, "size_hint_mb")) != NULL) {
+		if (x->type != JSON_NUMBER || !x->u.num.is_int || x->u.num.i < 0 || x->u.num.i > 1000000)
+			return bad(v, "$.size_hint_mb", "expected an integer 0..1000000");
+		m->size_hint_mb = (long)x->u.num.i;
+	}
+	if ((x = json_get(root, "verify")) != NULL) {
+		const struct json_val *y;
+		if (x->type != JSON_OBJECT)
+			return bad(v, "$.verify", "expected an object {argv, expect, timeout}");
+		if (only_keys(v, x, "$.verify", verify_keys) < 0)
+			return -1;
+		if ((y = json_get(x, "argv")) == NULL)
+			return bad(v, "$.verify.argv", "missing");
+		if (get_argv(v, y, "$.verify.argv", &m->verify.argv) < 0)
+			return -1;
+		if (get_str(v, x, "expect", "$.verify", m->verify.expect, sizeof(m->verify.expect), 0) < 0)
+			return -1;
+		m->verify.timeout = MANIFEST_VERIFY_TIMEOUT;
+		if ((y = json_get(x, "timeout")) != NULL) {
+			if (y->type != JSON_NUMBER || !y->u.num.is_int || y->u.num.i < 1 || y->u.num.i > 3600)
+				return bad(v, "$.verify.timeout", "expected seconds 1..3600");
+			m->verify.timeout = (int)y->u.num.i;
+		}
+	}
+	if ((x = json_get(root, "path")) != NULL) {
+		const struct json_val *y;
+		if (x->type != JSON_OBJECT)
+			return bad(v, "$.path", "expected an object {argv, min}");
+		if (only_keys(v, x, "$.path", path_keys) < 0)
+			return -1;
+		if ((y = json_get(x, "argv")) == NULL)
+			return bad(v, "$.path.argv", "missing");
+		if (get_argv(v, y, "$.path.argv", &m->path.argv) < 0)
+			return -1;
+		if (get_str(v, x, "min", "$.path", m->path.min, sizeof(m->path.min), 0) < 0)
+			return -1;
+		if (m->path.min[0] != '\0' && !version_ok(m->path.min))
+			return bad(v, "$.path.min", "not a version");
+	}
+	if ((x = json_get(root, "run")) != NULL) {
+		const struct json_val *y = x;
+		if (x->type == JSON_OBJECT) {
+			if (only_keys(v, x, "$.run", run_keys) < 0)
+				return -1;
+			if ((y = json_get(x, "argv")) == NULL)
+				return bad(v, "$.run.argv", "missing");
+		}
+		if (get_argv(v, y, x == y ? "$.run" : "$.run.argv", &m->run) < 0)
+			return -1;
+	}
+	src = json_get(root, "source");
+	if (src == NULL)
+		return bad(v, "$.source", "missing");
+	if (src->type != JSON_OBJECT)
+		return bad(v, "$.source", "expected an object");
+	if (get_str(v, src, "type", "$.source", type, sizeof(type), 1) < 0)
+		return -1;
+	if (strcmp(type, "tarball") == 0) {
+		m->source.type = MANIFEST_SRC_TARBALL;
+		return parse_tarball(v, m, src, o);
+	}
+	if (strcmp(type, "npm-lock") == 0) {
+		m->source.type = MANIFEST_SRC_NPM_LOCK;
+		return manifest_npm_validate(m, src, v->e);
+	}
+	return bad(v, "$.source.type", "unknown source type '%s' (known: tarball, npm-lock)", type);
+}
+
+int
+manifest_parse(manifest_t *m, const char *file, const char *dir, const char *text, size_t len,
+	       const struct manifest_opts *o, struct err *e)
+{
+	struct json_limits lim = json_default_limits;
+	struct json_doc doc = {0};
+	struct vctx v = {file, e};
+	struct digest d;
+	int rc;
+
+	memset(m, 0, sizeof(*m));
+	snprintf(m->file, sizeof(m->file), "%s", file);
+	snprintf(m->dir, sizeof(m->dir), "%s", dir ? dir : "");
+	m->embedded = dir == NULL;
+	if (len > MANIFEST_MAX_BYTES)
+		return err_set(e, INVALID, "%s: larger than %u bytes", file, MANIFEST_MAX_BYTES);
+	lim.max_bytes = MANIFEST_MAX_BYTES;
+	lim.reject_dup_keys = 1;
+	if (json_parse(&doc, text, len, &lim, e) < 0) {
+		/* keep the json.* code; say which file */
+		char msg[ERR_MSG_MAX];
+		snprintf(msg, sizeof(msg), "%s", e->msg);
+		err_set(e, e->code, "%s:%s", file, msg);
+		return -1;
+	}
+	digest_buf(DIGEST_SHA256, text, len, &d);
+	digest_hex(&d, m->sha256);
+	rc = parse_doc(&v, m, doc.root, o);
+	json_free(&doc);
+	if (rc < 0) {
+		manifest_free(m);
+		return -1;
+	}
+	if (m->verify.argv.n == 0) {
+		/* a tool that cannot be checked is not installed */
+		manifest_free(m);
+		return bad(&v, "$.verify", "missing");
+	}
+	if (m->source.type == MANIFEST_SRC_NPM_LOCK) {
+		char *lock = NULL;
+		size_t n = 0;
+		struct digest_ctx c;
+
+		if (manifest_read_sibling(m, m->source.lock, JSON_MAX_BYTES_DEFAULT, &lock, &n, e) < 0) {
+			char msg[ERR_MSG_MAX];
+			snprintf(msg, sizeof(msg), "%s", e->msg);
+			manifest_free(m);
+			return err_set(e, INVALID, "%s: $.source.lock: %s", file, msg);
+		}
+		rc = manifest_npm_check_lock(m, lock, n, e);
+		/* the identity covers the lockfile too: a changed lockfile is a
+		 * changed tool, and the fast path must notice */
+		digest_init(&c, DIGEST_SHA256);
+		digest_update(&c, text, len);
+		digest_update(&c, lock, n);
+		digest_final(&c, &d);
+		digest_hex(&d, m->sha256);
+		digest_buf(DIGEST_SHA256, lock, n, &d);
+		digest_hex(&d, m->source.lock_sha256);
+		free(lock);
+		if (rc < 0) {
+			manifest_free(m);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int
+manifest_load_file(manifest_t *m, const char *path, const struct manifest_opts *o, struct err *e)
+{
+	char *text = NULL, dir[4096];
+	size_t len = 0;
+	int rc;
+
+	if (fs_read_alloc(path, MANIFEST_MAX_BYTES, &text, &len, e) < 0) {
+		if (e && e->code && strcmp(e->code, "not_found") == 0)
+			err_set(e, INVALID, "%s: no such file", path);
+		else if (e && e->code && strcmp(e->code, "io.error") == 0 && strstr(e->msg, "large"))
+			err_set(e, INVALID, "%s: larger than %u bytes", path, MANIFEST_MAX_BYTES);
+		return -1;
+	}
+	if (fs_dirname(path, dir, sizeof(dir)) < 0)
+		snprintf(dir, sizeof(dir), ".");
+	rc = manifest_parse(m, path, dir, text, len, o, e);
+	free(text);
+	return rc;
+}
+
+void
+manifest_free(manifest_t *m)
+{
+	if (m != NULL && m->source.npm != NULL)
+		manifest_npm_free(m);
+}
+
+const struct manifest_artifact *
+manifest_artifact(const manifest_t *m, const char *platform)
+{
+	int i;
+
+	for (i = 0; i < m->source.nart; i++)
+		if (strcmp(m->source.art[i].platform, platform) == 0)
+			return &m->source.art[i];
+	return NULL;
+}
+
+int
+manifest_supports(const manifest_t *m, const char *platform)
+{
+	int i;
+
+	if (m->nplatforms == 0)
+		return 1;
+	for (i = 0; i < m->nplatforms; i++)
+		if (strcmp(m->platforms[i], platform) == 0)
+			return 1;
+	return 0;
+}
+
+int
+manifest_read_sibling(const manifest_t *m, const char *rel, size_t max, char **out, size_t *len, struct err *e)
+{
+	char path[8192];
+	int i;
+
+	if (!relpath_ok(rel))
+		return err_set(e, INVALID, "'%s' is not a relative path", rel);
+	if (!m->embedded) {
+		if ((size_t)snprintf(path, sizeof(path), "%s/%s", m->dir, rel) >= sizeof(path))
+			return err_set(e, INVALID, "path too long");
+		return fs_read_alloc(path, max, out, len, e);
+	}
+	for (i = 0; embedded_manifests[i].path != NULL; i++) {
+		const struct embedded_file *f = &embedded_manifests[i];
+		if (strcmp(f->path, rel) != 0)
+			continue;
+		if (f->len > max)
+			return err_set(e, INVALID, "%s: larger than %zu bytes", rel, max);
+		*out = malloc(f->len + 1);
+		if (*out == NULL)
+			return err_set(e, "internal", "out of memory");
+		memcpy(*out, f->data, f->len);
+		(*out)[f->len] = '\0';
+		*len = f->len;
+		return 0;
+	}
+	return err_set(e, "not_found", "%s: not among the embedded files", rel);
+}
+
+/* ---- sets -------------------------------------------------------------- */
+
+const char *
+manifest_dir_from_env(void)
+{
+	const char *d = getenv("ABX_MANIFESTS_DIR");
+
+	return d != NULL && *d != '\0' ? d : NULL;
+}
+
+/* "<name>.json" → name; "<name>.unpinned.json" → name with *unpinned = 1. */
+static int
+file_tool_name(const char *base, char *name, int *unpinned)
+{
+	size_t n = strlen(base);
+
+	*unpinned = 0;
+	if (n > 14 && strcmp(base + n - 14, ".unpinned.json") == 0) {
+		*unpinned = 1;
+		n -= 14;
+	} else if (n > 5 && strcmp(base + n - 5, ".json") == 0) {
+		n -= 5;
+	} else {
+		return -1;
+	}
+	if (n >= MANIFEST_NAME_MAX)
+		return -1;
+	memcpy(name, base, n);
+	name[n] = '\0';
+	return name_ok(name) ? 0 : -1;
+}
+
+static struct manifest_entry *
+set_find(struct manifest_set *s, const char *name)
+{
+	int i;
+
+	for (i = 0; i < s->n; i++)
+		if (strcmp(s->ent[i].name, name) == 0)
+			return &s->ent[i];
+	return NULL;
+}
+
+static struct manifest_entry *
+set_add(struct manifest_set *s, const char *name)
+{
+	struct manifest_entry *en = set_find(s, name);
+
+	if (en != NULL)
+		return en;
+	if (s->n >= MANIFEST_SET_MAX)
+		return NULL;
+	en = &s->ent[s->n++];
+	memset(en, 0, sizeof(*en));
+	snprintf(en->name, sizeof(en->name), "%s", name);
+	en->embedded_idx = -1;
+	return en;
+}
+
+int
+manifest_set_open(struct manifest_set *s, const char *dir, const struct manifest_opts *o, struct err *e)
+{
+	struct manifest_entry *en;
+	char name[MANIFEST_NAME_MAX];
+	int i, unp;
+
+	memset(s, 0, sizeof(*s));
+	s->opts = *o;
+	s->ent = calloc(MANIFEST_SET_MAX, sizeof(*s->ent));
+	if (s->ent == NULL)
+		return err_set(e, "internal", "out of memory");
+	for (i = 0; embedded_manifests[i].path != NULL; i++) {
+		const char *p = embedded_manifests[i].path;
+		if (strchr(p, '/') != NULL || file_tool_name(p, name, &unp) < 0 || unp)
+			continue; /* lockfiles and other siblings live in subdirectories */
+		if ((en = set_add(s, name)) == NULL)
+			break;
+		en->embedded_idx = i;
+	}
+	if (dir != NULL && *dir != '\0') {
+		DIR *d = opendir(dir);
+		struct dirent *de;
+
+		snprintf(s->dir, sizeof(s->dir), "%s", dir);
+		if (d == NULL) {
+			err_set(e, "config.invalid", "manifests directory %s: %s", dir, strerror(errno));
+			manifest_set_close(s);
+			return -1;
+		}
+		while ((de = readdir(d)) != NULL) {
+			struct manifest_entry *old;
+			if (de->d_name[0] == '.' || file_tool_name(de->d_name, name, &unp) < 0)
+				continue;
+			if (unp && !o->allow_unpinned)
+				continue;
+			old = set_find(s, name);
+			/* a pinned file wins over an unpinned one of the same tool */
+			if (unp && old != NULL && old->path[0] != '\0')
+				continue;
+			if ((en = set_add(s, name)) == NULL) {
+				closedir(d);
+				err_set(e, "config.invalid", "more than %d manifests", MANIFEST_SET_MAX);
+				manifest_set_close(s);
+				return -1;
+			}
+			en->embedded_idx = -1;
+			snprintf(en->path, sizeof(en->path), "%s/%s", dir, de->d_name);
+		}
+		closedir(d);
+	}
+	return 0;
+}
+
+void
+manifest_set_close(struct manifest_set *s)
+{
+	int i;
+
+	if (s->ent == NULL)
+		return;
+	for (i = 0; i < s->n; i++)
+		if (s->ent[i].m != NULL) {
+			manifest_free(s->ent[i].m);
+			free(s->ent[i].m);
+		}
+	free(s->ent);
+	s->ent = NULL;
+	s->n = 0;
+}
+
+static int
+load_entry(struct manifest_set *s, struct manifest_entry *en, struct err *e)
+{
+	manifest_t *m = malloc(sizeof(*m));
+	int rc;
+
+	if (m == NULL)
+		return err_set(e, "internal", "out of memory");
+	if (en->embedded_idx >= 0) {
+		const struct embedded_file *f = &embedded_manifests[en->embedded_idx];
+		char file[300];
+		snprintf(file, sizeof(file), "embedded:%s", f->path);
+		rc = manifest_parse(m, file, NULL, (const char *)f->data, f->len, &s->opts, e);
+	} else {
+		rc = manifest_load_file(m, en->path, &s->opts, e);
+	}
+	if (rc == 0 && strcmp(m->name, en->name) != 0) {
+		rc = err_set(e, INVALID, "%s: $.name: '%s' does not match the file name (%s.json)", m->file, m->name,
+			     en->name);
+		manifest_free(m);
+	}
+	if (rc < 0) {
+		free(m);
+		return -1;
+	}
+	en->m = m;
+	return 0;
+}
+
+/* Depth-first over requires; state 2 marks the current path, so meeting it
+ * again is a cycle. stack holds the path for the message. */
+static int
+resolve(struct manifest_set *s, const char *name, const char **stack, int depth, struct err *e)
+{
+	struct manifest_entry *en = set_find(s, name);
+	int i;
+
+	if (en == NULL)
+		return err_set(e, "not_found", "no manifest for tool '%s'", name);
+	if (en->state == 1)
+		return 0;
+	if (en->state == -1) {
+		*e = en->e;
+		return -1;
+	}
+	if (en->state == 2 || depth >= MANIFEST_MAX_DEPTH) {
+		char path[512] = "";
+		size_t off = 0;
+		int start = 0;
+		for (i = 0; i < depth; i++)
+			if (strcmp(stack[i], name) == 0)
+				start = i;
+		for (i = start; i < depth && off < sizeof(path); i++)
+			off += (size_t)snprintf(path + off, sizeof(path) - off, "%s -> ", stack[i]);
+		if (off < sizeof(path))
+			snprintf(path + off, sizeof(path) - off, "%s", name);
+		en = set_find(s, stack[start]);
+		return err_set(e, INVALID, "%s: $.requires: dependency cycle %s",
+			       en && en->m ? en->m->file : stack[start], path);
+	}
+	if (en->m == NULL && load_entry(s, en, e) < 0) {
+		en->state = -1;
+		en->e = *e;
+		return -1;
+	}
+	en->state = 2;
+	stack[depth] = en->name;
+	for (i = 0; i < en->m->nrequires; i++) {
+		const struct manifest_require *r = &en->m->requires[i];
+		struct manifest_entry *dep;
+		char p[40];
+
+		snprintf(p, sizeof(p), "$.requires[%d]", i);
+		if (set_find(s, r->name) == NULL) {
+			err_set(e, INVALID, "%s: %s: requires unknown tool '%s'", en->m->file, p, r->name);
+			goto fail;
+		}
+		if (resolve(s, r->name, stack, depth + 1, e) < 0) {
+			if (e->code != NULL && strcmp(e->code, "not_found") == 0)
+				err_set(e, INVALID, "%s: %s: %s", en->m->file, p, e->msg);
+			goto fail;
+		}
+		dep = set_find(s, r->name);
+		if (r->min[0] != '\0' && manifest_version_cmp(dep->m->version, r->min) < 0) {
+			err_set(e, INVALID, "%s: %s: requires %s>=%s but its manifest has version %s", en->m->file, p,
+				r->name, r->min, dep->m->version);
+			goto fail;
+		}
+	}
+	en->state = 1;
+	return 0;
+fail:
+	/* a cycle is reported once; the entries stay loadable for other paths */
+	en->state = 0;
+	return -1;
+}
+
+const manifest_t *
+manifest_get(struct manifest_set *s, const char *name, struct err *e)
+{
+	const char *stack[MANIFEST_MAX_DEPTH + 1];
+	struct manifest_entry *en;
+
+	if (resolve(s, name, stack, 0, e) < 0)
+		return NULL;
+	en = set_find(s, name);
+	return en->m;
+}
+
+const manifest_t *
+manifest_find_binary(struct manifest_set *s, const char *base)
+{
+	struct err e;
+	int i;
+
+	for (i = 0; i < s->n; i++) {
+		struct manifest_entry *en = &s->ent[i];
+		if (en->m == NULL && en->state != -1 && load_entry(s, en, &e) < 0) {
+			en->state = -1;
+			en->e = e;
+		}
+		if (en->m != NULL && strcmp(en->m->binary, base) == 0)
+			return manifest_get(s, en->name, &e);
+	}
+	return NULL;
+}
+
+int
+manifest_closure_add(struct manifest_set *s, const char *name, char (*out)[MANIFEST_NAME_MAX], int *n, int cap,
+		     struct err *e)
+{
+	const manifest_t *m = manifest_get(s, name, e);
+	char reqs[MANIFEST_MAX_REQUIRES][MANIFEST_NAME_MAX];
+	int i, j, nr;
+
+	if (m == NULL)
+		return -1;
+	for (i = 0; i < *n; i++)
+		if (strcmp(out[i], name) == 0)
+			return 0;
+	/* dependencies first, in name order */
+	nr = m->nrequires;
+	for (i = 0; i < nr; i++)
+		snprintf(reqs[i], sizeof(reqs[i]), "%s", m->requires[i].name);
+	for (i = 1; i < nr; i++)
+		for (j = i; j > 0 && strcmp(reqs[j - 1], reqs[j]) > 0; j--) {
+			char t[MANIFEST_NAME_MAX];
+			memcpy(t, reqs[j], sizeof(t));
+			memcpy(reqs[j], reqs[j - 1], sizeof(t));
+			memcpy(reqs[j - 1], t, sizeof(t));
+		}
+	for (i = 0; i < nr; i++)
+		if (manifest_closure_add(s, reqs[i], out, n, cap, e) < 0)
+			return -1;
+	if (*n >= cap)
+		return err_set(e, INVALID, "more than %d tools in the requires closure of %s", cap, name);
+	snprintf(out[(*n)++], MANIFEST_NAME_MAX, "%s", name);
+	return 0;
+}
+
+int
+manifest_closure(struct manifest_set *s, const char *name, char (*out)[MANIFEST_NAME_MAX], int cap, struct err *e)
+{
+	int n = 0;
+
+	if (manifest_closure_add(s, name, out, &n, cap, e) < 0)
+		return -1;
+	return n;
+}

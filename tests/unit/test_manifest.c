@@ -1,0 +1,424 @@
+/* Manifests (SPEC §4): hostile and broken manifests first, then the
+ * requires graph, sets with overrides, and the built-in manifests. */
+#include "unit.h"
+
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "manifest.h"
+#include "manifests_embed.h"
+
+static const struct manifest_opts x64 = {"linux-x64", 0};
+
+#define SHA_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+#define SHA_B "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+
+/* A valid tarball manifest with one substitution point for tests. */
+static char *
+tarball(const char *name, const char *requires, const char *extra, const char *x64sha)
+{
+	static char buf[8192];
+
+	snprintf(buf, sizeof(buf),
+		 "{\"schema\":1,\"name\":\"%s\",\"binary\":\"%s-bin\",\"version\":\"1.2.3\",%s"
+		 "\"source\":{\"type\":\"tarball\",\"bin\":\"bin/t\",\"strip_components\":1,"
+		 "\"platforms\":{\"linux-x64\":{\"url\":\"https://dl.example.com/t-x64.tgz\"%s%s%s},"
+		 "\"linux-arm64\":{\"url\":\"https://dl.example.com/t-arm64.tgz\",\"sha256\":\"" SHA_B "\"}}},"
+		 "\"hosts\":[\"dl.example.com\"],\"verify\":{\"argv\":[\"{bin}\",\"--version\"],\"expect\":\"1.2\"}%s%s}",
+		 name, name, requires ? requires : "", x64sha ? ",\"sha256\":\"" : "", x64sha ? x64sha : "",
+		 x64sha ? "\"" : "", extra ? "," : "", extra ? extra : "");
+	return buf;
+}
+
+static int
+parse(manifest_t *m, const char *text, const struct manifest_opts *o, struct err *e)
+{
+	return manifest_parse(m, "t.json", "/nonexistent", text, strlen(text), o, e);
+}
+
+static void
+expect_invalid(const char *text, const char *path_and_what)
+{
+	manifest_t *m = malloc(sizeof(*m));
+	struct err e;
+
+	err_clear(&e);
+	assert_int_equal(parse(m, text, &x64, &e), -1);
+	assert_string_equal(e.code, "install.manifest_invalid");
+	if (strstr(e.msg, path_and_what) == NULL)
+		fail_msg("message '%s' lacks '%s'", e.msg, path_and_what);
+	assert_non_null(strstr(e.msg, "t.json: "));
+	free(m);
+}
+
+static void
+test_not_json_keeps_json_code(void **state)
+{
+	manifest_t *m = malloc(sizeof(*m));
+	struct err e;
+
+	assert_int_equal(parse(m, "{\"schema\":1,", &x64, &e), -1);
+	assert_string_equal(e.code, "json.syntax");
+	assert_non_null(strstr(e.msg, "t.json:"));
+	assert_int_equal(parse(m, "{\"schema\":1,\"schema\":1}", &x64, &e), -1);
+	assert_string_equal(e.code, "json.syntax");
+	assert_non_null(strstr(e.msg, "duplicate"));
+	free(m);
+}
+
+static void
+test_unknown_fields_named_by_path(void **state)
+{
+	expect_invalid(tarball("t", NULL, "\"colour\":\"red\"", SHA_A), "$.colour: unknown field");
+	expect_invalid("{\"schema\":1,\"name\":\"t\",\"binary\":\"t\",\"version\":\"1\",\"hosts\":[\"h\"],"
+		       "\"verify\":{\"argv\":[\"{bin}\"],\"expekt\":\"x\"},\"source\":{\"type\":\"tarball\"}}",
+		       "$.verify.expekt: unknown field");
+	expect_invalid("{\"schema\":1,\"name\":\"t\",\"binary\":\"t\",\"version\":\"1\",\"hosts\":[\"h\"],"
+		       "\"verify\":{\"argv\":[\"{bin}\"]},\"source\":{\"type\":\"tarball\",\"bin\":\"b\",\"platforms\":"
+		       "{\"linux-x64\":{\"url\":\"https://h/x\",\"sha256\":\"" SHA_A "\",\"md5\":\"x\"}}}}",
+		       "$.source.platforms.linux-x64.md5: unknown field");
+}
+
+static void
+test_schema_and_types(void **state)
+{
+	expect_invalid("[]", "$: expected an object");
+	expect_invalid("{\"schema\":2}", "$.schema: unsupported");
+	expect_invalid("{\"name\":\"t\"}", "$.schema: missing");
+	expect_invalid("{\"schema\":1,\"name\":\"Bad Name\"}", "$.name: must match");
+	expect_invalid("{\"schema\":1,\"name\":\"t\",\"binary\":\"../x\"}", "$.binary");
+	expect_invalid("{\"schema\":1,\"name\":\"t\",\"binary\":\"t\",\"version\":7}", "$.version: expected a string");
+	expect_invalid("{\"schema\":1,\"name\":\"t\",\"binary\":\"t\",\"version\":\"1\",\"hosts\":[],"
+		       "\"source\":{}}",
+		       "$.hosts: empty");
+	expect_invalid("{\"schema\":1,\"name\":\"t\",\"binary\":\"t\",\"version\":\"1\",\"hosts\":[\"h\"],"
+		       "\"verify\":{\"argv\":[\"{bin}\"]},\"source\":{\"type\":\"pip\"}}",
+		       "$.source.type: unknown source type 'pip'");
+	expect_invalid("{\"schema\":1,\"name\":\"t\",\"binary\":\"t\",\"version\":\"1\",\"hosts\":[\"h\"],"
+		       "\"verify\":{\"argv\":[\"sh\",\"-c\",\"x\"]},\"source\":{\"type\":\"tarball\"}}",
+		       "$.verify.argv: the first word must be {bin}");
+}
+
+static void
+test_no_trust_on_first_use(void **state)
+{
+	manifest_t *m = malloc(sizeof(*m));
+	struct manifest_opts unp = {"linux-x64", 1}, arm = {"linux-arm64", 0};
+	struct err e;
+
+	/* the running platform lacks a digest: refused */
+	expect_invalid(tarball("t", NULL, NULL, NULL), "$.source.platforms.linux-x64.sha256: missing");
+	/* the other platform is pinned: loading for it works */
+	assert_int_equal(parse(m, tarball("t", NULL, NULL, NULL), &arm, &e), 0);
+	assert_int_equal(m->unpinned, 0);
+	/* ABX_INSTALL_UNPINNED lets it load, marked */
+	assert_int_equal(parse(m, tarball("t", NULL, NULL, NULL), &unp, &e), 0);
+	assert_int_equal(m->unpinned, 1);
+	/* a digest that is not 64 lowercase hex digits */
+	expect_invalid(tarball("t", NULL, NULL, "ABCDEF"), "sha256: not 64 lowercase hex");
+	free(m);
+}
+
+static void
+test_unpinned_refused_in_production(void **state)
+{
+	struct err e;
+
+	setenv("ABX_INSTALL_UNPINNED", "1", 1);
+	assert_int_equal(manifest_unpinned_allowed("", &e), 1);
+	assert_int_equal(manifest_unpinned_allowed("production", &e), -1);
+	assert_string_equal(e.code, "config.invalid");
+	unsetenv("ABX_INSTALL_UNPINNED");
+	assert_int_equal(manifest_unpinned_allowed("production", &e), 0);
+}
+
+static void
+test_hosts_and_urls(void **state)
+{
+	const char *hs[] = {"dl.example.com", "127.0.0.1:8443", "[::1]:9"};
+
+	expect_invalid("{\"schema\":1,\"name\":\"t\",\"binary\":\"t\",\"version\":\"1\",\"hosts\":[\"h\"],"
+		       "\"verify\":{\"argv\":[\"{bin}\"]},\"source\":{\"type\":\"tarball\",\"bin\":\"b\",\"platforms\":"
+		       "{\"linux-x64\":{\"url\":\"https://evil.example/x\",\"sha256\":\"" SHA_A "\"}}}}",
+		       "$.source.platforms.linux-x64.url: host evil.example is not in hosts");
+	expect_invalid("{\"schema\":1,\"name\":\"t\",\"binary\":\"t\",\"version\":\"1\",\"hosts\":[\"h\"],"
+		       "\"verify\":{\"argv\":[\"{bin}\"]},\"source\":{\"type\":\"tarball\",\"bin\":\"b\",\"platforms\":"
+		       "{\"linux-x64\":{\"url\":\"http://h/x\",\"sha256\":\"" SHA_A "\"}}}}",
+		       "not an https:// URL");
+	expect_invalid("{\"schema\":1,\"name\":\"t\",\"binary\":\"t\",\"version\":\"1\",\"hosts\":[\"h\"],"
+		       "\"verify\":{\"argv\":[\"{bin}\"]},\"source\":{\"type\":\"tarball\",\"bin\":\"b\",\"platforms\":"
+		       "{\"linux-x64\":{\"url\":\"https://u:p@h/x\",\"sha256\":\"" SHA_A "\"}}}}",
+		       "no userinfo");
+	expect_invalid("{\"schema\":1,\"name\":\"t\",\"binary\":\"t\",\"version\":\"1\",\"hosts\":[\"h\"],"
+		       "\"verify\":{\"argv\":[\"{bin}\"]},\"source\":{\"type\":\"tarball\",\"bin\":\"../b\",\"platforms\":"
+		       "{\"linux-x64\":{\"url\":\"https://h/x\",\"sha256\":\"" SHA_A "\"}}}}",
+		       "$.source.bin: not a relative path");
+	assert_true(manifest_host_allowed(hs, 3, "DL.example.com", 443));
+	assert_true(manifest_host_allowed(hs, 3, "dl.example.com", 8443));
+	assert_true(manifest_host_allowed(hs, 3, "127.0.0.1", 8443));
+	assert_false(manifest_host_allowed(hs, 3, "127.0.0.1", 443));
+	assert_true(manifest_host_allowed(hs, 3, "::1", 9));
+	assert_false(manifest_host_allowed(hs, 3, "example.com", 443));
+	assert_false(manifest_host_allowed(hs, 3, "xdl.example.com", 443));
+}
+
+static void
+test_versions_and_requires(void **state)
+{
+	struct manifest_require r;
+	struct err e;
+
+	assert_true(manifest_version_cmp("22.23.5", "18.0.0") > 0);
+	assert_true(manifest_version_cmp("v18.0.0", "18") == 0);
+	assert_true(manifest_version_cmp("9.1", "10") < 0);
+	assert_true(manifest_version_cmp("1.0.0-rc.1", "1.0.0") < 0);
+	assert_true(manifest_version_cmp("1.0.0", "1.0.0-rc.1") > 0);
+	assert_true(manifest_version_cmp("1.2", "1.2.0") == 0);
+	assert_int_equal(manifest_parse_require("node-runtime>=18", &r, &e), 0);
+	assert_string_equal(r.name, "node-runtime");
+	assert_string_equal(r.min, "18");
+	assert_int_equal(manifest_parse_require("node-runtime", &r, &e), 0);
+	assert_string_equal(r.min, "");
+	assert_int_equal(manifest_parse_require("node-runtime>=", &r, &e), -1);
+	assert_int_equal(manifest_parse_require(">=1", &r, &e), -1);
+	assert_int_equal(manifest_parse_require("Node>=1", &r, &e), -1);
+	expect_invalid(tarball("t", "\"requires\":[\"t\"],", NULL, SHA_A), "cannot require itself");
+	expect_invalid(tarball("t", "\"requires\":[\"a\",\"a\"],", NULL, SHA_A), "$.requires[1]: duplicate");
+}
+
+/* A directory of manifests for set tests. */
+static char dir[64];
+
+static void
+put(const char *name, const char *text)
+{
+	char p[256];
+	FILE *f;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	f = fopen(p, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static int
+setup_dir(void **state)
+{
+	snprintf(dir, sizeof(dir), "/tmp/abx-manifest-XXXXXX");
+	if (mkdtemp(dir) == NULL)
+		return -1;
+	return 0;
+}
+
+static int
+teardown_dir(void **state)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static void
+test_set_requires_cycle_and_min(void **state)
+{
+	struct manifest_set s;
+	struct err e;
+	char order[8][MANIFEST_NAME_MAX];
+	const manifest_t *m;
+
+	put("a.json", tarball("a", "\"requires\":[\"c\",\"b>=1.0\"],", NULL, SHA_A));
+	put("b.json", tarball("b", NULL, NULL, SHA_A));
+	put("c.json", tarball("c", "\"requires\":[\"b\"],", NULL, SHA_A));
+	put("x.json", tarball("x", "\"requires\":[\"y\"],", NULL, SHA_A));
+	put("y.json", tarball("y", "\"requires\":[\"z\"],", NULL, SHA_A));
+	put("z.json", tarball("z", "\"requires\":[\"x\"],", NULL, SHA_A));
+	put("old.json", tarball("old", "\"requires\":[\"b>=2\"],", NULL, SHA_A));
+	put("lost.json", tarball("lost", "\"requires\":[\"nowhere\"],", NULL, SHA_A));
+	put("misnamed.json", tarball("other", NULL, NULL, SHA_A));
+	put("broken.json", "{");
+	assert_int_equal(manifest_set_open(&s, dir, &x64, &e), 0);
+
+	m = manifest_get(&s, "a", &e);
+	assert_non_null(m);
+	assert_int_equal(m->nrequires, 2);
+	assert_string_equal(m->requires[1].min, "1.0");
+	/* dependencies first, then name order among independent ones */
+	assert_int_equal(manifest_closure(&s, "a", order, 8, &e), 3);
+	assert_string_equal(order[0], "b");
+	assert_string_equal(order[1], "c");
+	assert_string_equal(order[2], "a");
+
+	assert_null(manifest_get(&s, "x", &e));
+	assert_string_equal(e.code, "install.manifest_invalid");
+	assert_non_null(strstr(e.msg, "dependency cycle x -> y -> z -> x"));
+	assert_null(manifest_get(&s, "y", &e));
+	assert_non_null(strstr(e.msg, "cycle"));
+
+	assert_null(manifest_get(&s, "old", &e));
+	assert_non_null(strstr(e.msg, "requires b>=2 but its manifest has version 1.2.3"));
+	assert_null(manifest_get(&s, "lost", &e));
+	assert_non_null(strstr(e.msg, "$.requires[0]: requires unknown tool 'nowhere'"));
+	assert_null(manifest_get(&s, "misnamed", &e));
+	assert_non_null(strstr(e.msg, "does not match the file name"));
+	assert_null(manifest_get(&s, "broken", &e));
+	assert_string_equal(e.code, "json.syntax");
+	assert_non_null(strstr(e.msg, "broken.json"));
+	/* one broken manifest does not break the others */
+	assert_non_null(manifest_get(&s, "b", &e));
+	assert_null(manifest_get(&s, "nope", &e));
+	assert_string_equal(e.code, "not_found");
+	assert_non_null(manifest_find_binary(&s, "c-bin"));
+	assert_null(manifest_find_binary(&s, "zzz"));
+	manifest_set_close(&s);
+}
+
+static void
+test_set_override_and_unpinned_files(void **state)
+{
+	struct manifest_set s;
+	struct manifest_opts unp = {"linux-x64", 1};
+	struct err e;
+	const manifest_t *m;
+	char *t;
+
+	/* a directory manifest named like a built-in one overrides it */
+	t = tarball("node-runtime", NULL, NULL, SHA_A);
+	put("node-runtime.json", t);
+	put("cursor.unpinned.json", tarball("cursor", NULL, NULL, NULL));
+	assert_int_equal(manifest_set_open(&s, dir, &x64, &e), 0);
+	m = manifest_get(&s, "node-runtime", &e);
+	assert_non_null(m);
+	assert_string_equal(m->version, "1.2.3");
+	assert_int_equal(m->embedded, 0);
+	/* unpinned files are not read unless unpinned installs are allowed */
+	assert_null(manifest_get(&s, "cursor", &e));
+	manifest_set_close(&s);
+	assert_int_equal(manifest_set_open(&s, dir, &unp, &e), 0);
+	m = manifest_get(&s, "cursor", &e);
+	assert_non_null(m);
+	assert_int_equal(m->unpinned, 1);
+	manifest_set_close(&s);
+	assert_int_equal(manifest_set_open(&s, "/nonexistent/dir", &x64, &e), -1);
+	assert_string_equal(e.code, "config.invalid");
+}
+
+static void
+test_npm_lock_validation(void **state)
+{
+	manifest_t *m = malloc(sizeof(*m));
+	char path[256];
+	struct err e;
+	const char *man = "{\"schema\":1,\"name\":\"codex\",\"binary\":\"codex\",\"version\":\"0.1.0\","
+			  "\"requires\":[\"node-runtime>=18\"],\"source\":{\"type\":\"npm-lock\",\"package\":\"@openai/codex\","
+			  "\"lock\":\"codex/package-lock.json\",\"package_json\":\"codex/package.json\","
+			  "\"bin\":\"node_modules/.bin/codex\",\"allow_scripts\":false},\"hosts\":[\"registry.npmjs.org\"],"
+			  "\"verify\":{\"argv\":[\"{bin}\",\"--version\"]},\"platforms\":[\"linux-x64\",\"linux-arm64\"]}";
+	const char *good = "{\"lockfileVersion\":3,\"packages\":{\"\":{},\"node_modules/@openai/codex\":{"
+			   "\"version\":\"0.1.0\",\"resolved\":\"https://registry.npmjs.org/@openai/codex/-/codex-0.1.0.tgz\","
+			   "\"integrity\":\"sha512-AAAA\"}}}";
+	char sha_before[65];
+
+	snprintf(path, sizeof(path), "%s/codex", dir);
+	mkdir(path, 0700);
+	put("codex/package-lock.json", good);
+	snprintf(path, sizeof(path), "%s/codex.json", dir);
+	put("codex.json", man);
+	assert_int_equal(manifest_load_file(m, path, &x64, &e), 0);
+	assert_int_equal(m->source.type, MANIFEST_SRC_NPM_LOCK);
+	assert_string_equal(m->source.package, "@openai/codex");
+	assert_int_equal(strlen(m->source.lock_sha256), 64);
+	memcpy(sha_before, m->sha256, 65);
+	manifest_free(m);
+
+	/* the lockfile is part of the tool's identity */
+	put("codex/package-lock.json", "{\"lockfileVersion\":3,\"packages\":{}}");
+	assert_int_equal(manifest_load_file(m, path, &x64, &e), 0);
+	assert_string_not_equal(m->sha256, sha_before);
+	manifest_free(m);
+
+	put("codex/package-lock.json", "{\"lockfileVersion\":3,\"packages\":{\"node_modules/a\":{"
+				       "\"resolved\":\"https://registry.npmjs.org/a/-/a-1.tgz\"}}}");
+	assert_int_equal(manifest_load_file(m, path, &x64, &e), -1);
+	assert_non_null(strstr(e.msg, "$.packages[\"node_modules/a\"].integrity: missing"));
+
+	put("codex/package-lock.json", "{\"lockfileVersion\":3,\"packages\":{\"node_modules/a\":{"
+				       "\"resolved\":\"https://evil.example/a/-/a-1.tgz\",\"integrity\":\"sha512-AA\"}}}");
+	assert_int_equal(manifest_load_file(m, path, &x64, &e), -1);
+	assert_non_null(strstr(e.msg, "host evil.example is not in hosts"));
+
+	put("codex/package-lock.json", "{\"lockfileVersion\":1,\"dependencies\":{}}");
+	assert_int_equal(manifest_load_file(m, path, &x64, &e), -1);
+	assert_non_null(strstr(e.msg, "lockfileVersion"));
+
+	put("codex/package-lock.json", good);
+	{
+		char bad[2048];
+		const char *at = strstr(man, "\"allow_scripts\":false");
+		snprintf(bad, sizeof(bad), "%.*s\"allow_scripts\":true%s", (int)(at - man), man, at + 21);
+		put("codex.json", bad);
+		assert_int_equal(manifest_load_file(m, path, &x64, &e), -1);
+		assert_non_null(strstr(e.msg, "$.source.allow_scripts: must be false"));
+	}
+	unlink(path);
+	put("codex/package-lock.json", good);
+	assert_int_equal(manifest_load_file(m, path, &x64, &e), -1);
+	assert_string_equal(e.code, "install.manifest_invalid");
+	free(m);
+}
+
+/* SPEC §4: a test checks that every built-in manifest loads. */
+static void
+test_builtin_manifests_load(void **state)
+{
+	struct manifest_set s;
+	struct manifest_opts all = {"all", 0}, arm = {"linux-arm64", 0};
+	struct err e;
+	const manifest_t *m;
+	int i, n = 0;
+
+	for (i = 0; embedded_manifests[i].path != NULL; i++)
+		assert_null(strstr(embedded_manifests[i].path, ".unpinned."));
+	assert_int_equal(manifest_set_open(&s, NULL, &all, &e), 0);
+	for (i = 0; i < s.n; i++) {
+		m = manifest_get(&s, s.ent[i].name, &e);
+		if (m == NULL)
+			fail_msg("built-in manifest %s: %s: %s", s.ent[i].name, e.code, e.msg);
+		n++;
+	}
+	assert_true(n >= 1);
+	m = manifest_get(&s, "node-runtime", &e);
+	assert_non_null(m);
+	assert_string_equal(m->binary, "node");
+	assert_int_equal(m->source.strip_components, 1);
+	assert_non_null(manifest_artifact(m, "linux-x64"));
+	assert_non_null(manifest_artifact(m, "linux-arm64"));
+	assert_string_equal(m->path.min, "18.0.0");
+	assert_int_equal(m->embedded, 1);
+	manifest_set_close(&s);
+	assert_int_equal(manifest_set_open(&s, NULL, &arm, &e), 0);
+	assert_non_null(manifest_get(&s, "node-runtime", &e));
+	manifest_set_close(&s);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_not_json_keeps_json_code),
+		cmocka_unit_test(test_unknown_fields_named_by_path),
+		cmocka_unit_test(test_schema_and_types),
+		cmocka_unit_test(test_no_trust_on_first_use),
+		cmocka_unit_test(test_unpinned_refused_in_production),
+		cmocka_unit_test(test_hosts_and_urls),
+		cmocka_unit_test(test_versions_and_requires),
+		cmocka_unit_test_setup_teardown(test_set_requires_cycle_and_min, setup_dir, teardown_dir),
+		cmocka_unit_test_setup_teardown(test_set_override_and_unpinned_files, setup_dir, teardown_dir),
+		cmocka_unit_test_setup_teardown(test_npm_lock_validation, setup_dir, teardown_dir),
+		cmocka_unit_test(test_builtin_manifests_load),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

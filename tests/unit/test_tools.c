@@ -1,0 +1,132 @@
+/* Tools directories (SPEC §5): the chain, the safety rule, creation. */
+#include "unit.h"
+
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "tools.h"
+
+static char dir[64];
+
+static int
+setup(void **state)
+{
+	snprintf(dir, sizeof(dir), "/tmp/abx-tools-XXXXXX");
+	return mkdtemp(dir) != NULL ? 0 : -1;
+}
+
+static int
+teardown(void **state)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static void
+settings(struct install_settings *s, const char *tools, const char *state_dir)
+{
+	struct config c;
+
+	config_defaults(&c);
+	install_settings_from_config(s, &c);
+	snprintf(s->tools_dir, sizeof(s->tools_dir), "%s", tools ? tools : "");
+	snprintf(s->state_dir, sizeof(s->state_dir), "%s", state_dir ? state_dir : "");
+}
+
+static void
+test_explicit_dir_created_and_first(void **state)
+{
+	struct install_settings s;
+	struct tools_chain c;
+	struct err e;
+	char t[128], st[128];
+	struct stat sb;
+
+	snprintf(t, sizeof(t), "%s/tools", dir);
+	snprintf(st, sizeof(st), "%s/state", dir);
+	settings(&s, t, st);
+	assert_int_equal(tools_chain_build(&c, &s, 0, &e), 0);
+	assert_string_equal(c.d[0].path, t);
+	assert_int_equal(c.d[0].exists, 0);
+	assert_int_equal(c.writable, -1); /* a reader creates nothing */
+	assert_int_not_equal(stat(t, &sb), 0);
+	assert_int_equal(tools_chain_build(&c, &s, 1, &e), 0);
+	assert_int_equal(c.writable, 0);
+	assert_int_equal(stat(t, &sb), 0);
+	assert_int_equal(sb.st_mode & 0777, 0700);
+	/* the chain: explicit, /opt, <state>/tools */
+	assert_string_equal(c.d[1].path, "/opt/agent-sandbox/tools");
+	snprintf(t, sizeof(t), "%s/state/tools", dir);
+	assert_string_equal(c.d[2].path, t);
+}
+
+static void
+test_unsafe_dirs(void **state)
+{
+	struct install_settings s;
+	struct tools_chain c;
+	struct err e;
+	char t[128], st[128];
+
+	snprintf(t, sizeof(t), "%s/ww", dir);
+	mkdir(t, 0700);
+	chmod(t, 0777);
+	snprintf(st, sizeof(st), "%s/state", dir);
+	settings(&s, t, st);
+	/* an explicitly named unsafe directory is an error */
+	assert_int_equal(tools_chain_build(&c, &s, 1, &e), -1);
+	assert_string_equal(e.code, "config.state_dir_unsafe");
+	/* an unsafe default is skipped; the per-user default is created */
+	settings(&s, NULL, t);
+	snprintf(st, sizeof(st), "%s/tools", t);
+	mkdir(st, 0700);
+	chmod(st, 0777);
+	assert_int_equal(tools_chain_build(&c, &s, 1, &e), 0);
+	assert_int_equal(c.writable, -1);
+	{
+		char buf[2048];
+		tools_chain_tried_json(&c, buf, sizeof(buf));
+		assert_non_null(strstr(buf, "/ww/tools\""));
+		tools_chain_tried_text(&c, buf, sizeof(buf));
+		assert_non_null(strstr(buf, "writable"));
+	}
+}
+
+static void
+test_prefer_and_relative(void **state)
+{
+	struct install_settings s;
+	struct tools_chain c;
+	struct err e;
+	char t[128];
+
+	settings(&s, "relative/tools", dir);
+	assert_int_equal(tools_chain_build(&c, &s, 1, &e), -1);
+	assert_string_equal(e.code, "config.invalid");
+	snprintf(t, sizeof(t), "%s/a", dir);
+	mkdir(t, 0700);
+	settings(&s, NULL, dir);
+	assert_int_equal(tools_chain_build(&c, &s, 0, &e), 0);
+	tools_chain_prefer(&c, t);
+	assert_string_equal(c.d[0].path, t);
+	assert_int_equal(c.writable, 0);
+	tools_chain_prefer(&c, t);
+	assert_string_equal(c.d[0].path, t);
+	assert_string_not_equal(c.d[1].path, t);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_explicit_dir_created_and_first, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unsafe_dirs, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_prefer_and_relative, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
