@@ -1,0 +1,594 @@
+/*
+ * fetch: a pinned download that is verified before it appears (SPEC §8).
+ *
+ *   fetch URL (--sha256 HEX | --sha512 HEX | --integrity SRI) [-o FILE] [-q]
+ *
+ * The body goes to a temporary file beside FILE while it is hashed; only a
+ * matching digest is fsynced and renamed into place. Without -o the body is
+ * buffered in an (already unlinked) temporary file under $TMPDIR and copied
+ * to stdout after verification, so a consumer never reads unverified bytes.
+ *
+ * The cache-filling form (fetch [--only NAME...] [--platform P|all]
+ * [--cache DIR]) comes with the install engine: its options join struct
+ * fetch_opts and opts[] below, and fetch_main() dispatches on whether a URL
+ * was given.
+ */
+#include "common.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../core/digest.h"
+#include "../core/http.h"
+#include "../core/net.h"
+
+static const char usage[] =
+	"usage: agent-sandbox-server fetch URL (--sha256 HEX | --sha512 HEX | --integrity SRI)\n"
+	"                                 [-o FILE] [-q] [LIMITS]\n"
+	"\n"
+	"Download URL, hashing while it downloads, and keep it only when it matches\n"
+	"the pinned digest. With -o the file appears (atomically, fsynced) only after\n"
+	"verification; otherwise nothing is left behind and the command fails with\n"
+	"install.checksum_mismatch. Without -o the verified body goes to stdout.\n"
+	"Redirects are followed (at most 10, never from https to http). Proxies come\n"
+	"from HTTPS_PROXY, HTTP_PROXY and NO_PROXY; CA certificates from\n"
+	"SSL_CERT_FILE / SSL_CERT_DIR or the system bundle.\n"
+	"\n"
+	"  --sha256 HEX        expected sha256 (64 hex digits)\n"
+	"  --sha512 HEX        expected sha512 (128 hex digits)\n"
+	"  --integrity SRI     expected digest in SRI form (sha512-BASE64, sha256-...)\n"
+	"  -o, --output FILE   write to FILE (default: stdout, after verification)\n"
+	"  -q, --quiet         no progress and no summary\n"
+	"  -H, --header 'NAME: VALUE'  send this header (repeatable); dropped when a\n"
+	"                      redirect leaves the URL's origin\n"
+	"  --allow-host HOST   follow redirects only to these hosts (repeatable;\n"
+	"                      the URL's own host is always allowed)\n"
+	"\n"
+	"Limits (seconds may have decimals):\n"
+	"  --connect-timeout S   per connection attempt (default 15)\n"
+	"  --read-timeout S      longest silence from the server (default 60)\n"
+	"  --max-time S          whole transfer (default: none)\n"
+	"  --min-rate BYTES      abort below this many bytes/s (default 1024; 0 = off)\n"
+	"  --rate-window S       over windows of this length (default 30)\n"
+	"  --max-size BYTES      refuse a larger body (default: none)\n"
+	"\n"
+	"Without a digest fetch refuses to run, unless ABX_INSTALL_UNPINNED=1 (https\n"
+	"only, with a warning; never when ABX_SERVER_ENV=production).\n";
+
+/* --allow-host entries; a handful covers a download host and its CDN. */
+#define FETCH_ALLOW_MAX 16
+
+struct fetch_opts {
+	const char *url;
+	const char *output;
+	int quiet;
+	struct digest want;
+	int have_digest;
+	struct http_limits limits;
+	const char *headers[HTTP_REQ_HEADERS_MAX];
+	int nheaders;
+	/* Hosts a redirect may lead to; none given means any. */
+	const char *allow[FETCH_ALLOW_MAX];
+	int nallow;
+	char first_host[HTTP_HOST_MAX];
+};
+
+/* ---- Temporary file, removed on any failure or signal ---------------- */
+
+static char tmp_path[PATH_MAX];
+static volatile sig_atomic_t tmp_live;
+
+static void
+on_signal(int sig)
+{
+	if (tmp_live)
+		unlink(tmp_path);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static void
+tmp_remove(void)
+{
+	if (tmp_live) {
+		unlink(tmp_path);
+		tmp_live = 0;
+	}
+}
+
+/* Beside out ("dir/.name.abx-XXXXXX") so the final rename stays on one
+ * filesystem; or, for stdout, in $TMPDIR and unlinked at once. */
+static int
+tmp_open(const char *out, struct err *e)
+{
+	const char *slash, *base, *tdir;
+	int fd;
+
+	if (out != NULL) {
+		slash = strrchr(out, '/');
+		base = slash ? slash + 1 : out;
+		if (*base == '\0')
+			return err_set(e, "usage", "-o %s names a directory", out);
+		if (snprintf(tmp_path, sizeof(tmp_path), "%.*s.%s.abx-XXXXXX", slash ? (int)(slash - out + 1) : 0,
+			     out, base) >= (int)sizeof(tmp_path))
+			return err_set(e, "usage", "-o path too long");
+	} else {
+		tdir = getenv("TMPDIR");
+		if (tdir == NULL || *tdir == '\0')
+			tdir = "/tmp";
+		if (snprintf(tmp_path, sizeof(tmp_path), "%s/abx-fetch-XXXXXX", tdir) >= (int)sizeof(tmp_path))
+			return err_set(e, "io.error", "TMPDIR too long");
+	}
+	fd = mkostemp(tmp_path, O_CLOEXEC);
+	if (fd < 0)
+		return err_set(e, "io.error", "cannot create a temporary file %s: %s", tmp_path, strerror(errno));
+	if (out == NULL)
+		unlink(tmp_path);
+	else
+		tmp_live = 1;
+	return fd;
+}
+
+/* ---- Progress ------------------------------------------------------------ */
+
+/* How often a plain progress line is printed when stderr is not a terminal. */
+#define PROGRESS_PLAIN_MS 5000
+#define PROGRESS_TTY_MS 100
+
+struct sink {
+	int fd;
+	struct digest_ctx dc;
+	const struct http_response *rs;
+	int quiet, tty;
+	int64_t start_ms, last_ms;
+	int drawn;
+};
+
+static void
+human(double b, char *buf, size_t cap)
+{
+	if (b >= 1024.0 * 1024 * 1024)
+		snprintf(buf, cap, "%.1f GiB", b / (1024.0 * 1024 * 1024));
+	else if (b >= 1024.0 * 1024)
+		snprintf(buf, cap, "%.1f MiB", b / (1024.0 * 1024));
+	else if (b >= 1024.0)
+		snprintf(buf, cap, "%.1f KiB", b / 1024.0);
+	else
+		snprintf(buf, cap, "%.0f B", b);
+}
+
+static void
+progress(struct sink *s, int final)
+{
+	char line[256], got[32], tot[32], rate[32], eta[32] = "";
+	int64_t now = net_now_ms(), el;
+	double r, frac;
+	int64_t have = s->rs->body_bytes, total = s->rs->content_length;
+	int n, w, i;
+
+	if (s->quiet || now - s->last_ms < (s->tty ? PROGRESS_TTY_MS : PROGRESS_PLAIN_MS))
+		if (!final)
+			return;
+	if (!s->tty && final)
+		return;
+	s->last_ms = now;
+	el = now - s->start_ms;
+	r = el > 0 ? have * 1000.0 / el : 0;
+	human((double)have, got, sizeof(got));
+	human(r, rate, sizeof(rate));
+	if (total > 0) {
+		human((double)total, tot, sizeof(tot));
+		if (r > 0 && total > have)
+			snprintf(eta, sizeof(eta), " ETA %ds", (int)((total - have) / r));
+	} else {
+		snprintf(tot, sizeof(tot), "?");
+	}
+	if (s->tty) {
+		frac = total > 0 ? (double)have / total : 0;
+		w = 24;
+		n = snprintf(line, sizeof(line), "\r[");
+		for (i = 0; i < w; i++)
+			line[n++] = i < (int)(frac * w) ? '#' : '.';
+		n += snprintf(line + n, sizeof(line) - n, "] %s / %s  %s/s%s\033[K%s", got, tot, rate, eta,
+			      final ? "\n" : "");
+	} else {
+		n = snprintf(line, sizeof(line), "fetch: %s of %s, %s/s%s\n", got, tot, rate, eta);
+	}
+	if (n > (int)sizeof(line))
+		n = sizeof(line);
+	if (write(2, line, (size_t)n) < 0)
+		return;
+	s->drawn = 1;
+}
+
+static int
+sink_write(void *arg, const void *buf, size_t len, struct err *e)
+{
+	struct sink *s = arg;
+	const char *p = buf;
+	ssize_t w;
+
+	digest_update(&s->dc, buf, len);
+	while (len > 0) {
+		w = write(s->fd, p, len);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return err_set(e, "io.error", "write %s: %s", tmp_path, w < 0 ? strerror(errno) : "short write");
+		p += w;
+		len -= (size_t)w;
+	}
+	progress(s, 0);
+	return 0;
+}
+
+/* ---- Mismatch report ----------------------------------------------------- */
+
+/* The body starts like an HTML or JSON page (a login wall, a proxy error,
+ * an API error) rather than an artifact. */
+static int
+looks_like_page(const unsigned char *p, size_t n)
+{
+	size_t i = 0;
+
+	while (i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\r' || p[i] == '\n'))
+		i++;
+	if (i == n)
+		return 0;
+	if (p[i] == '{' || p[i] == '[')
+		return 1;
+	return n - i >= 5 && (strncasecmp((const char *)p + i, "<!doc", 5) == 0 ||
+			      strncasecmp((const char *)p + i, "<html", 5) == 0 ||
+			      strncasecmp((const char *)p + i, "<?xml", 5) == 0 ||
+			      strncasecmp((const char *)p + i, "<head", 5) == 0);
+}
+
+static void
+report_mismatch(const char *url, const struct digest *want, const struct digest *got,
+		const struct http_response *rs)
+{
+	char buf[2048], wh[DIGEST_HEX_MAX], gh[DIGEST_HEX_MAX], snip[128];
+	const struct err_info *in = err_info("install.checksum_mismatch");
+	size_t i, k = 0;
+	int n;
+
+	n = snprintf(buf, sizeof(buf),
+		     "agent-sandbox-server: install.checksum_mismatch: %.300s: expected %s %s, got %s\n"
+		     "  bytes received: %lld%s%s%s\n",
+		     url, digest_name(want->alg), digest_hex(want, wh), digest_hex(got, gh), (long long)rs->body_bytes,
+		     rs->content_type[0] ? " (Content-Type: " : "", rs->content_type, rs->content_type[0] ? ")" : "");
+	if (looks_like_page(rs->snippet, rs->snippet_len)) {
+		for (i = 0; i < rs->snippet_len && k < 100; i++) {
+			unsigned char ch = rs->snippet[i];
+			snip[k++] = ch >= 0x20 && ch < 0x7f ? (char)ch : ' ';
+		}
+		snip[k] = '\0';
+		n += snprintf(buf + n, sizeof(buf) - n, "  the body looks like an error page: %s\n", snip);
+	}
+	n += snprintf(buf + n, sizeof(buf) - n, "  fix: %s\n", in->remedy);
+	if (n > (int)sizeof(buf))
+		n = sizeof(buf);
+	if (write(2, buf, (size_t)n) < 0)
+		return;
+}
+
+/* ---- The single-file download ------------------------------------------ */
+
+static int
+host_rule(void *arg, const struct http_url *u, struct err *e)
+{
+	const struct fetch_opts *o = arg;
+	int i;
+
+	if (o->nallow == 0 || strcmp(u->host, o->first_host) == 0)
+		return 0;
+	for (i = 0; i < o->nallow; i++)
+		if (strcasecmp(u->host, o->allow[i]) == 0)
+			return 0;
+	return err_set(e, "http.redirect", "redirect to %s refused: not in --allow-host", u->host);
+}
+
+static int
+copy_to_stdout(int fd, struct err *e)
+{
+	char buf[65536];
+	ssize_t r, w, off;
+
+	if (lseek(fd, 0, SEEK_SET) != 0)
+		return err_set(e, "io.error", "seek: %s", strerror(errno));
+	while ((r = read(fd, buf, sizeof(buf))) != 0) {
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return err_set(e, "io.error", "read back: %s", strerror(errno));
+		for (off = 0; off < r; off += w) {
+			w = write(1, buf + off, (size_t)(r - off));
+			if (w < 0 && errno == EINTR) {
+				w = 0;
+				continue;
+			}
+			if (w < 0)
+				return err_set(e, "io.error", "stdout: %s", strerror(errno));
+		}
+	}
+	return 0;
+}
+
+static int
+publish(int fd, const char *out, struct err *e)
+{
+	char dir[PATH_MAX];
+	const char *slash = strrchr(out, '/');
+	mode_t um = umask(0);
+	int dfd;
+
+	umask(um);
+	if (fchmod(fd, 0666 & ~um) != 0 || fsync(fd) != 0)
+		return err_set(e, "io.error", "%s: %s", tmp_path, strerror(errno));
+	if (rename(tmp_path, out) != 0)
+		return err_set(e, "io.error", "rename to %s: %s", out, strerror(errno));
+	tmp_live = 0;
+	snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - out) + (slash == out) : 1, slash ? out : ".");
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0) {
+		fsync(dfd);
+		close(dfd);
+	}
+	return 0;
+}
+
+static int
+fetch_one(const struct fetch_opts *o)
+{
+	struct http_client *cl;
+	struct http_request rq;
+	struct http_response *rs;
+	struct sink s;
+	struct digest got;
+	struct err e;
+	char hex[DIGEST_HEX_MAX], h1[32];
+	int fd, rc = EXIT_FAIL;
+
+	err_clear(&e);
+	rs = calloc(1, sizeof(*rs));
+	if (rs == NULL) {
+		err_set(&e, "internal", "out of memory");
+		return fail(&e);
+	}
+	cl = http_client_new(&e);
+	if (cl == NULL) {
+		free(rs);
+		return fail(&e);
+	}
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	signal(SIGHUP, on_signal);
+	fd = tmp_open(o->output, &e);
+	if (fd < 0)
+		goto out;
+	memset(&s, 0, sizeof(s));
+	s.fd = fd;
+	s.rs = rs;
+	s.quiet = o->quiet;
+	s.tty = isatty(2);
+	s.start_ms = s.last_ms = net_now_ms();
+	digest_init(&s.dc, o->have_digest ? o->want.alg : DIGEST_SHA256);
+	http_request_init(&rq, o->url);
+	rq.limits = o->limits;
+	rq.sink = sink_write;
+	rq.sink_arg = &s;
+	rq.host_ok = host_rule;
+	rq.host_arg = (void *)o;
+	memcpy(rq.headers, o->headers, sizeof(rq.headers));
+	rq.nheaders = o->nheaders;
+	if (http_request(cl, &rq, rs, &e) != 0) {
+		if (s.drawn && s.tty)
+			(void)!write(2, "\n", 1);
+		goto out;
+	}
+	progress(&s, 1);
+	digest_final(&s.dc, &got);
+	if (o->have_digest && !digest_equal(&got, &o->want)) {
+		tmp_remove();
+		report_mismatch(rs->url, &o->want, &got, rs);
+		rc = EXIT_FAIL;
+		e.code = NULL;
+		goto done;
+	}
+	if (!o->have_digest)
+		warnx_line("UNPINNED download %s: sha256 %s (pin it: --sha256 %s)", rs->url, digest_hex(&got, hex),
+			   hex);
+	if (o->output != NULL) {
+		if (publish(fd, o->output, &e) != 0)
+			goto out;
+	} else if (copy_to_stdout(fd, &e) != 0) {
+		goto out;
+	}
+	if (!o->quiet) {
+		human((double)rs->body_bytes, h1, sizeof(h1));
+		fprintf(stderr, "fetch: %s: %s verified (%s %s)%s%s\n", rs->url, h1, digest_name(got.alg),
+			digest_hex(&got, hex), o->output ? " -> " : "", o->output ? o->output : "");
+	}
+	rc = EXIT_OK;
+	goto done;
+out:
+	tmp_remove();
+	rc = fail(&e);
+done:
+	if (fd >= 0)
+		close(fd);
+	tmp_remove();
+	http_client_free(cl);
+	free(rs);
+	return rc;
+}
+
+/* ---- Options -------------------------------------------------------------- */
+
+static int
+seconds_ms(const char *s, int *out)
+{
+	char *end;
+	double v = strtod(s, &end);
+
+	if (end == s || *end != '\0' || !(v >= 0) || v > 86400.0 * 7)
+		return -1;
+	*out = (int)(v * 1000 + 0.5);
+	return 0;
+}
+
+static int
+bytes_arg(const char *s, int64_t *out)
+{
+	char *end;
+	long long v;
+
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (end == s || *end != '\0' || v < 0 || errno != 0)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+enum {
+	OPT_SHA256 = 256,
+	OPT_SHA512,
+	OPT_INTEGRITY,
+	OPT_CONNECT_TIMEOUT,
+	OPT_READ_TIMEOUT,
+	OPT_MAX_TIME,
+	OPT_MIN_RATE,
+	OPT_RATE_WINDOW,
+	OPT_MAX_SIZE,
+	OPT_ALLOW_HOST,
+};
+
+static int
+set_digest(struct fetch_opts *o, int kind, const char *arg, struct err *e)
+{
+	if (o->have_digest)
+		return err_set(e, "usage", "give exactly one of --sha256, --sha512, --integrity");
+	o->have_digest = 1;
+	if (kind == OPT_SHA256)
+		return digest_parse_hex(DIGEST_SHA256, arg, &o->want, "usage", e);
+	if (kind == OPT_SHA512)
+		return digest_parse_hex(DIGEST_SHA512, arg, &o->want, "usage", e);
+	if (digest_parse_sri(arg, &o->want, "usage", e) != 0)
+		return -1;
+	if (o->want.alg == DIGEST_SHA1)
+		return err_set(e, "usage", "--integrity: sha1 is too weak to pin a download; use sha256 or sha512");
+	return 0;
+}
+
+int
+fetch_main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"sha256", required_argument, NULL, OPT_SHA256},
+		{"sha512", required_argument, NULL, OPT_SHA512},
+		{"integrity", required_argument, NULL, OPT_INTEGRITY},
+		{"output", required_argument, NULL, 'o'},
+		{"quiet", no_argument, NULL, 'q'},
+		{"connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT},
+		{"read-timeout", required_argument, NULL, OPT_READ_TIMEOUT},
+		{"max-time", required_argument, NULL, OPT_MAX_TIME},
+		{"min-rate", required_argument, NULL, OPT_MIN_RATE},
+		{"rate-window", required_argument, NULL, OPT_RATE_WINDOW},
+		{"max-size", required_argument, NULL, OPT_MAX_SIZE},
+		{"header", required_argument, NULL, 'H'},
+		{"allow-host", required_argument, NULL, OPT_ALLOW_HOST},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	struct fetch_opts o;
+	struct err e;
+	const char *env;
+	int c, bad;
+
+	memset(&o, 0, sizeof(o));
+	err_clear(&e);
+	http_limits_default(&o.limits);
+	opterr = 0;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "+o:qhH:", opts, NULL)) != -1 || optind < argc) {
+		if (c == -1) {
+			/* A URL may come before or after the options. */
+			if (o.url != NULL)
+				return usage_error("fetch", usage, "unexpected argument %s", argv[optind]);
+			o.url = argv[optind++];
+			continue;
+		}
+		bad = 0;
+		switch (c) {
+		case OPT_SHA256:
+		case OPT_SHA512:
+		case OPT_INTEGRITY:
+			if (set_digest(&o, c, optarg, &e) != 0)
+				return usage_error("fetch", usage, "%s", e.msg);
+			break;
+		case 'o': o.output = optarg; break;
+		case 'q': o.quiet = 1; break;
+		case 'H':
+			if (o.nheaders == HTTP_REQ_HEADERS_MAX)
+				return usage_error("fetch", usage, "at most %d headers", HTTP_REQ_HEADERS_MAX);
+			o.headers[o.nheaders++] = optarg;
+			break;
+		case OPT_ALLOW_HOST:
+			if (o.nallow == FETCH_ALLOW_MAX)
+				return usage_error("fetch", usage, "at most %d --allow-host", FETCH_ALLOW_MAX);
+			o.allow[o.nallow++] = optarg;
+			break;
+		case OPT_CONNECT_TIMEOUT: bad = seconds_ms(optarg, &o.limits.connect_ms); break;
+		case OPT_READ_TIMEOUT: bad = seconds_ms(optarg, &o.limits.read_ms); break;
+		case OPT_MAX_TIME: bad = seconds_ms(optarg, &o.limits.total_ms); break;
+		case OPT_RATE_WINDOW: bad = seconds_ms(optarg, &o.limits.rate_window_ms); break;
+		case OPT_MIN_RATE: bad = bytes_arg(optarg, &o.limits.min_rate); break;
+		case OPT_MAX_SIZE: bad = bytes_arg(optarg, &o.limits.max_body); break;
+		case 'h': return usage_help(usage);
+		default: return bad_option("fetch", usage, argc, argv);
+		}
+		if (bad)
+			return usage_error("fetch", usage, "bad value '%s' for %s", optarg, argv[optind - 2]);
+	}
+	if (o.url == NULL)
+		return usage_error("fetch", usage, "a URL is required");
+	if (o.limits.connect_ms <= 0 || o.limits.read_ms <= 0)
+		return usage_error("fetch", usage, "timeouts must be positive");
+	{
+		struct http_url u;
+		if (http_url_parse(o.url, &u, &e) != 0)
+			return fail(&e);
+		snprintf(o.first_host, sizeof(o.first_host), "%s", u.host);
+	}
+	if (!o.have_digest) {
+		env = getenv("ABX_INSTALL_UNPINNED");
+		if (env == NULL || strcmp(env, "1") != 0)
+			return usage_error("fetch", usage,
+					   "a digest is required (--sha256, --sha512 or --integrity); "
+					   "ABX_INSTALL_UNPINNED=1 allows an unpinned download");
+		env = getenv("ABX_SERVER_ENV");
+		if (env != NULL && strcmp(env, "production") == 0) {
+			err_printf("usage", "unpinned downloads are refused when ABX_SERVER_ENV=production");
+			return EXIT_USAGE;
+		}
+		if (strncasecmp(o.url, "https://", 8) != 0) {
+			err_printf("usage", "an unpinned download must use https://");
+			return EXIT_USAGE;
+		}
+		warnx_line("*** ABX_INSTALL_UNPINNED=1: downloading %s WITHOUT a pinned digest; "
+			   "its content is not verified ***",
+			   o.url);
+	}
+	return fetch_one(&o);
+}

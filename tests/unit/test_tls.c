@@ -1,0 +1,191 @@
+#include "unit.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "err.h"
+#include "tls.h"
+
+void tls_anchors_reset(void);
+
+/* Two self-signed P-256 certificates (test-only, valid to 2126). */
+static const char cert1[] =
+	"-----BEGIN CERTIFICATE-----\n"
+	"MIIBdTCCARugAwIBAgIUQkiPbdjFXIepJT+8Sb7c1Aepf9YwCgYIKoZIzj0EAwIw\n"
+	"DzENMAsGA1UEAwwEdW5pdDAgFw0yNjExMjkyMjA4MTFaGA8yMTI2MTEwNTIyMDgx\n"
+	"MVowDzENMAsGA1UEAwwEdW5pdDBZMBMGByqGSM49AgEGCCqGSM49AwEHA0IABGwG\n"
+	"kVlFj7TMBFyOFZarEcs5kmDGWAstxB7nvOfa0drza6ljsN2muNnryyte8mjyd7Zx\n"
+	"XV/81+fUixnRG/H234CjUzBRMB0GA1UdDgQWBBQfe96VCgZ50FS+STqW6y8iN5k/\n"
+	"pDAfBgNVHSMEGDAWgBQfe96VCgZ50FS+STqW6y8iN5k/pDAPBgNVHRMBAf8EBTAD\n"
+	"AQH/MAoGCCqGSM49BAMCA0gAMEUCIBb9xGIPXBXJWVROVhuAWVMq8vEuQsaJVk0p\n"
+	"Q4fyhhNsAiEAnMTL1tBZCgPORNwrOxgjK7vpfo9jZzmkgDlwwWExfGc=\n"
+	"-----END CERTIFICATE-----\n"
+	;
+static const char cert2[] =
+	"-----BEGIN CERTIFICATE-----\n"
+	"MIIBdzCCAR2gAwIBAgIUJ32sJo4YYKyjGNBGJUTvCt7nVMwwCgYIKoZIzj0EAwIw\n"
+	"EDEOMAwGA1UEAwwFdW5pdDIwIBcNMjYxMTI5MjIwODEyWhgPMjEyNjExMDUyMjA4\n"
+	"MTJaMBAxDjAMBgNVBAMMBXVuaXQyMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE\n"
+	"fC4pPrjwheMBlKi2iG6ey4VaI6FyMmLdpPNJfZiidBtzf+qboihG7TfvCeTTF8WC\n"
+	"+hVq6axBYRjhGKxhfWYFLaNTMFEwHQYDVR0OBBYEFEiAsYn2pkz0TV0WXakUv2Uw\n"
+	"WH+xMB8GA1UdIwQYMBaAFEiAsYn2pkz0TV0WXakUv2UwWH+xMA8GA1UdEwEB/wQF\n"
+	"MAMBAf8wCgYIKoZIzj0EAwIDSAAwRQIhANMBRyp112rgZDrMYEEmiFU/S1dw8YE2\n"
+	"019tFEO46mzWAiBmjXeSpkkuiW10eLV0bIzEE5xUdRh1wdUYMCpC0qG9WA==\n"
+	"-----END CERTIFICATE-----\n"
+	;
+
+static char dir[64];
+
+static void
+write_file(const char *name, const char *a, const char *b)
+{
+	char p[256];
+	FILE *f;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	f = fopen(p, "w");
+	assert_non_null(f);
+	fputs(a, f);
+	if (b != NULL)
+		fputs(b, f);
+	fclose(f);
+}
+
+static int
+setup(void **state)
+{
+	snprintf(dir, sizeof(dir), "/tmp/abx-tls-unit.XXXXXX");
+	if (mkdtemp(dir) == NULL)
+		return -1;
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static int
+load_with(const char *file, const char *dirs, struct err *e)
+{
+	tls_anchors_reset();
+	if (file)
+		setenv("SSL_CERT_FILE", file, 1);
+	else
+		unsetenv("SSL_CERT_FILE");
+	if (dirs)
+		setenv("SSL_CERT_DIR", dirs, 1);
+	else
+		unsetenv("SSL_CERT_DIR");
+	err_clear(e);
+	return tls_anchors_load(e);
+}
+
+static void
+test_anchors_from_file(void **state)
+{
+	char p[256];
+	struct err e;
+
+	write_file("two.pem", cert1, cert2);
+	snprintf(p, sizeof(p), "%s/two.pem", dir);
+	assert_int_equal(load_with(p, NULL, &e), 2);
+	/* Loaded once: a second call does not read again. */
+	unlink(p);
+	assert_int_equal(tls_anchors_load(&e), 2);
+	/* Other PEM blocks and junk between certificates are skipped. */
+	write_file("mixed.pem", "junk line\n-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n", cert1);
+	snprintf(p, sizeof(p), "%s/mixed.pem", dir);
+	assert_int_equal(load_with(p, NULL, &e), 1);
+}
+
+static void
+test_anchors_from_dirs(void **state)
+{
+	char d1[128], d2[128], both[300], a[200], b[200];
+	struct err e;
+
+	snprintf(d1, sizeof(d1), "%s/d1", dir);
+	snprintf(d2, sizeof(d2), "%s/d2", dir);
+	mkdir(d1, 0700);
+	mkdir(d2, 0700);
+	write_file("d1/one.pem", cert1, NULL);
+	/* Hash-named links to the same file count once. */
+	snprintf(a, sizeof(a), "%s/one.pem", d1);
+	snprintf(b, sizeof(b), "%s/abcd1234.0", d1);
+	assert_int_equal(symlink(a, b), 0);
+	write_file("d2/two.crt", cert2, NULL);
+	write_file("d2/.hidden.pem", cert1, NULL);
+	assert_int_equal(load_with(NULL, d1, &e), 1);
+	snprintf(both, sizeof(both), "%s:%s", d1, d2);
+	assert_int_equal(load_with(NULL, both, &e), 2);
+	/* SSL_CERT_FILE and SSL_CERT_DIR together. */
+	snprintf(a, sizeof(a), "%s/d2/two.crt", dir);
+	assert_int_equal(load_with(a, d1, &e), 2);
+}
+
+static void
+test_no_anchors_names_paths(void **state)
+{
+	char p[256], q[256];
+	struct err e;
+
+	snprintf(p, sizeof(p), "%s/missing.pem", dir);
+	snprintf(q, sizeof(q), "%s/nodir", dir);
+	assert_int_equal(load_with(p, q, &e), -1);
+	assert_string_equal(e.code, "tls.no_trust_anchors");
+	assert_non_null(strstr(e.msg, "missing.pem"));
+	assert_non_null(strstr(e.msg, "nodir"));
+	write_file("garbage.pem", "-----BEGIN CERTIFICATE-----\nnot base64 !!\n-----END CERTIFICATE-----\n", NULL);
+	snprintf(p, sizeof(p), "%s/garbage.pem", dir);
+	assert_int_equal(load_with(p, NULL, &e), -1);
+	assert_string_equal(e.code, "tls.no_trust_anchors");
+	/* A failed load is retried once the file exists. */
+	write_file("garbage.pem", cert1, NULL);
+	assert_int_equal(tls_anchors_load(&e), 1);
+	tls_anchors_reset();
+}
+
+static void
+test_error_mapping(void **state)
+{
+	struct tls_x509_watch w;
+
+	memset(&w, 0, sizeof(w));
+	assert_string_equal(tls_err_code(BR_ERR_X509_EXPIRED, NULL), "tls.expired");
+	w.any_future = 1;
+	assert_string_equal(tls_err_code(BR_ERR_X509_EXPIRED, &w), "tls.not_yet_valid");
+	w.any_past = 1;
+	assert_string_equal(tls_err_code(BR_ERR_X509_EXPIRED, &w), "tls.expired");
+	assert_string_equal(tls_err_code(BR_ERR_X509_BAD_SERVER_NAME, NULL), "tls.bad_host");
+	assert_string_equal(tls_err_code(BR_ERR_X509_NOT_TRUSTED, NULL), "tls.unknown_ca");
+	assert_string_equal(tls_err_code(BR_ERR_X509_NOT_CA, NULL), "tls.bad_chain");
+	assert_string_equal(tls_err_code(BR_ERR_X509_BAD_SIGNATURE, NULL), "tls.bad_chain");
+	assert_string_equal(tls_err_code(BR_ERR_X509_WEAK_PUBLIC_KEY, NULL), "tls.weak_key");
+	assert_string_equal(tls_err_code(BR_ERR_X509_UNSUPPORTED, NULL), "tls.bad_chain");
+	w.weak_hash = 1;
+	assert_string_equal(tls_err_code(BR_ERR_X509_UNSUPPORTED, &w), "tls.weak_key");
+	assert_string_equal(tls_err_code(BR_ERR_UNSUPPORTED_VERSION, NULL), "tls.protocol");
+	assert_string_equal(tls_err_code(BR_ERR_RECV_FATAL_ALERT + 40, NULL), "tls.protocol");
+	assert_string_equal(tls_err_name(BR_ERR_X509_EXPIRED), "BR_ERR_X509_EXPIRED");
+	assert_string_equal(tls_err_name(BR_ERR_BAD_CIPHER_SUITE), "BR_ERR_BAD_CIPHER_SUITE");
+	assert_string_equal(tls_err_name(BR_ERR_RECV_FATAL_ALERT + 70), "BR_ERR_RECV_FATAL_ALERT");
+	assert_string_equal(tls_err_name(BR_ERR_SEND_FATAL_ALERT + 40), "BR_ERR_SEND_FATAL_ALERT");
+	assert_string_equal(tls_err_name(99), "BR_ERR_UNKNOWN");
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_anchors_from_file),
+		cmocka_unit_test(test_anchors_from_dirs),
+		cmocka_unit_test(test_no_anchors_names_paths),
+		cmocka_unit_test(test_error_mapping),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
