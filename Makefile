@@ -132,7 +132,7 @@ run:
 
 fuzz:
 	@tools/hostdeps.sh check
-	@$(MAKE) --no-print-directory $(FUZZ_BIN)
+	@$(if $(FUZZ_BIN),$(MAKE) --no-print-directory $(FUZZ_BIN))
 	@tools/fuzz.sh $(FUZZ_SECONDS) $(FUZZ_BIN)
 
 bench:

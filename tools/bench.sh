@@ -58,8 +58,8 @@ fi
 # ---- start-up: version ----------------------------------------------------
 say "start-up: version vs curl --version ($BENCH_RUNS runs each)"
 if [ -n "${curl:-}" ]; then
-	add "start-to-exit ms: version vs curl --version (median)" \
-		"$(median_ms "$BIN" version)" "$(median_ms "$curl" --version)"
+	set -- $(pair_ms "$BIN version" "$curl --version")
+	add "start-to-exit ms: version vs curl --version (median)" "$1" "$2"
 	add "RSS at exit KiB: version vs curl --version" "$(peak_kib "$BIN" version)" "$(peak_kib "$curl" --version)"
 fi
 
@@ -141,8 +141,8 @@ elif [ -z "$hport" ] || [ -z "${curl:-}" ]; then
 	na "start-to-exit ms: healthcheck vs curl -sf /health" "no server or no curl"
 else
 	say "start-up: healthcheck vs curl -sf against $hwho ($BENCH_RUNS runs each)"
-	add "$fig" "$(median_ms "$BIN" healthcheck --host 127.0.0.1 --port "$hport")" \
-		"$(median_ms "$curl" -sf "http://127.0.0.1:$hport/health")"
+	set -- $(pair_ms "$BIN healthcheck --host 127.0.0.1 --port $hport" "$curl -sf http://127.0.0.1:$hport/health")
+	add "$fig" "$1" "$2"
 	add "RSS at exit KiB: healthcheck vs curl -sf /health" \
 		"$(peak_kib "$BIN" healthcheck --host 127.0.0.1 --port "$hport")" \
 		"$(peak_kib "$curl" -sf "http://127.0.0.1:$hport/health")"

@@ -9,6 +9,7 @@
 #   has_applet NAME                     true when BIN has that applet built
 #   free_port                           an unused loopback TCP port
 #   median_ms CMD...                    median wall time of CMD, in ms (BENCH_RUNS)
+#   pair_ms "CMD A" "CMD B"             both medians, "a b", runs alternating in rounds
 #   peak_kib CMD...                     RSS of CMD as it exits (its peak, in practice), KiB
 #   proc_kib PID FIELD                  FIELD (VmRSS, VmHWM) of PID and its children, KiB
 
@@ -66,6 +67,49 @@ print("%.3f" % (statistics.median(ts) * 1000))
 EOF
 }
 
+
+# pair_ms "CMD A" "CMD B": the median wall times of A and B in ms, as "a b".
+# The runs alternate in rounds (A then B, five times), so a neighbour's load
+# on the shared machine falls on both sides alike rather than on one. Words
+# are split on spaces: no quoting inside the command strings.
+pair_ms() {
+	_r=5
+	_k=$((BENCH_RUNS / _r)); [ $_k -ge 3 ] || _k=3
+	_j=$(mktemp -d)
+	if command -v hyperfine >/dev/null 2>&1; then
+		_i=0
+		while [ $_i -lt $_r ]; do
+			hyperfine -N --warmup 3 --runs $_k --export-json "$_j/$_i.json" "$1" "$2" >/dev/null 2>&1 ||
+				{ echo "fail fail"; rm -rf "$_j"; return; }
+			_i=$((_i + 1))
+		done
+		python3 - "$_j" <<'EOF'
+import glob, json, statistics, sys
+t = [[], []]
+for f in glob.glob(sys.argv[1] + "/*.json"):
+    for i, r in enumerate(json.load(open(f))["results"]):
+        t[i] += r["times"]
+print(" ".join("%.3f" % (statistics.median(x) * 1000) for x in t))
+EOF
+	else
+		python3 - $((_k * _r)) "$1" "$2" <<'EOF'
+import subprocess, sys, time, statistics
+n, cmds = int(sys.argv[1]), [c.split() for c in sys.argv[2:]]
+t = [[], []]
+for i in range(n + 5):
+    for j, c in enumerate(cmds):
+        s = time.perf_counter()
+        r = subprocess.run(c, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        d = time.perf_counter() - s
+        if r.returncode != 0:
+            print("fail fail"); sys.exit(0)
+        if i >= 5:
+            t[j].append(d)
+print(" ".join("%.3f" % (statistics.median(x) * 1000) for x in t))
+EOF
+	fi
+	rm -rf "$_j"
+}
 peak_kib() {
 	_p=$TOP/build/bench/peakrss
 	if [ ! -x "$_p" ] || [ "$TOP/tools/peakrss.c" -nt "$_p" ]; then
