@@ -49,3 +49,23 @@ if "$BIN" --list | grep -q '^healthcheck$'; then
 else
 	skip "healthcheck in an empty root" "healthcheck is not in this build yet"
 fi
+
+# serve in an empty root: nothing to read, nothing writable it expects; it
+# still starts, answers /health, and stops cleanly on SIGTERM.
+if "$BIN" --list | grep -q '^serve$' && "$BIN" --list | grep -q '^healthcheck$'; then
+	bg chroot "$root" /agent-sandbox-server serve --host 127.0.0.1 --port 0 >"$T/serve.out" 2>"$T/serve.err"
+	spid=$BGPID
+	if wait_for_line "$T/serve.out" '^[0-9][0-9]*$' 10; then
+		port=$(head -1 "$T/serve.out")
+		run chroot "$root" /agent-sandbox-server healthcheck --host 127.0.0.1 --port "$port"
+		expect "serve + healthcheck in an empty root" 0
+		kill -TERM "$spid"
+		wait "$spid"
+		RC=$?
+		expect "serve in an empty root exits 0 on SIGTERM" 0
+	else
+		not_ok "serve starts in an empty root" "no port line; stderr: $(head -c 300 "$T/serve.err" | tr '\n' ' ')"
+	fi
+else
+	skip "serve in an empty root" "serve or healthcheck is not in this build yet"
+fi
