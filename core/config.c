@@ -89,28 +89,28 @@ static const char *const env_other[] = {
 static const char *const mode_names[] = {"lazy", "offline", "build", "off"};
 
 const char *
-config_mode_name(enum install_mode m)
+config_mode_name(enum cfg_mode m)
 {
 	return (unsigned)m < 4 ? mode_names[m] : "?";
 }
 
 int
-config_mode_parse(const char *s, enum install_mode *m)
+config_mode_parse(const char *s, enum cfg_mode *m)
 {
 	int i;
 
 	for (i = 0; i < 4; i++)
 		if (strcmp(s, mode_names[i]) == 0) {
-			*m = (enum install_mode)i;
+			*m = (enum cfg_mode)i;
 			return 0;
 		}
 	return -1;
 }
 
 int
-config_mode_installs_at_runtime(enum install_mode m)
+config_mode_installs_at_runtime(enum cfg_mode m)
 {
-	return m == MODE_LAZY || m == MODE_OFFLINE;
+	return m == CFG_MODE_LAZY || m == CFG_MODE_OFFLINE;
 }
 
 const char *
@@ -185,7 +185,7 @@ void
 config_defaults(struct config *c)
 {
 	memset(c, 0, sizeof(*c));
-	c->install.mode = MODE_LAZY;
+	c->install.mode = CFG_MODE_LAZY;
 	c->install.wait = 20;
 	c->install.timeout = 600;
 	c->install.max_download_mb = 500;
@@ -202,7 +202,7 @@ config_defaults(struct config *c)
 	c->server.max_body_bytes = 1 << 20;
 	c->server.max_output_bytes = 1 << 20;
 	c->server.op_concurrency = 4;
-	c->mode_floor = MODE_LAZY;
+	c->mode_floor = CFG_MODE_LAZY;
 }
 
 static void
@@ -393,7 +393,7 @@ static int
 set_text(struct config *c, int k, const char *text, const char *base, const char *where, struct err *e)
 {
 	const struct keydef *d = &keys[k];
-	enum install_mode m;
+	enum cfg_mode m;
 	long v;
 	int b;
 
@@ -682,7 +682,7 @@ env_get(char *const *envp, const char *name)
 static void
 set_floor(struct config *c, const char *var)
 {
-	if (c->install.mode == MODE_BUILD || c->install.mode == MODE_OFF) {
+	if (c->install.mode == CFG_MODE_BUILD || c->install.mode == CFG_MODE_OFF) {
 		c->mode_floor = c->install.mode;
 		snprintf(c->mode_floor_by, sizeof(c->mode_floor_by), "%s", var);
 	}
@@ -708,7 +708,7 @@ config_apply_env(struct config *c, char *const *envp, struct err *e)
 	 * differ, the stricter one holds: an environment forcing `off` must not
 	 * be undone by another environment variable (restrict-only). */
 	if ((alias = env_get(envp, "ABX_INSTALL_MODE")) != NULL && alias[0] != '\0') {
-		enum install_mode am, cur = c->install.mode;
+		enum cfg_mode am, cur = c->install.mode;
 		if (config_mode_parse(alias, &am) != 0)
 			return err_set(e, "config.invalid", "ABX_INSTALL_MODE: \"%.60s\" is not a mode (lazy, build, offline, off)",
 				       alias);
@@ -762,7 +762,7 @@ config_apply_env(struct config *c, char *const *envp, struct err *e)
 int
 config_apply_flag(struct config *c, const char *key, const char *value, const char *flag, struct err *e)
 {
-	enum install_mode prev = c->install.mode;
+	enum cfg_mode prev = c->install.mode;
 	int k = config_key_find(key);
 
 	if (k < 0)
@@ -774,7 +774,7 @@ config_apply_flag(struct config *c, const char *key, const char *value, const ch
 		return err_set(e, "config.invalid",
 			       "%s %s: would loosen install.mode %s set by %s (restrict-only: only %s%s is allowed)",
 			       flag, value, config_mode_name(c->mode_floor), c->mode_floor_by,
-			       config_mode_name(c->mode_floor), c->mode_floor == MODE_BUILD ? " or off" : "");
+			       config_mode_name(c->mode_floor), c->mode_floor == CFG_MODE_BUILD ? " or off" : "");
 	}
 	c->src[k] = CFG_SRC_FLAG;
 	snprintf(c->src_detail[k], sizeof(c->src_detail[k]), "%s", flag);

@@ -48,11 +48,11 @@ enum cfg_src {
 	CFG_SRC_FLAG,
 };
 
-enum install_mode {
-	MODE_LAZY,    /* install on first use */
-	MODE_OFFLINE, /* install only from the cache */
-	MODE_BUILD,   /* only prepare installs */
-	MODE_OFF,     /* never install */
+enum cfg_mode {
+	CFG_MODE_LAZY,    /* install on first use */
+	CFG_MODE_OFFLINE, /* install only from the cache */
+	CFG_MODE_BUILD,   /* only prepare installs */
+	CFG_MODE_OFF,     /* never install */
 };
 
 struct cfg_list {
@@ -106,7 +106,7 @@ enum cfg_key {
 
 struct config {
 	struct {
-		enum install_mode mode;
+		enum cfg_mode mode;
 		int wait;            /* seconds; 0 = never wait */
 		int timeout;         /* seconds, whole install */
 		int max_download_mb;
@@ -144,7 +144,7 @@ struct config {
 	char file[CFG_PATH_MAX];        /* the configuration file read, "" = none */
 	enum cfg_src src[CK_NKEYS];
 	char src_detail[CK_NKEYS][64];  /* env variable or flag name that set it */
-	enum install_mode mode_floor;   /* restrict-only floor, MODE_LAZY = none */
+	enum cfg_mode mode_floor;   /* restrict-only floor, CFG_MODE_LAZY = none */
 	char mode_floor_by[64];         /* the variable that set the floor */
 	int nwarn;
 	char warn[CFG_WARN_MAX][ERR_MSG_MAX];
@@ -182,11 +182,11 @@ struct config_flag {
 int config_load(struct config *c, const char *file_flag, char *const *envp, const struct config_flag *flags,
 		int nflags, struct err *e);
 
-const char *config_mode_name(enum install_mode m);
+const char *config_mode_name(enum cfg_mode m);
 /* Parse a mode name; returns 0 or -1. */
-int config_mode_parse(const char *s, enum install_mode *m);
+int config_mode_parse(const char *s, enum cfg_mode *m);
 /* Whether the mode lets serve (or a shim) install on first use. */
-int config_mode_installs_at_runtime(enum install_mode m);
+int config_mode_installs_at_runtime(enum cfg_mode m);
 
 const char *config_src_name(enum cfg_src s);
 

@@ -71,7 +71,7 @@ struct pol_principal {
 struct policy {
 	int n;
 	struct pol_principal p[POL_MAX_PRINCIPALS];
-	enum install_mode mode;  /* for install_permitted */
+	enum cfg_mode mode;  /* for install_permitted */
 	char file[CFG_PATH_MAX]; /* the policy file read, "" = none */
 	char summary[CFG_PATH_MAX + 160];       /* how the principals came to be, for check-config */
 };

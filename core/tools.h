@@ -32,7 +32,7 @@
 #define TOOLS_ALLOW_HOSTS_MAX 16
 
 struct install_settings {
-	enum install_mode mode;
+	enum cfg_mode mode;
 	char mode_source[64];        /* "default", "env ABX_SERVER_INSTALL_MODE", ... */
 	int wait_s;                  /* request wait, default 20 */
 	int timeout_s;               /* whole install, default 600 */

@@ -61,7 +61,7 @@ test_not_json_is_json_syntax(void **state)
 	assert_int_equal(load_text(&c, "", &e), -1);
 	assert_string_equal(e.code, "json.syntax");
 	/* the defaults survive a failed load */
-	assert_int_equal(c.install.mode, MODE_LAZY);
+	assert_int_equal(c.install.mode, CFG_MODE_LAZY);
 	assert_int_equal(c.server.port, 9000);
 }
 
@@ -190,7 +190,7 @@ test_defaults(void **state)
 	char buf[64];
 
 	assert_int_equal(config_load(&c, NULL, no_env, NULL, 0, &e), 0);
-	assert_int_equal(c.install.mode, MODE_LAZY);
+	assert_int_equal(c.install.mode, CFG_MODE_LAZY);
 	assert_int_equal(c.install.wait, 20);
 	assert_int_equal(c.install.timeout, 600);
 	assert_int_equal(c.install.max_download_mb, 500);
@@ -218,7 +218,7 @@ test_precedence_every_layer(void **state)
 	assert_string_equal(config_source(&c, CK_INSTALL_WAIT, buf, sizeof(buf)), "env ABX_SERVER_INSTALL_WAIT");
 	assert_string_equal(c.state_dir, "/s/file");
 	assert_non_null(strstr(config_source(&c, CK_STATE_DIR, buf, sizeof(buf)), "file "));
-	assert_int_equal(c.install.mode, MODE_OFFLINE);
+	assert_int_equal(c.install.mode, CFG_MODE_OFFLINE);
 	assert_int_equal(c.install.timeout, 600);
 	assert_string_equal(config_source(&c, CK_INSTALL_TIMEOUT, buf, sizeof(buf)), "default");
 	/* without the flag, env wins over the file */
@@ -281,7 +281,7 @@ test_restrict_only(void **state)
 
 	/* a file cannot loosen the environment */
 	assert_int_equal(config_load(&c, file_lazy, env_build, NULL, 0, &e), 0);
-	assert_int_equal(c.install.mode, MODE_BUILD);
+	assert_int_equal(c.install.mode, CFG_MODE_BUILD);
 	assert_string_equal(config_source(&c, CK_INSTALL_MODE, buf, sizeof(buf)), "env ABX_SERVER_INSTALL_MODE");
 	/* neither can a flag */
 	assert_int_equal(config_load(&c, file_lazy, env_build, lazy, 1, &e), -1);
@@ -291,17 +291,17 @@ test_restrict_only(void **state)
 	assert_int_equal(config_load(&c, NULL, env_off, build, 1, &e), -1);
 	/* tightening is fine */
 	assert_int_equal(config_load(&c, NULL, env_build, off, 1, &e), 0);
-	assert_int_equal(c.install.mode, MODE_OFF);
+	assert_int_equal(c.install.mode, CFG_MODE_OFF);
 	assert_int_equal(config_load(&c, NULL, env_build, build, 1, &e), 0);
 	/* lazy from the environment is no floor */
 	assert_int_equal(config_load(&c, NULL, env_lazy, off, 1, &e), 0);
 	assert_int_equal(config_load(&c, NULL, env_lazy, lazy, 1, &e), 0);
-	assert_int_equal(c.install.mode, MODE_LAZY);
+	assert_int_equal(c.install.mode, CFG_MODE_LAZY);
 	/* a file's build is no floor either: flags may set what they like */
 	assert_int_equal(config_load(&c, write_file("b.json", "{\"install\": {\"mode\": \"build\"}}"), no_env, lazy, 1,
 				     &e),
 			 0);
-	assert_int_equal(c.install.mode, MODE_LAZY);
+	assert_int_equal(c.install.mode, CFG_MODE_LAZY);
 	assert_string_equal(config_source(&c, CK_INSTALL_MODE, buf, sizeof(buf)), "flag --mode");
 }
 
@@ -317,16 +317,16 @@ test_deprecated_alias(void **state)
 	char buf[128];
 
 	assert_int_equal(config_load(&c, NULL, alias, NULL, 0, &e), 0);
-	assert_int_equal(c.install.mode, MODE_BUILD);
+	assert_int_equal(c.install.mode, CFG_MODE_BUILD);
 	assert_int_equal(c.nwarn, 1);
 	assert_non_null(strstr(c.warn[0], "deprecated"));
 	assert_string_equal(config_source(&c, CK_INSTALL_MODE, buf, sizeof(buf)), "env ABX_INSTALL_MODE");
 	/* the alias is restrict-only too */
 	assert_int_equal(config_load(&c, NULL, alias, lazy, 1, &e), -1);
 	assert_int_equal(config_load(&c, NULL, both_stricter_alias, NULL, 0, &e), 0);
-	assert_int_equal(c.install.mode, MODE_OFF);
+	assert_int_equal(c.install.mode, CFG_MODE_OFF);
 	assert_int_equal(config_load(&c, NULL, both_looser_alias, NULL, 0, &e), 0);
-	assert_int_equal(c.install.mode, MODE_BUILD);
+	assert_int_equal(c.install.mode, CFG_MODE_BUILD);
 	assert_string_equal(config_source(&c, CK_INSTALL_MODE, buf, sizeof(buf)), "env ABX_SERVER_INSTALL_MODE");
 	assert_int_equal(c.nwarn, 2);
 }
@@ -339,7 +339,7 @@ test_unknown_env_variable_warns(void **state)
 	struct err e;
 
 	assert_int_equal(config_load(&c, NULL, env, NULL, 0, &e), 0);
-	assert_int_equal(c.install.mode, MODE_LAZY);
+	assert_int_equal(c.install.mode, CFG_MODE_LAZY);
 	assert_int_equal(c.nwarn, 1);
 	assert_non_null(strstr(c.warn[0], "ABX_SERVER_INSTAL_MODE: unknown variable (did you mean ABX_SERVER_INSTALL_MODE?)"));
 	assert_int_equal(c.introspect, 1);

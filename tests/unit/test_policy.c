@@ -131,7 +131,7 @@ test_presets(void **state)
 	assert_int_equal(policy_add_preset(&p, "ag", "agents", "preset agents", &e), 0);
 	assert_int_equal(policy_add_preset(&p, "ad", "admin", "preset admin", &e), 0);
 	assert_int_equal(policy_add_preset(&p, "x", "superuser", "", &e), -1);
-	p.mode = MODE_LAZY;
+	p.mode = CFG_MODE_LAZY;
 
 	assert_true(policy_decide(&p, "ro", "agents.codex.sessions.get", NULL, 0, &d));
 	assert_true(policy_decide(&p, "ro", "agents.codex.status", NULL, 0, &d));
@@ -170,7 +170,7 @@ test_deny_wins_and_install_admission(void **state)
 				       " \"ci\": {\"allow\": [\"tests.*\", \"agents.**\"], \"deny\": [\"tests.nuke\"]}}}",
 				 &e),
 			 0);
-	p.mode = MODE_LAZY;
+	p.mode = CFG_MODE_LAZY;
 	/* an admin whose install is denied cannot start codex, even by run */
 	assert_false(policy_decide(&p, "boss", "agents.codex.run", codex, 1, &d));
 	assert_non_null(strstr(d.rule, "install admission"));
@@ -198,13 +198,13 @@ test_mode_and_install_permitted(void **state)
 
 	policy_init(&p);
 	assert_int_equal(policy_add_preset(&p, "a", "admin", "preset admin", &e), 0);
-	p.mode = MODE_BUILD;
+	p.mode = CFG_MODE_BUILD;
 	assert_true(policy_decide(&p, "a", "agents.codex.run", codex, 1, &d));
 	assert_false(d.install_permitted);
-	p.mode = MODE_OFF;
+	p.mode = CFG_MODE_OFF;
 	assert_true(policy_decide(&p, "a", "agents.codex.run", codex, 1, &d));
 	assert_false(d.install_permitted);
-	p.mode = MODE_OFFLINE;
+	p.mode = CFG_MODE_OFFLINE;
 	assert_true(policy_decide(&p, "a", "agents.codex.run", codex, 1, &d));
 	assert_true(d.install_permitted);
 }

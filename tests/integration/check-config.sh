@@ -1,0 +1,148 @@
+# check-config: layers and their sources, restrict-only, unknown keys,
+# presets, policy, commands, the endpoint table, --json, introspection.
+. "$TOP/tests/lib.sh"
+unset ABX_SERVER_INSTALL_MODE ABX_INSTALL_MODE ABX_TOOLS_DIR ABX_MANIFESTS_DIR ABX_SERVER_STATE_DIR \
+	ABX_SERVER_POLICY ABX_SERVER_PRESET ABX_SERVER_COMMANDS ABX_SERVER_AGENTS ABX_SERVER_CONFIG
+
+mkdir -p "$T/m"
+cat >"$T/m/codex.json" <<'J'
+{"schema": 1, "name": "codex", "binary": "codex", "version": "1.0.0", "requires": ["node-runtime"],
+ "run": ["{bin}", "exec", "{prompt}"]}
+J
+cat >"$T/m/node-runtime.json" <<'J'
+{"schema": 1, "name": "node-runtime", "binary": "node", "version": "22.0.0"}
+J
+echo '{}' >"$T/empty.json"
+cat >"$T/server.json" <<'J'
+{"agents": ["codex"], "manifests_dir": "m", "install": {"mode": "offline"}, "tools_dir": "/from/file"}
+J
+CC="$BIN check-config"
+
+run env ABX_SERVER_CONFIG="$T/empty.json" $CC
+expect "defaults: mode lazy from default" 0 "install.mode: lazy (default)"
+check "defaults: principal default is admin" grep -q "principal default: preset admin" "$T/out"
+
+run $CC --config "$T/server.json"
+expect "file layer: mode from the file" 0 "install.mode: offline (file $T/server.json)"
+run env ABX_SERVER_INSTALL_MODE=lazy $CC --config "$T/server.json"
+expect "env beats file" 0 "install.mode: lazy (env ABX_SERVER_INSTALL_MODE)"
+run env ABX_SERVER_INSTALL_MODE=lazy $CC --config "$T/server.json" --mode build
+expect "flag beats env" 0 "install.mode: build (flag --mode)"
+run env ABX_SERVER_CONFIG="$T/server.json" $CC
+expect "ABX_SERVER_CONFIG names the file" 0 "install.mode: offline (file $T/server.json)"
+
+run $CC --config "$T/server.json" -v
+check "tools_dir from the file" sh -c "grep -E '^  tools_dir +/from/file +file ' '$T/out'"
+run env ABX_TOOLS_DIR=/from/env $CC --config "$T/server.json" -v
+check "tools_dir from env" sh -c "grep -E '^  tools_dir +/from/env +env ABX_TOOLS_DIR' '$T/out'"
+run env ABX_TOOLS_DIR=/from/env $CC --config "$T/server.json" -v --tools-dir /from/flag
+check "tools_dir from the flag" sh -c "grep -E '^  tools_dir +/from/flag +flag --tools-dir' '$T/out'"
+check "manifests_dir resolved against the file" sh -c "grep -E '^  manifests_dir +$T/m +file' '$T/out'"
+
+# restrict-only
+run env ABX_SERVER_INSTALL_MODE=build $CC --config "$T/server.json"
+expect "env build holds over the file's offline" 0 "install.mode: build (env ABX_SERVER_INSTALL_MODE)"
+check "restrict-only floor reported" grep -q "restrict-only: build set by ABX_SERVER_INSTALL_MODE" "$T/out"
+run env ABX_SERVER_INSTALL_MODE=build $CC --mode lazy
+expect "a flag cannot loosen env build" 2 "" "config.invalid: --mode lazy: would loosen install.mode build"
+run env ABX_SERVER_INSTALL_MODE=off $CC --mode build
+expect "a flag cannot loosen env off" 2 "" "restrict-only"
+run env ABX_SERVER_INSTALL_MODE=build $CC --mode off
+expect "a flag may tighten env build" 0 "install.mode: off (flag --mode)"
+run env ABX_INSTALL_MODE=build $CC
+expect "deprecated alias works" 0 "install.mode: build (env ABX_INSTALL_MODE)" "ABX_INSTALL_MODE is deprecated"
+run env ABX_INSTALL_MODE=off ABX_SERVER_INSTALL_MODE=lazy $CC
+expect "the stricter of alias and new name holds" 0 "install.mode: off (env ABX_INSTALL_MODE)"
+
+# strict schema
+echo '{"install": {"mdoe": "build"}}' >"$T/typo.json"
+run $CC --config "$T/typo.json"
+expect "unknown key exits 2 with did-you-mean" 2 "" \
+	"agent-sandbox-server: config.invalid: install.mdoe: unknown key (did you mean install.mode?)"
+printf '{"install": {\n  "mode": "lazy",,\n}}' >"$T/bad.json"
+run $CC --config "$T/bad.json"
+expect "not JSON is json.syntax with line:col" 2 "" "json.syntax: $T/bad.json:2:"
+echo '{"server": {"port": "9000"}}' >"$T/type.json"
+run $CC --config "$T/type.json"
+expect "a string port is refused" 2 "" "server.port: expected an integer"
+run $CC --config "$T/missing.json"
+expect "a missing --config file exits 2" 2 "" "missing.json"
+run env ABX_SERVER_INSTAL_MODE=off $CC --config "$T/empty.json"
+expect "a misspelt variable warns with did-you-mean" 0 "install.mode: lazy" "did you mean ABX_SERVER_INSTALL_MODE?"
+run $CC --mode auto
+expect "mode auto does not exist" 2 "" "is not a mode"
+
+# presets and the endpoint table
+row() { grep -E "^$1 " "$T/out" | awk '{print $2}'; }
+run $CC --config "$T/server.json" --preset agents
+expect "preset agents loads" 0 "agents.codex.run"
+check "agents: default may run" test "$(row agents.codex.run)" = default
+check "agents: run installs codex" sh -c "grep -E '^agents.codex.run +default +codex$' '$T/out'"
+check "agents: not the install endpoint" test "$(row agents.codex.install)" = "(none)"
+check "agents: reading installs nothing" sh -c "grep -E '^agents.codex.sessions.events +default +-$' '$T/out'"
+run $CC --config "$T/server.json" --preset readonly
+check "readonly: may not run" test "$(row agents.codex.run)" = "(none)"
+check "readonly: may read events" test "$(row agents.codex.sessions.events)" = default
+run $CC --config "$T/server.json" --preset admin
+check "admin: the install endpoint" test "$(row agents.codex.install)" = default
+run $CC --config "$T/server.json" --preset root
+expect "unknown preset exits 2" 2 "" "not a preset"
+
+cat >"$T/policy.json" <<'J'
+{"principals": {
+  "ci": {"token_sha256": "1111111111111111111111111111111111111111111111111111111111111111",
+         "preset": "agents", "allow": ["tests.*"]},
+  "boss": {"preset": "admin", "deny": ["agents.codex.install"]}}}
+J
+cat >"$T/cmds.json" <<'J'
+[{"id": "tests.run", "argv": ["/usr/bin/make", "-C", "{dir}", "test"], "install": ["node-runtime"],
+  "params": {"dir": {"type": "string", "required": true}}, "description": "the tests"}]
+J
+run $CC --config "$T/server.json" --policy "$T/policy.json" --commands "$T/cmds.json"
+expect "policy and commands load" 0 "tests.run"
+check "install deny is absolute even for admin" test "$(row agents.codex.run)" = ci
+check "admin without install may still read" test "$(row agents.codex.sessions.get)" = "ci,boss"
+check "command row lists principals and installs" sh -c "grep -E '^tests.run +ci,boss +node-runtime$' '$T/out'"
+check "default has no rules with a policy file" grep -q "principal default: no rules" "$T/out"
+echo '{"principals": {"ci": {"alow": []}}}' >"$T/badpol.json"
+run $CC --policy "$T/badpol.json"
+expect "policy typo exits 2" 2 "" "principals.ci.alow: unknown key (did you mean principals.ci.allow?)"
+echo '[{"id": "x", "argv": ["/bin/echo", "{who}"]}]' >"$T/badcmd.json"
+run $CC --commands "$T/badcmd.json"
+expect "undeclared placeholder exits 2" 2 "" "x.argv[1]: {who} is not a declared parameter"
+echo '{"agents": ["nosuch"]}' >"$T/noagent.json"
+run $CC --config "$T/noagent.json"
+expect "unknown agent exits 2" 2 "" "agents: nosuch: no manifest"
+run $CC --config "$T/server.json" --preset agents --policy "$T/policy.json" --json
+expect "--json exits 0" 0
+check "--json is one JSON document with mode and ops" python3 -c "
+import json,sys
+d=json.load(open('$T/out'))
+assert d['mode']['value']=='offline' and d['mode']['source'].startswith('file '), d['mode']
+ops={o['id']:o for o in d['ops']}
+assert ops['agents.codex.run']['principals']==['ci','default'], ops['agents.codex.run']
+assert ops['agents.codex.run']['installs']==['codex']
+assert ops['agents.codex.sessions.get']['installs']==[]
+assert d['settings']['tools_dir']['source']=='file'
+"
+
+# introspection: no socket, no process, no secret
+mkdir -m 700 "$T/state"
+echo secret >"$T/state/token"
+if strace -V >/dev/null 2>&1; then
+	run env ABX_SERVER_STATE_DIR="$T/state" ABX_SERVER_TOKEN=tok strace -f -qq -o "$T/trace" \
+		-e trace=network,process,%file $CC --config "$T/server.json" --policy "$T/policy.json" \
+		--commands "$T/cmds.json"
+	expect "check-config runs under strace" 0 "agents.codex.run"
+	check "introspection opens no socket" sh -c "! grep -E 'socket\\(|connect\\(|bind\\(' '$T/trace'"
+	check "introspection spawns nothing" sh -c "test \$(grep -cE 'execve\\(|fork\\(|clone3?\\(' '$T/trace') -eq 1"
+	check "introspection reads no token file" sh -c "! grep -q '$T/state' '$T/trace'"
+	check "strace saw the configuration read" grep -q "open.*\"$T/server.json\"" "$T/trace"
+else
+	skip "introspection under strace" "strace not installed"
+fi
+
+run $CC --bogus
+expect "unknown option exits 2" 2 "" "usage: agent-sandbox-server check-config"
+run $CC --help
+expect "--help exits 0" 0 "usage: agent-sandbox-server check-config"
