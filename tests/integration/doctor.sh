@@ -1,0 +1,140 @@
+# doctor: PASS/WARN/FAIL lines with fixes for directories (group-writable,
+# noexec, read-only root), the CA bundle, credentials (names only), ports,
+# installed tools, --network and --json.
+. "$TOP/tests/lib.sh"
+unset ABX_SERVER_INSTALL_MODE ABX_INSTALL_MODE ABX_TOOLS_DIR ABX_MANIFESTS_DIR ABX_SERVER_STATE_DIR \
+	ABX_SERVER_POLICY ABX_SERVER_PRESET ABX_SERVER_COMMANDS ABX_SERVER_AGENTS ABX_SERVER_CONFIG \
+	OPENAI_API_KEY ANTHROPIC_API_KEY GEMINI_API_KEY GOOGLE_API_KEY CURSOR_API_KEY HTTPS_PROXY https_proxy
+
+mkdir -m 700 "$T/home" "$T/state" "$T/tools" "$T/m"
+echo '{}' >"$T/empty.json"
+export HOME="$T/home" ABX_SERVER_STATE_DIR="$T/state" ABX_SERVER_CONFIG="$T/empty.json"
+# one free ephemeral port, and one with a listener
+port_of() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+FREE=$(port_of)
+bg python3 -c '
+import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(16)
+print(s.getsockname()[1], flush=True)
+while True:
+    c, _ = s.accept(); c.close()
+' >"$T/listener"
+wait_for_line "$T/listener" '^[0-9]' 5 || not_ok "listener" "did not start"
+BUSY=$(head -1 "$T/listener")
+D="$BIN doctor --ports $FREE"
+status() { grep -E "^$1 +$2: " "$T/out" >/dev/null; }
+
+run env ABX_TOOLS_DIR="$T/tools" $D
+expect "a healthy environment exits 0" 0 "PASS  tools: $T/tools is writable and safe: new installs go here"
+check "no FAIL line when healthy" sh -c "! grep -q '^FAIL' '$T/out'"
+check "mode and its source" grep -q "^PASS  mode: install mode lazy (default)" "$T/out"
+check "state directory checked" grep -q "^PASS  state: $T/state is writable and safe" "$T/out"
+check "the free port passes" grep -q "^PASS  ports: port $FREE is free" "$T/out"
+check "the summary line" grep -qE '^[0-9]+ passed, [0-9]+ warnings, 0 failed$' "$T/out"
+
+run env ABX_SERVER_INSTALL_MODE=build ABX_TOOLS_DIR="$T/tools" $D
+expect "effective mode from env" 0 "install mode build (env ABX_SERVER_INSTALL_MODE)"
+
+# group-writable tools directory
+mkdir "$T/gw" && chmod 0770 "$T/gw"
+run env ABX_TOOLS_DIR="$T/gw" $D
+expect "a group-writable tools dir fails" 1 "FAIL  tools: $T/gw has mode 0770: group- or world-writable"
+check "with a chmod fix" grep -q "fix: chmod go-w $T/gw" "$T/out"
+chmod 0700 "$T/gw"
+
+# installed tools and their versions
+mkdir -p "$T/tools/bin"
+printf '#!/bin/sh\necho "fake 1.2.3"\n' >"$T/tools/bin/fake"
+printf '#!/bin/sh\necho broken >&2; exit 3\n' >"$T/tools/bin/broken"
+chmod 755 "$T/tools/bin/fake" "$T/tools/bin/broken"
+run env ABX_TOOLS_DIR="$T/tools" $D
+expect "installed tools keep exit 0" 0 "PASS  installed: fake: fake 1.2.3 ($T/tools/bin/fake)"
+check "a broken tool warns with a fix" sh -c "grep -q '^WARN  installed: broken: --version failed (broken; exit 3)' '$T/out' && grep -q 'prepare --force --only broken' '$T/out'"
+rm -rf "$T/tools/bin"
+
+# the CA bundle: an explicit SSL_CERT_FILE that is missing is not replaced by
+# the system bundle (which exists here), so the defaults are out of reach
+run env -u SSL_CERT_DIR SSL_CERT_FILE="$T/missing.pem" ABX_TOOLS_DIR="$T/tools" $D
+expect "a missing CA bundle fails" 1 "FAIL  ca: no CA certificate found: SSL_CERT_FILE=$T/missing.pem (No such file or directory)"
+check "with a fix naming SSL_CERT_FILE" grep -q "fix: point SSL_CERT_FILE at a PEM bundle" "$T/out"
+: >"$T/empty.pem"
+run env -u SSL_CERT_DIR SSL_CERT_FILE="$T/empty.pem" ABX_TOOLS_DIR="$T/tools" $D
+expect "an empty CA bundle fails" 1 "FAIL  ca: no CA certificate found"
+run env -u SSL_CERT_DIR SSL_CERT_FILE="$T/missing.pem" ABX_SERVER_INSTALL_MODE=build ABX_TOOLS_DIR="$T/tools" $D
+expect "without runtime installs a missing bundle only warns" 0 "WARN  ca: no CA certificate found"
+if openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=a -days 2 \
+	-keyout "$T/k1" -out "$T/c1" 2>/dev/null &&
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=b -days 2 \
+	-keyout "$T/k2" -out "$T/c2" 2>/dev/null; then
+	cat "$T/c1" "$T/c2" >"$T/two.pem"
+	run env -u SSL_CERT_DIR SSL_CERT_FILE="$T/two.pem" ABX_TOOLS_DIR="$T/tools" $D
+	expect "the anchors are counted" 0 "PASS  ca: 2 trust anchors from SSL_CERT_FILE=$T/two.pem (2)"
+else
+	skip "the anchors are counted" "openssl cannot make certificates"
+fi
+
+# credentials: names only
+cat >"$T/m/codex.json" <<'J'
+{"schema": 1, "name": "codex", "binary": "codex", "version": "1.0.0", "run": ["{bin}", "exec", "{prompt}"],
+ "hosts": ["127.0.0.1:PORT"]}
+J
+sed -i "s/PORT/$BUSY/" "$T/m/codex.json"
+echo '{"agents": ["codex"], "manifests_dir": "m"}' >"$T/codex.json"
+run env OPENAI_API_KEY=sk-very-secret-value ABX_TOOLS_DIR="$T/tools" $D --config "$T/codex.json"
+expect "a set credential passes, by name" 0 "PASS  credentials: OPENAI_API_KEY is set (agent codex)"
+check "the credential's value is never printed" sh -c "! grep -q very-secret '$T/out' '$T/err'"
+run env ABX_TOOLS_DIR="$T/tools" $D --config "$T/codex.json"
+expect "a missing credential warns" 0 "WARN  credentials: OPENAI_API_KEY is not set; agent codex"
+
+# ports
+run env ABX_TOOLS_DIR="$T/tools" $BIN doctor --ports "$BUSY"
+expect "a port in use warns" 0 "WARN  ports: port $BUSY: Address in use"
+
+# --network against loopback: a listening host passes, a closed one fails
+run env ABX_TOOLS_DIR="$T/tools" $D --config "$T/codex.json" --network
+expect "a reachable manifest host passes" 0 "PASS  network: 127.0.0.1:$BUSY is reachable"
+CLOSED=$(port_of)
+sed -i "s/127.0.0.1:$BUSY/127.0.0.1:$CLOSED/" "$T/m/codex.json"
+run env ABX_TOOLS_DIR="$T/tools" $D --config "$T/codex.json" --network
+expect "an unreachable manifest host fails" 1 "FAIL  network: 127.0.0.1:$CLOSED: Connection refused"
+check "with a mirror/offline fix" grep -q "fix: allow egress to 127.0.0.1:$CLOSED, or configure install.mirrors" "$T/out"
+
+# configuration errors are a FAIL line, not a crash
+echo '{"install": {"mdoe": "lazy"}}' >"$T/typo.json"
+run env ABX_TOOLS_DIR="$T/tools" $D --config "$T/typo.json"
+expect "an invalid configuration fails" 1 "FAIL  config: config.invalid: install.mdoe: unknown key (did you mean install.mode?)"
+
+run env ABX_TOOLS_DIR="$T/tools" $D --json
+expect "--json exits 0" 0
+check "--json is one document of checks" python3 -c "
+import json
+d = json.load(open('$T/out'))
+assert d['fail'] == 0 and d['pass'] > 5, d
+assert all(c['status'] in ('PASS', 'WARN', 'FAIL') for c in d['checks'])
+assert any(c['check'] == 'mode' for c in d['checks'])
+"
+
+# noexec and read-only need root and a private mount namespace
+if [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null; then
+	mkdir "$T/nx"
+	run unshare -m sh -c "mount -t tmpfs -o noexec,mode=0700 tmpfs '$T/nx' && ABX_TOOLS_DIR='$T/nx' exec $D"
+	expect "a noexec tools dir fails" 1 "FAIL  tools: $T/nx is on a noexec mount ($T/nx)"
+	check "with a remount fix" grep -q "fix: remount $T/nx without noexec, or set ABX_TOOLS_DIR" "$T/out"
+	check "the noexec mount was private" sh -c "! grep -q ' $T/nx ' /proc/mounts"
+
+	ro="mount --make-rprivate / && mount -o bind,remount,ro / && mount --bind '$T' '$T' && mount -o bind,remount,ro '$T'"
+	run unshare -m sh -c "$ro && ABX_TOOLS_DIR='$T/tools' exec $D"
+	expect "a read-only root fails for mode lazy" 1 "WARN  root: the root filesystem is read-only"
+	check "the fix names the variables" grep -q "fix: mount writable volumes (tmpfs) and set ABX_TOOLS_DIR=" "$T/out"
+	check "no writable tools dir is a FAIL" grep -q "^FAIL  tools: no writable tools directory: first-use installs will fail with install.read_only (mode lazy)" "$T/out"
+	check "the state dir warns" grep -q "^WARN  state: $T/state is not writable" "$T/out"
+	run unshare -m sh -c "$ro && ABX_TOOLS_DIR='$T/tools' exec $D --mode build"
+	expect "a read-only root is fine for mode build" 0 "PASS  tools: no writable tools directory; mode build installs nothing at runtime"
+else
+	skip "noexec and read-only root" "needs root and unshare"
+fi
+
+run $BIN doctor --bogus
+expect "unknown option exits 2" 2 "" "usage: agent-sandbox-server doctor"
+run $BIN doctor --help
+expect "--help exits 0" 0 "usage: agent-sandbox-server doctor"
