@@ -123,6 +123,9 @@ const char *json_dup_key(const struct json_val *obj);
  * Nth allocation made by json.c from now on fails (arena blocks, scratch
  * space, file buffers, writer buffers); 0 = never. */
 extern long json_test_alloc_fail;
+/* Keep only this many low bits of the key hash (32 = all), so tests reach
+ * the paths for colliding keys. */
+extern int json_test_hash_bits;
 /* Bytes the arena of doc holds (blocks and headers), for bound checks. */
 size_t json_test_arena_bytes(const struct json_doc *doc);
 #endif

@@ -84,6 +84,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct err e;
 	int dup;
 
+	/* One input in three with a 1-bit key hash, so objects of a few keys
+	 * already reach the paths for colliding hashes (deterministic per
+	 * input, so crashes reproduce). */
+	json_test_hash_bits = size % 3 == 0 ? 1 : 32;
 	if (json_parse(&doc, (const char *)data, size, &lim, &e) < 0) {
 		FUZZ_CHECK(doc.root == NULL && doc.arena == NULL);
 		FUZZ_CHECK(e.code != NULL && (strncmp(e.code, "json.", 5) == 0));

@@ -437,13 +437,12 @@ big_object(size_t n, const char *extra)
 }
 
 static void
-test_duplicate_keys_many(void **state)
+dup_many(size_t n)
 {
 	struct json_limits lim = json_default_limits;
 	struct json_doc doc;
 	struct err e;
 	char *buf;
-	size_t n = 200000;
 
 	buf = big_object(n, "");
 	assert_int_equal(parse_n(&doc, buf, strlen(buf), NULL, &e), 0);
@@ -452,7 +451,7 @@ test_duplicate_keys_many(void **state)
 	json_free(&doc);
 	free(buf);
 
-	buf = big_object(n, ",\"k7\":1,\"k123456\":2,\"k7\":3");
+	buf = big_object(n, ",\"k7\":1,\"k12345\":2,\"k7\":3");
 	expect_fail_n(buf, strlen(buf), NULL, "json.syntax", NULL);
 	assert_int_equal(parse_n(&doc, buf, strlen(buf), NULL, &e), -1);
 	assert_non_null(strstr(e.msg, ": duplicate key \"k7\""));
@@ -475,7 +474,13 @@ test_duplicate_keys_many(void **state)
 /* Both detection paths (pairwise up to 16 keys, sorted above) against brute
  * force: object of n keys where key j repeats key i. */
 static void
-test_duplicate_keys_every_position(void **state)
+test_duplicate_keys_many(void **state)
+{
+	dup_many(200000);
+}
+
+static void
+dup_every_position(void)
 {
 	struct json_limits lim = json_default_limits;
 	struct json_doc doc;
@@ -508,6 +513,28 @@ test_duplicate_keys_every_position(void **state)
 			}
 		}
 	}
+}
+
+static void
+test_duplicate_keys_every_position(void **state)
+{
+	dup_every_position();
+	/* Every key in one hash bucket, then in two: runs of colliding keys
+	 * go through the pairwise check and the sort by key. */
+	json_test_hash_bits = 0;
+	dup_every_position();
+	json_test_hash_bits = 1;
+	dup_every_position();
+	json_test_hash_bits = 32;
+}
+
+static void
+test_duplicate_keys_colliding_hashes(void **state)
+{
+	json_test_hash_bits = 0;
+	test_duplicate_keys(state);
+	dup_many(20000);
+	json_test_hash_bits = 32;
 }
 
 static void
@@ -1124,6 +1151,7 @@ main(void)
 		cmocka_unit_test(test_duplicate_keys),
 		cmocka_unit_test(test_duplicate_keys_many),
 		cmocka_unit_test(test_duplicate_keys_every_position),
+		cmocka_unit_test(test_duplicate_keys_colliding_hashes),
 		cmocka_unit_test(test_alloc_failure_parse),
 		cmocka_unit_test(test_alloc_failure_file_and_writer),
 		cmocka_unit_test(test_dup_key_alloc_failure_falls_back),
