@@ -254,3 +254,15 @@ rm -f "$T/dl/a.bin"
 run env HTTPS_PROXY="http://127.0.0.1:$(cat "$T/closed.port")" NO_PROXY= "$BIN" fetch "https://localhost:$GP/f/a.bin" \
 	--sha256 "$SHA" -o "$T/dl/a.bin"
 expect "unreachable proxy" 1 "" "http.proxy"
+
+# ---- interruption and output errors ------------------------------------------
+bg "$BIN" fetch "http://127.0.0.1:$HP/trickle" --sha256 "$SHA" --min-rate 0 -o "$T/dl/t.bin" -q
+FP=$BGPID
+_i=0
+while [ -z "$(ls -A "$T/dl")" ] && [ $_i -lt 100 ]; do sleep 0.05; _i=$((_i + 1)); done
+check "a temporary file exists beside FILE while downloading" sh -c "ls -A '$T/dl' | grep -q '^\.t\.bin\.abx-'"
+kill -TERM "$FP"
+wait "$FP" 2>/dev/null
+check "SIGTERM mid-download leaves nothing behind" nothing_left
+run "$BIN" fetch "http://127.0.0.1:$HP/f/a.bin" --sha256 "$SHA" -o "$T/no/such/dir/a.bin"
+expect "-o into a missing directory" 1 "" "io.error"
