@@ -89,8 +89,9 @@ int fs_tree_digest(const char *root, char hex[FS_HEX_LEN], uint64_t *files,
 /*
  * A cheap proof that a tree has not changed since it was recorded (SPEC §6
  * step 1 fast path): the same canonical walk as fs_tree_digest, but each
- * record is the relative path with the entry's mode, size, inode, device,
- * ctime and mtime (seconds and nanoseconds) — no file is opened. Any write,
+ * record is the entry's name (nested: a directory's records are followed by
+ * its children's and an end marker) with its mode, size, inode, device,
+ * link count, ctime and mtime nanoseconds — no file is opened. Any write,
  * chmod, rename, link or replacement updates a ctime, which an unprivileged
  * writer cannot set back, so an equal proof means an unchanged tree; a
  * different proof means "fall back to fs_tree_digest". The root directory

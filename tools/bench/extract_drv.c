@@ -1,0 +1,66 @@
+/*
+ * Test-only driver for tools/bench/extract.sh (not an applet, not shipped):
+ * built by that script from the release objects of core/ so the figure is
+ * what the static binary does.
+ *
+ *   extract_drv x FORMAT ARCHIVE DIR [STRIP]   extract (DIR must exist)
+ *   extract_drv d DIR                          tree digest
+ *   extract_drv p DIR                          stat proof
+ *   extract_drv P DIR N                        µs per stat proof, N calls
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "arc.h"
+#include "fs.h"
+
+int
+main(int argc, char **argv)
+{
+	struct arc_opts o;
+	struct arc_stats st;
+	char hex[FS_HEX_LEN];
+	struct err e;
+	enum arc_format f;
+
+	if (argc >= 5 && strcmp(argv[1], "x") == 0) {
+		f = arc_format_from_name(argv[2][0] == '.' ? argv[2] : argv[3]);
+		arc_opts_init(&o, f);
+		if (argc > 5)
+			o.strip_components = atoi(argv[5]);
+		if (arc_extract(argv[3], argv[4], &o, &st, &e) != 0) {
+			err_print(&e);
+			return 1;
+		}
+		fprintf(stderr, "%llu bytes, %llu entries\n", (unsigned long long)st.bytes,
+		    (unsigned long long)st.entries);
+		return 0;
+	}
+	if (argc == 3 && (strcmp(argv[1], "d") == 0 || strcmp(argv[1], "p") == 0)) {
+		if ((argv[1][0] == 'd' ? fs_tree_digest(argv[2], hex, NULL, NULL, &e)
+		    : fs_stat_proof(argv[2], hex, &e)) != 0) {
+			err_print(&e);
+			return 1;
+		}
+		printf("%s\n", hex);
+		return 0;
+	}
+	if (argc == 4 && strcmp(argv[1], "P") == 0) {
+		struct timespec a, b;
+		int i, n = atoi(argv[3]);
+
+		clock_gettime(CLOCK_MONOTONIC, &a);
+		for (i = 0; i < n; i++)
+			if (fs_stat_proof(argv[2], hex, &e) != 0) {
+				err_print(&e);
+				return 1;
+			}
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		printf("%.1f\n", ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / 1e3 / n);
+		return 0;
+	}
+	fprintf(stderr, "usage: extract_drv x .FMT ARCHIVE DIR [STRIP] | d DIR | p DIR\n");
+	return 2;
+}
