@@ -8,6 +8,7 @@
  * URL on one of the manifest's hosts.
  */
 #include "manifest.h"
+#include "npmlock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +39,46 @@ rel_ok(const char *s)
 	return s[0] != '/' && strstr(s, "..") == NULL && strchr(s, '\\') == NULL;
 }
 
+/*
+ * npm-lock bins may name the platform package that holds a native binary
+ * (Claude Code ships one per platform and libc and copies it into place with
+ * a postinstall script, which never runs here): "{platform}" is this
+ * machine's platform (linux-x64), "{musl}" is "-musl" on a musl system (see
+ * npmlock_detect_libc) and "" otherwise. Expanded once, at load.
+ */
+static int
+expand_bin(manifest_t *m, struct err *e)
+{
+	char out[MANIFEST_RELPATH_MAX];
+	const char *p = m->source.bin, *rep;
+	size_t o = 0, n, skip;
+
+	if (strchr(p, '{') == NULL)
+		return 0;
+	while (*p) {
+		rep = NULL;
+		if (strncmp(p, "{platform}", 10) == 0)
+			rep = manifest_platform_self(), skip = 10;
+		else if (strncmp(p, "{musl}", 6) == 0)
+			rep = strcmp(npmlock_detect_libc(NULL), "musl") == 0 ? "-musl" : "", skip = 6;
+		else if (*p == '{' || *p == '}')
+			return err_set(e, INVALID, "%s: $.source.bin: unknown placeholder (known: {platform}, {musl})",
+				       m->file);
+		if (rep == NULL)
+			rep = p, n = 1, skip = 1;
+		else
+			n = strlen(rep);
+		if (o + n >= sizeof(out))
+			return err_set(e, INVALID, "%s: $.source.bin: too long", m->file);
+		memcpy(out + o, rep, n);
+		o += n;
+		p += skip;
+	}
+	out[o] = '\0';
+	memcpy(m->source.bin, out, o + 1);
+	return 0;
+}
+
 int
 manifest_npm_validate(manifest_t *m, const struct json_val *src, struct err *e)
 {
@@ -64,6 +105,8 @@ manifest_npm_validate(manifest_t *m, const struct json_val *src, struct err *e)
 			       m->file);
 	if (!rel_ok(m->source.bin))
 		return err_set(e, INVALID, "%s: $.source.bin: not a relative path inside the tree", m->file);
+	if (expand_bin(m, e) < 0)
+		return -1;
 	x = json_get(src, "allow_scripts");
 	if (x != NULL && x->type != JSON_FALSE)
 		return err_set(e, INVALID, "%s: $.source.allow_scripts: must be false (lifecycle scripts never run)",
@@ -71,107 +114,49 @@ manifest_npm_validate(manifest_t *m, const struct json_val *src, struct err *e)
 	return 0;
 }
 
-/* The host of an https URL, for the hosts check. */
-static int
-https_host(const char *url, char *host, size_t cap, int *port)
-{
-	const char *p, *end, *colon;
-	size_t n;
-
-	if (strncmp(url, "https://", 8) != 0)
-		return -1;
-	p = url + 8;
-	end = p + strcspn(p, "/?#");
-	if (memchr(p, '@', (size_t)(end - p)) != NULL || *p == '[')
-		return -1;
-	colon = memchr(p, ':', (size_t)(end - p));
-	n = (size_t)((colon ? colon : end) - p);
-	if (n == 0 || n >= cap)
-		return -1;
-	memcpy(host, p, n);
-	host[n] = '\0';
-	*port = colon ? atoi(colon + 1) : 443;
-	return 0;
-}
-
+/*
+ * The lockfile must pass the strict loader (core/npmlock.h) for every
+ * platform at once (cpu and libc unknown: each entry is checked, none is
+ * skipped): keys, duplicate keys, link entries, integrity (sha1-only
+ * refused), resolved URLs on the manifest's hosts (or the npm mirror named by
+ * ABX_INSTALL_NPM_REGISTRY) naming the entry's package, the root package
+ * present, its bins inside it. Installs load it again for their platform.
+ */
 int
 manifest_npm_check_lock(manifest_t *m, const char *lock, size_t len, struct err *e)
 {
-	struct json_doc doc = {0};
-	const struct json_val *v, *pk;
-	size_t i;
-	char lf[300];
+	const char *hosts[MANIFEST_MAX_HOSTS];
+	const char *mirror = getenv("ABX_INSTALL_NPM_REGISTRY");
+	char mhost[MANIFEST_HOST_MAX] = "";
+	struct npmlock_opts lo;
+	struct npmlock l;
+	char lf[300], msg[ERR_MSG_MAX];
+	int i;
 
 	snprintf(lf, sizeof(lf), "%s", m->source.lock);
-	if (json_parse(&doc, lock, len, NULL, e) < 0) {
-		char msg[ERR_MSG_MAX];
+	for (i = 0; i < m->nhosts; i++)
+		hosts[i] = m->hosts[i];
+	if (mirror != NULL && strncmp(mirror, "https://", 8) == 0) {
+		size_t n = strcspn(mirror + 8, "/?#");
+		if (n > 0 && n < sizeof(mhost)) {
+			memcpy(mhost, mirror + 8, n);
+			mhost[n] = '\0';
+		}
+	}
+	memset(&lo, 0, sizeof(lo));
+	lo.package = m->source.package;
+	lo.hosts = hosts;
+	lo.nhosts = (size_t)m->nhosts;
+	lo.mirror_host = mhost[0] ? mhost : NULL;
+	lo.os = "linux";
+	if (npmlock_load(&l, lock, len, &lo, e) < 0) {
+		const char *code = e->code;
 		snprintf(msg, sizeof(msg), "%s", e->msg);
-		return err_set(e, INVALID, "%s: lockfile %s: %s", m->file, lf, msg);
+		/* "not JSON" keeps its json.* code; every rule is manifest_invalid */
+		return err_set(e, strncmp(code, "json.", 5) == 0 ? code : INVALID, "%s: lockfile %s: %s", m->file, lf,
+			       msg);
 	}
-	v = json_get(doc.root, "lockfileVersion");
-	if (v == NULL || v->type != JSON_NUMBER || !v->u.num.is_int || (v->u.num.i != 2 && v->u.num.i != 3)) {
-		{
-			int rc_ = err_set(e, INVALID, "%s: lockfile %s: $.lockfileVersion: must be 2 or 3", m->file, lf);
-			json_free(&doc);
-			return rc_;
-		}
-	}
-	pk = json_get(doc.root, "packages");
-	if (pk == NULL || pk->type != JSON_OBJECT) {
-		{
-			int rc_ = err_set(e, INVALID, "%s: lockfile %s: $.packages: missing", m->file, lf);
-			json_free(&doc);
-			return rc_;
-		}
-	}
-	for (i = 0; i < pk->u.obj.n; i++) {
-		const struct json_member *p = &pk->u.obj.m[i];
-		const char *res, *integ;
-		char host[256];
-		int port;
-
-		if (p->key[0] == '\0')
-			continue; /* the root project itself */
-		if (p->val.type != JSON_OBJECT) {
-			{
-				int rc_ = err_set(e, INVALID, "%s: lockfile %s: $.packages[\"%.80s\"]: expected an object",
-				       m->file, lf, p->key);
-				json_free(&doc);
-				return rc_;
-			}
-		}
-		if (json_get(&p->val, "inBundle") != NULL && json_get(&p->val, "inBundle")->type == JSON_TRUE)
-			continue; /* arrives inside its parent's tarball */
-		integ = json_get_str(&p->val, "integrity");
-		res = json_get_str(&p->val, "resolved");
-		if (integ == NULL || *integ == '\0') {
-			{
-				int rc_ = err_set(e, INVALID, "%s: lockfile %s: $.packages[\"%.80s\"].integrity: missing",
-				       m->file, lf, p->key);
-				json_free(&doc);
-				return rc_;
-			}
-		}
-		if (res == NULL || https_host(res, host, sizeof(host), &port) < 0) {
-			{
-				int rc_ = err_set(e, INVALID,
-				       "%s: lockfile %s: $.packages[\"%.80s\"].resolved: missing or not https",
-				       m->file, lf, p->key);
-				json_free(&doc);
-				return rc_;
-			}
-		}
-		if (!manifest_host_allowed_m(m, host, port)) {
-			{
-				int rc_ = err_set(e, INVALID,
-				       "%s: lockfile %s: $.packages[\"%.80s\"].resolved: host %s is not in hosts",
-				       m->file, lf, p->key, host);
-				json_free(&doc);
-				return rc_;
-			}
-		}
-	}
-	json_free(&doc);
+	npmlock_free(&l);
 	return 0;
 }
 

@@ -26,7 +26,7 @@ entry_err(struct err *e, const char *key, const char *field, const char *fmt, ..
 	va_start(ap, fmt);
 	vsnprintf(what, sizeof(what), fmt, ap);
 	va_end(ap);
-	return err_set(e, BAD, "packages[\"%.120s\"]%s%s: %s", key, field ? "." : "", field ? field : "", what);
+	return err_set(e, BAD, "$.packages[\"%.120s\"]%s%s: %s", key, field ? "." : "", field ? field : "", what);
 }
 
 static int
@@ -288,7 +288,7 @@ check_resolved(const char *key, const char *url, const char *name, const char *v
 	if (alen == 0)
 		return entry_err(e, key, "resolved", "URL has no host");
 	if (!host_allowed(auth, alen, colon ? colon + 1 : "", plen, o))
-		return entry_err(e, key, "resolved", "host %.*s is not in the manifest's hosts", (int)alen, auth);
+		return entry_err(e, key, "resolved", "host %.*s is not in hosts (the manifest's hosts or the npm mirror)", (int)alen, auth);
 	/* A ".." or "." segment in the path could make the registry serve another
 	 * package than the one the name check below saw. */
 	if (strstr(slash, "/../") || strstr(slash, "/./") || strstr(slash, "//"))
@@ -558,28 +558,28 @@ npmlock_load(struct npmlock *l, const char *text, size_t len, const struct npmlo
 		return -1;
 	root = l->doc.root;
 	if (root->type != JSON_OBJECT) {
-		err_set(e, BAD, "lockfile: not a JSON object");
+		err_set(e, BAD, "$: not a JSON object");
 		goto fail;
 	}
 	ver = json_get(root, "lockfileVersion");
 	pk = json_get(root, "packages");
 	if (ver == NULL || ver->type != JSON_NUMBER || !ver->u.num.is_int) {
-		err_set(e, BAD, "lockfileVersion: missing or not an integer");
+		err_set(e, BAD, "$.lockfileVersion: missing or not an integer");
 		goto fail;
 	}
 	if (ver->u.num.i == 1 || pk == NULL) {
 		err_set(e, BAD,
-			"lockfileVersion: version 1 lockfiles have no packages map; regenerate with "
+			"$.lockfileVersion: version 1 lockfiles have no packages map; regenerate with "
 			"`agent-sandbox-server lock NAME` (npm 7 or newer)");
 		goto fail;
 	}
 	if (ver->u.num.i != 2 && ver->u.num.i != 3) {
-		err_set(e, BAD, "lockfileVersion: %lld is not supported (2 or 3)", (long long)ver->u.num.i);
+		err_set(e, BAD, "$.lockfileVersion: %lld is not supported (2 or 3)", (long long)ver->u.num.i);
 		goto fail;
 	}
 	l->version = (int)ver->u.num.i;
 	if (pk->type != JSON_OBJECT) {
-		err_set(e, BAD, "packages: not an object");
+		err_set(e, BAD, "$.packages: not an object");
 		goto fail;
 	}
 	if (o == NULL || o->package == NULL || !npmlock_name_ok(o->package, strlen(o->package))) {
@@ -588,7 +588,7 @@ npmlock_load(struct npmlock *l, const char *text, size_t len, const struct npmlo
 	}
 	n = pk->u.obj.n;
 	if (n > NPMLOCK_PKGS_MAX) {
-		err_set(e, BAD, "packages: more than %d entries", NPMLOCK_PKGS_MAX);
+		err_set(e, BAD, "$.packages: more than %d entries", NPMLOCK_PKGS_MAX);
 		goto fail;
 	}
 	l->pkgs = calloc(n ? n : 1, sizeof(*l->pkgs));
@@ -606,7 +606,7 @@ npmlock_load(struct npmlock *l, const char *text, size_t len, const struct npmlo
 
 		if (m->keylen == 0) {
 			if (m->val.type != JSON_OBJECT) {
-				err_set(e, BAD, "packages[\"\"]: not an object");
+				err_set(e, BAD, "$.packages[\"\"]: not an object");
 				goto fail;
 			}
 			continue; /* the wrapper project itself */
@@ -663,7 +663,7 @@ npmlock_load(struct npmlock *l, const char *text, size_t len, const struct npmlo
 		if (strcmp(l->pkgs[i].path, rootpath) == 0)
 			l->root = &l->pkgs[i];
 	if (l->root == NULL || l->root->in_bundle) {
-		err_set(e, BAD, "packages[\"%s\"]: missing (the lockfile does not install %s)", rootpath, o->package);
+		err_set(e, BAD, "$.packages[\"%s\"]: missing (the lockfile does not install %s)", rootpath, o->package);
 		goto fail;
 	}
 	for (i = 0; i < n; i++)

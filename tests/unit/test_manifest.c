@@ -318,7 +318,9 @@ test_npm_lock_validation(void **state)
 			  "\"verify\":{\"argv\":[\"{bin}\",\"--version\"]},\"platforms\":[\"linux-x64\",\"linux-arm64\"]}";
 	const char *good = "{\"lockfileVersion\":3,\"packages\":{\"\":{},\"node_modules/@openai/codex\":{"
 			   "\"version\":\"0.1.0\",\"resolved\":\"https://registry.npmjs.org/@openai/codex/-/codex-0.1.0.tgz\","
-			   "\"integrity\":\"sha512-AAAA\"}}}";
+			   "\"integrity\":\"sha512-pKvURIxJVi2CgRXROh/M6pJ/UrTVRZKX+LQ+QtqJI4vBNibkPcs43bCCSIkn7JBPtCBXRDmD6IWFF51QVRr+Yg==\"}}}";
+	/* the same lockfile in version 2: other bytes, still valid */
+	char good2[1024];
 	char sha_before[65];
 
 	snprintf(path, sizeof(path), "%s/codex", dir);
@@ -331,21 +333,23 @@ test_npm_lock_validation(void **state)
 	assert_string_equal(m->source.package, "@openai/codex");
 	assert_int_equal(strlen(m->source.lock_sha256), 64);
 	memcpy(sha_before, m->sha256, 65);
+	snprintf(good2, sizeof(good2), "%s", good);
+	good2[strlen("{\"lockfileVersion\":")] = '2';
 	manifest_free(m);
 
 	/* the lockfile is part of the tool's identity */
-	put("codex/package-lock.json", "{\"lockfileVersion\":3,\"packages\":{}}");
+	put("codex/package-lock.json", good2);
 	assert_int_equal(manifest_load_file(m, path, &x64, &e), 0);
 	assert_string_not_equal(m->sha256, sha_before);
 	manifest_free(m);
 
-	put("codex/package-lock.json", "{\"lockfileVersion\":3,\"packages\":{\"node_modules/a\":{"
-				       "\"resolved\":\"https://registry.npmjs.org/a/-/a-1.tgz\"}}}");
+	put("codex/package-lock.json", "{\"lockfileVersion\":3,\"packages\":{\"node_modules/a\":{\"version\":\"1.0.0\","
+				       "\"resolved\":\"https://registry.npmjs.org/a/-/a-1.0.0.tgz\"}}}");
 	assert_int_equal(manifest_load_file(m, path, &x64, &e), -1);
 	assert_non_null(strstr(e.msg, "$.packages[\"node_modules/a\"].integrity: missing"));
 
 	put("codex/package-lock.json", "{\"lockfileVersion\":3,\"packages\":{\"node_modules/a\":{"
-				       "\"resolved\":\"https://evil.example/a/-/a-1.tgz\",\"integrity\":\"sha512-AA\"}}}");
+				       "\"version\":\"1.0.0\",\"resolved\":\"https://evil.example/a/-/a-1.0.0.tgz\",\"integrity\":\"sha512-pKvURIxJVi2CgRXROh/M6pJ/UrTVRZKX+LQ+QtqJI4vBNibkPcs43bCCSIkn7JBPtCBXRDmD6IWFF51QVRr+Yg==\"}}}");
 	assert_int_equal(manifest_load_file(m, path, &x64, &e), -1);
 	assert_non_null(strstr(e.msg, "host evil.example is not in hosts"));
 
