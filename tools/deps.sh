@@ -19,6 +19,13 @@ srcdir=$DEPS/src
 prefix=$DEPS/musl
 MUSL_CC=${MUSL_CC:-musl-gcc}
 jobs=$(nproc 2>/dev/null || echo 2)
+# Every function and object in its own section so the final link's
+# --gc-sections drops what we do not call; no unwind tables (C, no exceptions,
+# no backtraces in the shipped binary).
+DEP_CFLAGS="-Os -ffunction-sections -fdata-sections -fno-asynchronous-unwind-tables -fno-unwind-tables"
+# Bump when the way the libraries are built changes (flags, options), so
+# trees built the old way are rebuilt; the stamp holds the .dsc and this.
+RECIPE=2
 # Called from make: the sub-builds below run their own make -jN, which must
 # not inherit (and fight over) the caller's jobserver.
 unset MAKEFLAGS MFLAGS MAKELEVEL
@@ -86,10 +93,12 @@ fetch_sources() {
 	command -v dpkg-source >/dev/null || { say "dpkg-source not found: install dpkg-dev"; exit 1; }
 	apt_private
 	say "fetching Debian source packages (private apt sources list)"
-	apt_run update >/dev/null
+	apt_run update >/dev/null ||
+		{ say "apt-get update failed (private list $apt/sources.list); without network, copy the files named in tools/deps.pins into $srcdir"; exit 1; }
 	specs=$(awk '!/^#/ && NF==4 {print $1 "=" $2}' "$pins" | sort -u)
 	# shellcheck disable=SC2086
-	(cd "$srcdir" && apt_run source -d $specs >/dev/null)
+	(cd "$srcdir" && apt_run source -d $specs >/dev/null) ||
+		{ say "apt-get source failed for: $specs (a pinned version no longer in the archive? see README, bumping the pins)"; exit 1; }
 	verify_pins || { say "source archives do not match tools/deps.pins"; exit 1; }
 }
 
@@ -107,15 +116,13 @@ unpack() {
 	echo "$dir"
 }
 
-# built PKG LIB: true when LIB exists and was built from the pinned .dsc.
-# A bumped pin (or a build interrupted before its stamp) rebuilds.
-# A tree built before stamps existed is adopted as built from the pins.
+# built PKG LIB: true when LIB exists and was built from the pinned .dsc by
+# this RECIPE. A bumped pin, a changed recipe, or a build interrupted before
+# its stamp rebuilds.
 built() {
-	[ -f "$prefix/lib/$2" ] || return 1
-	[ -f "$prefix/stamp.$1" ] || stamp "$1"
-	[ "$(cat "$prefix/stamp.$1")" = "$(dsc "$1")" ]
+	[ -f "$prefix/lib/$2" ] && [ "$(cat "$prefix/stamp.$1" 2>/dev/null)" = "$(dsc "$1") recipe $RECIPE" ]
 }
-stamp() { dsc "$1" >"$prefix/stamp.$1"; }
+stamp() { echo "$(dsc "$1") recipe $RECIPE" >"$prefix/stamp.$1"; }
 
 dsc() { awk -v p="$1" '$1==p && $3 ~ /\.dsc$/ {print $3}' "$pins"; }
 ver() { awk -v p="$1" '$1==p {print $2; exit}' "$pins"; }
@@ -125,7 +132,7 @@ build_zlib() {
 	s=$(unpack zlib)
 	say "building zlib $(ver zlib)"
 	b=$DEPS/obj/zlib; rm -rf "$b"; mkdir -p "$DEPS/obj"; cp -a "$s" "$b"
-	(cd "$b" && CC=$MUSL_CC CFLAGS="-Os -fno-semantic-interposition" ./configure --static --prefix="$prefix" >"$b/build.log" 2>&1 &&
+	(cd "$b" && CC=$MUSL_CC CFLAGS="$DEP_CFLAGS -fno-semantic-interposition" ./configure --static --prefix="$prefix" >"$b/build.log" 2>&1 &&
 		make -j"$jobs" libz.a >>"$b/build.log" 2>&1 && make install >>"$b/build.log" 2>&1) ||
 		{ say "zlib build failed; see $b/build.log"; exit 1; }
 	stamp zlib
@@ -136,7 +143,7 @@ build_bearssl() {
 	s=$(unpack bearssl)
 	say "building BearSSL $(ver bearssl)"
 	b=$DEPS/obj/bearssl; rm -rf "$b"; mkdir -p "$DEPS/obj"; cp -a "$s" "$b"
-	(cd "$b" && make -j"$jobs" CC="$MUSL_CC" CFLAGS="-W -Wall -Os" LD="$MUSL_CC" lib >"$b/build.log" 2>&1) ||
+	(cd "$b" && make -j"$jobs" CC="$MUSL_CC" CFLAGS="-W -Wall $DEP_CFLAGS" LD="$MUSL_CC" lib >"$b/build.log" 2>&1) ||
 		{ say "BearSSL build failed; see $b/build.log"; exit 1; }
 	mkdir -p "$prefix/lib" "$prefix/include"
 	cp "$b/build/libbearssl.a" "$prefix/lib/"
@@ -160,7 +167,7 @@ build_libarchive() {
 	done
 	# shellcheck disable=SC2086
 	(cd "$b" && cmake "$s" -DCMAKE_C_COMPILER="$MUSL_CC" -DCMAKE_BUILD_TYPE=MinSizeRel \
-		-DCMAKE_C_FLAGS="-Os -I$prefix/include" -DBUILD_SHARED_LIBS=OFF -DENABLE_ZLIB=ON \
+		-DCMAKE_C_FLAGS="$DEP_CFLAGS -I$prefix/include" -DBUILD_SHARED_LIBS=OFF -DENABLE_ZLIB=ON \
 		-DZLIB_INCLUDE_DIR="$prefix/include" -DZLIB_LIBRARY="$prefix/lib/libz.a" \
 		-DCMAKE_FIND_ROOT_PATH="$prefix" -DCMAKE_FIND_ROOT_PATH_MODE_INCLUDE=ONLY \
 		-DCMAKE_FIND_ROOT_PATH_MODE_LIBRARY=ONLY $off >"$b/configure.log" 2>&1 &&
