@@ -1059,8 +1059,7 @@ read_body(struct conn *c, struct xfer *x, int kind, int64_t clen, int to_sink, s
 /* Connect to the origin, directly or through a proxy (CONNECT for https),
  * then the TLS handshake. */
 static struct conn *
-conn_open(struct http_client *cl, const struct http_url *u, const struct proxy *px, struct xfer *x,
-	  struct err *e)
+conn_open(const struct http_url *u, const struct proxy *px, struct xfer *x, struct err *e)
 {
 	const struct http_limits *l = &x->rq->limits;
 	struct tls_timing ctm;
@@ -1126,7 +1125,6 @@ conn_open(struct http_client *cl, const struct http_url *u, const struct proxy *
 		if (tls_handshake(c->tls, c->fd, u->host, &ctm, e) != 0)
 			goto fail;
 	}
-	(void)cl;
 	return c;
 fail:
 	conn_close(c);
@@ -1312,7 +1310,7 @@ http_request(struct http_client *cl, const struct http_request *rq, struct http_
 			}
 			c = attempt == 0 ? cache_take(cl, &key, px != NULL) : NULL;
 			reused = c != NULL;
-			if (c == NULL && (c = conn_open(cl, &cur, px, &x, e)) == NULL)
+			if (c == NULL && (c = conn_open(&cur, px, &x, e)) == NULL)
 				return -1;
 			if (e != NULL)
 				err_clear(e);
