@@ -202,18 +202,25 @@ for f in "$TOP"/tools/bench/*.sh; do
 	n=$(basename "$f" .sh)
 	say "tools/bench/$n.sh"
 	if sh "$f" "$BIN" >"$d/ext.out" 2>"$log/$n.err"; then
-		grep -E '^[^|]+\|[^|]*\|[^|]*\|[^|]*$' "$d/ext.out" >>"$rows"
+		grep -E '^.+ \| .* \| .* \| .*$' "$d/ext.out" >>"$rows"
 	else
 		na "tools/bench/$n.sh" "failed (exit $?, see build/bench/$n.err)"
-		grep -E '^[^|]+\|[^|]*\|[^|]*\|[^|]*$' "$d/ext.out" >>"$rows"
+		grep -E '^.+ \| .* \| .* \| .*$' "$d/ext.out" >>"$rows"
 	fi
 done
 
 # ---- the table ------------------------------------------------------------
 echo
 echo "agent-sandbox-server $("$BIN" version 2>/dev/null | head -1 | cut -d' ' -f2) bench, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores; ratio = ours / reference"
-awk -F ' *\\| *' '
-{ for (i = 1; i <= 4; i++) { c[NR, i] = $i; if (length($i) > w[i]) w[i] = length($i) } }
+awk '
+# The last three " | " fields are ours, reference, ratio; a figure may itself
+# contain " | " (e.g. "find | xargs").
+{
+	n = split($0, f, / \| /)
+	fig = f[1]; for (i = 2; i <= n - 3; i++) fig = fig " | " f[i]
+	c[NR, 1] = fig; c[NR, 2] = f[n - 2]; c[NR, 3] = f[n - 1]; c[NR, 4] = f[n]
+	for (i = 1; i <= 4; i++) if (length(c[NR, i]) > w[i]) w[i] = length(c[NR, i])
+}
 END {
 	h[1] = "figure"; h[2] = "ours"; h[3] = "reference"; h[4] = "ratio"
 	for (i = 1; i <= 4; i++) if (length(h[i]) > w[i]) w[i] = length(h[i])
