@@ -7,8 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/json.h"
-#include "../core/manifests_embed.h"
 #include "common.h"
 
 struct cfgload *
@@ -24,6 +22,8 @@ cfgload_free(struct cfgload *L)
 		return;
 	if (L->ops_ready)
 		ops_free(&L->ops);
+	if (L->ms_open)
+		manifest_set_close(&L->ms);
 	free(L);
 }
 
@@ -69,59 +69,39 @@ cfgload_option(struct cfgload *L, const char *name, const char *value)
 	return 0;
 }
 
-/*
- * Manifest lookups. The manifest loader (core/manifest.h) answers these once
- * it is in the tree; until then a manifest is found by its file name in the
- * manifests directory or the embedded table and is an agent when it has a
- * "run" member.
- */
-static int
-manifest_json(const struct cfgload *L, const char *name, struct json_doc *doc)
-{
-	char path[CFG_PATH_MAX + 80], file[80];
-	struct err e;
-	int i;
-
-	snprintf(file, sizeof(file), "%s.json", name);
-	if (L->cfg.manifests_dir[0] != '\0') {
-		snprintf(path, sizeof(path), "%s/%s", L->cfg.manifests_dir, file);
-		if (json_parse_file(doc, path, NULL, &e) == 0)
-			return 0;
-	}
-	for (i = 0; embedded_manifests[i].path != NULL; i++)
-		if (strcmp(embedded_manifests[i].path, file) == 0)
-			return json_parse(doc, (const char *)embedded_manifests[i].data, embedded_manifests[i].len, NULL,
-					  &e);
-	return -1;
-}
-
 enum ops_agent_state
 cfgload_agent_state(const char *name, void *ctx)
 {
-	struct json_doc doc;
-	enum ops_agent_state st;
+	struct cfgload *L = ctx;
+	const manifest_t *m;
+	struct err e;
 
-	if (manifest_json(ctx, name, &doc) != 0)
+	if ((m = manifest_get(&L->ms, name, &e)) == NULL) {
+		if (e.code == NULL || strcmp(e.code, "not_found") != 0)
+			L->merr = e;
 		return OPS_AGENT_UNKNOWN;
-	st = json_get(doc.root, "run") != NULL ? OPS_AGENT_OK : OPS_AGENT_NOT_AGENT;
-	json_free(&doc);
-	return st;
+	}
+	return m->run.n > 0 ? OPS_AGENT_OK : OPS_AGENT_NOT_AGENT;
 }
 
 int
 cfgload_tool_known(const char *name, void *ctx)
 {
-	struct json_doc doc;
+	struct cfgload *L = ctx;
+	struct err e;
 
-	if (manifest_json(ctx, name, &doc) != 0)
+	if (manifest_get(&L->ms, name, &e) == NULL) {
+		if (e.code == NULL || strcmp(e.code, "not_found") != 0)
+			L->merr = e;
 		return 0;
-	json_free(&doc);
+	}
 	return 1;
 }
 
 int
 cfgload_run(struct cfgload *L, struct err *e)
 {
+	struct manifest_opts opts;
 	int i;
 
 	if (config_load(&L->cfg, L->config_file, NULL, L->flags, L->nflags, e) != 0)
@@ -133,8 +113,22 @@ cfgload_run(struct cfgload *L, struct err *e)
 		warnx_line("%s", L->cfg.warn[i]);
 	if (policy_setup(&L->pol, &L->cfg, e) != 0)
 		return -1;
+	opts.platform = manifest_platform_self();
+	if ((opts.allow_unpinned = manifest_unpinned_allowed(L->cfg.environment, e)) < 0)
+		return -1;
+	if (manifest_set_open(&L->ms, L->cfg.manifests_dir[0] ? L->cfg.manifests_dir : NULL, &opts, e) != 0)
+		return -1;
+	L->ms_open = 1;
 	if (ops_init(&L->ops, e) != 0)
 		return -1;
 	L->ops_ready = 1;
-	return ops_build(&L->ops, &L->cfg, cfgload_agent_state, cfgload_tool_known, L, e);
+	err_clear(&L->merr);
+	if (ops_build(&L->ops, &L->cfg, cfgload_agent_state, cfgload_tool_known, L, e) != 0) {
+		/* "no manifest named codex" when codex.json exists but is broken
+		 * would send the reader to the wrong place: say what broke. */
+		if (L->merr.code != NULL)
+			*e = L->merr;
+		return -1;
+	}
+	return 0;
 }

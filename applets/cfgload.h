@@ -7,6 +7,7 @@
  * reads files only; no socket, no process, no secret.
  */
 #include "../core/config.h"
+#include "../core/manifest.h"
 #include "../core/ops.h"
 #include "../core/policy.h"
 
@@ -18,6 +19,9 @@ struct cfgload {
 	struct policy pol;
 	struct ops ops;
 	int ops_ready;
+	struct manifest_set ms;         /* embedded + manifests_dir, this platform */
+	int ms_open;
+	struct err merr;                /* the last manifest failure other than not_found */
 	const char *config_file;                    /* --config */
 	struct config_flag flags[CFGLOAD_MAX_FLAGS];
 	int nflags;
@@ -41,8 +45,9 @@ int cfgload_option(struct cfgload *L, const char *name, const char *value);
  * Returns 0 or -1 with e set. */
 int cfgload_run(struct cfgload *L, struct err *e);
 
-/* Whether tool name has a manifest, and whether it has a run block; for
- * ops_build and check-config. */
+/* Whether tool name has a valid manifest (with its requires closure), and
+ * whether it has a run block; for ops_build. A manifest that exists but does
+ * not load is remembered in merr and reported instead of "unknown". */
 enum ops_agent_state cfgload_agent_state(const char *name, void *ctx);
 int cfgload_tool_known(const char *name, void *ctx);
 

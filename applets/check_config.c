@@ -7,6 +7,7 @@
 
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../core/json.h"
@@ -16,6 +17,7 @@ static const char usage[] =
 	"usage: agent-sandbox-server check-config [--config FILE] [--policy FILE] [--preset NAME]\n"
 	"           [--commands FILE] [--manifests DIR] [--tools-dir DIR] [--state-dir DIR]\n"
 	"           [--mode MODE] [--json] [-v] [-q]\n"
+	"       agent-sandbox-server check-config --manifest FILE...\n"
 	"\n"
 	"Load the configuration (embedded defaults < /etc/agent-sandbox/server.json or\n"
 	"--config < ABX_SERVER_* environment < flags), the policy and the commands file\n"
@@ -33,7 +35,44 @@ static const char usage[] =
 	"  -v                also print every setting with its source\n"
 	"  -q                print nothing; the exit status says valid (0) or not (2)\n"
 	"\n"
+	"  --manifest FILE...  lint manifest files instead (schema 1, pins for this\n"
+	"                    platform, hosts, lockfile beside it); exit 0 when all load\n"
+	"\n"
 	"Exit: 0 valid, 2 invalid (the first error is printed).\n";
+
+/* --manifest FILE...: each file loads on its own (requires are checked
+ * against the other manifests by the full check, not here). */
+static int
+lint_manifests(char **files, int n, int quiet)
+{
+	struct manifest_opts opts;
+	manifest_t *m;
+	struct err e;
+	int i, bad = 0;
+
+	if ((m = malloc(sizeof(*m))) == NULL) {
+		err_printf("internal", "out of memory");
+		return EXIT_FAIL;
+	}
+	opts.platform = manifest_platform_self();
+	if ((opts.allow_unpinned = manifest_unpinned_allowed(getenv("ABX_SERVER_ENV"), &e)) < 0) {
+		free(m);
+		fail(&e);
+		return EXIT_USAGE;
+	}
+	for (i = 0; i < n; i++) {
+		if (manifest_load_file(m, files[i], &opts, &e) != 0) {
+			err_print(&e);
+			bad++;
+			continue;
+		}
+		if (!quiet)
+			printf("ok %s: %s %s%s\n", files[i], m->name, m->version, m->run.n ? " (agent)" : "");
+		manifest_free(m);
+	}
+	free(m);
+	return bad ? EXIT_USAGE : EXIT_OK;
+}
 
 /* The principals allowed op into buf, comma-separated; "(none)" if none. */
 static void
@@ -191,11 +230,12 @@ check_config_main(int argc, char **argv)
 		{"manifests", required_argument, NULL, 0}, {"tools-dir", required_argument, NULL, 0},
 		{"state-dir", required_argument, NULL, 0}, {"mode", required_argument, NULL, 0},
 		{"json", no_argument, NULL, 'j'},         {"help", no_argument, NULL, 'h'},
+		{"manifest", no_argument, NULL, 'M'},
 		{NULL, 0, NULL, 0},
 	};
 	struct cfgload *L;
 	struct err e;
-	int c, idx, json = 0, verbose = 0, quiet = 0, rc;
+	int c, idx, json = 0, verbose = 0, quiet = 0, lint = 0, rc;
 
 	if ((L = cfgload_new()) == NULL) {
 		err_printf("internal", "out of memory");
@@ -208,9 +248,16 @@ check_config_main(int argc, char **argv)
 		case 'j': json = 1; break;
 		case 'v': verbose = 1; break;
 		case 'q': quiet = 1; break;
+		case 'M': lint = 1; break;
 		case 'h': cfgload_free(L); return usage_help(usage);
 		default: cfgload_free(L); return bad_option("check-config", usage, argc, argv);
 		}
+	}
+	if (lint) {
+		cfgload_free(L);
+		if (optind >= argc)
+			return usage_error("check-config", usage, "--manifest needs at least one FILE");
+		return lint_manifests(argv + optind, argc - optind, quiet);
 	}
 	if (optind < argc) {
 		cfgload_free(L);

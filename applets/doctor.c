@@ -27,7 +27,6 @@
 
 #include "../core/fs.h"
 #include "../core/json.h"
-#include "../core/manifests_embed.h"
 #include "cfgload.h"
 
 static const char usage[] =
@@ -424,68 +423,40 @@ add_host(struct hostlist *hl, const char *h)
 		snprintf(hl->h[hl->n++], sizeof(hl->h[0]), "%s", h);
 }
 
+/* Manifests: every one of the set (embedded, then manifests_dir) loads and
+ * validates with its requires closure; their hosts feed --network. */
 static void
-manifest_hosts(const struct json_val *root, struct hostlist *hl)
+check_manifests(struct report *r, struct cfgload *L, struct hostlist *hl)
 {
-	const struct json_val *hosts = json_get(root, "hosts");
-	size_t i;
-
-	if (hosts == NULL || hosts->type != JSON_ARRAY)
-		return;
-	for (i = 0; i < hosts->u.arr.n; i++)
-		if (hosts->u.arr.v[i].type == JSON_STRING)
-			add_host(hl, hosts->u.arr.v[i].u.str.s);
-}
-
-/* Manifests: every embedded one and those of the manifests directory parse
- * (the manifest loader, once in the tree, validates them fully). */
-static void
-check_manifests(struct report *r, const struct config *c, struct hostlist *hl)
-{
-	char path[CFG_PATH_MAX + 300];
-	struct json_doc doc;
+	struct manifest_opts opts;
+	const manifest_t *m;
 	struct err e;
-	int i, n = 0, bad = 0;
+	int i, h, n = 0, bad = 0;
 
-	for (i = 0; embedded_manifests[i].path != NULL; i++) {
-		if (json_parse(&doc, (const char *)embedded_manifests[i].data, embedded_manifests[i].len, NULL, &e) != 0) {
-			line(r, "FAIL", "manifests", "rebuild the binary from a clean tree", "embedded %s: %s",
-			     embedded_manifests[i].path, e.msg);
+	if (!L->ms_open) {
+		opts.platform = manifest_platform_self();
+		opts.allow_unpinned = manifest_unpinned_allowed(L->cfg.environment, &e) > 0;
+		if (manifest_set_open(&L->ms, L->cfg.manifests_dir[0] ? L->cfg.manifests_dir : NULL, &opts, &e) != 0) {
+			line(r, "FAIL", "manifests", "fix manifests_dir / ABX_MANIFESTS_DIR / --manifests", "%s", e.msg);
+			return;
+		}
+		L->ms_open = 1;
+	}
+	for (i = 0; i < L->ms.n; i++) {
+		if ((m = manifest_get(&L->ms, L->ms.ent[i].name, &e)) == NULL) {
+			line(r, "FAIL", "manifests",
+			     "fix the manifest (`agent-sandbox-server check-config --manifest FILE`), or re-pin it with `lock`",
+			     "%s: %s", e.code ? e.code : "internal", e.msg);
 			bad++;
 			continue;
 		}
-		if (strchr(embedded_manifests[i].path, '/') == NULL)
-			manifest_hosts(doc.root, hl), n++;
-		json_free(&doc);
-	}
-	if (c->manifests_dir[0] != '\0') {
-		DIR *d = opendir(c->manifests_dir);
-		struct dirent *de;
-		if (d == NULL) {
-			line(r, "FAIL", "manifests", "fix manifests_dir / ABX_MANIFESTS_DIR / --manifests", "%s: %s",
-			     c->manifests_dir, strerror(errno));
-			return;
-		}
-		while ((de = readdir(d)) != NULL) {
-			size_t l = strlen(de->d_name);
-			if (de->d_name[0] == '.' || l < 6 || strcmp(de->d_name + l - 5, ".json") != 0)
-				continue;
-			snprintf(path, sizeof(path), "%s/%s", c->manifests_dir, de->d_name);
-			if (json_parse_file(&doc, path, NULL, &e) != 0) {
-				line(r, "FAIL", "manifests", "fix the file, or check it with `agent-sandbox-server check-config --manifest FILE`",
-				     "%s", e.msg);
-				bad++;
-				continue;
-			}
-			manifest_hosts(doc.root, hl);
-			json_free(&doc);
-			n++;
-		}
-		closedir(d);
+		n++;
+		for (h = 0; h < m->nhosts; h++)
+			add_host(hl, m->hosts[h]);
 	}
 	if (bad == 0)
-		line(r, "PASS", "manifests", NULL, "%d manifests read%s%s", n, c->manifests_dir[0] ? " (with " : "",
-		     c->manifests_dir[0] ? c->manifests_dir : "");
+		line(r, "PASS", "manifests", NULL, "%d manifests load%s%s%s", n, L->cfg.manifests_dir[0] ? " (with " : "",
+		     L->cfg.manifests_dir[0] ? L->cfg.manifests_dir : "", L->cfg.manifests_dir[0] ? ")" : "");
 }
 
 /* --- system --- */
@@ -889,7 +860,7 @@ doctor_main(int argc, char **argv)
 	tools_chain(&L->cfg, &ch);
 	check_tools_dirs(&r, &L->cfg, &ch);
 	check_installed(&r, &ch);
-	check_manifests(&r, &L->cfg, hl);
+	check_manifests(&r, L, hl);
 	check_root(&r, &L->cfg);
 	check_ca(&r, &L->cfg);
 	check_clock(&r);

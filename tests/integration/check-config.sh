@@ -5,13 +5,7 @@ unset ABX_SERVER_INSTALL_MODE ABX_INSTALL_MODE ABX_TOOLS_DIR ABX_MANIFESTS_DIR A
 	ABX_SERVER_POLICY ABX_SERVER_PRESET ABX_SERVER_COMMANDS ABX_SERVER_AGENTS ABX_SERVER_CONFIG
 
 mkdir -p "$T/m"
-cat >"$T/m/codex.json" <<'J'
-{"schema": 1, "name": "codex", "binary": "codex", "version": "1.0.0", "requires": ["node-runtime"],
- "run": ["{bin}", "exec", "{prompt}"]}
-J
-cat >"$T/m/node-runtime.json" <<'J'
-{"schema": 1, "name": "node-runtime", "binary": "node", "version": "22.0.0"}
-J
+cp "$FIXTURES"/manifests/*.json "$T/m/"
 echo '{}' >"$T/empty.json"
 cat >"$T/server.json" <<'J'
 {"agents": ["codex"], "manifests_dir": "m", "install": {"mode": "offline"}, "tools_dir": "/from/file"}
@@ -141,6 +135,25 @@ if strace -V >/dev/null 2>&1; then
 else
 	skip "introspection under strace" "strace not installed"
 fi
+
+# manifests
+run $CC --manifest "$T/m/codex.json" "$T/m/node-runtime.json"
+expect "--manifest lints good files" 0 "ok $T/m/codex.json: codex 1.2.0 (agent)"
+mkdir "$T/bad"
+sed 's/"hosts": \[[^]]*\],//' "$T/m/codex.json" >"$T/bad/codex.json"
+cp "$T/m/node-runtime.json" "$T/bad/"
+run $CC --manifest "$T/m/node-runtime.json" "$T/bad/codex.json"
+expect "--manifest names the bad file and path" 2 "ok $T/m/node-runtime.json" "install.manifest_invalid: $T/bad/codex.json: \$.hosts"
+printf '{"schema": 1,\n "name": }' >"$T/bad/notjson.json"
+run $CC --manifest "$T/bad/notjson.json"
+expect "--manifest tells not-JSON apart" 2 "" "json.syntax: $T/bad/notjson.json:2:"
+run $CC --manifest
+expect "--manifest without files exits 2" 2 "" "needs at least one FILE"
+rm "$T/bad/notjson.json"
+echo '{"agents": ["codex"]}' >"$T/badagent.json"
+run $CC --config "$T/badagent.json" --manifests "$T/bad"
+expect "an enabled agent with a broken manifest names the manifest error" 2 "" \
+	"install.manifest_invalid: $T/bad/codex.json: \$.hosts"
 
 run $CC --bogus
 expect "unknown option exits 2" 2 "" "usage: agent-sandbox-server check-config"

@@ -74,11 +74,8 @@ else
 fi
 
 # credentials: names only
-cat >"$T/m/codex.json" <<'J'
-{"schema": 1, "name": "codex", "binary": "codex", "version": "1.0.0", "run": ["{bin}", "exec", "{prompt}"],
- "hosts": ["127.0.0.1:PORT"]}
-J
-sed -i "s/PORT/$BUSY/" "$T/m/codex.json"
+cp "$FIXTURES"/manifests/codex.json "$FIXTURES"/manifests/node-runtime.json "$T/m/"
+sed -i "s/127.0.0.1:1/127.0.0.1:$BUSY/g" "$T/m/codex.json" "$T/m/node-runtime.json"
 echo '{"agents": ["codex"], "manifests_dir": "m"}' >"$T/codex.json"
 run env OPENAI_API_KEY=sk-very-secret-value ABX_TOOLS_DIR="$T/tools" $D --config "$T/codex.json"
 expect "a set credential passes, by name" 0 "PASS  credentials: OPENAI_API_KEY is set (agent codex)"
@@ -94,10 +91,15 @@ expect "a port in use warns" 0 "WARN  ports: port $BUSY: Address in use"
 run env ABX_TOOLS_DIR="$T/tools" $D --config "$T/codex.json" --network
 expect "a reachable manifest host passes" 0 "PASS  network: 127.0.0.1:$BUSY is reachable"
 CLOSED=$(port_of)
-sed -i "s/127.0.0.1:$BUSY/127.0.0.1:$CLOSED/" "$T/m/codex.json"
+sed -i "s/127.0.0.1:$BUSY/127.0.0.1:$CLOSED/g" "$T/m/codex.json" "$T/m/node-runtime.json"
 run env ABX_TOOLS_DIR="$T/tools" $D --config "$T/codex.json" --network
 expect "an unreachable manifest host fails" 1 "FAIL  network: 127.0.0.1:$CLOSED: Connection refused"
 check "with a mirror/offline fix" grep -q "fix: allow egress to 127.0.0.1:$CLOSED, or configure install.mirrors" "$T/out"
+
+mkdir "$T/badm"
+printf '{"schema": 1, "name": "broken"}' >"$T/badm/broken.json"
+run env ABX_TOOLS_DIR="$T/tools" $D --manifests "$T/badm"
+expect "a broken manifest fails" 1 "FAIL  manifests: install.manifest_invalid: $T/badm/broken.json"
 
 # configuration errors are a FAIL line, not a crash
 echo '{"install": {"mdoe": "lazy"}}' >"$T/typo.json"
