@@ -1,0 +1,470 @@
+#include "unit.h"
+#include "http_parse.h"
+
+static struct http_req R;
+
+static int
+parse(const char *s)
+{
+	return http_req_parse(&R, s, strlen(s));
+}
+
+/* Every strictly shorter prefix must answer 0 (need more) until the bytes
+ * that decide arrive, and from then on the same answer as one shot: the
+ * server feeds whatever read() returned, split anywhere. */
+static void
+same_when_fed_bytewise(const char *s, size_t len)
+{
+	struct http_req one;
+	int full, k, got, decided = 0;
+
+	full = http_req_parse(&one, s, len);
+	for (k = 1; k <= (int)len; k++) {
+		got = http_req_parse(&R, s, k);
+		if (got == 0) {
+			assert_int_equal(decided, 0);
+			continue;
+		}
+		decided = 1;
+		assert_int_equal(got, full);
+		if (got < 0)
+			assert_int_equal(R.status, one.status);
+		else
+			break;
+	}
+	assert_int_equal(decided || full == 0, 1);
+}
+
+static void
+expect_status(const char *s, int status)
+{
+	int rc = parse(s);
+
+	if (rc != -1)
+		fail_msg("expected %d, parse returned %d for: %s", status, rc, s);
+	if (R.status != status)
+		fail_msg("expected %d, got %d (%s) for: %s", status, R.status, R.why, s);
+	same_when_fed_bytewise(s, strlen(s));
+}
+
+static int
+view_is(struct http_view v, const char *s)
+{
+	return v.n == strlen(s) && memcmp(v.p, s, v.n) == 0;
+}
+
+/* ---- hostile inputs first ---- */
+
+static void
+test_smuggling_shapes(void **state)
+{
+	expect_status("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n", 400);
+	expect_status("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n", 400);
+	expect_status("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\n", 400);
+	expect_status("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n", 400);
+	expect_status("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3, 3\r\n\r\n", 400);
+	expect_status("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n", 400);
+	expect_status("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", 400);
+	expect_status("POST / HTTP/1.1\r\nHost: a\r\nContent-Length : 3\r\n\r\n", 400);
+	expect_status("POST / HTTP/1.1\r\nHost: a\r\n Content-Length: 3\r\n\r\n", 400);
+}
+
+static void
+test_bad_content_length(void **state)
+{
+	static const char *bad[] = {"abc", "-1", "+5", "0x10", "1 2", "1.0", "", "1234567890123456789", "5a"};
+	char buf[256];
+	size_t i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(buf, sizeof(buf), "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: %s\r\n\r\n", bad[i]);
+		expect_status(buf, 400);
+	}
+	assert_true(parse("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 000123456789012345678\r\n\r\n") == -1);
+	assert_true(parse("POST / HTTP/1.1\r\nHost: a\r\nContent-Length:  42 \r\n\r\n") > 0);
+	assert_int_equal(R.content_length, 42);
+}
+
+static void
+test_transfer_encoding_other_than_chunked_is_501(void **state)
+{
+	expect_status("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n", 501);
+	expect_status("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501);
+	expect_status("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, chunked\r\n\r\n", 501);
+	expect_status("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: identity\r\n\r\n", 501);
+	assert_true(parse("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: ChunKed\r\n\r\n") > 0);
+	assert_int_equal(R.chunked, 1);
+}
+
+static void
+test_obs_fold_and_bad_fields(void **state)
+{
+	expect_status("GET / HTTP/1.1\r\nHost: a\r\nX-A: 1\r\n  continued\r\n\r\n", 400);
+	expect_status("GET / HTTP/1.1\r\nHost: a\r\nX-A: 1\r\n\tcontinued\r\n\r\n", 400);
+	expect_status("GET / HTTP/1.1\r\nHost: a\r\nBad Header: x\r\n\r\n", 400);
+	expect_status("GET / HTTP/1.1\r\nHost: a\r\nX(y): 1\r\n\r\n", 400);
+	expect_status("GET / HTTP/1.1\r\nHost: a\r\n: novalue\r\n\r\n", 400);
+	expect_status("GET / HTTP/1.1\r\nHost: a\r\nNoColon\r\n\r\n", 400);
+	expect_status("GET / HTTP/1.1\r\nHost: a\r\nX-A: a\x01b\r\n\r\n", 400);
+	expect_status("GET / HTTP/1.1\r\nHost: a\r\nX-A: a\x7f\r\n\r\n", 400);
+	expect_status("GET / HTTP/1.1\r\nHost: a\r\nX-A: a\rb\r\n\r\n", 400);
+	expect_status("GET / HTTP/1.1\r\nHost: a\nX-A: b\r\n\r\n", 400);
+	expect_status("GET / HTTP/1.1\nHost: a\r\n\r\n", 400);
+	expect_status("GET / HTTP/1.1\r\nHost: a\r\n\n", 400);
+	expect_status("GET / HTTP/1.1\r\nHost: a\r\n\rX", 400);
+	expect_status("\rGET / HTTP/1.1\r\nHost: a\r\n\r\n", 400);
+	/* NUL inside a value */
+	{
+		static const char nul[] = "GET / HTTP/1.1\r\nHost: a\r\nX-A: a\0b\r\n\r\n";
+		assert_int_equal(http_req_parse(&R, nul, sizeof(nul) - 1), -1);
+		assert_int_equal(R.status, 400);
+		same_when_fed_bytewise(nul, sizeof(nul) - 1);
+	}
+}
+
+static void
+test_host_rules(void **state)
+{
+	expect_status("GET / HTTP/1.1\r\n\r\n", 400);
+	expect_status("GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n", 400);
+	expect_status("GET / HTTP/1.1\r\nHost: a/b\r\n\r\n", 400);
+	expect_status("GET / HTTP/1.1\r\nHost: a b\r\n\r\n", 400);
+	expect_status("GET / HTTP/1.1\r\nHost: user@a\r\n\r\n", 400);
+	assert_true(parse("GET / HTTP/1.1\r\nHost: [::1]:9000\r\n\r\n") > 0);
+	assert_true(parse("GET / HTTP/1.1\r\nHost:\r\n\r\n") > 0);
+	assert_true(parse("GET / HTTP/1.0\r\n\r\n") > 0);
+}
+
+static void
+test_malformed_request_line(void **state)
+{
+	expect_status("GET  / HTTP/1.1\r\nHost: a\r\n\r\n", 400);
+	expect_status("GET /  HTTP/1.1\r\nHost: a\r\n\r\n", 400);
+	expect_status(" GET / HTTP/1.1\r\nHost: a\r\n\r\n", 400);
+	expect_status("GET /\r\nHost: a\r\n\r\n", 400);
+	expect_status("GET / HTTP/1.1 x\r\nHost: a\r\n\r\n", 400);
+	expect_status("GET / http/1.1\r\nHost: a\r\n\r\n", 400);
+	expect_status("GET / HTTP/1.x\r\nHost: a\r\n\r\n", 400);
+	expect_status("GET / HTTP/11\r\nHost: a\r\n\r\n", 400);
+	expect_status("GET / HTTP/1.10\r\nHost: a\r\n\r\n", 400);
+	expect_status("G(T / HTTP/1.1\r\nHost: a\r\n\r\n", 400);
+	expect_status("GET\t/ HTTP/1.1\r\nHost: a\r\n\r\n", 400);
+	expect_status("GET /a\x80 HTTP/1.1\r\nHost: a\r\n\r\n", 400);
+	expect_status("GET a HTTP/1.1\r\nHost: a\r\n\r\n", 400);
+	expect_status("GET /a#frag HTTP/1.1\r\nHost: a\r\n\r\n", 400);
+	expect_status("GET /a%zz HTTP/1.1\r\nHost: a\r\n\r\n", 400);
+	expect_status("GET /a%4 HTTP/1.1\r\nHost: a\r\n\r\n", 400);
+	expect_status("GET /a<b> HTTP/1.1\r\nHost: a\r\n\r\n", 400);
+	expect_status("GET * HTTP/1.1\r\nHost: a\r\n\r\n", 400);
+	expect_status("GET http:///x HTTP/1.1\r\nHost: a\r\n\r\n", 400);
+	expect_status("CONNECT a:443 HTTP/1.1\r\nHost: a\r\n\r\n", 400);
+	expect_status("GET / HTTP/2.0\r\nHost: a\r\n\r\n", 505);
+	expect_status("GET / HTTP/0.9\r\nHost: a\r\n\r\n", 505);
+	expect_status("ABCDEFGHIJKLMNOPQRSTUVWXYZ / HTTP/1.1\r\nHost: a\r\n\r\n", 501);
+}
+
+static void
+test_limits(void **state)
+{
+	static char buf[HTTP_REQ_HEAD_MAX + HTTP_REQ_TARGET_MAX + 256];
+	size_t n;
+	int i;
+
+	/* target one byte over: 414 before the rest arrives */
+	n = (size_t)snprintf(buf, sizeof(buf), "GET /");
+	memset(buf + n, 'a', HTTP_REQ_TARGET_MAX);
+	n += HTTP_REQ_TARGET_MAX;
+	assert_int_equal(http_req_parse(&R, buf, n), -1);
+	assert_int_equal(R.status, 414);
+	/* exactly at the limit is fine */
+	n = (size_t)snprintf(buf, sizeof(buf), "GET /");
+	memset(buf + n, 'a', HTTP_REQ_TARGET_MAX - 1);
+	n += HTTP_REQ_TARGET_MAX - 1;
+	n += (size_t)snprintf(buf + n, sizeof(buf) - n, " HTTP/1.1\r\nHost: a\r\n\r\n");
+	assert_int_equal(http_req_parse(&R, buf, n), (int)n);
+	assert_int_equal(R.path.n, HTTP_REQ_TARGET_MAX);
+
+	/* head: one big field, never ending */
+	n = (size_t)snprintf(buf, sizeof(buf), "GET / HTTP/1.1\r\nHost: a\r\nX-Big: ");
+	memset(buf + n, 'b', HTTP_REQ_HEAD_MAX - n);
+	n = HTTP_REQ_HEAD_MAX;
+	assert_int_equal(http_req_parse(&R, buf, n - 1), 0);
+	assert_int_equal(http_req_parse(&R, buf, n), -1);
+	assert_int_equal(R.status, 431);
+	/* complete but over the limit by one byte */
+	n = (size_t)snprintf(buf, sizeof(buf), "GET / HTTP/1.1\r\nHost: a\r\nX-Big: ");
+	memset(buf + n, 'b', HTTP_REQ_HEAD_MAX - n - 3);
+	n = HTTP_REQ_HEAD_MAX - 3;
+	memcpy(buf + n, "\r\n\r\n", 4);
+	assert_int_equal(http_req_parse(&R, buf, n + 4), -1);
+	assert_int_equal(R.status, 431);
+	/* and exactly at it */
+	n = (size_t)snprintf(buf, sizeof(buf), "GET / HTTP/1.1\r\nHost: a\r\nX-Big: ");
+	memset(buf + n, 'b', HTTP_REQ_HEAD_MAX - n - 4);
+	n = HTTP_REQ_HEAD_MAX - 4;
+	memcpy(buf + n, "\r\n\r\n", 4);
+	assert_int_equal(http_req_parse(&R, buf, n + 4), HTTP_REQ_HEAD_MAX);
+
+	/* field count: 100 fine (Host + 99), 101 is 431 */
+	n = (size_t)snprintf(buf, sizeof(buf), "GET / HTTP/1.1\r\nHost: a\r\n");
+	for (i = 0; i < HTTP_REQ_MAX_FIELDS - 1; i++)
+		n += (size_t)snprintf(buf + n, sizeof(buf) - n, "X-%d: v\r\n", i);
+	memcpy(buf + n, "\r\n", 3);
+	assert_int_equal(http_req_parse(&R, buf, n + 2), (int)n + 2);
+	assert_int_equal(R.nfields, HTTP_REQ_MAX_FIELDS);
+	n += (size_t)snprintf(buf + n, sizeof(buf) - n, "X-last: v\r\n\r\n");
+	assert_int_equal(http_req_parse(&R, buf, n), -1);
+	assert_int_equal(R.status, 431);
+}
+
+/* ---- well-formed requests ---- */
+
+static void
+test_simple_get(void **state)
+{
+	const char *s = "GET /health?x=1&y HTTP/1.1\r\nHost: localhost:9000\r\nUser-Agent: t \r\nAccept:*/*\r\n\r\n";
+
+	assert_int_equal(parse(s), (int)strlen(s));
+	assert_true(view_is(R.method, "GET"));
+	assert_true(view_is(R.target, "/health?x=1&y"));
+	assert_true(view_is(R.path, "/health"));
+	assert_true(view_is(R.query, "x=1&y"));
+	assert_int_equal(R.has_query, 1);
+	assert_int_equal(R.minor, 1);
+	assert_int_equal(R.keep_alive, 1);
+	assert_int_equal(R.content_length, -1);
+	assert_int_equal(R.nfields, 3);
+	assert_true(view_is(http_req_field(&R, "user-agent")->value, "t"));
+	assert_true(view_is(http_req_field(&R, "ACCEPT")->value, "*/*"));
+	assert_null(http_req_field(&R, "accept-encoding"));
+	assert_int_equal(http_req_field_count(&R, "host"), 1);
+	same_when_fed_bytewise(s, strlen(s));
+}
+
+static void
+test_keep_alive_rules(void **state)
+{
+	assert_true(parse("GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n") > 0);
+	assert_int_equal(R.keep_alive, 0);
+	assert_true(parse("GET / HTTP/1.1\r\nHost: a\r\nConnection: Upgrade, CLOSE\r\n\r\n") > 0);
+	assert_int_equal(R.keep_alive, 0);
+	assert_true(parse("GET / HTTP/1.0\r\n\r\n") > 0);
+	assert_int_equal(R.keep_alive, 0);
+	assert_int_equal(R.minor, 0);
+	assert_true(parse("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n") > 0);
+	assert_int_equal(R.keep_alive, 1);
+	assert_true(parse("GET / HTTP/1.5\r\nHost: a\r\n\r\n") > 0);
+	assert_int_equal(R.minor, 1);
+	assert_true(parse("POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-Continue\r\nContent-Length: 2\r\n\r\n") > 0);
+	assert_int_equal(R.expect_continue, 1);
+}
+
+static void
+test_target_forms(void **state)
+{
+	assert_true(parse("GET http://example.com:9000/v1/ops?a=b HTTP/1.1\r\nHost: x\r\n\r\n") > 0);
+	assert_true(view_is(R.path, "/v1/ops"));
+	assert_true(view_is(R.query, "a=b"));
+	assert_true(parse("GET HTTPS://example.com HTTP/1.1\r\nHost: x\r\n\r\n") > 0);
+	assert_true(view_is(R.path, "/"));
+	assert_int_equal(R.has_query, 0);
+	assert_true(parse("OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n") > 0);
+	assert_true(view_is(R.path, "*"));
+	assert_true(parse("GET /a%2Fb/%7e?q=%20 HTTP/1.1\r\nHost: x\r\n\r\n") > 0);
+	assert_true(view_is(R.path, "/a%2Fb/%7e"));
+	assert_true(parse("GET /? HTTP/1.1\r\nHost: x\r\n\r\n") > 0);
+	assert_int_equal(R.has_query, 1);
+	assert_int_equal(R.query.n, 0);
+}
+
+static void
+test_leading_crlf_and_pipelining(void **state)
+{
+	const char *two = "\r\n\r\nGET /a HTTP/1.1\r\nHost: a\r\n\r\nGET /b HTTP/1.1\r\nHost: a\r\n\r\n";
+	int n = parse(two);
+
+	assert_int_equal(n, (int)(strlen(two) / 2 + 2));
+	assert_true(view_is(R.path, "/a"));
+	assert_int_equal(http_req_parse(&R, two + n, strlen(two) - n), (int)strlen(two) - n);
+	assert_true(view_is(R.path, "/b"));
+}
+
+static void
+test_every_prefix_needs_more(void **state)
+{
+	const char *s = "POST /v1/ops/x?y=1 HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nX-Access-Token: t\r\n\r\n";
+	size_t k;
+
+	for (k = 0; k < strlen(s); k++)
+		assert_int_equal(http_req_parse(&R, s, k), 0);
+	assert_int_equal(http_req_parse(&R, s, strlen(s)), (int)strlen(s));
+	assert_int_equal(R.content_length, 5);
+}
+
+/* ---- chunked ---- */
+
+static int
+decode_all(const char *in, size_t len, char *out, size_t *olen, uint64_t max, struct http_req_chunked *c)
+{
+	size_t n;
+	int rc;
+
+	http_req_chunked_init(c, max);
+	rc = http_req_chunked_decode(c, in, len, out, &n);
+	*olen = n;
+	return rc;
+}
+
+static int
+decode_bytewise(const char *in, size_t len, char *out, size_t *olen, uint64_t max, struct http_req_chunked *c)
+{
+	size_t i, n, total = 0;
+	int rc, used = 0;
+
+	http_req_chunked_init(c, max);
+	for (i = 0; i < len && !c->done; i++) {
+		rc = http_req_chunked_decode(c, in + i, 1, out + total, &n);
+		if (rc < 0)
+			return -1;
+		used += rc;
+		total += n;
+	}
+	*olen = total;
+	return used;
+}
+
+static void
+chunk_ok(const char *in, const char *want, size_t want_used)
+{
+	struct http_req_chunked c;
+	char out[256], out2[256], inplace[256];
+	size_t n, n2;
+
+	if (want_used == 0)
+		want_used = strlen(in);
+	assert_int_equal(decode_all(in, strlen(in), out, &n, 1 << 20, &c), (int)want_used);
+	assert_int_equal(c.done, 1);
+	assert_int_equal(n, strlen(want));
+	assert_memory_equal(out, want, n);
+	assert_int_equal(decode_bytewise(in, strlen(in), out2, &n2, 1 << 20, &c), (int)want_used);
+	assert_int_equal(c.done, 1);
+	assert_int_equal(n2, n);
+	assert_memory_equal(out2, want, n);
+	/* in place */
+	memcpy(inplace, in, strlen(in));
+	http_req_chunked_init(&c, 1 << 20);
+	assert_int_equal(http_req_chunked_decode(&c, inplace, strlen(in), inplace, &n), (int)want_used);
+	assert_memory_equal(inplace, want, n);
+}
+
+static void
+chunk_bad(const char *in, size_t len, int status, uint64_t max)
+{
+	struct http_req_chunked c;
+	char out[8192];
+	size_t n;
+
+	assert_int_equal(decode_all(in, len, out, &n, max, &c), -1);
+	assert_int_equal(c.status, status);
+	assert_int_equal(decode_bytewise(in, len, out, &n, max, &c), -1);
+	assert_int_equal(c.status, status);
+	/* sticky */
+	assert_int_equal(http_req_chunked_decode(&c, "0\r\n\r\n", 5, out, &n), -1);
+}
+
+#define BAD(s, st) chunk_bad(s, sizeof(s) - 1, st, 1 << 20)
+
+static void
+test_chunked_good(void **state)
+{
+	chunk_ok("5\r\nhello\r\n0\r\n\r\n", "hello", 15);
+	/* 0 below: the whole input */
+	chunk_ok("5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n", "hello world", 0);
+	chunk_ok("A\r\n0123456789\r\n0\r\n\r\n", "0123456789", 0);
+	chunk_ok("a;name=val;x=\"q s\"\r\n0123456789\r\n0\r\n\r\n", "0123456789", 0);
+	chunk_ok("3 ;x\r\nabc\r\n0\r\n\r\n", "abc", 0);
+	chunk_ok("0\r\n\r\n", "", 0);
+	chunk_ok("0000000000000003\r\nabc\r\n0\r\nX-Trailer: v\r\nY: \r\n\r\n", "abc", 0);
+	/* what follows the body is the next request's */
+	chunk_ok("2\r\nhi\r\n0\r\n\r\nGET / HTTP/1.1\r\n", "hi", 12);
+}
+
+static void
+test_chunked_bad(void **state)
+{
+	static char longext[HTTP_REQ_CHUNK_LINE_MAX + 16];
+	static char bigtrailer[HTTP_REQ_TRAILER_MAX + 64];
+	char many[HTTP_REQ_MAX_TRAILERS * 8 + 64];
+	size_t n;
+	int i;
+
+	BAD("\r\n", 400);
+	BAD("x\r\n", 400);
+	BAD(";x\r\n", 400);
+	BAD("5 x\r\nhello\r\n0\r\n\r\n", 400);
+	BAD("5\nhello\r\n0\r\n\r\n", 400);
+	BAD("5\rhello\r\n0\r\n\r\n", 400);
+	BAD("5\r\nhelloX\r\n0\r\n\r\n", 400);
+	BAD("5\r\nhello\rX0\r\n\r\n", 400);
+	BAD("5\r\nhello0\r\n\r\n", 400);
+	BAD("5;a\x01\r\nhello\r\n0\r\n\r\n", 400);
+	BAD("-5\r\nhello\r\n0\r\n\r\n", 400);
+	BAD("0x5\r\nhello\r\n0\r\n\r\n", 400);
+	BAD("10000000000000000\r\n", 400);       /* 17 digits */
+	BAD("ffffffffffffffff\r\n", 413);        /* fits in 64 bits, over max body */
+	BAD("0\r\n X: y\r\n\r\n", 400);           /* obs-fold in trailers */
+	BAD("0\r\nX y: z\r\n\r\n", 400);
+	BAD("0\r\nX: a\x01\r\n\r\n", 400);
+	BAD("0\r\nX: a\n\r\n", 400);
+	BAD("0\r\n\rX", 400);
+	chunk_bad("6\r\nabcdef\r\n0\r\n\r\n", 17, 413, 5);
+	chunk_bad("3\r\nabc\r\n3\r\ndef\r\n0\r\n\r\n", 22, 413, 5);
+
+	memset(longext, 'e', sizeof(longext));
+	memcpy(longext, "5;", 2);
+	chunk_bad(longext, sizeof(longext), 400, 1 << 20);
+
+	memcpy(bigtrailer, "0\r\nX: ", 6);
+	memset(bigtrailer + 6, 'v', sizeof(bigtrailer) - 6);
+	chunk_bad(bigtrailer, sizeof(bigtrailer), 400, 1 << 20);
+
+	n = (size_t)snprintf(many, sizeof(many), "0\r\n");
+	for (i = 0; i <= HTTP_REQ_MAX_TRAILERS; i++)
+		n += (size_t)snprintf(many + n, sizeof(many) - n, "X%d: v\r\n", i);
+	chunk_bad(many, n, 400, 1 << 20);
+}
+
+static void
+test_chunked_exact_limit(void **state)
+{
+	struct http_req_chunked c;
+	char out[16];
+	size_t n;
+
+	assert_int_equal(decode_all("5\r\nhello\r\n0\r\n\r\n", 15, out, &n, 5, &c), 15);
+	assert_int_equal(c.done, 1);
+	assert_int_equal(c.total, 5);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_smuggling_shapes),
+		cmocka_unit_test(test_bad_content_length),
+		cmocka_unit_test(test_transfer_encoding_other_than_chunked_is_501),
+		cmocka_unit_test(test_obs_fold_and_bad_fields),
+		cmocka_unit_test(test_host_rules),
+		cmocka_unit_test(test_malformed_request_line),
+		cmocka_unit_test(test_limits),
+		cmocka_unit_test(test_simple_get),
+		cmocka_unit_test(test_keep_alive_rules),
+		cmocka_unit_test(test_target_forms),
+		cmocka_unit_test(test_leading_crlf_and_pipelining),
+		cmocka_unit_test(test_every_prefix_needs_more),
+		cmocka_unit_test(test_chunked_good),
+		cmocka_unit_test(test_chunked_bad),
+		cmocka_unit_test(test_chunked_exact_limit),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
