@@ -25,6 +25,8 @@ ERRCODE("request.rate_limited", 429, "too many concurrent requests for this oper
 ERRCODE("request.method", 405, "method not allowed for this path", NULL)
 ERRCODE("request.uri_too_long", 414, "the request target is too long", NULL)
 ERRCODE("request.headers_too_large", 431, "the request headers are too large", NULL)
+ERRCODE("request.not_implemented", 501, "the request uses a feature this server does not implement", NULL)
+ERRCODE("request.version", 505, "the HTTP version is not supported", "use HTTP/1.1")
 ERRCODE("not_found", 404, "no such resource", NULL)
 ERRCODE("config.invalid", 500, "the configuration is invalid", "run `agent-sandbox-server check-config`")
 ERRCODE("config.state_dir_unsafe", 500, "a state or tools directory is unsafe", "make the directory owned by the server user with mode 0700")
