@@ -1,0 +1,73 @@
+# healthcheck: exit 0 iff GET /health answers 200 within 2 s; silent unless
+# -v. Peers: our serve, Python's http.server (a server without /health),
+# a Python listener that accepts and never answers, a closed port.
+. "$TOP/tests/lib.sh"
+
+PY=$(python3 -c 'import sys; print(sys.executable)')
+ms_now() { date +%s%3N; }
+
+run "$BIN" healthcheck --help
+expect "healthcheck --help exits 0" 0 "usage: agent-sandbox-server healthcheck"
+run "$BIN" healthcheck --bogus
+expect "healthcheck unknown option exits 1 (2 is reserved by container runtimes)" 1 "" "unknown option --bogus"
+run "$BIN" healthcheck --port 0
+expect "healthcheck --port 0 is a usage error" 1 "" "--port 0"
+
+if ! start_serve; then
+	not_ok "serve for healthcheck" "did not start: $(head -3 "$T/serve.err")"
+	exit 1
+fi
+run "$BIN" healthcheck --port "$PORT"
+expect "serve --port 0 + healthcheck --port N: exit 0" 0
+check "healthcheck is silent without -v" sh -c "[ ! -s '$T/out' ] && [ ! -s '$T/err' ]"
+run "$BIN" healthcheck -v --host 127.0.0.1 --port "$PORT"
+expect "healthcheck -v prints the status line" 0 "HTTP/1.1 200 OK"
+run "$BIN" healthcheck "--port=$PORT" "--host=127.0.0.1"
+expect "healthcheck --port=N --host=H" 0
+ln -s "$BIN" "$T/agent-sandbox-healthcheck"
+run "$T/agent-sandbox-healthcheck" --port "$PORT"
+expect "healthcheck by argv[0] agent-sandbox-healthcheck" 0
+check "the check is in serve's access log" grep -q ' GET /health 200 ' "$T/serve.err"
+kill "$SERVE_PID"
+wait "$SERVE_PID"
+check "serve exits 0 after SIGTERM" test $? -eq 0
+
+# Closed port: refused at once.
+port=$("$PY" -S "$FIXTURES/httpprobe.py" freeport)
+t0=$(ms_now)
+run "$BIN" healthcheck --port "$port"
+t1=$(ms_now)
+expect "healthcheck on a closed port: exit 1" 1
+check "healthcheck on a closed port: silent" sh -c "[ ! -s '$T/out' ] && [ ! -s '$T/err' ]"
+check "healthcheck on a closed port: within 2.5 s (took $((t1 - t0)) ms)" test $((t1 - t0)) -lt 2500
+run "$BIN" healthcheck -v --port "$port"
+expect "healthcheck -v says why" 1 "" "Connection refused"
+
+# A listener that accepts and never answers: the 2 s bound.
+"$PY" -S "$FIXTURES/httpprobe.py" blackhole >"$T/bh.out" 2>/dev/null &
+_pids="$_pids $!"
+if wait_for_line "$T/bh.out" '^[0-9]' 5; then
+	t0=$(ms_now)
+	run "$BIN" healthcheck --port "$(head -1 "$T/bh.out")"
+	t1=$(ms_now)
+	expect "healthcheck on a silent listener: exit 1" 1
+	check "healthcheck on a silent listener: gives up after 2 s, within 2.5 s (took $((t1 - t0)) ms)" \
+		sh -c "[ $((t1 - t0)) -ge 1900 ] && [ $((t1 - t0)) -lt 2500 ]"
+else
+	not_ok "silent listener" "fixture did not start"
+fi
+
+# An independent server without /health: 404 is unhealthy.
+mkdir "$T/www"
+(cd "$T/www" && exec "$PY" -u -m http.server --bind 127.0.0.1 0) >"$T/www.out" 2>&1 &
+_pids="$_pids $!"
+if wait_for_line "$T/www.out" 'port [0-9]' 10; then
+	wport=$(sed -n 's/.* port \([0-9]*\).*/\1/p' "$T/www.out" | head -1)
+	run "$BIN" healthcheck -v --port "$wport"
+	expect "healthcheck against a server answering 404: exit 1" 1 "" "404"
+	echo ok >"$T/www/health"
+	run "$BIN" healthcheck --port "$wport"
+	expect "healthcheck against Python's http.server serving /health: exit 0" 0
+else
+	skip "healthcheck against http.server" "http.server did not start"
+fi

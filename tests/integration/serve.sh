@@ -1,0 +1,185 @@
+# serve: /health, the error envelope, strict parsing (every malformed
+# request gets its status and a closed connection, and the server keeps
+# serving), keep-alive, pipelining, connection slots, deadlines, SIGTERM
+# drain, the access log. Peers: Python sockets (tests/fixtures).
+. "$TOP/tests/lib.sh"
+
+# The interpreter itself, not a version-manager shim (those cost ~0.4 s
+# per start, and this file starts Python ~40 times); -S skips site
+# packages, which these stdlib-only fixtures do not need.
+PY=$(python3 -c 'import sys; print(sys.executable)')
+http_raw() { "$PY" -S "$FIXTURES/rawhttp.py" "$1"; }
+probe() { "$PY" -S "$FIXTURES/httpprobe.py" "$@"; }
+ms_now() { date +%s%3N; }
+
+run "$BIN" serve --help
+expect "serve --help exits 0" 0 "usage: agent-sandbox-server serve"
+run "$BIN" serve --bogus
+expect "serve unknown option exits 2" 2 "" "usage: agent-sandbox-server serve"
+run "$BIN" serve --port 70000
+expect "serve --port out of range exits 2" 2 "" "--port 70000"
+run "$BIN" serve --max-connections 0
+expect "serve --max-connections 0 exits 2" 2 "" "--max-connections"
+
+if ! start_serve; then
+	not_ok "serve --port 0 prints the port" "no port line: $(cat "$T/serve.out" "$T/serve.err" | head -5)"
+	exit 1
+fi
+ok "serve --port 0 prints the port alone on the first line"
+check "the port is a number above 0" test "$PORT" -gt 0
+
+version=$("$BIN" version --json | sed 's/.*"version":"\([^"]*\)".*/\1/')
+printf 'GET /health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' | http_raw "$PORT" >"$T/r" 2>"$T/rerr"
+check "GET /health is 200" grep -q '^HTTP/1.1 200 OK' "$T/r"
+check "GET /health body is status ok and the version" \
+	grep -qF "{\"status\":\"ok\",\"version\":\"$version\"}" "$T/r"
+check "GET /health is application/json with Content-Length" \
+	sh -c "grep -q '^Content-Type: application/json' '$T/r' && grep -q '^Content-Length: 33' '$T/r'"
+
+printf 'GET /nope HTTP/1.1\r\nHost: t\r\n\r\n' | http_raw "$PORT" >"$T/r" 2>"$T/rerr"
+check "unknown path is 404" grep -q '^HTTP/1.1 404 ' "$T/r"
+check "404 body is the envelope with not_found" \
+	grep -qF '{"error":{"code":"not_found","message":"no such resource: /nope","details":{},"remedy":null}}' "$T/r"
+check "an error answer closes the connection" sh -c "grep -q '^Connection: close' '$T/r' && grep -q CLOSED '$T/rerr'"
+
+printf 'DELETE /health HTTP/1.1\r\nHost: t\r\n\r\n' | http_raw "$PORT" >"$T/r" 2>"$T/rerr"
+check "wrong method is 405" grep -q '^HTTP/1.1 405 ' "$T/r"
+check "405 names the allowed methods" grep -q '^Allow: GET, HEAD' "$T/r"
+check "405 envelope code is request.method" grep -q '"code":"request.method"' "$T/r"
+
+printf 'HEAD /health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' | http_raw "$PORT" >"$T/r" 2>"$T/rerr"
+check "HEAD /health is 200 without a body" \
+	sh -c "grep -q '^HTTP/1.1 200' '$T/r' && grep -q '^Content-Length: 33' '$T/r' && ! grep -q status '$T/r'"
+
+printf 'GET /health HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n5;x=y\r\nhello\r\n0\r\nT: v\r\n\r\n' |
+	http_raw "$PORT" >"$T/r" 2>"$T/rerr"
+check "a well-formed chunked body is accepted" grep -q '^HTTP/1.1 200' "$T/r"
+printf 'GET /health HTTP/1.0\r\n\r\n' | http_raw "$PORT" >"$T/r" 2>"$T/rerr"
+check "HTTP/1.0 without Host is served and closed" sh -c "grep -q '^HTTP/1.1 200' '$T/r' && grep -q CLOSED '$T/rerr'"
+
+# Malformed and oversized requests: NAME STATUS, request bytes on stdin.
+malformed() {
+	_name=$1 _want=$2
+	http_raw "$PORT" >"$T/r" 2>"$T/rerr"
+	_got=$(head -1 "$T/r" | cut -d' ' -f2)
+	if [ "$_got" != "$_want" ]; then
+		not_ok "$_name -> $_want" "got '$(head -1 "$T/r" | tr -d '\r')'"
+	elif ! grep -q CLOSED "$T/rerr"; then
+		not_ok "$_name -> $_want" "connection not closed"
+	elif ! grep -q '"error":{"code":"request\.' "$T/r"; then
+		not_ok "$_name -> $_want" "no error envelope: $(tail -c 200 "$T/r")"
+	else
+		ok "$_name -> $_want and closed"
+	fi
+}
+H='Host: t\r\n'
+printf "POST /health HTTP/1.1\r\n${H}Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" | malformed "Content-Length with Transfer-Encoding" 400
+printf "POST /health HTTP/1.1\r\n${H}Content-Length: 5\r\nContent-Length: 5\r\n\r\nhello" | malformed "double Content-Length" 400
+printf "POST /health HTTP/1.1\r\n${H}Content-Length: 5x\r\n\r\nhello" | malformed "bad Content-Length" 400
+printf "POST /health HTTP/1.1\r\n${H}Content-Length: -1\r\n\r\n" | malformed "negative Content-Length" 400
+printf "GET /health HTTP/1.1\r\n${H}X-A: 1\r\n folded\r\n\r\n" | malformed "obs-fold" 400
+printf "GET /health HTTP/1.1\r\n${H}Bad Name: 1\r\n\r\n" | malformed "bad header name" 400
+printf "GET /health HTTP/1.1\r\n${H}X-A: a\001b\r\n\r\n" | malformed "control byte in a header value" 400
+printf "GET /health HTTP/1.1\r\n${H}X-A: a\rb\r\n\r\n" | malformed "bare CR" 400
+printf "GET /health HTTP/1.1\r\nConnection: close\r\n\r\n" | malformed "HTTP/1.1 without Host" 400
+printf "GET /health HTTP/1.1\r\n${H}${H}\r\n" | malformed "two Host fields" 400
+printf "GET  /health HTTP/1.1\r\n${H}\r\n" | malformed "malformed request line" 400
+printf "GET /health HTTP/1.1\n${H}\r\n" | malformed "bare LF" 400
+printf "GET /health HTTP/1.1\r\n${H}Transfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n" | malformed "bad chunk size" 400
+printf "GET /health HTTP/1.1\r\n${H}Transfer-Encoding: chunked\r\n\r\n5\r\nhelloXX0\r\n\r\n" | malformed "chunk without CRLF" 400
+printf "GET /health HTTP/1.1\r\n${H}Transfer-Encoding: chunked\r\n\r\n10000000000000000\r\n" | malformed "chunk size overflow" 400
+printf "GET /health HTTP/1.1\r\n${H}Transfer-Encoding: gzip\r\n\r\n" | malformed "unsupported Transfer-Encoding" 501
+printf "GET /health HTTP/2.0\r\n${H}\r\n" | malformed "HTTP/2.0 request line" 505
+{ printf "GET /health HTTP/1.1\r\n${H}X-Big: "; head -c 17000 /dev/zero | tr '\0' a; printf "\r\n\r\n"; } | malformed "header too big" 431
+{ printf "GET /health HTTP/1.1\r\n${H}"; i=0; while [ $i -lt 101 ]; do printf "X-$i: v\r\n"; i=$((i + 1)); done; printf "\r\n"; } | malformed "101 header fields" 431
+{ printf "GET /"; head -c 9000 /dev/zero | tr '\0' a; printf " HTTP/1.1\r\n${H}\r\n"; } | malformed "target too long" 414
+printf "POST /health HTTP/1.1\r\n${H}Content-Length: 2000000\r\n\r\nxx" | malformed "body too big (Content-Length)" 413
+{ printf "POST /health HTTP/1.1\r\n${H}Transfer-Encoding: chunked\r\n\r\n"; i=0; while [ $i -lt 18 ]; do printf "10000\r\n"; head -c 65536 /dev/zero; printf "\r\n"; i=$((i + 1)); done; } | malformed "body too big (chunked)" 413
+
+printf 'GET /health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' | http_raw "$PORT" >"$T/r" 2>"$T/rerr"
+check "the server keeps serving after malformed requests" grep -q '^HTTP/1.1 200' "$T/r"
+check "serve is still running" kill -0 "$SERVE_PID"
+
+probe keepalive "$PORT" >"$T/p" 2>&1
+check "keep-alive: two requests on one connection" \
+	sh -c "grep -q '^first 200 keep-alive' '$T/p' && grep -q '^second 404' '$T/p'"
+check "keep-alive: the connection closes after the error answer" grep -q '^closed-after-404 True' "$T/p"
+
+probe pipeline "$PORT" >"$T/p" 2>&1
+check "pipelined requests are answered in order" \
+	sh -c "[ \$(grep -c '^response [123] 200 {\"status\":\"ok\"' '$T/p') -eq 3 ] && grep -q '^closed True' '$T/p'"
+
+check "access log: one line per request (time peer method path status bytes ms)" \
+	grep -Eq '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+Z 127\.0\.0\.1:[0-9]+ GET /health 200 33 [0-9]+\.[0-9]{3}ms$' "$T/serve.err"
+check "access log: malformed requests are logged with their status" \
+	grep -Eq ' 127\.0\.0\.1:[0-9]+ - - 400 [0-9]+ ' "$T/serve.err"
+
+rss=$(awk '/^VmRSS/ {print $2}' "/proc/$SERVE_PID/status")
+echo "# serve resident memory after these requests: ${rss} KiB" >&2
+
+kill -TERM "$SERVE_PID"
+t0=$(ms_now)
+wait "$SERVE_PID"
+rc=$?
+t1=$(ms_now)
+check "SIGTERM on an idle server: exit 0" test "$rc" -eq 0
+check "SIGTERM on an idle server: exits at once (< 1 s, took $((t1 - t0)) ms)" test $((t1 - t0)) -lt 1000
+
+# Idle resident memory (goal: <= 2 MiB).
+if start_serve -q; then
+	sleep 0.2
+	rss=$(awk '/^VmRSS/ {print $2}' "/proc/$SERVE_PID/status")
+	check "idle resident memory <= 2 MiB (${rss} KiB)" test "$rss" -le 2048
+	kill "$SERVE_PID"
+	wait "$SERVE_PID" 2>/dev/null
+fi
+
+# SIGTERM while a request is in flight: it completes, new connections are
+# refused, exit 0.
+if start_serve; then
+	probe inflight "$PORT" "$SERVE_PID" >"$T/p" 2>&1
+	wait "$SERVE_PID"
+	rc=$?
+	check "SIGTERM mid-request: the request completes with 200 and Connection: close" \
+		grep -q '^status 200 close' "$T/p"
+	check "SIGTERM mid-request: new connections are refused while draining" \
+		grep -q '^new-connections-refused True' "$T/p"
+	check "SIGTERM mid-request: exit 0" test "$rc" -eq 0
+else
+	not_ok "SIGTERM mid-request" "serve did not start"
+fi
+
+# Connection slots: 4 held, the 5th gets 503 at once.
+if start_serve --max-connections 4 -v; then
+	probe slots "$PORT" 4 >"$T/p" 2>&1
+	check "slot limit: the 5th connection gets 503 request.busy" \
+		sh -c "grep -q '^extra 503 .*request.busy' '$T/p' && grep -q '^extra-closed True' '$T/p'"
+	check "slot limit: the held connections still work" grep -q '^held 200' "$T/p"
+	check "slot limit: released slots are reused" grep -q '^after-release 200' "$T/p"
+	check "slot limit: the refusal is logged" grep -q 'all 4 connection slots are in use' "$T/serve.err"
+	kill "$SERVE_PID"
+	wait "$SERVE_PID" 2>/dev/null
+else
+	not_ok "slot limit" "serve did not start"
+fi
+
+# A client that sends half a head is cut at the header deadline with 408.
+if start_serve --header-timeout 0.5; then
+	probe slowhead "$PORT" >"$T/p" 2>&1
+	el=$(sed -n 's/^elapsed //p' "$T/p")
+	check "slow head: 408 request.timeout" sh -c "grep -q '^status 408' '$T/p' && grep -q '^code True' '$T/p'"
+	check "slow head: closed" grep -q '^closed True' "$T/p"
+	check "slow head: cut near its 0.5 s deadline (took ${el:-?} s)" \
+		"$PY" -c "import sys; sys.exit(0 if 0.4 <= float('${el:-9}') <= 1.5 else 1)"
+	kill "$SERVE_PID"
+	wait "$SERVE_PID" 2>/dev/null
+else
+	not_ok "slow head" "serve did not start"
+fi
+
+# The port is taken: a clear error, exit 1.
+probe blackhole >"$T/bh.out" 2>/dev/null &
+_pids="$_pids $!"
+wait_for_line "$T/bh.out" '^[0-9]' 5
+run "$BIN" serve --host 127.0.0.1 --port "$(head -1 "$T/bh.out")"
+expect "serve on a port in use exits 1 with io.error" 1 "" "io.error: cannot listen on 127.0.0.1 port"

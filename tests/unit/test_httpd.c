@@ -1,0 +1,362 @@
+/* The server core through real loopback sockets: worker routes, streaming,
+ * bodies, a handler that forgets to answer, a slow handler not blocking
+ * others, drain on stop, the error envelope. */
+#include "unit.h"
+#include "httpd.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+static int header_rc = 99;
+
+static void
+h_stream(const struct httpd_req *q, struct httpd_resp *w, void *arg)
+{
+	static const char *parts[] = {"data: one\n\n", "data: two\n\n", "data: three\n\n"};
+	int i;
+
+	if (httpd_stream_begin(w, 200, "text/event-stream") != 0)
+		return;
+	for (i = 0; i < 3; i++)
+		if (httpd_stream_write(w, parts[i], strlen(parts[i])) != 0)
+			return;
+	/* an explicit end for /stream, an implicit one for /stream-auto */
+	if (arg == NULL)
+		httpd_stream_end(w);
+}
+
+static void
+h_echo(const struct httpd_req *q, struct httpd_resp *w, void *arg)
+{
+	const char *a = httpd_req_header(q, "x-a");
+	char buf[256];
+
+	snprintf(buf, sizeof(buf), "%s|%s|%zu|%s|%s|%d", q->path, q->query, q->body_len, q->body, a ? a : "-",
+		 httpd_req_header_count(q, "x-a"));
+	header_rc = httpd_resp_header(w, "X-Bad", "a\r\nInjected: 1");
+	httpd_resp_header(w, "X-Good", "yes");
+	httpd_respond(w, 200, "text/plain", buf, strlen(buf));
+}
+
+static void
+h_silent(const struct httpd_req *q, struct httpd_resp *w, void *arg)
+{
+}
+
+static void
+h_slow(const struct httpd_req *q, struct httpd_resp *w, void *arg)
+{
+	struct timespec ts = {0, 300 * 1000000L};
+
+	nanosleep(&ts, NULL);
+	httpd_respond(w, 200, "text/plain", "slow", 4);
+}
+
+static void
+h_fast(const struct httpd_req *q, struct httpd_resp *w, void *arg)
+{
+	httpd_respond(w, 200, "text/plain", "fast", 4);
+}
+
+static void
+h_err(const struct httpd_req *q, struct httpd_resp *w, void *arg)
+{
+	struct err e;
+
+	err_set(&e, "install.failed", "tool \"x\" failed\nbadly");
+	err_details(&e, "{\"phase\":\"fetch\"}");
+	httpd_respond_err(w, &e);
+}
+
+static const struct httpd_route routes[] = {
+	{"GET", "/stream", HTTPD_EXACT, h_stream, NULL},
+	{"GET", "/stream-auto", HTTPD_EXACT, h_stream, (void *)1},
+	{"POST", "/echo/", HTTPD_PREFIX, h_echo, NULL},
+	{"GET", "/silent", HTTPD_EXACT, h_silent, NULL},
+	{"GET", "/slow", HTTPD_EXACT, h_slow, NULL},
+	{"GET", "/fast", HTTPD_EXACT | HTTPD_INLINE, h_fast, NULL},
+	{"GET", "/err", HTTPD_EXACT, h_err, NULL},
+};
+
+static struct httpd *srv;
+static pthread_t loop;
+static int loop_rc;
+
+static void *
+run_loop(void *arg)
+{
+	struct err e;
+
+	loop_rc = httpd_run(srv, &e);
+	return NULL;
+}
+
+static int
+setup(void **state)
+{
+	struct httpd_config c;
+	struct err e;
+
+	httpd_config_defaults(&c);
+	c.host = "127.0.0.1";
+	c.port = 0;
+	c.max_conns = 16;
+	c.workers = 2;
+	c.access_log = 0;
+	c.routes = routes;
+	c.nroutes = sizeof(routes) / sizeof(routes[0]);
+	srv = httpd_new(&c, &e);
+	if (srv == NULL)
+		return -1;
+	return pthread_create(&loop, NULL, run_loop, NULL);
+}
+
+static int
+teardown(void **state)
+{
+	httpd_stop(srv);
+	pthread_join(loop, NULL);
+	httpd_free(srv);
+	return 0;
+}
+
+static int
+dial(void)
+{
+	struct sockaddr_in a;
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_port = htons((uint16_t)httpd_port(srv));
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	return fd;
+}
+
+/* Send req, read until the server closes (or 3 s), return the length. */
+static size_t
+exchange_fd(int fd, const char *req, size_t reqlen, char *out, size_t cap)
+{
+	struct pollfd p = {fd, POLLIN, 0};
+	size_t got = 0;
+	ssize_t k;
+
+	assert_int_equal(send(fd, req, reqlen, 0), (ssize_t)reqlen);
+	while (got < cap - 1 && poll(&p, 1, 3000) == 1) {
+		k = recv(fd, out + got, cap - 1 - got, 0);
+		if (k <= 0)
+			break;
+		got += (size_t)k;
+	}
+	out[got] = '\0';
+	return got;
+}
+
+static size_t
+exchange(const char *req, char *out, size_t cap)
+{
+	int fd = dial();
+	size_t n = exchange_fd(fd, req, strlen(req), out, cap);
+
+	close(fd);
+	return n;
+}
+
+static void
+test_stream_chunked(void **state)
+{
+	char out[4096];
+
+	exchange("GET /stream HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", out, sizeof(out));
+	assert_non_null(strstr(out, "HTTP/1.1 200 OK\r\n"));
+	assert_non_null(strstr(out, "Content-Type: text/event-stream\r\n"));
+	assert_non_null(strstr(out, "Transfer-Encoding: chunked\r\n"));
+	assert_null(strstr(out, "Content-Length"));
+	assert_non_null(strstr(out, "\r\n\r\nb\r\ndata: one\n\n\r\nb\r\ndata: two\n\n\r\nd\r\ndata: three\n\n\r\n0\r\n\r\n"));
+	/* the implicit end */
+	exchange("GET /stream-auto HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", out, sizeof(out));
+	assert_non_null(strstr(out, "d\r\ndata: three\n\n\r\n0\r\n\r\n"));
+}
+
+static void
+test_stream_keeps_connection(void **state)
+{
+	char out[4096];
+	const char two[] = "GET /stream HTTP/1.1\r\nHost: t\r\n\r\nGET /fast HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+
+	exchange(two, out, sizeof(out));
+	assert_non_null(strstr(out, "0\r\n\r\nHTTP/1.1 200 OK\r\n"));
+	assert_non_null(strstr(out, "\r\n\r\nfast"));
+}
+
+static void
+test_stream_http10_is_close_delimited(void **state)
+{
+	char out[4096];
+
+	exchange("GET /stream HTTP/1.0\r\n\r\n", out, sizeof(out));
+	assert_non_null(strstr(out, "Connection: close\r\n"));
+	assert_null(strstr(out, "Transfer-Encoding"));
+	assert_non_null(strstr(out, "\r\n\r\ndata: one\n\ndata: two\n\ndata: three\n\n"));
+}
+
+static void
+test_bodies_reach_the_handler(void **state)
+{
+	char out[4096];
+
+	exchange("POST /echo/x?q=1 HTTP/1.1\r\nHost: t\r\nX-A: v1\r\nX-A: v2\r\nContent-Length: 5\r\n"
+		 "Connection: close\r\n\r\nhello",
+		 out, sizeof(out));
+	assert_non_null(strstr(out, "\r\n\r\n/echo/x|q=1|5|hello|v1|2"));
+	assert_non_null(strstr(out, "X-Good: yes\r\n"));
+	assert_null(strstr(out, "Injected"));
+	assert_int_equal(header_rc, -1);
+	exchange("POST /echo/y HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+		 "3\r\nabc\r\n4;e=1\r\ndefg\r\n0\r\nTr: x\r\n\r\n",
+		 out, sizeof(out));
+	assert_non_null(strstr(out, "\r\n\r\n/echo/y||7|abcdefg|-|0"));
+}
+
+static void
+test_expect_continue(void **state)
+{
+	char out[4096];
+	int fd = dial();
+	struct pollfd p = {fd, POLLIN, 0};
+	const char head[] = "POST /echo/c HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 2\r\n"
+			    "Connection: close\r\n\r\n";
+	ssize_t k;
+
+	assert_int_equal(send(fd, head, sizeof(head) - 1, 0), (ssize_t)sizeof(head) - 1);
+	assert_int_equal(poll(&p, 1, 2000), 1);
+	k = recv(fd, out, sizeof(out) - 1, 0);
+	assert_true(k > 0);
+	out[k] = '\0';
+	assert_string_equal(out, "HTTP/1.1 100 Continue\r\n\r\n");
+	exchange_fd(fd, "ok", 2, out, sizeof(out));
+	assert_non_null(strstr(out, "/echo/c||2|ok"));
+	close(fd);
+}
+
+static void
+test_handler_without_answer_is_500(void **state)
+{
+	char out[4096];
+
+	exchange("GET /silent HTTP/1.1\r\nHost: t\r\n\r\n", out, sizeof(out));
+	assert_non_null(strstr(out, "HTTP/1.1 500 Internal Server Error\r\n"));
+	assert_non_null(strstr(out, "\"code\":\"internal\""));
+}
+
+static void
+test_error_envelope(void **state)
+{
+	char out[4096], buf[64];
+
+	exchange("GET /err HTTP/1.1\r\nHost: t\r\n\r\n", out, sizeof(out));
+	assert_non_null(strstr(out, "HTTP/1.1 502 Bad Gateway\r\n"));
+	assert_non_null(strstr(out, "{\"error\":{\"code\":\"install.failed\",\"message\":\"tool \\\"x\\\" failed\\u000abadly\","
+				    "\"details\":{\"phase\":\"fetch\"},\"remedy\":\"see details.phase;"));
+	assert_int_equal(httpd_error_body(buf, sizeof(buf), "not_found", "x", NULL), -1);
+	assert_true(httpd_error_body(out, sizeof(out), "no.such.code", NULL, NULL) > 0);
+	assert_non_null(strstr(out, "\"message\":\"internal error\""));
+}
+
+static double
+mono(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void
+test_slow_handler_does_not_block_others(void **state)
+{
+	const char slow[] = "GET /slow HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+	char out[4096];
+	int fd = dial();
+	double t0;
+
+	assert_int_equal(send(fd, slow, sizeof(slow) - 1, 0), (ssize_t)sizeof(slow) - 1);
+	t0 = mono();
+	exchange("GET /fast HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", out, sizeof(out));
+	assert_true(mono() - t0 < 0.2);
+	assert_non_null(strstr(out, "fast"));
+	exchange_fd(fd, "", 0, out, sizeof(out));
+	assert_non_null(strstr(out, "\r\n\r\nslow"));
+	close(fd);
+}
+
+static void
+test_bad_config(void **state)
+{
+	struct httpd_config c;
+	struct err e;
+
+	httpd_config_defaults(&c);
+	c.workers = 0;
+	assert_null(httpd_new(&c, &e));
+	assert_string_equal(e.code, "config.invalid");
+	httpd_config_defaults(&c);
+	c.host = "no such host.invalid";
+	c.port = 0;
+	assert_null(httpd_new(&c, &e));
+	assert_string_equal(e.code, "config.invalid");
+}
+
+/* Last: stops the shared server. A request in a worker when stop arrives
+ * completes, then httpd_run returns 0. */
+static void
+test_stop_drains_in_flight(void **state)
+{
+	const char slow[] = "GET /slow HTTP/1.1\r\nHost: t\r\n\r\n";
+	struct timespec ts = {0, 50 * 1000000L};
+	char out[4096];
+	int fd = dial();
+
+	assert_int_equal(send(fd, slow, sizeof(slow) - 1, 0), (ssize_t)sizeof(slow) - 1);
+	nanosleep(&ts, NULL);
+	httpd_stop(srv);
+	exchange_fd(fd, "", 0, out, sizeof(out));
+	assert_non_null(strstr(out, "HTTP/1.1 200 OK\r\n"));
+	assert_non_null(strstr(out, "Connection: close\r\n"));
+	assert_non_null(strstr(out, "\r\n\r\nslow"));
+	close(fd);
+	pthread_join(loop, NULL);
+	assert_int_equal(loop_rc, 0);
+	httpd_free(srv);
+	srv = NULL;
+}
+
+static int
+teardown_if_running(void **state)
+{
+	return srv ? teardown(state) : 0;
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_stream_chunked),
+		cmocka_unit_test(test_stream_keeps_connection),
+		cmocka_unit_test(test_stream_http10_is_close_delimited),
+		cmocka_unit_test(test_bodies_reach_the_handler),
+		cmocka_unit_test(test_expect_continue),
+		cmocka_unit_test(test_handler_without_answer_is_500),
+		cmocka_unit_test(test_error_envelope),
+		cmocka_unit_test(test_slow_handler_does_not_block_others),
+		cmocka_unit_test(test_bad_config),
+		cmocka_unit_test(test_stop_drains_in_flight),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown_if_running);
+}
