@@ -1,4 +1,5 @@
 #include "digest.h"
+#include "sha256x86.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -47,7 +48,7 @@ digest_update(struct digest_ctx *c, const void *data, size_t len)
 	c->bytes += len;
 	switch (c->alg) {
 	case DIGEST_SHA1: br_sha1_update(&c->u.sha1, data, len); break;
-	case DIGEST_SHA256: br_sha256_update(&c->u.sha256, data, len); break;
+	case DIGEST_SHA256: sha256x86_update(&c->u.sha256, data, len); break;
 	case DIGEST_SHA512: br_sha512_update(&c->u.sha512, data, len); break;
 	default: break;
 	}
