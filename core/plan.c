@@ -1,0 +1,316 @@
+/*
+ * The install plan: mounted ops → install requirements → requires closure →
+ * minus PATH, in install order.
+ */
+#include "plan.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* A --version answers in well under a second; a cold node on a slow disk
+ * in a few. Its first line is all we read. */
+#define PLAN_PROBE_TIMEOUT_MS 5000
+#define PLAN_PROBE_OUT_MAX 1024
+
+static struct plan_tool *
+find(struct plan *p, const char *name)
+{
+	int i;
+
+	for (i = 0; i < p->n; i++)
+		if (strcmp(p->t[i].m->name, name) == 0)
+			return &p->t[i];
+	return NULL;
+}
+
+/* The tool of name, added (its manifest loaded) when new. */
+static struct plan_tool *
+get(struct plan *p, struct manifest_set *ms, const char *name, struct err *e)
+{
+	struct plan_tool *t = find(p, name);
+	const manifest_t *m;
+
+	if (t != NULL)
+		return t;
+	if ((m = manifest_get(ms, name, e)) == NULL)
+		return NULL;
+	if (p->n >= PLAN_MAX) {
+		err_set(e, "internal", "more than %d tools in the plan", PLAN_MAX);
+		return NULL;
+	}
+	t = &p->t[p->n++];
+	memset(t, 0, sizeof(*t));
+	t->m = m;
+	return t;
+}
+
+/* Pass 1: the whole closure, with the strongest minimum asked of each. */
+static int
+closure(struct plan *p, struct manifest_set *ms, const char *name, const char *min, int depth, struct err *e)
+{
+	struct plan_tool *t;
+	int i;
+
+	if (depth > MANIFEST_MAX_DEPTH)
+		return err_set(e, "install.manifest_invalid", "%s: requires nested deeper than %d", name,
+			       MANIFEST_MAX_DEPTH);
+	if ((t = get(p, ms, name, e)) == NULL)
+		return -1;
+	if (min[0] != '\0' && (t->min[0] == '\0' || manifest_version_cmp(min, t->min) > 0))
+		snprintf(t->min, sizeof(t->min), "%s", min);
+	for (i = 0; i < t->m->nrequires; i++)
+		if (closure(p, ms, t->m->requires[i].name, t->m->requires[i].min, depth + 1, e) != 0)
+			return -1;
+	return 0;
+}
+
+static void
+add_op(struct plan_tool *t, const char *op)
+{
+	int i;
+
+	for (i = 0; i < t->nops; i++)
+		if (strcmp(t->ops[i], op) == 0)
+			return;
+	if (t->nops < PLAN_OPS_MAX)
+		t->ops[t->nops++] = op;
+	else
+		t->ops_more++;
+}
+
+static void
+add_reqby(struct plan_tool *t, const char *parent)
+{
+	size_t n = strlen(t->required_by), k = strlen(parent);
+	const char *s = t->required_by;
+
+	while ((s = strstr(s, parent)) != NULL) {
+		if ((s == t->required_by || s[-1] == ',') && (s[k] == ',' || s[k] == '\0'))
+			return;
+		s += k;
+	}
+	if (n + k + 2 <= sizeof(t->required_by))
+		snprintf(t->required_by + n, sizeof(t->required_by) - n, "%s%s", n ? "," : "", parent);
+}
+
+/* Pass 3: record who needs what; append in post-order (dependencies first).
+ * A tool satisfied on PATH stops the walk: its requires are not needed for
+ * its sake. */
+static void
+visit(struct plan *p, const char *name, const char *op, const char *parent)
+{
+	struct plan_tool *t = find(p, name);
+	int i;
+
+	if (t == NULL)
+		return;
+	add_op(t, op);
+	if (parent == NULL)
+		t->direct = 1;
+	else
+		add_reqby(t, parent);
+	if (t->on_path)
+		return;
+	for (i = 0; i < t->m->nrequires; i++)
+		visit(p, t->m->requires[i].name, op, t->m->name);
+	if (!t->planned) {
+		t->planned = 1;
+		p->order[p->norder++] = (int)(t - p->t);
+	}
+}
+
+/* Whether any principal may call op (install admission included). */
+static int
+mounted(const struct op *op, const struct policy *pol)
+{
+	const char *inst[OP_INSTALL_MAX];
+	struct pol_decision d;
+	int i;
+
+	for (i = 0; i < op->ninstall; i++)
+		inst[i] = op->install[i];
+	for (i = 0; i < pol->n; i++)
+		if (policy_decide(pol, pol->p[i].name, op->id, inst, op->ninstall, &d))
+			return 1;
+	return 0;
+}
+
+int
+plan_build(struct plan *p, const struct ops *o, const struct policy *pol, struct manifest_set *ms, int use_path,
+	   plan_path_fn path_fn, void *ctx, struct err *e)
+{
+	int i, j;
+
+	memset(p, 0, sizeof(*p));
+	if (path_fn == NULL)
+		path_fn = plan_path_check;
+	for (i = 0; i < o->n; i++) {
+		if (o->v[i].ninstall == 0 || !mounted(&o->v[i], pol))
+			continue;
+		for (j = 0; j < o->v[i].ninstall; j++)
+			if (closure(p, ms, o->v[i].install[j], "", 0, e) != 0)
+				return -1;
+	}
+	for (i = 0; i < p->n && use_path; i++) {
+		struct plan_tool *t = &p->t[i];
+		if (t->m->path.argv.n == 0)
+			continue;
+		t->on_path = path_fn(t->m, t->min, t->path_entry, sizeof(t->path_entry), t->path_version,
+				     sizeof(t->path_version), ctx) == 1;
+	}
+	for (i = 0; i < o->n; i++) {
+		if (o->v[i].ninstall == 0 || !mounted(&o->v[i], pol))
+			continue;
+		for (j = 0; j < o->v[i].ninstall; j++)
+			visit(p, o->v[i].install[j], o->v[i].id, NULL);
+	}
+	return 0;
+}
+
+int
+plan_version_in(const char *s, char *out, size_t cap)
+{
+	const char *p, *q;
+
+	for (p = s; *p != '\0'; p++) {
+		if (!isdigit((unsigned char)*p) || (p > s && (isalnum((unsigned char)p[-1]) && p[-1] != 'v')))
+			continue;
+		for (q = p; isdigit((unsigned char)*q) || (*q == '.' && isdigit((unsigned char)q[1])); q++)
+			;
+		if (memchr(p, '.', (size_t)(q - p)) == NULL)
+			continue;
+		if ((size_t)(q - p) >= cap)
+			return -1;
+		memcpy(out, p, (size_t)(q - p));
+		out[q - p] = '\0';
+		return 0;
+	}
+	return -1;
+}
+
+/* Run argv with a scrubbed environment and a deadline; its output (stdout
+ * and stderr, first PLAN_PROBE_OUT_MAX bytes) into out. Returns the exit
+ * status or -1. */
+static int
+probe(char *const argv[], const char *path_env, char *out, size_t cap)
+{
+	char penv[4096 + 8];
+	char *envp[] = {penv, "LANG=C", "HOME=/nonexistent", NULL};
+	struct timespec t0, t1;
+	int pfd[2], status, waited = 0;
+	size_t len = 0;
+	pid_t pid;
+
+	snprintf(penv, sizeof(penv), "PATH=%.4096s", path_env);
+	out[0] = '\0';
+	if (pipe2(pfd, O_CLOEXEC) != 0)
+		return -1;
+	if ((pid = fork()) < 0) {
+		close(pfd[0]);
+		close(pfd[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		int nul = open("/dev/null", O_RDONLY);
+		setpgid(0, 0);
+		if (nul >= 0)
+			dup2(nul, 0);
+		dup2(pfd[1], 1);
+		dup2(pfd[1], 2);
+		execve(argv[0], argv, envp);
+		_exit(127);
+	}
+	close(pfd[1]);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		struct pollfd pf = {pfd[0], POLLIN, 0};
+		long ms;
+		ssize_t k;
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+		if (ms >= PLAN_PROBE_TIMEOUT_MS)
+			break;
+		if (poll(&pf, 1, (int)(PLAN_PROBE_TIMEOUT_MS - ms)) <= 0)
+			continue;
+		k = read(pfd[0], out + len, cap - 1 - len);
+		if (k <= 0) {
+			waited = 1;
+			break;
+		}
+		len += (size_t)k;
+		if (len >= cap - 1) {
+			waited = 1;
+			break;
+		}
+	}
+	out[len] = '\0';
+	close(pfd[0]);
+	if (!waited) {
+		kill(-pid, SIGKILL);
+		kill(pid, SIGKILL);
+	}
+	if (waitpid(pid, &status, 0) < 0)
+		return -1;
+	if (!waited)
+		return -1;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+int
+plan_path_check(const manifest_t *m, const char *min, char *entry, size_t ecap, char *version, size_t vcap,
+		void *ctx)
+{
+	const char *path = getenv("PATH"), *p, *q;
+	char cand[PATH_MAX], out[PLAN_PROBE_OUT_MAX], ver[MANIFEST_VERSION_MAX];
+	char words[MANIFEST_MAX_ARGV][PATH_MAX + MANIFEST_ARG_MAX];
+	char *argv[MANIFEST_MAX_ARGV + 1];
+	struct stat sb;
+	int i;
+
+	if (m->path.argv.n == 0 || path == NULL)
+		return 0;
+	for (p = path; p != NULL && *p != '\0'; p = q ? q + 1 : NULL) {
+		size_t len;
+		q = strchr(p, ':');
+		len = q ? (size_t)(q - p) : strlen(p);
+		/* Relative and world-writable entries could be anyone's binary. */
+		if (len == 0 || p[0] != '/' || len + strlen(m->binary) + 2 > sizeof(cand))
+			continue;
+		snprintf(cand, sizeof(cand), "%.*s", (int)len, p);
+		if (stat(cand, &sb) != 0 || !S_ISDIR(sb.st_mode) || (sb.st_mode & 002))
+			continue;
+		snprintf(cand + len, sizeof(cand) - len, "/%s", m->binary);
+		if (stat(cand, &sb) != 0 || !S_ISREG(sb.st_mode) || access(cand, X_OK) != 0)
+			continue;
+		for (i = 0; i < m->path.argv.n; i++) {
+			const char *w = m->path.argv.v[i], *b = strstr(w, "{bin}");
+			if (b != NULL)
+				snprintf(words[i], sizeof(words[i]), "%.*s%s%s", (int)(b - w), w, cand, b + 5);
+			else
+				snprintf(words[i], sizeof(words[i]), "%s", w);
+			argv[i] = words[i];
+		}
+		argv[i] = NULL;
+		/* The first copy on PATH is the one a user would run: it decides. */
+		if (probe(argv, path, out, sizeof(out)) != 0 || plan_version_in(out, ver, sizeof(ver)) != 0)
+			return 0;
+		if (m->path.min[0] != '\0' && manifest_version_cmp(ver, m->path.min) < 0)
+			return 0;
+		if (min != NULL && min[0] != '\0' && manifest_version_cmp(ver, min) < 0)
+			return 0;
+		snprintf(entry, ecap, "%s", cand);
+		snprintf(version, vcap, "%s", ver);
+		return 1;
+	}
+	return 0;
+}
