@@ -120,6 +120,14 @@ assert ops['agents.codex.sessions.get']['installs']==[]
 assert d['settings']['tools_dir']['source']=='file'
 "
 
+check "README documents every configuration key" python3 -c "
+import json
+d = json.load(open('$T/out'))
+readme = open('$TOP/README.md').read()
+missing = [k for k in d['settings'] if '| \`%s\` |' % k not in readme]
+assert not missing, missing
+"
+
 # introspection: no socket, no process, no secret
 mkdir -m 700 "$T/state"
 echo secret >"$T/state/token"
