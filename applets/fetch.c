@@ -32,9 +32,14 @@
 #include "../core/http.h"
 #include "../core/net.h"
 
+/* applets/fetch_cache.c: fetch --only NAME... */
+int fetch_cache_wanted(int argc, char **argv);
+int fetch_cache_main(int argc, char **argv);
+
 static const char usage[] =
 	"usage: agent-sandbox-server fetch URL (--sha256 HEX | --sha512 HEX | --integrity SRI)\n"
 	"                                 [-o FILE] [-q] [LIMITS]\n"
+	"       agent-sandbox-server fetch --only NAME... [--platform P|all] [--cache DIR]\n"
 	"\n"
 	"Download URL, hashing while it downloads, and keep it only when it matches\n"
 	"the pinned digest. With -o the file appears (atomically, fsynced) only after\n"
@@ -516,6 +521,9 @@ fetch_main(int argc, char **argv)
 	const char *env;
 	int c, bad;
 
+	/* The cache-filling form lives in fetch_cache.c. */
+	if (fetch_cache_wanted(argc, argv))
+		return fetch_cache_main(argc, argv);
 	memset(&o, 0, sizeof(o));
 	err_clear(&e);
 	http_limits_default(&o.limits);

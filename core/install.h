@@ -10,6 +10,7 @@
  *   bin/<binary>                       symlink to this binary (the shim)
  *   <name>/<version>-<platform>/       published tree, never written again
  *   <name>/.installed.json             marker (install_marker_*)
+ *   <name>/.installed.files            the tree's listing (install_tree_list)
  *   <name>/.progress.json              {phase, bytes, total, started, pid}
  *   .locks/<name>.lock                 flock; .locks/<name>.backoff
  *   .cache/<sha256>                    verified downloads
@@ -80,6 +81,7 @@ struct install_ctx {
 	const char *principal;      /* for audit; NULL = "cli" */
 	const char *op;
 	char self[PATH_MAX];        /* this binary, the target of bin/ links */
+	char prefer[PATH_MAX];      /* a tools directory put first (the shim's) */
 
 	/* probe cache */
 	time_t exec_probe_at;
@@ -188,6 +190,18 @@ struct install_marker {
 };
 
 int install_marker_read(const char *dir, const char *name, struct install_marker *mk, struct err *e);
+
+/*
+ * The content listing of the tree under root (root excluded): one line per
+ * entry, depth first with each directory's names sorted bytewise,
+ *   "f <mode> <size> <sha256> <path>", "d <mode> - - <path>",
+ *   "l 0777 <target length> <sha256 of target> <path>"
+ * (paths with '\' and newline escaped). hex receives the sha256 of the
+ * whole text: the tree digest of markers. *text (malloc'd, caller frees)
+ * may be NULL to skip keeping it. Other file types are install.failed.
+ */
+int install_tree_list(const char *root, char **text, size_t *len, char hex[65], uint64_t *files, uint64_t *bytes,
+		      struct err *e);
 
 /* Version of a copy on PATH: run argv (m->path.argv with {bin} = path),
  * 5 s timeout, and take the first dotted number of its output into ver.

@@ -1,0 +1,287 @@
+/*
+ * prepare: install tools at image build (SPEC §8; seed 000 §8), with the
+ * runtime algorithm of the install engine. The tools are the ones named by
+ * --only and their requires; deriving them from the configuration's enabled
+ * operations comes with plan_from_config().
+ */
+#include "common.h"
+
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../core/json.h"
+#include "tooling.h"
+
+static const char usage[] =
+	"usage: agent-sandbox-server prepare --only NAME... [--force] [--dry-run] [--json]\n"
+	"                                   [--config FILE] [--manifests DIR] [--tools-dir DIR]\n"
+	"                                   [--cache DIR] [--platform P] [-q] [-v]\n"
+	"\n"
+	"Install the named tools and the tools they require into the first writable\n"
+	"tools directory, exactly as a first use would (pinned digests, lock, staging,\n"
+	"verify, atomic publish). Tools already installed are left alone; a tool named\n"
+	"with --only is installed even when a copy on PATH would do, its requires are\n"
+	"not.\n"
+	"\n"
+	"  --only NAME...     the tools to prepare (repeatable; several names may follow)\n"
+	"  --force            retry now even if a recent failure set a backoff\n"
+	"  --dry-run          print the plan (name, version, size, hosts, why) and change nothing\n"
+	"  --json             one JSON document on stdout\n"
+	"  --config FILE      configuration file (default /etc/agent-sandbox/server.json)\n"
+	"  --manifests DIR    add or override manifests (also ABX_MANIFESTS_DIR)\n"
+	"  --tools-dir DIR    tools directory (also ABX_TOOLS_DIR)\n"
+	"  --cache DIR        content-addressed cache (default <tools>/.cache)\n"
+	"  --platform P       linux-x64 or linux-arm64 (default: this machine)\n"
+	"  -q, -v             quieter, more verbose\n"
+	"\n"
+	"Exit: 0 all ready, 3 some failed, 2 usage or configuration error.\n";
+
+#define PREPARE_MAX 64
+
+struct item {
+	char name[MANIFEST_NAME_MAX];
+	char why[MANIFEST_NAME_MAX + 16];   /* "requested", "required by X" */
+	int requested;
+};
+
+/*
+ * The list of tools: --only names and their requires closure, dependencies
+ * first. (plan_from_config() will add the tools of the enabled operations.)
+ */
+static int
+plan_from_only(struct tooling *t, char **only, int nonly, struct item *items, int *n, struct err *e)
+{
+	char names[PREPARE_MAX][MANIFEST_NAME_MAX];
+	int i, j, k, count = 0;
+
+	for (i = 0; i < nonly; i++)
+		if (manifest_closure_add(&t->ms, only[i], names, &count, PREPARE_MAX, e) < 0)
+			return -1;
+	for (k = 0; k < count; k++) {
+		struct item *it = &items[k];
+		memcpy(it->name, names[k], sizeof(it->name));
+		it->name[sizeof(it->name) - 1] = '\0';
+		it->requested = 0;
+		for (i = 0; i < nonly; i++)
+			if (strcmp(only[i], names[k]) == 0)
+				it->requested = 1;
+		snprintf(it->why, sizeof(it->why), "requested");
+		if (!it->requested)
+			for (j = 0; j < count; j++) {
+				const manifest_t *m = manifest_get(&t->ms, names[j], e);
+				int r;
+				for (r = 0; m != NULL && r < m->nrequires; r++)
+					if (strcmp(m->requires[r].name, names[k]) == 0) {
+						snprintf(it->why, sizeof(it->why), "required by %s", names[j]);
+						j = count;
+						break;
+					}
+			}
+	}
+	*n = count;
+	return 0;
+}
+
+static void
+json_error(struct json_w *w, const struct err *e)
+{
+	json_w_key(w, "error");
+	json_w_obj(w);
+	json_w_kstr(w, "code", e->code ? e->code : "internal");
+	json_w_kstr(w, "message", e->msg);
+	if (e->details[0])
+		json_w_key(w, "details"), json_w_raw(w, e->details);
+	json_w_end(w);
+}
+
+static int
+dry_run(struct tooling *t, struct item *items, int n)
+{
+	struct json_w w;
+	int i, h;
+
+	json_w_init(&w, 1 << 20);
+	json_w_obj(&w);
+	json_w_kstr(&w, "mode", config_mode_name(t->set.mode));
+	json_w_kstr(&w, "tools_dir", t->ctx.chain.writable >= 0 ? t->ctx.chain.d[t->ctx.chain.writable].path : "");
+	json_w_key(&w, "plan");
+	json_w_arr(&w);
+	for (i = 0; i < n; i++) {
+		struct install_result r;
+		struct err e;
+		const manifest_t *m = manifest_get(&t->ms, items[i].name, &e);
+		int ready = install_ensure(&t->ctx, items[i].name,
+					   INSTALL_F_CHECK | (items[i].requested ? INSTALL_F_NO_PATH : 0), &r, &e) == 0;
+		const char *state = ready ? (r.from_path ? "on PATH" : r.from_env ? "from environment" : "ready")
+					  : "install";
+
+		json_w_obj(&w);
+		json_w_kstr(&w, "name", m->name);
+		json_w_kstr(&w, "version", m->version);
+		json_w_kint(&w, "size_hint_mb", m->size_hint_mb);
+		json_w_key(&w, "hosts");
+		json_w_arr(&w);
+		for (h = 0; h < m->nhosts; h++)
+			json_w_str(&w, m->hosts[h]);
+		json_w_end(&w);
+		json_w_kstr(&w, "why", items[i].why);
+		json_w_kstr(&w, "state", state);
+		if (ready)
+			json_w_kstr(&w, "entry", r.entry);
+		json_w_end(&w);
+		if (!t->json) {
+			char hosts[600] = "";
+			size_t off = 0;
+			for (h = 0; h < m->nhosts && off < sizeof(hosts); h++)
+				off += (size_t)snprintf(hosts + off, sizeof(hosts) - off, "%s%s", h ? "," : "", m->hosts[h]);
+			printf("%-16s %-12s %6ld MiB  %-28s %-20s %s\n", m->name, m->version, m->size_hint_mb, hosts,
+			       items[i].why, state);
+		}
+	}
+	json_w_end(&w);
+	json_w_end(&w);
+	if (t->json)
+		printf("%s\n", w.buf);
+	json_w_free(&w);
+	return EXIT_OK;
+}
+
+int
+prepare_main(int argc, char **argv)
+{
+	enum { O_ONLY = 256, O_FORCE, O_DRY, O_JSON, O_CONFIG, O_MANIFESTS, O_TOOLS, O_CACHE, O_PLATFORM };
+	static const struct option opts[] = {
+		{"only", required_argument, NULL, O_ONLY},
+		{"force", no_argument, NULL, O_FORCE},
+		{"dry-run", no_argument, NULL, O_DRY},
+		{"json", no_argument, NULL, O_JSON},
+		{"config", required_argument, NULL, O_CONFIG},
+		{"manifests", required_argument, NULL, O_MANIFESTS},
+		{"tools-dir", required_argument, NULL, O_TOOLS},
+		{"cache", required_argument, NULL, O_CACHE},
+		{"platform", required_argument, NULL, O_PLATFORM},
+		{"quiet", no_argument, NULL, 'q'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	static struct tooling t;
+	static struct item items[PREPARE_MAX];
+	char *only[PREPARE_MAX], absdir[PATH_MAX];
+	int c, nonly = 0, force = 0, dry = 0, n = 0, i, failed = 0, rc;
+	struct json_w w;
+	struct err e;
+
+	memset(&t, 0, sizeof(t));
+	err_clear(&e);
+	opterr = 0;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "qvh", opts, NULL)) != -1) {
+		switch (c) {
+		case O_ONLY:
+			if (nonly >= PREPARE_MAX)
+				return usage_error("prepare", usage, "more than %d tools", PREPARE_MAX);
+			only[nonly++] = optarg;
+			/* --only a b c: names up to the next option */
+			while (optind < argc && argv[optind][0] != '-' && nonly < PREPARE_MAX)
+				only[nonly++] = argv[optind++];
+			break;
+		case O_FORCE: force = 1; break;
+		case O_DRY: dry = 1; break;
+		case O_JSON: t.json = 1; break;
+		case O_CONFIG: t.config = optarg; break;
+		case O_MANIFESTS: t.manifests = optarg; break;
+		case O_TOOLS: t.tools_dir = optarg; break;
+		case O_CACHE: t.cache = optarg; break;
+		case O_PLATFORM: t.platform = optarg; break;
+		case 'q': t.quiet = 1; break;
+		case 'v': t.verbose = 1; break;
+		case 'h': return usage_help(usage);
+		default: return bad_option("prepare", usage, argc, argv);
+		}
+	}
+	if (optind < argc)
+		return usage_error("prepare", usage, "unexpected argument %s", argv[optind]);
+	if (nonly == 0)
+		return usage_error("prepare", usage,
+				   "name the tools with --only (deriving them from the configuration is not in this build)");
+	if (t.tools_dir != NULL && t.tools_dir[0] != '/' && realpath(t.tools_dir, absdir) != NULL)
+		t.tools_dir = absdir;
+	if (tooling_open(&t, 0, t.platform, &e) < 0) {
+		tooling_close(&t);
+		return fail(&e);
+	}
+	t.ctx.building = 1;
+	t.ctx.force = force;
+	if (!t.quiet && !t.json)
+		t.ctx.progress = tooling_progress;
+	if (plan_from_only(&t, only, nonly, items, &n, &e) < 0) {
+		tooling_close(&t);
+		if (e.code && strcmp(e.code, "not_found") == 0) {
+			char msg[ERR_MSG_MAX];
+			snprintf(msg, sizeof(msg), "%s", e.msg);
+			err_set(&e, "usage", "%s", msg);
+		}
+		/* a manifest that does not load is a configuration error */
+		if (e.code && strcmp(e.code, "install.manifest_invalid") == 0) {
+			err_print(&e);
+			return EXIT_USAGE;
+		}
+		return fail(&e);
+	}
+	if (dry) {
+		rc = dry_run(&t, items, n);
+		tooling_close(&t);
+		return rc;
+	}
+	json_w_init(&w, 1 << 20);
+	json_w_obj(&w);
+	json_w_key(&w, "tools");
+	json_w_arr(&w);
+	for (i = 0; i < n; i++) {
+		struct install_result r;
+		const manifest_t *m = manifest_get(&t.ms, items[i].name, &e);
+
+		err_clear(&e);
+		rc = install_ensure(&t.ctx, items[i].name, items[i].requested ? INSTALL_F_NO_PATH : 0, &r, &e);
+		json_w_obj(&w);
+		json_w_kstr(&w, "name", items[i].name);
+		json_w_kstr(&w, "version", m ? m->version : "");
+		json_w_kstr(&w, "state", install_state_name(r.state));
+		json_w_kbool(&w, "installed", r.installed);
+		if (rc == 0) {
+			json_w_kstr(&w, "entry", r.entry);
+			if (r.from_path)
+				json_w_kbool(&w, "from_path", 1);
+			if (!t.quiet && !t.json)
+				printf("%s %s: %s%s (%s)\n", items[i].name, m ? m->version : "",
+				       r.installed ? "installed" : "ready", r.from_path ? " on PATH" : "", r.entry);
+		} else {
+			failed++;
+			json_error(&w, &e);
+			if (!t.json)
+				err_print(&e);
+			/* a broken manifest is a configuration error */
+			if (e.code && strcmp(e.code, "install.manifest_invalid") == 0 && n == 1) {
+				json_w_free(&w);
+				tooling_close(&t);
+				return EXIT_USAGE;
+			}
+		}
+		json_w_end(&w);
+	}
+	json_w_end(&w);
+	json_w_kint(&w, "downloads", t.ctx.downloads);
+	json_w_kint(&w, "bytes_downloaded", (int64_t)t.ctx.bytes_downloaded);
+	json_w_kbool(&w, "ok", failed == 0);
+	json_w_end(&w);
+	if (t.json)
+		printf("%s\n", w.buf);
+	json_w_free(&w);
+	tooling_close(&t);
+	return failed ? EXIT_PARTIAL : EXIT_OK;
+}

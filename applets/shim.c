@@ -1,0 +1,193 @@
+/*
+ * Tool shims (SPEC §5): <tools>/bin/<binary> is a symlink to this binary.
+ * Invoked under a tool's binary name, it resolves the tool, runs ensure()
+ * (mode lazy installs on first exec, mode build answers install.required),
+ * and execve()s the real entry point by absolute path, with the arguments,
+ * environment and standard streams unchanged, so exit status and signals are
+ * the tool's own. A JavaScript entry run through node comes with the
+ * npm-lock installer.
+ */
+/* Paths here are built from directory names bounded far below PATH_MAX
+ * (TOOLS_DIR_MAX, readdir names); a cut path fails to open, and GCC cannot
+ * see the bounds. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+#endif
+#include "common.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <dirent.h>
+
+#include "../core/fs.h"
+#include "../core/json.h"
+#include "tooling.h"
+
+extern char **environ;
+
+static struct tooling t;
+static char tool[MANIFEST_NAME_MAX];
+
+static const char *
+base_of(const char *p)
+{
+	const char *s = strrchr(p, '/');
+
+	return s ? s + 1 : p;
+}
+
+/* The tools directory a shim link lives in: <tools>/bin/<binary>. From
+ * argv[0] when it has a '/', else the PATH entry whose <binary> is a link to
+ * this binary. */
+static int
+shim_tools_dir(const char *argv0, char *out, size_t cap)
+{
+	char cand[PATH_MAX], dir[PATH_MAX], self[PATH_MAX], rp[PATH_MAX];
+	const char *path, *p, *q, *base = base_of(argv0);
+	char *slash;
+
+	if (self_path(argv0, self) != 0)
+		self[0] = '\0';
+	if (strchr(argv0, '/') != NULL) {
+		snprintf(dir, sizeof(dir), "%s", argv0);
+	} else {
+		dir[0] = '\0';
+		path = getenv("PATH");
+		for (p = path; p != NULL && *p; p = q ? q + 1 : NULL) {
+			size_t n;
+			q = strchr(p, ':');
+			n = q ? (size_t)(q - p) : strlen(p);
+			if (n > 0 && n < sizeof(cand) - NAME_MAX - 2 && p[0] == '/') {
+				snprintf(cand, sizeof(cand), "%.*s/%s", (int)n, p, base);
+				if (realpath(cand, rp) != NULL && strcmp(rp, self) == 0) {
+					snprintf(dir, sizeof(dir), "%s", cand);
+					break;
+				}
+			}
+			if (q == NULL)
+				break;
+		}
+		if (dir[0] == '\0')
+			return -1;
+	}
+	/* strip "/<binary>", then "/bin" */
+	if ((slash = strrchr(dir, '/')) == NULL)
+		return -1;
+	*slash = '\0';
+	if ((slash = strrchr(dir, '/')) == NULL || strcmp(slash, "/bin") != 0)
+		return -1;
+	*slash = '\0';
+	if (dir[0] == '\0' || realpath(dir, rp) == NULL)
+		return -1;
+	snprintf(out, cap, "%s", rp);
+	return 0;
+}
+
+/* The manifests directory a marker in dir names for the tool whose binary
+ * is base (a tool installed with --manifests DIR), into out. */
+static int
+marker_manifests_dir(const char *dir, const char *base, char *out, size_t cap)
+{
+	char p[PATH_MAX], *buf = NULL, *slash;
+	struct json_doc doc = {0};
+	struct dirent *de;
+	struct err e;
+	size_t len;
+	DIR *d = opendir(dir);
+	int found = -1;
+
+	if (d == NULL)
+		return -1;
+	while (found < 0 && (de = readdir(d)) != NULL) {
+		const char *bin, *man;
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "%s/%s/.installed.json", dir, de->d_name);
+		if (fs_read_alloc(p, INSTALL_MARKER_MAX, &buf, &len, &e) < 0)
+			continue;
+		if (json_parse(&doc, buf, len, NULL, &e) == 0) {
+			bin = json_get_str(doc.root, "binary");
+			man = json_get_str(doc.root, "manifest");
+			if (bin && man && strcmp(bin, base) == 0 && man[0] == '/') {
+				snprintf(out, cap, "%s", man);
+				if ((slash = strrchr(out, '/')) != NULL) {
+					*slash = '\0';
+					found = 0;
+				}
+			}
+			json_free(&doc);
+		}
+		free(buf);
+		buf = NULL;
+	}
+	closedir(d);
+	return found;
+}
+
+int
+shim_find(const char *base)
+{
+	const manifest_t *m;
+	struct err e;
+	char dir[PATH_MAX], mdir[PATH_MAX];
+
+	memset(&t, 0, sizeof(t));
+	if (tooling_open(&t, 0, NULL, &e) < 0) {
+		tooling_close(&t);
+		return 0;
+	}
+	m = manifest_find_binary(&t.ms, base);
+	if (m == NULL && t.set.manifests_dir[0] == '\0' && shim_tools_dir(g_argv0, dir, sizeof(dir)) == 0 &&
+	    marker_manifests_dir(dir, base, mdir, sizeof(mdir)) == 0) {
+		/* installed with --manifests DIR: use that directory again */
+		tooling_close(&t);
+		memset(&t, 0, sizeof(t));
+		t.manifests = mdir;
+		if (tooling_open(&t, 0, NULL, &e) == 0)
+			m = manifest_find_binary(&t.ms, base);
+	}
+	if (m == NULL) {
+		tooling_close(&t);
+		return 0;
+	}
+	snprintf(tool, sizeof(tool), "%s", m->name);
+	return 1;
+}
+
+int
+shim_main(int argc, char **argv)
+{
+	struct install_result r;
+	struct err e;
+	char dir[PATH_MAX], rp[PATH_MAX];
+
+	err_clear(&e);
+	if (shim_tools_dir(argv[0], dir, sizeof(dir)) == 0) {
+		snprintf(t.ctx.prefer, sizeof(t.ctx.prefer), "%s", dir);
+		tools_chain_prefer(&t.ctx.chain, dir);
+		if (t.set.cache_dir[0] == '\0' && t.ctx.chain.writable >= 0)
+			snprintf(t.ctx.cache_dir, sizeof(t.ctx.cache_dir), "%s/.cache",
+				 t.ctx.chain.d[t.ctx.chain.writable].path);
+	}
+	if (install_ensure(&t.ctx, tool, 0, &r, &e) < 0) {
+		err_print(&e);
+		tooling_close(&t);
+		return EXIT_FAIL;
+	}
+	/* never exec ourselves: that would loop */
+	if (realpath(r.entry, rp) != NULL && strcmp(rp, t.ctx.self) == 0) {
+		err_printf("install.failed", "%s resolves to agent-sandbox-server itself", r.entry);
+		tooling_close(&t);
+		return EXIT_FAIL;
+	}
+	tooling_close(&t);
+	execve(r.entry, argv, environ);
+	err_printf("install.failed", "cannot run %s: %s", r.entry, strerror(errno));
+	return 126;
+}

@@ -1,0 +1,82 @@
+/* Paths here are built from directory names bounded far below PATH_MAX
+ * (TOOLS_DIR_MAX, readdir names); a cut path fails to open, and GCC cannot
+ * see the bounds. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+#endif
+#include "tooling.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common.h"
+
+int
+tooling_open(struct tooling *t, int allow_all, const char *ctx_platform, struct err *e)
+{
+	struct config_flag flags[2];
+	struct manifest_opts mo;
+	int nf = 0, unp;
+
+	if (t->tools_dir != NULL)
+		flags[nf++] = (struct config_flag){"tools_dir", t->tools_dir, "--tools-dir"};
+	if (t->manifests != NULL)
+		flags[nf++] = (struct config_flag){"manifests_dir", t->manifests, "--manifests"};
+	if (install_settings_load(&t->set, t->config, flags, nf, e) < 0)
+		return -1;
+	if (t->cache != NULL)
+		snprintf(t->set.cache_dir, sizeof(t->set.cache_dir), "%s", t->cache);
+	if (t->platform != NULL && !manifest_platform_known(t->platform) &&
+	    !(allow_all && strcmp(t->platform, "all") == 0))
+		return err_set(e, "usage", "--platform: '%s' is not linux-x64, linux-arm64%s", t->platform,
+			       allow_all ? " or all" : "");
+	if ((unp = manifest_unpinned_allowed(t->set.environment, e)) < 0)
+		return -1;
+	mo.platform = t->platform ? t->platform : manifest_platform_self();
+	mo.allow_unpinned = unp;
+	if (manifest_set_open(&t->ms, t->set.manifests_dir[0] ? t->set.manifests_dir : NULL, &mo, e) < 0)
+		return -1;
+	t->ms_open = 1;
+	if (install_ctx_init(&t->ctx, &t->ms, &t->set, ctx_platform, e) < 0)
+		return -1;
+	t->ctx_open = 1;
+	return 0;
+}
+
+void
+tooling_close(struct tooling *t)
+{
+	if (t->ctx_open)
+		install_ctx_free(&t->ctx);
+	if (t->ms_open)
+		manifest_set_close(&t->ms);
+	t->ctx_open = t->ms_open = 0;
+}
+
+void
+tooling_progress(void *arg, const char *name, const char *phase, uint64_t bytes, uint64_t total)
+{
+	static char last_name[64], last_phase[16];
+	static time_t last;
+	time_t now = time(NULL);
+	char line[200];
+	int n;
+
+	if (strcmp(last_name, name) == 0 && strcmp(last_phase, phase) == 0 && now == last)
+		return;
+	if (strcmp(last_name, name) == 0 && strcmp(last_phase, phase) == 0 && bytes == 0)
+		return;
+	snprintf(last_name, sizeof(last_name), "%s", name);
+	snprintf(last_phase, sizeof(last_phase), "%s", phase);
+	last = now;
+	if (bytes > 0)
+		n = snprintf(line, sizeof(line), "%s: %s %.1f MiB%s\n", name, phase, (double)bytes / 1048576.0,
+			     total ? "" : "");
+	else
+		n = snprintf(line, sizeof(line), "%s: %s\n", name, phase);
+	if (n > 0 && write(2, line, (size_t)n) < 0) {
+		/* progress is best effort */
+	}
+}

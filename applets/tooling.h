@@ -1,0 +1,40 @@
+#ifndef ABX_APPLETS_TOOLING_H
+#define ABX_APPLETS_TOOLING_H
+/*
+ * Shared set-up of the applets that handle tools (prepare, fetch --only,
+ * verify, the shim): the flags of SPEC §1 (--config, --manifests,
+ * --tools-dir, --cache, --platform, -q, -v), the configuration, the
+ * manifest set and the install context.
+ */
+#include "../core/install.h"
+#include "../core/manifest.h"
+#include "../core/tools.h"
+
+struct tooling {
+	const char *config;     /* --config FILE */
+	const char *manifests;  /* --manifests DIR */
+	const char *tools_dir;  /* --tools-dir DIR */
+	const char *cache;      /* --cache DIR */
+	const char *platform;   /* --platform P (or "all" where allowed) */
+	int quiet, verbose, json;
+
+	struct install_settings set;
+	struct manifest_set ms;
+	struct install_ctx ctx;
+	int ms_open, ctx_open;
+};
+
+/*
+ * Load settings (configuration file, environment, these flags), open the
+ * manifest set (loading for platform, "all" allowed when allow_all), and
+ * the install context for ctx_platform (NULL = this machine). Returns 0, or
+ * -1 with e (config.* / json.*: exit 2).
+ */
+int tooling_open(struct tooling *t, int allow_all, const char *ctx_platform, struct err *e);
+void tooling_close(struct tooling *t);
+
+/* Progress lines on stderr for prepare and fetch (a tool's phase changes
+ * and, while downloading, about once a second). */
+void tooling_progress(void *arg, const char *name, const char *phase, uint64_t bytes, uint64_t total);
+
+#endif

@@ -1,0 +1,467 @@
+/*
+ * verify: prove later that nothing changed (SPEC §8). Re-hashes every
+ * published tree against the listing recorded at install and names what
+ * differs; --sbom prints what is installed as CycloneDX 1.5; FILE --sha256
+ * checks one file.
+ */
+/* Paths are bounded by TOOLS_DIR_MAX and readdir names; GCC cannot see it. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+#endif
+#include "common.h"
+
+#include <dirent.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../core/digest.h"
+#include "../core/fs.h"
+#include "../core/json.h"
+#include "tooling.h"
+
+static const char usage[] =
+	"usage: agent-sandbox-server verify [NAME...] [--json] [--tools-dir DIR] [--manifests DIR]\n"
+	"       agent-sandbox-server verify --sbom [NAME...]\n"
+	"       agent-sandbox-server verify FILE --sha256 HEX\n"
+	"\n"
+	"Re-hash installed tool trees against their markers and name what changed.\n"
+	"\n"
+	"  --json             one JSON document on stdout\n"
+	"  --sbom             CycloneDX 1.5 JSON of the installed tools on stdout\n"
+	"  --sha256 HEX       check that FILE has this sha256\n"
+	"  --config FILE, --manifests DIR, --tools-dir DIR, -q, -v\n"
+	"\n"
+	"Exit: 0 unchanged, 3 some tree drifted (or its manifest changed), 1 a file\n"
+	"does not match, 2 usage.\n";
+
+#define VERIFY_MAX_TOOLS 128
+#define VERIFY_MAX_DIFFS 20
+
+/* One line of a listing: the path is the last field. */
+static const char *
+line_path(const char *l, const char *end)
+{
+	int f = 0;
+	const char *p = l;
+
+	while (p < end && f < 4) {
+		if (*p == ' ')
+			f++;
+		p++;
+	}
+	return p;
+}
+
+/*
+ * Compare two listings (both sorted the same way) and describe up to
+ * VERIFY_MAX_DIFFS differences: "changed bin/node", "added x", "removed y".
+ */
+static int
+diff_lists(const char *old, const char *cur, struct json_w *w, int print, const char *tool)
+{
+	const char *a = old, *b = cur;
+	int n = 0;
+
+	while ((*a || *b) && n < VERIFY_MAX_DIFFS) {
+		const char *ae = strchr(a, '\n'), *be = strchr(b, '\n'), *ap, *bp;
+		size_t al, bl;
+		int c;
+
+		if (ae == NULL)
+			ae = a + strlen(a);
+		if (be == NULL)
+			be = b + strlen(b);
+		ap = line_path(a, ae);
+		bp = line_path(b, be);
+		al = (size_t)(ae - ap);
+		bl = (size_t)(be - bp);
+		if (!*a)
+			c = 1;
+		else if (!*b)
+			c = -1;
+		else {
+			c = strncmp(ap, bp, al < bl ? al : bl);
+			if (c == 0 && al != bl)
+				c = al < bl ? -1 : 1;
+		}
+		if (c == 0) {
+			if ((size_t)(ae - a) != (size_t)(be - b) || memcmp(a, b, (size_t)(ae - a)) != 0) {
+				{
+					char msg[600];
+					snprintf(msg, sizeof(msg), "changed %.*s", (int)al, ap);
+					json_w_str(w, msg);
+					if (print)
+						printf("  %s: %s\n", tool, msg);
+				}
+				n++;
+			}
+			a = *ae ? ae + 1 : ae;
+			b = *be ? be + 1 : be;
+		} else if (c < 0) {
+			char msg[600];
+			snprintf(msg, sizeof(msg), "removed %.*s", (int)al, ap);
+			json_w_str(w, msg);
+			if (print)
+				printf("  %s: %s\n", tool, msg);
+			n++;
+			a = *ae ? ae + 1 : ae;
+		} else {
+			char msg[600];
+			snprintf(msg, sizeof(msg), "added %.*s", (int)bl, bp);
+			json_w_str(w, msg);
+			if (print)
+				printf("  %s: %s\n", tool, msg);
+			n++;
+			b = *be ? be + 1 : be;
+		}
+	}
+	return n;
+}
+
+struct found {
+	char dir[PATH_MAX];
+	char name[MANIFEST_NAME_MAX];
+};
+
+/* Every tool with a marker in the chain (first directory wins), or the
+ * named ones. */
+static int
+collect(struct tooling *t, char **names, int nnames, struct found *out, int cap)
+{
+	int i, j, n = 0, k;
+
+	for (i = 0; i < t->ctx.chain.n; i++) {
+		DIR *d = opendir(t->ctx.chain.d[i].path);
+		struct dirent *de;
+		if (d == NULL)
+			continue;
+		while ((de = readdir(d)) != NULL && n < cap) {
+			char p[PATH_MAX];
+			if (de->d_name[0] == '.' || strcmp(de->d_name, "bin") == 0 || strlen(de->d_name) >= MANIFEST_NAME_MAX)
+				continue;
+			snprintf(p, sizeof(p), "%s/%s/.installed.json", t->ctx.chain.d[i].path, de->d_name);
+			if (access(p, F_OK) != 0)
+				continue;
+			for (k = 0; k < n; k++)
+				if (strcmp(out[k].name, de->d_name) == 0)
+					break;
+			if (k < n)
+				continue;
+			if (nnames > 0) {
+				for (j = 0; j < nnames; j++)
+					if (strcmp(names[j], de->d_name) == 0)
+						break;
+				if (j == nnames)
+					continue;
+			}
+			snprintf(out[n].dir, sizeof(out[n].dir), "%s", t->ctx.chain.d[i].path);
+			snprintf(out[n].name, sizeof(out[n].name), "%s", de->d_name);
+			n++;
+		}
+		closedir(d);
+	}
+	/* sorted by name, so the output is stable */
+	for (i = 1; i < n; i++)
+		for (j = i; j > 0 && strcmp(out[j - 1].name, out[j].name) > 0; j--) {
+			struct found tmp = out[j];
+			out[j] = out[j - 1];
+			out[j - 1] = tmp;
+		}
+	return n;
+}
+
+static int
+verify_file(const char *file, const char *hex)
+{
+	struct digest want, got;
+	char h[DIGEST_HEX_MAX];
+	struct err e;
+
+	if (digest_parse_hex(DIGEST_SHA256, hex, &want, "usage", &e) < 0)
+		return fail(&e);
+	if (digest_file(DIGEST_SHA256, file, &got, NULL, &e) < 0)
+		return fail(&e);
+	if (!digest_equal(&want, &got)) {
+		digest_hex(&got, h);
+		err_printf("install.checksum_mismatch", "%s: expected sha256 %s, got %s", file, hex, h);
+		return EXIT_FAIL;
+	}
+	printf("%s: OK\n", file);
+	return EXIT_OK;
+}
+
+static int
+sbom(struct tooling *t, struct found *f, int n)
+{
+	struct json_w w;
+	char ts[32], serial[64], rnd[40];
+	time_t now = time(NULL);
+	struct tm tm;
+	int i;
+	FILE *ur;
+
+	gmtime_r(&now, &tm);
+	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	memset(rnd, 0, sizeof(rnd));
+	ur = fopen("/dev/urandom", "r");
+	{
+		unsigned char b[16] = {0};
+		if (ur != NULL) {
+			if (fread(b, 1, 16, ur) != 16)
+				memset(b, 0, 16);
+			fclose(ur);
+		}
+		b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+		b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+		snprintf(serial, sizeof(serial),
+			 "urn:uuid:%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+			 b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+	}
+	json_w_init(&w, 16u << 20);
+	json_w_obj(&w);
+	json_w_kstr(&w, "bomFormat", "CycloneDX");
+	json_w_kstr(&w, "specVersion", "1.5");
+	json_w_kstr(&w, "serialNumber", serial);
+	json_w_kint(&w, "version", 1);
+	json_w_key(&w, "metadata");
+	json_w_obj(&w);
+	json_w_kstr(&w, "timestamp", ts);
+	json_w_key(&w, "tools");
+	json_w_obj(&w);
+	json_w_key(&w, "components");
+	json_w_arr(&w);
+	json_w_obj(&w);
+	json_w_kstr(&w, "type", "application");
+	json_w_kstr(&w, "name", "agent-sandbox-server");
+#ifdef ABX_VERSION
+	json_w_kstr(&w, "version", ABX_VERSION);
+#endif
+	json_w_end(&w);
+	json_w_end(&w);
+	json_w_end(&w);
+	json_w_end(&w);
+	json_w_key(&w, "components");
+	json_w_arr(&w);
+	for (i = 0; i < n; i++) {
+		char p[PATH_MAX], *buf = NULL;
+		size_t len;
+		struct json_doc doc = {0};
+		struct err e;
+		const struct json_val *rows;
+		size_t r;
+
+		snprintf(p, sizeof(p), "%s/%s/.installed.json", f[i].dir, f[i].name);
+		if (fs_read_alloc(p, INSTALL_MARKER_MAX, &buf, &len, &e) < 0)
+			continue;
+		if (json_parse(&doc, buf, len, NULL, &e) < 0) {
+			free(buf);
+			continue;
+		}
+		rows = json_get(doc.root, "sbom");
+		for (r = 0; rows && rows->type == JSON_ARRAY && r < rows->u.arr.n; r++) {
+			const struct json_val *row = &rows->u.arr.v[r];
+			const char *sha = json_get_str(row, "sha256"), *url = json_get_str(row, "url");
+			const char *integ = json_get_str(row, "integrity");
+			json_w_obj(&w);
+			json_w_kstr(&w, "type", "application");
+			snprintf(p, sizeof(p), "%s@%s", f[i].name, json_get_str(row, "version") ? json_get_str(row, "version") : "");
+			json_w_kstr(&w, "bom-ref", p);
+			json_w_kstr(&w, "name", json_get_str(row, "name") ? json_get_str(row, "name") : f[i].name);
+			json_w_kstr(&w, "version", json_get_str(row, "version") ? json_get_str(row, "version") : "");
+			if (json_get_str(row, "purl"))
+				json_w_kstr(&w, "purl", json_get_str(row, "purl"));
+			if (sha != NULL || integ != NULL) {
+				json_w_key(&w, "hashes");
+				json_w_arr(&w);
+				if (sha != NULL) {
+					json_w_obj(&w);
+					json_w_kstr(&w, "alg", "SHA-256");
+					json_w_kstr(&w, "content", sha);
+					json_w_end(&w);
+				}
+				json_w_end(&w);
+			}
+			if (url != NULL) {
+				json_w_key(&w, "externalReferences");
+				json_w_arr(&w);
+				json_w_obj(&w);
+				json_w_kstr(&w, "type", "distribution");
+				json_w_kstr(&w, "url", url);
+				json_w_end(&w);
+				json_w_end(&w);
+			}
+			json_w_end(&w);
+		}
+		json_free(&doc);
+		free(buf);
+	}
+	json_w_end(&w);
+	json_w_end(&w);
+	if (w.overflow) {
+		json_w_free(&w);
+		err_printf("internal", "SBOM larger than 16 MiB");
+		return EXIT_FAIL;
+	}
+	printf("%s\n", w.buf);
+	json_w_free(&w);
+	(void)t;
+	return EXIT_OK;
+}
+
+int
+verify_main(int argc, char **argv)
+{
+	enum { O_JSON = 256, O_SBOM, O_SHA256, O_CONFIG, O_MANIFESTS, O_TOOLS };
+	static const struct option opts[] = {
+		{"json", no_argument, NULL, O_JSON},
+		{"sbom", no_argument, NULL, O_SBOM},
+		{"sha256", required_argument, NULL, O_SHA256},
+		{"config", required_argument, NULL, O_CONFIG},
+		{"manifests", required_argument, NULL, O_MANIFESTS},
+		{"tools-dir", required_argument, NULL, O_TOOLS},
+		{"quiet", no_argument, NULL, 'q'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	static struct tooling t;
+	static struct found f[VERIFY_MAX_TOOLS];
+	const char *sha = NULL;
+	char **names = NULL, absdir[PATH_MAX];
+	int c, nnames = 0, want_sbom = 0, n, i, drifted = 0;
+	struct json_w w;
+	struct err e;
+
+	memset(&t, 0, sizeof(t));
+	opterr = 0;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "qvh", opts, NULL)) != -1) {
+		switch (c) {
+		case O_JSON: t.json = 1; break;
+		case O_SBOM: want_sbom = 1; break;
+		case O_SHA256: sha = optarg; break;
+		case O_CONFIG: t.config = optarg; break;
+		case O_MANIFESTS: t.manifests = optarg; break;
+		case O_TOOLS: t.tools_dir = optarg; break;
+		case 'q': t.quiet = 1; break;
+		case 'v': t.verbose = 1; break;
+		case 'h': return usage_help(usage);
+		default: return bad_option("verify", usage, argc, argv);
+		}
+	}
+	names = argv + optind;
+	nnames = argc - optind;
+	if (sha != NULL) {
+		if (nnames != 1)
+			return usage_error("verify", usage, "--sha256 checks exactly one FILE");
+		return verify_file(names[0], sha);
+	}
+	if (t.tools_dir != NULL && t.tools_dir[0] != '/' && realpath(t.tools_dir, absdir) != NULL)
+		t.tools_dir = absdir;
+	if (tooling_open(&t, 0, NULL, &e) < 0) {
+		tooling_close(&t);
+		return fail(&e);
+	}
+	n = collect(&t, names, nnames, f, VERIFY_MAX_TOOLS);
+	for (i = 0; i < nnames; i++) {
+		int k;
+		for (k = 0; k < n; k++)
+			if (strcmp(f[k].name, names[i]) == 0)
+				break;
+		if (k == n) {
+			err_printf("not_found", "%s is not installed in any tools directory", names[i]);
+			tooling_close(&t);
+			return EXIT_FAIL;
+		}
+	}
+	if (want_sbom) {
+		int rc = sbom(&t, f, n);
+		tooling_close(&t);
+		return rc;
+	}
+	json_w_init(&w, 4u << 20);
+	json_w_obj(&w);
+	json_w_key(&w, "tools");
+	json_w_arr(&w);
+	for (i = 0; i < n; i++) {
+		struct install_marker mk;
+		char tree[PATH_MAX], lp[PATH_MAX], hex[65], *old = NULL, *cur = NULL;
+		size_t ol = 0, cl = 0;
+		const manifest_t *m;
+		int tree_ok = 0, manifest_ok = 1, nd = 0;
+
+		json_w_obj(&w);
+		json_w_kstr(&w, "name", f[i].name);
+		json_w_kstr(&w, "dir", f[i].dir);
+		if (install_marker_read(f[i].dir, f[i].name, &mk, &e) < 0) {
+			json_w_kstr(&w, "state", "broken");
+			json_w_kstr(&w, "error", e.msg);
+			json_w_end(&w);
+			if (!t.json)
+				printf("BROKEN %s: %s\n", f[i].name, e.msg);
+			drifted++;
+			continue;
+		}
+		json_w_kstr(&w, "version", mk.version);
+		snprintf(tree, sizeof(tree), "%s/%s/%s", f[i].dir, f[i].name, mk.tree);
+		snprintf(lp, sizeof(lp), "%s/%s/.installed.files", f[i].dir, f[i].name);
+		if (install_tree_list(tree, &cur, &cl, hex, NULL, NULL, &e) == 0)
+			tree_ok = strcmp(hex, mk.tree_sha256) == 0;
+		m = manifest_get(&t.ms, f[i].name, &e);
+		if (m != NULL && strcmp(m->sha256, mk.manifest_sha256) != 0)
+			manifest_ok = 0;
+		json_w_kstr(&w, "state", tree_ok && manifest_ok ? "ok" : "drift");
+		json_w_kbool(&w, "tree_ok", tree_ok);
+		json_w_kbool(&w, "manifest_ok", manifest_ok);
+		json_w_key(&w, "changes");
+		json_w_arr(&w);
+		if (!tree_ok || !manifest_ok)
+			drifted++;
+		if (!t.json) {
+			if (tree_ok && manifest_ok)
+				printf("OK %s %s (%s)\n", f[i].name, mk.version, tree);
+			else
+				printf("DRIFT %s %s (%s)\n", f[i].name, mk.version, tree);
+		}
+		if (!manifest_ok) {
+			json_w_str(&w, "manifest changed since install (prepare reinstalls it)");
+			if (!t.json)
+				printf("  %s: manifest changed since install (prepare reinstalls it)\n", f[i].name);
+		}
+		if (!tree_ok) {
+			if (cur == NULL) {
+				json_w_str(&w, "tree missing or unreadable");
+				if (!t.json)
+					printf("  %s: tree missing or unreadable: %s\n", f[i].name, e.msg);
+			} else if (fs_read_alloc(lp, 64u << 20, &old, &ol, &e) == 0) {
+				nd = diff_lists(old, cur, &w, !t.json, f[i].name);
+				if (nd == 0) {
+					json_w_str(&w, "listing differs from the marker's digest");
+					if (!t.json)
+						printf("  %s: the recorded listing does not match the marker\n", f[i].name);
+				}
+			} else {
+				json_w_str(&w, "content differs (no listing recorded)");
+				if (!t.json)
+					printf("  %s: content differs\n", f[i].name);
+			}
+		}
+		json_w_end(&w);
+		json_w_end(&w);
+		free(old);
+		free(cur);
+	}
+	json_w_end(&w);
+	json_w_kbool(&w, "ok", drifted == 0);
+	json_w_end(&w);
+	if (t.json)
+		printf("%s\n", w.buf);
+	json_w_free(&w);
+	tooling_close(&t);
+	return drifted ? EXIT_PARTIAL : EXIT_OK;
+}

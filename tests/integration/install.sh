@@ -1,0 +1,329 @@
+# The install engine end to end (SPEC §6, §11; issue 4 §8): prepare, the
+# shim, verify and fetch --only against a local HTTPS server (Python's
+# http.server + ssl, a test PKI made at test time) that logs every request.
+. "$TOP/tests/lib.sh"
+
+W=$T/www
+M=$T/man
+mkdir -p "$W" "$M" "$T/home" "$T/state" "$T/outside"
+export HOME=$T/home ABX_SERVER_STATE_DIR=$T/state ABX_SERVER_AUDIT_FILE=$T/audit.jsonl
+unset ABX_TOOLS_DIR ABX_MANIFESTS_DIR ABX_SERVER_INSTALL_MODE ABX_INSTALL_MODE ABX_INSTALL_MIRROR \
+	ABX_INSTALL_UNPINNED ABX_SERVER_ENV ABX_TEST_PAUSE SSL_CERT_DIR HTTPS_PROXY https_proxy HTTP_PROXY http_proxy
+
+sh "$FIXTURES/mkcerts.sh" "$T/pki" >/dev/null 2>&1 || { not_ok "test PKI" "mkcerts.sh failed"; exit 1; }
+export SSL_CERT_FILE=$T/pki/ca.pem
+
+# A tool archive: pkg/bin/hello prints its version (tar.gz, strip 1).
+mktool() { # NAME VERSION -> $W/NAME-VERSION.tgz
+	rm -rf "$T/src" && mkdir -p "$T/src/pkg/bin" "$T/src/pkg/share"
+	printf '#!/bin/sh\necho "%s %s"\n' "$1" "$2" >"$T/src/pkg/bin/$1"
+	chmod 755 "$T/src/pkg/bin/$1"
+	head -c 20000 /dev/urandom >"$T/src/pkg/share/data.bin"
+	tar czf "$W/$1-$2.tgz" -C "$T/src" pkg
+}
+sha() { sha256sum "$1" | cut -d' ' -f1; }
+
+: >"$T/req.log"
+bg python3 "$FIXTURES/httpd.py" --root "$W" --log "$T/req.log" --cert "$T/pki/good.pem" \
+	--key "$T/pki/good.key" >"$T/port" 2>"$T/httpd.err"
+wait_for_line "$T/port" '^[0-9]' 10 || { not_ok "start https fixture" "$(cat "$T/httpd.err")"; exit 1; }
+P=$(head -1 "$T/port")
+gets() { grep -c " GET /f/$1" "$T/req.log" || true; }
+
+# mkman NAME URLPATH SHA [EXTRA-JSON-MEMBERS] [BIN]: a tarball manifest in $M
+mkman() {
+	_sha=""
+	[ -n "$3" ] && _sha=",\"sha256\":\"$3\""
+	cat >"$M/$1.json" <<EOF
+{"schema":1,"name":"$1","binary":"$1","version":"1.0.0",
+ "source":{"type":"tarball","bin":"${5:-bin/$1}","strip_components":1,
+  "platforms":{"linux-x64":{"url":"https://localhost:$P$2"$_sha},"linux-arm64":{"url":"https://localhost:$P$2"$_sha}}},
+ "hosts":["localhost"],"verify":{"argv":["{bin}"],"expect":"$1 1.0.0"},
+ "platforms":["linux-x64","linux-arm64"],"size_hint_mb":1${4:+,$4}}
+EOF
+}
+# prep TOOLS-DIR ARGS...: prepare with our manifests
+prep() { _d=$1; shift; run "$BIN" prepare --manifests "$M" --tools-dir "$_d" "$@"; }
+
+mktool hello 1.0.0
+H=$(sha "$W/hello-1.0.0.tgz")
+mkman hello /f/hello-1.0.0.tgz "$H"
+
+# ---- usage ---------------------------------------------------------------------
+run "$BIN" prepare --help
+expect "prepare --help exits 0" 0 "usage: agent-sandbox-server prepare"
+run "$BIN" prepare --bogus
+expect "prepare: unknown option exits 2" 2 "" "usage: agent-sandbox-server prepare"
+run "$BIN" prepare
+expect "prepare without tools exits 2" 2 "" "--only"
+prep "$T/t0" --only nosuchtool
+expect "prepare: unknown tool exits 2" 2 "" "nosuchtool"
+run "$BIN" verify --help
+expect "verify --help exits 0" 0 "usage: agent-sandbox-server verify"
+run "$BIN" verify --bogus
+expect "verify: unknown option exits 2" 2
+
+# ---- a first install -------------------------------------------------------------
+prep "$T/t1" --only hello --dry-run
+expect "dry-run prints the plan" 0 "install"
+check "dry-run: nothing downloaded" test "$(gets hello-1.0.0.tgz)" -eq 0
+check "dry-run: no tools directory created" test ! -e "$T/t1"
+
+prep "$T/t1" --only hello
+expect "prepare installs" 0 "hello 1.0.0: installed"
+check "one download" test "$(gets hello-1.0.0.tgz)" -eq 1
+check "the tree is published" test -x "$T/t1/hello/1.0.0-linux-x64/bin/hello"
+check "the marker names the manifest digest" grep -q "\"manifest_sha256\":\"$(sha "$M/hello.json")\"" "$T/t1/hello/.installed.json"
+check "the marker has the artifact digest and SBOM rows" grep -q "\"sbom\":\[{\"name\":\"hello\".*\"sha256\":\"$H\"" "$T/t1/hello/.installed.json"
+check "the cache holds the artifact by sha256" test -f "$T/t1/.cache/$H"
+check "bin/hello is a link to the binary" test "$(readlink "$T/t1/bin/hello")" = "$(readlink -f "$BIN")"
+check "staging is empty afterwards" test -z "$(ls -A "$T/t1/.staging")"
+check "no progress file is left" test ! -e "$T/t1/hello/.progress.json"
+check "audit: install.start and install.finish" sh -c "grep -q '\"event\":\"install.start\",\"tool\":\"hello\"' '$T/audit.jsonl' && grep -q '\"event\":\"install.finish\".*\"ok\":true' '$T/audit.jsonl'"
+run "$T/t1/bin/hello" a b
+expect "the shim runs the tool" 0 "hello 1.0.0"
+run env PATH="$T/t1/bin:$PATH" hello
+expect "the shim runs from PATH" 0 "hello 1.0.0"
+
+prep "$T/t1" --only hello
+expect "a second prepare finds it ready" 0 "hello 1.0.0: ready"
+check "no second download" test "$(gets hello-1.0.0.tgz)" -eq 1
+
+# the fast path takes no lock and writes nothing
+if command -v strace >/dev/null 2>&1; then
+	strace -f -qq -e trace=flock,openat,open,mkdir,mkdirat,rename,renameat,renameat2,unlink,unlinkat,symlink,symlinkat,link,linkat,chmod,fchmodat,truncate \
+		-o "$T/strace" "$BIN" prepare -q --manifests "$M" --tools-dir "$T/t1" --only hello >/dev/null 2>&1
+	check "fast path: no flock" sh -c "! grep -q 'flock(' '$T/strace'"
+	check "fast path: no write, create, rename or unlink" sh -c \
+		"! grep -E 'O_WRONLY|O_RDWR|O_CREAT|mkdir|rename|unlink|symlink|link\(|chmod|truncate' '$T/strace' | grep -v ENOENT | grep -q ."
+	strace -f -qq -e trace=flock,openat,mkdir,mkdirat,rename,renameat2,unlink,unlinkat,symlink,symlinkat \
+		-o "$T/strace2" env ABX_MANIFESTS_DIR="$M" "$T/t1/bin/hello" >/dev/null 2>&1
+	check "shim fast path: no flock and no write" sh -c \
+		"! grep -E 'flock\(|O_WRONLY|O_RDWR|O_CREAT|mkdir|rename|unlink|symlink' '$T/strace2' | grep -v ENOENT | grep -q ."
+else
+	skip "fast path under strace" "strace not installed"
+fi
+
+# ---- verify ------------------------------------------------------------------------
+run "$BIN" verify --manifests "$M" --tools-dir "$T/t1"
+expect "verify: unchanged tree" 0 "OK hello 1.0.0"
+run "$BIN" verify --manifests "$M" --tools-dir "$T/t1" --sbom
+expect "verify --sbom exits 0" 0 '"bomFormat":"CycloneDX"'
+check "verify --sbom is CycloneDX 1.5 JSON with the artifact hash" python3 -c "
+import json,sys
+d=json.load(open('$T/out'))
+assert d['specVersion']=='1.5'
+c=d['components'][0]
+assert c['name']=='hello' and c['hashes'][0]['content']=='$H', c
+"
+run "$BIN" verify "$W/hello-1.0.0.tgz" --sha256 "$H"
+expect "verify FILE --sha256: match" 0 "OK"
+run "$BIN" verify "$W/hello-1.0.0.tgz" --sha256 "$(printf '%064d' 0)"
+expect "verify FILE --sha256: mismatch" 1 "" "install.checksum_mismatch"
+
+# ---- drift -------------------------------------------------------------------------
+echo tampered >>"$T/t1/hello/1.0.0-linux-x64/share/data.bin"
+touch "$T/t1/hello/1.0.0-linux-x64/planted"
+run "$BIN" verify --manifests "$M" --tools-dir "$T/t1"
+expect "verify: drift exits 3" 3 "DRIFT hello"
+check "verify names the changed file" grep -q "changed share/data.bin" "$T/out"
+check "verify names the added file" grep -q "added planted" "$T/out"
+run "$BIN" verify --manifests "$M" --tools-dir "$T/t1" --json hello
+expect "verify --json: drift" 3 '"state":"drift"'
+prep "$T/t1" --only hello
+expect "a drifted tree is reinstalled" 0 "hello 1.0.0: installed"
+check "the reinstall came from the cache" test "$(gets hello-1.0.0.tgz)" -eq 1
+check "the planted file is gone" test ! -e "$T/t1/hello/1.0.0-linux-x64/planted"
+run "$BIN" verify --manifests "$M" --tools-dir "$T/t1"
+expect "verify after the reinstall" 0 "OK hello"
+# manifest drift: the manifest changed (a new description), the marker is stale
+mkman hello /f/hello-1.0.0.tgz "$H" '"description":"changed"'
+run "$BIN" verify --manifests "$M" --tools-dir "$T/t1"
+expect "verify: manifest drift exits 3" 3 "manifest changed"
+prep "$T/t1" --only hello
+expect "manifest drift reinstalls" 0 "hello 1.0.0: installed"
+check "the marker has the new manifest digest" grep -q "$(sha "$M/hello.json")" "$T/t1/hello/.installed.json"
+
+# ---- checksum mismatch and backoff ------------------------------------------------
+mktool bad 1.0.0
+mkman bad /f/bad-1.0.0.tgz "$H"
+prep "$T/t2" --only bad
+expect "checksum mismatch exits 3" 3 "" "install.checksum_mismatch"
+check "the error names expected and actual digests" grep -q "expected sha256 $H, got $(sha "$W/bad-1.0.0.tgz")" "$T/err"
+check "nothing published" test ! -e "$T/t2/bad/1.0.0-linux-x64" -a ! -e "$T/t2/bad/.installed.json"
+check "nothing entered the cache" sh -c "test -z \"\$(ls -A '$T/t2/.cache')\""
+check "staging is clean" sh -c "test -z \"\$(ls -A '$T/t2/.staging')\""
+check "audit: a failed finish" grep -q '"tool":"bad".*"ok":false,.*"code":"install.checksum_mismatch"' "$T/audit.jsonl"
+n=$(gets bad-1.0.0.tgz)
+prep "$T/t2" --only bad
+expect "a second process sees the backoff" 3 "" "install.backoff"
+check "backoff: no new download" test "$(gets bad-1.0.0.tgz)" -eq "$n"
+check "backoff recorded on disk with its failure count" grep -q '"failures":1' "$T/t2/.locks/bad.backoff"
+prep "$T/t2" --only bad --force
+expect "--force retries at once" 3 "" "install.checksum_mismatch"
+check "--force downloaded again" test "$(gets bad-1.0.0.tgz)" -eq $((n + 1))
+check "the backoff doubles" grep -q '"failures":1,.*"seconds":30\|"failures":2,.*"seconds":60' "$T/t2/.locks/bad.backoff"
+
+# ---- 8 concurrent installers -------------------------------------------------------
+mktool conc 1.0.0
+mkman conc /f/conc-1.0.0.tgz "$(sha "$W/conc-1.0.0.tgz")"
+for i in 1 2 3 4 5 6 7 8; do
+	"$BIN" prepare -q --manifests "$M" --tools-dir "$T/t3" --only conc >"$T/c$i.out" 2>"$T/c$i.err" &
+	eval "pid$i=$!"
+done
+allok=1
+for i in 1 2 3 4 5 6 7 8; do
+	eval "wait \$pid$i" || { allok=0; echo "installer $i: $(cat "$T/c$i.err")" >&2; }
+done
+check "8 concurrent prepare: all exit 0" test $allok -eq 1
+check "8 concurrent prepare: exactly one download" test "$(gets conc-1.0.0.tgz)" -eq 1
+check "8 concurrent prepare: one tree" test "$(ls "$T/t3/conc" | wc -l)" -eq 1
+run "$BIN" verify --manifests "$M" --tools-dir "$T/t3" conc
+expect "8 concurrent prepare: the tree verifies" 0 "OK conc"
+
+# ---- kill -9 at each phase, then a retry with no clean-up ---------------------------
+for phase in download extract publish; do
+	mktool "k$phase" 1.0.0
+	# big enough that extraction reports progress (and pauses) part-way
+	head -c 9000000 /dev/urandom >"$T/src/pkg/share/big.bin"
+	tar czf "$W/k$phase-1.0.0.tgz" -C "$T/src" pkg
+	mkman "k$phase" "/f/k$phase-1.0.0.tgz" "$(sha "$W/k$phase-1.0.0.tgz")"
+	ABX_TEST_PAUSE=$phase "$BIN" prepare -q --manifests "$M" --tools-dir "$T/t4" --only "k$phase" \
+		>"$T/k.out" 2>"$T/k.err" &
+	kp=$!
+	if wait_for_line "$T/k.err" "paused at $phase" 20; then
+		check "kill -9 during $phase: no tree visible" test ! -e "$T/t4/k$phase/1.0.0-linux-x64"
+		check "kill -9 during $phase: no marker" test ! -e "$T/t4/k$phase/.installed.json"
+		kill -9 $kp
+		wait $kp 2>/dev/null
+		prep "$T/t4" -q --only "k$phase"
+		expect "kill -9 during $phase: the retry succeeds" 0
+		run "$BIN" verify --manifests "$M" --tools-dir "$T/t4" "k$phase"
+		expect "kill -9 during $phase: the retried tree verifies" 0 "OK k$phase"
+	else
+		kill -9 $kp 2>/dev/null
+		not_ok "kill -9 during $phase" "never paused: $(cat "$T/k.err")"
+	fi
+done
+check "kill -9: the partial download never entered the cache under its name" sh -c \
+	"for f in '$T/t4/.cache'/*; do case \$f in */.tmp-*) ;; *) [ \"\$(sha256sum \"\$f\" | cut -c1-64)\" = \"\$(basename \"\$f\")\" ] || exit 1 ;; esac; done"
+
+# ---- staging collection --------------------------------------------------------------
+mkdir -p "$T/t5/.staging/old-abc/tree" "$T/t5/.staging/fresh-def"
+touch -d '2 hours ago' "$T/t5/.staging/old-abc"
+chmod 700 "$T/t5"
+prep "$T/t5" -q --only hello
+expect "install with stale staging present" 0
+check "staging older than an hour is collected" test ! -e "$T/t5/.staging/old-abc"
+check "fresh staging is left alone" test -d "$T/t5/.staging/fresh-def"
+
+# ---- offline, cache, mirrors ------------------------------------------------------------
+run "$BIN" fetch --manifests "$M" --only hello --cache "$T/cache" --platform all
+expect "fetch --only fills the cache" 0
+check "fetch: the artifact is in the cache" test -f "$T/cache/$H"
+n=$(gets hello-1.0.0.tgz)
+run env ABX_SERVER_INSTALL_MODE=offline "$BIN" prepare --manifests "$M" --tools-dir "$T/t6" --cache "$T/cache" --only hello
+expect "offline with the cache installs" 0 "installed"
+check "offline: no network request" test "$(gets hello-1.0.0.tgz)" -eq "$n"
+run env ABX_SERVER_INSTALL_MODE=offline "$BIN" prepare --manifests "$M" --tools-dir "$T/t7" --cache "$T/nocache" --only hello
+expect "offline without the cache: install.disabled" 3 "" "install.disabled"
+check "offline: the error names the missing digest" grep -q "sha256:$H" "$T/err"
+check "offline without cache: no network request" test "$(gets hello-1.0.0.tgz)" -eq "$n"
+run env ABX_INSTALL_MIRROR="file://$T/cache" "$BIN" prepare --manifests "$M" --tools-dir "$T/t8" --only hello
+expect "a cache-shaped mirror directory serves the artifact" 0 "installed"
+check "mirror directory: no network request" test "$(gets hello-1.0.0.tgz)" -eq "$n"
+run env ABX_INSTALL_MIRROR="https://localhost:$P/f/nomirror/{path}" "$BIN" prepare --manifests "$M" --tools-dir "$T/t9" --only hello
+expect "a failing mirror template falls back to the origin" 0 "installed"
+check "the mirror URL template was tried" grep -q "GET /f/nomirror/f/hello-1.0.0.tgz" "$T/req.log"
+
+# ---- redirects outside hosts --------------------------------------------------------------
+mkman redir "/to?https://127.0.0.1:$P/f/hello-1.0.0.tgz" "$H"
+prep "$T/t10" --only redir
+expect "a redirect to a host outside hosts is refused" 3 "" "http.redirect"
+check "the redirect target got no request" sh -c "! grep -q 'host=127.0.0.1' '$T/req.log'"
+
+# ---- no space, modes, unpinned ----------------------------------------------------------------
+mkman huge /f/hello-1.0.0.tgz "$H" '"description":"x"' bin/hello
+sed -i 's/"size_hint_mb":1/"size_hint_mb":900000/' "$M/huge.json"
+prep "$T/t11" --only huge
+expect "free space below 2 x size_hint_mb: install.no_space" 3 "" "install.no_space"
+run env ABX_SERVER_INSTALL_MODE=off "$BIN" prepare --manifests "$M" --tools-dir "$T/t12" --only hello
+expect "mode off: install.disabled" 3 "" "install.disabled"
+check "mode off names its source" grep -q "ABX_SERVER_INSTALL_MODE" "$T/err"
+prep "$T/t13" -q --only hello
+ln -s "$BIN" "$T/t13/bin/hello2" 2>/dev/null
+mktool lazy 1.0.0
+mkman lazy /f/lazy-1.0.0.tgz "$(sha "$W/lazy-1.0.0.tgz")"
+ln -s "$BIN" "$T/t13/bin/lazy"
+run env ABX_SERVER_INSTALL_MODE=build ABX_MANIFESTS_DIR="$M" "$T/t13/bin/lazy"
+expect "mode build: the shim answers install.required" 1 "" "install.required"
+run env ABX_MANIFESTS_DIR="$M" "$T/t13/bin/lazy" x
+expect "mode lazy: the shim installs on first exec" 0 "lazy 1.0.0"
+run env ABX_SERVER_INSTALL_MODE=build "$BIN" prepare --manifests "$M" --tools-dir "$T/t14" --only hello
+expect "mode build: prepare installs" 0 "installed"
+
+mkman unp /f/hello-1.0.0.tgz "" "" bin/hello
+sed -i 's/unp 1.0.0/hello 1.0.0/' "$M/unp.json"
+prep "$T/t15" --only unp
+expect "a manifest without a digest does not load (exit 2)" 2 "" "install.manifest_invalid"
+check "... naming the JSON path" grep -q 'sha256: missing' "$T/err"
+run env ABX_INSTALL_UNPINNED=1 ABX_SERVER_ENV=production "$BIN" prepare --manifests "$M" --tools-dir "$T/t15" --only unp
+expect "ABX_INSTALL_UNPINNED is refused in production" 2 "" "production"
+run env ABX_INSTALL_UNPINNED=1 "$BIN" prepare --manifests "$M" --tools-dir "$T/t15" --only unp
+expect "ABX_INSTALL_UNPINNED=1 installs with a loud warning" 0 "installed" "UNPINNED INSTALL"
+check "the unpinned install is audited" grep -q '"event":"install.unpinned","tool":"unp"' "$T/audit.jsonl"
+
+# ---- hostile archives end to end: refused, nothing published, nothing outside ----------------
+python3 "$FIXTURES/mkarchives.py" "$T/arch" "$T/outside" >/dev/null
+for a in dotdot.tar absolute.tar symlink_out.tar hardlink_out.tar through_symlink_abs.tar device.tar \
+	fifo.tar setuid.tar overlay_dir_link.tar bomb.tar.gz writable.tar zip_dotdot.zip; do
+	[ -f "$T/arch/$a" ] || { not_ok "hostile $a" "fixture missing"; continue; }
+	cp "$T/arch/$a" "$W/$a"
+	n=$(echo "$a" | tr -c 'a-z0-9\n' '-' | sed 's/-*$//')
+	mkman "$n" "/f/$a" "$(sha "$W/$a")"
+	sed -i 's/"strip_components":1/"strip_components":0/' "$M/$n.json"
+	prep "$T/t16" --only "$n"
+	if [ "$RC" = 3 ] && grep -q "install.failed" "$T/err" && [ ! -e "$T/t16/$n/1.0.0-linux-x64" ] &&
+		[ ! -e "$T/t16/$n/.installed.json" ] && [ -z "$(ls -A "$T/outside")" ] && [ ! -e /tmp/x/evil ]; then
+		ok "hostile archive $a: refused, nothing published or created outside"
+	else
+		not_ok "hostile archive $a" "exit $RC; $(head -c 300 "$T/err"); outside: $(ls -A "$T/outside")"
+	fi
+done
+check "hostile archives: staging is clean" sh -c "test -z \"\$(ls -A '$T/t16/.staging')\""
+
+# ---- read-only directories (as another user, since root writes anywhere) --------------------
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
+	RO=$(mktemp -d /tmp/abx-ro.XXXXXX)
+	chmod 755 "$RO"
+	cp "$BIN" "$RO/abx" && chmod 755 "$RO/abx"
+	mkdir -p "$RO/man" && cp "$M/hello.json" "$RO/man/" && chmod -R a+rX "$RO/man"
+	cp "$T/pki/ca.pem" "$RO/ca.pem" && chmod 644 "$RO/ca.pem"
+	mkdir "$RO/ro" && chown 65534:65534 "$RO/ro" && chmod 500 "$RO/ro"
+	asnobody() { setpriv --reuid=65534 --regid=65534 --clear-groups env HOME=/nonexistent \
+		ABX_SERVER_STATE_DIR="$RO/nostate" ABX_SERVER_AUDIT_FILE= SSL_CERT_FILE="$RO/ca.pem" "$@"; }
+	run asnobody "$RO/abx" prepare --manifests "$RO/man" --tools-dir "$RO/ro" --only hello
+	expect "read-only tools directory: install.read_only" 3 "" "install.read_only"
+	check "install.read_only lists the directories tried" sh -c "grep -q '$RO/ro' '$T/err' && grep -q '/opt/agent-sandbox/tools' '$T/err' && grep -q '$RO/nostate/tools' '$T/err'"
+	# a tree prepared at build time by root, used read-only with nothing writable
+	"$RO/abx" prepare -q --manifests "$RO/man" --tools-dir "$RO/prepared" --only hello >/dev/null 2>&1
+	chmod 755 "$RO/prepared"
+	run asnobody "$RO/abx" prepare --manifests "$RO/man" --tools-dir "$RO/prepared" --only hello
+	expect "prepared root-owned tree: ready with nothing writable" 0 "ready"
+	run asnobody env ABX_MANIFESTS_DIR="$RO/man" ABX_TOOLS_DIR="$RO/prepared" "$RO/prepared/bin/hello"
+	expect "prepared root-owned tree: the shim runs it" 0 "hello 1.0.0"
+	check "nothing was written as the other user" sh -c "test -z \"\$(find '$RO' -user 65534 ! -path '$RO/ro')\""
+	rm -rf "$RO"
+else
+	skip "read-only tools directory" "needs root and setpriv"
+fi
+
+# ---- noexec staging (a tmpfs mounted noexec, as root in a private mount namespace) ------------
+if [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null; then
+	mkdir -p "$T/noexec"
+	run unshare -m sh -c "mount -t tmpfs -o noexec,size=16m tmpfs '$T/noexec' && exec '$BIN' prepare --manifests '$M' --tools-dir '$T/noexec/tools' --only hello"
+	expect "noexec staging filesystem: install.noexec" 3 "" "install.noexec"
+	check "install.noexec names the mount" grep -q "$T/noexec" "$T/err"
+else
+	skip "noexec staging" "needs root and mount namespaces"
+fi
