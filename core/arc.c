@@ -178,6 +178,8 @@ norm_name(struct xs *x, const char *raw, int strip, char *out, size_t cap,
 			return refuse(x, "%s has a component longer than %d bytes",
 			    what, ARC_NAME_MAX);
 		} else if (seen++ >= strip) {
+			if (comps >= ARC_MAX_DEPTH)
+				return refuse(x, "%s has more than %d components", what, ARC_MAX_DEPTH);
 			if (n > 0)
 				out[n++] = '/';
 			memcpy(out + n, p, clen);
@@ -254,11 +256,11 @@ why_not_dir(struct xs *x, int dfd, const char *comp)
 {
 	struct stat sb;
 
-	if (fstatat(dfd, comp, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(sb.st_mode))
+	if (fstatat(dfd, comp, &sb, AT_SYMLINK_NOFOLLOW) != 0)
+		return refuse(x, "cannot open parent '%s': %s", comp, strerror(errno));
+	if (S_ISLNK(sb.st_mode))
 		return refuse(x, "path passes through the symlink '%s'", comp);
-	if (errno == 0 || S_ISREG(sb.st_mode))
-		return refuse(x, "path passes through the non-directory '%s'", comp);
-	return refuse(x, "cannot open parent '%s': %s", comp, strerror(errno));
+	return refuse(x, "path passes through the non-directory '%s'", comp);
 }
 
 /*
@@ -303,10 +305,9 @@ walk(struct xs *x, const char *dir, int create)
 		if (nfd < 0) {
 			if (errno == ENOENT)
 				refuse(x, "'%s' does not exist", comp);
-			else if (errno == ELOOP || errno == ENOTDIR) {
-				errno = 0;
+			else if (errno == ELOOP || errno == ENOTDIR)
 				why_not_dir(x, fd, comp);
-			} else
+			else
 				refuse(x, "cannot open '%s': %s", comp, strerror(errno));
 			close(fd);
 			return -1;
@@ -384,7 +385,9 @@ entry_mode(struct xs *x, struct archive_entry *ent, int is_dir)
 			return refuse(x, "mode %04o is group- or world-writable", (unsigned)m);
 		m &= ~(mode_t)022;
 	}
-	return (int)m;
+	/* The engine hashes the tree as its owner: it must read every file
+	 * and search every directory. */
+	return (int)(m | (is_dir ? 0500 : 0400));
 }
 
 static int

@@ -15,7 +15,8 @@
  * The policy, enforced for every entry before anything is created:
  *  - names: no absolute path, no ".." component, no backslash, no empty name;
  *    "." and empty components ("a//b", "./a") are dropped; total length at
- *    most max_path, each component at most ARC_NAME_MAX;
+ *    most max_path, each component at most ARC_NAME_MAX, at most
+ *    ARC_MAX_DEPTH components;
  *  - no entry is created through an earlier symlink (each parent component
  *    is opened O_NOFOLLOW|O_DIRECTORY);
  *  - types: regular files, directories, symlinks and hard links only;
@@ -30,7 +31,9 @@
  *    directory they are cleared: they grant nothing there and occur in
  *    tarballs made in shared directories); group/world write
  *    bits are cleared (mode & 0755) — they never reach the disk; with
- *    ARC_STRICT_MODES they refuse the archive instead. Owners are never set;
+ *    ARC_STRICT_MODES they refuse the archive instead. Owner read (and
+ *    search, for directories) is always added: the engine hashes the tree
+ *    as its owner. Owners are never set;
  *    files belong to the extracting user. Directories get their final mode
  *    after all entries are written (so a 0555 directory can be filled);
  *  - duplicates: a second entry for an existing name refuses the archive,
@@ -76,6 +79,10 @@
 #define ARC_DEFAULT_MAX_ENTRY   (1ULL << 30)    /* 1 GiB for one file */
 #define ARC_DEFAULT_MAX_PATH    4096            /* PATH_MAX on Linux */
 #define ARC_NAME_MAX            255             /* NAME_MAX: one component */
+/* Components in one name. Every later walk of the tree (digest, proof,
+ * removal) stops at FS_MAX_DEPTH (128) levels; npm trees put packages inside
+ * packages, so one archive gets half of that. */
+#define ARC_MAX_DEPTH           64
 
 /* Progress is reported at most every ARC_PROGRESS_STEP bytes written (and
  * once at the end), so a callback that writes .progress.json stays cheap. */

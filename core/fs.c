@@ -356,9 +356,26 @@ make_accessible(int dirfd, const char *name)
 	return r;
 }
 
-static int
-rm_at(int pfd, const char *name, int depth, struct err *e)
+/* Removal state: the directory the removal started in (where subtrees too
+ * deep to recurse into are moved, to be removed from there) and how many
+ * were moved. */
+struct rm {
+	int top;
+	unsigned long moved;
+	char tag[48];
+	struct err *e;
+};
+
+static void
+moved_name(struct rm *r, unsigned long i, char *buf, size_t cap)
 {
+	snprintf(buf, cap, ".rm-deep.%s.%lu", r->tag, i);
+}
+
+static int
+rm_at(struct rm *rm, int pfd, const char *name, int depth)
+{
+	char deep[96];
 	struct dirent *de;
 	struct stat sb;
 	DIR *d;
@@ -367,23 +384,30 @@ rm_at(int pfd, const char *name, int depth, struct err *e)
 	if (unlinkat(pfd, name, 0) == 0 || errno == ENOENT)
 		return 0;
 	if (errno != EISDIR && errno != EPERM)
-		return io_err(e, "cannot remove", name);
-	if (depth >= FS_MAX_DEPTH)
-		return err_set(e, "io.error", "cannot remove %s: deeper than %d levels", name, FS_MAX_DEPTH);
+		return io_err(rm->e, "cannot remove", name);
+	if (depth >= FS_MAX_DEPTH) {
+		/* No deeper recursion (stack, fds): move the subtree up
+		 * beside the tree and remove it from there afterwards. */
+		moved_name(rm, rm->moved, deep, sizeof(deep));
+		if (renameat(pfd, name, rm->top, deep) != 0)
+			return io_err(rm->e, "cannot move a deep subtree", name);
+		rm->moved++;
+		return 0;
+	}
 	fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0 && errno == EACCES && make_accessible(pfd, name) == 0)
 		fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0) {
 		if (errno == ENOENT)
 			return 0;
-		return io_err(e, "cannot open directory", name);
+		return io_err(rm->e, "cannot open directory", name);
 	}
 	if (fstat(fd, &sb) == 0 && (sb.st_mode & 0700) != 0700)
 		(void)fchmod(fd, (sb.st_mode & 07777) | 0700);
 	d = fdopendir(fd);
 	if (d == NULL) {
 		close(fd);
-		return io_err(e, "cannot read directory", name);
+		return io_err(rm->e, "cannot read directory", name);
 	}
 	/* Removing entries while reading may make readdir skip some: read
 	 * again until a pass finds nothing left. */
@@ -393,7 +417,7 @@ rm_at(int pfd, const char *name, int depth, struct err *e)
 		while ((errno = 0, de = readdir(d)) != NULL) {
 			if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
 				continue;
-			if (rm_at(dirfd(d), de->d_name, depth + 1, e) != 0) {
+			if (rm_at(rm, dirfd(d), de->d_name, depth + 1) != 0) {
 				closedir(d);
 				return -1;
 			}
@@ -402,17 +426,33 @@ rm_at(int pfd, const char *name, int depth, struct err *e)
 	} while (removed);
 	closedir(d);
 	if (unlinkat(pfd, name, AT_REMOVEDIR) != 0 && errno != ENOENT)
-		return io_err(e, "cannot remove directory", name);
+		return io_err(rm->e, "cannot remove directory", name);
 	return 0;
 }
 
 int
 fs_rm_treeat(int dirfd, const char *name, struct err *e)
 {
+	struct rm rm;
+	char deep[96];
+	unsigned long i;
+
 	if (name[0] == '\0' || strchr(name, '/') != NULL || strcmp(name, ".") == 0
 	    || strcmp(name, "..") == 0)
 		return err_set(e, "io.error", "refusing to remove '%s'", name);
-	return rm_at(dirfd, name, 0, e);
+	rm.top = dirfd;
+	rm.moved = 0;
+	rm.e = e;
+	unique_suffix(rm.tag, sizeof(rm.tag));
+	if (rm_at(&rm, dirfd, name, 0) != 0)
+		return -1;
+	/* rm.moved may grow while this runs: a moved subtree can be deep too. */
+	for (i = 0; i < rm.moved; i++) {
+		moved_name(&rm, i, deep, sizeof(deep));
+		if (rm_at(&rm, dirfd, deep, 0) != 0)
+			return -1;
+	}
+	return 0;
 }
 
 int
@@ -451,6 +491,8 @@ struct tw {
 	char path[FS_PATH_MAX];
 	size_t plen;
 	unsigned char *buf;         /* FS_READ_BLOCK, content digest only */
+	char target[PATH_MAX];      /* a link target; here, not on the stack,
+	                             * so 128 levels fit a 128 KiB thread stack */
 	uint64_t files, bytes;
 	struct err *e;
 };
@@ -598,7 +640,7 @@ hash_file(struct tw *w, int dfd, const char *name, const struct stat *sb)
 static int
 walk_tree(struct tw *w, int dfd, int depth)
 {
-	char **names, hdr[16], target[PATH_MAX];
+	char **names, hdr[16], *target = w->target;
 	size_t n, i, l, saved = w->plen;
 	struct stat sb;
 	ssize_t tl;
@@ -606,7 +648,7 @@ walk_tree(struct tw *w, int dfd, int depth)
 	int fd, rc = -1;
 
 	if (depth >= FS_MAX_DEPTH)
-		return err_set(w->e, "io.error", "%s: deeper than %d levels", w->path, FS_MAX_DEPTH);
+		return err_set(w->e, "io.error", "deeper than %d levels: %s", FS_MAX_DEPTH, w->path);
 	fd = dup(dfd);
 	if (fd < 0 || (d = fdopendir(fd)) == NULL) {
 		if (fd >= 0)
@@ -641,8 +683,8 @@ walk_tree(struct tw *w, int dfd, int depth)
 			feed(w, w->path, w->plen + 1);
 			feed(w, hdr, (size_t)snprintf(hdr, sizeof(hdr), "d%04o", (unsigned)(sb.st_mode & 07777)));
 		} else if (S_ISLNK(sb.st_mode)) {
-			tl = readlinkat(dfd, names[i], target, sizeof(target));
-			if (tl < 0 || (size_t)tl >= sizeof(target)) {
+			tl = readlinkat(dfd, names[i], target, sizeof(w->target));
+			if (tl < 0 || (size_t)tl >= sizeof(w->target)) {
 				io_err(w->e, "cannot read link", w->path);
 				goto out;
 			}

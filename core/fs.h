@@ -53,7 +53,8 @@ int fs_read_alloc(const char *path, size_t max, char **out, size_t *len,
  * symlink is removed, never its target), using openat/unlinkat relative to
  * directory fds so a concurrent rename cannot redirect it. A missing path is
  * success. Directories without write/search permission for us are chmod'ed
- * u+rwx first (a 0555 directory inside a staged tree must be removable). */
+ * u+rwx first (a 0555 directory inside a staged tree must be removable).
+ * A tree deeper than FS_MAX_DEPTH is an error (arc never creates one). */
 int fs_rm_tree(const char *path, struct err *e);
 
 /* The same for the entry name inside the open directory dirfd. */

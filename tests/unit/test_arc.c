@@ -147,6 +147,7 @@ static void t_overlay_link_file(void **s) { refused("overlay_link_file.tar", T, 
 static void t_overlay_file_dir(void **s) { refused("overlay_file_dir.tar", T, "a directory over a file"); }
 static void t_dup_file(void **s) { refused("dup_file.tar", T, "a file over a file"); }
 static void t_long_path(void **s) { refused("long_path.tar", T, "longer than 4096 bytes"); }
+static void t_deep(void **s) { refused("deep.tar", T, "more than 64 components"); }
 static void t_long_component(void **s) { refused("long_component.tar", T, "component longer than 255"); }
 static void t_backslash(void **s) { refused("backslash.tar", T, "backslash"); }
 static void t_truncated(void **s) { refused("truncated.tar.gz", G, "extract:"); }
@@ -265,6 +266,26 @@ t_writable_normalised(void **s)
 	path_of(p, sizeof(p), stage, "dd");
 	assert_int_equal(lstat(p, &sb), 0);
 	assert_int_equal(sb.st_mode & 07777, 0755);
+}
+
+static void
+t_owner_read_added(void **s)
+{
+	char p[400], hex[FS_HEX_LEN];
+	struct stat sb;
+	struct err e;
+
+	assert_int_equal(extract("unreadable.tar", T, 0, NULL, &e), 0);
+	path_of(p, sizeof(p), stage, "f");
+	assert_int_equal(lstat(p, &sb), 0);
+	assert_int_equal(sb.st_mode & 07777, 0400);
+	path_of(p, sizeof(p), stage, "d");
+	assert_int_equal(lstat(p, &sb), 0);
+	assert_int_equal(sb.st_mode & 07777, 0511);   /* u+w only while filling */
+	path_of(p, sizeof(p), stage, "d/g");
+	assert_int_equal(lstat(p, &sb), 0);
+	assert_int_equal(sb.st_mode & 07777, 0600);
+	assert_int_equal(fs_tree_digest(stage, hex, NULL, NULL, &e), 0);
 }
 
 static void
@@ -504,12 +525,12 @@ main(void)
 		C(t_hardlink_to_symlink), C(t_through_symlink_abs), C(t_through_symlink),
 		C(t_device), C(t_blockdev), C(t_fifo), C(t_setuid), C(t_setgid),
 		C(t_overlay_dir_link), C(t_overlay_link_file), C(t_overlay_file_dir),
-		C(t_dup_file), C(t_long_path), C(t_long_component), C(t_backslash),
+		C(t_dup_file), C(t_long_path), C(t_long_component), C(t_deep), C(t_backslash),
 		C(t_truncated), C(t_garbage), C(t_zip_dotdot), C(t_zip_absolute),
 		C(t_zip_symlink_out), C(t_zip_symlink_through), C(t_zip_backslash),
 		C(t_bomb), C(t_wrong_format), C(t_total_cap_stops), C(t_entry_cap),
 		C(t_path_cap), C(t_stream_bomb_pipe), C(t_strict_modes),
-		C(t_writable_normalised), C(t_good_targz), C(t_good_tar_strip),
+		C(t_writable_normalised), C(t_owner_read_added), C(t_good_targz), C(t_good_tar_strip),
 		C(t_good_gnu_tar), C(t_tar_gz_reads_plain_tar_only_as_tar),
 		C(t_good_zip), C(t_nonascii_tar), C(t_npm_mode), C(t_progress),
 		C(t_format_names), C(t_no_format),

@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -382,6 +383,84 @@ t_syncfs_and_fsync_dir(void **s)
 	assert_int_equal(fs_fsync_dir(P("nothere"), &e), -1);
 }
 
+static void
+make_deep(const char *rel, int levels)
+{
+	int fd, nfd, i;
+
+	assert_int_equal(mkdir(P(rel), 0755), 0);
+	fd = open(P(rel), O_RDONLY | O_DIRECTORY);
+	for (i = 0; i < levels; i++) {
+		assert_int_equal(mkdirat(fd, "d", 0755), 0);
+		nfd = openat(fd, "d", O_RDONLY | O_DIRECTORY);
+		close(fd);
+		fd = nfd;
+	}
+	assert_int_equal(symlinkat("..", fd, "up"), 0);
+	close(fd);
+}
+
+struct deep_job {
+	char hex[FS_HEX_LEN], proof[FS_HEX_LEN];
+	int rc;
+	struct err e;
+};
+
+static void *
+deep_thread(void *arg)
+{
+	struct deep_job *j = arg;
+
+	j->rc = fs_tree_digest(P("deep"), j->hex, NULL, NULL, &j->e);
+	if (j->rc == 0)
+		j->rc = fs_stat_proof(P("deep"), j->proof, &j->e);
+	return NULL;
+}
+
+/* The server walks trees in threads: 120 levels fit musl's 128 KiB default
+ * thread stack. Deeper than FS_MAX_DEPTH is a clean error. */
+static void
+t_deep_trees(void **s)
+{
+	pthread_attr_t at;
+	pthread_t th;
+	struct deep_job j;
+	struct err e;
+	char hex[FS_HEX_LEN];
+
+	make_deep("deep", 120);
+	pthread_attr_init(&at);
+	/* ASan's frames are larger; give it the same margin over ours. */
+	pthread_attr_setstacksize(&at, 4 * 128 * 1024);
+	assert_int_equal(pthread_create(&th, &at, deep_thread, &j), 0);
+	pthread_join(th, NULL);
+	pthread_attr_destroy(&at);
+	if (j.rc != 0)
+		fail_msg("%s", j.e.msg);
+	make_deep("deeper", 2 * FS_MAX_DEPTH + 50);
+	assert_int_equal(fs_tree_digest(P("deeper"), hex, NULL, NULL, &e), -1);
+	if (strstr(e.msg, "deeper than") == NULL)
+		fail_msg("%s", e.msg);
+	assert_int_equal(fs_rm_tree(P("deep"), &e), 0);
+	/* removal has no depth limit: deep parts are moved up and removed */
+	if (fs_rm_tree(P("deeper"), &e) != 0)
+		fail_msg("%s", e.msg);
+	{
+		DIR *d = opendir(base);
+		struct dirent *de;
+		int n = 0;
+
+		while ((de = readdir(d)) != NULL)
+			n += de->d_name[0] != '.';
+		closedir(d);
+		assert_int_equal(n, 0);
+		d = opendir(base);
+		while ((de = readdir(d)) != NULL)
+			assert_null(strstr(de->d_name, "rm-deep"));
+		closedir(d);
+	}
+}
+
 #define C(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int
@@ -391,7 +470,7 @@ main(void)
 		C(t_mkdir_p), C(t_write_atomic), C(t_read_small_caps),
 		C(t_rm_tree_does_not_follow), C(t_tree_digest), C(t_stat_proof),
 		C(t_free_bytes), C(t_dir_safe), C(t_noexec_probe), C(t_noexec_mount),
-		C(t_mount_point_and_dirname), C(t_syncfs_and_fsync_dir),
+		C(t_mount_point_and_dirname), C(t_syncfs_and_fsync_dir), C(t_deep_trees),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
