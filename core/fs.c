@@ -7,6 +7,7 @@
 #include "fs.h"
 
 #include <bearssl_hash.h>
+#include "sha256x86.h"
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -570,7 +571,7 @@ fail:
 static void
 feed(struct tw *w, const void *p, size_t n)
 {
-	br_sha256_update(&w->outer, p, n);
+	sha256x86_update(&w->outer, p, n);
 }
 
 /* The proof hashes each entry's own name (its directory's records come
@@ -622,7 +623,7 @@ hash_file(struct tw *w, int dfd, const char *name, const struct stat *sb)
 		}
 		if (r == 0)
 			break;
-		br_sha256_update(&c, w->buf, (size_t)r);
+		sha256x86_update(&c, w->buf, (size_t)r);
 		total += (uint64_t)r;
 	}
 	close(fd);
