@@ -575,8 +575,11 @@ fetch_main(int argc, char **argv)
 		return usage_error("fetch", usage, "timeouts must be positive");
 	{
 		struct http_url u;
-		if (http_url_parse(o.url, &u, &e) != 0)
-			return fail(&e);
+		/* A URL we refuse is a bad argument: exit 2 like other usage errors. */
+		if (http_url_parse(o.url, &u, &e) != 0) {
+			err_print(&e);
+			return EXIT_USAGE;
+		}
 		snprintf(o.first_host, sizeof(o.first_host), "%s", u.host);
 	}
 	if (!o.have_digest) {

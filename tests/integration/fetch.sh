@@ -41,7 +41,7 @@ expect "unpinned needs https" 2 "" "https"
 for u in "ftp://localhost/x" "http://user:pw@localhost/x" "http://localhost/a b" "$(printf 'http://localhost/a\r\nX: y')" \
 	"http://localhost:99999/x" "http://[::1/x" "file:///etc/passwd"; do
 	run "$BIN" fetch "$u" --sha256 "$SHA"
-	expect "URL refused: $(printf '%s' "$u" | tr '\r\n' '  ')" 1 "" "http.url"
+	expect "URL refused: $(printf '%s' "$u" | tr '\r\n' '  ')" 2 "" "http.url"
 done
 
 # ---- plain HTTP ----------------------------------------------------------------
