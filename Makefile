@@ -88,6 +88,7 @@ $(B)/rel/gen/manifests_embed.o: $(GEN_SRC) $(HDRS) $(MUSL)/lib/libarchive.a
 
 $(BIN): $(REL_OBJ) $(MUSL)/lib/libarchive.a
 	$(MUSL_CC) $(REL_CFLAGS) $(REL_LDFLAGS) $(REL_OBJ) $(REL_LIBS) -o $@
+	@echo "$@: $$(stat -c %s $@) bytes (budget 1048576; make size says what takes the room)"
 
 # The same link, unstripped, with a map: what `make size` reads.
 $(BIN).debug: $(REL_OBJ) $(MUSL)/lib/libarchive.a
