@@ -1273,6 +1273,8 @@ http_request(struct http_client *cl, const struct http_request *rq, struct http_
 			return -1;
 	if (rq->limits.max_redirects < 0 || rq->limits.max_redirects > HTTP_REDIRECTS_MAX)
 		return err_set(e, "http.url", "at most %d redirects may be allowed", HTTP_REDIRECTS_MAX);
+	if (rq->url == NULL)
+		return err_set(e, "http.url", "no URL");
 	if (http_url_parse(rq->url, &cur, e) != 0)
 		return -1;
 	origin = cur;

@@ -8,6 +8,7 @@
 
 #include "err.h"
 #include "http.h"
+#include "net.h"
 
 /* ---- URLs ------------------------------------------------------------- */
 
@@ -642,6 +643,58 @@ test_client_errors(void **state)
 	http_client_free(cl);
 }
 
+/* A listener whose accept queue is full drops new SYNs: connect hangs, so
+ * the connect limit must end it. */
+static void
+test_client_connect_timeout(void **state)
+{
+	struct sockaddr_in a;
+	socklen_t al = sizeof(a);
+	struct http_client *cl;
+	struct http_request rq;
+	static struct http_response rs;
+	struct err e;
+	char url[64];
+	int lfd, fill[3], i;
+	int64_t t0;
+
+	lfd = socket(AF_INET, SOCK_STREAM, 0);
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(lfd, 0), 0);
+	getsockname(lfd, (struct sockaddr *)&a, &al);
+	for (i = 0; i < 3; i++) {
+		fill[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		connect(fill[i], (struct sockaddr *)&a, sizeof(a));
+	}
+	usleep(100000);
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/x", ntohs(a.sin_port));
+	cl = http_client_new(&e);
+	http_request_init(&rq, url);
+	rq.limits.connect_ms = 300;
+	t0 = net_now_ms();
+	assert_int_equal(http_request(cl, &rq, &rs, &e), -1);
+	assert_string_equal(e.code, "http.connect");
+	assert_non_null(strstr(e.msg, "no answer within 300 ms"));
+	assert_true(net_now_ms() - t0 < 3000);
+	/* The whole-transfer deadline wins over a longer connect limit. */
+	rq.limits.connect_ms = 10000;
+	rq.limits.total_ms = 200;
+	t0 = net_now_ms();
+	assert_int_equal(http_request(cl, &rq, &rs, &e), -1);
+	assert_string_equal(e.code, "http.timeout");
+	assert_true(net_now_ms() - t0 < 3000);
+	rq.url = NULL;
+	assert_int_equal(http_request(cl, &rq, &rs, &e), -1);
+	assert_string_equal(e.code, "http.url");
+	http_client_free(cl);
+	for (i = 0; i < 3; i++)
+		close(fill[i]);
+	close(lfd);
+}
+
 static void
 test_client_proxy_settings(void **state)
 {
@@ -675,6 +728,7 @@ main(void)
 		cmocka_unit_test(test_client_retries_closed_idle_connection),
 		cmocka_unit_test(test_client_redirect_rules_and_headers),
 		cmocka_unit_test(test_client_errors),
+		cmocka_unit_test(test_client_connect_timeout),
 		cmocka_unit_test(test_client_proxy_settings),
 	};
 	return cmocka_run_group_tests(tests, srv_setup, NULL);
