@@ -7,6 +7,7 @@
  *   extract_drv d DIR                          tree digest
  *   extract_drv p DIR                          stat proof
  *   extract_drv P DIR N                        µs per stat proof, N calls
+ *   extract_drv n DIR                          noexec probe (exit 0: exec ok)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +46,13 @@ main(int argc, char **argv)
 			return 1;
 		}
 		printf("%s\n", hex);
+		return 0;
+	}
+	if (argc == 3 && strcmp(argv[1], "n") == 0) {
+		if (fs_noexec_probe(argv[2], &e) != 0) {
+			err_print(&e);
+			return 1;
+		}
 		return 0;
 	}
 	if (argc == 4 && strcmp(argv[1], "P") == 0) {
