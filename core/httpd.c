@@ -38,6 +38,8 @@
 /* Requests served for one connection before yielding to others: a client
  * pipelining fast must not starve the rest. */
 #define HTTPD_BUDGET 16
+/* Idle request buffers kept for reuse (~21 KiB each). */
+#define HTTPD_BUF_CACHE 8
 /* Connections accepted per wake-up before serving the ready ones. */
 #define HTTPD_ACCEPT_BATCH 64
 /* File descriptors beyond max_conns: listener, epoll, eventfd, the reserve,
@@ -131,6 +133,8 @@ struct httpd {
 	volatile int stopping;     /* read by workers (Connection: close, streams) */
 	int64_t drain_end;
 	int stuck;                 /* drain timed out with workers still busy */
+	struct cbuf *cache[HTTPD_BUF_CACHE];
+	int ncache;
 	char busy_resp[512];
 	int busy_len;
 };
@@ -304,6 +308,8 @@ free_request(struct conn *c)
 	c->status = 0;
 }
 
+static void put_buf(struct conn *c);
+
 static void
 conn_close(struct httpd *s, struct conn *c)
 {
@@ -311,19 +317,23 @@ conn_close(struct httpd *s, struct conn *c)
 		return;
 	close(c->fd); /* also removes it from the epoll set */
 	free_request(c);
-	free(c->b);
-	c->b = NULL;
+	put_buf(c);
 	c->fd = -1;
 	c->state = C_FREE;
 	s->free_slots[s->nfree++] = (int)(c - s->conns);
 	s->active--;
 }
 
+/* Buffers come and go with every keep-alive request; a few are kept for
+ * reuse (event thread only) so busy connections do not churn the allocator,
+ * while the memory held after a burst stays bounded. */
 static struct cbuf *
 get_buf(struct conn *c)
 {
+	struct httpd *s = c->srv;
+
 	if (c->b == NULL) {
-		c->b = malloc(sizeof(*c->b));
+		c->b = s->ncache > 0 ? s->cache[--s->ncache] : malloc(sizeof(*c->b));
 		if (c->b == NULL)
 			return NULL;
 		c->b->len = c->b->pos = c->b->parsed_at = c->b->scanned = c->b->head_len = 0;
@@ -331,16 +341,35 @@ get_buf(struct conn *c)
 	return c->b;
 }
 
+static void
+put_buf(struct conn *c)
+{
+	struct httpd *s = c->srv;
+
+	if (c->b != NULL && s->ncache < HTTPD_BUF_CACHE)
+		s->cache[s->ncache++] = c->b;
+	else
+		free(c->b);
+	c->b = NULL;
+}
+
 /* ---- building responses ------------------------------------------------- */
 
+/* Formatted once a second per thread. */
 static void
 date_header(char *buf, size_t cap)
 {
+	static __thread time_t last;
+	static __thread char text[40];
 	struct tm tm;
 	time_t t = time(NULL);
 
-	gmtime_r(&t, &tm);
-	strftime(buf, cap, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+	if (t != last) {
+		gmtime_r(&t, &tm);
+		strftime(text, sizeof(text), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+		last = t;
+	}
+	snprintf(buf, cap, "%s", text);
 }
 
 /* Status line and headers into buf; returns the length or -1. */
@@ -683,8 +712,7 @@ request_done(struct httpd *s, struct conn *c)
 	c->state = C_HEAD;
 	c->linger = 0;
 	if (b->len == 0) {
-		free(c->b);
-		c->b = NULL;
+		put_buf(c);
 		c->idle = 1;
 		c->t_start = 0;
 		set_deadline(s, c, s->cfg.idle_timeout_ms);
@@ -700,8 +728,7 @@ start_linger(struct httpd *s, struct conn *c)
 {
 	shutdown(c->fd, SHUT_WR);
 	free_request(c);
-	free(c->b);
-	c->b = NULL;
+	put_buf(c);
 	c->state = C_LINGER;
 	c->linger_bytes = 0;
 	set_deadline(s, c, HTTPD_LINGER_MS);
@@ -1024,8 +1051,7 @@ read_more(struct httpd *s, struct conn *c)
 		if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
 			if (b->len == 0 && c->state == C_HEAD) {
 				/* nothing pending: keep idle connections small */
-				free(c->b);
-				c->b = NULL;
+				put_buf(c);
 			}
 			return 0;
 		}
@@ -1616,6 +1642,8 @@ httpd_free(struct httpd *s)
 		close(s->reserve_fd);
 	pthread_mutex_destroy(&s->mu);
 	pthread_cond_destroy(&s->cv);
+	while (s->ncache > 0)
+		free(s->cache[--s->ncache]);
 	free(s->conns);
 	free(s->free_slots);
 	free(s->work.ring);
