@@ -203,6 +203,10 @@ int install_marker_read(const char *dir, const char *name, struct install_marker
 int install_tree_list(const char *root, char **text, size_t *len, char hex[65], uint64_t *files, uint64_t *bytes,
 		      struct err *e);
 
+/* The stat proof of the tree under root (see install.c) into hex.
+ * Returns 0 or -1 (unreadable). */
+int install_stat_proof(const char *root, char hex[65]);
+
 /* Version of a copy on PATH: run argv (m->path.argv with {bin} = path),
  * 5 s timeout, and take the first dotted number of its output into ver.
  * Returns 0 or -1. */
