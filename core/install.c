@@ -357,11 +357,32 @@ install_marker_read(const char *dir, const char *name, struct install_marker *mk
 	const struct json_val *v;
 	size_t len;
 
+	struct stat st;
+	ssize_t got;
+	int fd;
+
 	memset(mk, 0, sizeof(*mk));
 	if ((size_t)snprintf(path, sizeof(path), "%s/%s/.installed.json", dir, name) >= sizeof(path))
 		return err_set(e, "io.error", "path too long");
-	if (fs_read_alloc(path, INSTALL_MARKER_MAX, &buf, &len, e) < 0)
-		return -1;
+	/* open + fstat + read + close: the fast path counts syscalls */
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return err_set(e, errno == ENOENT ? "not_found" : "io.error", "%s: %s", path, strerror(errno));
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 || st.st_size > INSTALL_MARKER_MAX ||
+	    (buf = malloc((size_t)st.st_size + 1)) == NULL) {
+		close(fd);
+		return err_set(e, "io.error", "%s: not a marker file", path);
+	}
+	got = read(fd, buf, (size_t)st.st_size);
+	close(fd);
+	if (got != (ssize_t)st.st_size) {
+		free(buf);
+		return err_set(e, "io.error", "%s: short read", path);
+	}
+	len = (size_t)got;
+	buf[len] = '\0';
+	mk->uid = st.st_uid;
+	mk->mode = st.st_mode;
 	if (json_parse(&doc, buf, len, NULL, e) < 0) {
 		free(buf);
 		return -1;
@@ -707,22 +728,73 @@ install_stat_proof(const char *root, char hex[65])
 /* Root-owned and not writable by us: a tree we cannot change, trusted on its
  * marker (SPEC §6 step 1). */
 static int
-root_trusted(const char *dir, const char *name, const char *tree)
+root_trusted(const char *dir, const char *name, const char *tree, const struct install_marker *mk)
 {
 	char p[PATH_MAX];
 	struct stat st;
 
-	if (geteuid() == 0)
+	/* root itself can write anything: it re-proves the tree instead. A
+	 * root-owned directory that is not group/world-writable cannot be
+	 * written by another uid (which has no CAP_DAC_OVERRIDE). */
+	if (geteuid() == 0 || mk->uid != 0 || (mk->mode & 022))
 		return 0;
 	if (lstat(tree, &st) != 0 || st.st_uid != 0 || (st.st_mode & 022) || !S_ISDIR(st.st_mode))
 		return 0;
 	snprintf(p, sizeof(p), "%s/%s", dir, name);
 	if (lstat(p, &st) != 0 || st.st_uid != 0 || (st.st_mode & 022))
 		return 0;
-	snprintf(p, sizeof(p), "%s/%s/.installed.json", dir, name);
-	if (lstat(p, &st) != 0 || st.st_uid != 0 || (st.st_mode & 022))
-		return 0;
-	return access(tree, W_OK) != 0;
+	return 1;
+}
+
+/*
+ * The marker of name in dir, parsed once per context: a marker whose inode,
+ * size, mtime and ctime are unchanged has unchanged content (a rewrite or a
+ * replacement moves the ctime, which nobody can set back), so a server
+ * calling ensure() per request does one stat instead of a read and a parse.
+ */
+static int
+marker_cached(struct install_ctx *c, const char *dir, const char *name, struct install_marker *mk)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	struct err e;
+	int i, slot = -1;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/%s/.installed.json", dir, name) >= sizeof(path) ||
+	    lstat(path, &st) != 0)
+		return -1;
+	for (i = 0; i < INSTALL_MARKER_CACHE; i++) {
+		struct install_marker_slot *s = &c->mcache[i];
+		if (s->used && s->dev == st.st_dev && s->ino == st.st_ino && s->size == st.st_size &&
+		    s->mtime_ns == (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec &&
+		    s->ctime_ns == (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec &&
+		    strcmp(s->path, path) == 0) {
+			*mk = s->mk;
+			return 0;
+		}
+	}
+	if (install_marker_read(dir, name, mk, &e) < 0)
+		return -1;
+	for (i = 0; i < INSTALL_MARKER_CACHE && slot < 0; i++)
+		if (!c->mcache[i].used || strcmp(c->mcache[i].path, path) == 0)
+			slot = i;
+	if (slot < 0)
+		slot = (int)(st.st_ino % INSTALL_MARKER_CACHE);
+	{
+		struct install_marker_slot *s = &c->mcache[slot];
+		s->used = 1;
+		s->dev = st.st_dev;
+		s->ino = st.st_ino;
+		s->size = st.st_size;
+		s->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+		s->ctime_ns = (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;
+		snprintf(s->path, sizeof(s->path), "%s", path);
+		s->mk = *mk;
+		/* the fstat of the read saw the same file only if nothing moved */
+		if (mk->uid != st.st_uid || mk->mode != st.st_mode)
+			s->used = 0;
+	}
+	return 0;
 }
 
 /* Is the tool ready in dir? 1 yes (r filled), 0 no. */
@@ -734,7 +806,7 @@ ready_in(struct install_ctx *c, const manifest_t *m, const char *dir, struct ins
 	struct stat st;
 	struct err e;
 
-	if (install_marker_read(dir, m->name, &mk, &e) < 0)
+	if (marker_cached(c, dir, m->name, &mk) < 0)
 		return 0;
 	if (!ct_equal(mk.manifest_sha256, m->sha256, 64) || strcmp(mk.platform, c->platform) != 0 ||
 	    strcmp(mk.version, m->version) != 0)
@@ -744,7 +816,7 @@ ready_in(struct install_ctx *c, const manifest_t *m, const char *dir, struct ins
 		return 0;
 	if (stat(entry, &st) != 0 || !S_ISREG(st.st_mode))
 		return 0;
-	if (!root_trusted(dir, m->name, tree)) {
+	if (!root_trusted(dir, m->name, tree, &mk)) {
 		/* a tree we (or our user) can write: prove it unchanged */
 		if (install_stat_proof(tree, hex) < 0)
 			return 0;
@@ -2189,6 +2261,9 @@ install_ctx_init(struct install_ctx *c, struct manifest_set *ms, struct install_
 	ssize_t n;
 
 	memset(c, 0, sizeof(*c));
+	c->mcache = calloc(INSTALL_MARKER_CACHE, sizeof(*c->mcache));
+	if (c->mcache == NULL)
+		return err_set(e, "internal", "out of memory");
 	c->ms = ms;
 	c->set = set;
 	snprintf(c->platform, sizeof(c->platform), "%s", platform ? platform : manifest_platform_self());
@@ -2215,4 +2290,6 @@ install_ctx_free(struct install_ctx *c)
 	if (c->http != NULL)
 		http_client_free(c->http);
 	c->http = NULL;
+	free(c->mcache);
+	c->mcache = NULL;
 }

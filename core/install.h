@@ -30,6 +30,7 @@
  */
 #include <limits.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <time.h>
 
 #include "err.h"
@@ -68,6 +69,10 @@ typedef void (*install_progress_fn)(void *arg, const char *name, const char *pha
 
 struct http_client;
 
+/* Markers parsed once per context (see marker_cached in install.c). */
+#define INSTALL_MARKER_CACHE 8
+struct install_marker;
+
 struct install_ctx {
 	struct manifest_set *ms;
 	struct install_settings *set;
@@ -93,6 +98,7 @@ struct install_ctx {
 	int net_probe_rc;
 
 	struct http_client *http;   /* created on first download */
+	struct install_marker_slot *mcache;  /* INSTALL_MARKER_CACHE slots, owned */
 	int depth;                  /* requires recursion */
 
 	/* counters, for prepare's summary and tests */
@@ -187,6 +193,17 @@ struct install_marker {
 	char stat_proof[65];
 	char installed_at[32];
 	uint64_t files, bytes;
+	unsigned uid, mode;     /* of the marker file */
+};
+
+struct install_marker_slot {
+	int used;
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	int64_t mtime_ns, ctime_ns;
+	char path[PATH_MAX];
+	struct install_marker mk;
 };
 
 int install_marker_read(const char *dir, const char *name, struct install_marker *mk, struct err *e);

@@ -1,0 +1,70 @@
+/*
+ * Bench driver for the install engine's fast path (SPEC §6 step 1), linked
+ * against the release objects by tools/bench/install.sh:
+ *   ensure_drv TOOLS-DIR MANIFESTS-DIR|- NAME N
+ * prints "<µs per install_fast_path call> <µs per stat() of the entry>".
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "install.h"
+
+static double
+now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+int
+main(int argc, char **argv)
+{
+	static struct install_settings set;
+	static struct manifest_set ms;
+	static struct install_ctx ctx;
+	struct config_flag fl[2];
+	struct manifest_opts mo = {NULL, 0};
+	struct install_result r;
+	struct err e;
+	const manifest_t *m;
+	struct stat st;
+	double t0, ours, ref;
+	int i, n, nf = 0;
+
+	if (argc != 5)
+		return 2;
+	n = atoi(argv[4]);
+	fl[nf++] = (struct config_flag){"tools_dir", argv[1], "--tools-dir"};
+	if (strcmp(argv[2], "-") != 0)
+		fl[nf++] = (struct config_flag){"manifests_dir", argv[2], "--manifests"};
+	if (install_settings_load(&set, NULL, fl, nf, &e) < 0)
+		goto fail;
+	mo.platform = manifest_platform_self();
+	if (manifest_set_open(&ms, set.manifests_dir[0] ? set.manifests_dir : NULL, &mo, &e) < 0 ||
+	    install_ctx_init(&ctx, &ms, &set, NULL, &e) < 0 || (m = manifest_get(&ms, argv[3], &e)) == NULL)
+		goto fail;
+	if (install_fast_path(&ctx, m, &r, &e) != 1) {
+		fprintf(stderr, "ensure_drv: %s is not ready in %s\n", argv[3], argv[1]);
+		return 1;
+	}
+	t0 = now_us();
+	for (i = 0; i < n; i++)
+		if (install_fast_path(&ctx, m, &r, &e) != 1)
+			return 1;
+	ours = (now_us() - t0) / n;
+	t0 = now_us();
+	for (i = 0; i < n; i++)
+		if (stat(r.entry, &st) != 0)
+			return 1;
+	ref = (now_us() - t0) / n;
+	printf("%.2f %.2f\n", ours, ref);
+	return 0;
+fail:
+	fprintf(stderr, "ensure_drv: %s: %s\n", e.code, e.msg);
+	return 1;
+}
