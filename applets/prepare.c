@@ -14,12 +14,19 @@
 #include <unistd.h>
 
 #include "../core/json.h"
+#include "prepare_plan.h"
 #include "tooling.h"
 
 static const char usage[] =
-	"usage: agent-sandbox-server prepare --only NAME... [--force] [--dry-run] [--json]\n"
-	"                                   [--config FILE] [--manifests DIR] [--tools-dir DIR]\n"
-	"                                   [--cache DIR] [--platform P] [-q] [-v]\n"
+	"usage: agent-sandbox-server prepare [--only NAME...] [--force] [--dry-run] [--json]\n"
+	"                                   [--cache-only] [--config FILE] [--policy FILE]\n"
+	"                                   [--preset NAME] [--commands FILE] [--manifests DIR]\n"
+	"                                   [--tools-dir DIR] [--cache DIR] [--platform P] [-q] [-v]\n"
+	"\n"
+	"Without --only, the tools are derived from the configuration: the ops some\n"
+	"principal may call (agents, commands, policy), the tools they install, what\n"
+	"those require, minus what a copy on PATH already satisfies (the manifest's\n"
+	"path check); --dry-run prints that plan with the ops that need each tool.\n"
 	"\n"
 	"Install the named tools and the tools they require into the first writable\n"
 	"tools directory, exactly as a first use would (pinned digests, lock, staging,\n"
@@ -30,6 +37,8 @@ static const char usage[] =
 	"  --only NAME...     the tools to prepare (repeatable; several names may follow)\n"
 	"  --force            retry now even if a recent failure set a backoff\n"
 	"  --dry-run          print the plan (name, version, size, hosts, why) and change nothing\n"
+	"  --cache-only       download the plan's artifacts into the cache, verified; install nothing\n"
+	"  --policy FILE, --preset NAME, --commands FILE   as for check-config\n"
 	"  --json             one JSON document on stdout\n"
 	"  --config FILE      configuration file (default /etc/agent-sandbox/server.json)\n"
 	"  --manifests DIR    add or override manifests (also ABX_MANIFESTS_DIR)\n"
@@ -153,7 +162,8 @@ dry_run(struct tooling *t, struct item *items, int n)
 int
 prepare_main(int argc, char **argv)
 {
-	enum { O_ONLY = 256, O_FORCE, O_DRY, O_JSON, O_CONFIG, O_MANIFESTS, O_TOOLS, O_CACHE, O_PLATFORM };
+	enum { O_ONLY = 256, O_FORCE, O_DRY, O_JSON, O_CONFIG, O_MANIFESTS, O_TOOLS, O_CACHE, O_PLATFORM,
+	       O_POLICY, O_PRESET, O_COMMANDS, O_CACHE_ONLY };
 	static const struct option opts[] = {
 		{"only", required_argument, NULL, O_ONLY},
 		{"force", no_argument, NULL, O_FORCE},
@@ -164,6 +174,10 @@ prepare_main(int argc, char **argv)
 		{"tools-dir", required_argument, NULL, O_TOOLS},
 		{"cache", required_argument, NULL, O_CACHE},
 		{"platform", required_argument, NULL, O_PLATFORM},
+		{"policy", required_argument, NULL, O_POLICY},
+		{"preset", required_argument, NULL, O_PRESET},
+		{"commands", required_argument, NULL, O_COMMANDS},
+		{"cache-only", no_argument, NULL, O_CACHE_ONLY},
 		{"quiet", no_argument, NULL, 'q'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
@@ -173,6 +187,8 @@ prepare_main(int argc, char **argv)
 	static struct item items[PREPARE_MAX];
 	char *only[PREPARE_MAX], absdir[PATH_MAX];
 	int c, nonly = 0, force = 0, dry = 0, n = 0, i, failed = 0, rc;
+	struct prepare_plan_opts po = {NULL, NULL, NULL, NULL, NULL, NULL};
+	int cache_only = 0, from_config = 0;
 	struct json_w w;
 	struct err e;
 
@@ -198,6 +214,10 @@ prepare_main(int argc, char **argv)
 		case O_TOOLS: t.tools_dir = optarg; break;
 		case O_CACHE: t.cache = optarg; break;
 		case O_PLATFORM: t.platform = optarg; break;
+		case O_POLICY: po.policy = optarg; break;
+		case O_PRESET: po.preset = optarg; break;
+		case O_COMMANDS: po.commands = optarg; break;
+		case O_CACHE_ONLY: cache_only = 1; break;
 		case 'q': t.quiet = 1; break;
 		case 'v': t.verbose = 1; break;
 		case 'h': return usage_help(usage);
@@ -206,9 +226,25 @@ prepare_main(int argc, char **argv)
 	}
 	if (optind < argc)
 		return usage_error("prepare", usage, "unexpected argument %s", argv[optind]);
-	if (nonly == 0)
-		return usage_error("prepare", usage,
-				   "name the tools with --only (deriving them from the configuration is not in this build)");
+	if (nonly == 0) {
+		/* The tools of the configuration (applets/prepare_plan.c). */
+		po.config = t.config;
+		po.manifests = t.manifests;
+		po.tools_dir = t.tools_dir;
+		if (prepare_plan_names(&po, dry, t.json, only, &nonly, PREPARE_MAX, &rc) != 0)
+			return rc;
+		if (nonly == 0) {
+			if (t.json)
+				printf("{\"tools\":[],\"ok\":true}\n");
+			else if (!t.quiet)
+				printf("nothing to prepare: no mounted op needs a tool that PATH does not satisfy\n");
+			return EXIT_OK;
+		}
+		from_config = 1;
+	}
+	if (cache_only)
+		return prepare_cache_only(only, nonly, t.config, t.manifests, t.tools_dir, t.cache, t.platform, t.json,
+					  t.quiet);
 	if (t.tools_dir != NULL && t.tools_dir[0] != '/' && realpath(t.tools_dir, absdir) != NULL)
 		t.tools_dir = absdir;
 	if (tooling_open(&t, 0, t.platform, &e) < 0) {
@@ -232,6 +268,12 @@ prepare_main(int argc, char **argv)
 			return EXIT_USAGE;
 		}
 		return fail(&e);
+	}
+	/* Derived from the configuration: a copy on PATH is as good as any. */
+	for (i = 0; from_config && i < n; i++) {
+		if (items[i].requested)
+			snprintf(items[i].why, sizeof(items[i].why), "configuration");
+		items[i].requested = 0;
 	}
 	if (dry) {
 		rc = dry_run(&t, items, n);

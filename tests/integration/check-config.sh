@@ -132,7 +132,7 @@ assert not missing, missing
 mkdir -m 700 "$T/state"
 echo secret >"$T/state/token"
 if strace -V >/dev/null 2>&1; then
-	run env ABX_SERVER_STATE_DIR="$T/state" ABX_SERVER_TOKEN=tok strace -f -qq -o "$T/trace" \
+	run env ABX_SERVER_STATE_DIR="$T/state" ABX_SERVER_TOKEN=tok strace -f -qq -s 4096 -o "$T/trace" \
 		-e trace=network,process,%file $CC --config "$T/server.json" --policy "$T/policy.json" \
 		--commands "$T/cmds.json"
 	expect "check-config runs under strace" 0 "agents.codex.run"

@@ -54,8 +54,11 @@ run "$BIN" prepare --help
 expect "prepare --help exits 0" 0 "usage: agent-sandbox-server prepare"
 run "$BIN" prepare --bogus
 expect "prepare: unknown option exits 2" 2 "" "usage: agent-sandbox-server prepare"
-run "$BIN" prepare
-expect "prepare without tools exits 2" 2 "" "--only"
+run env ABX_SERVER_CONFIG="$T/nothing.json" "$BIN" prepare --manifests "$M"
+expect "prepare without --only and a missing configuration exits 2" 2 "" "nothing.json"
+echo '{}' >"$T/nothing.json"
+run env ABX_SERVER_CONFIG="$T/nothing.json" "$BIN" prepare --manifests "$M"
+expect "prepare with nothing configured installs nothing" 0 "nothing to prepare"
 prep "$T/t0" --only nosuchtool
 expect "prepare: unknown tool exits 2" 2 "" "nosuchtool"
 run "$BIN" verify --help

@@ -1,0 +1,254 @@
+/*
+ * prepare without --only: the tools of the configuration (SPEC §8, seed 000
+ * §8). The configuration stack loads in introspection mode (no socket, no
+ * process, no secret); core/plan derives the tools from the mounted ops;
+ * this file prints the plan (--dry-run) and hands the names to prepare's
+ * install loop or to the cache filler (--cache-only).
+ */
+#include "common.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/json.h"
+#include "../core/plan.h"
+#include "cfgload.h"
+#include "prepare_plan.h"
+
+struct prepare_plan {
+	struct cfgload *L;
+	struct plan plan;
+};
+
+int
+prepare_plan_load(struct prepare_plan **out, const struct prepare_plan_opts *o, struct err *e)
+{
+	struct prepare_plan *pp = calloc(1, sizeof(*pp));
+
+	*out = NULL;
+	if (pp == NULL || (pp->L = cfgload_new()) == NULL) {
+		free(pp);
+		return err_set(e, "internal", "out of memory");
+	}
+	pp->L->config_file = o->config;
+	if (o->manifests)
+		cfgload_option(pp->L, "manifests", o->manifests);
+	if (o->tools_dir)
+		cfgload_option(pp->L, "tools-dir", o->tools_dir);
+	if (o->policy)
+		cfgload_option(pp->L, "policy", o->policy);
+	if (o->preset)
+		cfgload_option(pp->L, "preset", o->preset);
+	if (o->commands)
+		cfgload_option(pp->L, "commands", o->commands);
+	if (cfgload_run(pp->L, e) != 0 ||
+	    plan_build(&pp->plan, &pp->L->ops, &pp->L->pol, &pp->L->ms, pp->L->cfg.install.use_path, NULL, NULL, e) != 0) {
+		prepare_plan_free(pp);
+		return -1;
+	}
+	*out = pp;
+	return 0;
+}
+
+void
+prepare_plan_free(struct prepare_plan *pp)
+{
+	if (pp == NULL)
+		return;
+	cfgload_free(pp->L);
+	free(pp);
+}
+
+int
+prepare_plan_count(const struct prepare_plan *pp)
+{
+	return pp->plan.norder;
+}
+
+const char *
+prepare_plan_name(const struct prepare_plan *pp, int i)
+{
+	return pp->plan.t[pp->plan.order[i]].m->name;
+}
+
+enum cfg_mode
+prepare_plan_mode(const struct prepare_plan *pp)
+{
+	return pp->L->cfg.install.mode;
+}
+
+static void
+ops_text(const struct plan_tool *t, char *buf, size_t cap)
+{
+	size_t len = 0;
+	int i;
+
+	buf[0] = '\0';
+	for (i = 0; i < t->nops && len < cap; i++)
+		len += snprintf(buf + len, cap - len, "%s%s", i ? "," : "", t->ops[i]);
+	if (t->ops_more && len < cap)
+		snprintf(buf + len, cap - len, ",+%d", t->ops_more);
+}
+
+static void
+json_tool(struct json_w *w, const struct plan_tool *t)
+{
+	const char *s, *c;
+	int i;
+
+	json_w_obj(w);
+	json_w_kstr(w, "name", t->m->name);
+	json_w_kstr(w, "version", t->m->version);
+	json_w_kint(w, "size_hint_mb", t->m->size_hint_mb);
+	json_w_key(w, "hosts");
+	json_w_arr(w);
+	for (i = 0; i < t->m->nhosts; i++)
+		json_w_str(w, t->m->hosts[i]);
+	json_w_end(w);
+	json_w_key(w, "needed_by");
+	json_w_arr(w);
+	for (i = 0; i < t->nops; i++)
+		json_w_str(w, t->ops[i]);
+	json_w_end(w);
+	json_w_key(w, "required_by");
+	json_w_arr(w);
+	for (s = t->required_by; *s != '\0'; s = *c ? c + 1 : c) {
+		c = s + strcspn(s, ",");
+		json_w_strn(w, s, (size_t)(c - s));
+	}
+	json_w_end(w);
+	if (t->min[0])
+		json_w_kstr(w, "min", t->min);
+	if (t->on_path) {
+		json_w_kstr(w, "path_entry", t->path_entry);
+		json_w_kstr(w, "path_version", t->path_version);
+	}
+	json_w_end(w);
+}
+
+int
+prepare_plan_print(const struct prepare_plan *pp, int json)
+{
+	const struct plan *p = &pp->plan;
+	char src[CFG_PATH_MAX + 32], ops[2048], hosts[600];
+	struct json_w w;
+	int i, h;
+
+	config_source(&pp->L->cfg, CK_INSTALL_MODE, src, sizeof(src));
+	if (json) {
+		json_w_init(&w, 4u << 20);
+		json_w_obj(&w);
+		json_w_kstr(&w, "mode", config_mode_name(pp->L->cfg.install.mode));
+		json_w_kstr(&w, "mode_source", src);
+		json_w_kstr(&w, "config_file", pp->L->cfg.file);
+		json_w_key(&w, "plan");
+		json_w_arr(&w);
+		for (i = 0; i < p->norder; i++)
+			json_tool(&w, &p->t[p->order[i]]);
+		json_w_end(&w);
+		json_w_key(&w, "on_path");
+		json_w_arr(&w);
+		for (i = 0; i < p->n; i++)
+			if (p->t[i].on_path && p->t[i].nops > 0)
+				json_tool(&w, &p->t[i]);
+		json_w_end(&w);
+		json_w_end(&w);
+		if (w.overflow) {
+			json_w_free(&w);
+			err_printf("internal", "the plan is too large to print");
+			return EXIT_FAIL;
+		}
+		printf("%s\n", w.buf);
+		json_w_free(&w);
+		return EXIT_OK;
+	}
+	printf("configuration: %s\ninstall.mode: %s (%s)\n\n", pp->L->cfg.file[0] ? pp->L->cfg.file : "(none: embedded defaults)",
+	       config_mode_name(pp->L->cfg.install.mode), src);
+	if (p->norder == 0)
+		printf("nothing to install: no mounted op needs a tool that PATH does not already satisfy\n");
+	else
+		printf("%-16s %-14s %8s  %-28s %s\n", "NAME", "VERSION", "SIZE", "HOSTS", "NEEDED BY");
+	for (i = 0; i < p->norder; i++) {
+		const struct plan_tool *t = &p->t[p->order[i]];
+		size_t off = 0;
+		hosts[0] = '\0';
+		for (h = 0; h < t->m->nhosts && off < sizeof(hosts); h++)
+			off += (size_t)snprintf(hosts + off, sizeof(hosts) - off, "%s%s", h ? "," : "", t->m->hosts[h]);
+		ops_text(t, ops, sizeof(ops));
+		printf("%-16s %-14s %4ld MiB  %-28s %s%s%s%s\n", t->m->name, t->m->version, t->m->size_hint_mb, hosts, ops,
+		       t->required_by[0] ? " (required by " : "", t->required_by, t->required_by[0] ? ")" : "");
+	}
+	for (i = 0; i < p->n; i++)
+		if (p->t[i].on_path && p->t[i].nops > 0)
+			printf("on PATH, not installed: %s %s at %s (manifest %s)\n", p->t[i].m->name, p->t[i].path_version,
+			       p->t[i].path_entry, p->t[i].m->version);
+	return EXIT_OK;
+}
+
+int
+prepare_plan_names(const struct prepare_plan_opts *o, int dry, int json, char **names, int *n, int cap, int *rc)
+{
+	static char store[PLAN_MAX][MANIFEST_NAME_MAX];
+	struct prepare_plan *pp;
+	struct err e;
+	int i;
+
+	*n = 0;
+	if (prepare_plan_load(&pp, o, &e) != 0) {
+		err_print(&e);
+		*rc = EXIT_USAGE;
+		return -1;
+	}
+	if (dry) {
+		*rc = prepare_plan_print(pp, json);
+		prepare_plan_free(pp);
+		return 1;
+	}
+	if (prepare_plan_count(pp) > cap || prepare_plan_count(pp) > PLAN_MAX) {
+		err_printf("usage", "the configuration needs %d tools, more than %d", prepare_plan_count(pp), cap);
+		prepare_plan_free(pp);
+		*rc = EXIT_USAGE;
+		return -1;
+	}
+	for (i = 0; i < prepare_plan_count(pp); i++) {
+		snprintf(store[i], sizeof(store[i]), "%s", prepare_plan_name(pp, i));
+		names[i] = store[i];
+	}
+	*n = i;
+	prepare_plan_free(pp);
+	return 0;
+}
+
+/* applets/fetch_cache.c */
+int fetch_cache_main(int argc, char **argv);
+
+int
+prepare_cache_only(char **names, int n, const char *config, const char *manifests, const char *tools_dir,
+		   const char *cache, const char *platform, int json, int quiet)
+{
+	char *argv[PLAN_MAX + 16];
+	int argc = 0, i;
+
+	argv[argc++] = "fetch";
+	argv[argc++] = "--only";
+	for (i = 0; i < n && i < PLAN_MAX; i++)
+		argv[argc++] = names[i];
+#define OPT(flag, v)                          \
+	if ((v) != NULL) {                    \
+		argv[argc++] = flag;          \
+		argv[argc++] = (char *)(v);   \
+	}
+	OPT("--config", config);
+	OPT("--manifests", manifests);
+	OPT("--tools-dir", tools_dir);
+	OPT("--cache", cache);
+	OPT("--platform", platform);
+#undef OPT
+	if (json)
+		argv[argc++] = "--json";
+	if (quiet)
+		argv[argc++] = "-q";
+	argv[argc] = NULL;
+	return fetch_cache_main(argc, argv);
+}

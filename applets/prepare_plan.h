@@ -1,0 +1,48 @@
+#ifndef ABX_APPLETS_PREPARE_PLAN_H
+#define ABX_APPLETS_PREPARE_PLAN_H
+/*
+ * The configuration-derived plan for prepare (applets/prepare_plan.c): the
+ * tools that the mounted ops can need, their requires, minus PATH copies
+ * (core/plan.h), in install order.
+ */
+#include "../core/config.h"
+#include "../core/err.h"
+
+struct prepare_plan;
+
+/* The options of prepare that shape the configuration (NULL = not given). */
+struct prepare_plan_opts {
+	const char *config, *manifests, *tools_dir, *policy, *preset, *commands;
+};
+
+/* Load configuration, policy and ops (introspection) and build the plan.
+ * *out is owned by the caller (prepare_plan_free). Returns 0 or -1 with e
+ * (config.*, json.*, install.manifest_invalid: exit 2). */
+int prepare_plan_load(struct prepare_plan **out, const struct prepare_plan_opts *o, struct err *e);
+void prepare_plan_free(struct prepare_plan *pp);
+
+/* The planned tools in install order. */
+int prepare_plan_count(const struct prepare_plan *pp);
+const char *prepare_plan_name(const struct prepare_plan *pp, int i);
+enum cfg_mode prepare_plan_mode(const struct prepare_plan *pp);
+
+/* --dry-run: the plan as a table (name, version, size, hosts, the ops that
+ * need it) with the PATH copies that were subtracted, or one JSON document
+ * {"mode", "mode_source", "config_file", "plan": [...], "on_path": [...]}.
+ * Returns the exit code. */
+int prepare_plan_print(const struct prepare_plan *pp, int json);
+
+/*
+ * For prepare_main: without --only, load the plan and either print it
+ * (dry != 0: returns 1 with *rc the exit code) or put the planned names in
+ * install order into names[0..*n) (storage that lives until exit; returns
+ * 0). On a configuration error prints it and returns -1 with *rc = 2.
+ */
+int prepare_plan_names(const struct prepare_plan_opts *o, int dry, int json, char **names, int *n, int cap,
+		       int *rc);
+
+/* --cache-only: the cache-filling of `fetch --only NAME...` for names. */
+int prepare_cache_only(char **names, int n, const char *config, const char *manifests, const char *tools_dir,
+		       const char *cache, const char *platform, int json, int quiet);
+
+#endif
