@@ -54,7 +54,7 @@ health(const struct httpd_req *req, struct httpd_resp *resp, void *arg)
 
 /* The route table; later endpoints add lines here. */
 static const struct httpd_route routes[] = {
-	{"GET", "/health", HTTPD_EXACT | HTTPD_INLINE, health, NULL},
+	{"GET", "/health", HTTPD_EXACT | HTTPD_INLINE | HTTPD_PUBLIC, health, NULL},
 };
 
 static int

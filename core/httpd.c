@@ -619,6 +619,8 @@ log_request(struct httpd *s, struct conn *c, int status, size_t bytes)
 	int64_t us = c->t_start ? now_us() - c->t_start : 0;
 	int n;
 
+	if (s->cfg.observe != NULL)
+		s->cfg.observe(s->cfg.observe_arg, c->route, status, bytes, us);
 	if (!s->cfg.access_log)
 		return;
 	if (c->b != NULL && c->b->head_len > 0) {
@@ -888,6 +890,14 @@ dispatch(struct httpd *s, struct conn *c)
 						 r->method, strcmp(r->method, "GET") == 0 ? ", HEAD" : "");
 	}
 	c->route = found;
+	q->ctx = NULL;
+	if (s->cfg.gate != NULL && (found == NULL || !(found->flags & HTTPD_PUBLIC)) &&
+	    s->cfg.gate(q, found, w, s->cfg.gate_arg) != 0) {
+		if (!w->done)
+			httpd_respond_errf(w, "internal", "the request gate refused without an answer");
+		resume(s, c);
+		return;
+	}
 	if (found == NULL) {
 		if (alen) {
 			httpd_resp_header(w, "Allow", allow);

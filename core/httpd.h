@@ -63,6 +63,7 @@ struct httpd_req {
 	size_t body_len;
 	const char *peer;    /* "127.0.0.1:53211" */
 	const struct http_req *head; /* every field (views into the head) */
+	void *ctx;           /* set by the gate (e.g. the principal), else NULL */
 };
 
 /* The value of the first field named name (case-insensitive), NUL-terminated,
@@ -77,6 +78,7 @@ enum {
 	HTTPD_EXACT = 0,  /* path equals route path */
 	HTTPD_PREFIX = 1, /* path starts with route path */
 	HTTPD_INLINE = 2, /* run on the event thread: the handler must never block */
+	HTTPD_PUBLIC = 4, /* the gate is not consulted (GET /health) */
 };
 
 /* One route. The table is searched in order: the first route whose path
@@ -91,6 +93,21 @@ struct httpd_route {
 	void *arg;
 };
 
+/* Consulted before every request except those of HTTPD_PUBLIC routes, and
+ * before 404/405 are decided, so an unauthenticated client learns nothing
+ * about which paths exist. route is the matched route or NULL. Runs on the
+ * event thread: it must not block (hashing a token is fine). Return 0 to let
+ * the request through (req->ctx may be set for the handler), or non-zero
+ * after answering through resp (401, 403, 429, …). */
+typedef int (*httpd_gate)(struct httpd_req *req, const struct httpd_route *route, struct httpd_resp *resp,
+			  void *arg);
+
+/* Called once per answered request (also 503-when-full, with route NULL) on
+ * the event thread, for metrics: route (NULL when none matched), status,
+ * body bytes, microseconds from the first byte of the request. */
+typedef void (*httpd_observe)(void *arg, const struct httpd_route *route, int status, size_t bytes,
+			      int64_t usec);
+
 struct httpd_config {
 	const char *host;  /* numeric or a name; NULL = 0.0.0.0 */
 	int port;          /* 0 = any free port (see httpd_port) */
@@ -102,6 +119,10 @@ struct httpd_config {
 	int verbose;       /* also connection events (503 full, timeouts) */
 	const struct httpd_route *routes;  /* not copied: must outlive the server */
 	int nroutes;
+	httpd_gate gate;   /* NULL: every request passes */
+	void *gate_arg;
+	httpd_observe observe;
+	void *observe_arg;
 };
 
 void httpd_config_defaults(struct httpd_config *c);

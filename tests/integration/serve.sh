@@ -125,6 +125,13 @@ t1=$(ms_now)
 check "SIGTERM on an idle server: exit 0" test "$rc" -eq 0
 check "SIGTERM on an idle server: exits at once (< 1 s, took $((t1 - t0)) ms)" test $((t1 - t0)) -lt 1000
 
+if start_serve -q; then
+	kill -INT "$SERVE_PID"
+	wait "$SERVE_PID"
+	check "SIGINT: exit 0" test $? -eq 0
+	check "-q: no access log, no start-up line" test ! -s "$T/serve.err"
+fi
+
 # Idle resident memory (goal: <= 2 MiB).
 if start_serve -q; then
 	sleep 0.2

@@ -73,7 +73,34 @@ h_err(const struct httpd_req *q, struct httpd_resp *w, void *arg)
 	httpd_respond_err(w, &e);
 }
 
+static int observed, last_status;
+
+static void
+observe(void *arg, const struct httpd_route *route, int status, size_t bytes, int64_t usec)
+{
+	__atomic_add_fetch(&observed, 1, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&last_status, status, __ATOMIC_SEQ_CST);
+}
+
+static int
+gate(struct httpd_req *q, const struct httpd_route *route, struct httpd_resp *w, void *arg)
+{
+	if (httpd_req_header(q, "x-deny") != NULL)
+		return httpd_respond_errf(w, "auth.missing", "no token"), 1;
+	q->ctx = "alice";
+	return 0;
+}
+
+static void
+h_whoami(const struct httpd_req *q, struct httpd_resp *w, void *arg)
+{
+	httpd_respond(w, 200, "text/plain", q->ctx ? (const char *)q->ctx : "nobody",
+		      q->ctx ? strlen(q->ctx) : 6);
+}
+
 static const struct httpd_route routes[] = {
+	{"GET", "/whoami", HTTPD_EXACT | HTTPD_INLINE, h_whoami, NULL},
+	{"GET", "/public", HTTPD_EXACT | HTTPD_INLINE | HTTPD_PUBLIC, h_whoami, NULL},
 	{"GET", "/stream", HTTPD_EXACT, h_stream, NULL},
 	{"GET", "/stream-auto", HTTPD_EXACT, h_stream, (void *)1},
 	{"POST", "/echo/", HTTPD_PREFIX, h_echo, NULL},
@@ -110,6 +137,8 @@ setup(void **state)
 	c.access_log = 0;
 	c.routes = routes;
 	c.nroutes = sizeof(routes) / sizeof(routes[0]);
+	c.gate = gate;
+	c.observe = observe;
 	srv = httpd_new(&c, &e);
 	if (srv == NULL)
 		return -1;
@@ -297,6 +326,29 @@ test_slow_handler_does_not_block_others(void **state)
 }
 
 static void
+test_gate_runs_before_routing(void **state)
+{
+	char out[4096];
+	int before = __atomic_load_n(&observed, __ATOMIC_SEQ_CST);
+
+	exchange("GET /whoami HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", out, sizeof(out));
+	assert_non_null(strstr(out, "\r\n\r\nalice"));
+	/* denied: the same 401 for a route, an unknown path, a wrong method */
+	exchange("GET /whoami HTTP/1.1\r\nHost: t\r\nX-Deny: 1\r\n\r\n", out, sizeof(out));
+	assert_non_null(strstr(out, "HTTP/1.1 401 Unauthorized\r\n"));
+	assert_non_null(strstr(out, "\"code\":\"auth.missing\""));
+	exchange("GET /no/such/path HTTP/1.1\r\nHost: t\r\nX-Deny: 1\r\n\r\n", out, sizeof(out));
+	assert_non_null(strstr(out, "HTTP/1.1 401 Unauthorized\r\n"));
+	exchange("DELETE /whoami HTTP/1.1\r\nHost: t\r\nX-Deny: 1\r\n\r\n", out, sizeof(out));
+	assert_non_null(strstr(out, "HTTP/1.1 401 Unauthorized\r\n"));
+	/* a public route skips the gate */
+	exchange("GET /public HTTP/1.1\r\nHost: t\r\nX-Deny: 1\r\nConnection: close\r\n\r\n", out, sizeof(out));
+	assert_non_null(strstr(out, "\r\n\r\nnobody"));
+	assert_int_equal(__atomic_load_n(&observed, __ATOMIC_SEQ_CST) - before, 5);
+	assert_int_equal(__atomic_load_n(&last_status, __ATOMIC_SEQ_CST), 200);
+}
+
+static void
 test_bad_config(void **state)
 {
 	struct httpd_config c;
@@ -355,6 +407,7 @@ main(void)
 		cmocka_unit_test(test_handler_without_answer_is_500),
 		cmocka_unit_test(test_error_envelope),
 		cmocka_unit_test(test_slow_handler_does_not_block_others),
+		cmocka_unit_test(test_gate_runs_before_routing),
 		cmocka_unit_test(test_bad_config),
 		cmocka_unit_test(test_stop_drains_in_flight),
 	};
