@@ -1,4 +1,5 @@
 #include "httpd.h"
+#include "json.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -180,41 +181,7 @@ now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* ---- JSON bits for the envelope ---------------------------------------- */
-
-/* Escape s as a JSON string with quotes; bytes >= 0x80 pass through (our
- * messages are ASCII; a handler's UTF-8 stays UTF-8). Returns the length or
- * -1 when it does not fit. */
-static int
-jstr(char *buf, size_t cap, const char *s)
-{
-	static const char hex[] = "0123456789abcdef";
-	size_t o = 0;
-
-	if (cap < 3)
-		return -1;
-	buf[o++] = '"';
-	for (; *s; s++) {
-		unsigned char ch = (unsigned char)*s;
-
-		if (o + 7 >= cap)
-			return -1;
-		if (ch == '"' || ch == '\\') {
-			buf[o++] = '\\';
-			buf[o++] = (char)ch;
-		} else if (ch < 0x20 || ch == 0x7f) {
-			memcpy(buf + o, "\\u00", 4);
-			buf[o + 4] = hex[ch >> 4];
-			buf[o + 5] = hex[ch & 15];
-			o += 6;
-		} else {
-			buf[o++] = (char)ch;
-		}
-	}
-	buf[o++] = '"';
-	buf[o] = '\0';
-	return (int)o;
-}
+/* ---- the error envelope (strings escaped by core/json.h) ---------------- */
 
 int
 httpd_error_body(char *buf, size_t cap, const char *code, const char *msg, const char *details_json)
@@ -229,11 +196,11 @@ httpd_error_body(char *buf, size_t cap, const char *code, const char *msg, const
 		msg = in->sentence;
 	if (details_json == NULL || *details_json == '\0')
 		details_json = "{}";
-	if (jstr(m, sizeof(m), msg) < 0)
+	if (json_escape(m, sizeof(m), msg) < 0)
 		return -1;
 	if (in->remedy == NULL)
 		strcpy(r, "null");
-	else if (jstr(r, sizeof(r), in->remedy) < 0)
+	else if (json_escape(r, sizeof(r), in->remedy) < 0)
 		return -1;
 	n = snprintf(buf, cap, "{\"error\":{\"code\":\"%s\",\"message\":%s,\"details\":%s,\"remedy\":%s}}", code, m,
 		     details_json, r);

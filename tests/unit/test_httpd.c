@@ -291,7 +291,7 @@ test_error_envelope(void **state)
 
 	exchange("GET /err HTTP/1.1\r\nHost: t\r\n\r\n", out, sizeof(out));
 	assert_non_null(strstr(out, "HTTP/1.1 502 Bad Gateway\r\n"));
-	assert_non_null(strstr(out, "{\"error\":{\"code\":\"install.failed\",\"message\":\"tool \\\"x\\\" failed\\u000abadly\","
+	assert_non_null(strstr(out, "{\"error\":{\"code\":\"install.failed\",\"message\":\"tool \\\"x\\\" failed\\nbadly\","
 				    "\"details\":{\"phase\":\"fetch\"},\"remedy\":\"see details.phase;"));
 	assert_int_equal(httpd_error_body(buf, sizeof(buf), "not_found", "x", NULL), -1);
 	assert_true(httpd_error_body(out, sizeof(out), "no.such.code", NULL, NULL) > 0);
