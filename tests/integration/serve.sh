@@ -184,6 +184,20 @@ else
 	not_ok "slow head" "serve did not start"
 fi
 
+# Many slow clients hold slots with half a head: a fresh request is still
+# answered at once, and every slow one is cut at its deadline.
+if start_serve --header-timeout 1; then
+	probe slowloris "$PORT" 200 "$BIN" >"$T/p" 2>&1
+	fresh=$(sed -n 's/^fresh 0 //p' "$T/p")
+	check "200 slow clients: a fresh request is answered within 1 s (${fresh:-failed} ms)" \
+		test "${fresh:-9999}" -lt 1000
+	check "200 slow clients: all cut with 408 at the header deadline" grep -q '^cut 200 of 200' "$T/p"
+	kill "$SERVE_PID"
+	wait "$SERVE_PID" 2>/dev/null
+else
+	not_ok "slow clients" "serve did not start"
+fi
+
 # The port is taken: a clear error, exit 1.
 probe blackhole >"$T/bh.out" 2>/dev/null &
 _pids="$_pids $!"
