@@ -1019,6 +1019,26 @@ manifest_get(struct manifest_set *s, const char *name, struct err *e)
 	return en->m;
 }
 
+static int
+mentions(const struct manifest_entry *en, const char *base)
+{
+	char q[MANIFEST_NAME_MAX + 3], *text = NULL;
+	size_t len = 0;
+	struct err e;
+	int hit;
+
+	if (snprintf(q, sizeof(q), "\"%s\"", base) >= (int)sizeof(q))
+		return 0;
+	if (en->embedded_idx >= 0)
+		return memmem(embedded_manifests[en->embedded_idx].data, embedded_manifests[en->embedded_idx].len, q,
+			      strlen(q)) != NULL;
+	if (fs_read_alloc(en->path, MANIFEST_MAX_BYTES, &text, &len, &e) < 0)
+		return 1; /* let the real load report it */
+	hit = memmem(text, len, q, strlen(q)) != NULL;
+	free(text);
+	return hit;
+}
+
 const manifest_t *
 manifest_find_binary(struct manifest_set *s, const char *base)
 {
@@ -1027,6 +1047,11 @@ manifest_find_binary(struct manifest_set *s, const char *base)
 
 	for (i = 0; i < s->n; i++) {
 		struct manifest_entry *en = &s->ent[i];
+		/* cheap prefilter: a manifest whose text never mentions "<base>"
+		 * cannot name it as its binary, and loading would parse its
+		 * lockfile (the shim runs this on every exec) */
+		if (en->m == NULL && en->state != -1 && !mentions(en, base))
+			continue;
 		if (en->m == NULL && en->state != -1 && load_entry(s, en, &e) < 0) {
 			en->state = -1;
 			en->e = e;
