@@ -1220,9 +1220,13 @@ install_backoff_left(struct install_ctx *c, const char *name)
 	int i, left = 0;
 
 	for (i = 0; i < c->chain.n; i++)
-		if (c->chain.d[i].writable && backoff_read(c->chain.d[i].path, name, &b) == 0 && b.until > t &&
-		    b.until - t > left)
-			left = (int)(b.until - t);
+		if (c->chain.d[i].writable && backoff_read(c->chain.d[i].path, name, &b) == 0 && b.until > t) {
+			/* a record never holds a tool back longer than the maximum,
+			 * whatever it says */
+			time_t d = b.until - t > INSTALL_BACKOFF_MAX ? INSTALL_BACKOFF_MAX : b.until - t;
+			if (d > left)
+				left = (int)d;
+		}
 	return left;
 }
 

@@ -1,0 +1,237 @@
+/* The install engine's building blocks (core/install.c): tree listings, the
+ * stat proof, running verify commands, markers, backoff, the check-only
+ * ensure. The whole engine runs end to end in tests/integration/install.sh. */
+#include "unit.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "install.h"
+
+static char dir[64];
+
+static int
+setup(void **state)
+{
+	snprintf(dir, sizeof(dir), "/tmp/abx-install-XXXXXX");
+	return mkdtemp(dir) != NULL ? 0 : -1;
+}
+
+static int
+teardown(void **state)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static void
+put(const char *rel, const char *text, mode_t mode)
+{
+	char p[256];
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, rel);
+	fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, mode);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	chmod(p, mode);
+}
+
+static void
+test_tree_listing(void **state)
+{
+	char p[256], hex[65], hex2[65], *text = NULL;
+	size_t len;
+	uint64_t files, bytes;
+	struct err e;
+
+	snprintf(p, sizeof(p), "%s/t", dir);
+	mkdir(p, 0755);
+	snprintf(p, sizeof(p), "%s/t/sub", dir);
+	mkdir(p, 0700);
+	snprintf(p, sizeof(p), "%s/t", dir);
+	put("t/b", "bee\n", 0644);
+	put("t/a", "hello", 0755);
+	put("t/sub/c", "", 0600);
+	snprintf(p, sizeof(p), "%s/t/link", dir);
+	assert_int_equal(symlink("sub/c", p), 0);
+	snprintf(p, sizeof(p), "%s/t", dir);
+	assert_int_equal(install_tree_list(p, &text, &len, hex, &files, &bytes, &e), 0);
+	assert_int_equal(files, 3);
+	assert_int_equal(bytes, 9);
+	/* sorted, one line per entry, mode, size, digest, path */
+	assert_non_null(strstr(text, "f 0755 5 2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824 a\n"));
+	assert_true(strstr(text, " a\n") < strstr(text, " b\n"));
+	assert_non_null(strstr(text, "l 0777 5 "));
+	assert_non_null(strstr(text, "d 0700 - - sub\n"));
+	assert_non_null(strstr(text, " sub/c\n"));
+	free(text);
+	/* stable, and every kind of change changes it */
+	assert_int_equal(install_tree_list(p, NULL, NULL, hex2, NULL, NULL, &e), 0);
+	assert_string_equal(hex, hex2);
+	put("t/b", "bee!\n", 0644);
+	assert_int_equal(install_tree_list(p, NULL, NULL, hex2, NULL, NULL, &e), 0);
+	assert_string_not_equal(hex, hex2);
+	memcpy(hex, hex2, sizeof(hex));
+	snprintf(p, sizeof(p), "%s/t/a", dir);
+	chmod(p, 0700);
+	snprintf(p, sizeof(p), "%s/t", dir);
+	assert_int_equal(install_tree_list(p, NULL, NULL, hex2, NULL, NULL, &e), 0);
+	assert_string_not_equal(hex, hex2);
+	/* only files, directories and symlinks */
+	snprintf(p, sizeof(p), "%s/t/fifo", dir);
+	assert_int_equal(mkfifo(p, 0600), 0);
+	snprintf(p, sizeof(p), "%s/t", dir);
+	assert_int_equal(install_tree_list(p, NULL, NULL, hex2, NULL, NULL, &e), -1);
+	assert_string_equal(e.code, "install.failed");
+	snprintf(p, sizeof(p), "%s/nothere", dir);
+	assert_int_equal(install_tree_list(p, NULL, NULL, hex2, NULL, NULL, &e), -1);
+}
+
+static void
+test_stat_proof(void **state)
+{
+	char p[256], a[65], b[65];
+
+	snprintf(p, sizeof(p), "%s/s", dir);
+	mkdir(p, 0755);
+	put("s/f", "x", 0644);
+	assert_int_equal(install_stat_proof(p, a), 0);
+	assert_int_equal(install_stat_proof(p, b), 0);
+	assert_string_equal(a, b);
+	put("s/f", "x", 0644); /* same content, rewritten: ctime moves */
+	assert_int_equal(install_stat_proof(p, b), 0);
+	assert_string_not_equal(a, b);
+	memcpy(a, b, sizeof(a));
+	put("s/g", "", 0644);
+	assert_int_equal(install_stat_proof(p, b), 0);
+	assert_string_not_equal(a, b);
+	snprintf(p, sizeof(p), "%s/missing", dir);
+	assert_int_equal(install_stat_proof(p, b), -1);
+}
+
+static void
+test_run_scrubbed_and_bounded(void **state)
+{
+	char out[4096];
+	struct err e;
+	char *env[] = {"/usr/bin/env", NULL};
+	char *sh[] = {"/bin/sh", "-c", "echo out; echo err >&2; exit 3", NULL};
+	char *slow[] = {"/bin/sh", "-c", "sleep 5", NULL};
+	char *none[] = {"/nonexistent/x", NULL};
+
+	setenv("ABX_SECRET_FOR_TEST", "leak", 1);
+	assert_int_equal(install_run(env, "/usr/bin:/bin", dir, 5, out, sizeof(out), &e), 0);
+	assert_null(strstr(out, "ABX_SECRET_FOR_TEST"));
+	assert_non_null(strstr(out, "PATH=/usr/bin:/bin\n"));
+	assert_non_null(strstr(out, "LANG=C\n"));
+	assert_non_null(strstr(out, "HOME="));
+	unsetenv("ABX_SECRET_FOR_TEST");
+	assert_int_equal(install_run(sh, "/usr/bin:/bin", dir, 5, out, sizeof(out), &e), 3);
+	assert_non_null(strstr(out, "out\n"));
+	assert_non_null(strstr(out, "err\n"));
+	assert_int_equal(install_run(slow, "/usr/bin:/bin", dir, 1, out, sizeof(out), &e), 128 + 9);
+	assert_int_equal(install_run(none, "/usr/bin:/bin", dir, 5, out, sizeof(out), &e), 127);
+	/* a tiny buffer is filled and terminated, never overrun */
+	assert_int_equal(install_run(sh, "/usr/bin:/bin", dir, 5, out, 3, &e), 3);
+	assert_int_equal(strlen(out), 2);
+}
+
+static void
+test_names(void **state)
+{
+	char buf[64];
+
+	install_tool_env_name("node-runtime", buf, sizeof(buf));
+	assert_string_equal(buf, "ABX_TOOL_NODE_RUNTIME");
+	install_tool_env_name("claude-code", buf, sizeof(buf));
+	assert_string_equal(buf, "ABX_TOOL_CLAUDE_CODE");
+	assert_string_equal(install_state_name(INSTALL_READ_ONLY), "read_only");
+	assert_string_equal(install_state_name(INSTALL_NETWORK_UNREACHABLE), "network_unreachable");
+}
+
+static void
+test_check_only_and_modes(void **state)
+{
+	static struct install_settings set;
+	static struct manifest_set ms;
+	static struct install_ctx c;
+	struct manifest_opts mo = {"linux-x64", 0};
+	struct install_result r;
+	struct err e;
+	struct config cfg;
+	char tools[128], marker[200];
+
+	config_defaults(&cfg);
+	install_settings_from_config(&set, &cfg);
+	snprintf(tools, sizeof(tools), "%s/tools", dir);
+	snprintf(set.tools_dir, sizeof(set.tools_dir), "%s", tools);
+	snprintf(set.state_dir, sizeof(set.state_dir), "%s/state", dir);
+	set.use_path = 0;
+	assert_int_equal(manifest_set_open(&ms, NULL, &mo, &e), 0);
+	assert_int_equal(install_ctx_init(&c, &ms, &set, "linux-x64", &e), 0);
+	/* check-only: missing, and nothing is created */
+	assert_int_equal(install_ensure(&c, "node-runtime", INSTALL_F_CHECK, &r, &e), -1);
+	assert_int_equal(r.state, INSTALL_MISSING);
+	assert_int_equal(access(tools, F_OK), -1);
+	assert_int_equal(install_ensure(&c, "no-such-tool", 0, &r, &e), -1);
+	assert_string_equal(e.code, "not_found");
+	/* mode off never installs; build only under prepare */
+	set.mode = CFG_MODE_OFF;
+	assert_int_equal(install_ensure(&c, "node-runtime", 0, &r, &e), -1);
+	assert_string_equal(e.code, "install.disabled");
+	assert_int_equal(r.state, INSTALL_DISABLED);
+	set.mode = CFG_MODE_BUILD;
+	assert_int_equal(install_ensure(&c, "node-runtime", 0, &r, &e), -1);
+	assert_string_equal(e.code, "install.required");
+	assert_int_equal(r.state, INSTALL_MISSING);
+	assert_int_equal(access(tools, F_OK), -1);
+	/* a backoff recorded by another process is honoured */
+	set.mode = CFG_MODE_LAZY;
+	mkdir(tools, 0700);
+	snprintf(marker, sizeof(marker), "%s/.locks", tools);
+	mkdir(marker, 0700);
+	install_ctx_free(&c);
+	assert_int_equal(install_ctx_init(&c, &ms, &set, "linux-x64", &e), 0);
+	put("tools/.locks/node-runtime.backoff", "{\"failures\":1,\"until\":99999999999,\"seconds\":30}", 0600);
+	if (install_backoff_left(&c, "node-runtime") <= 0)
+		fail_msg("no backoff: chain[0]=%s writable=%d why=%s", c.chain.d[0].path, c.chain.d[0].writable,
+			 c.chain.d[0].why);
+	assert_int_equal(install_ensure(&c, "node-runtime", 0, &r, &e), -1);
+	assert_string_equal(e.code, "install.backoff");
+	assert_true(r.retry_after > 0 && r.retry_after <= INSTALL_BACKOFF_MAX);
+	assert_non_null(strstr(e.details, "retry_after"));
+	install_backoff_clear(&c, "node-runtime");
+	assert_int_equal(install_backoff_left(&c, "node-runtime"), 0);
+	/* a broken marker is not a ready tool */
+	snprintf(marker, sizeof(marker), "%s/node-runtime", tools);
+	mkdir(marker, 0755);
+	put("tools/node-runtime/.installed.json", "{\"name\":\"node-runtime\",\"tree\":\"../../x\"}", 0644);
+	{
+		struct install_marker mk;
+		assert_int_equal(install_marker_read(tools, "node-runtime", &mk, &e), -1);
+	}
+	assert_int_equal(install_ensure(&c, "node-runtime", INSTALL_F_CHECK, &r, &e), -1);
+	assert_int_equal(r.state, INSTALL_MISSING);
+	install_ctx_free(&c);
+	manifest_set_close(&ms);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_tree_listing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stat_proof, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_run_scrubbed_and_bounded, setup, teardown),
+		cmocka_unit_test(test_names),
+		cmocka_unit_test_setup_teardown(test_check_only_and_modes, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
