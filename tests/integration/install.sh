@@ -167,6 +167,17 @@ expect "--force retries at once" 3 "" "install.checksum_mismatch"
 check "--force downloaded again" test "$(gets bad-1.0.0.tgz)" -eq $((n + 1))
 check "the backoff doubles" grep -q '"failures":1,.*"seconds":30\|"failures":2,.*"seconds":60' "$T/t2/.locks/bad.backoff"
 
+# ---- verify.argv fails ------------------------------------------------------------
+mktool vfail 1.0.0
+mkman vfail /f/vfail-1.0.0.tgz "$(sha "$W/vfail-1.0.0.tgz")"
+sed -i 's/"expect":"vfail 1.0.0"/"expect":"vfail 9.9"/' "$M/vfail.json"
+prep "$T/t2" --only vfail
+expect "a failing verify.argv: install.failed" 3 "" "install.failed"
+check "... with details.phase verify" grep -q 'verify output lacks "vfail 9.9"' "$T/err"
+check "... and nothing published" test ! -e "$T/t2/vfail/1.0.0-linux-x64" -a ! -e "$T/t2/bin/vfail"
+run "$BIN" prepare --json --manifests "$M" --tools-dir "$T/t2" --only vfail --force
+check "--json reports details.phase verify" grep -q '"details":{"phase":"verify"}' "$T/out"
+
 # ---- 8 concurrent installers -------------------------------------------------------
 mktool conc 1.0.0
 mkman conc /f/conc-1.0.0.tgz "$(sha "$W/conc-1.0.0.tgz")"
@@ -197,6 +208,8 @@ for phase in download extract publish; do
 	if wait_for_line "$T/k.err" "paused at $phase" 20; then
 		check "kill -9 during $phase: no tree visible" test ! -e "$T/t4/k$phase/1.0.0-linux-x64"
 		check "kill -9 during $phase: no marker" test ! -e "$T/t4/k$phase/.installed.json"
+		check "during $phase: .progress.json reports the phase and the pid" \
+			grep -q "\"phase\":\"$phase\".*\"pid\":$kp" "$T/t4/k$phase/.progress.json"
 		kill -9 $kp
 		wait $kp 2>/dev/null
 		prep "$T/t4" -q --only "k$phase"
