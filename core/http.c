@@ -1343,7 +1343,10 @@ http_request(struct http_client *cl, const struct http_request *rq, struct http_
 			}
 			memcpy(locbuf, loc->value, loc->value_len);
 			locbuf[loc->value_len] = '\0';
-			r = read_body(c, &x, kind, clen, 0, e);
+			/* The redirect's own body is drained (small) or the
+			 * connection dropped; either way it is not an error. */
+			struct err drain;
+			r = read_body(c, &x, kind, clen, 0, &drain);
 			if (r == 0 && !head_token(&h, "Connection", "close") && h.minor == 1)
 				cache_put(cl, c);
 			else
