@@ -18,16 +18,15 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char usage[] =
-	"usage: agent-sandbox-server healthcheck [--port N] [--host H] [-v]\n"
-	"\n"
-	"GET /health on the local server. Exit 0 when it answers 200 within 2\n"
-	"seconds, 1 otherwise (also for usage errors: container runtimes reserve\n"
-	"exit code 2). Silent unless -v.\n"
-	"\n"
-	"  --port N       port (default 9000)\n"
-	"  --host H       host (default 127.0.0.1)\n"
-	"  -v, --verbose  print the status line, or why the check failed\n";
+static const char usage[] = "usage: agent-sandbox-server healthcheck [--port N] [--host H] [-v]\n"
+                            "\n"
+                            "GET /health on the local server. Exit 0 when it answers 200 within 2\n"
+                            "seconds, 1 otherwise (also for usage errors: container runtimes reserve\n"
+                            "exit code 2). Silent unless -v.\n"
+                            "\n"
+                            "  --port N       port (default 9000)\n"
+                            "  --host H       host (default 127.0.0.1)\n"
+                            "  -v, --verbose  print the status line, or why the check failed\n";
 
 /* The whole check, connect to status line: what the SPEC promises and what
  * container health probes allow by default with room to spare. */
@@ -109,10 +108,11 @@ check(const char *host, int port, int verbose)
 		else
 			a4->sin_port = htons((uint16_t)port);
 	}
-	reqlen = (size_t)snprintf(req, sizeof(req),
-				  "GET /health HTTP/1.1\r\nHost: %s%s%s:%d\r\nUser-Agent: agent-sandbox-healthcheck\r\n"
-				  "Connection: close\r\n\r\n",
-				  ss.ss_family == AF_INET6 ? "[" : "", host, ss.ss_family == AF_INET6 ? "]" : "", port);
+	reqlen = (size_t)snprintf(
+	    req, sizeof(req),
+	    "GET /health HTTP/1.1\r\nHost: %s%s%s:%d\r\nUser-Agent: agent-sandbox-healthcheck\r\n"
+	    "Connection: close\r\n\r\n",
+	    ss.ss_family == AF_INET6 ? "[" : "", host, ss.ss_family == AF_INET6 ? "]" : "", port);
 	if (reqlen >= sizeof(req))
 		return unhealthy(verbose, host, port, "host name too long");
 
@@ -128,7 +128,8 @@ check(const char *host, int port, int verbose)
 		sl = sizeof(soerr);
 		if (rc <= 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0 || soerr != 0) {
 			close(fd);
-			return unhealthy(verbose, host, port, rc == 0 ? "connect timed out" : strerror(soerr ? soerr : errno));
+			return unhealthy(verbose, host, port,
+			                 rc == 0 ? "connect timed out" : strerror(soerr ? soerr : errno));
 		}
 	}
 	while (sent < reqlen) {
@@ -166,9 +167,11 @@ check(const char *host, int port, int verbose)
 	if (eol == NULL)
 		eol = strchr(resp, '\n');
 	if (eol == NULL)
-		return unhealthy(verbose, host, port, got ? "malformed answer" : "connection closed without an answer");
+		return unhealthy(verbose, host, port,
+		                 got ? "malformed answer" : "connection closed without an answer");
 	*eol = '\0';
-	if (strncmp(resp, "HTTP/1.", 7) != 0 || (strncmp(resp + 8, " 200 ", 5) != 0 && strcmp(resp + 8, " 200") != 0)) {
+	if (strncmp(resp, "HTTP/1.", 7) != 0 ||
+	    (strncmp(resp + 8, " 200 ", 5) != 0 && strcmp(resp + 8, " 200") != 0)) {
 		char why[160];
 
 		snprintf(why, sizeof(why), "answered \"%.120s\"", resp);
@@ -214,7 +217,8 @@ healthcheck_main(int argc, char **argv)
 		}
 		v = strtol(val, &end, 10);
 		if (val[0] < '0' || val[0] > '9' || *end != '\0' || v < 1 || v > 65535)
-			return (usage_error("healthcheck", usage, "--port %s: expected 1..65535", val), EXIT_FAIL);
+			return (usage_error("healthcheck", usage, "--port %s: expected 1..65535", val),
+			        EXIT_FAIL);
 		port = (int)v;
 	}
 	return check(host, port, verbose);

@@ -13,25 +13,24 @@
 
 #include "httpd.h"
 
-static const char usage[] =
-	"usage: agent-sandbox-server serve [--host H] [--port N] [--max-connections N]\n"
-	"                                  [--workers N] [-q|-v]\n"
-	"\n"
-	"Serve the sandbox HTTP API. GET /health answers without a token.\n"
-	"\n"
-	"  --host H               address to listen on (default 0.0.0.0)\n"
-	"  --port N               port (default 9000); 0 picks a free port and prints\n"
-	"                         it alone on the first line of stdout\n"
-	"  --max-connections N    connection slots, fixed at start (default 1024);\n"
-	"                         beyond them a client gets 503\n"
-	"  --workers N            handler threads (default 8)\n"
-	"  --header-timeout SECS  time for a whole request head (default 10)\n"
-	"  --idle-timeout SECS    keep-alive wait for the next request (default 60)\n"
-	"  --body-timeout SECS    time for a whole request body (default 30)\n"
-	"  -q, --quiet            no access log\n"
-	"  -v, --verbose          also log refused and timed-out connections\n"
-	"\n"
-	"SIGTERM or SIGINT: stop accepting, finish requests in progress, exit 0.\n";
+static const char usage[] = "usage: agent-sandbox-server serve [--host H] [--port N] [--max-connections N]\n"
+                            "                                  [--workers N] [-q|-v]\n"
+                            "\n"
+                            "Serve the sandbox HTTP API. GET /health answers without a token.\n"
+                            "\n"
+                            "  --host H               address to listen on (default 0.0.0.0)\n"
+                            "  --port N               port (default 9000); 0 picks a free port and prints\n"
+                            "                         it alone on the first line of stdout\n"
+                            "  --max-connections N    connection slots, fixed at start (default 1024);\n"
+                            "                         beyond them a client gets 503\n"
+                            "  --workers N            handler threads (default 8)\n"
+                            "  --header-timeout SECS  time for a whole request head (default 10)\n"
+                            "  --idle-timeout SECS    keep-alive wait for the next request (default 60)\n"
+                            "  --body-timeout SECS    time for a whole request body (default 30)\n"
+                            "  -q, --quiet            no access log\n"
+                            "  -v, --verbose          also log refused and timed-out connections\n"
+                            "\n"
+                            "SIGTERM or SIGINT: stop accepting, finish requests in progress, exit 0.\n";
 
 #ifndef ABX_VERSION
 #define ABX_VERSION "0.0.0-dev"
@@ -54,7 +53,7 @@ health(const struct httpd_req *req, struct httpd_resp *resp, void *arg)
 
 /* The route table; later endpoints add lines here. */
 static const struct httpd_route routes[] = {
-	{"GET", "/health", HTTPD_EXACT | HTTPD_INLINE | HTTPD_PUBLIC, health, NULL},
+    {"GET", "/health", HTTPD_EXACT | HTTPD_INLINE | HTTPD_PUBLIC, health, NULL},
 };
 
 static int
@@ -93,17 +92,17 @@ serve_main(int argc, char **argv)
 {
 	enum { O_MAXC = 256, O_WORKERS, O_HDR, O_IDLE, O_BODY };
 	static const struct option opts[] = {
-		{"host", required_argument, NULL, 'H'},
-		{"port", required_argument, NULL, 'p'},
-		{"max-connections", required_argument, NULL, O_MAXC},
-		{"workers", required_argument, NULL, O_WORKERS},
-		{"header-timeout", required_argument, NULL, O_HDR},
-		{"idle-timeout", required_argument, NULL, O_IDLE},
-		{"body-timeout", required_argument, NULL, O_BODY},
-		{"quiet", no_argument, NULL, 'q'},
-		{"verbose", no_argument, NULL, 'v'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"host", required_argument, NULL, 'H'},
+	    {"port", required_argument, NULL, 'p'},
+	    {"max-connections", required_argument, NULL, O_MAXC},
+	    {"workers", required_argument, NULL, O_WORKERS},
+	    {"header-timeout", required_argument, NULL, O_HDR},
+	    {"idle-timeout", required_argument, NULL, O_IDLE},
+	    {"body-timeout", required_argument, NULL, O_BODY},
+	    {"quiet", no_argument, NULL, 'q'},
+	    {"verbose", no_argument, NULL, 'v'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	struct httpd_config cfg;
 	struct sigaction sa;
@@ -117,14 +116,17 @@ serve_main(int argc, char **argv)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "hqv", opts, NULL)) != -1) {
 		switch (c) {
-		case 'H': cfg.host = optarg; break;
+		case 'H':
+			cfg.host = optarg;
+			break;
 		case 'p':
 			if (parse_int(optarg, 0, 65535, &cfg.port) != 0)
 				return usage_error("serve", usage, "--port %s: expected 0..65535", optarg);
 			break;
 		case O_MAXC:
 			if (parse_int(optarg, 1, 65536, &cfg.max_conns) != 0)
-				return usage_error("serve", usage, "--max-connections %s: expected 1..65536", optarg);
+				return usage_error("serve", usage, "--max-connections %s: expected 1..65536",
+				                   optarg);
 			break;
 		case O_WORKERS:
 			if (parse_int(optarg, 1, 256, &cfg.workers) != 0)
@@ -133,14 +135,24 @@ serve_main(int argc, char **argv)
 		case O_HDR:
 		case O_IDLE:
 		case O_BODY:
-			if (parse_secs(optarg, c == O_HDR ? &cfg.header_timeout_ms
-					   : c == O_IDLE ? &cfg.idle_timeout_ms : &cfg.body_timeout_ms) != 0)
-				return usage_error("serve", usage, "%s: expected seconds (0.001..86400)", optarg);
+			if (parse_secs(optarg, c == O_HDR    ? &cfg.header_timeout_ms
+			                       : c == O_IDLE ? &cfg.idle_timeout_ms
+			                                     : &cfg.body_timeout_ms) != 0)
+				return usage_error("serve", usage, "%s: expected seconds (0.001..86400)",
+				                   optarg);
 			break;
-		case 'q': cfg.access_log = 0; cfg.verbose = 0; break;
-		case 'v': cfg.access_log = 1; cfg.verbose = 1; break;
-		case 'h': return usage_help(usage);
-		default: return bad_option("serve", usage, argc, argv);
+		case 'q':
+			cfg.access_log = 0;
+			cfg.verbose = 0;
+			break;
+		case 'v':
+			cfg.access_log = 1;
+			cfg.verbose = 1;
+			break;
+		case 'h':
+			return usage_help(usage);
+		default:
+			return bad_option("serve", usage, argc, argv);
 		}
 	}
 	if (optind < argc)
@@ -164,8 +176,9 @@ serve_main(int argc, char **argv)
 	}
 	if (cfg.access_log) {
 		char line[160];
-		int n = snprintf(line, sizeof(line), "%s: serve: listening on %s port %d (%d slots, %d workers)\n",
-				 PROG, cfg.host, httpd_port(g_srv), cfg.max_conns, cfg.workers);
+		int n = snprintf(line, sizeof(line),
+		                 "%s: serve: listening on %s port %d (%d slots, %d workers)\n", PROG,
+		                 cfg.host, httpd_port(g_srv), cfg.max_conns, cfg.workers);
 
 		(void)!write(2, line, (size_t)n);
 	}

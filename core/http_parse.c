@@ -9,7 +9,7 @@ enum {
 	C_TARGET = 2, /* RFC 3986 pchar / "/" / "?" (the '%' is checked apart) */
 	C_VALUE = 4,  /* field-vchar or SP/HTAB (obs-text allowed) */
 	C_HEX = 8,
-	C_HOST = 16,  /* reg-name, IP literals and the port */
+	C_HOST = 16, /* reg-name, IP literals and the port */
 };
 
 static unsigned char cls[256];
@@ -278,7 +278,8 @@ http_req_parse(struct http_req *r, const char *buf, size_t len)
 				return fail(r, 400, "malformed HTTP version");
 		return more(r, len);
 	}
-	if (buf[pos] < '0' || buf[pos] > '9' || buf[pos + 1] != '.' || buf[pos + 2] < '0' || buf[pos + 2] > '9')
+	if (buf[pos] < '0' || buf[pos] > '9' || buf[pos + 1] != '.' || buf[pos + 2] < '0' ||
+	    buf[pos + 2] > '9')
 		return fail(r, 400, "malformed HTTP version");
 	if (buf[pos] != '1')
 		return fail(r, 505, "HTTP version not supported");
@@ -333,7 +334,8 @@ http_req_parse(struct http_req *r, const char *buf, size_t len)
 		if (pos == len)
 			return more(r, len);
 		if (buf[pos] != '\r')
-			return fail(r, 400, buf[pos] == '\n' ? "bare LF" : "invalid byte in a header field value");
+			return fail(r, 400,
+			            buf[pos] == '\n' ? "bare LF" : "invalid byte in a header field value");
 		ve = pos;
 		while (ve > vs && (buf[ve - 1] == ' ' || buf[ve - 1] == '\t'))
 			ve--;
@@ -375,14 +377,14 @@ http_req_field_count(const struct http_req *r, const char *name)
 /* ---- chunked ---------------------------------------------------------- */
 
 enum {
-	CK_SIZE,      /* hex digits */
-	CK_EXT_BWS,   /* blanks after the size: only ';' or CR may follow */
-	CK_EXT,       /* inside extensions */
+	CK_SIZE,    /* hex digits */
+	CK_EXT_BWS, /* blanks after the size: only ';' or CR may follow */
+	CK_EXT,     /* inside extensions */
 	CK_SIZE_LF,
 	CK_DATA,
 	CK_DATA_CR,
 	CK_DATA_LF,
-	CK_TR_START,  /* start of a trailer line or the final CRLF */
+	CK_TR_START, /* start of a trailer line or the final CRLF */
 	CK_TR_NAME,
 	CK_TR_VALUE,
 	CK_TR_LF,

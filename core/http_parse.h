@@ -51,13 +51,13 @@ struct http_req {
 	struct http_view path;   /* origin-form path; for absolute-form the path part ("/" if empty) */
 	struct http_view query;  /* after '?', without it; n = 0 when absent */
 	int has_query;
-	int minor;               /* HTTP/1.<minor>: 0 or 1 (1.2 … 1.9 are read as 1.1) */
+	int minor; /* HTTP/1.<minor>: 0 or 1 (1.2 … 1.9 are read as 1.1) */
 	int nfields;
 	struct http_req_field fields[HTTP_REQ_MAX_FIELDS];
-	int64_t content_length;  /* -1 when absent */
-	int chunked;             /* Transfer-Encoding: chunked */
-	int keep_alive;          /* after the version default and Connection */
-	int expect_continue;     /* Expect: 100-continue */
+	int64_t content_length; /* -1 when absent */
+	int chunked;            /* Transfer-Encoding: chunked */
+	int keep_alive;         /* after the version default and Connection */
+	int expect_continue;    /* Expect: 100-continue */
 	/* On -1: the status to answer (400, 413, 414, 431, 501, 505) and a short
 	 * static reason for the error message and the log. */
 	int status;
@@ -99,8 +99,8 @@ struct http_req_chunked {
 	size_t line;       /* bytes of the current size/extension line */
 	size_t trailer_bytes;
 	int ntrailers;
-	int done;          /* the last chunk and the trailer section were read */
-	int status;        /* on -1: 400 or 413 */
+	int done;   /* the last chunk and the trailer section were read */
+	int status; /* on -1: 400 or 413 */
 	const char *why;
 };
 

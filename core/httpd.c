@@ -58,14 +58,14 @@ enum cstate {
 
 struct httpd_resp {
 	struct conn *c;
-	int done;      /* a response was produced (or streaming began) */
+	int done; /* a response was produced (or streaming began) */
 	int streaming;
-	int raw;       /* streaming to HTTP/1.0: no chunk framing, close at end */
+	int raw; /* streaming to HTTP/1.0: no chunk framing, close at end */
 	int ended;
 	int failed;    /* stream write failed: close */
 	int head_only; /* HEAD: headers only */
 	int status;
-	size_t bytes;  /* body bytes, for the log */
+	size_t bytes; /* body bytes, for the log */
 	size_t hlen;
 	char hdrs[HTTPD_RESP_HEADERS_MAX];
 };
@@ -75,11 +75,11 @@ struct cbuf {
 	struct http_req hr;
 	struct httpd_req req;
 	struct httpd_resp resp;
-	size_t len;         /* bytes in in[] */
-	size_t pos;         /* first byte not yet consumed */
-	size_t parsed_at;   /* len when the head was last parsed */
-	size_t scanned;     /* in[0..scanned) known to hold no new line end */
-	size_t head_len;    /* 0 until the head is complete */
+	size_t len;       /* bytes in in[] */
+	size_t pos;       /* first byte not yet consumed */
+	size_t parsed_at; /* len when the head was last parsed */
+	size_t scanned;   /* in[0..scanned) known to hold no new line end */
+	size_t head_len;  /* 0 until the head is complete */
 	char in[HTTPD_IN_CAP];
 };
 
@@ -87,12 +87,12 @@ struct conn {
 	struct httpd *srv;
 	int fd;
 	int state;
-	int idle;          /* waiting for the first byte of a request */
-	int close_after;   /* close once the current answer is written */
-	int linger;        /* …after reading what the client still sends */
+	int idle;        /* waiting for the first byte of a request */
+	int close_after; /* close once the current answer is written */
+	int linger;      /* …after reading what the client still sends */
 	int budget;
-	int64_t deadline;  /* monotonic ms; INT64_MAX = none */
-	int64_t t_start;   /* first byte of the request, for the log */
+	int64_t deadline; /* monotonic ms; INT64_MAX = none */
+	int64_t t_start;  /* first byte of the request, for the log */
 	struct cbuf *b;
 	char *body;
 	size_t body_len, body_cap;
@@ -101,7 +101,7 @@ struct conn {
 	const struct httpd_route *route;
 	char *out;
 	size_t out_len, out_off;
-	int status;        /* logged status (error answers) */
+	int status; /* logged status (error answers) */
 	size_t linger_bytes;
 	struct conn *next_ready;
 	int in_ready;
@@ -120,20 +120,20 @@ struct httpd {
 	struct conn *conns;
 	int *free_slots;
 	int nfree;
-	int hiwater;               /* slots [0, hiwater) have been used */
+	int hiwater; /* slots [0, hiwater) have been used */
 	int active;
 	int64_t next_wake;
-	struct conn *ready;        /* connections with work left after their budget */
-	pthread_mutex_t mu;        /* guards work, done, stop_workers, busy */
+	struct conn *ready; /* connections with work left after their budget */
+	pthread_mutex_t mu; /* guards work, done, stop_workers, busy */
 	pthread_cond_t cv;
 	struct queue work, done;
 	int stop_workers, busy;
 	pthread_t *threads;
 	int nthreads;
 	volatile sig_atomic_t stop_req;
-	volatile int stopping;     /* read by workers (Connection: close, streams) */
+	volatile int stopping; /* read by workers (Connection: close, streams) */
 	int64_t drain_end;
-	int stuck;                 /* drain timed out with workers still busy */
+	int stuck; /* drain timed out with workers still busy */
 	struct cbuf *cache[HTTPD_BUF_CACHE];
 	int ncache;
 	char busy_resp[512];
@@ -144,31 +144,56 @@ static const char *
 reason(int status)
 {
 	switch (status) {
-	case 100: return "Continue";
-	case 200: return "OK";
-	case 201: return "Created";
-	case 202: return "Accepted";
-	case 204: return "No Content";
-	case 400: return "Bad Request";
-	case 401: return "Unauthorized";
-	case 403: return "Forbidden";
-	case 404: return "Not Found";
-	case 405: return "Method Not Allowed";
-	case 408: return "Request Timeout";
-	case 409: return "Conflict";
-	case 413: return "Content Too Large";
-	case 414: return "URI Too Long";
-	case 424: return "Failed Dependency";
-	case 429: return "Too Many Requests";
-	case 431: return "Request Header Fields Too Large";
-	case 500: return "Internal Server Error";
-	case 501: return "Not Implemented";
-	case 502: return "Bad Gateway";
-	case 503: return "Service Unavailable";
-	case 504: return "Gateway Timeout";
-	case 505: return "HTTP Version Not Supported";
-	case 507: return "Insufficient Storage";
-	default: return status < 300 ? "OK" : status < 500 ? "Client Error" : "Server Error";
+	case 100:
+		return "Continue";
+	case 200:
+		return "OK";
+	case 201:
+		return "Created";
+	case 202:
+		return "Accepted";
+	case 204:
+		return "No Content";
+	case 400:
+		return "Bad Request";
+	case 401:
+		return "Unauthorized";
+	case 403:
+		return "Forbidden";
+	case 404:
+		return "Not Found";
+	case 405:
+		return "Method Not Allowed";
+	case 408:
+		return "Request Timeout";
+	case 409:
+		return "Conflict";
+	case 413:
+		return "Content Too Large";
+	case 414:
+		return "URI Too Long";
+	case 424:
+		return "Failed Dependency";
+	case 429:
+		return "Too Many Requests";
+	case 431:
+		return "Request Header Fields Too Large";
+	case 500:
+		return "Internal Server Error";
+	case 501:
+		return "Not Implemented";
+	case 502:
+		return "Bad Gateway";
+	case 503:
+		return "Service Unavailable";
+	case 504:
+		return "Gateway Timeout";
+	case 505:
+		return "HTTP Version Not Supported";
+	case 507:
+		return "Insufficient Storage";
+	default:
+		return status < 300 ? "OK" : status < 500 ? "Client Error" : "Server Error";
 	}
 }
 
@@ -202,15 +227,14 @@ httpd_error_body(char *buf, size_t cap, const char *code, const char *msg, const
 		strcpy(r, "null");
 	else if (json_escape(r, sizeof(r), in->remedy) < 0)
 		return -1;
-	n = snprintf(buf, cap, "{\"error\":{\"code\":\"%s\",\"message\":%s,\"details\":%s,\"remedy\":%s}}", code, m,
-		     details_json, r);
+	n = snprintf(buf, cap, "{\"error\":{\"code\":\"%s\",\"message\":%s,\"details\":%s,\"remedy\":%s}}",
+	             code, m, details_json, r);
 	return n < 0 || (size_t)n >= cap ? -1 : n;
 }
 
 /* ---- logging ---------------------------------------------------------- */
 
-static void
-vlog(struct httpd *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void vlog(struct httpd *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static void
 vlog(struct httpd *s, const char *fmt, ...)
@@ -342,7 +366,7 @@ date_header(char *buf, size_t cap)
 /* Status line and headers into buf; returns the length or -1. */
 static int
 format_head(struct httpd_resp *w, char *buf, size_t cap, int status, const char *ctype, const char *framing,
-	    int keep)
+            int keep)
 {
 	struct conn *c = w->c;
 	char date[40];
@@ -350,9 +374,11 @@ format_head(struct httpd_resp *w, char *buf, size_t cap, int status, const char 
 
 	date_header(date, sizeof(date));
 	n = snprintf(buf, cap, "HTTP/1.1 %d %s\r\nDate: %s\r\nContent-Type: %s\r\n%s%s%.*s\r\n", status,
-		     reason(status), date, ctype, framing,
-		     !keep ? "Connection: close\r\n" : c->b->hr.minor == 0 ? "Connection: keep-alive\r\n" : "",
-		     (int)w->hlen, w->hdrs);
+	             reason(status), date, ctype, framing,
+	             !keep                 ? "Connection: close\r\n"
+	             : c->b->hr.minor == 0 ? "Connection: keep-alive\r\n"
+	                                   : "",
+	             (int)w->hlen, w->hdrs);
 	return n < 0 || (size_t)n >= cap ? -1 : n;
 }
 
@@ -475,7 +501,8 @@ send_iov(struct httpd_resp *w, struct iovec *iov, int n)
 				continue;
 			if (errno != EAGAIN && errno != EWOULDBLOCK)
 				break;
-			if (poll(&p, 1, c->srv->cfg.write_timeout_ms) <= 0 || (p.revents & (POLLERR | POLLHUP)))
+			if (poll(&p, 1, c->srv->cfg.write_timeout_ms) <= 0 ||
+			    (p.revents & (POLLERR | POLLHUP)))
 				break;
 			continue;
 		}
@@ -512,8 +539,9 @@ httpd_stream_begin(struct httpd_resp *w, int status, const char *content_type)
 		c->close_after = 1;
 	keep = keep_alive(w);
 	n = format_head(w, head, sizeof(head), status, content_type,
-			w->raw ? "Cache-Control: no-store\r\n" : "Transfer-Encoding: chunked\r\nCache-Control: no-store\r\n",
-			keep);
+	                w->raw ? "Cache-Control: no-store\r\n"
+	                       : "Transfer-Encoding: chunked\r\nCache-Control: no-store\r\n",
+	                keep);
 	if (n < 0)
 		return -1;
 	if (!keep)
@@ -596,10 +624,11 @@ log_request(struct httpd *s, struct conn *c, int status, size_t bytes)
 	}
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
-	n = snprintf(line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s %.*s %.*s %d %zu %lld.%03dms\n",
-		     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-		     ts.tv_nsec / 1000000, c->peer, (int)(m.n > 32 ? 32 : m.n), m.p, (int)(p.n > 200 ? 200 : p.n), p.p,
-		     status, bytes, (long long)(us / 1000), (int)(us % 1000));
+	n = snprintf(
+	    line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s %.*s %.*s %d %zu %lld.%03dms\n",
+	    tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+	    ts.tv_nsec / 1000000, c->peer, (int)(m.n > 32 ? 32 : m.n), m.p, (int)(p.n > 200 ? 200 : p.n), p.p,
+	    status, bytes, (long long)(us / 1000), (int)(us % 1000));
 	if (n >= (int)sizeof(line)) {
 		n = sizeof(line);
 		line[n - 1] = '\n';
@@ -613,13 +642,20 @@ static const char *
 status_code(int status)
 {
 	switch (status) {
-	case 408: return "request.timeout";
-	case 413: return "request.too_large";
-	case 414: return "request.uri_too_long";
-	case 431: return "request.headers_too_large";
-	case 501: return "request.not_implemented";
-	case 505: return "request.version";
-	default: return "request.invalid";
+	case 408:
+		return "request.timeout";
+	case 413:
+		return "request.too_large";
+	case 414:
+		return "request.uri_too_long";
+	case 431:
+		return "request.headers_too_large";
+	case 501:
+		return "request.not_implemented";
+	case 505:
+		return "request.version";
+	default:
+		return "request.invalid";
 	}
 }
 
@@ -853,8 +889,9 @@ dispatch(struct httpd *s, struct conn *c)
 			break;
 		}
 		if (strstr(allow, r->method) == NULL && alen + strlen(r->method) + 8 < sizeof(allow))
-			alen += (size_t)snprintf(allow + alen, sizeof(allow) - alen, "%s%s%s", alen ? ", " : "",
-						 r->method, strcmp(r->method, "GET") == 0 ? ", HEAD" : "");
+			alen +=
+			    (size_t)snprintf(allow + alen, sizeof(allow) - alen, "%s%s%s", alen ? ", " : "",
+			                     r->method, strcmp(r->method, "GET") == 0 ? ", HEAD" : "");
 	}
 	c->route = found;
 	q->ctx = NULL;
@@ -868,8 +905,8 @@ dispatch(struct httpd *s, struct conn *c)
 	if (found == NULL) {
 		if (alen) {
 			httpd_resp_header(w, "Allow", allow);
-			httpd_respond_errf(w, "request.method", "%s is not allowed for %.200s (allowed: %s)", q->method,
-					   q->path, allow);
+			httpd_respond_errf(w, "request.method", "%s is not allowed for %.200s (allowed: %s)",
+			                   q->method, q->path, allow);
 		} else {
 			httpd_respond_errf(w, "not_found", "no such resource: %.200s", q->path);
 		}
@@ -919,8 +956,9 @@ process_head(struct httpd *s, struct conn *c)
 		if ((uint64_t)b->hr.content_length > s->cfg.max_body) {
 			char msg[128];
 
-			snprintf(msg, sizeof(msg), "the request body of %lld bytes is over the limit of %zu bytes",
-				 (long long)b->hr.content_length, s->cfg.max_body);
+			snprintf(msg, sizeof(msg),
+			         "the request body of %lld bytes is over the limit of %zu bytes",
+			         (long long)b->hr.content_length, s->cfg.max_body);
 			answer_error(s, c, 413, msg);
 			return 1;
 		}
@@ -1091,13 +1129,15 @@ on_timeout(struct httpd *s, struct conn *c)
 			return;
 		}
 		vlog(s, "%s: request head not received in time", c->peer);
-		snprintf(msg, sizeof(msg), "the request head was not received within %d ms", s->cfg.header_timeout_ms);
+		snprintf(msg, sizeof(msg), "the request head was not received within %d ms",
+		         s->cfg.header_timeout_ms);
 		answer_error(s, c, 408, msg);
 		drive(s, c);
 		return;
 	case C_BODY:
 		vlog(s, "%s: request body not received in time", c->peer);
-		snprintf(msg, sizeof(msg), "the request body was not received within %d ms", s->cfg.body_timeout_ms);
+		snprintf(msg, sizeof(msg), "the request body was not received within %d ms",
+		         s->cfg.body_timeout_ms);
 		answer_error(s, c, 408, msg);
 		drive(s, c);
 		return;
@@ -1194,7 +1234,8 @@ accept_all(struct httpd *s)
 				 * and refuse one, so the backlog does not spin us. */
 				close(s->reserve_fd);
 				sl = sizeof(sa);
-				fd = accept4(s->lfd, (struct sockaddr *)&sa, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+				fd = accept4(s->lfd, (struct sockaddr *)&sa, &sl,
+				             SOCK_NONBLOCK | SOCK_CLOEXEC);
 				if (fd >= 0)
 					reject_busy(s, fd, &sa);
 				s->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -1355,7 +1396,8 @@ listen_on(struct httpd *s, const char *host, int port, struct err *e)
 		hints.ai_socktype = SOCK_STREAM;
 		hints.ai_flags = AI_PASSIVE;
 		if (getaddrinfo(host, NULL, &hints, &res) != 0 || res == NULL)
-			return err_set(e, "config.invalid", "--host %s: not an address or a known host name", host);
+			return err_set(e, "config.invalid", "--host %s: not an address or a known host name",
+			               host);
 		memcpy(&ss, res->ai_addr, res->ai_addrlen);
 		sl = res->ai_addrlen;
 		freeaddrinfo(res);
@@ -1391,12 +1433,12 @@ fd_budget(int max_conns, struct err *e)
 		return 0;
 	if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need)
 		return err_set(e, "config.invalid",
-			       "--max-connections %d needs %llu file descriptors; the hard limit is %llu", max_conns,
-			       (unsigned long long)need, (unsigned long long)rl.rlim_max);
+		               "--max-connections %d needs %llu file descriptors; the hard limit is %llu",
+		               max_conns, (unsigned long long)need, (unsigned long long)rl.rlim_max);
 	rl.rlim_cur = need;
 	if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
 		return err_set(e, "config.invalid", "cannot raise the file descriptor limit to %llu: %s",
-			       (unsigned long long)need, strerror(errno));
+		               (unsigned long long)need, strerror(errno));
 	return 0;
 }
 
@@ -1456,9 +1498,9 @@ httpd_new(const struct httpd_config *cfg, struct err *e)
 
 	n = httpd_error_body(body, sizeof(body), "request.busy", "all connection slots are in use", NULL);
 	s->busy_len = snprintf(s->busy_resp, sizeof(s->busy_resp),
-			       "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-			       "Content-Length: %d\r\nRetry-After: 1\r\nConnection: close\r\n\r\n%s",
-			       n, body);
+	                       "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+	                       "Content-Length: %d\r\nRetry-After: 1\r\nConnection: close\r\n\r\n%s",
+	                       n, body);
 
 	if (listen_on(s, cfg->host ? cfg->host : "0.0.0.0", cfg->port, e) != 0)
 		goto fail;

@@ -30,13 +30,13 @@
 #include "http_parse.h"
 
 /* Defaults; each is a field of struct httpd_config. */
-#define HTTPD_MAX_CONNS_DEFAULT 1024  /* each slot is ~200 bytes until used */
-#define HTTPD_WORKERS_DEFAULT 8       /* handlers that wait (installs, ops) */
+#define HTTPD_MAX_CONNS_DEFAULT 1024      /* each slot is ~200 bytes until used */
+#define HTTPD_WORKERS_DEFAULT 8           /* handlers that wait (installs, ops) */
 #define HTTPD_MAX_BODY_DEFAULT (1u << 20) /* JSON op arguments are < 64 KiB */
-#define HTTPD_HEADER_TIMEOUT_MS 10000 /* whole head, from its first byte */
-#define HTTPD_IDLE_TIMEOUT_MS 60000   /* keep-alive wait for the next request */
-#define HTTPD_BODY_TIMEOUT_MS 30000   /* whole body: 1 MiB at 35 KB/s */
-#define HTTPD_WRITE_TIMEOUT_MS 30000  /* a response or stream chunk to a client that does not read */
+#define HTTPD_HEADER_TIMEOUT_MS 10000     /* whole head, from its first byte */
+#define HTTPD_IDLE_TIMEOUT_MS 60000       /* keep-alive wait for the next request */
+#define HTTPD_BODY_TIMEOUT_MS 30000       /* whole body: 1 MiB at 35 KB/s */
+#define HTTPD_WRITE_TIMEOUT_MS 30000      /* a response or stream chunk to a client that does not read */
 /* SIGTERM drain: docker stop sends SIGKILL 10 s after SIGTERM; finish
  * before that so in-flight answers go out and the exit status is ours. */
 #define HTTPD_DRAIN_MS 8000
@@ -56,14 +56,14 @@ struct httpd_resp;
 /* A request as handlers see it. Strings are NUL-terminated and live until
  * the handler has produced its response. */
 struct httpd_req {
-	const char *method;  /* "GET" */
-	const char *path;    /* as sent, still percent-encoded; "/v1/ops/x" */
-	const char *query;   /* after '?', "" when none */
-	const char *body;    /* NUL-terminated copy; "" when none */
+	const char *method; /* "GET" */
+	const char *path;   /* as sent, still percent-encoded; "/v1/ops/x" */
+	const char *query;  /* after '?', "" when none */
+	const char *body;   /* NUL-terminated copy; "" when none */
 	size_t body_len;
-	const char *peer;    /* "127.0.0.1:53211" */
+	const char *peer;            /* "127.0.0.1:53211" */
 	const struct http_req *head; /* every field (views into the head) */
-	void *ctx;           /* set by the gate (e.g. the principal), else NULL */
+	void *ctx;                   /* set by the gate (e.g. the principal), else NULL */
 };
 
 /* The value of the first field named name (case-insensitive), NUL-terminated,
@@ -100,26 +100,26 @@ struct httpd_route {
  * the request through (req->ctx may be set for the handler), or non-zero
  * after answering through resp (401, 403, 429, …). */
 typedef int (*httpd_gate)(struct httpd_req *req, const struct httpd_route *route, struct httpd_resp *resp,
-			  void *arg);
+                          void *arg);
 
 /* Called once per answered request (also 503-when-full, with route NULL) on
  * the event thread, for metrics: route (NULL when none matched), status,
  * body bytes, microseconds from the first byte of the request. */
 typedef void (*httpd_observe)(void *arg, const struct httpd_route *route, int status, size_t bytes,
-			      int64_t usec);
+                              int64_t usec);
 
 struct httpd_config {
-	const char *host;  /* numeric or a name; NULL = 0.0.0.0 */
-	int port;          /* 0 = any free port (see httpd_port) */
+	const char *host; /* numeric or a name; NULL = 0.0.0.0 */
+	int port;         /* 0 = any free port (see httpd_port) */
 	int max_conns;
 	int workers;
 	size_t max_body;
 	int header_timeout_ms, idle_timeout_ms, body_timeout_ms, write_timeout_ms, drain_ms;
-	int access_log;    /* one line per request on stderr */
-	int verbose;       /* also connection events (503 full, timeouts) */
-	const struct httpd_route *routes;  /* not copied: must outlive the server */
+	int access_log;                   /* one line per request on stderr */
+	int verbose;                      /* also connection events (503 full, timeouts) */
+	const struct httpd_route *routes; /* not copied: must outlive the server */
 	int nroutes;
-	httpd_gate gate;   /* NULL: every request passes */
+	httpd_gate gate; /* NULL: every request passes */
 	void *gate_arg;
 	httpd_observe observe;
 	void *observe_arg;
@@ -170,7 +170,7 @@ int httpd_respond_json(struct httpd_resp *w, int status, const char *json);
  * sentence) is the message and e->details the details object. */
 int httpd_respond_err(struct httpd_resp *w, const struct err *e);
 int httpd_respond_errf(struct httpd_resp *w, const char *code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 /*
  * Streaming (Server-Sent Events and other long answers). Only from a worker

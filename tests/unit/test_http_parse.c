@@ -58,12 +58,16 @@ view_is(struct http_view v, const char *s)
 static void
 test_smuggling_shapes(void **state)
 {
-	expect_status("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n", 400);
-	expect_status("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n", 400);
+	expect_status("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
+	              400);
+	expect_status("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
+	              400);
 	expect_status("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\n", 400);
 	expect_status("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n", 400);
 	expect_status("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3, 3\r\n\r\n", 400);
-	expect_status("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n", 400);
+	expect_status(
+	    "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
+	    400);
 	expect_status("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", 400);
 	expect_status("POST / HTTP/1.1\r\nHost: a\r\nContent-Length : 3\r\n\r\n", 400);
 	expect_status("POST / HTTP/1.1\r\nHost: a\r\n Content-Length: 3\r\n\r\n", 400);
@@ -77,10 +81,12 @@ test_bad_content_length(void **state)
 	size_t i;
 
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		snprintf(buf, sizeof(buf), "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: %s\r\n\r\n", bad[i]);
+		snprintf(buf, sizeof(buf), "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: %s\r\n\r\n",
+		         bad[i]);
 		expect_status(buf, 400);
 	}
-	assert_true(parse("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 000123456789012345678\r\n\r\n") == -1);
+	assert_true(parse("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 000123456789012345678\r\n\r\n") ==
+	            -1);
 	assert_true(parse("POST / HTTP/1.1\r\nHost: a\r\nContent-Length:  42 \r\n\r\n") > 0);
 	assert_int_equal(R.content_length, 42);
 }
@@ -222,7 +228,8 @@ test_limits(void **state)
 static void
 test_simple_get(void **state)
 {
-	const char *s = "GET /health?x=1&y HTTP/1.1\r\nHost: localhost:9000\r\nUser-Agent: t \r\nAccept:*/*\r\n\r\n";
+	const char *s =
+	    "GET /health?x=1&y HTTP/1.1\r\nHost: localhost:9000\r\nUser-Agent: t \r\nAccept:*/*\r\n\r\n";
 
 	assert_int_equal(parse(s), (int)strlen(s));
 	assert_true(view_is(R.method, "GET"));
@@ -255,7 +262,8 @@ test_keep_alive_rules(void **state)
 	assert_int_equal(R.keep_alive, 1);
 	assert_true(parse("GET / HTTP/1.5\r\nHost: a\r\n\r\n") > 0);
 	assert_int_equal(R.minor, 1);
-	assert_true(parse("POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-Continue\r\nContent-Length: 2\r\n\r\n") > 0);
+	assert_true(parse("POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-Continue\r\nContent-Length: 2\r\n\r\n") >
+	            0);
 	assert_int_equal(R.expect_continue, 1);
 }
 
@@ -292,7 +300,8 @@ test_leading_crlf_and_pipelining(void **state)
 static void
 test_every_prefix_needs_more(void **state)
 {
-	const char *s = "POST /v1/ops/x?y=1 HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nX-Access-Token: t\r\n\r\n";
+	const char *s =
+	    "POST /v1/ops/x?y=1 HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nX-Access-Token: t\r\n\r\n";
 	size_t k;
 
 	for (k = 0; k < strlen(s); k++)
@@ -410,9 +419,9 @@ test_chunked_bad(void **state)
 	BAD("5;a\x01\r\nhello\r\n0\r\n\r\n", 400);
 	BAD("-5\r\nhello\r\n0\r\n\r\n", 400);
 	BAD("0x5\r\nhello\r\n0\r\n\r\n", 400);
-	BAD("10000000000000000\r\n", 400);       /* 17 digits */
-	BAD("ffffffffffffffff\r\n", 413);        /* fits in 64 bits, over max body */
-	BAD("0\r\n X: y\r\n\r\n", 400);           /* obs-fold in trailers */
+	BAD("10000000000000000\r\n", 400); /* 17 digits */
+	BAD("ffffffffffffffff\r\n", 413);  /* fits in 64 bits, over max body */
+	BAD("0\r\n X: y\r\n\r\n", 400);    /* obs-fold in trailers */
 	BAD("0\r\nX y: z\r\n\r\n", 400);
 	BAD("0\r\nX: a\x01\r\n\r\n", 400);
 	BAD("0\r\nX: a\n\r\n", 400);
@@ -450,21 +459,21 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_smuggling_shapes),
-		cmocka_unit_test(test_bad_content_length),
-		cmocka_unit_test(test_transfer_encoding_other_than_chunked_is_501),
-		cmocka_unit_test(test_obs_fold_and_bad_fields),
-		cmocka_unit_test(test_host_rules),
-		cmocka_unit_test(test_malformed_request_line),
-		cmocka_unit_test(test_limits),
-		cmocka_unit_test(test_simple_get),
-		cmocka_unit_test(test_keep_alive_rules),
-		cmocka_unit_test(test_target_forms),
-		cmocka_unit_test(test_leading_crlf_and_pipelining),
-		cmocka_unit_test(test_every_prefix_needs_more),
-		cmocka_unit_test(test_chunked_good),
-		cmocka_unit_test(test_chunked_bad),
-		cmocka_unit_test(test_chunked_exact_limit),
+	    cmocka_unit_test(test_smuggling_shapes),
+	    cmocka_unit_test(test_bad_content_length),
+	    cmocka_unit_test(test_transfer_encoding_other_than_chunked_is_501),
+	    cmocka_unit_test(test_obs_fold_and_bad_fields),
+	    cmocka_unit_test(test_host_rules),
+	    cmocka_unit_test(test_malformed_request_line),
+	    cmocka_unit_test(test_limits),
+	    cmocka_unit_test(test_simple_get),
+	    cmocka_unit_test(test_keep_alive_rules),
+	    cmocka_unit_test(test_target_forms),
+	    cmocka_unit_test(test_leading_crlf_and_pipelining),
+	    cmocka_unit_test(test_every_prefix_needs_more),
+	    cmocka_unit_test(test_chunked_good),
+	    cmocka_unit_test(test_chunked_bad),
+	    cmocka_unit_test(test_chunked_exact_limit),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -37,7 +37,7 @@ h_echo(const struct httpd_req *q, struct httpd_resp *w, void *arg)
 	char buf[256];
 
 	snprintf(buf, sizeof(buf), "%s|%s|%zu|%s|%s|%d", q->path, q->query, q->body_len, q->body, a ? a : "-",
-		 httpd_req_header_count(q, "x-a"));
+	         httpd_req_header_count(q, "x-a"));
 	header_rc = httpd_resp_header(w, "X-Bad", "a\r\nInjected: 1");
 	httpd_resp_header(w, "X-Good", "yes");
 	httpd_respond(w, 200, "text/plain", buf, strlen(buf));
@@ -95,19 +95,19 @@ static void
 h_whoami(const struct httpd_req *q, struct httpd_resp *w, void *arg)
 {
 	httpd_respond(w, 200, "text/plain", q->ctx ? (const char *)q->ctx : "nobody",
-		      q->ctx ? strlen(q->ctx) : 6);
+	              q->ctx ? strlen(q->ctx) : 6);
 }
 
 static const struct httpd_route routes[] = {
-	{"GET", "/whoami", HTTPD_EXACT | HTTPD_INLINE, h_whoami, NULL},
-	{"GET", "/public", HTTPD_EXACT | HTTPD_INLINE | HTTPD_PUBLIC, h_whoami, NULL},
-	{"GET", "/stream", HTTPD_EXACT, h_stream, NULL},
-	{"GET", "/stream-auto", HTTPD_EXACT, h_stream, (void *)1},
-	{"POST", "/echo/", HTTPD_PREFIX, h_echo, NULL},
-	{"GET", "/silent", HTTPD_EXACT, h_silent, NULL},
-	{"GET", "/slow", HTTPD_EXACT, h_slow, NULL},
-	{"GET", "/fast", HTTPD_EXACT | HTTPD_INLINE, h_fast, NULL},
-	{"GET", "/err", HTTPD_EXACT, h_err, NULL},
+    {"GET", "/whoami", HTTPD_EXACT | HTTPD_INLINE, h_whoami, NULL},
+    {"GET", "/public", HTTPD_EXACT | HTTPD_INLINE | HTTPD_PUBLIC, h_whoami, NULL},
+    {"GET", "/stream", HTTPD_EXACT, h_stream, NULL},
+    {"GET", "/stream-auto", HTTPD_EXACT, h_stream, (void *)1},
+    {"POST", "/echo/", HTTPD_PREFIX, h_echo, NULL},
+    {"GET", "/silent", HTTPD_EXACT, h_silent, NULL},
+    {"GET", "/slow", HTTPD_EXACT, h_slow, NULL},
+    {"GET", "/fast", HTTPD_EXACT | HTTPD_INLINE, h_fast, NULL},
+    {"GET", "/err", HTTPD_EXACT, h_err, NULL},
 };
 
 static struct httpd *srv;
@@ -207,7 +207,8 @@ test_stream_chunked(void **state)
 	assert_non_null(strstr(out, "Content-Type: text/event-stream\r\n"));
 	assert_non_null(strstr(out, "Transfer-Encoding: chunked\r\n"));
 	assert_null(strstr(out, "Content-Length"));
-	assert_non_null(strstr(out, "\r\n\r\nb\r\ndata: one\n\n\r\nb\r\ndata: two\n\n\r\nd\r\ndata: three\n\n\r\n0\r\n\r\n"));
+	assert_non_null(strstr(
+	    out, "\r\n\r\nb\r\ndata: one\n\n\r\nb\r\ndata: two\n\n\r\nd\r\ndata: three\n\n\r\n0\r\n\r\n"));
 	/* the implicit end */
 	exchange("GET /stream-auto HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", out, sizeof(out));
 	assert_non_null(strstr(out, "d\r\ndata: three\n\n\r\n0\r\n\r\n"));
@@ -217,7 +218,8 @@ static void
 test_stream_keeps_connection(void **state)
 {
 	char out[4096];
-	const char two[] = "GET /stream HTTP/1.1\r\nHost: t\r\n\r\nGET /fast HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+	const char two[] = "GET /stream HTTP/1.1\r\nHost: t\r\n\r\nGET /fast HTTP/1.1\r\nHost: "
+	                   "t\r\nConnection: close\r\n\r\n";
 
 	exchange(two, out, sizeof(out));
 	assert_non_null(strstr(out, "0\r\n\r\nHTTP/1.1 200 OK\r\n"));
@@ -241,15 +243,15 @@ test_bodies_reach_the_handler(void **state)
 	char out[4096];
 
 	exchange("POST /echo/x?q=1 HTTP/1.1\r\nHost: t\r\nX-A: v1\r\nX-A: v2\r\nContent-Length: 5\r\n"
-		 "Connection: close\r\n\r\nhello",
-		 out, sizeof(out));
+	         "Connection: close\r\n\r\nhello",
+	         out, sizeof(out));
 	assert_non_null(strstr(out, "\r\n\r\n/echo/x|q=1|5|hello|v1|2"));
 	assert_non_null(strstr(out, "X-Good: yes\r\n"));
 	assert_null(strstr(out, "Injected"));
 	assert_int_equal(header_rc, -1);
 	exchange("POST /echo/y HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
-		 "3\r\nabc\r\n4;e=1\r\ndefg\r\n0\r\nTr: x\r\n\r\n",
-		 out, sizeof(out));
+	         "3\r\nabc\r\n4;e=1\r\ndefg\r\n0\r\nTr: x\r\n\r\n",
+	         out, sizeof(out));
 	assert_non_null(strstr(out, "\r\n\r\n/echo/y||7|abcdefg|-|0"));
 }
 
@@ -259,8 +261,9 @@ test_expect_continue(void **state)
 	char out[4096];
 	int fd = dial();
 	struct pollfd p = {fd, POLLIN, 0};
-	const char head[] = "POST /echo/c HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 2\r\n"
-			    "Connection: close\r\n\r\n";
+	const char head[] =
+	    "POST /echo/c HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 2\r\n"
+	    "Connection: close\r\n\r\n";
 	ssize_t k;
 
 	assert_int_equal(send(fd, head, sizeof(head) - 1, 0), (ssize_t)sizeof(head) - 1);
@@ -291,8 +294,9 @@ test_error_envelope(void **state)
 
 	exchange("GET /err HTTP/1.1\r\nHost: t\r\n\r\n", out, sizeof(out));
 	assert_non_null(strstr(out, "HTTP/1.1 502 Bad Gateway\r\n"));
-	assert_non_null(strstr(out, "{\"error\":{\"code\":\"install.failed\",\"message\":\"tool \\\"x\\\" failed\\nbadly\","
-				    "\"details\":{\"phase\":\"fetch\"},\"remedy\":\"see details.phase;"));
+	assert_non_null(strstr(
+	    out, "{\"error\":{\"code\":\"install.failed\",\"message\":\"tool \\\"x\\\" failed\\nbadly\","
+	         "\"details\":{\"phase\":\"fetch\"},\"remedy\":\"see details.phase;"));
 	assert_int_equal(httpd_error_body(buf, sizeof(buf), "not_found", "x", NULL), -1);
 	assert_true(httpd_error_body(out, sizeof(out), "no.such.code", NULL, NULL) > 0);
 	assert_non_null(strstr(out, "\"message\":\"internal error\""));
@@ -342,7 +346,8 @@ test_gate_runs_before_routing(void **state)
 	exchange("DELETE /whoami HTTP/1.1\r\nHost: t\r\nX-Deny: 1\r\n\r\n", out, sizeof(out));
 	assert_non_null(strstr(out, "HTTP/1.1 401 Unauthorized\r\n"));
 	/* a public route skips the gate */
-	exchange("GET /public HTTP/1.1\r\nHost: t\r\nX-Deny: 1\r\nConnection: close\r\n\r\n", out, sizeof(out));
+	exchange("GET /public HTTP/1.1\r\nHost: t\r\nX-Deny: 1\r\nConnection: close\r\n\r\n", out,
+	         sizeof(out));
 	assert_non_null(strstr(out, "\r\n\r\nnobody"));
 	assert_int_equal(__atomic_load_n(&observed, __ATOMIC_SEQ_CST) - before, 5);
 	assert_int_equal(__atomic_load_n(&last_status, __ATOMIC_SEQ_CST), 200);
@@ -399,17 +404,17 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_stream_chunked),
-		cmocka_unit_test(test_stream_keeps_connection),
-		cmocka_unit_test(test_stream_http10_is_close_delimited),
-		cmocka_unit_test(test_bodies_reach_the_handler),
-		cmocka_unit_test(test_expect_continue),
-		cmocka_unit_test(test_handler_without_answer_is_500),
-		cmocka_unit_test(test_error_envelope),
-		cmocka_unit_test(test_slow_handler_does_not_block_others),
-		cmocka_unit_test(test_gate_runs_before_routing),
-		cmocka_unit_test(test_bad_config),
-		cmocka_unit_test(test_stop_drains_in_flight),
+	    cmocka_unit_test(test_stream_chunked),
+	    cmocka_unit_test(test_stream_keeps_connection),
+	    cmocka_unit_test(test_stream_http10_is_close_delimited),
+	    cmocka_unit_test(test_bodies_reach_the_handler),
+	    cmocka_unit_test(test_expect_continue),
+	    cmocka_unit_test(test_handler_without_answer_is_500),
+	    cmocka_unit_test(test_error_envelope),
+	    cmocka_unit_test(test_slow_handler_does_not_block_others),
+	    cmocka_unit_test(test_gate_runs_before_routing),
+	    cmocka_unit_test(test_bad_config),
+	    cmocka_unit_test(test_stop_drains_in_flight),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown_if_running);
 }
