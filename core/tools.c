@@ -137,17 +137,22 @@ probe_dir(struct tools_dir *d, struct err *e)
 	return 0;
 }
 
+/* An explicit directory (ABX_TOOLS_DIR=/opt/agent-sandbox/tools at image
+ * build) is created 0755: root prepares it, the sandbox user runs from it.
+ * Per-user directories are private (0700). The umask does not narrow
+ * either. */
 static void
-try_create(struct tools_dir *d)
+try_create(struct tools_dir *d, mode_t mode)
 {
 	struct err sub;
 
 	if (d->exists)
 		return;
-	if (fs_mkdir_p(d->path, 0700, &sub) < 0) {
+	if (fs_mkdir_p(d->path, mode, &sub) < 0) {
 		snprintf(d->why, sizeof(d->why), "cannot create: %s", sub.msg);
 		return;
 	}
+	chmod(d->path, mode);
 	probe_dir(d, NULL);
 }
 
@@ -179,7 +184,7 @@ tools_chain_build(struct tools_chain *c, const struct install_settings *s, int c
 		if (probe_dir(&c->d[i], e) < 0)
 			return -1;
 	if (create && expl != NULL)
-		try_create(expl);
+		try_create(expl, 0755);
 	for (i = 0; i < c->n; i++)
 		if (c->d[i].writable) {
 			c->writable = i;
@@ -188,7 +193,7 @@ tools_chain_build(struct tools_chain *c, const struct install_settings *s, int c
 	if (create) {
 		/* the per-user default, then the tmp one, are ours to create */
 		for (d = user; d != NULL; d = (d == user ? tmp : NULL)) {
-			try_create(d);
+			try_create(d, 0700);
 			if (d->writable) {
 				c->writable = (int)(d - c->d);
 				return 0;

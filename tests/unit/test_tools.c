@@ -57,7 +57,7 @@ test_explicit_dir_created_and_first(void **state)
 	assert_int_equal(tools_chain_build(&c, &s, 1, &e), 0);
 	assert_int_equal(c.writable, 0);
 	assert_int_equal(stat(t, &sb), 0);
-	assert_int_equal(sb.st_mode & 0777, 0700);
+	assert_int_equal(sb.st_mode & 0777, 0755); /* root prepares, the user runs */
 	/* the chain: explicit, /opt, <state>/tools */
 	assert_string_equal(c.d[1].path, "/opt/agent-sandbox/tools");
 	snprintf(t, sizeof(t), "%s/state/tools", dir);
