@@ -98,7 +98,26 @@ h_whoami(const struct httpd_req *q, struct httpd_resp *w, void *arg)
 	              q->ctx ? strlen(q->ctx) : 6);
 }
 
+/* Streams until the client is gone or too slow; records what it saw. */
+static int forever_rc = 1, forever_closing;
+
+static void
+h_forever(const struct httpd_req *q, struct httpd_resp *w, void *arg)
+{
+	static char chunk[16384];
+	int i, rc = 0;
+
+	memset(chunk, 'x', sizeof(chunk));
+	if (httpd_stream_begin(w, 200, "text/event-stream") != 0)
+		return;
+	for (i = 0; i < 100000 && rc == 0; i++)
+		rc = httpd_stream_write(w, chunk, sizeof(chunk));
+	__atomic_store_n(&forever_closing, httpd_resp_closing(w), __ATOMIC_SEQ_CST);
+	__atomic_store_n(&forever_rc, rc, __ATOMIC_SEQ_CST);
+}
+
 static const struct httpd_route routes[] = {
+    {"GET", "/forever", HTTPD_EXACT, h_forever, NULL},
     {"GET", "/whoami", HTTPD_EXACT | HTTPD_INLINE, h_whoami, NULL},
     {"GET", "/public", HTTPD_EXACT | HTTPD_INLINE | HTTPD_PUBLIC, h_whoami, NULL},
     {"GET", "/stream", HTTPD_EXACT, h_stream, NULL},
@@ -139,6 +158,7 @@ setup(void **state)
 	c.nroutes = sizeof(routes) / sizeof(routes[0]);
 	c.gate = gate;
 	c.observe = observe;
+	c.write_timeout_ms = 500;
 	srv = httpd_new(&c, &e);
 	if (srv == NULL)
 		return -1;
@@ -353,6 +373,49 @@ test_gate_runs_before_routing(void **state)
 	assert_int_equal(__atomic_load_n(&last_status, __ATOMIC_SEQ_CST), 200);
 }
 
+static int
+wait_forever_done(double secs)
+{
+	struct timespec ts = {0, 10 * 1000000L};
+	double t0 = mono();
+
+	while (__atomic_load_n(&forever_rc, __ATOMIC_SEQ_CST) == 1 && mono() - t0 < secs)
+		nanosleep(&ts, NULL);
+	return __atomic_load_n(&forever_rc, __ATOMIC_SEQ_CST);
+}
+
+static void
+test_stream_to_a_client_that_leaves(void **state)
+{
+	const char req[] = "GET /forever HTTP/1.1\r\nHost: t\r\n\r\n";
+	char buf[4096];
+	int fd = dial();
+
+	__atomic_store_n(&forever_rc, 1, __ATOMIC_SEQ_CST);
+	assert_int_equal(send(fd, req, sizeof(req) - 1, 0), (ssize_t)sizeof(req) - 1);
+	assert_true(recv(fd, buf, sizeof(buf), 0) > 0);
+	close(fd);
+	assert_int_equal(wait_forever_done(5), -1);
+	assert_int_equal(__atomic_load_n(&forever_closing, __ATOMIC_SEQ_CST), 1);
+}
+
+static void
+test_stream_to_a_client_that_does_not_read(void **state)
+{
+	const char req[] = "GET /forever HTTP/1.1\r\nHost: t\r\n\r\n";
+	double t0;
+	int fd = dial(), small = 4096;
+
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+	__atomic_store_n(&forever_rc, 1, __ATOMIC_SEQ_CST);
+	assert_int_equal(send(fd, req, sizeof(req) - 1, 0), (ssize_t)sizeof(req) - 1);
+	t0 = mono();
+	/* write_timeout_ms is 500 here: the stream gives up, the worker is free */
+	assert_int_equal(wait_forever_done(5), -1);
+	assert_true(mono() - t0 >= 0.4);
+	close(fd);
+}
+
 static void
 test_bad_config(void **state)
 {
@@ -413,6 +476,8 @@ main(void)
 	    cmocka_unit_test(test_error_envelope),
 	    cmocka_unit_test(test_slow_handler_does_not_block_others),
 	    cmocka_unit_test(test_gate_runs_before_routing),
+	    cmocka_unit_test(test_stream_to_a_client_that_leaves),
+	    cmocka_unit_test(test_stream_to_a_client_that_does_not_read),
 	    cmocka_unit_test(test_bad_config),
 	    cmocka_unit_test(test_stop_drains_in_flight),
 	};
