@@ -646,15 +646,20 @@ struct linux_dirent64_ {
 	char d_name[];
 };
 
+#define SP_BUF 32768
+
 static int
 sp_walk(int dfd, struct digest_ctx *dc, int depth)
 {
-	char buf[32768];
+	/* one buffer per level on the heap: a deep tree must not exhaust a
+	 * job thread's stack */
+	char *buf;
 	long n;
+	int rc = 0;
 
-	if (depth > FS_MAX_DEPTH)
+	if (depth > FS_MAX_DEPTH || (buf = malloc(SP_BUF)) == NULL)
 		return -1;
-	while ((n = syscall(SYS_getdents64, dfd, buf, sizeof(buf))) > 0) {
+	while (rc == 0 && (n = syscall(SYS_getdents64, dfd, buf, SP_BUF)) > 0) {
 		long off = 0;
 		while (off < n) {
 			struct linux_dirent64_ *d = (struct linux_dirent64_ *)(buf + off);
@@ -664,8 +669,10 @@ sp_walk(int dfd, struct digest_ctx *dc, int depth)
 			off += d->d_reclen;
 			if (d->d_name[0] == '.' && (d->d_name[1] == '\0' || (d->d_name[1] == '.' && d->d_name[2] == '\0')))
 				continue;
-			if (fstatat(dfd, d->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
-				return -1;
+			if (fstatat(dfd, d->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+				rc = -1;
+				break;
+			}
 			rec[0] = st.st_mode;
 			rec[1] = (uint64_t)st.st_size;
 			rec[2] = st.st_ino;
@@ -677,18 +684,20 @@ sp_walk(int dfd, struct digest_ctx *dc, int depth)
 			digest_update(dc, rec, sizeof(rec));
 			if (S_ISDIR(st.st_mode)) {
 				int sub = openat(dfd, d->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-				int rc;
-				if (sub < 0)
-					return -1;
+				if (sub < 0) {
+					rc = -1;
+					break;
+				}
 				rc = sp_walk(sub, dc, depth + 1);
 				close(sub);
 				if (rc < 0)
-					return -1;
+					break;
 				digest_update(dc, "\0", 1); /* end of directory */
 			}
 		}
 	}
-	return n < 0 ? -1 : 0;
+	free(buf);
+	return rc < 0 || n < 0 ? -1 : 0;
 }
 
 int
@@ -896,17 +905,21 @@ subst_bin(const struct manifest_argv *a, const char *bin, char buf[][MANIFEST_AR
 int
 install_probe_version(const manifest_t *m, const char *bin, char *ver, size_t cap)
 {
-	static char buf[MANIFEST_MAX_ARGV][MANIFEST_ARG_MAX + PATH_MAX];
+	/* heap, not static (job threads) nor stack (musl threads have 128 KiB) */
+	char (*buf)[MANIFEST_ARG_MAX + PATH_MAX] = malloc(MANIFEST_MAX_ARGV * sizeof(*buf));
 	char *argv[MANIFEST_MAX_ARGV + 1], out[4096], tmp[] = "/tmp";
 	const char *p;
 	struct err e;
 	size_t n;
 	int st;
 
-	if (m->path.argv.n == 0)
+	if (m->path.argv.n == 0 || buf == NULL) {
+		free(buf);
 		return -1;
+	}
 	subst_bin(&m->path.argv, bin, buf, argv);
 	st = install_run(argv, "/usr/local/bin:/usr/bin:/bin", tmp, 5, out, sizeof(out), &e);
+	free(buf);
 	if (st != 0)
 		return -1;
 	for (p = out; *p; p++)
@@ -1713,16 +1726,20 @@ verify_path(struct install_ctx *c, const manifest_t *m, char *buf, size_t cap)
 static int
 run_verify(struct install_ctx *c, const manifest_t *m, const char *entry, const char *home, struct err *e)
 {
-	static char words[MANIFEST_MAX_ARGV][MANIFEST_ARG_MAX + PATH_MAX];
+	char (*words)[MANIFEST_ARG_MAX + PATH_MAX] = malloc(MANIFEST_MAX_ARGV * sizeof(*words));
 	char *argv[MANIFEST_MAX_ARGV + 1], path[8192];
 	char *out = malloc(INSTALL_VERIFY_OUT_MAX);
 	int st;
 
-	if (out == NULL)
+	if (out == NULL || words == NULL) {
+		free(out);
+		free(words);
 		return err_set(e, "internal", "out of memory");
+	}
 	verify_path(c, m, path, sizeof(path));
 	subst_bin(&m->verify.argv, entry, words, argv);
 	st = install_run(argv, path, home, m->verify.timeout, out, INSTALL_VERIFY_OUT_MAX, e);
+	free(words);
 	if (st < 0) {
 		free(out);
 		details_phase(e, "verify");

@@ -27,6 +27,9 @@
  *
  * Threads: a ctx is used by one thread at a time; different ctxs share
  * nothing in memory (the on-disk lock serialises installs of one tool).
+ * Tree walks recurse once per directory level (FS_MAX_DEPTH at most, about
+ * 4.5 KiB of stack per level): run ensure() on a thread with at least
+ * 1 MiB of stack, not musl's 128 KiB default.
  */
 #include <limits.h>
 #include <stdint.h>
