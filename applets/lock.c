@@ -73,6 +73,8 @@ struct doc {
 };
 
 static int quiet;
+/* An empty npmrc in the scratch directory, for --globalconfig/--userconfig. */
+static char g_empty_rc[PATH_MAX], g_empty_grc[PATH_MAX];
 
 static void
 say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -504,9 +506,22 @@ run_npm(const char *dir, char *const args[], char *out, size_t cap, struct err *
 	}
 	env[n] = NULL;
 	argv[0] = (char *)(npm && *npm ? npm : "npm");
-	for (i = 0; args[i] != NULL && i < 38; i++)
+	for (i = 0; args[i] != NULL && i < 30; i++)
 		argv[i + 1] = args[i];
-	argv[i + 1] = NULL;
+	k = i + 1;
+	/* Neither the user's nor the machine's npmrc: a global `cafile`
+	 * would hide NODE_EXTRA_CA_CERTS, a user `omit-lockfile-registry-
+	 * resolved` would drop the URLs we check. With SSL_CERT_FILE set our
+	 * own client trusts only that file; npm then does the same. */
+	argv[k++] = "--globalconfig";
+	argv[k++] = (char *)g_empty_grc;
+	argv[k++] = "--userconfig";
+	argv[k++] = (char *)g_empty_rc;
+	if (getenv("SSL_CERT_FILE") != NULL && *getenv("SSL_CERT_FILE") != '\0') {
+		argv[k++] = "--cafile";
+		argv[k++] = getenv("SSL_CERT_FILE");
+	}
+	argv[k] = NULL;
 	if (out != NULL && pipe(pfd) != 0)
 		return err_set(e, "io.error", "pipe: %s", strerror(errno));
 	pid = fork();
@@ -545,7 +560,7 @@ run_npm(const char *dir, char *const args[], char *out, size_t cap, struct err *
 static void
 rm_scratch(const char *dir)
 {
-	static const char *files[] = {"package.json", "package-lock.json", "npmrc", NULL};
+	static const char *files[] = {"package.json", "package-lock.json", "npmrc", "npmrc-global", NULL};
 	char p[PATH_MAX];
 	int i;
 
@@ -587,9 +602,13 @@ lock_npm(struct doc *d, const char *dir, const char *old, const char *want, int 
 	snprintf(p, sizeof(p), "%s/npmrc", scratch);
 	if (write_atomic(p, "", 0, e) != 0)
 		goto fail;
+	snprintf(g_empty_rc, sizeof(g_empty_rc), "%s", p);
+	snprintf(g_empty_grc, sizeof(g_empty_grc), "%s/npmrc-global", scratch);
+	if (write_atomic(g_empty_grc, "", 0, e) != 0)
+		goto fail;
 
 	if (check) {
-		char *va[] = {"view", (char *)pkg, "version", "--userconfig", p, "--registry", reg, NULL};
+		char *va[] = {"view", (char *)pkg, "version", "--registry", reg, NULL};
 		char lockpath[PATH_MAX];
 		rc = run_npm(scratch, va, out, sizeof(out), e);
 		if (rc != 0) {
@@ -629,7 +648,7 @@ lock_npm(struct doc *d, const char *dir, const char *old, const char *want, int 
 	 * package.json, the lockfile's root and the manifest agree. */
 	{
 		char what[400];
-		char *va[] = {"view", what, "version", "--userconfig", p, "--registry", reg, NULL};
+		char *va[] = {"view", what, "version", "--registry", reg, NULL};
 		snprintf(what, sizeof(what), "%s@%s", pkg, want);
 		rc = run_npm(scratch, va, out, sizeof(out), e);
 		if (rc != 0) {
@@ -663,8 +682,6 @@ lock_npm(struct doc *d, const char *dir, const char *old, const char *want, int 
 	if (write_atomic(p, pj, strlen(pj), e) != 0)
 		goto fail;
 	{
-		char rcfile[PATH_MAX];
-		snprintf(rcfile, sizeof(rcfile), "%s/npmrc", scratch);
 		/* Every platform's optional packages are recorded whatever this
 		 * machine is: npm writes the whole ideal tree into the lockfile
 		 * and only skips inapplicable optionals when reifying, which
@@ -677,8 +694,6 @@ lock_npm(struct doc *d, const char *dir, const char *old, const char *want, int 
 			      "--save-exact",
 			      "--lockfile-version=3",
 			      "--omit-lockfile-registry-resolved=false",
-			      "--userconfig",
-			      rcfile,
 			      "--registry",
 			      reg,
 			      NULL};

@@ -1,0 +1,167 @@
+# lock: tarball pins written in place (one line per pin), --version, --check,
+# hosts enforced; npm-lock lockfiles produced by the real npm against a fake
+# registry over HTTPS, validated by the strict loader, refused when broken.
+. "$TOP/tests/lib.sh"
+
+PKI=$T/pki
+if ! sh "$FIXTURES/mkcerts.sh" "$PKI" >"$T/mkcerts.log" 2>&1; then
+	not_ok "mkcerts" "$(tail -3 "$T/mkcerts.log")"
+	exit 1
+fi
+export SSL_CERT_FILE="$PKI/ca.pem"
+unset SSL_CERT_DIR HTTPS_PROXY HTTP_PROXY https_proxy http_proxy
+export HOME="$T/home"
+mkdir -p "$HOME" "$T/reg" "$T/m"
+
+bg python3 "$FIXTURES/npmreg.py" --root "$T/reg" --log "$T/reg.log" --cert "$PKI/good.pem" --key "$PKI/good.key" \
+	>"$T/reg.port"
+if ! wait_for_line "$T/reg.port" '^[0-9]' 10; then
+	not_ok "registry starts" "no port"
+	exit 1
+fi
+P=$(head -1 "$T/reg.port")
+R="localhost:$P"
+
+# ---- tarball sources ------------------------------------------------------
+mkdir -p "$T/reg/tb/-"
+for v in 1.0.0 2.0.0; do
+	for a in x64 arm64; do
+		head -c 3000 /dev/urandom >"$T/reg/tb/-/t-$v-$a.tgz"
+	done
+done
+cat >"$T/m/t.json" <<EOF
+{
+  "schema": 1,
+  "name": "t",
+  "binary": "t",
+  "version": "1.0.0",
+  "source": {
+    "type": "tarball",
+    "bin": "t",
+    "platforms": {
+      "linux-x64": {
+        "url": "https://$R/tb/-/t-1.0.0-x64.tgz",
+        "sha256": "0000000000000000000000000000000000000000000000000000000000000000"
+      },
+      "linux-arm64": {
+        "url": "https://$R/tb/-/t-1.0.0-arm64.tgz"
+      }
+    }
+  },
+  "hosts": ["localhost"],
+  "verify": {"argv": ["{bin}", "--version"], "expect": "1.0.0"}
+}
+EOF
+cp "$T/m/t.json" "$T/t.orig"
+sha() { sha256sum "$1" | cut -d' ' -f1; }
+
+run "$BIN" lock t --manifests "$T/m" --check
+expect "tarball --check: a wrong pin is stale" 1 "stale pin"
+check "tarball --check changes nothing" cmp -s "$T/m/t.json" "$T/t.orig"
+
+run "$BIN" lock t --manifests "$T/m"
+expect "tarball: pins written" 0 "2 changes written"
+check "x64 pin is the file's sha256" grep -q "\"sha256\": \"$(sha "$T/reg/tb/-/t-1.0.0-x64.tgz")\"" "$T/m/t.json"
+check "arm64 pin added after its url" grep -q "\"sha256\": \"$(sha "$T/reg/tb/-/t-1.0.0-arm64.tgz")\"" "$T/m/t.json"
+check "the diff is one line per pin (plus the comma of the added key)" \
+	test "$(diff "$T/t.orig" "$T/m/t.json" | grep -c '^>')" -eq 3
+check "still valid JSON" python3 -c "import json,sys; json.load(open(sys.argv[1]))" "$T/m/t.json"
+check "key order kept" test "$(grep -n '"sha256"' "$T/m/t.json" | head -1 | cut -d: -f1)" -eq 12
+
+run "$BIN" lock t --manifests "$T/m" --check
+expect "tarball --check: current pins" 0 "pins are current"
+run "$BIN" lock t --manifests "$T/m"
+expect "tarball: re-lock is a no-op" 0 "already up to date"
+
+cp "$T/m/t.json" "$T/t.v1"
+run "$BIN" lock t --manifests "$T/m" --version 2.0.0
+expect "tarball --version: new version pinned" 0
+check "version bumped" grep -q '"version": "2.0.0"' "$T/m/t.json"
+check "urls follow the version" grep -q "t-2.0.0-arm64.tgz" "$T/m/t.json"
+check "expect follows the version" grep -q '"expect": "2.0.0"' "$T/m/t.json"
+check "new pins" grep -q "$(sha "$T/reg/tb/-/t-2.0.0-x64.tgz")" "$T/m/t.json"
+
+sed -i 's/"hosts": \["localhost"\]/"hosts": ["registry.example"]/' "$T/m/t.json"
+cp "$T/m/t.json" "$T/t.hosts"
+run "$BIN" lock t --manifests "$T/m"
+expect "tarball: a URL outside hosts is refused" 1 "" "not in the manifest's hosts"
+check "refused: manifest untouched" cmp -s "$T/m/t.json" "$T/t.hosts"
+
+run "$BIN" lock nosuch --manifests "$T/m"
+expect "unknown tool" 2 "" "no manifest"
+run "$BIN" lock
+expect "missing NAME" 2 "" "missing NAME"
+run "$BIN" lock t --bogus
+expect "unknown option" 2 "" "usage"
+
+# ---- npm-lock sources -----------------------------------------------------
+if ! command -v npm >/dev/null 2>&1; then
+	skip "npm-lock" "npm is not installed"
+	exit 0
+fi
+FIXTURES=$FIXTURES python3 - "$T/reg" <<'EOF'
+import os, sys
+sys.path.insert(0, os.environ["FIXTURES"])
+import npmpack as P
+root = sys.argv[1]
+P.pack(root, "dep", "1.0.0", {"index.js": b"module.exports = 1\n"})
+for os_, cpu in (("linux", "x64"), ("linux", "arm64"), ("darwin", "arm64")):
+    P.pack(root, "@s/tool-%s-%s" % (os_, cpu), "1.0.0", {"bin/tool": b"\x7fELF"}, {"os": [os_], "cpu": [cpu]})
+opt = {"@s/tool-%s-%s" % (o, c): "1.0.0" for o, c in (("linux", "x64"), ("linux", "arm64"), ("darwin", "arm64"))}
+P.pack(root, "@s/tool", "1.0.0", {"bin/tool.js": b"#!/usr/bin/env node\n"},
+       {"bin": {"tool": "bin/tool.js"}, "dependencies": {"dep": "^1.0.0"}, "optionalDependencies": opt,
+        "scripts": {"postinstall": "touch /tmp/never"}})
+P.pack(root, "evil", "1.0.0", {"index.js": b""})
+open(os.path.join(root, "evil", "tarball-host"), "w").write("127.0.0.1:1")
+EOF
+cat >"$T/m/tool.json" <<EOF
+{
+  "schema": 1,
+  "name": "tool",
+  "binary": "tool",
+  "version": "1.0.0",
+  "source": {
+    "type": "npm-lock",
+    "package": "@s/tool",
+    "lock": "tool/package-lock.json",
+    "package_json": "tool/package.json",
+    "bin": "node_modules/.bin/tool",
+    "allow_scripts": false
+  },
+  "hosts": ["$R"],
+  "platforms": ["linux-x64", "linux-arm64"]
+}
+EOF
+run "$BIN" lock tool --manifests "$T/m"
+expect "npm-lock: lockfile produced by npm and accepted" 0 "locked: 4 packages for linux, 1 optional ones for other systems"
+check "lockfile written beside the manifest" test -s "$T/m/tool/package-lock.json"
+check "package.json pins the exact version" grep -q '"@s/tool": "1.0.0"' "$T/m/tool/package.json"
+check "every platform's optional package is in the lockfile" \
+	python3 -c "import json,sys; p=json.load(open(sys.argv[1]))['packages']; sys.exit(not all('node_modules/@s/tool-%s' % x in p for x in ('linux-x64','linux-arm64','darwin-arm64')))" "$T/m/tool/package-lock.json"
+check "resolved URLs are recorded" grep -q "\"resolved\": \"https://$R/dep/-/dep-1.0.0.tgz\"" "$T/m/tool/package-lock.json"
+check "no install script ran" test ! -e /tmp/never
+run "$BIN" lock tool --manifests "$T/m" --check
+expect "npm-lock --check: current" 0 "pins are current"
+
+FIXTURES=$FIXTURES python3 - "$T/reg" <<'EOF'
+import os, sys
+sys.path.insert(0, os.environ["FIXTURES"])
+import npmpack as P
+P.pack(sys.argv[1], "@s/tool", "1.1.0", {"bin/tool.js": b"#!/usr/bin/env node\n"}, {"bin": {"tool": "bin/tool.js"}})
+EOF
+run "$BIN" lock tool --manifests "$T/m" --check
+expect "npm-lock --check: a newer version exists" 1 "newer version 1.1.0"
+run "$BIN" lock tool --manifests "$T/m" --version latest
+expect "npm-lock --version latest" 0 "@s/tool@1.1.0"
+check "manifest version follows" grep -q '"version": "1.1.0"' "$T/m/tool.json"
+echo '{"lockfileVersion": 1}' >"$T/m/tool/package-lock.json"
+run "$BIN" lock tool --manifests "$T/m" --check
+expect "npm-lock --check: a broken lockfile is stale" 1 "stale lockfile"
+
+sed 's/"package": "@s\/tool"/"package": "evil"/; s/"name": "tool"/"name": "ev"/; s/tool\//ev\//g' \
+	"$T/m/tool.json" >"$T/m/ev.json"
+cp "$T/m/ev.json" "$T/ev.orig"
+run "$BIN" lock ev --manifests "$T/m" --version 1.0.0
+expect "npm-lock: a resolved host outside hosts is refused" 1 "" "host 127.0.0.1 is not in hosts"
+check "refused: no lockfile written" test ! -e "$T/m/ev/package-lock.json"
+check "refused: manifest untouched" cmp -s "$T/m/ev.json" "$T/ev.orig"
