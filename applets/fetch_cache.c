@@ -155,9 +155,29 @@ fetch_cache_main(int argc, char **argv)
 			plats[np++] = t.platform ? t.platform : manifest_platform_self();
 		}
 		if (m->source.type != MANIFEST_SRC_TARBALL) {
-			err_set(&e, "install.failed", "%s: npm-lock artifacts are not fetched by this build", m->name);
-			err_print(&e);
-			failed++;
+			/* npm-lock: every package of the lockfile for the platform
+			 * (all: every platform's), into the same cache */
+			int before = t.ctx.downloads;
+			json_w_obj(&w);
+			json_w_kstr(&w, "name", m->name);
+			json_w_kstr(&w, "version", m->version);
+			json_w_kstr(&w, "platform", t.platform ? t.platform : manifest_platform_self());
+			if (install_npm_fetch(&t.ctx, m, t.platform ? t.platform : manifest_platform_self(), &e) == 0) {
+				count++;
+				if (!t.quiet && !t.json)
+					printf("%s %s npm packages: %d downloaded, the rest cached\n", m->name, m->version,
+					       t.ctx.downloads - before);
+			} else {
+				failed++;
+				json_w_key(&w, "error");
+				json_w_obj(&w);
+				json_w_kstr(&w, "code", e.code ? e.code : "internal");
+				json_w_kstr(&w, "message", e.msg);
+				json_w_end(&w);
+				if (!t.json)
+					err_print(&e);
+			}
+			json_w_end(&w);
 			continue;
 		}
 		for (p = 0; p < np; p++) {

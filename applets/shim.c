@@ -4,8 +4,8 @@
  * (mode lazy installs on first exec, mode build answers install.required),
  * and execve()s the real entry point by absolute path, with the arguments,
  * environment and standard streams unchanged, so exit status and signals are
- * the tool's own. A JavaScript entry run through node comes with the
- * npm-lock installer.
+ * the tool's own. A JavaScript entry (core/npm.h npm_js_entry) runs
+ * through the node of node-runtime.
  */
 /* Paths here are built from directory names bounded far below PATH_MAX
  * (TOOLS_DIR_MAX, readdir names); a cut path fails to open, and GCC cannot
@@ -27,7 +27,12 @@
 
 #include "../core/fs.h"
 #include "../core/json.h"
+#include "../core/npm.h"
 #include "tooling.h"
+
+/* Arguments passed on to a JavaScript tool; the kernel's ARG_MAX is the
+ * real bound, this one sizes our argv copy. */
+#define SHIM_ARGS_MAX 8192
 
 extern char **environ;
 
@@ -163,9 +168,12 @@ shim_find(const char *base)
 int
 shim_main(int argc, char **argv)
 {
-	struct install_result r;
+	/* static: install results and the argv copy are large for a stack */
+	static struct install_result r, nr;
+	static char *nargv[SHIM_ARGS_MAX + NPM_NODE_FLAGS_MAX + 3];
 	struct err e;
-	char dir[PATH_MAX], rp[PATH_MAX];
+	char dir[PATH_MAX], rp[PATH_MAX], shebang[512], *flags[NPM_NODE_FLAGS_MAX];
+	int js, nflags = 0, i, k = 0;
 
 	err_clear(&e);
 	if (shim_tools_dir(argv[0], dir, sizeof(dir)) == 0) {
@@ -185,6 +193,43 @@ shim_main(int argc, char **argv)
 		err_printf("install.failed", "%s resolves to agent-sandbox-server itself", r.entry);
 		tooling_close(&t);
 		return EXIT_FAIL;
+	}
+	/* A JavaScript entry runs as `<node> [shebang options] <script> ARGS`
+	 * with the node of node-runtime (or an acceptable one on PATH), so
+	 * neither /usr/bin/env nor a shell is needed. */
+	js = npm_js_entry(r.entry, shebang, sizeof(shebang), flags, &nflags);
+	if (js < 0) {
+		err_printf("install.failed", "cannot read %s: %s", r.entry, strerror(errno));
+		tooling_close(&t);
+		return EXIT_FAIL;
+	}
+	if (js) {
+		if (argc > SHIM_ARGS_MAX) {
+			err_printf("usage", "%s: more than %d arguments", tool, SHIM_ARGS_MAX);
+			tooling_close(&t);
+			return 126;
+		}
+		if (install_ensure(&t.ctx, "node-runtime", 0, &nr, &e) < 0) {
+			err_print(&e);
+			tooling_close(&t);
+			return EXIT_FAIL;
+		}
+		if (realpath(nr.entry, rp) != NULL && strcmp(rp, t.ctx.self) == 0) {
+			err_printf("install.failed", "%s resolves to agent-sandbox-server itself", nr.entry);
+			tooling_close(&t);
+			return EXIT_FAIL;
+		}
+		nargv[k++] = nr.entry;
+		for (i = 0; i < nflags; i++)
+			nargv[k++] = flags[i];
+		nargv[k++] = r.entry;
+		for (i = 1; i < argc; i++)
+			nargv[k++] = argv[i];
+		nargv[k] = NULL;
+		tooling_close(&t);
+		execve(nr.entry, nargv, environ);
+		err_printf("install.failed", "cannot run %s: %s", nr.entry, strerror(errno));
+		return 126;
 	}
 	tooling_close(&t);
 	execve(r.entry, argv, environ);

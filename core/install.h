@@ -162,6 +162,17 @@ int install_fast_path(struct install_ctx *c, const manifest_t *m, struct install
 int install_cache_artifact(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a,
 			   char *path, size_t cap, struct err *e);
 
+/*
+ * npm-lock sources (core/install_npm.c): install_npm_stage fetches, verifies
+ * and extracts the lockfile's packages for c->platform into tree and links
+ * the root package's bins; install_npm_fetch only fills the cache, for
+ * platform ("linux-x64", "linux-arm64" or "all"). Both return 0 or -1 with e
+ * (install.checksum_mismatch, install.disabled in offline mode with the
+ * missing integrities, install.failed with details.phase, http.*, tls.*).
+ */
+int install_npm_stage(struct install_ctx *c, const manifest_t *m, const char *tree, struct err *e);
+int install_npm_fetch(struct install_ctx *c, const manifest_t *m, const char *platform, struct err *e);
+
 /* Clear a tool's backoff record in the writable directory (prepare --force,
  * the admin reset). */
 void install_backoff_clear(struct install_ctx *c, const char *name);

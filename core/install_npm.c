@@ -1,16 +1,186 @@
 /*
- * The npm-lock installer hook (SPEC §4 npm-lock): fetch every lockfile entry
- * that applies to the platform, verify its integrity, extract it under its
- * lockfile path in tree, and make the root package's bin links. Issue 5
- * implements it here; until then npm-lock manifests load and validate but do
- * not install.
+ * The npm-lock installer hook of the install engine (SPEC §4 npm-lock,
+ * issue 5): load the manifest's lockfile for the platform being installed,
+ * then fetch, verify and extract every package with core/npm.c into the
+ * staged tree, and link the root package's bins.
+ *
+ * Hosts that may be contacted: the manifest's hosts, the npm mirror's host
+ * (install.mirrors.npm / ABX_INSTALL_NPM_REGISTRY) and install.allow_hosts.
+ * Lockfile `resolved` URLs must be on the manifest's hosts or the mirror.
  */
 #include "install.h"
+#include "npm.h"
+#include "npmlock.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Hosts handed to the fetcher: the manifest's, the mirror, allow_hosts. */
+#define NPM_HOSTS_MAX (MANIFEST_MAX_HOSTS + 1 + TOOLS_ALLOW_HOSTS_MAX)
+
+struct npm_hosts {
+	const char *h[NPM_HOSTS_MAX];
+	size_t n, nmanifest;
+	char mirror[300];       /* host[:port] of the npm mirror */
+};
+
+/* The host[:port] of an https URL into out ("" when not one). */
+static void
+url_hostport(const char *url, char *out, size_t cap)
+{
+	const char *p, *end;
+	size_t n;
+
+	out[0] = '\0';
+	if (url == NULL || strncmp(url, "https://", 8) != 0)
+		return;
+	p = url + 8;
+	end = p + strcspn(p, "/?#");
+	n = (size_t)(end - p);
+	if (n == 0 || n >= cap || memchr(p, '@', n) != NULL)
+		return;
+	memcpy(out, p, n);
+	out[n] = '\0';
+}
+
+static void
+collect_hosts(const struct install_ctx *c, const manifest_t *m, struct npm_hosts *h)
+{
+	int i;
+
+	memset(h, 0, sizeof(*h));
+	for (i = 0; i < m->nhosts && h->n < NPM_HOSTS_MAX; i++)
+		h->h[h->n++] = m->hosts[i];
+	h->nmanifest = h->n;
+	url_hostport(c->set->npm_mirror, h->mirror, sizeof(h->mirror));
+	if (h->mirror[0] != '\0' && h->n < NPM_HOSTS_MAX)
+		h->h[h->n++] = h->mirror;
+	for (i = 0; i < c->set->nallow_hosts && h->n < NPM_HOSTS_MAX; i++)
+		h->h[h->n++] = c->set->allow_hosts[i];
+}
+
+static int64_t
+mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+struct prog {
+	struct install_ctx *c;
+	const char *name;
+};
+
+static void
+progress(void *arg, uint64_t bytes, uint64_t total, size_t done, size_t count)
+{
+	struct prog *p = arg;
+
+	if (p->c->progress)
+		p->c->progress(p->c->progress_arg, p->name, "fetch", bytes, total);
+}
+
+/* Load m's lockfile for platform (NULL = every platform). */
+static int
+load_lock(struct install_ctx *c, const manifest_t *m, const char *platform, struct npm_hosts *h,
+	  struct npmlock *l, struct err *e)
+{
+	struct npmlock_opts lo;
+	char *text = NULL;
+	size_t len = 0;
+	int rc;
+
+	if (manifest_read_sibling(m, m->source.lock, JSON_MAX_BYTES_DEFAULT, &text, &len, e) < 0)
+		return -1;
+	memset(&lo, 0, sizeof(lo));
+	lo.package = m->source.package;
+	lo.hosts = h->h;
+	lo.nhosts = h->nmanifest;
+	lo.mirror_host = h->mirror[0] ? h->mirror : NULL;
+	lo.os = "linux";
+	lo.cpu = platform ? npmlock_cpu_for(platform) : NULL;
+	lo.libc = platform ? npmlock_detect_libc(NULL) : NULL;
+	rc = npmlock_load(l, text, len, &lo, e);
+	free(text);
+	if (rc < 0) {
+		char msg[ERR_MSG_MAX];
+		snprintf(msg, sizeof(msg), "%s", e->msg);
+		err_set(e, e->code, "%s: lockfile %s: %s", m->file, m->source.lock, msg);
+	}
+	return rc;
+}
+
+static int
+run(struct install_ctx *c, const manifest_t *m, const char *platform, const char *tree, const char *fallback_cache,
+    struct err *e)
+{
+	struct npm_hosts h;
+	struct npmlock l;
+	struct npm_opts o;
+	struct npm_stats st;
+	struct prog pr = {c, m->name};
+	char cache[PATH_MAX];
+	const char *jobs = getenv("ABX_INSTALL_NPM_JOBS");
+	int rc;
+
+	collect_hosts(c, m, &h);
+	if (load_lock(c, m, platform, &h, &l, e) < 0)
+		return -1;
+	snprintf(cache, sizeof(cache), "%s", c->cache_dir);
+	if (cache[0] == '\0' || (mkdir(cache, 0755) != 0 && access(cache, W_OK) != 0) || access(cache, W_OK) != 0) {
+		if (fallback_cache == NULL) {
+			npmlock_free(&l);
+			err_set(e, "install.read_only", "no writable cache directory for %s", m->name);
+			return -1;
+		}
+		snprintf(cache, sizeof(cache), "%s", fallback_cache);
+	}
+	memset(&o, 0, sizeof(o));
+	o.lock = &l;
+	o.staging = tree;
+	o.cache = cache;
+	o.registry = c->set->npm_mirror[0] ? c->set->npm_mirror : NULL;
+	o.hosts = h.h;
+	o.nhosts = h.n;
+	o.jobs = jobs ? atoi(jobs) : 0;
+	o.offline = c->set->mode == CFG_MODE_OFFLINE;
+	o.fetch_only = tree == NULL;
+	o.max_bytes = c->set->max_download_mb > 0 ? c->set->max_download_mb << 20 : 0;
+	o.deadline_ms = c->set->timeout_s > 0 ? mono_ms() + (int64_t)c->set->timeout_s * 1000 : 0;
+	o.progress = progress;
+	o.progress_arg = &pr;
+	rc = npm_install(&o, &st, e);
+	if (rc == 0) {
+		c->downloads += (int)st.fetched;
+		c->bytes_downloaded += st.bytes;
+	} else if (e->code && strcmp(e->code, "install.disabled") == 0) {
+		char msg[ERR_MSG_MAX];
+		snprintf(msg, sizeof(msg), "%s", e->msg);
+		err_set(e, "install.disabled", "%s %s: mode offline: %s", m->name, m->version, msg);
+	}
+	npmlock_free(&l);
+	return rc;
+}
 
 int
 install_npm_stage(struct install_ctx *c, const manifest_t *m, const char *tree, struct err *e)
 {
-	err_set(e, "install.failed", "%s: npm-lock installs are not in this build yet", m->name);
-	err_details(e, "{\"phase\":\"fetch\"}");
-	return -1;
+	char fallback[PATH_MAX];
+
+	/* With no writable cache the downloads go beside the tree, in staging,
+	 * and disappear with it. */
+	snprintf(fallback, sizeof(fallback), "%s/../npm-cache", tree);
+	return run(c, m, c->platform, tree, fallback, e);
+}
+
+int
+install_npm_fetch(struct install_ctx *c, const manifest_t *m, const char *platform, struct err *e)
+{
+	return run(c, m, platform != NULL && strcmp(platform, "all") == 0 ? NULL : platform, NULL, NULL, e);
 }
