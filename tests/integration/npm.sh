@@ -1,0 +1,206 @@
+# npm-lock installs against a fake npm registry over HTTPS (tarballs built
+# here): scoped packages, nested node_modules, npm: aliases, os/cpu/libc
+# filtering, optional skip, no install scripts, a top directory that is not
+# package/, hostile lockfiles refused, integrity mismatch, offline and
+# mirrors, fetch --platform all, and the shim: node-runtime's node for a
+# JavaScript entry with no node on PATH, arguments, exit codes and signals.
+. "$TOP/tests/lib.sh"
+
+PKI=$T/pki
+if ! sh "$FIXTURES/mkcerts.sh" "$PKI" >"$T/mkcerts.log" 2>&1; then
+	not_ok "mkcerts" "$(tail -3 "$T/mkcerts.log")"
+	exit 1
+fi
+if ! command -v musl-gcc >/dev/null 2>&1; then
+	not_ok "musl-gcc" "needed to build the fake node"
+	exit 1
+fi
+export SSL_CERT_FILE="$PKI/ca.pem"
+unset SSL_CERT_DIR HTTPS_PROXY HTTP_PROXY https_proxy http_proxy ABX_INSTALL_NPM_REGISTRY
+export ABX_INSTALL_LIBC=glibc
+mkdir -p "$T/reg" "$T/m" "$T/nobin"
+musl-gcc -static -Os -o "$T/fakenode" "$FIXTURES/fakenode.c" || { not_ok "fake node" "musl-gcc failed"; exit 1; }
+
+bg python3 "$FIXTURES/npmreg.py" --root "$T/reg" --log "$T/reg.log" --cert "$PKI/good.pem" --key "$PKI/good.key" \
+	>"$T/reg.port"
+if ! wait_for_line "$T/reg.port" '^[0-9]' 10; then
+	not_ok "registry starts" "no port"
+	exit 1
+fi
+P=$(head -1 "$T/reg.port")
+REG="https://localhost:$P"
+SENTINEL=$T/sentinel
+
+FIXTURES=$FIXTURES T=$T REG=$REG SENTINEL=$SENTINEL python3 - <<'EOF'
+import hashlib, io, json, os, sys, tarfile
+sys.path.insert(0, os.environ["FIXTURES"])
+import npmpack as P
+T, REG, root, m = os.environ["T"], os.environ["REG"], os.environ["T"] + "/reg", os.environ["T"] + "/m"
+script = {"preinstall": "touch %s" % os.environ["SENTINEL"], "install": "touch %s" % os.environ["SENTINEL"],
+          "postinstall": "touch %s" % os.environ["SENTINEL"]}
+
+# node-runtime: a tarball manifest whose node is the fake one
+buf = io.BytesIO()
+with tarfile.open(fileobj=buf, mode="w:gz") as t:
+    data = open(T + "/fakenode", "rb").read()
+    ti = tarfile.TarInfo("node-v99/bin/node"); ti.size = len(data); ti.mode = 0o755
+    t.addfile(ti, io.BytesIO(data))
+os.makedirs(root + "/node/-", exist_ok=True)
+open(root + "/node/-/node-99.0.0.tgz", "wb").write(buf.getvalue())
+sha = hashlib.sha256(buf.getvalue()).hexdigest()
+arts = {p: {"url": REG + "/node/-/node-99.0.0.tgz", "sha256": sha} for p in ("linux-x64", "linux-arm64")}
+json.dump({"schema": 1, "name": "node-runtime", "binary": "node", "version": "99.0.0",
+           "source": {"type": "tarball", "bin": "bin/node", "strip_components": 1, "platforms": arts},
+           "hosts": ["localhost"], "verify": {"argv": ["{bin}", "--version"], "expect": "v99"},
+           "path": {"argv": ["{bin}", "--version"], "min": "99.0.0"},
+           "platforms": ["linux-x64", "linux-arm64"]}, open(m + "/node-runtime.json", "w"), indent=2)
+
+# the tool: scoped, an install script, a JS bin, nested and aliased packages
+P.pack(root, "@t/app", "1.0.0", {"cli.js": b"#!/usr/bin/env node\nconsole.log('app')\n"},
+       {"bin": {"app": "cli.js"}, "scripts": script})
+P.pack(root, "dep", "1.0.0", {"index.js": b"v1\n"}, top="notpackage")          # top dir not package/
+P.pack(root, "dep", "2.0.0", {"index.js": b"v2\n"}, {"scripts": script})
+P.pack(root, "@t/app", "1.0.0-linux-x64", {"bin/app": (b"x64\n", 0o755)}, {"os": ["linux"], "cpu": ["x64"]})
+P.pack(root, "@t/app", "1.0.0-linux-arm64", {"bin/app": (b"arm64\n", 0o755)}, {"os": ["linux"], "cpu": ["arm64"]})
+P.pack(root, "glibc-only", "1.0.0", {"i.js": b""}, {"libc": ["glibc"]})
+P.pack(root, "musl-only", "1.0.0", {"i.js": b""}, {"libc": ["musl"]})
+P.pack(root, "darwin-only", "1.0.0", {"i.js": b""}, {"os": ["darwin"]})
+P.pack(root, "x", "1.0.0", {"i.js": b""})
+E = lambda *a, **k: P.entry(root, REG, *a, **k)
+good = {
+    "node_modules/@t/app": E("@t/app", "1.0.0", bin={"app": "cli.js"}, hasInstallScript=True),
+    "node_modules/@t/app/node_modules/dep": E("dep", "2.0.0", hasInstallScript=True),
+    "node_modules/dep": E("dep", "1.0.0"),
+    "node_modules/@t/app-linux-x64": E("@t/app", "1.0.0-linux-x64", name="@t/app", os=["linux"], cpu=["x64"], optional=True),
+    "node_modules/@t/app-linux-arm64": E("@t/app", "1.0.0-linux-arm64", name="@t/app", os=["linux"], cpu=["arm64"], optional=True),
+    "node_modules/glibc-only": E("glibc-only", "1.0.0", libc=["glibc"], optional=True),
+    "node_modules/musl-only": E("musl-only", "1.0.0", libc=["musl"], optional=True),
+    "node_modules/darwin-only": E("darwin-only", "1.0.0", os=["darwin"], optional=True),
+    "node_modules/darwin-only/node_modules/x": E("x", "1.0.0", optional=True),
+    "node_modules/devdep": {"version": "1.0.0", "dev": True},
+}
+def tool(name, entries, hosts=("localhost",), requires=("node-runtime",), bin_="node_modules/.bin/app"):
+    P.write_manifest(m, name, "@t/app", list(hosts), requires=list(requires), bin_=bin_, binary=name)
+    P.write_lock(m + "/%s/package-lock.json" % name, "@t/app", entries)
+tool("app", good)
+
+# mirror: the lockfile names a host that does not exist; the mirror serves it
+mir = {k: dict(v) for k, v in good.items()}
+for v in mir.values():
+    if "resolved" in v:
+        v["resolved"] = v["resolved"].replace(REG, "https://registry.example")
+tool("mir", mir, hosts=("registry.example",))
+
+# hostile lockfiles
+def variant(name, key, **change):
+    d = {k: dict(v) for k, v in good.items()}
+    for f, val in change.items():
+        if val is None:
+            d[key].pop(f, None)
+        else:
+            d[key][f] = val
+    tool(name, d)
+variant("badhost", "node_modules/dep", resolved="https://evil.example/dep/-/dep-1.0.0.tgz")
+variant("noint", "node_modules/dep", integrity=None)
+variant("sha1only", "node_modules/dep", integrity="sha1-" + __import__("base64").b64encode(b"0" * 20).decode())
+variant("badbin", "node_modules/@t/app", bin={"app": "../../../../etc/passwd"})
+variant("badint", "node_modules/dep", integrity=P.sri(b"not the tarball"))
+d = {k: dict(v) for k, v in good.items()}
+d["node_modules/@t/app/node_modules/../../../escape"] = d.pop("node_modules/@t/app/node_modules/dep")
+tool("badkey", d)
+d = {k: dict(v) for k, v in good.items()}
+d["node_modules/linked"] = {"resolved": "../linked", "link": True}
+tool("linked", d)
+EOF
+[ -f "$T/m/app.json" ] || { not_ok "fixtures" "the generator failed"; exit 1; }
+
+export ABX_MANIFESTS_DIR="$T/m"
+mkdir -m 700 "$T/tools"
+export ABX_TOOLS_DIR="$T/tools"
+
+run "$BIN" prepare --only app
+expect "install app (and node-runtime) from the fake registry" 0
+TREE=$T/tools/app/1.0.0-linux-x64
+NM=$TREE/node_modules
+check "scoped package extracted" test -f "$NM/@t/app/cli.js"
+check "bin link made" test "$(readlink "$NM/.bin/app")" = "../@t/app/cli.js"
+check "bin target made executable" test -x "$NM/@t/app/cli.js"
+check "nested node_modules" grep -q v2 "$NM/@t/app/node_modules/dep/index.js"
+check "top directory not package/ stripped" grep -q v1 "$NM/dep/index.js"
+check "npm: alias for this cpu installed" test -x "$NM/@t/app-linux-x64/bin/app"
+check "alias for another cpu skipped" test ! -e "$NM/@t/app-linux-arm64"
+check "libc: glibc package installed" test -d "$NM/glibc-only"
+check "libc: musl package skipped" test ! -e "$NM/musl-only"
+check "os: optional darwin package and its subtree skipped" test ! -e "$NM/darwin-only"
+check "dev package not installed" test ! -e "$NM/devdep"
+check "no install script ran" test ! -e "$SENTINEL"
+check "tarballs in the sha256 cache" test "$(ls "$T/tools/.cache" | grep -c '^[0-9a-f]\{64\}$')" -eq 6
+check "integrity index beside them (5 packages apply)" test "$(ls "$T/tools/.cache/npm" | grep -c '^sha512-')" -eq 5
+TGZ=$(grep -c 'GET /[^ ]*\.tgz' "$T/reg.log")
+CONNS=$(grep '\.tgz' "$T/reg.log" | cut -d' ' -f1 | sort -u | wc -l)
+check "one download per package (5 + node)" test "$TGZ" -eq 6
+check "parallel downloads on at most 8 keep-alive connections (saw $CONNS)" test "$CONNS" -le 9
+
+# ---- the shim: node-runtime's node, no node on PATH ------------------------
+check "shim link published" test "$(readlink "$T/tools/bin/app")" = "$(readlink -f "$BIN")"
+run timeout 30 env PATH="$T/nobin" "$T/tools/bin/app" --exit=7 a "b c"
+expect "exit status passes through the shim" 7 "argv[0]=$T/tools/node-runtime/99.0.0-linux-x64/bin/node"
+check "the script is argv[1], by absolute path" grep -qx "argv\[1\]=$NM/.bin/app" "$T/out"
+check "arguments pass unchanged" grep -qx 'argv\[4\]=b c' "$T/out"
+timeout 30 env PATH="$T/nobin" "$T/tools/bin/app" --wait >"$T/wait.out" 2>&1 &
+WP=$!
+if wait_for_line "$T/wait.out" '^waiting' 10; then
+	kill -TERM $WP
+	wait $WP
+	WRC=$?
+	check "a signal reaches the tool through the shim (exit 143)" test "$WRC" -eq 143
+else
+	kill $WP 2>/dev/null
+	not_ok "a signal reaches the tool through the shim" "never started: $(cat "$T/wait.out")"
+fi
+
+# ---- refusals --------------------------------------------------------------
+for t in badhost:"host evil.example is not in hosts" noint:"integrity: missing" sha1only:"sha1 only" \
+	badbin:"leaves the package" badkey:"not a node_modules/<name> path" linked:"link entries"; do
+	name=${t%%:*} want=${t#*:}
+	run "$BIN" prepare --only "$name"
+	if [ "$RC" -eq 0 ] || ! grep -q "install.manifest_invalid" "$T/err" || ! grep -qF -- "$want" "$T/err"; then
+		not_ok "$name refused" "exit $RC: $(head -c 300 "$T/err")"
+	else
+		ok "$name refused ($want)"
+	fi
+	check "$name: nothing published" test ! -e "$T/tools/$name/1.0.0-linux-x64"
+done
+run "$BIN" prepare --only badint
+expect "integrity mismatch refused" 3 "" "install.checksum_mismatch"
+check "mismatch: nothing published" test ! -e "$T/tools/badint/1.0.0-linux-x64"
+check "mismatch: nothing left in staging" test -z "$(ls "$T/tools/.staging")"
+
+# ---- offline, mirror, fetch --------------------------------------------------
+mkdir -m 700 "$T/t2"
+: >"$T/reg.log"
+run env ABX_TOOLS_DIR="$T/t2" ABX_SERVER_INSTALL_MODE=offline "$BIN" prepare --only app --cache "$T/tools/.cache"
+expect "offline with the cache" 0
+check "offline: no request reached the registry" test ! -s "$T/reg.log"
+mkdir -m 700 "$T/t3"
+run env ABX_TOOLS_DIR="$T/t3" ABX_SERVER_INSTALL_MODE=offline "$BIN" prepare --only app
+expect "offline without the cache" 3 "" "install.disabled"
+
+mkdir -m 700 "$T/t4"
+run env ABX_TOOLS_DIR="$T/t4" ABX_INSTALL_NPM_REGISTRY="$REG/mirror" "$BIN" prepare --only mir
+expect "the npm mirror rewrites the registry origin" 0
+check "downloads went to the mirror" grep -q 'GET /mirror/@t/app/-/app-1.0.0.tgz' "$T/reg.log"
+
+run "$BIN" fetch --only app --platform all --cache "$T/fc"
+expect "fetch --platform all for an npm tool" 0
+check "every cpu's and libc's linux package is cached" test "$(ls "$T/fc/npm" | wc -l)" -eq 7
+
+# ---- lazy install on first exec through the shim ---------------------------
+mkdir -m 700 "$T/t5" "$T/t5/bin"
+ln -s "$BIN" "$T/t5/bin/app"
+run timeout 60 env ABX_TOOLS_DIR="$T/t5" PATH="$T/nobin" "$T/t5/bin/app" --exit=0
+expect "lazy: the first exec installs and runs" 0 "argv[1]=$T/t5/app/1.0.0-linux-x64/node_modules/.bin/app"
+mkdir -m 700 "$T/t6" "$T/t6/bin"
+ln -s "$BIN" "$T/t6/bin/app"
+run timeout 30 env ABX_TOOLS_DIR="$T/t6" ABX_SERVER_INSTALL_MODE=build PATH="$T/nobin" "$T/t6/bin/app" --exit=0
+expect "build mode: the shim answers install.required" 1 "" "install.required"
