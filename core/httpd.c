@@ -64,6 +64,8 @@ struct httpd_resp {
 	int ended;
 	int failed;    /* stream write failed: close */
 	int head_only; /* HEAD: headers only */
+	int deferred;  /* httpd_defer: httpd_complete hands it back */
+	int holds;     /* handler + deferred holder; the last one hands it back */
 	int status;
 	size_t bytes; /* body bytes, for the log */
 	size_t hlen;
@@ -130,8 +132,10 @@ struct httpd {
 	int stop_workers, busy;
 	pthread_t *threads;
 	int nthreads;
-	volatile sig_atomic_t stop_req;
-	volatile int stopping; /* read by workers (Connection: close, streams) */
+	/* Atomics (lock-free, so also safe from a signal handler): stop_req
+	 * is set by httpd_stop from anywhere, stopping is read by workers. */
+	int stop_req;
+	int stopping;
 	int64_t drain_end;
 	int stuck; /* drain timed out with workers still busy */
 	struct cbuf *cache[HTTPD_BUF_CACHE];
@@ -139,6 +143,12 @@ struct httpd {
 	char busy_resp[512];
 	int busy_len;
 };
+
+static int
+is_stopping(struct httpd *s)
+{
+	return __atomic_load_n(&s->stopping, __ATOMIC_RELAXED);
+}
 
 static const char *
 reason(int status)
@@ -387,7 +397,7 @@ keep_alive(struct httpd_resp *w)
 {
 	struct conn *c = w->c;
 
-	return !c->close_after && c->b->hr.keep_alive && !c->srv->stopping;
+	return !c->close_after && c->b->hr.keep_alive && !is_stopping(c->srv);
 }
 
 int
@@ -417,7 +427,7 @@ httpd_respond(struct httpd_resp *w, int status, const char *content_type, const 
 
 	if (w->done)
 		return -1;
-	if (status >= 400 || c->srv->stopping)
+	if (status >= 400 || is_stopping(c->srv))
 		c->close_after = 1;
 	keep = keep_alive(w);
 	snprintf(framing, sizeof(framing), "Content-Length: %zu\r\n", len);
@@ -475,7 +485,43 @@ httpd_respond_errf(struct httpd_resp *w, const char *code, const char *fmt, ...)
 int
 httpd_resp_closing(const struct httpd_resp *w)
 {
-	return w->c->srv->stopping || w->failed;
+	return is_stopping(w->c->srv) || w->failed;
+}
+
+static void finish_handler(struct conn *c);
+
+/* Drop one hold; the last hands the connection back to the event thread. */
+static void
+release(struct httpd_resp *w)
+{
+	struct conn *c = w->c;
+	struct httpd *s = c->srv;
+	const uint64_t one = 1;
+
+	if (__atomic_sub_fetch(&w->holds, 1, __ATOMIC_ACQ_REL) != 0)
+		return;
+	pthread_mutex_lock(&s->mu);
+	q_push(&s->done, c);
+	pthread_mutex_unlock(&s->mu);
+	/* a failed write means the counter is full: the event thread is
+	 * awake anyway */
+	(void)!write(s->evfd, &one, sizeof(one));
+}
+
+void
+httpd_defer(struct httpd_resp *w)
+{
+	if (w->deferred)
+		return;
+	__atomic_add_fetch(&w->holds, 1, __ATOMIC_ACQ_REL);
+	w->deferred = 1;
+}
+
+void
+httpd_complete(struct httpd_resp *w)
+{
+	finish_handler(w->c);
+	release(w);
 }
 
 /* ---- streaming (worker thread; the event thread leaves a busy fd alone) -- */
@@ -532,10 +578,10 @@ httpd_stream_begin(struct httpd_resp *w, int status, const char *content_type)
 	struct iovec iov;
 	int n, keep;
 
-	if (w->done || (c->route && (c->route->flags & HTTPD_INLINE)))
+	if (w->done || (c->route && (c->route->flags & HTTPD_INLINE) && !w->deferred))
 		return -1;
 	w->raw = c->b->hr.minor == 0;
-	if (w->raw || c->srv->stopping)
+	if (w->raw || is_stopping(c->srv))
 		c->close_after = 1;
 	keep = keep_alive(w);
 	n = format_head(w, head, sizeof(head), status, content_type,
@@ -665,7 +711,7 @@ resp_reset(struct conn *c)
 	struct httpd_resp *w = &c->b->resp;
 
 	w->c = c;
-	w->done = w->streaming = w->raw = w->ended = w->failed = w->head_only = 0;
+	w->done = w->streaming = w->raw = w->ended = w->failed = w->head_only = w->deferred = 0;
 	w->status = 0;
 	w->bytes = 0;
 	w->hlen = 0;
@@ -914,7 +960,14 @@ dispatch(struct httpd *s, struct conn *c)
 		return;
 	}
 	if (found->flags & HTTPD_INLINE) {
+		c->state = C_BUSY;
+		c->deadline = INT64_MAX;
+		w->holds = 1;
 		found->fn(q, w, found->arg);
+		if (w->deferred) {
+			release(w);
+			return;
+		}
 		finish_handler(c);
 		resume(s, c);
 		return;
@@ -1274,7 +1327,6 @@ static void *
 worker(void *arg)
 {
 	struct httpd *s = arg;
-	const uint64_t one = 1;
 	struct conn *c;
 
 	pthread_mutex_lock(&s->mu);
@@ -1287,17 +1339,16 @@ worker(void *arg)
 		s->busy++;
 		pthread_mutex_unlock(&s->mu);
 
+		c->b->resp.holds = 1;
 		c->route->fn(&c->b->req, &c->b->resp, c->route->arg);
-		finish_handler(c);
+		/* Only this thread sets deferred, so reading it is safe; after
+		 * release, c may already be answered and reused. */
+		if (!c->b->resp.deferred)
+			finish_handler(c);
+		release(&c->b->resp);
 
 		pthread_mutex_lock(&s->mu);
-		q_push(&s->done, c);
 		s->busy--;
-		pthread_mutex_unlock(&s->mu);
-		/* a failed write means the counter is full: the event
-		 * thread is awake anyway */
-		(void)!write(s->evfd, &one, sizeof(one));
-		pthread_mutex_lock(&s->mu);
 	}
 	pthread_mutex_unlock(&s->mu);
 	return NULL;
@@ -1366,7 +1417,7 @@ httpd_stop(struct httpd *s)
 {
 	const uint64_t one = 1;
 
-	s->stop_req = 1;
+	__atomic_store_n(&s->stop_req, 1, __ATOMIC_SEQ_CST);
 	if (write(s->evfd, &one, sizeof(one)) < 0)
 		return;
 }
@@ -1568,7 +1619,7 @@ httpd_run(struct httpd *s, struct err *e)
 	int i, n, rc = 0, busy;
 
 	for (;;) {
-		if (s->stop_req && !s->stopping)
+		if (__atomic_load_n(&s->stop_req, __ATOMIC_SEQ_CST) && !s->stopping)
 			begin_drain(s);
 		now = now_ms();
 		if (s->stopping) {
@@ -1615,11 +1666,17 @@ httpd_run(struct httpd *s, struct err *e)
 	pthread_mutex_lock(&s->mu);
 	s->stop_workers = 1;
 	pthread_cond_broadcast(&s->cv);
-	busy = s->busy + s->work.n;
 	pthread_mutex_unlock(&s->mu);
+	/* A handler runs only for a connection in C_BUSY (deferred ones too),
+	 * which counts as active: with none active, the workers are at most
+	 * finishing their loop and join at once. */
+	busy = 0;
+	for (i = 0; i < s->hiwater; i++)
+		busy += s->conns[i].state == C_BUSY;
 	if (busy > 0) {
-		/* From now on, a worker may still touch its connection: leave
-		 * all of it to process exit. */
+		/* From now on, a worker (or the holder of a deferred answer)
+		 * may still touch its connection: leave all of it to process
+		 * exit. */
 		s->stuck = 1;
 		return rc;
 	}

@@ -186,6 +186,19 @@ int httpd_stream_begin(struct httpd_resp *w, int status, const char *content_typ
 int httpd_stream_write(struct httpd_resp *w, const void *data, size_t len);
 int httpd_stream_end(struct httpd_resp *w);
 
+/*
+ * Deferred answers: a handler that must wait (an install job, a session's
+ * next event) calls httpd_defer(resp) and returns, freeing its worker (or the
+ * event thread, for an HTTPD_INLINE route). Later, any one thread answers
+ * through the same resp (httpd_respond*, or httpd_stream_* which then writes
+ * from that thread) and calls httpd_complete(resp) exactly once; resp and
+ * req stay valid until then. The server applies no deadline meanwhile: the
+ * holder owns the timeout (SPEC §9's install.wait, then 202). A drain waits
+ * for deferred answers like any other request in progress.
+ */
+void httpd_defer(struct httpd_resp *w);
+void httpd_complete(struct httpd_resp *w);
+
 /* 1 when the server is draining (SIGTERM): long-running streams should end. */
 int httpd_resp_closing(const struct httpd_resp *w);
 

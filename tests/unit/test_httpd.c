@@ -116,7 +116,60 @@ h_forever(const struct httpd_req *q, struct httpd_resp *w, void *arg)
 	__atomic_store_n(&forever_rc, rc, __ATOMIC_SEQ_CST);
 }
 
+/* Deferred answers, given by a thread of their own. */
+struct later {
+	struct httpd_resp *w;
+	const char *path;
+	long delay_ms;
+	int stream;
+};
+
+static void *
+answer_later(void *arg)
+{
+	struct later *l = arg;
+	struct timespec ts = {l->delay_ms / 1000, (l->delay_ms % 1000) * 1000000L};
+	char buf[128];
+
+	nanosleep(&ts, NULL);
+	snprintf(buf, sizeof(buf), "later:%s", l->path);
+	if (l->stream) {
+		httpd_stream_begin(l->w, 200, "text/event-stream");
+		httpd_stream_write(l->w, buf, strlen(buf));
+	} else {
+		httpd_respond(l->w, 200, "text/plain", buf, strlen(buf));
+	}
+	httpd_complete(l->w);
+	free(l);
+	return NULL;
+}
+
+static void
+h_defer(const struct httpd_req *q, struct httpd_resp *w, void *arg)
+{
+	struct later *l = malloc(sizeof(*l));
+	struct timespec ts = {0, 30 * 1000000L};
+	int fast = strcmp(q->path, "/defer-fast") == 0;
+	pthread_t t;
+
+	l->w = w;
+	l->path = q->path;
+	l->delay_ms = fast ? 0 : 300;
+	l->stream = strcmp(q->path, "/defer-stream") == 0;
+	httpd_defer(w);
+	pthread_create(&t, NULL, answer_later, l);
+	pthread_detach(t);
+	/* /defer-fast: the answer is complete before this handler returns
+	 * (l belongs to the other thread now) */
+	if (fast)
+		nanosleep(&ts, NULL);
+}
+
 static const struct httpd_route routes[] = {
+    {"GET", "/defer", HTTPD_EXACT, h_defer, NULL},
+    {"GET", "/defer-fast", HTTPD_EXACT, h_defer, NULL},
+    {"GET", "/defer-stream", HTTPD_EXACT, h_defer, NULL},
+    {"GET", "/defer-inline", HTTPD_EXACT | HTTPD_INLINE, h_defer, NULL},
     {"GET", "/forever", HTTPD_EXACT, h_forever, NULL},
     {"GET", "/whoami", HTTPD_EXACT | HTTPD_INLINE, h_whoami, NULL},
     {"GET", "/public", HTTPD_EXACT | HTTPD_INLINE | HTTPD_PUBLIC, h_whoami, NULL},
@@ -373,6 +426,34 @@ test_gate_runs_before_routing(void **state)
 	assert_int_equal(__atomic_load_n(&last_status, __ATOMIC_SEQ_CST), 200);
 }
 
+static void
+test_deferred_answers_free_the_workers(void **state)
+{
+	const char req[] = "GET /defer HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+	char out[4096];
+	int fds[6], i;
+	double t0 = mono();
+
+	/* six 300 ms waits on two workers: held workers would take 900 ms */
+	for (i = 0; i < 6; i++) {
+		fds[i] = dial();
+		assert_int_equal(send(fds[i], req, sizeof(req) - 1, 0), (ssize_t)sizeof(req) - 1);
+	}
+	for (i = 0; i < 6; i++) {
+		exchange_fd(fds[i], "", 0, out, sizeof(out));
+		assert_non_null(strstr(out, "\r\n\r\nlater:/defer"));
+		close(fds[i]);
+	}
+	assert_true(mono() - t0 < 0.8);
+	exchange("GET /defer-fast HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", out, sizeof(out));
+	assert_non_null(strstr(out, "\r\n\r\nlater:/defer-fast"));
+	exchange("GET /defer-inline HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", out, sizeof(out));
+	assert_non_null(strstr(out, "\r\n\r\nlater:/defer-inline"));
+	exchange("GET /defer-stream HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", out, sizeof(out));
+	assert_non_null(strstr(out, "Transfer-Encoding: chunked\r\n"));
+	assert_non_null(strstr(out, "\r\n\r\n13\r\nlater:/defer-stream\r\n0\r\n\r\n"));
+}
+
 static int
 wait_forever_done(double secs)
 {
@@ -476,6 +557,7 @@ main(void)
 	    cmocka_unit_test(test_error_envelope),
 	    cmocka_unit_test(test_slow_handler_does_not_block_others),
 	    cmocka_unit_test(test_gate_runs_before_routing),
+	    cmocka_unit_test(test_deferred_answers_free_the_workers),
 	    cmocka_unit_test(test_stream_to_a_client_that_leaves),
 	    cmocka_unit_test(test_stream_to_a_client_that_does_not_read),
 	    cmocka_unit_test(test_bad_config),
