@@ -17,12 +17,17 @@ err_setv(struct err *e, const char *code, const char *fmt, va_list ap)
 {
 	if (e == NULL)
 		return -1;
+	/* Formatted aside first: callers may pass e->msg (or details) among
+	 * the arguments, and vsnprintf's source and destination must not
+	 * overlap. */
+	char tmp[ERR_MSG_MAX];
+
+	tmp[0] = '\0';
+	if (fmt != NULL)
+		vsnprintf(tmp, sizeof(tmp), fmt, ap);
 	e->code = code;
 	e->details[0] = '\0';
-	if (fmt == NULL)
-		e->msg[0] = '\0';
-	else
-		vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+	memcpy(e->msg, tmp, sizeof(tmp));
 	return -1;
 }
 

@@ -65,6 +65,16 @@ test_details_too_long_becomes_empty_object(void **state)
 }
 
 static void
+test_message_may_quote_itself(void **state)
+{
+	struct err e;
+
+	err_set(&e, "http.url", "bad host %s", "x");
+	err_set(&e, "http.proxy", "bad proxy URL: %s", e.msg);
+	assert_string_equal(e.msg, "bad proxy URL: bad host x");
+}
+
+static void
 test_every_code_is_unique_and_dotted_or_known(void **state)
 {
 	int n, i, j;
@@ -87,6 +97,7 @@ main(void)
 		cmocka_unit_test(test_format_one_line_and_fix),
 		cmocka_unit_test(test_format_truncates_and_ends_in_newline),
 		cmocka_unit_test(test_details_too_long_becomes_empty_object),
+		cmocka_unit_test(test_message_may_quote_itself),
 		cmocka_unit_test(test_every_code_is_unique_and_dotted_or_known),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
