@@ -15,13 +15,17 @@
 #include <unistd.h>
 
 #include "../core/json.h"
+#include "prepare_plan.h"
 #include "tooling.h"
 
 static const char usage[] =
-	"usage: agent-sandbox-server fetch --only NAME... [--platform P|all] [--cache DIR]\n"
+	"usage: agent-sandbox-server fetch [--only NAME...] [--platform P|all] [--cache DIR]\n"
 	"                                 [--config FILE] [--manifests DIR] [--tools-dir DIR]\n"
 	"                                 [--json] [-q] [-v]\n"
 	"\n"
+	"Without --only, the tools are those `prepare --dry-run` plans from the\n"
+	"configuration (a PATH copy on this machine does not count: the cache is for\n"
+	"another one).\n"
 	"Download every artifact the named tools and their requires need into the\n"
 	"content-addressed cache (files named by sha256), verified, without\n"
 	"installing. Artifacts already in the cache are re-hashed, not downloaded.\n"
@@ -37,7 +41,7 @@ static const char usage[] =
 int
 fetch_cache_wanted(int argc, char **argv)
 {
-	int i;
+	int i, cache = 0;
 
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -46,7 +50,14 @@ fetch_cache_wanted(int argc, char **argv)
 		if (strncmp(a, "--only", 6) == 0 && (a[6] == '\0' || a[6] == '='))
 			return 1;
 	}
-	return 0;
+	/* fetch --platform all --cache DIR (no URL): the configuration's tools. */
+	for (i = 1; i < argc; i++) {
+		if (strstr(argv[i], "://") != NULL || strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+			return 0;
+		if (strncmp(argv[i], "--platform", 10) == 0 || strncmp(argv[i], "--cache", 7) == 0)
+			cache = 1;
+	}
+	return cache;
 }
 
 int
@@ -99,8 +110,19 @@ fetch_cache_main(int argc, char **argv)
 	}
 	if (optind < argc)
 		return usage_error("fetch", usage, "unexpected argument %s", argv[optind]);
-	if (nonly == 0)
-		return usage_error("fetch", usage, "name the tools with --only");
+	if (nonly == 0) {
+		struct prepare_plan_opts po = {t.config, t.manifests, t.tools_dir, NULL, NULL, NULL, 1};
+		int rc;
+		if (prepare_plan_names(&po, 0, 0, only, &nonly, FETCH_MAX, &rc) != 0)
+			return rc;
+		if (nonly == 0) {
+			if (t.json)
+				printf("{\"artifacts\":[],\"ok\":true}\n");
+			else if (!t.quiet)
+				fprintf(stderr, "fetch: the configuration needs no tool\n");
+			return EXIT_OK;
+		}
+	}
 	if (t.tools_dir != NULL && t.tools_dir[0] != '/' && realpath(t.tools_dir, absdir) != NULL)
 		t.tools_dir = absdir;
 	if (t.cache != NULL && t.cache[0] != '/') {

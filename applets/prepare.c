@@ -187,7 +187,7 @@ prepare_main(int argc, char **argv)
 	static struct item items[PREPARE_MAX];
 	char *only[PREPARE_MAX], absdir[PATH_MAX];
 	int c, nonly = 0, force = 0, dry = 0, n = 0, i, failed = 0, rc;
-	struct prepare_plan_opts po = {NULL, NULL, NULL, NULL, NULL, NULL};
+	struct prepare_plan_opts po = {NULL, NULL, NULL, NULL, NULL, NULL, 0};
 	int cache_only = 0, from_config = 0;
 	struct json_w w;
 	struct err e;
@@ -231,6 +231,7 @@ prepare_main(int argc, char **argv)
 		po.config = t.config;
 		po.manifests = t.manifests;
 		po.tools_dir = t.tools_dir;
+		po.no_path = cache_only;
 		if (prepare_plan_names(&po, dry, t.json, only, &nonly, PREPARE_MAX, &rc) != 0)
 			return rc;
 		if (nonly == 0) {

@@ -43,7 +43,8 @@ prepare_plan_load(struct prepare_plan **out, const struct prepare_plan_opts *o, 
 	if (o->commands)
 		cfgload_option(pp->L, "commands", o->commands);
 	if (cfgload_run(pp->L, e) != 0 ||
-	    plan_build(&pp->plan, &pp->L->ops, &pp->L->pol, &pp->L->ms, pp->L->cfg.install.use_path, NULL, NULL, e) != 0) {
+	    plan_build(&pp->plan, &pp->L->ops, &pp->L->pol, &pp->L->ms, o->no_path ? 0 : pp->L->cfg.install.use_path,
+		       NULL, NULL, e) != 0) {
 		prepare_plan_free(pp);
 		return -1;
 	}

@@ -168,6 +168,11 @@ import json; d = json.load(open('$T/out'))
 assert d['mode'] == 'build' and d['mode_source'] == 'env ABX_SERVER_INSTALL_MODE', d
 "
 
+# a cache for another machine ignores this machine's PATH
+run env PATH="$T/nodebin:$BASEPATH" "$BIN" prepare --cache-only --json --manifests "$T/m" --config "$T/codex.json" \
+	--tools-dir "$T/tools" --cache "$T/cachex"
+check "--cache-only plans node-runtime even with a PATH node" grep -q '"name":"node-runtime"' "$T/out"
+
 # configuration errors exit 2
 echo '{"agents": ["codex"], "instal": {}}' >"$T/typo.json"
 run "$BIN" prepare --dry-run --manifests "$T/m" --config "$T/typo.json"
@@ -236,6 +241,15 @@ J
 		"test -f '$T/cache/$(sha256sum "$W/hello.tgz" | cut -d' ' -f1)' && test -f '$T/cache/$(sha256sum "$W/dep.tgz" | cut -d' ' -f1)'"
 	check "--cache-only skips what no op needs" test ! -f "$T/cache/$(sha256sum "$W/unused.tgz" | cut -d' ' -f1)"
 	check "--cache-only installs nothing" test ! -e "$T/co/hello"
+
+	# fetch on a CI machine: the configuration's tools for every platform
+	mkdir -m 700 "$T/ci" "$T/cache2"
+	run env SSL_CERT_FILE="$T/pki/ca.pem" PATH="$BASEPATH" "$BIN" fetch --platform all --config "$T/greetcfg.json" \
+		--manifests "$M2" --tools-dir "$T/ci" --cache "$T/cache2"
+	expect "fetch --platform all without --only fills from the configuration" 0
+	check "fetch: the needed tools are cached" sh -c \
+		"test -f '$T/cache2/$(sha256sum "$W/hello.tgz" | cut -d' ' -f1)' && test -f '$T/cache2/$(sha256sum "$W/dep.tgz" | cut -d' ' -f1)'"
+	check "fetch: the unneeded tool is not" test ! -f "$T/cache2/$(sha256sum "$W/unused.tgz" | cut -d' ' -f1)"
 else
 	skip "prepare from the configuration against HTTPS" "cannot make a test PKI"
 fi
