@@ -128,6 +128,20 @@ missing = [k for k in d['settings'] if '| \`%s\` |' % k not in readme]
 assert not missing, missing
 "
 
+# the worked template of the README is a valid configuration
+mkdir "$T/tpl"
+python3 - "$TOP/README.md" "$T/tpl" <<'PY'
+import sys, re
+text = open(sys.argv[1]).read()
+sec = text[text.index('## A worked template'):]
+blocks = re.findall(r'```json\n(.*?)```', sec, re.S)
+open(sys.argv[2] + '/server.json', 'w').write(blocks[0])
+open(sys.argv[2] + '/commands.json', 'w').write(blocks[1])
+PY
+run $CC --config "$T/tpl/server.json"
+expect "the README's server.json and commands.json are valid" 0 "codex.version"
+check "the README template's commands install codex" sh -c "grep -E '^codex.version +default +codex$' '$T/out'"
+
 # introspection: no socket, no process, no secret
 mkdir -m 700 "$T/state"
 echo secret >"$T/state/token"
