@@ -47,6 +47,7 @@ struct xs {
 	size_t max_path;
 	int strip;
 	uint64_t seen;              /* entries read, for the entry cap */
+	uint64_t passed;            /* declared bytes of entries skipped over */
 	uint64_t next_progress;
 	/* The directory of the previous entry stays open: archives list a
 	 * directory's files together, so most entries need no walk. */
@@ -438,7 +439,7 @@ do_file(struct xs *x, struct archive_entry *ent, int pfd, const char *leaf)
 		if (declared < 0 || (uint64_t)declared > x->max_entry)
 			return refuse(x, "size %lld exceeds the per-entry cap of %llu bytes",
 			    (long long)declared, (unsigned long long)x->max_entry);
-		if (x->st->bytes + (uint64_t)declared > x->max_total)
+		if (x->st->bytes + x->passed + (uint64_t)declared > x->max_total)
 			return refuse(x, "extracted size would exceed the cap of %llu bytes",
 			    (unsigned long long)x->max_total);
 	}
@@ -471,7 +472,7 @@ do_file(struct xs *x, struct archive_entry *ent, int pfd, const char *leaf)
 			    (unsigned long long)x->max_entry);
 			goto fail;
 		}
-		if (x->st->bytes + len > x->max_total) {
+		if (x->st->bytes + x->passed + len > x->max_total) {
 			refuse(x, "extracted size exceeds the cap of %llu bytes",
 			    (unsigned long long)x->max_total);
 			goto fail;
@@ -624,6 +625,26 @@ do_hardlink(struct xs *x, const char *raw_target, int pfd, const char *leaf)
 	return 0;
 }
 
+/* An entry that is not extracted (stripped away, or dropped in npm mode)
+ * still has to be decompressed to reach the next header: its declared size
+ * counts against the caps, so a bomb behind a skipped name stops as early
+ * as one that would be written. */
+static int
+skip_entry(struct xs *x, struct archive_entry *ent)
+{
+	la_int64_t n = archive_entry_size_is_set(ent) ? archive_entry_size(ent) : 0;
+
+	if (n < 0 || (uint64_t)n > x->max_entry)
+		return refuse(x, "size %lld exceeds the per-entry cap of %llu bytes",
+		    (long long)n, (unsigned long long)x->max_entry);
+	if (x->st->bytes + x->passed + (uint64_t)n > x->max_total)
+		return refuse(x, "extracted size would exceed the cap of %llu bytes",
+		    (unsigned long long)x->max_total);
+	x->passed += (uint64_t)n;
+	x->st->skipped++;
+	return 0;
+}
+
 static int
 do_entry(struct xs *x, struct archive_entry *ent)
 {
@@ -643,14 +664,12 @@ do_entry(struct xs *x, struct archive_entry *ent)
 	if (n < 0)
 		return -1;
 	if (n == 0) {
-		x->st->skipped++;
-		return 0;
+		return skip_entry(x, ent);
 	}
 	/* Type checks before anything is created. */
 	if (hl == NULL && type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK) {
 		if (npm) {
-			x->st->skipped++;
-			return 0;
+			return skip_entry(x, ent);
 		}
 		return refuse(x, "%s are not accepted",
 		    type == AE_IFCHR || type == AE_IFBLK ? "device nodes" :
@@ -658,8 +677,7 @@ do_entry(struct xs *x, struct archive_entry *ent)
 		    "entries of unknown type");
 	}
 	if (npm && (hl != NULL || type == AE_IFLNK)) {
-		x->st->skipped++;
-		return 0;
+		return skip_entry(x, ent);
 	}
 	depth = n;
 	leaf = split_leaf(name, &dir);

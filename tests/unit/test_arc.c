@@ -161,6 +161,34 @@ static void t_zip_backslash(void **s) { refused("zip_backslash.zip", Z, "'..' co
  * is written. */
 static void t_bomb(void **s) { refused("bomb.tar.gz", G, "per-entry cap"); }
 
+/* The same bomb behind a name that strip_components (or npm mode) removes:
+ * skipping it would still decompress 10 GiB, so its declared size is
+ * capped like a written entry's. */
+static void
+t_bomb_stripped(void **s)
+{
+	char p[400];
+	struct arc_opts o;
+	struct arc_stats st;
+	struct err e;
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		arc_opts_init(&o, G);
+		if (i == 0)
+			o.strip_components = 1;
+		else
+			o.flags = ARC_NPM;
+		path_of(p, sizeof(p), arch, "bomb.tar.gz");
+		err_clear(&e);
+		assert_int_equal(arc_extract(p, stage, &o, &st, &e), -1);
+		assert_string_equal(e.code, "install.failed");
+		if (strstr(e.msg, "per-entry cap") == NULL)
+			fail_msg("message '%s' lacks 'per-entry cap'", e.msg);
+		assert_outside_untouched();
+	}
+}
+
 /* A zip read as tar (the caller's format decides; nothing is sniffed). */
 static void
 t_wrong_format(void **s)
@@ -528,7 +556,7 @@ main(void)
 		C(t_dup_file), C(t_long_path), C(t_long_component), C(t_deep), C(t_backslash),
 		C(t_truncated), C(t_garbage), C(t_zip_dotdot), C(t_zip_absolute),
 		C(t_zip_symlink_out), C(t_zip_symlink_through), C(t_zip_backslash),
-		C(t_bomb), C(t_wrong_format), C(t_total_cap_stops), C(t_entry_cap),
+		C(t_bomb), C(t_bomb_stripped), C(t_wrong_format), C(t_total_cap_stops), C(t_entry_cap),
 		C(t_path_cap), C(t_stream_bomb_pipe), C(t_strict_modes),
 		C(t_writable_normalised), C(t_owner_read_added), C(t_good_targz), C(t_good_tar_strip),
 		C(t_good_gnu_tar), C(t_tar_gz_reads_plain_tar_only_as_tar),
