@@ -6,7 +6,6 @@
 
 #include <archive.h>
 #include <archive_entry.h>
-#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <locale.h>
@@ -391,17 +390,16 @@ entry_mode(struct xs *x, struct archive_entry *ent, int is_dir)
 	return (int)(m | (is_dir ? 0500 : 0400));
 }
 
-static int
+static void
 progress(struct xs *x, int force)
 {
 	if (x->o->progress == NULL)
-		return 0;
+		return;
 	if (!force && x->st->bytes < x->next_progress)
-		return 0;
+		return;
 	x->next_progress = x->st->bytes + ARC_PROGRESS_STEP;
 	x->o->progress(x->o->progress_ctx, x->st->bytes,
 	    (uint64_t)archive_filter_bytes(x->a, -1));
-	return 0;
 }
 
 static int

@@ -142,8 +142,9 @@ enum arc_format arc_format_from_name(const char *name);
 const char *arc_format_name(enum arc_format f);
 
 /*
- * Extract the archive read from archive_fd (read from its current offset to
- * the end; not closed) into the directory root_dirfd (not closed; normally
+ * Extract the archive read from archive_fd (not closed; a tar is read from
+ * the current offset to the end, a zip from a regular file is read by
+ * seeking to its central directory, from a pipe as a stream) into the directory root_dirfd (not closed; normally
  * an empty staging directory, but it may hold earlier content, e.g. other
  * npm packages, which links may not reach: the root is root_dirfd itself).
  * st (may be NULL) receives the counts, also on failure (what was done
