@@ -270,7 +270,8 @@ sbom(struct tooling *t, struct found *f, int n)
 			json_w_obj(&w);
 			json_w_kstr(&w, "type", "application");
 			snprintf(p, sizeof(p), "%s@%s", f[i].name, json_get_str(row, "version") ? json_get_str(row, "version") : "");
-			json_w_kstr(&w, "bom-ref", p);
+			/* npm rows: many packages per tool, each purl unique */
+			json_w_kstr(&w, "bom-ref", json_get_str(row, "purl") && rows->u.arr.n > 1 ? json_get_str(row, "purl") : p);
 			json_w_kstr(&w, "name", json_get_str(row, "name") ? json_get_str(row, "name") : f[i].name);
 			json_w_kstr(&w, "version", json_get_str(row, "version") ? json_get_str(row, "version") : "");
 			if (json_get_str(row, "purl"))

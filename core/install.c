@@ -1879,6 +1879,8 @@ write_marker(struct install_ctx *c, const char *w, const manifest_t *m, const ch
 	json_w_arr(&j);
 	if (a != NULL)
 		write_sbom_row(&j, m, a, sha);
+	else if (m->source.type == MANIFEST_SRC_NPM_LOCK)
+		install_npm_sbom(c, m, &j);
 	json_w_end(&j);
 	json_w_end(&j);
 	if (j.overflow) {

@@ -172,6 +172,10 @@ int install_cache_artifact(struct install_ctx *c, const manifest_t *m, const str
  */
 int install_npm_stage(struct install_ctx *c, const manifest_t *m, const char *tree, struct err *e);
 int install_npm_fetch(struct install_ctx *c, const manifest_t *m, const char *platform, struct err *e);
+/* One SBOM row per installed npm package (name, version, purl, path,
+ * integrity, sha256 when the cache knows it, url) into the marker's array. */
+struct json_w;
+void install_npm_sbom(struct install_ctx *c, const manifest_t *m, struct json_w *w);
 
 /* Clear a tool's backoff record in the writable directory (prepare --force,
  * the admin reset). */

@@ -9,6 +9,7 @@
  * Lockfile `resolved` URLs must be on the manifest's hosts or the mirror.
  */
 #include "install.h"
+#include "json.h"
 #include "npm.h"
 #include "npmlock.h"
 
@@ -183,4 +184,35 @@ int
 install_npm_fetch(struct install_ctx *c, const manifest_t *m, const char *platform, struct err *e)
 {
 	return run(c, m, platform != NULL && strcmp(platform, "all") == 0 ? NULL : platform, NULL, NULL, e);
+}
+
+void
+install_npm_sbom(struct install_ctx *c, const manifest_t *m, struct json_w *w)
+{
+	struct npm_hosts h;
+	struct npmlock l;
+	struct err e;
+	char purl[2 * NPMLOCK_NAME_MAX + 300], hex[DIGEST_HEX_MAX];
+	size_t i;
+
+	collect_hosts(c, m, &h);
+	if (load_lock(c, m, c->platform, &h, &l, &e) < 0)
+		return; /* it loaded for the install a moment ago */
+	for (i = 0; i < l.npkgs; i++) {
+		const struct npmlock_pkg *p = &l.pkgs[i];
+		if (p->in_bundle)
+			continue; /* inside its parent's tarball, which has its row */
+		json_w_obj(w);
+		json_w_kstr(w, "name", p->name);
+		json_w_kstr(w, "version", p->version);
+		if (npm_purl(p, purl, sizeof(purl)) > 0)
+			json_w_kstr(w, "purl", purl);
+		json_w_kstr(w, "path", p->path);
+		json_w_kstr(w, "integrity", p->integrity);
+		if (c->cache_dir[0] && npm_cache_sha256(c->cache_dir, &p->digest, hex))
+			json_w_kstr(w, "sha256", hex);
+		json_w_kstr(w, "url", p->resolved);
+		json_w_end(w);
+	}
+	npmlock_free(&l);
 }

@@ -134,6 +134,26 @@ npm_cache_lookup(const char *cache, const struct digest *integrity, char *out, s
 	return ok ? 1 : 0;
 }
 
+int
+npm_cache_sha256(const char *cache, const struct digest *integrity, char hex[DIGEST_HEX_MAX])
+{
+	char idx[4096];
+	ssize_t n;
+	int fd;
+
+	if (index_path(cache, integrity, idx, sizeof(idx)) != 0)
+		return 0;
+	fd = open(idx, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, hex, 64);
+	close(fd);
+	if (n != 64)
+		return 0;
+	hex[64] = '\0';
+	return strspn(hex, "0123456789abcdef") == 64;
+}
+
 /* ---- fetch ------------------------------------------------------------ */
 
 struct sink {

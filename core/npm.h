@@ -90,6 +90,11 @@ int npm_install(const struct npm_opts *o, struct npm_stats *st, struct err *e);
  * absent; -1 on error. The file is re-hashed against the integrity. */
 int npm_cache_lookup(const char *cache, const struct digest *integrity, char *out, size_t cap, struct err *e);
 
+/* The sha256 hex (65 bytes with the NUL) the cache index records for a
+ * package's integrity, without re-hashing: for SBOM rows. Returns 1, or 0
+ * when the index has no entry. */
+int npm_cache_sha256(const char *cache, const struct digest *integrity, char hex[DIGEST_HEX_MAX]);
+
 /* Link the root package's bins: <staging>/node_modules/.bin/<name> ->
  * ../<package>/<target> (relative symlinks), targets made executable (0755).
  * A target must be a regular file inside the package (no symlink on the

@@ -141,6 +141,12 @@ CONNS=$(grep '\.tgz' "$T/reg.log" | cut -d' ' -f1 | sort -u | wc -l)
 check "one download per package (5 + node)" test "$TGZ" -eq 6
 check "parallel downloads on at most 8 keep-alive connections (saw $CONNS)" test "$CONNS" -le 9
 
+check "marker: one SBOM row per npm package" test "$(grep -o '"purl":"pkg:npm/' "$T/tools/app/.installed.json" | wc -l)" -eq 5
+check "marker: the alias row names the real package" grep -q 'pkg:npm/%40t/app@1.0.0-linux-x64' "$T/tools/app/.installed.json"
+run "$BIN" verify --sbom app
+check "verify --sbom: unique bom-refs for npm packages" \
+	python3 -c "import json,sys; c=json.load(open(sys.argv[1]))['components']; r=[x['bom-ref'] for x in c]; sys.exit(not (len(c) >= 5 and len(r) == len(set(r))))" "$T/out"
+
 # ---- the shim: node-runtime's node, no node on PATH ------------------------
 check "shim link published" test "$(readlink "$T/tools/bin/app")" = "$(readlink -f "$BIN")"
 run timeout 30 env PATH="$T/nobin" "$T/tools/bin/app" --exit=7 a "b c"
