@@ -1,42 +1,62 @@
 /*
- * serve: the HTTP API (SPEC §9). This slice: the server core, GET /health,
- * the error envelope for everything else, SIGTERM/SIGINT drain.
+ * serve: the HTTP API (SPEC §9). Options and start-up here; the server core
+ * is core/httpd.c, the API core/api*.c.
  */
 #include "common.h"
 
 #include <getopt.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "api.h"
+#include "digest.h"
 #include "httpd.h"
+#include "manifest.h"
 
-static const char usage[] = "usage: agent-sandbox-server serve [--host H] [--port N] [--max-connections N]\n"
-                            "                                  [--workers N] [-q|-v]\n"
-                            "\n"
-                            "Serve the sandbox HTTP API. GET /health answers without a token.\n"
-                            "\n"
-                            "  --host H               address to listen on (default 0.0.0.0)\n"
-                            "  --port N               port (default 9000); 0 picks a free port and prints\n"
-                            "                         it alone on the first line of stdout\n"
-                            "  --max-connections N    connection slots, fixed at start (default 1024);\n"
-                            "                         beyond them a client gets 503\n"
-                            "  --workers N            handler threads (default 8)\n"
-                            "  --header-timeout SECS  time for a whole request head (default 10)\n"
-                            "  --idle-timeout SECS    keep-alive wait for the next request (default 60)\n"
-                            "  --body-timeout SECS    time for a whole request body (default 30)\n"
-                            "  -q, --quiet            no access log\n"
-                            "  -v, --verbose          also log refused and timed-out connections\n"
-                            "\n"
-                            "SIGTERM or SIGINT: stop accepting, finish requests in progress, exit 0.\n";
-
-#ifndef ABX_VERSION
-#define ABX_VERSION "0.0.0-dev"
-#endif
+static const char usage[] =
+	"usage: agent-sandbox-server serve [--host H] [--port N] [--config F] [--policy F]\n"
+	"                                  [--preset P] [--commands F] [-q|-v] ...\n"
+	"\n"
+	"Serve the sandbox HTTP API. GET /health answers without a token; every\n"
+	"other request needs X-Access-Token or Authorization: Bearer.\n"
+	"\n"
+	"  --host H               address to listen on (default 0.0.0.0)\n"
+	"  --port N               port (default 9000); 0 picks a free port and prints\n"
+	"                         it alone on the first line of stdout\n"
+	"  --config FILE          configuration file (default /etc/agent-sandbox/server.json)\n"
+	"  --policy FILE          policy file (default /etc/agent-sandbox/server-policy.json)\n"
+	"  --preset NAME          readonly, agents or admin for principal default\n"
+	"  --commands FILE        command ops\n"
+	"  --manifests DIR        manifests adding to or overriding the built-in ones\n"
+	"  --tools-dir DIR        tools directory (ABX_TOOLS_DIR)\n"
+	"  --state-dir DIR        state directory (ABX_SERVER_STATE_DIR)\n"
+	"  --mode MODE            install mode: lazy, offline, build, off\n"
+	"  --max-connections N    connection slots, fixed at start (default 256);\n"
+	"                         beyond them a client gets 503\n"
+	"  --workers N            handler threads (default 4)\n"
+	"  --header-timeout SECS  time for a whole request head (default 10)\n"
+	"  --idle-timeout SECS    keep-alive wait for the next request (default 60)\n"
+	"  --body-timeout SECS    time for a whole request body (default 60)\n"
+	"  -q, --quiet            no access log\n"
+	"  -v, --verbose          also log refused and timed-out connections\n"
+	"\n"
+	"Tokens: ABX_SERVER_TOKEN is principal default's; with no token configured\n"
+	"a random one is written to <state dir>/token (mode 0600) and its path logged.\n"
+	"SIGTERM or SIGINT: stop accepting, finish requests in progress, exit 0.\n"
+	"SIGHUP: reload configuration, policy and commands; a bad file keeps the old.\n";
 
 static struct httpd *g_srv;
+
+struct reload_args {
+	struct api *api;
+	const char *config_file;
+	const struct config_flag *flags;
+	int nflags;
+};
 
 static void
 on_signal(int sig)
@@ -46,15 +66,56 @@ on_signal(int sig)
 }
 
 static void
-health(const struct httpd_req *req, struct httpd_resp *resp, void *arg)
+logline(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void
+logline(const char *fmt, ...)
 {
-	httpd_respond_json(resp, 200, "{\"status\":\"ok\",\"version\":\"" ABX_VERSION "\"}");
+	char line[1024];
+	va_list ap;
+	int n;
+
+	n = snprintf(line, sizeof(line), "%s: serve: ", PROG);
+	va_start(ap, fmt);
+	n += vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+	va_end(ap);
+	if (n > (int)sizeof(line) - 2)
+		n = (int)sizeof(line) - 2;
+	line[n++] = '\n';
+	(void)!write(2, line, (size_t)n);
 }
 
-/* The route table; later endpoints add lines here. */
-static const struct httpd_route routes[] = {
-    {"GET", "/health", HTTPD_EXACT | HTTPD_INLINE | HTTPD_PUBLIC, health, NULL},
-};
+/* SIGHUP is blocked in every thread; this one takes it synchronously, so
+ * the reload runs as ordinary code, not in a signal handler. */
+static void *
+reload_thread(void *arg)
+{
+	struct reload_args *r = arg;
+	struct api_gen *g;
+	struct err e;
+	sigset_t set;
+	int sig;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGHUP);
+	for (;;) {
+		if (sigwait(&set, &sig) != 0)
+			continue;
+		err_clear(&e);
+		g = api_gen_build(r->config_file, r->flags, r->nflags, r->api->ms,
+				  r->api->have_default_digest ? r->api->default_digest : NULL, &e);
+		if (g == NULL) {
+			logline("reload failed, keeping the previous configuration: %s: %s", e.code, e.msg);
+			continue;
+		}
+		if (!api_policy_has_tokens(&g->pol))
+			logline("warning: the new policy has no token; every request but /health answers 401");
+		api_swap(r->api, g);
+		logline("configuration reloaded (%d ops, %d principals, mode %s)", g->ops.n, g->pol.n,
+			config_mode_name(g->set.mode));
+	}
+	return NULL;
+}
 
 static int
 parse_int(const char *s, int lo, int hi, int *out)
@@ -87,78 +148,218 @@ parse_secs(const char *s, int *ms)
 	return 0;
 }
 
+/* The manifests, every one loaded now: after this the set is only read,
+ * so request threads and install jobs share it without a lock. */
+static int
+open_manifests(struct manifest_set *ms, const char *config_file, const struct config_flag *flags, int nflags,
+	       struct err *e)
+{
+	struct config *c = malloc(sizeof(*c));
+	struct manifest_opts mo;
+	struct err e2;
+	int i, unp;
+
+	if (c == NULL)
+		return err_set(e, "internal", "out of memory");
+	if (config_load(c, config_file, NULL, flags, nflags, e) != 0) {
+		free(c);
+		return -1;
+	}
+	if ((unp = manifest_unpinned_allowed(c->environment, e)) < 0) {
+		free(c);
+		return -1;
+	}
+	mo.platform = manifest_platform_self();
+	mo.allow_unpinned = unp;
+	i = manifest_set_open(ms, c->manifests_dir[0] != '\0' ? c->manifests_dir : NULL, &mo, e);
+	free(c);
+	if (i < 0)
+		return -1;
+	for (i = 0; i < ms->n; i++)
+		if (manifest_get(ms, ms->ent[i].name, &e2) == NULL)
+			warnx_line("manifest %s: %s: %s", ms->ent[i].name, e2.code, e2.msg);
+	return 0;
+}
+
 int
 serve_main(int argc, char **argv)
 {
-	enum { O_MAXC = 256, O_WORKERS, O_HDR, O_IDLE, O_BODY };
+	enum { O_MAXC = 256, O_WORKERS, O_HDR, O_IDLE, O_BODY, O_CFG };
 	static const struct option opts[] = {
-	    {"host", required_argument, NULL, 'H'},
-	    {"port", required_argument, NULL, 'p'},
-	    {"max-connections", required_argument, NULL, O_MAXC},
-	    {"workers", required_argument, NULL, O_WORKERS},
-	    {"header-timeout", required_argument, NULL, O_HDR},
-	    {"idle-timeout", required_argument, NULL, O_IDLE},
-	    {"body-timeout", required_argument, NULL, O_BODY},
-	    {"quiet", no_argument, NULL, 'q'},
-	    {"verbose", no_argument, NULL, 'v'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
+		{"host", required_argument, NULL, 'H'},
+		{"port", required_argument, NULL, 'p'},
+		{"max-connections", required_argument, NULL, O_MAXC},
+		{"workers", required_argument, NULL, O_WORKERS},
+		{"header-timeout", required_argument, NULL, O_HDR},
+		{"idle-timeout", required_argument, NULL, O_IDLE},
+		{"body-timeout", required_argument, NULL, O_BODY},
+		{"config", required_argument, NULL, O_CFG},
+		{"policy", required_argument, NULL, O_CFG},
+		{"preset", required_argument, NULL, O_CFG},
+		{"commands", required_argument, NULL, O_CFG},
+		{"manifests", required_argument, NULL, O_CFG},
+		{"tools-dir", required_argument, NULL, O_CFG},
+		{"state-dir", required_argument, NULL, O_CFG},
+		{"mode", required_argument, NULL, O_CFG},
+		{"quiet", no_argument, NULL, 'q'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
 	};
+	static const struct { const char *opt, *key; } cfgmap[] = {
+		{"policy", "policy"}, {"preset", "preset"}, {"commands", "commands"},
+		{"manifests", "manifests_dir"}, {"tools-dir", "tools_dir"}, {"state-dir", "state_dir"},
+		{"mode", "install.mode"}, {"host", "server.host"}, {"port", "server.port"},
+		{"max-connections", "server.max_connections"}, {"workers", "server.workers"},
+	};
+	static struct config_flag flags[16];
+	static char flagnames[16][32];
+	static struct manifest_set ms;
+	static struct api api;
+	static struct reload_args ra;
+	int nflags = 0, hdr_ms = 0, idle_ms = 0, body_ms = 0, quiet = 0, verbose = 0, dummy;
+	const char *config_file = NULL, *envtok;
+	char tok[2 * API_TOKEN_BYTES + 1], state[PATH_MAX], tokpath[PATH_MAX + 8];
+	struct httpd_route routes[8];
 	struct httpd_config cfg;
+	struct api_gen *g;
 	struct sigaction sa;
+	struct digest d;
+	sigset_t hup;
+	pthread_t th;
 	struct err e;
-	int c, rc;
+	int c, idx, rc, i;
+	size_t k;
 
-	httpd_config_defaults(&cfg);
-	cfg.routes = routes;
-	cfg.nroutes = (int)(sizeof(routes) / sizeof(routes[0]));
 	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "hqv", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "hqv", opts, &idx)) != -1) {
+		const char *name = NULL;
+
 		switch (c) {
-		case 'H':
-			cfg.host = optarg;
-			break;
+		case 'H': name = "host"; break;
 		case 'p':
-			if (parse_int(optarg, 0, 65535, &cfg.port) != 0)
+			if (parse_int(optarg, 0, 65535, &dummy) != 0)
 				return usage_error("serve", usage, "--port %s: expected 0..65535", optarg);
+			name = "port";
 			break;
 		case O_MAXC:
-			if (parse_int(optarg, 1, 65536, &cfg.max_conns) != 0)
-				return usage_error("serve", usage, "--max-connections %s: expected 1..65536",
-				                   optarg);
+			if (parse_int(optarg, 1, 65536, &dummy) != 0)
+				return usage_error("serve", usage, "--max-connections %s: expected 1..65536", optarg);
+			name = "max-connections";
 			break;
 		case O_WORKERS:
-			if (parse_int(optarg, 1, 256, &cfg.workers) != 0)
+			if (parse_int(optarg, 1, 256, &dummy) != 0)
 				return usage_error("serve", usage, "--workers %s: expected 1..256", optarg);
+			name = "workers";
 			break;
 		case O_HDR:
 		case O_IDLE:
 		case O_BODY:
-			if (parse_secs(optarg, c == O_HDR    ? &cfg.header_timeout_ms
-			                       : c == O_IDLE ? &cfg.idle_timeout_ms
-			                                     : &cfg.body_timeout_ms) != 0)
-				return usage_error("serve", usage, "%s: expected seconds (0.001..86400)",
-				                   optarg);
+			if (parse_secs(optarg, c == O_HDR ? &hdr_ms : c == O_IDLE ? &idle_ms : &body_ms) != 0)
+				return usage_error("serve", usage, "%s: expected seconds (0.001..86400)", optarg);
 			break;
-		case 'q':
-			cfg.access_log = 0;
-			cfg.verbose = 0;
+		case O_CFG:
+			if (strcmp(opts[idx].name, "config") == 0)
+				config_file = optarg;
+			else
+				name = opts[idx].name;
 			break;
-		case 'v':
-			cfg.access_log = 1;
-			cfg.verbose = 1;
-			break;
-		case 'h':
-			return usage_help(usage);
-		default:
-			return bad_option("serve", usage, argc, argv);
+		case 'q': quiet = 1; verbose = 0; break;
+		case 'v': verbose = 1; quiet = 0; break;
+		case 'h': return usage_help(usage);
+		default: return bad_option("serve", usage, argc, argv);
 		}
+		if (name == NULL)
+			continue;
+		for (k = 0; k < sizeof(cfgmap) / sizeof(cfgmap[0]); k++)
+			if (strcmp(cfgmap[k].opt, name) == 0)
+				break;
+		for (i = 0; i < nflags; i++)
+			if (strcmp(flags[i].key, cfgmap[k].key) == 0)
+				break;
+		if (i == nflags) {
+			if (nflags == (int)(sizeof(flags) / sizeof(flags[0])))
+				continue;
+			nflags++;
+		}
+		snprintf(flagnames[i], sizeof(flagnames[i]), "--%s", name);
+		flags[i] = (struct config_flag){cfgmap[k].key, optarg, flagnames[i]};
 	}
 	if (optind < argc)
 		return usage_error("serve", usage, "unexpected argument %s", argv[optind]);
 
+	/* Before any thread exists, so every thread inherits the mask and
+	 * only the reload thread takes SIGHUP. */
+	sigemptyset(&hup);
+	sigaddset(&hup, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &hup, NULL);
+
 	err_clear(&e);
+	if (open_manifests(&ms, config_file, flags, nflags, &e) != 0)
+		return fail(&e);
+	envtok = getenv("ABX_SERVER_TOKEN");
+	if (envtok != NULL && envtok[0] != '\0') {
+		if (strlen(envtok) > API_TOKEN_MAX) {
+			err_set(&e, "config.invalid", "ABX_SERVER_TOKEN is longer than %d bytes", API_TOKEN_MAX);
+			return fail(&e);
+		}
+		digest_buf(DIGEST_SHA256, envtok, strlen(envtok), &d);
+		memcpy(api.default_digest, d.v, 32);
+		api.have_default_digest = 1;
+	}
+	g = api_gen_build(config_file, flags, nflags, &ms, api.have_default_digest ? api.default_digest : NULL, &e);
+	if (g == NULL)
+		return fail(&e);
+	if (!api_policy_has_tokens(&g->pol)) {
+		/* Nothing configured: a token of our own, in the state directory. */
+		if (tools_state_dir(&g->set, state, sizeof(state)) < 0 ||
+		    api_token_file(state, tok, sizeof(tok), tokpath, sizeof(tokpath), &e) != 0) {
+			logline("warning: no token configured and none could be written (%s: %s); set "
+				"ABX_SERVER_TOKEN. Every request but /health answers 401.",
+				e.code != NULL ? e.code : "io.error", e.msg);
+		} else {
+			digest_buf(DIGEST_SHA256, tok, strlen(tok), &d);
+			explicit_bzero(tok, sizeof(tok));
+			memcpy(api.default_digest, d.v, 32);
+			api.have_default_digest = 1;
+			if (policy_add_token_digest(&g->pol, "default", d.v, &e) != 0) {
+				api_gen_free(g);
+				return fail(&e);
+			}
+			logline("access token for principal default is in %s", tokpath);
+		}
+	}
+	api.start_env = environ;
+	api.verbose = verbose;
+	if (api_init(&api, g, &ms, &e) != 0)
+		return fail(&e);
+
+	/* /health first and inline; everything else goes to the API, which
+	 * authenticates before it routes. Every common method is listed so
+	 * the server core never answers 405 for a path before the token is
+	 * checked. */
+	routes[0] = (struct httpd_route){"GET", "/health", HTTPD_EXACT | HTTPD_INLINE | HTTPD_PUBLIC, api_health, &api};
+	{
+		static const char *const methods[] = {"GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"};
+
+		for (k = 0; k < sizeof(methods) / sizeof(methods[0]); k++)
+			routes[1 + k] = (struct httpd_route){methods[k], "/", HTTPD_PREFIX, api_handle, &api};
+	}
+	httpd_config_defaults(&cfg);
+	cfg.routes = routes;
+	cfg.nroutes = 7;
+	cfg.host = g->cfg.server.host;
+	cfg.port = g->cfg.server.port;
+	cfg.max_conns = g->cfg.server.max_connections;
+	cfg.workers = g->cfg.server.workers;
+	cfg.max_body = (size_t)g->cfg.server.max_body_bytes;
+	cfg.header_timeout_ms = hdr_ms > 0 ? hdr_ms : g->cfg.server.header_timeout * 1000;
+	cfg.idle_timeout_ms = idle_ms > 0 ? idle_ms : g->cfg.server.idle_timeout * 1000;
+	cfg.body_timeout_ms = body_ms > 0 ? body_ms : g->cfg.server.request_timeout * 1000;
+	cfg.access_log = !quiet;
+	cfg.verbose = verbose;
+
 	g_srv = httpd_new(&cfg, &e);
 	if (g_srv == NULL)
 		return fail(&e);
@@ -169,28 +370,31 @@ serve_main(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sa.sa_handler = SIG_IGN;
 	sigaction(SIGPIPE, &sa, NULL);
+	ra = (struct reload_args){&api, config_file, flags, nflags};
+	if (pthread_create(&th, NULL, reload_thread, &ra) == 0)
+		pthread_detach(th);
 
 	if (cfg.port == 0) {
 		printf("%d\n", httpd_port(g_srv));
 		fflush(stdout);
 	}
-	if (cfg.access_log) {
-		char line[160];
-		int n = snprintf(line, sizeof(line),
-		                 "%s: serve: listening on %s port %d (%d slots, %d workers)\n", PROG,
-		                 cfg.host, httpd_port(g_srv), cfg.max_conns, cfg.workers);
-
-		(void)!write(2, line, (size_t)n);
-	}
+	if (!quiet)
+		logline("listening on %s port %d (%d slots, %d workers; %d ops, mode %s)", cfg.host,
+			httpd_port(g_srv), cfg.max_conns, cfg.workers, g->ops.n, config_mode_name(g->set.mode));
 	rc = httpd_run(g_srv, &e);
 	if (rc < 0) {
 		httpd_free(g_srv);
 		return fail(&e);
 	}
-	if (rc == 1)
+	if (rc == 1) {
 		warnx_line("serve: drain time ran out with requests still running");
-	else if (cfg.access_log)
-		(void)!write(2, PROG ": serve: stopped\n", sizeof(PROG ": serve: stopped\n") - 1);
+		httpd_free(g_srv);
+		return EXIT_OK;
+	}
+	if (!quiet)
+		logline("stopped");
 	httpd_free(g_srv);
+	api_free(&api);
+	manifest_set_close(&ms);
 	return EXIT_OK;
 }

@@ -21,6 +21,9 @@ expect "serve --port out of range exits 2" 2 "" "--port 70000"
 run "$BIN" serve --max-connections 0
 expect "serve --max-connections 0 exits 2" 2 "" "--max-connections"
 
+# Everything but /health is authenticated before it is routed (the API's
+# tests are tests/integration/api.sh); routing errors need the token.
+export ABX_SERVER_TOKEN=serve-test-token
 if ! start_serve; then
 	not_ok "serve --port 0 prints the port" "no port line: $(cat "$T/serve.out" "$T/serve.err" | head -5)"
 	exit 1
@@ -36,13 +39,13 @@ check "GET /health body is status ok and the version" \
 check "GET /health is application/json with Content-Length" \
 	sh -c "grep -q '^Content-Type: application/json' '$T/r' && grep -q '^Content-Length: 33' '$T/r'"
 
-printf 'GET /nope HTTP/1.1\r\nHost: t\r\n\r\n' | http_raw "$PORT" >"$T/r" 2>"$T/rerr"
+printf 'GET /nope HTTP/1.1\r\nHost: t\r\nX-Access-Token: serve-test-token\r\n\r\n' | http_raw "$PORT" >"$T/r" 2>"$T/rerr"
 check "unknown path is 404" grep -q '^HTTP/1.1 404 ' "$T/r"
 check "404 body is the envelope with not_found" \
 	grep -qF '{"error":{"code":"not_found","message":"no such resource: /nope","details":{},"remedy":null}}' "$T/r"
 check "an error answer closes the connection" sh -c "grep -q '^Connection: close' '$T/r' && grep -q CLOSED '$T/rerr'"
 
-printf 'DELETE /health HTTP/1.1\r\nHost: t\r\n\r\n' | http_raw "$PORT" >"$T/r" 2>"$T/rerr"
+printf 'DELETE /health HTTP/1.1\r\nHost: t\r\nX-Access-Token: serve-test-token\r\n\r\n' | http_raw "$PORT" >"$T/r" 2>"$T/rerr"
 check "wrong method is 405" grep -q '^HTTP/1.1 405 ' "$T/r"
 check "405 names the allowed methods" grep -q '^Allow: GET, HEAD' "$T/r"
 check "405 envelope code is request.method" grep -q '"code":"request.method"' "$T/r"
@@ -101,8 +104,8 @@ check "the server keeps serving after malformed requests" grep -q '^HTTP/1.1 200
 check "serve is still running" kill -0 "$SERVE_PID"
 
 probe keepalive "$PORT" >"$T/p" 2>&1
-check "keep-alive: two requests on one connection" \
-	sh -c "grep -q '^first 200 keep-alive' '$T/p' && grep -q '^second 404' '$T/p'"
+check "keep-alive: two requests on one connection (the second without a token: 401)" \
+	sh -c "grep -q '^first 200 keep-alive' '$T/p' && grep -q '^second 401' '$T/p'"
 check "keep-alive: the connection closes after the error answer" grep -q '^closed-after-404 True' "$T/p"
 
 probe pipeline "$PORT" >"$T/p" 2>&1

@@ -1,0 +1,1136 @@
+/*
+ * The operations API: generations, authentication, routing, runtimes, jobs,
+ * metrics. Command ops are in api_ops.c.
+ */
+#include "api_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "audit.h"
+#include "digest.h"
+#include "fs.h"
+#include "json.h"
+#include "manifest.h"
+
+#ifndef ABX_VERSION
+#define ABX_VERSION "0.0.0-dev"
+#endif
+
+/* Responses listing ops or runtimes: 256 ops with descriptions fit. */
+#define API_LIST_MAX (1u << 20)
+/* agents.<a>.<action> built from an agent name (< CFG_NAME_MAX). */
+#define AGENT_OP_MAX (CFG_NAME_MAX + 32)
+/* One job or runtime object. */
+#define API_OBJ_MAX 16384
+
+static const int status_codes[API_NSTATUS] = {200, 202, 400, 401, 403, 404, 405, 408, 413,
+					      414, 424, 429, 431, 500, 501, 502, 503, 507};
+static const double buckets[API_NBUCKETS] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+					     0.05,   0.1,   0.25,   0.5,   1,    5};
+static const char *const route_names[R_NROUTES] = {
+	"health", "ops_list", "ops_run", "runtimes", "runtime", "runtime_install",
+	"install_job", "metrics", "unauthorized", "not_found",
+};
+
+/* ---- generations ------------------------------------------------------- */
+
+static enum ops_agent_state
+agent_lookup(const char *name, void *ctx)
+{
+	struct err e;
+	const manifest_t *m = manifest_get(ctx, name, &e);
+
+	if (m == NULL)
+		return OPS_AGENT_UNKNOWN;
+	return m->run.n > 0 ? OPS_AGENT_OK : OPS_AGENT_NOT_AGENT;
+}
+
+static int
+tool_lookup(const char *name, void *ctx)
+{
+	struct err e;
+
+	return manifest_get(ctx, name, &e) != NULL;
+}
+
+struct api_gen *
+api_gen_build(const char *file_flag, const struct config_flag *flags, int nflags, struct manifest_set *ms,
+	      const unsigned char *default_digest, struct err *e)
+{
+	struct api_gen *g = calloc(1, sizeof(*g));
+	int i;
+
+	if (g == NULL) {
+		err_set(e, "internal", "out of memory");
+		return NULL;
+	}
+	if (config_load(&g->cfg, file_flag, NULL, flags, nflags, e) != 0)
+		goto fail;
+	for (i = 0; i < g->cfg.nwarn; i++)
+		warnx_line("%s", g->cfg.warn[i]);
+	if (policy_setup(&g->pol, &g->cfg, e) != 0)
+		goto fail;
+	if (default_digest != NULL && policy_add_token_digest(&g->pol, "default", default_digest, e) != 0)
+		goto fail;
+	if (ops_init(&g->ops, e) != 0)
+		goto fail;
+	g->ops_ready = 1;
+	if (ops_build(&g->ops, &g->cfg, agent_lookup, ms != NULL ? tool_lookup : NULL, ms, e) != 0)
+		goto fail;
+	install_settings_from_config(&g->set, &g->cfg);
+	return g;
+fail:
+	api_gen_free(g);
+	return NULL;
+}
+
+void
+api_gen_free(struct api_gen *g)
+{
+	if (g == NULL)
+		return;
+	if (g->ops_ready)
+		ops_free(&g->ops);
+	free(g);
+}
+
+struct api_gen *
+api_gen_get(struct api *a)
+{
+	struct api_gen *g;
+
+	pthread_mutex_lock(&a->mu);
+	g = a->gen;
+	g->refs++;
+	pthread_mutex_unlock(&a->mu);
+	return g;
+}
+
+void
+api_gen_put(struct api *a, struct api_gen *g)
+{
+	int last;
+
+	pthread_mutex_lock(&a->mu);
+	last = --g->refs == 0;
+	pthread_mutex_unlock(&a->mu);
+	if (last)
+		api_gen_free(g);
+}
+
+void
+api_swap(struct api *a, struct api_gen *g)
+{
+	struct api_gen *old;
+
+	g->refs = 1;
+	pthread_mutex_lock(&a->mu);
+	old = a->gen;
+	a->gen = g;
+	pthread_mutex_unlock(&a->mu);
+	if (old != NULL)
+		api_gen_put(a, old);
+}
+
+int
+api_init(struct api *a, struct api_gen *g, struct manifest_set *ms, struct err *e)
+{
+	pthread_mutex_init(&a->mu, NULL);
+	a->ms = ms;
+	a->jobs = jobs_new(jobs_ensure_engine, ms);
+	if (a->jobs == NULL) {
+		pthread_mutex_destroy(&a->mu);
+		return err_set(e, "internal", "out of memory");
+	}
+	a->gen = NULL;
+	api_swap(a, g);
+	return 0;
+}
+
+void
+api_free(struct api *a)
+{
+	jobs_free(a->jobs);
+	a->jobs = NULL;
+	if (a->gen != NULL)
+		api_gen_put(a, a->gen);
+	a->gen = NULL;
+	pthread_mutex_destroy(&a->mu);
+}
+
+/* ---- tokens ------------------------------------------------------------ */
+
+static int
+token_chars_ok(const char *t, size_t n)
+{
+	size_t i;
+
+	if (n == 0 || n > API_TOKEN_MAX)
+		return 0;
+	for (i = 0; i < n; i++)
+		if ((unsigned char)t[i] <= 0x20 || (unsigned char)t[i] >= 0x7f)
+			return 0;
+	return 1;
+}
+
+int
+api_token_from(const char *xt, int n_x, const char *au, int n_auth, const char **tok, size_t *len)
+{
+	const char *bt = NULL;
+	size_t bn = 0, xn = 0;
+
+	*tok = NULL;
+	*len = 0;
+	if (n_x > 1 || n_auth > 1)
+		return -1;
+	if (xt == NULL && au == NULL)
+		return 0;
+	if (au != NULL) {
+		/* RFC 9110 §11.1: the scheme is case-insensitive; then one or
+		 * more spaces, then the token68. */
+		if (strncasecmp(au, "Bearer", 6) != 0 || (au[6] != ' ' && au[6] != '\t'))
+			return -1;
+		bt = au + 6;
+		while (*bt == ' ' || *bt == '\t')
+			bt++;
+		bn = strlen(bt);
+		if (!token_chars_ok(bt, bn))
+			return -1;
+	}
+	if (xt != NULL) {
+		xn = strlen(xt);
+		if (!token_chars_ok(xt, xn))
+			return -1;
+	}
+	if (xt != NULL && bt != NULL) {
+		if (xn != bn || !ct_equal(xt, bt, xn))
+			return -1;
+	}
+	*tok = xt != NULL ? xt : bt;
+	*len = xt != NULL ? xn : bn;
+	return 1;
+}
+
+const char *
+api_principal(const struct policy *p, const char *tok, size_t len)
+{
+	const struct pol_principal *pp;
+	struct digest d;
+
+	digest_buf(DIGEST_SHA256, tok, len, &d);
+	pp = policy_principal_for_digest(p, d.v);
+	return pp != NULL ? pp->name : NULL;
+}
+
+int
+api_policy_has_tokens(const struct policy *p)
+{
+	int i;
+
+	for (i = 0; i < p->n; i++)
+		if (p->p[i].ntokens > 0)
+			return 1;
+	return 0;
+}
+
+static int
+hex_token_ok(const char *t)
+{
+	size_t i, n = strlen(t);
+
+	if (n != 2 * API_TOKEN_BYTES)
+		return 0;
+	for (i = 0; i < n; i++)
+		if (!((t[i] >= '0' && t[i] <= '9') || (t[i] >= 'a' && t[i] <= 'f')))
+			return 0;
+	return 1;
+}
+
+int
+api_token_file(const char *state_dir, char *tok, size_t cap, char *path, size_t pcap, struct err *e)
+{
+	unsigned char r[API_TOKEN_BYTES];
+	char buf[2 * API_TOKEN_BYTES + 8];
+	struct stat st;
+	ssize_t n;
+	size_t i;
+	int fd;
+
+	if (cap < 2 * API_TOKEN_BYTES + 1)
+		return err_set(e, "internal", "token buffer too small");
+	if ((size_t)snprintf(path, pcap, "%s/token", state_dir) >= pcap)
+		return err_set(e, "config.invalid", "state directory path too long: %s", state_dir);
+	if (fs_mkdir_p(state_dir, 0700, e) != 0)
+		return -1;
+	if (fs_dir_safe(state_dir, e) != 0)
+		return -1;
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd >= 0) {
+		if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+		    (st.st_mode & 077) != 0) {
+			close(fd);
+			return err_set(e, "config.state_dir_unsafe",
+				       "%s: the token file must be a regular file owned by us with mode 0600", path);
+		}
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n < 0)
+			return err_set(e, "io.error", "%s: %s", path, strerror(errno));
+		buf[n] = '\0';
+		while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+			buf[--n] = '\0';
+		if (!hex_token_ok(buf))
+			return err_set(e, "config.invalid", "%s: not a token written by serve (64 hex digits)", path);
+		memcpy(tok, buf, (size_t)n + 1);
+		return 0;
+	}
+	if (errno != ENOENT)
+		return err_set(e, "io.error", "%s: %s", path, strerror(errno));
+	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
+		return err_set(e, "io.error", "getrandom: %s", strerror(errno));
+	for (i = 0; i < sizeof(r); i++)
+		snprintf(tok + 2 * i, 3, "%02x", r[i]);
+	explicit_bzero(r, sizeof(r));
+	memcpy(buf, tok, 2 * API_TOKEN_BYTES);
+	buf[2 * API_TOKEN_BYTES] = '\n';
+	if (fs_write_atomic(path, buf, 2 * API_TOKEN_BYTES + 1, 0600, e) != 0) {
+		explicit_bzero(buf, sizeof(buf));
+		return -1;
+	}
+	explicit_bzero(buf, sizeof(buf));
+	return 0;
+}
+
+/* ---- responses --------------------------------------------------------- */
+
+int
+api_rq_json(struct api_rq *q, int status, const char *json)
+{
+	q->status = status;
+	return httpd_respond_json(q->resp, status, json);
+}
+
+int
+api_rq_err(struct api_rq *q, const struct err *e)
+{
+	q->status = err_info(e->code)->status;
+	return httpd_respond_err(q->resp, e);
+}
+
+int
+api_rq_errf(struct api_rq *q, const char *code, const char *fmt, ...)
+{
+	struct err e;
+	va_list ap;
+
+	va_start(ap, fmt);
+	err_setv(&e, code, fmt, ap);
+	va_end(ap);
+	return api_rq_err(q, &e);
+}
+
+void
+api_rq_retry_after(struct api_rq *q, int secs)
+{
+	char v[16];
+
+	snprintf(v, sizeof(v), "%d", secs > 0 ? secs : 1);
+	httpd_resp_header(q->resp, "Retry-After", v);
+}
+
+static int
+respond_w(struct api_rq *q, int status, struct json_w *w)
+{
+	int rc;
+
+	if (w->overflow) {
+		json_w_free(w);
+		return api_rq_errf(q, "internal", "response too large");
+	}
+	rc = api_rq_json(q, status, w->buf);
+	json_w_free(w);
+	return rc;
+}
+
+int
+api_body_json(struct api_rq *q, struct json_doc *doc, const struct json_val **root)
+{
+	struct json_limits lim = json_default_limits;
+	struct err e;
+
+	*root = NULL;
+	doc->root = NULL;
+	doc->arena = NULL;
+	if (q->req->body_len == 0)
+		return 0;
+	lim.max_bytes = API_BODY_JSON_MAX;
+	lim.max_depth = 16;
+	lim.max_values = 4096;
+	if (json_parse(doc, q->req->body, q->req->body_len, &lim, &e) != 0) {
+		api_rq_err(q, &e);
+		return 1;
+	}
+	if (doc->root->type != JSON_OBJECT) {
+		json_free(doc);
+		api_rq_errf(q, "request.invalid", "the request body must be a JSON object");
+		return 1;
+	}
+	*root = doc->root;
+	return 0;
+}
+
+/* ---- metrics ----------------------------------------------------------- */
+
+static void
+record(struct api *a, enum api_route r, int status, double secs)
+{
+	int i, si = API_NSTATUS;
+
+	for (i = 0; i < API_NSTATUS; i++)
+		if (status_codes[i] == status) {
+			si = i;
+			break;
+		}
+	pthread_mutex_lock(&a->mu);
+	a->m.req[r][si]++;
+	for (i = 0; i < API_NBUCKETS && secs > buckets[i]; i++)
+		;
+	a->m.hist[r][i]++;
+	a->m.sum_s[r] += secs;
+	a->m.count[r]++;
+	pthread_mutex_unlock(&a->mu);
+}
+
+void
+api_count_op(struct api *a, int timed_out)
+{
+	pthread_mutex_lock(&a->mu);
+	a->m.ops_run++;
+	if (timed_out)
+		a->m.ops_timeouts++;
+	pthread_mutex_unlock(&a->mu);
+}
+
+static void
+count(struct api *a, uint64_t *c)
+{
+	pthread_mutex_lock(&a->mu);
+	(*c)++;
+	pthread_mutex_unlock(&a->mu);
+}
+
+struct sbuf {
+	char *p;
+	size_t len, cap;
+	int oom;
+};
+
+static void
+sb_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void
+sb_printf(struct sbuf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (b->oom)
+		return;
+	for (;;) {
+		va_start(ap, fmt);
+		n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+		va_end(ap);
+		if (n < 0) {
+			b->oom = 1;
+			return;
+		}
+		if ((size_t)n < b->cap - b->len) {
+			b->len += (size_t)n;
+			return;
+		}
+		{
+			size_t nc = b->cap * 2 + (size_t)n;
+			char *np = realloc(b->p, nc);
+
+			if (np == NULL || nc > API_LIST_MAX) {
+				free(np);
+				b->p = NULL;
+				b->oom = 1;
+				return;
+			}
+			b->p = np;
+			b->cap = nc;
+		}
+	}
+}
+
+void
+api_metrics_text(struct api *a, char **out, size_t *len)
+{
+	struct api_metrics *m = malloc(sizeof(*m));
+	struct sbuf b = {malloc(8192), 0, 8192, 0};
+	struct jobs_stats js;
+	int r, i;
+
+	*out = NULL;
+	*len = 0;
+	if (m == NULL || b.p == NULL) {
+		free(m);
+		free(b.p);
+		return;
+	}
+	pthread_mutex_lock(&a->mu);
+	*m = a->m;
+	pthread_mutex_unlock(&a->mu);
+	jobs_get_stats(a->jobs, &js);
+
+	sb_printf(&b, "# HELP abx_http_requests_total API requests answered, by route and status.\n"
+		      "# TYPE abx_http_requests_total counter\n");
+	for (r = 0; r < R_NROUTES; r++)
+		for (i = 0; i <= API_NSTATUS; i++)
+			if (m->req[r][i] != 0) {
+				if (i < API_NSTATUS)
+					sb_printf(&b, "abx_http_requests_total{route=\"%s\",status=\"%d\"} %llu\n",
+						  route_names[r], status_codes[i], (unsigned long long)m->req[r][i]);
+				else
+					sb_printf(&b, "abx_http_requests_total{route=\"%s\",status=\"other\"} %llu\n",
+						  route_names[r], (unsigned long long)m->req[r][i]);
+			}
+	sb_printf(&b, "# HELP abx_http_request_duration_seconds API request latency, by route.\n"
+		      "# TYPE abx_http_request_duration_seconds histogram\n");
+	for (r = 0; r < R_NROUTES; r++) {
+		uint64_t cum = 0;
+
+		if (m->count[r] == 0)
+			continue;
+		for (i = 0; i < API_NBUCKETS; i++) {
+			cum += m->hist[r][i];
+			sb_printf(&b, "abx_http_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} %llu\n",
+				  route_names[r], buckets[i], (unsigned long long)cum);
+		}
+		sb_printf(&b, "abx_http_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n",
+			  route_names[r], (unsigned long long)m->count[r]);
+		sb_printf(&b, "abx_http_request_duration_seconds_sum{route=\"%s\"} %.6f\n", route_names[r],
+			  m->sum_s[r]);
+		sb_printf(&b, "abx_http_request_duration_seconds_count{route=\"%s\"} %llu\n", route_names[r],
+			  (unsigned long long)m->count[r]);
+	}
+#define COUNTER(name, help, v)                                                                    \
+	sb_printf(&b, "# HELP " name " " help "\n# TYPE " name " counter\n" name " %llu\n", \
+		  (unsigned long long)(v))
+	COUNTER("abx_auth_failures_total", "Requests refused with 401.", m->auth_failures);
+	COUNTER("abx_policy_denials_total", "Requests refused with 403 policy.denied.", m->policy_denials);
+	COUNTER("abx_ops_runs_total", "Command ops run.", m->ops_run);
+	COUNTER("abx_ops_timeouts_total", "Command ops killed at their timeout.", m->ops_timeouts);
+	COUNTER("abx_ops_rejected_total", "Command ops refused at their concurrency limit (429).",
+		m->ops_rejected_busy);
+	COUNTER("abx_installs_started_total", "Install jobs started.", js.started);
+	COUNTER("abx_installs_succeeded_total", "Install jobs that succeeded.", js.succeeded);
+	COUNTER("abx_installs_failed_total", "Install jobs that failed.", js.failed);
+	COUNTER("abx_install_downloaded_bytes_total", "Bytes downloaded by install jobs.", js.bytes);
+#undef COUNTER
+	sb_printf(&b, "# HELP abx_install_jobs_running Install jobs running now.\n"
+		      "# TYPE abx_install_jobs_running gauge\nabx_install_jobs_running %d\n",
+		  js.running);
+	free(m);
+	if (b.oom) {
+		free(b.p);
+		return;
+	}
+	*out = b.p;
+	*len = b.len;
+}
+
+/* ---- policy and installs ----------------------------------------------- */
+
+/* 0 when allowed, else answered 403. */
+static int
+check_policy(struct api_rq *q, const char *op_id, const char *const *installs, int n)
+{
+	struct pol_decision *d = malloc(sizeof(*d));
+	struct json_w w;
+	struct err e;
+
+	if (d == NULL)
+		return api_rq_errf(q, "internal", "out of memory"), 1;
+	if (policy_decide(&q->g->pol, q->principal, op_id, installs, n, d)) {
+		free(d);
+		return 0;
+	}
+	err_set(&e, "policy.denied", "%s may not call %s: %s", q->principal, op_id, d->rule);
+	json_w_init(&w, ERR_DETAILS_MAX);
+	json_w_obj(&w);
+	json_w_kstr(&w, "op", op_id);
+	json_w_kstr(&w, "principal", q->principal);
+	json_w_kstr(&w, "rule", d->rule);
+	json_w_end(&w);
+	if (!w.overflow)
+		err_details(&e, w.buf);
+	json_w_free(&w);
+	audit_policy_denied(&q->g->set, q->req->peer, q->principal, op_id, d->rule);
+	count(q->a, &q->a->m.policy_denials);
+	free(d);
+	api_rq_err(q, &e);
+	return 1;
+}
+
+static const char *
+job_status_name(enum job_status s)
+{
+	return s == JOB_PENDING ? "pending" : s == JOB_SUCCEEDED ? "succeeded" : "failed";
+}
+
+static void
+job_json(struct json_w *w, const struct job_view *v)
+{
+	char ts[32];
+	struct tm tm;
+
+	json_w_obj(w);
+	json_w_kstr(w, "object", "install.job");
+	json_w_kstr(w, "id", v->id);
+	json_w_kstr(w, "tool", v->tool);
+	json_w_kstr(w, "status", job_status_name(v->status));
+	json_w_kstr(w, "phase", v->phase);
+	json_w_kint(w, "bytes", (int64_t)v->bytes);
+	json_w_kint(w, "total", (int64_t)v->total);
+	json_w_kstr(w, "principal", v->principal);
+	json_w_kstr(w, "op", v->op);
+	gmtime_r(&v->created, &tm);
+	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	json_w_kstr(w, "created", ts);
+	if (v->status == JOB_PENDING) {
+		json_w_kint(w, "retry_after", JOBS_RETRY_AFTER);
+	} else {
+		gmtime_r(&v->finished, &tm);
+		strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
+		json_w_kstr(w, "finished", ts);
+	}
+	if (v->status == JOB_FAILED) {
+		json_w_key(w, "error");
+		json_w_obj(w);
+		json_w_kstr(w, "code", v->err.code);
+		json_w_kstr(w, "message", v->err.msg[0] != '\0' ? v->err.msg : err_info(v->err.code)->sentence);
+		json_w_key(w, "details");
+		json_w_raw(w, v->err.details[0] != '\0' ? v->err.details : "{}");
+		json_w_end(w);
+		if (v->retry_after > 0)
+			json_w_kint(w, "retry_after", v->retry_after);
+	}
+	json_w_end(w);
+}
+
+static int
+respond_install_error(struct api_rq *q, struct err *e, int retry_after)
+{
+	if (e->code != NULL && strcmp(e->code, "install.backoff") == 0)
+		api_rq_retry_after(q, retry_after);
+	else if (e->code != NULL && strcmp(e->code, "request.busy") == 0)
+		api_rq_retry_after(q, JOBS_RETRY_AFTER);
+	return api_rq_err(q, e);
+}
+
+int
+api_need_tools(struct api_rq *q, const char *op_id, const char *const *tools, int n, char (*entries)[PATH_MAX])
+{
+	struct job_view *v;
+	struct json_w w;
+	struct err e;
+	int64_t deadline = 0, left;
+	struct timespec ts;
+	int i, rc;
+
+	if (n == 0)
+		return 0;
+	v = malloc(sizeof(*v));
+	if (v == NULL)
+		return api_rq_errf(q, "internal", "out of memory"), 1;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	deadline = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + (int64_t)q->g->set.wait_s * 1000;
+	for (i = 0; i < n; i++) {
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		left = deadline - ((int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+		if (left < 0)
+			left = 0;
+		err_clear(&e);
+		rc = jobs_need(q->a->jobs, &q->g->set, tools[i], q->principal, op_id, (int)left, v, &e);
+		if (rc == 0) {
+			if (entries != NULL)
+				snprintf(entries[i], PATH_MAX, "%s", v->entry);
+			continue;
+		}
+		if (rc == 1) {
+			json_w_init(&w, API_OBJ_MAX);
+			job_json(&w, v);
+			api_rq_retry_after(q, JOBS_RETRY_AFTER);
+			respond_w(q, 202, &w);
+		} else {
+			respond_install_error(q, &e, v->retry_after);
+		}
+		free(v);
+		return 1;
+	}
+	free(v);
+	return 0;
+}
+
+/* ---- endpoints ----------------------------------------------------------- */
+
+static const char *const param_types[] = {"string", "integer", "number", "boolean"};
+
+static void
+ops_list(struct api_rq *q)
+{
+	const struct ops *o = &q->g->ops;
+	struct pol_decision *d = malloc(sizeof(*d));
+	struct json_w w;
+	int i, k;
+
+	if (d == NULL) {
+		api_rq_errf(q, "internal", "out of memory");
+		return;
+	}
+	json_w_init(&w, API_LIST_MAX);
+	json_w_obj(&w);
+	json_w_kstr(&w, "object", "list");
+	json_w_kstr(&w, "principal", q->principal);
+	json_w_key(&w, "data");
+	json_w_arr(&w);
+	for (i = 0; i < o->n; i++) {
+		const struct op *op = &o->v[i];
+		const char *inst[OP_INSTALL_MAX];
+
+		for (k = 0; k < op->ninstall; k++)
+			inst[k] = op->install[k];
+		if (!policy_decide(&q->g->pol, q->principal, op->id, inst, op->ninstall, d))
+			continue;
+		json_w_obj(&w);
+		json_w_kstr(&w, "id", op->id);
+		json_w_kstr(&w, "kind", op->kind == OP_COMMAND ? "command" : "agent");
+		if (op->kind == OP_AGENT)
+			json_w_kstr(&w, "agent", op->agent);
+		if (op->description[0] != '\0')
+			json_w_kstr(&w, "description", op->description);
+		json_w_key(&w, "installs");
+		json_w_arr(&w);
+		for (k = 0; k < op->ninstall; k++)
+			json_w_str(&w, op->install[k]);
+		json_w_end(&w);
+		if (op->kind == OP_COMMAND) {
+			json_w_kint(&w, "timeout", op->timeout);
+			json_w_key(&w, "params");
+			json_w_obj(&w);
+			for (k = 0; k < op->nparams; k++) {
+				json_w_key(&w, op->params[k].name);
+				json_w_obj(&w);
+				json_w_kstr(&w, "type", param_types[op->params[k].type]);
+				json_w_kbool(&w, "required", op->params[k].required);
+				json_w_end(&w);
+			}
+			json_w_end(&w);
+		}
+		json_w_end(&w);
+	}
+	json_w_end(&w);
+	json_w_end(&w);
+	free(d);
+	respond_w(q, 200, &w);
+}
+
+static void
+runtime_json(struct api_rq *q, struct json_w *w, const char *agent)
+{
+	struct job_view *v = malloc(sizeof(*v));
+	struct job_probe *p = malloc(sizeof(*p));
+	const manifest_t *m;
+	struct err e;
+
+	json_w_obj(w);
+	json_w_kstr(w, "object", "agent.runtime");
+	json_w_kstr(w, "name", agent);
+	json_w_kstr(w, "mode", config_mode_name(q->g->set.mode));
+	m = manifest_get(q->a->ms, agent, &e);
+	if (m != NULL)
+		json_w_kstr(w, "version", m->version);
+	if (v == NULL || p == NULL) {
+		json_w_kstr(w, "state", "unknown");
+	} else if (jobs_running(q->a->jobs, agent, v) == 0) {
+		json_w_kstr(w, "state", "installing");
+		json_w_kstr(w, "job", v->id);
+		json_w_key(w, "progress");
+		json_w_obj(w);
+		json_w_kstr(w, "phase", v->phase);
+		json_w_kint(w, "bytes", (int64_t)v->bytes);
+		json_w_kint(w, "total", (int64_t)v->total);
+		json_w_end(w);
+	} else {
+		jobs_probe(q->a->jobs, &q->g->set, agent, p);
+		if (p->ready) {
+			json_w_kstr(w, "state", "ready");
+			json_w_kstr(w, "entry", p->entry);
+		} else if (p->has_progress) {
+			/* Another process (prepare, a shim) is installing it. */
+			json_w_kstr(w, "state", "installing");
+		} else if (p->backoff > 0) {
+			json_w_kstr(w, "state", "backoff");
+			json_w_kint(w, "retry_after", p->backoff);
+		} else if (p->err.code != NULL) {
+			json_w_kstr(w, "state", "error");
+			json_w_kstr(w, "error", p->err.code);
+			json_w_kstr(w, "message", p->err.msg);
+		} else {
+			json_w_kstr(w, "state", "missing");
+		}
+		json_w_key(w, "progress");
+		if (p->has_progress) {
+			json_w_obj(w);
+			json_w_kstr(w, "phase", p->phase);
+			json_w_kint(w, "bytes", (int64_t)p->bytes);
+			json_w_kint(w, "total", (int64_t)p->total);
+			json_w_end(w);
+		} else {
+			json_w_null(w);
+		}
+	}
+	json_w_end(w);
+	free(v);
+	free(p);
+}
+
+/* A path segment we route on: an agent name or job id, no escapes. */
+static int
+segment_ok(const char *s, size_t n, size_t max)
+{
+	size_t i;
+
+	if (n == 0 || n >= max)
+		return 0;
+	for (i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') ||
+		      s[i] == '-' || s[i] == '_'))
+			return 0;
+	return 1;
+}
+
+static int
+agent_enabled(const struct api_gen *g, const char *a)
+{
+	int i;
+
+	for (i = 0; i < g->cfg.agents.n; i++)
+		if (strcmp(g->cfg.agents.v[i], a) == 0)
+			return 1;
+	return 0;
+}
+
+static void
+runtimes_list(struct api_rq *q)
+{
+	struct pol_decision *d = malloc(sizeof(*d));
+	char op[AGENT_OP_MAX];
+	struct json_w w;
+	int i;
+
+	if (d == NULL) {
+		api_rq_errf(q, "internal", "out of memory");
+		return;
+	}
+	json_w_init(&w, API_LIST_MAX);
+	json_w_obj(&w);
+	json_w_kstr(&w, "object", "list");
+	json_w_key(&w, "data");
+	json_w_arr(&w);
+	for (i = 0; i < q->g->cfg.agents.n; i++) {
+		snprintf(op, sizeof(op), "agents.%s.status", q->g->cfg.agents.v[i]);
+		if (policy_decide(&q->g->pol, q->principal, op, NULL, 0, d))
+			runtime_json(q, &w, q->g->cfg.agents.v[i]);
+	}
+	json_w_end(&w);
+	json_w_end(&w);
+	free(d);
+	respond_w(q, 200, &w);
+}
+
+static void
+runtime_one(struct api_rq *q, const char *agent)
+{
+	char op[AGENT_OP_MAX];
+	struct json_w w;
+
+	if (!agent_enabled(q->g, agent)) {
+		api_rq_errf(q, "not_found", "no agent %s is enabled", agent);
+		return;
+	}
+	snprintf(op, sizeof(op), "agents.%s.status", agent);
+	if (check_policy(q, op, NULL, 0) != 0)
+		return;
+	json_w_init(&w, API_OBJ_MAX);
+	runtime_json(q, &w, agent);
+	respond_w(q, 200, &w);
+}
+
+static void
+runtime_install(struct api_rq *q, const char *agent)
+{
+	const char *tools[1] = {agent};
+	const struct json_val *root, *reset;
+	struct json_doc doc;
+	char op[AGENT_OP_MAX];
+	struct json_w w;
+
+	if (!agent_enabled(q->g, agent)) {
+		api_rq_errf(q, "not_found", "no agent %s is enabled", agent);
+		return;
+	}
+	snprintf(op, sizeof(op), "agents.%s.install", agent);
+	if (check_policy(q, op, tools, 1) != 0)
+		return;
+	if (api_body_json(q, &doc, &root) != 0)
+		return;
+	reset = json_get(root, "reset");
+	if (root != NULL && (root->u.obj.n > 1 || (root->u.obj.n == 1 && reset == NULL))) {
+		json_free(&doc);
+		api_rq_errf(q, "request.invalid", "the only member of the body is \"reset\" (boolean)");
+		return;
+	}
+	if (reset != NULL && reset->type != JSON_TRUE && reset->type != JSON_FALSE) {
+		json_free(&doc);
+		api_rq_errf(q, "request.invalid", "reset must be a boolean");
+		return;
+	}
+	if (reset != NULL && reset->type == JSON_TRUE)
+		jobs_reset(q->a->jobs, &q->g->set, agent);
+	json_free(&doc);
+	if (api_need_tools(q, op, tools, 1, NULL) != 0)
+		return;
+	json_w_init(&w, API_OBJ_MAX);
+	runtime_json(q, &w, agent);
+	respond_w(q, 200, &w);
+}
+
+static void
+job_get(struct api_rq *q, const char *id)
+{
+	struct job_view *v = malloc(sizeof(*v));
+	struct json_w w;
+
+	if (v == NULL) {
+		api_rq_errf(q, "internal", "out of memory");
+		return;
+	}
+	/* Job ids are unguessable; a principal sees only the jobs of the ops
+	 * it may call (the job's own op). */
+	if (jobs_get(q->a->jobs, id, v) != 0) {
+		free(v);
+		api_rq_errf(q, "not_found", "no install job %s", id);
+		return;
+	}
+	json_w_init(&w, API_OBJ_MAX);
+	job_json(&w, v);
+	free(v);
+	respond_w(q, 200, &w);
+}
+
+static void
+metrics(struct api_rq *q)
+{
+	char *text;
+	size_t len;
+
+	api_metrics_text(q->a, &text, &len);
+	if (text == NULL) {
+		api_rq_errf(q, "internal", "out of memory");
+		return;
+	}
+	q->status = 200;
+	httpd_respond(q->resp, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
+	free(text);
+}
+
+static void
+run_op(struct api_rq *q, const char *id)
+{
+	const struct op *op = ops_find(&q->g->ops, id);
+	const char *inst[OP_INSTALL_MAX];
+	int k;
+
+	if (op == NULL) {
+		api_rq_errf(q, "not_found", "no op %s", id);
+		return;
+	}
+	for (k = 0; k < op->ninstall; k++)
+		inst[k] = op->install[k];
+	if (check_policy(q, op->id, inst, op->ninstall) != 0)
+		return;
+	if (op->kind == OP_COMMAND) {
+		api_run_command(q, op);
+		return;
+	}
+	/* Agent ops through the generic endpoint. */
+	if (strcmp(op->action, "status") == 0) {
+		struct json_w w;
+
+		json_w_init(&w, API_OBJ_MAX);
+		runtime_json(q, &w, op->agent);
+		respond_w(q, 200, &w);
+		return;
+	}
+	if (strcmp(op->action, "install") == 0) {
+		runtime_install(q, op->agent);
+		return;
+	}
+	/* run and sessions.*: install on first use applies here too; the
+	 * session machinery itself is the sessions API's. */
+	if (api_need_tools(q, op->id, inst, op->ninstall, NULL) != 0)
+		return;
+	api_rq_errf(q, "request.not_implemented", "%s is served by the sessions API (/v1/agents/%s/sessions)", op->id,
+		    op->agent);
+}
+
+static void
+method_not_allowed(struct api_rq *q, const char *allow)
+{
+	httpd_resp_header(q->resp, "Allow", allow);
+	api_rq_errf(q, "request.method", "%s is not allowed here (allowed: %s)", q->req->method, allow);
+}
+
+static void
+route(struct api_rq *q)
+{
+	const char *p = q->req->path, *m = q->req->method, *rest, *slash;
+	int get = strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0, post = strcmp(m, "POST") == 0;
+	char seg[CFG_NAME_MAX];
+	size_t n;
+
+	if (strcmp(p, "/v1/ops") == 0) {
+		q->route = R_OPS_LIST;
+		get ? ops_list(q) : method_not_allowed(q, "GET");
+		return;
+	}
+	if (strncmp(p, "/v1/ops/", 8) == 0) {
+		rest = p + 8;
+		n = strlen(rest);
+		if (n > 0 && n < OP_ID_MAX && policy_op_id_valid(rest)) {
+			q->route = R_OPS_RUN;
+			post ? run_op(q, rest) : method_not_allowed(q, "POST");
+			return;
+		}
+	} else if (strcmp(p, "/v1/agents/runtimes") == 0) {
+		q->route = R_RUNTIMES;
+		get ? runtimes_list(q) : method_not_allowed(q, "GET");
+		return;
+	} else if (strncmp(p, "/v1/agents/runtimes/", 20) == 0) {
+		rest = p + 20;
+		slash = strchr(rest, '/');
+		n = slash != NULL ? (size_t)(slash - rest) : strlen(rest);
+		if (segment_ok(rest, n, CFG_NAME_MAX)) {
+			memcpy(seg, rest, n);
+			seg[n] = '\0';
+			if (slash == NULL) {
+				q->route = R_RUNTIME;
+				get ? runtime_one(q, seg) : method_not_allowed(q, "GET");
+				return;
+			}
+			if (strcmp(slash, "/install") == 0) {
+				q->route = R_RUNTIME_INSTALL;
+				post ? runtime_install(q, seg) : method_not_allowed(q, "POST");
+				return;
+			}
+		}
+	} else if (strncmp(p, "/v1/install/jobs/", 17) == 0) {
+		rest = p + 17;
+		if (segment_ok(rest, strlen(rest), JOB_ID_MAX)) {
+			q->route = R_JOB;
+			get ? job_get(q, rest) : method_not_allowed(q, "GET");
+			return;
+		}
+	} else if (strcmp(p, "/health") == 0) {
+		/* GET and HEAD are the inline route; any other method. */
+		q->route = R_HEALTH;
+		method_not_allowed(q, "GET, HEAD");
+		return;
+	} else if (strcmp(p, "/metrics") == 0) {
+		q->route = R_METRICS;
+		get ? metrics(q) : method_not_allowed(q, "GET");
+		return;
+	}
+	q->route = R_NOT_FOUND;
+	api_rq_errf(q, "not_found", "no such resource: %s", p);
+}
+
+/* 0 with q->principal set, else answered 401 — the same answer whatever
+ * the path, so a caller without a token learns nothing about routes. */
+static int
+authenticate(struct api_rq *q)
+{
+	const struct httpd_req *r = q->req;
+	const char *tok, *code = NULL;
+	struct err e;
+	size_t len;
+	int rc;
+
+	rc = api_token_from(httpd_req_header(r, "X-Access-Token"), httpd_req_header_count(r, "X-Access-Token"),
+			    httpd_req_header(r, "Authorization"), httpd_req_header_count(r, "Authorization"), &tok,
+			    &len);
+	if (rc == 0)
+		code = "auth.missing";
+	else if (rc < 0 || (q->principal = api_principal(&q->g->pol, tok, len)) == NULL)
+		code = "auth.invalid";
+	if (code == NULL)
+		return 0;
+	q->route = R_UNAUTHORIZED;
+	audit_auth_failure(&q->g->set, r->peer, r->method, r->path, code);
+	count(q->a, &q->a->m.auth_failures);
+	err_clear(&e);
+	e.code = code;
+	httpd_resp_header(q->resp, "WWW-Authenticate", "Bearer");
+	api_rq_err(q, &e);
+	return -1;
+}
+
+static double
+now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void
+api_handle(const struct httpd_req *req, struct httpd_resp *resp, void *arg)
+{
+	struct api_rq q;
+	double t0 = now_s();
+
+	memset(&q, 0, sizeof(q));
+	q.a = arg;
+	q.req = req;
+	q.resp = resp;
+	q.route = R_NOT_FOUND;
+	q.g = api_gen_get(q.a);
+	if (authenticate(&q) == 0)
+		route(&q);
+	record(q.a, q.route, q.status, now_s() - t0);
+	api_gen_put(q.a, q.g);
+}
+
+void
+api_health(const struct httpd_req *req, struct httpd_resp *resp, void *arg)
+{
+	struct api *a = arg;
+	double t0 = now_s();
+
+	httpd_respond_json(resp, 200, "{\"status\":\"ok\",\"version\":\"" ABX_VERSION "\"}");
+	record(a, R_HEALTH, 200, now_s() - t0);
+}

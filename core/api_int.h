@@ -1,0 +1,38 @@
+#ifndef ABX_API_INT_H
+#define ABX_API_INT_H
+/* What api.c and api_ops.c share: one request in progress. */
+#include "api.h"
+
+struct api_rq {
+	struct api *a;
+	struct api_gen *g;
+	const struct httpd_req *req;
+	struct httpd_resp *resp;
+	const char *principal;
+	int status;            /* the answer's status, for metrics */
+	enum api_route route;
+};
+
+int api_rq_json(struct api_rq *q, int status, const char *json);
+int api_rq_err(struct api_rq *q, const struct err *e);
+int api_rq_errf(struct api_rq *q, const char *code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void api_rq_retry_after(struct api_rq *q, int secs);
+
+/*
+ * Make tools[0..n) ready for op (install on first use, SPEC §9): waits at
+ * most install.wait seconds in all. Returns 0 when every tool is ready
+ * (entries[i] filled when entries is not NULL), or 1 when the request was
+ * answered (202 with the install job, or the install error).
+ */
+int api_need_tools(struct api_rq *q, const char *op_id, const char *const *tools, int n, char (*entries)[PATH_MAX]);
+
+/* Parse the request body as a JSON object (an empty body is no object:
+ * *root NULL). Returns 0, or 1 when the request was answered (400/413). */
+struct json_doc;
+struct json_val;
+int api_body_json(struct api_rq *q, struct json_doc *doc, const struct json_val **root);
+
+/* Count a finished command op for metrics. */
+void api_count_op(struct api *a, int timed_out);
+
+#endif

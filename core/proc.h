@@ -1,0 +1,114 @@
+#ifndef ABX_PROC_H
+#define ABX_PROC_H
+/*
+ * Child processes for serve's command ops and agent sessions: spawn an argv
+ * (never through a shell) with an exact environment and working directory,
+ * in its own session and process group, stdin from /dev/null, stdout and
+ * stderr on pipes; read them as they come (stream) or capture them up to a
+ * cap; kill the whole group at a deadline (SIGTERM, then SIGKILL after a
+ * grace period), and when the leader exits, so nothing it started outlives
+ * the run.
+ *
+ * Threads: a struct proc belongs to the thread that spawned it. Spawning uses
+ * posix_spawn (vfork-like, safe in a threaded server); every descriptor we
+ * create is close-on-exec, so a child spawned by another thread never holds
+ * our pipes. The child starts with every signal at its default action and
+ * an empty signal mask, whatever serve blocks or ignores.
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "err.h"
+
+/* SIGTERM to SIGKILL: long enough for a well-behaved tool to flush and
+ * exit, short enough that a request timing out still answers promptly. */
+#define PROC_KILL_GRACE_MS_DEFAULT 2000
+/* After the leader exits, how long its output pipes may stay open (held by
+ * a descendant that escaped the group with setsid) before we stop reading. */
+#define PROC_DRAIN_MS 200
+/* One read from a pipe. */
+#define PROC_READ_CHUNK 16384
+
+struct proc_spec {
+	char *const *argv;   /* argv[0] is executed as is: an absolute path */
+	char *const *envp;   /* the child's whole environment; NULL = empty */
+	const char *cwd;     /* NULL = inherit */
+	int timeout_ms;      /* 0 = none */
+	int kill_grace_ms;   /* 0 = PROC_KILL_GRACE_MS_DEFAULT */
+};
+
+enum proc_stream {
+	PROC_STDOUT = 1,
+	PROC_STDERR = 2,
+};
+
+struct proc {
+	pid_t pid;            /* also the process group and session id */
+	int fd[3];            /* [1] stdout, [2] stderr read ends, -1 when closed; [0] unused */
+	int pidfd;            /* -1 when the kernel has none (then polled) */
+	int64_t started_ms;   /* CLOCK_MONOTONIC */
+	int64_t ended_ms;     /* when the leader was reaped, 0 before */
+	int64_t deadline_ms;  /* 0 = none */
+	int64_t kill_at_ms;   /* SIGKILL time once SIGTERM was sent */
+	int grace_ms;
+	int timed_out;        /* the deadline passed and the group was signalled */
+	int exited;           /* the leader was reaped */
+	int status;           /* waitpid status once exited */
+};
+
+/* Called with each piece of output as it is read. */
+typedef void (*proc_sink)(void *arg, enum proc_stream s, const char *data, size_t len);
+
+/*
+ * Start s->argv[0] as described above. Returns 0, or -1 with e set
+ * (io.error naming the program and errno: not found, not executable).
+ */
+int proc_spawn(struct proc *p, const struct proc_spec *s, struct err *e);
+
+/*
+ * Wait at most wait_ms (-1 = until something happens, bounded by the
+ * deadline) for output or exit, passing output to sink. Handles the deadline
+ * (SIGTERM to the group, SIGKILL after the grace). Returns 1 while the run
+ * goes on, 0 once the leader has exited, the group is killed and both pipes
+ * are drained (p->status valid).
+ */
+int proc_step(struct proc *p, int wait_ms, proc_sink sink, void *arg);
+
+/* Signal the whole group (e.g. a cancelled session). 0 or -1 (ESRCH: gone). */
+int proc_kill(struct proc *p, int sig);
+
+/* Stop the run now: SIGTERM to the group, SIGKILL after the grace, drain,
+ * reap. For abandoning a run (cancel, shutdown); p->status is valid after. */
+void proc_terminate(struct proc *p);
+
+/* Close what is left; reaps with SIGKILL if the run is still going. */
+void proc_close(struct proc *p);
+
+/* Exit code as a shell reports it: the status, or 128 + signal. */
+int proc_exit_code(const struct proc *p);
+
+/* Milliseconds since spawn (or until exit). */
+int64_t proc_elapsed_ms(const struct proc *p);
+
+/* Capture buffers for proc_run: each stream keeps its first cap bytes, the
+ * rest is read and counted (so the child never blocks on a full pipe). */
+struct proc_capture {
+	char *out, *err;      /* owned by the caller: cap + 1 bytes each; NUL-terminated */
+	size_t cap;
+	size_t out_len, err_len;
+	uint64_t out_total, err_total;
+	int truncated;        /* either stream went over cap */
+};
+
+/*
+ * Run s to completion, capturing into c. Returns 0 (p->status etc. valid:
+ * exit code via proc_exit_code, p->timed_out), or -1 with e when it could
+ * not start.
+ */
+int proc_run(struct proc *p, const struct proc_spec *s, struct proc_capture *c, struct err *e);
+
+/* CLOCK_MONOTONIC in milliseconds. */
+int64_t proc_now_ms(void);
+
+#endif

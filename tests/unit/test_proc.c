@@ -1,0 +1,266 @@
+/* core/proc: spawn without a shell, exact environment, capture with a cap,
+ * timeouts that kill the whole process group, exit codes. */
+#include "unit.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "proc.h"
+
+static char *sh_argv[] = {"/bin/sh", "-c", NULL, NULL};
+
+static int
+run_sh(const char *script, int timeout_ms, size_t cap, struct proc *p, struct proc_capture *c)
+{
+	struct proc_spec s;
+	struct err e;
+
+	memset(&s, 0, sizeof(s));
+	sh_argv[2] = (char *)script;
+	s.argv = sh_argv;
+	s.timeout_ms = timeout_ms;
+	s.kill_grace_ms = 300;
+	c->cap = cap;
+	c->out = malloc(cap + 1);
+	c->err = malloc(cap + 1);
+	return proc_run(p, &s, c, &e);
+}
+
+static void
+cap_free(struct proc_capture *c)
+{
+	free(c->out);
+	free(c->err);
+}
+
+static void
+test_relative_argv0_refused(void **st)
+{
+	char *argv[] = {"sh", "-c", "true", NULL};
+	struct proc_spec s = {.argv = argv};
+	struct proc p;
+	struct err e;
+
+	assert_int_equal(proc_spawn(&p, &s, &e), -1);
+	assert_string_equal(e.code, "internal");
+}
+
+static void
+test_missing_program(void **st)
+{
+	char *argv[] = {"/nonexistent/prog", NULL};
+	struct proc_spec s = {.argv = argv};
+	struct proc p;
+	struct err e;
+
+	assert_int_equal(proc_spawn(&p, &s, &e), -1);
+	assert_string_equal(e.code, "io.error");
+	assert_non_null(strstr(e.msg, "/nonexistent/prog"));
+}
+
+static void
+test_argv_is_not_a_shell(void **st)
+{
+	char *argv[] = {"/bin/echo", "; touch /tmp/proc-pwned-$$", "$(id)", "a\nb", NULL};
+	struct proc_spec s = {.argv = argv};
+	struct proc_capture c = {0};
+	struct proc p;
+	struct err e;
+
+	c.cap = 4096;
+	c.out = malloc(c.cap + 1);
+	c.err = malloc(c.cap + 1);
+	assert_int_equal(proc_run(&p, &s, &c, &e), 0);
+	assert_int_equal(proc_exit_code(&p), 0);
+	assert_string_equal(c.out, "; touch /tmp/proc-pwned-$$ $(id) a\nb\n");
+	cap_free(&c);
+}
+
+static void
+test_env_exact_and_cwd(void **st)
+{
+	char *argv[] = {"/usr/bin/env", NULL};
+	char *envp[] = {"ONLY=this", NULL};
+	char *pwd[] = {"/bin/pwd", NULL};
+	struct proc_spec s = {.argv = argv, .envp = envp};
+	struct proc_capture c = {0};
+	struct proc p;
+	struct err e;
+
+	c.cap = 4096;
+	c.out = malloc(c.cap + 1);
+	c.err = malloc(c.cap + 1);
+	assert_int_equal(proc_run(&p, &s, &c, &e), 0);
+	assert_string_equal(c.out, "ONLY=this\n");
+	s.argv = pwd;
+	s.envp = NULL;
+	s.cwd = "/";
+	assert_int_equal(proc_run(&p, &s, &c, &e), 0);
+	assert_string_equal(c.out, "/\n");
+	cap_free(&c);
+}
+
+static void
+test_exit_codes_and_stderr(void **st)
+{
+	struct proc_capture c = {0};
+	struct proc p;
+
+	assert_int_equal(run_sh("echo out; echo err >&2; exit 3", 0, 100, &p, &c), 0);
+	assert_int_equal(proc_exit_code(&p), 3);
+	assert_string_equal(c.out, "out\n");
+	assert_string_equal(c.err, "err\n");
+	assert_int_equal(c.truncated, 0);
+	assert_int_equal(p.timed_out, 0);
+	cap_free(&c);
+	assert_int_equal(run_sh("kill -9 $$", 0, 100, &p, &c), 0);
+	assert_int_equal(proc_exit_code(&p), 128 + 9);
+	cap_free(&c);
+}
+
+static void
+test_capture_cap(void **st)
+{
+	struct proc_capture c = {0};
+	struct proc p;
+
+	/* 200 KiB: far over the cap and over a pipe buffer, so the child
+	 * would block if the rest were not read and discarded. */
+	assert_int_equal(run_sh("head -c 204800 /dev/zero | tr -c x x", 5000, 1000, &p, &c), 0);
+	assert_int_equal(proc_exit_code(&p), 0);
+	assert_int_equal(p.timed_out, 0);
+	assert_int_equal(c.out_len, 1000);
+	assert_int_equal(c.out_total, 204800);
+	assert_int_equal(c.truncated, 1);
+	assert_int_equal(strlen(c.out), 1000);
+	cap_free(&c);
+}
+
+static int
+alive(pid_t pid)
+{
+	char path[64], buf[512];
+	FILE *f;
+	char *rp;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (f == NULL)
+		return 0;
+	if (fgets(buf, sizeof(buf), f) == NULL) {
+		fclose(f);
+		return 0;
+	}
+	fclose(f);
+	rp = strrchr(buf, ')');
+	return rp != NULL && rp[2] != 'Z';
+}
+
+/* SIGKILL is delivered asynchronously: give the kernel a moment. */
+static int
+gone_soon(pid_t pid)
+{
+	int i;
+
+	for (i = 0; i < 100 && alive(pid); i++)
+		usleep(10000);
+	return !alive(pid);
+}
+
+static void
+test_timeout_kills_group_ignoring_term(void **st)
+{
+	struct proc_capture c = {0};
+	struct proc p;
+	int64_t t0 = proc_now_ms();
+	pid_t bgpid;
+
+	/* The shell ignores TERM, and leaves a background child that ignores
+	 * it too; both must die with the group. */
+	assert_int_equal(run_sh("trap '' TERM; sleep 30 & echo $!; sleep 30", 200, 100, &p, &c), 0);
+	assert_int_equal(p.timed_out, 1);
+	assert_int_equal(proc_exit_code(&p), 128 + SIGKILL);
+	assert_true(proc_now_ms() - t0 < 3000);
+	bgpid = (pid_t)atoi(c.out);
+	assert_true(bgpid > 0);
+	assert_true(gone_soon(bgpid));
+	cap_free(&c);
+}
+
+static void
+test_timeout_term_suffices(void **st)
+{
+	struct proc_capture c = {0};
+	struct proc p;
+
+	assert_int_equal(run_sh("sleep 30", 100, 100, &p, &c), 0);
+	assert_int_equal(p.timed_out, 1);
+	assert_int_equal(proc_exit_code(&p), 128 + SIGTERM);
+	cap_free(&c);
+}
+
+static void
+test_leader_exit_kills_stragglers(void **st)
+{
+	struct proc_capture c = {0};
+	struct proc p;
+	pid_t bgpid;
+
+	/* The leader exits at once, leaving a child that holds no pipe. */
+	assert_int_equal(run_sh("sleep 30 >/dev/null 2>&1 & echo $!", 5000, 100, &p, &c), 0);
+	assert_int_equal(proc_exit_code(&p), 0);
+	bgpid = (pid_t)atoi(c.out);
+	assert_true(bgpid > 0);
+	assert_true(gone_soon(bgpid));
+	cap_free(&c);
+}
+
+static void
+test_own_session(void **st)
+{
+	struct proc_capture c = {0};
+	struct proc p;
+	char want[32];
+
+	assert_int_equal(run_sh("ps -o sid= -p $$ 2>/dev/null || cut -d' ' -f6 /proc/$$/stat", 0, 100, &p, &c), 0);
+	snprintf(want, sizeof(want), "%d", (int)p.pid);
+	assert_non_null(strstr(c.out, want));
+	cap_free(&c);
+}
+
+static void
+test_stream_steps(void **st)
+{
+	char *argv[] = {"/bin/sh", "-c", "echo one; sleep 0.1; echo two", NULL};
+	struct proc_spec s = {.argv = argv};
+	struct proc p;
+	struct err e;
+	int n = 0;
+
+	assert_int_equal(proc_spawn(&p, &s, &e), 0);
+	while (proc_step(&p, 50, NULL, NULL) == 1)
+		n++;
+	assert_true(n >= 1);
+	assert_int_equal(proc_exit_code(&p), 0);
+	proc_close(&p);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_relative_argv0_refused),
+		cmocka_unit_test(test_missing_program),
+		cmocka_unit_test(test_argv_is_not_a_shell),
+		cmocka_unit_test(test_env_exact_and_cwd),
+		cmocka_unit_test(test_exit_codes_and_stderr),
+		cmocka_unit_test(test_capture_cap),
+		cmocka_unit_test(test_timeout_kills_group_ignoring_term),
+		cmocka_unit_test(test_timeout_term_suffices),
+		cmocka_unit_test(test_leader_exit_kills_stragglers),
+		cmocka_unit_test(test_own_session),
+		cmocka_unit_test(test_stream_steps),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
