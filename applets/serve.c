@@ -394,6 +394,15 @@ serve_main(int argc, char **argv)
 	if (!quiet)
 		logline("stopped");
 	httpd_free(g_srv);
+	{
+		struct jobs_stats js;
+
+		/* An install job still running uses the manifests and the job
+		 * table: leave both to process exit. */
+		jobs_get_stats(api.jobs, &js);
+		if (js.running > 0)
+			return EXIT_OK;
+	}
 	api_free(&api);
 	manifest_set_close(&ms);
 	return EXIT_OK;

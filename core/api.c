@@ -153,6 +153,7 @@ api_init(struct api *a, struct api_gen *g, struct manifest_set *ms, struct err *
 		return err_set(e, "internal", "out of memory");
 	}
 	a->gen = NULL;
+	a->max_install_waiters = g->cfg.server.workers / 2 > 0 ? g->cfg.server.workers / 2 : 1;
 	api_swap(a, g);
 	return 0;
 }
@@ -648,15 +649,21 @@ api_need_tools(struct api_rq *q, const char *op_id, const char *const *tools, in
 	struct err e;
 	int64_t deadline = 0, left;
 	struct timespec ts;
-	int i, rc;
+	int i, rc, waiter;
 
 	if (n == 0)
 		return 0;
 	v = malloc(sizeof(*v));
 	if (v == NULL)
 		return api_rq_errf(q, "internal", "out of memory"), 1;
+	pthread_mutex_lock(&q->a->mu);
+	waiter = q->a->install_waiters < q->a->max_install_waiters;
+	if (waiter)
+		q->a->install_waiters++;
+	pthread_mutex_unlock(&q->a->mu);
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	deadline = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + (int64_t)q->g->set.wait_s * 1000;
+	deadline = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 +
+		   (waiter ? (int64_t)q->g->set.wait_s * 1000 : 0);
 	for (i = 0; i < n; i++) {
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		left = deadline - ((int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
@@ -677,11 +684,18 @@ api_need_tools(struct api_rq *q, const char *op_id, const char *const *tools, in
 		} else {
 			respond_install_error(q, &e, v->retry_after);
 		}
-		free(v);
-		return 1;
+		rc = 1;
+		goto out;
+	}
+	rc = 0;
+out:
+	if (waiter) {
+		pthread_mutex_lock(&q->a->mu);
+		q->a->install_waiters--;
+		pthread_mutex_unlock(&q->a->mu);
 	}
 	free(v);
-	return 0;
+	return rc;
 }
 
 /* ---- endpoints ----------------------------------------------------------- */

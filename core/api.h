@@ -95,6 +95,11 @@ struct api {
 	int have_default_digest;
 	unsigned char default_digest[32];
 	char *const *start_env;         /* serve's start environment (env allow-lists read it) */
+	/* Requests waiting for an install hold a worker thread each; at most
+	 * this many wait at once (half the workers, at least one), the rest
+	 * get their 202 at once, so installs never starve other requests. */
+	int max_install_waiters;
+	int install_waiters;            /* under mu */
 	int verbose;
 };
 
