@@ -18,36 +18,36 @@
 #include "manifest.h"
 
 static const char usage[] =
-	"usage: agent-sandbox-server serve [--host H] [--port N] [--config F] [--policy F]\n"
-	"                                  [--preset P] [--commands F] [-q|-v] ...\n"
-	"\n"
-	"Serve the sandbox HTTP API. GET /health answers without a token; every\n"
-	"other request needs X-Access-Token or Authorization: Bearer.\n"
-	"\n"
-	"  --host H               address to listen on (default 0.0.0.0)\n"
-	"  --port N               port (default 9000); 0 picks a free port and prints\n"
-	"                         it alone on the first line of stdout\n"
-	"  --config FILE          configuration file (default /etc/agent-sandbox/server.json)\n"
-	"  --policy FILE          policy file (default /etc/agent-sandbox/server-policy.json)\n"
-	"  --preset NAME          readonly, agents or admin for principal default\n"
-	"  --commands FILE        command ops\n"
-	"  --manifests DIR        manifests adding to or overriding the built-in ones\n"
-	"  --tools-dir DIR        tools directory (ABX_TOOLS_DIR)\n"
-	"  --state-dir DIR        state directory (ABX_SERVER_STATE_DIR)\n"
-	"  --mode MODE            install mode: lazy, offline, build, off\n"
-	"  --max-connections N    connection slots, fixed at start (default 256);\n"
-	"                         beyond them a client gets 503\n"
-	"  --workers N            handler threads (default 4)\n"
-	"  --header-timeout SECS  time for a whole request head (default 10)\n"
-	"  --idle-timeout SECS    keep-alive wait for the next request (default 60)\n"
-	"  --body-timeout SECS    time for a whole request body (default 60)\n"
-	"  -q, --quiet            no access log\n"
-	"  -v, --verbose          also log refused and timed-out connections\n"
-	"\n"
-	"Tokens: ABX_SERVER_TOKEN is principal default's; with no token configured\n"
-	"a random one is written to <state dir>/token (mode 0600) and its path logged.\n"
-	"SIGTERM or SIGINT: stop accepting, finish requests in progress, exit 0.\n"
-	"SIGHUP: reload configuration, policy and commands; a bad file keeps the old.\n";
+    "usage: agent-sandbox-server serve [--host H] [--port N] [--config F] [--policy F]\n"
+    "                                  [--preset P] [--commands F] [-q|-v] ...\n"
+    "\n"
+    "Serve the sandbox HTTP API. GET /health answers without a token; every\n"
+    "other request needs X-Access-Token or Authorization: Bearer.\n"
+    "\n"
+    "  --host H               address to listen on (default 0.0.0.0)\n"
+    "  --port N               port (default 9000); 0 picks a free port and prints\n"
+    "                         it alone on the first line of stdout\n"
+    "  --config FILE          configuration file (default /etc/agent-sandbox/server.json)\n"
+    "  --policy FILE          policy file (default /etc/agent-sandbox/server-policy.json)\n"
+    "  --preset NAME          readonly, agents or admin for principal default\n"
+    "  --commands FILE        command ops\n"
+    "  --manifests DIR        manifests adding to or overriding the built-in ones\n"
+    "  --tools-dir DIR        tools directory (ABX_TOOLS_DIR)\n"
+    "  --state-dir DIR        state directory (ABX_SERVER_STATE_DIR)\n"
+    "  --mode MODE            install mode: lazy, offline, build, off\n"
+    "  --max-connections N    connection slots, fixed at start (default 256);\n"
+    "                         beyond them a client gets 503\n"
+    "  --workers N            handler threads (default 4)\n"
+    "  --header-timeout SECS  time for a whole request head (default 10)\n"
+    "  --idle-timeout SECS    keep-alive wait for the next request (default 60)\n"
+    "  --body-timeout SECS    time for a whole request body (default 60)\n"
+    "  -q, --quiet            no access log\n"
+    "  -v, --verbose          also log refused and timed-out connections\n"
+    "\n"
+    "Tokens: ABX_SERVER_TOKEN is principal default's; with no token configured\n"
+    "a random one is written to <state dir>/token (mode 0600) and its path logged.\n"
+    "SIGTERM or SIGINT: stop accepting, finish requests in progress, exit 0.\n"
+    "SIGHUP: reload configuration, policy and commands; a bad file keeps the old.\n";
 
 static struct httpd *g_srv;
 
@@ -65,8 +65,7 @@ on_signal(int sig)
 		httpd_stop(g_srv);
 }
 
-static void
-logline(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void logline(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 static void
 logline(const char *fmt, ...)
@@ -103,16 +102,17 @@ reload_thread(void *arg)
 			continue;
 		err_clear(&e);
 		g = api_gen_build(r->config_file, r->flags, r->nflags, r->api->ms,
-				  r->api->have_default_digest ? r->api->default_digest : NULL, &e);
+		                  r->api->have_default_digest ? r->api->default_digest : NULL, &e);
 		if (g == NULL) {
 			logline("reload failed, keeping the previous configuration: %s: %s", e.code, e.msg);
 			continue;
 		}
 		if (!api_policy_has_tokens(&g->pol))
-			logline("warning: the new policy has no token; every request but /health answers 401");
+			logline(
+			    "warning: the new policy has no token; every request but /health answers 401");
 		api_swap(r->api, g);
 		logline("configuration reloaded (%d ops, %d principals, mode %s)", g->ops.n, g->pol.n,
-			config_mode_name(g->set.mode));
+		        config_mode_name(g->set.mode));
 	}
 	return NULL;
 }
@@ -152,7 +152,7 @@ parse_secs(const char *s, int *ms)
  * so request threads and install jobs share it without a lock. */
 static int
 open_manifests(struct manifest_set *ms, const char *config_file, const struct config_flag *flags, int nflags,
-	       struct err *e)
+               struct err *e)
 {
 	struct config *c = malloc(sizeof(*c));
 	struct manifest_opts mo;
@@ -186,31 +186,35 @@ serve_main(int argc, char **argv)
 {
 	enum { O_MAXC = 256, O_WORKERS, O_HDR, O_IDLE, O_BODY, O_CFG };
 	static const struct option opts[] = {
-		{"host", required_argument, NULL, 'H'},
-		{"port", required_argument, NULL, 'p'},
-		{"max-connections", required_argument, NULL, O_MAXC},
-		{"workers", required_argument, NULL, O_WORKERS},
-		{"header-timeout", required_argument, NULL, O_HDR},
-		{"idle-timeout", required_argument, NULL, O_IDLE},
-		{"body-timeout", required_argument, NULL, O_BODY},
-		{"config", required_argument, NULL, O_CFG},
-		{"policy", required_argument, NULL, O_CFG},
-		{"preset", required_argument, NULL, O_CFG},
-		{"commands", required_argument, NULL, O_CFG},
-		{"manifests", required_argument, NULL, O_CFG},
-		{"tools-dir", required_argument, NULL, O_CFG},
-		{"state-dir", required_argument, NULL, O_CFG},
-		{"mode", required_argument, NULL, O_CFG},
-		{"quiet", no_argument, NULL, 'q'},
-		{"verbose", no_argument, NULL, 'v'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"host", required_argument, NULL, 'H'},
+	    {"port", required_argument, NULL, 'p'},
+	    {"max-connections", required_argument, NULL, O_MAXC},
+	    {"workers", required_argument, NULL, O_WORKERS},
+	    {"header-timeout", required_argument, NULL, O_HDR},
+	    {"idle-timeout", required_argument, NULL, O_IDLE},
+	    {"body-timeout", required_argument, NULL, O_BODY},
+	    {"config", required_argument, NULL, O_CFG},
+	    {"policy", required_argument, NULL, O_CFG},
+	    {"preset", required_argument, NULL, O_CFG},
+	    {"commands", required_argument, NULL, O_CFG},
+	    {"manifests", required_argument, NULL, O_CFG},
+	    {"tools-dir", required_argument, NULL, O_CFG},
+	    {"state-dir", required_argument, NULL, O_CFG},
+	    {"mode", required_argument, NULL, O_CFG},
+	    {"quiet", no_argument, NULL, 'q'},
+	    {"verbose", no_argument, NULL, 'v'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
-	static const struct { const char *opt, *key; } cfgmap[] = {
-		{"policy", "policy"}, {"preset", "preset"}, {"commands", "commands"},
-		{"manifests", "manifests_dir"}, {"tools-dir", "tools_dir"}, {"state-dir", "state_dir"},
-		{"mode", "install.mode"}, {"host", "server.host"}, {"port", "server.port"},
-		{"max-connections", "server.max_connections"}, {"workers", "server.workers"},
+	static const struct {
+		const char *opt, *key;
+	} cfgmap[] = {
+	    {"policy", "policy"},          {"preset", "preset"},
+	    {"commands", "commands"},      {"manifests", "manifests_dir"},
+	    {"tools-dir", "tools_dir"},    {"state-dir", "state_dir"},
+	    {"mode", "install.mode"},      {"host", "server.host"},
+	    {"port", "server.port"},       {"max-connections", "server.max_connections"},
+	    {"workers", "server.workers"},
 	};
 	static struct config_flag flags[16];
 	static char flagnames[16][32];
@@ -237,7 +241,9 @@ serve_main(int argc, char **argv)
 		const char *name = NULL;
 
 		switch (c) {
-		case 'H': name = "host"; break;
+		case 'H':
+			name = "host";
+			break;
 		case 'p':
 			if (parse_int(optarg, 0, 65535, &dummy) != 0)
 				return usage_error("serve", usage, "--port %s: expected 0..65535", optarg);
@@ -245,7 +251,8 @@ serve_main(int argc, char **argv)
 			break;
 		case O_MAXC:
 			if (parse_int(optarg, 1, 65536, &dummy) != 0)
-				return usage_error("serve", usage, "--max-connections %s: expected 1..65536", optarg);
+				return usage_error("serve", usage, "--max-connections %s: expected 1..65536",
+				                   optarg);
 			name = "max-connections";
 			break;
 		case O_WORKERS:
@@ -257,7 +264,8 @@ serve_main(int argc, char **argv)
 		case O_IDLE:
 		case O_BODY:
 			if (parse_secs(optarg, c == O_HDR ? &hdr_ms : c == O_IDLE ? &idle_ms : &body_ms) != 0)
-				return usage_error("serve", usage, "%s: expected seconds (0.001..86400)", optarg);
+				return usage_error("serve", usage, "%s: expected seconds (0.001..86400)",
+				                   optarg);
 			break;
 		case O_CFG:
 			if (strcmp(opts[idx].name, "config") == 0)
@@ -265,10 +273,18 @@ serve_main(int argc, char **argv)
 			else
 				name = opts[idx].name;
 			break;
-		case 'q': quiet = 1; verbose = 0; break;
-		case 'v': verbose = 1; quiet = 0; break;
-		case 'h': return usage_help(usage);
-		default: return bad_option("serve", usage, argc, argv);
+		case 'q':
+			quiet = 1;
+			verbose = 0;
+			break;
+		case 'v':
+			verbose = 1;
+			quiet = 0;
+			break;
+		case 'h':
+			return usage_help(usage);
+		default:
+			return bad_option("serve", usage, argc, argv);
 		}
 		if (name == NULL)
 			continue;
@@ -301,14 +317,16 @@ serve_main(int argc, char **argv)
 	envtok = getenv("ABX_SERVER_TOKEN");
 	if (envtok != NULL && envtok[0] != '\0') {
 		if (strlen(envtok) > API_TOKEN_MAX) {
-			err_set(&e, "config.invalid", "ABX_SERVER_TOKEN is longer than %d bytes", API_TOKEN_MAX);
+			err_set(&e, "config.invalid", "ABX_SERVER_TOKEN is longer than %d bytes",
+			        API_TOKEN_MAX);
 			return fail(&e);
 		}
 		digest_buf(DIGEST_SHA256, envtok, strlen(envtok), &d);
 		memcpy(api.default_digest, d.v, 32);
 		api.have_default_digest = 1;
 	}
-	g = api_gen_build(config_file, flags, nflags, &ms, api.have_default_digest ? api.default_digest : NULL, &e);
+	g = api_gen_build(config_file, flags, nflags, &ms,
+	                  api.have_default_digest ? api.default_digest : NULL, &e);
 	if (g == NULL)
 		return fail(&e);
 	if (!api_policy_has_tokens(&g->pol)) {
@@ -316,8 +334,8 @@ serve_main(int argc, char **argv)
 		if (tools_state_dir(&g->set, state, sizeof(state)) < 0 ||
 		    api_token_file(state, tok, sizeof(tok), tokpath, sizeof(tokpath), &e) != 0) {
 			logline("warning: no token configured and none could be written (%s: %s); set "
-				"ABX_SERVER_TOKEN. Every request but /health answers 401.",
-				e.code != NULL ? e.code : "io.error", e.msg);
+			        "ABX_SERVER_TOKEN. Every request but /health answers 401.",
+			        e.code != NULL ? e.code : "io.error", e.msg);
 		} else {
 			digest_buf(DIGEST_SHA256, tok, strlen(tok), &d);
 			explicit_bzero(tok, sizeof(tok));
@@ -339,7 +357,8 @@ serve_main(int argc, char **argv)
 	 * authenticates before it routes. Every common method is listed so
 	 * the server core never answers 405 for a path before the token is
 	 * checked. */
-	routes[0] = (struct httpd_route){"GET", "/health", HTTPD_EXACT | HTTPD_INLINE | HTTPD_PUBLIC, api_health, &api};
+	routes[0] = (struct httpd_route){"GET", "/health", HTTPD_EXACT | HTTPD_INLINE | HTTPD_PUBLIC,
+	                                 api_health, &api};
 	{
 		static const char *const methods[] = {"GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"};
 
@@ -380,7 +399,8 @@ serve_main(int argc, char **argv)
 	}
 	if (!quiet)
 		logline("listening on %s port %d (%d slots, %d workers; %d ops, mode %s)", cfg.host,
-			httpd_port(g_srv), cfg.max_conns, cfg.workers, g->ops.n, config_mode_name(g->set.mode));
+		        httpd_port(g_srv), cfg.max_conns, cfg.workers, g->ops.n,
+		        config_mode_name(g->set.mode));
 	rc = httpd_run(g_srv, &e);
 	if (rc < 0) {
 		httpd_free(g_srv);

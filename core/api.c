@@ -34,12 +34,12 @@
 #define API_OBJ_MAX 16384
 
 static const int status_codes[API_NSTATUS] = {200, 202, 400, 401, 403, 404, 405, 408, 413,
-					      414, 424, 429, 431, 500, 501, 502, 503, 507};
+                                              414, 424, 429, 431, 500, 501, 502, 503, 507};
 static const double buckets[API_NBUCKETS] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
-					     0.05,   0.1,   0.25,   0.5,   1,    5};
+                                             0.05,   0.1,   0.25,   0.5,   1,    5};
 static const char *const route_names[R_NROUTES] = {
-	"health", "ops_list", "ops_run", "runtimes", "runtime", "runtime_install",
-	"install_job", "metrics", "unauthorized", "not_found",
+    "health",          "ops_list",    "ops_run", "runtimes",     "runtime",
+    "runtime_install", "install_job", "metrics", "unauthorized", "not_found",
 };
 
 /* ---- generations ------------------------------------------------------- */
@@ -65,7 +65,7 @@ tool_lookup(const char *name, void *ctx)
 
 struct api_gen *
 api_gen_build(const char *file_flag, const struct config_flag *flags, int nflags, struct manifest_set *ms,
-	      const unsigned char *default_digest, struct err *e)
+              const unsigned char *default_digest, struct err *e)
 {
 	struct api_gen *g = calloc(1, sizeof(*g));
 	int i;
@@ -281,7 +281,8 @@ api_token_file(const char *state_dir, char *tok, size_t cap, char *path, size_t 
 		    (st.st_mode & 077) != 0) {
 			close(fd);
 			return err_set(e, "config.state_dir_unsafe",
-				       "%s: the token file must be a regular file owned by us with mode 0600", path);
+			               "%s: the token file must be a regular file owned by us with mode 0600",
+			               path);
 		}
 		n = read(fd, buf, sizeof(buf) - 1);
 		close(fd);
@@ -291,7 +292,8 @@ api_token_file(const char *state_dir, char *tok, size_t cap, char *path, size_t 
 		while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
 			buf[--n] = '\0';
 		if (!hex_token_ok(buf))
-			return err_set(e, "config.invalid", "%s: not a token written by serve (64 hex digits)", path);
+			return err_set(e, "config.invalid",
+			               "%s: not a token written by serve (64 hex digits)", path);
 		memcpy(tok, buf, (size_t)n + 1);
 		return 0;
 	}
@@ -436,8 +438,7 @@ struct sbuf {
 	int oom;
 };
 
-static void
-sb_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static void
 sb_printf(struct sbuf *b, const char *fmt, ...)
@@ -496,19 +497,23 @@ api_metrics_text(struct api *a, char **out, size_t *len)
 	jobs_get_stats(a->jobs, &js);
 
 	sb_printf(&b, "# HELP abx_http_requests_total API requests answered, by route and status.\n"
-		      "# TYPE abx_http_requests_total counter\n");
+	              "# TYPE abx_http_requests_total counter\n");
 	for (r = 0; r < R_NROUTES; r++)
 		for (i = 0; i <= API_NSTATUS; i++)
 			if (m->req[r][i] != 0) {
 				if (i < API_NSTATUS)
-					sb_printf(&b, "abx_http_requests_total{route=\"%s\",status=\"%d\"} %llu\n",
-						  route_names[r], status_codes[i], (unsigned long long)m->req[r][i]);
+					sb_printf(
+					    &b, "abx_http_requests_total{route=\"%s\",status=\"%d\"} %llu\n",
+					    route_names[r], status_codes[i],
+					    (unsigned long long)m->req[r][i]);
 				else
-					sb_printf(&b, "abx_http_requests_total{route=\"%s\",status=\"other\"} %llu\n",
-						  route_names[r], (unsigned long long)m->req[r][i]);
+					sb_printf(
+					    &b,
+					    "abx_http_requests_total{route=\"%s\",status=\"other\"} %llu\n",
+					    route_names[r], (unsigned long long)m->req[r][i]);
 			}
 	sb_printf(&b, "# HELP abx_http_request_duration_seconds API request latency, by route.\n"
-		      "# TYPE abx_http_request_duration_seconds histogram\n");
+	              "# TYPE abx_http_request_duration_seconds histogram\n");
 	for (r = 0; r < R_NROUTES; r++) {
 		uint64_t cum = 0;
 
@@ -516,33 +521,35 @@ api_metrics_text(struct api *a, char **out, size_t *len)
 			continue;
 		for (i = 0; i < API_NBUCKETS; i++) {
 			cum += m->hist[r][i];
-			sb_printf(&b, "abx_http_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} %llu\n",
-				  route_names[r], buckets[i], (unsigned long long)cum);
+			sb_printf(&b,
+			          "abx_http_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} %llu\n",
+			          route_names[r], buckets[i], (unsigned long long)cum);
 		}
 		sb_printf(&b, "abx_http_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n",
-			  route_names[r], (unsigned long long)m->count[r]);
+		          route_names[r], (unsigned long long)m->count[r]);
 		sb_printf(&b, "abx_http_request_duration_seconds_sum{route=\"%s\"} %.6f\n", route_names[r],
-			  m->sum_s[r]);
+		          m->sum_s[r]);
 		sb_printf(&b, "abx_http_request_duration_seconds_count{route=\"%s\"} %llu\n", route_names[r],
-			  (unsigned long long)m->count[r]);
+		          (unsigned long long)m->count[r]);
 	}
-#define COUNTER(name, help, v)                                                                    \
-	sb_printf(&b, "# HELP " name " " help "\n# TYPE " name " counter\n" name " %llu\n", \
-		  (unsigned long long)(v))
+#define COUNTER(name, help, v)                                                                               \
+	sb_printf(&b, "# HELP " name " " help "\n# TYPE " name " counter\n" name " %llu\n",                  \
+	          (unsigned long long)(v))
 	COUNTER("abx_auth_failures_total", "Requests refused with 401.", m->auth_failures);
 	COUNTER("abx_policy_denials_total", "Requests refused with 403 policy.denied.", m->policy_denials);
 	COUNTER("abx_ops_runs_total", "Command ops run.", m->ops_run);
 	COUNTER("abx_ops_timeouts_total", "Command ops killed at their timeout.", m->ops_timeouts);
 	COUNTER("abx_ops_rejected_total", "Command ops refused at their concurrency limit (429).",
-		m->ops_rejected_busy);
+	        m->ops_rejected_busy);
 	COUNTER("abx_installs_started_total", "Install jobs started.", js.started);
 	COUNTER("abx_installs_succeeded_total", "Install jobs that succeeded.", js.succeeded);
 	COUNTER("abx_installs_failed_total", "Install jobs that failed.", js.failed);
 	COUNTER("abx_install_downloaded_bytes_total", "Bytes downloaded by install jobs.", js.bytes);
 #undef COUNTER
-	sb_printf(&b, "# HELP abx_install_jobs_running Install jobs running now.\n"
-		      "# TYPE abx_install_jobs_running gauge\nabx_install_jobs_running %d\n",
-		  js.running);
+	sb_printf(&b,
+	          "# HELP abx_install_jobs_running Install jobs running now.\n"
+	          "# TYPE abx_install_jobs_running gauge\nabx_install_jobs_running %d\n",
+	          js.running);
 	free(m);
 	if (b.oom) {
 		free(b.p);
@@ -621,7 +628,8 @@ job_json(struct json_w *w, const struct job_view *v)
 		json_w_key(w, "error");
 		json_w_obj(w);
 		json_w_kstr(w, "code", v->err.code);
-		json_w_kstr(w, "message", v->err.msg[0] != '\0' ? v->err.msg : err_info(v->err.code)->sentence);
+		json_w_kstr(w, "message",
+		            v->err.msg[0] != '\0' ? v->err.msg : err_info(v->err.code)->sentence);
 		json_w_key(w, "details");
 		json_w_raw(w, v->err.details[0] != '\0' ? v->err.details : "{}");
 		json_w_end(w);
@@ -642,7 +650,8 @@ respond_install_error(struct api_rq *q, struct err *e, int retry_after)
 }
 
 int
-api_need_tools(struct api_rq *q, const char *op_id, const char *const *tools, int n, char (*entries)[PATH_MAX])
+api_need_tools(struct api_rq *q, const char *op_id, const char *const *tools, int n,
+               char (*entries)[PATH_MAX])
 {
 	struct job_view *v;
 	struct json_w w;
@@ -663,7 +672,7 @@ api_need_tools(struct api_rq *q, const char *op_id, const char *const *tools, in
 	pthread_mutex_unlock(&q->a->mu);
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	deadline = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 +
-		   (waiter ? (int64_t)q->g->set.wait_s * 1000 : 0);
+	           (waiter ? (int64_t)q->g->set.wait_s * 1000 : 0);
 	for (i = 0; i < n; i++) {
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		left = deadline - ((int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
@@ -830,8 +839,8 @@ segment_ok(const char *s, size_t n, size_t max)
 	if (n == 0 || n >= max)
 		return 0;
 	for (i = 0; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') ||
-		      s[i] == '-' || s[i] == '_'))
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+		      (s[i] >= '0' && s[i] <= '9') || s[i] == '-' || s[i] == '_'))
 			return 0;
 	return 1;
 }
@@ -1007,8 +1016,8 @@ run_op(struct api_rq *q, const char *id)
 	 * session machinery itself is the sessions API's. */
 	if (api_need_tools(q, op->id, inst, op->ninstall, NULL) != 0)
 		return;
-	api_rq_errf(q, "request.not_implemented", "%s is served by the sessions API (/v1/agents/%s/sessions)", op->id,
-		    op->agent);
+	api_rq_errf(q, "request.not_implemented", "%s is served by the sessions API (/v1/agents/%s/sessions)",
+	            op->id, op->agent);
 }
 
 static void
@@ -1093,9 +1102,9 @@ authenticate(struct api_rq *q)
 	size_t len;
 	int rc;
 
-	rc = api_token_from(httpd_req_header(r, "X-Access-Token"), httpd_req_header_count(r, "X-Access-Token"),
-			    httpd_req_header(r, "Authorization"), httpd_req_header_count(r, "Authorization"), &tok,
-			    &len);
+	rc = api_token_from(httpd_req_header(r, "X-Access-Token"),
+	                    httpd_req_header_count(r, "X-Access-Token"), httpd_req_header(r, "Authorization"),
+	                    httpd_req_header_count(r, "Authorization"), &tok, &len);
 	if (rc == 0)
 		code = "auth.missing";
 	else if (rc < 0 || (q->principal = api_principal(&q->g->pol, tok, len)) == NULL)

@@ -41,7 +41,7 @@ struct manifest_set;
 
 /* One configuration generation. */
 struct api_gen {
-	int refs;                      /* under api.mu */
+	int refs; /* under api.mu */
 	struct config cfg;
 	struct policy pol;
 	struct ops ops;
@@ -59,7 +59,7 @@ enum api_route {
 	R_RUNTIME_INSTALL,
 	R_JOB,
 	R_METRICS,
-	R_UNAUTHORIZED,  /* refused before routing */
+	R_UNAUTHORIZED, /* refused before routing */
 	R_NOT_FOUND,
 	R_NROUTES
 };
@@ -70,7 +70,7 @@ enum api_route {
 
 struct api_metrics {
 	uint64_t req[R_NROUTES][API_NSTATUS + 1];
-	uint64_t hist[R_NROUTES][API_NBUCKETS + 1];  /* cumulative when printed */
+	uint64_t hist[R_NROUTES][API_NBUCKETS + 1]; /* cumulative when printed */
 	double sum_s[R_NROUTES];
 	uint64_t count[R_NROUTES];
 	uint64_t auth_failures, policy_denials, ops_run, ops_timeouts, ops_rejected_busy;
@@ -84,22 +84,22 @@ struct api_opcount {
 
 struct api {
 	pthread_mutex_t mu;
-	struct api_gen *gen;            /* current generation; one reference held by api */
-	struct manifest_set *ms;        /* not owned */
-	struct jobs *jobs;              /* owned */
-	struct api_metrics m;           /* under mu */
+	struct api_gen *gen;     /* current generation; one reference held by api */
+	struct manifest_set *ms; /* not owned */
+	struct jobs *jobs;       /* owned */
+	struct api_metrics m;    /* under mu */
 	struct api_opcount opc[OPS_MAX];
 	int nopc;
 	/* The token of principal `default` (ABX_SERVER_TOKEN or generated):
 	 * only its digest, added to every generation's policy. */
 	int have_default_digest;
 	unsigned char default_digest[32];
-	char *const *start_env;         /* serve's start environment (env allow-lists read it) */
+	char *const *start_env; /* serve's start environment (env allow-lists read it) */
 	/* Requests waiting for an install hold a worker thread each; at most
 	 * this many wait at once (half the workers, at least one), the rest
 	 * get their 202 at once, so installs never starve other requests. */
 	int max_install_waiters;
-	int install_waiters;            /* under mu */
+	int install_waiters; /* under mu */
 	int verbose;
 };
 
@@ -110,7 +110,7 @@ struct api {
  * (config.invalid, json.*).
  */
 struct api_gen *api_gen_build(const char *file_flag, const struct config_flag *flags, int nflags,
-			      struct manifest_set *ms, const unsigned char *default_digest, struct err *e);
+                              struct manifest_set *ms, const unsigned char *default_digest, struct err *e);
 void api_gen_free(struct api_gen *g);
 
 /* Set up a with its first generation (ownership of g passes to a) and a job
@@ -139,8 +139,8 @@ void api_health(const struct httpd_req *req, struct httpd_resp *resp, void *arg)
  * fields, another scheme, an empty token, both fields with different tokens,
  * over API_TOKEN_MAX): auth.invalid.
  */
-int api_token_from(const char *x_access_token, int n_x, const char *authorization, int n_auth, const char **tok,
-		   size_t *len);
+int api_token_from(const char *x_access_token, int n_x, const char *authorization, int n_auth,
+                   const char **tok, size_t *len);
 
 /* The principal of a presented token: sha256, then constant-time
  * comparison against every configured digest. NULL when none matches. */

@@ -9,13 +9,14 @@ struct api_rq {
 	const struct httpd_req *req;
 	struct httpd_resp *resp;
 	const char *principal;
-	int status;            /* the answer's status, for metrics */
+	int status; /* the answer's status, for metrics */
 	enum api_route route;
 };
 
 int api_rq_json(struct api_rq *q, int status, const char *json);
 int api_rq_err(struct api_rq *q, const struct err *e);
-int api_rq_errf(struct api_rq *q, const char *code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int api_rq_errf(struct api_rq *q, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 void api_rq_retry_after(struct api_rq *q, int secs);
 
 /*
@@ -24,7 +25,8 @@ void api_rq_retry_after(struct api_rq *q, int secs);
  * (entries[i] filled when entries is not NULL), or 1 when the request was
  * answered (202 with the install job, or the install error).
  */
-int api_need_tools(struct api_rq *q, const char *op_id, const char *const *tools, int n, char (*entries)[PATH_MAX]);
+int api_need_tools(struct api_rq *q, const char *op_id, const char *const *tools, int n,
+                   char (*entries)[PATH_MAX]);
 
 /* Parse the request body as a JSON object (an empty body is no object:
  * *root NULL). Returns 0, or 1 when the request was answered (400/413). */

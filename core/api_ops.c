@@ -91,7 +91,7 @@ executable(const char *path)
  */
 static int
 resolve(struct api_rq *q, const struct op *op, const char *name, char (*entries)[PATH_MAX], char *out,
-	size_t cap, struct err *e)
+        size_t cap, struct err *e)
 {
 	struct tools_chain *ch;
 	const char *path;
@@ -106,8 +106,8 @@ resolve(struct api_rq *q, const struct op *op, const char *name, char (*entries)
 		return 0;
 	}
 	if (strchr(name, '/') != NULL)
-		return err_set(e, "config.invalid", "%s: %s: a program is an absolute path or a bare name", op->id,
-			       name);
+		return err_set(e, "config.invalid", "%s: %s: a program is an absolute path or a bare name",
+		               op->id, name);
 	for (i = 0; i < op->ninstall; i++) {
 		const manifest_t *m = manifest_get(q->a->ms, op->install[i], &e2);
 
@@ -119,7 +119,8 @@ resolve(struct api_rq *q, const struct op *op, const char *name, char (*entries)
 	ch = malloc(sizeof(*ch));
 	if (ch != NULL && tools_chain_build(ch, &q->g->set, 0, &e2) == 0)
 		for (i = 0; i < ch->n; i++)
-			if ((size_t)snprintf(out, cap, "%s/bin/%s", ch->d[i].path, name) < cap && executable(out)) {
+			if ((size_t)snprintf(out, cap, "%s/bin/%s", ch->d[i].path, name) < cap &&
+			    executable(out)) {
 				free(ch);
 				return 0;
 			}
@@ -134,14 +135,15 @@ resolve(struct api_rq *q, const struct op *op, const char *name, char (*entries)
 				return 0;
 		}
 	}
-	return err_set(e, "not_found", "%s: program %s not found in the tools directories or PATH", op->id, name);
+	return err_set(e, "not_found", "%s: program %s not found in the tools directories or PATH", op->id,
+	               name);
 }
 
 void
 api_run_command(struct api_rq *q, const struct op *op)
 {
 	const char *inst[OP_INSTALL_MAX];
-	char (*entries)[PATH_MAX] = NULL;
+	char(*entries)[PATH_MAX] = NULL;
 	char *argv[OP_ARGV_MAX + 1], *envp[OP_ENV_MAX + 1], *envbuf[OP_ENV_MAX];
 	char *abuf = NULL, *prog = NULL;
 	const struct json_val *root;
@@ -163,7 +165,7 @@ api_run_command(struct api_rq *q, const struct op *op)
 	abuf = malloc(OP_EXPAND_MAX);
 	prog = malloc(PATH_MAX);
 	outmax = q->g->cfg.server.max_output_bytes > 0 ? (size_t)q->g->cfg.server.max_output_bytes
-						       : API_OUTPUT_DEFAULT;
+	                                               : API_OUTPUT_DEFAULT;
 	cap.cap = outmax;
 	cap.out = malloc(outmax + 1);
 	cap.err = malloc(outmax + 1);

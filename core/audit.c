@@ -45,7 +45,7 @@ finish(const struct install_settings *s, struct json_w *w)
 
 void
 audit_auth_failure(const struct install_settings *s, const char *peer, const char *method, const char *path,
-		   const char *code)
+                   const char *code)
 {
 	struct json_w w;
 
@@ -59,7 +59,7 @@ audit_auth_failure(const struct install_settings *s, const char *peer, const cha
 
 void
 audit_policy_denied(const struct install_settings *s, const char *peer, const char *principal, const char *op,
-		    const char *rule)
+                    const char *rule)
 {
 	struct json_w w;
 
@@ -73,7 +73,7 @@ audit_policy_denied(const struct install_settings *s, const char *peer, const ch
 
 void
 audit_install_job(const struct install_settings *s, const char *event, const char *principal, const char *op,
-		  const char *tool, const char *job_id)
+                  const char *tool, const char *job_id)
 {
 	struct json_w w;
 

@@ -13,16 +13,16 @@
 
 /* auth.missing / auth.invalid: who (peer), what (method, path without the
  * query string, which may carry anything). */
-void audit_auth_failure(const struct install_settings *s, const char *peer, const char *method, const char *path,
-			const char *code);
+void audit_auth_failure(const struct install_settings *s, const char *peer, const char *method,
+                        const char *path, const char *code);
 
 /* policy.denied: principal, op, and the rule that denied it. */
 void audit_policy_denied(const struct install_settings *s, const char *peer, const char *principal,
-			 const char *op, const char *rule);
+                         const char *op, const char *rule);
 
 /* An install a request triggered or joined: job id, tool, principal, op. */
-void audit_install_job(const struct install_settings *s, const char *event, const char *principal, const char *op,
-		       const char *tool, const char *job_id);
+void audit_install_job(const struct install_settings *s, const char *event, const char *principal,
+                       const char *op, const char *tool, const char *job_id);
 
 /* The current time as RFC 3339 UTC ("2026-11-29T22:20:47Z") into buf. */
 void audit_time(char *buf, size_t cap);

@@ -13,13 +13,13 @@
 struct job {
 	int used;
 	struct job_view v;
-	struct install_settings *set;  /* the thread's copy, owned while it runs */
+	struct install_settings *set; /* the thread's copy, owned while it runs */
 	struct jobs *J;
 };
 
 struct jobs {
 	pthread_mutex_t mu;
-	pthread_cond_t cv;      /* broadcast whenever a job ends */
+	pthread_cond_t cv; /* broadcast whenever a job ends */
 	jobs_ensure_fn fn;
 	void *arg;
 	struct jobs_stats st;
@@ -28,8 +28,8 @@ struct jobs {
 
 int
 jobs_ensure_engine(void *ms, const struct install_settings *set, const char *tool, unsigned flags,
-		   const char *principal, const char *op, install_progress_fn progress, void *parg,
-		   struct install_result *r, uint64_t *bytes, struct err *e)
+                   const char *principal, const char *op, install_progress_fn progress, void *parg,
+                   struct install_result *r, uint64_t *bytes, struct err *e)
 {
 	struct install_ctx *c;
 	struct install_settings *s;
@@ -65,7 +65,8 @@ jobs_ensure_engine(void *ms, const struct install_settings *set, const char *too
 		uint64_t b = 0, t = 0;
 		long pid = 0;
 
-		if (install_progress_read(c, tool, phase, sizeof(phase), &b, &t, &pid) == 0 && progress != NULL)
+		if (install_progress_read(c, tool, phase, sizeof(phase), &b, &t, &pid) == 0 &&
+		    progress != NULL)
 			progress(parg, tool, phase, b, t);
 		rc = 0;
 	} else if (flags & JOBS_F_RESET) {
@@ -161,7 +162,8 @@ job_thread(void *arg)
 	if (r == NULL)
 		rc = err_set(&e, "internal", "out of memory");
 	else
-		rc = J->fn(J->arg, j->set, j->v.tool, 0, j->v.principal, j->v.op, on_progress, j, r, &bytes, &e);
+		rc = J->fn(J->arg, j->set, j->v.tool, 0, j->v.principal, j->v.op, on_progress, j, r, &bytes,
+		           &e);
 	pthread_mutex_lock(&J->mu);
 	j->v.finished = time(NULL);
 	J->st.bytes += bytes;
@@ -211,7 +213,8 @@ running_of(struct jobs *J, const char *tool)
 	int i;
 
 	for (i = 0; i < JOBS_MAX; i++)
-		if (J->slot[i].used && J->slot[i].v.status == JOB_PENDING && strcmp(J->slot[i].v.tool, tool) == 0)
+		if (J->slot[i].used && J->slot[i].v.status == JOB_PENDING &&
+		    strcmp(J->slot[i].v.tool, tool) == 0)
 			return &J->slot[i];
 	return NULL;
 }
@@ -255,7 +258,7 @@ set_installs_at_runtime(const struct install_settings *set)
 
 int
 jobs_need(struct jobs *J, const struct install_settings *set, const char *tool, const char *principal,
-	  const char *op, int wait_ms, struct job_view *v, struct err *e)
+          const char *op, int wait_ms, struct job_view *v, struct err *e)
 {
 	struct install_result *r;
 	struct job *j;
@@ -312,13 +315,13 @@ jobs_need(struct jobs *J, const struct install_settings *set, const char *tool, 
 		v->retry_after = r->retry_after;
 		free(r);
 		return err_set(e, "install.backoff", "%s failed to install recently; retry in %d s", tool,
-			       v->retry_after);
+		               v->retry_after);
 	}
 	free(r);
 	err_clear(e);
 
 	pthread_mutex_lock(&J->mu);
-	j = running_of(J, tool);   /* another request may have started it meanwhile */
+	j = running_of(J, tool); /* another request may have started it meanwhile */
 	if (j == NULL) {
 		j = slot_take(J);
 		if (j == NULL) {

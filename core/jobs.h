@@ -22,7 +22,7 @@
 /* A sandbox has a handful of tools; 64 slots keep recent results of every
  * tool with room for many concurrent installs. */
 #define JOBS_MAX 64
-#define JOB_ID_MAX 24          /* "ij_" + 16 hex digits */
+#define JOB_ID_MAX 24 /* "ij_" + 16 hex digits */
 #define JOB_PHASE_MAX 32
 /* The Retry-After a pending answer carries (SPEC §9). */
 #define JOBS_RETRY_AFTER 5
@@ -46,9 +46,9 @@ struct job_view {
 	char phase[JOB_PHASE_MAX];
 	uint64_t bytes, total;
 	time_t created, finished;
-	int retry_after;          /* install.backoff: seconds */
-	struct err err;           /* JOB_FAILED */
-	char entry[PATH_MAX];     /* JOB_SUCCEEDED: the executable */
+	int retry_after;      /* install.backoff: seconds */
+	struct err err;       /* JOB_FAILED */
+	char entry[PATH_MAX]; /* JOB_SUCCEEDED: the executable */
 };
 
 /*
@@ -66,12 +66,12 @@ struct job_view {
 #define JOBS_F_PROGRESS (1u << 10)
 
 typedef int (*jobs_ensure_fn)(void *arg, const struct install_settings *set, const char *tool, unsigned flags,
-			      const char *principal, const char *op, install_progress_fn progress, void *parg,
-			      struct install_result *r, uint64_t *bytes, struct err *e);
+                              const char *principal, const char *op, install_progress_fn progress, void *parg,
+                              struct install_result *r, uint64_t *bytes, struct err *e);
 
 int jobs_ensure_engine(void *ms, const struct install_settings *set, const char *tool, unsigned flags,
-		       const char *principal, const char *op, install_progress_fn progress, void *parg,
-		       struct install_result *r, uint64_t *bytes, struct err *e);
+                       const char *principal, const char *op, install_progress_fn progress, void *parg,
+                       struct install_result *r, uint64_t *bytes, struct err *e);
 
 /* Counters for /metrics. */
 struct jobs_stats {
@@ -95,17 +95,17 @@ struct jobs *jobs_new(jobs_ensure_fn fn, void *arg);
  * install.backoff without a job.
  */
 int jobs_need(struct jobs *J, const struct install_settings *set, const char *tool, const char *principal,
-	      const char *op, int wait_ms, struct job_view *v, struct err *e);
+              const char *op, int wait_ms, struct job_view *v, struct err *e);
 
 /* The state of tool without installing: for GET /v1/agents/runtimes. */
 struct job_probe {
 	int ready;
 	char entry[PATH_MAX];
-	int backoff;              /* seconds left */
-	int has_progress;         /* another process is installing it */
+	int backoff;      /* seconds left */
+	int has_progress; /* another process is installing it */
 	char phase[JOB_PHASE_MAX];
 	uint64_t bytes, total;
-	struct err err;           /* a manifest error, when not ready */
+	struct err err; /* a manifest error, when not ready */
 };
 void jobs_probe(struct jobs *J, const struct install_settings *set, const char *tool, struct job_probe *p);
 

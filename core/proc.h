@@ -31,11 +31,11 @@
 #define PROC_READ_CHUNK 16384
 
 struct proc_spec {
-	char *const *argv;   /* argv[0] is executed as is: an absolute path */
-	char *const *envp;   /* the child's whole environment; NULL = empty */
-	const char *cwd;     /* NULL = inherit */
-	int timeout_ms;      /* 0 = none */
-	int kill_grace_ms;   /* 0 = PROC_KILL_GRACE_MS_DEFAULT */
+	char *const *argv; /* argv[0] is executed as is: an absolute path */
+	char *const *envp; /* the child's whole environment; NULL = empty */
+	const char *cwd;   /* NULL = inherit */
+	int timeout_ms;    /* 0 = none */
+	int kill_grace_ms; /* 0 = PROC_KILL_GRACE_MS_DEFAULT */
 };
 
 enum proc_stream {
@@ -44,17 +44,17 @@ enum proc_stream {
 };
 
 struct proc {
-	pid_t pid;            /* also the process group and session id */
-	int fd[3];            /* [1] stdout, [2] stderr read ends, -1 when closed; [0] unused */
-	int pidfd;            /* -1 when the kernel has none (then polled) */
-	int64_t started_ms;   /* CLOCK_MONOTONIC */
-	int64_t ended_ms;     /* when the leader was reaped, 0 before */
-	int64_t deadline_ms;  /* 0 = none */
-	int64_t kill_at_ms;   /* SIGKILL time once SIGTERM was sent */
+	pid_t pid;           /* also the process group and session id */
+	int fd[3];           /* [1] stdout, [2] stderr read ends, -1 when closed; [0] unused */
+	int pidfd;           /* -1 when the kernel has none (then polled) */
+	int64_t started_ms;  /* CLOCK_MONOTONIC */
+	int64_t ended_ms;    /* when the leader was reaped, 0 before */
+	int64_t deadline_ms; /* 0 = none */
+	int64_t kill_at_ms;  /* SIGKILL time once SIGTERM was sent */
 	int grace_ms;
-	int timed_out;        /* the deadline passed and the group was signalled */
-	int exited;           /* the leader was reaped */
-	int status;           /* waitpid status once exited */
+	int timed_out; /* the deadline passed and the group was signalled */
+	int exited;    /* the leader was reaped */
+	int status;    /* waitpid status once exited */
 };
 
 /* Called with each piece of output as it is read. */
@@ -94,11 +94,11 @@ int64_t proc_elapsed_ms(const struct proc *p);
 /* Capture buffers for proc_run: each stream keeps its first cap bytes, the
  * rest is read and counted (so the child never blocks on a full pipe). */
 struct proc_capture {
-	char *out, *err;      /* owned by the caller: cap + 1 bytes each; NUL-terminated */
+	char *out, *err; /* owned by the caller: cap + 1 bytes each; NUL-terminated */
 	size_t cap;
 	size_t out_len, err_len;
 	uint64_t out_total, err_total;
-	int truncated;        /* either stream went over cap */
+	int truncated; /* either stream went over cap */
 };
 
 /*

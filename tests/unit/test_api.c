@@ -57,7 +57,10 @@ test_token_presentation(void **st)
 	assert_int_equal(tok("", 1, NULL, 0, t), -1);
 	assert_int_equal(tok("abc", 2, NULL, 0, t), -1);
 	assert_int_equal(tok(NULL, 0, "Bearer abc", 2, t), -1);
-	assert_int_equal(tok("a\x01" "b", 1, NULL, 0, t), -1);
+	assert_int_equal(tok("a\x01"
+	                     "b",
+	                     1, NULL, 0, t),
+	                 -1);
 	assert_int_equal(tok("a\xc3\xa9", 1, NULL, 0, t), -1);
 	memset(longtok, 'a', API_TOKEN_MAX + 1);
 	longtok[API_TOKEN_MAX + 1] = '\0';
@@ -135,8 +138,8 @@ static void
 test_placeholders_hostile(void **st)
 {
 	static const char cmds[] =
-		"[{\"id\":\"x.y\",\"argv\":[\"/bin/echo\",\"--name={v}\",\"{n}\"],"
-		"\"params\":{\"v\":{\"type\":\"string\",\"required\":true},\"n\":{\"type\":\"integer\"}}}]";
+	    "[{\"id\":\"x.y\",\"argv\":[\"/bin/echo\",\"--name={v}\",\"{n}\"],"
+	    "\"params\":{\"v\":{\"type\":\"string\",\"required\":true},\"n\":{\"type\":\"integer\"}}}]";
 	char file[] = "/tmp/abx-api-cmdsXXXXXX", *argv[OP_ARGV_MAX + 1], *buf = malloc(OP_EXPAND_MAX);
 	struct json_doc doc;
 	struct ops o;
@@ -174,18 +177,18 @@ test_placeholders_hostile(void **st)
 
 struct fake {
 	pthread_mutex_t mu;
-	int installed;        /* ready after an install */
-	int installs;         /* ensure() calls that installed */
-	int sleep_ms;         /* how long an install takes */
-	const char *fail;     /* error code to fail with, or NULL */
+	int installed;    /* ready after an install */
+	int installs;     /* ensure() calls that installed */
+	int sleep_ms;     /* how long an install takes */
+	const char *fail; /* error code to fail with, or NULL */
 	int backoff;
 	int resets;
 };
 
 static int
-fake_ensure(void *arg, const struct install_settings *set, const char *tool, unsigned flags, const char *principal,
-	    const char *op, install_progress_fn progress, void *parg, struct install_result *r, uint64_t *bytes,
-	    struct err *e)
+fake_ensure(void *arg, const struct install_settings *set, const char *tool, unsigned flags,
+            const char *principal, const char *op, install_progress_fn progress, void *parg,
+            struct install_result *r, uint64_t *bytes, struct err *e)
 {
 	struct fake *f = arg;
 	int rc = 0;
@@ -298,7 +301,7 @@ test_jobs_pending_then_join_then_done(void **st)
 	assert_int_equal(strncmp(v.id, "ij_", 3), 0);
 	assert_int_equal(strlen(v.id), 19);
 	assert_int_equal(jobs_need(J, set, "tool", "q", "op2", 0, &v2, &e), 1);
-	assert_string_equal(v2.id, v.id);   /* joined, not a second job */
+	assert_string_equal(v2.id, v.id); /* joined, not a second job */
 	assert_int_equal(jobs_running(J, "tool", &v3), 0);
 	assert_int_equal(jobs_get(J, v.id, &v3), 0);
 	assert_int_equal(v3.status, JOB_PENDING);
@@ -369,14 +372,14 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_token_presentation),
-		cmocka_unit_test(test_principal_by_digest),
-		cmocka_unit_test(test_token_file),
-		cmocka_unit_test(test_placeholders_hostile),
-		cmocka_unit_test(test_jobs_concurrent_callers_share_one_install),
-		cmocka_unit_test(test_jobs_pending_then_join_then_done),
-		cmocka_unit_test(test_jobs_failure_backoff_reset),
-		cmocka_unit_test(test_jobs_mode_build_never_starts_a_job),
+	    cmocka_unit_test(test_token_presentation),
+	    cmocka_unit_test(test_principal_by_digest),
+	    cmocka_unit_test(test_token_file),
+	    cmocka_unit_test(test_placeholders_hostile),
+	    cmocka_unit_test(test_jobs_concurrent_callers_share_one_install),
+	    cmocka_unit_test(test_jobs_pending_then_join_then_done),
+	    cmocka_unit_test(test_jobs_failure_backoff_reset),
+	    cmocka_unit_test(test_jobs_mode_build_never_starts_a_job),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

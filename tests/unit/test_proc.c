@@ -223,7 +223,8 @@ test_own_session(void **st)
 	struct proc p;
 	char want[32];
 
-	assert_int_equal(run_sh("ps -o sid= -p $$ 2>/dev/null || cut -d' ' -f6 /proc/$$/stat", 0, 100, &p, &c), 0);
+	assert_int_equal(
+	    run_sh("ps -o sid= -p $$ 2>/dev/null || cut -d' ' -f6 /proc/$$/stat", 0, 100, &p, &c), 0);
 	snprintf(want, sizeof(want), "%d", (int)p.pid);
 	assert_non_null(strstr(c.out, want));
 	cap_free(&c);
@@ -250,17 +251,17 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_relative_argv0_refused),
-		cmocka_unit_test(test_missing_program),
-		cmocka_unit_test(test_argv_is_not_a_shell),
-		cmocka_unit_test(test_env_exact_and_cwd),
-		cmocka_unit_test(test_exit_codes_and_stderr),
-		cmocka_unit_test(test_capture_cap),
-		cmocka_unit_test(test_timeout_kills_group_ignoring_term),
-		cmocka_unit_test(test_timeout_term_suffices),
-		cmocka_unit_test(test_leader_exit_kills_stragglers),
-		cmocka_unit_test(test_own_session),
-		cmocka_unit_test(test_stream_steps),
+	    cmocka_unit_test(test_relative_argv0_refused),
+	    cmocka_unit_test(test_missing_program),
+	    cmocka_unit_test(test_argv_is_not_a_shell),
+	    cmocka_unit_test(test_env_exact_and_cwd),
+	    cmocka_unit_test(test_exit_codes_and_stderr),
+	    cmocka_unit_test(test_capture_cap),
+	    cmocka_unit_test(test_timeout_kills_group_ignoring_term),
+	    cmocka_unit_test(test_timeout_term_suffices),
+	    cmocka_unit_test(test_leader_exit_kills_stragglers),
+	    cmocka_unit_test(test_own_session),
+	    cmocka_unit_test(test_stream_steps),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
