@@ -376,6 +376,8 @@ serve_main(int argc, char **argv)
 	cfg.header_timeout_ms = hdr_ms > 0 ? hdr_ms : g->cfg.server.header_timeout * 1000;
 	cfg.idle_timeout_ms = idle_ms > 0 ? idle_ms : g->cfg.server.idle_timeout * 1000;
 	cfg.body_timeout_ms = body_ms > 0 ? body_ms : g->cfg.server.request_timeout * 1000;
+	cfg.observe = api_observe;
+	cfg.observe_arg = &api;
 	cfg.access_log = !quiet;
 	cfg.verbose = verbose;
 

@@ -38,8 +38,8 @@ static const int status_codes[API_NSTATUS] = {200, 202, 400, 401, 403, 404, 405,
 static const double buckets[API_NBUCKETS] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                                              0.05,   0.1,   0.25,   0.5,   1,    5};
 static const char *const route_names[R_NROUTES] = {
-    "health",          "ops_list",    "ops_run", "runtimes",     "runtime",
-    "runtime_install", "install_job", "metrics", "unauthorized", "not_found",
+    "health",      "ops_list", "ops_run",      "runtimes", "runtime",   "runtime_install",
+    "install_job", "metrics",  "unauthorized", "server",   "not_found",
 };
 
 /* ---- generations ------------------------------------------------------- */
@@ -1146,6 +1146,13 @@ api_handle(const struct httpd_req *req, struct httpd_resp *resp, void *arg)
 		route(&q);
 	record(q.a, q.route, q.status, now_s() - t0);
 	api_gen_put(q.a, q.g);
+}
+
+void
+api_observe(void *arg, const struct httpd_route *route, int status, size_t bytes, int64_t usec)
+{
+	if (route == NULL)
+		record(arg, R_SERVER, status, (double)usec / 1e6);
 }
 
 void

@@ -60,6 +60,7 @@ enum api_route {
 	R_JOB,
 	R_METRICS,
 	R_UNAUTHORIZED, /* refused before routing */
+	R_SERVER,       /* answered by the server core: malformed, too large, timed out, slots full */
 	R_NOT_FOUND,
 	R_NROUTES
 };
@@ -128,6 +129,9 @@ void api_gen_put(struct api *a, struct api_gen *g);
 
 /* The handler for every request but /health: route arg is the api. */
 void api_handle(const struct httpd_req *req, struct httpd_resp *resp, void *arg);
+/* httpd's observe hook: counts the answers the server core gives by itself
+ * (no route: 400, 408, 413, 414, 431, 503 when full) under route "server". */
+void api_observe(void *arg, const struct httpd_route *route, int status, size_t bytes, int64_t usec);
 /* GET /health (inline: never blocks). */
 void api_health(const struct httpd_req *req, struct httpd_resp *resp, void *arg);
 

@@ -284,6 +284,9 @@ raw "GET /v1/ops HTTP/1.1\nHost: t\nX-Access-Token: $TOK\n\n"
 check "bare LF line ends: 400" grep -q '^HTTP/1.1 400' "$T/r"
 raw "GET /v1/ops HTTP/1.1\r\nHost: t\r\nX-Access-Token : $TOK\r\n\r\n"
 check "space before the colon: 400" grep -q '^HTTP/1.1 400' "$T/r"
+s=$(A -H "$H" "$U/metrics")
+check "metrics count what the server core refused (route server, status 400)" \
+	grep -q '^abx_http_requests_total{route="server",status="400"} [1-9]' "$T/body"
 check "the server still answers after all that" test "$(A -H "$H" "$U/v1/ops")" = 200
 
 # ---- slow connections cut at their deadline while a fresh request is served ------------------
