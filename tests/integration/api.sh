@@ -261,6 +261,8 @@ check "audit: policy denials name principal and rule" \
 	grep -q '"event":"policy.denied","principal":"alice","op":"hello.run"' "$T/audit.jsonl"
 check "audit: install records name the principal and op" \
 	sh -c "grep '\"tool\":\"hello\"' '$T/audit.jsonl' | grep -q '\"principal\":\"default\"'"
+check "audit: install.finish has duration, bytes and the artifact digest" \
+	sh -c "grep '\"event\":\"install.finish\"' '$T/audit.jsonl' | grep '\"tool\":\"hello\"' | grep '\"duration_ms\":' | grep '\"bytes\":' | grep -q '\"artifact_sha256\":'"
 check "audit never contains a token" \
 	sh -c "! grep -qF -e '$TOK' -e '$ALICE' -e '$BOB' -e wrong '$T/audit.jsonl'"
 s=$(A -H "$H" "$U/metrics")
