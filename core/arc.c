@@ -682,6 +682,12 @@ do_entry(struct xs *x, struct archive_entry *ent)
 	pfd = parent_fd(x, dir);
 	if (pfd < 0)
 		return -1;
+	/* pax lets a hard link carry data (meant to replace the target's);
+	 * libarchive would decompress it uncounted while skipping it. No
+	 * real tool archive needs one. */
+	if (hl != NULL && archive_entry_size_is_set(ent) && archive_entry_size(ent) > 0)
+		return refuse(x, "hard link carries %lld bytes of data",
+		    (long long)archive_entry_size(ent));
 	if (hl != NULL)
 		return do_hardlink(x, hl, pfd, leaf);
 	if (type == AE_IFLNK)

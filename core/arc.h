@@ -27,6 +27,7 @@
  *    when later components are themselves (checked) symlinks;
  *  - hard-link targets: a name inside the root (same name rules), already
  *    extracted, and a regular file (never a link to a symlink or directory);
+ *    a hard link carrying data (pax allows it) is refused;
  *  - modes: setuid, setgid or sticky on a file refuse the archive (on a
  *    directory they are cleared: they grant nothing there and occur in
  *    tarballs made in shared directories); group/world write

@@ -134,6 +134,7 @@ static void t_symlink_dotdot_after_name(void **s) { refused("symlink_dotdot_afte
 static void t_hardlink_out(void **s) { refused("hardlink_out.tar", T, "'..' component"); }
 static void t_hardlink_abs(void **s) { refused("hardlink_abs.tar", T, "absolute path"); }
 static void t_hardlink_missing(void **s) { refused("hardlink_missing.tar", T, "was not extracted"); }
+static void t_hardlink_data(void **s) { refused("hardlink_data.tar.gz", G, "hard link carries 67108864 bytes"); }
 static void t_hardlink_to_symlink(void **s) { refused("hardlink_to_symlink.tar", T, "a symlink, not a file"); }
 static void t_through_symlink_abs(void **s) { refused("through_symlink_abs.tar", T, "target is absolute"); }
 static void t_through_symlink(void **s) { refused("through_symlink.tar", T, "passes through the symlink 'a'"); }
@@ -550,7 +551,7 @@ main(void)
 		C(t_dotdot), C(t_dotdot_inner), C(t_absolute), C(t_symlink_out),
 		C(t_symlink_abs), C(t_symlink_deep_out), C(t_symlink_dotdot_after_name),
 		C(t_hardlink_out), C(t_hardlink_abs), C(t_hardlink_missing),
-		C(t_hardlink_to_symlink), C(t_through_symlink_abs), C(t_through_symlink),
+		C(t_hardlink_to_symlink), C(t_hardlink_data), C(t_through_symlink_abs), C(t_through_symlink),
 		C(t_device), C(t_blockdev), C(t_fifo), C(t_setuid), C(t_setgid),
 		C(t_overlay_dir_link), C(t_overlay_link_file), C(t_overlay_file_dir),
 		C(t_dup_file), C(t_long_path), C(t_long_component), C(t_deep), C(t_backslash),
