@@ -93,14 +93,16 @@ cat >"$d/m/bench.json" <<EOF
 }
 EOF
 : >"$d/rc"
-ours() { # CACHE: one install into a fresh tools directory
-	rm -rf "$d/tools"
+fresh() { # the previous trees go before the clock starts
+	rm -rf "$d/tools" "$d/ci/node_modules"
 	mkdir -m 700 "$d/tools"
+	sync
+}
+ours() { # CACHE: one install into a fresh tools directory
 	"$BIN" prepare --only bench --manifests "$d/m" --tools-dir "$d/tools" --cache "$1" -q >/dev/null 2>>"$d/ours.err" ||
 		echo fail >>"$d/rc"
 }
 npmci() { # CACHE
-	rm -rf "$d/ci/node_modules"
 	(cd "$d/ci" && npm ci --ignore-scripts --no-audit --no-fund --prefer-offline --cache "$1" \
 		--userconfig "$d/empty" --globalconfig "$d/gempty" --registry "$REG/" --cafile "$SSL_CERT_FILE" \
 		>/dev/null 2>>"$d/npm.err") || echo fail >>"$d/rc"
@@ -114,10 +116,10 @@ r=0
 while [ $r -lt "$NPM_BENCH_RUNS" ]; do
 	say "round $((r + 1)) of $NPM_BENCH_RUNS"
 	rm -rf "$d/oc" "$d/nc"
-	a=$(now); ours "$d/oc"; b=$(now); cold_o="$cold_o $(awk -v a="$a" -v b="$b" "BEGIN{print b-a}")"
-	a=$(now); npmci "$d/nc"; b=$(now); cold_n="$cold_n $(awk -v a="$a" -v b="$b" "BEGIN{print b-a}")"
-	a=$(now); ours "$d/oc"; b=$(now); warm_o="$warm_o $(awk -v a="$a" -v b="$b" "BEGIN{print b-a}")"
-	a=$(now); npmci "$d/nc"; b=$(now); warm_n="$warm_n $(awk -v a="$a" -v b="$b" "BEGIN{print b-a}")"
+	fresh; a=$(now); ours "$d/oc"; b=$(now); cold_o="$cold_o $(awk -v a="$a" -v b="$b" "BEGIN{print b-a}")"
+	fresh; a=$(now); npmci "$d/nc"; b=$(now); cold_n="$cold_n $(awk -v a="$a" -v b="$b" "BEGIN{print b-a}")"
+	fresh; a=$(now); ours "$d/oc"; b=$(now); warm_o="$warm_o $(awk -v a="$a" -v b="$b" "BEGIN{print b-a}")"
+	fresh; a=$(now); npmci "$d/nc"; b=$(now); warm_n="$warm_n $(awk -v a="$a" -v b="$b" "BEGIN{print b-a}")"
 	r=$((r + 1))
 done
 if [ -s "$d/rc" ]; then
@@ -129,9 +131,9 @@ row "npm-lock install ($N packages), cold, ms" "$(med $cold_o)" "$(med $cold_n)"
 row "npm-lock install ($N packages), warm cache, ms" "$(med $warm_o)" "$(med $warm_n)"
 
 # Peak RSS, warm, each side as its whole process tree's exit figure.
-rm -rf "$d/tools"; mkdir -m 700 "$d/tools"
+fresh
 ko=$(peak_kib "$BIN" prepare --only bench --manifests "$d/m" --tools-dir "$d/tools" --cache "$d/oc" -q)
-rm -rf "$d/ci/node_modules"
+fresh
 kn=$(cd "$d/ci" && peak_kib npm ci --ignore-scripts --no-audit --no-fund --prefer-offline --cache "$d/nc" \
 	--userconfig "$d/empty" --globalconfig "$d/gempty" --registry "$REG/" --cafile "$SSL_CERT_FILE")
 row "npm-lock install peak RSS, KiB" "$ko" "$kn"
