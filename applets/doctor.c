@@ -199,6 +199,31 @@ check_state_dir(struct report *r, const struct config *c)
 		line(r, "PASS", "state", NULL, "%s is writable and safe [%s]", dir, src);
 }
 
+/* Where serve keeps agent session journals (<state>/sessions), and whether
+ * a restart can replay them. */
+static void
+check_sessions(struct report *r, const struct config *c)
+{
+	char dir[PATH_MAX], sd[PATH_MAX + 16];
+	struct err e;
+	int ok;
+
+	default_state_dir(c, dir, sizeof(dir));
+	snprintf(sd, sizeof(sd), "%s/sessions", dir);
+	if (fs_dir_safe(sd, &e) == 0)
+		ok = writable_dir(sd);
+	else if (e.code != NULL && strcmp(e.code, "not_found") == 0)
+		ok = fs_dir_safe(dir, &e) == 0 ? writable_dir(dir) : creatable(sd);
+	else
+		ok = 0;
+	if (ok)
+		line(r, "PASS", "sessions", NULL, "session journals go to %s and are replayed after a restart", sd);
+	else
+		line(r, "WARN", "sessions", "set ABX_SERVER_STATE_DIR to a writable directory (a tmpfs or volume)",
+		     "%s cannot be written: session journals live in memory, replay is limited to the process lifetime",
+		     sd);
+}
+
 struct chain {
 	int n;
 	char dir[4][PATH_MAX];
@@ -857,6 +882,7 @@ doctor_main(int argc, char **argv)
 	     L->cfg.mode_floor != CFG_MODE_LAZY ? "; restrict-only: flags may only tighten it" : "");
 	check_home(&r);
 	check_state_dir(&r, &L->cfg);
+	check_sessions(&r, &L->cfg);
 	tools_chain(&L->cfg, &ch);
 	check_tools_dirs(&r, &L->cfg, &ch);
 	check_installed(&r, &ch);

@@ -16,6 +16,8 @@
 #include "digest.h"
 #include "httpd.h"
 #include "manifest.h"
+#include "proc.h"
+#include "sessions.h"
 
 static const char usage[] =
     "usage: agent-sandbox-server serve [--host H] [--port N] [--config F] [--policy F]\n"
@@ -352,6 +354,14 @@ serve_main(int argc, char **argv)
 	api.verbose = verbose;
 	if (api_init(&api, g, &ms, &e) != 0)
 		return fail(&e);
+	{
+		char smsg[1024];
+
+		if (api_sessions_init(&api, smsg, sizeof(smsg), &e) != 0)
+			return fail(&e);
+		if (!quiet || strstr(smsg, "in memory") != NULL)
+			logline("%s", smsg);
+	}
 
 	/* /health first and inline; everything else goes to the API, which
 	 * authenticates before it routes. Every common method is listed so
@@ -408,6 +418,10 @@ serve_main(int argc, char **argv)
 		httpd_free(g_srv);
 		return fail(&e);
 	}
+	/* Running agents end with the server (marked interrupted), so no
+	 * child outlives it; a session still ending keeps the table. */
+	if (api.sessions != NULL && sessions_shutdown(api.sessions, PROC_KILL_GRACE_MS_DEFAULT + 1000) > 0)
+		rc = 1;
 	if (rc == 1) {
 		warnx_line("serve: drain time ran out with requests still running");
 		httpd_free(g_srv);

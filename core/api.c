@@ -40,6 +40,7 @@ static const double buckets[API_NBUCKETS] = {0.0005, 0.001, 0.0025, 0.005, 0.01,
 static const char *const route_names[R_NROUTES] = {
     "health",      "ops_list", "ops_run",      "runtimes", "runtime",   "runtime_install",
     "install_job", "metrics",  "unauthorized", "server",   "not_found",
+    "sessions",
 };
 
 /* ---- generations ------------------------------------------------------- */
@@ -592,6 +593,12 @@ check_policy(struct api_rq *q, const char *op_id, const char *const *installs, i
 	return 1;
 }
 
+int
+api_rq_policy(struct api_rq *q, const char *op_id, const char *const *installs, int n)
+{
+	return check_policy(q, op_id, installs, n);
+}
+
 static const char *
 job_status_name(enum job_status s)
 {
@@ -1035,6 +1042,9 @@ route(struct api_rq *q)
 	char seg[CFG_NAME_MAX];
 	size_t n;
 
+	/* The sessions API routes its own paths (/v1/agents/<a>/sessions…). */
+	if (api_sessions_route(q))
+		return;
 	if (strcmp(p, "/v1/ops") == 0) {
 		q->route = R_OPS_LIST;
 		get ? ops_list(q) : method_not_allowed(q, "GET");

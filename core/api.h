@@ -62,6 +62,7 @@ enum api_route {
 	R_UNAUTHORIZED, /* refused before routing */
 	R_SERVER,       /* answered by the server core: malformed, too large, timed out, slots full */
 	R_NOT_FOUND,
+	R_SESSIONS,      /* /v1/agents/<a>/sessions… (api_sessions.c) */
 	R_NROUTES
 };
 
@@ -88,6 +89,7 @@ struct api {
 	struct api_gen *gen;     /* current generation; one reference held by api */
 	struct manifest_set *ms; /* not owned */
 	struct jobs *jobs;       /* owned */
+	struct sessions *sessions; /* agent sessions (api_sessions_init); NULL = none */
 	struct api_metrics m;    /* under mu */
 	struct api_opcount opc[OPS_MAX];
 	int nopc;
@@ -166,6 +168,14 @@ int api_policy_has_tokens(const struct policy *p);
 /* Prometheus text of the metrics into w (growable, bounded). */
 struct json_w;
 void api_metrics_text(struct api *a, char **out, size_t *len);
+
+/*
+ * Agent sessions (api_sessions.c): the session table from the current
+ * generation's limits, journals in <state dir>/sessions when it can be
+ * made and written (else in memory), journals found there replayed. msg
+ * receives a line for the log. 0, or -1 (e) when out of memory.
+ */
+int api_sessions_init(struct api *a, char *msg, size_t cap, struct err *e);
 
 /* Command ops (api_ops.c). */
 struct api_rq;

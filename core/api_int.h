@@ -34,6 +34,14 @@ struct json_doc;
 struct json_val;
 int api_body_json(struct api_rq *q, struct json_doc *doc, const struct json_val **root);
 
+/* Policy for op_id (installs: the install-admission rule): 0 when allowed,
+ * else 1 after answering 403 (audited, counted). */
+int api_rq_policy(struct api_rq *q, const char *op_id, const char *const *installs, int n);
+
+/* Route /v1/agents/<a>/sessions…: 1 when the request was answered, 0 when
+ * the path is not the sessions API's. */
+int api_sessions_route(struct api_rq *q);
+
 /* Count a finished command op for metrics. */
 void api_count_op(struct api *a, int timed_out);
 

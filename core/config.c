@@ -75,6 +75,13 @@ static const struct keydef keys[CK_NKEYS] = {
 	{"server.max_output_bytes", K_INT, OFF(server.max_output_bytes), 1024, 256 << 20,
 	 "ABX_SERVER_MAX_OUTPUT_BYTES"},
 	{"server.op_concurrency", K_INT, OFF(server.op_concurrency), 1, 4096, "ABX_SERVER_OP_CONCURRENCY"},
+	{"server.max_sessions", K_INT, OFF(server.max_sessions), 1, 256, "ABX_SERVER_MAX_SESSIONS"},
+	{"server.max_sessions_per_agent", K_INT, OFF(server.max_sessions_per_agent), 1, 256,
+	 "ABX_SERVER_MAX_SESSIONS_PER_AGENT"},
+	{"server.session_journal_max_bytes", K_INT, OFF(server.session_journal_max_bytes), 65536, 256 << 20,
+	 "ABX_SERVER_SESSION_JOURNAL_MAX_BYTES"},
+	{"server.sse_heartbeat", K_INT, OFF(server.sse_heartbeat), 1, 3600, "ABX_SERVER_SSE_HEARTBEAT"},
+	{"server.max_streams", K_INT, OFF(server.max_streams), 0, 4096, "ABX_SERVER_MAX_STREAMS"},
 };
 
 /* Objects that hold keys. */
@@ -202,6 +209,11 @@ config_defaults(struct config *c)
 	c->server.max_body_bytes = 1 << 20;
 	c->server.max_output_bytes = 1 << 20;
 	c->server.op_concurrency = 4;
+	c->server.max_sessions = 16;
+	c->server.max_sessions_per_agent = 4;
+	c->server.session_journal_max_bytes = 4 << 20;
+	c->server.sse_heartbeat = 15;
+	c->server.max_streams = 0;
 	c->mode_floor = CFG_MODE_LAZY;
 }
 

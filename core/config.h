@@ -101,6 +101,11 @@ enum cfg_key {
 	CK_SERVER_MAX_BODY_BYTES,
 	CK_SERVER_MAX_OUTPUT_BYTES,
 	CK_SERVER_OP_CONCURRENCY,
+	CK_SERVER_MAX_SESSIONS,
+	CK_SERVER_MAX_SESSIONS_PER_AGENT,
+	CK_SERVER_SESSION_JOURNAL_MAX_BYTES,
+	CK_SERVER_SSE_HEARTBEAT,
+	CK_SERVER_MAX_STREAMS,
 	CK_NKEYS
 };
 
@@ -137,6 +142,11 @@ struct config {
 		int max_body_bytes;
 		int max_output_bytes; /* per stream of a command op */
 		int op_concurrency;   /* default concurrent runs per op */
+		int max_sessions;     /* agent sessions running at once, in total */
+		int max_sessions_per_agent;
+		int session_journal_max_bytes;
+		int sse_heartbeat;    /* seconds between comment lines on an idle event stream */
+		int max_streams;      /* concurrent event streams; 0 = half the workers */
 	} server;
 
 	/* Not configuration values but facts about the load. */

@@ -1,0 +1,709 @@
+/*
+ * The sessions API (SPEC §9): POST /v1/agents/<a>/sessions,
+ * GET …/sessions, GET …/sessions/<id>, GET …/sessions/<id>/events (JSON
+ * page or Server-Sent Events), POST …/sessions/<id>/cancel. The engine is
+ * core/sessions.c.
+ *
+ * Event streams hold a worker thread each (httpd streams from the worker),
+ * so they are capped (server.max_streams, default half the workers) and
+ * end after API_SSE_MAX_MS even when the session goes on: the client
+ * reconnects with Last-Event-ID and loses nothing. A client that went away
+ * is noticed at the next heartbeat at the latest.
+ */
+#include "api_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "fs.h"
+#include "json.h"
+#include "manifest.h"
+#include "proc.h"
+#include "sessions.h"
+
+/* One stream's whole life; then the client resumes with Last-Event-ID. */
+#define API_SSE_MAX_MS (300 * 1000)
+/* Events per JSON page: default and ceiling. */
+#define API_EVENTS_PAGE 100
+#define API_EVENTS_PAGE_MAX 1000
+/* Bytes of events gathered for one page or one stream write. */
+#define API_EVENTS_BYTES (512u << 10)
+/* A session object. */
+#define API_SESSION_OBJ_MAX 4096
+/* How often a waiting stream looks at the server draining. */
+#define API_SSE_TICK_MS 500
+/* The reconnection delay an SSE client is told (ms). */
+#define API_SSE_RETRY_MS 1000
+
+/* ---- set-up ---------------------------------------------------------------- */
+
+int
+api_sessions_init(struct api *a, char *msg, size_t cap, struct err *e)
+{
+	struct sessions_config c;
+	struct api_gen *g = api_gen_get(a);
+	char state[PATH_MAX], dir[PATH_MAX + 16];
+	int loaded, interrupted, skipped, have_dir = 0;
+	struct err e2;
+
+	memset(&c, 0, sizeof(c));
+	c.max_running = g->cfg.server.max_sessions;
+	c.max_per_agent = g->cfg.server.max_sessions_per_agent;
+	c.journal_max = (size_t)g->cfg.server.session_journal_max_bytes;
+	c.max_streams = g->cfg.server.max_streams > 0 ? g->cfg.server.max_streams
+						      : (g->cfg.server.workers / 2 > 0 ? g->cfg.server.workers / 2 : 1);
+	err_clear(&e2);
+	if (tools_state_dir(&g->set, state, sizeof(state)) >= 0 &&
+	    (size_t)snprintf(dir, sizeof(dir), "%s/sessions", state) < sizeof(dir) &&
+	    fs_mkdir_p(dir, 0700, &e2) == 0 && fs_dir_safe(dir, &e2) == 0 && access(dir, W_OK | X_OK) == 0)
+		have_dir = 1;
+	api_gen_put(a, g);
+	c.dir = have_dir ? dir : NULL;
+	a->sessions = sessions_new(&c, a->jobs);
+	if (a->sessions == NULL)
+		return err_set(e, "internal", "out of memory");
+	if (!have_dir) {
+		snprintf(msg, cap,
+			 "no writable state directory for session journals (%s): they live in memory, "
+			 "replay is limited to this process's lifetime",
+			 e2.code != NULL ? e2.msg : "not writable");
+		return 0;
+	}
+	sessions_replay(a->sessions, &loaded, &interrupted, &skipped);
+	snprintf(msg, cap, "session journals in %s: %d replayed (%d marked interrupted), %d skipped", dir, loaded,
+		 interrupted, skipped);
+	return 0;
+}
+
+/* ---- helpers ---------------------------------------------------------------- */
+
+static int
+respond_w(struct api_rq *q, int status, struct json_w *w)
+{
+	int rc;
+
+	if (w->overflow) {
+		json_w_free(w);
+		return api_rq_errf(q, "internal", "response too large");
+	}
+	rc = api_rq_json(q, status, w->buf);
+	json_w_free(w);
+	return rc;
+}
+
+static void
+session_json(struct json_w *w, const struct session_view *v)
+{
+	json_w_obj(w);
+	json_w_kstr(w, "id", v->id);
+	json_w_kstr(w, "object", "agent.session");
+	json_w_kstr(w, "agent", v->agent);
+	json_w_kstr(w, "status", session_status_name(v->status));
+	json_w_kstr(w, "created_at", v->created_at);
+	json_w_key(w, "started_at");
+	v->started_at[0] != '\0' ? json_w_str(w, v->started_at) : json_w_null(w);
+	json_w_key(w, "ended_at");
+	v->ended_at[0] != '\0' && v->status != SESSION_IN_PROGRESS ? json_w_str(w, v->ended_at) : json_w_null(w);
+	json_w_key(w, "exit_code");
+	v->exited ? json_w_int(w, v->exit_code) : json_w_null(w);
+	if (v->exited)
+		json_w_kint(w, "duration_ms", v->duration_ms);
+	json_w_kint(w, "events", v->events);
+	if (v->job[0] != '\0')
+		json_w_kstr(w, "install_job", v->job);
+	if (v->error[0] != '\0')
+		json_w_kstr(w, "error", v->error);
+	if (v->truncated)
+		json_w_kbool(w, "truncated", 1);
+	if (v->cancel_requested && v->status == SESSION_IN_PROGRESS)
+		json_w_kbool(w, "cancel_requested", 1);
+	json_w_kstr(w, "principal", v->principal);
+	json_w_end(w);
+}
+
+static int
+respond_session(struct api_rq *q, int status, const struct session_view *v)
+{
+	struct json_w w;
+
+	json_w_init(&w, API_SESSION_OBJ_MAX);
+	session_json(&w, v);
+	return respond_w(q, status, &w);
+}
+
+static int
+agent_enabled(const struct api_gen *g, const char *a)
+{
+	int i;
+
+	for (i = 0; i < g->cfg.agents.n; i++)
+		if (strcmp(g->cfg.agents.v[i], a) == 0)
+			return 1;
+	return 0;
+}
+
+/* The value of name in a query string (a view), or NULL. */
+static const char *
+query_get(const char *qs, const char *name, size_t *len)
+{
+	size_t n = strlen(name);
+	const char *p = qs, *amp;
+
+	while (p != NULL && *p != '\0') {
+		amp = strchr(p, '&');
+		if (strncmp(p, name, n) == 0 && p[n] == '=') {
+			*len = amp != NULL ? (size_t)(amp - p - n - 1) : strlen(p + n + 1);
+			return p + n + 1;
+		}
+		p = amp != NULL ? amp + 1 : NULL;
+	}
+	return NULL;
+}
+
+/* A decimal in [0, max] from s[0..n): 0 or -1. */
+static int
+parse_u32(const char *s, size_t n, uint32_t max, uint32_t *out)
+{
+	uint64_t v = 0;
+	size_t i;
+
+	if (n == 0 || n > 10)
+		return -1;
+	for (i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -1;
+		v = v * 10 + (uint64_t)(s[i] - '0');
+	}
+	if (v > max)
+		return -1;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+/* ---- create ------------------------------------------------------------------- */
+
+static int
+slot_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+/*
+ * Expand the run template with the body's values: {bin} stays as a whole
+ * word for the session to fill in; every other {slot} takes the body's
+ * member of that name (a string, integer or boolean); {{ and }} are
+ * literal braces. Every body member must be a slot and every slot must be
+ * given. A value that would stand alone as a word and starts with '-' is
+ * refused unless a "--" word comes before it: it would be read as an
+ * option, not as the text it is.
+ */
+static int
+expand_run(const manifest_t *m, const struct json_val *body, char **argv, int *argc, struct err *e)
+{
+	const char *slots[MANIFEST_MAX_ARGV * 4];
+	int nslots = 0, i, k, dashdash = 0;
+	size_t bi;
+
+	*argc = 0;
+	for (i = 0; i < m->run.n; i++) {
+		const char *t = m->run.v[i], *p;
+		size_t cap = strlen(t) + 1, len = 0;
+		char *out;
+
+		if (strcmp(t, "{bin}") == 0) {
+			if ((argv[i] = strdup("{bin}")) == NULL)
+				return err_set(e, "internal", "out of memory");
+			(*argc)++;
+			continue;
+		}
+		out = malloc(SESSION_ARG_MAX);
+		if (out == NULL)
+			return err_set(e, "internal", "out of memory");
+		argv[i] = out;
+		(*argc)++;
+		for (p = t; *p != '\0';) {
+			if ((p[0] == '{' && p[1] == '{') || (p[0] == '}' && p[1] == '}')) {
+				if (len + 1 >= SESSION_ARG_MAX)
+					goto toolong;
+				out[len++] = p[0];
+				p += 2;
+				continue;
+			}
+			if (p[0] == '{') {
+				const struct json_val *val;
+				char name[MANIFEST_ARG_MAX], num[32];
+				const char *s;
+				size_t n = 0, sl;
+
+				p++;
+				while (slot_char(p[n]))
+					n++;
+				if (p[n] != '}' || n == 0)
+					return err_set(e, "install.manifest_invalid", "%s: run word %d: a bad placeholder",
+						       m->name, i);
+				memcpy(name, p, n);
+				name[n] = '\0';
+				p += n + 1;
+				if (strcmp(name, "bin") == 0)
+					return err_set(e, "install.manifest_invalid",
+						       "%s: run word %d: {bin} must be a word of its own", m->name, i);
+				for (k = 0; k < nslots && strcmp(slots[k], name) != 0; k++)
+					;
+				if (k == nslots && nslots < (int)(sizeof(slots) / sizeof(slots[0])))
+					slots[nslots++] = m->run.v[i] + (p - n - 1 - t);
+				val = body != NULL ? json_get(body, name) : NULL;
+				if (val == NULL)
+					return err_set(e, "request.invalid", "%s is required (the run template of %s uses it)",
+						       name, m->name);
+				if (val->type == JSON_STRING) {
+					s = val->u.str.s;
+					sl = val->u.str.len;
+					if (strlen(s) != sl)
+						return err_set(e, "request.invalid", "%s contains a NUL byte", name);
+				} else if (val->type == JSON_NUMBER && val->u.num.is_int) {
+					snprintf(num, sizeof(num), "%lld", (long long)val->u.num.i);
+					s = num;
+					sl = strlen(num);
+				} else if (val->type == JSON_TRUE || val->type == JSON_FALSE) {
+					s = val->type == JSON_TRUE ? "true" : "false";
+					sl = strlen(s);
+				} else {
+					return err_set(e, "request.invalid", "%s must be a string, an integer or a boolean",
+						       name);
+				}
+				if (len == 0 && *p == '\0' && sl > 0 && s[0] == '-' && !dashdash)
+					return err_set(e, "request.invalid",
+						       "%s starts with '-' and would be read as an option by %s", name,
+						       m->name);
+				if (len + sl >= SESSION_ARG_MAX)
+					goto toolong;
+				memcpy(out + len, s, sl);
+				len += sl;
+				continue;
+			}
+			if (len + 1 >= SESSION_ARG_MAX)
+				goto toolong;
+			out[len++] = *p++;
+		}
+		out[len] = '\0';
+		(void)cap;
+		if (strcmp(t, "--") == 0)
+			dashdash = 1;
+	}
+	/* Every member of the body must be a slot. */
+	for (bi = 0; body != NULL && bi < body->u.obj.n; bi++) {
+		const char *key = body->u.obj.m[bi].key;
+		size_t kl = strlen(key);
+
+		for (k = 0; k < nslots; k++)
+			if (strncmp(slots[k], key, kl) == 0 && slots[k][kl] == '}')
+				break;
+		if (k == nslots)
+			return err_set(e, "request.invalid", "%s is not a parameter of %s's run template", key,
+				       m->name);
+	}
+	return 0;
+toolong:
+	return err_set(e, "request.too_large", "run word %d of %s would exceed %u bytes", *argc - 1, m->name,
+		       SESSION_ARG_MAX - 1);
+}
+
+/* serve's start environment without our own secret. */
+static char **
+child_env(struct api *a)
+{
+	char **env;
+	int n = 0, k = 0;
+
+	while (a->start_env != NULL && a->start_env[n] != NULL)
+		n++;
+	env = calloc((size_t)n + 1, sizeof(*env));
+	if (env == NULL)
+		return NULL;
+	for (int i = 0; i < n; i++)
+		if (strncmp(a->start_env[i], "ABX_SERVER_TOKEN=", 17) != 0)
+			env[k++] = a->start_env[i];
+	return env;
+}
+
+static void
+create(struct api_rq *q, const char *agent)
+{
+	char op[OP_ID_MAX], *argv[SESSION_ARGV_MAX + 1];
+	const char *tools[1] = {agent};
+	const struct json_val *root;
+	struct session_spec sp;
+	struct session_view sv;
+	struct job_view *jv = NULL;
+	struct json_doc doc;
+	const manifest_t *m;
+	struct err e;
+	char **env = NULL;
+	int argc = 0, i, rc, retry;
+
+	memset(argv, 0, sizeof(argv));
+	snprintf(op, sizeof(op), "agents.%s.sessions.create", agent);
+	if (!agent_enabled(q->g, agent) || ops_find(&q->g->ops, op) == NULL) {
+		api_rq_errf(q, "not_found", "no agent %s is enabled", agent);
+		return;
+	}
+	/* Install admission: the op, and agents.<a>.install not denied. */
+	if (api_rq_policy(q, op, tools, 1) != 0)
+		return;
+	if (api_body_json(q, &doc, &root) != 0)
+		return;
+	m = manifest_get(q->a->ms, agent, &e);
+	if (m == NULL || m->run.n == 0) {
+		if (m != NULL)
+			err_set(&e, "install.manifest_invalid", "%s has no run block", agent);
+		api_rq_err(q, &e);
+		goto out;
+	}
+	/* The request first: a bad one must not start an install. */
+	err_clear(&e);
+	if (expand_run(m, root, argv, &argc, &e) != 0) {
+		api_rq_err(q, &e);
+		goto out;
+	}
+	jv = malloc(sizeof(*jv));
+	env = child_env(q->a);
+	if (jv == NULL || env == NULL) {
+		api_rq_errf(q, "internal", "out of memory");
+		goto out;
+	}
+	/* Never waits: ready, pending (the job runs), or an error now
+	 * (install.required, install.disabled, install.backoff, …). */
+	err_clear(&e);
+	rc = jobs_need(q->a->jobs, &q->g->set, agent, q->principal, op, 0, jv, &e);
+	if (rc < 0) {
+		if (e.code != NULL && strcmp(e.code, "install.backoff") == 0)
+			api_rq_retry_after(q, jv->retry_after);
+		api_rq_err(q, &e);
+		goto out;
+	}
+	memset(&sp, 0, sizeof(sp));
+	sp.agent = agent;
+	sp.principal = q->principal;
+	sp.op = op;
+	sp.argv = argv;
+	sp.argc = argc;
+	sp.envp = env;
+	sp.set = &q->g->set;
+	sp.entry = rc == 0 ? jv->entry : "";
+	sp.job = rc == 1 ? jv->id : NULL;
+	err_clear(&e);
+	if (sessions_create(q->a->sessions, &sp, &sv, &retry, &e) != 0) {
+		if (retry > 0)
+			api_rq_retry_after(q, retry);
+		api_rq_err(q, &e);
+		goto out;
+	}
+	{
+		char loc[256];
+
+		snprintf(loc, sizeof(loc), "/v1/agents/%s/sessions/%s", agent, sv.id);
+		httpd_resp_header(q->resp, "Location", loc);
+	}
+	respond_session(q, 201, &sv);
+out:
+	for (i = 0; i < argc; i++)
+		free(argv[i]);
+	free(env);
+	free(jv);
+	json_free(&doc);
+}
+
+/* ---- reading ----------------------------------------------------------------- */
+
+static void
+list(struct api_rq *q, const char *agent)
+{
+	struct session_view *v = malloc(SESSIONS_KEEP * sizeof(*v));
+	struct json_w w;
+	int i, n;
+
+	if (v == NULL) {
+		api_rq_errf(q, "internal", "out of memory");
+		return;
+	}
+	n = sessions_list(q->a->sessions, agent, v, SESSIONS_KEEP);
+	json_w_init(&w, (size_t)SESSIONS_KEEP * API_SESSION_OBJ_MAX);
+	json_w_obj(&w);
+	json_w_kstr(&w, "object", "list");
+	json_w_key(&w, "data");
+	json_w_arr(&w);
+	for (i = 0; i < n; i++)
+		session_json(&w, &v[i]);
+	json_w_end(&w);
+	json_w_end(&w);
+	free(v);
+	respond_w(q, 200, &w);
+}
+
+static void
+get_one(struct api_rq *q, const char *agent, const char *id)
+{
+	struct session_view v;
+
+	if (sessions_get(q->a->sessions, agent, id, &v) != 0) {
+		api_rq_errf(q, "not_found", "no session %s of %s", id, agent);
+		return;
+	}
+	respond_session(q, 200, &v);
+}
+
+static void
+cancel(struct api_rq *q, const char *agent, const char *id)
+{
+	struct session_view v;
+	int rc, i;
+
+	rc = sessions_cancel(q->a->sessions, agent, id, &v);
+	if (rc < 0) {
+		api_rq_errf(q, "not_found", "no session %s of %s", id, agent);
+		return;
+	}
+	/* Answer with the end when it comes soon: SIGTERM, then SIGKILL after
+	 * the grace, is bounded. */
+	for (i = 0; rc == 0 && i < (PROC_KILL_GRACE_MS_DEFAULT + 1000) / 100; i++) {
+		if (sessions_get(q->a->sessions, agent, id, &v) != 0 || v.status != SESSION_IN_PROGRESS)
+			break;
+		sessions_wait(q->a->sessions, id, v.events, 100);
+	}
+	respond_session(q, 200, &v);
+}
+
+static void
+events_page(struct api_rq *q, const char *agent, const char *id, uint32_t after, uint32_t limit)
+{
+	struct session_view v;
+	struct json_w w;
+	char *buf = NULL;
+	size_t len, i;
+	uint32_t last;
+	int n, done;
+
+	n = sessions_read(q->a->sessions, agent, id, after, (int)limit, API_EVENTS_BYTES, 0, &buf, &len, &last,
+			  &done);
+	if (n < 0 || sessions_get(q->a->sessions, agent, id, &v) != 0) {
+		free(buf);
+		api_rq_errf(q, "not_found", "no session %s of %s", id, agent);
+		return;
+	}
+	/* JSON lines to an array: each newline but the last becomes a comma. */
+	for (i = 0; i + 1 < len; i++)
+		if (buf[i] == '\n')
+			buf[i] = ',';
+	if (len > 0)
+		buf[len - 1] = '\0';
+	json_w_init(&w, API_EVENTS_BYTES * 2);
+	json_w_obj(&w);
+	json_w_kstr(&w, "object", "list");
+	json_w_key(&w, "data");
+	json_w_arr(&w);
+	if (n > 0)
+		json_w_raw(&w, buf);
+	json_w_end(&w);
+	json_w_kint(&w, "first_id", n > 0 ? after + 1 : 0);
+	json_w_kint(&w, "last_id", last);
+	json_w_kbool(&w, "has_more", last < v.events);
+	json_w_kstr(&w, "session_status", session_status_name(v.status));
+	json_w_end(&w);
+	free(buf);
+	respond_w(q, 200, &w);
+}
+
+static void
+events_stream(struct api_rq *q, const char *agent, const char *id, uint32_t after)
+{
+	struct sessions *S = q->a->sessions;
+	int hb_ms = q->g->cfg.server.sse_heartbeat * 1000;
+	int64_t end = proc_now_ms() + API_SSE_MAX_MS, idle_since = proc_now_ms();
+	struct session_view v;
+	char hello[64];
+	char *buf;
+	size_t len;
+	uint32_t last = after;
+	int n, done = 0, w, left;
+
+	if (sessions_get(S, agent, id, &v) != 0) {
+		api_rq_errf(q, "not_found", "no session %s of %s", id, agent);
+		return;
+	}
+	if (sessions_stream_acquire(S) != 0) {
+		api_rq_retry_after(q, 5);
+		api_rq_errf(q, "request.rate_limited", "every event stream slot is taken (server.max_streams)");
+		return;
+	}
+	sessions_hold(S, id, 1);
+	q->status = 200;
+	if (httpd_stream_begin(q->resp, 200, "text/event-stream") != 0)
+		goto out;
+	snprintf(hello, sizeof(hello), "retry: %d\n\n", API_SSE_RETRY_MS);
+	if (httpd_stream_write(q->resp, hello, strlen(hello)) != 0)
+		goto out;
+	while (!done) {
+		n = sessions_read(S, agent, id, last, API_EVENTS_PAGE_MAX, API_EVENTS_BYTES, 1, &buf, &len, &last,
+				  &done);
+		if (n < 0)
+			break;
+		if (n > 0) {
+			int rc = httpd_stream_write(q->resp, buf, len);
+
+			free(buf);
+			if (rc != 0)
+				break;
+			continue;
+		}
+		free(buf);
+		if (done || httpd_resp_closing(q->resp) || proc_now_ms() >= end)
+			break;
+		/* Short waits, so a draining server is noticed at once. */
+		left = hb_ms - (int)(proc_now_ms() - idle_since);
+		w = sessions_wait(S, id, last, left < 1 ? 1 : left < API_SSE_TICK_MS ? left : API_SSE_TICK_MS);
+		if (w < 0)
+			break;
+		if (w > 0) {
+			idle_since = proc_now_ms();
+		} else if (proc_now_ms() - idle_since >= hb_ms) {
+			if (httpd_stream_write(q->resp, ": keep-alive\n\n", 14) != 0)
+				break;
+			idle_since = proc_now_ms();
+		}
+	}
+	httpd_stream_end(q->resp);
+out:
+	sessions_hold(S, id, 0);
+	sessions_stream_release(S);
+}
+
+static void
+events(struct api_rq *q, const char *agent, const char *id)
+{
+	const char *accept = httpd_req_header(q->req, "Accept");
+	const char *lei = httpd_req_header(q->req, "Last-Event-ID"), *s;
+	uint32_t after = 0, limit = API_EVENTS_PAGE;
+	size_t n;
+
+	if ((s = query_get(q->req->query, "after", &n)) != NULL && parse_u32(s, n, UINT32_MAX - 1, &after) != 0) {
+		api_rq_errf(q, "request.invalid", "after must be an event number");
+		return;
+	}
+	if ((s = query_get(q->req->query, "limit", &n)) != NULL &&
+	    (parse_u32(s, n, API_EVENTS_PAGE_MAX, &limit) != 0 || limit == 0)) {
+		api_rq_errf(q, "request.invalid", "limit must be 1..%d", API_EVENTS_PAGE_MAX);
+		return;
+	}
+	if (accept != NULL && strstr(accept, "text/event-stream") != NULL) {
+		/* A reconnecting EventSource sends the last id it saw. */
+		if (lei != NULL && parse_u32(lei, strlen(lei), UINT32_MAX - 1, &after) != 0) {
+			api_rq_errf(q, "request.invalid", "Last-Event-ID must be an event number");
+			return;
+		}
+		events_stream(q, agent, id, after);
+		return;
+	}
+	events_page(q, agent, id, after, limit);
+}
+
+/* ---- routing ------------------------------------------------------------------ */
+
+static void
+not_allowed(struct api_rq *q, const char *allow)
+{
+	httpd_resp_header(q->resp, "Allow", allow);
+	api_rq_errf(q, "request.method", "%s is not allowed here (allowed: %s)", q->req->method, allow);
+}
+
+/* Copy the segment at p (up to '/' or the end) into out; its length, or 0
+ * when it is empty, too long or has other than [A-Za-z0-9_-]. */
+static size_t
+segment(const char *p, char *out, size_t cap)
+{
+	size_t n = 0;
+
+	while (p[n] != '\0' && p[n] != '/') {
+		char c = p[n];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+		      c == '_') ||
+		    n + 1 >= cap)
+			return 0;
+		out[n] = c;
+		n++;
+	}
+	out[n] = '\0';
+	return n;
+}
+
+int
+api_sessions_route(struct api_rq *q)
+{
+	const char *p = q->req->path, *m = q->req->method, *rest;
+	int get = strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0, post = strcmp(m, "POST") == 0;
+	char agent[CFG_NAME_MAX], id[SESSION_ID_MAX], op[OP_ID_MAX];
+	size_t n;
+
+	if (strncmp(p, "/v1/agents/", 11) != 0 || q->a->sessions == NULL)
+		return 0;
+	rest = p + 11;
+	if ((n = segment(rest, agent, sizeof(agent))) == 0 || strncmp(rest + n, "/sessions", 9) != 0)
+		return 0;
+	rest += n + 9;
+	if (*rest != '\0' && *rest != '/')
+		return 0;
+	q->route = R_SESSIONS;
+	if (!agent_enabled(q->g, agent)) {
+		api_rq_errf(q, "not_found", "no agent %s is enabled", agent);
+		return 1;
+	}
+	if (*rest == '\0') {
+		if (post) {
+			create(q, agent);
+		} else if (get) {
+			snprintf(op, sizeof(op), "agents.%s.sessions.list", agent);
+			if (api_rq_policy(q, op, NULL, 0) == 0)
+				list(q, agent);
+		} else {
+			not_allowed(q, "GET, POST");
+		}
+		return 1;
+	}
+	rest++;
+	if ((n = segment(rest, id, sizeof(id))) == 0) {
+		api_rq_errf(q, "not_found", "no such resource: %s", p);
+		return 1;
+	}
+	rest += n;
+	if (*rest == '\0') {
+		if (!get) {
+			not_allowed(q, "GET");
+			return 1;
+		}
+		snprintf(op, sizeof(op), "agents.%s.sessions.get", agent);
+		if (api_rq_policy(q, op, NULL, 0) == 0)
+			get_one(q, agent, id);
+	} else if (strcmp(rest, "/events") == 0) {
+		if (!get) {
+			not_allowed(q, "GET");
+			return 1;
+		}
+		snprintf(op, sizeof(op), "agents.%s.sessions.events", agent);
+		if (api_rq_policy(q, op, NULL, 0) == 0)
+			events(q, agent, id);
+	} else if (strcmp(rest, "/cancel") == 0) {
+		if (!post) {
+			not_allowed(q, "POST");
+			return 1;
+		}
+		snprintf(op, sizeof(op), "agents.%s.sessions.cancel", agent);
+		if (api_rq_policy(q, op, NULL, 0) == 0)
+			cancel(q, agent, id);
+	} else {
+		api_rq_errf(q, "not_found", "no such resource: %s", p);
+	}
+	return 1;
+}

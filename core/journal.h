@@ -1,0 +1,90 @@
+#ifndef ABX_JOURNAL_H
+#define ABX_JOURNAL_H
+/*
+ * Session journals (SPEC §9): a header line, then one JSON object per line,
+ * one per event, in order. Held in memory (every line, for paging and
+ * streaming) and, when a directory is given, appended to <dir>/<id>.jsonl
+ * as it grows, so a restarted server can load it again.
+ *
+ * A line is appended with one write(2) and no fsync: a kill -9 loses
+ * nothing the kernel has, a power cut may lose the tail. A journal loaded
+ * after a crash may end in a partial line (the write was cut short); that
+ * tail is dropped and the file truncated to the last whole line, so the
+ * next append starts a fresh line.
+ *
+ * Threads: a journal has no lock of its own; its owner (a session)
+ * serialises every call.
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+/* A journal's own ceiling on lines (the byte limit is the caller's, see
+ * journal_bytes); 1 Mi lines of 4 bytes each is more than any byte limit
+ * lets through. */
+#define JOURNAL_LINES_MAX (1u << 20)
+/* One line: an event's data is capped well below this by its producer. */
+#define JOURNAL_LINE_MAX (64u << 10)
+/* The header line. */
+#define JOURNAL_HEADER_MAX 4096
+#define JOURNAL_ID_MAX 64
+
+struct journal {
+	char id[JOURNAL_ID_MAX];
+	char *header;          /* owned, NUL-terminated, no newline */
+	char *buf;             /* owned: lines, each ending in '\n' */
+	size_t len, cap;
+	uint32_t *off;         /* owned: start of line i in buf */
+	uint32_t n, offcap;
+	int fd;                /* -1: in memory only */
+	char path[4096];       /* "" in memory */
+	int write_failed;      /* a write to the file failed: memory only since */
+};
+
+/*
+ * Start a journal with header (a JSON object, no newline). dir NULL: in
+ * memory only. Else <dir>/<id>.jsonl is created (mode 0600, O_EXCL) with
+ * the header line. Returns 0, or -1 with e (io.error; request.invalid for
+ * an id that is not [A-Za-z0-9_-]).
+ */
+int journal_create(struct journal *j, const char *dir, const char *id, const char *header, struct err *e);
+
+/*
+ * Load <path> (a journal file): the header and every whole line that is a
+ * JSON object. A partial last line is dropped and the file truncated to
+ * the last whole line. The file stays open for appending. Returns 0, or -1
+ * with e (io.error, json.* for a header that is not JSON: the caller skips
+ * the file).
+ */
+int journal_load(struct journal *j, const char *path, struct err *e);
+
+/*
+ * Append one line (a JSON object without newline, len bytes, under
+ * JOURNAL_LINE_MAX). Returns the line's number (1-based) or -1 with e
+ * (request.too_large over the caps, internal when out of memory). A
+ * failing file write is not an error: the journal goes on in memory and
+ * write_failed says so.
+ */
+int64_t journal_append(struct journal *j, const char *line, size_t len, struct err *e);
+
+/* Line k (1-based) as a view into the journal (no newline), valid until
+ * the next append; NULL when out of range. */
+const char *journal_line(const struct journal *j, uint32_t k, size_t *len);
+
+/* Lines held, and their bytes (newlines included). */
+static inline uint32_t
+journal_count(const struct journal *j)
+{
+	return j->n;
+}
+static inline size_t
+journal_bytes(const struct journal *j)
+{
+	return j->len;
+}
+
+/* Close the file and free everything; remove the file too when unlink. */
+void journal_close(struct journal *j, int unlink_file);
+
+#endif

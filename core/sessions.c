@@ -1,0 +1,1122 @@
+/*
+ * Agent sessions: a table of slots, a thread per running session, journals.
+ */
+#include "sessions.h"
+
+/* Copies into fixed fields (ids, names, times) cut what cannot fit. */
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "json.h"
+#include "proc.h"
+
+/* A session thread keeps proc's read buffer and two line buffers. */
+#define SESSION_STACK_SIZE (256u << 10)
+/* Room above the journal limit for the events that end a session
+ * (truncated, exited, interrupted): they are always written. */
+#define SESSION_TAIL_RESERVE 4096
+
+struct slot {
+	int used;
+	struct session_view v;
+	struct journal j;
+	pthread_cond_t cv;
+	int64_t created_ms;        /* realtime, for eviction order */
+	int running;               /* a thread works on it (counts toward limits) */
+	int holds;                 /* readers that must not see it evicted */
+	int cancel;                /* cancel or shutdown asked */
+	int shutdown;              /* ... by the server stopping: interrupted */
+	uint64_t dropped;          /* output bytes not journaled (over the limit) */
+	/* The thread's own, set before it starts. */
+	char **argv;
+	int argc;
+	char **envp;
+	struct install_settings *set;
+	char op[128];
+	struct sessions *S;
+	/* Line assembly per stream (the thread's). */
+	char *line[3];
+	size_t llen[3];
+};
+
+struct sessions {
+	pthread_mutex_t mu;
+	struct sessions_config c;
+	char dir[4096];
+	struct jobs *J;
+	int streams;
+	uint64_t created, events;
+	struct slot slot[SESSIONS_KEEP];
+};
+
+static const char *const status_names[] = {"in_progress", "completed", "failed", "cancelled", "interrupted"};
+
+const char *
+session_status_name(enum session_status s)
+{
+	return (unsigned)s < 5 ? status_names[s] : "?";
+}
+
+static int
+status_parse(const char *s, enum session_status *out)
+{
+	int i;
+
+	for (i = 0; i < 5; i++)
+		if (strcmp(s, status_names[i]) == 0) {
+			*out = (enum session_status)i;
+			return 0;
+		}
+	return -1;
+}
+
+static int64_t
+real_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* RFC 3339 UTC with milliseconds. */
+static void
+fmt_time(int64_t ms, char *buf, size_t cap)
+{
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+
+	gmtime_r(&t, &tm);
+	snprintf(buf, cap, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+		 tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
+}
+
+struct sessions *
+sessions_new(const struct sessions_config *c, struct jobs *J)
+{
+	struct sessions *S = calloc(1, sizeof(*S));
+	int i;
+
+	if (S == NULL)
+		return NULL;
+	pthread_mutex_init(&S->mu, NULL);
+	S->c = *c;
+	if (c->dir != NULL) {
+		snprintf(S->dir, sizeof(S->dir), "%s", c->dir);
+		S->c.dir = S->dir;
+	}
+	if (S->c.journal_max == 0)
+		S->c.journal_max = SESSIONS_JOURNAL_MAX_DEFAULT;
+	S->J = J;
+	for (i = 0; i < SESSIONS_KEEP; i++) {
+		pthread_cond_init(&S->slot[i].cv, NULL);
+		S->slot[i].j.fd = -1;
+	}
+	return S;
+}
+
+static struct slot *
+find(struct sessions *S, const char *agent, const char *id)
+{
+	int i;
+
+	for (i = 0; i < SESSIONS_KEEP; i++) {
+		struct slot *s = &S->slot[i];
+
+		if (s->used && strcmp(s->v.id, id) == 0 && (agent == NULL || strcmp(s->v.agent, agent) == 0))
+			return s;
+	}
+	return NULL;
+}
+
+/* ---- events (under S->mu) ----------------------------------------------- */
+
+/*
+ * Append an event: {"seq","type","time", members of extra (a JSON object's
+ * inside, "" for none), "status" when status >= 0}. Output events obey the
+ * journal limit (the first one over it is replaced by one truncated event);
+ * other events always go in.
+ */
+static void
+emit(struct slot *s, const char *type, const char *extra, int status, int is_output, size_t data_len)
+{
+	char tm[32], *line;
+	size_t cap = strlen(extra) + 256, max = s->S->c.journal_max;
+	struct err e;
+	int n;
+
+	if (is_output && s->v.truncated) {
+		s->dropped += data_len;
+		return;
+	}
+	if (is_output && journal_bytes(&s->j) + cap > max) {
+		char x[128];
+
+		s->v.truncated = 1;
+		s->dropped += data_len;
+		snprintf(x, sizeof(x), "\"limit_bytes\":%zu", max);
+		emit(s, "agent.session.truncated", x, -1, 0, 0);
+		return;
+	}
+	line = malloc(cap);
+	if (line == NULL)
+		return;
+	fmt_time(real_ms(), tm, sizeof(tm));
+	n = snprintf(line, cap, "{\"seq\":%u,\"type\":\"%s\",\"time\":\"%s\"%s%s", journal_count(&s->j) + 1, type,
+		     tm, extra[0] != '\0' ? "," : "", extra);
+	if (status >= 0)
+		n += snprintf(line + n, cap - (size_t)n, ",\"status\":\"%s\"", status_names[status]);
+	n += snprintf(line + n, cap - (size_t)n, "}");
+	if ((size_t)n < cap && journal_append(&s->j, line, (size_t)n, &e) > 0) {
+		s->v.events = journal_count(&s->j);
+		s->S->events++;
+	}
+	free(line);
+	if (status >= 0)
+		s->v.status = (enum session_status)status;
+	pthread_cond_broadcast(&s->cv);
+}
+
+/* One output event for data[0..n) of stream i, partial or not. Caller
+ * holds S->mu. */
+static void
+emit_output(struct slot *s, int i, const char *data, size_t n, int partial)
+{
+	struct json_w w;
+	char *x;
+
+	if (s->v.truncated) {
+		s->dropped += n;
+		return;
+	}
+	json_w_init(&w, JOURNAL_LINE_MAX - 512);
+	json_w_obj(&w);
+	json_w_kstr(&w, "stream", i == PROC_STDOUT ? "stdout" : "stderr");
+	json_w_key(&w, "data");
+	json_w_strn(&w, data, n);
+	if (partial)
+		json_w_kbool(&w, "partial", 1);
+	json_w_end(&w);
+	if (!w.overflow && w.len >= 2) {
+		/* The members without the braces. */
+		x = w.buf + 1;
+		w.buf[w.len - 1] = '\0';
+		emit(s, "agent.session.output", x, -1, 1, n);
+	}
+	json_w_free(&w);
+}
+
+/* Where to cut a too-long line so a UTF-8 sequence is not split: back up
+ * over at most 3 continuation bytes. */
+static size_t
+utf8_cut(const char *p, size_t n)
+{
+	size_t k = n;
+	int back = 0;
+
+	while (k > 0 && back < 3 && ((unsigned char)p[k] & 0xc0) == 0x80) {
+		k--;
+		back++;
+	}
+	return k > 0 && back < 3 ? k : n;
+}
+
+struct sink_ctx {
+	struct slot *s;
+};
+
+/* proc's sink: split into lines (runs on the session thread). */
+static void
+on_output(void *arg, enum proc_stream st, const char *data, size_t len)
+{
+	struct slot *s = ((struct sink_ctx *)arg)->s;
+	struct sessions *S = s->S;
+	int i = (int)st;
+	char *lb = s->line[i];
+	const char *p = data, *end = data + len, *nl;
+	size_t k;
+
+	pthread_mutex_lock(&S->mu);
+	while (p < end) {
+		nl = memchr(p, '\n', (size_t)(end - p));
+		k = nl != NULL ? (size_t)(nl - p) : (size_t)(end - p);
+		if (s->llen[i] == 0 && nl != NULL && k <= SESSION_EVENT_DATA_MAX) {
+			/* The common case: a whole line in the chunk, no copy. */
+			emit_output(s, i, p, k, 0);
+			p = nl + 1;
+			continue;
+		}
+		while (k > 0) {
+			size_t room = SESSION_EVENT_DATA_MAX - s->llen[i], take = k < room ? k : room;
+
+			memcpy(lb + s->llen[i], p, take);
+			s->llen[i] += take;
+			p += take;
+			k -= take;
+			if (s->llen[i] == SESSION_EVENT_DATA_MAX && (k > 0 || nl == NULL)) {
+				size_t cut = utf8_cut(lb, s->llen[i]);
+
+				emit_output(s, i, lb, cut, 1);
+				memmove(lb, lb + cut, s->llen[i] - cut);
+				s->llen[i] -= cut;
+			}
+		}
+		if (nl != NULL) {
+			emit_output(s, i, lb, s->llen[i], 0);
+			s->llen[i] = 0;
+			p = nl + 1;
+		}
+	}
+	pthread_mutex_unlock(&S->mu);
+}
+
+/* ---- the session thread --------------------------------------------------- */
+
+static int
+fill_pid_start(pid_t pid, unsigned long long *start)
+{
+	char path[64], buf[1024], *p;
+	ssize_t n;
+	int fd, field;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	/* Field 2 (comm) may hold spaces and parentheses: count from the
+	 * last ')'. starttime is field 22. */
+	p = strrchr(buf, ')');
+	if (p == NULL)
+		return -1;
+	for (field = 2; field < 22 && p != NULL; field++)
+		p = strchr(p + 1, ' ');
+	if (p == NULL)
+		return -1;
+	*start = strtoull(p + 1, NULL, 10);
+	return 0;
+}
+
+static void
+fail_env(struct slot *s, const struct err *e)
+{
+	struct json_w w;
+
+	json_w_init(&w, 2048);
+	json_w_obj(&w);
+	json_w_kstr(&w, "code", e->code != NULL ? e->code : "install.failed");
+	json_w_kstr(&w, "message", e->msg);
+	json_w_end(&w);
+	pthread_mutex_lock(&s->S->mu);
+	snprintf(s->v.error, sizeof(s->v.error), "%s", e->code != NULL ? e->code : "install.failed");
+	if (!w.overflow) {
+		w.buf[w.len - 1] = '\0';
+		emit(s, "agent.session.environment.failed", w.buf + 1, SESSION_FAILED, 0, 0);
+	}
+	pthread_mutex_unlock(&s->S->mu);
+	json_w_free(&w);
+}
+
+/* End a session that never started a child (cancelled while waiting). */
+static void
+end_unstarted(struct slot *s)
+{
+	pthread_mutex_lock(&s->S->mu);
+	fmt_time(real_ms(), s->v.ended_at, sizeof(s->v.ended_at));
+	if (s->shutdown)
+		emit(s, "agent.session.interrupted", "\"reason\":\"server stopped\"", SESSION_INTERRUPTED, 0, 0);
+	else
+		emit(s, "agent.session.cancelled", "", SESSION_CANCELLED, 0, 0);
+	pthread_mutex_unlock(&s->S->mu);
+}
+
+/* Wait for the install job: 0 ready (entry), 1 cancelled, -1 failed. */
+static int
+wait_install(struct slot *s, char *entry, size_t cap)
+{
+	struct sessions *S = s->S;
+	struct job_view *v = malloc(sizeof(*v));
+	struct err e;
+	int rc, cancel;
+
+	if (v == NULL) {
+		err_set(&e, "internal", "out of memory");
+		fail_env(s, &e);
+		return -1;
+	}
+	for (;;) {
+		pthread_mutex_lock(&S->mu);
+		cancel = s->cancel;
+		pthread_mutex_unlock(&S->mu);
+		if (cancel) {
+			free(v);
+			return 1;
+		}
+		err_clear(&e);
+		rc = jobs_need(S->J, s->set, s->v.agent, s->v.principal, s->op, SESSION_POLL_MS, v, &e);
+		if (rc == 1)
+			continue;
+		break;
+	}
+	if (rc != 0) {
+		fail_env(s, &e);
+		free(v);
+		return -1;
+	}
+	snprintf(entry, cap, "%s", v->entry);
+	free(v);
+	pthread_mutex_lock(&S->mu);
+	emit(s, "agent.session.environment.ready", "", -1, 0, 0);
+	pthread_mutex_unlock(&S->mu);
+	return 0;
+}
+
+static void
+run_child(struct slot *s, const char *entry)
+{
+	struct sessions *S = s->S;
+	char *argv[SESSION_ARGV_MAX + 1];
+	struct sink_ctx sc = {s};
+	unsigned long long pstart = 0;
+	struct proc_spec spec;
+	struct proc p;
+	struct err e;
+	char x[256];
+	int i, cancel_seen = 0, cancelled = 0, shutdown = 0, code;
+	enum session_status st;
+
+	for (i = 0; i < s->argc; i++)
+		argv[i] = strcmp(s->argv[i], "{bin}") == 0 ? (char *)entry : s->argv[i];
+	argv[s->argc] = NULL;
+	memset(&spec, 0, sizeof(spec));
+	spec.argv = argv;
+	spec.envp = s->envp;
+	spec.kill_grace_ms = S->c.kill_grace_ms;
+	err_clear(&e);
+	if (proc_spawn(&p, &spec, &e) != 0) {
+		struct json_w w;
+
+		json_w_init(&w, 2048);
+		json_w_obj(&w);
+		json_w_kstr(&w, "code", e.code);
+		json_w_kstr(&w, "message", e.msg);
+		json_w_end(&w);
+		pthread_mutex_lock(&S->mu);
+		snprintf(s->v.error, sizeof(s->v.error), "%s", e.code);
+		fmt_time(real_ms(), s->v.ended_at, sizeof(s->v.ended_at));
+		if (!w.overflow) {
+			w.buf[w.len - 1] = '\0';
+			emit(s, "agent.session.start_failed", w.buf + 1, SESSION_FAILED, 0, 0);
+		}
+		pthread_mutex_unlock(&S->mu);
+		json_w_free(&w);
+		return;
+	}
+	fill_pid_start(p.pid, &pstart);
+	pthread_mutex_lock(&S->mu);
+	fmt_time(real_ms(), s->v.started_at, sizeof(s->v.started_at));
+	snprintf(x, sizeof(x), "\"pid\":%d,\"pid_start\":%llu", (int)p.pid, pstart);
+	emit(s, "agent.session.started", x, -1, 0, 0);
+	pthread_mutex_unlock(&S->mu);
+
+	for (;;) {
+		if (!cancel_seen) {
+			pthread_mutex_lock(&S->mu);
+			cancelled = s->cancel;
+			shutdown = s->shutdown;
+			pthread_mutex_unlock(&S->mu);
+			if (cancelled) {
+				cancel_seen = 1;
+				proc_kill(&p, SIGTERM);
+				p.kill_at_ms = proc_now_ms() + p.grace_ms;
+				p.deadline_ms = 0;
+			}
+		}
+		if (proc_step(&p, cancel_seen ? 50 : SESSION_POLL_MS, on_output, &sc) == 0)
+			break;
+	}
+	code = proc_exit_code(&p);
+	pthread_mutex_lock(&S->mu);
+	/* What is left without a newline is a last line. */
+	for (i = 1; i <= 2; i++)
+		if (s->llen[i] > 0) {
+			emit_output(s, i, s->line[i], s->llen[i], 0);
+			s->llen[i] = 0;
+		}
+	if (s->dropped > 0) {
+		snprintf(x, sizeof(x), "\"dropped_bytes\":%llu", (unsigned long long)s->dropped);
+		emit(s, "agent.session.output_dropped", x, -1, 0, 0);
+	}
+	s->v.exited = 1;
+	s->v.exit_code = code;
+	s->v.duration_ms = proc_elapsed_ms(&p);
+	fmt_time(real_ms(), s->v.ended_at, sizeof(s->v.ended_at));
+	st = shutdown ? SESSION_INTERRUPTED : cancelled ? SESSION_CANCELLED
+		       : code == 0		  ? SESSION_COMPLETED
+						  : SESSION_FAILED;
+	if (WIFSIGNALED(p.status))
+		snprintf(x, sizeof(x), "\"exit_code\":%d,\"signal\":%d,\"duration_ms\":%lld", code,
+			 WTERMSIG(p.status), (long long)s->v.duration_ms);
+	else
+		snprintf(x, sizeof(x), "\"exit_code\":%d,\"duration_ms\":%lld", code, (long long)s->v.duration_ms);
+	emit(s, "agent.session.exited", x, (int)st, 0, 0);
+	pthread_mutex_unlock(&S->mu);
+	proc_close(&p);
+}
+
+static void
+free_run(struct slot *s)
+{
+	int i;
+
+	for (i = 0; s->argv != NULL && i < s->argc; i++)
+		free(s->argv[i]);
+	free(s->argv);
+	for (i = 0; s->envp != NULL && s->envp[i] != NULL; i++)
+		free(s->envp[i]);
+	free(s->envp);
+	free(s->set);
+	free(s->line[1]);
+	free(s->line[2]);
+	s->argv = s->envp = NULL;
+	s->set = NULL;
+	s->line[1] = s->line[2] = NULL;
+	s->argc = 0;
+}
+
+static void *
+session_thread(void *arg)
+{
+	struct slot *s = arg;
+	struct sessions *S = s->S;
+	char *entry = malloc(PATH_MAX);
+	int need_install, rc = 0;
+
+	pthread_mutex_lock(&S->mu);
+	need_install = s->v.job[0] != '\0';
+	pthread_mutex_unlock(&S->mu);
+	if (entry == NULL) {
+		struct err e;
+
+		err_set(&e, "internal", "out of memory");
+		fail_env(s, &e);
+		rc = -1;
+	} else if (need_install) {
+		rc = wait_install(s, entry, PATH_MAX);
+	} else {
+		/* set by create: the ready entry travels in argv's place */
+		snprintf(entry, PATH_MAX, "%s", s->line[0] != NULL ? s->line[0] : "");
+	}
+	if (rc == 0)
+		run_child(s, entry);
+	else if (rc == 1)
+		end_unstarted(s);
+	free(entry);
+	pthread_mutex_lock(&S->mu);
+	free(s->line[0]);
+	s->line[0] = NULL;
+	free_run(s);
+	if (s->v.ended_at[0] == '\0')
+		fmt_time(real_ms(), s->v.ended_at, sizeof(s->v.ended_at));
+	s->running = 0;
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&S->mu);
+	return NULL;
+}
+
+/* ---- create -------------------------------------------------------------- */
+
+static void
+new_id(char *id)
+{
+	unsigned char r[8];
+	size_t i;
+
+	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r)) {
+		/* Uniqueness, not secrecy, is what the id needs. */
+		static unsigned long n;
+		unsigned long x = (unsigned long)real_ms() ^ (++n * 0x9e3779b97f4a7c15ul);
+
+		memcpy(r, &x, sizeof(r));
+	}
+	memcpy(id, "as_", 3);
+	for (i = 0; i < sizeof(r); i++)
+		snprintf(id + 3 + 2 * i, 3, "%02x", r[i]);
+}
+
+/* A slot for a new session (under mu): free, else the oldest finished one
+ * nobody reads, whose journal goes with it. */
+static struct slot *
+slot_take(struct sessions *S)
+{
+	struct slot *best = NULL;
+	int i;
+
+	for (i = 0; i < SESSIONS_KEEP; i++) {
+		struct slot *s = &S->slot[i];
+
+		if (!s->used)
+			return s;
+		if (!s->running && s->holds == 0 && (best == NULL || s->created_ms < best->created_ms))
+			best = s;
+	}
+	if (best != NULL) {
+		journal_close(&best->j, 1);
+		best->used = 0;
+	}
+	return best;
+}
+
+static void
+count_running(struct sessions *S, const char *agent, int *total, int *mine)
+{
+	int i;
+
+	*total = *mine = 0;
+	for (i = 0; i < SESSIONS_KEEP; i++)
+		if (S->slot[i].used && S->slot[i].running) {
+			(*total)++;
+			if (strcmp(S->slot[i].v.agent, agent) == 0)
+				(*mine)++;
+		}
+}
+
+static char **
+copy_strv(char *const *v, int n)
+{
+	char **c;
+	int i;
+
+	if (n < 0)
+		for (n = 0; v != NULL && v[n] != NULL; n++)
+			;
+	c = calloc((size_t)n + 1, sizeof(*c));
+	if (c == NULL)
+		return NULL;
+	for (i = 0; i < n; i++)
+		if ((c[i] = strdup(v[i])) == NULL) {
+			while (i-- > 0)
+				free(c[i]);
+			free(c);
+			return NULL;
+		}
+	return c;
+}
+
+int
+sessions_create(struct sessions *S, const struct session_spec *sp, struct session_view *v, int *retry_after,
+		struct err *e)
+{
+	struct slot *s;
+	struct json_w w;
+	pthread_attr_t at;
+	pthread_t th;
+	int total, mine, rc;
+	char x[256];
+
+	*retry_after = 0;
+	if (sp->argc < 1 || sp->argc > SESSION_ARGV_MAX)
+		return err_set(e, "internal", "a run template of %d words", sp->argc);
+	pthread_mutex_lock(&S->mu);
+	count_running(S, sp->agent, &total, &mine);
+	if (total >= S->c.max_running || mine >= S->c.max_per_agent) {
+		pthread_mutex_unlock(&S->mu);
+		*retry_after = 5;
+		if (total >= S->c.max_running)
+			return err_set(e, "request.rate_limited", "%d sessions are running (server.max_sessions)",
+				       total);
+		return err_set(e, "request.rate_limited", "%d sessions of %s are running (server.max_sessions_per_agent)",
+			       mine, sp->agent);
+	}
+	s = slot_take(S);
+	if (s == NULL) {
+		pthread_mutex_unlock(&S->mu);
+		*retry_after = 5;
+		return err_set(e, "request.busy", "all %d session slots are running or being read", SESSIONS_KEEP);
+	}
+	memset(&s->v, 0, sizeof(s->v));
+	s->holds = s->cancel = s->shutdown = 0;
+	s->dropped = 0;
+	s->llen[1] = s->llen[2] = 0;
+	s->S = S;
+	new_id(s->v.id);
+	snprintf(s->v.agent, sizeof(s->v.agent), "%s", sp->agent);
+	snprintf(s->v.principal, sizeof(s->v.principal), "%s", sp->principal != NULL ? sp->principal : "");
+	snprintf(s->op, sizeof(s->op), "%s", sp->op != NULL ? sp->op : "");
+	s->created_ms = real_ms();
+	fmt_time(s->created_ms, s->v.created_at, sizeof(s->v.created_at));
+	s->v.status = SESSION_IN_PROGRESS;
+	if (sp->job != NULL && sp->entry[0] == '\0')
+		snprintf(s->v.job, sizeof(s->v.job), "%s", sp->job);
+
+	json_w_init(&w, JOURNAL_HEADER_MAX - 1);
+	json_w_obj(&w);
+	json_w_kstr(&w, "object", "agent.session.journal");
+	json_w_kint(&w, "version", 1);
+	json_w_kstr(&w, "id", s->v.id);
+	json_w_kstr(&w, "agent", s->v.agent);
+	json_w_kstr(&w, "principal", s->v.principal);
+	json_w_kstr(&w, "created_at", s->v.created_at);
+	json_w_kint(&w, "created_ms", s->created_ms);
+	json_w_end(&w);
+	rc = w.overflow ? err_set(e, "internal", "journal header too long")
+			: journal_create(&s->j, S->c.dir, s->v.id, w.buf, e);
+	if (rc != 0 && S->c.dir != NULL && !w.overflow) {
+		/* The directory went away or filled up: keep the session in
+		 * memory rather than refuse it. */
+		err_clear(e);
+		rc = journal_create(&s->j, NULL, s->v.id, w.buf, e);
+	}
+	json_w_free(&w);
+	if (rc != 0) {
+		pthread_mutex_unlock(&S->mu);
+		return -1;
+	}
+	s->argv = copy_strv(sp->argv, sp->argc);
+	s->argc = sp->argc;
+	s->envp = copy_strv(sp->envp, -1);
+	s->set = malloc(sizeof(*s->set));
+	s->line[0] = strdup(sp->entry != NULL ? sp->entry : "");
+	s->line[1] = malloc(SESSION_EVENT_DATA_MAX);
+	s->line[2] = malloc(SESSION_EVENT_DATA_MAX);
+	if (s->argv == NULL || s->envp == NULL || s->set == NULL || s->line[0] == NULL || s->line[1] == NULL ||
+	    s->line[2] == NULL) {
+		free(s->line[0]);
+		s->line[0] = NULL;
+		free_run(s);
+		journal_close(&s->j, 1);
+		pthread_mutex_unlock(&S->mu);
+		return err_set(e, "internal", "out of memory");
+	}
+	*s->set = *sp->set;
+	s->used = 1;
+	s->running = 1;
+	S->created++;
+	if (s->v.job[0] != '\0') {
+		snprintf(x, sizeof(x), "\"job\":\"%s\",\"tool\":\"%s\"", s->v.job, s->v.agent);
+		emit(s, "agent.session.environment.pending", x, -1, 0, 0);
+	}
+	*v = s->v;
+	pthread_attr_init(&at);
+	pthread_attr_setstacksize(&at, SESSION_STACK_SIZE);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	rc = pthread_create(&th, &at, session_thread, s);
+	pthread_attr_destroy(&at);
+	if (rc != 0) {
+		free(s->line[0]);
+		s->line[0] = NULL;
+		free_run(s);
+		journal_close(&s->j, 1);
+		s->used = s->running = 0;
+		pthread_mutex_unlock(&S->mu);
+		*retry_after = 5;
+		return err_set(e, "request.busy", "cannot start a session thread: %s", strerror(rc));
+	}
+	pthread_mutex_unlock(&S->mu);
+	return 0;
+}
+
+/* ---- reading ------------------------------------------------------------- */
+
+int
+sessions_get(struct sessions *S, const char *agent, const char *id, struct session_view *v)
+{
+	struct slot *s;
+
+	pthread_mutex_lock(&S->mu);
+	s = find(S, agent, id);
+	if (s != NULL)
+		*v = s->v;
+	pthread_mutex_unlock(&S->mu);
+	return s != NULL ? 0 : -1;
+}
+
+int
+sessions_list(struct sessions *S, const char *agent, struct session_view *v, int max)
+{
+	int64_t when[SESSIONS_KEEP];
+	int i, k, n = 0;
+
+	pthread_mutex_lock(&S->mu);
+	for (i = 0; i < SESSIONS_KEEP; i++) {
+		struct slot *s = &S->slot[i];
+
+		if (!s->used || strcmp(s->v.agent, agent) != 0)
+			continue;
+		/* Insert, newest first; keep the max newest. */
+		for (k = n; k > 0 && when[k - 1] < s->created_ms; k--)
+			if (k < max) {
+				v[k] = v[k - 1];
+				when[k] = when[k - 1];
+			}
+		if (k < max) {
+			v[k] = s->v;
+			when[k] = s->created_ms;
+			if (n < max)
+				n++;
+		}
+	}
+	pthread_mutex_unlock(&S->mu);
+	return n;
+}
+
+int
+sessions_cancel(struct sessions *S, const char *agent, const char *id, struct session_view *v)
+{
+	struct slot *s;
+	int rc;
+
+	pthread_mutex_lock(&S->mu);
+	s = find(S, agent, id);
+	if (s == NULL) {
+		pthread_mutex_unlock(&S->mu);
+		return -1;
+	}
+	rc = s->running ? 0 : 1;
+	if (s->running && !s->cancel) {
+		s->cancel = 1;
+		s->v.cancel_requested = 1;
+	}
+	*v = s->v;
+	pthread_mutex_unlock(&S->mu);
+	return rc;
+}
+
+int
+sessions_read(struct sessions *S, const char *agent, const char *id, uint32_t after, int max_events,
+	      size_t max_bytes, int sse, char **out, size_t *len, uint32_t *last, int *done)
+{
+	struct slot *s;
+	size_t cap = 0, n = 0, l;
+	const char *line;
+	char *buf = NULL;
+	uint32_t k;
+	int cnt = 0;
+
+	*out = NULL;
+	*len = 0;
+	*last = after;
+	*done = 0;
+	pthread_mutex_lock(&S->mu);
+	s = find(S, agent, id);
+	if (s == NULL) {
+		pthread_mutex_unlock(&S->mu);
+		return -1;
+	}
+	for (k = after + 1; k <= journal_count(&s->j) && cnt < max_events && (cnt == 0 || n < max_bytes); k++) {
+		char head[96];
+		const char *type, *te;
+		int hn = 0;
+
+		line = journal_line(&s->j, k, &l);
+		if (sse) {
+			/* Every event line starts {"seq":N,"type":"T" (ours). */
+			type = strstr(line, "\"type\":\"");
+			te = type != NULL ? strchr(type + 8, '"') : NULL;
+			if (type != NULL && te != NULL && te - (type + 8) < 64)
+				hn = snprintf(head, sizeof(head), "id: %u\nevent: %.*s\ndata: ", k, (int)(te - (type + 8)),
+					      type + 8);
+			else
+				hn = snprintf(head, sizeof(head), "id: %u\ndata: ", k);
+		}
+		if (n + (size_t)hn + l + 3 > cap) {
+			size_t nc = cap ? cap : 16384;
+			char *nb;
+
+			while (nc < n + (size_t)hn + l + 3)
+				nc *= 2;
+			nb = realloc(buf, nc);
+			if (nb == NULL)
+				break;
+			buf = nb;
+			cap = nc;
+		}
+		memcpy(buf + n, head, (size_t)hn);
+		n += (size_t)hn;
+		memcpy(buf + n, line, l);
+		n += l;
+		buf[n++] = '\n';
+		if (sse)
+			buf[n++] = '\n';
+		cnt++;
+		*last = k;
+	}
+	*done = !s->running && *last >= journal_count(&s->j);
+	pthread_mutex_unlock(&S->mu);
+	*out = buf;
+	*len = n;
+	return cnt;
+}
+
+int
+sessions_wait(struct sessions *S, const char *id, uint32_t after, int wait_ms)
+{
+	struct timespec until;
+	struct slot *s;
+	int rc;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += wait_ms / 1000;
+	until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&S->mu);
+	s = find(S, NULL, id);
+	if (s == NULL) {
+		pthread_mutex_unlock(&S->mu);
+		return -1;
+	}
+	while (s->used && strcmp(s->v.id, id) == 0 && s->running && journal_count(&s->j) <= after)
+		if (pthread_cond_timedwait(&s->cv, &S->mu, &until) == ETIMEDOUT)
+			break;
+	rc = !s->used || strcmp(s->v.id, id) != 0 ? -1 : (!s->running || journal_count(&s->j) > after);
+	pthread_mutex_unlock(&S->mu);
+	return rc;
+}
+
+int
+sessions_stream_acquire(struct sessions *S)
+{
+	int rc = -1;
+
+	pthread_mutex_lock(&S->mu);
+	if (S->streams < S->c.max_streams) {
+		S->streams++;
+		rc = 0;
+	}
+	pthread_mutex_unlock(&S->mu);
+	return rc;
+}
+
+void
+sessions_stream_release(struct sessions *S)
+{
+	pthread_mutex_lock(&S->mu);
+	S->streams--;
+	pthread_mutex_unlock(&S->mu);
+}
+
+void
+sessions_hold(struct sessions *S, const char *id, int hold)
+{
+	struct slot *s;
+
+	pthread_mutex_lock(&S->mu);
+	s = find(S, NULL, id);
+	if (s != NULL)
+		s->holds += hold ? 1 : -1;
+	pthread_mutex_unlock(&S->mu);
+}
+
+void
+sessions_get_stats(struct sessions *S, struct sessions_stats *st)
+{
+	int i;
+
+	memset(st, 0, sizeof(*st));
+	pthread_mutex_lock(&S->mu);
+	for (i = 0; i < SESSIONS_KEEP; i++)
+		if (S->slot[i].used) {
+			st->kept++;
+			st->running += S->slot[i].running;
+		}
+	st->streams = S->streams;
+	st->created = S->created;
+	st->events = S->events;
+	st->persistent = S->c.dir != NULL;
+	pthread_mutex_unlock(&S->mu);
+}
+
+int
+sessions_shutdown(struct sessions *S, int wait_ms)
+{
+	int64_t until = proc_now_ms() + wait_ms;
+	int i, n;
+
+	pthread_mutex_lock(&S->mu);
+	for (i = 0; i < SESSIONS_KEEP; i++)
+		if (S->slot[i].used && S->slot[i].running) {
+			S->slot[i].cancel = 1;
+			S->slot[i].shutdown = 1;
+		}
+	for (;;) {
+		struct timespec ts = {0, 20 * 1000000L};
+
+		for (n = 0, i = 0; i < SESSIONS_KEEP; i++)
+			n += S->slot[i].used && S->slot[i].running;
+		if (n == 0 || proc_now_ms() >= until)
+			break;
+		pthread_mutex_unlock(&S->mu);
+		nanosleep(&ts, NULL);
+		pthread_mutex_lock(&S->mu);
+	}
+	pthread_mutex_unlock(&S->mu);
+	return n;
+}
+
+/* ---- replay --------------------------------------------------------------- */
+
+/* Kill the group a dead server left running, when pid is still that child
+ * (same start time), never another process that reused the number. */
+static void
+kill_orphan(const struct json_val *ev)
+{
+	const struct json_val *pid = json_get(ev, "pid"), *ps = json_get(ev, "pid_start");
+	unsigned long long now;
+
+	if (pid == NULL || ps == NULL || pid->type != JSON_NUMBER || ps->type != JSON_NUMBER || !pid->u.num.is_int ||
+	    pid->u.num.i <= 1 || !ps->u.num.is_int)
+		return;
+	if (fill_pid_start((pid_t)pid->u.num.i, &now) == 0 && now == (unsigned long long)ps->u.num.i)
+		kill(-(pid_t)pid->u.num.i, SIGKILL);
+}
+
+static int
+replay_one(struct sessions *S, const char *path, int *interrupted)
+{
+	struct json_limits lim = json_default_limits;
+	const struct json_val *r, *x;
+	struct json_doc doc;
+	struct slot *s = NULL;
+	struct journal j;
+	struct err e;
+	uint32_t k;
+	int i, started = 0;
+	const char *line;
+	size_t l;
+
+	if (journal_load(&j, path, &e) != 0)
+		return -1;
+	lim.max_depth = 8;
+	if (json_parse(&doc, j.header, strlen(j.header), &lim, &e) != 0) {
+		journal_close(&j, 0);
+		return -1;
+	}
+	r = doc.root;
+	if (json_get_str(r, "object") == NULL || strcmp(json_get_str(r, "object"), "agent.session.journal") != 0 ||
+	    json_get_str(r, "id") == NULL || strcmp(json_get_str(r, "id"), j.id) != 0 ||
+	    json_get_str(r, "agent") == NULL || json_get_str(r, "created_at") == NULL) {
+		json_free(&doc);
+		journal_close(&j, 0);
+		return -1;
+	}
+	pthread_mutex_lock(&S->mu);
+	for (i = 0; i < SESSIONS_KEEP; i++)
+		if (!S->slot[i].used) {
+			s = &S->slot[i];
+			break;
+		}
+	if (s == NULL || find(S, NULL, j.id) != NULL) {
+		pthread_mutex_unlock(&S->mu);
+		json_free(&doc);
+		journal_close(&j, 0);
+		return -1;
+	}
+	memset(&s->v, 0, sizeof(s->v));
+	s->S = S;
+	s->holds = s->cancel = s->shutdown = s->running = 0;
+	s->j = j;
+	snprintf(s->v.id, sizeof(s->v.id), "%s", j.id);
+	snprintf(s->v.agent, sizeof(s->v.agent), "%s", json_get_str(r, "agent"));
+	snprintf(s->v.principal, sizeof(s->v.principal), "%s",
+		 json_get_str(r, "principal") != NULL ? json_get_str(r, "principal") : "");
+	snprintf(s->v.created_at, sizeof(s->v.created_at), "%s", json_get_str(r, "created_at"));
+	x = json_get(r, "created_ms");
+	s->created_ms = x != NULL && x->type == JSON_NUMBER && x->u.num.is_int ? x->u.num.i : 0;
+	json_free(&doc);
+	s->v.status = SESSION_IN_PROGRESS;
+	s->v.events = journal_count(&s->j);
+	for (k = 1; k <= journal_count(&s->j); k++) {
+		const char *type, *st, *tm;
+
+		line = journal_line(&s->j, k, &l);
+		if (json_parse(&doc, line, l, &lim, &e) != 0)
+			continue;
+		type = json_get_str(doc.root, "type");
+		tm = json_get_str(doc.root, "time");
+		if (type != NULL && strcmp(type, "agent.session.environment.pending") == 0 &&
+		    json_get_str(doc.root, "job") != NULL)
+			snprintf(s->v.job, sizeof(s->v.job), "%s", json_get_str(doc.root, "job"));
+		if (type != NULL && strcmp(type, "agent.session.started") == 0) {
+			started = (int)k;
+			if (tm != NULL)
+				snprintf(s->v.started_at, sizeof(s->v.started_at), "%s", tm);
+		}
+		if (type != NULL && strcmp(type, "agent.session.truncated") == 0)
+			s->v.truncated = 1;
+		if (type != NULL && (strcmp(type, "agent.session.environment.failed") == 0 ||
+				     strcmp(type, "agent.session.start_failed") == 0)) {
+			const char *c = json_get_str(doc.root, "code");
+
+			snprintf(s->v.error, sizeof(s->v.error), "%s", c != NULL ? c : "install.failed");
+		}
+		if (type != NULL && strcmp(type, "agent.session.exited") == 0) {
+			x = json_get(doc.root, "exit_code");
+			s->v.exited = 1;
+			s->v.exit_code = x != NULL && x->type == JSON_NUMBER ? (int)x->u.num.i : -1;
+			x = json_get(doc.root, "duration_ms");
+			s->v.duration_ms = x != NULL && x->type == JSON_NUMBER ? x->u.num.i : 0;
+		}
+		st = json_get_str(doc.root, "status");
+		if (st != NULL && status_parse(st, &s->v.status) == 0 && tm != NULL)
+			snprintf(s->v.ended_at, sizeof(s->v.ended_at), "%s", tm);
+		json_free(&doc);
+	}
+	if (s->v.status == SESSION_IN_PROGRESS) {
+		/* Running when the server died: its child's group may still be
+		 * there, under the pid and start time the started event
+		 * recorded. */
+		if (started > 0 && (line = journal_line(&s->j, (uint32_t)started, &l)) != NULL &&
+		    json_parse(&doc, line, l, &lim, &e) == 0) {
+			kill_orphan(doc.root);
+			json_free(&doc);
+		}
+		emit(s, "agent.session.interrupted", "\"reason\":\"the server stopped while the session ran\"",
+		     SESSION_INTERRUPTED, 0, 0);
+		fmt_time(real_ms(), s->v.ended_at, sizeof(s->v.ended_at));
+		(*interrupted)++;
+	}
+	s->used = 1;
+	pthread_mutex_unlock(&S->mu);
+	return 0;
+}
+
+void
+sessions_replay(struct sessions *S, int *loaded, int *interrupted, int *skipped)
+{
+	char path[4096 + 300];
+	struct dirent *d;
+	DIR *dir;
+	size_t n;
+
+	*loaded = *interrupted = *skipped = 0;
+	if (S->c.dir == NULL || (dir = opendir(S->c.dir)) == NULL)
+		return;
+	while ((d = readdir(dir)) != NULL) {
+		n = strlen(d->d_name);
+		if (n < 7 || strcmp(d->d_name + n - 6, ".jsonl") != 0)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", S->c.dir, d->d_name);
+		if (replay_one(S, path, interrupted) == 0)
+			(*loaded)++;
+		else
+			(*skipped)++;
+	}
+	closedir(dir);
+}
