@@ -439,6 +439,8 @@ serve_main(int argc, char **argv)
 		if (js.running > 0)
 			return EXIT_OK;
 	}
+	sessions_free(api.sessions);
+	api.sessions = NULL;
 	api_free(&api);
 	manifest_set_close(&ms);
 	return EXIT_OK;

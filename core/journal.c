@@ -152,9 +152,19 @@ journal_append(struct journal *j, const char *line, size_t len, struct err *e)
 		return err_set(e, "request.too_large", "journal line of %zu bytes", len);
 	if (add_mem(j, line, len) != 0)
 		return err_set(e, "internal", "journal %s: out of memory or lines", j->id);
-	if (j->fd >= 0 && !j->write_failed && write_all(j->fd, j->buf + j->off[j->n - 1], len + 1) != 0)
-		j->write_failed = 1;
+	if (!j->defer)
+		journal_flush(j);
 	return j->n;
+}
+
+void
+journal_flush(struct journal *j)
+{
+	if (j->flushed >= j->len)
+		return;
+	if (j->fd >= 0 && !j->write_failed && write_all(j->fd, j->buf + j->flushed, j->len - j->flushed) != 0)
+		j->write_failed = 1;
+	j->flushed = j->len;
 }
 
 const char *
@@ -263,6 +273,7 @@ journal_load(struct journal *j, const char *path, struct err *e)
 		return err_set(e, "io.error", "%s: cannot cut the partial tail: %s", path, strerror(errno));
 	}
 	j->fd = fd;
+	j->flushed = j->len;
 	snprintf(j->path, sizeof(j->path), "%s", path);
 	return 0;
 }
@@ -282,5 +293,5 @@ journal_close(struct journal *j, int unlink_file)
 	j->off = NULL;
 	j->fd = -1;
 	j->n = j->offcap = 0;
-	j->len = j->cap = 0;
+	j->len = j->cap = j->flushed = 0;
 }

@@ -40,6 +40,8 @@ struct journal {
 	int fd;                /* -1: in memory only */
 	char path[4096];       /* "" in memory */
 	int write_failed;      /* a write to the file failed: memory only since */
+	size_t flushed;        /* bytes of buf in the file */
+	int defer;             /* set by the owner: appends wait for journal_flush */
 };
 
 /*
@@ -64,9 +66,13 @@ int journal_load(struct journal *j, const char *path, struct err *e);
  * JOURNAL_LINE_MAX). Returns the line's number (1-based) or -1 with e
  * (request.too_large over the caps, internal when out of memory). A
  * failing file write is not an error: the journal goes on in memory and
- * write_failed says so.
+ * write_failed says so. With j->defer set the line reaches the file at the
+ * next journal_flush (a burst of lines costs one write).
  */
 int64_t journal_append(struct journal *j, const char *line, size_t len, struct err *e);
+
+/* Write what deferred appends left in memory to the file (one write). */
+void journal_flush(struct journal *j);
 
 /* Line k (1-based) as a view into the journal (no newline), valid until
  * the next append; NULL when out of range. */

@@ -4,7 +4,9 @@
 #include "sessions.h"
 
 /* Copies into fixed fields (ids, names, times) cut what cannot fit. */
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wformat-truncation"
+#endif
 
 #include <dirent.h>
 #include <errno.h>
@@ -44,6 +46,9 @@ struct slot {
 	struct install_settings *set;
 	char op[128];
 	struct sessions *S;
+	struct json_w ow;          /* the thread's writer for output events */
+	int64_t tms;               /* fmt_time cache: the ms of tstr */
+	char tstr[32];
 	/* Line assembly per stream (the thread's). */
 	char *line[3];
 	size_t llen[3];
@@ -150,8 +155,9 @@ find(struct sessions *S, const char *agent, const char *id)
 static void
 emit(struct slot *s, const char *type, const char *extra, int status, int is_output, size_t data_len)
 {
-	char tm[32], *line;
+	char small[1024], *line;
 	size_t cap = strlen(extra) + 256, max = s->S->c.journal_max;
+	int64_t now;
 	struct err e;
 	int n;
 
@@ -168,12 +174,17 @@ emit(struct slot *s, const char *type, const char *extra, int status, int is_out
 		emit(s, "agent.session.truncated", x, -1, 0, 0);
 		return;
 	}
-	line = malloc(cap);
+	line = cap <= sizeof(small) ? small : malloc(cap);
 	if (line == NULL)
 		return;
-	fmt_time(real_ms(), tm, sizeof(tm));
+	/* Lines come in bursts: format the time once per millisecond. */
+	now = real_ms();
+	if (now != s->tms) {
+		fmt_time(now, s->tstr, sizeof(s->tstr));
+		s->tms = now;
+	}
 	n = snprintf(line, cap, "{\"seq\":%u,\"type\":\"%s\",\"time\":\"%s\"%s%s", journal_count(&s->j) + 1, type,
-		     tm, extra[0] != '\0' ? "," : "", extra);
+		     s->tstr, extra[0] != '\0' ? "," : "", extra);
 	if (status >= 0)
 		n += snprintf(line + n, cap - (size_t)n, ",\"status\":\"%s\"", status_names[status]);
 	n += snprintf(line + n, cap - (size_t)n, "}");
@@ -181,10 +192,13 @@ emit(struct slot *s, const char *type, const char *extra, int status, int is_out
 		s->v.events = journal_count(&s->j);
 		s->S->events++;
 	}
-	free(line);
+	if (line != small)
+		free(line);
 	if (status >= 0)
 		s->v.status = (enum session_status)status;
-	pthread_cond_broadcast(&s->cv);
+	/* Output is announced once per chunk read (on_output). */
+	if (!is_output)
+		pthread_cond_broadcast(&s->cv);
 }
 
 /* One output event for data[0..n) of stream i, partial or not. Caller
@@ -192,28 +206,30 @@ emit(struct slot *s, const char *type, const char *extra, int status, int is_out
 static void
 emit_output(struct slot *s, int i, const char *data, size_t n, int partial)
 {
-	struct json_w w;
-	char *x;
+	struct json_w *w = &s->ow;
 
 	if (s->v.truncated) {
 		s->dropped += n;
 		return;
 	}
-	json_w_init(&w, JOURNAL_LINE_MAX - 512);
-	json_w_obj(&w);
-	json_w_kstr(&w, "stream", i == PROC_STDOUT ? "stdout" : "stderr");
-	json_w_key(&w, "data");
-	json_w_strn(&w, data, n);
+	/* Reuse the writer's buffer: reset its state, keep its memory. */
+	w->len = 0;
+	w->depth = 0;
+	w->overflow = 0;
+	w->after_key = 0;
+	memset(w->need_comma, 0, sizeof(w->need_comma));
+	json_w_obj(w);
+	json_w_kstr(w, "stream", i == PROC_STDOUT ? "stdout" : "stderr");
+	json_w_key(w, "data");
+	json_w_strn(w, data, n);
 	if (partial)
-		json_w_kbool(&w, "partial", 1);
-	json_w_end(&w);
-	if (!w.overflow && w.len >= 2) {
+		json_w_kbool(w, "partial", 1);
+	json_w_end(w);
+	if (!w->overflow && w->len >= 2) {
 		/* The members without the braces. */
-		x = w.buf + 1;
-		w.buf[w.len - 1] = '\0';
-		emit(s, "agent.session.output", x, -1, 1, n);
+		w->buf[w->len - 1] = '\0';
+		emit(s, "agent.session.output", w->buf + 1, -1, 1, n);
 	}
-	json_w_free(&w);
 }
 
 /* Where to cut a too-long line so a UTF-8 sequence is not split: back up
@@ -247,6 +263,7 @@ on_output(void *arg, enum proc_stream st, const char *data, size_t len)
 	size_t k;
 
 	pthread_mutex_lock(&S->mu);
+	s->j.defer = 1;
 	while (p < end) {
 		nl = memchr(p, '\n', (size_t)(end - p));
 		k = nl != NULL ? (size_t)(nl - p) : (size_t)(end - p);
@@ -277,6 +294,9 @@ on_output(void *arg, enum proc_stream st, const char *data, size_t len)
 			p = nl + 1;
 		}
 	}
+	s->j.defer = 0;
+	journal_flush(&s->j);
+	pthread_cond_broadcast(&s->cv);
 	pthread_mutex_unlock(&S->mu);
 }
 
@@ -492,6 +512,7 @@ free_run(struct slot *s)
 	free(s->set);
 	free(s->line[1]);
 	free(s->line[2]);
+	json_w_free(&s->ow);
 	s->argv = s->envp = NULL;
 	s->set = NULL;
 	s->line[1] = s->line[2] = NULL;
@@ -652,6 +673,8 @@ sessions_create(struct sessions *S, const struct session_spec *sp, struct sessio
 	s->holds = s->cancel = s->shutdown = 0;
 	s->dropped = 0;
 	s->llen[1] = s->llen[2] = 0;
+	s->tms = -1;
+	json_w_init(&s->ow, JOURNAL_LINE_MAX - 512);
 	s->S = S;
 	new_id(s->v.id);
 	snprintf(s->v.agent, sizeof(s->v.agent), "%s", sp->agent);
@@ -968,6 +991,22 @@ sessions_shutdown(struct sessions *S, int wait_ms)
 	}
 	pthread_mutex_unlock(&S->mu);
 	return n;
+}
+
+void
+sessions_free(struct sessions *S)
+{
+	int i;
+
+	if (S == NULL)
+		return;
+	for (i = 0; i < SESSIONS_KEEP; i++) {
+		if (S->slot[i].used)
+			journal_close(&S->slot[i].j, 0);
+		pthread_cond_destroy(&S->slot[i].cv);
+	}
+	pthread_mutex_destroy(&S->mu);
+	free(S);
 }
 
 /* ---- replay --------------------------------------------------------------- */

@@ -190,4 +190,8 @@ void sessions_get_stats(struct sessions *S, struct sessions_stats *st);
  */
 int sessions_shutdown(struct sessions *S, int wait_ms);
 
+/* Free the table and close every journal (files stay). Only when nothing
+ * runs (after sessions_shutdown returned 0). */
+void sessions_free(struct sessions *S);
+
 #endif

@@ -1,0 +1,182 @@
+#include "unit.h"
+
+#include <unistd.h>
+
+#include "json.h"
+#include "sessions.h"
+
+static char dir[] = "/tmp/abx-sessions-XXXXXX";
+static struct install_settings set;
+
+static int
+setup(void **state)
+{
+	return mkdtemp(dir) == NULL ? -1 : 0;
+}
+
+static int
+teardown(void **state)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static struct sessions *
+table(const char *d, size_t journal_max)
+{
+	struct sessions_config c;
+
+	memset(&c, 0, sizeof(c));
+	c.dir = d;
+	c.max_running = 4;
+	c.max_per_agent = 2;
+	c.journal_max = journal_max;
+	c.kill_grace_ms = 200;
+	c.max_streams = 1;
+	return sessions_new(&c, NULL);
+}
+
+static int
+start(struct sessions *S, const char *script, struct session_view *v, struct err *e)
+{
+	char *argv[] = {"{bin}", "-c", (char *)script};
+	char *envp[] = {"PATH=/usr/bin:/bin", NULL};
+	struct session_spec sp;
+	int ra;
+
+	memset(&sp, 0, sizeof(sp));
+	sp.agent = "sh";
+	sp.principal = "p";
+	sp.op = "agents.sh.sessions.create";
+	sp.argv = argv;
+	sp.argc = 3;
+	sp.envp = envp;
+	sp.set = &set;
+	sp.entry = "/bin/sh";
+	return sessions_create(S, &sp, v, &ra, e);
+}
+
+static void
+wait_end(struct sessions *S, const char *id, struct session_view *v)
+{
+	int i;
+
+	for (i = 0; i < 500; i++) {
+		assert_int_equal(sessions_get(S, "sh", id, v), 0);
+		if (v->status != SESSION_IN_PROGRESS)
+			return;
+		sessions_wait(S, id, v->events, 20);
+	}
+	fail_msg("session %s did not end", id);
+}
+
+/* The types of the events, space-separated, last segment only. */
+static void
+types(struct sessions *S, const char *id, char *out, size_t cap)
+{
+	struct json_doc doc;
+	struct err e;
+	char *buf, *p, *nl;
+	size_t len, n = 0;
+	uint32_t last;
+	int done;
+
+	out[0] = '\0';
+	assert_true(sessions_read(S, "sh", id, 0, 1000, 1 << 20, 0, &buf, &len, &last, &done) >= 0);
+	for (p = buf; p != NULL && p < buf + len; p = nl + 1) {
+		const char *t;
+
+		nl = memchr(p, '\n', (size_t)(buf + len - p));
+		assert_non_null(nl);
+		assert_int_equal(json_parse(&doc, p, (size_t)(nl - p), NULL, &e), 0);
+		t = strrchr(json_get_str(doc.root, "type"), '.') + 1;
+		if (n < cap)
+			n += (size_t)snprintf(out + n, cap - n, "%s%s", n ? " " : "", t);
+		json_free(&doc);
+	}
+	free(buf);
+}
+
+static void
+test_lifecycle_and_replay(void **state)
+{
+	struct sessions *S = table(dir, 1 << 20), *S2;
+	struct session_view v;
+	struct err e;
+	char t[16384], id[SESSION_ID_MAX];
+	int loaded, intr, skipped;
+
+	assert_non_null(S);
+	assert_int_equal(start(S, "echo a; echo b >&2; printf tail; exit 3", &v, &e), 0);
+	assert_int_equal(v.status, SESSION_IN_PROGRESS);
+	snprintf(id, sizeof(id), "%s", v.id);
+	wait_end(S, id, &v);
+	assert_int_equal(v.status, SESSION_FAILED);
+	assert_int_equal(v.exit_code, 3);
+	types(S, id, t, sizeof(t));
+	assert_string_equal(t, "started output output output exited");
+	assert_int_equal(sessions_get(S, "other", id, &v), -1);
+
+	/* A second table over the same directory replays it as it was. */
+	S2 = table(dir, 1 << 20);
+	sessions_replay(S2, &loaded, &intr, &skipped);
+	assert_int_equal(loaded, 1);
+	assert_int_equal(intr, 0);
+	assert_int_equal(sessions_get(S2, "sh", id, &v), 0);
+	assert_int_equal(v.status, SESSION_FAILED);
+	assert_int_equal(v.exit_code, 3);
+	types(S2, id, t, sizeof(t));
+	assert_string_equal(t, "started output output output exited");
+	sessions_free(S);
+	sessions_free(S2);
+}
+
+static void
+test_cancel_limits_truncation(void **state)
+{
+	struct sessions *S = table(NULL, 65536);
+	struct session_view v, v2;
+	struct err e;
+	char t[16384], id[SESSION_ID_MAX];
+	int i;
+
+	assert_int_equal(start(S, "trap '' TERM; echo up; sleep 30", &v, &e), 0);
+	snprintf(id, sizeof(id), "%s", v.id);
+	assert_int_equal(start(S, "sleep 30", &v2, &e), 0);
+	assert_int_equal(start(S, "true", &v2, &e), -1);
+	assert_string_equal(e.code, "request.rate_limited");
+	for (i = 0; i < 200 && (sessions_get(S, "sh", id, &v), v.events < 2); i++)
+		sessions_wait(S, id, v.events, 20);
+	assert_int_equal(sessions_cancel(S, "sh", id, &v), 0);
+	wait_end(S, id, &v);
+	assert_int_equal(v.status, SESSION_CANCELLED);
+	assert_int_equal(v.exit_code, 137);
+	assert_int_equal(sessions_cancel(S, "sh", id, &v), 1);
+	assert_int_equal(sessions_cancel(S, "sh", v2.id, &v), 0);
+	wait_end(S, v2.id, &v);
+	assert_int_equal(v.status, SESSION_CANCELLED);
+
+	assert_int_equal(start(S, "i=0; while [ $i -lt 2000 ]; do echo line-$i-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx; i=$((i+1)); done", &v,
+			 &e),
+			 0);
+	snprintf(id, sizeof(id), "%s", v.id);
+	wait_end(S, id, &v);
+	assert_int_equal(v.status, SESSION_COMPLETED);
+	assert_true(v.truncated);
+	types(S, id, t, sizeof(t));
+	assert_non_null(strstr(t, "output truncated output_dropped exited"));
+	assert_int_equal(sessions_shutdown(S, 100), 0);
+	sessions_free(S);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_lifecycle_and_replay),
+		cmocka_unit_test(test_cancel_limits_truncation),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
