@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "json.h"
+#include "npm.h"
 #include "proc.h"
 
 /* A session thread keeps proc's read buffer and two line buffers. */
@@ -405,23 +406,59 @@ wait_install(struct slot *s, char *entry, size_t cap)
 	return 0;
 }
 
+/* The node that runs a JavaScript entry: node-runtime's (or an acceptable
+ * one on PATH), ready without waiting (it is installed with the agent that
+ * requires it). 0, or -1 after failing the session. */
+static int
+node_entry(struct slot *s, char *out, size_t cap)
+{
+	struct job_view *v = malloc(sizeof(*v));
+	struct err e;
+	int rc;
+
+	err_clear(&e);
+	if (v == NULL) {
+		err_set(&e, "internal", "out of memory");
+		fail_env(s, &e);
+		return -1;
+	}
+	rc = jobs_need(s->S->J, s->set, "node-runtime", s->v.principal, s->op, 0, v, &e);
+	if (rc == 0)
+		snprintf(out, cap, "%s", v->entry);
+	else {
+		if (rc == 1)
+			err_set(&e, "install.pending", "node-runtime is still being installed");
+		fail_env(s, &e);
+	}
+	free(v);
+	return rc == 0 ? 0 : -1;
+}
+
 static void
-run_child(struct slot *s, const char *entry)
+run_child(struct slot *s, const char *entry, const char *node, char **flags, int nflags)
 {
 	struct sessions *S = s->S;
-	char *argv[SESSION_ARGV_MAX + 1];
+	char *argv[SESSION_ARGV_MAX + NPM_NODE_FLAGS_MAX + 2];
 	struct sink_ctx sc = {s};
 	unsigned long long pstart = 0;
 	struct proc_spec spec;
 	struct proc p;
 	struct err e;
 	char x[256];
-	int i, cancel_seen = 0, cancelled = 0, shutdown = 0, code;
+	int i, k, cancel_seen = 0, cancelled = 0, shutdown = 0, code;
 	enum session_status st;
 
+	k = 0;
+	if (node != NULL) {
+		/* A JavaScript entry runs as <node> [shebang options] <script>
+		 * ARGS, as the shim runs it: no /usr/bin/env, no shell. */
+		argv[k++] = (char *)node;
+		for (i = 0; i < nflags; i++)
+			argv[k++] = flags[i];
+	}
 	for (i = 0; i < s->argc; i++)
-		argv[i] = strcmp(s->argv[i], "{bin}") == 0 ? (char *)entry : s->argv[i];
-	argv[s->argc] = NULL;
+		argv[k++] = strcmp(s->argv[i], "{bin}") == 0 ? (char *)entry : s->argv[i];
+	argv[k] = NULL;
 	memset(&spec, 0, sizeof(spec));
 	spec.argv = argv;
 	spec.envp = s->envp;
@@ -542,8 +579,25 @@ session_thread(void *arg)
 		/* set by create: the ready entry travels in argv's place */
 		snprintf(entry, PATH_MAX, "%s", s->line[0] != NULL ? s->line[0] : "");
 	}
-	if (rc == 0)
-		run_child(s, entry);
+	if (rc == 0) {
+		char shebang[256], *flags[NPM_NODE_FLAGS_MAX], *node = NULL;
+		int nflags = 0, js = npm_js_entry(entry, shebang, sizeof(shebang), flags, &nflags);
+
+		if (js == 1 && (node = malloc(PATH_MAX)) != NULL && node_entry(s, node, PATH_MAX) != 0) {
+			free(node);
+			node = NULL;
+			js = -2;
+		}
+		if (js == 1 && node == NULL) {
+			struct err e;
+
+			err_set(&e, "internal", "out of memory");
+			fail_env(s, &e);
+		} else if (js != -2) {
+			run_child(s, entry, node, flags, nflags);
+		}
+		free(node);
+	}
 	else if (rc == 1)
 		end_unstarted(s);
 	free(entry);
