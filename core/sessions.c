@@ -35,6 +35,7 @@ struct slot {
 	struct journal j;
 	pthread_cond_t cv;
 	int64_t created_ms;        /* realtime, for eviction order */
+	int inited;                /* cv initialised (slot_init) */
 	int running;               /* a thread works on it (counts toward limits) */
 	int holds;                 /* readers that must not see it evicted */
 	int cancel;                /* cancel or shutdown asked */
@@ -111,7 +112,6 @@ struct sessions *
 sessions_new(const struct sessions_config *c, struct jobs *J)
 {
 	struct sessions *S = calloc(1, sizeof(*S));
-	int i;
 
 	if (S == NULL)
 		return NULL;
@@ -124,10 +124,8 @@ sessions_new(const struct sessions_config *c, struct jobs *J)
 	if (S->c.journal_max == 0)
 		S->c.journal_max = SESSIONS_JOURNAL_MAX_DEFAULT;
 	S->J = J;
-	for (i = 0; i < SESSIONS_KEEP; i++) {
-		pthread_cond_init(&S->slot[i].cv, NULL);
-		S->slot[i].j.fd = -1;
-	}
+	/* Slots are set up when first used (slot_init): the table's pages
+	 * stay untouched, and out of serve's resident memory, until then. */
 	return S;
 }
 
@@ -143,6 +141,15 @@ find(struct sessions *S, const char *agent, const char *id)
 			return s;
 	}
 	return NULL;
+}
+
+static void
+slot_init(struct slot *s)
+{
+	if (!s->inited) {
+		pthread_cond_init(&s->cv, NULL);
+		s->inited = 1;
+	}
 }
 
 /* ---- events (under S->mu) ----------------------------------------------- */
@@ -644,8 +651,10 @@ slot_take(struct sessions *S)
 	for (i = 0; i < SESSIONS_KEEP; i++) {
 		struct slot *s = &S->slot[i];
 
-		if (!s->used)
+		if (!s->used) {
+			slot_init(s);
 			return s;
+		}
 		if (!s->running && s->holds == 0 && (best == NULL || s->created_ms < best->created_ms))
 			best = s;
 	}
@@ -1057,7 +1066,8 @@ sessions_free(struct sessions *S)
 	for (i = 0; i < SESSIONS_KEEP; i++) {
 		if (S->slot[i].used)
 			journal_close(&S->slot[i].j, 0);
-		pthread_cond_destroy(&S->slot[i].cv);
+		if (S->slot[i].inited)
+			pthread_cond_destroy(&S->slot[i].cv);
 	}
 	pthread_mutex_destroy(&S->mu);
 	free(S);
@@ -1113,6 +1123,7 @@ replay_one(struct sessions *S, const char *path, int *interrupted)
 	for (i = 0; i < SESSIONS_KEEP; i++)
 		if (!S->slot[i].used) {
 			s = &S->slot[i];
+			slot_init(s);
 			break;
 		}
 	if (s == NULL || find(S, NULL, j.id) != NULL) {

@@ -389,7 +389,8 @@ test_full_schema_loads(void **state)
 				       " \"server\": {\"host\": \"127.0.0.1\", \"port\": 0, \"max_connections\": 64,"
 				       " \"workers\": 2, \"header_timeout\": 5, \"idle_timeout\": 30, \"request_timeout\": 30,"
 				       " \"max_header_bytes\": 8192, \"max_body_bytes\": 65536, \"max_output_bytes\": 65536,"
-				       " \"op_concurrency\": 2}}",
+				       " \"op_concurrency\": 2, \"max_sessions\": 8, \"max_sessions_per_agent\": 2,"
+				       " \"session_journal_max_bytes\": 65536, \"sse_heartbeat\": 5, \"max_streams\": 1}}",
 				 &e),
 			 0);
 	for (k = 0; k < CK_NKEYS; k++)
