@@ -139,6 +139,12 @@ resolve(struct api_rq *q, const struct op *op, const char *name, char (*entries)
 	               name);
 }
 
+static int
+draining(void *resp)
+{
+	return httpd_resp_closing(resp);
+}
+
 void
 api_run_command(struct api_rq *q, const struct op *op)
 {
@@ -213,7 +219,9 @@ api_run_command(struct api_rq *q, const struct op *op)
 	spec.envp = envp;
 	spec.cwd = op->cwd[0] != '\0' ? op->cwd : NULL;
 	spec.timeout_ms = op->timeout > 0 ? op->timeout * 1000 : 0;
-	if (proc_run(&p, &spec, &cap, &e) != 0) {
+	/* A draining server (SIGTERM) ends the run rather than outwait it:
+	 * the child is in its own session and would outlive us. */
+	if (proc_run_until(&p, &spec, &cap, draining, q->resp, &e) != 0) {
 		api_rq_err(q, &e);
 		goto out;
 	}
@@ -230,6 +238,8 @@ api_run_command(struct api_rq *q, const struct op *op)
 	json_w_kbool(&w, "truncated", cap.truncated);
 	if (p.timed_out)
 		json_w_kbool(&w, "timed_out", 1);
+	if (p.stopped)
+		json_w_kbool(&w, "stopped", 1);
 	json_w_end(&w);
 	if (w.overflow) {
 		json_w_free(&w);

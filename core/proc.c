@@ -317,7 +317,8 @@ capture_sink(void *arg, enum proc_stream s, const char *data, size_t len)
 }
 
 int
-proc_run(struct proc *p, const struct proc_spec *s, struct proc_capture *c, struct err *e)
+proc_run_until(struct proc *p, const struct proc_spec *s, struct proc_capture *c, int (*stop)(void *),
+               void *arg, struct err *e)
 {
 	c->out_len = c->err_len = 0;
 	c->out_total = c->err_total = 0;
@@ -325,8 +326,19 @@ proc_run(struct proc *p, const struct proc_spec *s, struct proc_capture *c, stru
 	c->out[0] = c->err[0] = '\0';
 	if (proc_spawn(p, s, e) != 0)
 		return -1;
-	while (proc_step(p, -1, capture_sink, c) == 1)
-		;
+	while (proc_step(p, stop != NULL ? PROC_STOP_CHECK_MS : -1, capture_sink, c) == 1)
+		if (stop != NULL && !p->stopped && !p->exited && stop(arg)) {
+			p->stopped = 1;
+			proc_kill(p, SIGTERM);
+			p->deadline_ms = 0;
+			p->kill_at_ms = proc_now_ms() + p->grace_ms;
+		}
 	proc_close(p);
 	return 0;
+}
+
+int
+proc_run(struct proc *p, const struct proc_spec *s, struct proc_capture *c, struct err *e)
+{
+	return proc_run_until(p, s, c, NULL, NULL, e);
 }

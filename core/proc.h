@@ -53,6 +53,7 @@ struct proc {
 	int64_t kill_at_ms;  /* SIGKILL time once SIGTERM was sent */
 	int grace_ms;
 	int timed_out; /* the deadline passed and the group was signalled */
+	int stopped;   /* proc_run_until's stop() asked to end it */
 	int exited;    /* the leader was reaped */
 	int status;    /* waitpid status once exited */
 };
@@ -107,6 +108,17 @@ struct proc_capture {
  * not start.
  */
 int proc_run(struct proc *p, const struct proc_spec *s, struct proc_capture *c, struct err *e);
+
+/* How often proc_run_until asks whether to stop. */
+#define PROC_STOP_CHECK_MS 100
+
+/*
+ * proc_run, asking stop(arg) every PROC_STOP_CHECK_MS: once it answers
+ * non-zero (the server drains), the group gets SIGTERM and, after the
+ * grace, SIGKILL; output until then is kept. p->stopped says it happened.
+ */
+int proc_run_until(struct proc *p, const struct proc_spec *s, struct proc_capture *c, int (*stop)(void *),
+                   void *arg, struct err *e);
 
 /* CLOCK_MONOTONIC in milliseconds. */
 int64_t proc_now_ms(void);

@@ -70,6 +70,7 @@ cat >"$T/cmds.json" <<EOF
   "params": {"a": {"type": "string", "required": true}, "b": {"type": "string"}}},
  {"id": "echo.num", "argv": ["/bin/echo", "{n}"], "params": {"n": {"type": "integer", "required": true}}},
  {"id": "true", "argv": ["true"]},
+ {"id": "long", "argv": ["/bin/sleep", "97$$"], "timeout": 120},
  {"id": "env.show", "argv": ["/usr/bin/env"], "env": ["API_ALLOWED"]},
  {"id": "stubborn", "argv": ["/bin/sh", "-c", "trap '' TERM; sleep 77$$ & sleep 78$$; echo never"], "timeout": 1},
  {"id": "flood", "argv": ["/bin/sh", "-c", "head -c 5000 /dev/zero | tr -c x x; echo; echo err >&2"]},
@@ -313,9 +314,20 @@ check "a bad file on reload is logged with why" grep -q 'reload failed, keeping 
 check "... and the previous configuration stays" test "$(A -H "$H" -X POST "$U/v1/ops/added.op")" = 200
 cp "$T/cmds.bak" "$T/cmds.json"
 
+curl -s -o "$T/long" -H "$H" -X POST "$U/v1/ops/long" &
+cpid=$!
+i=0
+while ! pgrep -f "sleep 97$$" >/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+t0=$(date +%s%3N)
 kill -TERM "$SERVE_PID"
 wait "$SERVE_PID"
-check "SIGTERM: exit 0" test $? = 0
+rc=$?
+t1=$(date +%s%3N)
+wait "$cpid"
+check "SIGTERM: exit 0" test $rc = 0
+check "SIGTERM with an op running: the op's group is ended, serve exits within 4 s" \
+	sh -c "test $((t1 - t0)) -lt 4000 && ! pgrep -f 'slee[p] 97$$' >/dev/null"
+check "... and the op's caller still got its answer" grep -q '"stopped":true' "$T/long"
 
 # ---- 202, then polling, then 200 (install.wait 1, a 3 s download) ------------------------------
 bg "$BIN" serve --host 127.0.0.1 --port 0 --config "$T/config-wait1.json" --tools-dir "$T/tools" \
