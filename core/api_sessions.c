@@ -374,6 +374,13 @@ create(struct api_rq *q, const char *agent)
 		api_rq_errf(q, "internal", "out of memory");
 		goto out;
 	}
+	/* Over a limit: refused before an install starts for it. */
+	err_clear(&e);
+	if (sessions_admit(q->a->sessions, agent, &retry, &e) != 0) {
+		api_rq_retry_after(q, retry);
+		api_rq_err(q, &e);
+		goto out;
+	}
 	/* Never waits: ready, pending (the job runs), or an error now
 	 * (install.required, install.disabled, install.backoff, …). */
 	err_clear(&e);

@@ -816,6 +816,24 @@ sessions_create(struct sessions *S, const struct session_spec *sp, struct sessio
 	return 0;
 }
 
+int
+sessions_admit(struct sessions *S, const char *agent, int *retry_after, struct err *e)
+{
+	int total, mine;
+
+	*retry_after = 0;
+	pthread_mutex_lock(&S->mu);
+	count_running(S, agent, &total, &mine);
+	pthread_mutex_unlock(&S->mu);
+	if (total < S->c.max_running && mine < S->c.max_per_agent)
+		return 0;
+	*retry_after = 5;
+	if (total >= S->c.max_running)
+		return err_set(e, "request.rate_limited", "%d sessions are running (server.max_sessions)", total);
+	return err_set(e, "request.rate_limited", "%d sessions of %s are running (server.max_sessions_per_agent)",
+		       mine, agent);
+}
+
 /* ---- reading ------------------------------------------------------------- */
 
 int

@@ -136,6 +136,11 @@ void sessions_replay(struct sessions *S, int *loaded, int *interrupted, int *ski
 int sessions_create(struct sessions *S, const struct session_spec *sp, struct session_view *v, int *retry_after,
 		    struct err *e);
 
+/* Whether a session of agent would be admitted now (the same limits as
+ * sessions_create, which checks again): 0, or -1 with e and *retry_after.
+ * Lets a request over a limit be refused before it starts an install. */
+int sessions_admit(struct sessions *S, const char *agent, int *retry_after, struct err *e);
+
 /* The state of session id of agent: 0, or -1 (not there). */
 int sessions_get(struct sessions *S, const char *agent, const char *id, struct session_view *v);
 
