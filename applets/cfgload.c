@@ -47,13 +47,10 @@ cfgload_option(struct cfgload *L, const char *name, const char *value)
 	static const struct {
 		const char *opt, *key, *flag;
 	} map[] = {
-		{"policy", "policy", "--policy"},
-		{"preset", "preset", "--preset"},
-		{"commands", "commands", "--commands"},
-		{"manifests", "manifests_dir", "--manifests"},
-		{"tools-dir", "tools_dir", "--tools-dir"},
-		{"state-dir", "state_dir", "--state-dir"},
-		{"mode", "install.mode", "--mode"},
+	    {"policy", "policy", "--policy"},          {"preset", "preset", "--preset"},
+	    {"commands", "commands", "--commands"},    {"manifests", "manifests_dir", "--manifests"},
+	    {"tools-dir", "tools_dir", "--tools-dir"}, {"state-dir", "state_dir", "--state-dir"},
+	    {"mode", "install.mode", "--mode"},
 	};
 	size_t i;
 

@@ -19,10 +19,10 @@ struct cfgload {
 	struct policy pol;
 	struct ops ops;
 	int ops_ready;
-	struct manifest_set ms;         /* embedded + manifests_dir, this platform */
+	struct manifest_set ms; /* embedded + manifests_dir, this platform */
 	int ms_open;
-	struct err merr;                /* the last manifest failure other than not_found */
-	const char *config_file;                    /* --config */
+	struct err merr;         /* the last manifest failure other than not_found */
+	const char *config_file; /* --config */
 	struct config_flag flags[CFGLOAD_MAX_FLAGS];
 	int nflags;
 };

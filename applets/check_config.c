@@ -14,31 +14,31 @@
 #include "cfgload.h"
 
 static const char usage[] =
-	"usage: agent-sandbox-server check-config [--config FILE] [--policy FILE] [--preset NAME]\n"
-	"           [--commands FILE] [--manifests DIR] [--tools-dir DIR] [--state-dir DIR]\n"
-	"           [--mode MODE] [--json] [-v] [-q]\n"
-	"       agent-sandbox-server check-config --manifest FILE...\n"
-	"\n"
-	"Load the configuration (embedded defaults < /etc/agent-sandbox/server.json or\n"
-	"--config < ABX_SERVER_* environment < flags), the policy and the commands file\n"
-	"the way serve would, without opening a socket, spawning a process or reading a\n"
-	"token, and print the effective install mode with where it came from and the\n"
-	"endpoint table: each op, the principals policy lets call it, what it installs.\n"
-	"\n"
-	"  --config FILE     configuration file (default /etc/agent-sandbox/server.json)\n"
-	"  --policy FILE     policy file (default /etc/agent-sandbox/server-policy.json)\n"
-	"  --preset NAME     readonly, agents or admin, for principal default\n"
-	"  --commands FILE   the commands file\n"
-	"  --manifests DIR   manifests that add to or override the built-in ones\n"
-	"  --tools-dir DIR, --state-dir DIR, --mode MODE   flag layer for those settings\n"
-	"  --json            one JSON document on stdout\n"
-	"  -v                also print every setting with its source\n"
-	"  -q                print nothing; the exit status says valid (0) or not (2)\n"
-	"\n"
-	"  --manifest FILE...  lint manifest files instead (schema 1, pins for this\n"
-	"                    platform, hosts, lockfile beside it); exit 0 when all load\n"
-	"\n"
-	"Exit: 0 valid, 2 invalid (the first error is printed).\n";
+    "usage: agent-sandbox-server check-config [--config FILE] [--policy FILE] [--preset NAME]\n"
+    "           [--commands FILE] [--manifests DIR] [--tools-dir DIR] [--state-dir DIR]\n"
+    "           [--mode MODE] [--json] [-v] [-q]\n"
+    "       agent-sandbox-server check-config --manifest FILE...\n"
+    "\n"
+    "Load the configuration (embedded defaults < /etc/agent-sandbox/server.json or\n"
+    "--config < ABX_SERVER_* environment < flags), the policy and the commands file\n"
+    "the way serve would, without opening a socket, spawning a process or reading a\n"
+    "token, and print the effective install mode with where it came from and the\n"
+    "endpoint table: each op, the principals policy lets call it, what it installs.\n"
+    "\n"
+    "  --config FILE     configuration file (default /etc/agent-sandbox/server.json)\n"
+    "  --policy FILE     policy file (default /etc/agent-sandbox/server-policy.json)\n"
+    "  --preset NAME     readonly, agents or admin, for principal default\n"
+    "  --commands FILE   the commands file\n"
+    "  --manifests DIR   manifests that add to or override the built-in ones\n"
+    "  --tools-dir DIR, --state-dir DIR, --mode MODE   flag layer for those settings\n"
+    "  --json            one JSON document on stdout\n"
+    "  -v                also print every setting with its source\n"
+    "  -q                print nothing; the exit status says valid (0) or not (2)\n"
+    "\n"
+    "  --manifest FILE...  lint manifest files instead (schema 1, pins for this\n"
+    "                    platform, hosts, lockfile beside it); exit 0 when all load\n"
+    "\n"
+    "Exit: 0 valid, 2 invalid (the first error is printed).\n";
 
 /* --manifest FILE...: each file loads on its own (requires are checked
  * against the other manifests by the full check, not here). */
@@ -119,8 +119,8 @@ print_text(const struct cfgload *L, int verbose)
 	printf("install.mode: %s (%s)\n", config_mode_name(L->cfg.install.mode),
 	       config_source(&L->cfg, CK_INSTALL_MODE, src, sizeof(src)));
 	if (L->cfg.mode_floor != CFG_MODE_LAZY)
-		printf("restrict-only: %s set by %s; flags may only tighten it\n", config_mode_name(L->cfg.mode_floor),
-		       L->cfg.mode_floor_by);
+		printf("restrict-only: %s set by %s; flags may only tighten it\n",
+		       config_mode_name(L->cfg.mode_floor), L->cfg.mode_floor_by);
 	printf("policy: %s\n", L->pol.summary);
 	if (L->ops.commands_file[0])
 		printf("commands: %s\n", L->ops.commands_file);
@@ -225,13 +225,12 @@ int
 check_config_main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"config", required_argument, NULL, 0},   {"policy", required_argument, NULL, 0},
-		{"preset", required_argument, NULL, 0},   {"commands", required_argument, NULL, 0},
-		{"manifests", required_argument, NULL, 0}, {"tools-dir", required_argument, NULL, 0},
-		{"state-dir", required_argument, NULL, 0}, {"mode", required_argument, NULL, 0},
-		{"json", no_argument, NULL, 'j'},         {"help", no_argument, NULL, 'h'},
-		{"manifest", no_argument, NULL, 'M'},
-		{NULL, 0, NULL, 0},
+	    {"config", required_argument, NULL, 0},    {"policy", required_argument, NULL, 0},
+	    {"preset", required_argument, NULL, 0},    {"commands", required_argument, NULL, 0},
+	    {"manifests", required_argument, NULL, 0}, {"tools-dir", required_argument, NULL, 0},
+	    {"state-dir", required_argument, NULL, 0}, {"mode", required_argument, NULL, 0},
+	    {"json", no_argument, NULL, 'j'},          {"help", no_argument, NULL, 'h'},
+	    {"manifest", no_argument, NULL, 'M'},      {NULL, 0, NULL, 0},
 	};
 	struct cfgload *L;
 	struct err e;
@@ -244,13 +243,27 @@ check_config_main(int argc, char **argv)
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "hvq", opts, &idx)) != -1) {
 		switch (c) {
-		case 0: cfgload_option(L, opts[idx].name, optarg); break;
-		case 'j': json = 1; break;
-		case 'v': verbose = 1; break;
-		case 'q': quiet = 1; break;
-		case 'M': lint = 1; break;
-		case 'h': cfgload_free(L); return usage_help(usage);
-		default: cfgload_free(L); return bad_option("check-config", usage, argc, argv);
+		case 0:
+			cfgload_option(L, opts[idx].name, optarg);
+			break;
+		case 'j':
+			json = 1;
+			break;
+		case 'v':
+			verbose = 1;
+			break;
+		case 'q':
+			quiet = 1;
+			break;
+		case 'M':
+			lint = 1;
+			break;
+		case 'h':
+			cfgload_free(L);
+			return usage_help(usage);
+		default:
+			cfgload_free(L);
+			return bad_option("check-config", usage, argc, argv);
 		}
 	}
 	if (lint) {

@@ -29,24 +29,23 @@
 #include "../core/json.h"
 #include "cfgload.h"
 
-static const char usage[] =
-	"usage: agent-sandbox-server doctor [--json] [--network] [--ports LIST]\n"
-	"           [--config FILE] [--policy FILE] [--preset NAME] [--commands FILE]\n"
-	"           [--manifests DIR] [--tools-dir DIR] [--state-dir DIR] [--mode MODE]\n"
-	"\n"
-	"Check this environment: configuration, effective install mode and its source,\n"
-	"HOME, state and tools directories (writable, owned by us, not group/world-\n"
-	"writable, not noexec, which one receives installs), installed tools and their\n"
-	"versions, manifests, a read-only root, the CA bundle, the clock, /etc/passwd,\n"
-	"ports 9000 and 9001, agent credential variables (names only, never values).\n"
-	"Each line is PASS, WARN or FAIL, with a fix.\n"
-	"\n"
-	"  --json         one JSON document on stdout\n"
-	"  --network      also connect to every manifest host and mirror (5 s each)\n"
-	"  --ports LIST   ports that should be free (default 9000,9001)\n"
-	"  the other options are those of check-config\n"
-	"\n"
-	"Exit: 0 when no check failed, 1 otherwise, 2 on a usage error.\n";
+static const char usage[] = "usage: agent-sandbox-server doctor [--json] [--network] [--ports LIST]\n"
+                            "           [--config FILE] [--policy FILE] [--preset NAME] [--commands FILE]\n"
+                            "           [--manifests DIR] [--tools-dir DIR] [--state-dir DIR] [--mode MODE]\n"
+                            "\n"
+                            "Check this environment: configuration, effective install mode and its source,\n"
+                            "HOME, state and tools directories (writable, owned by us, not group/world-\n"
+                            "writable, not noexec, which one receives installs), installed tools and their\n"
+                            "versions, manifests, a read-only root, the CA bundle, the clock, /etc/passwd,\n"
+                            "ports 9000 and 9001, agent credential variables (names only, never values).\n"
+                            "Each line is PASS, WARN or FAIL, with a fix.\n"
+                            "\n"
+                            "  --json         one JSON document on stdout\n"
+                            "  --network      also connect to every manifest host and mirror (5 s each)\n"
+                            "  --ports LIST   ports that should be free (default 9000,9001)\n"
+                            "  the other options are those of check-config\n"
+                            "\n"
+                            "Exit: 0 when no check failed, 1 otherwise, 2 on a usage error.\n";
 
 /* Why these numbers: a tool's --version answers in well under a second; 10 s
  * covers a cold node start on a slow disk. 5 s is a generous TCP connect. */
@@ -61,9 +60,8 @@ struct report {
 	struct json_w w;
 };
 
-static void
-line(struct report *r, const char *status, const char *check, const char *fix, const char *fmt, ...)
-	__attribute__((format(printf, 5, 6)));
+static void line(struct report *r, const char *status, const char *check, const char *fix, const char *fmt,
+                 ...) __attribute__((format(printf, 5, 6)));
 
 static void
 line(struct report *r, const char *status, const char *check, const char *fix, const char *fmt, ...)
@@ -132,7 +130,8 @@ check_home(struct report *r)
 		line(r, "WARN", "home", "set HOME to the sandbox user's home directory", "HOME is not set");
 	else if (!writable_dir(home))
 		line(r, "WARN", "home",
-		     "mount a writable volume at HOME, or set ABX_SERVER_STATE_DIR and ABX_TOOLS_DIR to writable directories",
+		     "mount a writable volume at HOME, or set ABX_SERVER_STATE_DIR and ABX_TOOLS_DIR to "
+		     "writable directories",
 		     "%s is not a writable directory", home);
 	else
 		line(r, "PASS", "home", NULL, "%s is writable", home);
@@ -179,12 +178,13 @@ check_state_dir(struct report *r, const struct config *c)
 	if (fs_dir_safe(dir, &e) != 0) {
 		if (e.code != NULL && strcmp(e.code, "not_found") == 0) {
 			if (creatable(dir))
-				line(r, "PASS", "state", NULL, "%s does not exist yet; serve creates it (mode 0700) [%s]", dir,
-				     src);
+				line(r, "PASS", "state", NULL,
+				     "%s does not exist yet; serve creates it (mode 0700) [%s]", dir, src);
 			else
 				line(r, "WARN", "state",
 				     "set ABX_SERVER_STATE_DIR to a writable directory (a tmpfs or volume)",
-				     "%s cannot be created: tokens and journals live in memory only [%s]", dir, src);
+				     "%s cannot be created: tokens and journals live in memory only [%s]",
+				     dir, src);
 			return;
 		}
 		snprintf(fix, sizeof(fix), "chown $(id -u) %s && chmod 0700 %s", dir, dir);
@@ -192,9 +192,11 @@ check_state_dir(struct report *r, const struct config *c)
 		return;
 	}
 	if (!writable_dir(dir))
-		line(r, "WARN", "state", "set ABX_SERVER_STATE_DIR to a writable directory (a tmpfs or volume)",
-		     "%s is not writable: journals live in memory, replay is limited to the process lifetime [%s]", dir,
-		     src);
+		line(r, "WARN", "state",
+		     "set ABX_SERVER_STATE_DIR to a writable directory (a tmpfs or volume)",
+		     "%s is not writable: journals live in memory, replay is limited to the process lifetime "
+		     "[%s]",
+		     dir, src);
 	else
 		line(r, "PASS", "state", NULL, "%s is writable and safe [%s]", dir, src);
 }
@@ -217,10 +219,13 @@ check_sessions(struct report *r, const struct config *c)
 	else
 		ok = 0;
 	if (ok)
-		line(r, "PASS", "sessions", NULL, "session journals go to %s and are replayed after a restart", sd);
+		line(r, "PASS", "sessions", NULL,
+		     "session journals go to %s and are replayed after a restart", sd);
 	else
-		line(r, "WARN", "sessions", "set ABX_SERVER_STATE_DIR to a writable directory (a tmpfs or volume)",
-		     "%s cannot be written: session journals live in memory, replay is limited to the process lifetime",
+		line(r, "WARN", "sessions",
+		     "set ABX_SERVER_STATE_DIR to a writable directory (a tmpfs or volume)",
+		     "%s cannot be written: session journals live in memory, replay is limited to the "
+		     "process lifetime",
 		     sd);
 }
 
@@ -228,7 +233,7 @@ struct chain {
 	int n;
 	char dir[4][PATH_MAX];
 	int explicit_[4];
-	int creatable[4];   /* installs create it when missing */
+	int creatable[4]; /* installs create it when missing */
 };
 
 static void
@@ -253,8 +258,8 @@ tools_chain(const struct config *c, struct chain *ch)
 		ch->explicit_[ch->n++] = 0;
 	}
 	if (c->install.allow_tmp) {
-		snprintf(ch->dir[ch->n], PATH_MAX, "%.3000s/agent-sandbox-%u/tools", tmp && tmp[0] ? tmp : "/tmp",
-			 (unsigned)geteuid());
+		snprintf(ch->dir[ch->n], PATH_MAX, "%.3000s/agent-sandbox-%u/tools",
+		         tmp && tmp[0] ? tmp : "/tmp", (unsigned)geteuid());
 		ch->creatable[ch->n] = 1;
 		ch->explicit_[ch->n++] = 0;
 	}
@@ -275,49 +280,62 @@ check_tools_dirs(struct report *r, const struct config *c, const struct chain *c
 			if (e.code != NULL && strcmp(e.code, "not_found") == 0) {
 				if (ch->creatable[i] && target == NULL && creatable(d)) {
 					line(r, "PASS", "tools", NULL,
-					     "%s does not exist yet; the first install creates it (mode 0700) and installs go there%s%s%s",
-					     d, ch->explicit_[i] ? " [" : "", ch->explicit_[i] ? src : "", ch->explicit_[i] ? "]" : "");
+					     "%s does not exist yet; the first install creates it (mode "
+					     "0700) and installs go there%s%s%s",
+					     d, ch->explicit_[i] ? " [" : "", ch->explicit_[i] ? src : "",
+					     ch->explicit_[i] ? "]" : "");
 					target = d;
 				} else if (ch->explicit_[i]) {
-					line(r, "FAIL", "tools", "create it, or point ABX_TOOLS_DIR at a writable directory",
+					line(r, "FAIL", "tools",
+					     "create it, or point ABX_TOOLS_DIR at a writable directory",
 					     "%s does not exist and cannot be created [%s]", d, src);
 				}
 				continue;
 			}
 			snprintf(fix, sizeof(fix), "chmod go-w %s (mode 0700, owned by the server user)", d);
 			line(r, ch->explicit_[i] ? "FAIL" : "WARN", "tools", fix, "%s%s", e.msg,
-			     ch->explicit_[i] ? "; installs refuse it (config.state_dir_unsafe)" : "; skipped");
+			     ch->explicit_[i] ? "; installs refuse it (config.state_dir_unsafe)"
+			                      : "; skipped");
 			continue;
 		}
 		fl = mount_flags(d, mp, sizeof(mp));
 		if (!writable_dir(d)) {
-			line(r, "PASS", "tools", NULL, "%s is read-only here: prepared tools are used, nothing is installed there%s",
-			     d, (fl & 2) ? " (read-only mount)" : "");
+			line(r, "PASS", "tools", NULL,
+			     "%s is read-only here: prepared tools are used, nothing is installed there%s", d,
+			     (fl & 2) ? " (read-only mount)" : "");
 			continue;
 		}
 		if (fl & 1) {
-			snprintf(fix, sizeof(fix),
-				 "remount %s without noexec, or set ABX_TOOLS_DIR to a directory on an exec mount", mp);
-			line(r, "FAIL", "tools", fix, "%s is on a noexec mount (%s): installed tools could not run (install.noexec)",
+			snprintf(
+			    fix, sizeof(fix),
+			    "remount %s without noexec, or set ABX_TOOLS_DIR to a directory on an exec mount",
+			    mp);
+			line(r, "FAIL", "tools", fix,
+			     "%s is on a noexec mount (%s): installed tools could not run (install.noexec)",
 			     d, mp);
 			continue;
 		}
 		if (target == NULL) {
 			target = d;
-			line(r, "PASS", "tools", NULL, "%s is writable and safe: new installs go here%s%s%s", d,
-			     ch->explicit_[i] ? " [" : "", ch->explicit_[i] ? src : "", ch->explicit_[i] ? "]" : "");
+			line(r, "PASS", "tools", NULL, "%s is writable and safe: new installs go here%s%s%s",
+			     d, ch->explicit_[i] ? " [" : "", ch->explicit_[i] ? src : "",
+			     ch->explicit_[i] ? "]" : "");
 		} else {
-			line(r, "PASS", "tools", NULL, "%s is writable and safe (searched for installed tools)", d);
+			line(r, "PASS", "tools", NULL,
+			     "%s is writable and safe (searched for installed tools)", d);
 		}
 	}
 	if (target == NULL) {
 		if (runtime)
 			line(r, "FAIL", "tools",
-			     "set ABX_TOOLS_DIR to a writable directory (a tmpfs or volume), or run `agent-sandbox-server prepare` at image build with install.mode build",
-			     "no writable tools directory: first-use installs will fail with install.read_only (mode %s)",
+			     "set ABX_TOOLS_DIR to a writable directory (a tmpfs or volume), or run "
+			     "`agent-sandbox-server prepare` at image build with install.mode build",
+			     "no writable tools directory: first-use installs will fail with "
+			     "install.read_only (mode %s)",
 			     config_mode_name(c->install.mode));
 		else
-			line(r, "PASS", "tools", NULL, "no writable tools directory; mode %s installs nothing at runtime",
+			line(r, "PASS", "tools", NULL,
+			     "no writable tools directory; mode %s installs nothing at runtime",
 			     config_mode_name(c->install.mode));
 	}
 }
@@ -415,12 +433,15 @@ check_installed(struct report *r, const struct chain *ch)
 			found++;
 			rc = tool_version(path, ver, sizeof(ver));
 			if (rc == 0) {
-				line(r, "PASS", "installed", NULL, "%s: %s (%s)", de->d_name, ver[0] ? ver : "(no output)", path);
+				line(r, "PASS", "installed", NULL, "%s: %s (%s)", de->d_name,
+				     ver[0] ? ver : "(no output)", path);
 			} else {
-				snprintf(fix, sizeof(fix), "agent-sandbox-server verify; agent-sandbox-server prepare --force --only %s",
-					 de->d_name);
-				line(r, "WARN", "installed", fix, "%s: --version failed (%s%s%d) (%s)", de->d_name, ver,
-				     ver[0] ? "; exit " : "exit ", rc, path);
+				snprintf(fix, sizeof(fix),
+				         "agent-sandbox-server verify; agent-sandbox-server prepare --force "
+				         "--only %s",
+				         de->d_name);
+				line(r, "WARN", "installed", fix, "%s: --version failed (%s%s%d) (%s)",
+				     de->d_name, ver, ver[0] ? "; exit " : "exit ", rc, path);
 			}
 		}
 		closedir(d);
@@ -461,8 +482,10 @@ check_manifests(struct report *r, struct cfgload *L, struct hostlist *hl)
 	if (!L->ms_open) {
 		opts.platform = manifest_platform_self();
 		opts.allow_unpinned = manifest_unpinned_allowed(L->cfg.environment, &e) > 0;
-		if (manifest_set_open(&L->ms, L->cfg.manifests_dir[0] ? L->cfg.manifests_dir : NULL, &opts, &e) != 0) {
-			line(r, "FAIL", "manifests", "fix manifests_dir / ABX_MANIFESTS_DIR / --manifests", "%s", e.msg);
+		if (manifest_set_open(&L->ms, L->cfg.manifests_dir[0] ? L->cfg.manifests_dir : NULL, &opts,
+		                      &e) != 0) {
+			line(r, "FAIL", "manifests", "fix manifests_dir / ABX_MANIFESTS_DIR / --manifests",
+			     "%s", e.msg);
 			return;
 		}
 		L->ms_open = 1;
@@ -470,7 +493,8 @@ check_manifests(struct report *r, struct cfgload *L, struct hostlist *hl)
 	for (i = 0; i < L->ms.n; i++) {
 		if ((m = manifest_get(&L->ms, L->ms.ent[i].name, &e)) == NULL) {
 			line(r, "FAIL", "manifests",
-			     "fix the manifest (`agent-sandbox-server check-config --manifest FILE`), or re-pin it with `lock`",
+			     "fix the manifest (`agent-sandbox-server check-config --manifest FILE`), or "
+			     "re-pin it with `lock`",
 			     "%s: %s", e.code ? e.code : "internal", e.msg);
 			bad++;
 			continue;
@@ -480,7 +504,8 @@ check_manifests(struct report *r, struct cfgload *L, struct hostlist *hl)
 			add_host(hl, m->hosts[h]);
 	}
 	if (bad == 0)
-		line(r, "PASS", "manifests", NULL, "%d manifests load%s%s%s", n, L->cfg.manifests_dir[0] ? " (with " : "",
+		line(r, "PASS", "manifests", NULL, "%d manifests load%s%s%s", n,
+		     L->cfg.manifests_dir[0] ? " (with " : "",
 		     L->cfg.manifests_dir[0] ? L->cfg.manifests_dir : "", L->cfg.manifests_dir[0] ? ")" : "");
 }
 
@@ -493,7 +518,9 @@ check_root(struct report *r, const struct config *c)
 
 	if (mount_flags("/", mp, sizeof(mp)) & 2)
 		line(r, "WARN", "root",
-		     "mount writable volumes (tmpfs) and set ABX_TOOLS_DIR=/mnt/tools ABX_SERVER_STATE_DIR=/mnt/state, or prepare tools at image build with install.mode build",
+		     "mount writable volumes (tmpfs) and set ABX_TOOLS_DIR=/mnt/tools "
+		     "ABX_SERVER_STATE_DIR=/mnt/state, or prepare tools at image build with install.mode "
+		     "build",
 		     "the root filesystem is read-only");
 	else
 		line(r, "PASS", "root", NULL, "the root filesystem is writable");
@@ -561,8 +588,8 @@ count_pem_dir(const char *dir)
 static void
 check_ca(struct report *r, const struct config *c)
 {
-	static const char *const defaults[] = {"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt",
-					      "/etc/ssl/cert.pem"};
+	static const char *const defaults[] = {"/etc/ssl/certs/ca-certificates.crt",
+	                                       "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"};
 	const char *file = getenv("SSL_CERT_FILE"), *dir = getenv("SSL_CERT_DIR");
 	const char *st = config_mode_installs_at_runtime(c->install.mode) ? "FAIL" : "WARN";
 	char tried[1024] = "";
@@ -573,7 +600,8 @@ check_ca(struct report *r, const struct config *c)
 		if (file && file[0]) {
 			k = count_pem(file);
 			if (k < 0)
-				snprintf(tried, sizeof(tried), "SSL_CERT_FILE=%.400s (%s)", file, strerror(errno));
+				snprintf(tried, sizeof(tried), "SSL_CERT_FILE=%.400s (%s)", file,
+				         strerror(errno));
 			else
 				snprintf(tried, sizeof(tried), "SSL_CERT_FILE=%.400s (%d)", file, k);
 			if (k > 0)
@@ -587,12 +615,14 @@ check_ca(struct report *r, const struct config *c)
 				if ((k = count_pem_dir(p)) > 0)
 					nd += k;
 			n += nd;
-			snprintf(tried + strlen(tried), sizeof(tried) - strlen(tried), "%sSSL_CERT_DIR=%.400s (%d)",
-				 tried[0] ? ", " : "", dir, nd);
+			snprintf(tried + strlen(tried), sizeof(tried) - strlen(tried),
+			         "%sSSL_CERT_DIR=%.400s (%d)", tried[0] ? ", " : "", dir, nd);
 		}
 		if (n == 0)
-			line(r, st, "ca", "point SSL_CERT_FILE at a PEM bundle (or unset it to use the system bundle)",
-			     "no CA certificate found: %s; HTTPS downloads will fail (tls.no_trust_anchors)", tried);
+			line(r, st, "ca",
+			     "point SSL_CERT_FILE at a PEM bundle (or unset it to use the system bundle)",
+			     "no CA certificate found: %s; HTTPS downloads will fail (tls.no_trust_anchors)",
+			     tried);
 		else
 			line(r, "PASS", "ca", NULL, "%d trust anchors from %s", n, tried);
 		return;
@@ -602,9 +632,10 @@ check_ca(struct report *r, const struct config *c)
 			line(r, "PASS", "ca", NULL, "%d trust anchors in %s", k, defaults[i]);
 			return;
 		}
-	line(r, st, "ca", "install ca-certificates in the image, or set SSL_CERT_FILE",
-	     "no CA bundle found (tried /etc/ssl/certs/ca-certificates.crt, /etc/pki/tls/certs/ca-bundle.crt, "
-	     "/etc/ssl/cert.pem); HTTPS downloads will fail");
+	line(
+	    r, st, "ca", "install ca-certificates in the image, or set SSL_CERT_FILE",
+	    "no CA bundle found (tried /etc/ssl/certs/ca-certificates.crt, /etc/pki/tls/certs/ca-bundle.crt, "
+	    "/etc/ssl/cert.pem); HTTPS downloads will fail");
 }
 
 #ifndef ABX_BUILD_DATE
@@ -626,7 +657,8 @@ check_clock(struct report *r)
 	built = timegm(&tm);
 	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
 	if (now < built - 86400)
-		line(r, "FAIL", "clock", "set the clock (NTP, or the host's clock): TLS certificates are checked against it",
+		line(r, "FAIL", "clock",
+		     "set the clock (NTP, or the host's clock): TLS certificates are checked against it",
 		     "%s is before this binary was built (%s)", buf, ABX_BUILD_DATE);
 	else if (now > built + 20L * 365 * 86400)
 		line(r, "WARN", "clock", "check the clock: TLS certificates are checked against it",
@@ -639,10 +671,12 @@ static void
 check_passwd(struct report *r)
 {
 	if (access("/etc/passwd", W_OK) == 0)
-		line(r, "PASS", "passwd", NULL, "/etc/passwd is writable (the base image's user mapping works)");
+		line(r, "PASS", "passwd", NULL,
+		     "/etc/passwd is writable (the base image's user mapping works)");
 	else
 		line(r, "WARN", "passwd",
-		     "on the Agent Sandbox base image /etc/passwd must stay writable by the sandbox user (chmod 0664 and group of that user)",
+		     "on the Agent Sandbox base image /etc/passwd must stay writable by the sandbox user "
+		     "(chmod 0664 and group of that user)",
 		     "/etc/passwd is not writable by uid %u", (unsigned)geteuid());
 }
 
@@ -669,8 +703,8 @@ check_ports(struct report *r, const char *list)
 			line(r, "PASS", "ports", NULL, "port %d is free", port);
 		} else {
 			snprintf(fix, sizeof(fix), "stop what listens on %d, or run serve with --port", port);
-			line(r, errno == EADDRINUSE ? "WARN" : "FAIL", "ports", fix, "port %d: %s (already serving?)", port,
-			     strerror(errno));
+			line(r, errno == EADDRINUSE ? "WARN" : "FAIL", "ports", fix,
+			     "port %d: %s (already serving?)", port, strerror(errno));
 		}
 		close(fd);
 	}
@@ -682,10 +716,10 @@ check_credentials(struct report *r, const struct config *c)
 	static const struct {
 		const char *agent, *var, *alt;
 	} creds[] = {
-		{"codex", "OPENAI_API_KEY", NULL},
-		{"claude-code", "ANTHROPIC_API_KEY", NULL},
-		{"gemini", "GEMINI_API_KEY", "GOOGLE_API_KEY"},
-		{"cursor", "CURSOR_API_KEY", NULL},
+	    {"codex", "OPENAI_API_KEY", NULL},
+	    {"claude-code", "ANTHROPIC_API_KEY", NULL},
+	    {"gemini", "GEMINI_API_KEY", "GOOGLE_API_KEY"},
+	    {"cursor", "CURSOR_API_KEY", NULL},
 	};
 	char fix[128], present[256] = "";
 	size_t i;
@@ -697,18 +731,19 @@ check_credentials(struct report *r, const struct config *c)
 		for (j = 0; j < c->agents.n; j++)
 			enabled |= strcmp(c->agents.v[j], creds[i].agent) == 0;
 		if (set)
-			snprintf(present + strlen(present), sizeof(present) - strlen(present), "%s%s", present[0] ? ", " : "",
-				 (v && v[0]) ? creds[i].var : creds[i].alt);
+			snprintf(present + strlen(present), sizeof(present) - strlen(present), "%s%s",
+			         present[0] ? ", " : "", (v && v[0]) ? creds[i].var : creds[i].alt);
 		if (!enabled)
 			continue;
 		any = 1;
 		if (set) {
-			line(r, "PASS", "credentials", NULL, "%s is set (agent %s)", (v && v[0]) ? creds[i].var : creds[i].alt,
-			     creds[i].agent);
+			line(r, "PASS", "credentials", NULL, "%s is set (agent %s)",
+			     (v && v[0]) ? creds[i].var : creds[i].alt, creds[i].agent);
 		} else {
 			snprintf(fix, sizeof(fix), "pass %s%s%s in the sandbox environment", creds[i].var,
-				 creds[i].alt ? " or " : "", creds[i].alt ? creds[i].alt : "");
-			line(r, "WARN", "credentials", fix, "%s is not set; agent %s will fail to authenticate", creds[i].var,
+			         creds[i].alt ? " or " : "", creds[i].alt ? creds[i].alt : "");
+			line(r, "WARN", "credentials", fix,
+			     "%s is not set; agent %s will fail to authenticate", creds[i].var,
 			     creds[i].agent);
 		}
 	}
@@ -726,7 +761,8 @@ tcp_reach(const char *hostport, char *why, size_t cap)
 	int rc = -1, g;
 
 	snprintf(host, sizeof(host), "%s", hostport);
-	if ((colon = strrchr(host, ':')) != NULL && strchr(host, ']') == NULL && strchr(colon + 1, '.') == NULL) {
+	if ((colon = strrchr(host, ':')) != NULL && strchr(host, ']') == NULL &&
+	    strchr(colon + 1, '.') == NULL) {
 		*colon = '\0';
 		snprintf(port, sizeof(port), "%.5s", colon + 1);
 	}
@@ -785,7 +821,8 @@ check_network(struct report *r, const struct config *c, struct hostlist *hl)
 {
 	const char *proxy = getenv("HTTPS_PROXY") ? getenv("HTTPS_PROXY") : getenv("https_proxy");
 	char why[160], fix[256], h[280], ph[280];
-	int i, runtime = config_mode_installs_at_runtime(c->install.mode) && c->install.mode != CFG_MODE_OFFLINE;
+	int i,
+	    runtime = config_mode_installs_at_runtime(c->install.mode) && c->install.mode != CFG_MODE_OFFLINE;
 
 	url_host(c->install.npm_mirror, h, sizeof(h));
 	if (h[0])
@@ -799,9 +836,11 @@ check_network(struct report *r, const struct config *c, struct hostlist *hl)
 		const char *p = strstr(proxy, "://") ? strstr(proxy, "://") + 3 : proxy;
 		snprintf(ph, sizeof(ph), "%.*s", (int)strcspn(p, "/"), p);
 		if (tcp_reach(ph, why, sizeof(why)) == 0)
-			line(r, "PASS", "network", NULL, "proxy %s is reachable; hosts are reached through it", ph);
+			line(r, "PASS", "network", NULL,
+			     "proxy %s is reachable; hosts are reached through it", ph);
 		else
-			line(r, runtime ? "FAIL" : "WARN", "network", "check HTTPS_PROXY", "proxy %s: %s", ph, why);
+			line(r, runtime ? "FAIL" : "WARN", "network", "check HTTPS_PROXY", "proxy %s: %s", ph,
+			     why);
 		return;
 	}
 	if (hl->n == 0)
@@ -811,8 +850,9 @@ check_network(struct report *r, const struct config *c, struct hostlist *hl)
 			line(r, "PASS", "network", NULL, "%s is reachable", hl->h[i]);
 		} else {
 			snprintf(fix, sizeof(fix),
-				 "allow egress to %.100s, or configure install.mirrors, or fill a cache with `fetch` and use install.mode offline",
-				 hl->h[i]);
+			         "allow egress to %.100s, or configure install.mirrors, or fill a cache with "
+			         "`fetch` and use install.mode offline",
+			         hl->h[i]);
 			line(r, runtime ? "FAIL" : "WARN", "network", fix, "%s: %s", hl->h[i], why);
 		}
 	}
@@ -822,13 +862,19 @@ int
 doctor_main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"config", required_argument, NULL, 0},    {"policy", required_argument, NULL, 0},
-		{"preset", required_argument, NULL, 0},    {"commands", required_argument, NULL, 0},
-		{"manifests", required_argument, NULL, 0}, {"tools-dir", required_argument, NULL, 0},
-		{"state-dir", required_argument, NULL, 0}, {"mode", required_argument, NULL, 0},
-		{"ports", required_argument, NULL, 'p'},   {"json", no_argument, NULL, 'j'},
-		{"network", no_argument, NULL, 'n'},       {"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"config", required_argument, NULL, 0},
+	    {"policy", required_argument, NULL, 0},
+	    {"preset", required_argument, NULL, 0},
+	    {"commands", required_argument, NULL, 0},
+	    {"manifests", required_argument, NULL, 0},
+	    {"tools-dir", required_argument, NULL, 0},
+	    {"state-dir", required_argument, NULL, 0},
+	    {"mode", required_argument, NULL, 0},
+	    {"ports", required_argument, NULL, 'p'},
+	    {"json", no_argument, NULL, 'j'},
+	    {"network", no_argument, NULL, 'n'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	const char *ports = "9000,9001";
 	char src[CFG_PATH_MAX + 32];
@@ -848,12 +894,24 @@ doctor_main(int argc, char **argv)
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", opts, &idx)) != -1) {
 		switch (c) {
-		case 0: cfgload_option(L, opts[idx].name, optarg); break;
-		case 'p': ports = optarg; break;
-		case 'j': r.json = 1; break;
-		case 'n': network = 1; break;
-		case 'h': cfgload_free(L), free(hl); return usage_help(usage);
-		default: cfgload_free(L), free(hl); return bad_option("doctor", usage, argc, argv);
+		case 0:
+			cfgload_option(L, opts[idx].name, optarg);
+			break;
+		case 'p':
+			ports = optarg;
+			break;
+		case 'j':
+			r.json = 1;
+			break;
+		case 'n':
+			network = 1;
+			break;
+		case 'h':
+			cfgload_free(L), free(hl);
+			return usage_help(usage);
+		default:
+			cfgload_free(L), free(hl);
+			return bad_option("doctor", usage, argc, argv);
 		}
 	}
 	if (optind < argc) {
@@ -872,7 +930,8 @@ doctor_main(int argc, char **argv)
 	} else {
 		char msg[ERR_MSG_MAX + 64];
 		snprintf(msg, sizeof(msg), "%s: %s", e.code ? e.code : "internal", e.msg);
-		line(&r, "FAIL", "config", "run `agent-sandbox-server check-config` and fix the first error", "%s", msg);
+		line(&r, "FAIL", "config", "run `agent-sandbox-server check-config` and fix the first error",
+		     "%s", msg);
 		/* Go on with what loaded: the environment layer at least. */
 		if (config_load(&L->cfg, NULL, NULL, NULL, 0, &e) != 0)
 			config_defaults(&L->cfg);

@@ -43,8 +43,8 @@ prepare_plan_load(struct prepare_plan **out, const struct prepare_plan_opts *o, 
 	if (o->commands)
 		cfgload_option(pp->L, "commands", o->commands);
 	if (cfgload_run(pp->L, e) != 0 ||
-	    plan_build(&pp->plan, &pp->L->ops, &pp->L->pol, &pp->L->ms, o->no_path ? 0 : pp->L->cfg.install.use_path,
-		       NULL, NULL, e) != 0) {
+	    plan_build(&pp->plan, &pp->L->ops, &pp->L->pol, &pp->L->ms,
+	               o->no_path ? 0 : pp->L->cfg.install.use_path, NULL, NULL, e) != 0) {
 		prepare_plan_free(pp);
 		return -1;
 	}
@@ -164,7 +164,8 @@ prepare_plan_print(const struct prepare_plan *pp, int json)
 		json_w_free(&w);
 		return EXIT_OK;
 	}
-	printf("configuration: %s\ninstall.mode: %s (%s)\n\n", pp->L->cfg.file[0] ? pp->L->cfg.file : "(none: embedded defaults)",
+	printf("configuration: %s\ninstall.mode: %s (%s)\n\n",
+	       pp->L->cfg.file[0] ? pp->L->cfg.file : "(none: embedded defaults)",
 	       config_mode_name(pp->L->cfg.install.mode), src);
 	if (p->norder == 0)
 		printf("nothing to install: no mounted op needs a tool that PATH does not already satisfy\n");
@@ -175,20 +176,23 @@ prepare_plan_print(const struct prepare_plan *pp, int json)
 		size_t off = 0;
 		hosts[0] = '\0';
 		for (h = 0; h < t->m->nhosts && off < sizeof(hosts); h++)
-			off += (size_t)snprintf(hosts + off, sizeof(hosts) - off, "%s%s", h ? "," : "", t->m->hosts[h]);
+			off += (size_t)snprintf(hosts + off, sizeof(hosts) - off, "%s%s", h ? "," : "",
+			                        t->m->hosts[h]);
 		ops_text(t, ops, sizeof(ops));
-		printf("%-16s %-14s %4ld MiB  %-28s %s%s%s%s\n", t->m->name, t->m->version, t->m->size_hint_mb, hosts, ops,
-		       t->required_by[0] ? " (required by " : "", t->required_by, t->required_by[0] ? ")" : "");
+		printf("%-16s %-14s %4ld MiB  %-28s %s%s%s%s\n", t->m->name, t->m->version,
+		       t->m->size_hint_mb, hosts, ops, t->required_by[0] ? " (required by " : "",
+		       t->required_by, t->required_by[0] ? ")" : "");
 	}
 	for (i = 0; i < p->n; i++)
 		if (p->t[i].on_path && p->t[i].nops > 0)
-			printf("on PATH, not installed: %s %s at %s (manifest %s)\n", p->t[i].m->name, p->t[i].path_version,
-			       p->t[i].path_entry, p->t[i].m->version);
+			printf("on PATH, not installed: %s %s at %s (manifest %s)\n", p->t[i].m->name,
+			       p->t[i].path_version, p->t[i].path_entry, p->t[i].m->version);
 	return EXIT_OK;
 }
 
 int
-prepare_plan_names(const struct prepare_plan_opts *o, int dry, int json, char **names, int *n, int cap, int *rc)
+prepare_plan_names(const struct prepare_plan_opts *o, int dry, int json, char **names, int *n, int cap,
+                   int *rc)
 {
 	static char store[PLAN_MAX][MANIFEST_NAME_MAX];
 	struct prepare_plan *pp;
@@ -207,7 +211,8 @@ prepare_plan_names(const struct prepare_plan_opts *o, int dry, int json, char **
 		return 1;
 	}
 	if (prepare_plan_count(pp) > cap || prepare_plan_count(pp) > PLAN_MAX) {
-		err_printf("usage", "the configuration needs %d tools, more than %d", prepare_plan_count(pp), cap);
+		err_printf("usage", "the configuration needs %d tools, more than %d", prepare_plan_count(pp),
+		           cap);
 		prepare_plan_free(pp);
 		*rc = EXIT_USAGE;
 		return -1;
@@ -226,7 +231,7 @@ int fetch_cache_main(int argc, char **argv);
 
 int
 prepare_cache_only(char **names, int n, const char *config, const char *manifests, const char *tools_dir,
-		   const char *cache, const char *platform, int json, int quiet)
+                   const char *cache, const char *platform, int json, int quiet)
 {
 	char *argv[PLAN_MAX + 16];
 	int argc = 0, i;
@@ -235,10 +240,10 @@ prepare_cache_only(char **names, int n, const char *config, const char *manifest
 	argv[argc++] = "--only";
 	for (i = 0; i < n && i < PLAN_MAX; i++)
 		argv[argc++] = names[i];
-#define OPT(flag, v)                          \
-	if ((v) != NULL) {                    \
-		argv[argc++] = flag;          \
-		argv[argc++] = (char *)(v);   \
+#define OPT(flag, v)                                                                                         \
+	if ((v) != NULL) {                                                                                   \
+		argv[argc++] = flag;                                                                         \
+		argv[argc++] = (char *)(v);                                                                  \
 	}
 	OPT("--config", config);
 	OPT("--manifests", manifests);

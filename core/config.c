@@ -21,67 +21,68 @@ enum kind {
 	K_MODE,
 	K_INT,
 	K_BOOL,
-	K_PATH,     /* char[CFG_PATH_MAX]; relative paths in a file resolve against it */
-	K_NPM,      /* char[CFG_URL_MAX]; an https:// URL */
-	K_MIRRORS,  /* struct cfg_list; https:// templates, absolute paths, file:// */
-	K_HOSTS,    /* struct cfg_hosts; host names */
-	K_NAMES,    /* struct cfg_names; tool names */
-	K_PRESET,   /* char[CFG_NAME_MAX]; readonly|agents|admin */
-	K_WORD,     /* char[CFG_NAME_MAX]; [a-z0-9_-] */
-	K_HOST,     /* char[256]; a listen address */
+	K_PATH,    /* char[CFG_PATH_MAX]; relative paths in a file resolve against it */
+	K_NPM,     /* char[CFG_URL_MAX]; an https:// URL */
+	K_MIRRORS, /* struct cfg_list; https:// templates, absolute paths, file:// */
+	K_HOSTS,   /* struct cfg_hosts; host names */
+	K_NAMES,   /* struct cfg_names; tool names */
+	K_PRESET,  /* char[CFG_NAME_MAX]; readonly|agents|admin */
+	K_WORD,    /* char[CFG_NAME_MAX]; [a-z0-9_-] */
+	K_HOST,    /* char[256]; a listen address */
 };
 
 struct keydef {
 	const char *path;
 	enum kind kind;
 	size_t off;
-	int min, max;     /* K_INT */
-	const char *env;  /* the environment variable, or NULL */
+	int min, max;    /* K_INT */
+	const char *env; /* the environment variable, or NULL */
 };
 
 #define OFF(f) offsetof(struct config, f)
 
 /* Indexed by enum cfg_key; the order must match. */
 static const struct keydef keys[CK_NKEYS] = {
-	{"install.mode", K_MODE, OFF(install.mode), 0, 0, "ABX_SERVER_INSTALL_MODE"},
-	{"install.wait", K_INT, OFF(install.wait), 0, 3600, "ABX_SERVER_INSTALL_WAIT"},
-	{"install.timeout", K_INT, OFF(install.timeout), 1, 86400, "ABX_SERVER_INSTALL_TIMEOUT"},
-	{"install.max_download_mb", K_INT, OFF(install.max_download_mb), 1, 65536,
-	 "ABX_SERVER_INSTALL_MAX_DOWNLOAD_MB"},
-	{"install.mirrors.npm", K_NPM, OFF(install.npm_mirror), 0, 0, "ABX_INSTALL_NPM_REGISTRY"},
-	{"install.mirrors.tarball", K_MIRRORS, OFF(install.tarball_mirrors), 0, 0, "ABX_INSTALL_MIRROR"},
-	{"install.allow_hosts", K_HOSTS, OFF(install.allow_hosts), 0, 0, "ABX_SERVER_INSTALL_ALLOW_HOSTS"},
-	{"install.allow_tmp", K_BOOL, OFF(install.allow_tmp), 0, 1, "ABX_SERVER_INSTALL_ALLOW_TMP"},
-	{"install.use_path", K_BOOL, OFF(install.use_path), 0, 1, "ABX_SERVER_INSTALL_USE_PATH"},
-	{"agents", K_NAMES, OFF(agents), 0, 0, "ABX_SERVER_AGENTS"},
-	{"commands", K_PATH, OFF(commands), 0, 0, "ABX_SERVER_COMMANDS"},
-	{"policy", K_PATH, OFF(policy), 0, 0, "ABX_SERVER_POLICY"},
-	{"preset", K_PRESET, OFF(preset), 0, 0, "ABX_SERVER_PRESET"},
-	{"tools_dir", K_PATH, OFF(tools_dir), 0, 0, "ABX_TOOLS_DIR"},
-	{"state_dir", K_PATH, OFF(state_dir), 0, 0, "ABX_SERVER_STATE_DIR"},
-	{"manifests_dir", K_PATH, OFF(manifests_dir), 0, 0, "ABX_MANIFESTS_DIR"},
-	{"audit_file", K_PATH, OFF(audit_file), 0, 0, "ABX_SERVER_AUDIT_FILE"},
-	{"environment", K_WORD, OFF(environment), 0, 0, "ABX_SERVER_ENV"},
-	{"server.host", K_HOST, OFF(server.host), 0, 0, "ABX_SERVER_HOST"},
-	{"server.port", K_INT, OFF(server.port), 0, 65535, "ABX_SERVER_PORT"},
-	{"server.max_connections", K_INT, OFF(server.max_connections), 1, 65536, "ABX_SERVER_MAX_CONNECTIONS"},
-	{"server.workers", K_INT, OFF(server.workers), 1, 256, "ABX_SERVER_WORKERS"},
-	{"server.header_timeout", K_INT, OFF(server.header_timeout), 1, 3600, "ABX_SERVER_HEADER_TIMEOUT"},
-	{"server.idle_timeout", K_INT, OFF(server.idle_timeout), 1, 3600, "ABX_SERVER_IDLE_TIMEOUT"},
-	{"server.request_timeout", K_INT, OFF(server.request_timeout), 1, 86400, "ABX_SERVER_REQUEST_TIMEOUT"},
-	{"server.max_header_bytes", K_INT, OFF(server.max_header_bytes), 1024, 1 << 20,
-	 "ABX_SERVER_MAX_HEADER_BYTES"},
-	{"server.max_body_bytes", K_INT, OFF(server.max_body_bytes), 1024, 256 << 20, "ABX_SERVER_MAX_BODY_BYTES"},
-	{"server.max_output_bytes", K_INT, OFF(server.max_output_bytes), 1024, 256 << 20,
-	 "ABX_SERVER_MAX_OUTPUT_BYTES"},
-	{"server.op_concurrency", K_INT, OFF(server.op_concurrency), 1, 4096, "ABX_SERVER_OP_CONCURRENCY"},
-	{"server.max_sessions", K_INT, OFF(server.max_sessions), 1, 256, "ABX_SERVER_MAX_SESSIONS"},
-	{"server.max_sessions_per_agent", K_INT, OFF(server.max_sessions_per_agent), 1, 256,
-	 "ABX_SERVER_MAX_SESSIONS_PER_AGENT"},
-	{"server.session_journal_max_bytes", K_INT, OFF(server.session_journal_max_bytes), 65536, 256 << 20,
-	 "ABX_SERVER_SESSION_JOURNAL_MAX_BYTES"},
-	{"server.sse_heartbeat", K_INT, OFF(server.sse_heartbeat), 1, 3600, "ABX_SERVER_SSE_HEARTBEAT"},
-	{"server.max_streams", K_INT, OFF(server.max_streams), 0, 4096, "ABX_SERVER_MAX_STREAMS"},
+    {"install.mode", K_MODE, OFF(install.mode), 0, 0, "ABX_SERVER_INSTALL_MODE"},
+    {"install.wait", K_INT, OFF(install.wait), 0, 3600, "ABX_SERVER_INSTALL_WAIT"},
+    {"install.timeout", K_INT, OFF(install.timeout), 1, 86400, "ABX_SERVER_INSTALL_TIMEOUT"},
+    {"install.max_download_mb", K_INT, OFF(install.max_download_mb), 1, 65536,
+     "ABX_SERVER_INSTALL_MAX_DOWNLOAD_MB"},
+    {"install.mirrors.npm", K_NPM, OFF(install.npm_mirror), 0, 0, "ABX_INSTALL_NPM_REGISTRY"},
+    {"install.mirrors.tarball", K_MIRRORS, OFF(install.tarball_mirrors), 0, 0, "ABX_INSTALL_MIRROR"},
+    {"install.allow_hosts", K_HOSTS, OFF(install.allow_hosts), 0, 0, "ABX_SERVER_INSTALL_ALLOW_HOSTS"},
+    {"install.allow_tmp", K_BOOL, OFF(install.allow_tmp), 0, 1, "ABX_SERVER_INSTALL_ALLOW_TMP"},
+    {"install.use_path", K_BOOL, OFF(install.use_path), 0, 1, "ABX_SERVER_INSTALL_USE_PATH"},
+    {"agents", K_NAMES, OFF(agents), 0, 0, "ABX_SERVER_AGENTS"},
+    {"commands", K_PATH, OFF(commands), 0, 0, "ABX_SERVER_COMMANDS"},
+    {"policy", K_PATH, OFF(policy), 0, 0, "ABX_SERVER_POLICY"},
+    {"preset", K_PRESET, OFF(preset), 0, 0, "ABX_SERVER_PRESET"},
+    {"tools_dir", K_PATH, OFF(tools_dir), 0, 0, "ABX_TOOLS_DIR"},
+    {"state_dir", K_PATH, OFF(state_dir), 0, 0, "ABX_SERVER_STATE_DIR"},
+    {"manifests_dir", K_PATH, OFF(manifests_dir), 0, 0, "ABX_MANIFESTS_DIR"},
+    {"audit_file", K_PATH, OFF(audit_file), 0, 0, "ABX_SERVER_AUDIT_FILE"},
+    {"environment", K_WORD, OFF(environment), 0, 0, "ABX_SERVER_ENV"},
+    {"server.host", K_HOST, OFF(server.host), 0, 0, "ABX_SERVER_HOST"},
+    {"server.port", K_INT, OFF(server.port), 0, 65535, "ABX_SERVER_PORT"},
+    {"server.max_connections", K_INT, OFF(server.max_connections), 1, 65536, "ABX_SERVER_MAX_CONNECTIONS"},
+    {"server.workers", K_INT, OFF(server.workers), 1, 256, "ABX_SERVER_WORKERS"},
+    {"server.header_timeout", K_INT, OFF(server.header_timeout), 1, 3600, "ABX_SERVER_HEADER_TIMEOUT"},
+    {"server.idle_timeout", K_INT, OFF(server.idle_timeout), 1, 3600, "ABX_SERVER_IDLE_TIMEOUT"},
+    {"server.request_timeout", K_INT, OFF(server.request_timeout), 1, 86400, "ABX_SERVER_REQUEST_TIMEOUT"},
+    {"server.max_header_bytes", K_INT, OFF(server.max_header_bytes), 1024, 1 << 20,
+     "ABX_SERVER_MAX_HEADER_BYTES"},
+    {"server.max_body_bytes", K_INT, OFF(server.max_body_bytes), 1024, 256 << 20,
+     "ABX_SERVER_MAX_BODY_BYTES"},
+    {"server.max_output_bytes", K_INT, OFF(server.max_output_bytes), 1024, 256 << 20,
+     "ABX_SERVER_MAX_OUTPUT_BYTES"},
+    {"server.op_concurrency", K_INT, OFF(server.op_concurrency), 1, 4096, "ABX_SERVER_OP_CONCURRENCY"},
+    {"server.max_sessions", K_INT, OFF(server.max_sessions), 1, 256, "ABX_SERVER_MAX_SESSIONS"},
+    {"server.max_sessions_per_agent", K_INT, OFF(server.max_sessions_per_agent), 1, 256,
+     "ABX_SERVER_MAX_SESSIONS_PER_AGENT"},
+    {"server.session_journal_max_bytes", K_INT, OFF(server.session_journal_max_bytes), 65536, 256 << 20,
+     "ABX_SERVER_SESSION_JOURNAL_MAX_BYTES"},
+    {"server.sse_heartbeat", K_INT, OFF(server.sse_heartbeat), 1, 3600, "ABX_SERVER_SSE_HEARTBEAT"},
+    {"server.max_streams", K_INT, OFF(server.max_streams), 0, 4096, "ABX_SERVER_MAX_STREAMS"},
 };
 
 /* Objects that hold keys. */
@@ -90,7 +91,10 @@ static const char *const sections[] = {"install", "install.mirrors", "server"};
 
 /* ABX_SERVER_* variables that are not configuration keys but are known. */
 static const char *const env_other[] = {
-	"ABX_SERVER_TOKEN", "ABX_SERVER_INTROSPECT", "ABX_SERVER_CONFIG", "ABX_SERVER_INSTALL_MODE",
+    "ABX_SERVER_TOKEN",
+    "ABX_SERVER_INTROSPECT",
+    "ABX_SERVER_CONFIG",
+    "ABX_SERVER_INSTALL_MODE",
 };
 
 static const char *const mode_names[] = {"lazy", "offline", "build", "off"};
@@ -217,8 +221,7 @@ config_defaults(struct config *c)
 	c->mode_floor = CFG_MODE_LAZY;
 }
 
-static void
-add_warn(struct config *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add_warn(struct config *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static void
 add_warn(struct config *c, const char *fmt, ...)
@@ -259,7 +262,6 @@ valid_host(const char *s)
 			return 0;
 	return 1;
 }
-
 
 /* An https:// URL template, an absolute directory, or a file:// URL. */
 static int
@@ -340,10 +342,17 @@ static void
 list_clear(struct config *c, int k)
 {
 	switch (keys[k].kind) {
-	case K_MIRRORS: ((struct cfg_list *)field(c, k))->n = 0; break;
-	case K_HOSTS: ((struct cfg_hosts *)field(c, k))->n = 0; break;
-	case K_NAMES: ((struct cfg_names *)field(c, k))->n = 0; break;
-	default: break;
+	case K_MIRRORS:
+		((struct cfg_list *)field(c, k))->n = 0;
+		break;
+	case K_HOSTS:
+		((struct cfg_hosts *)field(c, k))->n = 0;
+		break;
+	case K_NAMES:
+		((struct cfg_names *)field(c, k))->n = 0;
+		break;
+	default:
+		break;
 	}
 }
 
@@ -357,10 +366,12 @@ list_add(struct config *c, int k, const char *s, const char *where, struct err *
 		struct cfg_list *l = field(c, k);
 		if (!valid_mirror(s))
 			return err_set(e, "config.invalid",
-				       "%s: \"%.100s\" is not an https:// URL template, an absolute directory or a file:// URL",
-				       where, s);
+			               "%s: \"%.100s\" is not an https:// URL template, an absolute "
+			               "directory or a file:// URL",
+			               where, s);
 		if (strlen(s) >= CFG_URL_MAX)
-			return err_set(e, "config.invalid", "%s: longer than %d bytes", where, CFG_URL_MAX - 1);
+			return err_set(e, "config.invalid", "%s: longer than %d bytes", where,
+			               CFG_URL_MAX - 1);
 		if (l->n >= CFG_LIST_MAX)
 			return err_set(e, "config.invalid", "%s: more than %d entries", where, CFG_LIST_MAX);
 		snprintf(l->v[l->n++], CFG_URL_MAX, "%s", s);
@@ -378,8 +389,8 @@ list_add(struct config *c, int k, const char *s, const char *where, struct err *
 	case K_NAMES: {
 		struct cfg_names *l = field(c, k);
 		if (!valid_name(s))
-			return err_set(e, "config.invalid", "%s: \"%.100s\" is not a tool name ([a-z0-9._-])", where,
-				       s);
+			return err_set(e, "config.invalid", "%s: \"%.100s\" is not a tool name ([a-z0-9._-])",
+			               where, s);
 		for (i = 0; i < l->n; i++)
 			if (strcmp(l->v[i], s) == 0)
 				return err_set(e, "config.invalid", "%s: \"%s\" listed twice", where, s);
@@ -412,44 +423,53 @@ set_text(struct config *c, int k, const char *text, const char *base, const char
 	switch (d->kind) {
 	case K_MODE:
 		if (config_mode_parse(text, &m) != 0)
-			return err_set(e, "config.invalid", "%s: \"%.60s\" is not a mode (lazy, build, offline, off)",
-				       where, text);
+			return err_set(e, "config.invalid",
+			               "%s: \"%.60s\" is not a mode (lazy, build, offline, off)", where,
+			               text);
 		c->install.mode = m;
 		return 0;
 	case K_INT:
 		if (parse_int_text(text, &v) != 0 || v < d->min || v > d->max)
-			return err_set(e, "config.invalid", "%s: expected an integer from %d to %d, got \"%.40s\"",
-				       where, d->min, d->max, text);
+			return err_set(e, "config.invalid",
+			               "%s: expected an integer from %d to %d, got \"%.40s\"", where, d->min,
+			               d->max, text);
 		*(int *)field(c, k) = (int)v;
 		return 0;
 	case K_BOOL:
 		if (parse_bool_text(text, &b) != 0)
-			return err_set(e, "config.invalid", "%s: expected true or false, got \"%.40s\"", where, text);
+			return err_set(e, "config.invalid", "%s: expected true or false, got \"%.40s\"",
+			               where, text);
 		*(int *)field(c, k) = b;
 		return 0;
 	case K_PATH:
 		return resolve_path(field(c, k), text, base, where, e);
 	case K_NPM:
 		if (strncmp(text, "https://", 8) != 0 || text[8] == '\0' || text[8] == '/')
-			return err_set(e, "config.invalid", "%s: \"%.100s\" is not an https:// URL", where, text);
+			return err_set(e, "config.invalid", "%s: \"%.100s\" is not an https:// URL", where,
+			               text);
 		if (strlen(text) >= CFG_URL_MAX)
-			return err_set(e, "config.invalid", "%s: longer than %d bytes", where, CFG_URL_MAX - 1);
+			return err_set(e, "config.invalid", "%s: longer than %d bytes", where,
+			               CFG_URL_MAX - 1);
 		snprintf(field(c, k), CFG_URL_MAX, "%s", text);
 		return 0;
 	case K_PRESET:
-		if (strcmp(text, "readonly") != 0 && strcmp(text, "agents") != 0 && strcmp(text, "admin") != 0)
-			return err_set(e, "config.invalid", "%s: \"%.40s\" is not a preset (readonly, agents, admin)",
-				       where, text);
+		if (strcmp(text, "readonly") != 0 && strcmp(text, "agents") != 0 &&
+		    strcmp(text, "admin") != 0)
+			return err_set(e, "config.invalid",
+			               "%s: \"%.40s\" is not a preset (readonly, agents, admin)", where,
+			               text);
 		snprintf(field(c, k), CFG_NAME_MAX, "%s", text);
 		return 0;
 	case K_WORD:
 		if (!valid_word(text))
-			return err_set(e, "config.invalid", "%s: \"%.40s\" is not a word of [a-z0-9_-]", where, text);
+			return err_set(e, "config.invalid", "%s: \"%.40s\" is not a word of [a-z0-9_-]",
+			               where, text);
 		snprintf(field(c, k), CFG_NAME_MAX, "%s", text);
 		return 0;
 	case K_HOST:
 		if (!valid_host(text))
-			return err_set(e, "config.invalid", "%s: \"%.60s\" is not a host or address", where, text);
+			return err_set(e, "config.invalid", "%s: \"%.60s\" is not a host or address", where,
+			               text);
 		snprintf(field(c, k), 256, "%s", text);
 		return 0;
 	default:
@@ -485,7 +505,8 @@ set_text(struct config *c, int k, const char *text, const char *base, const char
 static const char *
 json_type_name(enum json_type t)
 {
-	static const char *const n[] = {"null", "false", "true", "a number", "a string", "an array", "an object"};
+	static const char *const n[] = {"null",     "false",    "true",     "a number",
+	                                "a string", "an array", "an object"};
 
 	return (unsigned)t < 7 ? n[t] : "?";
 }
@@ -497,8 +518,8 @@ struct fctx {
 	struct err *e;
 };
 
-static int
-ferr(struct fctx *f, const struct json_val *v, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int ferr(struct fctx *f, const struct json_val *v, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* A schema error with the file position appended. */
 static int
@@ -510,7 +531,8 @@ ferr(struct fctx *f, const struct json_val *v, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	return err_set(f->e, "config.invalid", "%s (%s:%d:%d)", msg, f->file, v ? v->line : 0, v ? v->col : 0);
+	return err_set(f->e, "config.invalid", "%s (%s:%d:%d)", msg, f->file, v ? v->line : 0,
+	               v ? v->col : 0);
 }
 
 static int
@@ -575,14 +597,16 @@ apply_value(struct fctx *f, int k, const char *path, const struct json_val *v)
 
 	if (is_list(k)) {
 		if (v->type != JSON_ARRAY)
-			return ferr(f, v, "%s: expected an array of strings, got %s", path, json_type_name(v->type));
+			return ferr(f, v, "%s: expected an array of strings, got %s", path,
+			            json_type_name(v->type));
 		list_clear(f->c, k);
 		for (i = 0; i < v->u.arr.n; i++) {
 			const struct json_val *it = &v->u.arr.v[i];
 			char where[200];
 			snprintf(where, sizeof(where), "%s[%zu]", path, i);
 			if (it->type != JSON_STRING || strlen(it->u.str.s) != it->u.str.len)
-				return ferr(f, it, "%s: expected a string, got %s", where, json_type_name(it->type));
+				return ferr(f, it, "%s: expected a string, got %s", where,
+				            json_type_name(it->type));
 			if (list_add(f->c, k, it->u.str.s, where, f->e) != 0)
 				return ferr(f, it, "%s", f->e->msg);
 		}
@@ -596,7 +620,8 @@ apply_value(struct fctx *f, int k, const char *path, const struct json_val *v)
 		return 0;
 	case K_BOOL:
 		if (v->type != JSON_TRUE && v->type != JSON_FALSE)
-			return ferr(f, v, "%s: expected true or false, got %s", path, json_type_name(v->type));
+			return ferr(f, v, "%s: expected true or false, got %s", path,
+			            json_type_name(v->type));
 		*(int *)field(f->c, k) = v->type == JSON_TRUE;
 		return 0;
 	default:
@@ -618,12 +643,13 @@ apply_object(struct fctx *f, const char *prefix, const struct json_val *obj)
 
 	if (obj->type != JSON_OBJECT)
 		return ferr(f, obj, "%s: expected an object, got %s", prefix[0] ? prefix : "(top level)",
-			    json_type_name(obj->type));
+		            json_type_name(obj->type));
 	for (i = 0; i < obj->u.obj.n; i++) {
 		const struct json_member *m = &obj->u.obj.m[i];
 		const char *s;
 		if (strlen(m->key) != m->keylen || m->keylen > 64)
-			return ferr(f, &m->val, "%s: a key with NUL or over 64 bytes", prefix[0] ? prefix : "(top level)");
+			return ferr(f, &m->val, "%s: a key with NUL or over 64 bytes",
+			            prefix[0] ? prefix : "(top level)");
 		snprintf(path, sizeof(path), "%s%s%s", prefix, prefix[0] ? "." : "", m->key);
 		if (is_section(path)) {
 			if (apply_object(f, path, &m->val) != 0)
@@ -722,19 +748,23 @@ config_apply_env(struct config *c, char *const *envp, struct err *e)
 	if ((alias = env_get(envp, "ABX_INSTALL_MODE")) != NULL && alias[0] != '\0') {
 		enum cfg_mode am, cur = c->install.mode;
 		if (config_mode_parse(alias, &am) != 0)
-			return err_set(e, "config.invalid", "ABX_INSTALL_MODE: \"%.60s\" is not a mode (lazy, build, offline, off)",
-				       alias);
+			return err_set(
+			    e, "config.invalid",
+			    "ABX_INSTALL_MODE: \"%.60s\" is not a mode (lazy, build, offline, off)", alias);
 		add_warn(c, "ABX_INSTALL_MODE is deprecated; use ABX_SERVER_INSTALL_MODE");
 		if (c->src[CK_INSTALL_MODE] != CFG_SRC_ENV || am > cur) {
 			if (c->src[CK_INSTALL_MODE] == CFG_SRC_ENV)
-				add_warn(c, "ABX_INSTALL_MODE=%s is stricter than ABX_SERVER_INSTALL_MODE=%s; %s holds",
-					 alias, config_mode_name(cur), alias);
+				add_warn(c,
+				         "ABX_INSTALL_MODE=%s is stricter than ABX_SERVER_INSTALL_MODE=%s; "
+				         "%s holds",
+				         alias, config_mode_name(cur), alias);
 			c->install.mode = am;
 			c->src[CK_INSTALL_MODE] = CFG_SRC_ENV;
-			snprintf(c->src_detail[CK_INSTALL_MODE], sizeof(c->src_detail[0]), "ABX_INSTALL_MODE");
+			snprintf(c->src_detail[CK_INSTALL_MODE], sizeof(c->src_detail[0]),
+			         "ABX_INSTALL_MODE");
 		} else if (am != cur) {
 			add_warn(c, "ABX_INSTALL_MODE=%s ignored: ABX_SERVER_INSTALL_MODE=%s is set", alias,
-				 config_mode_name(cur));
+			         config_mode_name(cur));
 		}
 	}
 	if (c->src[CK_INSTALL_MODE] == CFG_SRC_ENV)
@@ -748,7 +778,8 @@ config_apply_env(struct config *c, char *const *envp, struct err *e)
 		const char *eq = strchr(envp[i], '=');
 		const char *cand[CK_NKEYS + 4];
 		int n = 0, j, known = 0;
-		if (strncmp(envp[i], "ABX_SERVER_", 11) != 0 || eq == NULL || eq - envp[i] >= (long)sizeof(name))
+		if (strncmp(envp[i], "ABX_SERVER_", 11) != 0 || eq == NULL ||
+		    eq - envp[i] >= (long)sizeof(name))
 			continue;
 		snprintf(name, sizeof(name), "%.*s", (int)(eq - envp[i]), envp[i]);
 		for (j = 0; j < CK_NKEYS; j++)
@@ -783,10 +814,11 @@ config_apply_flag(struct config *c, const char *key, const char *value, const ch
 		return -1;
 	if (k == CK_INSTALL_MODE && c->install.mode < c->mode_floor) {
 		c->install.mode = prev;
-		return err_set(e, "config.invalid",
-			       "%s %s: would loosen install.mode %s set by %s (restrict-only: only %s%s is allowed)",
-			       flag, value, config_mode_name(c->mode_floor), c->mode_floor_by,
-			       config_mode_name(c->mode_floor), c->mode_floor == CFG_MODE_BUILD ? " or off" : "");
+		return err_set(
+		    e, "config.invalid",
+		    "%s %s: would loosen install.mode %s set by %s (restrict-only: only %s%s is allowed)",
+		    flag, value, config_mode_name(c->mode_floor), c->mode_floor_by,
+		    config_mode_name(c->mode_floor), c->mode_floor == CFG_MODE_BUILD ? " or off" : "");
 	}
 	c->src[k] = CFG_SRC_FLAG;
 	snprintf(c->src_detail[k], sizeof(c->src_detail[k]), "%s", flag);
@@ -794,8 +826,8 @@ config_apply_flag(struct config *c, const char *key, const char *value, const ch
 }
 
 int
-config_load(struct config *c, const char *file_flag, char *const *envp, const struct config_flag *flags, int nflags,
-	    struct err *e)
+config_load(struct config *c, const char *file_flag, char *const *envp, const struct config_flag *flags,
+            int nflags, struct err *e)
 {
 	const char *file = file_flag;
 	int i;
@@ -812,7 +844,8 @@ config_load(struct config *c, const char *file_flag, char *const *envp, const st
 	if (config_apply_env(c, envp, e) != 0)
 		goto fail;
 	for (i = 0; i < nflags; i++)
-		if (flags[i].value != NULL && config_apply_flag(c, flags[i].key, flags[i].value, flags[i].flag, e) != 0)
+		if (flags[i].value != NULL &&
+		    config_apply_flag(c, flags[i].key, flags[i].value, flags[i].flag, e) != 0)
 			goto fail;
 	return 0;
 fail:
@@ -828,10 +861,18 @@ config_source(const struct config *c, enum cfg_key k, char *buf, size_t cap)
 		return buf;
 	}
 	switch (c->src[k]) {
-	case CFG_SRC_FILE: snprintf(buf, cap, "file %s", c->file); break;
-	case CFG_SRC_ENV: snprintf(buf, cap, "env %s", c->src_detail[k]); break;
-	case CFG_SRC_FLAG: snprintf(buf, cap, "flag %s", c->src_detail[k]); break;
-	default: snprintf(buf, cap, "default"); break;
+	case CFG_SRC_FILE:
+		snprintf(buf, cap, "file %s", c->file);
+		break;
+	case CFG_SRC_ENV:
+		snprintf(buf, cap, "env %s", c->src_detail[k]);
+		break;
+	case CFG_SRC_FLAG:
+		snprintf(buf, cap, "flag %s", c->src_detail[k]);
+		break;
+	default:
+		snprintf(buf, cap, "default");
+		break;
 	}
 	return buf;
 }
@@ -848,25 +889,36 @@ config_value_text(const struct config *c, enum cfg_key k, char *buf, size_t cap)
 		return buf;
 	p = (const char *)c + keys[k].off;
 	switch (keys[k].kind) {
-	case K_MODE: snprintf(buf, cap, "%s", config_mode_name(c->install.mode)); break;
-	case K_INT: snprintf(buf, cap, "%d", *(const int *)p); break;
-	case K_BOOL: snprintf(buf, cap, "%s", *(const int *)p ? "true" : "false"); break;
+	case K_MODE:
+		snprintf(buf, cap, "%s", config_mode_name(c->install.mode));
+		break;
+	case K_INT:
+		snprintf(buf, cap, "%d", *(const int *)p);
+		break;
+	case K_BOOL:
+		snprintf(buf, cap, "%s", *(const int *)p ? "true" : "false");
+		break;
 	case K_MIRRORS:
 		n = ((const struct cfg_list *)p)->n;
 		for (i = 0; i < n && len < cap; i++)
-			len += snprintf(buf + len, cap - len, "%s%s", i ? "," : "", ((const struct cfg_list *)p)->v[i]);
+			len += snprintf(buf + len, cap - len, "%s%s", i ? "," : "",
+			                ((const struct cfg_list *)p)->v[i]);
 		break;
 	case K_HOSTS:
 		n = ((const struct cfg_hosts *)p)->n;
 		for (i = 0; i < n && len < cap; i++)
-			len += snprintf(buf + len, cap - len, "%s%s", i ? "," : "", ((const struct cfg_hosts *)p)->v[i]);
+			len += snprintf(buf + len, cap - len, "%s%s", i ? "," : "",
+			                ((const struct cfg_hosts *)p)->v[i]);
 		break;
 	case K_NAMES:
 		n = ((const struct cfg_names *)p)->n;
 		for (i = 0; i < n && len < cap; i++)
-			len += snprintf(buf + len, cap - len, "%s%s", i ? "," : "", ((const struct cfg_names *)p)->v[i]);
+			len += snprintf(buf + len, cap - len, "%s%s", i ? "," : "",
+			                ((const struct cfg_names *)p)->v[i]);
 		break;
-	default: snprintf(buf, cap, "%s", (const char *)p); break;
+	default:
+		snprintf(buf, cap, "%s", (const char *)p);
+		break;
 	}
 	return buf;
 }

@@ -112,10 +112,10 @@ enum cfg_key {
 struct config {
 	struct {
 		enum cfg_mode mode;
-		int wait;            /* seconds; 0 = never wait */
-		int timeout;         /* seconds, whole install */
+		int wait;    /* seconds; 0 = never wait */
+		int timeout; /* seconds, whole install */
 		int max_download_mb;
-		char npm_mirror[CFG_URL_MAX];   /* "" = none */
+		char npm_mirror[CFG_URL_MAX]; /* "" = none */
 		struct cfg_list tarball_mirrors;
 		struct cfg_hosts allow_hosts;
 		int allow_tmp;
@@ -135,9 +135,9 @@ struct config {
 		int port;
 		int max_connections;
 		int workers;
-		int header_timeout;   /* seconds to receive the request head */
-		int idle_timeout;     /* seconds an idle keep-alive connection lives */
-		int request_timeout;  /* seconds for a whole request body */
+		int header_timeout;  /* seconds to receive the request head */
+		int idle_timeout;    /* seconds an idle keep-alive connection lives */
+		int request_timeout; /* seconds for a whole request body */
 		int max_header_bytes;
 		int max_body_bytes;
 		int max_output_bytes; /* per stream of a command op */
@@ -145,17 +145,17 @@ struct config {
 		int max_sessions;     /* agent sessions running at once, in total */
 		int max_sessions_per_agent;
 		int session_journal_max_bytes;
-		int sse_heartbeat;    /* seconds between comment lines on an idle event stream */
-		int max_streams;      /* concurrent event streams; 0 = half the workers */
+		int sse_heartbeat; /* seconds between comment lines on an idle event stream */
+		int max_streams;   /* concurrent event streams; 0 = half the workers */
 	} server;
 
 	/* Not configuration values but facts about the load. */
-	int introspect;                 /* ABX_SERVER_INTROSPECT=1, or set by the applet */
-	char file[CFG_PATH_MAX];        /* the configuration file read, "" = none */
+	int introspect;          /* ABX_SERVER_INTROSPECT=1, or set by the applet */
+	char file[CFG_PATH_MAX]; /* the configuration file read, "" = none */
 	enum cfg_src src[CK_NKEYS];
-	char src_detail[CK_NKEYS][64];  /* env variable or flag name that set it */
-	enum cfg_mode mode_floor;   /* restrict-only floor, CFG_MODE_LAZY = none */
-	char mode_floor_by[64];         /* the variable that set the floor */
+	char src_detail[CK_NKEYS][64]; /* env variable or flag name that set it */
+	enum cfg_mode mode_floor;      /* restrict-only floor, CFG_MODE_LAZY = none */
+	char mode_floor_by[64];        /* the variable that set the floor */
 	int nwarn;
 	char warn[CFG_WARN_MAX][ERR_MSG_MAX];
 };
@@ -176,13 +176,12 @@ int config_apply_env(struct config *c, char *const *envp, struct err *e);
 /* Set key (a dotted path, e.g. "install.mode") from text as the flag layer;
  * flag names the option for config_source() ("--tools-dir"). Lists take a
  * comma-separated value. Honours the restrict-only floor. */
-int config_apply_flag(struct config *c, const char *key, const char *value, const char *flag,
-		      struct err *e);
+int config_apply_flag(struct config *c, const char *key, const char *value, const char *flag, struct err *e);
 
 struct config_flag {
-	const char *key;   /* dotted path */
+	const char *key; /* dotted path */
 	const char *value;
-	const char *flag;  /* option name, for the source */
+	const char *flag; /* option name, for the source */
 };
 
 /* The whole load: defaults, the file (file_flag if not NULL, which must
@@ -190,7 +189,7 @@ struct config_flag {
  * present), envp, then the flags in order. On error *c is left with the
  * defaults. */
 int config_load(struct config *c, const char *file_flag, char *const *envp, const struct config_flag *flags,
-		int nflags, struct err *e);
+                int nflags, struct err *e);
 
 const char *config_mode_name(enum cfg_mode m);
 /* Parse a mode name; returns 0 or -1. */

@@ -17,14 +17,9 @@ static const struct {
 	int installs;
 	int reading;
 } agent_actions[] = {
-	{"run", 1, 0},
-	{"sessions.create", 1, 0},
-	{"sessions.get", 0, 1},
-	{"sessions.list", 0, 1},
-	{"sessions.events", 0, 1},
-	{"sessions.cancel", 0, 0},
-	{"status", 0, 1},
-	{"install", 1, 0},
+    {"run", 1, 0},           {"sessions.create", 1, 0}, {"sessions.get", 0, 1},
+    {"sessions.list", 0, 1}, {"sessions.events", 0, 1}, {"sessions.cancel", 0, 0},
+    {"status", 0, 1},        {"install", 1, 0},
 };
 #define NACTIONS ((int)(sizeof(agent_actions) / sizeof(agent_actions[0])))
 
@@ -113,15 +108,17 @@ ops_add_agent(struct ops *o, const char *agent, ops_agent_lookup lookup, void *c
 		case OPS_AGENT_UNKNOWN:
 			return err_set(e, "config.invalid", "agents: %s: no manifest of that name", agent);
 		case OPS_AGENT_NOT_AGENT:
-			return err_set(e, "config.invalid", "agents: %s: its manifest has no run block, so it is not an agent",
-				       agent);
+			return err_set(e, "config.invalid",
+			               "agents: %s: its manifest has no run block, so it is not an agent",
+			               agent);
 		default:
 			break;
 		}
 	}
 	for (i = 0; i < NACTIONS; i++) {
 		struct op *op;
-		if (snprintf(id, sizeof(id), "agents.%s.%s", agent, agent_actions[i].action) >= (int)sizeof(id) ||
+		if (snprintf(id, sizeof(id), "agents.%s.%s", agent, agent_actions[i].action) >=
+		        (int)sizeof(id) ||
 		    !policy_op_id_valid(id))
 			return err_set(e, "config.invalid", "agents: %.60s: not usable in an op id", agent);
 		if ((op = new_op(o, id, e)) == NULL)
@@ -148,8 +145,8 @@ struct cctx {
 	void *ctx;
 };
 
-static int
-cerr(struct cctx *c, const struct json_val *v, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int cerr(struct cctx *c, const struct json_val *v, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 static int
 cerr(struct cctx *c, const struct json_val *v, const char *fmt, ...)
@@ -160,7 +157,8 @@ cerr(struct cctx *c, const struct json_val *v, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	return err_set(c->e, "config.invalid", "%s (%s:%d:%d)", msg, c->file, v ? v->line : 0, v ? v->col : 0);
+	return err_set(c->e, "config.invalid", "%s (%s:%d:%d)", msg, c->file, v ? v->line : 0,
+	               v ? v->col : 0);
 }
 
 static int
@@ -272,7 +270,8 @@ mark_use(const char *name, size_t len, void *arg)
 	const struct op_param *p = find_param(u->op, name, len);
 
 	if (p == NULL) {
-		snprintf(u->bad, sizeof(u->bad), "%.*s", (int)(len > OP_PARAM_NAME_MAX ? OP_PARAM_NAME_MAX : len), name);
+		snprintf(u->bad, sizeof(u->bad), "%.*s",
+		         (int)(len > OP_PARAM_NAME_MAX ? OP_PARAM_NAME_MAX : len), name);
 		return -1;
 	}
 	u->used[p - u->op->params] = 1;
@@ -303,58 +302,74 @@ load_params(struct cctx *c, struct op *op, const char *path, const struct json_v
 		struct op_param *p = &op->params[op->nparams];
 		const struct json_val *def = NULL;
 		if (strlen(m->key) != m->keylen || !valid_param_name(m->key))
-			return cerr(c, &m->val, "%s.params.%.40s: a parameter name is [a-z_][a-z0-9_]*, at most %d bytes",
-				    path, m->key, OP_PARAM_NAME_MAX - 1);
+			return cerr(c, &m->val,
+			            "%s.params.%.40s: a parameter name is [a-z_][a-z0-9_]*, at most %d bytes",
+			            path, m->key, OP_PARAM_NAME_MAX - 1);
 		if (m->val.type != JSON_OBJECT)
-			return cerr(c, &m->val, "%s.params.%s: expected an object {type, required}", path, m->key);
+			return cerr(c, &m->val, "%s.params.%s: expected an object {type, required}", path,
+			            m->key);
 		snprintf(p->name, sizeof(p->name), "%s", m->key);
 		p->type = PARAM_STRING;
 		for (j = 0; j < m->val.u.obj.n; j++) {
 			const struct json_member *f = &m->val.u.obj.m[j];
 			if (strcmp(f->key, "type") == 0) {
 				if (!plain_string(&f->val))
-					return cerr(c, &f->val, "%s.params.%s.type: expected a string", path, m->key);
+					return cerr(c, &f->val, "%s.params.%s.type: expected a string", path,
+					            m->key);
 				for (t = 0; t < 4 && strcmp(types[t], f->val.u.str.s) != 0; t++)
 					;
 				if (t == 4)
-					return cerr(c, &f->val, "%s.params.%s.type: \"%.20s\" is not string, integer, number or boolean",
-						    path, m->key, f->val.u.str.s);
+					return cerr(c, &f->val,
+					            "%s.params.%s.type: \"%.20s\" is not string, integer, "
+					            "number or boolean",
+					            path, m->key, f->val.u.str.s);
 				p->type = (enum op_param_type)t;
 			} else if (strcmp(f->key, "required") == 0) {
 				if (f->val.type != JSON_TRUE && f->val.type != JSON_FALSE)
-					return cerr(c, &f->val, "%s.params.%s.required: expected true or false", path, m->key);
+					return cerr(c, &f->val,
+					            "%s.params.%s.required: expected true or false", path,
+					            m->key);
 				p->required = f->val.type == JSON_TRUE;
 			} else if (strcmp(f->key, "description") == 0) {
 				if (!plain_string(&f->val))
-					return cerr(c, &f->val, "%s.params.%s.description: expected a string", path, m->key);
+					return cerr(c, &f->val, "%s.params.%s.description: expected a string",
+					            path, m->key);
 			} else if (strcmp(f->key, "default") == 0) {
 				def = &f->val;
 			} else {
 				const char *s = config_did_you_mean(f->key, known, 4);
 				if (s != NULL)
-					return cerr(c, &f->val, "%s.params.%s.%.40s: unknown key (did you mean %s.params.%s.%s?)",
-						    path, m->key, f->key, path, m->key, s);
-				return cerr(c, &f->val, "%s.params.%s.%.40s: unknown key", path, m->key, f->key);
+					return cerr(
+					    c, &f->val,
+					    "%s.params.%s.%.40s: unknown key (did you mean %s.params.%s.%s?)",
+					    path, m->key, f->key, path, m->key, s);
+				return cerr(c, &f->val, "%s.params.%s.%.40s: unknown key", path, m->key,
+				            f->key);
 			}
 		}
 		if (def != NULL) {
-			int okt = (p->type == PARAM_STRING && plain_string(def)) ||
-				  (p->type == PARAM_INTEGER && def->type == JSON_NUMBER && def->u.num.is_int) ||
-				  (p->type == PARAM_NUMBER && def->type == JSON_NUMBER) ||
-				  (p->type == PARAM_BOOLEAN && (def->type == JSON_TRUE || def->type == JSON_FALSE));
+			int okt =
+			    (p->type == PARAM_STRING && plain_string(def)) ||
+			    (p->type == PARAM_INTEGER && def->type == JSON_NUMBER && def->u.num.is_int) ||
+			    (p->type == PARAM_NUMBER && def->type == JSON_NUMBER) ||
+			    (p->type == PARAM_BOOLEAN && (def->type == JSON_TRUE || def->type == JSON_FALSE));
 			if (!okt)
-				return cerr(c, def, "%s.params.%s.default: not a %s", path, m->key, types[p->type]);
+				return cerr(c, def, "%s.params.%s.default: not a %s", path, m->key,
+				            types[p->type]);
 			if (p->required)
-				return cerr(c, def, "%s.params.%s: a required parameter cannot have a default", path, m->key);
+				return cerr(c, def,
+				            "%s.params.%s: a required parameter cannot have a default", path,
+				            m->key);
 			if (def->type == JSON_STRING) {
 				if (def->u.str.len >= sizeof(p->def))
-					return cerr(c, def, "%s.params.%s.default: longer than %zu bytes", path, m->key,
-						    sizeof(p->def) - 1);
+					return cerr(c, def, "%s.params.%s.default: longer than %zu bytes",
+					            path, m->key, sizeof(p->def) - 1);
 				snprintf(p->def, sizeof(p->def), "%s", def->u.str.s);
 			} else if (def->type == JSON_NUMBER) {
 				snprintf(p->def, sizeof(p->def), "%s", def->u.num.text);
 			} else {
-				snprintf(p->def, sizeof(p->def), "%s", def->type == JSON_TRUE ? "true" : "false");
+				snprintf(p->def, sizeof(p->def), "%s",
+				         def->type == JSON_TRUE ? "true" : "false");
 			}
 			p->has_default = 1;
 		}
@@ -366,8 +381,8 @@ load_params(struct cctx *c, struct op *op, const char *path, const struct json_v
 static int
 load_command(struct cctx *c, struct ops *o, size_t idx, const struct json_val *v)
 {
-	static const char *const known[] = {"id", "argv", "install", "timeout", "cwd",
-					    "env", "description", "params", "concurrency"};
+	static const char *const known[] = {"id",  "argv",        "install", "timeout",    "cwd",
+	                                    "env", "description", "params",  "concurrency"};
 	const struct json_val *id = NULL, *argv = NULL, *params = NULL;
 	struct op *op;
 	char path[OP_ID_MAX + 32];
@@ -381,10 +396,12 @@ load_command(struct cctx *c, struct ops *o, size_t idx, const struct json_val *v
 	if ((id = json_get(v, "id")) == NULL)
 		return cerr(c, v, "%s: missing \"id\"", path);
 	if (!plain_string(id) || !policy_op_id_valid(id->u.str.s))
-		return cerr(c, id, "%s.id: an op id is dot-separated segments of [A-Za-z0-9_-], at most %d bytes", path,
-			    OP_ID_MAX - 1);
+		return cerr(c, id,
+		            "%s.id: an op id is dot-separated segments of [A-Za-z0-9_-], at most %d bytes",
+		            path, OP_ID_MAX - 1);
 	if (strcmp(id->u.str.s, "agents") == 0 || strncmp(id->u.str.s, "agents.", 7) == 0)
-		return cerr(c, id, "%s.id: \"%s\": the segment \"agents\" is reserved for agent ops", path, id->u.str.s);
+		return cerr(c, id, "%s.id: \"%s\": the segment \"agents\" is reserved for agent ops", path,
+		            id->u.str.s);
 	snprintf(path, sizeof(path), "%s", id->u.str.s);
 	if (ops_find(o, id->u.str.s) != NULL)
 		return cerr(c, id, "%s: a command with this id is defined twice", path);
@@ -413,16 +430,21 @@ load_command(struct cctx *c, struct ops *o, size_t idx, const struct json_val *v
 				const struct json_val *t = &f->u.arr.v[j];
 				int k;
 				if (!plain_string(t) || !valid_tool(t->u.str.s))
-					return cerr(c, t, "%s.install[%zu]: expected a tool name ([a-z0-9._-])", path, j);
+					return cerr(c, t,
+					            "%s.install[%zu]: expected a tool name ([a-z0-9._-])",
+					            path, j);
 				if (c->tool != NULL && !c->tool(t->u.str.s, c->ctx))
-					return cerr(c, t, "%s.install[%zu]: no manifest named %s", path, j, t->u.str.s);
+					return cerr(c, t, "%s.install[%zu]: no manifest named %s", path, j,
+					            t->u.str.s);
 				for (k = 0; k < op->ninstall; k++)
 					if (strcmp(op->install[k], t->u.str.s) == 0)
-						return cerr(c, t, "%s.install[%zu]: %s listed twice", path, j, t->u.str.s);
+						return cerr(c, t, "%s.install[%zu]: %s listed twice", path, j,
+						            t->u.str.s);
 				snprintf(op->install[op->ninstall++], CFG_NAME_MAX, "%s", t->u.str.s);
 			}
 		} else if (strcmp(m->key, "timeout") == 0) {
-			if (f->type != JSON_NUMBER || !f->u.num.is_int || f->u.num.i < 1 || f->u.num.i > 86400)
+			if (f->type != JSON_NUMBER || !f->u.num.is_int || f->u.num.i < 1 ||
+			    f->u.num.i > 86400)
 				return cerr(c, f, "%s.timeout: expected seconds from 1 to 86400", path);
 			op->timeout = (int)f->u.num.i;
 		} else if (strcmp(m->key, "concurrency") == 0) {
@@ -445,16 +467,21 @@ load_command(struct cctx *c, struct ops *o, size_t idx, const struct json_val *v
 			for (j = 0; j < f->u.arr.n; j++) {
 				const struct json_val *t = &f->u.arr.v[j];
 				if (!plain_string(t) || !valid_env_name(t->u.str.s))
-					return cerr(c, t, "%s.env[%zu]: expected a variable name ([A-Z_][A-Z0-9_]*)", path, j);
+					return cerr(
+					    c, t, "%s.env[%zu]: expected a variable name ([A-Z_][A-Z0-9_]*)",
+					    path, j);
 				if (strcmp(t->u.str.s, "ABX_SERVER_TOKEN") == 0)
-					return cerr(c, t, "%s.env[%zu]: ABX_SERVER_TOKEN is a secret of the server and is never passed",
-						    path, j);
+					return cerr(c, t,
+					            "%s.env[%zu]: ABX_SERVER_TOKEN is a secret of the server "
+					            "and is never passed",
+					            path, j);
 				snprintf(op->env[op->nenv++], OP_ENV_NAME_MAX, "%s", t->u.str.s);
 			}
 		} else {
 			const char *s = config_did_you_mean(m->key, known, 9);
 			if (s != NULL)
-				return cerr(c, f, "%s.%.40s: unknown key (did you mean %s.%s?)", path, m->key, path, s);
+				return cerr(c, f, "%s.%.40s: unknown key (did you mean %s.%s?)", path, m->key,
+				            path, s);
 			return cerr(c, f, "%s.%.40s: unknown key", path, m->key);
 		}
 	}
@@ -483,13 +510,19 @@ load_command(struct cctx *c, struct ops *o, size_t idx, const struct json_val *v
 		if (j == 0) {
 			int n = 0;
 			tpl_walk(w->u.str.s, count_use, &n, &why);
-			if (n > 0 || w->u.str.s[0] == '\0' || strchr(w->u.str.s, '{') || strchr(w->u.str.s, '}')) {
+			if (n > 0 || w->u.str.s[0] == '\0' || strchr(w->u.str.s, '{') ||
+			    strchr(w->u.str.s, '}')) {
 				op_release(op);
-				return cerr(c, w, "%s.argv[0]: the program is fixed: no placeholder or brace, not empty", path);
+				return cerr(
+				    c, w,
+				    "%s.argv[0]: the program is fixed: no placeholder or brace, not empty",
+				    path);
 			}
 			if (strchr(w->u.str.s, '/') != NULL && w->u.str.s[0] != '/') {
 				op_release(op);
-				return cerr(c, w, "%s.argv[0]: an absolute path or a bare name, not a relative path", path);
+				return cerr(
+				    c, w, "%s.argv[0]: an absolute path or a bare name, not a relative path",
+				    path);
 			}
 		}
 		if ((op->argv[op->argc] = strdup(w->u.str.s)) == NULL) {
@@ -501,7 +534,8 @@ load_command(struct cctx *c, struct ops *o, size_t idx, const struct json_val *v
 	for (j = 0; j < (size_t)op->nparams; j++)
 		if (!u.used[j]) {
 			op_release(op);
-			return cerr(c, params, "%s.params.%s: declared but not used in argv", path, op->params[j].name);
+			return cerr(c, params, "%s.params.%s: declared but not used in argv", path,
+			            op->params[j].name);
 		}
 	o->n++;
 	return 0;
@@ -540,7 +574,7 @@ ops_load_commands(struct ops *o, const char *path, ops_tool_lookup tool, void *c
 
 int
 ops_build(struct ops *o, const struct config *c, ops_agent_lookup agent, ops_tool_lookup tool, void *ctx,
-	  struct err *e)
+          struct err *e)
 {
 	int i;
 
@@ -559,7 +593,7 @@ struct exp_ctx {
 	const struct json_val *body;
 	char *out;
 	size_t len, cap;
-	int missing;        /* a placeholder whose optional parameter is absent */
+	int missing; /* a placeholder whose optional parameter is absent */
 	struct err *e;
 };
 
@@ -572,11 +606,16 @@ param_text(const struct exp_ctx *x, const struct op_param *p, char *buf, size_t 
 	if (v == NULL || v->type == JSON_NULL)
 		return p->has_default ? p->def : NULL;
 	switch (v->type) {
-	case JSON_STRING: return v->u.str.s;
-	case JSON_NUMBER: return v->u.num.text;
-	case JSON_TRUE: return "true";
-	case JSON_FALSE: return "false";
-	default: break;
+	case JSON_STRING:
+		return v->u.str.s;
+	case JSON_NUMBER:
+		return v->u.num.text;
+	case JSON_TRUE:
+		return "true";
+	case JSON_FALSE:
+		return "false";
+	default:
+		break;
 	}
 	(void)buf, (void)cap;
 	return NULL;
@@ -586,7 +625,8 @@ static int
 put(struct exp_ctx *x, const char *s, size_t n)
 {
 	if (x->len + n >= x->cap)
-		return err_set(x->e, "request.too_large", "the expanded command line is longer than %zu bytes", x->cap);
+		return err_set(x->e, "request.too_large",
+		               "the expanded command line is longer than %zu bytes", x->cap);
 	memcpy(x->out + x->len, s, n);
 	x->len += n;
 	return 0;
@@ -636,7 +676,7 @@ expand_word(struct exp_ctx *x, const char *t)
 
 int
 ops_expand_argv(const struct op *op, const struct json_val *body, char **argv, char *buf, size_t cap,
-		struct err *e)
+                struct err *e)
 {
 	struct exp_ctx x = {op, body, buf, 0, cap, 0, e};
 	size_t i;
@@ -647,14 +687,16 @@ ops_expand_argv(const struct op *op, const struct json_val *body, char **argv, c
 	if (body != NULL && body->type == JSON_NULL)
 		body = x.body = NULL;
 	if (body != NULL && body->type != JSON_OBJECT)
-		return err_set(e, "request.invalid", "%s: the body must be a JSON object of parameters", op->id);
+		return err_set(e, "request.invalid", "%s: the body must be a JSON object of parameters",
+		               op->id);
 	for (i = 0; body != NULL && i < body->u.obj.n; i++) {
 		const struct json_member *m = &body->u.obj.m[i];
 		const struct op_param *p = find_param(op, m->key, m->keylen);
 		const struct json_val *v = &m->val;
 		int okt;
 		if (p == NULL)
-			return err_set(e, "request.invalid", "%s: unknown parameter \"%.40s\"", op->id, m->key);
+			return err_set(e, "request.invalid", "%s: unknown parameter \"%.40s\"", op->id,
+			               m->key);
 		if (v->type == JSON_NULL && !p->required)
 			continue;
 		okt = (p->type == PARAM_STRING && v->type == JSON_STRING) ||
@@ -663,22 +705,23 @@ ops_expand_argv(const struct op *op, const struct json_val *body, char **argv, c
 		      (p->type == PARAM_BOOLEAN && (v->type == JSON_TRUE || v->type == JSON_FALSE));
 		if (!okt)
 			return err_set(e, "request.invalid", "%s: parameter %s must be %s", op->id, p->name,
-				       p->type == PARAM_STRING    ? "a string"
-				       : p->type == PARAM_INTEGER ? "an integer"
-				       : p->type == PARAM_NUMBER  ? "a number"
-								  : "true or false");
+			               p->type == PARAM_STRING    ? "a string"
+			               : p->type == PARAM_INTEGER ? "an integer"
+			               : p->type == PARAM_NUMBER  ? "a number"
+			                                          : "true or false");
 		/* An argument is one C string: a NUL inside would silently cut it. */
 		if (v->type == JSON_STRING && strlen(v->u.str.s) != v->u.str.len)
-			return err_set(e, "request.invalid", "%s: parameter %s contains U+0000", op->id, p->name);
+			return err_set(e, "request.invalid", "%s: parameter %s contains U+0000", op->id,
+			               p->name);
 		if (v->type == JSON_STRING && v->u.str.len >= OP_ARG_MAX)
-			return err_set(e, "request.too_large", "%s: parameter %s is longer than %d bytes", op->id, p->name,
-				       OP_ARG_MAX - 1);
+			return err_set(e, "request.too_large", "%s: parameter %s is longer than %d bytes",
+			               op->id, p->name, OP_ARG_MAX - 1);
 	}
 	for (j = 0; j < op->nparams; j++) {
 		const struct json_val *v = body ? json_get(body, op->params[j].name) : NULL;
 		if (op->params[j].required && (v == NULL || v->type == JSON_NULL))
 			return err_set(e, "request.invalid", "%s: missing required parameter %s", op->id,
-				       op->params[j].name);
+			               op->params[j].name);
 	}
 	for (j = 0; j < op->argc; j++) {
 		size_t start = x.len;

@@ -73,40 +73,40 @@ struct op_param {
 	enum op_param_type type;
 	int required;
 	int has_default;
-	char def[256];            /* the default as argv text */
+	char def[256]; /* the default as argv text */
 };
 
 struct op {
 	char id[OP_ID_MAX];
 	enum op_kind kind;
-	char agent[CFG_NAME_MAX];        /* OP_AGENT: the agent */
-	const char *action;              /* OP_AGENT: "run", "sessions.create", …; OP_COMMAND: "command" */
-	int reading;                     /* reads state only; never installs */
+	char agent[CFG_NAME_MAX]; /* OP_AGENT: the agent */
+	const char *action;       /* OP_AGENT: "run", "sessions.create", …; OP_COMMAND: "command" */
+	int reading;              /* reads state only; never installs */
 	int ninstall;
 	char install[OP_INSTALL_MAX][CFG_NAME_MAX];
 	/* OP_COMMAND only: */
 	int argc;
-	char *argv[OP_ARGV_MAX];         /* templates, each owned, at most OP_ARG_MAX-1 bytes */
+	char *argv[OP_ARGV_MAX]; /* templates, each owned, at most OP_ARG_MAX-1 bytes */
 	int timeout;
-	char cwd[CFG_PATH_MAX];          /* "" = serve's cwd */
+	char cwd[CFG_PATH_MAX]; /* "" = serve's cwd */
 	int nenv;
 	char env[OP_ENV_MAX][OP_ENV_NAME_MAX];
 	char description[OP_DESC_MAX];
-	int concurrency;                 /* 0 = server.op_concurrency */
+	int concurrency; /* 0 = server.op_concurrency */
 	int nparams;
 	struct op_param params[OP_PARAMS_MAX];
 };
 struct ops {
 	int n;
 	int cap;
-	struct op *v;                    /* grows to at most OPS_MAX entries; owned; ops_free */
+	struct op *v; /* grows to at most OPS_MAX entries; owned; ops_free */
 	char commands_file[CFG_PATH_MAX];
 };
 
 /* What the agent lookup answers. */
 enum ops_agent_state {
-	OPS_AGENT_UNKNOWN,      /* no manifest of that name */
-	OPS_AGENT_NOT_AGENT,    /* a manifest without a run block */
+	OPS_AGENT_UNKNOWN,   /* no manifest of that name */
+	OPS_AGENT_NOT_AGENT, /* a manifest without a run block */
 	OPS_AGENT_OK,
 };
 
@@ -129,7 +129,7 @@ int ops_load_commands(struct ops *o, const char *path, ops_tool_lookup tool, voi
 /* The registry of an effective configuration: the agents, then the commands
  * file when configured. */
 int ops_build(struct ops *o, const struct config *c, ops_agent_lookup agent, ops_tool_lookup tool, void *ctx,
-	      struct err *e);
+              struct err *e);
 
 const struct op *ops_find(const struct ops *o, const char *id);
 
@@ -144,6 +144,6 @@ const struct op *ops_find(const struct ops *o, const char *id);
  * bytes); it is NULL-terminated. Returns argc, or -1 with e set.
  */
 int ops_expand_argv(const struct op *op, const struct json_val *body, char **argv, char *buf, size_t cap,
-		    struct err *e);
+                    struct err *e);
 
 #endif

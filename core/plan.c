@@ -63,7 +63,7 @@ closure(struct plan *p, struct manifest_set *ms, const char *name, const char *m
 
 	if (depth > MANIFEST_MAX_DEPTH)
 		return err_set(e, "install.manifest_invalid", "%s: requires nested deeper than %d", name,
-			       MANIFEST_MAX_DEPTH);
+		               MANIFEST_MAX_DEPTH);
 	if ((t = get(p, ms, name, e)) == NULL)
 		return -1;
 	if (min[0] != '\0' && (t->min[0] == '\0' || manifest_version_cmp(min, t->min) > 0))
@@ -146,8 +146,8 @@ mounted(const struct op *op, const struct policy *pol)
 }
 
 int
-plan_build(struct plan *p, const struct ops *o, const struct policy *pol, struct manifest_set *ms, int use_path,
-	   plan_path_fn path_fn, void *ctx, struct err *e)
+plan_build(struct plan *p, const struct ops *o, const struct policy *pol, struct manifest_set *ms,
+           int use_path, plan_path_fn path_fn, void *ctx, struct err *e)
 {
 	int i, j;
 
@@ -166,7 +166,7 @@ plan_build(struct plan *p, const struct ops *o, const struct policy *pol, struct
 		if (t->m->path.argv.n == 0)
 			continue;
 		t->on_path = path_fn(t->m, t->min, t->path_entry, sizeof(t->path_entry), t->path_version,
-				     sizeof(t->path_version), ctx) == 1;
+		                     sizeof(t->path_version), ctx) == 1;
 	}
 	for (i = 0; i < o->n; i++) {
 		if (o->v[i].ninstall == 0 || !mounted(&o->v[i], pol))
@@ -268,7 +268,7 @@ probe(char *const argv[], const char *path_env, char *out, size_t cap)
 
 int
 plan_path_check(const manifest_t *m, const char *min, char *entry, size_t ecap, char *version, size_t vcap,
-		void *ctx)
+                void *ctx)
 {
 	const char *path = getenv("PATH"), *p, *q;
 	char cand[PATH_MAX], out[PLAN_PROBE_OUT_MAX], ver[MANIFEST_VERSION_MAX];
@@ -295,7 +295,8 @@ plan_path_check(const manifest_t *m, const char *min, char *entry, size_t ecap, 
 		for (i = 0; i < m->path.argv.n; i++) {
 			const char *w = m->path.argv.v[i], *b = strstr(w, "{bin}");
 			if (b != NULL)
-				snprintf(words[i], sizeof(words[i]), "%.*s%s%s", (int)(b - w), w, cand, b + 5);
+				snprintf(words[i], sizeof(words[i]), "%.*s%s%s", (int)(b - w), w, cand,
+				         b + 5);
 			else
 				snprintf(words[i], sizeof(words[i]), "%s", w);
 			argv[i] = words[i];

@@ -32,24 +32,24 @@
 #define PLAN_REQBY_MAX 256
 
 struct plan_tool {
-	const manifest_t *m;                /* owned by the manifest set */
+	const manifest_t *m; /* owned by the manifest set */
 	int nops;
-	const char *ops[PLAN_OPS_MAX];      /* op ids (owned by the registry) */
-	int ops_more;                       /* ops beyond PLAN_OPS_MAX */
-	char required_by[PLAN_REQBY_MAX];   /* "codex,gemini" or "" */
-	int direct;                         /* named by an op's install list */
-	char min[MANIFEST_VERSION_MAX];     /* strongest minimum of its dependents */
-	int on_path;                        /* satisfied by a copy on PATH */
+	const char *ops[PLAN_OPS_MAX];    /* op ids (owned by the registry) */
+	int ops_more;                     /* ops beyond PLAN_OPS_MAX */
+	char required_by[PLAN_REQBY_MAX]; /* "codex,gemini" or "" */
+	int direct;                       /* named by an op's install list */
+	char min[MANIFEST_VERSION_MAX];   /* strongest minimum of its dependents */
+	int on_path;                      /* satisfied by a copy on PATH */
 	char path_entry[PATH_MAX];
 	char path_version[MANIFEST_VERSION_MAX];
-	int planned;                        /* in order[] */
+	int planned; /* in order[] */
 };
 
 struct plan {
-	int n;                              /* tools seen (planned or on PATH) */
+	int n; /* tools seen (planned or on PATH) */
 	struct plan_tool t[PLAN_MAX];
 	int norder;
-	int order[PLAN_MAX];                /* indexes into t, install order */
+	int order[PLAN_MAX]; /* indexes into t, install order */
 };
 
 /*
@@ -57,7 +57,7 @@ struct plan {
  * on PATH. Fill entry and version when it is. Returns 1 or 0.
  */
 typedef int (*plan_path_fn)(const manifest_t *m, const char *min, char *entry, size_t ecap, char *version,
-			    size_t vcap, void *ctx);
+                            size_t vcap, void *ctx);
 
 /*
  * Build the plan. use_path = install.use_path (0: PATH never satisfies).
@@ -66,7 +66,7 @@ typedef int (*plan_path_fn)(const manifest_t *m, const char *min, char *entry, s
  * Returns 0 or -1.
  */
 int plan_build(struct plan *p, const struct ops *o, const struct policy *pol, struct manifest_set *ms,
-	       int use_path, plan_path_fn path_fn, void *ctx, struct err *e);
+               int use_path, plan_path_fn path_fn, void *ctx, struct err *e);
 
 /*
  * The default PATH check: the manifest's binary in $PATH (entries that are
@@ -75,8 +75,8 @@ int plan_build(struct plan *p, const struct ops *o, const struct policy *pol, st
  * the first dotted number of its output is its version. A manifest without
  * a path block is never satisfied on PATH.
  */
-int plan_path_check(const manifest_t *m, const char *min, char *entry, size_t ecap, char *version, size_t vcap,
-		    void *ctx);
+int plan_path_check(const manifest_t *m, const char *min, char *entry, size_t ecap, char *version,
+                    size_t vcap, void *ctx);
 
 /* The first dotted number in text ("v22.3.0" → "22.3.0") into out; 0 or -1. */
 int plan_version_in(const char *text, char *out, size_t cap);

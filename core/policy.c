@@ -12,10 +12,11 @@
 #include "json.h"
 
 static const char *const preset_readonly_allow[] = {
-	"agents.*.status", "agents.*.sessions.get", "agents.*.sessions.list", "agents.*.sessions.events", NULL,
+    "agents.*.status", "agents.*.sessions.get", "agents.*.sessions.list", "agents.*.sessions.events", NULL,
 };
 static const char *const preset_readonly_deny[] = {"agents.*.install", NULL};
-static const char *const preset_agents_allow[] = {"agents.*.run", "agents.*.sessions.**", "agents.*.status", NULL};
+static const char *const preset_agents_allow[] = {"agents.*.run", "agents.*.sessions.**", "agents.*.status",
+                                                  NULL};
 static const char *const preset_admin_allow[] = {"**", NULL};
 static const char *const preset_none[] = {NULL};
 
@@ -23,9 +24,9 @@ static const struct {
 	const char *name;
 	const char *const *allow, *const *deny;
 } presets[] = {
-	{"readonly", preset_readonly_allow, preset_readonly_deny},
-	{"agents", preset_agents_allow, preset_none},
-	{"admin", preset_admin_allow, preset_none},
+    {"readonly", preset_readonly_allow, preset_readonly_deny},
+    {"agents", preset_agents_allow, preset_none},
+    {"admin", preset_admin_allow, preset_none},
 };
 
 static int
@@ -60,7 +61,7 @@ policy_pattern_check(const char *pat, struct err *e)
 
 	if (n == 0 || n >= POL_PATTERN_MAX)
 		return err_set(e, "config.invalid", "pattern \"%.60s\": empty or longer than %d bytes", pat,
-			       POL_PATTERN_MAX - 1);
+		               POL_PATTERN_MAX - 1);
 	for (;;) {
 		dot = strchr(s, '.');
 		len = dot ? (size_t)(dot - s) : strlen(s);
@@ -68,12 +69,14 @@ policy_pattern_check(const char *pat, struct err *e)
 			return err_set(e, "config.invalid", "pattern \"%.60s\": empty segment", pat);
 		if (len == 2 && s[0] == '*' && s[1] == '*') {
 			if (dot != NULL)
-				return err_set(e, "config.invalid", "pattern \"%.60s\": ** must be the last segment", pat);
+				return err_set(e, "config.invalid",
+				               "pattern \"%.60s\": ** must be the last segment", pat);
 		} else if (!(len == 1 && s[0] == '*')) {
 			for (i = 0; i < len; i++)
 				if (!seg_char((unsigned char)s[i]))
-					return err_set(e, "config.invalid",
-						       "pattern \"%.60s\": a segment is a name, * or a final **", pat);
+					return err_set(
+					    e, "config.invalid",
+					    "pattern \"%.60s\": a segment is a name, * or a final **", pat);
 		}
 		if (dot == NULL)
 			return 0;
@@ -145,8 +148,8 @@ get_or_add(struct policy *p, const char *name, struct err *e)
 	if (pp != NULL)
 		return pp;
 	if (!valid_principal(name)) {
-		err_set(e, "config.invalid", "principal \"%.60s\": a name of [A-Za-z0-9._@-], 1 to %d bytes", name,
-			POL_NAME_MAX - 1);
+		err_set(e, "config.invalid", "principal \"%.60s\": a name of [A-Za-z0-9._@-], 1 to %d bytes",
+		        name, POL_NAME_MAX - 1);
 		return NULL;
 	}
 	if (p->n >= POL_MAX_PRINCIPALS) {
@@ -160,14 +163,16 @@ get_or_add(struct policy *p, const char *name, struct err *e)
 }
 
 static int
-add_rule(struct pol_principal *pp, enum pol_effect eff, const char *pattern, const char *origin, struct err *e)
+add_rule(struct pol_principal *pp, enum pol_effect eff, const char *pattern, const char *origin,
+         struct err *e)
 {
 	struct pol_rule *r;
 
 	if (policy_pattern_check(pattern, e) != 0)
 		return -1;
 	if (pp->nrules >= POL_MAX_RULES)
-		return err_set(e, "config.invalid", "principal %s: more than %d rules", pp->name, POL_MAX_RULES);
+		return err_set(e, "config.invalid", "principal %s: more than %d rules", pp->name,
+		               POL_MAX_RULES);
 	r = &pp->rules[pp->nrules++];
 	r->effect = eff;
 	snprintf(r->pattern, sizeof(r->pattern), "%s", pattern);
@@ -237,12 +242,13 @@ policy_add_token_digest(struct policy *p, const char *name, const unsigned char 
 	if ((pp = get_or_add(p, name, e)) == NULL)
 		return -1;
 	if (owner >= 0 && &p->p[owner] != pp)
-		return err_set(e, "config.invalid", "principal %s: a token digest already belongs to %s", name,
-			       p->p[owner].name);
+		return err_set(e, "config.invalid", "principal %s: a token digest already belongs to %s",
+		               name, p->p[owner].name);
 	if (owner >= 0)
 		return 0;
 	if (pp->ntokens >= POL_MAX_TOKENS)
-		return err_set(e, "config.invalid", "principal %s: more than %d tokens", name, POL_MAX_TOKENS);
+		return err_set(e, "config.invalid", "principal %s: more than %d tokens", name,
+		               POL_MAX_TOKENS);
 	memcpy(pp->token_sha256[pp->ntokens++], digest, 32);
 	return 0;
 }
@@ -275,9 +281,8 @@ where_of(const char *file, const struct json_val *v, char *buf, size_t cap)
 	return buf;
 }
 
-static int
-perr(struct err *e, const char *file, const struct json_val *v, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+static int perr(struct err *e, const char *file, const struct json_val *v, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 static int
 perr(struct err *e, const char *file, const struct json_val *v, const char *fmt, ...)
@@ -293,19 +298,18 @@ perr(struct err *e, const char *file, const struct json_val *v, const char *fmt,
 
 static int
 unknown_key(struct err *e, const char *file, const struct json_val *v, const char *path, const char *key,
-	    const char *const *known, int n)
+            const char *const *known, int n)
 {
 	const char *s = config_did_you_mean(key, known, n);
 
 	if (s != NULL)
-		return perr(e, file, v, "%s%s: unknown key (did you mean %s%s?)", path, key,
-			    path, s);
+		return perr(e, file, v, "%s%s: unknown key (did you mean %s%s?)", path, key, path, s);
 	return perr(e, file, v, "%s%s: unknown key", path, key);
 }
 
 static int
 string_list(struct pol_principal *pp, enum pol_effect eff, const char *file, const char *path,
-	    const struct json_val *v, struct err *e)
+            const struct json_val *v, struct err *e)
 {
 	size_t i;
 
@@ -323,7 +327,7 @@ string_list(struct pol_principal *pp, enum pol_effect eff, const char *file, con
 
 static int
 token_digest(struct policy *p, struct pol_principal *pp, const char *file, const char *path,
-	     const struct json_val *it, struct err *e)
+             const struct json_val *it, struct err *e)
 {
 	unsigned char d[32];
 	int owner;
@@ -332,7 +336,8 @@ token_digest(struct policy *p, struct pol_principal *pp, const char *file, const
 		return perr(e, file, it, "%s: expected the sha256 of a token as 64 hex digits", path);
 	owner = digest_owner(p, d);
 	if (owner >= 0)
-		return perr(e, file, it, "%s: this digest already belongs to principal %s", path, p->p[owner].name);
+		return perr(e, file, it, "%s: this digest already belongs to principal %s", path,
+		            p->p[owner].name);
 	if (pp->ntokens >= POL_MAX_TOKENS)
 		return perr(e, file, it, "%s: more than %d tokens", path, POL_MAX_TOKENS);
 	memcpy(pp->token_sha256[pp->ntokens++], d, 32);
@@ -351,7 +356,7 @@ load_principal(struct policy *p, const char *file, const struct json_member *m, 
 	snprintf(path, sizeof(path), "principals.%s", m->key);
 	if (strlen(m->key) != m->keylen || !valid_principal(m->key))
 		return perr(e, file, v, "%.80s: a principal name is 1 to %d bytes of [A-Za-z0-9._@-]", path,
-			    POL_NAME_MAX - 1);
+		            POL_NAME_MAX - 1);
 	if (policy_find(p, m->key) != NULL)
 		return perr(e, file, v, "%s: defined twice", path);
 	if (v->type != JSON_OBJECT)
@@ -370,7 +375,8 @@ load_principal(struct policy *p, const char *file, const struct json_member *m, 
 					if (token_digest(p, pp, file, sub, &f->val.u.arr.v[j], e) != 0)
 						return -1;
 			} else {
-				return perr(e, file, &f->val, "%s: expected a digest or an array of digests", sub);
+				return perr(e, file, &f->val, "%s: expected a digest or an array of digests",
+				            sub);
 			}
 		} else if (strcmp(f->key, "preset") == 0) {
 			char origin[48];
@@ -453,19 +459,20 @@ policy_setup(struct policy *p, const struct config *c, struct err *e)
 		return -1;
 	if (c->preset[0] != '\0') {
 		if (policy_find(p, "default") != NULL)
-			return err_set(e, "config.invalid",
-				       "preset %s and the policy file %s both define principal default; keep one", c->preset,
-				       file);
+			return err_set(
+			    e, "config.invalid",
+			    "preset %s and the policy file %s both define principal default; keep one",
+			    c->preset, file);
 		snprintf(origin, sizeof(origin), "preset %.40s", c->preset);
 		if (policy_add_preset(p, "default", c->preset, origin, e) != 0)
 			return -1;
 		snprintf(p->summary, sizeof(p->summary), "%s%s; principal default: preset %s",
-			 file ? "policy file " : "no policy file", file ? file : "", c->preset);
+		         file ? "policy file " : "no policy file", file ? file : "", c->preset);
 	} else if (file == NULL) {
 		if (policy_add_preset(p, "default", "admin", "default preset admin", e) != 0)
 			return -1;
 		snprintf(p->summary, sizeof(p->summary),
-			 "no policy file and no preset; principal default: preset admin");
+		         "no policy file and no preset; principal default: preset admin");
 	} else if (policy_find(p, "default") == NULL) {
 		if (get_or_add(p, "default", e) == NULL)
 			return -1;
@@ -490,7 +497,7 @@ first_match(const struct pol_principal *pp, enum pol_effect eff, const char *id)
 
 int
 policy_decide(const struct policy *p, const char *principal, const char *op_id, const char *const *installs,
-	      int ninstalls, struct pol_decision *d)
+              int ninstalls, struct pol_decision *d)
 {
 	const struct pol_principal *pp = policy_find(p, principal);
 	const struct pol_rule *r;
@@ -509,13 +516,14 @@ policy_decide(const struct policy *p, const char *principal, const char *op_id, 
 	for (i = 0; i < ninstalls; i++) {
 		snprintf(inst, sizeof(inst), "agents.%s.install", installs[i]);
 		if ((r = first_match(pp, POL_DENY, inst)) != NULL) {
-			snprintf(d->rule, sizeof(d->rule), "%s: install admission: %s denied by deny %s (%s)", pp->name,
-				 inst, r->pattern, r->origin);
+			snprintf(d->rule, sizeof(d->rule), "%s: install admission: %s denied by deny %s (%s)",
+			         pp->name, inst, r->pattern, r->origin);
 			return 0;
 		}
 	}
 	if ((r = first_match(pp, POL_ALLOW, op_id)) == NULL) {
-		snprintf(d->rule, sizeof(d->rule), "%s: no allow rule matches %s (default deny)", pp->name, op_id);
+		snprintf(d->rule, sizeof(d->rule), "%s: no allow rule matches %s (default deny)", pp->name,
+		         op_id);
 		return 0;
 	}
 	snprintf(d->rule, sizeof(d->rule), "%s: allow %s (%s)", pp->name, r->pattern, r->origin);

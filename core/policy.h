@@ -57,7 +57,7 @@ enum pol_effect {
 struct pol_rule {
 	enum pol_effect effect;
 	char pattern[POL_PATTERN_MAX];
-	char origin[48];  /* "preset agents", "policy", "default preset admin" */
+	char origin[48]; /* "preset agents", "policy", "default preset admin" */
 };
 
 struct pol_principal {
@@ -71,15 +71,15 @@ struct pol_principal {
 struct policy {
 	int n;
 	struct pol_principal p[POL_MAX_PRINCIPALS];
-	enum cfg_mode mode;  /* for install_permitted */
-	char file[CFG_PATH_MAX]; /* the policy file read, "" = none */
-	char summary[CFG_PATH_MAX + 160];       /* how the principals came to be, for check-config */
+	enum cfg_mode mode;               /* for install_permitted */
+	char file[CFG_PATH_MAX];          /* the policy file read, "" = none */
+	char summary[CFG_PATH_MAX + 160]; /* how the principals came to be, for check-config */
 };
 
 struct pol_decision {
 	int allowed;
-	int install_permitted;          /* allowed, installs something, and the mode installs at runtime */
-	char rule[POL_RULE_TEXT_MAX];   /* "alice: deny agents.*.install (policy)" */
+	int install_permitted;        /* allowed, installs something, and the mode installs at runtime */
+	char rule[POL_RULE_TEXT_MAX]; /* "alice: deny agents.*.install (policy)" */
 };
 
 /* 0 when pattern is a valid op-id pattern, else -1 with config.invalid. */
@@ -96,7 +96,8 @@ void policy_init(struct policy *p);
 
 /* Add the rules of a preset ("readonly", "agents", "admin") to principal
  * name (created if missing). origin goes into each rule. */
-int policy_add_preset(struct policy *p, const char *name, const char *preset, const char *origin, struct err *e);
+int policy_add_preset(struct policy *p, const char *name, const char *preset, const char *origin,
+                      struct err *e);
 
 /* Parse a policy file and add its principals. Errors: json.* for syntax,
  * config.invalid naming the JSON path (unknown keys with a did-you-mean,
@@ -109,18 +110,20 @@ int policy_setup(struct policy *p, const struct config *c, struct err *e);
 /* Add a token digest to principal name (created without rules if
  * missing); for serve's ABX_SERVER_TOKEN and generated token. A digest
  * already held by another principal is config.invalid. */
-int policy_add_token_digest(struct policy *p, const char *name, const unsigned char digest[32], struct err *e);
+int policy_add_token_digest(struct policy *p, const char *name, const unsigned char digest[32],
+                            struct err *e);
 
 /* The principal holding digest, compared in constant time against every
  * configured digest (no early exit), or NULL. */
-const struct pol_principal *policy_principal_for_digest(const struct policy *p, const unsigned char digest[32]);
+const struct pol_principal *policy_principal_for_digest(const struct policy *p,
+                                                        const unsigned char digest[32]);
 
 const struct pol_principal *policy_find(const struct policy *p, const char *name);
 
 /* Decide whether principal may call op_id, which installs the tools
  * installs[0..ninstalls). Returns d->allowed. */
-int policy_decide(const struct policy *p, const char *principal, const char *op_id, const char *const *installs,
-		  int ninstalls, struct pol_decision *d);
+int policy_decide(const struct policy *p, const char *principal, const char *op_id,
+                  const char *const *installs, int ninstalls, struct pol_decision *d);
 
 /* Parse 64 hex digits into out; 0 or -1. */
 int policy_hex_digest(const char *hex, unsigned char out[32]);

@@ -20,12 +20,12 @@
 #include "ops.h"
 #include "policy.h"
 
-#define FUZZ_CHECK(c)                                                                  \
-	do {                                                                           \
-		if (!(c)) {                                                            \
-			fprintf(stderr, "check failed: %s (line %d)\n", #c, __LINE__); \
-			abort();                                                       \
-		}                                                                      \
+#define FUZZ_CHECK(c)                                                                                        \
+	do {                                                                                                 \
+		if (!(c)) {                                                                                  \
+			fprintf(stderr, "check failed: %s (line %d)\n", #c, __LINE__);                       \
+			abort();                                                                             \
+		}                                                                                            \
 	} while (0)
 
 static char path[64];
@@ -35,7 +35,7 @@ refusal_ok(const struct err *e)
 {
 	FUZZ_CHECK(e->code != NULL);
 	FUZZ_CHECK(strcmp(e->code, "config.invalid") == 0 || strncmp(e->code, "json.", 5) == 0 ||
-		   strcmp(e->code, "internal") == 0);
+	           strcmp(e->code, "internal") == 0);
 }
 
 int

@@ -80,7 +80,8 @@ test_unknown_key_did_you_mean(void **state)
 	assert_int_equal(load_text(&c, "{\"server\": {\"prot\": 1}}", &e), -1);
 	assert_non_null(strstr(e.msg, "server.prot: unknown key (did you mean server.port?)"));
 	assert_int_equal(load_text(&c, "{\"install\": {\"mirrors\": {\"nmp\": \"https://x\"}}}", &e), -1);
-	assert_non_null(strstr(e.msg, "install.mirrors.nmp: unknown key (did you mean install.mirrors.npm?)"));
+	assert_non_null(
+	    strstr(e.msg, "install.mirrors.nmp: unknown key (did you mean install.mirrors.npm?)"));
 	assert_int_equal(load_text(&c, "{\"zzzzzzzz\": 1}", &e), -1);
 	assert_non_null(strstr(e.msg, "zzzzzzzz: unknown key"));
 	assert_null(strstr(e.msg, "did you mean"));
@@ -92,27 +93,27 @@ test_wrong_types_and_ranges(void **state)
 	static const struct {
 		const char *text, *needle;
 	} cases[] = {
-		{"[]", "expected an object"},
-		{"{\"install\": []}", "install: expected an object"},
-		{"{\"install\": {\"wait\": \"20\"}}", "install.wait: expected an integer from 0 to 3600"},
-		{"{\"install\": {\"wait\": 1.5}}", "install.wait"},
-		{"{\"install\": {\"wait\": -1}}", "install.wait"},
-		{"{\"server\": {\"port\": 70000}}", "server.port"},
-		{"{\"install\": {\"mode\": \"auto\"}}", "is not a mode"},
-		{"{\"install\": {\"mode\": null}}", "install.mode: expected a string"},
-		{"{\"install\": {\"allow_tmp\": 1}}", "install.allow_tmp: expected true or false"},
-		{"{\"install\": {\"mirrors\": {\"npm\": \"http://registry.example\"}}}", "not an https:// URL"},
-		{"{\"install\": {\"mirrors\": {\"tarball\": [\"relative/dir\"]}}}", "install.mirrors.tarball[0]"},
-		{"{\"install\": {\"mirrors\": {\"tarball\": \"https://m/{path}\"}}}", "expected an array"},
-		{"{\"install\": {\"allow_hosts\": [\"a b\"]}}", "install.allow_hosts[0]"},
-		{"{\"agents\": [\"codex\", \"codex\"]}", "listed twice"},
-		{"{\"agents\": [\"Codex\"]}", "not a tool name"},
-		{"{\"agents\": [1]}", "agents[0]: expected a string"},
-		{"{\"preset\": \"root\"}", "not a preset"},
-		{"{\"tools_dir\": \"\"}", "tools_dir: empty path"},
-		{"{\"tools_dir\": \"a\\u0000b\"}", "tools_dir: expected a string"},
-		{"{\"environment\": \"Prod uction\"}", "environment"},
-		{"{\"server\": {\"host\": \"a;b\"}}", "server.host"},
+	    {"[]", "expected an object"},
+	    {"{\"install\": []}", "install: expected an object"},
+	    {"{\"install\": {\"wait\": \"20\"}}", "install.wait: expected an integer from 0 to 3600"},
+	    {"{\"install\": {\"wait\": 1.5}}", "install.wait"},
+	    {"{\"install\": {\"wait\": -1}}", "install.wait"},
+	    {"{\"server\": {\"port\": 70000}}", "server.port"},
+	    {"{\"install\": {\"mode\": \"auto\"}}", "is not a mode"},
+	    {"{\"install\": {\"mode\": null}}", "install.mode: expected a string"},
+	    {"{\"install\": {\"allow_tmp\": 1}}", "install.allow_tmp: expected true or false"},
+	    {"{\"install\": {\"mirrors\": {\"npm\": \"http://registry.example\"}}}", "not an https:// URL"},
+	    {"{\"install\": {\"mirrors\": {\"tarball\": [\"relative/dir\"]}}}", "install.mirrors.tarball[0]"},
+	    {"{\"install\": {\"mirrors\": {\"tarball\": \"https://m/{path}\"}}}", "expected an array"},
+	    {"{\"install\": {\"allow_hosts\": [\"a b\"]}}", "install.allow_hosts[0]"},
+	    {"{\"agents\": [\"codex\", \"codex\"]}", "listed twice"},
+	    {"{\"agents\": [\"Codex\"]}", "not a tool name"},
+	    {"{\"agents\": [1]}", "agents[0]: expected a string"},
+	    {"{\"preset\": \"root\"}", "not a preset"},
+	    {"{\"tools_dir\": \"\"}", "tools_dir: empty path"},
+	    {"{\"tools_dir\": \"a\\u0000b\"}", "tools_dir: expected a string"},
+	    {"{\"environment\": \"Prod uction\"}", "environment"},
+	    {"{\"server\": {\"host\": \"a;b\"}}", "server.host"},
 	};
 	struct config c;
 	struct err e;
@@ -120,7 +121,8 @@ test_wrong_types_and_ranges(void **state)
 
 	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		int rc = load_text(&c, cases[i].text, &e);
-		if (rc != -1 || strcmp(e.code, "config.invalid") != 0 || strstr(e.msg, cases[i].needle) == NULL)
+		if (rc != -1 || strcmp(e.code, "config.invalid") != 0 ||
+		    strstr(e.msg, cases[i].needle) == NULL)
 			fail_msg("case %zu %s: rc %d code %s msg %s", i, cases[i].text, rc, e.code, e.msg);
 	}
 }
@@ -203,8 +205,9 @@ test_defaults(void **state)
 static void
 test_precedence_every_layer(void **state)
 {
-	const char *p = write_file("layers.json", "{\"tools_dir\": \"/from/file\", \"state_dir\": \"/s/file\","
-						  " \"install\": {\"wait\": 5, \"mode\": \"offline\"}}");
+	const char *p =
+	    write_file("layers.json", "{\"tools_dir\": \"/from/file\", \"state_dir\": \"/s/file\","
+	                              " \"install\": {\"wait\": 5, \"mode\": \"offline\"}}");
 	char *env[] = {"ABX_TOOLS_DIR=/from/env", "ABX_SERVER_INSTALL_WAIT=7", NULL};
 	struct config_flag flags[] = {{"tools_dir", "/from/flag", "--tools-dir"}};
 	struct config c;
@@ -215,7 +218,8 @@ test_precedence_every_layer(void **state)
 	assert_string_equal(c.tools_dir, "/from/flag");
 	assert_string_equal(config_source(&c, CK_TOOLS_DIR, buf, sizeof(buf)), "flag --tools-dir");
 	assert_int_equal(c.install.wait, 7);
-	assert_string_equal(config_source(&c, CK_INSTALL_WAIT, buf, sizeof(buf)), "env ABX_SERVER_INSTALL_WAIT");
+	assert_string_equal(config_source(&c, CK_INSTALL_WAIT, buf, sizeof(buf)),
+	                    "env ABX_SERVER_INSTALL_WAIT");
 	assert_string_equal(c.state_dir, "/s/file");
 	assert_non_null(strstr(config_source(&c, CK_STATE_DIR, buf, sizeof(buf)), "file "));
 	assert_int_equal(c.install.mode, CFG_MODE_OFFLINE);
@@ -246,13 +250,15 @@ test_relative_paths_resolve_against_file(void **state)
 static void
 test_lists_from_env_and_file(void **state)
 {
-	char *env[] = {"ABX_SERVER_AGENTS=codex, gemini", "ABX_INSTALL_MIRROR=https://m.example/{host}/{path},/mnt/cache",
-		       "ABX_INSTALL_NPM_REGISTRY=https://registry.npmmirror.com", NULL};
+	char *env[] = {"ABX_SERVER_AGENTS=codex, gemini",
+	               "ABX_INSTALL_MIRROR=https://m.example/{host}/{path},/mnt/cache",
+	               "ABX_INSTALL_NPM_REGISTRY=https://registry.npmmirror.com", NULL};
 	struct config c;
 	struct err e;
 	char buf[600];
-	const char *p = write_file("l.json", "{\"agents\": [\"claude-code\"], \"install\": {\"allow_hosts\": "
-					     "[\"m.example\"], \"mirrors\": {\"tarball\": [\"file:///srv/cache\"]}}}");
+	const char *p =
+	    write_file("l.json", "{\"agents\": [\"claude-code\"], \"install\": {\"allow_hosts\": "
+	                         "[\"m.example\"], \"mirrors\": {\"tarball\": [\"file:///srv/cache\"]}}}");
 
 	assert_int_equal(config_load(&c, p, env, NULL, 0, &e), 0);
 	assert_int_equal(c.agents.n, 2);
@@ -282,7 +288,8 @@ test_restrict_only(void **state)
 	/* a file cannot loosen the environment */
 	assert_int_equal(config_load(&c, file_lazy, env_build, NULL, 0, &e), 0);
 	assert_int_equal(c.install.mode, CFG_MODE_BUILD);
-	assert_string_equal(config_source(&c, CK_INSTALL_MODE, buf, sizeof(buf)), "env ABX_SERVER_INSTALL_MODE");
+	assert_string_equal(config_source(&c, CK_INSTALL_MODE, buf, sizeof(buf)),
+	                    "env ABX_SERVER_INSTALL_MODE");
 	/* neither can a flag */
 	assert_int_equal(config_load(&c, file_lazy, env_build, lazy, 1, &e), -1);
 	assert_string_equal(e.code, "config.invalid");
@@ -298,9 +305,9 @@ test_restrict_only(void **state)
 	assert_int_equal(config_load(&c, NULL, env_lazy, lazy, 1, &e), 0);
 	assert_int_equal(c.install.mode, CFG_MODE_LAZY);
 	/* a file's build is no floor either: flags may set what they like */
-	assert_int_equal(config_load(&c, write_file("b.json", "{\"install\": {\"mode\": \"build\"}}"), no_env, lazy, 1,
-				     &e),
-			 0);
+	assert_int_equal(config_load(&c, write_file("b.json", "{\"install\": {\"mode\": \"build\"}}"), no_env,
+	                             lazy, 1, &e),
+	                 0);
 	assert_int_equal(c.install.mode, CFG_MODE_LAZY);
 	assert_string_equal(config_source(&c, CK_INSTALL_MODE, buf, sizeof(buf)), "flag --mode");
 }
@@ -327,21 +334,24 @@ test_deprecated_alias(void **state)
 	assert_int_equal(c.install.mode, CFG_MODE_OFF);
 	assert_int_equal(config_load(&c, NULL, both_looser_alias, NULL, 0, &e), 0);
 	assert_int_equal(c.install.mode, CFG_MODE_BUILD);
-	assert_string_equal(config_source(&c, CK_INSTALL_MODE, buf, sizeof(buf)), "env ABX_SERVER_INSTALL_MODE");
+	assert_string_equal(config_source(&c, CK_INSTALL_MODE, buf, sizeof(buf)),
+	                    "env ABX_SERVER_INSTALL_MODE");
 	assert_int_equal(c.nwarn, 2);
 }
 
 static void
 test_unknown_env_variable_warns(void **state)
 {
-	char *env[] = {"ABX_SERVER_INSTAL_MODE=build", "ABX_SERVER_TOKEN=secret", "ABX_SERVER_INTROSPECT=1", NULL};
+	char *env[] = {"ABX_SERVER_INSTAL_MODE=build", "ABX_SERVER_TOKEN=secret", "ABX_SERVER_INTROSPECT=1",
+	               NULL};
 	struct config c;
 	struct err e;
 
 	assert_int_equal(config_load(&c, NULL, env, NULL, 0, &e), 0);
 	assert_int_equal(c.install.mode, CFG_MODE_LAZY);
 	assert_int_equal(c.nwarn, 1);
-	assert_non_null(strstr(c.warn[0], "ABX_SERVER_INSTAL_MODE: unknown variable (did you mean ABX_SERVER_INSTALL_MODE?)"));
+	assert_non_null(strstr(
+	    c.warn[0], "ABX_SERVER_INSTAL_MODE: unknown variable (did you mean ABX_SERVER_INSTALL_MODE?)"));
 	assert_int_equal(c.introspect, 1);
 }
 
@@ -379,23 +389,27 @@ test_full_schema_loads(void **state)
 	int k;
 	char buf[128];
 
-	assert_int_equal(load_text(&c, "{\"install\": {\"mode\": \"build\", \"wait\": 0, \"timeout\": 900,"
-				       " \"max_download_mb\": 200, \"mirrors\": {\"npm\": \"https://r.example\","
-				       " \"tarball\": [\"https://m.example/{host}/{path}\"]}, \"allow_hosts\": [\"m.example\"],"
-				       " \"allow_tmp\": true, \"use_path\": false},"
-				       " \"agents\": [\"codex\"], \"commands\": \"c.json\", \"policy\": \"p.json\","
-				       " \"preset\": \"agents\", \"tools_dir\": \"/t\", \"state_dir\": \"/s\","
-				       " \"manifests_dir\": \"/m\", \"audit_file\": \"/a.log\", \"environment\": \"production\","
-				       " \"server\": {\"host\": \"127.0.0.1\", \"port\": 0, \"max_connections\": 64,"
-				       " \"workers\": 2, \"header_timeout\": 5, \"idle_timeout\": 30, \"request_timeout\": 30,"
-				       " \"max_header_bytes\": 8192, \"max_body_bytes\": 65536, \"max_output_bytes\": 65536,"
-				       " \"op_concurrency\": 2, \"max_sessions\": 8, \"max_sessions_per_agent\": 2,"
-				       " \"session_journal_max_bytes\": 65536, \"sse_heartbeat\": 5, \"max_streams\": 1}}",
-				 &e),
-			 0);
+	assert_int_equal(
+	    load_text(
+	        &c,
+	        "{\"install\": {\"mode\": \"build\", \"wait\": 0, \"timeout\": 900,"
+	        " \"max_download_mb\": 200, \"mirrors\": {\"npm\": \"https://r.example\","
+	        " \"tarball\": [\"https://m.example/{host}/{path}\"]}, \"allow_hosts\": [\"m.example\"],"
+	        " \"allow_tmp\": true, \"use_path\": false},"
+	        " \"agents\": [\"codex\"], \"commands\": \"c.json\", \"policy\": \"p.json\","
+	        " \"preset\": \"agents\", \"tools_dir\": \"/t\", \"state_dir\": \"/s\","
+	        " \"manifests_dir\": \"/m\", \"audit_file\": \"/a.log\", \"environment\": \"production\","
+	        " \"server\": {\"host\": \"127.0.0.1\", \"port\": 0, \"max_connections\": 64,"
+	        " \"workers\": 2, \"header_timeout\": 5, \"idle_timeout\": 30, \"request_timeout\": 30,"
+	        " \"max_header_bytes\": 8192, \"max_body_bytes\": 65536, \"max_output_bytes\": 65536,"
+	        " \"op_concurrency\": 2, \"max_sessions\": 8, \"max_sessions_per_agent\": 2,"
+	        " \"session_journal_max_bytes\": 65536, \"sse_heartbeat\": 5, \"max_streams\": 1}}",
+	        &e),
+	    0);
 	for (k = 0; k < CK_NKEYS; k++)
 		if (c.src[k] != CFG_SRC_FILE)
-			fail_msg("%s not from the file (%s)", config_key_path(k), config_source(&c, k, buf, sizeof(buf)));
+			fail_msg("%s not from the file (%s)", config_key_path(k),
+			         config_source(&c, k, buf, sizeof(buf)));
 	assert_int_equal(c.install.use_path, 0);
 	assert_int_equal(c.server.port, 0);
 	assert_string_equal(c.environment, "production");
@@ -405,22 +419,22 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_not_json_is_json_syntax),
-		cmocka_unit_test(test_unknown_key_did_you_mean),
-		cmocka_unit_test(test_wrong_types_and_ranges),
-		cmocka_unit_test(test_oversized_and_deep),
-		cmocka_unit_test(test_missing_config_file),
-		cmocka_unit_test(test_bad_env_values),
-		cmocka_unit_test(test_defaults),
-		cmocka_unit_test(test_precedence_every_layer),
-		cmocka_unit_test(test_relative_paths_resolve_against_file),
-		cmocka_unit_test(test_lists_from_env_and_file),
-		cmocka_unit_test(test_restrict_only),
-		cmocka_unit_test(test_deprecated_alias),
-		cmocka_unit_test(test_unknown_env_variable_warns),
-		cmocka_unit_test(test_flags_validate),
-		cmocka_unit_test(test_edit_distance),
-		cmocka_unit_test(test_full_schema_loads),
+	    cmocka_unit_test(test_not_json_is_json_syntax),
+	    cmocka_unit_test(test_unknown_key_did_you_mean),
+	    cmocka_unit_test(test_wrong_types_and_ranges),
+	    cmocka_unit_test(test_oversized_and_deep),
+	    cmocka_unit_test(test_missing_config_file),
+	    cmocka_unit_test(test_bad_env_values),
+	    cmocka_unit_test(test_defaults),
+	    cmocka_unit_test(test_precedence_every_layer),
+	    cmocka_unit_test(test_relative_paths_resolve_against_file),
+	    cmocka_unit_test(test_lists_from_env_and_file),
+	    cmocka_unit_test(test_restrict_only),
+	    cmocka_unit_test(test_deprecated_alias),
+	    cmocka_unit_test(test_unknown_env_variable_warns),
+	    cmocka_unit_test(test_flags_validate),
+	    cmocka_unit_test(test_edit_distance),
+	    cmocka_unit_test(test_full_schema_loads),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -37,7 +37,8 @@ teardown(void **state)
 static int
 known_tool(const char *name, void *ctx)
 {
-	return strcmp(name, "node-runtime") == 0 || strcmp(name, "codex") == 0 || strcmp(name, "ripgrep") == 0;
+	return strcmp(name, "node-runtime") == 0 || strcmp(name, "codex") == 0 ||
+	       strcmp(name, "ripgrep") == 0;
 }
 
 static enum ops_agent_state
@@ -66,48 +67,50 @@ test_bad_commands(void **state)
 	static const struct {
 		const char *text, *code, *needle;
 	} cases[] = {
-		{"[{\"id\": \"a\", \"argv\": [\"/bin/true\"]},]", "json.syntax", ""},
-		{"{}", "config.invalid", "expected an array"},
-		{"[1]", "config.invalid", "[0]: expected a command object"},
-		{"[{\"argv\": [\"/bin/true\"]}]", "config.invalid", "missing \"id\""},
-		{"[{\"id\": \"a b\", \"argv\": [\"/bin/true\"]}]", "config.invalid", "op id"},
-		{"[{\"id\": \"agents.codex.run\", \"argv\": [\"/bin/true\"]}]", "config.invalid", "reserved"},
-		{"[{\"id\": \"a\"}]", "config.invalid", "a: missing \"argv\""},
-		{"[{\"id\": \"a\", \"argv\": []}]", "config.invalid", "non-empty"},
-		{"[{\"id\": \"a\", \"argv\": [\"/bin/true\"]}, {\"id\": \"a\", \"argv\": [\"/bin/true\"]}]",
-		 "config.invalid", "defined twice"},
-		{"[{\"id\": \"a\", \"argv\": [\"/bin/true\"], \"tiemout\": 5}]", "config.invalid",
-		 "a.tiemout: unknown key (did you mean a.timeout?)"},
-		{"[{\"id\": \"a\", \"argv\": [\"/bin/echo\", \"{x}\"]}]", "config.invalid", "{x} is not a declared"},
-		{"[{\"id\": \"a\", \"argv\": [\"/bin/echo\"], \"params\": {\"x\": {}}}]", "config.invalid",
-		 "declared but not used"},
-		{"[{\"id\": \"a\", \"argv\": [\"{x}\"], \"params\": {\"x\": {}}}]", "config.invalid", "argv[0]"},
-		{"[{\"id\": \"a\", \"argv\": [\"bin/x\"]}]", "config.invalid", "not a relative path"},
-		{"[{\"id\": \"a\", \"argv\": [\"/bin/echo\", \"{x\"], \"params\": {\"x\": {}}}]", "config.invalid",
-		 "unterminated"},
-		{"[{\"id\": \"a\", \"argv\": [\"/bin/echo\", \"x}\"]}]", "config.invalid", "lone }"},
-		{"[{\"id\": \"a\", \"argv\": [\"/bin/echo\", \"{}\"]}]", "config.invalid", "empty placeholder"},
-		{"[{\"id\": \"a\", \"argv\": [\"/bin/echo\", 1]}]", "config.invalid", "every word is a string"},
-		{"[{\"id\": \"a\", \"argv\": [\"/bin/echo\", \"a\\u0000b\"]}]", "config.invalid", "every word"},
-		{"[{\"id\": \"a\", \"argv\": [\"/bin/true\"], \"install\": [\"nosuch\"]}]", "config.invalid",
-		 "no manifest named nosuch"},
-		{"[{\"id\": \"a\", \"argv\": [\"/bin/true\"], \"install\": \"codex\"}]", "config.invalid",
-		 "expected an array of tool names"},
-		{"[{\"id\": \"a\", \"argv\": [\"/bin/true\"], \"timeout\": 0}]", "config.invalid", "a.timeout"},
-		{"[{\"id\": \"a\", \"argv\": [\"/bin/true\"], \"cwd\": \"rel\"}]", "config.invalid", "absolute path"},
-		{"[{\"id\": \"a\", \"argv\": [\"/bin/true\"], \"env\": [\"lower\"]}]", "config.invalid",
-		 "variable name"},
-		{"[{\"id\": \"a\", \"argv\": [\"/bin/true\"], \"env\": [\"ABX_SERVER_TOKEN\"]}]", "config.invalid",
-		 "never passed"},
-		{"[{\"id\": \"a\", \"argv\": [\"/bin/e\", \"{x}\"], \"params\": {\"x\": {\"type\": \"str\"}}}]",
-		 "config.invalid", "is not string"},
-		{"[{\"id\": \"a\", \"argv\": [\"/bin/e\", \"{x}\"], \"params\": {\"x\": {\"requird\": true}}}]",
-		 "config.invalid", "did you mean a.params.x.required?"},
-		{"[{\"id\": \"a\", \"argv\": [\"/bin/e\", \"{x}\"], \"params\": {\"x\": {\"type\": \"integer\", "
-		 "\"default\": \"3\"}}}]",
-		 "config.invalid", "default: not a integer"},
-		{"[{\"id\": \"a\", \"argv\": [\"/bin/e\", \"{X}\"], \"params\": {\"X\": {}}}]", "config.invalid",
-		 "parameter name"},
+	    {"[{\"id\": \"a\", \"argv\": [\"/bin/true\"]},]", "json.syntax", ""},
+	    {"{}", "config.invalid", "expected an array"},
+	    {"[1]", "config.invalid", "[0]: expected a command object"},
+	    {"[{\"argv\": [\"/bin/true\"]}]", "config.invalid", "missing \"id\""},
+	    {"[{\"id\": \"a b\", \"argv\": [\"/bin/true\"]}]", "config.invalid", "op id"},
+	    {"[{\"id\": \"agents.codex.run\", \"argv\": [\"/bin/true\"]}]", "config.invalid", "reserved"},
+	    {"[{\"id\": \"a\"}]", "config.invalid", "a: missing \"argv\""},
+	    {"[{\"id\": \"a\", \"argv\": []}]", "config.invalid", "non-empty"},
+	    {"[{\"id\": \"a\", \"argv\": [\"/bin/true\"]}, {\"id\": \"a\", \"argv\": [\"/bin/true\"]}]",
+	     "config.invalid", "defined twice"},
+	    {"[{\"id\": \"a\", \"argv\": [\"/bin/true\"], \"tiemout\": 5}]", "config.invalid",
+	     "a.tiemout: unknown key (did you mean a.timeout?)"},
+	    {"[{\"id\": \"a\", \"argv\": [\"/bin/echo\", \"{x}\"]}]", "config.invalid",
+	     "{x} is not a declared"},
+	    {"[{\"id\": \"a\", \"argv\": [\"/bin/echo\"], \"params\": {\"x\": {}}}]", "config.invalid",
+	     "declared but not used"},
+	    {"[{\"id\": \"a\", \"argv\": [\"{x}\"], \"params\": {\"x\": {}}}]", "config.invalid", "argv[0]"},
+	    {"[{\"id\": \"a\", \"argv\": [\"bin/x\"]}]", "config.invalid", "not a relative path"},
+	    {"[{\"id\": \"a\", \"argv\": [\"/bin/echo\", \"{x\"], \"params\": {\"x\": {}}}]",
+	     "config.invalid", "unterminated"},
+	    {"[{\"id\": \"a\", \"argv\": [\"/bin/echo\", \"x}\"]}]", "config.invalid", "lone }"},
+	    {"[{\"id\": \"a\", \"argv\": [\"/bin/echo\", \"{}\"]}]", "config.invalid", "empty placeholder"},
+	    {"[{\"id\": \"a\", \"argv\": [\"/bin/echo\", 1]}]", "config.invalid", "every word is a string"},
+	    {"[{\"id\": \"a\", \"argv\": [\"/bin/echo\", \"a\\u0000b\"]}]", "config.invalid", "every word"},
+	    {"[{\"id\": \"a\", \"argv\": [\"/bin/true\"], \"install\": [\"nosuch\"]}]", "config.invalid",
+	     "no manifest named nosuch"},
+	    {"[{\"id\": \"a\", \"argv\": [\"/bin/true\"], \"install\": \"codex\"}]", "config.invalid",
+	     "expected an array of tool names"},
+	    {"[{\"id\": \"a\", \"argv\": [\"/bin/true\"], \"timeout\": 0}]", "config.invalid", "a.timeout"},
+	    {"[{\"id\": \"a\", \"argv\": [\"/bin/true\"], \"cwd\": \"rel\"}]", "config.invalid",
+	     "absolute path"},
+	    {"[{\"id\": \"a\", \"argv\": [\"/bin/true\"], \"env\": [\"lower\"]}]", "config.invalid",
+	     "variable name"},
+	    {"[{\"id\": \"a\", \"argv\": [\"/bin/true\"], \"env\": [\"ABX_SERVER_TOKEN\"]}]",
+	     "config.invalid", "never passed"},
+	    {"[{\"id\": \"a\", \"argv\": [\"/bin/e\", \"{x}\"], \"params\": {\"x\": {\"type\": \"str\"}}}]",
+	     "config.invalid", "is not string"},
+	    {"[{\"id\": \"a\", \"argv\": [\"/bin/e\", \"{x}\"], \"params\": {\"x\": {\"requird\": true}}}]",
+	     "config.invalid", "did you mean a.params.x.required?"},
+	    {"[{\"id\": \"a\", \"argv\": [\"/bin/e\", \"{x}\"], \"params\": {\"x\": {\"type\": \"integer\", "
+	     "\"default\": \"3\"}}}]",
+	     "config.invalid", "default: not a integer"},
+	    {"[{\"id\": \"a\", \"argv\": [\"/bin/e\", \"{X}\"], \"params\": {\"X\": {}}}]", "config.invalid",
+	     "parameter name"},
 	};
 	struct ops o;
 	struct err e;
@@ -167,8 +170,10 @@ test_build_from_config(void **state)
 	c.agents.n = 2;
 	snprintf(c.agents.v[0], CFG_NAME_MAX, "codex");
 	snprintf(c.agents.v[1], CFG_NAME_MAX, "gemini");
-	snprintf(c.commands, sizeof(c.commands), "%s",
-		 write_file("c.json", "[{\"id\": \"lint\", \"argv\": [\"rg\", \"TODO\"], \"install\": [\"ripgrep\"]}]"));
+	snprintf(
+	    c.commands, sizeof(c.commands), "%s",
+	    write_file("c.json",
+	               "[{\"id\": \"lint\", \"argv\": [\"rg\", \"TODO\"], \"install\": [\"ripgrep\"]}]"));
 	assert_int_equal(ops_init(&o, &e), 0);
 	assert_int_equal(ops_build(&o, &c, agent_lookup, known_tool, NULL, &e), 0);
 	assert_int_equal(o.n, 17);
@@ -200,12 +205,13 @@ test_many_commands_grow(void **state)
 /* --- expansion --- */
 
 static const char cmds[] =
-	"[{\"id\": \"grep\", \"argv\": [\"/bin/grep\", \"-e\", \"{pattern}\", \"--max-count={count}\", \"{{literal}}\","
-	" \"{path}\"],"
-	" \"params\": {\"pattern\": {\"type\": \"string\", \"required\": true},"
-	"  \"count\": {\"type\": \"integer\", \"default\": 5},"
-	"  \"path\": {\"type\": \"string\"}},"
-	" \"env\": [\"HOME\"], \"timeout\": 10, \"cwd\": \"/tmp\", \"description\": \"search\"}]";
+    "[{\"id\": \"grep\", \"argv\": [\"/bin/grep\", \"-e\", \"{pattern}\", \"--max-count={count}\", "
+    "\"{{literal}}\","
+    " \"{path}\"],"
+    " \"params\": {\"pattern\": {\"type\": \"string\", \"required\": true},"
+    "  \"count\": {\"type\": \"integer\", \"default\": 5},"
+    "  \"path\": {\"type\": \"string\"}},"
+    " \"env\": [\"HOME\"], \"timeout\": 10, \"cwd\": \"/tmp\", \"description\": \"search\"}]";
 
 static int
 expand(const struct op *op, const char *body, char **argv, char *buf, size_t cap, struct err *e)
@@ -246,7 +252,8 @@ test_expand_hostile(void **state)
 	assert_non_null(strstr(e.msg, "U+0000"));
 	assert_int_equal(expand(op, "{\"pattern\": null}", argv, buf, sizeof(buf), &e), -1);
 	/* a buffer too small is request.too_large, not an overflow */
-	assert_int_equal(expand(op, "{\"pattern\": \"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}", argv, buf, 20, &e), -1);
+	assert_int_equal(expand(op, "{\"pattern\": \"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}", argv, buf, 20, &e),
+	                 -1);
 	assert_string_equal(e.code, "request.too_large");
 	ops_free(&o);
 }
@@ -266,9 +273,9 @@ test_expand_plain_argv(void **state)
 	assert_int_equal(op->timeout, 10);
 	assert_string_equal(op->cwd, "/tmp");
 	/* hostile values stay one argument each, verbatim */
-	assert_int_equal(expand(op, "{\"pattern\": \"; rm -rf / $(id) `x`\\nnext\", \"path\": \"a b\"}", argv, buf,
-				sizeof(buf), &e),
-			 6);
+	assert_int_equal(expand(op, "{\"pattern\": \"; rm -rf / $(id) `x`\\nnext\", \"path\": \"a b\"}", argv,
+	                        buf, sizeof(buf), &e),
+	                 6);
 	assert_string_equal(argv[0], "/bin/grep");
 	assert_string_equal(argv[1], "-e");
 	assert_string_equal(argv[2], "; rm -rf / $(id) `x`\nnext");
@@ -277,7 +284,8 @@ test_expand_plain_argv(void **state)
 	assert_string_equal(argv[5], "a b");
 	assert_null(argv[6]);
 	/* an absent optional without default drops its word */
-	assert_int_equal(expand(op, "{\"pattern\": \"{path}\", \"count\": 2}", argv, buf, sizeof(buf), &e), 5);
+	assert_int_equal(expand(op, "{\"pattern\": \"{path}\", \"count\": 2}", argv, buf, sizeof(buf), &e),
+	                 5);
 	assert_string_equal(argv[2], "{path}"); /* a value is never expanded again */
 	assert_string_equal(argv[3], "--max-count=2");
 	assert_string_equal(argv[4], "{literal}");
@@ -289,12 +297,9 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_bad_commands),
-		cmocka_unit_test(test_many_commands_grow),
-		cmocka_unit_test(test_expand_hostile),
-		cmocka_unit_test(test_agent_ops),
-		cmocka_unit_test(test_build_from_config),
-		cmocka_unit_test(test_expand_plain_argv),
+	    cmocka_unit_test(test_bad_commands),      cmocka_unit_test(test_many_commands_grow),
+	    cmocka_unit_test(test_expand_hostile),    cmocka_unit_test(test_agent_ops),
+	    cmocka_unit_test(test_build_from_config), cmocka_unit_test(test_expand_plain_argv),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -320,8 +320,8 @@ test_default_path_check(void **state)
 	assert_int_equal(plan_path_check(m, "", entry, sizeof(entry), ver, sizeof(ver), NULL), 0);
 	/* a manifest without a path block never matches */
 	assert_int_equal(plan_path_check(manifest_get(&x->ms, "ripgrep", &e), "", entry, sizeof(entry), ver,
-					 sizeof(ver), NULL),
-			 0);
+	                                 sizeof(ver), NULL),
+	                 0);
 	setenv("PATH", saved, 1);
 	fx_close(x);
 }
@@ -330,14 +330,14 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_missing_manifest_is_an_error),
-		cmocka_unit_test(test_version_in),
-		cmocka_unit_test(test_codex_plans_node_then_codex),
-		cmocka_unit_test(test_path_node_leaves_codex_only),
-		cmocka_unit_test(test_strongest_minimum_is_asked),
-		cmocka_unit_test(test_policy_decides_what_is_mounted),
-		cmocka_unit_test(test_commands_install_with_requires),
-		cmocka_unit_test(test_default_path_check),
+	    cmocka_unit_test(test_missing_manifest_is_an_error),
+	    cmocka_unit_test(test_version_in),
+	    cmocka_unit_test(test_codex_plans_node_then_codex),
+	    cmocka_unit_test(test_path_node_leaves_codex_only),
+	    cmocka_unit_test(test_strongest_minimum_is_asked),
+	    cmocka_unit_test(test_policy_decides_what_is_mounted),
+	    cmocka_unit_test(test_commands_install_with_requires),
+	    cmocka_unit_test(test_default_path_check),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

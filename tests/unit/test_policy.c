@@ -48,8 +48,8 @@ load_text(struct policy *p, const char *text, struct err *e)
 static void
 test_bad_patterns(void **state)
 {
-	static const char *const bad[] = {"", ".", "a..b", "a.", ".a", "**.x", "a.**.b", "a.b*", "a.*b", "a b",
-					  "a/b", "***", "a.$"};
+	static const char *const bad[] = {"",     ".",    "a..b", "a.",  ".a",  "**.x", "a.**.b",
+	                                  "a.b*", "a.*b", "a b",  "a/b", "***", "a.$"};
 	struct err e;
 	size_t i;
 	char big[POL_PATTERN_MAX + 2];
@@ -71,22 +71,23 @@ test_bad_policy_files(void **state)
 	static const struct {
 		const char *text, *code, *needle;
 	} cases[] = {
-		{"{\"principals\": {\"a\": {}},}", "json.syntax", ""},
-		{"{\"principals\": {\"a\": {}, \"a\": {}}}", "json.syntax", "duplicate"},
-		{"[]", "config.invalid", "expected an object"},
-		{"{\"principal\": {}}", "config.invalid", "principal: unknown key (did you mean principals?)"},
-		{"{\"principals\": []}", "config.invalid", "principals: expected an object"},
-		{"{\"principals\": {\"a b\": {}}}", "config.invalid", "principal name"},
-		{"{\"principals\": {\"a\": {\"alow\": []}}}", "config.invalid",
-		 "principals.a.alow: unknown key (did you mean principals.a.allow?)"},
-		{"{\"principals\": {\"a\": {\"allow\": [\"a..b\"]}}}", "config.invalid", "principals.a.allow[0]"},
-		{"{\"principals\": {\"a\": {\"allow\": \"**\"}}}", "config.invalid", "expected an array"},
-		{"{\"principals\": {\"a\": {\"token_sha256\": \"abc\"}}}", "config.invalid", "64 hex digits"},
-		{"{\"principals\": {\"a\": {\"token_sha256\": [\"" D1 "\"]}, \"b\": {\"token_sha256\": \"" D1 "\"}}}",
-		 "config.invalid", "already belongs to principal a"},
-		{"{\"principals\": {\"a\": {\"preset\": \"root\"}}}", "config.invalid", "not one of readonly"},
-		{"{\"principals\": {\"a\": {\"token_sha256\": \"" D1 "\", \"allow\": [1]}}}", "config.invalid",
-		 "expected a string"},
+	    {"{\"principals\": {\"a\": {}},}", "json.syntax", ""},
+	    {"{\"principals\": {\"a\": {}, \"a\": {}}}", "json.syntax", "duplicate"},
+	    {"[]", "config.invalid", "expected an object"},
+	    {"{\"principal\": {}}", "config.invalid", "principal: unknown key (did you mean principals?)"},
+	    {"{\"principals\": []}", "config.invalid", "principals: expected an object"},
+	    {"{\"principals\": {\"a b\": {}}}", "config.invalid", "principal name"},
+	    {"{\"principals\": {\"a\": {\"alow\": []}}}", "config.invalid",
+	     "principals.a.alow: unknown key (did you mean principals.a.allow?)"},
+	    {"{\"principals\": {\"a\": {\"allow\": [\"a..b\"]}}}", "config.invalid", "principals.a.allow[0]"},
+	    {"{\"principals\": {\"a\": {\"allow\": \"**\"}}}", "config.invalid", "expected an array"},
+	    {"{\"principals\": {\"a\": {\"token_sha256\": \"abc\"}}}", "config.invalid", "64 hex digits"},
+	    {"{\"principals\": {\"a\": {\"token_sha256\": [\"" D1 "\"]}, \"b\": {\"token_sha256\": \"" D1
+	     "\"}}}",
+	     "config.invalid", "already belongs to principal a"},
+	    {"{\"principals\": {\"a\": {\"preset\": \"root\"}}}", "config.invalid", "not one of readonly"},
+	    {"{\"principals\": {\"a\": {\"token_sha256\": \"" D1 "\", \"allow\": [1]}}}", "config.invalid",
+	     "expected a string"},
 	};
 	struct policy p;
 	struct err e;
@@ -165,11 +166,13 @@ test_deny_wins_and_install_admission(void **state)
 	struct err e;
 	const char *codex[] = {"codex"}, *gem[] = {"gemini"};
 
-	assert_int_equal(load_text(&p, "{\"principals\": {\"boss\": {\"preset\": \"admin\","
-				       " \"deny\": [\"agents.codex.install\"]},"
-				       " \"ci\": {\"allow\": [\"tests.*\", \"agents.**\"], \"deny\": [\"tests.nuke\"]}}}",
-				 &e),
-			 0);
+	assert_int_equal(
+	    load_text(&p,
+	              "{\"principals\": {\"boss\": {\"preset\": \"admin\","
+	              " \"deny\": [\"agents.codex.install\"]},"
+	              " \"ci\": {\"allow\": [\"tests.*\", \"agents.**\"], \"deny\": [\"tests.nuke\"]}}}",
+	              &e),
+	    0);
 	p.mode = CFG_MODE_LAZY;
 	/* an admin whose install is denied cannot start codex, even by run */
 	assert_false(policy_decide(&p, "boss", "agents.codex.run", codex, 1, &d));
@@ -216,10 +219,11 @@ test_tokens(void **state)
 	struct err e;
 	unsigned char d1[32], d2[32], d3[32];
 
-	assert_int_equal(load_text(&p, "{\"principals\": {\"a\": {\"token_sha256\": [\"" D1 "\"]},"
-				       " \"b\": {\"token_sha256\": \"" D2 "\"}}}",
-				 &e),
-			 0);
+	assert_int_equal(load_text(&p,
+	                           "{\"principals\": {\"a\": {\"token_sha256\": [\"" D1 "\"]},"
+	                           " \"b\": {\"token_sha256\": \"" D2 "\"}}}",
+	                           &e),
+	                 0);
 	assert_int_equal(policy_hex_digest(D1, d1), 0);
 	assert_int_equal(policy_hex_digest(D2, d2), 0);
 	assert_int_equal(policy_hex_digest("zz", d3), -1);
@@ -254,14 +258,14 @@ test_setup(void **state)
 	/* a policy file without default: default may call nothing */
 	c.preset[0] = '\0';
 	snprintf(c.policy, sizeof(c.policy), "%s",
-		 write_file("p.json", "{\"principals\": {\"ci\": {\"preset\": \"agents\"}}}"));
+	         write_file("p.json", "{\"principals\": {\"ci\": {\"preset\": \"agents\"}}}"));
 	assert_int_equal(policy_setup(&p, &c, &e), 0);
 	assert_non_null(policy_find(&p, "default"));
 	assert_false(policy_decide(&p, "default", "agents.codex.status", NULL, 0, &d));
 	assert_true(policy_decide(&p, "ci", "agents.codex.status", NULL, 0, &d));
 	/* a file with default plus a preset: refused */
 	snprintf(c.policy, sizeof(c.policy), "%s",
-		 write_file("p2.json", "{\"principals\": {\"default\": {\"preset\": \"agents\"}}}"));
+	         write_file("p2.json", "{\"principals\": {\"default\": {\"preset\": \"agents\"}}}"));
 	snprintf(c.preset, sizeof(c.preset), "admin");
 	assert_int_equal(policy_setup(&p, &c, &e), -1);
 	assert_string_equal(e.code, "config.invalid");
@@ -287,15 +291,15 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_bad_patterns),
-		cmocka_unit_test(test_bad_policy_files),
-		cmocka_unit_test(test_match),
-		cmocka_unit_test(test_presets),
-		cmocka_unit_test(test_deny_wins_and_install_admission),
-		cmocka_unit_test(test_mode_and_install_permitted),
-		cmocka_unit_test(test_tokens),
-		cmocka_unit_test(test_setup),
-		cmocka_unit_test(test_op_ids),
+	    cmocka_unit_test(test_bad_patterns),
+	    cmocka_unit_test(test_bad_policy_files),
+	    cmocka_unit_test(test_match),
+	    cmocka_unit_test(test_presets),
+	    cmocka_unit_test(test_deny_wins_and_install_admission),
+	    cmocka_unit_test(test_mode_and_install_permitted),
+	    cmocka_unit_test(test_tokens),
+	    cmocka_unit_test(test_setup),
+	    cmocka_unit_test(test_op_ids),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
