@@ -129,6 +129,31 @@ install_links(int argc, char **argv)
 	return rc;
 }
 
+/* Was the binary started through a symlink? argv0 with a '/' is checked
+ * directly, a bare name is looked up in PATH as execvp would have. */
+static int
+via_symlink(const char *argv0)
+{
+	char p[PATH_MAX];
+	const char *path = getenv("PATH"), *q;
+	struct stat st;
+	size_t len;
+
+	if (strchr(argv0, '/') != NULL)
+		return lstat(argv0, &st) == 0 && S_ISLNK(st.st_mode);
+	for (; path != NULL && *path != '\0'; path = q ? q + 1 : NULL) {
+		q = strchr(path, ':');
+		len = q ? (size_t)(q - path) : strlen(path);
+		if (snprintf(p, sizeof(p), "%.*s/%s", (int)len, path, argv0) >= (int)sizeof(p))
+			continue;
+		if (access(p, X_OK) == 0)
+			return lstat(p, &st) == 0 && S_ISLNK(st.st_mode);
+		if (q == NULL)
+			break;
+	}
+	return 0;
+}
+
 static const char *
 base_name(const char *p)
 {
@@ -150,8 +175,18 @@ main(int argc, char **argv)
 		return run(a, argc, argv);
 	if ((a = find(base)) != NULL)
 		return run(a, argc, argv);
-	if (strcmp(base, PROG) != 0 && shim_find != NULL && shim_find(base))
-		return shim_main(argc, argv);
+	if (strcmp(base, PROG) != 0) {
+		if (shim_find != NULL && shim_find(base))
+			return shim_main(argc, argv);
+		/* A link under an unknown name is a tool shim whose manifest is
+		 * gone or broken: starting serve (or reading its argv as an
+		 * applet) would surprise whoever ran `codex --version`. A renamed
+		 * copy of the binary still dispatches as usual. */
+		if (via_symlink(g_argv0)) {
+			err_printf("config.invalid", "%s: no applet by this name and no loadable tool manifest names this binary", base);
+			return EXIT_USAGE;
+		}
+	}
 
 	if (argc < 2)
 		return run(find("serve"), 1, serve_argv);

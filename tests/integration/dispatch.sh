@@ -54,3 +54,13 @@ expect "--install into a missing directory exits 1" 1
 
 run "$BIN" version extra
 expect "unexpected argument exits 2" 2
+
+# A link under an unknown name is a broken shim, never a server.
+ln -s "$BIN" "$T/no-such-tool"
+run timeout 5 "$T/no-such-tool" --version
+expect "a link under an unknown name exits 2" 2 "" "no loadable tool manifest names this binary"
+run env PATH="$T:$PATH" timeout 5 no-such-tool
+expect "the same link found through PATH exits 2" 2 "" "config.invalid"
+cp "$BIN" "$T/abx"
+run timeout 5 "$T/abx" version
+expect "a renamed copy dispatches by first argument" 0 "agent-sandbox-server "
