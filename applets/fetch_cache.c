@@ -133,8 +133,7 @@ fetch_cache_main(int argc, char **argv)
 		t.cache = abscache;
 	}
 	if (tooling_open(&t, 1, NULL, &e) < 0) {
-		tooling_close(&t);
-		return fail(&e);
+		return tooling_fail(&t, &e);
 	}
 	if (t.ctx.cache_dir[0] == '\0') {
 		/* no writable tools directory yet: create the default one */

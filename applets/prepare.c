@@ -249,8 +249,7 @@ prepare_main(int argc, char **argv)
 	if (t.tools_dir != NULL && t.tools_dir[0] != '/' && realpath(t.tools_dir, absdir) != NULL)
 		t.tools_dir = absdir;
 	if (tooling_open(&t, 0, t.platform, &e) < 0) {
-		tooling_close(&t);
-		return fail(&e);
+		return tooling_fail(&t, &e);
 	}
 	t.ctx.building = 1;
 	t.ctx.force = force;

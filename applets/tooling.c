@@ -24,8 +24,10 @@ tooling_open(struct tooling *t, int allow_all, const char *ctx_platform, struct 
 		flags[nf++] = (struct config_flag){"tools_dir", t->tools_dir, "--tools-dir"};
 	if (t->manifests != NULL)
 		flags[nf++] = (struct config_flag){"manifests_dir", t->manifests, "--manifests"};
-	if (install_settings_load(&t->set, t->config, flags, nf, e) < 0)
+	if (install_settings_load(&t->set, t->config, flags, nf, e) < 0) {
+		t->settings_failed = 1;
 		return -1;
+	}
 	if (t->cache != NULL)
 		snprintf(t->set.cache_dir, sizeof(t->set.cache_dir), "%s", t->cache);
 	if (t->platform != NULL && !manifest_platform_known(t->platform) &&
@@ -43,6 +45,16 @@ tooling_open(struct tooling *t, int allow_all, const char *ctx_platform, struct 
 		return -1;
 	t->ctx_open = 1;
 	return 0;
+}
+
+int
+tooling_fail(struct tooling *t, const struct err *e)
+{
+	int usage = t->settings_failed, rc;
+
+	tooling_close(t);
+	rc = fail(e);
+	return usage ? EXIT_USAGE : rc;
 }
 
 void

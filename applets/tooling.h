@@ -22,6 +22,7 @@ struct tooling {
 	struct manifest_set ms;
 	struct install_ctx ctx;
 	int ms_open, ctx_open;
+	int settings_failed;    /* the configuration (file, environment, flags) did not load */
 };
 
 /*
@@ -32,6 +33,12 @@ struct tooling {
  */
 int tooling_open(struct tooling *t, int allow_all, const char *ctx_platform, struct err *e);
 void tooling_close(struct tooling *t);
+
+/* After a failed tooling_open: close t, print e, and return the exit code.
+ * A configuration that does not load is a usage error (exit 2) whatever
+ * its code (a missing or unreadable --config FILE is io.error or
+ * not_found), as in check-config; otherwise fail()'s mapping. */
+int tooling_fail(struct tooling *t, const struct err *e);
 
 /* Progress lines on stderr for prepare and fetch (a tool's phase changes
  * and, while downloading, about once a second). */

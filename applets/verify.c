@@ -365,8 +365,7 @@ verify_main(int argc, char **argv)
 	if (t.tools_dir != NULL && t.tools_dir[0] != '/' && realpath(t.tools_dir, absdir) != NULL)
 		t.tools_dir = absdir;
 	if (tooling_open(&t, 0, NULL, &e) < 0) {
-		tooling_close(&t);
-		return fail(&e);
+		return tooling_fail(&t, &e);
 	}
 	n = collect(&t, names, nnames, f, VERIFY_MAX_TOOLS);
 	for (i = 0; i < nnames; i++) {
