@@ -1081,6 +1081,12 @@ sessions_free(struct sessions *S)
 
 	if (S == NULL)
 		return;
+	/* A session thread touches its slot until its last critical section,
+	 * even after the session looks ended: wait for every one. If one is
+	 * still running after the grace, leaking the table beats a use after
+	 * free. */
+	if (sessions_shutdown(S, PROC_KILL_GRACE_MS_DEFAULT + 8000) > 0)
+		return;
 	for (i = 0; i < SESSIONS_KEEP; i++) {
 		if (S->slot[i].used)
 			journal_close(&S->slot[i].j, 0);

@@ -195,8 +195,9 @@ void sessions_get_stats(struct sessions *S, struct sessions_stats *st);
  */
 int sessions_shutdown(struct sessions *S, int wait_ms);
 
-/* Free the table and close every journal (files stay). Only when nothing
- * runs (after sessions_shutdown returned 0). */
+/* Free the table and close every journal (files stay). Sessions still
+ * running are shut down first (as sessions_shutdown); if one outlives the
+ * grace period the table is left allocated rather than freed under it. */
 void sessions_free(struct sessions *S);
 
 #endif
