@@ -11,7 +11,12 @@ chmod 700 "$T"
 FIXTURES=$TOP/tests/fixtures
 _pids=""
 cleanup() {
-	for p in $_pids; do kill "$p" 2>/dev/null; done
+	# A backgrounded shell function is a subshell whose child does the
+	# work: end the children too, or fixtures outlive the test.
+	for p in $_pids; do
+		command -v pkill >/dev/null && pkill -P "$p" 2>/dev/null
+		kill "$p" 2>/dev/null
+	done
 	wait 2>/dev/null
 	rm -rf "$T"
 }

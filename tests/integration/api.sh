@@ -52,7 +52,7 @@ EOF
 }
 for t in hello slowtool badsum lazy2; do mktool $t; done
 mkman hello /f/hello-1.0.0.tgz "$(sha "$W/hello-1.0.0.tgz")"
-mkman slowtool /slow/3/slowtool-1.0.0.tgz "$(sha "$W/slowtool-1.0.0.tgz")"
+mkman slowtool /slow/6/slowtool-1.0.0.tgz "$(sha "$W/slowtool-1.0.0.tgz")"
 mkman badsum /f/badsum-1.0.0.tgz 0000000000000000000000000000000000000000000000000000000000000000
 mkman lazy2 /f/lazy2-1.0.0.tgz "$(sha "$W/lazy2-1.0.0.tgz")"
 
@@ -329,7 +329,7 @@ check "SIGTERM with an op running: the op's group is ended, serve exits within 4
 	sh -c "test $((t1 - t0)) -lt 4000 && ! pgrep -f 'slee[p] 97$$' >/dev/null"
 check "... and the op's caller still got its answer" grep -q '"stopped":true' "$T/long"
 
-# ---- 202, then polling, then 200 (install.wait 1, a 3 s download) ------------------------------
+# ---- 202, then polling, then 200 (install.wait 1, a 6 s download: the job is still pending when a loaded machine gets to ask) ------------------------------
 bg "$BIN" serve --host 127.0.0.1 --port 0 --config "$T/config-wait1.json" --tools-dir "$T/tools" \
 	--state-dir "$ST/main" >"$T/serve.out" 2>"$T/serve.err"
 SERVE_PID=$BGPID
@@ -359,7 +359,7 @@ done
 check "polling the job ends in succeeded" grep -q '"status":"succeeded"' "$T/body"
 s=$(A -H "$H" -X POST "$U/v1/ops/slow.run")
 check "then the op answers 200" sh -c "test $s = 200 && grep -q 'slowtool 1.0.0' '$T/body'"
-check "one download for the slow tool" test "$(gets /slow/3/slowtool-1.0.0.tgz)" = 1
+check "one download for the slow tool" test "$(gets /slow/6/slowtool-1.0.0.tgz)" = 1
 check "unknown job: 404" test "$(A -H "$H" "$U/v1/install/jobs/ij_0000000000000000")" = 404
 kill "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null
 

@@ -202,7 +202,7 @@ else
 fi
 
 # The port is taken: a clear error, exit 1.
-probe blackhole >"$T/bh.out" 2>/dev/null &
+"$PY" -S "$FIXTURES/httpprobe.py" blackhole >"$T/bh.out" 2>/dev/null &
 _pids="$_pids $!"
 wait_for_line "$T/bh.out" '^[0-9]' 5
 run "$BIN" serve --host 127.0.0.1 --port "$(head -1 "$T/bh.out")"
