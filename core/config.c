@@ -525,14 +525,12 @@ static int ferr(struct fctx *f, const struct json_val *v, const char *fmt, ...)
 static int
 ferr(struct fctx *f, const struct json_val *v, const char *fmt, ...)
 {
-	char msg[ERR_MSG_MAX];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	json_verr_at(f->e, "config.invalid", f->file, v, fmt, ap);
 	va_end(ap);
-	return err_set(f->e, "config.invalid", "%s (%s:%d:%d)", msg, f->file, v ? v->line : 0,
-	               v ? v->col : 0);
+	return -1;
 }
 
 static int

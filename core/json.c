@@ -1547,3 +1547,24 @@ json_w_kbool(struct json_w *w, const char *key, int v)
 	json_w_key(w, key);
 	json_w_bool(w, v);
 }
+
+int
+json_verr_at(struct err *e, const char *code, const char *file, const struct json_val *v, const char *fmt,
+	     va_list ap)
+{
+	char msg[ERR_MSG_MAX];
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	return err_set(e, code, "%s (%s:%d:%d)", msg, file, v ? v->line : 0, v ? v->col : 0);
+}
+
+int
+json_err_at(struct err *e, const char *code, const char *file, const struct json_val *v, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	json_verr_at(e, code, file, v, fmt, ap);
+	va_end(ap);
+	return -1;
+}

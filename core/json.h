@@ -19,6 +19,7 @@
  * (a minified multi-MiB lockfile is one line, and counting characters for
  * every value would cost a pass over the line each time).
  */
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -106,6 +107,14 @@ void json_free(struct json_doc *doc);
 
 /* Object member by key (first match), or NULL; NULL obj or non-object → NULL. */
 const struct json_val *json_get(const struct json_val *obj, const char *key);
+
+/* A schema error about value v of file, for the loaders that check a parsed
+ * document's shape: e gets code and "<message> (file:line:col)" (line and
+ * col 0 when v is NULL). Returns -1. */
+int json_err_at(struct err *e, const char *code, const char *file, const struct json_val *v, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+int json_verr_at(struct err *e, const char *code, const char *file, const struct json_val *v, const char *fmt,
+		 va_list ap);
 
 /* Convenience accessors: NULL / default when missing or of another type. */
 const char *json_str(const struct json_val *v);                    /* string or NULL */

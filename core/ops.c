@@ -151,14 +151,12 @@ static int cerr(struct cctx *c, const struct json_val *v, const char *fmt, ...)
 static int
 cerr(struct cctx *c, const struct json_val *v, const char *fmt, ...)
 {
-	char msg[ERR_MSG_MAX];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	json_verr_at(c->e, "config.invalid", c->file, v, fmt, ap);
 	va_end(ap);
-	return err_set(c->e, "config.invalid", "%s (%s:%d:%d)", msg, c->file, v ? v->line : 0,
-	               v ? v->col : 0);
+	return -1;
 }
 
 static int

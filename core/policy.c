@@ -274,26 +274,18 @@ policy_principal_for_digest(const struct policy *p, const unsigned char digest[3
 
 /* --- the policy file --- */
 
-static const char *
-where_of(const char *file, const struct json_val *v, char *buf, size_t cap)
-{
-	snprintf(buf, cap, "(%s:%d:%d)", file, v ? v->line : 0, v ? v->col : 0);
-	return buf;
-}
-
 static int perr(struct err *e, const char *file, const struct json_val *v, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
 static int
 perr(struct err *e, const char *file, const struct json_val *v, const char *fmt, ...)
 {
-	char msg[ERR_MSG_MAX], w[CFG_PATH_MAX + 32];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	json_verr_at(e, "config.invalid", file, v, fmt, ap);
 	va_end(ap);
-	return err_set(e, "config.invalid", "%s %s", msg, where_of(file, v, w, sizeof(w)));
+	return -1;
 }
 
 static int
