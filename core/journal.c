@@ -136,6 +136,7 @@ reserve(struct journal *j, size_t len)
 static int
 add_mem(struct journal *j, const char *line, size_t len)
 {
+	j->resv = 0;
 	if (reserve(j, len + 1) != 0)
 		return -1;
 	j->off[j->n++] = (uint32_t)j->len;
@@ -152,6 +153,33 @@ journal_append(struct journal *j, const char *line, size_t len, struct err *e)
 		return err_set(e, "request.too_large", "journal line of %zu bytes", len);
 	if (add_mem(j, line, len) != 0)
 		return err_set(e, "internal", "journal %s: out of memory or lines", j->id);
+	if (!j->defer)
+		journal_flush(j);
+	return j->n;
+}
+
+char *
+journal_reserve(struct journal *j, size_t len)
+{
+	if (len >= JOURNAL_LINE_MAX || reserve(j, len + 1) != 0)
+		return NULL;
+	j->resv = len;
+	return j->buf + j->len;
+}
+
+int64_t
+journal_commit(struct journal *j, size_t len, struct err *e)
+{
+	char *line = j->buf + j->len;
+	size_t room = j->resv;
+
+	/* journal_reserve made room for room + 1 bytes and one more line. */
+	j->resv = 0;
+	if (len == 0 || len > room || memchr(line, '\n', len) != NULL)
+		return err_set(e, "request.too_large", "journal line of %zu bytes", len);
+	j->off[j->n++] = (uint32_t)j->len;
+	line[len] = '\n';
+	j->len += len + 1;
 	if (!j->defer)
 		journal_flush(j);
 	return j->n;

@@ -42,6 +42,7 @@ struct journal {
 	int write_failed;      /* a write to the file failed: memory only since */
 	size_t flushed;        /* bytes of buf in the file */
 	int defer;             /* set by the owner: appends wait for journal_flush */
+	size_t resv;           /* room of the pending journal_reserve, 0 none */
 };
 
 /*
@@ -70,6 +71,17 @@ int journal_load(struct journal *j, const char *path, struct err *e);
  * next journal_flush (a burst of lines costs one write).
  */
 int64_t journal_append(struct journal *j, const char *line, size_t len, struct err *e);
+
+/*
+ * Two-step append, for a producer that writes a line in place (no copy):
+ * journal_reserve returns where the next line goes, with room for len
+ * bytes, or NULL (over the caps, out of memory); the line is not part of
+ * the journal until journal_commit(j, n) with the n bytes written there
+ * (the same rules as journal_append; nothing else may touch the journal
+ * in between). A reservation not committed is simply forgotten.
+ */
+char *journal_reserve(struct journal *j, size_t len);
+int64_t journal_commit(struct journal *j, size_t len, struct err *e);
 
 /* Write what deferred appends left in memory to the file (one write). */
 void journal_flush(struct journal *j);
