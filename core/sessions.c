@@ -252,7 +252,7 @@ put_u32(char *o, uint32_t v)
 static int
 emit_output_fast(struct slot *s, int i, const char *data, size_t n, int partial)
 {
-	static const char pre[] = "\",\"type\":\"agent.session.output\",\"time\":\"";
+	static const char pre[] = ",\"type\":\"agent.session.output\",\"time\":\"";
 	static const char out[] = "\"stream\":\"stdout\",\"data\":\"";
 	static const char err[] = "\"stream\":\"stderr\",\"data\":\"";
 	const unsigned char *p = (const unsigned char *)data, *end = p + n, *run;
