@@ -1035,14 +1035,21 @@ sessions_read(struct sessions *S, const char *agent, const char *id, uint32_t af
 
 		line = journal_line(&s->j, k, &l);
 		if (sse) {
-			/* Every event line starts {"seq":N,"type":"T" (ours). */
-			type = strstr(line, "\"type\":\"");
-			te = type != NULL ? strchr(type + 8, '"') : NULL;
-			if (type != NULL && te != NULL && te - (type + 8) < 64)
-				hn = snprintf(head, sizeof(head), "id: %u\nevent: %.*s\ndata: ", k, (int)(te - (type + 8)),
-					      type + 8);
-			else
-				hn = snprintf(head, sizeof(head), "id: %u\ndata: ", k);
+			/* Every event line starts {"seq":N,"type":"T" (ours). The
+			 * head is "id: K\n[event: T\n]data: ", built by hand (one
+			 * snprintf per event was a good part of the cost). */
+			type = memmem(line, l, "\"type\":\"", 8);
+			te = type != NULL ? memchr(type + 8, '"', (size_t)(line + l - (type + 8))) : NULL;
+			memcpy(head, "id: ", 4);
+			hn = 4 + (int)put_u32(head + 4, k);
+			if (type != NULL && te != NULL && te - (type + 8) < 64) {
+				memcpy(head + hn, "\nevent: ", 8);
+				hn += 8;
+				memcpy(head + hn, type + 8, (size_t)(te - (type + 8)));
+				hn += (int)(te - (type + 8));
+			}
+			memcpy(head + hn, "\ndata: ", 7);
+			hn += 7;
 		}
 		if (n + (size_t)hn + l + 3 > cap) {
 			size_t nc = cap ? cap : 16384;
