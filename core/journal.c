@@ -170,13 +170,14 @@ journal_reserve(struct journal *j, size_t len)
 int64_t
 journal_commit(struct journal *j, size_t len, struct err *e)
 {
-	char *line = j->buf + j->len;
 	size_t room = j->resv;
+	char *line;
 
 	/* journal_reserve made room for room + 1 bytes and one more line. */
 	j->resv = 0;
-	if (len == 0 || len > room || memchr(line, '\n', len) != NULL)
+	if (len == 0 || len > room || memchr(j->buf + j->len, '\n', len) != NULL)
 		return err_set(e, "request.too_large", "journal line of %zu bytes", len);
+	line = j->buf + j->len;
 	j->off[j->n++] = (uint32_t)j->len;
 	line[len] = '\n';
 	j->len += len + 1;

@@ -1,0 +1,123 @@
+#include "unit.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "journal.h"
+
+/* journal_reserve / journal_commit: a line written in place. */
+
+static char dir[] = "/tmp/abx-jres-XXXXXX";
+
+static int
+setup(void **state)
+{
+	return mkdtemp(dir) == NULL ? -1 : 0;
+}
+
+static int
+teardown(void **state)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static void
+put(struct journal *j, const char *text, int64_t want)
+{
+	struct err e;
+	char *p = journal_reserve(j, 64);
+
+	assert_non_null(p);
+	memcpy(p, text, strlen(text));
+	assert_int_equal(journal_commit(j, strlen(text), &e), want);
+}
+
+static void
+test_in_place_lines_reach_memory_and_file(void **state)
+{
+	struct journal j, k;
+	struct err e;
+	char path[256], buf[512];
+	const char *l;
+	size_t n;
+	ssize_t got;
+	int fd;
+
+	assert_int_equal(journal_create(&j, dir, "r1", "{\"h\":1}", &e), 0);
+	put(&j, "{\"a\":1}", 1);
+	j.defer = 1;
+	put(&j, "{\"b\":2}", 2);
+	assert_int_equal(journal_append(&j, "{\"c\":3}", 7, &e), 3);
+	put(&j, "{\"d\":4}", 4);
+	j.defer = 0;
+	journal_flush(&j);
+	l = journal_line(&j, 2, &n);
+	assert_non_null(l);
+	assert_int_equal(n, 7);
+	assert_memory_equal(l, "{\"b\":2}", 7);
+	assert_int_equal(journal_bytes(&j), 32);
+	snprintf(path, sizeof(path), "%s/r1.jsonl", dir);
+	fd = open(path, O_RDONLY);
+	assert_true(fd >= 0);
+	got = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	assert_true(got >= 0);
+	buf[got] = '\0';
+	assert_string_equal(buf, "{\"h\":1}\n{\"a\":1}\n{\"b\":2}\n{\"c\":3}\n{\"d\":4}\n");
+	journal_close(&j, 0);
+	assert_int_equal(journal_load(&k, path, &e), 0);
+	assert_int_equal(journal_count(&k), 4);
+	journal_close(&k, 1);
+}
+
+static void
+test_commit_is_bounded_by_the_reservation(void **state)
+{
+	struct journal j;
+	struct err e;
+	char *p;
+
+	assert_int_equal(journal_create(&j, NULL, "r2", "{}", &e), 0);
+	/* No reservation: nothing to commit. */
+	assert_int_equal(journal_commit(&j, 2, &e), -1);
+	/* More than was reserved. */
+	p = journal_reserve(&j, 4);
+	assert_non_null(p);
+	memcpy(p, "{\"x\":1}", 7);
+	assert_int_equal(journal_commit(&j, 7, &e), -1);
+	assert_string_equal(e.code, "request.too_large");
+	/* A reservation is used once. */
+	p = journal_reserve(&j, 8);
+	memcpy(p, "{}", 2);
+	assert_int_equal(journal_commit(&j, 2, &e), 1);
+	assert_int_equal(journal_commit(&j, 2, &e), -1);
+	/* An append in between forgets the reservation. */
+	p = journal_reserve(&j, 8);
+	assert_non_null(p);
+	assert_int_equal(journal_append(&j, "{\"y\":2}", 7, &e), 2);
+	assert_int_equal(journal_commit(&j, 2, &e), -1);
+	/* Empty, a newline inside, too long. */
+	p = journal_reserve(&j, 8);
+	assert_int_equal(journal_commit(&j, 0, &e), -1);
+	p = journal_reserve(&j, 8);
+	memcpy(p, "{\n}", 3);
+	assert_int_equal(journal_commit(&j, 3, &e), -1);
+	assert_null(journal_reserve(&j, JOURNAL_LINE_MAX));
+	assert_int_equal(journal_count(&j), 2);
+	assert_int_equal(journal_bytes(&j), 3 + 8);
+	journal_close(&j, 0);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_in_place_lines_reach_memory_and_file),
+		cmocka_unit_test(test_commit_is_bounded_by_the_reservation),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
