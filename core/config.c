@@ -237,8 +237,8 @@ add_warn(struct config *c, const char *fmt, ...)
 
 /* --- value validation, shared by every layer --- */
 
-static int
-valid_name(const char *s)
+int
+cfg_valid_name(const char *s)
 {
 	size_t i, n = strlen(s);
 
@@ -388,7 +388,7 @@ list_add(struct config *c, int k, const char *s, const char *where, struct err *
 	}
 	case K_NAMES: {
 		struct cfg_names *l = field(c, k);
-		if (!valid_name(s))
+		if (!cfg_valid_name(s))
 			return err_set(e, "config.invalid", "%s: \"%.100s\" is not a tool name ([a-z0-9._-])",
 			               where, s);
 		for (i = 0; i < l->n; i++)

@@ -166,19 +166,6 @@ plain_string(const struct json_val *v)
 }
 
 static int
-valid_tool(const char *s)
-{
-	size_t i, n = strlen(s);
-
-	if (n == 0 || n >= CFG_NAME_MAX || !(islower((unsigned char)s[0]) || isdigit((unsigned char)s[0])))
-		return 0;
-	for (i = 0; i < n; i++)
-		if (!islower((unsigned char)s[i]) && !isdigit((unsigned char)s[i]) && !strchr("._-", s[i]))
-			return 0;
-	return 1;
-}
-
-static int
 valid_param_name(const char *s)
 {
 	size_t i, n = strlen(s);
@@ -427,7 +414,7 @@ load_command(struct cctx *c, struct ops *o, size_t idx, const struct json_val *v
 			for (j = 0; j < f->u.arr.n; j++) {
 				const struct json_val *t = &f->u.arr.v[j];
 				int k;
-				if (!plain_string(t) || !valid_tool(t->u.str.s))
+				if (!plain_string(t) || !cfg_valid_name(t->u.str.s))
 					return cerr(c, t,
 					            "%s.install[%zu]: expected a tool name ([a-z0-9._-])",
 					            path, j);
