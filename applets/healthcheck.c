@@ -5,6 +5,7 @@
  * non-blocking socket polled against one 2-second deadline.
  */
 #include "common.h"
+#include "net.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -75,8 +76,6 @@ static int
 check(const char *host, int port, int verbose)
 {
 	struct sockaddr_storage ss;
-	struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
-	struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
 	int64_t end = mono_ms() + HEALTHCHECK_TIMEOUT_MS;
 	char req[320], resp[512], *eol;
 	socklen_t sl;
@@ -84,30 +83,8 @@ check(const char *host, int port, int verbose)
 	ssize_t k;
 	int fd, soerr = 0, rc;
 
-	memset(&ss, 0, sizeof(ss));
-	if (inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
-		a4->sin_family = AF_INET;
-		a4->sin_port = htons((uint16_t)port);
-		sl = sizeof(*a4);
-	} else if (inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
-		a6->sin6_family = AF_INET6;
-		a6->sin6_port = htons((uint16_t)port);
-		sl = sizeof(*a6);
-	} else {
-		struct addrinfo hints, *res;
-
-		memset(&hints, 0, sizeof(hints));
-		hints.ai_socktype = SOCK_STREAM;
-		if (getaddrinfo(host, NULL, &hints, &res) != 0 || res == NULL)
-			return unhealthy(verbose, host, port, "cannot resolve the host");
-		memcpy(&ss, res->ai_addr, res->ai_addrlen);
-		sl = res->ai_addrlen;
-		freeaddrinfo(res);
-		if (ss.ss_family == AF_INET6)
-			a6->sin6_port = htons((uint16_t)port);
-		else
-			a4->sin_port = htons((uint16_t)port);
-	}
+	if (net_sockaddr(host, port, 0, &ss, &sl) != 0)
+		return unhealthy(verbose, host, port, "cannot resolve the host");
 	reqlen = (size_t)snprintf(
 	    req, sizeof(req),
 	    "GET /health HTTP/1.1\r\nHost: %s%s%s:%d\r\nUser-Agent: agent-sandbox-healthcheck\r\n"

@@ -1,4 +1,5 @@
 #include "httpd.h"
+#include "net.h"
 #include "json.h"
 
 #include <arpa/inet.h>
@@ -1426,37 +1427,11 @@ static int
 listen_on(struct httpd *s, const char *host, int port, struct err *e)
 {
 	struct sockaddr_storage ss;
-	struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
-	struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
 	socklen_t sl;
 	int fd, one = 1;
 
-	memset(&ss, 0, sizeof(ss));
-	if (inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
-		a4->sin_family = AF_INET;
-		a4->sin_port = htons((uint16_t)port);
-		sl = sizeof(*a4);
-	} else if (inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
-		a6->sin6_family = AF_INET6;
-		a6->sin6_port = htons((uint16_t)port);
-		sl = sizeof(*a6);
-	} else {
-		struct addrinfo hints, *res;
-
-		memset(&hints, 0, sizeof(hints));
-		hints.ai_socktype = SOCK_STREAM;
-		hints.ai_flags = AI_PASSIVE;
-		if (getaddrinfo(host, NULL, &hints, &res) != 0 || res == NULL)
-			return err_set(e, "config.invalid", "--host %s: not an address or a known host name",
-			               host);
-		memcpy(&ss, res->ai_addr, res->ai_addrlen);
-		sl = res->ai_addrlen;
-		freeaddrinfo(res);
-		if (ss.ss_family == AF_INET6)
-			a6->sin6_port = htons((uint16_t)port);
-		else
-			a4->sin_port = htons((uint16_t)port);
-	}
+	if (net_sockaddr(host, port, 1, &ss, &sl) != 0)
+		return err_set(e, "config.invalid", "--host %s: not an address or a known host name", host);
 	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return err_set(e, "io.error", "socket: %s", strerror(errno));
@@ -1468,7 +1443,8 @@ listen_on(struct httpd *s, const char *host, int port, struct err *e)
 	}
 	sl = sizeof(ss);
 	getsockname(fd, (struct sockaddr *)&ss, &sl);
-	s->port = ntohs(ss.ss_family == AF_INET6 ? a6->sin6_port : a4->sin_port);
+	s->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+						 : ((struct sockaddr_in *)&ss)->sin_port);
 	s->lfd = fd;
 	return 0;
 }

@@ -1,5 +1,6 @@
 #include "net.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -130,4 +131,40 @@ net_connect(const char *host, int port, int timeout_ms, int64_t end_ms, struct e
 		return err_set(e, last.code, "%s port %d: %s", host, port, last.msg);
 	}
 	return fd;
+}
+
+int
+net_sockaddr(const char *host, int port, int passive, struct sockaddr_storage *ss, socklen_t *sl)
+{
+	struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
+	struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
+	struct addrinfo hints, *res;
+
+	memset(ss, 0, sizeof(*ss));
+	if (inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
+		a4->sin_family = AF_INET;
+		*sl = sizeof(*a4);
+	} else if (inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
+		a6->sin6_family = AF_INET6;
+		*sl = sizeof(*a6);
+	} else {
+		memset(&hints, 0, sizeof(hints));
+		hints.ai_socktype = SOCK_STREAM;
+		if (passive)
+			hints.ai_flags = AI_PASSIVE;
+		if (getaddrinfo(host, NULL, &hints, &res) != 0 || res == NULL)
+			return -1;
+		if (res->ai_addrlen > sizeof(*ss)) {
+			freeaddrinfo(res);
+			return -1;
+		}
+		memcpy(ss, res->ai_addr, res->ai_addrlen);
+		*sl = res->ai_addrlen;
+		freeaddrinfo(res);
+	}
+	if (ss->ss_family == AF_INET6)
+		a6->sin6_port = htons((uint16_t)port);
+	else
+		a4->sin_port = htons((uint16_t)port);
+	return 0;
 }

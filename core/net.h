@@ -6,6 +6,7 @@
  * connect with a timeout, and waits bounded by a step and a deadline.
  */
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "err.h"
 
@@ -22,5 +23,11 @@ int net_connect(const char *host, int port, int timeout_ms, int64_t end_ms, stru
  * never past end_ms. Returns 0, or -1 with http.timeout ("what" names the
  * wait in the message). */
 int net_wait(int fd, int events, int step_ms, int64_t end_ms, const char *what, struct err *e);
+
+/* One socket address for host:port: a numeric IPv4 or IPv6 address without
+ * any lookup (so healthcheck stays fast), else the first getaddrinfo answer
+ * (AI_PASSIVE when passive, for a listener). Returns 0, or -1 when the name
+ * does not resolve. */
+int net_sockaddr(const char *host, int port, int passive, struct sockaddr_storage *ss, socklen_t *sl);
 
 #endif
