@@ -779,7 +779,9 @@ count_running(struct sessions *S, const char *agent, int *total, int *mine)
 
 	*total = *mine = 0;
 	for (i = 0; i < SESSIONS_KEEP; i++)
-		if (S->slot[i].used && S->slot[i].running) {
+		if (S->slot[i].used && S->slot[i].running && S->slot[i].v.status == SESSION_IN_PROGRESS) {
+			/* a thread past its exited event is only tidying up: the
+			 * session has ended for clients, so it no longer counts */
 			(*total)++;
 			if (strcmp(S->slot[i].v.agent, agent) == 0)
 				(*mine)++;
@@ -997,8 +999,10 @@ sessions_cancel(struct sessions *S, const char *agent, const char *id, struct se
 		pthread_mutex_unlock(&S->mu);
 		return -1;
 	}
-	rc = s->running ? 0 : 1;
-	if (s->running && !s->cancel) {
+	/* ended as soon as its last event is out, though the thread may
+	 * still be tidying up */
+	rc = s->running && s->v.status == SESSION_IN_PROGRESS ? 0 : 1;
+	if (rc == 0 && !s->cancel) {
 		s->cancel = 1;
 		s->v.cancel_requested = 1;
 	}
