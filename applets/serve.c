@@ -383,6 +383,7 @@ serve_main(int argc, char **argv)
 	cfg.max_conns = g->cfg.server.max_connections;
 	cfg.workers = g->cfg.server.workers;
 	cfg.max_body = (size_t)g->cfg.server.max_body_bytes;
+	cfg.max_head = (size_t)g->cfg.server.max_header_bytes;
 	cfg.header_timeout_ms = hdr_ms > 0 ? hdr_ms : g->cfg.server.header_timeout * 1000;
 	cfg.idle_timeout_ms = idle_ms > 0 ? idle_ms : g->cfg.server.idle_timeout * 1000;
 	cfg.body_timeout_ms = body_ms > 0 ? body_ms : g->cfg.server.request_timeout * 1000;

@@ -207,9 +207,9 @@ semantics(struct http_req *r)
 
 /* Running out of bytes mid-head: need more, unless the limit is reached. */
 static int
-more(struct http_req *r, size_t len)
+more(struct http_req *r, size_t len, size_t max)
 {
-	if (len >= HTTP_REQ_HEAD_MAX)
+	if (len >= max)
 		return fail(r, 431, "request head too large");
 	return 0;
 }
@@ -217,10 +217,20 @@ more(struct http_req *r, size_t len)
 int
 http_req_parse(struct http_req *r, const char *buf, size_t len)
 {
+	return http_req_parse_max(r, buf, len, HTTP_REQ_HEAD_MAX);
+}
+
+int
+http_req_parse_max(struct http_req *r, const char *buf, size_t len, size_t max)
+{
 	static const char ver[] = "HTTP/";
 	size_t pos = 0, s;
 	int c;
 
+	if (max < HTTP_REQ_HEAD_LIMIT_MIN)
+		max = HTTP_REQ_HEAD_LIMIT_MIN;
+	if (max > HTTP_REQ_HEAD_LIMIT_MAX)
+		max = HTTP_REQ_HEAD_LIMIT_MAX;
 	cls_init();
 	r->method = r->target = r->path = r->query = (struct http_view){NULL, 0};
 	r->has_query = r->minor = r->nfields = r->chunked = r->keep_alive = r->expect_continue = 0;
@@ -230,7 +240,7 @@ http_req_parse(struct http_req *r, const char *buf, size_t len)
 
 	while (pos < len && buf[pos] == '\r') {
 		if (pos + 1 == len)
-			return more(r, len);
+			return more(r, len, max);
 		if (buf[pos + 1] != '\n')
 			return fail(r, 400, "bare CR");
 		pos += 2;
@@ -244,7 +254,7 @@ http_req_parse(struct http_req *r, const char *buf, size_t len)
 		pos++;
 	}
 	if (pos == len)
-		return more(r, len);
+		return more(r, len, max);
 	if (buf[pos] != ' ' || pos == s)
 		return fail(r, 400, "malformed request line");
 	r->method = (struct http_view){buf + s, pos - s};
@@ -259,7 +269,7 @@ http_req_parse(struct http_req *r, const char *buf, size_t len)
 		pos++;
 	}
 	if (pos == len)
-		return more(r, len);
+		return more(r, len, max);
 	if (buf[pos] != ' ' || pos == s)
 		return fail(r, 400, "malformed request line");
 	r->target = (struct http_view){buf + s, pos - s};
@@ -268,7 +278,7 @@ http_req_parse(struct http_req *r, const char *buf, size_t len)
 	/* HTTP-version CRLF */
 	for (s = 0; s < 5; s++, pos++) {
 		if (pos == len)
-			return more(r, len);
+			return more(r, len, max);
 		if (buf[pos] != ver[s])
 			return fail(r, 400, "malformed HTTP version");
 	}
@@ -276,7 +286,7 @@ http_req_parse(struct http_req *r, const char *buf, size_t len)
 		for (; pos < len; pos++)
 			if (!((buf[pos] >= '0' && buf[pos] <= '9') || buf[pos] == '.'))
 				return fail(r, 400, "malformed HTTP version");
-		return more(r, len);
+		return more(r, len, max);
 	}
 	if (buf[pos] < '0' || buf[pos] > '9' || buf[pos + 1] != '.' || buf[pos + 2] < '0' ||
 	    buf[pos + 2] > '9')
@@ -286,11 +296,11 @@ http_req_parse(struct http_req *r, const char *buf, size_t len)
 	r->minor = buf[pos + 2] == '0' ? 0 : 1;
 	pos += 3;
 	if (pos == len)
-		return more(r, len);
+		return more(r, len, max);
 	if (buf[pos] != '\r')
 		return fail(r, 400, "malformed request line");
 	if (++pos == len)
-		return more(r, len);
+		return more(r, len, max);
 	if (buf[pos++] != '\n')
 		return fail(r, 400, "bare CR");
 
@@ -299,14 +309,14 @@ http_req_parse(struct http_req *r, const char *buf, size_t len)
 		struct http_req_field *f;
 		size_t vs, ve;
 
-		if (pos > HTTP_REQ_HEAD_MAX)
+		if (pos > max)
 			return fail(r, 431, "request head too large");
 		if (pos == len)
-			return more(r, len);
+			return more(r, len, max);
 		c = (unsigned char)buf[pos];
 		if (c == '\r') {
 			if (pos + 1 == len)
-				return more(r, len);
+				return more(r, len, max);
 			if (buf[pos + 1] != '\n')
 				return fail(r, 400, "bare CR");
 			pos += 2;
@@ -320,7 +330,7 @@ http_req_parse(struct http_req *r, const char *buf, size_t len)
 		while (pos < len && (cls[(unsigned char)buf[pos]] & C_TCHAR))
 			pos++;
 		if (pos == len)
-			return more(r, len);
+			return more(r, len, max);
 		if (buf[pos] != ':' || pos == s)
 			return fail(r, 400, "invalid header field name");
 		f = &r->fields[r->nfields];
@@ -332,7 +342,7 @@ http_req_parse(struct http_req *r, const char *buf, size_t len)
 		while (pos < len && (cls[(unsigned char)buf[pos]] & C_VALUE))
 			pos++;
 		if (pos == len)
-			return more(r, len);
+			return more(r, len, max);
 		if (buf[pos] != '\r')
 			return fail(r, 400,
 			            buf[pos] == '\n' ? "bare LF" : "invalid byte in a header field value");
@@ -342,11 +352,11 @@ http_req_parse(struct http_req *r, const char *buf, size_t len)
 		f->value = (struct http_view){buf + vs, ve - vs};
 		r->nfields++;
 		if (++pos == len)
-			return more(r, len);
+			return more(r, len, max);
 		if (buf[pos++] != '\n')
 			return fail(r, 400, "bare CR");
 	}
-	if (pos > HTTP_REQ_HEAD_MAX)
+	if (pos > max)
 		return fail(r, 431, "request head too large");
 	if (split_target(r) != 0 || semantics(r) != 0)
 		return -1;

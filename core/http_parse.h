@@ -18,6 +18,11 @@
  * what nginx accepts by default with large_client_header_buffers and far
  * above any real client of this API (a bearer token and a few fields). */
 #define HTTP_REQ_HEAD_MAX 16384
+/* The range a server may configure instead (server.max_header_bytes): a
+ * request line and a token need ~300 bytes; 1 MiB bounds a buffer that
+ * every connection in a request holds. */
+#define HTTP_REQ_HEAD_LIMIT_MIN 1024
+#define HTTP_REQ_HEAD_LIMIT_MAX (1u << 20)
 /* Header fields per request; real clients send under 20. The cap bounds the
  * fixed array below (and the linear lookups over it). */
 #define HTTP_REQ_MAX_FIELDS 100
@@ -76,6 +81,11 @@ struct http_req {
  * a caller may call again on the same buffer after it grows.
  */
 int http_req_parse(struct http_req *r, const char *buf, size_t len);
+
+/* http_req_parse with head_max in place of HTTP_REQ_HEAD_MAX (clamped to
+ * HTTP_REQ_HEAD_LIMIT_MIN..HTTP_REQ_HEAD_LIMIT_MAX): a head that has not
+ * ended within head_max bytes, or ends after them, is 431. */
+int http_req_parse_max(struct http_req *r, const char *buf, size_t len, size_t head_max);
 
 /* The first field named name (ASCII case-insensitive), or NULL. */
 const struct http_req_field *http_req_field(const struct http_req *r, const char *name);

@@ -24,10 +24,10 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Room after a maximal head, so a body or the next pipelined request can
- * still be read while the head is kept for the handler. */
+/* Room after a maximal head (config max_head), so a body or the next
+ * pipelined request can still be read while the head is kept for the
+ * handler. */
 #define HTTPD_READ_EXTRA 4096
-#define HTTPD_IN_CAP (HTTP_REQ_HEAD_MAX + HTTPD_READ_EXTRA)
 /* A head that has not ended is re-parsed when a line ends or after this
  * many new bytes, so a client sending one byte per packet costs O(lines)
  * parses, not O(bytes). */
@@ -83,7 +83,7 @@ struct cbuf {
 	size_t parsed_at; /* len when the head was last parsed */
 	size_t scanned;   /* in[0..scanned) known to hold no new line end */
 	size_t head_len;  /* 0 until the head is complete */
-	char in[HTTPD_IN_CAP];
+	char in[];        /* max_head + HTTPD_READ_EXTRA bytes (httpd in_cap) */
 };
 
 struct conn {
@@ -120,6 +120,7 @@ struct httpd {
 	struct httpd_config cfg;
 	int lfd, epfd, evfd, reserve_fd;
 	int port;
+	size_t in_cap; /* bytes of a cbuf's in[] */
 	struct conn *conns;
 	int *free_slots;
 	int nfree;
@@ -335,7 +336,7 @@ get_buf(struct conn *c)
 	struct httpd *s = c->srv;
 
 	if (c->b == NULL) {
-		c->b = s->ncache > 0 ? s->cache[--s->ncache] : malloc(sizeof(*c->b));
+		c->b = s->ncache > 0 ? s->cache[--s->ncache] : malloc(sizeof(*c->b) + s->in_cap);
 		if (c->b == NULL)
 			return NULL;
 		c->b->len = c->b->pos = c->b->parsed_at = c->b->scanned = c->b->head_len = 0;
@@ -904,12 +905,12 @@ dispatch(struct httpd *s, struct conn *c)
 
 	/* Every view ends on a separator (SP, '?', ':', CR or a blank), so the
 	 * head can be cut into C strings in place. */
-	terminate(hr->method, b->in, sizeof(b->in));
-	terminate(hr->path, b->in, sizeof(b->in));
-	terminate(hr->query, b->in, sizeof(b->in));
+	terminate(hr->method, b->in, s->in_cap);
+	terminate(hr->path, b->in, s->in_cap);
+	terminate(hr->query, b->in, s->in_cap);
 	for (i = 0; i < hr->nfields; i++) {
-		terminate(hr->fields[i].name, b->in, sizeof(b->in));
-		terminate(hr->fields[i].value, b->in, sizeof(b->in));
+		terminate(hr->fields[i].name, b->in, s->in_cap);
+		terminate(hr->fields[i].value, b->in, s->in_cap);
 	}
 	q->method = hr->method.p;
 	q->path = hr->path.p;
@@ -991,12 +992,12 @@ process_head(struct httpd *s, struct conn *c)
 	if (b == NULL || b->len == 0)
 		return 0;
 	if (memchr(b->in + b->scanned, '\n', b->len - b->scanned) == NULL &&
-	    b->len - b->parsed_at < HTTPD_REPARSE_STEP && b->len < HTTP_REQ_HEAD_MAX) {
+	    b->len - b->parsed_at < HTTPD_REPARSE_STEP && b->len < s->cfg.max_head) {
 		b->scanned = b->len;
 		return 0;
 	}
 	b->scanned = b->parsed_at = b->len;
-	rc = http_req_parse(&b->hr, b->in, b->len);
+	rc = http_req_parse_max(&b->hr, b->in, b->len, s->cfg.max_head);
 	if (rc == 0)
 		return 0;
 	if (rc < 0) {
@@ -1109,10 +1110,10 @@ read_more(struct httpd *s, struct conn *c)
 		conn_close(s, c);
 		return -1;
 	}
-	if (b->len == sizeof(b->in))
+	if (b->len == s->in_cap)
 		return 0;
 	for (;;) {
-		k = recv(c->fd, b->in + b->len, sizeof(b->in) - b->len, 0);
+		k = recv(c->fd, b->in + b->len, s->in_cap - b->len, 0);
 		if (k > 0)
 			break;
 		if (k < 0 && errno == EINTR)
@@ -1385,6 +1386,7 @@ httpd_config_defaults(struct httpd_config *c)
 	c->max_conns = HTTPD_MAX_CONNS_DEFAULT;
 	c->workers = HTTPD_WORKERS_DEFAULT;
 	c->max_body = HTTPD_MAX_BODY_DEFAULT;
+	c->max_head = HTTP_REQ_HEAD_MAX;
 	c->header_timeout_ms = HTTPD_HEADER_TIMEOUT_MS;
 	c->idle_timeout_ms = HTTPD_IDLE_TIMEOUT_MS;
 	c->body_timeout_ms = HTTPD_BODY_TIMEOUT_MS;
@@ -1496,6 +1498,11 @@ httpd_new(const struct httpd_config *cfg, struct err *e)
 		err_set(e, "config.invalid", "timeouts must be positive and the body limit at most 1 GiB");
 		return NULL;
 	}
+	if (cfg->max_head < HTTP_REQ_HEAD_LIMIT_MIN || cfg->max_head > HTTP_REQ_HEAD_LIMIT_MAX) {
+		err_set(e, "config.invalid", "the request head limit must be %u..%u bytes, not %zu",
+		        HTTP_REQ_HEAD_LIMIT_MIN, HTTP_REQ_HEAD_LIMIT_MAX, cfg->max_head);
+		return NULL;
+	}
 	if (fd_budget(cfg->max_conns, e) != 0)
 		return NULL;
 	s = calloc(1, sizeof(*s));
@@ -1504,6 +1511,7 @@ httpd_new(const struct httpd_config *cfg, struct err *e)
 		return NULL;
 	}
 	s->cfg = *cfg;
+	s->in_cap = cfg->max_head + HTTPD_READ_EXTRA;
 	s->lfd = s->epfd = s->evfd = s->reserve_fd = -1;
 	s->next_wake = INT64_MAX;
 	pthread_mutex_init(&s->mu, NULL);

@@ -114,6 +114,7 @@ struct httpd_config {
 	int max_conns;
 	int workers;
 	size_t max_body;
+	size_t max_head; /* request head bytes, 431 beyond (HTTP_REQ_HEAD_LIMIT_MIN..MAX) */
 	int header_timeout_ms, idle_timeout_ms, body_timeout_ms, write_timeout_ms, drain_ms;
 	int access_log;                   /* one line per request on stderr */
 	int verbose;                      /* also connection events (503 full, timeouts) */

@@ -201,6 +201,38 @@ else
 	not_ok "slow clients" "serve did not start"
 fi
 
+# server.max_header_bytes sets the head limit: with 2048, a 3000-byte head
+# is 431 and closed while a 1500-byte one is served; with 65536, a 40000-byte
+# head (over the 16 KiB default) is served.
+big_head() { # N: a GET /health whose head is N bytes
+	_pre="GET /health HTTP/1.1\r\nHost: t\r\nConnection: close\r\nX-Pad: "
+	printf "$_pre"
+	head -c $(($1 - 61)) /dev/zero | tr '\0' a
+	printf '\r\n\r\n'
+}
+check "big_head makes heads of the asked size" test "$(big_head 1500 | wc -c)" -eq 1500
+if ABX_SERVER_MAX_HEADER_BYTES=2048 start_serve; then
+	big_head 3000 | malformed "a 3000-byte head over server.max_header_bytes 2048" 431
+	big_head 2100 | malformed "a 2100-byte head just over server.max_header_bytes 2048" 431
+	big_head 1500 | http_raw "$PORT" >"$T/r" 2>"$T/rerr"
+	check "a 1500-byte head under server.max_header_bytes 2048 is 200" grep -q '^HTTP/1.1 200' "$T/r"
+	printf 'GET /health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' | http_raw "$PORT" >"$T/r" 2>"$T/rerr"
+	check "the server still answers after 431s" grep -q '^HTTP/1.1 200' "$T/r"
+	kill "$SERVE_PID"
+	wait "$SERVE_PID" 2>/dev/null
+else
+	not_ok "server.max_header_bytes 2048" "serve did not start: $(head -3 "$T/serve.err")"
+fi
+if ABX_SERVER_MAX_HEADER_BYTES=65536 start_serve; then
+	big_head 40000 | http_raw "$PORT" >"$T/r" 2>"$T/rerr"
+	check "a 40000-byte head under server.max_header_bytes 65536 is 200" grep -q '^HTTP/1.1 200' "$T/r"
+	big_head 70000 | malformed "a 70000-byte head over server.max_header_bytes 65536" 431
+	kill "$SERVE_PID"
+	wait "$SERVE_PID" 2>/dev/null
+else
+	not_ok "server.max_header_bytes 65536" "serve did not start: $(head -3 "$T/serve.err")"
+fi
+
 # The port is taken: a clear error, exit 1.
 "$PY" -S "$FIXTURES/httpprobe.py" blackhole >"$T/bh.out" 2>/dev/null &
 _pids="$_pids $!"

@@ -169,6 +169,43 @@ test_malformed_request_line(void **state)
 	expect_status("ABCDEFGHIJKLMNOPQRSTUVWXYZ / HTTP/1.1\r\nHost: a\r\n\r\n", 501);
 }
 
+/* http_req_parse_max: the configured limit replaces HTTP_REQ_HEAD_MAX, both
+ * for a head that has not ended and for one that ends past it; limits out of
+ * range are clamped. */
+static void
+test_head_max(void **state)
+{
+	static char buf[70000];
+	size_t n, lim = 2048;
+
+	n = (size_t)snprintf(buf, sizeof(buf), "GET / HTTP/1.1\r\nHost: a\r\nX-Big: ");
+	memset(buf + n, 'b', lim - n - 4);
+	memcpy(buf + lim - 4, "\r\n\r\n", 4);
+	assert_int_equal(http_req_parse_max(&R, buf, lim, lim), (int)lim);
+	/* one byte more in the field: complete, but over */
+	n = (size_t)snprintf(buf, sizeof(buf), "GET / HTTP/1.1\r\nHost: a\r\nX-Big: ");
+	memset(buf + n, 'b', lim - n - 3);
+	memcpy(buf + lim - 3, "\r\n\r\n", 4);
+	assert_int_equal(http_req_parse_max(&R, buf, lim + 1, lim), -1);
+	assert_int_equal(R.status, 431);
+	/* not ended at the limit: 431 at once, need more just before */
+	assert_int_equal(http_req_parse_max(&R, buf, lim - 1, lim), 0);
+	assert_int_equal(http_req_parse_max(&R, buf, lim, lim), -1);
+	assert_int_equal(R.status, 431);
+	/* a larger limit accepts a head over the default */
+	n = (size_t)snprintf(buf, sizeof(buf), "GET / HTTP/1.1\r\nHost: a\r\nX-Big: ");
+	memset(buf + n, 'b', 40000 - n - 4);
+	memcpy(buf + 40000 - 4, "\r\n\r\n", 4);
+	assert_int_equal(http_req_parse(&R, buf, 40000), -1);
+	assert_int_equal(R.status, 431);
+	assert_int_equal(http_req_parse_max(&R, buf, 40000, 65536), 40000);
+	/* clamped: 10 means HTTP_REQ_HEAD_LIMIT_MIN */
+	n = (size_t)snprintf(buf, sizeof(buf), "GET / HTTP/1.1\r\nHost: a\r\nX-Big: ");
+	memset(buf + n, 'b', 500);
+	memcpy(buf + n + 500, "\r\n\r\n", 4);
+	assert_int_equal(http_req_parse_max(&R, buf, n + 504, 10), (int)(n + 504));
+}
+
 static void
 test_limits(void **state)
 {
@@ -474,6 +511,7 @@ main(void)
 	    cmocka_unit_test(test_chunked_good),
 	    cmocka_unit_test(test_chunked_bad),
 	    cmocka_unit_test(test_chunked_exact_limit),
+	    cmocka_unit_test(test_head_max),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -512,6 +512,13 @@ test_bad_config(void **state)
 	c.port = 0;
 	assert_null(httpd_new(&c, &e));
 	assert_string_equal(e.code, "config.invalid");
+	httpd_config_defaults(&c);
+	c.max_head = HTTP_REQ_HEAD_LIMIT_MIN - 1;
+	assert_null(httpd_new(&c, &e));
+	assert_string_equal(e.code, "config.invalid");
+	c.max_head = HTTP_REQ_HEAD_LIMIT_MAX + 1;
+	assert_null(httpd_new(&c, &e));
+	assert_string_equal(e.code, "config.invalid");
 }
 
 /* Last: stops the shared server. A request in a worker when stop arrives
