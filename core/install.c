@@ -396,6 +396,7 @@ install_marker_read(const char *dir, const char *name, struct install_marker *mk
 	copy_str(doc.root, "manifest_sha256", mk->manifest_sha256, sizeof(mk->manifest_sha256));
 	copy_str(doc.root, "tree_sha256", mk->tree_sha256, sizeof(mk->tree_sha256));
 	copy_str(doc.root, "stat_proof", mk->stat_proof, sizeof(mk->stat_proof));
+	copy_str(doc.root, "proof_sha256", mk->proof_sha256, sizeof(mk->proof_sha256));
 	copy_str(doc.root, "installed_at", mk->installed_at, sizeof(mk->installed_at));
 	if ((v = json_get(doc.root, "files")) && v->type == JSON_NUMBER)
 		mk->files = (uint64_t)v->u.num.d;
@@ -762,12 +763,15 @@ root_trusted(const char *dir, const char *name, const char *tree, const struct i
  * calling ensure() per request does one stat instead of a read and a parse.
  */
 static int
-marker_cached(struct install_ctx *c, const char *dir, const char *name, struct install_marker *mk)
+marker_cached(struct install_ctx *c, const char *dir, const char *name, struct install_marker *mk,
+	      struct install_marker_slot **slotp)
 {
 	char path[PATH_MAX];
 	struct stat st;
 	struct err e;
 	int i, slot = -1;
+
+	*slotp = NULL;
 
 	if ((size_t)snprintf(path, sizeof(path), "%s/%s/.installed.json", dir, name) >= sizeof(path) ||
 	    lstat(path, &st) != 0)
@@ -779,6 +783,7 @@ marker_cached(struct install_ctx *c, const char *dir, const char *name, struct i
 		    s->ctime_ns == (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec &&
 		    strcmp(s->path, path) == 0) {
 			*mk = s->mk;
+			*slotp = s;
 			return 0;
 		}
 	}
@@ -791,6 +796,9 @@ marker_cached(struct install_ctx *c, const char *dir, const char *name, struct i
 		slot = (int)(st.st_ino % INSTALL_MARKER_CACHE);
 	{
 		struct install_marker_slot *s = &c->mcache[slot];
+		free(s->proof);
+		s->proof = NULL;
+		s->proof_len = 0;
 		s->used = 1;
 		s->dev = st.st_dev;
 		s->ino = st.st_ino;
@@ -802,8 +810,63 @@ marker_cached(struct install_ctx *c, const char *dir, const char *name, struct i
 		/* the fstat of the read saw the same file only if nothing moved */
 		if (mk->uid != st.st_uid || mk->mode != st.st_mode)
 			s->used = 0;
+		else
+			*slotp = s;
 	}
 	return 0;
+}
+
+/*
+ * The proof list the marker names, read once per marker: the copy kept in
+ * the marker's slot was checked against the marker's sha256, so it stays
+ * what the marker vouches for whatever happens to the file later. Returns
+ * the list (*owned: the caller frees it) or NULL.
+ */
+static char *
+proof_list(const char *dir, const char *name, const struct install_marker *mk, struct install_marker_slot *slot,
+	   size_t *len, int *owned)
+{
+	char path[PATH_MAX], hex[FS_HEX_LEN], *buf = NULL;
+	struct digest dg;
+	struct stat st;
+	ssize_t got;
+	int fd;
+
+	*owned = 0;
+	if (slot != NULL && slot->proof != NULL) {
+		*len = slot->proof_len;
+		return slot->proof;
+	}
+	if ((size_t)snprintf(path, sizeof(path), "%s/%s/.installed.proof", dir, name) >= sizeof(path))
+		return NULL;
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 || st.st_size > INSTALL_PROOF_MAX ||
+	    (buf = malloc((size_t)st.st_size)) == NULL) {
+		close(fd);
+		return NULL;
+	}
+	got = read(fd, buf, (size_t)st.st_size);
+	close(fd);
+	if (got != (ssize_t)st.st_size) {
+		free(buf);
+		return NULL;
+	}
+	digest_buf(DIGEST_SHA256, buf, (size_t)got, &dg);
+	digest_hex(&dg, hex);
+	if (!ct_equal(hex, mk->proof_sha256, 64)) {
+		free(buf);
+		return NULL;
+	}
+	*len = (size_t)got;
+	if (slot != NULL) {
+		slot->proof = buf;
+		slot->proof_len = *len;
+	} else {
+		*owned = 1;
+	}
+	return buf;
 }
 
 /* Is the tool ready in dir? 1 yes (r filled), 0 no. */
@@ -811,11 +874,12 @@ static int
 ready_in(struct install_ctx *c, const manifest_t *m, const char *dir, struct install_result *r)
 {
 	struct install_marker mk;
+	struct install_marker_slot *slot;
 	char tree[PATH_MAX], entry[PATH_MAX], hex[FS_HEX_LEN];
 	struct stat st;
 	struct err e;
 
-	if (marker_cached(c, dir, m->name, &mk) < 0)
+	if (marker_cached(c, dir, m->name, &mk, &slot) < 0)
 		return 0;
 	if (!ct_equal(mk.manifest_sha256, m->sha256, 64) || strcmp(mk.platform, c->platform) != 0 ||
 	    strcmp(mk.version, m->version) != 0)
@@ -826,13 +890,23 @@ ready_in(struct install_ctx *c, const manifest_t *m, const char *dir, struct ins
 	if (stat(entry, &st) != 0 || !S_ISREG(st.st_mode))
 		return 0;
 	if (!root_trusted(dir, m->name, tree, &mk)) {
-		/* a tree we (or our user) can write: prove it unchanged */
-		if (install_stat_proof(tree, hex) < 0)
-			return 0;
-		if (!ct_equal(hex, mk.stat_proof, 64)) {
-			if (install_tree_list(tree, NULL, NULL, hex, NULL, NULL, &e) < 0 || !ct_equal(hex, mk.tree_sha256, 64))
-				return 0;
+		/* a tree we (or our user) can write: prove it unchanged, by
+		 * the proof list, or by the stat digest of a marker older than
+		 * proof lists, else by the content digest */
+		int same = 0;
+		if (mk.proof_sha256[0] != '\0') {
+			size_t plen = 0;
+			int owned;
+			char *pl = proof_list(dir, m->name, &mk, slot, &plen, &owned);
+			same = pl != NULL && install_proof_check(tree, pl, plen) == 1;
+			if (owned)
+				free(pl);
+		} else if (mk.stat_proof[0] != '\0') {
+			same = install_stat_proof(tree, hex) == 0 && ct_equal(hex, mk.stat_proof, 64);
 		}
+		if (!same &&
+		    (install_tree_list(tree, NULL, NULL, hex, NULL, NULL, &e) < 0 || !ct_equal(hex, mk.tree_sha256, 64)))
+			return 0;
 	}
 	r->state = INSTALL_READY;
 	snprintf(r->dir, sizeof(r->dir), "%s", dir);
@@ -1838,7 +1912,7 @@ write_sbom_row(struct json_w *w, const manifest_t *m, const struct manifest_arti
 static int
 write_marker(struct install_ctx *c, const char *w, const manifest_t *m, const char *treename,
 	     const struct manifest_artifact *a, const char *sha, uint64_t size, const char *tree_sha,
-	     const char *proof, uint64_t files, uint64_t bytes, struct err *e)
+	     const char *proof, const char *proof_sha, uint64_t files, uint64_t bytes, struct err *e)
 {
 	struct json_w j;
 	char path[PATH_MAX], ts[32];
@@ -1869,6 +1943,7 @@ write_marker(struct install_ctx *c, const char *w, const manifest_t *m, const ch
 	json_w_end(&j);
 	json_w_kstr(&j, "tree_sha256", tree_sha);
 	json_w_kstr(&j, "stat_proof", proof);
+	json_w_kstr(&j, "proof_sha256", proof_sha);
 	json_w_kint(&j, "files", (int64_t)files);
 	json_w_kint(&j, "bytes", (int64_t)bytes);
 	json_w_kstr(&j, "installed_at", ts);
@@ -1902,6 +1977,7 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 {
 	char staging_root[PATH_MAX], staging[PATH_MAX], tree[PATH_MAX], entry[PATH_MAX], final[PATH_MAX];
 	char treename[MANIFEST_VERSION_MAX + 20], art_path[PATH_MAX], sha[65] = "", hex[FS_HEX_LEN], proof[FS_HEX_LEN];
+	char proof_sha[FS_HEX_LEN];
 	char rnd[17], tooldir[PATH_MAX], cache[PATH_MAX], *listing = NULL;
 	size_t listing_len = 0;
 	const struct manifest_artifact *a = NULL;
@@ -2047,16 +2123,27 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 		details_phase(e, "publish");
 		goto out;
 	}
-	/* the listing first: a marker always has its listing */
+	/* the listing and the proof list first: a marker always has both */
 	{
-		char lp[PATH_MAX];
+		char lp[PATH_MAX], *plist = NULL;
+		size_t plen = 0;
+		struct digest dg;
 		snprintf(lp, sizeof(lp), "%s/.installed.files", tooldir);
 		if (fs_write_atomic(lp, listing, listing_len, 0644, e) < 0) {
 			details_phase(e, "publish");
 			goto out;
 		}
+		snprintf(lp, sizeof(lp), "%s/.installed.proof", tooldir);
+		if (install_proof_make(final, &plist, &plen, e) < 0 || fs_write_atomic(lp, plist, plen, 0644, e) < 0) {
+			free(plist);
+			details_phase(e, "publish");
+			goto out;
+		}
+		digest_buf(DIGEST_SHA256, plist, plen, &dg);
+		digest_hex(&dg, proof_sha);
+		free(plist);
 	}
-	if (write_marker(c, w, m, treename, a, sha, asize, hex, proof, files, bytes, e) < 0) {
+	if (write_marker(c, w, m, treename, a, sha, asize, hex, proof, proof_sha, files, bytes, e) < 0) {
 		details_phase(e, "publish");
 		goto out;
 	}
@@ -2310,9 +2397,14 @@ install_ctx_init(struct install_ctx *c, struct manifest_set *ms, struct install_
 void
 install_ctx_free(struct install_ctx *c)
 {
+	int i;
+
 	if (c->http != NULL)
 		http_client_free(c->http);
 	c->http = NULL;
+	if (c->mcache != NULL)
+		for (i = 0; i < INSTALL_MARKER_CACHE; i++)
+			free(c->mcache[i].proof);
 	free(c->mcache);
 	c->mcache = NULL;
 }

@@ -11,6 +11,7 @@
  *   <name>/<version>-<platform>/       published tree, never written again
  *   <name>/.installed.json             marker (install_marker_*)
  *   <name>/.installed.files            the tree's listing (install_tree_list)
+ *   <name>/.installed.proof            the tree's proof list (install_proof_make)
  *   <name>/.progress.json              {phase, bytes, total, started, pid}
  *   .locks/<name>.lock                 flock; .locks/<name>.backoff
  *   .cache/<sha256>                    verified downloads
@@ -29,7 +30,9 @@
  * nothing in memory (the on-disk lock serialises installs of one tool).
  * Tree walks recurse once per directory level (FS_MAX_DEPTH at most, about
  * 4.5 KiB of stack per level): run ensure() on a thread with at least
- * 1 MiB of stack, not musl's 128 KiB default.
+ * 1 MiB of stack, not musl's 128 KiB default. The fast path may start one
+ * helper thread (64 KiB stack, every signal blocked) for the proof list of
+ * a large tree, joined before it returns.
  */
 #include <limits.h>
 #include <stdint.h>
@@ -209,6 +212,7 @@ struct install_marker {
 	char manifest_sha256[65];
 	char tree_sha256[65];
 	char stat_proof[65];
+	char proof_sha256[65];  /* of <name>/.installed.proof; "" in older markers */
 	char installed_at[32];
 	uint64_t files, bytes;
 	unsigned uid, mode;     /* of the marker file */
@@ -222,6 +226,8 @@ struct install_marker_slot {
 	int64_t mtime_ns, ctime_ns;
 	char path[PATH_MAX];
 	struct install_marker mk;
+	char *proof;            /* the marker's proof list, checked against it; owned */
+	size_t proof_len;
 };
 
 int install_marker_read(const char *dir, const char *name, struct install_marker *mk, struct err *e);
@@ -241,6 +247,30 @@ int install_tree_list(const char *root, char **text, size_t *len, char hex[65], 
 /* The stat proof of the tree under root (see install.c) into hex.
  * Returns 0 or -1 (unreadable). */
 int install_stat_proof(const char *root, char hex[65]);
+
+/*
+ * The proof list (install_proof.c): every entry of the tree under root with
+ * its inode, mode, size, ctime and mtime, recorded at publish in
+ * <name>/.installed.proof and bound to the marker by its sha256. The fast
+ * path re-stats each recorded entry (no directory is listed: a directory
+ * whose ctime is unchanged holds the same names) on two threads when the
+ * tree is large and two CPUs are online.
+ *
+ * install_proof_make walks root into *out (malloc'd, the caller frees) of
+ * *outlen bytes; it may wait up to 2.5 s for the filesystem clock to pass
+ * the newest timestamp it records. Returns 0 or -1 (e set).
+ * install_proof_check answers 1 when every recorded entry stats the same
+ * (st_dev equal to the root's), 0 when anything differs, buf is not a proof
+ * list, or root cannot be read. buf must be 8-byte aligned (malloc'd).
+ * install_proof_parse returns the entry count of a well-formed list or -1.
+ */
+/* Entries and bytes of a proof list: 48 bytes per entry plus its path; a
+ * Node.js tree is ~3300 entries (~250 KiB). */
+#define INSTALL_PROOF_MAX_ENTRIES (1u << 20)
+#define INSTALL_PROOF_MAX (64u << 20)
+int install_proof_make(const char *root, char **out, size_t *outlen, struct err *e);
+int install_proof_check(const char *root, const void *buf, size_t len);
+int install_proof_parse(const void *buf, size_t len);
 
 /* Version of a copy on PATH: run argv (m->path.argv with {bin} = path),
  * 5 s timeout, and take the first dotted number of its output into ver.

@@ -103,9 +103,41 @@ if command -v strace >/dev/null 2>&1; then
 		-o "$T/strace2" env ABX_MANIFESTS_DIR="$M" "$T/t1/bin/hello" >/dev/null 2>&1
 	check "shim fast path: no flock and no write" sh -c \
 		"! grep -E 'flock\(|O_WRONLY|O_RDWR|O_CREAT|mkdir|rename|unlink|symlink' '$T/strace2' | grep -v ENOENT | grep -q ."
+	check "fast path: proved by the proof list, no file of the tree opened" sh -c \
+		"grep -q 'hello/.installed.proof' '$T/strace' && ! grep -q '\"data.bin\"' '$T/strace'"
 else
 	skip "fast path under strace" "strace not installed"
 fi
+
+# a difference the proof list sees sends the fast path to the content digest
+D1=$T/t1/hello/1.0.0-linux-x64
+touch "$D1/share/data.bin"
+prep "$T/t1" --only hello
+expect "touched, content unchanged: still ready by the content digest" 0 "hello 1.0.0: ready"
+cp "$T/t1/hello/.installed.proof" "$T/proof.saved"
+printf x >>"$T/t1/hello/.installed.proof"
+prep "$T/t1" --only hello
+expect "a proof list that is not the marker's: ready by the content digest" 0 "hello 1.0.0: ready"
+rm "$T/t1/hello/.installed.proof"
+prep "$T/t1" --only hello
+expect "no proof list: ready by the content digest" 0 "hello 1.0.0: ready"
+cp "$T/proof.saved" "$T/t1/hello/.installed.proof"
+sed 's/"proof_sha256":"[0-9a-f]*",//' "$T/t1/hello/.installed.json" >"$T/marker.old"
+cat "$T/marker.old" >"$T/t1/hello/.installed.json"
+check "a marker from before proof lists" sh -c "! grep -q proof_sha256 '$T/t1/hello/.installed.json'"
+prep "$T/t1" --only hello
+expect "a marker from before proof lists: still ready" 0 "hello 1.0.0: ready"
+t=$(stat -c %y "$D1/share/data.bin")
+printf 'XXXX' | dd of="$D1/share/data.bin" conv=notrunc status=none
+touch -d "$t" "$D1/share/data.bin"
+prep "$T/t1" --only hello
+expect "same size, mtime set back: the content digest sees it, reinstalled" 0 "hello 1.0.0: installed"
+check "the reinstall has a proof list again" grep -q '"proof_sha256":"[0-9a-f]\{64\}"' "$T/t1/hello/.installed.json"
+t=$(stat -c %y "$D1/share")
+: >"$D1/share/planted" && rm "$D1/share/planted" && touch -d "$t" "$D1/share"
+prep "$T/t1" --only hello
+expect "a directory changed and its mtime set back, content equal: ready" 0 "hello 1.0.0: ready"
+check "no download for any of these" test "$(gets hello-1.0.0.tgz)" -eq 1
 
 # ---- verify ------------------------------------------------------------------------
 run "$BIN" verify --manifests "$M" --tools-dir "$T/t1"

@@ -115,6 +115,171 @@ test_stat_proof(void **state)
 	assert_int_equal(install_stat_proof(p, b), -1);
 }
 
+/* run a shell command in dir/<sub> */
+static void
+sh_in(const char *sub, const char *cmd)
+{
+	char buf[1024];
+
+	snprintf(buf, sizeof(buf), "cd '%s/%s' && %s", dir, sub, cmd);
+	if (system(buf) != 0)
+		fail_msg("failed: %s", buf);
+}
+
+/* a fresh tree dir/t: files, a subdirectory two deep, a symlink */
+static void
+proof_tree(void)
+{
+	sh_in(".", "rm -rf t && mkdir -p t/bin t/sub/deep && printf '#!/bin/sh\\n' >t/bin/x && chmod 755 t/bin/x && "
+		   "printf aaaa >t/sub/a && printf bbbb >t/sub/b && printf c >t/sub/deep/c && ln -s sub/a t/link");
+}
+
+static void
+test_proof_list_catches_each_change(void **state)
+{
+	/* each change, made after install_proof_make, on a fresh tree */
+	static const char *const changes[] = {
+		"printf zzzz >sub/a",                                                 /* rewrite, same size */
+		"printf z | dd of=sub/a conv=notrunc status=none",                  /* in place */
+		"printf aaaa >sub/a",                                                 /* same bytes again */
+		"chmod 600 sub/a",                                                    /* chmod */
+		"chmod 700 sub/deep",                                                 /* chmod of a directory */
+		": >sub/new",                                                         /* added file */
+		"mkdir sub/deep/more",                                                /* added directory */
+		"rm sub/b",                                                           /* removed file */
+		"rm -r sub/deep",                                                     /* removed directory */
+		"mv sub/a sub/t && mv sub/b sub/a && mv sub/t sub/b",                 /* names swapped */
+		"mv sub/a sub/a2",                                                    /* renamed */
+		"mv sub sub.old && cp -a sub.old sub && rm -rf sub.old",              /* directory replaced */
+		"mv bin/x bin/x.old && cp -a bin/x.old bin/x && rm bin/x.old",        /* file replaced */
+		"ln -s sub/b link.new && mv -T link.new link",                        /* symlink swapped */
+		"ln sub/a ../elsewhere",                                              /* hard link made */
+		"t=$(stat -c %y sub/a) && printf zzzz >sub/a && touch -d \"$t\" sub/a", /* mtime set back */
+		"t=$(stat -c %y sub) && : >sub/x && rm sub/x && touch -d \"$t\" sub",   /* mtime set back */
+		"cd .. && mv t t.old && cp -a t.old t && rm -rf t.old",               /* root replaced */
+	};
+	char root[256], *pl = NULL;
+	size_t len = 0, i;
+	struct err e;
+
+	snprintf(root, sizeof(root), "%s/t", dir);
+	for (i = 0; i < sizeof(changes) / sizeof(changes[0]); i++) {
+		proof_tree();
+		sh_in(".", "rm -f elsewhere");
+		assert_int_equal(install_proof_make(root, &pl, &len, &e), 0);
+		assert_int_equal(install_proof_parse(pl, len), 9); /* the root and 8 entries */
+		if (install_proof_check(root, pl, len) != 1)
+			fail_msg("unchanged tree not proved before: %s", changes[i]);
+		sh_in("t", changes[i]);
+		if (install_proof_check(root, pl, len) != 0)
+			fail_msg("change not caught: %s", changes[i]);
+		free(pl);
+		pl = NULL;
+	}
+	/* reading is not a change */
+	proof_tree();
+	assert_int_equal(install_proof_make(root, &pl, &len, &e), 0);
+	sh_in("t", "cat sub/a bin/x >/dev/null && ls -R >/dev/null && readlink link >/dev/null");
+	assert_int_equal(install_proof_check(root, pl, len), 1);
+	/* another tree with the same content is not this tree */
+	sh_in(".", "rm -rf u && cp -a t u");
+	snprintf(root, sizeof(root), "%s/u", dir);
+	assert_int_equal(install_proof_check(root, pl, len), 0);
+	snprintf(root, sizeof(root), "%s/nothere", dir);
+	assert_int_equal(install_proof_check(root, pl, len), 0);
+	assert_int_equal(install_proof_make(root, &pl, &len, &e), -1);
+	assert_string_equal(e.code, "io.error");
+	free(pl);
+}
+
+/* above the threshold for the second thread: a change in either half */
+static void
+test_proof_list_large_tree(void **state)
+{
+	char root[256], *pl = NULL;
+	size_t len = 0;
+	struct err e;
+	int n, k;
+
+	snprintf(root, sizeof(root), "%s/big", dir);
+	for (k = 0; k < 2; k++) {
+		sh_in(".", "rm -rf big && mkdir big && cd big && for d in 0 1 2 3 4 5 6 7 8 9; do mkdir d$d; "
+			   "for f in 00 01 02 03 04 05 06 07 08 09 10 11 12 13 14 15 16 17 18 19; do "
+			   "for g in a b c d e f; do printf x >d$d/f$f$g; done; done; done");
+		assert_int_equal(install_proof_make(root, &pl, &len, &e), 0);
+		n = install_proof_parse(pl, len);
+		assert_int_equal(n, 1 + 10 + 1200);
+		assert_int_equal(install_proof_check(root, pl, len), 1);
+		assert_int_equal(install_proof_check(root, pl, len), 1);
+		/* the walk order is the directories' own: change each end */
+		sh_in("big", k == 0 ? "printf y >\"$(find . -type f | head -1)\""
+				    : "printf y >\"$(find . -type f | tail -1)\"");
+		assert_int_equal(install_proof_check(root, pl, len), 0);
+		free(pl);
+		pl = NULL;
+	}
+}
+
+/* a proof list that is not one is never a proof */
+static void
+test_proof_list_hostile(void **state)
+{
+	char root[256], *pl = NULL, *bad;
+	size_t len = 0, i;
+	uint32_t u;
+	struct err e;
+
+	proof_tree();
+	snprintf(root, sizeof(root), "%s/t", dir);
+	assert_int_equal(install_proof_make(root, &pl, &len, &e), 0);
+	assert_int_equal(install_proof_check(root, pl, len), 1);
+	assert_int_equal(install_proof_check(root, NULL, len), 0);
+	assert_int_equal(install_proof_parse(NULL, 0), -1);
+	bad = malloc(len + 8);
+	assert_non_null(bad);
+	/* every truncation */
+	for (i = 0; i < len; i++) {
+		memcpy(bad, pl, i);
+		if (install_proof_parse(bad, i) != -1 || install_proof_check(root, bad, i) != 0)
+			fail_msg("a list cut at %zu bytes of %zu passed", i, len);
+	}
+	/* a byte more */
+	memcpy(bad, pl, len);
+	bad[len] = '\0';
+	assert_int_equal(install_proof_check(root, bad, len + 1), 0);
+	/* misaligned */
+	memcpy(bad + 1, pl, len);
+	assert_int_equal(install_proof_check(root, bad + 1, len), 0);
+	/* magic, counts, name offsets, names */
+	memcpy(bad, pl, len);
+	bad[0] = 'X';
+	assert_int_equal(install_proof_check(root, bad, len), 0);
+	memcpy(bad, pl, len);
+	u = 0xffffffffu;
+	memcpy(bad + 8, &u, 4);
+	assert_int_equal(install_proof_parse(bad, len), -1);
+	memcpy(bad, pl, len);
+	memcpy(bad + 12, &u, 4);
+	assert_int_equal(install_proof_parse(bad, len), -1);
+	memcpy(bad, pl, len);
+	memcpy(bad + 16 + 48 + 44, &u, 4); /* entry 1's name offset */
+	assert_int_equal(install_proof_parse(bad, len), -1);
+	memcpy(bad, pl, len);
+	bad[len - 1] = 'x'; /* names not terminated */
+	assert_int_equal(install_proof_parse(bad, len), -1);
+	memcpy(bad, pl, len);
+	memcpy(&u, bad + 16 + 48 + 44, 4);
+	bad[16 + 9 * 48 + u] = '/'; /* an absolute name */
+	assert_int_equal(install_proof_parse(bad, len), -1);
+	/* a changed record is a changed tree */
+	memcpy(bad, pl, len);
+	bad[16 + 48 + 16] ^= 1; /* entry 1's ctime */
+	assert_int_equal(install_proof_parse(bad, len), 9);
+	assert_int_equal(install_proof_check(root, bad, len), 0);
+	free(bad);
+	free(pl);
+}
+
 static void
 test_run_scrubbed_and_bounded(void **state)
 {
@@ -228,6 +393,9 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_tree_listing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stat_proof, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_proof_list_catches_each_change, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_proof_list_large_tree, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_proof_list_hostile, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_run_scrubbed_and_bounded, setup, teardown),
 		cmocka_unit_test(test_names),
 		cmocka_unit_test_setup_teardown(test_check_only_and_modes, setup, teardown),
