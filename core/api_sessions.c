@@ -4,14 +4,17 @@
  * page or Server-Sent Events), POST …/sessions/<id>/cancel. The engine is
  * core/sessions.c.
  *
- * Event streams hold a worker thread each (httpd streams from the worker),
- * so they are capped (server.max_streams, default half the workers) and
- * end after API_SSE_MAX_MS even when the session goes on: the client
+ * Event streams do not hold a worker: the worker defers the answer and a
+ * thread of the stream's own writes it (httpd_defer, httpd_complete), so
+ * /health and the rest of the API answer however many streams are open.
+ * Streams are capped (server.max_streams, default API_SSE_STREAMS_DEFAULT)
+ * and end after API_SSE_MAX_MS even when the session goes on: the client
  * reconnects with Last-Event-ID and loses nothing. A client that went away
  * is noticed at the next heartbeat at the latest.
  */
 #include "api_int.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +40,11 @@
 #define API_SSE_TICK_MS 500
 /* The reconnection delay an SSE client is told (ms). */
 #define API_SSE_RETRY_MS 1000
+/* Streams open at once unless server.max_streams says: each is a thread
+ * (API_SSE_STACK reserved, a few pages used) and its read buffer. */
+#define API_SSE_STREAMS_DEFAULT 64
+/* A stream thread's stack: the loop keeps its buffer on the heap. */
+#define API_SSE_STACK (64u << 10)
 
 /* ---- set-up ---------------------------------------------------------------- */
 
@@ -53,8 +61,7 @@ api_sessions_init(struct api *a, char *msg, size_t cap, struct err *e)
 	c.max_running = g->cfg.server.max_sessions;
 	c.max_per_agent = g->cfg.server.max_sessions_per_agent;
 	c.journal_max = (size_t)g->cfg.server.session_journal_max_bytes;
-	c.max_streams = g->cfg.server.max_streams > 0 ? g->cfg.server.max_streams
-						      : (g->cfg.server.workers / 2 > 0 ? g->cfg.server.workers / 2 : 1);
+	c.max_streams = g->cfg.server.max_streams > 0 ? g->cfg.server.max_streams : API_SSE_STREAMS_DEFAULT;
 	err_clear(&e2);
 	if (tools_state_dir(&g->set, state, sizeof(state)) >= 0 &&
 	    (size_t)snprintf(dir, sizeof(dir), "%s/sessions", state) < sizeof(dir) &&
@@ -523,68 +530,130 @@ events_page(struct api_rq *q, const char *agent, const char *id, uint32_t after,
 	respond_w(q, 200, &w);
 }
 
+/*
+ * One event stream, on a thread of its own: the worker that took the
+ * request deferred it (httpd_defer) and went back to the pool, so open
+ * streams never starve other requests. Everything the thread needs is
+ * copied here; resp stays valid until httpd_complete, the last thing the
+ * thread does with it (the session hold and stream slot are given back
+ * before: once a drain sees every answer complete, nothing touches S).
+ */
+struct sse_ctx {
+	struct sessions *S;
+	struct httpd_resp *resp;
+	char agent[CFG_NAME_MAX];
+	char id[SESSION_ID_MAX];
+	uint32_t after;
+	int hb_ms;
+};
+
+static void
+sse_run(struct sse_ctx *x)
+{
+	struct sessions *S = x->S;
+	struct httpd_resp *resp = x->resp;
+	int64_t end = proc_now_ms() + API_SSE_MAX_MS, idle_since = proc_now_ms();
+	struct sessions_rbuf b = {NULL, 0, 0};
+	char hello[64];
+	uint32_t last = x->after;
+	int n, done = 0, w, left, hb_ms = x->hb_ms;
+
+	if (httpd_stream_begin(resp, 200, "text/event-stream") != 0)
+		goto out;
+	snprintf(hello, sizeof(hello), "retry: %d\n\n", API_SSE_RETRY_MS);
+	if (httpd_stream_write(resp, hello, strlen(hello)) != 0)
+		goto out;
+	while (!done) {
+		n = sessions_read_buf(S, x->agent, x->id, last, API_EVENTS_PAGE_MAX, API_EVENTS_BYTES, 1, &b, &last,
+				      &done);
+		if (n < 0)
+			break;
+		if (n > 0) {
+			if (httpd_stream_write(resp, b.p, b.len) != 0)
+				break;
+			continue;
+		}
+		if (done || httpd_resp_closing(resp) || proc_now_ms() >= end)
+			break;
+		/* Short waits, so a draining server is noticed at once. */
+		left = hb_ms - (int)(proc_now_ms() - idle_since);
+		w = sessions_wait(S, x->id, last, left < 1 ? 1 : left < API_SSE_TICK_MS ? left : API_SSE_TICK_MS);
+		if (w < 0)
+			break;
+		if (w > 0) {
+			idle_since = proc_now_ms();
+		} else if (proc_now_ms() - idle_since >= hb_ms) {
+			if (httpd_stream_write(resp, ": keep-alive\n\n", 14) != 0)
+				break;
+			idle_since = proc_now_ms();
+		}
+	}
+	httpd_stream_end(resp);
+out:
+	free(b.p);
+	sessions_hold(S, x->id, 0);
+	sessions_stream_release(S);
+}
+
+static void *
+sse_thread(void *arg)
+{
+	struct sse_ctx *x = arg;
+	struct httpd_resp *resp = x->resp;
+
+	sse_run(x);
+	free(x);
+	httpd_complete(resp);
+	return NULL;
+}
+
 static void
 events_stream(struct api_rq *q, const char *agent, const char *id, uint32_t after)
 {
 	struct sessions *S = q->a->sessions;
-	int hb_ms = q->g->cfg.server.sse_heartbeat * 1000;
-	int64_t end = proc_now_ms() + API_SSE_MAX_MS, idle_since = proc_now_ms();
 	struct session_view v;
-	char hello[64];
-	char *buf;
-	size_t len;
-	uint32_t last = after;
-	int n, done = 0, w, left;
+	struct sse_ctx *x;
+	pthread_attr_t at;
+	pthread_t th;
+	int rc;
 
 	if (sessions_get(S, agent, id, &v) != 0) {
 		api_rq_errf(q, "not_found", "no session %s of %s", id, agent);
 		return;
 	}
+	x = calloc(1, sizeof(*x));
+	if (x == NULL) {
+		api_rq_errf(q, "internal", "out of memory");
+		return;
+	}
 	if (sessions_stream_acquire(S) != 0) {
+		free(x);
 		api_rq_retry_after(q, 5);
 		api_rq_errf(q, "request.rate_limited", "every event stream slot is taken (server.max_streams)");
 		return;
 	}
 	sessions_hold(S, id, 1);
 	q->status = 200;
-	if (httpd_stream_begin(q->resp, 200, "text/event-stream") != 0)
-		goto out;
-	snprintf(hello, sizeof(hello), "retry: %d\n\n", API_SSE_RETRY_MS);
-	if (httpd_stream_write(q->resp, hello, strlen(hello)) != 0)
-		goto out;
-	while (!done) {
-		n = sessions_read(S, agent, id, last, API_EVENTS_PAGE_MAX, API_EVENTS_BYTES, 1, &buf, &len, &last,
-				  &done);
-		if (n < 0)
-			break;
-		if (n > 0) {
-			int rc = httpd_stream_write(q->resp, buf, len);
-
-			free(buf);
-			if (rc != 0)
-				break;
-			continue;
-		}
-		free(buf);
-		if (done || httpd_resp_closing(q->resp) || proc_now_ms() >= end)
-			break;
-		/* Short waits, so a draining server is noticed at once. */
-		left = hb_ms - (int)(proc_now_ms() - idle_since);
-		w = sessions_wait(S, id, last, left < 1 ? 1 : left < API_SSE_TICK_MS ? left : API_SSE_TICK_MS);
-		if (w < 0)
-			break;
-		if (w > 0) {
-			idle_since = proc_now_ms();
-		} else if (proc_now_ms() - idle_since >= hb_ms) {
-			if (httpd_stream_write(q->resp, ": keep-alive\n\n", 14) != 0)
-				break;
-			idle_since = proc_now_ms();
-		}
+	x->S = S;
+	x->resp = q->resp;
+	snprintf(x->agent, sizeof(x->agent), "%s", agent);
+	snprintf(x->id, sizeof(x->id), "%s", id);
+	x->after = after;
+	x->hb_ms = q->g->cfg.server.sse_heartbeat * 1000;
+	/* Deferred before the thread exists: it may answer and complete
+	 * before this worker is back in its loop. */
+	httpd_defer(q->resp);
+	pthread_attr_init(&at);
+	pthread_attr_setstacksize(&at, API_SSE_STACK);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	rc = pthread_create(&th, &at, sse_thread, x);
+	pthread_attr_destroy(&at);
+	if (rc != 0) {
+		/* No thread to spare: stream from this worker, as before. */
+		sse_run(x);
+		free(x);
+		httpd_complete(q->resp);
 	}
-	httpd_stream_end(q->resp);
-out:
-	sessions_hold(S, id, 0);
-	sessions_stream_release(S);
 }
 
 static void

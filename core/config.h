@@ -146,7 +146,7 @@ struct config {
 		int max_sessions_per_agent;
 		int session_journal_max_bytes;
 		int sse_heartbeat; /* seconds between comment lines on an idle event stream */
-		int max_streams;   /* concurrent event streams; 0 = half the workers */
+		int max_streams;   /* concurrent event streams; 0 = 64 */
 	} server;
 
 	/* Not configuration values but facts about the load. */

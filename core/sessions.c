@@ -51,6 +51,7 @@ struct slot {
 	struct json_w ow;          /* the thread's writer for output events */
 	int64_t tms;               /* fmt_time cache: the ms of tstr */
 	char tstr[32];
+	int tfixed;                /* on_output: tstr is the time of this chunk */
 	/* Line assembly per stream (the thread's). */
 	char *line[3];
 	size_t llen[3];
@@ -242,6 +243,11 @@ put_u32(char *o, uint32_t v)
 	return n;
 }
 
+/* Bytes copied as they are into a JSON string: printable ASCII (and DEL)
+ * but '"' and '\\'. A bit map: one load and a shift per byte. */
+static const uint64_t plain_map[4] = {0xfffffffb00000000ull, 0xffffffffefffffffull, 0, 0};
+#define PLAIN(c) ((plain_map[(c) >> 6] >> ((c) & 63)) & 1)
+
 /*
  * emit_output's fast path: the event written straight into the journal,
  * byte for byte what the JSON writer and emit would make of it. Returns 0
@@ -261,10 +267,12 @@ emit_output_fast(struct slot *s, int i, const char *data, size_t n, int partial)
 	int64_t now;
 	struct err e;
 
-	now = real_ms();
-	if (now != s->tms) {
-		fmt_time(now, s->tstr, sizeof(s->tstr));
-		s->tms = now;
+	if (!s->tfixed) {
+		now = real_ms();
+		if (now != s->tms) {
+			fmt_time(now, s->tstr, sizeof(s->tstr));
+			s->tms = now;
+		}
 	}
 	tl = strlen(s->tstr);
 	/* Two bytes per data byte at most here (others go the general way). */
@@ -286,7 +294,7 @@ emit_output_fast(struct slot *s, int i, const char *data, size_t n, int partial)
 	o += sizeof(out) - 1;
 	while (p < end) {
 		run = p;
-		while (p < end && *p >= 0x20 && *p < 0x80 && *p != '"' && *p != '\\')
+		while (p < end && PLAIN(*p))
 			p++;
 		memcpy(o, run, (size_t)(p - run));
 		o += p - run;
@@ -375,10 +383,18 @@ on_output(void *arg, enum proc_stream st, const char *data, size_t len)
 	int i = (int)st;
 	char *lb = s->line[i];
 	const char *p = data, *end = data + len, *nl;
+	int64_t now;
 	size_t k;
 
 	pthread_mutex_lock(&S->mu);
 	s->j.defer = 1;
+	/* Every line of one read is stamped with the time it was read. */
+	now = real_ms();
+	if (now != s->tms) {
+		fmt_time(now, s->tstr, sizeof(s->tstr));
+		s->tms = now;
+	}
+	s->tfixed = 1;
 	while (p < end) {
 		nl = memchr(p, '\n', (size_t)(end - p));
 		k = nl != NULL ? (size_t)(nl - p) : (size_t)(end - p);
@@ -409,6 +425,7 @@ on_output(void *arg, enum proc_stream st, const char *data, size_t len)
 			p = nl + 1;
 		}
 	}
+	s->tfixed = 0;
 	s->j.defer = 0;
 	journal_flush(&s->j);
 	pthread_cond_broadcast(&s->cv);
@@ -1011,19 +1028,42 @@ sessions_cancel(struct sessions *S, const char *agent, const char *id, struct se
 	return rc;
 }
 
+/* The "type" of an event line: ours start {"seq":N,"type":"T" (read at
+ * its place); other lines (a journal from elsewhere) are searched. NULL
+ * when there is none. */
+static const char *
+line_type(const char *line, size_t l, size_t *tl)
+{
+	const char *p = line + 7, *end = line + l, *type = NULL, *te;
+
+	if (l > 7 && memcmp(line, "{\"seq\":", 7) == 0) {
+		while (p < end && *p >= '0' && *p <= '9')
+			p++;
+		if ((size_t)(end - p) > 9 && memcmp(p, ",\"type\":\"", 9) == 0)
+			type = p + 1;
+	}
+	if (type == NULL)
+		type = memmem(line, l, "\"type\":\"", 8);
+	if (type == NULL)
+		return NULL;
+	te = memchr(type + 8, '"', (size_t)(end - (type + 8)));
+	if (te == NULL)
+		return NULL;
+	*tl = (size_t)(te - (type + 8));
+	return type + 8;
+}
+
 int
-sessions_read(struct sessions *S, const char *agent, const char *id, uint32_t after, int max_events,
-	      size_t max_bytes, int sse, char **out, size_t *len, uint32_t *last, int *done)
+sessions_read_buf(struct sessions *S, const char *agent, const char *id, uint32_t after, int max_events,
+		  size_t max_bytes, int sse, struct sessions_rbuf *b, uint32_t *last, int *done)
 {
 	struct slot *s;
-	size_t cap = 0, n = 0, l;
+	size_t n = 0, l, need;
 	const char *line;
-	char *buf = NULL;
-	uint32_t k;
+	uint32_t k, count;
 	int cnt = 0;
 
-	*out = NULL;
-	*len = 0;
+	b->len = 0;
 	*last = after;
 	*done = 0;
 	pthread_mutex_lock(&S->mu);
@@ -1032,56 +1072,74 @@ sessions_read(struct sessions *S, const char *agent, const char *id, uint32_t af
 		pthread_mutex_unlock(&S->mu);
 		return -1;
 	}
-	for (k = after + 1; k <= journal_count(&s->j) && cnt < max_events && (cnt == 0 || n < max_bytes); k++) {
+	count = journal_count(&s->j);
+	for (k = after + 1; k <= count && cnt < max_events && (cnt == 0 || n < max_bytes); k++) {
 		char head[96];
-		const char *type, *te;
-		int hn = 0;
+		const char *type;
+		size_t hn = 0, tl = 0;
 
 		line = journal_line(&s->j, k, &l);
 		if (sse) {
-			/* Every event line starts {"seq":N,"type":"T" (ours). The
-			 * head is "id: K\n[event: T\n]data: ", built by hand (one
-			 * snprintf per event was a good part of the cost). */
-			type = memmem(line, l, "\"type\":\"", 8);
-			te = type != NULL ? memchr(type + 8, '"', (size_t)(line + l - (type + 8))) : NULL;
+			/* The head is "id: K\n[event: T\n]data: ", built by hand
+			 * (one snprintf per event was a good part of the cost). */
+			type = line_type(line, l, &tl);
 			memcpy(head, "id: ", 4);
-			hn = 4 + (int)put_u32(head + 4, k);
-			if (type != NULL && te != NULL && te - (type + 8) < 64) {
+			hn = 4 + put_u32(head + 4, k);
+			if (type != NULL && tl < 64) {
 				memcpy(head + hn, "\nevent: ", 8);
 				hn += 8;
-				memcpy(head + hn, type + 8, (size_t)(te - (type + 8)));
-				hn += (int)(te - (type + 8));
+				memcpy(head + hn, type, tl);
+				hn += tl;
 			}
 			memcpy(head + hn, "\ndata: ", 7);
 			hn += 7;
 		}
-		if (n + (size_t)hn + l + 3 > cap) {
-			size_t nc = cap ? cap : 16384;
+		need = n + hn + l + 3;
+		if (need > b->cap) {
+			/* Kept by the caller for the next read: a stream grows it
+			 * to its batch size once. */
+			size_t nc = b->cap ? b->cap : 16384;
 			char *nb;
 
-			while (nc < n + (size_t)hn + l + 3)
+			while (nc < need)
 				nc *= 2;
-			nb = realloc(buf, nc);
+			nb = realloc(b->p, nc);
 			if (nb == NULL)
 				break;
-			buf = nb;
-			cap = nc;
+			b->p = nb;
+			b->cap = nc;
 		}
-		memcpy(buf + n, head, (size_t)hn);
-		n += (size_t)hn;
-		memcpy(buf + n, line, l);
+		memcpy(b->p + n, head, hn);
+		n += hn;
+		memcpy(b->p + n, line, l);
 		n += l;
-		buf[n++] = '\n';
+		b->p[n++] = '\n';
 		if (sse)
-			buf[n++] = '\n';
+			b->p[n++] = '\n';
 		cnt++;
 		*last = k;
 	}
 	*done = !s->running && *last >= journal_count(&s->j);
 	pthread_mutex_unlock(&S->mu);
-	*out = buf;
-	*len = n;
+	b->len = n;
 	return cnt;
+}
+
+int
+sessions_read(struct sessions *S, const char *agent, const char *id, uint32_t after, int max_events,
+	      size_t max_bytes, int sse, char **out, size_t *len, uint32_t *last, int *done)
+{
+	struct sessions_rbuf b = {NULL, 0, 0};
+	int rc = sessions_read_buf(S, agent, id, after, max_events, max_bytes, sse, &b, last, done);
+
+	if (rc <= 0) {
+		free(b.p);
+		b.p = NULL;
+		b.len = 0;
+	}
+	*out = b.p;
+	*len = b.len;
+	return rc;
 }
 
 int

@@ -167,6 +167,19 @@ int sessions_read(struct sessions *S, const char *agent, const char *id, uint32_
 		  size_t max_bytes, int sse, char **out, size_t *len, uint32_t *last, int *done);
 
 /*
+ * sessions_read into a buffer the caller keeps across reads (a stream
+ * reads thousands of times: one buffer, grown once, instead of a malloc
+ * and its fresh pages per read). b->len is set; b->p is realloc'ed as
+ * needed (free it when done). Same answers as sessions_read.
+ */
+struct sessions_rbuf {
+	char *p;
+	size_t len, cap;
+};
+int sessions_read_buf(struct sessions *S, const char *agent, const char *id, uint32_t after, int max_events,
+		      size_t max_bytes, int sse, struct sessions_rbuf *b, uint32_t *last, int *done);
+
+/*
  * Wait at most wait_ms for session id to have events after seq after or
  * to end. Returns 1 when there is something to read (or it ended), 0 on
  * timeout, -1 when the session is not there.

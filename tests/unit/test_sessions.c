@@ -171,12 +171,113 @@ test_cancel_limits_truncation(void **state)
 	sessions_free(S);
 }
 
+/* The SSE form of events after `after`, built from the JSON lines. */
+static void
+expect_sse(struct sessions *S, const char *id, uint32_t after, char *out, size_t cap)
+{
+	struct json_doc doc;
+	struct err e;
+	char *buf, *p, *nl;
+	size_t len, n = 0;
+	uint32_t last, k = after;
+	int done;
+
+	out[0] = '\0';
+	assert_true(sessions_read(S, "sh", id, after, 1000, 1 << 20, 0, &buf, &len, &last, &done) >= 0);
+	for (p = buf; p != NULL && p < buf + len; p = nl + 1) {
+		const char *t;
+
+		nl = memchr(p, '\n', (size_t)(buf + len - p));
+		assert_non_null(nl);
+		assert_int_equal(json_parse(&doc, p, (size_t)(nl - p), NULL, &e), 0);
+		t = json_get_str(doc.root, "type");
+		n += (size_t)snprintf(out + n, cap - n, "id: %u\n", ++k);
+		if (t != NULL)
+			n += (size_t)snprintf(out + n, cap - n, "event: %s\n", t);
+		n += (size_t)snprintf(out + n, cap - n, "data: %.*s\n\n", (int)(nl - p), p);
+		assert_true(n < cap);
+		json_free(&doc);
+	}
+	free(buf);
+}
+
+/* A stream's reads into one kept buffer, in small batches, join to the
+ * SSE form of the journal; lines of a journal written elsewhere (type not
+ * second, or none) get their event: field found, or none. */
+static void
+test_read_sse(void **state)
+{
+	struct sessions *S = table(dir, 1 << 20), *S2;
+	struct sessions_rbuf b = {NULL, 0, 0};
+	struct session_view v;
+	struct err e;
+	char want[16384], got[16384], path[512];
+	size_t n = 0;
+	uint32_t last = 0;
+	int done = 0, rc, loaded, intr, skipped, reads = 0;
+	FILE *f;
+
+	assert_non_null(S);
+	assert_int_equal(start(S, "echo 'a \"q\" \\\\'; echo b >&2; echo c; echo d", &v, &e), 0);
+	wait_end(S, v.id, &v);
+	expect_sse(S, v.id, 0, want, sizeof(want));
+	while (!done) {
+		rc = sessions_read_buf(S, "sh", v.id, last, 2, 1 << 20, 1, &b, &last, &done);
+		assert_true(rc >= 0 && rc <= 2);
+		if (rc == 0)
+			break;
+		memcpy(got + n, b.p, b.len);
+		n += b.len;
+		reads++;
+	}
+	got[n] = '\0';
+	assert_true(done);
+	assert_true(reads >= 3);
+	assert_string_equal(got, want);
+	assert_non_null(strstr(got, "event: agent.session.exited\n"));
+	/* after the last event: nothing, done */
+	assert_int_equal(sessions_read_buf(S, "sh", v.id, last, 2, 1 << 20, 1, &b, &last, &done), 0);
+	assert_int_equal(b.len, 0);
+	assert_int_equal(sessions_read_buf(S, "sh", "as_0000000000000000", 0, 2, 1 << 20, 1, &b, &last, &done), -1);
+	sessions_free(S);
+
+	/* A journal from elsewhere. */
+	snprintf(path, sizeof(path), "%s/as_00000000000000aa.jsonl", dir);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs("{\"object\":\"agent.session.journal\",\"version\":1,\"id\":\"as_00000000000000aa\",\"agent\":\"sh\","
+	      "\"principal\":\"p\",\"created_at\":\"2026-01-01T00:00:00.000Z\",\"created_ms\":1}\n"
+	      "{\"time\":\"t\",\"type\":\"x.moved\",\"seq\":1}\n"
+	      "{\"seq\":2,\"note\":\"no type\"}\n"
+	      "{\"seq\":3,\"type\":\"x.end\",\"status\":\"completed\"}\n",
+	      f);
+	fclose(f);
+	S2 = table(dir, 1 << 20);
+	sessions_replay(S2, &loaded, &intr, &skipped);
+	assert_int_equal(intr, 0);
+	rc = sessions_read_buf(S2, "sh", "as_00000000000000aa", 0, 100, 1 << 20, 1, &b, &last, &done);
+	assert_int_equal(rc, 3);
+	assert_int_equal(last, 3);
+	assert_true(done);
+	assert_int_equal(b.len, strlen("id: 1\nevent: x.moved\ndata: {\"time\":\"t\",\"type\":\"x.moved\",\"seq\":1}\n\n"
+				       "id: 2\ndata: {\"seq\":2,\"note\":\"no type\"}\n\n"
+				       "id: 3\nevent: x.end\ndata: {\"seq\":3,\"type\":\"x.end\",\"status\":\"completed\"}\n\n"));
+	assert_memory_equal(b.p,
+			    "id: 1\nevent: x.moved\ndata: {\"time\":\"t\",\"type\":\"x.moved\",\"seq\":1}\n\n"
+			    "id: 2\ndata: {\"seq\":2,\"note\":\"no type\"}\n\n"
+			    "id: 3\nevent: x.end\ndata: {\"seq\":3,\"type\":\"x.end\",\"status\":\"completed\"}\n\n",
+			    b.len);
+	free(b.p);
+	sessions_free(S2);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_lifecycle_and_replay),
 		cmocka_unit_test(test_cancel_limits_truncation),
+		cmocka_unit_test(test_read_sse),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,0 +1,97 @@
+# Event streams do not hold worker threads (issue 8): with 2 workers, 6
+# Server-Sent Events streams open at once all get their events and
+# heartbeats while /health, a session's state and a JSON page of its events
+# still answer; the stream beyond server.max_streams is refused with 429; a
+# cancel ends every stream with the exited event; SIGTERM of serve with
+# streams open ends them and serve exits 0. The agent is the fake agent
+# (tests/fixtures/fakeagent.c) given through ABX_TOOL_FAKE (no install).
+. "$TOP/tests/lib.sh"
+
+command -v musl-gcc >/dev/null || { skip "sse streams" "musl-gcc is needed to build the fake agent"; exit 0; }
+musl-gcc -static -O1 -o "$T/fake" "$FIXTURES/fakeagent.c" 2>"$T/cc.err" ||
+	{ not_ok "build the fake agent" "$(head -3 "$T/cc.err")"; exit 1; }
+unset ABX_TOOLS_DIR ABX_MANIFESTS_DIR ABX_SERVER_CONFIG ABX_SERVER_STATE_DIR ABX_SERVER_PRESET ABX_SERVER_AGENTS \
+	ABX_SERVER_MAX_SESSIONS ABX_SERVER_MAX_SESSIONS_PER_AGENT ABX_SERVER_SESSION_JOURNAL_MAX_BYTES
+mkdir -p "$T/man" "$T/state" "$T/home"
+export HOME=$T/home
+cat >"$T/man/fake.json" <<EOM
+{"schema":1,"name":"fake","binary":"fake","version":"1.0.0",
+ "source":{"type":"tarball","bin":"bin/fake",
+  "platforms":{"linux-x64":{"url":"https://localhost/fake.tgz","sha256":"$(printf %064d 0)"},
+               "linux-arm64":{"url":"https://localhost/fake.tgz","sha256":"$(printf %064d 0)"}}},
+ "hosts":["localhost"],"verify":{"argv":["{bin}","--version"]},"run":["{bin}","run","{prompt}"],
+ "platforms":["linux-x64","linux-arm64"]}
+EOM
+printf '{"agents":["fake"]}\n' >"$T/config.json"
+TOK=sse-streams-$$
+export ABX_TOOL_FAKE=$T/fake ABX_SERVER_TOKEN=$TOK ABX_SERVER_WORKERS=2 ABX_SERVER_MAX_STREAMS=6 \
+	ABX_SERVER_SSE_HEARTBEAT=1
+start_serve -q --config "$T/config.json" --manifests "$T/man" --state-dir "$T/state" --tools-dir "$T/tools" \
+	--preset admin || { not_ok "serve starts" "$(head -5 "$T/serve.err")"; exit 1; }
+U=http://127.0.0.1:$PORT
+H="X-Access-Token: $TOK"
+create() { # PROMPT -> $SID
+	SID=$(curl -s --max-time 20 -H "$H" --data "{\"prompt\": \"$1\"}" "$U/v1/agents/fake/sessions" |
+		sed -n 's/.*"id":"\([^"]*\)".*/\1/p')
+}
+# stream I SID: an SSE client in the background, its output in $T/sI
+stream() {
+	bg curl -sN --max-time 120 -H "$H" -H 'Accept: text/event-stream' \
+		"$U/v1/agents/fake/sessions/$2/events" >"$T/s$1"
+	eval "SP$1=\$BGPID"
+}
+# ended PID...: every one of them has exited within 20 s
+ended() {
+	_i=0
+	while [ $_i -lt 400 ]; do
+		_any=0
+		for _p in "$@"; do kill -0 "$_p" 2>/dev/null && _any=1; done
+		[ $_any = 0 ] && return 0
+		sleep 0.05
+		_i=$((_i + 1))
+	done
+	return 1
+}
+# each N PATTERN: files s1..sN all have a line matching PATTERN (20 s)
+each() {
+	for _k in $(seq 1 "$1"); do wait_for_line "$T/s$_k" "$2" 20 || return 1; done
+}
+# quick URL: 200 within 10 s (a worker held by a stream would make it wait
+# for the stream's end: minutes)
+quick() { test "$(curl -s -o /dev/null --max-time 10 -w '%{http_code}' -H "$H" "$1")" = 200; }
+
+create "print:1 sleep:600000"
+check "a long session is created" test -n "$SID"
+for i in 1 2 3 4 5 6; do stream $i "$SID"; done
+check "6 streams with 2 workers: every one gets the events so far" each 6 '^data: .*"data":"out 1 of 1"'
+check "… and heartbeats while the session is quiet" each 6 '^: keep-alive'
+s=$(curl -s -o "$T/body7" -D "$T/hdr7" --max-time 10 -w '%{http_code}' -H "$H" -H 'Accept: text/event-stream' \
+	"$U/v1/agents/fake/sessions/$SID/events")
+check "the 7th stream (server.max_streams 6): 429 with Retry-After" \
+	sh -c "test '$s' = 429 && grep -qi '^Retry-After: ' '$T/hdr7'"
+check "GET /health answers while 6 streams are open" quick "$U/health"
+check "GET the session answers (a worker route)" quick "$U/v1/agents/fake/sessions/$SID"
+check "a JSON page of its events answers" quick "$U/v1/agents/fake/sessions/$SID/events"
+check "the list answers, 3 times over (more requests than workers)" \
+	sh -c "for k in 1 2 3; do test \"\$(curl -s -o /dev/null --max-time 10 -w '%{http_code}' -H '$H' '$U/v1/agents/fake/sessions')\" = 200 || exit 1; done"
+s=$(curl -s -o "$T/cbody" --max-time 20 -w '%{http_code}' -H "$H" -X POST "$U/v1/agents/fake/sessions/$SID/cancel")
+check "cancel answers" test "$s" = 200
+check "every stream ends after the cancel" ended $SP1 $SP2 $SP3 $SP4 $SP5 $SP6
+check "… with the exited event, status cancelled, last" \
+	sh -c "for k in 1 2 3 4 5 6; do grep '^data: ' '$T/s'\$k | tail -1 | grep -q '\"type\":\"agent.session.exited\".*\"status\":\"cancelled\"' || exit 1; done"
+check "the streams carried the same events" \
+	sh -c "for k in 2 3 4 5 6; do cmp -s '$T/s1' '$T/s'\$k || exit 1; done"
+check "stream slots are given back: a new stream of the ended session is served" \
+	sh -c "curl -s --max-time 10 -H '$H' -H 'Accept: text/event-stream' '$U/v1/agents/fake/sessions/$SID/events' | grep -q '^event: agent.session.exited'"
+
+# SIGTERM with streams open: they end and serve exits 0 within its drain.
+create "print:1 sleep:600000"
+for i in 1 2 3; do rm -f "$T/s$i"; stream $i "$SID"; done
+each 3 '^data: .*"data":"out 1 of 1"'
+kill -TERM "$SERVE_PID"
+t0=$(date +%s)
+wait "$SERVE_PID"
+rc=$?
+t1=$(date +%s)
+check "SIGTERM with 3 streams open: serve exits 0 ($((t1 - t0)) s)" test "$rc" = 0 -a $((t1 - t0)) -lt 10
+check "the streams end with it" ended $SP1 $SP2 $SP3
