@@ -227,16 +227,20 @@ short_escape(unsigned char c)
 	return 0;
 }
 
-/* Decimal digits of v at o; their count. */
+/* Decimal digits of v at o; their count. v / 10 as a multiply and shift
+ * (exact for every 32-bit v): -Os would make it a divide, per digit, per
+ * event. */
 static size_t
 put_u32(char *o, uint32_t v)
 {
 	char t[10];
 	size_t n = 0, k;
+	uint32_t q;
 
 	do {
-		t[n++] = (char)('0' + v % 10);
-		v /= 10;
+		q = (uint32_t)(((uint64_t)v * 3435973837u) >> 35);
+		t[n++] = (char)('0' + (v - q * 10));
+		v = q;
 	} while (v != 0);
 	for (k = 0; k < n; k++)
 		o[k] = t[n - 1 - k];
@@ -254,14 +258,20 @@ static const uint64_t plain_map[4] = {0xfffffffb00000000ull, 0xffffffffefffffffu
  * when done, 1 when the data is not plain ASCII (or the event would cross
  * the journal limit, or the journal has no room): then nothing was added
  * and the caller takes the general path.
+ *
+ * With to_nl set, data[0..n) is the rest of a chunk and the event is its
+ * first line: the bytes before the first '\n', found in the same pass
+ * that copies them (no memchr first); *used gets the line's length and
+ * its newline. A line longer than SESSION_EVENT_DATA_MAX or without its
+ * newline in data returns 1 too (the caller then splits it as before).
  */
 static int
-emit_output_fast(struct slot *s, int i, const char *data, size_t n, int partial)
+emit_output_fast(struct slot *s, int i, const char *data, size_t n, int partial, int to_nl, size_t *used)
 {
 	static const char pre[] = ",\"type\":\"agent.session.output\",\"time\":\"";
 	static const char out[] = "\"stream\":\"stdout\",\"data\":\"";
 	static const char err[] = "\"stream\":\"stderr\",\"data\":\"";
-	const unsigned char *p = (const unsigned char *)data, *end = p + n, *run;
+	const unsigned char *p = (const unsigned char *)data, *end, *run;
 	size_t tl, worst;
 	char *line, *o, *extra;
 	int64_t now;
@@ -275,6 +285,10 @@ emit_output_fast(struct slot *s, int i, const char *data, size_t n, int partial)
 		}
 	}
 	tl = strlen(s->tstr);
+	/* A line ends at most SESSION_EVENT_DATA_MAX bytes in. */
+	if (to_nl && n > SESSION_EVENT_DATA_MAX + 1)
+		n = SESSION_EVENT_DATA_MAX + 1;
+	end = p + n;
 	/* Two bytes per data byte at most here (others go the general way). */
 	worst = 64 + sizeof(pre) + tl + sizeof(out) + 2 * n + 32;
 	if ((line = journal_reserve(&s->j, worst)) == NULL)
@@ -300,11 +314,18 @@ emit_output_fast(struct slot *s, int i, const char *data, size_t n, int partial)
 		o += p - run;
 		if (p >= end)
 			break;
+		if (to_nl && *p == '\n')
+			break;
 		if ((o[1] = short_escape(*p)) == 0)
 			return 1;
 		o[0] = '\\';
 		o += 2;
 		p++;
+	}
+	if (to_nl) {
+		if (p >= end)
+			return 1;
+		*used = (size_t)(p + 1 - (const unsigned char *)data);
 	}
 	*o++ = '"';
 	if (partial) {
@@ -333,7 +354,7 @@ emit_output(struct slot *s, int i, const char *data, size_t n, int partial)
 		s->dropped += n;
 		return;
 	}
-	if (emit_output_fast(s, i, data, n, partial) == 0)
+	if (emit_output_fast(s, i, data, n, partial, 0, NULL) == 0)
 		return;
 	/* Reuse the writer's buffer: reset its state, keep its memory. */
 	w->len = 0;
@@ -396,6 +417,12 @@ on_output(void *arg, enum proc_stream st, const char *data, size_t len)
 	}
 	s->tfixed = 1;
 	while (p < end) {
+		if (s->llen[i] == 0 && !s->v.truncated &&
+		    emit_output_fast(s, i, p, (size_t)(end - p), 0, 1, &k) == 0) {
+			/* The common case: a whole plain line, copied once. */
+			p += k;
+			continue;
+		}
 		nl = memchr(p, '\n', (size_t)(end - p));
 		k = nl != NULL ? (size_t)(nl - p) : (size_t)(end - p);
 		if (s->llen[i] == 0 && nl != NULL && k <= SESSION_EVENT_DATA_MAX) {
