@@ -629,8 +629,10 @@ install_tree_list(const char *root, char **text, size_t *len, char hex[65], uint
 /* ---- the stat proof ------------------------------------------------------ */
 
 /*
- * A cheap proof that a tree is unchanged since install (SPEC §6 step 1):
- * sha256 over every entry's name, mode, size, inode, ctime and mtime, in the
+ * The stat digest: the fast path's proof for markers written before proof
+ * lists (install_proof.c, ~4x cheaper), still recorded so an older binary
+ * sharing the tools directory keeps its fast path. A cheap proof that a
+ * tree is unchanged since install (SPEC §6 step 1): sha256 over every entry's name, mode, size, inode, ctime and mtime, in the
  * order the directories list them, with no file opened. Any write, chmod,
  * rename, link or replacement updates a ctime an unprivileged writer cannot
  * set back; a directory rewritten by other means (a copy, fsck) lists in

@@ -342,32 +342,41 @@ rec_same(const struct proof_rec *r, const struct stat *st, dev_t dev)
 	       st->st_mtim.tv_nsec == (long)r->mtime_ns;
 }
 
+/* Entries are taken in chunks from a shared counter, so a helper thread the
+ * scheduler starts late (a loaded machine) leaves its share to the caller
+ * instead of holding it up; 64 entries are ~90 µs of work. */
+#define PROOF_CHUNK 64
+
 struct pchk {
 	const struct pview *v;
 	int rootfd;
 	dev_t dev;
-	uint32_t from, to;
-	int *changed; /* shared: the first to see a difference stops both */
+	uint32_t next;  /* next entry to take (atomic) */
+	int changed;    /* the first to see a difference stops both (atomic) */
 };
 
 static void *
 pchk_run(void *arg)
 {
 	struct pchk *p = arg;
-	uint32_t i;
+	uint32_t i, end;
 
-	for (i = p->from; i < p->to; i++) {
-		const struct proof_rec *r = &p->v->recs[i];
-		struct stat st;
+	for (;;) {
+		i = __atomic_fetch_add(&p->next, PROOF_CHUNK, __ATOMIC_RELAXED);
+		if (i >= p->v->n || __atomic_load_n(&p->changed, __ATOMIC_RELAXED))
+			return NULL;
+		end = p->v->n - i < PROOF_CHUNK ? p->v->n : i + PROOF_CHUNK;
+		for (; i < end; i++) {
+			const struct proof_rec *r = &p->v->recs[i];
+			struct stat st;
 
-		if ((i & 63) == 0 && __atomic_load_n(p->changed, __ATOMIC_RELAXED))
-			return NULL;
-		if (fstatat(p->rootfd, p->v->names + r->name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !rec_same(r, &st, p->dev)) {
-			__atomic_store_n(p->changed, 1, __ATOMIC_RELAXED);
-			return NULL;
+			if (fstatat(p->rootfd, p->v->names + r->name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+			    !rec_same(r, &st, p->dev)) {
+				__atomic_store_n(&p->changed, 1, __ATOMIC_RELAXED);
+				return NULL;
+			}
 		}
 	}
-	return NULL;
 }
 
 static int
@@ -383,9 +392,9 @@ install_proof_check(const char *root, const void *buf, size_t len)
 {
 	struct pview v;
 	struct stat st;
-	struct pchk half[2];
+	struct pchk p;
 	pthread_t th;
-	int rootfd, changed = 0, threaded = 0;
+	int rootfd, threaded = 0;
 
 	if (proof_view(buf, len, &v) < 0)
 		return 0;
@@ -396,28 +405,24 @@ install_proof_check(const char *root, const void *buf, size_t len)
 		close(rootfd);
 		return 0;
 	}
-	half[0] = (struct pchk){&v, rootfd, st.st_dev, 1, v.n, &changed};
+	p = (struct pchk){&v, rootfd, st.st_dev, 1, 0};
 	if (v.n >= PROOF_THREAD_MIN && ncpu() >= 2) {
 		pthread_attr_t at;
 		sigset_t all, old;
 
 		/* the helper takes no signal meant for the caller's thread */
-		half[1] = half[0];
-		half[1].to = half[0].from = 1 + (v.n - 1) / 2;
 		sigfillset(&all);
 		if (pthread_attr_init(&at) == 0) {
 			pthread_attr_setstacksize(&at, PROOF_THREAD_STACK);
 			pthread_sigmask(SIG_SETMASK, &all, &old);
-			threaded = pthread_create(&th, &at, pchk_run, &half[1]) == 0;
+			threaded = pthread_create(&th, &at, pchk_run, &p) == 0;
 			pthread_sigmask(SIG_SETMASK, &old, NULL);
 			pthread_attr_destroy(&at);
 		}
-		if (!threaded)
-			half[0].from = 1;
 	}
-	pchk_run(&half[0]);
+	pchk_run(&p);
 	if (threaded)
 		pthread_join(th, NULL);
 	close(rootfd);
-	return !changed;
+	return !p.changed;
 }
