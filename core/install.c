@@ -632,8 +632,9 @@ install_tree_list(const char *root, char **text, size_t *len, char hex[65], uint
  * The stat digest: the fast path's proof for markers written before proof
  * lists (install_proof.c, ~4x cheaper), still recorded so an older binary
  * sharing the tools directory keeps its fast path. A cheap proof that a
- * tree is unchanged since install (SPEC §6 step 1): sha256 over every entry's name, mode, size, inode, ctime and mtime, in the
- * order the directories list them, with no file opened. Any write, chmod,
+ * tree is unchanged since install (SPEC §6 step 1): sha256 over every
+ * entry's name, mode, size, inode, ctime and mtime, in the order the
+ * directories list them, with no file opened. Any write, chmod,
  * rename, link or replacement updates a ctime an unprivileged writer cannot
  * set back; a directory rewritten by other means (a copy, fsck) lists in
  * another order and merely sends the caller to the content digest. Lean on
@@ -774,7 +775,6 @@ marker_cached(struct install_ctx *c, const char *dir, const char *name, struct i
 	int i, slot = -1;
 
 	*slotp = NULL;
-
 	if ((size_t)snprintf(path, sizeof(path), "%s/%s/.installed.json", dir, name) >= sizeof(path) ||
 	    lstat(path, &st) != 0)
 		return -1;

@@ -82,7 +82,8 @@ pb_name(struct pbuild *b, const char *s, size_t n, uint32_t *off)
 		while (nc < b->nlen + n + 1)
 			nc *= 2;
 		if (nc > INSTALL_PROOF_MAX)
-			return err_set(b->e, "install.failed", "proof list larger than %u bytes", INSTALL_PROOF_MAX);
+			return err_set(b->e, "install.failed", "proof list larger than %u bytes",
+			               INSTALL_PROOF_MAX);
 		if ((nb = realloc(b->names, nc)) == NULL)
 			return err_set(b->e, "internal", "out of memory");
 		b->names = nb;
@@ -112,9 +113,11 @@ pb_add(struct pbuild *b, const char *rel, size_t n, const struct stat *st)
 	if (b->n == b->cap) {
 		size_t nc = b->cap ? b->cap * 2 : 1024;
 		struct proof_rec *nr;
-		if (nc > INSTALL_PROOF_MAX_ENTRIES || (nr = realloc(b->recs, nc * sizeof(*nr))) == NULL)
-			return err_set(b->e, "install.failed", "proof list: more than %u entries or out of memory",
-				       INSTALL_PROOF_MAX_ENTRIES);
+		if (nc > INSTALL_PROOF_MAX_ENTRIES)
+			return err_set(b->e, "install.failed", "tree of more than %u entries",
+			               INSTALL_PROOF_MAX_ENTRIES);
+		if ((nr = realloc(b->recs, nc * sizeof(*nr))) == NULL)
+			return err_set(b->e, "internal", "out of memory");
 		b->recs = nr;
 		b->cap = nc;
 	}
@@ -214,7 +217,8 @@ pb_settled(const struct pbuild *b, const struct timespec *t0)
 {
 	if (!b->any_ns)
 		return t0->tv_sec > b->newest.tv_sec;
-	return t0->tv_sec > b->newest.tv_sec || (t0->tv_sec == b->newest.tv_sec && t0->tv_nsec > b->newest.tv_nsec);
+	return t0->tv_sec > b->newest.tv_sec ||
+	       (t0->tv_sec == b->newest.tv_sec && t0->tv_nsec > b->newest.tv_nsec);
 }
 
 static int64_t
@@ -351,8 +355,8 @@ struct pchk {
 	const struct pview *v;
 	int rootfd;
 	dev_t dev;
-	uint32_t next;  /* next entry to take (atomic) */
-	int changed;    /* the first to see a difference stops both (atomic) */
+	uint32_t next; /* next entry to take (atomic) */
+	int changed;   /* the first to see a difference stops both (atomic) */
 };
 
 static void *

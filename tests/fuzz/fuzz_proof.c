@@ -15,12 +15,12 @@
 
 #include "install.h"
 
-#define FUZZ_CHECK(c)                                                                  \
-	do {                                                                           \
-		if (!(c)) {                                                            \
-			fprintf(stderr, "check failed: %s (line %d)\n", #c, __LINE__); \
-			abort();                                                       \
-		}                                                                      \
+#define FUZZ_CHECK(c)                                                                                        \
+	do {                                                                                                 \
+		if (!(c)) {                                                                                  \
+			fprintf(stderr, "check failed: %s (line %d)\n", #c, __LINE__);                       \
+			abort();                                                                             \
+		}                                                                                            \
 	} while (0)
 
 int
