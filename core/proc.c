@@ -106,15 +106,16 @@ proc_kill(struct proc *p, int sig)
 static void
 drain_fd(struct proc *p, int i, proc_sink sink, void *arg)
 {
-	char buf[PROC_READ_CHUNK];
+	char sbuf[PROC_READ_CHUNK], *buf = p->rbuf != NULL ? p->rbuf : sbuf;
+	size_t cap = p->rbuf != NULL ? p->rbuf_len : sizeof(sbuf);
 	ssize_t n;
 
 	for (;;) {
-		n = read(p->fd[i], buf, sizeof(buf));
+		n = read(p->fd[i], buf, cap);
 		if (n > 0) {
 			if (sink != NULL)
 				sink(arg, (enum proc_stream)i, buf, (size_t)n);
-			if ((size_t)n < sizeof(buf))
+			if ((size_t)n < cap)
 				return;
 			continue;
 		}

@@ -56,6 +56,11 @@ struct proc {
 	int stopped;   /* proc_run_until's stop() asked to end it */
 	int exited;    /* the leader was reaped */
 	int status;    /* waitpid status once exited */
+	/* Set after proc_spawn to read through a bigger buffer than
+	 * PROC_READ_CHUNK on the stack (fewer reads and sink calls for a
+	 * child that writes a lot); NULL = the stack one. */
+	char *rbuf;
+	size_t rbuf_len;
 };
 
 /* Called with each piece of output as it is read. */

@@ -25,6 +25,9 @@
 
 /* A session thread keeps proc's read buffer and two line buffers. */
 #define SESSION_STACK_SIZE (256u << 10)
+/* The child's pipes and one read from them (heap): 256 KiB is 4000 lines
+ * of 64 bytes per pass of on_output. */
+#define SESSION_READ_BUF (256u << 10)
 /* Room above the journal limit for the events that end a session
  * (truncated, exited, interrupted): they are always written. */
 #define SESSION_TAIL_RESERVE 4096
@@ -252,6 +255,18 @@ put_u32(char *o, uint32_t v)
 static const uint64_t plain_map[4] = {0xfffffffb00000000ull, 0xffffffffefffffffull, 0, 0};
 #define PLAIN(c) ((plain_map[(c) >> 6] >> ((c) & 63)) & 1)
 
+/* Whether the 8 bytes of w are all PLAIN: none >= 0x80, none < 0x20, none
+ * '"' or '\\' (the has-less and has-zero-byte word tests, exact once no
+ * byte has its top bit). */
+static inline int
+plain8(uint64_t w)
+{
+	const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+	uint64_t q = w ^ (ones * '"'), b = w ^ (ones * '\\');
+
+	return ((w | ((w - ones * 0x20) & ~w) | ((q - ones) & ~q) | ((b - ones) & ~b)) & high) == 0;
+}
+
 /*
  * emit_output's fast path: the event written straight into the journal,
  * byte for byte what the JSON writer and emit would make of it. Returns 0
@@ -307,6 +322,15 @@ emit_output_fast(struct slot *s, int i, const char *data, size_t n, int partial,
 	memcpy(o, i == PROC_STDOUT ? out : err, sizeof(out) - 1);
 	o += sizeof(out) - 1;
 	while (p < end) {
+		uint64_t w8;
+
+		/* Eight bytes at a time while they are plain, then byte by byte
+		 * up to the next byte that is not. */
+		while (end - p >= 8 && (memcpy(&w8, p, 8), plain8(w8))) {
+			memcpy(o, p, 8);
+			o += 8;
+			p += 8;
+		}
 		run = p;
 		while (p < end && PLAIN(*p))
 			p++;
@@ -641,6 +665,12 @@ run_child(struct slot *s, const char *entry, const char *node, char **flags, int
 		json_w_free(&w);
 		return;
 	}
+	/* Big reads: a child that writes fast fills the pipe, and each read
+	 * is one pass of on_output (lock, journal write, wake-up). */
+	for (i = 1; i <= 2; i++)
+		(void)fcntl(p.fd[i], F_SETPIPE_SZ, (int)SESSION_READ_BUF);
+	p.rbuf = malloc(SESSION_READ_BUF);
+	p.rbuf_len = p.rbuf != NULL ? SESSION_READ_BUF : 0;
 	fill_pid_start(p.pid, &pstart);
 	pthread_mutex_lock(&S->mu);
 	fmt_time(real_ms(), s->v.started_at, sizeof(s->v.started_at));
@@ -690,6 +720,8 @@ run_child(struct slot *s, const char *entry, const char *node, char **flags, int
 		snprintf(x, sizeof(x), "\"exit_code\":%d,\"duration_ms\":%lld", code, (long long)s->v.duration_ms);
 	emit(s, "agent.session.exited", x, (int)st, 0, 0);
 	pthread_mutex_unlock(&S->mu);
+	free(p.rbuf);
+	p.rbuf = NULL;
 	proc_close(&p);
 }
 
