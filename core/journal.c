@@ -102,11 +102,11 @@ journal_create(struct journal *j, const char *dir, const char *id, const char *h
 	return 0;
 }
 
-/* Room for len more bytes and one more line; 0 or -1. */
+/* Room for len more bytes and nl more lines; 0 or -1. */
 static int
-reserve(struct journal *j, size_t len)
+reserve_n(struct journal *j, size_t len, uint32_t nl)
 {
-	if (j->n >= JOURNAL_LINES_MAX || j->len + len > UINT32_MAX)
+	if (nl > JOURNAL_LINES_MAX - j->n || j->len + len > UINT32_MAX)
 		return -1;
 	if (j->len + len > j->cap) {
 		size_t nc = j->cap ? j->cap : 4096;
@@ -120,16 +120,26 @@ reserve(struct journal *j, size_t len)
 		j->buf = nb;
 		j->cap = nc;
 	}
-	if (j->n == j->offcap) {
-		uint32_t nc = j->offcap ? j->offcap * 2 : 64;
-		uint32_t *no = realloc(j->off, nc * sizeof(*no));
+	if (j->n + nl > j->offcap) {
+		uint32_t nc = j->offcap ? j->offcap : 64;
+		uint32_t *no;
 
+		while (nc < j->n + nl)
+			nc *= 2;
+		no = realloc(j->off, nc * sizeof(*no));
 		if (no == NULL)
 			return -1;
 		j->off = no;
 		j->offcap = nc;
 	}
 	return 0;
+}
+
+/* Room for len more bytes and one more line; 0 or -1. */
+static int
+reserve(struct journal *j, size_t len)
+{
+	return reserve_n(j, len, 1);
 }
 
 /* Add a line to memory (no file write). */
@@ -182,6 +192,47 @@ journal_commit(struct journal *j, size_t len, struct err *e)
 	line[len] = '\n';
 	j->len += len + 1;
 	if (!j->defer)
+		journal_flush(j);
+	return j->n;
+}
+
+uint32_t
+journal_reserve_lines(struct journal *j, size_t len, uint32_t n)
+{
+	if (n > JOURNAL_LINES_MAX - j->n)
+		n = JOURNAL_LINES_MAX - j->n;
+	j->resv = 0;
+	if (n == 0 || reserve_n(j, len, n) != 0)
+		return 0;
+	return n;
+}
+
+int
+journal_prewrite(struct journal *j, const char *buf, size_t len)
+{
+	if (j->flushed != j->len)
+		return 0;
+	if (j->fd >= 0 && !j->write_failed && write_all(j->fd, buf, len) != 0)
+		j->write_failed = 1;
+	return 1;
+}
+
+int64_t
+journal_append_lines(struct journal *j, const char *buf, size_t len, const uint32_t *off, uint32_t n,
+		     int prewritten)
+{
+	uint32_t k;
+
+	if (n > j->offcap - j->n || len > j->cap - j->len)
+		return -1;
+	memcpy(j->buf + j->len, buf, len);
+	for (k = 0; k < n; k++)
+		j->off[j->n + k] = (uint32_t)j->len + off[k];
+	j->n += n;
+	j->len += len;
+	if (prewritten)
+		j->flushed = j->len;
+	else if (!j->defer)
 		journal_flush(j);
 	return j->n;
 }

@@ -83,6 +83,29 @@ int64_t journal_append(struct journal *j, const char *line, size_t len, struct e
 char *journal_reserve(struct journal *j, size_t len);
 int64_t journal_commit(struct journal *j, size_t len, struct err *e);
 
+/*
+ * Many lines at once, for a producer that formats them without holding
+ * the lock readers take (a session's output, SPEC §9):
+ *   1. journal_reserve_lines(j, len, n) under the lock: room for n lines of
+ *      len bytes in all (the only step that may move the buffer); returns
+ *      how many of the n lines fit under JOURNAL_LINES_MAX (0: none, or
+ *      out of memory).
+ *   2. journal_prewrite(j, buf, len) without the lock: the lines go to the
+ *      file first (readers never see a line the file does not have).
+ *      Returns 1 when the file is taken care of (written, or there is
+ *      none, or a write failed: write_failed), 0 when other bytes are
+ *      still waiting for journal_flush (then nothing was written).
+ *   3. journal_append_lines(j, buf, len, off, n, prewritten) under the
+ *      lock: the lines (buf: each ends in '\n', off[k]: line k's start in
+ *      buf) join the journal; the room reserved must cover them.
+ * Only the owner appends, so nothing moves the buffer between 1 and 3.
+ * Returns the number of lines held, or -1 (no room reserved).
+ */
+uint32_t journal_reserve_lines(struct journal *j, size_t len, uint32_t n);
+int journal_prewrite(struct journal *j, const char *buf, size_t len);
+int64_t journal_append_lines(struct journal *j, const char *buf, size_t len, const uint32_t *off, uint32_t n,
+			     int prewritten);
+
 /* Write what deferred appends left in memory to the file (one write). */
 void journal_flush(struct journal *j);
 

@@ -55,6 +55,16 @@ struct slot {
 	int64_t tms;               /* fmt_time cache: the ms of tstr */
 	char tstr[32];
 	int tfixed;                /* on_output: tstr is the time of this chunk */
+	/* on_output formats a chunk's events here without the lock, then
+	 * hands them to the journal at once (struct stage). */
+	int staging;
+	struct stage {
+		char *buf;
+		size_t len, cap;
+		uint32_t *off;
+		uint32_t n, offcap;
+		int truncated;     /* the chunk crossed the journal limit */
+	} st;
 	/* Line assembly per stream (the thread's). */
 	char *line[3];
 	size_t llen[3];
@@ -158,6 +168,149 @@ slot_init(struct slot *s)
 
 /* ---- events (under S->mu) ----------------------------------------------- */
 
+/* ---- the events a session thread writes ----------------------------------
+ *
+ * Outside on_output, events go straight into the journal under S->mu. In
+ * on_output (s->staging) they are formatted into s->st without the lock
+ * and reach the journal together (stage_commit): the stream threads
+ * reading the journal wait for the lock only while a chunk is copied in,
+ * not while it is formatted and written to the file. Only the session
+ * thread appends to its journal, so it reads the journal's counts without
+ * the lock; what readers see (the journal, s->v) changes under it.
+ */
+
+static uint32_t
+next_seq(const struct slot *s)
+{
+	return journal_count(&s->j) + (s->staging ? s->st.n : 0) + 1;
+}
+
+static size_t
+bytes_now(const struct slot *s)
+{
+	return journal_bytes(&s->j) + (s->staging ? s->st.len : 0);
+}
+
+static int
+is_truncated(const struct slot *s)
+{
+	return s->v.truncated || (s->staging && s->st.truncated);
+}
+
+static void
+set_truncated(struct slot *s)
+{
+	if (s->staging)
+		s->st.truncated = 1;
+	else
+		s->v.truncated = 1;
+}
+
+/* Where the next line goes, with room for len bytes and its newline; NULL
+ * when there is none (over the caps, out of memory). */
+static char *
+out_reserve(struct slot *s, size_t len)
+{
+	struct stage *g = &s->st;
+
+	if (!s->staging)
+		return journal_reserve(&s->j, len);
+	if (len >= JOURNAL_LINE_MAX)
+		return NULL;
+	if (g->len + len + 1 > g->cap) {
+		size_t nc = g->cap ? g->cap : 65536;
+		char *nb;
+
+		while (nc < g->len + len + 1)
+			nc *= 2;
+		if ((nb = realloc(g->buf, nc)) == NULL)
+			return NULL;
+		g->buf = nb;
+		g->cap = nc;
+	}
+	if (g->n == g->offcap) {
+		uint32_t nc = g->offcap ? g->offcap * 2 : 1024, *no = realloc(g->off, nc * sizeof(*no));
+
+		if (no == NULL)
+			return NULL;
+		g->off = no;
+		g->offcap = nc;
+	}
+	return g->buf + g->len;
+}
+
+/* The line of n bytes written at out_reserve's place is an event (n under
+ * the room reserved; checked by the caller). */
+static void
+out_commit(struct slot *s, size_t n)
+{
+	struct stage *g = &s->st;
+	struct err e;
+
+	if (!s->staging) {
+		if (journal_commit(&s->j, n, &e) > 0) {
+			s->v.events = journal_count(&s->j);
+			s->S->events++;
+		}
+		return;
+	}
+	g->buf[g->len + n] = '\n';
+	g->off[g->n++] = (uint32_t)g->len;
+	g->len += n + 1;
+}
+
+/* An event line made elsewhere (emit): the journal's checks, then in. */
+static void
+out_append(struct slot *s, const char *line, size_t n)
+{
+	struct err e;
+	char *o;
+
+	if (!s->staging) {
+		if (journal_append(&s->j, line, n, &e) > 0) {
+			s->v.events = journal_count(&s->j);
+			s->S->events++;
+		}
+		return;
+	}
+	if (n == 0 || n >= JOURNAL_LINE_MAX || memchr(line, '\n', n) != NULL || (o = out_reserve(s, n)) == NULL)
+		return;
+	memcpy(o, line, n);
+	out_commit(s, n);
+}
+
+/* The staged events join the journal (the file first), and readers are
+ * woken. Takes S->mu. */
+static void
+stage_commit(struct slot *s)
+{
+	struct stage *g = &s->st;
+	struct sessions *S = s->S;
+	uint32_t n;
+	size_t len;
+	int pre;
+
+	pthread_mutex_lock(&S->mu);
+	if (g->truncated)
+		s->v.truncated = 1;
+	n = g->n > 0 ? journal_reserve_lines(&s->j, g->len, g->n) : 0;
+	pthread_mutex_unlock(&S->mu);
+	/* Past JOURNAL_LINES_MAX what does not fit is lost, as one append at
+	 * a time would lose it. */
+	len = n == g->n ? g->len : n > 0 ? g->off[n] : 0;
+	pre = n > 0 && journal_prewrite(&s->j, g->buf, len);
+	pthread_mutex_lock(&S->mu);
+	if (n > 0 && journal_append_lines(&s->j, g->buf, len, g->off, n, pre) > 0) {
+		s->v.events = journal_count(&s->j);
+		S->events += n;
+	}
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&S->mu);
+	g->len = 0;
+	g->n = 0;
+	g->truncated = 0;
+}
+
 /*
  * Append an event: {"seq","type","time", members of extra (a JSON object's
  * inside, "" for none), "status" when status >= 0}. Output events obey the
@@ -170,17 +323,16 @@ emit(struct slot *s, const char *type, const char *extra, int status, int is_out
 	char small[1024], *line;
 	size_t cap = strlen(extra) + 256, max = s->S->c.journal_max;
 	int64_t now;
-	struct err e;
 	int n;
 
-	if (is_output && s->v.truncated) {
+	if (is_output && is_truncated(s)) {
 		s->dropped += data_len;
 		return;
 	}
-	if (is_output && journal_bytes(&s->j) + cap > max) {
+	if (is_output && bytes_now(s) + cap > max) {
 		char x[128];
 
-		s->v.truncated = 1;
+		set_truncated(s);
 		s->dropped += data_len;
 		snprintf(x, sizeof(x), "\"limit_bytes\":%zu", max);
 		emit(s, "agent.session.truncated", x, -1, 0, 0);
@@ -195,21 +347,19 @@ emit(struct slot *s, const char *type, const char *extra, int status, int is_out
 		fmt_time(now, s->tstr, sizeof(s->tstr));
 		s->tms = now;
 	}
-	n = snprintf(line, cap, "{\"seq\":%u,\"type\":\"%s\",\"time\":\"%s\"%s%s", journal_count(&s->j) + 1, type,
+	n = snprintf(line, cap, "{\"seq\":%u,\"type\":\"%s\",\"time\":\"%s\"%s%s", next_seq(s), type,
 		     s->tstr, extra[0] != '\0' ? "," : "", extra);
 	if (status >= 0)
 		n += snprintf(line + n, cap - (size_t)n, ",\"status\":\"%s\"", status_names[status]);
 	n += snprintf(line + n, cap - (size_t)n, "}");
-	if ((size_t)n < cap && journal_append(&s->j, line, (size_t)n, &e) > 0) {
-		s->v.events = journal_count(&s->j);
-		s->S->events++;
-	}
+	if ((size_t)n < cap)
+		out_append(s, line, (size_t)n);
 	if (line != small)
 		free(line);
 	if (status >= 0)
 		s->v.status = (enum session_status)status;
 	/* Output is announced once per chunk read (on_output). */
-	if (!is_output)
+	if (!is_output && !s->staging)
 		pthread_cond_broadcast(&s->cv);
 }
 
@@ -290,7 +440,6 @@ emit_output_fast(struct slot *s, int i, const char *data, size_t n, int partial,
 	size_t tl, worst;
 	char *line, *o, *extra;
 	int64_t now;
-	struct err e;
 
 	if (!s->tfixed) {
 		now = real_ms();
@@ -306,12 +455,12 @@ emit_output_fast(struct slot *s, int i, const char *data, size_t n, int partial,
 	end = p + n;
 	/* Two bytes per data byte at most here (others go the general way). */
 	worst = 64 + sizeof(pre) + tl + sizeof(out) + 2 * n + 32;
-	if ((line = journal_reserve(&s->j, worst)) == NULL)
+	if ((line = out_reserve(s, worst)) == NULL)
 		return 1;
 	o = line;
 	memcpy(o, "{\"seq\":", 7);
 	o += 7;
-	o += put_u32(o, journal_count(&s->j) + 1);
+	o += put_u32(o, next_seq(s));
 	memcpy(o, pre, sizeof(pre) - 1);
 	o += sizeof(pre) - 1;
 	memcpy(o, s->tstr, tl);
@@ -357,13 +506,10 @@ emit_output_fast(struct slot *s, int i, const char *data, size_t n, int partial,
 		o += 15;
 	}
 	/* emit's limit: the members plus 256 must fit under the limit. */
-	if (journal_bytes(&s->j) + (size_t)(o - extra) + 256 > s->S->c.journal_max)
+	if (bytes_now(s) + (size_t)(o - extra) + 256 > s->S->c.journal_max)
 		return 1;
 	*o++ = '}';
-	if (journal_commit(&s->j, (size_t)(o - line), &e) > 0) {
-		s->v.events = journal_count(&s->j);
-		s->S->events++;
-	}
+	out_commit(s, (size_t)(o - line));
 	return 0;
 }
 
@@ -374,7 +520,7 @@ emit_output(struct slot *s, int i, const char *data, size_t n, int partial)
 {
 	struct json_w *w = &s->ow;
 
-	if (s->v.truncated) {
+	if (is_truncated(s)) {
 		s->dropped += n;
 		return;
 	}
@@ -424,15 +570,14 @@ static void
 on_output(void *arg, enum proc_stream st, const char *data, size_t len)
 {
 	struct slot *s = ((struct sink_ctx *)arg)->s;
-	struct sessions *S = s->S;
 	int i = (int)st;
 	char *lb = s->line[i];
 	const char *p = data, *end = data + len, *nl;
 	int64_t now;
 	size_t k;
 
-	pthread_mutex_lock(&S->mu);
-	s->j.defer = 1;
+	/* Formatted without the lock (see stage_commit). */
+	s->staging = 1;
 	/* Every line of one read is stamped with the time it was read. */
 	now = real_ms();
 	if (now != s->tms) {
@@ -441,7 +586,7 @@ on_output(void *arg, enum proc_stream st, const char *data, size_t len)
 	}
 	s->tfixed = 1;
 	while (p < end) {
-		if (s->llen[i] == 0 && !s->v.truncated &&
+		if (s->llen[i] == 0 && !is_truncated(s) &&
 		    emit_output_fast(s, i, p, (size_t)(end - p), 0, 1, &k) == 0) {
 			/* The common case: a whole plain line, copied once. */
 			p += k;
@@ -477,10 +622,8 @@ on_output(void *arg, enum proc_stream st, const char *data, size_t len)
 		}
 	}
 	s->tfixed = 0;
-	s->j.defer = 0;
-	journal_flush(&s->j);
-	pthread_cond_broadcast(&s->cv);
-	pthread_mutex_unlock(&S->mu);
+	s->staging = 0;
+	stage_commit(s);
 }
 
 /* ---- the session thread --------------------------------------------------- */
@@ -739,6 +882,9 @@ free_run(struct slot *s)
 	free(s->set);
 	free(s->line[1]);
 	free(s->line[2]);
+	free(s->st.buf);
+	free(s->st.off);
+	memset(&s->st, 0, sizeof(s->st));
 	json_w_free(&s->ow);
 	s->argv = s->envp = NULL;
 	s->set = NULL;
