@@ -48,12 +48,42 @@ h_silent(const struct httpd_req *q, struct httpd_resp *w, void *arg)
 {
 }
 
+/* How long a test waits for something the server is expected to do: far
+ * beyond what it takes on a loaded machine, reached only when it fails. */
+#define WAIT_S 10.0
+
+static double
+mono(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Until *v >= want or secs pass; the last value seen. */
+static int
+wait_at_least(int *v, int want, double secs)
+{
+	struct timespec ts = {0, 2 * 1000000L};
+	double t0 = mono();
+	int x;
+
+	while ((x = __atomic_load_n(v, __ATOMIC_SEQ_CST)) < want && mono() - t0 < secs)
+		nanosleep(&ts, NULL);
+	return x;
+}
+
+/* /slow holds its worker until the test lets it go (slow_release), so
+ * "answered while /slow was still running" needs no clock: slow_entered
+ * counts the calls that got into the handler. */
+static int slow_entered, slow_release = 1;
+
 static void
 h_slow(const struct httpd_req *q, struct httpd_resp *w, void *arg)
 {
-	struct timespec ts = {0, 300 * 1000000L};
-
-	nanosleep(&ts, NULL);
+	__atomic_add_fetch(&slow_entered, 1, __ATOMIC_SEQ_CST);
+	wait_at_least(&slow_release, 1, WAIT_S);
 	httpd_respond(w, 200, "text/plain", "slow", 4);
 }
 
@@ -122,7 +152,13 @@ struct later {
 	const char *path;
 	long delay_ms;
 	int stream;
+	int all; /* /defer: answer once DEFER_ALL handlers have run */
 };
+
+/* /defer handlers run so far; their answers wait for DEFER_ALL of them,
+ * which only happens if a deferred answer frees its worker. */
+#define DEFER_ALL 6
+static int defer_entered;
 
 static void *
 answer_later(void *arg)
@@ -132,7 +168,11 @@ answer_later(void *arg)
 	char buf[128];
 
 	nanosleep(&ts, NULL);
-	snprintf(buf, sizeof(buf), "later:%s", l->path);
+	if (l->all)
+		snprintf(buf, sizeof(buf), "later:%s after %d", l->path,
+		         wait_at_least(&defer_entered, DEFER_ALL, WAIT_S));
+	else
+		snprintf(buf, sizeof(buf), "later:%s", l->path);
 	if (l->stream) {
 		httpd_stream_begin(l->w, 200, "text/event-stream");
 		httpd_stream_write(l->w, buf, strlen(buf));
@@ -154,8 +194,11 @@ h_defer(const struct httpd_req *q, struct httpd_resp *w, void *arg)
 
 	l->w = w;
 	l->path = q->path;
-	l->delay_ms = fast ? 0 : 300;
+	l->all = strcmp(q->path, "/defer") == 0;
+	l->delay_ms = fast || l->all ? 0 : 300;
 	l->stream = strcmp(q->path, "/defer-stream") == 0;
+	if (l->all)
+		__atomic_add_fetch(&defer_entered, 1, __ATOMIC_SEQ_CST);
 	httpd_defer(w);
 	pthread_create(&t, NULL, answer_later, l);
 	pthread_detach(t);
@@ -241,7 +284,7 @@ dial(void)
 	return fd;
 }
 
-/* Send req, read until the server closes (or 3 s), return the length. */
+/* Send req, read until the server closes (or WAIT_S), return the length. */
 static size_t
 exchange_fd(int fd, const char *req, size_t reqlen, char *out, size_t cap)
 {
@@ -250,7 +293,7 @@ exchange_fd(int fd, const char *req, size_t reqlen, char *out, size_t cap)
 	ssize_t k;
 
 	assert_int_equal(send(fd, req, reqlen, 0), (ssize_t)reqlen);
-	while (got < cap - 1 && poll(&p, 1, 3000) == 1) {
+	while (got < cap - 1 && poll(&p, 1, (int)(WAIT_S * 1000)) == 1) {
 		k = recv(fd, out + got, cap - 1 - got, 0);
 		if (k <= 0)
 			break;
@@ -340,7 +383,7 @@ test_expect_continue(void **state)
 	ssize_t k;
 
 	assert_int_equal(send(fd, head, sizeof(head) - 1, 0), (ssize_t)sizeof(head) - 1);
-	assert_int_equal(poll(&p, 1, 2000), 1);
+	assert_int_equal(poll(&p, 1, (int)(WAIT_S * 1000)), 1);
 	k = recv(fd, out, sizeof(out) - 1, 0);
 	assert_true(k > 0);
 	out[k] = '\0';
@@ -375,28 +418,22 @@ test_error_envelope(void **state)
 	assert_non_null(strstr(out, "\"message\":\"internal error\""));
 }
 
-static double
-mono(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static void
 test_slow_handler_does_not_block_others(void **state)
 {
 	const char slow[] = "GET /slow HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
 	char out[4096];
-	int fd = dial();
-	double t0;
+	int fd = dial(), n = __atomic_load_n(&slow_entered, __ATOMIC_SEQ_CST) + 1;
+	struct pollfd p = {fd, POLLIN, 0};
 
+	__atomic_store_n(&slow_release, 0, __ATOMIC_SEQ_CST);
 	assert_int_equal(send(fd, slow, sizeof(slow) - 1, 0), (ssize_t)sizeof(slow) - 1);
-	t0 = mono();
+	assert_int_equal(wait_at_least(&slow_entered, n, WAIT_S), n);
 	exchange("GET /fast HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", out, sizeof(out));
-	assert_true(mono() - t0 < 0.2);
 	assert_non_null(strstr(out, "fast"));
+	/* ... answered while /slow still holds its worker */
+	assert_int_equal(poll(&p, 1, 0), 0);
+	__atomic_store_n(&slow_release, 1, __ATOMIC_SEQ_CST);
 	exchange_fd(fd, "", 0, out, sizeof(out));
 	assert_non_null(strstr(out, "\r\n\r\nslow"));
 	close(fd);
@@ -431,20 +468,20 @@ test_deferred_answers_free_the_workers(void **state)
 {
 	const char req[] = "GET /defer HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
 	char out[4096];
-	int fds[6], i;
-	double t0 = mono();
+	int fds[DEFER_ALL], i;
 
-	/* six 300 ms waits on two workers: held workers would take 900 ms */
-	for (i = 0; i < 6; i++) {
+	/* Each answer waits until all six handlers have run, on two workers:
+	 * only handlers that give their worker back get there. */
+	__atomic_store_n(&defer_entered, 0, __ATOMIC_SEQ_CST);
+	for (i = 0; i < DEFER_ALL; i++) {
 		fds[i] = dial();
 		assert_int_equal(send(fds[i], req, sizeof(req) - 1, 0), (ssize_t)sizeof(req) - 1);
 	}
-	for (i = 0; i < 6; i++) {
+	for (i = 0; i < DEFER_ALL; i++) {
 		exchange_fd(fds[i], "", 0, out, sizeof(out));
-		assert_non_null(strstr(out, "\r\n\r\nlater:/defer"));
+		assert_non_null(strstr(out, "\r\n\r\nlater:/defer after 6"));
 		close(fds[i]);
 	}
-	assert_true(mono() - t0 < 0.8);
 	exchange("GET /defer-fast HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", out, sizeof(out));
 	assert_non_null(strstr(out, "\r\n\r\nlater:/defer-fast"));
 	exchange("GET /defer-inline HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", out, sizeof(out));
@@ -476,7 +513,7 @@ test_stream_to_a_client_that_leaves(void **state)
 	assert_int_equal(send(fd, req, sizeof(req) - 1, 0), (ssize_t)sizeof(req) - 1);
 	assert_true(recv(fd, buf, sizeof(buf), 0) > 0);
 	close(fd);
-	assert_int_equal(wait_forever_done(5), -1);
+	assert_int_equal(wait_forever_done(WAIT_S), -1);
 	assert_int_equal(__atomic_load_n(&forever_closing, __ATOMIC_SEQ_CST), 1);
 }
 
@@ -492,7 +529,7 @@ test_stream_to_a_client_that_does_not_read(void **state)
 	assert_int_equal(send(fd, req, sizeof(req) - 1, 0), (ssize_t)sizeof(req) - 1);
 	t0 = mono();
 	/* write_timeout_ms is 500 here: the stream gives up, the worker is free */
-	assert_int_equal(wait_forever_done(5), -1);
+	assert_int_equal(wait_forever_done(WAIT_S), -1);
 	assert_true(mono() - t0 >= 0.4);
 	close(fd);
 }
@@ -521,19 +558,46 @@ test_bad_config(void **state)
 	assert_string_equal(e.code, "config.invalid");
 }
 
+/* Until a connection to the server is refused (its listener is closed:
+ * it drains), or secs pass. */
+static int
+refused_within(double secs)
+{
+	struct timespec ts = {0, 5 * 1000000L};
+	struct sockaddr_in a;
+	double t0 = mono();
+	int fd, rc;
+
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_port = htons((uint16_t)httpd_port(srv));
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	do {
+		fd = socket(AF_INET, SOCK_STREAM, 0);
+		rc = connect(fd, (struct sockaddr *)&a, sizeof(a));
+		close(fd);
+		if (rc != 0)
+			return 1;
+		nanosleep(&ts, NULL);
+	} while (mono() - t0 < secs);
+	return 0;
+}
+
 /* Last: stops the shared server. A request in a worker when stop arrives
  * completes, then httpd_run returns 0. */
 static void
 test_stop_drains_in_flight(void **state)
 {
 	const char slow[] = "GET /slow HTTP/1.1\r\nHost: t\r\n\r\n";
-	struct timespec ts = {0, 50 * 1000000L};
 	char out[4096];
-	int fd = dial();
+	int fd = dial(), n = __atomic_load_n(&slow_entered, __ATOMIC_SEQ_CST) + 1;
 
+	__atomic_store_n(&slow_release, 0, __ATOMIC_SEQ_CST);
 	assert_int_equal(send(fd, slow, sizeof(slow) - 1, 0), (ssize_t)sizeof(slow) - 1);
-	nanosleep(&ts, NULL);
+	assert_int_equal(wait_at_least(&slow_entered, n, WAIT_S), n);
 	httpd_stop(srv);
+	assert_true(refused_within(WAIT_S));
+	__atomic_store_n(&slow_release, 1, __ATOMIC_SEQ_CST);
 	exchange_fd(fd, "", 0, out, sizeof(out));
 	assert_non_null(strstr(out, "HTTP/1.1 200 OK\r\n"));
 	assert_non_null(strstr(out, "Connection: close\r\n"));
