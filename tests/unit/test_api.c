@@ -183,6 +183,7 @@ struct fake {
 	const char *fail; /* error code to fail with, or NULL */
 	int backoff;
 	int resets;
+	int held; /* an install waits until the test clears this (10 s at most) */
 };
 
 static int
@@ -218,6 +219,8 @@ fake_ensure(void *arg, const struct install_settings *set, const char *tool, uns
 		if (progress != NULL)
 			progress(parg, tool, "download", 10, 100);
 		usleep((useconds_t)f->sleep_ms * 1000);
+		for (int i = 0; i < 5000 && __atomic_load_n(&f->held, __ATOMIC_SEQ_CST); i++)
+			usleep(2000);
 		pthread_mutex_lock(&f->mu);
 		f->installs++;
 		*bytes = 100;
@@ -255,7 +258,7 @@ call(void *arg)
 static void
 test_jobs_concurrent_callers_share_one_install(void **st)
 {
-	struct fake f = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 200, NULL, 0, 0};
+	struct fake f = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 200, NULL, 0, 0, 0};
 	struct install_settings *set = calloc(1, sizeof(*set));
 	struct jobs *J = jobs_new(fake_ensure, &f);
 	struct caller c[8];
@@ -289,7 +292,8 @@ test_jobs_concurrent_callers_share_one_install(void **st)
 static void
 test_jobs_pending_then_join_then_done(void **st)
 {
-	struct fake f = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 400, NULL, 0, 0};
+	/* the install runs until the pending answers have been looked at */
+	struct fake f = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, NULL, 0, 0, 1};
 	struct install_settings *set = calloc(1, sizeof(*set));
 	struct jobs *J = jobs_new(fake_ensure, &f);
 	struct job_view v, v2, v3;
@@ -305,6 +309,7 @@ test_jobs_pending_then_join_then_done(void **st)
 	assert_int_equal(jobs_running(J, "tool", &v3), 0);
 	assert_int_equal(jobs_get(J, v.id, &v3), 0);
 	assert_int_equal(v3.status, JOB_PENDING);
+	__atomic_store_n(&f.held, 0, __ATOMIC_SEQ_CST);
 	assert_int_equal(jobs_need(J, set, "tool", "p", "op", 5000, &v2, &e), 0);
 	assert_int_equal(jobs_get(J, v.id, &v3), 0);
 	assert_int_equal(v3.status, JOB_SUCCEEDED);
@@ -318,7 +323,7 @@ test_jobs_pending_then_join_then_done(void **st)
 static void
 test_jobs_failure_backoff_reset(void **st)
 {
-	struct fake f = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 10, "install.checksum_mismatch", 0, 0};
+	struct fake f = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 10, "install.checksum_mismatch", 0, 0, 0};
 	struct install_settings *set = calloc(1, sizeof(*set));
 	struct jobs *J = jobs_new(fake_ensure, &f);
 	struct job_view v;
@@ -348,7 +353,7 @@ test_jobs_failure_backoff_reset(void **st)
 static void
 test_jobs_mode_build_never_starts_a_job(void **st)
 {
-	struct fake f = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 10, NULL, 0, 0};
+	struct fake f = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 10, NULL, 0, 0, 0};
 	struct install_settings *set = calloc(1, sizeof(*set));
 	struct jobs *J = jobs_new(fake_ensure, &f);
 	struct job_view v;
