@@ -7,3 +7,27 @@
 #include <string.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Until the file-system clock has moved past path's ctime, so the next
+ * change stamps a different time: the clock the kernel stamps files with is
+ * coarse (one tick: up to 10 ms) on many kernels, and two changes in one
+ * tick look alike. */
+static void
+unit_clock_past_ctime(const char *path)
+{
+	struct timespec now;
+	struct stat sb;
+	int i;
+
+	assert_int_equal(stat(path, &sb), 0);
+	for (i = 0; i < 2000; i++) {
+		clock_gettime(CLOCK_REALTIME_COARSE, &now);
+		if (now.tv_sec > sb.st_ctim.tv_sec ||
+		    (now.tv_sec == sb.st_ctim.tv_sec && now.tv_nsec > sb.st_ctim.tv_nsec))
+			return;
+		usleep(1000);
+	}
+}
