@@ -86,13 +86,15 @@ events() { # AGENT ID [QUERY] -> $T/ev
 }
 # alive PID: the process exists and is not a zombie (PID 1 here may not reap)
 alive() { [ -r "/proc/$1/stat" ] && ! grep -q ') Z ' "/proc/$1/stat" 2>/dev/null; }
-# gone PID...: none of them alive within 2 s
+# gone PID...: none of them alive within 10 s (a loaded machine)
 gone() {
-	for _t in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
+	_t=0
+	while [ $_t -lt 100 ]; do
 		_any=0
 		for _p in "$@"; do alive "$_p" && _any=1; done
 		[ $_any = 0 ] && return 0
 		sleep 0.1
+		_t=$((_t + 1))
 	done
 	return 1
 }
@@ -172,14 +174,19 @@ A "$U/v1/agents/unused/sessions/as_0000000000000000/events" >/dev/null
 check "reading sessions never installs" test "$(gets /f/unused-1.0.0.tgz)" = 0
 
 # ---- Server-Sent Events with resume ---------------------------------------------------
-create fake "print:2 sleep:2200 print:2"
+# The agent stays quiet until the resumed stream has had a heartbeat (or
+# 10 s), then prints the rest: no race between its sleep and the clients.
+create fake "print:2 wait:$T/sse.go print:2"
 SSID=$SID
 "$PY" "$FIXTURES/sessclient.py" sse "$PORT" "$TOK" "/v1/agents/fake/sessions/$SSID/events" - 10 2 >"$T/sse1"
 check "SSE: 200 text/event-stream with a retry hint" \
 	sh -c "grep -q '^status 200 text/event-stream' '$T/sse1' && grep -q '^retry ' '$T/sse1'"
 check "SSE: events carry id: and event: (started, then output); dropped after 2" \
 	test "$(grep -E '^[0-9]+ |^dropped' "$T/sse1" | tr '\n' ' ')" = "1 agent.session.started 2 agent.session.output dropped "
-"$PY" "$FIXTURES/sessclient.py" sse "$PORT" "$TOK" "/v1/agents/fake/sessions/$SSID/events" 2 10 >"$T/sse2"
+bg "$PY" "$FIXTURES/sessclient.py" sse "$PORT" "$TOK" "/v1/agents/fake/sessions/$SSID/events" 2 30 >"$T/sse2"
+wait_for_line "$T/sse2" '^comment keep-alive' 10
+: >"$T/sse.go"
+wait "$BGPID"
 check "resume with Last-Event-ID: 2 continues at 3 and ends with exited" \
 	test "$(grep -E '^[0-9]+ ' "$T/sse2" | head -1 | cut -d' ' -f1)/$(grep -E '^[0-9]+ ' "$T/sse2" | tail -1)" = "3/7 agent.session.exited"
 check "the stream ends when the session has ended" test "$(tail -1 "$T/sse2")" = end
@@ -189,7 +196,7 @@ check "the two streams together are the journal, no gap or duplicate" \
 	test "$(cat "$T/sse1" "$T/sse2" | grep -E '^[0-9]+ ' | cut -d' ' -f1 | tr '\n' ' ')" = "$(js "$T/ev" '" ".join(str(e["seq"]) for e in d["data"])') "
 
 # ---- cancel: the whole group ---------------------------------------------------------
-create fake "pid:$T/me.pid child:$T/gc.pid ignterm sleep:60000"
+create fake "ignterm pid:$T/me.pid child:$T/gc.pid sleep:60000"
 CID=$SID
 wait_for_line "$T/gc.pid" '[0-9]' 10
 s=$(A -X POST "$U/v1/agents/fake/sessions/$CID/cancel")
@@ -201,16 +208,20 @@ check "cancel again: 200, still cancelled" \
 	test "$(A -X POST "$U/v1/agents/fake/sessions/$CID/cancel") $(js "$T/body" 'd["status"]')" = "200 cancelled"
 
 # ---- limits ---------------------------------------------------------------------------
-for i in 1 2 3; do create fake "sleep:2000"; done
+LIDS=""
+for i in 1 2 3; do create fake "sleep:60000"; LIDS="$LIDS $SID"; done
 s=$(A -X POST --data '{"prompt": "x"}' "$U/v1/agents/fake/sessions")
 check "the 4th concurrent session of an agent: 429 with Retry-After" \
 	sh -c "test $s = 429 && grep -qi '^Retry-After: ' '$T/hdr' && grep -q request.rate_limited '$T/body'"
+for i in $LIDS; do A -X POST "$U/v1/agents/fake/sessions/$i/cancel" >/dev/null; done
 
 # ---- kill -9, restart: replay and interrupted ---------------------------------------------
 rm -f "$T/me.pid" "$T/gc.pid"
 create slowfake "pid:$T/me.pid child:$T/gc.pid print:1 sleep:60000"
 KID=$SID
 wait_for_line "$T/gc.pid" '[0-9]' 10
+# serve has journaled both lines before it is killed
+wait_for_line "$ST/sessions/$KID.jsonl" 'out 1 of 1' 10
 check "journals are JSON lines in <state>/sessions/<id>.jsonl (0600), header first" \
 	sh -c "test \"\$(stat -c %a '$ST/sessions/$KID.jsonl')\" = 600 && head -1 '$ST/sessions/$KID.jsonl' | grep -q '\"object\":\"agent.session.journal\"'"
 kill -9 "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null
