@@ -21,6 +21,19 @@ while [ $# -gt 0 ]; do
 	shift
 done
 
+# Sanitizer reports with file:line: the symbolizer of the compiler's own
+# version (Debian: llvm-N, which tools/hostdeps.sh installs).
+if [ -z "${ASAN_SYMBOLIZER_PATH:-}" ]; then
+	v=$(${SAN_CC:-clang} -dumpversion 2>/dev/null | cut -d. -f1)
+	for s in "/usr/lib/llvm-$v/bin/llvm-symbolizer" "$(command -v "llvm-symbolizer-$v")" \
+		"$(command -v llvm-symbolizer)"; do
+		if [ -n "$v" ] && [ -x "$s" ]; then
+			export ASAN_SYMBOLIZER_PATH="$s" UBSAN_SYMBOLIZER_PATH="$s"
+			break
+		fi
+	done
+fi
+
 count() { # file with ok/not ok/skip lines
 	p=$(grep -c '^ok - ' "$1" || true)
 	f=$(grep -c '^not ok - ' "$1" || true)

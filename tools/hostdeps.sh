@@ -1,9 +1,11 @@
 #!/bin/sh
 # Install the host packages a target needs (as root), or print the exact
 # command (otherwise). Usage: tools/hostdeps.sh build|check|bench
+# llvm-14 ships llvm-symbolizer for clang 14 (Debian's clang), which turns
+# sanitizer reports into file:line traces.
 set -eu
 build="musl-tools dpkg-dev cmake make gcc xz-utils bzip2 ca-certificates"
-check="$build clang libclang-rt-14-dev libcmocka-dev libbearssl-dev libarchive-dev zlib1g-dev openssl file curl strace"
+check="$build clang libclang-rt-14-dev llvm-14 libcmocka-dev libbearssl-dev libarchive-dev zlib1g-dev openssl file curl strace"
 bench="$check wrk nginx-light hyperfine"
 case ${1:-build} in
 build) want=$build ;;
