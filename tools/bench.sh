@@ -65,46 +65,12 @@ fi
 
 # ---- the servers ----------------------------------------------------------
 # nginx, as a user would run it, serving /health as a small static file.
-nginx_pid="" nport=""
-if nginx=$(command -v nginx || ls /usr/sbin/nginx 2>/dev/null); then
-	nport=$(free_port)
-	mkdir -p "$d/nginx/www" "$d/nginx/tmp"
-	printf '{"status":"ok","version":"nginx"}\n' >"$d/nginx/www/health"
-	chmod -R a+rX "$d"
-	cat >"$d/nginx/nginx.conf" <<EOF
-worker_processes auto;
-pid $d/nginx/nginx.pid;
-error_log $d/nginx/error.log;
-events { worker_connections 1024; }
-http {
-	access_log $d/nginx/access.log;
-	client_body_temp_path $d/nginx/tmp/body;
-	proxy_temp_path $d/nginx/tmp/proxy;
-	fastcgi_temp_path $d/nginx/tmp/fastcgi;
-	uwsgi_temp_path $d/nginx/tmp/uwsgi;
-	scgi_temp_path $d/nginx/tmp/scgi;
-	server {
-		listen 127.0.0.1:$nport;
-		root $d/nginx/www;
-		location = /health { default_type application/json; }
-	}
-}
-EOF
-	"$nginx" -p "$d/nginx" -c "$d/nginx/nginx.conf" -g 'daemon off;' 2>"$d/nginx/stderr" &
-	nginx_pid=$!
+if nginx_start "$d" health '{"status":"ok","version":"nginx"}' auto on; then
+	nginx_pid=$NGINX_PID nport=$NGINX_PORT
 	pids="$pids $nginx_pid"
-	i=0
-	until curl -sf -m 1 "http://127.0.0.1:$nport/health" >/dev/null 2>&1; do
-		i=$((i + 1))
-		if [ $i -gt 50 ] || ! kill -0 "$nginx_pid" 2>/dev/null; then
-			say "nginx did not start: $(head -3 "$d/nginx/stderr" "$d/nginx/error.log" 2>/dev/null | tr '\n' ' ')"
-			nginx_pid="" nport=""
-			break
-		fi
-		sleep 0.1
-	done
 else
-	say "nginx is not installed (apt-get install nginx-light)"
+	nginx_pid="" nport=""
+	say "$NGINX_WHY"
 fi
 
 serve_pid="" sport=""

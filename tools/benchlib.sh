@@ -12,6 +12,12 @@
 #   pair_ms "CMD A" "CMD B"             both medians, "a b", runs alternating in rounds
 #   peak_kib CMD...                     RSS of CMD as it exits (its peak, in practice), KiB
 #   proc_kib PID FIELD                  FIELD (VmRSS, VmHWM) of PID and its children, KiB
+#   nginx_start DIR NAME BODY WORKERS LOG
+#                                       nginx serving BODY as the static file /NAME
+#                                       from DIR/nginx, with WORKERS workers and an
+#                                       access log (LOG "on") or none ("off"); sets
+#                                       NGINX_PID, NGINX_PORT; 1 with the reason in
+#                                       NGINX_WHY when not installed or not started
 
 : "${BIN:?BIN is the static binary}"
 BENCH_RUNS=${BENCH_RUNS:-200}
@@ -151,4 +157,52 @@ while todo:
     todo.extend(kids.get(p, []))
 print(total if total else "n/a")
 EOF
+}
+
+# nginx as a user would run it: a static file, its own prefix and temp paths.
+nginx_start() {
+	NGINX_PID="" NGINX_PORT="" NGINX_WHY=""
+	_ngx=$(command -v nginx || ls /usr/sbin/nginx 2>/dev/null) ||
+		{ NGINX_WHY="nginx is not installed (apt-get install nginx-light)"; return 1; }
+	_nd=$1/nginx
+	NGINX_PORT=$(free_port)
+	mkdir -p "$_nd/www" "$_nd/tmp"
+	printf '%s\n' "$3" >"$_nd/www/$2"
+	# nginx's workers run as nobody when started by root
+	chmod a+rX "$1" "$_nd" "$_nd/www" "$_nd/www/$2"
+	_log=off
+	[ "$5" = on ] && _log=$_nd/access.log
+	cat >"$_nd/nginx.conf" <<EOF
+worker_processes $4;
+pid $_nd/nginx.pid;
+error_log $_nd/error.log;
+events { worker_connections 1024; }
+http {
+	access_log $_log;
+	client_body_temp_path $_nd/tmp/body;
+	proxy_temp_path $_nd/tmp/proxy;
+	fastcgi_temp_path $_nd/tmp/fastcgi;
+	uwsgi_temp_path $_nd/tmp/uwsgi;
+	scgi_temp_path $_nd/tmp/scgi;
+	server {
+		listen 127.0.0.1:$NGINX_PORT;
+		root $_nd/www;
+		location = /$2 { default_type application/json; }
+	}
+}
+EOF
+	"$_ngx" -p "$_nd" -c "$_nd/nginx.conf" -g 'daemon off;' 2>"$_nd/stderr" &
+	NGINX_PID=$!
+	_i=0
+	until curl -sf -m 1 "http://127.0.0.1:$NGINX_PORT/$2" >/dev/null 2>&1; do
+		_i=$((_i + 1))
+		if [ $_i -gt 100 ] || ! kill -0 "$NGINX_PID" 2>/dev/null; then
+			NGINX_WHY="nginx did not start: $(head -3 "$_nd/stderr" "$_nd/error.log" 2>/dev/null | tr '\n' ' ')"
+			kill "$NGINX_PID" 2>/dev/null
+			wait "$NGINX_PID" 2>/dev/null
+			NGINX_PID="" NGINX_PORT=""
+			return 1
+		fi
+		sleep 0.05
+	done
 }

@@ -56,47 +56,12 @@ done
 sport=$(head -1 "$d/serve.out")
 
 # ---- nginx with a static file ----------------------------------------------------
-npid="" nport=""
-if nginx=$(command -v nginx || ls /usr/sbin/nginx 2>/dev/null); then
-	nport=$(free_port)
-	mkdir -p "$d/nginx/www" "$d/nginx/tmp"
-	printf '{"exit_code":0,"stdout":"","stderr":"","duration_ms":0,"truncated":false}\n' >"$d/nginx/www/op"
-	# nginx's workers run as nobody when started by root
-	chmod a+rX "$d" "$d/nginx" "$d/nginx/www" "$d/nginx/www/op"
-	cat >"$d/nginx/nginx.conf" <<EOF
-worker_processes 2;
-pid $d/nginx/nginx.pid;
-error_log $d/nginx/error.log;
-events { worker_connections 1024; }
-http {
-	access_log off;
-	client_body_temp_path $d/nginx/tmp/body;
-	proxy_temp_path $d/nginx/tmp/proxy;
-	fastcgi_temp_path $d/nginx/tmp/fastcgi;
-	uwsgi_temp_path $d/nginx/tmp/uwsgi;
-	scgi_temp_path $d/nginx/tmp/scgi;
-	server {
-		listen 127.0.0.1:$nport;
-		root $d/nginx/www;
-		location = /op { default_type application/json; }
-	}
-}
-EOF
-	"$nginx" -p "$d/nginx" -c "$d/nginx/nginx.conf" -g 'daemon off;' 2>"$d/nginx/stderr" &
-	npid=$!
+if nginx_start "$d" op '{"exit_code":0,"stdout":"","stderr":"","duration_ms":0,"truncated":false}' 2 off; then
+	npid=$NGINX_PID nport=$NGINX_PORT
 	pids="$pids $npid"
-	i=0
-	until curl -sf -m 1 "http://127.0.0.1:$nport/op" >/dev/null 2>&1; do
-		i=$((i + 1))
-		if [ $i -gt 50 ] || ! kill -0 "$npid" 2>/dev/null; then
-			say "nginx did not start"
-			npid="" nport=""
-			break
-		fi
-		sleep 0.05
-	done
 else
-	say "nginx is not installed"
+	npid="" nport=""
+	say "$NGINX_WHY"
 fi
 
 # ---- the op under wrk ---------------------------------------------------------------
