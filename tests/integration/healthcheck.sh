@@ -33,7 +33,9 @@ wait "$SERVE_PID"
 check "serve exits 0 after SIGTERM" test $? -eq 0
 
 # Closed port: refused at once.
-port=$("$PY" -S "$FIXTURES/httpprobe.py" freeport)
+bg "$PY" -S "$FIXTURES/httpprobe.py" freeport >"$T/free.port"
+wait_for_line "$T/free.port" '^[0-9]' 10
+port=$(head -1 "$T/free.port")
 t0=$(ms_now)
 run "$BIN" healthcheck --port "$port"
 t1=$(ms_now)
