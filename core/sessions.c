@@ -39,7 +39,7 @@ struct slot {
 	pthread_cond_t cv;
 	int64_t created_ms;        /* realtime, for eviction order */
 	int inited;                /* cv initialised (slot_init) */
-	int running;               /* a thread works on it (counts toward limits) */
+	int running;               /* a thread works on it: the slot is not free (see live()) */
 	int holds;                 /* readers that must not see it evicted */
 	int cancel;                /* cancel or shutdown asked */
 	int shutdown;              /* ... by the server stopping: interrupted */
@@ -994,6 +994,15 @@ slot_take(struct sessions *S)
 	return best;
 }
 
+/* The session has not ended. It ends for clients (limits, cancel, readers
+ * and waiters alike) as soon as its last event is out: a thread past it is
+ * only tidying up, and s->running says just that the slot is not free. */
+static int
+live(const struct slot *s)
+{
+	return s->running && s->v.status == SESSION_IN_PROGRESS;
+}
+
 static void
 count_running(struct sessions *S, const char *agent, int *total, int *mine)
 {
@@ -1001,9 +1010,7 @@ count_running(struct sessions *S, const char *agent, int *total, int *mine)
 
 	*total = *mine = 0;
 	for (i = 0; i < SESSIONS_KEEP; i++)
-		if (S->slot[i].used && S->slot[i].running && S->slot[i].v.status == SESSION_IN_PROGRESS) {
-			/* a thread past its exited event is only tidying up: the
-			 * session has ended for clients, so it no longer counts */
+		if (S->slot[i].used && live(&S->slot[i])) {
 			(*total)++;
 			if (strcmp(S->slot[i].v.agent, agent) == 0)
 				(*mine)++;
@@ -1221,9 +1228,7 @@ sessions_cancel(struct sessions *S, const char *agent, const char *id, struct se
 		pthread_mutex_unlock(&S->mu);
 		return -1;
 	}
-	/* ended as soon as its last event is out, though the thread may
-	 * still be tidying up */
-	rc = s->running && s->v.status == SESSION_IN_PROGRESS ? 0 : 1;
+	rc = live(s) ? 0 : 1;
 	if (rc == 0 && !s->cancel) {
 		s->cancel = 1;
 		s->v.cancel_requested = 1;
@@ -1324,7 +1329,7 @@ sessions_read_buf(struct sessions *S, const char *agent, const char *id, uint32_
 		cnt++;
 		*last = k;
 	}
-	*done = !s->running && *last >= journal_count(&s->j);
+	*done = !live(s) && *last >= journal_count(&s->j);
 	pthread_mutex_unlock(&S->mu);
 	b->len = n;
 	return cnt;
@@ -1367,10 +1372,10 @@ sessions_wait(struct sessions *S, const char *id, uint32_t after, int wait_ms)
 		pthread_mutex_unlock(&S->mu);
 		return -1;
 	}
-	while (s->used && strcmp(s->v.id, id) == 0 && s->running && journal_count(&s->j) <= after)
+	while (s->used && strcmp(s->v.id, id) == 0 && live(s) && journal_count(&s->j) <= after)
 		if (pthread_cond_timedwait(&s->cv, &S->mu, &until) == ETIMEDOUT)
 			break;
-	rc = !s->used || strcmp(s->v.id, id) != 0 ? -1 : (!s->running || journal_count(&s->j) > after);
+	rc = !s->used || strcmp(s->v.id, id) != 0 ? -1 : (!live(s) || journal_count(&s->j) > after);
 	pthread_mutex_unlock(&S->mu);
 	return rc;
 }
