@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <locale.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,13 @@ _Static_assert((ARC_SAFE_FLAGS & ARCHIVE_EXTRACT_SECURE_SYMLINKS) != 0, "no writ
 /* An entry name shown in a message is cut to this many bytes so the rule
  * still fits in ERR_MSG_MAX. */
 #define ARC_SHOW_MAX 120
+/* Open directory fds kept for the path of the last entry, one per level
+ * from the root: npm tarballs interleave lib/a.js, lib/x/b.js, lib/c.js, so
+ * a new entry usually shares all but its last level with the previous one
+ * and needs at most one openat. Deeper directories are walked from the
+ * deepest kept level. Bounded so 32 extracting threads stay far below any
+ * descriptor limit. */
+#define ARC_FD_STACK 12
 
 struct deferred {
 	char *names;        /* NUL-separated names, each followed by its mode */
@@ -48,13 +56,52 @@ struct xs {
 	uint64_t seen;              /* entries read, for the entry cap */
 	uint64_t passed;            /* declared bytes of entries skipped over */
 	uint64_t next_progress;
-	/* The directory of the previous entry stays open: archives list a
-	 * directory's files together, so most entries need no walk. */
+	/* The directories of the previous entry's path stay open (see
+	 * ARC_FD_STACK): sfd[i] is the directory named by the first send[i]
+	 * bytes of spath. A deeper directory's fd is cfd, for cdir. */
+	char spath[ARC_DEFAULT_MAX_PATH + 1];
+	int sfd[ARC_FD_STACK];
+	size_t send[ARC_FD_STACK];
+	int sn;
 	char cdir[ARC_DEFAULT_MAX_PATH + 1];
 	int cfd;
 	struct deferred dfr;
 	const char *cur;            /* raw name of the entry being processed */
 };
+
+/* The process umask, read once from /proc/self/status (umask(2) cannot be
+ * read without being set, which races with other threads); -1 when unknown.
+ * When a mode survives the umask, files and directories are created with
+ * their final mode and need no fchmod. */
+static int arc_umask_val = -1;
+static pthread_once_t arc_umask_once = PTHREAD_ONCE_INIT;
+
+static void
+arc_umask_read(void)
+{
+	char buf[2048], *p;
+	ssize_t n;
+	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	p = strstr(buf, "\nUmask:");
+	if (p != NULL)
+		arc_umask_val = (int)(strtol(p + 7, NULL, 8) & 0777);
+}
+
+/* 1 when creating with mode gives exactly mode. */
+static int
+mode_survives(int mode)
+{
+	pthread_once(&arc_umask_once, arc_umask_read);
+	return arc_umask_val >= 0 && (mode & arc_umask_val) == 0;
+}
 
 void
 arc_opts_init(struct arc_opts *o, enum arc_format format)
@@ -268,74 +315,133 @@ why_not_dir(struct xs *x, int dfd, const char *comp)
  * following any symlink, creating missing components (mode 0755) when
  * create is set. Returns a new fd, or -1 after refuse().
  */
+/*
+ * Open the directory comp (one component) in fd without following a
+ * symlink, creating it (mode 0755) when missing and create is set. Returns
+ * a new fd, or -1 after refuse(). fd is not closed.
+ */
+static int
+open_comp(struct xs *x, int fd, const char *comp, int create)
+{
+	int nfd;
+
+	nfd = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (nfd < 0 && errno == ENOENT && create) {
+		int direct = mode_survives(0755);
+
+		if (mkdirat(fd, comp, direct ? 0755 : 0700) != 0 && errno != EEXIST)
+			return refuse(x, "cannot create directory '%s': %s", comp, strerror(errno));
+		nfd = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (nfd >= 0 && !direct && fchmod(nfd, 0755) != 0) {
+			refuse(x, "cannot chmod directory '%s': %s", comp, strerror(errno));
+			close(nfd);
+			return -1;
+		}
+		if (nfd >= 0)
+			x->st->entries++;
+	}
+	if (nfd < 0) {
+		if (errno == ENOENT)
+			refuse(x, "'%s' does not exist", comp);
+		else if (errno == ELOOP || errno == ENOTDIR)
+			why_not_dir(x, fd, comp);
+		else
+			refuse(x, "cannot open '%s': %s", comp, strerror(errno));
+		return -1;
+	}
+	return nfd;
+}
+
+/* The next component of *p into comp; advances *p past it and its slash. */
+static void
+next_comp(const char **p, char comp[ARC_NAME_MAX + 1])
+{
+	const char *q = strchr(*p, '/');
+	size_t clen = q ? (size_t)(q - *p) : strlen(*p);
+
+	memcpy(comp, *p, clen);
+	comp[clen] = '\0';
+	*p += clen + (q != NULL);
+}
+
 static int
 walk(struct xs *x, const char *dir, int create)
 {
 	char comp[ARC_NAME_MAX + 1];
-	const char *p = dir, *q;
-	size_t clen;
+	const char *p = dir;
 	int fd, nfd;
 
 	fd = openat(x->root, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return refuse(x, "cannot open the extraction root: %s", strerror(errno));
 	while (*p != '\0') {
-		q = strchr(p, '/');
-		clen = q ? (size_t)(q - p) : strlen(p);
-		memcpy(comp, p, clen);
-		comp[clen] = '\0';
-		p += clen + (q != NULL);
-		nfd = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (nfd < 0 && errno == ENOENT && create) {
-			if (mkdirat(fd, comp, 0700) != 0 && errno != EEXIST) {
-				refuse(x, "cannot create directory '%s': %s", comp, strerror(errno));
-				close(fd);
-				return -1;
-			}
-			nfd = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			if (nfd >= 0 && fchmod(nfd, 0755) != 0) {
-				refuse(x, "cannot chmod directory '%s': %s", comp, strerror(errno));
-				close(nfd);
-				close(fd);
-				return -1;
-			}
-			if (nfd >= 0)
-				x->st->entries++;
-		}
-		if (nfd < 0) {
-			if (errno == ENOENT)
-				refuse(x, "'%s' does not exist", comp);
-			else if (errno == ELOOP || errno == ENOTDIR)
-				why_not_dir(x, fd, comp);
-			else
-				refuse(x, "cannot open '%s': %s", comp, strerror(errno));
-			close(fd);
-			return -1;
-		}
+		next_comp(&p, comp);
+		nfd = open_comp(x, fd, comp, create);
 		close(fd);
+		if (nfd < 0)
+			return -1;
 		fd = nfd;
 	}
 	return fd;
 }
 
-/* The directory fd for dir, from the one-entry cache or a fresh walk. The
- * fd belongs to the cache: do not close it. */
+static void
+stack_pop(struct xs *x, int keep)
+{
+	while (x->sn > keep)
+		close(x->sfd[--x->sn]);
+}
+
+/* The directory fd for dir (created as needed), from the stack of open
+ * directories of the previous entry's path, opening only the levels that
+ * differ; a directory deeper than the stack comes from the one-entry cache
+ * or a fresh walk. The fd belongs to the cache: do not close it. */
 static int
 parent_fd(struct xs *x, const char *dir)
 {
+	char comp[ARC_NAME_MAX + 1];
 	size_t n = strlen(dir);
-	int fd;
+	const char *p;
+	int k = 0, depth = 0, fd;
 
-	if (x->cfd >= 0 && strcmp(x->cdir, dir) == 0)
-		return x->cfd;
-	fd = walk(x, dir, 1);
-	if (fd < 0)
-		return -1;
-	if (x->cfd >= 0)
-		close(x->cfd);
-	x->cfd = fd;
-	memcpy(x->cdir, dir, n + 1);
-	return fd;
+	if (*dir != '\0') {
+		depth = 1;
+		for (p = dir; *p; p++)
+			depth += *p == '/';
+	}
+	if (depth > ARC_FD_STACK) {
+		if (x->cfd >= 0 && strcmp(x->cdir, dir) == 0)
+			return x->cfd;
+		fd = walk(x, dir, 1);
+		if (fd < 0)
+			return -1;
+		if (x->cfd >= 0)
+			close(x->cfd);
+		x->cfd = fd;
+		memcpy(x->cdir, dir, n + 1);
+		return fd;
+	}
+	/* The kept levels that are a prefix of dir, component-wise. */
+	while (k < x->sn && k < depth) {
+		size_t e = x->send[k];
+		if (e > n || memcmp(dir, x->spath, e) != 0 || (dir[e] != '/' && dir[e] != '\0'))
+			break;
+		k++;
+	}
+	stack_pop(x, k);
+	p = k > 0 && k < depth ? dir + x->send[k - 1] + 1 : dir;
+	while (x->sn < depth) {
+		const char *start = p;
+		next_comp(&p, comp);
+		fd = open_comp(x, x->sn ? x->sfd[x->sn - 1] : x->root, comp, 1);
+		if (fd < 0)
+			return -1;
+		x->sfd[x->sn] = fd;
+		x->send[x->sn] = (size_t)(start - dir) + strlen(comp);
+		x->sn++;
+	}
+	memcpy(x->spath, dir, n + 1);
+	return x->sn ? x->sfd[x->sn - 1] : x->root;
 }
 
 static const char *
@@ -427,7 +533,7 @@ do_file(struct xs *x, struct archive_entry *ent, int pfd, const char *leaf)
 	size_t len;
 	la_int64_t off, declared = -1, end = 0;
 	struct timespec ts[2];
-	int fd, mode, r;
+	int fd, mode, r, direct;
 
 	mode = entry_mode(x, ent, 0);
 	if (mode < 0)
@@ -441,13 +547,17 @@ do_file(struct xs *x, struct archive_entry *ent, int pfd, const char *leaf)
 			return refuse(x, "extracted size would exceed the cap of %llu bytes",
 			    (unsigned long long)x->max_total);
 	}
-	fd = openat(pfd, leaf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	/* Created with its final mode (the descriptor is writable whatever
+	 * the mode says); fchmod only when the umask would take bits away. */
+	direct = mode_survives(mode);
+	fd = openat(pfd, leaf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, direct ? (mode_t)mode : 0600);
 	if (fd < 0 && errno == EEXIST && (x->o->flags & ARC_NPM)) {
 		struct stat sb;
 
 		if (fstatat(pfd, leaf, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode)
 		    && unlinkat(pfd, leaf, 0) == 0)
-			fd = openat(pfd, leaf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+			fd = openat(pfd, leaf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+			    direct ? (mode_t)mode : 0600);
 		else
 			errno = EEXIST;
 	}
@@ -489,7 +599,7 @@ do_file(struct xs *x, struct archive_entry *ent, int pfd, const char *leaf)
 		refuse(x, "cannot size file: %s", strerror(errno));
 		goto fail;
 	}
-	if (fchmod(fd, (mode_t)mode) != 0) {
+	if (!direct && fchmod(fd, (mode_t)mode) != 0) {
 		refuse(x, "cannot chmod: %s", strerror(errno));
 		goto fail;
 	}
@@ -539,23 +649,31 @@ do_dir(struct xs *x, struct archive_entry *ent, int pfd, const char *leaf,
     const char *name)
 {
 	struct stat sb;
-	int mode, fd, created = 1;
+	int mode, fd, created = 1, direct;
 
 	mode = entry_mode(x, ent, 1);
 	if (mode < 0)
 		return -1;
-	if (mkdirat(pfd, leaf, 0700) != 0) {
-		if (errno != EEXIST)
-			return refuse(x, "cannot create directory: %s", strerror(errno));
-		if (fstatat(pfd, leaf, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(sb.st_mode))
-			return dup_refuse(x, pfd, leaf, "a directory");
-		created = 0;
-	}
 	/* Until the end the directory must stay writable by us. */
 	if ((mode & 0700) != 0700) {
 		if (defer_mode(x, name, mode) != 0)
 			return -1;
 		mode |= 0700;
+	}
+	direct = mode_survives(mode);
+	if (mkdirat(pfd, leaf, direct ? (mode_t)mode : 0700) != 0) {
+		if (errno != EEXIST)
+			return refuse(x, "cannot create directory: %s", strerror(errno));
+		if (fstatat(pfd, leaf, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(sb.st_mode))
+			return dup_refuse(x, pfd, leaf, "a directory");
+		created = 0;
+		/* Already there with this mode (npm's are all 0755): done. */
+		direct = (sb.st_mode & 07777) == (mode_t)mode;
+	}
+	if (direct) {
+		if (created)
+			x->st->entries++;
+		return 0;
 	}
 	fd = openat(pfd, leaf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0 || fchmod(fd, (mode_t)mode) != 0) {
@@ -770,8 +888,9 @@ reader(enum arc_format f, struct err *e)
 	return a;
 }
 
-int
-arc_extract_fd(int archive_fd, int root_dirfd, const struct arc_opts *o,
+/* The archive comes from a descriptor (mem == NULL) or from memory. */
+static int
+extract(int archive_fd, const void *mem, size_t memlen, int root_dirfd, const struct arc_opts *o,
     struct arc_stats *st, struct err *e)
 {
 	struct arc_stats local;
@@ -809,7 +928,8 @@ arc_extract_fd(int archive_fd, int root_dirfd, const struct arc_opts *o,
 	x.a = reader(o->format, e);
 	if (x.a == NULL)
 		goto out_locale;
-	if (archive_read_open_fd(x.a, archive_fd, ARC_READ_BLOCK) != ARCHIVE_OK) {
+	if ((mem != NULL ? archive_read_open_memory(x.a, mem, memlen)
+	    : archive_read_open_fd(x.a, archive_fd, ARC_READ_BLOCK)) != ARCHIVE_OK) {
 		refuse(&x, "not a valid %s archive: %s", arc_format_name(o->format),
 		    archive_error_string(x.a) ? archive_error_string(x.a) : "?");
 		goto out;
@@ -837,6 +957,7 @@ out:
 	st->bytes_in = (uint64_t)archive_filter_bytes(x.a, -1);
 	if (rc == 0)
 		progress(&x, 1);
+	stack_pop(&x, 0);
 	if (x.cfd >= 0)
 		close(x.cfd);
 	free(x.dfr.names);
@@ -847,6 +968,23 @@ out_locale:
 		freelocale(utf8);
 	}
 	return rc;
+}
+
+int
+arc_extract_fd(int archive_fd, int root_dirfd, const struct arc_opts *o,
+    struct arc_stats *st, struct err *e)
+{
+	return extract(archive_fd, NULL, 0, root_dirfd, o, st, e);
+}
+
+int
+arc_extract_mem(const void *buf, size_t len, int root_dirfd, const struct arc_opts *o,
+    struct arc_stats *st, struct err *e)
+{
+	/* libarchive takes a NULL buffer for an empty one badly */
+	static const char empty[1];
+
+	return extract(-1, len ? buf : empty, len, root_dirfd, o, st, e);
 }
 
 int

@@ -155,6 +155,11 @@ const char *arc_format_name(enum arc_format f);
 int arc_extract_fd(int archive_fd, int root_dirfd, const struct arc_opts *o,
     struct arc_stats *st, struct err *e);
 
+/* The same for an archive held in memory (buf, len bytes; not copied, must
+ * stay valid during the call): a zip is read through its central directory. */
+int arc_extract_mem(const void *buf, size_t len, int root_dirfd, const struct arc_opts *o,
+    struct arc_stats *st, struct err *e);
+
 /* The same with paths: opens archive_path and root_dir (which must exist and
  * be a directory, not a symlink). */
 int arc_extract(const char *archive_path, const char *root_dir,

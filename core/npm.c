@@ -1,11 +1,20 @@
 /*
  * The native npm-lock installer; the contract is in npm.h.
  *
- * Scheduling: one shared table of packages under one mutex. A worker takes,
- * in this order of preference, a fetched package whose parent is extracted
- * (extract it), then a package not yet fetched (fetch it), else waits.
- * Extraction is preferred so finished downloads do not pile up; fetching
- * runs while other workers extract.
+ * Scheduling: one shared table of packages, sorted by path, under one
+ * mutex. A worker takes the next package in that order, gets its verified
+ * bytes (cache or download), waits until the package whose node_modules
+ * holds it is extracted (sorted order puts that one earlier, so it is done
+ * or in another worker's hands), and extracts it. Each worker is a whole
+ * download-verify-extract pipeline, so downloads and extraction overlap
+ * across workers and a tarball is never waiting in a queue.
+ *
+ * One read of the bytes: a tarball of at most NPM_MEM_MAX bytes is kept in
+ * its worker's buffer while it is downloaded (or read once from the cache)
+ * and hashed, and extracted from that buffer: the bytes extracted are the
+ * bytes verified, with no second read and no window in which the cache file
+ * could change. A larger one is streamed to the cache and re-read from the
+ * file, hashed again, then extracted.
  */
 #include "npm.h"
 
@@ -24,6 +33,61 @@
 #include <unistd.h>
 
 #define FAILED "install.failed"
+
+/* A worker's in-memory tarball (see above). 8 workers hold at most 8 MiB;
+ * npm tarballs are mostly a few KiB (jest's 268: p99 200 KiB). */
+#define NPM_MEM_MAX (1u << 20)
+
+struct wbuf {
+	unsigned char *p;
+	size_t len, cap;
+	int ok;                     /* p[0..len) is the whole verified tarball */
+	int over;                   /* it does not fit: use the cache file */
+};
+
+static void
+wbuf_reset(struct wbuf *b, int off)
+{
+	b->len = 0;
+	b->ok = 0;
+	b->over = off;
+}
+
+/* Make room for need bytes in all; on failure the file is used instead. */
+static int
+wbuf_room(struct wbuf *b, size_t need)
+{
+	size_t cap;
+	unsigned char *p;
+
+	if (b->over || need > NPM_MEM_MAX) {
+		b->over = 1;
+		return 0;
+	}
+	if (need <= b->cap)
+		return 1;
+	cap = b->cap ? b->cap : 64u << 10;
+	while (cap < need)
+		cap *= 2;
+	if (cap > NPM_MEM_MAX)
+		cap = NPM_MEM_MAX;
+	if ((p = realloc(b->p, cap)) == NULL) {
+		b->over = 1;
+		return 0;
+	}
+	b->p = p;
+	b->cap = cap;
+	return 1;
+}
+
+static void
+wbuf_put(struct wbuf *b, const void *data, size_t len)
+{
+	if (wbuf_room(b, b->len + len)) {
+		memcpy(b->p + b->len, data, len);
+		b->len += len;
+	}
+}
 
 enum pstate { P_NEW, P_FETCHING, P_FETCHED, P_EXTRACTING, P_DONE };
 
@@ -44,6 +108,7 @@ struct run {
 	struct err err;             /* the first failure */
 	struct npm_stats st;
 	uint64_t announced;
+	size_t next;                /* the next job to take */
 	char reg[HTTP_URL_MAX];     /* mirror base without a trailing slash */
 	unsigned seq;               /* temporary file names */
 };
@@ -104,11 +169,44 @@ fd_matches(int fd, const struct digest *want, struct digest *got)
 	return digest_equal(want, got);
 }
 
-int
-npm_cache_lookup(const char *cache, const struct digest *integrity, char *out, size_t cap, struct err *e)
+/* Read fd (size bytes by fstat) into b and check it against want: 1 when
+ * it matched, 0 when not, -1 when it did not fit (b->over; fd is then at an
+ * unknown offset). */
+static int
+buf_matches(int fd, size_t size, struct wbuf *b, const struct digest *want)
+{
+	struct digest got;
+	ssize_t r;
+
+	/* one byte more than announced tells a file that grew */
+	if (!wbuf_room(b, size + 1))
+		return -1;
+	while ((r = read(fd, b->p + b->len, b->cap - b->len)) != 0) {
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return 0;
+		b->len += (size_t)r;
+		if (b->len == b->cap) {
+			b->over = 1;
+			b->len = 0;
+			return -1;
+		}
+	}
+	digest_buf(want->alg, b->p, b->len, &got);
+	if (!digest_equal(want, &got))
+		return 0;
+	b->ok = 1;
+	return 1;
+}
+
+/* npm_cache_lookup; with b, a hit that fits is left verified in b. */
+static int
+cache_get(const char *cache, const struct digest *integrity, struct wbuf *b, char *out, size_t cap, struct err *e)
 {
 	char idx[4096], hex[80];
 	struct digest got;
+	struct stat sb;
 	ssize_t n;
 	int fd, ok;
 
@@ -129,9 +227,20 @@ npm_cache_lookup(const char *cache, const struct digest *integrity, char *out, s
 	fd = open(out, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return 0;
+	if (b != NULL && !b->over && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) &&
+	    (ok = buf_matches(fd, (size_t)sb.st_size, b, integrity)) >= 0) {
+		close(fd);
+		return ok;
+	}
 	ok = fd_matches(fd, integrity, &got);
 	close(fd);
 	return ok ? 1 : 0;
+}
+
+int
+npm_cache_lookup(const char *cache, const struct digest *integrity, char *out, size_t cap, struct err *e)
+{
+	return cache_get(cache, integrity, NULL, out, cap, e);
 }
 
 int
@@ -158,6 +267,7 @@ npm_cache_sha256(const char *cache, const struct digest *integrity, char hex[DIG
 
 struct sink {
 	struct run *r;
+	struct wbuf *b;
 	int fd;
 	struct digest_ctx want, sha256;
 	uint64_t bytes;
@@ -176,6 +286,7 @@ sink_write(void *arg, const void *buf, size_t len, struct err *e)
 		return err_set(e, FAILED, "cancelled: another package failed");
 	digest_update(&s->want, buf, len);
 	digest_update(&s->sha256, buf, len);
+	wbuf_put(s->b, buf, len);
 	while (left > 0) {
 		w = write(s->fd, p, left);
 		if (w < 0 && errno == EINTR)
@@ -221,7 +332,7 @@ host_rule(void *arg, const struct http_url *u, struct err *e)
 }
 
 static int
-fetch_one(struct run *r, struct http_client *hc, struct job *j, struct err *e)
+fetch_one(struct run *r, struct http_client *hc, struct job *j, struct wbuf *b, struct err *e)
 {
 	const struct npm_opts *o = r->o;
 	const struct npmlock_pkg *p = j->p;
@@ -233,7 +344,8 @@ fetch_one(struct run *r, struct http_client *hc, struct job *j, struct err *e)
 	unsigned seq;
 	int rc;
 
-	if ((rc = npm_cache_lookup(o->cache, &p->digest, j->file, sizeof(j->file), e)) != 0) {
+	wbuf_reset(b, o->fetch_only);
+	if ((rc = cache_get(o->cache, &p->digest, b, j->file, sizeof(j->file), e)) != 0) {
 		if (rc > 0) {
 			pthread_mutex_lock(&r->mu);
 			r->st.cached++;
@@ -256,7 +368,9 @@ fetch_one(struct run *r, struct http_client *hc, struct job *j, struct err *e)
 	pthread_mutex_unlock(&r->mu);
 	snprintf(tmp, sizeof(tmp), "%s/.tmp-npm-%d-%u", o->cache, (int)getpid(), seq);
 	memset(&s, 0, sizeof(s));
+	wbuf_reset(b, o->fetch_only);
 	s.r = r;
+	s.b = b;
 	s.e = e;
 	s.fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (s.fd < 0)
@@ -301,6 +415,7 @@ fetch_one(struct run *r, struct http_client *hc, struct job *j, struct err *e)
 	}
 	digest_final(&s.want, &dw);
 	digest_final(&s.sha256, &d256);
+	b->ok = !b->over && digest_equal(&dw, &p->digest);
 	if (!digest_equal(&dw, &p->digest)) {
 		close(s.fd);
 		unlink(tmp);
@@ -378,34 +493,43 @@ open_dir_path(int rootfd, const char *rel, struct err *e)
 }
 
 static int
-extract_one(struct run *r, struct job *j, int rootfd, struct err *e)
+extract_one(struct run *r, struct job *j, const struct wbuf *b, int rootfd, struct err *e)
 {
 	struct arc_opts ao;
 	struct arc_stats as;
 	struct digest got;
-	int afd, dfd, rc;
+	int afd = -1, dfd, rc;
 
-	afd = open(j->file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (afd < 0)
-		return fail_phase(e, "extract", "%s: %s", j->file, strerror(errno));
-	/* The file was verified when it entered the cache or when it was
-	 * looked up; it is ours, but check again what the extractor will read:
-	 * the cache directory may be shared. */
-	if (!fd_matches(afd, &j->p->digest, &got) || lseek(afd, 0, SEEK_SET) != 0) {
-		close(afd);
-		return err_set(e, "install.checksum_mismatch", "%s@%s: the cache entry %s changed after verification",
-			       j->p->name, j->p->version, j->file);
+	if (!b->ok) {
+		afd = open(j->file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (afd < 0)
+			return fail_phase(e, "extract", "%s: %s", j->file, strerror(errno));
+		/* Too large to keep in memory: the file was verified when it
+		 * entered the cache or when it was looked up; it is ours, but
+		 * check again what the extractor will read: the cache directory
+		 * may be shared. */
+		if (!fd_matches(afd, &j->p->digest, &got) || lseek(afd, 0, SEEK_SET) != 0) {
+			close(afd);
+			return err_set(e, "install.checksum_mismatch",
+				       "%s@%s: the cache entry %s changed after verification", j->p->name, j->p->version,
+				       j->file);
+		}
 	}
 	dfd = open_dir_path(rootfd, j->p->path, e);
 	if (dfd < 0) {
-		close(afd);
+		if (afd >= 0)
+			close(afd);
 		return -1;
 	}
 	arc_opts_init(&ao, ARC_FMT_TAR_GZ);
 	ao.flags = ARC_NPM;
 	memset(&as, 0, sizeof(as));
-	rc = arc_extract_fd(afd, dfd, &ao, &as, e);
-	close(afd);
+	if (b->ok)
+		rc = arc_extract_mem(b->p, b->len, dfd, &ao, &as, e);
+	else
+		rc = arc_extract_fd(afd, dfd, &ao, &as, e);
+	if (afd >= 0)
+		close(afd);
 	close(dfd);
 	if (rc != 0) {
 		char m[ERR_MSG_MAX];
@@ -439,59 +563,53 @@ worker_main(void *arg)
 	struct worker *w = arg;
 	struct run *r = w->r;
 	struct http_client *hc = NULL;
+	struct wbuf b;
 	struct err e;
-	size_t i;
 
 	err_clear(&e);
+	memset(&b, 0, sizeof(b));
 	pthread_mutex_lock(&r->mu);
-	for (;;) {
-		struct job *pick = NULL;
-		int extract = 0;
-
-		if (r->failed || r->done == r->n)
-			break;
-		for (i = 0; i < r->n && pick == NULL; i++)
-			if (r->jobs[i].st == P_FETCHED && parent_done(r, &r->jobs[i]))
-				pick = &r->jobs[i], extract = 1;
-		for (i = 0; i < r->n && pick == NULL; i++)
-			if (r->jobs[i].st == P_NEW)
-				pick = &r->jobs[i];
-		if (pick == NULL) {
-			pthread_cond_wait(&r->cv, &r->mu);
-			continue;
-		}
-		pick->st = extract ? P_EXTRACTING : P_FETCHING;
-		pthread_mutex_unlock(&r->mu);
-
+	while (!r->failed && r->next < r->n) {
+		struct job *pick = &r->jobs[r->next++];
 		int rc;
-		if (extract) {
-			rc = extract_one(r, pick, w->rootfd, &e);
-		} else {
-			if (hc == NULL && (hc = http_client_new(&e)) == NULL)
-				rc = -1;
-			else
-				rc = fetch_one(r, hc, pick, &e);
-		}
 
+		pick->st = P_FETCHING;
+		pthread_mutex_unlock(&r->mu);
+		if (hc == NULL && (hc = http_client_new(&e)) == NULL)
+			rc = -1;
+		else
+			rc = fetch_one(r, hc, pick, &b, &e);
 		pthread_mutex_lock(&r->mu);
+		if (rc == 0 && !r->o->fetch_only) {
+			/* The parent was taken earlier (sorted order): it is
+			 * done or being worked on, never waiting for us. */
+			pick->st = P_FETCHED;
+			while (!r->failed && !parent_done(r, pick))
+				pthread_cond_wait(&r->cv, &r->mu);
+			if (r->failed)
+				break;
+			pick->st = P_EXTRACTING;
+			pthread_mutex_unlock(&r->mu);
+			rc = extract_one(r, pick, &b, w->rootfd, &e);
+			pthread_mutex_lock(&r->mu);
+		}
 		if (rc != 0) {
 			if (!r->failed) {
 				r->failed = 1;
 				r->err = e;
 			}
-		} else if (extract || r->o->fetch_only) {
+		} else {
 			pick->st = P_DONE;
 			r->done++;
 			if (r->o->progress)
 				r->o->progress(r->o->progress_arg, r->st.bytes, r->announced, r->done, r->n);
-		} else {
-			pick->st = P_FETCHED;
 		}
 		pthread_cond_broadcast(&r->cv);
 	}
 	pthread_cond_broadcast(&r->cv);
 	pthread_mutex_unlock(&r->mu);
 	http_client_free(hc);
+	free(b.p);
 	return NULL;
 }
 

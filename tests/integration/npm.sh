@@ -111,6 +111,12 @@ tool("badkey", d)
 d = {k: dict(v) for k, v in good.items()}
 d["node_modules/linked"] = {"resolved": "../linked", "link": True}
 tool("linked", d)
+
+# a tarball larger than a worker keeps in memory (1 MiB): incompressible
+blob = os.urandom(1536 << 10)
+P.pack(root, "big", "1.0.0", {"blob.bin": blob})
+open(T + "/big.sha256", "w").write(hashlib.sha256(blob).hexdigest())
+tool("big", {"node_modules/@t/app": good["node_modules/@t/app"], "node_modules/big": E("big", "1.0.0")})
 EOF
 [ -f "$T/m/app.json" ] || { not_ok "fixtures" "the generator failed"; exit 1; }
 
@@ -200,6 +206,28 @@ check "downloads went to the mirror" grep -q 'GET /mirror/@t/app/-/app-1.0.0.tgz
 run "$BIN" fetch --only app --platform all --cache "$T/fc"
 expect "fetch --platform all for an npm tool" 0
 check "every cpu's and libc's linux package is cached" test "$(ls "$T/fc/npm" | wc -l)" -eq 7
+
+# ---- large tarballs and damaged cache entries ------------------------------
+run "$BIN" prepare --only big
+expect "a tarball over the in-memory limit installs (streamed through its cache file)" 0
+BIGW=$(cat "$T/big.sha256")
+check "the large package's file is intact" \
+	test "$(sha256sum <"$T/tools/big/1.0.0-linux-x64/node_modules/big/blob.bin" | cut -d' ' -f1)" = "$BIGW"
+mkdir -m 700 "$T/t7"
+run env ABX_TOOLS_DIR="$T/t7" ABX_SERVER_INSTALL_MODE=offline "$BIN" prepare --only big --cache "$T/tools/.cache"
+expect "the large tarball installs again from the cache, offline" 0
+check "and its file is intact" \
+	test "$(sha256sum <"$T/t7/big/1.0.0-linux-x64/node_modules/big/blob.bin" | cut -d' ' -f1)" = "$BIGW"
+cp -R "$T/tools/.cache" "$T/cc"
+DEPSHA=$(sha256sum <"$T/reg/dep/-/dep-1.0.0.tgz" | cut -d' ' -f1)
+printf 'x' | dd of="$T/cc/$DEPSHA" bs=1 seek=20 conv=notrunc 2>/dev/null
+: >"$T/reg.log"
+mkdir -m 700 "$T/t8"
+run env ABX_TOOLS_DIR="$T/t8" "$BIN" prepare --only app --cache "$T/cc"
+expect "a damaged cache entry (same size) is a miss, not an install" 0
+check "the damaged package was downloaded again, and only it" \
+	test "$(grep -c 'GET .*\.tgz' "$T/reg.log")" -eq 1 -a "$(grep -c 'GET /dep/-/dep-1.0.0.tgz' "$T/reg.log")" -eq 1
+check "and installed from the right bytes" grep -qx v1 "$T/t8/app/1.0.0-linux-x64/node_modules/dep/index.js"
 
 # ---- lazy install on first exec through the shim ---------------------------
 mkdir -m 700 "$T/t5" "$T/t5/bin"

@@ -59,14 +59,24 @@ group_teardown(void **state)
 	return fs_rm_tree(base, &e);
 }
 
+/* Set while the tests run again through arc_extract_mem. */
+static int via_mem;
+
 static int
-fresh_stage(void **state)
+stage_reset(void)
 {
 	struct err e;
 
 	if (fs_rm_tree(stage, &e) != 0)
 		return -1;
 	return mkdir(stage, 0700);
+}
+
+static int
+fresh_stage(void **state)
+{
+	via_mem = 0;
+	return stage_reset();
 }
 
 /* Nothing outside the stage changed: the sentinel tree is identical and the
@@ -95,6 +105,20 @@ extract(const char *name, enum arc_format f, unsigned flags, struct arc_stats *s
 	arc_opts_init(&o, f);
 	o.flags = flags;
 	path_of(p, sizeof(p), arch, name);
+	if (via_mem) {
+		char *buf = NULL;
+		size_t len = 0;
+		int dfd, rc;
+
+		if (fs_read_alloc(p, 256u << 20, &buf, &len, e) != 0)
+			fail_msg("%s: %s", p, e->msg);
+		dfd = open(stage, O_RDONLY | O_DIRECTORY);
+		assert_true(dfd >= 0);
+		rc = arc_extract_mem(buf, len, dfd, &o, st, e);
+		close(dfd);
+		free(buf);
+		return rc;
+	}
 	return arc_extract(p, stage, &o, st, e);
 }
 
@@ -489,6 +513,58 @@ t_npm_mode(void **s)
 	assert_int_equal(sb.st_mode & 07777, 0700);  /* the root is the caller's */
 }
 
+static void
+t_interleave(void **s)
+{
+	static const char *const files[] = {"a/x", "a/b/c/y", "ab/y", "a/z", "a/b/w", "top", "a/b/c/v", "ab/b/c/u"};
+	char deep[200] = "", p[400];
+	struct arc_stats st;
+	struct err e;
+	size_t i;
+
+	if (extract("interleave.tgz", G, ARC_NPM, &st, &e) != 0)
+		fail_msg("%s", e.msg);
+	for (i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+		assert_file(files[i], files[i], 0644);
+	for (i = 0; i < 20; i++)
+		snprintf(deep + strlen(deep), sizeof(deep) - strlen(deep), "%sd%zu", i ? "/" : "", i);
+	snprintf(p, sizeof(p), "%s/deep1", deep);
+	assert_file(p, "deep1", 0644);
+	snprintf(p, sizeof(p), "%s/deep2", deep);
+	assert_file(p, "deep2", 0644);
+	snprintf(p, sizeof(p), "%s/e/deep3", deep);
+	assert_file(p, "deep3", 0644);
+	assert_file("d0/d1/d2/d3/d4/d5/d6/d7/d8/d9/d10/d11/d12/mid", "mid", 0644);
+	/* 12 files, and every directory once: a, a/b, a/b/c, ab, ab/b, ab/b/c,
+	 * d0..d19, d19/e */
+	assert_int_equal(st.entries, 12 + 6 + 21);
+}
+
+/* Every rule again with the archive in memory (how npm packages are
+ * extracted): the same refusals with the same messages, the same trees. */
+static void
+t_mem_same_rules(void **s)
+{
+	static void (*const fns[])(void **) = {
+		t_dotdot, t_dotdot_inner, t_absolute, t_symlink_out, t_symlink_abs, t_symlink_deep_out,
+		t_symlink_dotdot_after_name, t_hardlink_out, t_hardlink_abs, t_hardlink_missing,
+		t_hardlink_to_symlink, t_hardlink_data, t_through_symlink_abs, t_through_symlink, t_device,
+		t_blockdev, t_fifo, t_setuid, t_setgid, t_overlay_dir_link, t_overlay_link_file,
+		t_overlay_file_dir, t_dup_file, t_long_path, t_long_component, t_deep, t_backslash,
+		t_truncated, t_garbage, t_zip_dotdot, t_zip_absolute, t_zip_symlink_out,
+		t_zip_symlink_through, t_zip_backslash, t_bomb, t_good_targz, t_good_zip,
+		t_nonascii_tar, t_npm_mode, t_interleave,
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(fns) / sizeof(fns[0]); i++) {
+		assert_int_equal(stage_reset(), 0);
+		via_mem = 1;
+		fns[i](s);
+	}
+	via_mem = 0;
+}
+
 static uint64_t progress_calls, progress_last;
 
 static void
@@ -557,6 +633,7 @@ main(void)
 		C(t_dup_file), C(t_long_path), C(t_long_component), C(t_deep), C(t_backslash),
 		C(t_truncated), C(t_garbage), C(t_zip_dotdot), C(t_zip_absolute),
 		C(t_zip_symlink_out), C(t_zip_symlink_through), C(t_zip_backslash),
+		C(t_interleave), C(t_mem_same_rules),
 		C(t_bomb), C(t_bomb_stripped), C(t_wrong_format), C(t_total_cap_stops), C(t_entry_cap),
 		C(t_path_cap), C(t_stream_bomb_pipe), C(t_strict_modes),
 		C(t_writable_normalised), C(t_owner_read_added), C(t_good_targz), C(t_good_tar_strip),
