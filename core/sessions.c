@@ -32,6 +32,14 @@
  * (truncated, exited, interrupted): they are always written. */
 #define SESSION_TAIL_RESERVE 4096
 
+/* A decimal counter kept as text: the next number costs an increment of
+ * its last digits, not a conversion (a stream writes an id per event). */
+struct dec {
+	uint32_t v;
+	size_t n;        /* 0: not set */
+	char d[12];
+};
+
 struct slot {
 	int used;
 	struct session_view v;
@@ -55,6 +63,7 @@ struct slot {
 	int64_t tms;               /* fmt_time cache: the ms of tstr */
 	char tstr[32];
 	int tfixed;                /* on_output: tstr is the time of this chunk */
+	struct dec seq;            /* emit_output_fast's last seq, as text */
 	/* on_output formats a chunk's events here without the lock, then
 	 * hands them to the journal at once (struct stage). */
 	int staging;
@@ -400,6 +409,30 @@ put_u32(char *o, uint32_t v)
 	return n;
 }
 
+/* The text of v into o; its length. */
+static size_t
+dec_put(struct dec *c, uint32_t v, char *o)
+{
+	size_t i;
+
+	if (c->n == 0 || v != c->v + 1) {
+		c->n = put_u32(c->d, v);
+	} else {
+		for (i = c->n; i > 0 && c->d[i - 1] == '9'; i--)
+			c->d[i - 1] = '0';
+		if (i > 0) {
+			c->d[i - 1]++;
+		} else {
+			memmove(c->d + 1, c->d, c->n);
+			c->d[0] = '1';
+			c->n++;
+		}
+	}
+	c->v = v;
+	memcpy(o, c->d, c->n);
+	return c->n;
+}
+
 /* Bytes copied as they are into a JSON string: printable ASCII (and DEL)
  * but '"' and '\\'. A bit map: one load and a shift per byte. */
 static const uint64_t plain_map[4] = {0xfffffffb00000000ull, 0xffffffffefffffffull, 0, 0};
@@ -460,7 +493,7 @@ emit_output_fast(struct slot *s, int i, const char *data, size_t n, int partial,
 	o = line;
 	memcpy(o, "{\"seq\":", 7);
 	o += 7;
-	o += put_u32(o, next_seq(s));
+	o += dec_put(&s->seq, next_seq(s), o);
 	memcpy(o, pre, sizeof(pre) - 1);
 	o += sizeof(pre) - 1;
 	memcpy(o, s->tstr, tl);
@@ -1075,6 +1108,7 @@ sessions_create(struct sessions *S, const struct session_spec *sp, struct sessio
 	s->dropped = 0;
 	s->llen[1] = s->llen[2] = 0;
 	s->tms = -1;
+	s->seq.n = 0;
 	json_w_init(&s->ow, JOURNAL_LINE_MAX - 512);
 	s->S = S;
 	new_id(s->v.id);
@@ -1267,6 +1301,7 @@ int
 sessions_read_buf(struct sessions *S, const char *agent, const char *id, uint32_t after, int max_events,
 		  size_t max_bytes, int sse, struct sessions_rbuf *b, uint32_t *last, int *done)
 {
+	struct dec idt = {0, 0, {0}};
 	struct slot *s;
 	size_t n = 0, l, need;
 	const char *line;
@@ -1294,7 +1329,7 @@ sessions_read_buf(struct sessions *S, const char *agent, const char *id, uint32_
 			 * (one snprintf per event was a good part of the cost). */
 			type = line_type(line, l, &tl);
 			memcpy(head, "id: ", 4);
-			hn = 4 + put_u32(head + 4, k);
+			hn = 4 + dec_put(&idt, k, head + 4);
 			if (type != NULL && tl < 64) {
 				memcpy(head + hn, "\nevent: ", 8);
 				hn += 8;
