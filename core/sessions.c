@@ -299,6 +299,8 @@ stage_commit(struct slot *s)
 	size_t len;
 	int pre;
 
+	if (g->n == 0 && !g->truncated)
+		return;   /* only part of a line: nothing to announce */
 	pthread_mutex_lock(&S->mu);
 	if (g->truncated)
 		s->v.truncated = 1;
