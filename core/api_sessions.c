@@ -44,7 +44,7 @@
  * (API_SSE_STACK reserved, a few pages used) and its read buffer. */
 #define API_SSE_STREAMS_DEFAULT 64
 /* A stream thread's stack: the loop keeps its buffer on the heap. */
-#define API_SSE_STACK (64u << 10)
+#define API_SSE_STACK (128u << 10)
 
 /* ---- set-up ---------------------------------------------------------------- */
 

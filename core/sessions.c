@@ -28,6 +28,9 @@
 /* The child's pipes and one read from them (heap): 256 KiB is 4000 lines
  * of 64 bytes per pass of on_output. */
 #define SESSION_READ_BUF (256u << 10)
+/* The stage (formatted events of one read) kept between reads: a read of
+ * 64-byte lines needs about 600 KiB. */
+#define SESSION_STAGE_KEEP (1u << 20)
 /* Room above the journal limit for the events that end a session
  * (truncated, exited, interrupted): they are always written. */
 #define SESSION_TAIL_RESERVE 4096
@@ -320,6 +323,16 @@ stage_commit(struct slot *s)
 	g->len = 0;
 	g->n = 0;
 	g->truncated = 0;
+	/* A burst of tiny lines can blow the stage up (to the journal limit
+	 * at most): keep only a usual chunk's worth for the next read. */
+	if (g->cap > SESSION_STAGE_KEEP) {
+		free(g->buf);
+		free(g->off);
+		g->buf = NULL;
+		g->off = NULL;
+		g->cap = 0;
+		g->offcap = 0;
+	}
 }
 
 /*

@@ -273,6 +273,48 @@ test_read_sse(void **state)
 	sessions_free(S2);
 }
 
+/* A burst of empty lines (200000 events from a few reads: the stage grows
+ * past what it keeps between reads): every one is an event, in order. */
+static void
+test_burst_of_empty_lines(void **state)
+{
+	struct sessions *S = table(NULL, 64u << 20);
+	struct session_view v;
+	struct err e;
+	char *buf, *p, *nl, want[128];
+	size_t len;
+	uint32_t last, k = 0;
+	int done, outputs = 0;
+
+	assert_non_null(S);
+	/* written from a file by cat: 128 KiB writes, 131072 events a read */
+	assert_int_equal(start(S, "f=$(mktemp) && head -c 200000 /dev/zero | tr '\\0' '\\n' >$f && cat $f; rm -f $f", &v, &e),
+			 0);
+	wait_end(S, v.id, &v);
+	assert_int_equal(v.status, SESSION_COMPLETED);
+	assert_int_equal(v.events, 200002);
+	assert_false(v.truncated);
+	assert_int_equal(sessions_read(S, "sh", v.id, 0, 300000, 64u << 20, 0, &buf, &len, &last, &done), 200002);
+	assert_int_equal(last, 200002);
+	for (p = buf; p < buf + len; p = nl + 1) {
+		nl = memchr(p, '\n', (size_t)(buf + len - p));
+		assert_non_null(nl);
+		k++;
+		snprintf(want, sizeof(want), "{\"seq\":%u,\"type\":\"agent.session.output\",\"time\":\"", k);
+		if ((size_t)(nl - p) > strlen(want) && memcmp(p, want, strlen(want)) == 0) {
+			assert_memory_equal(nl - 30, "\",\"stream\":\"stdout\",\"data\":\"\"}", 30);
+			outputs++;
+		} else {
+			snprintf(want, sizeof(want), "{\"seq\":%u,", k);
+			assert_memory_equal(p, want, strlen(want));
+		}
+	}
+	assert_int_equal(k, 200002);
+	assert_int_equal(outputs, 200000);
+	free(buf);
+	sessions_free(S);
+}
+
 int
 main(void)
 {
@@ -280,6 +322,7 @@ main(void)
 		cmocka_unit_test(test_lifecycle_and_replay),
 		cmocka_unit_test(test_cancel_limits_truncation),
 		cmocka_unit_test(test_read_sse),
+		cmocka_unit_test(test_burst_of_empty_lines),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
