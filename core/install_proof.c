@@ -68,8 +68,8 @@ struct pbuild {
 	size_t n, cap;
 	char *names;
 	size_t nlen, ncap;
-	struct timespec newest; /* newest ctime or mtime recorded */
-	int any_ns;             /* some timestamp has nanoseconds */
+	struct timespec newest; /* newest ctime recorded */
+	int any_ns;             /* some ctime has nanoseconds */
 	struct err *e;
 };
 
@@ -132,8 +132,9 @@ pb_add(struct pbuild *b, const char *rel, size_t n, const struct stat *st)
 	r->ctime_ns = (uint32_t)st->st_ctim.tv_nsec;
 	r->mtime_s = st->st_mtim.tv_sec;
 	r->mtime_ns = (uint32_t)st->st_mtim.tv_nsec;
+	/* ctimes only: they are what a later change must move, and an
+	 * archive's mtimes may lie in the future */
 	pb_newest(b, &st->st_ctim);
-	pb_newest(b, &st->st_mtim);
 	b->n++;
 	return 0;
 }
@@ -211,7 +212,7 @@ pb_once(struct pbuild *b, const char *root)
 }
 
 /* Has the filesystem clock moved past b->newest? A filesystem whose
- * timestamps never carry nanoseconds is taken to tick once a second. */
+ * ctimes never carry nanoseconds is taken to tick once a second. */
 static int
 pb_settled(const struct pbuild *b, const struct timespec *t0)
 {
