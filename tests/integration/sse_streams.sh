@@ -22,9 +22,17 @@ cat >"$T/man/fake.json" <<EOM
  "hosts":["localhost"],"verify":{"argv":["{bin}","--version"]},"run":["{bin}","run","{prompt}"],
  "platforms":["linux-x64","linux-arm64"]}
 EOM
-printf '{"agents":["fake"]}\n' >"$T/config.json"
+cat >"$T/man/mixed.json" <<EOM
+{"schema":1,"name":"mixed","binary":"mixed","version":"1.0.0",
+ "source":{"type":"tarball","bin":"bin/mixed",
+  "platforms":{"linux-x64":{"url":"https://localhost/mixed.tgz","sha256":"$(printf %064d 0)"},
+               "linux-arm64":{"url":"https://localhost/mixed.tgz","sha256":"$(printf %064d 0)"}}},
+ "hosts":["localhost"],"verify":{"argv":["{bin}","-c","true"]},"run":["{bin}","{prompt}"],
+ "platforms":["linux-x64","linux-arm64"]}
+EOM
+printf '{"agents":["fake","mixed"]}\n' >"$T/config.json"
 TOK=sse-streams-$$
-export ABX_TOOL_FAKE=$T/fake ABX_SERVER_TOKEN=$TOK ABX_SERVER_WORKERS=2 ABX_SERVER_MAX_STREAMS=6 \
+export ABX_TOOL_FAKE=$T/fake ABX_TOOL_MIXED=/bin/sh ABX_SERVER_TOKEN=$TOK ABX_SERVER_WORKERS=2 ABX_SERVER_MAX_STREAMS=6 \
 	ABX_SERVER_SSE_HEARTBEAT=1
 start_serve -q --config "$T/config.json" --manifests "$T/man" --state-dir "$T/state" --tools-dir "$T/tools" \
 	--preset admin || { not_ok "serve starts" "$(head -5 "$T/serve.err")"; exit 1; }
@@ -83,6 +91,67 @@ check "the streams carried the same events" \
 	sh -c "for k in 2 3 4 5 6; do cmp -s '$T/s1' '$T/s'\$k || exit 1; done"
 check "stream slots are given back: a new stream of the ended session is served" \
 	sh -c "curl -s --max-time 10 -H '$H' -H 'Accept: text/event-stream' '$U/v1/agents/fake/sessions/$SID/events' | grep -q '^event: agent.session.exited'"
+
+# The same events three ways: the stream's data: lines are the journal's
+# lines byte for byte (ids are seqs, event: the type), and the JSON page
+# holds the same objects; output with escapes, control bytes, UTF-8 and
+# bytes that are not, long lines split, stderr, empty lines, a last line
+# without newline, and 3000 plain lines in bursts.
+cat >"$T/mixed.sh" <<'EOS'
+i=0
+while [ $i -lt 3000 ]; do
+	printf '%010d plain line of moderate length from the agent\n' $i
+	i=$((i + 1))
+	[ $((i % 500)) = 0 ] && printf 'q "x" \\ t\tcr\rff\fbs\b ctl\001\037 del\177 utf8 h\303\251 \342\202\254 bad \377\303 </script>\n'
+done
+printf '\n\n'
+printf 'to stderr\n' >&2
+head -c 20000 /dev/zero | tr '\0' 'y'
+printf '\n'
+printf 'no newline at the end'
+EOS
+SID=$(curl -s --max-time 20 -H "$H" --data "{\"prompt\": \"$T/mixed.sh\"}" "$U/v1/agents/mixed/sessions" |
+	sed -n 's/.*"id":"\([^"]*\)".*/\1/p')
+curl -sN --max-time 60 -H "$H" -H 'Accept: text/event-stream' "$U/v1/agents/mixed/sessions/$SID/events" >"$T/mixed.sse"
+: >"$T/mixed.pages"
+after=0
+while :; do
+	curl -s --max-time 20 -H "$H" "$U/v1/agents/mixed/sessions/$SID/events?after=$after&limit=1000" >"$T/page"
+	cat "$T/page" >>"$T/mixed.pages"
+	echo >>"$T/mixed.pages"
+	set -- $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["last_id"], d["has_more"])' "$T/page")
+	[ "${2:-}" = True ] || break
+	after=$1
+done
+three_ways() {
+	python3 - "$T/mixed.sse" "$T/state/sessions/$SID.jsonl" "$T/mixed.pages" <<'EOP'
+import json, sys
+sse = open(sys.argv[1], "rb").read()
+jl = open(sys.argv[2], "rb").read().split(b"\n")
+assert jl[-1] == b"", "journal ends with a newline"
+jl = jl[1:-1]                      # the header, then the events
+blocks = [b for b in sse.split(b"\n\n") if b and not b.startswith(b"retry:") and not b.startswith(b":")]
+assert len(blocks) == len(jl), (len(blocks), len(jl))
+for k, (blk, line) in enumerate(zip(blocks, jl), 1):
+    f = blk.split(b"\n")
+    ev = json.loads(line)
+    assert f[0] == b"id: %d" % k and ev["seq"] == k, (k, f[0])
+    assert f[1] == b"event: " + ev["type"].encode(), (k, f[1])
+    assert f[2] == b"data: " + line and len(f) == 3, k
+page = []
+for text in open(sys.argv[3]).read().split("\n"):
+    if text:
+        page += json.loads(text)["data"]
+assert [json.loads(l) for l in jl] == page
+outs = [json.loads(l) for l in jl if b'"agent.session.output"' in l]
+data = [o["data"] for o in outs]
+assert data.count("") == 2 and "to stderr" in data and data[-1] == "no newline at the end", data[-6:]
+assert any(o.get("partial") for o in outs) and sum(1 for d in data if d.startswith("q ")) == 6
+assert sum(1 for d in data if d.endswith("plain line of moderate length from the agent")) == 3000
+assert json.loads(jl[-1])["type"] == "agent.session.exited"
+EOP
+}
+check "the stream, the journal and the JSON pages carry the same events, byte for byte" three_ways
 
 # SIGTERM with streams open: they end and serve exits 0 within its drain.
 create "print:1 sleep:600000"
