@@ -3,6 +3,7 @@
  * policy and why archive_write_disk is not used).
  */
 #include "arc.h"
+#include "digest.h"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -527,13 +528,14 @@ write_all(int fd, const char *p, size_t n, int64_t off)
 }
 
 static int
-do_file(struct xs *x, struct archive_entry *ent, int pfd, const char *leaf)
+do_file(struct xs *x, struct archive_entry *ent, int pfd, const char *leaf, const char *name)
 {
 	const void *buf;
 	size_t len;
 	la_int64_t off, declared = -1, end = 0;
 	struct timespec ts[2];
-	int fd, mode, r, direct;
+	struct digest_ctx dc;
+	int fd, mode, r, direct, hashing = x->o->on_file != NULL;
 
 	mode = entry_mode(x, ent, 0);
 	if (mode < 0)
@@ -566,6 +568,8 @@ do_file(struct xs *x, struct archive_entry *ent, int pfd, const char *leaf)
 			return dup_refuse(x, pfd, leaf, "a file");
 		return refuse(x, "cannot create: %s", strerror(errno));
 	}
+	if (hashing)
+		digest_init(&dc, DIGEST_SHA256);
 	for (;;) {
 		r = archive_read_data_block(x->a, &buf, &len, &off);
 		if (r == ARCHIVE_EOF)
@@ -589,6 +593,11 @@ do_file(struct xs *x, struct archive_entry *ent, int pfd, const char *leaf)
 			refuse(x, "write failed: %s", strerror(errno ? errno : EIO));
 			goto fail;
 		}
+		/* the content hash holds only for data written end to end */
+		if (hashing && off != end)
+			hashing = 0;
+		if (hashing)
+			digest_update(&dc, buf, len);
 		x->st->bytes += len;
 		if ((la_int64_t)(off + len) > end)
 			end = off + (la_int64_t)len;
@@ -599,6 +608,8 @@ do_file(struct xs *x, struct archive_entry *ent, int pfd, const char *leaf)
 		refuse(x, "cannot size file: %s", strerror(errno));
 		goto fail;
 	}
+	if (declared > end)
+		hashing = 0;
 	if (!direct && fchmod(fd, (mode_t)mode) != 0) {
 		refuse(x, "cannot chmod: %s", strerror(errno));
 		goto fail;
@@ -609,6 +620,14 @@ do_file(struct xs *x, struct archive_entry *ent, int pfd, const char *leaf)
 		ts[1].tv_sec = archive_entry_mtime(ent);
 		ts[1].tv_nsec = archive_entry_mtime_nsec(ent);
 		(void)futimens(fd, ts); /* a time is not worth failing for */
+	}
+	if (hashing) {
+		struct stat sb;
+		struct digest dg;
+
+		digest_final(&dc, &dg);
+		if (fstat(fd, &sb) == 0)
+			x->o->on_file(x->o->file_ctx, name, &sb, dg.v);
 	}
 	if (close(fd) != 0)
 		return refuse(x, "close failed: %s", strerror(errno));
@@ -810,12 +829,11 @@ do_entry(struct xs *x, struct archive_entry *ent)
 		return do_hardlink(x, hl, pfd, leaf);
 	if (type == AE_IFLNK)
 		return do_symlink(x, ent, pfd, leaf, depth);
-	if (type == AE_IFDIR) {
-		if (dir == name)
-			name[strlen(dir)] = '/';  /* undo split_leaf for the record */
+	if (dir == name)
+		name[strlen(dir)] = '/';  /* undo split_leaf for the record */
+	if (type == AE_IFDIR)
 		return do_dir(x, ent, pfd, leaf, name);
-	}
-	return do_file(x, ent, pfd, leaf);
+	return do_file(x, ent, pfd, leaf, name);
 }
 
 static int

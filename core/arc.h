@@ -111,6 +111,13 @@ enum {
 /* Called with bytes written so far and compressed bytes read so far. */
 typedef void (*arc_progress_fn)(void *ctx, uint64_t bytes_out, uint64_t bytes_in);
 
+struct stat;
+/* Called for every regular file written, once it has its final mode and
+ * times: its name relative to the root, its fstat, and the sha256 of its
+ * content computed while it was written (so a listing of the tree need not
+ * read it back). Not called for a sparse entry (its holes were not hashed). */
+typedef void (*arc_file_fn)(void *ctx, const char *name, const struct stat *st, const unsigned char sha256[32]);
+
 struct arc_opts {
 	enum arc_format format;
 	unsigned flags;             /* ARC_NPM | ARC_STRICT_MODES */
@@ -122,6 +129,8 @@ struct arc_opts {
 	size_t max_path;            /* 0 = ARC_DEFAULT_MAX_PATH */
 	arc_progress_fn progress;   /* NULL = none */
 	void *progress_ctx;
+	arc_file_fn on_file;        /* NULL = none */
+	void *file_ctx;
 };
 
 struct arc_stats {

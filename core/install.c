@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -419,6 +420,7 @@ struct tlist {
 	uint64_t files, bytes;
 	struct err *e;
 	unsigned char *io;      /* read buffer */
+	const struct install_known *known; /* digests taken at extraction */
 };
 
 /* A listing over this is a hostile tree (npm trees of big CLIs are ~2 MiB). */
@@ -534,6 +536,16 @@ tl_walk(struct tlist *t, int dfd, const char *prefix, int depth)
 			}
 			rc = tl_walk(t, sub, rel, depth + 1);
 			close(sub);
+		} else if (S_ISREG(st.st_mode) && install_known_get(t->known, rel, &st, dg.v)) {
+			dg.alg = DIGEST_SHA256;
+			dg.len = 32;
+			digest_hex(&dg, hex);
+			t->files++;
+			t->bytes += (uint64_t)st.st_size;
+			snprintf(line, sizeof(line), "f %04o %llu %s ", (unsigned)(st.st_mode & 07777),
+				 (unsigned long long)st.st_size, hex);
+			if (tl_put(t, line, strlen(line)) < 0 || tl_path(t, rel) < 0)
+				rc = -1;
 		} else if (S_ISREG(st.st_mode)) {
 			int ffd = openat(dfd, names[i], O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 			ssize_t r;
@@ -589,12 +601,20 @@ int
 install_tree_list(const char *root, char **text, size_t *len, char hex[65], uint64_t *files, uint64_t *bytes,
 		  struct err *e)
 {
+	return install_tree_list_known(root, NULL, text, len, hex, files, bytes, e);
+}
+
+int
+install_tree_list_known(const char *root, const struct install_known *k, char **text, size_t *len, char hex[65],
+			uint64_t *files, uint64_t *bytes, struct err *e)
+{
 	struct tlist t;
 	struct digest dg;
 	int dfd, rc;
 
 	memset(&t, 0, sizeof(t));
 	t.e = e;
+	t.known = k;
 	dfd = open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dfd < 0)
 		return err_set(e, "io.error", "%s: %s", root, strerror(errno));
@@ -1971,9 +1991,59 @@ write_marker(struct install_ctx *c, const char *w, const manifest_t *m, const ch
 }
 
 /* The npm-lock installer (issue 5) stages into tree; see install_npm.c. */
-int install_npm_stage(struct install_ctx *c, const manifest_t *m, const char *tree, struct err *e);
+int install_npm_stage(struct install_ctx *c, const manifest_t *m, const char *tree, struct install_known *known,
+		      struct err *e);
 
 /* Steps 6-10 for one tool, holding its lock in writable directory w. */
+/*
+ * syncfs of the staged tree on a thread of its own, so the disk writes run
+ * while the tree is listed and hashed (which reads what the page cache
+ * already holds); bg_sync_wait is called before the tree is renamed into
+ * place, so the content still reaches the disk before the name does. With
+ * no thread the wait does the syncfs itself.
+ */
+struct bg_sync {
+	pthread_t th;
+	int fd, started;
+};
+
+static void *
+bg_sync_main(void *arg)
+{
+	struct bg_sync *s = arg;
+
+	syncfs(s->fd);
+	return NULL;
+}
+
+static void
+bg_sync_start(struct bg_sync *s, const char *dir)
+{
+	pthread_attr_t at;
+
+	s->started = 0;
+	s->fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (s->fd < 0 || pthread_attr_init(&at) != 0)
+		return;
+	pthread_attr_setstacksize(&at, 65536);
+	s->started = pthread_create(&s->th, &at, bg_sync_main, s) == 0;
+	pthread_attr_destroy(&at);
+}
+
+static void
+bg_sync_wait(struct bg_sync *s)
+{
+	if (s->fd < 0)
+		return;
+	if (s->started)
+		pthread_join(s->th, NULL);
+	else
+		syncfs(s->fd);
+	s->started = 0;
+	close(s->fd);
+	s->fd = -1;
+}
+
 static int
 install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct install_result *r, struct err *e)
 {
@@ -1987,6 +2057,8 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 	struct arc_opts ao;
 	struct arc_stats as;
 	struct xprog xp = {&ps, 0};
+	struct bg_sync bs = {.fd = -1};
+	struct install_known *known = NULL;
 	struct stat st;
 	uint64_t free_b, files = 0, bytes = 0, asize = 0;
 	int64_t t0 = now_ms();
@@ -2068,7 +2140,11 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 			test_pause("extract");
 	} else {
 		progress_write(&ps, "fetch", 0, 0, 1);
-		if (install_npm_stage(c, m, tree, e) < 0)
+		if ((known = install_known_new()) == NULL) {
+			err_set(e, "internal", "out of memory");
+			goto out;
+		}
+		if (install_npm_stage(c, m, tree, known, e) < 0)
 			goto out;
 	}
 
@@ -2081,23 +2157,19 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 	progress_write(&ps, "verify", 0, 0, 1);
 	if (run_verify(c, m, entry, staging, e) < 0)
 		goto out;
+	/* the staged content reaches the disk before the name does: the
+	 * syncfs runs while the tree is listed, and is waited for below */
+	bg_sync_start(&bs, tree);
 	/* verify ran with HOME=staging: whatever it wrote there is not ours
 	 * to publish, and the tree itself must be what was extracted */
-	if (install_tree_list(tree, &listing, &listing_len, hex, &files, &bytes, e) < 0) {
+	if (install_tree_list_known(tree, known, &listing, &listing_len, hex, &files, &bytes, e) < 0) {
 		details_phase(e, "publish");
 		goto out;
 	}
 
 	progress_write(&ps, "publish", 0, 0, 1);
 	test_pause("publish");
-	/* the staged content reaches the disk before the name does */
-	{
-		int dfd = open(tree, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (dfd >= 0) {
-			syncfs(dfd);
-			close(dfd);
-		}
-	}
+	bg_sync_wait(&bs);
 	snprintf(final, sizeof(final), "%s/%s", tooldir, treename);
 	if (rename(tree, final) != 0) {
 		if (errno != EEXIST && errno != ENOTEMPTY) {
@@ -2166,6 +2238,8 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 	}
 	rc = 0;
 out:
+	bg_sync_wait(&bs);
+	install_known_free(known);
 	free(listing);
 	fs_rm_tree(staging, NULL);
 	unlink(ps.path);

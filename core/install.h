@@ -36,6 +36,7 @@
  */
 #include <limits.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -173,7 +174,9 @@ int install_cache_artifact(struct install_ctx *c, const manifest_t *m, const str
  * (install.checksum_mismatch, install.disabled in offline mode with the
  * missing integrities, install.failed with details.phase, http.*, tls.*).
  */
-int install_npm_stage(struct install_ctx *c, const manifest_t *m, const char *tree, struct err *e);
+struct install_known;
+int install_npm_stage(struct install_ctx *c, const manifest_t *m, const char *tree, struct install_known *known,
+		      struct err *e);
 int install_npm_fetch(struct install_ctx *c, const manifest_t *m, const char *platform, struct err *e);
 /* One SBOM row per installed npm package (name, version, purl, path,
  * integrity, sha256 when the cache knows it, url) into the marker's array. */
@@ -243,6 +246,37 @@ int install_marker_read(const char *dir, const char *name, struct install_marker
  */
 int install_tree_list(const char *root, char **text, size_t *len, char hex[65], uint64_t *files, uint64_t *bytes,
 		      struct err *e);
+
+/*
+ * Known files (install_known.c): what extraction learnt of each regular file
+ * it wrote, so the listing after verify need not read it back. A record is
+ * the file's path relative to the tree, its inode, size, mode, ctime and
+ * mtime as fstat saw them once the file was complete, and the sha256 of the
+ * bytes written. install_tree_list_known takes a file's digest from a
+ * record only when the file still stats exactly the same: any write, chmod
+ * or replacement moves the ctime, which an unprivileged writer cannot set
+ * back, and install_known_settle waits until the filesystem clock has
+ * passed the newest recorded ctime, so a change within the same clock tick
+ * cannot hide either. Every other file is read and hashed as always, so the
+ * table can only save work, never change a listing.
+ *
+ * install_known_add is thread-safe; a record that cannot be stored (memory,
+ * an over-long path) is dropped. A later record for a path replaces an
+ * earlier one. install_known_settle sorts the records and waits (at most
+ * 2.5 s; past that the table is emptied). install_tree_list_known with a
+ * NULL table is install_tree_list.
+ */
+struct install_known *install_known_new(void);
+void install_known_free(struct install_known *k);
+void install_known_add(struct install_known *k, const char *dir, const char *name, const struct stat *st,
+		       const unsigned char sha256[32]);
+void install_known_settle(struct install_known *k);
+size_t install_known_count(const struct install_known *k);
+/* The recorded sha256 of rel when st (an lstat of it now) matches the
+ * record: 1, else 0. Only after install_known_settle. */
+int install_known_get(const struct install_known *k, const char *rel, const struct stat *st, unsigned char sha256[32]);
+int install_tree_list_known(const char *root, const struct install_known *k, char **text, size_t *len, char hex[65],
+			    uint64_t *files, uint64_t *bytes, struct err *e);
 
 /* The stat proof of the tree under root (see install.c) into hex.
  * Returns 0 or -1 (unreadable). */

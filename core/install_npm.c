@@ -117,9 +117,15 @@ load_lock(struct install_ctx *c, const manifest_t *m, const char *platform, stru
 	return rc;
 }
 
+static void
+on_file(void *arg, const char *pkgpath, const char *name, const struct stat *st, const unsigned char sha256[32])
+{
+	install_known_add(arg, pkgpath, name, st, sha256);
+}
+
 static int
 run(struct install_ctx *c, const manifest_t *m, const char *platform, const char *tree, const char *fallback_cache,
-    struct err *e)
+    struct install_known *known, struct err *e)
 {
 	struct npm_hosts h;
 	struct npmlock l;
@@ -156,7 +162,13 @@ run(struct install_ctx *c, const manifest_t *m, const char *platform, const char
 	o.deadline_ms = c->set->timeout_s > 0 ? mono_ms() + (int64_t)c->set->timeout_s * 1000 : 0;
 	o.progress = progress;
 	o.progress_arg = &pr;
+	if (known != NULL) {
+		o.on_file = on_file;
+		o.file_arg = known;
+	}
 	rc = npm_install(&o, &st, e);
+	if (rc == 0)
+		install_known_settle(known);
 	if (rc == 0) {
 		c->downloads += (int)st.fetched;
 		c->bytes_downloaded += st.bytes;
@@ -170,20 +182,21 @@ run(struct install_ctx *c, const manifest_t *m, const char *platform, const char
 }
 
 int
-install_npm_stage(struct install_ctx *c, const manifest_t *m, const char *tree, struct err *e)
+install_npm_stage(struct install_ctx *c, const manifest_t *m, const char *tree, struct install_known *known,
+		  struct err *e)
 {
 	char fallback[PATH_MAX];
 
 	/* With no writable cache the downloads go beside the tree, in staging,
 	 * and disappear with it. */
 	snprintf(fallback, sizeof(fallback), "%s/../npm-cache", tree);
-	return run(c, m, c->platform, tree, fallback, e);
+	return run(c, m, c->platform, tree, fallback, known, e);
 }
 
 int
 install_npm_fetch(struct install_ctx *c, const manifest_t *m, const char *platform, struct err *e)
 {
-	return run(c, m, platform != NULL && strcmp(platform, "all") == 0 ? NULL : platform, NULL, NULL, e);
+	return run(c, m, platform != NULL && strcmp(platform, "all") == 0 ? NULL : platform, NULL, NULL, NULL, e);
 }
 
 void

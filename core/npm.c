@@ -492,9 +492,23 @@ open_dir_path(int rootfd, const char *rel, struct err *e)
 	return fd;
 }
 
+struct file_tap {
+	const struct npm_opts *o;
+	const char *pkgpath;
+};
+
+static void
+file_tap(void *arg, const char *name, const struct stat *st, const unsigned char sha256[32])
+{
+	struct file_tap *t = arg;
+
+	t->o->on_file(t->o->file_arg, t->pkgpath, name, st, sha256);
+}
+
 static int
 extract_one(struct run *r, struct job *j, const struct wbuf *b, int rootfd, struct err *e)
 {
+	struct file_tap tap = {r->o, j->p->path};
 	struct arc_opts ao;
 	struct arc_stats as;
 	struct digest got;
@@ -523,6 +537,10 @@ extract_one(struct run *r, struct job *j, const struct wbuf *b, int rootfd, stru
 	}
 	arc_opts_init(&ao, ARC_FMT_TAR_GZ);
 	ao.flags = ARC_NPM;
+	if (r->o->on_file != NULL) {
+		ao.on_file = file_tap;
+		ao.file_ctx = &tap;
+	}
 	memset(&as, 0, sizeof(as));
 	if (b->ok)
 		rc = arc_extract_mem(b->p, b->len, dfd, &ao, &as, e);

@@ -50,6 +50,13 @@
  * packages), the total of the announced sizes known so far, packages done. */
 typedef void (*npm_progress_fn)(void *arg, uint64_t bytes, uint64_t total, size_t done, size_t count);
 
+struct stat;
+/* Called from worker threads (not under a lock) for every regular file
+ * extracted: the package's lockfile path, the file's name inside it, its
+ * fstat once complete and the sha256 of its content (arc_file_fn). */
+typedef void (*npm_file_fn)(void *arg, const char *pkgpath, const char *name, const struct stat *st,
+			    const unsigned char sha256[32]);
+
 struct npm_opts {
 	const struct npmlock *lock;
 	const char *staging;        /* tree root; NULL with fetch_only */
@@ -64,6 +71,8 @@ struct npm_opts {
 	int64_t deadline_ms;        /* absolute CLOCK_MONOTONIC ms; 0 = none */
 	npm_progress_fn progress;
 	void *progress_arg;
+	npm_file_fn on_file;        /* NULL = none */
+	void *file_arg;
 };
 
 struct npm_stats {

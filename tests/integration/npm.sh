@@ -147,6 +147,8 @@ CONNS=$(grep '\.tgz' "$T/reg.log" | cut -d' ' -f1 | sort -u | wc -l)
 check "one download per package (5 + node)" test "$TGZ" -eq 6
 check "parallel downloads on at most 8 keep-alive connections (saw $CONNS)" test "$CONNS" -le 9
 
+run "$BIN" verify app
+expect "verify: the tree digest recorded from extraction-time hashes matches a re-hash of every file" 0 "OK app"
 check "marker: one SBOM row per npm package" test "$(grep -o '"purl":"pkg:npm/' "$T/tools/app/.installed.json" | wc -l)" -eq 5
 check "marker: the alias row names the real package" grep -q 'pkg:npm/%40t/app@1.0.0-linux-x64' "$T/tools/app/.installed.json"
 run "$BIN" verify --sbom app

@@ -7,6 +7,7 @@
  */
 #include "unit.h"
 #include "arc.h"
+#include "digest.h"
 #include "fs.h"
 
 #include <errno.h>
@@ -540,6 +541,53 @@ t_interleave(void **s)
 	assert_int_equal(st.entries, 12 + 6 + 21);
 }
 
+static int tapped;
+
+static void
+on_file(void *ctx, const char *name, const struct stat *st, const unsigned char sha256[32])
+{
+	char p[600];
+	struct stat now;
+	struct digest d;
+
+	(void)ctx;
+	path_of(p, sizeof(p), stage, name);
+	assert_int_equal(lstat(p, &now), 0);
+	/* the stat is the finished file's: mode and times final */
+	assert_int_equal(now.st_ino, st->st_ino);
+	assert_int_equal(now.st_ctim.tv_sec, st->st_ctim.tv_sec);
+	assert_int_equal(now.st_ctim.tv_nsec, st->st_ctim.tv_nsec);
+	assert_int_equal(now.st_mode, st->st_mode);
+	assert_int_equal(now.st_mtime, 1700000000);
+	if (strcmp(name, "pkg-1.0/lib/tool.js") == 0) {
+		digest_buf(DIGEST_SHA256, "console.log(1)\n", 15, &d);
+		assert_memory_equal(sha256, d.v, 32);
+	}
+	if (strcmp(name, "pkg-1.0/implicit/deep/file") == 0) {
+		digest_buf(DIGEST_SHA256, "deep\n", 5, &d);
+		assert_memory_equal(sha256, d.v, 32);
+	}
+	tapped++;
+}
+
+/* Each regular file written is reported once with the sha256 of its
+ * content (hard links and symlinks are not files written). */
+static void
+t_on_file(void **s)
+{
+	char p[400];
+	struct arc_opts o;
+	struct err e;
+
+	arc_opts_init(&o, G);
+	o.on_file = on_file;
+	path_of(p, sizeof(p), arch, "good.tar.gz");
+	tapped = 0;
+	if (arc_extract(p, stage, &o, NULL, &e) != 0)
+		fail_msg("%s", e.msg);
+	assert_int_equal(tapped, 5);   /* tool.js, data.txt, inside, file, slashes */
+}
+
 /* Every rule again with the archive in memory (how npm packages are
  * extracted): the same refusals with the same messages, the same trees. */
 static void
@@ -633,7 +681,7 @@ main(void)
 		C(t_dup_file), C(t_long_path), C(t_long_component), C(t_deep), C(t_backslash),
 		C(t_truncated), C(t_garbage), C(t_zip_dotdot), C(t_zip_absolute),
 		C(t_zip_symlink_out), C(t_zip_symlink_through), C(t_zip_backslash),
-		C(t_interleave), C(t_mem_same_rules),
+		C(t_interleave), C(t_mem_same_rules), C(t_on_file),
 		C(t_bomb), C(t_bomb_stripped), C(t_wrong_format), C(t_total_cap_stops), C(t_entry_cap),
 		C(t_path_cap), C(t_stream_bomb_pipe), C(t_strict_modes),
 		C(t_writable_normalised), C(t_owner_read_added), C(t_good_targz), C(t_good_tar_strip),
