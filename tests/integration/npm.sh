@@ -147,6 +147,12 @@ CONNS=$(grep '\.tgz' "$T/reg.log" | cut -d' ' -f1 | sort -u | wc -l)
 check "one download per package (5 + node)" test "$TGZ" -eq 6
 check "parallel downloads on at most 8 keep-alive connections (saw $CONNS)" test "$CONNS" -le 9
 
+if FL=$(lsattr -d "$T/tools/.staging" 2>/dev/null); then
+	check "the staging root is a top directory (chattr +T: staged trees spread over the disk)" \
+		sh -c "echo '${FL%% *}' | grep -q T"
+else
+	skip "the staging root is a top directory" "no ext2/3/4 attributes here"
+fi
 run "$BIN" verify app
 expect "verify: the tree digest recorded from extraction-time hashes matches a re-hash of every file" 0 "OK app"
 check "marker: one SBOM row per npm package" test "$(grep -o '"purl":"pkg:npm/' "$T/tools/app/.installed.json" | wc -l)" -eq 5
