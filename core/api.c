@@ -154,6 +154,7 @@ api_init(struct api *a, struct api_gen *g, struct manifest_set *ms, struct err *
 		return err_set(e, "internal", "out of memory");
 	}
 	a->gen = NULL;
+	a->runner = NULL;
 	a->max_install_waiters = g->cfg.server.workers / 2 > 0 ? g->cfg.server.workers / 2 : 1;
 	api_swap(a, g);
 	return 0;
@@ -162,6 +163,7 @@ api_init(struct api *a, struct api_gen *g, struct manifest_set *ms, struct err *
 void
 api_free(struct api *a)
 {
+	api_runner_free(a);
 	jobs_free(a->jobs);
 	a->jobs = NULL;
 	if (a->gen != NULL)
@@ -1144,9 +1146,9 @@ void
 api_handle(const struct httpd_req *req, struct httpd_resp *resp, void *arg)
 {
 	struct api_rq q;
-	double t0 = now_s();
 
 	memset(&q, 0, sizeof(q));
+	q.t0 = now_s();
 	q.a = arg;
 	q.req = req;
 	q.resp = resp;
@@ -1154,8 +1156,16 @@ api_handle(const struct httpd_req *req, struct httpd_resp *resp, void *arg)
 	q.g = api_gen_get(q.a);
 	if (authenticate(&q) == 0)
 		route(&q);
-	record(q.a, q.route, q.status, now_s() - t0);
+	/* A deferred answer (a command op) is counted when it is given. */
+	if (!q.deferred)
+		api_rq_record(&q);
 	api_gen_put(q.a, q.g);
+}
+
+void
+api_rq_record(struct api_rq *q)
+{
+	record(q->a, q->route, q->status, now_s() - q->t0);
 }
 
 void

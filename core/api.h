@@ -11,8 +11,10 @@
  * start; SIGHUP builds a new generation and swaps it in atomically, and a
  * bad file keeps the old one (api_reload).
  *
- * Threads: handlers run on httpd's worker threads; everything shared is
- * behind api's mutex or atomic counters.
+ * Threads: handlers run on httpd's worker threads; a command op that
+ * outlasts API_RUN_INLINE_MS is handed to the op runner thread (api_ops.c),
+ * which answers it, so ops that run long never hold a worker; everything
+ * shared is behind api's mutex or atomic counters.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -104,6 +106,7 @@ struct api {
 	int max_install_waiters;
 	int install_waiters; /* under mu */
 	int verbose;
+	struct api_runner *runner; /* command ops in progress (api_ops.c); NULL until the first */
 };
 
 /*

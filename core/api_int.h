@@ -11,7 +11,15 @@ struct api_rq {
 	const char *principal;
 	int status; /* the answer's status, for metrics */
 	enum api_route route;
+	double t0;    /* CLOCK_MONOTONIC seconds at the start, for metrics */
+	int deferred; /* the answer comes later, from another thread */
 };
+
+/* Count the answered request q in the metrics (route, status, latency). */
+void api_rq_record(struct api_rq *q);
+
+/* Stop the command op runner (api_ops.c) once no op runs; api_free. */
+void api_runner_free(struct api *a);
 
 int api_rq_json(struct api_rq *q, int status, const char *json);
 int api_rq_err(struct api_rq *q, const struct err *e);

@@ -2,13 +2,18 @@
  * Command ops: validate the body against the op's parameters, install what
  * the op needs, expand argv (no shell), resolve the program to an absolute
  * path, run it in its own process group under the op's timeout with the
- * declared environment only, and answer with its exit code and output.
+ * declared environment only (on the runner thread, see below), and answer
+ * with its exit code and output.
  */
 #include "api_int.h"
 
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -139,10 +144,283 @@ resolve(struct api_rq *q, const struct op *op, const char *name, char (*entries)
 	               name);
 }
 
-static int
-draining(void *resp)
+/* ---- the runner ----------------------------------------------------------- */
+
+/*
+ * Command ops run off the worker threads: a worker checks the request,
+ * installs what the op needs, spawns the child, waits for it at most
+ * API_RUN_INLINE_MS, and otherwise hands it to one runner thread, which
+ * waits on every running op at once (epoll over their pipes and pidfds),
+ * enforces timeouts and the drain, and answers (the response is deferred:
+ * httpd_defer, then httpd_complete). So ops that run for minutes never leave
+ * other requests waiting for a worker. What it costs: a run whose leader
+ * exited while a descendant that left its group still holds the pipes
+ * keeps the runner in proc_step for up to PROC_DRAIN_MS.
+ */
+/* Ops running at once, server-wide: each holds three descriptors (two pipes
+ * and a pidfd) beside its connection; beyond this, 429 with Retry-After. */
+#define API_RUNS_MAX 64
+/* Without a pidfd (kernels before 5.3) exit is looked for this often. */
+#define API_RUNNER_TICK_MS 10
+/* How long the worker that spawned an op waits for it before handing it to
+ * the runner. Most ops end within a few milliseconds, and answering them on
+ * the worker saves two thread wake-ups per request (the hand-over and the
+ * runner's); an op that runs longer holds a worker for this long only. */
+#define API_RUN_INLINE_MS 10
+
+struct run {
+	struct proc p;
+	struct proc_capture cap;
+	struct api_rq q; /* q.g: the run's own reference to its generation */
+	char id[OP_ID_MAX];
+	struct run *next;
+};
+
+struct api_runner {
+	pthread_t th;
+	int ep, ev;
+	int stop;             /* under api.mu */
+	int n;                /* runs admitted and not answered, under api.mu */
+	struct run *incoming; /* handed over by workers, under api.mu */
+	struct run *active;   /* the runner thread's own */
+};
+
+/* The answer of a finished run, through q. */
+static void
+run_answer(struct api_rq *q, struct run *r)
 {
-	return httpd_resp_closing(resp);
+	struct json_w w;
+
+	api_count_op(q->a, r->p.timed_out);
+	/* \u00XX escapes grow text up to 6x, for each stream. */
+	json_w_init(&w, 6 * (r->cap.out_len + r->cap.err_len) + 4096);
+	json_w_obj(&w);
+	json_w_kint(&w, "exit_code", proc_exit_code(&r->p));
+	json_w_key(&w, "stdout");
+	json_w_strn(&w, r->cap.out != NULL ? r->cap.out : "", r->cap.out_len);
+	json_w_key(&w, "stderr");
+	json_w_strn(&w, r->cap.err != NULL ? r->cap.err : "", r->cap.err_len);
+	json_w_kint(&w, "duration_ms", proc_elapsed_ms(&r->p));
+	json_w_kbool(&w, "truncated", r->cap.truncated);
+	if (r->p.timed_out)
+		json_w_kbool(&w, "timed_out", 1);
+	if (r->p.stopped)
+		json_w_kbool(&w, "stopped", 1);
+	json_w_end(&w);
+	if (w.overflow)
+		api_rq_errf(q, "internal", "response too large");
+	else
+		api_rq_json(q, 200, w.buf);
+	json_w_free(&w);
+}
+
+/* Answer, give back the slot and the generation, and hand the response back
+ * to the server (last: after it, req and resp may be reused). */
+static void
+run_finish(struct api_runner *rt, struct run *r)
+{
+	struct api *a = r->q.a;
+	struct httpd_resp *resp = r->q.resp;
+
+	proc_close(&r->p);
+	run_answer(&r->q, r);
+	api_rq_record(&r->q);
+	slot_release(a, r->id);
+	api_gen_put(a, r->q.g);
+	proc_capture_free(&r->cap);
+	free(r);
+	pthread_mutex_lock(&a->mu);
+	rt->n--;
+	pthread_mutex_unlock(&a->mu);
+	httpd_complete(resp);
+}
+
+static void
+run_watch(struct api_runner *rt, struct run *r)
+{
+	struct epoll_event ev;
+	int i, fds[3] = {r->p.fd[1], r->p.fd[2], r->p.pidfd};
+
+	/* Level-triggered; a descriptor leaves the set when proc closes it
+	 * (never EPOLL_CTL_DEL: the number may be another run's by then). */
+	ev.events = EPOLLIN;
+	ev.data.ptr = r;
+	for (i = 0; i < 3; i++)
+		if (fds[i] >= 0)
+			epoll_ctl(rt->ep, EPOLL_CTL_ADD, fds[i], &ev);
+}
+
+static void *
+runner_main(void *arg)
+{
+	struct api *a = arg;
+	struct api_runner *rt = a->runner;
+	struct epoll_event evs[64];
+	struct run *r, **pp, *in;
+	int64_t now, next;
+	uint64_t v;
+	int stop, t, tick;
+
+	for (;;) {
+		pthread_mutex_lock(&a->mu);
+		in = rt->incoming;
+		rt->incoming = NULL;
+		stop = rt->stop;
+		pthread_mutex_unlock(&a->mu);
+		while (in != NULL) {
+			r = in;
+			in = in->next;
+			r->next = rt->active;
+			rt->active = r;
+			run_watch(rt, r);
+		}
+		if (stop && rt->active == NULL)
+			break;
+		/* Step every run: output, exit, its deadline, the drain. */
+		now = proc_now_ms();
+		next = now + PROC_STOP_CHECK_MS;
+		tick = 0;
+		for (pp = &rt->active; (r = *pp) != NULL;) {
+			if (!r->p.stopped && !r->p.exited && httpd_resp_closing(r->q.resp)) {
+				/* A draining server (SIGTERM) ends the run rather
+				 * than outwait it: the child is in its own session
+				 * and would outlive us. */
+				r->p.stopped = 1;
+				proc_kill(&r->p, SIGTERM);
+				r->p.deadline_ms = 0;
+				r->p.kill_at_ms = now + r->p.grace_ms;
+			}
+			if (proc_step(&r->p, 0, proc_capture_sink, &r->cap) == 0) {
+				*pp = r->next;
+				run_finish(rt, r);
+				continue;
+			}
+			if (r->p.deadline_ms != 0 && !r->p.timed_out && r->p.deadline_ms < next)
+				next = r->p.deadline_ms;
+			if (r->p.kill_at_ms != 0 && r->p.kill_at_ms < next)
+				next = r->p.kill_at_ms;
+			if (r->p.pidfd < 0)
+				tick = 1;
+			pp = &r->next;
+		}
+		t = next > now ? (int)(next - now) : 0;
+		if (tick && t > API_RUNNER_TICK_MS)
+			t = API_RUNNER_TICK_MS;
+		if (rt->active == NULL && !stop)
+			t = -1;
+		if (epoll_wait(rt->ep, evs, 64, t) > 0)
+			(void)!read(rt->ev, &v, sizeof(v));
+	}
+	return NULL;
+}
+
+/* Start the runner on the first command op. 0, or -1 (e). Under a->mu. */
+static int
+runner_start(struct api *a, struct err *e)
+{
+	struct api_runner *rt;
+	struct epoll_event ev;
+	pthread_attr_t at;
+	sigset_t all, old;
+	int rc;
+
+	rt = calloc(1, sizeof(*rt));
+	if (rt == NULL)
+		return err_set(e, "internal", "out of memory");
+	rt->ep = epoll_create1(EPOLL_CLOEXEC);
+	rt->ev = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (rt->ep < 0 || rt->ev < 0) {
+		rc = errno;
+		goto fail;
+	}
+	ev.events = EPOLLIN;
+	ev.data.ptr = NULL;
+	epoll_ctl(rt->ep, EPOLL_CTL_ADD, rt->ev, &ev);
+	a->runner = rt;
+	pthread_attr_init(&at);
+	pthread_attr_setstacksize(&at, HTTPD_STACK_SIZE);
+	/* Signals stay with the threads that wait for them (SIGTERM, SIGHUP). */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	rc = pthread_create(&rt->th, &at, runner_main, a);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&at);
+	if (rc == 0)
+		return 0;
+	a->runner = NULL;
+fail:
+	if (rt->ep >= 0)
+		close(rt->ep);
+	if (rt->ev >= 0)
+		close(rt->ev);
+	free(rt);
+	return err_set(e, "internal", "cannot start the op runner: %s", strerror(rc));
+}
+
+/* A place among the running ops: 0, 1 when all API_RUNS_MAX are taken, or
+ * -1 (e) when the runner cannot start. */
+static int
+runner_admit(struct api *a, struct err *e)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&a->mu);
+	if (a->runner == NULL && runner_start(a, e) != 0)
+		rc = -1;
+	else if (a->runner->n >= API_RUNS_MAX)
+		rc = 1;
+	else
+		a->runner->n++;
+	pthread_mutex_unlock(&a->mu);
+	return rc;
+}
+
+static void
+runner_unadmit(struct api *a)
+{
+	pthread_mutex_lock(&a->mu);
+	a->runner->n--;
+	pthread_mutex_unlock(&a->mu);
+}
+
+static void
+runner_hand(struct api *a, struct run *r)
+{
+	const uint64_t one = 1;
+
+	pthread_mutex_lock(&a->mu);
+	r->next = a->runner->incoming;
+	a->runner->incoming = r;
+	pthread_mutex_unlock(&a->mu);
+	(void)!write(a->runner->ev, &one, sizeof(one));
+}
+
+void
+api_runner_free(struct api *a)
+{
+	struct api_runner *rt = a->runner;
+	const uint64_t one = 1;
+
+	if (rt == NULL)
+		return;
+	pthread_mutex_lock(&a->mu);
+	rt->stop = 1;
+	pthread_mutex_unlock(&a->mu);
+	(void)!write(rt->ev, &one, sizeof(one));
+	pthread_join(rt->th, NULL);
+	close(rt->ep);
+	close(rt->ev);
+	free(rt);
+	a->runner = NULL;
+}
+
+/* The generation q runs against, held once more for the run. */
+static void
+gen_hold(struct api *a, struct api_gen *g)
+{
+	pthread_mutex_lock(&a->mu);
+	g->refs++;
+	pthread_mutex_unlock(&a->mu);
 }
 
 void
@@ -153,29 +431,22 @@ api_run_command(struct api_rq *q, const struct op *op)
 	char *argv[OP_ARGV_MAX + 1], *envp[OP_ENV_MAX + 1], *envbuf[OP_ENV_MAX];
 	char *abuf = NULL, *prog = NULL;
 	const struct json_val *root;
-	struct proc_capture cap;
 	struct proc_spec spec;
 	struct json_doc doc;
-	struct proc p;
-	struct json_w w;
+	struct run *r = NULL;
 	struct err e;
-	size_t outmax;
-	int i, argc, nenv = 0, limit, have_slot = 0;
+	int64_t until, left;
+	int i, argc, nenv = 0, limit, have_slot = 0, admitted = 0, rc;
 
-	memset(&cap, 0, sizeof(cap));
 	if (api_body_json(q, &doc, &root) != 0)
 		return;
 	for (i = 0; i < op->ninstall; i++)
 		inst[i] = op->install[i];
-	entries = calloc(OP_INSTALL_MAX, sizeof(*entries));
+	entries = op->ninstall > 0 ? calloc(OP_INSTALL_MAX, sizeof(*entries)) : NULL;
 	abuf = malloc(OP_EXPAND_MAX);
 	prog = malloc(PATH_MAX);
-	outmax = q->g->cfg.server.max_output_bytes > 0 ? (size_t)q->g->cfg.server.max_output_bytes
-	                                               : API_OUTPUT_DEFAULT;
-	cap.cap = outmax;
-	cap.out = malloc(outmax + 1);
-	cap.err = malloc(outmax + 1);
-	if (entries == NULL || abuf == NULL || prog == NULL || cap.out == NULL || cap.err == NULL) {
+	r = calloc(1, sizeof(*r));
+	if ((op->ninstall > 0 && entries == NULL) || abuf == NULL || prog == NULL || r == NULL) {
 		api_rq_errf(q, "internal", "out of memory");
 		goto out;
 	}
@@ -214,49 +485,57 @@ api_run_command(struct api_rq *q, const struct op *op)
 		goto out;
 	}
 	have_slot = 1;
+	rc = runner_admit(q->a, &e);
+	if (rc != 0) {
+		if (rc < 0) {
+			api_rq_err(q, &e);
+		} else {
+			api_rq_retry_after(q, API_BUSY_RETRY_AFTER);
+			api_rq_errf(q, "request.rate_limited", "%d ops are running already", API_RUNS_MAX);
+		}
+		goto out;
+	}
+	admitted = 1;
 	memset(&spec, 0, sizeof(spec));
 	spec.argv = argv;
 	spec.envp = envp;
 	spec.cwd = op->cwd[0] != '\0' ? op->cwd : NULL;
 	spec.timeout_ms = op->timeout > 0 ? op->timeout * 1000 : 0;
-	/* A draining server (SIGTERM) ends the run rather than outwait it:
-	 * the child is in its own session and would outlive us. */
-	if (proc_run_until(&p, &spec, &cap, draining, q->resp, &e) != 0) {
+	r->cap.cap = q->g->cfg.server.max_output_bytes > 0 ? (size_t)q->g->cfg.server.max_output_bytes
+	                                                   : API_OUTPUT_DEFAULT;
+	proc_capture_begin(&r->cap);
+	if (proc_spawn(&r->p, &spec, &e) != 0) {
 		api_rq_err(q, &e);
 		goto out;
 	}
-	api_count_op(q->a, p.timed_out);
-	/* \u00XX escapes grow text up to 6x, for each stream. */
-	json_w_init(&w, 12 * outmax + 4096);
-	json_w_obj(&w);
-	json_w_kint(&w, "exit_code", proc_exit_code(&p));
-	json_w_key(&w, "stdout");
-	json_w_strn(&w, cap.out, cap.out_len);
-	json_w_key(&w, "stderr");
-	json_w_strn(&w, cap.err, cap.err_len);
-	json_w_kint(&w, "duration_ms", proc_elapsed_ms(&p));
-	json_w_kbool(&w, "truncated", cap.truncated);
-	if (p.timed_out)
-		json_w_kbool(&w, "timed_out", 1);
-	if (p.stopped)
-		json_w_kbool(&w, "stopped", 1);
-	json_w_end(&w);
-	if (w.overflow) {
-		json_w_free(&w);
-		api_rq_errf(q, "internal", "response too large");
-		goto out;
-	}
-	api_rq_json(q, 200, w.buf);
-	json_w_free(&w);
+	until = proc_now_ms() + API_RUN_INLINE_MS;
+	while ((left = until - proc_now_ms()) > 0)
+		if (proc_step(&r->p, (int)left, proc_capture_sink, &r->cap) == 0) {
+			proc_close(&r->p);
+			run_answer(q, r);
+			goto out;
+		}
+	/* From here the runner owns r and answers; this worker is free. */
+	snprintf(r->id, sizeof(r->id), "%s", op->id);
+	r->q = *q;
+	gen_hold(q->a, q->g);
+	q->deferred = 1;
+	httpd_defer(q->resp);
+	runner_hand(q->a, r);
+	r = NULL;
+	have_slot = admitted = 0;
 out:
+	if (admitted)
+		runner_unadmit(q->a);
 	if (have_slot)
 		slot_release(q->a, op->id);
 	for (i = 0; i < nenv; i++)
 		free(envbuf[i]);
 	json_free(&doc);
+	if (r != NULL)
+		proc_capture_free(&r->cap);
+	free(r);
 	free(entries);
 	free(abuf);
 	free(prog);
-	free(cap.out);
-	free(cap.err);
 }

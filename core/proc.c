@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -298,36 +299,97 @@ proc_elapsed_ms(const struct proc *p)
 	return (p->ended_ms != 0 ? p->ended_ms : proc_now_ms()) - p->started_ms;
 }
 
-static void
-capture_sink(void *arg, enum proc_stream s, const char *data, size_t len)
+/* Room for have + want + 1 bytes in *buf, growing it by doubling up to
+ * cap + 1. Returns how many of want fit (fewer when memory runs out). */
+static size_t
+capture_room(char **buf, size_t *room, size_t have, size_t want, size_t cap)
+{
+	size_t need = have + want + 1, n;
+	char *p;
+
+	if (need <= *room)
+		return want;
+	n = *room > 0 ? *room : PROC_CAPTURE_FIRST;
+	while (n < need && n <= cap / 2)
+		n *= 2;
+	if (n < need)
+		n = need;
+	if (n > cap + 1)
+		n = cap + 1;
+	p = realloc(*buf, n);
+	if (p == NULL)
+		return *room > have ? *room - have - 1 : 0;
+	*buf = p;
+	*room = n;
+	return want;
+}
+
+void
+proc_capture_sink(void *arg, enum proc_stream s, const char *data, size_t len)
 {
 	struct proc_capture *c = arg;
-	char *buf = s == PROC_STDOUT ? c->out : c->err;
+	char **buf = s == PROC_STDOUT ? &c->out : &c->err;
+	size_t *room = s == PROC_STDOUT ? &c->out_room : &c->err_room;
 	size_t *have = s == PROC_STDOUT ? &c->out_len : &c->err_len;
 	uint64_t *total = s == PROC_STDOUT ? &c->out_total : &c->err_total;
-	size_t room = c->cap - *have;
+	size_t keep = c->cap - *have;
 
 	*total += len;
-	if (len > room) {
+	if (len > keep) {
 		c->truncated = 1;
-		len = room;
+		len = keep;
 	}
-	memcpy(buf + *have, data, len);
+	if (len == 0)
+		return;
+	keep = capture_room(buf, room, *have, len, c->cap);
+	if (keep < len) {
+		c->truncated = 1;
+		len = keep;
+	}
+	memcpy(*buf + *have, data, len);
 	*have += len;
-	buf[*have] = '\0';
+	(*buf)[*have] = '\0';
+}
+
+void
+proc_capture_begin(struct proc_capture *c)
+{
+	c->out_len = c->err_len = 0;
+	c->out_total = c->err_total = 0;
+	c->truncated = 0;
+	if (c->out != NULL) {
+		if (c->out_room == 0)
+			c->out_room = c->cap + 1;
+		c->out[0] = '\0';
+	} else {
+		c->out_room = 0;
+	}
+	if (c->err != NULL) {
+		if (c->err_room == 0)
+			c->err_room = c->cap + 1;
+		c->err[0] = '\0';
+	} else {
+		c->err_room = 0;
+	}
+}
+
+void
+proc_capture_free(struct proc_capture *c)
+{
+	free(c->out);
+	free(c->err);
+	c->out = c->err = NULL;
+	c->out_room = c->err_room = 0;
 }
 
 int
 proc_run_until(struct proc *p, const struct proc_spec *s, struct proc_capture *c, int (*stop)(void *),
                void *arg, struct err *e)
 {
-	c->out_len = c->err_len = 0;
-	c->out_total = c->err_total = 0;
-	c->truncated = 0;
-	c->out[0] = c->err[0] = '\0';
+	proc_capture_begin(c);
 	if (proc_spawn(p, s, e) != 0)
 		return -1;
-	while (proc_step(p, stop != NULL ? PROC_STOP_CHECK_MS : -1, capture_sink, c) == 1)
+	while (proc_step(p, stop != NULL ? PROC_STOP_CHECK_MS : -1, proc_capture_sink, c) == 1)
 		if (stop != NULL && !p->stopped && !p->exited && stop(arg)) {
 			p->stopped = 1;
 			proc_kill(p, SIGTERM);

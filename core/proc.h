@@ -98,9 +98,16 @@ int proc_exit_code(const struct proc *p);
 int64_t proc_elapsed_ms(const struct proc *p);
 
 /* Capture buffers for proc_run: each stream keeps its first cap bytes, the
- * rest is read and counted (so the child never blocks on a full pipe). */
+ * rest is read and counted (so the child never blocks on a full pipe).
+ * out and err are either given by the caller (cap + 1 bytes each) or NULL:
+ * then they are allocated as output arrives, doubling up to cap + 1, so a
+ * run that prints little costs little whatever the cap (a NULL stream after
+ * the run printed nothing). Either way they are NUL-terminated when
+ * non-NULL and the caller frees them (proc_capture_free). */
+#define PROC_CAPTURE_FIRST 1024
 struct proc_capture {
-	char *out, *err; /* owned by the caller: cap + 1 bytes each; NUL-terminated */
+	char *out, *err;
+	size_t out_room, err_room; /* bytes at out/err (0: cap + 1 when given) */
 	size_t cap;
 	size_t out_len, err_len;
 	uint64_t out_total, err_total;
@@ -113,6 +120,14 @@ struct proc_capture {
  * not start.
  */
 int proc_run(struct proc *p, const struct proc_spec *s, struct proc_capture *c, struct err *e);
+
+/* Start capturing into c (lengths and counts zeroed; buffers as described
+ * at struct proc_capture), and the sink that fills it, for a caller that
+ * drives proc_step itself. */
+void proc_capture_begin(struct proc_capture *c);
+void proc_capture_sink(void *c, enum proc_stream s, const char *data, size_t len);
+/* Free out and err (NULL after). */
+void proc_capture_free(struct proc_capture *c);
 
 /* How often proc_run_until asks whether to stop. */
 #define PROC_STOP_CHECK_MS 100

@@ -137,6 +137,51 @@ test_capture_cap(void **st)
 	cap_free(&c);
 }
 
+/* Without buffers from the caller, capture allocates as output arrives:
+ * nothing for a silent stream, little for a short one, at most cap + 1. */
+static void
+test_capture_grows(void **st)
+{
+	struct proc_capture c = {0};
+	struct proc_spec s;
+	struct proc p;
+	struct err e;
+
+	memset(&s, 0, sizeof(s));
+	s.argv = sh_argv;
+	s.kill_grace_ms = 300;
+	c.cap = 1u << 20;
+	sh_argv[2] = "echo hi";
+	assert_int_equal(proc_run(&p, &s, &c, &e), 0);
+	assert_string_equal(c.out, "hi\n");
+	assert_true(c.out_room <= PROC_CAPTURE_FIRST);
+	assert_null(c.err);
+	assert_int_equal(c.err_len, 0);
+	proc_capture_free(&c);
+	assert_null(c.out);
+
+	/* 3000 bytes: grown past the first buffer, kept whole */
+	sh_argv[2] = "head -c 3000 /dev/zero | tr -c x x; echo e >&2";
+	assert_int_equal(proc_run(&p, &s, &c, &e), 0);
+	assert_int_equal(c.out_len, 3000);
+	assert_int_equal(strlen(c.out), 3000);
+	assert_true(c.out_room >= 3001 && c.out_room <= 8192);
+	assert_string_equal(c.err, "e\n");
+	assert_int_equal(c.truncated, 0);
+	proc_capture_free(&c);
+
+	/* over the cap: the buffer stops at cap + 1 */
+	c.cap = 5000;
+	sh_argv[2] = "head -c 204800 /dev/zero | tr -c x x";
+	assert_int_equal(proc_run(&p, &s, &c, &e), 0);
+	assert_int_equal(c.out_len, 5000);
+	assert_int_equal(c.out_room, 5001);
+	assert_int_equal(strlen(c.out), 5000);
+	assert_int_equal(c.out_total, 204800);
+	assert_int_equal(c.truncated, 1);
+	proc_capture_free(&c);
+}
+
 static int
 alive(pid_t pid)
 {
@@ -292,6 +337,7 @@ main(void)
 	    cmocka_unit_test(test_env_exact_and_cwd),
 	    cmocka_unit_test(test_exit_codes_and_stderr),
 	    cmocka_unit_test(test_capture_cap),
+	    cmocka_unit_test(test_capture_grows),
 	    cmocka_unit_test(test_timeout_kills_group_ignoring_term),
 	    cmocka_unit_test(test_timeout_term_suffices),
 	    cmocka_unit_test(test_leader_exit_kills_stragglers),
