@@ -2076,6 +2076,12 @@ bg_sync_wait(struct bg_sync *s)
 	s->fd = -1;
 }
 
+static void
+known_tap(void *arg, const char *name, const struct stat *st, const unsigned char sha256[32])
+{
+	install_known_add(arg, "", name, st, sha256);
+}
+
 static int
 install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct install_result *r, struct err *e)
 {
@@ -2167,8 +2173,14 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 		}
 		ao.progress = extract_progress;
 		ao.progress_ctx = &xp;
+		/* the listing below takes each file's digest from extraction */
+		if ((known = install_known_new()) != NULL) {
+			ao.on_file = known_tap;
+			ao.file_ctx = known;
+		}
 		if (arc_extract(art_path, tree, &ao, &as, e) < 0)
 			goto out;
+		install_known_settle(known);
 		if (!xp.paused)
 			test_pause("extract");
 	} else {
