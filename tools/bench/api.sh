@@ -29,6 +29,9 @@ cleanup() {
 	rm -rf "$d"
 }
 trap cleanup EXIT
+# A signal (a reader that stopped reading: SIGPIPE) ends through exit, so the
+# servers started here are ended too instead of outliving the bench.
+trap 'exit 130' INT TERM HUP PIPE
 say() { printf 'bench/api: %s\n' "$*" >&2; }
 
 ofig="op 'true' req/s, authenticated POST (wrk $OP_WRK_ARGS; ref: nginx static file)"
