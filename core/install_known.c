@@ -12,8 +12,11 @@
 
 /* install_known_settle waits at most this long for the clock to pass the
  * newest recorded ctime (a filesystem with one-second timestamps needs up
- * to 1 s). */
+ * to 1 s). A ctime further ahead of our clock than KNOWN_AHEAD_MS (a file
+ * server's clock) is not waited for: the table is emptied at once and the
+ * listing reads every file, as it would without one. */
 #define KNOWN_SETTLE_MS 2500
+#define KNOWN_AHEAD_MS 1100
 /* Paths longer than this are not recorded (the file is read instead). */
 #define KNOWN_PATH_MAX 4096
 
@@ -161,6 +164,12 @@ install_known_settle(struct install_known *k)
 	 * never behind it): once it is past the newest recorded ctime, any
 	 * later change gets a later ctime */
 	start = mono_ms();
+	clock_gettime(CLOCK_REALTIME_COARSE, &now);
+	if ((int64_t)(k->newest.tv_sec - now.tv_sec) * 1000 + (k->newest.tv_nsec - now.tv_nsec) / 1000000 >
+	    KNOWN_AHEAD_MS) {
+		drop_all(k);
+		return;
+	}
 	for (;;) {
 		clock_gettime(CLOCK_REALTIME_COARSE, &now);
 		if (now.tv_sec > k->newest.tv_sec || (now.tv_sec == k->newest.tv_sec && now.tv_nsec > k->newest.tv_nsec))

@@ -159,12 +159,39 @@ test_known_root(void **state)
 	install_known_free(k);
 }
 
+/* A ctime far ahead of our clock (a file server's) is not waited for: the
+ * table is emptied at once and the listing reads every file. */
+static void
+test_known_clock_ahead(void **state)
+{
+	struct install_known *k = install_known_new();
+	unsigned char sha[32] = {0};
+	struct stat sb;
+	struct timespec t0, t1;
+
+	memset(&sb, 0, sizeof(sb));
+	sb.st_mode = S_IFREG | 0644;
+	clock_gettime(CLOCK_REALTIME, &sb.st_ctim);
+	sb.st_ctim.tv_sec += 3600;
+	install_known_add(k, "pkg", "f", &sb, sha);
+	assert_int_equal(install_known_count(k), 1);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	install_known_settle(k);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	assert_int_equal(install_known_count(k), 0);
+	assert_int_equal(install_known_get(k, "pkg/f", &sb, sha), 0);
+	/* no 2.5 s wait (a generous bound for a loaded machine) */
+	assert_true(t1.tv_sec - t0.tv_sec < 2);
+	install_known_free(k);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_known, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_known_root, setup, teardown),
+		cmocka_unit_test(test_known_clock_ahead),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
