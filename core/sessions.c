@@ -1287,6 +1287,20 @@ sessions_cancel(struct sessions *S, const char *agent, const char *id, struct se
 	return rc;
 }
 
+/* Whether a starts with the n bytes of b, inline: memcmp is a call that
+ * walks byte by byte in musl, and two per streamed event showed (~7% of
+ * the server's instructions on a flood). */
+static inline int
+has_prefix(const char *a, const char *b, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (a[i] != b[i])
+			return 0;
+	return 1;
+}
+
 /* The "type" of an event line: ours start {"seq":N,"type":"T" (read at
  * its place); other lines (a journal from elsewhere) are searched. NULL
  * when there is none. */
@@ -1295,10 +1309,10 @@ line_type(const char *line, size_t l, size_t *tl)
 {
 	const char *p = line + 7, *end = line + l, *type = NULL, *te;
 
-	if (l > 7 && memcmp(line, "{\"seq\":", 7) == 0) {
+	if (l > 7 && has_prefix(line, "{\"seq\":", 7)) {
 		while (p < end && *p >= '0' && *p <= '9')
 			p++;
-		if ((size_t)(end - p) > 9 && memcmp(p, ",\"type\":\"", 9) == 0)
+		if ((size_t)(end - p) > 9 && has_prefix(p, ",\"type\":\"", 9))
 			type = p + 1;
 	}
 	if (type == NULL)
