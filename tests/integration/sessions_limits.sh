@@ -1,0 +1,173 @@
+# Session requests refused before they can install (SPEC §9, issue 8): over
+# server.max_sessions_per_agent or server.max_sessions a create answers 429
+# request.rate_limited with Retry-After and starts nothing: no download reaches
+# the HTTPS fixture, no install job (the runtime stays "missing", no
+# install.start audit line, no staging or tool directory), no journal. Once
+# the running sessions are cancelled the same request is admitted and
+# installs. A create the policy denies (the sessions.create op, or the
+# install it would need) opens no connection either.
+. "$TOP/tests/lib.sh"
+
+PY=$(python3 -c 'import sys; print(sys.executable)')
+command -v musl-gcc >/dev/null || { skip "sessions_limits" "musl-gcc is needed to build the fake agent"; exit 0; }
+W=$T/www
+M=$T/man
+mkdir -p "$W" "$M" "$T/home"
+export HOME=$T/home
+unset ABX_TOOLS_DIR ABX_MANIFESTS_DIR ABX_SERVER_INSTALL_MODE ABX_INSTALL_MODE ABX_INSTALL_MIRROR \
+	ABX_INSTALL_UNPINNED ABX_SERVER_ENV SSL_CERT_DIR HTTPS_PROXY https_proxy HTTP_PROXY http_proxy \
+	ABX_SERVER_CONFIG ABX_SERVER_STATE_DIR ABX_SERVER_AUDIT_FILE ABX_SERVER_POLICY ABX_SERVER_PRESET \
+	ABX_SERVER_AGENTS ABX_SERVER_COMMANDS ABX_SERVER_INSTALL_WAIT ABX_SERVER_MAX_SESSIONS \
+	ABX_SERVER_MAX_SESSIONS_PER_AGENT ABX_SERVER_SESSION_JOURNAL_MAX_BYTES ABX_SERVER_SSE_HEARTBEAT \
+	ABX_SERVER_MAX_STREAMS ABX_SERVER_TOKEN
+
+sh "$FIXTURES/mkcerts.sh" "$T/pki" >/dev/null 2>&1 || { not_ok "test PKI" "mkcerts.sh failed"; exit 1; }
+export SSL_CERT_FILE=$T/pki/ca.pem
+musl-gcc -static -O1 -o "$T/fakeagent" "$FIXTURES/fakeagent.c" 2>"$T/cc.err" ||
+	{ not_ok "build the fake agent" "$(head -3 "$T/cc.err")"; exit 1; }
+
+sha() { sha256sum "$1" | cut -d' ' -f1; }
+mktool() { # NAME: $W/NAME-1.0.0.tgz with pkg/bin/NAME, and its manifest
+	rm -rf "$T/src" && mkdir -p "$T/src/pkg/bin"
+	cp "$T/fakeagent" "$T/src/pkg/bin/$1"
+	tar czf "$W/$1-1.0.0.tgz" -C "$T/src" pkg
+	cat >"$M/$1.json" <<EOM
+{"schema":1,"name":"$1","binary":"$1","version":"1.0.0",
+ "source":{"type":"tarball","bin":"bin/$1","strip_components":1,
+  "platforms":{"linux-x64":{"url":"https://localhost:$HP/f/$1-1.0.0.tgz","sha256":"$(sha "$W/$1-1.0.0.tgz")"},
+               "linux-arm64":{"url":"https://localhost:$HP/f/$1-1.0.0.tgz","sha256":"$(sha "$W/$1-1.0.0.tgz")"}}},
+ "hosts":["localhost"],"verify":{"argv":["{bin}","--version"],"expect":"$1 1.0.0"},
+ "run":["{bin}","run","{prompt}"],
+ "platforms":["linux-x64","linux-arm64"],"size_hint_mb":1}
+EOM
+}
+# Every connection the fixture sees leaves a line (a request, or a failed
+# handshake).
+: >"$T/req.log"
+bg "$PY" "$FIXTURES/httpd.py" --root "$W" --log "$T/req.log" --cert "$T/pki/good.pem" \
+	--key "$T/pki/good.key" >"$T/hport" 2>"$T/httpd.err"
+wait_for_line "$T/hport" '^[0-9]' 10 || { not_ok "start https fixture" "$(cat "$T/httpd.err")"; exit 1; }
+HP=$(head -1 "$T/hport")
+for t in fake aux other den1 den2; do mktool $t; done
+conns() { wc -l <"$T/req.log" | tr -d ' '; }
+gets() { grep -c " GET /f/$1-1.0.0.tgz" "$T/req.log" || true; }
+
+TOK=limits-token-$$
+hex() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
+cat >"$T/policy.json" <<EOM
+{"principals": {"op": {"token_sha256": "$(hex "$TOK")", "preset": "admin",
+  "deny": ["agents.den1.install", "agents.den2.sessions.create"]}}}
+EOM
+cat >"$T/config.json" <<EOM
+{"agents": ["fake", "aux", "other", "den1", "den2"], "policy": "$T/policy.json", "manifests_dir": "$M",
+ "audit_file": "$T/audit.jsonl", "server": {"max_sessions_per_agent": 2, "max_sessions": 3}}
+EOM
+ST=$T/state
+mkdir -p "$ST" && chmod 700 "$ST"
+TD=$T/tools
+bg "$BIN" serve --host 127.0.0.1 --port 0 --config "$T/config.json" --tools-dir "$TD" \
+	--state-dir "$ST" -q >"$T/serve.out" 2>"$T/serve.err"
+SERVE_PID=$BGPID
+wait_for_line "$T/serve.out" '^[0-9][0-9]*$' 10 || { not_ok "serve starts" "$(head -5 "$T/serve.err")"; exit 1; }
+PORT=$(head -1 "$T/serve.out")
+U=http://127.0.0.1:$PORT
+
+A() { curl -s -o "$T/body" -D "$T/hdr" -w '%{http_code}' -H "X-Access-Token: $TOK" "$@"; }
+js() { "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"; }
+create() { # AGENT PROMPT -> $SID, status in $S
+	S=$(A -X POST -H 'Content-Type: application/json' --data "{\"prompt\": \"$2\"}" "$U/v1/agents/$1/sessions")
+	SID=$(js "$T/body" 'd.get("id","")' 2>/dev/null)
+}
+# state AGENT: the runtime's state (missing, installing, ready, ...)
+state() {
+	curl -s -o "$T/rt" -H "X-Access-Token: $TOK" "$U/v1/agents/runtimes/$1"
+	js "$T/rt" 'd.get("state")'
+}
+journals() { find "$ST/sessions" -name '*.jsonl' 2>/dev/null | wc -l | tr -d ' '; }
+starts() { grep -c "\"event\":\"install.start\".*\"$1\"" "$T/audit.jsonl" 2>/dev/null || true; }
+staged() { find "$TD" -path "*/.staging/$1-*" 2>/dev/null | wc -l | tr -d ' '; }
+# snap: what a refused request must leave unchanged
+snap() { echo "conns=$(conns) journals=$(journals) starts=$(starts fake)/$(starts other)/$(starts den1)/$(starts den2)"; }
+# refused AGENT CODE LIMIT: create answered CODE, the error names LIMIT (and a
+# Retry-After for 429)
+refused() {
+	s=$(A -X POST -H 'Content-Type: application/json' --data '{"prompt": "print:1"}' "$U/v1/agents/$1/sessions")
+	[ "$s" = "$2" ] || { echo "status $s: $(cat "$T/body")" >&2; return 1; }
+	grep -q "$3" "$T/body" || { echo "body: $(cat "$T/body")" >&2; return 1; }
+	[ "$2" != 429 ] || grep -qi '^Retry-After: [1-9]' "$T/hdr" || { echo "no Retry-After" >&2; return 1; }
+}
+# upto N CMD...: CMD succeeds within N tenths of a second
+upto() {
+	_n=$1; shift
+	while ! "$@"; do
+		_n=$((_n - 1))
+		[ $_n -gt 0 ] || return 1
+		sleep 0.1
+	done
+}
+running() { # AGENT ID: the agent printed its first line (it is past any install)
+	curl -s -H "X-Access-Token: $TOK" "$U/v1/agents/$1/sessions/$2/events" | grep -q '"stream":"stdout"'
+}
+
+# ---- fill the per-agent limit with running sessions of an installed tool ---------------
+create fake "print:1 sleep:60000"; F1=$SID
+s1=$S
+create fake "print:1 sleep:60000"; F2=$SID
+check "two sessions of fake created ($s1 $S)" test "$s1 $S" = "201 201"
+upto 200 running fake "$F1" && upto 200 running fake "$F2"
+check "both are running and fake was downloaded once" test "$(gets fake)/$(state fake)" = "1/ready"
+# The tool goes away under its running sessions (an operator's prune, with
+# the download cache): the next admitted session would have to download and
+# install it again.
+rm -rf "$TD/fake" "$TD/.cache"
+check "with its tree removed, fake reads missing" test "$(state fake)" = missing
+before=$(snap)
+check "over max_sessions_per_agent: 429 request.rate_limited with Retry-After" \
+	refused fake 429 'request.rate_limited.*max_sessions_per_agent'
+check "the refused session started no install job (runtime still missing)" test "$(state fake)" = missing
+check "no download, no install.start, no journal ($before)" test "$(snap)" = "$before"
+check "no staging or tool directory for it" test "$(staged fake)" = 0 -a ! -e "$TD/fake"
+
+# ---- fill the total limit; a second, not installed agent -----------------------------
+create aux "print:1 sleep:60000"; X1=$SID
+upto 200 running aux "$X1"
+check "a third running session (aux, installed)" test "$S/$(state aux)" = "201/ready"
+check "other is not installed" test "$(state other)" = missing
+before=$(snap)
+check "over max_sessions: 429 request.rate_limited with Retry-After" \
+	refused other 429 'request.rate_limited.*server.max_sessions)'
+check "the refused session of other started no install job (runtime still missing)" test "$(state other)" = missing
+check "no download, no install.start, no journal ($before)" test "$(snap)" = "$before"
+check "no staging or tool directory for other" test "$(staged other)" = 0 -a ! -e "$TD/other"
+check "fake over both limits: still 429 request.rate_limited" refused fake 429 'request.rate_limited'
+check "fake over both limits: runtime still missing, nothing changed" \
+	test "$(state fake) $(snap)" = "missing $before"
+
+# ---- cancel the running sessions ----------------------------------------------------------
+for i in "$F1" "$F2"; do A -X POST "$U/v1/agents/fake/sessions/$i/cancel" >/dev/null; done
+A -X POST "$U/v1/agents/aux/sessions/$X1/cancel" >/dev/null
+check "the running sessions are cancelled" \
+	test "$(curl -s -H "X-Access-Token: $TOK" "$U/v1/agents/fake/sessions" | grep -o '"status":"cancelled"' | wc -l)" = 2
+
+# ---- policy denials open no connection (with room under every limit) ---------------------
+before=$(snap)
+check "install of den1 denied: 403 policy.denied" refused den1 403 'policy.denied'
+check "sessions.create of den2 denied: 403 policy.denied" refused den2 403 'policy.denied'
+check "denied sessions: den1 and den2 still missing (no install job)" test "$(state den1)/$(state den2)" = missing/missing
+check "denied sessions: no download, no install.start, no journal" test "$(snap)" = "$before"
+check "the denied and refused requests left no download behind" \
+	test "$(gets other)/$(gets fake)/$(gets den1)/$(gets den2)" = 0/1/0/0
+
+# ---- with room again, the same requests are admitted and install ----------------------------
+create other "print:1"; O1=$SID
+check "after cancel, the session of other is admitted: 201" test "$S" = 201
+upto 200 running other "$O1"
+check "and installed other: one download, one install.start, ready" \
+	test "$(gets other)/$(starts other)/$(state other)" = 1/1/ready
+create fake "print:1"; F3=$SID
+check "after cancel, fake is admitted again: 201" test "$S" = 201
+upto 200 running fake "$F3"
+check "and installed fake again: a second download and install.start, ready" \
+	test "$(gets fake)/$(starts fake)/$(state fake)" = 2/2/ready
+check "the admitted sessions have journals" test -s "$ST/sessions/$O1.jsonl" -a -s "$ST/sessions/$F3.jsonl"
+kill "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null
