@@ -819,7 +819,8 @@ marker_cached(struct install_ctx *c, const char *dir, const char *name, struct i
 		slot = (int)(st.st_ino % INSTALL_MARKER_CACHE);
 	{
 		struct install_marker_slot *s = &c->mcache[slot];
-		free(s->proof);
+		install_proof_cache_put(s->proof_ref);
+		s->proof_ref = NULL;
 		s->proof = NULL;
 		s->proof_len = 0;
 		s->used = 1;
@@ -842,52 +843,32 @@ marker_cached(struct install_ctx *c, const char *dir, const char *name, struct i
 /*
  * The proof list the marker names, read once per marker: the copy kept in
  * the marker's slot was checked against the marker's sha256, so it stays
- * what the marker vouches for whatever happens to the file later. Returns
- * the list (*owned: the caller frees it) or NULL.
+ * what the marker vouches for whatever happens to the file later. Across
+ * contexts (serve makes one per request) the process-wide cache
+ * (install_proof_cache_get) spares reading and hashing it again. Returns
+ * the list, *ref to release when not kept in the slot, or NULL.
  */
-static char *
+static const char *
 proof_list(const char *dir, const char *name, const struct install_marker *mk, struct install_marker_slot *slot,
-	   size_t *len, int *owned)
+	   size_t *len, struct install_proof_ref **ref)
 {
-	char path[PATH_MAX], hex[FS_HEX_LEN], *buf = NULL;
-	struct digest dg;
-	struct stat st;
-	ssize_t got;
-	int fd;
+	char path[PATH_MAX];
+	const char *buf;
 
-	*owned = 0;
+	*ref = NULL;
 	if (slot != NULL && slot->proof != NULL) {
 		*len = slot->proof_len;
 		return slot->proof;
 	}
 	if ((size_t)snprintf(path, sizeof(path), "%s/%s/.installed.proof", dir, name) >= sizeof(path))
 		return NULL;
-	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
+	if ((buf = install_proof_cache_get(path, mk->proof_sha256, len, ref)) == NULL)
 		return NULL;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 || st.st_size > INSTALL_PROOF_MAX ||
-	    (buf = malloc((size_t)st.st_size)) == NULL) {
-		close(fd);
-		return NULL;
-	}
-	got = read(fd, buf, (size_t)st.st_size);
-	close(fd);
-	if (got != (ssize_t)st.st_size) {
-		free(buf);
-		return NULL;
-	}
-	digest_buf(DIGEST_SHA256, buf, (size_t)got, &dg);
-	digest_hex(&dg, hex);
-	if (!ct_equal(hex, mk->proof_sha256, 64)) {
-		free(buf);
-		return NULL;
-	}
-	*len = (size_t)got;
 	if (slot != NULL) {
 		slot->proof = buf;
 		slot->proof_len = *len;
-	} else {
-		*owned = 1;
+		slot->proof_ref = *ref;
+		*ref = NULL;
 	}
 	return buf;
 }
@@ -919,11 +900,10 @@ ready_in(struct install_ctx *c, const manifest_t *m, const char *dir, struct ins
 		int same = 0;
 		if (mk.proof_sha256[0] != '\0') {
 			size_t plen = 0;
-			int owned;
-			char *pl = proof_list(dir, m->name, &mk, slot, &plen, &owned);
+			struct install_proof_ref *ref;
+			const char *pl = proof_list(dir, m->name, &mk, slot, &plen, &ref);
 			same = pl != NULL && install_proof_check(tree, pl, plen) == 1;
-			if (owned)
-				free(pl);
+			install_proof_cache_put(ref);
 		} else if (mk.stat_proof[0] != '\0') {
 			same = install_stat_proof(tree, hex) == 0 && ct_equal(hex, mk.stat_proof, 64);
 		}
@@ -2525,7 +2505,7 @@ install_ctx_free(struct install_ctx *c)
 	c->http = NULL;
 	if (c->mcache != NULL)
 		for (i = 0; i < INSTALL_MARKER_CACHE; i++)
-			free(c->mcache[i].proof);
+			install_proof_cache_put(c->mcache[i].proof_ref);
 	free(c->mcache);
 	c->mcache = NULL;
 }

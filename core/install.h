@@ -229,8 +229,9 @@ struct install_marker_slot {
 	int64_t mtime_ns, ctime_ns;
 	char path[PATH_MAX];
 	struct install_marker mk;
-	char *proof;            /* the marker's proof list, checked against it; owned */
+	const char *proof;      /* the marker's proof list, checked against it */
 	size_t proof_len;
+	struct install_proof_ref *proof_ref; /* holds proof (install_proof_cache_put) */
 };
 
 int install_marker_read(const char *dir, const char *name, struct install_marker *mk, struct err *e);
@@ -305,6 +306,26 @@ int install_stat_proof(const char *root, char hex[65]);
 int install_proof_make(const char *root, char **out, size_t *outlen, struct err *e);
 int install_proof_check(const char *root, const void *buf, size_t len);
 int install_proof_parse(const void *buf, size_t len);
+
+/*
+ * The process-wide cache of proof lists (install_proof.c), for callers that
+ * make a context per request (serve). install_proof_cache_get returns the
+ * list at path whose sha256 is sha256_hex (64 lowercase hex), from the cache
+ * when a fresh lstat of path shows the identity (dev, ino, size, ctime,
+ * mtime) it had when read and the bytes held hash to sha256_hex, else read
+ * and hashed again (and kept, evicting the least recently used of
+ * INSTALL_PROOF_CACHE entries). NULL when unreadable or another sha256.
+ * The list stays valid until install_proof_cache_put(*ref); thread-safe.
+ * The tree itself is never vouched for: install_proof_check still runs.
+ * _stats counts hits and reads; _clear drops every entry (tests).
+ */
+#define INSTALL_PROOF_CACHE 4
+struct install_proof_ref;
+const char *install_proof_cache_get(const char *path, const char *sha256_hex, size_t *len,
+				    struct install_proof_ref **ref);
+void install_proof_cache_put(struct install_proof_ref *ref);
+void install_proof_cache_stats(unsigned long *hits, unsigned long *loads);
+void install_proof_cache_clear(void);
 
 /* Version of a copy on PATH: run argv (m->path.argv with {bin} = path),
  * 5 s timeout, and take the first dotted number of its output into ver.

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "digest.h"
 #include "install.h"
 
 static char dir[64];
@@ -209,6 +210,165 @@ test_proof_list_catches_each_change(void **state)
 	assert_int_equal(install_proof_make(root, &pl, &len, &e), -1);
 	assert_string_equal(e.code, "io.error");
 	free(pl);
+}
+
+/* write len bytes of buf to dir/<rel> by rename (a new inode) */
+static void
+put_file(const char *rel, const char *buf, size_t len)
+{
+	char p[256], tmp[280];
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, rel);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", p);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, buf, len), (ssize_t)len);
+	close(fd);
+	assert_int_equal(rename(tmp, p), 0);
+}
+
+static void
+sha_hex(const char *buf, size_t len, char hex[65])
+{
+	struct digest dg;
+
+	digest_buf(DIGEST_SHA256, buf, len, &dg);
+	digest_hex(&dg, hex);
+}
+
+static void
+cache_counts(unsigned long *h, unsigned long *l)
+{
+	install_proof_cache_stats(h, l);
+}
+
+/* the process-wide cache of proof lists: reused only for the same file and
+ * sha256; the tree is still checked on every call */
+static void
+test_proof_cache(void **state)
+{
+	char root[256], path[256], hex[65], hex2[65], other[256], *pl = NULL, *pl2 = NULL;
+	const char *b, *b2;
+	size_t len = 0, len2 = 0, bl = 0;
+	unsigned long h0, l0, h, l;
+	struct install_proof_ref *r, *r2, *held;
+	struct err e;
+	int i;
+
+	install_proof_cache_clear();
+	proof_tree();
+	snprintf(root, sizeof(root), "%s/t", dir);
+	snprintf(path, sizeof(path), "%s/list", dir);
+	assert_int_equal(install_proof_make(root, &pl, &len, &e), 0);
+	put_file("list", pl, len);
+	sha_hex(pl, len, hex);
+
+	/* first read loads, the second is a hit on the same bytes */
+	cache_counts(&h0, &l0);
+	b = install_proof_cache_get(path, hex, &bl, &r);
+	assert_non_null(b);
+	assert_int_equal(bl, len);
+	assert_memory_equal(b, pl, len);
+	cache_counts(&h, &l);
+	assert_int_equal(l, l0 + 1);
+	assert_int_equal(h, h0);
+	b2 = install_proof_cache_get(path, hex, &bl, &r2);
+	assert_ptr_equal(b2, b);
+	cache_counts(&h, &l);
+	assert_int_equal(l, l0 + 1);
+	assert_int_equal(h, h0 + 1);
+	assert_int_equal(install_proof_check(root, b2, bl), 1);
+	install_proof_cache_put(r2);
+
+	/* a change to the tree with the cache warm is still caught */
+	sh_in("t", "printf zzzz >sub/a");
+	b2 = install_proof_cache_get(path, hex, &bl, &r2);
+	assert_ptr_equal(b2, b);
+	assert_int_equal(install_proof_check(root, b2, bl), 0);
+	install_proof_cache_put(r2);
+
+	/* another sha256 (another marker) is never served from the cache */
+	memcpy(hex2, hex, sizeof(hex2));
+	hex2[0] = hex2[0] == '0' ? '1' : '0';
+	cache_counts(&h0, &l0);
+	assert_null(install_proof_cache_get(path, hex2, &bl, &r2));
+	assert_null(r2);
+	cache_counts(&h, &l);
+	assert_int_equal(h, h0);
+	assert_null(install_proof_cache_get(path, "zz", &bl, &r2));
+
+	/* a replaced list file is read again: a new list for the new tree */
+	proof_tree();
+	assert_int_equal(install_proof_make(root, &pl2, &len2, &e), 0);
+	put_file("list", pl2, len2);
+	sha_hex(pl2, len2, hex2);
+	cache_counts(&h0, &l0);
+	b2 = install_proof_cache_get(path, hex2, &bl, &r2);
+	assert_non_null(b2);
+	cache_counts(&h, &l);
+	assert_int_equal(l, l0 + 1);
+	assert_int_equal(bl, len2);
+	assert_memory_equal(b2, pl2, len2);
+	assert_int_equal(install_proof_check(root, b2, bl), 1);
+	install_proof_cache_put(r2);
+	/* the reference held from before the replacement is still the old
+	 * list (ASan: not freed under the holder) */
+	assert_memory_equal(b, pl, len);
+	install_proof_cache_put(r);
+
+	/* the same bytes under a new inode: read again (identity moved) */
+	put_file("list", pl2, len2);
+	cache_counts(&h0, &l0);
+	b2 = install_proof_cache_get(path, hex2, &bl, &r2);
+	assert_non_null(b2);
+	cache_counts(&h, &l);
+	assert_int_equal(l, l0 + 1);
+	install_proof_cache_put(r2);
+	/* written to in place (appended: the size moves even within one tick
+	 * of the clock): read again, and refused since the bytes no longer
+	 * match the marker's sha256 */
+	sh_in(".", "printf x >>list");
+	cache_counts(&h0, &l0);
+	assert_null(install_proof_cache_get(path, hex2, &bl, &r2));
+	cache_counts(&h, &l);
+	assert_int_equal(h, h0);
+	/* gone: nothing */
+	sh_in(".", "rm list");
+	assert_null(install_proof_cache_get(path, hex2, &bl, &r2));
+	/* a symlink to a good list is not followed */
+	put_file("list2", pl2, len2);
+	sh_in(".", "ln -s list2 list");
+	assert_null(install_proof_cache_get(path, hex2, &bl, &r2));
+
+	/* bounded: more lists than entries; a held reference outlives its
+	 * eviction */
+	snprintf(other, sizeof(other), "%s/list2", dir);
+	held = NULL;
+	b = install_proof_cache_get(other, hex2, &bl, &held);
+	assert_non_null(b);
+	for (i = 0; i < INSTALL_PROOF_CACHE + 2; i++) {
+		char rel[32];
+		snprintf(rel, sizeof(rel), "l%d", i);
+		put_file(rel, pl2, len2);
+		snprintf(other, sizeof(other), "%s/%s", dir, rel);
+		b2 = install_proof_cache_get(other, hex2, &bl, &r2);
+		assert_non_null(b2);
+		install_proof_cache_put(r2);
+	}
+	assert_memory_equal(b, pl2, len2);
+	install_proof_cache_put(held);
+	/* the first of them was evicted: read again */
+	snprintf(other, sizeof(other), "%s/l0", dir);
+	cache_counts(&h0, &l0);
+	b2 = install_proof_cache_get(other, hex2, &bl, &r2);
+	assert_non_null(b2);
+	install_proof_cache_put(r2);
+	cache_counts(&h, &l);
+	assert_int_equal(l, l0 + 1);
+	install_proof_cache_clear();
+	free(pl);
+	free(pl2);
 }
 
 /* above the threshold for the second thread: a change in either half */
@@ -415,6 +575,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_proof_list_catches_each_change, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_proof_list_large_tree, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_proof_list_hostile, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_proof_cache, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_run_scrubbed_and_bounded, setup, teardown),
 		cmocka_unit_test(test_names),
 		cmocka_unit_test_setup_teardown(test_check_only_and_modes, setup, teardown),

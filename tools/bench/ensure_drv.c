@@ -1,8 +1,10 @@
 /*
  * Bench driver for the install engine's fast path (SPEC §6 step 1), linked
  * against the release objects by tools/bench/install.sh:
- *   ensure_drv TOOLS-DIR MANIFESTS-DIR|- NAME N
+ *   ensure_drv TOOLS-DIR MANIFESTS-DIR|- NAME N [fresh]
  * prints "<µs per install_fast_path call> <µs per stat() of the entry>".
+ * With "fresh" each call makes and frees its own install context, as serve
+ * does per request (the marker and proof list are not kept in a context).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,10 +36,11 @@ main(int argc, char **argv)
 	const manifest_t *m;
 	struct stat st;
 	double t0, ours, ref;
-	int i, n, nf = 0;
+	int i, n, nf = 0, fresh;
 
-	if (argc != 5)
+	if (argc != 5 && !(argc == 6 && strcmp(argv[5], "fresh") == 0))
 		return 2;
+	fresh = argc == 6;
 	n = atoi(argv[4]);
 	fl[nf++] = (struct config_flag){"tools_dir", argv[1], "--tools-dir"};
 	if (strcmp(argv[2], "-") != 0)
@@ -53,9 +56,18 @@ main(int argc, char **argv)
 		return 1;
 	}
 	t0 = now_us();
-	for (i = 0; i < n; i++)
-		if (install_fast_path(&ctx, m, &r, &e) != 1)
+	for (i = 0; i < n; i++) {
+		if (fresh) {
+			static struct install_ctx c2;
+			if (install_ctx_init(&c2, &ms, &set, NULL, &e) < 0)
+				goto fail;
+			if (install_fast_path(&c2, m, &r, &e) != 1)
+				return 1;
+			install_ctx_free(&c2);
+		} else if (install_fast_path(&ctx, m, &r, &e) != 1) {
 			return 1;
+		}
+	}
 	ours = (now_us() - t0) / n;
 	t0 = now_us();
 	for (i = 0; i < n; i++)

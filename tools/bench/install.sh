@@ -115,6 +115,9 @@ if ${MUSL_CC:-musl-gcc} -std=c11 -Os -D_GNU_SOURCE -static -s -I"$TOP/core" -I"$
 	o=$(awk -v u="$1" 'BEGIN { if (u ~ /^[0-9.]+$/) printf "%.2f", u / 1000; else print "fail" }')
 	f=$(ms "find '$d/t/nodeish/' -printf '%p %m %s %i %C@\n'")
 	row "ensure fast path, user-owned Node.js-sized tree, ms/call (ref: find -printf)" "$o" "$f"
+	set -- $("$drv" "$d/t" "$d/man" nodeish 20 fresh 2>/dev/null || echo fail fail)
+	o=$(awk -v u="$1" 'BEGIN { if (u ~ /^[0-9.]+$/) printf "%.2f", u / 1000; else print "fail" }')
+	row "ensure fast path, user-owned Node.js-sized tree, a new context per call (serve), ms/call (ref: find -printf)" "$o" "$f"
 	if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
 		chmod -R a+rX "$d/t" && chmod 755 "$drv" "$d/t"
 		set -- $(setpriv --reuid=65534 --regid=65534 --clear-groups env HOME=/nonexistent \
