@@ -2217,12 +2217,8 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 	}
 	if (fs_fsync_dir(tooldir, e) < 0)
 		goto out;
-	if (install_stat_proof(final, proof) < 0) {
-		err_set(e, "install.failed", "%s: cannot read the published tree", final);
-		details_phase(e, "publish");
-		goto out;
-	}
-	/* the listing and the proof list first: a marker always has both */
+	/* the listing and the proof list first: a marker always has both;
+	 * the stat proof (for older binaries) comes from the proof list's walk */
 	{
 		char lp[PATH_MAX], *plist = NULL;
 		size_t plen = 0;
@@ -2233,7 +2229,8 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 			goto out;
 		}
 		snprintf(lp, sizeof(lp), "%s/.installed.proof", tooldir);
-		if (install_proof_make(final, &plist, &plen, e) < 0 || fs_write_atomic(lp, plist, plen, 0644, e) < 0) {
+		if (install_proof_make_stat(final, &plist, &plen, proof, e) < 0 ||
+		    fs_write_atomic(lp, plist, plen, 0644, e) < 0) {
 			free(plist);
 			details_phase(e, "publish");
 			goto out;

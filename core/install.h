@@ -304,6 +304,10 @@ int install_stat_proof(const char *root, char hex[65]);
 #define INSTALL_PROOF_MAX_ENTRIES (1u << 20)
 #define INSTALL_PROOF_MAX (64u << 20)
 int install_proof_make(const char *root, char **out, size_t *outlen, struct err *e);
+/* install_proof_make that also computes, in the same walk (its last one),
+ * the stat proof install_stat_proof would give for the tree (the same
+ * bytes: both feed entries in directory order), into stat_hex. */
+int install_proof_make_stat(const char *root, char **out, size_t *outlen, char stat_hex[65], struct err *e);
 int install_proof_check(const char *root, const void *buf, size_t len);
 int install_proof_parse(const void *buf, size_t len);
 

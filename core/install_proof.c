@@ -72,7 +72,27 @@ struct pbuild {
 	struct timespec newest; /* newest ctime recorded */
 	int any_ns;             /* some ctime has nanoseconds */
 	struct err *e;
+	struct digest_ctx *sp;  /* the stat proof (install_stat_proof) fed by the
+	                         * same walk, or NULL */
 };
+
+/* One entry into the stat proof, exactly as install_stat_proof's walk
+ * feeds it: the name with its NUL, then 7 u64 of stat. */
+static void
+sp_feed(struct digest_ctx *dc, const char *name, size_t nl, const struct stat *st)
+{
+	uint64_t rec[7];
+
+	rec[0] = st->st_mode;
+	rec[1] = (uint64_t)st->st_size;
+	rec[2] = st->st_ino;
+	rec[3] = (uint64_t)st->st_ctim.tv_sec;
+	rec[4] = (uint64_t)st->st_ctim.tv_nsec;
+	rec[5] = (uint64_t)st->st_mtim.tv_sec;
+	rec[6] = (uint64_t)st->st_mtim.tv_nsec;
+	digest_update(dc, name, nl + 1);
+	digest_update(dc, rec, sizeof(rec));
+}
 
 static int
 pb_name(struct pbuild *b, const char *s, size_t n, uint32_t *off)
@@ -175,6 +195,8 @@ pb_walk(struct pbuild *b, int dfd, char *rel, size_t len, int depth)
 		}
 		if ((rc = pb_add(b, rel, sl, &st)) < 0)
 			break;
+		if (b->sp != NULL)
+			sp_feed(b->sp, de->d_name, nl, &st);
 		if (S_ISDIR(st.st_mode)) {
 			int sub = openat(dfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 			if (sub < 0) {
@@ -183,6 +205,8 @@ pb_walk(struct pbuild *b, int dfd, char *rel, size_t len, int depth)
 			}
 			rc = pb_walk(b, sub, rel, sl, depth + 1);
 			close(sub);
+			if (b->sp != NULL)
+				digest_update(b->sp, "\0", 1); /* end of directory */
 		}
 		rel[len] = '\0';
 	}
@@ -205,6 +229,15 @@ pb_once(struct pbuild *b, const char *root)
 		return err_set(b->e, "io.error", "%s: %s", root, strerror(errno));
 	}
 	rel[0] = '\0';
+	if (b->sp != NULL) {
+		/* the root's own mode, inode and mtime, as install_stat_proof */
+		uint64_t rec[4];
+		rec[0] = st.st_mode;
+		rec[1] = st.st_ino;
+		rec[2] = (uint64_t)st.st_mtim.tv_sec;
+		rec[3] = (uint64_t)st.st_mtim.tv_nsec;
+		digest_update(b->sp, rec, sizeof(rec));
+	}
 	rc = pb_add(b, ".", 1, &st);
 	if (rc == 0)
 		rc = pb_walk(b, dfd, rel, 0, 0);
@@ -235,6 +268,13 @@ ms_since(const struct timespec *a)
 int
 install_proof_make(const char *root, char **out, size_t *outlen, struct err *e)
 {
+	return install_proof_make_stat(root, out, outlen, NULL, e);
+}
+
+int
+install_proof_make_stat(const char *root, char **out, size_t *outlen, char stat_hex[65], struct err *e)
+{
+	struct digest_ctx dc;
 	struct pbuild b;
 	struct timespec start, t0;
 	size_t total;
@@ -253,6 +293,10 @@ install_proof_make(const char *root, char **out, size_t *outlen, struct err *e)
 		b.any_ns = 0;
 		b.newest.tv_sec = 0;
 		b.newest.tv_nsec = 0;
+		if (stat_hex != NULL) {
+			digest_init(&dc, DIGEST_SHA256);
+			b.sp = &dc;
+		}
 		if (pb_once(&b, root) < 0) {
 			free(b.recs);
 			free(b.names);
@@ -279,6 +323,11 @@ install_proof_make(const char *root, char **out, size_t *outlen, struct err *e)
 		free(b.recs);
 		free(b.names);
 		return err_set(e, "install.failed", "proof list larger than %u bytes", INSTALL_PROOF_MAX);
+	}
+	if (stat_hex != NULL) {
+		struct digest dg;
+		digest_final(&dc, &dg);
+		digest_hex(&dg, stat_hex);
 	}
 	memcpy(buf, PROOF_MAGIC, 8);
 	u = (uint32_t)b.n;
