@@ -20,16 +20,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fuzz_check.h"
+
 #include "arc.h"
 #include "fs.h"
-
-#define FUZZ_CHECK(c)                                                        \
-	do {                                                                 \
-		if (!(c)) {                                                  \
-			fprintf(stderr, "check failed: %s (line %d)\n", #c, __LINE__); \
-			abort();                                             \
-		}                                                            \
-	} while (0)
 
 static char base[128], stage[160], outside[160];
 

@@ -15,18 +15,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fuzz_check.h"
+
 #include "config.h"
 #include "json.h"
 #include "ops.h"
 #include "policy.h"
-
-#define FUZZ_CHECK(c)                                                                                        \
-	do {                                                                                                 \
-		if (!(c)) {                                                                                  \
-			fprintf(stderr, "check failed: %s (line %d)\n", #c, __LINE__);                       \
-			abort();                                                                             \
-		}                                                                                            \
-	} while (0)
 
 static char path[64];
 

@@ -61,8 +61,14 @@ check_loaded(const struct config *c)
 	FUZZ_CHECK(terminated(c->server.host, sizeof(c->server.host)));
 	for (i = 0; i < c->agents.n; i++)
 		FUZZ_CHECK(c->agents.v[i][0] != '\0' && terminated(c->agents.v[i], CFG_NAME_MAX));
-	for (i = 0; i < c->install.tarball_mirrors.n; i++)
-		FUZZ_CHECK(strncmp(c->install.tarball_mirrors.v[i], "https://", 8) == 0);
+	/* a mirror is an https:// template with a host, a file:/// URL or an
+	 * absolute directory (the cache-shaped mirrors of SPEC §6) */
+	for (i = 0; i < c->install.tarball_mirrors.n; i++) {
+		const char *m = c->install.tarball_mirrors.v[i];
+
+		FUZZ_CHECK((strncmp(m, "https://", 8) == 0 && m[8] != '\0' && m[8] != '/') ||
+			   strncmp(m, "file:///", 8) == 0 || m[0] == '/');
+	}
 	for (i = 0; i < c->install.allow_hosts.n; i++)
 		FUZZ_CHECK(c->install.allow_hosts.v[i][0] != '\0');
 	for (i = 0; i < c->nwarn; i++)

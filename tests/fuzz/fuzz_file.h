@@ -11,13 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define FUZZ_CHECK(c)                                                                  \
-	do {                                                                           \
-		if (!(c)) {                                                            \
-			fprintf(stderr, "check failed: %s (line %d)\n", #c, __LINE__); \
-			abort();                                                       \
-		}                                                                      \
-	} while (0)
+#include "fuzz_check.h"
 
 static char fuzz_path[256];
 static int fuzz_fd = -1;

@@ -14,15 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "json.h"
+#include "fuzz_check.h"
 
-#define FUZZ_CHECK(c)                                                        \
-	do {                                                                 \
-		if (!(c)) {                                                  \
-			fprintf(stderr, "check failed: %s (line %d)\n", #c, __LINE__); \
-			abort();                                             \
-		}                                                            \
-	} while (0)
+#include "json.h"
 
 static int
 has_dup(const struct json_val *v)

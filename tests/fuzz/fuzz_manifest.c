@@ -14,15 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "manifest.h"
+#include "fuzz_check.h"
 
-#define FUZZ_CHECK(c)                                                                  \
-	do {                                                                           \
-		if (!(c)) {                                                            \
-			fprintf(stderr, "check failed: %s (line %d)\n", #c, __LINE__); \
-			abort();                                                       \
-		}                                                                      \
-	} while (0)
+#include "manifest.h"
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -13,15 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "install.h"
+#include "fuzz_check.h"
 
-#define FUZZ_CHECK(c)                                                                                        \
-	do {                                                                                                 \
-		if (!(c)) {                                                                                  \
-			fprintf(stderr, "check failed: %s (line %d)\n", #c, __LINE__);                       \
-			abort();                                                                             \
-		}                                                                                            \
-	} while (0)
+#include "install.h"
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -8,47 +8,9 @@
 # from the local HTTPS fixture.
 . "$TOP/tests/lib.sh"
 
-PY=$(python3 -c 'import sys; print(sys.executable)')
-command -v musl-gcc >/dev/null || { skip "sessions" "musl-gcc is needed to build the fake agent"; exit 0; }
-W=$T/www
-M=$T/man
-mkdir -p "$W" "$M" "$T/home"
-export HOME=$T/home
-unset ABX_TOOLS_DIR ABX_MANIFESTS_DIR ABX_SERVER_INSTALL_MODE ABX_INSTALL_MODE ABX_INSTALL_MIRROR \
-	ABX_INSTALL_UNPINNED ABX_SERVER_ENV SSL_CERT_DIR HTTPS_PROXY https_proxy HTTP_PROXY http_proxy \
-	ABX_SERVER_CONFIG ABX_SERVER_STATE_DIR ABX_SERVER_AUDIT_FILE ABX_SERVER_POLICY ABX_SERVER_PRESET \
-	ABX_SERVER_AGENTS ABX_SERVER_COMMANDS ABX_SERVER_INSTALL_WAIT ABX_SERVER_MAX_SESSIONS \
-	ABX_SERVER_MAX_SESSIONS_PER_AGENT ABX_SERVER_SESSION_JOURNAL_MAX_BYTES ABX_SERVER_SSE_HEARTBEAT \
-	ABX_SERVER_MAX_STREAMS
-
-sh "$FIXTURES/mkcerts.sh" "$T/pki" >/dev/null 2>&1 || { not_ok "test PKI" "mkcerts.sh failed"; exit 1; }
-export SSL_CERT_FILE=$T/pki/ca.pem
-musl-gcc -static -O1 -o "$T/fakeagent" "$FIXTURES/fakeagent.c" 2>"$T/cc.err" ||
-	{ not_ok "build the fake agent" "$(head -3 "$T/cc.err")"; exit 1; }
-
-mktool() { # NAME -> $W/NAME-1.0.0.tgz with pkg/bin/NAME
-	rm -rf "$T/src" && mkdir -p "$T/src/pkg/bin"
-	cp "$T/fakeagent" "$T/src/pkg/bin/$1"
-	tar czf "$W/$1-1.0.0.tgz" -C "$T/src" pkg
-}
-sha() { sha256sum "$1" | cut -d' ' -f1; }
-: >"$T/req.log"
-bg "$PY" "$FIXTURES/httpd.py" --root "$W" --log "$T/req.log" --cert "$T/pki/good.pem" \
-	--key "$T/pki/good.key" >"$T/hport" 2>"$T/httpd.err"
-wait_for_line "$T/hport" '^[0-9]' 10 || { not_ok "start https fixture" "$(cat "$T/httpd.err")"; exit 1; }
-HP=$(head -1 "$T/hport")
+AGENT_ENV_NAME=sessions
+. "$FIXTURES/agent_env.sh"
 gets() { grep -c " GET $1" "$T/req.log" || true; }
-mkman() { # NAME URLPATH
-	cat >"$M/$1.json" <<EOM
-{"schema":1,"name":"$1","binary":"$1","version":"1.0.0",
- "source":{"type":"tarball","bin":"bin/$1","strip_components":1,
-  "platforms":{"linux-x64":{"url":"https://localhost:$HP$2","sha256":"$(sha "$W/$1-1.0.0.tgz")"},
-               "linux-arm64":{"url":"https://localhost:$HP$2","sha256":"$(sha "$W/$1-1.0.0.tgz")"}}},
- "hosts":["localhost"],"verify":{"argv":["{bin}","--version"],"expect":"$1 1.0.0"},
- "run":["{bin}","run","{prompt}"],
- "platforms":["linux-x64","linux-arm64"],"size_hint_mb":1}
-EOM
-}
 for t in fake slowfake unused; do mktool $t; done
 mkman fake /f/fake-1.0.0.tgz
 mkman slowfake /slow/1.5/slowfake-1.0.0.tgz

@@ -8,47 +8,9 @@
 # install it would need) opens no connection either.
 . "$TOP/tests/lib.sh"
 
-PY=$(python3 -c 'import sys; print(sys.executable)')
-command -v musl-gcc >/dev/null || { skip "sessions_limits" "musl-gcc is needed to build the fake agent"; exit 0; }
-W=$T/www
-M=$T/man
-mkdir -p "$W" "$M" "$T/home"
-export HOME=$T/home
-unset ABX_TOOLS_DIR ABX_MANIFESTS_DIR ABX_SERVER_INSTALL_MODE ABX_INSTALL_MODE ABX_INSTALL_MIRROR \
-	ABX_INSTALL_UNPINNED ABX_SERVER_ENV SSL_CERT_DIR HTTPS_PROXY https_proxy HTTP_PROXY http_proxy \
-	ABX_SERVER_CONFIG ABX_SERVER_STATE_DIR ABX_SERVER_AUDIT_FILE ABX_SERVER_POLICY ABX_SERVER_PRESET \
-	ABX_SERVER_AGENTS ABX_SERVER_COMMANDS ABX_SERVER_INSTALL_WAIT ABX_SERVER_MAX_SESSIONS \
-	ABX_SERVER_MAX_SESSIONS_PER_AGENT ABX_SERVER_SESSION_JOURNAL_MAX_BYTES ABX_SERVER_SSE_HEARTBEAT \
-	ABX_SERVER_MAX_STREAMS ABX_SERVER_TOKEN
-
-sh "$FIXTURES/mkcerts.sh" "$T/pki" >/dev/null 2>&1 || { not_ok "test PKI" "mkcerts.sh failed"; exit 1; }
-export SSL_CERT_FILE=$T/pki/ca.pem
-musl-gcc -static -O1 -o "$T/fakeagent" "$FIXTURES/fakeagent.c" 2>"$T/cc.err" ||
-	{ not_ok "build the fake agent" "$(head -3 "$T/cc.err")"; exit 1; }
-
-sha() { sha256sum "$1" | cut -d' ' -f1; }
-mktool() { # NAME: $W/NAME-1.0.0.tgz with pkg/bin/NAME, and its manifest
-	rm -rf "$T/src" && mkdir -p "$T/src/pkg/bin"
-	cp "$T/fakeagent" "$T/src/pkg/bin/$1"
-	tar czf "$W/$1-1.0.0.tgz" -C "$T/src" pkg
-	cat >"$M/$1.json" <<EOM
-{"schema":1,"name":"$1","binary":"$1","version":"1.0.0",
- "source":{"type":"tarball","bin":"bin/$1","strip_components":1,
-  "platforms":{"linux-x64":{"url":"https://localhost:$HP/f/$1-1.0.0.tgz","sha256":"$(sha "$W/$1-1.0.0.tgz")"},
-               "linux-arm64":{"url":"https://localhost:$HP/f/$1-1.0.0.tgz","sha256":"$(sha "$W/$1-1.0.0.tgz")"}}},
- "hosts":["localhost"],"verify":{"argv":["{bin}","--version"],"expect":"$1 1.0.0"},
- "run":["{bin}","run","{prompt}"],
- "platforms":["linux-x64","linux-arm64"],"size_hint_mb":1}
-EOM
-}
-# Every connection the fixture sees leaves a line (a request, or a failed
-# handshake).
-: >"$T/req.log"
-bg "$PY" "$FIXTURES/httpd.py" --root "$W" --log "$T/req.log" --cert "$T/pki/good.pem" \
-	--key "$T/pki/good.key" >"$T/hport" 2>"$T/httpd.err"
-wait_for_line "$T/hport" '^[0-9]' 10 || { not_ok "start https fixture" "$(cat "$T/httpd.err")"; exit 1; }
-HP=$(head -1 "$T/hport")
-for t in fake aux other den1 den2; do mktool $t; done
+AGENT_ENV_NAME=sessions_limits
+. "$FIXTURES/agent_env.sh"
+for t in fake aux other den1 den2; do mktool $t && mkman $t /f/$t-1.0.0.tgz; done
 conns() { wc -l <"$T/req.log" | tr -d ' '; }
 gets() { grep -c " GET /f/$1-1.0.0.tgz" "$T/req.log" || true; }
 

@@ -17,17 +17,13 @@ static char dir[64];
 static int
 setup(void **state)
 {
-	snprintf(dir, sizeof(dir), "/tmp/abx-install-XXXXXX");
-	return mkdtemp(dir) != NULL ? 0 : -1;
+	return unit_mkdtemp(dir, sizeof(dir), "install");
 }
 
 static int
 teardown(void **state)
 {
-	char cmd[128];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	return system(cmd) == 0 ? 0 : -1;
+	return unit_rmtree(dir);
 }
 
 static void

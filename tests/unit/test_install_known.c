@@ -18,17 +18,13 @@ static char dir[64];
 static int
 setup(void **state)
 {
-	snprintf(dir, sizeof(dir), "/tmp/abx-known-XXXXXX");
-	return mkdtemp(dir) != NULL ? 0 : -1;
+	return unit_mkdtemp(dir, sizeof(dir), "known");
 }
 
 static int
 teardown(void **state)
 {
-	char cmd[128];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	return system(cmd) == 0 ? 0 : -1;
+	return unit_rmtree(dir);
 }
 
 /* Write rel (under dir/t) and record it in k as extraction would: the

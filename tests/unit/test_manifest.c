@@ -206,19 +206,13 @@ put(const char *name, const char *text)
 static int
 setup_dir(void **state)
 {
-	snprintf(dir, sizeof(dir), "/tmp/abx-manifest-XXXXXX");
-	if (mkdtemp(dir) == NULL)
-		return -1;
-	return 0;
+	return unit_mkdtemp(dir, sizeof(dir), "manifest");
 }
 
 static int
 teardown_dir(void **state)
 {
-	char cmd[128];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	return system(cmd) == 0 ? 0 : -1;
+	return unit_rmtree(dir);
 }
 
 static void

@@ -23,18 +23,13 @@ put(const char *rel, const char *text)
 static int
 setup(void **state)
 {
-	snprintf(dir, sizeof(dir), "/tmp/abx-npm.XXXXXX");
-	assert_non_null(mkdtemp(dir));
-	return 0;
+	return unit_mkdtemp(dir, sizeof(dir), "npm");
 }
 
 static int
 teardown(void **state)
 {
-	char cmd[128];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	return system(cmd) == 0 ? 0 : -1;
+	return unit_rmtree(dir);
 }
 
 static void

@@ -54,19 +54,13 @@ write_file(const char *name, const char *a, const char *b)
 static int
 setup(void **state)
 {
-	snprintf(dir, sizeof(dir), "/tmp/abx-tls-unit.XXXXXX");
-	if (mkdtemp(dir) == NULL)
-		return -1;
-	return 0;
+	return unit_mkdtemp(dir, sizeof(dir), "tls-unit");
 }
 
 static int
 teardown(void **state)
 {
-	char cmd[128];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	return system(cmd) == 0 ? 0 : -1;
+	return unit_rmtree(dir);
 }
 
 static int

@@ -13,17 +13,13 @@ static char dir[64];
 static int
 setup(void **state)
 {
-	snprintf(dir, sizeof(dir), "/tmp/abx-tools-XXXXXX");
-	return mkdtemp(dir) != NULL ? 0 : -1;
+	return unit_mkdtemp(dir, sizeof(dir), "tools");
 }
 
 static int
 teardown(void **state)
 {
-	char cmd[128];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	return system(cmd) == 0 ? 0 : -1;
+	return unit_rmtree(dir);
 }
 
 static void

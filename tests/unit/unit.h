@@ -31,3 +31,23 @@ unit_clock_past_ctime(const char *path)
 		usleep(1000);
 	}
 }
+
+/* rm -rf dir (a test's private temporary directory): 0 or -1. */
+static int
+unit_rmtree(const char *dir)
+{
+	char cmd[4200];
+
+	if (snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir) >= (int)sizeof(cmd) || strchr(dir, '\'') != NULL)
+		return -1;
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+/* A fresh private directory /tmp/abx-<what>-XXXXXX in dir: 0 or -1. */
+static int
+unit_mkdtemp(char *dir, size_t cap, const char *what)
+{
+	if (snprintf(dir, cap, "/tmp/abx-%s-XXXXXX", what) >= (int)cap)
+		return -1;
+	return mkdtemp(dir) != NULL ? 0 : -1;
+}
