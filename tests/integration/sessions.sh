@@ -33,13 +33,6 @@ serve_up() {
 	PORT=$(head -1 "$T/serve.out")
 	U=http://127.0.0.1:$PORT
 }
-A() { curl -s -o "$T/body" -D "$T/hdr" -w '%{http_code}' -H "X-Access-Token: $TOK" "$@"; }
-# js FILE EXPR: a Python expression over the JSON document d of FILE
-js() { "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"; }
-create() { # AGENT PROMPT -> $SID, status in $S
-	S=$(A -X POST -H 'Content-Type: application/json' --data "{\"prompt\": \"$2\"}" "$U/v1/agents/$1/sessions")
-	SID=$(js "$T/body" 'd.get("id","")' 2>/dev/null)
-}
 waitdone() { # AGENT ID -> $T/final
 	"$PY" "$FIXTURES/sessclient.py" wait "$PORT" "$TOK" "$1" "$2" 20 >"$T/final"
 }

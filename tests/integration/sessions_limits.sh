@@ -34,12 +34,6 @@ wait_for_line "$T/serve.out" '^[0-9][0-9]*$' 10 || { not_ok "serve starts" "$(he
 PORT=$(head -1 "$T/serve.out")
 U=http://127.0.0.1:$PORT
 
-A() { curl -s -o "$T/body" -D "$T/hdr" -w '%{http_code}' -H "X-Access-Token: $TOK" "$@"; }
-js() { "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"; }
-create() { # AGENT PROMPT -> $SID, status in $S
-	S=$(A -X POST -H 'Content-Type: application/json' --data "{\"prompt\": \"$2\"}" "$U/v1/agents/$1/sessions")
-	SID=$(js "$T/body" 'd.get("id","")' 2>/dev/null)
-}
 # state AGENT: the runtime's state (missing, installing, ready, ...)
 state() {
 	curl -s -o "$T/rt" -H "X-Access-Token: $TOK" "$U/v1/agents/runtimes/$1"
