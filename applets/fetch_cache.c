@@ -190,11 +190,7 @@ fetch_cache_main(int argc, char **argv)
 					       t.ctx.downloads - before);
 			} else {
 				failed++;
-				json_w_key(&w, "error");
-				json_w_obj(&w);
-				json_w_kstr(&w, "code", e.code ? e.code : "internal");
-				json_w_kstr(&w, "message", e.msg);
-				json_w_end(&w);
+				tooling_json_error(&w, &e);
 				if (!t.json)
 					err_print(&e);
 			}
@@ -225,11 +221,7 @@ fetch_cache_main(int argc, char **argv)
 					printf("%s %s %s: %s\n", m->name, m->version, plats[p], path);
 			} else {
 				failed++;
-				json_w_key(&w, "error");
-				json_w_obj(&w);
-				json_w_kstr(&w, "code", e.code ? e.code : "internal");
-				json_w_kstr(&w, "message", e.msg);
-				json_w_end(&w);
+				tooling_json_error(&w, &e);
 				if (!t.json)
 					err_print(&e);
 			}

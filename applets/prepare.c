@@ -95,18 +95,6 @@ plan_from_only(struct tooling *t, char **only, int nonly, struct item *items, in
 	return 0;
 }
 
-static void
-json_error(struct json_w *w, const struct err *e)
-{
-	json_w_key(w, "error");
-	json_w_obj(w);
-	json_w_kstr(w, "code", e->code ? e->code : "internal");
-	json_w_kstr(w, "message", e->msg);
-	if (e->details[0])
-		json_w_key(w, "details"), json_w_raw(w, e->details);
-	json_w_end(w);
-}
-
 static int
 dry_run(struct tooling *t, struct item *items, int n)
 {
@@ -304,7 +292,7 @@ prepare_main(int argc, char **argv)
 				       r.installed ? "installed" : "ready", r.from_path ? " on PATH" : "", r.entry);
 		} else {
 			failed++;
-			json_error(&w, &e);
+			tooling_json_error(&w, &e);
 			if (!t.json)
 				err_print(&e);
 			/* a broken manifest is a configuration error */

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "../core/json.h"
 
 int
 tooling_open(struct tooling *t, int allow_all, const char *ctx_platform, struct err *e)
@@ -91,4 +92,16 @@ tooling_progress(void *arg, const char *name, const char *phase, uint64_t bytes,
 	if (n > 0 && write(2, line, (size_t)n) < 0) {
 		/* progress is best effort */
 	}
+}
+
+void
+tooling_json_error(struct json_w *w, const struct err *e)
+{
+	json_w_key(w, "error");
+	json_w_obj(w);
+	json_w_kstr(w, "code", e->code ? e->code : "internal");
+	json_w_kstr(w, "message", e->msg);
+	if (e->details[0])
+		json_w_key(w, "details"), json_w_raw(w, e->details);
+	json_w_end(w);
 }

@@ -39,6 +39,9 @@ void tooling_close(struct tooling *t);
  * its code (a missing or unreadable --config FILE is io.error or
  * not_found), as in check-config; otherwise fail()'s mapping. */
 int tooling_fail(struct tooling *t, const struct err *e);
+/* "error": {code, message[, details]} for --json output. */
+struct json_w;
+void tooling_json_error(struct json_w *w, const struct err *e);
 
 /* Progress lines on stderr for prepare and fetch (a tool's phase changes
  * and, while downloading, about once a second). */

@@ -354,8 +354,8 @@ api_rq_retry_after(struct api_rq *q, int secs)
 	httpd_resp_header(q->resp, "Retry-After", v);
 }
 
-static int
-respond_w(struct api_rq *q, int status, struct json_w *w)
+int
+api_rq_json_w(struct api_rq *q, int status, struct json_w *w)
 {
 	int rc;
 
@@ -698,7 +698,7 @@ api_need_tools(struct api_rq *q, const char *op_id, const char *const *tools, in
 			json_w_init(&w, API_OBJ_MAX);
 			job_json(&w, v);
 			api_rq_retry_after(q, JOBS_RETRY_AFTER);
-			respond_w(q, 202, &w);
+			api_rq_json_w(q, 202, &w);
 		} else {
 			respond_install_error(q, &e, v->retry_after);
 		}
@@ -776,7 +776,7 @@ ops_list(struct api_rq *q)
 	json_w_end(&w);
 	json_w_end(&w);
 	free(d);
-	respond_w(q, 200, &w);
+	api_rq_json_w(q, 200, &w);
 }
 
 static void
@@ -890,7 +890,21 @@ runtimes_list(struct api_rq *q)
 	json_w_end(&w);
 	json_w_end(&w);
 	free(d);
-	respond_w(q, 200, &w);
+	api_rq_json_w(q, 200, &w);
+}
+
+/* An enabled agent and a policy that allows op = agents.<agent>.<verb>
+ * (with the installs it would make): 0, else answered and -1. */
+static int
+agent_gate(struct api_rq *q, const char *agent, const char *verb, char op[AGENT_OP_MAX],
+	   const char *const *installs, int n)
+{
+	if (!agent_enabled(q->g, agent)) {
+		api_rq_errf(q, "not_found", "no agent %s is enabled", agent);
+		return -1;
+	}
+	snprintf(op, AGENT_OP_MAX, "agents.%s.%s", agent, verb);
+	return check_policy(q, op, installs, n);
 }
 
 static void
@@ -899,16 +913,11 @@ runtime_one(struct api_rq *q, const char *agent)
 	char op[AGENT_OP_MAX];
 	struct json_w w;
 
-	if (!agent_enabled(q->g, agent)) {
-		api_rq_errf(q, "not_found", "no agent %s is enabled", agent);
-		return;
-	}
-	snprintf(op, sizeof(op), "agents.%s.status", agent);
-	if (check_policy(q, op, NULL, 0) != 0)
+	if (agent_gate(q, agent, "status", op, NULL, 0) != 0)
 		return;
 	json_w_init(&w, API_OBJ_MAX);
 	runtime_json(q, &w, agent);
-	respond_w(q, 200, &w);
+	api_rq_json_w(q, 200, &w);
 }
 
 static void
@@ -920,12 +929,7 @@ runtime_install(struct api_rq *q, const char *agent)
 	char op[AGENT_OP_MAX];
 	struct json_w w;
 
-	if (!agent_enabled(q->g, agent)) {
-		api_rq_errf(q, "not_found", "no agent %s is enabled", agent);
-		return;
-	}
-	snprintf(op, sizeof(op), "agents.%s.install", agent);
-	if (check_policy(q, op, tools, 1) != 0)
+	if (agent_gate(q, agent, "install", op, tools, 1) != 0)
 		return;
 	if (api_body_json(q, &doc, &root) != 0)
 		return;
@@ -947,7 +951,7 @@ runtime_install(struct api_rq *q, const char *agent)
 		return;
 	json_w_init(&w, API_OBJ_MAX);
 	runtime_json(q, &w, agent);
-	respond_w(q, 200, &w);
+	api_rq_json_w(q, 200, &w);
 }
 
 static void
@@ -970,7 +974,7 @@ job_get(struct api_rq *q, const char *id)
 	json_w_init(&w, API_OBJ_MAX);
 	job_json(&w, v);
 	free(v);
-	respond_w(q, 200, &w);
+	api_rq_json_w(q, 200, &w);
 }
 
 static void
@@ -1014,7 +1018,7 @@ run_op(struct api_rq *q, const char *id)
 
 		json_w_init(&w, API_OBJ_MAX);
 		runtime_json(q, &w, op->agent);
-		respond_w(q, 200, &w);
+		api_rq_json_w(q, 200, &w);
 		return;
 	}
 	if (strcmp(op->action, "install") == 0) {

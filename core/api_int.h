@@ -22,6 +22,9 @@ void api_rq_record(struct api_rq *q);
 void api_runner_free(struct api *a);
 
 int api_rq_json(struct api_rq *q, int status, const char *json);
+/* Answer with w's document and free it (500 internal when it overflowed). */
+struct json_w;
+int api_rq_json_w(struct api_rq *q, int status, struct json_w *w);
 int api_rq_err(struct api_rq *q, const struct err *e);
 int api_rq_errf(struct api_rq *q, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -87,20 +87,6 @@ api_sessions_init(struct api *a, char *msg, size_t cap, struct err *e)
 
 /* ---- helpers ---------------------------------------------------------------- */
 
-static int
-respond_w(struct api_rq *q, int status, struct json_w *w)
-{
-	int rc;
-
-	if (w->overflow) {
-		json_w_free(w);
-		return api_rq_errf(q, "internal", "response too large");
-	}
-	rc = api_rq_json(q, status, w->buf);
-	json_w_free(w);
-	return rc;
-}
-
 static void
 session_json(struct json_w *w, const struct session_view *v)
 {
@@ -138,7 +124,7 @@ respond_session(struct api_rq *q, int status, const struct session_view *v)
 
 	json_w_init(&w, API_SESSION_OBJ_MAX);
 	session_json(&w, v);
-	return respond_w(q, status, &w);
+	return api_rq_json_w(q, status, &w);
 }
 
 static int
@@ -454,7 +440,7 @@ list(struct api_rq *q, const char *agent)
 	json_w_end(&w);
 	json_w_end(&w);
 	free(v);
-	respond_w(q, 200, &w);
+	api_rq_json_w(q, 200, &w);
 }
 
 static void
@@ -527,7 +513,7 @@ events_page(struct api_rq *q, const char *agent, const char *id, uint32_t after,
 	json_w_kstr(&w, "session_status", session_status_name(v.status));
 	json_w_end(&w);
 	free(buf);
-	respond_w(q, 200, &w);
+	api_rq_json_w(q, 200, &w);
 }
 
 /*

@@ -17,10 +17,7 @@ setup(void **state)
 static int
 teardown(void **state)
 {
-	char cmd[128];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	return system(cmd) == 0 ? 0 : -1;
+	return unit_rmtree(dir);
 }
 
 static struct sessions *
