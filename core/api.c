@@ -854,8 +854,8 @@ segment_ok(const char *s, size_t n, size_t max)
 	return 1;
 }
 
-static int
-agent_enabled(const struct api_gen *g, const char *a)
+int
+api_agent_enabled(const struct api_gen *g, const char *a)
 {
 	int i;
 
@@ -899,7 +899,7 @@ static int
 agent_gate(struct api_rq *q, const char *agent, const char *verb, char op[AGENT_OP_MAX],
 	   const char *const *installs, int n)
 {
-	if (!agent_enabled(q->g, agent)) {
+	if (!api_agent_enabled(q->g, agent)) {
 		api_rq_errf(q, "not_found", "no agent %s is enabled", agent);
 		return -1;
 	}

@@ -25,6 +25,8 @@ int api_rq_json(struct api_rq *q, int status, const char *json);
 /* Answer with w's document and free it (500 internal when it overflowed). */
 struct json_w;
 int api_rq_json_w(struct api_rq *q, int status, struct json_w *w);
+/* Is agent a among the configuration's enabled agents? */
+int api_agent_enabled(const struct api_gen *g, const char *a);
 int api_rq_err(struct api_rq *q, const struct err *e);
 int api_rq_errf(struct api_rq *q, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

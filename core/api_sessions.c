@@ -127,17 +127,6 @@ respond_session(struct api_rq *q, int status, const struct session_view *v)
 	return api_rq_json_w(q, status, &w);
 }
 
-static int
-agent_enabled(const struct api_gen *g, const char *a)
-{
-	int i;
-
-	for (i = 0; i < g->cfg.agents.n; i++)
-		if (strcmp(g->cfg.agents.v[i], a) == 0)
-			return 1;
-	return 0;
-}
-
 /* The value of name in a query string (a view), or NULL. */
 static const char *
 query_get(const char *qs, const char *name, size_t *len)
@@ -339,7 +328,7 @@ create(struct api_rq *q, const char *agent)
 
 	memset(argv, 0, sizeof(argv));
 	snprintf(op, sizeof(op), "agents.%s.sessions.create", agent);
-	if (!agent_enabled(q->g, agent) || ops_find(&q->g->ops, op) == NULL) {
+	if (!api_agent_enabled(q->g, agent) || ops_find(&q->g->ops, op) == NULL) {
 		api_rq_errf(q, "not_found", "no agent %s is enabled", agent);
 		return;
 	}
@@ -718,7 +707,7 @@ api_sessions_route(struct api_rq *q)
 	if (*rest != '\0' && *rest != '/')
 		return 0;
 	q->route = R_SESSIONS;
-	if (!agent_enabled(q->g, agent)) {
+	if (!api_agent_enabled(q->g, agent)) {
 		api_rq_errf(q, "not_found", "no agent %s is enabled", agent);
 		return 1;
 	}

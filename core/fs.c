@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/sysmacros.h>
+#include <sys/random.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -946,4 +947,31 @@ fs_noexec_probe(const char *dir, struct err *e)
 	}
 	errno = rc;
 	return io_err(e, "cannot run the exec probe in", dir);
+}
+
+void
+fs_rand_hex(char *out, int nbytes)
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char b[16];
+	int i;
+
+	if (nbytes > 16)
+		nbytes = 16;
+	if (getrandom(b, (size_t)nbytes, 0) != (ssize_t)nbytes) {
+		static unsigned long n;
+		struct timespec ts;
+		unsigned long x;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		x = (unsigned long)getpid() ^ (unsigned long)ts.tv_nsec ^ ((unsigned long)ts.tv_sec << 20) ^
+		    (__atomic_add_fetch(&n, 1, __ATOMIC_RELAXED) * 0x9e3779b97f4a7c15ul);
+		for (i = 0; i < nbytes; i++)
+			b[i] = (unsigned char)(x >> ((i % 8) * 8)) ^ (unsigned char)(i * 0x5b);
+	}
+	for (i = 0; i < nbytes; i++) {
+		out[2 * i] = hex[b[i] >> 4];
+		out[2 * i + 1] = hex[b[i] & 15];
+	}
+	out[2 * nbytes] = '\0';
 }

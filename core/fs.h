@@ -127,4 +127,9 @@ int fs_noexec_probe(const char *dir, struct err *e);
  * same device). Returns 0, or -1 when it cannot be told (buf = path). */
 int fs_mount_point(const char *path, char *buf, size_t cap);
 
+/* nbytes (at most 16) random bytes as 2*nbytes lower-case hex digits and a
+ * NUL into out: names of staging directories, job and session ids. Without
+ * getrandom they are not secret, only distinct (pid, clock and a counter). */
+void fs_rand_hex(char *out, int nbytes);
+
 #endif

@@ -75,33 +75,6 @@ iso_time(time_t t, char *buf, size_t cap)
 	strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-static void
-rand_hex(char *out, int nbytes)
-{
-	unsigned char b[16];
-	int i, fd;
-	ssize_t got = -1;
-
-	if (nbytes > 16)
-		nbytes = 16;
-#ifdef SYS_getrandom
-	got = syscall(SYS_getrandom, b, (size_t)nbytes, 0);
-#endif
-	if (got != nbytes) {
-		fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-		if (fd < 0 || read(fd, b, (size_t)nbytes) != nbytes) {
-			/* not secret: only has to differ between processes */
-			unsigned v = (unsigned)getpid() ^ (unsigned)now_ms();
-			for (i = 0; i < nbytes; i++)
-				b[i] = (unsigned char)(v >> ((i % 4) * 8)) ^ (unsigned char)i;
-		}
-		if (fd >= 0)
-			close(fd);
-	}
-	for (i = 0; i < nbytes; i++)
-		sprintf(out + 2 * i, "%02x", b[i]);
-}
-
 static int
 path_join(char *buf, size_t cap, const char *a, const char *b)
 {
@@ -1597,7 +1570,7 @@ download(struct install_ctx *c, const manifest_t *m, const char *url, const char
 	if (c->http == NULL && (c->http = http_client_new(e)) == NULL)
 		return -1;
 	snprintf(hr.extra, sizeof(hr.extra), "%s", extra_host ? extra_host : "");
-	rand_hex(rnd, 8);
+	fs_rand_hex(rnd, 8);
 	if ((size_t)snprintf(tmp, sizeof(tmp), "%s/.tmp-%s-%s", dir, want_sha[0] ? want_sha : "unpinned", rnd) >=
 	    sizeof(tmp))
 		return err_set(e, "io.error", "path too long");
@@ -1862,7 +1835,7 @@ link_bin(struct install_ctx *c, const char *w, const manifest_t *m, struct err *
 		if (strcmp(cur, c->self) == 0)
 			return 0;
 	}
-	rand_hex(rnd, 8);
+	fs_rand_hex(rnd, 8);
 	snprintf(tmp, sizeof(tmp), "%s/.%s.tmp-%s", dir, m->binary, rnd);
 	if (symlink(c->self, tmp) != 0)
 		return err_set(e, "install.failed", "symlink %s: %s", tmp, strerror(errno));
@@ -2096,7 +2069,7 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 	snprintf(ps.path, sizeof(ps.path), "%s/.progress.json", tooldir);
 	progress_write(&ps, "stage", 0, 0, 1);
 
-	rand_hex(rnd, 8);
+	fs_rand_hex(rnd, 8);
 	snprintf(staging, sizeof(staging), "%s/%s-%s", staging_root, m->name, rnd);
 	snprintf(tree, sizeof(tree), "%s/tree", staging);
 	if (mkdir_mode(staging, 0700, e) < 0)

@@ -8,7 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
+
+#include "fs.h"
 
 struct job {
 	int used;
@@ -119,19 +120,8 @@ jobs_free(struct jobs *J)
 static void
 new_id(char *id)
 {
-	unsigned char r[8];
-	size_t i;
-
-	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r)) {
-		/* Uniqueness, not secrecy, is what the id needs. */
-		static unsigned long n;
-		unsigned long x = (unsigned long)time(NULL) ^ (++n * 0x9e3779b97f4a7c15ul);
-
-		memcpy(r, &x, sizeof(r) < sizeof(x) ? sizeof(r) : sizeof(x));
-	}
 	memcpy(id, "ij_", 3);
-	for (i = 0; i < sizeof(r); i++)
-		snprintf(id + 3 + 2 * i, 3, "%02x", r[i]);
+	fs_rand_hex(id + 3, 8);
 }
 
 static void

@@ -15,10 +15,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "fs.h"
 #include "json.h"
 #include "npm.h"
 #include "proc.h"
@@ -1002,19 +1002,8 @@ session_thread(void *arg)
 static void
 new_id(char *id)
 {
-	unsigned char r[8];
-	size_t i;
-
-	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r)) {
-		/* Uniqueness, not secrecy, is what the id needs. */
-		static unsigned long n;
-		unsigned long x = (unsigned long)real_ms() ^ (++n * 0x9e3779b97f4a7c15ul);
-
-		memcpy(r, &x, sizeof(r));
-	}
 	memcpy(id, "as_", 3);
-	for (i = 0; i < sizeof(r); i++)
-		snprintf(id + 3 + 2 * i, 3, "%02x", r[i]);
+	fs_rand_hex(id + 3, 8);
 }
 
 /* A slot for a new session (under mu): free, else the oldest finished one
