@@ -381,6 +381,7 @@ serve_main(int argc, char **argv)
 	cfg.host = g->cfg.server.host;
 	cfg.port = g->cfg.server.port;
 	cfg.max_conns = g->cfg.server.max_connections;
+	cfg.max_conns_per_peer = g->cfg.server.max_connections_per_peer;
 	cfg.workers = g->cfg.server.workers;
 	cfg.max_body = (size_t)g->cfg.server.max_body_bytes;
 	cfg.max_head = (size_t)g->cfg.server.max_header_bytes;
