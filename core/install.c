@@ -166,6 +166,33 @@ details_phase(struct err *e, const char *phase)
 	err_details(e, d);
 }
 
+void
+install_fetch_failed(struct err *e, const manifest_t *m, const char *url, const char *msg)
+{
+	const char *under = e->code ? e->code : "internal";
+	struct json_w w;
+
+	/* a failed install is install.failed with its phase (SPEC §10); the
+	 * client's code (http.*, tls.*) says what happened, in the message
+	 * and in details.code */
+	json_w_init(&w, ERR_DETAILS_MAX - 1);
+	json_w_obj(&w);
+	json_w_kstr(&w, "phase", "fetch");
+	json_w_kstr(&w, "code", under);
+	if (url != NULL)
+		json_w_kstr(&w, "url", url);
+	json_w_end(&w);
+	if (url != NULL)
+		err_set(e, "install.failed", "%s %s: fetching %s: %s: %s", m->name, m->version, url, under, msg);
+	else
+		err_set(e, "install.failed", "%s %s: fetch: %s: %s", m->name, m->version, under, msg);
+	if (!w.overflow)
+		err_details(e, w.buf);
+	else
+		details_phase(e, "fetch");
+	json_w_free(&w);
+}
+
 /* ---- audit and progress ------------------------------------------------ */
 
 void
@@ -1675,12 +1702,8 @@ get_artifact(struct install_ctx *c, const manifest_t *m, const struct manifest_a
 	if (!have_mismatch) {
 		char msg[ERR_MSG_MAX];
 		snprintf(msg, sizeof(msg), "%s", e->msg);
-		if (e->code == NULL || strncmp(e->code, "install.", 8) != 0) {
-			/* the client's own code (http.*, tls.*) says what happened */
-			err_set(e, e->code ? e->code : "install.failed", "%s %s: fetching %s: %s", m->name, m->version,
-				a->url, msg);
-			details_phase(e, "fetch");
-		}
+		if (e->code == NULL || strncmp(e->code, "install.", 8) != 0)
+			install_fetch_failed(e, m, a->url, msg);
 	}
 	return -1;
 }

@@ -87,3 +87,12 @@ check "§3 ... it downloaded again" test "$(gets bad-1.0.0.tgz)" -eq $((n + 1))
 check "§3 ... and left no empty $T/b2/bad/" test ! -e "$T/b2/bad"
 run "$BIN" prepare --manifests "$M" --only bad
 expect "§3 the first directory is still in backoff" 3 "" "install.backoff"
+
+# ---- §8 a fetch failure is install.failed with details.phase and the client's code --
+mkman gone /f/nothing-here.tgz "$(printf %064d 2)"
+run "$BIN" prepare --json --manifests "$M" --only gone --tools-dir "$T/f8"
+expect "§8 a 404 while fetching: install.failed" 3 '"code":"install.failed"'
+check "§8 ... details.phase fetch and the client's code in details.code" \
+	grep -q '"details":{"phase":"fetch","code":"http.status","url":"https://localhost:'"$P"'/f/nothing-here.tgz"}' "$T/out"
+run "$BIN" prepare --manifests "$M" --only gone --tools-dir "$T/f8" --force
+expect "§8 ... the message keeps the client's code" 3 "" "install.failed: gone 1.0.0: fetching https://localhost:$P/f/nothing-here.tgz: http.status:"
