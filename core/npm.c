@@ -347,8 +347,11 @@ fetch_one(struct run *r, struct http_client *hc, struct job *j, struct wbuf *b, 
 	wbuf_reset(b, o->fetch_only);
 	if ((rc = cache_get(o->cache, &p->digest, b, j->file, sizeof(j->file), e)) != 0) {
 		if (rc > 0) {
+			struct stat cs;
+			uint64_t sz = stat(j->file, &cs) == 0 ? (uint64_t)cs.st_size : 0;
 			pthread_mutex_lock(&r->mu);
 			r->st.cached++;
+			r->st.cached_bytes += sz;
 			pthread_mutex_unlock(&r->mu);
 		}
 		return rc < 0 ? -1 : 0;

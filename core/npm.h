@@ -80,6 +80,7 @@ struct npm_stats {
 	size_t cached;              /* taken from the cache */
 	size_t extracted;
 	uint64_t bytes;             /* downloaded bytes */
+	uint64_t cached_bytes;      /* bytes of the packages taken from the cache */
 	uint64_t files;             /* files written by extraction */
 };
 
