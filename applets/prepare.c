@@ -295,10 +295,20 @@ prepare_main(int argc, char **argv)
 		json_w_kstr(&w, "state", install_state_name(r.state));
 		json_w_kbool(&w, "installed", r.installed);
 		if (rc == 0) {
+			/* ready in a tools directory other than the one named:
+			 * say which (nothing was installed into the named one) */
+			int elsewhere = !r.from_path && !r.from_env && r.dir[0] != '\0' &&
+					t.set.tools_dir[0] != '\0' && strcmp(r.dir, t.set.tools_dir) != 0;
 			json_w_kstr(&w, "entry", r.entry);
+			if (r.dir[0] != '\0')
+				json_w_kstr(&w, "tools_dir", r.dir);
 			if (r.from_path)
 				json_w_kbool(&w, "from_path", 1);
-			if (!t.quiet && !t.json)
+			if (!t.quiet && !t.json && elsewhere)
+				printf("%s %s: ready in %s, not in %s (%s); nothing installed there (%s)\n",
+				       items[i].name, m ? m->version : "", r.dir, t.set.tools_dir,
+				       t.set.tools_dir_source, r.entry);
+			else if (!t.quiet && !t.json)
 				printf("%s %s: %s%s (%s)\n", items[i].name, m ? m->version : "",
 				       r.installed ? "installed" : "ready", r.from_path ? " on PATH" : "", r.entry);
 		} else {

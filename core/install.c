@@ -169,6 +169,33 @@ details_phase(struct err *e, const char *phase)
 	err_details(e, d);
 }
 
+void
+install_fetch_failed(struct err *e, const manifest_t *m, const char *url, const char *msg)
+{
+	const char *under = e->code ? e->code : "internal";
+	struct json_w w;
+
+	/* a failed install is install.failed with its phase (SPEC §10); the
+	 * client's code (http.*, tls.*) says what happened, in the message
+	 * and in details.code */
+	json_w_init(&w, ERR_DETAILS_MAX - 1);
+	json_w_obj(&w);
+	json_w_kstr(&w, "phase", "fetch");
+	json_w_kstr(&w, "code", under);
+	if (url != NULL)
+		json_w_kstr(&w, "url", url);
+	json_w_end(&w);
+	if (url != NULL)
+		err_set(e, "install.failed", "%s %s: fetching %s: %s: %s", m->name, m->version, url, under, msg);
+	else
+		err_set(e, "install.failed", "%s %s: fetch: %s: %s", m->name, m->version, under, msg);
+	if (!w.overflow)
+		err_details(e, w.buf);
+	else
+		details_phase(e, "fetch");
+	json_w_free(&w);
+}
+
 /* ---- audit and progress ------------------------------------------------ */
 
 void
@@ -1282,18 +1309,16 @@ int
 install_backoff_left(struct install_ctx *c, const char *name)
 {
 	struct backoff b;
-	time_t t = time(NULL);
-	int i, left = 0;
+	time_t t = time(NULL), d;
 
-	for (i = 0; i < c->chain.n; i++)
-		if (c->chain.d[i].writable && backoff_read(c->chain.d[i].path, name, &b) == 0 && b.until > t) {
-			/* a record never holds a tool back longer than the maximum,
-			 * whatever it says */
-			time_t d = b.until - t > INSTALL_BACKOFF_MAX ? INSTALL_BACKOFF_MAX : b.until - t;
-			if (d > left)
-				left = (int)d;
-		}
-	return left;
+	/* per tools directory: a failure recorded in another directory of the
+	 * chain does not hold back installs into this one (issue 12 §3) */
+	if (c->chain.writable < 0 || backoff_read(c->chain.d[c->chain.writable].path, name, &b) < 0 || b.until <= t)
+		return 0;
+	/* a record never holds a tool back longer than the maximum, whatever
+	 * it says */
+	d = b.until - t > INSTALL_BACKOFF_MAX ? INSTALL_BACKOFF_MAX : b.until - t;
+	return (int)d;
 }
 
 void
@@ -1680,12 +1705,8 @@ get_artifact(struct install_ctx *c, const manifest_t *m, const struct manifest_a
 	if (!have_mismatch) {
 		char msg[ERR_MSG_MAX];
 		snprintf(msg, sizeof(msg), "%s", e->msg);
-		if (e->code == NULL || strncmp(e->code, "install.", 8) != 0) {
-			/* the client's own code (http.*, tls.*) says what happened */
-			err_set(e, e->code ? e->code : "install.failed", "%s %s: fetching %s: %s", m->name, m->version,
-				a->url, msg);
-			details_phase(e, "fetch");
-		}
+		if (e->code == NULL || strncmp(e->code, "install.", 8) != 0)
+			install_fetch_failed(e, m, a->url, msg);
 	}
 	return -1;
 }
@@ -2264,6 +2285,9 @@ out:
 	fs_rm_tree(staging, NULL);
 	unlink(ps.path);
 	if (rc < 0) {
+		/* a first install that failed leaves no <tools>/<name>/ behind
+		 * (rmdir removes only an empty one) */
+		rmdir(tooldir);
 		struct audit_extra ax = {0, now_ms() - t0, -1, e->code ? e->code : "internal", NULL, NULL, NULL, NULL};
 		audit_event(c, "install.finish", m, &ax);
 	}
@@ -2279,6 +2303,19 @@ fail_state(struct install_result *r, struct err *e)
 	return -1;
 }
 
+
+/* The chain names an explicit directory (--tools-dir, ABX_TOOLS_DIR) that
+ * does not exist yet: an installer creates it (tools_chain_build). */
+static int
+explicit_missing(const struct tools_chain *ch)
+{
+	int i;
+
+	for (i = 0; i < ch->n; i++)
+		if (ch->d[i].explicit_ && !ch->d[i].exists)
+			return 1;
+	return 0;
+}
 
 /* The network is needed unless every artifact is already local. */
 static const char *
@@ -2433,13 +2470,15 @@ ensure_inner(struct install_ctx *c, const char *name, const char *min, unsigned 
 	default:
 		break;
 	}
-	if (c->chain.writable < 0) {
-		/* an installer may create the explicit or per-user directory */
+	if (c->chain.writable < 0 || explicit_missing(&c->chain)) {
+		/* an installer may create the explicit or per-user directory;
+		 * an explicit one that does not exist yet comes before a later
+		 * writable one of the chain */
 		if (tools_chain_build(&c->chain, c->set, 1, e) < 0)
 			return fail_state(r, e);
 		if (c->prefer[0] != '\0')
 			tools_chain_prefer(&c->chain, c->prefer);
-		if (c->cache_dir[0] == '\0' && c->chain.writable >= 0)
+		if (c->set->cache_dir[0] == '\0' && c->chain.writable >= 0)
 			snprintf(c->cache_dir, sizeof(c->cache_dir), "%s/.cache", c->chain.d[c->chain.writable].path);
 	}
 	if (c->chain.writable < 0) {

@@ -198,9 +198,15 @@ void install_npm_sbom(struct install_ctx *c, const manifest_t *m, struct json_w 
 
 /* Clear a tool's backoff record in the writable directory (prepare --force,
  * the admin reset). */
+/* Turn a fetch failure with the client's code (http.*, tls.*) into
+ * install.failed, details {"phase":"fetch","code":<that code>[,"url":…]}, the
+ * code and msg (a copy the caller made of e->msg) kept in the message. */
+void install_fetch_failed(struct err *e, const manifest_t *m, const char *url, const char *msg);
+
 void install_backoff_clear(struct install_ctx *c, const char *name);
 
-/* Seconds left in name's backoff (0 = none), in any directory. */
+/* Seconds left in name's backoff (0 = none) in the tools directory installs
+ * go to (a failure elsewhere in the chain does not count). */
 int install_backoff_left(struct install_ctx *c, const char *name);
 
 /*

@@ -176,6 +176,10 @@ run(struct install_ctx *c, const manifest_t *m, const char *platform, const char
 		char msg[ERR_MSG_MAX];
 		snprintf(msg, sizeof(msg), "%s", e->msg);
 		err_set(e, "install.disabled", "%s %s: mode offline: %s", m->name, m->version, msg);
+	} else if (e->code && (strncmp(e->code, "http.", 5) == 0 || strncmp(e->code, "tls.", 4) == 0)) {
+		char msg[ERR_MSG_MAX];
+		snprintf(msg, sizeof(msg), "%s", e->msg);
+		install_fetch_failed(e, m, NULL, msg);
 	}
 	npmlock_free(&l);
 	return rc;

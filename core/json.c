@@ -636,7 +636,7 @@ static const unsigned char plain[256] = {
 /* P->p at the opening quote. Decoded text goes to the arena: never longer
  * than the raw text (an escape is at least as long as what it stands for). */
 static int
-parse_string(struct parser *P, const char **out, size_t *outlen)
+parse_string(struct parser *P, const char **out, size_t *outlen, int is_key)
 {
 	const unsigned char *s = P->p + 1, *q = s, *end = P->end, *run, *bad;
 	unsigned char *d, *d0;
@@ -702,6 +702,10 @@ parse_string(struct parser *P, const char **out, size_t *outlen)
 		case 'u':
 			if (hex4(s + 2, end, &cp, &bad) < 0)
 				return unexpected(P, bad, "4 hex digits after \\u");
+			/* A loader reading a key as a C string would see "argv\u0000"
+			 * as "argv", a second "argv" the duplicate-key rule misses. */
+			if (cp == 0 && is_key)
+				return PERR(P, s, "json.syntax", "\\u0000 in an object key, keys may not hold NUL");
 			if (cp >= 0xdc00 && cp <= 0xdfff)
 				return PERR(P, s, "json.encoding", "lone low surrogate \\u%04lX", cp);
 			if (cp >= 0xd800 && cp <= 0xdbff) {
@@ -977,7 +981,7 @@ value:
 		goto value;
 	case '"':
 		v.type = JSON_STRING;
-		if (parse_string(P, &v.u.str.s, &v.u.str.len) < 0)
+		if (parse_string(P, &v.u.str.s, &v.u.str.len, 0) < 0)
 			return -1;
 		break;
 	case 't':
@@ -1034,7 +1038,7 @@ key:
 		return oom(P);
 	s->kline = P->line;
 	s->kcol = colof(P, P->p);
-	if (parse_string(P, &s->m.key, &s->m.keylen) < 0)
+	if (parse_string(P, &s->m.key, &s->m.keylen, 1) < 0)
 		return -1;
 	if (P->lim->reject_dup_keys)
 		s->h = key_hash(s->m.key, s->m.keylen);
@@ -1225,6 +1229,14 @@ json_get(const struct json_val *obj, const char *key)
 		if (obj->u.obj.m[i].keylen == n && memcmp(obj->u.obj.m[i].key, key, n) == 0)
 			return &obj->u.obj.m[i].val;
 	return NULL;
+}
+
+int
+json_key_is(const struct json_member *m, const char *name)
+{
+	size_t n = strlen(name);
+
+	return m->keylen == n && memcmp(m->key, name, n) == 0;
 }
 
 const char *

@@ -66,7 +66,10 @@ struct json_val {
 };
 
 struct json_member {
-	const char *key;    /* decoded, NUL-terminated */
+	/* Decoded, NUL-terminated. Never holds U+0000: "\u0000" in a key is
+	 * refused (json.syntax at its line:col), so a key read as a C string is
+	 * the key compared as bytes. Compare with json_key_is all the same. */
+	const char *key;
 	size_t keylen;
 	struct json_val val;
 };
@@ -116,6 +119,10 @@ int json_err_at(struct err *e, const char *code, const char *file, const struct 
 int json_verr_at(struct err *e, const char *code, const char *file, const struct json_val *v, const char *fmt,
 		 va_list ap);
 
+/* 1 when m's key is exactly name, all keylen bytes compared; else 0. The
+ * one way a loader matches a member name (never strcmp on m->key). */
+int json_key_is(const struct json_member *m, const char *name);
+
 /* Convenience accessors: NULL / default when missing or of another type. */
 const char *json_str(const struct json_val *v);                    /* string or NULL */
 const char *json_get_str(const struct json_val *obj, const char *key);
@@ -124,7 +131,7 @@ int json_is(const struct json_val *v, enum json_type t);
 /* The first key that appears twice in obj (or NULL): of the keys that
  * repeat, the one whose second occurrence comes first. For callers that
  * parsed with reject_dup_keys = 0 and want to decide per object. O(n log n).
- * Keys are compared by all keylen bytes (a key may hold U+0000). */
+ * Keys are compared by all keylen bytes. */
 const char *json_dup_key(const struct json_val *obj);
 
 #ifdef ABX_TEST

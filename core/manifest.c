@@ -172,7 +172,7 @@ only_keys(struct vctx *v, const struct json_val *obj, const char *path, const ch
 	for (i = 0; i < obj->u.obj.n; i++) {
 		const char *key = obj->u.obj.m[i].key;
 		for (k = 0; allowed[k] != NULL; k++)
-			if (strcmp(allowed[k], key) == 0)
+			if (json_key_is(&obj->u.obj.m[i], allowed[k]))
 				break;
 		if (allowed[k] == NULL) {
 			char p[200];
@@ -397,7 +397,7 @@ parse_tarball(struct vctx *v, manifest_t *m, const struct json_val *src, const s
 		int port, r;
 
 		snprintf(base, sizeof(base), "$.source.platforms.%.40s", pm->key);
-		if (!manifest_platform_known(pm->key))
+		if (!json_key_is(pm, MANIFEST_PLATFORM_X64) && !json_key_is(pm, MANIFEST_PLATFORM_ARM64))
 			return bad(v, base, "unknown platform (known: linux-x64, linux-arm64)");
 		if (pm->val.type != JSON_OBJECT)
 			return bad(v, base, "expected an object {url, sha256}");

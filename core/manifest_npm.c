@@ -93,7 +93,7 @@ manifest_npm_validate(manifest_t *m, const struct json_val *src, struct err *e)
 
 	for (i = 0; i < src->u.obj.n; i++) {
 		for (k = 0; npm_keys[k] != NULL; k++)
-			if (strcmp(npm_keys[k], src->u.obj.m[i].key) == 0)
+			if (json_key_is(&src->u.obj.m[i], npm_keys[k]))
 				break;
 		if (npm_keys[k] == NULL)
 			return err_set(e, INVALID, "%s: $.source.%.60s: unknown field", m->file, src->u.obj.m[i].key);

@@ -699,7 +699,7 @@ npmlock_load(struct npmlock *l, const char *text, size_t len, const struct npmlo
 		goto fail;
 	}
 	for (i = 0; i < n; i++)
-		if (strcmp(pk->u.obj.m[i].key, rootpath) == 0 &&
+		if (json_key_is(&pk->u.obj.m[i], rootpath) &&
 		    load_bins(l, rootpath, &pk->u.obj.m[i].val, l->root->name, e) != 0)
 			goto fail;
 	free(sel);

@@ -297,7 +297,7 @@ load_params(struct cctx *c, struct op *op, const char *path, const struct json_v
 		p->type = PARAM_STRING;
 		for (j = 0; j < m->val.u.obj.n; j++) {
 			const struct json_member *f = &m->val.u.obj.m[j];
-			if (strcmp(f->key, "type") == 0) {
+			if (json_key_is(f, "type")) {
 				if (!plain_string(&f->val))
 					return cerr(c, &f->val, "%s.params.%s.type: expected a string", path,
 					            m->key);
@@ -309,17 +309,17 @@ load_params(struct cctx *c, struct op *op, const char *path, const struct json_v
 					            "number or boolean",
 					            path, m->key, f->val.u.str.s);
 				p->type = (enum op_param_type)t;
-			} else if (strcmp(f->key, "required") == 0) {
+			} else if (json_key_is(f, "required")) {
 				if (f->val.type != JSON_TRUE && f->val.type != JSON_FALSE)
 					return cerr(c, &f->val,
 					            "%s.params.%s.required: expected true or false", path,
 					            m->key);
 				p->required = f->val.type == JSON_TRUE;
-			} else if (strcmp(f->key, "description") == 0) {
+			} else if (json_key_is(f, "description")) {
 				if (!plain_string(&f->val))
 					return cerr(c, &f->val, "%s.params.%s.description: expected a string",
 					            path, m->key);
-			} else if (strcmp(f->key, "default") == 0) {
+			} else if (json_key_is(f, "default")) {
 				def = &f->val;
 			} else {
 				const char *s = config_did_you_mean(f->key, known, 4);
@@ -400,13 +400,13 @@ load_command(struct cctx *c, struct ops *o, size_t idx, const struct json_val *v
 	for (i = 0; i < v->u.obj.n; i++) {
 		const struct json_member *m = &v->u.obj.m[i];
 		const struct json_val *f = &m->val;
-		if (strcmp(m->key, "id") == 0) {
+		if (json_key_is(m, "id")) {
 			continue;
-		} else if (strcmp(m->key, "argv") == 0) {
+		} else if (json_key_is(m, "argv")) {
 			argv = f;
-		} else if (strcmp(m->key, "params") == 0) {
+		} else if (json_key_is(m, "params")) {
 			params = f;
-		} else if (strcmp(m->key, "install") == 0) {
+		} else if (json_key_is(m, "install")) {
 			if (f->type != JSON_ARRAY)
 				goto bad_install;
 			if (f->u.arr.n > OP_INSTALL_MAX)
@@ -427,24 +427,24 @@ load_command(struct cctx *c, struct ops *o, size_t idx, const struct json_val *v
 						            t->u.str.s);
 				snprintf(op->install[op->ninstall++], CFG_NAME_MAX, "%s", t->u.str.s);
 			}
-		} else if (strcmp(m->key, "timeout") == 0) {
+		} else if (json_key_is(m, "timeout")) {
 			if (f->type != JSON_NUMBER || !f->u.num.is_int || f->u.num.i < 1 ||
 			    f->u.num.i > 86400)
 				return cerr(c, f, "%s.timeout: expected seconds from 1 to 86400", path);
 			op->timeout = (int)f->u.num.i;
-		} else if (strcmp(m->key, "concurrency") == 0) {
+		} else if (json_key_is(m, "concurrency")) {
 			if (f->type != JSON_NUMBER || !f->u.num.is_int || f->u.num.i < 1 || f->u.num.i > 4096)
 				return cerr(c, f, "%s.concurrency: expected an integer from 1 to 4096", path);
 			op->concurrency = (int)f->u.num.i;
-		} else if (strcmp(m->key, "cwd") == 0) {
+		} else if (json_key_is(m, "cwd")) {
 			if (!plain_string(f) || f->u.str.s[0] != '/' || f->u.str.len >= CFG_PATH_MAX)
 				return cerr(c, f, "%s.cwd: expected an absolute path", path);
 			snprintf(op->cwd, sizeof(op->cwd), "%s", f->u.str.s);
-		} else if (strcmp(m->key, "description") == 0) {
+		} else if (json_key_is(m, "description")) {
 			if (!plain_string(f))
 				return cerr(c, f, "%s.description: expected a string", path);
 			snprintf(op->description, sizeof(op->description), "%s", f->u.str.s);
-		} else if (strcmp(m->key, "env") == 0) {
+		} else if (json_key_is(m, "env")) {
 			if (f->type != JSON_ARRAY)
 				return cerr(c, f, "%s.env: expected an array of variable names", path);
 			if (f->u.arr.n > OP_ENV_MAX)

@@ -358,7 +358,7 @@ load_principal(struct policy *p, const char *file, const struct json_member *m, 
 	for (i = 0; i < v->u.obj.n; i++) {
 		const struct json_member *f = &v->u.obj.m[i];
 		snprintf(sub, sizeof(sub), "%s.%.20s", path, f->key);
-		if (strcmp(f->key, "token_sha256") == 0) {
+		if (json_key_is(f, "token_sha256")) {
 			if (f->val.type == JSON_STRING) {
 				if (token_digest(p, pp, file, sub, &f->val, e) != 0)
 					return -1;
@@ -370,20 +370,20 @@ load_principal(struct policy *p, const char *file, const struct json_member *m, 
 				return perr(e, file, &f->val, "%s: expected a digest or an array of digests",
 				            sub);
 			}
-		} else if (strcmp(f->key, "preset") == 0) {
+		} else if (json_key_is(f, "preset")) {
 			char origin[48];
 			if (f->val.type != JSON_STRING)
 				return perr(e, file, &f->val, "%s: expected a preset name", sub);
 			snprintf(origin, sizeof(origin), "preset %.40s", f->val.u.str.s);
 			if (policy_add_preset(p, pp->name, f->val.u.str.s, origin, e) != 0)
 				return perr(e, file, &f->val, "%s: %s", sub, e->msg);
-		} else if (strcmp(f->key, "allow") == 0) {
+		} else if (json_key_is(f, "allow")) {
 			if (string_list(pp, POL_ALLOW, file, sub, &f->val, e) != 0)
 				return -1;
-		} else if (strcmp(f->key, "deny") == 0) {
+		} else if (json_key_is(f, "deny")) {
 			if (string_list(pp, POL_DENY, file, sub, &f->val, e) != 0)
 				return -1;
-		} else if (strcmp(f->key, "description") == 0) {
+		} else if (json_key_is(f, "description")) {
 			if (f->val.type != JSON_STRING)
 				return perr(e, file, &f->val, "%s: expected a string", sub);
 		} else {
@@ -418,7 +418,7 @@ policy_load_file(struct policy *p, const char *path, struct err *e)
 	for (i = 0; i < root->u.obj.n; i++) {
 		const struct json_member *m = &root->u.obj.m[i];
 		size_t j;
-		if (strcmp(m->key, "principals") != 0) {
+		if (!json_key_is(m, "principals")) {
 			unknown_key(e, path, &m->val, "", m->key, known, 1);
 			goto out;
 		}

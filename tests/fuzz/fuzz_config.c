@@ -6,7 +6,8 @@
  * - every refusal carries config.invalid or a json.* code, never none;
  * - a configuration that loads has every value within its schema
  *   (the mode is one of four, the port within 0..65535);
- * - an expansion never yields more words than the template has.
+ * - an expansion never yields more words than the template has;
+ * - what loads has no key a strcmp would misread (fuzz_keys.h).
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "fuzz_check.h"
+#include "fuzz_keys.h"
 
 #include "config.h"
 #include "json.h"
@@ -59,6 +61,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			FUZZ_CHECK((unsigned)c.install.mode <= CFG_MODE_OFF);
 			FUZZ_CHECK(c.server.port >= 0 && c.server.port <= 65535);
 			FUZZ_CHECK(c.agents.n >= 0 && c.agents.n <= CFG_LIST_MAX);
+			fuzz_check_keys(data + 1, size - 1);
 		}
 		break;
 	case 1:
@@ -68,6 +71,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		} else {
 			struct pol_decision d;
 			int i;
+			fuzz_check_keys(data + 1, size - 1);
 			for (i = 0; i < p.n; i++)
 				policy_decide(&p, p.p[i].name, "agents.codex.run", NULL, 0, &d);
 		}
@@ -83,6 +87,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			static char buf[OP_EXPAND_MAX];
 			struct json_doc doc;
 			int i, n;
+			fuzz_check_keys(data + 1, size - 1);
 			if (json_parse(&doc, body_text, sizeof(body_text) - 1, NULL, &e) == 0) {
 				for (i = 0; i < o.n; i++) {
 					n = ops_expand_argv(&o.v[i], doc.root, argv, buf, sizeof(buf), &e);

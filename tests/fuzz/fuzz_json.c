@@ -6,7 +6,9 @@
  * - what parses can be written, the written text parses, and writing that
  *   again gives the same bytes;
  * - rejecting duplicate keys fails exactly when some object has one;
- * - every number written with json_w_double reads back as the same double.
+ * - every number written with json_w_double reads back as the same double;
+ * - no accepted key holds NUL, and json_get finds each key by its C string
+ *   (fuzz_keys.h).
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -15,6 +17,7 @@
 #include <string.h>
 
 #include "fuzz_check.h"
+#include "fuzz_keys.h"
 
 #include "json.h"
 
@@ -91,6 +94,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	}
 	dup = has_dup(doc.root);
+	fuzz_keys_walk(doc.root);
 	check_numbers(doc.root);
 
 	json_w_init(&w1, 1 << 20);

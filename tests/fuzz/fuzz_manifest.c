@@ -6,7 +6,8 @@
  *   missing lockfile of an npm-lock manifest) and a message;
  * - what loads is self-consistent: a name and binary, a verify argv, a
  *   pinned digest for the platform asked for (there is no trust on first
- *   use), and every artifact URL on one of the manifest's hosts.
+ *   use), and every artifact URL on one of the manifest's hosts;
+ * - an accepted manifest has no key a strcmp would misread (fuzz_keys.h).
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -15,6 +16,7 @@
 #include <string.h>
 
 #include "fuzz_check.h"
+#include "fuzz_keys.h"
 
 #include "manifest.h"
 
@@ -36,6 +38,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	}
 	FUZZ_CHECK(m.name[0] != '\0' && m.binary[0] != '\0' && m.version[0] != '\0');
+	fuzz_check_keys(data, size);
 	FUZZ_CHECK(m.verify.argv.n > 0);
 	FUZZ_CHECK(strlen(m.sha256) == 64);
 	if (m.source.type == MANIFEST_SRC_TARBALL) {

@@ -11,7 +11,8 @@
  *   1..86400, at most OP_INSTALL_MAX known tools;
  * - an expansion either fails with request.invalid / request.too_large or
  *   gives a NULL-terminated argv of at most OP_ARGV_MAX words, each inside
- *   the caller's buffer.
+ *   the caller's buffer;
+ * - an accepted commands file has no key a strcmp would misread (fuzz_keys.h).
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -20,6 +21,7 @@
 #include <string.h>
 
 #include "fuzz_file.h"
+#include "fuzz_keys.h"
 #include "json.h"
 #include "ops.h"
 
@@ -107,6 +109,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	}
 	FUZZ_CHECK(o.n >= 0 && o.n <= OPS_MAX);
+	fuzz_check_keys(data, flen);
 	for (i = 0; i < o.n; i++) {
 		check_op(&o.v[i]);
 		FUZZ_CHECK(ops_find(&o, o.v[i].id) == &o.v[i]);

@@ -6,7 +6,8 @@
  * - what loads stays within the limits (principals, rules, tokens), every
  *   rule's pattern passes policy_pattern_check, every token digest leads back
  *   to its principal, and deciding on a few op ids gives a named rule. Deny
- *   wins: a principal whose rules deny "**" is denied everything.
+ *   wins: a principal whose rules deny "**" is denied everything;
+ * - an accepted policy has no key a strcmp would misread (fuzz_keys.h).
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -15,6 +16,7 @@
 #include <string.h>
 
 #include "fuzz_file.h"
+#include "fuzz_keys.h"
 #include "policy.h"
 
 int
@@ -38,6 +40,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	}
 	FUZZ_CHECK(p.n >= 1 && p.n <= POL_MAX_PRINCIPALS);
+	fuzz_check_keys(data, size);
 	for (i = 0; i < p.n; i++) {
 		const struct pol_principal *pr = &p.p[i];
 

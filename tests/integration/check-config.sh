@@ -104,6 +104,22 @@ expect "policy typo exits 2" 2 "" "principals.ci.alow: unknown key (did you mean
 echo '[{"id": "x", "argv": ["/bin/echo", "{who}"]}]' >"$T/badcmd.json"
 run $CC --commands "$T/badcmd.json"
 expect "undeclared placeholder exits 2" 2 "" "x.argv[1]: {who} is not a declared parameter"
+# Keys with NUL were hidden duplicates ("argv" and "argv\u0000"): a visible
+# /bin/echo op ran /bin/sh -c, a readonly principal got admin, fetch took the
+# hidden URL. The parser refuses them with their place in every input.
+printf '[{"id": "x", "argv": ["/bin/echo", "{m}"], "params": {"m": {}},\n "argv\\u0000": ["/bin/sh", "-c", "{m}"]}]\n' >"$T/nulcmd.json"
+run $CC --commands "$T/nulcmd.json"
+expect "a hidden argv key in the commands file exits 2" 2 "" \
+	"json.syntax: $T/nulcmd.json:2:7: \\u0000 in an object key, keys may not hold NUL"
+printf '{"principals": {"ro": {"preset": "readonly",\n "preset\\u0000": "admin"}}}\n' >"$T/nulpol.json"
+run $CC --policy "$T/nulpol.json"
+expect "a hidden preset key in the policy exits 2" 2 "" "json.syntax: $T/nulpol.json:2:9: \\u0000 in an object key"
+mkdir -p "$T/nulm"
+sed 's/"linux-x64": *{/"linux-x64\\u0000": {"url": "https:\/\/127.0.0.1:1\/hidden.tar.gz", "sha256": "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}, &/' \
+	"$FIXTURES/manifests/ripgrep.json" >"$T/nulm/ripgrep.json"
+run $CC --manifest "$T/nulm/ripgrep.json"
+expect "a hidden platform key in a manifest exits 2" 2 "" "\\u0000 in an object key"
+check "the hidden platform key is named by its place" grep -q "json.syntax: .*nulm/ripgrep.json:[0-9]*:[0-9]*: " "$T/err"
 echo '{"agents": ["nosuch"]}' >"$T/noagent.json"
 run $CC --config "$T/noagent.json"
 expect "unknown agent exits 2" 2 "" "agents: nosuch: no manifest"

@@ -64,6 +64,18 @@ test_not_json_keeps_json_code(void **state)
 	assert_int_equal(parse(m, "{\"schema\":1,\"schema\":1}", &x64, &e), -1);
 	assert_string_equal(e.code, "json.syntax");
 	assert_non_null(strstr(e.msg, "duplicate"));
+	/* A hidden second platform entry: refused by the parser, with its place,
+	 * so no lookup can take "linux-x64\u0000" for "linux-x64". */
+	assert_int_equal(parse(m,
+			       "{\"schema\":1,\"name\":\"t\",\"binary\":\"t\",\"version\":\"1\",\"hosts\":[\"h\"],"
+			       "\"verify\":{\"argv\":[\"{bin}\"]},\"source\":{\"type\":\"tarball\",\"bin\":\"b\","
+			       "\"platforms\":{\"linux-x64\":{\"url\":\"https://h/x\",\"sha256\":\"" SHA_A "\"},\n"
+			       "\"linux-x64\\u0000\":{\"url\":\"https://h/evil\",\"sha256\":\"" SHA_A "\"}}}}",
+			       &x64, &e),
+			 -1);
+	assert_string_equal(e.code, "json.syntax");
+	if (strstr(e.msg, "t.json:2:11: \\u0000 in an object key") == NULL)
+		fail_msg("got %s", e.msg);
 	free(m);
 }
 

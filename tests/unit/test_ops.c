@@ -88,6 +88,13 @@ test_bad_commands(void **state)
 	    {"[{\"id\": \"a\", \"argv\": [\"/bin/echo\", \"{}\"]}]", "config.invalid", "empty placeholder"},
 	    {"[{\"id\": \"a\", \"argv\": [\"/bin/echo\", 1]}]", "config.invalid", "every word is a string"},
 	    {"[{\"id\": \"a\", \"argv\": [\"/bin/echo\", \"a\\u0000b\"]}]", "config.invalid", "every word"},
+	    /* A hidden second argv: the parser refuses a key holding NUL, with its
+	     * place, before any loader could take "argv\u0000" for "argv". */
+	    {"[{\"id\": \"a\", \"argv\": [\"/bin/echo\", \"{x}\"], \"params\": {\"x\": {}},\n"
+	     " \"argv\\u0000\": [\"/bin/sh\", \"-c\", \"{x}\"]}]",
+	     "json.syntax", "commands.json:2:7: \\u0000 in an object key"},
+	    {"[{\"id\": \"a\", \"argv\": [\"/bin/echo\"], \"params\\u0000\": {}}]", "json.syntax",
+	     "\\u0000 in an object key"},
 	    {"[{\"id\": \"a\", \"argv\": [\"/bin/true\"], \"install\": [\"nosuch\"]}]", "config.invalid",
 	     "no manifest named nosuch"},
 	    {"[{\"id\": \"a\", \"argv\": [\"/bin/true\"], \"install\": \"codex\"}]", "config.invalid",

@@ -70,6 +70,12 @@ test_bad_policy_files(void **state)
 	} cases[] = {
 	    {"{\"principals\": {\"a\": {}},}", "json.syntax", ""},
 	    {"{\"principals\": {\"a\": {}, \"a\": {}}}", "json.syntax", "duplicate"},
+	    /* A hidden second preset or principal: the parser refuses a key with
+	     * NUL, so "preset\u0000" cannot stand in for "preset". */
+	    {"{\"principals\": {\"ro\": {\"preset\": \"readonly\", \"preset\\u0000\": \"admin\"}}}",
+	     "json.syntax", "policy.json:1:53: \\u0000 in an object key"},
+	    {"{\"principals\": {\"a\": {\"preset\": \"readonly\"}, \"a\\u0000\": {\"preset\": \"admin\"}}}",
+	     "json.syntax", "\\u0000 in an object key"},
 	    {"[]", "config.invalid", "expected an object"},
 	    {"{\"principal\": {}}", "config.invalid", "principal: unknown key (did you mean principals?)"},
 	    {"{\"principals\": []}", "config.invalid", "principals: expected an object"},
