@@ -39,6 +39,9 @@
 #include "fs.h"
 #include "http.h"
 #include "json.h"
+#include "launch.h"
+#include "npm.h"
+#include "npmlock.h"
 
 #ifndef ABX_VERSION
 #define ABX_VERSION "0.0.0-dev"
@@ -1868,13 +1871,16 @@ verify_path(struct install_ctx *c, const manifest_t *m, char *buf, size_t cap)
 		snprintf(buf + off, cap - off, "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
 }
 
+static int ensure_inner(struct install_ctx *c, const char *name, const char *min, unsigned flags,
+			struct install_result *r, struct err *e);
+
 static int
 run_verify(struct install_ctx *c, const manifest_t *m, const char *entry, const char *home, struct err *e)
 {
 	char (*words)[MANIFEST_ARG_MAX + PATH_MAX] = malloc(MANIFEST_MAX_ARGV * sizeof(*words));
-	char *argv[MANIFEST_MAX_ARGV + 1], path[8192];
-	char *out = malloc(INSTALL_VERIFY_OUT_MAX);
-	int st;
+	char *argv[MANIFEST_MAX_ARGV + NPM_NODE_FLAGS_MAX + 2], *rest[MANIFEST_MAX_ARGV + 1], path[8192];
+	char *out = malloc(INSTALL_VERIFY_OUT_MAX), shebang[512], *flags[NPM_NODE_FLAGS_MAX], node[PATH_MAX];
+	int st, nflags = 0, n;
 
 	if (out == NULL || words == NULL) {
 		free(out);
@@ -1883,6 +1889,25 @@ run_verify(struct install_ctx *c, const manifest_t *m, const char *entry, const 
 	}
 	verify_path(c, m, path, sizeof(path));
 	subst_bin(&m->verify.argv, entry, words, argv);
+	/* A JavaScript entry is checked as it will run (core/launch.h):
+	 * through node-runtime's node, installed before it as a require. */
+	if (strcmp(argv[0], entry) == 0 &&
+	    npm_js_entry(entry, shebang, sizeof(shebang), flags, &nflags) == 1) {
+		struct install_result *nr = malloc(sizeof(*nr));
+		struct err ne;
+
+		if (nr != NULL && ensure_inner(c, "node-runtime", NULL, INSTALL_F_CHECK, nr, &ne) == 0) {
+			snprintf(node, sizeof(node), "%s", nr->entry);
+			n = 0;
+			while (argv[n] != NULL)
+				n++;
+			memcpy(rest, argv + 1, (size_t)n * sizeof(*argv));
+			if (launch_argv(argv, MANIFEST_MAX_ARGV + NPM_NODE_FLAGS_MAX + 2, node, flags, nflags, entry,
+					rest, n - 1) < 0)
+				argv[0] = (char *)entry;
+		}
+		free(nr);
+	}
 	st = install_run(argv, path, home, m->verify.timeout, out, INSTALL_VERIFY_OUT_MAX, e);
 	free(words);
 	if (st < 0) {
@@ -2358,8 +2383,6 @@ fail_state(struct install_result *r, struct err *e)
 	return -1;
 }
 
-static int ensure_inner(struct install_ctx *c, const char *name, const char *min, unsigned flags,
-			struct install_result *r, struct err *e);
 
 /* The chain names an explicit directory (--tools-dir, ABX_TOOLS_DIR) that
  * does not exist yet: an installer creates it (tools_chain_build). */
@@ -2400,6 +2423,88 @@ needs_network(struct install_ctx *c, const manifest_t *m)
 	return a->url;
 }
 
+/*
+ * Can m run in this image? Its manifest's "libc" names the C libraries whose
+ * program interpreter its native code can use; the image has the one
+ * npmlock_detect_libc finds (or none). Known before any download, so a tool
+ * that cannot run is refused with what is missing instead of failing at
+ * verify after hundreds of MiB. Only for this machine's platform (fetch
+ * fills caches for others).
+ */
+int
+install_image_fits(const manifest_t *m, const char *platform, struct err *e)
+{
+	const char *libc, *g = npmlock_libc_loader("glibc"), *mu = npmlock_libc_loader("musl");
+	char env[MANIFEST_NAME_MAX + 16], need[200], det[512];
+
+	if (m->libc == 0 || (platform != NULL && strcmp(platform, manifest_platform_self()) != 0))
+		return 0;
+	libc = npmlock_detect_libc(NULL);
+	if ((strcmp(libc, "glibc") == 0 && (m->libc & MANIFEST_LIBC_GLIBC)) ||
+	    (strcmp(libc, "musl") == 0 && (m->libc & MANIFEST_LIBC_MUSL)))
+		return 0;
+	install_tool_env_name(m->name, env, sizeof(env));
+	if (m->libc == (MANIFEST_LIBC_GLIBC | MANIFEST_LIBC_MUSL))
+		snprintf(need, sizeof(need), "the glibc loader %s or the musl loader %s", g, mu);
+	else if (m->libc & MANIFEST_LIBC_GLIBC)
+		snprintf(need, sizeof(need), "the glibc loader %s", g);
+	else
+		snprintf(need, sizeof(need), "the musl loader %s", mu);
+	/* Under ERR_MSG_MAX with a "gemini requires node-runtime: " prefix. */
+	err_set(e, "install.image_unsupported",
+		"%s cannot run in this image: it needs %s (C library of this image: %s); "
+		"or set %s or put %s on PATH",
+		m->name, need, libc, env, m->binary);
+	snprintf(det, sizeof(det), "{\"tool\":\"%s\",\"libc\":\"%s\",\"needs\":[%s%s%s],\"env\":\"%s\"}",
+		 m->name, libc, (m->libc & MANIFEST_LIBC_GLIBC) ? "\"glibc\"" : "",
+		 m->libc == (MANIFEST_LIBC_GLIBC | MANIFEST_LIBC_MUSL) ? "," : "",
+		 (m->libc & MANIFEST_LIBC_MUSL) ? "\"musl\"" : "", env);
+	err_details(e, det);
+	return -1;
+}
+
+/* install_image_fits for m and every tool it requires that is not already there
+ * (installed, ABX_TOOL_<NAME>, PATH). */
+static int
+image_check(struct install_ctx *c, const manifest_t *m, struct err *e)
+{
+	int i, rc;
+
+	if (install_image_fits(m, c->platform, e) < 0)
+		return -1;
+	for (i = 0; i < m->nrequires; i++) {
+		struct install_result *rr = malloc(sizeof(*rr));
+		struct err sub;
+
+		if (rr == NULL)
+			return err_set(e, "internal", "out of memory");
+		err_clear(&sub);
+		c->depth++;
+		rc = ensure_inner(c, m->requires[i].name, m->requires[i].min, INSTALL_F_CHECK, rr, &sub);
+		c->depth--;
+		free(rr);
+		if (rc < 0 && sub.code != NULL && strcmp(sub.code, "not_found") != 0) {
+			char msg[ERR_MSG_MAX];
+
+			snprintf(msg, sizeof(msg), "%s", sub.msg);
+			err_set(e, sub.code, "%s requires %s: %s", m->name, m->requires[i].name, msg);
+			err_details(e, sub.details);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int
+install_image_check(struct install_ctx *c, const char *name, struct err *e)
+{
+	const manifest_t *m = manifest_get(c->ms, name, e);
+
+	if (m == NULL)
+		return -1;
+	return image_check(c, m, e);
+}
+
 static int
 ensure_inner(struct install_ctx *c, const char *name, const char *min, unsigned flags, struct install_result *r,
 	     struct err *e)
@@ -2425,6 +2530,10 @@ ensure_inner(struct install_ctx *c, const char *name, const char *min, unsigned 
 		return 0;
 	if (!(flags & INSTALL_F_NO_PATH) && c->set->use_path && path_tool(c, m, min, r))
 		return 0;
+	/* Not there: before anything else, whether it could run here at all
+	 * (also for a check, so every caller learns it before a download). */
+	if (image_check(c, m, e) < 0)
+		return fail_state(r, e);
 	if (flags & INSTALL_F_CHECK) {
 		err_set(e, "not_found", "%s is not installed", name);
 		r->state = INSTALL_MISSING;

@@ -149,6 +149,19 @@ int install_ensure(struct install_ctx *c, const char *name, unsigned flags, stru
 		   struct err *e);
 
 /*
+ * Whether tool name, and every tool it requires that is not already
+ * there, can run in this image (its manifest's "libc" against the loader
+ * npmlock_detect_libc finds). 0, or -1 with install.image_unsupported
+ * (details: tool, libc, needs, env) naming the tool, the missing loader and
+ * the fix. ensure() runs it before installing anything, and a check
+ * (INSTALL_F_CHECK) of a tool that is not there answers it too.
+ */
+int install_image_check(struct install_ctx *c, const char *name, struct err *e);
+/* The same for m alone, for platform (NULL = this machine's; another
+ * platform always fits: caches are filled for machines elsewhere). */
+int install_image_fits(const manifest_t *m, const char *platform, struct err *e);
+
+/*
  * The fast path alone (step 1): is name installed, with its current
  * manifest, in a trusted tree, in any directory of the chain? No lock, no
  * write. Returns 1 (r filled), 0 (not ready), -1 (e set: manifest error).
