@@ -184,6 +184,8 @@ install_fetch_failed(struct err *e, const manifest_t *m, const char *url, const 
 	json_w_kstr(&w, "code", under);
 	if (url != NULL)
 		json_w_kstr(&w, "url", url);
+	if (strcmp(under, "http.too_large") == 0)
+		json_w_kstr(&w, "hint", "install.max_download_mb caps each download (artifact or npm package)");
 	json_w_end(&w);
 	if (url != NULL)
 		err_set(e, "install.failed", "%s %s: fetching %s: %s: %s", m->name, m->version, url, under, msg);
@@ -2384,6 +2386,33 @@ fail_state(struct install_result *r, struct err *e)
 }
 
 
+/* Why m is about to be installed, from the first marker of the chain:
+ * "missing", "manifest changed: ..." or "drift: ..." (a tree whose marker
+ * matches the manifest but whose content does not). */
+static void
+install_why(struct install_ctx *c, const manifest_t *m, char *buf, size_t cap)
+{
+	struct install_marker mk;
+	struct err e;
+	int i;
+
+	for (i = 0; i < c->chain.n; i++) {
+		if (!c->chain.d[i].exists || install_marker_read(c->chain.d[i].path, m->name, &mk, &e) < 0)
+			continue;
+		if (strcmp(mk.manifest_sha256, m->sha256) != 0 || strcmp(mk.version, m->version) != 0) {
+			snprintf(buf, cap, "manifest changed: %s has %s %s from another manifest than %s", c->chain.d[i].path,
+				 m->name, mk.version, m->file[0] ? m->file : "the built-in one");
+			return;
+		}
+		if (strcmp(mk.platform, c->platform) != 0)
+			continue;
+		snprintf(buf, cap, "drift: %s/%s/%s differs from what was installed", c->chain.d[i].path, m->name,
+			 mk.tree);
+		return;
+	}
+	snprintf(buf, cap, "missing");
+}
+
 /* The chain names an explicit directory (--tools-dir, ABX_TOOLS_DIR) that
  * does not exist yet: an installer creates it (tools_chain_build). */
 static int
@@ -2511,7 +2540,7 @@ ensure_inner(struct install_ctx *c, const char *name, const char *min, unsigned 
 {
 	const manifest_t *m;
 	const char *w, *url;
-	char staging_root[PATH_MAX], tried[1024];
+	char staging_root[PATH_MAX], tried[1024], why[INSTALL_WHY_MAX];
 	int fd, i, left, rc;
 
 	memset(r, 0, sizeof(*r));
@@ -2539,15 +2568,16 @@ ensure_inner(struct install_ctx *c, const char *name, const char *min, unsigned 
 		r->state = INSTALL_MISSING;
 		return -1;
 	}
+	install_why(c, m, why, sizeof(why));
 	switch (c->set->mode) {
 	case CFG_MODE_OFF:
-		err_set(e, "install.disabled", "%s is not installed and install mode is off (%s)", name,
+		err_set(e, "install.disabled", "%s %s: %s, and install mode is off (%s)", name, m->version, why,
 			c->set->mode_source);
 		return fail_state(r, e);
 	case CFG_MODE_BUILD:
 		if (!c->building) {
-			err_set(e, "install.required", "%s is not installed and install mode is build (%s)", name,
-				c->set->mode_source);
+			err_set(e, "install.required", "%s %s: %s, and install mode is build (%s)", name, m->version,
+				why, c->set->mode_source);
 			return fail_state(r, e);
 		}
 		break;
@@ -2647,7 +2677,12 @@ ensure_inner(struct install_ctx *c, const char *name, const char *min, unsigned 
 			}
 		}
 	}
-	/* steps 6-10 */
+	/* steps 6-10, announced first: nothing is downloaded or replaced
+	 * silently (the shim prints it) */
+	if (c->announce != NULL) {
+		install_why(c, m, why, sizeof(why));
+		c->announce(c->progress_arg, m, why, w);
+	}
 	rc = install_one(c, m, w, r, e);
 	if (rc < 0) {
 		/* step 11 */

@@ -61,6 +61,8 @@ const char *install_state_name(enum install_state s);
 typedef void (*install_progress_fn)(void *arg, const char *name, const char *phase, uint64_t bytes,
 				    uint64_t total);
 
+/* The reason an install happens, for messages. */
+#define INSTALL_WHY_MAX 200
 /* Probe results are cached this long (SPEC §6 step 2). */
 #define INSTALL_PROBE_TTL 60
 #define INSTALL_PROBE_CONNECT_MS 2000
@@ -90,6 +92,10 @@ struct install_ctx {
 	int force;                  /* clear backoff first */
 	install_progress_fn progress;
 	void *progress_arg;
+	/* Called (with progress_arg) once per tool right before it is
+	 * installed: why ("missing", "manifest changed: ...", "drift: ...")
+	 * and the tools directory it goes to. NULL = silent. */
+	void (*announce)(void *arg, const manifest_t *m, const char *why, const char *dir);
 	const char *principal;      /* for audit; NULL = "cli" */
 	const char *op;
 	char self[PATH_MAX];        /* this binary, the target of bin/ links */

@@ -299,11 +299,6 @@ sink_write(void *arg, const void *buf, size_t len, struct err *e)
 	s->bytes += len;
 	pthread_mutex_lock(&s->r->mu);
 	s->r->st.bytes += len;
-	if (s->r->o->max_bytes > 0 && s->r->st.bytes > (uint64_t)s->r->o->max_bytes) {
-		pthread_mutex_unlock(&s->r->mu);
-		return err_set(e, "http.too_large", "the downloads exceed max_download_mb (%lld bytes)",
-			       (long long)s->r->o->max_bytes);
-	}
 	if (s->r->o->progress)
 		s->r->o->progress(s->r->o->progress_arg, s->r->st.bytes, s->r->announced, s->r->done, s->r->n);
 	pthread_mutex_unlock(&s->r->mu);

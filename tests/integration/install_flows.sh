@@ -143,3 +143,49 @@ check "§6 install.finish has the bytes of every package" grep -q "\"bytes\":$NB
 check "§6 ... the lockfile's digest and the package count" \
 	grep -q "\"lockfile_sha256\":\"$LOCKSHA\",\"packages\":$NPKG,\"downloaded_bytes\":$NBYTES" "$T/a6"
 check "§6 ... and no empty artifact digest" sh -c "! grep -q '\"artifact_sha256\":\"\"' '$T/a6'"
+
+# ---- §4 max_download_mb caps each artifact, not the sum --------------------------
+# napp's five packages are 1.2 MB together, each under 1 MiB
+run env ABX_SERVER_INSTALL_MAX_DOWNLOAD_MB=1 "$BIN" fetch --manifests "$T/nm" --only napp --platform all --cache "$T/c4"
+expect "§4 fetch: packages under the cap each, over it together" 0
+run env ABX_SERVER_INSTALL_MAX_DOWNLOAD_MB=1 "$BIN" prepare --manifests "$T/nm" --only napp --tools-dir "$T/n4"
+expect "§4 prepare: the same npm tool installs under a 1 MiB cap" 0 "napp 1.0.0: installed"
+mktool big 1.0.0 1500
+mkman big /f/big-1.0.0.tgz "$(sha "$W/big-1.0.0.tgz")"
+run env ABX_SERVER_INSTALL_MAX_DOWNLOAD_MB=1 "$BIN" prepare --json --manifests "$M" --only big --tools-dir "$T/n4"
+expect "§4 one artifact above the cap: install.failed" 3 '"code":"install.failed"'
+check "§4 ... details.code http.too_large and the hint" \
+	grep -q '"code":"http.too_large",.*"hint":"install.max_download_mb caps each download' "$T/out"
+
+# ---- §2 a shim says what it installs and why, obeys the mode, shows progress on a TTY --
+mktool shy 1.0.0 200
+mkman shy /f/shy-1.0.0.tgz "$(sha "$W/shy-1.0.0.tgz")"
+run "$BIN" prepare -q --manifests "$M" --only shy --tools-dir "$T/s2"
+expect "§2 prepared" 0
+S2=$T/s2/bin/shy
+run env ABX_MANIFESTS_DIR="$M" "$S2"
+expect "§2 a ready tool: the shim installs nothing and says nothing" 0 "shy 1.0.0"
+check "§2 ... stderr is empty" test ! -s "$T/err"
+# drift: a file of the prepared tree changed
+echo tampered >>"$T/s2/shy/1.0.0-linux-x64/share/data.bin"
+n=$(gets shy-1.0.0.tgz)
+run env ABX_MANIFESTS_DIR="$M" ABX_SERVER_INSTALL_MODE=build "$S2"
+expect "§2 drift in mode build: install.required, naming the drift" 1 "" \
+	"install.required: shy 1.0.0: drift: $T/s2/shy/1.0.0-linux-x64 differs from what was installed, and install mode is build"
+check "§2 ... nothing downloaded" test "$(gets shy-1.0.0.tgz)" -eq "$n"
+run env ABX_MANIFESTS_DIR="$M" "$S2"
+expect "§2 drift in mode lazy: one line before the reinstall" 0 "shy 1.0.0" \
+	"agent-sandbox-server: installing shy 1.0.0 into $T/s2 (drift: $T/s2/shy/1.0.0-linux-x64 differs from what was installed)"
+check "§2 ... exactly one line on stderr (no progress without a terminal)" test "$(wc -l <"$T/err")" -eq 1
+# the manifest the shim sees is not the one the tree was installed from
+mkman shy /f/shy-1.0.0.tgz "$(sha "$W/shy-1.0.0.tgz")" '"description":"changed"'
+run env ABX_MANIFESTS_DIR="$M" ABX_SERVER_INSTALL_MODE=build "$S2"
+expect "§2 manifest changed in mode build: install.required, naming it" 1 "" \
+	"install.required: shy 1.0.0: manifest changed: $T/s2 has shy 1.0.0 from another manifest than $M/shy.json"
+rm -f "$T/s2/.cache/$(sha "$W/shy-1.0.0.tgz")"
+n=$(gets shy-1.0.0.tgz)
+script -qec "env ABX_MANIFESTS_DIR='$M' '$S2'" /dev/null >"$T/tty.out" 2>&1
+check "§2 manifest changed on a terminal: the line, then progress" sh -c \
+	"grep -q 'installing shy 1.0.0 into $T/s2 (manifest changed: ' '$T/tty.out' && grep -q 'shy: download' '$T/tty.out'"
+check "§2 ... then the tool runs" grep -q "shy 1.0.0" "$T/tty.out"
+check "§2 ... it downloaded once" test "$(gets shy-1.0.0.tgz)" -eq $((n + 1))
