@@ -149,14 +149,17 @@ shim_find(const char *base)
 		return 0;
 	}
 	m = manifest_find_binary(&t.ms, base);
-	if (m == NULL && t.set.manifests_dir[0] == '\0' && shim_tools_dir(g_argv0, dir, sizeof(dir)) == 0 &&
+	/* Installed with --manifests DIR (or manifests_dir): use that
+	 * directory again, also when a built-in manifest has the name, so a
+	 * shim started by name from an op or an agent (without serve's
+	 * configuration) runs the tree that is there rather than installing
+	 * the built-in one. */
+	if (t.set.manifests_dir[0] == '\0' && shim_tools_dir(g_argv0, dir, sizeof(dir)) == 0 &&
 	    marker_manifests_dir(dir, base, mdir, sizeof(mdir)) == 0) {
-		/* installed with --manifests DIR: use that directory again */
 		tooling_close(&t);
 		memset(&t, 0, sizeof(t));
 		t.manifests = mdir;
-		if (tooling_open(&t, 0, NULL, &e) == 0)
-			m = manifest_find_binary(&t.ms, base);
+		m = tooling_open(&t, 0, NULL, &e) == 0 ? manifest_find_binary(&t.ms, base) : NULL;
 	}
 	if (m == NULL) {
 		tooling_close(&t);

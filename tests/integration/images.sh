@@ -14,108 +14,18 @@ if [ "$(id -u)" != 0 ] || ! unshare -m true 2>/dev/null; then
 	skip "images" "needs root and mount namespaces (chroot, mount)"
 	exit 0
 fi
-for c in musl-gcc gcc; do
-	command -v $c >/dev/null || { not_ok "images" "$c is needed to build the fixtures"; exit 1; }
-done
 case $(uname -m) in
-x86_64) GLD=/lib64/ld-linux-x86-64.so.2 MLD=/lib/ld-musl-x86_64.so.1 PLAT=linux-x64 TRIPLE=x86_64 ;;
-aarch64) GLD=/lib/ld-linux-aarch64.so.1 MLD=/lib/ld-musl-aarch64.so.1 PLAT=linux-arm64 TRIPLE=aarch64 ;;
+x86_64) GLD=/lib64/ld-linux-x86-64.so.2 MLD=/lib/ld-musl-x86_64.so.1 ;;
+aarch64) GLD=/lib/ld-linux-aarch64.so.1 MLD=/lib/ld-musl-aarch64.so.1 ;;
 *) skip "images" "no loader names for $(uname -m)"; exit 0 ;;
 esac
 [ -e "$MLD" ] || { not_ok "images" "$MLD missing: install Debian's musl package"; exit 1; }
+command -v gcc >/dev/null || { not_ok "images" "gcc is needed to build the fixtures"; exit 1; }
 LIBC6=$(gcc -print-file-name=libc.so.6)
 LIBC6=$(readlink -f "$LIBC6")
 [ -f "$LIBC6" ] || { not_ok "images" "the host's libc.so.6 was not found"; exit 1; }
 
-PKI=$T/pki
-sh "$FIXTURES/mkcerts.sh" "$PKI" >"$T/mkcerts.log" 2>&1 || { not_ok "mkcerts" "$(tail -3 "$T/mkcerts.log")"; exit 1; }
-unset ABX_TOOLS_DIR ABX_MANIFESTS_DIR ABX_SERVER_INSTALL_MODE ABX_INSTALL_MODE ABX_INSTALL_LIBC \
-	ABX_SERVER_CONFIG ABX_SERVER_STATE_DIR ABX_SERVER_AGENTS ABX_SERVER_TOKEN
-mkdir -p "$T/reg" "$T/m" "$T/b"
-musl-gcc -static -O1 -o "$T/b/static" "$FIXTURES/fakeagent.c" &&
-	musl-gcc -O1 -o "$T/b/musl" "$FIXTURES/fakeagent.c" &&
-	gcc -O1 -o "$T/b/glibc" "$FIXTURES/fakeagent.c" &&
-	gcc -O1 -o "$T/b/node" "$FIXTURES/fakenode.c" || { not_ok "fixtures" "a compiler failed"; exit 1; }
-
-bg python3 "$FIXTURES/npmreg.py" --root "$T/reg" --log "$T/reg.log" --cert "$PKI/good.pem" --key "$PKI/good.key" \
-	>"$T/reg.port"
-wait_for_line "$T/reg.port" '^[0-9]' 10 || { not_ok "registry starts" "no port"; exit 1; }
-REG="https://localhost:$(head -1 "$T/reg.port")"
-
-FIXTURES=$FIXTURES T=$T REG=$REG TOP=$TOP PLAT=$PLAT TRIPLE=$TRIPLE python3 - <<'EOF' || { not_ok "fixtures" "the generator failed"; exit 1; }
-import hashlib, io, json, os, sys, tarfile
-sys.path.insert(0, os.environ["FIXTURES"])
-import npmpack as P
-T, REG, TOP, PLAT = os.environ["T"], os.environ["REG"], os.environ["TOP"], os.environ["PLAT"]
-root, m, b = T + "/reg", T + "/m", T + "/b"
-NPM = "https://registry.npmjs.org"      # what the lockfiles name; the mirror serves it
-cpu = PLAT.split("-")[1]
-other = "arm64" if cpu == "x64" else "x64"
-exe = lambda n: (open(b + "/" + n, "rb").read(), 0o755)
-
-def real(name, version="1.0.0"):
-    d = json.load(open("%s/manifests/%s.json" % (TOP, name)))
-    d["version"] = version
-    if "verify" in d:
-        d["verify"]["expect"] = version
-    if "path" in d:
-        d["path"]["min"] = version
-    return d
-
-def npm_tool(name, package, entries, expect=None):
-    d = real(name)
-    if expect:
-        d["verify"]["expect"] = expect
-    json.dump(d, open("%s/%s.json" % (m, name), "w"), indent=2)
-    P.write_lock("%s/%s" % (m, d["source"]["lock"]), package, entries)
-    json.dump({"name": "abx-test", "version": "0.0.0", "dependencies": {package: "*"}},
-              open("%s/%s" % (m, d["source"]["package_json"]), "w"))
-
-E = lambda *a, **k: P.entry(root, NPM, *a, **k)
-# codex: a JavaScript launcher and a static binary in the platform package
-P.pack(root, "@openai/codex", "1.0.0", {"bin/codex.js": b"#!/usr/bin/env node\n"}, {"bin": {"codex": "bin/codex.js"}})
-P.pack(root, "@openai/codex", "1.0.0-linux-" + cpu,
-       {"vendor/%s-unknown-linux-musl/bin/codex" % os.environ["TRIPLE"]: exe("static")}, {"os": ["linux"], "cpu": [cpu]})
-P.pack(root, "@openai/codex", "1.0.0-linux-" + other, {"x": b""}, {"os": ["linux"], "cpu": [other]})
-npm_tool("codex", "@openai/codex", {
-    "node_modules/@openai/codex": E("@openai/codex", "1.0.0", bin={"codex": "bin/codex.js"}),
-    "node_modules/@openai/codex-linux-" + cpu: E("@openai/codex", "1.0.0-linux-" + cpu, name="@openai/codex",
-                                                 os=["linux"], cpu=[cpu], optional=True),
-    "node_modules/@openai/codex-linux-" + other: E("@openai/codex", "1.0.0-linux-" + other, name="@openai/codex",
-                                                   os=["linux"], cpu=[other], optional=True)})
-# claude-code: a glibc and a musl build of the same program
-cc = "@anthropic-ai/claude-code"
-P.pack(root, cc, "1.0.0", {"bin/claude.exe": (b"echo not installed\n", 0o755)}, {"bin": {"claude": "bin/claude.exe"}})
-ents = {"node_modules/" + cc: E(cc, "1.0.0", bin={"claude": "bin/claude.exe"})}
-for c in (cpu, other):
-    for libc, suffix in (("glibc", ""), ("musl", "-musl")):
-        pkg = "%s-linux-%s%s" % (cc, c, suffix)
-        P.pack(root, pkg, "1.0.0", {"claude": exe(libc) if c == cpu else (b"", 0o755)},
-               {"os": ["linux"], "cpu": [c], "libc": [libc]})
-        ents["node_modules/" + pkg] = E(pkg, "1.0.0", os=["linux"], cpu=[c], libc=[libc], optional=True)
-npm_tool("claude-code", cc, ents)
-# gemini: JavaScript, run by node-runtime's node
-P.pack(root, "@google/gemini-cli", "1.0.0", {"bundle/gemini.js": b"#!/usr/bin/env node\n"},
-       {"bin": {"gemini": "bundle/gemini.js"}})
-npm_tool("gemini", "@google/gemini-cli", {
-    "node_modules/@google/gemini-cli": E("@google/gemini-cli", "1.0.0", bin={"gemini": "bundle/gemini.js"})},
-    expect="v99.0.0")   # the fake node answers for the script
-# node-runtime: a glibc build of the fake node
-buf = io.BytesIO()
-with tarfile.open(fileobj=buf, mode="w:gz") as t:
-    data = open(b + "/node", "rb").read()
-    ti = tarfile.TarInfo("node-v99/bin/node"); ti.size = len(data); ti.mode = 0o755
-    t.addfile(ti, io.BytesIO(data))
-os.makedirs(root + "/node/-", exist_ok=True)
-open(root + "/node/-/node-99.0.0.tgz", "wb").write(buf.getvalue())
-d = real("node-runtime", "99.0.0")
-d["verify"]["expect"] = "v99.0.0"
-d["hosts"] = ["localhost"]
-for p in d["source"]["platforms"].values():
-    p["url"] = REG + "/node/-/node-99.0.0.tgz"
-    p["sha256"] = hashlib.sha256(buf.getvalue()).hexdigest()
-json.dump(d, open(m + "/node-runtime.json", "w"), indent=2)
-EOF
+. "$FIXTURES/agent_pkgs.sh"
 
 # mkroot NAME [musl] [glibc]: $T/root-NAME
 mkroot() {
