@@ -26,7 +26,10 @@
 #include <unistd.h>
 
 #include "../core/fs.h"
+#include "../core/install.h"
 #include "../core/json.h"
+#include "../core/npmlock.h"
+#include "../core/plan.h"
 #include "cfgload.h"
 
 static const char usage[] = "usage: agent-sandbox-server doctor [--json] [--network] [--ports LIST]\n"
@@ -509,6 +512,53 @@ check_manifests(struct report *r, struct cfgload *L, struct hostlist *hl)
 		     L->cfg.manifests_dir[0] ? L->cfg.manifests_dir : "", L->cfg.manifests_dir[0] ? ")" : "");
 }
 
+/* The C library of this image (the loader dynamically linked programs
+ * name), and every enabled agent and what it requires that could not run
+ * here: the same rule prepare and serve refuse by, before any download. A
+ * tool given by ABX_TOOL_<NAME> or found on PATH by its manifest's check is
+ * someone else's build and is not judged. */
+static void
+check_image(struct report *r, struct cfgload *L)
+{
+	static char names[MANIFEST_SET_MAX][MANIFEST_NAME_MAX];
+	const char *libc = npmlock_detect_libc(NULL), *lo = npmlock_libc_loader(libc);
+	char env[MANIFEST_NAME_MAX + 16], entry[PATH_MAX], ver[MANIFEST_VERSION_MAX];
+	const manifest_t *m;
+	struct err e;
+	int i, n = 0, bad = 0;
+
+	if (lo != NULL)
+		line(r, "PASS", "image", NULL, "C library: %s (loader %s)", libc, lo);
+	else
+		line(r, "PASS", "image", NULL,
+		     "C library: none (neither %s nor %s): only static tools can run here",
+		     npmlock_libc_loader("glibc"), npmlock_libc_loader("musl"));
+	if (!L->ms_open)
+		return;
+	/* A manifest that does not load is check_manifests' FAIL already. */
+	for (i = 0; i < L->cfg.agents.n; i++)
+		(void)manifest_closure_add(&L->ms, L->cfg.agents.v[i], names, &n, MANIFEST_SET_MAX, &e);
+	for (i = 0; i < n; i++) {
+		const char *v;
+
+		if ((m = manifest_get(&L->ms, names[i], &e)) == NULL)
+			continue;
+		install_tool_env_name(m->name, env, sizeof(env));
+		if ((v = getenv(env)) != NULL && v[0] != '\0')
+			continue;
+		err_clear(&e);
+		if (install_image_fits(m, NULL, &e) == 0)
+			continue;
+		if (m->path.argv.n > 0 &&
+		    plan_path_check(m, "", entry, sizeof(entry), ver, sizeof(ver), NULL) == 1)
+			continue;
+		line(r, "FAIL", "image", err_info(e.code)->remedy, "%s: %s", e.code, e.msg);
+		bad++;
+	}
+	if (bad == 0 && L->cfg.agents.n > 0)
+		line(r, "PASS", "image", NULL, "every enabled agent and what it requires can run in this image");
+}
+
 /* --- system --- */
 
 static void
@@ -946,6 +996,7 @@ doctor_main(int argc, char **argv)
 	check_tools_dirs(&r, &L->cfg, &ch);
 	check_installed(&r, &ch);
 	check_manifests(&r, L, hl);
+	check_image(&r, L);
 	check_root(&r, &L->cfg);
 	check_ca(&r, &L->cfg);
 	check_clock(&r);

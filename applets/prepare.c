@@ -98,8 +98,9 @@ plan_from_only(struct tooling *t, char **only, int nonly, struct item *items, in
 static int
 dry_run(struct tooling *t, struct item *items, int n)
 {
+	static struct err unsupported[PREPARE_MAX];
 	struct json_w w;
-	int i, h;
+	int i, h, nunsupported = 0;
 
 	json_w_init(&w, 1 << 20);
 	json_w_obj(&w);
@@ -113,8 +114,11 @@ dry_run(struct tooling *t, struct item *items, int n)
 		const manifest_t *m = manifest_get(&t->ms, items[i].name, &e);
 		int ready = install_ensure(&t->ctx, items[i].name,
 					   INSTALL_F_CHECK | (items[i].requested ? INSTALL_F_NO_PATH : 0), &r, &e) == 0;
+		/* A tool that cannot run in this image says so here, before any
+		 * download (install_image_check, answered by the check). */
+		int cannot = !ready && e.code != NULL && strcmp(e.code, "install.image_unsupported") == 0;
 		const char *state = ready ? (r.from_path ? "on PATH" : r.from_env ? "from environment" : "ready")
-					  : "install";
+				    : cannot ? "cannot run here" : "install";
 
 		json_w_obj(&w);
 		json_w_kstr(&w, "name", m->name);
@@ -129,6 +133,10 @@ dry_run(struct tooling *t, struct item *items, int n)
 		json_w_kstr(&w, "state", state);
 		if (ready)
 			json_w_kstr(&w, "entry", r.entry);
+		if (cannot) {
+			tooling_json_error(&w, &e);
+			unsupported[nunsupported++] = e;
+		}
 		json_w_end(&w);
 		if (!t->json) {
 			char hosts[600] = "";
@@ -140,11 +148,14 @@ dry_run(struct tooling *t, struct item *items, int n)
 		}
 	}
 	json_w_end(&w);
+	json_w_kbool(&w, "ok", nunsupported == 0);
 	json_w_end(&w);
 	if (t->json)
 		printf("%s\n", w.buf);
 	json_w_free(&w);
-	return EXIT_OK;
+	for (i = 0; !t->json && i < nunsupported; i++)
+		err_print(&unsupported[i]);
+	return nunsupported ? EXIT_FAIL : EXIT_OK;
 }
 
 int
@@ -241,8 +252,10 @@ prepare_main(int argc, char **argv)
 	}
 	t.ctx.building = 1;
 	t.ctx.force = force;
-	if (!t.quiet && !t.json)
+	if (!t.quiet && !t.json) {
 		t.ctx.progress = tooling_progress;
+		t.ctx.announce = tooling_announce;
+	}
 	if (plan_from_only(&t, only, nonly, items, &n, &e) < 0) {
 		tooling_close(&t);
 		if (e.code && strcmp(e.code, "not_found") == 0) {
@@ -284,10 +297,20 @@ prepare_main(int argc, char **argv)
 		json_w_kstr(&w, "state", install_state_name(r.state));
 		json_w_kbool(&w, "installed", r.installed);
 		if (rc == 0) {
+			/* ready in a tools directory other than the one named:
+			 * say which (nothing was installed into the named one) */
+			int elsewhere = !r.from_path && !r.from_env && r.dir[0] != '\0' &&
+					t.set.tools_dir[0] != '\0' && strcmp(r.dir, t.set.tools_dir) != 0;
 			json_w_kstr(&w, "entry", r.entry);
+			if (r.dir[0] != '\0')
+				json_w_kstr(&w, "tools_dir", r.dir);
 			if (r.from_path)
 				json_w_kbool(&w, "from_path", 1);
-			if (!t.quiet && !t.json)
+			if (!t.quiet && !t.json && elsewhere)
+				printf("%s %s: ready in %s, not in %s (%s); nothing installed there (%s)\n",
+				       items[i].name, m ? m->version : "", r.dir, t.set.tools_dir,
+				       t.set.tools_dir_source, r.entry);
+			else if (!t.quiet && !t.json)
 				printf("%s %s: %s%s (%s)\n", items[i].name, m ? m->version : "",
 				       r.installed ? "installed" : "ready", r.from_path ? " on PATH" : "", r.entry);
 		} else {

@@ -11,10 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/install.h"
 #include "../core/json.h"
 #include "../core/plan.h"
 #include "cfgload.h"
 #include "prepare_plan.h"
+#include "tooling.h"
 
 struct prepare_plan {
 	struct cfgload *L;
@@ -95,6 +97,7 @@ ops_text(const struct plan_tool *t, char *buf, size_t cap)
 static void
 json_tool(struct json_w *w, const struct plan_tool *t)
 {
+	struct err e;
 	const char *s, *c;
 	int i;
 
@@ -125,6 +128,8 @@ json_tool(struct json_w *w, const struct plan_tool *t)
 		json_w_kstr(w, "path_entry", t->path_entry);
 		json_w_kstr(w, "path_version", t->path_version);
 	}
+	if (!t->on_path && install_image_fits(t->m, NULL, &e) < 0)
+		tooling_json_error(w, &e);
 	json_w_end(w);
 }
 
@@ -134,9 +139,15 @@ prepare_plan_print(const struct prepare_plan *pp, int json)
 	const struct plan *p = &pp->plan;
 	char src[CFG_PATH_MAX + 32], ops[2048], hosts[600];
 	struct json_w w;
-	int i, h;
+	struct err e;
+	int i, h, bad = 0;
 
 	config_source(&pp->L->cfg, CK_INSTALL_MODE, src, sizeof(src));
+	/* A planned tool that cannot run in this image fails the plan now,
+	 * before anything is downloaded. */
+	for (i = 0; i < p->norder; i++)
+		if (install_image_fits(p->t[p->order[i]].m, NULL, &e) < 0)
+			bad++;
 	if (json) {
 		json_w_init(&w, 4u << 20);
 		json_w_obj(&w);
@@ -154,6 +165,7 @@ prepare_plan_print(const struct prepare_plan *pp, int json)
 			if (p->t[i].on_path && p->t[i].nops > 0)
 				json_tool(&w, &p->t[i]);
 		json_w_end(&w);
+		json_w_kbool(&w, "ok", bad == 0);
 		json_w_end(&w);
 		if (w.overflow) {
 			json_w_free(&w);
@@ -162,7 +174,7 @@ prepare_plan_print(const struct prepare_plan *pp, int json)
 		}
 		printf("%s\n", w.buf);
 		json_w_free(&w);
-		return EXIT_OK;
+		return bad ? EXIT_FAIL : EXIT_OK;
 	}
 	printf("configuration: %s\ninstall.mode: %s (%s)\n\n",
 	       pp->L->cfg.file[0] ? pp->L->cfg.file : "(none: embedded defaults)",
@@ -187,7 +199,10 @@ prepare_plan_print(const struct prepare_plan *pp, int json)
 		if (p->t[i].on_path && p->t[i].nops > 0)
 			printf("on PATH, not installed: %s %s at %s (manifest %s)\n", p->t[i].m->name,
 			       p->t[i].path_version, p->t[i].path_entry, p->t[i].m->version);
-	return EXIT_OK;
+	for (i = 0; bad && i < p->norder; i++)
+		if (install_image_fits(p->t[p->order[i]].m, NULL, &e) < 0)
+			err_print(&e);
+	return bad ? EXIT_FAIL : EXIT_OK;
 }
 
 int

@@ -27,6 +27,7 @@
 
 #include "../core/fs.h"
 #include "../core/json.h"
+#include "../core/launch.h"
 #include "../core/npm.h"
 #include "tooling.h"
 
@@ -148,14 +149,17 @@ shim_find(const char *base)
 		return 0;
 	}
 	m = manifest_find_binary(&t.ms, base);
-	if (m == NULL && t.set.manifests_dir[0] == '\0' && shim_tools_dir(g_argv0, dir, sizeof(dir)) == 0 &&
+	/* Installed with --manifests DIR (or manifests_dir): use that
+	 * directory again, also when a built-in manifest has the name, so a
+	 * shim started by name from an op or an agent (without serve's
+	 * configuration) runs the tree that is there rather than installing
+	 * the built-in one. */
+	if (t.set.manifests_dir[0] == '\0' && shim_tools_dir(g_argv0, dir, sizeof(dir)) == 0 &&
 	    marker_manifests_dir(dir, base, mdir, sizeof(mdir)) == 0) {
-		/* installed with --manifests DIR: use that directory again */
 		tooling_close(&t);
 		memset(&t, 0, sizeof(t));
 		t.manifests = mdir;
-		if (tooling_open(&t, 0, NULL, &e) == 0)
-			m = manifest_find_binary(&t.ms, base);
+		m = tooling_open(&t, 0, NULL, &e) == 0 ? manifest_find_binary(&t.ms, base) : NULL;
 	}
 	if (m == NULL) {
 		tooling_close(&t);
@@ -171,9 +175,11 @@ shim_main(int argc, char **argv)
 	/* static: install results and the argv copy are large for a stack */
 	static struct install_result r, nr;
 	static char *nargv[SHIM_ARGS_MAX + NPM_NODE_FLAGS_MAX + 3];
+	static struct launch_tool lt;
 	struct err e;
+	char **env;
 	char dir[PATH_MAX], rp[PATH_MAX], shebang[512], *flags[NPM_NODE_FLAGS_MAX];
-	int js, nflags = 0, i, k = 0;
+	int js, nflags = 0;
 
 	err_clear(&e);
 	if (shim_tools_dir(argv[0], dir, sizeof(dir)) == 0) {
@@ -183,6 +189,10 @@ shim_main(int argc, char **argv)
 			snprintf(t.ctx.cache_dir, sizeof(t.ctx.cache_dir), "%s/.cache",
 				 t.ctx.chain.d[t.ctx.chain.writable].path);
 	}
+	/* an install says so before it starts, with progress on a terminal */
+	t.ctx.announce = tooling_announce;
+	if (isatty(2))
+		t.ctx.progress = tooling_progress;
 	if (install_ensure(&t.ctx, tool, 0, &r, &e) < 0) {
 		err_print(&e);
 		tooling_close(&t);
@@ -196,19 +206,21 @@ shim_main(int argc, char **argv)
 	}
 	/* A JavaScript entry runs as `<node> [shebang options] <script> ARGS`
 	 * with the node of node-runtime (or an acceptable one on PATH), so
-	 * neither /usr/bin/env nor a shell is needed. */
+	 * neither /usr/bin/env nor a shell is needed; the manifest's env is
+	 * what the vendor's launcher would set (core/launch.h). */
 	js = npm_js_entry(r.entry, shebang, sizeof(shebang), flags, &nflags);
 	if (js < 0) {
 		err_printf("install.failed", "cannot read %s: %s", r.entry, strerror(errno));
 		tooling_close(&t);
 		return EXIT_FAIL;
 	}
+	launch_tool_of(&lt, manifest_get(&t.ms, tool, &e));
+	if ((env = launch_env(&lt, r.entry, environ, NULL)) == NULL) {
+		err_printf("internal", "out of memory");
+		tooling_close(&t);
+		return EXIT_FAIL;
+	}
 	if (js) {
-		if (argc > SHIM_ARGS_MAX) {
-			err_printf("usage", "%s: more than %d arguments", tool, SHIM_ARGS_MAX);
-			tooling_close(&t);
-			return 126;
-		}
 		if (install_ensure(&t.ctx, "node-runtime", 0, &nr, &e) < 0) {
 			err_print(&e);
 			tooling_close(&t);
@@ -219,20 +231,15 @@ shim_main(int argc, char **argv)
 			tooling_close(&t);
 			return EXIT_FAIL;
 		}
-		nargv[k++] = nr.entry;
-		for (i = 0; i < nflags; i++)
-			nargv[k++] = flags[i];
-		nargv[k++] = r.entry;
-		for (i = 1; i < argc; i++)
-			nargv[k++] = argv[i];
-		nargv[k] = NULL;
+	}
+	if (launch_argv(nargv, (int)(sizeof(nargv) / sizeof(nargv[0])), js ? nr.entry : NULL, flags, nflags, r.entry,
+			argv + 1, argc - 1) < 0) {
+		err_printf("usage", "%s: more than %d arguments", tool, SHIM_ARGS_MAX);
 		tooling_close(&t);
-		execve(nr.entry, nargv, environ);
-		err_printf("install.failed", "cannot run %s: %s", nr.entry, strerror(errno));
 		return 126;
 	}
 	tooling_close(&t);
-	execve(r.entry, argv, environ);
-	err_printf("install.failed", "cannot run %s: %s", r.entry, strerror(errno));
+	execve(nargv[0], nargv, env);
+	err_printf("install.failed", "cannot run %s: %s", nargv[0], strerror(errno));
 	return 126;
 }

@@ -18,7 +18,9 @@
 #include <unistd.h>
 
 #include "json.h"
+#include "launch.h"
 #include "manifest.h"
+#include "npm.h"
 #include "proc.h"
 
 /* PATH entries searched for a bare argv[0]. */
@@ -92,56 +94,152 @@ executable(const char *path)
  * argv[0] to an absolute path (SPEC §5 order): an absolute path as is; a
  * bare name: the binary of a tool the op installs (its entry from ensure),
  * then <tools>/bin of the chain, then serve's start PATH, skipping entries
- * that are not absolute or are world-writable.
+ * that are not absolute or are world-writable. A name that is a tool's (the
+ * op installs it, or <tools>/bin/<name> is a shim link to this binary and
+ * the tool is ready) resolves to the tool's entry and *tool to its manifest,
+ * so the op launches it as the shim would (core/launch.h). path receives
+ * the tools directories' bin/ for the child's PATH.
  */
 static int
 resolve(struct api_rq *q, const struct op *op, const char *name, char (*entries)[PATH_MAX], char *out,
-        size_t cap, struct err *e)
+        size_t cap, const manifest_t **tool, char *path, size_t pcap, struct err *e)
 {
 	struct tools_chain *ch;
-	const char *path;
+	const char *spath;
 	char dirs[API_PATH_MAX];
 	char *save = NULL, *d;
 	struct stat st;
 	struct err e2;
-	int i;
+	int i, rc = -1;
 
+	*tool = NULL;
+	path[0] = '\0';
+	ch = malloc(sizeof(*ch));
+	if (ch != NULL && tools_chain_build(ch, &q->g->set, 0, &e2) == 0)
+		launch_tools_path(ch, path, pcap);
+	else if (ch != NULL)
+		ch->n = 0;
 	if (name[0] == '/') {
 		snprintf(out, cap, "%s", name);
-		return 0;
+		rc = 0;
+		goto done;
 	}
-	if (strchr(name, '/') != NULL)
-		return err_set(e, "config.invalid", "%s: %s: a program is an absolute path or a bare name",
-		               op->id, name);
+	if (strchr(name, '/') != NULL) {
+		err_set(e, "config.invalid", "%s: %s: a program is an absolute path or a bare name", op->id, name);
+		goto done;
+	}
 	for (i = 0; i < op->ninstall; i++) {
 		const manifest_t *m = manifest_get(q->a->ms, op->install[i], &e2);
 
 		if (m != NULL && strcmp(m->binary, name) == 0 && entries[i][0] == '/') {
 			snprintf(out, cap, "%s", entries[i]);
-			return 0;
+			*tool = m;
+			rc = 0;
+			goto done;
 		}
 	}
-	ch = malloc(sizeof(*ch));
-	if (ch != NULL && tools_chain_build(ch, &q->g->set, 0, &e2) == 0)
-		for (i = 0; i < ch->n; i++)
-			if ((size_t)snprintf(out, cap, "%s/bin/%s", ch->d[i].path, name) < cap &&
-			    executable(out)) {
-				free(ch);
-				return 0;
-			}
-	free(ch);
-	path = start_getenv(q->a, "PATH");
-	if (path != NULL && strlen(path) < sizeof(dirs)) {
-		memcpy(dirs, path, strlen(path) + 1);
+	for (i = 0; ch != NULL && i < ch->n; i++) {
+		const manifest_t *m;
+		struct job_probe *pr;
+		char *rp;
+
+		if ((size_t)snprintf(out, cap, "%s/bin/%s", ch->d[i].path, name) >= cap || !executable(out))
+			continue;
+		rc = 0;
+		/* A shim link: the tool's entry when it is ready (a shim that
+		 * is not would install by its own mode, as from a shell). */
+		if ((rp = malloc(2 * PATH_MAX)) == NULL)
+			goto done;
+		if (realpath(out, rp) == NULL || realpath("/proc/self/exe", rp + PATH_MAX) == NULL ||
+		    strcmp(rp, rp + PATH_MAX) != 0 || (m = manifest_find_binary(q->a->ms, name)) == NULL ||
+		    (pr = malloc(sizeof(*pr))) == NULL) {
+			free(rp);
+			goto done;
+		}
+		free(rp);
+		jobs_probe(q->a->jobs, &q->g->set, m->name, pr);
+		if (pr->ready) {
+			snprintf(out, cap, "%s", pr->entry);
+			*tool = m;
+		}
+		free(pr);
+		goto done;
+	}
+	spath = start_getenv(q->a, "PATH");
+	if (spath != NULL && strlen(spath) < sizeof(dirs)) {
+		memcpy(dirs, spath, strlen(spath) + 1);
 		for (d = strtok_r(dirs, ":", &save); d != NULL; d = strtok_r(NULL, ":", &save)) {
 			if (d[0] != '/' || stat(d, &st) != 0 || (st.st_mode & S_IWOTH))
 				continue;
-			if ((size_t)snprintf(out, cap, "%s/%s", d, name) < cap && executable(out))
-				return 0;
+			if ((size_t)snprintf(out, cap, "%s/%s", d, name) < cap && executable(out)) {
+				rc = 0;
+				goto done;
+			}
 		}
 	}
-	return err_set(e, "not_found", "%s: program %s not found in the tools directories or PATH", op->id,
-	               name);
+	err_set(e, "not_found", "%s: program %s not found in the tools directories or PATH", op->id, name);
+done:
+	free(ch);
+	return rc;
+}
+
+/*
+ * The argv and environment of a resolved program: a tool runs as the shim
+ * runs it (a JavaScript entry through node-runtime's node, which is ready
+ * with the tool that requires it; the manifest's env for its own tree);
+ * every program gets the tools' bin/ first on its PATH. *envp is malloc'd
+ * (launch_env_free). 0, or -1 having answered q.
+ */
+static int
+launch(struct api_rq *q, const struct op *op, const manifest_t *tool, char **argv, int argc, char **out,
+       char *node, char *shebang, size_t scap, char *const *decl_env, const char *path, char ***envp)
+{
+	struct launch_tool *lt = calloc(1, sizeof(*lt));
+	char *flags[NPM_NODE_FLAGS_MAX];
+	int nflags = 0, js = 0;
+
+	if (lt == NULL) {
+		api_rq_errf(q, "internal", "out of memory");
+		return -1;
+	}
+	if (tool != NULL) {
+		launch_tool_of(lt, tool);
+		js = npm_js_entry(argv[0], shebang, scap, flags, &nflags);
+		if (js < 0) {
+			free(lt);
+			api_rq_errf(q, "install.failed", "%s: cannot read %s", op->id, argv[0]);
+			return -1;
+		}
+	}
+	if (js == 1) {
+		struct job_view *v = malloc(sizeof(*v));
+		struct err e;
+		int rc;
+
+		err_clear(&e);
+		rc = v != NULL ? jobs_need(q->a->jobs, &q->g->set, "node-runtime", q->principal, op->id, 0, v, &e) : -1;
+		if (rc == 0)
+			snprintf(node, PATH_MAX, "%s", v->entry);
+		else if (rc == 1)
+			err_set(&e, "install.pending", "node-runtime is still being installed");
+		else if (v == NULL)
+			err_set(&e, "internal", "out of memory");
+		free(v);
+		if (rc != 0) {
+			free(lt);
+			api_rq_err(q, &e);
+			return -1;
+		}
+	}
+	if (launch_argv(out, OP_ARGV_MAX + NPM_NODE_FLAGS_MAX + 2, js == 1 ? node : NULL, flags, nflags, argv[0],
+			argv + 1, argc - 1) < 0 ||
+	    (*envp = launch_env(tool != NULL ? lt : NULL, argv[0], decl_env, path)) == NULL) {
+		free(lt);
+		api_rq_errf(q, "internal", "out of memory");
+		return -1;
+	}
+	free(lt);
+	return 0;
 }
 
 /* ---- the runner ----------------------------------------------------------- */
@@ -429,7 +527,9 @@ api_run_command(struct api_rq *q, const struct op *op)
 	const char *inst[OP_INSTALL_MAX];
 	char(*entries)[PATH_MAX] = NULL;
 	char *argv[OP_ARGV_MAX + 1], *envp[OP_ENV_MAX + 1], *envbuf[OP_ENV_MAX];
-	char *abuf = NULL, *prog = NULL;
+	char *abuf = NULL, *prog = NULL, *largv[OP_ARGV_MAX + NPM_NODE_FLAGS_MAX + 2], **lenv = NULL;
+	char shebang[512], *node = NULL, *tpath = NULL; /* heap: a worker has HTTPD_STACK_SIZE */
+	const manifest_t *tool = NULL;
 	const struct json_val *root;
 	struct proc_spec spec;
 	struct json_doc doc;
@@ -445,8 +545,11 @@ api_run_command(struct api_rq *q, const struct op *op)
 	entries = op->ninstall > 0 ? calloc(OP_INSTALL_MAX, sizeof(*entries)) : NULL;
 	abuf = malloc(OP_EXPAND_MAX);
 	prog = malloc(PATH_MAX);
+	node = malloc(PATH_MAX);
+	tpath = malloc(API_PATH_MAX);
 	r = calloc(1, sizeof(*r));
-	if ((op->ninstall > 0 && entries == NULL) || abuf == NULL || prog == NULL || r == NULL) {
+	if ((op->ninstall > 0 && entries == NULL) || abuf == NULL || prog == NULL || r == NULL || node == NULL ||
+	    tpath == NULL) {
 		api_rq_errf(q, "internal", "out of memory");
 		goto out;
 	}
@@ -458,7 +561,7 @@ api_run_command(struct api_rq *q, const struct op *op)
 	}
 	if (api_need_tools(q, op->id, inst, op->ninstall, entries) != 0)
 		goto out;
-	if (resolve(q, op, argv[0], entries, prog, PATH_MAX, &e) != 0) {
+	if (resolve(q, op, argv[0], entries, prog, PATH_MAX, &tool, tpath, API_PATH_MAX, &e) != 0) {
 		api_rq_err(q, &e);
 		goto out;
 	}
@@ -478,6 +581,8 @@ api_run_command(struct api_rq *q, const struct op *op)
 		nenv++;
 	}
 	envp[nenv] = NULL;
+	if (launch(q, op, tool, argv, argc, largv, node, shebang, sizeof(shebang), envp, tpath, &lenv) != 0)
+		goto out;
 	limit = op->concurrency > 0 ? op->concurrency : q->g->cfg.server.op_concurrency;
 	if (slot_acquire(q->a, op->id, limit) != 0) {
 		api_rq_retry_after(q, API_BUSY_RETRY_AFTER);
@@ -497,8 +602,8 @@ api_run_command(struct api_rq *q, const struct op *op)
 	}
 	admitted = 1;
 	memset(&spec, 0, sizeof(spec));
-	spec.argv = argv;
-	spec.envp = envp;
+	spec.argv = largv;
+	spec.envp = lenv;
 	spec.cwd = op->cwd[0] != '\0' ? op->cwd : NULL;
 	spec.timeout_ms = op->timeout > 0 ? op->timeout * 1000 : 0;
 	r->cap.cap = q->g->cfg.server.max_output_bytes > 0 ? (size_t)q->g->cfg.server.max_output_bytes
@@ -531,6 +636,7 @@ out:
 		slot_release(q->a, op->id);
 	for (i = 0; i < nenv; i++)
 		free(envbuf[i]);
+	launch_env_free(lenv);
 	json_free(&doc);
 	if (r != NULL)
 		proc_capture_free(&r->cap);
@@ -538,4 +644,6 @@ out:
 	free(entries);
 	free(abuf);
 	free(prog);
+	free(node);
+	free(tpath);
 }

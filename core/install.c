@@ -39,6 +39,9 @@
 #include "fs.h"
 #include "http.h"
 #include "json.h"
+#include "launch.h"
+#include "npm.h"
+#include "npmlock.h"
 
 #ifndef ABX_VERSION
 #define ABX_VERSION "0.0.0-dev"
@@ -166,6 +169,35 @@ details_phase(struct err *e, const char *phase)
 	err_details(e, d);
 }
 
+void
+install_fetch_failed(struct err *e, const manifest_t *m, const char *url, const char *msg)
+{
+	const char *under = e->code ? e->code : "internal";
+	struct json_w w;
+
+	/* a failed install is install.failed with its phase (SPEC §10); the
+	 * client's code (http.*, tls.*) says what happened, in the message
+	 * and in details.code */
+	json_w_init(&w, ERR_DETAILS_MAX - 1);
+	json_w_obj(&w);
+	json_w_kstr(&w, "phase", "fetch");
+	json_w_kstr(&w, "code", under);
+	if (url != NULL)
+		json_w_kstr(&w, "url", url);
+	if (strcmp(under, "http.too_large") == 0)
+		json_w_kstr(&w, "hint", "install.max_download_mb caps each download (artifact or npm package)");
+	json_w_end(&w);
+	if (url != NULL)
+		err_set(e, "install.failed", "%s %s: fetching %s: %s: %s", m->name, m->version, url, under, msg);
+	else
+		err_set(e, "install.failed", "%s %s: fetch: %s: %s", m->name, m->version, under, msg);
+	if (!w.overflow)
+		err_details(e, w.buf);
+	else
+		details_phase(e, "fetch");
+	json_w_free(&w);
+}
+
 /* ---- audit and progress ------------------------------------------------ */
 
 void
@@ -204,6 +236,7 @@ struct audit_extra {
 	int64_t duration_ms;    /* -1 absent */
 	int64_t bytes;          /* -1 absent */
 	const char *code, *artifact_sha256, *tree_sha256, *url, *sha256;
+	const struct install_npm_info *npm;  /* npm-lock: lockfile digest, packages */
 };
 
 static void
@@ -241,6 +274,11 @@ audit_event(struct install_ctx *c, const char *event, const manifest_t *m, const
 			json_w_kstr(&w, "url", x->url);
 		if (x->sha256)
 			json_w_kstr(&w, "sha256", x->sha256);
+		if (x->npm != NULL) {
+			json_w_kstr(&w, "lockfile_sha256", x->npm->lock_sha256);
+			json_w_kint(&w, "packages", (int64_t)x->npm->packages);
+			json_w_kint(&w, "downloaded_bytes", (int64_t)x->npm->downloaded);
+		}
 	}
 	json_w_end(&w);
 	install_audit(c->set, w.overflow ? "{\"event\":\"audit.overflow\"}" : w.buf);
@@ -1173,14 +1211,77 @@ tcp_probe(const char *host, int port)
 	return ok;
 }
 
+/* Network probe results, per process (seed 000 §6 step 0b: "once per
+ * process and cached 60 s"): serve runs each install job with its own
+ * context, and a blocked registry must not cost every job its own connect
+ * timeout. A handful of hosts (registry, mirror, tarball hosts) fit. */
+#define PROBE_CACHE_N 8
+static struct {
+	char key[300];
+	time_t at;
+	int rc;
+} probe_cache[PROBE_CACHE_N];
+static pthread_mutex_t probe_mu = PTHREAD_MUTEX_INITIALIZER;
+static unsigned long probe_connects;
+
 static int
-net_probe(struct install_ctx *c, const char *url, struct err *e)
+probe_cached(const char *host, int port, const char *key)
+{
+	time_t t = time(NULL);
+	int i, slot = 0, rc;
+
+	pthread_mutex_lock(&probe_mu);
+	for (i = 0; i < PROBE_CACHE_N; i++) {
+		if (strcmp(probe_cache[i].key, key) == 0 && probe_cache[i].at != 0 &&
+		    t - probe_cache[i].at < INSTALL_PROBE_TTL) {
+			rc = probe_cache[i].rc;
+			pthread_mutex_unlock(&probe_mu);
+			return rc;
+		}
+		if (probe_cache[i].at < probe_cache[slot].at)
+			slot = i;
+	}
+	probe_connects++;
+	pthread_mutex_unlock(&probe_mu);
+	/* the connect runs unlocked: two jobs may probe one host at once,
+	 * which costs a connection, never a wrong answer */
+	rc = tcp_probe(host, port);
+	pthread_mutex_lock(&probe_mu);
+	snprintf(probe_cache[slot].key, sizeof(probe_cache[slot].key), "%s", key);
+	probe_cache[slot].at = time(NULL);
+	probe_cache[slot].rc = rc;
+	pthread_mutex_unlock(&probe_mu);
+	return rc;
+}
+
+unsigned long
+install_probe_connects(void)
+{
+	unsigned long n;
+
+	pthread_mutex_lock(&probe_mu);
+	n = probe_connects;
+	pthread_mutex_unlock(&probe_mu);
+	return n;
+}
+
+void
+install_probe_cache_clear(void)
+{
+	pthread_mutex_lock(&probe_mu);
+	memset(probe_cache, 0, sizeof(probe_cache));
+	pthread_mutex_unlock(&probe_mu);
+}
+
+int
+install_net_probe(struct install_ctx *c, const manifest_t *m, const char *url, struct err *e)
 {
 	struct http_url u;
 	const char *proxy = getenv("HTTPS_PROXY");
-	char key[300];
-	time_t t = time(NULL);
+	char key[300], det[400];
+	int npm = m != NULL && m->source.type != MANIFEST_SRC_TARBALL;
 
+	(void)c;
 	if (proxy == NULL || *proxy == '\0')
 		proxy = getenv("https_proxy");
 	if (http_url_parse(url, &u, e) < 0)
@@ -1197,17 +1298,22 @@ net_probe(struct install_ctx *c, const char *url, struct err *e)
 		}
 	}
 	snprintf(key, sizeof(key), "%s:%d", u.host, u.port);
-	if (c->net_probe_at == 0 || t - c->net_probe_at >= INSTALL_PROBE_TTL || strcmp(key, c->net_probe_host) != 0) {
-		c->net_probe_rc = tcp_probe(u.host, u.port);
-		c->net_probe_at = t;
-		snprintf(c->net_probe_host, sizeof(c->net_probe_host), "%s", key);
-	}
-	if (c->net_probe_rc < 0)
-		return err_set(e, "install.network_unreachable",
-			       "cannot connect to %s within %d s; configure install.mirrors (ABX_INSTALL_MIRROR) or "
-			       "fill a cache with `agent-sandbox-server fetch` and use mode offline",
-			       key, INSTALL_PROBE_CONNECT_MS / 1000);
-	return 0;
+	if (probe_cached(u.host, u.port, key) == 0)
+		return 0;
+	if (npm)
+		err_set(e, "install.network_unreachable",
+			"%s: cannot connect to the npm registry %s within %d s; set install.mirrors.npm "
+			"(ABX_INSTALL_NPM_REGISTRY), or fill a cache with `agent-sandbox-server fetch` and use mode offline",
+			m->name, key, INSTALL_PROBE_CONNECT_MS / 1000);
+	else
+		err_set(e, "install.network_unreachable",
+			"%s%scannot connect to %s within %d s; configure install.mirrors (ABX_INSTALL_MIRROR) or "
+			"fill a cache with `agent-sandbox-server fetch` and use mode offline",
+			m ? m->name : "", m ? ": " : "", key, INSTALL_PROBE_CONNECT_MS / 1000);
+	snprintf(det, sizeof(det), "{\"phase\":\"probe\",\"host\":\"%s\",\"hint\":\"%s\"}", key,
+		 npm ? "install.mirrors.npm, or mode offline with a cache" : "install.mirrors.tarball, or mode offline with a cache");
+	err_details(e, det);
+	return -1;
 }
 
 /* ---- locks and backoff --------------------------------------------------- */
@@ -1279,18 +1385,16 @@ int
 install_backoff_left(struct install_ctx *c, const char *name)
 {
 	struct backoff b;
-	time_t t = time(NULL);
-	int i, left = 0;
+	time_t t = time(NULL), d;
 
-	for (i = 0; i < c->chain.n; i++)
-		if (c->chain.d[i].writable && backoff_read(c->chain.d[i].path, name, &b) == 0 && b.until > t) {
-			/* a record never holds a tool back longer than the maximum,
-			 * whatever it says */
-			time_t d = b.until - t > INSTALL_BACKOFF_MAX ? INSTALL_BACKOFF_MAX : b.until - t;
-			if (d > left)
-				left = (int)d;
-		}
-	return left;
+	/* per tools directory: a failure recorded in another directory of the
+	 * chain does not hold back installs into this one (issue 12 §3) */
+	if (c->chain.writable < 0 || backoff_read(c->chain.d[c->chain.writable].path, name, &b) < 0 || b.until <= t)
+		return 0;
+	/* a record never holds a tool back longer than the maximum, whatever
+	 * it says */
+	d = b.until - t > INSTALL_BACKOFF_MAX ? INSTALL_BACKOFF_MAX : b.until - t;
+	return (int)d;
 }
 
 void
@@ -1677,12 +1781,8 @@ get_artifact(struct install_ctx *c, const manifest_t *m, const struct manifest_a
 	if (!have_mismatch) {
 		char msg[ERR_MSG_MAX];
 		snprintf(msg, sizeof(msg), "%s", e->msg);
-		if (e->code == NULL || strncmp(e->code, "install.", 8) != 0) {
-			/* the client's own code (http.*, tls.*) says what happened */
-			err_set(e, e->code ? e->code : "install.failed", "%s %s: fetching %s: %s", m->name, m->version,
-				a->url, msg);
-			details_phase(e, "fetch");
-		}
+		if (e->code == NULL || strncmp(e->code, "install.", 8) != 0)
+			install_fetch_failed(e, m, a->url, msg);
 	}
 	return -1;
 }
@@ -1773,13 +1873,16 @@ verify_path(struct install_ctx *c, const manifest_t *m, char *buf, size_t cap)
 		snprintf(buf + off, cap - off, "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
 }
 
+static int ensure_inner(struct install_ctx *c, const char *name, const char *min, unsigned flags,
+			struct install_result *r, struct err *e);
+
 static int
 run_verify(struct install_ctx *c, const manifest_t *m, const char *entry, const char *home, struct err *e)
 {
 	char (*words)[MANIFEST_ARG_MAX + PATH_MAX] = malloc(MANIFEST_MAX_ARGV * sizeof(*words));
-	char *argv[MANIFEST_MAX_ARGV + 1], path[8192];
-	char *out = malloc(INSTALL_VERIFY_OUT_MAX);
-	int st;
+	char *argv[MANIFEST_MAX_ARGV + NPM_NODE_FLAGS_MAX + 2], *rest[MANIFEST_MAX_ARGV + 1], path[8192];
+	char *out = malloc(INSTALL_VERIFY_OUT_MAX), shebang[512], *flags[NPM_NODE_FLAGS_MAX], node[PATH_MAX];
+	int st, nflags = 0, n;
 
 	if (out == NULL || words == NULL) {
 		free(out);
@@ -1788,6 +1891,25 @@ run_verify(struct install_ctx *c, const manifest_t *m, const char *entry, const 
 	}
 	verify_path(c, m, path, sizeof(path));
 	subst_bin(&m->verify.argv, entry, words, argv);
+	/* A JavaScript entry is checked as it will run (core/launch.h):
+	 * through node-runtime's node, installed before it as a require. */
+	if (strcmp(argv[0], entry) == 0 &&
+	    npm_js_entry(entry, shebang, sizeof(shebang), flags, &nflags) == 1) {
+		struct install_result *nr = malloc(sizeof(*nr));
+		struct err ne;
+
+		if (nr != NULL && ensure_inner(c, "node-runtime", NULL, INSTALL_F_CHECK, nr, &ne) == 0) {
+			snprintf(node, sizeof(node), "%s", nr->entry);
+			n = 0;
+			while (argv[n] != NULL)
+				n++;
+			memcpy(rest, argv + 1, (size_t)n * sizeof(*argv));
+			if (launch_argv(argv, MANIFEST_MAX_ARGV + NPM_NODE_FLAGS_MAX + 2, node, flags, nflags, entry,
+					rest, n - 1) < 0)
+				argv[0] = (char *)entry;
+		}
+		free(nr);
+	}
 	st = install_run(argv, path, home, m->verify.timeout, out, INSTALL_VERIFY_OUT_MAX, e);
 	free(words);
 	if (st < 0) {
@@ -1944,9 +2066,6 @@ write_marker(struct install_ctx *c, const char *w, const manifest_t *m, const ch
 	return rc;
 }
 
-/* The npm-lock installer (issue 5) stages into tree; see install_npm.c. */
-int install_npm_stage(struct install_ctx *c, const manifest_t *m, const char *tree, struct install_known *known,
-		      struct err *e);
 
 /* Steps 6-10 for one tool, holding its lock in writable directory w. */
 /* FS_IOC_GETFLAGS, FS_IOC_SETFLAGS and FS_TOPDIR_FL of <linux/fs.h> (not
@@ -2050,6 +2169,7 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 	struct xprog xp = {&ps, 0};
 	struct bg_sync bs = {.fd = -1};
 	struct install_known *known = NULL;
+	struct install_npm_info npminfo;
 	struct stat st;
 	uint64_t free_b, files = 0, bytes = 0, asize = 0;
 	int64_t t0 = now_ms();
@@ -2063,6 +2183,7 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 	mark_topdir(staging_root);
 	collect_stale(staging_root, NULL);
 	memset(&ps, 0, sizeof(ps));
+	memset(&npminfo, 0, sizeof(npminfo));
 	ps.c = c;
 	ps.m = m;
 	ps.started = time(NULL);
@@ -2098,7 +2219,7 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 		if (get_artifact(c, m, a, cache, &ps, art_path, sizeof(art_path), sha, e) < 0)
 			goto out;
 		if (m->unpinned) {
-			struct audit_extra ax = {-1, -1, -1, NULL, NULL, NULL, a->url, sha};
+			struct audit_extra ax = {-1, -1, -1, NULL, NULL, NULL, a->url, sha, NULL};
 			warnx_line("UNPINNED INSTALL: %s %s from %s has no pinned digest; it got sha256 %s. "
 				   "ABX_INSTALL_UNPINNED=1 allowed this; pin it with `agent-sandbox-server lock %s`.",
 				   m->name, m->version, a->url, sha, m->name);
@@ -2142,7 +2263,7 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 			err_set(e, "internal", "out of memory");
 			goto out;
 		}
-		if (install_npm_stage(c, m, tree, known, e) < 0)
+		if (install_npm_stage(c, m, tree, known, &npminfo, e) < 0)
 			goto out;
 	}
 
@@ -2228,7 +2349,14 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 	snprintf(r->tree, sizeof(r->tree), "%s", final);
 	snprintf(r->entry, sizeof(r->entry), "%s/%s", final, m->source.bin);
 	{
-		struct audit_extra ax = {1, now_ms() - t0, (int64_t)asize, NULL, sha, hex, NULL, NULL};
+		/* npm-lock: the bytes of every package and the lockfile's
+		 * digest stand where a tarball has its artifact's */
+		struct audit_extra ax = {1, now_ms() - t0, (int64_t)asize, NULL, sha, hex, NULL, NULL, NULL};
+		if (m->source.type != MANIFEST_SRC_TARBALL) {
+			ax.bytes = (int64_t)npminfo.bytes;
+			ax.artifact_sha256 = NULL;
+			ax.npm = &npminfo;
+		}
 		audit_event(c, "install.finish", m, &ax);
 	}
 	rc = 0;
@@ -2239,7 +2367,10 @@ out:
 	fs_rm_tree(staging, NULL);
 	unlink(ps.path);
 	if (rc < 0) {
-		struct audit_extra ax = {0, now_ms() - t0, -1, e->code ? e->code : "internal", NULL, NULL, NULL, NULL};
+		/* a first install that failed leaves no <tools>/<name>/ behind
+		 * (rmdir removes only an empty one) */
+		rmdir(tooldir);
+		struct audit_extra ax = {0, now_ms() - t0, -1, e->code ? e->code : "internal", NULL, NULL, NULL, NULL, NULL};
 		audit_event(c, "install.finish", m, &ax);
 	}
 	return rc;
@@ -2254,8 +2385,46 @@ fail_state(struct install_result *r, struct err *e)
 	return -1;
 }
 
-static int ensure_inner(struct install_ctx *c, const char *name, const char *min, unsigned flags,
-			struct install_result *r, struct err *e);
+
+/* Why m is about to be installed, from the first marker of the chain:
+ * "missing", "manifest changed: ..." or "drift: ..." (a tree whose marker
+ * matches the manifest but whose content does not). */
+static void
+install_why(struct install_ctx *c, const manifest_t *m, char *buf, size_t cap)
+{
+	struct install_marker mk;
+	struct err e;
+	int i;
+
+	for (i = 0; i < c->chain.n; i++) {
+		if (!c->chain.d[i].exists || install_marker_read(c->chain.d[i].path, m->name, &mk, &e) < 0)
+			continue;
+		if (strcmp(mk.manifest_sha256, m->sha256) != 0 || strcmp(mk.version, m->version) != 0) {
+			snprintf(buf, cap, "manifest changed: %s has %s %s from another manifest than %s", c->chain.d[i].path,
+				 m->name, mk.version, m->file[0] ? m->file : "the built-in one");
+			return;
+		}
+		if (strcmp(mk.platform, c->platform) != 0)
+			continue;
+		snprintf(buf, cap, "drift: %s/%s/%s differs from what was installed", c->chain.d[i].path, m->name,
+			 mk.tree);
+		return;
+	}
+	snprintf(buf, cap, "missing");
+}
+
+/* The chain names an explicit directory (--tools-dir, ABX_TOOLS_DIR) that
+ * does not exist yet: an installer creates it (tools_chain_build). */
+static int
+explicit_missing(const struct tools_chain *ch)
+{
+	int i;
+
+	for (i = 0; i < ch->n; i++)
+		if (ch->d[i].explicit_ && !ch->d[i].exists)
+			return 1;
+	return 0;
+}
 
 /* The network is needed unless every artifact is already local. */
 static const char *
@@ -2264,8 +2433,12 @@ needs_network(struct install_ctx *c, const manifest_t *m)
 	const struct manifest_artifact *a;
 	int i;
 
-	if (m->source.type != MANIFEST_SRC_TARBALL)
-		return c->set->npm_mirror[0] ? c->set->npm_mirror : NULL;
+	if (m->source.type != MANIFEST_SRC_TARBALL) {
+		/* the first package not in the cache, through the mirror if
+		 * one is set: the host a download would contact first */
+		static __thread char nu[HTTP_URL_MAX];
+		return install_npm_probe_url(c, m, nu, sizeof(nu)) == 1 ? nu : NULL;
+	}
 	a = manifest_artifact(m, c->platform);
 	if (a == NULL || (a->sha256[0] && maybe_local(c, a->sha256)))
 		return NULL;
@@ -2279,13 +2452,95 @@ needs_network(struct install_ctx *c, const manifest_t *m)
 	return a->url;
 }
 
+/*
+ * Can m run in this image? Its manifest's "libc" names the C libraries whose
+ * program interpreter its native code can use; the image has the one
+ * npmlock_detect_libc finds (or none). Known before any download, so a tool
+ * that cannot run is refused with what is missing instead of failing at
+ * verify after hundreds of MiB. Only for this machine's platform (fetch
+ * fills caches for others).
+ */
+int
+install_image_fits(const manifest_t *m, const char *platform, struct err *e)
+{
+	const char *libc, *g = npmlock_libc_loader("glibc"), *mu = npmlock_libc_loader("musl");
+	char env[MANIFEST_NAME_MAX + 16], need[200], det[512];
+
+	if (m->libc == 0 || (platform != NULL && strcmp(platform, manifest_platform_self()) != 0))
+		return 0;
+	libc = npmlock_detect_libc(NULL);
+	if ((strcmp(libc, "glibc") == 0 && (m->libc & MANIFEST_LIBC_GLIBC)) ||
+	    (strcmp(libc, "musl") == 0 && (m->libc & MANIFEST_LIBC_MUSL)))
+		return 0;
+	install_tool_env_name(m->name, env, sizeof(env));
+	if (m->libc == (MANIFEST_LIBC_GLIBC | MANIFEST_LIBC_MUSL))
+		snprintf(need, sizeof(need), "the glibc loader %s or the musl loader %s", g, mu);
+	else if (m->libc & MANIFEST_LIBC_GLIBC)
+		snprintf(need, sizeof(need), "the glibc loader %s", g);
+	else
+		snprintf(need, sizeof(need), "the musl loader %s", mu);
+	/* Under ERR_MSG_MAX with a "gemini requires node-runtime: " prefix. */
+	err_set(e, "install.image_unsupported",
+		"%s cannot run in this image: it needs %s (C library of this image: %s); "
+		"or set %s or put %s on PATH",
+		m->name, need, libc, env, m->binary);
+	snprintf(det, sizeof(det), "{\"tool\":\"%s\",\"libc\":\"%s\",\"needs\":[%s%s%s],\"env\":\"%s\"}",
+		 m->name, libc, (m->libc & MANIFEST_LIBC_GLIBC) ? "\"glibc\"" : "",
+		 m->libc == (MANIFEST_LIBC_GLIBC | MANIFEST_LIBC_MUSL) ? "," : "",
+		 (m->libc & MANIFEST_LIBC_MUSL) ? "\"musl\"" : "", env);
+	err_details(e, det);
+	return -1;
+}
+
+/* install_image_fits for m and every tool it requires that is not already there
+ * (installed, ABX_TOOL_<NAME>, PATH). */
+static int
+image_check(struct install_ctx *c, const manifest_t *m, struct err *e)
+{
+	int i, rc;
+
+	if (install_image_fits(m, c->platform, e) < 0)
+		return -1;
+	for (i = 0; i < m->nrequires; i++) {
+		struct install_result *rr = malloc(sizeof(*rr));
+		struct err sub;
+
+		if (rr == NULL)
+			return err_set(e, "internal", "out of memory");
+		err_clear(&sub);
+		c->depth++;
+		rc = ensure_inner(c, m->requires[i].name, m->requires[i].min, INSTALL_F_CHECK, rr, &sub);
+		c->depth--;
+		free(rr);
+		if (rc < 0 && sub.code != NULL && strcmp(sub.code, "not_found") != 0) {
+			char msg[ERR_MSG_MAX];
+
+			snprintf(msg, sizeof(msg), "%s", sub.msg);
+			err_set(e, sub.code, "%s requires %s: %s", m->name, m->requires[i].name, msg);
+			err_details(e, sub.details);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int
+install_image_check(struct install_ctx *c, const char *name, struct err *e)
+{
+	const manifest_t *m = manifest_get(c->ms, name, e);
+
+	if (m == NULL)
+		return -1;
+	return image_check(c, m, e);
+}
+
 static int
 ensure_inner(struct install_ctx *c, const char *name, const char *min, unsigned flags, struct install_result *r,
 	     struct err *e)
 {
 	const manifest_t *m;
 	const char *w, *url;
-	char staging_root[PATH_MAX], tried[1024];
+	char staging_root[PATH_MAX], tried[1024], why[INSTALL_WHY_MAX];
 	int fd, i, left, rc;
 
 	memset(r, 0, sizeof(*r));
@@ -2304,33 +2559,40 @@ ensure_inner(struct install_ctx *c, const char *name, const char *min, unsigned 
 		return 0;
 	if (!(flags & INSTALL_F_NO_PATH) && c->set->use_path && path_tool(c, m, min, r))
 		return 0;
+	/* Not there: before anything else, whether it could run here at all
+	 * (also for a check, so every caller learns it before a download). */
+	if (image_check(c, m, e) < 0)
+		return fail_state(r, e);
 	if (flags & INSTALL_F_CHECK) {
 		err_set(e, "not_found", "%s is not installed", name);
 		r->state = INSTALL_MISSING;
 		return -1;
 	}
+	install_why(c, m, why, sizeof(why));
 	switch (c->set->mode) {
 	case CFG_MODE_OFF:
-		err_set(e, "install.disabled", "%s is not installed and install mode is off (%s)", name,
+		err_set(e, "install.disabled", "%s %s: %s, and install mode is off (%s)", name, m->version, why,
 			c->set->mode_source);
 		return fail_state(r, e);
 	case CFG_MODE_BUILD:
 		if (!c->building) {
-			err_set(e, "install.required", "%s is not installed and install mode is build (%s)", name,
-				c->set->mode_source);
+			err_set(e, "install.required", "%s %s: %s, and install mode is build (%s)", name, m->version,
+				why, c->set->mode_source);
 			return fail_state(r, e);
 		}
 		break;
 	default:
 		break;
 	}
-	if (c->chain.writable < 0) {
-		/* an installer may create the explicit or per-user directory */
+	if (c->chain.writable < 0 || explicit_missing(&c->chain)) {
+		/* an installer may create the explicit or per-user directory;
+		 * an explicit one that does not exist yet comes before a later
+		 * writable one of the chain */
 		if (tools_chain_build(&c->chain, c->set, 1, e) < 0)
 			return fail_state(r, e);
 		if (c->prefer[0] != '\0')
 			tools_chain_prefer(&c->chain, c->prefer);
-		if (c->cache_dir[0] == '\0' && c->chain.writable >= 0)
+		if (c->set->cache_dir[0] == '\0' && c->chain.writable >= 0)
 			snprintf(c->cache_dir, sizeof(c->cache_dir), "%s/.cache", c->chain.d[c->chain.writable].path);
 	}
 	if (c->chain.writable < 0) {
@@ -2368,7 +2630,7 @@ ensure_inner(struct install_ctx *c, const char *name, const char *min, unsigned 
 		return fail_state(r, e);
 	}
 	if (c->set->mode != CFG_MODE_OFFLINE && (url = needs_network(c, m)) != NULL &&
-	    net_probe(c, url, e) < 0) {
+	    install_net_probe(c, m, url, e) < 0) {
 		backoff_record(c, name, e);
 		return fail_state(r, e);
 	}
@@ -2415,7 +2677,12 @@ ensure_inner(struct install_ctx *c, const char *name, const char *min, unsigned 
 			}
 		}
 	}
-	/* steps 6-10 */
+	/* steps 6-10, announced first: nothing is downloaded or replaced
+	 * silently (the shim prints it) */
+	if (c->announce != NULL) {
+		install_why(c, m, why, sizeof(why));
+		c->announce(c->progress_arg, m, why, w);
+	}
 	rc = install_one(c, m, w, r, e);
 	if (rc < 0) {
 		/* step 11 */

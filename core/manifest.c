@@ -357,7 +357,7 @@ url_host(const char *url, char *host, size_t cap, int *port)
 
 static const char *const top_keys[] = {"schema", "name", "binary", "version", "description", "requires",
 				       "source", "hosts", "verify", "platforms", "size_hint_mb", "run", "path",
-				       NULL};
+				       "env", "libc", NULL};
 static const char *const tarball_keys[] = {"type", "bin", "strip_components", "platforms", NULL};
 static const char *const art_keys[] = {"url", "sha256", NULL};
 static const char *const verify_keys[] = {"argv", "expect", "timeout", NULL};
@@ -498,6 +498,79 @@ parse_strings(struct vctx *v, const struct json_val *x, const char *path, char *
 	return 0;
 }
 
+/* "libc": ["glibc", "musl"]: the loaders the tool's native code can use. */
+static int
+parse_libc(struct vctx *v, manifest_t *m, const struct json_val *x)
+{
+	size_t i;
+	char p[32];
+
+	if (x->type != JSON_ARRAY || x->u.arr.n == 0 || x->u.arr.n > 2)
+		return bad(v, "$.libc", "expected an array of \"glibc\" and/or \"musl\"");
+	for (i = 0; i < x->u.arr.n; i++) {
+		const struct json_val *s = &x->u.arr.v[i];
+		unsigned bit = 0;
+
+		snprintf(p, sizeof(p), "$.libc[%zu]", i);
+		if (s->type == JSON_STRING && strcmp(s->u.str.s, "glibc") == 0 && s->u.str.len == 5)
+			bit = MANIFEST_LIBC_GLIBC;
+		else if (s->type == JSON_STRING && strcmp(s->u.str.s, "musl") == 0 && s->u.str.len == 4)
+			bit = MANIFEST_LIBC_MUSL;
+		if (bit == 0)
+			return bad(v, p, "expected \"glibc\" or \"musl\"");
+		if (m->libc & bit)
+			return bad(v, p, "duplicate");
+		m->libc |= bit;
+	}
+	return 0;
+}
+
+/* "env": {"NAME": "value with {tree}" | null}. Names that change how
+ * programs are found or loaded, or our own, are refused: a manifest says
+ * what the vendor's launcher sets, nothing more. */
+static int
+parse_env(struct vctx *v, manifest_t *m, const struct json_val *x)
+{
+	size_t i, k;
+	char p[MANIFEST_NAME_MAX + 16];
+
+	if (x->type != JSON_OBJECT)
+		return bad(v, "$.env", "expected an object of NAME: string or null");
+	if (x->u.obj.n > MANIFEST_MAX_ENV)
+		return bad(v, "$.env", "more than %d variables", MANIFEST_MAX_ENV);
+	for (i = 0; i < x->u.obj.n; i++) {
+		const struct json_member *mb = &x->u.obj.m[i];
+		struct manifest_envvar *ev = &m->env[m->nenv];
+		size_t n = strlen(mb->key);
+		const char *t;
+
+		snprintf(p, sizeof(p), "$.env.%.*s", MANIFEST_NAME_MAX - 1, mb->key);
+		if (n == 0 || n >= MANIFEST_NAME_MAX || isdigit((unsigned char)mb->key[0]))
+			return bad(v, p, "not a variable name ([A-Za-z_][A-Za-z0-9_]*)");
+		for (k = 0; k < n; k++)
+			if (!(isalnum((unsigned char)mb->key[k]) || mb->key[k] == '_'))
+				return bad(v, p, "not a variable name ([A-Za-z_][A-Za-z0-9_]*)");
+		if (strcmp(mb->key, "PATH") == 0 || strncmp(mb->key, "LD_", 3) == 0 ||
+		    strncmp(mb->key, "ABX_", 4) == 0)
+			return bad(v, p, "PATH, LD_* and ABX_* are not a manifest's to set");
+		memcpy(ev->name, mb->key, n + 1);
+		if (mb->val.type == JSON_NULL) {
+			ev->unset = 1;
+		} else if (mb->val.type == JSON_STRING && strlen(mb->val.u.str.s) == mb->val.u.str.len) {
+			if (mb->val.u.str.len >= sizeof(ev->value))
+				return bad(v, p, "longer than %zu bytes", sizeof(ev->value) - 1);
+			for (t = strchr(mb->val.u.str.s, '{'); t != NULL; t = strchr(t + 1, '{'))
+				if (strncmp(t, "{tree}", 6) != 0)
+					return bad(v, p, "unknown placeholder (known: {tree})");
+			memcpy(ev->value, mb->val.u.str.s, mb->val.u.str.len + 1);
+		} else {
+			return bad(v, p, "expected a string or null");
+		}
+		m->nenv++;
+	}
+	return 0;
+}
+
 static int
 parse_doc(struct vctx *v, manifest_t *m, const struct json_val *root, const struct manifest_opts *o)
 {
@@ -553,6 +626,10 @@ parse_doc(struct vctx *v, manifest_t *m, const struct json_val *root, const stru
 			}
 	}
 	if ((x = json_get(root, "requires")) != NULL && parse_requires(v, m, x) < 0)
+		return -1;
+	if ((x = json_get(root, "libc")) != NULL && parse_libc(v, m, x) < 0)
+		return -1;
+	if ((x = json_get(root, "env")) != NULL && parse_env(v, m, x) < 0)
 		return -1;
 	if ((x = json_get(root, "size_hint_mb")) != NULL) {
 		if (x->type != JSON_NUMBER || !x->u.num.is_int || x->u.num.i < 0 || x->u.num.i > 1000000)

@@ -54,6 +54,14 @@
 /* Manifests in one set (embedded + directory). */
 #define MANIFEST_SET_MAX 128
 #define MANIFEST_SHA256_HEX 65
+/* Environment variables a tool's launcher sets (codex.js sets two). */
+#define MANIFEST_MAX_ENV 8
+
+/* The C libraries whose program interpreter a tool's native code can use
+ * (manifest key "libc"); 0 = it needs none (static, or a script run by
+ * another tool). */
+#define MANIFEST_LIBC_GLIBC 1u
+#define MANIFEST_LIBC_MUSL 2u
 
 /* The platforms we build for; a manifest naming another is refused. */
 #define MANIFEST_PLATFORM_X64 "linux-x64"
@@ -73,6 +81,14 @@ struct manifest_artifact {
 struct manifest_require {
 	char name[MANIFEST_NAME_MAX];
 	char min[MANIFEST_VERSION_MAX];     /* "" = any version */
+};
+
+/* One variable of the manifest's "env": set to value ("{tree}" is the
+ * installed tree), or removed (unset). */
+struct manifest_envvar {
+	char name[MANIFEST_NAME_MAX];
+	char value[MANIFEST_ARG_MAX];
+	int unset;
 };
 
 struct manifest_argv {
@@ -118,6 +134,11 @@ typedef struct manifest {
 		char min[MANIFEST_VERSION_MAX];
 	} path;
 	struct manifest_argv run;
+	/* What the vendor's launcher does that running the entry directly
+	 * would skip: variables it sets for the native binary (core/launch.h). */
+	struct manifest_envvar env[MANIFEST_MAX_ENV];
+	int nenv;
+	unsigned libc;          /* MANIFEST_LIBC_* bits; 0 = needs no loader */
 
 	/* Where it came from, for messages: "embedded:node-runtime.json" or the
 	 * file's path. */

@@ -43,8 +43,10 @@ rel_ok(const char *s)
  * npm-lock bins may name the platform package that holds a native binary
  * (Claude Code ships one per platform and libc and copies it into place with
  * a postinstall script, which never runs here): "{platform}" is this
- * machine's platform (linux-x64), "{musl}" is "-musl" on a musl system (see
- * npmlock_detect_libc) and "" otherwise. Expanded once, at load.
+ * machine's platform (linux-x64), "{arch}" its processor as target triples
+ * name it (x86_64, aarch64: Codex's vendor/<triple>/bin/codex), "{musl}" is
+ * "-musl" on a musl system (see npmlock_detect_libc) and "" otherwise.
+ * Expanded once, at load.
  */
 static int
 expand_bin(manifest_t *m, struct err *e)
@@ -59,10 +61,13 @@ expand_bin(manifest_t *m, struct err *e)
 		rep = NULL;
 		if (strncmp(p, "{platform}", 10) == 0)
 			rep = manifest_platform_self(), skip = 10;
+		else if (strncmp(p, "{arch}", 6) == 0)
+			rep = strcmp(manifest_platform_self(), MANIFEST_PLATFORM_ARM64) == 0 ? "aarch64" : "x86_64",
+			skip = 6;
 		else if (strncmp(p, "{musl}", 6) == 0)
 			rep = strcmp(npmlock_detect_libc(NULL), "musl") == 0 ? "-musl" : "", skip = 6;
 		else if (*p == '{' || *p == '}')
-			return err_set(e, INVALID, "%s: $.source.bin: unknown placeholder (known: {platform}, {musl})",
+			return err_set(e, INVALID, "%s: $.source.bin: unknown placeholder (known: {platform}, {arch}, {musl})",
 				       m->file);
 		if (rep == NULL)
 			rep = p, n = 1, skip = 1;

@@ -4,7 +4,7 @@
 #include "npmlock.h"
 
 #include <ctype.h>
-#include <glob.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,23 +168,55 @@ npmlock_cpu_for(const char *platform)
 	return NULL;
 }
 
+/* The program interpreters (PT_INTERP) a dynamically linked program of
+ * this machine's architecture names: the exact paths the kernel opens. */
+#if defined(__aarch64__)
+#define LOADER_GLIBC "/lib/ld-linux-aarch64.so.1"
+#define LOADER_MUSL "/lib/ld-musl-aarch64.so.1"
+#else
+#define LOADER_GLIBC "/lib64/ld-linux-x86-64.so.2"
+#define LOADER_MUSL "/lib/ld-musl-x86_64.so.1"
+#endif
+
+const char *
+npmlock_libc_loader(const char *libc)
+{
+	if (libc != NULL && strcmp(libc, "glibc") == 0)
+		return LOADER_GLIBC;
+	if (libc != NULL && strcmp(libc, "musl") == 0)
+		return LOADER_MUSL;
+	return NULL;
+}
+
+/* path under root exists (through symlinks, which are resolved on the
+ * host: a root built for a test holds relative or root-local links). */
+static int
+loader_present(const char *root, const char *path)
+{
+	char p[1024];
+	struct stat st;
+
+	if ((size_t)snprintf(p, sizeof(p), "%s%s", root, path) >= sizeof(p))
+		return 0;
+	return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
 const char *
 npmlock_detect_libc(const char *root)
 {
 	const char *env = getenv("ABX_INSTALL_LIBC");
-	char pat[1024];
-	glob_t g;
-	int found;
 
-	if (env != NULL && (strcmp(env, "glibc") == 0 || strcmp(env, "musl") == 0))
-		return strcmp(env, "musl") == 0 ? "musl" : "glibc";
+	if (env != NULL && (strcmp(env, "glibc") == 0 || strcmp(env, "musl") == 0 || strcmp(env, "none") == 0))
+		return strcmp(env, "musl") == 0 ? "musl" : strcmp(env, "none") == 0 ? "none" : "glibc";
 	if (root == NULL || *root == '\0' || strcmp(root, "/") == 0)
 		root = "";
-	if ((size_t)snprintf(pat, sizeof(pat), "%s/lib/ld-musl-*.so.1", root) >= sizeof(pat))
+	/* Both present (a Debian host with the musl package): the distribution's
+	 * own is glibc, and a glibc build is what its other programs use. */
+	if (loader_present(root, LOADER_GLIBC))
 		return "glibc";
-	found = glob(pat, GLOB_NOSORT, NULL, &g) == 0 && g.gl_pathc > 0;
-	globfree(&g);
-	return found ? "musl" : "glibc";
+	if (loader_present(root, LOADER_MUSL))
+		return "musl";
+	return "none";
 }
 
 /* Optional boolean member: 0/1, or -1 when present and not a boolean. */

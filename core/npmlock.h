@@ -113,10 +113,19 @@ int npmlock_name_ok(const char *name, size_t len);
  * "arm64"; NULL for anything else. */
 const char *npmlock_cpu_for(const char *platform);
 
-/* The libc of the system the tool will run on (not ours: we are static musl):
- * "musl" when <root>/lib/ld-musl-*.so.1 exists, else "glibc". root NULL or ""
- * means "/". ABX_INSTALL_LIBC (glibc|musl) overrides, for tests and for
- * images whose loader is elsewhere. */
+/* The libc of the system the tool will run on (not ours: we are static musl),
+ * from the program interpreter a dynamically linked program of this
+ * architecture names (npmlock_libc_loader): "glibc" when <root>'s glibc
+ * loader exists (also when musl's is there too: a glibc distribution with
+ * the musl package), else "musl" when its musl loader exists, else "none"
+ * (a scratch or static-only image: nothing dynamically linked can run).
+ * root NULL or "" means "/". ABX_INSTALL_LIBC (glibc|musl|none) overrides,
+ * for tests and for images whose loader is elsewhere. */
 const char *npmlock_detect_libc(const char *root);
+
+/* The loader path of libc ("glibc", "musl") for this machine's
+ * architecture ("/lib64/ld-linux-x86-64.so.2", "/lib/ld-musl-x86_64.so.1"),
+ * or NULL for another name. Static strings. */
+const char *npmlock_libc_loader(const char *libc);
 
 #endif

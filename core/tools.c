@@ -114,7 +114,11 @@ probe_dir(struct tools_dir *d, struct err *e)
 		return 0;
 	}
 	if (fs_dir_safe(d->path, &sub) < 0) {
-		if (sub.code != NULL && strcmp(sub.code, "not_found") == 0) {
+		struct stat sb;
+		/* a path through a file is as absent as a missing one (and
+		 * creating it says why it cannot be) */
+		if ((sub.code != NULL && strcmp(sub.code, "not_found") == 0) ||
+		    (stat(d->path, &sb) != 0 && errno == ENOTDIR)) {
 			snprintf(d->why, sizeof(d->why), "does not exist");
 			return 0;
 		}
@@ -183,8 +187,20 @@ tools_chain_build(struct tools_chain *c, const struct install_settings *s, int c
 	for (i = 0; i < c->n; i++)
 		if (probe_dir(&c->d[i], e) < 0)
 			return -1;
-	if (create && expl != NULL)
+	if (create && expl != NULL) {
 		try_create(expl, 0755);
+		/* an explicit directory is used or refused, never silently
+		 * replaced by a later one of the chain (issue 12 §1) */
+		if (!expl->exists) {
+			char tried[1024], det[1100];
+			err_set(e, "install.read_only", "tools directory %s (%s): %s", expl->path,
+				s->tools_dir_source[0] ? s->tools_dir_source : "--tools-dir", expl->why);
+			tools_chain_tried_json(c, tried, sizeof(tried));
+			snprintf(det, sizeof(det), "{\"tried\":%s}", tried);
+			err_details(e, det);
+			return -1;
+		}
+	}
 	for (i = 0; i < c->n; i++)
 		if (c->d[i].writable) {
 			c->writable = i;

@@ -175,6 +175,43 @@ test_hosts_and_urls(void **state)
 	assert_false(manifest_host_allowed(hs, 3, "xdl.example.com", 443));
 }
 
+/* "libc" and "env": what a tool needs of the image and what its vendor's
+ * launcher sets; bad values refused by path. */
+static void
+test_libc_and_env(void **state)
+{
+	manifest_t *m = malloc(sizeof(*m));
+	struct err e;
+
+	(void)state;
+	assert_int_equal(parse(m, tarball("t", NULL, "\"libc\":[\"musl\",\"glibc\"],\"env\":{\"A_1\":\"{tree}/x{tree}\","
+					       "\"B\":null}", SHA_A), &x64, &e), 0);
+	assert_int_equal(m->libc, MANIFEST_LIBC_GLIBC | MANIFEST_LIBC_MUSL);
+	assert_int_equal(m->nenv, 2);
+	assert_string_equal(m->env[0].name, "A_1");
+	assert_string_equal(m->env[0].value, "{tree}/x{tree}");
+	assert_int_equal(m->env[1].unset, 1);
+	assert_int_equal(parse(m, tarball("t", NULL, NULL, SHA_A), &x64, &e), 0);
+	assert_int_equal(m->libc, 0);
+	assert_int_equal(m->nenv, 0);
+	free(m);
+	expect_invalid(tarball("t", NULL, "\"libc\":[]", SHA_A), "$.libc: expected an array");
+	expect_invalid(tarball("t", NULL, "\"libc\":\"glibc\"", SHA_A), "$.libc: expected an array");
+	expect_invalid(tarball("t", NULL, "\"libc\":[\"bionic\"]", SHA_A), "$.libc[0]: expected");
+	expect_invalid(tarball("t", NULL, "\"libc\":[\"musl\",\"musl\"]", SHA_A), "$.libc[1]: duplicate");
+	expect_invalid(tarball("t", NULL, "\"env\":[]", SHA_A), "$.env: expected an object");
+	expect_invalid(tarball("t", NULL, "\"env\":{\"1A\":\"x\"}", SHA_A), "$.env.1A: not a variable name");
+	expect_invalid(tarball("t", NULL, "\"env\":{\"A-B\":\"x\"}", SHA_A), "$.env.A-B: not a variable name");
+	expect_invalid(tarball("t", NULL, "\"env\":{\"PATH\":\"x\"}", SHA_A), "$.env.PATH: PATH, LD_*");
+	expect_invalid(tarball("t", NULL, "\"env\":{\"LD_PRELOAD\":\"x\"}", SHA_A), "$.env.LD_PRELOAD: PATH");
+	expect_invalid(tarball("t", NULL, "\"env\":{\"ABX_SERVER_TOKEN\":null}", SHA_A), "$.env.ABX_SERVER_TOKEN");
+	expect_invalid(tarball("t", NULL, "\"env\":{\"A\":1}", SHA_A), "$.env.A: expected a string or null");
+	expect_invalid(tarball("t", NULL, "\"env\":{\"A\":\"{bin}\"}", SHA_A), "$.env.A: unknown placeholder");
+	expect_invalid(tarball("t", NULL,
+			       "\"env\":{\"A\":null,\"B\":null,\"C\":null,\"D\":null,\"E\":null,\"F\":null,"
+			       "\"G\":null,\"H\":null,\"I\":null}", SHA_A), "$.env: more than 8");
+}
+
 static void
 test_versions_and_requires(void **state)
 {
@@ -428,6 +465,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_set_override_and_unpinned_files, setup_dir, teardown_dir),
 		cmocka_unit_test_setup_teardown(test_npm_lock_validation, setup_dir, teardown_dir),
 		cmocka_unit_test(test_builtin_manifests_load),
+		cmocka_unit_test(test_libc_and_env),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -498,28 +498,53 @@ test_names_and_cpu(void **state)
 }
 
 static void
-test_detect_libc(void **state)
+touch_loader(const char *dir, const char *loader)
 {
-	char dir[] = "/tmp/abx-libc.XXXXXX", path[256];
+	char path[256], *slash;
 	int fd;
 
-	unsetenv("ABX_INSTALL_LIBC");
-	assert_non_null(mkdtemp(dir));
-	assert_string_equal(npmlock_detect_libc(dir), "glibc");
-	snprintf(path, sizeof(path), "%s/lib", dir);
-	assert_int_equal(mkdir(path, 0755), 0);
-	snprintf(path, sizeof(path), "%s/lib/ld-musl-x86_64.so.1", dir);
+	snprintf(path, sizeof(path), "%s%s", dir, loader);
+	slash = strrchr(path, '/');
+	*slash = '\0';
+	(void)mkdir(path, 0755);
+	*slash = '/';
 	fd = open(path, O_CREAT | O_WRONLY, 0644);
 	assert_true(fd >= 0);
 	close(fd);
+}
+
+/* The libc of a root is the loader a dynamically linked program of this
+ * architecture names: none, musl only, glibc, both (glibc wins); the
+ * override; a loader name that is a directory is no loader. */
+static void
+test_detect_libc(void **state)
+{
+	char dir[] = "/tmp/abx-libc.XXXXXX", path[256];
+
+	(void)state;
+	unsetenv("ABX_INSTALL_LIBC");
+	assert_non_null(mkdtemp(dir));
+	assert_string_equal(npmlock_detect_libc(dir), "none");
+	snprintf(path, sizeof(path), "%s/lib", dir);
+	assert_int_equal(mkdir(path, 0755), 0);
+	snprintf(path, sizeof(path), "%s%s", dir, npmlock_libc_loader("musl"));
+	assert_int_equal(mkdir(path, 0755), 0);
+	assert_string_equal(npmlock_detect_libc(dir), "none");
+	rmdir(path);
+	touch_loader(dir, npmlock_libc_loader("musl"));
 	assert_string_equal(npmlock_detect_libc(dir), "musl");
 	setenv("ABX_INSTALL_LIBC", "glibc", 1);
 	assert_string_equal(npmlock_detect_libc(dir), "glibc");
+	setenv("ABX_INSTALL_LIBC", "none", 1);
+	assert_string_equal(npmlock_detect_libc(dir), "none");
+	setenv("ABX_INSTALL_LIBC", "bogus", 1);
+	assert_string_equal(npmlock_detect_libc(dir), "musl");
 	unsetenv("ABX_INSTALL_LIBC");
-	unlink(path);
-	snprintf(path, sizeof(path), "%s/lib", dir);
-	rmdir(path);
-	rmdir(dir);
+	touch_loader(dir, npmlock_libc_loader("glibc"));
+	assert_string_equal(npmlock_detect_libc(dir), "glibc");
+	assert_null(npmlock_libc_loader("none"));
+	assert_null(npmlock_libc_loader(NULL));
+	unit_rmtree(dir);
 }
 
 static int

@@ -1,0 +1,142 @@
+# Base images: the same binary in three roots built here and entered with
+# chroot (a private mount namespace gives each /proc and /dev, as a
+# container runtime does): an empty "scratch" root (the binary, a CA bundle,
+# /etc/hosts), a musl-only root (Alpine's loader, copied from the host's
+# musl package) and a glibc root (the host's loader and libc). The tools are
+# the built-in codex, claude-code, gemini and node-runtime manifests with
+# only their pins swapped for fixture packages served by the fake npm
+# registry through the npm mirror setting: codex's platform package holds a
+# static binary, claude-code's a glibc and a musl dynamically linked one,
+# gemini is JavaScript and node-runtime a glibc build.
+. "$TOP/tests/lib.sh"
+
+if [ "$(id -u)" != 0 ] || ! unshare -m true 2>/dev/null; then
+	skip "images" "needs root and mount namespaces (chroot, mount)"
+	exit 0
+fi
+case $(uname -m) in
+x86_64) GLD=/lib64/ld-linux-x86-64.so.2 MLD=/lib/ld-musl-x86_64.so.1 ;;
+aarch64) GLD=/lib/ld-linux-aarch64.so.1 MLD=/lib/ld-musl-aarch64.so.1 ;;
+*) skip "images" "no loader names for $(uname -m)"; exit 0 ;;
+esac
+[ -e "$MLD" ] || { not_ok "images" "$MLD missing: install Debian's musl package"; exit 1; }
+command -v gcc >/dev/null || { not_ok "images" "gcc is needed to build the fixtures"; exit 1; }
+LIBC6=$(gcc -print-file-name=libc.so.6)
+LIBC6=$(readlink -f "$LIBC6")
+[ -f "$LIBC6" ] || { not_ok "images" "the host's libc.so.6 was not found"; exit 1; }
+
+. "$FIXTURES/agent_pkgs.sh"
+
+# mkroot NAME [musl] [glibc]: $T/root-NAME
+mkroot() {
+	R=$T/root-$1
+	shift
+	mkdir -p "$R/etc" "$R/proc" "$R/dev" "$R/tmp" "$R/ca"
+	cp "$BIN" "$R/abx"
+	cp "$PKI/ca.pem" "$R/ca/ca.pem"
+	cp -r "$T/m" "$R/m"
+	echo "127.0.0.1 localhost" >"$R/etc/hosts"
+	for k in "$@"; do
+		case $k in
+		musl) mkdir -p "$R${MLD%/*}" && cp -L "$MLD" "$R$MLD" ;;
+		glibc) mkdir -p "$R${GLD%/*}" "$R${LIBC6%/*}" && cp -L "$GLD" "$R$GLD" && cp -L "$LIBC6" "$R$LIBC6" ;;
+		esac
+	done
+}
+UNSHARE=$(command -v unshare) CHROOT=$(command -v chroot)
+# inroot ROOT CMD...: CMD in ROOT with a clean environment; extra variables
+# through IN_ENV ("A=1 B=2").
+inroot() {
+	_r=$1
+	shift
+	# shellcheck disable=SC2086
+	run env -i PATH=/bin HOME=/ SSL_CERT_FILE=/ca/ca.pem ABX_INSTALL_NPM_REGISTRY="$REG" ABX_MANIFESTS_DIR=/m \
+		ABX_TOOLS_DIR=/tools ABX_SERVER_STATE_DIR=/state ${IN_ENV:-} \
+		"$UNSHARE" -m sh -c 'r=$1; shift; mount -t proc proc "$r/proc" && mount --bind /dev "$r/dev" && exec "$0" "$r" "$@"' \
+		"$CHROOT" "$_r" "$@"
+}
+fetched() { grep -c "GET /$1" "$T/reg.log" 2>/dev/null || true; }
+
+# ---- scratch: nothing but the binary ---------------------------------------
+mkroot scratch
+S=$T/root-scratch
+inroot "$S" /abx prepare --only codex
+expect "scratch: prepare --only codex" 0 "codex 1.0.0: installed"
+check "scratch: codex needs no node-runtime" test ! -e "$S/tools/node-runtime"
+check "scratch: nothing of node fetched" test "$(fetched node/)" = 0
+inroot "$S" /tools/bin/codex --version
+expect "scratch: codex --version through the shim (a static binary)" 0 "codex 1.0.0"
+IN_ENV="CODEX_MANAGED_BY_NPM=0" inroot "$S" /tools/bin/codex --env CODEX_MANAGED_BY_NPM
+expect "scratch: the shim sets what codex.js sets" 0 "CODEX_MANAGED_BY_NPM=1"
+inroot "$S" /tools/bin/codex --env CODEX_MANAGED_PACKAGE_ROOT
+expect "scratch: CODEX_MANAGED_PACKAGE_ROOT is the installed package" 0 \
+	"CODEX_MANAGED_PACKAGE_ROOT=/tools/codex/1.0.0-$PLAT/node_modules/@openai/codex"
+IN_ENV="CODEX_MANAGED_BY_BUN=1" inroot "$S" /tools/bin/codex --env CODEX_MANAGED_BY_BUN
+expect "scratch: and removes what codex.js removes" 0 "CODEX_MANAGED_BY_BUN unset"
+
+before=$(wc -l <"$T/reg.log")
+inroot "$S" /abx prepare --only claude-code
+expect "scratch: claude-code refused" 3 "" "install.image_unsupported: claude-code cannot run in this image"
+check "scratch: the refusal names both loaders" grep -qF "$GLD or the musl loader $MLD" "$T/err"
+check "scratch: the refusal says what the image has" grep -qF "(C library of this image: none)" "$T/err"
+check "scratch: the refusal names the fix" grep -qF "ABX_TOOL_CLAUDE_CODE" "$T/err"
+inroot "$S" /abx prepare --only gemini
+expect "scratch: gemini refused for its node-runtime" 3 "" \
+	"install.image_unsupported: gemini requires node-runtime: node-runtime cannot run in this image: it needs the glibc loader $GLD"
+check "scratch: nothing downloaded for either" test "$(wc -l <"$T/reg.log")" = "$before"
+check "scratch: no tree, no staging left" test ! -e "$S/tools/claude-code" -a ! -e "$S/tools/gemini" -a ! -e "$S/tools/node-runtime"
+inroot "$S" /abx prepare --dry-run --only gemini
+expect "scratch: prepare --dry-run says it before" 1 "cannot run here" "install.image_unsupported"
+echo '{"agents": ["claude-code"]}' >"$S/cfg.json"
+inroot "$S" /abx prepare --dry-run --config /cfg.json
+expect "scratch: the configuration's plan fails too" 1 "claude-code" "install.image_unsupported: claude-code"
+inroot "$S" /abx doctor --config /cfg.json
+expect "scratch: doctor fails the image check" 1 "FAIL  image"
+check "scratch: doctor names the C library" grep -q "C library: none" "$T/out"
+check "scratch: still nothing downloaded" test "$(wc -l <"$T/reg.log")" = "$before"
+
+# ---- musl only (Alpine-like) ------------------------------------------------
+mkroot musl musl
+R=$T/root-musl
+inroot "$R" /abx prepare --only claude-code
+expect "musl: prepare --only claude-code" 0 "claude-code 1.0.0: installed"
+check "musl: the -musl platform package" test -x "$R/tools/claude-code/1.0.0-$PLAT/node_modules/@anthropic-ai/claude-code-$PLAT-musl/claude"
+check "musl: not the glibc one" test ! -e "$R/tools/claude-code/1.0.0-$PLAT/node_modules/@anthropic-ai/claude-code-$PLAT"
+inroot "$R" /tools/bin/claude --version
+expect "musl: claude --version (dynamically linked against musl)" 0 "claude 1.0.0"
+inroot "$R" /abx prepare --only gemini
+expect "musl: gemini refused (node-runtime is a glibc build)" 3 "" "(C library of this image: musl)"
+inroot "$R" /abx doctor
+expect "musl: doctor names the loader" 0 "C library: musl (loader $MLD)"
+
+# ---- glibc --------------------------------------------------------------------
+mkroot glibc glibc
+R=$T/root-glibc
+inroot "$R" /abx prepare --only claude-code gemini
+expect "glibc: prepare claude-code and gemini (and node-runtime)" 0 "gemini 1.0.0: installed"; cat $T/err >&2
+check "glibc: the glibc platform package" test -x "$R/tools/claude-code/1.0.0-$PLAT/node_modules/@anthropic-ai/claude-code-$PLAT/claude"
+inroot "$R" /tools/bin/claude --version
+expect "glibc: claude --version" 0 "claude 1.0.0"
+inroot "$R" /tools/bin/gemini --version
+expect "glibc: gemini --version through node-runtime's node" 0 "v99.0.0"
+echo '{"agents": ["claude-code", "gemini", "codex"]}' >"$R/cfg.json"
+inroot "$R" /abx doctor --config /cfg.json
+check "glibc: doctor passes the image" grep -q "every enabled agent and what it requires can run in this image" "$T/out"
+
+# ---- the API says so before a download (ABX_INSTALL_LIBC stands in) ------------
+mkdir -m 700 "$T/tools" "$T/state"
+export ABX_INSTALL_NPM_REGISTRY="$REG" ABX_MANIFESTS_DIR="$T/m" ABX_TOOLS_DIR="$T/tools" ABX_SERVER_STATE_DIR="$T/state"
+export SSL_CERT_FILE="$PKI/ca.pem" ABX_INSTALL_LIBC=none ABX_SERVER_TOKEN=tok ABX_SERVER_AGENTS=claude-code
+before=$(wc -l <"$T/reg.log")
+if start_serve; then
+	code=$(curl -s -o "$T/body" -w '%{http_code}' -H 'X-Access-Token: tok' -X POST \
+		"http://127.0.0.1:$PORT/v1/agents/runtimes/claude-code/install")
+	check "api: install answers 424" test "$code" = 424
+	check "api: with install.image_unsupported" grep -q '"code":"install.image_unsupported"' "$T/body"
+	code=$(curl -s -o "$T/body" -w '%{http_code}' -H 'X-Access-Token: tok' -H 'Content-Type: application/json' \
+		-X POST --data '{"prompt": "hi"}' "http://127.0.0.1:$PORT/v1/agents/claude-code/sessions")
+	check "api: a session is refused the same way" test "$code" = 424
+	check "api: nothing downloaded" test "$(wc -l <"$T/reg.log")" = "$before"
+else
+	not_ok "api: serve starts" "$(cat "$T/serve.err")"
+fi

@@ -1,0 +1,191 @@
+# Operator flows of the install engine (issue 12 §1-8): the explicit tools
+# directory, shims that say what they install, backoff per tools directory,
+# caps per artifact, one progress model, npm audit records, the registry
+# probe, and fetch failures as install.failed. Real peers on loopback only:
+# tests/fixtures/httpd.py (HTTPS, a test PKI made here) and npmreg.py.
+. "$TOP/tests/lib.sh"
+
+W=$T/www
+M=$T/man
+mkdir -p "$W" "$M" "$T/home" "$T/state/tools"
+chmod 700 "$T/state" "$T/state/tools"
+export HOME=$T/home ABX_SERVER_STATE_DIR=$T/state ABX_SERVER_AUDIT_FILE=$T/audit.jsonl
+unset ABX_TOOLS_DIR ABX_MANIFESTS_DIR ABX_SERVER_INSTALL_MODE ABX_INSTALL_MODE ABX_INSTALL_MIRROR \
+	ABX_INSTALL_NPM_REGISTRY ABX_INSTALL_UNPINNED ABX_SERVER_ENV ABX_TEST_PAUSE SSL_CERT_DIR HTTPS_PROXY \
+	https_proxy HTTP_PROXY http_proxy NO_PROXY no_proxy
+# /opt/agent-sandbox/tools belongs to the machine: these cases need it absent
+if [ -e /opt/agent-sandbox/tools ]; then
+	skip "install flows" "/opt/agent-sandbox/tools exists on this machine"
+	exit 0
+fi
+
+sh "$FIXTURES/mkcerts.sh" "$T/pki" >/dev/null 2>&1 || { not_ok "test PKI" "mkcerts.sh failed"; exit 1; }
+export SSL_CERT_FILE=$T/pki/ca.pem
+
+mktool() { # NAME VERSION [KIB of data] -> $W/NAME-VERSION.tgz
+	rm -rf "$T/src" && mkdir -p "$T/src/pkg/bin" "$T/src/pkg/share"
+	printf '#!/bin/sh\necho "%s %s"\n' "$1" "$2" >"$T/src/pkg/bin/$1"
+	chmod 755 "$T/src/pkg/bin/$1"
+	head -c $((${3:-20} * 1024)) /dev/urandom >"$T/src/pkg/share/data.bin"
+	tar czf "$W/$1-$2.tgz" -C "$T/src" pkg
+}
+sha() { sha256sum "$1" | cut -d' ' -f1; }
+
+: >"$T/req.log"
+bg python3 "$FIXTURES/httpd.py" --root "$W" --log "$T/req.log" --cert "$T/pki/good.pem" \
+	--key "$T/pki/good.key" >"$T/port" 2>"$T/httpd.err"
+wait_for_line "$T/port" '^[0-9]' 10 || { not_ok "start https fixture" "$(cat "$T/httpd.err")"; exit 1; }
+P=$(head -1 "$T/port")
+gets() { grep -c " GET /f/$1" "$T/req.log" || true; }
+
+# mkman NAME URLPATH SHA [EXTRA-JSON-MEMBERS]: a tarball manifest in $M
+mkman() {
+	cat >"$M/$1.json" <<EOM
+{"schema":1,"name":"$1","binary":"$1","version":"1.0.0",
+ "source":{"type":"tarball","bin":"bin/$1","strip_components":1,
+  "platforms":{"linux-x64":{"url":"https://localhost:$P$2","sha256":"$3"},"linux-arm64":{"url":"https://localhost:$P$2","sha256":"$3"}}},
+ "hosts":["localhost"],"verify":{"argv":["{bin}"],"expect":"$1 1.0.0"},
+ "platforms":["linux-x64","linux-arm64"],"size_hint_mb":1${4:+,$4}}
+EOM
+}
+
+mktool hello 1.0.0
+H=$(sha "$W/hello-1.0.0.tgz")
+mkman hello /f/hello-1.0.0.tgz "$H"
+
+# ---- §1 an explicit tools directory is created and used, or refused -------------
+# the chain's per-user directory ($ABX_SERVER_STATE_DIR/tools) exists and is
+# writable; ABX_TOOLS_DIR names one that does not exist yet
+run env ABX_TOOLS_DIR="$T/newdir" "$BIN" prepare --manifests "$M" --only hello
+expect "§1 ABX_TOOLS_DIR that does not exist: prepare installs" 0 "hello 1.0.0: installed"
+check "§1 ... into the explicit directory, created" test -x "$T/newdir/hello/1.0.0-linux-x64/bin/hello"
+check "§1 ... not into a later directory of the chain" test ! -e "$T/state/tools/hello"
+: >"$T/afile"
+run env ABX_TOOLS_DIR="$T/afile/sub" "$BIN" prepare --manifests "$M" --only hello --force
+expect "§1 an explicit directory that cannot be created is refused" 3 "" "install.read_only"
+check "§1 ... naming it, where it came from, and why" grep -q "tools directory $T/afile/sub (env ABX_TOOLS_DIR): cannot create" "$T/err"
+check "§1 ... and nothing went to the per-user directory" test ! -e "$T/state/tools/hello"
+run "$BIN" prepare --manifests "$M" --only hello
+expect "§1 without ABX_TOOLS_DIR the per-user directory is used" 0 "hello 1.0.0: installed"
+run "$BIN" prepare --manifests "$M" --only hello --tools-dir "$T/c1"
+expect "§1 ready in another directory of the chain: prepare says where" 0 \
+	"hello 1.0.0: ready in $T/state/tools, not in $T/c1 (flag --tools-dir)"
+run "$BIN" prepare --json --manifests "$M" --only hello --tools-dir "$T/c1"
+expect "§1 --json names the tools directory of the ready tree" 0 "\"tools_dir\":\"$T/state/tools\""
+
+# ---- §3 backoff per tools directory; a failed install leaves nothing ---------------
+mktool bad 1.0.0
+mkman bad /f/bad-1.0.0.tgz "$(printf '%064d' 1)"
+run "$BIN" prepare --manifests "$M" --only bad
+expect "§3 a failing install (checksum mismatch)" 3 "" "install.checksum_mismatch"
+check "§3 ... leaves no empty <tools>/bad/" test ! -e "$T/state/tools/bad"
+check "§3 ... its backoff is recorded" test -f "$T/state/tools/.locks/bad.backoff"
+n=$(gets bad-1.0.0.tgz)
+run "$BIN" prepare --manifests "$M" --only bad --tools-dir "$T/b2"
+expect "§3 another tools directory is not held back by that backoff" 3 "" "install.checksum_mismatch"
+check "§3 ... it downloaded again" test "$(gets bad-1.0.0.tgz)" -eq $((n + 1))
+check "§3 ... and left no empty $T/b2/bad/" test ! -e "$T/b2/bad"
+run "$BIN" prepare --manifests "$M" --only bad
+expect "§3 the first directory is still in backoff" 3 "" "install.backoff"
+
+# ---- §8 a fetch failure is install.failed with details.phase and the client's code --
+mkman gone /f/nothing-here.tgz "$(printf %064d 2)"
+run "$BIN" prepare --json --manifests "$M" --only gone --tools-dir "$T/f8"
+expect "§8 a 404 while fetching: install.failed" 3 '"code":"install.failed"'
+check "§8 ... details.phase fetch and the client's code in details.code" \
+	grep -q '"details":{"phase":"fetch","code":"http.status","url":"https://localhost:'"$P"'/f/nothing-here.tgz"}' "$T/out"
+run "$BIN" prepare --manifests "$M" --only gone --tools-dir "$T/f8" --force
+expect "§8 ... the message keeps the client's code" 3 "" "install.failed: gone 1.0.0: fetching https://localhost:$P/f/nothing-here.tgz: http.status:"
+
+# ---- npm-lock tools against the fake registry (tests/fixtures/npmreg.py) ----------
+mkdir -p "$T/reg" "$T/nm"
+export ABX_INSTALL_LIBC=glibc
+bg python3 "$FIXTURES/npmreg.py" --root "$T/reg" --log "$T/reg.log" --cert "$T/pki/good.pem" \
+	--key "$T/pki/good.key" >"$T/reg.port" 2>"$T/reg.err"
+wait_for_line "$T/reg.port" '^[0-9]' 10 || { not_ok "start npm registry" "$(cat "$T/reg.err")"; exit 1; }
+REG="https://localhost:$(head -1 "$T/reg.port")"
+FIXTURES=$FIXTURES T=$T REG=$REG python3 - <<'PY'
+import os, sys
+sys.path.insert(0, os.environ["FIXTURES"])
+import npmpack as P
+T, REG = os.environ["T"], os.environ["REG"]
+root, m = T + "/reg", T + "/nm"
+# the tool: a shell entry (no node needed) and four incompressible packages
+P.pack(root, "@t/app", "1.0.0", {"bin/app": (b"#!/bin/sh\necho app 1.0.0\n", 0o755)}, {"bin": {"app": "bin/app"}})
+entries = {"node_modules/@t/app": P.entry(root, REG, "@t/app", "1.0.0", bin={"app": "bin/app"})}
+for i in range(4):
+    P.pack(root, "blob%d" % i, "1.0.0", {"blob.bin": os.urandom(300 << 10)})
+    entries["node_modules/blob%d" % i] = P.entry(root, REG, "blob%d" % i, "1.0.0")
+verify = {"argv": ["{bin}"], "expect": "app 1.0.0", "timeout": 20}
+P.write_manifest(m, "napp", "@t/app", ["localhost"], verify=verify, bin_="node_modules/.bin/app", binary="napp")
+P.write_lock(m + "/napp/package-lock.json", "@t/app", entries)
+# the same lockfile resolved on a port where nothing listens (a blocked registry)
+blocked = {k: dict(v, resolved=v["resolved"].replace(REG, "https://localhost:1")) for k, v in entries.items()}
+P.write_manifest(m, "nblocked", "@t/app", ["localhost"], verify=verify, bin_="node_modules/.bin/app", binary="nblocked")
+P.write_lock(m + "/nblocked/package-lock.json", "@t/app", blocked)
+PY
+NPKG=5
+NBYTES=$(cat "$T"/reg/@t/app/-/app-1.0.0.tgz "$T"/reg/blob*/-/*.tgz | wc -c)
+LOCKSHA=$(sha "$T/nm/napp/package-lock.json")
+
+# ---- §7 a blocked npm registry is install.network_unreachable, probed first -----
+run "$BIN" prepare --json --manifests "$T/nm" --only nblocked --tools-dir "$T/n7"
+expect "§7 npm-lock, registry unreachable: install.network_unreachable" 3 '"code":"install.network_unreachable"'
+check "§7 ... with the phase, the host and the hint" \
+	grep -q '"details":{"phase":"probe","host":"localhost:1","hint":"install.mirrors.npm, or mode offline with a cache"}' "$T/out"
+check "§7 ... and the npm mirror in the message" grep -q 'set install.mirrors.npm (ABX_INSTALL_NPM_REGISTRY)' "$T/out"
+
+# ---- §6 the audit record of an npm install: bytes, lockfile digest, packages -------
+run "$BIN" prepare --manifests "$T/nm" --only napp --tools-dir "$T/n6"
+expect "§6 an npm-lock install" 0 "napp 1.0.0: installed"
+grep '"event":"install.finish","tool":"napp"' "$T/audit.jsonl" | tail -1 >"$T/a6"
+check "§6 install.finish has the bytes of every package" grep -q "\"bytes\":$NBYTES," "$T/a6"
+check "§6 ... the lockfile's digest and the package count" \
+	grep -q "\"lockfile_sha256\":\"$LOCKSHA\",\"packages\":$NPKG,\"downloaded_bytes\":$NBYTES" "$T/a6"
+check "§6 ... and no empty artifact digest" sh -c "! grep -q '\"artifact_sha256\":\"\"' '$T/a6'"
+
+# ---- §4 max_download_mb caps each artifact, not the sum --------------------------
+# napp's five packages are 1.2 MB together, each under 1 MiB
+run env ABX_SERVER_INSTALL_MAX_DOWNLOAD_MB=1 "$BIN" fetch --manifests "$T/nm" --only napp --platform all --cache "$T/c4"
+expect "§4 fetch: packages under the cap each, over it together" 0
+run env ABX_SERVER_INSTALL_MAX_DOWNLOAD_MB=1 "$BIN" prepare --manifests "$T/nm" --only napp --tools-dir "$T/n4"
+expect "§4 prepare: the same npm tool installs under a 1 MiB cap" 0 "napp 1.0.0: installed"
+mktool big 1.0.0 1500
+mkman big /f/big-1.0.0.tgz "$(sha "$W/big-1.0.0.tgz")"
+run env ABX_SERVER_INSTALL_MAX_DOWNLOAD_MB=1 "$BIN" prepare --json --manifests "$M" --only big --tools-dir "$T/n4"
+expect "§4 one artifact above the cap: install.failed" 3 '"code":"install.failed"'
+check "§4 ... details.code http.too_large and the hint" \
+	grep -q '"code":"http.too_large",.*"hint":"install.max_download_mb caps each download' "$T/out"
+
+# ---- §2 a shim says what it installs and why, obeys the mode, shows progress on a TTY --
+mktool shy 1.0.0 200
+mkman shy /f/shy-1.0.0.tgz "$(sha "$W/shy-1.0.0.tgz")"
+run "$BIN" prepare -q --manifests "$M" --only shy --tools-dir "$T/s2"
+expect "§2 prepared" 0
+S2=$T/s2/bin/shy
+run env ABX_MANIFESTS_DIR="$M" "$S2"
+expect "§2 a ready tool: the shim installs nothing and says nothing" 0 "shy 1.0.0"
+check "§2 ... stderr is empty" test ! -s "$T/err"
+# drift: a file of the prepared tree changed
+echo tampered >>"$T/s2/shy/1.0.0-linux-x64/share/data.bin"
+n=$(gets shy-1.0.0.tgz)
+run env ABX_MANIFESTS_DIR="$M" ABX_SERVER_INSTALL_MODE=build "$S2"
+expect "§2 drift in mode build: install.required, naming the drift" 1 "" \
+	"install.required: shy 1.0.0: drift: $T/s2/shy/1.0.0-linux-x64 differs from what was installed, and install mode is build"
+check "§2 ... nothing downloaded" test "$(gets shy-1.0.0.tgz)" -eq "$n"
+run env ABX_MANIFESTS_DIR="$M" "$S2"
+expect "§2 drift in mode lazy: one line before the reinstall" 0 "shy 1.0.0" \
+	"agent-sandbox-server: installing shy 1.0.0 into $T/s2 (drift: $T/s2/shy/1.0.0-linux-x64 differs from what was installed)"
+check "§2 ... exactly one line on stderr (no progress without a terminal)" test "$(wc -l <"$T/err")" -eq 1
+# the manifest the shim sees is not the one the tree was installed from
+mkman shy /f/shy-1.0.0.tgz "$(sha "$W/shy-1.0.0.tgz")" '"description":"changed"'
+run env ABX_MANIFESTS_DIR="$M" ABX_SERVER_INSTALL_MODE=build "$S2"
+expect "§2 manifest changed in mode build: install.required, naming it" 1 "" \
+	"install.required: shy 1.0.0: manifest changed: $T/s2 has shy 1.0.0 from another manifest than $M/shy.json"
+rm -f "$T/s2/.cache/$(sha "$W/shy-1.0.0.tgz")"
+n=$(gets shy-1.0.0.tgz)
+script -qec "env ABX_MANIFESTS_DIR='$M' '$S2'" /dev/null >"$T/tty.out" 2>&1
+check "§2 manifest changed on a terminal: the line, then progress" sh -c \
+	"grep -q 'installing shy 1.0.0 into $T/s2 (manifest changed: ' '$T/tty.out' && grep -q 'shy: download' '$T/tty.out'"
+check "§2 ... then the tool runs" grep -q "shy 1.0.0" "$T/tty.out"
+check "§2 ... it downloaded once" test "$(gets shy-1.0.0.tgz)" -eq $((n + 1))
