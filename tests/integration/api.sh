@@ -94,7 +94,8 @@ EOF
 cat >"$T/config.json" <<EOF
 {"agents": ["hello", "badsum"], "commands": "$T/cmds.json", "policy": "$T/policy.json",
  "preset": "admin", "manifests_dir": "$M", "audit_file": "$T/audit.jsonl",
- "install": {"wait": 20}, "server": {"max_output_bytes": 1024, "max_connections": 512}}
+ "install": {"wait": 20}, "server": {"max_output_bytes": 1024, "max_connections": 512,
+            "max_connections_per_peer": 512}}
 EOF
 sed 's/"wait": 20/"wait": 1/' "$T/config.json" >"$T/config-wait1.json"
 
@@ -308,6 +309,7 @@ check "metrics count what the server core refused (route server, status 400)" \
 check "the server still answers after all that" test "$(A -H "$H" "$U/v1/ops")" = 200
 
 # ---- slow connections cut at their deadline while a fresh request is served ------------------
+# (all from 127.0.0.1: server.max_connections_per_peer is raised to 512 above for them)
 "$PY" "$FIXTURES/apiclient.py" slow "$PORT" "$TOK" 300 3 10 >"$T/slow" 2>&1
 fresh=$(sed -n 's/.*fresh_ms=\([0-9-]*\).*/\1/p' "$T/slow")
 check "300 slow connections opened" grep -q 'opened=300' "$T/slow"
