@@ -993,7 +993,8 @@ dispatch(struct httpd *s, struct conn *c)
 		r = &s->cfg.routes[i];
 		if (!path_matches(r, q->path))
 			continue;
-		if (strcmp(r->method, q->method) == 0 || (head && strcmp(r->method, "GET") == 0)) {
+		if (strcmp(r->method, q->method) == 0 || strcmp(r->method, "*") == 0 ||
+		    (head && strcmp(r->method, "GET") == 0)) {
 			found = r;
 			break;
 		}

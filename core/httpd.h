@@ -101,10 +101,11 @@ enum {
 
 /* One route. The table is searched in order: the first route whose path
  * matches and whose method equals the request's runs (HEAD runs a GET route
- * and drops the body). A path that matches only under other methods answers
- * 405 with Allow; no match answers 404 not_found. */
+ * and drops the body; method "*" takes any method, path "" with HTTPD_PREFIX
+ * any target, "OPTIONS *" included). A path that matches only under other
+ * methods answers 405 with Allow; no match answers 404 not_found. */
 struct httpd_route {
-	const char *method;
+	const char *method; /* "GET", …, or "*" for any */
 	const char *path;
 	int flags;
 	httpd_handler fn;

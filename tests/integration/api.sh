@@ -147,6 +147,21 @@ s=$(A "$U/v1/no/such/route"); cp "$T/body" "$T/b401b"
 check "unknown route without a token: the same 401" sh -c "test $s = 401 && cmp -s '$T/b401a' '$T/b401b'"
 s=$(A -X DELETE "$U/v1/ops/hello.run")
 check "any method without a token: the same 401" sh -c "test $s = 401 && cmp -s '$T/b401a' '$T/body'"
+# Methods the API does not route and the asterisk target: the same 401 and an
+# audit record (before: 405 with Allow, or 404 for OPTIONS *, and no record).
+n0=$(grep -c '"event":"auth.failure"' "$T/audit.jsonl" 2>/dev/null)
+for req in "TRACE /v1/ops" "CONNECT /v1/ops" "PROPFIND /v1/ops" "get /v1/ops" "FOO-BAR /health" \
+	"OPTIONS *" "DELETE /health"; do
+	printf '%s HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' "$req" |
+		"$PY" -S "$FIXTURES/rawhttp.py" "$PORT" >"$T/r" 2>"$T/rerr"
+	sed '1,/^\r$/d' "$T/r" >"$T/rbody"
+	check "$req without a token: the same 401" \
+		sh -c "grep -q '^HTTP/1.1 401 ' '$T/r' && grep -qi '^WWW-Authenticate: Bearer' '$T/r' && cmp -s '$T/b401a' '$T/rbody'"
+	m=${req%% *}
+	check "$req without a token: an audit record" \
+		grep -q "\"event\":\"auth.failure\",\"code\":\"auth.missing\",\"peer\":\"127.0.0.1:[0-9]*\",\"method\":\"$m\"" "$T/audit.jsonl"
+done
+check "one audit record per refused request" test "$(grep -c '"event":"auth.failure"' "$T/audit.jsonl")" -eq $((n0 + 7))
 s=$(A -H "X-Access-Token: wrong" "$U/v1/ops"); cp "$T/body" "$T/b401c"
 s2=$(A -H "X-Access-Token: wrong" "$U/v1/nothing-here")
 check "wrong token: 401 auth.invalid, same for unknown routes" \
