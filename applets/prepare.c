@@ -252,8 +252,10 @@ prepare_main(int argc, char **argv)
 	}
 	t.ctx.building = 1;
 	t.ctx.force = force;
-	if (!t.quiet && !t.json)
+	if (!t.quiet && !t.json) {
 		t.ctx.progress = tooling_progress;
+		t.ctx.announce = tooling_announce;
+	}
 	if (plan_from_only(&t, only, nonly, items, &n, &e) < 0) {
 		tooling_close(&t);
 		if (e.code && strcmp(e.code, "not_found") == 0) {

@@ -189,6 +189,10 @@ shim_main(int argc, char **argv)
 			snprintf(t.ctx.cache_dir, sizeof(t.ctx.cache_dir), "%s/.cache",
 				 t.ctx.chain.d[t.ctx.chain.writable].path);
 	}
+	/* an install says so before it starts, with progress on a terminal */
+	t.ctx.announce = tooling_announce;
+	if (isatty(2))
+		t.ctx.progress = tooling_progress;
 	if (install_ensure(&t.ctx, tool, 0, &r, &e) < 0) {
 		err_print(&e);
 		tooling_close(&t);

@@ -95,6 +95,23 @@ tooling_progress(void *arg, const char *name, const char *phase, uint64_t bytes,
 }
 
 void
+tooling_announce(void *arg, const manifest_t *m, const char *why, const char *dir)
+{
+	char line[INSTALL_WHY_MAX + PATH_MAX + 200];
+	int n;
+
+	(void)arg;
+	n = snprintf(line, sizeof(line), "agent-sandbox-server: installing %s %s into %s (%s)\n", m->name, m->version,
+		     dir, why);
+	if (n >= (int)sizeof(line))
+		n = (int)sizeof(line) - 1, line[n - 1] = '\n';
+	/* one write, like every message */
+	if (n > 0 && write(2, line, (size_t)n) < 0) {
+		/* stderr closed: nothing to tell */
+	}
+}
+
+void
 tooling_json_error(struct json_w *w, const struct err *e)
 {
 	json_w_key(w, "error");

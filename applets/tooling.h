@@ -47,4 +47,8 @@ void tooling_json_error(struct json_w *w, const struct err *e);
  * and, while downloading, about once a second). */
 void tooling_progress(void *arg, const char *name, const char *phase, uint64_t bytes, uint64_t total);
 
+/* The line before an install (install_ctx.announce): "agent-sandbox-server:
+ * installing NAME VERSION into DIR (why)" on stderr. */
+void tooling_announce(void *arg, const manifest_t *m, const char *why, const char *dir);
+
 #endif

@@ -184,6 +184,8 @@ install_fetch_failed(struct err *e, const manifest_t *m, const char *url, const 
 	json_w_kstr(&w, "code", under);
 	if (url != NULL)
 		json_w_kstr(&w, "url", url);
+	if (strcmp(under, "http.too_large") == 0)
+		json_w_kstr(&w, "hint", "install.max_download_mb caps each download (artifact or npm package)");
 	json_w_end(&w);
 	if (url != NULL)
 		err_set(e, "install.failed", "%s %s: fetching %s: %s: %s", m->name, m->version, url, under, msg);
@@ -234,6 +236,7 @@ struct audit_extra {
 	int64_t duration_ms;    /* -1 absent */
 	int64_t bytes;          /* -1 absent */
 	const char *code, *artifact_sha256, *tree_sha256, *url, *sha256;
+	const struct install_npm_info *npm;  /* npm-lock: lockfile digest, packages */
 };
 
 static void
@@ -271,6 +274,11 @@ audit_event(struct install_ctx *c, const char *event, const manifest_t *m, const
 			json_w_kstr(&w, "url", x->url);
 		if (x->sha256)
 			json_w_kstr(&w, "sha256", x->sha256);
+		if (x->npm != NULL) {
+			json_w_kstr(&w, "lockfile_sha256", x->npm->lock_sha256);
+			json_w_kint(&w, "packages", (int64_t)x->npm->packages);
+			json_w_kint(&w, "downloaded_bytes", (int64_t)x->npm->downloaded);
+		}
 	}
 	json_w_end(&w);
 	install_audit(c->set, w.overflow ? "{\"event\":\"audit.overflow\"}" : w.buf);
@@ -1203,14 +1211,77 @@ tcp_probe(const char *host, int port)
 	return ok;
 }
 
+/* Network probe results, per process (seed 000 §6 step 0b: "once per
+ * process and cached 60 s"): serve runs each install job with its own
+ * context, and a blocked registry must not cost every job its own connect
+ * timeout. A handful of hosts (registry, mirror, tarball hosts) fit. */
+#define PROBE_CACHE_N 8
+static struct {
+	char key[300];
+	time_t at;
+	int rc;
+} probe_cache[PROBE_CACHE_N];
+static pthread_mutex_t probe_mu = PTHREAD_MUTEX_INITIALIZER;
+static unsigned long probe_connects;
+
 static int
-net_probe(struct install_ctx *c, const char *url, struct err *e)
+probe_cached(const char *host, int port, const char *key)
+{
+	time_t t = time(NULL);
+	int i, slot = 0, rc;
+
+	pthread_mutex_lock(&probe_mu);
+	for (i = 0; i < PROBE_CACHE_N; i++) {
+		if (strcmp(probe_cache[i].key, key) == 0 && probe_cache[i].at != 0 &&
+		    t - probe_cache[i].at < INSTALL_PROBE_TTL) {
+			rc = probe_cache[i].rc;
+			pthread_mutex_unlock(&probe_mu);
+			return rc;
+		}
+		if (probe_cache[i].at < probe_cache[slot].at)
+			slot = i;
+	}
+	probe_connects++;
+	pthread_mutex_unlock(&probe_mu);
+	/* the connect runs unlocked: two jobs may probe one host at once,
+	 * which costs a connection, never a wrong answer */
+	rc = tcp_probe(host, port);
+	pthread_mutex_lock(&probe_mu);
+	snprintf(probe_cache[slot].key, sizeof(probe_cache[slot].key), "%s", key);
+	probe_cache[slot].at = time(NULL);
+	probe_cache[slot].rc = rc;
+	pthread_mutex_unlock(&probe_mu);
+	return rc;
+}
+
+unsigned long
+install_probe_connects(void)
+{
+	unsigned long n;
+
+	pthread_mutex_lock(&probe_mu);
+	n = probe_connects;
+	pthread_mutex_unlock(&probe_mu);
+	return n;
+}
+
+void
+install_probe_cache_clear(void)
+{
+	pthread_mutex_lock(&probe_mu);
+	memset(probe_cache, 0, sizeof(probe_cache));
+	pthread_mutex_unlock(&probe_mu);
+}
+
+int
+install_net_probe(struct install_ctx *c, const manifest_t *m, const char *url, struct err *e)
 {
 	struct http_url u;
 	const char *proxy = getenv("HTTPS_PROXY");
-	char key[300];
-	time_t t = time(NULL);
+	char key[300], det[400];
+	int npm = m != NULL && m->source.type != MANIFEST_SRC_TARBALL;
 
+	(void)c;
 	if (proxy == NULL || *proxy == '\0')
 		proxy = getenv("https_proxy");
 	if (http_url_parse(url, &u, e) < 0)
@@ -1227,17 +1298,22 @@ net_probe(struct install_ctx *c, const char *url, struct err *e)
 		}
 	}
 	snprintf(key, sizeof(key), "%s:%d", u.host, u.port);
-	if (c->net_probe_at == 0 || t - c->net_probe_at >= INSTALL_PROBE_TTL || strcmp(key, c->net_probe_host) != 0) {
-		c->net_probe_rc = tcp_probe(u.host, u.port);
-		c->net_probe_at = t;
-		snprintf(c->net_probe_host, sizeof(c->net_probe_host), "%s", key);
-	}
-	if (c->net_probe_rc < 0)
-		return err_set(e, "install.network_unreachable",
-			       "cannot connect to %s within %d s; configure install.mirrors (ABX_INSTALL_MIRROR) or "
-			       "fill a cache with `agent-sandbox-server fetch` and use mode offline",
-			       key, INSTALL_PROBE_CONNECT_MS / 1000);
-	return 0;
+	if (probe_cached(u.host, u.port, key) == 0)
+		return 0;
+	if (npm)
+		err_set(e, "install.network_unreachable",
+			"%s: cannot connect to the npm registry %s within %d s; set install.mirrors.npm "
+			"(ABX_INSTALL_NPM_REGISTRY), or fill a cache with `agent-sandbox-server fetch` and use mode offline",
+			m->name, key, INSTALL_PROBE_CONNECT_MS / 1000);
+	else
+		err_set(e, "install.network_unreachable",
+			"%s%scannot connect to %s within %d s; configure install.mirrors (ABX_INSTALL_MIRROR) or "
+			"fill a cache with `agent-sandbox-server fetch` and use mode offline",
+			m ? m->name : "", m ? ": " : "", key, INSTALL_PROBE_CONNECT_MS / 1000);
+	snprintf(det, sizeof(det), "{\"phase\":\"probe\",\"host\":\"%s\",\"hint\":\"%s\"}", key,
+		 npm ? "install.mirrors.npm, or mode offline with a cache" : "install.mirrors.tarball, or mode offline with a cache");
+	err_details(e, det);
+	return -1;
 }
 
 /* ---- locks and backoff --------------------------------------------------- */
@@ -1990,9 +2066,6 @@ write_marker(struct install_ctx *c, const char *w, const manifest_t *m, const ch
 	return rc;
 }
 
-/* The npm-lock installer (issue 5) stages into tree; see install_npm.c. */
-int install_npm_stage(struct install_ctx *c, const manifest_t *m, const char *tree, struct install_known *known,
-		      struct err *e);
 
 /* Steps 6-10 for one tool, holding its lock in writable directory w. */
 /* FS_IOC_GETFLAGS, FS_IOC_SETFLAGS and FS_TOPDIR_FL of <linux/fs.h> (not
@@ -2096,6 +2169,7 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 	struct xprog xp = {&ps, 0};
 	struct bg_sync bs = {.fd = -1};
 	struct install_known *known = NULL;
+	struct install_npm_info npminfo;
 	struct stat st;
 	uint64_t free_b, files = 0, bytes = 0, asize = 0;
 	int64_t t0 = now_ms();
@@ -2109,6 +2183,7 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 	mark_topdir(staging_root);
 	collect_stale(staging_root, NULL);
 	memset(&ps, 0, sizeof(ps));
+	memset(&npminfo, 0, sizeof(npminfo));
 	ps.c = c;
 	ps.m = m;
 	ps.started = time(NULL);
@@ -2144,7 +2219,7 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 		if (get_artifact(c, m, a, cache, &ps, art_path, sizeof(art_path), sha, e) < 0)
 			goto out;
 		if (m->unpinned) {
-			struct audit_extra ax = {-1, -1, -1, NULL, NULL, NULL, a->url, sha};
+			struct audit_extra ax = {-1, -1, -1, NULL, NULL, NULL, a->url, sha, NULL};
 			warnx_line("UNPINNED INSTALL: %s %s from %s has no pinned digest; it got sha256 %s. "
 				   "ABX_INSTALL_UNPINNED=1 allowed this; pin it with `agent-sandbox-server lock %s`.",
 				   m->name, m->version, a->url, sha, m->name);
@@ -2188,7 +2263,7 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 			err_set(e, "internal", "out of memory");
 			goto out;
 		}
-		if (install_npm_stage(c, m, tree, known, e) < 0)
+		if (install_npm_stage(c, m, tree, known, &npminfo, e) < 0)
 			goto out;
 	}
 
@@ -2274,7 +2349,14 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 	snprintf(r->tree, sizeof(r->tree), "%s", final);
 	snprintf(r->entry, sizeof(r->entry), "%s/%s", final, m->source.bin);
 	{
-		struct audit_extra ax = {1, now_ms() - t0, (int64_t)asize, NULL, sha, hex, NULL, NULL};
+		/* npm-lock: the bytes of every package and the lockfile's
+		 * digest stand where a tarball has its artifact's */
+		struct audit_extra ax = {1, now_ms() - t0, (int64_t)asize, NULL, sha, hex, NULL, NULL, NULL};
+		if (m->source.type != MANIFEST_SRC_TARBALL) {
+			ax.bytes = (int64_t)npminfo.bytes;
+			ax.artifact_sha256 = NULL;
+			ax.npm = &npminfo;
+		}
 		audit_event(c, "install.finish", m, &ax);
 	}
 	rc = 0;
@@ -2288,7 +2370,7 @@ out:
 		/* a first install that failed leaves no <tools>/<name>/ behind
 		 * (rmdir removes only an empty one) */
 		rmdir(tooldir);
-		struct audit_extra ax = {0, now_ms() - t0, -1, e->code ? e->code : "internal", NULL, NULL, NULL, NULL};
+		struct audit_extra ax = {0, now_ms() - t0, -1, e->code ? e->code : "internal", NULL, NULL, NULL, NULL, NULL};
 		audit_event(c, "install.finish", m, &ax);
 	}
 	return rc;
@@ -2303,6 +2385,33 @@ fail_state(struct install_result *r, struct err *e)
 	return -1;
 }
 
+
+/* Why m is about to be installed, from the first marker of the chain:
+ * "missing", "manifest changed: ..." or "drift: ..." (a tree whose marker
+ * matches the manifest but whose content does not). */
+static void
+install_why(struct install_ctx *c, const manifest_t *m, char *buf, size_t cap)
+{
+	struct install_marker mk;
+	struct err e;
+	int i;
+
+	for (i = 0; i < c->chain.n; i++) {
+		if (!c->chain.d[i].exists || install_marker_read(c->chain.d[i].path, m->name, &mk, &e) < 0)
+			continue;
+		if (strcmp(mk.manifest_sha256, m->sha256) != 0 || strcmp(mk.version, m->version) != 0) {
+			snprintf(buf, cap, "manifest changed: %s has %s %s from another manifest than %s", c->chain.d[i].path,
+				 m->name, mk.version, m->file[0] ? m->file : "the built-in one");
+			return;
+		}
+		if (strcmp(mk.platform, c->platform) != 0)
+			continue;
+		snprintf(buf, cap, "drift: %s/%s/%s differs from what was installed", c->chain.d[i].path, m->name,
+			 mk.tree);
+		return;
+	}
+	snprintf(buf, cap, "missing");
+}
 
 /* The chain names an explicit directory (--tools-dir, ABX_TOOLS_DIR) that
  * does not exist yet: an installer creates it (tools_chain_build). */
@@ -2324,8 +2433,12 @@ needs_network(struct install_ctx *c, const manifest_t *m)
 	const struct manifest_artifact *a;
 	int i;
 
-	if (m->source.type != MANIFEST_SRC_TARBALL)
-		return c->set->npm_mirror[0] ? c->set->npm_mirror : NULL;
+	if (m->source.type != MANIFEST_SRC_TARBALL) {
+		/* the first package not in the cache, through the mirror if
+		 * one is set: the host a download would contact first */
+		static __thread char nu[HTTP_URL_MAX];
+		return install_npm_probe_url(c, m, nu, sizeof(nu)) == 1 ? nu : NULL;
+	}
 	a = manifest_artifact(m, c->platform);
 	if (a == NULL || (a->sha256[0] && maybe_local(c, a->sha256)))
 		return NULL;
@@ -2427,7 +2540,7 @@ ensure_inner(struct install_ctx *c, const char *name, const char *min, unsigned 
 {
 	const manifest_t *m;
 	const char *w, *url;
-	char staging_root[PATH_MAX], tried[1024];
+	char staging_root[PATH_MAX], tried[1024], why[INSTALL_WHY_MAX];
 	int fd, i, left, rc;
 
 	memset(r, 0, sizeof(*r));
@@ -2455,15 +2568,16 @@ ensure_inner(struct install_ctx *c, const char *name, const char *min, unsigned 
 		r->state = INSTALL_MISSING;
 		return -1;
 	}
+	install_why(c, m, why, sizeof(why));
 	switch (c->set->mode) {
 	case CFG_MODE_OFF:
-		err_set(e, "install.disabled", "%s is not installed and install mode is off (%s)", name,
+		err_set(e, "install.disabled", "%s %s: %s, and install mode is off (%s)", name, m->version, why,
 			c->set->mode_source);
 		return fail_state(r, e);
 	case CFG_MODE_BUILD:
 		if (!c->building) {
-			err_set(e, "install.required", "%s is not installed and install mode is build (%s)", name,
-				c->set->mode_source);
+			err_set(e, "install.required", "%s %s: %s, and install mode is build (%s)", name, m->version,
+				why, c->set->mode_source);
 			return fail_state(r, e);
 		}
 		break;
@@ -2516,7 +2630,7 @@ ensure_inner(struct install_ctx *c, const char *name, const char *min, unsigned 
 		return fail_state(r, e);
 	}
 	if (c->set->mode != CFG_MODE_OFFLINE && (url = needs_network(c, m)) != NULL &&
-	    net_probe(c, url, e) < 0) {
+	    install_net_probe(c, m, url, e) < 0) {
 		backoff_record(c, name, e);
 		return fail_state(r, e);
 	}
@@ -2563,7 +2677,12 @@ ensure_inner(struct install_ctx *c, const char *name, const char *min, unsigned 
 			}
 		}
 	}
-	/* steps 6-10 */
+	/* steps 6-10, announced first: nothing is downloaded or replaced
+	 * silently (the shim prints it) */
+	if (c->announce != NULL) {
+		install_why(c, m, why, sizeof(why));
+		c->announce(c->progress_arg, m, why, w);
+	}
 	rc = install_one(c, m, w, r, e);
 	if (rc < 0) {
 		/* step 11 */

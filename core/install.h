@@ -61,6 +61,8 @@ const char *install_state_name(enum install_state s);
 typedef void (*install_progress_fn)(void *arg, const char *name, const char *phase, uint64_t bytes,
 				    uint64_t total);
 
+/* The reason an install happens, for messages. */
+#define INSTALL_WHY_MAX 200
 /* Probe results are cached this long (SPEC §6 step 2). */
 #define INSTALL_PROBE_TTL 60
 #define INSTALL_PROBE_CONNECT_MS 2000
@@ -90,6 +92,10 @@ struct install_ctx {
 	int force;                  /* clear backoff first */
 	install_progress_fn progress;
 	void *progress_arg;
+	/* Called (with progress_arg) once per tool right before it is
+	 * installed: why ("missing", "manifest changed: ...", "drift: ...")
+	 * and the tools directory it goes to. NULL = silent. */
+	void (*announce)(void *arg, const manifest_t *m, const char *why, const char *dir);
 	const char *principal;      /* for audit; NULL = "cli" */
 	const char *op;
 	char self[PATH_MAX];        /* this binary, the target of bin/ links */
@@ -100,9 +106,6 @@ struct install_ctx {
 	char exec_probe_dir[PATH_MAX];
 	struct err exec_probe_err;
 	int exec_probe_rc;
-	time_t net_probe_at;
-	char net_probe_host[300];
-	int net_probe_rc;
 
 	struct http_client *http;   /* created on first download */
 	struct install_marker_slot *mcache;  /* INSTALL_MARKER_CACHE slots, owned */
@@ -188,8 +191,15 @@ int install_cache_artifact(struct install_ctx *c, const manifest_t *m, const str
  * missing integrities, install.failed with details.phase, http.*, tls.*).
  */
 struct install_known;
+/* What an npm-lock install fetched, for its audit record. */
+struct install_npm_info {
+	uint64_t bytes;          /* every package tarball, downloaded or cached */
+	uint64_t downloaded;     /* of which downloaded now */
+	size_t packages;         /* packages installed */
+	char lock_sha256[65];    /* the lockfile's digest */
+};
 int install_npm_stage(struct install_ctx *c, const manifest_t *m, const char *tree, struct install_known *known,
-		      struct err *e);
+		      struct install_npm_info *info, struct err *e);
 int install_npm_fetch(struct install_ctx *c, const manifest_t *m, const char *platform, struct err *e);
 /* One SBOM row per installed npm package (name, version, purl, path,
  * integrity, sha256 when the cache knows it, url) into the marker's array. */
@@ -202,6 +212,23 @@ void install_npm_sbom(struct install_ctx *c, const manifest_t *m, struct json_w 
  * install.failed, details {"phase":"fetch","code":<that code>[,"url":…]}, the
  * code and msg (a copy the caller made of e->msg) kept in the message. */
 void install_fetch_failed(struct err *e, const manifest_t *m, const char *url, const char *msg);
+
+/* The network probe of SPEC §6 step 2: a TCP connect (INSTALL_PROBE_CONNECT_MS)
+ * to url's host (or the HTTPS proxy), cached per process for
+ * INSTALL_PROBE_TTL seconds per host:port. Returns 0, or -1 with
+ * install.network_unreachable: the host, details {phase: "probe", host,
+ * hint} and the mirror or offline hint for m's source type (m may be NULL). */
+int install_net_probe(struct install_ctx *c, const manifest_t *m, const char *url, struct err *e);
+/* TCP connects the probe made in this process (tests), and a reset of its
+ * cache (tests). */
+unsigned long install_probe_connects(void);
+void install_probe_cache_clear(void);
+
+/* npm-lock: the URL of the first package of m's lockfile (for c->platform)
+ * that is not in the cache, through the npm mirror when one is set, into
+ * url. Returns 1, 0 when every package is cached (no network needed) or the
+ * lockfile does not load (the install reports that). */
+int install_npm_probe_url(struct install_ctx *c, const manifest_t *m, char *url, size_t cap);
 
 void install_backoff_clear(struct install_ctx *c, const char *name);
 

@@ -8,11 +8,13 @@
  * (install.mirrors.npm / ABX_INSTALL_NPM_REGISTRY) and install.allow_hosts.
  * Lockfile `resolved` URLs must be on the manifest's hosts or the mirror.
  */
+#include "http.h"
 #include "install.h"
 #include "json.h"
 #include "npm.h"
 #include "npmlock.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,7 +92,7 @@ progress(void *arg, uint64_t bytes, uint64_t total, size_t done, size_t count)
 /* Load m's lockfile for platform (NULL = every platform). */
 static int
 load_lock(struct install_ctx *c, const manifest_t *m, const char *platform, struct npm_hosts *h,
-	  struct npmlock *l, struct err *e)
+	  struct npmlock *l, char lock_sha[65], struct err *e)
 {
 	struct npmlock_opts lo;
 	char *text = NULL;
@@ -99,6 +101,14 @@ load_lock(struct install_ctx *c, const manifest_t *m, const char *platform, stru
 
 	if (manifest_read_sibling(m, m->source.lock, JSON_MAX_BYTES_DEFAULT, &text, &len, e) < 0)
 		return -1;
+	if (lock_sha != NULL) {
+		struct digest d;
+		char hex[DIGEST_HEX_MAX];
+		digest_buf(DIGEST_SHA256, text, len, &d);
+		digest_hex(&d, hex);
+		memcpy(lock_sha, hex, 64);
+		lock_sha[64] = '\0';
+	}
 	memset(&lo, 0, sizeof(lo));
 	lo.package = m->source.package;
 	lo.hosts = h->h;
@@ -125,7 +135,7 @@ on_file(void *arg, const char *pkgpath, const char *name, const struct stat *st,
 
 static int
 run(struct install_ctx *c, const manifest_t *m, const char *platform, const char *tree, const char *fallback_cache,
-    struct install_known *known, struct err *e)
+    struct install_known *known, struct install_npm_info *info, struct err *e)
 {
 	struct npm_hosts h;
 	struct npmlock l;
@@ -137,7 +147,7 @@ run(struct install_ctx *c, const manifest_t *m, const char *platform, const char
 	int rc;
 
 	collect_hosts(c, m, &h);
-	if (load_lock(c, m, platform, &h, &l, e) < 0)
+	if (load_lock(c, m, platform, &h, &l, info ? info->lock_sha256 : NULL, e) < 0)
 		return -1;
 	snprintf(cache, sizeof(cache), "%s", c->cache_dir);
 	if (cache[0] == '\0' || (mkdir(cache, 0755) != 0 && access(cache, W_OK) != 0) || access(cache, W_OK) != 0) {
@@ -169,6 +179,11 @@ run(struct install_ctx *c, const manifest_t *m, const char *platform, const char
 	rc = npm_install(&o, &st, e);
 	if (rc == 0)
 		install_known_settle(known);
+	if (info != NULL) {
+		info->downloaded = st.bytes;
+		info->bytes = st.bytes + st.cached_bytes;
+		info->packages = st.fetched + st.cached;
+	}
 	if (rc == 0) {
 		c->downloads += (int)st.fetched;
 		c->bytes_downloaded += st.bytes;
@@ -187,20 +202,56 @@ run(struct install_ctx *c, const manifest_t *m, const char *platform, const char
 
 int
 install_npm_stage(struct install_ctx *c, const manifest_t *m, const char *tree, struct install_known *known,
-		  struct err *e)
+		  struct install_npm_info *info, struct err *e)
 {
 	char fallback[PATH_MAX];
 
 	/* With no writable cache the downloads go beside the tree, in staging,
 	 * and disappear with it. */
 	snprintf(fallback, sizeof(fallback), "%s/../npm-cache", tree);
-	return run(c, m, c->platform, tree, fallback, known, e);
+	return run(c, m, c->platform, tree, fallback, known, info, e);
 }
 
 int
 install_npm_fetch(struct install_ctx *c, const manifest_t *m, const char *platform, struct err *e)
 {
-	return run(c, m, platform != NULL && strcmp(platform, "all") == 0 ? NULL : platform, NULL, NULL, NULL, e);
+	return run(c, m, platform != NULL && strcmp(platform, "all") == 0 ? NULL : platform, NULL, NULL, NULL, NULL, e);
+}
+
+int
+install_npm_probe_url(struct install_ctx *c, const manifest_t *m, char *url, size_t cap)
+{
+	struct npm_hosts h;
+	struct npmlock l;
+	struct err e;
+	char hex[DIGEST_HEX_MAX], p[PATH_MAX], reg[HTTP_URL_MAX];
+	size_t i, n;
+	int found = 0;
+
+	collect_hosts(c, m, &h);
+	if (load_lock(c, m, c->platform, &h, &l, NULL, &e) < 0)
+		return 0;
+	snprintf(reg, sizeof(reg), "%s", c->set->npm_mirror);
+	n = strlen(reg);
+	while (n > 0 && reg[n - 1] == '/')
+		reg[--n] = '\0';
+	for (i = 0; i < l.npkgs && !found; i++) {
+		const struct npmlock_pkg *pk = &l.pkgs[i];
+		if (pk->in_bundle || pk->resolved == NULL || pk->resolved[0] == '\0')
+			continue;
+		/* the index names the file: present means cached (the install
+		 * re-hashes it; a damaged one is a download the probe missed) */
+		if (c->cache_dir[0] && npm_cache_sha256(c->cache_dir, &pk->digest, hex) &&
+		    snprintf(p, sizeof(p), "%s/%s", c->cache_dir, hex) < (int)sizeof(p) && access(p, R_OK) == 0)
+			continue;
+		if (reg[0] != '\0' && pk->url_path != NULL)
+			snprintf(url, cap, "%s%s", reg, pk->url_path);
+		else
+			snprintf(url, cap, "%s", pk->resolved);
+		found = 1;
+	}
+	npmlock_free(&l);
+	return found;
 }
 
 void
@@ -213,7 +264,7 @@ install_npm_sbom(struct install_ctx *c, const manifest_t *m, struct json_w *w)
 	size_t i;
 
 	collect_hosts(c, m, &h);
-	if (load_lock(c, m, c->platform, &h, &l, &e) < 0)
+	if (load_lock(c, m, c->platform, &h, &l, NULL, &e) < 0)
 		return; /* it loaded for the install a moment ago */
 	for (i = 0; i < l.npkgs; i++) {
 		const struct npmlock_pkg *p = &l.pkgs[i];

@@ -299,11 +299,6 @@ sink_write(void *arg, const void *buf, size_t len, struct err *e)
 	s->bytes += len;
 	pthread_mutex_lock(&s->r->mu);
 	s->r->st.bytes += len;
-	if (s->r->o->max_bytes > 0 && s->r->st.bytes > (uint64_t)s->r->o->max_bytes) {
-		pthread_mutex_unlock(&s->r->mu);
-		return err_set(e, "http.too_large", "the downloads exceed max_download_mb (%lld bytes)",
-			       (long long)s->r->o->max_bytes);
-	}
 	if (s->r->o->progress)
 		s->r->o->progress(s->r->o->progress_arg, s->r->st.bytes, s->r->announced, s->r->done, s->r->n);
 	pthread_mutex_unlock(&s->r->mu);
@@ -347,8 +342,11 @@ fetch_one(struct run *r, struct http_client *hc, struct job *j, struct wbuf *b, 
 	wbuf_reset(b, o->fetch_only);
 	if ((rc = cache_get(o->cache, &p->digest, b, j->file, sizeof(j->file), e)) != 0) {
 		if (rc > 0) {
+			struct stat cs;
+			uint64_t sz = stat(j->file, &cs) == 0 ? (uint64_t)cs.st_size : 0;
 			pthread_mutex_lock(&r->mu);
 			r->st.cached++;
+			r->st.cached_bytes += sz;
 			pthread_mutex_unlock(&r->mu);
 		}
 		return rc < 0 ? -1 : 0;

@@ -67,7 +67,9 @@ struct npm_opts {
 	int jobs;                   /* 0 = NPM_JOBS_DEFAULT */
 	int offline;                /* cache only: a miss is install.disabled */
 	int fetch_only;             /* fill the cache, extract nothing */
-	int64_t max_bytes;          /* total download cap (0 = none) */
+	int64_t max_bytes;          /* cap per package download (0 = none); no
+	                             * total: every byte must match a pinned
+	                             * integrity, so the lockfile bounds the sum */
 	int64_t deadline_ms;        /* absolute CLOCK_MONOTONIC ms; 0 = none */
 	npm_progress_fn progress;
 	void *progress_arg;
@@ -80,6 +82,7 @@ struct npm_stats {
 	size_t cached;              /* taken from the cache */
 	size_t extracted;
 	uint64_t bytes;             /* downloaded bytes */
+	uint64_t cached_bytes;      /* bytes of the packages taken from the cache */
 	uint64_t files;             /* files written by extraction */
 };
 

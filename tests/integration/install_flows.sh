@@ -96,3 +96,96 @@ check "§8 ... details.phase fetch and the client's code in details.code" \
 	grep -q '"details":{"phase":"fetch","code":"http.status","url":"https://localhost:'"$P"'/f/nothing-here.tgz"}' "$T/out"
 run "$BIN" prepare --manifests "$M" --only gone --tools-dir "$T/f8" --force
 expect "§8 ... the message keeps the client's code" 3 "" "install.failed: gone 1.0.0: fetching https://localhost:$P/f/nothing-here.tgz: http.status:"
+
+# ---- npm-lock tools against the fake registry (tests/fixtures/npmreg.py) ----------
+mkdir -p "$T/reg" "$T/nm"
+export ABX_INSTALL_LIBC=glibc
+bg python3 "$FIXTURES/npmreg.py" --root "$T/reg" --log "$T/reg.log" --cert "$T/pki/good.pem" \
+	--key "$T/pki/good.key" >"$T/reg.port" 2>"$T/reg.err"
+wait_for_line "$T/reg.port" '^[0-9]' 10 || { not_ok "start npm registry" "$(cat "$T/reg.err")"; exit 1; }
+REG="https://localhost:$(head -1 "$T/reg.port")"
+FIXTURES=$FIXTURES T=$T REG=$REG python3 - <<'PY'
+import os, sys
+sys.path.insert(0, os.environ["FIXTURES"])
+import npmpack as P
+T, REG = os.environ["T"], os.environ["REG"]
+root, m = T + "/reg", T + "/nm"
+# the tool: a shell entry (no node needed) and four incompressible packages
+P.pack(root, "@t/app", "1.0.0", {"bin/app": (b"#!/bin/sh\necho app 1.0.0\n", 0o755)}, {"bin": {"app": "bin/app"}})
+entries = {"node_modules/@t/app": P.entry(root, REG, "@t/app", "1.0.0", bin={"app": "bin/app"})}
+for i in range(4):
+    P.pack(root, "blob%d" % i, "1.0.0", {"blob.bin": os.urandom(300 << 10)})
+    entries["node_modules/blob%d" % i] = P.entry(root, REG, "blob%d" % i, "1.0.0")
+verify = {"argv": ["{bin}"], "expect": "app 1.0.0", "timeout": 20}
+P.write_manifest(m, "napp", "@t/app", ["localhost"], verify=verify, bin_="node_modules/.bin/app", binary="napp")
+P.write_lock(m + "/napp/package-lock.json", "@t/app", entries)
+# the same lockfile resolved on a port where nothing listens (a blocked registry)
+blocked = {k: dict(v, resolved=v["resolved"].replace(REG, "https://localhost:1")) for k, v in entries.items()}
+P.write_manifest(m, "nblocked", "@t/app", ["localhost"], verify=verify, bin_="node_modules/.bin/app", binary="nblocked")
+P.write_lock(m + "/nblocked/package-lock.json", "@t/app", blocked)
+PY
+NPKG=5
+NBYTES=$(cat "$T"/reg/@t/app/-/app-1.0.0.tgz "$T"/reg/blob*/-/*.tgz | wc -c)
+LOCKSHA=$(sha "$T/nm/napp/package-lock.json")
+
+# ---- §7 a blocked npm registry is install.network_unreachable, probed first -----
+run "$BIN" prepare --json --manifests "$T/nm" --only nblocked --tools-dir "$T/n7"
+expect "§7 npm-lock, registry unreachable: install.network_unreachable" 3 '"code":"install.network_unreachable"'
+check "§7 ... with the phase, the host and the hint" \
+	grep -q '"details":{"phase":"probe","host":"localhost:1","hint":"install.mirrors.npm, or mode offline with a cache"}' "$T/out"
+check "§7 ... and the npm mirror in the message" grep -q 'set install.mirrors.npm (ABX_INSTALL_NPM_REGISTRY)' "$T/out"
+
+# ---- §6 the audit record of an npm install: bytes, lockfile digest, packages -------
+run "$BIN" prepare --manifests "$T/nm" --only napp --tools-dir "$T/n6"
+expect "§6 an npm-lock install" 0 "napp 1.0.0: installed"
+grep '"event":"install.finish","tool":"napp"' "$T/audit.jsonl" | tail -1 >"$T/a6"
+check "§6 install.finish has the bytes of every package" grep -q "\"bytes\":$NBYTES," "$T/a6"
+check "§6 ... the lockfile's digest and the package count" \
+	grep -q "\"lockfile_sha256\":\"$LOCKSHA\",\"packages\":$NPKG,\"downloaded_bytes\":$NBYTES" "$T/a6"
+check "§6 ... and no empty artifact digest" sh -c "! grep -q '\"artifact_sha256\":\"\"' '$T/a6'"
+
+# ---- §4 max_download_mb caps each artifact, not the sum --------------------------
+# napp's five packages are 1.2 MB together, each under 1 MiB
+run env ABX_SERVER_INSTALL_MAX_DOWNLOAD_MB=1 "$BIN" fetch --manifests "$T/nm" --only napp --platform all --cache "$T/c4"
+expect "§4 fetch: packages under the cap each, over it together" 0
+run env ABX_SERVER_INSTALL_MAX_DOWNLOAD_MB=1 "$BIN" prepare --manifests "$T/nm" --only napp --tools-dir "$T/n4"
+expect "§4 prepare: the same npm tool installs under a 1 MiB cap" 0 "napp 1.0.0: installed"
+mktool big 1.0.0 1500
+mkman big /f/big-1.0.0.tgz "$(sha "$W/big-1.0.0.tgz")"
+run env ABX_SERVER_INSTALL_MAX_DOWNLOAD_MB=1 "$BIN" prepare --json --manifests "$M" --only big --tools-dir "$T/n4"
+expect "§4 one artifact above the cap: install.failed" 3 '"code":"install.failed"'
+check "§4 ... details.code http.too_large and the hint" \
+	grep -q '"code":"http.too_large",.*"hint":"install.max_download_mb caps each download' "$T/out"
+
+# ---- §2 a shim says what it installs and why, obeys the mode, shows progress on a TTY --
+mktool shy 1.0.0 200
+mkman shy /f/shy-1.0.0.tgz "$(sha "$W/shy-1.0.0.tgz")"
+run "$BIN" prepare -q --manifests "$M" --only shy --tools-dir "$T/s2"
+expect "§2 prepared" 0
+S2=$T/s2/bin/shy
+run env ABX_MANIFESTS_DIR="$M" "$S2"
+expect "§2 a ready tool: the shim installs nothing and says nothing" 0 "shy 1.0.0"
+check "§2 ... stderr is empty" test ! -s "$T/err"
+# drift: a file of the prepared tree changed
+echo tampered >>"$T/s2/shy/1.0.0-linux-x64/share/data.bin"
+n=$(gets shy-1.0.0.tgz)
+run env ABX_MANIFESTS_DIR="$M" ABX_SERVER_INSTALL_MODE=build "$S2"
+expect "§2 drift in mode build: install.required, naming the drift" 1 "" \
+	"install.required: shy 1.0.0: drift: $T/s2/shy/1.0.0-linux-x64 differs from what was installed, and install mode is build"
+check "§2 ... nothing downloaded" test "$(gets shy-1.0.0.tgz)" -eq "$n"
+run env ABX_MANIFESTS_DIR="$M" "$S2"
+expect "§2 drift in mode lazy: one line before the reinstall" 0 "shy 1.0.0" \
+	"agent-sandbox-server: installing shy 1.0.0 into $T/s2 (drift: $T/s2/shy/1.0.0-linux-x64 differs from what was installed)"
+check "§2 ... exactly one line on stderr (no progress without a terminal)" test "$(wc -l <"$T/err")" -eq 1
+# the manifest the shim sees is not the one the tree was installed from
+mkman shy /f/shy-1.0.0.tgz "$(sha "$W/shy-1.0.0.tgz")" '"description":"changed"'
+run env ABX_MANIFESTS_DIR="$M" ABX_SERVER_INSTALL_MODE=build "$S2"
+expect "§2 manifest changed in mode build: install.required, naming it" 1 "" \
+	"install.required: shy 1.0.0: manifest changed: $T/s2 has shy 1.0.0 from another manifest than $M/shy.json"
+rm -f "$T/s2/.cache/$(sha "$W/shy-1.0.0.tgz")"
+n=$(gets shy-1.0.0.tgz)
+script -qec "env ABX_MANIFESTS_DIR='$M' '$S2'" /dev/null >"$T/tty.out" 2>&1
+check "§2 manifest changed on a terminal: the line, then progress" sh -c \
+	"grep -q 'installing shy 1.0.0 into $T/s2 (manifest changed: ' '$T/tty.out' && grep -q 'shy: download' '$T/tty.out'"
+check "§2 ... then the tool runs" grep -q "shy 1.0.0" "$T/tty.out"
+check "§2 ... it downloaded once" test "$(gets shy-1.0.0.tgz)" -eq $((n + 1))

@@ -3,7 +3,10 @@
  * ensure. The whole engine runs end to end in tests/integration/install.sh. */
 #include "unit.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -605,10 +608,63 @@ test_check_only_and_modes(void **state)
 	manifest_set_close(&ms);
 }
 
+/* The network probe is cached per process (seed 000 §6 0b), not per
+ * context: serve runs each install job with a context of its own. */
+static void
+test_probe_cached_per_process(void **state)
+{
+	struct install_ctx c1, c2;
+	struct sockaddr_in sa;
+	socklen_t sl = sizeof(sa);
+	struct err e;
+	char url[64];
+	unsigned long before;
+	int ls, n = 0, fd;
+
+	ls = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	assert_true(ls >= 0);
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(ls, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(ls, 8), 0);
+	assert_int_equal(getsockname(ls, (struct sockaddr *)&sa, &sl), 0);
+	snprintf(url, sizeof(url), "https://127.0.0.1:%d/x.tgz", ntohs(sa.sin_port));
+	unsetenv("HTTPS_PROXY");
+	unsetenv("https_proxy");
+	install_probe_cache_clear();
+	memset(&c1, 0, sizeof(c1));
+	memset(&c2, 0, sizeof(c2));
+	before = install_probe_connects();
+	assert_int_equal(install_net_probe(&c1, NULL, url, &e), 0);
+	assert_int_equal(install_net_probe(&c2, NULL, url, &e), 0);
+	assert_int_equal(install_probe_connects() - before, 1);
+	while ((fd = accept(ls, NULL, NULL)) >= 0) {
+		n++;
+		close(fd);
+	}
+	assert_int_equal(n, 1);
+	close(ls);
+	/* a refused host: unreachable, with the phase, host and hint, and
+	 * the answer is cached as well */
+	assert_int_equal(install_net_probe(&c1, NULL, url, &e), 0); /* still cached as reachable */
+	install_probe_cache_clear();
+	before = install_probe_connects();
+	assert_int_equal(install_net_probe(&c1, NULL, url, &e), -1);
+	assert_string_equal(e.code, "install.network_unreachable");
+	assert_non_null(strstr(e.details, "\"phase\":\"probe\""));
+	assert_non_null(strstr(e.details, "\"host\":\"127.0.0.1:"));
+	assert_non_null(strstr(e.details, "\"hint\""));
+	assert_int_equal(install_net_probe(&c2, NULL, url, &e), -1);
+	assert_int_equal(install_probe_connects() - before, 1);
+	install_probe_cache_clear();
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_probe_cached_per_process),
 		cmocka_unit_test_setup_teardown(test_tree_listing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stat_proof, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_proof_list_catches_each_change, setup, teardown),
