@@ -189,7 +189,7 @@ slot_char(char c)
 static int
 option_key(const char *key)
 {
-	return strcmp(key, "cwd") == 0 || strcmp(key, "env") == 0;
+	return strcmp(key, "cwd") == 0 || strcmp(key, "env") == 0 || strcmp(key, "timeout") == 0;
 }
 
 static int
@@ -465,14 +465,15 @@ session_env(struct api_rq *q, const struct json_val *root, char ***owned, struct
 /*
  * Create a session of agent for the request q, admitted as op_action
  * ("sessions.create", or "run" whose policy the caller checked already).
- * 0 with *sv (not answered yet), or 1 when q was answered with an error.
+ * 0 with *sv (not answered yet) and *timeout_s (the run's "timeout", 0 =
+ * none), or 1 when q was answered with an error.
  */
 static int
-create_session(struct api_rq *q, const char *agent, const char *action, struct session_view *sv)
+create_session(struct api_rq *q, const char *agent, const char *action, struct session_view *sv, int *timeout_s)
 {
 	char op[OP_ID_MAX], *argv[SESSION_ARGV_MAX + 1];
 	const char *tools[1] = {agent};
-	const struct json_val *root;
+	const struct json_val *root, *tv;
 	struct session_spec sp;
 	struct job_view *jv = NULL;
 	struct json_doc doc;
@@ -502,6 +503,18 @@ create_session(struct api_rq *q, const char *agent, const char *action, struct s
 	}
 	/* The request first: a bad one must not start an install. */
 	err_clear(&e);
+	*timeout_s = 0;
+	if ((tv = root != NULL ? json_get(root, "timeout") : NULL) != NULL) {
+		if (strcmp(action, "run") != 0) {
+			api_rq_errf(q, "request.invalid", "timeout is an option of agents.%s.run only", agent);
+			goto out;
+		}
+		if (tv->type != JSON_NUMBER || !tv->u.num.is_int || tv->u.num.i < 1 || tv->u.num.i > 86400) {
+			api_rq_errf(q, "request.invalid", "timeout must be seconds 1..86400");
+			goto out;
+		}
+		*timeout_s = (int)tv->u.num.i;
+	}
 	if (expand_run(m, root, argv, &argc, &bin_at, &e) != 0) {
 		api_rq_err(q, &e);
 		goto out;
@@ -577,7 +590,9 @@ create(struct api_rq *q, const char *agent)
 	struct session_view sv;
 	char loc[256];
 
-	if (create_session(q, agent, "sessions.create", &sv) != 0)
+	int timeout_s;
+
+	if (create_session(q, agent, "sessions.create", &sv, &timeout_s) != 0)
 		return;
 	snprintf(loc, sizeof(loc), "/v1/agents/%s/sessions/%s", agent, sv.id);
 	httpd_resp_header(q->resp, "Location", loc);
@@ -591,6 +606,7 @@ create(struct api_rq *q, const char *agent)
 
 struct run_ctx {
 	struct api_rq q;        /* its generation held (api_gen_hold) */
+	int timeout_s;          /* the request's "timeout": cancel after it; 0 = none */
 	char agent[CFG_NAME_MAX];
 	char id[SESSION_ID_MAX];
 };
@@ -640,10 +656,17 @@ run_finish(struct run_ctx *x)
 	char *buf = NULL, *line, *nl;
 	uint32_t after = 0, last;
 	size_t len;
-	int n, done = 0, truncated = 0, i;
+	int n, done = 0, truncated = 0, i, timed_out = 0;
+	int64_t until = proc_now_ms() + (int64_t)x->timeout_s * 1000;
 
-	while (sessions_get(S, x->agent, x->id, &v) == 0 && v.status == SESSION_IN_PROGRESS)
+	while (sessions_get(S, x->agent, x->id, &v) == 0 && v.status == SESSION_IN_PROGRESS) {
+		if (x->timeout_s > 0 && !timed_out && proc_now_ms() >= until) {
+			/* SIGTERM, SIGKILL after the grace: the end comes */
+			timed_out = 1;
+			sessions_cancel(S, x->agent, x->id, &v);
+		}
 		sessions_wait(S, x->id, v.events, API_SSE_TICK_MS);
+	}
 	while (!done) {
 		n = sessions_read(S, x->agent, x->id, after, API_EVENTS_PAGE_MAX, API_EVENTS_BYTES, 0, &buf, &len,
 				  &last, &done);
@@ -689,6 +712,7 @@ run_finish(struct run_ctx *x)
 	json_w_strn(&w, out[2].p != NULL ? out[2].p : "", out[2].len);
 	json_w_kint(&w, "duration_ms", v.duration_ms);
 	json_w_kbool(&w, "truncated", truncated);
+	json_w_kbool(&w, "timed_out", timed_out);
 	json_w_kstr(&w, "session", v.id);
 	json_w_kstr(&w, "status", session_status_name(v.status));
 	if (v.error[0] != '\0')
@@ -727,7 +751,7 @@ api_agent_run(struct api_rq *q, const char *agent)
 		api_rq_errf(q, "internal", "out of memory");
 		return;
 	}
-	if (create_session(q, agent, "run", &sv) != 0) {
+	if (create_session(q, agent, "run", &sv, &x->timeout_s) != 0) {
 		free(x);
 		return;
 	}

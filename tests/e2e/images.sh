@@ -8,7 +8,8 @@
 #            debian:*-slim image has (libc, libm, libpthread, libdl, librt,
 #            libstdc++, libgcc_s): node-runtime links libstdc++ and libgcc_s.
 # In each: prepare, `<tools>/bin/<binary> --version` through the shim, the
-# same as a command op of serve (in the root), and a session and an
+# same as a command op of serve (in the root; the ops declare HOME, which
+# node's os.homedir() needs without an /etc/passwd), and a session and an
 # agents.<a>.run with the built-in run template and a prompt, whose outcome
 # must be the agent's own (an answer, or its own credential error), never a
 # start failure or a trusted-directory refusal. In scratch, claude-code and
@@ -47,9 +48,9 @@ mkroot() {
 		done
 	fi
 	cat >"$R/commands.json" <<'EOM'
-[{"id": "codex.version", "argv": ["codex", "--version"], "install": ["codex"]},
- {"id": "claude.version", "argv": ["claude", "--version"], "install": ["claude-code"]},
- {"id": "gemini.version", "argv": ["gemini", "--version"], "install": ["gemini"]}]
+[{"id": "codex.version", "argv": ["codex", "--version"], "install": ["codex"], "env": ["HOME"]},
+ {"id": "claude.version", "argv": ["claude", "--version"], "install": ["claude-code"], "env": ["HOME"]},
+ {"id": "gemini.version", "argv": ["gemini", "--version"], "install": ["gemini"], "env": ["HOME"]}]
 EOM
 }
 # inroot ROOT CMD...: CMD in ROOT, a clean environment
@@ -83,28 +84,45 @@ op_version() {
 		sh -c "[ '$code' = 200 ] && grep -q '\"exit_code\":0' '$T/body' && grep -q '$3' '$T/body'"
 	say "$1.version: $(head -c 300 "$T/body")"
 }
-# session ROOTNAME AGENT: a session with the built-in template reaches the agent
+# session ROOTNAME AGENT: a session with the built-in template reaches the
+# agent: it starts, and what comes out is the agent's own (an answer, or its
+# own error without credentials or without its API). An agent that keeps
+# retrying its API (this machine reaches only package registries) is
+# cancelled after 120 s; agents.<a>.run is asked only of an agent whose
+# session ended by itself (a run waits for the end, as long as it takes).
 session() {
 	code=$(post "/v1/agents/$2/sessions" '{"prompt": "Reply with the single word: pong"}')
 	SID=$(jsb 'd.get("id","")' 2>/dev/null)
 	check "$1: $2 session created (201)" test "$code" = 201
-	"$PY" "$FIXTURES/sessclient.py" wait "${U##*:}" tok "$2" "$SID" 300 >"$T/final"
+	ended=1
+	if ! "$PY" "$FIXTURES/sessclient.py" wait "${U##*:}" tok "$2" "$SID" 120 >"$T/final"; then
+		ended=0
+		post "/v1/agents/$2/sessions/$SID/cancel" '' >/dev/null
+		say "$1 $2 session: still running after 120 s, cancelled"
+	fi
 	curl -s -H 'X-Access-Token: tok' "$U/v1/agents/$2/sessions/$SID/events?limit=1000" >"$T/ev"
 	"$PY" - "$T/ev" >"$T/evsum" <<'PYEOF'
 import json, sys
 ev = json.load(open(sys.argv[1]))["data"]
 print(" ".join(e["type"].split(".")[-1] for e in ev))
+out = [e["stream"] + ": " + e["data"][:160] for e in ev if e.get("stream")]
+for line in out[:6] + (["…"] if len(out) > 12 else []) + out[max(6, len(out) - 6):]:
+    print(line)
 for e in ev:
-    if e.get("stream"): print(e["stream"] + ": " + e["data"][:200])
     if e["type"].endswith(("start_failed", "environment.failed")): print("FAILED:", e)
+    if e["type"].endswith("exited"): print("exited:", e.get("exit_code"), "signal", e.get("signal"))
 PYEOF
-	say "$1 $2 session: $(head -c 700 "$T/evsum" | tr '\n' '|')"
-	check "$1: $2 session started and exited by itself" grep -Eq 'started( output)* exited' "$T/evsum"
+	say "$1 $2 session: $(tr '\n' '|' <"$T/evsum")"
+	check "$1: $2 session: the agent started and spoke" grep -Eq 'started output' "$T/evsum"
 	check "$1: $2 session: not our failure" sh -c "! grep -q '^FAILED' '$T/evsum'"
 	check "$1: $2 session: no trusted-directory refusal" sh -c "! grep -qi 'trusted directory' '$T/evsum'"
-	code=$(post "/v1/ops/agents.$2.run" '{"prompt": "Reply with the single word: pong"}')
-	say "$1 $2 run: $code $(head -c 400 "$T/body")"
-	check "$1: agents.$2.run answers when the agent has ended (200)" test "$code" = 200
+	if [ $ended = 1 ]; then
+		code=$(post "/v1/ops/agents.$2.run" '{"prompt": "Reply with the single word: pong"}')
+		say "$1 $2 run: $code $(head -c 400 "$T/body")"
+		check "$1: agents.$2.run answers once the agent has ended (200)" test "$code" = 200
+	else
+		skip "$1: agents.$2.run" "the agent does not end without reaching its API"
+	fi
 }
 
 # ---- scratch -----------------------------------------------------------------

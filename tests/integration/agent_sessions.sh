@@ -98,3 +98,10 @@ code=$(run_op codex '{"prompt": "-rf"}')
 check "run: a bad request is refused at once (400)" test "$code" = 400
 curl -s -H 'X-Access-Token: tok' "$U/v1/ops" >"$T/body"
 check "run: listed by GET /v1/ops" grep -q '"agents.codex.run"' "$T/body"
+code=$(run_op codex '{"prompt": "sleep:60000", "timeout": 1}')
+check "run: a timeout ends the agent (200)" test "$code" = 200
+check "run: and says so" test "$(jsb 'd["timed_out"], d["status"]')" = "(True, 'cancelled')"
+code=$(run_op codex '{"prompt": "x", "timeout": 0}')
+check "run: timeout 0 is refused (400)" test "$code" = 400
+create codex '{"prompt": "x", "timeout": 5}'
+check "a session create takes no timeout (400)" test "$S" = 400
