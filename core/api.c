@@ -1025,8 +1025,12 @@ run_op(struct api_rq *q, const char *id)
 		runtime_install(q, op->agent);
 		return;
 	}
-	/* run and sessions.*: install on first use applies here too; the
-	 * session machinery itself is the sessions API's. */
+	if (strcmp(op->action, "run") == 0) {
+		api_agent_run(q, op->agent);
+		return;
+	}
+	/* sessions.*: install on first use applies here too; the session
+	 * machinery itself is the sessions API's. */
 	if (api_need_tools(q, op->id, inst, op->ninstall, NULL) != 0)
 		return;
 	api_rq_errf(q, "request.not_implemented", "%s is served by the sessions API (/v1/agents/%s/sessions)",

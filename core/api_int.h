@@ -55,6 +55,16 @@ int api_rq_policy(struct api_rq *q, const char *op_id, const char *const *instal
  * the path is not the sessions API's. */
 int api_sessions_route(struct api_rq *q);
 
+/* POST /v1/ops/agents.<a>.run, its policy checked: a session run to its
+ * end, answered (deferred) with its output like a command op. */
+void api_agent_run(struct api_rq *q, const char *agent);
+
+/* Hold g once more for an answer given later (api_gen_put then). */
+void api_gen_hold(struct api *a, struct api_gen *g);
+
+/* A variable of serve's start environment (NULL = not set). */
+const char *api_start_getenv(struct api *a, const char *name);
+
 /* Count a finished command op for metrics. */
 void api_count_op(struct api *a, int timed_out);
 

@@ -68,8 +68,8 @@ slot_release(struct api *a, const char *id)
 	pthread_mutex_unlock(&a->mu);
 }
 
-static const char *
-start_getenv(struct api *a, const char *name)
+const char *
+api_start_getenv(struct api *a, const char *name)
 {
 	size_t n = strlen(name);
 	char *const *e;
@@ -165,7 +165,7 @@ resolve(struct api_rq *q, const struct op *op, const char *name, char (*entries)
 		free(pr);
 		goto done;
 	}
-	spath = start_getenv(q->a, "PATH");
+	spath = api_start_getenv(q->a, "PATH");
 	if (spath != NULL && strlen(spath) < sizeof(dirs)) {
 		memcpy(dirs, spath, strlen(spath) + 1);
 		for (d = strtok_r(dirs, ":", &save); d != NULL; d = strtok_r(NULL, ":", &save)) {
@@ -513,8 +513,8 @@ api_runner_free(struct api *a)
 }
 
 /* The generation q runs against, held once more for the run. */
-static void
-gen_hold(struct api *a, struct api_gen *g)
+void
+api_gen_hold(struct api *a, struct api_gen *g)
 {
 	pthread_mutex_lock(&a->mu);
 	g->refs++;
@@ -567,7 +567,7 @@ api_run_command(struct api_rq *q, const struct op *op)
 	}
 	argv[0] = prog;
 	for (i = 0; i < op->nenv; i++) {
-		const char *v = start_getenv(q->a, op->env[i]);
+		const char *v = api_start_getenv(q->a, op->env[i]);
 		size_t n;
 
 		if (v == NULL)
@@ -623,7 +623,7 @@ api_run_command(struct api_rq *q, const struct op *op)
 	/* From here the runner owns r and answers; this worker is free. */
 	snprintf(r->id, sizeof(r->id), "%s", op->id);
 	r->q = *q;
-	gen_hold(q->a, q->g);
+	api_gen_hold(q->a, q->g);
 	q->deferred = 1;
 	httpd_defer(q->resp);
 	runner_hand(q->a, r);

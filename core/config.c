@@ -26,6 +26,7 @@ enum kind {
 	K_MIRRORS, /* struct cfg_list; https:// templates, absolute paths, file:// */
 	K_HOSTS,   /* struct cfg_hosts; host names */
 	K_NAMES,   /* struct cfg_names; tool names */
+	K_VARS,    /* struct cfg_names; environment variable names */
 	K_PRESET,  /* char[CFG_NAME_MAX]; readonly|agents|admin */
 	K_WORD,    /* char[CFG_NAME_MAX]; [a-z0-9_-] */
 	K_HOST,    /* char[256]; a listen address */
@@ -85,6 +86,8 @@ static const struct keydef keys[CK_NKEYS] = {
      "ABX_SERVER_SESSION_JOURNAL_MAX_BYTES"},
     {"server.sse_heartbeat", K_INT, OFF(server.sse_heartbeat), 1, 3600, "ABX_SERVER_SSE_HEARTBEAT"},
     {"server.max_streams", K_INT, OFF(server.max_streams), 0, 4096, "ABX_SERVER_MAX_STREAMS"},
+    {"server.session_cwd", K_PATH, OFF(server.session_cwd), 0, 0, "ABX_SERVER_SESSION_CWD"},
+    {"server.session_env", K_VARS, OFF(server.session_env), 0, 0, "ABX_SERVER_SESSION_ENV"},
 };
 
 /* Objects that hold keys. */
@@ -352,6 +355,7 @@ list_clear(struct config *c, int k)
 		((struct cfg_hosts *)field(c, k))->n = 0;
 		break;
 	case K_NAMES:
+	case K_VARS:
 		((struct cfg_names *)field(c, k))->n = 0;
 		break;
 	default:
@@ -402,6 +406,30 @@ list_add(struct config *c, int k, const char *s, const char *where, struct err *
 		snprintf(l->v[l->n++], CFG_NAME_MAX, "%s", s);
 		return 0;
 	}
+	case K_VARS: {
+		/* A name a session request may set: never our secret, nor what
+		 * decides which programs run or how they load. */
+		struct cfg_names *l = field(c, k);
+		size_t j, n = strlen(s);
+		int okname = n > 0 && n < CFG_NAME_MAX && !(s[0] >= '0' && s[0] <= '9');
+
+		for (j = 0; okname && j < n; j++)
+			okname = (s[j] >= 'A' && s[j] <= 'Z') || (s[j] >= 'a' && s[j] <= 'z') ||
+			         (s[j] >= '0' && s[j] <= '9') || s[j] == '_';
+		if (!okname)
+			return err_set(e, "config.invalid", "%s: \"%.100s\" is not a variable name ([A-Za-z_][A-Za-z0-9_]*)",
+			               where, s);
+		if (strcmp(s, "PATH") == 0 || strncmp(s, "LD_", 3) == 0 || strncmp(s, "ABX_", 4) == 0)
+			return err_set(e, "config.invalid", "%s: %s cannot be set by a request (PATH, LD_*, ABX_*)",
+			               where, s);
+		for (i = 0; i < l->n; i++)
+			if (strcmp(l->v[i], s) == 0)
+				return err_set(e, "config.invalid", "%s: \"%s\" listed twice", where, s);
+		if (l->n >= CFG_LIST_MAX)
+			return err_set(e, "config.invalid", "%s: more than %d entries", where, CFG_LIST_MAX);
+		snprintf(l->v[l->n++], CFG_NAME_MAX, "%s", s);
+		return 0;
+	}
 	default:
 		return err_set(e, "internal", "%s: not a list", where);
 	}
@@ -410,7 +438,8 @@ list_add(struct config *c, int k, const char *s, const char *where, struct err *
 static int
 is_list(int k)
 {
-	return keys[k].kind == K_MIRRORS || keys[k].kind == K_HOSTS || keys[k].kind == K_NAMES;
+	return keys[k].kind == K_MIRRORS || keys[k].kind == K_HOSTS || keys[k].kind == K_NAMES ||
+	       keys[k].kind == K_VARS;
 }
 
 /* Set scalar key k from text (already type-checked as a string for the
@@ -912,6 +941,7 @@ config_value_text(const struct config *c, enum cfg_key k, char *buf, size_t cap)
 			                ((const struct cfg_hosts *)p)->v[i]);
 		break;
 	case K_NAMES:
+	case K_VARS:
 		n = ((const struct cfg_names *)p)->n;
 		for (i = 0; i < n && len < cap; i++)
 			len += snprintf(buf + len, cap - len, "%s%s", i ? "," : "",

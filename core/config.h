@@ -107,6 +107,8 @@ enum cfg_key {
 	CK_SERVER_SESSION_JOURNAL_MAX_BYTES,
 	CK_SERVER_SSE_HEARTBEAT,
 	CK_SERVER_MAX_STREAMS,
+	CK_SERVER_SESSION_CWD,
+	CK_SERVER_SESSION_ENV,
 	CK_NKEYS
 };
 
@@ -149,6 +151,8 @@ struct config {
 		int session_journal_max_bytes;
 		int sse_heartbeat; /* seconds between comment lines on an idle event stream */
 		int max_streams;   /* concurrent event streams; 0 = 64 */
+		char session_cwd[CFG_PATH_MAX]; /* a session's default cwd; "" = serve's HOME */
+		struct cfg_names session_env;   /* variables a session request may set */
 	} server;
 
 	/* Not configuration values but facts about the load. */

@@ -2470,8 +2470,24 @@ install_image_fits(const manifest_t *m, const char *platform, struct err *e)
 		return 0;
 	libc = npmlock_detect_libc(NULL);
 	if ((strcmp(libc, "glibc") == 0 && (m->libc & MANIFEST_LIBC_GLIBC)) ||
-	    (strcmp(libc, "musl") == 0 && (m->libc & MANIFEST_LIBC_MUSL)))
+	    (strcmp(libc, "musl") == 0 && (m->libc & MANIFEST_LIBC_MUSL))) {
+		int i;
+
+		install_tool_env_name(m->name, env, sizeof(env));
+		for (i = 0; i < m->nlibs; i++)
+			if (!npmlock_lib_present(NULL, libc, m->libs[i])) {
+				err_set(e, "install.image_unsupported",
+					"%s cannot run in this image: it needs the shared library %s, in no library "
+					"directory here (C library: %s); or set %s or put %s on PATH",
+					m->name, m->libs[i], libc, env, m->binary);
+				snprintf(det, sizeof(det),
+					 "{\"tool\":\"%s\",\"libc\":\"%s\",\"library\":\"%s\",\"env\":\"%s\"}", m->name,
+					 libc, m->libs[i], env);
+				err_details(e, det);
+				return -1;
+			}
 		return 0;
+	}
 	install_tool_env_name(m->name, env, sizeof(env));
 	if (m->libc == (MANIFEST_LIBC_GLIBC | MANIFEST_LIBC_MUSL))
 		snprintf(need, sizeof(need), "the glibc loader %s or the musl loader %s", g, mu);

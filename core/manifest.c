@@ -357,7 +357,7 @@ url_host(const char *url, char *host, size_t cap, int *port)
 
 static const char *const top_keys[] = {"schema", "name", "binary", "version", "description", "requires",
 				       "source", "hosts", "verify", "platforms", "size_hint_mb", "run", "path",
-				       "env", "libc", NULL};
+				       "env", "libc", "libs", NULL};
 static const char *const tarball_keys[] = {"type", "bin", "strip_components", "platforms", NULL};
 static const char *const art_keys[] = {"url", "sha256", NULL};
 static const char *const verify_keys[] = {"argv", "expect", "timeout", NULL};
@@ -631,6 +631,22 @@ parse_doc(struct vctx *v, manifest_t *m, const struct json_val *root, const stru
 		return -1;
 	if ((x = json_get(root, "env")) != NULL && parse_env(v, m, x) < 0)
 		return -1;
+	if ((x = json_get(root, "libs")) != NULL) {
+		if (m->libc == 0)
+			return bad(v, "$.libs", "only with $.libc (a tool that needs no loader needs no library)");
+		if (parse_strings(v, x, "$.libs", &m->libs[0][0], MANIFEST_NAME_MAX, MANIFEST_MAX_LIBS, &m->nlibs) < 0)
+			return -1;
+		for (i = 0; i < m->nlibs; i++) {
+			char p[32];
+
+			snprintf(p, sizeof(p), "$.libs[%d]", i);
+			for (k = 0; m->libs[i][k]; k++)
+				if (!(isalnum((unsigned char)m->libs[i][k]) || strchr("._+-", m->libs[i][k])))
+					return bad(v, p, "not a library file name (like libstdc++.so.6)");
+			if (strstr(m->libs[i], ".so") == NULL)
+				return bad(v, p, "not a library file name (like libstdc++.so.6)");
+		}
+	}
 	if ((x = json_get(root, "size_hint_mb")) != NULL) {
 		if (x->type != JSON_NUMBER || !x->u.num.is_int || x->u.num.i < 0 || x->u.num.i > 1000000)
 			return bad(v, "$.size_hint_mb", "expected an integer 0..1000000");

@@ -54,6 +54,8 @@
 /* Manifests in one set (embedded + directory). */
 #define MANIFEST_SET_MAX 128
 #define MANIFEST_SHA256_HEX 65
+/* Shared libraries beyond the C library a tool needs (node: two). */
+#define MANIFEST_MAX_LIBS 8
 /* Environment variables a tool's launcher sets (codex.js sets two). */
 #define MANIFEST_MAX_ENV 8
 
@@ -139,6 +141,10 @@ typedef struct manifest {
 	struct manifest_envvar env[MANIFEST_MAX_ENV];
 	int nenv;
 	unsigned libc;          /* MANIFEST_LIBC_* bits; 0 = needs no loader */
+	/* sonames beyond the C library's own (libm, libpthread, ... are
+	 * glibc's) that must be in the image's library directories */
+	char libs[MANIFEST_MAX_LIBS][MANIFEST_NAME_MAX];
+	int nlibs;
 
 	/* Where it came from, for messages: "embedded:node-runtime.json" or the
 	 * file's path. */

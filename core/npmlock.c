@@ -4,10 +4,13 @@
 #include "npmlock.h"
 
 #include <ctype.h>
-#include <sys/stat.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define BAD "install.manifest_invalid"
 
@@ -173,10 +176,18 @@ npmlock_cpu_for(const char *platform)
 #if defined(__aarch64__)
 #define LOADER_GLIBC "/lib/ld-linux-aarch64.so.1"
 #define LOADER_MUSL "/lib/ld-musl-aarch64.so.1"
+#define MULTIARCH "aarch64-linux-gnu"
+#define MUSL_PATH "/etc/ld-musl-aarch64.path"
 #else
 #define LOADER_GLIBC "/lib64/ld-linux-x86-64.so.2"
 #define LOADER_MUSL "/lib/ld-musl-x86_64.so.1"
+#define MULTIARCH "x86_64-linux-gnu"
+#define MUSL_PATH "/etc/ld-musl-x86_64.path"
 #endif
+/* A configuration file of library directories is a few lines; more than
+ * this is not read (the library then counts as missing only if it is in
+ * none of the standard directories either). */
+#define LIBDIR_FILE_MAX 8192
 
 const char *
 npmlock_libc_loader(const char *libc)
@@ -199,6 +210,81 @@ loader_present(const char *root, const char *path)
 	if ((size_t)snprintf(p, sizeof(p), "%s%s", root, path) >= sizeof(p))
 		return 0;
 	return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* soname in dir under root: 1 or 0. */
+static int
+lib_in(const char *root, const char *dir, size_t dlen, const char *soname)
+{
+	char p[1024];
+
+	if (dlen == 0 || dir[0] != '/' ||
+	    (size_t)snprintf(p, sizeof(p), "%s%.*s/%s", root, (int)dlen, dir, soname) >= sizeof(p))
+		return 0;
+	return loader_present("", p);
+}
+
+/* soname in one of the directories listed in file (one per line, or
+ * separated by ':' as musl's path file allows; '#' starts a comment). */
+static int
+lib_in_listed(const char *root, const char *file, const char *soname)
+{
+	char p[1024], buf[LIBDIR_FILE_MAX + 1];
+	const char *s, *e;
+	ssize_t n;
+	int fd, found = 0;
+
+	if ((size_t)snprintf(p, sizeof(p), "%s%s", root, file) >= sizeof(p) ||
+	    (fd = open(p, O_RDONLY | O_NONBLOCK | O_CLOEXEC)) < 0)
+		return 0;
+	n = read(fd, buf, LIBDIR_FILE_MAX);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	for (s = buf; !found && *s; s = *e ? e + 1 : e) {
+		e = s + strcspn(s, "\n:#");
+		found = lib_in(root, s, (size_t)(e - s), soname);
+		if (*e == '#')
+			e += strcspn(e, "\n");
+	}
+	return found;
+}
+
+int
+npmlock_lib_present(const char *root, const char *libc, const char *soname)
+{
+	static const char *const glibc_dirs[] = {"/lib/" MULTIARCH, "/usr/lib/" MULTIARCH, "/lib", "/usr/lib",
+						 "/lib64", "/usr/lib64", NULL};
+	static const char *const musl_dirs[] = {"/lib", "/usr/local/lib", "/usr/lib", NULL};
+	const char *const *d;
+	struct dirent *de;
+	char p[1024];
+	DIR *dir;
+	int found = 0;
+
+	if (root == NULL || *root == '\0' || strcmp(root, "/") == 0)
+		root = "";
+	if (strchr(soname, '/') != NULL)
+		return 0;
+	for (d = strcmp(libc, "musl") == 0 ? musl_dirs : glibc_dirs; *d != NULL; d++)
+		if (lib_in(root, *d, strlen(*d), soname))
+			return 1;
+	if (strcmp(libc, "musl") == 0)
+		return lib_in_listed(root, MUSL_PATH, soname);
+	/* readdir, not glob(3): glob costs the static binary 20 KiB */
+	if ((size_t)snprintf(p, sizeof(p), "%s/etc/ld.so.conf.d", root) >= sizeof(p) || (dir = opendir(p)) == NULL)
+		return 0;
+	while (!found && (de = readdir(dir)) != NULL) {
+		size_t n = strlen(de->d_name);
+		char f[300];
+
+		if (n > 5 && strcmp(de->d_name + n - 5, ".conf") == 0 && de->d_name[0] != '.' &&
+		    (size_t)snprintf(f, sizeof(f), "/etc/ld.so.conf.d/%s", de->d_name) < sizeof(f))
+			found = lib_in_listed(root, f, soname);
+	}
+	closedir(dir);
+	return found;
 }
 
 const char *

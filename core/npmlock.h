@@ -123,6 +123,14 @@ const char *npmlock_cpu_for(const char *platform);
  * for tests and for images whose loader is elsewhere. */
 const char *npmlock_detect_libc(const char *root);
 
+/* Is the shared library soname ("libstdc++.so.6") in a directory the
+ * loader of libc searches under root (NULL = "/")? glibc: /lib, /usr/lib,
+ * /lib64, /usr/lib64, the multiarch /lib/<arch>-linux-gnu and
+ * /usr/lib/<arch>-linux-gnu, and the directories of
+ * /etc/ld.so.conf.d/ *.conf; musl: /lib, /usr/local/lib, /usr/lib and
+ * /etc/ld-musl-<arch>.path. 1 or 0. */
+int npmlock_lib_present(const char *root, const char *libc, const char *soname);
+
 /* The loader path of libc ("glibc", "musl") for this machine's
  * architecture ("/lib64/ld-linux-x86-64.so.2", "/lib/ld-musl-x86_64.so.1"),
  * or NULL for another name. Static strings. */

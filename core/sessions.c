@@ -58,7 +58,10 @@ struct slot {
 	/* The thread's own, set before it starts. */
 	char **argv;
 	int argc;
+	int bin_at;                /* the argv word the entry takes, -1 = none */
 	char **envp;
+	struct launch_tool *tool;  /* NULL = none */
+	char *cwd;
 	struct install_settings *set;
 	char op[128];
 	struct sessions *S;
@@ -817,7 +820,8 @@ run_child(struct slot *s, const char *entry, const char *node, char **flags, int
 	struct proc_spec spec;
 	struct proc p;
 	struct err e;
-	char x[256];
+	char x[256], **env, tpath[4096];
+	struct tools_chain *chain;
 	int i, k, cancel_seen = 0, cancelled = 0, shutdown = 0, code;
 	enum session_status st;
 
@@ -830,14 +834,24 @@ run_child(struct slot *s, const char *entry, const char *node, char **flags, int
 			argv[k++] = flags[i];
 	}
 	for (i = 0; i < s->argc; i++)
-		argv[k++] = strcmp(s->argv[i], "{bin}") == 0 ? (char *)entry : s->argv[i];
+		argv[k++] = i == s->bin_at ? (char *)entry : s->argv[i];
 	argv[k] = NULL;
 	memset(&spec, 0, sizeof(spec));
 	spec.argv = argv;
-	spec.envp = s->envp;
+	/* The manifest's env only once the entry is known: a copy from PATH
+	 * runs without it (core/launch.h). */
+	tpath[0] = '\0';
+	if ((chain = malloc(sizeof(*chain))) != NULL && tools_chain_build(chain, s->set, 0, &e) == 0)
+		launch_tools_path(chain, tpath, sizeof(tpath));
+	free(chain);
+	env = launch_env(s->tool, entry, s->envp, tpath);
+	spec.envp = env != NULL ? env : s->envp;
+	spec.cwd = s->cwd;
 	spec.kill_grace_ms = S->c.kill_grace_ms;
 	err_clear(&e);
-	if (proc_spawn(&p, &spec, &e) != 0) {
+	if (env == NULL)
+		err_set(&e, "internal", "out of memory");
+	if (env == NULL || proc_spawn(&p, &spec, &e) != 0) {
 		struct json_w w;
 
 		json_w_init(&w, 2048);
@@ -854,8 +868,10 @@ run_child(struct slot *s, const char *entry, const char *node, char **flags, int
 		}
 		pthread_mutex_unlock(&S->mu);
 		json_w_free(&w);
+		launch_env_free(env);
 		return;
 	}
+	launch_env_free(env);
 	/* Big reads: a child that writes fast fills the pipe, and each read
 	 * is one pass of on_output (lock, journal write, wake-up). */
 	for (i = 1; i <= 2; i++)
@@ -927,6 +943,10 @@ free_run(struct slot *s)
 	for (i = 0; s->envp != NULL && s->envp[i] != NULL; i++)
 		free(s->envp[i]);
 	free(s->envp);
+	free(s->tool);
+	free(s->cwd);
+	s->tool = NULL;
+	s->cwd = NULL;
 	free(s->set);
 	free(s->line[1]);
 	free(s->line[2]);
@@ -1150,13 +1170,20 @@ sessions_create(struct sessions *S, const struct session_spec *sp, struct sessio
 	}
 	s->argv = copy_strv(sp->argv, sp->argc);
 	s->argc = sp->argc;
+	s->bin_at = sp->bin_at;
 	s->envp = copy_strv(sp->envp, -1);
+	s->tool = NULL;
+	s->cwd = NULL;
+	if (sp->tool != NULL && (s->tool = malloc(sizeof(*s->tool))) != NULL)
+		*s->tool = *sp->tool;
+	if (sp->cwd != NULL)
+		s->cwd = strdup(sp->cwd);
 	s->set = malloc(sizeof(*s->set));
 	s->line[0] = strdup(sp->entry != NULL ? sp->entry : "");
 	s->line[1] = malloc(SESSION_EVENT_DATA_MAX);
 	s->line[2] = malloc(SESSION_EVENT_DATA_MAX);
 	if (s->argv == NULL || s->envp == NULL || s->set == NULL || s->line[0] == NULL || s->line[1] == NULL ||
-	    s->line[2] == NULL) {
+	    s->line[2] == NULL || (sp->tool != NULL && s->tool == NULL) || (sp->cwd != NULL && s->cwd == NULL)) {
 		free(s->line[0]);
 		s->line[0] = NULL;
 		free_run(s);

@@ -41,6 +41,7 @@
 #include "err.h"
 #include "jobs.h"
 #include "journal.h"
+#include "launch.h"
 #include "tools.h"
 
 /* Sessions kept (running or finished, in memory and on disk). */
@@ -102,11 +103,18 @@ struct session_spec {
 	const char *agent;
 	const char *principal;
 	const char *op;
-	/* argv words; a word equal to the string "{bin}" is replaced by the
-	 * tool's entry once it is ready. Copied. */
+	/* argv words, copied; word bin_at (-1: none) is replaced by the
+	 * tool's entry once it is ready, whatever it holds: an index, not a
+	 * marker word, so no request value can take its place. */
 	char *const *argv;
 	int argc;
+	int bin_at;
 	char *const *envp;         /* the child's environment; copied; NULL = empty */
+	/* How the entry runs (core/launch.h): the manifest's env for its own
+	 * tree; the tools directories' bin/ (of set, when the child starts)
+	 * go before PATH. Copied. */
+	const struct launch_tool *tool;
+	const char *cwd;           /* the child's working directory; NULL = "/" */
 	const struct install_settings *set;   /* copied */
 	/* The state of the tool at create: entry != "" when it is ready;
 	 * else job names the install job that runs (pending). */

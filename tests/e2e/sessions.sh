@@ -1,5 +1,5 @@
 # make e2e: an agent session running the real Codex CLI (issue 8 §6): serve
-# installs codex (and node-runtime) from the real npm registry on first
+# installs codex (its native binary, no node-runtime) from the real npm registry on first
 # use, the session's events say pending → ready → started, and the CLI's
 # `--version` line comes back as an output event. The built-in codex
 # manifest's run template needs a prompt (`codex exec PROMPT`); this test

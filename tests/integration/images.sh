@@ -112,6 +112,22 @@ expect "musl: doctor names the loader" 0 "C library: musl (loader $MLD)"
 # ---- glibc --------------------------------------------------------------------
 mkroot glibc glibc
 R=$T/root-glibc
+before=$(wc -l <"$T/reg.log")
+inroot "$R" /abx prepare --only gemini
+expect "glibc: node-runtime refused without libstdc++ (its manifest's libs)" 3 "" \
+	"node-runtime cannot run in this image: it needs the shared library libstdc++.so.6"
+check "glibc: nothing downloaded for it" test "$(wc -l <"$T/reg.log")" = "$before"
+# libstdc++ where the loader looks by default, libgcc_s in a directory that
+# /etc/ld.so.conf.d names
+for l in libstdc++.so.6 libgcc_s.so.1; do
+	p=$(readlink -f "$(gcc -print-file-name=$l)")
+	[ -f "$p" ] || { not_ok "images" "the host's $l was not found"; exit 1; }
+	case $l in
+	libgcc*) mkdir -p "$R/opt/gcc/lib" "$R/etc/ld.so.conf.d" && cp -L "$p" "$R/opt/gcc/lib/$l" &&
+		printf '# gcc\n/opt/gcc/lib\n' >"$R/etc/ld.so.conf.d/gcc.conf" ;;
+	*) cp -L "$p" "$R${LIBC6%/*}/$l" ;;
+	esac
+done
 inroot "$R" /abx prepare --only claude-code gemini
 expect "glibc: prepare claude-code and gemini (and node-runtime)" 0 "gemini 1.0.0: installed"; cat $T/err >&2
 check "glibc: the glibc platform package" test -x "$R/tools/claude-code/1.0.0-$PLAT/node_modules/@anthropic-ai/claude-code-$PLAT/claude"

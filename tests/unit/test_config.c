@@ -400,7 +400,8 @@ test_full_schema_loads(void **state)
 	        " \"workers\": 2, \"header_timeout\": 5, \"idle_timeout\": 30, \"request_timeout\": 30,"
 	        " \"max_header_bytes\": 8192, \"max_body_bytes\": 65536, \"max_output_bytes\": 65536,"
 	        " \"op_concurrency\": 2, \"max_sessions\": 8, \"max_sessions_per_agent\": 2,"
-	        " \"session_journal_max_bytes\": 65536, \"sse_heartbeat\": 5, \"max_streams\": 1}}",
+	        " \"session_journal_max_bytes\": 65536, \"sse_heartbeat\": 5, \"max_streams\": 1,"
+	        " \"session_cwd\": \"/w\", \"session_env\": [\"GIT_AUTHOR_NAME\"]}}",
 	        &e),
 	    0);
 	for (k = 0; k < CK_NKEYS; k++)
@@ -410,6 +411,35 @@ test_full_schema_loads(void **state)
 	assert_int_equal(c.install.use_path, 0);
 	assert_int_equal(c.server.port, 0);
 	assert_string_equal(c.environment, "production");
+	assert_string_equal(c.server.session_cwd, "/w");
+	assert_int_equal(c.server.session_env.n, 1);
+	assert_string_equal(c.server.session_env.v[0], "GIT_AUTHOR_NAME");
+}
+
+/* server.session_env: variable names, never PATH, LD_* or ABX_*, no
+ * duplicates; from the file or the environment (comma-separated). */
+static void
+test_session_env(void **state)
+{
+	static const char *const bad[] = {
+	    "[\"PATH\"]", "[\"LD_PRELOAD\"]", "[\"ABX_SERVER_TOKEN\"]", "[\"1A\"]", "[\"A-B\"]",
+	    "[\"\"]", "[\"A\",\"A\"]", "\"A\"",
+	};
+	char *env[] = {"ABX_SERVER_SESSION_ENV=A,B_2", NULL};
+	struct config c;
+	struct err e;
+	char doc[128];
+	size_t i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(doc, sizeof(doc), "{\"server\": {\"session_env\": %s}}", bad[i]);
+		if (load_text(&c, doc, &e) != -1)
+			fail_msg("accepted %s", bad[i]);
+		assert_string_equal(e.code, "config.invalid");
+	}
+	assert_int_equal(config_load(&c, NULL, env, NULL, 0, &e), 0);
+	assert_int_equal(c.server.session_env.n, 2);
+	assert_string_equal(c.server.session_env.v[1], "B_2");
 }
 
 int
@@ -432,6 +462,7 @@ main(void)
 	    cmocka_unit_test(test_flags_validate),
 	    cmocka_unit_test(test_edit_distance),
 	    cmocka_unit_test(test_full_schema_loads),
+	    cmocka_unit_test(test_session_env),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -191,6 +191,10 @@ test_libc_and_env(void **state)
 	assert_string_equal(m->env[0].name, "A_1");
 	assert_string_equal(m->env[0].value, "{tree}/x{tree}");
 	assert_int_equal(m->env[1].unset, 1);
+	assert_int_equal(parse(m, tarball("t", NULL, "\"libc\":[\"glibc\"],\"libs\":[\"libstdc++.so.6\",\"libgcc_s.so.1\"]",
+					  SHA_A), &x64, &e), 0);
+	assert_int_equal(m->nlibs, 2);
+	assert_string_equal(m->libs[1], "libgcc_s.so.1");
 	assert_int_equal(parse(m, tarball("t", NULL, NULL, SHA_A), &x64, &e), 0);
 	assert_int_equal(m->libc, 0);
 	assert_int_equal(m->nenv, 0);
@@ -199,6 +203,11 @@ test_libc_and_env(void **state)
 	expect_invalid(tarball("t", NULL, "\"libc\":\"glibc\"", SHA_A), "$.libc: expected an array");
 	expect_invalid(tarball("t", NULL, "\"libc\":[\"bionic\"]", SHA_A), "$.libc[0]: expected");
 	expect_invalid(tarball("t", NULL, "\"libc\":[\"musl\",\"musl\"]", SHA_A), "$.libc[1]: duplicate");
+	expect_invalid(tarball("t", NULL, "\"libs\":[\"libstdc++.so.6\"]", SHA_A), "$.libs: only with $.libc");
+	expect_invalid(tarball("t", NULL, "\"libc\":[\"glibc\"],\"libs\":[\"../x.so\"]", SHA_A),
+		       "$.libs[0]: not a library file name");
+	expect_invalid(tarball("t", NULL, "\"libc\":[\"glibc\"],\"libs\":[\"libfoo\"]", SHA_A),
+		       "$.libs[0]: not a library file name");
 	expect_invalid(tarball("t", NULL, "\"env\":[]", SHA_A), "$.env: expected an object");
 	expect_invalid(tarball("t", NULL, "\"env\":{\"1A\":\"x\"}", SHA_A), "$.env.1A: not a variable name");
 	expect_invalid(tarball("t", NULL, "\"env\":{\"A-B\":\"x\"}", SHA_A), "$.env.A-B: not a variable name");

@@ -504,10 +504,11 @@ touch_loader(const char *dir, const char *loader)
 	int fd;
 
 	snprintf(path, sizeof(path), "%s%s", dir, loader);
-	slash = strrchr(path, '/');
-	*slash = '\0';
-	(void)mkdir(path, 0755);
-	*slash = '/';
+	for (slash = strchr(path + strlen(dir) + 1, '/'); slash != NULL; slash = strchr(slash + 1, '/')) {
+		*slash = '\0';
+		(void)mkdir(path, 0755);
+		*slash = '/';
+	}
 	fd = open(path, O_CREAT | O_WRONLY, 0644);
 	assert_true(fd >= 0);
 	close(fd);
@@ -547,6 +548,36 @@ test_detect_libc(void **state)
 	unit_rmtree(dir);
 }
 
+/* A shared library is found in the loader's directories of a root, or in
+ * those the root's configuration lists; nowhere else. */
+static void
+test_lib_present(void **state)
+{
+	char dir[] = "/tmp/abx-libs.XXXXXX", path[256];
+	FILE *f;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	assert_int_equal(npmlock_lib_present(dir, "glibc", "libx.so.1"), 0);
+	touch_loader(dir, "/usr/lib/libx.so.1");
+	assert_int_equal(npmlock_lib_present(dir, "glibc", "libx.so.1"), 1);
+	assert_int_equal(npmlock_lib_present(dir, "musl", "libx.so.1"), 1);
+	assert_int_equal(npmlock_lib_present(dir, "glibc", "../usr/lib/libx.so.1"), 0);
+	touch_loader(dir, "/opt/liby.so.2");
+	assert_int_equal(npmlock_lib_present(dir, "glibc", "liby.so.2"), 0);
+	snprintf(path, sizeof(path), "%s/etc", dir);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/etc/ld.so.conf.d", dir);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/etc/ld.so.conf.d/y.conf", dir);
+	assert_non_null(f = fopen(path, "w"));
+	fputs("# libraries of y\n/nowhere\n/opt\n", f);
+	fclose(f);
+	assert_int_equal(npmlock_lib_present(dir, "glibc", "liby.so.2"), 1);
+	assert_int_equal(npmlock_lib_present(dir, "musl", "liby.so.2"), 0);
+	unit_rmtree(dir);
+}
+
 static int
 setup(void **state)
 {
@@ -580,6 +611,7 @@ main(void)
 		cmocka_unit_test(test_platform_match),
 		cmocka_unit_test(test_names_and_cpu),
 		cmocka_unit_test(test_detect_libc),
+		cmocka_unit_test(test_lib_present),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -1,0 +1,166 @@
+# make e2e: the real codex, claude-code and gemini from registry.npmjs.org in
+# two roots built here and entered with chroot (a private mount namespace
+# gives each /proc and /dev, as a container runtime does; the network is the
+# host's):
+#   scratch: the binary, the host's CA bundle, resolv.conf and hosts, nothing
+#            else (FROM scratch);
+#   glibc:   the same plus the host's glibc loader and the libraries a
+#            debian:*-slim image has (libc, libm, libpthread, libdl, librt,
+#            libstdc++, libgcc_s): node-runtime links libstdc++ and libgcc_s.
+# In each: prepare, `<tools>/bin/<binary> --version` through the shim, the
+# same as a command op of serve (in the root; the ops declare HOME, which
+# node's os.homedir() needs without an /etc/passwd), and a session and an
+# agents.<a>.run with the built-in run template and a prompt, whose outcome
+# must be the agent's own (an answer, or its own credential error), never a
+# start failure or a trusted-directory refusal. In scratch, claude-code and
+# gemini must be refused before any download.
+. "$TOP/tests/lib.sh"
+
+if [ "$(id -u)" != 0 ] || ! unshare -m true 2>/dev/null; then
+	skip "images" "needs root and mount namespaces (chroot, mount)"
+	exit 0
+fi
+case $(uname -m) in
+x86_64) GLD=/lib64/ld-linux-x86-64.so.2 ;;
+aarch64) GLD=/lib/ld-linux-aarch64.so.1 ;;
+*) skip "images" "no loader name for $(uname -m)"; exit 0 ;;
+esac
+CA=${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}
+[ -f "$CA" ] || { not_ok "images" "no CA bundle at $CA"; exit 1; }
+PY=$(python3 -c 'import sys; print(sys.executable)')
+UNSHARE=$(command -v unshare) CHROOT=$(command -v chroot)
+
+# mkroot NAME [glibc]: $T/root-NAME
+mkroot() {
+	R=$T/root-$1
+	mkdir -p "$R/etc" "$R/proc" "$R/dev" "$R/tmp" "$R/home" "$R/work"
+	cp "$BIN" "$R/abx"
+	cp "$CA" "$R/ca.pem"
+	cp /etc/resolv.conf /etc/hosts "$R/etc/"
+	if [ "${2:-}" = glibc ]; then
+		mkdir -p "$R${GLD%/*}" && cp -L "$GLD" "$R$GLD"
+		for l in libc.so.6 libm.so.6 libpthread.so.0 libdl.so.2 librt.so.1 libstdc++.so.6 libgcc_s.so.1; do
+			p=$(gcc -print-file-name=$l 2>/dev/null)
+			[ -e "$p" ] || p=$(ldconfig -p | sed -n "s|.*$l ([^)]*x86-64[^)]*) => ||p;s|.*$l (libc6,AArch64) => ||p" | head -1)
+			[ -e "$p" ] || { not_ok "glibc root" "$l not found on the host"; exit 1; }
+			p=$(readlink -f "$p")
+			mkdir -p "$R${p%/*}" && cp -L "$p" "$R${p%/*}/$l"
+		done
+	fi
+	cat >"$R/commands.json" <<'EOM'
+[{"id": "codex.version", "argv": ["codex", "--version"], "install": ["codex"], "env": ["HOME"]},
+ {"id": "claude.version", "argv": ["claude", "--version"], "install": ["claude-code"], "env": ["HOME"]},
+ {"id": "gemini.version", "argv": ["gemini", "--version"], "install": ["gemini"], "env": ["HOME"]}]
+EOM
+}
+# inroot ROOT CMD...: CMD in ROOT, a clean environment
+inroot() {
+	_r=$1
+	shift
+	run env -i PATH=/bin HOME=/home SSL_CERT_FILE=/ca.pem ABX_TOOLS_DIR=/tools ABX_SERVER_STATE_DIR=/state \
+		ABX_SERVER_TOKEN=tok "$UNSHARE" -m sh -c \
+		'r=$1; shift; mount -t proc proc "$r/proc" && mount --bind /dev "$r/dev" && exec "$0" "$r" "$@"' \
+		"$CHROOT" "$_r" "$@"
+}
+serve_in() { # ROOT AGENTS-JSON -> $U, $SERVE_PID
+	printf '{"agents": %s, "commands": "/commands.json", "install": {"use_path": false}}\n' "$2" >"$1/server.json"
+	bg env -i PATH=/bin HOME=/home SSL_CERT_FILE=/ca.pem ABX_TOOLS_DIR=/tools ABX_SERVER_STATE_DIR=/state \
+		ABX_SERVER_TOKEN=tok "$UNSHARE" -m sh -c \
+		'r=$1; shift; mount -t proc proc "$r/proc" && mount --bind /dev "$r/dev" && exec "$0" "$r" "$@"' \
+		"$CHROOT" "$1" /abx serve --host 127.0.0.1 --port 0 -q --config /server.json >"$T/serve.out" 2>"$T/serve.err"
+	SERVE_PID=$BGPID
+	wait_for_line "$T/serve.out" '^[0-9][0-9]*$' 20 || { not_ok "serve starts" "$(head -3 "$T/serve.err")"; return 1; }
+	U=http://127.0.0.1:$(head -1 "$T/serve.out")
+}
+post() { curl -s -o "$T/body" -w '%{http_code}' -H 'X-Access-Token: tok' -H 'Content-Type: application/json' \
+	-X POST --data "$2" "$U$1"; }
+jsb() { "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$T/body" "$1"; }
+say() { echo "# $*"; }
+
+# op NAME BIN VERSION: the command op answers the version
+op_version() {
+	code=$(post "/v1/ops/$1.version" '{}')
+	check "$2: $1.version as a command op (200, exit 0, $3)" \
+		sh -c "[ '$code' = 200 ] && grep -q '\"exit_code\":0' '$T/body' && grep -q '$3' '$T/body'"
+	say "$1.version: $(head -c 300 "$T/body")"
+}
+# session ROOTNAME AGENT: a session with the built-in template reaches the
+# agent: it starts, and what comes out is the agent's own (an answer, or its
+# own error without credentials or without its API). An agent that keeps
+# retrying its API (this machine reaches only package registries) is
+# cancelled after 120 s; agents.<a>.run is asked only of an agent whose
+# session ended by itself (a run waits for the end, as long as it takes).
+session() {
+	code=$(post "/v1/agents/$2/sessions" '{"prompt": "Reply with the single word: pong"}')
+	SID=$(jsb 'd.get("id","")' 2>/dev/null)
+	check "$1: $2 session created (201)" test "$code" = 201
+	ended=1
+	if ! "$PY" "$FIXTURES/sessclient.py" wait "${U##*:}" tok "$2" "$SID" 120 >"$T/final"; then
+		ended=0
+		post "/v1/agents/$2/sessions/$SID/cancel" '' >/dev/null
+		say "$1 $2 session: still running after 120 s, cancelled"
+	fi
+	curl -s -H 'X-Access-Token: tok' "$U/v1/agents/$2/sessions/$SID/events?limit=1000" >"$T/ev"
+	"$PY" - "$T/ev" >"$T/evsum" <<'PYEOF'
+import json, sys
+ev = json.load(open(sys.argv[1]))["data"]
+print(" ".join(e["type"].split(".")[-1] for e in ev))
+out = [e["stream"] + ": " + e["data"][:160] for e in ev if e.get("stream")]
+for line in out[:6] + (["…"] if len(out) > 12 else []) + out[max(6, len(out) - 6):]:
+    print(line)
+for e in ev:
+    if e["type"].endswith(("start_failed", "environment.failed")): print("FAILED:", e)
+    if e["type"].endswith("exited"): print("exited:", e.get("exit_code"), "signal", e.get("signal"))
+PYEOF
+	say "$1 $2 session: $(tr '\n' '|' <"$T/evsum")"
+	check "$1: $2 session: the agent started and spoke" grep -Eq 'started output' "$T/evsum"
+	check "$1: $2 session: not our failure" sh -c "! grep -q '^FAILED' '$T/evsum'"
+	check "$1: $2 session: no trusted-directory refusal" sh -c "! grep -qi 'trusted directory' '$T/evsum'"
+	if [ $ended = 1 ]; then
+		code=$(post "/v1/ops/agents.$2.run" '{"prompt": "Reply with the single word: pong"}')
+		say "$1 $2 run: $code $(head -c 400 "$T/body")"
+		check "$1: agents.$2.run answers once the agent has ended (200)" test "$code" = 200
+	else
+		skip "$1: agents.$2.run" "the agent does not end without reaching its API"
+	fi
+}
+
+# ---- scratch -----------------------------------------------------------------
+mkroot scratch
+S=$T/root-scratch
+inroot "$S" /abx prepare --only codex
+expect "scratch: prepare --only codex from registry.npmjs.org" 0 "codex 0.171.0: installed"
+check "scratch: no node-runtime" test ! -e "$S/tools/node-runtime"
+inroot "$S" /tools/bin/codex --version
+expect "scratch: codex --version through the shim" 0 "codex-cli 0.171.0"
+cache=$(du -sk "$S/tools/.cache" | cut -f1)
+inroot "$S" /abx prepare --only claude-code
+expect "scratch: claude-code refused before any download" 3 "" "install.image_unsupported: claude-code"
+say "$(head -2 "$T/err" | tr '\n' '|')"
+inroot "$S" /abx prepare --only gemini
+expect "scratch: gemini refused before any download" 3 "" "install.image_unsupported: gemini requires node-runtime"
+check "scratch: the cache did not grow" test "$(du -sk "$S/tools/.cache" | cut -f1)" = "$cache"
+if serve_in "$S" '["codex"]'; then
+	op_version codex scratch "codex-cli 0.171.0"
+	session scratch codex
+	kill "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null
+fi
+
+# ---- glibc -------------------------------------------------------------------
+mkroot glibc glibc
+G=$T/root-glibc
+inroot "$G" /abx prepare --only codex claude-code gemini
+expect "glibc: prepare codex, claude-code, gemini (and node-runtime)" 0 "gemini 0.61.0: installed"
+for t in codex:"codex-cli 0.171.0" claude:"2.1.332 (Claude Code)" gemini:0.61.0; do
+	inroot "$G" "/tools/bin/${t%%:*}" --version
+	expect "glibc: ${t%%:*} --version through the shim" 0 "${t#*:}"
+done
+if serve_in "$G" '["codex", "claude-code", "gemini"]'; then
+	op_version codex glibc "codex-cli 0.171.0"
+	op_version claude glibc "2.1.332 (Claude Code)"
+	op_version gemini glibc "0.61.0"
+	for a in codex claude-code gemini; do
+		session glibc $a
+	done
+	kill "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null
+fi

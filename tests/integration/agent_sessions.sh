@@ -1,0 +1,107 @@
+# Sessions with the real agents' manifests (issue 11 §3, issue 13 §7): the
+# built-in run templates (codex exec --skip-git-repo-check, claude -p,
+# gemini -p) against fixture packages (tests/fixtures/agent_pkgs.sh), the
+# working directory (request cwd, validated; default HOME), env from the
+# configuration's allow-list, the tools' bin/ on PATH, the manifest's env,
+# and a prompt that is exactly "{bin}" staying the prompt.
+. "$TOP/tests/lib.sh"
+. "$FIXTURES/agent_pkgs.sh"
+
+PY=$(python3 -c 'import sys; print(sys.executable)')
+export SSL_CERT_FILE=$PKI/ca.pem HOME=$T/home ABX_SERVER_TOKEN=tok
+mkdir -p "$T/home" "$T/work"
+mkdir -m 700 "$T/tools" "$T/state"
+cat >"$T/server.json" <<EOM
+{"agents": ["codex", "claude-code", "gemini"], "manifests_dir": "$T/m", "tools_dir": "$T/tools",
+ "state_dir": "$T/state", "install": {"use_path": false, "mirrors": {"npm": "$REG"}},
+ "server": {"session_env": ["GIT_AUTHOR_NAME"]}}
+EOM
+start_serve --config "$T/server.json" || { not_ok "serve starts" "$(cat "$T/serve.err")"; exit 1; }
+U=http://127.0.0.1:$PORT
+# create AGENT JSON-BODY -> $S (status), $SID
+create() {
+	S=$(curl -s -o "$T/body" -w '%{http_code}' -H 'X-Access-Token: tok' -H 'Content-Type: application/json' \
+		-X POST --data "$2" "$U/v1/agents/$1/sessions")
+	SID=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1])).get("id",""))' "$T/body" 2>/dev/null)
+}
+# output AGENT: wait for $SID, its output lines in $T/lines
+output() {
+	"$PY" "$FIXTURES/sessclient.py" wait "$PORT" tok "$1" "$SID" 60 >"$T/final" || return 1
+	curl -s -H 'X-Access-Token: tok' "$U/v1/agents/$1/sessions/$SID/events?limit=1000" |
+		"$PY" -c 'import json,sys
+for e in json.load(sys.stdin)["data"]:
+    if e["type"] == "agent.session.output": print(e["data"])
+    if e["type"] in ("agent.session.start_failed", "agent.session.environment.failed"): print("FAILED", e)' >"$T/lines"
+}
+has() { grep -qxF -- "$1" "$T/lines" || { echo "# lines: $(head -c 400 "$T/lines" | tr '\n' '|')" >&2; return 1; }; }
+
+create codex '{"prompt": "cwd env:CODEX_MANAGED_BY_NPM env:PATH"}'
+check "codex: a session with only a prompt is created" test "$S" = 201
+output codex
+check "codex: the template is exec --skip-git-repo-check PROMPT" has "opts: exec --skip-git-repo-check"
+check "codex: it runs in HOME by default" has "cwd: $T/home"
+check "codex: with the manifest's env" has "env CODEX_MANAGED_BY_NPM=1"
+check "codex: the tools' bin/ first on PATH" grep -q "^env PATH=$T/tools/bin:" "$T/lines"
+check "codex: completed" grep -q '"status": *"completed"' "$T/final"
+
+create codex '{"prompt": "{bin}"}'
+output codex
+check "a prompt that is exactly {bin} stays the prompt" has "prompt: {bin}"
+
+create codex "{\"prompt\": \"cwd\", \"cwd\": \"$T/work\"}"
+check "cwd: an existing absolute directory is taken" test "$S" = 201
+output codex
+check "cwd: the agent runs there" has "cwd: $T/work"
+for bad in "work" "$T/missing" "$T/tools" "$T/tools/codex" "$T/state"; do
+	create codex "{\"prompt\": \"cwd\", \"cwd\": \"$bad\"}"
+	check "cwd $bad is refused (400)" test "$S" = 400
+done
+check "cwd: the refusal says why" grep -q "inside the state directory" "$T/body"
+create codex '{"prompt": "cwd", "cwd": 7}'
+check "cwd: not a string is refused" test "$S" = 400
+
+create codex '{"prompt": "env:GIT_AUTHOR_NAME", "env": {"GIT_AUTHOR_NAME": "Ada"}}'
+check "env: an allowed variable is taken" test "$S" = 201
+output codex
+check "env: the agent sees it" has "env GIT_AUTHOR_NAME=Ada"
+create codex '{"prompt": "x", "env": {"LD_PRELOAD": "/x.so"}}'
+check "env: a variable not in server.session_env is refused" test "$S" = 400
+check "env: the refusal names the key" grep -q "server.session_env" "$T/body"
+create codex '{"prompt": "x", "env": ["A"]}'
+check "env: not an object is refused" test "$S" = 400
+
+create claude-code '{"prompt": "hello"}'
+output claude-code
+check "claude-code: the template is -p PROMPT" has "opts: -p"
+create gemini '{"prompt": "hello"}'
+output gemini
+check "gemini: through node-runtime's node" grep -q "^argv\[0\]=$T/tools/node-runtime/" "$T/lines"
+check "gemini: the template is -p PROMPT" has "argv[2]=-p"
+
+# agents.<a>.run: a session run to its end, answered with its output
+run_op() { curl -s -o "$T/body" -w '%{http_code}' -H 'X-Access-Token: tok' -H 'Content-Type: application/json' \
+	-X POST --data "$2" "$U/v1/ops/agents.$1.run"; }
+jsb() { "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$T/body" "$1"; }
+code=$(run_op codex '{"prompt": "print:2 err:1 exit:3"}')
+check "run: answers 200 when the agent has ended" test "$code" = 200
+check "run: the agent's exit code" test "$(jsb 'd["exit_code"]')" = 3
+check "run: its stdout" test "$(jsb 'repr(d["stdout"])')" = \
+	"'opts: exec --skip-git-repo-check\\nprompt: print:2 err:1 exit:3\\nout 1 of 2\\nout 2 of 2\\n'"
+check "run: its stderr" test "$(jsb 'repr(d["stderr"])')" = "'err 1 of 1\\n'"
+check "run: the session it was" test "$(jsb 'd["status"]')" = failed
+SID=$(jsb 'd["session"]')
+curl -s -H 'X-Access-Token: tok' "$U/v1/agents/codex/sessions/$SID" >"$T/body"
+check "run: the session stays readable" test "$(jsb 'd["exit_code"]')" = 3
+code=$(run_op claude-code "{\"prompt\": \"cwd\", \"cwd\": \"$T/work\"}")
+check "run: with a cwd" test "$(jsb 'd["stdout"].splitlines()[-1]')" = "cwd: $T/work"
+code=$(run_op codex '{"prompt": "-rf"}')
+check "run: a bad request is refused at once (400)" test "$code" = 400
+curl -s -H 'X-Access-Token: tok' "$U/v1/ops" >"$T/body"
+check "run: listed by GET /v1/ops" grep -q '"agents.codex.run"' "$T/body"
+code=$(run_op codex '{"prompt": "sleep:60000", "timeout": 1}')
+check "run: a timeout ends the agent (200)" test "$code" = 200
+check "run: and says so" test "$(jsb 'd["timed_out"], d["status"]')" = "(True, 'cancelled')"
+code=$(run_op codex '{"prompt": "x", "timeout": 0}')
+check "run: timeout 0 is refused (400)" test "$code" = 400
+create codex '{"prompt": "x", "timeout": 5}'
+check "a session create takes no timeout (400)" test "$S" = 400
