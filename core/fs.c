@@ -208,21 +208,35 @@ fail:
 	return -1;
 }
 
+/* O_NONBLOCK: open(2) of a FIFO waits for a writer, forever; non-blocking
+ * it returns at once and the type check refuses it. On a regular file the
+ * flag changes nothing. */
 static int
-open_regular(const char *path, struct stat *sb, struct err *e)
+open_regular(const char *path, int follow, struct stat *sb, struct err *e)
 {
-	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW));
 
 	if (fd < 0) {
 		if (errno == ENOENT)
 			return err_set(e, "not_found", "%s does not exist", path);
+		if (errno == ELOOP && !follow)
+			return err_set(e, "io.error", "%s is a symbolic link, which is not followed here", path);
 		return io_err(e, "cannot open", path);
 	}
 	if (fstat(fd, sb) != 0 || !S_ISREG(sb->st_mode)) {
+		int fifo = S_ISFIFO(sb->st_mode), dir = S_ISDIR(sb->st_mode);
+
 		close(fd);
-		return err_set(e, "io.error", "%s is not a regular file", path);
+		return err_set(e, "io.error", "%s is not a regular file%s", path,
+		               fifo ? " (a FIFO)" : dir ? " (a directory)" : "");
 	}
 	return fd;
+}
+
+int
+fs_open_input(const char *path, struct stat *sb, struct err *e)
+{
+	return open_regular(path, 1, sb, e);
 }
 
 static ssize_t
@@ -254,7 +268,7 @@ fs_read_small(const char *path, char *buf, size_t cap, struct err *e)
 
 	if (cap == 0)
 		return err_set(e, "io.error", "no buffer for %s", path);
-	fd = open_regular(path, &sb, e);
+	fd = open_regular(path, 0, &sb, e);
 	if (fd < 0)
 		return -1;
 	n = read_full(fd, buf, cap - 1);
@@ -272,9 +286,8 @@ fs_read_small(const char *path, char *buf, size_t cap, struct err *e)
 	return n;
 }
 
-int
-fs_read_alloc(const char *path, size_t max, char **out, size_t *len,
-    struct err *e)
+static int
+read_alloc(const char *path, int follow, size_t max, char **out, size_t *len, struct err *e)
 {
 	struct stat sb;
 	size_t cap, n = 0;
@@ -284,7 +297,7 @@ fs_read_alloc(const char *path, size_t max, char **out, size_t *len,
 
 	*out = NULL;
 	*len = 0;
-	fd = open_regular(path, &sb, e);
+	fd = open_regular(path, follow, &sb, e);
 	if (fd < 0)
 		return -1;
 	if ((uint64_t)sb.st_size > max) {
@@ -334,6 +347,18 @@ oom:
 	free(p);
 	close(fd);
 	return err_set(e, "io.error", "out of memory reading %s", path);
+}
+
+int
+fs_read_alloc(const char *path, size_t max, char **out, size_t *len, struct err *e)
+{
+	return read_alloc(path, 0, max, out, len, e);
+}
+
+int
+fs_read_input(const char *path, size_t max, char **out, size_t *len, struct err *e)
+{
+	return read_alloc(path, 1, max, out, len, e);
 }
 
 /* chmod u+rwx a directory we cannot open or empty, without following a

@@ -12,6 +12,7 @@
  */
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "err.h"
@@ -44,10 +45,20 @@ int fs_write_atomic(const char *path, const void *buf, size_t n, mode_t mode,
  * file gives e->code "not_found" so callers can tell absence from failure. */
 ssize_t fs_read_small(const char *path, char *buf, size_t cap, struct err *e);
 
+/* Open an operator-provided input (configuration, policy, commands file,
+ * manifests and their lockfiles) for reading: symbolic links are followed
+ * (Kubernetes ConfigMap mounts are "..data" symlinks), the open never blocks
+ * (O_NONBLOCK: a FIFO is refused, not waited on), and it must be a regular
+ * file. Returns the fd with *sb filled, or -1 (not_found, io.error). Inside
+ * tool trees use fs_read_small/fs_read_alloc, which never follow. */
+int fs_open_input(const char *path, struct stat *sb, struct err *e);
+
 /* Like fs_read_small into a malloc'd buffer of at most max bytes (+1 for the
  * NUL). On success *out is owned by the caller (free()), *len the length. */
 int fs_read_alloc(const char *path, size_t max, char **out, size_t *len,
     struct err *e);
+/* fs_read_alloc for an operator-provided input: opened as fs_open_input. */
+int fs_read_input(const char *path, size_t max, char **out, size_t *len, struct err *e);
 
 /* Remove path and everything under it without following any symlink (a
  * symlink is removed, never its target), using openat/unlinkat relative to

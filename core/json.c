@@ -9,6 +9,7 @@
  * contiguous block and each value is copied exactly once.
  */
 #include "json.h"
+#include "fs.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -1130,17 +1131,13 @@ json_parse_file(struct json_doc *doc, const char *path, const struct json_limits
 	if (lim == NULL)
 		lim = &json_default_limits;
 	bound = lim->max_bytes < SIZE_MAX - 1 ? lim->max_bytes + 1 : SIZE_MAX;
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0)
-		return err_set(e, "io.error", "%s: %s", path, strerror(errno));
-	if (fstat(fd, &st) < 0) {
-		rc = errno;
-		close(fd);
-		return err_set(e, "io.error", "%s: %s", path, strerror(rc));
-	}
-	if (S_ISDIR(st.st_mode)) {
-		close(fd);
-		return err_set(e, "io.error", "%s: is a directory", path);
+	/* Every file parsed here is an operator's input: links followed, a
+	 * FIFO refused instead of blocking the open forever. */
+	fd = fs_open_input(path, &st, e);
+	if (fd < 0) {
+		if (e != NULL && e->code != NULL && strcmp(e->code, "not_found") == 0)
+			err_set(e, "io.error", "%s: %s", path, strerror(ENOENT));
+		return -1;
 	}
 	if (S_ISREG(st.st_mode) && (uintmax_t)st.st_size > lim->max_bytes) {
 		close(fd);

@@ -103,7 +103,9 @@ int json_parse(struct json_doc *doc, const char *text, size_t len, const struct 
 	       struct err *e);
 
 /* Read a whole file (at most lim->max_bytes) and parse it. The file name is
- * put in front of the message: "path:line:col: ...". io.error if unreadable. */
+ * put in front of the message: "path:line:col: ...". io.error if unreadable
+ * or not a regular file. Opened as fs_open_input: an operator's input, so
+ * symlinks are followed and a FIFO is refused instead of blocking. */
 int json_parse_file(struct json_doc *doc, const char *path, const struct json_limits *lim, struct err *e);
 
 void json_free(struct json_doc *doc);

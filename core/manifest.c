@@ -790,7 +790,7 @@ manifest_load_file(manifest_t *m, const char *path, const struct manifest_opts *
 	size_t len = 0;
 	int rc;
 
-	if (fs_read_alloc(path, MANIFEST_MAX_BYTES, &text, &len, e) < 0) {
+	if (fs_read_input(path, MANIFEST_MAX_BYTES, &text, &len, e) < 0) {
 		if (e && e->code && strcmp(e->code, "not_found") == 0)
 			err_set(e, INVALID, "%s: no such file", path);
 		else if (e && e->code && strcmp(e->code, "io.error") == 0 && strstr(e->msg, "large"))
@@ -846,7 +846,7 @@ manifest_read_sibling(const manifest_t *m, const char *rel, size_t max, char **o
 	if (!m->embedded) {
 		if ((size_t)snprintf(path, sizeof(path), "%s/%s", m->dir, rel) >= sizeof(path))
 			return err_set(e, INVALID, "path too long");
-		return fs_read_alloc(path, max, out, len, e);
+		return fs_read_input(path, max, out, len, e);
 	}
 	for (i = 0; embedded_manifests[i].path != NULL; i++) {
 		const struct embedded_file *f = &embedded_manifests[i];
@@ -1125,7 +1125,7 @@ mentions(const struct manifest_entry *en, const char *base)
 	if (en->embedded_idx >= 0)
 		return memmem(embedded_manifests[en->embedded_idx].data, embedded_manifests[en->embedded_idx].len, q,
 			      strlen(q)) != NULL;
-	if (fs_read_alloc(en->path, MANIFEST_MAX_BYTES, &text, &len, &e) < 0)
+	if (fs_read_input(en->path, MANIFEST_MAX_BYTES, &text, &len, &e) < 0)
 		return 1; /* let the real load report it */
 	hit = memmem(text, len, q, strlen(q)) != NULL;
 	free(text);

@@ -375,7 +375,21 @@ kill -HUP "$SERVE_PID"
 wait_for_line "$T/serve.err" 'reload failed' 10
 check "a bad file on reload is logged with why" grep -q 'reload failed, keeping the previous configuration: config.invalid' "$T/serve.err"
 check "... and the previous configuration stays" test "$(A -H "$H" -X POST "$U/v1/ops/added.op")" = 200
+# The commands file replaced by a FIFO: the reload refuses it at once (an
+# open(2) of a FIFO used to wait for a writer forever, and no reload came after).
+rm -f "$T/cmds.json"
+mkfifo "$T/cmds.json"
+kill -HUP "$SERVE_PID"
+wait_for_line "$T/serve.err" 'cmds.json is not a regular file (a FIFO)' 10
+check "a FIFO on reload is refused with why" \
+	grep -q "reload failed, keeping the previous configuration: io.error: $T/cmds.json is not a regular file (a FIFO)" "$T/serve.err"
+check "... and the previous configuration stays" test "$(A -H "$H" -X POST "$U/v1/ops/added.op")" = 200
+rm -f "$T/cmds.json"
 cp "$T/cmds.bak" "$T/cmds.json"
+kill -HUP "$SERVE_PID"
+wait_for_line "$T/serve.err" 'configuration reloaded.*' 10
+check "after the FIFO, a regular file reloads again" \
+	sh -c "test \$(grep -c 'configuration reloaded' '$T/serve.err') -ge 2"
 
 curl -s -o "$T/long" -H "$H" -X POST "$U/v1/ops/long" &
 cpid=$!

@@ -120,6 +120,34 @@ sed 's/"linux-x64": *{/"linux-x64\\u0000": {"url": "https:\/\/127.0.0.1:1\/hidde
 run $CC --manifest "$T/nulm/ripgrep.json"
 expect "a hidden platform key in a manifest exits 2" 2 "" "\\u0000 in an object key"
 check "the hidden platform key is named by its place" grep -q "json.syntax: .*nulm/ripgrep.json:[0-9]*:[0-9]*: " "$T/err"
+# A FIFO as an input is refused at once instead of blocking in open(2)
+# (timeout: before, check-config waited for a writer forever).
+mkfifo "$T/fifo.json"
+for opt in --config --commands --policy --manifest; do
+	run timeout 20 $CC $opt "$T/fifo.json"
+	expect "a FIFO as $opt exits 2 at once" 2 "" "$T/fifo.json is not a regular file (a FIFO)"
+done
+# ConfigMap-style mounts: every input a symlink through ..data (followed for
+# operator inputs; inside tool trees nothing is followed).
+mkdir -p "$T/cm/..2026_12_01" "$T/cmm/..2026_12_01"
+echo '{"install": {"mode": "offline"}}' >"$T/cm/..2026_12_01/server.json"
+echo '{"principals": {"ci": {"preset": "readonly"}}}' >"$T/cm/..2026_12_01/policy.json"
+echo '[{"id": "x", "argv": ["/bin/echo"]}]' >"$T/cm/..2026_12_01/commands.json"
+cp "$FIXTURES/manifests/ripgrep.json" "$T/cmm/..2026_12_01/"
+ln -s ..2026_12_01 "$T/cm/..data"
+ln -s ..2026_12_01 "$T/cmm/..data"
+for f in server.json policy.json commands.json; do ln -s "..data/$f" "$T/cm/$f"; done
+ln -s ..data/ripgrep.json "$T/cmm/ripgrep.json"
+run $CC --config "$T/cm/server.json" --policy "$T/cm/policy.json" --commands "$T/cm/commands.json"
+expect "symlinked configuration, policy and commands load" 0 "install.mode: offline (file $T/cm/server.json)"
+check "... the symlinked commands file's op is listed" grep -q '^x ' "$T/out"
+run $CC --manifest "$T/cmm/ripgrep.json"
+expect "a symlinked manifest loads (not 'Symbolic link loop')" 0
+run $CC --manifests "$T/cmm" --config "$T/empty.json"
+expect "a ConfigMap-style --manifests directory loads" 0
+run $BIN prepare --manifests "$T/cmm" --only ripgrep --dry-run --tools-dir "$T/cmtools"
+expect "prepare plans a tool whose manifest is a ConfigMap symlink" 0 "ripgrep "
+check "... without a symbolic-link error" sh -c "! grep -q 'Symbolic link' '$T/err'"
 echo '{"agents": ["nosuch"]}' >"$T/noagent.json"
 run $CC --config "$T/noagent.json"
 expect "unknown agent exits 2" 2 "" "agents: nosuch: no manifest"

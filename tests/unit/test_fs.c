@@ -477,6 +477,41 @@ t_deep_trees(void **s)
 	}
 }
 
+/* Operator inputs follow symlinks (ConfigMap "..data" links); reads inside
+ * tool trees never do; neither blocks on a FIFO (open(2) of one used to wait
+ * for a writer forever) nor takes anything but a regular file. */
+static void
+t_read_input_follows_and_never_blocks(void **s)
+{
+	char link[512], *p = NULL;
+	size_t len;
+	struct err e;
+	struct stat sb;
+	int fd;
+
+	put("real.json", "{}");
+	snprintf(link, sizeof(link), "%s", P("link.json"));
+	assert_int_equal(symlink(P("real.json"), link), 0);
+	assert_int_equal(fs_read_input(link, 64, &p, &len, &e), 0);
+	assert_int_equal(len, 2);
+	free(p);
+	fd = fs_open_input(link, &sb, &e);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(fs_read_alloc(link, 64, &p, &len, &e), -1);
+	assert_string_equal(e.code, "io.error");
+	assert_non_null(strstr(e.msg, "is a symbolic link, which is not followed here"));
+	assert_int_equal(mkfifo(P("fifo"), 0600), 0);
+	assert_int_equal(fs_read_input(P("fifo"), 64, &p, &len, &e), -1);
+	assert_non_null(strstr(e.msg, "is not a regular file (a FIFO)"));
+	assert_int_equal(fs_read_alloc(P("fifo"), 64, &p, &len, &e), -1);
+	assert_non_null(strstr(e.msg, "is not a regular file (a FIFO)"));
+	assert_int_equal(fs_open_input(base, &sb, &e), -1);
+	assert_non_null(strstr(e.msg, "is not a regular file (a directory)"));
+	assert_int_equal(fs_open_input(P("nothere"), &sb, &e), -1);
+	assert_string_equal(e.code, "not_found");
+}
+
 #define C(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int
@@ -487,6 +522,7 @@ main(void)
 		C(t_rm_tree_does_not_follow), C(t_tree_digest), C(t_tree_digest_known_answer), C(t_stat_proof),
 		C(t_free_bytes), C(t_dir_safe), C(t_noexec_probe), C(t_noexec_mount),
 		C(t_mount_point_and_dirname), C(t_syncfs_and_fsync_dir), C(t_deep_trees),
+		C(t_read_input_follows_and_never_blocks),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
