@@ -363,24 +363,20 @@ serve_main(int argc, char **argv)
 			logline("%s", smsg);
 	}
 
-	/* /health first and inline; everything else goes to the API, which
-	 * authenticates before it routes. Every common method is listed so
-	 * the server core never answers 405 for a path before the token is
-	 * checked. */
+	/* GET /health first and inline; every other method and target (TRACE,
+	 * PROPFIND, lowercase ones, OPTIONS *) goes to the API, which
+	 * authenticates before it routes, so the server core never answers
+	 * 404 or 405 before the token is checked. */
 	routes[0] = (struct httpd_route){"GET", "/health", HTTPD_EXACT | HTTPD_INLINE | HTTPD_PUBLIC,
 	                                 api_health, &api};
-	{
-		static const char *const methods[] = {"GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"};
-
-		for (k = 0; k < sizeof(methods) / sizeof(methods[0]); k++)
-			routes[1 + k] = (struct httpd_route){methods[k], "/", HTTPD_PREFIX, api_handle, &api};
-	}
+	routes[1] = (struct httpd_route){"*", "", HTTPD_PREFIX, api_handle, &api};
 	httpd_config_defaults(&cfg);
 	cfg.routes = routes;
-	cfg.nroutes = 7;
+	cfg.nroutes = 2;
 	cfg.host = g->cfg.server.host;
 	cfg.port = g->cfg.server.port;
 	cfg.max_conns = g->cfg.server.max_connections;
+	cfg.max_conns_per_peer = g->cfg.server.max_connections_per_peer;
 	cfg.workers = g->cfg.server.workers;
 	cfg.max_body = (size_t)g->cfg.server.max_body_bytes;
 	cfg.max_head = (size_t)g->cfg.server.max_header_bytes;

@@ -12,7 +12,12 @@
 #include "tools.h"
 
 /* auth.missing / auth.invalid: who (peer), what (method, path without the
- * query string, which may carry anything). */
+ * query string, which may carry anything). Fields over 256 bytes are cut
+ * and the record marked "truncated": true; a record is never dropped.
+ * Identical failures (code, peer address, method, path) within a second of
+ * the last written are counted instead: the next identical one written
+ * carries "repeated": N, or, when another record comes first, an
+ * "auth.failure.repeated" record with the count and the fields. */
 void audit_auth_failure(const struct install_settings *s, const char *peer, const char *method,
                         const char *path, const char *code);
 

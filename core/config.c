@@ -66,6 +66,8 @@ static const struct keydef keys[CK_NKEYS] = {
     {"server.host", K_HOST, OFF(server.host), 0, 0, "ABX_SERVER_HOST"},
     {"server.port", K_INT, OFF(server.port), 0, 65535, "ABX_SERVER_PORT"},
     {"server.max_connections", K_INT, OFF(server.max_connections), 1, 65536, "ABX_SERVER_MAX_CONNECTIONS"},
+    {"server.max_connections_per_peer", K_INT, OFF(server.max_connections_per_peer), 1, 65536,
+     "ABX_SERVER_MAX_CONNECTIONS_PER_PEER"},
     {"server.workers", K_INT, OFF(server.workers), 1, 256, "ABX_SERVER_WORKERS"},
     {"server.header_timeout", K_INT, OFF(server.header_timeout), 1, 3600, "ABX_SERVER_HEADER_TIMEOUT"},
     {"server.idle_timeout", K_INT, OFF(server.idle_timeout), 1, 3600, "ABX_SERVER_IDLE_TIMEOUT"},
@@ -208,6 +210,7 @@ config_defaults(struct config *c)
 	snprintf(c->server.host, sizeof(c->server.host), "0.0.0.0");
 	c->server.port = 9000;
 	c->server.max_connections = 256;
+	c->server.max_connections_per_peer = 64;
 	c->server.workers = 4;
 	c->server.header_timeout = 10;
 	c->server.idle_timeout = 60;

@@ -93,6 +93,7 @@ enum cfg_key {
 	CK_SERVER_HOST,
 	CK_SERVER_PORT,
 	CK_SERVER_MAX_CONNECTIONS,
+	CK_SERVER_MAX_CONNECTIONS_PER_PEER,
 	CK_SERVER_WORKERS,
 	CK_SERVER_HEADER_TIMEOUT,
 	CK_SERVER_IDLE_TIMEOUT,
@@ -136,6 +137,7 @@ struct config {
 		char host[256];
 		int port;
 		int max_connections;
+		int max_connections_per_peer; /* per client address */
 		int workers;
 		int header_timeout;  /* seconds to receive the request head */
 		int idle_timeout;    /* seconds an idle keep-alive connection lives */

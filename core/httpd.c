@@ -47,6 +47,8 @@
 /* File descriptors beyond max_conns: listener, epoll, eventfd, the reserve,
  * stdio, and what handlers open (pipes of child processes). */
 #define HTTPD_FD_SLACK 64
+/* Why a connection was let in past the limits (struct conn reserve). */
+enum { WHY_NONE, WHY_FULL, WHY_PEER };
 
 enum cstate {
 	C_FREE,
@@ -91,6 +93,9 @@ struct conn {
 	int fd;
 	int state;
 	int idle;        /* waiting for the first byte of a request */
+	int reserve;     /* WHY_*: in a reserve slot (public routes, one answer) */
+	int64_t since;   /* monotonic ms since it waits for a request's first byte */
+	unsigned char addr[16]; /* peer address (IPv4 v4-mapped), for the per-peer count */
 	int close_after; /* close once the current answer is written */
 	int linger;      /* …after reading what the client still sends */
 	int budget;
@@ -142,8 +147,14 @@ struct httpd {
 	int stuck; /* drain timed out with workers still busy */
 	struct cbuf *cache[HTTPD_BUF_CACHE];
 	int ncache;
-	char busy_resp[512];
-	int busy_len;
+	int nreserve; /* connections in reserve slots */
+	/* Connections per peer address: open addressing, linear probing,
+	 * backward-shift deletion; twice the slots, so probes stay short. */
+	struct peer {
+		unsigned char addr[16];
+		int n; /* 0 = empty entry */
+	} *peers;
+	size_t peer_mask;
 };
 
 static int
@@ -311,7 +322,53 @@ free_request(struct conn *c)
 	c->status = 0;
 }
 
+static size_t
+peer_hash(const struct httpd *s, const unsigned char *addr)
+{
+	uint32_t h = 2166136261u;
+	int i;
+
+	for (i = 0; i < 16; i++)
+		h = (h ^ addr[i]) * 16777619u;
+	return h & s->peer_mask;
+}
+
+/* The entry of addr, or the empty one where it would go. */
+static struct peer *
+peer_slot(struct httpd *s, const unsigned char *addr)
+{
+	size_t i = peer_hash(s, addr);
+
+	while (s->peers[i].n != 0 && memcmp(s->peers[i].addr, addr, 16) != 0)
+		i = (i + 1) & s->peer_mask;
+	return &s->peers[i];
+}
+
+static void
+peer_release(struct httpd *s, const unsigned char *addr)
+{
+	struct peer *p = peer_slot(s, addr);
+	size_t i, j, h;
+
+	if (p->n == 0 || --p->n > 0)
+		return;
+	/* Backward-shift deletion keeps every probe run unbroken. */
+	i = j = (size_t)(p - s->peers);
+	for (;;) {
+		j = (j + 1) & s->peer_mask;
+		if (s->peers[j].n == 0)
+			break;
+		h = peer_hash(s, s->peers[j].addr);
+		if (i <= j ? (i < h && h <= j) : (i < h || h <= j))
+			continue;
+		s->peers[i] = s->peers[j];
+		i = j;
+	}
+	s->peers[i].n = 0;
+}
+
 static void put_buf(struct conn *c);
+static void busy_reason(struct httpd *s, int why, const char *peer, char *buf, size_t cap);
 
 static void
 conn_close(struct httpd *s, struct conn *c)
@@ -325,6 +382,9 @@ conn_close(struct httpd *s, struct conn *c)
 	c->state = C_FREE;
 	s->free_slots[s->nfree++] = (int)(c - s->conns);
 	s->active--;
+	if (c->reserve)
+		s->nreserve--;
+	peer_release(s, c->addr);
 }
 
 /* Buffers come and go with every keep-alive request; a few are kept for
@@ -768,6 +828,7 @@ request_done(struct httpd *s, struct conn *c)
 		put_buf(c);
 		c->idle = 1;
 		c->t_start = 0;
+		c->since = now_ms();
 		set_deadline(s, c, s->cfg.idle_timeout_ms);
 	} else {
 		c->idle = 0;
@@ -932,7 +993,8 @@ dispatch(struct httpd *s, struct conn *c)
 		r = &s->cfg.routes[i];
 		if (!path_matches(r, q->path))
 			continue;
-		if (strcmp(r->method, q->method) == 0 || (head && strcmp(r->method, "GET") == 0)) {
+		if (strcmp(r->method, q->method) == 0 || strcmp(r->method, "*") == 0 ||
+		    (head && strcmp(r->method, "GET") == 0)) {
 			found = r;
 			break;
 		}
@@ -943,6 +1005,20 @@ dispatch(struct httpd *s, struct conn *c)
 	}
 	c->route = found;
 	q->ctx = NULL;
+	if (c->reserve) {
+		/* A reserve slot answers a liveness probe, nothing else, and
+		 * once: it is no extra capacity for a client over its limit. */
+		c->close_after = 1;
+		if (found == NULL || !(found->flags & HTTPD_PUBLIC)) {
+			char why[160];
+
+			busy_reason(s, c->reserve, c->peer, why, sizeof(why));
+			httpd_resp_header(w, "Retry-After", "1");
+			httpd_respond_errf(w, "request.busy", "%s", why);
+			resume(s, c);
+			return;
+		}
+	}
 	if (s->cfg.gate != NULL && (found == NULL || !(found->flags & HTTPD_PUBLIC)) &&
 	    s->cfg.gate(q, found, w, s->cfg.gate_arg) != 0) {
 		if (!w->done)
@@ -1249,24 +1325,139 @@ format_peer(const struct sockaddr_storage *sa, char *buf, size_t cap)
 	}
 }
 
-/* Table full (or draining): answer 503 without blocking and close. */
+/* Why a client is over a limit, for its 503 and the log. */
 static void
-reject_busy(struct httpd *s, int fd, const struct sockaddr_storage *sa)
+busy_reason(struct httpd *s, int why, const char *peer, char *buf, size_t cap)
+{
+	char ip[64];
+	const char *colon = strrchr(peer, ':');
+
+	snprintf(ip, sizeof(ip), "%.*s", colon ? (int)(colon - peer) : (int)strlen(peer), peer);
+	if (why == WHY_PEER)
+		snprintf(buf, cap, "%s already holds %d connection%s, the limit per client address", ip,
+		         s->cfg.max_conns_per_peer, s->cfg.max_conns_per_peer == 1 ? "" : "s");
+	else if (why == WHY_FULL)
+		snprintf(buf, cap, "all %d connection slots are in use", s->cfg.max_conns);
+	else
+		snprintf(buf, cap, "the server is stopping");
+}
+
+/* Over a limit (or draining): answer 503 without blocking and close. */
+static void
+reject_busy(struct httpd *s, int fd, const struct sockaddr_storage *sa, int why)
 {
 	struct conn tmp;
-	char drop[1024];
+	char drop[1024], msg[160], body[512], resp[768];
+	int n;
 
 	memset(&tmp, 0, sizeof(tmp));
 	format_peer(sa, tmp.peer, sizeof(tmp.peer));
 	tmp.t_start = now_us();
+	busy_reason(s, why, tmp.peer, msg, sizeof(msg));
+	n = httpd_error_body(body, sizeof(body), "request.busy", msg, NULL);
+	n = snprintf(resp, sizeof(resp),
+	             "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+	             "Content-Length: %d\r\nRetry-After: 1\r\nConnection: close\r\n\r\n%s",
+	             n < 0 ? 0 : n, n < 0 ? "" : body);
 	/* What already arrived is read first: closing with unread data would
 	 * reset the connection before the client reads the 503. */
 	(void)!recv(fd, drop, sizeof(drop), MSG_DONTWAIT);
-	(void)!send(fd, s->busy_resp, (size_t)s->busy_len, MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (n > 0 && (size_t)n < sizeof(resp))
+		(void)!send(fd, resp, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL);
 	shutdown(fd, SHUT_WR);
 	close(fd);
-	vlog(s, "%s: refused: all %d connection slots are in use", tmp.peer, s->cfg.max_conns);
+	vlog(s, "%s: refused: %s", tmp.peer, msg);
 	log_request(s, &tmp, 503, 0);
+}
+
+/* The peer's address as 16 bytes (IPv4 v4-mapped); 1 when it is loopback. */
+static int
+peer_addr(const struct sockaddr_storage *sa, unsigned char addr[16])
+{
+	static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+
+	memset(addr, 0, 16);
+	if (sa->ss_family == AF_INET) {
+		memcpy(addr, mapped, 12);
+		memcpy(addr + 12, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+	} else if (sa->ss_family == AF_INET6) {
+		memcpy(addr, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+	}
+	if (memcmp(addr, mapped, 12) == 0)
+		return addr[12] == 127;
+	return memcmp(addr, in6addr_loopback.s6_addr, 16) == 0;
+}
+
+/* The connection that has waited longest for a request's first byte (an
+ * idle keep-alive one, or one that never sent a byte), of one peer address
+ * or of any; NULL when every connection is in the middle of something. */
+static struct conn *
+oldest_waiting(struct httpd *s, const unsigned char *addr)
+{
+	struct conn *best = NULL;
+	int i;
+
+	for (i = 0; i < s->hiwater; i++) {
+		struct conn *c = &s->conns[i];
+
+		if (c->state != C_HEAD || c->reserve || c->in_ready || (c->b != NULL && c->b->len > 0))
+			continue;
+		if (addr != NULL && memcmp(c->addr, addr, 16) != 0)
+			continue;
+		if (best == NULL || c->since < best->since)
+			best = c;
+	}
+	return best;
+}
+
+/* Make room for a new connection of peer addr by closing one that waits
+ * for a request, or say which limit holds (WHY_*). Closing an idle
+ * keep-alive connection is what any HTTP/1.1 server may do at any time
+ * (RFC 9112 9.8); here it keeps a flood of idle connections from locking
+ * out every new client until the idle timeout. */
+static int
+make_room(struct httpd *s, const unsigned char *addr, const char *peer)
+{
+	struct conn *v;
+
+	/* At max_conns the table-full rule below says the same, better. */
+	if (s->cfg.max_conns_per_peer < s->cfg.max_conns && peer_slot(s, addr)->n >= s->cfg.max_conns_per_peer) {
+		if ((v = oldest_waiting(s, addr)) == NULL)
+			return WHY_PEER;
+		vlog(s, "%s: closed its longest-waiting connection %s for a new one (per-address limit %d)", peer,
+		     v->peer, s->cfg.max_conns_per_peer);
+		conn_close(s, v);
+	}
+	if (s->active - s->nreserve >= s->cfg.max_conns) {
+		if ((v = oldest_waiting(s, NULL)) == NULL)
+			return WHY_FULL;
+		vlog(s, "%s: closed the longest-waiting connection %s for a new one (all %d slots in use)", peer,
+		     v->peer, s->cfg.max_conns);
+		conn_close(s, v);
+	}
+	return WHY_NONE;
+}
+
+/* The reserve is full: close its oldest connection still reading a head.
+ * A health check sends its whole request at once and is answered inline, so
+ * a loopback client holding reserve slots with half heads only delays the
+ * next probe by a moment instead of locking it out. */
+static void
+reserve_room(struct httpd *s, const char *peer)
+{
+	struct conn *v = NULL;
+	int i;
+
+	for (i = 0; i < s->hiwater; i++) {
+		struct conn *c = &s->conns[i];
+
+		if (c->reserve && c->state == C_HEAD && !c->in_ready && (v == NULL || c->since < v->since))
+			v = c;
+	}
+	if (v == NULL)
+		return;
+	vlog(s, "%s: closed reserve connection %s, which sent no whole request, for a new one", peer, v->peer);
+	conn_close(s, v);
 }
 
 static void
@@ -1276,7 +1467,10 @@ accept_all(struct httpd *s)
 	struct epoll_event ev;
 	socklen_t sl;
 	struct conn *c;
-	int i, fd, one = 1;
+	struct peer *p;
+	unsigned char addr[16];
+	char peer[64];
+	int i, fd, one = 1, loopback, why;
 
 	for (i = 0; i < HTTPD_ACCEPT_BATCH && s->lfd >= 0; i++) {
 		sl = sizeof(sa);
@@ -1292,13 +1486,22 @@ accept_all(struct httpd *s)
 				fd = accept4(s->lfd, (struct sockaddr *)&sa, &sl,
 				             SOCK_NONBLOCK | SOCK_CLOEXEC);
 				if (fd >= 0)
-					reject_busy(s, fd, &sa);
+					reject_busy(s, fd, &sa, WHY_FULL);
 				s->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 			}
 			return;
 		}
-		if (s->nfree == 0 || s->stopping) {
-			reject_busy(s, fd, &sa);
+		if (s->stopping) {
+			reject_busy(s, fd, &sa, WHY_NONE);
+			continue;
+		}
+		loopback = peer_addr(&sa, addr);
+		format_peer(&sa, peer, sizeof(peer));
+		why = make_room(s, addr, peer);
+		if (why != WHY_NONE && loopback && s->nreserve >= s->cfg.reserve)
+			reserve_room(s, peer);
+		if (why != WHY_NONE && (!loopback || s->nreserve >= s->cfg.reserve)) {
+			reject_busy(s, fd, &sa, why);
 			continue;
 		}
 		c = &s->conns[s->free_slots[--s->nfree]];
@@ -1306,7 +1509,19 @@ accept_all(struct httpd *s)
 		c->srv = s;
 		c->fd = fd;
 		c->state = C_HEAD;
-		format_peer(&sa, c->peer, sizeof(c->peer));
+		c->since = now_ms();
+		c->reserve = why;
+		if (why != WHY_NONE) {
+			s->nreserve++;
+			vlog(s, "%s: in a reserve slot (public routes only): %s", peer,
+			     why == WHY_PEER ? "at the per-address limit" : "all slots in use");
+		}
+		memcpy(c->addr, addr, 16);
+		p = peer_slot(s, addr);
+		if (p->n == 0)
+			memcpy(p->addr, addr, 16);
+		p->n++;
+		memcpy(c->peer, peer, sizeof(c->peer));
 		if (c - s->conns >= s->hiwater)
 			s->hiwater = (int)(c - s->conns) + 1;
 		s->active++;
@@ -1384,6 +1599,7 @@ httpd_config_defaults(struct httpd_config *c)
 	c->host = "0.0.0.0";
 	c->port = 9000;
 	c->max_conns = HTTPD_MAX_CONNS_DEFAULT;
+	c->reserve = HTTPD_RESERVE_DEFAULT;
 	c->workers = HTTPD_WORKERS_DEFAULT;
 	c->max_body = HTTPD_MAX_BODY_DEFAULT;
 	c->max_head = HTTP_REQ_HEAD_MAX;
@@ -1478,8 +1694,8 @@ httpd_new(const struct httpd_config *cfg, struct err *e)
 	struct epoll_event ev;
 	pthread_attr_t attr;
 	sigset_t all, old;
-	char body[512];
-	int i, n;
+	size_t npeers;
+	int i, slots;
 
 	if (cfg->max_conns < 1 || cfg->max_conns > 65536) {
 		err_set(e, "config.invalid", "max connections must be 1..65536, not %d", cfg->max_conns);
@@ -1503,7 +1719,16 @@ httpd_new(const struct httpd_config *cfg, struct err *e)
 		        HTTP_REQ_HEAD_LIMIT_MIN, HTTP_REQ_HEAD_LIMIT_MAX, cfg->max_head);
 		return NULL;
 	}
-	if (fd_budget(cfg->max_conns, e) != 0)
+	if (cfg->reserve < 0 || cfg->reserve > 64) {
+		err_set(e, "config.invalid", "reserve slots must be 0..64, not %d", cfg->reserve);
+		return NULL;
+	}
+	if (cfg->max_conns_per_peer < 0) {
+		err_set(e, "config.invalid", "connections per client address must be 0 (no limit) or more, not %d",
+		        cfg->max_conns_per_peer);
+		return NULL;
+	}
+	if (fd_budget(cfg->max_conns + cfg->reserve, e) != 0)
 		return NULL;
 	s = calloc(1, sizeof(*s));
 	if (s == NULL) {
@@ -1511,31 +1736,32 @@ httpd_new(const struct httpd_config *cfg, struct err *e)
 		return NULL;
 	}
 	s->cfg = *cfg;
+	if (s->cfg.max_conns_per_peer == 0 || s->cfg.max_conns_per_peer > cfg->max_conns)
+		s->cfg.max_conns_per_peer = cfg->max_conns;
+	slots = cfg->max_conns + cfg->reserve;
+	for (npeers = 16; npeers < 2 * (size_t)slots; npeers *= 2)
+		;
+	s->peer_mask = npeers - 1;
 	s->in_cap = cfg->max_head + HTTPD_READ_EXTRA;
 	s->lfd = s->epfd = s->evfd = s->reserve_fd = -1;
 	s->next_wake = INT64_MAX;
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->cv, NULL);
 	/* calloc'd pages stay untouched (and out of RSS) until a slot is used */
-	s->conns = calloc((size_t)cfg->max_conns, sizeof(*s->conns));
-	s->free_slots = malloc((size_t)cfg->max_conns * sizeof(int));
-	s->work.ring = malloc((size_t)cfg->max_conns * sizeof(struct conn *));
-	s->done.ring = malloc((size_t)cfg->max_conns * sizeof(struct conn *));
+	s->conns = calloc((size_t)slots, sizeof(*s->conns));
+	s->free_slots = malloc((size_t)slots * sizeof(int));
+	s->work.ring = malloc((size_t)slots * sizeof(struct conn *));
+	s->done.ring = malloc((size_t)slots * sizeof(struct conn *));
+	s->peers = calloc(npeers, sizeof(*s->peers));
 	s->threads = calloc((size_t)cfg->workers, sizeof(pthread_t));
-	if (!s->conns || !s->free_slots || !s->work.ring || !s->done.ring || !s->threads) {
+	if (!s->conns || !s->free_slots || !s->work.ring || !s->done.ring || !s->peers || !s->threads) {
 		err_set(e, "internal", "out of memory for %d connection slots", cfg->max_conns);
 		goto fail;
 	}
-	s->work.cap = s->done.cap = cfg->max_conns;
-	for (i = 0; i < cfg->max_conns; i++)
-		s->free_slots[i] = cfg->max_conns - 1 - i;
-	s->nfree = cfg->max_conns;
-
-	n = httpd_error_body(body, sizeof(body), "request.busy", "all connection slots are in use", NULL);
-	s->busy_len = snprintf(s->busy_resp, sizeof(s->busy_resp),
-	                       "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-	                       "Content-Length: %d\r\nRetry-After: 1\r\nConnection: close\r\n\r\n%s",
-	                       n, body);
+	s->work.cap = s->done.cap = slots;
+	for (i = 0; i < slots; i++)
+		s->free_slots[i] = slots - 1 - i;
+	s->nfree = slots;
 
 	if (listen_on(s, cfg->host ? cfg->host : "0.0.0.0", cfg->port, e) != 0)
 		goto fail;
@@ -1706,6 +1932,7 @@ httpd_free(struct httpd *s)
 		free(s->cache[--s->ncache]);
 	free(s->conns);
 	free(s->free_slots);
+	free(s->peers);
 	free(s->work.ring);
 	free(s->done.ring);
 	free(s->threads);

@@ -12,11 +12,23 @@
  * Routes marked HTTPD_INLINE (handlers that never block, like /health) run
  * on the event thread and skip the two thread hand-offs.
  *
- * Memory: the connection table is sized at start (HTTPD config max_conns);
- * when it is full a new connection gets 503 and is closed, written without
- * blocking. A connection's buffers are allocated when its first byte
- * arrives and released when it goes idle, so idle connections cost a table
- * slot and a socket.
+ * Memory: the connection table is sized at start (HTTPD config max_conns,
+ * plus reserve slots for loopback clients). A connection's buffers
+ * are allocated when its first byte arrives and released when it goes idle,
+ * so idle connections cost a table slot and a socket.
+ *
+ * Limits: a client address holds at most max_conns_per_peer connections.
+ * A new connection over that limit, or with every slot taken, first closes
+ * the longest-waiting connection that holds no request (an idle keep-alive
+ * one or one that never sent a byte): of its own address for the address
+ * limit, of anyone for a full table. Only when every candidate is in the
+ * middle of a request is the new one refused with 503 request.busy (written
+ * without blocking) - unless it comes from loopback: then it gets one of the
+ * reserve slots, which answer only HTTPD_PUBLIC routes (GET /health; any
+ * other request gets the 503) and close after one answer; with the reserve
+ * full, its oldest connection still reading a head makes room. So idle floods
+ * cannot lock clients out for the idle timeout, and a health check from
+ * inside the container is answered whatever the load.
  *
  * Errors: every error answer is the JSON envelope of SPEC §10 built from the
  * core/err.h table, with Connection: close; parse errors close the
@@ -31,6 +43,12 @@
 
 /* Defaults; each is a field of struct httpd_config. */
 #define HTTPD_MAX_CONNS_DEFAULT 1024      /* each slot is ~200 bytes until used */
+/* Slots past max_conns for loopback clients only, that answer nothing but
+ * HTTPD_PUBLIC routes (GET /health) and close after one answer: when every
+ * slot holds a request in progress (nothing to reclaim), the container's
+ * health check still gets its answer, and a client over a limit gains no
+ * capacity from them. A few are enough: a probe is answered inline. */
+#define HTTPD_RESERVE_DEFAULT 4
 #define HTTPD_WORKERS_DEFAULT 8           /* handlers that wait (installs, ops) */
 #define HTTPD_MAX_BODY_DEFAULT (1u << 20) /* JSON op arguments are < 64 KiB */
 #define HTTPD_HEADER_TIMEOUT_MS 10000     /* whole head, from its first byte */
@@ -83,10 +101,11 @@ enum {
 
 /* One route. The table is searched in order: the first route whose path
  * matches and whose method equals the request's runs (HEAD runs a GET route
- * and drops the body). A path that matches only under other methods answers
- * 405 with Allow; no match answers 404 not_found. */
+ * and drops the body; method "*" takes any method, path "" with HTTPD_PREFIX
+ * any target, "OPTIONS *" included). A path that matches only under other
+ * methods answers 405 with Allow; no match answers 404 not_found. */
 struct httpd_route {
-	const char *method;
+	const char *method; /* "GET", …, or "*" for any */
 	const char *path;
 	int flags;
 	httpd_handler fn;
@@ -112,6 +131,8 @@ struct httpd_config {
 	const char *host; /* numeric or a name; NULL = 0.0.0.0 */
 	int port;         /* 0 = any free port (see httpd_port) */
 	int max_conns;
+	int max_conns_per_peer; /* per client address; 0 = max_conns */
+	int reserve;            /* loopback reserve slots, 0..64 */
 	int workers;
 	size_t max_body;
 	size_t max_head; /* request head bytes, 431 beyond (HTTP_REQ_HEAD_LIMIT_MIN..MAX) */

@@ -94,7 +94,8 @@ EOF
 cat >"$T/config.json" <<EOF
 {"agents": ["hello", "badsum"], "commands": "$T/cmds.json", "policy": "$T/policy.json",
  "preset": "admin", "manifests_dir": "$M", "audit_file": "$T/audit.jsonl",
- "install": {"wait": 20}, "server": {"max_output_bytes": 1024, "max_connections": 512}}
+ "install": {"wait": 20}, "server": {"max_output_bytes": 1024, "max_connections": 512,
+            "max_connections_per_peer": 512}}
 EOF
 sed 's/"wait": 20/"wait": 1/' "$T/config.json" >"$T/config-wait1.json"
 
@@ -146,6 +147,52 @@ s=$(A "$U/v1/no/such/route"); cp "$T/body" "$T/b401b"
 check "unknown route without a token: the same 401" sh -c "test $s = 401 && cmp -s '$T/b401a' '$T/b401b'"
 s=$(A -X DELETE "$U/v1/ops/hello.run")
 check "any method without a token: the same 401" sh -c "test $s = 401 && cmp -s '$T/b401a' '$T/body'"
+# Methods the API does not route and the asterisk target: the same 401 and an
+# audit record (before: 405 with Allow, or 404 for OPTIONS *, and no record).
+n0=$(grep -c '"event":"auth.failure"' "$T/audit.jsonl" 2>/dev/null)
+for req in "TRACE /v1/ops" "CONNECT /v1/ops" "PROPFIND /v1/ops" "get /v1/ops" "FOO-BAR /health" \
+	"OPTIONS *" "DELETE /health"; do
+	printf '%s HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' "$req" |
+		"$PY" -S "$FIXTURES/rawhttp.py" "$PORT" >"$T/r" 2>"$T/rerr"
+	sed '1,/^\r$/d' "$T/r" >"$T/rbody"
+	check "$req without a token: the same 401" \
+		sh -c "grep -q '^HTTP/1.1 401 ' '$T/r' && grep -qi '^WWW-Authenticate: Bearer' '$T/r' && cmp -s '$T/b401a' '$T/rbody'"
+	m=${req%% *}
+	check "$req without a token: an audit record" \
+		grep -q "\"event\":\"auth.failure\",\"code\":\"auth.missing\",\"peer\":\"127.0.0.1:[0-9]*\",\"method\":\"$m\"" "$T/audit.jsonl"
+done
+check "one audit record per refused request" test "$(grep -c '"event":"auth.failure"' "$T/audit.jsonl")" -eq $((n0 + 7))
+# A 4 KB path is cut in the record, never the record dropped (records over
+# 4096 bytes were dropped); 60 identical refusals are counted, not written 60 times.
+"$PY" -S - "$PORT" <<'PYEOF' >"$T/flood" 2>&1
+import socket, sys
+port = int(sys.argv[1])
+path = "/v1/" + "x" * 4096
+codes = []
+for i in range(60):
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s.sendall(("GET %s HTTP/1.1\r\nHost: t\r\nX-Access-Token: wrong\r\nConnection: close\r\n\r\n" % path).encode())
+    data = b""
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        data += b
+    codes.append(data.split(b" ")[1].decode())
+    s.close()
+print("codes", " ".join(sorted(set(codes))))
+PYEOF
+printf 'GET /v1/other HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' | "$PY" -S "$FIXTURES/rawhttp.py" "$PORT" >/dev/null 2>&1
+grep '"path":"/v1/xxxx' "$T/audit.jsonl" >"$T/long" || true
+check "60 wrong tokens with a 4 KB path: all 401" grep -q '^codes 401$' "$T/flood"
+check "a 4 KB path: the record is written, the path cut to 256 bytes and marked" \
+	sh -c "grep -q '\"path\":\"/v1/x\{252\}\",\"truncated\":true' '$T/long'"
+check "60 identical refusals: fewer records, and the counts add up to 60" \
+	"$PY" -c "
+import json, sys
+recs = [json.loads(l) for l in open('$T/long')]
+total = sum(1 + r.get('repeated', 0) if r['event'] == 'auth.failure' else r['repeated'] for r in recs)
+sys.exit(0 if len(recs) < 60 and total == 60 else 1)"
 s=$(A -H "X-Access-Token: wrong" "$U/v1/ops"); cp "$T/body" "$T/b401c"
 s2=$(A -H "X-Access-Token: wrong" "$U/v1/nothing-here")
 check "wrong token: 401 auth.invalid, same for unknown routes" \
@@ -308,6 +355,7 @@ check "metrics count what the server core refused (route server, status 400)" \
 check "the server still answers after all that" test "$(A -H "$H" "$U/v1/ops")" = 200
 
 # ---- slow connections cut at their deadline while a fresh request is served ------------------
+# (all from 127.0.0.1: server.max_connections_per_peer is raised to 512 above for them)
 "$PY" "$FIXTURES/apiclient.py" slow "$PORT" "$TOK" 300 3 10 >"$T/slow" 2>&1
 fresh=$(sed -n 's/.*fresh_ms=\([0-9-]*\).*/\1/p' "$T/slow")
 check "300 slow connections opened" grep -q 'opened=300' "$T/slow"

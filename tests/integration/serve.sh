@@ -159,18 +159,67 @@ else
 	not_ok "SIGTERM mid-request" "serve did not start"
 fi
 
-# Connection slots: 4 held, the 5th gets 503 at once.
+# Connection slots: 4 held mid-request (nothing to reclaim). Loopback still
+# gets /health from one of the 4 reserve slots (and nothing else there); with
+# the reserve held by half heads too, a new /health closes the oldest of them.
+# (Refusals at accept, for other addresses, are in tests/unit/test_httpd.c.)
 if start_serve --max-connections 4 -v; then
-	probe slots "$PORT" 4 >"$T/p" 2>&1
-	check "slot limit: the 5th connection gets 503 request.busy" \
-		sh -c "grep -q '^extra 503 .*request.busy' '$T/p' && grep -q '^extra-closed True' '$T/p'"
+	probe slots "$PORT" 4 4 >"$T/p" 2>&1
+	check "slot limit: /health from loopback is answered from the reserve, which then closes" \
+		sh -c "grep -q '^reserve-health 200' '$T/p' && grep -q '^reserve-closed True' '$T/p'"
+	check "slot limit: a reserve slot answers only public routes (503 request.busy)" \
+		grep -q '^reserve-other 503 .*request.busy.*all 4 connection slots are in use' "$T/p"
+	check "slot limit: with the reserve held by half heads, /health still answers" \
+		sh -c "grep -q '^extra 200' '$T/p' && grep -q '^oldest-reserve-closed True' '$T/p'"
 	check "slot limit: the held connections still work" grep -q '^held 200' "$T/p"
 	check "slot limit: released slots are reused" grep -q '^after-release 200' "$T/p"
-	check "slot limit: the refusal is logged" grep -q 'all 4 connection slots are in use' "$T/serve.err"
+	check "slot limit: reserve use is logged" grep -q 'in a reserve slot (public routes only): all slots in use' "$T/serve.err"
 	kill "$SERVE_PID"
 	wait "$SERVE_PID" 2>/dev/null
 else
 	not_ok "slot limit" "serve did not start"
+fi
+
+# Connections that hold a slot without a request in progress are reclaimed,
+# the one waiting longest first, instead of refusing the new client.
+if start_serve --max-connections 4 -v; then
+	probe idleslots "$PORT" 4 >"$T/p" 2>&1
+	check "silent connections: a new one is served, not refused" grep -q '^extra 200' "$T/p"
+	check "silent connections: the longest-waiting one was closed for it" grep -q '^oldest-closed True' "$T/p"
+	check "silent connections: the others stay" grep -q '^newest-open True' "$T/p"
+	check "silent connections: the reclaim is logged" grep -q 'closed the longest-waiting connection' "$T/serve.err"
+	kill "$SERVE_PID"
+	wait "$SERVE_PID" 2>/dev/null
+else
+	not_ok "silent connections" "serve did not start"
+fi
+
+# 256 keep-alive connections each send one GET /health and stay open (the
+# default 256 slots): a fresh /health and healthcheck still get their answer.
+if start_serve; then
+	probe idleflood "$PORT" 256 "$BIN" >"$T/p" 2>&1
+	check "keep-alive flood: a fresh /health is 200 ($(grep '^flood' "$T/p"))" grep -q '^fresh 200' "$T/p"
+	check "keep-alive flood: healthcheck exits 0" grep -q '^healthcheck 0' "$T/p"
+	kill "$SERVE_PID"
+	wait "$SERVE_PID" 2>/dev/null
+else
+	not_ok "keep-alive flood" "serve did not start"
+fi
+
+# server.max_connections_per_peer: one address over it cannot take more
+# slots (loopback lands in the reserve, /health only); other addresses are
+# served; an idle connection of the address is reclaimed for its new one.
+if ABX_SERVER_MAX_CONNECTIONS_PER_PEER=3 start_serve --max-connections 16; then
+	probe peerlimit "$PORT" 3 >"$T/p" 2>&1
+	check "per-address limit: the 4th connection of 127.0.0.2 gets 503 request.busy" \
+		grep -q '^over 503 .*127.0.0.2 already holds 3 connections, the limit per client address' "$T/p"
+	check "per-address limit: 127.0.0.3 is served as usual" grep -q '^other-address 401' "$T/p"
+	check "per-address limit: an idle connection of the address is reclaimed for a new one" \
+		sh -c "grep -q '^held 200' '$T/p' && grep -q '^after-idle 401' '$T/p' && grep -q '^idle-closed True' '$T/p'"
+	kill "$SERVE_PID"
+	wait "$SERVE_PID" 2>/dev/null
+else
+	not_ok "per-address limit" "serve did not start"
 fi
 
 # A client that sends half a head is cut at the header deadline with 408.
@@ -189,7 +238,7 @@ fi
 
 # Many slow clients hold slots with half a head: a fresh request is still
 # answered at once, and every slow one is cut at its deadline.
-if start_serve --header-timeout 1; then
+if ABX_SERVER_MAX_CONNECTIONS_PER_PEER=256 start_serve --header-timeout 1; then
 	probe slowloris "$PORT" 200 "$BIN" >"$T/p" 2>&1
 	fresh=$(sed -n 's/^fresh 0 //p' "$T/p")
 	check "200 slow clients: a fresh request is answered within 1 s (${fresh:-failed} ms)" \

@@ -396,7 +396,7 @@ test_full_schema_loads(void **state)
 	        " \"agents\": [\"codex\"], \"commands\": \"c.json\", \"policy\": \"p.json\","
 	        " \"preset\": \"agents\", \"tools_dir\": \"/t\", \"state_dir\": \"/s\","
 	        " \"manifests_dir\": \"/m\", \"audit_file\": \"/a.log\", \"environment\": \"production\","
-	        " \"server\": {\"host\": \"127.0.0.1\", \"port\": 0, \"max_connections\": 64,"
+	        " \"server\": {\"host\": \"127.0.0.1\", \"port\": 0, \"max_connections\": 64, \"max_connections_per_peer\": 8,"
 	        " \"workers\": 2, \"header_timeout\": 5, \"idle_timeout\": 30, \"request_timeout\": 30,"
 	        " \"max_header_bytes\": 8192, \"max_body_bytes\": 65536, \"max_output_bytes\": 65536,"
 	        " \"op_concurrency\": 2, \"max_sessions\": 8, \"max_sessions_per_agent\": 2,"

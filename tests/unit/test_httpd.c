@@ -558,6 +558,118 @@ test_bad_config(void **state)
 	assert_string_equal(e.code, "config.invalid");
 }
 
+static int
+dial_port(int port)
+{
+	struct sockaddr_in a;
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_port = htons((uint16_t)port);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	return fd;
+}
+
+/* What arrives on fd until the server closes it (or WAIT_S). */
+static void
+read_all(int fd, char *out, size_t cap)
+{
+	struct pollfd p = {fd, POLLIN, 0};
+	size_t got = 0;
+	ssize_t k;
+
+	while (got < cap - 1 && poll(&p, 1, (int)(WAIT_S * 1000)) == 1) {
+		k = recv(fd, out + got, cap - 1 - got, 0);
+		if (k <= 0)
+			break;
+		got += (size_t)k;
+	}
+	out[got] = '\0';
+}
+
+static void *
+run_other(void *arg)
+{
+	struct err e;
+
+	httpd_run(arg, &e);
+	return NULL;
+}
+
+/* Without a reserve (other addresses than loopback), a client over a limit
+ * with nothing to reclaim is refused at once: the table full, or its address
+ * at max_conns_per_peer. The held connections are in a handler (/slow), so
+ * neither clock nor luck decides whether they could be reclaimed. */
+static void
+test_limits_refuse_without_reserve(void **state)
+{
+	static const struct {
+		int max, per_peer;
+		const char *msg;
+	} cases[] = {
+	    {2, 0, "all 2 connection slots are in use"},
+	    {4, 2, "127.0.0.1 already holds 2 connections, the limit per client address"},
+	};
+	const char slow[] = "GET /slow HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+	struct httpd_config c;
+	struct httpd *s;
+	struct err e;
+	pthread_t th;
+	char out[4096];
+	int held[2], i, k, fd, n;
+
+	for (k = 0; k < 2; k++) {
+		httpd_config_defaults(&c);
+		c.host = "127.0.0.1";
+		c.port = 0;
+		c.max_conns = cases[k].max;
+		c.max_conns_per_peer = cases[k].per_peer;
+		c.reserve = 0;
+		c.workers = 2;
+		c.access_log = 0;
+		c.routes = routes;
+		c.nroutes = sizeof(routes) / sizeof(routes[0]);
+		s = httpd_new(&c, &e);
+		assert_non_null(s);
+		assert_int_equal(pthread_create(&th, NULL, run_other, s), 0);
+		__atomic_store_n(&slow_release, 0, __ATOMIC_SEQ_CST);
+		n = __atomic_load_n(&slow_entered, __ATOMIC_SEQ_CST) + 2;
+		for (i = 0; i < 2; i++) {
+			held[i] = dial_port(httpd_port(s));
+			assert_int_equal(send(held[i], slow, sizeof(slow) - 1, 0), (ssize_t)sizeof(slow) - 1);
+		}
+		assert_int_equal(wait_at_least(&slow_entered, n, WAIT_S), n);
+		fd = dial_port(httpd_port(s));
+		read_all(fd, out, sizeof(out));
+		close(fd);
+		assert_non_null(strstr(out, "HTTP/1.1 503 Service Unavailable"));
+		assert_non_null(strstr(out, "Retry-After: 1"));
+		assert_non_null(strstr(out, "\"code\":\"request.busy\""));
+		if (strstr(out, cases[k].msg) == NULL)
+			fail_msg("case %d: %s", k, out);
+		/* the held ones are still answered */
+		__atomic_store_n(&slow_release, 1, __ATOMIC_SEQ_CST);
+		for (i = 0; i < 2; i++) {
+			read_all(held[i], out, sizeof(out));
+			assert_non_null(strstr(out, "HTTP/1.1 200 OK"));
+			close(held[i]);
+		}
+		httpd_stop(s);
+		pthread_join(th, NULL);
+		httpd_free(s);
+	}
+	httpd_config_defaults(&c);
+	c.reserve = -1;
+	assert_null(httpd_new(&c, &e));
+	assert_string_equal(e.code, "config.invalid");
+	httpd_config_defaults(&c);
+	c.max_conns_per_peer = -1;
+	assert_null(httpd_new(&c, &e));
+	assert_string_equal(e.code, "config.invalid");
+}
+
 /* Until a connection to the server is refused (its listener is closed:
  * it drains), or secs pass. */
 static int
@@ -632,6 +744,7 @@ main(void)
 	    cmocka_unit_test(test_stream_to_a_client_that_leaves),
 	    cmocka_unit_test(test_stream_to_a_client_that_does_not_read),
 	    cmocka_unit_test(test_bad_config),
+	    cmocka_unit_test(test_limits_refuse_without_reserve),
 	    cmocka_unit_test(test_stop_drains_in_flight),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown_if_running);
