@@ -176,7 +176,7 @@ static void
 progress(struct sink *s, int final)
 {
 	char line[256], got[32], tot[32], rate[32], eta[32] = "";
-	int64_t now = net_now_ms(), el;
+	int64_t now = clock_ms(), el;
 	double r, frac;
 	int64_t have = s->rs->body_bytes, total = s->rs->content_length;
 	int n, w, i;
@@ -386,7 +386,7 @@ fetch_one(const struct fetch_opts *o)
 	s.rs = rs;
 	s.quiet = o->quiet;
 	s.tty = isatty(2);
-	s.start_ms = s.last_ms = net_now_ms();
+	s.start_ms = s.last_ms = clock_ms();
 	digest_init(&s.dc, o->have_digest ? o->want.alg : DIGEST_SHA256);
 	http_request_init(&rq, o->url);
 	rq.limits = o->limits;

@@ -4,6 +4,7 @@
  * the least possible: no allocation, no DNS for numeric hosts, one
  * non-blocking socket polled against one 2-second deadline.
  */
+#include "clock.h"
 #include "common.h"
 #include "net.h"
 
@@ -33,14 +34,6 @@ static const char usage[] = "usage: agent-sandbox-server healthcheck [--port N] 
  * container health probes allow by default with room to spare. */
 #define HEALTHCHECK_TIMEOUT_MS 2000
 
-static int64_t
-mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Wait for events on fd until end; 1 ready, 0 timed out, -1 error. */
 static int
@@ -51,7 +44,7 @@ wait_fd(int fd, short events, int64_t end)
 	int rc;
 
 	for (;;) {
-		left = end - mono_ms();
+		left = end - clock_ms();
 		if (left <= 0)
 			return 0;
 		rc = poll(&p, 1, (int)left);
@@ -76,7 +69,7 @@ static int
 check(const char *host, int port, int verbose)
 {
 	struct sockaddr_storage ss;
-	int64_t end = mono_ms() + HEALTHCHECK_TIMEOUT_MS;
+	int64_t end = clock_ms() + HEALTHCHECK_TIMEOUT_MS;
 	char req[320], resp[512], *eol;
 	socklen_t sl;
 	size_t got = 0, sent = 0, reqlen;

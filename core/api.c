@@ -3,6 +3,7 @@
  * metrics. Command ops are in api_ops.c.
  */
 #include "api_int.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -666,7 +667,6 @@ api_need_tools(struct api_rq *q, const char *op_id, const char *const *tools, in
 	struct json_w w;
 	struct err e;
 	int64_t deadline = 0, left;
-	struct timespec ts;
 	int i, rc, waiter;
 
 	if (n == 0)
@@ -679,12 +679,9 @@ api_need_tools(struct api_rq *q, const char *op_id, const char *const *tools, in
 	if (waiter)
 		q->a->install_waiters++;
 	pthread_mutex_unlock(&q->a->mu);
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	deadline = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 +
-	           (waiter ? (int64_t)q->g->set.wait_s * 1000 : 0);
+	deadline = clock_ms() + (waiter ? (int64_t)q->g->set.wait_s * 1000 : 0);
 	for (i = 0; i < n; i++) {
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		left = deadline - ((int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+		left = deadline - clock_ms();
 		if (left < 0)
 			left = 0;
 		err_clear(&e);
@@ -1141,14 +1138,6 @@ authenticate(struct api_rq *q)
 	return -1;
 }
 
-static double
-now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 void
 api_handle(const struct httpd_req *req, struct httpd_resp *resp, void *arg)
@@ -1156,7 +1145,7 @@ api_handle(const struct httpd_req *req, struct httpd_resp *resp, void *arg)
 	struct api_rq q;
 
 	memset(&q, 0, sizeof(q));
-	q.t0 = now_s();
+	q.t0 = (clock_us() / 1e6);
 	q.a = arg;
 	q.req = req;
 	q.resp = resp;
@@ -1173,7 +1162,7 @@ api_handle(const struct httpd_req *req, struct httpd_resp *resp, void *arg)
 void
 api_rq_record(struct api_rq *q)
 {
-	record(q->a, q->route, q->status, now_s() - q->t0);
+	record(q->a, q->route, q->status, (clock_us() / 1e6) - q->t0);
 }
 
 void
@@ -1187,8 +1176,8 @@ void
 api_health(const struct httpd_req *req, struct httpd_resp *resp, void *arg)
 {
 	struct api *a = arg;
-	double t0 = now_s();
+	double t0 = (clock_us() / 1e6);
 
 	httpd_respond_json(resp, 200, "{\"status\":\"ok\",\"version\":\"" ABX_VERSION "\"}");
-	record(a, R_HEALTH, 200, now_s() - t0);
+	record(a, R_HEALTH, 200, (clock_us() / 1e6) - t0);
 }

@@ -375,7 +375,7 @@ runner_main(void *arg)
 		if (stop && rt->active == NULL)
 			break;
 		/* Step every run: output, exit, its deadline, the drain. */
-		now = proc_now_ms();
+		now = clock_ms();
 		next = now + PROC_STOP_CHECK_MS;
 		tick = 0;
 		for (pp = &rt->active; (r = *pp) != NULL;) {
@@ -613,8 +613,8 @@ api_run_command(struct api_rq *q, const struct op *op)
 		api_rq_err(q, &e);
 		goto out;
 	}
-	until = proc_now_ms() + API_RUN_INLINE_MS;
-	while ((left = until - proc_now_ms()) > 0)
+	until = clock_ms() + API_RUN_INLINE_MS;
+	while ((left = until - clock_ms()) > 0)
 		if (proc_step(&r->p, (int)left, proc_capture_sink, &r->cap) == 0) {
 			proc_close(&r->p);
 			run_answer(q, r);

@@ -657,10 +657,10 @@ run_finish(struct run_ctx *x)
 	uint32_t after = 0, last;
 	size_t len;
 	int n, done = 0, truncated = 0, i, timed_out = 0;
-	int64_t until = proc_now_ms() + (int64_t)x->timeout_s * 1000;
+	int64_t until = clock_ms() + (int64_t)x->timeout_s * 1000;
 
 	while (sessions_get(S, x->agent, x->id, &v) == 0 && v.status == SESSION_IN_PROGRESS) {
-		if (x->timeout_s > 0 && !timed_out && proc_now_ms() >= until) {
+		if (x->timeout_s > 0 && !timed_out && clock_ms() >= until) {
 			/* SIGTERM, SIGKILL after the grace: the end comes */
 			timed_out = 1;
 			sessions_cancel(S, x->agent, x->id, &v);
@@ -894,7 +894,7 @@ sse_run(struct sse_ctx *x)
 {
 	struct sessions *S = x->S;
 	struct httpd_resp *resp = x->resp;
-	int64_t end = proc_now_ms() + API_SSE_MAX_MS, idle_since = proc_now_ms();
+	int64_t end = clock_ms() + API_SSE_MAX_MS, idle_since = clock_ms();
 	struct sessions_rbuf b = {NULL, 0, 0};
 	char hello[64];
 	uint32_t last = x->after;
@@ -915,19 +915,19 @@ sse_run(struct sse_ctx *x)
 				break;
 			continue;
 		}
-		if (done || httpd_resp_closing(resp) || proc_now_ms() >= end)
+		if (done || httpd_resp_closing(resp) || clock_ms() >= end)
 			break;
 		/* Short waits, so a draining server is noticed at once. */
-		left = hb_ms - (int)(proc_now_ms() - idle_since);
+		left = hb_ms - (int)(clock_ms() - idle_since);
 		w = sessions_wait(S, x->id, last, left < 1 ? 1 : left < API_SSE_TICK_MS ? left : API_SSE_TICK_MS);
 		if (w < 0)
 			break;
 		if (w > 0) {
-			idle_since = proc_now_ms();
-		} else if (proc_now_ms() - idle_since >= hb_ms) {
+			idle_since = clock_ms();
+		} else if (clock_ms() - idle_since >= hb_ms) {
 			if (httpd_stream_write(resp, ": keep-alive\n\n", 14) != 0)
 				break;
-			idle_since = proc_now_ms();
+			idle_since = clock_ms();
 		}
 	}
 	httpd_stream_end(resp);

@@ -948,7 +948,7 @@ rate_check(struct xfer *x, size_t n, struct err *e)
 
 	if (l->min_rate <= 0 || l->rate_window_ms <= 0)
 		return 0;
-	now = net_now_ms();
+	now = clock_ms();
 	if (x->win_start == 0) {
 		x->win_start = now;
 		x->win_bytes = 0;
@@ -988,7 +988,7 @@ deliver(struct xfer *x, int to_sink, const unsigned char *p, size_t n, struct er
 	rs->body_bytes += (int64_t)n;
 	if (rate_check(x, n, e) != 0)
 		return -1;
-	if (x->end_ms > 0 && net_now_ms() > x->end_ms)
+	if (x->end_ms > 0 && clock_ms() > x->end_ms)
 		return err_set(e, "http.timeout", "the transfer deadline passed");
 	if (x->rq->sink != NULL && x->rq->sink(x->rq->sink_arg, p, n, e) != 0) {
 		if (e != NULL && e->code == NULL)
@@ -1157,7 +1157,7 @@ cache_put(struct http_client *cl, struct conn *c)
 {
 	int i, oldest = 0;
 
-	c->idle_since = net_now_ms();
+	c->idle_since = clock_ms();
 	c->off = c->len = 0;
 	for (i = 0; i < HTTP_CONN_CACHE; i++) {
 		if (cl->cache[i] == NULL) {
@@ -1282,7 +1282,7 @@ http_request(struct http_client *cl, const struct http_request *rq, struct http_
 	if (http_url_parse(rq->url, &cur, e) != 0)
 		return -1;
 	origin = cur;
-	x.end_ms = rq->limits.total_ms > 0 ? net_now_ms() + rq->limits.total_ms : 0;
+	x.end_ms = rq->limits.total_ms > 0 ? clock_ms() + rq->limits.total_ms : 0;
 	x.tm.step_ms = rq->limits.read_ms > 0 ? rq->limits.read_ms : HTTP_READ_MS_DEFAULT;
 	x.tm.end_ms = x.end_ms;
 	with_headers = 1;

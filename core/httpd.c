@@ -1,4 +1,5 @@
 #include "httpd.h"
+#include "clock.h"
 #include "net.h"
 #include "json.h"
 
@@ -220,14 +221,6 @@ reason(int status)
 	}
 }
 
-static int64_t
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* ---- the error envelope (strings escaped by core/json.h) ---------------- */
 
@@ -303,7 +296,7 @@ q_pop(struct queue *q)
 static void
 set_deadline(struct httpd *s, struct conn *c, int ms)
 {
-	c->deadline = ms < 0 ? INT64_MAX : now_ms() + ms;
+	c->deadline = ms < 0 ? INT64_MAX : clock_ms() + ms;
 	if (c->deadline < s->next_wake)
 		s->next_wake = c->deadline;
 }
@@ -703,14 +696,6 @@ httpd_stream_end(struct httpd_resp *w)
 
 /* ---- the request cycle (event thread) ----------------------------------- */
 
-static int64_t
-now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 static void
 log_request(struct httpd *s, struct conn *c, int status, size_t bytes)
@@ -719,7 +704,7 @@ log_request(struct httpd *s, struct conn *c, int status, size_t bytes)
 	char line[512];
 	struct timespec ts;
 	struct tm tm;
-	int64_t us = c->t_start ? now_us() - c->t_start : 0;
+	int64_t us = c->t_start ? clock_us() - c->t_start : 0;
 	int n;
 
 	if (s->cfg.observe != NULL)
@@ -828,11 +813,11 @@ request_done(struct httpd *s, struct conn *c)
 		put_buf(c);
 		c->idle = 1;
 		c->t_start = 0;
-		c->since = now_ms();
+		c->since = clock_ms();
 		set_deadline(s, c, s->cfg.idle_timeout_ms);
 	} else {
 		c->idle = 0;
-		c->t_start = now_us();
+		c->t_start = clock_us();
 		set_deadline(s, c, s->cfg.header_timeout_ms);
 	}
 }
@@ -1211,7 +1196,7 @@ read_more(struct httpd *s, struct conn *c)
 		set_deadline(s, c, s->cfg.header_timeout_ms);
 	}
 	if (c->t_start == 0)
-		c->t_start = now_us();
+		c->t_start = clock_us();
 	b->len += (size_t)k;
 	return 1;
 }
@@ -1285,7 +1270,7 @@ on_timeout(struct httpd *s, struct conn *c)
 static void
 sweep(struct httpd *s)
 {
-	int64_t now = now_ms(), next = INT64_MAX;
+	int64_t now = clock_ms(), next = INT64_MAX;
 	int i, n = s->hiwater;
 
 	s->next_wake = INT64_MAX;
@@ -1352,7 +1337,7 @@ reject_busy(struct httpd *s, int fd, const struct sockaddr_storage *sa, int why)
 
 	memset(&tmp, 0, sizeof(tmp));
 	format_peer(sa, tmp.peer, sizeof(tmp.peer));
-	tmp.t_start = now_us();
+	tmp.t_start = clock_us();
 	busy_reason(s, why, tmp.peer, msg, sizeof(msg));
 	n = httpd_error_body(body, sizeof(body), "request.busy", msg, NULL);
 	n = snprintf(resp, sizeof(resp),
@@ -1509,7 +1494,7 @@ accept_all(struct httpd *s)
 		c->srv = s;
 		c->fd = fd;
 		c->state = C_HEAD;
-		c->since = now_ms();
+		c->since = clock_ms();
 		c->reserve = why;
 		if (why != WHY_NONE) {
 			s->nreserve++;
@@ -1806,7 +1791,7 @@ begin_drain(struct httpd *s)
 	int i;
 
 	__atomic_store_n(&s->stopping, 1, __ATOMIC_SEQ_CST);
-	s->drain_end = now_ms() + s->cfg.drain_ms;
+	s->drain_end = clock_ms() + s->cfg.drain_ms;
 	if (s->lfd >= 0) {
 		epoll_ctl(s->epfd, EPOLL_CTL_DEL, s->lfd, NULL);
 		close(s->lfd);
@@ -1831,7 +1816,7 @@ httpd_run(struct httpd *s, struct err *e)
 	for (;;) {
 		if (__atomic_load_n(&s->stop_req, __ATOMIC_SEQ_CST) && !s->stopping)
 			begin_drain(s);
-		now = now_ms();
+		now = clock_ms();
 		if (s->stopping) {
 			if (s->active == 0)
 				break;
@@ -1869,7 +1854,7 @@ httpd_run(struct httpd *s, struct err *e)
 			c->in_ready = 0;
 			drive(s, c);
 		}
-		if (now_ms() >= s->next_wake)
+		if (clock_ms() >= s->next_wake)
 			sweep(s);
 	}
 

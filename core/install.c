@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "arc.h"
+#include "clock.h"
 #include "digest.h"
 #include "fs.h"
 #include "http.h"
@@ -60,14 +61,6 @@ install_state_name(enum install_state s)
 
 /* ---- small helpers ----------------------------------------------------- */
 
-static int64_t
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void
 iso_time(time_t t, char *buf, size_t cap)
@@ -300,7 +293,7 @@ static void
 progress_write(struct progress_state *p, const char *phase, uint64_t bytes, uint64_t total, int force)
 {
 	char buf[256], tmp[PATH_MAX + 32];
-	int64_t t = now_ms();
+	int64_t t = clock_ms();
 	int fd, n;
 
 	if (strcmp(p->phase, phase) != 0)
@@ -1078,7 +1071,7 @@ install_run(char *const argv[], const char *path, const char *home, int timeout_
 	char *envp[] = {envp_path, envp_home, "LANG=C", "LC_ALL=C", NULL};
 	int pfd[2], status = 0, nul;
 	size_t len = 0;
-	int64_t deadline = now_ms() + (int64_t)timeout_s * 1000;
+	int64_t deadline = clock_ms() + (int64_t)timeout_s * 1000;
 	pid_t pid;
 
 	snprintf(envp_path, sizeof(envp_path), "PATH=%s", path);
@@ -1111,7 +1104,7 @@ install_run(char *const argv[], const char *path, const char *home, int timeout_
 	close(pfd[1]);
 	for (;;) {
 		struct pollfd pf = {pfd[0], POLLIN, 0};
-		int64_t left = deadline - now_ms();
+		int64_t left = deadline - clock_ms();
 		char sink[4096];
 		ssize_t n;
 
@@ -1141,7 +1134,7 @@ install_run(char *const argv[], const char *path, const char *home, int timeout_
 			break;
 		if (w < 0 && errno != EINTR)
 			return err_set(e, "io.error", "waitpid: %s", strerror(errno));
-		if (now_ms() >= deadline) {
+		if (clock_ms() >= deadline) {
 			kill(-pid, SIGKILL);
 			kill(pid, SIGKILL);
 			waitpid(pid, &status, 0);
@@ -1322,7 +1315,7 @@ static int
 lock_tool(struct install_ctx *c, const char *w, const manifest_t *m, struct err *e)
 {
 	char path[PATH_MAX], phase[16];
-	int64_t deadline = now_ms() + (int64_t)c->set->timeout_s * 1000;
+	int64_t deadline = clock_ms() + (int64_t)c->set->timeout_s * 1000;
 	uint64_t b, t;
 	long pid;
 	int fd;
@@ -1340,7 +1333,7 @@ lock_tool(struct install_ctx *c, const char *w, const manifest_t *m, struct err 
 			close(fd);
 			return -1;
 		}
-		if (now_ms() >= deadline) {
+		if (clock_ms() >= deadline) {
 			err_set(e, "install.failed", "%s: timed out after %d s waiting for another installer", m->name,
 				c->set->timeout_s);
 			details_phase(e, "lock");
@@ -2172,7 +2165,7 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 	struct install_npm_info npminfo;
 	struct stat st;
 	uint64_t free_b, files = 0, bytes = 0, asize = 0;
-	int64_t t0 = now_ms();
+	int64_t t0 = clock_ms();
 	int rc = -1;
 
 	snprintf(treename, sizeof(treename), "%s-%s", m->version, c->platform);
@@ -2351,7 +2344,7 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 	{
 		/* npm-lock: the bytes of every package and the lockfile's
 		 * digest stand where a tarball has its artifact's */
-		struct audit_extra ax = {1, now_ms() - t0, (int64_t)asize, NULL, sha, hex, NULL, NULL, NULL};
+		struct audit_extra ax = {1, clock_ms() - t0, (int64_t)asize, NULL, sha, hex, NULL, NULL, NULL};
 		if (m->source.type != MANIFEST_SRC_TARBALL) {
 			ax.bytes = (int64_t)npminfo.bytes;
 			ax.artifact_sha256 = NULL;
@@ -2370,7 +2363,7 @@ out:
 		/* a first install that failed leaves no <tools>/<name>/ behind
 		 * (rmdir removes only an empty one) */
 		rmdir(tooldir);
-		struct audit_extra ax = {0, now_ms() - t0, -1, e->code ? e->code : "internal", NULL, NULL, NULL, NULL, NULL};
+		struct audit_extra ax = {0, clock_ms() - t0, -1, e->code ? e->code : "internal", NULL, NULL, NULL, NULL, NULL};
 		audit_event(c, "install.finish", m, &ax);
 	}
 	return rc;

@@ -3,6 +3,7 @@
  * (the contract is in install.h).
  */
 #include "install.h"
+#include "clock.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -129,14 +130,6 @@ rec_cmp(const void *a, const void *b)
 	return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-static int64_t
-mono_ms(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
 
 void
 install_known_settle(struct install_known *k)
@@ -163,7 +156,7 @@ install_known_settle(struct install_known *k)
 	/* file times come from the coarse clock (a fine-grained ctime is
 	 * never behind it): once it is past the newest recorded ctime, any
 	 * later change gets a later ctime */
-	start = mono_ms();
+	start = clock_ms();
 	clock_gettime(CLOCK_REALTIME_COARSE, &now);
 	if ((int64_t)(k->newest.tv_sec - now.tv_sec) * 1000 + (k->newest.tv_nsec - now.tv_nsec) / 1000000 >
 	    KNOWN_AHEAD_MS) {
@@ -174,7 +167,7 @@ install_known_settle(struct install_known *k)
 		clock_gettime(CLOCK_REALTIME_COARSE, &now);
 		if (now.tv_sec > k->newest.tv_sec || (now.tv_sec == k->newest.tv_sec && now.tv_nsec > k->newest.tv_nsec))
 			return;
-		if (mono_ms() - start > KNOWN_SETTLE_MS) {
+		if (clock_ms() - start > KNOWN_SETTLE_MS) {
 			drop_all(k);
 			return;
 		}

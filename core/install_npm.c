@@ -9,6 +9,7 @@
  * Lockfile `resolved` URLs must be on the manifest's hosts or the mirror.
  */
 #include "http.h"
+#include "clock.h"
 #include "install.h"
 #include "json.h"
 #include "npm.h"
@@ -66,14 +67,6 @@ collect_hosts(const struct install_ctx *c, const manifest_t *m, struct npm_hosts
 		h->h[h->n++] = c->set->allow_hosts[i];
 }
 
-static int64_t
-mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 struct prog {
 	struct install_ctx *c;
@@ -169,7 +162,7 @@ run(struct install_ctx *c, const manifest_t *m, const char *platform, const char
 	o.offline = c->set->mode == CFG_MODE_OFFLINE;
 	o.fetch_only = tree == NULL;
 	o.max_bytes = c->set->max_download_mb > 0 ? c->set->max_download_mb << 20 : 0;
-	o.deadline_ms = c->set->timeout_s > 0 ? mono_ms() + (int64_t)c->set->timeout_s * 1000 : 0;
+	o.deadline_ms = c->set->timeout_s > 0 ? clock_ms() + (int64_t)c->set->timeout_s * 1000 : 0;
 	o.progress = progress;
 	o.progress_arg = &pr;
 	if (known != NULL) {

@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "digest.h"
 #include "fs.h"
 
@@ -256,15 +257,6 @@ pb_settled(const struct pbuild *b, const struct timespec *t0)
 	       (t0->tv_sec == b->newest.tv_sec && t0->tv_nsec > b->newest.tv_nsec);
 }
 
-static int64_t
-ms_since(const struct timespec *a)
-{
-	struct timespec n;
-
-	clock_gettime(CLOCK_MONOTONIC, &n);
-	return (int64_t)(n.tv_sec - a->tv_sec) * 1000 + (n.tv_nsec - a->tv_nsec) / 1000000;
-}
-
 int
 install_proof_make(const char *root, char **out, size_t *outlen, struct err *e)
 {
@@ -276,7 +268,8 @@ install_proof_make_stat(const char *root, char **out, size_t *outlen, char stat_
 {
 	struct digest_ctx dc;
 	struct pbuild b;
-	struct timespec start, t0;
+	struct timespec t0;
+	int64_t start;
 	size_t total;
 	char *buf;
 	uint32_t u;
@@ -284,7 +277,7 @@ install_proof_make_stat(const char *root, char **out, size_t *outlen, char stat_
 
 	memset(&b, 0, sizeof(b));
 	b.e = e;
-	clock_gettime(CLOCK_MONOTONIC, &start);
+	start = clock_ms();
 	for (walks = 1;; walks++) {
 		/* the coarse clock is the one file timestamps are taken from
 		 * (fine-grained ctimes are never behind it) */
@@ -311,11 +304,11 @@ install_proof_make_stat(const char *root, char **out, size_t *outlen, char stat_
 		for (;;) {
 			struct timespec now, nap = {0, 1000000};
 			clock_gettime(CLOCK_REALTIME_COARSE, &now);
-			if (pb_settled(&b, &now) || ms_since(&start) > PROOF_SETTLE_MS)
+			if (pb_settled(&b, &now) || clock_ms() - start > PROOF_SETTLE_MS)
 				break;
 			nanosleep(&nap, NULL);
 		}
-		if (ms_since(&start) > PROOF_SETTLE_MS)
+		if (clock_ms() - start > PROOF_SETTLE_MS)
 			walks = PROOF_SETTLE_WALKS - 1;
 	}
 	total = PROOF_HDR + b.n * sizeof(struct proof_rec) + b.nlen;

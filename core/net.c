@@ -13,15 +13,6 @@
 #include <time.h>
 #include <unistd.h>
 
-int64_t
-net_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* The wait for this step: step_ms, cut at end_ms. Returns -1 when end_ms
  * has passed. */
 static int
@@ -32,7 +23,7 @@ step_left(int step_ms, int64_t end_ms, int *deadline_hit)
 	*deadline_hit = 0;
 	if (end_ms <= 0)
 		return step_ms;
-	left = end_ms - net_now_ms();
+	left = end_ms - clock_ms();
 	if (left <= 0) {
 		*deadline_hit = 1;
 		return -1;

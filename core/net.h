@@ -8,10 +8,8 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "clock.h"
 #include "err.h"
-
-/* Milliseconds on the monotonic clock. */
-int64_t net_now_ms(void);
 
 /* Connect to host:port trying each resolved address in order until one
  * answers within timeout_ms (each) and before end_ms (absolute, 0 = none).

@@ -19,6 +19,7 @@
 #include "npm.h"
 
 #include "arc.h"
+#include "clock.h"
 #include "digest.h"
 #include "http.h"
 
@@ -113,14 +114,6 @@ struct run {
 	unsigned seq;               /* temporary file names */
 };
 
-static int64_t
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int
 fail_phase(struct err *e, const char *phase, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -390,7 +383,7 @@ fetch_one(struct run *r, struct http_client *hc, struct job *j, struct wbuf *b, 
 	if (o->max_bytes > 0)
 		rq.limits.max_body = o->max_bytes;
 	if (o->deadline_ms > 0) {
-		int64_t left = o->deadline_ms - now_ms();
+		int64_t left = o->deadline_ms - clock_ms();
 		if (left <= 0)
 			left = 1;
 		rq.limits.total_ms = left > 0x7fffffff ? 0x7fffffff : (int)left;

@@ -3,6 +3,7 @@
  * minus PATH, in install order.
  */
 #include "plan.h"
+#include "clock.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -206,7 +207,7 @@ probe(char *const argv[], const char *path_env, char *out, size_t cap)
 {
 	char penv[4096 + 8];
 	char *envp[] = {penv, "LANG=C", "HOME=/nonexistent", NULL};
-	struct timespec t0, t1;
+	int64_t t0;
 	int pfd[2], status, waited = 0;
 	size_t len = 0;
 	pid_t pid;
@@ -231,13 +232,12 @@ probe(char *const argv[], const char *path_env, char *out, size_t cap)
 		_exit(127);
 	}
 	close(pfd[1]);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	t0 = clock_ms();
 	for (;;) {
 		struct pollfd pf = {pfd[0], POLLIN, 0};
 		long ms;
 		ssize_t k;
-		clock_gettime(CLOCK_MONOTONIC, &t1);
-		ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+		ms = (long)(clock_ms() - t0);
 		if (ms >= PLAN_PROBE_TIMEOUT_MS)
 			break;
 		if (poll(&pf, 1, (int)(PLAN_PROBE_TIMEOUT_MS - ms)) <= 0)

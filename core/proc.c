@@ -21,15 +21,6 @@
 /* Without a pidfd, how often exit is checked while the pipes are quiet. */
 #define PROC_POLL_TICK_MS 10
 
-int64_t
-proc_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int
 proc_spawn(struct proc *p, const struct proc_spec *s, struct err *e)
 {
@@ -86,7 +77,7 @@ proc_spawn(struct proc *p, const struct proc_spec *s, struct err *e)
 	p->pidfd = (int)syscall(SYS_pidfd_open, p->pid, 0);
 	if (p->pidfd >= 0)
 		fcntl(p->pidfd, F_SETFD, FD_CLOEXEC);
-	p->started_ms = proc_now_ms();
+	p->started_ms = clock_ms();
 	p->deadline_ms = s->timeout_ms > 0 ? p->started_ms + s->timeout_ms : 0;
 	p->grace_ms = s->kill_grace_ms > 0 ? s->kill_grace_ms : PROC_KILL_GRACE_MS_DEFAULT;
 	return 0;
@@ -157,7 +148,7 @@ reap(struct proc *p)
 		}
 	p->status = st;
 	p->exited = 1;
-	p->ended_ms = proc_now_ms();
+	p->ended_ms = clock_ms();
 	if (p->pidfd >= 0) {
 		close(p->pidfd);
 		p->pidfd = -1;
@@ -173,7 +164,7 @@ proc_step(struct proc *p, int wait_ms, proc_sink sink, void *arg)
 
 	if (p->pid <= 0)
 		return 0;
-	now = proc_now_ms();
+	now = clock_ms();
 	if (!p->exited) {
 		if (p->deadline_ms != 0 && now >= p->deadline_ms && !p->timed_out) {
 			p->timed_out = 1;
@@ -189,8 +180,8 @@ proc_step(struct proc *p, int wait_ms, proc_sink sink, void *arg)
 			/* Descendants are gone with the group; what they wrote is
 			 * in the pipes, and EOF follows unless something escaped
 			 * the group. */
-			until = proc_now_ms() + PROC_DRAIN_MS;
-			while ((p->fd[1] >= 0 || p->fd[2] >= 0) && (now = proc_now_ms()) < until) {
+			until = clock_ms() + PROC_DRAIN_MS;
+			while ((p->fd[1] >= 0 || p->fd[2] >= 0) && (now = clock_ms()) < until) {
 				n = 0;
 				for (i = 1; i <= 2; i++)
 					if (p->fd[i] >= 0) {
@@ -256,7 +247,7 @@ proc_terminate(struct proc *p)
 		return;
 	proc_kill(p, SIGTERM);
 	if (!p->timed_out) {
-		p->kill_at_ms = proc_now_ms() + p->grace_ms;
+		p->kill_at_ms = clock_ms() + p->grace_ms;
 		p->deadline_ms = 0;
 	}
 	while (proc_step(p, -1, NULL, NULL) == 1)
@@ -296,7 +287,7 @@ proc_exit_code(const struct proc *p)
 int64_t
 proc_elapsed_ms(const struct proc *p)
 {
-	return (p->ended_ms != 0 ? p->ended_ms : proc_now_ms()) - p->started_ms;
+	return (p->ended_ms != 0 ? p->ended_ms : clock_ms()) - p->started_ms;
 }
 
 /* Room for have + want + 1 bytes in *buf, growing it by doubling up to
@@ -394,7 +385,7 @@ proc_run_until(struct proc *p, const struct proc_spec *s, struct proc_capture *c
 			p->stopped = 1;
 			proc_kill(p, SIGTERM);
 			p->deadline_ms = 0;
-			p->kill_at_ms = proc_now_ms() + p->grace_ms;
+			p->kill_at_ms = clock_ms() + p->grace_ms;
 		}
 	proc_close(p);
 	return 0;

@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "clock.h"
 #include "err.h"
 
 /* SIGTERM to SIGKILL: long enough for a well-behaved tool to flush and
@@ -139,8 +140,5 @@ void proc_capture_free(struct proc_capture *c);
  */
 int proc_run_until(struct proc *p, const struct proc_spec *s, struct proc_capture *c, int (*stop)(void *),
                    void *arg, struct err *e);
-
-/* CLOCK_MONOTONIC in milliseconds. */
-int64_t proc_now_ms(void);
 
 #endif

@@ -894,7 +894,7 @@ run_child(struct slot *s, const char *entry, const char *node, char **flags, int
 			if (cancelled) {
 				cancel_seen = 1;
 				proc_kill(&p, SIGTERM);
-				p.kill_at_ms = proc_now_ms() + p.grace_ms;
+				p.kill_at_ms = clock_ms() + p.grace_ms;
 				p.deadline_ms = 0;
 			}
 		}
@@ -1516,7 +1516,7 @@ sessions_get_stats(struct sessions *S, struct sessions_stats *st)
 int
 sessions_shutdown(struct sessions *S, int wait_ms)
 {
-	int64_t until = proc_now_ms() + wait_ms;
+	int64_t until = clock_ms() + wait_ms;
 	int i, n;
 
 	pthread_mutex_lock(&S->mu);
@@ -1530,7 +1530,7 @@ sessions_shutdown(struct sessions *S, int wait_ms)
 
 		for (n = 0, i = 0; i < SESSIONS_KEEP; i++)
 			n += S->slot[i].used && S->slot[i].running;
-		if (n == 0 || proc_now_ms() >= until)
+		if (n == 0 || clock_ms() >= until)
 			break;
 		pthread_mutex_unlock(&S->mu);
 		nanosleep(&ts, NULL);

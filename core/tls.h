@@ -76,7 +76,7 @@ struct tls_conn {
 };
 
 /* Timing for every blocking wait: at most step_ms per wait (the read/
- * connect limit), never past end_ms (absolute, net_now_ms(); 0 = none). */
+ * connect limit), never past end_ms (absolute, clock_ms(); 0 = none). */
 struct tls_timing {
 	int step_ms;
 	int64_t end_ms;

@@ -674,18 +674,18 @@ test_client_connect_timeout(void **state)
 	cl = http_client_new(&e);
 	http_request_init(&rq, url);
 	rq.limits.connect_ms = 300;
-	t0 = net_now_ms();
+	t0 = clock_ms();
 	assert_int_equal(http_request(cl, &rq, &rs, &e), -1);
 	assert_string_equal(e.code, "http.connect");
 	assert_non_null(strstr(e.msg, "no answer within 300 ms"));
-	assert_true(net_now_ms() - t0 < 3000);
+	assert_true(clock_ms() - t0 < 3000);
 	/* The whole-transfer deadline wins over a longer connect limit. */
 	rq.limits.connect_ms = 10000;
 	rq.limits.total_ms = 200;
-	t0 = net_now_ms();
+	t0 = clock_ms();
 	assert_int_equal(http_request(cl, &rq, &rs, &e), -1);
 	assert_string_equal(e.code, "http.timeout");
-	assert_true(net_now_ms() - t0 < 3000);
+	assert_true(clock_ms() - t0 < 3000);
 	rq.url = NULL;
 	assert_int_equal(http_request(cl, &rq, &rs, &e), -1);
 	assert_string_equal(e.code, "http.url");
