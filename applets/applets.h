@@ -1,9 +1,8 @@
 /*
  * One sorted line per applet: APPLET(c_name, "name", "summary").
- * Included once for prototypes and once for the dispatch table in main.c.
- * Adding an applet is one line here and one file applets/<name>.c that
- * defines <c_name>_main(). An applet whose file is not in the build is
- * listed as not available (its symbol is weak).
+ * Included once for prototypes (common.h) and once for the dispatch table
+ * in main.c. Adding an applet is one line here and one file
+ * applets/<name>.c that defines <c_name>_main().
  */
 APPLET(check_config, "check-config", "validate configuration, policy, commands and manifests")
 APPLET(doctor, "doctor", "diagnose this environment: directories, mode, CA bundle, tools")

@@ -17,6 +17,11 @@ enum {
 #include "applets.h"
 #undef APPLET
 
+/* Tool shims: shim_find answers whether base names a tool binary of an
+ * installed tree; shim_main runs it as the tool (applets/shim.c). */
+int shim_find(const char *base);
+int shim_main(int argc, char **argv);
+
 /* Print usage to stdout and return EXIT_OK (for --help). */
 int usage_help(const char *usage);
 

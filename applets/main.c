@@ -14,15 +14,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Applets not in this build resolve to NULL. */
-#define APPLET(c, name, summary) int c##_main(int argc, char **argv) __attribute__((weak));
-#include "applets.h"
-#undef APPLET
-
-/* Tool shims (SPEC §5) come with the install engine; weak until then.
- * shim_find answers whether base names a tool binary. */
-int shim_find(const char *base) __attribute__((weak));
-int shim_main(int argc, char **argv) __attribute__((weak));
 
 struct applet {
 	const char *name;
@@ -58,16 +49,6 @@ find(const char *name)
 	return NULL;
 }
 
-static int
-run(const struct applet *a, int argc, char **argv)
-{
-	if (a->main == NULL) {
-		fprintf(stderr, "%s: %s: not available in this build\n", PROG, a->name);
-		return EXIT_USAGE;
-	}
-	return a->main(argc, argv);
-}
-
 static void
 list(FILE *f, int verbose)
 {
@@ -75,10 +56,9 @@ list(FILE *f, int verbose)
 
 	for (i = 0; i < NAPPLETS; i++) {
 		if (!verbose)
-			fprintf(f, "%s%s\n", applets[i].name, applets[i].main ? "" : " (not available in this build)");
+			fprintf(f, "%s\n", applets[i].name);
 		else
-			fprintf(f, "  %-13s %s%s\n", applets[i].name, applets[i].summary,
-				applets[i].main ? "" : " (not available in this build)");
+			fprintf(f, "  %-13s %s\n", applets[i].name, applets[i].summary);
 	}
 }
 
@@ -172,11 +152,11 @@ main(int argc, char **argv)
 	g_argv0 = argc > 0 && argv[0] ? argv[0] : PROG;
 	base = base_name(g_argv0);
 	if (strncmp(base, "agent-sandbox-", 14) == 0 && strcmp(base, PROG) != 0 && (a = find(base + 14)))
-		return run(a, argc, argv);
+		return a->main(argc, argv);
 	if ((a = find(base)) != NULL)
-		return run(a, argc, argv);
+		return a->main(argc, argv);
 	if (strcmp(base, PROG) != 0) {
-		if (shim_find != NULL && shim_find(base))
+		if (shim_find(base))
 			return shim_main(argc, argv);
 		/* A link under an unknown name is a tool shim whose manifest is
 		 * gone or broken: starting serve (or reading its argv as an
@@ -189,7 +169,7 @@ main(int argc, char **argv)
 	}
 
 	if (argc < 2)
-		return run(find("serve"), 1, serve_argv);
+		return serve_main(1, serve_argv);
 	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
 		fputs(usage, stdout);
 		list(stdout, 1);
@@ -204,13 +184,13 @@ main(int argc, char **argv)
 	if (strcmp(argv[1], "--install") == 0)
 		return install_links(argc - 1, argv + 1);
 	if (strcmp(argv[1], "--version") == 0)
-		return run(find("version"), 1, (char *[]){"version", NULL});
+		return version_main(1, (char *[]){"version", NULL});
 	if ((a = find(argv[1])) != NULL)
-		return run(a, argc - 1, argv + 1);
+		return a->main(argc - 1, argv + 1);
 	if (argv[1][0] == '-') {
 		/* `agent-sandbox-server --port 9000` is `serve --port 9000`. */
 		argv[0] = "serve";
-		return run(find("serve"), argc, argv);
+		return serve_main(argc, argv);
 	}
 	fprintf(stderr, "%s: usage: unknown applet '%s'\n%s", PROG, argv[1], usage);
 	list(stderr, 1);

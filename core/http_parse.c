@@ -12,38 +12,30 @@ enum {
 	C_HOST = 16, /* reg-name, IP literals and the port */
 };
 
-static unsigned char cls[256];
-static int cls_ready;
+/* The classes of one byte c, a constant expression. */
+#define IS_ALNUM(c) (((c) >= 'a' && (c) <= 'z') || ((c) >= 'A' && (c) <= 'Z') || ((c) >= '0' && (c) <= '9'))
+#define IS_HEX(c) (((c) >= '0' && (c) <= '9') || ((c) >= 'a' && (c) <= 'f') || ((c) >= 'A' && (c) <= 'F'))
+/* "-._~" plus the sub-delims "!$&'()*+,;=" (RFC 3986 §2.2, §2.3) */
+#define IS_UNRES_SUB(c)                                                                                      \
+	((c) == '-' || (c) == '.' || (c) == '_' || (c) == '~' || (c) == '!' || (c) == '$' || (c) == '&' ||   \
+	 (c) == '\'' || (c) == '(' || (c) == ')' || (c) == '*' || (c) == '+' || (c) == ',' || (c) == ';' ||  \
+	 (c) == '=')
+/* tchar punctuation "!#$%&'*+-.^_`|~" */
+#define IS_TPUNCT(c)                                                                                         \
+	((c) == '!' || (c) == '#' || (c) == '$' || (c) == '%' || (c) == '&' || (c) == '\'' || (c) == '*' ||  \
+	 (c) == '+' || (c) == '-' || (c) == '.' || (c) == '^' || (c) == '_' || (c) == '`' || (c) == '|' ||   \
+	 (c) == '~')
+#define CLS(c)                                                                                               \
+	((IS_ALNUM(c) ? C_TCHAR | C_TARGET | C_HOST : 0) | (IS_TPUNCT(c) ? C_TCHAR : 0) |                    \
+	 (IS_UNRES_SUB(c) || (c) == ':' || (c) == '@' || (c) == '/' || (c) == '?' ? C_TARGET : 0) |          \
+	 (IS_UNRES_SUB(c) || (c) == ':' || (c) == '[' || (c) == ']' || (c) == '%' ? C_HOST : 0) |            \
+	 (IS_HEX(c) ? C_HEX : 0) | ((c) >= 0x21 && (c) != 0x7f ? C_VALUE : 0) |                             \
+	 ((c) == ' ' || (c) == '\t' ? C_VALUE : 0))
+#define CLS4(c) CLS(c), CLS((c) + 1), CLS((c) + 2), CLS((c) + 3)
+#define CLS16(c) CLS4(c), CLS4((c) + 4), CLS4((c) + 8), CLS4((c) + 12)
+#define CLS64(c) CLS16(c), CLS16((c) + 16), CLS16((c) + 32), CLS16((c) + 48)
 
-static void
-cls_set(const char *chars, int bit)
-{
-	for (; *chars; chars++)
-		cls[(unsigned char)*chars] |= bit;
-}
-
-/* Idempotent: two threads racing here write the same bytes. */
-static void
-cls_init(void)
-{
-	static const char alnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-	int i;
-
-	if (cls_ready)
-		return;
-	cls_set(alnum, C_TCHAR | C_TARGET | C_HOST);
-	cls_set("!#$%&'*+-.^_`|~", C_TCHAR);
-	cls_set("-._~!$&'()*+,;=:@/?", C_TARGET);
-	cls_set("-._~!$&'()*+,;=:[]%", C_HOST);
-	cls_set("0123456789abcdefABCDEF", C_HEX);
-	for (i = 0x21; i < 0x7f; i++)
-		cls[i] |= C_VALUE;
-	for (i = 0x80; i < 0x100; i++)
-		cls[i] |= C_VALUE;
-	cls[' '] |= C_VALUE;
-	cls['\t'] |= C_VALUE;
-	cls_ready = 1;
-}
+static const unsigned char cls[256] = {CLS64(0), CLS64(64), CLS64(128), CLS64(192)};
 
 static int
 fail(struct http_req *r, int status, const char *why)
@@ -231,7 +223,6 @@ http_req_parse_max(struct http_req *r, const char *buf, size_t len, size_t max)
 		max = HTTP_REQ_HEAD_LIMIT_MIN;
 	if (max > HTTP_REQ_HEAD_LIMIT_MAX)
 		max = HTTP_REQ_HEAD_LIMIT_MAX;
-	cls_init();
 	r->method = r->target = r->path = r->query = (struct http_view){NULL, 0};
 	r->has_query = r->minor = r->nfields = r->chunked = r->keep_alive = r->expect_continue = 0;
 	r->content_length = -1;
@@ -423,7 +414,6 @@ http_req_chunked_decode(struct http_req_chunked *c, const char *in, size_t len, 
 {
 	size_t pos = 0, o = 0;
 
-	cls_init();
 	*nout = 0;
 	if (c->status != 0)
 		return -1;

@@ -307,8 +307,6 @@ tls_anchors_load(struct err *e)
 }
 
 #ifdef ABX_TEST
-/* Tests load different bundles in one process. */
-void tls_anchors_reset(void);
 void
 tls_anchors_reset(void)
 {

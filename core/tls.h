@@ -45,6 +45,11 @@
  * the next call. */
 int tls_anchors_load(struct err *e);
 
+#ifdef ABX_TEST
+/* Forget the loaded anchors, so a test can load another bundle. */
+void tls_anchors_reset(void);
+#endif
+
 /* Validate certificates at time t (seconds since the epoch) instead of the
  * clock; 0 returns to the clock. Process-wide; for tests. */
 void tls_set_time(time_t t);

@@ -6,7 +6,6 @@
 #include "err.h"
 #include "tls.h"
 
-void tls_anchors_reset(void);
 
 /* Two self-signed P-256 certificates (test-only, valid to 2126). */
 static const char cert1[] =
