@@ -989,9 +989,7 @@ install_probe_version(const manifest_t *m, const char *bin, char *ver, size_t ca
 	/* heap, not static (job threads) nor stack (musl threads have 128 KiB) */
 	char (*buf)[MANIFEST_ARG_MAX + PATH_MAX] = malloc(MANIFEST_MAX_ARGV * sizeof(*buf));
 	char *argv[MANIFEST_MAX_ARGV + 1], out[4096], tmp[] = "/tmp";
-	const char *p;
 	struct err e;
-	size_t n;
 	int st;
 
 	if (m->path.argv.n == 0 || buf == NULL) {
@@ -1003,19 +1001,7 @@ install_probe_version(const manifest_t *m, const char *bin, char *ver, size_t ca
 	free(buf);
 	if (st != 0)
 		return -1;
-	for (p = out; *p; p++)
-		if (*p >= '0' && *p <= '9' && (p == out || !((p[-1] >= '0' && p[-1] <= '9') || p[-1] == '.')))
-			break;
-	if (*p == '\0')
-		return -1;
-	n = strspn(p, "0123456789.");
-	while (n > 0 && p[n - 1] == '.')
-		n--;
-	if (n == 0 || n >= cap)
-		return -1;
-	memcpy(ver, p, n);
-	ver[n] = '\0';
-	return 0;
+	return manifest_version_in(out, ver, cap);
 }
 
 static int

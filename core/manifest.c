@@ -213,6 +213,27 @@ get_argv(struct vctx *v, const struct json_val *x, const char *path, struct mani
 /* ---- versions, requires, hosts ---------------------------------------- */
 
 int
+manifest_version_in(const char *s, char *out, size_t cap)
+{
+	const char *p, *q;
+
+	for (p = s; *p != '\0'; p++) {
+		if (!isdigit((unsigned char)*p) || (p > s && (isalnum((unsigned char)p[-1]) && p[-1] != 'v')))
+			continue;
+		for (q = p; isdigit((unsigned char)*q) || (*q == '.' && isdigit((unsigned char)q[1])); q++)
+			;
+		if (memchr(p, '.', (size_t)(q - p)) == NULL)
+			continue;
+		if ((size_t)(q - p) >= cap)
+			return -1;
+		memcpy(out, p, (size_t)(q - p));
+		out[q - p] = '\0';
+		return 0;
+	}
+	return -1;
+}
+
+int
 manifest_version_cmp(const char *a, const char *b)
 {
 	if (*a == 'v' || *a == 'V')

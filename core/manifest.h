@@ -210,6 +210,14 @@ int manifest_supports(const manifest_t *m, const char *platform);
  */
 int manifest_version_cmp(const char *a, const char *b);
 
+/*
+ * The version in a --version answer: the first dotted number that does not
+ * continue a word ("v22.3.0" → "22.3.0", "node18 v20.1.0" → "20.1.0",
+ * "codex-cli 0.171.0" → "0.171.0"), into out. Returns 0, or -1 when there is
+ * none or it does not fit cap.
+ */
+int manifest_version_in(const char *text, char *out, size_t cap);
+
 /* Parse "name" or "name>=version" into r. Returns 0 or -1 (e: manifest_invalid
  * with the message "what"). */
 int manifest_parse_require(const char *s, struct manifest_require *r, struct err *e);

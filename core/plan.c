@@ -178,27 +178,6 @@ plan_build(struct plan *p, const struct ops *o, const struct policy *pol, struct
 	return 0;
 }
 
-int
-plan_version_in(const char *s, char *out, size_t cap)
-{
-	const char *p, *q;
-
-	for (p = s; *p != '\0'; p++) {
-		if (!isdigit((unsigned char)*p) || (p > s && (isalnum((unsigned char)p[-1]) && p[-1] != 'v')))
-			continue;
-		for (q = p; isdigit((unsigned char)*q) || (*q == '.' && isdigit((unsigned char)q[1])); q++)
-			;
-		if (memchr(p, '.', (size_t)(q - p)) == NULL)
-			continue;
-		if ((size_t)(q - p) >= cap)
-			return -1;
-		memcpy(out, p, (size_t)(q - p));
-		out[q - p] = '\0';
-		return 0;
-	}
-	return -1;
-}
-
 /* Run argv with a scrubbed environment and a deadline; its output (stdout
  * and stderr, first PLAN_PROBE_OUT_MAX bytes) into out. Returns the exit
  * status or -1. */
@@ -303,7 +282,7 @@ plan_path_check(const manifest_t *m, const char *min, char *entry, size_t ecap, 
 		}
 		argv[i] = NULL;
 		/* The first copy on PATH is the one a user would run: it decides. */
-		if (probe(argv, path, out, sizeof(out)) != 0 || plan_version_in(out, ver, sizeof(ver)) != 0)
+		if (probe(argv, path, out, sizeof(out)) != 0 || manifest_version_in(out, ver, sizeof(ver)) != 0)
 			return 0;
 		if (m->path.min[0] != '\0' && manifest_version_cmp(ver, m->path.min) < 0)
 			return 0;

@@ -78,7 +78,4 @@ int plan_build(struct plan *p, const struct ops *o, const struct policy *pol, st
 int plan_path_check(const manifest_t *m, const char *min, char *entry, size_t ecap, char *version,
                     size_t vcap, void *ctx);
 
-/* The first dotted number in text ("v22.3.0" → "22.3.0") into out; 0 or -1. */
-int plan_version_in(const char *text, char *out, size_t cap);
-
 #endif

@@ -132,15 +132,19 @@ test_version_in(void **state)
 {
 	char v[32];
 
-	assert_int_equal(plan_version_in("v22.3.0\n", v, sizeof(v)), 0);
+	assert_int_equal(manifest_version_in("v22.3.0\n", v, sizeof(v)), 0);
 	assert_string_equal(v, "22.3.0");
-	assert_int_equal(plan_version_in("codex-cli 0.171.0", v, sizeof(v)), 0);
+	assert_int_equal(manifest_version_in("codex-cli 0.171.0", v, sizeof(v)), 0);
 	assert_string_equal(v, "0.171.0");
-	assert_int_equal(plan_version_in("node 22", v, sizeof(v)), -1);
-	assert_int_equal(plan_version_in("", v, sizeof(v)), -1);
-	assert_int_equal(plan_version_in("x86_64 1.2", v, sizeof(v)), 0);
+	assert_int_equal(manifest_version_in("node 22", v, sizeof(v)), -1);
+	assert_int_equal(manifest_version_in("", v, sizeof(v)), -1);
+	assert_int_equal(manifest_version_in("x86_64 1.2", v, sizeof(v)), 0);
 	assert_string_equal(v, "1.2");
-	assert_int_equal(plan_version_in("1.2.3.4.5.6.7.8.9", v, 4), -1);
+	assert_int_equal(manifest_version_in("1.2.3.4.5.6.7.8.9", v, 4), -1);
+	/* a number inside a word is not the version (install and plan each had
+	 * a parser; one said 18 here) */
+	assert_int_equal(manifest_version_in("node18 v20.1.0", v, sizeof(v)), 0);
+	assert_string_equal(v, "20.1.0");
 }
 
 /* --- plans --- */
