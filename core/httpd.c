@@ -1648,7 +1648,8 @@ listen_on(struct httpd *s, const char *host, int port, struct err *e)
 		return err_set(e, "io.error", "socket: %s", strerror(errno));
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (bind(fd, (struct sockaddr *)&ss, sl) != 0 || listen(fd, SOMAXCONN) != 0) {
-		err_set(e, "io.error", "cannot listen on %s port %d: %s", host, port, strerror(errno));
+		err_set(e, errno == EADDRINUSE ? "server.address_in_use" : "io.error", "cannot listen on %s port %d: %s",
+			host, port, strerror(errno));
 		close(fd);
 		return -1;
 	}
