@@ -53,6 +53,9 @@ echo '{"install": {"mdoe": "build"}}' >"$T/typo.json"
 run $CC --config "$T/typo.json"
 expect "unknown key exits 2 with did-you-mean" 2 "" \
 	"agent-sandbox-server: config.invalid: install.mdoe: unknown key (did you mean install.mode?)"
+# issue 12 §10: check-config's own fix line does not send you to check-config
+expect "a configuration error's fix names what to correct" 2 "" "fix: correct the key, flag or file named above"
+check "a configuration error's fix is not 'run check-config'" sh -c "! grep -q 'fix: run .agent-sandbox-server check-config' '$T/err'"
 printf '{"install": {\n  "mode": "lazy",,\n}}' >"$T/bad.json"
 run $CC --config "$T/bad.json"
 expect "not JSON is json.syntax with line:col" 2 "" "json.syntax: $T/bad.json:2:"
