@@ -100,13 +100,14 @@ new_op(struct ops *o, const char *id, struct err *e)
 int
 ops_add_agent(struct ops *o, const char *agent, ops_agent_lookup lookup, void *ctx, struct err *e)
 {
-	char id[OP_ID_MAX];
+	char id[OP_ID_MAX], hint[512] = "";
 	int i;
 
 	if (lookup != NULL) {
-		switch (lookup(agent, ctx)) {
+		switch (lookup(agent, ctx, hint, sizeof(hint))) {
 		case OPS_AGENT_UNKNOWN:
-			return err_set(e, "config.invalid", "agents: %s: no manifest of that name", agent);
+			return err_set(e, "config.invalid", "agents: %s: no manifest of that name%s%s", agent,
+				       hint[0] ? " " : "", hint);
 		case OPS_AGENT_NOT_AGENT:
 			return err_set(e, "config.invalid",
 			               "agents: %s: its manifest has no run block, so it is not an agent",

@@ -110,7 +110,9 @@ enum ops_agent_state {
 	OPS_AGENT_OK,
 };
 
-typedef enum ops_agent_state (*ops_agent_lookup)(const char *name, void *ctx);
+/* On OPS_AGENT_UNKNOWN the lookup may write a hint (did-you-mean, the
+ * agents there are) into hint[0..cap), else leaves it "". */
+typedef enum ops_agent_state (*ops_agent_lookup)(const char *name, void *ctx, char *hint, size_t cap);
 /* 1 when a manifest of that name exists, else 0. */
 typedef int (*ops_tool_lookup)(const char *name, void *ctx);
 
