@@ -379,6 +379,11 @@ serve_main(int argc, char **argv)
 	g_srv = httpd_new(&cfg, &e);
 	if (g_srv == NULL)
 		return fail(&e);
+	if (install_audit_check(&g->set, &e) != 0) {
+		httpd_free(g_srv);
+		api_gen_free(g);
+		return fail(&e);
+	}
 	if (!api_policy_has_tokens(&g->pol)) {
 		/* Nothing configured: a token of our own, in the state directory. */
 		if (tools_state_dir(&g->set, state, sizeof(state)) < 0 ||

@@ -308,3 +308,10 @@ mkdir -p "$T/unsafe-tools"
 chmod 777 "$T/unsafe-tools"
 run env ABX_TOOLS_DIR="$T/unsafe-tools" "$BIN" serve --host 127.0.0.1 --port 0
 expect "serve with a 0777 tools directory exits 2" 2 "" "config.state_dir_unsafe: $T/unsafe-tools"
+
+# An audit file whose directory is missing: refused at start-up, naming the
+# file and what to do, instead of a warning and every record dropped
+# (issue 12 §10).
+run env ABX_SERVER_AUDIT_FILE="$T/no-such-dir/audit.jsonl" "$BIN" serve --host 127.0.0.1 --port 0
+expect "serve with an audit file in a missing directory exits 2" 2 "" \
+	"config.invalid: audit_file $T/no-such-dir/audit.jsonl: cannot be written (No such file or directory): create its directory"
