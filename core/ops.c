@@ -5,10 +5,13 @@
 #include "ops.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "json.h"
 
@@ -95,6 +98,21 @@ new_op(struct ops *o, const char *id, struct err *e)
 	memset(op, 0, sizeof(*op));
 	snprintf(op->id, sizeof(op->id), "%s", id);
 	return op;
+}
+
+int
+ops_program_usable(const char *op_id, const char *path, struct err *e)
+{
+	struct stat st;
+
+	if (stat(path, &st) != 0)
+		return err_set(e, "command.unavailable", "%s: program %s: %s", op_id, path, strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		return err_set(e, "command.unavailable", "%s: program %s is not a regular file", op_id, path);
+	if (access(path, X_OK) != 0)
+		return err_set(e, "command.unavailable", "%s: program %s is not executable: %s", op_id, path,
+			       strerror(errno));
+	return 0;
 }
 
 int

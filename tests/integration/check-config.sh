@@ -236,3 +236,21 @@ run $CC --bogus
 expect "unknown option exits 2" 2 "" "usage: agent-sandbox-server check-config"
 run $CC --help
 expect "--help exits 0" 0 "usage: agent-sandbox-server check-config"
+
+# issue 12 §11: every command op's program must run in this image
+echo '[{"id": "tests.run", "argv": ["/nonexistent/bin/make", "test"]}]' >"$T/cmd-missing.json"
+run $CC --commands "$T/cmd-missing.json"
+expect "a command whose program is missing exits 2" 2 "" \
+	"command.unavailable: tests.run: program /nonexistent/bin/make: No such file or directory"
+expect "... with a fix" 2 "" "fix: install the program in the image, or correct argv[0]"
+: >"$T/notexec"
+chmod 644 "$T/notexec"
+echo "[{\"id\": \"x.run\", \"argv\": [\"$T/notexec\"]}]" >"$T/cmd-noexec.json"
+run $CC --commands "$T/cmd-noexec.json"
+expect "a command whose program is not executable exits 2" 2 "" "command.unavailable: x.run: program $T/notexec is not executable"
+echo '[{"id": "y.run", "argv": ["no-such-program-abx"]}]' >"$T/cmd-bare.json"
+run $CC --commands "$T/cmd-bare.json"
+expect "a bare program not on PATH exits 2" 2 "" "command.unavailable: y.run: program no-such-program-abx: not found on PATH"
+echo '[{"id": "z.run", "argv": ["sh", "-c", "true"]}, {"id": "c.v", "argv": ["codex", "--version"], "install": ["codex"]}]' >"$T/cmd-ok.json"
+run $CC --commands "$T/cmd-ok.json"
+expect "programs on PATH and tools' binaries pass" 0
