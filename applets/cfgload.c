@@ -67,7 +67,7 @@ cfgload_option(struct cfgload *L, const char *name, const char *value)
 }
 
 enum ops_agent_state
-cfgload_agent_state(const char *name, void *ctx)
+cfgload_agent_state(const char *name, void *ctx, char *hint, size_t cap)
 {
 	struct cfgload *L = ctx;
 	const manifest_t *m;
@@ -76,6 +76,8 @@ cfgload_agent_state(const char *name, void *ctx)
 	if ((m = manifest_get(&L->ms, name, &e)) == NULL) {
 		if (e.code == NULL || strcmp(e.code, "not_found") != 0)
 			L->merr = e;
+		else
+			manifest_agents_hint(&L->ms, name, hint, cap);
 		return OPS_AGENT_UNKNOWN;
 	}
 	return m->run.n > 0 ? OPS_AGENT_OK : OPS_AGENT_NOT_AGENT;

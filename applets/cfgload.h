@@ -48,7 +48,7 @@ int cfgload_run(struct cfgload *L, struct err *e);
 /* Whether tool name has a valid manifest (with its requires closure), and
  * whether it has a run block; for ops_build. A manifest that exists but does
  * not load is remembered in merr and reported instead of "unknown". */
-enum ops_agent_state cfgload_agent_state(const char *name, void *ctx);
+enum ops_agent_state cfgload_agent_state(const char *name, void *ctx, char *hint, size_t cap);
 int cfgload_tool_known(const char *name, void *ctx);
 
 #endif

@@ -6,9 +6,11 @@
 #include "common.h"
 
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../core/json.h"
 #include "cfgload.h"
@@ -221,6 +223,46 @@ print_json(const struct cfgload *L)
 	return EXIT_OK;
 }
 
+/* Every command op's program must run in this image (issue 12 §11): an
+ * absolute path that exists and is executable; a bare name that is a tool's
+ * binary, or found on PATH. Returns 0 or -1 with command.unavailable. */
+static int
+check_programs(struct cfgload *L, struct err *e)
+{
+	const char *envpath = getenv("PATH");
+	char buf[PATH_MAX];
+	int i;
+
+	if (envpath == NULL || *envpath == '\0')
+		envpath = "/usr/local/bin:/usr/bin:/bin";
+	for (i = 0; i < L->ops.n; i++) {
+		const struct op *op = &L->ops.v[i];
+		const char *name = op->kind == OP_COMMAND ? op->argv[0] : NULL;
+		const char *p, *q;
+		int found = 0;
+
+		if (name == NULL)
+			continue;
+		if (name[0] == '/') {
+			if (ops_program_usable(op->id, name, e) != 0)
+				return -1;
+			continue;
+		}
+		if (manifest_find_binary(&L->ms, name) != NULL)
+			continue; /* a tool's: installed by the op or prepare */
+		for (p = envpath; !found && *p; p = *q ? q + 1 : q) {
+			q = p + strcspn(p, ":");
+			if (q > p && p[0] == '/' && snprintf(buf, sizeof(buf), "%.*s/%s", (int)(q - p), p, name) <
+			                                  (int)sizeof(buf))
+				found = access(buf, X_OK) == 0;
+		}
+		if (!found)
+			return err_set(e, "command.unavailable", "%s: program %s: not found on PATH (%s) nor a tool's",
+				       op->id, name, envpath);
+	}
+	return 0;
+}
+
 int
 check_config_main(int argc, char **argv)
 {
@@ -280,6 +322,11 @@ check_config_main(int argc, char **argv)
 		rc = fail(&e);
 		cfgload_free(L);
 		return rc == EXIT_FAIL ? EXIT_USAGE : rc;
+	}
+	if (check_programs(L, &e) != 0) {
+		err_print(&e);
+		cfgload_free(L);
+		return EXIT_USAGE;
 	}
 	rc = EXIT_OK;
 	if (json)

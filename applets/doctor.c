@@ -717,17 +717,51 @@ check_clock(struct report *r)
 		line(r, "PASS", "clock", NULL, "%s is plausible", buf);
 }
 
+/* Worded by what was found: a missing file and an unwritable one have
+ * different fixes. */
 static void
 check_passwd(struct report *r)
 {
 	if (access("/etc/passwd", W_OK) == 0)
 		line(r, "PASS", "passwd", NULL,
 		     "/etc/passwd is writable (the base image's user mapping works)");
+	else if (errno == ENOENT)
+		line(r, "WARN", "passwd",
+		     "on the Agent Sandbox base image /etc/passwd must exist and be writable by the sandbox user; "
+		     "elsewhere set HOME for command ops and sessions",
+		     "/etc/passwd does not exist");
 	else
 		line(r, "WARN", "passwd",
 		     "on the Agent Sandbox base image /etc/passwd must stay writable by the sandbox user "
 		     "(chmod 0664 and group of that user)",
-		     "/etc/passwd is not writable by uid %u", (unsigned)geteuid());
+		     "/etc/passwd exists but is not writable by uid %u (%s)", (unsigned)geteuid(), strerror(errno));
+}
+
+/* Agents' own tools (Codex, Claude Code) start shells: /bin/bash. Not ours
+ * to need, so a WARN, not a FAIL. */
+static void
+check_bash(struct report *r)
+{
+	if (access("/bin/bash", X_OK) == 0)
+		line(r, "PASS", "bash", NULL, "/bin/bash is present (agents run their shell commands with it)");
+	else
+		line(r, "WARN", "bash", "install bash in the image if agents are to run shell commands",
+		     "/bin/bash: %s (agents' shell commands will fail)", strerror(errno));
+}
+
+/* allow_tmp puts a tools directory under $TMPDIR, which anyone may be
+ * able to fill or race: worth saying whenever it is on. */
+static void
+check_allow_tmp(struct report *r, const struct config *c)
+{
+	char src[300];
+
+	if (c->install.allow_tmp)
+		line(r, "WARN", "allow_tmp",
+		     "turn install.allow_tmp off and give the server a tools directory of its own "
+		     "(ABX_TOOLS_DIR)",
+		     "install.allow_tmp is on (%s): tools may be installed under $TMPDIR, which is often "
+		     "shared and cleaned", config_source(c, CK_INSTALL_ALLOW_TMP, src, sizeof(src)));
 }
 
 static void
@@ -1001,6 +1035,8 @@ doctor_main(int argc, char **argv)
 	check_ca(&r, &L->cfg);
 	check_clock(&r);
 	check_passwd(&r);
+	check_bash(&r);
+	check_allow_tmp(&r, &L->cfg);
 	check_ports(&r, ports);
 	check_credentials(&r, &L->cfg);
 	if (network)

@@ -651,11 +651,22 @@ lock_npm(struct doc *d, const char *dir, const char *old, const char *want, int 
 		char *va[] = {"view", what, "version", "--registry", reg, NULL};
 		snprintf(what, sizeof(what), "%s@%s", pkg, want);
 		rc = run_npm(scratch, va, out, sizeof(out), e);
-		if (rc != 0) {
-			if (rc > 0)
+		if (rc > 0) {
+			/* npm answers a missing version (E404) like any other
+			 * failure; the package alone tells them apart. */
+			char *pa[] = {"view", (char *)pkg, "version", "--registry", reg, NULL};
+
+			if (run_npm(scratch, pa, out, sizeof(out), e) == 0) {
+				out[strcspn(out, "\r\n")] = '\0';
+				err_set(e, "not_found",
+					"no version of %s matches %s (latest: %s); choose one the registry has: "
+					"npm view %s versions",
+					pkg, want, out, pkg);
+			} else
 				err_set(e, "install.failed", "npm view %s failed (exit %d)", what, rc);
-			goto fail;
 		}
+		if (rc != 0)
+			goto fail;
 		/* A range answers one "pkg@v 'v'" line per match; take the last. */
 		{
 			char *last = NULL, *q, *sv = NULL;
@@ -664,7 +675,8 @@ lock_npm(struct doc *d, const char *dir, const char *old, const char *want, int 
 			if (last && strrchr(last, ' '))
 				last = strrchr(last, ' ') + 1;
 			if (last == NULL || *last == '\0') {
-				err_set(e, "install.failed", "no version of %s matches %s", pkg, want);
+				err_set(e, "not_found", "no version of %s matches %s; choose one the registry has: npm view %s versions",
+					pkg, want, pkg);
 				goto fail;
 			}
 			if (*last == '\'')

@@ -14,6 +14,7 @@
 
 #include "api.h"
 #include "digest.h"
+#include "fs.h"
 #include "httpd.h"
 #include "manifest.h"
 #include "proc.h"
@@ -331,6 +332,58 @@ serve_main(int argc, char **argv)
 	                  api.have_default_digest ? api.default_digest : NULL, &e);
 	if (g == NULL)
 		return fail(&e);
+	/* An unsafe state directory (group/world-writable, another owner)
+	 * would take tokens and journals anyone may rewrite: refused at
+	 * start-up, before anything is written (SPEC §10). */
+	if (tools_state_dir(&g->set, state, sizeof(state)) == 0 && access(state, F_OK) == 0 &&
+	    fs_dir_safe(state, &e) != 0) {
+		api_gen_free(g);
+		return fail(&e);
+	}
+	{
+		/* An unsafe explicit tools directory likewise, instead of a 500
+		 * on every request that resolves a tool. */
+		static struct tools_chain chain;
+
+		if (tools_chain_build(&chain, &g->set, 0, &e) != 0) {
+			api_gen_free(g);
+			return fail(&e);
+		}
+	}
+	/* Bound first: a port in use leaves no token or sessions/ behind. */
+	/* GET /health first and inline; every other method and target (TRACE,
+	 * PROPFIND, lowercase ones, OPTIONS *) goes to the API, which
+	 * authenticates before it routes, so the server core never answers
+	 * 404 or 405 before the token is checked. */
+	routes[0] = (struct httpd_route){"GET", "/health", HTTPD_EXACT | HTTPD_INLINE | HTTPD_PUBLIC,
+	                                 api_health, &api};
+	routes[1] = (struct httpd_route){"*", "", HTTPD_PREFIX, api_handle, &api};
+	httpd_config_defaults(&cfg);
+	cfg.routes = routes;
+	cfg.nroutes = 2;
+	cfg.host = g->cfg.server.host;
+	cfg.port = g->cfg.server.port;
+	cfg.max_conns = g->cfg.server.max_connections;
+	cfg.max_conns_per_peer = g->cfg.server.max_connections_per_peer;
+	cfg.workers = g->cfg.server.workers;
+	cfg.max_body = (size_t)g->cfg.server.max_body_bytes;
+	cfg.max_head = (size_t)g->cfg.server.max_header_bytes;
+	cfg.header_timeout_ms = hdr_ms > 0 ? hdr_ms : g->cfg.server.header_timeout * 1000;
+	cfg.idle_timeout_ms = idle_ms > 0 ? idle_ms : g->cfg.server.idle_timeout * 1000;
+	cfg.body_timeout_ms = body_ms > 0 ? body_ms : g->cfg.server.request_timeout * 1000;
+	cfg.observe = api_observe;
+	cfg.observe_arg = &api;
+	cfg.access_log = !quiet;
+	cfg.verbose = verbose;
+
+	g_srv = httpd_new(&cfg, &e);
+	if (g_srv == NULL)
+		return fail(&e);
+	if (install_audit_check(&g->set, &e) != 0) {
+		httpd_free(g_srv);
+		api_gen_free(g);
+		return fail(&e);
+	}
 	if (!api_policy_has_tokens(&g->pol)) {
 		/* Nothing configured: a token of our own, in the state directory. */
 		if (tools_state_dir(&g->set, state, sizeof(state)) < 0 ||
@@ -363,34 +416,6 @@ serve_main(int argc, char **argv)
 			logline("%s", smsg);
 	}
 
-	/* GET /health first and inline; every other method and target (TRACE,
-	 * PROPFIND, lowercase ones, OPTIONS *) goes to the API, which
-	 * authenticates before it routes, so the server core never answers
-	 * 404 or 405 before the token is checked. */
-	routes[0] = (struct httpd_route){"GET", "/health", HTTPD_EXACT | HTTPD_INLINE | HTTPD_PUBLIC,
-	                                 api_health, &api};
-	routes[1] = (struct httpd_route){"*", "", HTTPD_PREFIX, api_handle, &api};
-	httpd_config_defaults(&cfg);
-	cfg.routes = routes;
-	cfg.nroutes = 2;
-	cfg.host = g->cfg.server.host;
-	cfg.port = g->cfg.server.port;
-	cfg.max_conns = g->cfg.server.max_connections;
-	cfg.max_conns_per_peer = g->cfg.server.max_connections_per_peer;
-	cfg.workers = g->cfg.server.workers;
-	cfg.max_body = (size_t)g->cfg.server.max_body_bytes;
-	cfg.max_head = (size_t)g->cfg.server.max_header_bytes;
-	cfg.header_timeout_ms = hdr_ms > 0 ? hdr_ms : g->cfg.server.header_timeout * 1000;
-	cfg.idle_timeout_ms = idle_ms > 0 ? idle_ms : g->cfg.server.idle_timeout * 1000;
-	cfg.body_timeout_ms = body_ms > 0 ? body_ms : g->cfg.server.request_timeout * 1000;
-	cfg.observe = api_observe;
-	cfg.observe_arg = &api;
-	cfg.access_log = !quiet;
-	cfg.verbose = verbose;
-
-	g_srv = httpd_new(&cfg, &e);
-	if (g_srv == NULL)
-		return fail(&e);
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
 	sigemptyset(&sa.sa_mask);

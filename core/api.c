@@ -47,13 +47,15 @@ static const char *const route_names[R_NROUTES] = {
 /* ---- generations ------------------------------------------------------- */
 
 static enum ops_agent_state
-agent_lookup(const char *name, void *ctx)
+agent_lookup(const char *name, void *ctx, char *hint, size_t cap)
 {
 	struct err e;
 	const manifest_t *m = manifest_get(ctx, name, &e);
 
-	if (m == NULL)
+	if (m == NULL) {
+		manifest_agents_hint(ctx, name, hint, cap);
 		return OPS_AGENT_UNKNOWN;
+	}
 	return m->run.n > 0 ? OPS_AGENT_OK : OPS_AGENT_NOT_AGENT;
 }
 

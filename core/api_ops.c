@@ -121,7 +121,7 @@ resolve(struct api_rq *q, const struct op *op, const char *name, char (*entries)
 		ch->n = 0;
 	if (name[0] == '/') {
 		snprintf(out, cap, "%s", name);
-		rc = 0;
+		rc = ops_program_usable(op->id, name, e);
 		goto done;
 	}
 	if (strchr(name, '/') != NULL) {

@@ -13,7 +13,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "http.h"
 #include "json.h"
+#include "manifest.h"
 
 extern char **environ;
 
@@ -855,6 +857,50 @@ config_apply_flag(struct config *c, const char *key, const char *value, const ch
 	return 0;
 }
 
+/* A mirror's host must be listed in install.allow_hosts (seed 000 §7): a
+ * mirror is trusted to serve bytes only because digests are pinned, and
+ * naming its host is the operator's review of where downloads go. */
+static int
+mirror_host_listed(const struct config *c, const char *key, const char *url, struct err *e)
+{
+	const char *ah[CFG_HOSTS_MAX];
+	char base[CFG_URL_MAX + 2];
+	struct http_url u;
+	size_t n;
+	int i;
+
+	if (strncmp(url, "https://", 8) != 0)
+		return 0; /* a directory or file:// mirror: no host */
+	n = strcspn(url + 8, "/?#");
+	if (memchr(url + 8, '{', n) != NULL)
+		return err_set(e, "config.invalid", "%s: %s: the mirror's host cannot be a placeholder", key, url);
+	snprintf(base, sizeof(base), "%.*s/", (int)(8 + n), url);
+	if (http_url_parse(base, &u, e) != 0)
+		return err_set(e, "config.invalid", "%s: %s: not an https URL with a host", key, url);
+	for (i = 0; i < c->install.allow_hosts.n; i++)
+		ah[i] = c->install.allow_hosts.v[i];
+	if (manifest_host_allowed(ah, c->install.allow_hosts.n, u.host, u.port))
+		return 0;
+	return err_set(e, "config.invalid",
+		       "%s: the mirror's host %.*s is not in install.allow_hosts; add it there "
+		       "(\"allow_hosts\": [\"%.*s\"] in \"install\", or ABX_SERVER_INSTALL_ALLOW_HOSTS=%.*s)",
+		       key, (int)n, url + 8, (int)n, url + 8, (int)n, url + 8);
+}
+
+static int
+mirror_hosts_listed(const struct config *c, struct err *e)
+{
+	int i;
+
+	if (c->install.npm_mirror[0] != '\0' &&
+	    mirror_host_listed(c, "install.mirrors.npm", c->install.npm_mirror, e) != 0)
+		return -1;
+	for (i = 0; i < c->install.tarball_mirrors.n; i++)
+		if (mirror_host_listed(c, "install.mirrors.tarball", c->install.tarball_mirrors.v[i], e) != 0)
+			return -1;
+	return 0;
+}
+
 int
 config_load(struct config *c, const char *file_flag, char *const *envp, const struct config_flag *flags,
             int nflags, struct err *e)
@@ -877,6 +923,8 @@ config_load(struct config *c, const char *file_flag, char *const *envp, const st
 		if (flags[i].value != NULL &&
 		    config_apply_flag(c, flags[i].key, flags[i].value, flags[i].flag, e) != 0)
 			goto fail;
+	if (mirror_hosts_listed(c, e) != 0)
+		goto fail;
 	return 0;
 fail:
 	config_defaults(c);

@@ -7,7 +7,11 @@
  */
 #include <stdarg.h>
 
-#define ERR_MSG_MAX 256     /* one line a human reads; longer is cut */
+/* A message names its cause whole: room for a path of PATH_MAX (4096) bytes
+ * is not needed, but a nested "cannot create P: cannot create directory P:
+ * why" with a path of ~1900 bytes is, and a path cut mid-way hides the cause.
+ * Longer is cut. */
+#define ERR_MSG_MAX 4096
 #define ERR_DETAILS_MAX 512 /* a small JSON object, e.g. {"phase":"fetch"} */
 
 struct err {

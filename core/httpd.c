@@ -228,7 +228,10 @@ int
 httpd_error_body(char *buf, size_t cap, const char *code, const char *msg, const char *details_json)
 {
 	const struct err_info *in = err_info(code);
-	char m[ERR_MSG_MAX * 6 + 8], r[512];
+	/* Every byte may escape to six (\u00XX): on the heap, not on a
+	 * worker's 128 KiB stack. */
+	size_t mcap = ERR_MSG_MAX * 6 + 8;
+	char *m, r[512];
 	int n;
 
 	if (code == NULL)
@@ -237,14 +240,19 @@ httpd_error_body(char *buf, size_t cap, const char *code, const char *msg, const
 		msg = in->sentence;
 	if (details_json == NULL || *details_json == '\0')
 		details_json = "{}";
-	if (json_escape(m, sizeof(m), msg) < 0)
-		return -1;
 	if (in->remedy == NULL)
 		strcpy(r, "null");
 	else if (json_escape(r, sizeof(r), in->remedy) < 0)
 		return -1;
+	if ((m = malloc(mcap)) == NULL)
+		return -1;
+	if (json_escape(m, mcap, msg) < 0) {
+		free(m);
+		return -1;
+	}
 	n = snprintf(buf, cap, "{\"error\":{\"code\":\"%s\",\"message\":%s,\"details\":%s,\"remedy\":%s}}",
 	             code, m, details_json, r);
+	free(m);
 	return n < 0 || (size_t)n >= cap ? -1 : n;
 }
 
@@ -1640,7 +1648,8 @@ listen_on(struct httpd *s, const char *host, int port, struct err *e)
 		return err_set(e, "io.error", "socket: %s", strerror(errno));
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (bind(fd, (struct sockaddr *)&ss, sl) != 0 || listen(fd, SOMAXCONN) != 0) {
-		err_set(e, "io.error", "cannot listen on %s port %d: %s", host, port, strerror(errno));
+		err_set(e, errno == EADDRINUSE ? "server.address_in_use" : "io.error", "cannot listen on %s port %d: %s",
+			host, port, strerror(errno));
 		close(fd);
 		return -1;
 	}

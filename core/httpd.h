@@ -66,7 +66,7 @@
  * Location, WWW-Authenticate, …). */
 #define HTTPD_RESP_HEADERS_MAX 1024
 /* An error response's envelope (message, details and remedy included). */
-#define HTTPD_ERROR_BODY_MAX 2048
+#define HTTPD_ERROR_BODY_MAX (2 * ERR_MSG_MAX + ERR_DETAILS_MAX + 1024)
 
 struct httpd;
 struct httpd_resp;

@@ -216,11 +216,29 @@ install_audit(const struct install_settings *s, const char *json_object)
 	/* one write per line: concurrent installers never interleave */
 	if (fd < 0 || write(fd, line, (size_t)n) != n) {
 		if (!warned)
-			warnx_line("audit file %s: %s", path, strerror(errno));
+			warnx_line("audit file %s: %s; audit records are dropped until it can be written\n"
+				   "  fix: create its directory, or set audit_file (ABX_SERVER_AUDIT_FILE) to a writable "
+				   "file", path, strerror(errno));
 		warned = 1;
 	}
 	if (fd >= 0)
 		close(fd);
+}
+
+int
+install_audit_check(const struct install_settings *s, struct err *e)
+{
+	const char *f = s->audit_file;
+	int fd;
+
+	if (f == NULL || *f == '\0')
+		return 0;
+	fd = open(f, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return err_set(e, "config.invalid", "audit_file %s: cannot be written (%s): create its directory, "
+			       "or set audit_file (ABX_SERVER_AUDIT_FILE) to a writable file", f, strerror(errno));
+	close(fd);
+	return 0;
 }
 
 /* Optional members of an audit line. */

@@ -247,6 +247,12 @@ int install_progress_read(struct install_ctx *c, const char *name, char *phase, 
  * the caller: an unwritable audit file is reported once on stderr. */
 void install_audit(const struct install_settings *s, const char *json_object);
 
+/* The configured audit_file can be appended to (created 0600 when
+ * missing). Returns 0 (also with no audit_file configured), or -1 with
+ * config.invalid naming the file and why: serve refuses to start rather
+ * than drop every record. */
+int install_audit_check(const struct install_settings *s, struct err *e);
+
 /*
  * Markers. install_marker_path gives <dir>/<name>/.installed.json. The
  * marker's fields as read back for verify and the fast path.

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "config.h"
 #include "digest.h"
 #include "fs.h"
 #include "manifests_embed.h"
@@ -1174,6 +1175,37 @@ manifest_find_binary(struct manifest_set *s, const char *base)
 			return manifest_get(s, en->name, &e);
 	}
 	return NULL;
+}
+
+void
+manifest_agents_hint(struct manifest_set *s, const char *word, char *buf, size_t cap)
+{
+	const char *names[MANIFEST_SET_MAX];
+	char list[400] = "";
+	const char *near;
+	struct err e;
+	size_t off = 0;
+	int i, n = 0;
+
+	buf[0] = '\0';
+	for (i = 0; i < s->n && n < MANIFEST_SET_MAX; i++) {
+		const manifest_t *m = manifest_get(s, s->ent[i].name, &e);
+
+		if (m == NULL || m->run.n == 0)
+			continue;
+		names[n++] = s->ent[i].name;
+		if (off < sizeof(list))
+			off += (size_t)snprintf(list + off, sizeof(list) - off, "%s%s", off ? ", " : "", m->name);
+	}
+	if (n == 0) {
+		snprintf(buf, cap, "(no manifest here has a run block)");
+		return;
+	}
+	near = config_did_you_mean(word, names, n);
+	if (near != NULL)
+		snprintf(buf, cap, "(did you mean %s? agents: %s)", near, list);
+	else
+		snprintf(buf, cap, "(agents: %s)", list);
 }
 
 int

@@ -273,6 +273,11 @@ const manifest_t *manifest_get(struct manifest_set *s, const char *name, struct 
  * are skipped), or NULL. */
 const manifest_t *manifest_find_binary(struct manifest_set *s, const char *base);
 
+/* For an unknown agent name: "(did you mean codex?; agents: claude-code,
+ * codex, gemini)" — the manifests of s that load and have a run block —
+ * into buf[0..cap). Loads every manifest of s. */
+void manifest_agents_hint(struct manifest_set *s, const char *word, char *buf, size_t cap);
+
 /*
  * The names of name's requires closure and name itself, in install order
  * (dependencies first; among independent tools, name order), into out

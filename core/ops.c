@@ -5,10 +5,13 @@
 #include "ops.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "json.h"
 
@@ -98,15 +101,31 @@ new_op(struct ops *o, const char *id, struct err *e)
 }
 
 int
+ops_program_usable(const char *op_id, const char *path, struct err *e)
+{
+	struct stat st;
+
+	if (stat(path, &st) != 0)
+		return err_set(e, "command.unavailable", "%s: program %s: %s", op_id, path, strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		return err_set(e, "command.unavailable", "%s: program %s is not a regular file", op_id, path);
+	if (access(path, X_OK) != 0)
+		return err_set(e, "command.unavailable", "%s: program %s is not executable: %s", op_id, path,
+			       strerror(errno));
+	return 0;
+}
+
+int
 ops_add_agent(struct ops *o, const char *agent, ops_agent_lookup lookup, void *ctx, struct err *e)
 {
-	char id[OP_ID_MAX];
+	char id[OP_ID_MAX], hint[512] = "";
 	int i;
 
 	if (lookup != NULL) {
-		switch (lookup(agent, ctx)) {
+		switch (lookup(agent, ctx, hint, sizeof(hint))) {
 		case OPS_AGENT_UNKNOWN:
-			return err_set(e, "config.invalid", "agents: %s: no manifest of that name", agent);
+			return err_set(e, "config.invalid", "agents: %s: no manifest of that name%s%s", agent,
+				       hint[0] ? " " : "", hint);
 		case OPS_AGENT_NOT_AGENT:
 			return err_set(e, "config.invalid",
 			               "agents: %s: its manifest has no run block, so it is not an agent",

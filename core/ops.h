@@ -110,9 +110,16 @@ enum ops_agent_state {
 	OPS_AGENT_OK,
 };
 
-typedef enum ops_agent_state (*ops_agent_lookup)(const char *name, void *ctx);
+/* On OPS_AGENT_UNKNOWN the lookup may write a hint (did-you-mean, the
+ * agents there are) into hint[0..cap), else leaves it "". */
+typedef enum ops_agent_state (*ops_agent_lookup)(const char *name, void *ctx, char *hint, size_t cap);
 /* 1 when a manifest of that name exists, else 0. */
 typedef int (*ops_tool_lookup)(const char *name, void *ctx);
+
+/* Is path (absolute) a regular file we may execute? 0, or -1 with
+ * command.unavailable naming op_id, path and why (missing, not a regular
+ * file, not executable). check-config and serve ask the same question. */
+int ops_program_usable(const char *op_id, const char *path, struct err *e);
 
 /* Allocate an empty registry. 0 or -1 (internal: out of memory). */
 int ops_init(struct ops *o, struct err *e);

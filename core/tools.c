@@ -153,7 +153,7 @@ try_create(struct tools_dir *d, mode_t mode)
 	if (d->exists)
 		return;
 	if (fs_mkdir_p(d->path, mode, &sub) < 0) {
-		snprintf(d->why, sizeof(d->why), "cannot create: %s", sub.msg);
+		snprintf(d->why, sizeof(d->why), "%s", sub.msg);
 		return;
 	}
 	chmod(d->path, mode);

@@ -75,7 +75,7 @@ struct tools_dir {
 	int writable;     /* exists, safe, and we may create files in it */
 	int safe;
 	int explicit_;    /* named by flag or environment */
-	char why[300];    /* why it is not used for writing, for `tried` */
+	char why[ERR_MSG_MAX]; /* why it is not used for writing, for `tried` */
 };
 
 struct tools_chain {

@@ -26,7 +26,8 @@ PYEOF
 cat >"$T/server.json" <<EOM
 {"agents": ["codex"], "commands": "commands.json", "manifests_dir": "$T/m", "tools_dir": "$T/tools",
  "state_dir": "$T/state",
- "install": {"mode": "build", "use_path": false, "mirrors": {"npm": "$REG"}}}
+ "install": {"mode": "build", "use_path": false, "mirrors": {"npm": "$REG"},
+             "allow_hosts": ["${REG#https://}"]}}
 EOM
 run "$BIN" prepare --config "$T/server.json"
 expect "prepare the configuration's tools" 0 "codex 1.0.0: installed"

@@ -13,7 +13,8 @@ mkdir -p "$T/home" "$T/work"
 mkdir -m 700 "$T/tools" "$T/state"
 cat >"$T/server.json" <<EOM
 {"agents": ["codex", "claude-code", "gemini"], "manifests_dir": "$T/m", "tools_dir": "$T/tools",
- "state_dir": "$T/state", "install": {"use_path": false, "mirrors": {"npm": "$REG"}},
+ "state_dir": "$T/state", "install": {"use_path": false, "mirrors": {"npm": "$REG"},
+ "allow_hosts": ["${REG#https://}"]},
  "server": {"session_env": ["GIT_AUTHOR_NAME"]}}
 EOM
 start_serve --config "$T/server.json" || { not_ok "serve starts" "$(cat "$T/serve.err")"; exit 1; }

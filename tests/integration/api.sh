@@ -80,6 +80,7 @@ cat >"$T/cmds.json" <<EOF
   "params": {"a": {"type": "string", "required": true}, "b": {"type": "string"}}},
  {"id": "echo.num", "argv": ["/bin/echo", "{n}"], "params": {"n": {"type": "integer", "required": true}}},
  {"id": "true", "argv": ["true"]},
+ {"id": "gone.make", "argv": ["/nonexistent/abx/make", "test"]},
  {"id": "long", "argv": ["/bin/sleep", "97$$"], "timeout": 120},
  {"id": "env.show", "argv": ["/usr/bin/env"], "env": ["API_ALLOWED"]},
  {"id": "stubborn", "argv": ["/bin/sh", "-c", "trap '' TERM; sleep 77$$ & sleep 78$$; echo never"], "timeout": 1},
@@ -253,6 +254,10 @@ s=$(A -H "$H" -X POST "$U/v1/ops/echo.args" -d '["a"]')
 check "non-object body: 400" test "$s" = 400
 s=$(A -H "$H" -X POST "$U/v1/ops/true")
 check "true op: 200, exit 0" sh -c "test $s = 200 && grep -q '\"exit_code\":0' '$T/body'"
+# issue 12 §11: a program missing from the image is a coded error with a fix
+s=$(A -H "$H" -X POST "$U/v1/ops/gone.make")
+check "a missing program: 500 command.unavailable" sh -c "test $s = 500 && grep -q '\"code\":\"command.unavailable\"' '$T/body'"
+check "... naming the program, with a remedy" sh -c "grep -q 'gone.make: program /nonexistent/abx/make: No such file or directory' '$T/body' && grep -q '\"remedy\":\"install the program in the image' '$T/body'"
 s=$(A -H "$H" -X POST "$U/v1/ops/no.such.op")
 check "unknown op (authenticated): 404" test "$s" = 404
 s=$(A -H "$H" "$U/v1/ops/true")

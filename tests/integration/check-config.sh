@@ -53,6 +53,17 @@ echo '{"install": {"mdoe": "build"}}' >"$T/typo.json"
 run $CC --config "$T/typo.json"
 expect "unknown key exits 2 with did-you-mean" 2 "" \
 	"agent-sandbox-server: config.invalid: install.mdoe: unknown key (did you mean install.mode?)"
+# issue 12 §10: an unknown agent name gets a did-you-mean and the list
+echo '{"agents": ["codx"]}' >"$T/agent-typo.json"
+run $CC --config "$T/agent-typo.json"
+expect "an unknown agent has a did-you-mean and the agents there are" 2 "" \
+	"agents: codx: no manifest of that name (did you mean codex? agents: claude-code, codex, gemini)"
+echo '{"agents": ["zzzzzzzz"]}' >"$T/agent-far.json"
+run $CC --config "$T/agent-far.json"
+expect "an unknown agent far from any lists them" 2 "" "agents: zzzzzzzz: no manifest of that name (agents: claude-code, codex, gemini)"
+# issue 12 §10: check-config's own fix line does not send you to check-config
+expect "a configuration error's fix names what to correct" 2 "" "fix: correct the key, flag or file named above"
+check "a configuration error's fix is not 'run check-config'" sh -c "! grep -q 'fix: run .agent-sandbox-server check-config' '$T/err'"
 printf '{"install": {\n  "mode": "lazy",,\n}}' >"$T/bad.json"
 run $CC --config "$T/bad.json"
 expect "not JSON is json.syntax with line:col" 2 "" "json.syntax: $T/bad.json:2:"
@@ -225,3 +236,21 @@ run $CC --bogus
 expect "unknown option exits 2" 2 "" "usage: agent-sandbox-server check-config"
 run $CC --help
 expect "--help exits 0" 0 "usage: agent-sandbox-server check-config"
+
+# issue 12 §11: every command op's program must run in this image
+echo '[{"id": "tests.run", "argv": ["/nonexistent/bin/make", "test"]}]' >"$T/cmd-missing.json"
+run $CC --commands "$T/cmd-missing.json"
+expect "a command whose program is missing exits 2" 2 "" \
+	"command.unavailable: tests.run: program /nonexistent/bin/make: No such file or directory"
+expect "... with a fix" 2 "" "fix: install the program in the image, or correct argv[0]"
+: >"$T/notexec"
+chmod 644 "$T/notexec"
+echo "[{\"id\": \"x.run\", \"argv\": [\"$T/notexec\"]}]" >"$T/cmd-noexec.json"
+run $CC --commands "$T/cmd-noexec.json"
+expect "a command whose program is not executable exits 2" 2 "" "command.unavailable: x.run: program $T/notexec is not executable"
+echo '[{"id": "y.run", "argv": ["no-such-program-abx"]}]' >"$T/cmd-bare.json"
+run $CC --commands "$T/cmd-bare.json"
+expect "a bare program not on PATH exits 2" 2 "" "command.unavailable: y.run: program no-such-program-abx: not found on PATH"
+echo '[{"id": "z.run", "argv": ["sh", "-c", "true"]}, {"id": "c.v", "argv": ["codex", "--version"], "install": ["codex"]}]' >"$T/cmd-ok.json"
+run $CC --commands "$T/cmd-ok.json"
+expect "programs on PATH and tools' binaries pass" 0

@@ -83,6 +83,18 @@ check "the credential's value is never printed" sh -c "! grep -q very-secret '$T
 run env ABX_TOOLS_DIR="$T/tools" $D --config "$T/codex.json"
 expect "a missing credential warns" 0 "WARN  credentials: OPENAI_API_KEY is not set; agent codex"
 
+# issue 12 §15: /bin/bash, install.allow_tmp
+run env ABX_TOOLS_DIR="$T/tools" $BIN doctor
+if [ -x /bin/bash ]; then
+	expect "/bin/bash is checked" 0 "PASS  bash: /bin/bash is present"
+else
+	expect "/bin/bash is checked" 0 "WARN  bash: /bin/bash"
+fi
+check "allow_tmp off: no allow_tmp line" sh -c "! grep -q 'allow_tmp' '$T/out'"
+run env ABX_TOOLS_DIR="$T/tools" ABX_SERVER_INSTALL_ALLOW_TMP=true $BIN doctor
+expect "install.allow_tmp on warns, naming its source" 0 \
+	"WARN  allow_tmp: install.allow_tmp is on (env ABX_SERVER_INSTALL_ALLOW_TMP)"
+
 # ports
 run env ABX_TOOLS_DIR="$T/tools" $BIN doctor --ports "$BUSY"
 expect "a port in use warns" 0 "WARN  ports: port $BUSY: Address in use"

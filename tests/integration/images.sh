@@ -50,7 +50,7 @@ inroot() {
 	_r=$1
 	shift
 	# shellcheck disable=SC2086
-	run env -i PATH=/bin HOME=/ SSL_CERT_FILE=/ca/ca.pem ABX_INSTALL_NPM_REGISTRY="$REG" ABX_MANIFESTS_DIR=/m \
+	run env -i PATH=/bin HOME=/ SSL_CERT_FILE=/ca/ca.pem ABX_INSTALL_NPM_REGISTRY="$REG" ABX_SERVER_INSTALL_ALLOW_HOSTS="${REG#https://}" ABX_MANIFESTS_DIR=/m \
 		ABX_TOOLS_DIR=/tools ABX_SERVER_STATE_DIR=/state ${IN_ENV:-} \
 		"$UNSHARE" -m sh -c 'r=$1; shift; mount -t proc proc "$r/proc" && mount --bind /dev "$r/dev" && exec "$0" "$r" "$@"' \
 		"$CHROOT" "$_r" "$@"
@@ -141,7 +141,7 @@ check "glibc: doctor passes the image" grep -q "every enabled agent and what it 
 
 # ---- the API says so before a download (ABX_INSTALL_LIBC stands in) ------------
 mkdir -m 700 "$T/tools" "$T/state"
-export ABX_INSTALL_NPM_REGISTRY="$REG" ABX_MANIFESTS_DIR="$T/m" ABX_TOOLS_DIR="$T/tools" ABX_SERVER_STATE_DIR="$T/state"
+export ABX_INSTALL_NPM_REGISTRY="$REG" ABX_SERVER_INSTALL_ALLOW_HOSTS="${REG#https://}" ABX_MANIFESTS_DIR="$T/m" ABX_TOOLS_DIR="$T/tools" ABX_SERVER_STATE_DIR="$T/state"
 export SSL_CERT_FILE="$PKI/ca.pem" ABX_INSTALL_LIBC=none ABX_SERVER_TOKEN=tok ABX_SERVER_AGENTS=claude-code
 before=$(wc -l <"$T/reg.log")
 if start_serve; then

@@ -281,6 +281,9 @@ run env ABX_INSTALL_MIRROR="file://$T/cache" "$BIN" prepare --manifests "$M" --t
 expect "a cache-shaped mirror directory serves the artifact" 0 "installed"
 check "mirror directory: no network request" test "$(gets hello-1.0.0.tgz)" -eq "$n"
 run env ABX_INSTALL_MIRROR="https://localhost:$P/f/nomirror/{path}" "$BIN" prepare --manifests "$M" --tools-dir "$T/t9" --only hello
+expect "a tarball mirror whose host is not in install.allow_hosts is refused" 2 "" \
+	"config.invalid: install.mirrors.tarball: the mirror's host localhost:$P is not in install.allow_hosts"
+run env ABX_INSTALL_MIRROR="https://localhost:$P/f/nomirror/{path}" ABX_SERVER_INSTALL_ALLOW_HOSTS="localhost:$P" "$BIN" prepare --manifests "$M" --tools-dir "$T/t9" --only hello
 expect "a failing mirror template falls back to the origin" 0 "installed"
 check "the mirror URL template was tried" grep -q "GET /f/nomirror/f/hello-1.0.0.tgz" "$T/req.log"
 

@@ -151,6 +151,13 @@ P.pack(sys.argv[1], "@s/tool", "1.1.0", {"bin/tool.js": b"#!/usr/bin/env node\n"
 EOF
 run "$BIN" lock tool --manifests "$T/m" --check
 expect "npm-lock --check: a newer version exists" 1 "newer version 1.1.0"
+# issue 12 §10: a version the registry does not have is named as such,
+# with what to do, not "see details.phase; run doctor"
+cp "$T/m/tool.json" "$T/tool.before"
+run "$BIN" lock tool --manifests "$T/m" --version 9.9.9
+expect "npm-lock --version that does not exist is not_found" 1 "" "not_found: no version of @s/tool matches 9.9.9"
+expect "it says how to list the versions" 1 "" "(latest: 1.1.0); choose one the registry has: npm view @s/tool versions"
+check "a version that does not exist leaves the manifest" cmp -s "$T/m/tool.json" "$T/tool.before"
 run "$BIN" lock tool --manifests "$T/m" --version latest
 expect "npm-lock --version latest" 0 "@s/tool@1.1.0"
 check "manifest version follows" grep -q '"version": "1.1.0"' "$T/m/tool.json"

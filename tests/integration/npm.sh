@@ -207,9 +207,17 @@ run env ABX_TOOLS_DIR="$T/t3" ABX_SERVER_INSTALL_MODE=offline "$BIN" prepare --o
 expect "offline without the cache" 3 "" "install.disabled"
 
 mkdir -m 700 "$T/t4"
-run env ABX_TOOLS_DIR="$T/t4" ABX_INSTALL_NPM_REGISTRY="$REG/mirror" "$BIN" prepare --only mir
+run env ABX_TOOLS_DIR="$T/t4" ABX_INSTALL_NPM_REGISTRY="$REG/mirror" ABX_SERVER_INSTALL_ALLOW_HOSTS="${REG#https://}" \
+	"$BIN" prepare --only mir
 expect "the npm mirror rewrites the registry origin" 0
 check "downloads went to the mirror" grep -q 'GET /mirror/@t/app/-/app-1.0.0.tgz' "$T/reg.log"
+# seed 000 §7: a mirror's host must be listed in install.allow_hosts
+mkdir -m 700 "$T/t4b"
+run env ABX_TOOLS_DIR="$T/t4b" ABX_INSTALL_NPM_REGISTRY="$REG/mirror" "$BIN" prepare --only mir
+expect "an npm mirror whose host is not in install.allow_hosts is refused" 2 "" \
+	"config.invalid: install.mirrors.npm: the mirror's host ${REG#https://} is not in install.allow_hosts; add it there"
+check "... naming the variable too" grep -q "ABX_SERVER_INSTALL_ALLOW_HOSTS=${REG#https://}" "$T/err"
+check "... and nothing is installed" test -z "$(ls -A "$T/t4b")"
 
 run "$BIN" fetch --only app --platform all --cache "$T/fc"
 expect "fetch --platform all for an npm tool" 0

@@ -286,5 +286,32 @@ fi
 "$PY" -S "$FIXTURES/httpprobe.py" blackhole >"$T/bh.out" 2>/dev/null &
 _pids="$_pids $!"
 wait_for_line "$T/bh.out" '^[0-9]' 5
-run "$BIN" serve --host 127.0.0.1 --port "$(head -1 "$T/bh.out")"
-expect "serve on a port in use exits 1 with io.error" 1 "" "io.error: cannot listen on 127.0.0.1 port"
+# Bound first (issue 12 §10): with no token configured nothing is written
+# to the state directory before the bind fails.
+mkdir -m 700 "$T/inuse-state"
+run env -u ABX_SERVER_TOKEN ABX_SERVER_STATE_DIR="$T/inuse-state" "$BIN" serve --host 127.0.0.1 \
+	--port "$(head -1 "$T/bh.out")"
+expect "serve on a port in use exits 1 with server.address_in_use" 1 "" \
+	"server.address_in_use: cannot listen on 127.0.0.1 port"
+expect "a port in use has a fix line" 1 "" "fix: stop what listens there, or choose another --port"
+check "a port in use writes no token and no sessions/" test -z "$(ls -A "$T/inuse-state")"
+
+# An unsafe state directory is refused at start-up, exit 2, before anything
+# is written into it (SPEC §10; issue 12 §13).
+mkdir -p "$T/unsafe-state"
+chmod 777 "$T/unsafe-state"
+run env -u ABX_SERVER_TOKEN ABX_SERVER_STATE_DIR="$T/unsafe-state" "$BIN" serve --host 127.0.0.1 --port 0
+expect "serve with a 0777 state directory exits 2" 2 "" \
+	"config.state_dir_unsafe: $T/unsafe-state has mode 0777: group- or world-writable"
+check "nothing is written into the unsafe state directory" test -z "$(ls -A "$T/unsafe-state")"
+mkdir -p "$T/unsafe-tools"
+chmod 777 "$T/unsafe-tools"
+run env ABX_TOOLS_DIR="$T/unsafe-tools" "$BIN" serve --host 127.0.0.1 --port 0
+expect "serve with a 0777 tools directory exits 2" 2 "" "config.state_dir_unsafe: $T/unsafe-tools"
+
+# An audit file whose directory is missing: refused at start-up, naming the
+# file and what to do, instead of a warning and every record dropped
+# (issue 12 §10).
+run env ABX_SERVER_AUDIT_FILE="$T/no-such-dir/audit.jsonl" "$BIN" serve --host 127.0.0.1 --port 0
+expect "serve with an audit file in a missing directory exits 2" 2 "" \
+	"config.invalid: audit_file $T/no-such-dir/audit.jsonl: cannot be written (No such file or directory): create its directory"

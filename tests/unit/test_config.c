@@ -255,7 +255,7 @@ test_lists_from_env_and_file(void **state)
 	char buf[600];
 	const char *p =
 	    write_file("l.json", "{\"agents\": [\"claude-code\"], \"install\": {\"allow_hosts\": "
-	                         "[\"m.example\"], \"mirrors\": {\"tarball\": [\"file:///srv/cache\"]}}}");
+	                         "[\"m.example\", \"registry.npmmirror.com\"], \"mirrors\": {\"tarball\": [\"file:///srv/cache\"]}}}");
 
 	assert_int_equal(config_load(&c, p, env, NULL, 0, &e), 0);
 	assert_int_equal(c.agents.n, 2);
@@ -265,6 +265,26 @@ test_lists_from_env_and_file(void **state)
 	assert_string_equal(c.install.npm_mirror, "https://registry.npmmirror.com");
 	assert_string_equal(c.install.allow_hosts.v[0], "m.example");
 	assert_string_equal(config_value_text(&c, CK_AGENTS, buf, sizeof(buf)), "codex,gemini");
+}
+
+/* seed 000 §7: an https mirror's host must be in install.allow_hosts */
+static void
+test_mirror_host_must_be_allowed(void **state)
+{
+	char *env[] = {"ABX_INSTALL_MIRROR=https://m.example:8443/{host}/{path}", NULL};
+	char *env_ok[] = {"ABX_INSTALL_MIRROR=https://m.example:8443/{host}/{path}",
+	                  "ABX_SERVER_INSTALL_ALLOW_HOSTS=m.example:8443", NULL};
+	struct config c;
+	struct err e;
+
+	assert_int_equal(config_load(&c, NULL, env, NULL, 0, &e), -1);
+	assert_string_equal(e.code, "config.invalid");
+	assert_non_null(strstr(e.msg, "install.mirrors.tarball: the mirror's host m.example:8443 is not in "
+	                              "install.allow_hosts"));
+	assert_int_equal(config_load(&c, NULL, env_ok, NULL, 0, &e), 0);
+	assert_int_equal(load_text(&c, "{\"install\": {\"mirrors\": {\"npm\": \"https://r.example\"}}}", &e), -1);
+	assert_non_null(strstr(e.msg, "install.mirrors.npm: the mirror's host r.example"));
+	assert_int_equal(load_text(&c, "{\"install\": {\"mirrors\": {\"tarball\": [\"/srv/cache\"]}}}", &e), 0);
 }
 
 static void
@@ -391,7 +411,7 @@ test_full_schema_loads(void **state)
 	        &c,
 	        "{\"install\": {\"mode\": \"build\", \"wait\": 0, \"timeout\": 900,"
 	        " \"max_download_mb\": 200, \"mirrors\": {\"npm\": \"https://r.example\","
-	        " \"tarball\": [\"https://m.example/{host}/{path}\"]}, \"allow_hosts\": [\"m.example\"],"
+	        " \"tarball\": [\"https://m.example/{host}/{path}\"]}, \"allow_hosts\": [\"m.example\", \"r.example\"],"
 	        " \"allow_tmp\": true, \"use_path\": false},"
 	        " \"agents\": [\"codex\"], \"commands\": \"c.json\", \"policy\": \"p.json\","
 	        " \"preset\": \"agents\", \"tools_dir\": \"/t\", \"state_dir\": \"/s\","
@@ -456,6 +476,7 @@ main(void)
 	    cmocka_unit_test(test_precedence_every_layer),
 	    cmocka_unit_test(test_relative_paths_resolve_against_file),
 	    cmocka_unit_test(test_lists_from_env_and_file),
+	    cmocka_unit_test(test_mirror_host_must_be_allowed),
 	    cmocka_unit_test(test_restrict_only),
 	    cmocka_unit_test(test_deprecated_alias),
 	    cmocka_unit_test(test_unknown_env_variable_warns),

@@ -38,7 +38,7 @@ test_format_truncates_and_ends_in_newline(void **state)
 {
 	struct err e;
 	char buf[40];
-	char big[400];
+	char big[ERR_MSG_MAX + 200];
 
 	memset(big, 'x', sizeof(big) - 1);
 	big[sizeof(big) - 1] = '\0';

@@ -39,7 +39,7 @@ known_tool(const char *name, void *ctx)
 }
 
 static enum ops_agent_state
-agent_lookup(const char *name, void *ctx)
+agent_lookup(const char *name, void *ctx, char *hint, size_t cap)
 {
 	if (strcmp(name, "codex") == 0 || strcmp(name, "gemini") == 0)
 		return OPS_AGENT_OK;
