@@ -156,6 +156,10 @@ struct httpd {
 		int n; /* 0 = empty entry */
 	} *peers;
 	size_t peer_mask;
+	/* Bytes of whole answers built and not yet sent (atomic): what clients
+	 * that do not read hold, bounded by HTTPD_HELD_MAX through
+	 * httpd_resp_room. */
+	size_t held;
 };
 
 static int
@@ -301,6 +305,17 @@ set_deadline(struct httpd *s, struct conn *c, int ms)
 		s->next_wake = c->deadline;
 }
 
+/* Free the answer buffer and give its bytes back to the server's budget. */
+static void
+out_drop(struct conn *c)
+{
+	if (c->out != NULL)
+		__atomic_sub_fetch(&c->srv->held, c->out_len, __ATOMIC_RELAXED);
+	free(c->out);
+	c->out = NULL;
+	c->out_len = c->out_off = 0;
+}
+
 static void
 free_request(struct conn *c)
 {
@@ -308,9 +323,7 @@ free_request(struct conn *c)
 	c->body = NULL;
 	c->body_len = c->body_cap = 0;
 	c->body_left = 0;
-	free(c->out);
-	c->out = NULL;
-	c->out_len = c->out_off = 0;
+	out_drop(c);
 	c->route = NULL;
 	c->status = 0;
 }
@@ -497,12 +510,21 @@ httpd_respond(struct httpd_resp *w, int status, const char *content_type, const 
 		memcpy(c->out + n, body, blen);
 	c->out_len = (size_t)n + blen;
 	c->out_off = 0;
+	__atomic_add_fetch(&c->srv->held, c->out_len, __ATOMIC_RELAXED);
 	if (!keep)
 		c->close_after = 1;
 	w->done = 1;
 	w->status = status;
 	w->bytes = blen;
 	return 0;
+}
+
+size_t
+httpd_resp_room(const struct httpd_resp *w)
+{
+	size_t held = __atomic_load_n(&w->c->srv->held, __ATOMIC_RELAXED);
+
+	return held < HTTPD_HELD_MAX ? HTTPD_HELD_MAX - held : 0;
 }
 
 int
@@ -772,8 +794,7 @@ answer_error(struct httpd *s, struct conn *c, int status, const char *msg)
 {
 	struct httpd_resp *w = resp_reset(c);
 
-	free(c->out);
-	c->out = NULL;
+	out_drop(c);
 	c->close_after = 1;
 	c->linger = 1;
 	if (httpd_respond_errf(w, status_code(status), "%s", msg) != 0) {
