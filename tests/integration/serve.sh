@@ -314,3 +314,28 @@ assert set(a["stdout"]) == {"\0"}' "$T/nul.ans"
 else
 	not_ok "unread answers" "serve did not start: $(head -3 "$T/serve.err")"
 fi
+
+# ---- the access log under a 401 flood (issue 13) -------------------------------------
+# 300 wrong-token requests (each 401 closes its connection): identical refused
+# lines within a second are one line and a "repeated N more times" line, and
+# the counts add up to the requests.
+if start_serve; then
+	"$PY" -S -c '
+import socket, sys
+for _ in range(300):
+    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+    s.sendall(b"GET /v1/ops HTTP/1.1\r\nHost: x\r\nX-Access-Token: wrong\r\n\r\n")
+    while s.recv(65536):
+        pass
+    s.close()
+' "$PORT"
+	sleep 1.5
+	kill "$SERVE_PID"
+	wait "$SERVE_PID" 2>/dev/null
+	lines=$(grep -c ' GET /v1/ops 401' "$T/serve.err")
+	total=$(awk '/ GET \/v1\/ops 401 repeated / {t += $7; next} / GET \/v1\/ops 401 / {t++} END {print t + 0}' "$T/serve.err")
+	check "a 401 flood of 300 requests writes far fewer lines ($lines)" test "$lines" -le 30
+	check "... and the counts add up to 300 ($total)" test "$total" -eq 300
+else
+	not_ok "401 flood" "serve did not start: $(head -3 "$T/serve.err")"
+fi
