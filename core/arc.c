@@ -792,8 +792,15 @@ do_entry(struct xs *x, struct archive_entry *ent)
 	if (raw == NULL)
 		raw = archive_entry_pathname(ent);
 	x->cur = raw;
-	if (++x->seen > x->max_entries)
-		return refuse(x, "more than %llu entries", (unsigned long long)x->max_entries);
+	if (++x->seen > x->max_entries) {
+		char d[96];
+
+		refuse(x, "more than %llu entries (the entry cap)", (unsigned long long)x->max_entries);
+		snprintf(d, sizeof(d), "{\"phase\":\"extract\",\"rule\":\"max_entries\",\"limit\":%llu}",
+		    (unsigned long long)x->max_entries);
+		err_details(x->e, d);
+		return -1;
+	}
 	hl = archive_entry_hardlink(ent);
 	n = norm_name(x, raw, x->strip, name, sizeof(name), "name");
 	if (n < 0)

@@ -58,6 +58,7 @@
 #include <archive.h>
 
 #include "err.h"
+#include "fs.h"
 
 /*
  * The one set of secure-extraction rules. We do not hand it to
@@ -76,7 +77,7 @@
  * 200 MiB in ~6k entries; the caps leave an order of magnitude of room while
  * keeping a bomb from filling a disk. */
 #define ARC_DEFAULT_MAX_TOTAL   (2ULL << 30)    /* 2 GiB written in all */
-#define ARC_DEFAULT_MAX_ENTRIES 200000ULL       /* entries read, incl. skipped */
+#define ARC_DEFAULT_MAX_ENTRIES ((uint64_t)FS_MAX_DIR_ENTRIES) /* entries read, incl. skipped */
 #define ARC_DEFAULT_MAX_ENTRY   (1ULL << 30)    /* 1 GiB for one file */
 #define ARC_DEFAULT_MAX_PATH    4096            /* PATH_MAX on Linux */
 #define ARC_NAME_MAX            255             /* NAME_MAX: one component */

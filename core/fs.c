@@ -551,7 +551,7 @@ sorted_names(DIR *d, size_t *count, struct tw *w)
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
 			continue;
 		if (n >= FS_MAX_DIR_ENTRIES) {
-			err_set(w->e, "io.error", "%s: more than %d entries", w->path, FS_MAX_DIR_ENTRIES);
+			err_set(w->e, "io.error", "%s: more than %d entries in one directory (the entry cap)", w->path, FS_MAX_DIR_ENTRIES);
 			goto fail;
 		}
 		if (n == cap) {

@@ -21,9 +21,12 @@
  * file descriptors (one open directory per level) or the stack. Node.js's
  * deepest path is about 15 levels. */
 #define FS_MAX_DEPTH 128
-/* One directory's entries are sorted in memory for the digests; a directory
- * larger than this is an error rather than an unbounded allocation. */
-#define FS_MAX_DIR_ENTRIES 100000
+/* The one entry cap. An archive extracts at most this many entries
+ * (ARC_DEFAULT_MAX_ENTRIES is this number), so no directory of a tree it made
+ * holds more; the walks that sort one directory's names in memory for the
+ * digests stop at the same number, never below it (they stopped at 65,536 and
+ * 100,000, failing trees the extractor had accepted). */
+#define FS_MAX_DIR_ENTRIES 200000
 /* A digest as lowercase hex, with its NUL. */
 #define FS_HEX_LEN 65
 

@@ -156,6 +156,18 @@ struct httpd {
 		int n; /* 0 = empty entry */
 	} *peers;
 	size_t peer_mask;
+	/* Bytes of whole answers built and not yet sent (atomic): what clients
+	 * that do not read hold, bounded by HTTPD_HELD_MAX through
+	 * httpd_resp_room. */
+	size_t held;
+	/* A 401 flood must not grow the access log a line per request:
+	 * refused lines identical in address, method and path within one
+	 * second are counted here (event thread only) and written as one
+	 * "repeated N" line with the next line, when the second is over (the
+	 * loop wakes for it) or when the server stops. */
+	char rep_key[300];
+	time_t rep_sec;
+	unsigned rep_n;
 };
 
 static int
@@ -309,6 +321,17 @@ set_deadline(struct httpd *s, struct conn *c, int ms)
 		s->next_wake = c->deadline;
 }
 
+/* Free the answer buffer and give its bytes back to the server's budget. */
+static void
+out_drop(struct conn *c)
+{
+	if (c->out != NULL)
+		__atomic_sub_fetch(&c->srv->held, c->out_len, __ATOMIC_RELAXED);
+	free(c->out);
+	c->out = NULL;
+	c->out_len = c->out_off = 0;
+}
+
 static void
 free_request(struct conn *c)
 {
@@ -316,9 +339,7 @@ free_request(struct conn *c)
 	c->body = NULL;
 	c->body_len = c->body_cap = 0;
 	c->body_left = 0;
-	free(c->out);
-	c->out = NULL;
-	c->out_len = c->out_off = 0;
+	out_drop(c);
 	c->route = NULL;
 	c->status = 0;
 }
@@ -505,12 +526,21 @@ httpd_respond(struct httpd_resp *w, int status, const char *content_type, const 
 		memcpy(c->out + n, body, blen);
 	c->out_len = (size_t)n + blen;
 	c->out_off = 0;
+	__atomic_add_fetch(&c->srv->held, c->out_len, __ATOMIC_RELAXED);
 	if (!keep)
 		c->close_after = 1;
 	w->done = 1;
 	w->status = status;
 	w->bytes = blen;
 	return 0;
+}
+
+size_t
+httpd_resp_room(const struct httpd_resp *w)
+{
+	size_t held = __atomic_load_n(&w->c->srv->held, __ATOMIC_RELAXED);
+
+	return held < HTTPD_HELD_MAX ? HTTPD_HELD_MAX - held : 0;
 }
 
 int
@@ -705,13 +735,66 @@ httpd_stream_end(struct httpd_resp *w)
 /* ---- the request cycle (event thread) ----------------------------------- */
 
 
+static int
+log_stamp(char *buf, size_t cap, struct timespec *ts)
+{
+	struct tm tm;
+
+	clock_gettime(CLOCK_REALTIME, ts);
+	gmtime_r(&ts->tv_sec, &tm);
+	return snprintf(buf, cap, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900, tm.tm_mon + 1,
+	    tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts->tv_nsec / 1000000);
+}
+
+/* Write the count of refused lines held back, if any. */
+static void
+log_flush_repeats(struct httpd *s)
+{
+	char line[512], stamp[96];
+	struct timespec ts;
+	int n;
+
+	if (s->rep_n == 0)
+		return;
+	log_stamp(stamp, sizeof(stamp), &ts);
+	n = snprintf(line, sizeof(line), "%s %s 401 repeated %u more times\n", stamp, s->rep_key, s->rep_n);
+	s->rep_n = 0;
+	if (n >= (int)sizeof(line)) {
+		n = sizeof(line);
+		line[n - 1] = '\n';
+	}
+	if (write(2, line, n) < 0)
+		return;
+}
+
+/* 1 when this 401 repeats the last one written within its second (counted,
+ * not written); else it becomes the one later repeats are compared with. */
+static int
+log_repeat(struct httpd *s, const struct conn *c, const struct http_view *m, const struct http_view *p,
+    time_t sec)
+{
+	char key[sizeof(s->rep_key)];
+	const char *colon = strrchr(c->peer, ':');
+	int alen = colon != NULL ? (int)(colon - c->peer) : (int)strlen(c->peer);
+
+	snprintf(key, sizeof(key), "%.*s %.*s %.*s", alen, c->peer, (int)(m->n > 32 ? 32 : m->n), m->p,
+	    (int)(p->n > 200 ? 200 : p->n), p->p);
+	if (sec == s->rep_sec && strcmp(key, s->rep_key) == 0) {
+		s->rep_n++;
+		return 1;
+	}
+	log_flush_repeats(s);
+	memcpy(s->rep_key, key, sizeof(key));
+	s->rep_sec = sec;
+	return 0;
+}
+
 static void
 log_request(struct httpd *s, struct conn *c, int status, size_t bytes)
 {
 	struct http_view m = {"-", 1}, p = {"-", 1};
-	char line[512];
+	char line[512], stamp[96];
 	struct timespec ts;
-	struct tm tm;
 	int64_t us = c->t_start ? clock_us() - c->t_start : 0;
 	int n;
 
@@ -723,13 +806,17 @@ log_request(struct httpd *s, struct conn *c, int status, size_t bytes)
 		m = c->b->hr.method;
 		p = c->b->hr.path;
 	}
-	clock_gettime(CLOCK_REALTIME, &ts);
-	gmtime_r(&ts.tv_sec, &tm);
-	n = snprintf(
-	    line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s %.*s %.*s %d %zu %lld.%03dms\n",
-	    tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-	    ts.tv_nsec / 1000000, c->peer, (int)(m.n > 32 ? 32 : m.n), m.p, (int)(p.n > 200 ? 200 : p.n), p.p,
-	    status, bytes, (long long)(us / 1000), (int)(us % 1000));
+	log_stamp(stamp, sizeof(stamp), &ts);
+	if (status == 401) {
+		if (log_repeat(s, c, &m, &p, ts.tv_sec))
+			return;
+	} else {
+		log_flush_repeats(s);
+		s->rep_key[0] = '\0';
+	}
+	n = snprintf(line, sizeof(line), "%s %s %.*s %.*s %d %zu %lld.%03dms\n", stamp, c->peer,
+	    (int)(m.n > 32 ? 32 : m.n), m.p, (int)(p.n > 200 ? 200 : p.n), p.p, status, bytes,
+	    (long long)(us / 1000), (int)(us % 1000));
 	if (n >= (int)sizeof(line)) {
 		n = sizeof(line);
 		line[n - 1] = '\n';
@@ -780,8 +867,7 @@ answer_error(struct httpd *s, struct conn *c, int status, const char *msg)
 {
 	struct httpd_resp *w = resp_reset(c);
 
-	free(c->out);
-	c->out = NULL;
+	out_drop(c);
 	c->close_after = 1;
 	c->linger = 1;
 	if (httpd_respond_errf(w, status_code(status), "%s", msg) != 0) {
@@ -1842,6 +1928,8 @@ httpd_run(struct httpd *s, struct err *e)
 			wait = s->next_wake > now ? s->next_wake - now + 1 : 0;
 		if (s->stopping && (wait < 0 || wait > s->drain_end - now))
 			wait = s->drain_end - now + 1;
+		if (s->rep_n > 0 && (wait < 0 || wait > 1000))
+			wait = 1000;
 		n = epoll_wait(s->epfd, ev, 64, (int)(wait > INT_MAX ? INT_MAX : wait));
 		if (n < 0 && errno != EINTR) {
 			err_set(e, "io.error", "epoll_wait: %s", strerror(errno));
@@ -1865,7 +1953,10 @@ httpd_run(struct httpd *s, struct err *e)
 		}
 		if (clock_ms() >= s->next_wake)
 			sweep(s);
+		if (s->rep_n > 0 && time(NULL) != s->rep_sec)
+			log_flush_repeats(s);
 	}
+	log_flush_repeats(s);
 
 	pthread_mutex_lock(&s->mu);
 	s->stop_workers = 1;

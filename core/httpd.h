@@ -184,6 +184,16 @@ int httpd_resp_header(struct httpd_resp *w, const char *name, const char *value)
  * or -1 when a response was already produced or memory ran out. */
 int httpd_respond(struct httpd_resp *w, int status, const char *content_type, const void *body, size_t len);
 
+/* Whole answers wait in memory until the client reads them; a client that
+ * never reads holds its answer until the connection ends. Across the server
+ * they may hold this much: 64 MiB is 16 default-sized op answers (4 MiB each,
+ * see api_ops.c) and far above what /health, errors and listings need. */
+#define HTTPD_HELD_MAX ((size_t)64 << 20)
+/* Bytes an answer built now may take within HTTPD_HELD_MAX (0 when it is
+ * spent). Advisory: answers built at the same moment on other threads are
+ * not counted until they are handed over. */
+size_t httpd_resp_room(const struct httpd_resp *w);
+
 /* application/json body (a NUL-terminated JSON text). */
 int httpd_respond_json(struct httpd_resp *w, int status, const char *json);
 

@@ -514,11 +514,18 @@ tl_walk(struct tlist *t, int dfd, const char *prefix, int depth)
 	while ((de = readdir(d)) != NULL) {
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
 			continue;
+		if (n >= FS_MAX_DIR_ENTRIES) {
+			rc = err_set(t->e, "install.failed", "%s: more than %d entries in one directory (the entry cap)",
+			    prefix[0] ? prefix : ".", FS_MAX_DIR_ENTRIES);
+			goto out;
+		}
 		if (n == cap) {
 			char **nn;
 			cap = cap ? cap * 2 : 64;
-			if (cap > FS_MAX_DIR_ENTRIES || (nn = realloc(names, cap * sizeof(*names))) == NULL) {
-				rc = err_set(t->e, "install.failed", "%s: too many entries", prefix);
+			if (cap > FS_MAX_DIR_ENTRIES)
+				cap = FS_MAX_DIR_ENTRIES;
+			if ((nn = realloc(names, cap * sizeof(*names))) == NULL) {
+				rc = err_set(t->e, "internal", "out of memory");
 				goto out;
 			}
 			names = nn;

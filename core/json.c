@@ -278,6 +278,35 @@ escape_to(put_fn put, void *ctx, const char *str, size_t n)
 	put(ctx, "\"", 1);
 }
 
+/* The sizes escape_to writes, byte class by byte class: keep the two in step
+ * (test_json checks them against each other). */
+size_t
+json_escaped_prefix(const char *str, size_t n, size_t max)
+{
+	const unsigned char *s = (const unsigned char *)str, *end = s + n;
+	const char *why;
+	size_t used = 0, k, out;
+
+	while (s < end) {
+		if (*s >= 0x20 && *s < 0x80 && *s != '"' && *s != '\\') {
+			k = 1, out = 1;
+		} else if (strchr("\"\\\b\f\n\r\t", *s) != NULL && *s != '\0') {
+			k = 1, out = 2;
+		} else if (*s < 0x20) {
+			k = 1, out = 6;
+		} else {
+			k = (size_t)utf8_len(s, end, &why);
+			out = k == 0 ? 3 : k;
+			k = k == 0 ? 1 : k;
+		}
+		if (used + out > max)
+			break;
+		used += out;
+		s += k;
+	}
+	return (size_t)(s - (const unsigned char *)str);
+}
+
 struct fixbuf {
 	char *buf;
 	size_t len, cap;

@@ -195,6 +195,11 @@ void json_w_kstr(struct json_w *w, const char *key, const char *s);
 void json_w_kint(struct json_w *w, const char *key, int64_t v);
 void json_w_kbool(struct json_w *w, const char *key, int v);
 
+/* How many of s[0..n) json_w_strn writes in at most max bytes (quotes not
+ * counted), never splitting a UTF-8 sequence: a caller that must bound an
+ * answer cuts its text there (control bytes grow six-fold, \u00XX). */
+size_t json_escaped_prefix(const char *s, size_t n, size_t max);
+
 /* Escape s as a JSON string (with quotes) into buf; returns length, or -1
  * when it does not fit. For small fixed messages without a writer. */
 int json_escape(char *buf, size_t cap, const char *s);

@@ -210,6 +210,44 @@ check "... and nothing published" test ! -e "$T/t2/vfail/1.0.0-linux-x64" -a ! -
 run "$BIN" prepare --json --manifests "$M" --tools-dir "$T/t2" --only vfail --force
 check "--json reports details.phase verify" grep -q '"details":{"phase":"verify"}' "$T/out"
 
+# ---- the one entry cap (issue 13 item 8) -------------------------------------------
+# Built with Python's tarfile, not our code. 120 000 empty files in one
+# directory: above the 65 536 at which the tree listing gave up after
+# extraction and the 100 000 of the digest walk, below the 200 000 cap.
+mkwide() { # NAME COUNT MODE: MODE files (COUNT files in pkg/many) or dirs (COUNT repeats of pkg/many/)
+	python3 - "$W/$1-1.0.0.tgz" "$1" "$2" "$3" <<'PYEOF'
+import io, sys, tarfile
+out, name, count, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+with tarfile.open(out, "w:gz", compresslevel=1, format=tarfile.USTAR_FORMAT) as tf:
+    script = ("#!/bin/sh\necho '%s 1.0.0'\n" % name).encode()
+    ti = tarfile.TarInfo("pkg/bin/" + name); ti.size = len(script); ti.mode = 0o755
+    tf.addfile(ti, io.BytesIO(script))
+    for i in range(count):
+        ti = tarfile.TarInfo("pkg/many/f%06d" % i if mode == "files" else "pkg/many")
+        if mode != "files":
+            ti.type = tarfile.DIRTYPE; ti.mode = 0o755
+        tf.addfile(ti)
+PYEOF
+}
+mkwide wide 120000 files
+mkman wide /f/wide-1.0.0.tgz "$(sha "$W/wide-1.0.0.tgz")"
+prep "$T/tw" --only wide
+expect "a directory of 120 000 entries installs (was: too many entries)" 0 "wide 1.0.0: installed"
+check "... all of them" test "$(ls "$T/tw/wide/1.0.0-linux-x64/many" | wc -l)" -eq 120000
+run "$BIN" verify --manifests "$M" --tools-dir "$T/tw" wide
+expect "... and verifies" 0 "OK wide"
+# 200 001 entries in all (the tool, then pkg/many/ repeated, cheap to extract):
+# refused while extracting, naming the cap.
+mkwide over 200000 dirs
+mkman over /f/over-1.0.0.tgz "$(sha "$W/over-1.0.0.tgz")"
+run "$BIN" prepare --json --manifests "$M" --tools-dir "$T/tw" --only over
+check "over the entry cap: install.failed" grep -q '"code":"install.failed"' "$T/out"
+check "... during extraction, with the rule and the limit" \
+	grep -q '"details":{"phase":"extract","rule":"max_entries","limit":200000}' "$T/out"
+check "... and the message names the cap" grep -q 'more than 200000 entries (the entry cap)' "$T/out"
+check "... and nothing published" test ! -e "$T/tw/over/1.0.0-linux-x64" -a ! -e "$T/tw/bin/over"
+rm -rf "$T/tw"
+
 # ---- 8 concurrent installers -------------------------------------------------------
 mktool conc 1.0.0
 mkman conc /f/conc-1.0.0.tgz "$(sha "$W/conc-1.0.0.tgz")"

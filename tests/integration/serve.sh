@@ -315,3 +315,54 @@ expect "serve with a 0777 tools directory exits 2" 2 "" "config.state_dir_unsafe
 run env ABX_SERVER_AUDIT_FILE="$T/no-such-dir/audit.jsonl" "$BIN" serve --host 127.0.0.1 --port 0
 expect "serve with an audit file in a missing directory exits 2" 2 "" \
 	"config.invalid: audit_file $T/no-such-dir/audit.jsonl: cannot be written (No such file or directory): create its directory"
+
+# ---- unread answers are bounded (issue 13 item 9) ---------------------------------
+# 40 clients run an op printing 1 MiB of NUL on each stream and never read.
+# Escaped, one such answer was 12 MiB, held whole until read: serve peaked
+# at ~500 MiB. Now one answer is at most 4 x max_output_bytes + 4 KiB and
+# unread answers share HTTPD_HELD_MAX (64 MiB); the runs' own captures (2 MiB
+# each while they run) come on top: the README's bound for these 40 is
+# 40 x 2 MiB + 64 MiB, checked here with 16 MiB for the rest of the server.
+printf '[{"id":"nul","concurrency":64,"argv":["/bin/sh","-c","head -c 1048576 /dev/zero; head -c 1048576 /dev/zero >&2"]}]\n' >"$T/nul.json"
+if start_serve --commands "$T/nul.json" --state-dir "$T/nulstate" --tools-dir "$T/nultools"; then
+	"$PY" -S "$FIXTURES/unread.py" "$PORT" "$ABX_SERVER_TOKEN" nul 40 "$SERVE_PID" >"$T/unread.out" 2>&1
+	hwm=$(sed -n 's/^hwm_kb //p' "$T/unread.out")
+	check "40 unread 2 MiB-NUL answers: serve's peak (${hwm:-?} KiB) under 40 x 2 + 64 + 16 MiB" \
+		test "${hwm:-999999999}" -lt $(((40 * 2 + 64 + 16) * 1024))
+	curl -s -H "X-Access-Token: $ABX_SERVER_TOKEN" -d '{}' "http://127.0.0.1:$PORT/v1/ops/nul" >"$T/nul.ans"
+	check "one answer: each stream cut at 2 x max_output_bytes escaped, truncated: true" "$PY" -c '
+import json, sys
+a = json.load(open(sys.argv[1]))
+assert a["truncated"] is True and a["exit_code"] == 0, a
+assert len(a["stdout"]) == len(a["stderr"]) == (2 << 20) // 6, (len(a["stdout"]), len(a["stderr"]))
+assert set(a["stdout"]) == {"\0"}' "$T/nul.ans"
+	kill "$SERVE_PID"
+	wait "$SERVE_PID" 2>/dev/null
+else
+	not_ok "unread answers" "serve did not start: $(head -3 "$T/serve.err")"
+fi
+
+# ---- the access log under a 401 flood (issue 13) -------------------------------------
+# 300 wrong-token requests (each 401 closes its connection): identical refused
+# lines within a second are one line and a "repeated N more times" line, and
+# the counts add up to the requests.
+if start_serve; then
+	"$PY" -S -c '
+import socket, sys
+for _ in range(300):
+    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+    s.sendall(b"GET /v1/ops HTTP/1.1\r\nHost: x\r\nX-Access-Token: wrong\r\n\r\n")
+    while s.recv(65536):
+        pass
+    s.close()
+' "$PORT"
+	sleep 1.5
+	kill "$SERVE_PID"
+	wait "$SERVE_PID" 2>/dev/null
+	lines=$(grep -c ' GET /v1/ops 401' "$T/serve.err")
+	total=$(awk '/ GET \/v1\/ops 401 repeated / {t += $7; next} / GET \/v1\/ops 401 / {t++} END {print t + 0}' "$T/serve.err")
+	check "a 401 flood of 300 requests writes far fewer lines ($lines)" test "$lines" -le 30
+	check "... and the counts add up to 300 ($total)" test "$total" -eq 300
+else
+	not_ok "401 flood" "serve did not start: $(head -3 "$T/serve.err")"
+fi

@@ -990,6 +990,51 @@ test_json_escape(void **state)
 	assert_int_equal(json_escape(buf, 0, "x"), -1);
 }
 
+/* json_escaped_prefix agrees with the writer: at every max, the prefix it
+ * gives is written in at most max bytes and one more input unit would not
+ * fit; a UTF-8 sequence is never split. */
+static void
+test_escaped_prefix(void **state)
+{
+	static const struct {
+		const char *s;
+		size_t n;
+	} cases[] = {
+		{"plain", 5},
+		{"\0\0\0\0", 4},
+		{"a\nb\"c\\d\te", 9},
+		{"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", 9},
+		{"\xff\x80x\x01", 4},
+	};
+	size_t i, max, k, len;
+	struct json_w w;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		json_w_init(&w, 1024);
+		json_w_strn(&w, cases[i].s, cases[i].n);
+		len = w.len - 2;
+		json_w_free(&w);
+		assert_int_equal(json_escaped_prefix(cases[i].s, cases[i].n, len), cases[i].n);
+		assert_int_equal(json_escaped_prefix(cases[i].s, cases[i].n, (size_t)-1), cases[i].n);
+		for (max = 0; max < len; max++) {
+			k = json_escaped_prefix(cases[i].s, cases[i].n, max);
+			assert_true(k < cases[i].n);
+			json_w_init(&w, 1024);
+			json_w_strn(&w, cases[i].s, k);
+			assert_true(w.len - 2 <= max);
+			json_w_free(&w);
+			json_w_init(&w, 1024);
+			json_w_strn(&w, cases[i].s, k + 1);
+			/* one byte more either overflows max or splits a sequence
+			 * (written as U+FFFD, 3 bytes, where the whole was fewer) */
+			assert_true(w.len - 2 > max || (unsigned char)cases[i].s[k] >= 0x80);
+			json_w_free(&w);
+		}
+	}
+	assert_int_equal(json_escaped_prefix("\xe2\x82\xac", 3, 2), 0);
+	assert_int_equal(json_escaped_prefix("\0\0", 2, 11), 1);
+}
+
 /* ---- round trip ---- */
 
 static void
@@ -1137,6 +1182,7 @@ main(void)
 		cmocka_unit_test(test_writer_doubles),
 		cmocka_unit_test(test_writer_overflow_and_misuse),
 		cmocka_unit_test(test_json_escape),
+		cmocka_unit_test(test_escaped_prefix),
 		cmocka_unit_test(test_round_trip),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
