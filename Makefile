@@ -67,11 +67,15 @@ $(MUSL)/lib/libarchive.a: tools/deps.pins tools/deps.sh
 
 deps: $(MUSL)/lib/libarchive.a
 
-$(B)/gen/deps_version.h: tools/deps.pins
+# After the deps: on a fresh machine hostdeps installs musl-dev there, and a
+# header written before it recorded an empty musl version.
+$(B)/gen/deps_version.h: tools/deps.pins | $(MUSL)/lib/libarchive.a
 	@mkdir -p $(@D)
 	@awk '$$1=="zlib"{z=$$2} $$1=="bearssl"{b=$$2} $$1=="libarchive"{a=$$2} END{ \
 	  printf "#define DEP_ZLIB \"%s\"\n#define DEP_BEARSSL \"%s\"\n#define DEP_LIBARCHIVE \"%s\"\n", z, b, a}' $< >$@.tmp
-	@printf '#define DEP_MUSL "%s"\n' "$$(dpkg-query -W -f '$${Version}' musl-dev 2>/dev/null || echo unknown)" >>$@.tmp
+	@v=$$(dpkg-query -W -f '$${Version}' musl-dev 2>/dev/null); \
+	  [ -n "$$v" ] || { echo "$@: musl-dev is not installed: run make hostdeps" >&2; exit 1; }; \
+	  printf '#define DEP_MUSL "%s"\n' "$$v" >>$@.tmp
 	@mv $@.tmp $@
 
 $(GEN_SRC): tools/embed.sh $(MANIFESTS)
