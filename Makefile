@@ -18,7 +18,11 @@ PREFIX ?= /usr/local
 FUZZ_SECONDS ?= 60
 SAN_CC ?= clang
 MUSL_CC ?= musl-gcc
-BUILD_DATE := $(shell git log -1 --format=%cs 2>/dev/null || date -u +%Y-%m-%d)
+# The build date is the commit's (or SOURCE_DATE_EPOCH's, reproducible-builds.org),
+# in UTC, so two builds of one commit agree whatever the clock or time zone says.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
+export SOURCE_DATE_EPOCH
+BUILD_DATE := $(shell date -u -d @$(or $(SOURCE_DATE_EPOCH),$(shell date +%s)) +%Y-%m-%d)
 
 BIN := $(B)/agent-sandbox-server
 CORE_SRC := $(sort $(wildcard core/*.c))
