@@ -18,7 +18,11 @@ PREFIX ?= /usr/local
 FUZZ_SECONDS ?= 60
 SAN_CC ?= clang
 MUSL_CC ?= musl-gcc
-BUILD_DATE := $(shell git log -1 --format=%cs 2>/dev/null || date -u +%Y-%m-%d)
+# The build date is the commit's (or SOURCE_DATE_EPOCH's, reproducible-builds.org),
+# in UTC, so two builds of one commit agree whatever the clock or time zone says.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
+export SOURCE_DATE_EPOCH
+BUILD_DATE := $(shell date -u -d @$(or $(SOURCE_DATE_EPOCH),$(shell date +%s)) +%Y-%m-%d)
 
 BIN := $(B)/agent-sandbox-server
 CORE_SRC := $(sort $(wildcard core/*.c))
@@ -67,11 +71,15 @@ $(MUSL)/lib/libarchive.a: tools/deps.pins tools/deps.sh
 
 deps: $(MUSL)/lib/libarchive.a
 
-$(B)/gen/deps_version.h: tools/deps.pins
+# After the deps: on a fresh machine hostdeps installs musl-dev there, and a
+# header written before it recorded an empty musl version.
+$(B)/gen/deps_version.h: tools/deps.pins | $(MUSL)/lib/libarchive.a
 	@mkdir -p $(@D)
 	@awk '$$1=="zlib"{z=$$2} $$1=="bearssl"{b=$$2} $$1=="libarchive"{a=$$2} END{ \
 	  printf "#define DEP_ZLIB \"%s\"\n#define DEP_BEARSSL \"%s\"\n#define DEP_LIBARCHIVE \"%s\"\n", z, b, a}' $< >$@.tmp
-	@printf '#define DEP_MUSL "%s"\n' "$$(dpkg-query -W -f '$${Version}' musl-dev 2>/dev/null || echo unknown)" >>$@.tmp
+	@v=$$(dpkg-query -W -f '$${Version}' musl-dev 2>/dev/null); \
+	  [ -n "$$v" ] || { echo "$@: musl-dev is not installed: run make hostdeps" >&2; exit 1; }; \
+	  printf '#define DEP_MUSL "%s"\n' "$$v" >>$@.tmp
 	@mv $@.tmp $@
 
 $(GEN_SRC): tools/embed.sh $(MANIFESTS)

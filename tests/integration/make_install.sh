@@ -15,3 +15,7 @@ run "$d/agent-sandbox-version"
 expect "an installed link dispatches by argv[0]" 0 "agent-sandbox-server "
 run make -C "$TOP" --no-print-directory install PREFIX=/usr DESTDIR="$T/dest"
 expect "make install again (idempotent)" 0
+
+# SOURCE_DATE_EPOCH (reproducible-builds.org) sets the recorded build date, in UTC.
+run env TZ=Pacific/Kiritimati make -C "$TOP" --no-print-directory -n -B SOURCE_DATE_EPOCH=86399 build/rel/applets/version.o
+check "SOURCE_DATE_EPOCH sets the build date (UTC, not the local zone)" grep -qF "ABX_BUILD_DATE='\"1970-01-01\"'" "$T/out"
