@@ -223,7 +223,7 @@ config_defaults(struct config *c)
 	c->server.max_sessions_per_agent = 4;
 	c->server.session_journal_max_bytes = 4 << 20;
 	c->server.sse_heartbeat = 15;
-	c->server.max_streams = 0;
+	c->server.max_streams = 64;
 	c->mode_floor = CFG_MODE_LAZY;
 }
 
