@@ -111,7 +111,7 @@ fetch_cache_main(int argc, char **argv)
 	if (optind < argc)
 		return usage_error("fetch", usage, "unexpected argument %s", argv[optind]);
 	if (nonly == 0) {
-		struct prepare_plan_opts po = {t.config, t.manifests, t.tools_dir, NULL, NULL, NULL, 1};
+		struct prepare_plan_opts po = {t.config, t.manifests, t.tools_dir, NULL, NULL, NULL, NULL, 1};
 		int rc;
 		if (prepare_plan_names(&po, 0, 0, only, &nonly, FETCH_MAX, &rc) != 0)
 			return rc;

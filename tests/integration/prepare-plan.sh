@@ -160,6 +160,14 @@ run env PATH="$T/nodebin:$BASEPATH" "$BIN" prepare --dry-run --manifests "$T/m" 
 expect "the table names the ops that need codex" 0 "agents.codex.run,agents.codex.sessions.create,agents.codex.install"
 check "the table says node is on PATH" grep -q "on PATH, not installed: node-runtime 22.1.0 at $T/nodebin/node" "$T/out"
 check "the table has sizes and hosts" sh -c "grep -E '^codex +1.2.0 +5 MiB +127.0.0.1:1 ' '$T/out'"
+# --state-dir is listed in the configuration table: prepare takes it, and
+# its value reaches the configuration loader (an empty one is refused there).
+mkdir -p "$T/state-flag" && chmod 700 "$T/state-flag"
+run env PATH="$T/nodebin:$BASEPATH" "$BIN" prepare --dry-run --manifests "$T/m" --config "$T/codex.json" \
+	--state-dir "$T/state-flag"
+expect "prepare takes --state-dir" 0 "agents.codex.run"
+run "$BIN" prepare --dry-run --manifests "$T/m" --config "$T/codex.json" --state-dir ""
+expect "prepare --state-dir reaches the configuration" 2 "" "config.invalid: --state-dir: empty path"
 
 # mode and its source travel with the plan
 run env PATH="$BASEPATH" ABX_SERVER_INSTALL_MODE=build "$BIN" prepare --dry-run --json --manifests "$T/m" --config "$T/codex.json"
