@@ -46,7 +46,8 @@ static const char usage[] =
 	"  --tools-dir DIR    tools directory (also ABX_TOOLS_DIR)\n"
 	"  --state-dir DIR    state directory; its tools/ is in the tools chain (also ABX_SERVER_STATE_DIR)\n"
 	"  --cache DIR        content-addressed cache (default <tools>/.cache)\n"
-	"  --platform P       linux-x64 or linux-arm64 (default: this machine)\n"
+	"  --platform P       linux-x64 or linux-arm64 (default: this machine); all with --dry-run\n"
+	"                     or --cache-only; another platform's plan ignores this PATH\n"
 	"  -q, -v             quieter, more verbose\n"
 	"\n"
 	"Exit: 0 all ready, 3 some failed, 2 usage or configuration error.\n";
@@ -103,6 +104,9 @@ dry_run(struct tooling *t, struct item *items, int n)
 	static struct err unsupported[PREPARE_MAX];
 	struct json_w w;
 	int i, h, nunsupported = 0;
+	/* A plan for another platform (or all): this machine's PATH says
+	 * nothing about what that image holds. */
+	int foreign = t->platform != NULL && strcmp(t->platform, manifest_platform_self()) != 0;
 
 	json_w_init(&w, 1 << 20);
 	json_w_obj(&w);
@@ -115,7 +119,8 @@ dry_run(struct tooling *t, struct item *items, int n)
 		struct err e;
 		const manifest_t *m = manifest_get(&t->ms, items[i].name, &e);
 		int ready = install_ensure(&t->ctx, items[i].name,
-					   INSTALL_F_CHECK | (items[i].requested ? INSTALL_F_NO_PATH : 0), &r, &e) == 0;
+					   INSTALL_F_CHECK | (items[i].requested || foreign ? INSTALL_F_NO_PATH : 0), &r,
+					   &e) == 0;
 		/* A tool that cannot run in this image says so here, before any
 		 * download (install_image_check, answered by the check). */
 		int cannot = !ready && e.code != NULL && strcmp(e.code, "install.image_unsupported") == 0;
@@ -235,7 +240,7 @@ prepare_main(int argc, char **argv)
 		po.manifests = t.manifests;
 		po.tools_dir = t.tools_dir;
 		po.state_dir = t.state_dir;
-		po.no_path = cache_only;
+		po.no_path = cache_only || (t.platform != NULL && strcmp(t.platform, manifest_platform_self()) != 0);
 		if (prepare_plan_names(&po, dry, t.json, only, &nonly, PREPARE_MAX, &rc) != 0)
 			return rc;
 		if (nonly == 0) {
@@ -252,7 +257,10 @@ prepare_main(int argc, char **argv)
 					  t.quiet);
 	if (t.tools_dir != NULL && t.tools_dir[0] != '/' && realpath(t.tools_dir, absdir) != NULL)
 		t.tools_dir = absdir;
-	if (tooling_open(&t, 0, t.platform, &e) < 0) {
+	/* --platform all only plans (--dry-run): the install context is this
+	 * machine's, the manifests are loaded for every platform. */
+	if (tooling_open(&t, dry, dry && t.platform != NULL && strcmp(t.platform, "all") == 0 ? NULL : t.platform,
+			 &e) < 0) {
 		return tooling_fail(&t, &e);
 	}
 	t.ctx.building = 1;

@@ -168,6 +168,15 @@ run env PATH="$T/nodebin:$BASEPATH" "$BIN" prepare --dry-run --manifests "$T/m" 
 expect "prepare takes --state-dir" 0 "agents.codex.run"
 run "$BIN" prepare --dry-run --manifests "$T/m" --config "$T/codex.json" --state-dir ""
 expect "prepare --state-dir reaches the configuration" 2 "" "config.invalid: --state-dir: empty path"
+# A plan for another platform: this machine's node on PATH satisfies nothing there.
+case "$(uname -m)" in aarch64 | arm64) OTHER=linux-x64 ;; *) OTHER=linux-arm64 ;; esac
+run env PATH="$T/nodebin:$BASEPATH" "$BIN" prepare --dry-run --json --manifests "$T/m" --config "$T/codex.json" \
+	--platform "$OTHER"
+check "--dry-run --platform $OTHER plans node-runtime despite the PATH node" python3 -c \
+	"import json; d = json.load(open('$T/out')); assert 'node-runtime' in [p['name'] for p in d['plan']] and not d['on_path'], d"
+run env PATH="$T/nodebin:$BASEPATH" "$BIN" prepare --dry-run --manifests "$T/m" --config "$T/codex.json" \
+	--only codex --platform all
+expect "--dry-run --platform all is a plan, as with --cache-only" 0 "codex"
 
 # mode and its source travel with the plan
 run env PATH="$BASEPATH" ABX_SERVER_INSTALL_MODE=build "$BIN" prepare --dry-run --json --manifests "$T/m" --config "$T/codex.json"
