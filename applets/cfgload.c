@@ -50,6 +50,7 @@ cfgload_option(struct cfgload *L, const char *name, const char *value)
 	    {"policy", "policy", "--policy"},          {"preset", "preset", "--preset"},
 	    {"commands", "commands", "--commands"},    {"manifests", "manifests_dir", "--manifests"},
 	    {"tools-dir", "tools_dir", "--tools-dir"}, {"state-dir", "state_dir", "--state-dir"},
+	    {"base-dir", "base_dir", "--base-dir"},
 	    {"mode", "install.mode", "--mode"},
 	};
 	size_t i;

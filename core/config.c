@@ -60,6 +60,7 @@ static const struct keydef keys[CK_NKEYS] = {
     {"preset", K_PRESET, OFF(preset), 0, 0, "ABX_SERVER_PRESET"},
     {"tools_dir", K_PATH, OFF(tools_dir), 0, 0, "ABX_TOOLS_DIR"},
     {"state_dir", K_PATH, OFF(state_dir), 0, 0, "ABX_SERVER_STATE_DIR"},
+    {"base_dir", K_PATH, OFF(base_dir), 0, 0, "ABX_SERVER_BASE_DIR"},
     {"manifests_dir", K_PATH, OFF(manifests_dir), 0, 0, "ABX_MANIFESTS_DIR"},
     {"audit_file", K_PATH, OFF(audit_file), 0, 0, "ABX_SERVER_AUDIT_FILE"},
     {"environment", K_WORD, OFF(environment), 0, 0, "ABX_SERVER_ENV"},

@@ -87,6 +87,7 @@ enum cfg_key {
 	CK_PRESET,
 	CK_TOOLS_DIR,
 	CK_STATE_DIR,
+	CK_BASE_DIR,
 	CK_MANIFESTS_DIR,
 	CK_AUDIT_FILE,
 	CK_ENVIRONMENT,
@@ -129,7 +130,8 @@ struct config {
 	char policy[CFG_PATH_MAX];        /* "" = CONFIG_DEFAULT_POLICY if it exists */
 	char preset[CFG_NAME_MAX];        /* "" = none */
 	char tools_dir[CFG_PATH_MAX];     /* "" = the directory chain of SPEC §5 */
-	char state_dir[CFG_PATH_MAX];     /* "" = ~/.local/state/agent-sandbox */
+	char state_dir[CFG_PATH_MAX];     /* "" = <base_dir>/.local/state/agent-sandbox */
+	char base_dir[CFG_PATH_MAX];      /* "" = $HOME (root: state in /var/lib) */
 	char manifests_dir[CFG_PATH_MAX]; /* "" = built-in manifests only */
 	char audit_file[CFG_PATH_MAX];    /* "" = no audit file (stderr) */
 	char environment[CFG_NAME_MAX];   /* e.g. "production"; "" = unset */
