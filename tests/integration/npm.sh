@@ -211,6 +211,9 @@ run env ABX_TOOLS_DIR="$T/t4" ABX_INSTALL_NPM_REGISTRY="$REG/mirror" "$BIN" prep
 expect "the npm mirror rewrites the registry origin" 0
 check "downloads went to the mirror" grep -q 'GET /mirror/@t/app/-/app-1.0.0.tgz' "$T/reg.log"
 
+run "$BIN" fetch --only app --cache "$T/fc1"
+expect "fetch for this platform counts what it skipped, not 'the rest cached'" 0 \
+	"npm packages: 5 downloaded, 0 cached, 4 not for $(uname -m | sed 's/x86_64/linux-x64/;s/aarch64/linux-arm64/')"
 run "$BIN" fetch --only app --platform all --cache "$T/fc"
 expect "fetch --platform all for an npm tool" 0
 check "every cpu's and libc's linux package is cached" test "$(ls "$T/fc/npm" | wc -l)" -eq 7
