@@ -100,15 +100,13 @@ int
 cfgload_run(struct cfgload *L, struct err *e)
 {
 	struct manifest_opts opts;
-	int i;
 
 	if (config_load(&L->cfg, L->config_file, NULL, L->flags, L->nflags, e) != 0)
 		return -1;
 	/* Introspecting applets never open sockets, spawn or read secrets,
 	 * whatever the environment says. */
 	L->cfg.introspect = 1;
-	for (i = 0; i < L->cfg.nwarn; i++)
-		warnx_line("%s", L->cfg.warn[i]);
+	config_print_warnings(&L->cfg);
 	if (policy_setup(&L->pol, &L->cfg, e) != 0)
 		return -1;
 	opts.platform = manifest_platform_self();

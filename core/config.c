@@ -831,6 +831,27 @@ config_apply_env(struct config *c, char *const *envp, struct err *e)
 	return 0;
 }
 
+/* An applet that loads the configuration twice (prepare: the plan, then the
+ * install) says each warning once. Applet main thread only: serve prints
+ * every (re)load itself (core/api.c). */
+void
+config_print_warnings(const struct config *c)
+{
+	static char seen[2 * CFG_WARN_MAX][ERR_MSG_MAX];
+	static int nseen;
+	int i, j;
+
+	for (i = 0; i < c->nwarn; i++) {
+		for (j = 0; j < nseen && strcmp(seen[j], c->warn[i]) != 0; j++)
+			;
+		if (j < nseen)
+			continue;
+		if (nseen < 2 * CFG_WARN_MAX)
+			snprintf(seen[nseen++], ERR_MSG_MAX, "%s", c->warn[i]);
+		warnx_line("%s", c->warn[i]);
+	}
+}
+
 /* --- the flag layer --- */
 
 int

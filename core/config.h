@@ -180,6 +180,8 @@ int config_apply_file(struct config *c, const char *path, struct err *e);
  * NULL = the process environment). Warnings (deprecated alias, unknown
  * ABX_SERVER_* variable) go to c->warn. */
 int config_apply_env(struct config *c, char *const *envp, struct err *e);
+/* Print c's warnings to stderr, each at most once per process. */
+void config_print_warnings(const struct config *c);
 
 /* Set key (a dotted path, e.g. "install.mode") from text as the flag layer;
  * flag names the option for config_source() ("--tools-dir"). Lists take a

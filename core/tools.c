@@ -49,7 +49,6 @@ install_settings_load(struct install_settings *s, const char *file_flag, const s
 		      int nflags, struct err *e)
 {
 	struct config *cfg = malloc(sizeof(*cfg));
-	int i;
 
 	if (cfg == NULL)
 		return err_set(e, "internal", "out of memory");
@@ -57,8 +56,7 @@ install_settings_load(struct install_settings *s, const char *file_flag, const s
 		free(cfg);
 		return -1;
 	}
-	for (i = 0; i < cfg->nwarn; i++)
-		warnx_line("%s", cfg->warn[i]);
+	config_print_warnings(cfg);
 	install_settings_from_config(s, cfg);
 	free(cfg);
 	return 0;

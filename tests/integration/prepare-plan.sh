@@ -168,6 +168,12 @@ run env PATH="$T/nodebin:$BASEPATH" "$BIN" prepare --dry-run --manifests "$T/m" 
 expect "prepare takes --state-dir" 0 "agents.codex.run"
 run "$BIN" prepare --dry-run --manifests "$T/m" --config "$T/codex.json" --state-dir ""
 expect "prepare --state-dir reaches the configuration" 2 "" "config.invalid: --state-dir: empty path"
+# prepare loads the configuration twice (the plan, then the install): each
+# warning is said once.
+mkdir -p "$T/tw" && chmod 700 "$T/tw"
+run env PATH="$T/nodebin:$BASEPATH" ABX_SERVER_INSTALL_MODE=build ABX_SERVER_FOO=1 "$BIN" prepare \
+	--manifests "$T/m" --config "$T/codex.json" --tools-dir "$T/tw"
+check "prepare says an unknown-variable warning once" test "$(grep -c 'ABX_SERVER_FOO: unknown variable' "$T/err")" -eq 1
 # A plan for another platform: this machine's node on PATH satisfies nothing there.
 case "$(uname -m)" in aarch64 | arm64) OTHER=linux-x64 ;; *) OTHER=linux-arm64 ;; esac
 run env PATH="$T/nodebin:$BASEPATH" "$BIN" prepare --dry-run --json --manifests "$T/m" --config "$T/codex.json" \
