@@ -50,6 +50,7 @@ cfgload_option(struct cfgload *L, const char *name, const char *value)
 	    {"policy", "policy", "--policy"},          {"preset", "preset", "--preset"},
 	    {"commands", "commands", "--commands"},    {"manifests", "manifests_dir", "--manifests"},
 	    {"tools-dir", "tools_dir", "--tools-dir"}, {"state-dir", "state_dir", "--state-dir"},
+	    {"base-dir", "base_dir", "--base-dir"},
 	    {"mode", "install.mode", "--mode"},
 	};
 	size_t i;
@@ -101,15 +102,13 @@ int
 cfgload_run(struct cfgload *L, struct err *e)
 {
 	struct manifest_opts opts;
-	int i;
 
 	if (config_load(&L->cfg, L->config_file, NULL, L->flags, L->nflags, e) != 0)
 		return -1;
 	/* Introspecting applets never open sockets, spawn or read secrets,
 	 * whatever the environment says. */
 	L->cfg.introspect = 1;
-	for (i = 0; i < L->cfg.nwarn; i++)
-		warnx_line("%s", L->cfg.warn[i]);
+	config_print_warnings(&L->cfg);
 	if (policy_setup(&L->pol, &L->cfg, e) != 0)
 		return -1;
 	opts.platform = manifest_platform_self();

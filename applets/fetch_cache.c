@@ -111,7 +111,7 @@ fetch_cache_main(int argc, char **argv)
 	if (optind < argc)
 		return usage_error("fetch", usage, "unexpected argument %s", argv[optind]);
 	if (nonly == 0) {
-		struct prepare_plan_opts po = {t.config, t.manifests, t.tools_dir, NULL, NULL, NULL, 1};
+		struct prepare_plan_opts po = {t.config, t.manifests, t.tools_dir, NULL, NULL, NULL, NULL, 1};
 		int rc;
 		if (prepare_plan_names(&po, 0, 0, only, &nonly, FETCH_MAX, &rc) != 0)
 			return rc;
@@ -178,16 +178,21 @@ fetch_cache_main(int argc, char **argv)
 		if (m->source.type != MANIFEST_SRC_TARBALL) {
 			/* npm-lock: every package of the lockfile for the platform
 			 * (all: every platform's), into the same cache */
-			int before = t.ctx.downloads;
+			struct install_npm_info ni;
+			const char *plat = t.platform ? t.platform : manifest_platform_self();
 			json_w_obj(&w);
 			json_w_kstr(&w, "name", m->name);
 			json_w_kstr(&w, "version", m->version);
 			json_w_kstr(&w, "platform", t.platform ? t.platform : manifest_platform_self());
-			if (install_npm_fetch(&t.ctx, m, t.platform ? t.platform : manifest_platform_self(), &e) == 0) {
+			memset(&ni, 0, sizeof(ni));
+			if (install_npm_fetch(&t.ctx, m, plat, &ni, &e) == 0) {
 				count++;
-				if (!t.quiet && !t.json)
-					printf("%s %s npm packages: %d downloaded, the rest cached\n", m->name, m->version,
-					       t.ctx.downloads - before);
+				if (!t.quiet && !t.json && ni.skipped > 0)
+					printf("%s %s npm packages: %zu downloaded, %zu cached, %zu not for %s\n", m->name,
+					       m->version, ni.fetched, ni.cached, ni.skipped, plat);
+				else if (!t.quiet && !t.json)
+					printf("%s %s npm packages: %zu downloaded, %zu cached\n", m->name, m->version,
+					       ni.fetched, ni.cached);
 			} else {
 				failed++;
 				tooling_json_error(&w, &e);

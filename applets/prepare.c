@@ -21,7 +21,8 @@ static const char usage[] =
 	"usage: agent-sandbox-server prepare [--only NAME...] [--force] [--dry-run] [--json]\n"
 	"                                   [--cache-only] [--config FILE] [--policy FILE]\n"
 	"                                   [--preset NAME] [--commands FILE] [--manifests DIR]\n"
-	"                                   [--tools-dir DIR] [--cache DIR] [--platform P] [-q] [-v]\n"
+	"                                   [--tools-dir DIR] [--state-dir DIR] [--cache DIR]\n"
+	"                                   [--platform P] [-q] [-v]\n"
 	"\n"
 	"Without --only, the tools are derived from the configuration: the ops some\n"
 	"principal may call (agents, commands, policy), the tools they install, what\n"
@@ -43,8 +44,10 @@ static const char usage[] =
 	"  --config FILE      configuration file (default /etc/agent-sandbox/server.json)\n"
 	"  --manifests DIR    add or override manifests (also ABX_MANIFESTS_DIR)\n"
 	"  --tools-dir DIR    tools directory (also ABX_TOOLS_DIR)\n"
+	"  --state-dir DIR    state directory; its tools/ is in the tools chain (also ABX_SERVER_STATE_DIR)\n"
 	"  --cache DIR        content-addressed cache (default <tools>/.cache)\n"
-	"  --platform P       linux-x64 or linux-arm64 (default: this machine)\n"
+	"  --platform P       linux-x64 or linux-arm64 (default: this machine); all with --dry-run\n"
+	"                     or --cache-only; another platform's plan ignores this PATH\n"
 	"  -q, -v             quieter, more verbose\n"
 	"\n"
 	"Exit: 0 all ready, 3 some failed, 2 usage or configuration error.\n";
@@ -101,6 +104,9 @@ dry_run(struct tooling *t, struct item *items, int n)
 	static struct err unsupported[PREPARE_MAX];
 	struct json_w w;
 	int i, h, nunsupported = 0;
+	/* A plan for another platform (or all): this machine's PATH says
+	 * nothing about what that image holds. */
+	int foreign = t->platform != NULL && strcmp(t->platform, manifest_platform_self()) != 0;
 
 	json_w_init(&w, 1 << 20);
 	json_w_obj(&w);
@@ -113,7 +119,8 @@ dry_run(struct tooling *t, struct item *items, int n)
 		struct err e;
 		const manifest_t *m = manifest_get(&t->ms, items[i].name, &e);
 		int ready = install_ensure(&t->ctx, items[i].name,
-					   INSTALL_F_CHECK | (items[i].requested ? INSTALL_F_NO_PATH : 0), &r, &e) == 0;
+					   INSTALL_F_CHECK | (items[i].requested || foreign ? INSTALL_F_NO_PATH : 0), &r,
+					   &e) == 0;
 		/* A tool that cannot run in this image says so here, before any
 		 * download (install_image_check, answered by the check). */
 		int cannot = !ready && e.code != NULL && strcmp(e.code, "install.image_unsupported") == 0;
@@ -162,7 +169,7 @@ int
 prepare_main(int argc, char **argv)
 {
 	enum { O_ONLY = 256, O_FORCE, O_DRY, O_JSON, O_CONFIG, O_MANIFESTS, O_TOOLS, O_CACHE, O_PLATFORM,
-	       O_POLICY, O_PRESET, O_COMMANDS, O_CACHE_ONLY };
+	       O_POLICY, O_PRESET, O_COMMANDS, O_CACHE_ONLY, O_STATE };
 	static const struct option opts[] = {
 		{"only", required_argument, NULL, O_ONLY},
 		{"force", no_argument, NULL, O_FORCE},
@@ -171,6 +178,7 @@ prepare_main(int argc, char **argv)
 		{"config", required_argument, NULL, O_CONFIG},
 		{"manifests", required_argument, NULL, O_MANIFESTS},
 		{"tools-dir", required_argument, NULL, O_TOOLS},
+		{"state-dir", required_argument, NULL, O_STATE},
 		{"cache", required_argument, NULL, O_CACHE},
 		{"platform", required_argument, NULL, O_PLATFORM},
 		{"policy", required_argument, NULL, O_POLICY},
@@ -186,7 +194,7 @@ prepare_main(int argc, char **argv)
 	static struct item items[PREPARE_MAX];
 	char *only[PREPARE_MAX], absdir[PATH_MAX];
 	int c, nonly = 0, force = 0, dry = 0, n = 0, i, failed = 0, rc;
-	struct prepare_plan_opts po = {NULL, NULL, NULL, NULL, NULL, NULL, 0};
+	struct prepare_plan_opts po = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0};
 	int cache_only = 0, from_config = 0;
 	struct json_w w;
 	struct err e;
@@ -211,6 +219,7 @@ prepare_main(int argc, char **argv)
 		case O_CONFIG: t.config = optarg; break;
 		case O_MANIFESTS: t.manifests = optarg; break;
 		case O_TOOLS: t.tools_dir = optarg; break;
+		case O_STATE: t.state_dir = optarg; break;
 		case O_CACHE: t.cache = optarg; break;
 		case O_PLATFORM: t.platform = optarg; break;
 		case O_POLICY: po.policy = optarg; break;
@@ -230,7 +239,8 @@ prepare_main(int argc, char **argv)
 		po.config = t.config;
 		po.manifests = t.manifests;
 		po.tools_dir = t.tools_dir;
-		po.no_path = cache_only;
+		po.state_dir = t.state_dir;
+		po.no_path = cache_only || (t.platform != NULL && strcmp(t.platform, manifest_platform_self()) != 0);
 		if (prepare_plan_names(&po, dry, t.json, only, &nonly, PREPARE_MAX, &rc) != 0)
 			return rc;
 		if (nonly == 0) {
@@ -247,7 +257,10 @@ prepare_main(int argc, char **argv)
 					  t.quiet);
 	if (t.tools_dir != NULL && t.tools_dir[0] != '/' && realpath(t.tools_dir, absdir) != NULL)
 		t.tools_dir = absdir;
-	if (tooling_open(&t, 0, t.platform, &e) < 0) {
+	/* --platform all only plans (--dry-run): the install context is this
+	 * machine's, the manifests are loaded for every platform. */
+	if (tooling_open(&t, dry, dry && t.platform != NULL && strcmp(t.platform, "all") == 0 ? NULL : t.platform,
+			 &e) < 0) {
 		return tooling_fail(&t, &e);
 	}
 	t.ctx.building = 1;

@@ -38,6 +38,8 @@ prepare_plan_load(struct prepare_plan **out, const struct prepare_plan_opts *o, 
 		cfgload_option(pp->L, "manifests", o->manifests);
 	if (o->tools_dir)
 		cfgload_option(pp->L, "tools-dir", o->tools_dir);
+	if (o->state_dir)
+		cfgload_option(pp->L, "state-dir", o->state_dir);
 	if (o->policy)
 		cfgload_option(pp->L, "policy", o->policy);
 	if (o->preset)

@@ -12,7 +12,7 @@ struct prepare_plan;
 
 /* The options of prepare that shape the configuration (NULL = not given). */
 struct prepare_plan_opts {
-	const char *config, *manifests, *tools_dir, *policy, *preset, *commands;
+	const char *config, *manifests, *tools_dir, *state_dir, *policy, *preset, *commands;
 	/* Filling a cache for another machine: what this machine's PATH holds
 	 * says nothing about the image, so PATH satisfies nothing. */
 	int no_path;

@@ -37,6 +37,7 @@ static const char usage[] =
     "  --manifests DIR        manifests adding to or overriding the built-in ones\n"
     "  --tools-dir DIR        tools directory (ABX_TOOLS_DIR)\n"
     "  --state-dir DIR        state directory (ABX_SERVER_STATE_DIR)\n"
+    "  --base-dir DIR         where HOME-relative defaults resolve (ABX_SERVER_BASE_DIR)\n"
     "  --mode MODE            install mode: lazy, offline, build, off\n"
     "  --max-connections N    connection slots, fixed at start (default 256);\n"
     "                         beyond them a client gets 503\n"
@@ -203,6 +204,7 @@ serve_main(int argc, char **argv)
 	    {"manifests", required_argument, NULL, O_CFG},
 	    {"tools-dir", required_argument, NULL, O_CFG},
 	    {"state-dir", required_argument, NULL, O_CFG},
+	    {"base-dir", required_argument, NULL, O_CFG},
 	    {"mode", required_argument, NULL, O_CFG},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"verbose", no_argument, NULL, 'v'},
@@ -215,6 +217,7 @@ serve_main(int argc, char **argv)
 	    {"policy", "policy"},          {"preset", "preset"},
 	    {"commands", "commands"},      {"manifests", "manifests_dir"},
 	    {"tools-dir", "tools_dir"},    {"state-dir", "state_dir"},
+	    {"base-dir", "base_dir"},
 	    {"mode", "install.mode"},      {"host", "server.host"},
 	    {"port", "server.port"},       {"max-connections", "server.max_connections"},
 	    {"workers", "server.workers"},

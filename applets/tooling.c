@@ -17,12 +17,14 @@
 int
 tooling_open(struct tooling *t, int allow_all, const char *ctx_platform, struct err *e)
 {
-	struct config_flag flags[2];
+	struct config_flag flags[3];
 	struct manifest_opts mo;
 	int nf = 0, unp;
 
 	if (t->tools_dir != NULL)
 		flags[nf++] = (struct config_flag){"tools_dir", t->tools_dir, "--tools-dir"};
+	if (t->state_dir != NULL)
+		flags[nf++] = (struct config_flag){"state_dir", t->state_dir, "--state-dir"};
 	if (t->manifests != NULL)
 		flags[nf++] = (struct config_flag){"manifests_dir", t->manifests, "--manifests"};
 	if (install_settings_load(&t->set, t->config, flags, nf, e) < 0) {

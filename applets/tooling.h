@@ -14,6 +14,7 @@ struct tooling {
 	const char *config;     /* --config FILE */
 	const char *manifests;  /* --manifests DIR */
 	const char *tools_dir;  /* --tools-dir DIR */
+	const char *state_dir;  /* --state-dir DIR (its tools/ is in the chain) */
 	const char *cache;      /* --cache DIR */
 	const char *platform;   /* --platform P (or "all" where allowed) */
 	int quiet, verbose, json;

@@ -62,6 +62,7 @@ static const struct keydef keys[CK_NKEYS] = {
     {"preset", K_PRESET, OFF(preset), 0, 0, "ABX_SERVER_PRESET"},
     {"tools_dir", K_PATH, OFF(tools_dir), 0, 0, "ABX_TOOLS_DIR"},
     {"state_dir", K_PATH, OFF(state_dir), 0, 0, "ABX_SERVER_STATE_DIR"},
+    {"base_dir", K_PATH, OFF(base_dir), 0, 0, "ABX_SERVER_BASE_DIR"},
     {"manifests_dir", K_PATH, OFF(manifests_dir), 0, 0, "ABX_MANIFESTS_DIR"},
     {"audit_file", K_PATH, OFF(audit_file), 0, 0, "ABX_SERVER_AUDIT_FILE"},
     {"environment", K_WORD, OFF(environment), 0, 0, "ABX_SERVER_ENV"},
@@ -225,7 +226,7 @@ config_defaults(struct config *c)
 	c->server.max_sessions_per_agent = 4;
 	c->server.session_journal_max_bytes = 4 << 20;
 	c->server.sse_heartbeat = 15;
-	c->server.max_streams = 0;
+	c->server.max_streams = 64;
 	c->mode_floor = CFG_MODE_LAZY;
 }
 
@@ -830,6 +831,27 @@ config_apply_env(struct config *c, char *const *envp, struct err *e)
 		}
 	}
 	return 0;
+}
+
+/* An applet that loads the configuration twice (prepare: the plan, then the
+ * install) says each warning once. Applet main thread only: serve prints
+ * every (re)load itself (core/api.c). */
+void
+config_print_warnings(const struct config *c)
+{
+	static char seen[2 * CFG_WARN_MAX][ERR_MSG_MAX];
+	static int nseen;
+	int i, j;
+
+	for (i = 0; i < c->nwarn; i++) {
+		for (j = 0; j < nseen && strcmp(seen[j], c->warn[i]) != 0; j++)
+			;
+		if (j < nseen)
+			continue;
+		if (nseen < 2 * CFG_WARN_MAX)
+			snprintf(seen[nseen++], ERR_MSG_MAX, "%s", c->warn[i]);
+		warnx_line("%s", c->warn[i]);
+	}
 }
 
 /* --- the flag layer --- */

@@ -87,6 +87,7 @@ enum cfg_key {
 	CK_PRESET,
 	CK_TOOLS_DIR,
 	CK_STATE_DIR,
+	CK_BASE_DIR,
 	CK_MANIFESTS_DIR,
 	CK_AUDIT_FILE,
 	CK_ENVIRONMENT,
@@ -129,7 +130,8 @@ struct config {
 	char policy[CFG_PATH_MAX];        /* "" = CONFIG_DEFAULT_POLICY if it exists */
 	char preset[CFG_NAME_MAX];        /* "" = none */
 	char tools_dir[CFG_PATH_MAX];     /* "" = the directory chain of SPEC §5 */
-	char state_dir[CFG_PATH_MAX];     /* "" = ~/.local/state/agent-sandbox */
+	char state_dir[CFG_PATH_MAX];     /* "" = <base_dir>/.local/state/agent-sandbox */
+	char base_dir[CFG_PATH_MAX];      /* "" = $HOME (root: state in /var/lib) */
 	char manifests_dir[CFG_PATH_MAX]; /* "" = built-in manifests only */
 	char audit_file[CFG_PATH_MAX];    /* "" = no audit file (stderr) */
 	char environment[CFG_NAME_MAX];   /* e.g. "production"; "" = unset */
@@ -150,7 +152,7 @@ struct config {
 		int max_sessions_per_agent;
 		int session_journal_max_bytes;
 		int sse_heartbeat; /* seconds between comment lines on an idle event stream */
-		int max_streams;   /* concurrent event streams; 0 = 64 */
+		int max_streams;   /* concurrent event streams (default 64; 0 also means 64) */
 		char session_cwd[CFG_PATH_MAX]; /* a session's default cwd; "" = serve's HOME */
 		struct cfg_names session_env;   /* variables a session request may set */
 	} server;
@@ -178,6 +180,8 @@ int config_apply_file(struct config *c, const char *path, struct err *e);
  * NULL = the process environment). Warnings (deprecated alias, unknown
  * ABX_SERVER_* variable) go to c->warn. */
 int config_apply_env(struct config *c, char *const *envp, struct err *e);
+/* Print c's warnings to stderr, each at most once per process. */
+void config_print_warnings(const struct config *c);
 
 /* Set key (a dotted path, e.g. "install.mode") from text as the flag layer;
  * flag names the option for config_source() ("--tools-dir"). Lists take a

@@ -196,11 +196,14 @@ struct install_npm_info {
 	uint64_t bytes;          /* every package tarball, downloaded or cached */
 	uint64_t downloaded;     /* of which downloaded now */
 	size_t packages;         /* packages installed */
+	size_t fetched, cached;  /* of which downloaded now, taken from the cache */
+	size_t skipped;          /* lockfile entries not for the platform */
 	char lock_sha256[65];    /* the lockfile's digest */
 };
 int install_npm_stage(struct install_ctx *c, const manifest_t *m, const char *tree, struct install_known *known,
 		      struct install_npm_info *info, struct err *e);
-int install_npm_fetch(struct install_ctx *c, const manifest_t *m, const char *platform, struct err *e);
+int install_npm_fetch(struct install_ctx *c, const manifest_t *m, const char *platform, struct install_npm_info *info,
+		      struct err *e);
 /* One SBOM row per installed npm package (name, version, purl, path,
  * integrity, sha256 when the cache knows it, url) into the marker's array. */
 struct json_w;

@@ -176,6 +176,9 @@ run(struct install_ctx *c, const manifest_t *m, const char *platform, const char
 		info->downloaded = st.bytes;
 		info->bytes = st.bytes + st.cached_bytes;
 		info->packages = st.fetched + st.cached;
+		info->fetched = st.fetched;
+		info->cached = st.cached;
+		info->skipped = l.nskipped;
 	}
 	if (rc == 0) {
 		c->downloads += (int)st.fetched;
@@ -206,9 +209,10 @@ install_npm_stage(struct install_ctx *c, const manifest_t *m, const char *tree, 
 }
 
 int
-install_npm_fetch(struct install_ctx *c, const manifest_t *m, const char *platform, struct err *e)
+install_npm_fetch(struct install_ctx *c, const manifest_t *m, const char *platform, struct install_npm_info *info,
+		  struct err *e)
 {
-	return run(c, m, platform != NULL && strcmp(platform, "all") == 0 ? NULL : platform, NULL, NULL, NULL, NULL, e);
+	return run(c, m, platform != NULL && strcmp(platform, "all") == 0 ? NULL : platform, NULL, NULL, NULL, info, e);
 }
 
 int

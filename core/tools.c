@@ -39,6 +39,7 @@ install_settings_from_config(struct install_settings *s, const struct config *cf
 	snprintf(s->manifests_dir, sizeof(s->manifests_dir), "%s", cfg->manifests_dir);
 	config_source(cfg, CK_MANIFESTS_DIR, s->manifests_dir_source, sizeof(s->manifests_dir_source));
 	snprintf(s->state_dir, sizeof(s->state_dir), "%s", cfg->state_dir);
+	snprintf(s->base_dir, sizeof(s->base_dir), "%s", cfg->base_dir);
 	snprintf(s->audit_file, sizeof(s->audit_file), "%s", cfg->audit_file);
 	snprintf(s->environment, sizeof(s->environment), "%s", cfg->environment);
 }
@@ -48,7 +49,6 @@ install_settings_load(struct install_settings *s, const char *file_flag, const s
 		      int nflags, struct err *e)
 {
 	struct config *cfg = malloc(sizeof(*cfg));
-	int i;
 
 	if (cfg == NULL)
 		return err_set(e, "internal", "out of memory");
@@ -56,8 +56,7 @@ install_settings_load(struct install_settings *s, const char *file_flag, const s
 		free(cfg);
 		return -1;
 	}
-	for (i = 0; i < cfg->nwarn; i++)
-		warnx_line("%s", cfg->warn[i]);
+	config_print_warnings(cfg);
 	install_settings_from_config(s, cfg);
 	free(cfg);
 	return 0;
@@ -71,6 +70,10 @@ tools_state_dir(const struct install_settings *s, char *buf, size_t cap)
 
 	if (v != NULL && *v == '/')
 		return snprintf(buf, cap, "%s", v) < (int)cap ? 0 : -1;
+	/* An explicit base directory (serve --base-dir, ABX_SERVER_BASE_DIR)
+	 * stands for HOME, for root too: the user the image is built for. */
+	if (s != NULL && s->base_dir[0] == '/')
+		return snprintf(buf, cap, "%s/.local/state/agent-sandbox", s->base_dir) < (int)cap ? 0 : -1;
 	if (geteuid() == 0)
 		return snprintf(buf, cap, "/var/lib/agent-sandbox") < (int)cap ? 0 : -1;
 	home = getenv("HOME");

@@ -50,6 +50,7 @@ struct install_settings {
 	char manifests_dir_source[64];
 	char cache_dir[PATH_MAX];    /* --cache; "" = <writable tools>/.cache */
 	char state_dir[PATH_MAX];    /* "" = the default (tools_state_dir) */
+	char base_dir[PATH_MAX];     /* "" = $HOME: where HOME-relative defaults resolve */
 	char audit_file[PATH_MAX];   /* "" = <state dir>/audit.jsonl if that exists */
 	char environment[64];        /* "production" refuses unpinned installs */
 };

@@ -27,6 +27,8 @@ expect "ABX_SERVER_CONFIG names the file" 0 "install.mode: offline (file $T/serv
 
 run $CC --config "$T/server.json" -v
 check "tools_dir from the file" sh -c "grep -E '^  tools_dir +/from/file +file ' '$T/out'"
+check "-v shows the real default of server.max_streams (64, not 0)" \
+	sh -c "grep -E '^  server.max_streams +64 +default' '$T/out'"
 run env ABX_TOOLS_DIR=/from/env $CC --config "$T/server.json" -v
 check "tools_dir from env" sh -c "grep -E '^  tools_dir +/from/env +env ABX_TOOLS_DIR' '$T/out'"
 run env ABX_TOOLS_DIR=/from/env $CC --config "$T/server.json" -v --tools-dir /from/flag

@@ -219,6 +219,9 @@ expect "an npm mirror whose host is not in install.allow_hosts is refused" 2 "" 
 check "... naming the variable too" grep -q "ABX_SERVER_INSTALL_ALLOW_HOSTS=${REG#https://}" "$T/err"
 check "... and nothing is installed" test -z "$(ls -A "$T/t4b")"
 
+run "$BIN" fetch --only app --cache "$T/fc1"
+expect "fetch for this platform counts what it skipped, not 'the rest cached'" 0 \
+	"npm packages: 5 downloaded, 0 cached, 4 not for $(uname -m | sed 's/x86_64/linux-x64/;s/aarch64/linux-arm64/')"
 run "$BIN" fetch --only app --platform all --cache "$T/fc"
 expect "fetch --platform all for an npm tool" 0
 check "every cpu's and libc's linux package is cached" test "$(ls "$T/fc/npm" | wc -l)" -eq 7

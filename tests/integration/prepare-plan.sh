@@ -160,6 +160,29 @@ run env PATH="$T/nodebin:$BASEPATH" "$BIN" prepare --dry-run --manifests "$T/m" 
 expect "the table names the ops that need codex" 0 "agents.codex.run,agents.codex.sessions.create,agents.codex.install"
 check "the table says node is on PATH" grep -q "on PATH, not installed: node-runtime 22.1.0 at $T/nodebin/node" "$T/out"
 check "the table has sizes and hosts" sh -c "grep -E '^codex +1.2.0 +5 MiB +127.0.0.1:1 ' '$T/out'"
+# --state-dir is listed in the configuration table: prepare takes it, and
+# its value reaches the configuration loader (an empty one is refused there).
+mkdir -p "$T/state-flag" && chmod 700 "$T/state-flag"
+run env PATH="$T/nodebin:$BASEPATH" "$BIN" prepare --dry-run --manifests "$T/m" --config "$T/codex.json" \
+	--state-dir "$T/state-flag"
+expect "prepare takes --state-dir" 0 "agents.codex.run"
+run "$BIN" prepare --dry-run --manifests "$T/m" --config "$T/codex.json" --state-dir ""
+expect "prepare --state-dir reaches the configuration" 2 "" "config.invalid: --state-dir: empty path"
+# prepare loads the configuration twice (the plan, then the install): each
+# warning is said once.
+mkdir -p "$T/tw" && chmod 700 "$T/tw"
+run env PATH="$T/nodebin:$BASEPATH" ABX_SERVER_INSTALL_MODE=build ABX_SERVER_FOO=1 "$BIN" prepare \
+	--manifests "$T/m" --config "$T/codex.json" --tools-dir "$T/tw"
+check "prepare says an unknown-variable warning once" test "$(grep -c 'ABX_SERVER_FOO: unknown variable' "$T/err")" -eq 1
+# A plan for another platform: this machine's node on PATH satisfies nothing there.
+case "$(uname -m)" in aarch64 | arm64) OTHER=linux-x64 ;; *) OTHER=linux-arm64 ;; esac
+run env PATH="$T/nodebin:$BASEPATH" "$BIN" prepare --dry-run --json --manifests "$T/m" --config "$T/codex.json" \
+	--platform "$OTHER"
+check "--dry-run --platform $OTHER plans node-runtime despite the PATH node" python3 -c \
+	"import json; d = json.load(open('$T/out')); assert 'node-runtime' in [p['name'] for p in d['plan']] and not d['on_path'], d"
+run env PATH="$T/nodebin:$BASEPATH" "$BIN" prepare --dry-run --manifests "$T/m" --config "$T/codex.json" \
+	--only codex --platform all
+expect "--dry-run --platform all is a plan, as with --cache-only" 0 "codex"
 
 # mode and its source travel with the plan
 run env PATH="$BASEPATH" ABX_SERVER_INSTALL_MODE=build "$BIN" prepare --dry-run --json --manifests "$T/m" --config "$T/codex.json"

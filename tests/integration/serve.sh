@@ -21,6 +21,30 @@ expect "serve --port out of range exits 2" 2 "" "--port 70000"
 run "$BIN" serve --max-connections 0
 expect "serve --max-connections 0 exits 2" 2 "" "--max-connections"
 
+# --base-dir / ABX_SERVER_BASE_DIR (seed 002): the directory HOME-relative
+# defaults resolve from; the state directory (token) is under it.
+echo '{}' >"$T/none.json"
+for how in flag env; do
+	rm -rf "$T/base"
+	mkdir -p "$T/base"
+	if [ $how = flag ]; then
+		bg env -u ABX_SERVER_TOKEN -u ABX_SERVER_STATE_DIR ABX_SERVER_CONFIG="$T/none.json" \
+			"$BIN" serve --host 127.0.0.1 --port 0 --base-dir "$T/base" >"$T/base.out" 2>"$T/base.err"
+	else
+		bg env -u ABX_SERVER_TOKEN -u ABX_SERVER_STATE_DIR ABX_SERVER_CONFIG="$T/none.json" \
+			ABX_SERVER_BASE_DIR="$T/base" "$BIN" serve --host 127.0.0.1 --port 0 >"$T/base.out" 2>"$T/base.err"
+	fi
+	if wait_for_line "$T/base.out" '^[0-9][0-9]*$' 10 &&
+		grep -q "access token for principal default is in $T/base/.local/state/agent-sandbox/token" "$T/base.err" &&
+		test -s "$T/base/.local/state/agent-sandbox/token"; then
+		ok "serve base dir ($how): the state directory resolves under it"
+	else
+		not_ok "serve base dir ($how): the state directory resolves under it" "$(head -c 400 "$T/base.err")"
+	fi
+	kill "$BGPID" 2>/dev/null
+	wait "$BGPID" 2>/dev/null
+done
+
 # Everything but /health is authenticated before it is routed (the API's
 # tests are tests/integration/api.sh); routing errors need the token.
 export ABX_SERVER_TOKEN=serve-test-token

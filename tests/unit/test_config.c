@@ -414,7 +414,7 @@ test_full_schema_loads(void **state)
 	        " \"tarball\": [\"https://m.example/{host}/{path}\"]}, \"allow_hosts\": [\"m.example\", \"r.example\"],"
 	        " \"allow_tmp\": true, \"use_path\": false},"
 	        " \"agents\": [\"codex\"], \"commands\": \"c.json\", \"policy\": \"p.json\","
-	        " \"preset\": \"agents\", \"tools_dir\": \"/t\", \"state_dir\": \"/s\","
+	        " \"preset\": \"agents\", \"tools_dir\": \"/t\", \"state_dir\": \"/s\", \"base_dir\": \"/b\","
 	        " \"manifests_dir\": \"/m\", \"audit_file\": \"/a.log\", \"environment\": \"production\","
 	        " \"server\": {\"host\": \"127.0.0.1\", \"port\": 0, \"max_connections\": 64, \"max_connections_per_peer\": 8,"
 	        " \"workers\": 2, \"header_timeout\": 5, \"idle_timeout\": 30, \"request_timeout\": 30,"
