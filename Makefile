@@ -57,9 +57,12 @@ FUZZ_BIN := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(FUZZ_SRC))
 .PHONY: all deps hostdeps check unit integration run fuzz bench size e2e install clean distclean
 all: $(BIN)
 
-# Objects reached only through pattern rules would count as intermediate and be
-# deleted after each build, so every `make check` recompiled them.
-.SECONDARY:
+# Every object is named as a prerequisite here, so none counts as
+# intermediate: make neither deletes one after a build (every `make check`
+# recompiled them) nor skips rebuilding one that is missing (a bare
+# `.SECONDARY:` did both the first and the second).
+$(UNIT_BIN): $(SAN_OBJ)
+$(FUZZ_BIN): $(FUZZ_OBJ)
 
 hostdeps:
 	@tools/hostdeps.sh build
