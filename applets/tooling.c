@@ -124,13 +124,14 @@ tooling_timing(void *arg, const manifest_t *m, const int64_t us[INSTALL_PH_N])
 		if (us[i] < 0)
 			continue;
 		total += us[i];
-		k = snprintf(line + n, sizeof(line) - (size_t)n, " %s %lld.%03lld ms,", install_phase_name((enum install_phase)i),
-			     (long long)(us[i] / 1000), (long long)(us[i] % 1000));
+		k = snprintf(line + n, sizeof(line) - (size_t)n, " %s %lld.%03lld ms,",
+		             install_phase_name((enum install_phase)i), (long long)(us[i] / 1000),
+		             (long long)(us[i] % 1000));
 		n = k < 0 ? -1 : n + k;
 	}
 	if (n > 0 && n < (int)sizeof(line))
-		n += snprintf(line + n, sizeof(line) - (size_t)n, " total %lld.%03lld ms\n", (long long)(total / 1000),
-			      (long long)(total % 1000));
+		n += snprintf(line + n, sizeof(line) - (size_t)n, " total %lld.%03lld ms\n",
+		              (long long)(total / 1000), (long long)(total % 1000));
 	if (n >= (int)sizeof(line))
 		n = (int)sizeof(line) - 1, line[n - 1] = '\n';
 	/* one write, like every message */
