@@ -1,8 +1,9 @@
 # agent-sandbox-server: one non-recursive Makefile, sources by wildcard.
 #
 #   make          the static, stripped binary build/agent-sandbox-server
-#   make check    unit tests (ASan + UBSan, host compiler), then integration
-#                 tests against the static binary
+#   make check    unit tests (ASan + UBSan, host compiler; the threaded ones
+#                 again under ThreadSanitizer), then integration tests
+#                 against the static binary
 #   make run      build, then serve on 127.0.0.1:9000 with embedded defaults
 #   make fuzz     each libFuzzer target for FUZZ_SECONDS
 #   make bench    side-by-side figures against the tools a user would use
@@ -59,6 +60,14 @@ FUZZ_OBJ := $(patsubst %.c,$(B)/fuzzobj/%.o,$(CORE_SRC)) $(B)/fuzzobj/gen/manife
 UNIT_BIN := $(patsubst tests/unit/%.c,$(B)/unit/%,$(UNIT_SRC))
 FUZZ_BIN := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(FUZZ_SRC))
 
+# ThreadSanitizer: the unit tests whose code runs threads (the server, its
+# workers and runners, sessions, jobs, parallel installs), part of make check.
+TSAN_FLAGS := -fsanitize=thread -fno-omit-frame-pointer
+TSAN_CFLAGS := -std=c11 -g -O1 $(TSAN_FLAGS) $(DEPFLAGS) $(WARN) $(DEFS) -DABX_TEST=1 $(INCS) -I/usr/include/bearssl
+TSAN_TESTS := test_api test_httpd test_install test_journal_reserve test_npm test_proc test_sessions
+TSAN_OBJ := $(patsubst %.c,$(B)/tsan/%.o,$(CORE_SRC)) $(B)/tsan/gen/manifests_embed.o
+TSAN_BIN := $(patsubst %,$(B)/tsan/%.tsan,$(TSAN_TESTS))
+
 .PHONY: all deps hostdeps check unit integration run fuzz bench size e2e install clean distclean
 all: $(BIN)
 
@@ -68,6 +77,7 @@ all: $(BIN)
 # `.SECONDARY:` did both the first and the second).
 $(UNIT_BIN): $(SAN_OBJ)
 $(FUZZ_BIN): $(FUZZ_OBJ)
+$(TSAN_BIN): $(TSAN_OBJ)
 
 hostdeps:
 	@tools/hostdeps.sh build
@@ -134,14 +144,28 @@ $(B)/fuzz/%: tests/fuzz/%.c $(FUZZ_OBJ)
 	@mkdir -p $(@D)
 	$(SAN_CC) $(SAN_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_OBJ) $(SAN_LIBS) -o $@
 
--include $(wildcard $(B)/rel/*/*.d $(B)/san/*/*.d $(B)/fuzzobj/*/*.d $(B)/unit/*.d $(B)/fuzz/*.d)
+$(B)/tsan/%.o: %.c Makefile | $(GEN_HDRS)
+	@mkdir -p $(@D)
+	$(SAN_CC) $(TSAN_CFLAGS) -c $< -o $@
 
-# make unit: the unit tests only; make integration: the integration tests
-# only; make check: both.
+$(B)/tsan/gen/manifests_embed.o: $(GEN_SRC) Makefile | $(GEN_HDRS)
+	@mkdir -p $(@D)
+	$(SAN_CC) $(TSAN_CFLAGS) -c $< -o $@
+
+$(B)/tsan/%.tsan: tests/unit/%.c $(TSAN_OBJ)
+	@mkdir -p $(@D)
+	$(SAN_CC) $(TSAN_CFLAGS) -Wno-unused-function $< $(TSAN_OBJ) $(SAN_LIBS) -o $@
+
+-include $(wildcard $(B)/rel/*/*.d $(B)/san/*/*.d $(B)/fuzzobj/*/*.d $(B)/tsan/*/*.d $(B)/tsan/*.d \
+	$(B)/unit/*.d $(B)/fuzz/*.d)
+
+# make unit: the unit tests only (ASan+UBSan, then the threaded ones under
+# ThreadSanitizer); make integration: the integration tests only; make
+# check: both.
 unit:
 	@tools/hostdeps.sh check
-	@$(MAKE) --no-print-directory $(UNIT_BIN)
-	@tests/run.sh --no-integration $(UNIT_BIN)
+	@$(MAKE) --no-print-directory $(UNIT_BIN) $(TSAN_BIN)
+	@tests/run.sh --no-integration $(UNIT_BIN) $(TSAN_BIN)
 
 integration:
 	@tools/hostdeps.sh check
@@ -150,8 +174,8 @@ integration:
 
 check:
 	@tools/hostdeps.sh check
-	@$(MAKE) --no-print-directory $(BIN) $(UNIT_BIN)
-	@tests/run.sh $(UNIT_BIN)
+	@$(MAKE) --no-print-directory $(BIN) $(UNIT_BIN) $(TSAN_BIN)
+	@tests/run.sh $(UNIT_BIN) $(TSAN_BIN)
 
 run:
 	@tools/hostdeps.sh build
@@ -187,7 +211,7 @@ install: $(BIN)
 	@echo "installed $(DESTDIR)$(PREFIX)/bin/agent-sandbox-server and its applet links"
 
 clean:
-	rm -rf $(B)/rel $(B)/san $(B)/unit $(B)/fuzz $(B)/fuzzobj $(B)/gen $(BIN) $(BIN).debug $(BIN).debug.map $(B)/test
+	rm -rf $(B)/rel $(B)/san $(B)/tsan $(B)/unit $(B)/fuzz $(B)/fuzzobj $(B)/gen $(BIN) $(BIN).debug $(BIN).debug.map $(B)/test
 
 distclean:
 	rm -rf $(B)
