@@ -19,6 +19,7 @@
 #include "../core/digest.h"
 #include "../core/http.h"
 #include "../core/json.h"
+#include "../core/manifests_embed.h"
 #include "../core/npmlock.h"
 
 static const char usage[] =
@@ -41,7 +42,9 @@ static const char usage[] =
 	"  --version V       the version to pin\n"
 	"  --manifests DIR   the manifests directory to edit\n"
 	"  --check           change nothing; exit 1 when a pin is stale or (npm-lock)\n"
-	"                    the registry has a newer version\n"
+	"                    the registry has a newer version (asked by our own\n"
+	"                    client, or the mirror ABX_INSTALL_NPM_REGISTRY); with no\n"
+	"                    manifests directory, the manifests built into this binary\n"
 	"  -q                only errors\n"
 	"\n"
 	"Environment: ABX_NPM (the npm to run, default npm on PATH), SSL_CERT_FILE\n"
@@ -92,14 +95,42 @@ say(const char *fmt, ...)
 	fflush(stdout);
 }
 
+/* "embedded:" + a path under manifests/: the files built into this binary
+ * (lock --check without a source checkout). */
+#define LOCK_EMBEDDED "embedded:"
+
+static int
+read_embedded(const char *name, size_t max, char **out, size_t *len, struct err *e)
+{
+	const struct embedded_file *f;
+
+	while (*name == '/')
+		name++;
+	for (f = embedded_manifests; f->path != NULL; f++)
+		if (strcmp(f->path, name) == 0)
+			break;
+	if (f->path == NULL)
+		return err_set(e, "not_found", "%s%s: not embedded in this binary", LOCK_EMBEDDED, name);
+	if (f->len > max)
+		return err_set(e, "io.error", "%s%s: larger than %zu bytes", LOCK_EMBEDDED, name, max);
+	if ((*out = malloc(f->len + 1)) == NULL)
+		return err_set(e, "internal", "out of memory");
+	memcpy(*out, f->data, f->len);
+	(*out)[f->len] = '\0';
+	*len = f->len;
+	return 0;
+}
+
 static int
 read_file(const char *path, size_t max, char **out, size_t *len, struct err *e)
 {
-	FILE *f = fopen(path, "rb");
+	FILE *f;
 	char *b;
 	size_t n;
 
-	if (f == NULL)
+	if (strncmp(path, LOCK_EMBEDDED, strlen(LOCK_EMBEDDED)) == 0)
+		return read_embedded(path + strlen(LOCK_EMBEDDED), max, out, len, e);
+	if ((f = fopen(path, "rb")) == NULL)
 		return err_set(e, "io.error", "%s: %s", path, strerror(errno));
 	b = malloc(max + 1);
 	if (b == NULL) {
@@ -557,6 +588,100 @@ run_npm(const char *dir, char *const args[], char *out, size_t cap, struct err *
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+struct grow {
+	char *b;
+	size_t n, cap;
+};
+
+static int
+grow_sink(void *arg, const void *buf, size_t len, struct err *e)
+{
+	struct grow *g = arg;
+
+	if (g->n + len + 1 > g->cap) {
+		size_t cap = (g->n + len + 1) * 2;
+		char *b = realloc(g->b, cap);
+		if (b == NULL)
+			return err_set(e, "internal", "out of memory");
+		g->b = b;
+		g->cap = cap;
+	}
+	memcpy(g->b + g->n, buf, len);
+	g->n += len;
+	g->b[g->n] = '\0';
+	return 0;
+}
+
+/*
+ * The registry's latest version of pkg (its dist-tags.latest), asked by our
+ * own client, so --check needs no npm: from the npm mirror when
+ * ABX_INSTALL_NPM_REGISTRY names one (its host is then allowed), else from
+ * the manifest's first host.
+ */
+static int
+registry_latest(const char *pkg, struct hosts *h, char *out, size_t cap, struct err *e)
+{
+	const char *mirror = getenv("ABX_INSTALL_NPM_REGISTRY");
+	static char mhost[256];
+	char url[HTTP_URL_MAX], base[512];
+	const char *accept = "Accept: application/vnd.npm.install-v1+json";
+	struct http_client *hc;
+	struct http_request rq;
+	struct http_response *rs;
+	struct grow g = {NULL, 0, 0};
+	struct json_doc j;
+	const char *latest;
+	size_t i, n;
+	int rc;
+
+	if (mirror != NULL && *mirror != '\0') {
+		if (strncmp(mirror, "https://", 8) != 0)
+			return err_set(e, "config.invalid", "ABX_INSTALL_NPM_REGISTRY %s: not an https URL", mirror);
+		n = strcspn(mirror + 8, "/?#");
+		if (n == 0 || n >= sizeof(mhost) || h->n >= 16)
+			return err_set(e, "config.invalid", "ABX_INSTALL_NPM_REGISTRY %s: no host", mirror);
+		memcpy(mhost, mirror + 8, n);
+		mhost[n] = '\0';
+		h->h[h->n++] = mhost;
+		snprintf(base, sizeof(base), "%s", mirror);
+	} else {
+		snprintf(base, sizeof(base), "https://%s", h->h[0]);
+	}
+	n = strlen(base);
+	while (n > 0 && base[n - 1] == '/')
+		base[--n] = '\0';
+	snprintf(url, sizeof(url), "%s/", base);
+	for (i = 0, n = strlen(url); pkg[i] != '\0' && n + 4 < sizeof(url); i++)
+		n += (size_t)snprintf(url + n, sizeof(url) - n, pkg[i] == '/' ? "%%2f" : "%c", pkg[i]);
+	if ((rs = malloc(sizeof(*rs))) == NULL || (hc = http_client_new(e)) == NULL) {
+		free(rs);
+		return rs == NULL ? err_set(e, "internal", "out of memory") : -1;
+	}
+	say("%s: asking %s for the latest version\n", pkg, url);
+	http_request_init(&rq, url);
+	rq.headers[rq.nheaders++] = accept;
+	rq.host_ok = host_rule;
+	rq.host_arg = h;
+	rq.sink = grow_sink;
+	rq.sink_arg = &g;
+	rq.limits.max_body = JSON_MAX_BYTES_DEFAULT;
+	rc = http_request(hc, &rq, rs, e);
+	http_client_free(hc);
+	free(rs);
+	if (rc != 0 || json_parse(&j, g.b ? g.b : "", g.n, NULL, e) != 0) {
+		free(g.b);
+		return -1;
+	}
+	latest = json_get_str(json_get(j.root, "dist-tags"), "latest");
+	if (latest == NULL)
+		rc = err_set(e, "install.failed", "%s: no dist-tags.latest in the registry's answer", url);
+	else
+		snprintf(out, cap, "%s", latest);
+	json_free(&j);
+	free(g.b);
+	return rc;
+}
+
 static void
 rm_scratch(const char *dir)
 {
@@ -608,21 +733,19 @@ lock_npm(struct doc *d, const char *dir, const char *old, const char *want, int 
 		goto fail;
 
 	if (check) {
-		char *va[] = {"view", (char *)pkg, "version", "--registry", reg, NULL};
 		char lockpath[PATH_MAX];
-		rc = run_npm(scratch, va, out, sizeof(out), e);
-		if (rc != 0) {
-			if (rc > 0)
-				err_set(e, "install.failed", "npm view %s failed (exit %d)", pkg, rc);
+
+		if (registry_latest(pkg, &h, out, sizeof(out), e) != 0)
 			goto fail;
-		}
-		out[strcspn(out, "\r\n")] = '\0';
 		if (strcmp(out, old) != 0) {
 			*stale = 1;
 			printf("%s: newer version %s (manifest has %s)\n", pkg, out, old);
 		}
 		/* The committed lockfile must still load and pin this version. */
-		snprintf(lockpath, sizeof(lockpath), "%s/%s", dir, lockrel);
+		if (strcmp(dir, LOCK_EMBEDDED) == 0)
+			snprintf(lockpath, sizeof(lockpath), "%s%s", LOCK_EMBEDDED, lockrel);
+		else
+			snprintf(lockpath, sizeof(lockpath), "%s/%s", dir, lockrel);
 		if (read_file(lockpath, JSON_MAX_BYTES_DEFAULT, &text, &len, e) != 0)
 			goto fail;
 		memset(&lo, 0, sizeof(lo));
@@ -801,10 +924,28 @@ lock_main(int argc, char **argv)
 		return usage_error("lock", usage, "not a version: %s", version);
 	if (dir == NULL)
 		dir = getenv("ABX_MANIFESTS_DIR");
-	if (dir == NULL || *dir == '\0')
+	if (dir == NULL || *dir == '\0') {
 		dir = "manifests";
-	snprintf(path, sizeof(path), "%s/%s.json", dir, name);
-	if (stat(path, &sb) != 0) {
+		/* Outside a source checkout, --check reads the manifests built
+		 * into this binary (nothing is written). */
+		snprintf(path, sizeof(path), "%s/%s.json", dir, name);
+		if (check && stat(path, &sb) != 0)
+			dir = LOCK_EMBEDDED;
+	}
+	if (strcmp(dir, LOCK_EMBEDDED) == 0) {
+		char *t;
+		size_t tl;
+
+		snprintf(path, sizeof(path), "%s%s.json", LOCK_EMBEDDED, name);
+		if (read_file(path, LOCK_MANIFEST_MAX, &t, &tl, &e) != 0) {
+			err_set(&e, "not_found", "no manifest %s.json in this binary and no %s/%s.json to check", name,
+				"manifests", name);
+			err_print(&e);
+			return EXIT_USAGE;
+		}
+		free(t);
+		say("%s: checking the manifest built into this binary\n", path);
+	} else if (snprintf(path, sizeof(path), "%s/%s.json", dir, name), stat(path, &sb) != 0) {
 		snprintf(path, sizeof(path), "%s/%s.unpinned.json", dir, name);
 		if (stat(path, &sb) != 0) {
 			err_set(&e, "not_found", "no manifest %s/%s.json to lock", dir, name);

@@ -172,3 +172,31 @@ run "$BIN" lock ev --manifests "$T/m" --version 1.0.0
 expect "npm-lock: a resolved host outside hosts is refused" 1 "" "host 127.0.0.1 is not in hosts"
 check "refused: no lockfile written" test ! -e "$T/m/ev/package-lock.json"
 check "refused: manifest untouched" cmp -s "$T/m/ev.json" "$T/ev.orig"
+
+# ---- --check from the binary alone (issue 12 §17) ----------------------------
+# No source checkout (no ./manifests, no ABX_MANIFESTS_DIR) and no npm: the
+# embedded codex manifest and lockfile are checked against the registry
+# fixture through the npm mirror setting.
+CV=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["version"])' "$TOP/manifests/codex.json")
+packv() { FIXTURES=$FIXTURES python3 - "$T/reg" "$1" <<'PYEOF'
+import os, sys
+sys.path.insert(0, os.environ["FIXTURES"])
+import npmpack as P
+P.pack(sys.argv[1], "@openai/codex", sys.argv[2], {"bin/codex.js": b""}, {})
+PYEOF
+}
+packv "$CV"
+mkdir -p "$T/nocheckout"
+nocheckout() { (cd "$T/nocheckout" && env -u ABX_MANIFESTS_DIR ABX_NPM=/nonexistent/npm \
+	ABX_INSTALL_NPM_REGISTRY="https://$R/mirror" "$BIN" lock codex --check); }
+run nocheckout
+expect "--check outside a checkout: the embedded manifest is current" 0 "pins are current"
+check "... it says it checked the embedded one" grep -q "embedded:codex.json: checking the manifest built into this binary" "$T/out"
+check "... asking the mirror, not npm" grep -q "GET /mirror/@openai%2fcodex" "$T/reg.log"
+packv 999.0.0
+run nocheckout
+expect "--check outside a checkout: a newer version in the registry" 1 "newer version 999.0.0 (manifest has $CV)"
+run sh -c "cd '$T/nocheckout' && env -u ABX_MANIFESTS_DIR '$BIN' lock nosuch --check"
+expect "--check outside a checkout: a tool this binary does not have" 2 "" "no manifest nosuch.json in this binary"
+run sh -c "cd '$T/nocheckout' && env -u ABX_MANIFESTS_DIR '$BIN' lock codex"
+expect "without --check, lock still needs the manifests to edit" 2 "" "no manifest manifests/codex.json to lock"

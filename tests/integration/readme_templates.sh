@@ -1,0 +1,168 @@
+# The README's three worked templates, run as written (issue 12, "Done when"):
+# its server.json, commands.json, Dockerfile blocks and CI fetch line are read
+# from README.md (the <!-- template: NAME --> markers) and run outside Docker:
+# each RUN in order with this binary, COPY as cp, ENV as export, into a
+# scratch root ($ROOT: /etc, /opt and /usr/local/bin of the image live under
+# it). The registry is the local fixture (tests/fixtures/agent_pkgs.sh),
+# through the documented mirror setting: the template's install.mirrors.npm
+# and its allow_hosts entry name the fixture instead of registry.npmmirror.com.
+. "$TOP/tests/lib.sh"
+. "$FIXTURES/agent_pkgs.sh"
+REG_PID=$BGPID
+if [ -e /opt/agent-sandbox/tools ]; then
+	skip "README templates" "/opt/agent-sandbox/tools exists on this machine"
+	exit 0
+fi
+export SSL_CERT_FILE=$PKI/ca.pem ABX_MANIFESTS_DIR=$T/m ABX_SERVER_TOKEN=tok
+REGHOST=${REG#https://}
+
+# ---- the template files and steps, from the README text ----------------------
+python3 - "$TOP/README.md" "$T/tpl" "$REG" "$REGHOST" <<'PYEOF' || { not_ok "README templates" "not found"; exit 1; }
+import json, os, re, shlex, sys
+text, out, reg, reghost = open(sys.argv[1]).read(), sys.argv[2], sys.argv[3], sys.argv[4]
+os.makedirs(out)
+blocks = dict(re.findall(r"<!-- template: (\S+) -->\n```[a-z]*\n(.*?)```", text, re.S))
+need = ["server.json", "commands.json", "build.Dockerfile", "lazy.Dockerfile", "ci-fetch.sh", "offline.Dockerfile"]
+missing = [n for n in need if n not in blocks]
+assert not missing, "README lacks templates %s" % missing
+server = blocks["server.json"]
+assert "https://registry.npmmirror.com" in server and '"registry.npmmirror.com"' in server
+json.loads(server)
+# the documented mirror setting, pointed at the local registry fixture
+server = server.replace("https://registry.npmmirror.com", reg).replace('"registry.npmmirror.com"', '"%s"' % reghost)
+open(out + "/server.json", "w").write(server)
+# template 2: 'Set "mode": "lazy" in server.json'
+assert '"mode": "build"' in server
+open(out + "/server.lazy.json", "w").write(server.replace('"mode": "build"', '"mode": "lazy"'))
+json.loads(blocks["commands.json"])
+open(out + "/commands.json", "w").write(blocks["commands.json"])
+open(out + "/ci-fetch.sh", "w").write(blocks["ci-fetch.sh"])
+
+def path(p):  # the image's absolute paths live under $ROOT
+    return '"$ROOT"' + shlex.quote(p) if p.startswith(("/etc/", "/opt/", "/usr/local/")) else shlex.quote(p)
+
+for name in ("build", "lazy", "offline"):
+    lines, sh = blocks[name + ".Dockerfile"].replace("\\\n", " ").splitlines(), []
+    for ln in lines:
+        word, _, rest = ln.strip().partition(" ")
+        if word == "RUN":
+            argv = json.loads(rest)
+            sh.append("step %s %s" % (shlex.quote(ln.strip()), " ".join(path(a) for a in argv)))
+        elif word == "COPY":
+            *src, dst = rest.split()
+            d = dst if dst.endswith("/") else os.path.dirname(dst)
+            sh.append("mkdir -p %s && cp -R %s %s" % (path(d), " ".join(shlex.quote(s) for s in src), path(dst)))
+        elif word == "ENV":
+            for kv in shlex.split(rest):
+                k, v = kv.split("=", 1)
+                sh.append("export %s=%s" % (k, path(v)))
+        elif word in ("FROM", "USER", "") or word.startswith("#"):
+            continue        # one user here; the base image is this machine
+        else:
+            raise SystemExit("unknown Dockerfile instruction: " + ln)
+    open("%s/%s.sh" % (out, name), "w").write("\n".join(sh) + "\n")
+PYEOF
+
+# step LINE ARGV...: one RUN of a template; it must succeed
+step() {
+	_l=$1
+	shift
+	run "$@"
+	expect "$FLOW: $_l" 0
+}
+# image NAME [SERVER-JSON]: a build context (the binary, the template files),
+# a scratch root, and the image's USER user: HOME, and the state directory a
+# non-root user gets (~/.local/state/agent-sandbox; tests may run as root,
+# whose /var/lib/agent-sandbox belongs to the machine). /etc/agent-sandbox is
+# $ROOT's, named by ABX_SERVER_CONFIG; the audit file too (/home/user is not here).
+image() {
+	FLOW=$1 ROOT=$T/$1/root CTX=$T/$1/ctx
+	mkdir -p "$ROOT" "$CTX" "$T/$1/home"
+	cp "$BIN" "$CTX/agent-sandbox-server"
+	cp "$T/tpl/commands.json" "$CTX/"
+	cp "$T/tpl/${2:-server.json}" "$CTX/server.json"
+	export ROOT HOME=$T/$1/home PATH=$T/$1/root/usr/local/bin:$PATH \
+		ABX_SERVER_CONFIG=$T/$1/root/etc/agent-sandbox/server.json ABX_SERVER_AUDIT_FILE=$T/$1/audit.jsonl \
+		ABX_SERVER_STATE_DIR=$T/$1/home/.local/state/agent-sandbox
+	cd "$CTX" || exit 1
+}
+U() { echo "http://127.0.0.1:$PORT"; }
+op() { curl -s -o "$T/body" -w '%{http_code}' -H 'X-Access-Token: tok' -H 'Content-Type: application/json' \
+	-X POST --data '{}' "$(U)/v1/ops/$1"; }
+js() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$T/body" "$1"; }
+codex_op() { # FLOW-NAME: codex.version answers 200 with the fixture's version
+	code=$(op codex.version)
+	check "$1: codex.version answers 200 ($(head -c 200 "$T/body"))" test "$code" = 200
+	check "$1: ... with the installed codex's version" test "$(js 'd["stdout"].strip()')" = "codex 1.0.0"
+}
+
+# ---- 1. build-time prepare, mode build ------------------------------------------
+(
+	image build
+	. "$T/tpl/build.sh"
+	T0=$(wc -l <"$T/reg.log")
+	check "build: prepare installed codex into ABX_TOOLS_DIR" test -d "$ROOT/opt/agent-sandbox/tools/codex"
+	run "$ROOT/opt/agent-sandbox/tools/bin/codex" --version
+	expect "build: the codex shim runs the installed tool" 0 "codex 1.0.0"
+	start_serve || { not_ok "build: serve starts" "$(cat "$T/serve.err")"; exit 1; }
+	codex_op build
+	kill "$SERVE_PID"
+	# the same image without its prepare step: mode build never installs at runtime
+	mkdir -m 700 "$T/build/empty"
+	ABX_TOOLS_DIR=$T/build/empty start_serve || { not_ok "build: serve starts (no prepare)" "$(cat "$T/serve.err")"; exit 1; }
+	code=$(op codex.version)
+	check "build: without prepare a call needing codex is refused, not installed ($code)" test "$code" != 200 -a "$code" != 202
+	check "build: ... install.required ($(head -c 200 "$T/body"))" grep -q '"code":"install.required"' "$T/body"
+	kill "$SERVE_PID"
+	mv "$ROOT/opt/agent-sandbox/tools/codex" "$T/build/codex.moved"
+	run "$ROOT/opt/agent-sandbox/tools/bin/codex" --version
+	expect "build: a shim in mode build refuses to install a missing tool" 1 "" "install.required"
+	check "build: nothing was downloaded at runtime" test "$(wc -l <"$T/reg.log")" = "$T0"
+	check "build: no tree was installed at runtime" test ! -e "$ROOT/opt/agent-sandbox/tools/codex" -a ! -e "$T/build/empty/codex"
+)
+
+# ---- 2. a small image, mode lazy ----------------------------------------------------
+(
+	image lazy server.lazy.json
+	. "$T/tpl/lazy.sh"
+	check "lazy: nothing installed at build" test ! -e "$HOME/.local/state/agent-sandbox/tools/codex"
+	start_serve || { not_ok "lazy: serve starts" "$(cat "$T/serve.err")"; exit 1; }
+	code=$(op codex.version)
+	i=0
+	while [ "$code" = 202 ] && [ $i -lt 60 ]; do
+		sleep 1
+		code=$(op codex.version)
+		i=$((i + 1))
+	done
+	check "lazy: the first call installs codex into ~/.local/state/agent-sandbox/tools" \
+		test -d "$HOME/.local/state/agent-sandbox/tools/codex"
+	T0=$(wc -l <"$T/reg.log")
+	codex_op lazy
+	check "lazy: later calls download nothing" test "$(wc -l <"$T/reg.log")" = "$T0"
+	kill "$SERVE_PID"
+)
+
+# ---- 3. offline: a cache layer filled on CI ------------------------------------------
+(
+	image offline
+	mkdir -p "$T/offline/ci/bin"
+	cp "$BIN" "$T/offline/ci/bin/agent-sandbox-server"
+	(
+		unset ABX_SERVER_CONFIG
+		PATH=$T/offline/ci/bin:$PATH
+		run sh -e "$T/tpl/ci-fetch.sh"
+		expect "offline: the CI fetch line fills ./abx-cache" 0
+	)
+	check "offline: ... with the cache" test -d "$CTX/abx-cache"
+	kill "$REG_PID" # no network from here on
+	wait "$REG_PID" 2>/dev/null
+	T0=$(wc -l <"$T/reg.log")
+	. "$T/tpl/offline.sh"
+	check "offline: prepare installed codex from the cache layer" test -d "$ROOT/opt/agent-sandbox/tools/codex"
+	check "offline: with no request to the registry" test "$(wc -l <"$T/reg.log")" = "$T0"
+	run "$ROOT/opt/agent-sandbox/tools/bin/codex" --version
+	expect "offline: the codex shim runs the installed tool" 0 "codex 1.0.0"
+	start_serve || { not_ok "offline: serve starts" "$(cat "$T/serve.err")"; exit 1; }
+	codex_op offline
+	kill "$SERVE_PID"
+)
