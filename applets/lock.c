@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../core/buf.h"
 #include "../core/digest.h"
 #include "../core/http.h"
 #include "../core/json.h"
@@ -588,30 +589,6 @@ run_npm(const char *dir, char *const args[], char *out, size_t cap, struct err *
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-struct grow {
-	char *b;
-	size_t n, cap;
-};
-
-static int
-grow_sink(void *arg, const void *buf, size_t len, struct err *e)
-{
-	struct grow *g = arg;
-
-	if (g->n + len + 1 > g->cap) {
-		size_t cap = (g->n + len + 1) * 2;
-		char *b = realloc(g->b, cap);
-		if (b == NULL)
-			return err_set(e, "internal", "out of memory");
-		g->b = b;
-		g->cap = cap;
-	}
-	memcpy(g->b + g->n, buf, len);
-	g->n += len;
-	g->b[g->n] = '\0';
-	return 0;
-}
-
 /*
  * The registry's latest version of pkg (its dist-tags.latest), asked by our
  * own client, so --check needs no npm: from the npm mirror when
@@ -628,7 +605,7 @@ registry_latest(const char *pkg, struct hosts *h, char *out, size_t cap, struct 
 	struct http_client *hc;
 	struct http_request rq;
 	struct http_response *rs;
-	struct grow g = {NULL, 0, 0};
+	struct buf g = BUF_INIT(JSON_MAX_BYTES_DEFAULT);
 	struct json_doc j;
 	const char *latest;
 	size_t i, n;
@@ -662,14 +639,14 @@ registry_latest(const char *pkg, struct hosts *h, char *out, size_t cap, struct 
 	rq.headers[rq.nheaders++] = accept;
 	rq.host_ok = host_rule;
 	rq.host_arg = h;
-	rq.sink = grow_sink;
+	rq.sink = buf_http_sink;
 	rq.sink_arg = &g;
 	rq.limits.max_body = JSON_MAX_BYTES_DEFAULT;
 	rc = http_request(hc, &rq, rs, e);
 	http_client_free(hc);
 	free(rs);
-	if (rc != 0 || json_parse(&j, g.b ? g.b : "", g.n, NULL, e) != 0) {
-		free(g.b);
+	if (rc != 0 || json_parse(&j, g.p ? (const char *)g.p : "", g.len, NULL, e) != 0) {
+		buf_free(&g);
 		return -1;
 	}
 	latest = json_get_str(json_get(j.root, "dist-tags"), "latest");
@@ -678,7 +655,7 @@ registry_latest(const char *pkg, struct hosts *h, char *out, size_t cap, struct 
 	else
 		snprintf(out, cap, "%s", latest);
 	json_free(&j);
-	free(g.b);
+	buf_free(&g);
 	return rc;
 }
 

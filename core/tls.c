@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "net.h"
 
 /* ---- Trust anchors ----------------------------------------------------- */
@@ -27,47 +28,11 @@ tls_set_time(time_t t)
 	tls_now = t;
 }
 
-/* A growable byte buffer with a ceiling, for DER and DN bytes. */
-struct gbuf {
-	unsigned char *p;
-	size_t len, cap, max;
-	int overflow;
-};
-
+/* BearSSL's byte callback into a struct buf (DER and DN bytes). */
 static void
-gbuf_add(struct gbuf *b, const void *data, size_t len)
+buf_cb(void *ctx, const void *data, size_t len)
 {
-	size_t ncap;
-	unsigned char *np;
-
-	if (b->overflow)
-		return;
-	if (b->len + len > b->max) {
-		b->overflow = 1;
-		return;
-	}
-	if (b->len + len > b->cap) {
-		ncap = b->cap ? b->cap * 2 : 1024;
-		while (ncap < b->len + len)
-			ncap *= 2;
-		if (ncap > b->max)
-			ncap = b->max;
-		np = realloc(b->p, ncap);
-		if (np == NULL) {
-			b->overflow = 1;
-			return;
-		}
-		b->p = np;
-		b->cap = ncap;
-	}
-	memcpy(b->p + b->len, data, len);
-	b->len += len;
-}
-
-static void
-gbuf_cb(void *ctx, const void *data, size_t len)
-{
-	gbuf_add(ctx, data, len);
+	buf_put(ctx, data, len);
 }
 
 static void *
@@ -99,15 +64,14 @@ static void
 ta_add_der(br_x509_trust_anchor **list, size_t *n, size_t *cap, const unsigned char *der, size_t len)
 {
 	br_x509_decoder_context dc;
-	struct gbuf dn = {0};
+	struct buf dn = BUF_INIT(4096);
 	const br_x509_pkey *pk;
 	br_x509_trust_anchor ta, *nl;
 
-	dn.max = 4096;
-	br_x509_decoder_init(&dc, gbuf_cb, &dn);
+	br_x509_decoder_init(&dc, buf_cb, &dn);
 	br_x509_decoder_push(&dc, der, len);
 	pk = br_x509_decoder_get_pkey(&dc);
-	if (pk == NULL || dn.overflow || *n >= TLS_ANCHORS_MAX) {
+	if (pk == NULL || dn.over || *n >= TLS_ANCHORS_MAX) {
 		free(dn.p);
 		return;
 	}
@@ -152,7 +116,7 @@ static size_t
 ta_load_file(const char *path, br_x509_trust_anchor **list, size_t *n, size_t *cap)
 {
 	br_pem_decoder_context pc;
-	struct gbuf der = {0};
+	struct buf der = BUF_INIT(TLS_CERT_DER_MAX);
 	unsigned char buf[4096];
 	size_t before = *n, total = 0, off, k;
 	int fd, incert = 0;
@@ -166,7 +130,6 @@ ta_load_file(const char *path, br_x509_trust_anchor **list, size_t *n, size_t *c
 		close(fd);
 		return 0;
 	}
-	der.max = TLS_CERT_DER_MAX;
 	br_pem_decoder_init(&pc);
 	while ((r = read(fd, buf, sizeof(buf))) > 0 && total < TLS_BUNDLE_BYTES_MAX) {
 		total += (size_t)r;
@@ -178,12 +141,11 @@ ta_load_file(const char *path, br_x509_trust_anchor **list, size_t *n, size_t *c
 			case BR_PEM_BEGIN_OBJ:
 				incert = strcmp(br_pem_decoder_name(&pc), "CERTIFICATE") == 0 ||
 					 strcmp(br_pem_decoder_name(&pc), "TRUSTED CERTIFICATE") == 0;
-				der.len = 0;
-				der.overflow = 0;
-				br_pem_decoder_setdest(&pc, incert ? gbuf_cb : NULL, &der);
+				buf_reset(&der);
+				br_pem_decoder_setdest(&pc, incert ? buf_cb : NULL, &der);
 				break;
 			case BR_PEM_END_OBJ:
-				if (incert && !der.overflow)
+				if (incert && !der.over)
 					ta_add_der(list, n, cap, der.p, der.len);
 				incert = 0;
 				break;

@@ -1,0 +1,36 @@
+#ifndef ABX_BUF_H
+#define ABX_BUF_H
+/*
+ * The one growable byte buffer: appended to, never more than max bytes.
+ * p[0..len) holds what was put, followed by a NUL (so text can be read as a
+ * C string). A put that would pass max, or that runs out of memory, sets
+ * over and leaves the contents as they were; later puts do nothing until
+ * buf_reset. Zero-filled with max set (BUF_INIT) is an empty buffer.
+ */
+#include <stddef.h>
+
+struct err;
+
+struct buf {
+	unsigned char *p; /* NULL until the first put */
+	size_t len, cap;
+	size_t max;       /* the ceiling of len */
+	int over;         /* a put did not fit (or memory ran out) */
+};
+
+#define BUF_INIT(max) {NULL, 0, 0, (max), 0}
+
+/* Append data[0..len). Returns 0, or -1 with over set. */
+int buf_put(struct buf *b, const void *data, size_t len);
+
+/* Empty b (len 0, over cleared), keeping its memory. */
+void buf_reset(struct buf *b);
+
+/* Release b's memory; b is then an empty buffer with the same max. */
+void buf_free(struct buf *b);
+
+/* An http_sink (core/http.h) into the struct buf at arg: a body over its max
+ * is http.too_large, no memory is internal. */
+int buf_http_sink(void *arg, const void *data, size_t len, struct err *e);
+
+#endif

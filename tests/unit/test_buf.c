@@ -1,0 +1,77 @@
+/* core/buf.c: the one growable byte buffer. */
+#include "unit.h"
+
+#include <string.h>
+
+#include "buf.h"
+#include "err.h"
+
+/* Puts append and keep a NUL after the bytes; growth keeps what was put. */
+static void
+test_put_grows_and_terminates(void **state)
+{
+	struct buf b = BUF_INIT(1 << 20);
+	char chunk[1000];
+	int i;
+
+	memset(chunk, 'a', sizeof(chunk));
+	for (i = 0; i < 100; i++)
+		assert_int_equal(buf_put(&b, chunk, sizeof(chunk)), 0);
+	assert_int_equal(b.len, 100000);
+	assert_int_equal(b.p[b.len], '\0');
+	assert_int_equal(strspn((const char *)b.p, "a"), 100000);
+	assert_int_equal(buf_put(&b, "", 0), 0);
+	assert_false(b.over);
+	buf_free(&b);
+	assert_null(b.p);
+	assert_int_equal(b.max, 1 << 20);
+}
+
+/* A put that would pass max changes nothing and sets over; later puts do
+ * nothing until a reset; exactly max fits. */
+static void
+test_max_is_a_ceiling(void **state)
+{
+	struct buf b = BUF_INIT(10);
+
+	assert_int_equal(buf_put(&b, "12345", 5), 0);
+	assert_int_equal(buf_put(&b, "123456", 6), -1);
+	assert_true(b.over);
+	assert_int_equal(b.len, 5);
+	assert_string_equal((const char *)b.p, "12345");
+	assert_int_equal(buf_put(&b, "1", 1), -1);
+	assert_int_equal(b.len, 5);
+	buf_reset(&b);
+	assert_false(b.over);
+	assert_int_equal(b.len, 0);
+	assert_int_equal(buf_put(&b, "0123456789", 10), 0);
+	assert_string_equal((const char *)b.p, "0123456789");
+	assert_true(b.cap <= 11);
+	buf_free(&b);
+}
+
+/* As an http sink: over max is http.too_large, and stays refused. */
+static void
+test_http_sink(void **state)
+{
+	struct buf b = BUF_INIT(8);
+	struct err e = {0};
+
+	assert_int_equal(buf_http_sink(&b, "abcd", 4, &e), 0);
+	assert_int_equal(buf_http_sink(&b, "efghi", 5, &e), -1);
+	assert_string_equal(e.code, "http.too_large");
+	assert_int_equal(b.len, 4);
+	assert_int_equal(buf_http_sink(&b, "e", 1, &e), -1);
+	buf_free(&b);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_put_grows_and_terminates),
+		cmocka_unit_test(test_max_is_a_ceiling),
+		cmocka_unit_test(test_http_sink),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
