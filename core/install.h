@@ -12,7 +12,7 @@
  *   <name>/.installed.json             marker (install_marker_*)
  *   <name>/.installed.files            the tree's listing (install_tree_list)
  *   <name>/.installed.proof            the tree's proof list (install_proof_make)
- *   <name>/.progress.json              {phase, bytes, total, started, pid}
+ *   <name>/.progress.json              {phase, bytes, total, done, count, started, pid}
  *   .locks/<name>.lock                 flock; .locks/<name>.backoff
  *   .cache/<sha256>                    verified downloads
  *   .staging/<name>-<random>/          in-progress installs
