@@ -31,7 +31,12 @@ MANIFESTS := $(sort $(wildcard manifests/*.json manifests/*/*.json))
 GEN_SRC := $(B)/gen/manifests_embed.c
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
-HDRS := $(wildcard core/*.h applets/*.h) $(B)/gen/deps_version.h
+# Header dependencies come from the compiler (-MMD: a .d file beside each
+# object, read back below); the generated headers must exist before the
+# first compile, and every object is rebuilt when this Makefile changes
+# (its flags may have).
+DEPFLAGS := -MMD -MP
+GEN_HDRS := $(B)/gen/deps_version.h
 
 WARN := -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wpointer-arith -Wvla
 DEFS := -D_GNU_SOURCE -DABX_VERSION='"$(VERSION)"' -DABX_BUILD_DATE='"$(BUILD_DATE)"'
@@ -39,13 +44,13 @@ INCS := -Icore -Iapplets -I$(B)/gen
 
 # Release: musl, static, size-optimised, stripped.
 REL_CFLAGS := -std=c11 -Os -fno-asynchronous-unwind-tables -ffunction-sections -fdata-sections \
-	-fstack-protector-strong -D_FORTIFY_SOURCE=2 $(WARN) $(DEFS) $(INCS) -I$(MUSL)/include
+	-fstack-protector-strong -D_FORTIFY_SOURCE=2 $(DEPFLAGS) $(WARN) $(DEFS) $(INCS) -I$(MUSL)/include
 REL_LDFLAGS := -static -s -Wl,--gc-sections -Wl,-z,noexecstack -Wl,-z,relro -Wl,-z,now
 REL_LIBS := -L$(MUSL)/lib -larchive -lz -lbearssl -lpthread
 
 # Sanitizer build for unit tests and fuzzing: host compiler, Debian -dev packages.
 SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-SAN_CFLAGS := -std=c11 -g -O1 $(SAN_FLAGS) $(WARN) $(DEFS) -DABX_TEST=1 $(INCS) -I/usr/include/bearssl
+SAN_CFLAGS := -std=c11 -g -O1 $(SAN_FLAGS) $(DEPFLAGS) $(WARN) $(DEFS) -DABX_TEST=1 $(INCS) -I/usr/include/bearssl
 SAN_LIBS := -larchive -lz -lbearssl -lcmocka -lpthread
 
 REL_OBJ := $(patsubst %.c,$(B)/rel/%.o,$(CORE_SRC) $(APPLET_SRC)) $(B)/rel/gen/manifests_embed.o
@@ -57,9 +62,12 @@ FUZZ_BIN := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(FUZZ_SRC))
 .PHONY: all deps hostdeps check unit integration run fuzz bench size e2e install clean distclean
 all: $(BIN)
 
-# Objects reached only through pattern rules would count as intermediate and be
-# deleted after each build, so every `make check` recompiled them.
-.SECONDARY:
+# Every object is named as a prerequisite here, so none counts as
+# intermediate: make neither deletes one after a build (every `make check`
+# recompiled them) nor skips rebuilding one that is missing (a bare
+# `.SECONDARY:` did both the first and the second).
+$(UNIT_BIN): $(SAN_OBJ)
+$(FUZZ_BIN): $(FUZZ_OBJ)
 
 hostdeps:
 	@tools/hostdeps.sh build
@@ -86,11 +94,11 @@ $(GEN_SRC): tools/embed.sh $(MANIFESTS)
 	@mkdir -p $(@D)
 	@tools/embed.sh manifests >$@.tmp && mv $@.tmp $@
 
-$(B)/rel/%.o: %.c $(HDRS) $(MUSL)/lib/libarchive.a
+$(B)/rel/%.o: %.c Makefile $(MUSL)/lib/libarchive.a | $(GEN_HDRS)
 	@mkdir -p $(@D)
 	$(MUSL_CC) $(REL_CFLAGS) -c $< -o $@
 
-$(B)/rel/gen/manifests_embed.o: $(GEN_SRC) $(HDRS) $(MUSL)/lib/libarchive.a
+$(B)/rel/gen/manifests_embed.o: $(GEN_SRC) Makefile $(MUSL)/lib/libarchive.a | $(GEN_HDRS)
 	@mkdir -p $(@D)
 	$(MUSL_CC) $(REL_CFLAGS) -c $< -o $@
 
@@ -102,32 +110,43 @@ $(BIN): $(REL_OBJ) $(MUSL)/lib/libarchive.a
 $(BIN).debug: $(REL_OBJ) $(MUSL)/lib/libarchive.a
 	$(MUSL_CC) $(REL_CFLAGS) $(filter-out -s,$(REL_LDFLAGS)) -Wl,-Map,$@.map $(REL_OBJ) $(REL_LIBS) -o $@
 
-$(B)/san/%.o: %.c $(HDRS)
+$(B)/san/%.o: %.c Makefile | $(GEN_HDRS)
 	@mkdir -p $(@D)
 	$(SAN_CC) $(SAN_CFLAGS) -c $< -o $@
 
-$(B)/san/gen/manifests_embed.o: $(GEN_SRC) $(HDRS)
+$(B)/san/gen/manifests_embed.o: $(GEN_SRC) Makefile | $(GEN_HDRS)
 	@mkdir -p $(@D)
 	$(SAN_CC) $(SAN_CFLAGS) -c $< -o $@
 
-$(B)/unit/%: tests/unit/%.c $(SAN_OBJ) tests/unit/unit.h
+$(B)/unit/%: tests/unit/%.c $(SAN_OBJ)
 	@mkdir -p $(@D)
 	$(SAN_CC) $(SAN_CFLAGS) -Wno-unused-function $< $(SAN_OBJ) $(SAN_LIBS) -o $@
 
-$(B)/fuzzobj/%.o: %.c $(HDRS)
+$(B)/fuzzobj/%.o: %.c Makefile | $(GEN_HDRS)
 	@mkdir -p $(@D)
-	clang $(SAN_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+	$(SAN_CC) $(SAN_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 
-$(B)/fuzzobj/gen/manifests_embed.o: $(GEN_SRC) $(HDRS)
+$(B)/fuzzobj/gen/manifests_embed.o: $(GEN_SRC) Makefile | $(GEN_HDRS)
 	@mkdir -p $(@D)
-	clang $(SAN_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+	$(SAN_CC) $(SAN_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 
 $(B)/fuzz/%: tests/fuzz/%.c $(FUZZ_OBJ)
 	@mkdir -p $(@D)
-	clang $(SAN_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_OBJ) $(SAN_LIBS) -o $@
+	$(SAN_CC) $(SAN_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_OBJ) $(SAN_LIBS) -o $@
 
-unit: $(UNIT_BIN)
-integration: $(BIN)
+-include $(wildcard $(B)/rel/*/*.d $(B)/san/*/*.d $(B)/fuzzobj/*/*.d $(B)/unit/*.d $(B)/fuzz/*.d)
+
+# make unit: the unit tests only; make integration: the integration tests
+# only; make check: both.
+unit:
+	@tools/hostdeps.sh check
+	@$(MAKE) --no-print-directory $(UNIT_BIN)
+	@tests/run.sh --no-integration $(UNIT_BIN)
+
+integration:
+	@tools/hostdeps.sh check
+	@$(MAKE) --no-print-directory $(BIN)
+	@tests/run.sh
 
 check:
 	@tools/hostdeps.sh check

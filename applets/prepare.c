@@ -269,6 +269,8 @@ prepare_main(int argc, char **argv)
 		t.ctx.progress = tooling_progress;
 		t.ctx.announce = tooling_announce;
 	}
+	if (t.verbose && !t.json)
+		t.ctx.timing = tooling_timing;
 	if (plan_from_only(&t, only, nonly, items, &n, &e) < 0) {
 		tooling_close(&t);
 		if (e.code && strcmp(e.code, "not_found") == 0) {

@@ -135,6 +135,35 @@ tooling_announce(void *arg, const manifest_t *m, const char *why, const char *di
 }
 
 void
+tooling_timing(void *arg, const manifest_t *m, const int64_t us[INSTALL_PH_N])
+{
+	char line[1024];
+	int n, i, k;
+	int64_t total = 0;
+
+	(void)arg;
+	n = snprintf(line, sizeof(line), "agent-sandbox-server: timing %s %s:", m->name, m->version);
+	for (i = 0; i < INSTALL_PH_N && n > 0 && n < (int)sizeof(line); i++) {
+		if (us[i] < 0)
+			continue;
+		total += us[i];
+		k = snprintf(line + n, sizeof(line) - (size_t)n, " %s %lld.%03lld ms,",
+		             install_phase_name((enum install_phase)i), (long long)(us[i] / 1000),
+		             (long long)(us[i] % 1000));
+		n = k < 0 ? -1 : n + k;
+	}
+	if (n > 0 && n < (int)sizeof(line))
+		n += snprintf(line + n, sizeof(line) - (size_t)n, " total %lld.%03lld ms\n",
+		              (long long)(total / 1000), (long long)(total % 1000));
+	if (n >= (int)sizeof(line))
+		n = (int)sizeof(line) - 1, line[n - 1] = '\n';
+	/* one write, like every message */
+	if (n > 0 && write(2, line, (size_t)n) < 0) {
+		/* stderr closed: nothing to tell */
+	}
+}
+
+void
 tooling_json_error(struct json_w *w, const struct err *e)
 {
 	json_w_key(w, "error");

@@ -51,5 +51,7 @@ void tooling_progress(void *arg, const char *name, const char *phase, const stru
 /* The line before an install (install_ctx.announce): "agent-sandbox-server:
  * installing NAME VERSION into DIR (why)" on stderr. */
 void tooling_announce(void *arg, const manifest_t *m, const char *why, const char *dir);
+/* prepare -v: one line per install, the time of each phase (install_phase) */
+void tooling_timing(void *arg, const manifest_t *m, const int64_t us[INSTALL_PH_N]);
 
 #endif

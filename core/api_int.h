@@ -25,6 +25,17 @@ int api_rq_json(struct api_rq *q, int status, const char *json);
 /* Answer with w's document and free it (500 internal when it overflowed). */
 struct json_w;
 int api_rq_json_w(struct api_rq *q, int status, struct json_w *w);
+
+/* Room for the fixed members of an answer around its two output streams. */
+#define API_ANSWER_FRAME 4096
+
+/* The escaped bytes each of an answer's two output streams (stdout, stderr)
+ * may take: twice the capture cap (text with newlines and quotes fits; NUL
+ * and other control bytes grow six-fold and are cut with json_escaped_prefix,
+ * truncated: true), and within what is left of the server's budget for
+ * unread answers (HTTPD_HELD_MAX). One answer is then at most 4 x cap +
+ * API_ANSWER_FRAME bytes. */
+size_t api_stream_room(struct api_rq *q, size_t cap);
 /* Is agent a among the configuration's enabled agents? */
 int api_agent_enabled(const struct api_gen *g, const char *a);
 int api_rq_err(struct api_rq *q, const struct err *e);

@@ -283,28 +283,28 @@ struct api_runner {
 	struct run *active;   /* the runner thread's own */
 };
 
-/* Room for the answer's fixed members around the two streams. */
-#define RUN_ANSWER_FRAME 4096
+size_t
+api_stream_room(struct api_rq *q, size_t cap)
+{
+	size_t room = httpd_resp_room(q->resp), each = 2 * cap;
 
-/* The answer of a finished run, through q. Each stream is written escaped in
- * at most twice the capture cap (text with newlines and quotes fits; NUL and
- * other control bytes grow six-fold and are cut, truncated: true), and in
- * what is left of the server's budget for unread answers (HTTPD_HELD_MAX), so
- * one answer holds at most 4 x max_output_bytes + 4 KiB. */
+	room = room > API_ANSWER_FRAME ? room - API_ANSWER_FRAME : 0;
+	return each > room / 2 ? room / 2 : each;
+}
+
+/* The answer of a finished run, through q, its streams bounded by
+ * api_stream_room. */
 static void
 run_answer(struct api_rq *q, struct run *r)
 {
-	size_t room = httpd_resp_room(q->resp), each = 2 * r->cap.cap, on, en;
+	size_t each = api_stream_room(q, r->cap.cap), on, en;
 	const char *out = r->cap.out != NULL ? r->cap.out : "", *er = r->cap.err != NULL ? r->cap.err : "";
 	struct json_w w;
 
 	api_count_op(q->a, r->p.timed_out);
-	room = room > RUN_ANSWER_FRAME ? room - RUN_ANSWER_FRAME : 0;
-	if (each > room / 2)
-		each = room / 2;
 	on = json_escaped_prefix(out, r->cap.out_len, each);
 	en = json_escaped_prefix(er, r->cap.err_len, each);
-	json_w_init(&w, 2 * each + RUN_ANSWER_FRAME);
+	json_w_init(&w, 2 * each + API_ANSWER_FRAME);
 	json_w_obj(&w);
 	json_w_kint(&w, "exit_code", proc_exit_code(&r->p));
 	json_w_key(&w, "stdout");

@@ -655,7 +655,7 @@ run_finish(struct run_ctx *x)
 	struct json_w w;
 	char *buf = NULL, *line, *nl;
 	uint32_t after = 0, last;
-	size_t len;
+	size_t len, each, on, en;
 	int n, done = 0, truncated = 0, i, timed_out = 0;
 	int64_t until = clock_ms() + (int64_t)x->timeout_s * 1000;
 
@@ -702,14 +702,19 @@ run_finish(struct run_ctx *x)
 		after = last;
 	}
 	sessions_get(S, x->agent, x->id, &v);
-	json_w_init(&w, 6 * (out[1].len + out[2].len) + 4096);
+	each = api_stream_room(&x->q, cap);
+	on = json_escaped_prefix(out[1].p != NULL ? out[1].p : "", out[1].len, each);
+	en = json_escaped_prefix(out[2].p != NULL ? out[2].p : "", out[2].len, each);
+	if (on < out[1].len || en < out[2].len)
+		truncated = 1;
+	json_w_init(&w, 2 * each + API_ANSWER_FRAME);
 	json_w_obj(&w);
 	json_w_key(&w, "exit_code");
 	v.exited ? json_w_int(&w, v.exit_code) : json_w_null(&w);
 	json_w_key(&w, "stdout");
-	json_w_strn(&w, out[1].p != NULL ? out[1].p : "", out[1].len);
+	json_w_strn(&w, out[1].p != NULL ? out[1].p : "", on);
 	json_w_key(&w, "stderr");
-	json_w_strn(&w, out[2].p != NULL ? out[2].p : "", out[2].len);
+	json_w_strn(&w, out[2].p != NULL ? out[2].p : "", en);
 	json_w_kint(&w, "duration_ms", v.duration_ms);
 	json_w_kbool(&w, "truncated", truncated);
 	json_w_kbool(&w, "timed_out", timed_out);

@@ -2195,6 +2195,7 @@ known_tap(void *arg, const char *name, const struct stat *st, const unsigned cha
 static int
 install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct install_result *r, struct err *e)
 {
+	int64_t ph[INSTALL_PH_N], tp;
 	char staging_root[PATH_MAX], staging[PATH_MAX], tree[PATH_MAX], entry[PATH_MAX], final[PATH_MAX];
 	char treename[MANIFEST_VERSION_MAX + 20], art_path[PATH_MAX], sha[65] = "", hex[FS_HEX_LEN], proof[FS_HEX_LEN];
 	char proof_sha[FS_HEX_LEN];
@@ -2211,8 +2212,11 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 	struct stat st;
 	uint64_t free_b, files = 0, bytes = 0, asize = 0;
 	int64_t t0 = clock_ms();
-	int rc = -1, staged;
+	int rc = -1, i, staged;
 
+	for (i = 0; i < INSTALL_PH_N; i++)
+		ph[i] = -1;
+	ph[INSTALL_PH_PROBE] = c->probe_us;
 	snprintf(treename, sizeof(treename), "%s-%s", m->version, c->platform);
 	snprintf(tooldir, sizeof(tooldir), "%s/%s", w, m->name);
 	snprintf(staging_root, sizeof(staging_root), "%s/.staging", w);
@@ -2256,8 +2260,10 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 			snprintf(cache, sizeof(cache), "%s", staging);
 		else
 			collect_stale(cache, ".tmp-");
+		tp = clock_us();
 		if (get_artifact(c, m, a, cache, &ps, art_path, sizeof(art_path), sha, e) < 0)
 			goto out;
+		ph[INSTALL_PH_DOWNLOAD] = clock_us() - tp;
 		ps.cur.count = ps.cur.done = 1;
 		if (m->unpinned) {
 			struct audit_extra ax = {-1, -1, -1, NULL, NULL, NULL, a->url, sha, NULL};
@@ -2293,9 +2299,11 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 			ao.on_file = known_tap;
 			ao.file_ctx = known;
 		}
+		tp = clock_us();
 		if (arc_extract(art_path, tree, &ao, &as, e) < 0)
 			goto out;
 		install_known_settle(known);
+		ph[INSTALL_PH_EXTRACT] = clock_us() - tp;
 		if (!xp.paused)
 			test_pause("extract");
 	} else {
@@ -2307,11 +2315,13 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 		/* the npm installer reports through ps (and .progress.json) */
 		c->progress = npm_progress;
 		c->progress_arg = &ps;
+		tp = clock_us();
 		staged = install_npm_stage(c, m, tree, known, &npminfo, e);
 		c->progress = ps.fn;
 		c->progress_arg = ps.arg;
 		if (staged < 0)
 			goto out;
+		ph[INSTALL_PH_NPM] = clock_us() - tp;
 	}
 
 	snprintf(entry, sizeof(entry), "%s/%s", tree, m->source.bin);
@@ -2321,10 +2331,13 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 		goto out;
 	}
 	progress_write(&ps, "verify", 1);
+	tp = clock_us();
 	if (run_verify(c, m, entry, staging, e) < 0)
 		goto out;
+	ph[INSTALL_PH_VERIFY_ARGV] = clock_us() - tp;
 	/* the staged content reaches the disk before the name does: the
 	 * syncfs runs while the tree is listed, and is waited for below */
+	tp = clock_us();
 	bg_sync_start(&bs, tree);
 	/* verify ran with HOME=staging: whatever it wrote there is not ours
 	 * to publish, and the tree itself must be what was extracted */
@@ -2332,6 +2345,8 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 		details_phase(e, "publish");
 		goto out;
 	}
+	ph[INSTALL_PH_LIST] = clock_us() - tp;
+	tp = clock_us();
 
 	progress_write(&ps, "publish", 1);
 	test_pause("publish");
@@ -2389,6 +2404,9 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 		goto out;
 	}
 	remove_old_trees(w, m->name, treename, staging);
+	ph[INSTALL_PH_PUBLISH] = clock_us() - tp;
+	if (c->timing != NULL)
+		c->timing(c->progress_arg, m, ph);
 	c->installs++;
 	r->state = INSTALL_READY;
 	r->installed = 1;
@@ -2424,6 +2442,15 @@ out:
 }
 
 /* ---- ensure --------------------------------------------------------------- */
+
+const char *
+install_phase_name(enum install_phase p)
+{
+	static const char *const names[INSTALL_PH_N] = {
+	    "probe", "download+digest", "extract", "npm", "verify.argv", "tree listing", "publish/sync",
+	};
+	return (unsigned)p < INSTALL_PH_N ? names[p] : "?";
+}
 
 static int
 fail_state(struct install_result *r, struct err *e)
@@ -2605,6 +2632,7 @@ ensure_inner(struct install_ctx *c, const char *name, const char *min, unsigned 
 	const char *w, *url;
 	char staging_root[PATH_MAX], tried[1024], why[INSTALL_WHY_MAX];
 	int fd, i, left, rc;
+	int64_t tp, probe_us;
 
 	memset(r, 0, sizeof(*r));
 	if (c->depth > MANIFEST_MAX_DEPTH)
@@ -2682,6 +2710,7 @@ ensure_inner(struct install_ctx *c, const char *name, const char *min, unsigned 
 	}
 
 	/* step 2: probes */
+	tp = clock_us();
 	snprintf(staging_root, sizeof(staging_root), "%s/.staging", w);
 	if (mkdir_mode(staging_root, 0700, e) < 0)
 		return fail_state(r, e);
@@ -2697,6 +2726,7 @@ ensure_inner(struct install_ctx *c, const char *name, const char *min, unsigned 
 		backoff_record(c, name, e);
 		return fail_state(r, e);
 	}
+	probe_us = clock_us() - tp;
 
 	/* step 3: the lock, in the writable directory only */
 	if ((fd = lock_tool(c, w, m, e)) < 0)
@@ -2746,6 +2776,7 @@ ensure_inner(struct install_ctx *c, const char *name, const char *min, unsigned 
 		install_why(c, m, why, sizeof(why));
 		c->announce(c->progress_arg, m, why, w);
 	}
+	c->probe_us = probe_us;
 	rc = install_one(c, m, w, r, e);
 	if (rc < 0) {
 		/* step 11 */

@@ -95,6 +95,22 @@ struct http_client;
 #define INSTALL_MARKER_CACHE 8
 struct install_marker;
 
+/* Where one install's time went (install_one; prepare -v prints it, the
+ * bench reads it). Download includes the digest, hashed as bytes arrive;
+ * extract is decompression and writing together; an npm-lock source's
+ * packages are fetched, checked and extracted in one phase, npm. */
+enum install_phase {
+	INSTALL_PH_PROBE,       /* exec and network probes */
+	INSTALL_PH_DOWNLOAD,    /* artifact (or cache hit) with its sha256 */
+	INSTALL_PH_EXTRACT,     /* decompress and write the tree */
+	INSTALL_PH_NPM,         /* npm-lock: every package fetched, verified, extracted */
+	INSTALL_PH_VERIFY_ARGV, /* the manifest's verify.argv */
+	INSTALL_PH_LIST,        /* tree listing and its digest */
+	INSTALL_PH_PUBLISH,     /* sync, rename, marker, proof, bin links */
+	INSTALL_PH_N
+};
+const char *install_phase_name(enum install_phase p);
+
 struct install_ctx {
 	struct manifest_set *ms;
 	struct install_settings *set;
@@ -109,6 +125,11 @@ struct install_ctx {
 	 * installed: why ("missing", "manifest changed: ...", "drift: ...")
 	 * and the tools directory it goes to. NULL = silent. */
 	void (*announce)(void *arg, const manifest_t *m, const char *why, const char *dir);
+	/* Called (with progress_arg) after each install that published a
+	 * tree: microseconds per phase (-1: a phase this source has not).
+	 * NULL = silent. */
+	void (*timing)(void *arg, const manifest_t *m, const int64_t us[INSTALL_PH_N]);
+	int64_t probe_us;           /* ensure's probes, for the next install_one */
 	const char *principal;      /* for audit; NULL = "cli" */
 	const char *op;
 	char self[PATH_MAX];        /* this binary, the target of bin/ links */

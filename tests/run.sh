@@ -7,15 +7,17 @@
 #   tests/run.sh [UNIT_BIN...]          everything
 #   tests/run.sh --only PATTERN ...     integration files matching PATTERN
 #   tests/run.sh --e2e                  tests/e2e/*.sh (reach the npm registry)
+#   tests/run.sh --no-integration UNIT_BIN...   the unit tests alone
 top=$(cd "$(dirname "$0")/.." && pwd)
 pass=0 failn=0 skip=0
 log=$top/build/test/log; mkdir -p "$log"
-only="" e2e=0
+only="" e2e=0 integration=1
 units=""
 while [ $# -gt 0 ]; do
 	case $1 in
 	--only) only=$2; shift ;;
 	--e2e) e2e=1 ;;
+	--no-integration) integration=0 ;;
 	*) units="$units $1" ;;
 	esac
 	shift
@@ -59,7 +61,8 @@ for u in $units; do
 done
 
 if [ $e2e -eq 1 ]; then files=$(ls "$top"/tests/e2e/*.sh 2>/dev/null)
-else files=$(ls "$top"/tests/integration/*.sh 2>/dev/null); fi
+elif [ $integration -eq 1 ]; then files=$(ls "$top"/tests/integration/*.sh 2>/dev/null)
+else files=""; fi
 for t in $files; do
 	name=$(basename "$t" .sh)
 	[ -n "$only" ] && case $name in *$only*) ;; *) continue ;; esac

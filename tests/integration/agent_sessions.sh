@@ -95,6 +95,16 @@ curl -s -H 'X-Access-Token: tok' "$U/v1/agents/codex/sessions/$SID" >"$T/body"
 check "run: the session stays readable" test "$(jsb 'd["exit_code"]')" = 3
 code=$(run_op claude-code "{\"prompt\": \"cwd\", \"cwd\": \"$T/work\"}")
 check "run: with a cwd" test "$(jsb 'd["stdout"].splitlines()[-1]')" = "cwd: $T/work"
+# 1,000,000 NUL bytes are 6 MB escaped: the answer's stream is cut at twice
+# max_output_bytes escaped, as a command op's is, and says truncated
+code=$(run_op codex '{"prompt": "nul:1000000"}')
+check "run: a NUL flood answers 200" test "$code" = 200
+check "run: its stdout is cut at 2 x max_output_bytes escaped, truncated" "$PY" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["truncated"] is True, d["truncated"]
+n = len(json.dumps(d["stdout"])) - 2
+assert (2 << 20) - 6 < n <= 2 << 20, n' "$T/body"
 code=$(run_op codex '{"prompt": "-rf"}')
 check "run: a bad request is refused at once (400)" test "$code" = 400
 curl -s -H 'X-Access-Token: tok' "$U/v1/ops" >"$T/body"

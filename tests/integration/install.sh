@@ -92,6 +92,19 @@ prep "$T/t1" --only hello
 expect "a second prepare finds it ready" 0 "hello 1.0.0: ready"
 check "no second download" test "$(gets hello-1.0.0.tgz)" -eq 1
 
+# prepare -v: one timing line per install, every phase of a tarball
+# source with a number of milliseconds (issue 16); none without -v
+check "no timing line without -v" sh -c "! grep -q 'timing' '$T/err'"
+prep "$T/t1v" --only hello -v --cache "$T/t1/.cache"
+expect "prepare -v installs from the cache" 0 "hello 1.0.0: installed"
+check "prepare -v: no download (warm cache)" test "$(gets hello-1.0.0.tgz)" -eq 1
+for ph in probe download+digest extract verify.argv "tree listing" publish/sync total; do
+	_re=$(printf '%s' "$ph" | sed 's/[+.]/\\&/g')
+	check "prepare -v times phase '$ph'" grep -Eq "^agent-sandbox-server: timing hello 1\.0\.0:.* $_re [0-9]+\.[0-9]{3} ms" "$T/err"
+done
+check "prepare -v: exactly one timing line, no npm phase for a tarball" \
+	sh -c "test \$(grep -c 'timing hello' '$T/err') -eq 1 && ! grep -q ' npm [0-9]' '$T/err'"
+
 # the fast path takes no lock and writes nothing
 if command -v strace >/dev/null 2>&1; then
 	strace -f -qq -e trace=flock,openat,open,mkdir,mkdirat,rename,renameat,renameat2,unlink,unlinkat,symlink,symlinkat,link,linkat,chmod,fchmodat,truncate \

@@ -199,8 +199,13 @@ check "mismatch: nothing left in staging" test -z "$(ls "$T/tools/.staging")"
 # ---- offline, mirror, fetch --------------------------------------------------
 mkdir -m 700 "$T/t2"
 : >"$T/reg.log"
-run env ABX_TOOLS_DIR="$T/t2" ABX_SERVER_INSTALL_MODE=offline "$BIN" prepare --only app --cache "$T/tools/.cache"
+run env ABX_TOOLS_DIR="$T/t2" ABX_SERVER_INSTALL_MODE=offline "$BIN" prepare -v --only app --cache "$T/tools/.cache"
 expect "offline with the cache" 0
+# prepare -v: an npm-lock source's packages are one phase, npm (issue 16)
+for ph in probe npm verify.argv "tree listing" publish/sync total; do
+	check "prepare -v times phase '$ph'" grep -Eq "^agent-sandbox-server: timing app [^:]*:.* $ph [0-9]+\.[0-9]{3} ms" "$T/err"
+done
+check "prepare -v: no tarball phases for npm-lock" sh -c "! grep 'timing app ' '$T/err' | grep -Eq ' (extract|download\+digest) [0-9]'"
 check "offline: no request reached the registry" test ! -s "$T/reg.log"
 mkdir -m 700 "$T/t3"
 run env ABX_TOOLS_DIR="$T/t3" ABX_SERVER_INSTALL_MODE=offline "$BIN" prepare --only app

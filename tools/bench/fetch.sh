@@ -56,13 +56,17 @@ EOF
 }
 
 # Median of FETCH_RUNS alternating runs of ours and the reference.
-compare() { # FIGURE URL
+compare() { # FIGURE URL [null]: null = the reference is curl -o /dev/null alone (the network floor)
 	_ours="" _ref=""
 	_i=0
 	while [ $_i -lt "$FETCH_RUNS" ]; do
 		_ours="$_ours $(ms "SSL_CERT_FILE='$d/pki/ca.pem' '$BIN' fetch '$2' --sha256 $sha -o '$d/ours.bin' -q")"
 		rm -f "$d/ours.bin"
-		_r=$(ms "curl -sS --cacert '$d/pki/ca.pem' -o '$d/ref.bin' '$2' && sha256sum '$d/ref.bin' | grep -q $sha")
+		if [ "${3:-}" = null ]; then
+			_r=$(ms "curl -sS --cacert '$d/pki/ca.pem' -o /dev/null '$2'")
+		else
+			_r=$(ms "curl -sS --cacert '$d/pki/ca.pem' -o '$d/ref.bin' '$2' && sha256sum '$d/ref.bin' | grep -q $sha")
+		fi
 		_ref="$_ref $_r"
 		rm -f "$d/ref.bin"
 		_i=$((_i + 1))
@@ -78,6 +82,8 @@ pport=$port
 
 say "https: fetch --sha256 vs curl -o + sha256sum ($FETCH_RUNS runs each)"
 compare "fetch ${FETCH_MB} MiB + sha256 over https, ms (ref: curl -o && sha256sum)" "https://localhost:$hport/f/big.bin"
+compare "fetch ${FETCH_MB} MiB + sha256 over https, ms (ref: curl -o /dev/null, the network floor; goal <= 1.05x)" \
+	"https://localhost:$hport/f/big.bin" null
 say "http: same over plain HTTP"
 compare "fetch ${FETCH_MB} MiB + sha256 over http, ms (ref: curl -o && sha256sum)" "http://localhost:$pport/f/big.bin"
 

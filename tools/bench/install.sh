@@ -100,6 +100,28 @@ o=$(peak_kib "$BIN" prepare -q --manifests "$d/man" --tools-dir "$d/t" --only bi
 f=$(peak_kib curl -sS -o "$d/ref/again.tgz" --cacert "$d/pki/ca.pem" "https://localhost:$port/f/big.tgz")
 row "cold install peak RSS, KiB (ref: curl alone)" "$o" "$f"
 
+# ---- where the time goes (prepare -v), cold and warm -----------------------------------
+# warm: the cache filled, a new tools directory (ref: sha256sum and tar xzf
+# of the cached file)
+phases() { sed -n 's/^agent-sandbox-server: timing big [^:]*: //p' "$1" | tr -d '|'; }
+rm -rf "$d/t" "$d/wc" "$d/ref/x" && mkdir -p "$d/ref/x"
+"$BIN" prepare -v --manifests "$d/man" --tools-dir "$d/t" --cache "$d/wc" --only big >/dev/null 2>"$d/v.err"
+row "cold install phases (prepare -v), ms" n/a n/a "$(phases "$d/v.err")"
+ours="" ref=""
+r=0
+while [ $r -lt "$RUNS" ]; do
+	rm -rf "$d/t" "$d/ref/x" && mkdir -p "$d/ref/x"
+	ours="$ours $(ms "'$BIN' prepare -q --manifests '$d/man' --tools-dir '$d/t' --cache '$d/wc' --only big")"
+	ref="$ref $(ms "sha256sum '$d/ref/big.tgz' && tar xzf '$d/ref/big.tgz' -C '$d/ref/x'")"
+	r=$((r + 1))
+done
+row "warm install ${MB} MiB tar.gz (cache filled, new tools dir), ms (ref: sha256sum && tar xzf)" "$(median $ours)" "$(median $ref)"
+rm -rf "$d/t"
+"$BIN" prepare -v --manifests "$d/man" --tools-dir "$d/t" --cache "$d/wc" --only big >/dev/null 2>"$d/v.err"
+row "warm install phases (prepare -v), ms" n/a n/a "$(phases "$d/v.err")"
+rm -rf "$d/t" "$d/wc"
+"$BIN" prepare -q --manifests "$d/man" --tools-dir "$d/t" --only big >/dev/null 2>&1
+
 # ---- verify ----------------------------------------------------------------------------
 o=$(ms "'$BIN' verify -q --manifests '$d/man' --tools-dir '$d/t' big")
 f=$(ms "find '$d/t/big/' -mindepth 1 -maxdepth 1 -type d -exec find {} -type f -print0 \\; | xargs -0 sha256sum")

@@ -147,6 +147,11 @@ if [ -s "$d/rc" ]; then
 fi
 row "npm-lock install ($N packages), cold, ms" "$(med $cold_o)" "$(med $cold_n)"
 row "npm-lock install ($N packages), warm cache, ms" "$(med $warm_o)" "$(med $warm_n)"
+# where a warm install's time goes (prepare -v)
+fresh
+"$BIN" prepare -v --only bench --manifests "$d/m" --tools-dir "$d/tools" --cache "$d/oc" >/dev/null 2>"$d/v.err"
+row "npm-lock install, warm, phases (prepare -v), ms" n/a n/a \
+	"$(sed -n 's/^agent-sandbox-server: timing bench [^:]*: //p' "$d/v.err" | tr -d '|')"
 
 # Peak RSS, warm, each side as its whole process tree's exit figure.
 fresh
