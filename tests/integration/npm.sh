@@ -281,6 +281,13 @@ expect "progress: prepare installs big through the slow mirror" 0
 check "progress: the non-terminal line names the total and percent (not 'big: fetch 1.5 MiB')" \
 	grep -Eq '^big: [a-z]+: [0-9.]+ (KiB|MiB) of [0-9.]+ (KiB|MiB) \(100%\), [0-9.]+ [KMG]?i?B/s' "$T/err"
 
+# on a terminal: a bar redrawn in place with total, percent and rate
+mkdir -m 700 "$T/t11"
+script -qec "env ABX_TOOLS_DIR='$T/t11' '$BIN' prepare --only big" /dev/null >"$T/tty.out" 2>&1
+check "progress: on a terminal a bar with total, percent and rate" \
+	grep -Eq 'big: fetch \[#+\.*\] [0-9.]+ (KiB|MiB) / [0-9.]+ (KiB|MiB) +[0-9]+% +[0-9.]+ [KMG]?i?B/s' "$T/tty.out"
+check "progress: the bar reaches 100%" grep -Eq '\[#{24}\] [0-9.]+ MiB / [0-9.]+ MiB +100%' "$T/tty.out"
+
 mkdir -m 700 "$T/t9" "$T/st9"
 run env ABX_TOOLS_DIR="$T/t9" ABX_MANIFESTS_DIR="$T/m9" "$BIN" prepare --only node-runtime
 expect "progress: node-runtime prepared for serve" 0
