@@ -82,3 +82,48 @@ self_path(const char *argv0, char *buf)
 	errno = ENOENT;
 	return -1;
 }
+
+void
+human_bytes(double b, char *buf, size_t cap)
+{
+	if (b >= 1024.0 * 1024 * 1024)
+		snprintf(buf, cap, "%.1f GiB", b / (1024.0 * 1024 * 1024));
+	else if (b >= 1024.0 * 1024)
+		snprintf(buf, cap, "%.1f MiB", b / (1024.0 * 1024));
+	else if (b >= 1024.0)
+		snprintf(buf, cap, "%.1f KiB", b / 1024.0);
+	else
+		snprintf(buf, cap, "%.0f B", b);
+}
+
+int
+progress_format(char *line, size_t cap, const char *label, uint64_t have, uint64_t total, double rate,
+		const char *extra, int tty, int final)
+{
+	char got[32], tot[32] = "?", rt[32], eta[32] = "", pct[16] = "";
+	const int w = 24;
+	int n, i, fill = 0;
+
+	human_bytes((double)have, got, sizeof(got));
+	human_bytes(rate, rt, sizeof(rt));
+	if (total > 0) {
+		human_bytes((double)total, tot, sizeof(tot));
+		snprintf(pct, sizeof(pct), "%d%%", (int)(have >= total ? 100 : have * 100 / total));
+		fill = have >= total ? w : (int)(have * (uint64_t)w / total);
+		if (rate > 0 && total > have)
+			snprintf(eta, sizeof(eta), " ETA %ds", (int)((double)(total - have) / rate));
+	}
+	if (cap < 2 * (size_t)w)
+		return 0;
+	if (tty) {
+		n = snprintf(line, cap, "\r%s%s[", label, label[0] ? " " : "");
+		for (i = 0; i < w && n < (int)cap - 1; i++)
+			line[n++] = i < fill ? '#' : '.';
+		n += snprintf(line + n, cap - (size_t)n, "] %s / %s  %s  %s/s%s%s%s\033[K%s", got, tot, pct, rt, eta,
+			      extra[0] ? "  " : "", extra, final ? "\n" : "");
+	} else {
+		n = snprintf(line, cap, "%s: %s of %s%s%s%s, %s/s%s%s%s\n", label, got, tot, pct[0] ? " (" : "", pct,
+			     pct[0] ? ")" : "", rt, eta, extra[0] ? ", " : "", extra);
+	}
+	return n >= (int)cap ? (int)cap - 1 : n;
+}

@@ -1,6 +1,9 @@
 #ifndef ABX_APPLETS_COMMON_H
 #define ABX_APPLETS_COMMON_H
 /* Helpers shared by the applets: usage, option errors, exit codes. */
+#include <stddef.h>
+#include <stdint.h>
+
 #include "../core/err.h"
 
 /* Exit codes, the same for every applet (SPEC §1). */
@@ -40,6 +43,20 @@ int fail(const struct err *e);
 /* The absolute path of the running binary (from /proc/self/exe, else
  * argv0 resolved through PATH) into buf of PATH_MAX bytes. Returns 0 or -1. */
 int self_path(const char *argv0, char *buf);
+
+/* A byte count for people: "12 B", "3.4 KiB", "164.1 MiB", "1.2 GiB". */
+void human_bytes(double b, char *buf, size_t cap);
+
+/*
+ * One progress line (fetch and installs share it): on a terminal a bar
+ * redrawn in place, "\rLABEL [####....] 12.0 MiB / 40.0 MiB  30%  5.1 MiB/s
+ * ETA 5s EXTRA" (a newline when final); otherwise one line "LABEL: 12.0 MiB
+ * of 40.0 MiB (30%), 5.1 MiB/s, ETA 5s EXTRA". total 0 = unknown ("?").
+ * rate in bytes per second; extra may be "" (e.g. "3/9 packages").
+ * Returns the length written into line.
+ */
+int progress_format(char *line, size_t cap, const char *label, uint64_t have, uint64_t total, double rate,
+		    const char *extra, int tty, int final);
 
 /* argv[0] as the process started it, saved by main(). */
 extern const char *g_argv0;

@@ -160,26 +160,12 @@ struct sink {
 };
 
 static void
-human(double b, char *buf, size_t cap)
-{
-	if (b >= 1024.0 * 1024 * 1024)
-		snprintf(buf, cap, "%.1f GiB", b / (1024.0 * 1024 * 1024));
-	else if (b >= 1024.0 * 1024)
-		snprintf(buf, cap, "%.1f MiB", b / (1024.0 * 1024));
-	else if (b >= 1024.0)
-		snprintf(buf, cap, "%.1f KiB", b / 1024.0);
-	else
-		snprintf(buf, cap, "%.0f B", b);
-}
-
-static void
 progress(struct sink *s, int final)
 {
-	char line[256], got[32], tot[32], rate[32], eta[32] = "";
+	char line[256];
 	int64_t now = clock_ms(), el;
-	double r, frac;
 	int64_t have = s->rs->body_bytes, total = s->rs->content_length;
-	int n, w, i;
+	int n;
 
 	if (s->quiet || now - s->last_ms < (s->tty ? PROGRESS_TTY_MS : PROGRESS_PLAIN_MS))
 		if (!final)
@@ -188,29 +174,8 @@ progress(struct sink *s, int final)
 		return;
 	s->last_ms = now;
 	el = now - s->start_ms;
-	r = el > 0 ? have * 1000.0 / el : 0;
-	human((double)have, got, sizeof(got));
-	human(r, rate, sizeof(rate));
-	if (total > 0) {
-		human((double)total, tot, sizeof(tot));
-		if (r > 0 && total > have)
-			snprintf(eta, sizeof(eta), " ETA %ds", (int)((total - have) / r));
-	} else {
-		snprintf(tot, sizeof(tot), "?");
-	}
-	if (s->tty) {
-		frac = total > 0 ? (double)have / total : 0;
-		w = 24;
-		n = snprintf(line, sizeof(line), "\r[");
-		for (i = 0; i < w; i++)
-			line[n++] = i < (int)(frac * w) ? '#' : '.';
-		n += snprintf(line + n, sizeof(line) - n, "] %s / %s  %s/s%s\033[K%s", got, tot, rate, eta,
-			      final ? "\n" : "");
-	} else {
-		n = snprintf(line, sizeof(line), "fetch: %s of %s, %s/s%s\n", got, tot, rate, eta);
-	}
-	if (n > (int)sizeof(line))
-		n = sizeof(line);
+	n = progress_format(line, sizeof(line), s->tty ? "" : "fetch", (uint64_t)have, total > 0 ? (uint64_t)total : 0,
+			    el > 0 ? have * 1000.0 / el : 0, "", s->tty, final);
 	if (write(2, line, (size_t)n) < 0)
 		return;
 	s->drawn = 1;
@@ -420,7 +385,7 @@ fetch_one(const struct fetch_opts *o)
 		goto out;
 	}
 	if (!o->quiet) {
-		human((double)rs->body_bytes, h1, sizeof(h1));
+		human_bytes((double)rs->body_bytes, h1, sizeof(h1));
 		fprintf(stderr, "fetch: %s: %s verified (%s %s)%s%s\n", rs->url, h1, digest_name(got.alg),
 			digest_hex(&got, hex), o->output ? " -> " : "", o->output ? o->output : "");
 	}

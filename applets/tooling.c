@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "../core/clock.h"
 #include "../core/json.h"
 
 int
@@ -70,27 +71,47 @@ tooling_close(struct tooling *t)
 	t->ctx_open = t->ms_open = 0;
 }
 
+/* How often a line is printed: a terminal's bar, or a plain line per 5 s. */
+#define TOOLING_PROGRESS_TTY_MS 100
+#define TOOLING_PROGRESS_PLAIN_MS 5000
+
 void
-tooling_progress(void *arg, const char *name, const char *phase, uint64_t bytes, uint64_t total)
+tooling_progress(void *arg, const char *name, const char *phase, const struct install_progress *p)
 {
 	static char last_name[64], last_phase[16];
-	static time_t last;
-	time_t now = time(NULL);
-	char line[200];
-	int n;
+	static int64_t start_ms, last_ms;
+	static int bar_open;
+	int64_t now = clock_ms(), el;
+	int tty = isatty(2), changed, live, n;
+	char line[400], label[96], extra[48] = "";
 
-	if (strcmp(last_name, name) == 0 && strcmp(last_phase, phase) == 0 && now == last)
-		return;
-	if (strcmp(last_name, name) == 0 && strcmp(last_phase, phase) == 0 && bytes == 0)
+	(void)arg;
+	if (strcmp(last_name, name) != 0)
+		start_ms = now;
+	changed = strcmp(last_name, name) != 0 || strcmp(last_phase, phase) != 0;
+	if (!changed && now - last_ms < (tty ? TOOLING_PROGRESS_TTY_MS : TOOLING_PROGRESS_PLAIN_MS))
 		return;
 	snprintf(last_name, sizeof(last_name), "%s", name);
 	snprintf(last_phase, sizeof(last_phase), "%s", phase);
-	last = now;
-	if (bytes > 0)
-		n = snprintf(line, sizeof(line), "%s: %s %.1f MiB%s\n", name, phase, (double)bytes / 1048576.0,
-			     total ? "" : "");
-	else
+	last_ms = now;
+	/* only the download is redrawn in place; a later phase gets its own line */
+	live = tty && (strcmp(phase, "download") == 0 || strcmp(phase, "fetch") == 0);
+	if (changed && bar_open && write(2, "\n", 1) < 0)
+		return;
+	bar_open = 0;
+	if (p->bytes == 0 && p->total == 0) {
 		n = snprintf(line, sizeof(line), "%s: %s\n", name, phase);
+	} else {
+		if (p->count > 1)
+			snprintf(extra, sizeof(extra), "%u/%u packages", p->done, p->count);
+		snprintf(label, sizeof(label), "%s: %s", name, phase);
+		el = now - start_ms;
+		n = progress_format(line, sizeof(line), label, p->bytes, p->total,
+				    el > 0 ? (double)p->bytes * 1000.0 / (double)el : 0, extra, tty, !live);
+		bar_open = live;
+	}
+	if (n > (int)sizeof(line) - 1)
+		n = (int)sizeof(line) - 1;
 	if (n > 0 && write(2, line, (size_t)n) < 0) {
 		/* progress is best effort */
 	}

@@ -46,7 +46,7 @@ void tooling_json_error(struct json_w *w, const struct err *e);
 
 /* Progress lines on stderr for prepare and fetch (a tool's phase changes
  * and, while downloading, about once a second). */
-void tooling_progress(void *arg, const char *name, const char *phase, uint64_t bytes, uint64_t total);
+void tooling_progress(void *arg, const char *name, const char *phase, const struct install_progress *p);
 
 /* The line before an install (install_ctx.announce): "agent-sandbox-server:
  * installing NAME VERSION into DIR (why)" on stderr. */

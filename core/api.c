@@ -610,6 +610,17 @@ job_status_name(enum job_status s)
 	return s == JOB_PENDING ? "pending" : s == JOB_SUCCEEDED ? "succeeded" : "failed";
 }
 
+/* An install's progress (install.h): bytes of total downloaded, packages
+ * (npm) or artifacts (tarball) done of count; kept after the install. */
+static void
+progress_fields(struct json_w *w, const struct install_progress *p)
+{
+	json_w_kint(w, "bytes", (int64_t)p->bytes);
+	json_w_kint(w, "total", (int64_t)p->total);
+	json_w_kint(w, "packages_done", (int64_t)p->done);
+	json_w_kint(w, "packages_total", (int64_t)p->count);
+}
+
 static void
 job_json(struct json_w *w, const struct job_view *v)
 {
@@ -622,8 +633,7 @@ job_json(struct json_w *w, const struct job_view *v)
 	json_w_kstr(w, "tool", v->tool);
 	json_w_kstr(w, "status", job_status_name(v->status));
 	json_w_kstr(w, "phase", v->phase);
-	json_w_kint(w, "bytes", (int64_t)v->bytes);
-	json_w_kint(w, "total", (int64_t)v->total);
+	progress_fields(w, &v->prog);
 	json_w_kstr(w, "principal", v->principal);
 	json_w_kstr(w, "op", v->op);
 	gmtime_r(&v->created, &tm);
@@ -801,8 +811,7 @@ runtime_json(struct api_rq *q, struct json_w *w, const char *agent)
 		json_w_key(w, "progress");
 		json_w_obj(w);
 		json_w_kstr(w, "phase", v->phase);
-		json_w_kint(w, "bytes", (int64_t)v->bytes);
-		json_w_kint(w, "total", (int64_t)v->total);
+		progress_fields(w, &v->prog);
 		json_w_end(w);
 	} else {
 		jobs_probe(q->a->jobs, &q->g->set, agent, p);
@@ -826,8 +835,7 @@ runtime_json(struct api_rq *q, struct json_w *w, const char *agent)
 		if (p->has_progress) {
 			json_w_obj(w);
 			json_w_kstr(w, "phase", p->phase);
-			json_w_kint(w, "bytes", (int64_t)p->bytes);
-			json_w_kint(w, "total", (int64_t)p->total);
+			progress_fields(w, &p->prog);
 			json_w_end(w);
 		} else {
 			json_w_null(w);

@@ -304,11 +304,15 @@ struct progress_state {
 	time_t started;
 	int64_t last_ms;
 	uint64_t base;          /* bytes of earlier artifacts */
+	struct install_progress cur; /* what is reported (install.h) */
+	install_progress_fn fn; /* the context's own, while npm reports through us */
+	void *arg;
 };
 
-/* Write .progress.json (tmp + rename; no fsync: it is advisory). */
+/* Report p->cur in phase to the context's callback and in .progress.json
+ * (tmp + rename; no fsync: it is advisory). */
 static void
-progress_write(struct progress_state *p, const char *phase, uint64_t bytes, uint64_t total, int force)
+progress_write(struct progress_state *p, const char *phase, int force)
 {
 	char buf[256], tmp[PATH_MAX + 32];
 	int64_t t = clock_ms();
@@ -317,13 +321,18 @@ progress_write(struct progress_state *p, const char *phase, uint64_t bytes, uint
 	if (strcmp(p->phase, phase) != 0)
 		force = 1;
 	snprintf(p->phase, sizeof(p->phase), "%s", phase);
-	if (p->c->progress != NULL && (force || t - p->last_ms >= 200))
-		p->c->progress(p->c->progress_arg, p->m->name, phase, bytes, total);
+	if (p->cur.total < p->cur.bytes)
+		p->cur.total = p->cur.bytes;
+	if (p->fn != NULL && (force || t - p->last_ms >= 200))
+		p->fn(p->arg, p->m->name, phase, &p->cur);
 	if (p->path[0] == '\0' || (!force && t - p->last_ms < 200))
 		return;
 	p->last_ms = t;
-	n = snprintf(buf, sizeof(buf), "{\"phase\":\"%s\",\"bytes\":%llu,\"total\":%llu,\"started\":%lld,\"pid\":%d}\n",
-		     phase, (unsigned long long)bytes, (unsigned long long)total, (long long)p->started, (int)getpid());
+	n = snprintf(buf, sizeof(buf),
+		     "{\"phase\":\"%s\",\"bytes\":%llu,\"total\":%llu,\"done\":%u,\"count\":%u,\"started\":%lld,"
+		     "\"pid\":%d}\n",
+		     phase, (unsigned long long)p->cur.bytes, (unsigned long long)p->cur.total, p->cur.done,
+		     p->cur.count, (long long)p->started, (int)getpid());
 	snprintf(tmp, sizeof(tmp), "%s.%d", p->path, (int)getpid());
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (fd < 0)
@@ -333,8 +342,8 @@ progress_write(struct progress_state *p, const char *phase, uint64_t bytes, uint
 }
 
 int
-install_progress_read(struct install_ctx *c, const char *name, char *phase, size_t cap, uint64_t *bytes,
-		      uint64_t *total, long *pid)
+install_progress_read(struct install_ctx *c, const char *name, char *phase, size_t cap,
+		      struct install_progress *p, long *pid)
 {
 	char path[PATH_MAX], buf[512];
 	struct json_doc doc = {0};
@@ -352,9 +361,13 @@ install_progress_read(struct install_ctx *c, const char *name, char *phase, size
 			continue;
 		snprintf(phase, cap, "%s", json_get_str(doc.root, "phase") ? json_get_str(doc.root, "phase") : "?");
 		v = json_get(doc.root, "bytes");
-		*bytes = v && v->type == JSON_NUMBER ? (uint64_t)v->u.num.d : 0;
+		p->bytes = v && v->type == JSON_NUMBER ? (uint64_t)v->u.num.d : 0;
 		v = json_get(doc.root, "total");
-		*total = v && v->type == JSON_NUMBER ? (uint64_t)v->u.num.d : 0;
+		p->total = v && v->type == JSON_NUMBER ? (uint64_t)v->u.num.d : 0;
+		v = json_get(doc.root, "done");
+		p->done = v && v->type == JSON_NUMBER ? (uint32_t)v->u.num.d : 0;
+		v = json_get(doc.root, "count");
+		p->count = v && v->type == JSON_NUMBER ? (uint32_t)v->u.num.d : 0;
 		v = json_get(doc.root, "pid");
 		*pid = v && v->type == JSON_NUMBER ? (long)v->u.num.d : 0;
 		json_free(&doc);
@@ -1327,7 +1340,7 @@ lock_tool(struct install_ctx *c, const char *w, const manifest_t *m, struct err 
 {
 	char path[PATH_MAX], phase[16];
 	int64_t deadline = clock_ms() + (int64_t)c->set->timeout_s * 1000;
-	uint64_t b, t;
+	struct install_progress pg;
 	long pid;
 	int fd;
 
@@ -1353,8 +1366,8 @@ lock_tool(struct install_ctx *c, const char *w, const manifest_t *m, struct err 
 		}
 		/* waiters poll each second and pass on the installer's progress */
 		sleep_ms(1000);
-		if (c->progress != NULL && install_progress_read(c, m->name, phase, sizeof(phase), &b, &t, &pid) == 0)
-			c->progress(c->progress_arg, m->name, phase, b, t);
+		if (c->progress != NULL && install_progress_read(c, m->name, phase, sizeof(phase), &pg, &pid) == 0)
+			c->progress(c->progress_arg, m->name, phase, &pg);
 	}
 	return fd;
 }
@@ -1477,6 +1490,7 @@ struct dl {
 	struct digest_ctx d;
 	uint64_t n;
 	struct progress_state *ps;
+	const struct http_response *rs; /* its length is known at the first write */
 	int paused;
 	struct err *e;
 };
@@ -1499,8 +1513,11 @@ dl_sink(void *arg, const void *buf, size_t len, struct err *e)
 	}
 	digest_update(&d->d, buf, len);
 	d->n += len;
-	if (d->ps != NULL)
-		progress_write(d->ps, "download", d->ps->base + d->n, 0, 0);
+	if (d->ps != NULL) {
+		d->ps->cur.bytes = d->ps->base + d->n;
+		d->ps->cur.total = d->ps->base + (d->rs->content_length > 0 ? (uint64_t)d->rs->content_length : d->n);
+		progress_write(d->ps, "download", 0);
+	}
 	if (!d->paused) {
 		d->paused = 1;
 		test_pause("download");
@@ -1697,6 +1714,9 @@ download(struct install_ctx *c, const manifest_t *m, const char *url, const char
 	remaining = (int64_t)c->set->timeout_s * 1000;
 	rq.limits.total_ms = remaining > 0x7fffffff ? 0x7fffffff : (int)remaining;
 	memset(&rs, 0, sizeof(rs));
+	d.rs = &rs;
+	if (ps != NULL && ps->cur.count == 0)
+		ps->cur.count = 1;
 	c->downloads++;
 	if (http_request(c->http, &rq, &rs, e) < 0) {
 		close(d.fd);
@@ -1704,8 +1724,10 @@ download(struct install_ctx *c, const manifest_t *m, const char *url, const char
 		return -1;
 	}
 	c->bytes_downloaded += d.n;
-	if (ps != NULL)
+	if (ps != NULL) {
 		ps->base += d.n;
+		ps->cur.bytes = ps->cur.total = ps->base;
+	}
 	digest_final(&d.d, &dg);
 	digest_hex(&dg, hex);
 	snprintf(got_sha, 65, "%s", hex);
@@ -1809,6 +1831,17 @@ install_cache_artifact(struct install_ctx *c, const manifest_t *m, const struct 
 
 /* ---- extract, verify, publish ------------------------------------------ */
 
+/* The npm installer's progress, into the install's own (install_one). */
+static void
+npm_progress(void *arg, const char *name, const char *phase, const struct install_progress *p)
+{
+	struct progress_state *ps = arg;
+
+	(void)name;
+	ps->cur = *p;
+	progress_write(ps, phase, 0);
+}
+
 struct xprog {
 	struct progress_state *ps;
 	int paused;
@@ -1819,7 +1852,8 @@ extract_progress(void *arg, uint64_t out, uint64_t in)
 {
 	struct xprog *x = arg;
 
-	progress_write(x->ps, "extract", out, 0, 0);
+	(void)out;
+	progress_write(x->ps, "extract", 0);
 	if (!x->paused) {
 		x->paused = 1;
 		test_pause("extract");
@@ -2178,7 +2212,7 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 	struct stat st;
 	uint64_t free_b, files = 0, bytes = 0, asize = 0;
 	int64_t t0 = clock_ms();
-	int rc = -1, i;
+	int rc = -1, i, staged;
 
 	for (i = 0; i < INSTALL_PH_N; i++)
 		ph[i] = -1;
@@ -2195,8 +2229,10 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 	ps.c = c;
 	ps.m = m;
 	ps.started = time(NULL);
+	ps.fn = c->progress;
+	ps.arg = c->progress_arg;
 	snprintf(ps.path, sizeof(ps.path), "%s/.progress.json", tooldir);
-	progress_write(&ps, "stage", 0, 0, 1);
+	progress_write(&ps, "stage", 1);
 
 	fs_rand_hex(rnd, 8);
 	snprintf(staging, sizeof(staging), "%s/%s-%s", staging_root, m->name, rnd);
@@ -2228,6 +2264,7 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 		if (get_artifact(c, m, a, cache, &ps, art_path, sizeof(art_path), sha, e) < 0)
 			goto out;
 		ph[INSTALL_PH_DOWNLOAD] = clock_us() - tp;
+		ps.cur.count = ps.cur.done = 1;
 		if (m->unpinned) {
 			struct audit_extra ax = {-1, -1, -1, NULL, NULL, NULL, a->url, sha, NULL};
 			warnx_line("UNPINNED INSTALL: %s %s from %s has no pinned digest; it got sha256 %s. "
@@ -2237,7 +2274,7 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 		}
 		if (stat(art_path, &st) == 0)
 			asize = (uint64_t)st.st_size;
-		progress_write(&ps, "extract", 0, 0, 1);
+		progress_write(&ps, "extract", 1);
 		arc_opts_init(&ao, format_of(a->url, art_path));
 		if (ao.format == ARC_FMT_NONE) {
 			err_set(e, "install.failed", "%s: %s is not a tar, tar.gz or zip archive", m->name, a->url);
@@ -2270,13 +2307,19 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 		if (!xp.paused)
 			test_pause("extract");
 	} else {
-		progress_write(&ps, "fetch", 0, 0, 1);
+		progress_write(&ps, "fetch", 1);
 		if ((known = install_known_new()) == NULL) {
 			err_set(e, "internal", "out of memory");
 			goto out;
 		}
+		/* the npm installer reports through ps (and .progress.json) */
+		c->progress = npm_progress;
+		c->progress_arg = &ps;
 		tp = clock_us();
-		if (install_npm_stage(c, m, tree, known, &npminfo, e) < 0)
+		staged = install_npm_stage(c, m, tree, known, &npminfo, e);
+		c->progress = ps.fn;
+		c->progress_arg = ps.arg;
+		if (staged < 0)
 			goto out;
 		ph[INSTALL_PH_NPM] = clock_us() - tp;
 	}
@@ -2287,7 +2330,7 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 		details_phase(e, "extract");
 		goto out;
 	}
-	progress_write(&ps, "verify", 0, 0, 1);
+	progress_write(&ps, "verify", 1);
 	tp = clock_us();
 	if (run_verify(c, m, entry, staging, e) < 0)
 		goto out;
@@ -2305,7 +2348,7 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 	ph[INSTALL_PH_LIST] = clock_us() - tp;
 	tp = clock_us();
 
-	progress_write(&ps, "publish", 0, 0, 1);
+	progress_write(&ps, "publish", 1);
 	test_pause("publish");
 	bg_sync_wait(&bs);
 	snprintf(final, sizeof(final), "%s/%s", tooldir, treename);

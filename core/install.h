@@ -12,7 +12,7 @@
  *   <name>/.installed.json             marker (install_marker_*)
  *   <name>/.installed.files            the tree's listing (install_tree_list)
  *   <name>/.installed.proof            the tree's proof list (install_proof_make)
- *   <name>/.progress.json              {phase, bytes, total, started, pid}
+ *   <name>/.progress.json              {phase, bytes, total, done, count, started, pid}
  *   .locks/<name>.lock                 flock; .locks/<name>.backoff
  *   .cache/<sha256>                    verified downloads
  *   .staging/<name>-<random>/          in-progress installs
@@ -57,9 +57,22 @@ enum install_state {
 /* "ready", "pending", "missing", ... */
 const char *install_state_name(enum install_state s);
 
+/*
+ * Progress of one install, the same model for tarball and npm sources:
+ * bytes downloaded so far and the total of what is being downloaded
+ * (total >= bytes always; an npm package counts once its response
+ * announces its length, so the total grows while packages start; after
+ * the download bytes == total). items: artifacts or npm packages done of
+ * count. Later phases (extract, verify, publish) keep the numbers.
+ */
+struct install_progress {
+	uint64_t bytes, total;
+	uint32_t done, count;
+};
+
 /* Progress report for waiters and the CLI. */
-typedef void (*install_progress_fn)(void *arg, const char *name, const char *phase, uint64_t bytes,
-				    uint64_t total);
+typedef void (*install_progress_fn)(void *arg, const char *name, const char *phase,
+				    const struct install_progress *p);
 
 /* The reason an install happens, for messages. */
 #define INSTALL_WHY_MAX 200
@@ -264,8 +277,8 @@ int install_backoff_left(struct install_ctx *c, const char *name);
  * Read the progress another process reports for name (from the writable
  * directory). Returns 0 and fills the fields, or -1 when there is none.
  */
-int install_progress_read(struct install_ctx *c, const char *name, char *phase, size_t cap, uint64_t *bytes,
-			  uint64_t *total, long *pid);
+int install_progress_read(struct install_ctx *c, const char *name, char *phase, size_t cap,
+			  struct install_progress *p, long *pid);
 
 /* Append one audit line (a JSON object text without newline). Never fails
  * the caller: an unwritable audit file is reported once on stderr. */

@@ -77,9 +77,10 @@ static void
 progress(void *arg, uint64_t bytes, uint64_t total, size_t done, size_t count)
 {
 	struct prog *p = arg;
+	struct install_progress pg = {bytes, total > bytes ? total : bytes, (uint32_t)done, (uint32_t)count};
 
 	if (p->c->progress)
-		p->c->progress(p->c->progress_arg, p->name, "fetch", bytes, total);
+		p->c->progress(p->c->progress_arg, p->name, "fetch", &pg);
 }
 
 /* Load m's lockfile for platform (NULL = every platform). */

@@ -63,12 +63,11 @@ jobs_ensure_engine(void *ms, const struct install_settings *set, const char *too
 		rc = 0;
 	} else if (flags & JOBS_F_PROGRESS) {
 		char phase[JOB_PHASE_MAX];
-		uint64_t b = 0, t = 0;
+		struct install_progress pg;
 		long pid = 0;
 
-		if (install_progress_read(c, tool, phase, sizeof(phase), &b, &t, &pid) == 0 &&
-		    progress != NULL)
-			progress(parg, tool, phase, b, t);
+		if (install_progress_read(c, tool, phase, sizeof(phase), &pg, &pid) == 0 && progress != NULL)
+			progress(parg, tool, phase, &pg);
 		rc = 0;
 	} else if (flags & JOBS_F_RESET) {
 		install_backoff_clear(c, tool);
@@ -125,15 +124,14 @@ new_id(char *id)
 }
 
 static void
-on_progress(void *arg, const char *name, const char *phase, uint64_t bytes, uint64_t total)
+on_progress(void *arg, const char *name, const char *phase, const struct install_progress *pg)
 {
 	struct job *j = arg;
 
 	pthread_mutex_lock(&j->J->mu);
 	/* Progress of a required tool is reported as the job's own. */
 	snprintf(j->v.phase, sizeof(j->v.phase), "%s", phase != NULL ? phase : "");
-	j->v.bytes = bytes;
-	j->v.total = total;
+	j->v.prog = *pg;
 	pthread_mutex_unlock(&j->J->mu);
 }
 
@@ -368,14 +366,13 @@ jobs_reset(struct jobs *J, const struct install_settings *set, const char *tool)
 }
 
 static void
-probe_progress(void *arg, const char *name, const char *phase, uint64_t bytes, uint64_t total)
+probe_progress(void *arg, const char *name, const char *phase, const struct install_progress *pg)
 {
 	struct job_probe *p = arg;
 
 	p->has_progress = 1;
 	snprintf(p->phase, sizeof(p->phase), "%s", phase != NULL ? phase : "");
-	p->bytes = bytes;
-	p->total = total;
+	p->prog = *pg;
 }
 
 void

@@ -44,7 +44,7 @@ struct job_view {
 	char op[128];
 	enum job_status status;
 	char phase[JOB_PHASE_MAX];
-	uint64_t bytes, total;
+	struct install_progress prog;
 	time_t created, finished;
 	int retry_after;      /* install.backoff: seconds */
 	struct err err;       /* JOB_FAILED */
@@ -104,7 +104,7 @@ struct job_probe {
 	int backoff;      /* seconds left */
 	int has_progress; /* another process is installing it */
 	char phase[JOB_PHASE_MAX];
-	uint64_t bytes, total;
+	struct install_progress prog;
 	struct err err; /* a manifest error, when not ready */
 };
 void jobs_probe(struct jobs *J, const struct install_settings *set, const char *tool, struct job_probe *p);

@@ -264,6 +264,7 @@ struct sink {
 	int fd;
 	struct digest_ctx want, sha256;
 	uint64_t bytes;
+	const struct http_response *rs; /* its length is known at the first write */
 	struct err *e;
 };
 
@@ -289,8 +290,12 @@ sink_write(void *arg, const void *buf, size_t len, struct err *e)
 		p += w;
 		left -= (size_t)w;
 	}
-	s->bytes += len;
 	pthread_mutex_lock(&s->r->mu);
+	/* a package counts in the total once its response announces it,
+	 * not when it is complete (the total lagged the bytes) */
+	if (s->bytes == 0 && s->rs->content_length > 0)
+		s->r->announced += (uint64_t)s->rs->content_length;
+	s->bytes += len;
 	s->r->st.bytes += len;
 	if (s->r->o->progress)
 		s->r->o->progress(s->r->o->progress_arg, s->r->st.bytes, s->r->announced, s->r->done, s->r->n);
@@ -388,12 +393,8 @@ fetch_one(struct run *r, struct http_client *hc, struct job *j, struct wbuf *b, 
 			left = 1;
 		rq.limits.total_ms = left > 0x7fffffff ? 0x7fffffff : (int)left;
 	}
+	s.rs = rs;
 	rc = http_request(hc, &rq, rs, e);
-	if (rc == 0 && rs->content_length > 0) {
-		pthread_mutex_lock(&r->mu);
-		r->announced += (uint64_t)rs->content_length;
-		pthread_mutex_unlock(&r->mu);
-	}
 	free(rs);
 	if (rc != 0) {
 		char m[ERR_MSG_MAX];

@@ -262,3 +262,84 @@ mkdir -m 700 "$T/t6" "$T/t6/bin"
 ln -s "$BIN" "$T/t6/bin/app"
 run timeout 30 env ABX_TOOLS_DIR="$T/t6" ABX_SERVER_INSTALL_MODE=build PATH="$T/nobin" "$T/t6/bin/app" --exit=0
 expect "build mode: the shim answers install.required" 1 "" "install.required"
+
+# ---- progress: one model for npm installs (issue 12 item 5) -----------------
+# A registry that sends big's 1.5 MiB tarball 64 KiB per 60 ms, as the npm
+# mirror: the download lasts ~1.5 s, long enough to watch.
+bg python3 "$FIXTURES/npmreg.py" --root "$T/reg" --log "$T/slow.log" --cert "$PKI/good.pem" --key "$PKI/good.key" \
+	--slow-ms 60 >"$T/slow.port"
+wait_for_line "$T/slow.port" '^[0-9]' 10 || { not_ok "slow registry starts" "no port"; exit 1; }
+SLOW=localhost:$(head -1 "$T/slow.port")
+cp -R "$T/m" "$T/m9"
+python3 -c 'import json, sys
+m = json.load(open(sys.argv[1])); m["run"] = ["{bin}", "{prompt}"]; json.dump(m, open(sys.argv[1], "w"))' "$T/m9/big.json"
+export ABX_INSTALL_NPM_REGISTRY="https://$SLOW" ABX_SERVER_INSTALL_ALLOW_HOSTS="$SLOW"
+
+mkdir -m 700 "$T/t10"
+run env ABX_TOOLS_DIR="$T/t10" "$BIN" prepare --only big
+expect "progress: prepare installs big through the slow mirror" 0
+check "progress: the non-terminal line names the total and percent (not 'big: fetch 1.5 MiB')" \
+	grep -Eq '^big: [a-z]+: [0-9.]+ (KiB|MiB) of [0-9.]+ (KiB|MiB) \(100%\), [0-9.]+ [KMG]?i?B/s' "$T/err"
+
+# on a terminal: a bar redrawn in place with total, percent and rate
+mkdir -m 700 "$T/t11"
+script -qec "env ABX_TOOLS_DIR='$T/t11' '$BIN' prepare --only big" /dev/null >"$T/tty.out" 2>&1
+check "progress: on a terminal a bar with total, percent and rate" \
+	grep -Eq 'big: fetch \[#+\.*\] [0-9.]+ (KiB|MiB) / [0-9.]+ (KiB|MiB) +[0-9]+% +[0-9.]+ [KMG]?i?B/s' "$T/tty.out"
+check "progress: the bar reaches 100%" grep -Eq '\[#{24}\] [0-9.]+ MiB / [0-9.]+ MiB +100%' "$T/tty.out"
+
+mkdir -m 700 "$T/t9" "$T/st9"
+run env ABX_TOOLS_DIR="$T/t9" ABX_MANIFESTS_DIR="$T/m9" "$BIN" prepare --only node-runtime
+expect "progress: node-runtime prepared for serve" 0
+bg env ABX_MANIFESTS_DIR="$T/m9" ABX_SERVER_TOKEN=tok ABX_SERVER_AGENTS=big ABX_SERVER_INSTALL_MODE=lazy \
+	ABX_SERVER_INSTALL_WAIT=0 "$BIN" serve --host 127.0.0.1 --port 0 --tools-dir "$T/t9" --state-dir "$T/st9" \
+	>"$T/serve.out" 2>"$T/serve.err"
+if wait_for_line "$T/serve.out" '^[0-9][0-9]*$' 10; then
+	run timeout 60 python3 - "http://127.0.0.1:$(head -1 "$T/serve.out")" <<'EOF'
+import json, sys, time, urllib.error, urllib.request
+U = sys.argv[1]
+def call(path, method="GET"):
+    rq = urllib.request.Request(U + path, method=method, data=b"{}" if method == "POST" else None,
+                                headers={"X-Access-Token": "tok", "Content-Type": "application/json"})
+    try:
+        return json.load(urllib.request.urlopen(rq, timeout=10))
+    except urllib.error.HTTPError as e:
+        return json.load(e)
+first = call("/v1/agents/runtimes/big/install", "POST")
+job = first.get("id") if first.get("object") == "install.job" else first.get("job")
+if not job:
+    sys.exit("no job in the answer: %s" % first)
+bad, moving, final = [], 0, None
+for _ in range(600):
+    rt, j = call("/v1/agents/runtimes/big"), call("/v1/install/jobs/" + job)
+    for what, p in (("runtime", rt.get("progress")), ("job", j)):
+        if not p or "bytes" not in p:
+            continue
+        if p["bytes"] > p["total"] or p["packages_done"] > p["packages_total"]:
+            bad.append("%s %s" % (what, p))
+        if 0 < p["bytes"] < p["total"]:
+            moving += 1
+    if j["status"] != "pending":
+        final = j
+        break
+    time.sleep(0.05)
+print("moving=%d" % moving)
+print("final=%s" % json.dumps(final))
+if bad:
+    sys.exit("bytes > total or done > total: %s" % bad[:3])
+if final is None or final["status"] != "succeeded":
+    sys.exit("the job did not succeed: %s" % final)
+if not (final["bytes"] == final["total"] > (1 << 20) and final["packages_done"] == final["packages_total"] == 2):
+    sys.exit("after success: %s" % final)
+if moving == 0:
+    sys.exit("never saw 0 < bytes < total during the download")
+rt = call("/v1/agents/runtimes/big")
+if rt.get("state") != "ready":
+    sys.exit("not ready after the job: %s" % rt)
+print("ok")
+EOF
+	expect "progress: during the install bytes <= total and done <= count; after success bytes == total, 2/2 packages, kept in the job" 0 "ok"
+else
+	not_ok "progress: serve starts" "$(head -3 "$T/serve.err")"
+fi
+unset ABX_INSTALL_NPM_REGISTRY ABX_SERVER_INSTALL_ALLOW_HOSTS

@@ -216,8 +216,10 @@ fake_ensure(void *arg, const struct install_settings *set, const char *tool, uns
 		rc = err_set(e, "install.required", "%s: mode forbids installing", tool);
 	} else {
 		pthread_mutex_unlock(&f->mu);
-		if (progress != NULL)
-			progress(parg, tool, "download", 10, 100);
+		if (progress != NULL) {
+			struct install_progress pg = {10, 100, 0, 1};
+			progress(parg, tool, "download", &pg);
+		}
 		usleep((useconds_t)f->sleep_ms * 1000);
 		for (int i = 0; i < 5000 && __atomic_load_n(&f->held, __ATOMIC_SEQ_CST); i++)
 			usleep(2000);
