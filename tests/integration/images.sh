@@ -95,6 +95,8 @@ expect "scratch: prepare --dry-run says it before" 1 "cannot run here" "install.
 echo '{"agents": ["claude-code"]}' >"$S/cfg.json"
 inroot "$S" /abx prepare --dry-run --config /cfg.json
 expect "scratch: the configuration's plan fails too" 1 "claude-code" "install.image_unsupported: claude-code"
+check "scratch: its row says it cannot run here, not that it will be installed" \
+	grep -Eq '^claude-code .*\[cannot run here\]$' "$T/out"
 inroot "$S" /abx doctor --config /cfg.json
 expect "scratch: doctor fails the image check" 1 "FAIL  image"
 check "scratch: doctor names the C library" grep -q "C library: none" "$T/out"
