@@ -512,6 +512,31 @@ check_manifests(struct report *r, struct cfgload *L, struct hostlist *hl)
 		     L->cfg.manifests_dir[0] ? L->cfg.manifests_dir : "", L->cfg.manifests_dir[0] ? ")" : "");
 }
 
+/* "gemini requires node-runtime: " when name is not an enabled agent but
+ * one requires it (as prepare and the API say it), else "". */
+static const char *
+required_by(struct cfgload *L, const char *name)
+{
+	static char s[2 * MANIFEST_NAME_MAX + 16];
+	const manifest_t *a;
+	struct err e;
+	int i, j;
+
+	for (i = 0; i < L->cfg.agents.n; i++)
+		if (strcmp(L->cfg.agents.v[i], name) == 0)
+			return "";
+	for (i = 0; i < L->cfg.agents.n; i++) {
+		if ((a = manifest_get(&L->ms, L->cfg.agents.v[i], &e)) == NULL)
+			continue;
+		for (j = 0; j < a->nrequires; j++)
+			if (strcmp(a->requires[j].name, name) == 0) {
+				snprintf(s, sizeof(s), "%s requires %s: ", a->name, name);
+				return s;
+			}
+	}
+	return "";
+}
+
 /* The C library of this image (the loader dynamically linked programs
  * name), and every enabled agent and what it requires that could not run
  * here: the same rule prepare and serve refuse by, before any download. A
@@ -552,7 +577,8 @@ check_image(struct report *r, struct cfgload *L)
 		if (m->path.argv.n > 0 &&
 		    plan_path_check(m, "", entry, sizeof(entry), ver, sizeof(ver), NULL) == 1)
 			continue;
-		line(r, "FAIL", "image", err_info(e.code)->remedy, "%s: %s", e.code, e.msg);
+		line(r, "FAIL", "image", err_info(e.code)->remedy, "%s: %s%s", e.code, required_by(L, m->name),
+		     e.msg);
 		bad++;
 	}
 	if (bad == 0 && L->cfg.agents.n > 0)

@@ -193,9 +193,11 @@ prepare_plan_print(const struct prepare_plan *pp, int json)
 			off += (size_t)snprintf(hosts + off, sizeof(hosts) - off, "%s%s", h ? "," : "",
 			                        t->m->hosts[h]);
 		ops_text(t, ops, sizeof(ops));
-		printf("%-16s %-14s %4ld MiB  %-28s %s%s%s%s\n", t->m->name, t->m->version,
+		/* as prepare --dry-run --only marks it: the row is not an install */
+		printf("%-16s %-14s %4ld MiB  %-28s %s%s%s%s%s\n", t->m->name, t->m->version,
 		       t->m->size_hint_mb, hosts, ops, t->required_by[0] ? " (required by " : "",
-		       t->required_by, t->required_by[0] ? ")" : "");
+		       t->required_by, t->required_by[0] ? ")" : "",
+		       install_image_fits(t->m, NULL, &e) < 0 ? "  [cannot run here]" : "");
 	}
 	for (i = 0; i < p->n; i++)
 		if (p->t[i].on_path && p->t[i].nops > 0)

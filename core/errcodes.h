@@ -13,7 +13,7 @@ ERRCODE("install.network_unreachable", 503, "the download host is unreachable", 
 ERRCODE("install.noexec", 503, "the staging filesystem does not allow executing files", "set ABX_TOOLS_DIR to a directory on a filesystem mounted without noexec")
 ERRCODE("install.no_space", 507, "not enough free space for the install", "free space or point ABX_TOOLS_DIR at a larger filesystem")
 ERRCODE("install.backoff", 503, "the tool failed to install recently", "wait for Retry-After, or run `agent-sandbox-server prepare --force`")
-ERRCODE("install.image_unsupported", 424, "the tool cannot run in this image: a C library loader or shared library it needs is missing", "use a base image that has what the tool needs (glibc and libstdc++: Debian, Ubuntu, distroless/cc; musl: Alpine), or provide the tool through ABX_TOOL_<NAME> or PATH")
+ERRCODE("install.image_unsupported", 424, "the tool cannot run in this image: a C library loader or shared library it needs is missing", "use a base image that has the loader or shared library the message names, or provide the tool through ABX_TOOL_<NAME> or PATH")
 ERRCODE("install.manifest_invalid", 500, "a manifest or lockfile was rejected", "fix the manifest, or re-pin it with `agent-sandbox-server lock`")
 ERRCODE("auth.missing", 401, "no access token was presented", "send X-Access-Token or Authorization: Bearer")
 ERRCODE("auth.invalid", 401, "the access token is not valid", "check the token")

@@ -2526,6 +2526,11 @@ needs_network(struct install_ctx *c, const manifest_t *m)
 	return a->url;
 }
 
+/* Base images that have each loader, named in a refusal (the fix line is
+ * one text for every tool and cannot say which). */
+#define GLIBC_IMAGES "Debian, Ubuntu, distroless/base"
+#define MUSL_IMAGES "Alpine"
+
 /*
  * Can m run in this image? Its manifest's "libc" names the C libraries whose
  * program interpreter its native code can use; the image has the one
@@ -2564,11 +2569,12 @@ install_image_fits(const manifest_t *m, const char *platform, struct err *e)
 	}
 	install_tool_env_name(m->name, env, sizeof(env));
 	if (m->libc == (MANIFEST_LIBC_GLIBC | MANIFEST_LIBC_MUSL))
-		snprintf(need, sizeof(need), "the glibc loader %s or the musl loader %s", g, mu);
+		snprintf(need, sizeof(need), "the glibc loader %s (%s) or the musl loader %s (%s)", g, GLIBC_IMAGES,
+			 mu, MUSL_IMAGES);
 	else if (m->libc & MANIFEST_LIBC_GLIBC)
-		snprintf(need, sizeof(need), "the glibc loader %s", g);
+		snprintf(need, sizeof(need), "the glibc loader %s (%s)", g, GLIBC_IMAGES);
 	else
-		snprintf(need, sizeof(need), "the musl loader %s", mu);
+		snprintf(need, sizeof(need), "the musl loader %s (%s)", mu, MUSL_IMAGES);
 	/* Under ERR_MSG_MAX with a "gemini requires node-runtime: " prefix. */
 	err_set(e, "install.image_unsupported",
 		"%s cannot run in this image: it needs %s (C library of this image: %s); "

@@ -4,6 +4,13 @@
 # host's):
 #   scratch: the binary, the host's CA bundle, resolv.conf and hosts, nothing
 #            else (FROM scratch);
+#   musl:    the same plus the musl loader only, /lib/ld-musl-*.so.1 from the
+#            host's musl package (Alpine's loader; claude's -musl binary
+#            needs nothing else: its one DT_NEEDED, libc.musl-*.so.1, is the
+#            loader itself);
+#   base:    the glibc loader and glibc's own libraries only, no libstdc++
+#            (distroless/base): claude-code installs and runs, gemini is
+#            refused for node-runtime's libstdc++ before any download;
 #   glibc:   the same plus the host's glibc loader and the libraries a
 #            debian:*-slim image has (libc, libm, libpthread, libdl, librt,
 #            libstdc++, libgcc_s): node-runtime links libstdc++ and libgcc_s.
@@ -13,7 +20,9 @@
 # agents.<a>.run with the built-in run template and a prompt, whose outcome
 # must be the agent's own (an answer, or its own credential error), never a
 # start failure or a trusted-directory refusal. In scratch, claude-code and
-# gemini must be refused before any download.
+# gemini must be refused before any download; in musl, gemini.
+#   IMAGES_ROOTS="musl" sh tests/run.sh --e2e --only images: only those roots
+#   (default: scratch musl base glibc).
 . "$TOP/tests/lib.sh"
 
 if [ "$(id -u)" != 0 ] || ! unshare -m true 2>/dev/null; then
@@ -21,25 +30,32 @@ if [ "$(id -u)" != 0 ] || ! unshare -m true 2>/dev/null; then
 	exit 0
 fi
 case $(uname -m) in
-x86_64) GLD=/lib64/ld-linux-x86-64.so.2 ;;
-aarch64) GLD=/lib/ld-linux-aarch64.so.1 ;;
+x86_64) GLD=/lib64/ld-linux-x86-64.so.2 MLD=/lib/ld-musl-x86_64.so.1 PLAT=linux-x64 ;;
+aarch64) GLD=/lib/ld-linux-aarch64.so.1 MLD=/lib/ld-musl-aarch64.so.1 PLAT=linux-arm64 ;;
 *) skip "images" "no loader name for $(uname -m)"; exit 0 ;;
 esac
 CA=${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}
 [ -f "$CA" ] || { not_ok "images" "no CA bundle at $CA"; exit 1; }
+ROOTS=" ${IMAGES_ROOTS:-scratch musl base glibc} "
+case $ROOTS in *" musl "*) [ -e "$MLD" ] || { not_ok "musl root" "$MLD missing: install Debian's musl package"; exit 1; } ;; esac
 PY=$(python3 -c 'import sys; print(sys.executable)')
 UNSHARE=$(command -v unshare) CHROOT=$(command -v chroot)
 
-# mkroot NAME [glibc]: $T/root-NAME
+# mkroot NAME [glibc|base|musl]: $T/root-NAME
 mkroot() {
 	R=$T/root-$1
 	mkdir -p "$R/etc" "$R/proc" "$R/dev" "$R/tmp" "$R/home" "$R/work"
 	cp "$BIN" "$R/abx"
 	cp "$CA" "$R/ca.pem"
 	cp /etc/resolv.conf /etc/hosts "$R/etc/"
-	if [ "${2:-}" = glibc ]; then
+	if [ "${2:-}" = musl ]; then
+		mkdir -p "$R${MLD%/*}" && cp -L "$MLD" "$R$MLD"
+	fi
+	if [ "${2:-}" = glibc ] || [ "${2:-}" = base ]; then
+		libs="libc.so.6 libm.so.6 libpthread.so.0 libdl.so.2 librt.so.1"
+		[ "$2" = base ] || libs="$libs libstdc++.so.6 libgcc_s.so.1"
 		mkdir -p "$R${GLD%/*}" && cp -L "$GLD" "$R$GLD"
-		for l in libc.so.6 libm.so.6 libpthread.so.0 libdl.so.2 librt.so.1 libstdc++.so.6 libgcc_s.so.1; do
+		for l in $libs; do
 			p=$(gcc -print-file-name=$l 2>/dev/null)
 			[ -e "$p" ] || p=$(ldconfig -p | sed -n "s|.*$l ([^)]*x86-64[^)]*) => ||p;s|.*$l (libc6,AArch64) => ||p" | head -1)
 			[ -e "$p" ] || { not_ok "glibc root" "$l not found on the host"; exit 1; }
@@ -124,6 +140,7 @@ PYEOF
 }
 
 # ---- scratch -----------------------------------------------------------------
+case $ROOTS in *" scratch "*)
 mkroot scratch
 S=$T/root-scratch
 inroot "$S" /abx prepare --only codex
@@ -143,8 +160,51 @@ if serve_in "$S" '["codex"]'; then
 	session scratch codex
 	kill "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null
 fi
+;; esac
+
+# ---- musl only (Alpine-like) ---------------------------------------------------
+case $ROOTS in *" musl "*)
+mkroot musl musl
+M=$T/root-musl
+inroot "$M" /abx prepare --only claude-code
+expect "musl: prepare --only claude-code from registry.npmjs.org" 0 "claude-code 2.1.332: installed"
+check "musl: the -musl platform package" test -x "$M/tools/claude-code/2.1.332-$PLAT/node_modules/@anthropic-ai/claude-code-$PLAT-musl/claude"
+check "musl: not the glibc one" test ! -e "$M/tools/claude-code/2.1.332-$PLAT/node_modules/@anthropic-ai/claude-code-$PLAT"
+check "musl: no node-runtime" test ! -e "$M/tools/node-runtime"
+inroot "$M" /tools/bin/claude --version
+expect "musl: claude --version through the shim" 0 "2.1.332 (Claude Code)"
+cache=$(du -sk "$M/tools/.cache" | cut -f1)
+inroot "$M" /abx prepare --only gemini
+expect "musl: gemini refused before any download" 3 "" "install.image_unsupported: gemini requires node-runtime"
+say "$(head -2 "$T/err" | tr '\n' '|')"
+check "musl: the cache did not grow" test "$(du -sk "$M/tools/.cache" | cut -f1)" = "$cache"
+inroot "$M" /abx doctor
+say "musl doctor: $(tr '\n' '|' <"$T/out")"
+if serve_in "$M" '["claude-code"]'; then
+	op_version claude musl "2.1.332 (Claude Code)"
+	session musl claude-code
+	kill "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null
+fi
+;; esac
+
+# ---- base: glibc without libstdc++ (distroless/base) ---------------------------
+case $ROOTS in *" base "*)
+mkroot base base
+B=$T/root-base
+inroot "$B" /abx prepare --only gemini
+expect "base: gemini refused before any download (node-runtime needs libstdc++)" 3 "" \
+	"install.image_unsupported: gemini requires node-runtime: node-runtime cannot run in this image: it needs the shared library libstdc++.so.6"
+say "$(head -2 "$T/err" | tr '\n' '|')"
+check "base: nothing downloaded" test ! -e "$B/tools/.cache" -o -z "$(ls -A "$B/tools/.cache" 2>/dev/null)"
+inroot "$B" /abx prepare --only claude-code
+expect "base: prepare --only claude-code from registry.npmjs.org" 0 "claude-code 2.1.332: installed"
+check "base: the glibc platform package" test -x "$B/tools/claude-code/2.1.332-$PLAT/node_modules/@anthropic-ai/claude-code-$PLAT/claude"
+inroot "$B" /tools/bin/claude --version
+expect "base: claude --version through the shim (no libstdc++ here)" 0 "2.1.332 (Claude Code)"
+;; esac
 
 # ---- glibc -------------------------------------------------------------------
+case $ROOTS in *" glibc "*)
 mkroot glibc glibc
 G=$T/root-glibc
 inroot "$G" /abx prepare --only codex claude-code gemini
@@ -162,3 +222,4 @@ if serve_in "$G" '["codex", "claude-code", "gemini"]'; then
 	done
 	kill "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null
 fi
+;; esac

@@ -77,7 +77,12 @@ expect "scratch: and removes what codex.js removes" 0 "CODEX_MANAGED_BY_BUN unse
 before=$(wc -l <"$T/reg.log")
 inroot "$S" /abx prepare --only claude-code
 expect "scratch: claude-code refused" 3 "" "install.image_unsupported: claude-code cannot run in this image"
-check "scratch: the refusal names both loaders" grep -qF "$GLD or the musl loader $MLD" "$T/err"
+check "scratch: the refusal names both loaders and the images that have them" \
+	grep -qF "$GLD (Debian, Ubuntu, distroless/base) or the musl loader $MLD (Alpine)" "$T/err"
+# claude's glibc binary links only glibc's own libraries (readelf -d: libc,
+# libm, libpthread, libdl, librt, ld-linux): its fix line must not send the
+# user looking for libstdc++
+check "scratch: the fix line asks for nothing claude-code does not need" sh -c "! grep -q 'libstdc' '$T/err'"
 check "scratch: the refusal says what the image has" grep -qF "(C library of this image: none)" "$T/err"
 check "scratch: the refusal names the fix" grep -qF "ABX_TOOL_CLAUDE_CODE" "$T/err"
 inroot "$S" /abx prepare --only gemini
@@ -90,9 +95,16 @@ expect "scratch: prepare --dry-run says it before" 1 "cannot run here" "install.
 echo '{"agents": ["claude-code"]}' >"$S/cfg.json"
 inroot "$S" /abx prepare --dry-run --config /cfg.json
 expect "scratch: the configuration's plan fails too" 1 "claude-code" "install.image_unsupported: claude-code"
+check "scratch: its row says it cannot run here, not that it will be installed" \
+	grep -Eq '^claude-code .*\[cannot run here\]$' "$T/out"
 inroot "$S" /abx doctor --config /cfg.json
 expect "scratch: doctor fails the image check" 1 "FAIL  image"
 check "scratch: doctor names the C library" grep -q "C library: none" "$T/out"
+echo '{"agents": ["gemini"]}' >"$S/cfg-gemini.json"
+inroot "$S" /abx doctor --config /cfg-gemini.json
+expect "scratch: doctor names the agent that needs node-runtime" 1 \
+	"FAIL  image: install.image_unsupported: gemini requires node-runtime: node-runtime cannot run in this image"
+check "scratch: and says no PASS for the image's agents" sh -c "! grep -q 'PASS  image: every enabled agent' '$T/out'"
 check "scratch: still nothing downloaded" test "$(wc -l <"$T/reg.log")" = "$before"
 
 # ---- musl only (Alpine-like) ------------------------------------------------
