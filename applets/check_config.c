@@ -223,7 +223,7 @@ print_json(const struct cfgload *L)
 	return EXIT_OK;
 }
 
-/* Every command op's program must run in this image (issue 12 §11): an
+/* Every command op's program must run in this image: an
  * absolute path that exists and is executable; a bare name that is a tool's
  * binary, or found on PATH. Returns 0 or -1 with command.unavailable. */
 static int

@@ -337,7 +337,7 @@ serve_main(int argc, char **argv)
 		return fail(&e);
 	/* An unsafe state directory (group/world-writable, another owner)
 	 * would take tokens and journals anyone may rewrite: refused at
-	 * start-up, before anything is written (SPEC §10). */
+	 * start-up, before anything is written. */
 	if (tools_state_dir(&g->set, state, sizeof(state)) == 0 && access(state, F_OK) == 0 &&
 	    fs_dir_safe(state, &e) != 0) {
 		api_gen_free(g);

@@ -879,8 +879,8 @@ config_apply_flag(struct config *c, const char *key, const char *value, const ch
 	return 0;
 }
 
-/* A mirror's host must be listed in install.allow_hosts (seed 000 §7): a
- * mirror is trusted to serve bytes only because digests are pinned, and
+/* A mirror's host must be listed in install.allow_hosts, as any download
+ * host is: a mirror is trusted to serve bytes only because digests are pinned, and
  * naming its host is the operator's review of where downloads go. */
 static int
 mirror_host_listed(const struct config *c, const char *key, const char *url, struct err *e)

@@ -267,7 +267,7 @@ test_lists_from_env_and_file(void **state)
 	assert_string_equal(config_value_text(&c, CK_AGENTS, buf, sizeof(buf)), "codex,gemini");
 }
 
-/* seed 000 §7: an https mirror's host must be in install.allow_hosts */
+/* an https mirror's host must be in install.allow_hosts */
 static void
 test_mirror_host_must_be_allowed(void **state)
 {
