@@ -661,17 +661,59 @@ count_pem_dir(const char *dir)
  * either is set (then only those: a named bundle that is missing is a
  * failure, never silently replaced by a default), else the first default
  * bundle that holds a certificate. */
-static void
-check_ca(struct report *r, const struct config *c)
+/* The first enabled tool (agents and what they require) that no tools
+ * directory holds installed and no ABX_TOOL_<NAME> names, or NULL. */
+static const char *
+first_missing_tool(struct cfgload *L, const struct chain *ch)
 {
+	static char names[MANIFEST_SET_MAX][MANIFEST_NAME_MAX];
+	char env[MANIFEST_NAME_MAX + 16], mk[PATH_MAX + 256];
+	const char *v;
+	struct err e;
+	int i, j, n = 0, have;
+
+	if (!L->ms_open)
+		return NULL;
+	for (i = 0; i < L->cfg.agents.n; i++)
+		(void)manifest_closure_add(&L->ms, L->cfg.agents.v[i], names, &n, MANIFEST_SET_MAX, &e);
+	for (i = 0; i < n; i++) {
+		install_tool_env_name(names[i], env, sizeof(env));
+		if ((v = getenv(env)) != NULL && v[0] != '\0')
+			continue;
+		for (j = 0, have = 0; j < ch->n && !have; j++) {
+			snprintf(mk, sizeof(mk), "%.4000s/%.200s/.installed.json", ch->dir[j], names[i]);
+			have = access(mk, F_OK) == 0;
+		}
+		if (!have)
+			return names[i];
+	}
+	return NULL;
+}
+
+/* A missing CA bundle is a FAIL when something will be downloaded over
+ * HTTPS: mode lazy (installs at run time), or mode build while an enabled
+ * tool is not installed yet (prepare downloads it). Offline and off never
+ * download: a WARN. */
+static void
+check_ca(struct report *r, struct cfgload *L, const struct chain *ch)
+{
+	const struct config *c = &L->cfg;
+	const char *missing = c->install.mode == CFG_MODE_BUILD ? first_missing_tool(L, ch) : NULL;
+	int need = c->install.mode == CFG_MODE_LAZY || missing != NULL;
+	char why[MANIFEST_NAME_MAX + 96];
+
 	static const char *const defaults[] = {"/etc/ssl/certs/ca-certificates.crt",
 	                                       "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"};
 	const char *file = getenv("SSL_CERT_FILE"), *dir = getenv("SSL_CERT_DIR");
-	const char *st = config_mode_installs_at_runtime(c->install.mode) ? "FAIL" : "WARN";
+	const char *st = need ? "FAIL" : "WARN";
 	char tried[1024] = "";
 	size_t i;
 	int n = 0, k;
 
+	if (missing != NULL)
+		snprintf(why, sizeof(why), " (mode build: %.100s is not installed, prepare downloads it)", missing);
+	else
+		snprintf(why, sizeof(why), " (mode %s)", config_mode_name(c->install.mode));
 	if ((file && file[0]) || (dir && dir[0])) {
 		if (file && file[0]) {
 			k = count_pem(file);
@@ -697,8 +739,8 @@ check_ca(struct report *r, const struct config *c)
 		if (n == 0)
 			line(r, st, "ca",
 			     "point SSL_CERT_FILE at a PEM bundle (or unset it to use the system bundle)",
-			     "no CA certificate found: %s; HTTPS downloads will fail (tls.no_trust_anchors)",
-			     tried);
+			     "no CA certificate found: %s; HTTPS downloads will fail (tls.no_trust_anchors)%s",
+			     tried, why);
 		else
 			line(r, "PASS", "ca", NULL, "%d trust anchors from %s", n, tried);
 		return;
@@ -711,7 +753,7 @@ check_ca(struct report *r, const struct config *c)
 	line(
 	    r, st, "ca", "install ca-certificates in the image, or set SSL_CERT_FILE",
 	    "no CA bundle found (tried /etc/ssl/certs/ca-certificates.crt, /etc/pki/tls/certs/ca-bundle.crt, "
-	    "/etc/ssl/cert.pem); HTTPS downloads will fail");
+	    "/etc/ssl/cert.pem); HTTPS downloads will fail%s", why);
 }
 
 #ifndef ABX_BUILD_DATE
@@ -968,6 +1010,31 @@ check_network(struct report *r, const struct config *c, struct hostlist *hl)
 	}
 }
 
+/* A configured npm mirror (always https://: the loader refuses anything
+ * else) must accept a TCP connection on its host:port. Every
+ * npm install goes there, so an unreachable one is a FAIL whatever the
+ * mode that will install. */
+static void
+check_mirror(struct report *r, const struct config *c)
+{
+	const char *m = c->install.npm_mirror;
+	char h[280], why[160], fix[512], src[CFG_PATH_MAX + 32];
+
+	if (m[0] == '\0')
+		return;
+	config_source(c, CK_INSTALL_MIRRORS_NPM, src, sizeof(src));
+	url_host(m, h, sizeof(h));
+	if (h[0] != '\0') {
+		if (tcp_reach(h, why, sizeof(why)) == 0) {
+			line(r, "PASS", "mirror", NULL, "npm mirror %s is reachable [%s]", h, src);
+			return;
+		}
+		snprintf(fix, sizeof(fix),
+		         "allow egress to %.200s, or fix install.mirrors.npm (set by %.200s)", h, src);
+		line(r, "FAIL", "mirror", fix, "npm mirror %s: %s [%s]", m, why, src);
+	}
+}
+
 int
 doctor_main(int argc, char **argv)
 {
@@ -1058,7 +1125,8 @@ doctor_main(int argc, char **argv)
 	check_manifests(&r, L, hl);
 	check_image(&r, L);
 	check_root(&r, &L->cfg);
-	check_ca(&r, &L->cfg);
+	check_ca(&r, L, &ch);
+	check_mirror(&r, &L->cfg);
 	check_clock(&r);
 	check_passwd(&r);
 	check_bash(&r);

@@ -156,7 +156,7 @@ parse_secs(const char *s, int *ms)
  * so request threads and install jobs share it without a lock. */
 static int
 open_manifests(struct manifest_set *ms, const char *config_file, const struct config_flag *flags, int nflags,
-               struct err *e)
+               int *introspect, struct err *e)
 {
 	struct config *c = malloc(sizeof(*c));
 	struct manifest_opts mo;
@@ -169,6 +169,7 @@ open_manifests(struct manifest_set *ms, const char *config_file, const struct co
 		free(c);
 		return -1;
 	}
+	*introspect = c->introspect;
 	if ((unp = manifest_unpinned_allowed(c->environment, e)) < 0) {
 		free(c);
 		return -1;
@@ -227,7 +228,7 @@ serve_main(int argc, char **argv)
 	static struct manifest_set ms;
 	static struct api api;
 	static struct reload_args ra;
-	int nflags = 0, hdr_ms = 0, idle_ms = 0, body_ms = 0, quiet = 0, verbose = 0, dummy;
+	int introspect = 0, nflags = 0, hdr_ms = 0, idle_ms = 0, body_ms = 0, quiet = 0, verbose = 0, dummy;
 	const char *config_file = NULL, *envtok;
 	char tok[2 * API_TOKEN_BYTES + 1], state[PATH_MAX], tokpath[PATH_MAX + 8];
 	struct httpd_route routes[8];
@@ -318,9 +319,11 @@ serve_main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &hup, NULL);
 
 	err_clear(&e);
-	if (open_manifests(&ms, config_file, flags, nflags, &e) != 0)
+	if (open_manifests(&ms, config_file, flags, nflags, &introspect, &e) != 0)
 		return fail(&e);
-	envtok = getenv("ABX_SERVER_TOKEN");
+	/* Introspection (SPEC §3): load and check everything serve would,
+	 * then stop: no socket, no secret read, nothing written. */
+	envtok = introspect ? NULL : getenv("ABX_SERVER_TOKEN");
 	if (envtok != NULL && envtok[0] != '\0') {
 		if (strlen(envtok) > API_TOKEN_MAX) {
 			err_set(&e, "config.invalid", "ABX_SERVER_TOKEN is longer than %d bytes",
@@ -352,6 +355,13 @@ serve_main(int argc, char **argv)
 			api_gen_free(g);
 			return fail(&e);
 		}
+	}
+	if (introspect) {
+		printf("serve: ABX_SERVER_INTROSPECT is set: configuration, policy and commands load; "
+		       "would listen on %s:%d; no socket opened, no token read\n",
+		       g->cfg.server.host, g->cfg.server.port);
+		api_gen_free(g);
+		return EXIT_OK;
 	}
 	/* Bound first: a port in use leaves no token or sessions/ behind. */
 	/* GET /health first and inline; every other method and target (TRACE,

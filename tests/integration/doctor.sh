@@ -95,6 +95,34 @@ run env ABX_TOOLS_DIR="$T/tools" ABX_SERVER_INSTALL_ALLOW_TMP=true $BIN doctor
 expect "install.allow_tmp on warns, naming its source" 0 \
 	"WARN  allow_tmp: install.allow_tmp is on (env ABX_SERVER_INSTALL_ALLOW_TMP)"
 
+# issue 12 §15: a missing CA bundle fails in mode build while an enabled
+# tool is not installed (prepare will download it), and only warns once it is
+run env -u SSL_CERT_DIR SSL_CERT_FILE="$T/missing.pem" ABX_SERVER_INSTALL_MODE=build ABX_TOOLS_DIR="$T/tools" $D --config "$T/codex.json"
+expect "mode build with an uninstalled agent: a missing bundle fails" 1 \
+	"FAIL  ca: no CA certificate found: SSL_CERT_FILE=$T/missing.pem (No such file or directory); HTTPS downloads will fail (tls.no_trust_anchors) (mode build: node-runtime is not installed, prepare downloads it)"
+mkdir -p "$T/tools/codex" "$T/tools/node-runtime"
+: >"$T/tools/codex/.installed.json"
+: >"$T/tools/node-runtime/.installed.json"
+run env -u SSL_CERT_DIR SSL_CERT_FILE="$T/missing.pem" ABX_SERVER_INSTALL_MODE=build ABX_TOOLS_DIR="$T/tools" $D --config "$T/codex.json"
+expect "mode build with everything installed: a missing bundle warns" 0 "WARN  ca: no CA certificate found"
+rm -rf "$T/tools/codex" "$T/tools/node-runtime"
+
+# issue 12 §15: a configured npm mirror that does not answer is a FAIL
+MCLOSED=$(port_of)
+run env ABX_TOOLS_DIR="$T/tools" ABX_SERVER_INSTALL_ALLOW_HOSTS="127.0.0.1:$MCLOSED" ABX_INSTALL_NPM_REGISTRY="https://127.0.0.1:$MCLOSED/npm/" $D
+expect "an unreachable https mirror fails" 1 \
+	"FAIL  mirror: npm mirror https://127.0.0.1:$MCLOSED/npm/: Connection refused [env ABX_INSTALL_NPM_REGISTRY]"
+check "with a fix naming the host and the key" grep -q "fix: allow egress to 127.0.0.1:$MCLOSED, or fix install.mirrors.npm (set by env ABX_INSTALL_NPM_REGISTRY)" "$T/out"
+run env ABX_TOOLS_DIR="$T/tools" ABX_SERVER_INSTALL_ALLOW_HOSTS="127.0.0.1:$BUSY" ABX_INSTALL_NPM_REGISTRY="https://127.0.0.1:$BUSY/npm/" $D
+expect "a listening https mirror passes" 0 "PASS  mirror: npm mirror 127.0.0.1:$BUSY is reachable"
+
+# issue 12 §15: the mode line names the layer that set it
+echo '{"install": {"mode": "offline"}}' >"$T/offline.json"
+run env ABX_TOOLS_DIR="$T/tools" $D --config "$T/offline.json"
+expect "mode from a configuration file names it" 0 "PASS  mode: install mode offline (file $T/offline.json)"
+run env ABX_TOOLS_DIR="$T/tools" $D --mode off
+expect "mode from a flag names it" 0 "PASS  mode: install mode off (flag --mode)"
+
 # ports
 run env ABX_TOOLS_DIR="$T/tools" $BIN doctor --ports "$BUSY"
 expect "a port in use warns" 0 "WARN  ports: port $BUSY: Address in use"

@@ -320,6 +320,19 @@ expect "serve on a port in use exits 1 with server.address_in_use" 1 "" \
 expect "a port in use has a fix line" 1 "" "fix: stop what listens there, or choose another --port"
 check "a port in use writes no token and no sessions/" test -z "$(ls -A "$T/inuse-state")"
 
+# ABX_SERVER_INTROSPECT=1 (SPEC §3, issue 12 §16): serve loads and checks
+# everything, then exits 0 without opening a socket (the port in use does
+# not matter), reading the token or writing the state directory.
+mkdir -m 700 "$T/intro-state"
+run env ABX_SERVER_INTROSPECT=1 ABX_SERVER_TOKEN=secret-token ABX_SERVER_STATE_DIR="$T/intro-state" \
+	"$BIN" serve --host 127.0.0.1 --port "$(head -1 "$T/bh.out")"
+expect "serve with ABX_SERVER_INTROSPECT=1 exits 0 without listening" 0 \
+	"serve: ABX_SERVER_INTROSPECT is set: configuration, policy and commands load; would listen on 127.0.0.1:$(head -1 "$T/bh.out"); no socket opened"
+check "introspection writes nothing into the state directory" test -z "$(ls -A "$T/intro-state")"
+echo '{"install": {"mdoe": "lazy"}}' >"$T/intro-bad.json"
+run env ABX_SERVER_INTROSPECT=1 "$BIN" serve --config "$T/intro-bad.json"
+expect "introspection still refuses a bad configuration" 2 "" "config.invalid: install.mdoe: unknown key"
+
 # An unsafe state directory is refused at start-up, exit 2, before anything
 # is written into it (SPEC §10; issue 12 §13).
 mkdir -p "$T/unsafe-state"
