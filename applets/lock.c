@@ -425,28 +425,40 @@ hash_sink(void *arg, const void *buf, size_t len, struct err *e)
 	return 0;
 }
 
+/* GET url (redirects checked against h; header, when not NULL, sent too),
+ * its body to sink within max bytes. Returns 0 or -1 with e. */
 static int
-download_sha256(struct http_client *hc, const char *url, struct hosts *h, char hex[DIGEST_HEX_MAX],
-		struct err *e)
+lock_get(struct http_client *hc, const char *url, struct hosts *h, const char *header, http_sink sink,
+	 void *sink_arg, uint64_t max, struct err *e)
 {
 	struct http_request rq;
 	struct http_response *rs = malloc(sizeof(*rs));
-	struct digest_ctx c;
-	struct digest d;
 	int rc;
 
 	if (rs == NULL)
 		return err_set(e, "internal", "out of memory");
-	digest_init(&c, DIGEST_SHA256);
 	http_request_init(&rq, url);
+	if (header != NULL)
+		rq.headers[rq.nheaders++] = header;
 	rq.host_ok = host_rule;
 	rq.host_arg = h;
-	rq.sink = hash_sink;
-	rq.sink_arg = &c;
-	rq.limits.max_body = LOCK_DOWNLOAD_MAX;
+	rq.sink = sink;
+	rq.sink_arg = sink_arg;
+	rq.limits.max_body = max;
 	rc = http_request(hc, &rq, rs, e);
 	free(rs);
-	if (rc != 0)
+	return rc;
+}
+
+static int
+download_sha256(struct http_client *hc, const char *url, struct hosts *h, char hex[DIGEST_HEX_MAX],
+		struct err *e)
+{
+	struct digest_ctx c;
+	struct digest d;
+
+	digest_init(&c, DIGEST_SHA256);
+	if (lock_get(hc, url, h, NULL, hash_sink, &c, LOCK_DOWNLOAD_MAX, e) != 0)
 		return -1;
 	digest_final(&c, &d);
 	digest_hex(&d, hex);
@@ -603,8 +615,6 @@ registry_latest(const char *pkg, struct hosts *h, char *out, size_t cap, struct 
 	char url[HTTP_URL_MAX], base[512];
 	const char *accept = "Accept: application/vnd.npm.install-v1+json";
 	struct http_client *hc;
-	struct http_request rq;
-	struct http_response *rs;
 	struct buf g = BUF_INIT(JSON_MAX_BYTES_DEFAULT);
 	struct json_doc j;
 	const char *latest;
@@ -630,21 +640,11 @@ registry_latest(const char *pkg, struct hosts *h, char *out, size_t cap, struct 
 	snprintf(url, sizeof(url), "%s/", base);
 	for (i = 0, n = strlen(url); pkg[i] != '\0' && n + 4 < sizeof(url); i++)
 		n += (size_t)snprintf(url + n, sizeof(url) - n, pkg[i] == '/' ? "%%2f" : "%c", pkg[i]);
-	if ((rs = malloc(sizeof(*rs))) == NULL || (hc = http_client_new(e)) == NULL) {
-		free(rs);
-		return rs == NULL ? err_set(e, "internal", "out of memory") : -1;
-	}
+	if ((hc = http_client_new(e)) == NULL)
+		return -1;
 	say("%s: asking %s for the latest version\n", pkg, url);
-	http_request_init(&rq, url);
-	rq.headers[rq.nheaders++] = accept;
-	rq.host_ok = host_rule;
-	rq.host_arg = h;
-	rq.sink = buf_http_sink;
-	rq.sink_arg = &g;
-	rq.limits.max_body = JSON_MAX_BYTES_DEFAULT;
-	rc = http_request(hc, &rq, rs, e);
+	rc = lock_get(hc, url, h, accept, buf_http_sink, &g, JSON_MAX_BYTES_DEFAULT, e);
 	http_client_free(hc);
-	free(rs);
 	if (rc != 0 || json_parse(&j, g.p ? (const char *)g.p : "", g.len, NULL, e) != 0) {
 		buf_free(&g);
 		return -1;
