@@ -321,8 +321,8 @@ serve_main(int argc, char **argv)
 	err_clear(&e);
 	if (open_manifests(&ms, config_file, flags, nflags, &introspect, &e) != 0)
 		return fail(&e);
-	/* Introspection (SPEC §3): load and check everything serve would,
-	 * then stop: no socket, no secret read, nothing written. */
+	/* Introspection (ABX_SERVER_INTROSPECT): load and check everything
+	 * serve would, then stop: no socket, no secret read, nothing written. */
 	envtok = introspect ? NULL : getenv("ABX_SERVER_TOKEN");
 	if (envtok != NULL && envtok[0] != '\0') {
 		if (strlen(envtok) > API_TOKEN_MAX) {
@@ -363,8 +363,8 @@ serve_main(int argc, char **argv)
 		api_gen_free(g);
 		return EXIT_OK;
 	}
-	/* Bound first: a port in use leaves no token or sessions/ behind. */
-	/* GET /health first and inline; every other method and target (TRACE,
+	/* The socket is bound before the token and sessions/ are written, so a
+	 * port in use leaves nothing behind. GET /health first and inline; every other method and target (TRACE,
 	 * PROPFIND, lowercase ones, OPTIONS *) goes to the API, which
 	 * authenticates before it routes, so the server core never answers
 	 * 404 or 405 before the token is checked. */
