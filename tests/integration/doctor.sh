@@ -50,6 +50,14 @@ chmod 755 "$T/tools/bin/fake" "$T/tools/bin/broken"
 run env ABX_TOOLS_DIR="$T/tools" $D
 expect "installed tools keep exit 0" 0 "PASS  installed: fake: fake 1.2.3 ($T/tools/bin/fake)"
 check "a broken tool warns with a fix" sh -c "grep -q '^WARN  installed: broken: --version failed (broken; exit 3)' '$T/out' && grep -q 'prepare --force --only broken' '$T/out'"
+# a tool that cannot start (its interpreter is missing) and one killed by a
+# signal: each says why instead of an exit code it never had
+printf '#!/nonexistent/sh\n' >"$T/tools/bin/noint"
+printf '#!/bin/sh\necho dying; kill -9 $$\n' >"$T/tools/bin/killed"
+chmod 755 "$T/tools/bin/noint" "$T/tools/bin/killed"
+run env ABX_TOOLS_DIR="$T/tools" $D
+expect "a tool that cannot start warns" 0 "WARN  installed: noint: --version failed (cannot run $T/tools/bin/noint: No such file or directory) ($T/tools/bin/noint)"
+check "a tool killed by a signal says so" grep -q "^WARN  installed: killed: --version failed (dying; killed by signal 9) ($T/tools/bin/killed)" "$T/out"
 rm -rf "$T/tools/bin"
 
 # the CA bundle: an explicit SSL_CERT_FILE that is missing is not replaced by

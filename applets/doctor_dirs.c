@@ -1,0 +1,370 @@
+/*
+ * doctor's checks of directories and installed tools: HOME, the state and
+ * session directories, every tools directory of the chain (safe, writable,
+ * exec, which one receives installs) and each installed tool's --version.
+ */
+#include "common.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../core/fs.h"
+#include "../core/proc.h"
+#include "cfgload.h"
+#include "doctor.h"
+
+static int
+writable_dir(const char *path)
+{
+	struct stat sb;
+
+	return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode) && access(path, W_OK | X_OK) == 0;
+}
+
+int
+doctor_mount_flags(const char *path, char *mp, size_t cap)
+{
+	struct statvfs v;
+	int f = 0;
+
+	if (fs_mount_point(path, mp, cap) != 0)
+		snprintf(mp, cap, "%s", path);
+	if (statvfs(path, &v) != 0)
+		return 0;
+	if (v.f_flag & ST_NOEXEC)
+		f |= 1;
+	if (v.f_flag & ST_RDONLY)
+		f |= 2;
+	return f;
+}
+
+void
+doctor_check_home(struct report *r)
+{
+	const char *home = getenv("HOME");
+
+	if (home == NULL || home[0] == '\0')
+		doctor_line(r, "WARN", "home", "set HOME to the sandbox user's home directory", "HOME is not set");
+	else if (!writable_dir(home))
+		doctor_line(r, "WARN", "home",
+		     "mount a writable volume at HOME, or set ABX_SERVER_STATE_DIR and ABX_TOOLS_DIR to "
+		     "writable directories",
+		     "%s is not a writable directory", home);
+	else
+		doctor_line(r, "PASS", "home", NULL, "%s is writable", home);
+}
+
+static void
+default_state_dir(const struct config *c, char *buf, size_t cap)
+{
+	const char *home = getenv("HOME");
+
+	if (c->state_dir[0] != '\0')
+		snprintf(buf, cap, "%s", c->state_dir);
+	else if (geteuid() == 0)
+		snprintf(buf, cap, "/var/lib/agent-sandbox");
+	else
+		snprintf(buf, cap, "%s/.local/state/agent-sandbox", home && home[0] ? home : "/nonexistent");
+}
+
+/* The parent of path exists and we may create path in it. */
+static int
+creatable(const char *path)
+{
+	char parent[PATH_MAX];
+
+	if (fs_dirname(path, parent, sizeof(parent)) != 0)
+		return 0;
+	while (access(parent, F_OK) != 0) {
+		char up[PATH_MAX];
+		if (strcmp(parent, "/") == 0 || fs_dirname(parent, up, sizeof(up)) != 0)
+			return 0;
+		snprintf(parent, sizeof(parent), "%s", up);
+	}
+	return writable_dir(parent);
+}
+
+void
+doctor_check_state_dir(struct report *r, const struct config *c)
+{
+	char dir[PATH_MAX], src[CFG_PATH_MAX + 32], fix[2 * PATH_MAX + 64];
+	struct err e;
+
+	default_state_dir(c, dir, sizeof(dir));
+	config_source(c, CK_STATE_DIR, src, sizeof(src));
+	if (fs_dir_safe(dir, &e) != 0) {
+		if (e.code != NULL && strcmp(e.code, "not_found") == 0) {
+			if (creatable(dir))
+				doctor_line(r, "PASS", "state", NULL,
+				     "%s does not exist yet; serve creates it (mode 0700) [%s]", dir, src);
+			else
+				doctor_line(r, "WARN", "state",
+				     "set ABX_SERVER_STATE_DIR to a writable directory (a tmpfs or volume)",
+				     "%s cannot be created: tokens and journals live in memory only [%s]",
+				     dir, src);
+			return;
+		}
+		snprintf(fix, sizeof(fix), "chown $(id -u) %s && chmod 0700 %s", dir, dir);
+		doctor_line(r, "FAIL", "state", fix, "%s", e.msg);
+		return;
+	}
+	if (!writable_dir(dir))
+		doctor_line(r, "WARN", "state",
+		     "set ABX_SERVER_STATE_DIR to a writable directory (a tmpfs or volume)",
+		     "%s is not writable: journals live in memory, replay is limited to the process lifetime "
+		     "[%s]",
+		     dir, src);
+	else
+		doctor_line(r, "PASS", "state", NULL, "%s is writable and safe [%s]", dir, src);
+}
+
+/* Where serve keeps agent session journals (<state>/sessions), and whether
+ * a restart can replay them. */
+void
+doctor_check_sessions(struct report *r, const struct config *c)
+{
+	char dir[PATH_MAX], sd[PATH_MAX + 16];
+	struct err e;
+	int ok;
+
+	default_state_dir(c, dir, sizeof(dir));
+	snprintf(sd, sizeof(sd), "%s/sessions", dir);
+	if (fs_dir_safe(sd, &e) == 0)
+		ok = writable_dir(sd);
+	else if (e.code != NULL && strcmp(e.code, "not_found") == 0)
+		ok = fs_dir_safe(dir, &e) == 0 ? writable_dir(dir) : creatable(sd);
+	else
+		ok = 0;
+	if (ok)
+		doctor_line(r, "PASS", "sessions", NULL,
+		     "session journals go to %s and are replayed after a restart", sd);
+	else
+		doctor_line(r, "WARN", "sessions",
+		     "set ABX_SERVER_STATE_DIR to a writable directory (a tmpfs or volume)",
+		     "%s cannot be written: session journals live in memory, replay is limited to the "
+		     "process lifetime",
+		     sd);
+}
+
+void
+doctor_tools_chain(const struct config *c, struct chain *ch)
+{
+	char state[PATH_MAX];
+	const char *tmp = getenv("TMPDIR");
+
+	ch->n = 0;
+	if (c->tools_dir[0] != '\0') {
+		snprintf(ch->dir[ch->n], PATH_MAX, "%s", c->tools_dir);
+		ch->creatable[ch->n] = 1;
+		ch->explicit_[ch->n++] = 1;
+	}
+	snprintf(ch->dir[ch->n], PATH_MAX, "/opt/agent-sandbox/tools");
+	ch->creatable[ch->n] = 0;
+	ch->explicit_[ch->n++] = 0;
+	default_state_dir(c, state, sizeof(state));
+	if (strlen(state) + 7 < PATH_MAX) {
+		snprintf(ch->dir[ch->n], PATH_MAX, "%.*s/tools", PATH_MAX - 8, state);
+		ch->creatable[ch->n] = 1;
+		ch->explicit_[ch->n++] = 0;
+	}
+	if (c->install.allow_tmp) {
+		snprintf(ch->dir[ch->n], PATH_MAX, "%.3000s/agent-sandbox-%u/tools",
+		         tmp && tmp[0] ? tmp : "/tmp", (unsigned)geteuid());
+		ch->creatable[ch->n] = 1;
+		ch->explicit_[ch->n++] = 0;
+	}
+}
+
+void
+doctor_check_tools_dirs(struct report *r, const struct config *c, const struct chain *ch)
+{
+	char mp[PATH_MAX], fix[PATH_MAX + 128], src[CFG_PATH_MAX + 32];
+	const char *target = NULL;
+	struct err e;
+	int i, fl, runtime = config_mode_installs_at_runtime(c->install.mode);
+
+	config_source(c, CK_TOOLS_DIR, src, sizeof(src));
+	for (i = 0; i < ch->n; i++) {
+		const char *d = ch->dir[i];
+		if (fs_dir_safe(d, &e) != 0) {
+			if (e.code != NULL && strcmp(e.code, "not_found") == 0) {
+				if (ch->creatable[i] && target == NULL && creatable(d)) {
+					doctor_line(r, "PASS", "tools", NULL,
+					     "%s does not exist yet; the first install creates it (mode "
+					     "0700) and installs go there%s%s%s",
+					     d, ch->explicit_[i] ? " [" : "", ch->explicit_[i] ? src : "",
+					     ch->explicit_[i] ? "]" : "");
+					target = d;
+				} else if (ch->explicit_[i]) {
+					doctor_line(r, "FAIL", "tools",
+					     "create it, or point ABX_TOOLS_DIR at a writable directory",
+					     "%s does not exist and cannot be created [%s]", d, src);
+				}
+				continue;
+			}
+			snprintf(fix, sizeof(fix), "chmod go-w %s (mode 0700, owned by the server user)", d);
+			doctor_line(r, ch->explicit_[i] ? "FAIL" : "WARN", "tools", fix, "%s%s", e.msg,
+			     ch->explicit_[i] ? "; installs refuse it (config.state_dir_unsafe)"
+			                      : "; skipped");
+			continue;
+		}
+		fl = doctor_mount_flags(d, mp, sizeof(mp));
+		if (!writable_dir(d)) {
+			doctor_line(r, "PASS", "tools", NULL,
+			     "%s is read-only here: prepared tools are used, nothing is installed there%s", d,
+			     (fl & 2) ? " (read-only mount)" : "");
+			continue;
+		}
+		if (fl & 1) {
+			snprintf(
+			    fix, sizeof(fix),
+			    "remount %s without noexec, or set ABX_TOOLS_DIR to a directory on an exec mount",
+			    mp);
+			doctor_line(r, "FAIL", "tools", fix,
+			     "%s is on a noexec mount (%s): installed tools could not run (install.noexec)",
+			     d, mp);
+			continue;
+		}
+		if (target == NULL) {
+			target = d;
+			doctor_line(r, "PASS", "tools", NULL, "%s is writable and safe: new installs go here%s%s%s",
+			     d, ch->explicit_[i] ? " [" : "", ch->explicit_[i] ? src : "",
+			     ch->explicit_[i] ? "]" : "");
+		} else {
+			doctor_line(r, "PASS", "tools", NULL,
+			     "%s is writable and safe (searched for installed tools)", d);
+		}
+	}
+	if (target == NULL) {
+		if (runtime)
+			doctor_line(r, "FAIL", "tools",
+			     "set ABX_TOOLS_DIR to a writable directory (a tmpfs or volume), or run "
+			     "`agent-sandbox-server prepare` at image build with install.mode build",
+			     "no writable tools directory: first-use installs will fail with "
+			     "install.read_only (mode %s)",
+			     config_mode_name(c->install.mode));
+		else
+			doctor_line(r, "PASS", "tools", NULL,
+			     "no writable tools directory; mode %s installs nothing at runtime",
+			     config_mode_name(c->install.mode));
+	}
+}
+
+/* A tool may print its version on stdout or stderr: both streams go into
+ * one buffer in the order they arrive, up to cap - 1 bytes. */
+struct merged {
+	char *buf;
+	size_t len, cap;
+};
+
+static void
+merged_sink(void *arg, enum proc_stream s, const char *data, size_t len)
+{
+	struct merged *m = arg;
+
+	if (len > m->cap - 1 - m->len)
+		len = m->cap - 1 - m->len;
+	memcpy(m->buf + m->len, data, len);
+	m->len += len;
+	m->buf[m->len] = '\0';
+}
+
+/* Run path --version with a scrubbed environment, stdin from /dev/null
+ * and a deadline; the first line of its output into out. Returns its exit
+ * status, or -1 with out saying why (it did not start, did not answer in
+ * time, or was killed by a signal). */
+static int
+tool_version(const char *path, char *out, size_t cap)
+{
+	char home_env[PATH_MAX + 8], td_env[PATH_MAX + 16], *envp[6];
+	char *argv[] = {(char *)path, "--version", NULL};
+	const char *home = getenv("HOME"), *td = getenv("ABX_TOOLS_DIR");
+	struct proc_spec spec = {argv, envp, NULL, DOCTOR_VERSION_TIMEOUT_MS, 0};
+	struct merged m = {out, 0, cap};
+	struct proc p;
+	struct err e;
+	int n = 0;
+
+	out[0] = '\0';
+	envp[n++] = "PATH=/usr/local/bin:/usr/bin:/bin";
+	envp[n++] = "LANG=C";
+	/* The shim must not install from a diagnosis. */
+	envp[n++] = "ABX_SERVER_INSTALL_MODE=off";
+	if (home != NULL) {
+		snprintf(home_env, sizeof(home_env), "HOME=%s", home);
+		envp[n++] = home_env;
+	}
+	if (td != NULL) {
+		snprintf(td_env, sizeof(td_env), "ABX_TOOLS_DIR=%s", td);
+		envp[n++] = td_env;
+	}
+	envp[n] = NULL;
+	if (proc_spawn(&p, &spec, &e) != 0) {
+		snprintf(out, cap, "%.*s", (int)(cap - 1), e.msg);
+		return -1;
+	}
+	while (proc_step(&p, -1, merged_sink, &m) == 1)
+		;
+	proc_close(&p);
+	out[strcspn(out, "\n")] = '\0';
+	if (p.timed_out) {
+		snprintf(out, cap, "no answer in %d s", DOCTOR_VERSION_TIMEOUT_MS / 1000);
+		return -1;
+	}
+	if (WIFSIGNALED(p.status)) {
+		snprintf(out + strlen(out), cap - strlen(out), "%skilled by signal %d", out[0] ? "; " : "",
+		         WTERMSIG(p.status));
+		return -1;
+	}
+	return WIFEXITED(p.status) ? WEXITSTATUS(p.status) : -1;
+}
+
+void
+doctor_check_installed(struct report *r, const struct chain *ch)
+{
+	char bin[PATH_MAX], path[PATH_MAX + 256], ver[256], fix[PATH_MAX + 64];
+	int i, found = 0, rc;
+
+	for (i = 0; i < ch->n; i++) {
+		struct dirent *de;
+		DIR *d;
+		snprintf(bin, sizeof(bin), "%.4000s/bin", ch->dir[i]);
+		if ((d = opendir(bin)) == NULL)
+			continue;
+		while ((de = readdir(d)) != NULL && found < DOCTOR_TOOLS_LISTED_MAX) {
+			if (de->d_name[0] == '.')
+				continue;
+			snprintf(path, sizeof(path), "%s/%s", bin, de->d_name);
+			if (access(path, X_OK) != 0)
+				continue;
+			found++;
+			rc = tool_version(path, ver, sizeof(ver));
+			if (rc == 0) {
+				doctor_line(r, "PASS", "installed", NULL, "%s: %s (%s)", de->d_name,
+				     ver[0] ? ver : "(no output)", path);
+			} else {
+				snprintf(fix, sizeof(fix),
+				         "agent-sandbox-server verify; agent-sandbox-server prepare --force "
+				         "--only %s",
+				         de->d_name);
+				if (rc < 0)
+					doctor_line(r, "WARN", "installed", fix, "%s: --version failed (%s) (%s)",
+					            de->d_name, ver, path);
+				else
+					doctor_line(r, "WARN", "installed", fix,
+					            "%s: --version failed (%s%s%d) (%s)", de->d_name, ver,
+					            ver[0] ? "; exit " : "exit ", rc, path);
+			}
+		}
+		closedir(d);
+	}
+	if (found == 0)
+		doctor_line(r, "PASS", "installed", NULL, "no tools installed in the tools directories");
+}

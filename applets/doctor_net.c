@@ -1,0 +1,200 @@
+/*
+ * doctor's network checks: the ports serve listens on are free, a
+ * configured npm mirror answers, and (--network) every manifest host and
+ * mirror, or the HTTPS proxy, accepts a TCP connection.
+ */
+#include "common.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "../core/net.h"
+#include "cfgload.h"
+#include "doctor.h"
+
+void
+doctor_check_ports(struct report *r, const char *list)
+{
+	char copy[256], *save = NULL, *p, fix[128];
+
+	snprintf(copy, sizeof(copy), "%s", list);
+	for (p = strtok_r(copy, ",", &save); p != NULL; p = strtok_r(NULL, ",", &save)) {
+		struct sockaddr_in sa;
+		int port = atoi(p), fd, one = 1;
+		if (port <= 0 || port > 65535)
+			continue;
+		memset(&sa, 0, sizeof(sa));
+		sa.sin_family = AF_INET;
+		sa.sin_port = htons((unsigned short)port);
+		sa.sin_addr.s_addr = htonl(INADDR_ANY);
+		fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			continue;
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+			doctor_line(r, "PASS", "ports", NULL, "port %d is free", port);
+		} else {
+			snprintf(fix, sizeof(fix), "stop what listens on %d, or run serve with --port", port);
+			doctor_line(r, errno == EADDRINUSE ? "WARN" : "FAIL", "ports", fix,
+			     "port %d: %s (already serving?)", port, strerror(errno));
+		}
+		close(fd);
+	}
+}
+
+/* host[:port] (port 443 when absent; an IPv6 address in brackets) into
+ * host and *port. Returns 0, or -1 when the port is not a number 1-65535. */
+static int
+split_hostport(const char *hostport, char *host, size_t cap, int *port)
+{
+	const char *colon = NULL, *end;
+	char *stop;
+	long n;
+
+	*port = 443;
+	if (hostport[0] == '[' && (end = strchr(hostport, ']')) != NULL) {
+		snprintf(host, cap, "%.*s", (int)(end - hostport - 1), hostport + 1);
+		colon = end[1] == ':' ? end + 1 : NULL;
+	} else {
+		colon = strrchr(hostport, ':');
+		/* A second colon makes it a bare IPv6 address, not host:port. */
+		if (colon != NULL && memchr(hostport, ':', (size_t)(colon - hostport)) != NULL)
+			colon = NULL;
+		snprintf(host, cap, "%.*s", colon ? (int)(colon - hostport) : (int)strlen(hostport), hostport);
+	}
+	if (colon == NULL)
+		return 0;
+	n = strtol(colon + 1, &stop, 10);
+	if (stop == colon + 1 || *stop != '\0' || n < 1 || n > 65535)
+		return -1;
+	*port = (int)n;
+	return 0;
+}
+
+/* A TCP connect to host[:port] (core/net.c's connector, each address tried
+ * within DOCTOR_CONNECT_TIMEOUT_MS). Returns 0, or -1 with why: "cannot
+ * resolve: ...", the connect error (e.g. "Connection refused") or "no answer
+ * within 5000 ms". The caller's line names host:port already, so net's
+ * prefix naming them again is left out. */
+static int
+tcp_reach(const char *hostport, char *why, size_t cap)
+{
+	char host[280], pre[320];
+	const char *msg;
+	struct err e;
+	int port, fd;
+
+	if (split_hostport(hostport, host, sizeof(host), &port) != 0) {
+		snprintf(why, cap, "not a port number after the host");
+		return -1;
+	}
+	err_clear(&e);
+	fd = net_connect(host, port, DOCTOR_CONNECT_TIMEOUT_MS, 0, &e);
+	if (fd >= 0) {
+		close(fd);
+		return 0;
+	}
+	msg = e.msg;
+	if (e.code != NULL && strcmp(e.code, "http.resolve") == 0) {
+		snprintf(pre, sizeof(pre), "%s: ", host);
+		if (strncmp(msg, pre, strlen(pre)) == 0)
+			msg += strlen(pre);
+		snprintf(why, cap, "cannot resolve: %.*s", (int)(cap - 1), msg);
+		return -1;
+	}
+	snprintf(pre, sizeof(pre), "%s port %d: ", host, port);
+	if (strncmp(msg, pre, strlen(pre)) == 0)
+		msg += strlen(pre);
+	snprintf(why, cap, "%.*s", (int)(cap - 1), msg);
+	return -1;
+}
+
+/* The host[:port] of an https:// URL, or "" for a path or file:// mirror. */
+static void
+url_host(const char *url, char *out, size_t cap)
+{
+	const char *p, *end;
+
+	out[0] = '\0';
+	if (strncmp(url, "https://", 8) != 0)
+		return;
+	p = url + 8;
+	end = p + strcspn(p, "/?#");
+	if (memchr(p, '@', end - p) != NULL)
+		p = (const char *)memchr(p, '@', end - p) + 1;
+	if (memchr(p, '{', end - p) != NULL)
+		return; /* {host} in the authority: a template of the original host */
+	snprintf(out, cap, "%.*s", (int)(end - p), p);
+}
+
+void
+doctor_check_network(struct report *r, const struct config *c, struct hostlist *hl)
+{
+	const char *proxy = getenv("HTTPS_PROXY") ? getenv("HTTPS_PROXY") : getenv("https_proxy");
+	char why[512], fix[256], h[280], ph[280];
+	int i,
+	    runtime = config_mode_installs_at_runtime(c->install.mode) && c->install.mode != CFG_MODE_OFFLINE;
+
+	url_host(c->install.npm_mirror, h, sizeof(h));
+	if (h[0])
+		doctor_add_host(hl, h);
+	for (i = 0; i < c->install.tarball_mirrors.n; i++) {
+		url_host(c->install.tarball_mirrors.v[i], h, sizeof(h));
+		if (h[0])
+			doctor_add_host(hl, h);
+	}
+	if (proxy != NULL && proxy[0] != '\0') {
+		const char *p = strstr(proxy, "://") ? strstr(proxy, "://") + 3 : proxy;
+		snprintf(ph, sizeof(ph), "%.*s", (int)strcspn(p, "/"), p);
+		if (tcp_reach(ph, why, sizeof(why)) == 0)
+			doctor_line(r, "PASS", "network", NULL,
+			     "proxy %s is reachable; hosts are reached through it", ph);
+		else
+			doctor_line(r, runtime ? "FAIL" : "WARN", "network", "check HTTPS_PROXY", "proxy %s: %s", ph,
+			     why);
+		return;
+	}
+	if (hl->n == 0)
+		doctor_line(r, "PASS", "network", NULL, "no manifest host or mirror to check");
+	for (i = 0; i < hl->n; i++) {
+		if (tcp_reach(hl->h[i], why, sizeof(why)) == 0) {
+			doctor_line(r, "PASS", "network", NULL, "%s is reachable", hl->h[i]);
+		} else {
+			snprintf(fix, sizeof(fix),
+			         "allow egress to %.100s, or configure install.mirrors, or fill a cache with "
+			         "`fetch` and use install.mode offline",
+			         hl->h[i]);
+			doctor_line(r, runtime ? "FAIL" : "WARN", "network", fix, "%s: %s", hl->h[i], why);
+		}
+	}
+}
+
+/* A configured npm mirror (always https://: the loader refuses anything
+ * else) must accept a TCP connection on its host:port. Every
+ * npm install goes there, so an unreachable one is a FAIL whatever the
+ * mode that will install. */
+void
+doctor_check_mirror(struct report *r, const struct config *c)
+{
+	const char *m = c->install.npm_mirror;
+	char h[280], why[512], fix[512], src[CFG_PATH_MAX + 32];
+
+	if (m[0] == '\0')
+		return;
+	config_source(c, CK_INSTALL_MIRRORS_NPM, src, sizeof(src));
+	url_host(m, h, sizeof(h));
+	if (h[0] != '\0') {
+		if (tcp_reach(h, why, sizeof(why)) == 0) {
+			doctor_line(r, "PASS", "mirror", NULL, "npm mirror %s is reachable [%s]", h, src);
+			return;
+		}
+		snprintf(fix, sizeof(fix),
+		         "allow egress to %.200s, or fix install.mirrors.npm (set by %.200s)", h, src);
+		doctor_line(r, "FAIL", "mirror", fix, "npm mirror %s: %s [%s]", m, why, src);
+	}
+}
