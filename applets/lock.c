@@ -1,7 +1,9 @@
 /*
  * lock: pin a tool's artifacts (tarball sources) or produce its lockfile
- * (npm-lock sources) on a connected machine, rewriting the manifest in place
- * so the change reviews as a one-line-per-pin diff (SPEC §8, issue 5 §6).
+ * (npm-lock sources, applets/lock_npm.c) on a connected machine, rewriting
+ * the manifest in place so the change reviews as one line per pin: the text
+ * is edited where the values stand, key order and layout kept, never
+ * re-serialised.
  */
 #include "common.h"
 
@@ -13,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../core/buf.h"
@@ -22,6 +23,7 @@
 #include "../core/json.h"
 #include "../core/manifests_embed.h"
 #include "../core/npmlock.h"
+#include "lock.h"
 
 static const char usage[] =
 	"usage: agent-sandbox-server lock NAME [--version V] [--manifests DIR] [--check]\n"
@@ -53,38 +55,13 @@ static const char usage[] =
 
 /* A manifest is a few KiB (core/manifest.h allows 256 KiB). */
 #define LOCK_MANIFEST_MAX (256u << 10)
-/* Edits of one manifest: a version, a few URLs, pins, expect, min. */
-#define LOCK_EDITS_MAX 32
 /* Largest artifact lock downloads (Node.js is ~50 MiB). */
 #define LOCK_DOWNLOAD_MAX (2LL << 30)
-/* Output of `npm view` kept (a version string). */
-#define LOCK_NPM_OUT_MAX 4096
-
-struct edit {
-	size_t start, end;   /* replace text[start, end) */
-	char *with;          /* owned */
-};
-
-struct doc {
-	char path[PATH_MAX];
-	char *text;
-	size_t len;
-	struct json_doc j;
-	size_t *lines;       /* offset of each line start */
-	size_t nlines;
-	struct edit ed[LOCK_EDITS_MAX];
-	int ned;
-};
 
 static int quiet;
-/* An empty npmrc in the scratch directory, for --globalconfig/--userconfig. */
-static char g_empty_rc[PATH_MAX], g_empty_grc[PATH_MAX];
 
-static void
-say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static void
-say(const char *fmt, ...)
+void
+lock_say(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -96,9 +73,6 @@ say(const char *fmt, ...)
 	fflush(stdout);
 }
 
-/* "embedded:" + a path under manifests/: the files built into this binary
- * (lock --check without a source checkout). */
-#define LOCK_EMBEDDED "embedded:"
 
 static int
 read_embedded(const char *name, size_t max, char **out, size_t *len, struct err *e)
@@ -122,8 +96,8 @@ read_embedded(const char *name, size_t max, char **out, size_t *len, struct err 
 	return 0;
 }
 
-static int
-read_file(const char *path, size_t max, char **out, size_t *len, struct err *e)
+int
+lock_read_file(const char *path, size_t max, char **out, size_t *len, struct err *e)
 {
 	FILE *f;
 	char *b;
@@ -151,8 +125,8 @@ read_file(const char *path, size_t max, char **out, size_t *len, struct err *e)
 }
 
 /* Write buf to path through a temporary file and rename. */
-static int
-write_atomic(const char *path, const char *buf, size_t n, struct err *e)
+int
+lock_write_atomic(const char *path, const char *buf, size_t n, struct err *e)
 {
 	char tmp[PATH_MAX + 32];
 	int fd;
@@ -172,8 +146,8 @@ write_atomic(const char *path, const char *buf, size_t n, struct err *e)
 	return 0;
 }
 
-static int
-mkdir_parents(const char *path)
+int
+lock_mkdir_parents(const char *path)
 {
 	char b[PATH_MAX], *p;
 
@@ -197,7 +171,7 @@ doc_load(struct doc *d, const char *path, struct err *e)
 
 	memset(d, 0, sizeof(*d));
 	snprintf(d->path, sizeof(d->path), "%s", path);
-	if (read_file(path, LOCK_MANIFEST_MAX, &d->text, &d->len, e) != 0)
+	if (lock_read_file(path, LOCK_MANIFEST_MAX, &d->text, &d->len, e) != 0)
 		return -1;
 	if (json_parse(&d->j, d->text, d->len, NULL, e) != 0)
 		return -1;
@@ -357,8 +331,8 @@ replace_all(const char *s, const char *from, const char *to, char *out, size_t c
 }
 
 /* version, verify.expect, path.min follow a version change. */
-static int
-edit_version(struct doc *d, const char *old, const char *new, struct err *e)
+int
+lock_edit_version(struct doc *d, const char *old, const char *new, struct err *e)
 {
 	const struct json_val *root = d->j.root, *x;
 	char buf[1024];
@@ -379,13 +353,8 @@ edit_version(struct doc *d, const char *old, const char *new, struct err *e)
 
 /* ---- hosts ------------------------------------------------------------ */
 
-struct hosts {
-	const char *h[16];
-	size_t n;
-};
-
-static int
-load_hosts(const struct doc *d, struct hosts *h, struct err *e)
+int
+lock_load_hosts(const struct doc *d, struct hosts *h, struct err *e)
 {
 	const struct json_val *a = json_get(d->j.root, "hosts");
 	size_t i;
@@ -393,7 +362,7 @@ load_hosts(const struct doc *d, struct hosts *h, struct err *e)
 	h->n = 0;
 	if (a == NULL || a->type != JSON_ARRAY || a->u.arr.n == 0)
 		return err_set(e, "install.manifest_invalid", "%s: $.hosts: missing or empty", d->path);
-	for (i = 0; i < a->u.arr.n && h->n < 16; i++)
+	for (i = 0; i < a->u.arr.n && h->n < LOCK_HOSTS_MAX; i++)
 		if (a->u.arr.v[i].type == JSON_STRING)
 			h->h[h->n++] = a->u.arr.v[i].u.str.s;
 	return 0;
@@ -425,9 +394,7 @@ hash_sink(void *arg, const void *buf, size_t len, struct err *e)
 	return 0;
 }
 
-/* GET url (redirects checked against h; header, when not NULL, sent too),
- * its body to sink within max bytes. Returns 0 or -1 with e. */
-static int
+int
 lock_get(struct http_client *hc, const char *url, struct hosts *h, const char *header, http_sink sink,
 	 void *sink_arg, uint64_t max, struct err *e)
 {
@@ -476,7 +443,7 @@ lock_tarball(struct doc *d, const char *old, const char *new, int check, int *st
 
 	if (plat == NULL || plat->type != JSON_OBJECT || plat->u.obj.n == 0)
 		return err_set(e, "install.manifest_invalid", "%s: $.source.platforms: missing", d->path);
-	if (load_hosts(d, &h, e) != 0)
+	if (lock_load_hosts(d, &h, e) != 0)
 		return -1;
 	if ((hc = http_client_new(e)) == NULL)
 		return -1;
@@ -493,7 +460,7 @@ lock_tarball(struct doc *d, const char *old, const char *new, int check, int *st
 			http_client_free(hc);
 			return err_set(e, "http.url", "URL too long");
 		}
-		say("%s: downloading %s\n", m->key, url);
+		lock_say("%s: downloading %s\n", m->key, url);
 		if (download_sha256(hc, url, &h, hex, e) != 0) {
 			http_client_free(hc);
 			return -1;
@@ -506,7 +473,7 @@ lock_tarball(struct doc *d, const char *old, const char *new, int check, int *st
 			}
 			continue;
 		}
-		say("%s: sha256 %s\n", m->key, hex);
+		lock_say("%s: sha256 %s\n", m->key, hex);
 		if (strcmp(url, u->u.str.s) != 0 && set_string(d, u, url, e) != 0)
 			goto fail;
 		if (s != NULL) {
@@ -517,345 +484,9 @@ lock_tarball(struct doc *d, const char *old, const char *new, int check, int *st
 		}
 	}
 	http_client_free(hc);
-	return check ? 0 : edit_version(d, old, new, e);
+	return check ? 0 : lock_edit_version(d, old, new, e);
 fail:
 	http_client_free(hc);
-	return -1;
-}
-
-/* ---- npm-lock sources --------------------------------------------------- */
-
-/* Run npm with args in dir, a scrubbed environment (no npm_config_* from
- * the caller), stdout captured into out (when not NULL). Returns its exit
- * status, or -1. */
-static int
-run_npm(const char *dir, char *const args[], char *out, size_t cap, struct err *e)
-{
-	static const char *keep[] = {"PATH=", "HOME=", "HTTPS_PROXY=", "HTTP_PROXY=", "NO_PROXY=", "https_proxy=",
-				     "http_proxy=", "no_proxy=", "LANG=", "TMPDIR=", NULL};
-	extern char **environ;
-	char *env[32], *argv[40], extra[PATH_MAX + 32];
-	const char *npm = getenv("ABX_NPM");
-	int i, k, n = 0, pfd[2] = {-1, -1}, st;
-	pid_t pid;
-	size_t got = 0;
-
-	for (i = 0; environ[i] != NULL && n < 28; i++)
-		for (k = 0; keep[k] != NULL; k++)
-			if (strncmp(environ[i], keep[k], strlen(keep[k])) == 0)
-				env[n++] = environ[i];
-	if (getenv("SSL_CERT_FILE") != NULL) {
-		snprintf(extra, sizeof(extra), "NODE_EXTRA_CA_CERTS=%s", getenv("SSL_CERT_FILE"));
-		env[n++] = extra;
-	}
-	env[n] = NULL;
-	argv[0] = (char *)(npm && *npm ? npm : "npm");
-	for (i = 0; args[i] != NULL && i < 30; i++)
-		argv[i + 1] = args[i];
-	k = i + 1;
-	/* Neither the user's nor the machine's npmrc: a global `cafile`
-	 * would hide NODE_EXTRA_CA_CERTS, a user `omit-lockfile-registry-
-	 * resolved` would drop the URLs we check. With SSL_CERT_FILE set our
-	 * own client trusts only that file; npm then does the same. */
-	argv[k++] = "--globalconfig";
-	argv[k++] = (char *)g_empty_grc;
-	argv[k++] = "--userconfig";
-	argv[k++] = (char *)g_empty_rc;
-	if (getenv("SSL_CERT_FILE") != NULL && *getenv("SSL_CERT_FILE") != '\0') {
-		argv[k++] = "--cafile";
-		argv[k++] = getenv("SSL_CERT_FILE");
-	}
-	argv[k] = NULL;
-	if (out != NULL && pipe(pfd) != 0)
-		return err_set(e, "io.error", "pipe: %s", strerror(errno));
-	pid = fork();
-	if (pid < 0)
-		return err_set(e, "io.error", "fork: %s", strerror(errno));
-	if (pid == 0) {
-		if (out != NULL) {
-			dup2(pfd[1], 1);
-			close(pfd[0]);
-			close(pfd[1]);
-		} else {
-			dup2(2, 1); /* npm's chatter goes to our stderr */
-		}
-		if (chdir(dir) != 0)
-			_exit(126);
-		execvpe(argv[0], argv, env);
-		fprintf(stderr, "%s: lock: cannot run %s: %s\n", PROG, argv[0], strerror(errno));
-		_exit(127);
-	}
-	if (out != NULL) {
-		ssize_t r;
-		close(pfd[1]);
-		while ((r = read(pfd[0], out + got, cap - 1 - got)) > 0 && got < cap - 1)
-			got += (size_t)r;
-		close(pfd[0]);
-		out[got] = '\0';
-	}
-	while (waitpid(pid, &st, 0) < 0)
-		if (errno != EINTR)
-			return err_set(e, "io.error", "waitpid: %s", strerror(errno));
-	if (WIFEXITED(st) && WEXITSTATUS(st) == 127)
-		return err_set(e, "io.error", "cannot run %s (set ABX_NPM or install npm)", argv[0]);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-/*
- * The registry's latest version of pkg (its dist-tags.latest), asked by our
- * own client, so --check needs no npm: from the npm mirror when
- * ABX_INSTALL_NPM_REGISTRY names one (its host is then allowed), else from
- * the manifest's first host.
- */
-static int
-registry_latest(const char *pkg, struct hosts *h, char *out, size_t cap, struct err *e)
-{
-	const char *mirror = getenv("ABX_INSTALL_NPM_REGISTRY");
-	static char mhost[256];
-	char url[HTTP_URL_MAX], base[512];
-	const char *accept = "Accept: application/vnd.npm.install-v1+json";
-	struct http_client *hc;
-	struct buf g = BUF_INIT(JSON_MAX_BYTES_DEFAULT);
-	struct json_doc j;
-	const char *latest;
-	size_t i, n;
-	int rc;
-
-	if (mirror != NULL && *mirror != '\0') {
-		if (strncmp(mirror, "https://", 8) != 0)
-			return err_set(e, "config.invalid", "ABX_INSTALL_NPM_REGISTRY %s: not an https URL", mirror);
-		n = strcspn(mirror + 8, "/?#");
-		if (n == 0 || n >= sizeof(mhost) || h->n >= 16)
-			return err_set(e, "config.invalid", "ABX_INSTALL_NPM_REGISTRY %s: no host", mirror);
-		memcpy(mhost, mirror + 8, n);
-		mhost[n] = '\0';
-		h->h[h->n++] = mhost;
-		snprintf(base, sizeof(base), "%s", mirror);
-	} else {
-		snprintf(base, sizeof(base), "https://%s", h->h[0]);
-	}
-	n = strlen(base);
-	while (n > 0 && base[n - 1] == '/')
-		base[--n] = '\0';
-	snprintf(url, sizeof(url), "%s/", base);
-	for (i = 0, n = strlen(url); pkg[i] != '\0' && n + 4 < sizeof(url); i++)
-		n += (size_t)snprintf(url + n, sizeof(url) - n, pkg[i] == '/' ? "%%2f" : "%c", pkg[i]);
-	if ((hc = http_client_new(e)) == NULL)
-		return -1;
-	say("%s: asking %s for the latest version\n", pkg, url);
-	rc = lock_get(hc, url, h, accept, buf_http_sink, &g, JSON_MAX_BYTES_DEFAULT, e);
-	http_client_free(hc);
-	if (rc != 0 || json_parse(&j, g.p ? (const char *)g.p : "", g.len, NULL, e) != 0) {
-		buf_free(&g);
-		return -1;
-	}
-	latest = json_get_str(json_get(j.root, "dist-tags"), "latest");
-	if (latest == NULL)
-		rc = err_set(e, "install.failed", "%s: no dist-tags.latest in the registry's answer", url);
-	else
-		snprintf(out, cap, "%s", latest);
-	json_free(&j);
-	buf_free(&g);
-	return rc;
-}
-
-static void
-rm_scratch(const char *dir)
-{
-	static const char *files[] = {"package.json", "package-lock.json", "npmrc", "npmrc-global", NULL};
-	char p[PATH_MAX];
-	int i;
-
-	for (i = 0; files[i]; i++) {
-		snprintf(p, sizeof(p), "%s/%s", dir, files[i]);
-		unlink(p);
-	}
-	rmdir(dir);
-}
-
-static int
-lock_npm(struct doc *d, const char *dir, const char *old, const char *want, int check, int *stale, struct err *e)
-{
-	const struct json_val *src = json_get(d->j.root, "source");
-	const char *pkg = json_get_str(src, "package"), *lockrel = json_get_str(src, "lock"),
-		   *pjrel = json_get_str(src, "package_json");
-	struct hosts h;
-	struct npmlock l;
-	struct npmlock_opts lo;
-	char scratch[] = "/tmp/abx-lock.XXXXXX", reg[512], p[PATH_MAX], pj[1024], out[LOCK_NPM_OUT_MAX],
-	     spec[300], newver[128];
-	char *text = NULL;
-	size_t len;
-	int rc;
-
-	if (pkg == NULL || lockrel == NULL || pjrel == NULL)
-		return err_set(e, "install.manifest_invalid", "%s: $.source: package, lock and package_json needed",
-			       d->path);
-	if (!npmlock_name_ok(pkg, strlen(pkg)))
-		return err_set(e, "install.manifest_invalid", "%s: $.source.package: not an npm package name", d->path);
-	if (strstr(lockrel, "..") || lockrel[0] == '/' || strstr(pjrel, "..") || pjrel[0] == '/')
-		return err_set(e, "install.manifest_invalid", "%s: $.source.lock: not a path beside the manifest",
-			       d->path);
-	if (load_hosts(d, &h, e) != 0)
-		return -1;
-	snprintf(reg, sizeof(reg), "https://%s/", h.h[0]);
-	if (mkdtemp(scratch) == NULL)
-		return err_set(e, "io.error", "mkdtemp: %s", strerror(errno));
-	snprintf(p, sizeof(p), "%s/npmrc", scratch);
-	if (write_atomic(p, "", 0, e) != 0)
-		goto fail;
-	snprintf(g_empty_rc, sizeof(g_empty_rc), "%s", p);
-	snprintf(g_empty_grc, sizeof(g_empty_grc), "%s/npmrc-global", scratch);
-	if (write_atomic(g_empty_grc, "", 0, e) != 0)
-		goto fail;
-
-	if (check) {
-		char lockpath[PATH_MAX];
-
-		if (registry_latest(pkg, &h, out, sizeof(out), e) != 0)
-			goto fail;
-		if (strcmp(out, old) != 0) {
-			*stale = 1;
-			printf("%s: newer version %s (manifest has %s)\n", pkg, out, old);
-		}
-		/* The committed lockfile must still load and pin this version. */
-		if (strcmp(dir, LOCK_EMBEDDED) == 0)
-			snprintf(lockpath, sizeof(lockpath), "%s%s", LOCK_EMBEDDED, lockrel);
-		else
-			snprintf(lockpath, sizeof(lockpath), "%s/%s", dir, lockrel);
-		if (read_file(lockpath, JSON_MAX_BYTES_DEFAULT, &text, &len, e) != 0)
-			goto fail;
-		memset(&lo, 0, sizeof(lo));
-		lo.package = pkg;
-		lo.hosts = h.h;
-		lo.nhosts = h.n;
-		if (npmlock_load(&l, text, len, &lo, e) != 0) {
-			*stale = 1;
-			printf("%s: stale lockfile: %s\n", lockrel, e->msg);
-		} else {
-			if (strcmp(l.root->version, old) != 0) {
-				*stale = 1;
-				printf("%s: pins %s %s, manifest says %s\n", lockrel, pkg, l.root->version, old);
-			}
-			npmlock_free(&l);
-		}
-		free(text);
-		rm_scratch(scratch);
-		return 0;
-	}
-
-	/* A tag or range ("latest", "^1") becomes the exact version first, so
-	 * package.json, the lockfile's root and the manifest agree. */
-	{
-		char what[400];
-		char *va[] = {"view", what, "version", "--registry", reg, NULL};
-		snprintf(what, sizeof(what), "%s@%s", pkg, want);
-		rc = run_npm(scratch, va, out, sizeof(out), e);
-		if (rc > 0) {
-			/* npm answers a missing version (E404) like any other
-			 * failure; the package alone tells them apart. */
-			char *pa[] = {"view", (char *)pkg, "version", "--registry", reg, NULL};
-
-			if (run_npm(scratch, pa, out, sizeof(out), e) == 0) {
-				out[strcspn(out, "\r\n")] = '\0';
-				err_set(e, "not_found",
-					"no version of %s matches %s (latest: %s); choose one the registry has: "
-					"npm view %s versions",
-					pkg, want, out, pkg);
-			} else
-				err_set(e, "install.failed", "npm view %s failed (exit %d)", what, rc);
-		}
-		if (rc != 0)
-			goto fail;
-		/* A range answers one "pkg@v 'v'" line per match; take the last. */
-		{
-			char *last = NULL, *q, *sv = NULL;
-			for (q = strtok_r(out, "\r\n", &sv); q; q = strtok_r(NULL, "\r\n", &sv))
-				last = q;
-			if (last && strrchr(last, ' '))
-				last = strrchr(last, ' ') + 1;
-			if (last == NULL || *last == '\0') {
-				err_set(e, "not_found", "no version of %s matches %s; choose one the registry has: npm view %s versions",
-					pkg, want, pkg);
-				goto fail;
-			}
-			if (*last == '\'')
-				last++;
-			last[strcspn(last, "'")] = '\0';
-			snprintf(spec, sizeof(spec), "%s", last);
-			spec[strcspn(spec, "'")] = '\0';
-		}
-	}
-	snprintf(pj, sizeof(pj),
-		 "{\n  \"name\": \"abx-lock-%s\",\n  \"version\": \"0.0.0\",\n  \"private\": true,\n"
-		 "  \"dependencies\": {\n    \"%s\": \"%s\"\n  }\n}\n",
-		 json_get_str(d->j.root, "name") ? json_get_str(d->j.root, "name") : "tool", pkg, spec);
-	snprintf(p, sizeof(p), "%s/package.json", scratch);
-	if (write_atomic(p, pj, strlen(pj), e) != 0)
-		goto fail;
-	{
-		/* Every platform's optional packages are recorded whatever this
-		 * machine is: npm writes the whole ideal tree into the lockfile
-		 * and only skips inapplicable optionals when reifying, which
-		 * --package-lock-only never does. */
-		char *ia[] = {"install",
-			      "--package-lock-only",
-			      "--ignore-scripts",
-			      "--no-audit",
-			      "--no-fund",
-			      "--save-exact",
-			      "--lockfile-version=3",
-			      "--omit-lockfile-registry-resolved=false",
-			      "--registry",
-			      reg,
-			      NULL};
-		say("%s: npm install --package-lock-only %s@%s\n", d->path, pkg, spec);
-		rc = run_npm(scratch, ia, NULL, 0, e);
-		if (rc != 0) {
-			if (rc > 0)
-				err_set(e, "install.failed", "npm install --package-lock-only failed (exit %d)", rc);
-			goto fail;
-		}
-	}
-	snprintf(p, sizeof(p), "%s/package-lock.json", scratch);
-	if (read_file(p, JSON_MAX_BYTES_DEFAULT, &text, &len, e) != 0)
-		goto fail;
-	memset(&lo, 0, sizeof(lo));
-	lo.package = pkg;
-	lo.hosts = h.h;
-	lo.nhosts = h.n;
-	/* cpu and libc unknown: every entry, for every platform, must pass. */
-	if (npmlock_load(&l, text, len, &lo, e) != 0) {
-		char m[ERR_MSG_MAX];
-		snprintf(m, sizeof(m), "%s", e->msg);
-		err_set(e, e->code, "the lockfile npm produced is refused: %s", m);
-		goto fail;
-	}
-	snprintf(newver, sizeof(newver), "%s", l.root->version);
-	say("%s: %s@%s locked: %zu packages for linux, %zu optional ones for other systems\n", d->path, pkg,
-	    newver, l.npkgs, l.nskipped);
-	npmlock_free(&l);
-
-	/* The package.json records the exact version the lockfile pins. */
-	snprintf(pj, sizeof(pj),
-		 "{\n  \"name\": \"abx-lock-%s\",\n  \"version\": \"0.0.0\",\n  \"private\": true,\n"
-		 "  \"dependencies\": {\n    \"%s\": \"%s\"\n  }\n}\n",
-		 json_get_str(d->j.root, "name") ? json_get_str(d->j.root, "name") : "tool", pkg, newver);
-	{
-		char dst[PATH_MAX];
-		snprintf(dst, sizeof(dst), "%s/%s", dir, lockrel);
-		if (mkdir_parents(dst) != 0 || write_atomic(dst, text, len, e) != 0)
-			goto fail;
-		snprintf(dst, sizeof(dst), "%s/%s", dir, pjrel);
-		if (mkdir_parents(dst) != 0 || write_atomic(dst, pj, strlen(pj), e) != 0)
-			goto fail;
-	}
-	free(text);
-	rm_scratch(scratch);
-	return edit_version(d, old, newver, e);
-fail:
-	free(text);
-	rm_scratch(scratch);
 	return -1;
 }
 
@@ -914,14 +545,14 @@ lock_main(int argc, char **argv)
 		size_t tl;
 
 		snprintf(path, sizeof(path), "%s%s.json", LOCK_EMBEDDED, name);
-		if (read_file(path, LOCK_MANIFEST_MAX, &t, &tl, &e) != 0) {
+		if (lock_read_file(path, LOCK_MANIFEST_MAX, &t, &tl, &e) != 0) {
 			err_set(&e, "not_found", "no manifest %s.json in this binary and no %s/%s.json to check", name,
 				"manifests", name);
 			err_print(&e);
 			return EXIT_USAGE;
 		}
 		free(t);
-		say("%s: checking the manifest built into this binary\n", path);
+		lock_say("%s: checking the manifest built into this binary\n", path);
 	} else if (snprintf(path, sizeof(path), "%s/%s.json", dir, name), stat(path, &sb) != 0) {
 		snprintf(path, sizeof(path), "%s/%s.unpinned.json", dir, name);
 		if (stat(path, &sb) != 0) {
@@ -962,15 +593,15 @@ lock_main(int argc, char **argv)
 		else {
 			struct json_doc chk;
 			/* What we write must still be JSON. */
-			if (json_parse(&chk, out, n, NULL, &e) != 0 || write_atomic(path, out, n, &e) != 0)
+			if (json_parse(&chk, out, n, NULL, &e) != 0 || lock_write_atomic(path, out, n, &e) != 0)
 				rc = -1;
 			json_free(&chk);
 			free(out);
 		}
 		if (rc == 0)
-			say("%s: %d change%s written\n", path, d.ned, d.ned == 1 ? "" : "s");
+			lock_say("%s: %d change%s written\n", path, d.ned, d.ned == 1 ? "" : "s");
 	} else if (rc == 0 && !check) {
-		say("%s: already up to date\n", path);
+		lock_say("%s: already up to date\n", path);
 	}
 	doc_free(&d);
 	if (rc != 0)
@@ -978,6 +609,6 @@ lock_main(int argc, char **argv)
 	if (check && stale)
 		return EXIT_FAIL;
 	if (check)
-		say("%s: pins are current\n", path);
+		lock_say("%s: pins are current\n", path);
 	return EXIT_OK;
 }

@@ -8,8 +8,10 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -395,4 +397,52 @@ int
 proc_run(struct proc *p, const struct proc_spec *s, struct proc_capture *c, struct err *e)
 {
 	return proc_run_until(p, s, c, NULL, NULL, e);
+}
+
+/* An executable regular file (what execvp would run). */
+static int
+runnable(const char *path)
+{
+	struct stat sb;
+
+	return stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && access(path, X_OK) == 0;
+}
+
+int
+proc_which(const char *name, const char *path, char *out, size_t cap, struct err *e)
+{
+	char cwd[4096];
+	const char *p, *q;
+	size_t n;
+
+	if (name == NULL || name[0] == '\0')
+		return err_set(e, "not_found", "no program named");
+	if (strchr(name, '/') != NULL) {
+		if (name[0] == '/')
+			cwd[0] = '\0';
+		else if (getcwd(cwd, sizeof(cwd)) == NULL)
+			return err_set(e, "io.error", "%s: getcwd: %s", name, strerror(errno));
+		if ((size_t)snprintf(out, cap, "%s%s%s", cwd, cwd[0] ? "/" : "", name) >= cap)
+			return err_set(e, "io.error", "%s: path too long", name);
+		return 0;
+	}
+	for (p = path != NULL ? path : ""; p != NULL; p = q != NULL ? q + 1 : NULL) {
+		q = strchr(p, ':');
+		n = q != NULL ? (size_t)(q - p) : strlen(p);
+		if (n == 0) {
+			if (getcwd(cwd, sizeof(cwd)) == NULL)
+				continue;
+		} else if (n < sizeof(cwd)) {
+			memcpy(cwd, p, n);
+			cwd[n] = '\0';
+		} else {
+			continue;
+		}
+		if ((size_t)snprintf(out, cap, "%s/%s", cwd, name) >= cap)
+			continue;
+		if (out[0] == '/' && runnable(out))
+			return 0;
+	}
+	out[0] = '\0';
+	return err_set(e, "not_found", "%s: not found on PATH", name);
 }

@@ -141,4 +141,15 @@ void proc_capture_free(struct proc_capture *c);
 int proc_run_until(struct proc *p, const struct proc_spec *s, struct proc_capture *c, int (*stop)(void *),
                    void *arg, struct err *e);
 
+/*
+ * The absolute path proc_spawn needs for a program named as a user would
+ * name it, the way execvp finds it: a name with a slash is taken as is
+ * (made absolute against the current directory, not the child's cwd); a
+ * bare name is looked up in each entry of path (a PATH value, ':'-separated;
+ * an empty entry is the current directory) for an executable regular file.
+ * Returns 0 with out filled, or -1 with e (not_found naming the program, or
+ * io.error when the result would not fit in cap).
+ */
+int proc_which(const char *name, const char *path, char *out, size_t cap, struct err *e);
+
 #endif

@@ -161,6 +161,19 @@ check "a version that does not exist leaves the manifest" cmp -s "$T/m/tool.json
 run "$BIN" lock tool --manifests "$T/m" --version latest
 expect "npm-lock --version latest" 0 "@s/tool@1.1.0"
 check "manifest version follows" grep -q '"version": "1.1.0"' "$T/m/tool.json"
+# ABX_NPM: a bare name is looked up on PATH, a missing one is named with
+# the fix; a relative path is relative to where lock runs (not the scratch
+# directory npm runs in), and npm's own output reaches our stderr
+cp "$T/m/tool.json" "$T/tool.before"
+run env ABX_NPM=abx-no-such-npm "$BIN" lock tool --manifests "$T/m" --version 1.0.0
+expect "ABX_NPM not on PATH says so" 1 "" "io.error: cannot run abx-no-such-npm: not found on PATH (set ABX_NPM or install npm)"
+check "... and leaves the manifest" cmp -s "$T/m/tool.json" "$T/tool.before"
+mkdir -p "$T/npmwrap/bin"
+printf '#!/bin/sh\necho "wrapper: npm $1" >&2\nexec npm "$@"\n' >"$T/npmwrap/bin/npm"
+chmod 755 "$T/npmwrap/bin/npm"
+run sh -c "cd '$T/npmwrap' && ABX_NPM=./bin/npm '$BIN' lock tool --manifests '$T/m' --version 1.0.0"
+expect "a relative ABX_NPM runs from where lock runs" 0 "@s/tool@1.0.0 locked" "wrapper: npm install"
+check "... and its stdout is still captured (npm view)" grep -q "wrapper: npm view" "$T/err"
 echo '{"lockfileVersion": 1}' >"$T/m/tool/package-lock.json"
 run "$BIN" lock tool --manifests "$T/m" --check
 expect "npm-lock --check: a broken lockfile is stale" 1 "stale lockfile"

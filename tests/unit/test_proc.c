@@ -327,6 +327,54 @@ test_stream_steps(void **st)
 	proc_close(&p);
 }
 
+/* proc_which: PATH order, non-executables and directories skipped, a name
+ * with a slash made absolute, a missing program is not_found. */
+static void
+test_which(void **state)
+{
+	char dir[] = "/tmp/abx-which.XXXXXX", a[256], b[256], path[700], out[512], cwd[512];
+	struct err e;
+	FILE *f;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(a, sizeof(a), "%s/a", dir);
+	snprintf(b, sizeof(b), "%s/b", dir);
+	assert_int_equal(mkdir(a, 0700), 0);
+	assert_int_equal(mkdir(b, 0700), 0);
+	snprintf(path, sizeof(path), "%s/tool", a); /* not executable: skipped */
+	assert_non_null(f = fopen(path, "w"));
+	fclose(f);
+	snprintf(path, sizeof(path), "%s/tool", b);
+	assert_non_null(f = fopen(path, "w"));
+	fclose(f);
+	assert_int_equal(chmod(path, 0755), 0);
+	snprintf(path, sizeof(path), "%s/sub", a); /* a directory: skipped */
+	assert_int_equal(mkdir(path, 0700), 0);
+
+	snprintf(path, sizeof(path), "/nonexistent:%s:%s", a, b);
+	assert_int_equal(proc_which("tool", path, out, sizeof(out), &e), 0);
+	snprintf(path, sizeof(path), "%s/tool", b);
+	assert_string_equal(out, path);
+	snprintf(path, sizeof(path), "%s:%s", a, b);
+	assert_int_equal(proc_which("sub", path, out, sizeof(out), &e), -1);
+	assert_string_equal(e.code, "not_found");
+	assert_int_equal(proc_which("nosuch", path, out, sizeof(out), &e), -1);
+	assert_non_null(strstr(e.msg, "nosuch: not found on PATH"));
+	assert_int_equal(proc_which("tool", NULL, out, sizeof(out), &e), -1);
+
+	assert_int_equal(proc_which("/bin/sh", NULL, out, sizeof(out), &e), 0);
+	assert_string_equal(out, "/bin/sh");
+	assert_non_null(getcwd(cwd, sizeof(cwd)));
+	assert_int_equal(proc_which("./x/y", NULL, out, sizeof(out), &e), 0);
+	snprintf(path, sizeof(path), "%s/./x/y", cwd);
+	assert_string_equal(out, path);
+	assert_int_equal(proc_which("/bin/sh", NULL, out, 4, &e), -1);
+
+	snprintf(path, sizeof(path), "rm -rf '%s'", dir);
+	assert_int_equal(system(path), 0);
+}
+
 int
 main(void)
 {
@@ -343,6 +391,7 @@ main(void)
 	    cmocka_unit_test(test_leader_exit_kills_stragglers),
 	    cmocka_unit_test(test_own_session),
 	    cmocka_unit_test(test_stream_steps),
+	    cmocka_unit_test(test_which),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,74 @@
+#ifndef ABX_APPLETS_LOCK_H
+#define ABX_APPLETS_LOCK_H
+/*
+ * lock's private interface: the manifest text being edited (applets/lock.c)
+ * and what the npm-lock side (applets/lock_npm.c) needs of it.
+ */
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../core/err.h"
+#include "../core/http.h"
+#include "../core/json.h"
+
+/* Edits of one manifest: a version, a few URLs, pins, expect, min. */
+#define LOCK_EDITS_MAX 32
+/* Hosts a manifest lists (a tool has one or two). */
+#define LOCK_HOSTS_MAX 16
+/* "embedded:" + a path under manifests/: the files built into this binary
+ * (lock --check without a source checkout). */
+#define LOCK_EMBEDDED "embedded:"
+
+struct edit {
+	size_t start, end; /* replace text[start, end) */
+	char *with;        /* owned */
+};
+
+struct doc {
+	char path[PATH_MAX];
+	char *text;
+	size_t len;
+	struct json_doc j;
+	size_t *lines; /* offset of each line start */
+	size_t nlines;
+	struct edit ed[LOCK_EDITS_MAX];
+	int ned;
+};
+
+struct hosts {
+	const char *h[LOCK_HOSTS_MAX];
+	size_t n;
+};
+
+/* A progress line on stdout, unless -q. */
+void lock_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* path (or LOCK_EMBEDDED + a name) into *out (malloc'd, NUL-terminated)
+ * when at most max bytes. Returns 0 or -1 with e. */
+int lock_read_file(const char *path, size_t max, char **out, size_t *len, struct err *e);
+/* buf to path through a temporary file, fsync and rename. 0 or -1 with e. */
+int lock_write_atomic(const char *path, const char *buf, size_t n, struct err *e);
+/* The directories above path (mode 0755). 0 or -1 (errno). */
+int lock_mkdir_parents(const char *path);
+
+/* The manifest's $.hosts into h (views into d). 0 or -1 with e. */
+int lock_load_hosts(const struct doc *d, struct hosts *h, struct err *e);
+/* GET url (redirects checked against h; header, when not NULL, sent too),
+ * its body to sink within max bytes. Returns 0 or -1 with e. */
+int lock_get(struct http_client *hc, const char *url, struct hosts *h, const char *header, http_sink sink,
+             void *sink_arg, uint64_t max, struct err *e);
+/* The edits that follow a version change old -> new: version,
+ * verify.expect, path.min. 0 or -1 with e. */
+int lock_edit_version(struct doc *d, const char *old, const char *new, struct err *e);
+
+/*
+ * An npm-lock source: produce (or, with check, verify) the lockfile and
+ * package.json beside the manifest in dir for version want ("latest" and
+ * ranges resolved by npm). *stale is set when check finds a newer version
+ * or a lockfile that no longer loads. Returns 0 or -1 with e.
+ */
+int lock_npm(struct doc *d, const char *dir, const char *old, const char *want, int check, int *stale,
+             struct err *e);
+
+#endif
