@@ -31,10 +31,8 @@
 #include "../core/digest.h"
 #include "../core/http.h"
 #include "../core/net.h"
+#include "fetch_cache.h"
 
-/* applets/fetch_cache.c: fetch --only NAME... */
-int fetch_cache_wanted(int argc, char **argv);
-int fetch_cache_main(int argc, char **argv);
 
 static const char usage[] =
 	"usage: agent-sandbox-server fetch URL (--sha256 HEX | --sha512 HEX | --integrity SRI)\n"
@@ -486,9 +484,12 @@ fetch_main(int argc, char **argv)
 	const char *env;
 	int c, bad;
 
-	/* The cache-filling form lives in fetch_cache.c. */
-	if (fetch_cache_wanted(argc, argv))
-		return fetch_cache_main(argc, argv);
+	if (fetch_cache_wanted(argc, argv)) {
+		char *names[FETCH_CACHE_MAX];
+		struct fetch_cache_args ca;
+		int rc = fetch_cache_options(argc, argv, &ca, names);
+		return rc >= 0 ? rc : fetch_cache(&ca);
+	}
 	memset(&o, 0, sizeof(o));
 	err_clear(&e);
 	http_limits_default(&o.limits);

@@ -1,9 +1,9 @@
 /*
- * fetch --only NAME... [--platform P|all] [--cache DIR]: every artifact the
- * named tools (and their requires) need, verified, into the content-
- * addressed cache, without installing (SPEC §8). A cache filled on a
- * connected CI machine is what a sandbox in mode offline installs from, or
- * a mirror directory.
+ * fetch --only NAME... [--platform P|all] [--cache DIR], and prepare
+ * --cache-only: every artifact the named tools (and their requires) need,
+ * verified, into the content-addressed cache, without installing. A cache
+ * filled on a connected CI machine is what a sandbox in mode offline
+ * installs from, or a mirror directory.
  */
 #include "common.h"
 
@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "../core/json.h"
+#include "fetch_cache.h"
 #include "prepare_plan.h"
 #include "tooling.h"
 
@@ -35,9 +36,7 @@ static const char usage[] =
 	"  --cache DIR        the cache (default <first writable tools directory>/.cache)\n"
 	"  --json             one JSON document on stdout\n";
 
-#define FETCH_MAX 64
-
-/* 1 when argv asks for the cache-filling form (fetch.c dispatches here). */
+/* 1 when argv asks for the cache-filling form of fetch. */
 int
 fetch_cache_wanted(int argc, char **argv)
 {
@@ -61,7 +60,7 @@ fetch_cache_wanted(int argc, char **argv)
 }
 
 int
-fetch_cache_main(int argc, char **argv)
+fetch_cache_options(int argc, char **argv, struct fetch_cache_args *a, char **names)
 {
 	enum { O_ONLY = 256, O_PLATFORM, O_CACHE, O_CONFIG, O_MANIFESTS, O_TOOLS, O_JSON };
 	static const struct option opts[] = {
@@ -77,77 +76,74 @@ fetch_cache_main(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	static struct tooling t;
-	char *only[FETCH_MAX], names[FETCH_MAX][MANIFEST_NAME_MAX], absdir[PATH_MAX], abscache[PATH_MAX];
-	const char *plats[2];
-	int c, nonly = 0, n = 0, i, p, np, failed = 0, count = 0;
-	struct json_w w;
-	struct err e;
+	int c;
 
-	memset(&t, 0, sizeof(t));
+	memset(a, 0, sizeof(*a));
+	a->names = names;
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "qvh", opts, NULL)) != -1) {
 		switch (c) {
 		case O_ONLY:
-			if (nonly >= FETCH_MAX)
-				return usage_error("fetch", usage, "more than %d tools", FETCH_MAX);
-			only[nonly++] = optarg;
-			while (optind < argc && argv[optind][0] != '-' && nonly < FETCH_MAX)
-				only[nonly++] = argv[optind++];
+			if (a->nnames >= FETCH_CACHE_MAX)
+				return usage_error("fetch", usage, "more than %d tools", FETCH_CACHE_MAX);
+			names[a->nnames++] = optarg;
+			while (optind < argc && argv[optind][0] != '-' && a->nnames < FETCH_CACHE_MAX)
+				names[a->nnames++] = argv[optind++];
 			break;
-		case O_PLATFORM: t.platform = optarg; break;
-		case O_CACHE: t.cache = optarg; break;
-		case O_CONFIG: t.config = optarg; break;
-		case O_MANIFESTS: t.manifests = optarg; break;
-		case O_TOOLS: t.tools_dir = optarg; break;
-		case O_JSON: t.json = 1; break;
-		case 'q': t.quiet = 1; break;
-		case 'v': t.verbose = 1; break;
+		case O_PLATFORM: a->platform = optarg; break;
+		case O_CACHE: a->cache = optarg; break;
+		case O_CONFIG: a->config = optarg; break;
+		case O_MANIFESTS: a->manifests = optarg; break;
+		case O_TOOLS: a->tools_dir = optarg; break;
+		case O_JSON: a->json = 1; break;
+		case 'q': a->quiet = 1; break;
+		case 'v': a->verbose = 1; break;
 		case 'h': return usage_help(usage);
 		default: return bad_option("fetch", usage, argc, argv);
 		}
 	}
 	if (optind < argc)
 		return usage_error("fetch", usage, "unexpected argument %s", argv[optind]);
-	if (nonly == 0) {
-		struct prepare_plan_opts po = {t.config, t.manifests, t.tools_dir, NULL, NULL, NULL, NULL, 1};
-		int rc;
-		if (prepare_plan_names(&po, 0, 0, only, &nonly, FETCH_MAX, &rc) != 0)
-			return rc;
-		if (nonly == 0) {
-			if (t.json)
-				printf("{\"artifacts\":[],\"ok\":true}\n");
-			else if (!t.quiet)
-				fprintf(stderr, "fetch: the configuration needs no tool\n");
-			return EXIT_OK;
-		}
-	}
-	if (t.tools_dir != NULL && t.tools_dir[0] != '/' && realpath(t.tools_dir, absdir) != NULL)
-		t.tools_dir = absdir;
-	if (t.cache != NULL && t.cache[0] != '/') {
-		if (getcwd(abscache, sizeof(abscache) - strlen(t.cache) - 2) == NULL)
-			return usage_error("fetch", usage, "cannot resolve --cache %s", t.cache);
+	return -1;
+}
+
+/* Relative --tools-dir and --cache become absolute (the install context
+ * keeps them), into the caller's absdir and abscache. Returns 0, or the
+ * exit code of a usage error. */
+static int
+absolute_dirs(struct tooling *t, char *absdir, char *abscache, size_t cap)
+{
+	if (t->tools_dir != NULL && t->tools_dir[0] != '/' && realpath(t->tools_dir, absdir) != NULL)
+		t->tools_dir = absdir;
+	if (t->cache != NULL && t->cache[0] != '/') {
+		if (getcwd(abscache, cap - strlen(t->cache) - 2) == NULL)
+			return usage_error("fetch", usage, "cannot resolve --cache %s", t->cache);
 		strcat(abscache, "/");
-		strcat(abscache, t.cache);
-		t.cache = abscache;
+		strcat(abscache, t->cache);
+		t->cache = abscache;
 	}
-	if (tooling_open(&t, 1, NULL, &e) < 0) {
-		return tooling_fail(&t, &e);
-	}
-	if (t.ctx.cache_dir[0] == '\0') {
-		/* no writable tools directory yet: create the default one */
+	return 0;
+}
+
+/* Open the tooling and put the requires closure of the wanted tools into
+ * names[0..*n). Returns 0, or the exit code after printing why (t closed). */
+static int
+open_closure(struct tooling *t, char **only, int nonly, char names[][MANIFEST_NAME_MAX], int *n)
+{
+	struct err e;
+	int i;
+
+	if (tooling_open(t, 1, NULL, &e) < 0)
+		return tooling_fail(t, &e);
+	if (t->ctx.cache_dir[0] == '\0') {
 		err_set(&e, "install.read_only", "no writable cache directory; use --cache DIR");
-		tooling_close(&t);
+		tooling_close(t);
 		return fail(&e);
 	}
-	/* fetching is for connected machines: the install mode does not apply */
-	t.set.mode = CFG_MODE_LAZY;
-	if (!t.quiet && !t.json)
-		t.ctx.progress = tooling_progress;
 	for (i = 0; i < nonly; i++)
-		if (manifest_closure_add(&t.ms, only[i], names, &n, FETCH_MAX, &e) < 0) {
-			tooling_close(&t);
+		if (manifest_closure_add(&t->ms, only[i], names, n, FETCH_CACHE_MAX, &e) < 0) {
+			tooling_close(t);
 			if (e.code && strcmp(e.code, "install.manifest_invalid") == 0) {
 				err_print(&e);
 				return EXIT_USAGE;
@@ -159,6 +155,136 @@ fetch_cache_main(int argc, char **argv)
 			}
 			return fail(&e);
 		}
+	return 0;
+}
+
+struct tally {
+	int count, failed;
+};
+
+/* A failed artifact: in the JSON entry, and on stderr unless --json. */
+static void
+report_failure(struct tooling *t, struct json_w *w, struct tally *n, const struct err *e)
+{
+	n->failed++;
+	tooling_json_error(w, e);
+	if (!t->json)
+		err_print(e);
+}
+
+/* npm-lock: every package of the lockfile for the platform (all: every
+ * platform's), into the same cache. */
+static void
+fetch_npm_tool(struct tooling *t, const manifest_t *m, struct json_w *w, struct tally *n)
+{
+	const char *plat = t->platform ? t->platform : manifest_platform_self();
+	struct install_npm_info ni;
+	struct err e;
+
+	json_w_obj(w);
+	json_w_kstr(w, "name", m->name);
+	json_w_kstr(w, "version", m->version);
+	json_w_kstr(w, "platform", plat);
+	memset(&ni, 0, sizeof(ni));
+	if (install_npm_fetch(&t->ctx, m, plat, &ni, &e) == 0) {
+		n->count++;
+		if (!t->quiet && !t->json && ni.skipped > 0)
+			printf("%s %s npm packages: %zu downloaded, %zu cached, %zu not for %s\n", m->name, m->version,
+			       ni.fetched, ni.cached, ni.skipped, plat);
+		else if (!t->quiet && !t->json)
+			printf("%s %s npm packages: %zu downloaded, %zu cached\n", m->name, m->version, ni.fetched,
+			       ni.cached);
+	} else {
+		report_failure(t, w, n, &e);
+	}
+	json_w_end(w);
+}
+
+/* A tarball source: its artifact for each platform asked (all: every one
+ * the manifest lists). */
+static void
+fetch_tarball_tool(struct tooling *t, const manifest_t *m, struct json_w *w, struct tally *n)
+{
+	const char *plats[2];
+	int p, np = 0;
+
+	if (t->platform != NULL && strcmp(t->platform, "all") == 0) {
+		for (p = 0; p < m->source.nart && np < 2; p++)
+			plats[np++] = m->source.art[p].platform;
+	} else {
+		plats[np++] = t->platform ? t->platform : manifest_platform_self();
+	}
+	for (p = 0; p < np; p++) {
+		const struct manifest_artifact *a = manifest_artifact(m, plats[p]);
+		char path[PATH_MAX];
+		struct err e;
+		int rc;
+
+		json_w_obj(w);
+		json_w_kstr(w, "name", m->name);
+		json_w_kstr(w, "version", m->version);
+		json_w_kstr(w, "platform", plats[p]);
+		if (a == NULL) {
+			err_set(&e, "install.failed", "%s has no artifact for %s", m->name, plats[p]);
+			rc = -1;
+		} else {
+			json_w_kstr(w, "url", a->url);
+			json_w_kstr(w, "sha256", a->sha256);
+			rc = install_cache_artifact(&t->ctx, m, a, path, sizeof(path), &e);
+		}
+		if (rc == 0) {
+			n->count++;
+			json_w_kstr(w, "path", path);
+			if (!t->quiet && !t->json)
+				printf("%s %s %s: %s\n", m->name, m->version, plats[p], path);
+		} else {
+			report_failure(t, w, n, &e);
+		}
+		json_w_end(w);
+	}
+}
+
+int
+fetch_cache(const struct fetch_cache_args *a)
+{
+	static struct tooling t;
+	char *only[FETCH_CACHE_MAX], names[FETCH_CACHE_MAX][MANIFEST_NAME_MAX], absdir[PATH_MAX],
+		abscache[PATH_MAX];
+	int nonly = a->nnames < FETCH_CACHE_MAX ? a->nnames : FETCH_CACHE_MAX, n = 0, i, rc;
+	struct tally tally = {0, 0};
+	struct json_w w;
+	struct err e;
+
+	memset(&t, 0, sizeof(t));
+	t.config = a->config;
+	t.manifests = a->manifests;
+	t.tools_dir = a->tools_dir;
+	t.cache = a->cache;
+	t.platform = a->platform;
+	t.json = a->json;
+	t.quiet = a->quiet;
+	t.verbose = a->verbose;
+	for (i = 0; i < nonly; i++)
+		only[i] = a->names[i];
+	if (nonly == 0) {
+		struct prepare_plan_opts po = {t.config, t.manifests, t.tools_dir, NULL, NULL, NULL, NULL, 1};
+		if (prepare_plan_names(&po, 0, 0, only, &nonly, FETCH_CACHE_MAX, &rc) != 0)
+			return rc;
+		if (nonly == 0) {
+			if (t.json)
+				printf("{\"artifacts\":[],\"ok\":true}\n");
+			else if (!t.quiet)
+				fprintf(stderr, "fetch: the configuration needs no tool\n");
+			return EXIT_OK;
+		}
+	}
+	if ((rc = absolute_dirs(&t, absdir, abscache, sizeof(abscache))) != 0 ||
+	    (rc = open_closure(&t, only, nonly, names, &n)) != 0)
+		return rc;
+	/* fetching is for connected machines: the install mode does not apply */
+	t.set.mode = CFG_MODE_LAZY;
+	if (!t.quiet && !t.json)
+		t.ctx.progress = tooling_progress;
 	json_w_init(&w, 1 << 20);
 	json_w_obj(&w);
 	json_w_kstr(&w, "cache", t.ctx.cache_dir);
@@ -166,83 +292,23 @@ fetch_cache_main(int argc, char **argv)
 	json_w_arr(&w);
 	for (i = 0; i < n; i++) {
 		const manifest_t *m = manifest_get(&t.ms, names[i], &e);
-		np = 0;
 		if (m == NULL)
 			continue;
-		if (t.platform != NULL && strcmp(t.platform, "all") == 0) {
-			for (p = 0; p < m->source.nart && np < 2; p++)
-				plats[np++] = m->source.art[p].platform;
-		} else {
-			plats[np++] = t.platform ? t.platform : manifest_platform_self();
-		}
-		if (m->source.type != MANIFEST_SRC_TARBALL) {
-			/* npm-lock: every package of the lockfile for the platform
-			 * (all: every platform's), into the same cache */
-			struct install_npm_info ni;
-			const char *plat = t.platform ? t.platform : manifest_platform_self();
-			json_w_obj(&w);
-			json_w_kstr(&w, "name", m->name);
-			json_w_kstr(&w, "version", m->version);
-			json_w_kstr(&w, "platform", t.platform ? t.platform : manifest_platform_self());
-			memset(&ni, 0, sizeof(ni));
-			if (install_npm_fetch(&t.ctx, m, plat, &ni, &e) == 0) {
-				count++;
-				if (!t.quiet && !t.json && ni.skipped > 0)
-					printf("%s %s npm packages: %zu downloaded, %zu cached, %zu not for %s\n", m->name,
-					       m->version, ni.fetched, ni.cached, ni.skipped, plat);
-				else if (!t.quiet && !t.json)
-					printf("%s %s npm packages: %zu downloaded, %zu cached\n", m->name, m->version,
-					       ni.fetched, ni.cached);
-			} else {
-				failed++;
-				tooling_json_error(&w, &e);
-				if (!t.json)
-					err_print(&e);
-			}
-			json_w_end(&w);
-			continue;
-		}
-		for (p = 0; p < np; p++) {
-			const struct manifest_artifact *a = manifest_artifact(m, plats[p]);
-			char path[PATH_MAX];
-			int rc;
-
-			json_w_obj(&w);
-			json_w_kstr(&w, "name", m->name);
-			json_w_kstr(&w, "version", m->version);
-			json_w_kstr(&w, "platform", plats[p]);
-			if (a == NULL) {
-				err_set(&e, "install.failed", "%s has no artifact for %s", m->name, plats[p]);
-				rc = -1;
-			} else {
-				json_w_kstr(&w, "url", a->url);
-				json_w_kstr(&w, "sha256", a->sha256);
-				rc = install_cache_artifact(&t.ctx, m, a, path, sizeof(path), &e);
-			}
-			if (rc == 0) {
-				count++;
-				json_w_kstr(&w, "path", path);
-				if (!t.quiet && !t.json)
-					printf("%s %s %s: %s\n", m->name, m->version, plats[p], path);
-			} else {
-				failed++;
-				tooling_json_error(&w, &e);
-				if (!t.json)
-					err_print(&e);
-			}
-			json_w_end(&w);
-		}
+		if (m->source.type != MANIFEST_SRC_TARBALL)
+			fetch_npm_tool(&t, m, &w, &tally);
+		else
+			fetch_tarball_tool(&t, m, &w, &tally);
 	}
 	json_w_end(&w);
 	json_w_kint(&w, "downloads", t.ctx.downloads);
-	json_w_kbool(&w, "ok", failed == 0);
+	json_w_kbool(&w, "ok", tally.failed == 0);
 	json_w_end(&w);
 	if (t.json)
 		printf("%s\n", w.buf);
 	else if (!t.quiet)
-		fprintf(stderr, "fetch: %d artifact(s) in %s, %d downloaded, %d failed\n", count, t.ctx.cache_dir,
-			t.ctx.downloads, failed);
+		fprintf(stderr, "fetch: %d artifact(s) in %s, %d downloaded, %d failed\n", tally.count,
+			t.ctx.cache_dir, t.ctx.downloads, tally.failed);
 	json_w_free(&w);
 	tooling_close(&t);
-	return failed ? (count ? EXIT_PARTIAL : EXIT_FAIL) : EXIT_OK;
+	return tally.failed ? (tally.count ? EXIT_PARTIAL : EXIT_FAIL) : EXIT_OK;
 }

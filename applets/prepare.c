@@ -1,8 +1,9 @@
 /*
- * prepare: install tools at image build (SPEC §8; seed 000 §8), with the
- * runtime algorithm of the install engine. The tools are the ones named by
- * --only and their requires; deriving them from the configuration's enabled
- * operations comes with plan_from_config().
+ * prepare: install tools at image build with the same algorithm as a first
+ * use at run time (pinned digests, lock, staging, verify, atomic publish),
+ * so an image and a lazy sandbox end with the same tree. The tools are the
+ * ones named by --only and their requires, or without --only the ones the
+ * configuration's callable operations need (applets/prepare_plan.c).
  */
 #include "common.h"
 
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "../core/json.h"
+#include "fetch_cache.h"
 #include "prepare_plan.h"
 #include "tooling.h"
 
@@ -61,8 +63,8 @@ struct item {
 };
 
 /*
- * The list of tools: --only names and their requires closure, dependencies
- * first. (plan_from_config() will add the tools of the enabled operations.)
+ * The list of tools: the wanted names (--only, or the configuration's plan)
+ * and their requires closure, dependencies first.
  */
 static int
 plan_from_only(struct tooling *t, char **only, int nonly, struct item *items, int *n, struct err *e)
@@ -165,8 +167,18 @@ dry_run(struct tooling *t, struct item *items, int n)
 	return nunsupported ? EXIT_FAIL : EXIT_OK;
 }
 
-int
-prepare_main(int argc, char **argv)
+/* What the command line asks for besides the tooling flags. */
+struct prepare_args {
+	char *only[PREPARE_MAX];
+	int nonly;
+	int force, dry, cache_only;
+	struct prepare_plan_opts po;
+};
+
+/* Options into t and a. Returns -1 to go on, else the exit code (--help, or
+ * a usage error already printed). */
+static int
+parse_options(int argc, char **argv, struct tooling *t, struct prepare_args *a)
 {
 	enum { O_ONLY = 256, O_FORCE, O_DRY, O_JSON, O_CONFIG, O_MANIFESTS, O_TOOLS, O_CACHE, O_PLATFORM,
 	       O_POLICY, O_PRESET, O_COMMANDS, O_CACHE_ONLY, O_STATE };
@@ -190,89 +202,112 @@ prepare_main(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	static struct tooling t;
-	static struct item items[PREPARE_MAX];
-	char *only[PREPARE_MAX], absdir[PATH_MAX];
-	int c, nonly = 0, force = 0, dry = 0, n = 0, i, failed = 0, rc;
-	struct prepare_plan_opts po = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0};
-	int cache_only = 0, from_config = 0;
-	struct json_w w;
-	struct err e;
+	int c;
 
-	memset(&t, 0, sizeof(t));
-	err_clear(&e);
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "qvh", opts, NULL)) != -1) {
 		switch (c) {
 		case O_ONLY:
-			if (nonly >= PREPARE_MAX)
+			if (a->nonly >= PREPARE_MAX)
 				return usage_error("prepare", usage, "more than %d tools", PREPARE_MAX);
-			only[nonly++] = optarg;
+			a->only[a->nonly++] = optarg;
 			/* --only a b c: names up to the next option */
-			while (optind < argc && argv[optind][0] != '-' && nonly < PREPARE_MAX)
-				only[nonly++] = argv[optind++];
+			while (optind < argc && argv[optind][0] != '-' && a->nonly < PREPARE_MAX)
+				a->only[a->nonly++] = argv[optind++];
 			break;
-		case O_FORCE: force = 1; break;
-		case O_DRY: dry = 1; break;
-		case O_JSON: t.json = 1; break;
-		case O_CONFIG: t.config = optarg; break;
-		case O_MANIFESTS: t.manifests = optarg; break;
-		case O_TOOLS: t.tools_dir = optarg; break;
-		case O_STATE: t.state_dir = optarg; break;
-		case O_CACHE: t.cache = optarg; break;
-		case O_PLATFORM: t.platform = optarg; break;
-		case O_POLICY: po.policy = optarg; break;
-		case O_PRESET: po.preset = optarg; break;
-		case O_COMMANDS: po.commands = optarg; break;
-		case O_CACHE_ONLY: cache_only = 1; break;
-		case 'q': t.quiet = 1; break;
-		case 'v': t.verbose = 1; break;
+		case O_FORCE: a->force = 1; break;
+		case O_DRY: a->dry = 1; break;
+		case O_JSON: t->json = 1; break;
+		case O_CONFIG: t->config = optarg; break;
+		case O_MANIFESTS: t->manifests = optarg; break;
+		case O_TOOLS: t->tools_dir = optarg; break;
+		case O_STATE: t->state_dir = optarg; break;
+		case O_CACHE: t->cache = optarg; break;
+		case O_PLATFORM: t->platform = optarg; break;
+		case O_POLICY: a->po.policy = optarg; break;
+		case O_PRESET: a->po.preset = optarg; break;
+		case O_COMMANDS: a->po.commands = optarg; break;
+		case O_CACHE_ONLY: a->cache_only = 1; break;
+		case 'q': t->quiet = 1; break;
+		case 'v': t->verbose = 1; break;
 		case 'h': return usage_help(usage);
 		default: return bad_option("prepare", usage, argc, argv);
 		}
 	}
 	if (optind < argc)
 		return usage_error("prepare", usage, "unexpected argument %s", argv[optind]);
-	if (nonly == 0) {
-		/* The tools of the configuration (applets/prepare_plan.c). */
-		po.config = t.config;
-		po.manifests = t.manifests;
-		po.tools_dir = t.tools_dir;
-		po.state_dir = t.state_dir;
-		po.no_path = cache_only || (t.platform != NULL && strcmp(t.platform, manifest_platform_self()) != 0);
-		if (prepare_plan_names(&po, dry, t.json, only, &nonly, PREPARE_MAX, &rc) != 0)
-			return rc;
-		if (nonly == 0) {
-			if (t.json)
-				printf("{\"tools\":[],\"ok\":true}\n");
-			else if (!t.quiet)
-				printf("nothing to prepare: no mounted op needs a tool that PATH does not satisfy\n");
-			return EXIT_OK;
-		}
-		from_config = 1;
+	return -1;
+}
+
+/* Without --only, the configuration's plan (applets/prepare_plan.c) fills
+ * a->only: printed instead with --dry-run, or "nothing to prepare". Returns
+ * -1 to go on, else the exit code. */
+static int
+names_from_config(struct tooling *t, struct prepare_args *a)
+{
+	int rc;
+
+	a->po.config = t->config;
+	a->po.manifests = t->manifests;
+	a->po.tools_dir = t->tools_dir;
+	a->po.state_dir = t->state_dir;
+	a->po.no_path = a->cache_only || (t->platform != NULL && strcmp(t->platform, manifest_platform_self()) != 0);
+	if (prepare_plan_names(&a->po, a->dry, t->json, a->only, &a->nonly, PREPARE_MAX, &rc) != 0)
+		return rc;
+	if (a->nonly == 0) {
+		if (t->json)
+			printf("{\"tools\":[],\"ok\":true}\n");
+		else if (!t->quiet)
+			printf("nothing to prepare: no mounted op needs a tool that PATH does not satisfy\n");
+		return EXIT_OK;
 	}
-	if (cache_only)
-		return prepare_cache_only(only, nonly, t.config, t.manifests, t.tools_dir, t.cache, t.platform, t.json,
-					  t.quiet);
-	if (t.tools_dir != NULL && t.tools_dir[0] != '/' && realpath(t.tools_dir, absdir) != NULL)
-		t.tools_dir = absdir;
+	return -1;
+}
+
+/* --cache-only: the cache-filling of fetch for the same names and flags. */
+static int
+cache_only(const struct tooling *t, struct prepare_args *a)
+{
+	struct fetch_cache_args ca;
+
+	memset(&ca, 0, sizeof(ca));
+	ca.names = a->only;
+	ca.nnames = a->nonly;
+	ca.config = t->config;
+	ca.manifests = t->manifests;
+	ca.tools_dir = t->tools_dir;
+	ca.cache = t->cache;
+	ca.platform = t->platform;
+	ca.json = t->json;
+	ca.quiet = t->quiet;
+	return fetch_cache(&ca);
+}
+
+/* The install context and the items to prepare. Returns -1 to go on, else
+ * the exit code (t closed). */
+static int
+open_plan(struct tooling *t, struct prepare_args *a, struct item *items, int *n, int from_config)
+{
+	struct err e;
+	int i;
+
+	err_clear(&e);
 	/* --platform all only plans (--dry-run): the install context is this
 	 * machine's, the manifests are loaded for every platform. */
-	if (tooling_open(&t, dry, dry && t.platform != NULL && strcmp(t.platform, "all") == 0 ? NULL : t.platform,
-			 &e) < 0) {
-		return tooling_fail(&t, &e);
+	if (tooling_open(t, a->dry,
+			 a->dry && t->platform != NULL && strcmp(t->platform, "all") == 0 ? NULL : t->platform, &e) < 0)
+		return tooling_fail(t, &e);
+	t->ctx.building = 1;
+	t->ctx.force = a->force;
+	if (!t->quiet && !t->json) {
+		t->ctx.progress = tooling_progress;
+		t->ctx.announce = tooling_announce;
 	}
-	t.ctx.building = 1;
-	t.ctx.force = force;
-	if (!t.quiet && !t.json) {
-		t.ctx.progress = tooling_progress;
-		t.ctx.announce = tooling_announce;
-	}
-	if (t.verbose && !t.json)
-		t.ctx.timing = tooling_timing;
-	if (plan_from_only(&t, only, nonly, items, &n, &e) < 0) {
-		tooling_close(&t);
+	if (t->verbose && !t->json)
+		t->ctx.timing = tooling_timing;
+	if (plan_from_only(t, a->only, a->nonly, items, n, &e) < 0) {
+		tooling_close(t);
 		if (e.code && strcmp(e.code, "not_found") == 0) {
 			char msg[ERR_MSG_MAX];
 			snprintf(msg, sizeof(msg), "%s", e.msg);
@@ -286,70 +321,120 @@ prepare_main(int argc, char **argv)
 		return fail(&e);
 	}
 	/* Derived from the configuration: a copy on PATH is as good as any. */
-	for (i = 0; from_config && i < n; i++) {
+	for (i = 0; from_config && i < *n; i++) {
 		if (items[i].requested)
 			snprintf(items[i].why, sizeof(items[i].why), "configuration");
 		items[i].requested = 0;
 	}
-	if (dry) {
-		rc = dry_run(&t, items, n);
-		tooling_close(&t);
-		return rc;
+	return -1;
+}
+
+/* Install one item; its JSON entry into w and, unless --json or -q, a line.
+ * Returns the install_ensure answer (0 ready), e filled on failure. */
+static int
+install_one(struct tooling *t, const struct item *it, struct json_w *w, struct err *e)
+{
+	struct install_result r;
+	const manifest_t *m = manifest_get(&t->ms, it->name, e);
+	const char *ver = m ? m->version : "";
+	int rc;
+
+	err_clear(e);
+	rc = install_ensure(&t->ctx, it->name, it->requested ? INSTALL_F_NO_PATH : 0, &r, e);
+	json_w_obj(w);
+	json_w_kstr(w, "name", it->name);
+	json_w_kstr(w, "version", ver);
+	json_w_kstr(w, "state", install_state_name(r.state));
+	json_w_kbool(w, "installed", r.installed);
+	if (rc == 0) {
+		/* ready in a tools directory other than the one named:
+		 * say which (nothing was installed into the named one) */
+		int elsewhere = !r.from_path && !r.from_env && r.dir[0] != '\0' && t->set.tools_dir[0] != '\0' &&
+				strcmp(r.dir, t->set.tools_dir) != 0;
+		json_w_kstr(w, "entry", r.entry);
+		if (r.dir[0] != '\0')
+			json_w_kstr(w, "tools_dir", r.dir);
+		if (r.from_path)
+			json_w_kbool(w, "from_path", 1);
+		if (!t->quiet && !t->json && elsewhere)
+			printf("%s %s: ready in %s, not in %s (%s); nothing installed there (%s)\n", it->name, ver,
+			       r.dir, t->set.tools_dir, t->set.tools_dir_source, r.entry);
+		else if (!t->quiet && !t->json)
+			printf("%s %s: %s%s (%s)\n", it->name, ver, r.installed ? "installed" : "ready",
+			       r.from_path ? " on PATH" : "", r.entry);
+	} else {
+		tooling_json_error(w, e);
+		if (!t->json)
+			err_print(e);
 	}
+	json_w_end(w);
+	return rc;
+}
+
+/* Install every item in order; the JSON document with --json. Returns the
+ * exit code (t closed). */
+static int
+install_items(struct tooling *t, const struct item *items, int n)
+{
+	struct json_w w;
+	struct err e;
+	int i, failed = 0;
+
 	json_w_init(&w, 1 << 20);
 	json_w_obj(&w);
 	json_w_key(&w, "tools");
 	json_w_arr(&w);
 	for (i = 0; i < n; i++) {
-		struct install_result r;
-		const manifest_t *m = manifest_get(&t.ms, items[i].name, &e);
-
-		err_clear(&e);
-		rc = install_ensure(&t.ctx, items[i].name, items[i].requested ? INSTALL_F_NO_PATH : 0, &r, &e);
-		json_w_obj(&w);
-		json_w_kstr(&w, "name", items[i].name);
-		json_w_kstr(&w, "version", m ? m->version : "");
-		json_w_kstr(&w, "state", install_state_name(r.state));
-		json_w_kbool(&w, "installed", r.installed);
-		if (rc == 0) {
-			/* ready in a tools directory other than the one named:
-			 * say which (nothing was installed into the named one) */
-			int elsewhere = !r.from_path && !r.from_env && r.dir[0] != '\0' &&
-					t.set.tools_dir[0] != '\0' && strcmp(r.dir, t.set.tools_dir) != 0;
-			json_w_kstr(&w, "entry", r.entry);
-			if (r.dir[0] != '\0')
-				json_w_kstr(&w, "tools_dir", r.dir);
-			if (r.from_path)
-				json_w_kbool(&w, "from_path", 1);
-			if (!t.quiet && !t.json && elsewhere)
-				printf("%s %s: ready in %s, not in %s (%s); nothing installed there (%s)\n",
-				       items[i].name, m ? m->version : "", r.dir, t.set.tools_dir,
-				       t.set.tools_dir_source, r.entry);
-			else if (!t.quiet && !t.json)
-				printf("%s %s: %s%s (%s)\n", items[i].name, m ? m->version : "",
-				       r.installed ? "installed" : "ready", r.from_path ? " on PATH" : "", r.entry);
-		} else {
-			failed++;
-			tooling_json_error(&w, &e);
-			if (!t.json)
-				err_print(&e);
-			/* a broken manifest is a configuration error */
-			if (e.code && strcmp(e.code, "install.manifest_invalid") == 0 && n == 1) {
-				json_w_free(&w);
-				tooling_close(&t);
-				return EXIT_USAGE;
-			}
+		if (install_one(t, &items[i], &w, &e) == 0)
+			continue;
+		failed++;
+		/* a broken manifest is a configuration error */
+		if (e.code && strcmp(e.code, "install.manifest_invalid") == 0 && n == 1) {
+			json_w_free(&w);
+			tooling_close(t);
+			return EXIT_USAGE;
 		}
-		json_w_end(&w);
 	}
 	json_w_end(&w);
-	json_w_kint(&w, "downloads", t.ctx.downloads);
-	json_w_kint(&w, "bytes_downloaded", (int64_t)t.ctx.bytes_downloaded);
+	json_w_kint(&w, "downloads", t->ctx.downloads);
+	json_w_kint(&w, "bytes_downloaded", (int64_t)t->ctx.bytes_downloaded);
 	json_w_kbool(&w, "ok", failed == 0);
 	json_w_end(&w);
-	if (t.json)
+	if (t->json)
 		printf("%s\n", w.buf);
 	json_w_free(&w);
-	tooling_close(&t);
+	tooling_close(t);
 	return failed ? EXIT_PARTIAL : EXIT_OK;
+}
+
+int
+prepare_main(int argc, char **argv)
+{
+	static struct tooling t;
+	static struct item items[PREPARE_MAX];
+	static struct prepare_args a;
+	char absdir[PATH_MAX];
+	int n = 0, rc, from_config = 0;
+
+	memset(&t, 0, sizeof(t));
+	memset(&a, 0, sizeof(a));
+	if ((rc = parse_options(argc, argv, &t, &a)) >= 0)
+		return rc;
+	if (a.nonly == 0) {
+		if ((rc = names_from_config(&t, &a)) >= 0)
+			return rc;
+		from_config = 1;
+	}
+	if (a.cache_only)
+		return cache_only(&t, &a);
+	if (t.tools_dir != NULL && t.tools_dir[0] != '/' && realpath(t.tools_dir, absdir) != NULL)
+		t.tools_dir = absdir;
+	if ((rc = open_plan(&t, &a, items, &n, from_config)) >= 0)
+		return rc;
+	if (a.dry) {
+		rc = dry_run(&t, items, n);
+		tooling_close(&t);
+		return rc;
+	}
+	return install_items(&t, items, n);
 }

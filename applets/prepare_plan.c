@@ -244,36 +244,3 @@ prepare_plan_names(const struct prepare_plan_opts *o, int dry, int json, char **
 	prepare_plan_free(pp);
 	return 0;
 }
-
-/* applets/fetch_cache.c */
-int fetch_cache_main(int argc, char **argv);
-
-int
-prepare_cache_only(char **names, int n, const char *config, const char *manifests, const char *tools_dir,
-                   const char *cache, const char *platform, int json, int quiet)
-{
-	char *argv[PLAN_MAX + 16];
-	int argc = 0, i;
-
-	argv[argc++] = "fetch";
-	argv[argc++] = "--only";
-	for (i = 0; i < n && i < PLAN_MAX; i++)
-		argv[argc++] = names[i];
-#define OPT(flag, v)                                                                                         \
-	if ((v) != NULL) {                                                                                   \
-		argv[argc++] = flag;                                                                         \
-		argv[argc++] = (char *)(v);                                                                  \
-	}
-	OPT("--config", config);
-	OPT("--manifests", manifests);
-	OPT("--tools-dir", tools_dir);
-	OPT("--cache", cache);
-	OPT("--platform", platform);
-#undef OPT
-	if (json)
-		argv[argc++] = "--json";
-	if (quiet)
-		argv[argc++] = "-q";
-	argv[argc] = NULL;
-	return fetch_cache_main(argc, argv);
-}

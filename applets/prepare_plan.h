@@ -44,8 +44,4 @@ int prepare_plan_print(const struct prepare_plan *pp, int json);
 int prepare_plan_names(const struct prepare_plan_opts *o, int dry, int json, char **names, int *n, int cap,
                        int *rc);
 
-/* --cache-only: the cache-filling of `fetch --only NAME...` for names. */
-int prepare_cache_only(char **names, int n, const char *config, const char *manifests, const char *tools_dir,
-                       const char *cache, const char *platform, int json, int quiet);
-
 #endif
