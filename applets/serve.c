@@ -1,6 +1,7 @@
 /*
- * serve: the HTTP API (SPEC §9). Options and start-up here; the server core
- * is core/httpd.c, the API core/api*.c.
+ * serve: the HTTP API that runs operations and agent sessions for one
+ * sandbox. Options and start-up here; the server core is core/httpd.c, the
+ * API core/api*.c.
  */
 #include "common.h"
 
@@ -186,8 +187,56 @@ open_manifests(struct manifest_set *ms, const char *config_file, const struct co
 	return 0;
 }
 
-int
-serve_main(int argc, char **argv)
+/* The command line: configuration flags (each key once, the last given
+ * wins) and the options that are serve's own. Static storage: the reload
+ * thread reads the flags for the life of the process. */
+#define SERVE_FLAGS_MAX 16
+struct serve_opts {
+	struct config_flag flags[SERVE_FLAGS_MAX];
+	char flagnames[SERVE_FLAGS_MAX][32];
+	int nflags;
+	int hdr_ms, idle_ms, body_ms;
+	int quiet, verbose;
+	const char *config_file;
+};
+
+/* --NAME VALUE as the configuration key it sets. */
+static void
+add_flag(struct serve_opts *o, const char *name, const char *value)
+{
+	static const struct {
+		const char *opt, *key;
+	} cfgmap[] = {
+	    {"policy", "policy"},          {"preset", "preset"},
+	    {"commands", "commands"},      {"manifests", "manifests_dir"},
+	    {"tools-dir", "tools_dir"},    {"state-dir", "state_dir"},
+	    {"base-dir", "base_dir"},
+	    {"mode", "install.mode"},      {"host", "server.host"},
+	    {"port", "server.port"},       {"max-connections", "server.max_connections"},
+	    {"workers", "server.workers"},
+	};
+	size_t k;
+	int i;
+
+	for (k = 0; k < sizeof(cfgmap) / sizeof(cfgmap[0]); k++)
+		if (strcmp(cfgmap[k].opt, name) == 0)
+			break;
+	for (i = 0; i < o->nflags; i++)
+		if (strcmp(o->flags[i].key, cfgmap[k].key) == 0)
+			break;
+	if (i == o->nflags) {
+		if (o->nflags == SERVE_FLAGS_MAX)
+			return;
+		o->nflags++;
+	}
+	snprintf(o->flagnames[i], sizeof(o->flagnames[i]), "--%s", name);
+	o->flags[i] = (struct config_flag){cfgmap[k].key, value, o->flagnames[i]};
+}
+
+/* Options into o. Returns -1 to go on, else the exit code (--help, or a
+ * usage error already printed). */
+static int
+parse_options(int argc, char **argv, struct serve_opts *o)
 {
 	enum { O_MAXC = 256, O_WORKERS, O_HDR, O_IDLE, O_BODY, O_CFG };
 	static const struct option opts[] = {
@@ -212,35 +261,7 @@ serve_main(int argc, char **argv)
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	static const struct {
-		const char *opt, *key;
-	} cfgmap[] = {
-	    {"policy", "policy"},          {"preset", "preset"},
-	    {"commands", "commands"},      {"manifests", "manifests_dir"},
-	    {"tools-dir", "tools_dir"},    {"state-dir", "state_dir"},
-	    {"base-dir", "base_dir"},
-	    {"mode", "install.mode"},      {"host", "server.host"},
-	    {"port", "server.port"},       {"max-connections", "server.max_connections"},
-	    {"workers", "server.workers"},
-	};
-	static struct config_flag flags[16];
-	static char flagnames[16][32];
-	static struct manifest_set ms;
-	static struct api api;
-	static struct reload_args ra;
-	int introspect = 0, nflags = 0, hdr_ms = 0, idle_ms = 0, body_ms = 0, quiet = 0, verbose = 0, dummy;
-	const char *config_file = NULL, *envtok;
-	char tok[2 * API_TOKEN_BYTES + 1], state[PATH_MAX], tokpath[PATH_MAX + 8];
-	struct httpd_route routes[8];
-	struct httpd_config cfg;
-	struct api_gen *g;
-	struct sigaction sa;
-	struct digest d;
-	sigset_t hup;
-	pthread_t th;
-	struct err e;
-	int c, idx, rc, i;
-	size_t k;
+	int c, idx, dummy;
 
 	opterr = 0;
 	optind = 1;
@@ -270,48 +291,188 @@ serve_main(int argc, char **argv)
 		case O_HDR:
 		case O_IDLE:
 		case O_BODY:
-			if (parse_secs(optarg, c == O_HDR ? &hdr_ms : c == O_IDLE ? &idle_ms : &body_ms) != 0)
+			if (parse_secs(optarg, c == O_HDR ? &o->hdr_ms : c == O_IDLE ? &o->idle_ms : &o->body_ms) != 0)
 				return usage_error("serve", usage, "%s: expected seconds (0.001..86400)",
 				                   optarg);
 			break;
 		case O_CFG:
 			if (strcmp(opts[idx].name, "config") == 0)
-				config_file = optarg;
+				o->config_file = optarg;
 			else
 				name = opts[idx].name;
 			break;
 		case 'q':
-			quiet = 1;
-			verbose = 0;
+			o->quiet = 1;
+			o->verbose = 0;
 			break;
 		case 'v':
-			verbose = 1;
-			quiet = 0;
+			o->verbose = 1;
+			o->quiet = 0;
 			break;
 		case 'h':
 			return usage_help(usage);
 		default:
 			return bad_option("serve", usage, argc, argv);
 		}
-		if (name == NULL)
-			continue;
-		for (k = 0; k < sizeof(cfgmap) / sizeof(cfgmap[0]); k++)
-			if (strcmp(cfgmap[k].opt, name) == 0)
-				break;
-		for (i = 0; i < nflags; i++)
-			if (strcmp(flags[i].key, cfgmap[k].key) == 0)
-				break;
-		if (i == nflags) {
-			if (nflags == (int)(sizeof(flags) / sizeof(flags[0])))
-				continue;
-			nflags++;
-		}
-		snprintf(flagnames[i], sizeof(flagnames[i]), "--%s", name);
-		flags[i] = (struct config_flag){cfgmap[k].key, optarg, flagnames[i]};
+		if (name != NULL)
+			add_flag(o, name, optarg);
 	}
 	if (optind < argc)
 		return usage_error("serve", usage, "unexpected argument %s", argv[optind]);
+	return -1;
+}
 
+/* An unsafe state directory (group/world-writable, another owner) would
+ * take tokens and journals anyone may rewrite, and an unsafe explicit tools
+ * directory would answer 500 on every request that resolves a tool: both
+ * are refused at start-up, before anything is written. */
+static int
+refuse_unsafe_dirs(struct api_gen *g, struct err *e)
+{
+	static struct tools_chain chain;
+	char state[PATH_MAX];
+
+	if (tools_state_dir(&g->set, state, sizeof(state)) == 0 && access(state, F_OK) == 0 &&
+	    fs_dir_safe(state, e) != 0)
+		return -1;
+	return tools_chain_build(&chain, &g->set, 0, e);
+}
+
+/* The server core's settings: the configuration, with serve's timeout
+ * options over it. GET /health first and inline; every other method and
+ * target (TRACE, PROPFIND, lowercase ones, OPTIONS *) goes to the API,
+ * which authenticates before it routes, so the server core never answers
+ * 404 or 405 before the token is checked. */
+static void
+httpd_settings(struct httpd_config *cfg, struct httpd_route *routes, const struct api_gen *g,
+               const struct serve_opts *o, struct api *api)
+{
+	routes[0] = (struct httpd_route){"GET", "/health", HTTPD_EXACT | HTTPD_INLINE | HTTPD_PUBLIC,
+	                                 api_health, api};
+	routes[1] = (struct httpd_route){"*", "", HTTPD_PREFIX, api_handle, api};
+	httpd_config_defaults(cfg);
+	cfg->routes = routes;
+	cfg->nroutes = 2;
+	cfg->host = g->cfg.server.host;
+	cfg->port = g->cfg.server.port;
+	cfg->max_conns = g->cfg.server.max_connections;
+	cfg->max_conns_per_peer = g->cfg.server.max_connections_per_peer;
+	cfg->workers = g->cfg.server.workers;
+	cfg->max_body = (size_t)g->cfg.server.max_body_bytes;
+	cfg->max_head = (size_t)g->cfg.server.max_header_bytes;
+	cfg->header_timeout_ms = o->hdr_ms > 0 ? o->hdr_ms : g->cfg.server.header_timeout * 1000;
+	cfg->idle_timeout_ms = o->idle_ms > 0 ? o->idle_ms : g->cfg.server.idle_timeout * 1000;
+	cfg->body_timeout_ms = o->body_ms > 0 ? o->body_ms : g->cfg.server.request_timeout * 1000;
+	cfg->observe = api_observe;
+	cfg->observe_arg = api;
+	cfg->access_log = !o->quiet;
+	cfg->verbose = o->verbose;
+}
+
+/* Nothing configured: a token of our own, in the state directory, for
+ * principal default. Not writable there: a warning, and every request but
+ * /health answers 401. Returns 0, or -1 with e. */
+static int
+default_token(struct api_gen *g, struct api *api, struct err *e)
+{
+	char tok[2 * API_TOKEN_BYTES + 1], state[PATH_MAX], tokpath[PATH_MAX + 8];
+	struct digest d;
+
+	if (api_policy_has_tokens(&g->pol))
+		return 0;
+	if (tools_state_dir(&g->set, state, sizeof(state)) < 0 ||
+	    api_token_file(state, tok, sizeof(tok), tokpath, sizeof(tokpath), e) != 0) {
+		logline("warning: no token configured and none could be written (%s: %s); set "
+		        "ABX_SERVER_TOKEN. Every request but /health answers 401.",
+		        e->code != NULL ? e->code : "io.error", e->msg);
+		return 0;
+	}
+	digest_buf(DIGEST_SHA256, tok, strlen(tok), &d);
+	explicit_bzero(tok, sizeof(tok));
+	memcpy(api->default_digest, d.v, 32);
+	api->have_default_digest = 1;
+	if (policy_add_token_digest(&g->pol, "default", d.v, e) != 0)
+		return -1;
+	logline("access token for principal default is in %s", tokpath);
+	return 0;
+}
+
+/* SIGTERM and SIGINT drain the server, SIGPIPE is ignored, and the reload
+ * thread (the only one that takes SIGHUP) starts. */
+static void
+start_signals(struct reload_args *ra)
+{
+	struct sigaction sa;
+	pthread_t th;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sa.sa_handler = SIG_IGN;
+	sigaction(SIGPIPE, &sa, NULL);
+	if (pthread_create(&th, NULL, reload_thread, ra) == 0)
+		pthread_detach(th);
+}
+
+/* Serve until a signal drains the server, then end the sessions and free
+ * what no running job still uses. Returns the exit code. */
+static int
+run_and_stop(struct api *api, struct manifest_set *ms, int quiet, struct err *e)
+{
+	struct jobs_stats js;
+	int rc;
+
+	rc = httpd_run(g_srv, e);
+	if (rc < 0) {
+		httpd_free(g_srv);
+		return fail(e);
+	}
+	/* Running agents end with the server (marked interrupted), so no
+	 * child outlives it; a session still ending keeps the table. */
+	if (api->sessions != NULL && sessions_shutdown(api->sessions, PROC_KILL_GRACE_MS_DEFAULT + 1000) > 0)
+		rc = 1;
+	if (rc == 1) {
+		warnx_line("serve: drain time ran out with requests still running");
+		httpd_free(g_srv);
+		return EXIT_OK;
+	}
+	if (!quiet)
+		logline("stopped");
+	httpd_free(g_srv);
+	/* An install job still running uses the manifests and the job
+	 * table: leave both to process exit. */
+	jobs_get_stats(api->jobs, &js);
+	if (js.running > 0)
+		return EXIT_OK;
+	sessions_free(api->sessions);
+	api->sessions = NULL;
+	api_free(api);
+	manifest_set_close(ms);
+	return EXIT_OK;
+}
+
+int
+serve_main(int argc, char **argv)
+{
+	static struct serve_opts o;
+	static struct manifest_set ms;
+	static struct api api;
+	static struct reload_args ra;
+	int introspect = 0, rc;
+	const char *envtok;
+	char smsg[1024];
+	struct httpd_route routes[8];
+	struct httpd_config cfg;
+	struct api_gen *g;
+	struct digest d;
+	sigset_t hup;
+	struct err e;
+
+	memset(&o, 0, sizeof(o));
+	if ((rc = parse_options(argc, argv, &o)) >= 0)
+		return rc;
 	/* Before any thread exists, so every thread inherits the mask and
 	 * only the reload thread takes SIGHUP. */
 	sigemptyset(&hup);
@@ -319,7 +480,7 @@ serve_main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &hup, NULL);
 
 	err_clear(&e);
-	if (open_manifests(&ms, config_file, flags, nflags, &introspect, &e) != 0)
+	if (open_manifests(&ms, o.config_file, o.flags, o.nflags, &introspect, &e) != 0)
 		return fail(&e);
 	/* Introspection (ABX_SERVER_INTROSPECT): load and check everything
 	 * serve would, then stop: no socket, no secret read, nothing written. */
@@ -334,27 +495,13 @@ serve_main(int argc, char **argv)
 		memcpy(api.default_digest, d.v, 32);
 		api.have_default_digest = 1;
 	}
-	g = api_gen_build(config_file, flags, nflags, &ms,
+	g = api_gen_build(o.config_file, o.flags, o.nflags, &ms,
 	                  api.have_default_digest ? api.default_digest : NULL, &e);
 	if (g == NULL)
 		return fail(&e);
-	/* An unsafe state directory (group/world-writable, another owner)
-	 * would take tokens and journals anyone may rewrite: refused at
-	 * start-up, before anything is written. */
-	if (tools_state_dir(&g->set, state, sizeof(state)) == 0 && access(state, F_OK) == 0 &&
-	    fs_dir_safe(state, &e) != 0) {
+	if (refuse_unsafe_dirs(g, &e) != 0) {
 		api_gen_free(g);
 		return fail(&e);
-	}
-	{
-		/* An unsafe explicit tools directory likewise, instead of a 500
-		 * on every request that resolves a tool. */
-		static struct tools_chain chain;
-
-		if (tools_chain_build(&chain, &g->set, 0, &e) != 0) {
-			api_gen_free(g);
-			return fail(&e);
-		}
 	}
 	if (introspect) {
 		printf("serve: ABX_SERVER_INTROSPECT is set: configuration, policy and commands load; "
@@ -364,31 +511,8 @@ serve_main(int argc, char **argv)
 		return EXIT_OK;
 	}
 	/* The socket is bound before the token and sessions/ are written, so a
-	 * port in use leaves nothing behind. GET /health first and inline; every other method and target (TRACE,
-	 * PROPFIND, lowercase ones, OPTIONS *) goes to the API, which
-	 * authenticates before it routes, so the server core never answers
-	 * 404 or 405 before the token is checked. */
-	routes[0] = (struct httpd_route){"GET", "/health", HTTPD_EXACT | HTTPD_INLINE | HTTPD_PUBLIC,
-	                                 api_health, &api};
-	routes[1] = (struct httpd_route){"*", "", HTTPD_PREFIX, api_handle, &api};
-	httpd_config_defaults(&cfg);
-	cfg.routes = routes;
-	cfg.nroutes = 2;
-	cfg.host = g->cfg.server.host;
-	cfg.port = g->cfg.server.port;
-	cfg.max_conns = g->cfg.server.max_connections;
-	cfg.max_conns_per_peer = g->cfg.server.max_connections_per_peer;
-	cfg.workers = g->cfg.server.workers;
-	cfg.max_body = (size_t)g->cfg.server.max_body_bytes;
-	cfg.max_head = (size_t)g->cfg.server.max_header_bytes;
-	cfg.header_timeout_ms = hdr_ms > 0 ? hdr_ms : g->cfg.server.header_timeout * 1000;
-	cfg.idle_timeout_ms = idle_ms > 0 ? idle_ms : g->cfg.server.idle_timeout * 1000;
-	cfg.body_timeout_ms = body_ms > 0 ? body_ms : g->cfg.server.request_timeout * 1000;
-	cfg.observe = api_observe;
-	cfg.observe_arg = &api;
-	cfg.access_log = !quiet;
-	cfg.verbose = verbose;
-
+	 * port in use leaves nothing behind. */
+	httpd_settings(&cfg, routes, g, &o, &api);
 	g_srv = httpd_new(&cfg, &e);
 	if (g_srv == NULL)
 		return fail(&e);
@@ -397,86 +521,27 @@ serve_main(int argc, char **argv)
 		api_gen_free(g);
 		return fail(&e);
 	}
-	if (!api_policy_has_tokens(&g->pol)) {
-		/* Nothing configured: a token of our own, in the state directory. */
-		if (tools_state_dir(&g->set, state, sizeof(state)) < 0 ||
-		    api_token_file(state, tok, sizeof(tok), tokpath, sizeof(tokpath), &e) != 0) {
-			logline("warning: no token configured and none could be written (%s: %s); set "
-			        "ABX_SERVER_TOKEN. Every request but /health answers 401.",
-			        e.code != NULL ? e.code : "io.error", e.msg);
-		} else {
-			digest_buf(DIGEST_SHA256, tok, strlen(tok), &d);
-			explicit_bzero(tok, sizeof(tok));
-			memcpy(api.default_digest, d.v, 32);
-			api.have_default_digest = 1;
-			if (policy_add_token_digest(&g->pol, "default", d.v, &e) != 0) {
-				api_gen_free(g);
-				return fail(&e);
-			}
-			logline("access token for principal default is in %s", tokpath);
-		}
+	if (default_token(g, &api, &e) != 0) {
+		api_gen_free(g);
+		return fail(&e);
 	}
 	api.start_env = environ;
-	api.verbose = verbose;
+	api.verbose = o.verbose;
 	if (api_init(&api, g, &ms, &e) != 0)
 		return fail(&e);
-	{
-		char smsg[1024];
-
-		if (api_sessions_init(&api, smsg, sizeof(smsg), &e) != 0)
-			return fail(&e);
-		if (!quiet || strstr(smsg, "in memory") != NULL)
-			logline("%s", smsg);
-	}
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_signal;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGINT, &sa, NULL);
-	sa.sa_handler = SIG_IGN;
-	sigaction(SIGPIPE, &sa, NULL);
-	ra = (struct reload_args){&api, config_file, flags, nflags};
-	if (pthread_create(&th, NULL, reload_thread, &ra) == 0)
-		pthread_detach(th);
-
+	if (api_sessions_init(&api, smsg, sizeof(smsg), &e) != 0)
+		return fail(&e);
+	if (!o.quiet || strstr(smsg, "in memory") != NULL)
+		logline("%s", smsg);
+	ra = (struct reload_args){&api, o.config_file, o.flags, o.nflags};
+	start_signals(&ra);
 	if (cfg.port == 0) {
 		printf("%d\n", httpd_port(g_srv));
 		fflush(stdout);
 	}
-	if (!quiet)
+	if (!o.quiet)
 		logline("listening on %s port %d (%d slots, %d workers; %d ops, mode %s)", cfg.host,
 		        httpd_port(g_srv), cfg.max_conns, cfg.workers, g->ops.n,
 		        config_mode_name(g->set.mode));
-	rc = httpd_run(g_srv, &e);
-	if (rc < 0) {
-		httpd_free(g_srv);
-		return fail(&e);
-	}
-	/* Running agents end with the server (marked interrupted), so no
-	 * child outlives it; a session still ending keeps the table. */
-	if (api.sessions != NULL && sessions_shutdown(api.sessions, PROC_KILL_GRACE_MS_DEFAULT + 1000) > 0)
-		rc = 1;
-	if (rc == 1) {
-		warnx_line("serve: drain time ran out with requests still running");
-		httpd_free(g_srv);
-		return EXIT_OK;
-	}
-	if (!quiet)
-		logline("stopped");
-	httpd_free(g_srv);
-	{
-		struct jobs_stats js;
-
-		/* An install job still running uses the manifests and the job
-		 * table: leave both to process exit. */
-		jobs_get_stats(api.jobs, &js);
-		if (js.running > 0)
-			return EXIT_OK;
-	}
-	sessions_free(api.sessions);
-	api.sessions = NULL;
-	api_free(&api);
-	manifest_set_close(&ms);
-	return EXIT_OK;
+	return run_and_stop(&api, &ms, o.quiet, &e);
 }
