@@ -1,5 +1,5 @@
 /*
- * verify: prove later that nothing changed (SPEC §8). Re-hashes every
+ * verify: prove later that nothing changed since install. Re-hashes every
  * published tree against the listing recorded at install and names what
  * differs; --sbom prints what is installed as CycloneDX 1.5; FILE --sha256
  * checks one file.
@@ -314,6 +314,103 @@ sbom(struct tooling *t, struct found *f, int n)
 	return EXIT_OK;
 }
 
+/* The recorded listing against the tree as it is now: each change into w
+ * (and printed when text output). */
+static void
+tree_changes(const struct tooling *t, const struct found *f, const char *cur, struct json_w *w, struct err *e)
+{
+	char lp[PATH_MAX], *old = NULL;
+	size_t ol = 0;
+
+	snprintf(lp, sizeof(lp), "%s/%s/.installed.files", f->dir, f->name);
+	if (cur == NULL) {
+		json_w_str(w, "tree missing or unreadable");
+		if (!t->json)
+			printf("  %s: tree missing or unreadable: %s\n", f->name, e->msg);
+	} else if (fs_read_alloc(lp, 64u << 20, &old, &ol, e) == 0) {
+		if (diff_lists(old, cur, w, !t->json, f->name) == 0) {
+			json_w_str(w, "listing differs from the marker's digest");
+			if (!t->json)
+				printf("  %s: the recorded listing does not match the marker\n", f->name);
+		}
+	} else {
+		json_w_str(w, "content differs (no listing recorded)");
+		if (!t->json)
+			printf("  %s: content differs\n", f->name);
+	}
+	free(old);
+}
+
+/* One installed tool: its marker, tree digest and manifest digest; its
+ * JSON entry into w and, unless --json, an OK/DRIFT/BROKEN line. Returns 1
+ * when it drifted or is broken, else 0. */
+static int
+verify_tool(struct tooling *t, const struct found *f, struct json_w *w)
+{
+	struct install_marker mk;
+	char tree[PATH_MAX], hex[65], *cur = NULL;
+	size_t cl = 0;
+	const manifest_t *m;
+	struct err e;
+	int tree_ok = 0, manifest_ok = 1;
+
+	json_w_obj(w);
+	json_w_kstr(w, "name", f->name);
+	json_w_kstr(w, "dir", f->dir);
+	if (install_marker_read(f->dir, f->name, &mk, &e) < 0) {
+		json_w_kstr(w, "state", "broken");
+		json_w_kstr(w, "error", e.msg);
+		json_w_end(w);
+		if (!t->json)
+			printf("BROKEN %s: %s\n", f->name, e.msg);
+		return 1;
+	}
+	json_w_kstr(w, "version", mk.version);
+	snprintf(tree, sizeof(tree), "%s/%s/%s", f->dir, f->name, mk.tree);
+	if (install_tree_list(tree, &cur, &cl, hex, NULL, NULL, &e) == 0)
+		tree_ok = strcmp(hex, mk.tree_sha256) == 0;
+	m = manifest_get(&t->ms, f->name, &e);
+	if (m != NULL && strcmp(m->sha256, mk.manifest_sha256) != 0)
+		manifest_ok = 0;
+	json_w_kstr(w, "state", tree_ok && manifest_ok ? "ok" : "drift");
+	json_w_kbool(w, "tree_ok", tree_ok);
+	json_w_kbool(w, "manifest_ok", manifest_ok);
+	json_w_key(w, "changes");
+	json_w_arr(w);
+	if (!t->json)
+		printf("%s %s %s (%s)\n", tree_ok && manifest_ok ? "OK" : "DRIFT", f->name, mk.version, tree);
+	if (!manifest_ok) {
+		json_w_str(w, "manifest changed since install (prepare reinstalls it)");
+		if (!t->json)
+			printf("  %s: manifest changed since install (prepare reinstalls it)\n", f->name);
+	}
+	if (!tree_ok)
+		tree_changes(t, f, cur, w, &e);
+	json_w_end(w);
+	json_w_end(w);
+	free(cur);
+	return !tree_ok || !manifest_ok;
+}
+
+/* Every tool named on the command line is among the n found; else the
+ * first that is not is named. Returns 0 or -1. */
+static int
+all_found(char **names, int nnames, const struct found *f, int n)
+{
+	int i, k;
+
+	for (i = 0; i < nnames; i++) {
+		for (k = 0; k < n; k++)
+			if (strcmp(f[k].name, names[i]) == 0)
+				break;
+		if (k == n) {
+			err_printf("not_found", "%s is not installed in any tools directory", names[i]);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 int
 verify_main(int argc, char **argv)
 {
@@ -334,7 +431,7 @@ verify_main(int argc, char **argv)
 	static struct found f[VERIFY_MAX_TOOLS];
 	const char *sha = NULL;
 	char **names = NULL, absdir[PATH_MAX];
-	int c, nnames = 0, want_sbom = 0, n, i, drifted = 0;
+	int c, nnames = 0, want_sbom = 0, n, i, drifted = 0, rc;
 	struct json_w w;
 	struct err e;
 
@@ -364,23 +461,15 @@ verify_main(int argc, char **argv)
 	}
 	if (t.tools_dir != NULL && t.tools_dir[0] != '/' && realpath(t.tools_dir, absdir) != NULL)
 		t.tools_dir = absdir;
-	if (tooling_open(&t, 0, NULL, &e) < 0) {
+	if (tooling_open(&t, 0, NULL, &e) < 0)
 		return tooling_fail(&t, &e);
-	}
 	n = collect(&t, names, nnames, f, VERIFY_MAX_TOOLS);
-	for (i = 0; i < nnames; i++) {
-		int k;
-		for (k = 0; k < n; k++)
-			if (strcmp(f[k].name, names[i]) == 0)
-				break;
-		if (k == n) {
-			err_printf("not_found", "%s is not installed in any tools directory", names[i]);
-			tooling_close(&t);
-			return EXIT_FAIL;
-		}
+	if (all_found(names, nnames, f, n) != 0) {
+		tooling_close(&t);
+		return EXIT_FAIL;
 	}
 	if (want_sbom) {
-		int rc = sbom(&t, f, n);
+		rc = sbom(&t, f, n);
 		tooling_close(&t);
 		return rc;
 	}
@@ -388,74 +477,8 @@ verify_main(int argc, char **argv)
 	json_w_obj(&w);
 	json_w_key(&w, "tools");
 	json_w_arr(&w);
-	for (i = 0; i < n; i++) {
-		struct install_marker mk;
-		char tree[PATH_MAX], lp[PATH_MAX], hex[65], *old = NULL, *cur = NULL;
-		size_t ol = 0, cl = 0;
-		const manifest_t *m;
-		int tree_ok = 0, manifest_ok = 1, nd = 0;
-
-		json_w_obj(&w);
-		json_w_kstr(&w, "name", f[i].name);
-		json_w_kstr(&w, "dir", f[i].dir);
-		if (install_marker_read(f[i].dir, f[i].name, &mk, &e) < 0) {
-			json_w_kstr(&w, "state", "broken");
-			json_w_kstr(&w, "error", e.msg);
-			json_w_end(&w);
-			if (!t.json)
-				printf("BROKEN %s: %s\n", f[i].name, e.msg);
-			drifted++;
-			continue;
-		}
-		json_w_kstr(&w, "version", mk.version);
-		snprintf(tree, sizeof(tree), "%s/%s/%s", f[i].dir, f[i].name, mk.tree);
-		snprintf(lp, sizeof(lp), "%s/%s/.installed.files", f[i].dir, f[i].name);
-		if (install_tree_list(tree, &cur, &cl, hex, NULL, NULL, &e) == 0)
-			tree_ok = strcmp(hex, mk.tree_sha256) == 0;
-		m = manifest_get(&t.ms, f[i].name, &e);
-		if (m != NULL && strcmp(m->sha256, mk.manifest_sha256) != 0)
-			manifest_ok = 0;
-		json_w_kstr(&w, "state", tree_ok && manifest_ok ? "ok" : "drift");
-		json_w_kbool(&w, "tree_ok", tree_ok);
-		json_w_kbool(&w, "manifest_ok", manifest_ok);
-		json_w_key(&w, "changes");
-		json_w_arr(&w);
-		if (!tree_ok || !manifest_ok)
-			drifted++;
-		if (!t.json) {
-			if (tree_ok && manifest_ok)
-				printf("OK %s %s (%s)\n", f[i].name, mk.version, tree);
-			else
-				printf("DRIFT %s %s (%s)\n", f[i].name, mk.version, tree);
-		}
-		if (!manifest_ok) {
-			json_w_str(&w, "manifest changed since install (prepare reinstalls it)");
-			if (!t.json)
-				printf("  %s: manifest changed since install (prepare reinstalls it)\n", f[i].name);
-		}
-		if (!tree_ok) {
-			if (cur == NULL) {
-				json_w_str(&w, "tree missing or unreadable");
-				if (!t.json)
-					printf("  %s: tree missing or unreadable: %s\n", f[i].name, e.msg);
-			} else if (fs_read_alloc(lp, 64u << 20, &old, &ol, &e) == 0) {
-				nd = diff_lists(old, cur, &w, !t.json, f[i].name);
-				if (nd == 0) {
-					json_w_str(&w, "listing differs from the marker's digest");
-					if (!t.json)
-						printf("  %s: the recorded listing does not match the marker\n", f[i].name);
-				}
-			} else {
-				json_w_str(&w, "content differs (no listing recorded)");
-				if (!t.json)
-					printf("  %s: content differs\n", f[i].name);
-			}
-		}
-		json_w_end(&w);
-		json_w_end(&w);
-		free(old);
-		free(cur);
-	}
+	for (i = 0; i < n; i++)
+		drifted += verify_tool(&t, &f[i], &w);
 	json_w_end(&w);
 	json_w_kbool(&w, "ok", drifted == 0);
 	json_w_end(&w);
