@@ -382,115 +382,128 @@ load_params(struct cctx *c, struct op *op, const char *path, const struct json_v
 	return 0;
 }
 
+/* "install": the tools the command needs, each a known manifest, once. */
 static int
-load_command(struct cctx *c, struct ops *o, size_t idx, const struct json_val *v)
+load_install(struct cctx *c, struct op *op, const char *path, const struct json_val *f)
+{
+	size_t j;
+	int k;
+
+	if (f->type != JSON_ARRAY)
+		return cerr(c, f, "%s.install: expected an array of tool names", path);
+	if (f->u.arr.n > OP_INSTALL_MAX)
+		return cerr(c, f, "%s.install: more than %d tools", path, OP_INSTALL_MAX);
+	for (j = 0; j < f->u.arr.n; j++) {
+		const struct json_val *t = &f->u.arr.v[j];
+		if (!plain_string(t) || !cfg_valid_name(t->u.str.s))
+			return cerr(c, t, "%s.install[%zu]: expected a tool name ([a-z0-9._-])", path, j);
+		if (c->tool != NULL && !c->tool(t->u.str.s, c->ctx))
+			return cerr(c, t, "%s.install[%zu]: no manifest named %s", path, j, t->u.str.s);
+		for (k = 0; k < op->ninstall; k++)
+			if (strcmp(op->install[k], t->u.str.s) == 0)
+				return cerr(c, t, "%s.install[%zu]: %s listed twice", path, j, t->u.str.s);
+		snprintf(op->install[op->ninstall++], CFG_NAME_MAX, "%s", t->u.str.s);
+	}
+	return 0;
+}
+
+/* "env": the names of the caller's variables the command receives; never
+ * the server's own token. */
+static int
+load_env(struct cctx *c, struct op *op, const char *path, const struct json_val *f)
+{
+	size_t j;
+
+	if (f->type != JSON_ARRAY)
+		return cerr(c, f, "%s.env: expected an array of variable names", path);
+	if (f->u.arr.n > OP_ENV_MAX)
+		return cerr(c, f, "%s.env: more than %d variables", path, OP_ENV_MAX);
+	for (j = 0; j < f->u.arr.n; j++) {
+		const struct json_val *t = &f->u.arr.v[j];
+		if (!plain_string(t) || !valid_env_name(t->u.str.s))
+			return cerr(c, t, "%s.env[%zu]: expected a variable name ([A-Z_][A-Z0-9_]*)", path, j);
+		if (strcmp(t->u.str.s, "ABX_SERVER_TOKEN") == 0)
+			return cerr(c, t,
+			            "%s.env[%zu]: ABX_SERVER_TOKEN is a secret of the server "
+			            "and is never passed",
+			            path, j);
+		snprintf(op->env[op->nenv++], OP_ENV_NAME_MAX, "%s", t->u.str.s);
+	}
+	return 0;
+}
+
+/* One member of a command object other than id, argv and params (those two
+ * are kept in *argv and *params for after the loop). */
+static int
+load_command_field(struct cctx *c, struct op *op, const char *path, const struct json_member *m,
+                   const struct json_val **argv, const struct json_val **params)
 {
 	static const char *const known[] = {"id",  "argv",        "install", "timeout",    "cwd",
 	                                    "env", "description", "params",  "concurrency"};
-	const struct json_val *id = NULL, *argv = NULL, *params = NULL;
-	struct op *op;
-	char path[OP_ID_MAX + 32];
+	const struct json_val *f = &m->val;
+	const char *s;
+
+	if (json_key_is(m, "id"))
+		return 0;
+	if (json_key_is(m, "argv")) {
+		*argv = f;
+	} else if (json_key_is(m, "params")) {
+		*params = f;
+	} else if (json_key_is(m, "install")) {
+		return load_install(c, op, path, f);
+	} else if (json_key_is(m, "env")) {
+		return load_env(c, op, path, f);
+	} else if (json_key_is(m, "timeout")) {
+		if (f->type != JSON_NUMBER || !f->u.num.is_int || f->u.num.i < 1 || f->u.num.i > 86400)
+			return cerr(c, f, "%s.timeout: expected seconds from 1 to 86400", path);
+		op->timeout = (int)f->u.num.i;
+	} else if (json_key_is(m, "concurrency")) {
+		if (f->type != JSON_NUMBER || !f->u.num.is_int || f->u.num.i < 1 || f->u.num.i > 4096)
+			return cerr(c, f, "%s.concurrency: expected an integer from 1 to 4096", path);
+		op->concurrency = (int)f->u.num.i;
+	} else if (json_key_is(m, "cwd")) {
+		if (!plain_string(f) || f->u.str.s[0] != '/' || f->u.str.len >= CFG_PATH_MAX)
+			return cerr(c, f, "%s.cwd: expected an absolute path", path);
+		snprintf(op->cwd, sizeof(op->cwd), "%s", f->u.str.s);
+	} else if (json_key_is(m, "description")) {
+		if (!plain_string(f))
+			return cerr(c, f, "%s.description: expected a string", path);
+		snprintf(op->description, sizeof(op->description), "%s", f->u.str.s);
+	} else if ((s = config_did_you_mean(m->key, known, 9)) != NULL) {
+		return cerr(c, f, "%s.%.40s: unknown key (did you mean %s.%s?)", path, m->key, path, s);
+	} else {
+		return cerr(c, f, "%s.%.40s: unknown key", path, m->key);
+	}
+	return 0;
+}
+
+/* argv[0]: a fixed program (no placeholder, no brace, not empty), an
+ * absolute path or a bare name, never a relative path. */
+static int
+check_program(struct cctx *c, const char *path, const struct json_val *w)
+{
+	const char *why = NULL;
+	int n = 0;
+
+	tpl_walk(w->u.str.s, count_use, &n, &why);
+	if (n > 0 || w->u.str.s[0] == '\0' || strchr(w->u.str.s, '{') || strchr(w->u.str.s, '}'))
+		return cerr(c, w, "%s.argv[0]: the program is fixed: no placeholder or brace, not empty", path);
+	if (strchr(w->u.str.s, '/') != NULL && w->u.str.s[0] != '/')
+		return cerr(c, w, "%s.argv[0]: an absolute path or a bare name, not a relative path", path);
+	return 0;
+}
+
+/* "argv": words that are strings, placeholders only of declared
+ * parameters, and every declared parameter used. Copies the words into op
+ * (released by the caller on error). */
+static int
+load_argv(struct cctx *c, struct op *op, const char *path, const struct json_val *v, const struct json_val *argv,
+          const struct json_val *params)
+{
 	struct use_ctx u;
 	const char *why = NULL;
-	size_t i, j;
+	size_t j;
 
-	snprintf(path, sizeof(path), "[%zu]", idx);
-	if (v->type != JSON_OBJECT)
-		return cerr(c, v, "%s: expected a command object", path);
-	if ((id = json_get(v, "id")) == NULL)
-		return cerr(c, v, "%s: missing \"id\"", path);
-	if (!plain_string(id) || !policy_op_id_valid(id->u.str.s))
-		return cerr(c, id,
-		            "%s.id: an op id is dot-separated segments of [A-Za-z0-9_-], at most %d bytes",
-		            path, OP_ID_MAX - 1);
-	if (strcmp(id->u.str.s, "agents") == 0 || strncmp(id->u.str.s, "agents.", 7) == 0)
-		return cerr(c, id, "%s.id: \"%s\": the segment \"agents\" is reserved for agent ops", path,
-		            id->u.str.s);
-	snprintf(path, sizeof(path), "%s", id->u.str.s);
-	if (ops_find(o, id->u.str.s) != NULL)
-		return cerr(c, id, "%s: a command with this id is defined twice", path);
-	if ((op = new_op(o, id->u.str.s, c->e)) == NULL)
-		return cerr(c, id, "%s", c->e->msg);
-	op->kind = OP_COMMAND;
-	op->action = "command";
-	op->timeout = 60;
-	/* op stays outside o->n until it validates, so an error leaks nothing
-	 * the caller can see; its argv strings are released here on error. */
-	for (i = 0; i < v->u.obj.n; i++) {
-		const struct json_member *m = &v->u.obj.m[i];
-		const struct json_val *f = &m->val;
-		if (json_key_is(m, "id")) {
-			continue;
-		} else if (json_key_is(m, "argv")) {
-			argv = f;
-		} else if (json_key_is(m, "params")) {
-			params = f;
-		} else if (json_key_is(m, "install")) {
-			if (f->type != JSON_ARRAY)
-				goto bad_install;
-			if (f->u.arr.n > OP_INSTALL_MAX)
-				return cerr(c, f, "%s.install: more than %d tools", path, OP_INSTALL_MAX);
-			for (j = 0; j < f->u.arr.n; j++) {
-				const struct json_val *t = &f->u.arr.v[j];
-				int k;
-				if (!plain_string(t) || !cfg_valid_name(t->u.str.s))
-					return cerr(c, t,
-					            "%s.install[%zu]: expected a tool name ([a-z0-9._-])",
-					            path, j);
-				if (c->tool != NULL && !c->tool(t->u.str.s, c->ctx))
-					return cerr(c, t, "%s.install[%zu]: no manifest named %s", path, j,
-					            t->u.str.s);
-				for (k = 0; k < op->ninstall; k++)
-					if (strcmp(op->install[k], t->u.str.s) == 0)
-						return cerr(c, t, "%s.install[%zu]: %s listed twice", path, j,
-						            t->u.str.s);
-				snprintf(op->install[op->ninstall++], CFG_NAME_MAX, "%s", t->u.str.s);
-			}
-		} else if (json_key_is(m, "timeout")) {
-			if (f->type != JSON_NUMBER || !f->u.num.is_int || f->u.num.i < 1 ||
-			    f->u.num.i > 86400)
-				return cerr(c, f, "%s.timeout: expected seconds from 1 to 86400", path);
-			op->timeout = (int)f->u.num.i;
-		} else if (json_key_is(m, "concurrency")) {
-			if (f->type != JSON_NUMBER || !f->u.num.is_int || f->u.num.i < 1 || f->u.num.i > 4096)
-				return cerr(c, f, "%s.concurrency: expected an integer from 1 to 4096", path);
-			op->concurrency = (int)f->u.num.i;
-		} else if (json_key_is(m, "cwd")) {
-			if (!plain_string(f) || f->u.str.s[0] != '/' || f->u.str.len >= CFG_PATH_MAX)
-				return cerr(c, f, "%s.cwd: expected an absolute path", path);
-			snprintf(op->cwd, sizeof(op->cwd), "%s", f->u.str.s);
-		} else if (json_key_is(m, "description")) {
-			if (!plain_string(f))
-				return cerr(c, f, "%s.description: expected a string", path);
-			snprintf(op->description, sizeof(op->description), "%s", f->u.str.s);
-		} else if (json_key_is(m, "env")) {
-			if (f->type != JSON_ARRAY)
-				return cerr(c, f, "%s.env: expected an array of variable names", path);
-			if (f->u.arr.n > OP_ENV_MAX)
-				return cerr(c, f, "%s.env: more than %d variables", path, OP_ENV_MAX);
-			for (j = 0; j < f->u.arr.n; j++) {
-				const struct json_val *t = &f->u.arr.v[j];
-				if (!plain_string(t) || !valid_env_name(t->u.str.s))
-					return cerr(
-					    c, t, "%s.env[%zu]: expected a variable name ([A-Z_][A-Z0-9_]*)",
-					    path, j);
-				if (strcmp(t->u.str.s, "ABX_SERVER_TOKEN") == 0)
-					return cerr(c, t,
-					            "%s.env[%zu]: ABX_SERVER_TOKEN is a secret of the server "
-					            "and is never passed",
-					            path, j);
-				snprintf(op->env[op->nenv++], OP_ENV_NAME_MAX, "%s", t->u.str.s);
-			}
-		} else {
-			const char *s = config_did_you_mean(m->key, known, 9);
-			if (s != NULL)
-				return cerr(c, f, "%s.%.40s: unknown key (did you mean %s.%s?)", path, m->key,
-				            path, s);
-			return cerr(c, f, "%s.%.40s: unknown key", path, m->key);
-		}
-	}
-	if (params != NULL && load_params(c, op, path, params) != 0)
-		return -1;
 	if (argv == NULL)
 		return cerr(c, v, "%s: missing \"argv\"", path);
 	if (argv->type != JSON_ARRAY || argv->u.arr.n == 0)
@@ -501,53 +514,81 @@ load_command(struct cctx *c, struct ops *o, size_t idx, const struct json_val *v
 	u.op = op;
 	for (j = 0; j < argv->u.arr.n; j++) {
 		const struct json_val *w = &argv->u.arr.v[j];
-		if (!plain_string(w))
-			goto bad_argv;
-		if (w->u.str.len >= OP_ARG_MAX)
-			goto bad_argv;
+		if (!plain_string(w) || w->u.str.len >= OP_ARG_MAX)
+			return cerr(c, argv, "%s.argv: every word is a string without NUL, under %d bytes", path,
+			            OP_ARG_MAX);
 		if (tpl_walk(w->u.str.s, mark_use, &u, &why) != 0) {
-			op_release(op);
 			if (why != NULL)
 				return cerr(c, w, "%s.argv[%zu]: %s", path, j, why);
 			return cerr(c, w, "%s.argv[%zu]: {%s} is not a declared parameter", path, j, u.bad);
 		}
-		if (j == 0) {
-			int n = 0;
-			tpl_walk(w->u.str.s, count_use, &n, &why);
-			if (n > 0 || w->u.str.s[0] == '\0' || strchr(w->u.str.s, '{') ||
-			    strchr(w->u.str.s, '}')) {
-				op_release(op);
-				return cerr(
-				    c, w,
-				    "%s.argv[0]: the program is fixed: no placeholder or brace, not empty",
-				    path);
-			}
-			if (strchr(w->u.str.s, '/') != NULL && w->u.str.s[0] != '/') {
-				op_release(op);
-				return cerr(
-				    c, w, "%s.argv[0]: an absolute path or a bare name, not a relative path",
-				    path);
-			}
-		}
-		if ((op->argv[op->argc] = strdup(w->u.str.s)) == NULL) {
-			op_release(op);
+		if (j == 0 && check_program(c, path, w) != 0)
+			return -1;
+		if ((op->argv[op->argc] = strdup(w->u.str.s)) == NULL)
 			return err_set(c->e, "internal", "out of memory");
-		}
 		op->argc++;
 	}
 	for (j = 0; j < (size_t)op->nparams; j++)
-		if (!u.used[j]) {
-			op_release(op);
+		if (!u.used[j])
 			return cerr(c, params, "%s.params.%s: declared but not used in argv", path,
 			            op->params[j].name);
-		}
+	return 0;
+}
+
+/* The command's id at v: dot-separated segments, not under "agents", not
+ * defined before. Into path; returns it, or NULL with c->e set. */
+static const struct json_val *
+command_id(struct cctx *c, struct ops *o, size_t idx, const struct json_val *v, char *path, size_t cap)
+{
+	const struct json_val *id;
+
+	snprintf(path, cap, "[%zu]", idx);
+	if (v->type != JSON_OBJECT)
+		return cerr(c, v, "%s: expected a command object", path), NULL;
+	if ((id = json_get(v, "id")) == NULL)
+		return cerr(c, v, "%s: missing \"id\"", path), NULL;
+	if (!plain_string(id) || !policy_op_id_valid(id->u.str.s))
+		return cerr(c, id, "%s.id: an op id is dot-separated segments of [A-Za-z0-9_-], at most %d bytes",
+		            path, OP_ID_MAX - 1),
+		       NULL;
+	if (strcmp(id->u.str.s, "agents") == 0 || strncmp(id->u.str.s, "agents.", 7) == 0)
+		return cerr(c, id, "%s.id: \"%s\": the segment \"agents\" is reserved for agent ops", path,
+		            id->u.str.s),
+		       NULL;
+	snprintf(path, cap, "%s", id->u.str.s);
+	if (ops_find(o, id->u.str.s) != NULL)
+		return cerr(c, id, "%s: a command with this id is defined twice", path), NULL;
+	return id;
+}
+
+static int
+load_command(struct cctx *c, struct ops *o, size_t idx, const struct json_val *v)
+{
+	const struct json_val *id, *argv = NULL, *params = NULL;
+	char path[OP_ID_MAX + 32];
+	struct op *op;
+	size_t i;
+
+	if ((id = command_id(c, o, idx, v, path, sizeof(path))) == NULL)
+		return -1;
+	if ((op = new_op(o, id->u.str.s, c->e)) == NULL)
+		return cerr(c, id, "%s", c->e->msg);
+	op->kind = OP_COMMAND;
+	op->action = "command";
+	op->timeout = 60;
+	/* op stays outside o->n until it validates, so an error leaks nothing
+	 * the caller can see; its argv strings are released here on error. */
+	for (i = 0; i < v->u.obj.n; i++)
+		if (load_command_field(c, op, path, &v->u.obj.m[i], &argv, &params) != 0)
+			return -1;
+	if (params != NULL && load_params(c, op, path, params) != 0)
+		return -1;
+	if (load_argv(c, op, path, v, argv, params) != 0) {
+		op_release(op);
+		return -1;
+	}
 	o->n++;
 	return 0;
-bad_install:
-	return cerr(c, v, "%s.install: expected an array of tool names", path);
-bad_argv:
-	op_release(op);
-	return cerr(c, argv, "%s.argv: every word is a string without NUL, under %d bytes", path, OP_ARG_MAX);
 }
 
 int
