@@ -6,7 +6,7 @@
 
 #include "../core/err.h"
 
-/* Exit codes, the same for every applet (SPEC §1). */
+/* Exit codes, the same for every applet, so scripts can rely on them. */
 enum {
 	EXIT_OK = 0,
 	EXIT_FAIL = 1,

@@ -104,7 +104,7 @@ tcp_reach(const char *hostport, char *why, size_t cap)
 		snprintf(pre, sizeof(pre), "%s: ", host);
 		if (strncmp(msg, pre, strlen(pre)) == 0)
 			msg += strlen(pre);
-		snprintf(why, cap, "cannot resolve: %.*s", (int)(cap - 1), msg);
+		snprintf(why, cap, "cannot resolve: %.*s", (int)(cap - 17), msg); /* 16: the prefix */
 		return -1;
 	}
 	snprintf(pre, sizeof(pre), "%s port %d: ", host, port);

@@ -1,5 +1,6 @@
 /*
- * fetch: a pinned download that is verified before it appears (SPEC §8).
+ * fetch: a pinned download that is verified before it appears: nothing
+ * unverified is ever left at the destination or written to stdout.
  *
  *   fetch URL (--sha256 HEX | --sha512 HEX | --integrity SRI) [-o FILE] [-q]
  *
@@ -9,9 +10,8 @@
  * to stdout after verification, so a consumer never reads unverified bytes.
  *
  * The cache-filling form (fetch [--only NAME...] [--platform P|all]
- * [--cache DIR]) comes with the install engine: its options join struct
- * fetch_opts and opts[] below, and fetch_main() dispatches on whether a URL
- * was given.
+ * [--cache DIR]) is fetch_cache() in fetch_cache.c, shared with prepare
+ * --cache-only; fetch_main() takes it when no URL is given.
  */
 #include "common.h"
 

@@ -1,6 +1,6 @@
 /*
  * healthcheck: GET /health on the local server; exit 0 iff it answers 200
- * (SPEC §8). Run every few seconds for a container's whole life, so it does
+ * in time. Run every few seconds for a container's whole life, so it does
  * the least possible: no allocation, no DNS for numeric hosts, one
  * non-blocking socket polled against one 2-second deadline.
  */
@@ -30,8 +30,8 @@ static const char usage[] = "usage: agent-sandbox-server healthcheck [--port N] 
                             "  --host H       host (default 127.0.0.1)\n"
                             "  -v, --verbose  print the status line, or why the check failed\n";
 
-/* The whole check, connect to status line: what the SPEC promises and what
- * container health probes allow by default with room to spare. */
+/* The whole check, connect to status line: an answer within 2 s, well
+ * inside what container health probes allow by default. */
 #define HEALTHCHECK_TIMEOUT_MS 2000
 
 

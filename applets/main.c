@@ -1,5 +1,5 @@
 /*
- * agent-sandbox-server: one binary, applets chosen BusyBox-style (SPEC §1):
+ * agent-sandbox-server: one binary, applets chosen BusyBox-style:
  * by argv[0]'s basename (an applet name or agent-sandbox-<applet>), else as a
  * tool shim when the basename is a known tool binary, else by the first
  * argument; with no applet named, serve.

@@ -1,5 +1,5 @@
 /*
- * Tool shims (SPEC §5): <tools>/bin/<binary> is a symlink to this binary.
+ * Tool shims: <tools>/bin/<binary> is a symlink to this binary.
  * Invoked under a tool's binary name, it resolves the tool, runs ensure()
  * (mode lazy installs on first exec, mode build answers install.required),
  * and execve()s the real entry point by absolute path, with the arguments,

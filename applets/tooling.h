@@ -2,7 +2,7 @@
 #define ABX_APPLETS_TOOLING_H
 /*
  * Shared set-up of the applets that handle tools (prepare, fetch --only,
- * verify, the shim): the flags of SPEC §1 (--config, --manifests,
+ * verify, the shim): the shared flags (--config, --manifests,
  * --tools-dir, --cache, --platform, -q, -v), the configuration, the
  * manifest set and the install context.
  */
