@@ -257,29 +257,11 @@ doctor_check_tools_dirs(struct report *r, const struct config *c, const struct c
 	}
 }
 
-/* A tool may print its version on stdout or stderr: both streams go into
- * one buffer in the order they arrive, up to cap - 1 bytes. */
-struct merged {
-	char *buf;
-	size_t len, cap;
-};
-
-static void
-merged_sink(void *arg, enum proc_stream s, const char *data, size_t len)
-{
-	struct merged *m = arg;
-
-	if (len > m->cap - 1 - m->len)
-		len = m->cap - 1 - m->len;
-	memcpy(m->buf + m->len, data, len);
-	m->len += len;
-	m->buf[m->len] = '\0';
-}
-
 /* Run path --version with a scrubbed environment, stdin from /dev/null
- * and a deadline; the first line of its output into out. Returns its exit
- * status, or -1 with out saying why (it did not start, did not answer in
- * time, or was killed by a signal). */
+ * and a deadline; the first line of its output (stdout, else stderr: a tool
+ * may print its version on either) into out. Returns its exit status, or
+ * -1 with out saying why (it did not start, did not answer in time, or was
+ * killed by a signal). */
 static int
 tool_version(const char *path, char *out, size_t cap)
 {
@@ -287,7 +269,7 @@ tool_version(const char *path, char *out, size_t cap)
 	char *argv[] = {(char *)path, "--version", NULL};
 	const char *home = getenv("HOME"), *td = getenv("ABX_TOOLS_DIR");
 	struct proc_spec spec = {argv, envp, NULL, DOCTOR_VERSION_TIMEOUT_MS, 0};
-	struct merged m = {out, 0, cap};
+	struct proc_capture c;
 	struct proc p;
 	struct err e;
 	int n = 0;
@@ -306,13 +288,14 @@ tool_version(const char *path, char *out, size_t cap)
 		envp[n++] = td_env;
 	}
 	envp[n] = NULL;
-	if (proc_spawn(&p, &spec, &e) != 0) {
+	memset(&c, 0, sizeof(c));
+	c.cap = cap - 1;
+	if (proc_run(&p, &spec, &c, &e) != 0) {
 		snprintf(out, cap, "%.*s", (int)(cap - 1), e.msg);
 		return -1;
 	}
-	while (proc_step(&p, -1, merged_sink, &m) == 1)
-		;
-	proc_close(&p);
+	snprintf(out, cap, "%s", c.out != NULL && c.out[0] != '\0' ? c.out : c.err != NULL ? c.err : "");
+	proc_capture_free(&c);
 	out[strcspn(out, "\n")] = '\0';
 	if (p.timed_out) {
 		snprintf(out, cap, "no answer in %d s", DOCTOR_VERSION_TIMEOUT_MS / 1000);

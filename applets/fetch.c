@@ -32,6 +32,7 @@
 #include "../core/http.h"
 #include "../core/net.h"
 #include "fetch_cache.h"
+#include "tooling.h"
 
 
 static const char usage[] =
@@ -485,9 +486,10 @@ fetch_main(int argc, char **argv)
 	int c, bad;
 
 	if (fetch_cache_wanted(argc, argv)) {
+		static struct tooling flags;
 		char *names[FETCH_CACHE_MAX];
 		struct fetch_cache_args ca;
-		int rc = fetch_cache_options(argc, argv, &ca, names);
+		int rc = fetch_cache_options(argc, argv, &flags, &ca, names);
 		return rc >= 0 ? rc : fetch_cache(&ca);
 	}
 	memset(&o, 0, sizeof(o));

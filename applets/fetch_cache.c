@@ -60,7 +60,7 @@ fetch_cache_wanted(int argc, char **argv)
 }
 
 int
-fetch_cache_options(int argc, char **argv, struct fetch_cache_args *a, char **names)
+fetch_cache_options(int argc, char **argv, struct tooling *t, struct fetch_cache_args *a, char **names)
 {
 	enum { O_ONLY = 256, O_PLATFORM, O_CACHE, O_CONFIG, O_MANIFESTS, O_TOOLS, O_JSON };
 	static const struct option opts[] = {
@@ -78,7 +78,9 @@ fetch_cache_options(int argc, char **argv, struct fetch_cache_args *a, char **na
 	};
 	int c;
 
+	memset(t, 0, sizeof(*t));
 	memset(a, 0, sizeof(*a));
+	a->flags = t;
 	a->names = names;
 	opterr = 0;
 	optind = 1;
@@ -91,14 +93,14 @@ fetch_cache_options(int argc, char **argv, struct fetch_cache_args *a, char **na
 			while (optind < argc && argv[optind][0] != '-' && a->nnames < FETCH_CACHE_MAX)
 				names[a->nnames++] = argv[optind++];
 			break;
-		case O_PLATFORM: a->platform = optarg; break;
-		case O_CACHE: a->cache = optarg; break;
-		case O_CONFIG: a->config = optarg; break;
-		case O_MANIFESTS: a->manifests = optarg; break;
-		case O_TOOLS: a->tools_dir = optarg; break;
-		case O_JSON: a->json = 1; break;
-		case 'q': a->quiet = 1; break;
-		case 'v': a->verbose = 1; break;
+		case O_PLATFORM: t->platform = optarg; break;
+		case O_CACHE: t->cache = optarg; break;
+		case O_CONFIG: t->config = optarg; break;
+		case O_MANIFESTS: t->manifests = optarg; break;
+		case O_TOOLS: t->tools_dir = optarg; break;
+		case O_JSON: t->json = 1; break;
+		case 'q': t->quiet = 1; break;
+		case 'v': t->verbose = 1; break;
 		case 'h': return usage_help(usage);
 		default: return bad_option("fetch", usage, argc, argv);
 		}
@@ -255,15 +257,11 @@ fetch_cache(const struct fetch_cache_args *a)
 	struct json_w w;
 	struct err e;
 
-	memset(&t, 0, sizeof(t));
-	t.config = a->config;
-	t.manifests = a->manifests;
-	t.tools_dir = a->tools_dir;
-	t.cache = a->cache;
-	t.platform = a->platform;
-	t.json = a->json;
-	t.quiet = a->quiet;
-	t.verbose = a->verbose;
+	if (a->flags->ms_open || a->flags->ctx_open) {
+		err_printf("internal", "fetch_cache: the tooling is already open");
+		return EXIT_FAIL;
+	}
+	t = *a->flags;
 	for (i = 0; i < nonly; i++)
 		only[i] = a->names[i];
 	if (nonly == 0) {

@@ -10,22 +10,26 @@
 /* Tools one run names (with their requires). */
 #define FETCH_CACHE_MAX 64
 
+struct tooling;
+
 struct fetch_cache_args {
+	/* The shared tool flags (config, manifests, tools_dir, cache,
+	 * platform "all" allowed, json, quiet, verbose) in a tooling that is
+	 * not open yet; fetch_cache opens a copy. */
+	const struct tooling *flags;
 	char **names; /* the tools; nnames 0 = the configuration's plan */
 	int nnames;
-	const char *config, *manifests, *tools_dir, *cache; /* NULL = not given */
-	const char *platform; /* NULL = this machine; "all" = every one listed */
-	int json, quiet, verbose;
 };
 
 /* 1 when fetch's argv asks for the cache form (no URL; --only, --platform
  * or --cache), else 0. */
 int fetch_cache_wanted(int argc, char **argv);
 
-/* fetch's cache-form options into a (names: storage for FETCH_CACHE_MAX
- * pointers into argv). Returns -1 to go on with fetch_cache, else the exit
- * code (--help, or a usage error already printed). */
-int fetch_cache_options(int argc, char **argv, struct fetch_cache_args *a, char **names);
+/* fetch's cache-form options into flags (zeroed first) and a (names:
+ * storage for FETCH_CACHE_MAX pointers into argv). Returns -1 to go on with
+ * fetch_cache, else the exit code (--help, or a usage error already
+ * printed). */
+int fetch_cache_options(int argc, char **argv, struct tooling *flags, struct fetch_cache_args *a, char **names);
 
 /* Download and verify into the cache; a line per artifact (or one JSON
  * document with a->json) and a summary on stderr. Returns the exit code:

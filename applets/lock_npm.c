@@ -38,24 +38,13 @@ struct npm_job {
 	char rc[PATH_MAX], grc[PATH_MAX];
 };
 
-/* npm's stdout into out (when the caller wants it), everything else to our
- * stderr as it comes, so npm's progress and errors are seen. */
-struct npm_out {
-	char *buf;
-	size_t len, cap;
-};
-
+/* npm's stdout into the capture (when the caller wants it), everything
+ * else to our stderr as it comes, so npm's progress and errors are seen. */
 static void
 npm_sink(void *arg, enum proc_stream s, const char *data, size_t len)
 {
-	struct npm_out *o = arg;
-
-	if (s == PROC_STDOUT && o->buf != NULL) {
-		if (len > o->cap - 1 - o->len)
-			len = o->cap - 1 - o->len;
-		memcpy(o->buf + o->len, data, len);
-		o->len += len;
-		o->buf[o->len] = '\0';
+	if (s == PROC_STDOUT && arg != NULL) {
+		proc_capture_sink(arg, s, data, len);
 		return;
 	}
 	while (len > 0) {
@@ -97,7 +86,7 @@ run_npm(const struct npm_job *j, char *const args[], char *out, size_t cap, stru
 {
 	char *env[LOCK_NPM_ENV_MAX + 2], *argv[LOCK_NPM_ARGS_MAX + 10], extra[PATH_MAX + 32], prog[PATH_MAX];
 	const char *npm = getenv("ABX_NPM"), *cafile = getenv("SSL_CERT_FILE");
-	struct npm_out o = {out, 0, cap};
+	struct proc_capture c;
 	struct proc_spec spec;
 	struct proc p;
 	int i, k;
@@ -135,9 +124,15 @@ run_npm(const struct npm_job *j, char *const args[], char *out, size_t cap, stru
 		snprintf(m, sizeof(m), "%s", e->msg);
 		return err_set(e, "io.error", "%s (set ABX_NPM or install npm)", m);
 	}
-	while (proc_step(&p, -1, npm_sink, &o) == 1)
+	memset(&c, 0, sizeof(c));
+	c.cap = cap > 0 ? cap - 1 : 0;
+	proc_capture_begin(&c);
+	while (proc_step(&p, -1, npm_sink, out != NULL ? &c : NULL) == 1)
 		;
 	proc_close(&p);
+	if (out != NULL)
+		snprintf(out, cap, "%s", c.out != NULL ? c.out : "");
+	proc_capture_free(&c);
 	return proc_exit_code(&p);
 }
 

@@ -265,22 +265,15 @@ names_from_config(struct tooling *t, struct prepare_args *a)
 	return -1;
 }
 
-/* --cache-only: the cache-filling of fetch for the same names and flags. */
+/* --cache-only: the cache-filling of fetch for the same names and flags
+ * (t is not open yet). fetch has no --state-dir: the cache goes where
+ * fetch would put it, as it always has. */
 static int
-cache_only(const struct tooling *t, struct prepare_args *a)
+cache_only(struct tooling *t, struct prepare_args *a)
 {
-	struct fetch_cache_args ca;
+	struct fetch_cache_args ca = {t, a->only, a->nonly};
 
-	memset(&ca, 0, sizeof(ca));
-	ca.names = a->only;
-	ca.nnames = a->nonly;
-	ca.config = t->config;
-	ca.manifests = t->manifests;
-	ca.tools_dir = t->tools_dir;
-	ca.cache = t->cache;
-	ca.platform = t->platform;
-	ca.json = t->json;
-	ca.quiet = t->quiet;
+	t->state_dir = NULL;
 	return fetch_cache(&ca);
 }
 
