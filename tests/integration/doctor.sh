@@ -123,6 +123,22 @@ expect "an unreachable https mirror fails" 1 \
 check "with a fix naming the host and the key" grep -q "fix: allow egress to 127.0.0.1:$MCLOSED, or fix install.mirrors.npm (set by env ABX_INSTALL_NPM_REGISTRY)" "$T/out"
 run env ABX_TOOLS_DIR="$T/tools" ABX_SERVER_INSTALL_ALLOW_HOSTS="127.0.0.1:$BUSY" ABX_INSTALL_NPM_REGISTRY="https://127.0.0.1:$BUSY/npm/" $D
 expect "a listening https mirror passes" 0 "PASS  mirror: npm mirror 127.0.0.1:$BUSY is reachable"
+# an IPv6 mirror: the address in brackets, the port after them
+if python3 -c 'import socket; socket.socket(socket.AF_INET6).bind(("::1", 0))' 2>/dev/null; then
+	bg python3 -c '
+import socket
+s = socket.socket(socket.AF_INET6); s.bind(("::1", 0)); s.listen(16)
+print(s.getsockname()[1], flush=True)
+while True:
+    c, _ = s.accept(); c.close()
+' >"$T/listener6"
+	wait_for_line "$T/listener6" '^[0-9]' 5 || not_ok "listener6" "did not start"
+	BUSY6=$(head -1 "$T/listener6")
+	run env ABX_TOOLS_DIR="$T/tools" ABX_SERVER_INSTALL_ALLOW_HOSTS="[::1]:$BUSY6" ABX_INSTALL_NPM_REGISTRY="https://[::1]:$BUSY6/npm/" $D
+	expect "a listening IPv6 mirror passes" 0 "PASS  mirror: npm mirror [::1]:$BUSY6 is reachable"
+else
+	skip "a listening IPv6 mirror passes" "no IPv6 loopback here"
+fi
 
 # issue 12 §15: the mode line names the layer that set it
 echo '{"install": {"mode": "offline"}}' >"$T/offline.json"
