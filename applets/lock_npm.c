@@ -63,7 +63,6 @@ npm_env(char **env, char *extra, size_t cap)
 {
 	static const char *keep[] = {"PATH=", "HOME=", "HTTPS_PROXY=", "HTTP_PROXY=", "NO_PROXY=", "https_proxy=",
 				     "http_proxy=", "no_proxy=", "LANG=", "TMPDIR=", NULL};
-	extern char **environ;
 	int i, k, n = 0;
 
 	for (i = 0; environ[i] != NULL && n < LOCK_NPM_ENV_MAX; i++)
