@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "cfgload.h"
 #include "digest.h"
 #include "fs.h"
 #include "httpd.h"
@@ -155,28 +156,22 @@ parse_secs(const char *s, int *ms)
 /* The manifests, every one loaded now: after this the set is only read,
  * so request threads and install jobs share it without a lock. */
 static int
-open_manifests(struct manifest_set *ms, const char *config_file, const struct config_flag *flags, int nflags,
-               int *introspect, struct err *e)
+open_manifests(struct manifest_set *ms, const char *config_file, const struct config_flags *flags, int *introspect,
+               struct err *e)
 {
 	struct config *c = malloc(sizeof(*c));
-	struct manifest_opts mo;
 	struct err e2;
-	int i, unp;
+	int i;
 
 	if (c == NULL)
 		return err_set(e, "internal", "out of memory");
-	if (config_load(c, config_file, NULL, flags, nflags, e) != 0) {
+	/* the API's load (api_gen_build) prints the warnings */
+	if (cfgload_config(c, config_file, flags, 0, e) != 0) {
 		free(c);
 		return -1;
 	}
 	*introspect = c->introspect;
-	if ((unp = manifest_unpinned_allowed(c->environment, e)) < 0) {
-		free(c);
-		return -1;
-	}
-	mo.platform = manifest_platform_self();
-	mo.allow_unpinned = unp;
-	i = manifest_set_open(ms, c->manifests_dir[0] != '\0' ? c->manifests_dir : NULL, &mo, e);
+	i = cfgload_manifests(ms, c, NULL, e);
 	free(c);
 	if (i < 0)
 		return -1;
@@ -212,23 +207,11 @@ serve_main(int argc, char **argv)
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	static const struct {
-		const char *opt, *key;
-	} cfgmap[] = {
-	    {"policy", "policy"},          {"preset", "preset"},
-	    {"commands", "commands"},      {"manifests", "manifests_dir"},
-	    {"tools-dir", "tools_dir"},    {"state-dir", "state_dir"},
-	    {"base-dir", "base_dir"},
-	    {"mode", "install.mode"},      {"host", "server.host"},
-	    {"port", "server.port"},       {"max-connections", "server.max_connections"},
-	    {"workers", "server.workers"},
-	};
-	static struct config_flag flags[16];
-	static char flagnames[16][32];
+	static struct config_flags flags;
 	static struct manifest_set ms;
 	static struct api api;
 	static struct reload_args ra;
-	int introspect = 0, nflags = 0, hdr_ms = 0, idle_ms = 0, body_ms = 0, quiet = 0, verbose = 0, dummy;
+	int introspect = 0, hdr_ms = 0, idle_ms = 0, body_ms = 0, quiet = 0, verbose = 0, dummy;
 	const char *config_file = NULL, *envtok;
 	char tok[2 * API_TOKEN_BYTES + 1], state[PATH_MAX], tokpath[PATH_MAX + 8];
 	struct httpd_route routes[8];
@@ -239,8 +222,7 @@ serve_main(int argc, char **argv)
 	sigset_t hup;
 	pthread_t th;
 	struct err e;
-	int c, idx, rc, i;
-	size_t k;
+	int c, idx, rc;
 
 	opterr = 0;
 	optind = 1;
@@ -293,21 +275,8 @@ serve_main(int argc, char **argv)
 		default:
 			return bad_option("serve", usage, argc, argv);
 		}
-		if (name == NULL)
-			continue;
-		for (k = 0; k < sizeof(cfgmap) / sizeof(cfgmap[0]); k++)
-			if (strcmp(cfgmap[k].opt, name) == 0)
-				break;
-		for (i = 0; i < nflags; i++)
-			if (strcmp(flags[i].key, cfgmap[k].key) == 0)
-				break;
-		if (i == nflags) {
-			if (nflags == (int)(sizeof(flags) / sizeof(flags[0])))
-				continue;
-			nflags++;
-		}
-		snprintf(flagnames[i], sizeof(flagnames[i]), "--%s", name);
-		flags[i] = (struct config_flag){cfgmap[k].key, optarg, flagnames[i]};
+		if (name != NULL)
+			config_flags_add(&flags, name, optarg);
 	}
 	if (optind < argc)
 		return usage_error("serve", usage, "unexpected argument %s", argv[optind]);
@@ -319,7 +288,7 @@ serve_main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &hup, NULL);
 
 	err_clear(&e);
-	if (open_manifests(&ms, config_file, flags, nflags, &introspect, &e) != 0)
+	if (open_manifests(&ms, config_file, &flags, &introspect, &e) != 0)
 		return fail(&e);
 	/* Introspection (ABX_SERVER_INTROSPECT): load and check everything
 	 * serve would, then stop: no socket, no secret read, nothing written. */
@@ -334,7 +303,7 @@ serve_main(int argc, char **argv)
 		memcpy(api.default_digest, d.v, 32);
 		api.have_default_digest = 1;
 	}
-	g = api_gen_build(config_file, flags, nflags, &ms,
+	g = api_gen_build(config_file, flags.v, flags.n, &ms,
 	                  api.have_default_digest ? api.default_digest : NULL, &e);
 	if (g == NULL)
 		return fail(&e);
@@ -436,7 +405,7 @@ serve_main(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sa.sa_handler = SIG_IGN;
 	sigaction(SIGPIPE, &sa, NULL);
-	ra = (struct reload_args){&api, config_file, flags, nflags};
+	ra = (struct reload_args){&api, config_file, flags.v, flags.n};
 	if (pthread_create(&th, NULL, reload_thread, &ra) == 0)
 		pthread_detach(th);
 

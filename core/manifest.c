@@ -66,7 +66,7 @@ manifest_platform_known(const char *s)
 int
 manifest_unpinned_allowed(const char *environment, struct err *e)
 {
-	const char *u = getenv("ABX_INSTALL_UNPINNED"), *env = environment;
+	const char *u = config_env("ABX_INSTALL_UNPINNED"), *env = environment;
 
 	if (u == NULL || strcmp(u, "1") != 0)
 		return 0;
@@ -888,14 +888,6 @@ manifest_read_sibling(const manifest_t *m, const char *rel, size_t max, char **o
 }
 
 /* ---- sets -------------------------------------------------------------- */
-
-const char *
-manifest_dir_from_env(void)
-{
-	const char *d = getenv("ABX_MANIFESTS_DIR");
-
-	return d != NULL && *d != '\0' ? d : NULL;
-}
 
 /* "<name>.json" → name; "<name>.unpinned.json" → name with *unpinned = 1. */
 static int
