@@ -237,17 +237,13 @@ add_warn(struct config *c, const char *fmt, ...)
 
 /* --- value validation, shared by every layer --- */
 
+/* Agents name manifests, so an agent name is a manifest's tool name. */
+_Static_assert(CFG_NAME_MAX == MANIFEST_NAME_MAX, "agent names are tool names");
+
 int
 cfg_valid_name(const char *s)
 {
-	size_t i, n = strlen(s);
-
-	if (n == 0 || n >= CFG_NAME_MAX || !(islower((unsigned char)s[0]) || isdigit((unsigned char)s[0])))
-		return 0;
-	for (i = 0; i < n; i++)
-		if (!islower((unsigned char)s[i]) && !isdigit((unsigned char)s[i]) && !strchr("._-", s[i]))
-			return 0;
-	return 1;
+	return manifest_name_valid(s);
 }
 
 static int
