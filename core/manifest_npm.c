@@ -56,7 +56,7 @@ expand_bin(manifest_t *m, struct err *e)
 	const char *p = m->source.bin, *rep;
 	size_t o = 0, n, skip;
 
-	if (strchr(p, '{') == NULL)
+	if (strpbrk(p, "{}") == NULL)
 		return 0;
 	while (*p) {
 		rep = NULL;
