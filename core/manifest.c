@@ -594,11 +594,90 @@ parse_env(struct vctx *v, manifest_t *m, const struct json_val *x)
 	return 0;
 }
 
+/* The argv templates: verify (how a tree is checked), path (when a tool on
+ * PATH is accepted), run (how an agent starts). */
+static int
+parse_commands(struct vctx *v, manifest_t *m, const struct json_val *root)
+{
+	const struct json_val *x;
+
+	if ((x = json_get(root, "verify")) != NULL) {
+		const struct json_val *y;
+		if (x->type != JSON_OBJECT)
+			return bad(v, "$.verify", "expected an object {argv, expect, timeout}");
+		if (only_keys(v, x, "$.verify", verify_keys) < 0)
+			return -1;
+		if ((y = json_get(x, "argv")) == NULL)
+			return bad(v, "$.verify.argv", "missing");
+		if (get_argv(v, y, "$.verify.argv", &m->verify.argv) < 0)
+			return -1;
+		if (get_str(v, x, "expect", "$.verify", m->verify.expect, sizeof(m->verify.expect), 0) < 0)
+			return -1;
+		m->verify.timeout = MANIFEST_VERIFY_TIMEOUT;
+		if ((y = json_get(x, "timeout")) != NULL) {
+			if (y->type != JSON_NUMBER || !y->u.num.is_int || y->u.num.i < 1 || y->u.num.i > 3600)
+				return bad(v, "$.verify.timeout", "expected seconds 1..3600");
+			m->verify.timeout = (int)y->u.num.i;
+		}
+	}
+	if ((x = json_get(root, "path")) != NULL) {
+		const struct json_val *y;
+		if (x->type != JSON_OBJECT)
+			return bad(v, "$.path", "expected an object {argv, min}");
+		if (only_keys(v, x, "$.path", path_keys) < 0)
+			return -1;
+		if ((y = json_get(x, "argv")) == NULL)
+			return bad(v, "$.path.argv", "missing");
+		if (get_argv(v, y, "$.path.argv", &m->path.argv) < 0)
+			return -1;
+		if (get_str(v, x, "min", "$.path", m->path.min, sizeof(m->path.min), 0) < 0)
+			return -1;
+		if (m->path.min[0] != '\0' && !version_ok(m->path.min))
+			return bad(v, "$.path.min", "not a version");
+	}
+	if ((x = json_get(root, "run")) != NULL) {
+		const struct json_val *y = x;
+		if (x->type == JSON_OBJECT) {
+			if (only_keys(v, x, "$.run", run_keys) < 0)
+				return -1;
+			if ((y = json_get(x, "argv")) == NULL)
+				return bad(v, "$.run.argv", "missing");
+		}
+		if (get_argv(v, y, x == y ? "$.run" : "$.run.argv", &m->run) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* The source: a tarball per platform, or an npm lockfile. */
+static int
+parse_source(struct vctx *v, manifest_t *m, const struct json_val *root, const struct manifest_opts *o)
+{
+	const struct json_val *src;
+	char type[32];
+
+	src = json_get(root, "source");
+	if (src == NULL)
+		return bad(v, "$.source", "missing");
+	if (src->type != JSON_OBJECT)
+		return bad(v, "$.source", "expected an object");
+	if (get_str(v, src, "type", "$.source", type, sizeof(type), 1) < 0)
+		return -1;
+	if (strcmp(type, "tarball") == 0) {
+		m->source.type = MANIFEST_SRC_TARBALL;
+		return parse_tarball(v, m, src, o);
+	}
+	if (strcmp(type, "npm-lock") == 0) {
+		m->source.type = MANIFEST_SRC_NPM_LOCK;
+		return manifest_npm_validate(m, src, v->e);
+	}
+	return bad(v, "$.source.type", "unknown source type '%s' (known: tarball, npm-lock)", type);
+}
+
 static int
 parse_doc(struct vctx *v, manifest_t *m, const struct json_val *root, const struct manifest_opts *o)
 {
-	const struct json_val *x, *src;
-	char type[32];
+	const struct json_val *x;
 	int i, k;
 
 	if (root->type != JSON_OBJECT)
@@ -675,67 +754,9 @@ parse_doc(struct vctx *v, manifest_t *m, const struct json_val *root, const stru
 			return bad(v, "$.size_hint_mb", "expected an integer 0..1000000");
 		m->size_hint_mb = (long)x->u.num.i;
 	}
-	if ((x = json_get(root, "verify")) != NULL) {
-		const struct json_val *y;
-		if (x->type != JSON_OBJECT)
-			return bad(v, "$.verify", "expected an object {argv, expect, timeout}");
-		if (only_keys(v, x, "$.verify", verify_keys) < 0)
-			return -1;
-		if ((y = json_get(x, "argv")) == NULL)
-			return bad(v, "$.verify.argv", "missing");
-		if (get_argv(v, y, "$.verify.argv", &m->verify.argv) < 0)
-			return -1;
-		if (get_str(v, x, "expect", "$.verify", m->verify.expect, sizeof(m->verify.expect), 0) < 0)
-			return -1;
-		m->verify.timeout = MANIFEST_VERIFY_TIMEOUT;
-		if ((y = json_get(x, "timeout")) != NULL) {
-			if (y->type != JSON_NUMBER || !y->u.num.is_int || y->u.num.i < 1 || y->u.num.i > 3600)
-				return bad(v, "$.verify.timeout", "expected seconds 1..3600");
-			m->verify.timeout = (int)y->u.num.i;
-		}
-	}
-	if ((x = json_get(root, "path")) != NULL) {
-		const struct json_val *y;
-		if (x->type != JSON_OBJECT)
-			return bad(v, "$.path", "expected an object {argv, min}");
-		if (only_keys(v, x, "$.path", path_keys) < 0)
-			return -1;
-		if ((y = json_get(x, "argv")) == NULL)
-			return bad(v, "$.path.argv", "missing");
-		if (get_argv(v, y, "$.path.argv", &m->path.argv) < 0)
-			return -1;
-		if (get_str(v, x, "min", "$.path", m->path.min, sizeof(m->path.min), 0) < 0)
-			return -1;
-		if (m->path.min[0] != '\0' && !version_ok(m->path.min))
-			return bad(v, "$.path.min", "not a version");
-	}
-	if ((x = json_get(root, "run")) != NULL) {
-		const struct json_val *y = x;
-		if (x->type == JSON_OBJECT) {
-			if (only_keys(v, x, "$.run", run_keys) < 0)
-				return -1;
-			if ((y = json_get(x, "argv")) == NULL)
-				return bad(v, "$.run.argv", "missing");
-		}
-		if (get_argv(v, y, x == y ? "$.run" : "$.run.argv", &m->run) < 0)
-			return -1;
-	}
-	src = json_get(root, "source");
-	if (src == NULL)
-		return bad(v, "$.source", "missing");
-	if (src->type != JSON_OBJECT)
-		return bad(v, "$.source", "expected an object");
-	if (get_str(v, src, "type", "$.source", type, sizeof(type), 1) < 0)
+	if (parse_commands(v, m, root) < 0)
 		return -1;
-	if (strcmp(type, "tarball") == 0) {
-		m->source.type = MANIFEST_SRC_TARBALL;
-		return parse_tarball(v, m, src, o);
-	}
-	if (strcmp(type, "npm-lock") == 0) {
-		m->source.type = MANIFEST_SRC_NPM_LOCK;
-		return manifest_npm_validate(m, src, v->e);
-	}
-	return bad(v, "$.source.type", "unknown source type '%s' (known: tarball, npm-lock)", type);
+	return parse_source(v, m, root, o);
 }
 
 int
