@@ -31,10 +31,12 @@ const struct cfg_keydef cfg_keys[CK_NKEYS] = {
     {"install.max_download_mb", K_INT, OFF(install.max_download_mb), 1, 65536,
      "ABX_SERVER_INSTALL_MAX_DOWNLOAD_MB", NULL, "500"},
     {"install.mirrors.npm", K_NPM, OFF(install.npm_mirror), 0, 0, "ABX_INSTALL_NPM_REGISTRY", NULL, ""},
-    {"install.mirrors.tarball", K_MIRRORS, OFF(install.tarball_mirrors), 0, 0, "ABX_INSTALL_MIRROR", NULL, ""},
+    {"install.mirrors.tarball", K_MIRRORS, OFF(install.tarball_mirrors), 0, 0, "ABX_INSTALL_MIRROR", NULL,
+     ""},
     {"install.allow_hosts", K_HOSTS, OFF(install.allow_hosts), 0, 0, "ABX_SERVER_INSTALL_ALLOW_HOSTS", NULL,
      ""},
-    {"install.allow_tmp", K_BOOL, OFF(install.allow_tmp), 0, 1, "ABX_SERVER_INSTALL_ALLOW_TMP", NULL, "false"},
+    {"install.allow_tmp", K_BOOL, OFF(install.allow_tmp), 0, 1, "ABX_SERVER_INSTALL_ALLOW_TMP", NULL,
+     "false"},
     {"install.use_path", K_BOOL, OFF(install.use_path), 0, 1, "ABX_SERVER_INSTALL_USE_PATH", NULL, "true"},
     {"agents", K_NAMES, OFF(agents), 0, 0, "ABX_SERVER_AGENTS", NULL, ""},
     {"commands", K_PATH, OFF(commands), 0, 0, "ABX_SERVER_COMMANDS", "commands", ""},
@@ -56,10 +58,10 @@ const struct cfg_keydef cfg_keys[CK_NKEYS] = {
     {"server.header_timeout", K_INT, OFF(server.header_timeout), 1, 3600, "ABX_SERVER_HEADER_TIMEOUT", NULL,
      "10"},
     {"server.idle_timeout", K_INT, OFF(server.idle_timeout), 1, 3600, "ABX_SERVER_IDLE_TIMEOUT", NULL, "60"},
-    {"server.request_timeout", K_INT, OFF(server.request_timeout), 1, 86400, "ABX_SERVER_REQUEST_TIMEOUT", NULL,
-     "60"},
-    {"server.max_header_bytes", K_INT, OFF(server.max_header_bytes), 1024, 1 << 20, "ABX_SERVER_MAX_HEADER_BYTES",
-     NULL, "16384"},
+    {"server.request_timeout", K_INT, OFF(server.request_timeout), 1, 86400, "ABX_SERVER_REQUEST_TIMEOUT",
+     NULL, "60"},
+    {"server.max_header_bytes", K_INT, OFF(server.max_header_bytes), 1024, 1 << 20,
+     "ABX_SERVER_MAX_HEADER_BYTES", NULL, "16384"},
     {"server.max_body_bytes", K_INT, OFF(server.max_body_bytes), 1024, 256 << 20, "ABX_SERVER_MAX_BODY_BYTES",
      NULL, "1048576"},
     {"server.max_output_bytes", K_INT, OFF(server.max_output_bytes), 1024, 256 << 20,
@@ -71,7 +73,8 @@ const struct cfg_keydef cfg_keys[CK_NKEYS] = {
      "ABX_SERVER_MAX_SESSIONS_PER_AGENT", NULL, "4"},
     {"server.session_journal_max_bytes", K_INT, OFF(server.session_journal_max_bytes), 65536, 256 << 20,
      "ABX_SERVER_SESSION_JOURNAL_MAX_BYTES", NULL, "4194304"},
-    {"server.sse_heartbeat", K_INT, OFF(server.sse_heartbeat), 1, 3600, "ABX_SERVER_SSE_HEARTBEAT", NULL, "15"},
+    {"server.sse_heartbeat", K_INT, OFF(server.sse_heartbeat), 1, 3600, "ABX_SERVER_SSE_HEARTBEAT", NULL,
+     "15"},
     {"server.max_streams", K_INT, OFF(server.max_streams), 0, 4096, "ABX_SERVER_MAX_STREAMS", NULL, "64"},
     {"server.session_cwd", K_PATH, OFF(server.session_cwd), 0, 0, "ABX_SERVER_SESSION_CWD", NULL, ""},
     {"server.session_env", K_VARS, OFF(server.session_env), 0, 0, "ABX_SERVER_SESSION_ENV", NULL, ""},
@@ -94,7 +97,7 @@ static const struct {
     {"ABX_INSTALL_MODE", 0},      /* deprecated alias of ABX_SERVER_INSTALL_MODE */
     {"ABX_INSTALL_UNPINNED", 0},  /* "1": *.unpinned.json manifests load (refused in production) */
     {"ABX_INSTALL_LIBC", 0},      /* glibc, musl or none: the libc npm packages are chosen for */
-    {"ABX_INSTALL_NPM_JOBS", 0},  /* concurrent npm package downloads (0 or unset = the default) */
+    {"ABX_INSTALL_NPM_JOBS", 0},  /* concurrent npm package downloads (unset = 8, at most 32) */
     {"ABX_TEST_PAUSE", 0},        /* tests: an install stops 30 s at this phase (never in production) */
     {"ABX_TOOL_", 1},             /* ABX_TOOL_<NAME>=/path: use that executable for tool NAME */
     {"ABX_NPM", 0},               /* lock: the npm program to run */

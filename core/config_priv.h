@@ -28,11 +28,11 @@ enum cfg_kind {
 struct cfg_keydef {
 	const char *path; /* dotted path in the file */
 	enum cfg_kind kind;
-	size_t off;       /* offsetof(struct config, ...) */
-	int min, max;     /* K_INT */
-	const char *env;  /* the environment variable, or NULL */
-	const char *opt;  /* the command-line option (without "--"), or NULL */
-	const char *def;  /* the embedded default as text, "" = empty / none */
+	size_t off;      /* offsetof(struct config, ...) */
+	int min, max;    /* K_INT */
+	const char *env; /* the environment variable, or NULL */
+	const char *opt; /* the command-line option (without "--"), or NULL */
+	const char *def; /* the embedded default as text, "" = empty / none */
 };
 
 /* Indexed by enum cfg_key. */
@@ -46,7 +46,8 @@ extern const char *const cfg_sections[CFG_NSECTIONS];
  * items and replace the previous list. base resolves a relative K_PATH (the
  * file's directory; NULL keeps it as written). where names the JSON path,
  * variable or flag in messages. Returns 0, or -1 with config.invalid. */
-int cfg_set_text(struct config *c, int k, const char *text, const char *base, const char *where, struct err *e);
+int cfg_set_text(struct config *c, int k, const char *text, const char *base, const char *where,
+                 struct err *e);
 
 /* List keys: whether k is one; empty it; append one item (checked). */
 int cfg_is_list(int k);

@@ -39,8 +39,9 @@ validate(manifest_t *m, const char *src, struct err *e)
 	return rc;
 }
 
-#define GOOD_FIELDS "\"package\": \"@openai/codex\", \"lock\": \"codex/package-lock.json\", " \
-	            "\"package_json\": \"codex/package.json\""
+#define GOOD_FIELDS                                                                                          \
+	"\"package\": \"@openai/codex\", \"lock\": \"codex/package-lock.json\", "                            \
+	"\"package_json\": \"codex/package.json\""
 
 static void
 expect_bad(const char *src, const char *what)
@@ -58,20 +59,27 @@ expect_bad(const char *src, const char *what)
 static void
 test_fields_refused(void **state)
 {
-	expect_bad("{" GOOD_FIELDS ", \"bin\": \"bin/x\", \"postinstall\": true}", "$.source.postinstall: unknown field");
-	expect_bad("{\"lock\": \"l.json\", \"package_json\": \"p.json\", \"bin\": \"b\"}", "$.source.package: missing");
-	expect_bad("{\"package\": \"p\", \"package_json\": \"p.json\", \"bin\": \"b\"}", "$.source.lock: missing");
+	expect_bad("{" GOOD_FIELDS ", \"bin\": \"bin/x\", \"postinstall\": true}",
+	           "$.source.postinstall: unknown field");
+	expect_bad("{\"lock\": \"l.json\", \"package_json\": \"p.json\", \"bin\": \"b\"}",
+	           "$.source.package: missing");
+	expect_bad("{\"package\": \"p\", \"package_json\": \"p.json\", \"bin\": \"b\"}",
+	           "$.source.lock: missing");
 	expect_bad("{" GOOD_FIELDS "}", "$.source.bin: missing");
 	expect_bad("{" GOOD_FIELDS ", \"bin\": 7}", "$.source.bin: expected a non-empty string");
 	expect_bad("{" GOOD_FIELDS ", \"bin\": \"\"}", "$.source.bin: expected a non-empty string");
 	/* a string with NUL in it is not the string it reads as */
 	expect_bad("{" GOOD_FIELDS ", \"bin\": \"a\\u0000b\"}", "$.source.bin: expected a non-empty string");
-	expect_bad("{\"package\": \"p\", \"lock\": \"/etc/l.json\", \"package_json\": \"p.json\", \"bin\": \"b\"}",
-	           "$.source.lock: not a relative path beside the manifest");
-	expect_bad("{\"package\": \"p\", \"lock\": \"l.json\", \"package_json\": \"../p.json\", \"bin\": \"b\"}",
-	           "$.source.package_json: not a relative path beside the manifest");
-	expect_bad("{" GOOD_FIELDS ", \"bin\": \"../../bin/sh\"}", "$.source.bin: not a relative path inside the tree");
-	expect_bad("{" GOOD_FIELDS ", \"bin\": \"bin\\\\x\"}", "$.source.bin: not a relative path inside the tree");
+	expect_bad(
+	    "{\"package\": \"p\", \"lock\": \"/etc/l.json\", \"package_json\": \"p.json\", \"bin\": \"b\"}",
+	    "$.source.lock: not a relative path beside the manifest");
+	expect_bad(
+	    "{\"package\": \"p\", \"lock\": \"l.json\", \"package_json\": \"../p.json\", \"bin\": \"b\"}",
+	    "$.source.package_json: not a relative path beside the manifest");
+	expect_bad("{" GOOD_FIELDS ", \"bin\": \"../../bin/sh\"}",
+	           "$.source.bin: not a relative path inside the tree");
+	expect_bad("{" GOOD_FIELDS ", \"bin\": \"bin\\\\x\"}",
+	           "$.source.bin: not a relative path inside the tree");
 	expect_bad("{" GOOD_FIELDS ", \"bin\": \"b\", \"allow_scripts\": true}",
 	           "$.source.allow_scripts: must be false");
 	expect_bad("{" GOOD_FIELDS ", \"bin\": \"b\", \"allow_scripts\": \"false\"}",
@@ -95,8 +103,9 @@ test_fields_accepted(void **state)
 	manifest_t *m = new_manifest();
 	struct err e;
 
-	assert_int_equal(validate(m, "{\"type\": \"npm-lock\", " GOOD_FIELDS ", \"bin\": \"bin/codex.js\", "
-	                             "\"allow_scripts\": false}",
+	assert_int_equal(validate(m,
+	                          "{\"type\": \"npm-lock\", " GOOD_FIELDS ", \"bin\": \"bin/codex.js\", "
+	                          "\"allow_scripts\": false}",
 	                          &e),
 	                 0);
 	assert_string_equal(m->source.package, "@openai/codex");
@@ -112,12 +121,13 @@ test_bin_placeholders(void **state)
 	manifest_t *m = new_manifest();
 	char want[256];
 	struct err e;
-	const char *arch = strcmp(manifest_platform_self(), MANIFEST_PLATFORM_ARM64) == 0 ? "aarch64" : "x86_64";
+	const char *arch =
+	    strcmp(manifest_platform_self(), MANIFEST_PLATFORM_ARM64) == 0 ? "aarch64" : "x86_64";
 
 	setenv("ABX_INSTALL_LIBC", "musl", 1);
-	assert_int_equal(validate(m, "{" GOOD_FIELDS ", \"bin\": \"node_modules/@x/cli-{platform}{musl}/{arch}/x\"}",
-	                          &e),
-	                 0);
+	assert_int_equal(
+	    validate(m, "{" GOOD_FIELDS ", \"bin\": \"node_modules/@x/cli-{platform}{musl}/{arch}/x\"}", &e),
+	    0);
 	snprintf(want, sizeof(want), "node_modules/@x/cli-%s-musl/%s/x", manifest_platform_self(), arch);
 	assert_string_equal(m->source.bin, want);
 
@@ -210,10 +220,8 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_fields_refused),
-	    cmocka_unit_test(test_field_too_long),
-	    cmocka_unit_test(test_fields_accepted),
-	    cmocka_unit_test(test_bin_placeholders),
+	    cmocka_unit_test(test_fields_refused),  cmocka_unit_test(test_field_too_long),
+	    cmocka_unit_test(test_fields_accepted), cmocka_unit_test(test_bin_placeholders),
 	    cmocka_unit_test(test_lock_checked),
 	};
 
