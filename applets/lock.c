@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "../core/buf.h"
+#include "../core/config.h"
 #include "../core/digest.h"
 #include "../core/http.h"
 #include "../core/json.h"
@@ -535,7 +536,7 @@ run_npm(const char *dir, char *const args[], char *out, size_t cap, struct err *
 				     "http_proxy=", "no_proxy=", "LANG=", "TMPDIR=", NULL};
 	extern char **environ;
 	char *env[32], *argv[40], extra[PATH_MAX + 32];
-	const char *npm = getenv("ABX_NPM");
+	const char *npm = config_env("ABX_NPM");
 	int i, k, n = 0, pfd[2] = {-1, -1}, st;
 	pid_t pid;
 	size_t got = 0;
@@ -610,7 +611,7 @@ run_npm(const char *dir, char *const args[], char *out, size_t cap, struct err *
 static int
 registry_latest(const char *pkg, struct hosts *h, char *out, size_t cap, struct err *e)
 {
-	const char *mirror = getenv("ABX_INSTALL_NPM_REGISTRY");
+	const char *mirror = config_env("ABX_INSTALL_NPM_REGISTRY");
 	static char mhost[256];
 	char url[HTTP_URL_MAX], base[512];
 	const char *accept = "Accept: application/vnd.npm.install-v1+json";
@@ -900,7 +901,7 @@ lock_main(int argc, char **argv)
 	if (version != NULL && (*version == '\0' || strpbrk(version, "/\\\"' ") != NULL))
 		return usage_error("lock", usage, "not a version: %s", version);
 	if (dir == NULL)
-		dir = getenv("ABX_MANIFESTS_DIR");
+		dir = config_env("ABX_MANIFESTS_DIR");
 	if (dir == NULL || *dir == '\0') {
 		dir = "manifests";
 		/* Outside a source checkout, --check reads the manifests built
