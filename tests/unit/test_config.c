@@ -1,5 +1,6 @@
 #include "unit.h"
 #include "config.h"
+#include "config_priv.h"
 
 #include <unistd.h>
 
@@ -220,6 +221,53 @@ test_defaults(void **state)
 	assert_int_equal(c.agents.n, 0);
 	assert_int_equal(c.tools_dir[0], '\0');
 	assert_int_equal(c.nwarn, 0);
+}
+
+/* The README's configuration table and the schema table say the same: a
+ * row per key, naming its variable and its option, with its default. */
+static void
+test_readme_table_matches(void **state)
+{
+	static char text[1 << 20];
+	char want[128], def[128];
+	const char *row, *cols[4];
+	FILE *f = fopen("README.md", "r");
+	size_t n;
+	int k, i;
+
+	if (f == NULL)
+		f = fopen("../../README.md", "r");
+	assert_non_null(f);
+	n = fread(text, 1, sizeof(text) - 1, f);
+	fclose(f);
+	text[n] = '\0';
+	for (k = 0; k < CK_NKEYS; k++) {
+		snprintf(want, sizeof(want), "\n| `%s` | ", cfg_keys[k].path);
+		if ((row = strstr(text, want)) == NULL)
+			fail_msg("README: no row for %s", cfg_keys[k].path);
+		row += 3; /* the row's first column */
+		for (i = 0; i < 4; i++) {
+			cols[i] = row;
+			if ((row = strstr(row, " | ")) == NULL)
+				fail_msg("README: the row of %s has fewer than 4 columns", cfg_keys[k].path);
+			row += 3;
+		}
+		snprintf(want, sizeof(want), "`%s`", cfg_keys[k].env);
+		if (strstr(cols[1], want) == NULL || strstr(cols[1], want) > cols[2])
+			fail_msg("README: the row of %s does not name %s", cfg_keys[k].path, want);
+		if (cfg_keys[k].opt != NULL) {
+			snprintf(want, sizeof(want), "`--%s`", cfg_keys[k].opt);
+			if (strstr(cols[1], want) == NULL || strstr(cols[1], want) > cols[2])
+				fail_msg("README: the row of %s does not name %s", cfg_keys[k].path, want);
+		}
+		if (cfg_keys[k].def[0] == '\0')
+			continue;
+		snprintf(def, sizeof(def), "%.*s", (int)(cols[3] - cols[2] - 3), cols[2]);
+		snprintf(want, sizeof(want), "`%s`", cfg_keys[k].def);
+		if (strcmp(def, cfg_keys[k].def) != 0 && strcmp(def, want) != 0)
+			fail_msg("README: the default of %s is \"%s\", the table's is %s", cfg_keys[k].path,
+			         def, cfg_keys[k].def);
+	}
 }
 
 /* The option table: each option names its key, a repeated option keeps the
@@ -564,6 +612,7 @@ main(void)
 	    cmocka_unit_test(test_bad_env_values),
 	    cmocka_unit_test(test_defaults),
 	    cmocka_unit_test(test_option_table),
+	    cmocka_unit_test(test_readme_table_matches),
 	    cmocka_unit_test(test_env_accessor),
 	    cmocka_unit_test(test_precedence_every_layer),
 	    cmocka_unit_test(test_relative_paths_resolve_against_file),
