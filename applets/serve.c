@@ -156,8 +156,8 @@ parse_secs(const char *s, int *ms)
 /* The manifests, every one loaded now: after this the set is only read,
  * so request threads and install jobs share it without a lock. */
 static int
-open_manifests(struct manifest_set *ms, const char *config_file, const struct config_flags *flags, int *introspect,
-               struct err *e)
+open_manifests(struct manifest_set *ms, const char *config_file, const struct config_flags *flags,
+               int *introspect, struct err *e)
 {
 	struct config *c = malloc(sizeof(*c));
 	struct err e2;
