@@ -124,8 +124,13 @@ config_env(const char *name)
 {
 	const char *v;
 
-	if (name == NULL || !env_known(name))
+	if (name == NULL)
 		return NULL;
+	if (!env_known(name)) {
+		/* a variable read but not listed: a bug the first test run shows */
+		warnx_line("internal: %.80s is read but not listed in core/config.c's ABX_* variables", name);
+		return NULL;
+	}
 	v = getenv(name);
 	return v != NULL && v[0] != '\0' ? v : NULL;
 }

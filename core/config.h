@@ -217,7 +217,8 @@ int config_flags_add(struct config_flags *f, const char *opt, const char *value)
 /* An ABX_* variable of the process environment that is not a configuration
  * key (ABX_SERVER_TOKEN, ABX_INSTALL_UNPINNED, ABX_INSTALL_LIBC,
  * ABX_TOOL_<NAME>, ...) or a key's own variable read outside a load. The one
- * place such a variable is read: names not in config.c's list answer NULL.
+ * place such a variable is read: a name not in config.c's list answers NULL
+ * and is reported on stderr as an internal error.
  * Returns the value, or NULL when unset or empty (an empty variable counts as
  * unset). The pointer is the environment's; do not keep it across setenv. */
 const char *config_env(const char *name);
