@@ -3,22 +3,19 @@
  * check names the file and the JSON path of the offending value, so a
  * reviewer can go straight to it. Sets of manifests: core/manifest_set.c.
  */
-/* Paths here are built from directory names bounded far below PATH_MAX
- * (TOOLS_DIR_MAX, readdir names); a cut path fails to open, and GCC cannot
- * see the bounds. */
+/* Paths here are built from names bounded far below PATH_MAX (a manifest's
+ * directory, a relative lockfile path); a cut path fails to open, and GCC
+ * cannot see the bounds. */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 #endif
 #include "manifest.h"
 
 #include <ctype.h>
-#include <dirent.h>
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "config.h"
 #include "digest.h"
