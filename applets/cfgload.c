@@ -1,5 +1,6 @@
 /*
- * The shared configuration stack of the introspecting applets.
+ * The configuration load every applet shares, and the whole stack
+ * (configuration, policy, manifests, ops) of the introspecting ones.
  */
 #include "cfgload.h"
 
@@ -27,44 +28,35 @@ cfgload_free(struct cfgload *L)
 	free(L);
 }
 
-void
-cfgload_flag(struct cfgload *L, const char *key, const char *value, const char *flag)
-{
-	int i;
-
-	for (i = 0; i < L->nflags; i++)
-		if (strcmp(L->flags[i].key, key) == 0) {
-			L->flags[i].value = value;
-			return;
-		}
-	if (L->nflags < CFGLOAD_MAX_FLAGS)
-		L->flags[L->nflags++] = (struct config_flag){key, value, flag};
-}
-
 int
 cfgload_option(struct cfgload *L, const char *name, const char *value)
 {
-	static const struct {
-		const char *opt, *key, *flag;
-	} map[] = {
-	    {"policy", "policy", "--policy"},          {"preset", "preset", "--preset"},
-	    {"commands", "commands", "--commands"},    {"manifests", "manifests_dir", "--manifests"},
-	    {"tools-dir", "tools_dir", "--tools-dir"}, {"state-dir", "state_dir", "--state-dir"},
-	    {"base-dir", "base_dir", "--base-dir"},
-	    {"mode", "install.mode", "--mode"},
-	};
-	size_t i;
-
 	if (strcmp(name, "config") == 0) {
 		L->config_file = value;
 		return 1;
 	}
-	for (i = 0; i < sizeof(map) / sizeof(map[0]); i++)
-		if (strcmp(map[i].opt, name) == 0) {
-			cfgload_flag(L, map[i].key, value, map[i].flag);
-			return 1;
-		}
+	return config_flags_add(&L->flags, name, value);
+}
+
+int
+cfgload_config(struct config *c, const char *file, const struct config_flags *f, int warn, struct err *e)
+{
+	if (config_load(c, file, NULL, f != NULL ? f->v : NULL, f != NULL ? f->n : 0, e) != 0)
+		return -1;
+	if (warn)
+		config_print_warnings(c);
 	return 0;
+}
+
+int
+cfgload_manifests(struct manifest_set *ms, const struct config *c, const char *platform, struct err *e)
+{
+	struct manifest_opts mo;
+
+	if ((mo.allow_unpinned = manifest_unpinned_allowed(c->environment, e)) < 0)
+		return -1;
+	mo.platform = platform != NULL ? platform : manifest_platform_self();
+	return manifest_set_open(ms, c->manifests_dir[0] != '\0' ? c->manifests_dir : NULL, &mo, e);
 }
 
 enum ops_agent_state
@@ -101,20 +93,14 @@ cfgload_tool_known(const char *name, void *ctx)
 int
 cfgload_run(struct cfgload *L, struct err *e)
 {
-	struct manifest_opts opts;
-
-	if (config_load(&L->cfg, L->config_file, NULL, L->flags, L->nflags, e) != 0)
+	if (cfgload_config(&L->cfg, L->config_file, &L->flags, 1, e) != 0)
 		return -1;
 	/* Introspecting applets never open sockets, spawn or read secrets,
 	 * whatever the environment says. */
 	L->cfg.introspect = 1;
-	config_print_warnings(&L->cfg);
 	if (policy_setup(&L->pol, &L->cfg, e) != 0)
 		return -1;
-	opts.platform = manifest_platform_self();
-	if ((opts.allow_unpinned = manifest_unpinned_allowed(L->cfg.environment, e)) < 0)
-		return -1;
-	if (manifest_set_open(&L->ms, L->cfg.manifests_dir[0] ? L->cfg.manifests_dir : NULL, &opts, e) != 0)
+	if (cfgload_manifests(&L->ms, &L->cfg, NULL, e) != 0)
 		return -1;
 	L->ms_open = 1;
 	if (ops_init(&L->ops, e) != 0)

@@ -1,18 +1,16 @@
 #ifndef ABX_APPLETS_CFGLOAD_H
 #define ABX_APPLETS_CFGLOAD_H
 /*
- * The configuration stack every introspecting applet loads the same way
- * (check-config, doctor, prepare's plan): configuration layers, policy, the
- * op registry with agents checked against the manifests. Introspection: it
- * reads files only; no socket, no process, no secret.
+ * The one configuration loader of the applets (cfgload_config,
+ * cfgload_manifests), and the stack every introspecting applet loads the
+ * same way (check-config, doctor, prepare's plan): configuration layers,
+ * policy, the op registry with agents checked against the manifests.
+ * Introspection: it reads files only; no socket, no process, no secret.
  */
 #include "../core/config.h"
 #include "../core/manifest.h"
 #include "../core/ops.h"
 #include "../core/policy.h"
-
-/* Flags every introspecting applet accepts, mapped to the flag layer. */
-#define CFGLOAD_MAX_FLAGS 8
 
 struct cfgload {
 	struct config cfg;
@@ -23,21 +21,35 @@ struct cfgload {
 	int ms_open;
 	struct err merr;         /* the last manifest failure other than not_found */
 	const char *config_file; /* --config */
-	struct config_flag flags[CFGLOAD_MAX_FLAGS];
-	int nflags;
+	struct config_flags flags;
 };
+
+/*
+ * The configuration load of every applet (serve, check-config, doctor,
+ * prepare, fetch, verify, the shim): config_load with file (--config, NULL =
+ * $ABX_SERVER_CONFIG or the default file), the process environment and the
+ * flags f (NULL = none). With warn, the warnings go to stderr, each once per
+ * process (serve's API prints its own on every load). Returns 0, or -1 with
+ * e (config.invalid, json.*, io.error: a usage error) and c at the defaults.
+ */
+int cfgload_config(struct config *c, const char *file, const struct config_flags *f, int warn, struct err *e);
+
+/*
+ * Open the manifest set c names (the built-in manifests and c's
+ * manifests_dir) loading for platform (NULL = this machine);
+ * ABX_INSTALL_UNPINNED is honoured unless c's environment is production
+ * (config.invalid). Returns 0, or -1 with e. Close with manifest_set_close.
+ */
+int cfgload_manifests(struct manifest_set *ms, const struct config *c, const char *platform, struct err *e);
 
 /* A zeroed struct on the heap (it is a few hundred KiB), or NULL. */
 struct cfgload *cfgload_new(void);
 void cfgload_free(struct cfgload *L);
 
-/* Record a flag for the flag layer: key is a dotted configuration path. */
-void cfgload_flag(struct cfgload *L, const char *key, const char *value, const char *flag);
-
 /*
- * Handle one of the shared long options by name (config, policy, preset,
- * commands, manifests, tools-dir, state-dir, mode). Returns 1 when it was
- * one of them, else 0.
+ * Handle a long option by name: "config", or one that sets a configuration
+ * key (config_option_key: policy, preset, commands, manifests, tools-dir,
+ * state-dir, base-dir, mode, ...). Returns 1 when it was one of them, else 0.
  */
 int cfgload_option(struct cfgload *L, const char *name, const char *value);
 

@@ -57,7 +57,7 @@ lint_manifests(char **files, int n, int quiet)
 		return EXIT_FAIL;
 	}
 	opts.platform = manifest_platform_self();
-	if ((opts.allow_unpinned = manifest_unpinned_allowed(getenv("ABX_SERVER_ENV"), &e)) < 0) {
+	if ((opts.allow_unpinned = manifest_unpinned_allowed(config_env("ABX_SERVER_ENV"), &e)) < 0) {
 		free(m);
 		fail(&e);
 		return EXIT_USAGE;

@@ -187,7 +187,7 @@ check_image(struct report *r, struct cfgload *L)
 		if ((m = manifest_get(&L->ms, names[i], &e)) == NULL)
 			continue;
 		install_tool_env_name(m->name, env, sizeof(env));
-		if ((v = getenv(env)) != NULL && v[0] != '\0')
+		if ((v = config_env(env)) != NULL)
 			continue;
 		err_clear(&e);
 		if (install_image_fits(m, NULL, &e) == 0)
@@ -292,7 +292,7 @@ first_missing_tool(struct cfgload *L, const struct chain *ch)
 		(void)manifest_closure_add(&L->ms, L->cfg.agents.v[i], names, &n, MANIFEST_SET_MAX, &e);
 	for (i = 0; i < n; i++) {
 		install_tool_env_name(names[i], env, sizeof(env));
-		if ((v = getenv(env)) != NULL && v[0] != '\0')
+		if ((v = config_env(env)) != NULL)
 			continue;
 		for (j = 0, have = 0; j < ch->n && !have; j++) {
 			snprintf(mk, sizeof(mk), "%.4000s/%.200s/.installed.json", ch->dir[j], names[i]);

@@ -267,7 +267,7 @@ tool_version(const char *path, char *out, size_t cap)
 {
 	char home_env[PATH_MAX + 8], td_env[PATH_MAX + 16], *envp[6];
 	char *argv[] = {(char *)path, "--version", NULL};
-	const char *home = getenv("HOME"), *td = getenv("ABX_TOOLS_DIR");
+	const char *home = getenv("HOME"), *td = config_env("ABX_TOOLS_DIR");
 	struct proc_spec spec = {argv, envp, NULL, DOCTOR_VERSION_TIMEOUT_MS, 0};
 	struct proc_capture c;
 	struct proc p;

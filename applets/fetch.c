@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../core/config.h"
 #include "../core/digest.h"
 #include "../core/http.h"
 #include "../core/net.h"
@@ -551,12 +552,12 @@ fetch_main(int argc, char **argv)
 		snprintf(o.first_host, sizeof(o.first_host), "%s", u.host);
 	}
 	if (!o.have_digest) {
-		env = getenv("ABX_INSTALL_UNPINNED");
+		env = config_env("ABX_INSTALL_UNPINNED");
 		if (env == NULL || strcmp(env, "1") != 0)
 			return usage_error("fetch", usage,
 					   "a digest is required (--sha256, --sha512 or --integrity); "
 					   "ABX_INSTALL_UNPINNED=1 allows an unpinned download");
-		env = getenv("ABX_SERVER_ENV");
+		env = config_env("ABX_SERVER_ENV");
 		if (env != NULL && strcmp(env, "production") == 0) {
 			err_printf("usage", "unpinned downloads are refused when ABX_SERVER_ENV=production");
 			return EXIT_USAGE;

@@ -531,7 +531,7 @@ lock_main(int argc, char **argv)
 	if (version != NULL && (*version == '\0' || strpbrk(version, "/\\\"' ") != NULL))
 		return usage_error("lock", usage, "not a version: %s", version);
 	if (dir == NULL)
-		dir = getenv("ABX_MANIFESTS_DIR");
+		dir = config_env("ABX_MANIFESTS_DIR");
 	if (dir == NULL || *dir == '\0') {
 		dir = "manifests";
 		/* Outside a source checkout, --check reads the manifests built

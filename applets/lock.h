@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../core/config.h"
 #include "../core/err.h"
 #include "../core/http.h"
 #include "../core/json.h"

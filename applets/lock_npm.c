@@ -84,7 +84,7 @@ static int
 run_npm(const struct npm_job *j, char *const args[], char *out, size_t cap, struct err *e)
 {
 	char *env[LOCK_NPM_ENV_MAX + 2], *argv[LOCK_NPM_ARGS_MAX + 10], extra[PATH_MAX + 32], prog[PATH_MAX];
-	const char *npm = getenv("ABX_NPM"), *cafile = getenv("SSL_CERT_FILE");
+	const char *npm = config_env("ABX_NPM"), *cafile = getenv("SSL_CERT_FILE");
 	struct proc_capture c;
 	struct proc_spec spec;
 	struct proc p;
@@ -144,7 +144,7 @@ run_npm(const struct npm_job *j, char *const args[], char *out, size_t cap, stru
 static int
 registry_latest(const char *pkg, struct hosts *h, char *out, size_t cap, struct err *e)
 {
-	const char *mirror = getenv("ABX_INSTALL_NPM_REGISTRY");
+	const char *mirror = config_env("ABX_INSTALL_NPM_REGISTRY");
 	static char mhost[256];
 	char url[HTTP_URL_MAX], base[512];
 	const char *accept = "Accept: application/vnd.npm.install-v1+json";

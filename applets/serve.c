@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "cfgload.h"
 #include "digest.h"
 #include "fs.h"
 #include "httpd.h"
@@ -156,28 +157,22 @@ parse_secs(const char *s, int *ms)
 /* The manifests, every one loaded now: after this the set is only read,
  * so request threads and install jobs share it without a lock. */
 static int
-open_manifests(struct manifest_set *ms, const char *config_file, const struct config_flag *flags, int nflags,
+open_manifests(struct manifest_set *ms, const char *config_file, const struct config_flags *flags,
                int *introspect, struct err *e)
 {
 	struct config *c = malloc(sizeof(*c));
-	struct manifest_opts mo;
 	struct err e2;
-	int i, unp;
+	int i;
 
 	if (c == NULL)
 		return err_set(e, "internal", "out of memory");
-	if (config_load(c, config_file, NULL, flags, nflags, e) != 0) {
+	/* the API's load (api_gen_build) prints the warnings */
+	if (cfgload_config(c, config_file, flags, 0, e) != 0) {
 		free(c);
 		return -1;
 	}
 	*introspect = c->introspect;
-	if ((unp = manifest_unpinned_allowed(c->environment, e)) < 0) {
-		free(c);
-		return -1;
-	}
-	mo.platform = manifest_platform_self();
-	mo.allow_unpinned = unp;
-	i = manifest_set_open(ms, c->manifests_dir[0] != '\0' ? c->manifests_dir : NULL, &mo, e);
+	i = cfgload_manifests(ms, c, NULL, e);
 	free(c);
 	if (i < 0)
 		return -1;
@@ -190,48 +185,12 @@ open_manifests(struct manifest_set *ms, const char *config_file, const struct co
 /* The command line: configuration flags (each key once, the last given
  * wins) and the options that are serve's own. Static storage: the reload
  * thread reads the flags for the life of the process. */
-#define SERVE_FLAGS_MAX 16
 struct serve_opts {
-	struct config_flag flags[SERVE_FLAGS_MAX];
-	char flagnames[SERVE_FLAGS_MAX][32];
-	int nflags;
+	struct config_flags flags;
 	int hdr_ms, idle_ms, body_ms;
 	int quiet, verbose;
 	const char *config_file;
 };
-
-/* --NAME VALUE as the configuration key it sets. */
-static void
-add_flag(struct serve_opts *o, const char *name, const char *value)
-{
-	static const struct {
-		const char *opt, *key;
-	} cfgmap[] = {
-	    {"policy", "policy"},          {"preset", "preset"},
-	    {"commands", "commands"},      {"manifests", "manifests_dir"},
-	    {"tools-dir", "tools_dir"},    {"state-dir", "state_dir"},
-	    {"base-dir", "base_dir"},
-	    {"mode", "install.mode"},      {"host", "server.host"},
-	    {"port", "server.port"},       {"max-connections", "server.max_connections"},
-	    {"workers", "server.workers"},
-	};
-	size_t k;
-	int i;
-
-	for (k = 0; k < sizeof(cfgmap) / sizeof(cfgmap[0]); k++)
-		if (strcmp(cfgmap[k].opt, name) == 0)
-			break;
-	for (i = 0; i < o->nflags; i++)
-		if (strcmp(o->flags[i].key, cfgmap[k].key) == 0)
-			break;
-	if (i == o->nflags) {
-		if (o->nflags == SERVE_FLAGS_MAX)
-			return;
-		o->nflags++;
-	}
-	snprintf(o->flagnames[i], sizeof(o->flagnames[i]), "--%s", name);
-	o->flags[i] = (struct config_flag){cfgmap[k].key, value, o->flagnames[i]};
-}
 
 /* Options into o. Returns -1 to go on, else the exit code (--help, or a
  * usage error already printed). */
@@ -315,7 +274,7 @@ parse_options(int argc, char **argv, struct serve_opts *o)
 			return bad_option("serve", usage, argc, argv);
 		}
 		if (name != NULL)
-			add_flag(o, name, optarg);
+			config_flags_add(&o->flags, name, optarg);
 	}
 	if (optind < argc)
 		return usage_error("serve", usage, "unexpected argument %s", argv[optind]);
@@ -480,11 +439,11 @@ serve_main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &hup, NULL);
 
 	err_clear(&e);
-	if (open_manifests(&ms, o.config_file, o.flags, o.nflags, &introspect, &e) != 0)
+	if (open_manifests(&ms, o.config_file, &o.flags, &introspect, &e) != 0)
 		return fail(&e);
 	/* Introspection (ABX_SERVER_INTROSPECT): load and check everything
 	 * serve would, then stop: no socket, no secret read, nothing written. */
-	envtok = introspect ? NULL : getenv("ABX_SERVER_TOKEN");
+	envtok = introspect ? NULL : config_env("ABX_SERVER_TOKEN");
 	if (envtok != NULL && envtok[0] != '\0') {
 		if (strlen(envtok) > API_TOKEN_MAX) {
 			err_set(&e, "config.invalid", "ABX_SERVER_TOKEN is longer than %d bytes",
@@ -495,7 +454,7 @@ serve_main(int argc, char **argv)
 		memcpy(api.default_digest, d.v, 32);
 		api.have_default_digest = 1;
 	}
-	g = api_gen_build(o.config_file, o.flags, o.nflags, &ms,
+	g = api_gen_build(o.config_file, o.flags.v, o.flags.n, &ms,
 	                  api.have_default_digest ? api.default_digest : NULL, &e);
 	if (g == NULL)
 		return fail(&e);
@@ -533,7 +492,7 @@ serve_main(int argc, char **argv)
 		return fail(&e);
 	if (!o.quiet || strstr(smsg, "in memory") != NULL)
 		logline("%s", smsg);
-	ra = (struct reload_args){&api, o.config_file, o.flags, o.nflags};
+	ra = (struct reload_args){&api, o.config_file, o.flags.v, o.flags.n};
 	start_signals(&ra);
 	if (cfg.port == 0) {
 		printf("%d\n", httpd_port(g_srv));

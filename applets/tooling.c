@@ -7,10 +7,12 @@
 #include "tooling.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "cfgload.h"
 #include "common.h"
 #include "../core/clock.h"
 #include "../core/json.h"
@@ -18,31 +20,35 @@
 int
 tooling_open(struct tooling *t, int allow_all, const char *ctx_platform, struct err *e)
 {
-	struct config_flag flags[3];
-	struct manifest_opts mo;
-	int nf = 0, unp;
+	struct config *cfg = malloc(sizeof(*cfg));
+	struct config_flags f = {0};
+	int rc;
 
+	if (cfg == NULL)
+		return err_set(e, "internal", "out of memory");
 	if (t->tools_dir != NULL)
-		flags[nf++] = (struct config_flag){"tools_dir", t->tools_dir, "--tools-dir"};
+		config_flags_add(&f, "tools-dir", t->tools_dir);
 	if (t->state_dir != NULL)
-		flags[nf++] = (struct config_flag){"state_dir", t->state_dir, "--state-dir"};
+		config_flags_add(&f, "state-dir", t->state_dir);
 	if (t->manifests != NULL)
-		flags[nf++] = (struct config_flag){"manifests_dir", t->manifests, "--manifests"};
-	if (install_settings_load(&t->set, t->config, flags, nf, e) < 0) {
+		config_flags_add(&f, "manifests", t->manifests);
+	if (cfgload_config(cfg, t->config, &f, 1, e) < 0) {
 		t->settings_failed = 1;
+		free(cfg);
 		return -1;
 	}
+	install_settings_from_config(&t->set, cfg);
 	if (t->cache != NULL)
 		snprintf(t->set.cache_dir, sizeof(t->set.cache_dir), "%s", t->cache);
 	if (t->platform != NULL && !manifest_platform_known(t->platform) &&
-	    !(allow_all && strcmp(t->platform, "all") == 0))
+	    !(allow_all && strcmp(t->platform, "all") == 0)) {
+		free(cfg);
 		return err_set(e, "usage", "--platform: '%s' is not linux-x64, linux-arm64%s", t->platform,
-			       allow_all ? " or all" : "");
-	if ((unp = manifest_unpinned_allowed(t->set.environment, e)) < 0)
-		return -1;
-	mo.platform = t->platform ? t->platform : manifest_platform_self();
-	mo.allow_unpinned = unp;
-	if (manifest_set_open(&t->ms, t->set.manifests_dir[0] ? t->set.manifests_dir : NULL, &mo, e) < 0)
+		               allow_all ? " or all" : "");
+	}
+	rc = cfgload_manifests(&t->ms, cfg, t->platform, e);
+	free(cfg);
+	if (rc < 0)
 		return -1;
 	t->ms_open = 1;
 	if (install_ctx_init(&t->ctx, &t->ms, &t->set, ctx_platform, e) < 0)

@@ -2,9 +2,10 @@
 #define ABX_APPLETS_TOOLING_H
 /*
  * Shared set-up of the applets that handle tools (prepare, fetch --only,
- * verify, the shim): the shared flags (--config, --manifests,
- * --tools-dir, --cache, --platform, -q, -v), the configuration, the
- * manifest set and the install context.
+ * verify, the shim): the flags they share (--config, --manifests,
+ * --tools-dir, --state-dir, --cache, --platform, -q, -v), the
+ * configuration (through cfgload_config), the manifest set and the install
+ * context.
  */
 #include "../core/install.h"
 #include "../core/manifest.h"

@@ -1,9 +1,11 @@
 /*
- * Configuration: one schema table drives the file parser, the environment,
- * the flags, the did-you-mean and the source report, so a key cannot be known
- * to one of them and unknown to another.
+ * Configuration: one schema table drives the defaults, the file parser, the
+ * environment, the command-line options, the did-you-mean and the source
+ * report, so a key cannot be known to one of them and unknown to another.
+ * The same file holds the one list of the ABX_* variables that are not keys:
+ * every ABX_* read in the program is config_apply_env or config_env.
  */
-#include "config.h"
+#include "config_priv.h"
 
 #include <ctype.h>
 #include <stdarg.h>
@@ -14,96 +16,124 @@
 #include <unistd.h>
 
 #include "http.h"
-#include "json.h"
 #include "manifest.h"
 
 extern char **environ;
 
-enum kind {
-	K_MODE,
-	K_INT,
-	K_BOOL,
-	K_PATH,    /* char[CFG_PATH_MAX]; relative paths in a file resolve against it */
-	K_NPM,     /* char[CFG_URL_MAX]; an https:// URL */
-	K_MIRRORS, /* struct cfg_list; https:// templates, absolute paths, file:// */
-	K_HOSTS,   /* struct cfg_hosts; host names */
-	K_NAMES,   /* struct cfg_names; tool names */
-	K_VARS,    /* struct cfg_names; environment variable names */
-	K_PRESET,  /* char[CFG_NAME_MAX]; readonly|agents|admin */
-	K_WORD,    /* char[CFG_NAME_MAX]; [a-z0-9_-] */
-	K_HOST,    /* char[256]; a listen address */
-};
-
-struct keydef {
-	const char *path;
-	enum kind kind;
-	size_t off;
-	int min, max;    /* K_INT */
-	const char *env; /* the environment variable, or NULL */
-};
-
 #define OFF(f) offsetof(struct config, f)
 
-/* Indexed by enum cfg_key; the order must match. */
-static const struct keydef keys[CK_NKEYS] = {
-    {"install.mode", K_MODE, OFF(install.mode), 0, 0, "ABX_SERVER_INSTALL_MODE"},
-    {"install.wait", K_INT, OFF(install.wait), 0, 3600, "ABX_SERVER_INSTALL_WAIT"},
-    {"install.timeout", K_INT, OFF(install.timeout), 1, 86400, "ABX_SERVER_INSTALL_TIMEOUT"},
+/* Indexed by enum cfg_key; the order must match. Columns: path, kind,
+ * field, range, environment variable, command-line option, default. */
+const struct cfg_keydef cfg_keys[CK_NKEYS] = {
+    {"install.mode", K_MODE, OFF(install.mode), 0, 0, "ABX_SERVER_INSTALL_MODE", "mode", "lazy"},
+    {"install.wait", K_INT, OFF(install.wait), 0, 3600, "ABX_SERVER_INSTALL_WAIT", NULL, "20"},
+    {"install.timeout", K_INT, OFF(install.timeout), 1, 86400, "ABX_SERVER_INSTALL_TIMEOUT", NULL, "600"},
     {"install.max_download_mb", K_INT, OFF(install.max_download_mb), 1, 65536,
-     "ABX_SERVER_INSTALL_MAX_DOWNLOAD_MB"},
-    {"install.mirrors.npm", K_NPM, OFF(install.npm_mirror), 0, 0, "ABX_INSTALL_NPM_REGISTRY"},
-    {"install.mirrors.tarball", K_MIRRORS, OFF(install.tarball_mirrors), 0, 0, "ABX_INSTALL_MIRROR"},
-    {"install.allow_hosts", K_HOSTS, OFF(install.allow_hosts), 0, 0, "ABX_SERVER_INSTALL_ALLOW_HOSTS"},
-    {"install.allow_tmp", K_BOOL, OFF(install.allow_tmp), 0, 1, "ABX_SERVER_INSTALL_ALLOW_TMP"},
-    {"install.use_path", K_BOOL, OFF(install.use_path), 0, 1, "ABX_SERVER_INSTALL_USE_PATH"},
-    {"agents", K_NAMES, OFF(agents), 0, 0, "ABX_SERVER_AGENTS"},
-    {"commands", K_PATH, OFF(commands), 0, 0, "ABX_SERVER_COMMANDS"},
-    {"policy", K_PATH, OFF(policy), 0, 0, "ABX_SERVER_POLICY"},
-    {"preset", K_PRESET, OFF(preset), 0, 0, "ABX_SERVER_PRESET"},
-    {"tools_dir", K_PATH, OFF(tools_dir), 0, 0, "ABX_TOOLS_DIR"},
-    {"state_dir", K_PATH, OFF(state_dir), 0, 0, "ABX_SERVER_STATE_DIR"},
-    {"base_dir", K_PATH, OFF(base_dir), 0, 0, "ABX_SERVER_BASE_DIR"},
-    {"manifests_dir", K_PATH, OFF(manifests_dir), 0, 0, "ABX_MANIFESTS_DIR"},
-    {"audit_file", K_PATH, OFF(audit_file), 0, 0, "ABX_SERVER_AUDIT_FILE"},
-    {"environment", K_WORD, OFF(environment), 0, 0, "ABX_SERVER_ENV"},
-    {"server.host", K_HOST, OFF(server.host), 0, 0, "ABX_SERVER_HOST"},
-    {"server.port", K_INT, OFF(server.port), 0, 65535, "ABX_SERVER_PORT"},
-    {"server.max_connections", K_INT, OFF(server.max_connections), 1, 65536, "ABX_SERVER_MAX_CONNECTIONS"},
+     "ABX_SERVER_INSTALL_MAX_DOWNLOAD_MB", NULL, "500"},
+    {"install.mirrors.npm", K_NPM, OFF(install.npm_mirror), 0, 0, "ABX_INSTALL_NPM_REGISTRY", NULL, ""},
+    {"install.mirrors.tarball", K_MIRRORS, OFF(install.tarball_mirrors), 0, 0, "ABX_INSTALL_MIRROR", NULL,
+     ""},
+    {"install.allow_hosts", K_HOSTS, OFF(install.allow_hosts), 0, 0, "ABX_SERVER_INSTALL_ALLOW_HOSTS", NULL,
+     ""},
+    {"install.allow_tmp", K_BOOL, OFF(install.allow_tmp), 0, 1, "ABX_SERVER_INSTALL_ALLOW_TMP", NULL,
+     "false"},
+    {"install.use_path", K_BOOL, OFF(install.use_path), 0, 1, "ABX_SERVER_INSTALL_USE_PATH", NULL, "true"},
+    {"agents", K_NAMES, OFF(agents), 0, 0, "ABX_SERVER_AGENTS", NULL, ""},
+    {"commands", K_PATH, OFF(commands), 0, 0, "ABX_SERVER_COMMANDS", "commands", ""},
+    {"policy", K_PATH, OFF(policy), 0, 0, "ABX_SERVER_POLICY", "policy", ""},
+    {"preset", K_PRESET, OFF(preset), 0, 0, "ABX_SERVER_PRESET", "preset", ""},
+    {"tools_dir", K_PATH, OFF(tools_dir), 0, 0, "ABX_TOOLS_DIR", "tools-dir", ""},
+    {"state_dir", K_PATH, OFF(state_dir), 0, 0, "ABX_SERVER_STATE_DIR", "state-dir", ""},
+    {"base_dir", K_PATH, OFF(base_dir), 0, 0, "ABX_SERVER_BASE_DIR", "base-dir", ""},
+    {"manifests_dir", K_PATH, OFF(manifests_dir), 0, 0, "ABX_MANIFESTS_DIR", "manifests", ""},
+    {"audit_file", K_PATH, OFF(audit_file), 0, 0, "ABX_SERVER_AUDIT_FILE", NULL, ""},
+    {"environment", K_WORD, OFF(environment), 0, 0, "ABX_SERVER_ENV", NULL, ""},
+    {"server.host", K_HOST, OFF(server.host), 0, 0, "ABX_SERVER_HOST", "host", "0.0.0.0"},
+    {"server.port", K_INT, OFF(server.port), 0, 65535, "ABX_SERVER_PORT", "port", "9000"},
+    {"server.max_connections", K_INT, OFF(server.max_connections), 1, 65536, "ABX_SERVER_MAX_CONNECTIONS",
+     "max-connections", "256"},
     {"server.max_connections_per_peer", K_INT, OFF(server.max_connections_per_peer), 1, 65536,
-     "ABX_SERVER_MAX_CONNECTIONS_PER_PEER"},
-    {"server.workers", K_INT, OFF(server.workers), 1, 256, "ABX_SERVER_WORKERS"},
-    {"server.header_timeout", K_INT, OFF(server.header_timeout), 1, 3600, "ABX_SERVER_HEADER_TIMEOUT"},
-    {"server.idle_timeout", K_INT, OFF(server.idle_timeout), 1, 3600, "ABX_SERVER_IDLE_TIMEOUT"},
-    {"server.request_timeout", K_INT, OFF(server.request_timeout), 1, 86400, "ABX_SERVER_REQUEST_TIMEOUT"},
+     "ABX_SERVER_MAX_CONNECTIONS_PER_PEER", NULL, "64"},
+    {"server.workers", K_INT, OFF(server.workers), 1, 256, "ABX_SERVER_WORKERS", "workers", "4"},
+    {"server.header_timeout", K_INT, OFF(server.header_timeout), 1, 3600, "ABX_SERVER_HEADER_TIMEOUT", NULL,
+     "10"},
+    {"server.idle_timeout", K_INT, OFF(server.idle_timeout), 1, 3600, "ABX_SERVER_IDLE_TIMEOUT", NULL, "60"},
+    {"server.request_timeout", K_INT, OFF(server.request_timeout), 1, 86400, "ABX_SERVER_REQUEST_TIMEOUT",
+     NULL, "60"},
     {"server.max_header_bytes", K_INT, OFF(server.max_header_bytes), 1024, 1 << 20,
-     "ABX_SERVER_MAX_HEADER_BYTES"},
-    {"server.max_body_bytes", K_INT, OFF(server.max_body_bytes), 1024, 256 << 20,
-     "ABX_SERVER_MAX_BODY_BYTES"},
+     "ABX_SERVER_MAX_HEADER_BYTES", NULL, "16384"},
+    {"server.max_body_bytes", K_INT, OFF(server.max_body_bytes), 1024, 256 << 20, "ABX_SERVER_MAX_BODY_BYTES",
+     NULL, "1048576"},
     {"server.max_output_bytes", K_INT, OFF(server.max_output_bytes), 1024, 256 << 20,
-     "ABX_SERVER_MAX_OUTPUT_BYTES"},
-    {"server.op_concurrency", K_INT, OFF(server.op_concurrency), 1, 4096, "ABX_SERVER_OP_CONCURRENCY"},
-    {"server.max_sessions", K_INT, OFF(server.max_sessions), 1, 256, "ABX_SERVER_MAX_SESSIONS"},
+     "ABX_SERVER_MAX_OUTPUT_BYTES", NULL, "1048576"},
+    {"server.op_concurrency", K_INT, OFF(server.op_concurrency), 1, 4096, "ABX_SERVER_OP_CONCURRENCY", NULL,
+     "4"},
+    {"server.max_sessions", K_INT, OFF(server.max_sessions), 1, 256, "ABX_SERVER_MAX_SESSIONS", NULL, "16"},
     {"server.max_sessions_per_agent", K_INT, OFF(server.max_sessions_per_agent), 1, 256,
-     "ABX_SERVER_MAX_SESSIONS_PER_AGENT"},
+     "ABX_SERVER_MAX_SESSIONS_PER_AGENT", NULL, "4"},
     {"server.session_journal_max_bytes", K_INT, OFF(server.session_journal_max_bytes), 65536, 256 << 20,
-     "ABX_SERVER_SESSION_JOURNAL_MAX_BYTES"},
-    {"server.sse_heartbeat", K_INT, OFF(server.sse_heartbeat), 1, 3600, "ABX_SERVER_SSE_HEARTBEAT"},
-    {"server.max_streams", K_INT, OFF(server.max_streams), 0, 4096, "ABX_SERVER_MAX_STREAMS"},
-    {"server.session_cwd", K_PATH, OFF(server.session_cwd), 0, 0, "ABX_SERVER_SESSION_CWD"},
-    {"server.session_env", K_VARS, OFF(server.session_env), 0, 0, "ABX_SERVER_SESSION_ENV"},
+     "ABX_SERVER_SESSION_JOURNAL_MAX_BYTES", NULL, "4194304"},
+    {"server.sse_heartbeat", K_INT, OFF(server.sse_heartbeat), 1, 3600, "ABX_SERVER_SSE_HEARTBEAT", NULL,
+     "15"},
+    {"server.max_streams", K_INT, OFF(server.max_streams), 0, 4096, "ABX_SERVER_MAX_STREAMS", NULL, "64"},
+    {"server.session_cwd", K_PATH, OFF(server.session_cwd), 0, 0, "ABX_SERVER_SESSION_CWD", NULL, ""},
+    {"server.session_env", K_VARS, OFF(server.session_env), 0, 0, "ABX_SERVER_SESSION_ENV", NULL, ""},
 };
 
-/* Objects that hold keys. */
-static const char *const sections[] = {"install", "install.mirrors", "server"};
-#define NSECTIONS ((int)(sizeof(sections) / sizeof(sections[0])))
+const char *const cfg_sections[CFG_NSECTIONS] = {"install", "install.mirrors", "server"};
 
-/* ABX_SERVER_* variables that are not configuration keys but are known. */
-static const char *const env_other[] = {
-    "ABX_SERVER_TOKEN",
-    "ABX_SERVER_INTROSPECT",
-    "ABX_SERVER_CONFIG",
-    "ABX_SERVER_INSTALL_MODE",
+/*
+ * The ABX_* variables that are not configuration keys, with who reads them.
+ * config_env answers only for these and the keys' variables, so a variable
+ * read anywhere in the program is listed here or in cfg_keys.
+ */
+static const struct {
+	const char *name;
+	int prefix; /* name is a prefix: ABX_TOOL_<NAME> */
+} env_vars[] = {
+    {"ABX_SERVER_TOKEN", 0},      /* serve: principal default's token; never read by introspection */
+    {"ABX_SERVER_INTROSPECT", 0}, /* load and check, then stop: no socket, no spawn, no secret */
+    {"ABX_SERVER_CONFIG", 0},     /* the configuration file when --config is not given */
+    {"ABX_INSTALL_MODE", 0},      /* deprecated alias of ABX_SERVER_INSTALL_MODE */
+    {"ABX_INSTALL_UNPINNED", 0},  /* "1": *.unpinned.json manifests load (refused in production) */
+    {"ABX_INSTALL_LIBC", 0},      /* glibc, musl or none: the libc npm packages are chosen for */
+    {"ABX_INSTALL_NPM_JOBS", 0},  /* concurrent npm package downloads (unset = 8, at most 32) */
+    {"ABX_TEST_PAUSE", 0},        /* tests: an install stops 30 s at this phase (never in production) */
+    {"ABX_TOOL_", 1},             /* ABX_TOOL_<NAME>=/path: use that executable for tool NAME */
+    {"ABX_NPM", 0},               /* lock: the npm program to run */
 };
+#define NENV_VARS ((int)(sizeof(env_vars) / sizeof(env_vars[0])))
+
+static int
+env_known(const char *name)
+{
+	int i;
+
+	for (i = 0; i < CK_NKEYS; i++)
+		if (strcmp(cfg_keys[i].env, name) == 0)
+			return 1;
+	for (i = 0; i < NENV_VARS; i++)
+		if (env_vars[i].prefix ? strncmp(name, env_vars[i].name, strlen(env_vars[i].name)) == 0
+		                       : strcmp(name, env_vars[i].name) == 0)
+			return 1;
+	return 0;
+}
+
+const char *
+config_env(const char *name)
+{
+	const char *v;
+
+	if (name == NULL)
+		return NULL;
+	if (!env_known(name)) {
+		/* a variable read but not listed: a bug the first test run shows */
+		warnx_line("internal: %.80s is read but not listed in core/config.c's ABX_* variables", name);
+		return NULL;
+	}
+	v = getenv(name);
+	return v != NULL && v[0] != '\0' ? v : NULL;
+}
 
 static const char *const mode_names[] = {"lazy", "offline", "build", "off"};
 
@@ -143,7 +173,7 @@ config_src_name(enum cfg_src s)
 const char *
 config_key_path(enum cfg_key k)
 {
-	return (unsigned)k < CK_NKEYS ? keys[k].path : NULL;
+	return (unsigned)k < CK_NKEYS ? cfg_keys[k].path : NULL;
 }
 
 int
@@ -152,82 +182,51 @@ config_key_find(const char *path)
 	int i;
 
 	for (i = 0; i < CK_NKEYS; i++)
-		if (strcmp(keys[i].path, path) == 0)
+		if (strcmp(cfg_keys[i].path, path) == 0)
 			return i;
 	return -1;
 }
 
-#define DIST_MAX 128
-
 int
-config_edit_distance(const char *a, const char *b)
+config_option_key(const char *opt)
 {
-	int la = (int)strnlen(a, DIST_MAX), lb = (int)strnlen(b, DIST_MAX);
-	int prev[DIST_MAX + 1], cur[DIST_MAX + 1];
-	int i, j;
+	int i;
 
-	for (j = 0; j <= lb; j++)
-		prev[j] = j;
-	for (i = 1; i <= la; i++) {
-		cur[0] = i;
-		for (j = 1; j <= lb; j++) {
-			int sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
-			int del = prev[j] + 1, ins = cur[j - 1] + 1;
-			cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
-		}
-		memcpy(prev, cur, sizeof(int) * (lb + 1));
-	}
-	return prev[lb];
+	for (i = 0; opt != NULL && i < CK_NKEYS; i++)
+		if (cfg_keys[i].opt != NULL && strcmp(cfg_keys[i].opt, opt) == 0)
+			return i;
+	return -1;
 }
 
-const char *
-config_did_you_mean(const char *word, const char *const *cand, int n)
+int
+config_flags_add(struct config_flags *f, const char *opt, const char *value)
 {
-	const char *best = NULL;
-	int bestd = 1 << 30, i, d, limit;
+	int k = config_option_key(opt), i;
 
-	/* A typo is a couple of edits; a third of the word for long words. */
-	limit = (int)strlen(word) / 3;
-	if (limit < 2)
-		limit = 2;
-	for (i = 0; i < n; i++) {
-		d = config_edit_distance(word, cand[i]);
-		if (d < bestd) {
-			bestd = d;
-			best = cand[i];
-		}
-	}
-	return bestd <= limit ? best : NULL;
+	if (k < 0)
+		return 0;
+	for (i = 0; i < f->n && strcmp(f->v[i].key, cfg_keys[k].path) != 0; i++)
+		;
+	if (i == f->n)
+		f->n++; /* at most one entry per key, so CK_NKEYS is never reached */
+	snprintf(f->name[i], sizeof(f->name[i]), "--%s", opt);
+	f->v[i] = (struct config_flag){cfg_keys[k].path, value, f->name[i]};
+	return 1;
 }
 
 void
 config_defaults(struct config *c)
 {
+	struct err e;
+	int k;
+
 	memset(c, 0, sizeof(*c));
-	c->install.mode = CFG_MODE_LAZY;
-	c->install.wait = 20;
-	c->install.timeout = 600;
-	c->install.max_download_mb = 500;
-	c->install.allow_tmp = 0;
-	c->install.use_path = 1;
-	snprintf(c->server.host, sizeof(c->server.host), "0.0.0.0");
-	c->server.port = 9000;
-	c->server.max_connections = 256;
-	c->server.max_connections_per_peer = 64;
-	c->server.workers = 4;
-	c->server.header_timeout = 10;
-	c->server.idle_timeout = 60;
-	c->server.request_timeout = 60;
-	c->server.max_header_bytes = 16384;
-	c->server.max_body_bytes = 1 << 20;
-	c->server.max_output_bytes = 1 << 20;
-	c->server.op_concurrency = 4;
-	c->server.max_sessions = 16;
-	c->server.max_sessions_per_agent = 4;
-	c->server.session_journal_max_bytes = 4 << 20;
-	c->server.sse_heartbeat = 15;
-	c->server.max_streams = 64;
 	c->mode_floor = CFG_MODE_LAZY;
+	/* The table's defaults pass the same checks as any layer; the unit
+	 * test loads them, so a default out of its own range cannot ship. */
+	for (k = 0; k < CK_NKEYS; k++)
+		if (cfg_keys[k].def[0] != '\0')
+			(void)cfg_set_text(c, k, cfg_keys[k].def, NULL, cfg_keys[k].path, &e);
 }
 
 static void add_warn(struct config *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -246,17 +245,13 @@ add_warn(struct config *c, const char *fmt, ...)
 
 /* --- value validation, shared by every layer --- */
 
+/* Agents name manifests, so an agent name is a manifest's tool name. */
+_Static_assert(CFG_NAME_MAX == MANIFEST_NAME_MAX, "agent names are tool names");
+
 int
 cfg_valid_name(const char *s)
 {
-	size_t i, n = strlen(s);
-
-	if (n == 0 || n >= CFG_NAME_MAX || !(islower((unsigned char)s[0]) || isdigit((unsigned char)s[0])))
-		return 0;
-	for (i = 0; i < n; i++)
-		if (!islower((unsigned char)s[i]) && !isdigit((unsigned char)s[i]) && !strchr("._-", s[i]))
-			return 0;
-	return 1;
+	return manifest_name_valid(s);
 }
 
 static int
@@ -322,10 +317,10 @@ parse_bool_text(const char *s, int *out)
 	return -1;
 }
 
-static void *
-field(struct config *c, int k)
+void *
+cfg_field(struct config *c, int k)
 {
-	return (char *)c + keys[k].off;
+	return (char *)c + cfg_keys[k].off;
 }
 
 /* Resolve a relative path against base (the configuration file's
@@ -347,33 +342,33 @@ resolve_path(char *dst, const char *text, const char *base, const char *where, s
 }
 
 /* Clear the list behind key k before a layer replaces it. */
-static void
-list_clear(struct config *c, int k)
+void
+cfg_list_clear(struct config *c, int k)
 {
-	switch (keys[k].kind) {
+	switch (cfg_keys[k].kind) {
 	case K_MIRRORS:
-		((struct cfg_list *)field(c, k))->n = 0;
+		((struct cfg_list *)cfg_field(c, k))->n = 0;
 		break;
 	case K_HOSTS:
-		((struct cfg_hosts *)field(c, k))->n = 0;
+		((struct cfg_hosts *)cfg_field(c, k))->n = 0;
 		break;
 	case K_NAMES:
 	case K_VARS:
-		((struct cfg_names *)field(c, k))->n = 0;
+		((struct cfg_names *)cfg_field(c, k))->n = 0;
 		break;
 	default:
 		break;
 	}
 }
 
-static int
-list_add(struct config *c, int k, const char *s, const char *where, struct err *e)
+int
+cfg_list_add(struct config *c, int k, const char *s, const char *where, struct err *e)
 {
 	int i;
 
-	switch (keys[k].kind) {
+	switch (cfg_keys[k].kind) {
 	case K_MIRRORS: {
-		struct cfg_list *l = field(c, k);
+		struct cfg_list *l = cfg_field(c, k);
 		if (!valid_mirror(s))
 			return err_set(e, "config.invalid",
 			               "%s: \"%.100s\" is not an https:// URL template, an absolute "
@@ -388,7 +383,7 @@ list_add(struct config *c, int k, const char *s, const char *where, struct err *
 		return 0;
 	}
 	case K_HOSTS: {
-		struct cfg_hosts *l = field(c, k);
+		struct cfg_hosts *l = cfg_field(c, k);
 		if (!valid_host(s) || strchr(s, '/') != NULL)
 			return err_set(e, "config.invalid", "%s: \"%.100s\" is not a host name", where, s);
 		if (l->n >= CFG_HOSTS_MAX)
@@ -397,7 +392,7 @@ list_add(struct config *c, int k, const char *s, const char *where, struct err *
 		return 0;
 	}
 	case K_NAMES: {
-		struct cfg_names *l = field(c, k);
+		struct cfg_names *l = cfg_field(c, k);
 		if (!cfg_valid_name(s))
 			return err_set(e, "config.invalid", "%s: \"%.100s\" is not a tool name ([a-z0-9._-])",
 			               where, s);
@@ -412,7 +407,7 @@ list_add(struct config *c, int k, const char *s, const char *where, struct err *
 	case K_VARS: {
 		/* A name a session request may set: never our secret, nor what
 		 * decides which programs run or how they load. */
-		struct cfg_names *l = field(c, k);
+		struct cfg_names *l = cfg_field(c, k);
 		size_t j, n = strlen(s);
 		int okname = n > 0 && n < CFG_NAME_MAX && !(s[0] >= '0' && s[0] <= '9');
 
@@ -438,19 +433,19 @@ list_add(struct config *c, int k, const char *s, const char *where, struct err *
 	}
 }
 
-static int
-is_list(int k)
+int
+cfg_is_list(int k)
 {
-	return keys[k].kind == K_MIRRORS || keys[k].kind == K_HOSTS || keys[k].kind == K_NAMES ||
-	       keys[k].kind == K_VARS;
+	return cfg_keys[k].kind == K_MIRRORS || cfg_keys[k].kind == K_HOSTS || cfg_keys[k].kind == K_NAMES ||
+	       cfg_keys[k].kind == K_VARS;
 }
 
 /* Set scalar key k from text (already type-checked as a string for the
  * string kinds). where names the JSON path or variable for messages. */
-static int
-set_text(struct config *c, int k, const char *text, const char *base, const char *where, struct err *e)
+int
+cfg_set_text(struct config *c, int k, const char *text, const char *base, const char *where, struct err *e)
 {
-	const struct keydef *d = &keys[k];
+	const struct cfg_keydef *d = &cfg_keys[k];
 	enum cfg_mode m;
 	long v;
 	int b;
@@ -468,16 +463,16 @@ set_text(struct config *c, int k, const char *text, const char *base, const char
 			return err_set(e, "config.invalid",
 			               "%s: expected an integer from %d to %d, got \"%.40s\"", where, d->min,
 			               d->max, text);
-		*(int *)field(c, k) = (int)v;
+		*(int *)cfg_field(c, k) = (int)v;
 		return 0;
 	case K_BOOL:
 		if (parse_bool_text(text, &b) != 0)
 			return err_set(e, "config.invalid", "%s: expected true or false, got \"%.40s\"",
 			               where, text);
-		*(int *)field(c, k) = b;
+		*(int *)cfg_field(c, k) = b;
 		return 0;
 	case K_PATH:
-		return resolve_path(field(c, k), text, base, where, e);
+		return resolve_path(cfg_field(c, k), text, base, where, e);
 	case K_NPM:
 		if (strncmp(text, "https://", 8) != 0 || text[8] == '\0' || text[8] == '/')
 			return err_set(e, "config.invalid", "%s: \"%.100s\" is not an https:// URL", where,
@@ -485,7 +480,7 @@ set_text(struct config *c, int k, const char *text, const char *base, const char
 		if (strlen(text) >= CFG_URL_MAX)
 			return err_set(e, "config.invalid", "%s: longer than %d bytes", where,
 			               CFG_URL_MAX - 1);
-		snprintf(field(c, k), CFG_URL_MAX, "%s", text);
+		snprintf(cfg_field(c, k), CFG_URL_MAX, "%s", text);
 		return 0;
 	case K_PRESET:
 		if (strcmp(text, "readonly") != 0 && strcmp(text, "agents") != 0 &&
@@ -493,19 +488,19 @@ set_text(struct config *c, int k, const char *text, const char *base, const char
 			return err_set(e, "config.invalid",
 			               "%s: \"%.40s\" is not a preset (readonly, agents, admin)", where,
 			               text);
-		snprintf(field(c, k), CFG_NAME_MAX, "%s", text);
+		snprintf(cfg_field(c, k), CFG_NAME_MAX, "%s", text);
 		return 0;
 	case K_WORD:
 		if (!valid_word(text))
 			return err_set(e, "config.invalid", "%s: \"%.40s\" is not a word of [a-z0-9_-]",
 			               where, text);
-		snprintf(field(c, k), CFG_NAME_MAX, "%s", text);
+		snprintf(cfg_field(c, k), CFG_NAME_MAX, "%s", text);
 		return 0;
 	case K_HOST:
 		if (!valid_host(text))
 			return err_set(e, "config.invalid", "%s: \"%.60s\" is not a host or address", where,
 			               text);
-		snprintf(field(c, k), 256, "%s", text);
+		snprintf(cfg_field(c, k), 256, "%s", text);
 		return 0;
 	default:
 		break;
@@ -516,7 +511,7 @@ set_text(struct config *c, int k, const char *text, const char *base, const char
 		if (strlen(text) >= sizeof(buf))
 			return err_set(e, "config.invalid", "%s: value too long", where);
 		snprintf(buf, sizeof(buf), "%s", text);
-		list_clear(c, k);
+		cfg_list_clear(c, k);
 		for (p = buf; p != NULL; p = q) {
 			q = strchr(p, ',');
 			if (q != NULL)
@@ -528,212 +523,11 @@ set_text(struct config *c, int k, const char *text, const char *base, const char
 				p[--n] = '\0';
 			if (*p == '\0')
 				continue;
-			if (list_add(c, k, p, where, e) != 0)
+			if (cfg_list_add(c, k, p, where, e) != 0)
 				return -1;
 		}
 		return 0;
 	}
-}
-
-/* --- the file layer --- */
-
-static const char *
-json_type_name(enum json_type t)
-{
-	static const char *const n[] = {"null",     "false",    "true",     "a number",
-	                                "a string", "an array", "an object"};
-
-	return (unsigned)t < 7 ? n[t] : "?";
-}
-
-struct fctx {
-	struct config *c;
-	const char *file;
-	const char *base;
-	struct err *e;
-};
-
-static int ferr(struct fctx *f, const struct json_val *v, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-/* A schema error with the file position appended. */
-static int
-ferr(struct fctx *f, const struct json_val *v, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	json_verr_at(f->e, "config.invalid", f->file, v, fmt, ap);
-	va_end(ap);
-	return -1;
-}
-
-static int
-is_section(const char *path)
-{
-	int i;
-
-	for (i = 0; i < NSECTIONS; i++)
-		if (strcmp(sections[i], path) == 0)
-			return 1;
-	return 0;
-}
-
-/* Did-you-mean for an unknown key at prefix: the keys and sections under
- * the same parent first, then any key anywhere by its last segment (so a
- * top-level "mode" suggests install.mode). */
-static const char *
-suggest(const char *prefix, const char *key)
-{
-	static char out[128];
-	const char *cand[CK_NKEYS + NSECTIONS], *full[CK_NKEYS + NSECTIONS], *s;
-	size_t pl = strlen(prefix);
-	int n = 0, i;
-
-	for (i = 0; i < CK_NKEYS + NSECTIONS; i++) {
-		const char *p = i < CK_NKEYS ? keys[i].path : sections[i - CK_NKEYS];
-		const char *rest;
-		if (pl > 0 && (strncmp(p, prefix, pl) != 0 || p[pl] != '.'))
-			continue;
-		rest = pl > 0 ? p + pl + 1 : p;
-		if (strchr(rest, '.') != NULL)
-			continue;
-		full[n] = p;
-		cand[n++] = rest;
-	}
-	if ((s = config_did_you_mean(key, cand, n)) != NULL) {
-		for (i = 0; i < n; i++)
-			if (cand[i] == s)
-				return full[i];
-	}
-	n = 0;
-	for (i = 0; i < CK_NKEYS; i++) {
-		const char *dot = strrchr(keys[i].path, '.');
-		full[n] = keys[i].path;
-		cand[n++] = dot ? dot + 1 : keys[i].path;
-	}
-	if ((s = config_did_you_mean(key, cand, n)) != NULL && strlen(key) > 2) {
-		for (i = 0; i < n; i++)
-			if (cand[i] == s) {
-				snprintf(out, sizeof(out), "%s", full[i]);
-				return out;
-			}
-	}
-	return NULL;
-}
-
-static int
-apply_value(struct fctx *f, int k, const char *path, const struct json_val *v)
-{
-	const struct keydef *d = &keys[k];
-	size_t i;
-
-	if (is_list(k)) {
-		if (v->type != JSON_ARRAY)
-			return ferr(f, v, "%s: expected an array of strings, got %s", path,
-			            json_type_name(v->type));
-		list_clear(f->c, k);
-		for (i = 0; i < v->u.arr.n; i++) {
-			const struct json_val *it = &v->u.arr.v[i];
-			char where[200];
-			snprintf(where, sizeof(where), "%s[%zu]", path, i);
-			if (it->type != JSON_STRING || strlen(it->u.str.s) != it->u.str.len)
-				return ferr(f, it, "%s: expected a string, got %s", where,
-				            json_type_name(it->type));
-			if (list_add(f->c, k, it->u.str.s, where, f->e) != 0)
-				return ferr(f, it, "%s", f->e->msg);
-		}
-		return 0;
-	}
-	switch (d->kind) {
-	case K_INT:
-		if (v->type != JSON_NUMBER || !v->u.num.is_int || v->u.num.i < d->min || v->u.num.i > d->max)
-			return ferr(f, v, "%s: expected an integer from %d to %d", path, d->min, d->max);
-		*(int *)field(f->c, k) = (int)v->u.num.i;
-		return 0;
-	case K_BOOL:
-		if (v->type != JSON_TRUE && v->type != JSON_FALSE)
-			return ferr(f, v, "%s: expected true or false, got %s", path,
-			            json_type_name(v->type));
-		*(int *)field(f->c, k) = v->type == JSON_TRUE;
-		return 0;
-	default:
-		break;
-	}
-	if (v->type != JSON_STRING || strlen(v->u.str.s) != v->u.str.len)
-		return ferr(f, v, "%s: expected a string, got %s", path, json_type_name(v->type));
-	if (set_text(f->c, k, v->u.str.s, d->kind == K_PATH ? f->base : NULL, path, f->e) != 0)
-		return ferr(f, v, "%s", f->e->msg);
-	return 0;
-}
-
-static int
-apply_object(struct fctx *f, const char *prefix, const struct json_val *obj)
-{
-	char path[160];
-	size_t i;
-	int k;
-
-	if (obj->type != JSON_OBJECT)
-		return ferr(f, obj, "%s: expected an object, got %s", prefix[0] ? prefix : "(top level)",
-		            json_type_name(obj->type));
-	for (i = 0; i < obj->u.obj.n; i++) {
-		const struct json_member *m = &obj->u.obj.m[i];
-		const char *s;
-		if (strlen(m->key) != m->keylen || m->keylen > 64)
-			return ferr(f, &m->val, "%s: a key with NUL or over 64 bytes",
-			            prefix[0] ? prefix : "(top level)");
-		snprintf(path, sizeof(path), "%s%s%s", prefix, prefix[0] ? "." : "", m->key);
-		if (is_section(path)) {
-			if (apply_object(f, path, &m->val) != 0)
-				return -1;
-			continue;
-		}
-		if ((k = config_key_find(path)) >= 0) {
-			if (apply_value(f, k, path, &m->val) != 0)
-				return -1;
-			f->c->src[k] = CFG_SRC_FILE;
-			f->c->src_detail[k][0] = '\0';
-			continue;
-		}
-		if ((s = suggest(prefix, m->key)) != NULL)
-			return ferr(f, &m->val, "%s: unknown key (did you mean %s?)", path, s);
-		return ferr(f, &m->val, "%s: unknown key", path);
-	}
-	return 0;
-}
-
-int
-config_apply_file(struct config *c, const char *path, struct err *e)
-{
-	struct json_limits lim = json_default_limits;
-	struct json_doc doc;
-	struct fctx f;
-	char base[CFG_PATH_MAX], *slash;
-	int rc;
-
-	lim.max_bytes = CFG_FILE_MAX;
-	lim.max_depth = 8;
-	lim.reject_dup_keys = 1;
-	if (json_parse_file(&doc, path, &lim, e) != 0)
-		return -1;
-	snprintf(base, sizeof(base), "%s", path);
-	slash = strrchr(base, '/');
-	if (slash == NULL)
-		snprintf(base, sizeof(base), ".");
-	else if (slash == base)
-		base[1] = '\0';
-	else
-		*slash = '\0';
-	f.c = c;
-	f.file = path;
-	f.base = base;
-	f.e = e;
-	rc = apply_object(&f, "", doc.root);
-	json_free(&doc);
-	if (rc == 0)
-		snprintf(c->file, sizeof(c->file), "%s", path);
-	return rc;
 }
 
 /* --- the environment layer --- */
@@ -768,12 +562,12 @@ config_apply_env(struct config *c, char *const *envp, struct err *e)
 	if (envp == NULL)
 		envp = environ;
 	for (k = 0; k < CK_NKEYS; k++) {
-		if (keys[k].env == NULL || (v = env_get(envp, keys[k].env)) == NULL || v[0] == '\0')
+		if (cfg_keys[k].env == NULL || (v = env_get(envp, cfg_keys[k].env)) == NULL || v[0] == '\0')
 			continue;
-		if (set_text(c, k, v, NULL, keys[k].env, e) != 0)
+		if (cfg_set_text(c, k, v, NULL, cfg_keys[k].env, e) != 0)
 			return -1;
 		c->src[k] = CFG_SRC_ENV;
-		snprintf(c->src_detail[k], sizeof(c->src_detail[k]), "%s", keys[k].env);
+		snprintf(c->src_detail[k], sizeof(c->src_detail[k]), "%s", cfg_keys[k].env);
 	}
 	/* The deprecated alias: honoured with a warning. When both are set and
 	 * differ, the stricter one holds: an environment forcing `off` must not
@@ -809,17 +603,18 @@ config_apply_env(struct config *c, char *const *envp, struct err *e)
 	for (i = 0; envp[i] != NULL; i++) {
 		char name[96];
 		const char *eq = strchr(envp[i], '=');
-		const char *cand[CK_NKEYS + 4];
+		const char *cand[CK_NKEYS + NENV_VARS];
 		int n = 0, j, known = 0;
 		if (strncmp(envp[i], "ABX_SERVER_", 11) != 0 || eq == NULL ||
 		    eq - envp[i] >= (long)sizeof(name))
 			continue;
 		snprintf(name, sizeof(name), "%.*s", (int)(eq - envp[i]), envp[i]);
 		for (j = 0; j < CK_NKEYS; j++)
-			if (keys[j].env != NULL && strncmp(keys[j].env, "ABX_SERVER_", 11) == 0)
-				cand[n++] = keys[j].env;
-		for (j = 0; j < (int)(sizeof(env_other) / sizeof(env_other[0])); j++)
-			cand[n++] = env_other[j];
+			if (cfg_keys[j].env != NULL && strncmp(cfg_keys[j].env, "ABX_SERVER_", 11) == 0)
+				cand[n++] = cfg_keys[j].env;
+		for (j = 0; j < NENV_VARS; j++)
+			if (strncmp(env_vars[j].name, "ABX_SERVER_", 11) == 0)
+				cand[n++] = env_vars[j].name;
 		for (j = 0; j < n; j++)
 			known |= strcmp(cand[j], name) == 0;
 		if (!known) {
@@ -864,7 +659,7 @@ config_apply_flag(struct config *c, const char *key, const char *value, const ch
 
 	if (k < 0)
 		return err_set(e, "internal", "%s: no configuration key %s", flag, key);
-	if (set_text(c, k, value, NULL, flag, e) != 0)
+	if (cfg_set_text(c, k, value, NULL, flag, e) != 0)
 		return -1;
 	if (k == CK_INSTALL_MODE && c->install.mode < c->mode_floor) {
 		c->install.mode = prev;
@@ -987,8 +782,8 @@ config_value_text(const struct config *c, enum cfg_key k, char *buf, size_t cap)
 	buf[0] = '\0';
 	if ((unsigned)k >= CK_NKEYS || cap == 0)
 		return buf;
-	p = (const char *)c + keys[k].off;
-	switch (keys[k].kind) {
+	p = (const char *)c + cfg_keys[k].off;
+	switch (cfg_keys[k].kind) {
 	case K_MODE:
 		snprintf(buf, cap, "%s", config_mode_name(c->install.mode));
 		break;

@@ -1,7 +1,7 @@
 #ifndef ABX_CONFIG_H
 #define ABX_CONFIG_H
 /*
- * Configuration (SPEC §3): one struct config, filled in layers, later wins:
+ * Configuration: one struct config, filled in layers, later wins:
  *
  *   embedded defaults < configuration file < environment < command-line flags
  *
@@ -11,7 +11,7 @@
  * did-you-mean ("install.mdoe: unknown key (did you mean install.mode?)").
  * Every effective value records which layer set it (config_source()).
  *
- * Restrict-only (seed 000 §5): when the environment sets install.mode to
+ * Restrict-only: when the environment sets install.mode to
  * `build` or `off`, that value is a floor; a later layer (a flag) may only
  * keep it or make it stricter (lazy < offline < build < off). An attempt to
  * loosen it is config.invalid. The file is below the environment, so it
@@ -129,7 +129,7 @@ struct config {
 	char commands[CFG_PATH_MAX];      /* "" = none */
 	char policy[CFG_PATH_MAX];        /* "" = CONFIG_DEFAULT_POLICY if it exists */
 	char preset[CFG_NAME_MAX];        /* "" = none */
-	char tools_dir[CFG_PATH_MAX];     /* "" = the directory chain of SPEC §5 */
+	char tools_dir[CFG_PATH_MAX];     /* "" = the directory chain (core/tools.h) */
 	char state_dir[CFG_PATH_MAX];     /* "" = <base_dir>/.local/state/agent-sandbox */
 	char base_dir[CFG_PATH_MAX];      /* "" = $HOME (root: state in /var/lib) */
 	char manifests_dir[CFG_PATH_MAX]; /* "" = built-in manifests only */
@@ -194,6 +194,35 @@ struct config_flag {
 	const char *flag; /* option name, for the source */
 };
 
+/* The command-line options of the flag layer, collected while an applet
+ * parses its arguments (every applet the same way: the option names come
+ * from the schema table). */
+#define CFG_OPT_MAX 32
+struct config_flags {
+	int n;
+	struct config_flag v[CK_NKEYS];
+	char name[CK_NKEYS][CFG_OPT_MAX]; /* "--tools-dir", what v[i].flag points to */
+};
+
+/* The key command-line option opt (without "--", e.g. "tools-dir") sets, or
+ * -1 when it sets none. */
+int config_option_key(const char *opt);
+
+/* Record option opt with value in f when opt sets a key; a repeated option
+ * replaces the earlier value (the last one wins). f must stay where it is
+ * while f->v is used (v[i].flag points into f). Returns 1 when opt is a
+ * configuration option, else 0 (f unchanged). */
+int config_flags_add(struct config_flags *f, const char *opt, const char *value);
+
+/* An ABX_* variable of the process environment that is not a configuration
+ * key (ABX_SERVER_TOKEN, ABX_INSTALL_UNPINNED, ABX_INSTALL_LIBC,
+ * ABX_TOOL_<NAME>, ...) or a key's own variable read outside a load. The one
+ * place such a variable is read: a name not in config.c's list answers NULL
+ * and is reported on stderr as an internal error.
+ * Returns the value, or NULL when unset or empty (an empty variable counts as
+ * unset). The pointer is the environment's; do not keep it across setenv. */
+const char *config_env(const char *name);
+
 /* The whole load: defaults, the file (file_flag if not NULL, which must
  * exist; else $ABX_SERVER_CONFIG, which must exist; else the default file if
  * present), envp, then the flags in order. On error *c is left with the
@@ -228,8 +257,8 @@ const char *config_did_you_mean(const char *word, const char *const *candidates,
 /* Levenshtein distance between a and b (each cut at 128 bytes). */
 int config_edit_distance(const char *a, const char *b);
 
-/* A tool or agent name: 1..CFG_NAME_MAX-1 bytes of [a-z0-9._-], starting
- * with a letter or digit. Returns 1 when s is one. */
+/* A tool or agent name: manifest_name_valid (CFG_NAME_MAX is
+ * MANIFEST_NAME_MAX). Returns 1 when s is one. */
 int cfg_valid_name(const char *s);
 
 #endif

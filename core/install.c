@@ -110,7 +110,7 @@ sleep_ms(int ms)
 static void
 test_pause(const char *phase)
 {
-	const char *p = getenv("ABX_TEST_PAUSE"), *env = getenv("ABX_SERVER_ENV");
+	const char *p = config_env("ABX_TEST_PAUSE"), *env = config_env("ABX_SERVER_ENV");
 	char line[80];
 	int n, i;
 
@@ -989,7 +989,7 @@ env_tool(struct install_ctx *c, const manifest_t *m, struct install_result *r)
 	struct stat st;
 
 	install_tool_env_name(m->name, var, sizeof(var));
-	p = getenv(var);
+	p = config_env(var);
 	if (p == NULL || *p != '/')
 		return 0;
 	if (stat(p, &st) != 0 || !S_ISREG(st.st_mode) || (st.st_uid != 0 && st.st_uid != geteuid()) ||

@@ -10,6 +10,7 @@
  */
 #include "http.h"
 #include "clock.h"
+#include "config.h"
 #include "install.h"
 #include "json.h"
 #include "npm.h"
@@ -137,7 +138,7 @@ run(struct install_ctx *c, const manifest_t *m, const char *platform, const char
 	struct npm_stats st;
 	struct prog pr = {c, m->name};
 	char cache[PATH_MAX];
-	const char *jobs = getenv("ABX_INSTALL_NPM_JOBS");
+	const char *jobs = config_env("ABX_INSTALL_NPM_JOBS");
 	int rc;
 
 	collect_hosts(c, m, &h);

@@ -1,7 +1,7 @@
 #ifndef ABX_MANIFEST_H
 #define ABX_MANIFEST_H
 /*
- * Tool manifests, schema 1 (SPEC §4; seed 000 §3). A manifest is a JSON file
+ * Tool manifests, schema 1. A manifest is a JSON file
  * describing one tool: what to download (pinned), where it may come from,
  * how to check it, which other tools it needs.
  *
@@ -218,6 +218,10 @@ int manifest_version_cmp(const char *a, const char *b);
  */
 int manifest_version_in(const char *text, char *out, size_t cap);
 
+/* A tool or binary name: 1..MANIFEST_NAME_MAX-1 bytes of [a-z0-9._-],
+ * starting with a letter or digit. Returns 1 when s is one. */
+int manifest_name_valid(const char *s);
+
 /* Parse "name" or "name>=version" into r. Returns 0 or -1 (e: manifest_invalid
  * with the message "what"). */
 int manifest_parse_require(const char *s, struct manifest_require *r, struct err *e);
@@ -249,17 +253,14 @@ struct manifest_set {
 };
 
 /*
- * Index the embedded manifests and those of dir (NULL or "" = none; when
- * NULL the environment's ABX_MANIFESTS_DIR is not consulted — the caller
- * decides, see manifest_dir_from_env). Files named after a tool override the
+ * Index the embedded manifests and those of dir (NULL or "" = none; the
+ * environment is not consulted: the caller passes the configuration's
+ * manifests_dir, which ABX_MANIFESTS_DIR sets). Files named after a tool override the
  * embedded manifest of that name. A directory that cannot be read is
  * config.invalid. Returns 0 or -1. Call manifest_set_close when done.
  */
 int manifest_set_open(struct manifest_set *s, const char *dir, const struct manifest_opts *o, struct err *e);
 void manifest_set_close(struct manifest_set *s);
-
-/* The manifests directory named by ABX_MANIFESTS_DIR, or NULL. */
-const char *manifest_dir_from_env(void);
 
 /*
  * The manifest of tool name, loaded and validated with its whole requires

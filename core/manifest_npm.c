@@ -1,18 +1,19 @@
 /*
- * The npm-lock part of manifest validation (SPEC §4). The npm-lock installer
- * (issue 5) extends this file: it may parse the lockfile into its own
- * structure, attach it to m->source.npm and free it in manifest_npm_free.
- * What is here is the load-time contract every npm-lock manifest must meet
- * even before that installer exists: the fields, allow_scripts false, and a
- * lockfile whose every package entry has an integrity and a resolved https
- * URL on one of the manifest's hosts.
+ * The npm-lock part of manifest validation: the load-time contract every
+ * npm-lock manifest meets before anything is installed: the source fields,
+ * allow_scripts false, bins inside the package, and a lockfile that passes
+ * the strict loader (every package entry with an integrity and a resolved
+ * https URL on one of the manifest's hosts). m->source.npm stays NULL: the
+ * installer loads the lockfile for its platform itself.
  */
 #include "manifest.h"
-#include "npmlock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "config.h"
+#include "npmlock.h"
 
 #define INVALID "install.manifest_invalid"
 
@@ -55,7 +56,7 @@ expand_bin(manifest_t *m, struct err *e)
 	const char *p = m->source.bin, *rep;
 	size_t o = 0, n, skip;
 
-	if (strchr(p, '{') == NULL)
+	if (strpbrk(p, "{}") == NULL)
 		return 0;
 	while (*p) {
 		rep = NULL;
@@ -131,7 +132,7 @@ int
 manifest_npm_check_lock(manifest_t *m, const char *lock, size_t len, struct err *e)
 {
 	const char *hosts[MANIFEST_MAX_HOSTS];
-	const char *mirror = getenv("ABX_INSTALL_NPM_REGISTRY");
+	const char *mirror = config_env("ABX_INSTALL_NPM_REGISTRY");
 	char mhost[MANIFEST_HOST_MAX] = "";
 	struct npmlock_opts lo;
 	struct npmlock l;

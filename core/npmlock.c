@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "config.h"
+
 #define BAD "install.manifest_invalid"
 
 /* JSON path prefix for messages about one entry. Keys are bounded by the
@@ -290,7 +292,7 @@ npmlock_lib_present(const char *root, const char *libc, const char *soname)
 const char *
 npmlock_detect_libc(const char *root)
 {
-	const char *env = getenv("ABX_INSTALL_LIBC");
+	const char *env = config_env("ABX_INSTALL_LIBC");
 
 	if (env != NULL && (strcmp(env, "glibc") == 0 || strcmp(env, "musl") == 0 || strcmp(env, "none") == 0))
 		return strcmp(env, "musl") == 0 ? "musl" : strcmp(env, "none") == 0 ? "none" : "glibc";

@@ -1,7 +1,7 @@
 #ifndef ABX_POLICY_H
 #define ABX_POLICY_H
 /*
- * Policy (SPEC §9, seed 000 §4): principals, each with sha256 digests of its
+ * Policy: principals, each with sha256 digests of its
  * tokens and allow/deny lists of op-id patterns. A pattern is dot-separated
  * segments: a literal, `*` (exactly one segment) or, as the last segment
  * only, `**` (one or more remaining segments). Deny wins over allow; no

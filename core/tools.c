@@ -45,24 +45,6 @@ install_settings_from_config(struct install_settings *s, const struct config *cf
 }
 
 int
-install_settings_load(struct install_settings *s, const char *file_flag, const struct config_flag *flags,
-		      int nflags, struct err *e)
-{
-	struct config *cfg = malloc(sizeof(*cfg));
-
-	if (cfg == NULL)
-		return err_set(e, "internal", "out of memory");
-	if (config_load(cfg, file_flag, NULL, flags, nflags, e) < 0) {
-		free(cfg);
-		return -1;
-	}
-	config_print_warnings(cfg);
-	install_settings_from_config(s, cfg);
-	free(cfg);
-	return 0;
-}
-
-int
 tools_state_dir(const struct install_settings *s, char *buf, size_t cap)
 {
 	const char *v = s != NULL ? s->state_dir : NULL, *home;

@@ -61,15 +61,6 @@ struct install_settings {
  */
 void install_settings_from_config(struct install_settings *s, const struct config *cfg);
 
-/*
- * The usual stack for an applet: config_load(file_flag, the process
- * environment, flags), its warnings printed on stderr, then
- * install_settings_from_config. Returns 0, or -1 with e (config.invalid,
- * json.*): exit 2.
- */
-int install_settings_load(struct install_settings *s, const char *file_flag, const struct config_flag *flags,
-			  int nflags, struct err *e);
-
 struct tools_dir {
 	char path[PATH_MAX];
 	int exists;

@@ -1,5 +1,6 @@
 #include "unit.h"
 #include "config.h"
+#include "config_priv.h"
 
 #include <unistd.h>
 
@@ -197,6 +198,143 @@ test_defaults(void **state)
 	assert_int_equal(c.install.use_path, 1);
 	assert_string_equal(config_source(&c, CK_INSTALL_MODE, buf, sizeof(buf)), "default");
 	assert_int_equal(c.introspect, 0);
+	/* every default of the schema table, as the README's table states it */
+	assert_string_equal(c.server.host, "0.0.0.0");
+	assert_int_equal(c.server.port, 9000);
+	assert_int_equal(c.server.max_connections, 256);
+	assert_int_equal(c.server.max_connections_per_peer, 64);
+	assert_int_equal(c.server.workers, 4);
+	assert_int_equal(c.server.header_timeout, 10);
+	assert_int_equal(c.server.idle_timeout, 60);
+	assert_int_equal(c.server.request_timeout, 60);
+	assert_int_equal(c.server.max_header_bytes, 16384);
+	assert_int_equal(c.server.max_body_bytes, 1048576);
+	assert_int_equal(c.server.max_output_bytes, 1048576);
+	assert_int_equal(c.server.op_concurrency, 4);
+	assert_int_equal(c.server.max_sessions, 16);
+	assert_int_equal(c.server.max_sessions_per_agent, 4);
+	assert_int_equal(c.server.session_journal_max_bytes, 4194304);
+	assert_int_equal(c.server.sse_heartbeat, 15);
+	assert_int_equal(c.server.max_streams, 64);
+	assert_int_equal(c.install.npm_mirror[0], '\0');
+	assert_int_equal(c.install.tarball_mirrors.n, 0);
+	assert_int_equal(c.agents.n, 0);
+	assert_int_equal(c.tools_dir[0], '\0');
+	assert_int_equal(c.nwarn, 0);
+}
+
+/* The README's configuration table and the schema table say the same: a
+ * row per key, naming its variable and its option, with its default. */
+static void
+test_readme_table_matches(void **state)
+{
+	static char text[1 << 20];
+	char want[128], def[128];
+	const char *row, *cols[4];
+	FILE *f = fopen("README.md", "r");
+	size_t n;
+	int k, i;
+
+	if (f == NULL)
+		f = fopen("../../README.md", "r");
+	assert_non_null(f);
+	n = fread(text, 1, sizeof(text) - 1, f);
+	fclose(f);
+	text[n] = '\0';
+	for (k = 0; k < CK_NKEYS; k++) {
+		snprintf(want, sizeof(want), "\n| `%s` | ", cfg_keys[k].path);
+		if ((row = strstr(text, want)) == NULL)
+			fail_msg("README: no row for %s", cfg_keys[k].path);
+		row += 3; /* the row's first column */
+		for (i = 0; i < 4; i++) {
+			cols[i] = row;
+			if ((row = strstr(row, " | ")) == NULL)
+				fail_msg("README: the row of %s has fewer than 4 columns", cfg_keys[k].path);
+			row += 3;
+		}
+		snprintf(want, sizeof(want), "`%s`", cfg_keys[k].env);
+		if (strstr(cols[1], want) == NULL || strstr(cols[1], want) > cols[2])
+			fail_msg("README: the row of %s does not name %s", cfg_keys[k].path, want);
+		if (cfg_keys[k].opt != NULL) {
+			snprintf(want, sizeof(want), "`--%s`", cfg_keys[k].opt);
+			if (strstr(cols[1], want) == NULL || strstr(cols[1], want) > cols[2])
+				fail_msg("README: the row of %s does not name %s", cfg_keys[k].path, want);
+		}
+		if (cfg_keys[k].def[0] == '\0')
+			continue;
+		snprintf(def, sizeof(def), "%.*s", (int)(cols[3] - cols[2] - 3), cols[2]);
+		snprintf(want, sizeof(want), "`%s`", cfg_keys[k].def);
+		if (strcmp(def, cfg_keys[k].def) != 0 && strcmp(def, want) != 0)
+			fail_msg("README: the default of %s is \"%s\", the table's is %s", cfg_keys[k].path,
+			         def, cfg_keys[k].def);
+	}
+}
+
+/* The option table: each option names its key, a repeated option keeps the
+ * last value, and the source says which option set it. */
+static void
+test_option_table(void **state)
+{
+	struct config_flags f = {0};
+	struct config c;
+	struct err e;
+	char buf[64];
+
+	assert_int_equal(config_option_key("tools-dir"), CK_TOOLS_DIR);
+	assert_int_equal(config_option_key("manifests"), CK_MANIFESTS_DIR);
+	assert_int_equal(config_option_key("max-connections"), CK_SERVER_MAX_CONNECTIONS);
+	assert_int_equal(config_option_key("mode"), CK_INSTALL_MODE);
+	assert_int_equal(config_option_key("config"), -1); /* the file, not a key */
+	assert_int_equal(config_option_key("tools_dir"), -1);
+	assert_int_equal(config_option_key(NULL), -1);
+
+	assert_int_equal(config_flags_add(&f, "verbose", "1"), 0);
+	assert_int_equal(f.n, 0);
+	assert_int_equal(config_flags_add(&f, "tools-dir", "/a"), 1);
+	assert_int_equal(config_flags_add(&f, "port", "8080"), 1);
+	assert_int_equal(config_flags_add(&f, "tools-dir", "/b"), 1);
+	assert_int_equal(f.n, 2);
+	assert_int_equal(config_load(&c, NULL, no_env, f.v, f.n, &e), 0);
+	assert_string_equal(c.tools_dir, "/b");
+	assert_int_equal(c.server.port, 8080);
+	assert_string_equal(config_source(&c, CK_TOOLS_DIR, buf, sizeof(buf)), "flag --tools-dir");
+	assert_string_equal(config_source(&c, CK_SERVER_PORT, buf, sizeof(buf)), "flag --port");
+
+	/* a flag value is checked like every layer's */
+	f.n = 0;
+	config_flags_add(&f, "workers", "0");
+	assert_int_equal(config_load(&c, NULL, no_env, f.v, f.n, &e), -1);
+	assert_string_equal(e.code, "config.invalid");
+	assert_non_null(strstr(e.msg, "--workers"));
+}
+
+/* config_env: the listed ABX_* variables only; empty counts as unset. */
+static void
+test_env_accessor(void **state)
+{
+	setenv("ABX_INSTALL_LIBC", "musl", 1);
+	assert_string_equal(config_env("ABX_INSTALL_LIBC"), "musl");
+	setenv("ABX_INSTALL_LIBC", "", 1);
+	assert_null(config_env("ABX_INSTALL_LIBC"));
+	unsetenv("ABX_INSTALL_LIBC");
+	assert_null(config_env("ABX_INSTALL_LIBC"));
+
+	/* a key's own variable and the ABX_TOOL_<NAME> family are listed */
+	setenv("ABX_MANIFESTS_DIR", "/m", 1);
+	assert_string_equal(config_env("ABX_MANIFESTS_DIR"), "/m");
+	unsetenv("ABX_MANIFESTS_DIR");
+	setenv("ABX_TOOL_RIPGREP", "/usr/bin/rg", 1);
+	assert_string_equal(config_env("ABX_TOOL_RIPGREP"), "/usr/bin/rg");
+	unsetenv("ABX_TOOL_RIPGREP");
+
+	/* a variable not in the list is never read */
+	setenv("ABX_NOT_LISTED", "x", 1);
+	assert_null(config_env("ABX_NOT_LISTED"));
+	unsetenv("ABX_NOT_LISTED");
+	setenv("HOME_NOT_ABX", "x", 1);
+	assert_null(config_env("HOME_NOT_ABX"));
+	unsetenv("HOME_NOT_ABX");
+	assert_null(config_env(NULL));
 }
 
 static void
@@ -473,6 +611,9 @@ main(void)
 	    cmocka_unit_test(test_missing_config_file),
 	    cmocka_unit_test(test_bad_env_values),
 	    cmocka_unit_test(test_defaults),
+	    cmocka_unit_test(test_option_table),
+	    cmocka_unit_test(test_readme_table_matches),
+	    cmocka_unit_test(test_env_accessor),
 	    cmocka_unit_test(test_precedence_every_layer),
 	    cmocka_unit_test(test_relative_paths_resolve_against_file),
 	    cmocka_unit_test(test_lists_from_env_and_file),

@@ -1,4 +1,4 @@
-/* Manifests (SPEC §4): hostile and broken manifests first, then the
+/* Manifests: hostile and broken manifests first, then the
  * requires graph, sets with overrides, and the built-in manifests. */
 #include "unit.h"
 
@@ -425,7 +425,7 @@ test_npm_lock_validation(void **state)
 	free(m);
 }
 
-/* SPEC §4: a test checks that every built-in manifest loads. */
+/* Every built-in manifest loads: a broken one would ship in the binary. */
 static void
 test_builtin_manifests_load(void **state)
 {
