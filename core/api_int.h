@@ -15,6 +15,11 @@ struct api_rq {
 	int deferred; /* the answer comes later, from another thread */
 };
 
+/* Count one answer of route r: its status and latency (secs). */
+void api_metrics_record(struct api *a, enum api_route r, int status, double secs);
+/* Add one to the counter c of a's metrics (under a->mu). */
+void api_count(struct api *a, uint64_t *c);
+
 /* Count the answered request q in the metrics (route, status, latency). */
 void api_rq_record(struct api_rq *q);
 
