@@ -67,6 +67,24 @@ int api_body_json(struct api_rq *q, struct json_doc *doc, const struct json_val 
  * else 1 after answering 403 (audited, counted). */
 int api_rq_policy(struct api_rq *q, const char *op_id, const char *const *installs, int n);
 
+/* The sessions API's bounds (api_sessions.c, api_sessions_new.c). */
+/* Events per JSON page: default and ceiling. */
+#define API_EVENTS_PAGE 100
+#define API_EVENTS_PAGE_MAX 1000
+/* Bytes of events gathered for one page or one stream write. */
+#define API_EVENTS_BYTES (512u << 10)
+/* A session object. */
+#define API_SESSION_OBJ_MAX 4096
+/* How often a waiting stream looks at the server draining. */
+#define API_SSE_TICK_MS 500
+
+/* Answer with the session object v. */
+struct session_view;
+int api_respond_session(struct api_rq *q, int status, const struct session_view *v);
+
+/* POST /v1/agents/<a>/sessions: 201 with the session and its Location. */
+void api_sessions_create(struct api_rq *q, const char *agent);
+
 /* Route /v1/agents/<a>/sessions…: 1 when the request was answered, 0 when
  * the path is not the sessions API's. */
 int api_sessions_route(struct api_rq *q);

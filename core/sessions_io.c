@@ -3,6 +3,7 @@
  * writes to its journal, and what readers get back from it.
  */
 #include "sessions_int.h"
+#include "buf.h"
 
 /* Copies into fixed fields (ids, names, times) cut what cannot fit. */
 #if defined(__GNUC__) && !defined(__clang__)
@@ -548,16 +549,16 @@ line_type(const char *line, size_t l, size_t *tl)
 
 int
 sessions_read_buf(struct sessions *S, const char *agent, const char *id, uint32_t after, int max_events,
-		  size_t max_bytes, int sse, struct sessions_rbuf *b, uint32_t *last, int *done)
+		  size_t max_bytes, int sse, struct buf *b, uint32_t *last, int *done)
 {
 	struct dec idt = {0, 0, {0}};
 	struct slot *s;
-	size_t n = 0, l, need;
+	size_t l, before;
 	const char *line;
 	uint32_t k, count;
 	int cnt = 0;
 
-	b->len = 0;
+	buf_reset(b);
 	*last = after;
 	*done = 0;
 	pthread_mutex_lock(&S->mu);
@@ -567,7 +568,7 @@ sessions_read_buf(struct sessions *S, const char *agent, const char *id, uint32_
 		return -1;
 	}
 	count = journal_count(&s->j);
-	for (k = after + 1; k <= count && cnt < max_events && (cnt == 0 || n < max_bytes); k++) {
+	for (k = after + 1; k <= count && cnt < max_events && (cnt == 0 || b->len < max_bytes); k++) {
 		char head[96];
 		const char *type;
 		size_t hn = 0, tl = 0;
@@ -588,34 +589,20 @@ sessions_read_buf(struct sessions *S, const char *agent, const char *id, uint32_
 			memcpy(head + hn, "\ndata: ", 7);
 			hn += 7;
 		}
-		need = n + hn + l + 3;
-		if (need > b->cap) {
-			/* Kept by the caller for the next read: a stream grows it
-			 * to its batch size once. */
-			size_t nc = b->cap ? b->cap : 16384;
-			char *nb;
-
-			while (nc < need)
-				nc *= 2;
-			nb = realloc(b->p, nc);
-			if (nb == NULL)
-				break;
-			b->p = nb;
-			b->cap = nc;
+		before = b->len;
+		if (buf_put(b, head, hn) != 0 || buf_put(b, line, l) != 0 || buf_put(b, "\n\n", sse ? 2 : 1) != 0) {
+			/* Out of memory (or a max under SESSIONS_READ_ROOM): the
+			 * events read so far, none of this one. */
+			b->len = before;
+			if (b->p != NULL)
+				b->p[before] = '\0';
+			break;
 		}
-		memcpy(b->p + n, head, hn);
-		n += hn;
-		memcpy(b->p + n, line, l);
-		n += l;
-		b->p[n++] = '\n';
-		if (sse)
-			b->p[n++] = '\n';
 		cnt++;
 		*last = k;
 	}
 	*done = !sessions_live(s) && *last >= journal_count(&s->j);
 	pthread_mutex_unlock(&S->mu);
-	b->len = n;
 	return cnt;
 }
 
@@ -623,15 +610,12 @@ int
 sessions_read(struct sessions *S, const char *agent, const char *id, uint32_t after, int max_events,
 	      size_t max_bytes, int sse, char **out, size_t *len, uint32_t *last, int *done)
 {
-	struct sessions_rbuf b = {NULL, 0, 0};
+	struct buf b = BUF_INIT(SESSIONS_READ_ROOM(max_bytes));
 	int rc = sessions_read_buf(S, agent, id, after, max_events, max_bytes, sse, &b, last, done);
 
-	if (rc <= 0) {
-		free(b.p);
-		b.p = NULL;
-		b.len = 0;
-	}
-	*out = b.p;
+	if (rc <= 0)
+		buf_free(&b);
+	*out = (char *)b.p;
 	*len = b.len;
 	return rc;
 }
