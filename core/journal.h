@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "buf.h"
 #include "err.h"
 
 /* A journal's own ceiling on lines (the byte limit is the caller's, see
@@ -33,10 +34,9 @@
 struct journal {
 	char id[JOURNAL_ID_MAX];
 	char *header;          /* owned, NUL-terminated, no newline */
-	char *buf;             /* owned: lines, each ending in '\n' */
-	size_t len, cap;
-	uint32_t *off;         /* owned: start of line i in buf */
-	uint32_t n, offcap;
+	struct buf b;          /* the lines, each ending in '\n' (max: offsets are 32-bit) */
+	struct buf offs;       /* uint32_t start of line i in b (max: JOURNAL_LINES_MAX) */
+	uint32_t n;
 	int fd;                /* -1: in memory only */
 	char path[4096];       /* "" in memory */
 	int write_failed;      /* a write to the file failed: memory only since */
@@ -122,7 +122,7 @@ journal_count(const struct journal *j)
 static inline size_t
 journal_bytes(const struct journal *j)
 {
-	return j->len;
+	return j->b.len;
 }
 
 /* Close the file and free everything; remove the file too when unlink. */

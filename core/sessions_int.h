@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "buf.h"
 #include "json.h"
 #include "proc.h"
 
@@ -20,6 +21,10 @@
 /* The stage (formatted events of one read) kept between reads: a read of
  * 64-byte lines needs about 600 KiB. */
 #define SESSION_STAGE_KEEP (1u << 20)
+/* The stage's ceiling: output events stop at the journal limit (counting
+ * what is staged), the rest are few and small, and the stage joins a
+ * journal whose offsets are 32-bit. */
+#define SESSION_STAGE_MAX(S) ((size_t)(S)->c.journal_max + SESSION_TAIL_RESERVE + JOURNAL_LINE_MAX)
 /* Room above the journal limit for the events that end a session
  * (truncated, exited, interrupted): they are always written. */
 #define SESSION_TAIL_RESERVE 4096
@@ -63,10 +68,9 @@ struct slot {
 	 * hands them to the journal at once (struct stage). */
 	int staging;
 	struct stage {
-		char *buf;
-		size_t len, cap;
-		uint32_t *off;
-		uint32_t n, offcap;
+		struct buf b;      /* the events, each ending in '\n' (max: SESSION_STAGE_MAX) */
+		struct buf offs;   /* uint32_t start of event i in b */
+		uint32_t n;
 		int truncated;     /* the chunk crossed the journal limit */
 	} st;
 	/* Line assembly per stream (the thread's). */

@@ -37,7 +37,7 @@ next_seq(const struct slot *s)
 static size_t
 bytes_now(const struct slot *s)
 {
-	return journal_bytes(&s->j) + (s->staging ? s->st.len : 0);
+	return journal_bytes(&s->j) + (s->staging ? s->st.b.len : 0);
 }
 
 static int
@@ -61,31 +61,22 @@ static char *
 out_reserve(struct slot *s, size_t len)
 {
 	struct stage *g = &s->st;
+	char *o;
 
 	if (!s->staging)
 		return journal_reserve(&s->j, len);
 	if (len >= JOURNAL_LINE_MAX)
 		return NULL;
-	if (g->len + len + 1 > g->cap) {
-		size_t nc = g->cap ? g->cap : 65536;
-		char *nb;
-
-		while (nc < g->len + len + 1)
-			nc *= 2;
-		if ((nb = realloc(g->buf, nc)) == NULL)
-			return NULL;
-		g->buf = nb;
-		g->cap = nc;
+	if (g->b.max == 0) {
+		g->b.max = SESSION_STAGE_MAX(s->S);
+		g->offs.max = (size_t)JOURNAL_LINES_MAX * sizeof(uint32_t);
 	}
-	if (g->n == g->offcap) {
-		uint32_t nc = g->offcap ? g->offcap * 2 : 1024, *no = realloc(g->off, nc * sizeof(*no));
-
-		if (no == NULL)
-			return NULL;
-		g->off = no;
-		g->offcap = nc;
+	/* Not sticky: the next, smaller event may still fit. */
+	if ((o = buf_room(&g->b, len + 1)) == NULL || buf_room(&g->offs, sizeof(uint32_t)) == NULL) {
+		g->b.over = g->offs.over = 0;
+		return NULL;
 	}
-	return g->buf + g->len;
+	return o;
 }
 
 /* The line of n bytes written at out_reserve's place is an event (n under
@@ -103,9 +94,10 @@ out_commit(struct slot *s, size_t n)
 		}
 		return;
 	}
-	g->buf[g->len + n] = '\n';
-	g->off[g->n++] = (uint32_t)g->len;
-	g->len += n + 1;
+	g->b.p[g->b.len + n] = '\n';
+	((uint32_t *)(void *)g->offs.p)[g->n++] = (uint32_t)g->b.len;
+	g->b.len += n + 1;
+	g->offs.len += sizeof(uint32_t);
 }
 
 /* An event line made elsewhere (emit): the journal's checks, then in. */
@@ -135,6 +127,7 @@ stage_commit(struct slot *s)
 {
 	struct stage *g = &s->st;
 	struct sessions *S = s->S;
+	const uint32_t *off;
 	uint32_t n;
 	size_t len;
 	int pre;
@@ -144,31 +137,29 @@ stage_commit(struct slot *s)
 	pthread_mutex_lock(&S->mu);
 	if (g->truncated)
 		s->v.truncated = 1;
-	n = g->n > 0 ? journal_reserve_lines(&s->j, g->len, g->n) : 0;
+	n = g->n > 0 ? journal_reserve_lines(&s->j, g->b.len, g->n) : 0;
 	pthread_mutex_unlock(&S->mu);
 	/* Past JOURNAL_LINES_MAX what does not fit is lost, as one append at
 	 * a time would lose it. */
-	len = n == g->n ? g->len : n > 0 ? g->off[n] : 0;
-	pre = n > 0 && journal_prewrite(&s->j, g->buf, len);
+	off = (const uint32_t *)(const void *)g->offs.p;
+	len = n == g->n ? g->b.len : n > 0 ? off[n] : 0;
+	pre = n > 0 && journal_prewrite(&s->j, (const char *)g->b.p, len);
 	pthread_mutex_lock(&S->mu);
-	if (n > 0 && journal_append_lines(&s->j, g->buf, len, g->off, n, pre) > 0) {
+	if (n > 0 && journal_append_lines(&s->j, (const char *)g->b.p, len, off, n, pre) > 0) {
 		s->v.events = journal_count(&s->j);
 		S->events += n;
 	}
 	pthread_cond_broadcast(&s->cv);
 	pthread_mutex_unlock(&S->mu);
-	g->len = 0;
+	buf_reset(&g->b);
+	buf_reset(&g->offs);
 	g->n = 0;
 	g->truncated = 0;
 	/* A burst of tiny lines can blow the stage up (to the journal limit
 	 * at most): keep only a usual chunk's worth for the next read. */
-	if (g->cap > SESSION_STAGE_KEEP) {
-		free(g->buf);
-		free(g->off);
-		g->buf = NULL;
-		g->off = NULL;
-		g->cap = 0;
-		g->offcap = 0;
+	if (g->b.cap > SESSION_STAGE_KEEP) {
+		buf_free(&g->b);
+		buf_free(&g->offs);
 	}
 }
 

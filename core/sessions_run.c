@@ -293,8 +293,8 @@ sessions_free_run(struct slot *s)
 	free(s->set);
 	free(s->line[1]);
 	free(s->line[2]);
-	free(s->st.buf);
-	free(s->st.off);
+	buf_free(&s->st.b);
+	buf_free(&s->st.offs);
 	memset(&s->st, 0, sizeof(s->st));
 	json_w_free(&s->ow);
 	s->argv = s->envp = NULL;
