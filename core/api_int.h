@@ -49,8 +49,9 @@ int api_rq_errf(struct api_rq *q, const char *code, const char *fmt, ...)
 void api_rq_retry_after(struct api_rq *q, int secs);
 
 /*
- * Make tools[0..n) ready for op (install on first use, SPEC §9): waits at
- * most install.wait seconds in all. Returns 0 when every tool is ready
+ * Make tools[0..n) ready for op (install on first use: a tool not ready
+ * is installed by a job the request joins): waits at most install.wait
+ * seconds in all. Returns 0 when every tool is ready
  * (entries[i] filled when entries is not NULL), or 1 when the request was
  * answered (202 with the install job, or the install error).
  */

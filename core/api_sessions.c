@@ -1,5 +1,5 @@
 /*
- * The sessions API (SPEC §9): POST /v1/agents/<a>/sessions,
+ * The sessions API: POST /v1/agents/<a>/sessions,
  * GET …/sessions, GET …/sessions/<id>, GET …/sessions/<id>/events (JSON
  * page or Server-Sent Events), POST …/sessions/<id>/cancel. Creating a
  * session and agents.<a>.run are in api_sessions_new.c; the engine is

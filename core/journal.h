@@ -1,7 +1,7 @@
 #ifndef ABX_JOURNAL_H
 #define ABX_JOURNAL_H
 /*
- * Session journals (SPEC §9): a header line, then one JSON object per line,
+ * Session journals: a header line, then one JSON object per line,
  * one per event, in order. Held in memory (every line, for paging and
  * streaming) and, when a directory is given, appended to <dir>/<id>.jsonl
  * as it grows, so a restarted server can load it again.
@@ -85,7 +85,8 @@ int64_t journal_commit(struct journal *j, size_t len, struct err *e);
 
 /*
  * Many lines at once, for a producer that formats them without holding
- * the lock readers take (a session's output, SPEC §9):
+ * the lock readers take (a session's output, read by event streams while
+ * it is written):
  *   1. journal_reserve_lines(j, len, n) under the lock: room for n lines of
  *      len bytes in all (the only step that may move the buffer); returns
  *      how many of the n lines fit under JOURNAL_LINES_MAX (0: none, or

@@ -382,117 +382,67 @@ load_params(struct cctx *c, struct op *op, const char *path, const struct json_v
 	return 0;
 }
 
+/* A command's "install": tool names, each with a manifest, once each. */
 static int
-load_command(struct cctx *c, struct ops *o, size_t idx, const struct json_val *v)
+load_install(struct cctx *c, struct op *op, const char *path, const struct json_val *f)
 {
-	static const char *const known[] = {"id",  "argv",        "install", "timeout",    "cwd",
-	                                    "env", "description", "params",  "concurrency"};
-	const struct json_val *id = NULL, *argv = NULL, *params = NULL;
-	struct op *op;
-	char path[OP_ID_MAX + 32];
-	struct use_ctx u;
-	const char *why = NULL;
-	size_t i, j;
+	size_t j;
+	int k;
 
-	snprintf(path, sizeof(path), "[%zu]", idx);
-	if (v->type != JSON_OBJECT)
-		return cerr(c, v, "%s: expected a command object", path);
-	if ((id = json_get(v, "id")) == NULL)
-		return cerr(c, v, "%s: missing \"id\"", path);
-	if (!plain_string(id) || !policy_op_id_valid(id->u.str.s))
-		return cerr(c, id,
-		            "%s.id: an op id is dot-separated segments of [A-Za-z0-9_-], at most %d bytes",
-		            path, OP_ID_MAX - 1);
-	if (strcmp(id->u.str.s, "agents") == 0 || strncmp(id->u.str.s, "agents.", 7) == 0)
-		return cerr(c, id, "%s.id: \"%s\": the segment \"agents\" is reserved for agent ops", path,
-		            id->u.str.s);
-	snprintf(path, sizeof(path), "%s", id->u.str.s);
-	if (ops_find(o, id->u.str.s) != NULL)
-		return cerr(c, id, "%s: a command with this id is defined twice", path);
-	if ((op = new_op(o, id->u.str.s, c->e)) == NULL)
-		return cerr(c, id, "%s", c->e->msg);
-	op->kind = OP_COMMAND;
-	op->action = "command";
-	op->timeout = 60;
-	/* op stays outside o->n until it validates, so an error leaks nothing
-	 * the caller can see; its argv strings are released here on error. */
-	for (i = 0; i < v->u.obj.n; i++) {
-		const struct json_member *m = &v->u.obj.m[i];
-		const struct json_val *f = &m->val;
-		if (json_key_is(m, "id")) {
-			continue;
-		} else if (json_key_is(m, "argv")) {
-			argv = f;
-		} else if (json_key_is(m, "params")) {
-			params = f;
-		} else if (json_key_is(m, "install")) {
-			if (f->type != JSON_ARRAY)
-				goto bad_install;
-			if (f->u.arr.n > OP_INSTALL_MAX)
-				return cerr(c, f, "%s.install: more than %d tools", path, OP_INSTALL_MAX);
-			for (j = 0; j < f->u.arr.n; j++) {
-				const struct json_val *t = &f->u.arr.v[j];
-				int k;
-				if (!plain_string(t) || !cfg_valid_name(t->u.str.s))
-					return cerr(c, t,
-					            "%s.install[%zu]: expected a tool name ([a-z0-9._-])",
-					            path, j);
-				if (c->tool != NULL && !c->tool(t->u.str.s, c->ctx))
-					return cerr(c, t, "%s.install[%zu]: no manifest named %s", path, j,
-					            t->u.str.s);
-				for (k = 0; k < op->ninstall; k++)
-					if (strcmp(op->install[k], t->u.str.s) == 0)
-						return cerr(c, t, "%s.install[%zu]: %s listed twice", path, j,
-						            t->u.str.s);
-				snprintf(op->install[op->ninstall++], CFG_NAME_MAX, "%s", t->u.str.s);
-			}
-		} else if (json_key_is(m, "timeout")) {
-			if (f->type != JSON_NUMBER || !f->u.num.is_int || f->u.num.i < 1 ||
-			    f->u.num.i > 86400)
-				return cerr(c, f, "%s.timeout: expected seconds from 1 to 86400", path);
-			op->timeout = (int)f->u.num.i;
-		} else if (json_key_is(m, "concurrency")) {
-			if (f->type != JSON_NUMBER || !f->u.num.is_int || f->u.num.i < 1 || f->u.num.i > 4096)
-				return cerr(c, f, "%s.concurrency: expected an integer from 1 to 4096", path);
-			op->concurrency = (int)f->u.num.i;
-		} else if (json_key_is(m, "cwd")) {
-			if (!plain_string(f) || f->u.str.s[0] != '/' || f->u.str.len >= CFG_PATH_MAX)
-				return cerr(c, f, "%s.cwd: expected an absolute path", path);
-			snprintf(op->cwd, sizeof(op->cwd), "%s", f->u.str.s);
-		} else if (json_key_is(m, "description")) {
-			if (!plain_string(f))
-				return cerr(c, f, "%s.description: expected a string", path);
-			snprintf(op->description, sizeof(op->description), "%s", f->u.str.s);
-		} else if (json_key_is(m, "env")) {
-			if (f->type != JSON_ARRAY)
-				return cerr(c, f, "%s.env: expected an array of variable names", path);
-			if (f->u.arr.n > OP_ENV_MAX)
-				return cerr(c, f, "%s.env: more than %d variables", path, OP_ENV_MAX);
-			for (j = 0; j < f->u.arr.n; j++) {
-				const struct json_val *t = &f->u.arr.v[j];
-				if (!plain_string(t) || !valid_env_name(t->u.str.s))
-					return cerr(
-					    c, t, "%s.env[%zu]: expected a variable name ([A-Z_][A-Z0-9_]*)",
-					    path, j);
-				if (strcmp(t->u.str.s, "ABX_SERVER_TOKEN") == 0)
-					return cerr(c, t,
-					            "%s.env[%zu]: ABX_SERVER_TOKEN is a secret of the server "
-					            "and is never passed",
-					            path, j);
-				snprintf(op->env[op->nenv++], OP_ENV_NAME_MAX, "%s", t->u.str.s);
-			}
-		} else {
-			const char *s = config_did_you_mean(m->key, known, 9);
-			if (s != NULL)
-				return cerr(c, f, "%s.%.40s: unknown key (did you mean %s.%s?)", path, m->key,
-				            path, s);
-			return cerr(c, f, "%s.%.40s: unknown key", path, m->key);
-		}
+	if (f->type != JSON_ARRAY)
+		return cerr(c, f, "%s.install: expected an array of tool names", path);
+	if (f->u.arr.n > OP_INSTALL_MAX)
+		return cerr(c, f, "%s.install: more than %d tools", path, OP_INSTALL_MAX);
+	for (j = 0; j < f->u.arr.n; j++) {
+		const struct json_val *t = &f->u.arr.v[j];
+
+		if (!plain_string(t) || !cfg_valid_name(t->u.str.s))
+			return cerr(c, t, "%s.install[%zu]: expected a tool name ([a-z0-9._-])", path, j);
+		if (c->tool != NULL && !c->tool(t->u.str.s, c->ctx))
+			return cerr(c, t, "%s.install[%zu]: no manifest named %s", path, j, t->u.str.s);
+		for (k = 0; k < op->ninstall; k++)
+			if (strcmp(op->install[k], t->u.str.s) == 0)
+				return cerr(c, t, "%s.install[%zu]: %s listed twice", path, j, t->u.str.s);
+		snprintf(op->install[op->ninstall++], CFG_NAME_MAX, "%s", t->u.str.s);
 	}
-	if (params != NULL && load_params(c, op, path, params) != 0)
-		return -1;
-	if (argv == NULL)
-		return cerr(c, v, "%s: missing \"argv\"", path);
+	return 0;
+}
+
+/* A command's "env": the names of serve's variables it is passed; never
+ * the server's token. */
+static int
+load_env(struct cctx *c, struct op *op, const char *path, const struct json_val *f)
+{
+	size_t j;
+
+	if (f->type != JSON_ARRAY)
+		return cerr(c, f, "%s.env: expected an array of variable names", path);
+	if (f->u.arr.n > OP_ENV_MAX)
+		return cerr(c, f, "%s.env: more than %d variables", path, OP_ENV_MAX);
+	for (j = 0; j < f->u.arr.n; j++) {
+		const struct json_val *t = &f->u.arr.v[j];
+
+		if (!plain_string(t) || !valid_env_name(t->u.str.s))
+			return cerr(c, t, "%s.env[%zu]: expected a variable name ([A-Z_][A-Z0-9_]*)", path, j);
+		if (strcmp(t->u.str.s, "ABX_SERVER_TOKEN") == 0)
+			return cerr(c, t, "%s.env[%zu]: ABX_SERVER_TOKEN is a secret of the server and is never passed",
+			            path, j);
+		snprintf(op->env[op->nenv++], OP_ENV_NAME_MAX, "%s", t->u.str.s);
+	}
+	return 0;
+}
+
+/* A command's "argv": strings, a fixed program (an absolute path or a bare
+ * name), placeholders only of declared parameters, and every parameter
+ * used. On error op's argv strings are released. */
+static int
+load_argv(struct cctx *c, struct op *op, const char *path, const struct json_val *argv,
+          const struct json_val *params)
+{
+	const char *why = NULL;
+	struct use_ctx u;
+	size_t j;
+
 	if (argv->type != JSON_ARRAY || argv->u.arr.n == 0)
 		return cerr(c, argv, "%s.argv: expected a non-empty array of strings", path);
 	if (argv->u.arr.n > OP_ARGV_MAX)
@@ -541,13 +491,92 @@ load_command(struct cctx *c, struct ops *o, size_t idx, const struct json_val *v
 			return cerr(c, params, "%s.params.%s: declared but not used in argv", path,
 			            op->params[j].name);
 		}
-	o->n++;
 	return 0;
-bad_install:
-	return cerr(c, v, "%s.install: expected an array of tool names", path);
 bad_argv:
 	op_release(op);
 	return cerr(c, argv, "%s.argv: every word is a string without NUL, under %d bytes", path, OP_ARG_MAX);
+}
+
+static int
+load_command(struct cctx *c, struct ops *o, size_t idx, const struct json_val *v)
+{
+	static const char *const known[] = {"id",  "argv",        "install", "timeout",    "cwd",
+	                                    "env", "description", "params",  "concurrency"};
+	const struct json_val *id = NULL, *argv = NULL, *params = NULL;
+	struct op *op;
+	char path[OP_ID_MAX + 32];
+	size_t i;
+
+	snprintf(path, sizeof(path), "[%zu]", idx);
+	if (v->type != JSON_OBJECT)
+		return cerr(c, v, "%s: expected a command object", path);
+	if ((id = json_get(v, "id")) == NULL)
+		return cerr(c, v, "%s: missing \"id\"", path);
+	if (!plain_string(id) || !policy_op_id_valid(id->u.str.s))
+		return cerr(c, id,
+		            "%s.id: an op id is dot-separated segments of [A-Za-z0-9_-], at most %d bytes",
+		            path, OP_ID_MAX - 1);
+	if (strcmp(id->u.str.s, "agents") == 0 || strncmp(id->u.str.s, "agents.", 7) == 0)
+		return cerr(c, id, "%s.id: \"%s\": the segment \"agents\" is reserved for agent ops", path,
+		            id->u.str.s);
+	snprintf(path, sizeof(path), "%s", id->u.str.s);
+	if (ops_find(o, id->u.str.s) != NULL)
+		return cerr(c, id, "%s: a command with this id is defined twice", path);
+	if ((op = new_op(o, id->u.str.s, c->e)) == NULL)
+		return cerr(c, id, "%s", c->e->msg);
+	op->kind = OP_COMMAND;
+	op->action = "command";
+	op->timeout = 60;
+	/* op stays outside o->n until it validates, so an error leaks nothing
+	 * the caller can see; its argv strings are released here on error. */
+	for (i = 0; i < v->u.obj.n; i++) {
+		const struct json_member *m = &v->u.obj.m[i];
+		const struct json_val *f = &m->val;
+		if (json_key_is(m, "id")) {
+			continue;
+		} else if (json_key_is(m, "argv")) {
+			argv = f;
+		} else if (json_key_is(m, "params")) {
+			params = f;
+		} else if (json_key_is(m, "install")) {
+			if (load_install(c, op, path, f) != 0)
+				return -1;
+		} else if (json_key_is(m, "timeout")) {
+			if (f->type != JSON_NUMBER || !f->u.num.is_int || f->u.num.i < 1 ||
+			    f->u.num.i > 86400)
+				return cerr(c, f, "%s.timeout: expected seconds from 1 to 86400", path);
+			op->timeout = (int)f->u.num.i;
+		} else if (json_key_is(m, "concurrency")) {
+			if (f->type != JSON_NUMBER || !f->u.num.is_int || f->u.num.i < 1 || f->u.num.i > 4096)
+				return cerr(c, f, "%s.concurrency: expected an integer from 1 to 4096", path);
+			op->concurrency = (int)f->u.num.i;
+		} else if (json_key_is(m, "cwd")) {
+			if (!plain_string(f) || f->u.str.s[0] != '/' || f->u.str.len >= CFG_PATH_MAX)
+				return cerr(c, f, "%s.cwd: expected an absolute path", path);
+			snprintf(op->cwd, sizeof(op->cwd), "%s", f->u.str.s);
+		} else if (json_key_is(m, "description")) {
+			if (!plain_string(f))
+				return cerr(c, f, "%s.description: expected a string", path);
+			snprintf(op->description, sizeof(op->description), "%s", f->u.str.s);
+		} else if (json_key_is(m, "env")) {
+			if (load_env(c, op, path, f) != 0)
+				return -1;
+		} else {
+			const char *s = config_did_you_mean(m->key, known, 9);
+			if (s != NULL)
+				return cerr(c, f, "%s.%.40s: unknown key (did you mean %s.%s?)", path, m->key,
+				            path, s);
+			return cerr(c, f, "%s.%.40s: unknown key", path, m->key);
+		}
+	}
+	if (params != NULL && load_params(c, op, path, params) != 0)
+		return -1;
+	if (argv == NULL)
+		return cerr(c, v, "%s: missing \"argv\"", path);
+	if (load_argv(c, op, path, argv, params) != 0)
+		return -1;
+	o->n++;
+	return 0;
 }
 
 int

@@ -1,7 +1,7 @@
 #ifndef ABX_SESSIONS_H
 #define ABX_SESSIONS_H
 /*
- * Agent sessions (SPEC §9): an agent CLI run once, asynchronously, through
+ * Agent sessions: an agent CLI run once, asynchronously, through
  * its manifest's run template, with a journal of events.
  *
  * A session is created in_progress and answered at once; a thread of its
