@@ -62,10 +62,10 @@ fx_run(void *arg)
 static int
 fx_start(const char *config, const char *cmds, const char *const *mans)
 {
-	static const char *const unset[] = {"ABX_TOOLS_DIR", "ABX_MANIFESTS_DIR", "ABX_SERVER_CONFIG",
-	                                    "ABX_SERVER_TOKEN", "ABX_SERVER_POLICY", "ABX_SERVER_PRESET",
-	                                    "ABX_SERVER_AGENTS", "ABX_SERVER_COMMANDS", "ABX_SERVER_STATE_DIR",
-	                                    "ABX_INSTALL_MODE", "ABX_SERVER_INSTALL_MODE", "ABX_SERVER_ENV"};
+	static const char *const unset[] = {
+	    "ABX_TOOLS_DIR",        "ABX_MANIFESTS_DIR", "ABX_SERVER_CONFIG",       "ABX_SERVER_TOKEN",
+	    "ABX_SERVER_POLICY",    "ABX_SERVER_PRESET", "ABX_SERVER_AGENTS",       "ABX_SERVER_COMMANDS",
+	    "ABX_SERVER_STATE_DIR", "ABX_INSTALL_MODE",  "ABX_SERVER_INSTALL_MODE", "ABX_SERVER_ENV"};
 	char path[512], text[8192], bob[65], smsg[1024];
 	struct manifest_opts mo = {manifest_platform_self(), 0};
 	struct httpd_config hc;
@@ -88,8 +88,8 @@ fx_start(const char *config, const char *cmds, const char *const *mans)
 	digest_buf(DIGEST_SHA256, FX_TOKEN_BOB, strlen(FX_TOKEN_BOB), &d);
 	for (i = 0; i < 32; i++)
 		snprintf(bob + 2 * i, 3, "%02x", d.v[i]);
-	snprintf(text, sizeof(text), "{\"principals\": {\"bob\": {\"token_sha256\": \"%s\", \"allow\": [\"echo.*\"]}}}",
-	         bob);
+	snprintf(text, sizeof(text),
+	         "{\"principals\": {\"bob\": {\"token_sha256\": \"%s\", \"allow\": [\"echo.*\"]}}}", bob);
 	fx_write("policy.json", text);
 	fx_write("cmds.json", cmds);
 	snprintf(text, sizeof(text),
@@ -113,12 +113,13 @@ fx_start(const char *config, const char *cmds, const char *const *mans)
 		return -1;
 	}
 	fx.api.start_env = environ;
-	if (api_init(&fx.api, g, &fx.ms, &e) != 0 || api_sessions_init(&fx.api, smsg, sizeof(smsg), &e) != 0) {
+	if (api_init(&fx.api, g, &fx.ms, &e) != 0 ||
+	    api_sessions_init(&fx.api, smsg, sizeof(smsg), &e) != 0) {
 		fprintf(stderr, "api: %s: %s\n", e.code, e.msg);
 		return -1;
 	}
-	fx.routes[0] = (struct httpd_route){"GET", "/health", HTTPD_EXACT | HTTPD_INLINE | HTTPD_PUBLIC, api_health,
-	                                    &fx.api};
+	fx.routes[0] = (struct httpd_route){"GET", "/health", HTTPD_EXACT | HTTPD_INLINE | HTTPD_PUBLIC,
+	                                    api_health, &fx.api};
 	fx.routes[1] = (struct httpd_route){"*", "", HTTPD_PREFIX, api_handle, &fx.api};
 	httpd_config_defaults(&hc);
 	hc.host = "127.0.0.1";

@@ -52,7 +52,8 @@ assert_code(const char *body, const char *code)
 {
 	struct json_doc d;
 	const struct json_val *er = json_get(parse(&d, body), "error");
-	int same = er != NULL && json_get_str(er, "code") != NULL && strcmp(json_get_str(er, "code"), code) == 0;
+	int same =
+	    er != NULL && json_get_str(er, "code") != NULL && strcmp(json_get_str(er, "code"), code) == 0;
 
 	json_free(&d);
 	if (!same) {
@@ -80,19 +81,20 @@ test_routing(void **state)
 	assert_code(body, "not_found");
 	assert_non_null(strstr(body, "no agent nope is enabled"));
 	assert_int_equal(fx_call("POST", "/v1/agents/nope/sessions", "{}", body, sizeof(body)), 404);
-	assert_int_equal(fx_call("GET", "/v1/agents/fake/sessions/as_0000000000000000", NULL, body, sizeof(body)),
-	                 404);
+	assert_int_equal(
+	    fx_call("GET", "/v1/agents/fake/sessions/as_0000000000000000", NULL, body, sizeof(body)), 404);
 	assert_code(body, "not_found");
 	assert_int_equal(fx_call("GET", "/v1/agents/fake/sessions/a.b", NULL, body, sizeof(body)), 404);
-	assert_int_equal(fx_call("GET", "/v1/agents/fake/sessions/as_0000000000000000/events", NULL, body,
-	                         sizeof(body)),
-	                 404);
-	assert_int_equal(fx_call("POST", "/v1/agents/fake/sessions/as_0000000000000000/cancel", "", body,
-	                         sizeof(body)),
-	                 404);
-	/* Methods: Allow says which. */
 	assert_int_equal(
-	    fx_req("DELETE", "/v1/agents/fake/sessions", FX_TOKEN, NULL, body, sizeof(body), head, sizeof(head)), 405);
+	    fx_call("GET", "/v1/agents/fake/sessions/as_0000000000000000/events", NULL, body, sizeof(body)),
+	    404);
+	assert_int_equal(
+	    fx_call("POST", "/v1/agents/fake/sessions/as_0000000000000000/cancel", "", body, sizeof(body)),
+	    404);
+	/* Methods: Allow says which. */
+	assert_int_equal(fx_req("DELETE", "/v1/agents/fake/sessions", FX_TOKEN, NULL, body, sizeof(body),
+	                        head, sizeof(head)),
+	                 405);
 	assert_code(body, "request.method");
 	assert_non_null(strstr(head, "Allow: GET, POST"));
 	assert_int_equal(fx_req("POST", "/v1/agents/fake/sessions/as_0000000000000000", FX_TOKEN, "", body,
@@ -102,8 +104,10 @@ test_routing(void **state)
 	/* Not the sessions API: the API's 404. */
 	assert_int_equal(fx_call("GET", "/v1/agents/fake/sessionsx", NULL, body, sizeof(body)), 404);
 	/* Authentication first, whatever the path. */
-	assert_int_equal(fx_req("GET", "/v1/agents/fake/sessions", NULL, NULL, body, sizeof(body), NULL, 0), 401);
-	assert_int_equal(fx_req("GET", "/v1/agents/nope/sessions", "bad", NULL, body, sizeof(body), NULL, 0), 401);
+	assert_int_equal(fx_req("GET", "/v1/agents/fake/sessions", NULL, NULL, body, sizeof(body), NULL, 0),
+	                 401);
+	assert_int_equal(fx_req("GET", "/v1/agents/nope/sessions", "bad", NULL, body, sizeof(body), NULL, 0),
+	                 401);
 }
 
 /* A request body refused is refused before an install starts: no job. */
@@ -111,19 +115,19 @@ static void
 test_create_bad_bodies(void **state)
 {
 	static const char *const bad[] = {
-	    "[1]",                                                 /* not an object */
-	    "{\"prompt\": ",                                       /* truncated */
-	    "{}",                                                  /* prompt is required */
-	    "{\"prompt\": [1]}",                                   /* a placeholder's value is a scalar */
-	    "{\"prompt\": \"a\\u0000b\"}",                         /* NUL */
-	    "{\"prompt\": \"x\", \"nope\": 1}",                    /* not a parameter */
-	    "{\"prompt\": \"x\", \"timeout\": 5}",                 /* run only */
-	    "{\"prompt\": \"x\", \"cwd\": \"relative\"}",          /* cwd: absolute */
-	    "{\"prompt\": \"x\", \"cwd\": \"/nonexistent/abx\"}",  /* cwd: a directory */
-	    "{\"prompt\": \"x\", \"cwd\": 7}",                     /* cwd: a string */
-	    "{\"prompt\": \"x\", \"env\": {\"PATH\": \"/x\"}}",    /* not in server.session_env */
-	    "{\"prompt\": \"x\", \"env\": {\"FX_OK\": 1}}",        /* a string */
-	    "{\"prompt\": \"x\", \"env\": [\"FX_OK\"]}",           /* an object */
+	    "[1]",                                                /* not an object */
+	    "{\"prompt\": ",                                      /* truncated */
+	    "{}",                                                 /* prompt is required */
+	    "{\"prompt\": [1]}",                                  /* a placeholder's value is a scalar */
+	    "{\"prompt\": \"a\\u0000b\"}",                        /* NUL */
+	    "{\"prompt\": \"x\", \"nope\": 1}",                   /* not a parameter */
+	    "{\"prompt\": \"x\", \"timeout\": 5}",                /* run only */
+	    "{\"prompt\": \"x\", \"cwd\": \"relative\"}",         /* cwd: absolute */
+	    "{\"prompt\": \"x\", \"cwd\": \"/nonexistent/abx\"}", /* cwd: a directory */
+	    "{\"prompt\": \"x\", \"cwd\": 7}",                    /* cwd: a string */
+	    "{\"prompt\": \"x\", \"env\": {\"PATH\": \"/x\"}}",   /* not in server.session_env */
+	    "{\"prompt\": \"x\", \"env\": {\"FX_OK\": 1}}",       /* a string */
+	    "{\"prompt\": \"x\", \"env\": [\"FX_OK\"]}",          /* an object */
 	};
 	char body[65536], path[512];
 	size_t i;
@@ -152,10 +156,9 @@ test_create_bad_bodies(void **state)
 static void
 test_run_timeout_bounds(void **state)
 {
-	static const char *const bad[] = {"{\"prompt\": \"x\", \"timeout\": 0}",
-	                                  "{\"prompt\": \"x\", \"timeout\": 86401}",
-	                                  "{\"prompt\": \"x\", \"timeout\": 1.5}",
-	                                  "{\"prompt\": \"x\", \"timeout\": \"5\"}"};
+	static const char *const bad[] = {
+	    "{\"prompt\": \"x\", \"timeout\": 0}", "{\"prompt\": \"x\", \"timeout\": 86401}",
+	    "{\"prompt\": \"x\", \"timeout\": 1.5}", "{\"prompt\": \"x\", \"timeout\": \"5\"}"};
 	char body[65536];
 	size_t i;
 
@@ -170,13 +173,15 @@ test_run_timeout_bounds(void **state)
 static void
 test_events_query_bounds(void **state)
 {
-	static const char *const bad[] = {"?after=x", "?after=-1", "?after=4294967295", "?limit=0",
-	                                  "?limit=1001", "?limit=1e3", "?after=", "?limit=99999999999"};
+	static const char *const bad[] = {"?after=x", "?after=-1",         "?after=4294967295",
+	                                  "?limit=0", "?limit=1001",       "?limit=1e3",
+	                                  "?after=",  "?limit=99999999999"};
 	char body[65536], target[256];
 	size_t i;
 
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		snprintf(target, sizeof(target), "/v1/agents/fake/sessions/as_0000000000000000/events%s", bad[i]);
+		snprintf(target, sizeof(target), "/v1/agents/fake/sessions/as_0000000000000000/events%s",
+		         bad[i]);
 		if (fx_call("GET", target, NULL, body, sizeof(body)) != 400) {
 			fprintf(stderr, "%s: %s\n", target, body);
 			fail();

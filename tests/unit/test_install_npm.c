@@ -94,7 +94,8 @@ setup(void **state)
 	    sh("mkdir -p '%1$s/reg' '%2$s/m'", dir, dir) != 0)
 		return -1;
 	snprintf(p, sizeof(p), "%s", dir);
-	if (sh("python3 tests/fixtures/npmreg.py --root '%1$s/reg' --log '%1$s/reg.log' --cert '%1$s/pki/good.pem'"
+	if (sh("python3 tests/fixtures/npmreg.py --root '%1$s/reg' --log '%1$s/reg.log' --cert "
+	       "'%1$s/pki/good.pem'"
 	       " --key '%1$s/pki/good.key' >'%1$s/reg.port' 2>'%1$s/reg.err' & echo $! >'%1$s/reg.pid'%2$s",
 	       p, "") != 0)
 		return -1;
@@ -139,7 +140,8 @@ setup(void **state)
 	set.mode = CFG_MODE_LAZY;
 	mkdir(set.tools_dir, 0700);
 	snprintf(p, sizeof(p), "%s/m", dir);
-	if (manifest_set_open(&ms, p, &mo, &e) != 0 || install_ctx_init(&ctx, &ms, &set, "linux-x64", &e) != 0) {
+	if (manifest_set_open(&ms, p, &mo, &e) != 0 ||
+	    install_ctx_init(&ctx, &ms, &set, "linux-x64", &e) != 0) {
 		fprintf(stderr, "%s: %s\n", e.code, e.msg);
 		return -1;
 	}
