@@ -169,8 +169,9 @@ int api_token_file(const char *state_dir, char *tok, size_t cap, char *path, siz
 /* Whether any principal of p has a token digest. */
 int api_policy_has_tokens(const struct policy *p);
 
-/* Prometheus text of the metrics into w (growable, bounded). */
-struct json_w;
+/* The Prometheus text of the metrics (api_metrics.c): *out (malloc'd, the
+ * caller frees it) of *len bytes, or NULL when memory ran out or the text
+ * passed its ceiling of 1 MiB. */
 void api_metrics_text(struct api *a, char **out, size_t *len);
 
 /*

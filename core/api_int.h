@@ -1,6 +1,8 @@
 #ifndef ABX_API_INT_H
 #define ABX_API_INT_H
-/* What api.c and api_ops.c share: one request in progress. */
+/* What the API's files share (api.c: routing and responses, api_auth.c,
+ * api_metrics.c, api_ops.c, api_sessions.c, api_sessions_new.c): one
+ * request in progress and the helpers that answer it. */
 #include "api.h"
 
 struct api_rq {

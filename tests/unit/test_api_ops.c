@@ -247,6 +247,26 @@ test_op_program_unusable(void **state)
 	assert_non_null(strstr(body, "not a regular file"));
 }
 
+/* The metrics count what ran (the text built in the bounded buffer):
+ * answers by route and status, ops run and timed out, 429s, policy
+ * denials. Runs last: the earlier tests made these. */
+static void
+test_metrics_count_ops(void **state)
+{
+	char body[65536];
+
+	assert_int_equal(fx_call("GET", "/metrics", NULL, body, sizeof(body)), 200);
+	assert_non_null(strstr(body, "abx_http_requests_total{route=\"ops_run\",status=\"200\"} "));
+	assert_non_null(strstr(body, "abx_http_requests_total{route=\"ops_run\",status=\"429\"} 1\n"));
+	assert_non_null(
+	    strstr(body, "abx_http_request_duration_seconds_bucket{route=\"ops_run\",le=\"+Inf\"} "));
+	assert_non_null(strstr(body, "abx_ops_timeouts_total 1\n"));
+	assert_non_null(strstr(body, "abx_ops_rejected_total 1\n"));
+	assert_non_null(strstr(body, "abx_policy_denials_total 1\n"));
+	assert_non_null(strstr(body, "abx_install_jobs_running 0\n"));
+	assert_null(strstr(body, "abx_ops_runs_total 0\n"));
+}
+
 int
 main(void)
 {
@@ -255,6 +275,7 @@ main(void)
 	    cmocka_unit_test(test_op_policy),           cmocka_unit_test(test_op_output_capped),
 	    cmocka_unit_test(test_op_timeout),          cmocka_unit_test(test_op_concurrency),
 	    cmocka_unit_test(test_op_environment),      cmocka_unit_test(test_op_program_unusable),
+	    cmocka_unit_test(test_metrics_count_ops),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
