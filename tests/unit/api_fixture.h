@@ -13,6 +13,7 @@
 #include "api.h"
 #include "digest.h"
 #include "httpd.h"
+#include "json.h"
 #include "manifest.h"
 #include "sessions.h"
 
@@ -208,4 +209,34 @@ static int
 fx_call(const char *method, const char *target, const char *json, char *body, size_t cap)
 {
 	return fx_req(method, target, FX_TOKEN, json, body, cap, NULL, 0);
+}
+
+/* The answer's body as a document (the caller frees it); not JSON fails
+ * the test. */
+static const struct json_val *
+fx_parse(struct json_doc *d, const char *body)
+{
+	struct err e;
+
+	if (json_parse(d, body, strlen(body), NULL, &e) != 0) {
+		fprintf(stderr, "not JSON (%s): %s\n", e.msg, body);
+		fail();
+	}
+	return d->root;
+}
+
+/* The answer is an error with code. */
+static void
+fx_assert_code(const char *body, const char *code)
+{
+	struct json_doc d;
+	const struct json_val *er = json_get(fx_parse(&d, body), "error");
+	int same =
+	    er != NULL && json_get_str(er, "code") != NULL && strcmp(json_get_str(er, "code"), code) == 0;
+
+	json_free(&d);
+	if (!same) {
+		fprintf(stderr, "want %s: %s\n", code, body);
+		fail();
+	}
 }

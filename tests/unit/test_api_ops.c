@@ -4,8 +4,6 @@
  * limit, the environment allow-list, programs that cannot run. */
 #include "api_fixture.h"
 
-#include "json.h"
-
 static const char cmds[] =
     "[{\"id\": \"echo.args\", \"argv\": [\"/bin/echo\", \"{a}\", \"{b}\"],"
     "  \"params\": {\"a\": {\"type\": \"string\", \"required\": true}, \"b\": {\"type\": \"string\"}}},"
@@ -37,35 +35,6 @@ teardown(void **state)
 	return 0;
 }
 
-/* The answer's body as a document (the caller frees it). */
-static const struct json_val *
-parse(struct json_doc *d, const char *body)
-{
-	struct err e;
-
-	if (json_parse(d, body, strlen(body), NULL, &e) != 0) {
-		fprintf(stderr, "not JSON (%s): %s\n", e.msg, body);
-		fail();
-	}
-	return d->root;
-}
-
-/* The error code of an error answer. */
-static void
-assert_code(const char *body, const char *code)
-{
-	struct json_doc d;
-	const struct json_val *er = json_get(parse(&d, body), "error");
-
-	assert_non_null(er);
-	if (strcmp(json_get_str(er, "code"), code) != 0) {
-		fprintf(stderr, "want %s: %s\n", code, body);
-		json_free(&d);
-		fail();
-	}
-	json_free(&d);
-}
-
 static void
 test_op_runs_and_answers(void **state)
 {
@@ -77,7 +46,7 @@ test_op_runs_and_answers(void **state)
 	assert_int_equal(
 	    fx_call("POST", "/v1/ops/echo.args", "{\"a\": \"x y\", \"b\": \"$(id);*\"}", body, sizeof(body)),
 	    200);
-	r = parse(&d, body);
+	r = fx_parse(&d, body);
 	assert_string_equal(json_get_str(r, "stdout"), "x y $(id);*\n");
 	assert_string_equal(json_get_str(r, "stderr"), "");
 	assert_int_equal(json_get(r, "exit_code")->u.num.i, 0);
@@ -89,7 +58,7 @@ test_op_runs_and_answers(void **state)
 	json_free(&d);
 	/* An integer parameter. */
 	assert_int_equal(fx_call("POST", "/v1/ops/echo.num", "{\"n\": -42}", body, sizeof(body)), 200);
-	r = parse(&d, body);
+	r = fx_parse(&d, body);
 	assert_string_equal(json_get_str(r, "stdout"), "-42\n");
 	json_free(&d);
 }
@@ -101,19 +70,19 @@ test_op_bad_requests(void **state)
 	char body[65536];
 
 	assert_int_equal(fx_call("POST", "/v1/ops/no.such.op", "{}", body, sizeof(body)), 404);
-	assert_code(body, "not_found");
+	fx_assert_code(body, "not_found");
 	assert_int_equal(fx_call("POST", "/v1/ops/echo.args", "{}", body, sizeof(body)), 400);
-	assert_code(body, "request.invalid");
+	fx_assert_code(body, "request.invalid");
 	assert_non_null(strstr(body, "missing required parameter a"));
 	assert_int_equal(
 	    fx_call("POST", "/v1/ops/echo.args", "{\"a\": \"x\", \"zz\": 1}", body, sizeof(body)), 400);
 	assert_non_null(strstr(body, "unknown parameter"));
 	assert_int_equal(fx_call("POST", "/v1/ops/echo.args", "{\"a\": 5}", body, sizeof(body)), 400);
-	assert_code(body, "request.invalid");
+	fx_assert_code(body, "request.invalid");
 	assert_int_equal(fx_call("POST", "/v1/ops/echo.num", "{\"n\": \"5\"}", body, sizeof(body)), 400);
 	assert_int_equal(fx_call("POST", "/v1/ops/echo.num", "{\"n\": 1.5}", body, sizeof(body)), 400);
 	assert_int_equal(fx_call("POST", "/v1/ops/echo.args", "[\"a\"]", body, sizeof(body)), 400);
-	assert_code(body, "request.invalid");
+	fx_assert_code(body, "request.invalid");
 	assert_int_equal(fx_call("POST", "/v1/ops/echo.args", "{\"a\": ", body, sizeof(body)), 400);
 	assert_int_equal(
 	    fx_call("POST", "/v1/ops/echo.args", "{\"a\": \"x\", \"a\": \"y\"}", body, sizeof(body)), 400);
@@ -137,7 +106,7 @@ test_op_policy(void **state)
 	    fx_req("POST", "/v1/ops/echo.args", FX_TOKEN_BOB, "{\"a\": \"hi\"}", body, sizeof(body), NULL, 0),
 	    200);
 	assert_int_equal(fx_req("POST", "/v1/ops/true", FX_TOKEN_BOB, "", body, sizeof(body), NULL, 0), 403);
-	assert_code(body, "policy.denied");
+	fx_assert_code(body, "policy.denied");
 }
 
 /* Output past server.max_output_bytes is read and dropped: the answer
@@ -151,7 +120,7 @@ test_op_output_capped(void **state)
 	const struct json_val *r;
 
 	assert_int_equal(fx_call("POST", "/v1/ops/flood", "", body, sizeof(body)), 200);
-	r = parse(&d, body);
+	r = fx_parse(&d, body);
 	assert_int_equal(strlen(json_get_str(r, "stdout")), 1024);
 	assert_int_equal(json_get(r, "truncated")->type, JSON_TRUE);
 	assert_string_equal(json_get_str(r, "stderr"), "err\n");
@@ -170,7 +139,7 @@ test_op_timeout(void **state)
 
 	assert_int_equal(fx_call("POST", "/v1/ops/slow", "", body, sizeof(body)), 200);
 	assert_true(time(NULL) - t0 < 15);
-	r = parse(&d, body);
+	r = fx_parse(&d, body);
 	assert_int_equal(json_get(r, "timed_out")->type, JSON_TRUE);
 	assert_string_equal(json_get_str(r, "stdout"), "");
 	json_free(&d);
@@ -210,7 +179,7 @@ test_op_concurrency(void **state)
 	snprintf(json, sizeof(json), "{\"m\": \"%s/second\"}", fx.dir);
 	assert_int_equal(
 	    fx_req("POST", "/v1/ops/one", FX_TOKEN, json, body, sizeof(body), head, sizeof(head)), 429);
-	assert_code(body, "request.rate_limited");
+	fx_assert_code(body, "request.rate_limited");
 	assert_non_null(strstr(head, "Retry-After: "));
 	pthread_join(th, NULL);
 	assert_int_equal(b.status, 200);
@@ -237,13 +206,13 @@ test_op_program_unusable(void **state)
 	char body[65536];
 
 	assert_true(fx_call("POST", "/v1/ops/gone", "", body, sizeof(body)) >= 400);
-	assert_code(body, "command.unavailable");
+	fx_assert_code(body, "command.unavailable");
 	assert_non_null(strstr(body, "/nonexistent/abx/prog"));
 	assert_true(fx_call("POST", "/v1/ops/notexec", "", body, sizeof(body)) >= 400);
-	assert_code(body, "command.unavailable");
+	fx_assert_code(body, "command.unavailable");
 	assert_non_null(strstr(body, "is not executable"));
 	assert_true(fx_call("POST", "/v1/ops/dir", "", body, sizeof(body)) >= 400);
-	assert_code(body, "command.unavailable");
+	fx_assert_code(body, "command.unavailable");
 	assert_non_null(strstr(body, "not a regular file"));
 }
 

@@ -5,8 +5,6 @@
  * install fails ending failed with its events readable. */
 #include "api_fixture.h"
 
-#include "json.h"
-
 /* An agent whose archive is on a port nothing listens on: its install fails
  * at once (connection refused), with nothing reaching the network. */
 static const char man_fake[] =
@@ -35,33 +33,6 @@ teardown(void **state)
 	return 0;
 }
 
-static const struct json_val *
-parse(struct json_doc *d, const char *body)
-{
-	struct err e;
-
-	if (json_parse(d, body, strlen(body), NULL, &e) != 0) {
-		fprintf(stderr, "not JSON (%s): %s\n", e.msg, body);
-		fail();
-	}
-	return d->root;
-}
-
-static void
-assert_code(const char *body, const char *code)
-{
-	struct json_doc d;
-	const struct json_val *er = json_get(parse(&d, body), "error");
-	int same =
-	    er != NULL && json_get_str(er, "code") != NULL && strcmp(json_get_str(er, "code"), code) == 0;
-
-	json_free(&d);
-	if (!same) {
-		fprintf(stderr, "want %s: %s\n", code, body);
-		fail();
-	}
-}
-
 /* Paths of the sessions API: what is not one, unknown agents and ids, bad
  * segments, methods. */
 static void
@@ -72,18 +43,18 @@ test_routing(void **state)
 	const struct json_val *r;
 
 	assert_int_equal(fx_call("GET", "/v1/agents/fake/sessions", NULL, body, sizeof(body)), 200);
-	r = parse(&d, body);
+	r = fx_parse(&d, body);
 	assert_string_equal(json_get_str(r, "object"), "list");
 	assert_int_equal(json_get(r, "data")->type, JSON_ARRAY);
 	assert_int_equal(json_get(r, "data")->u.arr.n, 0);
 	json_free(&d);
 	assert_int_equal(fx_call("GET", "/v1/agents/nope/sessions", NULL, body, sizeof(body)), 404);
-	assert_code(body, "not_found");
+	fx_assert_code(body, "not_found");
 	assert_non_null(strstr(body, "no agent nope is enabled"));
 	assert_int_equal(fx_call("POST", "/v1/agents/nope/sessions", "{}", body, sizeof(body)), 404);
 	assert_int_equal(
 	    fx_call("GET", "/v1/agents/fake/sessions/as_0000000000000000", NULL, body, sizeof(body)), 404);
-	assert_code(body, "not_found");
+	fx_assert_code(body, "not_found");
 	assert_int_equal(fx_call("GET", "/v1/agents/fake/sessions/a.b", NULL, body, sizeof(body)), 404);
 	assert_int_equal(
 	    fx_call("GET", "/v1/agents/fake/sessions/as_0000000000000000/events", NULL, body, sizeof(body)),
@@ -95,7 +66,7 @@ test_routing(void **state)
 	assert_int_equal(fx_req("DELETE", "/v1/agents/fake/sessions", FX_TOKEN, NULL, body, sizeof(body),
 	                        head, sizeof(head)),
 	                 405);
-	assert_code(body, "request.method");
+	fx_assert_code(body, "request.method");
 	assert_non_null(strstr(head, "Allow: GET, POST"));
 	assert_int_equal(fx_req("POST", "/v1/agents/fake/sessions/as_0000000000000000", FX_TOKEN, "", body,
 	                        sizeof(body), head, sizeof(head)),
@@ -164,7 +135,7 @@ test_run_timeout_bounds(void **state)
 
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		assert_int_equal(fx_call("POST", "/v1/ops/agents.fake.run", bad[i], body, sizeof(body)), 400);
-		assert_code(body, "request.invalid");
+		fx_assert_code(body, "request.invalid");
 		assert_non_null(strstr(body, "1..86400"));
 	}
 }
@@ -186,7 +157,7 @@ test_events_query_bounds(void **state)
 			fprintf(stderr, "%s: %s\n", target, body);
 			fail();
 		}
-		assert_code(body, "request.invalid");
+		fx_assert_code(body, "request.invalid");
 	}
 }
 
@@ -205,7 +176,7 @@ test_session_install_fails(void **state)
 	assert_int_equal(fx_req("POST", "/v1/agents/fake/sessions", FX_TOKEN, "{\"prompt\": \"hi\"}", body,
 	                        sizeof(body), head, sizeof(head)),
 	                 201);
-	r = parse(&d, body);
+	r = fx_parse(&d, body);
 	assert_non_null(json_get_str(r, "id"));
 	snprintf(id, sizeof(id), "%s", json_get_str(r, "id"));
 	assert_string_equal(json_get_str(r, "status"), "in_progress");
@@ -215,7 +186,7 @@ test_session_install_fails(void **state)
 	snprintf(target, sizeof(target), "/v1/agents/fake/sessions/%s", id);
 	for (i = 0; i < 600; i++) {
 		assert_int_equal(fx_call("GET", target, NULL, body, sizeof(body)), 200);
-		r = parse(&d, body);
+		r = fx_parse(&d, body);
 		st = json_get_str(r, "status");
 		if (strcmp(st, "in_progress") != 0)
 			break;
