@@ -1,6 +1,7 @@
 /*
- * The operations API: generations, authentication, routing, runtimes, jobs,
- * metrics. Command ops are in api_ops.c.
+ * The operations API: generations, responses, routing, runtimes, jobs.
+ * Tokens are in api_auth.c, metrics in api_metrics.c, command ops in
+ * api_ops.c, sessions in api_sessions.c.
  */
 #include "api_int.h"
 #include "clock.h"
@@ -33,16 +34,6 @@
 #define AGENT_OP_MAX (CFG_NAME_MAX + 32)
 /* One job or runtime object. */
 #define API_OBJ_MAX 16384
-
-static const int status_codes[API_NSTATUS] = {200, 202, 400, 401, 403, 404, 405, 408, 413,
-                                              414, 424, 429, 431, 500, 501, 502, 503, 507};
-static const double buckets[API_NBUCKETS] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
-                                             0.05,   0.1,   0.25,   0.5,   1,    5};
-static const char *const route_names[R_NROUTES] = {
-    "health",      "ops_list", "ops_run",      "runtimes", "runtime",   "runtime_install",
-    "install_job", "metrics",  "unauthorized", "server",   "not_found",
-    "sessions",
-};
 
 /* ---- generations ------------------------------------------------------- */
 
@@ -175,151 +166,6 @@ api_free(struct api *a)
 	pthread_mutex_destroy(&a->mu);
 }
 
-/* ---- tokens ------------------------------------------------------------ */
-
-static int
-token_chars_ok(const char *t, size_t n)
-{
-	size_t i;
-
-	if (n == 0 || n > API_TOKEN_MAX)
-		return 0;
-	for (i = 0; i < n; i++)
-		if ((unsigned char)t[i] <= 0x20 || (unsigned char)t[i] >= 0x7f)
-			return 0;
-	return 1;
-}
-
-int
-api_token_from(const char *xt, int n_x, const char *au, int n_auth, const char **tok, size_t *len)
-{
-	const char *bt = NULL;
-	size_t bn = 0, xn = 0;
-
-	*tok = NULL;
-	*len = 0;
-	if (n_x > 1 || n_auth > 1)
-		return -1;
-	if (xt == NULL && au == NULL)
-		return 0;
-	if (au != NULL) {
-		/* RFC 9110 §11.1: the scheme is case-insensitive; then one or
-		 * more spaces, then the token68. */
-		if (strncasecmp(au, "Bearer", 6) != 0 || (au[6] != ' ' && au[6] != '\t'))
-			return -1;
-		bt = au + 6;
-		while (*bt == ' ' || *bt == '\t')
-			bt++;
-		bn = strlen(bt);
-		if (!token_chars_ok(bt, bn))
-			return -1;
-	}
-	if (xt != NULL) {
-		xn = strlen(xt);
-		if (!token_chars_ok(xt, xn))
-			return -1;
-	}
-	if (xt != NULL && bt != NULL) {
-		if (xn != bn || !ct_equal(xt, bt, xn))
-			return -1;
-	}
-	*tok = xt != NULL ? xt : bt;
-	*len = xt != NULL ? xn : bn;
-	return 1;
-}
-
-const char *
-api_principal(const struct policy *p, const char *tok, size_t len)
-{
-	const struct pol_principal *pp;
-	struct digest d;
-
-	digest_buf(DIGEST_SHA256, tok, len, &d);
-	pp = policy_principal_for_digest(p, d.v);
-	return pp != NULL ? pp->name : NULL;
-}
-
-int
-api_policy_has_tokens(const struct policy *p)
-{
-	int i;
-
-	for (i = 0; i < p->n; i++)
-		if (p->p[i].ntokens > 0)
-			return 1;
-	return 0;
-}
-
-static int
-hex_token_ok(const char *t)
-{
-	size_t i, n = strlen(t);
-
-	if (n != 2 * API_TOKEN_BYTES)
-		return 0;
-	for (i = 0; i < n; i++)
-		if (!((t[i] >= '0' && t[i] <= '9') || (t[i] >= 'a' && t[i] <= 'f')))
-			return 0;
-	return 1;
-}
-
-int
-api_token_file(const char *state_dir, char *tok, size_t cap, char *path, size_t pcap, struct err *e)
-{
-	unsigned char r[API_TOKEN_BYTES];
-	char buf[2 * API_TOKEN_BYTES + 8];
-	struct stat st;
-	ssize_t n;
-	size_t i;
-	int fd;
-
-	if (cap < 2 * API_TOKEN_BYTES + 1)
-		return err_set(e, "internal", "token buffer too small");
-	if ((size_t)snprintf(path, pcap, "%s/token", state_dir) >= pcap)
-		return err_set(e, "config.invalid", "state directory path too long: %s", state_dir);
-	if (fs_mkdir_p(state_dir, 0700, e) != 0)
-		return -1;
-	if (fs_dir_safe(state_dir, e) != 0)
-		return -1;
-	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd >= 0) {
-		if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
-		    (st.st_mode & 077) != 0) {
-			close(fd);
-			return err_set(e, "config.state_dir_unsafe",
-			               "%s: the token file must be a regular file owned by us with mode 0600",
-			               path);
-		}
-		n = read(fd, buf, sizeof(buf) - 1);
-		close(fd);
-		if (n < 0)
-			return err_set(e, "io.error", "%s: %s", path, strerror(errno));
-		buf[n] = '\0';
-		while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
-			buf[--n] = '\0';
-		if (!hex_token_ok(buf))
-			return err_set(e, "config.invalid",
-			               "%s: not a token written by serve (64 hex digits)", path);
-		memcpy(tok, buf, (size_t)n + 1);
-		return 0;
-	}
-	if (errno != ENOENT)
-		return err_set(e, "io.error", "%s: %s", path, strerror(errno));
-	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
-		return err_set(e, "io.error", "getrandom: %s", strerror(errno));
-	for (i = 0; i < sizeof(r); i++)
-		snprintf(tok + 2 * i, 3, "%02x", r[i]);
-	explicit_bzero(r, sizeof(r));
-	memcpy(buf, tok, 2 * API_TOKEN_BYTES);
-	buf[2 * API_TOKEN_BYTES] = '\n';
-	if (fs_write_atomic(path, buf, 2 * API_TOKEN_BYTES + 1, 0600, e) != 0) {
-		explicit_bzero(buf, sizeof(buf));
-		return -1;
-	}
-	explicit_bzero(buf, sizeof(buf));
-	return 0;
-}
-
 /* ---- responses --------------------------------------------------------- */
 
 int
@@ -398,173 +244,6 @@ api_body_json(struct api_rq *q, struct json_doc *doc, const struct json_val **ro
 	return 0;
 }
 
-/* ---- metrics ----------------------------------------------------------- */
-
-static void
-record(struct api *a, enum api_route r, int status, double secs)
-{
-	int i, si = API_NSTATUS;
-
-	for (i = 0; i < API_NSTATUS; i++)
-		if (status_codes[i] == status) {
-			si = i;
-			break;
-		}
-	pthread_mutex_lock(&a->mu);
-	a->m.req[r][si]++;
-	for (i = 0; i < API_NBUCKETS && secs > buckets[i]; i++)
-		;
-	a->m.hist[r][i]++;
-	a->m.sum_s[r] += secs;
-	a->m.count[r]++;
-	pthread_mutex_unlock(&a->mu);
-}
-
-void
-api_count_op(struct api *a, int timed_out)
-{
-	pthread_mutex_lock(&a->mu);
-	a->m.ops_run++;
-	if (timed_out)
-		a->m.ops_timeouts++;
-	pthread_mutex_unlock(&a->mu);
-}
-
-static void
-count(struct api *a, uint64_t *c)
-{
-	pthread_mutex_lock(&a->mu);
-	(*c)++;
-	pthread_mutex_unlock(&a->mu);
-}
-
-struct sbuf {
-	char *p;
-	size_t len, cap;
-	int oom;
-};
-
-static void sb_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void
-sb_printf(struct sbuf *b, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (b->oom)
-		return;
-	for (;;) {
-		va_start(ap, fmt);
-		n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-		va_end(ap);
-		if (n < 0) {
-			b->oom = 1;
-			return;
-		}
-		if ((size_t)n < b->cap - b->len) {
-			b->len += (size_t)n;
-			return;
-		}
-		{
-			size_t nc = b->cap * 2 + (size_t)n;
-			char *np = realloc(b->p, nc);
-
-			if (np == NULL || nc > API_LIST_MAX) {
-				free(np);
-				b->p = NULL;
-				b->oom = 1;
-				return;
-			}
-			b->p = np;
-			b->cap = nc;
-		}
-	}
-}
-
-void
-api_metrics_text(struct api *a, char **out, size_t *len)
-{
-	struct api_metrics *m = malloc(sizeof(*m));
-	struct sbuf b = {malloc(8192), 0, 8192, 0};
-	struct jobs_stats js;
-	int r, i;
-
-	*out = NULL;
-	*len = 0;
-	if (m == NULL || b.p == NULL) {
-		free(m);
-		free(b.p);
-		return;
-	}
-	pthread_mutex_lock(&a->mu);
-	*m = a->m;
-	pthread_mutex_unlock(&a->mu);
-	jobs_get_stats(a->jobs, &js);
-
-	sb_printf(&b, "# HELP abx_http_requests_total API requests answered, by route and status.\n"
-	              "# TYPE abx_http_requests_total counter\n");
-	for (r = 0; r < R_NROUTES; r++)
-		for (i = 0; i <= API_NSTATUS; i++)
-			if (m->req[r][i] != 0) {
-				if (i < API_NSTATUS)
-					sb_printf(
-					    &b, "abx_http_requests_total{route=\"%s\",status=\"%d\"} %llu\n",
-					    route_names[r], status_codes[i],
-					    (unsigned long long)m->req[r][i]);
-				else
-					sb_printf(
-					    &b,
-					    "abx_http_requests_total{route=\"%s\",status=\"other\"} %llu\n",
-					    route_names[r], (unsigned long long)m->req[r][i]);
-			}
-	sb_printf(&b, "# HELP abx_http_request_duration_seconds API request latency, by route.\n"
-	              "# TYPE abx_http_request_duration_seconds histogram\n");
-	for (r = 0; r < R_NROUTES; r++) {
-		uint64_t cum = 0;
-
-		if (m->count[r] == 0)
-			continue;
-		for (i = 0; i < API_NBUCKETS; i++) {
-			cum += m->hist[r][i];
-			sb_printf(&b,
-			          "abx_http_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} %llu\n",
-			          route_names[r], buckets[i], (unsigned long long)cum);
-		}
-		sb_printf(&b, "abx_http_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n",
-		          route_names[r], (unsigned long long)m->count[r]);
-		sb_printf(&b, "abx_http_request_duration_seconds_sum{route=\"%s\"} %.6f\n", route_names[r],
-		          m->sum_s[r]);
-		sb_printf(&b, "abx_http_request_duration_seconds_count{route=\"%s\"} %llu\n", route_names[r],
-		          (unsigned long long)m->count[r]);
-	}
-#define COUNTER(name, help, v)                                                                               \
-	sb_printf(&b, "# HELP " name " " help "\n# TYPE " name " counter\n" name " %llu\n",                  \
-	          (unsigned long long)(v))
-	COUNTER("abx_auth_failures_total", "Requests refused with 401.", m->auth_failures);
-	COUNTER("abx_policy_denials_total", "Requests refused with 403 policy.denied.", m->policy_denials);
-	COUNTER("abx_ops_runs_total", "Command ops run.", m->ops_run);
-	COUNTER("abx_ops_timeouts_total", "Command ops killed at their timeout.", m->ops_timeouts);
-	COUNTER("abx_ops_rejected_total", "Command ops refused at their concurrency limit (429).",
-	        m->ops_rejected_busy);
-	COUNTER("abx_installs_started_total", "Install jobs started.", js.started);
-	COUNTER("abx_installs_succeeded_total", "Install jobs that succeeded.", js.succeeded);
-	COUNTER("abx_installs_failed_total", "Install jobs that failed.", js.failed);
-	COUNTER("abx_install_downloaded_bytes_total", "Bytes downloaded by install jobs.", js.bytes);
-#undef COUNTER
-	sb_printf(&b,
-	          "# HELP abx_install_jobs_running Install jobs running now.\n"
-	          "# TYPE abx_install_jobs_running gauge\nabx_install_jobs_running %d\n",
-	          js.running);
-	free(m);
-	if (b.oom) {
-		free(b.p);
-		return;
-	}
-	*out = b.p;
-	*len = b.len;
-}
-
 /* ---- policy and installs ----------------------------------------------- */
 
 /* 0 when allowed, else answered 403. */
@@ -592,7 +271,7 @@ check_policy(struct api_rq *q, const char *op_id, const char *const *installs, i
 		err_details(&e, w.buf);
 	json_w_free(&w);
 	audit_policy_denied(&q->g->set, q->req->peer, q->principal, op_id, d->rule);
-	count(q->a, &q->a->m.policy_denials);
+	api_count(q->a, &q->a->m.policy_denials);
 	free(d);
 	api_rq_err(q, &e);
 	return 1;
@@ -1140,7 +819,7 @@ authenticate(struct api_rq *q)
 		return 0;
 	q->route = R_UNAUTHORIZED;
 	audit_auth_failure(&q->g->set, r->peer, r->method, r->path, code);
-	count(q->a, &q->a->m.auth_failures);
+	api_count(q->a, &q->a->m.auth_failures);
 	err_clear(&e);
 	e.code = code;
 	httpd_resp_header(q->resp, "WWW-Authenticate", "Bearer");
@@ -1172,14 +851,14 @@ api_handle(const struct httpd_req *req, struct httpd_resp *resp, void *arg)
 void
 api_rq_record(struct api_rq *q)
 {
-	record(q->a, q->route, q->status, (clock_us() / 1e6) - q->t0);
+	api_metrics_record(q->a, q->route, q->status, (clock_us() / 1e6) - q->t0);
 }
 
 void
 api_observe(void *arg, const struct httpd_route *route, int status, size_t bytes, int64_t usec)
 {
 	if (route == NULL)
-		record(arg, R_SERVER, status, (double)usec / 1e6);
+		api_metrics_record(arg, R_SERVER, status, (double)usec / 1e6);
 }
 
 void
@@ -1189,5 +868,5 @@ api_health(const struct httpd_req *req, struct httpd_resp *resp, void *arg)
 	double t0 = (clock_us() / 1e6);
 
 	httpd_respond_json(resp, 200, "{\"status\":\"ok\",\"version\":\"" ABX_VERSION "\"}");
-	record(a, R_HEALTH, 200, (clock_us() / 1e6) - t0);
+	api_metrics_record(a, R_HEALTH, 200, (clock_us() / 1e6) - t0);
 }

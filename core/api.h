@@ -1,7 +1,7 @@
 #ifndef ABX_API_H
 #define ABX_API_H
 /*
- * The operations API of serve (SPEC §9): authentication, policy, routing,
+ * The operations API of serve: authentication, policy, routing,
  * command ops, install on first use, runtimes, jobs, metrics, audit.
  *
  * Every request except GET /health is authenticated before it is routed,
@@ -141,8 +141,9 @@ void api_observe(void *arg, const struct httpd_route *route, int status, size_t 
 void api_health(const struct httpd_req *req, struct httpd_resp *resp, void *arg);
 
 /*
- * The token a request presents, per SPEC §9: X-Access-Token or
- * Authorization: Bearer (scheme case-insensitive). Never the query string.
+ * The token a request presents: X-Access-Token or Authorization: Bearer
+ * (scheme case-insensitive). Never the query string, which logs and
+ * proxies keep.
  * Returns 1 with tok/len (a view into the request) when one is presented,
  * 0 when none (auth.missing), -1 when the presentation is invalid (repeated
  * fields, another scheme, an empty token, both fields with different tokens,
@@ -168,8 +169,9 @@ int api_token_file(const char *state_dir, char *tok, size_t cap, char *path, siz
 /* Whether any principal of p has a token digest. */
 int api_policy_has_tokens(const struct policy *p);
 
-/* Prometheus text of the metrics into w (growable, bounded). */
-struct json_w;
+/* The Prometheus text of the metrics (api_metrics.c): *out (malloc'd, the
+ * caller frees it) of *len bytes, or NULL when memory ran out or the text
+ * passed its ceiling of 1 MiB. */
 void api_metrics_text(struct api *a, char **out, size_t *len);
 
 /*

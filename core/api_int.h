@@ -1,6 +1,8 @@
 #ifndef ABX_API_INT_H
 #define ABX_API_INT_H
-/* What api.c and api_ops.c share: one request in progress. */
+/* What the API's files share (api.c: routing and responses, api_auth.c,
+ * api_metrics.c, api_ops.c, api_sessions.c, api_sessions_new.c): one
+ * request in progress and the helpers that answer it. */
 #include "api.h"
 
 struct api_rq {
@@ -14,6 +16,11 @@ struct api_rq {
 	double t0;    /* CLOCK_MONOTONIC seconds at the start, for metrics */
 	int deferred; /* the answer comes later, from another thread */
 };
+
+/* Count one answer of route r: its status and latency (secs). */
+void api_metrics_record(struct api *a, enum api_route r, int status, double secs);
+/* Add one to the counter c of a's metrics (under a->mu). */
+void api_count(struct api *a, uint64_t *c);
 
 /* Count the answered request q in the metrics (route, status, latency). */
 void api_rq_record(struct api_rq *q);
@@ -44,8 +51,9 @@ int api_rq_errf(struct api_rq *q, const char *code, const char *fmt, ...)
 void api_rq_retry_after(struct api_rq *q, int secs);
 
 /*
- * Make tools[0..n) ready for op (install on first use, SPEC §9): waits at
- * most install.wait seconds in all. Returns 0 when every tool is ready
+ * Make tools[0..n) ready for op (install on first use: a tool not ready
+ * is installed by a job the request joins): waits at most install.wait
+ * seconds in all. Returns 0 when every tool is ready
  * (entries[i] filled when entries is not NULL), or 1 when the request was
  * answered (202 with the install job, or the install error).
  */
@@ -61,6 +69,24 @@ int api_body_json(struct api_rq *q, struct json_doc *doc, const struct json_val 
 /* Policy for op_id (installs: the install-admission rule): 0 when allowed,
  * else 1 after answering 403 (audited, counted). */
 int api_rq_policy(struct api_rq *q, const char *op_id, const char *const *installs, int n);
+
+/* The sessions API's bounds (api_sessions.c, api_sessions_new.c). */
+/* Events per JSON page: default and ceiling. */
+#define API_EVENTS_PAGE 100
+#define API_EVENTS_PAGE_MAX 1000
+/* Bytes of events gathered for one page or one stream write. */
+#define API_EVENTS_BYTES (512u << 10)
+/* A session object. */
+#define API_SESSION_OBJ_MAX 4096
+/* How often a waiting stream looks at the server draining. */
+#define API_SSE_TICK_MS 500
+
+/* Answer with the session object v. */
+struct session_view;
+int api_respond_session(struct api_rq *q, int status, const struct session_view *v);
+
+/* POST /v1/agents/<a>/sessions: 201 with the session and its Location. */
+void api_sessions_create(struct api_rq *q, const char *agent);
 
 /* Route /v1/agents/<a>/sessions…: 1 when the request was answered, 0 when
  * the path is not the sessions API's. */

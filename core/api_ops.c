@@ -91,7 +91,7 @@ executable(const char *path)
 }
 
 /*
- * argv[0] to an absolute path (SPEC §5 order): an absolute path as is; a
+ * argv[0] to an absolute path, in this order: an absolute path as is; a
  * bare name: the binary of a tool the op installs (its entry from ensure),
  * then <tools>/bin of the chain, then serve's start PATH, skipping entries
  * that are not absolute or are world-writable. A name that is a tool's (the

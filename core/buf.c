@@ -5,12 +5,12 @@
 
 #include "err.h"
 
-int
-buf_put(struct buf *b, const void *data, size_t len)
+void *
+buf_room(struct buf *b, size_t len)
 {
 	if (b->over || len > b->max - b->len) {
 		b->over = 1;
-		return -1;
+		return NULL;
 	}
 	if (b->len + len + 1 > b->cap) {
 		size_t ncap = b->cap ? b->cap : 1024;
@@ -22,13 +22,23 @@ buf_put(struct buf *b, const void *data, size_t len)
 			ncap = b->max + 1;
 		if ((np = realloc(b->p, ncap)) == NULL) {
 			b->over = 1;
-			return -1;
+			return NULL;
 		}
 		b->p = np;
 		b->cap = ncap;
 	}
+	return b->p + b->len;
+}
+
+int
+buf_put(struct buf *b, const void *data, size_t len)
+{
+	unsigned char *at = buf_room(b, len);
+
+	if (at == NULL)
+		return -1;
 	if (len > 0)
-		memcpy(b->p + b->len, data, len);
+		memcpy(at, data, len);
 	b->len += len;
 	b->p[b->len] = '\0';
 	return 0;

@@ -23,6 +23,12 @@ struct buf {
 /* Append data[0..len). Returns 0, or -1 with over set. */
 int buf_put(struct buf *b, const void *data, size_t len);
 
+/* Room for len more bytes past b->len (len unchanged), within max: a
+ * pointer to them (len bytes, then one more for the NUL), valid until the
+ * next put; the caller writes there and then adds to b->len. NULL with over
+ * set when they would pass max or memory runs out. */
+void *buf_room(struct buf *b, size_t len);
+
 /* Empty b (len 0, over cleared), keeping its memory. */
 void buf_reset(struct buf *b);
 

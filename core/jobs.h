@@ -1,7 +1,7 @@
 #ifndef ABX_JOBS_H
 #define ABX_JOBS_H
 /*
- * Install jobs for serve (SPEC §9 wait semantics): a request that needs a
+ * Install jobs for serve: a request that needs a
  * tool which is not ready starts (or joins) one job per tool, a thread that
  * runs ensure(); the request waits at most install.wait seconds for it and
  * otherwise answers 202 with the job, which any number of callers join until
@@ -24,7 +24,8 @@
 #define JOBS_MAX 64
 #define JOB_ID_MAX 24 /* "ij_" + 16 hex digits */
 #define JOB_PHASE_MAX 32
-/* The Retry-After a pending answer carries (SPEC §9). */
+/* The Retry-After (seconds) a 202 pending answer carries: how soon to
+ * poll the job again. */
 #define JOBS_RETRY_AFTER 5
 /* A job thread runs the install engine, which keeps path buffers on its
  * stack; this is a reservation, not resident memory. */

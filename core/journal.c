@@ -37,6 +37,21 @@ init(struct journal *j)
 {
 	memset(j, 0, sizeof(*j));
 	j->fd = -1;
+	j->b.max = UINT32_MAX;
+	j->offs.max = (size_t)JOURNAL_LINES_MAX * sizeof(uint32_t);
+}
+
+/* The start of line i + 1 in j->b. */
+#define OFF(j) ((uint32_t *)(void *)(j)->offs.p)
+
+/* Count len more bytes and nl more lines, written in the room reserve_n
+ * made, as the journal's. */
+static void
+grow_by(struct journal *j, size_t len, uint32_t nl)
+{
+	j->b.len += len;
+	j->offs.len += (size_t)nl * sizeof(uint32_t);
+	j->n += nl;
 }
 
 /* Write all of buf; 0 or -1. */
@@ -102,35 +117,15 @@ journal_create(struct journal *j, const char *dir, const char *id, const char *h
 	return 0;
 }
 
-/* Room for len more bytes and nl more lines; 0 or -1. */
+/* Room for len more bytes and nl more lines; 0 or -1 (a failure is not
+ * sticky: a later, smaller line may still fit). */
 static int
 reserve_n(struct journal *j, size_t len, uint32_t nl)
 {
-	if (nl > JOURNAL_LINES_MAX - j->n || j->len + len > UINT32_MAX)
+	if (nl > JOURNAL_LINES_MAX - j->n || buf_room(&j->b, len) == NULL ||
+	    buf_room(&j->offs, (size_t)nl * sizeof(uint32_t)) == NULL) {
+		j->b.over = j->offs.over = 0;
 		return -1;
-	if (j->len + len > j->cap) {
-		size_t nc = j->cap ? j->cap : 4096;
-		char *nb;
-
-		while (nc < j->len + len)
-			nc *= 2;
-		nb = realloc(j->buf, nc);
-		if (nb == NULL)
-			return -1;
-		j->buf = nb;
-		j->cap = nc;
-	}
-	if (j->n + nl > j->offcap) {
-		uint32_t nc = j->offcap ? j->offcap : 64;
-		uint32_t *no;
-
-		while (nc < j->n + nl)
-			nc *= 2;
-		no = realloc(j->off, nc * sizeof(*no));
-		if (no == NULL)
-			return -1;
-		j->off = no;
-		j->offcap = nc;
 	}
 	return 0;
 }
@@ -149,10 +144,10 @@ add_mem(struct journal *j, const char *line, size_t len)
 	j->resv = 0;
 	if (reserve(j, len + 1) != 0)
 		return -1;
-	j->off[j->n++] = (uint32_t)j->len;
-	memcpy(j->buf + j->len, line, len);
-	j->buf[j->len + len] = '\n';
-	j->len += len + 1;
+	OFF(j)[j->n] = (uint32_t)j->b.len;
+	memcpy(j->b.p + j->b.len, line, len);
+	j->b.p[j->b.len + len] = '\n';
+	grow_by(j, len + 1, 1);
 	return 0;
 }
 
@@ -174,7 +169,7 @@ journal_reserve(struct journal *j, size_t len)
 	if (len >= JOURNAL_LINE_MAX || reserve(j, len + 1) != 0)
 		return NULL;
 	j->resv = len;
-	return j->buf + j->len;
+	return (char *)j->b.p + j->b.len;
 }
 
 int64_t
@@ -185,12 +180,12 @@ journal_commit(struct journal *j, size_t len, struct err *e)
 
 	/* journal_reserve made room for room + 1 bytes and one more line. */
 	j->resv = 0;
-	if (len == 0 || len > room || memchr(j->buf + j->len, '\n', len) != NULL)
+	if (len == 0 || len > room || memchr(j->b.p + j->b.len, '\n', len) != NULL)
 		return err_set(e, "request.too_large", "journal line of %zu bytes", len);
-	line = j->buf + j->len;
-	j->off[j->n++] = (uint32_t)j->len;
+	line = (char *)j->b.p + j->b.len;
+	OFF(j)[j->n] = (uint32_t)j->b.len;
 	line[len] = '\n';
-	j->len += len + 1;
+	grow_by(j, len + 1, 1);
 	if (!j->defer)
 		journal_flush(j);
 	return j->n;
@@ -210,7 +205,7 @@ journal_reserve_lines(struct journal *j, size_t len, uint32_t n)
 int
 journal_prewrite(struct journal *j, const char *buf, size_t len)
 {
-	if (j->flushed != j->len)
+	if (j->flushed != j->b.len)
 		return 0;
 	if (j->fd >= 0 && !j->write_failed && write_all(j->fd, buf, len) != 0)
 		j->write_failed = 1;
@@ -223,15 +218,16 @@ journal_append_lines(struct journal *j, const char *buf, size_t len, const uint3
 {
 	uint32_t k;
 
-	if (n > j->offcap - j->n || len > j->cap - j->len)
+	/* journal_reserve_lines made the room (each buffer keeps one byte
+	 * for its NUL). */
+	if ((size_t)n * sizeof(uint32_t) >= j->offs.cap - j->offs.len || len >= j->b.cap - j->b.len)
 		return -1;
-	memcpy(j->buf + j->len, buf, len);
+	memcpy(j->b.p + j->b.len, buf, len);
 	for (k = 0; k < n; k++)
-		j->off[j->n + k] = (uint32_t)j->len + off[k];
-	j->n += n;
-	j->len += len;
+		OFF(j)[j->n + k] = (uint32_t)j->b.len + off[k];
+	grow_by(j, len, n);
 	if (prewritten)
-		j->flushed = j->len;
+		j->flushed = j->b.len;
 	else if (!j->defer)
 		journal_flush(j);
 	return j->n;
@@ -240,11 +236,12 @@ journal_append_lines(struct journal *j, const char *buf, size_t len, const uint3
 void
 journal_flush(struct journal *j)
 {
-	if (j->flushed >= j->len)
+	if (j->flushed >= j->b.len)
 		return;
-	if (j->fd >= 0 && !j->write_failed && write_all(j->fd, j->buf + j->flushed, j->len - j->flushed) != 0)
+	if (j->fd >= 0 && !j->write_failed &&
+	    write_all(j->fd, (const char *)j->b.p + j->flushed, j->b.len - j->flushed) != 0)
 		j->write_failed = 1;
-	j->flushed = j->len;
+	j->flushed = j->b.len;
 }
 
 const char *
@@ -254,9 +251,9 @@ journal_line(const struct journal *j, uint32_t k, size_t *len)
 
 	if (k == 0 || k > j->n)
 		return NULL;
-	end = k < j->n ? j->off[k] : (uint32_t)j->len;
-	*len = end - j->off[k - 1] - 1;
-	return j->buf + j->off[k - 1];
+	end = k < j->n ? OFF(j)[k] : (uint32_t)j->b.len;
+	*len = end - OFF(j)[k - 1] - 1;
+	return (const char *)j->b.p + OFF(j)[k - 1];
 }
 
 /* Whether text[0..n) is one JSON object. */
@@ -353,7 +350,7 @@ journal_load(struct journal *j, const char *path, struct err *e)
 		return err_set(e, "io.error", "%s: cannot cut the partial tail: %s", path, strerror(errno));
 	}
 	j->fd = fd;
-	j->flushed = j->len;
+	j->flushed = j->b.len;
 	snprintf(j->path, sizeof(j->path), "%s", path);
 	return 0;
 }
@@ -366,12 +363,10 @@ journal_close(struct journal *j, int unlink_file)
 	if (unlink_file && j->path[0] != '\0')
 		unlink(j->path);
 	free(j->header);
-	free(j->buf);
-	free(j->off);
+	buf_free(&j->b);
+	buf_free(&j->offs);
 	j->header = NULL;
-	j->buf = NULL;
-	j->off = NULL;
 	j->fd = -1;
-	j->n = j->offcap = 0;
-	j->len = j->cap = j->flushed = 0;
+	j->n = 0;
+	j->flushed = 0;
 }

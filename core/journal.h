@@ -1,7 +1,7 @@
 #ifndef ABX_JOURNAL_H
 #define ABX_JOURNAL_H
 /*
- * Session journals (SPEC §9): a header line, then one JSON object per line,
+ * Session journals: a header line, then one JSON object per line,
  * one per event, in order. Held in memory (every line, for paging and
  * streaming) and, when a directory is given, appended to <dir>/<id>.jsonl
  * as it grows, so a restarted server can load it again.
@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "buf.h"
 #include "err.h"
 
 /* A journal's own ceiling on lines (the byte limit is the caller's, see
@@ -33,10 +34,9 @@
 struct journal {
 	char id[JOURNAL_ID_MAX];
 	char *header;          /* owned, NUL-terminated, no newline */
-	char *buf;             /* owned: lines, each ending in '\n' */
-	size_t len, cap;
-	uint32_t *off;         /* owned: start of line i in buf */
-	uint32_t n, offcap;
+	struct buf b;          /* the lines, each ending in '\n' (max: offsets are 32-bit) */
+	struct buf offs;       /* uint32_t start of line i in b (max: JOURNAL_LINES_MAX) */
+	uint32_t n;
 	int fd;                /* -1: in memory only */
 	char path[4096];       /* "" in memory */
 	int write_failed;      /* a write to the file failed: memory only since */
@@ -85,7 +85,8 @@ int64_t journal_commit(struct journal *j, size_t len, struct err *e);
 
 /*
  * Many lines at once, for a producer that formats them without holding
- * the lock readers take (a session's output, SPEC §9):
+ * the lock readers take (a session's output, read by event streams while
+ * it is written):
  *   1. journal_reserve_lines(j, len, n) under the lock: room for n lines of
  *      len bytes in all (the only step that may move the buffer); returns
  *      how many of the n lines fit under JOURNAL_LINES_MAX (0: none, or
@@ -122,7 +123,7 @@ journal_count(const struct journal *j)
 static inline size_t
 journal_bytes(const struct journal *j)
 {
-	return j->len;
+	return j->b.len;
 }
 
 /* Close the file and free everything; remove the file too when unlink. */

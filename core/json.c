@@ -1,5 +1,6 @@
 /*
- * The strict JSON parser and the bounded writer (see json.h).
+ * The strict JSON parser (see json.h); the writer and escaping are in
+ * json_write.c.
  *
  * The parser is iterative: containers live on an explicit frame stack whose
  * height is bounded by max_depth, so hostile nesting cannot exhaust the C
@@ -9,6 +10,7 @@
  * contiguous block and each value is copied exactly once.
  */
 #include "json.h"
+#include "json_int.h"
 #include "fs.h"
 
 #include <errno.h>
@@ -45,14 +47,14 @@ alloc_fails(void)
 #define alloc_fails() 0
 #endif
 
-static void *
-j_malloc(size_t n)
+void *
+json_malloc_(size_t n)
 {
 	return alloc_fails() ? NULL : malloc(n);
 }
 
-static void *
-j_realloc(void *p, size_t n)
+void *
+json_realloc_(void *p, size_t n)
 {
 	return alloc_fails() ? NULL : realloc(p, n);
 }
@@ -98,7 +100,7 @@ arena_alloc(struct arena *a, size_t n, size_t align)
 	if (n > SIZE_MAX / 2)
 		return NULL;
 	if (n > a->next_cap / 4) {
-		nb = j_malloc(ABLOCK_HDR + n);
+		nb = json_malloc_(ABLOCK_HDR + n);
 		if (nb == NULL)
 			return NULL;
 		nb->cap = nb->used = n;
@@ -114,7 +116,7 @@ arena_alloc(struct arena *a, size_t n, size_t align)
 		return ABLOCK_DATA(nb);
 	}
 	cap = a->next_cap;
-	nb = j_malloc(ABLOCK_HDR + cap);
+	nb = json_malloc_(ABLOCK_HDR + cap);
 	if (nb == NULL)
 		return NULL;
 	if (a->next_cap < ARENA_BLOCK_MAX)
@@ -143,65 +145,6 @@ arena_free(struct arena *a)
 
 /* ---- UTF-8 ---- */
 
-/* Length (1..4) of the valid UTF-8 sequence at p, or 0 with *why set. */
-static int
-utf8_len(const unsigned char *p, const unsigned char *end, const char **why)
-{
-	unsigned c = p[0], lo = 0x80, hi = 0xbf;
-	int n, i;
-
-	if (c < 0x80)
-		return 1;
-	if (c < 0xc0) {
-		*why = "invalid UTF-8: unexpected continuation byte";
-		return 0;
-	}
-	if (c < 0xc2) {
-		*why = "invalid UTF-8: overlong encoding";
-		return 0;
-	}
-	if (c < 0xe0) {
-		n = 2;
-	} else if (c < 0xf0) {
-		n = 3;
-		if (c == 0xe0)
-			lo = 0xa0;
-		else if (c == 0xed)
-			hi = 0x9f;
-	} else if (c < 0xf5) {
-		n = 4;
-		if (c == 0xf0)
-			lo = 0x90;
-		else if (c == 0xf4)
-			hi = 0x8f;
-	} else {
-		*why = c < 0xf8 ? "invalid UTF-8: code point above U+10FFFF" : "invalid UTF-8: byte never valid";
-		return 0;
-	}
-	if (end - p < 2) {
-		*why = "invalid UTF-8: truncated sequence";
-		return 0;
-	}
-	if (p[1] < lo || p[1] > hi) {
-		if ((p[1] & 0xc0) != 0x80)
-			*why = "invalid UTF-8: truncated sequence";
-		else if (c == 0xe0 || c == 0xf0)
-			*why = "invalid UTF-8: overlong encoding";
-		else if (c == 0xed)
-			*why = "invalid UTF-8: encoded surrogate";
-		else
-			*why = "invalid UTF-8: code point above U+10FFFF";
-		return 0;
-	}
-	for (i = 2; i < n; i++) {
-		if (end - p <= i || (p[i] & 0xc0) != 0x80) {
-			*why = "invalid UTF-8: truncated sequence";
-			return 0;
-		}
-	}
-	return n;
-}
-
 static size_t
 utf8_put(unsigned char *d, unsigned long cp)
 {
@@ -227,308 +170,13 @@ utf8_put(unsigned char *d, unsigned long cp)
 	return 4;
 }
 
-/* ---- escaping (shared by the writer, json_escape and error messages) ---- */
-
-typedef void (*put_fn)(void *ctx, const char *s, size_t n);
-
-static const char hexdig[] = "0123456789abcdef";
-
-static void
-escape_to(put_fn put, void *ctx, const char *str, size_t n)
-{
-	const unsigned char *s = (const unsigned char *)str, *end = s + n, *run;
-	const char *why;
-	char u[6] = {'\\', 'u', '0', '0', 0, 0};
-	int k;
-
-	put(ctx, "\"", 1);
-	while (s < end) {
-		run = s;
-		while (s < end && *s >= 0x20 && *s < 0x80 && *s != '"' && *s != '\\')
-			s++;
-		if (s > run)
-			put(ctx, (const char *)run, (size_t)(s - run));
-		if (s >= end)
-			break;
-		switch (*s) {
-		case '"': put(ctx, "\\\"", 2); s++; continue;
-		case '\\': put(ctx, "\\\\", 2); s++; continue;
-		case '\b': put(ctx, "\\b", 2); s++; continue;
-		case '\f': put(ctx, "\\f", 2); s++; continue;
-		case '\n': put(ctx, "\\n", 2); s++; continue;
-		case '\r': put(ctx, "\\r", 2); s++; continue;
-		case '\t': put(ctx, "\\t", 2); s++; continue;
-		}
-		if (*s < 0x20) {
-			u[4] = hexdig[*s >> 4];
-			u[5] = hexdig[*s & 15];
-			put(ctx, u, 6);
-			s++;
-			continue;
-		}
-		k = utf8_len(s, end, &why);
-		if (k == 0) {
-			put(ctx, "\xef\xbf\xbd", 3);
-			s++;
-		} else {
-			put(ctx, (const char *)s, (size_t)k);
-			s += k;
-		}
-	}
-	put(ctx, "\"", 1);
-}
-
-/* The sizes escape_to writes, byte class by byte class: keep the two in step
- * (test_json checks them against each other). */
-size_t
-json_escaped_prefix(const char *str, size_t n, size_t max)
-{
-	const unsigned char *s = (const unsigned char *)str, *end = s + n;
-	const char *why;
-	size_t used = 0, k, out;
-
-	while (s < end) {
-		if (*s >= 0x20 && *s < 0x80 && *s != '"' && *s != '\\') {
-			k = 1, out = 1;
-		} else if (strchr("\"\\\b\f\n\r\t", *s) != NULL && *s != '\0') {
-			k = 1, out = 2;
-		} else if (*s < 0x20) {
-			k = 1, out = 6;
-		} else {
-			k = (size_t)utf8_len(s, end, &why);
-			out = k == 0 ? 3 : k;
-			k = k == 0 ? 1 : k;
-		}
-		if (used + out > max)
-			break;
-		used += out;
-		s += k;
-	}
-	return (size_t)(s - (const unsigned char *)str);
-}
-
-struct fixbuf {
-	char *buf;
-	size_t len, cap;
-	int over;
-};
-
-static void
-fix_put(void *ctx, const char *s, size_t n)
-{
-	struct fixbuf *f = ctx;
-
-	if (f->over || n >= f->cap - f->len) {
-		f->over = 1;
-		return;
-	}
-	memcpy(f->buf + f->len, s, n);
-	f->len += n;
-}
-
-int
-json_escape(char *buf, size_t cap, const char *s)
-{
-	struct fixbuf f = {buf, 0, cap, 0};
-
-	if (buf == NULL || cap == 0)
-		return -1;
-	if (s == NULL)
-		s = "";
-	escape_to(fix_put, &f, s, strlen(s));
-	if (f.over || f.len > INT_MAX) {
-		buf[0] = '\0';
-		return -1;
-	}
-	buf[f.len] = '\0';
-	return (int)f.len;
-}
-
-/* A key for an error message: escaped, cut to about 60 bytes. */
-static void
-short_key(char *buf, size_t cap, const char *key, size_t keylen)
-{
-	struct fixbuf f = {buf, 0, cap - 4, 0};
-
-	escape_to(fix_put, &f, key, keylen < 60 ? keylen : 60);
-	if (keylen > 60 && f.len > 0 && !f.over) {
-		/* Drop the closing quote, mark the cut. */
-		memcpy(buf + f.len - 1, "...\"", 4);
-		f.len += 3;
-	}
-	buf[f.len] = '\0';
-}
-
-/* ---- duplicate keys ---- */
-
-/* Below this many members a plain double loop beats sorting. */
-#define DUP_LINEAR_MAX 16
-
-/* FNV-1a: only a filter in front of memcmp. Keys are radix-sorted by hash
- * and a run of equal hashes longer than DUP_LINEAR_MAX is sorted by key, so
- * the O(n log n) bound holds whatever the hash does: crafted collisions
- * cost memcmps, not time quadratic in n (no hash flooding). */
-static uint32_t
-key_hash(const char *k, size_t n)
-{
-	const unsigned char *p = (const unsigned char *)k;
-	uint32_t h = 2166136261u;
-
-	while (n-- > 0)
-		h = (h ^ *p++) * 16777619u;
-#ifdef ABX_TEST
-	if (json_test_hash_bits < 32)
-		h &= (UINT32_C(1) << json_test_hash_bits) - 1;
-#endif
-	return h;
-}
-
-struct keyent {
-	uint32_t h;
-	const struct json_member *m;
-};
-
-static int
-key_eq(const struct json_member *a, const struct json_member *b)
-{
-	return a->keylen == b->keylen && memcmp(a->key, b->key, a->keylen) == 0;
-}
-
-static int
-ent_cmp(const void *pa, const void *pb)
-{
-	const struct keyent *a = pa, *b = pb;
-	int c;
-
-	if (a->h != b->h)
-		return a->h < b->h ? -1 : 1;
-	if (a->m->keylen != b->m->keylen)
-		return a->m->keylen < b->m->keylen ? -1 : 1;
-	c = memcmp(a->m->key, b->m->key, a->m->keylen);
-	if (c != 0)
-		return c;
-	/* Equal keys in document order, so a group's second entry is its
-	 * first repetition. */
-	return a->m < b->m ? -1 : a->m > b->m;
-}
-
-#define MEMBER_AT(base, stride, i) \
-	((const struct json_member *)((const unsigned char *)(base) + (size_t)(i) * (stride)))
-
-/* Stable LSD radix sort of ents[0..n) by h through tmp[0..n): four passes
- * of 8 bits, O(n). (musl's qsort took 1.2 s for 900k keys.) */
-static void
-radix_sort(struct keyent *ents, struct keyent *tmp, size_t n)
-{
-	size_t count[256], i, sum, c;
-	struct keyent *src = ents, *dst = tmp, *t;
-	int shift;
-
-	for (shift = 0; shift < 32; shift += 8) {
-		memset(count, 0, sizeof(count));
-		for (i = 0; i < n; i++)
-			count[(src[i].h >> shift) & 255]++;
-		for (sum = 0, i = 0; i < 256; i++) {
-			c = count[i];
-			count[i] = sum;
-			sum += c;
-		}
-		for (i = 0; i < n; i++)
-			dst[count[(src[i].h >> shift) & 255]++] = src[i];
-		t = src;
-		src = dst;
-		dst = t;
-	}
-	/* An even number of passes: the result is back in ents. */
-}
-
-/* Earliest repetition among ents[0..n), all with one hash and in document
- * order; returns the index (by base/stride) or SIZE_MAX. */
-static size_t
-run_dup(struct keyent *ents, size_t n, const void *base, size_t stride)
-{
-	size_t a, b, best = SIZE_MAX, idx;
-
-	if (n <= DUP_LINEAR_MAX) {
-		for (a = 1; a < n; a++)
-			for (b = 0; b < a; b++)
-				if (key_eq(ents[a].m, ents[b].m))
-					return (size_t)((const unsigned char *)ents[a].m - (const unsigned char *)base) / stride;
-		return SIZE_MAX;
-	}
-	/* Many keys with one hash (crafted collisions): sort by key, then
-	 * document order, so a group's second entry is its first repeat. */
-	qsort(ents, n, sizeof(*ents), ent_cmp);
-	for (a = 1; a < n; a++) {
-		if (!key_eq(ents[a].m, ents[a - 1].m))
-			continue;
-		if (a >= 2 && key_eq(ents[a - 1].m, ents[a - 2].m))
-			continue; /* a third or later occurrence */
-		idx = (size_t)((const unsigned char *)ents[a].m - (const unsigned char *)base) / stride;
-		if (idx < best)
-			best = idx;
-	}
-	return best;
-}
-
-/*
- * Index of the earliest member whose key appeared before it, or n. Members
- * are at base + i * stride. ents holds 2n entries, the first n filled in
- * (hash, member) in document order; NULL means no room, so compare pairwise.
- */
-static size_t
-find_dup(const void *base, size_t stride, size_t n, struct keyent *ents)
-{
-	size_t i, j, best = n, idx;
-
-	if (ents == NULL) {
-		for (i = 1; i < n; i++)
-			for (j = 0; j < i; j++)
-				if (key_eq(MEMBER_AT(base, stride, i), MEMBER_AT(base, stride, j)))
-					return i;
-		return n;
-	}
-	radix_sort(ents, ents + n, n);
-	for (i = 0; i < n; i = j) {
-		for (j = i + 1; j < n && ents[j].h == ents[i].h; j++)
-			;
-		if (j - i < 2)
-			continue;
-		idx = run_dup(ents + i, j - i, base, stride);
-		if (idx < best)
-			best = idx;
-	}
-	return best;
-}
-
-const char *
-json_dup_key(const struct json_val *obj)
-{
-	struct keyent *ents = NULL;
-	const struct json_member *m;
-	size_t n, i;
-
-	if (obj == NULL || obj->type != JSON_OBJECT || obj->u.obj.n < 2)
-		return NULL;
-	n = obj->u.obj.n;
-	m = obj->u.obj.m;
-	if (n > DUP_LINEAR_MAX && n < SIZE_MAX / 2 / sizeof(*ents))
-		ents = j_malloc(2 * n * sizeof(*ents)); /* NULL: fall back to pairs */
-	for (i = 0; ents != NULL && i < n; i++) {
-		ents[i].h = key_hash(m[i].key, m[i].keylen);
-		ents[i].m = &m[i];
-	}
-	i = find_dup(m, sizeof(*m), n, ents);
-	free(ents);
-	return i < n ? m[i].key : NULL;
-}
 
 /* ---- parser ---- */
 
 struct slot {
 	struct json_member m;
 	int kline, kcol; /* where the key starts, for "duplicate key" */
-	uint32_t h;      /* key_hash of the key */
+	uint32_t h;      /* json_key_hash of the key */
 };
 
 struct frame {
@@ -595,7 +243,7 @@ unexpected(struct parser *P, const unsigned char *at, const char *what)
 	if (at >= P->end)
 		return PERR(P, at, "json.syntax", "unexpected end of input, expected %s", what);
 	if (*at >= 0x80) {
-		if (utf8_len(at, P->end, &why) == 0)
+		if (json_utf8_len(at, P->end, &why) == 0)
 			return PERR(P, at, "json.encoding", "%s", why);
 		return PERR(P, at, "json.syntax", "unexpected non-ASCII character, expected %s", what);
 	}
@@ -709,7 +357,7 @@ parse_string(struct parser *P, const char **out, size_t *outlen, int is_key)
 		if (*s < 0x20)
 			return PERR(P, s, "json.syntax", "control character 0x%02X in a string, expected it escaped", *s);
 		if (*s >= 0x80) {
-			k = utf8_len(s, end, &why);
+			k = json_utf8_len(s, end, &why);
 			if (k == 0)
 				return PERR(P, s, "json.encoding", "%s", why);
 			memcpy(d, s, (size_t)k);
@@ -879,7 +527,7 @@ grow(void **pp, size_t *cap, size_t need, size_t elem, size_t first)
 	}
 	if (n > SIZE_MAX / elem)
 		return -1;
-	p = j_realloc(*pp, n * elem);
+	p = json_realloc_(*pp, n * elem);
 	if (p == NULL)
 		return -1;
 	*pp = p;
@@ -920,7 +568,7 @@ close_container(struct parser *P, struct json_val *v)
 
 				for (k = 1; k < n && i == n; k++)
 					for (j = 0; j < k; j++)
-						if (sl[k].h == sl[j].h && key_eq(&sl[k].m, &sl[j].m)) {
+						if (sl[k].h == sl[j].h && json_key_eq(&sl[k].m, &sl[j].m)) {
 							i = k;
 							break;
 						}
@@ -932,10 +580,10 @@ close_container(struct parser *P, struct json_val *v)
 					P->sortbuf[k].h = sl[k].h;
 					P->sortbuf[k].m = &sl[k].m;
 				}
-				i = find_dup(sl, sizeof(*sl), n, P->sortbuf);
+				i = json_find_dup(sl, sizeof(*sl), n, P->sortbuf);
 			}
 			if (i < n) {
-				short_key(kbuf, sizeof(kbuf), sl[i].m.key, sl[i].m.keylen);
+				json_short_key(kbuf, sizeof(kbuf), sl[i].m.key, sl[i].m.keylen);
 				return perr_at(P, sl[i].kline, sl[i].kcol, "json.syntax", "duplicate key %s", kbuf);
 			}
 		}
@@ -1071,7 +719,7 @@ key:
 	if (parse_string(P, &s->m.key, &s->m.keylen, 1) < 0)
 		return -1;
 	if (P->lim->reject_dup_keys)
-		s->h = key_hash(s->m.key, s->m.keylen);
+		s->h = json_key_hash(s->m.key, s->m.keylen);
 	skip_ws(P);
 	if (P->p >= P->end || *P->p != ':')
 		return unexpected(P, P->p, "':' after the key");
@@ -1102,7 +750,7 @@ json_parse(struct json_doc *doc, const char *text, size_t len, const struct json
 	P.line = 1;
 	P.lim = lim;
 	P.e = e;
-	P.a = j_malloc(sizeof(*P.a));
+	P.a = json_malloc_(sizeof(*P.a));
 	if (P.a == NULL)
 		return oom(&P);
 	P.a->head = NULL;
@@ -1178,7 +826,7 @@ json_parse_file(struct json_doc *doc, const char *path, const struct json_limits
 	cap = S_ISREG(st.st_mode) ? (size_t)st.st_size + 1 : JSON_FILE_CHUNK;
 	if (cap > bound)
 		cap = bound;
-	buf = j_malloc(cap);
+	buf = json_malloc_(cap);
 	if (buf == NULL) {
 		close(fd);
 		return err_set(e, "internal", "%s: out of memory", path);
@@ -1191,7 +839,7 @@ json_parse_file(struct json_doc *doc, const char *path, const struct json_limits
 				return err_set(e, "json.too_large", "%s: more than %zu bytes", path, lim->max_bytes);
 			}
 			ncap = cap > bound / 2 ? bound : cap * 2;
-			nb = j_realloc(buf, ncap);
+			nb = json_realloc_(buf, ncap);
 			if (nb == NULL) {
 				free(buf);
 				close(fd);
@@ -1240,351 +888,6 @@ json_test_arena_bytes(const struct json_doc *doc)
 	return a ? a->total : 0;
 }
 #endif
-
-/* ---- accessors ---- */
-
-const struct json_val *
-json_get(const struct json_val *obj, const char *key)
-{
-	size_t i, n;
-
-	if (obj == NULL || obj->type != JSON_OBJECT || key == NULL)
-		return NULL;
-	n = strlen(key);
-	for (i = 0; i < obj->u.obj.n; i++)
-		if (obj->u.obj.m[i].keylen == n && memcmp(obj->u.obj.m[i].key, key, n) == 0)
-			return &obj->u.obj.m[i].val;
-	return NULL;
-}
-
-int
-json_key_is(const struct json_member *m, const char *name)
-{
-	size_t n = strlen(name);
-
-	return m->keylen == n && memcmp(m->key, name, n) == 0;
-}
-
-const char *
-json_str(const struct json_val *v)
-{
-	return v != NULL && v->type == JSON_STRING ? v->u.str.s : NULL;
-}
-
-const char *
-json_get_str(const struct json_val *obj, const char *key)
-{
-	return json_str(json_get(obj, key));
-}
-
-int
-json_is(const struct json_val *v, enum json_type t)
-{
-	return v != NULL && v->type == t;
-}
-
-/* ---- writer ---- */
-
-#define W_COMMA 1 /* the container has a member already */
-#define W_OBJ 2   /* the container is an object */
-
-/* Static so buf is never NULL; never written to (cap 0 forces a malloc). */
-static char w_empty[1];
-
-void
-json_w_init(struct json_w *w, size_t max)
-{
-	memset(w, 0, sizeof(*w));
-	w->buf = w_empty;
-	/* Headroom so len + n + 1 never wraps. */
-	w->max = max > SIZE_MAX / 4 ? SIZE_MAX / 4 : max;
-}
-
-void
-json_w_free(struct json_w *w)
-{
-	if (w->buf != w_empty)
-		free(w->buf);
-	w->buf = w_empty;
-	w->len = w->cap = 0;
-}
-
-static void
-w_put(void *ctx, const char *s, size_t n)
-{
-	struct json_w *w = ctx;
-	size_t ncap;
-	char *p;
-
-	if (w->overflow)
-		return;
-	if (n > w->max - w->len) {
-		w->overflow = 1;
-		return;
-	}
-	if (w->len + n + 1 > w->cap) {
-		ncap = w->cap ? w->cap : 256;
-		while (ncap < w->len + n + 1)
-			ncap *= 2;
-		if (ncap > w->max + 1)
-			ncap = w->max + 1;
-		p = j_realloc(w->buf == w_empty ? NULL : w->buf, ncap);
-		if (p == NULL) {
-			w->overflow = 1;
-			return;
-		}
-		w->buf = p;
-		w->cap = ncap;
-	}
-	memcpy(w->buf + w->len, s, n);
-	w->len += n;
-	w->buf[w->len] = '\0';
-}
-
-/* Separator before a value; -1 (and overflow) on misuse. */
-static int
-w_sep(struct json_w *w)
-{
-	unsigned char *st;
-
-	if (w->overflow)
-		return -1;
-	if (w->after_key) {
-		w->after_key = 0;
-		return 0;
-	}
-	if (w->depth == 0) {
-		if (w->len > 0)
-			w_put(w, "\n", 1);
-		return w->overflow ? -1 : 0;
-	}
-	st = &w->need_comma[w->depth - 1];
-	if (*st & W_OBJ) {
-		w->overflow = 1; /* a value in an object needs a key */
-		return -1;
-	}
-	if (*st & W_COMMA)
-		w_put(w, ",", 1);
-	*st |= W_COMMA;
-	return w->overflow ? -1 : 0;
-}
-
-static void
-w_open(struct json_w *w, int obj)
-{
-	if (w_sep(w) < 0)
-		return;
-	if (w->depth >= JSON_W_MAX_DEPTH) {
-		w->overflow = 1;
-		return;
-	}
-	w_put(w, obj ? "{" : "[", 1);
-	w->need_comma[w->depth++] = obj ? W_OBJ : 0;
-}
-
-void
-json_w_obj(struct json_w *w)
-{
-	w_open(w, 1);
-}
-
-void
-json_w_arr(struct json_w *w)
-{
-	w_open(w, 0);
-}
-
-void
-json_w_end(struct json_w *w)
-{
-	if (w->overflow)
-		return;
-	if (w->depth == 0 || w->after_key) {
-		w->overflow = 1;
-		return;
-	}
-	w->depth--;
-	w_put(w, w->need_comma[w->depth] & W_OBJ ? "}" : "]", 1);
-}
-
-static void
-w_keyn(struct json_w *w, const char *key, size_t n)
-{
-	unsigned char *st;
-
-	if (w->overflow)
-		return;
-	if (key == NULL || w->depth == 0 || w->after_key || !(w->need_comma[w->depth - 1] & W_OBJ)) {
-		w->overflow = 1;
-		return;
-	}
-	st = &w->need_comma[w->depth - 1];
-	if (*st & W_COMMA)
-		w_put(w, ",", 1);
-	*st |= W_COMMA;
-	escape_to(w_put, w, key, n);
-	w_put(w, ":", 1);
-	w->after_key = 1;
-}
-
-void
-json_w_key(struct json_w *w, const char *key)
-{
-	w_keyn(w, key, key ? strlen(key) : 0);
-}
-
-void
-json_w_strn(struct json_w *w, const char *s, size_t n)
-{
-	if (s == NULL) {
-		json_w_null(w);
-		return;
-	}
-	if (w_sep(w) < 0)
-		return;
-	escape_to(w_put, w, s, n);
-}
-
-void
-json_w_str(struct json_w *w, const char *s)
-{
-	json_w_strn(w, s, s ? strlen(s) : 0);
-}
-
-void
-json_w_int(struct json_w *w, int64_t v)
-{
-	char b[24];
-	int n;
-
-	if (w_sep(w) < 0)
-		return;
-	n = snprintf(b, sizeof(b), "%" PRId64, v);
-	w_put(w, b, (size_t)n);
-}
-
-void
-json_w_double(struct json_w *w, double v)
-{
-	char b[40];
-	int n = 0, prec;
-
-	if (!isfinite(v)) {
-		json_w_null(w);
-		return;
-	}
-	if (w_sep(w) < 0)
-		return;
-	if (v == 0 && signbit(v)) {
-		n = snprintf(b, sizeof(b), "-0");
-	} else if (v == trunc(v) && fabs(v) <= 9007199254740992.0) {
-		n = snprintf(b, sizeof(b), "%" PRId64, (int64_t)v);
-	} else {
-		for (prec = 15; prec <= 17; prec++) {
-			n = snprintf(b, sizeof(b), "%.*g", prec, v);
-			if (strtod(b, NULL) == v)
-				break;
-		}
-	}
-	w_put(w, b, (size_t)n);
-}
-
-void
-json_w_bool(struct json_w *w, int v)
-{
-	if (w_sep(w) < 0)
-		return;
-	if (v)
-		w_put(w, "true", 4);
-	else
-		w_put(w, "false", 5);
-}
-
-void
-json_w_null(struct json_w *w)
-{
-	if (w_sep(w) < 0)
-		return;
-	w_put(w, "null", 4);
-}
-
-void
-json_w_raw(struct json_w *w, const char *json)
-{
-	if (json == NULL) {
-		json_w_null(w);
-		return;
-	}
-	if (w_sep(w) < 0)
-		return;
-	w_put(w, json, strlen(json));
-}
-
-void
-json_w_val(struct json_w *w, const struct json_val *v)
-{
-	size_t i;
-
-	if (w->overflow)
-		return;
-	if (v == NULL) {
-		json_w_null(w);
-		return;
-	}
-	switch (v->type) {
-	case JSON_NULL: json_w_null(w); break;
-	case JSON_FALSE: json_w_bool(w, 0); break;
-	case JSON_TRUE: json_w_bool(w, 1); break;
-	case JSON_NUMBER:
-		if (v->u.num.text != NULL)
-			json_w_raw(w, v->u.num.text);
-		else if (v->u.num.is_int)
-			json_w_int(w, v->u.num.i);
-		else
-			json_w_double(w, v->u.num.d);
-		break;
-	case JSON_STRING: json_w_strn(w, v->u.str.s, v->u.str.len); break;
-	case JSON_ARRAY:
-		json_w_arr(w);
-		/* Recursion stops at JSON_W_MAX_DEPTH: deeper sets overflow. */
-		for (i = 0; i < v->u.arr.n && !w->overflow; i++)
-			json_w_val(w, &v->u.arr.v[i]);
-		json_w_end(w);
-		break;
-	case JSON_OBJECT:
-		json_w_obj(w);
-		for (i = 0; i < v->u.obj.n && !w->overflow; i++) {
-			w_keyn(w, v->u.obj.m[i].key, v->u.obj.m[i].keylen);
-			json_w_val(w, &v->u.obj.m[i].val);
-		}
-		json_w_end(w);
-		break;
-	default:
-		w->overflow = 1;
-		break;
-	}
-}
-
-void
-json_w_kstr(struct json_w *w, const char *key, const char *s)
-{
-	json_w_key(w, key);
-	json_w_str(w, s);
-}
-
-void
-json_w_kint(struct json_w *w, const char *key, int64_t v)
-{
-	json_w_key(w, key);
-	json_w_int(w, v);
-}
-
-void
-json_w_kbool(struct json_w *w, const char *key, int v)
-{
-	json_w_key(w, key);
-	json_w_bool(w, v);
-}
 
 int
 json_verr_at(struct err *e, const char *code, const char *file, const struct json_val *v, const char *fmt,

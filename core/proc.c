@@ -17,6 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "buf.h"
+
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434 /* the same number on every architecture */
 #endif
@@ -292,56 +294,32 @@ proc_elapsed_ms(const struct proc *p)
 	return (p->ended_ms != 0 ? p->ended_ms : clock_ms()) - p->started_ms;
 }
 
-/* Room for have + want + 1 bytes in *buf, growing it by doubling up to
- * cap + 1. Returns how many of want fit (fewer when memory runs out). */
-static size_t
-capture_room(char **buf, size_t *room, size_t have, size_t want, size_t cap)
-{
-	size_t need = have + want + 1, n;
-	char *p;
-
-	if (need <= *room)
-		return want;
-	n = *room > 0 ? *room : PROC_CAPTURE_FIRST;
-	while (n < need && n <= cap / 2)
-		n *= 2;
-	if (n < need)
-		n = need;
-	if (n > cap + 1)
-		n = cap + 1;
-	p = realloc(*buf, n);
-	if (p == NULL)
-		return *room > have ? *room - have - 1 : 0;
-	*buf = p;
-	*room = n;
-	return want;
-}
-
 void
 proc_capture_sink(void *arg, enum proc_stream s, const char *data, size_t len)
 {
 	struct proc_capture *c = arg;
-	char **buf = s == PROC_STDOUT ? &c->out : &c->err;
+	char **out = s == PROC_STDOUT ? &c->out : &c->err;
 	size_t *room = s == PROC_STDOUT ? &c->out_room : &c->err_room;
 	size_t *have = s == PROC_STDOUT ? &c->out_len : &c->err_len;
 	uint64_t *total = s == PROC_STDOUT ? &c->out_total : &c->err_total;
-	size_t keep = c->cap - *have;
+	/* The stream's bytes as a struct buf: a caller's buffer (room cap + 1)
+	 * is never grown, a NULL one is grown as output arrives. */
+	struct buf b = {(unsigned char *)*out, *have, *room, c->cap, 0};
 
 	*total += len;
-	if (len > keep) {
+	if (len > c->cap - *have) {
 		c->truncated = 1;
-		len = keep;
+		len = c->cap - *have;
 	}
 	if (len == 0)
 		return;
-	keep = capture_room(buf, room, *have, len, c->cap);
-	if (keep < len) {
-		c->truncated = 1;
-		len = keep;
+	if (buf_put(&b, data, len) != 0) {
+		c->truncated = 1; /* out of memory: this chunk is dropped */
+		return;
 	}
-	memcpy(*buf + *have, data, len);
-	*have += len;
-	(*buf)[*have] = '\0';
+	*out = (char *)b.p;
+	*room = b.cap;
+	*have = b.len;
 }
 
 void

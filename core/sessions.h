@@ -1,7 +1,7 @@
 #ifndef ABX_SESSIONS_H
 #define ABX_SESSIONS_H
 /*
- * Agent sessions (SPEC §9): an agent CLI run once, asynchronously, through
+ * Agent sessions: an agent CLI run once, asynchronously, through
  * its manifest's run template, with a journal of events.
  *
  * A session is created in_progress and answered at once; a thread of its
@@ -174,18 +174,21 @@ int sessions_cancel(struct sessions *S, const char *agent, const char *id, struc
 int sessions_read(struct sessions *S, const char *agent, const char *id, uint32_t after, int max_events,
 		  size_t max_bytes, int sse, char **out, size_t *len, uint32_t *last, int *done);
 
+/* What one read of at most max_bytes may hold: a read stops once it has
+ * max_bytes, so the last event (a journal line and its SSE head) may pass
+ * them by up to one line. */
+#define SESSIONS_READ_ROOM(max_bytes) ((size_t)(max_bytes) + JOURNAL_LINE_MAX + 128)
+
 /*
  * sessions_read into a buffer the caller keeps across reads (a stream
  * reads thousands of times: one buffer, grown once, instead of a malloc
- * and its fresh pages per read). b->len is set; b->p is realloc'ed as
- * needed (free it when done). Same answers as sessions_read.
+ * and its fresh pages per read): b is emptied, then filled; its max is at
+ * least SESSIONS_READ_ROOM(max_bytes) (buf_free it when done). Same answers
+ * as sessions_read; a read stops early when b runs out of memory.
  */
-struct sessions_rbuf {
-	char *p;
-	size_t len, cap;
-};
+struct buf;
 int sessions_read_buf(struct sessions *S, const char *agent, const char *id, uint32_t after, int max_events,
-		      size_t max_bytes, int sse, struct sessions_rbuf *b, uint32_t *last, int *done);
+		      size_t max_bytes, int sse, struct buf *b, uint32_t *last, int *done);
 
 /*
  * Wait at most wait_ms for session id to have events after seq after or

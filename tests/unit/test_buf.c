@@ -51,6 +51,32 @@ test_max_is_a_ceiling(void **state)
 }
 
 /* As an http sink: over max is http.too_large, and stays refused. */
+/* buf_room: room past len without moving it, within max; refused room
+ * sets over and changes nothing. */
+static void
+test_room(void **state)
+{
+	struct buf b = BUF_INIT(10);
+	char *o;
+
+	o = buf_room(&b, 4);
+	assert_non_null(o);
+	assert_int_equal(b.len, 0);
+	assert_true(b.cap >= 5 && b.cap <= 11);
+	memcpy(o, "abcd", 4);
+	b.len += 4;
+	assert_int_equal(buf_put(&b, "ef", 2), 0);
+	assert_memory_equal(b.p, "abcdef", 6);
+	assert_null(buf_room(&b, 5)); /* 6 + 5 > 10 */
+	assert_true(b.over);
+	assert_int_equal(b.len, 6);
+	assert_memory_equal(b.p, "abcdef", 6);
+	buf_reset(&b);
+	assert_non_null(buf_room(&b, 10));
+	assert_null(buf_room(&b, 11));
+	buf_free(&b);
+}
+
 static void
 test_http_sink(void **state)
 {
@@ -71,6 +97,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_put_grows_and_terminates),
 		cmocka_unit_test(test_max_is_a_ceiling),
+		cmocka_unit_test(test_room),
 		cmocka_unit_test(test_http_sink),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

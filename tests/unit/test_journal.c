@@ -93,7 +93,7 @@ test_memory_lines(void **state)
 	assert_int_equal(len, 12);
 	assert_null(journal_line(&j, 0, &len));
 	assert_null(journal_line(&j, 1001, &len));
-	assert_int_equal(journal_bytes(&j), j.len);
+	assert_int_equal(journal_bytes(&j), j.b.len);
 	journal_close(&j, 0);
 }
 

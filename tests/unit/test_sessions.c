@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include "buf.h"
 #include "json.h"
 #include "sessions.h"
 
@@ -207,7 +208,7 @@ static void
 test_read_sse(void **state)
 {
 	struct sessions *S = table(dir, 1 << 20), *S2;
-	struct sessions_rbuf b = {NULL, 0, 0};
+	struct buf b = BUF_INIT(SESSIONS_READ_ROOM(1 << 20)), small = BUF_INIT(16);
 	struct session_view v;
 	struct err e;
 	char want[16384], got[16384], path[512];
@@ -238,6 +239,14 @@ test_read_sse(void **state)
 	assert_int_equal(sessions_read_buf(S, "sh", v.id, last, 2, 1 << 20, 1, &b, &last, &done), 0);
 	assert_int_equal(b.len, 0);
 	assert_int_equal(sessions_read_buf(S, "sh", "as_0000000000000000", 0, 2, 1 << 20, 1, &b, &last, &done), -1);
+	/* A buffer that cannot hold one event stays within its max: nothing
+	 * read, no part of an event, and the next read starts where it was. */
+	assert_int_equal(sessions_read_buf(S, "sh", v.id, 0, 2, 1 << 20, 1, &small, &last, &done), 0);
+	assert_int_equal(small.len, 0);
+	assert_int_equal(last, 0);
+	assert_false(done);
+	assert_true(small.cap <= small.max + 1);
+	buf_free(&small);
 	sessions_free(S);
 
 	/* A journal from elsewhere. */
@@ -266,7 +275,7 @@ test_read_sse(void **state)
 			    "id: 2\ndata: {\"seq\":2,\"note\":\"no type\"}\n\n"
 			    "id: 3\nevent: x.end\ndata: {\"seq\":3,\"type\":\"x.end\",\"status\":\"completed\"}\n\n",
 			    b.len);
-	free(b.p);
+	buf_free(&b);
 	sessions_free(S2);
 }
 
