@@ -141,7 +141,7 @@ check "os: optional darwin package and its subtree skipped" test ! -e "$NM/darwi
 check "dev package not installed" test ! -e "$NM/devdep"
 check "no install script ran" test ! -e "$SENTINEL"
 check "tarballs in the sha256 cache" test "$(ls "$T/tools/.cache" | grep -c '^[0-9a-f]\{64\}$')" -eq 6
-check "integrity index beside them (5 packages apply)" test "$(ls "$T/tools/.cache/npm" | grep -c '^sha512-')" -eq 5
+check "integrity aliases beside them, one layout (5 packages apply)" test "$(ls "$T/tools/.cache" | grep -c '^sha512-[0-9a-f]\{128\}$')" -eq 5
 TGZ=$(grep -c 'GET /[^ ]*\.tgz' "$T/reg.log")
 CONNS=$(grep '\.tgz' "$T/reg.log" | cut -d' ' -f1 | sort -u | wc -l)
 check "one download per package (5 + node)" test "$TGZ" -eq 6
@@ -229,7 +229,8 @@ expect "fetch for this platform counts what it skipped, not 'the rest cached'" 0
 	"npm packages: 5 downloaded, 0 cached, 4 not for $(uname -m | sed 's/x86_64/linux-x64/;s/aarch64/linux-arm64/')"
 run "$BIN" fetch --only app --platform all --cache "$T/fc"
 expect "fetch --platform all for an npm tool" 0
-check "every cpu's and libc's linux package is cached" test "$(ls "$T/fc/npm" | wc -l)" -eq 7
+check "every cpu's and libc's linux package is cached" test "$(ls "$T/fc" | grep -c '^sha512-')" -eq 7
+check "fetch keeps no extracted trees (nothing was extracted)" test ! -e "$T/fc/trees"
 
 # ---- large tarballs and damaged cache entries ------------------------------
 run "$BIN" prepare --only big
@@ -243,6 +244,7 @@ expect "the large tarball installs again from the cache, offline" 0
 check "and its file is intact" \
 	test "$(sha256sum <"$T/t7/big/1.0.0-linux-x64/node_modules/big/blob.bin" | cut -d' ' -f1)" = "$BIGW"
 cp -R "$T/tools/.cache" "$T/cc"
+rm -rf "$T/cc/trees" # the tarball itself is what is damaged here
 DEPSHA=$(sha256sum <"$T/reg/dep/-/dep-1.0.0.tgz" | cut -d' ' -f1)
 printf 'x' | dd of="$T/cc/$DEPSHA" bs=1 seek=20 conv=notrunc 2>/dev/null
 : >"$T/reg.log"
