@@ -353,41 +353,12 @@ struct walk {
 	struct err *e;
 };
 
-/* Copy in to out: a reflink where the filesystem shares blocks, else an
- * in-kernel copy, else read and write. */
+/* Copy in to out and the sha256 of what out then holds: a reflink where
+ * the filesystem shares blocks (then out is read back and hashed), else a
+ * read, hash and write in one pass: the digest is of the very bytes
+ * written, with one read fewer than an in-kernel copy read back. */
 static int
-copy_bytes(struct walk *w, int in, int out, off_t size)
-{
-	off_t done = 0;
-	ssize_t n;
-
-	if (size == 0 || ioctl(out, CACHE_FICLONE, in) == 0)
-		return 0;
-	while (done < size && (n = copy_file_range(in, NULL, out, NULL, (size_t)(size - done), 0)) > 0)
-		done += n;
-	if (done == size)
-		return 0;
-	if (lseek(in, done, SEEK_SET) != done || lseek(out, done, SEEK_SET) != done)
-		return -1;
-	while ((n = read(in, w->io, COPY_BUF)) > 0) {
-		ssize_t off = 0;
-		while (off < n) {
-			ssize_t k = write(out, w->io + off, (size_t)(n - off));
-			if (k < 0 && errno == EINTR)
-				continue;
-			if (k < 0) {
-				w->dst_err = 1;
-				return -1;
-			}
-			off += k;
-		}
-	}
-	return n < 0 ? -1 : 0;
-}
-
-/* The sha256 of what fd holds (the copy: the bytes that stay). */
-static int
-hash_fd(struct walk *w, int fd, unsigned char sha[32])
+copy_hash(struct walk *w, int in, int out, off_t size, unsigned char sha[32])
 {
 	struct digest_ctx c;
 	struct digest d;
@@ -395,12 +366,31 @@ hash_fd(struct walk *w, int fd, unsigned char sha[32])
 	ssize_t n;
 
 	digest_init(&c, DIGEST_SHA256);
-	while ((n = pread(fd, w->io, COPY_BUF, off)) > 0) {
-		digest_update(&c, w->io, (size_t)n);
-		off += n;
+	if (size > 0 && ioctl(out, CACHE_FICLONE, in) == 0) {
+		while ((n = pread(out, w->io, COPY_BUF, off)) > 0) {
+			digest_update(&c, w->io, (size_t)n);
+			off += n;
+		}
+		if (n < 0)
+			return -1;
+	} else {
+		while ((n = read(in, w->io, COPY_BUF)) > 0) {
+			ssize_t k, o = 0;
+			digest_update(&c, w->io, (size_t)n);
+			while (o < n) {
+				k = write(out, w->io + o, (size_t)(n - o));
+				if (k < 0 && errno == EINTR)
+					continue;
+				if (k < 0) {
+					w->dst_err = 1;
+					return -1;
+				}
+				o += k;
+			}
+		}
+		if (n < 0)
+			return -1;
 	}
-	if (n < 0)
-		return -1;
 	digest_final(&c, &d);
 	memcpy(sha, d.v, 32);
 	return 0;
@@ -484,9 +474,9 @@ walk_file(struct walk *w, int src, int dst, const char *name, const char *rel, c
 		w->dst_err = 1;
 		return err_set(w->e, "io.error", "%s: %s", rel, strerror(errno));
 	}
-	rc = copy_bytes(w, in, out, st->st_size);
+	rc = copy_hash(w, in, out, st->st_size, sha);
 	close(in);
-	if (rc < 0 || fchmod(out, st->st_mode & 07777) != 0 || hash_fd(w, out, sha) < 0 || fstat(out, &ds) != 0) {
+	if (rc < 0 || fchmod(out, st->st_mode & 07777) != 0 || fstat(out, &ds) != 0) {
 		close(out);
 		w->dst_err = w->dst_err || rc == 0;
 		return err_set(w->e, "io.error", "%s: copying: %s", rel, strerror(errno));

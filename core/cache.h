@@ -28,9 +28,11 @@
  * the listing to the artifact's digest: only a process that could read the
  * key, after verifying and extracting that artifact, could have written it,
  * and a cache copied from elsewhere has another key (its trees are then
- * re-extracted). cache_tree_place copies (reflink, else copy_file_range,
- * else read/write) the entry into a fresh directory, hashes each copy (the
- * bytes that will be installed, not the cache's) and compares the listing
+ * re-extracted). cache_tree_place copies the entry into a fresh directory
+ * (a reflink, then the copy read back and hashed; else read, hashed and
+ * written in one pass, so the digest is of the bytes written: an in-kernel
+ * copy_file_range would need a second read), hashes each copy (the bytes
+ * that will be installed, not the cache's) and compares the listing
  * it made with the sealed one; any difference (a file changed, missing or
  * extra, a mode, the manifest itself) discards both the copy and the entry.
  */
