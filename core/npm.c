@@ -333,7 +333,10 @@ extract_one(struct run *r, struct job *j, const struct mem *m, int rootfd, struc
 	/* Kept before anything else runs in the tree (the packages it holds
 	 * are extracted only once this one is done). */
 	if (rc == 0 && r->o->keep_trees && tree_key(j, key) == 0) {
-		snprintf(meta, sizeof(meta), "npm");
+		struct stat ts;
+		uint64_t sz = m->ok ? m->b.len : stat(j->file, &ts) == 0 ? (uint64_t)ts.st_size : 0;
+		/* the tarball's size: a placed package still counts its bytes */
+		snprintf(meta, sizeof(meta), "size=%llu", (unsigned long long)sz);
 		snprintf(label, sizeof(label), "%s@%s", j->p->name, j->p->version);
 		kept = cache_tree_store(r->o->cache, key, dfd, meta, label);
 	}
@@ -358,7 +361,7 @@ static int
 place_one(struct run *r, struct job *j, int rootfd, struct err *e)
 {
 	struct file_tap tap = {r->o, j->p->path};
-	char key[CACHE_KEY_MAX], label[2 * NPMLOCK_NAME_MAX + 80];
+	char key[CACHE_KEY_MAX], label[2 * NPMLOCK_NAME_MAX + 80], meta[64] = "";
 	const char *base = strrchr(j->p->path, '/');
 	uint64_t files = 0;
 	int dfd, pfd, rc;
@@ -374,8 +377,8 @@ place_one(struct run *r, struct job *j, int rootfd, struct err *e)
 	if (pfd < 0)
 		return fail_phase(e, "extract", "%s: %s", j->p->path, strerror(errno));
 	snprintf(label, sizeof(label), "%s@%s", j->p->name, j->p->version);
-	rc = cache_tree_place(r->o->cache, key, pfd, base, label, r->o->on_file ? file_tap : NULL, &tap, NULL, 0,
-			      &files, e);
+	rc = cache_tree_place(r->o->cache, key, pfd, base, label, r->o->on_file ? file_tap : NULL, &tap, meta,
+			      sizeof(meta), &files, e);
 	close(pfd);
 	if (rc < 0) {
 		char msg[ERR_MSG_MAX];
@@ -386,6 +389,8 @@ place_one(struct run *r, struct job *j, int rootfd, struct err *e)
 		pthread_mutex_lock(&r->mu);
 		r->st.placed++;
 		r->st.files += files;
+		if (strncmp(meta, "size=", 5) == 0)
+			r->st.cached_bytes += strtoull(meta + 5, NULL, 10);
 		pthread_mutex_unlock(&r->mu);
 	}
 	return rc;
