@@ -104,7 +104,6 @@ int
 cache_get(const char *cache, const struct digest *want, struct buf *mem, int *in_mem, char *out, size_t cap,
 	  struct err *e)
 {
-	struct digest sha;
 	char hex[DIGEST_HEX_MAX], w[DIGEST_SRI_MAX];
 	struct stat st;
 	int fd, ok;
@@ -134,7 +133,6 @@ cache_get(const char *cache, const struct digest *want, struct buf *mem, int *in
 		   unlink(out) == 0 ? "removed" : "left in place (not writable)");
 	if (want->alg != DIGEST_SHA256 && cache_path(cache, want, out, cap) == 0)
 		unlink(out);
-	(void)sha;
 	return 0;
 }
 
@@ -562,7 +560,7 @@ walk_free(struct walk *w)
 	free(w->io);
 }
 
-/* Move the directory name of dirfd out of the way and remove it. */
+/* Remove the directory name of dirfd (a work directory of ours). */
 static void
 discard(int dirfd, const char *name)
 {

@@ -5,7 +5,10 @@
  * mutex. A worker takes the next package in that order, gets its verified
  * bytes (cache or download), waits until the package whose node_modules
  * holds it is extracted (sorted order puts that one earlier, so it is done
- * or in another worker's hands), and extracts it. Each worker is a whole
+ * or in another worker's hands), and extracts it. With keep_trees, a
+ * package whose extracted tree the cache holds is placed from there after
+ * the same wait, with no bytes fetched (a damaged entry: fetched and
+ * extracted as before), and an extracted package is kept as a tree. Each worker is a whole
  * download-verify-extract pipeline, so downloads and extraction overlap
  * across workers and a tarball is never waiting in a queue.
  *
