@@ -117,6 +117,7 @@ static int
 tmp_open(const char *out, struct err *e)
 {
 	const char *slash, *base, *tdir;
+	struct stat st;
 	int fd;
 
 	if (out != NULL) {
@@ -124,6 +125,14 @@ tmp_open(const char *out, struct err *e)
 		base = slash ? slash + 1 : out;
 		if (*base == '\0')
 			return err_set(e, "usage", "-o %s names a directory", out);
+		/* the verified file replaces out by rename: never a device,
+		 * FIFO, socket or directory (as root, -o /dev/null would
+		 * replace the device itself) */
+		if (lstat(out, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
+			return err_set(e, "usage",
+				       "-o %s exists and is not a regular file; fetch puts the verified file there by "
+				       "rename: name a file, or leave -o out to write to stdout",
+				       out);
 		if (snprintf(tmp_path, sizeof(tmp_path), "%.*s.%s.abx-XXXXXX", slash ? (int)(slash - out + 1) : 0,
 			     out, base) >= (int)sizeof(tmp_path))
 			return err_set(e, "usage", "-o path too long");

@@ -2,7 +2,7 @@
  * Safe archive extraction: libarchive reads, we write (see arc.h for the
  * policy and why archive_write_disk is not used).
  */
-#include "arc.h"
+#include "arc_int.h"
 #include "digest.h"
 
 #include <archive.h>
@@ -29,47 +29,6 @@ _Static_assert((ARC_SAFE_FLAGS & ARCHIVE_EXTRACT_SECURE_SYMLINKS) != 0, "no writ
  * most this many bytes, so a hostile archive cannot make the list grow
  * without bound. Real archives have none or a handful. */
 #define ARC_DEFER_MAX_BYTES (1u << 20)
-/* An entry name shown in a message is cut to this many bytes so the rule
- * still fits in ERR_MSG_MAX. */
-#define ARC_SHOW_MAX 120
-/* Open directory fds kept for the path of the last entry, one per level
- * from the root: npm tarballs interleave lib/a.js, lib/x/b.js, lib/c.js, so
- * a new entry usually shares all but its last level with the previous one
- * and needs at most one openat. Deeper directories are walked from the
- * deepest kept level. Bounded so 32 extracting threads stay far below any
- * descriptor limit. */
-#define ARC_FD_STACK 12
-
-struct deferred {
-	char *names;        /* NUL-separated names, each followed by its mode */
-	size_t len, cap;
-};
-
-struct xs {
-	struct archive *a;
-	int root;
-	const struct arc_opts *o;
-	struct arc_stats *st;
-	struct err *e;
-	uint64_t max_total, max_entries, max_entry;
-	size_t max_path;
-	int strip;
-	uint64_t seen;              /* entries read, for the entry cap */
-	uint64_t passed;            /* declared bytes of entries skipped over */
-	uint64_t next_progress;
-	/* The directories of the previous entry's path stay open (see
-	 * ARC_FD_STACK): sfd[i] is the directory named by the first send[i]
-	 * bytes of spath. A deeper directory's fd is cfd, for cdir. */
-	char spath[ARC_DEFAULT_MAX_PATH + 1];
-	int sfd[ARC_FD_STACK];
-	size_t send[ARC_FD_STACK];
-	int sn;
-	char cdir[ARC_DEFAULT_MAX_PATH + 1];
-	int cfd;
-	struct deferred dfr;
-	const char *cur;            /* raw name of the entry being processed */
-};
-
 /* The process umask, read once from /proc/self/status (umask(2) cannot be
  * read without being set, which races with other threads); -1 when unknown.
  * When a mode survives the umask, files and directories are created with
@@ -97,8 +56,8 @@ arc_umask_read(void)
 }
 
 /* 1 when creating with mode gives exactly mode. */
-static int
-mode_survives(int mode)
+int
+arc_mode_survives(int mode)
 {
 	pthread_once(&arc_umask_once, arc_umask_read);
 	return arc_umask_val >= 0 && (mode & arc_umask_val) == 0;
@@ -147,304 +106,6 @@ arc_format_name(enum arc_format f)
 	}
 }
 
-/* A hostile name may hold control bytes or be huge: show a printable,
- * bounded copy. */
-static const char *
-show(const char *s, char *buf, size_t cap)
-{
-	size_t i;
-
-	if (s == NULL)
-		s = "";
-	for (i = 0; s[i] != '\0' && i + 4 < cap && i < ARC_SHOW_MAX; i++)
-		buf[i] = (s[i] >= 0x20 && s[i] < 0x7f) ? s[i] : '?';
-	if (s[i] != '\0') {
-		memcpy(buf + i, "...", 3);
-		i += 3;
-	}
-	buf[i] = '\0';
-	return buf;
-}
-
-/* The one way extraction fails: install.failed, phase extract, naming the
- * entry and the rule. */
-static int
-refuse(struct xs *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static int
-refuse(struct xs *x, const char *fmt, ...)
-{
-	char rule[200], name[ARC_SHOW_MAX + 8];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(rule, sizeof(rule), fmt, ap);
-	va_end(ap);
-	if (x->cur != NULL)
-		err_set(x->e, "install.failed", "extract: entry '%s': %s",
-		    show(x->cur, name, sizeof(name)), rule);
-	else
-		err_set(x->e, "install.failed", "extract: %s", rule);
-	err_details(x->e, "{\"phase\":\"extract\"}");
-	return -1;
-}
-
-/*
- * Normalise an entry or hard-link name into out: refuse absolute names,
- * "..", backslashes and over-long names; drop "." and empty components, then
- * the first `strip` components. Returns the number of components kept
- * (0: nothing left, the entry is skipped), or -1 after refuse().
- */
-static int
-norm_name(struct xs *x, const char *raw, int strip, char *out, size_t cap,
-    const char *what)
-{
-	const char *p = raw, *q;
-	size_t len, n = 0, clen;
-	int comps = 0, seen = 0;
-
-	if (raw == NULL || raw[0] == '\0')
-		return refuse(x, "%s is empty", what);
-	len = strlen(raw);
-	if (len > x->max_path || len >= cap)
-		return refuse(x, "%s is longer than %zu bytes", what, x->max_path);
-	if ((ARC_SAFE_FLAGS & ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS) && raw[0] == '/')
-		return refuse(x, "%s is an absolute path", what);
-	/* A backslash is a separator to Windows tools and to some zip
-	 * writers; a name holding one means something else to someone. */
-	if (strchr(raw, '\\') != NULL)
-		return refuse(x, "%s contains a backslash", what);
-	while (*p != '\0') {
-		q = strchr(p, '/');
-		clen = q ? (size_t)(q - p) : strlen(p);
-		if (clen == 0 || (clen == 1 && p[0] == '.')) {
-			/* dropped */
-		} else if ((ARC_SAFE_FLAGS & ARCHIVE_EXTRACT_SECURE_NODOTDOT)
-		    && clen == 2 && p[0] == '.' && p[1] == '.') {
-			return refuse(x, "%s has a '..' component", what);
-		} else if (clen > ARC_NAME_MAX) {
-			return refuse(x, "%s has a component longer than %d bytes",
-			    what, ARC_NAME_MAX);
-		} else if (seen++ >= strip) {
-			if (comps >= ARC_MAX_DEPTH)
-				return refuse(x, "%s has more than %d components", what, ARC_MAX_DEPTH);
-			if (n > 0)
-				out[n++] = '/';
-			memcpy(out + n, p, clen);
-			n += clen;
-			comps++;
-		}
-		p += clen;
-		if (*p == '/')
-			p++;
-	}
-	out[n] = '\0';
-	return comps;
-}
-
-/*
- * A symlink at `name` (depth = its number of components) may point to
- * `target` only if, resolved from the link's directory, it stays inside the
- * root: not absolute, ".." only before any name and at most depth-1 of them.
- * Leading ".." climb real directories (every parent was opened O_NOFOLLOW),
- * and each later component is a directory or a symlink checked by this same
- * rule, so the whole resolution stays inside. A ".." after a name could
- * climb out of a symlinked directory, which lexical checking cannot see.
- */
-static int
-check_link_target(struct xs *x, const char *target, int depth)
-{
-	const char *p = target, *q;
-	size_t clen;
-	int ups = 0, names = 0;
-
-	if (target == NULL || target[0] == '\0')
-		return refuse(x, "symlink with an empty target");
-	if (strlen(target) > x->max_path)
-		return refuse(x, "symlink target longer than %zu bytes", x->max_path);
-	if (target[0] == '/')
-		return refuse(x, "symlink target is absolute");
-	while (*p != '\0') {
-		q = strchr(p, '/');
-		clen = q ? (size_t)(q - p) : strlen(p);
-		if (clen == 0 || (clen == 1 && p[0] == '.')) {
-			/* no effect */
-		} else if (clen == 2 && p[0] == '.' && p[1] == '.') {
-			if (names > 0)
-				return refuse(x, "symlink target has '..' after a name");
-			if (++ups > depth - 1)
-				return refuse(x, "symlink target leaves the extraction root");
-		} else {
-			names++;
-		}
-		p += clen;
-		if (*p == '/')
-			p++;
-	}
-	return 0;
-}
-
-/* Split "a/b/c" into dir "a/b" (in place: the slash becomes NUL) and leaf. */
-static const char *
-split_leaf(char *name, const char **dir)
-{
-	char *s = strrchr(name, '/');
-
-	if (s == NULL) {
-		*dir = "";
-		return name;
-	}
-	*s = '\0';
-	*dir = name;
-	return s + 1;
-}
-
-static int
-why_not_dir(struct xs *x, int dfd, const char *comp)
-{
-	struct stat sb;
-
-	if (fstatat(dfd, comp, &sb, AT_SYMLINK_NOFOLLOW) != 0)
-		return refuse(x, "cannot open parent '%s': %s", comp, strerror(errno));
-	if (S_ISLNK(sb.st_mode))
-		return refuse(x, "path passes through the symlink '%s'", comp);
-	return refuse(x, "path passes through the non-directory '%s'", comp);
-}
-
-/*
- * Open the directory dir (relative to the root, "" = the root) without
- * following any symlink, creating missing components (mode 0755) when
- * create is set. Returns a new fd, or -1 after refuse().
- */
-/*
- * Open the directory comp (one component) in fd without following a
- * symlink, creating it (mode 0755) when missing and create is set. Returns
- * a new fd, or -1 after refuse(). fd is not closed.
- */
-static int
-open_comp(struct xs *x, int fd, const char *comp, int create)
-{
-	int nfd;
-
-	nfd = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (nfd < 0 && errno == ENOENT && create) {
-		int direct = mode_survives(0755);
-
-		if (mkdirat(fd, comp, direct ? 0755 : 0700) != 0 && errno != EEXIST)
-			return refuse(x, "cannot create directory '%s': %s", comp, strerror(errno));
-		nfd = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (nfd >= 0 && !direct && fchmod(nfd, 0755) != 0) {
-			refuse(x, "cannot chmod directory '%s': %s", comp, strerror(errno));
-			close(nfd);
-			return -1;
-		}
-		if (nfd >= 0)
-			x->st->entries++;
-	}
-	if (nfd < 0) {
-		if (errno == ENOENT)
-			refuse(x, "'%s' does not exist", comp);
-		else if (errno == ELOOP || errno == ENOTDIR)
-			why_not_dir(x, fd, comp);
-		else
-			refuse(x, "cannot open '%s': %s", comp, strerror(errno));
-		return -1;
-	}
-	return nfd;
-}
-
-/* The next component of *p into comp; advances *p past it and its slash. */
-static void
-next_comp(const char **p, char comp[ARC_NAME_MAX + 1])
-{
-	const char *q = strchr(*p, '/');
-	size_t clen = q ? (size_t)(q - *p) : strlen(*p);
-
-	memcpy(comp, *p, clen);
-	comp[clen] = '\0';
-	*p += clen + (q != NULL);
-}
-
-static int
-walk(struct xs *x, const char *dir, int create)
-{
-	char comp[ARC_NAME_MAX + 1];
-	const char *p = dir;
-	int fd, nfd;
-
-	fd = openat(x->root, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return refuse(x, "cannot open the extraction root: %s", strerror(errno));
-	while (*p != '\0') {
-		next_comp(&p, comp);
-		nfd = open_comp(x, fd, comp, create);
-		close(fd);
-		if (nfd < 0)
-			return -1;
-		fd = nfd;
-	}
-	return fd;
-}
-
-static void
-stack_pop(struct xs *x, int keep)
-{
-	while (x->sn > keep)
-		close(x->sfd[--x->sn]);
-}
-
-/* The directory fd for dir (created as needed), from the stack of open
- * directories of the previous entry's path, opening only the levels that
- * differ; a directory deeper than the stack comes from the one-entry cache
- * or a fresh walk. The fd belongs to the cache: do not close it. */
-static int
-parent_fd(struct xs *x, const char *dir)
-{
-	char comp[ARC_NAME_MAX + 1];
-	size_t n = strlen(dir);
-	const char *p;
-	int k = 0, depth = 0, fd;
-
-	if (*dir != '\0') {
-		depth = 1;
-		for (p = dir; *p; p++)
-			depth += *p == '/';
-	}
-	if (depth > ARC_FD_STACK) {
-		if (x->cfd >= 0 && strcmp(x->cdir, dir) == 0)
-			return x->cfd;
-		fd = walk(x, dir, 1);
-		if (fd < 0)
-			return -1;
-		if (x->cfd >= 0)
-			close(x->cfd);
-		x->cfd = fd;
-		memcpy(x->cdir, dir, n + 1);
-		return fd;
-	}
-	/* The kept levels that are a prefix of dir, component-wise. */
-	while (k < x->sn && k < depth) {
-		size_t e = x->send[k];
-		if (e > n || memcmp(dir, x->spath, e) != 0 || (dir[e] != '/' && dir[e] != '\0'))
-			break;
-		k++;
-	}
-	stack_pop(x, k);
-	p = k > 0 && k < depth ? dir + x->send[k - 1] + 1 : dir;
-	while (x->sn < depth) {
-		const char *start = p;
-		next_comp(&p, comp);
-		fd = open_comp(x, x->sn ? x->sfd[x->sn - 1] : x->root, comp, 1);
-		if (fd < 0)
-			return -1;
-		x->sfd[x->sn] = fd;
-		x->send[x->sn] = (size_t)(start - dir) + strlen(comp);
-		x->sn++;
-	}
-	memcpy(x->spath, dir, n + 1);
-	return x->sn ? x->sfd[x->sn - 1] : x->root;
-}
-
 static const char *
 type_word(mode_t m)
 {
@@ -463,11 +124,11 @@ dup_refuse(struct xs *x, int pfd, const char *leaf, const char *what)
 	struct stat sb;
 
 	if (fstatat(pfd, leaf, &sb, AT_SYMLINK_NOFOLLOW) != 0)
-		return refuse(x, "duplicate entry: cannot stat: %s", strerror(errno));
-	return refuse(x, "duplicate entry: %s over %s", what, type_word(sb.st_mode));
+		return arc_refuse(x, "duplicate entry: cannot stat: %s", strerror(errno));
+	return arc_refuse(x, "duplicate entry: %s over %s", what, type_word(sb.st_mode));
 }
 
-/* The final mode of a file or directory, or -1 after refuse(). */
+/* The final mode of a file or directory, or -1 after arc_refuse(). */
 static int
 entry_mode(struct xs *x, struct archive_entry *ent, int is_dir)
 {
@@ -485,11 +146,11 @@ entry_mode(struct xs *x, struct archive_entry *ent, int is_dir)
 		 * directories. Cleared, not refused. */
 		m &= 0777;
 	} else if (m & 07000) {
-		return refuse(x, "mode %04o has setuid, setgid or sticky bits", (unsigned)m);
+		return arc_refuse(x, "mode %04o has setuid, setgid or sticky bits", (unsigned)m);
 	}
 	if (m & 022) {
 		if (x->o->flags & ARC_STRICT_MODES)
-			return refuse(x, "mode %04o is group- or world-writable", (unsigned)m);
+			return arc_refuse(x, "mode %04o is group- or world-writable", (unsigned)m);
 		m &= ~(mode_t)022;
 	}
 	/* The engine hashes the tree as its owner: it must read every file
@@ -543,15 +204,15 @@ do_file(struct xs *x, struct archive_entry *ent, int pfd, const char *leaf, cons
 	if (archive_entry_size_is_set(ent)) {
 		declared = archive_entry_size(ent);
 		if (declared < 0 || (uint64_t)declared > x->max_entry)
-			return refuse(x, "size %lld exceeds the per-entry cap of %llu bytes",
+			return arc_refuse(x, "size %lld exceeds the per-entry cap of %llu bytes",
 			    (long long)declared, (unsigned long long)x->max_entry);
 		if (x->st->bytes + x->passed + (uint64_t)declared > x->max_total)
-			return refuse(x, "extracted size would exceed the cap of %llu bytes",
+			return arc_refuse(x, "extracted size would exceed the cap of %llu bytes",
 			    (unsigned long long)x->max_total);
 	}
 	/* Created with its final mode (the descriptor is writable whatever
 	 * the mode says); fchmod only when the umask would take bits away. */
-	direct = mode_survives(mode);
+	direct = arc_mode_survives(mode);
 	fd = openat(pfd, leaf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, direct ? (mode_t)mode : 0600);
 	if (fd < 0 && errno == EEXIST && (x->o->flags & ARC_NPM)) {
 		struct stat sb;
@@ -566,7 +227,7 @@ do_file(struct xs *x, struct archive_entry *ent, int pfd, const char *leaf, cons
 	if (fd < 0) {
 		if (errno == EEXIST)
 			return dup_refuse(x, pfd, leaf, "a file");
-		return refuse(x, "cannot create: %s", strerror(errno));
+		return arc_refuse(x, "cannot create: %s", strerror(errno));
 	}
 	if (hashing)
 		digest_init(&dc, DIGEST_SHA256);
@@ -575,22 +236,22 @@ do_file(struct xs *x, struct archive_entry *ent, int pfd, const char *leaf, cons
 		if (r == ARCHIVE_EOF)
 			break;
 		if (r != ARCHIVE_OK) {
-			refuse(x, "%s: %s", r == ARCHIVE_WARN ? "libarchive warning" : "unreadable data",
+			arc_refuse(x, "%s: %s", r == ARCHIVE_WARN ? "libarchive warning" : "unreadable data",
 			    archive_error_string(x->a) ? archive_error_string(x->a) : "?");
 			goto fail;
 		}
 		if (off < 0 || (uint64_t)off + len > x->max_entry) {
-			refuse(x, "data exceeds the per-entry cap of %llu bytes",
+			arc_refuse(x, "data exceeds the per-entry cap of %llu bytes",
 			    (unsigned long long)x->max_entry);
 			goto fail;
 		}
 		if (x->st->bytes + x->passed + len > x->max_total) {
-			refuse(x, "extracted size exceeds the cap of %llu bytes",
+			arc_refuse(x, "extracted size exceeds the cap of %llu bytes",
 			    (unsigned long long)x->max_total);
 			goto fail;
 		}
 		if (len > 0 && write_all(fd, buf, len, off) != 0) {
-			refuse(x, "write failed: %s", strerror(errno ? errno : EIO));
+			arc_refuse(x, "write failed: %s", strerror(errno ? errno : EIO));
 			goto fail;
 		}
 		/* the content hash holds only for data written end to end */
@@ -605,13 +266,13 @@ do_file(struct xs *x, struct archive_entry *ent, int pfd, const char *leaf, cons
 	}
 	/* A sparse entry may end in a hole. */
 	if (declared > end && ftruncate(fd, declared) != 0) {
-		refuse(x, "cannot size file: %s", strerror(errno));
+		arc_refuse(x, "cannot size file: %s", strerror(errno));
 		goto fail;
 	}
 	if (declared > end)
 		hashing = 0;
 	if (!direct && fchmod(fd, (mode_t)mode) != 0) {
-		refuse(x, "cannot chmod: %s", strerror(errno));
+		arc_refuse(x, "cannot chmod: %s", strerror(errno));
 		goto fail;
 	}
 	if (archive_entry_mtime_is_set(ent)) {
@@ -630,7 +291,7 @@ do_file(struct xs *x, struct archive_entry *ent, int pfd, const char *leaf, cons
 			x->o->on_file(x->o->file_ctx, name, &sb, dg.v);
 	}
 	if (close(fd) != 0)
-		return refuse(x, "close failed: %s", strerror(errno));
+		return arc_refuse(x, "close failed: %s", strerror(errno));
 	x->st->entries++;
 	return 0;
 fail:
@@ -650,10 +311,10 @@ defer_mode(struct xs *x, const char *name, int mode)
 		while (cap < x->dfr.len + n)
 			cap *= 2;
 		if (cap > ARC_DEFER_MAX_BYTES)
-			return refuse(x, "too many directories without owner write permission");
+			return arc_refuse(x, "too many directories without owner write permission");
 		p = realloc(x->dfr.names, cap);
 		if (p == NULL)
-			return refuse(x, "out of memory");
+			return arc_refuse(x, "out of memory");
 		x->dfr.names = p;
 		x->dfr.cap = cap;
 	}
@@ -679,10 +340,10 @@ do_dir(struct xs *x, struct archive_entry *ent, int pfd, const char *leaf,
 			return -1;
 		mode |= 0700;
 	}
-	direct = mode_survives(mode);
+	direct = arc_mode_survives(mode);
 	if (mkdirat(pfd, leaf, direct ? (mode_t)mode : 0700) != 0) {
 		if (errno != EEXIST)
-			return refuse(x, "cannot create directory: %s", strerror(errno));
+			return arc_refuse(x, "cannot create directory: %s", strerror(errno));
 		if (fstatat(pfd, leaf, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(sb.st_mode))
 			return dup_refuse(x, pfd, leaf, "a directory");
 		created = 0;
@@ -696,7 +357,7 @@ do_dir(struct xs *x, struct archive_entry *ent, int pfd, const char *leaf,
 	}
 	fd = openat(pfd, leaf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0 || fchmod(fd, (mode_t)mode) != 0) {
-		refuse(x, "cannot set directory mode: %s", strerror(errno));
+		arc_refuse(x, "cannot set directory mode: %s", strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		return -1;
@@ -713,12 +374,12 @@ do_symlink(struct xs *x, struct archive_entry *ent, int pfd, const char *leaf,
 {
 	const char *target = archive_entry_symlink(ent);
 
-	if (check_link_target(x, target, depth) != 0)
+	if (arc_check_link_target(x, target, depth) != 0)
 		return -1;
 	if (symlinkat(target, pfd, leaf) != 0) {
 		if (errno == EEXIST)
 			return dup_refuse(x, pfd, leaf, "a symlink");
-		return refuse(x, "cannot create symlink: %s", strerror(errno));
+		return arc_refuse(x, "cannot create symlink: %s", strerror(errno));
 	}
 	x->st->entries++;
 	return 0;
@@ -732,29 +393,29 @@ do_hardlink(struct xs *x, const char *raw_target, int pfd, const char *leaf)
 	struct stat sb;
 	int n, tfd, r;
 
-	n = norm_name(x, raw_target, x->strip, t, sizeof(t), "hard link target");
+	n = arc_norm_name(x, raw_target, x->strip, t, sizeof(t), "hard link target");
 	if (n < 0)
 		return -1;
 	if (n == 0)
-		return refuse(x, "hard link target is outside the extracted tree");
-	tleaf = split_leaf(t, &tdir);
-	tfd = walk(x, tdir, 0);
+		return arc_refuse(x, "hard link target is outside the extracted tree");
+	tleaf = arc_split_leaf(t, &tdir);
+	tfd = arc_walk(x, tdir, 0);
 	if (tfd < 0)
 		return -1;
 	if (fstatat(tfd, tleaf, &sb, AT_SYMLINK_NOFOLLOW) != 0) {
 		close(tfd);
-		return refuse(x, "hard link target '%s' was not extracted", tleaf);
+		return arc_refuse(x, "hard link target '%s' was not extracted", tleaf);
 	}
 	if (!S_ISREG(sb.st_mode)) {
 		close(tfd);
-		return refuse(x, "hard link target is %s, not a file", type_word(sb.st_mode));
+		return arc_refuse(x, "hard link target is %s, not a file", type_word(sb.st_mode));
 	}
 	r = linkat(tfd, tleaf, pfd, leaf, 0);
 	close(tfd);
 	if (r != 0) {
 		if (errno == EEXIST)
 			return dup_refuse(x, pfd, leaf, "a hard link");
-		return refuse(x, "cannot create hard link: %s", strerror(errno));
+		return arc_refuse(x, "cannot create hard link: %s", strerror(errno));
 	}
 	x->st->entries++;
 	return 0;
@@ -770,10 +431,10 @@ skip_entry(struct xs *x, struct archive_entry *ent)
 	la_int64_t n = archive_entry_size_is_set(ent) ? archive_entry_size(ent) : 0;
 
 	if (n < 0 || (uint64_t)n > x->max_entry)
-		return refuse(x, "size %lld exceeds the per-entry cap of %llu bytes",
+		return arc_refuse(x, "size %lld exceeds the per-entry cap of %llu bytes",
 		    (long long)n, (unsigned long long)x->max_entry);
 	if (x->st->bytes + x->passed + (uint64_t)n > x->max_total)
-		return refuse(x, "extracted size would exceed the cap of %llu bytes",
+		return arc_refuse(x, "extracted size would exceed the cap of %llu bytes",
 		    (unsigned long long)x->max_total);
 	x->passed += (uint64_t)n;
 	x->st->skipped++;
@@ -795,14 +456,14 @@ do_entry(struct xs *x, struct archive_entry *ent)
 	if (++x->seen > x->max_entries) {
 		char d[96];
 
-		refuse(x, "more than %llu entries (the entry cap)", (unsigned long long)x->max_entries);
+		arc_refuse(x, "more than %llu entries (the entry cap)", (unsigned long long)x->max_entries);
 		snprintf(d, sizeof(d), "{\"phase\":\"extract\",\"rule\":\"max_entries\",\"limit\":%llu}",
 		    (unsigned long long)x->max_entries);
 		err_details(x->e, d);
 		return -1;
 	}
 	hl = archive_entry_hardlink(ent);
-	n = norm_name(x, raw, x->strip, name, sizeof(name), "name");
+	n = arc_norm_name(x, raw, x->strip, name, sizeof(name), "name");
 	if (n < 0)
 		return -1;
 	if (n == 0) {
@@ -813,7 +474,7 @@ do_entry(struct xs *x, struct archive_entry *ent)
 		if (npm) {
 			return skip_entry(x, ent);
 		}
-		return refuse(x, "%s are not accepted",
+		return arc_refuse(x, "%s are not accepted",
 		    type == AE_IFCHR || type == AE_IFBLK ? "device nodes" :
 		    type == AE_IFIFO ? "FIFOs" : type == AE_IFSOCK ? "sockets" :
 		    "entries of unknown type");
@@ -822,15 +483,15 @@ do_entry(struct xs *x, struct archive_entry *ent)
 		return skip_entry(x, ent);
 	}
 	depth = n;
-	leaf = split_leaf(name, &dir);
-	pfd = parent_fd(x, dir);
+	leaf = arc_split_leaf(name, &dir);
+	pfd = arc_parent_fd(x, dir);
 	if (pfd < 0)
 		return -1;
 	/* pax lets a hard link carry data (meant to replace the target's);
 	 * libarchive would decompress it uncounted while skipping it. No
 	 * real tool archive needs one. */
 	if (hl != NULL && archive_entry_size_is_set(ent) && archive_entry_size(ent) > 0)
-		return refuse(x, "hard link carries %lld bytes of data",
+		return arc_refuse(x, "hard link carries %lld bytes of data",
 		    (long long)archive_entry_size(ent));
 	if (hl != NULL)
 		return do_hardlink(x, hl, pfd, leaf);
@@ -857,8 +518,8 @@ apply_deferred(struct xs *x)
 		memcpy(name, x->dfr.names + i, n + 1);
 		memcpy(&mode, x->dfr.names + i + n + 1, sizeof(int));
 		i += n + 1 + sizeof(int);
-		leaf = split_leaf(name, &dir);
-		dfd = walk(x, dir, 0);
+		leaf = arc_split_leaf(name, &dir);
+		dfd = arc_walk(x, dir, 0);
 		if (dfd < 0)
 			return -1;
 		fd = openat(dfd, leaf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -866,7 +527,7 @@ apply_deferred(struct xs *x)
 		if (fd < 0 || fchmod(fd, (mode_t)mode) != 0) {
 			if (fd >= 0)
 				close(fd);
-			return refuse(x, "cannot set the mode of a directory: %s", strerror(errno));
+			return arc_refuse(x, "cannot set the mode of a directory: %s", strerror(errno));
 		}
 		close(fd);
 	}
@@ -955,7 +616,7 @@ extract(int archive_fd, const void *mem, size_t memlen, int root_dirfd, const st
 		goto out_locale;
 	if ((mem != NULL ? archive_read_open_memory(x.a, mem, memlen)
 	    : archive_read_open_fd(x.a, archive_fd, ARC_READ_BLOCK)) != ARCHIVE_OK) {
-		refuse(&x, "not a valid %s archive: %s", arc_format_name(o->format),
+		arc_refuse(&x, "not a valid %s archive: %s", arc_format_name(o->format),
 		    archive_error_string(x.a) ? archive_error_string(x.a) : "?");
 		goto out;
 	}
@@ -968,7 +629,7 @@ extract(int archive_fd, const void *mem, size_t memlen, int root_dirfd, const st
 		if (r != ARCHIVE_OK) {
 			if (ent != NULL && r == ARCHIVE_WARN)
 				x.cur = archive_entry_pathname(ent);
-			refuse(&x, "%s: %s", r == ARCHIVE_WARN ? "libarchive warning" : "not a valid archive",
+			arc_refuse(&x, "%s: %s", r == ARCHIVE_WARN ? "libarchive warning" : "not a valid archive",
 			    archive_error_string(x.a) ? archive_error_string(x.a) : "?");
 			goto out;
 		}
@@ -982,7 +643,7 @@ out:
 	st->bytes_in = (uint64_t)archive_filter_bytes(x.a, -1);
 	if (rc == 0)
 		progress(&x, 1);
-	stack_pop(&x, 0);
+	arc_stack_pop(&x, 0);
 	if (x.cfd >= 0)
 		close(x.cfd);
 	free(x.dfr.names);

@@ -131,20 +131,37 @@ err_printf(const char *code, const char *fmt, ...)
 	err_print(&e);
 }
 
-void
-warnx_line(const char *fmt, ...)
+static void
+line_v(const char *prefix, const char *fmt, va_list ap)
 {
 	char buf[ERR_MSG_MAX + 64];
-	va_list ap;
 	int n;
 
-	n = snprintf(buf, sizeof(buf), "agent-sandbox-server: warning: ");
-	va_start(ap, fmt);
+	n = snprintf(buf, sizeof(buf), "agent-sandbox-server: %s", prefix);
 	n += vsnprintf(buf + n, sizeof(buf) - n - 1, fmt, ap);
-	va_end(ap);
 	if (n > (int)sizeof(buf) - 2)
 		n = sizeof(buf) - 2;
 	buf[n++] = '\n';
 	if (write(2, buf, n) < 0)
 		return;
+}
+
+void
+warnx_line(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	line_v("warning: ", fmt, ap);
+	va_end(ap);
+}
+
+void
+note_line(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	line_v("", fmt, ap);
+	va_end(ap);
 }

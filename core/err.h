@@ -60,5 +60,7 @@ void err_printf(const char *code, const char *fmt, ...)
 
 /* A warning line "agent-sandbox-server: warning: ..." in one write. */
 void warnx_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A notice "agent-sandbox-server: ..." (what was done) in one write. */
+void note_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif

@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "arc.h"
+#include "cache.h"
 #include "clock.h"
 #include "digest.h"
 #include "fs.h"
@@ -107,8 +108,8 @@ sleep_ms(int ms)
 }
 
 /* ABX_TEST_PAUSE (see install.h): harmless unless a test sets it. */
-static void
-test_pause(const char *phase)
+void
+install_test_pause(const char *phase)
 {
 	const char *p = config_env("ABX_TEST_PAUSE"), *env = config_env("ABX_SERVER_ENV");
 	char line[80];
@@ -1486,41 +1487,28 @@ collect_stale(const char *dir, const char *prefix)
 /* ---- fetching ------------------------------------------------------------ */
 
 struct dl {
-	int fd;
-	struct digest_ctx d;
-	uint64_t n;
+	struct cache_put put;
 	struct progress_state *ps;
 	const struct http_response *rs; /* its length is known at the first write */
 	int paused;
-	struct err *e;
 };
 
 static int
 dl_sink(void *arg, const void *buf, size_t len, struct err *e)
 {
 	struct dl *d = arg;
-	const char *p = buf;
-	size_t off = 0;
 
-	while (off < len) {
-		ssize_t w = write(d->fd, p + off, len - off);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return err_set(e, "install.failed", "writing the download: %s", strerror(errno));
-		}
-		off += (size_t)w;
-	}
-	digest_update(&d->d, buf, len);
-	d->n += len;
+	if (cache_put_write(&d->put, buf, len, e) < 0)
+		return -1;
 	if (d->ps != NULL) {
-		d->ps->cur.bytes = d->ps->base + d->n;
-		d->ps->cur.total = d->ps->base + (d->rs->content_length > 0 ? (uint64_t)d->rs->content_length : d->n);
+		d->ps->cur.bytes = d->ps->base + d->put.bytes;
+		d->ps->cur.total =
+			d->ps->base + (d->rs->content_length > 0 ? (uint64_t)d->rs->content_length : d->put.bytes);
 		progress_write(d->ps, "download", 0);
 	}
 	if (!d->paused) {
 		d->paused = 1;
-		test_pause("download");
+		install_test_pause("download");
 	}
 	return 0;
 }
@@ -1552,27 +1540,16 @@ host_ok(void *arg, const struct http_url *u, struct err *e)
 }
 
 /* Is <dir>/<sha> a file whose content hashes to sha? 1 yes, 0 no (a
- * mismatching file in a writable cache is removed). */
+ * mismatching file is said on stderr and removed where it may be). */
 static int
 cache_hit(const char *dir, const char *sha, char *path, size_t cap)
 {
-	struct digest d, want;
-	char hex[DIGEST_HEX_MAX];
-	struct stat st;
+	struct digest want;
 	struct err e;
 
-	if ((size_t)snprintf(path, cap, "%s/%s", dir, sha) >= cap)
+	if (digest_parse_hex(DIGEST_SHA256, sha, &want, "internal", &e) < 0)
 		return 0;
-	if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
-		return 0;
-	if (digest_file(DIGEST_SHA256, path, &d, NULL, &e) < 0)
-		return 0;
-	digest_hex(&d, hex);
-	if (digest_parse_hex(DIGEST_SHA256, sha, &want, "internal", &e) == 0 && digest_equal(&d, &want))
-		return 1;
-	/* a corrupted entry; never trusted, removed where we may */
-	unlink(path);
-	return 0;
+	return cache_get(dir, &want, NULL, NULL, path, cap, &e) == 1;
 }
 
 /* A mirror entry as a local directory ("/dir" or "file:///dir"), or NULL. */
@@ -1688,22 +1665,19 @@ download(struct install_ctx *c, const manifest_t *m, const char *url, const char
 	struct http_response rs;
 	struct host_rule hr = {m, c->set, ""};
 	struct dl d;
-	struct digest dg;
-	char tmp[PATH_MAX], hex[DIGEST_HEX_MAX], rnd[17];
+	struct digest dg, want, sha;
+	char hex[DIGEST_HEX_MAX];
 	int64_t remaining;
+	int rc;
 
 	if (c->http == NULL && (c->http = http_client_new(e)) == NULL)
 		return -1;
+	if (want_sha[0] != '\0' && digest_parse_hex(DIGEST_SHA256, want_sha, &want, "install.manifest_invalid", e) < 0)
+		return -1;
 	snprintf(hr.extra, sizeof(hr.extra), "%s", extra_host ? extra_host : "");
-	fs_rand_hex(rnd, 8);
-	if ((size_t)snprintf(tmp, sizeof(tmp), "%s/.tmp-%s-%s", dir, want_sha[0] ? want_sha : "unpinned", rnd) >=
-	    sizeof(tmp))
-		return err_set(e, "io.error", "path too long");
 	memset(&d, 0, sizeof(d));
-	d.fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
-	if (d.fd < 0)
-		return err_set(e, "io.error", "%s: %s", tmp, strerror(errno));
-	digest_init(&d.d, DIGEST_SHA256);
+	if (cache_put_open(&d.put, dir, DIGEST_SHA256, e) < 0)
+		return -1;
 	d.ps = ps;
 	http_request_init(&rq, url);
 	rq.host_ok = host_ok;
@@ -1719,38 +1693,27 @@ download(struct install_ctx *c, const manifest_t *m, const char *url, const char
 		ps->cur.count = 1;
 	c->downloads++;
 	if (http_request(c->http, &rq, &rs, e) < 0) {
-		close(d.fd);
-		unlink(tmp);
+		cache_put_abort(&d.put);
 		return -1;
 	}
-	c->bytes_downloaded += d.n;
+	c->bytes_downloaded += d.put.bytes;
 	if (ps != NULL) {
-		ps->base += d.n;
+		ps->base += d.put.bytes;
 		ps->cur.bytes = ps->cur.total = ps->base;
 	}
-	digest_final(&d.d, &dg);
+	rc = cache_put_commit(&d.put, want_sha[0] ? &want : NULL, 1, &dg, &sha, path, cap, e);
+	if (rc < 0)
+		return -1;
 	digest_hex(&dg, hex);
 	snprintf(got_sha, 65, "%s", hex);
-	if (want_sha[0] != '\0' && strcmp(hex, want_sha) != 0) {
-		close(d.fd);
-		unlink(tmp);
+	if (rc == 0) {
+		char det[300];
 		err_set(e, "install.checksum_mismatch", "%s %s %s: %s: expected sha256 %s, got %s", m->name, m->version,
 			c->platform, url, want_sha, hex);
-		{
-			char det[300];
-			snprintf(det, sizeof(det), "{\"phase\":\"fetch\",\"expected\":\"sha256:%s\",\"actual\":\"sha256:%s\"}",
-				 want_sha, hex);
-			err_details(e, det);
-		}
+		snprintf(det, sizeof(det), "{\"phase\":\"fetch\",\"expected\":\"sha256:%s\",\"actual\":\"sha256:%s\"}",
+			 want_sha, hex);
+		err_details(e, det);
 		return -1;
-	}
-	if (fsync(d.fd) != 0 || close(d.fd) != 0) {
-		unlink(tmp);
-		return err_set(e, "io.error", "%s: %s", tmp, strerror(errno));
-	}
-	if ((size_t)snprintf(path, cap, "%s/%s", dir, hex) >= cap || rename(tmp, path) != 0) {
-		unlink(tmp);
-		return err_set(e, "io.error", "%s: %s", path, strerror(errno));
 	}
 	return 0;
 }
@@ -1856,7 +1819,7 @@ extract_progress(void *arg, uint64_t out, uint64_t in)
 	progress_write(x->ps, "extract", 0);
 	if (!x->paused) {
 		x->paused = 1;
-		test_pause("extract");
+		install_test_pause("extract");
 	}
 }
 
@@ -2212,7 +2175,7 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 	struct stat st;
 	uint64_t free_b, files = 0, bytes = 0, asize = 0;
 	int64_t t0 = clock_ms();
-	int rc = -1, i, staged;
+	int rc = -1, i, staged, placed;
 
 	for (i = 0; i < INSTALL_PH_N; i++)
 		ph[i] = -1;
@@ -2253,6 +2216,19 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 		if (a == NULL) {
 			err_set(e, "install.failed", "%s has no artifact for %s", m->name, c->platform);
 			goto out;
+		}
+		if ((known = install_known_new()) == NULL) {
+			err_set(e, "internal", "out of memory");
+			goto out;
+		}
+		tp = clock_us();
+		if ((placed = install_tree_place(c, m, a, staging, known, &asize, e)) < 0)
+			goto out;
+		if (placed) {
+			snprintf(sha, sizeof(sha), "%s", a->sha256);
+			install_known_settle(known);
+			ph[INSTALL_PH_PLACE] = clock_us() - tp;
+			goto placed;
 		}
 		/* downloads go to the cache when it is writable, else to staging */
 		snprintf(cache, sizeof(cache), "%s", c->cache_dir);
@@ -2295,17 +2271,16 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 		ao.progress = extract_progress;
 		ao.progress_ctx = &xp;
 		/* the listing below takes each file's digest from extraction */
-		if ((known = install_known_new()) != NULL) {
-			ao.on_file = known_tap;
-			ao.file_ctx = known;
-		}
+		ao.on_file = known_tap;
+		ao.file_ctx = known;
 		tp = clock_us();
 		if (arc_extract(art_path, tree, &ao, &as, e) < 0)
 			goto out;
+		install_tree_keep(c, m, a, tree, asize);
 		install_known_settle(known);
 		ph[INSTALL_PH_EXTRACT] = clock_us() - tp;
 		if (!xp.paused)
-			test_pause("extract");
+			install_test_pause("extract");
 	} else {
 		progress_write(&ps, "fetch", 1);
 		if ((known = install_known_new()) == NULL) {
@@ -2323,6 +2298,7 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 			goto out;
 		ph[INSTALL_PH_NPM] = clock_us() - tp;
 	}
+placed:
 
 	snprintf(entry, sizeof(entry), "%s/%s", tree, m->source.bin);
 	if (lstat(entry, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISLNK(st.st_mode))) {
@@ -2349,7 +2325,7 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 	tp = clock_us();
 
 	progress_write(&ps, "publish", 1);
-	test_pause("publish");
+	install_test_pause("publish");
 	bg_sync_wait(&bs);
 	snprintf(final, sizeof(final), "%s/%s", tooldir, treename);
 	if (rename(tree, final) != 0) {
@@ -2447,7 +2423,7 @@ const char *
 install_phase_name(enum install_phase p)
 {
 	static const char *const names[INSTALL_PH_N] = {
-	    "probe", "download+digest", "extract", "npm", "verify.argv", "tree listing", "publish/sync",
+	    "probe", "download+digest", "extract", "place", "npm", "verify.argv", "tree listing", "publish/sync",
 	};
 	return (unsigned)p < INSTALL_PH_N ? names[p] : "?";
 }

@@ -103,6 +103,7 @@ enum install_phase {
 	INSTALL_PH_PROBE,       /* exec and network probes */
 	INSTALL_PH_DOWNLOAD,    /* artifact (or cache hit) with its sha256 */
 	INSTALL_PH_EXTRACT,     /* decompress and write the tree */
+	INSTALL_PH_PLACE,       /* or: copy and check the cache's extracted tree */
 	INSTALL_PH_NPM,         /* npm-lock: every package fetched, verified, extracted */
 	INSTALL_PH_VERIFY_ARGV, /* the manifest's verify.argv */
 	INSTALL_PH_LIST,        /* tree listing and its digest */
@@ -110,6 +111,11 @@ enum install_phase {
 	INSTALL_PH_N
 };
 const char *install_phase_name(enum install_phase p);
+
+/* ABX_TEST_PAUSE=phase (tests only; never with ABX_SERVER_ENV=production):
+ * announce "install: paused at <phase>" on stderr and sleep 30 s there. */
+void install_test_pause(const char *phase);
+
 
 struct install_ctx {
 	struct manifest_set *ms;
@@ -238,6 +244,22 @@ int install_npm_stage(struct install_ctx *c, const manifest_t *m, const char *tr
 		      struct install_npm_info *info, struct err *e);
 int install_npm_fetch(struct install_ctx *c, const manifest_t *m, const char *platform, struct install_npm_info *info,
 		      struct err *e);
+/*
+ * The cache's extracted tree of a tarball artifact (install_trees.c,
+ * cache.h): install_tree_place puts it as <staging>/tree (an empty
+ * directory it replaces), every file hashed against the sealed listing and
+ * recorded in known; 1 placed (*asize = the artifact's size), 0 not (absent,
+ * damaged: said on stderr and discarded; nothing under staging changed), -1
+ * with e. install_tree_keep keeps the tree just extracted from the verified
+ * artifact (before anything ran in it). Neither applies to an unpinned
+ * artifact or without a writable cache.
+ */
+struct install_known;
+int install_tree_place(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a,
+		       const char *staging, struct install_known *known, uint64_t *asize, struct err *e);
+void install_tree_keep(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a,
+		       const char *tree, uint64_t asize);
+
 /* One SBOM row per installed npm package (name, version, purl, path,
  * integrity, sha256 when the cache knows it, url) into the marker's array. */
 struct json_w;

@@ -8,6 +8,7 @@
  * (install.mirrors.npm / ABX_INSTALL_NPM_REGISTRY) and install.allow_hosts.
  * Lockfile `resolved` URLs must be on the manifest's hosts or the mirror.
  */
+#include "cache.h"
 #include "http.h"
 #include "clock.h"
 #include "config.h"
@@ -141,6 +142,7 @@ run(struct install_ctx *c, const manifest_t *m, const char *platform, const char
 	const char *jobs = config_env("ABX_INSTALL_NPM_JOBS");
 	int rc;
 
+	memset(&o, 0, sizeof(o));
 	collect_hosts(c, m, &h);
 	if (load_lock(c, m, platform, &h, &l, info ? info->lock_sha256 : NULL, e) < 0)
 		return -1;
@@ -152,8 +154,10 @@ run(struct install_ctx *c, const manifest_t *m, const char *platform, const char
 			return -1;
 		}
 		snprintf(cache, sizeof(cache), "%s", fallback_cache);
+	} else {
+		/* trees only in a cache that outlives this install */
+		o.keep_trees = tree != NULL;
 	}
-	memset(&o, 0, sizeof(o));
 	o.lock = &l;
 	o.staging = tree;
 	o.cache = cache;
@@ -174,10 +178,17 @@ run(struct install_ctx *c, const manifest_t *m, const char *platform, const char
 	rc = npm_install(&o, &st, e);
 	if (rc == 0)
 		install_known_settle(known);
+	if (st.placed > 0)
+		note_line("%s %s: %zu of %zu packages placed from the extracted trees in %s/trees (every file hashed "
+			  "against its sealed listing)",
+			  m->name, m->version, st.placed, st.placed + st.fetched + st.cached, cache);
+	if (st.kept > 0)
+		note_line("%s %s: kept the extracted trees of %zu packages in %s/trees", m->name, m->version, st.kept,
+			  cache);
 	if (info != NULL) {
 		info->downloaded = st.bytes;
 		info->bytes = st.bytes + st.cached_bytes;
-		info->packages = st.fetched + st.cached;
+		info->packages = st.fetched + st.cached + st.placed;
 		info->fetched = st.fetched;
 		info->cached = st.cached;
 		info->skipped = l.nskipped;
@@ -223,7 +234,7 @@ install_npm_probe_url(struct install_ctx *c, const manifest_t *m, char *url, siz
 	struct npm_hosts h;
 	struct npmlock l;
 	struct err e;
-	char hex[DIGEST_HEX_MAX], p[PATH_MAX], reg[HTTP_URL_MAX];
+	char hex[DIGEST_HEX_MAX], p[PATH_MAX], reg[HTTP_URL_MAX], key[CACHE_KEY_MAX];
 	size_t i, n;
 	int found = 0;
 
@@ -240,7 +251,10 @@ install_npm_probe_url(struct install_ctx *c, const manifest_t *m, char *url, siz
 			continue;
 		/* the index names the file: present means cached (the install
 		 * re-hashes it; a damaged one is a download the probe missed) */
-		if (c->cache_dir[0] && npm_cache_sha256(c->cache_dir, &pk->digest, hex) &&
+		if (c->cache_dir[0] && cache_tree_key(&pk->digest, NPM_TREE_VARIANT, key) == 0 &&
+		    cache_tree_has(c->cache_dir, key))
+			continue;
+		if (c->cache_dir[0] && cache_sha256_of(c->cache_dir, &pk->digest, hex) &&
 		    snprintf(p, sizeof(p), "%s/%s", c->cache_dir, hex) < (int)sizeof(p) && access(p, R_OK) == 0)
 			continue;
 		if (reg[0] != '\0' && pk->url_path != NULL)
@@ -276,7 +290,7 @@ install_npm_sbom(struct install_ctx *c, const manifest_t *m, struct json_w *w)
 			json_w_kstr(w, "purl", purl);
 		json_w_kstr(w, "path", p->path);
 		json_w_kstr(w, "integrity", p->integrity);
-		if (c->cache_dir[0] && npm_cache_sha256(c->cache_dir, &p->digest, hex))
+		if (c->cache_dir[0] && cache_sha256_of(c->cache_dir, &p->digest, hex))
 			json_w_kstr(w, "sha256", hex);
 		json_w_kstr(w, "url", p->resolved);
 		json_w_end(w);

@@ -5,7 +5,10 @@
  * mutex. A worker takes the next package in that order, gets its verified
  * bytes (cache or download), waits until the package whose node_modules
  * holds it is extracted (sorted order puts that one earlier, so it is done
- * or in another worker's hands), and extracts it. Each worker is a whole
+ * or in another worker's hands), and extracts it. With keep_trees, a
+ * package whose extracted tree the cache holds is placed from there after
+ * the same wait, with no bytes fetched (a damaged entry: fetched and
+ * extracted as before), and an extracted package is kept as a tree. Each worker is a whole
  * download-verify-extract pipeline, so downloads and extraction overlap
  * across workers and a tarball is never waiting in a queue.
  *
@@ -19,6 +22,8 @@
 #include "npm.h"
 
 #include "arc.h"
+#include "buf.h"
+#include "cache.h"
 #include "clock.h"
 #include "digest.h"
 #include "http.h"
@@ -39,56 +44,12 @@
  * npm tarballs are mostly a few KiB (jest's 268: p99 200 KiB). */
 #define NPM_MEM_MAX (1u << 20)
 
-struct wbuf {
-	unsigned char *p;
-	size_t len, cap;
-	int ok;                     /* p[0..len) is the whole verified tarball */
-	int over;                   /* it does not fit: use the cache file */
+/* A worker's tarball in memory: b holds it, ok when b is the whole
+ * verified tarball. */
+struct mem {
+	struct buf b;
+	int ok;
 };
-
-static void
-wbuf_reset(struct wbuf *b, int off)
-{
-	b->len = 0;
-	b->ok = 0;
-	b->over = off;
-}
-
-/* Make room for need bytes in all; on failure the file is used instead. */
-static int
-wbuf_room(struct wbuf *b, size_t need)
-{
-	size_t cap;
-	unsigned char *p;
-
-	if (b->over || need > NPM_MEM_MAX) {
-		b->over = 1;
-		return 0;
-	}
-	if (need <= b->cap)
-		return 1;
-	cap = b->cap ? b->cap : 64u << 10;
-	while (cap < need)
-		cap *= 2;
-	if (cap > NPM_MEM_MAX)
-		cap = NPM_MEM_MAX;
-	if ((p = realloc(b->p, cap)) == NULL) {
-		b->over = 1;
-		return 0;
-	}
-	b->p = p;
-	b->cap = cap;
-	return 1;
-}
-
-static void
-wbuf_put(struct wbuf *b, const void *data, size_t len)
-{
-	if (wbuf_room(b, b->len + len)) {
-		memcpy(b->p + b->len, data, len);
-		b->len += len;
-	}
-}
 
 enum pstate { P_NEW, P_FETCHING, P_FETCHED, P_EXTRACTING, P_DONE };
 
@@ -111,7 +72,6 @@ struct run {
 	uint64_t announced;
 	size_t next;                /* the next job to take */
 	char reg[HTTP_URL_MAX];     /* mirror base without a trailing slash */
-	unsigned seq;               /* temporary file names */
 };
 
 
@@ -132,164 +92,27 @@ fail_phase(struct err *e, const char *phase, const char *fmt, ...)
 	return -1;
 }
 
-/* ---- cache ------------------------------------------------------------ */
-
-static int
-index_path(const char *cache, const struct digest *d, char *out, size_t cap)
-{
-	char hex[DIGEST_HEX_MAX];
-
-	return (size_t)snprintf(out, cap, "%s/npm/%s-%s", cache, digest_name(d->alg), digest_hex(d, hex)) < cap ? 0
-														  : -1;
-}
-
-/* Hash fd from the start with integrity's algorithm; 1 when it matches. */
-static int
-fd_matches(int fd, const struct digest *want, struct digest *got)
-{
-	struct digest_ctx c;
-	unsigned char buf[65536];
-	ssize_t r;
-
-	if (lseek(fd, 0, SEEK_SET) != 0)
-		return 0;
-	digest_init(&c, want->alg);
-	while ((r = read(fd, buf, sizeof(buf))) > 0)
-		digest_update(&c, buf, (size_t)r);
-	if (r < 0)
-		return 0;
-	digest_final(&c, got);
-	return digest_equal(want, got);
-}
-
-/* Read fd (size bytes by fstat) into b and check it against want: 1 when
- * it matched, 0 when not, -1 when it did not fit (b->over; fd is then at an
- * unknown offset). */
-static int
-buf_matches(int fd, size_t size, struct wbuf *b, const struct digest *want)
-{
-	struct digest got;
-	ssize_t r;
-
-	/* one byte more than announced tells a file that grew */
-	if (!wbuf_room(b, size + 1))
-		return -1;
-	while ((r = read(fd, b->p + b->len, b->cap - b->len)) != 0) {
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return 0;
-		b->len += (size_t)r;
-		if (b->len == b->cap) {
-			b->over = 1;
-			b->len = 0;
-			return -1;
-		}
-	}
-	digest_buf(want->alg, b->p, b->len, &got);
-	if (!digest_equal(want, &got))
-		return 0;
-	b->ok = 1;
-	return 1;
-}
-
-/* npm_cache_lookup; with b, a hit that fits is left verified in b. */
-static int
-cache_get(const char *cache, const struct digest *integrity, struct wbuf *b, char *out, size_t cap, struct err *e)
-{
-	char idx[4096], hex[80];
-	struct digest got;
-	struct stat sb;
-	ssize_t n;
-	int fd, ok;
-
-	if (index_path(cache, integrity, idx, sizeof(idx)) != 0)
-		return err_set(e, FAILED, "cache path too long");
-	fd = open(idx, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	n = read(fd, hex, sizeof(hex) - 1);
-	close(fd);
-	if (n < 64)
-		return 0;
-	hex[64] = '\0';
-	if (strspn(hex, "0123456789abcdef") != 64)
-		return 0;
-	if ((size_t)snprintf(out, cap, "%s/%s", cache, hex) >= cap)
-		return err_set(e, FAILED, "cache path too long");
-	fd = open(out, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	if (b != NULL && !b->over && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) &&
-	    (ok = buf_matches(fd, (size_t)sb.st_size, b, integrity)) >= 0) {
-		close(fd);
-		return ok;
-	}
-	ok = fd_matches(fd, integrity, &got);
-	close(fd);
-	return ok ? 1 : 0;
-}
-
-int
-npm_cache_lookup(const char *cache, const struct digest *integrity, char *out, size_t cap, struct err *e)
-{
-	return cache_get(cache, integrity, NULL, out, cap, e);
-}
-
-int
-npm_cache_sha256(const char *cache, const struct digest *integrity, char hex[DIGEST_HEX_MAX])
-{
-	char idx[4096];
-	ssize_t n;
-	int fd;
-
-	if (index_path(cache, integrity, idx, sizeof(idx)) != 0)
-		return 0;
-	fd = open(idx, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	n = read(fd, hex, 64);
-	close(fd);
-	if (n != 64)
-		return 0;
-	hex[64] = '\0';
-	return strspn(hex, "0123456789abcdef") == 64;
-}
-
 /* ---- fetch ------------------------------------------------------------ */
 
 struct sink {
 	struct run *r;
-	struct wbuf *b;
-	int fd;
-	struct digest_ctx want, sha256;
+	struct buf *b;              /* NULL: not kept in memory */
+	struct cache_put put;
 	uint64_t bytes;
 	const struct http_response *rs; /* its length is known at the first write */
-	struct err *e;
 };
 
 static int
 sink_write(void *arg, const void *buf, size_t len, struct err *e)
 {
 	struct sink *s = arg;
-	const char *p = buf;
-	size_t left = len;
-	ssize_t w;
 
 	if (__atomic_load_n(&s->r->failed, __ATOMIC_RELAXED))
 		return err_set(e, FAILED, "cancelled: another package failed");
-	digest_update(&s->want, buf, len);
-	digest_update(&s->sha256, buf, len);
-	wbuf_put(s->b, buf, len);
-	while (left > 0) {
-		w = write(s->fd, p, left);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return fail_phase(e, "fetch", "writing the cache: %s", strerror(errno));
-		p += w;
-		left -= (size_t)w;
-	}
+	if (cache_put_write(&s->put, buf, len, e) < 0)
+		return fail_phase(e, "fetch", "%s", e->msg);
+	if (s->b != NULL)
+		buf_put(s->b, buf, len);
 	pthread_mutex_lock(&s->r->mu);
 	/* a package counts in the total once its response announces it,
 	 * not when it is complete (the total lagged the bytes) */
@@ -325,20 +148,21 @@ host_rule(void *arg, const struct http_url *u, struct err *e)
 }
 
 static int
-fetch_one(struct run *r, struct http_client *hc, struct job *j, struct wbuf *b, struct err *e)
+fetch_one(struct run *r, struct http_client *hc, struct job *j, struct mem *m, struct err *e)
 {
 	const struct npm_opts *o = r->o;
 	const struct npmlock_pkg *p = j->p;
-	char url[HTTP_URL_MAX], tmp[4096], idx[4096], hex[DIGEST_HEX_MAX], want[DIGEST_SRI_MAX], got[DIGEST_SRI_MAX];
+	char url[HTTP_URL_MAX], want[DIGEST_SRI_MAX], got[DIGEST_SRI_MAX];
 	struct http_request rq;
 	struct http_response *rs;
 	struct sink s;
 	struct digest dw, d256;
-	unsigned seq;
 	int rc;
 
-	wbuf_reset(b, o->fetch_only);
-	if ((rc = cache_get(o->cache, &p->digest, b, j->file, sizeof(j->file), e)) != 0) {
+	buf_reset(&m->b);
+	m->ok = 0;
+	if ((rc = cache_get(o->cache, &p->digest, o->fetch_only ? NULL : &m->b, &m->ok, j->file, sizeof(j->file),
+			    e)) != 0) {
 		if (rc > 0) {
 			struct stat cs;
 			uint64_t sz = stat(j->file, &cs) == 0 ? (uint64_t)cs.st_size : 0;
@@ -359,25 +183,14 @@ fetch_one(struct run *r, struct http_client *hc, struct job *j, struct wbuf *b, 
 	if (rc < 0 || (size_t)rc >= sizeof(url))
 		return err_set(e, "http.url", "URL too long for %s", p->path);
 
-	pthread_mutex_lock(&r->mu);
-	seq = r->seq++;
-	pthread_mutex_unlock(&r->mu);
-	snprintf(tmp, sizeof(tmp), "%s/.tmp-npm-%d-%u", o->cache, (int)getpid(), seq);
 	memset(&s, 0, sizeof(s));
-	wbuf_reset(b, o->fetch_only);
+	buf_reset(&m->b);
 	s.r = r;
-	s.b = b;
-	s.e = e;
-	s.fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-	if (s.fd < 0)
-		return fail_phase(e, "fetch", "%s: %s", tmp, strerror(errno));
-	digest_init(&s.want, p->digest.alg);
-	digest_init(&s.sha256, DIGEST_SHA256);
-
-	rs = malloc(sizeof(*rs));
-	if (rs == NULL) {
-		close(s.fd);
-		unlink(tmp);
+	s.b = o->fetch_only ? NULL : &m->b;
+	if (cache_put_open(&s.put, o->cache, p->digest.alg, e) < 0)
+		return fail_phase(e, "fetch", "%s", e->msg);
+	if ((rs = malloc(sizeof(*rs))) == NULL) {
+		cache_put_abort(&s.put);
 		return err_set(e, "internal", "out of memory");
 	}
 	http_request_init(&rq, url);
@@ -397,50 +210,23 @@ fetch_one(struct run *r, struct http_client *hc, struct job *j, struct wbuf *b, 
 	rc = http_request(hc, &rq, rs, e);
 	free(rs);
 	if (rc != 0) {
-		char m[ERR_MSG_MAX];
-		snprintf(m, sizeof(m), "%s", e->msg);
+		char msg[ERR_MSG_MAX];
+		snprintf(msg, sizeof(msg), "%s", e->msg);
 		if (e->code && strncmp(e->code, "http.", 5) == 0 && e->details[0] == '\0')
-			err_set(e, e->code, "%s@%s: %s", p->name, p->version, m);
-		close(s.fd);
-		unlink(tmp);
-		return -1;
-	}
-	digest_final(&s.want, &dw);
-	digest_final(&s.sha256, &d256);
-	b->ok = !b->over && digest_equal(&dw, &p->digest);
-	if (!digest_equal(&dw, &p->digest)) {
-		close(s.fd);
-		unlink(tmp);
-		err_set(e, "install.checksum_mismatch", "%s@%s (%s): expected %s, got %s", p->name, p->version, url,
-			digest_sri(&p->digest, want), digest_sri(&dw, got));
+			err_set(e, e->code, "%s@%s: %s", p->name, p->version, msg);
+		cache_put_abort(&s.put);
 		return -1;
 	}
 	/* No fsync: every use of a cache entry re-hashes it against the
 	 * integrity first, so an entry torn by a power cut is a miss, never an
 	 * install of wrong bytes; 300 fsyncs would cost more than the rest. */
-	if (close(s.fd) != 0) {
-		unlink(tmp);
-		return fail_phase(e, "fetch", "%s: %s", tmp, strerror(errno));
-	}
-	snprintf(j->file, sizeof(j->file), "%s/%s", o->cache, digest_hex(&d256, hex));
-	if (rename(tmp, j->file) != 0) {
-		unlink(tmp);
-		return fail_phase(e, "fetch", "%s: %s", j->file, strerror(errno));
-	}
-	/* The index is written after the entry, atomically, so a reader never
-	 * finds an index naming a half-written file. */
-	if (index_path(o->cache, &p->digest, idx, sizeof(idx)) == 0) {
-		char itmp[4200];
-		int fd;
-		snprintf(itmp, sizeof(itmp), "%s.tmp%d-%u", idx, (int)getpid(), seq);
-		fd = open(itmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-		if (fd >= 0) {
-			int okw = write(fd, hex, 64) == 64 && write(fd, "\n", 1) == 1;
-			close(fd);
-			if (!okw || rename(itmp, idx) != 0)
-				unlink(itmp);
-		}
-	}
+	rc = cache_put_commit(&s.put, &p->digest, 0, &dw, &d256, j->file, sizeof(j->file), e);
+	if (rc < 0)
+		return fail_phase(e, "fetch", "%s", e->msg);
+	if (rc == 0)
+		return err_set(e, "install.checksum_mismatch", "%s@%s (%s): expected %s, got %s", p->name, p->version,
+			       url, digest_sri(&p->digest, want), digest_sri(&dw, got));
+	m->ok = s.b != NULL && !s.b->over;
 	pthread_mutex_lock(&r->mu);
 	r->st.fetched++;
 	pthread_mutex_unlock(&r->mu);
@@ -497,16 +283,23 @@ file_tap(void *arg, const char *name, const struct stat *st, const unsigned char
 	t->o->on_file(t->o->file_arg, t->pkgpath, name, st, sha256);
 }
 
+/* The tree cache's key for a package: its integrity, extracted ARC_NPM. */
 static int
-extract_one(struct run *r, struct job *j, const struct wbuf *b, int rootfd, struct err *e)
+tree_key(const struct job *j, char key[CACHE_KEY_MAX])
+{
+	return cache_tree_key(&j->p->digest, NPM_TREE_VARIANT, key);
+}
+
+static int
+extract_one(struct run *r, struct job *j, const struct mem *m, int rootfd, struct err *e)
 {
 	struct file_tap tap = {r->o, j->p->path};
 	struct arc_opts ao;
 	struct arc_stats as;
-	struct digest got;
-	int afd = -1, dfd, rc;
+	char key[CACHE_KEY_MAX], meta[64], label[2 * NPMLOCK_NAME_MAX + 80];
+	int afd = -1, dfd, rc, kept = 0;
 
-	if (!b->ok) {
+	if (!m->ok) {
 		afd = open(j->file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 		if (afd < 0)
 			return fail_phase(e, "extract", "%s: %s", j->file, strerror(errno));
@@ -514,7 +307,7 @@ extract_one(struct run *r, struct job *j, const struct wbuf *b, int rootfd, stru
 		 * entered the cache or when it was looked up; it is ours, but
 		 * check again what the extractor will read: the cache directory
 		 * may be shared. */
-		if (!fd_matches(afd, &j->p->digest, &got) || lseek(afd, 0, SEEK_SET) != 0) {
+		if (!cache_fd_matches(afd, &j->p->digest)) {
 			close(afd);
 			return err_set(e, "install.checksum_mismatch",
 				       "%s@%s: the cache entry %s changed after verification", j->p->name, j->p->version,
@@ -534,24 +327,76 @@ extract_one(struct run *r, struct job *j, const struct wbuf *b, int rootfd, stru
 		ao.file_ctx = &tap;
 	}
 	memset(&as, 0, sizeof(as));
-	if (b->ok)
-		rc = arc_extract_mem(b->p, b->len, dfd, &ao, &as, e);
+	if (m->ok)
+		rc = arc_extract_mem(m->b.p, m->b.len, dfd, &ao, &as, e);
 	else
 		rc = arc_extract_fd(afd, dfd, &ao, &as, e);
 	if (afd >= 0)
 		close(afd);
+	/* Kept before anything else runs in the tree (the packages it holds
+	 * are extracted only once this one is done). */
+	if (rc == 0 && r->o->keep_trees && tree_key(j, key) == 0) {
+		struct stat ts;
+		uint64_t sz = m->ok ? m->b.len : stat(j->file, &ts) == 0 ? (uint64_t)ts.st_size : 0;
+		/* the tarball's size: a placed package still counts its bytes */
+		snprintf(meta, sizeof(meta), "size=%llu", (unsigned long long)sz);
+		snprintf(label, sizeof(label), "%s@%s", j->p->name, j->p->version);
+		kept = cache_tree_store(r->o->cache, key, dfd, meta, label);
+	}
 	close(dfd);
 	if (rc != 0) {
-		char m[ERR_MSG_MAX];
-		snprintf(m, sizeof(m), "%s", e->msg);
-		fail_phase(e, "extract", "%s@%s: %s", j->p->name, j->p->version, m);
+		char msg[ERR_MSG_MAX];
+		snprintf(msg, sizeof(msg), "%s", e->msg);
+		fail_phase(e, "extract", "%s@%s: %s", j->p->name, j->p->version, msg);
 		return -1;
 	}
 	pthread_mutex_lock(&r->mu);
 	r->st.extracted++;
+	r->st.kept += (size_t)kept;
 	r->st.files += as.entries;
 	pthread_mutex_unlock(&r->mu);
 	return 0;
+}
+
+/* Place the package from the tree cache: 1 placed, 0 not (extract it),
+ * -1 with e. */
+static int
+place_one(struct run *r, struct job *j, int rootfd, struct err *e)
+{
+	struct file_tap tap = {r->o, j->p->path};
+	char key[CACHE_KEY_MAX], label[2 * NPMLOCK_NAME_MAX + 80], meta[64] = "";
+	const char *base = strrchr(j->p->path, '/');
+	uint64_t files = 0;
+	int dfd, pfd, rc;
+
+	if (tree_key(j, key) != 0)
+		return 0;
+	base = base ? base + 1 : j->p->path;
+	if ((dfd = open_dir_path(rootfd, j->p->path, e)) < 0)
+		return -1;
+	/* ".." of a directory opened without following links is its parent */
+	pfd = openat(dfd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	close(dfd);
+	if (pfd < 0)
+		return fail_phase(e, "extract", "%s: %s", j->p->path, strerror(errno));
+	snprintf(label, sizeof(label), "%s@%s", j->p->name, j->p->version);
+	rc = cache_tree_place(r->o->cache, key, pfd, base, label, r->o->on_file ? file_tap : NULL, &tap, meta,
+			      sizeof(meta), &files, e);
+	close(pfd);
+	if (rc < 0) {
+		char msg[ERR_MSG_MAX];
+		snprintf(msg, sizeof(msg), "%s", e->msg);
+		return fail_phase(e, "extract", "%s: %s", label, msg);
+	}
+	if (rc > 0) {
+		pthread_mutex_lock(&r->mu);
+		r->st.placed++;
+		r->st.files += files;
+		if (strncmp(meta, "size=", 5) == 0)
+			r->st.cached_bytes += strtoull(meta + 5, NULL, 10);
+		pthread_mutex_unlock(&r->mu);
+	}
+	return rc;
 }
 
 /* ---- workers ------------------------------------------------------------ */
@@ -567,17 +412,59 @@ parent_done(const struct run *r, const struct job *j)
 	return j->parent < 0 || r->jobs[j->parent].st == P_DONE;
 }
 
+/* Wait (r->mu held) until pick's parent is done; 0, or -1 once another
+ * package failed. The parent was taken earlier (sorted order): it is done
+ * or being worked on, never waiting for us. */
+static int
+wait_parent(struct run *r, struct job *pick)
+{
+	while (!r->failed && !parent_done(r, pick))
+		pthread_cond_wait(&r->cv, &r->mu);
+	return r->failed ? -1 : 0;
+}
+
+/* One package (r->mu not held): placed from the tree cache, or fetched
+ * and extracted. */
+static int
+do_one(struct worker *w, struct job *pick, struct http_client **hc, struct mem *m, struct err *e)
+{
+	struct run *r = w->r;
+	char key[CACHE_KEY_MAX];
+	int rc, waited = 0;
+
+	if (!r->o->fetch_only && r->o->keep_trees && tree_key(pick, key) == 0 && cache_tree_has(r->o->cache, key)) {
+		pthread_mutex_lock(&r->mu);
+		pick->st = P_FETCHED;
+		rc = wait_parent(r, pick);
+		pthread_mutex_unlock(&r->mu);
+		if (rc < 0 || (rc = place_one(r, pick, w->rootfd, e)) != 0)
+			return rc < 0 ? -1 : 0;
+		waited = 1;
+	}
+	if (*hc == NULL && (*hc = http_client_new(e)) == NULL)
+		return -1;
+	if (fetch_one(r, *hc, pick, m, e) != 0)
+		return -1;
+	if (r->o->fetch_only)
+		return 0;
+	pthread_mutex_lock(&r->mu);
+	pick->st = P_FETCHED;
+	rc = waited ? 0 : wait_parent(r, pick);
+	pick->st = P_EXTRACTING;
+	pthread_mutex_unlock(&r->mu);
+	return rc < 0 ? -1 : extract_one(r, pick, m, w->rootfd, e);
+}
+
 static void *
 worker_main(void *arg)
 {
 	struct worker *w = arg;
 	struct run *r = w->r;
 	struct http_client *hc = NULL;
-	struct wbuf b;
+	struct mem m = {BUF_INIT(NPM_MEM_MAX), 0};
 	struct err e;
 
 	err_clear(&e);
-	memset(&b, 0, sizeof(b));
 	pthread_mutex_lock(&r->mu);
 	while (!r->failed && r->next < r->n) {
 		struct job *pick = &r->jobs[r->next++];
@@ -585,24 +472,8 @@ worker_main(void *arg)
 
 		pick->st = P_FETCHING;
 		pthread_mutex_unlock(&r->mu);
-		if (hc == NULL && (hc = http_client_new(&e)) == NULL)
-			rc = -1;
-		else
-			rc = fetch_one(r, hc, pick, &b, &e);
+		rc = do_one(w, pick, &hc, &m, &e);
 		pthread_mutex_lock(&r->mu);
-		if (rc == 0 && !r->o->fetch_only) {
-			/* The parent was taken earlier (sorted order): it is
-			 * done or being worked on, never waiting for us. */
-			pick->st = P_FETCHED;
-			while (!r->failed && !parent_done(r, pick))
-				pthread_cond_wait(&r->cv, &r->mu);
-			if (r->failed)
-				break;
-			pick->st = P_EXTRACTING;
-			pthread_mutex_unlock(&r->mu);
-			rc = extract_one(r, pick, &b, w->rootfd, &e);
-			pthread_mutex_lock(&r->mu);
-		}
 		if (rc != 0) {
 			if (!r->failed) {
 				r->failed = 1;
@@ -619,7 +490,7 @@ worker_main(void *arg)
 	pthread_cond_broadcast(&r->cv);
 	pthread_mutex_unlock(&r->mu);
 	http_client_free(hc);
-	free(b.p);
+	buf_free(&m.b);
 	return NULL;
 }
 
@@ -671,7 +542,6 @@ npm_install(const struct npm_opts *o, struct npm_stats *st, struct err *e)
 	struct worker w;
 	size_t i, n = 0;
 	int jobs = o->jobs > 0 ? o->jobs : NPM_JOBS_DEFAULT, started = 0, rc = 0;
-	char dir[4096];
 
 	if (jobs > NPM_JOBS_MAX)
 		jobs = NPM_JOBS_MAX;
@@ -688,11 +558,8 @@ npm_install(const struct npm_opts *o, struct npm_stats *st, struct err *e)
 		memcpy(r.reg, o->registry, l);
 		r.reg[l] = '\0';
 	}
-	snprintf(dir, sizeof(dir), "%s/npm", o->cache);
 	if (mkdir(o->cache, 0700) != 0 && errno != EEXIST)
 		return fail_phase(e, "fetch", "%s: %s", o->cache, strerror(errno));
-	if (mkdir(dir, 0700) != 0 && errno != EEXIST)
-		return fail_phase(e, "fetch", "%s: %s", dir, strerror(errno));
 
 	r.jobs = calloc(o->lock->npkgs ? o->lock->npkgs : 1, sizeof(*r.jobs));
 	if (r.jobs == NULL)

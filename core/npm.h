@@ -14,20 +14,21 @@
  * host contacted, including redirect hops, must be in `hosts` (the manifest's
  * hosts, the mirror, install.allow_hosts).
  *
- * Cache: the same content-addressed cache as tarball sources: a tarball is
- * stored as <cache>/<sha256 of its bytes>, so `fetch`, mirrors directories
- * and offline mode treat npm and tarball artifacts alike. A lockfile names
- * tarballs by their SRI integrity (sha512), not by sha256, so an index maps
- * one to the other: <cache>/npm/<alg>-<hex of the integrity digest> holds the
- * sha256 hex of the entry. Both digests are computed in the one pass that
- * downloads the file; a file enters the cache only when its integrity
- * matches. A cache hit is re-hashed against the integrity before use (the
- * index is a hint, the integrity is the proof), so a corrupted or replaced
- * cache entry is a miss, never an install of unverified bytes.
+ * Cache: core/cache.h, the one content-addressed cache of tarball sources
+ * too: a tarball is the blob <cache>/<sha256 of its bytes>, and its SRI
+ * integrity (sha512) the alias <cache>/<alg>-<hex>, so `fetch`, mirror
+ * directories and offline mode treat npm and tarball artifacts alike. Both
+ * digests are computed in the one pass that downloads the file; a file
+ * enters the cache only when its integrity matches, and a hit is re-hashed
+ * against the integrity before use. With keep_trees, each package's
+ * extracted tree is kept as a sealed tree entry keyed by its integrity, and
+ * a later install places that entry (every copied file hashed against the
+ * sealed listing) instead of reading and extracting the tarball; a damaged
+ * entry is said on stderr, discarded, and the tarball used.
  *
  * Integrity is checked before a byte reaches the extractor: a download is
- * hashed to completion into the cache first, and extraction reads the
- * verified cache file.
+ * hashed to completion into the cache (and the worker's memory) first, and
+ * extraction reads the verified bytes.
  *
  * Extraction: core/arc.h with ARC_NPM (first directory stripped whatever its
  * name, links and special files dropped, modes normalised). A package is
@@ -45,6 +46,9 @@
  * the 16 MiB budget while saturating a registry connection. */
 #define NPM_JOBS_DEFAULT 8
 #define NPM_JOBS_MAX 32
+
+/* The tree cache's variant for a package extracted ARC_NPM (cache.h). */
+#define NPM_TREE_VARIANT "npm1"
 
 /* Called from worker threads under a lock: bytes downloaded so far (all
  * packages), the total of the announced sizes known so far, packages done. */
@@ -67,6 +71,8 @@ struct npm_opts {
 	int jobs;                   /* 0 = NPM_JOBS_DEFAULT */
 	int offline;                /* cache only: a miss is install.disabled */
 	int fetch_only;             /* fill the cache, extract nothing */
+	int keep_trees;             /* place packages from the cache's extracted
+	                             * trees, and keep the trees extracted */
 	int64_t max_bytes;          /* cap per package download (0 = none); no
 	                             * total: every byte must match a pinned
 	                             * integrity, so the lockfile bounds the sum */
@@ -83,7 +89,9 @@ struct npm_stats {
 	size_t extracted;
 	uint64_t bytes;             /* downloaded bytes */
 	uint64_t cached_bytes;      /* bytes of the packages taken from the cache */
-	uint64_t files;             /* files written by extraction */
+	uint64_t files;             /* files written by extraction or placement */
+	size_t placed;              /* placed from the cache's extracted trees */
+	size_t kept;                /* extracted trees kept in the cache */
 };
 
 /*
@@ -96,16 +104,6 @@ struct npm_stats {
  * stay (they were verified).
  */
 int npm_install(const struct npm_opts *o, struct npm_stats *st, struct err *e);
-
-/* The cache path for a package's integrity, if the cache holds a verified
- * entry for it: writes <cache>/<sha256> into out and returns 1; 0 when
- * absent; -1 on error. The file is re-hashed against the integrity. */
-int npm_cache_lookup(const char *cache, const struct digest *integrity, char *out, size_t cap, struct err *e);
-
-/* The sha256 hex (65 bytes with the NUL) the cache index records for a
- * package's integrity, without re-hashing: for SBOM rows. Returns 1, or 0
- * when the index has no entry. */
-int npm_cache_sha256(const char *cache, const struct digest *integrity, char hex[DIGEST_HEX_MAX]);
 
 /* Link the root package's bins: <staging>/node_modules/.bin/<name> ->
  * ../<package>/<target> (relative symlinks), targets made executable (0755).

@@ -52,6 +52,13 @@ expect "good download" 0 "" "verified"
 check "downloaded bytes are identical" cmp -s "$W/a.bin" "$T/dl/a.bin"
 check "only the file is left" test "$(ls -A "$T/dl")" = a.bin
 rm -f "$T/dl/a.bin"
+# -o naming a device or FIFO: refused, the node left as it is (the verified
+# file replaced it by rename: as root, -o /dev/null replaced the device)
+mkfifo "$T/dl/fifo"
+run "$BIN" fetch "http://127.0.0.1:$HP/f/a.bin" --sha256 "$SHA" -o "$T/dl/fifo"
+expect "-o naming a FIFO is refused" 2 "" "usage: -o $T/dl/fifo exists and is not a regular file"
+check "... the FIFO is still a FIFO, nothing beside it" sh -c "test -p '$T/dl/fifo' && test \"\$(ls -A '$T/dl')\" = fifo"
+rm -f "$T/dl/fifo"
 
 run "$BIN" fetch "http://127.0.0.1:$HP/f/a.bin" --sha256 "$SHA" -q
 expect "stdout after verification" 0

@@ -95,7 +95,9 @@ check "no second download" test "$(gets hello-1.0.0.tgz)" -eq 1
 # prepare -v: one timing line per install, every phase of a tarball
 # source with a number of milliseconds (issue 16); none without -v
 check "no timing line without -v" sh -c "! grep -q 'timing' '$T/err'"
-prep "$T/t1v" --only hello -v --cache "$T/t1/.cache"
+cp -R "$T/t1/.cache" "$T/c1v"
+rm -rf "$T/c1v/trees" # the tarball, not its extracted tree
+prep "$T/t1v" --only hello -v --cache "$T/c1v"
 expect "prepare -v installs from the cache" 0 "hello 1.0.0: installed"
 check "prepare -v: no download (warm cache)" test "$(gets hello-1.0.0.tgz)" -eq 1
 for ph in probe download+digest extract verify.argv "tree listing" publish/sync total; do
@@ -104,6 +106,29 @@ for ph in probe download+digest extract verify.argv "tree listing" publish/sync 
 done
 check "prepare -v: exactly one timing line, no npm phase for a tarball" \
 	sh -c "test \$(grep -c 'timing hello' '$T/err') -eq 1 && ! grep -q ' npm [0-9]' '$T/err'"
+check "the extracted tree is kept in the cache, and says so" \
+	grep -q "hello 1.0.0: kept the extracted tree in $T/c1v/trees/sha256-" "$T/err"
+
+# ---- the cache's extracted trees (issue 16) -------------------------------------------
+prep "$T/t1w" --only hello -v --cache "$T/c1v"
+expect "a new tools directory: placed from the extracted tree" 0 "hello 1.0.0: installed"
+check "... and says so" grep -q "hello 1.0.0: placed [0-9]* files from the extracted tree in $T/c1v/trees/" "$T/err"
+check "... no download, no decompression: the place phase instead" sh -c \
+	"grep -q 'timing hello 1.0.0:.* place [0-9]' '$T/err' && ! grep -Eq 'timing hello.* (extract|download\+digest) [0-9]' '$T/err'"
+check "... no download" test "$(gets hello-1.0.0.tgz)" -eq 1
+check "... the same tree as an extraction" diff -r "$T/t1v/hello/1.0.0-linux-x64" "$T/t1w/hello/1.0.0-linux-x64"
+run "$BIN" verify --manifests "$M" --tools-dir "$T/t1w" hello
+expect "... and it verifies" 0 "OK hello"
+TE=$(ls -d "$T/c1v/trees/sha256-"*)
+echo tampered >>"$TE/tree/bin/hello"
+prep "$T/t1x" --only hello -v --cache "$T/c1v"
+expect "a damaged extracted tree: installed all the same" 0 "hello 1.0.0: installed"
+check "... the damage said on stderr, naming the file" grep -q "the extracted tree of hello 1.0.0 ($TE) is damaged: .*bin/hello" "$T/err"
+check "... extracted from the verified tarball instead" grep -Eq 'timing hello 1.0.0:.* extract [0-9]' "$T/err"
+check "... and the entry made again" grep -q "hello 1.0.0: kept the extracted tree in $T/c1v/trees/" "$T/err"
+check "... the installed file is the tarball's" diff "$T/t1v/hello/1.0.0-linux-x64/bin/hello" "$T/t1x/hello/1.0.0-linux-x64/bin/hello"
+run "$BIN" verify --manifests "$M" --tools-dir "$T/t1x" hello
+expect "... and it verifies" 0 "OK hello"
 
 # the fast path takes no lock and writes nothing
 if command -v strace >/dev/null 2>&1; then
@@ -304,8 +329,27 @@ for phase in download extract publish; do
 		not_ok "kill -9 during $phase" "never paused: $(cat "$T/k.err")"
 	fi
 done
+# kill -9 in the middle of placing an extracted tree: no half tree, the retry places it
+prep "$T/t4" -q --only kextract
+ABX_TEST_PAUSE=place "$BIN" prepare -q --manifests "$M" --tools-dir "$T/t4p" --cache "$T/t4/.cache" --only kextract \
+	>"$T/k.out" 2>"$T/k.err" &
+kp=$!
+if wait_for_line "$T/k.err" "paused at place" 20; then
+	check "kill -9 during place: no tree visible" test ! -e "$T/t4p/kextract/1.0.0-linux-x64"
+	check "kill -9 during place: a partial copy, under a work name only" sh -c "ls -d '$T/t4p/.staging/'*/.abx-place-* >/dev/null"
+	kill -9 $kp
+	wait $kp 2>/dev/null
+	prep "$T/t4p" --only kextract --cache "$T/t4/.cache"
+	expect "kill -9 during place: the retry succeeds" 0
+	check "... placed from the tree again (the entry was not harmed)" grep -q "kextract 1.0.0: placed" "$T/err"
+	run "$BIN" verify --manifests "$M" --tools-dir "$T/t4p" kextract
+	expect "kill -9 during place: the retried tree verifies" 0 "OK kextract"
+else
+	kill -9 $kp 2>/dev/null
+	not_ok "kill -9 during place" "never paused: $(cat "$T/k.err")"
+fi
 check "kill -9: the partial download never entered the cache under its name" sh -c \
-	"for f in '$T/t4/.cache'/*; do case \$f in */.tmp-*) ;; *) [ \"\$(sha256sum \"\$f\" | cut -c1-64)\" = \"\$(basename \"\$f\")\" ] || exit 1 ;; esac; done"
+	"for f in '$T/t4/.cache'/*; do case \$f in */.tmp-*|*/trees) ;; *) [ \"\$(sha256sum \"\$f\" | cut -c1-64)\" = \"\$(basename \"\$f\")\" ] || exit 1 ;; esac; done"
 
 # ---- staging collection --------------------------------------------------------------
 mkdir -p "$T/t5/.staging/old-abc/tree" "$T/t5/.staging/fresh-def"

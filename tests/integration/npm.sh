@@ -141,7 +141,7 @@ check "os: optional darwin package and its subtree skipped" test ! -e "$NM/darwi
 check "dev package not installed" test ! -e "$NM/devdep"
 check "no install script ran" test ! -e "$SENTINEL"
 check "tarballs in the sha256 cache" test "$(ls "$T/tools/.cache" | grep -c '^[0-9a-f]\{64\}$')" -eq 6
-check "integrity index beside them (5 packages apply)" test "$(ls "$T/tools/.cache/npm" | grep -c '^sha512-')" -eq 5
+check "integrity aliases beside them, one layout (5 packages apply)" test "$(ls "$T/tools/.cache" | grep -c '^sha512-[0-9a-f]\{128\}$')" -eq 5
 TGZ=$(grep -c 'GET /[^ ]*\.tgz' "$T/reg.log")
 CONNS=$(grep '\.tgz' "$T/reg.log" | cut -d' ' -f1 | sort -u | wc -l)
 check "one download per package (5 + node)" test "$TGZ" -eq 6
@@ -207,6 +207,22 @@ for ph in probe npm verify.argv "tree listing" publish/sync total; do
 done
 check "prepare -v: no tarball phases for npm-lock" sh -c "! grep 'timing app ' '$T/err' | grep -Eq ' (extract|download\+digest) [0-9]'"
 check "offline: no request reached the registry" test ! -s "$T/reg.log"
+check "a new tools directory: every package placed from the cache's extracted trees, and said" \
+	grep -q "app 1.0.0: 5 of 5 packages placed from the extracted trees in $T/tools/.cache/trees" "$T/err"
+check "... the same files as the extraction" diff -r "$T/tools/app/1.0.0-linux-x64" "$T/t2/app/1.0.0-linux-x64"
+run "$BIN" verify app --tools-dir "$T/t2"
+expect "... and the placed tree verifies" 0 "OK app"
+# a damaged package tree: said, discarded, that package extracted from its tarball
+cp -R "$T/tools/.cache" "$T/cd"
+DEPT=$(for d in "$T/cd/trees/"sha512-*; do grep -q '^f [0-7]* [0-9]* [0-9a-f]* index.js$' "$d/manifest" && grep -qx v1 "$d/tree/index.js" 2>/dev/null && echo "$d"; done | head -1)
+echo v666 >"$DEPT/tree/index.js"
+mkdir -m 700 "$T/t2d"
+run env ABX_TOOLS_DIR="$T/t2d" ABX_SERVER_INSTALL_MODE=offline "$BIN" prepare --only app --cache "$T/cd"
+expect "a damaged package tree: installed all the same (offline, from the tarball)" 0
+check "... the damage said on stderr" grep -q "the extracted tree of dep@1.0.0 ($DEPT) is damaged: .*index.js" "$T/err"
+check "... 4 of 5 placed, the damaged one extracted and kept again" sh -c \
+	"grep -q 'app 1.0.0: 4 of 5 packages placed' '$T/err' && grep -q 'app 1.0.0: kept the extracted trees of 1 packages' '$T/err'"
+check "... its file is the tarball's" grep -qx v1 "$T/t2d/app/1.0.0-linux-x64/node_modules/dep/index.js"
 mkdir -m 700 "$T/t3"
 run env ABX_TOOLS_DIR="$T/t3" ABX_SERVER_INSTALL_MODE=offline "$BIN" prepare --only app
 expect "offline without the cache" 3 "" "install.disabled"
@@ -229,7 +245,8 @@ expect "fetch for this platform counts what it skipped, not 'the rest cached'" 0
 	"npm packages: 5 downloaded, 0 cached, 4 not for $(uname -m | sed 's/x86_64/linux-x64/;s/aarch64/linux-arm64/')"
 run "$BIN" fetch --only app --platform all --cache "$T/fc"
 expect "fetch --platform all for an npm tool" 0
-check "every cpu's and libc's linux package is cached" test "$(ls "$T/fc/npm" | wc -l)" -eq 7
+check "every cpu's and libc's linux package is cached" test "$(ls "$T/fc" | grep -c '^sha512-')" -eq 7
+check "fetch keeps no extracted trees (nothing was extracted)" test ! -e "$T/fc/trees"
 
 # ---- large tarballs and damaged cache entries ------------------------------
 run "$BIN" prepare --only big
@@ -243,6 +260,7 @@ expect "the large tarball installs again from the cache, offline" 0
 check "and its file is intact" \
 	test "$(sha256sum <"$T/t7/big/1.0.0-linux-x64/node_modules/big/blob.bin" | cut -d' ' -f1)" = "$BIGW"
 cp -R "$T/tools/.cache" "$T/cc"
+rm -rf "$T/cc/trees" # the tarball itself is what is damaged here
 DEPSHA=$(sha256sum <"$T/reg/dep/-/dep-1.0.0.tgz" | cut -d' ' -f1)
 printf 'x' | dd of="$T/cc/$DEPSHA" bs=1 seek=20 conv=notrunc 2>/dev/null
 : >"$T/reg.log"

@@ -86,48 +86,6 @@ test_purl(void **state)
 }
 
 static void
-test_cache_lookup_verifies(void **state)
-{
-	char cache[256], p[512], got[512], hex[DIGEST_HEX_MAX];
-	struct digest d512, d256;
-	struct err e;
-
-	snprintf(cache, sizeof(cache), "%s/cache", dir);
-	mkdir(cache, 0700);
-	snprintf(p, sizeof(p), "%s/npm", cache);
-	mkdir(p, 0700);
-	digest_buf(DIGEST_SHA512, "tarball", 7, &d512);
-	digest_buf(DIGEST_SHA256, "tarball", 7, &d256);
-	/* no index: a miss */
-	assert_int_equal(npm_cache_lookup(cache, &d512, got, sizeof(got), &e), 0);
-	/* index and entry: a hit naming the sha256 file */
-	digest_hex(&d256, hex);
-	snprintf(p, sizeof(p), "cache/%s", hex);
-	put(p, "tarball");
-	{
-		char idx[512], h512[DIGEST_HEX_MAX];
-		snprintf(idx, sizeof(idx), "cache/npm/sha512-%s", digest_hex(&d512, h512));
-		put(idx, hex);
-	}
-	assert_int_equal(npm_cache_lookup(cache, &d512, got, sizeof(got), &e), 1);
-	snprintf(p, sizeof(p), "%s/%s", cache, hex);
-	assert_string_equal(got, p);
-	assert_int_equal(npm_cache_sha256(cache, &d512, got), 1);
-	assert_string_equal(got, hex);
-	/* the entry changed behind the index: a miss, never a hit */
-	snprintf(p, sizeof(p), "cache/%s", hex);
-	put(p, "tarbalL");
-	assert_int_equal(npm_cache_lookup(cache, &d512, got, sizeof(got), &e), 0);
-	/* an index that is not a hex digest is ignored */
-	{
-		char idx[512], h512[DIGEST_HEX_MAX];
-		snprintf(idx, sizeof(idx), "cache/npm/sha512-%s", digest_hex(&d512, h512));
-		put(idx, "../../../../etc/passwd................................................");
-	}
-	assert_int_equal(npm_cache_lookup(cache, &d512, got, sizeof(got), &e), 0);
-}
-
-static void
 test_link_bins(void **state)
 {
 	struct npmlock_pkg root = {.path = "node_modules/@s/t", .name = "@s/t", .version = "1.0.0"};
@@ -173,7 +131,6 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_js_entry, setup, teardown),
 		cmocka_unit_test(test_purl),
-		cmocka_unit_test_setup_teardown(test_cache_lookup_verifies, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_link_bins, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

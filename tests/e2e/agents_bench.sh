@@ -1,0 +1,69 @@
+# make e2e: cold and warm installs of the real codex, claude-code and gemini
+# from registry.npmjs.org, against `npm install -g --prefix` of the same
+# version in the same run. Ours includes node-runtime where the tool needs
+# it (gemini); npm uses the host's node. Cold: empty caches; warm: the caches
+# filled, a new tools directory (ours) or prefix (npm). The figures are
+# printed as ratios (ours / npm) in the names of the checks and on stderr
+# with the phases of ours (prepare -v), for the record; the checks are only
+# that each install succeeded and runs: no timed assertion.
+. "$TOP/tests/lib.sh"
+
+export HOME=$T/home ABX_SERVER_STATE_DIR=$T/state
+unset ABX_TOOLS_DIR ABX_MANIFESTS_DIR ABX_SERVER_INSTALL_MODE ABX_INSTALL_MIRROR ABX_INSTALL_NPM_REGISTRY ABX_TEST_PAUSE
+mkdir -p "$HOME" "$T/nobin"
+: >"$T/empty"
+: >"$T/gempty"
+
+if ! command -v npm >/dev/null 2>&1; then
+	skip "agents against npm install -g" "npm is not installed"
+	exit 0
+fi
+if [ "$(date +%N)" != "%N" ]; then now() { date +%s%3N; }; else now() { python3 -c 'import time; print("%.0f" % (time.time() * 1000))'; }; fi
+ours() { # NAME CACHE N: ms of one prepare into a new tools directory o<N>
+	n=$3
+	_a=$(now)
+	env PATH="$T/nobin" "$BIN" prepare --only "$1" --tools-dir "$T/o$n" --cache "$2" -v >"$T/out" 2>"$T/ours-$1-$n.err" ||
+		echo "ours $1 failed: $(tail -2 "$T/ours-$1-$n.err")" >>"$T/fail"
+	_b=$(now)
+	echo $((_b - _a))
+}
+npmg() { # PKG@VER CACHE N: ms of one npm install -g into a new prefix p<N>
+	n=$3
+	_a=$(now)
+	npm install -g --prefix "$T/p$n" --cache "$2" --prefer-offline --no-audit --no-fund --ignore-scripts \
+		--userconfig "$T/empty" --globalconfig "$T/gempty" --registry https://registry.npmjs.org/ "$1" \
+		>"$T/out" 2>"$T/npm-$n.err" || echo "npm $1 failed: $(tail -2 "$T/npm-$n.err")" >>"$T/fail"
+	_b=$(now)
+	echo $((_b - _a))
+}
+r() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2fx", a / b}'; }
+
+k=0
+for t in codex:@openai/codex:0.171.0:codex claude-code:@anthropic-ai/claude-code:2.1.332:claude \
+	gemini:@google/gemini-cli:0.61.0:gemini; do
+	name=${t%%:*} rest=${t#*:}
+	pkg=${rest%%:*} rest=${rest#*:}
+	ver=${rest%%:*} bin=${rest#*:}
+	: >"$T/fail"
+	# alternate, so neither side always runs on a warmer machine
+	k=$((k + 4))
+	oc=$(ours "$name" "$T/oc-$name" $k)
+	nc=$(npmg "$pkg@$ver" "$T/nc-$name" $((k + 1)))
+	ow=$(ours "$name" "$T/oc-$name" $((k + 2)))
+	nw=$(npmg "$pkg@$ver" "$T/nc-$name" $((k + 3)))
+	no=$k
+	[ -s "$T/fail" ] && cat "$T/fail" >&2
+	check "$name $ver: cold ours/npm $(r "$oc" "$nc") ($oc vs $nc ms), warm $(r "$ow" "$nw") ($ow vs $nw ms); both succeeded" \
+		test ! -s "$T/fail"
+	run env PATH="$T/nobin" "$T/o$no/bin/$bin" --version
+	expect "$name: ours runs" 0 "$ver"
+	phc=$(sed -n "s/^agent-sandbox-server: timing $name [^:]*: //p" "$T/ours-$name-$no.err")
+	phw=$(sed -n "s/^agent-sandbox-server: timing $name [^:]*: //p" "$T/ours-$name-$((no + 2)).err")
+	printf 'e2e bench: %s %s cold: ours %s ms, npm install -g %s ms, ratio %s (goal <= 0.5x)\n' \
+		"$name" "$ver" "$oc" "$nc" "$(r "$oc" "$nc")" >&2
+	printf 'e2e bench: %s %s warm: ours %s ms, npm install -g %s ms, ratio %s (goal <= 0.2x)\n' \
+		"$name" "$ver" "$ow" "$nw" "$(r "$ow" "$nw")" >&2
+	printf 'e2e bench: %s phases cold: %s\ne2e bench: %s phases warm: %s\n' "$name" "$phc" "$name" "$phw" >&2
+	printf '%s cold %s %s\n%s warm %s %s\n' "$name" "$oc" "$nc" "$name" "$ow" "$nw" >>"$T/figures"
+done
+cat "$T/figures" >&2

@@ -1,0 +1,347 @@
+#include "unit.h"
+#include "cache.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char dir[64];
+
+static void
+put(const char *rel, const char *text)
+{
+	char p[512];
+	FILE *f;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, rel);
+	f = fopen(p, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static int
+exists(const char *rel)
+{
+	char p[512];
+
+	snprintf(p, sizeof(p), "%s/%s", dir, rel);
+	return access(p, F_OK) == 0;
+}
+
+static int
+setup(void **state)
+{
+	return unit_mkdtemp(dir, sizeof(dir), "cache");
+}
+
+static int
+teardown(void **state)
+{
+	return unit_rmtree(dir);
+}
+
+static void
+test_get_verifies(void **state)
+{
+	char cache[256], p[512], got[512], hex[DIGEST_HEX_MAX], h512[DIGEST_HEX_MAX], idx[512];
+	struct digest d512, d256;
+	struct buf mem = BUF_INIT(1024);
+	struct err e;
+	int in_mem = 0;
+
+	snprintf(cache, sizeof(cache), "%s/c", dir);
+	mkdir(cache, 0700);
+	digest_buf(DIGEST_SHA512, "tarball", 7, &d512);
+	digest_buf(DIGEST_SHA256, "tarball", 7, &d256);
+	/* no alias: a miss */
+	assert_int_equal(cache_get(cache, &d512, NULL, NULL, got, sizeof(got), &e), 0);
+	/* alias and blob: a hit naming the sha256 blob, kept in memory */
+	digest_hex(&d256, hex);
+	snprintf(p, sizeof(p), "c/%s", hex);
+	put(p, "tarball");
+	snprintf(idx, sizeof(idx), "c/sha512-%s", digest_hex(&d512, h512));
+	put(idx, hex);
+	assert_int_equal(cache_get(cache, &d512, &mem, &in_mem, got, sizeof(got), &e), 1);
+	assert_int_equal(in_mem, 1);
+	assert_int_equal(mem.len, 7);
+	assert_memory_equal(mem.p, "tarball", 7);
+	snprintf(p, sizeof(p), "%s/%s", cache, hex);
+	assert_string_equal(got, p);
+	assert_int_equal(cache_sha256_of(cache, &d512, got), 1);
+	assert_string_equal(got, hex);
+	/* sha256 asked directly: the blob's own name */
+	assert_int_equal(cache_get(cache, &d256, NULL, NULL, got, sizeof(got), &e), 1);
+	/* the blob changed behind the alias: a miss, and both are removed */
+	snprintf(p, sizeof(p), "c/%s", hex);
+	put(p, "tarbalL");
+	assert_int_equal(cache_get(cache, &d512, &mem, &in_mem, got, sizeof(got), &e), 0);
+	assert_int_equal(in_mem, 0);
+	assert_false(exists(p));
+	assert_false(exists(idx));
+	/* an alias that is not a hex digest is ignored */
+	put(idx, "../../../../etc/passwd................................................");
+	assert_int_equal(cache_get(cache, &d512, NULL, NULL, got, sizeof(got), &e), 0);
+	buf_free(&mem);
+}
+
+static void
+test_put_commit(void **state)
+{
+	char cache[256], out[512], hex[DIGEST_HEX_MAX], h512[DIGEST_HEX_MAX], p[512];
+	struct digest want, got, sha;
+	struct cache_put cp;
+	struct err e;
+
+	snprintf(cache, sizeof(cache), "%s/c", dir);
+	mkdir(cache, 0700);
+	digest_buf(DIGEST_SHA512, "hello world", 11, &want);
+	assert_int_equal(cache_put_open(&cp, cache, DIGEST_SHA512, &e), 0);
+	assert_int_equal(cache_put_write(&cp, "hello ", 6, &e), 0);
+	assert_int_equal(cache_put_write(&cp, "world", 5, &e), 0);
+	assert_int_equal(cache_put_commit(&cp, &want, 0, &got, &sha, out, sizeof(out), &e), 1);
+	assert_true(digest_equal(&want, &got));
+	digest_hex(&sha, hex);
+	snprintf(p, sizeof(p), "%s/%s", cache, hex);
+	assert_string_equal(out, p);
+	/* the alias names the blob */
+	assert_int_equal(cache_sha256_of(cache, &want, p), 1);
+	assert_string_equal(p, hex);
+	/* a mismatch leaves nothing, not even the temporary file */
+	assert_int_equal(cache_put_open(&cp, cache, DIGEST_SHA512, &e), 0);
+	assert_int_equal(cache_put_write(&cp, "hello World", 11, &e), 0);
+	assert_int_equal(cache_put_commit(&cp, &want, 0, &got, &sha, out, sizeof(out), &e), 0);
+	assert_false(digest_equal(&want, &got));
+	snprintf(p, sizeof(p), "c/sha512-%s", digest_hex(&want, h512));
+	assert_true(exists(p));
+	{
+		char cmd[600];
+		snprintf(cmd, sizeof(cmd), "test $(ls -A %s | wc -l) -eq 2", cache);
+		assert_int_equal(system(cmd), 0);
+	}
+}
+
+/* ---- extracted trees ---------------------------------------------------- */
+
+struct tap {
+	int n;
+	char first[64];
+};
+
+static void
+tap(void *arg, const char *name, const struct stat *st, const unsigned char sha[32])
+{
+	struct tap *t = arg;
+
+	if (t->n++ == 0)
+		snprintf(t->first, sizeof(t->first), "%s", name);
+}
+
+static char key[CACHE_KEY_MAX];
+
+/* A source tree with a file, a nested executable, a link and an empty
+ * directory, kept as an entry; returns the cache path. */
+static void
+make_entry(char *cache, size_t cap)
+{
+	char src[256];
+	struct digest d;
+	int fd;
+
+	snprintf(cache, cap, "%s/c", dir);
+	mkdir(cache, 0700);
+	snprintf(src, sizeof(src), "%s/src", dir);
+	mkdir(src, 0755);
+	put("src/a.txt", "alpha\n");
+	mkdir((snprintf(src, sizeof(src), "%s/src/bin", dir), src), 0755);
+	put("src/bin/tool", "#!/bin/sh\necho hi\n");
+	snprintf(src, sizeof(src), "%s/src/bin/tool", dir);
+	chmod(src, 0755);
+	snprintf(src, sizeof(src), "%s/src/link", dir);
+	assert_int_equal(symlink("bin/tool", src), 0);
+	mkdir((snprintf(src, sizeof(src), "%s/src/empty", dir), src), 0750);
+	digest_buf(DIGEST_SHA256, "artifact", 8, &d);
+	assert_int_equal(cache_tree_key(&d, "t1", key), 0);
+	snprintf(src, sizeof(src), "%s/src", dir);
+	fd = open(src, O_RDONLY | O_DIRECTORY);
+	assert_true(fd >= 0);
+	assert_int_equal(cache_tree_store(cache, key, fd, "size=8", "test"), 1);
+	close(fd);
+}
+
+/* Place the entry as <dir>/dst/tree: the result of cache_tree_place. */
+static int
+place(const char *cache, struct tap *t, char *meta, size_t mcap)
+{
+	char dst[256];
+	struct err e;
+	int fd, rc;
+
+	snprintf(dst, sizeof(dst), "%s/dst", dir);
+	mkdir(dst, 0700);
+	fd = open(dst, O_RDONLY | O_DIRECTORY);
+	assert_true(fd >= 0);
+	rc = cache_tree_place(cache, key, fd, "tree", "test", tap, t, meta, mcap, NULL, &e);
+	close(fd);
+	return rc;
+}
+
+static void
+test_tree_place(void **state)
+{
+	char cache[256], meta[64], p[512], buf[64];
+	struct tap t = {0};
+	struct stat st;
+	ssize_t n;
+
+	make_entry(cache, sizeof(cache));
+	assert_int_equal(cache_tree_has(cache, key), 1);
+	snprintf(p, sizeof(p), "trees/%s/manifest", key);
+	snprintf(p, sizeof(p), "c/trees/%s/manifest", key);
+	assert_true(exists(p));
+	assert_int_equal(place(cache, &t, meta, sizeof(meta)), 1);
+	assert_string_equal(meta, "size=8");
+	assert_int_equal(t.n, 2); /* a.txt and bin/tool */
+	assert_string_equal(t.first, "a.txt");
+	snprintf(p, sizeof(p), "%s/dst/tree/bin/tool", dir);
+	assert_int_equal(stat(p, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0755);
+	snprintf(p, sizeof(p), "%s/dst/tree/link", dir);
+	n = readlink(p, buf, sizeof(buf) - 1);
+	assert_int_equal(n, 8);
+	assert_memory_equal(buf, "bin/tool", 8);
+	snprintf(p, sizeof(p), "%s/dst/tree/empty", dir);
+	assert_int_equal(stat(p, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0750);
+	/* nothing else under the parent: the work directory took its name */
+	assert_int_equal(system((snprintf(p, sizeof(p), "test \"$(ls -A %s/dst)\" = tree", dir), p)), 0);
+	/* the entry stays for the next one */
+	assert_int_equal(cache_tree_has(cache, key), 1);
+}
+
+/* Damage the entry with cmd (run in its directory), then place: a miss,
+ * the entry gone, nothing left under dst. */
+static void
+damaged(const char *cmd)
+{
+	char cache[256], c[1024];
+	struct tap t = {0};
+
+	make_entry(cache, sizeof(cache));
+	snprintf(c, sizeof(c), "cd %s/trees/%s && %s", cache, key, cmd);
+	assert_int_equal(system(c), 0);
+	assert_int_equal(place(cache, &t, NULL, 0), 0);
+	assert_int_equal(cache_tree_has(cache, key), 0);
+	snprintf(c, sizeof(c), "test -z \"$(ls -A %s/dst)\"", dir);
+	assert_int_equal(system(c), 0);
+	/* and it can be kept again */
+	snprintf(c, sizeof(c), "rm -rf %s/src %s/dst", dir, dir);
+	assert_int_equal(system(c), 0);
+	make_entry(cache, sizeof(cache));
+	assert_int_equal(place(cache, &t, NULL, 0), 1);
+}
+
+static void
+test_tree_file_changed(void **state)
+{
+	damaged("printf 'alphA\\n' >tree/a.txt");
+}
+
+static void
+test_tree_file_missing(void **state)
+{
+	damaged("rm tree/bin/tool");
+}
+
+static void
+test_tree_extra_file(void **state)
+{
+	damaged("echo x >tree/bin/extra");
+}
+
+static void
+test_tree_mode_changed(void **state)
+{
+	damaged("chmod 0777 tree/bin/tool");
+}
+
+static void
+test_tree_link_changed(void **state)
+{
+	damaged("rm tree/link && ln -s /etc/passwd tree/link");
+}
+
+static void
+test_tree_manifest_tampered(void **state)
+{
+	/* the listing edited to agree with a changed file: the seal breaks */
+	damaged("printf 'alphA\\n' >tree/a.txt && h=$(sha256sum <tree/a.txt | cut -c1-64) && "
+		"sed -i \"s/^f 0644 6 [0-9a-f]* a.txt$/f 0644 6 $h a.txt/\" manifest");
+}
+
+static void
+test_tree_partial_entry(void **state)
+{
+	/* a kill before the manifest was written (an entry never gets its name
+	 * so; a copy made by hand could) */
+	damaged("rm manifest");
+}
+
+static void
+test_tree_other_key(void **state)
+{
+	/* an entry made with another cache's key is not trusted */
+	damaged("cd .. && rm .key && cat /dev/urandom | head -c 32 | od -An -tx1 | tr -d ' \\n' >.key && echo >>.key "
+		"&& chmod 600 .key");
+}
+
+static void
+test_tree_renamed_entry(void **state)
+{
+	char cache[256], c[1024], other[CACHE_KEY_MAX];
+	struct digest d;
+	struct tap t = {0};
+
+	/* an entry moved under another artifact's key: its header names the
+	 * first artifact */
+	make_entry(cache, sizeof(cache));
+	digest_buf(DIGEST_SHA256, "other", 5, &d);
+	assert_int_equal(cache_tree_key(&d, "t1", other), 0);
+	snprintf(c, sizeof(c), "mv %s/trees/%s %s/trees/%s", cache, key, cache, other);
+	assert_int_equal(system(c), 0);
+	snprintf(key, sizeof(key), "%s", other);
+	assert_int_equal(place(cache, &t, NULL, 0), 0);
+	assert_int_equal(cache_tree_has(cache, key), 0);
+}
+
+static void
+test_tree_key_rejects(void **state)
+{
+	struct digest d;
+	char k[CACHE_KEY_MAX];
+
+	digest_buf(DIGEST_SHA256, "x", 1, &d);
+	assert_int_equal(cache_tree_key(&d, "a/b", k), -1);
+	assert_int_equal(cache_tree_key(&d, "a b", k), -1);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_get_verifies, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_put_commit, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tree_place, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tree_file_changed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tree_file_missing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tree_extra_file, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tree_mode_changed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tree_link_changed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tree_manifest_tampered, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tree_partial_entry, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tree_other_key, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tree_renamed_entry, setup, teardown),
+		cmocka_unit_test(test_tree_key_rejects),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
