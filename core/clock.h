@@ -1,16 +1,26 @@
 #ifndef ABX_CLOCK_H
 #define ABX_CLOCK_H
 /*
- * The monotonic clock (CLOCK_MONOTONIC): the one reader for deadlines,
- * timeouts, waits and durations. It never goes back and does not follow
- * changes of the wall clock.
+ * The clocks, read here only. The monotonic clock (CLOCK_MONOTONIC) is for
+ * deadlines, timeouts, waits and durations: it never goes back and does not
+ * follow changes of the wall clock. The wall clock (CLOCK_REALTIME) is for
+ * timestamps people read and for pthread_cond_timedwait, whose deadline is
+ * on it.
  */
 #include <stdint.h>
+#include <time.h>
 
 /* Milliseconds on the monotonic clock. */
 int64_t clock_ms(void);
 
 /* Microseconds on the monotonic clock. */
 int64_t clock_us(void);
+
+/* Milliseconds since the epoch on the wall clock. */
+int64_t clock_wall_ms(void);
+
+/* The wall-clock time ms milliseconds from now, as pthread_cond_timedwait
+ * takes it. */
+void clock_wall_after(int ms, struct timespec *ts);
 
 #endif

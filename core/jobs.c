@@ -3,6 +3,7 @@
  * request that needs the tool meanwhile.
  */
 #include "jobs.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -215,13 +216,7 @@ wait_job(struct jobs *J, struct job *j, int wait_ms, struct job_view *v, struct 
 	char id[JOB_ID_MAX];
 
 	memcpy(id, j->v.id, sizeof(id));
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += wait_ms / 1000;
-	until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
+	clock_wall_after(wait_ms, &until);
 	/* The slot is never reused while its job runs, and a finished job's
 	 * slot only after a newer job took every free one: check the id. */
 	while (j->v.status == JOB_PENDING && wait_ms > 0)

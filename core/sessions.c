@@ -47,16 +47,6 @@ status_parse(const char *s, enum session_status *out)
 }
 
 /* (sessions_int.h) */
-int64_t
-sessions_real_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* (sessions_int.h) */
 void
 sessions_fmt_time(int64_t ms, char *buf, size_t cap)
 {
@@ -234,7 +224,7 @@ sessions_create(struct sessions *S, const struct session_spec *sp, struct sessio
 	snprintf(s->v.agent, sizeof(s->v.agent), "%s", sp->agent);
 	snprintf(s->v.principal, sizeof(s->v.principal), "%s", sp->principal != NULL ? sp->principal : "");
 	snprintf(s->op, sizeof(s->op), "%s", sp->op != NULL ? sp->op : "");
-	s->created_ms = sessions_real_ms();
+	s->created_ms = clock_wall_ms();
 	sessions_fmt_time(s->created_ms, s->v.created_at, sizeof(s->v.created_at));
 	s->v.status = SESSION_IN_PROGRESS;
 	if (sp->job != NULL && sp->entry[0] == '\0')
@@ -621,7 +611,7 @@ replay_one(struct sessions *S, const char *path, int *interrupted)
 		}
 		sessions_emit(s, "agent.session.interrupted", "\"reason\":\"the server stopped while the session ran\"",
 		     SESSION_INTERRUPTED, 0, 0);
-		sessions_fmt_time(sessions_real_ms(), s->v.ended_at, sizeof(s->v.ended_at));
+		sessions_fmt_time(clock_wall_ms(), s->v.ended_at, sizeof(s->v.ended_at));
 		(*interrupted)++;
 	}
 	s->used = 1;

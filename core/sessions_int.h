@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include "buf.h"
+#include "clock.h"
 #include "json.h"
 #include "proc.h"
 
@@ -88,8 +89,6 @@ struct sessions {
 	struct slot slot[SESSIONS_KEEP];
 };
 
-/* Realtime milliseconds (timestamps of events and views, eviction order). */
-int64_t sessions_real_ms(void);
 /* RFC 3339 UTC with milliseconds. */
 void sessions_fmt_time(int64_t ms, char *buf, size_t cap);
 

@@ -194,7 +194,7 @@ sessions_emit(struct slot *s, const char *type, const char *extra, int status, i
 	if (line == NULL)
 		return;
 	/* Lines come in bursts: format the time once per millisecond. */
-	now = sessions_real_ms();
+	now = clock_wall_ms();
 	if (now != s->tms) {
 		sessions_fmt_time(now, s->tstr, sizeof(s->tstr));
 		s->tms = now;
@@ -318,7 +318,7 @@ emit_output_fast(struct slot *s, int i, const char *data, size_t n, int partial,
 	int64_t now;
 
 	if (!s->tfixed) {
-		now = sessions_real_ms();
+		now = clock_wall_ms();
 		if (now != s->tms) {
 			sessions_fmt_time(now, s->tstr, sizeof(s->tstr));
 			s->tms = now;
@@ -451,7 +451,7 @@ sessions_on_output(void *arg, enum proc_stream st, const char *data, size_t len)
 	/* Formatted without the lock (see stage_commit). */
 	s->staging = 1;
 	/* Every line of one read is stamped with the time it was read. */
-	now = sessions_real_ms();
+	now = clock_wall_ms();
 	if (now != s->tms) {
 		sessions_fmt_time(now, s->tstr, sizeof(s->tstr));
 		s->tms = now;
@@ -618,13 +618,7 @@ sessions_wait(struct sessions *S, const char *id, uint32_t after, int wait_ms)
 	struct slot *s;
 	int rc;
 
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += wait_ms / 1000;
-	until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
+	clock_wall_after(wait_ms, &until);
 	pthread_mutex_lock(&S->mu);
 	s = sessions_find(S, NULL, id);
 	if (s == NULL) {
