@@ -38,6 +38,7 @@
 #include "clock.h"
 #include "digest.h"
 #include "fs.h"
+#include "hostrule.h"
 #include "http.h"
 #include "json.h"
 #include "launch.h"
@@ -1525,32 +1526,6 @@ dl_sink(void *arg, const void *buf, size_t len, struct err *e)
 	return 0;
 }
 
-struct host_rule {
-	const manifest_t *m;
-	struct install_settings *set;
-	char extra[HTTP_HOST_MAX];   /* a mirror's own host */
-};
-
-static int
-host_ok(void *arg, const struct http_url *u, struct err *e)
-{
-	struct host_rule *h = arg;
-	const char *ah[TOOLS_ALLOW_HOSTS_MAX];
-	int i;
-
-	if (!u->https)
-		return err_set(e, "http.redirect", "%s: only https is allowed", u->host);
-	if (manifest_host_allowed_m(h->m, u->host, u->port))
-		return 0;
-	if (h->extra[0] && strcasecmp(h->extra, u->host) == 0)
-		return 0;
-	for (i = 0; i < h->set->nallow_hosts; i++)
-		ah[i] = h->set->allow_hosts[i];
-	if (manifest_host_allowed(ah, h->set->nallow_hosts, u->host, u->port))
-		return 0;
-	return err_set(e, "http.redirect", "%s is not in the manifest's hosts nor install.allow_hosts", u->host);
-}
-
 /* Is <dir>/<sha> a file whose content hashes to sha? 1 yes, 0 no (a
  * mismatching file in a writable cache is removed). */
 static int
@@ -1686,15 +1661,25 @@ download(struct install_ctx *c, const manifest_t *m, const char *url, const char
 {
 	struct http_request rq;
 	struct http_response rs;
-	struct host_rule hr = {m, c->set, ""};
+	struct hostrule hr;
+	const char *mh[MANIFEST_MAX_HOSTS], *ah[TOOLS_ALLOW_HOSTS_MAX], *xh[1] = {extra_host};
 	struct dl d;
 	struct digest dg;
 	char tmp[PATH_MAX], hex[DIGEST_HEX_MAX], rnd[17];
 	int64_t remaining;
+	int i;
 
 	if (c->http == NULL && (c->http = http_client_new(e)) == NULL)
 		return -1;
-	snprintf(hr.extra, sizeof(hr.extra), "%s", extra_host ? extra_host : "");
+	/* the manifest's hosts, the mirror's own, install.allow_hosts */
+	hostrule_init(&hr, 1, "the manifest's hosts nor install.allow_hosts");
+	for (i = 0; i < m->nhosts; i++)
+		mh[i] = m->hosts[i];
+	for (i = 0; i < c->set->nallow_hosts; i++)
+		ah[i] = c->set->allow_hosts[i];
+	hostrule_add(&hr, mh, m->nhosts);
+	hostrule_add(&hr, xh, extra_host != NULL && extra_host[0] ? 1 : 0);
+	hostrule_add(&hr, ah, c->set->nallow_hosts);
 	fs_rand_hex(rnd, 8);
 	if ((size_t)snprintf(tmp, sizeof(tmp), "%s/.tmp-%s-%s", dir, want_sha[0] ? want_sha : "unpinned", rnd) >=
 	    sizeof(tmp))
@@ -1706,7 +1691,7 @@ download(struct install_ctx *c, const manifest_t *m, const char *url, const char
 	digest_init(&d.d, DIGEST_SHA256);
 	d.ps = ps;
 	http_request_init(&rq, url);
-	rq.host_ok = host_ok;
+	rq.host_ok = hostrule_check;
 	rq.host_arg = &hr;
 	rq.sink = dl_sink;
 	rq.sink_arg = &d;
