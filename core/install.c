@@ -42,8 +42,10 @@
 #include "http.h"
 #include "json.h"
 #include "launch.h"
+#include "net.h"
 #include "npm.h"
 #include "npmlock.h"
+#include "proc.h"
 
 #ifndef ABX_VERSION
 #define ABX_VERSION "0.0.0-dev"
@@ -1094,82 +1096,24 @@ install_run(char *const argv[], const char *path, const char *home, int timeout_
 {
 	char envp_path[4200], envp_home[PATH_MAX + 8];
 	char *envp[] = {envp_path, envp_home, "LANG=C", "LC_ALL=C", NULL};
-	int pfd[2], status = 0, nul;
-	size_t len = 0;
-	int64_t deadline = clock_ms() + (int64_t)timeout_s * 1000;
-	pid_t pid;
+	struct proc_spec s = {.argv = argv, .envp = envp, .cwd = home, .timeout_ms = timeout_s * 1000,
+			      .kill_grace_ms = INSTALL_RUN_GRACE_MS};
+	struct proc_capture pc = {.out = cap ? out : NULL, .out_room = cap, .cap = cap ? cap - 1 : 0, .merge = 1};
+	struct proc p;
 
 	snprintf(envp_path, sizeof(envp_path), "PATH=%s", path);
 	snprintf(envp_home, sizeof(envp_home), "HOME=%s", home);
 	if (cap)
 		out[0] = '\0';
-	if (pipe2(pfd, O_CLOEXEC) < 0)
-		return err_set(e, "io.error", "pipe: %s", strerror(errno));
-	pid = fork();
-	if (pid < 0) {
-		close(pfd[0]);
-		close(pfd[1]);
-		return err_set(e, "io.error", "fork: %s", strerror(errno));
+	if (proc_run(&p, &s, &pc, e) < 0) {
+		/* as a shell answers a program it cannot start */
+		if (cap)
+			snprintf(out, cap, "%s\n", e->msg);
+		return 127;
 	}
-	if (pid == 0) {
-		setpgid(0, 0);
-		nul = open("/dev/null", O_RDONLY);
-		if (nul >= 0)
-			dup2(nul, 0);
-		dup2(pfd[1], 1);
-		dup2(pfd[1], 2);
-		if (chdir(home) != 0) {
-			/* stay where we are */
-		}
-		execve(argv[0], argv, envp);
-		dprintf(2, "cannot run %s: %s\n", argv[0], strerror(errno));
-		_exit(127);
-	}
-	setpgid(pid, pid);
-	close(pfd[1]);
-	for (;;) {
-		struct pollfd pf = {pfd[0], POLLIN, 0};
-		int64_t left = deadline - clock_ms();
-		char sink[4096];
-		ssize_t n;
-
-		if (left <= 0) {
-			kill(-pid, SIGKILL);
-			kill(pid, SIGKILL);
-			break;
-		}
-		if (poll(&pf, 1, (int)(left > 1000 ? 1000 : left)) <= 0)
-			continue;
-		if (len + 1 < cap)
-			n = read(pfd[0], out + len, cap - 1 - len);
-		else
-			n = read(pfd[0], sink, sizeof(sink));
-		if (n <= 0)
-			break;
-		if (len + 1 < cap)
-			len += (size_t)n;
-	}
-	if (cap)
-		out[len < cap ? len : cap - 1] = '\0';
-	close(pfd[0]);
-	/* the output closed: wait for the exit, bounded by the deadline */
-	for (;;) {
-		pid_t w = waitpid(pid, &status, WNOHANG);
-		if (w == pid)
-			break;
-		if (w < 0 && errno != EINTR)
-			return err_set(e, "io.error", "waitpid: %s", strerror(errno));
-		if (clock_ms() >= deadline) {
-			kill(-pid, SIGKILL);
-			kill(pid, SIGKILL);
-			waitpid(pid, &status, 0);
-			return 128 + SIGKILL;
-		}
-		sleep_ms(5);
-	}
-	if (WIFSIGNALED(status))
-		return 128 + WTERMSIG(status);
-	return WEXITSTATUS(status);
+	if (p.timed_out)
+		return 128 + SIGKILL;
+	return proc_exit_code(&p);
 }
 
 /* ---- probes ------------------------------------------------------------- */
@@ -1193,40 +1137,17 @@ exec_probe(struct install_ctx *c, const char *staging_root, struct err *e)
 	return c->exec_probe_rc;
 }
 
-/* TCP connect to host:port within INSTALL_PROBE_CONNECT_MS. */
+/* TCP connect to host:port within INSTALL_PROBE_CONNECT_MS: 0 or -1. */
 static int
 tcp_probe(const char *host, int port)
 {
-	struct addrinfo hints, *res = NULL, *ai;
-	char ps[16];
-	int ok = -1;
+	struct err e;
+	int fd = net_connect(host, port, INSTALL_PROBE_CONNECT_MS, clock_ms() + INSTALL_PROBE_CONNECT_MS, &e);
 
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_socktype = SOCK_STREAM;
-	snprintf(ps, sizeof(ps), "%d", port);
-	if (getaddrinfo(host, ps, &hints, &res) != 0)
+	if (fd < 0)
 		return -1;
-	for (ai = res; ai != NULL && ok < 0; ai = ai->ai_next) {
-		int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-		struct pollfd pf;
-		int soerr = 0;
-		socklen_t sl = sizeof(soerr);
-
-		if (fd < 0)
-			continue;
-		if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
-			ok = 0;
-		} else if (errno == EINPROGRESS) {
-			pf.fd = fd;
-			pf.events = POLLOUT;
-			if (poll(&pf, 1, INSTALL_PROBE_CONNECT_MS) == 1 &&
-			    getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 && soerr == 0)
-				ok = 0;
-		}
-		close(fd);
-	}
-	freeaddrinfo(res);
-	return ok;
+	close(fd);
+	return 0;
 }
 
 /* Network probe results, per process (seed 000 §6 step 0b: "once per
@@ -1935,11 +1856,6 @@ run_verify(struct install_ctx *c, const manifest_t *m, const char *entry, const 
 	}
 	st = install_run(argv, path, home, m->verify.timeout, out, INSTALL_VERIFY_OUT_MAX, e);
 	free(words);
-	if (st < 0) {
-		free(out);
-		details_phase(e, "verify");
-		return -1;
-	}
 	if (st != 0 || (m->verify.expect[0] && strstr(out, m->verify.expect) == NULL)) {
 		char *nl;
 		for (nl = out; *nl; nl++)

@@ -426,12 +426,14 @@ void install_proof_cache_clear(void);
 int install_probe_version(const manifest_t *m, const char *bin, char *ver, size_t cap);
 
 /*
- * Run argv (already substituted) with a scrubbed environment (PATH = path,
- * HOME = home, LANG = C), stdin /dev/null, stdout+stderr captured into out
- * (cap bytes, NUL-terminated), killed after timeout_s. Returns the exit
- * status (0..255), 128+signal when killed, or -1 when it could not run
- * (e set).
+ * Run argv (already substituted; core/proc.h) with a scrubbed environment
+ * (PATH = path, HOME = home, LANG = C) in home, stdin /dev/null, stdout and
+ * stderr captured together into out (cap bytes, NUL-terminated), killed at
+ * timeout_s (SIGTERM, SIGKILL INSTALL_RUN_GRACE_MS later). Returns the exit
+ * status (0..255), 128+signal when a signal ended it, 128+SIGKILL when the
+ * deadline did, 127 when it could not start (e set, its message in out).
  */
+#define INSTALL_RUN_GRACE_MS 500
 int install_run(char *const argv[], const char *path, const char *home, int timeout_s, char *out, size_t cap,
 		struct err *e);
 

@@ -319,9 +319,10 @@ void
 proc_capture_sink(void *arg, enum proc_stream s, const char *data, size_t len)
 {
 	struct proc_capture *c = arg;
-	char **buf = s == PROC_STDOUT ? &c->out : &c->err;
-	size_t *room = s == PROC_STDOUT ? &c->out_room : &c->err_room;
-	size_t *have = s == PROC_STDOUT ? &c->out_len : &c->err_len;
+	int o = s == PROC_STDOUT || c->merge;
+	char **buf = o ? &c->out : &c->err;
+	size_t *room = o ? &c->out_room : &c->err_room;
+	size_t *have = o ? &c->out_len : &c->err_len;
 	uint64_t *total = s == PROC_STDOUT ? &c->out_total : &c->err_total;
 	size_t keep = c->cap - *have;
 

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "digest.h"
+#include "clock.h"
 #include "install.h"
 
 static char dir[64];
@@ -523,6 +524,15 @@ test_run_scrubbed_and_bounded(void **state)
 	assert_non_null(strstr(out, "err\n"));
 	assert_int_equal(install_run(slow, "/usr/bin:/bin", dir, 1, out, sizeof(out), &e), 128 + 9);
 	assert_int_equal(install_run(none, "/usr/bin:/bin", dir, 5, out, sizeof(out), &e), 127);
+	assert_non_null(strstr(out, "/nonexistent/x"));
+	{
+		/* the deadline ends the whole group, a child that ignores
+		 * SIGTERM too, promptly */
+		char *stubborn[] = {"/bin/sh", "-c", "trap '' TERM; sleep 30 & sleep 30", NULL};
+		int64_t t0 = clock_ms();
+		assert_int_equal(install_run(stubborn, "/usr/bin:/bin", dir, 1, out, sizeof(out), &e), 128 + 9);
+		assert_true(clock_ms() - t0 < 1000 + INSTALL_RUN_GRACE_MS + 1500);
+	}
 	/* a tiny buffer is filled and terminated, never overrun */
 	assert_int_equal(install_run(sh, "/usr/bin:/bin", dir, 5, out, 3, &e), 3);
 	assert_int_equal(strlen(out), 2);

@@ -327,6 +327,30 @@ test_stream_steps(void **st)
 	proc_close(&p);
 }
 
+/* merge: stderr lands in out, in the order written, within one cap; the
+ * counts still say which stream carried what. */
+static void
+test_capture_merged(void **st)
+{
+	struct proc_capture c = {0};
+	struct proc p;
+
+	c.merge = 1;
+	assert_int_equal(run_sh("echo one; sleep 0.05; echo two >&2; sleep 0.05; echo three", 5000, 64, &p, &c), 0);
+	assert_string_equal(c.out, "one\ntwo\nthree\n");
+	assert_int_equal(c.out_len, 14);
+	assert_int_equal(c.err_len, 0);
+	assert_int_equal(c.out_total, 10);
+	assert_int_equal(c.err_total, 4);
+	cap_free(&c);
+	memset(&c, 0, sizeof(c));
+	c.merge = 1;
+	assert_int_equal(run_sh("echo 123456 >&2; echo 789", 5000, 8, &p, &c), 0);
+	assert_string_equal(c.out, "123456\n7");
+	assert_true(c.truncated);
+	cap_free(&c);
+}
+
 int
 main(void)
 {
@@ -343,6 +367,7 @@ main(void)
 	    cmocka_unit_test(test_leader_exit_kills_stragglers),
 	    cmocka_unit_test(test_own_session),
 	    cmocka_unit_test(test_stream_steps),
+	    cmocka_unit_test(test_capture_merged),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
