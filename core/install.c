@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "arc.h"
+#include "buf.h"
 #include "clock.h"
 #include "digest.h"
 #include "fs.h"
@@ -435,7 +436,6 @@ install_marker_read(const char *dir, const char *name, struct install_marker *mk
 	copy_str(doc.root, "tree", mk->tree, sizeof(mk->tree));
 	copy_str(doc.root, "manifest_sha256", mk->manifest_sha256, sizeof(mk->manifest_sha256));
 	copy_str(doc.root, "tree_sha256", mk->tree_sha256, sizeof(mk->tree_sha256));
-	copy_str(doc.root, "stat_proof", mk->stat_proof, sizeof(mk->stat_proof));
 	copy_str(doc.root, "proof_sha256", mk->proof_sha256, sizeof(mk->proof_sha256));
 	copy_str(doc.root, "installed_at", mk->installed_at, sizeof(mk->installed_at));
 	if ((v = json_get(doc.root, "files")) && v->type == JSON_NUMBER)
@@ -454,11 +454,9 @@ install_marker_read(const char *dir, const char *name, struct install_marker *mk
 /* ---- tree listings --------------------------------------------------------- */
 
 struct tlist {
-	char *buf;
-	size_t len, cap;
+	struct buf b;
 	uint64_t files, bytes;
-	struct err *e;
-	unsigned char *io;      /* read buffer */
+	unsigned char *io;                 /* read buffer, TREE_IO bytes */
 	const struct install_known *known; /* digests taken at extraction */
 };
 
@@ -467,180 +465,98 @@ struct tlist {
 #define TREE_IO 131072
 
 static int
-tl_put(struct tlist *t, const char *s, size_t n)
+tl_put(struct tlist *t, const char *s, size_t n, struct err *e)
 {
-	if (t->len + n + 1 > t->cap) {
-		size_t nc = t->cap ? t->cap * 2 : 65536;
-		char *nb;
-		while (nc < t->len + n + 1)
-			nc *= 2;
-		if (nc > TREE_LIST_MAX)
-			return err_set(t->e, "install.failed", "tree listing larger than %u bytes", TREE_LIST_MAX);
-		if ((nb = realloc(t->buf, nc)) == NULL)
-			return err_set(t->e, "internal", "out of memory");
-		t->buf = nb;
-		t->cap = nc;
+	if (buf_put(&t->b, s, n) == 0)
+		return 0;
+	if (n > t->b.max - t->b.len)
+		return err_set(e, "install.failed", "tree listing larger than %u bytes", TREE_LIST_MAX);
+	return err_set(e, "internal", "out of memory");
+}
+
+/* head, then rel with '\\' and newlines escaped, then '\n' */
+static int
+tl_line(struct tlist *t, const char *head, const char *rel, struct err *e)
+{
+	const char *p, *run;
+
+	if (tl_put(t, head, strlen(head), e) < 0)
+		return -1;
+	for (run = p = rel;; p++) {
+		if (*p != '\\' && *p != '\n' && *p != '\0')
+			continue;
+		if (tl_put(t, run, (size_t)(p - run), e) < 0)
+			return -1;
+		if (*p == '\0')
+			break;
+		if (tl_put(t, *p == '\\' ? "\\\\" : "\\n", 2, e) < 0)
+			return -1;
+		run = p + 1;
 	}
-	memcpy(t->buf + t->len, s, n);
-	t->len += n;
-	t->buf[t->len] = '\0';
+	return tl_put(t, "\n", 1, e);
+}
+
+/* The sha256 and size of regular file name in dfd, read through t->io. */
+static int
+tl_hash(struct tlist *t, int dfd, const char *name, const char *rel, struct digest *dg, uint64_t *size,
+	struct err *e)
+{
+	struct digest_ctx dc;
+	int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	ssize_t r;
+
+	if (fd < 0)
+		return err_set(e, "io.error", "%s: %s", rel, strerror(errno));
+	*size = 0;
+	digest_init(&dc, DIGEST_SHA256);
+	while ((r = read(fd, t->io, TREE_IO)) > 0) {
+		digest_update(&dc, t->io, (size_t)r);
+		*size += (uint64_t)r;
+	}
+	close(fd);
+	if (r < 0)
+		return err_set(e, "io.error", "%s: %s", rel, strerror(errno));
+	digest_final(&dc, dg);
 	return 0;
 }
 
-/* path with '\\' and newlines escaped, then '\n' */
+/* One line per entry (fs_walk's visitor). */
 static int
-tl_path(struct tlist *t, const char *rel)
+tl_visit(void *arg, int dfd, const char *name, const char *rel, const struct stat *st, struct err *e)
 {
-	const char *p;
+	struct tlist *t = arg;
+	char line[200], hex[DIGEST_HEX_MAX], target[PATH_MAX];
+	unsigned mode = (unsigned)(st->st_mode & 07777);
+	struct digest dg;
+	uint64_t size = (uint64_t)st->st_size;
+	ssize_t r;
 
-	for (p = rel; *p; p++) {
-		if (*p == '\\' && tl_put(t, "\\\\", 2) < 0)
-			return -1;
-		else if (*p == '\n' && tl_put(t, "\\n", 2) < 0)
-			return -1;
-		else if (*p != '\\' && *p != '\n' && tl_put(t, p, 1) < 0)
-			return -1;
+	if (S_ISDIR(st->st_mode)) {
+		snprintf(line, sizeof(line), "d %04o - - ", mode);
+		return tl_line(t, line, rel, e);
 	}
-	return tl_put(t, "\n", 1);
-}
-
-static int
-name_cmp(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static int
-tl_walk(struct tlist *t, int dfd, const char *prefix, int depth)
-{
-	DIR *d;
-	struct dirent *de;
-	char **names = NULL;
-	size_t n = 0, cap = 0, i;
-	int rc = 0, fd;
-
-	if (depth > FS_MAX_DEPTH)
-		return err_set(t->e, "install.failed", "%s: tree deeper than %d levels", prefix, FS_MAX_DEPTH);
-	fd = dup(dfd);
-	if (fd < 0 || (d = fdopendir(fd)) == NULL) {
-		if (fd >= 0)
-			close(fd);
-		return err_set(t->e, "io.error", "%s: %s", prefix[0] ? prefix : ".", strerror(errno));
-	}
-	while ((de = readdir(d)) != NULL) {
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-			continue;
-		if (n >= FS_MAX_DIR_ENTRIES) {
-			rc = err_set(t->e, "install.failed", "%s: more than %d entries in one directory (the entry cap)",
-			    prefix[0] ? prefix : ".", FS_MAX_DIR_ENTRIES);
-			goto out;
-		}
-		if (n == cap) {
-			char **nn;
-			cap = cap ? cap * 2 : 64;
-			if (cap > FS_MAX_DIR_ENTRIES)
-				cap = FS_MAX_DIR_ENTRIES;
-			if ((nn = realloc(names, cap * sizeof(*names))) == NULL) {
-				rc = err_set(t->e, "internal", "out of memory");
-				goto out;
-			}
-			names = nn;
-		}
-		if ((names[n] = strdup(de->d_name)) == NULL) {
-			rc = err_set(t->e, "internal", "out of memory");
-			goto out;
-		}
-		n++;
-	}
-	qsort(names, n, sizeof(*names), name_cmp);
-	for (i = 0; i < n && rc == 0; i++) {
-		char rel[PATH_MAX], line[200], hex[DIGEST_HEX_MAX];
-		struct stat st;
-		struct digest_ctx dc;
-		struct digest dg;
-
-		if ((size_t)snprintf(rel, sizeof(rel), "%s%s%s", prefix, prefix[0] ? "/" : "", names[i]) >= sizeof(rel)) {
-			rc = err_set(t->e, "install.failed", "path too long under %s", prefix);
-			break;
-		}
-		if (fstatat(dfd, names[i], &st, AT_SYMLINK_NOFOLLOW) != 0) {
-			rc = err_set(t->e, "io.error", "%s: %s", rel, strerror(errno));
-			break;
-		}
-		if (S_ISDIR(st.st_mode)) {
-			int sub = openat(dfd, names[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			snprintf(line, sizeof(line), "d %04o - - ", (unsigned)(st.st_mode & 07777));
-			if (tl_put(t, line, strlen(line)) < 0 || tl_path(t, rel) < 0) {
-				rc = -1;
-				if (sub >= 0)
-					close(sub);
-				break;
-			}
-			if (sub < 0) {
-				rc = err_set(t->e, "io.error", "%s: %s", rel, strerror(errno));
-				break;
-			}
-			rc = tl_walk(t, sub, rel, depth + 1);
-			close(sub);
-		} else if (S_ISREG(st.st_mode) && install_known_get(t->known, rel, &st, dg.v)) {
+	if (S_ISREG(st->st_mode)) {
+		if (install_known_get(t->known, rel, st, dg.v)) {
 			dg.alg = DIGEST_SHA256;
 			dg.len = 32;
-			digest_hex(&dg, hex);
-			t->files++;
-			t->bytes += (uint64_t)st.st_size;
-			snprintf(line, sizeof(line), "f %04o %llu %s ", (unsigned)(st.st_mode & 07777),
-				 (unsigned long long)st.st_size, hex);
-			if (tl_put(t, line, strlen(line)) < 0 || tl_path(t, rel) < 0)
-				rc = -1;
-		} else if (S_ISREG(st.st_mode)) {
-			int ffd = openat(dfd, names[i], O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-			ssize_t r;
-			uint64_t got = 0;
-			if (ffd < 0) {
-				rc = err_set(t->e, "io.error", "%s: %s", rel, strerror(errno));
-				break;
-			}
-			digest_init(&dc, DIGEST_SHA256);
-			while ((r = read(ffd, t->io, TREE_IO)) > 0) {
-				digest_update(&dc, t->io, (size_t)r);
-				got += (uint64_t)r;
-			}
-			close(ffd);
-			if (r < 0) {
-				rc = err_set(t->e, "io.error", "%s: %s", rel, strerror(errno));
-				break;
-			}
-			digest_final(&dc, &dg);
-			digest_hex(&dg, hex);
-			t->files++;
-			t->bytes += got;
-			snprintf(line, sizeof(line), "f %04o %llu %s ", (unsigned)(st.st_mode & 07777),
-				 (unsigned long long)got, hex);
-			if (tl_put(t, line, strlen(line)) < 0 || tl_path(t, rel) < 0)
-				rc = -1;
-		} else if (S_ISLNK(st.st_mode)) {
-			char target[PATH_MAX];
-			ssize_t r = readlinkat(dfd, names[i], target, sizeof(target) - 1);
-			if (r < 0) {
-				rc = err_set(t->e, "io.error", "%s: %s", rel, strerror(errno));
-				break;
-			}
-			target[r] = '\0';
-			digest_buf(DIGEST_SHA256, target, (size_t)r, &dg);
-			digest_hex(&dg, hex);
-			snprintf(line, sizeof(line), "l %04o %zd %s ", 0777u, r, hex);
-			if (tl_put(t, line, strlen(line)) < 0 || tl_path(t, rel) < 0)
-				rc = -1;
-		} else {
-			rc = err_set(t->e, "install.failed", "%s: not a file, directory or symlink", rel);
+		} else if (tl_hash(t, dfd, name, rel, &dg, &size, e) < 0) {
+			return -1;
 		}
+		digest_hex(&dg, hex);
+		t->files++;
+		t->bytes += size;
+		snprintf(line, sizeof(line), "f %04o %llu %s ", mode, (unsigned long long)size, hex);
+		return tl_line(t, line, rel, e);
 	}
-out:
-	for (i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
-	closedir(d);
-	return rc;
+	if (S_ISLNK(st->st_mode)) {
+		if ((r = readlinkat(dfd, name, target, sizeof(target) - 1)) < 0)
+			return err_set(e, "io.error", "%s: %s", rel, strerror(errno));
+		digest_buf(DIGEST_SHA256, target, (size_t)r, &dg);
+		digest_hex(&dg, hex);
+		snprintf(line, sizeof(line), "l %04o %zd %s ", 0777u, r, hex);
+		return tl_line(t, line, rel, e);
+	}
+	return err_set(e, "install.failed", "%s: not a file, directory or symlink", rel);
 }
 
 int
@@ -654,13 +570,10 @@ int
 install_tree_list_known(const char *root, const struct install_known *k, char **text, size_t *len, char hex[65],
 			uint64_t *files, uint64_t *bytes, struct err *e)
 {
-	struct tlist t;
+	struct tlist t = {.b = BUF_INIT(TREE_LIST_MAX), .known = k};
 	struct digest dg;
 	int dfd, rc;
 
-	memset(&t, 0, sizeof(t));
-	t.e = e;
-	t.known = k;
 	dfd = open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dfd < 0)
 		return err_set(e, "io.error", "%s: %s", root, strerror(errno));
@@ -668,137 +581,27 @@ install_tree_list_known(const char *root, const struct install_known *k, char **
 		close(dfd);
 		return err_set(e, "internal", "out of memory");
 	}
-	rc = tl_walk(&t, dfd, "", 0);
+	rc = fs_walk(dfd, "install.failed", tl_visit, &t, e);
 	close(dfd);
 	free(t.io);
-	if (rc == 0 && t.buf == NULL)
-		rc = tl_put(&t, "", 0);
+	if (rc == 0)
+		rc = tl_put(&t, "", 0, e);
 	if (rc < 0) {
-		free(t.buf);
+		buf_free(&t.b);
 		return -1;
 	}
-	digest_buf(DIGEST_SHA256, t.buf, t.len, &dg);
+	digest_buf(DIGEST_SHA256, t.b.p, t.b.len, &dg);
 	digest_hex(&dg, hex);
 	if (files)
 		*files = t.files;
 	if (bytes)
 		*bytes = t.bytes;
 	if (text != NULL) {
-		*text = t.buf;
-		*len = t.len;
+		*text = (char *)t.b.p;
+		*len = t.b.len;
 	} else {
-		free(t.buf);
+		buf_free(&t.b);
 	}
-	return 0;
-}
-
-/* ---- the stat proof ------------------------------------------------------ */
-
-/*
- * The stat digest: the fast path's proof for markers written before proof
- * lists (install_proof.c, ~4x cheaper), still recorded so an older binary
- * sharing the tools directory keeps its fast path. A cheap proof that a
- * tree is unchanged since install (SPEC §6 step 1): sha256 over every
- * entry's name, mode, size, inode, ctime and mtime, in the order the
- * directories list them, with no file opened. Any write, chmod,
- * rename, link or replacement updates a ctime an unprivileged writer cannot
- * set back; a directory rewritten by other means (a copy, fsck) lists in
- * another order and merely sends the caller to the content digest. Lean on
- * purpose: one openat + getdents64 per directory, one fstatat per entry,
- * no allocation, because a Node.js tree is ~3000 entries and the budget is
- * a few milliseconds.
- */
-struct linux_dirent64_ {
-	uint64_t d_ino;
-	int64_t d_off;
-	unsigned short d_reclen;
-	unsigned char d_type;
-	char d_name[];
-};
-
-#define SP_BUF 32768
-
-static int
-sp_walk(int dfd, struct digest_ctx *dc, int depth)
-{
-	/* one buffer per level on the heap: a deep tree must not exhaust a
-	 * job thread's stack */
-	char *buf;
-	long n;
-	int rc = 0;
-
-	if (depth > FS_MAX_DEPTH || (buf = malloc(SP_BUF)) == NULL)
-		return -1;
-	while (rc == 0 && (n = syscall(SYS_getdents64, dfd, buf, SP_BUF)) > 0) {
-		long off = 0;
-		while (off < n) {
-			struct linux_dirent64_ *d = (struct linux_dirent64_ *)(buf + off);
-			struct stat st;
-			uint64_t rec[7];
-
-			off += d->d_reclen;
-			if (d->d_name[0] == '.' && (d->d_name[1] == '\0' || (d->d_name[1] == '.' && d->d_name[2] == '\0')))
-				continue;
-			if (fstatat(dfd, d->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-				rc = -1;
-				break;
-			}
-			rec[0] = st.st_mode;
-			rec[1] = (uint64_t)st.st_size;
-			rec[2] = st.st_ino;
-			rec[3] = (uint64_t)st.st_ctim.tv_sec;
-			rec[4] = (uint64_t)st.st_ctim.tv_nsec;
-			rec[5] = (uint64_t)st.st_mtim.tv_sec;
-			rec[6] = (uint64_t)st.st_mtim.tv_nsec;
-			digest_update(dc, d->d_name, strlen(d->d_name) + 1);
-			digest_update(dc, rec, sizeof(rec));
-			if (S_ISDIR(st.st_mode)) {
-				int sub = openat(dfd, d->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-				if (sub < 0) {
-					rc = -1;
-					break;
-				}
-				rc = sp_walk(sub, dc, depth + 1);
-				close(sub);
-				if (rc < 0)
-					break;
-				digest_update(dc, "\0", 1); /* end of directory */
-			}
-		}
-	}
-	free(buf);
-	return rc < 0 || n < 0 ? -1 : 0;
-}
-
-int
-install_stat_proof(const char *root, char hex[65])
-{
-	struct digest_ctx dc;
-	struct digest dg;
-	struct stat st;
-	uint64_t rec[4];
-	int dfd, rc;
-
-	dfd = open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (dfd < 0)
-		return -1;
-	digest_init(&dc, DIGEST_SHA256);
-	/* the root's own mode and inode, not its ctime: publishing renames it */
-	if (fstat(dfd, &st) != 0) {
-		close(dfd);
-		return -1;
-	}
-	rec[0] = st.st_mode;
-	rec[1] = st.st_ino;
-	rec[2] = (uint64_t)st.st_mtim.tv_sec;
-	rec[3] = (uint64_t)st.st_mtim.tv_nsec;
-	digest_update(&dc, rec, sizeof(rec));
-	rc = sp_walk(dfd, &dc, 0);
-	close(dfd);
-	if (rc < 0)
-		return -1;
-	digest_final(&dc, &dg);
-	digest_hex(&dg, hex);
 	return 0;
 }
 
@@ -939,9 +742,8 @@ ready_in(struct install_ctx *c, const manifest_t *m, const char *dir, struct ins
 	if (stat(entry, &st) != 0 || !S_ISREG(st.st_mode))
 		return 0;
 	if (!root_trusted(dir, m->name, tree, &mk)) {
-		/* a tree we (or our user) can write: prove it unchanged, by
-		 * the proof list, or by the stat digest of a marker older than
-		 * proof lists, else by the content digest */
+		/* a tree we (or our user) can write: prove it unchanged by
+		 * the proof list, else by the content digest */
 		int same = 0;
 		if (mk.proof_sha256[0] != '\0') {
 			size_t plen = 0;
@@ -949,8 +751,6 @@ ready_in(struct install_ctx *c, const manifest_t *m, const char *dir, struct ins
 			const char *pl = proof_list(dir, m->name, &mk, slot, &plen, &ref);
 			same = pl != NULL && install_proof_check(tree, pl, plen) == 1;
 			install_proof_cache_put(ref);
-		} else if (mk.stat_proof[0] != '\0') {
-			same = install_stat_proof(tree, hex) == 0 && ct_equal(hex, mk.stat_proof, 64);
 		}
 		if (!same &&
 		    (install_tree_list(tree, NULL, NULL, hex, NULL, NULL, &e) < 0 || !ct_equal(hex, mk.tree_sha256, 64)))
@@ -1949,7 +1749,7 @@ write_sbom_row(struct json_w *w, const manifest_t *m, const struct manifest_arti
 static int
 write_marker(struct install_ctx *c, const char *w, const manifest_t *m, const char *treename,
 	     const struct manifest_artifact *a, const char *sha, uint64_t size, const char *tree_sha,
-	     const char *proof, const char *proof_sha, uint64_t files, uint64_t bytes, struct err *e)
+	     const char *proof_sha, uint64_t files, uint64_t bytes, struct err *e)
 {
 	struct json_w j;
 	char path[PATH_MAX], ts[32];
@@ -1979,7 +1779,6 @@ write_marker(struct install_ctx *c, const char *w, const manifest_t *m, const ch
 	}
 	json_w_end(&j);
 	json_w_kstr(&j, "tree_sha256", tree_sha);
-	json_w_kstr(&j, "stat_proof", proof);
 	json_w_kstr(&j, "proof_sha256", proof_sha);
 	json_w_kint(&j, "files", (int64_t)files);
 	json_w_kint(&j, "bytes", (int64_t)bytes);
@@ -2098,7 +1897,7 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 {
 	int64_t ph[INSTALL_PH_N], tp;
 	char staging_root[PATH_MAX], staging[PATH_MAX], tree[PATH_MAX], entry[PATH_MAX], final[PATH_MAX];
-	char treename[MANIFEST_VERSION_MAX + 20], art_path[PATH_MAX], sha[65] = "", hex[FS_HEX_LEN], proof[FS_HEX_LEN];
+	char treename[MANIFEST_VERSION_MAX + 20], art_path[PATH_MAX], sha[65] = "", hex[FS_HEX_LEN];
 	char proof_sha[FS_HEX_LEN];
 	char rnd[17], tooldir[PATH_MAX], cache[PATH_MAX], *listing = NULL;
 	size_t listing_len = 0;
@@ -2274,8 +2073,7 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 	}
 	if (fs_fsync_dir(tooldir, e) < 0)
 		goto out;
-	/* the listing and the proof list first: a marker always has both;
-	 * the stat proof (for older binaries) comes from the proof list's walk */
+	/* the listing and the proof list first: a marker always has both */
 	{
 		char lp[PATH_MAX], *plist = NULL;
 		size_t plen = 0;
@@ -2286,7 +2084,7 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 			goto out;
 		}
 		snprintf(lp, sizeof(lp), "%s/.installed.proof", tooldir);
-		if (install_proof_make_stat(final, &plist, &plen, proof, e) < 0 ||
+		if (install_proof_make(final, &plist, &plen, e) < 0 ||
 		    fs_write_atomic(lp, plist, plen, 0644, e) < 0) {
 			free(plist);
 			details_phase(e, "publish");
@@ -2296,7 +2094,7 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 		digest_hex(&dg, proof_sha);
 		free(plist);
 	}
-	if (write_marker(c, w, m, treename, a, sha, asize, hex, proof, proof_sha, files, bytes, e) < 0) {
+	if (write_marker(c, w, m, treename, a, sha, asize, hex, proof_sha, files, bytes, e) < 0) {
 		details_phase(e, "publish");
 		goto out;
 	}

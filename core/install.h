@@ -303,8 +303,7 @@ struct install_marker {
 	char tree[MANIFEST_VERSION_MAX + 20];   /* "<version>-<platform>" */
 	char manifest_sha256[65];
 	char tree_sha256[65];
-	char stat_proof[65];
-	char proof_sha256[65];  /* of <name>/.installed.proof; "" in older markers */
+	char proof_sha256[65];  /* of <name>/.installed.proof */
 	char installed_at[32];
 	uint64_t files, bytes;
 	unsigned uid, mode;     /* of the marker file */
@@ -368,10 +367,6 @@ int install_known_get(const struct install_known *k, const char *rel, const stru
 int install_tree_list_known(const char *root, const struct install_known *k, char **text, size_t *len, char hex[65],
 			    uint64_t *files, uint64_t *bytes, struct err *e);
 
-/* The stat proof of the tree under root (see install.c) into hex.
- * Returns 0 or -1 (unreadable). */
-int install_stat_proof(const char *root, char hex[65]);
-
 /*
  * The proof list (install_proof.c): every entry of the tree under root with
  * its inode, mode, size, ctime and mtime, recorded at publish in
@@ -393,10 +388,6 @@ int install_stat_proof(const char *root, char hex[65]);
 #define INSTALL_PROOF_MAX_ENTRIES (1u << 20)
 #define INSTALL_PROOF_MAX (64u << 20)
 int install_proof_make(const char *root, char **out, size_t *outlen, struct err *e);
-/* install_proof_make that also computes, in the same walk (its last one),
- * the stat proof install_stat_proof would give for the tree (the same
- * bytes: both feed entries in directory order), into stat_hex. */
-int install_proof_make_stat(const char *root, char **out, size_t *outlen, char stat_hex[65], struct err *e);
 int install_proof_check(const char *root, const void *buf, size_t len);
 int install_proof_parse(const void *buf, size_t len);
 

@@ -1,5 +1,5 @@
 /* The install engine's building blocks (core/install.c): tree listings, the
- * stat proof, running verify commands, markers, backoff, the check-only
+ * proof list, running verify commands, markers, backoff, the check-only
  * ensure. The whole engine runs end to end in tests/integration/install.sh. */
 #include "unit.h"
 
@@ -93,31 +93,6 @@ test_tree_listing(void **state)
 	assert_string_equal(e.code, "install.failed");
 	snprintf(p, sizeof(p), "%s/nothere", dir);
 	assert_int_equal(install_tree_list(p, NULL, NULL, hex2, NULL, NULL, &e), -1);
-}
-
-static void
-test_stat_proof(void **state)
-{
-	char p[256], a[65], b[65];
-
-	snprintf(p, sizeof(p), "%s/s", dir);
-	mkdir(p, 0755);
-	put("s/f", "x", 0644);
-	assert_int_equal(install_stat_proof(p, a), 0);
-	assert_int_equal(install_stat_proof(p, b), 0);
-	assert_string_equal(a, b);
-	snprintf(p, sizeof(p), "%s/s/f", dir);
-	unit_clock_past_ctime(p);
-	snprintf(p, sizeof(p), "%s/s", dir);
-	put("s/f", "x", 0644); /* same content, rewritten: ctime moves */
-	assert_int_equal(install_stat_proof(p, b), 0);
-	assert_string_not_equal(a, b);
-	memcpy(a, b, sizeof(a));
-	put("s/g", "", 0644);
-	assert_int_equal(install_stat_proof(p, b), 0);
-	assert_string_not_equal(a, b);
-	snprintf(p, sizeof(p), "%s/missing", dir);
-	assert_int_equal(install_stat_proof(p, b), -1);
 }
 
 /* run a shell command in dir/<sub> */
@@ -241,49 +216,6 @@ static void
 cache_counts(unsigned long *h, unsigned long *l)
 {
 	install_proof_cache_stats(h, l);
-}
-
-/* publish's one walk gives the same proof list and the same stat proof as
- * the two separate walks did, on the same tree */
-static void
-test_proof_list_with_stat_proof(void **state)
-{
-	static const char *const trees[] = {
-		":",
-		"mkdir -p a/b/c/d && printf x >a/b/c/d/e && ln -s ../.. a/b/up && : >z && mkdir empty",
-		"i=0; while [ $i -lt 40 ]; do mkdir -p d$i/s && printf $i >d$i/s/f && : >d$i/g$i; i=$((i+1)); done",
-		"touch -h -d '2100-01-01' sub/a link sub",
-	};
-	char root[256], hex[65], hex2[65], *pl = NULL, *pl2 = NULL;
-	size_t len = 0, len2 = 0, i;
-	struct err e;
-
-	snprintf(root, sizeof(root), "%s/t", dir);
-	for (i = 0; i < sizeof(trees) / sizeof(trees[0]); i++) {
-		proof_tree();
-		sh_in("t", trees[i]);
-		memset(hex, 0, sizeof(hex));
-		assert_int_equal(install_proof_make_stat(root, &pl, &len, hex, &e), 0);
-		assert_int_equal(install_proof_make(root, &pl2, &len2, &e), 0);
-		assert_int_equal(install_stat_proof(root, hex2), 0);
-		assert_int_equal(strlen(hex), 64);
-		if (strcmp(hex, hex2) != 0)
-			fail_msg("stat proof differs from install_stat_proof after: %s", trees[i]);
-		assert_int_equal(len, len2);
-		assert_memory_equal(pl, pl2, len);
-		free(pl);
-		free(pl2);
-		pl = pl2 = NULL;
-		/* and it still moves with the tree */
-		sh_in("t", ": >new");
-		assert_int_equal(install_proof_make_stat(root, &pl, &len, hex, &e), 0);
-		assert_int_equal(install_stat_proof(root, hex2), 0);
-		assert_string_equal(hex, hex2);
-		free(pl);
-		pl = NULL;
-	}
-	snprintf(root, sizeof(root), "%s/nothere", dir);
-	assert_int_equal(install_proof_make_stat(root, &pl, &len, hex, &e), -1);
 }
 
 /* the process-wide cache of proof lists: reused only for the same file and
@@ -676,12 +608,10 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_probe_cached_per_process),
 		cmocka_unit_test_setup_teardown(test_tree_listing, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_stat_proof, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_proof_list_catches_each_change, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_proof_list_large_tree, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_proof_list_hostile, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_proof_cache, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_proof_list_with_stat_proof, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_run_scrubbed_and_bounded, setup, teardown),
 		cmocka_unit_test(test_names),
 		cmocka_unit_test_setup_teardown(test_check_only_and_modes, setup, teardown),
