@@ -2539,6 +2539,7 @@ install_ctx_free(struct install_ctx *c)
 	if (c->http != NULL)
 		http_client_free(c->http);
 	c->http = NULL;
+	install_npm_lock_free(c);
 	if (c->mcache != NULL)
 		for (i = 0; i < INSTALL_MARKER_CACHE; i++)
 			install_proof_cache_put(c->mcache[i].proof_ref);

@@ -142,6 +142,7 @@ struct install_ctx {
 	int exec_probe_rc;
 
 	struct http_client *http;   /* created on first download */
+	struct install_npm_lock *npm_lock; /* the last lockfile parsed (install_npm.c), owned */
 	struct install_marker_slot *mcache;  /* INSTALL_MARKER_CACHE slots, owned */
 	int depth;                  /* requires recursion */
 
@@ -242,6 +243,8 @@ int install_npm_fetch(struct install_ctx *c, const manifest_t *m, const char *pl
  * integrity, sha256 when the cache knows it, url) into the marker's array. */
 struct json_w;
 void install_npm_sbom(struct install_ctx *c, const manifest_t *m, struct json_w *w);
+/* Release the lockfile parse the context keeps (install_ctx_free does). */
+void install_npm_lock_free(struct install_ctx *c);
 
 /* Clear a tool's backoff record in the writable directory (prepare --force,
  * the admin reset). */

@@ -1,11 +1,10 @@
 /*
- * The npm-lock part of manifest validation (SPEC §4). The npm-lock installer
- * (issue 5) extends this file: it may parse the lockfile into its own
- * structure, attach it to m->source.npm and free it in manifest_npm_free.
- * What is here is the load-time contract every npm-lock manifest must meet
- * even before that installer exists: the fields, allow_scripts false, and a
+ * The npm-lock part of manifest validation: the load-time contract every
+ * npm-lock manifest must meet: the fields, allow_scripts false, and a
  * lockfile whose every package entry has an integrity and a resolved https
- * URL on one of the manifest's hosts.
+ * URL on one of the manifest's hosts. The parse checked here is for every
+ * platform and is not kept: an install parses for its platform once, in
+ * its context (install_npm.c).
  */
 #include "manifest.h"
 #include "npmlock.h"
@@ -163,10 +162,4 @@ manifest_npm_check_lock(manifest_t *m, const char *lock, size_t len, struct err 
 	}
 	npmlock_free(&l);
 	return 0;
-}
-
-void
-manifest_npm_free(manifest_t *m)
-{
-	m->source.npm = NULL;
 }

@@ -15,6 +15,7 @@
 #include "digest.h"
 #include "clock.h"
 #include "install.h"
+#include "json.h"
 
 static char dir[64];
 
@@ -550,6 +551,74 @@ test_check_only_and_modes(void **state)
 	manifest_set_close(&ms);
 }
 
+/* An npm-lock install parses its lockfile once: the network probe, the
+ * install and the marker's SBOM share the context's parse (the file can be
+ * gone after the first), and another platform or manifest parses again. */
+static void
+test_npm_lock_parsed_once(void **state)
+{
+	static struct install_settings set;
+	static struct manifest_set ms;
+	static struct install_ctx c;
+	struct manifest_opts mo = {"linux-x64", 0};
+	manifest_t *m = malloc(sizeof(*m));
+	const char *man = "{\"schema\":1,\"name\":\"codex\",\"binary\":\"codex\",\"version\":\"0.1.0\","
+			  "\"source\":{\"type\":\"npm-lock\",\"package\":\"@openai/codex\","
+			  "\"lock\":\"codex/package-lock.json\",\"package_json\":\"codex/package.json\","
+			  "\"bin\":\"node_modules/.bin/codex\",\"allow_scripts\":false},\"hosts\":[\"registry.npmjs.org\"],"
+			  "\"verify\":{\"argv\":[\"{bin}\",\"--version\"]},\"platforms\":[\"linux-x64\",\"linux-arm64\"]}";
+	const char *lock = "{\"lockfileVersion\":3,\"packages\":{\"\":{},\"node_modules/@openai/codex\":{"
+			   "\"version\":\"0.1.0\",\"resolved\":\"https://registry.npmjs.org/@openai/codex/-/codex-0.1.0.tgz\","
+			   "\"integrity\":\"sha512-pKvURIxJVi2CgRXROh/M6pJ/UrTVRZKX+LQ+QtqJI4vBNibkPcs43bCCSIkn7JBPtCBXRDmD6IWFF51QVRr+Yg==\"}}}";
+	struct install_npm_info info;
+	struct config cfg;
+	struct json_w w;
+	struct err e;
+	char path[256], url[512];
+
+	assert_non_null(m);
+	snprintf(path, sizeof(path), "%s/codex", dir);
+	mkdir(path, 0700);
+	put("codex/package-lock.json", lock, 0644);
+	put("codex.json", man, 0644);
+	snprintf(path, sizeof(path), "%s/codex.json", dir);
+	assert_int_equal(manifest_load_file(m, path, &mo, &e), 0);
+	config_defaults(&cfg);
+	install_settings_from_config(&set, &cfg);
+	snprintf(set.tools_dir, sizeof(set.tools_dir), "%s/tools", dir);
+	snprintf(set.cache_dir, sizeof(set.cache_dir), "%s/cache", dir);
+	set.mode = CFG_MODE_OFFLINE;
+	assert_int_equal(manifest_set_open(&ms, NULL, &mo, &e), 0);
+	assert_int_equal(install_ctx_init(&c, &ms, &set, "linux-x64", &e), 0);
+	assert_int_equal(install_npm_probe_url(&c, m, url, sizeof(url)), 1);
+	assert_string_equal(url, "https://registry.npmjs.org/@openai/codex/-/codex-0.1.0.tgz");
+	assert_non_null(c.npm_lock);
+	/* the file is gone: what follows can only read the parse */
+	snprintf(path, sizeof(path), "%s/codex/package-lock.json", dir);
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(install_npm_probe_url(&c, m, url, sizeof(url)), 1);
+	json_w_init(&w, 65536);
+	json_w_arr(&w);
+	install_npm_sbom(&c, m, &w);
+	json_w_end(&w);
+	assert_non_null(strstr(w.buf, "\"name\":\"@openai/codex\""));
+	json_w_free(&w);
+	/* offline and not cached: refused by the install itself, which got
+	 * as far as the packages (the lockfile came from the parse) */
+	memset(&info, 0, sizeof(info));
+	assert_int_equal(install_npm_stage(&c, m, dir, NULL, &info, &e), -1);
+	assert_string_equal(e.code, "install.disabled");
+	assert_int_equal(strlen(info.lock_sha256), 64);
+	/* every platform is another parse, which now fails */
+	assert_int_equal(install_npm_fetch(&c, m, "all", &info, &e), -1);
+	assert_non_null(strstr(e.msg, "package-lock.json"));
+	install_ctx_free(&c);
+	assert_null(c.npm_lock);
+	manifest_set_close(&ms);
+	manifest_free(m);
+	free(m);
+}
+
 /* The network probe is cached per process (seed 000 §6 0b), not per
  * context: serve runs each install job with a context of its own. */
 static void
@@ -615,6 +684,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_run_scrubbed_and_bounded, setup, teardown),
 		cmocka_unit_test(test_names),
 		cmocka_unit_test_setup_teardown(test_check_only_and_modes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_npm_lock_parsed_once, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
