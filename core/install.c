@@ -1805,7 +1805,6 @@ write_marker(struct install_ctx *c, const char *w, const manifest_t *m, const ch
 }
 
 
-/* Steps 6-10 for one tool, holding its lock in writable directory w. */
 /* FS_IOC_GETFLAGS, FS_IOC_SETFLAGS and FS_TOPDIR_FL of <linux/fs.h> (not
  * in musl's headers); the flags argument is an int whatever the macro says. */
 #define ABX_FS_IOC_GETFLAGS 0x80086601UL
@@ -1892,251 +1891,316 @@ known_tap(void *arg, const char *name, const struct stat *st, const unsigned cha
 	install_known_add(arg, "", name, st, sha256);
 }
 
+/* One install in progress: what install_one's steps share. */
+struct job {
+	struct install_ctx *c;
+	const manifest_t *m;
+	const char *w;                           /* the writable tools directory */
+	char tooldir[PATH_MAX];                  /* <w>/<name> */
+	char staging[PATH_MAX];                  /* <w>/.staging/<name>-<random> */
+	char tree[PATH_MAX];                     /* <staging>/tree */
+	char final[PATH_MAX];                    /* <tooldir>/<treename> */
+	char treename[MANIFEST_VERSION_MAX + 20];
+	const struct manifest_artifact *a;       /* tarball: the artifact */
+	char sha[65];                            /* its sha256 */
+	uint64_t asize;
+	char hex[FS_HEX_LEN];                    /* the listing's digest */
+	char *listing;                           /* owned */
+	size_t listing_len;
+	uint64_t files, bytes;
+	struct install_known *known;             /* owned */
+	struct install_npm_info npminfo;
+	struct progress_state ps;
+	int64_t ph[INSTALL_PH_N];
+};
+
+/* Unless ao says otherwise, a tree four times size_hint_mb (plus slack for
+ * tiny tools) is a bomb, stopped early. */
+static void
+extract_caps(const manifest_t *m, struct arc_opts *ao)
+{
+	uint64_t cap;
+
+	if (m->size_hint_mb <= 0)
+		return;
+	cap = ((uint64_t)m->size_hint_mb * 4 + 64) << 20;
+	if (cap < ARC_DEFAULT_MAX_TOTAL)
+		ao->max_total = cap;
+	if (cap < ARC_DEFAULT_MAX_ENTRY)
+		ao->max_entry = cap;
+}
+
+/* Tarball source: the verified artifact (cache, mirrors, download),
+ * extracted into j->tree. */
+static int
+stage_tarball(struct job *j, struct err *e)
+{
+	struct install_ctx *c = j->c;
+	const manifest_t *m = j->m;
+	char cache[PATH_MAX], art_path[PATH_MAX];
+	struct xprog xp = {&j->ps, 0};
+	struct arc_opts ao;
+	struct arc_stats as;
+	struct stat st;
+	int64_t tp;
+
+	if ((j->a = manifest_artifact(m, c->platform)) == NULL)
+		return err_set(e, "install.failed", "%s has no artifact for %s", m->name, c->platform);
+	/* downloads go to the cache when it is writable, else to staging */
+	snprintf(cache, sizeof(cache), "%s", c->cache_dir);
+	if (cache[0] == '\0' || mkdir_mode(cache, 0755, NULL) < 0 || access(cache, W_OK) != 0)
+		snprintf(cache, sizeof(cache), "%s", j->staging);
+	else
+		collect_stale(cache, ".tmp-");
+	tp = clock_us();
+	if (get_artifact(c, m, j->a, cache, &j->ps, art_path, sizeof(art_path), j->sha, e) < 0)
+		return -1;
+	j->ph[INSTALL_PH_DOWNLOAD] = clock_us() - tp;
+	j->ps.cur.count = j->ps.cur.done = 1;
+	if (m->unpinned) {
+		struct audit_extra ax = {-1, -1, -1, NULL, NULL, NULL, j->a->url, j->sha, NULL};
+		warnx_line("UNPINNED INSTALL: %s %s from %s has no pinned digest; it got sha256 %s. "
+			   "ABX_INSTALL_UNPINNED=1 allowed this; pin it with `agent-sandbox-server lock %s`.",
+			   m->name, m->version, j->a->url, j->sha, m->name);
+		audit_event(c, "install.unpinned", m, &ax);
+	}
+	if (stat(art_path, &st) == 0)
+		j->asize = (uint64_t)st.st_size;
+	progress_write(&j->ps, "extract", 1);
+	arc_opts_init(&ao, format_of(j->a->url, art_path));
+	if (ao.format == ARC_FMT_NONE) {
+		err_set(e, "install.failed", "%s: %s is not a tar, tar.gz or zip archive", m->name, j->a->url);
+		details_phase(e, "extract");
+		return -1;
+	}
+	ao.flags = ARC_STRICT_MODES;
+	ao.strip_components = m->source.strip_components;
+	extract_caps(m, &ao);
+	ao.progress = extract_progress;
+	ao.progress_ctx = &xp;
+	/* the listing takes each file's digest from extraction */
+	if ((j->known = install_known_new()) != NULL) {
+		ao.on_file = known_tap;
+		ao.file_ctx = j->known;
+	}
+	tp = clock_us();
+	if (arc_extract(art_path, j->tree, &ao, &as, e) < 0)
+		return -1;
+	install_known_settle(j->known);
+	j->ph[INSTALL_PH_EXTRACT] = clock_us() - tp;
+	if (!xp.paused)
+		test_pause("extract");
+	return 0;
+}
+
+/* npm-lock source: every package of the lockfile into j->tree. */
+static int
+stage_npm(struct job *j, struct err *e)
+{
+	struct install_ctx *c = j->c;
+	int64_t tp;
+	int staged;
+
+	progress_write(&j->ps, "fetch", 1);
+	if ((j->known = install_known_new()) == NULL)
+		return err_set(e, "internal", "out of memory");
+	/* the npm installer reports through ps (and .progress.json) */
+	c->progress = npm_progress;
+	c->progress_arg = &j->ps;
+	tp = clock_us();
+	staged = install_npm_stage(c, j->m, j->tree, j->known, &j->npminfo, e);
+	c->progress = j->ps.fn;
+	c->progress_arg = j->ps.arg;
+	if (staged < 0)
+		return -1;
+	j->ph[INSTALL_PH_NPM] = clock_us() - tp;
+	return 0;
+}
+
+/* The staged tree to j->final: renamed, or exchanged with a stale or
+ * drifted tree of the same version. */
+static int
+publish_tree(struct job *j, struct err *e)
+{
+	char old[PATH_MAX];
+
+	snprintf(j->final, sizeof(j->final), "%s/%s", j->tooldir, j->treename);
+	if (rename(j->tree, j->final) == 0)
+		return 0;
+	if (errno != EEXIST && errno != ENOTEMPTY)
+		return err_set(e, "install.failed", "rename to %s: %s", j->final, strerror(errno));
+	/* atomically where the kernel can, else two renames (the path is
+	 * briefly absent, never half-written) */
+	if (syscall(SYS_renameat2, AT_FDCWD, j->tree, AT_FDCWD, j->final, 2 /* RENAME_EXCHANGE */) == 0)
+		return 0;
+	snprintf(old, sizeof(old), "%s/old", j->staging);
+	if (rename(j->final, old) != 0 || rename(j->tree, j->final) != 0)
+		return err_set(e, "install.failed", "replacing %s: %s", j->final, strerror(errno));
+	return 0;
+}
+
+/* The published tree's listing and proof list, then the marker that vouches
+ * for both, then the bin link: a marker never names a missing file. */
+static int
+publish_marker(struct job *j, struct err *e)
+{
+	char lp[PATH_MAX], *plist = NULL, proof_sha[FS_HEX_LEN];
+	size_t plen = 0;
+	struct digest dg;
+
+	if (fs_fsync_dir(j->tooldir, e) < 0)
+		return -1;
+	snprintf(lp, sizeof(lp), "%s/.installed.files", j->tooldir);
+	if (fs_write_atomic(lp, j->listing, j->listing_len, 0644, e) < 0)
+		return -1;
+	snprintf(lp, sizeof(lp), "%s/.installed.proof", j->tooldir);
+	if (install_proof_make(j->final, &plist, &plen, e) < 0 || fs_write_atomic(lp, plist, plen, 0644, e) < 0) {
+		free(plist);
+		return -1;
+	}
+	digest_buf(DIGEST_SHA256, plist, plen, &dg);
+	digest_hex(&dg, proof_sha);
+	free(plist);
+	if (write_marker(j->c, j->w, j->m, j->treename, j->a, j->sha, j->asize, j->hex, proof_sha, j->files, j->bytes,
+			 e) < 0)
+		return -1;
+	return link_bin(j->c, j->w, j->m, e);
+}
+
+/* Verify the staged tree, list it (while its content syncs), publish it. */
+static int
+check_and_publish(struct job *j, struct err *e)
+{
+	char entry[PATH_MAX];
+	struct bg_sync bs = {.fd = -1};
+	struct stat st;
+	int64_t tp;
+	int rc = -1;
+
+	snprintf(entry, sizeof(entry), "%s/%s", j->tree, j->m->source.bin);
+	if (lstat(entry, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISLNK(st.st_mode))) {
+		err_set(e, "install.failed", "%s: the archive has no %s", j->m->name, j->m->source.bin);
+		details_phase(e, "extract");
+		return -1;
+	}
+	progress_write(&j->ps, "verify", 1);
+	tp = clock_us();
+	if (run_verify(j->c, j->m, entry, j->staging, e) < 0)
+		return -1;
+	j->ph[INSTALL_PH_VERIFY_ARGV] = clock_us() - tp;
+	/* the staged content reaches the disk before the name does: the
+	 * syncfs runs while the tree is listed, and is waited for below */
+	tp = clock_us();
+	bg_sync_start(&bs, j->tree);
+	/* verify ran with HOME=staging: whatever it wrote there is not ours
+	 * to publish, and the tree itself must be what was extracted */
+	if (install_tree_list_known(j->tree, j->known, &j->listing, &j->listing_len, j->hex, &j->files, &j->bytes,
+				    e) < 0)
+		goto out;
+	j->ph[INSTALL_PH_LIST] = clock_us() - tp;
+	tp = clock_us();
+	progress_write(&j->ps, "publish", 1);
+	test_pause("publish");
+	bg_sync_wait(&bs);
+	if (publish_tree(j, e) < 0 || publish_marker(j, e) < 0)
+		goto out;
+	remove_old_trees(j->w, j->m->name, j->treename, j->staging);
+	j->ph[INSTALL_PH_PUBLISH] = clock_us() - tp;
+	rc = 0;
+out:
+	bg_sync_wait(&bs);
+	if (rc < 0)
+		details_phase(e, "publish");
+	return rc;
+}
+
+/* The install's audit record (npm-lock: the bytes of every package and
+ * the lockfile's digest stand where a tarball has its artifact's). */
+static void
+audit_finish(struct job *j, int64_t t0, int rc, const struct err *e)
+{
+	struct audit_extra ax = {1, clock_ms() - t0, (int64_t)j->asize, NULL, j->sha, j->hex, NULL, NULL, NULL};
+
+	if (rc < 0) {
+		ax = (struct audit_extra){0, clock_ms() - t0, -1, e->code ? e->code : "internal", NULL, NULL, NULL, NULL,
+					  NULL};
+	} else if (j->m->source.type != MANIFEST_SRC_TARBALL) {
+		ax.bytes = (int64_t)j->npminfo.bytes;
+		ax.artifact_sha256 = NULL;
+		ax.npm = &j->npminfo;
+	}
+	audit_event(j->c, "install.finish", j->m, &ax);
+}
+
+/* Steps 6-10 for one tool, holding its lock in writable directory w. */
 static int
 install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct install_result *r, struct err *e)
 {
-	int64_t ph[INSTALL_PH_N], tp;
-	char staging_root[PATH_MAX], staging[PATH_MAX], tree[PATH_MAX], entry[PATH_MAX], final[PATH_MAX];
-	char treename[MANIFEST_VERSION_MAX + 20], art_path[PATH_MAX], sha[65] = "", hex[FS_HEX_LEN];
-	char proof_sha[FS_HEX_LEN];
-	char rnd[17], tooldir[PATH_MAX], cache[PATH_MAX], *listing = NULL;
-	size_t listing_len = 0;
-	const struct manifest_artifact *a = NULL;
-	struct progress_state ps;
-	struct arc_opts ao;
-	struct arc_stats as;
-	struct xprog xp = {&ps, 0};
-	struct bg_sync bs = {.fd = -1};
-	struct install_known *known = NULL;
-	struct install_npm_info npminfo;
-	struct stat st;
-	uint64_t free_b, files = 0, bytes = 0, asize = 0;
+	char staging_root[PATH_MAX], rnd[17];
+	struct job *j = calloc(1, sizeof(*j));
+	uint64_t free_b;
 	int64_t t0 = clock_ms();
-	int rc = -1, i, staged;
+	int rc = -1, i;
 
+	if (j == NULL)
+		return err_set(e, "internal", "out of memory");
+	j->c = c;
+	j->m = m;
+	j->w = w;
 	for (i = 0; i < INSTALL_PH_N; i++)
-		ph[i] = -1;
-	ph[INSTALL_PH_PROBE] = c->probe_us;
-	snprintf(treename, sizeof(treename), "%s-%s", m->version, c->platform);
-	snprintf(tooldir, sizeof(tooldir), "%s/%s", w, m->name);
+		j->ph[i] = -1;
+	j->ph[INSTALL_PH_PROBE] = c->probe_us;
+	snprintf(j->treename, sizeof(j->treename), "%s-%s", m->version, c->platform);
+	snprintf(j->tooldir, sizeof(j->tooldir), "%s/%s", w, m->name);
 	snprintf(staging_root, sizeof(staging_root), "%s/.staging", w);
-	if (mkdir_mode(tooldir, 0755, e) < 0 || mkdir_mode(staging_root, 0700, e) < 0)
+	if (mkdir_mode(j->tooldir, 0755, e) < 0 || mkdir_mode(staging_root, 0700, e) < 0) {
+		free(j);
 		return -1;
+	}
 	mark_topdir(staging_root);
 	collect_stale(staging_root, NULL);
-	memset(&ps, 0, sizeof(ps));
-	memset(&npminfo, 0, sizeof(npminfo));
-	ps.c = c;
-	ps.m = m;
-	ps.started = time(NULL);
-	ps.fn = c->progress;
-	ps.arg = c->progress_arg;
-	snprintf(ps.path, sizeof(ps.path), "%s/.progress.json", tooldir);
-	progress_write(&ps, "stage", 1);
+	j->ps.c = c;
+	j->ps.m = m;
+	j->ps.started = time(NULL);
+	j->ps.fn = c->progress;
+	j->ps.arg = c->progress_arg;
+	snprintf(j->ps.path, sizeof(j->ps.path), "%s/.progress.json", j->tooldir);
+	progress_write(&j->ps, "stage", 1);
 
 	fs_rand_hex(rnd, 8);
-	snprintf(staging, sizeof(staging), "%s/%s-%s", staging_root, m->name, rnd);
-	snprintf(tree, sizeof(tree), "%s/tree", staging);
-	if (mkdir_mode(staging, 0700, e) < 0)
+	snprintf(j->staging, sizeof(j->staging), "%s/%s-%s", staging_root, m->name, rnd);
+	snprintf(j->tree, sizeof(j->tree), "%s/tree", j->staging);
+	if (mkdir_mode(j->staging, 0700, e) < 0 || mkdir_mode(j->tree, 0755, e) < 0)
 		goto out;
-	if (mkdir_mode(tree, 0755, e) < 0)
-		goto out;
-	if (m->size_hint_mb > 0 && fs_free_bytes(staging, &free_b, e) == 0 &&
+	if (m->size_hint_mb > 0 && fs_free_bytes(j->staging, &free_b, e) == 0 &&
 	    free_b < (uint64_t)m->size_hint_mb * 2 * 1048576) {
 		err_set(e, "install.no_space", "%s %s needs %ld MiB free (2 x size_hint_mb) in %s; %llu MiB available",
 			m->name, m->version, m->size_hint_mb * 2, w, (unsigned long long)(free_b >> 20));
 		goto out;
 	}
-
-	if (m->source.type == MANIFEST_SRC_TARBALL) {
-		a = manifest_artifact(m, c->platform);
-		if (a == NULL) {
-			err_set(e, "install.failed", "%s has no artifact for %s", m->name, c->platform);
-			goto out;
-		}
-		/* downloads go to the cache when it is writable, else to staging */
-		snprintf(cache, sizeof(cache), "%s", c->cache_dir);
-		if (cache[0] == '\0' || mkdir_mode(cache, 0755, NULL) < 0 || access(cache, W_OK) != 0)
-			snprintf(cache, sizeof(cache), "%s", staging);
-		else
-			collect_stale(cache, ".tmp-");
-		tp = clock_us();
-		if (get_artifact(c, m, a, cache, &ps, art_path, sizeof(art_path), sha, e) < 0)
-			goto out;
-		ph[INSTALL_PH_DOWNLOAD] = clock_us() - tp;
-		ps.cur.count = ps.cur.done = 1;
-		if (m->unpinned) {
-			struct audit_extra ax = {-1, -1, -1, NULL, NULL, NULL, a->url, sha, NULL};
-			warnx_line("UNPINNED INSTALL: %s %s from %s has no pinned digest; it got sha256 %s. "
-				   "ABX_INSTALL_UNPINNED=1 allowed this; pin it with `agent-sandbox-server lock %s`.",
-				   m->name, m->version, a->url, sha, m->name);
-			audit_event(c, "install.unpinned", m, &ax);
-		}
-		if (stat(art_path, &st) == 0)
-			asize = (uint64_t)st.st_size;
-		progress_write(&ps, "extract", 1);
-		arc_opts_init(&ao, format_of(a->url, art_path));
-		if (ao.format == ARC_FMT_NONE) {
-			err_set(e, "install.failed", "%s: %s is not a tar, tar.gz or zip archive", m->name, a->url);
-			details_phase(e, "extract");
-			goto out;
-		}
-		ao.flags = ARC_STRICT_MODES;
-		ao.strip_components = m->source.strip_components;
-		/* size_hint_mb is the installed size: a tree four times larger
-		 * (plus slack for tiny tools) is a bomb, stopped early */
-		if (m->size_hint_mb > 0) {
-			uint64_t cap = ((uint64_t)m->size_hint_mb * 4 + 64) << 20;
-			if (cap < ARC_DEFAULT_MAX_TOTAL)
-				ao.max_total = cap;
-			if (cap < ARC_DEFAULT_MAX_ENTRY)
-				ao.max_entry = cap;
-		}
-		ao.progress = extract_progress;
-		ao.progress_ctx = &xp;
-		/* the listing below takes each file's digest from extraction */
-		if ((known = install_known_new()) != NULL) {
-			ao.on_file = known_tap;
-			ao.file_ctx = known;
-		}
-		tp = clock_us();
-		if (arc_extract(art_path, tree, &ao, &as, e) < 0)
-			goto out;
-		install_known_settle(known);
-		ph[INSTALL_PH_EXTRACT] = clock_us() - tp;
-		if (!xp.paused)
-			test_pause("extract");
-	} else {
-		progress_write(&ps, "fetch", 1);
-		if ((known = install_known_new()) == NULL) {
-			err_set(e, "internal", "out of memory");
-			goto out;
-		}
-		/* the npm installer reports through ps (and .progress.json) */
-		c->progress = npm_progress;
-		c->progress_arg = &ps;
-		tp = clock_us();
-		staged = install_npm_stage(c, m, tree, known, &npminfo, e);
-		c->progress = ps.fn;
-		c->progress_arg = ps.arg;
-		if (staged < 0)
-			goto out;
-		ph[INSTALL_PH_NPM] = clock_us() - tp;
-	}
-
-	snprintf(entry, sizeof(entry), "%s/%s", tree, m->source.bin);
-	if (lstat(entry, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISLNK(st.st_mode))) {
-		err_set(e, "install.failed", "%s: the archive has no %s", m->name, m->source.bin);
-		details_phase(e, "extract");
+	if ((m->source.type == MANIFEST_SRC_TARBALL ? stage_tarball(j, e) : stage_npm(j, e)) < 0 ||
+	    check_and_publish(j, e) < 0)
 		goto out;
-	}
-	progress_write(&ps, "verify", 1);
-	tp = clock_us();
-	if (run_verify(c, m, entry, staging, e) < 0)
-		goto out;
-	ph[INSTALL_PH_VERIFY_ARGV] = clock_us() - tp;
-	/* the staged content reaches the disk before the name does: the
-	 * syncfs runs while the tree is listed, and is waited for below */
-	tp = clock_us();
-	bg_sync_start(&bs, tree);
-	/* verify ran with HOME=staging: whatever it wrote there is not ours
-	 * to publish, and the tree itself must be what was extracted */
-	if (install_tree_list_known(tree, known, &listing, &listing_len, hex, &files, &bytes, e) < 0) {
-		details_phase(e, "publish");
-		goto out;
-	}
-	ph[INSTALL_PH_LIST] = clock_us() - tp;
-	tp = clock_us();
-
-	progress_write(&ps, "publish", 1);
-	test_pause("publish");
-	bg_sync_wait(&bs);
-	snprintf(final, sizeof(final), "%s/%s", tooldir, treename);
-	if (rename(tree, final) != 0) {
-		if (errno != EEXIST && errno != ENOTEMPTY) {
-			err_set(e, "install.failed", "rename to %s: %s", final, strerror(errno));
-			details_phase(e, "publish");
-			goto out;
-		}
-		/* a stale or drifted tree of the same version: swap it out
-		 * atomically where the kernel can, else two renames (the path is
-		 * briefly absent, never half-written) */
-		if (syscall(SYS_renameat2, AT_FDCWD, tree, AT_FDCWD, final, 2 /* RENAME_EXCHANGE */) != 0) {
-			char old[PATH_MAX];
-			snprintf(old, sizeof(old), "%s/old", staging);
-			if (rename(final, old) != 0 || rename(tree, final) != 0) {
-				err_set(e, "install.failed", "replacing %s: %s", final, strerror(errno));
-				details_phase(e, "publish");
-				goto out;
-			}
-		}
-	}
-	if (fs_fsync_dir(tooldir, e) < 0)
-		goto out;
-	/* the listing and the proof list first: a marker always has both */
-	{
-		char lp[PATH_MAX], *plist = NULL;
-		size_t plen = 0;
-		struct digest dg;
-		snprintf(lp, sizeof(lp), "%s/.installed.files", tooldir);
-		if (fs_write_atomic(lp, listing, listing_len, 0644, e) < 0) {
-			details_phase(e, "publish");
-			goto out;
-		}
-		snprintf(lp, sizeof(lp), "%s/.installed.proof", tooldir);
-		if (install_proof_make(final, &plist, &plen, e) < 0 ||
-		    fs_write_atomic(lp, plist, plen, 0644, e) < 0) {
-			free(plist);
-			details_phase(e, "publish");
-			goto out;
-		}
-		digest_buf(DIGEST_SHA256, plist, plen, &dg);
-		digest_hex(&dg, proof_sha);
-		free(plist);
-	}
-	if (write_marker(c, w, m, treename, a, sha, asize, hex, proof_sha, files, bytes, e) < 0) {
-		details_phase(e, "publish");
-		goto out;
-	}
-	if (link_bin(c, w, m, e) < 0) {
-		details_phase(e, "publish");
-		goto out;
-	}
-	remove_old_trees(w, m->name, treename, staging);
-	ph[INSTALL_PH_PUBLISH] = clock_us() - tp;
 	if (c->timing != NULL)
-		c->timing(c->progress_arg, m, ph);
+		c->timing(c->progress_arg, m, j->ph);
 	c->installs++;
 	r->state = INSTALL_READY;
 	r->installed = 1;
 	snprintf(r->dir, sizeof(r->dir), "%s", w);
-	snprintf(r->tree, sizeof(r->tree), "%s", final);
-	snprintf(r->entry, sizeof(r->entry), "%s/%s", final, m->source.bin);
-	{
-		/* npm-lock: the bytes of every package and the lockfile's
-		 * digest stand where a tarball has its artifact's */
-		struct audit_extra ax = {1, clock_ms() - t0, (int64_t)asize, NULL, sha, hex, NULL, NULL, NULL};
-		if (m->source.type != MANIFEST_SRC_TARBALL) {
-			ax.bytes = (int64_t)npminfo.bytes;
-			ax.artifact_sha256 = NULL;
-			ax.npm = &npminfo;
-		}
-		audit_event(c, "install.finish", m, &ax);
-	}
+	snprintf(r->tree, sizeof(r->tree), "%s", j->final);
+	snprintf(r->entry, sizeof(r->entry), "%s/%s", j->final, m->source.bin);
 	rc = 0;
 out:
-	bg_sync_wait(&bs);
-	install_known_free(known);
-	free(listing);
-	fs_rm_tree(staging, NULL);
-	unlink(ps.path);
-	if (rc < 0) {
-		/* a first install that failed leaves no <tools>/<name>/ behind
-		 * (rmdir removes only an empty one) */
-		rmdir(tooldir);
-		struct audit_extra ax = {0, clock_ms() - t0, -1, e->code ? e->code : "internal", NULL, NULL, NULL, NULL, NULL};
-		audit_event(c, "install.finish", m, &ax);
-	}
+	install_known_free(j->known);
+	free(j->listing);
+	fs_rm_tree(j->staging, NULL);
+	unlink(j->ps.path);
+	/* a first install that failed leaves no <tools>/<name>/ behind
+	 * (rmdir removes only an empty one) */
+	if (rc < 0)
+		rmdir(j->tooldir);
+	audit_finish(j, t0, rc, e);
+	free(j);
 	return rc;
 }
 
@@ -2329,14 +2393,159 @@ install_image_check(struct install_ctx *c, const char *name, struct err *e)
 	return image_check(c, m, e);
 }
 
+/* Step 0 and 1: already there (ABX_TOOL_<NAME>, the tools chain, PATH)?
+ * 1 yes (r filled), 0 no, -1 it cannot be (e set). */
+static int
+ensure_found(struct install_ctx *c, const manifest_t *m, const char *min, unsigned flags, struct install_result *r,
+	     struct err *e)
+{
+	/* resolution order: ABX_TOOL_<NAME>, tools, PATH, install */
+	if (env_tool(c, m, r) || install_fast_path(c, m, r, e) == 1)
+		return 1;
+	if (!(flags & INSTALL_F_NO_PATH) && c->set->use_path && path_tool(c, m, min, r))
+		return 1;
+	/* Not there: before anything else, whether it could run here at all
+	 * (also for a check, so every caller learns it before a download). */
+	if (image_check(c, m, e) < 0)
+		return -1;
+	if (flags & INSTALL_F_CHECK) {
+		err_set(e, "not_found", "%s is not installed", m->name);
+		return -1;
+	}
+	return 0;
+}
+
+/* May the mode install now? 0, or -1 with install.disabled / required. */
+static int
+mode_allows(struct install_ctx *c, const manifest_t *m, struct err *e)
+{
+	char why[INSTALL_WHY_MAX];
+
+	if (c->set->mode != CFG_MODE_OFF && (c->set->mode != CFG_MODE_BUILD || c->building))
+		return 0;
+	install_why(c, m, why, sizeof(why));
+	if (c->set->mode == CFG_MODE_OFF)
+		return err_set(e, "install.disabled", "%s %s: %s, and install mode is off (%s)", m->name, m->version, why,
+			       c->set->mode_source);
+	return err_set(e, "install.required", "%s %s: %s, and install mode is build (%s)", m->name, m->version, why,
+		       c->set->mode_source);
+}
+
+/* The tools directory installs go to, creating the explicit or per-user one
+ * when it is missing; NULL with install.read_only naming what was tried. */
+static const char *
+writable_dir(struct install_ctx *c, const char *name, struct err *e)
+{
+	char tried[1024], det[1100];
+
+	if (c->chain.writable < 0 || explicit_missing(&c->chain)) {
+		/* an explicit directory that does not exist yet comes before a
+		 * later writable one of the chain */
+		if (tools_chain_build(&c->chain, c->set, 1, e) < 0)
+			return NULL;
+		if (c->prefer[0] != '\0')
+			tools_chain_prefer(&c->chain, c->prefer);
+		if (c->set->cache_dir[0] == '\0' && c->chain.writable >= 0)
+			snprintf(c->cache_dir, sizeof(c->cache_dir), "%s/.cache", c->chain.d[c->chain.writable].path);
+	}
+	if (c->chain.writable >= 0)
+		return c->chain.d[c->chain.writable].path;
+	tools_chain_tried_text(&c->chain, tried, sizeof(tried));
+	err_set(e, "install.read_only", "%s is not installed and no tools directory is writable; tried %s", name,
+		tried);
+	tools_chain_tried_json(&c->chain, tried, sizeof(tried));
+	snprintf(det, sizeof(det), "{\"tried\":%s}", tried);
+	err_details(e, det);
+	return NULL;
+}
+
+/* A recent failure holds the tool back (prepare --force clears it). 0, or
+ * -1 with install.backoff and r->retry_after. */
+static int
+backoff_gate(struct install_ctx *c, const char *name, struct install_result *r, struct err *e)
+{
+	char det[64];
+	int left;
+
+	if (c->force) {
+		install_backoff_clear(c, name);
+		return 0;
+	}
+	if ((left = install_backoff_left(c, name)) <= 0)
+		return 0;
+	err_set(e, "install.backoff", "%s failed recently; next attempt in %d s (prepare --force retries now)", name,
+		left);
+	snprintf(det, sizeof(det), "{\"retry_after\":%d}", left);
+	err_details(e, det);
+	r->retry_after = left;
+	return -1;
+}
+
+/* Step 2: the staging directory can hold executables and the network
+ * answers (unless everything is local). 0, or -1 with e (a backoff is
+ * recorded where retrying soon cannot help). */
+static int
+ensure_probes(struct install_ctx *c, const manifest_t *m, const char *w, struct err *e)
+{
+	char staging_root[PATH_MAX];
+	const char *url;
+
+	snprintf(staging_root, sizeof(staging_root), "%s/.staging", w);
+	if (mkdir_mode(staging_root, 0700, e) < 0)
+		return -1;
+	if (exec_probe(c, staging_root, e) < 0) {
+		if (e->code && strcmp(e->code, "install.noexec") == 0)
+			backoff_record(c, m->name, e);
+		else
+			err_set(e, "install.read_only", "%s: cannot write a probe file in %s", m->name, staging_root);
+		return -1;
+	}
+	if (c->set->mode != CFG_MODE_OFFLINE && (url = needs_network(c, m)) != NULL &&
+	    install_net_probe(c, m, url, e) < 0) {
+		backoff_record(c, m->name, e);
+		return -1;
+	}
+	return 0;
+}
+
+/* Step 5: m's requires, in name order (deadlock-free: requires form a DAG
+ * and every process takes locks along it). */
+static int
+ensure_requires(struct install_ctx *c, const manifest_t *m, unsigned flags, struct err *e)
+{
+	const struct manifest_require *q[MANIFEST_MAX_REQUIRES], *t;
+	int n = m->nrequires, i, j, rc;
+
+	for (i = 0; i < n; i++)
+		q[i] = &m->requires[i];
+	for (i = 1; i < n; i++)
+		for (j = i; j > 0 && strcmp(q[j - 1]->name, q[j]->name) > 0; j--) {
+			t = q[j];
+			q[j] = q[j - 1];
+			q[j - 1] = t;
+		}
+	for (i = 0; i < n; i++) {
+		struct install_result rr;
+		c->depth++;
+		rc = ensure_inner(c, q[i]->name, q[i]->min, flags & ~INSTALL_F_NO_PATH, &rr, e);
+		c->depth--;
+		if (rc < 0) {
+			char msg[ERR_MSG_MAX];
+			snprintf(msg, sizeof(msg), "%s", e->msg);
+			return err_set(e, e->code, "%s requires %s: %s", m->name, q[i]->name, msg);
+		}
+	}
+	return 0;
+}
+
 static int
 ensure_inner(struct install_ctx *c, const char *name, const char *min, unsigned flags, struct install_result *r,
 	     struct err *e)
 {
 	const manifest_t *m;
-	const char *w, *url;
-	char staging_root[PATH_MAX], tried[1024], why[INSTALL_WHY_MAX];
-	int fd, i, left, rc;
+	const char *w;
+	char why[INSTALL_WHY_MAX];
+	int fd, rc;
 	int64_t tp, probe_us;
 
 	memset(r, 0, sizeof(*r));
@@ -2348,91 +2557,21 @@ ensure_inner(struct install_ctx *c, const char *name, const char *min, unsigned 
 		err_set(e, "install.failed", "%s is not available for %s", name, c->platform);
 		return fail_state(r, e);
 	}
-	/* resolution order (SPEC §5): ABX_TOOL_<NAME>, tools, PATH, install */
-	if (env_tool(c, m, r))
-		return 0;
-	if (install_fast_path(c, m, r, e) == 1)
-		return 0;
-	if (!(flags & INSTALL_F_NO_PATH) && c->set->use_path && path_tool(c, m, min, r))
-		return 0;
-	/* Not there: before anything else, whether it could run here at all
-	 * (also for a check, so every caller learns it before a download). */
-	if (image_check(c, m, e) < 0)
-		return fail_state(r, e);
-	if (flags & INSTALL_F_CHECK) {
-		err_set(e, "not_found", "%s is not installed", name);
-		r->state = INSTALL_MISSING;
-		return -1;
-	}
-	install_why(c, m, why, sizeof(why));
-	switch (c->set->mode) {
-	case CFG_MODE_OFF:
-		err_set(e, "install.disabled", "%s %s: %s, and install mode is off (%s)", name, m->version, why,
-			c->set->mode_source);
-		return fail_state(r, e);
-	case CFG_MODE_BUILD:
-		if (!c->building) {
-			err_set(e, "install.required", "%s %s: %s, and install mode is build (%s)", name, m->version,
-				why, c->set->mode_source);
-			return fail_state(r, e);
+	if ((rc = ensure_found(c, m, min, flags, r, e)) != 0) {
+		if (rc > 0)
+			return 0;
+		if (flags & INSTALL_F_CHECK && e->code != NULL && strcmp(e->code, "not_found") == 0) {
+			r->state = INSTALL_MISSING;
+			return -1;
 		}
-		break;
-	default:
-		break;
-	}
-	if (c->chain.writable < 0 || explicit_missing(&c->chain)) {
-		/* an installer may create the explicit or per-user directory;
-		 * an explicit one that does not exist yet comes before a later
-		 * writable one of the chain */
-		if (tools_chain_build(&c->chain, c->set, 1, e) < 0)
-			return fail_state(r, e);
-		if (c->prefer[0] != '\0')
-			tools_chain_prefer(&c->chain, c->prefer);
-		if (c->set->cache_dir[0] == '\0' && c->chain.writable >= 0)
-			snprintf(c->cache_dir, sizeof(c->cache_dir), "%s/.cache", c->chain.d[c->chain.writable].path);
-	}
-	if (c->chain.writable < 0) {
-		char det[1100];
-		tools_chain_tried_text(&c->chain, tried, sizeof(tried));
-		err_set(e, "install.read_only", "%s is not installed and no tools directory is writable; tried %s",
-			name, tried);
-		tools_chain_tried_json(&c->chain, tried, sizeof(tried));
-		snprintf(det, sizeof(det), "{\"tried\":%s}", tried);
-		err_details(e, det);
 		return fail_state(r, e);
 	}
-	w = c->chain.d[c->chain.writable].path;
-	if (c->force)
-		install_backoff_clear(c, name);
-	else if ((left = install_backoff_left(c, name)) > 0) {
-		char det[64];
-		err_set(e, "install.backoff", "%s failed recently; next attempt in %d s (prepare --force retries now)",
-			name, left);
-		snprintf(det, sizeof(det), "{\"retry_after\":%d}", left);
-		err_details(e, det);
-		r->retry_after = left;
+	if (mode_allows(c, m, e) < 0 || (w = writable_dir(c, name, e)) == NULL || backoff_gate(c, name, r, e) < 0)
 		return fail_state(r, e);
-	}
-
-	/* step 2: probes */
 	tp = clock_us();
-	snprintf(staging_root, sizeof(staging_root), "%s/.staging", w);
-	if (mkdir_mode(staging_root, 0700, e) < 0)
+	if (ensure_probes(c, m, w, e) < 0)
 		return fail_state(r, e);
-	if (exec_probe(c, staging_root, e) < 0) {
-		if (e->code && strcmp(e->code, "install.noexec") == 0)
-			backoff_record(c, name, e);
-		else
-			err_set(e, "install.read_only", "%s: cannot write a probe file in %s", name, staging_root);
-		return fail_state(r, e);
-	}
-	if (c->set->mode != CFG_MODE_OFFLINE && (url = needs_network(c, m)) != NULL &&
-	    install_net_probe(c, m, url, e) < 0) {
-		backoff_record(c, name, e);
-		return fail_state(r, e);
-	}
 	probe_us = clock_us() - tp;
-
 	/* step 3: the lock, in the writable directory only */
 	if ((fd = lock_tool(c, w, m, e)) < 0)
 		return fail_state(r, e);
@@ -2442,38 +2581,9 @@ ensure_inner(struct install_ctx *c, const char *name, const char *min, unsigned 
 		return 0;
 	}
 	audit_event(c, "install.start", m, NULL);
-	/* step 5: requires, in name order (deadlock-free: requires form a DAG
-	 * and every process takes locks along it) */
-	{
-		char names[MANIFEST_MAX_REQUIRES][MANIFEST_NAME_MAX], mins[MANIFEST_MAX_REQUIRES][MANIFEST_VERSION_MAX];
-		int n = m->nrequires, j;
-		for (i = 0; i < n; i++) {
-			snprintf(names[i], sizeof(names[i]), "%s", m->requires[i].name);
-			snprintf(mins[i], sizeof(mins[i]), "%s", m->requires[i].min);
-		}
-		for (i = 1; i < n; i++)
-			for (j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) {
-				char t[MANIFEST_NAME_MAX], tm[MANIFEST_VERSION_MAX];
-				memcpy(t, names[j], sizeof(t));
-				memcpy(names[j], names[j - 1], sizeof(t));
-				memcpy(names[j - 1], t, sizeof(t));
-				memcpy(tm, mins[j], sizeof(tm));
-				memcpy(mins[j], mins[j - 1], sizeof(tm));
-				memcpy(mins[j - 1], tm, sizeof(tm));
-			}
-		for (i = 0; i < n; i++) {
-			struct install_result rr;
-			c->depth++;
-			rc = ensure_inner(c, names[i], mins[i], flags & ~INSTALL_F_NO_PATH, &rr, e);
-			c->depth--;
-			if (rc < 0) {
-				char msg[ERR_MSG_MAX];
-				snprintf(msg, sizeof(msg), "%s", e->msg);
-				err_set(e, e->code, "%s requires %s: %s", name, names[i], msg);
-				close(fd);
-				return fail_state(r, e);
-			}
-		}
+	if (ensure_requires(c, m, flags, e) < 0) {
+		close(fd);
+		return fail_state(r, e);
 	}
 	/* steps 6-10, announced first: nothing is downloaded or replaced
 	 * silently (the shim prints it) */
@@ -2483,15 +2593,12 @@ ensure_inner(struct install_ctx *c, const char *name, const char *min, unsigned 
 	}
 	c->probe_us = probe_us;
 	rc = install_one(c, m, w, r, e);
-	if (rc < 0) {
-		/* step 11 */
-		backoff_record(c, name, e);
-		close(fd);
-		return fail_state(r, e);
-	}
-	install_backoff_clear(c, name);
+	if (rc < 0)
+		backoff_record(c, name, e); /* step 11 */
+	else
+		install_backoff_clear(c, name);
 	close(fd);
-	return 0;
+	return rc < 0 ? fail_state(r, e) : 0;
 }
 
 int
