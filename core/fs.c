@@ -513,9 +513,9 @@ fs_rm_tree(const char *path, struct err *e)
 /* ---- the tree walk ---- */
 
 struct fw {
-	char rel[PATH_MAX];         /* the entry's path below the root */
+	char rel[PATH_MAX]; /* the entry's path below the root */
 	size_t len;
-	const char *code;           /* for a tree over the limits */
+	const char *code; /* for a tree over the limits */
 	fs_visit_fn visit;
 	void *arg;
 	struct err *e;
@@ -602,7 +602,8 @@ walk_dir(struct fw *w, int dfd, int depth)
 	int fd, rc = -1;
 
 	if (depth > FS_MAX_DEPTH)
-		return err_set(w->e, w->code, "%s: tree deeper than %d levels", saved ? w->rel : ".", FS_MAX_DEPTH);
+		return err_set(w->e, w->code, "%s: tree deeper than %d levels", saved ? w->rel : ".",
+		               FS_MAX_DEPTH);
 	fd = dup(dfd);
 	if (fd < 0 || (d = fdopendir(fd)) == NULL) {
 		if (fd >= 0)

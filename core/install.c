@@ -311,8 +311,8 @@ install_image_check(struct install_ctx *c, const char *name, struct err *e)
 /* Step 0 and 1: already there (ABX_TOOL_<NAME>, the tools chain, PATH)?
  * 1 yes (r filled), 0 no, -1 it cannot be (e set). */
 static int
-ensure_found(struct install_ctx *c, const manifest_t *m, const char *min, unsigned flags, struct install_result *r,
-	     struct err *e)
+ensure_found(struct install_ctx *c, const manifest_t *m, const char *min, unsigned flags,
+             struct install_result *r, struct err *e)
 {
 	/* resolution order: ABX_TOOL_<NAME>, tools, PATH, install */
 	if (install_env_tool(c, m, r) || install_fast_path(c, m, r, e) == 1)
@@ -340,10 +340,10 @@ mode_allows(struct install_ctx *c, const manifest_t *m, struct err *e)
 		return 0;
 	install_why(c, m, why, sizeof(why));
 	if (c->set->mode == CFG_MODE_OFF)
-		return err_set(e, "install.disabled", "%s %s: %s, and install mode is off (%s)", m->name, m->version, why,
-			       c->set->mode_source);
-	return err_set(e, "install.required", "%s %s: %s, and install mode is build (%s)", m->name, m->version, why,
-		       c->set->mode_source);
+		return err_set(e, "install.disabled", "%s %s: %s, and install mode is off (%s)", m->name,
+		               m->version, why, c->set->mode_source);
+	return err_set(e, "install.required", "%s %s: %s, and install mode is build (%s)", m->name,
+	               m->version, why, c->set->mode_source);
 }
 
 /* The tools directory installs go to, creating the explicit or per-user one
@@ -361,13 +361,14 @@ writable_dir(struct install_ctx *c, const char *name, struct err *e)
 		if (c->prefer[0] != '\0')
 			tools_chain_prefer(&c->chain, c->prefer);
 		if (c->set->cache_dir[0] == '\0' && c->chain.writable >= 0)
-			snprintf(c->cache_dir, sizeof(c->cache_dir), "%s/.cache", c->chain.d[c->chain.writable].path);
+			snprintf(c->cache_dir, sizeof(c->cache_dir), "%s/.cache",
+			         c->chain.d[c->chain.writable].path);
 	}
 	if (c->chain.writable >= 0)
 		return c->chain.d[c->chain.writable].path;
 	tools_chain_tried_text(&c->chain, tried, sizeof(tried));
-	err_set(e, "install.read_only", "%s is not installed and no tools directory is writable; tried %s", name,
-		tried);
+	err_set(e, "install.read_only", "%s is not installed and no tools directory is writable; tried %s",
+	        name, tried);
 	tools_chain_tried_json(&c->chain, tried, sizeof(tried));
 	snprintf(det, sizeof(det), "{\"tried\":%s}", tried);
 	err_details(e, det);
@@ -388,8 +389,8 @@ backoff_gate(struct install_ctx *c, const char *name, struct install_result *r, 
 	}
 	if ((left = install_backoff_left(c, name)) <= 0)
 		return 0;
-	err_set(e, "install.backoff", "%s failed recently; next attempt in %d s (prepare --force retries now)", name,
-		left);
+	err_set(e, "install.backoff",
+	        "%s failed recently; next attempt in %d s (prepare --force retries now)", name, left);
 	snprintf(det, sizeof(det), "{\"retry_after\":%d}", left);
 	err_details(e, det);
 	r->retry_after = left;
@@ -412,7 +413,8 @@ ensure_probes(struct install_ctx *c, const manifest_t *m, const char *w, struct 
 		if (e->code && strcmp(e->code, "install.noexec") == 0)
 			install_backoff_record(c, m->name, e);
 		else
-			err_set(e, "install.read_only", "%s: cannot write a probe file in %s", m->name, staging_root);
+			err_set(e, "install.read_only", "%s: cannot write a probe file in %s", m->name,
+			        staging_root);
 		return -1;
 	}
 	if (c->set->mode != CFG_MODE_OFFLINE && (url = needs_network(c, m)) != NULL &&
@@ -432,7 +434,7 @@ ensure_requires(struct install_ctx *c, const manifest_t *m, unsigned flags, stru
 	int n = m->nrequires, i, j, rc;
 
 	for (i = 0; i < n; i++)
-		q[i] = &m->requires[i];
+	q[i] = &m->requires[i];
 	for (i = 1; i < n; i++)
 		for (j = i; j > 0 && strcmp(q[j - 1]->name, q[j]->name) > 0; j--) {
 			t = q[j];
@@ -454,8 +456,8 @@ ensure_requires(struct install_ctx *c, const manifest_t *m, unsigned flags, stru
 }
 
 int
-install_ensure_inner(struct install_ctx *c, const char *name, const char *min, unsigned flags, struct install_result *r,
-	     struct err *e)
+install_ensure_inner(struct install_ctx *c, const char *name, const char *min, unsigned flags,
+                     struct install_result *r, struct err *e)
 {
 	const manifest_t *m;
 	const char *w;
@@ -481,7 +483,8 @@ install_ensure_inner(struct install_ctx *c, const char *name, const char *min, u
 		}
 		return fail_state(r, e);
 	}
-	if (mode_allows(c, m, e) < 0 || (w = writable_dir(c, name, e)) == NULL || backoff_gate(c, name, r, e) < 0)
+	if (mode_allows(c, m, e) < 0 || (w = writable_dir(c, name, e)) == NULL ||
+	    backoff_gate(c, name, r, e) < 0)
 		return fail_state(r, e);
 	tp = clock_us();
 	if (ensure_probes(c, m, w, e) < 0)

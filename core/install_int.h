@@ -41,35 +41,35 @@ void install_test_pause(const char *phase);
 void install_details_phase(struct err *e, const char *phase);
 /* ensure() with a minimum version for a require (NULL = none). */
 int install_ensure_inner(struct install_ctx *c, const char *name, const char *min, unsigned flags,
-			 struct install_result *r, struct err *e);
+                         struct install_result *r, struct err *e);
 
 /* ---- install_audit.c ------------------------------------------------------ */
 
 /* Optional members of an audit line. */
 struct install_audit_extra {
-	int ok;                 /* -1 absent, 0, 1 */
-	int64_t duration_ms;    /* -1 absent */
-	int64_t bytes;          /* -1 absent */
+	int ok;              /* -1 absent, 0, 1 */
+	int64_t duration_ms; /* -1 absent */
+	int64_t bytes;       /* -1 absent */
 	const char *code, *artifact_sha256, *tree_sha256, *url, *sha256;
-	const struct install_npm_info *npm;  /* npm-lock: lockfile digest, packages */
+	const struct install_npm_info *npm; /* npm-lock: lockfile digest, packages */
 };
 /* One audit line for m: ts, event, tool, version, platform, principal, op,
  * pid and x's members. */
 void install_audit_event(struct install_ctx *c, const char *event, const manifest_t *m,
-			 const struct install_audit_extra *x);
+                         const struct install_audit_extra *x);
 
 /* One install's progress, reported to the context's callback and written
  * to <tools>/<name>/.progress.json for waiters in other processes. */
 struct install_progress_state {
 	struct install_ctx *c;
 	const manifest_t *m;
-	char path[PATH_MAX];    /* <w>/<name>/.progress.json, "" = none */
+	char path[PATH_MAX]; /* <w>/<name>/.progress.json, "" = none */
 	char phase[16];
 	time_t started;
 	int64_t last_ms;
-	uint64_t base;          /* bytes of earlier artifacts */
+	uint64_t base;               /* bytes of earlier artifacts */
 	struct install_progress cur; /* what is reported (install.h) */
-	install_progress_fn fn; /* the context's own, while npm reports through us */
+	install_progress_fn fn;      /* the context's own, while npm reports through us */
 	void *arg;
 };
 /* Report p->cur in phase (at most every 200 ms unless force or the phase
@@ -82,8 +82,9 @@ void install_progress_write(struct install_progress_state *p, const char *phase,
  * artifact, NULL for npm-lock; the listing's and the proof list's digests;
  * the tree's counts). 0 or -1 with e. */
 int install_marker_write(struct install_ctx *c, const char *w, const manifest_t *m, const char *treename,
-			 const struct manifest_artifact *a, const char *sha, uint64_t size, const char *tree_sha,
-			 const char *proof_sha, uint64_t files, uint64_t bytes, struct err *e);
+                         const struct manifest_artifact *a, const char *sha, uint64_t size,
+                         const char *tree_sha, const char *proof_sha, uint64_t files, uint64_t bytes,
+                         struct err *e);
 
 /* ---- install_probe.c ------------------------------------------------------- */
 
@@ -92,8 +93,8 @@ int install_marker_write(struct install_ctx *c, const char *w, const manifest_t 
 int install_env_tool(struct install_ctx *c, const manifest_t *m, struct install_result *r);
 int install_path_tool(struct install_ctx *c, const manifest_t *m, const char *min, struct install_result *r);
 /* a's words with {bin} = bin into buf, pointed to by argv (NULL-ended). */
-void install_subst_bin(const struct manifest_argv *a, const char *bin, char buf[][MANIFEST_ARG_MAX + PATH_MAX],
-		       char **argv);
+void install_subst_bin(const struct manifest_argv *a, const char *bin,
+                       char buf[][MANIFEST_ARG_MAX + PATH_MAX], char **argv);
 /* Can staging_root hold executables? Cached per context for
  * INSTALL_PROBE_TTL. 0, or -1 with e (install.noexec, io.error). */
 int install_exec_probe(struct install_ctx *c, const char *staging_root, struct err *e);
@@ -119,8 +120,8 @@ int install_mirror_url(const char *tmpl, const char *url, char *out, size_t cap,
  * (unless offline) mirror URLs and the original, downloaded into dl_dir.
  * 0 (path, got_sha) or -1 with e. */
 int install_get_artifact(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a,
-			 const char *dl_dir, struct install_progress_state *ps, char *path, size_t cap, char *got_sha,
-			 struct err *e);
+                         const char *dl_dir, struct install_progress_state *ps, char *path, size_t cap,
+                         char *got_sha, struct err *e);
 
 /* ---- install_publish.c ----------------------------------------------------- */
 
@@ -129,6 +130,6 @@ int install_get_artifact(struct install_ctx *c, const manifest_t *m, const struc
 void install_collect_stale(const char *dir, const char *prefix);
 /* Steps 6-10 for one tool, holding its lock in writable directory w. */
 int install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct install_result *r,
-		struct err *e);
+                struct err *e);
 
 #endif

@@ -144,8 +144,8 @@ install_npm_lock_free(struct install_ctx *c)
 }
 
 static const struct npmlock *
-lock_of(struct install_ctx *c, const manifest_t *m, const char *platform, struct npm_hosts *h, char lock_sha[65],
-	struct err *e)
+lock_of(struct install_ctx *c, const manifest_t *m, const char *platform, struct npm_hosts *h,
+        char lock_sha[65], struct err *e)
 {
 	struct install_npm_lock *k = c->npm_lock;
 	const char *pf = platform ? platform : "";

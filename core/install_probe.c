@@ -149,13 +149,17 @@ next:
 
 int
 install_run(char *const argv[], const char *path, const char *home, int timeout_s, char *out, size_t cap,
-	    struct err *e)
+            struct err *e)
 {
 	char envp_path[4200], envp_home[PATH_MAX + 8];
 	char *envp[] = {envp_path, envp_home, "LANG=C", "LC_ALL=C", NULL};
-	struct proc_spec s = {.argv = argv, .envp = envp, .cwd = home, .timeout_ms = timeout_s * 1000,
-			      .kill_grace_ms = INSTALL_RUN_GRACE_MS};
-	struct proc_capture pc = {.out = cap ? out : NULL, .out_room = cap, .cap = cap ? cap - 1 : 0, .merge = 1};
+	struct proc_spec s = {.argv = argv,
+	                      .envp = envp,
+	                      .cwd = home,
+	                      .timeout_ms = timeout_s * 1000,
+	                      .kill_grace_ms = INSTALL_RUN_GRACE_MS};
+	struct proc_capture pc = {
+	    .out = cap ? out : NULL, .out_room = cap, .cap = cap ? cap - 1 : 0, .merge = 1};
 	struct proc p;
 
 	snprintf(envp_path, sizeof(envp_path), "PATH=%s", path);

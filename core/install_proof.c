@@ -102,9 +102,11 @@ pb_add(void *arg, int dfd, const char *name, const char *rel, const struct stat 
 	r.mtime_ns = (uint32_t)st->st_mtim.tv_nsec;
 	if (buf_put(&b->recs, &r, sizeof(r)) < 0 || buf_put(&b->names, rel, strlen(rel) + 1) < 0) {
 		if (b->recs.len + sizeof(r) > b->recs.max)
-			return err_set(e, "install.failed", "tree of more than %u entries", INSTALL_PROOF_MAX_ENTRIES);
+			return err_set(e, "install.failed", "tree of more than %u entries",
+			               INSTALL_PROOF_MAX_ENTRIES);
 		if (b->names.len + strlen(rel) + 1 > b->names.max)
-			return err_set(e, "install.failed", "proof list larger than %u bytes", INSTALL_PROOF_MAX);
+			return err_set(e, "install.failed", "proof list larger than %u bytes",
+			               INSTALL_PROOF_MAX);
 		return err_set(e, "internal", "out of memory");
 	}
 	/* ctimes only: they are what a later change must move, and an
@@ -189,7 +191,7 @@ int
 install_proof_make(const char *root, char **out, size_t *outlen, struct err *e)
 {
 	struct pbuild b = {.recs = BUF_INIT((size_t)INSTALL_PROOF_MAX_ENTRIES * sizeof(struct proof_rec)),
-			   .names = BUF_INIT(INSTALL_PROOF_MAX)};
+	                   .names = BUF_INIT(INSTALL_PROOF_MAX)};
 	size_t total;
 	char *buf = NULL;
 	uint32_t u;

@@ -336,20 +336,20 @@ known_tap(void *arg, const char *name, const struct stat *st, const unsigned cha
 struct job {
 	struct install_ctx *c;
 	const manifest_t *m;
-	const char *w;                           /* the writable tools directory */
-	char tooldir[PATH_MAX];                  /* <w>/<name> */
-	char staging[PATH_MAX];                  /* <w>/.staging/<name>-<random> */
-	char tree[PATH_MAX];                     /* <staging>/tree */
-	char final[PATH_MAX];                    /* <tooldir>/<treename> */
+	const char *w;          /* the writable tools directory */
+	char tooldir[PATH_MAX]; /* <w>/<name> */
+	char staging[PATH_MAX]; /* <w>/.staging/<name>-<random> */
+	char tree[PATH_MAX];    /* <staging>/tree */
+	char final[PATH_MAX];   /* <tooldir>/<treename> */
 	char treename[MANIFEST_VERSION_MAX + 20];
-	const struct manifest_artifact *a;       /* tarball: the artifact */
-	char sha[65];                            /* its sha256 */
+	const struct manifest_artifact *a; /* tarball: the artifact */
+	char sha[65];                      /* its sha256 */
 	uint64_t asize;
-	char hex[FS_HEX_LEN];                    /* the listing's digest */
-	char *listing;                           /* owned */
+	char hex[FS_HEX_LEN]; /* the listing's digest */
+	char *listing;        /* owned */
 	size_t listing_len;
 	uint64_t files, bytes;
-	struct install_known *known;             /* owned */
+	struct install_known *known; /* owned */
 	struct install_npm_info npminfo;
 	struct install_progress_state ps;
 	int64_t ph[INSTALL_PH_N];
@@ -401,8 +401,8 @@ stage_tarball(struct job *j, struct err *e)
 	if (m->unpinned) {
 		struct install_audit_extra ax = {-1, -1, -1, NULL, NULL, NULL, j->a->url, j->sha, NULL};
 		warnx_line("UNPINNED INSTALL: %s %s from %s has no pinned digest; it got sha256 %s. "
-			   "ABX_INSTALL_UNPINNED=1 allowed this; pin it with `agent-sandbox-server lock %s`.",
-			   m->name, m->version, j->a->url, j->sha, m->name);
+		           "ABX_INSTALL_UNPINNED=1 allowed this; pin it with `agent-sandbox-server lock %s`.",
+		           m->name, m->version, j->a->url, j->sha, m->name);
 		install_audit_event(c, "install.unpinned", m, &ax);
 	}
 	if (stat(art_path, &st) == 0)
@@ -410,7 +410,8 @@ stage_tarball(struct job *j, struct err *e)
 	install_progress_write(&j->ps, "extract", 1);
 	arc_opts_init(&ao, format_of(j->a->url, art_path));
 	if (ao.format == ARC_FMT_NONE) {
-		err_set(e, "install.failed", "%s: %s is not a tar, tar.gz or zip archive", m->name, j->a->url);
+		err_set(e, "install.failed", "%s: %s is not a tar, tar.gz or zip archive", m->name,
+		        j->a->url);
 		install_details_phase(e, "extract");
 		return -1;
 	}
@@ -495,15 +496,16 @@ publish_marker(struct job *j, struct err *e)
 	if (fs_write_atomic(lp, j->listing, j->listing_len, 0644, e) < 0)
 		return -1;
 	snprintf(lp, sizeof(lp), "%s/.installed.proof", j->tooldir);
-	if (install_proof_make(j->final, &plist, &plen, e) < 0 || fs_write_atomic(lp, plist, plen, 0644, e) < 0) {
+	if (install_proof_make(j->final, &plist, &plen, e) < 0 ||
+	    fs_write_atomic(lp, plist, plen, 0644, e) < 0) {
 		free(plist);
 		return -1;
 	}
 	digest_buf(DIGEST_SHA256, plist, plen, &dg);
 	digest_hex(&dg, proof_sha);
 	free(plist);
-	if (install_marker_write(j->c, j->w, j->m, j->treename, j->a, j->sha, j->asize, j->hex, proof_sha, j->files, j->bytes,
-			 e) < 0)
+	if (install_marker_write(j->c, j->w, j->m, j->treename, j->a, j->sha, j->asize, j->hex, proof_sha,
+	                         j->files, j->bytes, e) < 0)
 		return -1;
 	return link_bin(j->c, j->w, j->m, e);
 }
@@ -535,8 +537,8 @@ check_and_publish(struct job *j, struct err *e)
 	bg_sync_start(&bs, j->tree);
 	/* verify ran with HOME=staging: whatever it wrote there is not ours
 	 * to publish, and the tree itself must be what was extracted */
-	if (install_tree_list_known(j->tree, j->known, &j->listing, &j->listing_len, j->hex, &j->files, &j->bytes,
-				    e) < 0)
+	if (install_tree_list_known(j->tree, j->known, &j->listing, &j->listing_len, j->hex, &j->files,
+	                            &j->bytes, e) < 0)
 		goto out;
 	j->ph[INSTALL_PH_LIST] = clock_us() - tp;
 	tp = clock_us();
@@ -560,11 +562,12 @@ out:
 static void
 audit_finish(struct job *j, int64_t t0, int rc, const struct err *e)
 {
-	struct install_audit_extra ax = {1, clock_ms() - t0, (int64_t)j->asize, NULL, j->sha, j->hex, NULL, NULL, NULL};
+	struct install_audit_extra ax = {
+	    1, clock_ms() - t0, (int64_t)j->asize, NULL, j->sha, j->hex, NULL, NULL, NULL};
 
 	if (rc < 0) {
-		ax = (struct install_audit_extra){0, clock_ms() - t0, -1, e->code ? e->code : "internal", NULL, NULL, NULL, NULL,
-					  NULL};
+		ax = (struct install_audit_extra){
+		    0, clock_ms() - t0, -1, e->code ? e->code : "internal", NULL, NULL, NULL, NULL, NULL};
 	} else if (j->m->source.type != MANIFEST_SRC_TARBALL) {
 		ax.bytes = (int64_t)j->npminfo.bytes;
 		ax.artifact_sha256 = NULL;
@@ -575,7 +578,8 @@ audit_finish(struct job *j, int64_t t0, int rc, const struct err *e)
 
 /* Steps 6-10 for one tool, holding its lock in writable directory w. */
 int
-install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct install_result *r, struct err *e)
+install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct install_result *r,
+            struct err *e)
 {
 	char staging_root[PATH_MAX], rnd[17];
 	struct job *j = calloc(1, sizeof(*j));
@@ -615,8 +619,9 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 		goto out;
 	if (m->size_hint_mb > 0 && fs_free_bytes(j->staging, &free_b, e) == 0 &&
 	    free_b < (uint64_t)m->size_hint_mb * 2 * 1048576) {
-		err_set(e, "install.no_space", "%s %s needs %ld MiB free (2 x size_hint_mb) in %s; %llu MiB available",
-			m->name, m->version, m->size_hint_mb * 2, w, (unsigned long long)(free_b >> 20));
+		err_set(e, "install.no_space",
+		        "%s %s needs %ld MiB free (2 x size_hint_mb) in %s; %llu MiB available", m->name,
+		        m->version, m->size_hint_mb * 2, w, (unsigned long long)(free_b >> 20));
 		goto out;
 	}
 	if ((m->source.type == MANIFEST_SRC_TARBALL ? stage_tarball(j, e) : stage_npm(j, e)) < 0 ||

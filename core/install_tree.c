@@ -143,7 +143,7 @@ tl_line(struct tlist *t, const char *head, const char *rel, struct err *e)
 /* The sha256 and size of regular file name in dfd, read through t->io. */
 static int
 tl_hash(struct tlist *t, int dfd, const char *name, const char *rel, struct digest *dg, uint64_t *size,
-	struct err *e)
+        struct err *e)
 {
 	struct digest_ctx dc;
 	int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -211,8 +211,8 @@ install_tree_list(const char *root, char **text, size_t *len, char hex[65], uint
 }
 
 int
-install_tree_list_known(const char *root, const struct install_known *k, char **text, size_t *len, char hex[65],
-			uint64_t *files, uint64_t *bytes, struct err *e)
+install_tree_list_known(const char *root, const struct install_known *k, char **text, size_t *len,
+                        char hex[65], uint64_t *files, uint64_t *bytes, struct err *e)
 {
 	struct tlist t = {.b = BUF_INIT(TREE_LIST_MAX), .known = k};
 	struct digest dg;

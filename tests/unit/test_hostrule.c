@@ -75,8 +75,8 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_lists_and_ports),
-		cmocka_unit_test(test_https_only_and_open),
+	    cmocka_unit_test(test_lists_and_ports),
+	    cmocka_unit_test(test_https_only_and_open),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
