@@ -91,7 +91,7 @@ typedef void (*install_progress_fn)(void *arg, const char *name, const char *pha
 
 struct http_client;
 
-/* Markers parsed once per context (see marker_cached in install.c). */
+/* Markers parsed once per context (see marker_cached in install_tree.c). */
 #define INSTALL_MARKER_CACHE 8
 struct install_marker;
 

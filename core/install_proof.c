@@ -173,8 +173,8 @@ pb_settle(struct pbuild *b, const char *root, struct err *e)
 			return 0;
 		/* wait (no walk) until the clock has passed what we saw; a
 		 * clock that never gets there (a server's timestamps on a
-		 * network filesystem) leaves the same-tick gap of a plain
-		 * stat digest, no worse */
+		 * network filesystem) leaves the same-tick gap: a change in
+		 * the tick of the newest ctime could go unseen */
 		for (;;) {
 			struct timespec now, nap = {0, 1000000};
 			clock_gettime(CLOCK_REALTIME_COARSE, &now);

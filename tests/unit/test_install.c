@@ -1,4 +1,4 @@
-/* The install engine's building blocks (core/install.c): tree listings, the
+/* The install engine's building blocks (core/install*.c): tree listings, the
  * proof list, running verify commands, markers, backoff, the check-only
  * ensure. The whole engine runs end to end in tests/integration/install.sh. */
 #include "unit.h"
