@@ -30,6 +30,7 @@
 
 #include "../core/config.h"
 #include "../core/digest.h"
+#include "../core/hostrule.h"
 #include "../core/http.h"
 #include "../core/net.h"
 #include "fetch_cache.h"
@@ -264,20 +265,6 @@ report_mismatch(const char *url, const struct digest *want, const struct digest 
 /* ---- The single-file download ------------------------------------------ */
 
 static int
-host_rule(void *arg, const struct http_url *u, struct err *e)
-{
-	const struct fetch_opts *o = arg;
-	int i;
-
-	if (o->nallow == 0 || strcmp(u->host, o->first_host) == 0)
-		return 0;
-	for (i = 0; i < o->nallow; i++)
-		if (strcasecmp(u->host, o->allow[i]) == 0)
-			return 0;
-	return err_set(e, "http.redirect", "redirect to %s refused: not in --allow-host", u->host);
-}
-
-static int
 copy_to_stdout(int fd, struct err *e)
 {
 	char buf[65536];
@@ -331,6 +318,8 @@ fetch_one(const struct fetch_opts *o)
 {
 	struct http_client *cl;
 	struct http_request rq;
+	struct hostrule hr;
+	const char *first[1] = {o->first_host};
 	struct http_response *rs;
 	struct sink s;
 	struct digest got;
@@ -366,8 +355,13 @@ fetch_one(const struct fetch_opts *o)
 	rq.limits = o->limits;
 	rq.sink = sink_write;
 	rq.sink_arg = &s;
-	rq.host_ok = host_rule;
-	rq.host_arg = (void *)o;
+	/* the URL's own host, then only --allow-host ones (none: any) */
+	hostrule_init(&hr, 0, "--allow-host");
+	hr.open = o->nallow == 0;
+	hostrule_add(&hr, first, 1);
+	hostrule_add(&hr, o->allow, o->nallow);
+	rq.host_ok = hostrule_check;
+	rq.host_arg = &hr;
 	memcpy(rq.headers, o->headers, sizeof(rq.headers));
 	rq.nheaders = o->nheaders;
 	if (http_request(cl, &rq, rs, &e) != 0) {

@@ -19,6 +19,7 @@
 
 #include "../core/buf.h"
 #include "../core/digest.h"
+#include "../core/hostrule.h"
 #include "../core/http.h"
 #include "../core/json.h"
 #include "../core/manifests_embed.h"
@@ -368,23 +369,6 @@ lock_load_hosts(const struct doc *d, struct hosts *h, struct err *e)
 	return 0;
 }
 
-static int
-host_rule(void *arg, const struct http_url *u, struct err *e)
-{
-	const struct hosts *h = arg;
-	size_t i, n;
-	char port[16];
-
-	snprintf(port, sizeof(port), "%d", u->port);
-	for (i = 0; i < h->n; i++) {
-		n = strcspn(h->h[i], ":");
-		if (strlen(u->host) == n && strncasecmp(h->h[i], u->host, n) == 0 &&
-		    (h->h[i][n] == '\0' || strcmp(h->h[i] + n + 1, port) == 0))
-			return 0;
-	}
-	return err_set(e, "http.redirect", "host %s is not in the manifest's hosts", u->host);
-}
-
 /* ---- tarball sources -------------------------------------------------- */
 
 static int
@@ -400,6 +384,7 @@ lock_get(struct http_client *hc, const char *url, struct hosts *h, const char *h
 {
 	struct http_request rq;
 	struct http_response *rs = malloc(sizeof(*rs));
+	struct hostrule hr;
 	int rc;
 
 	if (rs == NULL)
@@ -407,8 +392,10 @@ lock_get(struct http_client *hc, const char *url, struct hosts *h, const char *h
 	http_request_init(&rq, url);
 	if (header != NULL)
 		rq.headers[rq.nheaders++] = header;
-	rq.host_ok = host_rule;
-	rq.host_arg = h;
+	hostrule_init(&hr, 0, "the manifest's hosts");
+	hostrule_add(&hr, h->h, (int)h->n);
+	rq.host_ok = hostrule_check;
+	rq.host_arg = &hr;
 	rq.sink = sink;
 	rq.sink_arg = sink_arg;
 	rq.limits.max_body = max;

@@ -510,17 +510,14 @@ fs_rm_tree(const char *path, struct err *e)
 	return r;
 }
 
-/* ---- canonical walks: tree digest and stat proof ---- */
+/* ---- the tree walk ---- */
 
-struct tw {
-	int proof;                  /* 1: stat proof, 0: content digest */
-	br_sha256_context outer;
-	char path[FS_PATH_MAX];
-	size_t plen;
-	unsigned char *buf;         /* FS_READ_BLOCK, content digest only */
-	char target[PATH_MAX];      /* a link target; here, not on the stack,
-	                             * so 128 levels fit a 128 KiB thread stack */
-	uint64_t files, bytes;
+struct fw {
+	char rel[PATH_MAX]; /* the entry's path below the root */
+	size_t len;
+	const char *code; /* for a tree over the limits */
+	fs_visit_fn visit;
+	void *arg;
 	struct err *e;
 };
 
@@ -533,7 +530,7 @@ cmp_names(const void *a, const void *b)
 /* The names in d, sorted bytewise, in one malloc'd block: an array of
  * pointers followed by the strings. */
 static char **
-sorted_names(DIR *d, size_t *count, struct tw *w)
+sorted_names(DIR *d, size_t *count, struct fw *w)
 {
 	size_t n = 0, cap = 64, sbytes = 0, scap = 4096, i;
 	char **v = NULL, *s = NULL, **out;
@@ -551,7 +548,8 @@ sorted_names(DIR *d, size_t *count, struct tw *w)
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
 			continue;
 		if (n >= FS_MAX_DIR_ENTRIES) {
-			err_set(w->e, "io.error", "%s: more than %d entries in one directory (the entry cap)", w->path, FS_MAX_DIR_ENTRIES);
+			err_set(w->e, w->code, "%s: more than %d entries in one directory (the entry cap)",
+			        w->len ? w->rel : ".", FS_MAX_DIR_ENTRIES);
 			goto fail;
 		}
 		if (n == cap) {
@@ -571,7 +569,7 @@ sorted_names(DIR *d, size_t *count, struct tw *w)
 		sbytes += l;
 	}
 	if (errno != 0) {
-		io_err(w->e, "cannot read directory", w->path);
+		io_err(w->e, "cannot read directory", w->len ? w->rel : ".");
 		goto fail;
 	}
 	out = malloc(n * sizeof(char *) + sbytes + 1);
@@ -587,100 +585,30 @@ sorted_names(DIR *d, size_t *count, struct tw *w)
 	*count = n;
 	return v;
 oom:
-	err_set(w->e, "io.error", "out of memory walking %s", w->path);
+	err_set(w->e, "internal", "out of memory walking %s", w->len ? w->rel : ".");
 fail:
 	free(offs);
 	free(s);
 	return NULL;
 }
 
-static void
-feed(struct tw *w, const void *p, size_t n)
-{
-	sha256x86_update(&w->outer, p, n);
-}
-
-/* The proof hashes each entry's own name (its directory's records come
- * first, its children's after it, closed by "/" NUL which no name can be)
- * and 40 bytes of stat: about half the bytes of full paths and fat fields,
- * and hashing is a fifth of the proof's time. mtime is covered by ctime
- * (setting it moves ctime) but its nanoseconds cost nothing to add. */
-static void
-feed_proof(struct tw *w, const char *name, const struct stat *sb)
-{
-	uint64_t v[5];
-
-	v[0] = sb->st_ino;
-	v[1] = (uint64_t)sb->st_size;
-	v[2] = (uint64_t)sb->st_ctim.tv_sec;
-	v[3] = (uint64_t)sb->st_ctim.tv_nsec | (uint64_t)sb->st_mode << 32;
-	v[4] = ((uint64_t)sb->st_mtim.tv_nsec | (uint64_t)sb->st_nlink << 32) ^ (uint64_t)sb->st_dev;
-	feed(w, name, strlen(name) + 1);
-	feed(w, v, sizeof(v));
-}
-
 static int
-hash_file(struct tw *w, int dfd, const char *name, const struct stat *sb)
+walk_dir(struct fw *w, int dfd, int depth)
 {
-	br_sha256_context c;
-	unsigned char out[32];
-	char hdr[40];
-	struct stat fsb;
-	ssize_t r;
-	uint64_t total = 0;
-	int fd;
-
-	fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return io_err(w->e, "cannot open", w->path);
-	if (fstat(fd, &fsb) != 0 || !S_ISREG(fsb.st_mode) || fsb.st_ino != sb->st_ino) {
-		close(fd);
-		return err_set(w->e, "io.error", "%s changed during the walk", w->path);
-	}
-	br_sha256_init(&c);
-	for (;;) {
-		r = read(fd, w->buf, FS_READ_BLOCK);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			io_err(w->e, "cannot read", w->path);
-			close(fd);
-			return -1;
-		}
-		if (r == 0)
-			break;
-		sha256x86_update(&c, w->buf, (size_t)r);
-		total += (uint64_t)r;
-	}
-	close(fd);
-	br_sha256_out(&c, out);
-	/* The size hashed is the size read, so a file growing under us
-	 * changes the digest rather than lying about it. */
-	feed(w, hdr, (size_t)snprintf(hdr, sizeof(hdr), "f%04o%llu", (unsigned)(sb->st_mode & 07777),
-	    (unsigned long long)total) + 1);
-	feed(w, out, sizeof(out));
-	w->files++;
-	w->bytes += total;
-	return 0;
-}
-
-static int
-walk_tree(struct tw *w, int dfd, int depth)
-{
-	char **names, hdr[16], *target = w->target;
-	size_t n, i, l, saved = w->plen;
+	char **names;
+	size_t n, i, l, saved = w->len;
 	struct stat sb;
-	ssize_t tl;
 	DIR *d;
 	int fd, rc = -1;
 
-	if (depth >= FS_MAX_DEPTH)
-		return err_set(w->e, "io.error", "deeper than %d levels: %s", FS_MAX_DEPTH, w->path);
+	if (depth > FS_MAX_DEPTH)
+		return err_set(w->e, w->code, "%s: tree deeper than %d levels", saved ? w->rel : ".",
+		               FS_MAX_DEPTH);
 	fd = dup(dfd);
 	if (fd < 0 || (d = fdopendir(fd)) == NULL) {
 		if (fd >= 0)
 			close(fd);
-		return io_err(w->e, "cannot read directory", w->path);
+		return err_set(w->e, "io.error", "%s: %s", saved ? w->rel : ".", strerror(errno));
 	}
 	names = sorted_names(d, &n, w);
 	closedir(d);
@@ -688,138 +616,59 @@ walk_tree(struct tw *w, int dfd, int depth)
 		return -1;
 	for (i = 0; i < n; i++) {
 		l = strlen(names[i]);
-		if (saved + 1 + l >= sizeof(w->path)) {
-			err_set(w->e, "io.error", "%s/%s: path too long", w->path, names[i]);
+		if (saved + 1 + l >= sizeof(w->rel)) {
+			err_set(w->e, w->code, "path too long under %s", saved ? w->rel : ".");
 			goto out;
 		}
 		if (saved > 0)
-			w->path[saved] = '/';
-		memcpy(w->path + saved + (saved > 0), names[i], l + 1);
-		w->plen = saved + (saved > 0) + l;
+			w->rel[saved] = '/';
+		memcpy(w->rel + saved + (saved > 0), names[i], l + 1);
+		w->len = saved + (saved > 0) + l;
 		if (fstatat(dfd, names[i], &sb, AT_SYMLINK_NOFOLLOW) != 0) {
-			io_err(w->e, "cannot stat", w->path);
+			err_set(w->e, "io.error", "%s: %s", w->rel, strerror(errno));
 			goto out;
 		}
-		if (w->proof) {
-			feed_proof(w, names[i], &sb);
-		} else if (S_ISREG(sb.st_mode)) {
-			feed(w, w->path, w->plen + 1);
-			if (hash_file(w, dfd, names[i], &sb) != 0)
-				goto out;
-		} else if (S_ISDIR(sb.st_mode)) {
-			feed(w, w->path, w->plen + 1);
-			feed(w, hdr, (size_t)snprintf(hdr, sizeof(hdr), "d%04o", (unsigned)(sb.st_mode & 07777)));
-		} else if (S_ISLNK(sb.st_mode)) {
-			tl = readlinkat(dfd, names[i], target, sizeof(w->target));
-			if (tl < 0 || (size_t)tl >= sizeof(w->target)) {
-				io_err(w->e, "cannot read link", w->path);
-				goto out;
-			}
-			feed(w, w->path, w->plen + 1);
-			feed(w, hdr, (size_t)snprintf(hdr, sizeof(hdr), "l%04o", (unsigned)(sb.st_mode & 07777)));
-			feed(w, target, (size_t)tl);
-			feed(w, "", 1);
-		} else {
-			err_set(w->e, "io.error", "%s is a special file", w->path);
+		if (w->visit(w->arg, dfd, names[i], w->rel, &sb, w->e) != 0)
 			goto out;
-		}
 		if (S_ISDIR(sb.st_mode)) {
 			int sub = openat(dfd, names[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 
 			if (sub < 0) {
-				io_err(w->e, "cannot open directory", w->path);
+				err_set(w->e, "io.error", "%s: %s", w->rel, strerror(errno));
 				goto out;
 			}
-			if (walk_tree(w, sub, depth + 1) != 0) {
-				close(sub);
-				goto out;
-			}
+			rc = walk_dir(w, sub, depth + 1);
 			close(sub);
-			if (w->proof)
-				feed(w, "/", 2);
+			if (rc != 0)
+				goto out;
+			rc = -1;
 		}
+		w->len = saved;
+		w->rel[saved] = '\0';
 	}
 	rc = 0;
 out:
-	w->plen = saved;
-	w->path[saved] = '\0';
+	w->len = saved;
+	w->rel[saved] = '\0';
 	free(names);
 	return rc;
 }
 
-static void
-to_hex(const unsigned char *d, size_t n, char *hex)
+int
+fs_walk(int rootfd, const char *limit_code, fs_visit_fn visit, void *arg, struct err *e)
 {
-	static const char x[] = "0123456789abcdef";
-	size_t i;
+	struct fw *w = calloc(1, sizeof(*w));
+	int rc;
 
-	for (i = 0; i < n; i++) {
-		hex[2 * i] = x[d[i] >> 4];
-		hex[2 * i + 1] = x[d[i] & 15];
-	}
-	hex[2 * n] = '\0';
-}
-
-static int
-tree_walk(const char *root, int proof, char hex[FS_HEX_LEN], uint64_t *files,
-    uint64_t *bytes, struct err *e)
-{
-	struct tw *w;
-	struct stat sb;
-	unsigned char out[32];
-	int fd, rc;
-
-	w = calloc(1, sizeof(*w));
 	if (w == NULL)
-		return err_set(e, "io.error", "out of memory");
-	w->proof = proof;
+		return err_set(e, "internal", "out of memory");
+	w->code = limit_code;
+	w->visit = visit;
+	w->arg = arg;
 	w->e = e;
-	if (!proof && (w->buf = malloc(FS_READ_BLOCK)) == NULL) {
-		free(w);
-		return err_set(e, "io.error", "out of memory");
-	}
-	br_sha256_init(&w->outer);
-	fd = open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0) {
-		rc = errno == ENOENT ? err_set(e, "not_found", "%s does not exist", root)
-		    : io_err(e, "cannot open directory", root);
-		goto out;
-	}
-	if (proof) {
-		if (fstat(fd, &sb) != 0) {
-			rc = io_err(e, "cannot stat", root);
-			close(fd);
-			goto out;
-		}
-		feed_proof(w, "", &sb);
-	}
-	rc = walk_tree(w, fd, 0);
-	close(fd);
-	if (rc == 0) {
-		br_sha256_out(&w->outer, out);
-		to_hex(out, sizeof(out), hex);
-		if (files)
-			*files = w->files;
-		if (bytes)
-			*bytes = w->bytes;
-	}
-out:
-	free(w->buf);
+	rc = walk_dir(w, rootfd, 0);
 	free(w);
 	return rc;
-}
-
-int
-fs_tree_digest(const char *root, char hex[FS_HEX_LEN], uint64_t *files,
-    uint64_t *bytes, struct err *e)
-{
-	return tree_walk(root, 0, hex, files, bytes, e);
-}
-
-int
-fs_stat_proof(const char *root, char hex[FS_HEX_LEN], struct err *e)
-{
-	return tree_walk(root, 1, hex, NULL, NULL, e);
 }
 
 int

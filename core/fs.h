@@ -87,33 +87,20 @@ int fs_syncfs(const char *path, struct err *e);
 int fs_dirname(const char *path, char *buf, size_t cap);
 
 /*
- * Content digest of the tree under root (root itself excluded), lowercase hex
- * sha256 into hex. Canonical walk: depth first, the entries of each directory
- * sorted bytewise by name; for each entry one record
- *   relative path NUL, type char (f d l), mode & 07777 as 4 octal digits,
- *   then for f: size in decimal NUL and the sha256 of the content (32 bytes);
- *   for l: the link target NUL; for d: nothing
- * is fed to the outer sha256. Any change of content, mode, name, type or link
- * target changes the digest; mtimes, owners and inode numbers do not. Other
- * file types (FIFO, device, socket) make it fail: a published tree has none.
- * files/bytes (may be NULL) receive the counts of regular files and bytes.
+ * The one tree walk (the listing, the proof list): every entry under the
+ * directory rootfd (itself excluded), depth first, each directory's names
+ * sorted bytewise, a directory's own entry before its entries. For each,
+ * visit(arg, dfd, name, rel, st, e): dfd holds the entry (valid during the
+ * call), rel is its path below the root, st its lstat; it returns 0 to go
+ * on, or -1 with e set to stop the walk. Returns 0, or -1 with e: the
+ * visitor's error, io.error naming what could not be read, or limit_code
+ * for a tree deeper than FS_MAX_DEPTH, a directory of more than
+ * FS_MAX_DIR_ENTRIES names, or a path of PATH_MAX. Recursion costs about
+ * 100 bytes of stack per level; the path lives on the heap.
  */
-int fs_tree_digest(const char *root, char hex[FS_HEX_LEN], uint64_t *files,
-    uint64_t *bytes, struct err *e);
-
-/*
- * A cheap proof that a tree has not changed since it was recorded (SPEC §6
- * step 1 fast path): the same canonical walk as fs_tree_digest, but each
- * record is the entry's name (nested: a directory's records are followed by
- * its children's and an end marker) with its mode, size, inode, device,
- * link count, ctime and mtime nanoseconds — no file is opened. Any write,
- * chmod, rename, link or replacement updates a ctime, which an unprivileged
- * writer cannot set back, so an equal proof means an unchanged tree; a
- * different proof means "fall back to fs_tree_digest". The root directory
- * itself is included (an entry added or removed at the top changes its
- * ctime). Not portable across copies: record it where the tree lives.
- */
-int fs_stat_proof(const char *root, char hex[FS_HEX_LEN], struct err *e);
+typedef int (*fs_visit_fn)(void *arg, int dfd, const char *name, const char *rel, const struct stat *st,
+                           struct err *e);
+int fs_walk(int rootfd, const char *limit_code, fs_visit_fn visit, void *arg, struct err *e);
 
 /* Bytes available to an unprivileged user on the filesystem holding path
  * (statvfs f_bavail × f_frsize) into *out. */

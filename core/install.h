@@ -91,7 +91,7 @@ typedef void (*install_progress_fn)(void *arg, const char *name, const char *pha
 
 struct http_client;
 
-/* Markers parsed once per context (see marker_cached in install.c). */
+/* Markers parsed once per context (see marker_cached in install_tree.c). */
 #define INSTALL_MARKER_CACHE 8
 struct install_marker;
 
@@ -148,6 +148,7 @@ struct install_ctx {
 	int exec_probe_rc;
 
 	struct http_client *http;   /* created on first download */
+	struct install_npm_lock *npm_lock; /* the last lockfile parsed (install_npm.c), owned */
 	struct install_marker_slot *mcache;  /* INSTALL_MARKER_CACHE slots, owned */
 	int depth;                  /* requires recursion */
 
@@ -264,6 +265,8 @@ void install_tree_keep(struct install_ctx *c, const manifest_t *m, const struct 
  * integrity, sha256 when the cache knows it, url) into the marker's array. */
 struct json_w;
 void install_npm_sbom(struct install_ctx *c, const manifest_t *m, struct json_w *w);
+/* Release the lockfile parse the context keeps (install_ctx_free does). */
+void install_npm_lock_free(struct install_ctx *c);
 
 /* Clear a tool's backoff record in the writable directory (prepare --force,
  * the admin reset). */
@@ -325,8 +328,7 @@ struct install_marker {
 	char tree[MANIFEST_VERSION_MAX + 20];   /* "<version>-<platform>" */
 	char manifest_sha256[65];
 	char tree_sha256[65];
-	char stat_proof[65];
-	char proof_sha256[65];  /* of <name>/.installed.proof; "" in older markers */
+	char proof_sha256[65];  /* of <name>/.installed.proof */
 	char installed_at[32];
 	uint64_t files, bytes;
 	unsigned uid, mode;     /* of the marker file */
@@ -390,10 +392,6 @@ int install_known_get(const struct install_known *k, const char *rel, const stru
 int install_tree_list_known(const char *root, const struct install_known *k, char **text, size_t *len, char hex[65],
 			    uint64_t *files, uint64_t *bytes, struct err *e);
 
-/* The stat proof of the tree under root (see install.c) into hex.
- * Returns 0 or -1 (unreadable). */
-int install_stat_proof(const char *root, char hex[65]);
-
 /*
  * The proof list (install_proof.c): every entry of the tree under root with
  * its inode, mode, size, ctime and mtime, recorded at publish in
@@ -415,10 +413,6 @@ int install_stat_proof(const char *root, char hex[65]);
 #define INSTALL_PROOF_MAX_ENTRIES (1u << 20)
 #define INSTALL_PROOF_MAX (64u << 20)
 int install_proof_make(const char *root, char **out, size_t *outlen, struct err *e);
-/* install_proof_make that also computes, in the same walk (its last one),
- * the stat proof install_stat_proof would give for the tree (the same
- * bytes: both feed entries in directory order), into stat_hex. */
-int install_proof_make_stat(const char *root, char **out, size_t *outlen, char stat_hex[65], struct err *e);
 int install_proof_check(const char *root, const void *buf, size_t len);
 int install_proof_parse(const void *buf, size_t len);
 
@@ -448,12 +442,14 @@ void install_proof_cache_clear(void);
 int install_probe_version(const manifest_t *m, const char *bin, char *ver, size_t cap);
 
 /*
- * Run argv (already substituted) with a scrubbed environment (PATH = path,
- * HOME = home, LANG = C), stdin /dev/null, stdout+stderr captured into out
- * (cap bytes, NUL-terminated), killed after timeout_s. Returns the exit
- * status (0..255), 128+signal when killed, or -1 when it could not run
- * (e set).
+ * Run argv (already substituted; core/proc.h) with a scrubbed environment
+ * (PATH = path, HOME = home, LANG = C) in home, stdin /dev/null, stdout and
+ * stderr captured together into out (cap bytes, NUL-terminated), killed at
+ * timeout_s (SIGTERM, SIGKILL INSTALL_RUN_GRACE_MS later). Returns the exit
+ * status (0..255), 128+signal when a signal ended it, 128+SIGKILL when the
+ * deadline did, 127 when it could not start (e set, its message in out).
  */
+#define INSTALL_RUN_GRACE_MS 500
 int install_run(char *const argv[], const char *path, const char *home, int timeout_s, char *out, size_t cap,
 		struct err *e);
 

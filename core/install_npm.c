@@ -123,6 +123,56 @@ load_lock(struct install_ctx *c, const manifest_t *m, const char *platform, stru
 	return rc;
 }
 
+/* The lockfile of m for platform, parsed once per context: the network
+ * probe, the install and the marker's SBOM read the same parse. Keyed by
+ * the manifest's digest (which covers the lockfile's bytes) and the
+ * platform, so a manifest changed since is parsed again. */
+struct install_npm_lock {
+	char name[MANIFEST_NAME_MAX];
+	char manifest_sha[65];
+	char platform[16]; /* "" = every platform */
+	char lock_sha[65];
+	struct npmlock l;
+};
+
+void
+install_npm_lock_free(struct install_ctx *c)
+{
+	if (c->npm_lock == NULL)
+		return;
+	npmlock_free(&c->npm_lock->l);
+	free(c->npm_lock);
+	c->npm_lock = NULL;
+}
+
+static const struct npmlock *
+lock_of(struct install_ctx *c, const manifest_t *m, const char *platform, struct npm_hosts *h,
+        char lock_sha[65], struct err *e)
+{
+	struct install_npm_lock *k = c->npm_lock;
+	const char *pf = platform ? platform : "";
+
+	if (k == NULL || strcmp(k->name, m->name) != 0 || strcmp(k->manifest_sha, m->sha256) != 0 ||
+	    strcmp(k->platform, pf) != 0) {
+		install_npm_lock_free(c);
+		if ((k = calloc(1, sizeof(*k))) == NULL) {
+			err_set(e, "internal", "out of memory");
+			return NULL;
+		}
+		if (load_lock(c, m, platform, h, &k->l, k->lock_sha, e) < 0) {
+			free(k);
+			return NULL;
+		}
+		snprintf(k->name, sizeof(k->name), "%s", m->name);
+		snprintf(k->manifest_sha, sizeof(k->manifest_sha), "%s", m->sha256);
+		snprintf(k->platform, sizeof(k->platform), "%s", pf);
+		c->npm_lock = k;
+	}
+	if (lock_sha != NULL)
+		memcpy(lock_sha, k->lock_sha, 65);
+	return &k->l;
+}
+
 static void
 on_file(void *arg, const char *pkgpath, const char *name, const struct stat *st, const unsigned char sha256[32])
 {
@@ -134,7 +184,7 @@ run(struct install_ctx *c, const manifest_t *m, const char *platform, const char
     struct install_known *known, struct install_npm_info *info, struct err *e)
 {
 	struct npm_hosts h;
-	struct npmlock l;
+	const struct npmlock *l;
 	struct npm_opts o;
 	struct npm_stats st;
 	struct prog pr = {c, m->name};
@@ -144,12 +194,11 @@ run(struct install_ctx *c, const manifest_t *m, const char *platform, const char
 
 	memset(&o, 0, sizeof(o));
 	collect_hosts(c, m, &h);
-	if (load_lock(c, m, platform, &h, &l, info ? info->lock_sha256 : NULL, e) < 0)
+	if ((l = lock_of(c, m, platform, &h, info ? info->lock_sha256 : NULL, e)) == NULL)
 		return -1;
 	snprintf(cache, sizeof(cache), "%s", c->cache_dir);
 	if (cache[0] == '\0' || (mkdir(cache, 0755) != 0 && access(cache, W_OK) != 0) || access(cache, W_OK) != 0) {
 		if (fallback_cache == NULL) {
-			npmlock_free(&l);
 			err_set(e, "install.read_only", "no writable cache directory for %s", m->name);
 			return -1;
 		}
@@ -158,7 +207,7 @@ run(struct install_ctx *c, const manifest_t *m, const char *platform, const char
 		/* trees only in a cache that outlives this install */
 		o.keep_trees = tree != NULL;
 	}
-	o.lock = &l;
+	o.lock = l;
 	o.staging = tree;
 	o.cache = cache;
 	o.registry = c->set->npm_mirror[0] ? c->set->npm_mirror : NULL;
@@ -191,7 +240,7 @@ run(struct install_ctx *c, const manifest_t *m, const char *platform, const char
 		info->packages = st.fetched + st.cached + st.placed;
 		info->fetched = st.fetched;
 		info->cached = st.cached;
-		info->skipped = l.nskipped;
+		info->skipped = l->nskipped;
 	}
 	if (rc == 0) {
 		c->downloads += (int)st.fetched;
@@ -205,7 +254,6 @@ run(struct install_ctx *c, const manifest_t *m, const char *platform, const char
 		snprintf(msg, sizeof(msg), "%s", e->msg);
 		install_fetch_failed(e, m, NULL, msg);
 	}
-	npmlock_free(&l);
 	return rc;
 }
 
@@ -232,21 +280,21 @@ int
 install_npm_probe_url(struct install_ctx *c, const manifest_t *m, char *url, size_t cap)
 {
 	struct npm_hosts h;
-	struct npmlock l;
+	const struct npmlock *l;
 	struct err e;
 	char hex[DIGEST_HEX_MAX], p[PATH_MAX], reg[HTTP_URL_MAX], key[CACHE_KEY_MAX];
 	size_t i, n;
 	int found = 0;
 
 	collect_hosts(c, m, &h);
-	if (load_lock(c, m, c->platform, &h, &l, NULL, &e) < 0)
+	if ((l = lock_of(c, m, c->platform, &h, NULL, &e)) == NULL)
 		return 0;
 	snprintf(reg, sizeof(reg), "%s", c->set->npm_mirror);
 	n = strlen(reg);
 	while (n > 0 && reg[n - 1] == '/')
 		reg[--n] = '\0';
-	for (i = 0; i < l.npkgs && !found; i++) {
-		const struct npmlock_pkg *pk = &l.pkgs[i];
+	for (i = 0; i < l->npkgs && !found; i++) {
+		const struct npmlock_pkg *pk = &l->pkgs[i];
 		if (pk->in_bundle || pk->resolved == NULL || pk->resolved[0] == '\0')
 			continue;
 		/* the index names the file: present means cached (the install
@@ -263,7 +311,6 @@ install_npm_probe_url(struct install_ctx *c, const manifest_t *m, char *url, siz
 			snprintf(url, cap, "%s", pk->resolved);
 		found = 1;
 	}
-	npmlock_free(&l);
 	return found;
 }
 
@@ -271,16 +318,16 @@ void
 install_npm_sbom(struct install_ctx *c, const manifest_t *m, struct json_w *w)
 {
 	struct npm_hosts h;
-	struct npmlock l;
+	const struct npmlock *l;
 	struct err e;
 	char purl[2 * NPMLOCK_NAME_MAX + 300], hex[DIGEST_HEX_MAX];
 	size_t i;
 
 	collect_hosts(c, m, &h);
-	if (load_lock(c, m, c->platform, &h, &l, NULL, &e) < 0)
-		return; /* it loaded for the install a moment ago */
-	for (i = 0; i < l.npkgs; i++) {
-		const struct npmlock_pkg *p = &l.pkgs[i];
+	if ((l = lock_of(c, m, c->platform, &h, NULL, &e)) == NULL)
+		return; /* the install's own parse, kept in c */
+	for (i = 0; i < l->npkgs; i++) {
+		const struct npmlock_pkg *p = &l->pkgs[i];
 		if (p->in_bundle)
 			continue; /* inside its parent's tarball, which has its row */
 		json_w_obj(w);
@@ -295,5 +342,4 @@ install_npm_sbom(struct install_ctx *c, const manifest_t *m, struct json_w *w)
 		json_w_kstr(w, "url", p->resolved);
 		json_w_end(w);
 	}
-	npmlock_free(&l);
 }

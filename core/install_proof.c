@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "clock.h"
 #include "digest.h"
 #include "fs.h"
@@ -66,57 +67,11 @@ _Static_assert(sizeof(struct proof_rec) == 48, "proof_rec is packed by hand");
 /* ---- building ------------------------------------------------------------- */
 
 struct pbuild {
-	struct proof_rec *recs;
-	size_t n, cap;
-	char *names;
-	size_t nlen, ncap;
+	struct buf recs;        /* struct proof_rec, entry 0 the root */
+	struct buf names;       /* NUL-terminated paths */
 	struct timespec newest; /* newest ctime recorded */
 	int any_ns;             /* some ctime has nanoseconds */
-	struct err *e;
-	struct digest_ctx *sp;  /* the stat proof (install_stat_proof) fed by the
-	                         * same walk, or NULL */
 };
-
-/* One entry into the stat proof, exactly as install_stat_proof's walk
- * feeds it: the name with its NUL, then 7 u64 of stat. */
-static void
-sp_feed(struct digest_ctx *dc, const char *name, size_t nl, const struct stat *st)
-{
-	uint64_t rec[7];
-
-	rec[0] = st->st_mode;
-	rec[1] = (uint64_t)st->st_size;
-	rec[2] = st->st_ino;
-	rec[3] = (uint64_t)st->st_ctim.tv_sec;
-	rec[4] = (uint64_t)st->st_ctim.tv_nsec;
-	rec[5] = (uint64_t)st->st_mtim.tv_sec;
-	rec[6] = (uint64_t)st->st_mtim.tv_nsec;
-	digest_update(dc, name, nl + 1);
-	digest_update(dc, rec, sizeof(rec));
-}
-
-static int
-pb_name(struct pbuild *b, const char *s, size_t n, uint32_t *off)
-{
-	if (b->nlen + n + 1 > b->ncap) {
-		size_t nc = b->ncap ? b->ncap * 2 : 65536;
-		char *nb;
-		while (nc < b->nlen + n + 1)
-			nc *= 2;
-		if (nc > INSTALL_PROOF_MAX)
-			return err_set(b->e, "install.failed", "proof list larger than %u bytes",
-			               INSTALL_PROOF_MAX);
-		if ((nb = realloc(b->names, nc)) == NULL)
-			return err_set(b->e, "internal", "out of memory");
-		b->names = nb;
-		b->ncap = nc;
-	}
-	*off = (uint32_t)b->nlen;
-	memcpy(b->names + b->nlen, s, n);
-	b->names[b->nlen + n] = '\0';
-	b->nlen += n + 1;
-	return 0;
-}
 
 static void
 pb_newest(struct pbuild *b, const struct timespec *t)
@@ -127,121 +82,63 @@ pb_newest(struct pbuild *b, const struct timespec *t)
 		b->newest = *t;
 }
 
+/* Record rel with st (fs_walk's visitor; the root is "."). */
 static int
-pb_add(struct pbuild *b, const char *rel, size_t n, const struct stat *st)
+pb_add(void *arg, int dfd, const char *name, const char *rel, const struct stat *st, struct err *e)
 {
-	struct proof_rec *r;
+	struct pbuild *b = arg;
+	struct proof_rec r;
 
-	if (b->n == b->cap) {
-		size_t nc = b->cap ? b->cap * 2 : 1024;
-		struct proof_rec *nr;
-		if (nc > INSTALL_PROOF_MAX_ENTRIES)
-			return err_set(b->e, "install.failed", "tree of more than %u entries",
+	(void)dfd;
+	(void)name;
+	memset(&r, 0, sizeof(r));
+	r.name = (uint32_t)b->names.len;
+	r.ino = st->st_ino;
+	r.size = (uint64_t)st->st_size;
+	r.mode = st->st_mode;
+	r.ctime_s = st->st_ctim.tv_sec;
+	r.ctime_ns = (uint32_t)st->st_ctim.tv_nsec;
+	r.mtime_s = st->st_mtim.tv_sec;
+	r.mtime_ns = (uint32_t)st->st_mtim.tv_nsec;
+	if (buf_put(&b->recs, &r, sizeof(r)) < 0 || buf_put(&b->names, rel, strlen(rel) + 1) < 0) {
+		if (b->recs.len + sizeof(r) > b->recs.max)
+			return err_set(e, "install.failed", "tree of more than %u entries",
 			               INSTALL_PROOF_MAX_ENTRIES);
-		if ((nr = realloc(b->recs, nc * sizeof(*nr))) == NULL)
-			return err_set(b->e, "internal", "out of memory");
-		b->recs = nr;
-		b->cap = nc;
+		if (b->names.len + strlen(rel) + 1 > b->names.max)
+			return err_set(e, "install.failed", "proof list larger than %u bytes",
+			               INSTALL_PROOF_MAX);
+		return err_set(e, "internal", "out of memory");
 	}
-	r = &b->recs[b->n];
-	memset(r, 0, sizeof(*r));
-	if (pb_name(b, rel, n, &r->name) < 0)
-		return -1;
-	r->ino = st->st_ino;
-	r->size = (uint64_t)st->st_size;
-	r->mode = st->st_mode;
-	r->ctime_s = st->st_ctim.tv_sec;
-	r->ctime_ns = (uint32_t)st->st_ctim.tv_nsec;
-	r->mtime_s = st->st_mtim.tv_sec;
-	r->mtime_ns = (uint32_t)st->st_mtim.tv_nsec;
 	/* ctimes only: they are what a later change must move, and an
 	 * archive's mtimes may lie in the future */
 	pb_newest(b, &st->st_ctim);
-	b->n++;
 	return 0;
 }
 
-/* Pre-order: a directory's record before its entries', so a check meets a
- * replaced directory before the paths under it. rel holds len bytes. */
+/* One walk: the root's record, then every entry's (fs_walk: a directory's
+ * record before its entries', so a check meets a replaced directory before
+ * the paths under it). */
 static int
-pb_walk(struct pbuild *b, int dfd, char *rel, size_t len, int depth)
+pb_once(struct pbuild *b, const char *root, struct err *e)
 {
-	DIR *d;
-	struct dirent *de;
-	int fd, rc = 0;
-
-	if (depth > FS_MAX_DEPTH)
-		return err_set(b->e, "install.failed", "%s: tree deeper than %d levels", rel, FS_MAX_DEPTH);
-	if ((fd = dup(dfd)) < 0 || (d = fdopendir(fd)) == NULL) {
-		if (fd >= 0)
-			close(fd);
-		return err_set(b->e, "io.error", "%s: %s", len ? rel : ".", strerror(errno));
-	}
-	while (rc == 0 && (de = readdir(d)) != NULL) {
-		size_t nl = strlen(de->d_name), sl = len + (len ? 1 : 0) + nl;
-		struct stat st;
-
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-			continue;
-		if (sl >= PATH_MAX) {
-			rc = err_set(b->e, "install.failed", "path too long under %s", rel);
-			break;
-		}
-		if (len)
-			rel[len] = '/';
-		memcpy(rel + sl - nl, de->d_name, nl + 1);
-		if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-			rc = err_set(b->e, "io.error", "%s: %s", rel, strerror(errno));
-			break;
-		}
-		if ((rc = pb_add(b, rel, sl, &st)) < 0)
-			break;
-		if (b->sp != NULL)
-			sp_feed(b->sp, de->d_name, nl, &st);
-		if (S_ISDIR(st.st_mode)) {
-			int sub = openat(dfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			if (sub < 0) {
-				rc = err_set(b->e, "io.error", "%s: %s", rel, strerror(errno));
-				break;
-			}
-			rc = pb_walk(b, sub, rel, sl, depth + 1);
-			close(sub);
-			if (b->sp != NULL)
-				digest_update(b->sp, "\0", 1); /* end of directory */
-		}
-		rel[len] = '\0';
-	}
-	closedir(d);
-	return rc;
-}
-
-static int
-pb_once(struct pbuild *b, const char *root)
-{
-	char rel[PATH_MAX];
 	struct stat st;
 	int dfd, rc;
 
+	buf_reset(&b->recs);
+	buf_reset(&b->names);
+	b->any_ns = 0;
+	b->newest.tv_sec = 0;
+	b->newest.tv_nsec = 0;
 	dfd = open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dfd < 0)
-		return err_set(b->e, "io.error", "%s: %s", root, strerror(errno));
+		return err_set(e, "io.error", "%s: %s", root, strerror(errno));
 	if (fstat(dfd, &st) != 0) {
 		close(dfd);
-		return err_set(b->e, "io.error", "%s: %s", root, strerror(errno));
+		return err_set(e, "io.error", "%s: %s", root, strerror(errno));
 	}
-	rel[0] = '\0';
-	if (b->sp != NULL) {
-		/* the root's own mode, inode and mtime, as install_stat_proof */
-		uint64_t rec[4];
-		rec[0] = st.st_mode;
-		rec[1] = st.st_ino;
-		rec[2] = (uint64_t)st.st_mtim.tv_sec;
-		rec[3] = (uint64_t)st.st_mtim.tv_nsec;
-		digest_update(b->sp, rec, sizeof(rec));
-	}
-	rc = pb_add(b, ".", 1, &st);
+	rc = pb_add(b, dfd, ".", ".", &st, e);
 	if (rc == 0)
-		rc = pb_walk(b, dfd, rel, 0, 0);
+		rc = fs_walk(dfd, "install.failed", pb_add, b, e);
 	close(dfd);
 	return rc;
 }
@@ -257,83 +154,70 @@ pb_settled(const struct pbuild *b, const struct timespec *t0)
 	       (t0->tv_sec == b->newest.tv_sec && t0->tv_nsec > b->newest.tv_nsec);
 }
 
-int
-install_proof_make(const char *root, char **out, size_t *outlen, struct err *e)
+/* Walk until the clock has passed every ctime recorded (PROOF_SETTLE_MS,
+ * PROOF_SETTLE_WALKS). */
+static int
+pb_settle(struct pbuild *b, const char *root, struct err *e)
 {
-	return install_proof_make_stat(root, out, outlen, NULL, e);
-}
-
-int
-install_proof_make_stat(const char *root, char **out, size_t *outlen, char stat_hex[65], struct err *e)
-{
-	struct digest_ctx dc;
-	struct pbuild b;
 	struct timespec t0;
-	int64_t start;
-	size_t total;
-	char *buf;
-	uint32_t u;
+	int64_t start = clock_ms();
 	int walks;
 
-	memset(&b, 0, sizeof(b));
-	b.e = e;
-	start = clock_ms();
 	for (walks = 1;; walks++) {
 		/* the coarse clock is the one file timestamps are taken from
 		 * (fine-grained ctimes are never behind it) */
 		clock_gettime(CLOCK_REALTIME_COARSE, &t0);
-		b.n = b.nlen = 0;
-		b.any_ns = 0;
-		b.newest.tv_sec = 0;
-		b.newest.tv_nsec = 0;
-		if (stat_hex != NULL) {
-			digest_init(&dc, DIGEST_SHA256);
-			b.sp = &dc;
-		}
-		if (pb_once(&b, root) < 0) {
-			free(b.recs);
-			free(b.names);
+		if (pb_once(b, root, e) < 0)
 			return -1;
-		}
-		if (pb_settled(&b, &t0) || walks >= PROOF_SETTLE_WALKS)
-			break;
+		if (pb_settled(b, &t0) || walks >= PROOF_SETTLE_WALKS)
+			return 0;
 		/* wait (no walk) until the clock has passed what we saw; a
 		 * clock that never gets there (a server's timestamps on a
-		 * network filesystem) leaves the same-tick gap of a plain
-		 * stat digest, no worse */
+		 * network filesystem) leaves the same-tick gap: a change in
+		 * the tick of the newest ctime could go unseen */
 		for (;;) {
 			struct timespec now, nap = {0, 1000000};
 			clock_gettime(CLOCK_REALTIME_COARSE, &now);
-			if (pb_settled(&b, &now) || clock_ms() - start > PROOF_SETTLE_MS)
+			if (pb_settled(b, &now) || clock_ms() - start > PROOF_SETTLE_MS)
 				break;
 			nanosleep(&nap, NULL);
 		}
 		if (clock_ms() - start > PROOF_SETTLE_MS)
 			walks = PROOF_SETTLE_WALKS - 1;
 	}
-	total = PROOF_HDR + b.n * sizeof(struct proof_rec) + b.nlen;
+}
+
+int
+install_proof_make(const char *root, char **out, size_t *outlen, struct err *e)
+{
+	struct pbuild b = {.recs = BUF_INIT((size_t)INSTALL_PROOF_MAX_ENTRIES * sizeof(struct proof_rec)),
+	                   .names = BUF_INIT(INSTALL_PROOF_MAX)};
+	size_t total;
+	char *buf = NULL;
+	uint32_t u;
+	int rc = -1;
+
+	if (pb_settle(&b, root, e) < 0)
+		goto out;
+	total = PROOF_HDR + b.recs.len + b.names.len;
 	if (total > INSTALL_PROOF_MAX || (buf = malloc(total)) == NULL) {
-		free(b.recs);
-		free(b.names);
-		return err_set(e, "install.failed", "proof list larger than %u bytes", INSTALL_PROOF_MAX);
-	}
-	if (stat_hex != NULL) {
-		struct digest dg;
-		digest_final(&dc, &dg);
-		digest_hex(&dg, stat_hex);
+		err_set(e, "install.failed", "proof list larger than %u bytes", INSTALL_PROOF_MAX);
+		goto out;
 	}
 	memcpy(buf, PROOF_MAGIC, 8);
-	u = (uint32_t)b.n;
+	u = (uint32_t)(b.recs.len / sizeof(struct proof_rec));
 	memcpy(buf + 8, &u, 4);
-	u = (uint32_t)b.nlen;
+	u = (uint32_t)b.names.len;
 	memcpy(buf + 12, &u, 4);
-	memcpy(buf + PROOF_HDR, b.recs, b.n * sizeof(struct proof_rec));
-	memcpy(buf + PROOF_HDR + b.n * sizeof(struct proof_rec), b.names, b.nlen);
-	free(b.recs);
-	free(b.names);
+	memcpy(buf + PROOF_HDR, b.recs.p, b.recs.len);
+	memcpy(buf + PROOF_HDR + b.recs.len, b.names.p, b.names.len);
 	*out = buf;
 	*outlen = total;
-	return 0;
+	rc = 0;
+out:
+	buf_free(&b.recs);
+	buf_free(&b.names);
+	return rc;
 }
 
 /* ---- checking --------------------------------------------------------------- */

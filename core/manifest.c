@@ -848,8 +848,7 @@ manifest_load_file(manifest_t *m, const char *path, const struct manifest_opts *
 void
 manifest_free(manifest_t *m)
 {
-	if (m != NULL && m->source.npm != NULL)
-		manifest_npm_free(m);
+	(void)m;
 }
 
 const struct manifest_artifact *

@@ -18,8 +18,7 @@
  * (with line:col) so "not JSON" reads apart from "not a valid manifest".
  *
  * Memory: a manifest_t is a plain value with fixed-size fields (limits
- * below), so it can be copied and needs no free, except the opaque npm
- * pointer, which manifest_free releases.
+ * below), so it can be copied; it owns no memory.
  */
 #include <stddef.h>
 
@@ -123,7 +122,6 @@ typedef struct manifest {
 		char lock[MANIFEST_RELPATH_MAX];
 		char package_json[MANIFEST_RELPATH_MAX];
 		char lock_sha256[MANIFEST_SHA256_HEX];  /* of the lockfile bytes */
-		void *npm;   /* owned by the npm-lock hook (manifest_npm.c) */
 	} source;
 
 	struct {
@@ -194,7 +192,8 @@ int manifest_parse(manifest_t *m, const char *file, const char *dir, const char 
 /* Read path (at most MANIFEST_MAX_BYTES) and manifest_parse it. */
 int manifest_load_file(manifest_t *m, const char *path, const struct manifest_opts *o, struct err *e);
 
-/* Release what the npm hook attached. m stays a valid value. */
+/* m owns no memory (see above): a no-op, so the callers that release what
+ * they loaded need not know that. */
 void manifest_free(manifest_t *m);
 
 /* The artifact for platform, or NULL. */
@@ -297,15 +296,13 @@ int manifest_read_sibling(const manifest_t *m, const char *rel, size_t max, char
 			  struct err *e);
 
 /*
- * npm-lock hook (core/manifest_npm.c, extended by the npm-lock installer):
+ * npm-lock hook (core/manifest_npm.c):
  * validate the npm-specific fields of src (the "source" object) into m, and
  * load and check the lockfile (every entry has integrity and a resolved
- * host within m->hosts). It may attach parsed data to m->source.npm and must
- * then free it in manifest_npm_free. lock/len are the lockfile bytes.
+ * host within m->hosts). lock/len are the lockfile bytes.
  * Returns 0 or -1 with install.manifest_invalid naming the JSON path.
  */
 int manifest_npm_validate(manifest_t *m, const struct json_val *src, struct err *e);
 int manifest_npm_check_lock(manifest_t *m, const char *lock, size_t len, struct err *e);
-void manifest_npm_free(manifest_t *m);
 
 #endif

@@ -1,10 +1,10 @@
 /*
  * The npm-lock part of manifest validation: the load-time contract every
- * npm-lock manifest meets before anything is installed: the source fields,
- * allow_scripts false, bins inside the package, and a lockfile that passes
- * the strict loader (every package entry with an integrity and a resolved
- * https URL on one of the manifest's hosts). m->source.npm stays NULL: the
- * installer loads the lockfile for its platform itself.
+ * npm-lock manifest must meet: the fields, allow_scripts false, and a
+ * lockfile whose every package entry has an integrity and a resolved https
+ * URL on one of the manifest's hosts. The parse checked here is for every
+ * platform and is not kept: an install parses for its platform once, in
+ * its context (install_npm.c).
  */
 #include "manifest.h"
 
@@ -164,10 +164,4 @@ manifest_npm_check_lock(manifest_t *m, const char *lock, size_t len, struct err 
 	}
 	npmlock_free(&l);
 	return 0;
-}
-
-void
-manifest_npm_free(manifest_t *m)
-{
-	m->source.npm = NULL;
 }

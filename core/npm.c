@@ -26,6 +26,7 @@
 #include "cache.h"
 #include "clock.h"
 #include "digest.h"
+#include "hostrule.h"
 #include "http.h"
 
 #include <errno.h>
@@ -127,27 +128,6 @@ sink_write(void *arg, const void *buf, size_t len, struct err *e)
 }
 
 static int
-host_rule(void *arg, const struct http_url *u, struct err *e)
-{
-	const struct npm_opts *o = arg;
-	size_t i, n;
-	char port[16];
-
-	if (!u->https)
-		return err_set(e, "http.redirect", "%s: not https", u->host);
-	snprintf(port, sizeof(port), "%d", u->port);
-	for (i = 0; i < o->nhosts; i++) {
-		const char *h = o->hosts[i];
-		n = strcspn(h, ":");
-		if (strlen(u->host) != n || strncasecmp(h, u->host, n) != 0)
-			continue;
-		if (h[n] == '\0' || strcmp(h + n + 1, port) == 0)
-			return 0;
-	}
-	return err_set(e, "http.redirect", "host %s is not in the manifest's hosts or the allowed mirrors", u->host);
-}
-
-static int
 fetch_one(struct run *r, struct http_client *hc, struct job *j, struct mem *m, struct err *e)
 {
 	const struct npm_opts *o = r->o;
@@ -155,6 +135,7 @@ fetch_one(struct run *r, struct http_client *hc, struct job *j, struct mem *m, s
 	char url[HTTP_URL_MAX], want[DIGEST_SRI_MAX], got[DIGEST_SRI_MAX];
 	struct http_request rq;
 	struct http_response *rs;
+	struct hostrule hr;
 	struct sink s;
 	struct digest dw, d256;
 	int rc;
@@ -193,9 +174,11 @@ fetch_one(struct run *r, struct http_client *hc, struct job *j, struct mem *m, s
 		cache_put_abort(&s.put);
 		return err_set(e, "internal", "out of memory");
 	}
+	hostrule_init(&hr, 1, "the manifest's hosts or the allowed mirrors");
+	hostrule_add(&hr, o->hosts, (int)o->nhosts);
 	http_request_init(&rq, url);
-	rq.host_ok = host_rule;
-	rq.host_arg = (void *)o;
+	rq.host_ok = hostrule_check;
+	rq.host_arg = &hr;
 	rq.sink = sink_write;
 	rq.sink_arg = &s;
 	if (o->max_bytes > 0)

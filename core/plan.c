@@ -4,12 +4,9 @@
  */
 #include "plan.h"
 #include "clock.h"
+#include "proc.h"
 
 #include <ctype.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,70 +176,23 @@ plan_build(struct plan *p, const struct ops *o, const struct policy *pol, struct
 }
 
 /* Run argv with a scrubbed environment and a deadline; its output (stdout
- * and stderr, first PLAN_PROBE_OUT_MAX bytes) into out. Returns the exit
- * status or -1. */
+ * and stderr, first cap - 1 bytes) into out. Returns the exit status, or -1
+ * when it could not start or ran past PLAN_PROBE_TIMEOUT_MS. */
 static int
 probe(char *const argv[], const char *path_env, char *out, size_t cap)
 {
 	char penv[4096 + 8];
 	char *envp[] = {penv, "LANG=C", "HOME=/nonexistent", NULL};
-	int64_t t0;
-	int pfd[2], status, waited = 0;
-	size_t len = 0;
-	pid_t pid;
+	struct proc_spec s = {.argv = argv, .envp = envp, .timeout_ms = PLAN_PROBE_TIMEOUT_MS};
+	struct proc_capture c = {.out = out, .out_room = cap, .cap = cap - 1, .merge = 1};
+	struct proc p;
+	struct err e;
 
 	snprintf(penv, sizeof(penv), "PATH=%.4096s", path_env);
 	out[0] = '\0';
-	if (pipe2(pfd, O_CLOEXEC) != 0)
+	if (proc_run(&p, &s, &c, &e) != 0 || p.timed_out)
 		return -1;
-	if ((pid = fork()) < 0) {
-		close(pfd[0]);
-		close(pfd[1]);
-		return -1;
-	}
-	if (pid == 0) {
-		int nul = open("/dev/null", O_RDONLY);
-		setpgid(0, 0);
-		if (nul >= 0)
-			dup2(nul, 0);
-		dup2(pfd[1], 1);
-		dup2(pfd[1], 2);
-		execve(argv[0], argv, envp);
-		_exit(127);
-	}
-	close(pfd[1]);
-	t0 = clock_ms();
-	for (;;) {
-		struct pollfd pf = {pfd[0], POLLIN, 0};
-		long ms;
-		ssize_t k;
-		ms = (long)(clock_ms() - t0);
-		if (ms >= PLAN_PROBE_TIMEOUT_MS)
-			break;
-		if (poll(&pf, 1, (int)(PLAN_PROBE_TIMEOUT_MS - ms)) <= 0)
-			continue;
-		k = read(pfd[0], out + len, cap - 1 - len);
-		if (k <= 0) {
-			waited = 1;
-			break;
-		}
-		len += (size_t)k;
-		if (len >= cap - 1) {
-			waited = 1;
-			break;
-		}
-	}
-	out[len] = '\0';
-	close(pfd[0]);
-	if (!waited) {
-		kill(-pid, SIGKILL);
-		kill(pid, SIGKILL);
-	}
-	if (waitpid(pid, &status, 0) < 0)
-		return -1;
-	if (!waited)
-		return -1;
-	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+	return WIFEXITED(p.status) ? WEXITSTATUS(p.status) : -1;
 }
 
 int

@@ -298,9 +298,10 @@ void
 proc_capture_sink(void *arg, enum proc_stream s, const char *data, size_t len)
 {
 	struct proc_capture *c = arg;
-	char **out = s == PROC_STDOUT ? &c->out : &c->err;
-	size_t *room = s == PROC_STDOUT ? &c->out_room : &c->err_room;
-	size_t *have = s == PROC_STDOUT ? &c->out_len : &c->err_len;
+	int o = s == PROC_STDOUT || c->merge;
+	char **out = o ? &c->out : &c->err;
+	size_t *room = o ? &c->out_room : &c->err_room;
+	size_t *have = o ? &c->out_len : &c->err_len;
 	uint64_t *total = s == PROC_STDOUT ? &c->out_total : &c->err_total;
 	/* The stream's bytes as a struct buf: a caller's buffer (room cap + 1)
 	 * is never grown, a NULL one is grown as output arrives. */

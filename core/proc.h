@@ -104,7 +104,10 @@ int64_t proc_elapsed_ms(const struct proc *p);
  * then they are allocated as output arrives, doubling up to cap + 1, so a
  * run that prints little costs little whatever the cap (a NULL stream after
  * the run printed nothing). Either way they are NUL-terminated when
- * non-NULL and the caller frees them (proc_capture_free). */
+ * non-NULL and the caller frees them (proc_capture_free). With merge set,
+ * stderr is kept in out as well, in the order the pieces were read (a
+ * probe's or a check's whole output in one text; err stays NULL and
+ * err_total counts what came on stderr). */
 #define PROC_CAPTURE_FIRST 1024
 struct proc_capture {
 	char *out, *err;
@@ -113,6 +116,7 @@ struct proc_capture {
 	size_t out_len, err_len;
 	uint64_t out_total, err_total;
 	int truncated; /* either stream went over cap */
+	int merge;     /* stderr into out too (set before the run) */
 };
 
 /*

@@ -106,7 +106,7 @@ check "11 redirects: no file" nothing_left
 : >"$T/plain.log"
 run "$BIN" fetch "http://localhost:$HP/to?http://127.0.0.1:$HP/f/a.bin" --sha256 "$SHA" --allow-host localhost \
 	-o "$T/dl/a.bin"
-expect "redirect to a host the rule refuses" 1 "" "http.redirect: redirect to 127.0.0.1 refused"
+expect "redirect to a host the rule refuses" 1 "" "http.redirect: host 127.0.0.1 refused: not in --allow-host"
 check "refused host got no request" test "$(nreq "$T/plain.log")" -eq 1
 check "refused redirect: no file" nothing_left
 run "$BIN" fetch "http://localhost:$HP/to?http://127.0.0.1:$HP/f/a.bin" --sha256 "$SHA" --allow-host localhost \

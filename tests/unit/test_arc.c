@@ -9,6 +9,7 @@
 #include "arc.h"
 #include "digest.h"
 #include "fs.h"
+#include "install.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -47,7 +48,7 @@ group_setup(void **state)
 	snprintf(cmd, sizeof(cmd), "python3 tests/fixtures/mkarchives.py %s %s", arch, outside);
 	if (system(cmd) != 0)
 		return -1;
-	if (fs_tree_digest(outside, outside_digest, NULL, NULL, &e) != 0)
+	if (install_tree_list(outside, NULL, NULL, outside_digest, NULL, NULL, &e) != 0)
 		return -1;
 	return 0;
 }
@@ -89,7 +90,7 @@ assert_outside_untouched(void)
 	struct err e;
 	struct stat sb;
 
-	assert_int_equal(fs_tree_digest(outside, d, NULL, NULL, &e), 0);
+	assert_int_equal(install_tree_list(outside, NULL, NULL, d, NULL, NULL, &e), 0);
 	assert_string_equal(d, outside_digest);
 	path_of(p, sizeof(p), base, "outside-evil");
 	assert_int_equal(lstat(p, &sb), -1);
@@ -339,7 +340,7 @@ t_owner_read_added(void **s)
 	path_of(p, sizeof(p), stage, "d/g");
 	assert_int_equal(lstat(p, &sb), 0);
 	assert_int_equal(sb.st_mode & 07777, 0600);
-	assert_int_equal(fs_tree_digest(stage, hex, NULL, NULL, &e), 0);
+	assert_int_equal(install_tree_list(stage, NULL, NULL, hex, NULL, NULL, &e), 0);
 }
 
 static void

@@ -1,5 +1,5 @@
-/* The install engine's building blocks (core/install.c): tree listings, the
- * stat proof, running verify commands, markers, backoff, the check-only
+/* The install engine's building blocks (core/install*.c): tree listings, the
+ * proof list, running verify commands, markers, backoff, the check-only
  * ensure. The whole engine runs end to end in tests/integration/install.sh. */
 #include "unit.h"
 
@@ -13,7 +13,9 @@
 #include <unistd.h>
 
 #include "digest.h"
+#include "clock.h"
 #include "install.h"
+#include "json.h"
 
 static char dir[64];
 
@@ -92,31 +94,6 @@ test_tree_listing(void **state)
 	assert_string_equal(e.code, "install.failed");
 	snprintf(p, sizeof(p), "%s/nothere", dir);
 	assert_int_equal(install_tree_list(p, NULL, NULL, hex2, NULL, NULL, &e), -1);
-}
-
-static void
-test_stat_proof(void **state)
-{
-	char p[256], a[65], b[65];
-
-	snprintf(p, sizeof(p), "%s/s", dir);
-	mkdir(p, 0755);
-	put("s/f", "x", 0644);
-	assert_int_equal(install_stat_proof(p, a), 0);
-	assert_int_equal(install_stat_proof(p, b), 0);
-	assert_string_equal(a, b);
-	snprintf(p, sizeof(p), "%s/s/f", dir);
-	unit_clock_past_ctime(p);
-	snprintf(p, sizeof(p), "%s/s", dir);
-	put("s/f", "x", 0644); /* same content, rewritten: ctime moves */
-	assert_int_equal(install_stat_proof(p, b), 0);
-	assert_string_not_equal(a, b);
-	memcpy(a, b, sizeof(a));
-	put("s/g", "", 0644);
-	assert_int_equal(install_stat_proof(p, b), 0);
-	assert_string_not_equal(a, b);
-	snprintf(p, sizeof(p), "%s/missing", dir);
-	assert_int_equal(install_stat_proof(p, b), -1);
 }
 
 /* run a shell command in dir/<sub> */
@@ -240,49 +217,6 @@ static void
 cache_counts(unsigned long *h, unsigned long *l)
 {
 	install_proof_cache_stats(h, l);
-}
-
-/* publish's one walk gives the same proof list and the same stat proof as
- * the two separate walks did, on the same tree */
-static void
-test_proof_list_with_stat_proof(void **state)
-{
-	static const char *const trees[] = {
-		":",
-		"mkdir -p a/b/c/d && printf x >a/b/c/d/e && ln -s ../.. a/b/up && : >z && mkdir empty",
-		"i=0; while [ $i -lt 40 ]; do mkdir -p d$i/s && printf $i >d$i/s/f && : >d$i/g$i; i=$((i+1)); done",
-		"touch -h -d '2100-01-01' sub/a link sub",
-	};
-	char root[256], hex[65], hex2[65], *pl = NULL, *pl2 = NULL;
-	size_t len = 0, len2 = 0, i;
-	struct err e;
-
-	snprintf(root, sizeof(root), "%s/t", dir);
-	for (i = 0; i < sizeof(trees) / sizeof(trees[0]); i++) {
-		proof_tree();
-		sh_in("t", trees[i]);
-		memset(hex, 0, sizeof(hex));
-		assert_int_equal(install_proof_make_stat(root, &pl, &len, hex, &e), 0);
-		assert_int_equal(install_proof_make(root, &pl2, &len2, &e), 0);
-		assert_int_equal(install_stat_proof(root, hex2), 0);
-		assert_int_equal(strlen(hex), 64);
-		if (strcmp(hex, hex2) != 0)
-			fail_msg("stat proof differs from install_stat_proof after: %s", trees[i]);
-		assert_int_equal(len, len2);
-		assert_memory_equal(pl, pl2, len);
-		free(pl);
-		free(pl2);
-		pl = pl2 = NULL;
-		/* and it still moves with the tree */
-		sh_in("t", ": >new");
-		assert_int_equal(install_proof_make_stat(root, &pl, &len, hex, &e), 0);
-		assert_int_equal(install_stat_proof(root, hex2), 0);
-		assert_string_equal(hex, hex2);
-		free(pl);
-		pl = NULL;
-	}
-	snprintf(root, sizeof(root), "%s/nothere", dir);
-	assert_int_equal(install_proof_make_stat(root, &pl, &len, hex, &e), -1);
 }
 
 /* the process-wide cache of proof lists: reused only for the same file and
@@ -523,6 +457,15 @@ test_run_scrubbed_and_bounded(void **state)
 	assert_non_null(strstr(out, "err\n"));
 	assert_int_equal(install_run(slow, "/usr/bin:/bin", dir, 1, out, sizeof(out), &e), 128 + 9);
 	assert_int_equal(install_run(none, "/usr/bin:/bin", dir, 5, out, sizeof(out), &e), 127);
+	assert_non_null(strstr(out, "/nonexistent/x"));
+	{
+		/* the deadline ends the whole group, a child that ignores
+		 * SIGTERM too, promptly */
+		char *stubborn[] = {"/bin/sh", "-c", "trap '' TERM; sleep 30 & sleep 30", NULL};
+		int64_t t0 = clock_ms();
+		assert_int_equal(install_run(stubborn, "/usr/bin:/bin", dir, 1, out, sizeof(out), &e), 128 + 9);
+		assert_true(clock_ms() - t0 < 1000 + INSTALL_RUN_GRACE_MS + 1500);
+	}
 	/* a tiny buffer is filled and terminated, never overrun */
 	assert_int_equal(install_run(sh, "/usr/bin:/bin", dir, 5, out, 3, &e), 3);
 	assert_int_equal(strlen(out), 2);
@@ -608,6 +551,74 @@ test_check_only_and_modes(void **state)
 	manifest_set_close(&ms);
 }
 
+/* An npm-lock install parses its lockfile once: the network probe, the
+ * install and the marker's SBOM share the context's parse (the file can be
+ * gone after the first), and another platform or manifest parses again. */
+static void
+test_npm_lock_parsed_once(void **state)
+{
+	static struct install_settings set;
+	static struct manifest_set ms;
+	static struct install_ctx c;
+	struct manifest_opts mo = {"linux-x64", 0};
+	manifest_t *m = malloc(sizeof(*m));
+	const char *man = "{\"schema\":1,\"name\":\"codex\",\"binary\":\"codex\",\"version\":\"0.1.0\","
+			  "\"source\":{\"type\":\"npm-lock\",\"package\":\"@openai/codex\","
+			  "\"lock\":\"codex/package-lock.json\",\"package_json\":\"codex/package.json\","
+			  "\"bin\":\"node_modules/.bin/codex\",\"allow_scripts\":false},\"hosts\":[\"registry.npmjs.org\"],"
+			  "\"verify\":{\"argv\":[\"{bin}\",\"--version\"]},\"platforms\":[\"linux-x64\",\"linux-arm64\"]}";
+	const char *lock = "{\"lockfileVersion\":3,\"packages\":{\"\":{},\"node_modules/@openai/codex\":{"
+			   "\"version\":\"0.1.0\",\"resolved\":\"https://registry.npmjs.org/@openai/codex/-/codex-0.1.0.tgz\","
+			   "\"integrity\":\"sha512-pKvURIxJVi2CgRXROh/M6pJ/UrTVRZKX+LQ+QtqJI4vBNibkPcs43bCCSIkn7JBPtCBXRDmD6IWFF51QVRr+Yg==\"}}}";
+	struct install_npm_info info;
+	struct config cfg;
+	struct json_w w;
+	struct err e;
+	char path[256], url[512];
+
+	assert_non_null(m);
+	snprintf(path, sizeof(path), "%s/codex", dir);
+	mkdir(path, 0700);
+	put("codex/package-lock.json", lock, 0644);
+	put("codex.json", man, 0644);
+	snprintf(path, sizeof(path), "%s/codex.json", dir);
+	assert_int_equal(manifest_load_file(m, path, &mo, &e), 0);
+	config_defaults(&cfg);
+	install_settings_from_config(&set, &cfg);
+	snprintf(set.tools_dir, sizeof(set.tools_dir), "%s/tools", dir);
+	snprintf(set.cache_dir, sizeof(set.cache_dir), "%s/cache", dir);
+	set.mode = CFG_MODE_OFFLINE;
+	assert_int_equal(manifest_set_open(&ms, NULL, &mo, &e), 0);
+	assert_int_equal(install_ctx_init(&c, &ms, &set, "linux-x64", &e), 0);
+	assert_int_equal(install_npm_probe_url(&c, m, url, sizeof(url)), 1);
+	assert_string_equal(url, "https://registry.npmjs.org/@openai/codex/-/codex-0.1.0.tgz");
+	assert_non_null(c.npm_lock);
+	/* the file is gone: what follows can only read the parse */
+	snprintf(path, sizeof(path), "%s/codex/package-lock.json", dir);
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(install_npm_probe_url(&c, m, url, sizeof(url)), 1);
+	json_w_init(&w, 65536);
+	json_w_arr(&w);
+	install_npm_sbom(&c, m, &w);
+	json_w_end(&w);
+	assert_non_null(strstr(w.buf, "\"name\":\"@openai/codex\""));
+	json_w_free(&w);
+	/* offline and not cached: refused by the install itself, which got
+	 * as far as the packages (the lockfile came from the parse) */
+	memset(&info, 0, sizeof(info));
+	assert_int_equal(install_npm_stage(&c, m, dir, NULL, &info, &e), -1);
+	assert_string_equal(e.code, "install.disabled");
+	assert_int_equal(strlen(info.lock_sha256), 64);
+	/* every platform is another parse, which now fails */
+	assert_int_equal(install_npm_fetch(&c, m, "all", &info, &e), -1);
+	assert_non_null(strstr(e.msg, "package-lock.json"));
+	install_ctx_free(&c);
+	assert_null(c.npm_lock);
+	manifest_set_close(&ms);
+	manifest_free(m);
+	free(m);
+}
+
 /* The network probe is cached per process (seed 000 §6 0b), not per
  * context: serve runs each install job with a context of its own. */
 static void
@@ -666,15 +677,14 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_probe_cached_per_process),
 		cmocka_unit_test_setup_teardown(test_tree_listing, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_stat_proof, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_proof_list_catches_each_change, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_proof_list_large_tree, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_proof_list_hostile, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_proof_cache, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_proof_list_with_stat_proof, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_run_scrubbed_and_bounded, setup, teardown),
 		cmocka_unit_test(test_names),
 		cmocka_unit_test_setup_teardown(test_check_only_and_modes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_npm_lock_parsed_once, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

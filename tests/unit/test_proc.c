@@ -375,6 +375,33 @@ test_which(void **state)
 	assert_int_equal(system(path), 0);
 }
 
+/* merge: stderr lands in out too, within one cap, pieces in the order they
+ * were read (one pipe keeps its own order; across the two it is the
+ * reading order); the counts still say which stream carried what. */
+static void
+test_capture_merged(void **st)
+{
+	struct proc_capture c = {0};
+	struct proc p;
+
+	c.merge = 1;
+	assert_int_equal(run_sh("echo one; echo two >&2; echo three", 5000, 64, &p, &c), 0);
+	assert_int_equal(c.out_len, 14);
+	assert_non_null(strstr(c.out, "two\n"));
+	assert_true(strstr(c.out, "one\n") < strstr(c.out, "three\n"));
+	assert_string_equal(c.err, "");
+	assert_int_equal(c.err_len, 0);
+	assert_int_equal(c.out_total, 10);
+	assert_int_equal(c.err_total, 4);
+	cap_free(&c);
+	memset(&c, 0, sizeof(c));
+	c.merge = 1;
+	assert_int_equal(run_sh("echo 123456 >&2; echo 789 >&2", 5000, 8, &p, &c), 0);
+	assert_string_equal(c.out, "123456\n7");
+	assert_true(c.truncated);
+	cap_free(&c);
+}
+
 int
 main(void)
 {
@@ -392,6 +419,7 @@ main(void)
 	    cmocka_unit_test(test_own_session),
 	    cmocka_unit_test(test_stream_steps),
 	    cmocka_unit_test(test_which),
+	    cmocka_unit_test(test_capture_merged),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -91,4 +91,4 @@ rm -rf "$x"; mkdir "$x"
 set -- $(timed keep "$x" "'$drv' d '$x'" "find '$x' -type f -print0 | xargs -0 sha256sum")
 row "tree digest, ms (vs find | xargs sha256sum)" "$1" "$2"
 set -- $(timed keep "$x" "'$drv' p '$x'" "find '$x' -printf '%p %m %s %i %C@\n'")
-row "stat proof, ms (vs find -printf of the same fields)" "$1" "$2"
+row "proof list, ms (vs find -printf of the same fields)" "$1" "$2"

@@ -5,8 +5,8 @@
  *
  *   extract_drv x FORMAT ARCHIVE DIR [STRIP]   extract (DIR must exist)
  *   extract_drv d DIR                          tree digest
- *   extract_drv p DIR                          stat proof
- *   extract_drv P DIR N                        µs per stat proof, N calls
+ *   extract_drv p DIR                          proof list (install_proof_make)
+ *   extract_drv P DIR N                        µs per proof list check, N calls
  *   extract_drv n DIR                          noexec probe (exit 0: exec ok)
  */
 #include <stdio.h>
@@ -16,6 +16,7 @@
 
 #include "arc.h"
 #include "fs.h"
+#include "install.h"
 
 int
 main(int argc, char **argv)
@@ -40,12 +41,19 @@ main(int argc, char **argv)
 		return 0;
 	}
 	if (argc == 3 && (strcmp(argv[1], "d") == 0 || strcmp(argv[1], "p") == 0)) {
-		if ((argv[1][0] == 'd' ? fs_tree_digest(argv[2], hex, NULL, NULL, &e)
-		    : fs_stat_proof(argv[2], hex, &e)) != 0) {
+		char *pl = NULL;
+		size_t len = 0;
+
+		if ((argv[1][0] == 'd' ? install_tree_list(argv[2], NULL, NULL, hex, NULL, NULL, &e)
+		    : install_proof_make(argv[2], &pl, &len, &e)) != 0) {
 			err_print(&e);
 			return 1;
 		}
-		printf("%s\n", hex);
+		if (pl != NULL)
+			printf("%zu entries\n", (size_t)install_proof_parse(pl, len));
+		else
+			printf("%s\n", hex);
+		free(pl);
 		return 0;
 	}
 	if (argc == 3 && strcmp(argv[1], "n") == 0) {
@@ -59,12 +67,21 @@ main(int argc, char **argv)
 		struct timespec a, b;
 		int i, n = atoi(argv[3]);
 
+		char *pl = NULL;
+		size_t len = 0;
+
+		if (install_proof_make(argv[2], &pl, &len, &e) != 0) {
+			err_print(&e);
+			return 1;
+		}
 		clock_gettime(CLOCK_MONOTONIC, &a);
 		for (i = 0; i < n; i++)
-			if (fs_stat_proof(argv[2], hex, &e) != 0) {
-				err_print(&e);
+			if (install_proof_check(argv[2], pl, len) != 1) {
+				fprintf(stderr, "extract_drv: %s changed\n", argv[2]);
+				free(pl);
 				return 1;
 			}
+		free(pl);
 		clock_gettime(CLOCK_MONOTONIC, &b);
 		printf("%.1f\n", ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / 1e3 / n);
 		return 0;
