@@ -83,7 +83,7 @@ const struct cfg_keydef cfg_keys[CK_NKEYS] = {
 const char *const cfg_sections[CFG_NSECTIONS] = {"install", "install.mirrors", "server"};
 
 /*
- * The ABX_* variables that are not configuration keys, with who reads them.
+ * The environment variables that are not configuration keys, with who reads them.
  * config_env answers only for these and the keys' variables, so a variable
  * read anywhere in the program is listed here or in cfg_keys.
  */
@@ -101,6 +101,11 @@ static const struct {
     {"ABX_TEST_PAUSE", 0},        /* tests: an install stops 30 s at this phase (never in production) */
     {"ABX_TOOL_", 1},             /* ABX_TOOL_<NAME>=/path: use that executable for tool NAME */
     {"ABX_NPM", 0},               /* lock: the npm program to run */
+    /* the standard variables, read here too so one list says what the
+     * program looks at */
+    {"PATH", 0},                  /* tools found on PATH (install.use_path), programs run by name */
+    {"HOME", 0},                  /* the default state and tools directories of a user that is not root */
+    {"TMPDIR", 0},                /* the tools directory of last resort (install.allow_tmp) */
 };
 #define NENV_VARS ((int)(sizeof(env_vars) / sizeof(env_vars[0])))
 

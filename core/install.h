@@ -442,6 +442,18 @@ void install_proof_cache_clear(void);
 int install_probe_version(const manifest_t *m, const char *bin, char *ver, size_t cap);
 
 /*
+ * The first m->binary on $PATH that ensure would use: absolute, directory
+ * entries that are not world-writable, a regular executable file that is
+ * not self (this binary: <tools>/bin on PATH holds shims; NULL = none),
+ * whose version (install_probe_version) is at least m->path.min and min.
+ * A copy that is too old or does not answer is passed over for the next.
+ * Returns 1 with entry and ver set, 0 when none qualifies or m has no path
+ * block.
+ */
+int install_path_find(const manifest_t *m, const char *min, const char *self, char *entry, size_t ecap, char *ver,
+                      size_t vcap);
+
+/*
  * Run argv (already substituted; core/proc.h) with a scrubbed environment
  * (PATH = path, HOME = home, LANG = C) in home, stdin /dev/null, stdout and
  * stderr captured together into out (cap bytes, NUL-terminated), killed at

@@ -103,10 +103,11 @@ install_probe_version(const manifest_t *m, const char *bin, char *ver, size_t ca
 }
 
 int
-install_path_tool(struct install_ctx *c, const manifest_t *m, const char *min, struct install_result *r)
+install_path_find(const manifest_t *m, const char *min, const char *self, char *entry, size_t ecap, char *ver,
+                  size_t vcap)
 {
-	const char *path = getenv("PATH"), *p, *q;
-	char cand[PATH_MAX], dir[PATH_MAX], ver[64];
+	const char *path = config_env("PATH"), *p, *q;
+	char cand[PATH_MAX], dir[PATH_MAX], rp[PATH_MAX], v[MANIFEST_VERSION_MAX];
 	struct stat st;
 
 	if (m->path.argv.n == 0 || path == NULL)
@@ -120,29 +121,40 @@ install_path_tool(struct install_ctx *c, const manifest_t *m, const char *min, s
 		memcpy(dir, p, n);
 		dir[n] = '\0';
 		/* a world-writable PATH entry could hold anything */
-		if (stat(dir, &st) != 0 || (st.st_mode & 002))
+		if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || (st.st_mode & 002))
 			goto next;
 		if (path_join(cand, sizeof(cand), dir, m->binary) < 0 || stat(cand, &st) != 0 ||
 		    !S_ISREG(st.st_mode) || access(cand, X_OK) != 0)
 			goto next;
 		/* never ourselves: <tools>/bin on PATH is a shim */
-		if (same_file_as_self(c, cand))
+		if (self != NULL && self[0] != '\0' && realpath(cand, rp) != NULL && strcmp(rp, self) == 0)
 			goto next;
-		if (install_probe_version(m, cand, ver, sizeof(ver)) < 0)
+		if (install_probe_version(m, cand, v, sizeof(v)) < 0)
 			goto next;
-		if (m->path.min[0] && manifest_version_cmp(ver, m->path.min) < 0)
+		if (m->path.min[0] && manifest_version_cmp(v, m->path.min) < 0)
 			goto next;
-		if (min && min[0] && manifest_version_cmp(ver, min) < 0)
+		if (min && min[0] && manifest_version_cmp(v, min) < 0)
 			goto next;
-		r->state = INSTALL_READY;
-		r->from_path = 1;
-		snprintf(r->entry, sizeof(r->entry), "%s", cand);
+		snprintf(entry, ecap, "%s", cand);
+		snprintf(ver, vcap, "%s", v);
 		return 1;
 next:
 		if (q == NULL)
 			break;
 	}
 	return 0;
+}
+
+int
+install_path_tool(struct install_ctx *c, const manifest_t *m, const char *min, struct install_result *r)
+{
+	char ver[MANIFEST_VERSION_MAX];
+
+	if (install_path_find(m, min, c->self, r->entry, sizeof(r->entry), ver, sizeof(ver)) != 1)
+		return 0;
+	r->state = INSTALL_READY;
+	r->from_path = 1;
+	return 1;
 }
 
 /* ---- running a command ------------------------------------------------- */

@@ -4,7 +4,7 @@
  */
 #include "plan.h"
 #include "clock.h"
-#include "proc.h"
+#include "install.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -17,8 +17,6 @@
 
 /* A --version answers in well under a second; a cold node on a slow disk
  * in a few. Its first line is all we read. */
-#define PLAN_PROBE_TIMEOUT_MS 5000
-#define PLAN_PROBE_OUT_MAX 1024
 
 static struct plan_tool *
 find(struct plan *p, const char *name)
@@ -175,72 +173,16 @@ plan_build(struct plan *p, const struct ops *o, const struct policy *pol, struct
 	return 0;
 }
 
-/* Run argv with a scrubbed environment and a deadline; its output (stdout
- * and stderr, first cap - 1 bytes) into out. Returns the exit status, or -1
- * when it could not start or ran past PLAN_PROBE_TIMEOUT_MS. */
-static int
-probe(char *const argv[], const char *path_env, char *out, size_t cap)
-{
-	char penv[4096 + 8];
-	char *envp[] = {penv, "LANG=C", "HOME=/nonexistent", NULL};
-	struct proc_spec s = {.argv = argv, .envp = envp, .timeout_ms = PLAN_PROBE_TIMEOUT_MS};
-	struct proc_capture c = {.out = out, .out_room = cap, .cap = cap - 1, .merge = 1};
-	struct proc p;
-	struct err e;
-
-	snprintf(penv, sizeof(penv), "PATH=%.4096s", path_env);
-	out[0] = '\0';
-	if (proc_run(&p, &s, &c, &e) != 0 || p.timed_out)
-		return -1;
-	return WIFEXITED(p.status) ? WEXITSTATUS(p.status) : -1;
-}
-
 int
 plan_path_check(const manifest_t *m, const char *min, char *entry, size_t ecap, char *version, size_t vcap,
                 void *ctx)
 {
-	const char *path = getenv("PATH"), *p, *q;
-	char cand[PATH_MAX], out[PLAN_PROBE_OUT_MAX], ver[MANIFEST_VERSION_MAX];
-	char words[MANIFEST_MAX_ARGV][PATH_MAX + MANIFEST_ARG_MAX];
-	char *argv[MANIFEST_MAX_ARGV + 1];
-	struct stat sb;
-	int i;
+	char self[PATH_MAX];
+	ssize_t n;
 
-	if (m->path.argv.n == 0 || path == NULL)
-		return 0;
-	for (p = path; p != NULL && *p != '\0'; p = q ? q + 1 : NULL) {
-		size_t len;
-		q = strchr(p, ':');
-		len = q ? (size_t)(q - p) : strlen(p);
-		/* Relative and world-writable entries could be anyone's binary. */
-		if (len == 0 || p[0] != '/' || len + strlen(m->binary) + 2 > sizeof(cand))
-			continue;
-		snprintf(cand, sizeof(cand), "%.*s", (int)len, p);
-		if (stat(cand, &sb) != 0 || !S_ISDIR(sb.st_mode) || (sb.st_mode & 002))
-			continue;
-		snprintf(cand + len, sizeof(cand) - len, "/%s", m->binary);
-		if (stat(cand, &sb) != 0 || !S_ISREG(sb.st_mode) || access(cand, X_OK) != 0)
-			continue;
-		for (i = 0; i < m->path.argv.n; i++) {
-			const char *w = m->path.argv.v[i], *b = strstr(w, "{bin}");
-			if (b != NULL)
-				snprintf(words[i], sizeof(words[i]), "%.*s%s%s", (int)(b - w), w, cand,
-				         b + 5);
-			else
-				snprintf(words[i], sizeof(words[i]), "%s", w);
-			argv[i] = words[i];
-		}
-		argv[i] = NULL;
-		/* The first copy on PATH is the one a user would run: it decides. */
-		if (probe(argv, path, out, sizeof(out)) != 0 || manifest_version_in(out, ver, sizeof(ver)) != 0)
-			return 0;
-		if (m->path.min[0] != '\0' && manifest_version_cmp(ver, m->path.min) < 0)
-			return 0;
-		if (min != NULL && min[0] != '\0' && manifest_version_cmp(ver, min) < 0)
-			return 0;
-		snprintf(entry, ecap, "%s", cand);
-		snprintf(version, vcap, "%s", ver);
-		return 1;
-	}
-	return 0;
+	(void)ctx;
+	/* the running binary is never a tool on PATH (the shims are links to it) */
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	self[n > 0 ? n : 0] = '\0';
+	return install_path_find(m, min, self, entry, ecap, version, vcap);
 }

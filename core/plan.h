@@ -69,11 +69,9 @@ int plan_build(struct plan *p, const struct ops *o, const struct policy *pol, st
                int use_path, plan_path_fn path_fn, void *ctx, struct err *e);
 
 /*
- * The default PATH check: the manifest's binary in $PATH (entries that are
- * world-writable or not absolute are skipped), run with m->path.argv
- * ({bin} = its absolute path) under a scrubbed environment, 5 s at most;
- * the first dotted number of its output is its version. A manifest without
- * a path block is never satisfied on PATH.
+ * The default PATH check, the one ensure makes (install_path_find): the
+ * first copy of the manifest's binary on $PATH whose version qualifies. A
+ * manifest without a path block is never satisfied on PATH.
  */
 int plan_path_check(const manifest_t *m, const char *min, char *entry, size_t ecap, char *version,
                     size_t vcap, void *ctx);

@@ -58,7 +58,7 @@ tools_state_dir(const struct install_settings *s, char *buf, size_t cap)
 		return snprintf(buf, cap, "%s/.local/state/agent-sandbox", s->base_dir) < (int)cap ? 0 : -1;
 	if (geteuid() == 0)
 		return snprintf(buf, cap, "/var/lib/agent-sandbox") < (int)cap ? 0 : -1;
-	home = getenv("HOME");
+	home = config_env("HOME");
 	if ((home == NULL || *home != '/') && (pw = getpwuid(geteuid())) != NULL)
 		home = pw->pw_dir;
 	if (home == NULL || *home != '/')
@@ -163,7 +163,7 @@ tools_chain_build(struct tools_chain *c, const struct install_settings *s, int c
 		user = chain_add(c, buf, 0);
 	}
 	if (s->allow_tmp) {
-		t = getenv("TMPDIR");
+		t = config_env("TMPDIR");
 		if (t == NULL || *t != '/')
 			t = "/tmp";
 		snprintf(buf, sizeof(buf), "%s/agent-sandbox-%u/tools", t, (unsigned)geteuid());

@@ -301,7 +301,8 @@ test_default_path_check(void **state)
 	fputs("#!/bin/sh\necho v20.5.1\n", f);
 	fclose(f);
 	chmod(file, 0755);
-	snprintf(file, sizeof(file), "%s:%s:/usr/bin:/bin", ww, bin);
+	/* only these two: a node of the machine's own must not answer */
+	snprintf(file, sizeof(file), "%s:%s", ww, bin);
 	setenv("PATH", file, 1);
 	assert_int_equal(plan_path_check(m, "18", entry, sizeof(entry), ver, sizeof(ver), NULL), 1);
 	assert_string_equal(ver, "20.5.1");
@@ -314,6 +315,23 @@ test_default_path_check(void **state)
 	fputs("#!/bin/sh\necho v16.0.0\n", f);
 	fclose(f);
 	assert_int_equal(plan_path_check(m, "", entry, sizeof(entry), ver, sizeof(ver), NULL), 0);
+	/* ...but a later copy that qualifies is the one ensure would use, so
+	 * the plan says so too */
+	snprintf(file, sizeof(file), "%s/later", dir);
+	mkdir(file, 0755);
+	snprintf(file, sizeof(file), "%s/later/node", dir);
+	f = fopen(file, "w");
+	fputs("#!/bin/sh\necho v22.1.0\n", f);
+	fclose(f);
+	chmod(file, 0755);
+	snprintf(file, sizeof(file), "%s:%s:%s/later", ww, bin, dir);
+	setenv("PATH", file, 1);
+	assert_int_equal(plan_path_check(m, "", entry, sizeof(entry), ver, sizeof(ver), NULL), 1);
+	assert_string_equal(ver, "22.1.0");
+	assert_non_null(strstr(entry, "/later/node"));
+	snprintf(file, sizeof(file), "%s:%s", ww, bin);
+	setenv("PATH", file, 1);
+	snprintf(file, sizeof(file), "%s/node", bin);
 	/* a binary that fails */
 	f = fopen(file, "w");
 	fputs("#!/bin/sh\nexit 1\n", f);
