@@ -236,135 +236,6 @@ http_url_format(const struct http_url *u, char *buf, size_t cap)
 	return n < 0 || (size_t)n >= cap ? -1 : n;
 }
 
-/* ---- Response head ------------------------------------------------------ */
-
-static int
-is_tchar(int c)
-{
-	return isalnum(c) || strchr("!#$%&'*+-.^_`|~", c) != NULL;
-}
-
-/* The line at p (up to LF); *next receives where the next line starts.
- * Returns the line length without CR LF, or -1 when no LF is in view. */
-static long
-line_at(const char *p, const char *end, const char **next)
-{
-	const char *lf = memchr(p, '\n', (size_t)(end - p));
-	long n;
-
-	if (lf == NULL)
-		return -1;
-	*next = lf + 1;
-	n = lf - p;
-	if (n > 0 && p[n - 1] == '\r')
-		n--;
-	return n;
-}
-
-int
-http_parse_head(const char *buf, size_t len, struct http_head *h, struct err *e)
-{
-	const char *end = buf + (len > HTTP_HEAD_MAX ? HTTP_HEAD_MAX : len), *p = buf, *next, *c;
-	long n, i;
-	struct http_field *f;
-
-	memset(h, 0, sizeof(*h));
-	n = line_at(p, end, &next);
-	if (n < 0)
-		goto more;
-	if (n < 12 || memcmp(p, "HTTP/1.", 7) != 0 || (p[7] != '0' && p[7] != '1') || p[8] != ' ' ||
-	    !isdigit((unsigned char)p[9]) || !isdigit((unsigned char)p[10]) || !isdigit((unsigned char)p[11]) ||
-	    (n > 12 && p[12] != ' '))
-		return err_set(e, "http.protocol", "bad status line");
-	h->minor = p[7] - '0';
-	h->status = (p[9] - '0') * 100 + (p[10] - '0') * 10 + (p[11] - '0');
-	if (h->status < 100 || h->status > 599)
-		return err_set(e, "http.protocol", "bad status code %d", h->status);
-	h->reason = n > 12 ? p + 13 : p + n;
-	h->reason_len = n > 12 ? (size_t)(n - 13) : 0;
-	for (i = 0; i < (long)h->reason_len; i++)
-		if ((unsigned char)h->reason[i] < 0x20 && h->reason[i] != '\t')
-			return err_set(e, "http.protocol", "control byte in status line");
-	for (p = next;;) {
-		n = line_at(p, end, &next);
-		if (n < 0)
-			goto more;
-		if (n == 0)
-			return (int)(next - buf);
-		if (*p == ' ' || *p == '\t')
-			return err_set(e, "http.protocol", "obsolete header line folding");
-		c = memchr(p, ':', (size_t)n);
-		if (c == NULL || c == p)
-			return err_set(e, "http.protocol", "header line without a name");
-		for (i = 0; p + i < c; i++)
-			if (!is_tchar((unsigned char)p[i]))
-				return err_set(e, "http.protocol", "bad header name");
-		if (h->nfields >= HTTP_FIELDS_MAX)
-			return err_set(e, "http.protocol", "more than %d header fields", HTTP_FIELDS_MAX);
-		f = &h->fields[h->nfields++];
-		f->name = p;
-		f->name_len = (size_t)(c - p);
-		f->value = c + 1;
-		f->value_len = (size_t)(p + n - (c + 1));
-		for (i = 0; i < (long)f->value_len; i++) {
-			unsigned char ch = (unsigned char)f->value[i];
-			if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
-				return err_set(e, "http.protocol", "control byte in header %.*s", (int)f->name_len,
-					       f->name);
-		}
-		while (f->value_len > 0 && (f->value[0] == ' ' || f->value[0] == '\t'))
-			f->value++, f->value_len--;
-		while (f->value_len > 0 && (f->value[f->value_len - 1] == ' ' || f->value[f->value_len - 1] == '\t'))
-			f->value_len--;
-		p = next;
-	}
-more:
-	if (len >= HTTP_HEAD_MAX)
-		return err_set(e, "http.protocol", "response head larger than %d bytes", HTTP_HEAD_MAX);
-	return 0;
-}
-
-const struct http_field *
-http_head_get(const struct http_head *h, const char *name)
-{
-	size_t n = strlen(name);
-	int i;
-
-	for (i = 0; i < h->nfields; i++)
-		if (h->fields[i].name_len == n && strncasecmp(h->fields[i].name, name, n) == 0)
-			return &h->fields[i];
-	return NULL;
-}
-
-/* ---- Chunked decoding --------------------------------------------------- */
-
-enum {
-	CS_SIZE,
-	CS_EXT,
-	CS_SIZE_LF,
-	CS_DATA,
-	CS_DATA_CR,
-	CS_DATA_LF,
-	CS_TRAILER,
-	CS_TRAILER_LINE,
-	CS_TRAILER_LF,
-	CS_END_LF,
-	CS_DONE,
-};
-
-/* Chunk extensions and trailer lines are ignored but bounded. */
-#define CHUNK_LINE_MAX 4096
-#define CHUNK_TRAILERS_MAX 8192
-/* 15 hex digits = 2^60: no real body comes near, and left cannot overflow. */
-#define CHUNK_DIGITS_MAX 15
-
-void
-http_chunked_init(struct http_chunked *c)
-{
-	memset(c, 0, sizeof(*c));
-	c->state = CS_SIZE;
-}
-
 static int
 hexval(int ch)
 {
@@ -375,108 +246,6 @@ hexval(int ch)
 	if (ch >= 'A' && ch <= 'F')
 		return ch - 'A' + 10;
 	return -1;
-}
-
-long
-http_chunked_step(struct http_chunked *c, const unsigned char *in, size_t len, const unsigned char **data,
-		  size_t *dlen, struct err *e)
-{
-	size_t i = 0, take;
-	int ch, v;
-
-	*dlen = 0;
-	*data = in;
-	if (len == 0 || c->state == CS_DONE)
-		return 0;
-	if (c->state == CS_DATA) {
-		take = c->left < len ? (size_t)c->left : len;
-		c->left -= take;
-		if (c->left == 0)
-			c->state = CS_DATA_CR;
-		*dlen = take;
-		return (long)take;
-	}
-	for (; i < len && c->state != CS_DATA && c->state != CS_DONE; i++) {
-		ch = in[i];
-		switch (c->state) {
-		case CS_SIZE:
-			v = hexval(ch);
-			if (v >= 0) {
-				if (++c->digits > CHUNK_DIGITS_MAX)
-					return err_set(e, "http.protocol", "chunk size too large");
-				c->left = c->left * 16 + (uint64_t)v;
-				break;
-			}
-			if (c->digits == 0)
-				return err_set(e, "http.protocol", "bad chunk size");
-			if (ch == ';' || ch == ' ' || ch == '\t')
-				c->state = CS_EXT, c->line = 0;
-			else if (ch == '\r')
-				c->state = CS_SIZE_LF;
-			else if (ch == '\n')
-				goto size_done;
-			else
-				return err_set(e, "http.protocol", "bad chunk size");
-			break;
-		case CS_EXT:
-			if (ch == '\r')
-				c->state = CS_SIZE_LF;
-			else if (ch == '\n')
-				goto size_done;
-			else if (++c->line > CHUNK_LINE_MAX || (ch < 0x20 && ch != '\t'))
-				return err_set(e, "http.protocol", "bad chunk extension");
-			break;
-		case CS_SIZE_LF:
-			if (ch != '\n')
-				return err_set(e, "http.protocol", "bad chunk size line");
-size_done:
-			c->digits = 0;
-			c->state = c->left == 0 ? CS_TRAILER : CS_DATA;
-			break;
-		case CS_DATA_CR:
-			if (ch == '\r')
-				c->state = CS_DATA_LF;
-			else if (ch == '\n')
-				c->state = CS_SIZE;
-			else
-				return err_set(e, "http.protocol", "chunk data longer than its size");
-			break;
-		case CS_DATA_LF:
-			if (ch != '\n')
-				return err_set(e, "http.protocol", "chunk data longer than its size");
-			c->state = CS_SIZE;
-			break;
-		case CS_TRAILER:
-			if (ch == '\r')
-				c->state = CS_END_LF;
-			else if (ch == '\n')
-				c->state = CS_DONE;
-			else
-				c->state = CS_TRAILER_LINE, c->line = 1, c->trailers++;
-			break;
-		case CS_TRAILER_LINE:
-			if (ch == '\r')
-				c->state = CS_TRAILER_LF;
-			else if (ch == '\n')
-				c->state = CS_TRAILER;
-			else if (++c->line > CHUNK_LINE_MAX || ++c->trailers > CHUNK_TRAILERS_MAX)
-				return err_set(e, "http.protocol", "chunked trailers too large");
-			break;
-		case CS_TRAILER_LF:
-			if (ch != '\n')
-				return err_set(e, "http.protocol", "bad trailer line");
-			c->state = CS_TRAILER;
-			break;
-		case CS_END_LF:
-			if (ch != '\n')
-				return err_set(e, "http.protocol", "bad end of chunked body");
-			c->state = CS_DONE;
-			break;
-		}
-	}
-	if (c->state == CS_DONE)
-		c->done = 1;
-	return (long)i;
 }
 
 /* ---- NO_PROXY ----------------------------------------------------------- */
@@ -841,9 +610,9 @@ read_head(struct conn *c, struct xfer *x, struct http_head *h, int *got, struct 
 	*got = c->len > c->off;
 	for (;;) {
 		if (c->len > c->off) {
-			r = http_parse_head((const char *)c->buf + c->off, c->len - c->off, h, e);
+			r = http_parse_head((const char *)c->buf + c->off, c->len - c->off, h);
 			if (r < 0)
-				return -1;
+				return err_set(e, "http.protocol", "malformed response head: %s", h->why);
 			if (r > 0) {
 				c->off += (size_t)r;
 				return 0;
@@ -1014,14 +783,14 @@ read_body(struct conn *c, struct xfer *x, int kind, int64_t clen, int to_sink, s
 		return 0;
 	if (!to_sink && (kind == BODY_CLOSE || (kind == BODY_LENGTH && clen > DRAIN_MAX)))
 		return err_set(e, "http.too_large", "not draining a large body");
-	http_chunked_init(&ch);
+	http_chunked_init(&ch, UINT64_MAX, HTTP_LF_OK);
 	for (;;) {
 		avail = c->len - c->off;
 		if (avail > 0) {
 			if (kind == BODY_CHUNKED) {
-				k = http_chunked_step(&ch, c->buf + c->off, avail, &d, &dl, e);
+				k = http_chunked_step(&ch, c->buf + c->off, avail, &d, &dl);
 				if (k < 0)
-					return -1;
+					return err_set(e, "http.protocol", "%s: bad chunked framing: %s", x->rs->url, ch.why);
 				c->off += (size_t)k;
 				if (dl > 0) {
 					got += (int64_t)dl;
@@ -1178,18 +947,12 @@ static const char *const refused_headers[] = {
 static int
 check_header(const char *h, struct err *e)
 {
-	const char *c = strchr(h, ':'), *p;
+	const char *c = strchr(h, ':'), *why = http_field_check(h, strlen(h));
 	size_t nl, i, rl;
 
-	if (c == NULL || c == h)
-		return err_set(e, "http.url", "request header without a name: %.40s", h);
+	if (why != NULL)
+		return err_set(e, "http.url", "request header %.40s%s: %s", h, strlen(h) > 40 ? "..." : "", why);
 	nl = (size_t)(c - h);
-	for (p = h; p < c; p++)
-		if (!is_tchar((unsigned char)*p))
-			return err_set(e, "http.url", "bad request header name");
-	for (p = c + 1; *p; p++)
-		if (((unsigned char)*p < 0x20 && *p != '\t') || *p == 0x7f)
-			return err_set(e, "http.url", "control byte in request header %.*s", (int)nl, h);
 	for (i = 0; i < sizeof(refused_headers) / sizeof(refused_headers[0]); i++) {
 		rl = strlen(refused_headers[i]);
 		if ((refused_headers[i][rl - 1] == '-' ? nl >= rl : nl == rl) && strncasecmp(h, refused_headers[i], rl) == 0)

@@ -1,4 +1,5 @@
 #include "httpd.h"
+#include "buf.h"
 #include "clock.h"
 #include "net.h"
 #include "json.h"
@@ -103,10 +104,9 @@ struct conn {
 	int64_t deadline; /* monotonic ms; INT64_MAX = none */
 	int64_t t_start;  /* first byte of the request, for the log */
 	struct cbuf *b;
-	char *body;
-	size_t body_len, body_cap;
+	struct buf body; /* max: the server's max_body */
 	uint64_t body_left;
-	struct http_req_chunked ck;
+	struct http_chunked ck;
 	const struct httpd_route *route;
 	char *out;
 	size_t out_len, out_off;
@@ -335,9 +335,7 @@ out_drop(struct conn *c)
 static void
 free_request(struct conn *c)
 {
-	free(c->body);
-	c->body = NULL;
-	c->body_len = c->body_cap = 0;
+	buf_free(&c->body);
 	c->body_left = 0;
 	out_drop(c);
 	c->route = NULL;
@@ -878,6 +876,22 @@ answer_error(struct httpd *s, struct conn *c, int status, const char *msg)
 	set_deadline(s, c, s->cfg.write_timeout_ms);
 }
 
+/* 413 for a body over max_body: len bytes announced, or -1 when a chunked
+ * body grew past it. */
+static void
+answer_too_large(struct httpd *s, struct conn *c, int64_t len)
+{
+	char msg[128];
+
+	if (len >= 0)
+		snprintf(msg, sizeof(msg), "the request body of %lld bytes is over the limit of %zu bytes",
+		         (long long)len, s->cfg.max_body);
+	else
+		snprintf(msg, sizeof(msg), "the chunked request body is over the limit of %zu bytes",
+		         s->cfg.max_body);
+	answer_error(s, c, 413, msg);
+}
+
 static void
 make_ready(struct httpd *s, struct conn *c)
 {
@@ -1055,13 +1069,8 @@ dispatch(struct httpd *s, struct conn *c)
 	q->method = hr->method.p;
 	q->path = hr->path.p;
 	q->query = hr->has_query ? hr->query.p : "";
-	if (c->body != NULL) {
-		c->body[c->body_len] = '\0';
-		q->body = c->body;
-	} else {
-		q->body = "";
-	}
-	q->body_len = c->body_len;
+	q->body = c->body.p != NULL ? (const char *)c->body.p : "";
+	q->body_len = c->body.len;
 	q->peer = c->peer;
 	q->head = hr;
 	head = strcmp(q->method, "HEAD") == 0;
@@ -1160,22 +1169,12 @@ process_head(struct httpd *s, struct conn *c)
 		return 1;
 	}
 	b->head_len = b->pos = (size_t)rc;
+	c->body = (struct buf)BUF_INIT(s->cfg.max_body);
 	if (b->hr.chunked) {
-		http_req_chunked_init(&c->ck, s->cfg.max_body);
+		http_chunked_init(&c->ck, s->cfg.max_body, 0);
 	} else if (b->hr.content_length > 0) {
 		if ((uint64_t)b->hr.content_length > s->cfg.max_body) {
-			char msg[128];
-
-			snprintf(msg, sizeof(msg),
-			         "the request body of %lld bytes is over the limit of %zu bytes",
-			         (long long)b->hr.content_length, s->cfg.max_body);
-			answer_error(s, c, 413, msg);
-			return 1;
-		}
-		c->body_cap = (size_t)b->hr.content_length + 1;
-		c->body = malloc(c->body_cap);
-		if (c->body == NULL) {
-			conn_close(s, c);
+			answer_too_large(s, c, b->hr.content_length);
 			return 1;
 		}
 		c->body_left = (uint64_t)b->hr.content_length;
@@ -1190,65 +1189,62 @@ process_head(struct httpd *s, struct conn *c)
 	return 1;
 }
 
+/* Move the body bytes in the input into c->body. Returns 1 when the body
+ * is complete, 0 when more is needed, -1 when the connection was answered
+ * or closed. */
+static int
+take_body(struct httpd *s, struct conn *c)
+{
+	struct cbuf *b = c->b;
+	const unsigned char *d = (const unsigned char *)b->in + b->pos;
+	size_t avail = b->len - b->pos, dl = avail;
+	long k;
+
+	if (!b->hr.chunked) {
+		if (dl > c->body_left)
+			dl = (size_t)c->body_left;
+		c->body_left -= dl;
+		b->pos += dl;
+	} else {
+		k = http_chunked_step(&c->ck, d, avail, &d, &dl);
+		if (k < 0) {
+			if (c->ck.status == 413)
+				answer_too_large(s, c, -1);
+			else
+				answer_error(s, c, c->ck.status, c->ck.why);
+			return -1;
+		}
+		b->pos += (size_t)k;
+	}
+	if (buf_put(&c->body, d, dl) != 0) {
+		/* the caps were checked above: only memory ran out */
+		conn_close(s, c);
+		return -1;
+	}
+	return b->hr.chunked ? c->ck.done : c->body_left == 0;
+}
+
 static int
 process_body(struct httpd *s, struct conn *c)
 {
 	struct cbuf *b = c->b;
-	size_t avail = b->len - b->pos, n;
-	int done;
+	int done = 0;
 
-	if (avail == 0)
+	if (b->len == b->pos)
 		return 0;
-	if (!b->hr.chunked) {
-		n = avail < c->body_left ? avail : (size_t)c->body_left;
-		memcpy(c->body + c->body_len, b->in + b->pos, n);
-		c->body_len += n;
-		c->body_left -= n;
-		b->pos += n;
-		done = c->body_left == 0;
-	} else {
-		size_t want = c->body_len + avail;
-		int rc;
-
-		if (want > s->cfg.max_body)
-			want = s->cfg.max_body;
-		if (want + 1 > c->body_cap) {
-			size_t cap = c->body_cap ? c->body_cap * 2 : 4096;
-			char *p;
-
-			if (cap < want + 1)
-				cap = want + 1;
-			if (cap > s->cfg.max_body + 1)
-				cap = s->cfg.max_body + 1;
-			p = realloc(c->body, cap);
-			if (p == NULL) {
-				conn_close(s, c);
-				return 1;
-			}
-			c->body = p;
-			c->body_cap = cap;
-		}
-		rc = http_req_chunked_decode(&c->ck, b->in + b->pos, avail, c->body + c->body_len, &n);
-		if (rc < 0) {
-			answer_error(s, c, c->ck.status, c->ck.why);
+	while (b->len > b->pos && !done)
+		if ((done = take_body(s, c)) < 0)
 			return 1;
-		}
-		b->pos += (size_t)rc;
-		c->body_len += n;
-		done = c->ck.done;
-	}
 	/* Drop consumed body bytes; keep the head for the handler. */
 	memmove(b->in + b->head_len, b->in + b->pos, b->len - b->pos);
 	b->len -= b->pos - b->head_len;
 	b->pos = b->head_len;
 	if (!done)
 		return 0;
-	if (c->body == NULL) {
-		c->body = malloc(1);
-		if (c->body == NULL) {
-			conn_close(s, c);
-			return 1;
-		}
+	/* an empty body still reads as "" with its NUL */
+	if (buf_put(&c->body, "", 0) != 0) {
+		conn_close(s, c);
+		return 1;
 	}
 	dispatch(s, c);
 	return 1;

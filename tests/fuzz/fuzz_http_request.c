@@ -2,8 +2,9 @@
  * libFuzzer target for the server's request parser and chunked decoder.
  * Besides crashes it checks the contracts callers rely on: a successful
  * parse consumes at most len bytes and every shorter prefix answers "need
- * more"; the chunked decoder gives the same bytes when fed one shot or in two
- * pieces split at a point the input chooses.
+ * more"; the chunked decoder gives the same bytes and the same verdict when
+ * fed in one shot or in pieces of a size the input chooses, and never passes
+ * its body cap.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -13,14 +14,40 @@
 
 static struct http_req r1, r2;
 
+/* Decode in[0..len) in pieces of at most step bytes into out. Returns the
+ * bytes consumed or -1; every call must consume at least one byte and hand
+ * out data that lies inside its piece. */
+static long
+dechunk(struct http_chunked *c, const unsigned char *in, size_t len, size_t step, char *out, size_t *nout)
+{
+	const unsigned char *d;
+	size_t off = 0, dl, lim;
+	long k;
+
+	*nout = 0;
+	while (off < len && !c->done) {
+		lim = len - off < step ? len - off : step;
+		k = http_chunked_step(c, in + off, lim, &d, &dl);
+		if (k < 0)
+			return -1;
+		if (k == 0 || (size_t)k > lim || (dl > 0 && (d < in + off || d + dl > in + off + lim)))
+			abort();
+		memcpy(out + *nout, d, dl);
+		*nout += dl;
+		off += (size_t)k;
+	}
+	return (long)off;
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const char *s = (const char *)data;
-	struct http_req_chunked c1, c2;
-	size_t split, n1, n2, m;
+	struct http_chunked c1, c2;
+	size_t split, n1, n2;
 	char *o1, *o2;
-	int rc, a, b;
+	long a, b;
+	int rc;
 
 	rc = http_req_parse(&r1, s, size);
 	if (rc > (int)size || rc < -1)
@@ -35,7 +62,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 	}
 
-	/* The rest (or everything) as a chunked body, one shot vs split. */
+	/* The rest (or everything) as a chunked body, one shot vs in pieces
+	 * whose size the input chooses. */
 	if (rc > 0) {
 		s += rc;
 		size -= (size_t)rc;
@@ -44,25 +72,18 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	o2 = malloc(size + 1);
 	if (o1 == NULL || o2 == NULL)
 		goto out;
-	http_req_chunked_init(&c1, 4096);
-	http_req_chunked_init(&c2, 4096);
-	a = http_req_chunked_decode(&c1, s, size, o1, &n1);
-	split = size ? (unsigned char)s[size / 2] % (size + 1) : 0;
-	b = http_req_chunked_decode(&c2, s, split, o2, &n2);
-	if (b >= 0 && !c2.done) {
-		if (b != (int)split)
-			abort();
-		b = http_req_chunked_decode(&c2, s + split, size - split, o2 + n2, &m);
-		if (b >= 0) {
-			b += (int)split;
-			n2 += m;
-		}
-	}
+	http_chunked_init(&c1, 4096, 0);
+	http_chunked_init(&c2, 4096, 0);
+	a = dechunk(&c1, (const unsigned char *)s, size, size ? size : 1, o1, &n1);
+	split = size ? (unsigned char)s[size / 2] % 17 + 1 : 1;
+	b = dechunk(&c2, (const unsigned char *)s, size, split, o2, &n2);
 	if ((a < 0) != (b < 0))
 		abort();
 	if (a >= 0 && (a != b || n1 != n2 || memcmp(o1, o2, n1) != 0 || c1.done != c2.done))
 		abort();
-	if (a < 0 && c1.status != c2.status)
+	if (a < 0 && (c1.status != c2.status || c1.why == NULL))
+		abort();
+	if (c1.total > 4096)
 		abort();
 out:
 	free(o1);
