@@ -17,225 +17,6 @@
 #define ABX_VERSION "0.0.0-dev"
 #endif
 
-/* ---- URLs ------------------------------------------------------------- */
-
-static int
-is_unreserved_host(int c)
-{
-	return isalnum(c) || c == '-' || c == '.' || c == '_';
-}
-
-/* Bytes refused anywhere in a URL: controls, space, DEL, non-ASCII (a
- * request line cannot carry them and they hide request-splitting tricks),
- * and backslash (browsers read it as '/', servers do not). */
-static int
-bad_url_byte(unsigned char c)
-{
-	return c <= 0x20 || c >= 0x7f || c == '\\';
-}
-
-static int
-parse_authority(const char *a, size_t n, int https, struct http_url *u, struct err *e)
-{
-	const char *p = a, *end = a + n, *hend, *colon = NULL;
-	size_t hl, i;
-	long port;
-
-	if (memchr(a, '@', n) != NULL)
-		return err_set(e, "http.url", "credentials in a URL are refused (use a header or the configuration)");
-	if (n > 0 && *p == '[') {
-		hend = memchr(p, ']', n);
-		if (hend == NULL)
-			return err_set(e, "http.url", "unterminated IPv6 literal");
-		for (i = 1; p + i < hend; i++)
-			if (!isxdigit((unsigned char)p[i]) && p[i] != ':' && p[i] != '.')
-				return err_set(e, "http.url", "bad IPv6 literal");
-		hl = (size_t)(hend - p - 1);
-		if (hl == 0 || hl >= sizeof(u->host))
-			return err_set(e, "http.url", "bad IPv6 literal");
-		memcpy(u->host, p + 1, hl);
-		u->host[hl] = '\0';
-		p = hend + 1;
-		if (p < end && *p != ':')
-			return err_set(e, "http.url", "junk after IPv6 literal");
-		if (p < end)
-			colon = p;
-	} else {
-		colon = memchr(p, ':', n);
-		hend = colon ? colon : end;
-		hl = (size_t)(hend - p);
-		if (hl == 0)
-			return err_set(e, "http.url", "empty host");
-		if (hl >= sizeof(u->host))
-			return err_set(e, "http.url", "host name too long");
-		for (i = 0; i < hl; i++) {
-			if (!is_unreserved_host((unsigned char)p[i]))
-				return err_set(e, "http.url", "bad character in host name");
-			u->host[i] = (char)tolower((unsigned char)p[i]);
-		}
-		u->host[hl] = '\0';
-	}
-	u->https = https;
-	u->port = https ? 443 : 80;
-	u->port_explicit = 0;
-	if (colon != NULL) {
-		port = 0;
-		if (colon + 1 == end || end - colon > 6)
-			return err_set(e, "http.url", "bad port");
-		for (p = colon + 1; p < end; p++) {
-			if (!isdigit((unsigned char)*p))
-				return err_set(e, "http.url", "bad port");
-			port = port * 10 + (*p - '0');
-		}
-		if (port < 1 || port > 65535)
-			return err_set(e, "http.url", "port out of range");
-		u->port = (int)port;
-		u->port_explicit = 1;
-	}
-	return 0;
-}
-
-static int
-set_target(struct http_url *u, const char *t, size_t n, struct err *e)
-{
-	const char *hash = memchr(t, '#', n);
-	size_t need;
-
-	if (hash != NULL)
-		n = (size_t)(hash - t);
-	need = n + (n == 0 || t[0] != '/' ? 1 : 0);
-	if (need >= sizeof(u->target))
-		return err_set(e, "http.url", "URL too long");
-	if (n == 0 || t[0] != '/') {
-		u->target[0] = '/';
-		memcpy(u->target + 1, t, n);
-	} else {
-		memcpy(u->target, t, n);
-	}
-	u->target[need] = '\0';
-	return 0;
-}
-
-int
-http_url_parse(const char *url, struct http_url *u, struct err *e)
-{
-	size_t n = strlen(url), i, al;
-	const char *a;
-	int https;
-
-	memset(u, 0, sizeof(*u));
-	if (n >= HTTP_URL_MAX)
-		return err_set(e, "http.url", "URL longer than %d bytes", HTTP_URL_MAX - 1);
-	for (i = 0; i < n; i++)
-		if (bad_url_byte((unsigned char)url[i]))
-			return err_set(e, "http.url", "URL contains a space, control or non-ASCII byte at offset %zu",
-				       i);
-	if (strncasecmp(url, "https://", 8) == 0)
-		https = 1, a = url + 8;
-	else if (strncasecmp(url, "http://", 7) == 0)
-		https = 0, a = url + 7;
-	else
-		return err_set(e, "http.url", "only http:// and https:// URLs are supported: %.60s", url);
-	al = strcspn(a, "/?#");
-	if (parse_authority(a, al, https, u, e) != 0)
-		return -1;
-	return set_target(u, a + al, strlen(a + al), e);
-}
-
-/* RFC 3986 §5.2.4 on path in place (query untouched). */
-static void
-remove_dots(char *path)
-{
-	char out[HTTP_URL_MAX];
-	char *q = strchr(path, '?');
-	size_t plen = q ? (size_t)(q - path) : strlen(path), o = 0, i = 0;
-
-	while (i < plen) {
-		if (strncmp(path + i, "/./", 3) == 0 && i + 3 <= plen) {
-			i += 2;
-		} else if (i + 2 == plen && strncmp(path + i, "/.", 2) == 0) {
-			out[o++] = '/';
-			i += 2;
-		} else if (i + 4 <= plen && strncmp(path + i, "/../", 4) == 0) {
-			i += 3;
-			while (o > 0 && out[--o] != '/')
-				;
-		} else if (i + 3 == plen && strncmp(path + i, "/..", 3) == 0) {
-			i += 3;
-			while (o > 0 && out[--o] != '/')
-				;
-			out[o++] = '/';
-		} else {
-			do
-				out[o++] = path[i++];
-			while (i < plen && path[i] != '/');
-		}
-	}
-	if (o == 0)
-		out[o++] = '/';
-	snprintf(out + o, sizeof(out) - o, "%s", path + plen);
-	memcpy(path, out, strlen(out) + 1);
-}
-
-int
-http_url_resolve(const struct http_url *base, const char *ref, struct http_url *out, struct err *e)
-{
-	char buf[HTTP_URL_MAX];
-	size_t i, n = strlen(ref), sl;
-	const char *s;
-
-	for (i = 0; i < n; i++)
-		if (bad_url_byte((unsigned char)ref[i]))
-			return err_set(e, "http.url", "redirect target contains a space, control or non-ASCII byte");
-	/* A scheme: letters, digits, + - . before the first ':' and before
-	 * any '/', '?' or '#'. */
-	for (s = ref; *s && (isalnum((unsigned char)*s) || *s == '+' || *s == '-' || *s == '.'); s++)
-		;
-	if (*s == ':' && s > ref && isalpha((unsigned char)ref[0]))
-		return http_url_parse(ref, out, e);
-	if (ref[0] == '/' && ref[1] == '/') {
-		if (snprintf(buf, sizeof(buf), "%s:%s", base->https ? "https" : "http", ref) >= (int)sizeof(buf))
-			return err_set(e, "http.url", "URL too long");
-		return http_url_parse(buf, out, e);
-	}
-	*out = *base;
-	if (ref[0] == '/') {
-		if (set_target(out, ref, n, e) != 0)
-			return -1;
-	} else if (ref[0] == '?') {
-		sl = strcspn(base->target, "?");
-		if (snprintf(buf, sizeof(buf), "%.*s%s", (int)sl, base->target, ref) >= (int)sizeof(buf))
-			return err_set(e, "http.url", "URL too long");
-		if (set_target(out, buf, strlen(buf), e) != 0)
-			return -1;
-	} else if (ref[0] == '\0' || ref[0] == '#') {
-		return 0;
-	} else {
-		sl = strcspn(base->target, "?");
-		while (sl > 0 && base->target[sl - 1] != '/')
-			sl--;
-		if (snprintf(buf, sizeof(buf), "%.*s%s", (int)sl, base->target, ref) >= (int)sizeof(buf))
-			return err_set(e, "http.url", "URL too long");
-		if (set_target(out, buf, strlen(buf), e) != 0)
-			return -1;
-	}
-	remove_dots(out->target);
-	return 0;
-}
-
-int
-http_url_format(const struct http_url *u, char *buf, size_t cap)
-{
-	char port[16] = "";
-	int v6 = strchr(u->host, ':') != NULL, n;
-
-	if (u->port != (u->https ? 443 : 80))
-		snprintf(port, sizeof(port), ":%d", u->port);
-	n = snprintf(buf, cap, "%s://%s%s%s%s%s", u->https ? "https" : "http", v6 ? "[" : "", u->host, v6 ? "]" : "",
-		     port, u->target);
-	return n < 0 || (size_t)n >= cap ? -1 : n;
-}
-
 static int
 hexval(int ch)
 {
@@ -246,71 +27,6 @@ hexval(int ch)
 	if (ch >= 'A' && ch <= 'F')
 		return ch - 'A' + 10;
 	return -1;
-}
-
-/* ---- NO_PROXY ----------------------------------------------------------- */
-
-static int
-host_suffix_match(const char *host, const char *pat, size_t pl)
-{
-	size_t hl = strlen(host);
-
-	if (pl == 0)
-		return 0;
-	if (hl == pl)
-		return strncasecmp(host, pat, pl) == 0;
-	return hl > pl && host[hl - pl - 1] == '.' && strncasecmp(host + hl - pl, pat, pl) == 0;
-}
-
-int
-http_no_proxy_match(const char *no_proxy, const char *host, int port)
-{
-	const char *p = no_proxy, *s, *colon, *hs;
-	size_t n, hl;
-	long eport;
-
-	if (no_proxy == NULL)
-		return 0;
-	while (*p) {
-		while (*p == ',' || *p == ' ' || *p == '\t')
-			p++;
-		s = p;
-		while (*p && *p != ',' && *p != ' ' && *p != '\t')
-			p++;
-		n = (size_t)(p - s);
-		if (n == 0)
-			continue;
-		if (n == 1 && *s == '*')
-			return 1;
-		hs = s;
-		hl = n;
-		eport = -1;
-		if (*s == '[') {
-			const char *rb = memchr(s, ']', n);
-			if (rb == NULL)
-				continue;
-			hs = s + 1;
-			hl = (size_t)(rb - hs);
-			if (rb + 1 < s + n && rb[1] == ':')
-				eport = strtol(rb + 2, NULL, 10);
-		} else {
-			colon = memchr(s, ':', n);
-			/* One colon: host:port. More: a bare IPv6 literal. */
-			if (colon != NULL && memchr(colon + 1, ':', (size_t)(s + n - colon - 1)) == NULL) {
-				hl = (size_t)(colon - s);
-				eport = strtol(colon + 1, NULL, 10);
-			}
-		}
-		if (eport >= 0 && eport != port)
-			continue;
-		if (hl > 1 && hs[0] == '*' && hs[1] == '.')
-			hs += 2, hl -= 2;
-		else if (hl > 0 && hs[0] == '.')
-			hs++, hl--;
-		if (host_suffix_match(host, hs, hl))
-			return 1;
-	}
-	return 0;
 }
 
 /* ---- Client ------------------------------------------------------------- */
@@ -1011,28 +727,16 @@ is_redirect(int s)
 	return s == 301 || s == 302 || s == 303 || s == 307 || s == 308;
 }
 
-int
-http_request(struct http_client *cl, const struct http_request *rq, struct http_response *rs, struct err *e)
+/* Refuse what the client cannot send: methods other than GET and HEAD,
+ * headers it writes itself or that break the grammar, a redirect limit out
+ * of range, a bad URL (parsed into *u). */
+static int
+check_request(const struct http_request *rq, struct http_url *u, struct err *e)
 {
-	struct xfer x;
-	struct http_url cur, next, origin;
-	const struct proxy *px;
-	struct http_head h;
-	struct conn *c = NULL;
-	char req[REQ_MAX];
-	int head_req, hop, attempt, reused, got, kind, r, i, with_headers;
-	int64_t clen;
-	const struct http_field *loc;
-	char locbuf[HTTP_URL_MAX];
+	int i;
 
-	memset(rs, 0, sizeof(*rs));
-	rs->content_length = -1;
-	memset(&x, 0, sizeof(x));
-	x.rq = rq;
-	x.rs = rs;
 	if (rq->method != NULL && strcmp(rq->method, "GET") != 0 && strcmp(rq->method, "HEAD") != 0)
 		return err_set(e, "http.url", "method %s is not supported", rq->method);
-	head_req = rq->method != NULL && strcmp(rq->method, "HEAD") == 0;
 	if (rq->nheaders < 0 || rq->nheaders > HTTP_REQ_HEADERS_MAX)
 		return err_set(e, "http.url", "too many request headers");
 	for (i = 0; i < rq->nheaders; i++)
@@ -1042,131 +746,201 @@ http_request(struct http_client *cl, const struct http_request *rq, struct http_
 		return err_set(e, "http.url", "at most %d redirects may be allowed", HTTP_REDIRECTS_MAX);
 	if (rq->url == NULL)
 		return err_set(e, "http.url", "no URL");
-	if (http_url_parse(rq->url, &cur, e) != 0)
+	return http_url_parse(rq->url, u, e);
+}
+
+/* The caller's host rule for the hop to u (rs->url already names it). */
+static int
+check_host(const struct http_request *rq, const struct http_url *u, const char *url, struct err *e)
+{
+	if (rq->host_ok == NULL)
+		return 0;
+	if (e != NULL)
+		err_clear(e);
+	if (rq->host_ok(rq->host_arg, u, e) == 0)
+		return 0;
+	if (e != NULL && e->code == NULL)
+		err_set(e, "http.redirect", "%s: host %s is not allowed", url, u->host);
+	return -1;
+}
+
+/* The proxy for u under the client's settings, or NULL. */
+static const struct proxy *
+pick_proxy(const struct http_client *cl, const struct http_url *u)
+{
+	if (http_no_proxy_match(cl->no_proxy, u->host, u->port))
+		return NULL;
+	if (u->https)
+		return cl->https_proxy.set ? &cl->https_proxy : NULL;
+	return cl->http_proxy.set ? &cl->http_proxy : NULL;
+}
+
+/* Send req on a cached or new connection to u and read the final head
+ * (1xx interim answers skipped) into h. A cached connection the server
+ * closed while idle gets one more try on a new one. Returns the connection,
+ * or NULL with e set. */
+static struct conn *
+exchange(struct http_client *cl, struct xfer *x, const struct http_url *u, const struct proxy *px, const char *req,
+         size_t len, struct http_head *h, struct err *e)
+{
+	struct http_url key = *u;
+	struct conn *c;
+	int attempt, got;
+
+	if (px != NULL && !u->https) {
+		/* Plain requests through a proxy share the proxy connection. */
+		snprintf(key.host, sizeof(key.host), "%s", px->host);
+		key.port = px->port;
+	}
+	for (attempt = 0;; attempt++) {
+		c = attempt == 0 ? cache_take(cl, &key, px != NULL) : NULL;
+		x->rs->reused = c != NULL;
+		if (c == NULL && (c = conn_open(u, px, x, e)) == NULL)
+			return NULL;
+		if (e != NULL)
+			err_clear(e);
+		got = 0;
+		if (conn_send(c, req, len, x, e) == 0 && read_head(c, x, h, &got, e) == 0)
+			break;
+		conn_close(c);
+		if (!x->rs->reused || got || (e != NULL && e->code != NULL && strcmp(e->code, "http.timeout") == 0))
+			return NULL;
+	}
+	/* 1xx interim answers (100 Continue, 103 Early Hints): skip. */
+	while (h->status >= 100 && h->status < 200 && h->status != 101) {
+		if (read_head(c, x, h, &got, e) != 0) {
+			conn_close(c);
+			return NULL;
+		}
+	}
+	return c;
+}
+
+/* After a response: keep c for reuse when its body was read to the end
+ * (body_rc 0), nothing else is buffered, and neither side said close. */
+static void
+conn_done(struct http_client *cl, struct conn *c, const struct http_head *h, int body_rc)
+{
+	if (body_rc == 0 && c->off == c->len && !head_token(h, "Connection", "close") && h->minor == 1 &&
+	    (c->tls == NULL || !tls_closed(c->tls)))
+		cache_put(cl, c);
+	else
+		conn_close(c);
+}
+
+/* A redirect answer on c (consumed): drain its body, check the hop and set
+ * *cur to the target. Returns 0 to follow it, -1 with e set. */
+static int
+follow_redirect(struct http_client *cl, struct xfer *x, struct conn *c, const struct http_head *h, int kind,
+                int64_t clen, int hop, struct http_url *cur, struct err *e)
+{
+	const struct http_request *rq = x->rq;
+	struct http_response *rs = x->rs;
+	const struct http_field *loc = http_head_get(h, "Location");
+	char locbuf[HTTP_URL_MAX];
+	struct http_url next;
+	struct err drain;
+
+	if (loc == NULL || loc->value_len == 0 || loc->value_len >= sizeof(locbuf)) {
+		conn_close(c);
+		return err_set(e, "http.redirect", "%s: %d without a usable Location", rs->url, h->status);
+	}
+	memcpy(locbuf, loc->value, loc->value_len);
+	locbuf[loc->value_len] = '\0';
+	/* The redirect's own body is drained (small) or the connection
+	 * dropped; either way it is not an error. */
+	conn_done(cl, c, h, read_body(c, x, kind, clen, 0, &drain));
+	if (hop + 1 > rq->limits.max_redirects)
+		return err_set(e, "http.redirect", "%s: more than %d redirects", rs->url, rq->limits.max_redirects);
+	if (http_url_resolve(cur, locbuf, &next, e) != 0) {
+		struct err tmp = e ? *e : (struct err){0};
+
+		return err_set(e, "http.redirect", "%s: bad Location: %s", rs->url, tmp.msg);
+	}
+	if (cur->https && !next.https)
+		return err_set(e, "http.redirect", "%s: redirect from https to http refused", rs->url);
+	*cur = next;
+	rs->redirects = hop + 1;
+	return 0;
+}
+
+/* The final answer on c (consumed): a 2xx body to the sink, anything else
+ * drained and reported as http.status. */
+static int
+final_response(struct http_client *cl, struct xfer *x, struct conn *c, const struct http_head *h, int kind,
+               int64_t clen, struct err *e)
+{
+	const struct http_request *rq = x->rq;
+	struct http_response *rs = x->rs;
+	struct err tmp;
+	int r;
+
+	rs->content_length = kind == BODY_CHUNKED ? -1 : clen;
+	copy_field(h, "Content-Type", rs->content_type, sizeof(rs->content_type));
+	copy_field(h, "ETag", rs->etag, sizeof(rs->etag));
+	copy_field(h, "Last-Modified", rs->last_modified, sizeof(rs->last_modified));
+	if (h->status / 100 != 2) {
+		conn_done(cl, c, h, read_body(c, x, kind, clen, 0, &tmp));
+		return err_set(e, "http.status", "%s: HTTP %d %.*s", rs->url, h->status, (int)h->reason_len,
+		               h->reason);
+	}
+	if (rq->limits.max_body > 0 && clen > rq->limits.max_body) {
+		conn_close(c);
+		return err_set(e, "http.too_large", "%s: %lld bytes announced, above the cap of %lld bytes", rs->url,
+		               (long long)clen, (long long)rq->limits.max_body);
+	}
+	r = read_body(c, x, kind, clen, 1, e);
+	if (r < 0) {
+		conn_close(c);
+		return -1;
+	}
+	conn_done(cl, c, h, r);
+	if (e != NULL)
+		err_clear(e);
+	return 0;
+}
+
+int
+http_request(struct http_client *cl, const struct http_request *rq, struct http_response *rs, struct err *e)
+{
+	struct xfer x;
+	struct http_url cur, origin;
+	const struct proxy *px;
+	struct http_head h;
+	struct conn *c;
+	char req[REQ_MAX];
+	int head_req = rq->method != NULL && strcmp(rq->method, "HEAD") == 0, hop, r, kind, with_headers = 1;
+	int64_t clen;
+
+	memset(rs, 0, sizeof(*rs));
+	rs->content_length = -1;
+	memset(&x, 0, sizeof(x));
+	x.rq = rq;
+	x.rs = rs;
+	if (check_request(rq, &cur, e) != 0)
 		return -1;
 	origin = cur;
 	x.end_ms = rq->limits.total_ms > 0 ? clock_ms() + rq->limits.total_ms : 0;
 	x.tm.step_ms = rq->limits.read_ms > 0 ? rq->limits.read_ms : HTTP_READ_MS_DEFAULT;
 	x.tm.end_ms = x.end_ms;
-	with_headers = 1;
 	for (hop = 0;; hop++) {
 		http_url_format(&cur, rs->url, sizeof(rs->url));
-		if (rq->host_ok != NULL) {
-			if (e != NULL)
-				err_clear(e);
-			if (rq->host_ok(rq->host_arg, &cur, e) != 0) {
-				if (e != NULL && e->code == NULL)
-					err_set(e, "http.redirect", "%s: host %s is not allowed", rs->url, cur.host);
-				return -1;
-			}
-		}
-		px = NULL;
-		if (!http_no_proxy_match(cl->no_proxy, cur.host, cur.port)) {
-			if (cur.https && cl->https_proxy.set)
-				px = &cl->https_proxy;
-			else if (!cur.https && cl->http_proxy.set)
-				px = &cl->http_proxy;
-		}
-		r = build_request(rq, &cur, px != NULL && !cur.https ? px : NULL, with_headers, req, sizeof(req), e);
-		if (r < 0)
+		if (check_host(rq, &cur, rs->url, e) != 0)
 			return -1;
-		for (attempt = 0;; attempt++) {
-			struct http_url key = cur;
-			if (px != NULL && !cur.https) {
-				/* Plain requests through a proxy share the proxy connection. */
-				snprintf(key.host, sizeof(key.host), "%s", px->host);
-				key.port = px->port;
-			}
-			c = attempt == 0 ? cache_take(cl, &key, px != NULL) : NULL;
-			reused = c != NULL;
-			if (c == NULL && (c = conn_open(&cur, px, &x, e)) == NULL)
-				return -1;
-			if (e != NULL)
-				err_clear(e);
-			got = 0;
-			if (conn_send(c, req, (size_t)r, &x, e) == 0 && read_head(c, &x, &h, &got, e) == 0)
-				break;
-			conn_close(c);
-			c = NULL;
-			/* A cached connection the server closed while idle: once
-			 * more on a new one. */
-			if (!reused || got || (e != NULL && e->code != NULL && strcmp(e->code, "http.timeout") == 0))
-				return -1;
-		}
-		/* 1xx interim answers (100 Continue, 103 Early Hints): skip. */
-		while (h.status >= 100 && h.status < 200 && h.status != 101) {
-			if (read_head(c, &x, &h, &got, e) != 0)
-				goto fail;
-		}
+		px = pick_proxy(cl, &cur);
+		/* headers go to the first origin only */
+		with_headers = with_headers && same_origin(&cur, &origin);
+		r = build_request(rq, &cur, px != NULL && !cur.https ? px : NULL, with_headers, req, sizeof(req), e);
+		if (r < 0 || (c = exchange(cl, &x, &cur, px, req, (size_t)r, &h, e)) == NULL)
+			return -1;
 		rs->status = h.status;
-		rs->reused = reused;
-		if (framing(&h, head_req, &kind, &clen, e) != 0)
-			goto fail;
-		if (is_redirect(h.status)) {
-			loc = http_head_get(&h, "Location");
-			if (loc == NULL || loc->value_len == 0 || loc->value_len >= sizeof(locbuf)) {
-				err_set(e, "http.redirect", "%s: %d without a usable Location", rs->url, h.status);
-				goto fail;
-			}
-			memcpy(locbuf, loc->value, loc->value_len);
-			locbuf[loc->value_len] = '\0';
-			/* The redirect's own body is drained (small) or the
-			 * connection dropped; either way it is not an error. */
-			struct err drain;
-			r = read_body(c, &x, kind, clen, 0, &drain);
-			if (r == 0 && !head_token(&h, "Connection", "close") && h.minor == 1)
-				cache_put(cl, c);
-			else
-				conn_close(c);
-			c = NULL;
-			if (hop + 1 > rq->limits.max_redirects)
-				return err_set(e, "http.redirect", "%s: more than %d redirects", rs->url,
-					       rq->limits.max_redirects);
-			if (http_url_resolve(&cur, locbuf, &next, e) != 0) {
-				struct err tmp = e ? *e : (struct err){0};
-				return err_set(e, "http.redirect", "%s: bad Location: %s", rs->url, tmp.msg);
-			}
-			if (cur.https && !next.https)
-				return err_set(e, "http.redirect", "%s: redirect from https to http refused", rs->url);
-			if (!same_origin(&next, &origin))
-				with_headers = 0;
-			cur = next;
-			rs->redirects = hop + 1;
-			continue;
-		}
-		rs->content_length = kind == BODY_CHUNKED ? -1 : clen;
-		copy_field(&h, "Content-Type", rs->content_type, sizeof(rs->content_type));
-		copy_field(&h, "ETag", rs->etag, sizeof(rs->etag));
-		copy_field(&h, "Last-Modified", rs->last_modified, sizeof(rs->last_modified));
-		if (h.status / 100 != 2) {
-			struct err tmp;
-			r = read_body(c, &x, kind, clen, 0, &tmp);
-			if (r == 0 && !head_token(&h, "Connection", "close") && h.minor == 1)
-				cache_put(cl, c);
-			else
-				conn_close(c);
-			c = NULL;
-			return err_set(e, "http.status", "%s: HTTP %d %.*s", rs->url, h.status, (int)h.reason_len,
-				       h.reason);
-		}
-		if (rq->limits.max_body > 0 && clen > rq->limits.max_body) {
-			err_set(e, "http.too_large", "%s: %lld bytes announced, above the cap of %lld bytes", rs->url,
-				(long long)clen, (long long)rq->limits.max_body);
-			goto fail;
-		}
-		r = read_body(c, &x, kind, clen, 1, e);
-		if (r < 0)
-			goto fail;
-		if (r == 0 && c->off == c->len && !head_token(&h, "Connection", "close") && h.minor == 1 &&
-		    (c->tls == NULL || !tls_closed(c->tls)))
-			cache_put(cl, c);
-		else
+		if (framing(&h, head_req, &kind, &clen, e) != 0) {
 			conn_close(c);
-		if (e != NULL)
-			err_clear(e);
-		return 0;
+			return -1;
+		}
+		if (!is_redirect(h.status))
+			return final_response(cl, &x, c, &h, kind, clen, e);
+		if (follow_redirect(cl, &x, c, &h, kind, clen, hop, &cur, e) != 0)
+			return -1;
 	}
-fail:
-	conn_close(c);
-	return -1;
 }
