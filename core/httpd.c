@@ -89,11 +89,10 @@ httpd__set_deadline(struct httpd *s, struct conn *c, int ms)
 void
 httpd__out_drop(struct conn *c)
 {
-	if (c->out != NULL)
-		__atomic_sub_fetch(&c->srv->held, c->out_len, __ATOMIC_RELAXED);
-	free(c->out);
-	c->out = NULL;
-	c->out_len = c->out_off = 0;
+	if (c->out.p != NULL)
+		__atomic_sub_fetch(&c->srv->held, c->out.len, __ATOMIC_RELAXED);
+	buf_free(&c->out);
+	c->out_off = 0;
 }
 
 void

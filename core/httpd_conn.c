@@ -252,8 +252,8 @@ write_out(struct httpd *s, struct conn *c)
 {
 	ssize_t k;
 
-	while (c->out_off < c->out_len) {
-		k = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
+	while (c->out_off < c->out.len) {
+		k = send(c->fd, c->out.p + c->out_off, c->out.len - c->out_off, MSG_NOSIGNAL);
 		if (k > 0) {
 			c->out_off += (size_t)k;
 			continue;
@@ -303,7 +303,7 @@ resume(struct httpd *s, struct conn *c)
 			request_done(s, c);
 		return;
 	}
-	if (c->out == NULL) {
+	if (c->out.p == NULL) {
 		httpd__conn_close(s, c);
 		return;
 	}

@@ -97,8 +97,8 @@ struct conn {
 	uint64_t body_left;
 	struct http_chunked ck;
 	const struct httpd_route *route;
-	char *out;
-	size_t out_len, out_off;
+	struct buf out; /* the whole answer (httpd_respond), sent from out_off */
+	size_t out_off;
 	int status; /* logged status (error answers) */
 	size_t linger_bytes;
 	struct conn *next_ready;

@@ -186,15 +186,13 @@ httpd_respond(struct httpd_resp *w, int status, const char *content_type, const 
 	n = format_head(w, head, sizeof(head), status, content_type, framing, keep);
 	if (n < 0)
 		return -1;
-	c->out = malloc((size_t)n + blen);
-	if (c->out == NULL)
+	c->out = (struct buf)BUF_INIT((size_t)n + blen);
+	if (buf_put(&c->out, head, (size_t)n) != 0 || buf_put(&c->out, body, blen) != 0) {
+		buf_free(&c->out);
 		return -1;
-	memcpy(c->out, head, n);
-	if (blen)
-		memcpy(c->out + n, body, blen);
-	c->out_len = (size_t)n + blen;
+	}
 	c->out_off = 0;
-	__atomic_add_fetch(&c->srv->held, c->out_len, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&c->srv->held, c->out.len, __ATOMIC_RELAXED);
 	if (!keep)
 		c->close_after = 1;
 	w->done = 1;

@@ -304,6 +304,16 @@ exchange_fd(int fd, const char *req, size_t reqlen, char *out, size_t cap)
 }
 
 static size_t
+exchange_fd_close(const char *req, size_t len, char *out, size_t cap)
+{
+	int fd = dial();
+	size_t n = exchange_fd(fd, req, len, out, cap);
+
+	close(fd);
+	return n;
+}
+
+static size_t
 exchange(const char *req, char *out, size_t cap)
 {
 	int fd = dial();
@@ -369,6 +379,44 @@ test_bodies_reach_the_handler(void **state)
 	         "3\r\nabc\r\n4;e=1\r\ndefg\r\n0\r\nTr: x\r\n\r\n",
 	         out, sizeof(out));
 	assert_non_null(strstr(out, "\r\n\r\n/echo/y||7|abcdefg|-|0"));
+}
+
+/* The body buffer holds exactly max_body (1 MiB by default) whatever the
+ * framing; a chunk that would pass it is 413 as soon as its size line ends. */
+static void
+test_body_at_and_over_the_limit(void **state)
+{
+	size_t max = HTTPD_MAX_BODY_DEFAULT, n = 0, i;
+	char *req = malloc(max + max / 1024 * 16 + 256), out[4096], want[64];
+	static const char over[] = "POST /echo/z HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n"
+	                           "Connection: close\r\n\r\n100001\r\n";
+
+	assert_non_null(req);
+	n += (size_t)sprintf(req, "POST /echo/z HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n"
+	                          "Connection: close\r\n\r\n");
+	for (i = 0; i < max / 1024; i++) {
+		n += (size_t)sprintf(req + n, "400\r\n");
+		memset(req + n, 'b', 1024);
+		n += 1024;
+		n += (size_t)sprintf(req + n, "\r\n");
+	}
+	n += (size_t)sprintf(req + n, "0\r\n\r\n");
+	exchange_fd_close(req, n, out, sizeof(out));
+	snprintf(want, sizeof(want), "\r\n\r\n/echo/z||%zu|bbb", max);
+	assert_non_null(strstr(out, want));
+
+	n = (size_t)sprintf(req, "POST /echo/z HTTP/1.1\r\nHost: t\r\nContent-Length: %zu\r\n"
+	                          "Connection: close\r\n\r\n", max);
+	memset(req + n, 'c', max);
+	exchange_fd_close(req, n + max, out, sizeof(out));
+	snprintf(want, sizeof(want), "\r\n\r\n/echo/z||%zu|ccc", max);
+	assert_non_null(strstr(out, want));
+
+	exchange(over, out, sizeof(out));
+	assert_non_null(strstr(out, "HTTP/1.1 413 "));
+	snprintf(want, sizeof(want), "is over the limit of %zu bytes", max);
+	assert_non_null(strstr(out, want));
+	free(req);
 }
 
 static void
@@ -735,6 +783,7 @@ main(void)
 	    cmocka_unit_test(test_stream_keeps_connection),
 	    cmocka_unit_test(test_stream_http10_is_close_delimited),
 	    cmocka_unit_test(test_bodies_reach_the_handler),
+	    cmocka_unit_test(test_body_at_and_over_the_limit),
 	    cmocka_unit_test(test_expect_continue),
 	    cmocka_unit_test(test_handler_without_answer_is_500),
 	    cmocka_unit_test(test_error_envelope),
