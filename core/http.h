@@ -1,7 +1,7 @@
 #ifndef ABX_HTTP_H
 #define ABX_HTTP_H
 /*
- * HTTP/1.1 client (SPEC §7): GET and HEAD over plain TCP or TLS (core/tls.h,
+ * HTTP/1.1 client for every download: GET and HEAD over plain TCP or TLS (core/tls.h,
  * always verified), Content-Length and chunked bodies, keep-alive reuse per
  * origin, redirects checked hop by hop, timeouts, a minimum-rate guard, a size
  * cap, HTTPS_PROXY / HTTP_PROXY (CONNECT for https) and NO_PROXY.
@@ -44,7 +44,8 @@
 #define HTTP_URL_MAX 2048
 /* DNS names are at most 253 bytes (RFC 1035); an IPv6 literal is shorter. */
 #define HTTP_HOST_MAX 256
-/* SPEC §7 / issue 3: at most 10 redirects; the 11th is refused. */
+/* At most 10 redirects are followed; the 11th is refused (registries and
+ * CDNs use one or two; more is a loop). */
 #define HTTP_REDIRECTS_MAX 10
 /* Extra request headers a caller may add (Authorization, Accept, ...). */
 #define HTTP_REQ_HEADERS_MAX 8
@@ -55,7 +56,8 @@
 /* First body bytes kept in the response (error pages, mismatch reports). */
 #define HTTP_SNIPPET_MAX 256
 
-/* Defaults (SPEC §6 step 7). */
+/* Defaults: a stalled connect or read fails well before an install's own
+ * timeout, and a peer trickling under 1 KiB/s over 30 s is given up on. */
 #define HTTP_CONNECT_MS_DEFAULT 15000
 #define HTTP_READ_MS_DEFAULT 60000
 #define HTTP_RATE_WINDOW_MS_DEFAULT 30000
