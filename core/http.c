@@ -248,7 +248,8 @@ check_header(const char *h, struct err *e)
 	size_t nl, i, rl;
 
 	if (why != NULL)
-		return err_set(e, "http.url", "request header %.40s%s: %s", h, strlen(h) > 40 ? "..." : "", why);
+		return err_set(e, "http.url", "request header %.40s%s: %s", h, strlen(h) > 40 ? "..." : "",
+		               why);
 	nl = (size_t)(c - h);
 	for (i = 0; i < sizeof(refused_headers) / sizeof(refused_headers[0]); i++) {
 		rl = strlen(refused_headers[i]);
@@ -361,8 +362,8 @@ pick_proxy(const struct http_client *cl, const struct http_url *u)
  * closed while idle gets one more try on a new one. Returns the connection,
  * or NULL with e set. */
 static struct conn *
-exchange(struct http_client *cl, struct xfer *x, const struct http_url *u, const struct proxy *px, const char *req,
-         size_t len, struct http_head *h, struct err *e)
+exchange(struct http_client *cl, struct xfer *x, const struct http_url *u, const struct proxy *px,
+         const char *req, size_t len, struct http_head *h, struct err *e)
 {
 	struct http_url key = *u;
 	struct conn *c;
@@ -384,7 +385,8 @@ exchange(struct http_client *cl, struct xfer *x, const struct http_url *u, const
 		if (http__conn_send(c, req, len, x, e) == 0 && http__read_head(c, x, h, &got, e) == 0)
 			break;
 		http__conn_close(c);
-		if (!x->rs->reused || got || (e != NULL && e->code != NULL && strcmp(e->code, "http.timeout") == 0))
+		if (!x->rs->reused || got ||
+		    (e != NULL && e->code != NULL && strcmp(e->code, "http.timeout") == 0))
 			return NULL;
 	}
 	/* 1xx interim answers (100 Continue, 103 Early Hints): skip. */
@@ -402,8 +404,8 @@ exchange(struct http_client *cl, struct xfer *x, const struct http_url *u, const
 static void
 conn_done(struct http_client *cl, struct conn *c, const struct http_head *h, int body_rc)
 {
-	if (body_rc == 0 && c->off == c->len && !http__head_token(h, "Connection", "close") && h->minor == 1 &&
-	    (c->tls == NULL || !tls_closed(c->tls)))
+	if (body_rc == 0 && c->off == c->len && !http__head_token(h, "Connection", "close") &&
+	    h->minor == 1 && (c->tls == NULL || !tls_closed(c->tls)))
 		cache_put(cl, c);
 	else
 		http__conn_close(c);
@@ -432,7 +434,8 @@ follow_redirect(struct http_client *cl, struct xfer *x, struct conn *c, const st
 	 * dropped; either way it is not an error. */
 	conn_done(cl, c, h, http__read_body(c, x, kind, clen, 0, &drain));
 	if (hop + 1 > rq->limits.max_redirects)
-		return err_set(e, "http.redirect", "%s: more than %d redirects", rs->url, rq->limits.max_redirects);
+		return err_set(e, "http.redirect", "%s: more than %d redirects", rs->url,
+		               rq->limits.max_redirects);
 	if (http_url_resolve(cur, locbuf, &next, e) != 0) {
 		struct err tmp = e ? *e : (struct err){0};
 
@@ -467,8 +470,8 @@ final_response(struct http_client *cl, struct xfer *x, struct conn *c, const str
 	}
 	if (rq->limits.max_body > 0 && clen > rq->limits.max_body) {
 		http__conn_close(c);
-		return err_set(e, "http.too_large", "%s: %lld bytes announced, above the cap of %lld bytes", rs->url,
-		               (long long)clen, (long long)rq->limits.max_body);
+		return err_set(e, "http.too_large", "%s: %lld bytes announced, above the cap of %lld bytes",
+		               rs->url, (long long)clen, (long long)rq->limits.max_body);
 	}
 	r = http__read_body(c, x, kind, clen, 1, e);
 	if (r < 0) {

@@ -1,10 +1,12 @@
 #ifndef ABX_HTTP_H
 #define ABX_HTTP_H
 /*
- * HTTP/1.1 client for every download: GET and HEAD over plain TCP or TLS (core/tls.h,
- * always verified), Content-Length and chunked bodies, keep-alive reuse per
- * origin, redirects checked hop by hop, timeouts, a minimum-rate guard, a size
- * cap, HTTPS_PROXY / HTTP_PROXY (CONNECT for https) and NO_PROXY.
+ * HTTP/1.1 client for every download: GET and HEAD over plain TCP or TLS
+ * (core/tls.h, always verified), Content-Length and chunked bodies,
+ * keep-alive reuse per origin, redirects checked hop by hop, timeouts, a
+ * minimum-rate guard, a size cap, HTTPS_PROXY / HTTP_PROXY (CONNECT for
+ * https) and NO_PROXY. Response heads and chunked framing are read by the
+ * wire parsers the server shares (core/http_parse.h).
  *
  * The body is never buffered whole: it is handed to the caller's sink as it
  * arrives, so the caller hashes and writes while downloading. Memory is
@@ -25,7 +27,8 @@
  *   http.too_large body (announced or received) above max_body
  *   http.truncated the connection ended before the body did (short
  *                  Content-Length, missing last chunk)
- *   http.protocol  malformed status line, headers, or chunk framing
+ *   http.protocol  malformed status line, headers, or chunk framing (the
+ *                  message says what was wrong)
  *   http.status    final status is not 2xx (rs->status says which)
  *   tls.*          certificate and handshake failures (core/tls.h)
  *   or whatever code the sink or host rule set.

@@ -405,7 +405,8 @@ http_req_parse_max(struct http_req *r, const char *buf, size_t len, size_t max)
 			break;
 		if (r->nfields == HTTP_REQ_MAX_FIELDS)
 			return fail(r, 431, "too many header fields");
-		field_views(buf + line, pos - line, &r->fields[r->nfields].name, &r->fields[r->nfields].value);
+		field_views(buf + line, pos - line, &r->fields[r->nfields].name,
+		            &r->fields[r->nfields].value);
 		r->nfields++;
 	}
 	if (pos > max)

@@ -181,7 +181,7 @@ void http_chunked_init(struct http_chunked *c, uint64_t max_body, unsigned flags
  * belong to the next message), -1 with c->status and c->why on bad framing
  * or a body over max_body; once -1, every later call is -1. Feeding the
  * same bytes split anywhere gives the same result. */
-long http_chunked_step(struct http_chunked *c, const unsigned char *in, size_t len, const unsigned char **data,
-                       size_t *dlen);
+long http_chunked_step(struct http_chunked *c, const unsigned char *in, size_t len,
+                       const unsigned char **data, size_t *dlen);
 
 #endif

@@ -405,8 +405,10 @@ test_body_at_and_over_the_limit(void **state)
 	snprintf(want, sizeof(want), "\r\n\r\n/echo/z||%zu|bbb", max);
 	assert_non_null(strstr(out, want));
 
-	n = (size_t)sprintf(req, "POST /echo/z HTTP/1.1\r\nHost: t\r\nContent-Length: %zu\r\n"
-	                          "Connection: close\r\n\r\n", max);
+	n = (size_t)sprintf(req,
+	                    "POST /echo/z HTTP/1.1\r\nHost: t\r\nContent-Length: %zu\r\n"
+	                    "Connection: close\r\n\r\n",
+	                    max);
 	memset(req + n, 'c', max);
 	exchange_fd_close(req, n + max, out, sizeof(out));
 	snprintf(want, sizeof(want), "\r\n\r\n/echo/z||%zu|ccc", max);
