@@ -177,8 +177,10 @@ void httpd_free(struct httpd *s);
 
 /* ---- responses (from a handler, once per request) --------------------- */
 
-/* Add a response header before responding. name and value must not contain
- * CR or LF. Returns 0, or -1 (invalid, or HTTPD_RESP_HEADERS_MAX reached). */
+/* Add a response header before responding. "name: value" must be one field
+ * line of the wire grammar (core/http_parse.h: a token name, a value of
+ * visible bytes, SP and HTAB, no CR or LF). Returns 0, or -1 (invalid, or
+ * HTTPD_RESP_HEADERS_MAX reached). */
 int httpd_resp_header(struct httpd_resp *w, const char *name, const char *value);
 
 /* The whole response at once: status, Content-Type, body (copied). Returns 0,

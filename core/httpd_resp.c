@@ -157,14 +157,17 @@ httpd_resp_header(struct httpd_resp *w, const char *name, const char *value)
 {
 	size_t nl = strlen(name), vl = strlen(value);
 
-	if (w->done || strpbrk(name, "\r\n:") != NULL || strpbrk(value, "\r\n") != NULL || nl == 0)
+	char *line = w->hdrs + w->hlen;
+
+	if (w->done || w->hlen + nl + vl + 4 > sizeof(w->hdrs))
 		return -1;
-	if (w->hlen + nl + vl + 4 > sizeof(w->hdrs))
+	/* written in place, kept only when the grammar accepts it */
+	memcpy(line, name, nl);
+	memcpy(line + nl, ": ", 2);
+	memcpy(line + nl + 2, value, vl);
+	if (memchr(name, ':', nl) != NULL || http_field_check(line, nl + 2 + vl) != NULL)
 		return -1;
-	memcpy(w->hdrs + w->hlen, name, nl);
-	memcpy(w->hdrs + w->hlen + nl, ": ", 2);
-	memcpy(w->hdrs + w->hlen + nl + 2, value, vl);
-	memcpy(w->hdrs + w->hlen + nl + 2 + vl, "\r\n", 2);
+	memcpy(line + nl + 2 + vl, "\r\n", 2);
 	w->hlen += nl + vl + 4;
 	return 0;
 }

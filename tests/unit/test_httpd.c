@@ -39,6 +39,10 @@ h_echo(const struct httpd_req *q, struct httpd_resp *w, void *arg)
 	snprintf(buf, sizeof(buf), "%s|%s|%zu|%s|%s|%d", q->path, q->query, q->body_len, q->body, a ? a : "-",
 	         httpd_req_header_count(q, "x-a"));
 	header_rc = httpd_resp_header(w, "X-Bad", "a\r\nInjected: 1");
+	/* one grammar for every field line: these are refused as well */
+	if (header_rc == -1 && (httpd_resp_header(w, "Bad Name", "x") == 0 || httpd_resp_header(w, "X-Ctl", "a\x01") == 0 ||
+	                        httpd_resp_header(w, "", "x") == 0 || httpd_resp_header(w, "X:Y", "x") == 0))
+		header_rc = 1;
 	httpd_resp_header(w, "X-Good", "yes");
 	httpd_respond(w, 200, "text/plain", buf, strlen(buf));
 }
