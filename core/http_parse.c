@@ -132,21 +132,56 @@ field_byte(int *st, int ch, unsigned flags, const char **why)
 	}
 }
 
-/* The name and the trimmed value of line[0..n), a field line field_byte
- * accepted (its line end included). */
-static void
-field_views(const char *line, size_t n, struct http_view *name, struct http_view *value)
+/* One line at p[0..n) through field_byte, from FL_START: LINE_FIELD or
+ * LINE_BLANK with *used the bytes through its end, LINE_MORE when the
+ * bytes run out first, or -1 with *why. For a field, name and value are
+ * its views (the value trimmed). The common bytes (name and value runs, the
+ * colon, CRLF) take the transitions field_byte would, without a call each:
+ * a head is mostly such runs. */
+static int
+field_run(const char *p, size_t n, unsigned flags, const char **why, size_t *used, struct http_view *name,
+          struct http_view *value)
 {
-	const char *colon = memchr(line, ':', n), *v = colon + 1, *end = line + n - 1;
+	size_t i = 0, colon = 0, end;
+	int st = FL_START, rc = LINE_MORE;
 
-	if (end > v && end[-1] == '\r')
+	while (i < n && rc == LINE_MORE) {
+		if (st == FL_START && (cls[(unsigned char)p[i]] & C_TCHAR))
+			st = FL_NAME;
+		if (st == FL_NAME) {
+			while (i < n && (cls[(unsigned char)p[i]] & C_TCHAR))
+				i++;
+			if (i < n && p[i] == ':') {
+				colon = i++;
+				st = FL_VALUE;
+			}
+		}
+		if (st == FL_VALUE) {
+			while (i < n && (cls[(unsigned char)p[i]] & C_VALUE))
+				i++;
+			if (i + 1 < n && p[i] == '\r' && p[i + 1] == '\n') {
+				i += 2;
+				rc = LINE_FIELD;
+				break;
+			}
+		}
+		if (i < n)
+			rc = field_byte(&st, (unsigned char)p[i++], flags, why);
+	}
+	*used = i;
+	if (rc != LINE_FIELD)
+		return rc;
+	end = i - 1; /* the LF */
+	if (end > colon + 1 && p[end - 1] == '\r')
 		end--;
-	while (v < end && (*v == ' ' || *v == '\t'))
-		v++;
-	while (end > v && (end[-1] == ' ' || end[-1] == '\t'))
+	i = colon + 1;
+	while (i < end && (p[i] == ' ' || p[i] == '\t'))
+		i++;
+	while (end > i && (p[end - 1] == ' ' || p[end - 1] == '\t'))
 		end--;
-	*name = (struct http_view){line, (size_t)(colon - line)};
-	*value = (struct http_view){v, (size_t)(end - v)};
+	*name = (struct http_view){p, colon};
+	*value = (struct http_view){p + i, end - i};
+	return rc;
 }
 
 const char *
@@ -389,24 +424,24 @@ http_req_parse_max(struct http_req *r, const char *buf, size_t len, size_t max)
 
 	/* fields, then the blank line */
 	for (;;) {
-		size_t line = pos;
-		int st = FL_START, rc = LINE_MORE;
+		struct http_view name, value;
+		size_t used;
+		int rc;
 
 		if (pos > max)
 			return fail(r, 431, "request head too large");
-		while (rc == LINE_MORE) {
-			if (pos == len)
-				return more(r, len, max);
-			rc = field_byte(&st, (unsigned char)buf[pos++], 0, &r->why);
-			if (rc < 0)
-				return fail(r, 400, r->why);
-		}
+		rc = field_run(buf + pos, len - pos, 0, &r->why, &used, &name, &value);
+		pos += used;
+		if (rc < 0)
+			return fail(r, 400, r->why);
+		if (rc == LINE_MORE)
+			return more(r, len, max);
 		if (rc == LINE_BLANK)
 			break;
 		if (r->nfields == HTTP_REQ_MAX_FIELDS)
 			return fail(r, 431, "too many header fields");
-		field_views(buf + line, pos - line, &r->fields[r->nfields].name,
-		            &r->fields[r->nfields].value);
+		r->fields[r->nfields].name = name;
+		r->fields[r->nfields].value = value;
 		r->nfields++;
 	}
 	if (pos > max)
@@ -482,23 +517,21 @@ http_parse_head(const char *buf, size_t len, struct http_head *h)
 	if (status_line(h, buf, n) != 0)
 		return -1;
 	for (pos = (size_t)(lf - buf) + 1;;) {
-		size_t line = pos;
-		int st = FL_START, rc = LINE_MORE;
 		struct http_view name, value;
 		struct http_field *f;
+		size_t used;
+		int rc;
 
-		while (rc == LINE_MORE) {
-			if (pos == lim)
-				goto more;
-			rc = field_byte(&st, (unsigned char)buf[pos++], HTTP_LF_OK, &h->why);
-			if (rc < 0)
-				return -1;
-		}
+		rc = field_run(buf + pos, lim - pos, HTTP_LF_OK, &h->why, &used, &name, &value);
+		pos += used;
+		if (rc < 0)
+			return -1;
+		if (rc == LINE_MORE)
+			goto more;
 		if (rc == LINE_BLANK)
 			return (int)pos;
 		if (h->nfields >= HTTP_FIELDS_MAX)
 			return head_fail(h, "too many header fields");
-		field_views(buf + line, pos - line, &name, &value);
 		f = &h->fields[h->nfields++];
 		*f = (struct http_field){name.p, name.n, value.p, value.n};
 	}
