@@ -4,7 +4,8 @@
  * parse consumes at most len bytes and every shorter prefix answers "need
  * more"; the chunked decoder gives the same bytes and the same verdict when
  * fed in one shot or in pieces of a size the input chooses, and never passes
- * its body cap.
+ * its body cap; every field the head parser took is a field line to
+ * http_field_check too.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -47,7 +48,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t split, n1, n2;
 	char *o1, *o2;
 	long a, b;
-	int rc;
+	int rc, i;
 
 	rc = http_req_parse(&r1, s, size);
 	if (rc > (int)size || rc < -1)
@@ -60,6 +61,14 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		if (r1.path.n > (size_t)rc || r1.nfields > HTTP_REQ_MAX_FIELDS)
 			abort();
+		/* the fast path of the head parser and the byte machine
+		 * behind http_field_check agree on every field it took */
+		for (i = 0; i < r1.nfields; i++) {
+			const char *f = r1.fields[i].name.p, *e = r1.fields[i].value.p + r1.fields[i].value.n;
+
+			if (e < f + r1.fields[i].name.n + 1 || http_field_check(f, (size_t)(e - f)) != NULL)
+				abort();
+		}
 	}
 
 	/* The rest (or everything) as a chunked body, one shot vs in pieces

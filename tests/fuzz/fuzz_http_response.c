@@ -5,7 +5,8 @@
  * rest is a response. Invariants checked: the head parser consumes no more
  * than it was given and only through a blank line; field views stay inside
  * the input; the decoder consumes at least one byte per call, never past its
- * input, and its data views stay inside it.
+ * input, and its data views stay inside it; every field the head parser
+ * took is a field line to http_field_check too.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -43,6 +44,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		for (i = 0; i < h.nfields; i++) {
 			if (h.fields[i].name < copy || h.fields[i].value + h.fields[i].value_len > copy + r)
+				abort();
+			if (http_field_check(h.fields[i].name,
+			                     (size_t)(h.fields[i].value + h.fields[i].value_len - h.fields[i].name)) != NULL)
 				abort();
 		}
 		(void)http_head_get(&h, "Content-Length");
