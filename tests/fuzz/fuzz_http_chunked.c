@@ -12,39 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_dechunk.h"
 #include "http_parse.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-/* Decode in[0..len) in pieces of at most step bytes into out; returns the
- * bytes consumed or -1. */
-static long
-dechunk(struct http_chunked *c, const unsigned char *in, size_t len, size_t step, unsigned char *out,
-        size_t *nout)
-{
-	const unsigned char *d;
-	size_t off = 0, dl, lim;
-	long k;
-
-	*nout = 0;
-	while (off < len && !c->done) {
-		lim = len - off < step ? len - off : step;
-		k = http_chunked_step(c, in + off, lim, &d, &dl);
-		if (k < 0) {
-			if (c->why == NULL || (c->status != 400 && c->status != 413))
-				abort();
-			return -1;
-		}
-		if (k == 0 || (size_t)k > lim || (dl > 0 && (d < in + off || d + dl > in + off + lim)))
-			abort();
-		memcpy(out + *nout, d, dl);
-		*nout += dl;
-		off += (size_t)k;
-	}
-	if (c->total > c->max_body || c->total != *nout)
-		abort();
-	return (long)off;
-}
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -68,7 +39,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (i = 0; i < 4; i++) {
 		mode = i < 2 ? 0 : HTTP_LF_OK;
 		http_chunked_init(&c, max, mode);
-		r[i] = dechunk(&c, data, size, i % 2 ? step : size + 1, out[i], &n[i]);
+		r[i] = fuzz_dechunk(&c, data, size, i % 2 ? step : size + 1, out[i], &n[i]);
 	}
 	for (i = 0; i < 4; i += 2)
 		if (r[i] != r[i + 1] || n[i] != n[i + 1] || memcmp(out[i], out[i + 1], n[i]) != 0)

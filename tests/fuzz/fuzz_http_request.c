@@ -11,34 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_dechunk.h"
 #include "http_parse.h"
 
 static struct http_req r1, r2;
-
-/* Decode in[0..len) in pieces of at most step bytes into out. Returns the
- * bytes consumed or -1; every call must consume at least one byte and hand
- * out data that lies inside its piece. */
-static long
-dechunk(struct http_chunked *c, const unsigned char *in, size_t len, size_t step, char *out, size_t *nout)
-{
-	const unsigned char *d;
-	size_t off = 0, dl, lim;
-	long k;
-
-	*nout = 0;
-	while (off < len && !c->done) {
-		lim = len - off < step ? len - off : step;
-		k = http_chunked_step(c, in + off, lim, &d, &dl);
-		if (k < 0)
-			return -1;
-		if (k == 0 || (size_t)k > lim || (dl > 0 && (d < in + off || d + dl > in + off + lim)))
-			abort();
-		memcpy(out + *nout, d, dl);
-		*nout += dl;
-		off += (size_t)k;
-	}
-	return (long)off;
-}
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -83,9 +59,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		goto out;
 	http_chunked_init(&c1, 4096, 0);
 	http_chunked_init(&c2, 4096, 0);
-	a = dechunk(&c1, (const unsigned char *)s, size, size ? size : 1, o1, &n1);
+	a = fuzz_dechunk(&c1, (const unsigned char *)s, size, size ? size : 1, (unsigned char *)o1, &n1);
 	split = size ? (unsigned char)s[size / 2] % 17 + 1 : 1;
-	b = dechunk(&c2, (const unsigned char *)s, size, split, o2, &n2);
+	b = fuzz_dechunk(&c2, (const unsigned char *)s, size, split, (unsigned char *)o2, &n2);
 	if ((a < 0) != (b < 0))
 		abort();
 	if (a >= 0 && (a != b || n1 != n2 || memcmp(o1, o2, n1) != 0 || c1.done != c2.done))
