@@ -608,24 +608,20 @@ httpd__drive(struct httpd *s, struct conn *c)
 void
 httpd__on_timeout(struct httpd *s, struct conn *c)
 {
+	const char *part = c->state == C_HEAD ? "head" : "body";
 	char msg[96];
 
 	switch (c->state) {
 	case C_HEAD:
-		if (c->b == NULL || c->b->len == 0) {
+	case C_BODY:
+		if (c->state == C_HEAD && (c->b == NULL || c->b->len == 0)) {
+			/* an idle keep-alive connection: nothing to answer */
 			httpd__conn_close(s, c);
 			return;
 		}
-		httpd__log(s, "%s: request head not received in time", c->peer);
-		snprintf(msg, sizeof(msg), "the request head was not received within %d ms",
-		         s->cfg.header_timeout_ms);
-		answer_error(s, c, 408, msg);
-		httpd__drive(s, c);
-		return;
-	case C_BODY:
-		httpd__log(s, "%s: request body not received in time", c->peer);
-		snprintf(msg, sizeof(msg), "the request body was not received within %d ms",
-		         s->cfg.body_timeout_ms);
+		httpd__log(s, "%s: request %s not received in time", c->peer, part);
+		snprintf(msg, sizeof(msg), "the request %s was not received within %d ms", part,
+		         c->state == C_HEAD ? s->cfg.header_timeout_ms : s->cfg.body_timeout_ms);
 		answer_error(s, c, 408, msg);
 		httpd__drive(s, c);
 		return;

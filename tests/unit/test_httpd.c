@@ -652,6 +652,52 @@ run_other(void *arg)
 	return NULL;
 }
 
+/* A head or a body that does not arrive within its deadline is answered 408
+ * naming which part and the limit. */
+static void
+test_head_and_body_deadlines(void **state)
+{
+	static const struct {
+		const char *req, *msg;
+	} cases[] = {
+	    {"GET /echo/t HTTP/1.1\r\nHost: t\r\n", "the request head was not received within 300 ms"},
+	    {"POST /echo/t HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nabc",
+	     "the request body was not received within 400 ms"},
+	};
+	struct httpd_config c;
+	struct httpd *s;
+	struct err e;
+	pthread_t th;
+	char out[4096];
+	size_t k;
+	int fd;
+
+	httpd_config_defaults(&c);
+	c.host = "127.0.0.1";
+	c.port = 0;
+	c.workers = 1;
+	c.access_log = 0;
+	c.routes = routes;
+	c.nroutes = sizeof(routes) / sizeof(routes[0]);
+	c.header_timeout_ms = 300;
+	c.body_timeout_ms = 400;
+	s = httpd_new(&c, &e);
+	assert_non_null(s);
+	assert_int_equal(pthread_create(&th, NULL, run_other, s), 0);
+	for (k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		fd = dial_port(httpd_port(s));
+		assert_int_equal(send(fd, cases[k].req, strlen(cases[k].req), 0), (ssize_t)strlen(cases[k].req));
+		read_all(fd, out, sizeof(out));
+		close(fd);
+		assert_non_null(strstr(out, "HTTP/1.1 408 "));
+		if (strstr(out, cases[k].msg) == NULL)
+			fail_msg("case %zu: %s", k, out);
+	}
+	httpd_stop(s);
+	pthread_join(th, NULL);
+	httpd_free(s);
+}
+
 /* Without a reserve (other addresses than loopback), a client over a limit
  * with nothing to reclaim is refused at once: the table full, or its address
  * at max_conns_per_peer. The held connections are in a handler (/slow), so
@@ -799,6 +845,7 @@ main(void)
 	    cmocka_unit_test(test_stream_to_a_client_that_leaves),
 	    cmocka_unit_test(test_stream_to_a_client_that_does_not_read),
 	    cmocka_unit_test(test_bad_config),
+	    cmocka_unit_test(test_head_and_body_deadlines),
 	    cmocka_unit_test(test_limits_refuse_without_reserve),
 	    cmocka_unit_test(test_stop_drains_in_flight),
 	};
