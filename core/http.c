@@ -17,18 +17,6 @@
 #define ABX_VERSION "0.0.0-dev"
 #endif
 
-static int
-hexval(int ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	if (ch >= 'A' && ch <= 'F')
-		return ch - 'A' + 10;
-	return -1;
-}
-
 void
 http__conn_close(struct conn *c)
 {
@@ -73,8 +61,8 @@ pct_decode(const char *s, size_t n, unsigned char *out, size_t cap)
 	size_t i, o = 0;
 
 	for (i = 0; i < n && o < cap; i++) {
-		if (s[i] == '%' && i + 2 < n && hexval(s[i + 1]) >= 0 && hexval(s[i + 2]) >= 0) {
-			out[o++] = (unsigned char)(hexval(s[i + 1]) * 16 + hexval(s[i + 2]));
+		if (s[i] == '%' && i + 2 < n && http_hexval(s[i + 1]) >= 0 && http_hexval(s[i + 2]) >= 0) {
+			out[o++] = (unsigned char)(http_hexval(s[i + 1]) * 16 + http_hexval(s[i + 2]));
 			i += 2;
 		} else {
 			out[o++] = (unsigned char)s[i];

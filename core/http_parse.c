@@ -63,9 +63,11 @@ view_ieq(struct http_view v, const char *s)
 	return s[i] == '\0';
 }
 
-static int
-hexval(int c)
+int
+http_hexval(int c)
 {
+	if (!(cls[(unsigned char)c] & C_HEX))
+		return -1;
 	if (c >= '0' && c <= '9')
 		return c - '0';
 	return lower(c) - 'a' + 10;
@@ -611,7 +613,7 @@ size_line_byte(struct http_chunked *c, int ch)
 		if (c->left >= HTTP_CHUNK_SIZE_LIMIT >> 4)
 			return ck_fail(c, 400, "chunk size too large");
 		c->digits++;
-		c->left = (c->left << 4) | (uint64_t)hexval(ch);
+		c->left = (c->left << 4) | (uint64_t)http_hexval(ch);
 	} else if (c->state != CK_EXT && (ch == ' ' || ch == '\t') && c->digits > 0) {
 		c->state = CK_EXT_BWS;
 	} else if (c->state != CK_EXT && ch == ';' && c->digits > 0) {
