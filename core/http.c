@@ -1,4 +1,4 @@
-#include "http.h"
+#include "http_int.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -17,572 +17,8 @@
 #define ABX_VERSION "0.0.0-dev"
 #endif
 
-/* ---- URLs ------------------------------------------------------------- */
-
-static int
-is_unreserved_host(int c)
-{
-	return isalnum(c) || c == '-' || c == '.' || c == '_';
-}
-
-/* Bytes refused anywhere in a URL: controls, space, DEL, non-ASCII (a
- * request line cannot carry them and they hide request-splitting tricks),
- * and backslash (browsers read it as '/', servers do not). */
-static int
-bad_url_byte(unsigned char c)
-{
-	return c <= 0x20 || c >= 0x7f || c == '\\';
-}
-
-static int
-parse_authority(const char *a, size_t n, int https, struct http_url *u, struct err *e)
-{
-	const char *p = a, *end = a + n, *hend, *colon = NULL;
-	size_t hl, i;
-	long port;
-
-	if (memchr(a, '@', n) != NULL)
-		return err_set(e, "http.url", "credentials in a URL are refused (use a header or the configuration)");
-	if (n > 0 && *p == '[') {
-		hend = memchr(p, ']', n);
-		if (hend == NULL)
-			return err_set(e, "http.url", "unterminated IPv6 literal");
-		for (i = 1; p + i < hend; i++)
-			if (!isxdigit((unsigned char)p[i]) && p[i] != ':' && p[i] != '.')
-				return err_set(e, "http.url", "bad IPv6 literal");
-		hl = (size_t)(hend - p - 1);
-		if (hl == 0 || hl >= sizeof(u->host))
-			return err_set(e, "http.url", "bad IPv6 literal");
-		memcpy(u->host, p + 1, hl);
-		u->host[hl] = '\0';
-		p = hend + 1;
-		if (p < end && *p != ':')
-			return err_set(e, "http.url", "junk after IPv6 literal");
-		if (p < end)
-			colon = p;
-	} else {
-		colon = memchr(p, ':', n);
-		hend = colon ? colon : end;
-		hl = (size_t)(hend - p);
-		if (hl == 0)
-			return err_set(e, "http.url", "empty host");
-		if (hl >= sizeof(u->host))
-			return err_set(e, "http.url", "host name too long");
-		for (i = 0; i < hl; i++) {
-			if (!is_unreserved_host((unsigned char)p[i]))
-				return err_set(e, "http.url", "bad character in host name");
-			u->host[i] = (char)tolower((unsigned char)p[i]);
-		}
-		u->host[hl] = '\0';
-	}
-	u->https = https;
-	u->port = https ? 443 : 80;
-	u->port_explicit = 0;
-	if (colon != NULL) {
-		port = 0;
-		if (colon + 1 == end || end - colon > 6)
-			return err_set(e, "http.url", "bad port");
-		for (p = colon + 1; p < end; p++) {
-			if (!isdigit((unsigned char)*p))
-				return err_set(e, "http.url", "bad port");
-			port = port * 10 + (*p - '0');
-		}
-		if (port < 1 || port > 65535)
-			return err_set(e, "http.url", "port out of range");
-		u->port = (int)port;
-		u->port_explicit = 1;
-	}
-	return 0;
-}
-
-static int
-set_target(struct http_url *u, const char *t, size_t n, struct err *e)
-{
-	const char *hash = memchr(t, '#', n);
-	size_t need;
-
-	if (hash != NULL)
-		n = (size_t)(hash - t);
-	need = n + (n == 0 || t[0] != '/' ? 1 : 0);
-	if (need >= sizeof(u->target))
-		return err_set(e, "http.url", "URL too long");
-	if (n == 0 || t[0] != '/') {
-		u->target[0] = '/';
-		memcpy(u->target + 1, t, n);
-	} else {
-		memcpy(u->target, t, n);
-	}
-	u->target[need] = '\0';
-	return 0;
-}
-
-int
-http_url_parse(const char *url, struct http_url *u, struct err *e)
-{
-	size_t n = strlen(url), i, al;
-	const char *a;
-	int https;
-
-	memset(u, 0, sizeof(*u));
-	if (n >= HTTP_URL_MAX)
-		return err_set(e, "http.url", "URL longer than %d bytes", HTTP_URL_MAX - 1);
-	for (i = 0; i < n; i++)
-		if (bad_url_byte((unsigned char)url[i]))
-			return err_set(e, "http.url", "URL contains a space, control or non-ASCII byte at offset %zu",
-				       i);
-	if (strncasecmp(url, "https://", 8) == 0)
-		https = 1, a = url + 8;
-	else if (strncasecmp(url, "http://", 7) == 0)
-		https = 0, a = url + 7;
-	else
-		return err_set(e, "http.url", "only http:// and https:// URLs are supported: %.60s", url);
-	al = strcspn(a, "/?#");
-	if (parse_authority(a, al, https, u, e) != 0)
-		return -1;
-	return set_target(u, a + al, strlen(a + al), e);
-}
-
-/* RFC 3986 §5.2.4 on path in place (query untouched). */
-static void
-remove_dots(char *path)
-{
-	char out[HTTP_URL_MAX];
-	char *q = strchr(path, '?');
-	size_t plen = q ? (size_t)(q - path) : strlen(path), o = 0, i = 0;
-
-	while (i < plen) {
-		if (strncmp(path + i, "/./", 3) == 0 && i + 3 <= plen) {
-			i += 2;
-		} else if (i + 2 == plen && strncmp(path + i, "/.", 2) == 0) {
-			out[o++] = '/';
-			i += 2;
-		} else if (i + 4 <= plen && strncmp(path + i, "/../", 4) == 0) {
-			i += 3;
-			while (o > 0 && out[--o] != '/')
-				;
-		} else if (i + 3 == plen && strncmp(path + i, "/..", 3) == 0) {
-			i += 3;
-			while (o > 0 && out[--o] != '/')
-				;
-			out[o++] = '/';
-		} else {
-			do
-				out[o++] = path[i++];
-			while (i < plen && path[i] != '/');
-		}
-	}
-	if (o == 0)
-		out[o++] = '/';
-	snprintf(out + o, sizeof(out) - o, "%s", path + plen);
-	memcpy(path, out, strlen(out) + 1);
-}
-
-int
-http_url_resolve(const struct http_url *base, const char *ref, struct http_url *out, struct err *e)
-{
-	char buf[HTTP_URL_MAX];
-	size_t i, n = strlen(ref), sl;
-	const char *s;
-
-	for (i = 0; i < n; i++)
-		if (bad_url_byte((unsigned char)ref[i]))
-			return err_set(e, "http.url", "redirect target contains a space, control or non-ASCII byte");
-	/* A scheme: letters, digits, + - . before the first ':' and before
-	 * any '/', '?' or '#'. */
-	for (s = ref; *s && (isalnum((unsigned char)*s) || *s == '+' || *s == '-' || *s == '.'); s++)
-		;
-	if (*s == ':' && s > ref && isalpha((unsigned char)ref[0]))
-		return http_url_parse(ref, out, e);
-	if (ref[0] == '/' && ref[1] == '/') {
-		if (snprintf(buf, sizeof(buf), "%s:%s", base->https ? "https" : "http", ref) >= (int)sizeof(buf))
-			return err_set(e, "http.url", "URL too long");
-		return http_url_parse(buf, out, e);
-	}
-	*out = *base;
-	if (ref[0] == '/') {
-		if (set_target(out, ref, n, e) != 0)
-			return -1;
-	} else if (ref[0] == '?') {
-		sl = strcspn(base->target, "?");
-		if (snprintf(buf, sizeof(buf), "%.*s%s", (int)sl, base->target, ref) >= (int)sizeof(buf))
-			return err_set(e, "http.url", "URL too long");
-		if (set_target(out, buf, strlen(buf), e) != 0)
-			return -1;
-	} else if (ref[0] == '\0' || ref[0] == '#') {
-		return 0;
-	} else {
-		sl = strcspn(base->target, "?");
-		while (sl > 0 && base->target[sl - 1] != '/')
-			sl--;
-		if (snprintf(buf, sizeof(buf), "%.*s%s", (int)sl, base->target, ref) >= (int)sizeof(buf))
-			return err_set(e, "http.url", "URL too long");
-		if (set_target(out, buf, strlen(buf), e) != 0)
-			return -1;
-	}
-	remove_dots(out->target);
-	return 0;
-}
-
-int
-http_url_format(const struct http_url *u, char *buf, size_t cap)
-{
-	char port[16] = "";
-	int v6 = strchr(u->host, ':') != NULL, n;
-
-	if (u->port != (u->https ? 443 : 80))
-		snprintf(port, sizeof(port), ":%d", u->port);
-	n = snprintf(buf, cap, "%s://%s%s%s%s%s", u->https ? "https" : "http", v6 ? "[" : "", u->host, v6 ? "]" : "",
-		     port, u->target);
-	return n < 0 || (size_t)n >= cap ? -1 : n;
-}
-
-/* ---- Response head ------------------------------------------------------ */
-
-static int
-is_tchar(int c)
-{
-	return isalnum(c) || strchr("!#$%&'*+-.^_`|~", c) != NULL;
-}
-
-/* The line at p (up to LF); *next receives where the next line starts.
- * Returns the line length without CR LF, or -1 when no LF is in view. */
-static long
-line_at(const char *p, const char *end, const char **next)
-{
-	const char *lf = memchr(p, '\n', (size_t)(end - p));
-	long n;
-
-	if (lf == NULL)
-		return -1;
-	*next = lf + 1;
-	n = lf - p;
-	if (n > 0 && p[n - 1] == '\r')
-		n--;
-	return n;
-}
-
-int
-http_parse_head(const char *buf, size_t len, struct http_head *h, struct err *e)
-{
-	const char *end = buf + (len > HTTP_HEAD_MAX ? HTTP_HEAD_MAX : len), *p = buf, *next, *c;
-	long n, i;
-	struct http_field *f;
-
-	memset(h, 0, sizeof(*h));
-	n = line_at(p, end, &next);
-	if (n < 0)
-		goto more;
-	if (n < 12 || memcmp(p, "HTTP/1.", 7) != 0 || (p[7] != '0' && p[7] != '1') || p[8] != ' ' ||
-	    !isdigit((unsigned char)p[9]) || !isdigit((unsigned char)p[10]) || !isdigit((unsigned char)p[11]) ||
-	    (n > 12 && p[12] != ' '))
-		return err_set(e, "http.protocol", "bad status line");
-	h->minor = p[7] - '0';
-	h->status = (p[9] - '0') * 100 + (p[10] - '0') * 10 + (p[11] - '0');
-	if (h->status < 100 || h->status > 599)
-		return err_set(e, "http.protocol", "bad status code %d", h->status);
-	h->reason = n > 12 ? p + 13 : p + n;
-	h->reason_len = n > 12 ? (size_t)(n - 13) : 0;
-	for (i = 0; i < (long)h->reason_len; i++)
-		if ((unsigned char)h->reason[i] < 0x20 && h->reason[i] != '\t')
-			return err_set(e, "http.protocol", "control byte in status line");
-	for (p = next;;) {
-		n = line_at(p, end, &next);
-		if (n < 0)
-			goto more;
-		if (n == 0)
-			return (int)(next - buf);
-		if (*p == ' ' || *p == '\t')
-			return err_set(e, "http.protocol", "obsolete header line folding");
-		c = memchr(p, ':', (size_t)n);
-		if (c == NULL || c == p)
-			return err_set(e, "http.protocol", "header line without a name");
-		for (i = 0; p + i < c; i++)
-			if (!is_tchar((unsigned char)p[i]))
-				return err_set(e, "http.protocol", "bad header name");
-		if (h->nfields >= HTTP_FIELDS_MAX)
-			return err_set(e, "http.protocol", "more than %d header fields", HTTP_FIELDS_MAX);
-		f = &h->fields[h->nfields++];
-		f->name = p;
-		f->name_len = (size_t)(c - p);
-		f->value = c + 1;
-		f->value_len = (size_t)(p + n - (c + 1));
-		for (i = 0; i < (long)f->value_len; i++) {
-			unsigned char ch = (unsigned char)f->value[i];
-			if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
-				return err_set(e, "http.protocol", "control byte in header %.*s", (int)f->name_len,
-					       f->name);
-		}
-		while (f->value_len > 0 && (f->value[0] == ' ' || f->value[0] == '\t'))
-			f->value++, f->value_len--;
-		while (f->value_len > 0 && (f->value[f->value_len - 1] == ' ' || f->value[f->value_len - 1] == '\t'))
-			f->value_len--;
-		p = next;
-	}
-more:
-	if (len >= HTTP_HEAD_MAX)
-		return err_set(e, "http.protocol", "response head larger than %d bytes", HTTP_HEAD_MAX);
-	return 0;
-}
-
-const struct http_field *
-http_head_get(const struct http_head *h, const char *name)
-{
-	size_t n = strlen(name);
-	int i;
-
-	for (i = 0; i < h->nfields; i++)
-		if (h->fields[i].name_len == n && strncasecmp(h->fields[i].name, name, n) == 0)
-			return &h->fields[i];
-	return NULL;
-}
-
-/* ---- Chunked decoding --------------------------------------------------- */
-
-enum {
-	CS_SIZE,
-	CS_EXT,
-	CS_SIZE_LF,
-	CS_DATA,
-	CS_DATA_CR,
-	CS_DATA_LF,
-	CS_TRAILER,
-	CS_TRAILER_LINE,
-	CS_TRAILER_LF,
-	CS_END_LF,
-	CS_DONE,
-};
-
-/* Chunk extensions and trailer lines are ignored but bounded. */
-#define CHUNK_LINE_MAX 4096
-#define CHUNK_TRAILERS_MAX 8192
-/* 15 hex digits = 2^60: no real body comes near, and left cannot overflow. */
-#define CHUNK_DIGITS_MAX 15
-
 void
-http_chunked_init(struct http_chunked *c)
-{
-	memset(c, 0, sizeof(*c));
-	c->state = CS_SIZE;
-}
-
-static int
-hexval(int ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	if (ch >= 'A' && ch <= 'F')
-		return ch - 'A' + 10;
-	return -1;
-}
-
-long
-http_chunked_step(struct http_chunked *c, const unsigned char *in, size_t len, const unsigned char **data,
-		  size_t *dlen, struct err *e)
-{
-	size_t i = 0, take;
-	int ch, v;
-
-	*dlen = 0;
-	*data = in;
-	if (len == 0 || c->state == CS_DONE)
-		return 0;
-	if (c->state == CS_DATA) {
-		take = c->left < len ? (size_t)c->left : len;
-		c->left -= take;
-		if (c->left == 0)
-			c->state = CS_DATA_CR;
-		*dlen = take;
-		return (long)take;
-	}
-	for (; i < len && c->state != CS_DATA && c->state != CS_DONE; i++) {
-		ch = in[i];
-		switch (c->state) {
-		case CS_SIZE:
-			v = hexval(ch);
-			if (v >= 0) {
-				if (++c->digits > CHUNK_DIGITS_MAX)
-					return err_set(e, "http.protocol", "chunk size too large");
-				c->left = c->left * 16 + (uint64_t)v;
-				break;
-			}
-			if (c->digits == 0)
-				return err_set(e, "http.protocol", "bad chunk size");
-			if (ch == ';' || ch == ' ' || ch == '\t')
-				c->state = CS_EXT, c->line = 0;
-			else if (ch == '\r')
-				c->state = CS_SIZE_LF;
-			else if (ch == '\n')
-				goto size_done;
-			else
-				return err_set(e, "http.protocol", "bad chunk size");
-			break;
-		case CS_EXT:
-			if (ch == '\r')
-				c->state = CS_SIZE_LF;
-			else if (ch == '\n')
-				goto size_done;
-			else if (++c->line > CHUNK_LINE_MAX || (ch < 0x20 && ch != '\t'))
-				return err_set(e, "http.protocol", "bad chunk extension");
-			break;
-		case CS_SIZE_LF:
-			if (ch != '\n')
-				return err_set(e, "http.protocol", "bad chunk size line");
-size_done:
-			c->digits = 0;
-			c->state = c->left == 0 ? CS_TRAILER : CS_DATA;
-			break;
-		case CS_DATA_CR:
-			if (ch == '\r')
-				c->state = CS_DATA_LF;
-			else if (ch == '\n')
-				c->state = CS_SIZE;
-			else
-				return err_set(e, "http.protocol", "chunk data longer than its size");
-			break;
-		case CS_DATA_LF:
-			if (ch != '\n')
-				return err_set(e, "http.protocol", "chunk data longer than its size");
-			c->state = CS_SIZE;
-			break;
-		case CS_TRAILER:
-			if (ch == '\r')
-				c->state = CS_END_LF;
-			else if (ch == '\n')
-				c->state = CS_DONE;
-			else
-				c->state = CS_TRAILER_LINE, c->line = 1, c->trailers++;
-			break;
-		case CS_TRAILER_LINE:
-			if (ch == '\r')
-				c->state = CS_TRAILER_LF;
-			else if (ch == '\n')
-				c->state = CS_TRAILER;
-			else if (++c->line > CHUNK_LINE_MAX || ++c->trailers > CHUNK_TRAILERS_MAX)
-				return err_set(e, "http.protocol", "chunked trailers too large");
-			break;
-		case CS_TRAILER_LF:
-			if (ch != '\n')
-				return err_set(e, "http.protocol", "bad trailer line");
-			c->state = CS_TRAILER;
-			break;
-		case CS_END_LF:
-			if (ch != '\n')
-				return err_set(e, "http.protocol", "bad end of chunked body");
-			c->state = CS_DONE;
-			break;
-		}
-	}
-	if (c->state == CS_DONE)
-		c->done = 1;
-	return (long)i;
-}
-
-/* ---- NO_PROXY ----------------------------------------------------------- */
-
-static int
-host_suffix_match(const char *host, const char *pat, size_t pl)
-{
-	size_t hl = strlen(host);
-
-	if (pl == 0)
-		return 0;
-	if (hl == pl)
-		return strncasecmp(host, pat, pl) == 0;
-	return hl > pl && host[hl - pl - 1] == '.' && strncasecmp(host + hl - pl, pat, pl) == 0;
-}
-
-int
-http_no_proxy_match(const char *no_proxy, const char *host, int port)
-{
-	const char *p = no_proxy, *s, *colon, *hs;
-	size_t n, hl;
-	long eport;
-
-	if (no_proxy == NULL)
-		return 0;
-	while (*p) {
-		while (*p == ',' || *p == ' ' || *p == '\t')
-			p++;
-		s = p;
-		while (*p && *p != ',' && *p != ' ' && *p != '\t')
-			p++;
-		n = (size_t)(p - s);
-		if (n == 0)
-			continue;
-		if (n == 1 && *s == '*')
-			return 1;
-		hs = s;
-		hl = n;
-		eport = -1;
-		if (*s == '[') {
-			const char *rb = memchr(s, ']', n);
-			if (rb == NULL)
-				continue;
-			hs = s + 1;
-			hl = (size_t)(rb - hs);
-			if (rb + 1 < s + n && rb[1] == ':')
-				eport = strtol(rb + 2, NULL, 10);
-		} else {
-			colon = memchr(s, ':', n);
-			/* One colon: host:port. More: a bare IPv6 literal. */
-			if (colon != NULL && memchr(colon + 1, ':', (size_t)(s + n - colon - 1)) == NULL) {
-				hl = (size_t)(colon - s);
-				eport = strtol(colon + 1, NULL, 10);
-			}
-		}
-		if (eport >= 0 && eport != port)
-			continue;
-		if (hl > 1 && hs[0] == '*' && hs[1] == '.')
-			hs += 2, hl -= 2;
-		else if (hl > 0 && hs[0] == '.')
-			hs++, hl--;
-		if (host_suffix_match(host, hs, hl))
-			return 1;
-	}
-	return 0;
-}
-
-/* ---- Client ------------------------------------------------------------- */
-
-/* Read buffer per connection: a whole response head must fit, and bigger
- * reads cost fewer system calls on plain HTTP. */
-#define CONN_BUF (2 * HTTP_HEAD_MAX)
-/* Request head we write: request line with the longest URL, Host, our few
- * headers and the caller's. */
-#define REQ_MAX (HTTP_URL_MAX + 4096)
-/* A redirect or error body larger than this is not drained (the connection
- * is closed instead). */
-#define DRAIN_MAX (64 * 1024)
-
-struct proxy {
-	int set;
-	char host[HTTP_HOST_MAX];
-	int port;
-	char auth[256]; /* "Basic <b64>" or "" */
-};
-
-struct conn {
-	int fd;
-	int https;
-	int via_proxy;
-	char host[HTTP_HOST_MAX]; /* origin host (or proxy host for plain via proxy) */
-	int port;
-	struct tls_conn *tls;
-	unsigned char buf[CONN_BUF];
-	size_t off, len;
-	int64_t idle_since;
-};
-
-struct http_client {
-	struct proxy https_proxy, http_proxy;
-	char no_proxy[1024];
-	struct conn *cache[HTTP_CONN_CACHE];
-};
-
-static void
-conn_close(struct conn *c)
+http__conn_close(struct conn *c)
 {
 	if (c == NULL)
 		return;
@@ -625,8 +61,8 @@ pct_decode(const char *s, size_t n, unsigned char *out, size_t cap)
 	size_t i, o = 0;
 
 	for (i = 0; i < n && o < cap; i++) {
-		if (s[i] == '%' && i + 2 < n && hexval(s[i + 1]) >= 0 && hexval(s[i + 2]) >= 0) {
-			out[o++] = (unsigned char)(hexval(s[i + 1]) * 16 + hexval(s[i + 2]));
+		if (s[i] == '%' && i + 2 < n && http_hexval(s[i + 1]) >= 0 && http_hexval(s[i + 2]) >= 0) {
+			out[o++] = (unsigned char)(http_hexval(s[i + 1]) * 16 + http_hexval(s[i + 2]));
 			i += 2;
 		} else {
 			out[o++] = (unsigned char)s[i];
@@ -690,7 +126,7 @@ cache_clear(struct http_client *c)
 	int i;
 
 	for (i = 0; i < HTTP_CONN_CACHE; i++) {
-		conn_close(c->cache[i]);
+		http__conn_close(c->cache[i]);
 		c->cache[i] = NULL;
 	}
 }
@@ -753,388 +189,6 @@ http_request_init(struct http_request *rq, const char *url)
 }
 
 /* Per-request state. */
-struct xfer {
-	const struct http_request *rq;
-	struct http_response *rs;
-	struct tls_timing tm;
-	int64_t end_ms;
-	/* rate guard */
-	int64_t win_start, win_bytes;
-};
-
-/* ---- Connection I/O ----------------------------------------------------- */
-
-static long
-conn_recv(struct conn *c, void *buf, size_t len, struct xfer *x, struct err *e)
-{
-	ssize_t n;
-
-	if (c->tls != NULL)
-		return tls_read(c->tls, buf, len, &x->tm, e);
-	for (;;) {
-		n = recv(c->fd, buf, len, 0);
-		if (n >= 0)
-			return (long)n;
-		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
-			if (net_wait(c->fd, POLLIN, x->tm.step_ms, x->tm.end_ms, "receive", e) != 0)
-				return -1;
-			continue;
-		}
-		if (errno == ECONNRESET)
-			return err_set(e, "http.truncated", "the server reset the connection");
-		return err_set(e, "http.connect", "recv: %s", strerror(errno));
-	}
-}
-
-static int
-conn_send(struct conn *c, const void *buf, size_t len, struct xfer *x, struct err *e)
-{
-	const char *p = buf;
-	ssize_t n;
-
-	if (c->tls != NULL)
-		return tls_write(c->tls, buf, len, &x->tm, e);
-	while (len > 0) {
-		n = send(c->fd, p, len, MSG_NOSIGNAL);
-		if (n > 0) {
-			p += n;
-			len -= (size_t)n;
-			continue;
-		}
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-			if (net_wait(c->fd, POLLOUT, x->tm.step_ms, x->tm.end_ms, "send", e) != 0)
-				return -1;
-			continue;
-		}
-		return err_set(e, "http.connect", "send: %s", n < 0 ? strerror(errno) : "closed");
-	}
-	return 0;
-}
-
-/* Fill c->buf with more bytes (compacting first). Returns >0, 0 at EOF,
- * -1 with e set. */
-static long
-conn_fill(struct conn *c, struct xfer *x, struct err *e)
-{
-	long n;
-
-	if (c->off > 0) {
-		memmove(c->buf, c->buf + c->off, c->len - c->off);
-		c->len -= c->off;
-		c->off = 0;
-	}
-	if (c->len == sizeof(c->buf))
-		return err_set(e, "http.protocol", "response head too large");
-	n = conn_recv(c, c->buf + c->len, sizeof(c->buf) - c->len, x, e);
-	if (n > 0)
-		c->len += (size_t)n;
-	return n;
-}
-
-/* Read and parse a response head. *got says whether any byte came. */
-static int
-read_head(struct conn *c, struct xfer *x, struct http_head *h, int *got, struct err *e)
-{
-	long n;
-	int r;
-
-	*got = c->len > c->off;
-	for (;;) {
-		if (c->len > c->off) {
-			r = http_parse_head((const char *)c->buf + c->off, c->len - c->off, h, e);
-			if (r < 0)
-				return -1;
-			if (r > 0) {
-				c->off += (size_t)r;
-				return 0;
-			}
-		}
-		n = conn_fill(c, x, e);
-		if (n < 0)
-			return -1;
-		if (n == 0)
-			return err_set(e, "http.truncated", "the server closed the connection before answering");
-		*got = 1;
-	}
-}
-
-static int
-head_token(const struct http_head *h, const char *name, const char *token)
-{
-	const struct http_field *f;
-	size_t tl = strlen(token), i, s;
-	int k;
-
-	for (k = 0; k < h->nfields; k++) {
-		f = &h->fields[k];
-		if (f->name_len != strlen(name) || strncasecmp(f->name, name, f->name_len) != 0)
-			continue;
-		for (i = 0; i < f->value_len;) {
-			while (i < f->value_len && (f->value[i] == ',' || f->value[i] == ' ' || f->value[i] == '\t'))
-				i++;
-			s = i;
-			while (i < f->value_len && f->value[i] != ',' && f->value[i] != ' ' && f->value[i] != '\t')
-				i++;
-			if (i - s == tl && strncasecmp(f->value + s, token, tl) == 0)
-				return 1;
-		}
-	}
-	return 0;
-}
-
-static void
-copy_field(const struct http_head *h, const char *name, char *out, size_t cap)
-{
-	const struct http_field *f = http_head_get(h, name);
-	size_t n = f ? f->value_len : 0;
-
-	if (n >= cap)
-		n = cap - 1;
-	if (f)
-		memcpy(out, f->value, n);
-	out[n] = '\0';
-}
-
-/* Body framing of a response. */
-enum { BODY_NONE, BODY_LENGTH, BODY_CHUNKED, BODY_CLOSE };
-
-static int
-framing(const struct http_head *h, int head_req, int *kind, int64_t *clen, struct err *e)
-{
-	const struct http_field *te = http_head_get(h, "Transfer-Encoding");
-	const struct http_field *cl;
-	int i, seen = 0;
-	int64_t v;
-	size_t j;
-
-	*clen = -1;
-	*kind = BODY_NONE;
-	if (te != NULL) {
-		if (te->value_len != 7 || strncasecmp(te->value, "chunked", 7) != 0)
-			return err_set(e, "http.protocol", "unsupported Transfer-Encoding %.*s", (int)te->value_len,
-				       te->value);
-		*kind = BODY_CHUNKED;
-	}
-	for (i = 0; i < h->nfields; i++) {
-		cl = &h->fields[i];
-		if (cl->name_len != 14 || strncasecmp(cl->name, "Content-Length", 14) != 0)
-			continue;
-		if (cl->value_len == 0 || cl->value_len > 18)
-			return err_set(e, "http.protocol", "bad Content-Length");
-		for (v = 0, j = 0; j < cl->value_len; j++) {
-			if (!isdigit((unsigned char)cl->value[j]))
-				return err_set(e, "http.protocol", "bad Content-Length");
-			v = v * 10 + (cl->value[j] - '0');
-		}
-		if (seen && v != *clen)
-			return err_set(e, "http.protocol", "conflicting Content-Length headers");
-		*clen = v;
-		seen = 1;
-	}
-	if (te != NULL && seen)
-		return err_set(e, "http.protocol", "both Content-Length and Transfer-Encoding");
-	if (head_req || h->status == 204 || h->status == 304 || h->status < 200)
-		*kind = BODY_NONE;
-	else if (te == NULL)
-		*kind = seen ? BODY_LENGTH : BODY_CLOSE;
-	return 0;
-}
-
-static int
-rate_check(struct xfer *x, size_t n, struct err *e)
-{
-	const struct http_limits *l = &x->rq->limits;
-	int64_t now, el;
-
-	if (l->min_rate <= 0 || l->rate_window_ms <= 0)
-		return 0;
-	now = clock_ms();
-	if (x->win_start == 0) {
-		x->win_start = now;
-		x->win_bytes = 0;
-	}
-	x->win_bytes += (int64_t)n;
-	el = now - x->win_start;
-	if (el >= l->rate_window_ms) {
-		if (x->win_bytes * 1000 / el < l->min_rate)
-			return err_set(e, "http.too_slow", "%lld bytes in %lld ms, below %lld bytes/s",
-				       (long long)x->win_bytes, (long long)el, (long long)l->min_rate);
-		x->win_start = now;
-		x->win_bytes = 0;
-	}
-	return 0;
-}
-
-/* Deliver body bytes: to the sink (final 2xx), or only the snippet. */
-static int
-deliver(struct xfer *x, int to_sink, const unsigned char *p, size_t n, struct err *e)
-{
-	struct http_response *rs = x->rs;
-	const struct http_limits *l = &x->rq->limits;
-	size_t k;
-
-	if (to_sink && l->max_body > 0 && rs->body_bytes + (int64_t)n > l->max_body)
-		return err_set(e, "http.too_large", "%s: body larger than the cap of %lld bytes", rs->url,
-			       (long long)l->max_body);
-	if (rs->snippet_len < HTTP_SNIPPET_MAX) {
-		k = HTTP_SNIPPET_MAX - rs->snippet_len;
-		if (k > n)
-			k = n;
-		memcpy(rs->snippet + rs->snippet_len, p, k);
-		rs->snippet_len += k;
-	}
-	if (!to_sink)
-		return 0;
-	rs->body_bytes += (int64_t)n;
-	if (rate_check(x, n, e) != 0)
-		return -1;
-	if (x->end_ms > 0 && clock_ms() > x->end_ms)
-		return err_set(e, "http.timeout", "the transfer deadline passed");
-	if (x->rq->sink != NULL && x->rq->sink(x->rq->sink_arg, p, n, e) != 0) {
-		if (e != NULL && e->code == NULL)
-			err_set(e, "internal", "the body sink failed");
-		return -1;
-	}
-	return 0;
-}
-
-/* Read a body with the given framing. to_sink: deliver to the sink
- * (else discard, at most DRAIN_MAX). Returns 0 when the body ended
- * properly (the connection may then be reused), -1 with e set. */
-static int
-read_body(struct conn *c, struct xfer *x, int kind, int64_t clen, int to_sink, struct err *e)
-{
-	struct http_chunked ch;
-	const unsigned char *d;
-	size_t dl, avail;
-	int64_t got = 0;
-	long n, k;
-
-	if (kind == BODY_NONE)
-		return 0;
-	if (!to_sink && (kind == BODY_CLOSE || (kind == BODY_LENGTH && clen > DRAIN_MAX)))
-		return err_set(e, "http.too_large", "not draining a large body");
-	http_chunked_init(&ch);
-	for (;;) {
-		avail = c->len - c->off;
-		if (avail > 0) {
-			if (kind == BODY_CHUNKED) {
-				k = http_chunked_step(&ch, c->buf + c->off, avail, &d, &dl, e);
-				if (k < 0)
-					return -1;
-				c->off += (size_t)k;
-				if (dl > 0) {
-					got += (int64_t)dl;
-					if (!to_sink && got > DRAIN_MAX)
-						return err_set(e, "http.too_large", "not draining a large body");
-					if (deliver(x, to_sink, d, dl, e) != 0)
-						return -1;
-				}
-				if (ch.done)
-					return 0;
-				continue;
-			}
-			if (kind == BODY_LENGTH && (int64_t)avail > clen - got)
-				avail = (size_t)(clen - got);
-			if (avail > 0 && deliver(x, to_sink, c->buf + c->off, avail, e) != 0)
-				return -1;
-			c->off += avail;
-			got += (int64_t)avail;
-		}
-		if (kind == BODY_LENGTH && got == clen)
-			return 0;
-		c->off = c->len = 0;
-		n = conn_recv(c, c->buf, sizeof(c->buf), x, e);
-		if (n < 0)
-			return -1;
-		if (n == 0) {
-			if (kind == BODY_CLOSE)
-				return 1; /* ended by close: fine, but not reusable */
-			if (kind == BODY_LENGTH)
-				return err_set(e, "http.truncated", "%s: the connection closed after %lld of %lld bytes",
-					       x->rs->url, (long long)got, (long long)clen);
-			return err_set(e, "http.truncated", "%s: the connection closed before the last chunk",
-				       x->rs->url);
-		}
-		c->len = (size_t)n;
-	}
-}
-
-/* Connect to the origin, directly or through a proxy (CONNECT for https),
- * then the TLS handshake. */
-static struct conn *
-conn_open(const struct http_url *u, const struct proxy *px, struct xfer *x, struct err *e)
-{
-	const struct http_limits *l = &x->rq->limits;
-	struct tls_timing ctm;
-	struct http_head h;
-	struct conn *c;
-	char req[1024];
-	int n, got;
-
-	c = calloc(1, sizeof(*c));
-	if (c == NULL) {
-		err_set(e, "internal", "out of memory");
-		return NULL;
-	}
-	c->https = u->https;
-	c->via_proxy = px != NULL;
-	/* Plain requests through a proxy share one connection to the proxy:
-	 * the cache keys them by the proxy's address. */
-	snprintf(c->host, sizeof(c->host), "%s", px && !u->https ? px->host : u->host);
-	c->port = px && !u->https ? px->port : u->port;
-	c->fd = net_connect(px ? px->host : u->host, px ? px->port : u->port, l->connect_ms, x->end_ms, e);
-	if (c->fd < 0) {
-		if (px != NULL && e != NULL && e->code != NULL && strcmp(e->code, "http.timeout") != 0) {
-			struct err tmp = *e;
-			err_set(e, "http.proxy", "proxy %s:%d: %s", px->host, px->port, tmp.msg);
-		}
-		goto fail;
-	}
-	ctm.step_ms = l->connect_ms;
-	ctm.end_ms = x->end_ms;
-	if (px != NULL && u->https) {
-		const char *v6 = strchr(u->host, ':') ? "[" : "", *v6e = *v6 ? "]" : "";
-		n = snprintf(req, sizeof(req), "CONNECT %s%s%s:%d HTTP/1.1\r\nHost: %s%s%s:%d\r\n%s%s%s\r\n", v6,
-			     u->host, v6e, u->port, v6, u->host, v6e, u->port, px->auth[0] ? "Proxy-Authorization: " : "",
-			     px->auth, px->auth[0] ? "\r\n" : "");
-		struct xfer px_x = *x;
-		px_x.tm = ctm;
-		if (conn_send(c, req, (size_t)n, &px_x, e) != 0 || read_head(c, &px_x, &h, &got, e) != 0) {
-			if (e != NULL && e->code != NULL && strcmp(e->code, "http.timeout") != 0) {
-				struct err tmp = *e;
-				err_set(e, "http.proxy", "proxy %s:%d: %s", px->host, px->port, tmp.msg);
-			}
-			goto fail;
-		}
-		if (h.status / 100 != 2) {
-			err_set(e, "http.proxy", "proxy %s:%d answered CONNECT with %d %.*s", px->host, px->port, h.status,
-				(int)h.reason_len, h.reason);
-			goto fail;
-		}
-		if (c->len != c->off) {
-			err_set(e, "http.proxy", "proxy sent data after its CONNECT answer");
-			goto fail;
-		}
-		c->off = c->len = 0;
-	}
-	if (u->https) {
-		c->tls = malloc(sizeof(*c->tls));
-		if (c->tls == NULL) {
-			err_set(e, "internal", "out of memory");
-			goto fail;
-		}
-		/* The handshake waits like a read, bounded by the deadline. */
-		ctm.step_ms = l->read_ms;
-		if (tls_handshake(c->tls, c->fd, u->host, &ctm, e) != 0)
-			goto fail;
-	}
-	return c;
-fail:
-	conn_close(c);
-	return NULL;
-}
-
 static struct conn *
 cache_take(struct http_client *cl, const struct http_url *u, int via_proxy)
 {
@@ -1167,7 +221,7 @@ cache_put(struct http_client *cl, struct conn *c)
 		if (cl->cache[i]->idle_since < cl->cache[oldest]->idle_since)
 			oldest = i;
 	}
-	conn_close(cl->cache[oldest]);
+	http__conn_close(cl->cache[oldest]);
 	cl->cache[oldest] = c;
 }
 
@@ -1178,18 +232,13 @@ static const char *const refused_headers[] = {
 static int
 check_header(const char *h, struct err *e)
 {
-	const char *c = strchr(h, ':'), *p;
+	const char *c = strchr(h, ':'), *why = http_field_check(h, strlen(h));
 	size_t nl, i, rl;
 
-	if (c == NULL || c == h)
-		return err_set(e, "http.url", "request header without a name: %.40s", h);
+	if (why != NULL)
+		return err_set(e, "http.url", "request header %.40s%s: %s", h, strlen(h) > 40 ? "..." : "",
+		               why);
 	nl = (size_t)(c - h);
-	for (p = h; p < c; p++)
-		if (!is_tchar((unsigned char)*p))
-			return err_set(e, "http.url", "bad request header name");
-	for (p = c + 1; *p; p++)
-		if (((unsigned char)*p < 0x20 && *p != '\t') || *p == 0x7f)
-			return err_set(e, "http.url", "control byte in request header %.*s", (int)nl, h);
 	for (i = 0; i < sizeof(refused_headers) / sizeof(refused_headers[0]); i++) {
 		rl = strlen(refused_headers[i]);
 		if ((refused_headers[i][rl - 1] == '-' ? nl >= rl : nl == rl) && strncasecmp(h, refused_headers[i], rl) == 0)
@@ -1248,28 +297,16 @@ is_redirect(int s)
 	return s == 301 || s == 302 || s == 303 || s == 307 || s == 308;
 }
 
-int
-http_request(struct http_client *cl, const struct http_request *rq, struct http_response *rs, struct err *e)
+/* Refuse what the client cannot send: methods other than GET and HEAD,
+ * headers it writes itself or that break the grammar, a redirect limit out
+ * of range, a bad URL (parsed into *u). */
+static int
+check_request(const struct http_request *rq, struct http_url *u, struct err *e)
 {
-	struct xfer x;
-	struct http_url cur, next, origin;
-	const struct proxy *px;
-	struct http_head h;
-	struct conn *c = NULL;
-	char req[REQ_MAX];
-	int head_req, hop, attempt, reused, got, kind, r, i, with_headers;
-	int64_t clen;
-	const struct http_field *loc;
-	char locbuf[HTTP_URL_MAX];
+	int i;
 
-	memset(rs, 0, sizeof(*rs));
-	rs->content_length = -1;
-	memset(&x, 0, sizeof(x));
-	x.rq = rq;
-	x.rs = rs;
 	if (rq->method != NULL && strcmp(rq->method, "GET") != 0 && strcmp(rq->method, "HEAD") != 0)
 		return err_set(e, "http.url", "method %s is not supported", rq->method);
-	head_req = rq->method != NULL && strcmp(rq->method, "HEAD") == 0;
 	if (rq->nheaders < 0 || rq->nheaders > HTTP_REQ_HEADERS_MAX)
 		return err_set(e, "http.url", "too many request headers");
 	for (i = 0; i < rq->nheaders; i++)
@@ -1279,131 +316,203 @@ http_request(struct http_client *cl, const struct http_request *rq, struct http_
 		return err_set(e, "http.url", "at most %d redirects may be allowed", HTTP_REDIRECTS_MAX);
 	if (rq->url == NULL)
 		return err_set(e, "http.url", "no URL");
-	if (http_url_parse(rq->url, &cur, e) != 0)
+	return http_url_parse(rq->url, u, e);
+}
+
+/* The caller's host rule for the hop to u (rs->url already names it). */
+static int
+check_host(const struct http_request *rq, const struct http_url *u, const char *url, struct err *e)
+{
+	if (rq->host_ok == NULL)
+		return 0;
+	if (e != NULL)
+		err_clear(e);
+	if (rq->host_ok(rq->host_arg, u, e) == 0)
+		return 0;
+	if (e != NULL && e->code == NULL)
+		err_set(e, "http.redirect", "%s: host %s is not allowed", url, u->host);
+	return -1;
+}
+
+/* The proxy for u under the client's settings, or NULL. */
+static const struct proxy *
+pick_proxy(const struct http_client *cl, const struct http_url *u)
+{
+	if (http_no_proxy_match(cl->no_proxy, u->host, u->port))
+		return NULL;
+	if (u->https)
+		return cl->https_proxy.set ? &cl->https_proxy : NULL;
+	return cl->http_proxy.set ? &cl->http_proxy : NULL;
+}
+
+/* Send req on a cached or new connection to u and read the final head
+ * (1xx interim answers skipped) into h. A cached connection the server
+ * closed while idle gets one more try on a new one. Returns the connection,
+ * or NULL with e set. */
+static struct conn *
+exchange(struct http_client *cl, struct xfer *x, const struct http_url *u, const struct proxy *px,
+         const char *req, size_t len, struct http_head *h, struct err *e)
+{
+	struct http_url key = *u;
+	struct conn *c;
+	int attempt, got;
+
+	if (px != NULL && !u->https) {
+		/* Plain requests through a proxy share the proxy connection. */
+		snprintf(key.host, sizeof(key.host), "%s", px->host);
+		key.port = px->port;
+	}
+	for (attempt = 0;; attempt++) {
+		c = attempt == 0 ? cache_take(cl, &key, px != NULL) : NULL;
+		x->rs->reused = c != NULL;
+		if (c == NULL && (c = http__conn_open(u, px, x, e)) == NULL)
+			return NULL;
+		if (e != NULL)
+			err_clear(e);
+		got = 0;
+		if (http__conn_send(c, req, len, x, e) == 0 && http__read_head(c, x, h, &got, e) == 0)
+			break;
+		http__conn_close(c);
+		if (!x->rs->reused || got ||
+		    (e != NULL && e->code != NULL && strcmp(e->code, "http.timeout") == 0))
+			return NULL;
+	}
+	/* 1xx interim answers (100 Continue, 103 Early Hints): skip. */
+	while (h->status >= 100 && h->status < 200 && h->status != 101) {
+		if (http__read_head(c, x, h, &got, e) != 0) {
+			http__conn_close(c);
+			return NULL;
+		}
+	}
+	return c;
+}
+
+/* After a response: keep c for reuse when its body was read to the end
+ * (body_rc 0), nothing else is buffered, and neither side said close. */
+static void
+conn_done(struct http_client *cl, struct conn *c, const struct http_head *h, int body_rc)
+{
+	if (body_rc == 0 && c->off == c->len && !http__head_token(h, "Connection", "close") &&
+	    h->minor == 1 && (c->tls == NULL || !tls_closed(c->tls)))
+		cache_put(cl, c);
+	else
+		http__conn_close(c);
+}
+
+/* A redirect answer on c (consumed): drain its body, check the hop and set
+ * *cur to the target. Returns 0 to follow it, -1 with e set. */
+static int
+follow_redirect(struct http_client *cl, struct xfer *x, struct conn *c, const struct http_head *h, int kind,
+                int64_t clen, int hop, struct http_url *cur, struct err *e)
+{
+	const struct http_request *rq = x->rq;
+	struct http_response *rs = x->rs;
+	const struct http_field *loc = http_head_get(h, "Location");
+	char locbuf[HTTP_URL_MAX];
+	struct http_url next;
+	struct err drain;
+
+	if (loc == NULL || loc->value_len == 0 || loc->value_len >= sizeof(locbuf)) {
+		http__conn_close(c);
+		return err_set(e, "http.redirect", "%s: %d without a usable Location", rs->url, h->status);
+	}
+	memcpy(locbuf, loc->value, loc->value_len);
+	locbuf[loc->value_len] = '\0';
+	/* The redirect's own body is drained (small) or the connection
+	 * dropped; either way it is not an error. */
+	conn_done(cl, c, h, http__read_body(c, x, kind, clen, 0, &drain));
+	if (hop + 1 > rq->limits.max_redirects)
+		return err_set(e, "http.redirect", "%s: more than %d redirects", rs->url,
+		               rq->limits.max_redirects);
+	if (http_url_resolve(cur, locbuf, &next, e) != 0) {
+		struct err tmp = e ? *e : (struct err){0};
+
+		return err_set(e, "http.redirect", "%s: bad Location: %s", rs->url, tmp.msg);
+	}
+	if (cur->https && !next.https)
+		return err_set(e, "http.redirect", "%s: redirect from https to http refused", rs->url);
+	*cur = next;
+	rs->redirects = hop + 1;
+	return 0;
+}
+
+/* The final answer on c (consumed): a 2xx body to the sink, anything else
+ * drained and reported as http.status. */
+static int
+final_response(struct http_client *cl, struct xfer *x, struct conn *c, const struct http_head *h, int kind,
+               int64_t clen, struct err *e)
+{
+	const struct http_request *rq = x->rq;
+	struct http_response *rs = x->rs;
+	struct err tmp;
+	int r;
+
+	rs->content_length = kind == BODY_CHUNKED ? -1 : clen;
+	http__copy_field(h, "Content-Type", rs->content_type, sizeof(rs->content_type));
+	http__copy_field(h, "ETag", rs->etag, sizeof(rs->etag));
+	http__copy_field(h, "Last-Modified", rs->last_modified, sizeof(rs->last_modified));
+	if (h->status / 100 != 2) {
+		conn_done(cl, c, h, http__read_body(c, x, kind, clen, 0, &tmp));
+		return err_set(e, "http.status", "%s: HTTP %d %.*s", rs->url, h->status, (int)h->reason_len,
+		               h->reason);
+	}
+	if (rq->limits.max_body > 0 && clen > rq->limits.max_body) {
+		http__conn_close(c);
+		return err_set(e, "http.too_large", "%s: %lld bytes announced, above the cap of %lld bytes",
+		               rs->url, (long long)clen, (long long)rq->limits.max_body);
+	}
+	r = http__read_body(c, x, kind, clen, 1, e);
+	if (r < 0) {
+		http__conn_close(c);
+		return -1;
+	}
+	conn_done(cl, c, h, r);
+	if (e != NULL)
+		err_clear(e);
+	return 0;
+}
+
+int
+http_request(struct http_client *cl, const struct http_request *rq, struct http_response *rs, struct err *e)
+{
+	struct xfer x;
+	struct http_url cur, origin;
+	const struct proxy *px;
+	struct http_head h;
+	struct conn *c;
+	char req[REQ_MAX];
+	int head_req = rq->method != NULL && strcmp(rq->method, "HEAD") == 0, hop, r, kind, with_headers = 1;
+	int64_t clen;
+
+	memset(rs, 0, sizeof(*rs));
+	rs->content_length = -1;
+	memset(&x, 0, sizeof(x));
+	x.rq = rq;
+	x.rs = rs;
+	if (check_request(rq, &cur, e) != 0)
 		return -1;
 	origin = cur;
 	x.end_ms = rq->limits.total_ms > 0 ? clock_ms() + rq->limits.total_ms : 0;
 	x.tm.step_ms = rq->limits.read_ms > 0 ? rq->limits.read_ms : HTTP_READ_MS_DEFAULT;
 	x.tm.end_ms = x.end_ms;
-	with_headers = 1;
 	for (hop = 0;; hop++) {
 		http_url_format(&cur, rs->url, sizeof(rs->url));
-		if (rq->host_ok != NULL) {
-			if (e != NULL)
-				err_clear(e);
-			if (rq->host_ok(rq->host_arg, &cur, e) != 0) {
-				if (e != NULL && e->code == NULL)
-					err_set(e, "http.redirect", "%s: host %s is not allowed", rs->url, cur.host);
-				return -1;
-			}
-		}
-		px = NULL;
-		if (!http_no_proxy_match(cl->no_proxy, cur.host, cur.port)) {
-			if (cur.https && cl->https_proxy.set)
-				px = &cl->https_proxy;
-			else if (!cur.https && cl->http_proxy.set)
-				px = &cl->http_proxy;
-		}
-		r = build_request(rq, &cur, px != NULL && !cur.https ? px : NULL, with_headers, req, sizeof(req), e);
-		if (r < 0)
+		if (check_host(rq, &cur, rs->url, e) != 0)
 			return -1;
-		for (attempt = 0;; attempt++) {
-			struct http_url key = cur;
-			if (px != NULL && !cur.https) {
-				/* Plain requests through a proxy share the proxy connection. */
-				snprintf(key.host, sizeof(key.host), "%s", px->host);
-				key.port = px->port;
-			}
-			c = attempt == 0 ? cache_take(cl, &key, px != NULL) : NULL;
-			reused = c != NULL;
-			if (c == NULL && (c = conn_open(&cur, px, &x, e)) == NULL)
-				return -1;
-			if (e != NULL)
-				err_clear(e);
-			got = 0;
-			if (conn_send(c, req, (size_t)r, &x, e) == 0 && read_head(c, &x, &h, &got, e) == 0)
-				break;
-			conn_close(c);
-			c = NULL;
-			/* A cached connection the server closed while idle: once
-			 * more on a new one. */
-			if (!reused || got || (e != NULL && e->code != NULL && strcmp(e->code, "http.timeout") == 0))
-				return -1;
-		}
-		/* 1xx interim answers (100 Continue, 103 Early Hints): skip. */
-		while (h.status >= 100 && h.status < 200 && h.status != 101) {
-			if (read_head(c, &x, &h, &got, e) != 0)
-				goto fail;
-		}
+		px = pick_proxy(cl, &cur);
+		/* headers go to the first origin only */
+		with_headers = with_headers && same_origin(&cur, &origin);
+		r = build_request(rq, &cur, px != NULL && !cur.https ? px : NULL, with_headers, req, sizeof(req), e);
+		if (r < 0 || (c = exchange(cl, &x, &cur, px, req, (size_t)r, &h, e)) == NULL)
+			return -1;
 		rs->status = h.status;
-		rs->reused = reused;
-		if (framing(&h, head_req, &kind, &clen, e) != 0)
-			goto fail;
-		if (is_redirect(h.status)) {
-			loc = http_head_get(&h, "Location");
-			if (loc == NULL || loc->value_len == 0 || loc->value_len >= sizeof(locbuf)) {
-				err_set(e, "http.redirect", "%s: %d without a usable Location", rs->url, h.status);
-				goto fail;
-			}
-			memcpy(locbuf, loc->value, loc->value_len);
-			locbuf[loc->value_len] = '\0';
-			/* The redirect's own body is drained (small) or the
-			 * connection dropped; either way it is not an error. */
-			struct err drain;
-			r = read_body(c, &x, kind, clen, 0, &drain);
-			if (r == 0 && !head_token(&h, "Connection", "close") && h.minor == 1)
-				cache_put(cl, c);
-			else
-				conn_close(c);
-			c = NULL;
-			if (hop + 1 > rq->limits.max_redirects)
-				return err_set(e, "http.redirect", "%s: more than %d redirects", rs->url,
-					       rq->limits.max_redirects);
-			if (http_url_resolve(&cur, locbuf, &next, e) != 0) {
-				struct err tmp = e ? *e : (struct err){0};
-				return err_set(e, "http.redirect", "%s: bad Location: %s", rs->url, tmp.msg);
-			}
-			if (cur.https && !next.https)
-				return err_set(e, "http.redirect", "%s: redirect from https to http refused", rs->url);
-			if (!same_origin(&next, &origin))
-				with_headers = 0;
-			cur = next;
-			rs->redirects = hop + 1;
-			continue;
+		if (http__framing(&h, head_req, &kind, &clen, e) != 0) {
+			http__conn_close(c);
+			return -1;
 		}
-		rs->content_length = kind == BODY_CHUNKED ? -1 : clen;
-		copy_field(&h, "Content-Type", rs->content_type, sizeof(rs->content_type));
-		copy_field(&h, "ETag", rs->etag, sizeof(rs->etag));
-		copy_field(&h, "Last-Modified", rs->last_modified, sizeof(rs->last_modified));
-		if (h.status / 100 != 2) {
-			struct err tmp;
-			r = read_body(c, &x, kind, clen, 0, &tmp);
-			if (r == 0 && !head_token(&h, "Connection", "close") && h.minor == 1)
-				cache_put(cl, c);
-			else
-				conn_close(c);
-			c = NULL;
-			return err_set(e, "http.status", "%s: HTTP %d %.*s", rs->url, h.status, (int)h.reason_len,
-				       h.reason);
-		}
-		if (rq->limits.max_body > 0 && clen > rq->limits.max_body) {
-			err_set(e, "http.too_large", "%s: %lld bytes announced, above the cap of %lld bytes", rs->url,
-				(long long)clen, (long long)rq->limits.max_body);
-			goto fail;
-		}
-		r = read_body(c, &x, kind, clen, 1, e);
-		if (r < 0)
-			goto fail;
-		if (r == 0 && c->off == c->len && !head_token(&h, "Connection", "close") && h.minor == 1 &&
-		    (c->tls == NULL || !tls_closed(c->tls)))
-			cache_put(cl, c);
-		else
-			conn_close(c);
-		if (e != NULL)
-			err_clear(e);
-		return 0;
+		if (!is_redirect(h.status))
+			return final_response(cl, &x, c, &h, kind, clen, e);
+		if (follow_redirect(cl, &x, c, &h, kind, clen, hop, &cur, e) != 0)
+			return -1;
 	}
-fail:
-	conn_close(c);
-	return -1;
 }

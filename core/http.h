@@ -1,10 +1,12 @@
 #ifndef ABX_HTTP_H
 #define ABX_HTTP_H
 /*
- * HTTP/1.1 client (SPEC §7): GET and HEAD over plain TCP or TLS (core/tls.h,
- * always verified), Content-Length and chunked bodies, keep-alive reuse per
- * origin, redirects checked hop by hop, timeouts, a minimum-rate guard, a size
- * cap, HTTPS_PROXY / HTTP_PROXY (CONNECT for https) and NO_PROXY.
+ * HTTP/1.1 client for every download: GET and HEAD over plain TCP or TLS
+ * (core/tls.h, always verified), Content-Length and chunked bodies,
+ * keep-alive reuse per origin, redirects checked hop by hop, timeouts, a
+ * minimum-rate guard, a size cap, HTTPS_PROXY / HTTP_PROXY (CONNECT for
+ * https) and NO_PROXY. Response heads and chunked framing are read by the
+ * wire parsers the server shares (core/http_parse.h).
  *
  * The body is never buffered whole: it is handed to the caller's sink as it
  * arrives, so the caller hashes and writes while downloading. Memory is
@@ -25,7 +27,8 @@
  *   http.too_large body (announced or received) above max_body
  *   http.truncated the connection ended before the body did (short
  *                  Content-Length, missing last chunk)
- *   http.protocol  malformed status line, headers, or chunk framing
+ *   http.protocol  malformed status line, headers, or chunk framing (the
+ *                  message says what was wrong)
  *   http.status    final status is not 2xx (rs->status says which)
  *   tls.*          certificate and handshake failures (core/tls.h)
  *   or whatever code the sink or host rule set.
@@ -37,19 +40,16 @@
 #include <stdint.h>
 
 #include "err.h"
+#include "http_parse.h"
 
 /* A URL longer than this is refused; real artifact URLs are < 1 KiB, and npm
  * tarball URLs with scoped names stay far below it. */
 #define HTTP_URL_MAX 2048
 /* DNS names are at most 253 bytes (RFC 1035); an IPv6 literal is shorter. */
 #define HTTP_HOST_MAX 256
-/* SPEC §7 / issue 3: at most 10 redirects; the 11th is refused. */
+/* At most 10 redirects are followed; the 11th is refused (registries and
+ * CDNs use one or two; more is a loop). */
 #define HTTP_REDIRECTS_MAX 10
-/* Response head (status line + fields): 16 KiB is what nginx and most
- * servers send at most by default; more is a hostile or broken peer. */
-#define HTTP_HEAD_MAX 16384
-/* Header fields kept per response; extra fields are an error (hostile peer). */
-#define HTTP_FIELDS_MAX 64
 /* Extra request headers a caller may add (Authorization, Accept, ...). */
 #define HTTP_REQ_HEADERS_MAX 8
 /* Idle keep-alive connections kept per client. One origin (an npm registry)
@@ -59,7 +59,8 @@
 /* First body bytes kept in the response (error pages, mismatch reports). */
 #define HTTP_SNIPPET_MAX 256
 
-/* Defaults (SPEC §6 step 7). */
+/* Defaults: a stalled connect or read fails well before an install's own
+ * timeout, and a peer trickling under 1 KiB/s over 30 s is given up on. */
 #define HTTP_CONNECT_MS_DEFAULT 15000
 #define HTTP_READ_MS_DEFAULT 60000
 #define HTTP_RATE_WINDOW_MS_DEFAULT 30000
@@ -89,55 +90,6 @@ int http_url_resolve(const struct http_url *base, const char *ref, struct http_u
 /* "https://host[:port]/target" into buf (IPv6 hosts bracketed, default
  * ports omitted). Returns the length, or -1 when it does not fit in cap. */
 int http_url_format(const struct http_url *u, char *buf, size_t cap);
-
-/* ---- Response parser (pure: no I/O, no allocation; fuzzed) ----------- */
-
-struct http_field {
-	const char *name;   /* views into the caller's buffer, not terminated */
-	size_t name_len;
-	const char *value;  /* leading/trailing blanks trimmed */
-	size_t value_len;
-};
-
-struct http_head {
-	int minor;          /* HTTP/1.<minor> (0 or 1) */
-	int status;         /* 100..599 */
-	const char *reason;
-	size_t reason_len;
-	struct http_field fields[HTTP_FIELDS_MAX];
-	int nfields;
-};
-
-/* Parse a response head at buf[0..len): status line, fields, blank line.
- * Returns the bytes consumed through the blank line (>0), 0 when more bytes
- * are needed (and len < HTTP_HEAD_MAX), or -1 with http.protocol (malformed,
- * obsolete line folding, too many fields, or HTTP_HEAD_MAX reached without
- * the end). Views in h point into buf. */
-int http_parse_head(const char *buf, size_t len, struct http_head *h, struct err *e);
-
-/* The first field named name (case-insensitive), or NULL. */
-const struct http_field *http_head_get(const struct http_head *h, const char *name);
-
-/* Chunked transfer decoding as a byte-driven state machine, so framing may
- * be split anywhere across reads. */
-struct http_chunked {
-	int state;
-	uint64_t left;      /* data bytes left in the current chunk */
-	int digits;         /* hex digits seen in the size */
-	size_t line;        /* bytes of the current extension/trailer line */
-	size_t trailers;    /* bytes of trailers so far */
-	int done;           /* the last chunk and its trailers were read */
-};
-
-void http_chunked_init(struct http_chunked *c);
-
-/* Consume a prefix of in[0..len). Returns the bytes consumed (>0); when
- * the prefix is chunk data, *data and *dlen name it (a view into in),
- * otherwise *dlen is 0. Returns 0 when len is 0 or c->done, -1 with
- * http.protocol on bad framing (sizes over 2^60, extension or trailer lines
- * over 4 KiB, missing CRLF after data). */
-long http_chunked_step(struct http_chunked *c, const unsigned char *in, size_t len, const unsigned char **data,
-		       size_t *dlen, struct err *e);
 
 /* ---- Client ------------------------------------------------------------ */
 

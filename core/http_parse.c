@@ -14,6 +14,7 @@ enum {
 
 /* The classes of one byte c, a constant expression. */
 #define IS_ALNUM(c) (((c) >= 'a' && (c) <= 'z') || ((c) >= 'A' && (c) <= 'Z') || ((c) >= '0' && (c) <= '9'))
+#define IS_DIGIT(c) ((c) >= '0' && (c) <= '9')
 #define IS_HEX(c) (((c) >= '0' && (c) <= '9') || ((c) >= 'a' && (c) <= 'f') || ((c) >= 'A' && (c) <= 'F'))
 /* "-._~" plus the sub-delims "!$&'()*+,;=" (RFC 3986 §2.2, §2.3) */
 #define IS_UNRES_SUB(c)                                                                                      \
@@ -62,12 +63,141 @@ view_ieq(struct http_view v, const char *s)
 	return s[i] == '\0';
 }
 
-static int
-hexval(int c)
+int
+http_hexval(int c)
 {
+	if (!(cls[(unsigned char)c] & C_HEX))
+		return -1;
 	if (c >= '0' && c <= '9')
 		return c - '0';
 	return lower(c) - 'a' + 10;
+}
+
+/* ---- the field-line grammar ------------------------------------------ */
+
+enum {
+	FL_START,    /* first byte of a line */
+	FL_NAME,     /* token characters up to ':' */
+	FL_VALUE,    /* after ':' */
+	FL_CR,       /* CR after a value: LF must follow */
+	FL_BLANK_CR, /* CR of the blank line */
+};
+enum { LINE_MORE, LINE_FIELD, LINE_BLANK };
+
+/* Feed one byte of a field line (or of the blank line that ends a section)
+ * to the machine at *st. Returns LINE_MORE, or LINE_FIELD / LINE_BLANK when
+ * the byte ended a field line / the blank line (*st is then FL_START
+ * again), or -1 with *why. */
+static int
+field_byte(int *st, int ch, unsigned flags, const char **why)
+{
+	int lf_ends = ch == '\n' && (flags & HTTP_LF_OK);
+
+	switch (*st) {
+	case FL_START:
+		if (ch == '\r') {
+			*st = FL_BLANK_CR;
+			return LINE_MORE;
+		}
+		if (lf_ends)
+			return LINE_BLANK;
+		if (ch == ' ' || ch == '\t')
+			return *why = "obsolete line folding", -1;
+		if (!(cls[ch] & C_TCHAR))
+			return *why = ch == '\n' ? "bare LF" : "invalid header field name", -1;
+		*st = FL_NAME;
+		return LINE_MORE;
+	case FL_NAME:
+		if (ch == ':')
+			*st = FL_VALUE;
+		else if (!(cls[ch] & C_TCHAR))
+			return *why = "invalid header field name", -1;
+		return LINE_MORE;
+	case FL_VALUE:
+		if (cls[ch] & C_VALUE)
+			return LINE_MORE;
+		if (ch == '\r') {
+			*st = FL_CR;
+			return LINE_MORE;
+		}
+		if (lf_ends) {
+			*st = FL_START;
+			return LINE_FIELD;
+		}
+		return *why = ch == '\n' ? "bare LF" : "invalid byte in a header field value", -1;
+	default: /* FL_CR, FL_BLANK_CR */
+		if (ch != '\n')
+			return *why = "bare CR", -1;
+		ch = *st == FL_CR ? LINE_FIELD : LINE_BLANK;
+		*st = FL_START;
+		return ch;
+	}
+}
+
+/* One line at p[0..n) through field_byte, from FL_START: LINE_FIELD or
+ * LINE_BLANK with *used the bytes through its end, LINE_MORE when the
+ * bytes run out first, or -1 with *why. For a field, name and value are
+ * its views (the value trimmed). The common bytes (name and value runs, the
+ * colon, CRLF) take the transitions field_byte would, without a call each:
+ * a head is mostly such runs. */
+static int
+field_run(const char *p, size_t n, unsigned flags, const char **why, size_t *used, struct http_view *name,
+          struct http_view *value)
+{
+	size_t i = 0, colon = 0, end;
+	int st = FL_START, rc = LINE_MORE;
+
+	while (i < n && rc == LINE_MORE) {
+		if (st == FL_START && (cls[(unsigned char)p[i]] & C_TCHAR))
+			st = FL_NAME;
+		if (st == FL_NAME) {
+			while (i < n && (cls[(unsigned char)p[i]] & C_TCHAR))
+				i++;
+			if (i < n && p[i] == ':') {
+				colon = i++;
+				st = FL_VALUE;
+			}
+		}
+		if (st == FL_VALUE) {
+			while (i < n && (cls[(unsigned char)p[i]] & C_VALUE))
+				i++;
+			if (i + 1 < n && p[i] == '\r' && p[i + 1] == '\n') {
+				i += 2;
+				rc = LINE_FIELD;
+				break;
+			}
+		}
+		if (i < n)
+			rc = field_byte(&st, (unsigned char)p[i++], flags, why);
+	}
+	*used = i;
+	if (rc != LINE_FIELD)
+		return rc;
+	end = i - 1; /* the LF */
+	if (end > colon + 1 && p[end - 1] == '\r')
+		end--;
+	i = colon + 1;
+	while (i < end && (p[i] == ' ' || p[i] == '\t'))
+		i++;
+	while (end > i && (p[end - 1] == ' ' || p[end - 1] == '\t'))
+		end--;
+	*name = (struct http_view){p, colon};
+	*value = (struct http_view){p + i, end - i};
+	return rc;
+}
+
+const char *
+http_field_check(const char *line, size_t n)
+{
+	const char *why = NULL;
+	int st = FL_START, rc = LINE_MORE;
+	size_t i;
+
+	for (i = 0; i < n + 2 && rc == LINE_MORE; i++)
+		rc = field_byte(&st, i < n ? (unsigned char)line[i] : "\r\n"[i - n], 0, &why);
+	if (rc == LINE_BLANK)
+		return "no field name";
+	return rc == LINE_FIELD && i == n + 2 ? NULL : why ? why : "a line end inside the field";
 }
 
 /* Split the target into path and query; absolute-form loses its scheme and
@@ -217,7 +347,6 @@ http_req_parse_max(struct http_req *r, const char *buf, size_t len, size_t max)
 {
 	static const char ver[] = "HTTP/";
 	size_t pos = 0, s;
-	int c;
 
 	if (max < HTTP_REQ_HEAD_LIMIT_MIN)
 		max = HTTP_REQ_HEAD_LIMIT_MIN;
@@ -297,55 +426,25 @@ http_req_parse_max(struct http_req *r, const char *buf, size_t len, size_t max)
 
 	/* fields, then the blank line */
 	for (;;) {
-		struct http_req_field *f;
-		size_t vs, ve;
+		struct http_view name, value;
+		size_t used;
+		int rc;
 
 		if (pos > max)
 			return fail(r, 431, "request head too large");
-		if (pos == len)
+		rc = field_run(buf + pos, len - pos, 0, &r->why, &used, &name, &value);
+		pos += used;
+		if (rc < 0)
+			return fail(r, 400, r->why);
+		if (rc == LINE_MORE)
 			return more(r, len, max);
-		c = (unsigned char)buf[pos];
-		if (c == '\r') {
-			if (pos + 1 == len)
-				return more(r, len, max);
-			if (buf[pos + 1] != '\n')
-				return fail(r, 400, "bare CR");
-			pos += 2;
+		if (rc == LINE_BLANK)
 			break;
-		}
-		if (c == ' ' || c == '\t')
-			return fail(r, 400, "obsolete line folding");
 		if (r->nfields == HTTP_REQ_MAX_FIELDS)
 			return fail(r, 431, "too many header fields");
-		s = pos;
-		while (pos < len && (cls[(unsigned char)buf[pos]] & C_TCHAR))
-			pos++;
-		if (pos == len)
-			return more(r, len, max);
-		if (buf[pos] != ':' || pos == s)
-			return fail(r, 400, "invalid header field name");
-		f = &r->fields[r->nfields];
-		f->name = (struct http_view){buf + s, pos - s};
-		pos++;
-		while (pos < len && (buf[pos] == ' ' || buf[pos] == '\t'))
-			pos++;
-		vs = pos;
-		while (pos < len && (cls[(unsigned char)buf[pos]] & C_VALUE))
-			pos++;
-		if (pos == len)
-			return more(r, len, max);
-		if (buf[pos] != '\r')
-			return fail(r, 400,
-			            buf[pos] == '\n' ? "bare LF" : "invalid byte in a header field value");
-		ve = pos;
-		while (ve > vs && (buf[ve - 1] == ' ' || buf[ve - 1] == '\t'))
-			ve--;
-		f->value = (struct http_view){buf + vs, ve - vs};
+		r->fields[r->nfields].name = name;
+		r->fields[r->nfields].value = value;
 		r->nfields++;
-		if (++pos == len)
-			return more(r, len, max);
-		if (buf[pos++] != '\n')
-			return fail(r, 400, "bare CR");
 	}
 	if (pos > max)
 		return fail(r, 431, "request head too large");
@@ -375,157 +474,233 @@ http_req_field_count(const struct http_req *r, const char *name)
 	return n;
 }
 
-/* ---- chunked ---------------------------------------------------------- */
+/* ---- response head ----------------------------------------------------- */
+
+static int
+head_fail(struct http_head *h, const char *why)
+{
+	h->why = why;
+	return -1;
+}
+
+/* "HTTP/1.x NNN reason" in line[0..n), the line end removed. */
+static int
+status_line(struct http_head *h, const char *p, size_t n)
+{
+	size_t i;
+
+	if (n < 12 || memcmp(p, "HTTP/1.", 7) != 0 || (p[7] != '0' && p[7] != '1') || p[8] != ' ' ||
+	    !IS_DIGIT(p[9]) || !IS_DIGIT(p[10]) || !IS_DIGIT(p[11]) || (n > 12 && p[12] != ' '))
+		return head_fail(h, "bad status line");
+	h->minor = p[7] - '0';
+	h->status = (p[9] - '0') * 100 + (p[10] - '0') * 10 + (p[11] - '0');
+	if (h->status < 100 || h->status > 599)
+		return head_fail(h, "bad status code");
+	h->reason = n > 12 ? p + 13 : p + n;
+	h->reason_len = n > 12 ? n - 13 : 0;
+	for (i = 0; i < h->reason_len; i++)
+		if (!(cls[(unsigned char)h->reason[i]] & C_VALUE))
+			return head_fail(h, "control byte in the status line");
+	return 0;
+}
+
+int
+http_parse_head(const char *buf, size_t len, struct http_head *h)
+{
+	size_t lim = len > HTTP_HEAD_MAX ? HTTP_HEAD_MAX : len, pos, n;
+	const char *lf;
+
+	memset(h, 0, sizeof(*h));
+	if ((lf = memchr(buf, '\n', lim)) == NULL)
+		goto more;
+	n = (size_t)(lf - buf);
+	if (n > 0 && buf[n - 1] == '\r')
+		n--;
+	if (status_line(h, buf, n) != 0)
+		return -1;
+	for (pos = (size_t)(lf - buf) + 1;;) {
+		struct http_view name, value;
+		struct http_field *f;
+		size_t used;
+		int rc;
+
+		rc = field_run(buf + pos, lim - pos, HTTP_LF_OK, &h->why, &used, &name, &value);
+		pos += used;
+		if (rc < 0)
+			return -1;
+		if (rc == LINE_MORE)
+			goto more;
+		if (rc == LINE_BLANK)
+			return (int)pos;
+		if (h->nfields >= HTTP_FIELDS_MAX)
+			return head_fail(h, "too many header fields");
+		f = &h->fields[h->nfields++];
+		*f = (struct http_field){name.p, name.n, value.p, value.n};
+	}
+more:
+	if (len >= HTTP_HEAD_MAX)
+		return head_fail(h, "response head too large");
+	return 0;
+}
+
+const struct http_field *
+http_head_get(const struct http_head *h, const char *name)
+{
+	int i;
+
+	for (i = 0; i < h->nfields; i++)
+		if (view_ieq((struct http_view){h->fields[i].name, h->fields[i].name_len}, name))
+			return &h->fields[i];
+	return NULL;
+}
+
+/* ---- chunked ----------------------------------------------------------- */
 
 enum {
 	CK_SIZE,    /* hex digits */
-	CK_EXT_BWS, /* blanks after the size: only ';' or CR may follow */
+	CK_EXT_BWS, /* blanks after the size: only ';' or the line end may follow */
 	CK_EXT,     /* inside extensions */
 	CK_SIZE_LF,
 	CK_DATA,
 	CK_DATA_CR,
 	CK_DATA_LF,
-	CK_TR_START, /* start of a trailer line or the final CRLF */
-	CK_TR_NAME,
-	CK_TR_VALUE,
-	CK_TR_LF,
-	CK_END_LF,
+	CK_TRAILER, /* field lines, then the blank line */
 	CK_DONE,
 };
 
 void
-http_req_chunked_init(struct http_req_chunked *c, uint64_t max_body)
+http_chunked_init(struct http_chunked *c, uint64_t max_body, unsigned flags)
 {
 	memset(c, 0, sizeof(*c));
 	c->max_body = max_body;
+	c->flags = flags;
 	c->state = CK_SIZE;
+	c->fl = FL_START;
 }
 
 static int
-ck_fail(struct http_req_chunked *c, int status, const char *why)
+ck_fail(struct http_chunked *c, int status, const char *why)
 {
 	c->status = status;
 	c->why = why;
 	return -1;
 }
 
-int
-http_req_chunked_decode(struct http_req_chunked *c, const char *in, size_t len, char *out, size_t *nout)
+/* The size line has ended: data, or the trailers after the last chunk. */
+static int
+size_done(struct http_chunked *c)
 {
-	size_t pos = 0, o = 0;
+	c->line = 0;
+	c->digits = 0;
+	if (c->left > c->max_body - c->total)
+		return ck_fail(c, 413, "chunked body over its size limit");
+	c->state = c->left == 0 ? CK_TRAILER : CK_DATA;
+	return 0;
+}
 
-	*nout = 0;
+static int
+size_line_byte(struct http_chunked *c, int ch)
+{
+	if (++c->line > HTTP_CHUNK_LINE_MAX)
+		return ck_fail(c, 400, "chunk size line too long");
+	if (ch == '\r' || (ch == '\n' && (c->flags & HTTP_LF_OK))) {
+		if (c->digits == 0)
+			return ck_fail(c, 400, "missing chunk size");
+		if (ch == '\n')
+			return size_done(c);
+		c->state = CK_SIZE_LF;
+	} else if (c->state == CK_SIZE && (cls[ch] & C_HEX)) {
+		if (c->left >= HTTP_CHUNK_SIZE_LIMIT >> 4)
+			return ck_fail(c, 400, "chunk size too large");
+		c->digits++;
+		c->left = (c->left << 4) | (uint64_t)http_hexval(ch);
+	} else if (c->state != CK_EXT && (ch == ' ' || ch == '\t') && c->digits > 0) {
+		c->state = CK_EXT_BWS;
+	} else if (c->state != CK_EXT && ch == ';' && c->digits > 0) {
+		c->state = CK_EXT;
+	} else if (c->state != CK_EXT || !(cls[ch] & C_VALUE)) {
+		return ck_fail(c, 400, "malformed chunk size line");
+	}
+	return 0;
+}
+
+static int
+trailer_byte(struct http_chunked *c, int ch)
+{
+	const char *why;
+	int rc;
+
+	if (++c->trailer_bytes > HTTP_CHUNK_TRAILER_MAX)
+		return ck_fail(c, 400, "trailer section too large");
+	rc = field_byte(&c->fl, ch, c->flags, &why);
+	if (rc < 0)
+		return ck_fail(c, 400, why);
+	if (rc == LINE_FIELD && ++c->ntrailers > HTTP_CHUNK_TRAILERS_MAX)
+		return ck_fail(c, 400, "too many trailer fields");
+	if (rc == LINE_BLANK) {
+		c->state = CK_DONE;
+		c->done = 1;
+	}
+	return 0;
+}
+
+/* One framing byte (any state but CK_DATA and CK_DONE). */
+static int
+framing_byte(struct http_chunked *c, int ch)
+{
+	switch (c->state) {
+	case CK_SIZE:
+	case CK_EXT_BWS:
+	case CK_EXT:
+		return size_line_byte(c, ch);
+	case CK_SIZE_LF:
+		if (ch != '\n')
+			return ck_fail(c, 400, "bare CR in chunk framing");
+		return size_done(c);
+	case CK_DATA_CR:
+		if (ch == '\n' && (c->flags & HTTP_LF_OK))
+			c->state = CK_SIZE;
+		else if (ch == '\r')
+			c->state = CK_DATA_LF;
+		else
+			return ck_fail(c, 400, "chunk data not followed by CRLF");
+		return 0;
+	case CK_DATA_LF:
+		if (ch != '\n')
+			return ck_fail(c, 400, "chunk data not followed by CRLF");
+		c->state = CK_SIZE;
+		return 0;
+	default: /* CK_TRAILER */
+		return trailer_byte(c, ch);
+	}
+}
+
+long
+http_chunked_step(struct http_chunked *c, const unsigned char *in, size_t len, const unsigned char **data,
+                  size_t *dlen)
+{
+	size_t i;
+
+	*dlen = 0;
+	*data = in;
 	if (c->status != 0)
 		return -1;
-	if (len > INT_MAX)
-		len = INT_MAX;
-	while (pos < len && c->state != CK_DONE) {
-		int ch = (unsigned char)in[pos];
+	if (len == 0 || c->state == CK_DONE)
+		return 0;
+	if (len > LONG_MAX)
+		len = LONG_MAX;
+	if (c->state == CK_DATA) {
+		size_t take = c->left < len ? (size_t)c->left : len;
 
-		if (c->state == CK_DATA) {
-			size_t n = len - pos;
-
-			if (n > c->left)
-				n = (size_t)c->left;
-			if (c->total + n > c->max_body)
-				return ck_fail(c, 413, "request body too large");
-			memmove(out + o, in + pos, n);
-			o += n;
-			pos += n;
-			c->total += n;
-			c->left -= n;
-			*nout = o;
-			if (c->left == 0)
-				c->state = CK_DATA_CR;
-			continue;
-		}
-		pos++;
-		switch (c->state) {
-		case CK_SIZE:
-		case CK_EXT_BWS:
-		case CK_EXT:
-			if (++c->line > HTTP_REQ_CHUNK_LINE_MAX)
-				return ck_fail(c, 400, "chunk size line too long");
-			if (ch == '\r') {
-				if (c->digits == 0)
-					return ck_fail(c, 400, "missing chunk size");
-				c->state = CK_SIZE_LF;
-			} else if (c->state == CK_SIZE && (cls[ch] & C_HEX)) {
-				if (c->digits == 16)
-					return ck_fail(c, 400, "chunk size overflow");
-				c->digits++;
-				c->left = (c->left << 4) | (uint64_t)hexval(ch);
-			} else if (c->state != CK_EXT && (ch == ' ' || ch == '\t') && c->digits > 0) {
-				c->state = CK_EXT_BWS;
-			} else if (c->state != CK_EXT && ch == ';' && c->digits > 0) {
-				c->state = CK_EXT;
-			} else if (c->state == CK_EXT && (cls[ch] & C_VALUE)) {
-				;
-			} else {
-				return ck_fail(c, 400, "malformed chunk size line");
-			}
-			break;
-		case CK_SIZE_LF:
-			if (ch != '\n')
-				return ck_fail(c, 400, "bare CR in chunk framing");
-			c->line = 0;
-			c->digits = 0;
-			if (c->left > c->max_body - c->total)
-				return ck_fail(c, 413, "request body too large");
-			c->state = c->left == 0 ? CK_TR_START : CK_DATA;
-			break;
-		case CK_DATA_CR:
-			if (ch != '\r')
-				return ck_fail(c, 400, "chunk data not followed by CRLF");
-			c->state = CK_DATA_LF;
-			break;
-		case CK_DATA_LF:
-			if (ch != '\n')
-				return ck_fail(c, 400, "chunk data not followed by CRLF");
-			c->state = CK_SIZE;
-			break;
-		case CK_TR_START:
-			if (++c->trailer_bytes > HTTP_REQ_TRAILER_MAX)
-				return ck_fail(c, 400, "trailer section too large");
-			if (ch == '\r') {
-				c->state = CK_END_LF;
-			} else if (cls[ch] & C_TCHAR) {
-				if (++c->ntrailers > HTTP_REQ_MAX_TRAILERS)
-					return ck_fail(c, 400, "too many trailer fields");
-				c->state = CK_TR_NAME;
-			} else {
-				return ck_fail(c, 400, "malformed trailer field");
-			}
-			break;
-		case CK_TR_NAME:
-			if (++c->trailer_bytes > HTTP_REQ_TRAILER_MAX)
-				return ck_fail(c, 400, "trailer section too large");
-			if (ch == ':')
-				c->state = CK_TR_VALUE;
-			else if (!(cls[ch] & C_TCHAR))
-				return ck_fail(c, 400, "malformed trailer field");
-			break;
-		case CK_TR_VALUE:
-			if (++c->trailer_bytes > HTTP_REQ_TRAILER_MAX)
-				return ck_fail(c, 400, "trailer section too large");
-			if (ch == '\r')
-				c->state = CK_TR_LF;
-			else if (!(cls[ch] & C_VALUE))
-				return ck_fail(c, 400, "malformed trailer field");
-			break;
-		case CK_TR_LF:
-			if (ch != '\n')
-				return ck_fail(c, 400, "bare CR in trailers");
-			c->state = CK_TR_START;
-			break;
-		case CK_END_LF:
-			if (ch != '\n')
-				return ck_fail(c, 400, "bare CR at the end of the body");
-			c->state = CK_DONE;
-			c->done = 1;
-			break;
-		}
+		c->left -= take;
+		c->total += take;
+		if (c->left == 0)
+			c->state = CK_DATA_CR;
+		*dlen = take;
+		return (long)take;
 	}
-	*nout = o;
-	return (int)pos;
+	for (i = 0; i < len && c->state != CK_DATA && c->state != CK_DONE; i++)
+		if (framing_byte(c, in[i]) != 0)
+			return -1;
+	return (long)i;
 }

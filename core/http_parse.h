@@ -1,15 +1,21 @@
 #ifndef ABX_HTTP_PARSE_H
 #define ABX_HTTP_PARSE_H
 /*
- * HTTP/1.1 request parsing for the server (RFC 9112), pure: no I/O, no
- * allocation, views into the caller's buffer. Strict where leniency has been
- * the root of request smuggling: Content-Length with Transfer-Encoding,
- * repeated or malformed Content-Length, obs-fold, bare CR or LF, invalid
- * field names or values, HTTP/1.1 without exactly one Host, a malformed
- * request line, and malformed chunked framing are all refused.
+ * The HTTP/1.1 wire (RFC 9112), pure: no I/O, no allocation, views into the
+ * caller's buffer. One grammar for a field line, used by the server's
+ * request parser, the client's response parser and the chunked decoder's
+ * trailers: a name of token characters, a colon, a value of visible bytes,
+ * SP, HTAB and obs-text (leading and trailing blanks dropped), CRLF. A line
+ * that starts with a blank (obs-fold), a bare CR, a control byte and an
+ * empty name are refused. One chunked decoder for request and response
+ * bodies. A client reading a response also takes a bare LF as a line end
+ * (HTTP_LF_OK: many small servers send them); the server never does, since
+ * that leniency is where request smuggling starts.
  *
- * (The client's response parser lives in core/http.h; the names here carry
- * http_req_ so the two never collide.)
+ * The server's request parser is strict where leniency has been the root
+ * of smuggling: Content-Length with Transfer-Encoding, repeated or
+ * malformed Content-Length, HTTP/1.1 without exactly one Host and a
+ * malformed request line are refused too.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -32,13 +38,26 @@
 /* Longer than any registered method name (RFC 9110 and WebDAV's are <= 17):
  * a longer "method" is answered 501 without reading further. */
 #define HTTP_REQ_METHOD_MAX 24
-/* A chunk-size line with extensions. Nobody sends extensions to this API;
- * the bound stops a peer that streams an endless extension. */
-#define HTTP_REQ_CHUNK_LINE_MAX 1024
+/* A chunk-size line with its extensions. Nobody sends extensions to this
+ * API or from a registry; the bound stops a peer that streams an endless
+ * one. */
+#define HTTP_CHUNK_LINE_MAX 4096
 /* Trailer section after the last chunk: bytes and field count. Trailers are
  * read and discarded; these bound the work. */
-#define HTTP_REQ_TRAILER_MAX 4096
-#define HTTP_REQ_MAX_TRAILERS 32
+#define HTTP_CHUNK_TRAILER_MAX 8192
+#define HTTP_CHUNK_TRAILERS_MAX 32
+/* A chunk size must be below 2^60: no real body comes near, and the sum of
+ * the sizes cannot overflow 64 bits. */
+#define HTTP_CHUNK_SIZE_LIMIT ((uint64_t)1 << 60)
+/* Response head (status line + fields): 16 KiB is what nginx and most
+ * servers send at most by default; more is a hostile or broken peer. */
+#define HTTP_HEAD_MAX 16384
+/* Header fields kept per response; extra fields are an error (hostile peer). */
+#define HTTP_FIELDS_MAX 64
+
+/* Flag for the line grammar: a bare LF ends a line (a client reading a
+ * response; never a server). */
+#define HTTP_LF_OK 1
 
 struct http_view {
 	const char *p; /* into the caller's buffer (or a static string), not terminated */
@@ -93,39 +112,79 @@ const struct http_req_field *http_req_field(const struct http_req *r, const char
 /* How many fields are named name (duplicates matter for auth headers). */
 int http_req_field_count(const struct http_req *r, const char *name);
 
+/* The value of the hex digit c (either case), or -1. */
+int http_hexval(int c);
+
+/* NULL when line[0..n) (no line end) is one field line of the grammar
+ * above, else what is wrong with it (a static string). */
+const char *http_field_check(const char *line, size_t n);
+
+/* ---- Response head (the client's) --------------------------------- */
+
+struct http_field {
+	const char *name; /* views into the caller's buffer, not terminated */
+	size_t name_len;
+	const char *value; /* leading/trailing blanks trimmed */
+	size_t value_len;
+};
+
+struct http_head {
+	int minor;  /* HTTP/1.<minor> (0 or 1) */
+	int status; /* 100..599 */
+	const char *reason;
+	size_t reason_len;
+	struct http_field fields[HTTP_FIELDS_MAX];
+	int nfields;
+	const char *why; /* on -1: what was wrong, a static string */
+};
+
+/* Parse a response head at buf[0..len): status line, fields, blank line,
+ * lines ending in CRLF or a bare LF. Returns the bytes consumed through the
+ * blank line (>0), 0 when more bytes are needed (and len < HTTP_HEAD_MAX),
+ * or -1 with h->why (malformed, obsolete line folding, more than
+ * HTTP_FIELDS_MAX fields, or HTTP_HEAD_MAX reached without the end). Views
+ * in h point into buf. */
+int http_parse_head(const char *buf, size_t len, struct http_head *h);
+
+/* The first field named name (case-insensitive), or NULL. */
+const struct http_field *http_head_get(const struct http_head *h, const char *name);
+
+/* ---- Chunked transfer coding (RFC 9112 §7.1) ------------------------ */
+
 /*
- * Incremental chunked body decoder (RFC 9112 §7.1): chunk-size is hex, at
- * most 16 digits (no overflow), optionally followed by extensions (bounded by
- * HTTP_REQ_CHUNK_LINE_MAX, no control bytes); every chunk's data ends with
- * exactly CRLF; trailers are validated as fields and dropped, bounded by
- * HTTP_REQ_TRAILER_MAX and HTTP_REQ_MAX_TRAILERS.
+ * A byte-driven state machine, so framing may be split anywhere across
+ * reads. chunk-size is hex below HTTP_CHUNK_SIZE_LIMIT (leading zeros are
+ * fine); blanks may follow it only before ';' and the extensions, which
+ * are visible bytes, SP or HTAB, the whole line at most
+ * HTTP_CHUNK_LINE_MAX bytes; every chunk's data ends with exactly CRLF (or
+ * LF under HTTP_LF_OK); trailers are field lines (the grammar above),
+ * dropped, bounded by HTTP_CHUNK_TRAILER_MAX and HTTP_CHUNK_TRAILERS_MAX.
  */
-struct http_req_chunked {
+struct http_chunked {
 	int state;
-	int digits;
+	unsigned flags;    /* HTTP_LF_OK */
+	int digits;        /* hex digits of the current size */
 	uint64_t left;     /* data bytes left in the current chunk */
 	uint64_t total;    /* data bytes decoded so far */
-	uint64_t max_body; /* over it: status 413 */
+	uint64_t max_body; /* over it: status 413; UINT64_MAX = no cap */
 	size_t line;       /* bytes of the current size/extension line */
+	int fl;            /* field-line state of the current trailer */
 	size_t trailer_bytes;
 	int ntrailers;
 	int done;   /* the last chunk and the trailer section were read */
-	int status; /* on -1: 400 or 413 */
+	int status; /* on -1: 400 (framing) or 413 (over max_body) */
 	const char *why;
 };
 
-void http_req_chunked_init(struct http_req_chunked *c, uint64_t max_body);
+void http_chunked_init(struct http_chunked *c, uint64_t max_body, unsigned flags);
 
-/*
- * Decode framing from in[0..len), writing chunk data to out (out may be in
- * itself: data is only ever moved towards the front). The caller provides
- * room for min(len, max_body - total) bytes at out. Returns the bytes of in
- * consumed: all of them unless the body ended (c->done), in which case the
- * rest belongs to the next request. *nout receives the data bytes written.
- * Returns -1 with c->status and c->why on malformed framing (400) or a body
- * above max_body (413). Feeding the same bytes split anywhere gives the same
- * result.
- */
-int http_req_chunked_decode(struct http_req_chunked *c, const char *in, size_t len, char *out, size_t *nout);
+/* Consume a prefix of in[0..len). Returns the bytes consumed (>0); when the
+ * prefix is chunk data, *data and *dlen name it (a view into in), otherwise
+ * *dlen is 0. Returns 0 when len is 0 or c->done (the bytes after the body
+ * belong to the next message), -1 with c->status and c->why on bad framing
+ * or a body over max_body; once -1, every later call is -1. Feeding the
+ * same bytes split anywhere gives the same result. */
+long http_chunked_step(struct http_chunked *c, const unsigned char *in, size_t len,
+                       const unsigned char **data, size_t *dlen);
 
 #endif

@@ -1,4 +1,5 @@
 #include "httpd.h"
+#include "buf.h"
 #include "clock.h"
 #include "net.h"
 #include "json.h"
@@ -24,256 +25,19 @@
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
+#include "httpd_int.h"
 
-/* Room after a maximal head (config max_head), so a body or the next
- * pipelined request can still be read while the head is kept for the
- * handler. */
-#define HTTPD_READ_EXTRA 4096
-/* A head that has not ended is re-parsed when a line ends or after this
- * many new bytes, so a client sending one byte per packet costs O(lines)
- * parses, not O(bytes). */
-#define HTTPD_REPARSE_STEP 1024
-/* After an error answer: read and drop what the client still sends for at
- * most this long or this many bytes, then close (closing with unread data
- * would reset the connection and the client could lose the answer). */
-#define HTTPD_LINGER_MS 2000
-#define HTTPD_LINGER_BYTES (256 * 1024)
-/* Requests served for one connection before yielding to others: a client
- * pipelining fast must not starve the rest. */
-#define HTTPD_BUDGET 16
-/* Idle request buffers kept for reuse (~21 KiB each). */
-#define HTTPD_BUF_CACHE 8
-/* Connections accepted per wake-up before serving the ready ones. */
-#define HTTPD_ACCEPT_BATCH 64
-/* File descriptors beyond max_conns: listener, epoll, eventfd, the reserve,
- * stdio, and what handlers open (pipes of child processes). */
-#define HTTPD_FD_SLACK 64
-/* Why a connection was let in past the limits (struct conn reserve). */
-enum { WHY_NONE, WHY_FULL, WHY_PEER };
-
-enum cstate {
-	C_FREE,
-	C_HEAD,   /* reading a request head (or waiting for one) */
-	C_BODY,   /* reading a body */
-	C_BUSY,   /* a worker owns the connection */
-	C_WRITE,  /* writing a response */
-	C_LINGER, /* answer sent, half-closed, dropping input until the client closes */
-};
-
-struct httpd_resp {
-	struct conn *c;
-	int done; /* a response was produced (or streaming began) */
-	int streaming;
-	int raw; /* streaming to HTTP/1.0: no chunk framing, close at end */
-	int ended;
-	int failed;    /* stream write failed: close */
-	int head_only; /* HEAD: headers only */
-	int deferred;  /* httpd_defer: httpd_complete hands it back */
-	int holds;     /* handler + deferred holder; the last one hands it back */
-	int status;
-	size_t bytes; /* body bytes, for the log */
-	size_t hlen;
-	char hdrs[HTTPD_RESP_HEADERS_MAX];
-};
-
-/* Per-connection buffers, allocated on the first byte of a request. */
-struct cbuf {
-	struct http_req hr;
-	struct httpd_req req;
-	struct httpd_resp resp;
-	size_t len;       /* bytes in in[] */
-	size_t pos;       /* first byte not yet consumed */
-	size_t parsed_at; /* len when the head was last parsed */
-	size_t scanned;   /* in[0..scanned) known to hold no new line end */
-	size_t head_len;  /* 0 until the head is complete */
-	char in[];        /* max_head + HTTPD_READ_EXTRA bytes (httpd in_cap) */
-};
-
-struct conn {
-	struct httpd *srv;
-	int fd;
-	int state;
-	int idle;        /* waiting for the first byte of a request */
-	int reserve;     /* WHY_*: in a reserve slot (public routes, one answer) */
-	int64_t since;   /* monotonic ms since it waits for a request's first byte */
-	unsigned char addr[16]; /* peer address (IPv4 v4-mapped), for the per-peer count */
-	int close_after; /* close once the current answer is written */
-	int linger;      /* …after reading what the client still sends */
-	int budget;
-	int64_t deadline; /* monotonic ms; INT64_MAX = none */
-	int64_t t_start;  /* first byte of the request, for the log */
-	struct cbuf *b;
-	char *body;
-	size_t body_len, body_cap;
-	uint64_t body_left;
-	struct http_req_chunked ck;
-	const struct httpd_route *route;
-	char *out;
-	size_t out_len, out_off;
-	int status; /* logged status (error answers) */
-	size_t linger_bytes;
-	struct conn *next_ready;
-	int in_ready;
-	char peer[64];
-};
-
-struct queue {
-	struct conn **ring;
-	int cap, head, n;
-};
-
-struct httpd {
-	struct httpd_config cfg;
-	int lfd, epfd, evfd, reserve_fd;
-	int port;
-	size_t in_cap; /* bytes of a cbuf's in[] */
-	struct conn *conns;
-	int *free_slots;
-	int nfree;
-	int hiwater; /* slots [0, hiwater) have been used */
-	int active;
-	int64_t next_wake;
-	struct conn *ready; /* connections with work left after their budget */
-	pthread_mutex_t mu; /* guards work, done, stop_workers, busy */
-	pthread_cond_t cv;
-	struct queue work, done;
-	int stop_workers, busy;
-	pthread_t *threads;
-	int nthreads;
-	/* Atomics (lock-free, so also safe from a signal handler): stop_req
-	 * is set by httpd_stop from anywhere, stopping is read by workers. */
-	int stop_req;
-	int stopping;
-	int64_t drain_end;
-	int stuck; /* drain timed out with workers still busy */
-	struct cbuf *cache[HTTPD_BUF_CACHE];
-	int ncache;
-	int nreserve; /* connections in reserve slots */
-	/* Connections per peer address: open addressing, linear probing,
-	 * backward-shift deletion; twice the slots, so probes stay short. */
-	struct peer {
-		unsigned char addr[16];
-		int n; /* 0 = empty entry */
-	} *peers;
-	size_t peer_mask;
-	/* Bytes of whole answers built and not yet sent (atomic): what clients
-	 * that do not read hold, bounded by HTTPD_HELD_MAX through
-	 * httpd_resp_room. */
-	size_t held;
-	/* A 401 flood must not grow the access log a line per request:
-	 * refused lines identical in address, method and path within one
-	 * second are counted here (event thread only) and written as one
-	 * "repeated N" line with the next line, when the second is over (the
-	 * loop wakes for it) or when the server stops. */
-	char rep_key[300];
-	time_t rep_sec;
-	unsigned rep_n;
-};
-
-static int
-is_stopping(struct httpd *s)
+int
+httpd__stopping(struct httpd *s)
 {
 	return __atomic_load_n(&s->stopping, __ATOMIC_RELAXED);
 }
 
-static const char *
-reason(int status)
-{
-	switch (status) {
-	case 100:
-		return "Continue";
-	case 200:
-		return "OK";
-	case 201:
-		return "Created";
-	case 202:
-		return "Accepted";
-	case 204:
-		return "No Content";
-	case 400:
-		return "Bad Request";
-	case 401:
-		return "Unauthorized";
-	case 403:
-		return "Forbidden";
-	case 404:
-		return "Not Found";
-	case 405:
-		return "Method Not Allowed";
-	case 408:
-		return "Request Timeout";
-	case 409:
-		return "Conflict";
-	case 413:
-		return "Content Too Large";
-	case 414:
-		return "URI Too Long";
-	case 424:
-		return "Failed Dependency";
-	case 429:
-		return "Too Many Requests";
-	case 431:
-		return "Request Header Fields Too Large";
-	case 500:
-		return "Internal Server Error";
-	case 501:
-		return "Not Implemented";
-	case 502:
-		return "Bad Gateway";
-	case 503:
-		return "Service Unavailable";
-	case 504:
-		return "Gateway Timeout";
-	case 505:
-		return "HTTP Version Not Supported";
-	case 507:
-		return "Insufficient Storage";
-	default:
-		return status < 300 ? "OK" : status < 500 ? "Client Error" : "Server Error";
-	}
-}
-
-
-/* ---- the error envelope (strings escaped by core/json.h) ---------------- */
-
-int
-httpd_error_body(char *buf, size_t cap, const char *code, const char *msg, const char *details_json)
-{
-	const struct err_info *in = err_info(code);
-	/* Every byte may escape to six (\u00XX): on the heap, not on a
-	 * worker's 128 KiB stack. */
-	size_t mcap = ERR_MSG_MAX * 6 + 8;
-	char *m, r[512];
-	int n;
-
-	if (code == NULL)
-		code = "internal";
-	if (msg == NULL || *msg == '\0')
-		msg = in->sentence;
-	if (details_json == NULL || *details_json == '\0')
-		details_json = "{}";
-	if (in->remedy == NULL)
-		strcpy(r, "null");
-	else if (json_escape(r, sizeof(r), in->remedy) < 0)
-		return -1;
-	if ((m = malloc(mcap)) == NULL)
-		return -1;
-	if (json_escape(m, mcap, msg) < 0) {
-		free(m);
-		return -1;
-	}
-	n = snprintf(buf, cap, "{\"error\":{\"code\":\"%s\",\"message\":%s,\"details\":%s,\"remedy\":%s}}",
-	             code, m, details_json, r);
-	free(m);
-	return n < 0 || (size_t)n >= cap ? -1 : n;
-}
-
 /* ---- logging ---------------------------------------------------------- */
 
-static void vlog(struct httpd *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-static void
-vlog(struct httpd *s, const char *fmt, ...)
+void
+httpd__log(struct httpd *s, const char *fmt, ...)
 {
 	char line[256];
 	va_list ap;
@@ -294,15 +58,15 @@ vlog(struct httpd *s, const char *fmt, ...)
 
 /* ---- queues (guarded by s->mu) ------------------------------------------ */
 
-static void
-q_push(struct queue *q, struct conn *c)
+void
+httpd__q_push(struct queue *q, struct conn *c)
 {
 	q->ring[(q->head + q->n) % q->cap] = c;
 	q->n++;
 }
 
-static struct conn *
-q_pop(struct queue *q)
+struct conn *
+httpd__q_pop(struct queue *q)
 {
 	struct conn *c = q->ring[q->head];
 
@@ -313,8 +77,8 @@ q_pop(struct queue *q)
 
 /* ---- connection lifetime ----------------------------------------------- */
 
-static void
-set_deadline(struct httpd *s, struct conn *c, int ms)
+void
+httpd__set_deadline(struct httpd *s, struct conn *c, int ms)
 {
 	c->deadline = ms < 0 ? INT64_MAX : clock_ms() + ms;
 	if (c->deadline < s->next_wake)
@@ -322,24 +86,21 @@ set_deadline(struct httpd *s, struct conn *c, int ms)
 }
 
 /* Free the answer buffer and give its bytes back to the server's budget. */
-static void
-out_drop(struct conn *c)
+void
+httpd__out_drop(struct conn *c)
 {
-	if (c->out != NULL)
-		__atomic_sub_fetch(&c->srv->held, c->out_len, __ATOMIC_RELAXED);
-	free(c->out);
-	c->out = NULL;
-	c->out_len = c->out_off = 0;
+	if (c->out.p != NULL)
+		__atomic_sub_fetch(&c->srv->held, c->out.len, __ATOMIC_RELAXED);
+	buf_free(&c->out);
+	c->out_off = 0;
 }
 
-static void
-free_request(struct conn *c)
+void
+httpd__free_request(struct conn *c)
 {
-	free(c->body);
-	c->body = NULL;
-	c->body_len = c->body_cap = 0;
+	buf_free(&c->body);
 	c->body_left = 0;
-	out_drop(c);
+	httpd__out_drop(c);
 	c->route = NULL;
 	c->status = 0;
 }
@@ -389,17 +150,15 @@ peer_release(struct httpd *s, const unsigned char *addr)
 	s->peers[i].n = 0;
 }
 
-static void put_buf(struct conn *c);
-static void busy_reason(struct httpd *s, int why, const char *peer, char *buf, size_t cap);
 
-static void
-conn_close(struct httpd *s, struct conn *c)
+void
+httpd__conn_close(struct httpd *s, struct conn *c)
 {
 	if (c->state == C_FREE)
 		return;
 	close(c->fd); /* also removes it from the epoll set */
-	free_request(c);
-	put_buf(c);
+	httpd__free_request(c);
+	httpd__put_buf(c);
 	c->fd = -1;
 	c->state = C_FREE;
 	s->free_slots[s->nfree++] = (int)(c - s->conns);
@@ -412,8 +171,8 @@ conn_close(struct httpd *s, struct conn *c)
 /* Buffers come and go with every keep-alive request; a few are kept for
  * reuse (event thread only) so busy connections do not churn the allocator,
  * while the memory held after a burst stays bounded. */
-static struct cbuf *
-get_buf(struct conn *c)
+struct cbuf *
+httpd__get_buf(struct conn *c)
 {
 	struct httpd *s = c->srv;
 
@@ -426,8 +185,8 @@ get_buf(struct conn *c)
 	return c->b;
 }
 
-static void
-put_buf(struct conn *c)
+void
+httpd__put_buf(struct conn *c)
 {
 	struct httpd *s = c->srv;
 
@@ -436,950 +195,6 @@ put_buf(struct conn *c)
 	else
 		free(c->b);
 	c->b = NULL;
-}
-
-/* ---- building responses ------------------------------------------------- */
-
-/* Formatted once a second per thread. */
-static void
-date_header(char *buf, size_t cap)
-{
-	static __thread time_t last;
-	static __thread char text[40];
-	struct tm tm;
-	time_t t = time(NULL);
-
-	if (t != last) {
-		gmtime_r(&t, &tm);
-		strftime(text, sizeof(text), "%a, %d %b %Y %H:%M:%S GMT", &tm);
-		last = t;
-	}
-	snprintf(buf, cap, "%s", text);
-}
-
-/* Status line and headers into buf; returns the length or -1. */
-static int
-format_head(struct httpd_resp *w, char *buf, size_t cap, int status, const char *ctype, const char *framing,
-            int keep)
-{
-	struct conn *c = w->c;
-	char date[40];
-	int n;
-
-	date_header(date, sizeof(date));
-	n = snprintf(buf, cap, "HTTP/1.1 %d %s\r\nDate: %s\r\nContent-Type: %s\r\n%s%s%.*s\r\n", status,
-	             reason(status), date, ctype, framing,
-	             !keep                 ? "Connection: close\r\n"
-	             : c->b->hr.minor == 0 ? "Connection: keep-alive\r\n"
-	                                   : "",
-	             (int)w->hlen, w->hdrs);
-	return n < 0 || (size_t)n >= cap ? -1 : n;
-}
-
-static int
-keep_alive(struct httpd_resp *w)
-{
-	struct conn *c = w->c;
-
-	return !c->close_after && c->b->hr.keep_alive && !is_stopping(c->srv);
-}
-
-int
-httpd_resp_header(struct httpd_resp *w, const char *name, const char *value)
-{
-	size_t nl = strlen(name), vl = strlen(value);
-
-	if (w->done || strpbrk(name, "\r\n:") != NULL || strpbrk(value, "\r\n") != NULL || nl == 0)
-		return -1;
-	if (w->hlen + nl + vl + 4 > sizeof(w->hdrs))
-		return -1;
-	memcpy(w->hdrs + w->hlen, name, nl);
-	memcpy(w->hdrs + w->hlen + nl, ": ", 2);
-	memcpy(w->hdrs + w->hlen + nl + 2, value, vl);
-	memcpy(w->hdrs + w->hlen + nl + 2 + vl, "\r\n", 2);
-	w->hlen += nl + vl + 4;
-	return 0;
-}
-
-int
-httpd_respond(struct httpd_resp *w, int status, const char *content_type, const void *body, size_t len)
-{
-	struct conn *c = w->c;
-	char head[HTTPD_RESP_HEADERS_MAX + 512], framing[48];
-	int keep, n;
-	size_t blen = w->head_only ? 0 : len;
-
-	if (w->done)
-		return -1;
-	if (status >= 400 || is_stopping(c->srv))
-		c->close_after = 1;
-	keep = keep_alive(w);
-	snprintf(framing, sizeof(framing), "Content-Length: %zu\r\n", len);
-	n = format_head(w, head, sizeof(head), status, content_type, framing, keep);
-	if (n < 0)
-		return -1;
-	c->out = malloc((size_t)n + blen);
-	if (c->out == NULL)
-		return -1;
-	memcpy(c->out, head, n);
-	if (blen)
-		memcpy(c->out + n, body, blen);
-	c->out_len = (size_t)n + blen;
-	c->out_off = 0;
-	__atomic_add_fetch(&c->srv->held, c->out_len, __ATOMIC_RELAXED);
-	if (!keep)
-		c->close_after = 1;
-	w->done = 1;
-	w->status = status;
-	w->bytes = blen;
-	return 0;
-}
-
-size_t
-httpd_resp_room(const struct httpd_resp *w)
-{
-	size_t held = __atomic_load_n(&w->c->srv->held, __ATOMIC_RELAXED);
-
-	return held < HTTPD_HELD_MAX ? HTTPD_HELD_MAX - held : 0;
-}
-
-int
-httpd_respond_json(struct httpd_resp *w, int status, const char *json)
-{
-	return httpd_respond(w, status, "application/json", json, strlen(json));
-}
-
-int
-httpd_respond_err(struct httpd_resp *w, const struct err *e)
-{
-	char body[HTTPD_ERROR_BODY_MAX];
-	const char *code = e && e->code ? e->code : "internal";
-	int n = httpd_error_body(body, sizeof(body), code, e ? e->msg : NULL, e ? e->details : NULL);
-
-	if (n < 0)
-		n = httpd_error_body(body, sizeof(body), code, NULL, NULL);
-	if (n < 0)
-		return -1;
-	return httpd_respond(w, err_info(code)->status, "application/json", body, (size_t)n);
-}
-
-int
-httpd_respond_errf(struct httpd_resp *w, const char *code, const char *fmt, ...)
-{
-	struct err e;
-	va_list ap;
-
-	va_start(ap, fmt);
-	err_setv(&e, code, fmt, ap);
-	va_end(ap);
-	return httpd_respond_err(w, &e);
-}
-
-int
-httpd_resp_closing(const struct httpd_resp *w)
-{
-	return is_stopping(w->c->srv) || w->failed;
-}
-
-static void finish_handler(struct conn *c);
-
-/* Drop one hold; the last hands the connection back to the event thread. */
-static void
-release(struct httpd_resp *w)
-{
-	struct conn *c = w->c;
-	struct httpd *s = c->srv;
-	const uint64_t one = 1;
-
-	if (__atomic_sub_fetch(&w->holds, 1, __ATOMIC_ACQ_REL) != 0)
-		return;
-	pthread_mutex_lock(&s->mu);
-	q_push(&s->done, c);
-	pthread_mutex_unlock(&s->mu);
-	/* a failed write means the counter is full: the event thread is
-	 * awake anyway */
-	(void)!write(s->evfd, &one, sizeof(one));
-}
-
-void
-httpd_defer(struct httpd_resp *w)
-{
-	if (w->deferred)
-		return;
-	__atomic_add_fetch(&w->holds, 1, __ATOMIC_ACQ_REL);
-	w->deferred = 1;
-}
-
-void
-httpd_complete(struct httpd_resp *w)
-{
-	finish_handler(w->c);
-	release(w);
-}
-
-/* ---- streaming (worker thread; the event thread leaves a busy fd alone) -- */
-
-static int
-send_iov(struct httpd_resp *w, struct iovec *iov, int n)
-{
-	struct conn *c = w->c;
-	struct msghdr mh;
-	ssize_t k;
-
-	if (w->failed)
-		return -1;
-	while (n > 0) {
-		memset(&mh, 0, sizeof(mh));
-		mh.msg_iov = iov;
-		mh.msg_iovlen = n;
-		k = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
-		if (k < 0) {
-			struct pollfd p = {c->fd, POLLOUT, 0};
-
-			if (errno == EINTR)
-				continue;
-			if (errno != EAGAIN && errno != EWOULDBLOCK)
-				break;
-			if (poll(&p, 1, c->srv->cfg.write_timeout_ms) <= 0 ||
-			    (p.revents & (POLLERR | POLLHUP)))
-				break;
-			continue;
-		}
-		while (n > 0 && (size_t)k >= iov->iov_len) {
-			k -= (ssize_t)iov->iov_len;
-			iov++;
-			n--;
-		}
-		if (n > 0) {
-			iov->iov_base = (char *)iov->iov_base + k;
-			iov->iov_len -= (size_t)k;
-		}
-	}
-	if (n > 0) {
-		w->failed = 1;
-		w->c->close_after = 1;
-		return -1;
-	}
-	return 0;
-}
-
-int
-httpd_stream_begin(struct httpd_resp *w, int status, const char *content_type)
-{
-	struct conn *c = w->c;
-	char head[HTTPD_RESP_HEADERS_MAX + 512];
-	struct iovec iov;
-	int n, keep;
-
-	if (w->done || (c->route && (c->route->flags & HTTPD_INLINE) && !w->deferred))
-		return -1;
-	w->raw = c->b->hr.minor == 0;
-	if (w->raw || is_stopping(c->srv))
-		c->close_after = 1;
-	keep = keep_alive(w);
-	n = format_head(w, head, sizeof(head), status, content_type,
-	                w->raw ? "Cache-Control: no-store\r\n"
-	                       : "Transfer-Encoding: chunked\r\nCache-Control: no-store\r\n",
-	                keep);
-	if (n < 0)
-		return -1;
-	if (!keep)
-		c->close_after = 1;
-	w->done = w->streaming = 1;
-	w->status = status;
-	iov.iov_base = head;
-	iov.iov_len = (size_t)n;
-	return send_iov(w, &iov, 1);
-}
-
-int
-httpd_stream_write(struct httpd_resp *w, const void *data, size_t len)
-{
-	char size[24];
-	struct iovec iov[3];
-
-	if (!w->streaming || w->ended)
-		return -1;
-	if (len == 0 || w->head_only)
-		return w->failed ? -1 : 0;
-	w->bytes += len;
-	if (w->raw) {
-		iov[0].iov_base = (void *)data;
-		iov[0].iov_len = len;
-		return send_iov(w, iov, 1);
-	}
-	iov[0].iov_base = size;
-	iov[0].iov_len = (size_t)snprintf(size, sizeof(size), "%zx\r\n", len);
-	iov[1].iov_base = (void *)data;
-	iov[1].iov_len = len;
-	iov[2].iov_base = "\r\n";
-	iov[2].iov_len = 2;
-	return send_iov(w, iov, 3);
-}
-
-int
-httpd_stream_end(struct httpd_resp *w)
-{
-	struct iovec iov;
-
-	if (!w->streaming || w->ended)
-		return -1;
-	w->ended = 1;
-	if (w->raw || w->head_only)
-		return w->failed ? -1 : 0;
-	iov.iov_base = "0\r\n\r\n";
-	iov.iov_len = 5;
-	return send_iov(w, &iov, 1);
-}
-
-/* ---- the request cycle (event thread) ----------------------------------- */
-
-
-static int
-log_stamp(char *buf, size_t cap, struct timespec *ts)
-{
-	struct tm tm;
-
-	clock_gettime(CLOCK_REALTIME, ts);
-	gmtime_r(&ts->tv_sec, &tm);
-	return snprintf(buf, cap, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900, tm.tm_mon + 1,
-	    tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts->tv_nsec / 1000000);
-}
-
-/* Write the count of refused lines held back, if any. */
-static void
-log_flush_repeats(struct httpd *s)
-{
-	char line[512], stamp[96];
-	struct timespec ts;
-	int n;
-
-	if (s->rep_n == 0)
-		return;
-	log_stamp(stamp, sizeof(stamp), &ts);
-	n = snprintf(line, sizeof(line), "%s %s 401 repeated %u more times\n", stamp, s->rep_key, s->rep_n);
-	s->rep_n = 0;
-	if (n >= (int)sizeof(line)) {
-		n = sizeof(line);
-		line[n - 1] = '\n';
-	}
-	if (write(2, line, n) < 0)
-		return;
-}
-
-/* 1 when this 401 repeats the last one written within its second (counted,
- * not written); else it becomes the one later repeats are compared with. */
-static int
-log_repeat(struct httpd *s, const struct conn *c, const struct http_view *m, const struct http_view *p,
-    time_t sec)
-{
-	char key[sizeof(s->rep_key)];
-	const char *colon = strrchr(c->peer, ':');
-	int alen = colon != NULL ? (int)(colon - c->peer) : (int)strlen(c->peer);
-
-	snprintf(key, sizeof(key), "%.*s %.*s %.*s", alen, c->peer, (int)(m->n > 32 ? 32 : m->n), m->p,
-	    (int)(p->n > 200 ? 200 : p->n), p->p);
-	if (sec == s->rep_sec && strcmp(key, s->rep_key) == 0) {
-		s->rep_n++;
-		return 1;
-	}
-	log_flush_repeats(s);
-	memcpy(s->rep_key, key, sizeof(key));
-	s->rep_sec = sec;
-	return 0;
-}
-
-static void
-log_request(struct httpd *s, struct conn *c, int status, size_t bytes)
-{
-	struct http_view m = {"-", 1}, p = {"-", 1};
-	char line[512], stamp[96];
-	struct timespec ts;
-	int64_t us = c->t_start ? clock_us() - c->t_start : 0;
-	int n;
-
-	if (s->cfg.observe != NULL)
-		s->cfg.observe(s->cfg.observe_arg, c->route, status, bytes, us);
-	if (!s->cfg.access_log)
-		return;
-	if (c->b != NULL && c->b->head_len > 0) {
-		m = c->b->hr.method;
-		p = c->b->hr.path;
-	}
-	log_stamp(stamp, sizeof(stamp), &ts);
-	if (status == 401) {
-		if (log_repeat(s, c, &m, &p, ts.tv_sec))
-			return;
-	} else {
-		log_flush_repeats(s);
-		s->rep_key[0] = '\0';
-	}
-	n = snprintf(line, sizeof(line), "%s %s %.*s %.*s %d %zu %lld.%03dms\n", stamp, c->peer,
-	    (int)(m.n > 32 ? 32 : m.n), m.p, (int)(p.n > 200 ? 200 : p.n), p.p, status, bytes,
-	    (long long)(us / 1000), (int)(us % 1000));
-	if (n >= (int)sizeof(line)) {
-		n = sizeof(line);
-		line[n - 1] = '\n';
-	}
-	/* One write so lines from threads never interleave. */
-	if (write(2, line, n) < 0)
-		return;
-}
-
-static const char *
-status_code(int status)
-{
-	switch (status) {
-	case 408:
-		return "request.timeout";
-	case 413:
-		return "request.too_large";
-	case 414:
-		return "request.uri_too_long";
-	case 431:
-		return "request.headers_too_large";
-	case 501:
-		return "request.not_implemented";
-	case 505:
-		return "request.version";
-	default:
-		return "request.invalid";
-	}
-}
-
-static struct httpd_resp *
-resp_reset(struct conn *c)
-{
-	struct httpd_resp *w = &c->b->resp;
-
-	w->c = c;
-	w->done = w->streaming = w->raw = w->ended = w->failed = w->head_only = w->deferred = 0;
-	w->status = 0;
-	w->bytes = 0;
-	w->hlen = 0;
-	return w;
-}
-
-/* An error answer from the event thread; the connection closes after it
- * (lingering when the client may still be sending). */
-static void
-answer_error(struct httpd *s, struct conn *c, int status, const char *msg)
-{
-	struct httpd_resp *w = resp_reset(c);
-
-	out_drop(c);
-	c->close_after = 1;
-	c->linger = 1;
-	if (httpd_respond_errf(w, status_code(status), "%s", msg) != 0) {
-		conn_close(s, c);
-		return;
-	}
-	c->state = C_WRITE;
-	set_deadline(s, c, s->cfg.write_timeout_ms);
-}
-
-static void
-make_ready(struct httpd *s, struct conn *c)
-{
-	if (c->in_ready)
-		return;
-	c->in_ready = 1;
-	c->next_ready = s->ready;
-	s->ready = c;
-}
-
-static void
-request_done(struct httpd *s, struct conn *c)
-{
-	struct cbuf *b = c->b;
-
-	free_request(c);
-	if (s->stopping || c->close_after) {
-		conn_close(s, c);
-		return;
-	}
-	memmove(b->in, b->in + b->pos, b->len - b->pos);
-	b->len -= b->pos;
-	b->pos = b->head_len = b->scanned = b->parsed_at = 0;
-	c->state = C_HEAD;
-	c->linger = 0;
-	if (b->len == 0) {
-		put_buf(c);
-		c->idle = 1;
-		c->t_start = 0;
-		c->since = clock_ms();
-		set_deadline(s, c, s->cfg.idle_timeout_ms);
-	} else {
-		c->idle = 0;
-		c->t_start = clock_us();
-		set_deadline(s, c, s->cfg.header_timeout_ms);
-	}
-}
-
-static void
-start_linger(struct httpd *s, struct conn *c)
-{
-	shutdown(c->fd, SHUT_WR);
-	free_request(c);
-	put_buf(c);
-	c->state = C_LINGER;
-	c->linger_bytes = 0;
-	set_deadline(s, c, HTTPD_LINGER_MS);
-}
-
-static void
-do_linger(struct httpd *s, struct conn *c)
-{
-	char tmp[4096];
-	ssize_t k;
-
-	for (;;) {
-		k = recv(c->fd, tmp, sizeof(tmp), 0);
-		if (k > 0) {
-			c->linger_bytes += (size_t)k;
-			if (c->linger_bytes <= HTTPD_LINGER_BYTES)
-				continue;
-		} else if (k < 0 && errno == EINTR) {
-			continue;
-		} else if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			return;
-		}
-		conn_close(s, c);
-		return;
-	}
-}
-
-/* Returns 1 when the response went out and the connection moved on, 0 when
- * the socket is full, -1 when the connection was closed. */
-static int
-write_out(struct httpd *s, struct conn *c)
-{
-	ssize_t k;
-
-	while (c->out_off < c->out_len) {
-		k = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
-		if (k > 0) {
-			c->out_off += (size_t)k;
-			continue;
-		}
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-			return 0;
-		conn_close(s, c);
-		return -1;
-	}
-	log_request(s, c, c->b->resp.status, c->b->resp.bytes);
-	if (c->close_after) {
-		if (c->linger)
-			start_linger(s, c);
-		else
-			conn_close(s, c);
-		return -1;
-	}
-	request_done(s, c);
-	return 1;
-}
-
-/* Auto-finish what a handler left open; on the thread that ran it. */
-static void
-finish_handler(struct conn *c)
-{
-	struct httpd_resp *w = &c->b->resp;
-
-	if (w->streaming && !w->ended)
-		httpd_stream_end(w);
-	else if (!w->done && httpd_respond_errf(w, "internal", "the handler produced no response") != 0)
-		c->close_after = 1;
-}
-
-/* A handler finished (event thread). */
-static void
-resume(struct httpd *s, struct conn *c)
-{
-	struct httpd_resp *w = &c->b->resp;
-
-	if (w->streaming) {
-		log_request(s, c, w->status, w->bytes);
-		if (w->failed)
-			conn_close(s, c);
-		else
-			request_done(s, c);
-		return;
-	}
-	if (c->out == NULL) {
-		conn_close(s, c);
-		return;
-	}
-	c->state = C_WRITE;
-	set_deadline(s, c, s->cfg.write_timeout_ms);
-}
-
-static void
-terminate(struct http_view v, const char *buf, size_t cap)
-{
-	if (v.p >= buf && v.p + v.n < buf + cap)
-		((char *)v.p)[v.n] = '\0';
-}
-
-static int
-path_matches(const struct httpd_route *r, const char *path)
-{
-	if (r->flags & HTTPD_PREFIX)
-		return strncmp(path, r->path, strlen(r->path)) == 0;
-	return strcmp(path, r->path) == 0;
-}
-
-/* The head (and body) are complete: pick the route and run it. */
-static void
-dispatch(struct httpd *s, struct conn *c)
-{
-	struct cbuf *b = c->b;
-	struct http_req *hr = &b->hr;
-	struct httpd_req *q = &b->req;
-	struct httpd_resp *w = resp_reset(c);
-	const struct httpd_route *r, *found = NULL;
-	char allow[128];
-	size_t alen = 0;
-	int i, head;
-
-	/* Every view ends on a separator (SP, '?', ':', CR or a blank), so the
-	 * head can be cut into C strings in place. */
-	terminate(hr->method, b->in, s->in_cap);
-	terminate(hr->path, b->in, s->in_cap);
-	terminate(hr->query, b->in, s->in_cap);
-	for (i = 0; i < hr->nfields; i++) {
-		terminate(hr->fields[i].name, b->in, s->in_cap);
-		terminate(hr->fields[i].value, b->in, s->in_cap);
-	}
-	q->method = hr->method.p;
-	q->path = hr->path.p;
-	q->query = hr->has_query ? hr->query.p : "";
-	if (c->body != NULL) {
-		c->body[c->body_len] = '\0';
-		q->body = c->body;
-	} else {
-		q->body = "";
-	}
-	q->body_len = c->body_len;
-	q->peer = c->peer;
-	q->head = hr;
-	head = strcmp(q->method, "HEAD") == 0;
-	w->head_only = head;
-
-	allow[0] = '\0';
-	for (i = 0; i < s->cfg.nroutes; i++) {
-		r = &s->cfg.routes[i];
-		if (!path_matches(r, q->path))
-			continue;
-		if (strcmp(r->method, q->method) == 0 || strcmp(r->method, "*") == 0 ||
-		    (head && strcmp(r->method, "GET") == 0)) {
-			found = r;
-			break;
-		}
-		if (strstr(allow, r->method) == NULL && alen + strlen(r->method) + 8 < sizeof(allow))
-			alen +=
-			    (size_t)snprintf(allow + alen, sizeof(allow) - alen, "%s%s%s", alen ? ", " : "",
-			                     r->method, strcmp(r->method, "GET") == 0 ? ", HEAD" : "");
-	}
-	c->route = found;
-	q->ctx = NULL;
-	if (c->reserve) {
-		/* A reserve slot answers a liveness probe, nothing else, and
-		 * once: it is no extra capacity for a client over its limit. */
-		c->close_after = 1;
-		if (found == NULL || !(found->flags & HTTPD_PUBLIC)) {
-			char why[160];
-
-			busy_reason(s, c->reserve, c->peer, why, sizeof(why));
-			httpd_resp_header(w, "Retry-After", "1");
-			httpd_respond_errf(w, "request.busy", "%s", why);
-			resume(s, c);
-			return;
-		}
-	}
-	if (s->cfg.gate != NULL && (found == NULL || !(found->flags & HTTPD_PUBLIC)) &&
-	    s->cfg.gate(q, found, w, s->cfg.gate_arg) != 0) {
-		if (!w->done)
-			httpd_respond_errf(w, "internal", "the request gate refused without an answer");
-		resume(s, c);
-		return;
-	}
-	if (found == NULL) {
-		if (alen) {
-			httpd_resp_header(w, "Allow", allow);
-			httpd_respond_errf(w, "request.method", "%s is not allowed for %.200s (allowed: %s)",
-			                   q->method, q->path, allow);
-		} else {
-			httpd_respond_errf(w, "not_found", "no such resource: %.200s", q->path);
-		}
-		resume(s, c);
-		return;
-	}
-	if (found->flags & HTTPD_INLINE) {
-		c->state = C_BUSY;
-		c->deadline = INT64_MAX;
-		w->holds = 1;
-		found->fn(q, w, found->arg);
-		if (w->deferred) {
-			release(w);
-			return;
-		}
-		finish_handler(c);
-		resume(s, c);
-		return;
-	}
-	c->state = C_BUSY;
-	c->deadline = INT64_MAX;
-	pthread_mutex_lock(&s->mu);
-	q_push(&s->work, c);
-	pthread_cond_signal(&s->cv);
-	pthread_mutex_unlock(&s->mu);
-}
-
-/* Returns 1 when the state changed, 0 when more input is needed. */
-static int
-process_head(struct httpd *s, struct conn *c)
-{
-	struct cbuf *b = c->b;
-	int rc;
-
-	if (b == NULL || b->len == 0)
-		return 0;
-	if (memchr(b->in + b->scanned, '\n', b->len - b->scanned) == NULL &&
-	    b->len - b->parsed_at < HTTPD_REPARSE_STEP && b->len < s->cfg.max_head) {
-		b->scanned = b->len;
-		return 0;
-	}
-	b->scanned = b->parsed_at = b->len;
-	rc = http_req_parse_max(&b->hr, b->in, b->len, s->cfg.max_head);
-	if (rc == 0)
-		return 0;
-	if (rc < 0) {
-		answer_error(s, c, b->hr.status, b->hr.why);
-		return 1;
-	}
-	b->head_len = b->pos = (size_t)rc;
-	if (b->hr.chunked) {
-		http_req_chunked_init(&c->ck, s->cfg.max_body);
-	} else if (b->hr.content_length > 0) {
-		if ((uint64_t)b->hr.content_length > s->cfg.max_body) {
-			char msg[128];
-
-			snprintf(msg, sizeof(msg),
-			         "the request body of %lld bytes is over the limit of %zu bytes",
-			         (long long)b->hr.content_length, s->cfg.max_body);
-			answer_error(s, c, 413, msg);
-			return 1;
-		}
-		c->body_cap = (size_t)b->hr.content_length + 1;
-		c->body = malloc(c->body_cap);
-		if (c->body == NULL) {
-			conn_close(s, c);
-			return 1;
-		}
-		c->body_left = (uint64_t)b->hr.content_length;
-	} else {
-		dispatch(s, c);
-		return 1;
-	}
-	c->state = C_BODY;
-	set_deadline(s, c, s->cfg.body_timeout_ms);
-	if (b->hr.expect_continue && b->hr.minor == 1 && b->len == b->pos)
-		(void)!send(c->fd, "HTTP/1.1 100 Continue\r\n\r\n", 25, MSG_NOSIGNAL | MSG_DONTWAIT);
-	return 1;
-}
-
-static int
-process_body(struct httpd *s, struct conn *c)
-{
-	struct cbuf *b = c->b;
-	size_t avail = b->len - b->pos, n;
-	int done;
-
-	if (avail == 0)
-		return 0;
-	if (!b->hr.chunked) {
-		n = avail < c->body_left ? avail : (size_t)c->body_left;
-		memcpy(c->body + c->body_len, b->in + b->pos, n);
-		c->body_len += n;
-		c->body_left -= n;
-		b->pos += n;
-		done = c->body_left == 0;
-	} else {
-		size_t want = c->body_len + avail;
-		int rc;
-
-		if (want > s->cfg.max_body)
-			want = s->cfg.max_body;
-		if (want + 1 > c->body_cap) {
-			size_t cap = c->body_cap ? c->body_cap * 2 : 4096;
-			char *p;
-
-			if (cap < want + 1)
-				cap = want + 1;
-			if (cap > s->cfg.max_body + 1)
-				cap = s->cfg.max_body + 1;
-			p = realloc(c->body, cap);
-			if (p == NULL) {
-				conn_close(s, c);
-				return 1;
-			}
-			c->body = p;
-			c->body_cap = cap;
-		}
-		rc = http_req_chunked_decode(&c->ck, b->in + b->pos, avail, c->body + c->body_len, &n);
-		if (rc < 0) {
-			answer_error(s, c, c->ck.status, c->ck.why);
-			return 1;
-		}
-		b->pos += (size_t)rc;
-		c->body_len += n;
-		done = c->ck.done;
-	}
-	/* Drop consumed body bytes; keep the head for the handler. */
-	memmove(b->in + b->head_len, b->in + b->pos, b->len - b->pos);
-	b->len -= b->pos - b->head_len;
-	b->pos = b->head_len;
-	if (!done)
-		return 0;
-	if (c->body == NULL) {
-		c->body = malloc(1);
-		if (c->body == NULL) {
-			conn_close(s, c);
-			return 1;
-		}
-	}
-	dispatch(s, c);
-	return 1;
-}
-
-/* Returns 1 when bytes arrived, 0 when none are waiting, -1 when closed. */
-static int
-read_more(struct httpd *s, struct conn *c)
-{
-	struct cbuf *b = get_buf(c);
-	ssize_t k;
-
-	if (b == NULL) {
-		conn_close(s, c);
-		return -1;
-	}
-	if (b->len == s->in_cap)
-		return 0;
-	for (;;) {
-		k = recv(c->fd, b->in + b->len, s->in_cap - b->len, 0);
-		if (k > 0)
-			break;
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			if (b->len == 0 && c->state == C_HEAD) {
-				/* nothing pending: keep idle connections small */
-				put_buf(c);
-			}
-			return 0;
-		}
-		if (b->len > 0)
-			vlog(s, "%s closed the connection in the middle of a request", c->peer);
-		conn_close(s, c);
-		return -1;
-	}
-	if (c->idle) {
-		c->idle = 0;
-		set_deadline(s, c, s->cfg.header_timeout_ms);
-	}
-	if (c->t_start == 0)
-		c->t_start = clock_us();
-	b->len += (size_t)k;
-	return 1;
-}
-
-static void
-drive(struct httpd *s, struct conn *c)
-{
-	int budget = HTTPD_BUDGET, r;
-
-	for (;;) {
-		switch (c->state) {
-		case C_HEAD:
-		case C_BODY:
-			r = c->state == C_HEAD ? process_head(s, c) : process_body(s, c);
-			if (r > 0)
-				continue;
-			if (read_more(s, c) > 0)
-				continue;
-			return;
-		case C_WRITE:
-			if (write_out(s, c) <= 0)
-				return;
-			if (--budget == 0) {
-				make_ready(s, c);
-				return;
-			}
-			continue;
-		case C_LINGER:
-			do_linger(s, c);
-			return;
-		default:
-			return;
-		}
-	}
-}
-
-static void
-on_timeout(struct httpd *s, struct conn *c)
-{
-	char msg[96];
-
-	switch (c->state) {
-	case C_HEAD:
-		if (c->b == NULL || c->b->len == 0) {
-			conn_close(s, c);
-			return;
-		}
-		vlog(s, "%s: request head not received in time", c->peer);
-		snprintf(msg, sizeof(msg), "the request head was not received within %d ms",
-		         s->cfg.header_timeout_ms);
-		answer_error(s, c, 408, msg);
-		drive(s, c);
-		return;
-	case C_BODY:
-		vlog(s, "%s: request body not received in time", c->peer);
-		snprintf(msg, sizeof(msg), "the request body was not received within %d ms",
-		         s->cfg.body_timeout_ms);
-		answer_error(s, c, 408, msg);
-		drive(s, c);
-		return;
-	case C_WRITE:
-		vlog(s, "%s: client did not read its response in time", c->peer);
-		conn_close(s, c);
-		return;
-	case C_LINGER:
-		conn_close(s, c);
-		return;
-	}
-}
-
-static void
-sweep(struct httpd *s)
-{
-	int64_t now = clock_ms(), next = INT64_MAX;
-	int i, n = s->hiwater;
-
-	s->next_wake = INT64_MAX;
-	for (i = 0; i < n; i++) {
-		struct conn *c = &s->conns[i];
-
-		if (c->state == C_FREE || c->state == C_BUSY)
-			continue;
-		if (c->deadline <= now)
-			on_timeout(s, c);
-		if (c->state != C_FREE && c->state != C_BUSY && c->deadline < next)
-			next = c->deadline;
-	}
-	if (next < s->next_wake)
-		s->next_wake = next;
 }
 
 /* ---- accepting ------------------------------------------------------------ */
@@ -1405,8 +220,8 @@ format_peer(const struct sockaddr_storage *sa, char *buf, size_t cap)
 }
 
 /* Why a client is over a limit, for its 503 and the log. */
-static void
-busy_reason(struct httpd *s, int why, const char *peer, char *buf, size_t cap)
+void
+httpd__busy_reason(struct httpd *s, int why, const char *peer, char *buf, size_t cap)
 {
 	char ip[64];
 	const char *colon = strrchr(peer, ':');
@@ -1432,7 +247,7 @@ reject_busy(struct httpd *s, int fd, const struct sockaddr_storage *sa, int why)
 	memset(&tmp, 0, sizeof(tmp));
 	format_peer(sa, tmp.peer, sizeof(tmp.peer));
 	tmp.t_start = clock_us();
-	busy_reason(s, why, tmp.peer, msg, sizeof(msg));
+	httpd__busy_reason(s, why, tmp.peer, msg, sizeof(msg));
 	n = httpd_error_body(body, sizeof(body), "request.busy", msg, NULL);
 	n = snprintf(resp, sizeof(resp),
 	             "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
@@ -1445,8 +260,8 @@ reject_busy(struct httpd *s, int fd, const struct sockaddr_storage *sa, int why)
 		(void)!send(fd, resp, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL);
 	shutdown(fd, SHUT_WR);
 	close(fd);
-	vlog(s, "%s: refused: %s", tmp.peer, msg);
-	log_request(s, &tmp, 503, 0);
+	httpd__log(s, "%s: refused: %s", tmp.peer, msg);
+	httpd__log_request(s, &tmp, 503, 0);
 }
 
 /* The peer's address as 16 bytes (IPv4 v4-mapped); 1 when it is loopback. */
@@ -1503,16 +318,16 @@ make_room(struct httpd *s, const unsigned char *addr, const char *peer)
 	if (s->cfg.max_conns_per_peer < s->cfg.max_conns && peer_slot(s, addr)->n >= s->cfg.max_conns_per_peer) {
 		if ((v = oldest_waiting(s, addr)) == NULL)
 			return WHY_PEER;
-		vlog(s, "%s: closed its longest-waiting connection %s for a new one (per-address limit %d)", peer,
+		httpd__log(s, "%s: closed its longest-waiting connection %s for a new one (per-address limit %d)", peer,
 		     v->peer, s->cfg.max_conns_per_peer);
-		conn_close(s, v);
+		httpd__conn_close(s, v);
 	}
 	if (s->active - s->nreserve >= s->cfg.max_conns) {
 		if ((v = oldest_waiting(s, NULL)) == NULL)
 			return WHY_FULL;
-		vlog(s, "%s: closed the longest-waiting connection %s for a new one (all %d slots in use)", peer,
+		httpd__log(s, "%s: closed the longest-waiting connection %s for a new one (all %d slots in use)", peer,
 		     v->peer, s->cfg.max_conns);
-		conn_close(s, v);
+		httpd__conn_close(s, v);
 	}
 	return WHY_NONE;
 }
@@ -1535,8 +350,8 @@ reserve_room(struct httpd *s, const char *peer)
 	}
 	if (v == NULL)
 		return;
-	vlog(s, "%s: closed reserve connection %s, which sent no whole request, for a new one", peer, v->peer);
-	conn_close(s, v);
+	httpd__log(s, "%s: closed reserve connection %s, which sent no whole request, for a new one", peer, v->peer);
+	httpd__conn_close(s, v);
 }
 
 static void
@@ -1592,7 +407,7 @@ accept_all(struct httpd *s)
 		c->reserve = why;
 		if (why != WHY_NONE) {
 			s->nreserve++;
-			vlog(s, "%s: in a reserve slot (public routes only): %s", peer,
+			httpd__log(s, "%s: in a reserve slot (public routes only): %s", peer,
 			     why == WHY_PEER ? "at the per-address limit" : "all slots in use");
 		}
 		memcpy(c->addr, addr, 16);
@@ -1610,63 +425,11 @@ accept_all(struct httpd *s)
 		ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
 		ev.data.ptr = c;
 		if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
-			conn_close(s, c);
+			httpd__conn_close(s, c);
 			continue;
 		}
-		set_deadline(s, c, s->cfg.header_timeout_ms);
+		httpd__set_deadline(s, c, s->cfg.header_timeout_ms);
 	}
-}
-
-/* ---- workers --------------------------------------------------------------- */
-
-static void *
-worker(void *arg)
-{
-	struct httpd *s = arg;
-	struct conn *c;
-
-	pthread_mutex_lock(&s->mu);
-	for (;;) {
-		while (s->work.n == 0 && !s->stop_workers)
-			pthread_cond_wait(&s->cv, &s->mu);
-		if (s->work.n == 0)
-			break;
-		c = q_pop(&s->work);
-		s->busy++;
-		pthread_mutex_unlock(&s->mu);
-
-		c->b->resp.holds = 1;
-		c->route->fn(&c->b->req, &c->b->resp, c->route->arg);
-		/* Only this thread sets deferred, so reading it is safe; after
-		 * release, c may already be answered and reused. */
-		if (!c->b->resp.deferred)
-			finish_handler(c);
-		release(&c->b->resp);
-
-		pthread_mutex_lock(&s->mu);
-		s->busy--;
-	}
-	pthread_mutex_unlock(&s->mu);
-	return NULL;
-}
-
-static void
-take_done(struct httpd *s)
-{
-	uint64_t v;
-	struct conn *c;
-
-	/* the queue, not the counter, says what is done */
-	(void)!read(s->evfd, &v, sizeof(v));
-	pthread_mutex_lock(&s->mu);
-	while (s->done.n > 0) {
-		c = q_pop(&s->done);
-		pthread_mutex_unlock(&s->mu);
-		resume(s, c);
-		drive(s, c);
-		pthread_mutex_lock(&s->mu);
-	}
-	pthread_mutex_unlock(&s->mu);
 }
 
 /* ---- the server ------------------------------------------------------------ */
@@ -1864,7 +627,7 @@ httpd_new(const struct httpd_config *cfg, struct err *e)
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	for (i = 0; i < cfg->workers; i++) {
-		if (pthread_create(&s->threads[i], &attr, worker, s) != 0)
+		if (pthread_create(&s->threads[i], &attr, httpd__worker, s) != 0)
 			break;
 		s->nthreads++;
 	}
@@ -1896,9 +659,9 @@ begin_drain(struct httpd *s)
 		struct conn *c = &s->conns[i];
 
 		if (c->state == C_HEAD && (c->b == NULL || c->b->len == 0))
-			conn_close(s, c);
+			httpd__conn_close(s, c);
 	}
-	vlog(s, "stopping: %d connection(s) in progress", s->active);
+	httpd__log(s, "stopping: %d connection(s) in progress", s->active);
 }
 
 int
@@ -1940,23 +703,23 @@ httpd_run(struct httpd *s, struct err *e)
 			if (ev[i].data.ptr == &s->lfd)
 				accept_all(s);
 			else if (ev[i].data.ptr == &s->evfd)
-				take_done(s);
+				httpd__take_done(s);
 			else if (((struct conn *)ev[i].data.ptr)->state != C_FREE)
-				drive(s, ev[i].data.ptr);
+				httpd__drive(s, ev[i].data.ptr);
 		}
 		while (s->ready != NULL) {
 			struct conn *c = s->ready;
 
 			s->ready = c->next_ready;
 			c->in_ready = 0;
-			drive(s, c);
+			httpd__drive(s, c);
 		}
 		if (clock_ms() >= s->next_wake)
-			sweep(s);
+			httpd__sweep(s);
 		if (s->rep_n > 0 && time(NULL) != s->rep_sec)
-			log_flush_repeats(s);
+			httpd__log_flush_repeats(s);
 	}
-	log_flush_repeats(s);
+	httpd__log_flush_repeats(s);
 
 	pthread_mutex_lock(&s->mu);
 	s->stop_workers = 1;
@@ -1979,7 +742,7 @@ httpd_run(struct httpd *s, struct err *e)
 		pthread_join(s->threads[i], NULL);
 	s->nthreads = 0;
 	for (i = 0; i < s->hiwater; i++)
-		conn_close(s, &s->conns[i]);
+		httpd__conn_close(s, &s->conns[i]);
 	return rc;
 }
 
@@ -2004,7 +767,7 @@ httpd_free(struct httpd *s)
 			pthread_join(s->threads[i], NULL);
 	}
 	for (i = 0; s->conns && i < s->hiwater; i++)
-		conn_close(s, &s->conns[i]);
+		httpd__conn_close(s, &s->conns[i]);
 	if (s->epfd >= 0)
 		close(s->epfd);
 	if (s->evfd >= 0)

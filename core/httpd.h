@@ -1,7 +1,7 @@
 #ifndef ABX_HTTPD_H
 #define ABX_HTTPD_H
 /*
- * The HTTP/1.1 server core every endpoint plugs into (SPEC §9).
+ * The HTTP/1.1 server core every endpoint of the API plugs into.
  *
  * Threads: one event thread (the caller of httpd_run) accepts connections
  * and reads requests with epoll, non-blocking, each connection under a
@@ -30,7 +30,8 @@
  * cannot lock clients out for the idle timeout, and a health check from
  * inside the container is answered whatever the load.
  *
- * Errors: every error answer is the JSON envelope of SPEC §10 built from the
+ * Errors: every error answer is the JSON envelope {"error": {"code",
+ * "message", "details", "remedy"}} (httpd_error_body) built from the
  * core/err.h table, with Connection: close; parse errors close the
  * connection after the answer (lingering to read what the client still
  * sends, so it sees the answer instead of a reset).
@@ -176,8 +177,10 @@ void httpd_free(struct httpd *s);
 
 /* ---- responses (from a handler, once per request) --------------------- */
 
-/* Add a response header before responding. name and value must not contain
- * CR or LF. Returns 0, or -1 (invalid, or HTTPD_RESP_HEADERS_MAX reached). */
+/* Add a response header before responding. "name: value" must be one field
+ * line of the wire grammar (core/http_parse.h: a token name, a value of
+ * visible bytes, SP and HTAB, no CR or LF). Returns 0, or -1 (invalid, or
+ * HTTPD_RESP_HEADERS_MAX reached). */
 int httpd_resp_header(struct httpd_resp *w, const char *name, const char *value);
 
 /* The whole response at once: status, Content-Type, body (copied). Returns 0,
@@ -225,7 +228,8 @@ int httpd_stream_end(struct httpd_resp *w);
  * through the same resp (httpd_respond*, or httpd_stream_* which then writes
  * from that thread) and calls httpd_complete(resp) exactly once; resp and
  * req stay valid until then. The server applies no deadline meanwhile: the
- * holder owns the timeout (SPEC §9's install.wait, then 202). A drain waits
+ * holder owns the timeout (e.g. an install waiter answers 202 when its wait
+ * is over). A drain waits
  * for deferred answers like any other request in progress.
  */
 void httpd_defer(struct httpd_resp *w);

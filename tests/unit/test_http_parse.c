@@ -349,41 +349,49 @@ test_every_prefix_needs_more(void **state)
 
 /* ---- chunked ---- */
 
+/* Decode in[0..len) in pieces of at most step bytes; returns the bytes
+ * consumed (through the end of the body) or -1. */
 static int
-decode_all(const char *in, size_t len, char *out, size_t *olen, uint64_t max, struct http_req_chunked *c)
+decode_step(const char *in, size_t len, size_t step, char *out, size_t *olen, uint64_t max, unsigned flags,
+            struct http_chunked *c)
 {
-	size_t n;
-	int rc;
+	const unsigned char *d;
+	size_t off = 0, dl, lim;
+	long k;
 
-	http_req_chunked_init(c, max);
-	rc = http_req_chunked_decode(c, in, len, out, &n);
-	*olen = n;
-	return rc;
+	*olen = 0;
+	http_chunked_init(c, max, flags);
+	while (off < len && !c->done) {
+		lim = len - off < step ? len - off : step;
+		k = http_chunked_step(c, (const unsigned char *)in + off, lim, &d, &dl);
+		if (k < 0)
+			return -1;
+		assert_true(k > 0 && (size_t)k <= lim);
+		memcpy(out + *olen, d, dl);
+		*olen += dl;
+		off += (size_t)k;
+	}
+	return (int)off;
 }
 
 static int
-decode_bytewise(const char *in, size_t len, char *out, size_t *olen, uint64_t max, struct http_req_chunked *c)
+decode_all(const char *in, size_t len, char *out, size_t *olen, uint64_t max, struct http_chunked *c)
 {
-	size_t i, n, total = 0;
-	int rc, used = 0;
+	return decode_step(in, len, len, out, olen, max, 0, c);
+}
 
-	http_req_chunked_init(c, max);
-	for (i = 0; i < len && !c->done; i++) {
-		rc = http_req_chunked_decode(c, in + i, 1, out + total, &n);
-		if (rc < 0)
-			return -1;
-		used += rc;
-		total += n;
-	}
-	*olen = total;
-	return used;
+static int
+decode_bytewise(const char *in, size_t len, char *out, size_t *olen, uint64_t max, struct http_chunked *c)
+{
+	return decode_step(in, len, 1, out, olen, max, 0, c);
 }
 
 static void
 chunk_ok(const char *in, const char *want, size_t want_used)
 {
-	struct http_req_chunked c;
-	char out[256], out2[256], inplace[256];
+	struct http_chunked c;
+	const unsigned char *d;
+	char out[256], out2[256];
 	size_t n, n2;
 
 	if (want_used == 0)
@@ -396,17 +404,15 @@ chunk_ok(const char *in, const char *want, size_t want_used)
 	assert_int_equal(c.done, 1);
 	assert_int_equal(n2, n);
 	assert_memory_equal(out2, want, n);
-	/* in place */
-	memcpy(inplace, in, strlen(in));
-	http_req_chunked_init(&c, 1 << 20);
-	assert_int_equal(http_req_chunked_decode(&c, inplace, strlen(in), inplace, &n), (int)want_used);
-	assert_memory_equal(inplace, want, n);
+	/* the bytes after the body are left alone */
+	assert_int_equal(http_chunked_step(&c, (const unsigned char *)"x", 1, &d, &n), 0);
 }
 
 static void
 chunk_bad(const char *in, size_t len, int status, uint64_t max)
 {
-	struct http_req_chunked c;
+	struct http_chunked c;
+	const unsigned char *d;
 	char out[8192];
 	size_t n;
 
@@ -414,8 +420,9 @@ chunk_bad(const char *in, size_t len, int status, uint64_t max)
 	assert_int_equal(c.status, status);
 	assert_int_equal(decode_bytewise(in, len, out, &n, max, &c), -1);
 	assert_int_equal(c.status, status);
+	assert_non_null(c.why);
 	/* sticky */
-	assert_int_equal(http_req_chunked_decode(&c, "0\r\n\r\n", 5, out, &n), -1);
+	assert_int_equal(http_chunked_step(&c, (const unsigned char *)"0\r\n\r\n", 5, &d, &n), -1);
 }
 
 #define BAD(s, st) chunk_bad(s, sizeof(s) - 1, st, 1 << 20)
@@ -438,9 +445,9 @@ test_chunked_good(void **state)
 static void
 test_chunked_bad(void **state)
 {
-	static char longext[HTTP_REQ_CHUNK_LINE_MAX + 16];
-	static char bigtrailer[HTTP_REQ_TRAILER_MAX + 64];
-	char many[HTTP_REQ_MAX_TRAILERS * 8 + 64];
+	static char longext[HTTP_CHUNK_LINE_MAX + 16];
+	static char bigtrailer[HTTP_CHUNK_TRAILER_MAX + 64];
+	char many[HTTP_CHUNK_TRAILERS_MAX * 8 + 64];
 	size_t n;
 	int i;
 
@@ -457,7 +464,8 @@ test_chunked_bad(void **state)
 	BAD("-5\r\nhello\r\n0\r\n\r\n", 400);
 	BAD("0x5\r\nhello\r\n0\r\n\r\n", 400);
 	BAD("10000000000000000\r\n", 400); /* 17 digits */
-	BAD("ffffffffffffffff\r\n", 413);  /* fits in 64 bits, over max body */
+	BAD("1000000000000000\r\n", 400);  /* 2^60: over HTTP_CHUNK_SIZE_LIMIT */
+	BAD("100001\r\n", 413);            /* under the limit, over max body */
 	BAD("0\r\n X: y\r\n\r\n", 400);    /* obs-fold in trailers */
 	BAD("0\r\nX y: z\r\n\r\n", 400);
 	BAD("0\r\nX: a\x01\r\n\r\n", 400);
@@ -475,15 +483,58 @@ test_chunked_bad(void **state)
 	chunk_bad(bigtrailer, sizeof(bigtrailer), 400, 1 << 20);
 
 	n = (size_t)snprintf(many, sizeof(many), "0\r\n");
-	for (i = 0; i <= HTTP_REQ_MAX_TRAILERS; i++)
+	for (i = 0; i <= HTTP_CHUNK_TRAILERS_MAX; i++)
 		n += (size_t)snprintf(many + n, sizeof(many) - n, "X%d: v\r\n", i);
 	chunk_bad(many, n, 400, 1 << 20);
+}
+
+/* One decoder for both sides: the server reads strict CRLF framing, a
+ * client (HTTP_LF_OK) also takes bare LF line ends; everything else is
+ * refused the same way. */
+static void
+test_chunked_lf_only_for_clients(void **state)
+{
+	static const char lf[] = "5;x=y\nhello\n0\nT: v\n\n";
+	struct http_chunked c;
+	char out[64];
+	size_t n;
+
+	assert_int_equal(decode_all(lf, sizeof(lf) - 1, out, &n, 1 << 20, &c), -1);
+	assert_int_equal(c.status, 400);
+	assert_int_equal(decode_step(lf, sizeof(lf) - 1, 1, out, &n, UINT64_MAX, HTTP_LF_OK, &c),
+	                 (int)sizeof(lf) - 1);
+	assert_true(c.done);
+	assert_int_equal(n, 5);
+	assert_int_equal(decode_step("5 x\nhello\n0\n\n", 15, 1, out, &n, UINT64_MAX, HTTP_LF_OK, &c), -1);
+	assert_int_equal(decode_step("0\nX y: z\n\n", 11, 1, out, &n, UINT64_MAX, HTTP_LF_OK, &c), -1);
+	assert_int_equal(decode_step("0\n X: y\n\n", 10, 1, out, &n, UINT64_MAX, HTTP_LF_OK, &c), -1);
+}
+
+/* Every caller-built field line goes through the same grammar. */
+static void
+test_field_check(void **state)
+{
+	assert_null(http_field_check("Authorization: Bearer x", 23));
+	assert_null(http_field_check("X-Empty:", 8));
+	assert_non_null(http_field_check(" X: y", 5));
+	assert_non_null(http_field_check("X y: z", 6));
+	assert_non_null(http_field_check(": z", 3));
+	assert_non_null(http_field_check("NoColon", 7));
+	assert_non_null(http_field_check("X: a\r\nY: b", 12));
+	assert_non_null(http_field_check("X: a\x01", 5));
+	assert_non_null(http_field_check("", 0));
+	assert_int_equal(http_hexval('0'), 0);
+	assert_int_equal(http_hexval('a'), 10);
+	assert_int_equal(http_hexval('F'), 15);
+	assert_int_equal(http_hexval('g'), -1);
+	assert_int_equal(http_hexval(':'), -1);
+	assert_int_equal(http_hexval('\xc1'), -1);
 }
 
 static void
 test_chunked_exact_limit(void **state)
 {
-	struct http_req_chunked c;
+	struct http_chunked c;
 	char out[16];
 	size_t n;
 
@@ -511,6 +562,8 @@ main(void)
 	    cmocka_unit_test(test_chunked_good),
 	    cmocka_unit_test(test_chunked_bad),
 	    cmocka_unit_test(test_chunked_exact_limit),
+	    cmocka_unit_test(test_chunked_lf_only_for_clients),
+	    cmocka_unit_test(test_field_check),
 	    cmocka_unit_test(test_head_max),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

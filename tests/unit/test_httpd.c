@@ -39,6 +39,10 @@ h_echo(const struct httpd_req *q, struct httpd_resp *w, void *arg)
 	snprintf(buf, sizeof(buf), "%s|%s|%zu|%s|%s|%d", q->path, q->query, q->body_len, q->body, a ? a : "-",
 	         httpd_req_header_count(q, "x-a"));
 	header_rc = httpd_resp_header(w, "X-Bad", "a\r\nInjected: 1");
+	/* one grammar for every field line: these are refused as well */
+	if (header_rc == -1 && (httpd_resp_header(w, "Bad Name", "x") == 0 || httpd_resp_header(w, "X-Ctl", "a\x01") == 0 ||
+	                        httpd_resp_header(w, "", "x") == 0 || httpd_resp_header(w, "X:Y", "x") == 0))
+		header_rc = 1;
 	httpd_resp_header(w, "X-Good", "yes");
 	httpd_respond(w, 200, "text/plain", buf, strlen(buf));
 }
@@ -304,6 +308,16 @@ exchange_fd(int fd, const char *req, size_t reqlen, char *out, size_t cap)
 }
 
 static size_t
+exchange_fd_close(const char *req, size_t len, char *out, size_t cap)
+{
+	int fd = dial();
+	size_t n = exchange_fd(fd, req, len, out, cap);
+
+	close(fd);
+	return n;
+}
+
+static size_t
 exchange(const char *req, char *out, size_t cap)
 {
 	int fd = dial();
@@ -369,6 +383,46 @@ test_bodies_reach_the_handler(void **state)
 	         "3\r\nabc\r\n4;e=1\r\ndefg\r\n0\r\nTr: x\r\n\r\n",
 	         out, sizeof(out));
 	assert_non_null(strstr(out, "\r\n\r\n/echo/y||7|abcdefg|-|0"));
+}
+
+/* The body buffer holds exactly max_body (1 MiB by default) whatever the
+ * framing; a chunk that would pass it is 413 as soon as its size line ends. */
+static void
+test_body_at_and_over_the_limit(void **state)
+{
+	size_t max = HTTPD_MAX_BODY_DEFAULT, n = 0, i;
+	char *req = malloc(max + max / 1024 * 16 + 256), out[4096], want[64];
+	static const char over[] = "POST /echo/z HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n"
+	                           "Connection: close\r\n\r\n100001\r\n";
+
+	assert_non_null(req);
+	n += (size_t)sprintf(req, "POST /echo/z HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n"
+	                          "Connection: close\r\n\r\n");
+	for (i = 0; i < max / 1024; i++) {
+		n += (size_t)sprintf(req + n, "400\r\n");
+		memset(req + n, 'b', 1024);
+		n += 1024;
+		n += (size_t)sprintf(req + n, "\r\n");
+	}
+	n += (size_t)sprintf(req + n, "0\r\n\r\n");
+	exchange_fd_close(req, n, out, sizeof(out));
+	snprintf(want, sizeof(want), "\r\n\r\n/echo/z||%zu|bbb", max);
+	assert_non_null(strstr(out, want));
+
+	n = (size_t)sprintf(req,
+	                    "POST /echo/z HTTP/1.1\r\nHost: t\r\nContent-Length: %zu\r\n"
+	                    "Connection: close\r\n\r\n",
+	                    max);
+	memset(req + n, 'c', max);
+	exchange_fd_close(req, n + max, out, sizeof(out));
+	snprintf(want, sizeof(want), "\r\n\r\n/echo/z||%zu|ccc", max);
+	assert_non_null(strstr(out, want));
+
+	exchange(over, out, sizeof(out));
+	assert_non_null(strstr(out, "HTTP/1.1 413 "));
+	snprintf(want, sizeof(want), "is over the limit of %zu bytes", max);
+	assert_non_null(strstr(out, want));
+	free(req);
 }
 
 static void
@@ -598,6 +652,52 @@ run_other(void *arg)
 	return NULL;
 }
 
+/* A head or a body that does not arrive within its deadline is answered 408
+ * naming which part and the limit. */
+static void
+test_head_and_body_deadlines(void **state)
+{
+	static const struct {
+		const char *req, *msg;
+	} cases[] = {
+	    {"GET /echo/t HTTP/1.1\r\nHost: t\r\n", "the request head was not received within 300 ms"},
+	    {"POST /echo/t HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nabc",
+	     "the request body was not received within 400 ms"},
+	};
+	struct httpd_config c;
+	struct httpd *s;
+	struct err e;
+	pthread_t th;
+	char out[4096];
+	size_t k;
+	int fd;
+
+	httpd_config_defaults(&c);
+	c.host = "127.0.0.1";
+	c.port = 0;
+	c.workers = 1;
+	c.access_log = 0;
+	c.routes = routes;
+	c.nroutes = sizeof(routes) / sizeof(routes[0]);
+	c.header_timeout_ms = 300;
+	c.body_timeout_ms = 400;
+	s = httpd_new(&c, &e);
+	assert_non_null(s);
+	assert_int_equal(pthread_create(&th, NULL, run_other, s), 0);
+	for (k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		fd = dial_port(httpd_port(s));
+		assert_int_equal(send(fd, cases[k].req, strlen(cases[k].req), 0), (ssize_t)strlen(cases[k].req));
+		read_all(fd, out, sizeof(out));
+		close(fd);
+		assert_non_null(strstr(out, "HTTP/1.1 408 "));
+		if (strstr(out, cases[k].msg) == NULL)
+			fail_msg("case %zu: %s", k, out);
+	}
+	httpd_stop(s);
+	pthread_join(th, NULL);
+	httpd_free(s);
+}
+
 /* Without a reserve (other addresses than loopback), a client over a limit
  * with nothing to reclaim is refused at once: the table full, or its address
  * at max_conns_per_peer. The held connections are in a handler (/slow), so
@@ -735,6 +835,7 @@ main(void)
 	    cmocka_unit_test(test_stream_keeps_connection),
 	    cmocka_unit_test(test_stream_http10_is_close_delimited),
 	    cmocka_unit_test(test_bodies_reach_the_handler),
+	    cmocka_unit_test(test_body_at_and_over_the_limit),
 	    cmocka_unit_test(test_expect_continue),
 	    cmocka_unit_test(test_handler_without_answer_is_500),
 	    cmocka_unit_test(test_error_envelope),
@@ -744,6 +845,7 @@ main(void)
 	    cmocka_unit_test(test_stream_to_a_client_that_leaves),
 	    cmocka_unit_test(test_stream_to_a_client_that_does_not_read),
 	    cmocka_unit_test(test_bad_config),
+	    cmocka_unit_test(test_head_and_body_deadlines),
 	    cmocka_unit_test(test_limits_refuse_without_reserve),
 	    cmocka_unit_test(test_stop_drains_in_flight),
 	};
