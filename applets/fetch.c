@@ -333,7 +333,7 @@ fetch_one(const struct fetch_opts *o)
 		err_set(&e, "internal", "out of memory");
 		return fail(&e);
 	}
-	cl = http_client_new(&e);
+	cl = config_http_client(&e);
 	if (cl == NULL) {
 		free(rs);
 		return fail(&e);

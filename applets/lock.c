@@ -432,7 +432,7 @@ lock_tarball(struct doc *d, const char *old, const char *new, int check, int *st
 		return err_set(e, "install.manifest_invalid", "%s: $.source.platforms: missing", d->path);
 	if (lock_load_hosts(d, &h, e) != 0)
 		return -1;
-	if ((hc = http_client_new(e)) == NULL)
+	if ((hc = config_http_client(e)) == NULL)
 		return -1;
 	for (i = 0; i < plat->u.obj.n; i++) {
 		const struct json_member *m = &plat->u.obj.m[i];

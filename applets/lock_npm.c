@@ -174,7 +174,7 @@ registry_latest(const char *pkg, struct hosts *h, char *out, size_t cap, struct 
 	snprintf(url, sizeof(url), "%s/", base);
 	for (i = 0, n = strlen(url); pkg[i] != '\0' && n + 4 < sizeof(url); i++)
 		n += (size_t)snprintf(url + n, sizeof(url) - n, pkg[i] == '/' ? "%%2f" : "%c", pkg[i]);
-	if ((hc = http_client_new(e)) == NULL)
+	if ((hc = config_http_client(e)) == NULL)
 		return -1;
 	lock_say("%s: asking %s for the latest version\n", pkg, url);
 	rc = lock_get(hc, url, h, accept, buf_http_sink, &g, JSON_MAX_BYTES_DEFAULT, e);

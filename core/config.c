@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "http.h"
+#include "tls.h"
 #include "manifest.h"
 
 extern char **environ;
@@ -106,6 +107,14 @@ static const struct {
     {"PATH", 0},                  /* tools found on PATH (install.use_path), programs run by name */
     {"HOME", 0},                  /* the default state and tools directories of a user that is not root */
     {"TMPDIR", 0},                /* the tools directory of last resort (install.allow_tmp) */
+    {"HTTPS_PROXY", 0},           /* downloads (config_http_client) and the network probe */
+    {"https_proxy", 0},
+    {"HTTP_PROXY", 0},
+    {"http_proxy", 0},
+    {"NO_PROXY", 0},
+    {"no_proxy", 0},
+    {"SSL_CERT_FILE", 0},         /* the CA bundle HTTPS trusts, instead of the system's */
+    {"SSL_CERT_DIR", 0},          /* CA directories (colon-separated), with or instead of it */
 };
 #define NENV_VARS ((int)(sizeof(env_vars) / sizeof(env_vars[0])))
 
@@ -138,6 +147,30 @@ config_env(const char *name)
 	}
 	v = getenv(name);
 	return v != NULL && v[0] != '\0' ? v : NULL;
+}
+
+static const char *
+env2(const char *a, const char *b)
+{
+	const char *v = config_env(a);
+
+	return v != NULL ? v : config_env(b);
+}
+
+struct http_client *
+config_http_client(struct err *e)
+{
+	struct http_client *c;
+
+	tls_anchors_source(config_env("SSL_CERT_FILE"), config_env("SSL_CERT_DIR"));
+	if ((c = http_client_new(e)) == NULL)
+		return NULL;
+	if (http_client_set_proxy(c, env2("HTTPS_PROXY", "https_proxy"), env2("HTTP_PROXY", "http_proxy"),
+	                          env2("NO_PROXY", "no_proxy"), e) != 0) {
+		http_client_free(c);
+		return NULL;
+	}
+	return c;
 }
 
 static const char *const mode_names[] = {"lazy", "offline", "build", "off"};

@@ -223,6 +223,14 @@ int config_flags_add(struct config_flags *f, const char *opt, const char *value)
  * unset). The pointer is the environment's; do not keep it across setenv. */
 const char *config_env(const char *name);
 
+struct http_client;
+
+/* An HTTP client as the environment asks: proxies from HTTPS_PROXY /
+ * https_proxy, HTTP_PROXY / http_proxy and NO_PROXY / no_proxy, the CA
+ * bundle from SSL_CERT_FILE / SSL_CERT_DIR (else the system's). Returns
+ * NULL with e (http.proxy for an unusable proxy URL, internal). */
+struct http_client *config_http_client(struct err *e);
+
 /* The whole load: defaults, the file (file_flag if not NULL, which must
  * exist; else $ABX_SERVER_CONFIG, which must exist; else the default file if
  * present), envp, then the flags in order. On error *c is left with the

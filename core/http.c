@@ -112,14 +112,6 @@ proxy_parse(const char *v, struct proxy *px, struct err *e)
 	return 0;
 }
 
-static const char *
-env2(const char *a, const char *b)
-{
-	const char *v = getenv(a);
-
-	return v != NULL && *v ? v : getenv(b);
-}
-
 static void
 cache_clear(struct http_client *c)
 {
@@ -149,11 +141,6 @@ http_client_new(struct err *e)
 
 	if (c == NULL) {
 		err_set(e, "internal", "out of memory");
-		return NULL;
-	}
-	if (http_client_set_proxy(c, env2("HTTPS_PROXY", "https_proxy"), env2("HTTP_PROXY", "http_proxy"),
-				  env2("NO_PROXY", "no_proxy"), e) != 0) {
-		free(c);
 		return NULL;
 	}
 	return c;

@@ -156,16 +156,16 @@ struct http_response {
 
 struct http_client;
 
-/* A client with an empty connection cache. Proxies come from HTTPS_PROXY /
- * https_proxy, HTTP_PROXY / http_proxy and NO_PROXY / no_proxy as read now
- * (a proxy URL may carry user:password, sent only to the proxy as
- * Proxy-Authorization, never to an origin). Returns NULL with e set
- * (http.proxy for an unusable proxy URL, internal for memory). The caller
- * owns the client and frees it with http_client_free. */
+/* A client with an empty connection cache and no proxy (the environment's
+ * proxies are the configuration layer's: config_http_client). Returns NULL
+ * with e set (internal: out of memory). The caller owns the client and
+ * frees it with http_client_free. */
 struct http_client *http_client_new(struct err *e);
 
-/* Replace the proxy settings (NULL or "" = none). Same rules as above;
- * closes cached connections. Returns 0 or -1. */
+/* Replace the proxy settings (NULL or "" = none). A proxy URL may carry
+ * user:password, sent only to the proxy as Proxy-Authorization, never to an
+ * origin. Closes cached connections. Returns 0, or -1 with http.proxy for
+ * an unusable proxy URL. */
 int http_client_set_proxy(struct http_client *c, const char *https_proxy, const char *http_proxy,
 			  const char *no_proxy, struct err *e);
 

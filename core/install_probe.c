@@ -289,17 +289,17 @@ int
 install_net_probe(struct install_ctx *c, const manifest_t *m, const char *url, struct err *e)
 {
 	struct http_url u;
-	const char *proxy = getenv("HTTPS_PROXY");
+	const char *proxy = config_env("HTTPS_PROXY");
 	char key[300], det[400];
 	int npm = m != NULL && m->source.type != MANIFEST_SRC_TARBALL;
 
 	(void)c;
 	if (proxy == NULL || *proxy == '\0')
-		proxy = getenv("https_proxy");
+		proxy = config_env("https_proxy");
 	if (http_url_parse(url, &u, e) < 0)
 		return -1;
 	if (proxy != NULL && *proxy != '\0') {
-		const char *np = getenv("NO_PROXY") ? getenv("NO_PROXY") : getenv("no_proxy");
+		const char *np = config_env("NO_PROXY") ? config_env("NO_PROXY") : config_env("no_proxy");
 		struct http_url pu;
 		char pbuf[HTTP_URL_MAX];
 		if (np == NULL || !http_no_proxy_match(np, u.host, u.port)) {

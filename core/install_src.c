@@ -208,7 +208,7 @@ download(struct install_ctx *c, const manifest_t *m, const char *url, const char
 	int64_t remaining;
 	int i, rc;
 
-	if (c->http == NULL && (c->http = http_client_new(e)) == NULL)
+	if (c->http == NULL && (c->http = config_http_client(e)) == NULL)
 		return -1;
 	if (want_sha[0] != '\0' && digest_parse_hex(DIGEST_SHA256, want_sha, &want, "install.manifest_invalid", e) < 0)
 		return -1;

@@ -25,6 +25,7 @@
 #include "buf.h"
 #include "cache.h"
 #include "clock.h"
+#include "config.h"
 #include "digest.h"
 #include "hostrule.h"
 #include "http.h"
@@ -424,7 +425,7 @@ do_one(struct worker *w, struct job *pick, struct http_client **hc, struct mem *
 			return rc < 0 ? -1 : 0;
 		waited = 1;
 	}
-	if (*hc == NULL && (*hc = http_client_new(e)) == NULL)
+	if (*hc == NULL && (*hc = config_http_client(e)) == NULL)
 		return -1;
 	if (fetch_one(r, *hc, pick, m, e) != 0)
 		return -1;

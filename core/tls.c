@@ -211,11 +211,40 @@ ta_load_dir(const char *dir, br_x509_trust_anchor **list, size_t *n, size_t *cap
 	return added;
 }
 
+/* Where the anchors come from (tls_anchors_source); "" = the system's. */
+static char ca_file[1024], ca_dirs[4096];
+
+static void
+anchors_forget(void)
+{
+	size_t i;
+
+	for (i = 0; i < ta_num; i++)
+		ta_free_one(&ta_list[i]);
+	free(ta_list);
+	ta_list = NULL;
+	ta_num = 0;
+}
+
+void
+tls_anchors_source(const char *file, const char *dirs)
+{
+	file = file != NULL ? file : "";
+	dirs = dirs != NULL ? dirs : "";
+	pthread_mutex_lock(&ta_lock);
+	if (strcmp(file, ca_file) != 0 || strcmp(dirs, ca_dirs) != 0) {
+		snprintf(ca_file, sizeof(ca_file), "%s", file);
+		snprintf(ca_dirs, sizeof(ca_dirs), "%s", dirs);
+		anchors_forget();
+	}
+	pthread_mutex_unlock(&ta_lock);
+}
+
 int
 tls_anchors_load(struct err *e)
 {
 	static const char *const defaults[] = {TLS_BUNDLE_PATHS};
-	const char *file = getenv("SSL_CERT_FILE"), *dirs = getenv("SSL_CERT_DIR");
+	const char *file = ca_file, *dirs = ca_dirs;
 	br_x509_trust_anchor *list = NULL;
 	size_t n = 0, cap = 0, i;
 	char tried[ERR_MSG_MAX - 64] = "";
@@ -237,7 +266,7 @@ tls_anchors_load(struct err *e)
 	if ((file != NULL && *file) || (dirs != NULL && *dirs)) {
 		if (file != NULL && *file) {
 			ta_load_file(file, &list, &n, &cap);
-			snprintf(one, sizeof(one), "SSL_CERT_FILE=%s", file);
+			snprintf(one, sizeof(one), "SSL_CERT_FILE=%.1000s", file);
 			TRIED(one);
 		}
 		for (p = dirs; p != NULL && *p; p = q ? q + 1 : NULL) {
@@ -272,14 +301,8 @@ tls_anchors_load(struct err *e)
 void
 tls_anchors_reset(void)
 {
-	size_t i;
-
 	pthread_mutex_lock(&ta_lock);
-	for (i = 0; i < ta_num; i++)
-		ta_free_one(&ta_list[i]);
-	free(ta_list);
-	ta_list = NULL;
-	ta_num = 0;
+	anchors_forget();
 	pthread_mutex_unlock(&ta_lock);
 }
 #endif

@@ -40,6 +40,13 @@
 /* A DER certificate larger than this is skipped (real CA certs are < 4 KiB). */
 #define TLS_CERT_DER_MAX 16384
 
+/* Where tls_anchors_load looks: a bundle file (SSL_CERT_FILE's role) and a
+ * colon-separated list of directories (SSL_CERT_DIR's); with neither (NULL
+ * or ""), the system bundles. The configuration layer sets it from the
+ * environment before it makes a client (config_http_client); a change
+ * forgets the anchors loaded from the old source. */
+void tls_anchors_source(const char *file, const char *dirs);
+
 /* Load the trust anchors if not loaded yet (thread-safe). Returns the number
  * loaded (>0) or -1 with tls.no_trust_anchors. A failed load is retried on
  * the next call. */

@@ -1,5 +1,7 @@
 #include "unit.h"
 #include "config.h"
+#include "http.h"
+#include "tls.h"
 #include "config_priv.h"
 
 #include <unistd.h>
@@ -337,6 +339,37 @@ test_env_accessor(void **state)
 	assert_null(config_env(NULL));
 }
 
+/* The environment's proxies and CA bundle reach the client through the
+ * configuration layer (the HTTP layer reads no variable itself). */
+static void
+test_http_client_from_env(void **state)
+{
+	struct http_client *c;
+	struct err e;
+
+	unsetenv("HTTPS_PROXY");
+	unsetenv("https_proxy");
+	setenv("https_proxy", "http://[::1", 1); /* an unusable URL */
+	err_clear(&e);
+	assert_null(config_http_client(&e));
+	assert_string_equal(e.code, "http.proxy");
+	setenv("HTTPS_PROXY", "http://127.0.0.1:3128", 1); /* the upper-case one wins */
+	assert_non_null(c = config_http_client(&e));
+	http_client_free(c);
+	unsetenv("HTTPS_PROXY");
+	unsetenv("https_proxy");
+	/* a bundle that does not exist: the load names it */
+	unsetenv("SSL_CERT_DIR");
+	setenv("SSL_CERT_FILE", "/nonexistent/ca.pem", 1);
+	assert_non_null(c = config_http_client(&e));
+	assert_int_equal(tls_anchors_load(&e), -1);
+	assert_string_equal(e.code, "tls.no_trust_anchors");
+	assert_non_null(strstr(e.msg, "SSL_CERT_FILE=/nonexistent/ca.pem"));
+	http_client_free(c);
+	unsetenv("SSL_CERT_FILE");
+	tls_anchors_source(NULL, NULL);
+}
+
 static void
 test_precedence_every_layer(void **state)
 {
@@ -614,6 +647,7 @@ main(void)
 	    cmocka_unit_test(test_option_table),
 	    cmocka_unit_test(test_readme_table_matches),
 	    cmocka_unit_test(test_env_accessor),
+	    cmocka_unit_test(test_http_client_from_env),
 	    cmocka_unit_test(test_precedence_every_layer),
 	    cmocka_unit_test(test_relative_paths_resolve_against_file),
 	    cmocka_unit_test(test_lists_from_env_and_file),

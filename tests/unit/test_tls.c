@@ -66,14 +66,7 @@ static int
 load_with(const char *file, const char *dirs, struct err *e)
 {
 	tls_anchors_reset();
-	if (file)
-		setenv("SSL_CERT_FILE", file, 1);
-	else
-		unsetenv("SSL_CERT_FILE");
-	if (dirs)
-		setenv("SSL_CERT_DIR", dirs, 1);
-	else
-		unsetenv("SSL_CERT_DIR");
+	tls_anchors_source(file, dirs);
 	err_clear(e);
 	return tls_anchors_load(e);
 }
