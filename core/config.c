@@ -17,7 +17,7 @@
 
 #include "http.h"
 #include "tls.h"
-#include "manifest.h"
+#include "hostrule.h"
 
 extern char **environ;
 
@@ -283,13 +283,19 @@ add_warn(struct config *c, const char *fmt, ...)
 
 /* --- value validation, shared by every layer --- */
 
-/* Agents name manifests, so an agent name is a manifest's tool name. */
-_Static_assert(CFG_NAME_MAX == MANIFEST_NAME_MAX, "agent names are tool names");
 
 int
 cfg_valid_name(const char *s)
 {
-	return manifest_name_valid(s);
+	size_t i, n = strlen(s);
+
+	if (n == 0 || n >= CFG_NAME_MAX || !(islower((unsigned char)s[0]) || isdigit((unsigned char)s[0])))
+		return 0;
+	for (i = 0; i < n; i++)
+		if (!(islower((unsigned char)s[i]) || isdigit((unsigned char)s[i]) || s[i] == '-' || s[i] == '_' ||
+		      s[i] == '.'))
+			return 0;
+	return 1;
 }
 
 static int
@@ -734,7 +740,7 @@ mirror_host_listed(const struct config *c, const char *key, const char *url, str
 		return err_set(e, "config.invalid", "%s: %s: not an https URL with a host", key, url);
 	for (i = 0; i < c->install.allow_hosts.n; i++)
 		ah[i] = c->install.allow_hosts.v[i];
-	if (manifest_host_allowed(ah, c->install.allow_hosts.n, u.host, u.port))
+	if (hostrule_match(ah, c->install.allow_hosts.n, u.host, u.port))
 		return 0;
 	return err_set(e, "config.invalid",
 		       "%s: the mirror's host %.*s is not in install.allow_hosts; add it there "

@@ -265,8 +265,9 @@ const char *config_did_you_mean(const char *word, const char *const *candidates,
 /* Levenshtein distance between a and b (each cut at 128 bytes). */
 int config_edit_distance(const char *a, const char *b);
 
-/* A tool or agent name: manifest_name_valid (CFG_NAME_MAX is
- * MANIFEST_NAME_MAX). Returns 1 when s is one. */
+/* A tool, binary or agent name (agents name manifests): 1..CFG_NAME_MAX-1
+ * bytes of [a-z0-9._-], starting with a letter or digit. Returns 1 when s
+ * is one. */
 int cfg_valid_name(const char *s);
 
 #endif

@@ -4,7 +4,7 @@
  * The one host allow-list for http_request's host_ok (core/http.h): the
  * first URL and every redirect hop must name a host of one of the rule's
  * lists, each entry "host" (any port) or "host:port", compared without
- * case (manifest_host_allowed). The lists are views: the caller keeps them
+ * case (hostrule_match). The lists are views: the caller keeps them
  * alive for as long as the request runs.
  */
 #include "err.h"
@@ -22,6 +22,11 @@ struct hostrule {
 	int open;          /* no allow-list was configured: every host passes */
 	const char *where; /* names the lists in a refusal: "not in <where>" */
 };
+
+/* Is host:port named by one of the n entries: "host" (any port),
+ * "host:port", "[v6]" or "[v6]:port", hosts compared without case?
+ * 1 yes, 0 no. */
+int hostrule_match(const char *const *hosts, int n, const char *host, int port);
 
 /* An empty rule (refuses every host until a list is added). */
 void hostrule_init(struct hostrule *r, int https_only, const char *where);

@@ -10,6 +10,7 @@
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 #endif
 #include "manifest.h"
+#include "hostrule.h"
 
 #include <ctype.h>
 #include <stdarg.h>
@@ -55,6 +56,10 @@ manifest_platform_self(void)
 #endif
 }
 
+/* A tool name is validated by the configuration's name rule (agents name
+ * manifests), so both limits are one. */
+_Static_assert(MANIFEST_NAME_MAX == CFG_NAME_MAX, "tool names are agent names");
+
 int
 manifest_platform_known(const char *s)
 {
@@ -75,20 +80,6 @@ manifest_unpinned_allowed(const char *environment, struct err *e)
 }
 
 /* ---- small validators ------------------------------------------------- */
-
-int
-manifest_name_valid(const char *s)
-{
-	size_t i, n = strlen(s);
-
-	if (n == 0 || n >= MANIFEST_NAME_MAX || !(islower((unsigned char)s[0]) || isdigit((unsigned char)s[0])))
-		return 0;
-	for (i = 0; i < n; i++)
-		if (!(islower((unsigned char)s[i]) || isdigit((unsigned char)s[i]) || s[i] == '-' || s[i] == '_' ||
-		      s[i] == '.'))
-			return 0;
-	return 1;
-}
 
 static int
 version_ok(const char *s)
@@ -281,41 +272,12 @@ manifest_parse_require(const char *s, struct manifest_require *r, struct err *e)
 	if (n == 0 || n >= sizeof(r->name))
 		return err_set(e, INVALID, "bad tool name");
 	memcpy(r->name, s, n);
-	if (!manifest_name_valid(r->name))
+	if (!cfg_valid_name(r->name))
 		return err_set(e, INVALID, "bad tool name '%s'", r->name);
 	if (op != NULL) {
 		if (strlen(op + 2) >= sizeof(r->min) || !version_ok(op + 2) || !isdigit((unsigned char)op[2]))
 			return err_set(e, INVALID, "bad minimum version '%s'", op + 2);
 		strcpy(r->min, op + 2);
-	}
-	return 0;
-}
-
-int
-manifest_host_allowed(const char *const *hosts, int n, const char *host, int port)
-{
-	int i;
-
-	for (i = 0; i < n; i++) {
-		const char *h = hosts[i], *colon = strrchr(h, ':');
-		size_t hl = strlen(h);
-
-		/* "host:port" (an IPv6 literal is written "[::1]:443" or bare) */
-		if (colon != NULL && h[0] != '[' && strchr(h, ':') == colon) {
-			hl = (size_t)(colon - h);
-			if (atoi(colon + 1) != port)
-				continue;
-		} else if (h[0] == '[') {
-			const char *rb = strchr(h, ']');
-			if (rb == NULL)
-				continue;
-			if (rb[1] == ':' && atoi(rb + 2) != port)
-				continue;
-			h++;
-			hl = (size_t)(rb - h);
-		}
-		if (strlen(host) == hl && strncasecmp(h, host, hl) == 0)
-			return 1;
 	}
 	return 0;
 }
@@ -328,7 +290,7 @@ manifest_host_allowed_m(const manifest_t *m, const char *host, int port)
 
 	for (i = 0; i < m->nhosts; i++)
 		hs[i] = m->hosts[i];
-	return manifest_host_allowed(hs, m->nhosts, host, port);
+	return hostrule_match(hs, m->nhosts, host, port);
 }
 
 /* Minimal URL split for validation (the HTTP client parses again, strictly,
@@ -688,11 +650,11 @@ parse_doc(struct vctx *v, manifest_t *m, const struct json_val *root, const stru
 		return bad(v, "$.schema", "unsupported schema (this binary reads schema 1)");
 	if (get_str(v, root, "name", "$", m->name, sizeof(m->name), 1) < 0)
 		return -1;
-	if (!manifest_name_valid(m->name))
+	if (!cfg_valid_name(m->name))
 		return bad(v, "$.name", "must match [a-z0-9][a-z0-9._-]* (at most %d bytes)", MANIFEST_NAME_MAX - 1);
 	if (get_str(v, root, "binary", "$", m->binary, sizeof(m->binary), 1) < 0)
 		return -1;
-	if (!manifest_name_valid(m->binary))
+	if (!cfg_valid_name(m->binary))
 		return bad(v, "$.binary", "must match [a-z0-9][a-z0-9._-]*");
 	if (get_str(v, root, "version", "$", m->version, sizeof(m->version), 1) < 0)
 		return -1;

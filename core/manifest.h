@@ -217,17 +217,11 @@ int manifest_version_cmp(const char *a, const char *b);
  */
 int manifest_version_in(const char *text, char *out, size_t cap);
 
-/* A tool or binary name: 1..MANIFEST_NAME_MAX-1 bytes of [a-z0-9._-],
- * starting with a letter or digit. Returns 1 when s is one. */
-int manifest_name_valid(const char *s);
 
 /* Parse "name" or "name>=version" into r. Returns 0 or -1 (e: manifest_invalid
  * with the message "what"). */
 int manifest_parse_require(const char *s, struct manifest_require *r, struct err *e);
 
-/* 1 when host (a URL's host name) and port are allowed by entries of the
- * form "host" (any port) or "host:port". Case-insensitive. */
-int manifest_host_allowed(const char *const *hosts, int n, const char *host, int port);
 int manifest_host_allowed_m(const manifest_t *m, const char *host, int port);
 
 /*

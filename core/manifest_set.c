@@ -42,7 +42,7 @@ file_tool_name(const char *base, char *name, int *unpinned)
 		return -1;
 	memcpy(name, base, n);
 	name[n] = '\0';
-	return manifest_name_valid(name) ? 0 : -1;
+	return cfg_valid_name(name) ? 0 : -1;
 }
 
 static struct manifest_entry *

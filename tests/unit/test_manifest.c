@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "manifest.h"
+#include "hostrule.h"
 #include "manifests_embed.h"
 
 static const struct manifest_opts x64 = {"linux-x64", 0};
@@ -166,13 +167,13 @@ test_hosts_and_urls(void **state)
 		       "\"verify\":{\"argv\":[\"{bin}\"]},\"source\":{\"type\":\"tarball\",\"bin\":\"../b\",\"platforms\":"
 		       "{\"linux-x64\":{\"url\":\"https://h/x\",\"sha256\":\"" SHA_A "\"}}}}",
 		       "$.source.bin: not a relative path");
-	assert_true(manifest_host_allowed(hs, 3, "DL.example.com", 443));
-	assert_true(manifest_host_allowed(hs, 3, "dl.example.com", 8443));
-	assert_true(manifest_host_allowed(hs, 3, "127.0.0.1", 8443));
-	assert_false(manifest_host_allowed(hs, 3, "127.0.0.1", 443));
-	assert_true(manifest_host_allowed(hs, 3, "::1", 9));
-	assert_false(manifest_host_allowed(hs, 3, "example.com", 443));
-	assert_false(manifest_host_allowed(hs, 3, "xdl.example.com", 443));
+	assert_true(hostrule_match(hs, 3, "DL.example.com", 443));
+	assert_true(hostrule_match(hs, 3, "dl.example.com", 8443));
+	assert_true(hostrule_match(hs, 3, "127.0.0.1", 8443));
+	assert_false(hostrule_match(hs, 3, "127.0.0.1", 443));
+	assert_true(hostrule_match(hs, 3, "::1", 9));
+	assert_false(hostrule_match(hs, 3, "example.com", 443));
+	assert_false(hostrule_match(hs, 3, "xdl.example.com", 443));
 }
 
 /* "libc" and "env": what a tool needs of the image and what its vendor's
