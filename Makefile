@@ -26,7 +26,7 @@ export SOURCE_DATE_EPOCH
 BUILD_DATE := $(shell date -u -d @$(or $(SOURCE_DATE_EPOCH),$(shell date +%s)) +%Y-%m-%d)
 
 BIN := $(B)/agent-sandbox-server
-CORE_SRC := $(sort $(wildcard core/*.c))
+CORE_SRC := $(sort $(wildcard core/*/*.c))
 APPLET_SRC := $(sort $(wildcard applets/*.c))
 MANIFESTS := $(sort $(wildcard manifests/*.json manifests/*/*.json))
 GEN_SRC := $(B)/gen/manifests_embed.c
@@ -156,7 +156,8 @@ $(B)/tsan/%.tsan: tests/unit/%.c $(TSAN_OBJ)
 	@mkdir -p $(@D)
 	$(SAN_CC) $(TSAN_CFLAGS) -Wno-unused-function $< $(TSAN_OBJ) $(SAN_LIBS) -o $@
 
--include $(wildcard $(B)/rel/*/*.d $(B)/san/*/*.d $(B)/fuzzobj/*/*.d $(B)/tsan/*/*.d $(B)/tsan/*.d \
+-include $(wildcard $(B)/rel/*/*.d $(B)/rel/*/*/*.d $(B)/san/*/*.d $(B)/san/*/*/*.d \
+	$(B)/fuzzobj/*/*.d $(B)/fuzzobj/*/*/*.d $(B)/tsan/*/*.d $(B)/tsan/*/*/*.d $(B)/tsan/*.d \
 	$(B)/unit/*.d $(B)/fuzz/*.d)
 
 # make unit: the unit tests only (ASan+UBSan, then the threaded ones under

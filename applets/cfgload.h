@@ -7,10 +7,10 @@
  * policy, the op registry with agents checked against the manifests.
  * Introspection: it reads files only; no socket, no process, no secret.
  */
-#include "../core/config.h"
-#include "../core/manifest.h"
-#include "../core/ops.h"
-#include "../core/policy.h"
+#include "config/config.h"
+#include "pkg/manifest.h"
+#include "server/ops.h"
+#include "server/policy.h"
 
 struct cfgload {
 	struct config cfg;

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../core/json.h"
+#include "base/json.h"
 #include "cfgload.h"
 
 static const char usage[] =

@@ -4,7 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../core/err.h"
+#include "base/err.h"
 
 /* Exit codes, the same for every applet, so scripts can rely on them. */
 enum {

@@ -20,11 +20,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../core/fs.h"
-#include "../core/install.h"
-#include "../core/json.h"
-#include "../core/npmlock.h"
-#include "../core/plan.h"
+#include "base/fs.h"
+#include "install/install.h"
+#include "base/json.h"
+#include "pkg/npmlock.h"
+#include "server/plan.h"
 #include "cfgload.h"
 #include "doctor.h"
 

@@ -9,8 +9,8 @@
 #include <limits.h>
 #include <stddef.h>
 
-#include "../core/config.h"
-#include "../core/json.h"
+#include "config/config.h"
+#include "base/json.h"
 
 /* A tool's --version answers in well under a second; 10 s covers a cold
  * node start on a slow disk. */

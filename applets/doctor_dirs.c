@@ -15,8 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../core/fs.h"
-#include "../core/proc.h"
+#include "base/fs.h"
+#include "base/proc.h"
 #include "cfgload.h"
 #include "doctor.h"
 

@@ -13,7 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "../core/net.h"
+#include "base/net.h"
 #include "cfgload.h"
 #include "doctor.h"
 

@@ -28,11 +28,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../core/config.h"
-#include "../core/digest.h"
-#include "../core/hostrule.h"
-#include "../core/http.h"
-#include "../core/net.h"
+#include "config/config.h"
+#include "base/digest.h"
+#include "net/hostrule.h"
+#include "net/http.h"
+#include "base/net.h"
 #include "fetch_cache.h"
 #include "tooling.h"
 

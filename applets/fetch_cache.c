@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../core/json.h"
+#include "base/json.h"
 #include "fetch_cache.h"
 #include "prepare_plan.h"
 #include "tooling.h"

@@ -4,9 +4,9 @@
  * the least possible: no allocation, no DNS for numeric hosts, one
  * non-blocking socket polled against one 2-second deadline.
  */
-#include "clock.h"
+#include "base/clock.h"
 #include "common.h"
-#include "net.h"
+#include "base/net.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -17,13 +17,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../core/buf.h"
-#include "../core/digest.h"
-#include "../core/hostrule.h"
-#include "../core/http.h"
-#include "../core/json.h"
-#include "../core/manifests_embed.h"
-#include "../core/npmlock.h"
+#include "base/buf.h"
+#include "base/digest.h"
+#include "net/hostrule.h"
+#include "net/http.h"
+#include "base/json.h"
+#include "pkg/manifests_embed.h"
+#include "pkg/npmlock.h"
 #include "lock.h"
 
 static const char usage[] =

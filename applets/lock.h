@@ -8,10 +8,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../core/config.h"
-#include "../core/err.h"
-#include "../core/http.h"
-#include "../core/json.h"
+#include "config/config.h"
+#include "base/err.h"
+#include "net/http.h"
+#include "base/json.h"
 
 /* Edits of one manifest: a version, a few URLs, pins, expect, min. */
 #define LOCK_EDITS_MAX 32

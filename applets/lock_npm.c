@@ -14,9 +14,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../core/buf.h"
-#include "../core/npmlock.h"
-#include "../core/proc.h"
+#include "base/buf.h"
+#include "pkg/npmlock.h"
+#include "base/proc.h"
 #include "lock.h"
 
 /* Output of `npm view` kept (one version per line for a range). */

@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/install.h"
-#include "../core/json.h"
-#include "../core/plan.h"
+#include "install/install.h"
+#include "base/json.h"
+#include "server/plan.h"
 #include "cfgload.h"
 #include "prepare_plan.h"
 #include "tooling.h"

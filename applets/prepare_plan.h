@@ -5,8 +5,8 @@
  * tools that the mounted ops can need, their requires, minus PATH copies
  * (core/plan.h), in install order.
  */
-#include "../core/config.h"
-#include "../core/err.h"
+#include "config/config.h"
+#include "base/err.h"
 
 struct prepare_plan;
 

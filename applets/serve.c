@@ -13,14 +13,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "api.h"
+#include "server/api.h"
 #include "cfgload.h"
-#include "digest.h"
-#include "fs.h"
-#include "httpd.h"
-#include "manifest.h"
-#include "proc.h"
-#include "sessions.h"
+#include "base/digest.h"
+#include "base/fs.h"
+#include "net/httpd.h"
+#include "pkg/manifest.h"
+#include "base/proc.h"
+#include "server/sessions.h"
 
 static const char usage[] =
     "usage: agent-sandbox-server serve [--host H] [--port N] [--config F] [--policy F]\n"

@@ -25,10 +25,10 @@
 
 #include <dirent.h>
 
-#include "../core/fs.h"
-#include "../core/json.h"
-#include "../core/launch.h"
-#include "../core/npm.h"
+#include "base/fs.h"
+#include "base/json.h"
+#include "install/launch.h"
+#include "pkg/npm.h"
 #include "tooling.h"
 
 /* Arguments passed on to a JavaScript tool; the kernel's ARG_MAX is the

@@ -14,8 +14,8 @@
 
 #include "cfgload.h"
 #include "common.h"
-#include "../core/clock.h"
-#include "../core/json.h"
+#include "base/clock.h"
+#include "base/json.h"
 
 int
 tooling_open(struct tooling *t, int allow_all, const char *ctx_platform, struct err *e)

@@ -7,9 +7,9 @@
  * configuration (through cfgload_config), the manifest set and the install
  * context.
  */
-#include "../core/install.h"
-#include "../core/manifest.h"
-#include "../core/tools.h"
+#include "install/install.h"
+#include "pkg/manifest.h"
+#include "install/tools.h"
 
 struct tooling {
 	const char *config;     /* --config FILE */

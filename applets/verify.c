@@ -19,9 +19,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../core/digest.h"
-#include "../core/fs.h"
-#include "../core/json.h"
+#include "base/digest.h"
+#include "base/fs.h"
+#include "base/json.h"
 #include "tooling.h"
 
 static const char usage[] =

@@ -22,8 +22,8 @@
 
 #include "fuzz_check.h"
 
-#include "arc.h"
-#include "fs.h"
+#include "pkg/arc.h"
+#include "base/fs.h"
 
 static char base[128], stage[160], outside[160];
 

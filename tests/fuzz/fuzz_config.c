@@ -19,10 +19,10 @@
 #include "fuzz_check.h"
 #include "fuzz_keys.h"
 
-#include "config.h"
-#include "json.h"
-#include "ops.h"
-#include "policy.h"
+#include "config/config.h"
+#include "base/json.h"
+#include "server/ops.h"
+#include "server/policy.h"
 
 static char path[64];
 

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "fuzz_file.h"
 
 static int

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "http_parse.h"
+#include "net/http_parse.h"
 
 /* Decode in[0..len) in pieces of at most step bytes into out (room for len
  * bytes). Returns the bytes consumed or -1. Aborts when a call consumes

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "fuzz_dechunk.h"
-#include "http_parse.h"
+#include "net/http_parse.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

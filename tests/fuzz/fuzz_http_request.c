@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "fuzz_dechunk.h"
-#include "http_parse.h"
+#include "net/http_parse.h"
 
 static struct http_req r1, r2;
 

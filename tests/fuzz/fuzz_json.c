@@ -19,7 +19,7 @@
 #include "fuzz_check.h"
 #include "fuzz_keys.h"
 
-#include "json.h"
+#include "base/json.h"
 
 static int
 has_dup(const struct json_val *v)

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "fuzz_check.h"
-#include "json.h"
+#include "base/json.h"
 
 static inline void
 fuzz_keys_walk(const struct json_val *v)

@@ -18,7 +18,7 @@
 #include "fuzz_check.h"
 #include "fuzz_keys.h"
 
-#include "manifest.h"
+#include "pkg/manifest.h"
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

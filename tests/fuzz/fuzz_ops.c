@@ -22,8 +22,8 @@
 
 #include "fuzz_file.h"
 #include "fuzz_keys.h"
-#include "json.h"
-#include "ops.h"
+#include "base/json.h"
+#include "server/ops.h"
 
 static int
 known_tool(const char *name, void *ctx)

@@ -17,7 +17,7 @@
 
 #include "fuzz_file.h"
 #include "fuzz_keys.h"
-#include "policy.h"
+#include "server/policy.h"
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

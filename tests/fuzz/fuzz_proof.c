@@ -15,7 +15,7 @@
 
 #include "fuzz_check.h"
 
-#include "install.h"
+#include "install/install.h"
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

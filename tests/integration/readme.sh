@@ -1,9 +1,9 @@
-# README.md: the error-code table is the one generated from core/errcodes.h,
+# README.md: the error-code table is the one generated from core/base/errcodes.h,
 # and every applet the binary lists is documented.
 . "$TOP/tests/lib.sh"
 
 run "$TOP/tools/errdoc.sh" --check "$TOP/README.md"
-expect "README error table matches core/errcodes.h (tools/errdoc.sh --update README.md)" 0
+expect "README error table matches core/base/errcodes.h (tools/errdoc.sh --update README.md)" 0
 
 # The generator itself: a table with a row missing is reported stale.
 grep -v '^| `not_found` |' "$TOP/README.md" >"$T/README.md"
@@ -13,7 +13,7 @@ run "$TOP/tools/errdoc.sh" --update "$T/README.md"
 expect "--update rewrites the table" 0
 check "--update restores the README exactly" cmp -s "$T/README.md" "$TOP/README.md"
 
-n=$(grep -c '^ERRCODE(' "$TOP/core/errcodes.h")
+n=$(grep -c '^ERRCODE(' "$TOP/core/base/errcodes.h")
 check "every one of the $n codes has a row" test "$("$TOP/tools/errdoc.sh" | grep -c '^| `')" -eq "$n"
 
 "$BIN" --list | cut -d' ' -f1 >"$T/applets"

@@ -10,12 +10,12 @@
 #include <pthread.h>
 #include <sys/socket.h>
 
-#include "api.h"
-#include "digest.h"
-#include "httpd.h"
-#include "json.h"
-#include "manifest.h"
-#include "sessions.h"
+#include "server/api.h"
+#include "base/digest.h"
+#include "net/httpd.h"
+#include "base/json.h"
+#include "pkg/manifest.h"
+#include "server/sessions.h"
 
 /* The token of principal default, and of a principal limited by policy. */
 #define FX_TOKEN "test-token-default"

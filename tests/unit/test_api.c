@@ -8,11 +8,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "api.h"
-#include "digest.h"
-#include "jobs.h"
-#include "json.h"
-#include "ops.h"
+#include "server/api.h"
+#include "base/digest.h"
+#include "server/jobs.h"
+#include "base/json.h"
+#include "server/ops.h"
 
 /* ---- token presentation ------------------------------------------------ */
 

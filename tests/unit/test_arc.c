@@ -6,10 +6,10 @@
  * caller can remove what was staged.
  */
 #include "unit.h"
-#include "arc.h"
-#include "digest.h"
-#include "fs.h"
-#include "install.h"
+#include "pkg/arc.h"
+#include "base/digest.h"
+#include "base/fs.h"
+#include "install/install.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -3,8 +3,8 @@
 
 #include <string.h>
 
-#include "buf.h"
-#include "err.h"
+#include "base/buf.h"
+#include "base/err.h"
 
 /* Puts append and keep a NUL after the bytes; growth keeps what was put. */
 static void

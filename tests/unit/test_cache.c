@@ -1,5 +1,5 @@
 #include "unit.h"
-#include "cache.h"
+#include "pkg/cache.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

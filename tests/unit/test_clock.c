@@ -1,7 +1,7 @@
 /* core/clock.c: the one monotonic clock reader. */
 #include "unit.h"
 
-#include "clock.h"
+#include "base/clock.h"
 
 /* The readings never go back, and the two units read the same clock:
  * a millisecond reading lies between the microsecond readings taken

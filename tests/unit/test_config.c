@@ -1,8 +1,8 @@
 #include "unit.h"
-#include "config.h"
-#include "http.h"
-#include "tls.h"
-#include "config_priv.h"
+#include "config/config.h"
+#include "net/http.h"
+#include "net/tls.h"
+#include "config/config_priv.h"
 
 #include <unistd.h>
 

@@ -1,5 +1,5 @@
 #include "unit.h"
-#include "digest.h"
+#include "base/digest.h"
 
 #include <unistd.h>
 

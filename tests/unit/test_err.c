@@ -1,5 +1,5 @@
 #include "unit.h"
-#include "err.h"
+#include "base/err.h"
 
 static void
 test_unknown_code_maps_to_internal(void **state)

@@ -1,6 +1,6 @@
 /* core/fs: every error path first, then the digests and the probes. */
 #include "unit.h"
-#include "fs.h"
+#include "base/fs.h"
 
 #include <dirent.h>
 #include <errno.h>

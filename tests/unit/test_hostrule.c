@@ -3,9 +3,9 @@
 
 #include <string.h>
 
-#include "err.h"
-#include "hostrule.h"
-#include "http.h"
+#include "base/err.h"
+#include "net/hostrule.h"
+#include "net/http.h"
 
 static int
 check(struct hostrule *r, const char *url, struct err *e)

@@ -6,9 +6,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "err.h"
-#include "http.h"
-#include "net.h"
+#include "base/err.h"
+#include "net/http.h"
+#include "base/net.h"
 
 /* ---- URLs ------------------------------------------------------------- */
 

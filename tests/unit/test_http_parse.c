@@ -1,5 +1,5 @@
 #include "unit.h"
-#include "http_parse.h"
+#include "net/http_parse.h"
 
 static struct http_req R;
 

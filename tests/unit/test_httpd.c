@@ -2,7 +2,7 @@
  * bodies, a handler that forgets to answer, a slow handler not blocking
  * others, drain on stop, the error envelope. */
 #include "unit.h"
-#include "httpd.h"
+#include "net/httpd.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -12,10 +12,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "digest.h"
-#include "clock.h"
-#include "install.h"
-#include "json.h"
+#include "base/digest.h"
+#include "base/clock.h"
+#include "install/install.h"
+#include "base/json.h"
 
 static char dir[64];
 

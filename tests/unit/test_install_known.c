@@ -10,8 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "digest.h"
-#include "install.h"
+#include "base/digest.h"
+#include "install/install.h"
 
 static char dir[64];
 

@@ -10,11 +10,11 @@
 #include <signal.h>
 #include <sys/stat.h>
 
-#include "config.h"
-#include "digest.h"
-#include "install.h"
-#include "json.h"
-#include "manifest.h"
+#include "config/config.h"
+#include "base/digest.h"
+#include "install/install.h"
+#include "base/json.h"
+#include "pkg/manifest.h"
 
 static char dir[64], reg[128];
 static struct manifest_set ms;

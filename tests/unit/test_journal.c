@@ -4,7 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "journal.h"
+#include "server/journal.h"
 
 static char dir[] = "/tmp/abx-journal-XXXXXX";
 

@@ -3,7 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "journal.h"
+#include "server/journal.h"
 
 /* journal_reserve / journal_commit: a line written in place. */
 

@@ -1,5 +1,5 @@
 #include "unit.h"
-#include "json.h"
+#include "base/json.h"
 
 #include <limits.h>
 #include <math.h>

@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "launch.h"
+#include "install/launch.h"
 
 static const char *
 get(char **env, const char *name)

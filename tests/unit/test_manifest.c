@@ -6,9 +6,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "manifest.h"
-#include "hostrule.h"
-#include "manifests_embed.h"
+#include "pkg/manifest.h"
+#include "net/hostrule.h"
+#include "pkg/manifests_embed.h"
 
 static const struct manifest_opts x64 = {"linux-x64", 0};
 

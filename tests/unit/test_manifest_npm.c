@@ -5,9 +5,9 @@
 
 #include <stdlib.h>
 
-#include "digest.h"
-#include "json.h"
-#include "manifest.h"
+#include "base/digest.h"
+#include "base/json.h"
+#include "pkg/manifest.h"
 
 static char sri512[DIGEST_SRI_MAX];
 

@@ -1,5 +1,5 @@
 #include "unit.h"
-#include "npm.h"
+#include "pkg/npm.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

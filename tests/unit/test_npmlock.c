@@ -1,5 +1,5 @@
 #include "unit.h"
-#include "npmlock.h"
+#include "pkg/npmlock.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

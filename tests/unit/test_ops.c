@@ -1,6 +1,6 @@
 #include "unit.h"
-#include "ops.h"
-#include "json.h"
+#include "server/ops.h"
+#include "base/json.h"
 
 static char dir[] = "/tmp/abx-test-ops.XXXXXX";
 

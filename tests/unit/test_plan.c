@@ -1,5 +1,5 @@
 #include "unit.h"
-#include "plan.h"
+#include "server/plan.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

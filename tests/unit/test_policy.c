@@ -1,5 +1,5 @@
 #include "unit.h"
-#include "policy.h"
+#include "server/policy.h"
 
 static char dir[] = "/tmp/abx-test-policy.XXXXXX";
 

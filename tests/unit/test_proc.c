@@ -6,7 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "proc.h"
+#include "base/proc.h"
 
 static char *sh_argv[] = {"/bin/sh", "-c", NULL, NULL};
 

@@ -2,9 +2,9 @@
 
 #include <unistd.h>
 
-#include "buf.h"
-#include "json.h"
-#include "sessions.h"
+#include "base/buf.h"
+#include "base/json.h"
+#include "server/sessions.h"
 
 static char dir[] = "/tmp/abx-sessions-XXXXXX";
 static struct install_settings set;

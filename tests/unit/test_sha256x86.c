@@ -1,6 +1,6 @@
 #include "unit.h"
 
-#include "sha256x86.h"
+#include "base/sha256x86.h"
 
 /* The accelerated update must give BearSSL's answer for every length and
  * every way of splitting the input, and interleave with the portable path. */

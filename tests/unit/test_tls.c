@@ -3,8 +3,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "err.h"
-#include "tls.h"
+#include "base/err.h"
+#include "net/tls.h"
 
 
 /* Two self-signed P-256 certificates (test-only, valid to 2126). */

@@ -5,8 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "tools.h"
+#include "config/config.h"
+#include "install/tools.h"
 
 static char dir[64];
 

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "install.h"
+#include "install/install.h"
 
 static double
 now_us(void)

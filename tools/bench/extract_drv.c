@@ -14,9 +14,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "arc.h"
-#include "fs.h"
-#include "install.h"
+#include "pkg/arc.h"
+#include "base/fs.h"
+#include "install/install.h"
 
 int
 main(int argc, char **argv)

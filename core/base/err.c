@@ -1,0 +1,167 @@
+#include "base/err.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static const struct err_info table[] = {
+#define ERRCODE(c, s, t, r) {c, s, t, r},
+#include "base/errcodes.h"
+#undef ERRCODE
+};
+
+#define NTABLE ((int)(sizeof(table) / sizeof(table[0])))
+
+int
+err_setv(struct err *e, const char *code, const char *fmt, va_list ap)
+{
+	if (e == NULL)
+		return -1;
+	/* Formatted aside first: callers may pass e->msg (or details) among
+	 * the arguments, and vsnprintf's source and destination must not
+	 * overlap. */
+	char tmp[ERR_MSG_MAX];
+
+	tmp[0] = '\0';
+	if (fmt != NULL)
+		vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	e->code = code;
+	e->details[0] = '\0';
+	memcpy(e->msg, tmp, sizeof(tmp));
+	return -1;
+}
+
+int
+err_set(struct err *e, const char *code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	err_setv(e, code, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+void
+err_details(struct err *e, const char *json_object)
+{
+	size_t n;
+
+	if (e == NULL)
+		return;
+	n = strlen(json_object);
+	if (n >= sizeof(e->details))
+		json_object = "{}", n = 2;
+	memcpy(e->details, json_object, n + 1);
+}
+
+void
+err_clear(struct err *e)
+{
+	if (e == NULL)
+		return;
+	e->code = NULL;
+	e->msg[0] = '\0';
+	e->details[0] = '\0';
+}
+
+const struct err_info *
+err_info(const char *code)
+{
+	int i;
+
+	for (i = 0; code != NULL && i < NTABLE; i++)
+		if (strcmp(table[i].code, code) == 0)
+			return &table[i];
+	for (i = 0; i < NTABLE; i++)
+		if (strcmp(table[i].code, "internal") == 0)
+			break;
+	return &table[i];
+}
+
+const struct err_info *
+err_table(int *n)
+{
+	*n = NTABLE;
+	return table;
+}
+
+int
+err_format(const struct err *e, char *buf, int cap)
+{
+	const struct err_info *in = err_info(e->code);
+	const char *code = e->code ? e->code : "internal";
+	const char *msg = e->msg[0] ? e->msg : in->sentence;
+	int n;
+
+	if (cap <= 0)
+		return 0;
+	if (in->remedy != NULL)
+		n = snprintf(buf, cap, "agent-sandbox-server: %s: %s\n  fix: %s\n", code, msg, in->remedy);
+	else
+		n = snprintf(buf, cap, "agent-sandbox-server: %s: %s\n", code, msg);
+	if (n >= cap) {
+		n = cap - 1;
+		buf[n - 1] = '\n';
+	}
+	return n < 0 ? 0 : n;
+}
+
+void
+err_print(const struct err *e)
+{
+	char buf[ERR_MSG_MAX + 512];
+	int n = err_format(e, buf, sizeof(buf));
+
+	/* One write, so threads never interleave; a short write to stderr is
+	 * not worth retrying. */
+	if (write(2, buf, n) < 0)
+		return;
+}
+
+void
+err_printf(const char *code, const char *fmt, ...)
+{
+	struct err e;
+	va_list ap;
+
+	va_start(ap, fmt);
+	err_setv(&e, code, fmt, ap);
+	va_end(ap);
+	err_print(&e);
+}
+
+static void
+line_v(const char *prefix, const char *fmt, va_list ap)
+{
+	char buf[ERR_MSG_MAX + 64];
+	int n;
+
+	n = snprintf(buf, sizeof(buf), "agent-sandbox-server: %s", prefix);
+	n += vsnprintf(buf + n, sizeof(buf) - n - 1, fmt, ap);
+	if (n > (int)sizeof(buf) - 2)
+		n = sizeof(buf) - 2;
+	buf[n++] = '\n';
+	if (write(2, buf, n) < 0)
+		return;
+}
+
+void
+warnx_line(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	line_v("warning: ", fmt, ap);
+	va_end(ap);
+}
+
+void
+note_line(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	line_v("", fmt, ap);
+	va_end(ap);
+}

@@ -1,0 +1,851 @@
+/*
+ * Filesystem helpers (see fs.h). Everything that walks a tree does it with
+ * openat()/fstatat()/unlinkat() and O_NOFOLLOW relative to directory fds, so
+ * a symlink planted in the tree is never followed and a concurrent rename of
+ * a parent cannot redirect the walk.
+ */
+#include "base/fs.h"
+
+#include <bearssl_hash.h>
+#include "base/sha256x86.h"
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/sysmacros.h>
+#include <sys/random.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Content is hashed in blocks of this size: large enough for few read(2)s,
+ * small enough for the 8 MiB peak-memory goal. */
+#define FS_READ_BLOCK (64u << 10)
+/* A relative path in a walked tree; deeper or longer is refused. */
+#define FS_PATH_MAX 8192
+
+static int
+io_err(struct err *e, const char *what, const char *path)
+{
+	return err_set(e, "io.error", "%s %s: %s", what, path, strerror(errno));
+}
+
+int
+fs_dirname(const char *path, char *buf, size_t cap)
+{
+	const char *s = strrchr(path, '/');
+	size_t n;
+
+	if (s == NULL) {
+		if (cap < 2)
+			return -1;
+		memcpy(buf, ".", 2);
+		return 0;
+	}
+	while (s > path && s[-1] == '/')
+		s--;
+	n = s == path ? 1 : (size_t)(s - path);
+	if (n + 1 > cap)
+		return -1;
+	memcpy(buf, path, n);
+	buf[n] = '\0';
+	return 0;
+}
+
+int
+fs_mkdir_p(const char *path, mode_t mode, struct err *e)
+{
+	char buf[PATH_MAX];
+	size_t n = strlen(path), i;
+	struct stat sb;
+
+	if (n == 0 || n >= sizeof(buf))
+		return err_set(e, "io.error", "mkdir: bad path length");
+	memcpy(buf, path, n + 1);
+	for (i = 1; i <= n; i++) {
+		if (buf[i] != '/' && buf[i] != '\0')
+			continue;
+		if (buf[i - 1] == '/')
+			continue;
+		buf[i] = '\0';
+		if (mkdir(buf, mode) != 0) {
+			if (errno != EEXIST)
+				return io_err(e, "cannot create directory", buf);
+			if (stat(buf, &sb) != 0)
+				return io_err(e, "cannot stat", buf);
+			if (!S_ISDIR(sb.st_mode)) {
+				errno = ENOTDIR;
+				return io_err(e, "cannot create directory", buf);
+			}
+		}
+		if (i < n)
+			buf[i] = '/';
+	}
+	return 0;
+}
+
+static int
+fsync_dir_of(const char *path, struct err *e)
+{
+	char dir[PATH_MAX];
+
+	if (fs_dirname(path, dir, sizeof(dir)) != 0)
+		return err_set(e, "io.error", "path too long: %s", path);
+	return fs_fsync_dir(dir, e);
+}
+
+int
+fs_fsync_dir(const char *path, struct err *e)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0)
+		return io_err(e, "cannot open directory", path);
+	/* Some filesystems cannot fsync a directory; they also need not. */
+	if (fsync(fd) != 0 && errno != EINVAL && errno != ENOTSUP) {
+		io_err(e, "cannot fsync directory", path);
+		close(fd);
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
+int
+fs_syncfs(const char *path, struct err *e)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return io_err(e, "cannot open", path);
+	if (syncfs(fd) != 0) {
+		io_err(e, "cannot sync the filesystem of", path);
+		close(fd);
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
+static int
+write_full(int fd, const void *buf, size_t n)
+{
+	const char *p = buf;
+	ssize_t w;
+
+	while (n > 0) {
+		w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* A name no other thread or process is using: pid, a process-wide counter
+ * and the clock. */
+static void
+unique_suffix(char *buf, size_t cap)
+{
+	static unsigned long counter;
+	unsigned long c = __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED);
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	snprintf(buf, cap, "%ld.%lu.%lx", (long)getpid(), c, (unsigned long)ts.tv_nsec);
+}
+
+int
+fs_write_atomic(const char *path, const void *buf, size_t n, mode_t mode,
+    struct err *e)
+{
+	char tmp[PATH_MAX], suf[64];
+	int fd;
+
+	unique_suffix(suf, sizeof(suf));
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.%s", path, suf) >= sizeof(tmp))
+		return err_set(e, "io.error", "path too long: %s", path);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return io_err(e, "cannot create", tmp);
+	if (write_full(fd, buf, n) != 0) {
+		io_err(e, "cannot write", tmp);
+		goto fail;
+	}
+	/* umask must not decide who can read a marker. */
+	if (fchmod(fd, mode) != 0) {
+		io_err(e, "cannot chmod", tmp);
+		goto fail;
+	}
+	if (fsync(fd) != 0) {
+		io_err(e, "cannot fsync", tmp);
+		goto fail;
+	}
+	if (close(fd) != 0) {
+		fd = -1;
+		io_err(e, "cannot close", tmp);
+		goto fail;
+	}
+	fd = -1;
+	if (rename(tmp, path) != 0) {
+		io_err(e, "cannot rename into", path);
+		goto fail;
+	}
+	return fsync_dir_of(path, e);
+fail:
+	if (fd >= 0)
+		close(fd);
+	unlink(tmp);
+	return -1;
+}
+
+/* O_NONBLOCK: open(2) of a FIFO waits for a writer, forever; non-blocking
+ * it returns at once and the type check refuses it. On a regular file the
+ * flag changes nothing. */
+static int
+open_regular(const char *path, int follow, struct stat *sb, struct err *e)
+{
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW));
+
+	if (fd < 0) {
+		if (errno == ENOENT)
+			return err_set(e, "not_found", "%s does not exist", path);
+		if (errno == ELOOP && !follow)
+			return err_set(e, "io.error", "%s is a symbolic link, which is not followed here", path);
+		return io_err(e, "cannot open", path);
+	}
+	if (fstat(fd, sb) != 0 || !S_ISREG(sb->st_mode)) {
+		int fifo = S_ISFIFO(sb->st_mode), dir = S_ISDIR(sb->st_mode);
+
+		close(fd);
+		return err_set(e, "io.error", "%s is not a regular file%s", path,
+		               fifo ? " (a FIFO)" : dir ? " (a directory)" : "");
+	}
+	return fd;
+}
+
+int
+fs_open_input(const char *path, struct stat *sb, struct err *e)
+{
+	return open_regular(path, 1, sb, e);
+}
+
+static ssize_t
+read_full(int fd, char *buf, size_t n)
+{
+	size_t got = 0;
+	ssize_t r;
+
+	while (got < n) {
+		r = read(fd, buf + got, n - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -1;
+		if (r == 0)
+			break;
+		got += (size_t)r;
+	}
+	return (ssize_t)got;
+}
+
+ssize_t
+fs_read_small(const char *path, char *buf, size_t cap, struct err *e)
+{
+	struct stat sb;
+	ssize_t n;
+	char extra;
+	int fd;
+
+	if (cap == 0)
+		return err_set(e, "io.error", "no buffer for %s", path);
+	fd = open_regular(path, 0, &sb, e);
+	if (fd < 0)
+		return -1;
+	n = read_full(fd, buf, cap - 1);
+	if (n < 0) {
+		io_err(e, "cannot read", path);
+		close(fd);
+		return -1;
+	}
+	if ((size_t)n == cap - 1 && read_full(fd, &extra, 1) != 0) {
+		close(fd);
+		return err_set(e, "io.error", "%s is larger than %zu bytes", path, cap - 1);
+	}
+	close(fd);
+	buf[n] = '\0';
+	return n;
+}
+
+static int
+read_alloc(const char *path, int follow, size_t max, char **out, size_t *len, struct err *e)
+{
+	struct stat sb;
+	size_t cap, n = 0;
+	ssize_t r;
+	char *p = NULL, *q, c;
+	int fd;
+
+	*out = NULL;
+	*len = 0;
+	fd = open_regular(path, follow, &sb, e);
+	if (fd < 0)
+		return -1;
+	if ((uint64_t)sb.st_size > max) {
+		close(fd);
+		return err_set(e, "io.error", "%s is larger than %zu bytes", path, max);
+	}
+	/* The size may change under us: grow, but never past max. */
+	cap = (size_t)sb.st_size + 1;
+	p = malloc(cap);
+	if (p == NULL)
+		goto oom;
+	for (;;) {
+		r = read_full(fd, p + n, cap - 1 - n);
+		if (r < 0)
+			goto rerr;
+		n += (size_t)r;
+		if (n + 1 < cap)
+			break;
+		r = read_full(fd, &c, 1);
+		if (r < 0)
+			goto rerr;
+		if (r == 0)
+			break;
+		if (n >= max) {
+			free(p);
+			close(fd);
+			return err_set(e, "io.error", "%s is larger than %zu bytes", path, max);
+		}
+		cap = cap * 2 > max + 1 ? max + 1 : cap * 2;
+		q = realloc(p, cap);
+		if (q == NULL)
+			goto oom;
+		p = q;
+		p[n++] = c;
+	}
+	close(fd);
+	p[n] = '\0';
+	*out = p;
+	*len = n;
+	return 0;
+rerr:
+	io_err(e, "cannot read", path);
+	free(p);
+	close(fd);
+	return -1;
+oom:
+	free(p);
+	close(fd);
+	return err_set(e, "io.error", "out of memory reading %s", path);
+}
+
+int
+fs_read_alloc(const char *path, size_t max, char **out, size_t *len, struct err *e)
+{
+	return read_alloc(path, 0, max, out, len, e);
+}
+
+int
+fs_read_input(const char *path, size_t max, char **out, size_t *len, struct err *e)
+{
+	return read_alloc(path, 1, max, out, len, e);
+}
+
+/* chmod u+rwx a directory we cannot open or empty, without following a
+ * symlink: through an O_PATH fd and /proc (fchmod() refuses O_PATH fds). */
+static int
+make_accessible(int dirfd, const char *name)
+{
+	char proc[64];
+	struct stat sb;
+	int fd, r;
+
+	fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &sb) != 0) {
+		close(fd);
+		return -1;
+	}
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	r = chmod(proc, (sb.st_mode & 07777) | 0700);
+	close(fd);
+	return r;
+}
+
+/* Removal state: the directory the removal started in (where subtrees too
+ * deep to recurse into are moved, to be removed from there) and how many
+ * were moved. */
+struct rm {
+	int top;
+	unsigned long moved;
+	char tag[48];
+	struct err *e;
+};
+
+static void
+moved_name(struct rm *r, unsigned long i, char *buf, size_t cap)
+{
+	snprintf(buf, cap, ".rm-deep.%s.%lu", r->tag, i);
+}
+
+static int
+rm_at(struct rm *rm, int pfd, const char *name, int depth)
+{
+	char deep[96];
+	struct dirent *de;
+	struct stat sb;
+	DIR *d;
+	int fd, removed;
+
+	if (unlinkat(pfd, name, 0) == 0 || errno == ENOENT)
+		return 0;
+	if (errno != EISDIR && errno != EPERM)
+		return io_err(rm->e, "cannot remove", name);
+	if (depth >= FS_MAX_DEPTH) {
+		/* No deeper recursion (stack, fds): move the subtree up
+		 * beside the tree and remove it from there afterwards. */
+		moved_name(rm, rm->moved, deep, sizeof(deep));
+		if (renameat(pfd, name, rm->top, deep) != 0)
+			return io_err(rm->e, "cannot move a deep subtree", name);
+		rm->moved++;
+		return 0;
+	}
+	fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 && errno == EACCES && make_accessible(pfd, name) == 0)
+		fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		if (errno == ENOENT)
+			return 0;
+		return io_err(rm->e, "cannot open directory", name);
+	}
+	if (fstat(fd, &sb) == 0 && (sb.st_mode & 0700) != 0700)
+		(void)fchmod(fd, (sb.st_mode & 07777) | 0700);
+	d = fdopendir(fd);
+	if (d == NULL) {
+		close(fd);
+		return io_err(rm->e, "cannot read directory", name);
+	}
+	/* Removing entries while reading may make readdir skip some: read
+	 * again until a pass finds nothing left. */
+	do {
+		removed = 0;
+		rewinddir(d);
+		while ((errno = 0, de = readdir(d)) != NULL) {
+			if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+				continue;
+			if (rm_at(rm, dirfd(d), de->d_name, depth + 1) != 0) {
+				closedir(d);
+				return -1;
+			}
+			removed = 1;
+		}
+	} while (removed);
+	closedir(d);
+	if (unlinkat(pfd, name, AT_REMOVEDIR) != 0 && errno != ENOENT)
+		return io_err(rm->e, "cannot remove directory", name);
+	return 0;
+}
+
+int
+fs_rm_treeat(int dirfd, const char *name, struct err *e)
+{
+	struct rm rm;
+	char deep[96];
+	unsigned long i;
+
+	if (name[0] == '\0' || strchr(name, '/') != NULL || strcmp(name, ".") == 0
+	    || strcmp(name, "..") == 0)
+		return err_set(e, "io.error", "refusing to remove '%s'", name);
+	rm.top = dirfd;
+	rm.moved = 0;
+	rm.e = e;
+	unique_suffix(rm.tag, sizeof(rm.tag));
+	if (rm_at(&rm, dirfd, name, 0) != 0)
+		return -1;
+	/* rm.moved may grow while this runs: a moved subtree can be deep too. */
+	for (i = 0; i < rm.moved; i++) {
+		moved_name(&rm, i, deep, sizeof(deep));
+		if (rm_at(&rm, dirfd, deep, 0) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+int
+fs_rm_tree(const char *path, struct err *e)
+{
+	char buf[PATH_MAX], dir[PATH_MAX];
+	const char *base;
+	size_t n = strlen(path);
+	int dfd, r;
+
+	if (n == 0 || n >= sizeof(buf))
+		return err_set(e, "io.error", "remove: bad path length");
+	memcpy(buf, path, n + 1);
+	while (n > 1 && buf[n - 1] == '/')
+		buf[--n] = '\0';
+	base = strrchr(buf, '/');
+	base = base ? base + 1 : buf;
+	if (fs_dirname(buf, dir, sizeof(dir)) != 0)
+		return err_set(e, "io.error", "remove: bad path %s", path);
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0) {
+		if (errno == ENOENT)
+			return 0;
+		return io_err(e, "cannot open directory", dir);
+	}
+	r = fs_rm_treeat(dfd, base, e);
+	close(dfd);
+	return r;
+}
+
+/* ---- the tree walk ---- */
+
+struct fw {
+	char rel[PATH_MAX]; /* the entry's path below the root */
+	size_t len;
+	const char *code; /* for a tree over the limits */
+	fs_visit_fn visit;
+	void *arg;
+	struct err *e;
+};
+
+static int
+cmp_names(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The names in d, sorted bytewise, in one malloc'd block: an array of
+ * pointers followed by the strings. */
+static char **
+sorted_names(DIR *d, size_t *count, struct fw *w)
+{
+	size_t n = 0, cap = 64, sbytes = 0, scap = 4096, i;
+	char **v = NULL, *s = NULL, **out;
+	size_t *offs = NULL;
+	struct dirent *de;
+	void *t;
+
+	offs = malloc(cap * sizeof(*offs));
+	s = malloc(scap);
+	if (offs == NULL || s == NULL)
+		goto oom;
+	while ((errno = 0, de = readdir(d)) != NULL) {
+		size_t l = strlen(de->d_name) + 1;
+
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (n >= FS_MAX_DIR_ENTRIES) {
+			err_set(w->e, w->code, "%s: more than %d entries in one directory (the entry cap)",
+			        w->len ? w->rel : ".", FS_MAX_DIR_ENTRIES);
+			goto fail;
+		}
+		if (n == cap) {
+			t = realloc(offs, (cap *= 2) * sizeof(*offs));
+			if (t == NULL)
+				goto oom;
+			offs = t;
+		}
+		while (sbytes + l > scap) {
+			t = realloc(s, scap *= 2);
+			if (t == NULL)
+				goto oom;
+			s = t;
+		}
+		memcpy(s + sbytes, de->d_name, l);
+		offs[n++] = sbytes;
+		sbytes += l;
+	}
+	if (errno != 0) {
+		io_err(w->e, "cannot read directory", w->len ? w->rel : ".");
+		goto fail;
+	}
+	out = malloc(n * sizeof(char *) + sbytes + 1);
+	if (out == NULL)
+		goto oom;
+	v = out;
+	memcpy((char *)(v + n), s, sbytes);
+	for (i = 0; i < n; i++)
+		v[i] = (char *)(v + n) + offs[i];
+	qsort(v, n, sizeof(char *), cmp_names);
+	free(offs);
+	free(s);
+	*count = n;
+	return v;
+oom:
+	err_set(w->e, "internal", "out of memory walking %s", w->len ? w->rel : ".");
+fail:
+	free(offs);
+	free(s);
+	return NULL;
+}
+
+static int
+walk_dir(struct fw *w, int dfd, int depth)
+{
+	char **names;
+	size_t n, i, l, saved = w->len;
+	struct stat sb;
+	DIR *d;
+	int fd, rc = -1;
+
+	if (depth > FS_MAX_DEPTH)
+		return err_set(w->e, w->code, "%s: tree deeper than %d levels", saved ? w->rel : ".",
+		               FS_MAX_DEPTH);
+	fd = dup(dfd);
+	if (fd < 0 || (d = fdopendir(fd)) == NULL) {
+		if (fd >= 0)
+			close(fd);
+		return err_set(w->e, "io.error", "%s: %s", saved ? w->rel : ".", strerror(errno));
+	}
+	names = sorted_names(d, &n, w);
+	closedir(d);
+	if (names == NULL)
+		return -1;
+	for (i = 0; i < n; i++) {
+		l = strlen(names[i]);
+		if (saved + 1 + l >= sizeof(w->rel)) {
+			err_set(w->e, w->code, "path too long under %s", saved ? w->rel : ".");
+			goto out;
+		}
+		if (saved > 0)
+			w->rel[saved] = '/';
+		memcpy(w->rel + saved + (saved > 0), names[i], l + 1);
+		w->len = saved + (saved > 0) + l;
+		if (fstatat(dfd, names[i], &sb, AT_SYMLINK_NOFOLLOW) != 0) {
+			err_set(w->e, "io.error", "%s: %s", w->rel, strerror(errno));
+			goto out;
+		}
+		if (w->visit(w->arg, dfd, names[i], w->rel, &sb, w->e) != 0)
+			goto out;
+		if (S_ISDIR(sb.st_mode)) {
+			int sub = openat(dfd, names[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+			if (sub < 0) {
+				err_set(w->e, "io.error", "%s: %s", w->rel, strerror(errno));
+				goto out;
+			}
+			rc = walk_dir(w, sub, depth + 1);
+			close(sub);
+			if (rc != 0)
+				goto out;
+			rc = -1;
+		}
+		w->len = saved;
+		w->rel[saved] = '\0';
+	}
+	rc = 0;
+out:
+	w->len = saved;
+	w->rel[saved] = '\0';
+	free(names);
+	return rc;
+}
+
+int
+fs_walk(int rootfd, const char *limit_code, fs_visit_fn visit, void *arg, struct err *e)
+{
+	struct fw *w = calloc(1, sizeof(*w));
+	int rc;
+
+	if (w == NULL)
+		return err_set(e, "internal", "out of memory");
+	w->code = limit_code;
+	w->visit = visit;
+	w->arg = arg;
+	w->e = e;
+	rc = walk_dir(w, rootfd, 0);
+	free(w);
+	return rc;
+}
+
+int
+fs_free_bytes(const char *path, uint64_t *out, struct err *e)
+{
+	struct statvfs v;
+
+	if (statvfs(path, &v) != 0)
+		return io_err(e, "cannot statvfs", path);
+	*out = (uint64_t)v.f_bavail * (uint64_t)v.f_frsize;
+	return 0;
+}
+
+int
+fs_dir_safe(const char *path, struct err *e)
+{
+	struct stat sb;
+
+	if (stat(path, &sb) != 0) {
+		if (errno == ENOENT)
+			return err_set(e, "not_found", "%s does not exist", path);
+		return io_err(e, "cannot stat", path);
+	}
+	if (!S_ISDIR(sb.st_mode))
+		return err_set(e, "config.state_dir_unsafe", "%s is not a directory", path);
+	if (sb.st_uid != geteuid() && sb.st_uid != 0)
+		return err_set(e, "config.state_dir_unsafe",
+		    "%s is owned by uid %u, not by uid %u or root", path,
+		    (unsigned)sb.st_uid, (unsigned)geteuid());
+	if (sb.st_mode & 022)
+		return err_set(e, "config.state_dir_unsafe",
+		    "%s has mode %04o: group- or world-writable", path,
+		    (unsigned)(sb.st_mode & 07777));
+	return 0;
+}
+
+/* mountinfo escapes space, tab, newline and backslash as \ooo. */
+static void
+unescape(char *s)
+{
+	char *o = s;
+
+	while (*s) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '7' && s[2] >= '0' && s[2] <= '7'
+		    && s[3] >= '0' && s[3] <= '7') {
+			*o++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+			s += 4;
+		} else {
+			*o++ = *s++;
+		}
+	}
+	*o = '\0';
+}
+
+static int
+is_prefix_dir(const char *mp, const char *path)
+{
+	size_t n = strlen(mp);
+
+	if (strcmp(mp, "/") == 0)
+		return 1;
+	return strncmp(mp, path, n) == 0 && (path[n] == '/' || path[n] == '\0');
+}
+
+int
+fs_mount_point(const char *path, char *buf, size_t cap)
+{
+	char real[PATH_MAX], line[4096], mp[4096], best[4096] = "";
+	unsigned maj, min;
+	size_t bestlen = 0;
+	int best_dev = 0, dev_match;
+	struct stat sb;
+	FILE *f;
+
+	if (cap == 0)
+		return -1;
+	snprintf(buf, cap, "%s", path);
+	if (realpath(path, real) == NULL || stat(real, &sb) != 0)
+		return -1;
+	f = fopen("/proc/self/mountinfo", "re");
+	if (f == NULL)
+		return -1;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		if (sscanf(line, "%*s %*s %u:%u %*s %4095s", &maj, &min, mp) != 3)
+			continue;
+		unescape(mp);
+		if (!is_prefix_dir(mp, real))
+			continue;
+		dev_match = maj == (unsigned)major(sb.st_dev) && min == (unsigned)minor(sb.st_dev);
+		/* The device decides first (a bind mount shares a prefix with
+		 * its parent), then the longest mount point. */
+		if ((dev_match && !best_dev) || (dev_match == best_dev && strlen(mp) >= bestlen)) {
+			snprintf(best, sizeof(best), "%s", mp);
+			bestlen = strlen(mp);
+			best_dev = dev_match;
+		}
+	}
+	fclose(f);
+	if (bestlen == 0)
+		return -1;
+	snprintf(buf, cap, "%s", best);
+	return 0;
+}
+
+/* How many times a probe exec may meet ETXTBSY: another thread's fork can
+ * hold our write fd for the moment before its own exec closes it. */
+#define FS_PROBE_TRIES 5
+
+int
+fs_noexec_probe(const char *dir, struct err *e)
+{
+	char p[PATH_MAX], suf[64], mp[PATH_MAX];
+	char *argv[2], *envp[1] = {NULL};
+	int fd, rc, tries, status;
+	pid_t pid;
+
+	unique_suffix(suf, sizeof(suf));
+	if ((size_t)snprintf(p, sizeof(p), "%s/.exec-probe.%s", dir, suf) >= sizeof(p))
+		return err_set(e, "io.error", "path too long: %s", dir);
+	fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0700);
+	if (fd < 0)
+		return io_err(e, "cannot write a probe file in", dir);
+	/* One byte that is neither "#!" nor ELF: exec can only fail, with
+	 * ENOEXEC where exec is allowed and EACCES where it is not. */
+	if (write_full(fd, "\n", 1) != 0 || fchmod(fd, 0700) != 0) {
+		io_err(e, "cannot write a probe file in", dir);
+		close(fd);
+		unlink(p);
+		return -1;
+	}
+	close(fd);
+	argv[0] = p;
+	argv[1] = NULL;
+	for (tries = 0;; tries++) {
+		rc = posix_spawn(&pid, p, NULL, NULL, argv, envp);
+		if (rc != ETXTBSY || tries + 1 >= FS_PROBE_TRIES)
+			break;
+		usleep(10000);
+	}
+	if (rc == 0)
+		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+			;
+	unlink(p);
+	if (rc == 0 || rc == ENOEXEC)
+		return 0;
+	if (rc == EACCES || rc == EPERM) {
+		fs_mount_point(dir, mp, sizeof(mp));
+		return err_set(e, "install.noexec",
+		    "files in %s cannot be executed (mount %s is noexec or exec is denied)", dir, mp);
+	}
+	errno = rc;
+	return io_err(e, "cannot run the exec probe in", dir);
+}
+
+void
+fs_rand_hex(char *out, int nbytes)
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char b[16];
+	int i;
+
+	if (nbytes > 16)
+		nbytes = 16;
+	if (getrandom(b, (size_t)nbytes, 0) != (ssize_t)nbytes) {
+		static unsigned long n;
+		struct timespec ts;
+		unsigned long x;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		x = (unsigned long)getpid() ^ (unsigned long)ts.tv_nsec ^ ((unsigned long)ts.tv_sec << 20) ^
+		    (__atomic_add_fetch(&n, 1, __ATOMIC_RELAXED) * 0x9e3779b97f4a7c15ul);
+		for (i = 0; i < nbytes; i++)
+			b[i] = (unsigned char)(x >> ((i % 8) * 8)) ^ (unsigned char)(i * 0x5b);
+	}
+	for (i = 0; i < nbytes; i++) {
+		out[2 * i] = hex[b[i] >> 4];
+		out[2 * i + 1] = hex[b[i] & 15];
+	}
+	out[2 * nbytes] = '\0';
+}

@@ -1,0 +1,136 @@
+#ifndef ABX_FS_H
+#define ABX_FS_H
+/*
+ * Filesystem helpers for the install engine: directories, atomic writes,
+ * bounded reads, safe tree removal, tree digests, free space, directory
+ * safety and the noexec probe.
+ *
+ * Every function returns 0 on success and -1 with e set (code io.error
+ * unless said otherwise; the message names the path and strerror), never
+ * exits, never prints. Nothing here changes the current directory or the
+ * umask, so all of it is safe in a threaded server.
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include "base/err.h"
+
+/* A tree walk refuses to go deeper than this: a hostile tree cannot exhaust
+ * file descriptors (one open directory per level) or the stack. Node.js's
+ * deepest path is about 15 levels. */
+#define FS_MAX_DEPTH 128
+/* The one entry cap. An archive extracts at most this many entries
+ * (ARC_DEFAULT_MAX_ENTRIES is this number), so no directory of a tree it made
+ * holds more; the walks that sort one directory's names in memory for the
+ * digests stop at the same number, never below it (they stopped at 65,536 and
+ * 100,000, failing trees the extractor had accepted). */
+#define FS_MAX_DIR_ENTRIES 200000
+/* A digest as lowercase hex, with its NUL. */
+#define FS_HEX_LEN 65
+
+/* mkdir -p: create path and its missing parents with mode (umask applies,
+ * as for mkdir(2)). An existing directory is fine; an existing non-directory
+ * is an error. */
+int fs_mkdir_p(const char *path, mode_t mode, struct err *e);
+
+/* Write buf[0..n) to path atomically: a temporary file in the same directory
+ * (O_EXCL, mode), write, fsync, rename over path, fsync the directory. A
+ * reader sees the old content or the new, never a mix; after a power cut
+ * the same holds. On failure the temporary file is removed. */
+int fs_write_atomic(const char *path, const void *buf, size_t n, mode_t mode,
+    struct err *e);
+
+/* Read the whole of path (a regular file, not followed if a symlink: O_NOFOLLOW)
+ * into buf of cap bytes and NUL-terminate it. Returns the length, or -1: a
+ * file of cap bytes or more is an error (never a truncated read). A missing
+ * file gives e->code "not_found" so callers can tell absence from failure. */
+ssize_t fs_read_small(const char *path, char *buf, size_t cap, struct err *e);
+
+/* Open an operator-provided input (configuration, policy, commands file,
+ * manifests and their lockfiles) for reading: symbolic links are followed
+ * (Kubernetes ConfigMap mounts are "..data" symlinks), the open never blocks
+ * (O_NONBLOCK: a FIFO is refused, not waited on), and it must be a regular
+ * file. Returns the fd with *sb filled, or -1 (not_found, io.error). Inside
+ * tool trees use fs_read_small/fs_read_alloc, which never follow. */
+int fs_open_input(const char *path, struct stat *sb, struct err *e);
+
+/* Like fs_read_small into a malloc'd buffer of at most max bytes (+1 for the
+ * NUL). On success *out is owned by the caller (free()), *len the length. */
+int fs_read_alloc(const char *path, size_t max, char **out, size_t *len,
+    struct err *e);
+/* fs_read_alloc for an operator-provided input: opened as fs_open_input. */
+int fs_read_input(const char *path, size_t max, char **out, size_t *len, struct err *e);
+
+/* Remove path and everything under it without following any symlink (a
+ * symlink is removed, never its target), using openat/unlinkat relative to
+ * directory fds so a concurrent rename cannot redirect it. A missing path is
+ * success. Directories without write/search permission for us are chmod'ed
+ * u+rwx first (a 0555 directory inside a staged tree must be removable).
+ * A tree deeper than FS_MAX_DEPTH is an error (arc never creates one). */
+int fs_rm_tree(const char *path, struct err *e);
+
+/* The same for the entry name inside the open directory dirfd. */
+int fs_rm_treeat(int dirfd, const char *name, struct err *e);
+
+/* fsync the directory path (so a rename or create in it survives a power cut). */
+int fs_fsync_dir(const char *path, struct err *e);
+
+/* syncfs(2) the filesystem holding path: one call that makes a whole staged
+ * tree durable before it is renamed into place, cheaper than an fsync per
+ * file. */
+int fs_syncfs(const char *path, struct err *e);
+
+/* The directory part of path into buf (cap bytes), "." if none. Returns 0,
+ * or -1 when it does not fit. */
+int fs_dirname(const char *path, char *buf, size_t cap);
+
+/*
+ * The one tree walk (the listing, the proof list): every entry under the
+ * directory rootfd (itself excluded), depth first, each directory's names
+ * sorted bytewise, a directory's own entry before its entries. For each,
+ * visit(arg, dfd, name, rel, st, e): dfd holds the entry (valid during the
+ * call), rel is its path below the root, st its lstat; it returns 0 to go
+ * on, or -1 with e set to stop the walk. Returns 0, or -1 with e: the
+ * visitor's error, io.error naming what could not be read, or limit_code
+ * for a tree deeper than FS_MAX_DEPTH, a directory of more than
+ * FS_MAX_DIR_ENTRIES names, or a path of PATH_MAX. Recursion costs about
+ * 100 bytes of stack per level; the path lives on the heap.
+ */
+typedef int (*fs_visit_fn)(void *arg, int dfd, const char *name, const char *rel, const struct stat *st,
+                           struct err *e);
+int fs_walk(int rootfd, const char *limit_code, fs_visit_fn visit, void *arg, struct err *e);
+
+/* Bytes available to an unprivileged user on the filesystem holding path
+ * (statvfs f_bavail × f_frsize) into *out. */
+int fs_free_bytes(const char *path, uint64_t *out, struct err *e);
+
+/* A state or tools directory is safe when it is a directory (a symlink to
+ * one is followed), owned by us (euid) or root, and not group- or
+ * world-writable. Unsafe → -1 with config.state_dir_unsafe naming the path,
+ * its owner and mode; missing → not_found; other failures → io.error. */
+int fs_dir_safe(const char *path, struct err *e);
+
+/*
+ * Can files in dir be executed? Writes a one-byte file (mode 0700) there and
+ * execve()s it in a spawned child: a filesystem that allows exec answers
+ * ENOEXEC (not a valid executable; no shell, no ELF needed, so it works on
+ * scratch images), a noexec mount answers EACCES. The file is removed.
+ * Returns 0 when exec is allowed; -1 with install.noexec naming the mount
+ * point (from /proc/self/mountinfo) when not; -1 with io.error when the file
+ * cannot be written (read-only directory: the caller tries the next one).
+ */
+int fs_noexec_probe(const char *dir, struct err *e);
+
+/* The mount point of the filesystem holding path, from /proc/self/mountinfo
+ * (the longest mount point that is a prefix of path's real path and has the
+ * same device). Returns 0, or -1 when it cannot be told (buf = path). */
+int fs_mount_point(const char *path, char *buf, size_t cap);
+
+/* nbytes (at most 16) random bytes as 2*nbytes lower-case hex digits and a
+ * NUL into out: names of staging directories, job and session ids. Without
+ * getrandom they are not secret, only distinct (pid, clock and a counter). */
+void fs_rand_hex(char *out, int nbytes);
+
+#endif

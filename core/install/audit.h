@@ -1,0 +1,35 @@
+#ifndef ABX_AUDIT_H
+#define ABX_AUDIT_H
+/*
+ * Audit records of serve (SPEC §9): one JSON line per security-relevant
+ * event, appended with one write(2) to the audit file the install engine
+ * also writes (install_audit: config audit_file, else <state dir>/
+ * audit.jsonl when the state directory exists). Install start and finish
+ * and unpinned installs are the engine's records (with the principal and
+ * op a job passes it); these are serve's own. A record never contains a
+ * token: callers pass principals, peers, paths and codes only.
+ */
+#include "install/tools.h"
+
+/* auth.missing / auth.invalid: who (peer), what (method, path without the
+ * query string, which may carry anything). Fields over 256 bytes are cut
+ * and the record marked "truncated": true; a record is never dropped.
+ * Identical failures (code, peer address, method, path) within a second of
+ * the last written are counted instead: the next identical one written
+ * carries "repeated": N, or, when another record comes first, an
+ * "auth.failure.repeated" record with the count and the fields. */
+void audit_auth_failure(const struct install_settings *s, const char *peer, const char *method,
+                        const char *path, const char *code);
+
+/* policy.denied: principal, op, and the rule that denied it. */
+void audit_policy_denied(const struct install_settings *s, const char *peer, const char *principal,
+                         const char *op, const char *rule);
+
+/* An install a request triggered or joined: job id, tool, principal, op. */
+void audit_install_job(const struct install_settings *s, const char *event, const char *principal,
+                       const char *op, const char *tool, const char *job_id);
+
+/* The current time as RFC 3339 UTC ("2026-11-29T22:20:47Z") into buf. */
+void audit_time(char *buf, size_t cap);
+
+#endif

@@ -1,0 +1,573 @@
+/*
+ * The install engine: ensure(). The order of the steps is the contract:
+ * nothing is locked or written before the fast path has said "not ready",
+ * nothing is published that was not fully fetched, verified, extracted and
+ * checked, and a kill at any point leaves only staging directories and
+ * .cache/.tmp- files. The steps live in the files install_int.h lists.
+ */
+#include "install/install_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "net/http.h"
+#include "pkg/npmlock.h"
+
+static const char *const state_names[] = {"ready",  "pending",  "missing",			"failed",
+					  "read_only", "disabled", "network_unreachable"};
+
+const char *
+install_state_name(enum install_state s)
+{
+	return (unsigned)s < sizeof(state_names) / sizeof(state_names[0]) ? state_names[s] : "?";
+}
+
+/* ---- small helpers ----------------------------------------------------- */
+
+void
+install_iso_time(time_t t, char *buf, size_t cap)
+{
+	struct tm tm;
+
+	gmtime_r(&t, &tm);
+	strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+int
+install_mkdir(const char *path, mode_t mode, struct err *e)
+{
+	if (mkdir(path, mode) == 0) {
+		chmod(path, mode); /* not narrowed by the umask: others read trees */
+		return 0;
+	}
+	if (errno == EEXIST) {
+		struct stat st;
+		if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
+			return 0;
+		return err_set(e, "io.error", "%s exists and is not a directory", path);
+	}
+	return err_set(e, "io.error", "mkdir %s: %s", path, strerror(errno));
+}
+
+void
+install_sleep_ms(int ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+/* ABX_TEST_PAUSE (see install.h): harmless unless a test sets it. */
+void
+install_test_pause(const char *phase)
+{
+	const char *p = config_env("ABX_TEST_PAUSE"), *env = config_env("ABX_SERVER_ENV");
+	char line[80];
+	int n, i;
+
+	if (p == NULL || strcmp(p, phase) != 0 || (env != NULL && strcmp(env, "production") == 0))
+		return;
+	n = snprintf(line, sizeof(line), "install: paused at %s\n", phase);
+	if (write(2, line, (size_t)n) < 0) {
+		/* nothing to do */
+	}
+	for (i = 0; i < 300; i++)
+		install_sleep_ms(100);
+}
+
+void
+install_tool_env_name(const char *name, char *buf, size_t cap)
+{
+	size_t i, off = (size_t)snprintf(buf, cap, "ABX_TOOL_");
+
+	for (i = 0; name[i] && off + 1 < cap; i++, off++) {
+		char ch = name[i];
+		buf[off] = (ch >= 'a' && ch <= 'z') ? (char)(ch - 32) : ((ch >= '0' && ch <= '9') || (ch >= 'A' && ch <= 'Z')) ? ch : '_';
+	}
+	buf[off < cap ? off : cap - 1] = '\0';
+}
+
+/* Map an error code to the ensure state. */
+static enum install_state
+state_of(const struct err *e)
+{
+	const char *c = e->code ? e->code : "";
+
+	if (strcmp(c, "install.read_only") == 0)
+		return INSTALL_READ_ONLY;
+	if (strcmp(c, "install.disabled") == 0)
+		return INSTALL_DISABLED;
+	if (strcmp(c, "install.required") == 0)
+		return INSTALL_MISSING;
+	if (strcmp(c, "install.network_unreachable") == 0)
+		return INSTALL_NETWORK_UNREACHABLE;
+	return INSTALL_FAILED;
+}
+
+void
+install_details_phase(struct err *e, const char *phase)
+{
+	char d[64];
+
+	snprintf(d, sizeof(d), "{\"phase\":\"%s\"}", phase);
+	err_details(e, d);
+}
+
+/* ---- ensure --------------------------------------------------------------- */
+
+const char *
+install_phase_name(enum install_phase p)
+{
+	static const char *const names[INSTALL_PH_N] = {
+	    "probe", "download+digest", "extract", "place", "npm", "verify.argv", "tree listing", "publish/sync",
+	};
+	return (unsigned)p < INSTALL_PH_N ? names[p] : "?";
+}
+
+static int
+fail_state(struct install_result *r, struct err *e)
+{
+	r->state = state_of(e);
+	return -1;
+}
+
+/* Why m is about to be installed, from the first marker of the chain:
+ * "missing", "manifest changed: ..." or "drift: ..." (a tree whose marker
+ * matches the manifest but whose content does not). */
+static void
+install_why(struct install_ctx *c, const manifest_t *m, char *buf, size_t cap)
+{
+	struct install_marker mk;
+	struct err e;
+	int i;
+
+	for (i = 0; i < c->chain.n; i++) {
+		if (!c->chain.d[i].exists || install_marker_read(c->chain.d[i].path, m->name, &mk, &e) < 0)
+			continue;
+		if (strcmp(mk.manifest_sha256, m->sha256) != 0 || strcmp(mk.version, m->version) != 0) {
+			snprintf(buf, cap, "manifest changed: %s has %s %s from another manifest than %s", c->chain.d[i].path,
+				 m->name, mk.version, m->file[0] ? m->file : "the built-in one");
+			return;
+		}
+		if (strcmp(mk.platform, c->platform) != 0)
+			continue;
+		snprintf(buf, cap, "drift: %s/%s/%s differs from what was installed", c->chain.d[i].path, m->name,
+			 mk.tree);
+		return;
+	}
+	snprintf(buf, cap, "missing");
+}
+
+/* The chain names an explicit directory (--tools-dir, ABX_TOOLS_DIR) that
+ * does not exist yet: an installer creates it (tools_chain_build). */
+static int
+explicit_missing(const struct tools_chain *ch)
+{
+	int i;
+
+	for (i = 0; i < ch->n; i++)
+		if (ch->d[i].explicit_ && !ch->d[i].exists)
+			return 1;
+	return 0;
+}
+
+/* The network is needed unless every artifact is already local. */
+static const char *
+needs_network(struct install_ctx *c, const manifest_t *m)
+{
+	const struct manifest_artifact *a;
+	int i;
+
+	if (m->source.type != MANIFEST_SRC_TARBALL) {
+		/* the first package not in the cache, through the mirror if
+		 * one is set: the host a download would contact first */
+		static __thread char nu[HTTP_URL_MAX];
+		return install_npm_probe_url(c, m, nu, sizeof(nu)) == 1 ? nu : NULL;
+	}
+	a = manifest_artifact(m, c->platform);
+	if (a == NULL || (a->sha256[0] && install_maybe_local(c, a->sha256)))
+		return NULL;
+	for (i = 0; i < c->set->nmirrors; i++)
+		if (install_mirror_dir(c->set->tarball_mirrors[i]) == NULL) {
+			static char u[HTTP_URL_MAX];
+			char h[HTTP_HOST_MAX];
+			if (install_mirror_url(c->set->tarball_mirrors[i], a->url, u, sizeof(u), h, sizeof(h)) == 0)
+				return u;
+		}
+	return a->url;
+}
+
+/* Base images that have each loader, named in a refusal (the fix line is
+ * one text for every tool and cannot say which). */
+#define GLIBC_IMAGES "Debian, Ubuntu, distroless/base"
+#define MUSL_IMAGES "Alpine"
+
+/*
+ * Can m run in this image? Its manifest's "libc" names the C libraries whose
+ * program interpreter its native code can use; the image has the one
+ * npmlock_detect_libc finds (or none). Known before any download, so a tool
+ * that cannot run is refused with what is missing instead of failing at
+ * verify after hundreds of MiB. Only for this machine's platform (fetch
+ * fills caches for others).
+ */
+int
+install_image_fits(const manifest_t *m, const char *platform, struct err *e)
+{
+	const char *libc, *g = npmlock_libc_loader("glibc"), *mu = npmlock_libc_loader("musl");
+	char env[MANIFEST_NAME_MAX + 16], need[200], det[512];
+
+	if (m->libc == 0 || (platform != NULL && strcmp(platform, manifest_platform_self()) != 0))
+		return 0;
+	libc = npmlock_detect_libc(NULL);
+	if ((strcmp(libc, "glibc") == 0 && (m->libc & MANIFEST_LIBC_GLIBC)) ||
+	    (strcmp(libc, "musl") == 0 && (m->libc & MANIFEST_LIBC_MUSL))) {
+		int i;
+
+		install_tool_env_name(m->name, env, sizeof(env));
+		for (i = 0; i < m->nlibs; i++)
+			if (!npmlock_lib_present(NULL, libc, m->libs[i])) {
+				err_set(e, "install.image_unsupported",
+					"%s cannot run in this image: it needs the shared library %s, in no library "
+					"directory here (C library: %s); or set %s or put %s on PATH",
+					m->name, m->libs[i], libc, env, m->binary);
+				snprintf(det, sizeof(det),
+					 "{\"tool\":\"%s\",\"libc\":\"%s\",\"library\":\"%s\",\"env\":\"%s\"}", m->name,
+					 libc, m->libs[i], env);
+				err_details(e, det);
+				return -1;
+			}
+		return 0;
+	}
+	install_tool_env_name(m->name, env, sizeof(env));
+	if (m->libc == (MANIFEST_LIBC_GLIBC | MANIFEST_LIBC_MUSL))
+		snprintf(need, sizeof(need), "the glibc loader %s (%s) or the musl loader %s (%s)", g, GLIBC_IMAGES,
+			 mu, MUSL_IMAGES);
+	else if (m->libc & MANIFEST_LIBC_GLIBC)
+		snprintf(need, sizeof(need), "the glibc loader %s (%s)", g, GLIBC_IMAGES);
+	else
+		snprintf(need, sizeof(need), "the musl loader %s (%s)", mu, MUSL_IMAGES);
+	/* Under ERR_MSG_MAX with a "gemini requires node-runtime: " prefix. */
+	err_set(e, "install.image_unsupported",
+		"%s cannot run in this image: it needs %s (C library of this image: %s); "
+		"or set %s or put %s on PATH",
+		m->name, need, libc, env, m->binary);
+	snprintf(det, sizeof(det), "{\"tool\":\"%s\",\"libc\":\"%s\",\"needs\":[%s%s%s],\"env\":\"%s\"}",
+		 m->name, libc, (m->libc & MANIFEST_LIBC_GLIBC) ? "\"glibc\"" : "",
+		 m->libc == (MANIFEST_LIBC_GLIBC | MANIFEST_LIBC_MUSL) ? "," : "",
+		 (m->libc & MANIFEST_LIBC_MUSL) ? "\"musl\"" : "", env);
+	err_details(e, det);
+	return -1;
+}
+
+/* install_image_fits for m and every tool it requires that is not already there
+ * (installed, ABX_TOOL_<NAME>, PATH). */
+static int
+image_check(struct install_ctx *c, const manifest_t *m, struct err *e)
+{
+	int i, rc;
+
+	if (install_image_fits(m, c->platform, e) < 0)
+		return -1;
+	for (i = 0; i < m->nrequires; i++) {
+		struct install_result *rr = malloc(sizeof(*rr));
+		struct err sub;
+
+		if (rr == NULL)
+			return err_set(e, "internal", "out of memory");
+		err_clear(&sub);
+		c->depth++;
+		rc = install_ensure_inner(c, m->requires[i].name, m->requires[i].min, INSTALL_F_CHECK, rr, &sub);
+		c->depth--;
+		free(rr);
+		if (rc < 0 && sub.code != NULL && strcmp(sub.code, "not_found") != 0) {
+			char msg[ERR_MSG_MAX];
+
+			snprintf(msg, sizeof(msg), "%s", sub.msg);
+			err_set(e, sub.code, "%s requires %s: %s", m->name, m->requires[i].name, msg);
+			err_details(e, sub.details);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int
+install_image_check(struct install_ctx *c, const char *name, struct err *e)
+{
+	const manifest_t *m = manifest_get(c->ms, name, e);
+
+	if (m == NULL)
+		return -1;
+	return image_check(c, m, e);
+}
+
+/* Step 0 and 1: already there (ABX_TOOL_<NAME>, the tools chain, PATH)?
+ * 1 yes (r filled), 0 no, -1 it cannot be (e set). */
+static int
+ensure_found(struct install_ctx *c, const manifest_t *m, const char *min, unsigned flags,
+             struct install_result *r, struct err *e)
+{
+	/* resolution order: ABX_TOOL_<NAME>, tools, PATH, install */
+	if (install_env_tool(c, m, r) || install_fast_path(c, m, r, e) == 1)
+		return 1;
+	if (!(flags & INSTALL_F_NO_PATH) && c->set->use_path && install_path_tool(c, m, min, r))
+		return 1;
+	/* Not there: before anything else, whether it could run here at all
+	 * (also for a check, so every caller learns it before a download). */
+	if (image_check(c, m, e) < 0)
+		return -1;
+	if (flags & INSTALL_F_CHECK) {
+		err_set(e, "not_found", "%s is not installed", m->name);
+		return -1;
+	}
+	return 0;
+}
+
+/* May the mode install now? 0, or -1 with install.disabled / required. */
+static int
+mode_allows(struct install_ctx *c, const manifest_t *m, struct err *e)
+{
+	char why[INSTALL_WHY_MAX];
+
+	if (c->set->mode != CFG_MODE_OFF && (c->set->mode != CFG_MODE_BUILD || c->building))
+		return 0;
+	install_why(c, m, why, sizeof(why));
+	if (c->set->mode == CFG_MODE_OFF)
+		return err_set(e, "install.disabled", "%s %s: %s, and install mode is off (%s)", m->name,
+		               m->version, why, c->set->mode_source);
+	return err_set(e, "install.required", "%s %s: %s, and install mode is build (%s)", m->name,
+	               m->version, why, c->set->mode_source);
+}
+
+/* The tools directory installs go to, creating the explicit or per-user one
+ * when it is missing; NULL with install.read_only naming what was tried. */
+static const char *
+writable_dir(struct install_ctx *c, const char *name, struct err *e)
+{
+	char tried[1024], det[1100];
+
+	if (c->chain.writable < 0 || explicit_missing(&c->chain)) {
+		/* an explicit directory that does not exist yet comes before a
+		 * later writable one of the chain */
+		if (tools_chain_build(&c->chain, c->set, 1, e) < 0)
+			return NULL;
+		if (c->prefer[0] != '\0')
+			tools_chain_prefer(&c->chain, c->prefer);
+		if (c->set->cache_dir[0] == '\0' && c->chain.writable >= 0)
+			snprintf(c->cache_dir, sizeof(c->cache_dir), "%s/.cache",
+			         c->chain.d[c->chain.writable].path);
+	}
+	if (c->chain.writable >= 0)
+		return c->chain.d[c->chain.writable].path;
+	tools_chain_tried_text(&c->chain, tried, sizeof(tried));
+	err_set(e, "install.read_only", "%s is not installed and no tools directory is writable; tried %s",
+	        name, tried);
+	tools_chain_tried_json(&c->chain, tried, sizeof(tried));
+	snprintf(det, sizeof(det), "{\"tried\":%s}", tried);
+	err_details(e, det);
+	return NULL;
+}
+
+/* A recent failure holds the tool back (prepare --force clears it). 0, or
+ * -1 with install.backoff and r->retry_after. */
+static int
+backoff_gate(struct install_ctx *c, const char *name, struct install_result *r, struct err *e)
+{
+	char det[64];
+	int left;
+
+	if (c->force) {
+		install_backoff_clear(c, name);
+		return 0;
+	}
+	if ((left = install_backoff_left(c, name)) <= 0)
+		return 0;
+	err_set(e, "install.backoff",
+	        "%s failed recently; next attempt in %d s (prepare --force retries now)", name, left);
+	snprintf(det, sizeof(det), "{\"retry_after\":%d}", left);
+	err_details(e, det);
+	r->retry_after = left;
+	return -1;
+}
+
+/* Step 2: the staging directory can hold executables and the network
+ * answers (unless everything is local). 0, or -1 with e (a backoff is
+ * recorded where retrying soon cannot help). */
+static int
+ensure_probes(struct install_ctx *c, const manifest_t *m, const char *w, struct err *e)
+{
+	char staging_root[PATH_MAX];
+	const char *url;
+
+	snprintf(staging_root, sizeof(staging_root), "%s/.staging", w);
+	if (install_mkdir(staging_root, 0700, e) < 0)
+		return -1;
+	if (install_exec_probe(c, staging_root, e) < 0) {
+		if (e->code && strcmp(e->code, "install.noexec") == 0)
+			install_backoff_record(c, m->name, e);
+		else
+			err_set(e, "install.read_only", "%s: cannot write a probe file in %s", m->name,
+			        staging_root);
+		return -1;
+	}
+	if (c->set->mode != CFG_MODE_OFFLINE && (url = needs_network(c, m)) != NULL &&
+	    install_net_probe(c, m, url, e) < 0) {
+		install_backoff_record(c, m->name, e);
+		return -1;
+	}
+	return 0;
+}
+
+/* Step 5: m's requires, in name order (deadlock-free: requires form a DAG
+ * and every process takes locks along it). */
+static int
+ensure_requires(struct install_ctx *c, const manifest_t *m, unsigned flags, struct err *e)
+{
+	const struct manifest_require *q[MANIFEST_MAX_REQUIRES], *t;
+	int n = m->nrequires, i, j, rc;
+
+	for (i = 0; i < n; i++)
+	q[i] = &m->requires[i];
+	for (i = 1; i < n; i++)
+		for (j = i; j > 0 && strcmp(q[j - 1]->name, q[j]->name) > 0; j--) {
+			t = q[j];
+			q[j] = q[j - 1];
+			q[j - 1] = t;
+		}
+	for (i = 0; i < n; i++) {
+		struct install_result rr;
+		c->depth++;
+		rc = install_ensure_inner(c, q[i]->name, q[i]->min, flags & ~INSTALL_F_NO_PATH, &rr, e);
+		c->depth--;
+		if (rc < 0) {
+			char msg[ERR_MSG_MAX];
+			snprintf(msg, sizeof(msg), "%s", e->msg);
+			return err_set(e, e->code, "%s requires %s: %s", m->name, q[i]->name, msg);
+		}
+	}
+	return 0;
+}
+
+int
+install_ensure_inner(struct install_ctx *c, const char *name, const char *min, unsigned flags,
+                     struct install_result *r, struct err *e)
+{
+	const manifest_t *m;
+	const char *w;
+	char why[INSTALL_WHY_MAX];
+	int fd, rc;
+	int64_t tp, probe_us;
+
+	memset(r, 0, sizeof(*r));
+	if (c->depth > MANIFEST_MAX_DEPTH)
+		return err_set(e, "install.manifest_invalid", "requires nested too deeply"), fail_state(r, e);
+	if ((m = manifest_get(c->ms, name, e)) == NULL)
+		return fail_state(r, e);
+	if (!manifest_supports(m, c->platform)) {
+		err_set(e, "install.failed", "%s is not available for %s", name, c->platform);
+		return fail_state(r, e);
+	}
+	if ((rc = ensure_found(c, m, min, flags, r, e)) != 0) {
+		if (rc > 0)
+			return 0;
+		if (flags & INSTALL_F_CHECK && e->code != NULL && strcmp(e->code, "not_found") == 0) {
+			r->state = INSTALL_MISSING;
+			return -1;
+		}
+		return fail_state(r, e);
+	}
+	if (mode_allows(c, m, e) < 0 || (w = writable_dir(c, name, e)) == NULL ||
+	    backoff_gate(c, name, r, e) < 0)
+		return fail_state(r, e);
+	tp = clock_us();
+	if (ensure_probes(c, m, w, e) < 0)
+		return fail_state(r, e);
+	probe_us = clock_us() - tp;
+	/* step 3: the lock, in the writable directory only */
+	if ((fd = install_lock_tool(c, w, m, e)) < 0)
+		return fail_state(r, e);
+	/* step 4: another process may have finished meanwhile */
+	if (install_fast_path(c, m, r, e) == 1) {
+		close(fd);
+		return 0;
+	}
+	install_audit_event(c, "install.start", m, NULL);
+	if (ensure_requires(c, m, flags, e) < 0) {
+		close(fd);
+		return fail_state(r, e);
+	}
+	/* steps 6-10, announced first: nothing is downloaded or replaced
+	 * silently (the shim prints it) */
+	if (c->announce != NULL) {
+		install_why(c, m, why, sizeof(why));
+		c->announce(c->progress_arg, m, why, w);
+	}
+	c->probe_us = probe_us;
+	rc = install_one(c, m, w, r, e);
+	if (rc < 0)
+		install_backoff_record(c, name, e); /* step 11 */
+	else
+		install_backoff_clear(c, name);
+	close(fd);
+	return rc < 0 ? fail_state(r, e) : 0;
+}
+
+int
+install_ensure(struct install_ctx *c, const char *name, unsigned flags, struct install_result *r, struct err *e)
+{
+	return install_ensure_inner(c, name, NULL, flags, r, e);
+}
+
+int
+install_ctx_init(struct install_ctx *c, struct manifest_set *ms, struct install_settings *set,
+		 const char *platform, struct err *e)
+{
+	char buf[PATH_MAX];
+	ssize_t n;
+
+	memset(c, 0, sizeof(*c));
+	c->mcache = calloc(INSTALL_MARKER_CACHE, sizeof(*c->mcache));
+	if (c->mcache == NULL)
+		return err_set(e, "internal", "out of memory");
+	c->ms = ms;
+	c->set = set;
+	snprintf(c->platform, sizeof(c->platform), "%s", platform ? platform : manifest_platform_self());
+	/* installers may create their directory; modes that never install
+	 * do not create anything */
+	/* nothing is created here: the fast path writes nothing */
+	if (tools_chain_build(&c->chain, set, 0, e) < 0)
+		return -1;
+	if (set->cache_dir[0] != '\0')
+		snprintf(c->cache_dir, sizeof(c->cache_dir), "%s", set->cache_dir);
+	else if (c->chain.writable >= 0)
+		snprintf(c->cache_dir, sizeof(c->cache_dir), "%s/.cache", c->chain.d[c->chain.writable].path);
+	n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+	if (n > 0) {
+		buf[n] = '\0';
+		snprintf(c->self, sizeof(c->self), "%s", buf);
+	}
+	return 0;
+}
+
+void
+install_ctx_free(struct install_ctx *c)
+{
+	int i;
+
+	if (c->http != NULL)
+		http_client_free(c->http);
+	c->http = NULL;
+	install_npm_lock_free(c);
+	if (c->mcache != NULL)
+		for (i = 0; i < INSTALL_MARKER_CACHE; i++)
+			install_proof_cache_put(c->mcache[i].proof_ref);
+	free(c->mcache);
+	c->mcache = NULL;
+}

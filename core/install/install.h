@@ -1,0 +1,471 @@
+#ifndef ABX_INSTALL_H
+#define ABX_INSTALL_H
+/*
+ * The install engine (SPEC §6; seed 000 §6): ensure(name) makes a tool
+ * ready — lock-free fast path first, then probes, flock, re-check, requires,
+ * staging, fetch into the content-addressed cache, safe extraction, verify,
+ * marker, atomic publish, bin links — and answers one of the states below.
+ *
+ * On disk, inside a tools directory (tools.h):
+ *   bin/<binary>                       symlink to this binary (the shim)
+ *   <name>/<version>-<platform>/       published tree, never written again
+ *   <name>/.installed.json             marker (install_marker_*)
+ *   <name>/.installed.files            the tree's listing (install_tree_list)
+ *   <name>/.installed.proof            the tree's proof list (install_proof_make)
+ *   <name>/.progress.json              {phase, bytes, total, done, count, started, pid}
+ *   .locks/<name>.lock                 flock; .locks/<name>.backoff
+ *   .cache/<sha256>                    verified downloads
+ *   .staging/<name>-<random>/          in-progress installs
+ *
+ * Audit: one JSON line per install start, finish and unpinned install, to
+ * audit_file (ABX_SERVER_AUDIT_FILE) when set, else <state dir>/audit.jsonl
+ * when the state directory exists (tools_state_dir); never created otherwise.
+ *
+ * Test hook: ABX_TEST_PAUSE=download|extract|publish makes the installer
+ * print "install: paused at <phase>" on stderr and sleep up to 30 s at that
+ * point, so a test can kill -9 it there. Ignored when ABX_SERVER_ENV=
+ * production; nothing else reads it.
+ *
+ * Threads: a ctx is used by one thread at a time; different ctxs share
+ * nothing in memory (the on-disk lock serialises installs of one tool).
+ * Tree walks recurse once per directory level (FS_MAX_DEPTH at most, about
+ * 4.5 KiB of stack per level): run ensure() on a thread with at least
+ * 1 MiB of stack, not musl's 128 KiB default. The fast path may start one
+ * helper thread (64 KiB stack, every signal blocked) for the proof list of
+ * a large tree, joined before it returns.
+ */
+#include <limits.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "base/err.h"
+#include "pkg/manifest.h"
+#include "install/tools.h"
+
+enum install_state {
+	INSTALL_READY = 0,
+	INSTALL_PENDING,              /* a job runs (the server's job layer) */
+	INSTALL_MISSING,              /* mode forbids installing: install.required */
+	INSTALL_FAILED,               /* install.failed, checksum_mismatch, no_space, noexec, backoff, ... */
+	INSTALL_READ_ONLY,            /* install.read_only */
+	INSTALL_DISABLED,             /* install.disabled */
+	INSTALL_NETWORK_UNREACHABLE,  /* install.network_unreachable */
+};
+
+/* "ready", "pending", "missing", ... */
+const char *install_state_name(enum install_state s);
+
+/*
+ * Progress of one install, the same model for tarball and npm sources:
+ * bytes downloaded so far and the total of what is being downloaded
+ * (total >= bytes always; an npm package counts once its response
+ * announces its length, so the total grows while packages start; after
+ * the download bytes == total). items: artifacts or npm packages done of
+ * count. Later phases (extract, verify, publish) keep the numbers.
+ */
+struct install_progress {
+	uint64_t bytes, total;
+	uint32_t done, count;
+};
+
+/* Progress report for waiters and the CLI. */
+typedef void (*install_progress_fn)(void *arg, const char *name, const char *phase,
+				    const struct install_progress *p);
+
+/* The reason an install happens, for messages. */
+#define INSTALL_WHY_MAX 200
+/* Probe results are cached this long (SPEC §6 step 2). */
+#define INSTALL_PROBE_TTL 60
+#define INSTALL_PROBE_CONNECT_MS 2000
+/* Staging directories older than this are a crashed installer's. */
+#define INSTALL_STAGING_MAX_AGE (60 * 60)
+/* Backoff after a failure: 30 s, doubling, at most 10 min. */
+#define INSTALL_BACKOFF_MIN 30
+#define INSTALL_BACKOFF_MAX 600
+/* A marker with hundreds of npm SBOM rows is ~100 KiB. */
+#define INSTALL_MARKER_MAX (4u << 20)
+/* Output kept from verify.argv for the error message. */
+#define INSTALL_VERIFY_OUT_MAX 65536
+
+struct http_client;
+
+/* Markers parsed once per context (see marker_cached in install_tree.c). */
+#define INSTALL_MARKER_CACHE 8
+struct install_marker;
+
+/* Where one install's time went (install_one; prepare -v prints it, the
+ * bench reads it). Download includes the digest, hashed as bytes arrive;
+ * extract is decompression and writing together; an npm-lock source's
+ * packages are fetched, checked and extracted in one phase, npm. */
+enum install_phase {
+	INSTALL_PH_PROBE,       /* exec and network probes */
+	INSTALL_PH_DOWNLOAD,    /* artifact (or cache hit) with its sha256 */
+	INSTALL_PH_EXTRACT,     /* decompress and write the tree */
+	INSTALL_PH_PLACE,       /* or: copy and check the cache's extracted tree */
+	INSTALL_PH_NPM,         /* npm-lock: every package fetched, verified, extracted */
+	INSTALL_PH_VERIFY_ARGV, /* the manifest's verify.argv */
+	INSTALL_PH_LIST,        /* tree listing and its digest */
+	INSTALL_PH_PUBLISH,     /* sync, rename, marker, proof, bin links */
+	INSTALL_PH_N
+};
+const char *install_phase_name(enum install_phase p);
+
+/* ABX_TEST_PAUSE=phase (tests only; never with ABX_SERVER_ENV=production):
+ * announce "install: paused at <phase>" on stderr and sleep 30 s there. */
+void install_test_pause(const char *phase);
+
+
+struct install_ctx {
+	struct manifest_set *ms;
+	struct install_settings *set;
+	struct tools_chain chain;
+	char platform[16];
+	char cache_dir[PATH_MAX];   /* resolved cache directory ("" = none writable) */
+	int building;               /* prepare/fetch: mode build may install */
+	int force;                  /* clear backoff first */
+	install_progress_fn progress;
+	void *progress_arg;
+	/* Called (with progress_arg) once per tool right before it is
+	 * installed: why ("missing", "manifest changed: ...", "drift: ...")
+	 * and the tools directory it goes to. NULL = silent. */
+	void (*announce)(void *arg, const manifest_t *m, const char *why, const char *dir);
+	/* Called (with progress_arg) after each install that published a
+	 * tree: microseconds per phase (-1: a phase this source has not).
+	 * NULL = silent. */
+	void (*timing)(void *arg, const manifest_t *m, const int64_t us[INSTALL_PH_N]);
+	int64_t probe_us;           /* ensure's probes, for the next install_one */
+	const char *principal;      /* for audit; NULL = "cli" */
+	const char *op;
+	char self[PATH_MAX];        /* this binary, the target of bin/ links */
+	char prefer[PATH_MAX];      /* a tools directory put first (the shim's) */
+
+	/* probe cache */
+	time_t exec_probe_at;
+	char exec_probe_dir[PATH_MAX];
+	struct err exec_probe_err;
+	int exec_probe_rc;
+
+	struct http_client *http;   /* created on first download */
+	struct install_npm_lock *npm_lock; /* the last lockfile parsed (install_npm.c), owned */
+	struct install_marker_slot *mcache;  /* INSTALL_MARKER_CACHE slots, owned */
+	int depth;                  /* requires recursion */
+
+	/* counters, for prepare's summary and tests */
+	int downloads;
+	uint64_t bytes_downloaded;
+	int installs;
+};
+
+struct install_result {
+	enum install_state state;
+	char dir[PATH_MAX];     /* tools directory holding the tree */
+	char tree[PATH_MAX];    /* the published tree */
+	char entry[PATH_MAX];   /* absolute path of the executable */
+	int installed;          /* this call published it */
+	int from_path;          /* satisfied by a copy on PATH (entry) */
+	int from_env;           /* ABX_TOOL_<NAME> */
+	int retry_after;        /* install.backoff: seconds */
+};
+
+/*
+ * Set up c for ms and set: builds the tools chain (creating the explicit
+ * or per-user directory when creating is allowed by the mode), picks the
+ * cache directory, the platform (NULL = this machine's). Returns 0 or -1
+ * (config.state_dir_unsafe). install_ctx_free releases the HTTP client.
+ */
+int install_ctx_init(struct install_ctx *c, struct manifest_set *ms, struct install_settings *set,
+		     const char *platform, struct err *e);
+void install_ctx_free(struct install_ctx *c);
+
+/* ensure() flags */
+enum {
+	INSTALL_F_NO_PATH = 1 << 0,   /* do not accept a copy on PATH (prepare --only NAME) */
+	INSTALL_F_CHECK = 1 << 1,     /* fast path only: never lock, write or install */
+};
+
+/*
+ * Make tool name ready (SPEC §6 steps 1-11). Blocks while another process
+ * installs it (polling each second, reporting its progress). Returns 0 with
+ * r->state READY, or -1 with r->state saying which failure and e the error
+ * (codes of SPEC §10). With INSTALL_F_CHECK a tool that is not ready is
+ * r->state MISSING with e not_found, nothing written.
+ */
+int install_ensure(struct install_ctx *c, const char *name, unsigned flags, struct install_result *r,
+		   struct err *e);
+
+/*
+ * Whether tool name, and every tool it requires that is not already
+ * there, can run in this image (its manifest's "libc" against the loader
+ * npmlock_detect_libc finds). 0, or -1 with install.image_unsupported
+ * (details: tool, libc, needs, env) naming the tool, the missing loader and
+ * the fix. ensure() runs it before installing anything, and a check
+ * (INSTALL_F_CHECK) of a tool that is not there answers it too.
+ */
+int install_image_check(struct install_ctx *c, const char *name, struct err *e);
+/* The same for m alone, for platform (NULL = this machine's; another
+ * platform always fits: caches are filled for machines elsewhere). */
+int install_image_fits(const manifest_t *m, const char *platform, struct err *e);
+
+/*
+ * The fast path alone (step 1): is name installed, with its current
+ * manifest, in a trusted tree, in any directory of the chain? No lock, no
+ * write. Returns 1 (r filled), 0 (not ready), -1 (e set: manifest error).
+ */
+int install_fast_path(struct install_ctx *c, const manifest_t *m, struct install_result *r, struct err *e);
+
+/*
+ * Put artifact a (of tool m) into the cache, verified, without installing
+ * (fetch --only). Honours mirrors and the offline mode. *path receives the
+ * verified file (cache, or a read-only cache/mirror directory).
+ */
+int install_cache_artifact(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a,
+			   char *path, size_t cap, struct err *e);
+
+/*
+ * npm-lock sources (core/install_npm.c): install_npm_stage fetches, verifies
+ * and extracts the lockfile's packages for c->platform into tree and links
+ * the root package's bins; install_npm_fetch only fills the cache, for
+ * platform ("linux-x64", "linux-arm64" or "all"). Both return 0 or -1 with e
+ * (install.checksum_mismatch, install.disabled in offline mode with the
+ * missing integrities, install.failed with details.phase, http.*, tls.*).
+ */
+struct install_known;
+/* What an npm-lock install fetched, for its audit record. */
+struct install_npm_info {
+	uint64_t bytes;          /* every package tarball, downloaded or cached */
+	uint64_t downloaded;     /* of which downloaded now */
+	size_t packages;         /* packages installed */
+	size_t fetched, cached;  /* of which downloaded now, taken from the cache */
+	size_t skipped;          /* lockfile entries not for the platform */
+	char lock_sha256[65];    /* the lockfile's digest */
+};
+int install_npm_stage(struct install_ctx *c, const manifest_t *m, const char *tree, struct install_known *known,
+		      struct install_npm_info *info, struct err *e);
+int install_npm_fetch(struct install_ctx *c, const manifest_t *m, const char *platform, struct install_npm_info *info,
+		      struct err *e);
+/*
+ * The cache's extracted tree of a tarball artifact (install_trees.c,
+ * cache.h): install_tree_place puts it as <staging>/tree (an empty
+ * directory it replaces), every file hashed against the sealed listing and
+ * recorded in known; 1 placed (*asize = the artifact's size), 0 not (absent,
+ * damaged: said on stderr and discarded; nothing under staging changed), -1
+ * with e. install_tree_keep keeps the tree just extracted from the verified
+ * artifact (before anything ran in it). Neither applies to an unpinned
+ * artifact or without a writable cache.
+ */
+struct install_known;
+int install_tree_place(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a,
+		       const char *staging, struct install_known *known, uint64_t *asize, struct err *e);
+void install_tree_keep(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a,
+		       const char *tree, uint64_t asize);
+
+/* One SBOM row per installed npm package (name, version, purl, path,
+ * integrity, sha256 when the cache knows it, url) into the marker's array. */
+struct json_w;
+void install_npm_sbom(struct install_ctx *c, const manifest_t *m, struct json_w *w);
+/* Release the lockfile parse the context keeps (install_ctx_free does). */
+void install_npm_lock_free(struct install_ctx *c);
+
+/* Clear a tool's backoff record in the writable directory (prepare --force,
+ * the admin reset). */
+/* Turn a fetch failure with the client's code (http.*, tls.*) into
+ * install.failed, details {"phase":"fetch","code":<that code>[,"url":…]}, the
+ * code and msg (a copy the caller made of e->msg) kept in the message. */
+void install_fetch_failed(struct err *e, const manifest_t *m, const char *url, const char *msg);
+
+/* The network probe of SPEC §6 step 2: a TCP connect (INSTALL_PROBE_CONNECT_MS)
+ * to url's host (or the HTTPS proxy), cached per process for
+ * INSTALL_PROBE_TTL seconds per host:port. Returns 0, or -1 with
+ * install.network_unreachable: the host, details {phase: "probe", host,
+ * hint} and the mirror or offline hint for m's source type (m may be NULL). */
+int install_net_probe(struct install_ctx *c, const manifest_t *m, const char *url, struct err *e);
+/* TCP connects the probe made in this process (tests), and a reset of its
+ * cache (tests). */
+unsigned long install_probe_connects(void);
+void install_probe_cache_clear(void);
+
+/* npm-lock: the URL of the first package of m's lockfile (for c->platform)
+ * that is not in the cache, through the npm mirror when one is set, into
+ * url. Returns 1, 0 when every package is cached (no network needed) or the
+ * lockfile does not load (the install reports that). */
+int install_npm_probe_url(struct install_ctx *c, const manifest_t *m, char *url, size_t cap);
+
+void install_backoff_clear(struct install_ctx *c, const char *name);
+
+/* Seconds left in name's backoff (0 = none) in the tools directory installs
+ * go to (a failure elsewhere in the chain does not count). */
+int install_backoff_left(struct install_ctx *c, const char *name);
+
+/*
+ * Read the progress another process reports for name (from the writable
+ * directory). Returns 0 and fills the fields, or -1 when there is none.
+ */
+int install_progress_read(struct install_ctx *c, const char *name, char *phase, size_t cap,
+			  struct install_progress *p, long *pid);
+
+/* Append one audit line (a JSON object text without newline). Never fails
+ * the caller: an unwritable audit file is reported once on stderr. */
+void install_audit(const struct install_settings *s, const char *json_object);
+
+/* The configured audit_file can be appended to (created 0600 when
+ * missing). Returns 0 (also with no audit_file configured), or -1 with
+ * config.invalid naming the file and why: serve refuses to start rather
+ * than drop every record. */
+int install_audit_check(const struct install_settings *s, struct err *e);
+
+/*
+ * Markers. install_marker_path gives <dir>/<name>/.installed.json. The
+ * marker's fields as read back for verify and the fast path.
+ */
+struct install_marker {
+	char name[MANIFEST_NAME_MAX];
+	char version[MANIFEST_VERSION_MAX];
+	char platform[16];
+	char binary[MANIFEST_NAME_MAX];
+	char bin[MANIFEST_RELPATH_MAX];
+	char tree[MANIFEST_VERSION_MAX + 20];   /* "<version>-<platform>" */
+	char manifest_sha256[65];
+	char tree_sha256[65];
+	char proof_sha256[65];  /* of <name>/.installed.proof */
+	char installed_at[32];
+	uint64_t files, bytes;
+	unsigned uid, mode;     /* of the marker file */
+};
+
+struct install_marker_slot {
+	int used;
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	int64_t mtime_ns, ctime_ns;
+	char path[PATH_MAX];
+	struct install_marker mk;
+	const char *proof;      /* the marker's proof list, checked against it */
+	size_t proof_len;
+	struct install_proof_ref *proof_ref; /* holds proof (install_proof_cache_put) */
+};
+
+int install_marker_read(const char *dir, const char *name, struct install_marker *mk, struct err *e);
+
+/*
+ * The content listing of the tree under root (root excluded): one line per
+ * entry, depth first with each directory's names sorted bytewise,
+ *   "f <mode> <size> <sha256> <path>", "d <mode> - - <path>",
+ *   "l 0777 <target length> <sha256 of target> <path>"
+ * (paths with '\' and newline escaped). hex receives the sha256 of the
+ * whole text: the tree digest of markers. *text (malloc'd, caller frees)
+ * may be NULL to skip keeping it. Other file types are install.failed.
+ */
+int install_tree_list(const char *root, char **text, size_t *len, char hex[65], uint64_t *files, uint64_t *bytes,
+		      struct err *e);
+
+/*
+ * Known files (install_known.c): what extraction learnt of each regular file
+ * it wrote, so the listing after verify need not read it back. A record is
+ * the file's path relative to the tree, its inode, size, mode, ctime and
+ * mtime as fstat saw them once the file was complete, and the sha256 of the
+ * bytes written. install_tree_list_known takes a file's digest from a
+ * record only when the file still stats exactly the same: any write, chmod
+ * or replacement moves the ctime, which an unprivileged writer cannot set
+ * back, and install_known_settle waits until the filesystem clock has
+ * passed the newest recorded ctime, so a change within the same clock tick
+ * cannot hide either. Every other file is read and hashed as always, so the
+ * table can only save work, never change a listing.
+ *
+ * install_known_add is thread-safe; a record that cannot be stored (memory,
+ * an over-long path) is dropped. A later record for a path replaces an
+ * earlier one. install_known_settle sorts the records and waits (at most
+ * 2.5 s; past that the table is emptied). install_tree_list_known with a
+ * NULL table is install_tree_list.
+ */
+struct install_known *install_known_new(void);
+void install_known_free(struct install_known *k);
+void install_known_add(struct install_known *k, const char *dir, const char *name, const struct stat *st,
+		       const unsigned char sha256[32]);
+void install_known_settle(struct install_known *k);
+size_t install_known_count(const struct install_known *k);
+/* The recorded sha256 of rel when st (an lstat of it now) matches the
+ * record: 1, else 0. Only after install_known_settle. */
+int install_known_get(const struct install_known *k, const char *rel, const struct stat *st, unsigned char sha256[32]);
+int install_tree_list_known(const char *root, const struct install_known *k, char **text, size_t *len, char hex[65],
+			    uint64_t *files, uint64_t *bytes, struct err *e);
+
+/*
+ * The proof list (install_proof.c): every entry of the tree under root with
+ * its inode, mode, size, ctime and mtime, recorded at publish in
+ * <name>/.installed.proof and bound to the marker by its sha256. The fast
+ * path re-stats each recorded entry (no directory is listed: a directory
+ * whose ctime is unchanged holds the same names) on two threads when the
+ * tree is large and two CPUs are online.
+ *
+ * install_proof_make walks root into *out (malloc'd, the caller frees) of
+ * *outlen bytes; it may wait up to 2.5 s for the filesystem clock to pass
+ * the newest timestamp it records. Returns 0 or -1 (e set).
+ * install_proof_check answers 1 when every recorded entry stats the same
+ * (st_dev equal to the root's), 0 when anything differs, buf is not a proof
+ * list, or root cannot be read. buf must be 8-byte aligned (malloc'd).
+ * install_proof_parse returns the entry count of a well-formed list or -1.
+ */
+/* Entries and bytes of a proof list: 48 bytes per entry plus its path; a
+ * Node.js tree is ~3300 entries (~250 KiB). */
+#define INSTALL_PROOF_MAX_ENTRIES (1u << 20)
+#define INSTALL_PROOF_MAX (64u << 20)
+int install_proof_make(const char *root, char **out, size_t *outlen, struct err *e);
+int install_proof_check(const char *root, const void *buf, size_t len);
+int install_proof_parse(const void *buf, size_t len);
+
+/*
+ * The process-wide cache of proof lists (install_proof.c), for callers that
+ * make a context per request (serve). install_proof_cache_get returns the
+ * list at path whose sha256 is sha256_hex (64 lowercase hex), from the cache
+ * when a fresh lstat of path shows the identity (dev, ino, size, ctime,
+ * mtime) it had when read and the bytes held hash to sha256_hex, else read
+ * and hashed again (and kept, evicting the least recently used of
+ * INSTALL_PROOF_CACHE entries). NULL when unreadable or another sha256.
+ * The list stays valid until install_proof_cache_put(*ref); thread-safe.
+ * The tree itself is never vouched for: install_proof_check still runs.
+ * _stats counts hits and reads; _clear drops every entry (tests).
+ */
+#define INSTALL_PROOF_CACHE 4
+struct install_proof_ref;
+const char *install_proof_cache_get(const char *path, const char *sha256_hex, size_t *len,
+				    struct install_proof_ref **ref);
+void install_proof_cache_put(struct install_proof_ref *ref);
+void install_proof_cache_stats(unsigned long *hits, unsigned long *loads);
+void install_proof_cache_clear(void);
+
+/* Version of a copy on PATH: run argv (m->path.argv with {bin} = path),
+ * 5 s timeout, and take the first dotted number of its output into ver.
+ * Returns 0 or -1. */
+int install_probe_version(const manifest_t *m, const char *bin, char *ver, size_t cap);
+
+/*
+ * The first m->binary on $PATH that ensure would use: absolute, directory
+ * entries that are not world-writable, a regular executable file that is
+ * not self (this binary: <tools>/bin on PATH holds shims; NULL = none),
+ * whose version (install_probe_version) is at least m->path.min and min.
+ * A copy that is too old or does not answer is passed over for the next.
+ * Returns 1 with entry and ver set, 0 when none qualifies or m has no path
+ * block.
+ */
+int install_path_find(const manifest_t *m, const char *min, const char *self, char *entry, size_t ecap, char *ver,
+                      size_t vcap);
+
+/*
+ * Run argv (already substituted; core/proc.h) with a scrubbed environment
+ * (PATH = path, HOME = home, LANG = C) in home, stdin /dev/null, stdout and
+ * stderr captured together into out (cap bytes, NUL-terminated), killed at
+ * timeout_s (SIGTERM, SIGKILL INSTALL_RUN_GRACE_MS later). Returns the exit
+ * status (0..255), 128+signal when a signal ended it, 128+SIGKILL when the
+ * deadline did, 127 when it could not start (e set, its message in out).
+ */
+#define INSTALL_RUN_GRACE_MS 500
+int install_run(char *const argv[], const char *path, const char *home, int timeout_s, char *out, size_t cap,
+		struct err *e);
+
+/* The environment variable ABX_TOOL_<NAME> for a tool name into buf. */
+void install_tool_env_name(const char *name, char *buf, size_t cap);
+
+#endif

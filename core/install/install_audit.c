@@ -1,0 +1,180 @@
+/*
+ * Audit lines (one JSON object per line, one write each) and the progress
+ * an install reports to its caller and to waiters in other processes.
+ */
+#include "install/install_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "base/fs.h"
+#include "base/json.h"
+
+/* ---- audit and progress ------------------------------------------------ */
+
+void
+install_audit(const struct install_settings *s, const char *json_object)
+{
+	static int warned;
+	char path[PATH_MAX], line[8192];
+	const char *f = s->audit_file;
+	struct stat st;
+	int fd, n;
+
+	if (f != NULL && *f != '\0') {
+		snprintf(path, sizeof(path), "%s", f);
+	} else {
+		if (tools_state_dir(s, path, sizeof(path) - 16) < 0 || stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+			return;
+		strcat(path, "/audit.jsonl");
+	}
+	n = snprintf(line, sizeof(line), "%s\n", json_object);
+	if (n <= 0 || (size_t)n >= sizeof(line))
+		return;
+	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	/* one write per line: concurrent installers never interleave */
+	if (fd < 0 || write(fd, line, (size_t)n) != n) {
+		if (!warned)
+			warnx_line("audit file %s: %s; audit records are dropped until it can be written\n"
+				   "  fix: create its directory, or set audit_file (ABX_SERVER_AUDIT_FILE) to a writable "
+				   "file", path, strerror(errno));
+		warned = 1;
+	}
+	if (fd >= 0)
+		close(fd);
+}
+
+int
+install_audit_check(const struct install_settings *s, struct err *e)
+{
+	const char *f = s->audit_file;
+	int fd;
+
+	if (f == NULL || *f == '\0')
+		return 0;
+	fd = open(f, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return err_set(e, "config.invalid", "audit_file %s: cannot be written (%s): create its directory, "
+			       "or set audit_file (ABX_SERVER_AUDIT_FILE) to a writable file", f, strerror(errno));
+	close(fd);
+	return 0;
+}
+
+void
+install_audit_event(struct install_ctx *c, const char *event, const manifest_t *m, const struct install_audit_extra *x)
+{
+	struct json_w w;
+	char ts[32];
+
+	install_iso_time(time(NULL), ts, sizeof(ts));
+	json_w_init(&w, 7000);
+	json_w_obj(&w);
+	json_w_kstr(&w, "ts", ts);
+	json_w_kstr(&w, "event", event);
+	json_w_kstr(&w, "tool", m->name);
+	json_w_kstr(&w, "version", m->version);
+	json_w_kstr(&w, "platform", c->platform);
+	json_w_kstr(&w, "principal", c->principal ? c->principal : "cli");
+	if (c->op != NULL)
+		json_w_kstr(&w, "op", c->op);
+	json_w_kint(&w, "pid", (int64_t)getpid());
+	if (x != NULL) {
+		if (x->ok >= 0)
+			json_w_kbool(&w, "ok", x->ok);
+		if (x->code)
+			json_w_kstr(&w, "code", x->code);
+		if (x->duration_ms >= 0)
+			json_w_kint(&w, "duration_ms", x->duration_ms);
+		if (x->bytes >= 0)
+			json_w_kint(&w, "bytes", x->bytes);
+		if (x->artifact_sha256)
+			json_w_kstr(&w, "artifact_sha256", x->artifact_sha256);
+		if (x->tree_sha256)
+			json_w_kstr(&w, "tree_sha256", x->tree_sha256);
+		if (x->url)
+			json_w_kstr(&w, "url", x->url);
+		if (x->sha256)
+			json_w_kstr(&w, "sha256", x->sha256);
+		if (x->npm != NULL) {
+			json_w_kstr(&w, "lockfile_sha256", x->npm->lock_sha256);
+			json_w_kint(&w, "packages", (int64_t)x->npm->packages);
+			json_w_kint(&w, "downloaded_bytes", (int64_t)x->npm->downloaded);
+		}
+	}
+	json_w_end(&w);
+	install_audit(c->set, w.overflow ? "{\"event\":\"audit.overflow\"}" : w.buf);
+	json_w_free(&w);
+}
+
+/* Report p->cur in phase to the context's callback and in .progress.json
+ * (tmp + rename; no fsync: it is advisory). */
+void
+install_progress_write(struct install_progress_state *p, const char *phase, int force)
+{
+	char buf[256], tmp[PATH_MAX + 32];
+	int64_t t = clock_ms();
+	int fd, n;
+
+	if (strcmp(p->phase, phase) != 0)
+		force = 1;
+	snprintf(p->phase, sizeof(p->phase), "%s", phase);
+	if (p->cur.total < p->cur.bytes)
+		p->cur.total = p->cur.bytes;
+	if (p->fn != NULL && (force || t - p->last_ms >= 200))
+		p->fn(p->arg, p->m->name, phase, &p->cur);
+	if (p->path[0] == '\0' || (!force && t - p->last_ms < 200))
+		return;
+	p->last_ms = t;
+	n = snprintf(buf, sizeof(buf),
+		     "{\"phase\":\"%s\",\"bytes\":%llu,\"total\":%llu,\"done\":%u,\"count\":%u,\"started\":%lld,"
+		     "\"pid\":%d}\n",
+		     phase, (unsigned long long)p->cur.bytes, (unsigned long long)p->cur.total, p->cur.done,
+		     p->cur.count, (long long)p->started, (int)getpid());
+	snprintf(tmp, sizeof(tmp), "%s.%d", p->path, (int)getpid());
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (fd < 0)
+		return;
+	if (write(fd, buf, (size_t)n) != n || close(fd) != 0 || rename(tmp, p->path) != 0)
+		unlink(tmp);
+}
+
+int
+install_progress_read(struct install_ctx *c, const char *name, char *phase, size_t cap,
+		      struct install_progress *p, long *pid)
+{
+	char path[PATH_MAX], buf[512];
+	struct json_doc doc = {0};
+	const struct json_val *v;
+	struct err e;
+	ssize_t n;
+	int i;
+
+	for (i = 0; i < c->chain.n; i++) {
+		snprintf(path, sizeof(path), "%s/%s/.progress.json", c->chain.d[i].path, name);
+		n = fs_read_small(path, buf, sizeof(buf), &e);
+		if (n <= 0)
+			continue;
+		if (json_parse(&doc, buf, (size_t)n, NULL, &e) < 0)
+			continue;
+		snprintf(phase, cap, "%s", json_get_str(doc.root, "phase") ? json_get_str(doc.root, "phase") : "?");
+		v = json_get(doc.root, "bytes");
+		p->bytes = v && v->type == JSON_NUMBER ? (uint64_t)v->u.num.d : 0;
+		v = json_get(doc.root, "total");
+		p->total = v && v->type == JSON_NUMBER ? (uint64_t)v->u.num.d : 0;
+		v = json_get(doc.root, "done");
+		p->done = v && v->type == JSON_NUMBER ? (uint32_t)v->u.num.d : 0;
+		v = json_get(doc.root, "count");
+		p->count = v && v->type == JSON_NUMBER ? (uint32_t)v->u.num.d : 0;
+		v = json_get(doc.root, "pid");
+		*pid = v && v->type == JSON_NUMBER ? (long)v->u.num.d : 0;
+		json_free(&doc);
+		return 0;
+	}
+	return -1;
+}

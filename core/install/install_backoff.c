@@ -1,0 +1,139 @@
+/*
+ * The per-tool install lock, and the backoff that holds a tool back after
+ * a failure (per tools directory, doubling, capped).
+ */
+#include "install/install_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "base/fs.h"
+#include "base/json.h"
+
+/* ---- locks and backoff --------------------------------------------------- */
+
+int
+install_lock_tool(struct install_ctx *c, const char *w, const manifest_t *m, struct err *e)
+{
+	char path[PATH_MAX], phase[16];
+	int64_t deadline = clock_ms() + (int64_t)c->set->timeout_s * 1000;
+	struct install_progress pg;
+	long pid;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/.locks", w);
+	if (install_mkdir(path, 0700, e) < 0)
+		return -1;
+	snprintf(path, sizeof(path), "%s/.locks/%s.lock", w, m->name);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return err_set(e, "io.error", "%s: %s", path, strerror(errno));
+	while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+		if (errno != EWOULDBLOCK && errno != EINTR) {
+			err_set(e, "io.error", "flock %s: %s", path, strerror(errno));
+			close(fd);
+			return -1;
+		}
+		if (clock_ms() >= deadline) {
+			err_set(e, "install.failed", "%s: timed out after %d s waiting for another installer", m->name,
+				c->set->timeout_s);
+			install_details_phase(e, "lock");
+			close(fd);
+			return -1;
+		}
+		/* waiters poll each second and pass on the installer's progress */
+		install_sleep_ms(1000);
+		if (c->progress != NULL && install_progress_read(c, m->name, phase, sizeof(phase), &pg, &pid) == 0)
+			c->progress(c->progress_arg, m->name, phase, &pg);
+	}
+	return fd;
+}
+
+struct backoff {
+	int failures;
+	time_t until;
+};
+
+static int
+backoff_read(const char *dir, const char *name, struct backoff *b)
+{
+	char path[PATH_MAX], buf[512];
+	struct json_doc doc = {0};
+	const struct json_val *v;
+	struct err e;
+	ssize_t n;
+
+	memset(b, 0, sizeof(*b));
+	snprintf(path, sizeof(path), "%s/.locks/%s.backoff", dir, name);
+	if ((n = fs_read_small(path, buf, sizeof(buf), &e)) <= 0 || json_parse(&doc, buf, (size_t)n, NULL, &e) < 0)
+		return -1;
+	if ((v = json_get(doc.root, "failures")) && v->type == JSON_NUMBER)
+		b->failures = (int)v->u.num.d;
+	if ((v = json_get(doc.root, "until")) && v->type == JSON_NUMBER)
+		b->until = (time_t)v->u.num.d;
+	json_free(&doc);
+	return 0;
+}
+
+int
+install_backoff_left(struct install_ctx *c, const char *name)
+{
+	struct backoff b;
+	time_t t = time(NULL), d;
+
+	/* per tools directory: a failure recorded in another directory of the
+	 * chain does not hold back installs into this one (issue 12 §3) */
+	if (c->chain.writable < 0 || backoff_read(c->chain.d[c->chain.writable].path, name, &b) < 0 || b.until <= t)
+		return 0;
+	/* a record never holds a tool back longer than the maximum, whatever
+	 * it says */
+	d = b.until - t > INSTALL_BACKOFF_MAX ? INSTALL_BACKOFF_MAX : b.until - t;
+	return (int)d;
+}
+
+void
+install_backoff_clear(struct install_ctx *c, const char *name)
+{
+	char path[PATH_MAX];
+
+	if (c->chain.writable < 0)
+		return;
+	snprintf(path, sizeof(path), "%s/.locks/%s.backoff", c->chain.d[c->chain.writable].path, name);
+	unlink(path);
+}
+
+void
+install_backoff_record(struct install_ctx *c, const char *name, const struct err *why)
+{
+	char path[PATH_MAX], buf[1024], code[64];
+	struct backoff b;
+	struct err e;
+	const char *w;
+	int secs, i;
+
+	if (c->chain.writable < 0)
+		return;
+	w = c->chain.d[c->chain.writable].path;
+	snprintf(path, sizeof(path), "%s/.locks", w);
+	if (install_mkdir(path, 0700, &e) < 0)
+		return;
+	if (backoff_read(w, name, &b) < 0)
+		b.failures = 0;
+	b.failures++;
+	secs = INSTALL_BACKOFF_MIN;
+	for (i = 1; i < b.failures && secs < INSTALL_BACKOFF_MAX; i++)
+		secs *= 2;
+	if (secs > INSTALL_BACKOFF_MAX)
+		secs = INSTALL_BACKOFF_MAX;
+	snprintf(code, sizeof(code), "%s", why->code ? why->code : "internal");
+	snprintf(path, sizeof(path), "%s/.locks/%s.backoff", w, name);
+	snprintf(buf, sizeof(buf), "{\"failures\":%d,\"until\":%lld,\"seconds\":%d,\"code\":\"%s\"}\n", b.failures,
+		 (long long)(time(NULL) + secs), secs, code);
+	fs_write_atomic(path, buf, strlen(buf), 0600, &e);
+}

@@ -1,0 +1,133 @@
+#ifndef ABX_INSTALL_INT_H
+#define ABX_INSTALL_INT_H
+/*
+ * What the files of the install engine share and nothing else uses (the
+ * API is core/install.h):
+ *   install.c          ensure: resolution order, modes, requires, the steps
+ *   install_audit.c    audit lines and progress reports
+ *   install_tree.c     markers, tree listings, the fast path
+ *   install_probe.c    ABX_TOOL_<NAME>, PATH and version probes, running
+ *                      commands, the exec and network probes
+ *   install_backoff.c  the per-tool lock and the backoff after a failure
+ *   install_src.c      artifacts: caches, mirrors, verified downloads
+ *   install_publish.c  staging, extraction, verify, publish
+ *   install_known.c, install_proof.c, install_npm.c: see install.h
+ */
+#include <limits.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "install/install.h"
+
+/* Every path built by the engine starts from a tools directory no longer
+ * than TOOLS_DIR_MAX (tools.c refuses longer ones), so its PATH_MAX buffers
+ * cannot truncate; GCC cannot see that bound. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+#endif
+
+/* ---- install.c: small helpers -------------------------------------------- */
+
+/* t as "2026-01-31T12:00:00Z" into buf. */
+void install_iso_time(time_t t, char *buf, size_t cap);
+/* mkdir with exactly mode (not narrowed by the umask); an existing
+ * directory is fine. 0, or -1 with io.error (e may be NULL). */
+int install_mkdir(const char *path, mode_t mode, struct err *e);
+void install_sleep_ms(int ms);
+/* details {"phase": phase} on e. */
+void install_details_phase(struct err *e, const char *phase);
+/* ensure() with a minimum version for a require (NULL = none). */
+int install_ensure_inner(struct install_ctx *c, const char *name, const char *min, unsigned flags,
+                         struct install_result *r, struct err *e);
+
+/* ---- install_audit.c ------------------------------------------------------ */
+
+/* Optional members of an audit line. */
+struct install_audit_extra {
+	int ok;              /* -1 absent, 0, 1 */
+	int64_t duration_ms; /* -1 absent */
+	int64_t bytes;       /* -1 absent */
+	const char *code, *artifact_sha256, *tree_sha256, *url, *sha256;
+	const struct install_npm_info *npm; /* npm-lock: lockfile digest, packages */
+};
+/* One audit line for m: ts, event, tool, version, platform, principal, op,
+ * pid and x's members. */
+void install_audit_event(struct install_ctx *c, const char *event, const manifest_t *m,
+                         const struct install_audit_extra *x);
+
+/* One install's progress, reported to the context's callback and written
+ * to <tools>/<name>/.progress.json for waiters in other processes. */
+struct install_progress_state {
+	struct install_ctx *c;
+	const manifest_t *m;
+	char path[PATH_MAX]; /* <w>/<name>/.progress.json, "" = none */
+	char phase[16];
+	time_t started;
+	int64_t last_ms;
+	uint64_t base;               /* bytes of earlier artifacts */
+	struct install_progress cur; /* what is reported (install.h) */
+	install_progress_fn fn;      /* the context's own, while npm reports through us */
+	void *arg;
+};
+/* Report p->cur in phase (at most every 200 ms unless force or the phase
+ * changed). */
+void install_progress_write(struct install_progress_state *p, const char *phase, int force);
+
+/* ---- install_tree.c -------------------------------------------------------- */
+
+/* <w>/<name>/.installed.json for the tree just published (a: the
+ * artifact, NULL for npm-lock; the listing's and the proof list's digests;
+ * the tree's counts). 0 or -1 with e. */
+int install_marker_write(struct install_ctx *c, const char *w, const manifest_t *m, const char *treename,
+                         const struct manifest_artifact *a, const char *sha, uint64_t size,
+                         const char *tree_sha, const char *proof_sha, uint64_t files, uint64_t bytes,
+                         struct err *e);
+
+/* ---- install_probe.c ------------------------------------------------------- */
+
+/* ABX_TOOL_<NAME>, and a copy on PATH (at least min and the manifest's
+ * path.min): 1 ready (r filled), 0 not. */
+int install_env_tool(struct install_ctx *c, const manifest_t *m, struct install_result *r);
+int install_path_tool(struct install_ctx *c, const manifest_t *m, const char *min, struct install_result *r);
+/* a's words with {bin} = bin into buf, pointed to by argv (NULL-ended). */
+void install_subst_bin(const struct manifest_argv *a, const char *bin,
+                       char buf[][MANIFEST_ARG_MAX + PATH_MAX], char **argv);
+/* Can staging_root hold executables? Cached per context for
+ * INSTALL_PROBE_TTL. 0, or -1 with e (install.noexec, io.error). */
+int install_exec_probe(struct install_ctx *c, const char *staging_root, struct err *e);
+
+/* ---- install_backoff.c ----------------------------------------------------- */
+
+/* flock <w>/.locks/<name>.lock, waiting at most the install timeout (and
+ * passing on the installer's progress). The descriptor, or -1 with e. */
+int install_lock_tool(struct install_ctx *c, const char *w, const manifest_t *m, struct err *e);
+/* One more failure of name (why) in the writable directory's backoff. */
+void install_backoff_record(struct install_ctx *c, const char *name, const struct err *why);
+
+/* ---- install_src.c --------------------------------------------------------- */
+
+/* A mirror entry as a local directory ("/dir" or "file:///dir"), or NULL. */
+const char *install_mirror_dir(const char *mirror);
+/* A file named sha in a cache or mirror directory (not hashed: for the
+ * network probe's decision). */
+int install_maybe_local(struct install_ctx *c, const char *sha);
+/* A mirror URL template expanded for url into out, its host into mhost. */
+int install_mirror_url(const char *tmpl, const char *url, char *out, size_t cap, char *mhost, size_t mcap);
+/* A verified copy of artifact a: local caches and mirror directories, then
+ * (unless offline) mirror URLs and the original, downloaded into dl_dir.
+ * 0 (path, got_sha) or -1 with e. */
+int install_get_artifact(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a,
+                         const char *dl_dir, struct install_progress_state *ps, char *path, size_t cap,
+                         char *got_sha, struct err *e);
+
+/* ---- install_publish.c ----------------------------------------------------- */
+
+/* Remove what crashed installers left in dir (names starting with prefix,
+ * NULL = any) older than INSTALL_STAGING_MAX_AGE. */
+void install_collect_stale(const char *dir, const char *prefix);
+/* Steps 6-10 for one tool, holding its lock in writable directory w. */
+int install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct install_result *r,
+                struct err *e);
+
+#endif

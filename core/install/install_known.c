@@ -1,0 +1,205 @@
+/*
+ * Known files: digests computed while extracting, for the tree listing
+ * (the contract is in install.h).
+ */
+#include "install/install.h"
+#include "base/clock.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+/* install_known_settle waits at most this long for the clock to pass the
+ * newest recorded ctime (a filesystem with one-second timestamps needs up
+ * to 1 s). A ctime further ahead of our clock than KNOWN_AHEAD_MS (a file
+ * server's clock) is not waited for: the table is emptied at once and the
+ * listing reads every file, as it would without one. */
+#define KNOWN_SETTLE_MS 2500
+#define KNOWN_AHEAD_MS 1100
+/* Paths longer than this are not recorded (the file is read instead). */
+#define KNOWN_PATH_MAX 4096
+
+struct known_rec {
+	char *path;
+	uint64_t seq;               /* order of arrival: the last one wins */
+	uint64_t ino, size;
+	int64_t ctime_s, mtime_s;
+	long ctime_ns, mtime_ns;
+	uint32_t mode;
+	unsigned char sha[32];
+};
+
+struct install_known {
+	pthread_mutex_t mu;
+	struct known_rec *r;
+	size_t n, cap;
+	uint64_t seq;
+	struct timespec newest;     /* newest ctime recorded */
+	int settled;
+};
+
+struct install_known *
+install_known_new(void)
+{
+	struct install_known *k = calloc(1, sizeof(*k));
+
+	if (k != NULL)
+		pthread_mutex_init(&k->mu, NULL);
+	return k;
+}
+
+static void
+drop_all(struct install_known *k)
+{
+	size_t i;
+
+	for (i = 0; i < k->n; i++)
+		free(k->r[i].path);
+	free(k->r);
+	k->r = NULL;
+	k->n = k->cap = 0;
+}
+
+void
+install_known_free(struct install_known *k)
+{
+	if (k == NULL)
+		return;
+	drop_all(k);
+	pthread_mutex_destroy(&k->mu);
+	free(k);
+}
+
+size_t
+install_known_count(const struct install_known *k)
+{
+	return k ? k->n : 0;
+}
+
+void
+install_known_add(struct install_known *k, const char *dir, const char *name, const struct stat *st,
+		  const unsigned char sha256[32])
+{
+	size_t dl = strlen(dir), nl = strlen(name);
+	struct known_rec rec;
+
+	if (k == NULL || dl + 1 + nl >= KNOWN_PATH_MAX || (rec.path = malloc(dl + 1 + nl + 1)) == NULL)
+		return;
+	memcpy(rec.path, dir, dl);
+	if (dl > 0)
+		rec.path[dl++] = '/';
+	memcpy(rec.path + dl, name, nl + 1);
+	rec.ino = st->st_ino;
+	rec.size = (uint64_t)st->st_size;
+	rec.mode = st->st_mode;
+	rec.ctime_s = st->st_ctim.tv_sec;
+	rec.ctime_ns = st->st_ctim.tv_nsec;
+	rec.mtime_s = st->st_mtim.tv_sec;
+	rec.mtime_ns = st->st_mtim.tv_nsec;
+	memcpy(rec.sha, sha256, 32);
+	pthread_mutex_lock(&k->mu);
+	if (k->n == k->cap) {
+		size_t cap = k->cap ? k->cap * 2 : 1024;
+		struct known_rec *nr = realloc(k->r, cap * sizeof(*nr));
+		if (nr == NULL) {
+			pthread_mutex_unlock(&k->mu);
+			free(rec.path);
+			return;
+		}
+		k->r = nr;
+		k->cap = cap;
+	}
+	rec.seq = k->seq++;
+	k->r[k->n++] = rec;
+	if (st->st_ctim.tv_sec > k->newest.tv_sec ||
+	    (st->st_ctim.tv_sec == k->newest.tv_sec && st->st_ctim.tv_nsec > k->newest.tv_nsec))
+		k->newest = st->st_ctim;
+	pthread_mutex_unlock(&k->mu);
+}
+
+static int
+rec_cmp(const void *a, const void *b)
+{
+	const struct known_rec *x = a, *y = b;
+	int c = strcmp(x->path, y->path);
+
+	if (c != 0)
+		return c;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+
+void
+install_known_settle(struct install_known *k)
+{
+	struct timespec now, nap = {0, 1000000};
+	size_t i, j;
+	int64_t start;
+
+	if (k == NULL || k->settled)
+		return;
+	k->settled = 1;
+	qsort(k->r, k->n, sizeof(*k->r), rec_cmp);
+	/* one record per path: the last written (a file replaced by a later
+	 * entry, or by a nested package's own file, may even have got the
+	 * same inode back) */
+	for (i = j = 0; i < k->n; i++) {
+		if (i + 1 < k->n && strcmp(k->r[i].path, k->r[i + 1].path) == 0) {
+			free(k->r[i].path);
+			continue;
+		}
+		k->r[j++] = k->r[i];
+	}
+	k->n = j;
+	/* file times come from the coarse clock (a fine-grained ctime is
+	 * never behind it): once it is past the newest recorded ctime, any
+	 * later change gets a later ctime */
+	start = clock_ms();
+	clock_gettime(CLOCK_REALTIME_COARSE, &now);
+	if ((int64_t)(k->newest.tv_sec - now.tv_sec) * 1000 + (k->newest.tv_nsec - now.tv_nsec) / 1000000 >
+	    KNOWN_AHEAD_MS) {
+		drop_all(k);
+		return;
+	}
+	for (;;) {
+		clock_gettime(CLOCK_REALTIME_COARSE, &now);
+		if (now.tv_sec > k->newest.tv_sec || (now.tv_sec == k->newest.tv_sec && now.tv_nsec > k->newest.tv_nsec))
+			return;
+		if (clock_ms() - start > KNOWN_SETTLE_MS) {
+			drop_all(k);
+			return;
+		}
+		nanosleep(&nap, NULL);
+	}
+}
+
+int
+install_known_get(const struct install_known *k, const char *rel, const struct stat *st, unsigned char sha256[32])
+{
+	size_t lo = 0, hi;
+	const struct known_rec *r;
+
+	if (k == NULL || !k->settled)
+		return 0;
+	hi = k->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(k->r[mid].path, rel);
+		if (c == 0) {
+			r = &k->r[mid];
+			if (r->ino != st->st_ino || r->size != (uint64_t)st->st_size || r->mode != st->st_mode ||
+			    r->ctime_s != st->st_ctim.tv_sec || r->ctime_ns != st->st_ctim.tv_nsec ||
+			    r->mtime_s != st->st_mtim.tv_sec || r->mtime_ns != st->st_mtim.tv_nsec)
+				return 0;
+			memcpy(sha256, r->sha, 32);
+			return 1;
+		}
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return 0;
+}

@@ -1,0 +1,329 @@
+/*
+ * What is already there (ABX_TOOL_<NAME>, a copy on PATH and its version),
+ * running a command for a probe or a verify (core/proc.c), and the probes
+ * before an install: the staging directory can execute, the network answers.
+ */
+#include "install/install_int.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "base/fs.h"
+#include "net/http.h"
+#include "base/net.h"
+#include "base/proc.h"
+
+static int
+path_join(char *buf, size_t cap, const char *a, const char *b)
+{
+	if ((size_t)snprintf(buf, cap, "%s/%s", a, b) >= cap) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- PATH and ABX_TOOL_<NAME> ------------------------------------------ */
+
+static int
+same_file_as_self(struct install_ctx *c, const char *p)
+{
+	char rp[PATH_MAX];
+
+	return c->self[0] != '\0' && realpath(p, rp) != NULL && strcmp(rp, c->self) == 0;
+}
+
+int
+install_env_tool(struct install_ctx *c, const manifest_t *m, struct install_result *r)
+{
+	char var[MANIFEST_NAME_MAX + 16];
+	const char *p;
+	struct stat st;
+
+	install_tool_env_name(m->name, var, sizeof(var));
+	p = config_env(var);
+	if (p == NULL || *p != '/')
+		return 0;
+	if (stat(p, &st) != 0 || !S_ISREG(st.st_mode) || (st.st_uid != 0 && st.st_uid != geteuid()) ||
+	    (st.st_mode & 022) || access(p, X_OK) != 0 || same_file_as_self(c, p)) {
+		warnx_line("%s=%s ignored: not an executable owned by this user or root and not group/world-writable",
+			   var, p);
+		return 0;
+	}
+	r->state = INSTALL_READY;
+	r->from_env = 1;
+	snprintf(r->entry, sizeof(r->entry), "%s", p);
+	return 1;
+}
+
+void
+install_subst_bin(const struct manifest_argv *a, const char *bin, char buf[][MANIFEST_ARG_MAX + PATH_MAX],
+	  char **argv)
+{
+	int i;
+
+	for (i = 0; i < a->n; i++) {
+		const char *s = a->v[i], *hit = strstr(s, "{bin}");
+		if (hit != NULL)
+			snprintf(buf[i], sizeof(buf[i]), "%.*s%s%s", (int)(hit - s), s, bin, hit + 5);
+		else
+			snprintf(buf[i], sizeof(buf[i]), "%s", s);
+		argv[i] = buf[i];
+	}
+	argv[a->n] = NULL;
+}
+
+int
+install_probe_version(const manifest_t *m, const char *bin, char *ver, size_t cap)
+{
+	/* heap, not static (job threads) nor stack (musl threads have 128 KiB) */
+	char (*buf)[MANIFEST_ARG_MAX + PATH_MAX] = malloc(MANIFEST_MAX_ARGV * sizeof(*buf));
+	char *argv[MANIFEST_MAX_ARGV + 1], out[4096], tmp[] = "/tmp";
+	struct err e;
+	int st;
+
+	if (m->path.argv.n == 0 || buf == NULL) {
+		free(buf);
+		return -1;
+	}
+	install_subst_bin(&m->path.argv, bin, buf, argv);
+	st = install_run(argv, "/usr/local/bin:/usr/bin:/bin", tmp, 5, out, sizeof(out), &e);
+	free(buf);
+	if (st != 0)
+		return -1;
+	return manifest_version_in(out, ver, cap);
+}
+
+int
+install_path_find(const manifest_t *m, const char *min, const char *self, char *entry, size_t ecap, char *ver,
+                  size_t vcap)
+{
+	const char *path = config_env("PATH"), *p, *q;
+	char cand[PATH_MAX], dir[PATH_MAX], rp[PATH_MAX], v[MANIFEST_VERSION_MAX];
+	struct stat st;
+
+	if (m->path.argv.n == 0 || path == NULL)
+		return 0;
+	for (p = path; *p; p = q ? q + 1 : p + strlen(p)) {
+		size_t n;
+		q = strchr(p, ':');
+		n = q ? (size_t)(q - p) : strlen(p);
+		if (n == 0 || p[0] != '/' || n >= sizeof(dir) - 1)
+			goto next;
+		memcpy(dir, p, n);
+		dir[n] = '\0';
+		/* a world-writable PATH entry could hold anything */
+		if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || (st.st_mode & 002))
+			goto next;
+		if (path_join(cand, sizeof(cand), dir, m->binary) < 0 || stat(cand, &st) != 0 ||
+		    !S_ISREG(st.st_mode) || access(cand, X_OK) != 0)
+			goto next;
+		/* never ourselves: <tools>/bin on PATH is a shim */
+		if (self != NULL && self[0] != '\0' && realpath(cand, rp) != NULL && strcmp(rp, self) == 0)
+			goto next;
+		if (install_probe_version(m, cand, v, sizeof(v)) < 0)
+			goto next;
+		if (m->path.min[0] && manifest_version_cmp(v, m->path.min) < 0)
+			goto next;
+		if (min && min[0] && manifest_version_cmp(v, min) < 0)
+			goto next;
+		snprintf(entry, ecap, "%s", cand);
+		snprintf(ver, vcap, "%s", v);
+		return 1;
+next:
+		if (q == NULL)
+			break;
+	}
+	return 0;
+}
+
+int
+install_path_tool(struct install_ctx *c, const manifest_t *m, const char *min, struct install_result *r)
+{
+	char ver[MANIFEST_VERSION_MAX];
+
+	if (install_path_find(m, min, c->self, r->entry, sizeof(r->entry), ver, sizeof(ver)) != 1)
+		return 0;
+	r->state = INSTALL_READY;
+	r->from_path = 1;
+	return 1;
+}
+
+/* ---- running a command ------------------------------------------------- */
+
+int
+install_run(char *const argv[], const char *path, const char *home, int timeout_s, char *out, size_t cap,
+            struct err *e)
+{
+	char envp_path[4200], envp_home[PATH_MAX + 8];
+	char *envp[] = {envp_path, envp_home, "LANG=C", "LC_ALL=C", NULL};
+	struct proc_spec s = {.argv = argv,
+	                      .envp = envp,
+	                      .cwd = home,
+	                      .timeout_ms = timeout_s * 1000,
+	                      .kill_grace_ms = INSTALL_RUN_GRACE_MS};
+	struct proc_capture pc = {
+	    .out = cap ? out : NULL, .out_room = cap, .cap = cap ? cap - 1 : 0, .merge = 1};
+	struct proc p;
+
+	snprintf(envp_path, sizeof(envp_path), "PATH=%s", path);
+	snprintf(envp_home, sizeof(envp_home), "HOME=%s", home);
+	if (cap)
+		out[0] = '\0';
+	if (proc_run(&p, &s, &pc, e) < 0) {
+		/* as a shell answers a program it cannot start */
+		if (cap)
+			snprintf(out, cap, "%s\n", e->msg);
+		return 127;
+	}
+	if (p.timed_out)
+		return 128 + SIGKILL;
+	return proc_exit_code(&p);
+}
+
+/* ---- probes ------------------------------------------------------------- */
+
+int
+install_exec_probe(struct install_ctx *c, const char *staging_root, struct err *e)
+{
+	time_t t = time(NULL);
+
+	if (c->exec_probe_at != 0 && t - c->exec_probe_at < INSTALL_PROBE_TTL &&
+	    strcmp(c->exec_probe_dir, staging_root) == 0) {
+		if (c->exec_probe_rc < 0 && e != NULL)
+			*e = c->exec_probe_err;
+		return c->exec_probe_rc;
+	}
+	c->exec_probe_rc = fs_noexec_probe(staging_root, &c->exec_probe_err);
+	c->exec_probe_at = t;
+	snprintf(c->exec_probe_dir, sizeof(c->exec_probe_dir), "%s", staging_root);
+	if (c->exec_probe_rc < 0 && e != NULL)
+		*e = c->exec_probe_err;
+	return c->exec_probe_rc;
+}
+
+/* TCP connect to host:port within INSTALL_PROBE_CONNECT_MS: 0 or -1. */
+static int
+tcp_probe(const char *host, int port)
+{
+	struct err e;
+	int fd = net_connect(host, port, INSTALL_PROBE_CONNECT_MS, clock_ms() + INSTALL_PROBE_CONNECT_MS, &e);
+
+	if (fd < 0)
+		return -1;
+	close(fd);
+	return 0;
+}
+
+/* Network probe results, per process (seed 000 §6 step 0b: "once per
+ * process and cached 60 s"): serve runs each install job with its own
+ * context, and a blocked registry must not cost every job its own connect
+ * timeout. A handful of hosts (registry, mirror, tarball hosts) fit. */
+#define PROBE_CACHE_N 8
+static struct {
+	char key[300];
+	time_t at;
+	int rc;
+} probe_cache[PROBE_CACHE_N];
+static pthread_mutex_t probe_mu = PTHREAD_MUTEX_INITIALIZER;
+static unsigned long probe_connects;
+
+static int
+probe_cached(const char *host, int port, const char *key)
+{
+	time_t t = time(NULL);
+	int i, slot = 0, rc;
+
+	pthread_mutex_lock(&probe_mu);
+	for (i = 0; i < PROBE_CACHE_N; i++) {
+		if (strcmp(probe_cache[i].key, key) == 0 && probe_cache[i].at != 0 &&
+		    t - probe_cache[i].at < INSTALL_PROBE_TTL) {
+			rc = probe_cache[i].rc;
+			pthread_mutex_unlock(&probe_mu);
+			return rc;
+		}
+		if (probe_cache[i].at < probe_cache[slot].at)
+			slot = i;
+	}
+	probe_connects++;
+	pthread_mutex_unlock(&probe_mu);
+	/* the connect runs unlocked: two jobs may probe one host at once,
+	 * which costs a connection, never a wrong answer */
+	rc = tcp_probe(host, port);
+	pthread_mutex_lock(&probe_mu);
+	snprintf(probe_cache[slot].key, sizeof(probe_cache[slot].key), "%s", key);
+	probe_cache[slot].at = time(NULL);
+	probe_cache[slot].rc = rc;
+	pthread_mutex_unlock(&probe_mu);
+	return rc;
+}
+
+unsigned long
+install_probe_connects(void)
+{
+	unsigned long n;
+
+	pthread_mutex_lock(&probe_mu);
+	n = probe_connects;
+	pthread_mutex_unlock(&probe_mu);
+	return n;
+}
+
+void
+install_probe_cache_clear(void)
+{
+	pthread_mutex_lock(&probe_mu);
+	memset(probe_cache, 0, sizeof(probe_cache));
+	pthread_mutex_unlock(&probe_mu);
+}
+
+int
+install_net_probe(struct install_ctx *c, const manifest_t *m, const char *url, struct err *e)
+{
+	struct http_url u;
+	const char *proxy = config_env("HTTPS_PROXY");
+	char key[300], det[400];
+	int npm = m != NULL && m->source.type != MANIFEST_SRC_TARBALL;
+
+	(void)c;
+	if (proxy == NULL || *proxy == '\0')
+		proxy = config_env("https_proxy");
+	if (http_url_parse(url, &u, e) < 0)
+		return -1;
+	if (proxy != NULL && *proxy != '\0') {
+		const char *np = config_env("NO_PROXY") ? config_env("NO_PROXY") : config_env("no_proxy");
+		struct http_url pu;
+		char pbuf[HTTP_URL_MAX];
+		if (np == NULL || !http_no_proxy_match(np, u.host, u.port)) {
+			/* a proxy without a scheme is http://host:port */
+			snprintf(pbuf, sizeof(pbuf), "%s%s", strstr(proxy, "://") ? "" : "http://", proxy);
+			if (http_url_parse(pbuf, &pu, NULL) == 0)
+				u = pu;
+		}
+	}
+	snprintf(key, sizeof(key), "%s:%d", u.host, u.port);
+	if (probe_cached(u.host, u.port, key) == 0)
+		return 0;
+	if (npm)
+		err_set(e, "install.network_unreachable",
+			"%s: cannot connect to the npm registry %s within %d s; set install.mirrors.npm "
+			"(ABX_INSTALL_NPM_REGISTRY), or fill a cache with `agent-sandbox-server fetch` and use mode offline",
+			m->name, key, INSTALL_PROBE_CONNECT_MS / 1000);
+	else
+		err_set(e, "install.network_unreachable",
+			"%s%scannot connect to %s within %d s; configure install.mirrors (ABX_INSTALL_MIRROR) or "
+			"fill a cache with `agent-sandbox-server fetch` and use mode offline",
+			m ? m->name : "", m ? ": " : "", key, INSTALL_PROBE_CONNECT_MS / 1000);
+	snprintf(det, sizeof(det), "{\"phase\":\"probe\",\"host\":\"%s\",\"hint\":\"%s\"}", key,
+		 npm ? "install.mirrors.npm, or mode offline with a cache" : "install.mirrors.tarball, or mode offline with a cache");
+	err_details(e, det);
+	return -1;
+}

@@ -1,0 +1,663 @@
+/*
+ * One install: stage (extract the artifact or the npm packages), verify,
+ * list, publish the tree with its marker, link bin/.
+ */
+#include "install/install_int.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pkg/arc.h"
+#include "base/clock.h"
+#include "base/digest.h"
+#include "base/fs.h"
+#include "install/launch.h"
+#include "pkg/npm.h"
+
+/* ---- staging ------------------------------------------------------------ */
+
+/* Remove what crashed installers left: staging directories and partial
+ * downloads older than INSTALL_STAGING_MAX_AGE. */
+void
+install_collect_stale(const char *dir, const char *prefix)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	struct stat st;
+	time_t t = time(NULL);
+	struct err e;
+
+	if (d == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (prefix != NULL && strncmp(de->d_name, prefix, strlen(prefix)) != 0)
+			continue;
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+			continue;
+		if (t - st.st_mtime > INSTALL_STAGING_MAX_AGE)
+			fs_rm_treeat(dirfd(d), de->d_name, &e);
+	}
+	closedir(d);
+}
+
+/* ---- extract, verify, publish ------------------------------------------ */
+
+/* The npm installer's progress, into the install's own (install_one). */
+static void
+npm_progress(void *arg, const char *name, const char *phase, const struct install_progress *p)
+{
+	struct install_progress_state *ps = arg;
+
+	(void)name;
+	ps->cur = *p;
+	install_progress_write(ps, phase, 0);
+}
+
+struct xprog {
+	struct install_progress_state *ps;
+	int paused;
+};
+
+static void
+extract_progress(void *arg, uint64_t out, uint64_t in)
+{
+	struct xprog *x = arg;
+
+	(void)out;
+	install_progress_write(x->ps, "extract", 0);
+	if (!x->paused) {
+		x->paused = 1;
+		install_test_pause("extract");
+	}
+}
+
+/* The archive format: from the URL's name, else from the first bytes. */
+static enum arc_format
+format_of(const char *url, const char *file)
+{
+	enum arc_format f = arc_format_from_name(url);
+	unsigned char b[512];
+	ssize_t n;
+	int fd;
+
+	if (f != ARC_FMT_NONE)
+		return f;
+	fd = open(file, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return ARC_FMT_NONE;
+	n = read(fd, b, sizeof(b));
+	close(fd);
+	if (n >= 2 && b[0] == 0x1f && b[1] == 0x8b)
+		return ARC_FMT_TAR_GZ;
+	if (n >= 4 && b[0] == 'P' && b[1] == 'K' && b[2] == 3 && b[3] == 4)
+		return ARC_FMT_ZIP;
+	if (n >= 262 && memcmp(b + 257, "ustar", 5) == 0)
+		return ARC_FMT_TAR;
+	return ARC_FMT_NONE;
+}
+
+/* PATH for verify: the bin directories of the tool's requires (so a
+ * JavaScript tool's verify finds node), then the system directories. */
+static void
+verify_path(struct install_ctx *c, const manifest_t *m, char *buf, size_t cap)
+{
+	size_t off = 0;
+	int i;
+
+	buf[0] = '\0';
+	for (i = 0; i < m->nrequires; i++) {
+		struct install_result r;
+		struct err e;
+		const manifest_t *dm = manifest_get(c->ms, m->requires[i].name, &e);
+		char d[PATH_MAX];
+		memset(&r, 0, sizeof(r));
+		if (dm == NULL)
+			continue;
+		if (install_fast_path(c, dm, &r, &e) != 1 && !install_path_tool(c, dm, m->requires[i].min, &r))
+			continue;
+		if (fs_dirname(r.entry, d, sizeof(d)) == 0)
+			off += (size_t)snprintf(buf + off, off < cap ? cap - off : 0, "%s:", d);
+	}
+	if (off < cap)
+		snprintf(buf + off, cap - off, "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+}
+
+static int
+run_verify(struct install_ctx *c, const manifest_t *m, const char *entry, const char *home, struct err *e)
+{
+	char (*words)[MANIFEST_ARG_MAX + PATH_MAX] = malloc(MANIFEST_MAX_ARGV * sizeof(*words));
+	char *argv[MANIFEST_MAX_ARGV + NPM_NODE_FLAGS_MAX + 2], *rest[MANIFEST_MAX_ARGV + 1], path[8192];
+	char *out = malloc(INSTALL_VERIFY_OUT_MAX), shebang[512], *flags[NPM_NODE_FLAGS_MAX], node[PATH_MAX];
+	int st, nflags = 0, n;
+
+	if (out == NULL || words == NULL) {
+		free(out);
+		free(words);
+		return err_set(e, "internal", "out of memory");
+	}
+	verify_path(c, m, path, sizeof(path));
+	install_subst_bin(&m->verify.argv, entry, words, argv);
+	/* A JavaScript entry is checked as it will run (core/launch.h):
+	 * through node-runtime's node, installed before it as a require. */
+	if (strcmp(argv[0], entry) == 0 &&
+	    npm_js_entry(entry, shebang, sizeof(shebang), flags, &nflags) == 1) {
+		struct install_result *nr = malloc(sizeof(*nr));
+		struct err ne;
+
+		if (nr != NULL && install_ensure_inner(c, "node-runtime", NULL, INSTALL_F_CHECK, nr, &ne) == 0) {
+			snprintf(node, sizeof(node), "%s", nr->entry);
+			n = 0;
+			while (argv[n] != NULL)
+				n++;
+			memcpy(rest, argv + 1, (size_t)n * sizeof(*argv));
+			if (launch_argv(argv, MANIFEST_MAX_ARGV + NPM_NODE_FLAGS_MAX + 2, node, flags, nflags, entry,
+					rest, n - 1) < 0)
+				argv[0] = (char *)entry;
+		}
+		free(nr);
+	}
+	st = install_run(argv, path, home, m->verify.timeout, out, INSTALL_VERIFY_OUT_MAX, e);
+	free(words);
+	if (st != 0 || (m->verify.expect[0] && strstr(out, m->verify.expect) == NULL)) {
+		char *nl;
+		for (nl = out; *nl; nl++)
+			if (*nl == '\n' || *nl == '\r')
+				*nl = ' ';
+		if (st == 128 + SIGKILL)
+			err_set(e, "install.failed", "%s %s: verify timed out after %d s", m->name, m->version,
+				m->verify.timeout);
+		else if (st != 0)
+			err_set(e, "install.failed", "%s %s: verify exited %d: %.120s", m->name, m->version, st, out);
+		else
+			err_set(e, "install.failed", "%s %s: verify output lacks \"%s\": %.120s", m->name, m->version,
+				m->verify.expect, out);
+		install_details_phase(e, "verify");
+		free(out);
+		return -1;
+	}
+	free(out);
+	return 0;
+}
+
+/* bin/<binary> -> this binary, by symlink to a temporary name + rename. */
+static int
+link_bin(struct install_ctx *c, const char *w, const manifest_t *m, struct err *e)
+{
+	char dir[PATH_MAX], tmp[PATH_MAX], link[PATH_MAX], rnd[17], cur[PATH_MAX];
+	ssize_t n;
+
+	if (c->self[0] == '\0')
+		return 0;
+	snprintf(dir, sizeof(dir), "%s/bin", w);
+	if (install_mkdir(dir, 0755, e) < 0)
+		return -1;
+	snprintf(link, sizeof(link), "%s/%s", dir, m->binary);
+	n = readlink(link, cur, sizeof(cur) - 1);
+	if (n > 0 && (size_t)n < sizeof(cur) - 1) {
+		cur[n] = '\0';
+		if (strcmp(cur, c->self) == 0)
+			return 0;
+	}
+	fs_rand_hex(rnd, 8);
+	snprintf(tmp, sizeof(tmp), "%s/.%s.tmp-%s", dir, m->binary, rnd);
+	if (symlink(c->self, tmp) != 0)
+		return err_set(e, "install.failed", "symlink %s: %s", tmp, strerror(errno));
+	if (rename(tmp, link) != 0) {
+		unlink(tmp);
+		return err_set(e, "install.failed", "rename %s: %s", link, strerror(errno));
+	}
+	return fs_fsync_dir(dir, e);
+}
+
+/* Move every other tree of this tool out of the way (into staging, then
+ * removed): an upgrade leaves one tree. */
+static void
+remove_old_trees(const char *w, const char *name, const char *keep, const char *trash)
+{
+	char dir[PATH_MAX], dst[PATH_MAX];
+	DIR *d;
+	struct dirent *de;
+	struct err e;
+	int i = 0;
+
+	snprintf(dir, sizeof(dir), "%s/%s", w, name);
+	if ((d = opendir(dir)) == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		if (de->d_name[0] == '.' || strcmp(de->d_name, keep) == 0 || de->d_type != DT_DIR)
+			continue;
+		snprintf(dst, sizeof(dst), "%s/old-%d", trash, i++);
+		if (renameat(dirfd(d), de->d_name, AT_FDCWD, dst) == 0)
+			fs_rm_tree(dst, &e);
+	}
+	closedir(d);
+}
+
+/* FS_IOC_GETFLAGS, FS_IOC_SETFLAGS and FS_TOPDIR_FL of <linux/fs.h> (not
+ * in musl's headers); the flags argument is an int whatever the macro says. */
+#define ABX_FS_IOC_GETFLAGS 0x80086601UL
+#define ABX_FS_IOC_SETFLAGS 0x40086602UL
+#define ABX_FS_TOPDIR_FL 0x00020000
+
+/*
+ * Mark the staging root a "top directory" (chattr +T): ext2/3/4 then place
+ * each directory created in it as they place top-level ones (Orlov: in a
+ * block group with room and few directories) instead of beside its parent,
+ * so a staged tree takes its inodes from a quiet part of the disk. It
+ * matters on ext4 without a journal: there a new inode skips every inode
+ * of its group deleted in the last minutes (ialloc.c recently_deleted()),
+ * and where other work has just deleted thousands of files each file of an
+ * npm tree cost up to a millisecond more. Best effort: other filesystems
+ * refuse the ioctl and nothing changes.
+ */
+static void
+mark_topdir(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), fl = 0;
+
+	if (fd < 0)
+		return;
+	if (ioctl(fd, ABX_FS_IOC_GETFLAGS, &fl) == 0 && !(fl & ABX_FS_TOPDIR_FL)) {
+		fl |= ABX_FS_TOPDIR_FL;
+		(void)ioctl(fd, ABX_FS_IOC_SETFLAGS, &fl);
+	}
+	close(fd);
+}
+
+/*
+ * syncfs of the staged tree on a thread of its own, so the disk writes run
+ * while the tree is listed and hashed (which reads what the page cache
+ * already holds); bg_sync_wait is called before the tree is renamed into
+ * place, so the content still reaches the disk before the name does. With
+ * no thread the wait does the syncfs itself.
+ */
+struct bg_sync {
+	pthread_t th;
+	int fd, started;
+};
+
+static void *
+bg_sync_main(void *arg)
+{
+	struct bg_sync *s = arg;
+
+	syncfs(s->fd);
+	return NULL;
+}
+
+static void
+bg_sync_start(struct bg_sync *s, const char *dir)
+{
+	pthread_attr_t at;
+
+	s->started = 0;
+	s->fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (s->fd < 0 || pthread_attr_init(&at) != 0)
+		return;
+	pthread_attr_setstacksize(&at, 65536);
+	s->started = pthread_create(&s->th, &at, bg_sync_main, s) == 0;
+	pthread_attr_destroy(&at);
+}
+
+static void
+bg_sync_wait(struct bg_sync *s)
+{
+	if (s->fd < 0)
+		return;
+	if (s->started)
+		pthread_join(s->th, NULL);
+	else
+		syncfs(s->fd);
+	s->started = 0;
+	close(s->fd);
+	s->fd = -1;
+}
+
+static void
+known_tap(void *arg, const char *name, const struct stat *st, const unsigned char sha256[32])
+{
+	install_known_add(arg, "", name, st, sha256);
+}
+
+/* One install in progress: what install_one's steps share. */
+struct job {
+	struct install_ctx *c;
+	const manifest_t *m;
+	const char *w;          /* the writable tools directory */
+	char tooldir[PATH_MAX]; /* <w>/<name> */
+	char staging[PATH_MAX]; /* <w>/.staging/<name>-<random> */
+	char tree[PATH_MAX];    /* <staging>/tree */
+	char final[PATH_MAX];   /* <tooldir>/<treename> */
+	char treename[MANIFEST_VERSION_MAX + 20];
+	const struct manifest_artifact *a; /* tarball: the artifact */
+	char sha[65];                      /* its sha256 */
+	uint64_t asize;
+	char hex[FS_HEX_LEN]; /* the listing's digest */
+	char *listing;        /* owned */
+	size_t listing_len;
+	uint64_t files, bytes;
+	struct install_known *known; /* owned */
+	struct install_npm_info npminfo;
+	struct install_progress_state ps;
+	int64_t ph[INSTALL_PH_N];
+};
+
+/* Unless ao says otherwise, a tree four times size_hint_mb (plus slack for
+ * tiny tools) is a bomb, stopped early. */
+static void
+extract_caps(const manifest_t *m, struct arc_opts *ao)
+{
+	uint64_t cap;
+
+	if (m->size_hint_mb <= 0)
+		return;
+	cap = ((uint64_t)m->size_hint_mb * 4 + 64) << 20;
+	if (cap < ARC_DEFAULT_MAX_TOTAL)
+		ao->max_total = cap;
+	if (cap < ARC_DEFAULT_MAX_ENTRY)
+		ao->max_entry = cap;
+}
+
+/* Tarball source: the verified artifact (cache, mirrors, download),
+ * extracted into j->tree. */
+static int
+stage_tarball(struct job *j, struct err *e)
+{
+	struct install_ctx *c = j->c;
+	const manifest_t *m = j->m;
+	char cache[PATH_MAX], art_path[PATH_MAX];
+	struct xprog xp = {&j->ps, 0};
+	struct arc_opts ao;
+	struct arc_stats as;
+	struct stat st;
+	int64_t tp;
+	int placed;
+
+	if ((j->a = manifest_artifact(m, c->platform)) == NULL)
+		return err_set(e, "install.failed", "%s has no artifact for %s", m->name, c->platform);
+	/* the listing takes each file's digest from extraction, or from the
+	 * kept tree's sealed manifest when one is placed */
+	if ((j->known = install_known_new()) == NULL)
+		return err_set(e, "internal", "out of memory");
+	tp = clock_us();
+	if ((placed = install_tree_place(c, m, j->a, j->staging, j->known, &j->asize, e)) < 0)
+		return -1;
+	if (placed) {
+		snprintf(j->sha, sizeof(j->sha), "%s", j->a->sha256);
+		install_known_settle(j->known);
+		j->ph[INSTALL_PH_PLACE] = clock_us() - tp;
+		return 0;
+	}
+	/* downloads go to the cache when it is writable, else to staging */
+	snprintf(cache, sizeof(cache), "%s", c->cache_dir);
+	if (cache[0] == '\0' || install_mkdir(cache, 0755, NULL) < 0 || access(cache, W_OK) != 0)
+		snprintf(cache, sizeof(cache), "%s", j->staging);
+	else
+		install_collect_stale(cache, ".tmp-");
+	tp = clock_us();
+	if (install_get_artifact(c, m, j->a, cache, &j->ps, art_path, sizeof(art_path), j->sha, e) < 0)
+		return -1;
+	j->ph[INSTALL_PH_DOWNLOAD] = clock_us() - tp;
+	j->ps.cur.count = j->ps.cur.done = 1;
+	if (m->unpinned) {
+		struct install_audit_extra ax = {-1, -1, -1, NULL, NULL, NULL, j->a->url, j->sha, NULL};
+		warnx_line("UNPINNED INSTALL: %s %s from %s has no pinned digest; it got sha256 %s. "
+		           "ABX_INSTALL_UNPINNED=1 allowed this; pin it with `agent-sandbox-server lock %s`.",
+		           m->name, m->version, j->a->url, j->sha, m->name);
+		install_audit_event(c, "install.unpinned", m, &ax);
+	}
+	if (stat(art_path, &st) == 0)
+		j->asize = (uint64_t)st.st_size;
+	install_progress_write(&j->ps, "extract", 1);
+	arc_opts_init(&ao, format_of(j->a->url, art_path));
+	if (ao.format == ARC_FMT_NONE) {
+		err_set(e, "install.failed", "%s: %s is not a tar, tar.gz or zip archive", m->name,
+		        j->a->url);
+		install_details_phase(e, "extract");
+		return -1;
+	}
+	ao.flags = ARC_STRICT_MODES;
+	ao.strip_components = m->source.strip_components;
+	extract_caps(m, &ao);
+	ao.progress = extract_progress;
+	ao.progress_ctx = &xp;
+	ao.on_file = known_tap;
+	ao.file_ctx = j->known;
+	tp = clock_us();
+	if (arc_extract(art_path, j->tree, &ao, &as, e) < 0)
+		return -1;
+	install_tree_keep(c, m, j->a, j->tree, j->asize);
+	install_known_settle(j->known);
+	j->ph[INSTALL_PH_EXTRACT] = clock_us() - tp;
+	if (!xp.paused)
+		install_test_pause("extract");
+	return 0;
+}
+
+/* npm-lock source: every package of the lockfile into j->tree. */
+static int
+stage_npm(struct job *j, struct err *e)
+{
+	struct install_ctx *c = j->c;
+	int64_t tp;
+	int staged;
+
+	install_progress_write(&j->ps, "fetch", 1);
+	if ((j->known = install_known_new()) == NULL)
+		return err_set(e, "internal", "out of memory");
+	/* the npm installer reports through ps (and .progress.json) */
+	c->progress = npm_progress;
+	c->progress_arg = &j->ps;
+	tp = clock_us();
+	staged = install_npm_stage(c, j->m, j->tree, j->known, &j->npminfo, e);
+	c->progress = j->ps.fn;
+	c->progress_arg = j->ps.arg;
+	if (staged < 0)
+		return -1;
+	j->ph[INSTALL_PH_NPM] = clock_us() - tp;
+	return 0;
+}
+
+/* The staged tree to j->final: renamed, or exchanged with a stale or
+ * drifted tree of the same version. */
+static int
+publish_tree(struct job *j, struct err *e)
+{
+	char old[PATH_MAX];
+
+	snprintf(j->final, sizeof(j->final), "%s/%s", j->tooldir, j->treename);
+	if (rename(j->tree, j->final) == 0)
+		return 0;
+	if (errno != EEXIST && errno != ENOTEMPTY)
+		return err_set(e, "install.failed", "rename to %s: %s", j->final, strerror(errno));
+	/* atomically where the kernel can, else two renames (the path is
+	 * briefly absent, never half-written) */
+	if (syscall(SYS_renameat2, AT_FDCWD, j->tree, AT_FDCWD, j->final, 2 /* RENAME_EXCHANGE */) == 0)
+		return 0;
+	snprintf(old, sizeof(old), "%s/old", j->staging);
+	if (rename(j->final, old) != 0 || rename(j->tree, j->final) != 0)
+		return err_set(e, "install.failed", "replacing %s: %s", j->final, strerror(errno));
+	return 0;
+}
+
+/* The published tree's listing and proof list, then the marker that vouches
+ * for both, then the bin link: a marker never names a missing file. */
+static int
+publish_marker(struct job *j, struct err *e)
+{
+	char lp[PATH_MAX], *plist = NULL, proof_sha[FS_HEX_LEN];
+	size_t plen = 0;
+	struct digest dg;
+
+	if (fs_fsync_dir(j->tooldir, e) < 0)
+		return -1;
+	snprintf(lp, sizeof(lp), "%s/.installed.files", j->tooldir);
+	if (fs_write_atomic(lp, j->listing, j->listing_len, 0644, e) < 0)
+		return -1;
+	snprintf(lp, sizeof(lp), "%s/.installed.proof", j->tooldir);
+	if (install_proof_make(j->final, &plist, &plen, e) < 0 ||
+	    fs_write_atomic(lp, plist, plen, 0644, e) < 0) {
+		free(plist);
+		return -1;
+	}
+	digest_buf(DIGEST_SHA256, plist, plen, &dg);
+	digest_hex(&dg, proof_sha);
+	free(plist);
+	if (install_marker_write(j->c, j->w, j->m, j->treename, j->a, j->sha, j->asize, j->hex, proof_sha,
+	                         j->files, j->bytes, e) < 0)
+		return -1;
+	return link_bin(j->c, j->w, j->m, e);
+}
+
+/* Verify the staged tree, list it (while its content syncs), publish it. */
+static int
+check_and_publish(struct job *j, struct err *e)
+{
+	char entry[PATH_MAX];
+	struct bg_sync bs = {.fd = -1};
+	struct stat st;
+	int64_t tp;
+	int rc = -1;
+
+	snprintf(entry, sizeof(entry), "%s/%s", j->tree, j->m->source.bin);
+	if (lstat(entry, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISLNK(st.st_mode))) {
+		err_set(e, "install.failed", "%s: the archive has no %s", j->m->name, j->m->source.bin);
+		install_details_phase(e, "extract");
+		return -1;
+	}
+	install_progress_write(&j->ps, "verify", 1);
+	tp = clock_us();
+	if (run_verify(j->c, j->m, entry, j->staging, e) < 0)
+		return -1;
+	j->ph[INSTALL_PH_VERIFY_ARGV] = clock_us() - tp;
+	/* the staged content reaches the disk before the name does: the
+	 * syncfs runs while the tree is listed, and is waited for below */
+	tp = clock_us();
+	bg_sync_start(&bs, j->tree);
+	/* verify ran with HOME=staging: whatever it wrote there is not ours
+	 * to publish, and the tree itself must be what was extracted */
+	if (install_tree_list_known(j->tree, j->known, &j->listing, &j->listing_len, j->hex, &j->files,
+	                            &j->bytes, e) < 0)
+		goto out;
+	j->ph[INSTALL_PH_LIST] = clock_us() - tp;
+	tp = clock_us();
+	install_progress_write(&j->ps, "publish", 1);
+	install_test_pause("publish");
+	bg_sync_wait(&bs);
+	if (publish_tree(j, e) < 0 || publish_marker(j, e) < 0)
+		goto out;
+	remove_old_trees(j->w, j->m->name, j->treename, j->staging);
+	j->ph[INSTALL_PH_PUBLISH] = clock_us() - tp;
+	rc = 0;
+out:
+	bg_sync_wait(&bs);
+	if (rc < 0)
+		install_details_phase(e, "publish");
+	return rc;
+}
+
+/* The install's audit record (npm-lock: the bytes of every package and
+ * the lockfile's digest stand where a tarball has its artifact's). */
+static void
+audit_finish(struct job *j, int64_t t0, int rc, const struct err *e)
+{
+	struct install_audit_extra ax = {
+	    1, clock_ms() - t0, (int64_t)j->asize, NULL, j->sha, j->hex, NULL, NULL, NULL};
+
+	if (rc < 0) {
+		ax = (struct install_audit_extra){
+		    0, clock_ms() - t0, -1, e->code ? e->code : "internal", NULL, NULL, NULL, NULL, NULL};
+	} else if (j->m->source.type != MANIFEST_SRC_TARBALL) {
+		ax.bytes = (int64_t)j->npminfo.bytes;
+		ax.artifact_sha256 = NULL;
+		ax.npm = &j->npminfo;
+	}
+	install_audit_event(j->c, "install.finish", j->m, &ax);
+}
+
+/* Steps 6-10 for one tool, holding its lock in writable directory w. */
+int
+install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct install_result *r,
+            struct err *e)
+{
+	char staging_root[PATH_MAX], rnd[17];
+	struct job *j = calloc(1, sizeof(*j));
+	uint64_t free_b;
+	int64_t t0 = clock_ms();
+	int rc = -1, i;
+
+	if (j == NULL)
+		return err_set(e, "internal", "out of memory");
+	j->c = c;
+	j->m = m;
+	j->w = w;
+	for (i = 0; i < INSTALL_PH_N; i++)
+		j->ph[i] = -1;
+	j->ph[INSTALL_PH_PROBE] = c->probe_us;
+	snprintf(j->treename, sizeof(j->treename), "%s-%s", m->version, c->platform);
+	snprintf(j->tooldir, sizeof(j->tooldir), "%s/%s", w, m->name);
+	snprintf(staging_root, sizeof(staging_root), "%s/.staging", w);
+	if (install_mkdir(j->tooldir, 0755, e) < 0 || install_mkdir(staging_root, 0700, e) < 0) {
+		free(j);
+		return -1;
+	}
+	mark_topdir(staging_root);
+	install_collect_stale(staging_root, NULL);
+	j->ps.c = c;
+	j->ps.m = m;
+	j->ps.started = time(NULL);
+	j->ps.fn = c->progress;
+	j->ps.arg = c->progress_arg;
+	snprintf(j->ps.path, sizeof(j->ps.path), "%s/.progress.json", j->tooldir);
+	install_progress_write(&j->ps, "stage", 1);
+
+	fs_rand_hex(rnd, 8);
+	snprintf(j->staging, sizeof(j->staging), "%s/%s-%s", staging_root, m->name, rnd);
+	snprintf(j->tree, sizeof(j->tree), "%s/tree", j->staging);
+	if (install_mkdir(j->staging, 0700, e) < 0 || install_mkdir(j->tree, 0755, e) < 0)
+		goto out;
+	if (m->size_hint_mb > 0 && fs_free_bytes(j->staging, &free_b, e) == 0 &&
+	    free_b < (uint64_t)m->size_hint_mb * 2 * 1048576) {
+		err_set(e, "install.no_space",
+		        "%s %s needs %ld MiB free (2 x size_hint_mb) in %s; %llu MiB available", m->name,
+		        m->version, m->size_hint_mb * 2, w, (unsigned long long)(free_b >> 20));
+		goto out;
+	}
+	if ((m->source.type == MANIFEST_SRC_TARBALL ? stage_tarball(j, e) : stage_npm(j, e)) < 0 ||
+	    check_and_publish(j, e) < 0)
+		goto out;
+	if (c->timing != NULL)
+		c->timing(c->progress_arg, m, j->ph);
+	c->installs++;
+	r->state = INSTALL_READY;
+	r->installed = 1;
+	snprintf(r->dir, sizeof(r->dir), "%s", w);
+	snprintf(r->tree, sizeof(r->tree), "%s", j->final);
+	snprintf(r->entry, sizeof(r->entry), "%s/%s", j->final, m->source.bin);
+	rc = 0;
+out:
+	install_known_free(j->known);
+	free(j->listing);
+	fs_rm_tree(j->staging, NULL);
+	unlink(j->ps.path);
+	/* a first install that failed leaves no <tools>/<name>/ behind
+	 * (rmdir removes only an empty one) */
+	if (rc < 0)
+		rmdir(j->tooldir);
+	audit_finish(j, t0, rc, e);
+	free(j);
+	return rc;
+}

@@ -1,0 +1,339 @@
+/*
+ * Artifacts: a verified copy from the caches and mirror directories, else
+ * downloaded (mirror URLs first) into the cache, hashed as it arrives.
+ */
+#include "install/install_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "pkg/cache.h"
+#include "base/digest.h"
+#include "base/fs.h"
+#include "net/hostrule.h"
+#include "net/http.h"
+#include "base/json.h"
+
+void
+install_fetch_failed(struct err *e, const manifest_t *m, const char *url, const char *msg)
+{
+	const char *under = e->code ? e->code : "internal";
+	struct json_w w;
+
+	/* a failed install is install.failed with its phase (SPEC §10); the
+	 * client's code (http.*, tls.*) says what happened, in the message
+	 * and in details.code */
+	json_w_init(&w, ERR_DETAILS_MAX - 1);
+	json_w_obj(&w);
+	json_w_kstr(&w, "phase", "fetch");
+	json_w_kstr(&w, "code", under);
+	if (url != NULL)
+		json_w_kstr(&w, "url", url);
+	if (strcmp(under, "http.too_large") == 0)
+		json_w_kstr(&w, "hint", "install.max_download_mb caps each download (artifact or npm package)");
+	json_w_end(&w);
+	if (url != NULL)
+		err_set(e, "install.failed", "%s %s: fetching %s: %s: %s", m->name, m->version, url, under, msg);
+	else
+		err_set(e, "install.failed", "%s %s: fetch: %s: %s", m->name, m->version, under, msg);
+	if (!w.overflow)
+		err_details(e, w.buf);
+	else
+		install_details_phase(e, "fetch");
+	json_w_free(&w);
+}
+
+/* ---- fetching ------------------------------------------------------------ */
+
+struct dl {
+	struct cache_put put;
+	struct install_progress_state *ps;
+	const struct http_response *rs; /* its length is known at the first write */
+	int paused;
+};
+
+static int
+dl_sink(void *arg, const void *buf, size_t len, struct err *e)
+{
+	struct dl *d = arg;
+
+	if (cache_put_write(&d->put, buf, len, e) < 0)
+		return -1;
+	if (d->ps != NULL) {
+		d->ps->cur.bytes = d->ps->base + d->put.bytes;
+		d->ps->cur.total =
+			d->ps->base + (d->rs->content_length > 0 ? (uint64_t)d->rs->content_length : d->put.bytes);
+		install_progress_write(d->ps, "download", 0);
+	}
+	if (!d->paused) {
+		d->paused = 1;
+		install_test_pause("download");
+	}
+	return 0;
+}
+
+/* Is <dir>/<sha> a file whose content hashes to sha? 1 yes, 0 no (a
+ * mismatching file is said on stderr and removed where it may be). */
+static int
+cache_hit(const char *dir, const char *sha, char *path, size_t cap)
+{
+	struct digest want;
+	struct err e;
+
+	if (digest_parse_hex(DIGEST_SHA256, sha, &want, "internal", &e) < 0)
+		return 0;
+	return cache_get(dir, &want, NULL, NULL, path, cap, &e) == 1;
+}
+
+/* A mirror entry as a local directory ("/dir" or "file:///dir"), or NULL. */
+const char *
+install_mirror_dir(const char *mirror)
+{
+	if (mirror[0] == '/')
+		return mirror;
+	if (strncmp(mirror, "file://", 7) == 0)
+		return mirror + 7;
+	return NULL;
+}
+
+/* Where a verified copy of sha may already be: the cache, every chain
+ * directory's cache, local mirror directories. */
+static int
+find_local(struct install_ctx *c, const char *sha, char *path, size_t cap)
+{
+	char dir[PATH_MAX];
+	int i;
+
+	if (c->cache_dir[0] && cache_hit(c->cache_dir, sha, path, cap))
+		return 1;
+	for (i = 0; i < c->chain.n; i++) {
+		snprintf(dir, sizeof(dir), "%s/.cache", c->chain.d[i].path);
+		if (strcmp(dir, c->cache_dir) != 0 && cache_hit(dir, sha, path, cap))
+			return 1;
+	}
+	for (i = 0; i < c->set->nmirrors; i++) {
+		const char *d = install_mirror_dir(c->set->tarball_mirrors[i]);
+		if (d != NULL && cache_hit(d, sha, path, cap))
+			return 1;
+	}
+	return 0;
+}
+
+/* Only checks that a file of that name exists (for the network probe
+ * decision; the real lookup hashes). */
+int
+install_maybe_local(struct install_ctx *c, const char *sha)
+{
+	char p[PATH_MAX];
+	int i;
+
+	if (c->cache_dir[0] && snprintf(p, sizeof(p), "%s/%s", c->cache_dir, sha) > 0 && access(p, R_OK) == 0)
+		return 1;
+	for (i = 0; i < c->chain.n; i++)
+		if (snprintf(p, sizeof(p), "%s/.cache/%s", c->chain.d[i].path, sha) > 0 && access(p, R_OK) == 0)
+			return 1;
+	for (i = 0; i < c->set->nmirrors; i++) {
+		const char *d = install_mirror_dir(c->set->tarball_mirrors[i]);
+		if (d != NULL && snprintf(p, sizeof(p), "%s/%s", d, sha) > 0 && access(p, R_OK) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+/* Expand a mirror URL template: {host} = the original host (with :port when
+ * the URL named one), {path} = the original path without its leading '/'. */
+int
+install_mirror_url(const char *tmpl, const char *url, char *out, size_t cap, char *mhost, size_t mcap)
+{
+	struct http_url u, mu;
+	char host[HTTP_HOST_MAX + 8];
+	const char *s;
+	size_t off = 0;
+
+	if (http_url_parse(url, &u, NULL) < 0)
+		return -1;
+	if (u.port_explicit)
+		snprintf(host, sizeof(host), "%s:%d", u.host, u.port);
+	else
+		snprintf(host, sizeof(host), "%s", u.host);
+	for (s = tmpl; *s && off + 1 < cap; s++) {
+		const char *ins = NULL;
+		if (strncmp(s, "{host}", 6) == 0)
+			ins = host, s += 5;
+		else if (strncmp(s, "{path}", 6) == 0)
+			ins = u.target + 1, s += 5;
+		if (ins != NULL) {
+			size_t n = strlen(ins);
+			if (off + n >= cap)
+				return -1;
+			memcpy(out + off, ins, n);
+			off += n;
+		} else {
+			out[off++] = *s;
+		}
+	}
+	out[off] = '\0';
+	if (strstr(tmpl, "{path}") == NULL) {
+		/* a bare base URL: append host and path */
+		if ((size_t)snprintf(out + off, cap - off, "%s%s%s", off && out[off - 1] == '/' ? "" : "/", host,
+				     u.target) >= cap - off)
+			return -1;
+	}
+	if (http_url_parse(out, &mu, NULL) < 0)
+		return -1;
+	snprintf(mhost, mcap, "%s", mu.host);
+	return 0;
+}
+
+/* Download url into dir/<sha> (via a temporary name), hashing while it
+ * arrives. Returns 0 (path set), -1 with e. *mismatch is set on a digest
+ * mismatch (and e says expected/actual). want_sha "" = unpinned: the file
+ * is kept under the digest it has. */
+static int
+download(struct install_ctx *c, const manifest_t *m, const char *url, const char *extra_host, const char *dir,
+	 const char *want_sha, struct install_progress_state *ps, char *path, size_t cap, char *got_sha,
+	 struct err *e)
+{
+	struct http_request rq;
+	struct http_response rs;
+	struct hostrule hr;
+	const char *mh[MANIFEST_MAX_HOSTS], *ah[TOOLS_ALLOW_HOSTS_MAX], *xh[1] = {extra_host};
+	struct dl d;
+	struct digest dg, want, sha;
+	char hex[DIGEST_HEX_MAX];
+	int64_t remaining;
+	int i, rc;
+
+	if (c->http == NULL && (c->http = config_http_client(e)) == NULL)
+		return -1;
+	if (want_sha[0] != '\0' && digest_parse_hex(DIGEST_SHA256, want_sha, &want, "install.manifest_invalid", e) < 0)
+		return -1;
+	/* the manifest's hosts, the mirror's own, install.allow_hosts */
+	hostrule_init(&hr, 1, "the manifest's hosts nor install.allow_hosts");
+	for (i = 0; i < m->nhosts; i++)
+		mh[i] = m->hosts[i];
+	for (i = 0; i < c->set->nallow_hosts; i++)
+		ah[i] = c->set->allow_hosts[i];
+	hostrule_add(&hr, mh, m->nhosts);
+	hostrule_add(&hr, xh, extra_host != NULL && extra_host[0] ? 1 : 0);
+	hostrule_add(&hr, ah, c->set->nallow_hosts);
+	memset(&d, 0, sizeof(d));
+	if (cache_put_open(&d.put, dir, DIGEST_SHA256, e) < 0)
+		return -1;
+	d.ps = ps;
+	http_request_init(&rq, url);
+	rq.host_ok = hostrule_check;
+	rq.host_arg = &hr;
+	rq.sink = dl_sink;
+	rq.sink_arg = &d;
+	rq.limits.max_body = c->set->max_download_mb << 20;
+	remaining = (int64_t)c->set->timeout_s * 1000;
+	rq.limits.total_ms = remaining > 0x7fffffff ? 0x7fffffff : (int)remaining;
+	memset(&rs, 0, sizeof(rs));
+	d.rs = &rs;
+	if (ps != NULL && ps->cur.count == 0)
+		ps->cur.count = 1;
+	c->downloads++;
+	if (http_request(c->http, &rq, &rs, e) < 0) {
+		cache_put_abort(&d.put);
+		return -1;
+	}
+	c->bytes_downloaded += d.put.bytes;
+	if (ps != NULL) {
+		ps->base += d.put.bytes;
+		ps->cur.bytes = ps->cur.total = ps->base;
+	}
+	rc = cache_put_commit(&d.put, want_sha[0] ? &want : NULL, 1, &dg, &sha, path, cap, e);
+	if (rc < 0)
+		return -1;
+	digest_hex(&dg, hex);
+	snprintf(got_sha, 65, "%s", hex);
+	if (rc == 0) {
+		char det[300];
+		err_set(e, "install.checksum_mismatch", "%s %s %s: %s: expected sha256 %s, got %s", m->name, m->version,
+			c->platform, url, want_sha, hex);
+		snprintf(det, sizeof(det), "{\"phase\":\"fetch\",\"expected\":\"sha256:%s\",\"actual\":\"sha256:%s\"}",
+			 want_sha, hex);
+		err_details(e, det);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Make a verified copy of artifact a available: local caches and mirror
+ * directories first, then (unless offline) mirror URL templates and the
+ * original URL. dl_dir is where a download goes (the cache, or staging).
+ */
+int
+install_get_artifact(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a, const char *dl_dir,
+	     struct install_progress_state *ps, char *path, size_t cap, char *got_sha, struct err *e)
+{
+	struct err last, mism;
+	char url[HTTP_URL_MAX], mhost[HTTP_HOST_MAX];
+	int i, have_mismatch = 0;
+
+	err_clear(&last);
+	err_clear(&mism);
+	if (a->sha256[0] != '\0' && find_local(c, a->sha256, path, cap)) {
+		snprintf(got_sha, 65, "%s", a->sha256);
+		return 0;
+	}
+	if (c->set->mode == CFG_MODE_OFFLINE) {
+		char det[200];
+		err_set(e, "install.disabled", "%s %s %s: mode offline (%s) and sha256:%s is not in the cache (%s) nor "
+			"any mirror directory",
+			m->name, m->version, c->platform, c->set->mode_source, a->sha256[0] ? a->sha256 : "(unpinned)",
+			c->cache_dir[0] ? c->cache_dir : "none");
+		snprintf(det, sizeof(det), "{\"missing\":[\"sha256:%s\"]}", a->sha256);
+		err_details(e, det);
+		return -1;
+	}
+	if (dl_dir == NULL || dl_dir[0] == '\0')
+		return err_set(e, "install.read_only", "no writable place for the download of %s", m->name);
+	for (i = 0; i <= c->set->nmirrors; i++) {
+		const char *u = a->url, *extra = NULL;
+		if (i < c->set->nmirrors) {
+			if (install_mirror_dir(c->set->tarball_mirrors[i]) != NULL)
+				continue;
+			if (install_mirror_url(c->set->tarball_mirrors[i], a->url, url, sizeof(url), mhost, sizeof(mhost)) < 0)
+				continue;
+			u = url;
+			extra = mhost;
+		}
+		if (download(c, m, u, extra, dl_dir, a->sha256, ps, path, cap, got_sha, &last) == 0)
+			return 0;
+		if (last.code && strcmp(last.code, "install.checksum_mismatch") == 0) {
+			mism = last;
+			have_mismatch = 1;
+		}
+	}
+	*e = have_mismatch ? mism : last;
+	if (!have_mismatch) {
+		char msg[ERR_MSG_MAX];
+		snprintf(msg, sizeof(msg), "%s", e->msg);
+		if (e->code == NULL || strncmp(e->code, "install.", 8) != 0)
+			install_fetch_failed(e, m, a->url, msg);
+	}
+	return -1;
+}
+
+int
+install_cache_artifact(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a, char *path,
+		       size_t cap, struct err *e)
+{
+	char got[65];
+
+	if (c->cache_dir[0] == '\0')
+		return err_set(e, "install.read_only", "no writable cache directory (use --cache DIR)");
+	if (install_mkdir(c->cache_dir, 0755, e) < 0)
+		return -1;
+	install_collect_stale(c->cache_dir, ".tmp-");
+	if (a->sha256[0] == '\0')
+		return err_set(e, "install.manifest_invalid", "%s: %s has no pinned sha256", m->name, a->platform);
+	return install_get_artifact(c, m, a, c->cache_dir, NULL, path, cap, got, e);
+}

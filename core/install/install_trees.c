@@ -1,0 +1,98 @@
+/*
+ * The cache's extracted trees for tarball artifacts (the contract is in
+ * install.h; the cache's rules in cache.h).
+ */
+#include "pkg/cache.h"
+#include "install/install.h"
+
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The key: the artifact's sha256 and how install_one extracts it (strict
+ * modes, strip_components). */
+static int
+tree_key(const manifest_t *m, const struct manifest_artifact *a, char key[CACHE_KEY_MAX])
+{
+	struct digest d;
+	struct err e;
+	char variant[32];
+
+	if (m->unpinned || a->sha256[0] == '\0' || digest_parse_hex(DIGEST_SHA256, a->sha256, &d, "internal", &e) < 0)
+		return -1;
+	snprintf(variant, sizeof(variant), "tar1-s%d", m->source.strip_components);
+	return cache_tree_key(&d, variant, key);
+}
+
+/* A writable cache, or none (the tree cache is then not used). */
+static int
+usable(const struct install_ctx *c)
+{
+	return c->cache_dir[0] != '\0' && access(c->cache_dir, W_OK) == 0;
+}
+
+struct place_tap {
+	struct install_known *known;
+	int paused;
+};
+
+static void
+place_tap(void *arg, const char *name, const struct stat *st, const unsigned char sha256[32])
+{
+	struct place_tap *t = arg;
+
+	install_known_add(t->known, "", name, st, sha256);
+	if (!t->paused) {
+		t->paused = 1;
+		install_test_pause("place");
+	}
+}
+
+int
+install_tree_place(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a,
+		   const char *staging, struct install_known *known, uint64_t *asize, struct err *e)
+{
+	char key[CACHE_KEY_MAX], meta[64], label[MANIFEST_VERSION_MAX + 300];
+	struct place_tap t = {known, 0};
+	uint64_t files = 0;
+	int fd, rc;
+
+	if (!usable(c) || tree_key(m, a, key) < 0 || !cache_tree_has(c->cache_dir, key))
+		return 0;
+	if ((fd = open(staging, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return err_set(e, "io.error", "%s: %m", staging);
+	snprintf(label, sizeof(label), "%s %s", m->name, m->version);
+	meta[0] = '\0';
+	rc = cache_tree_place(c->cache_dir, key, fd, "tree", label, place_tap, &t, meta, sizeof(meta), &files, e);
+	close(fd);
+	if (rc <= 0)
+		return rc;
+	*asize = strncmp(meta, "size=", 5) == 0 ? strtoull(meta + 5, NULL, 10) : 0;
+	note_line("%s: placed %" PRIu64 " files from the extracted tree in %s/trees/%s (each copy hashed against "
+		  "its sealed listing; no download, no decompression)",
+		  label, files, c->cache_dir, key);
+	return 1;
+}
+
+void
+install_tree_keep(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a, const char *tree,
+		  uint64_t asize)
+{
+	char key[CACHE_KEY_MAX], meta[64], label[MANIFEST_VERSION_MAX + 300];
+	int fd;
+
+	if (!usable(c) || tree_key(m, a, key) < 0 || cache_tree_has(c->cache_dir, key))
+		return;
+	if ((fd = open(tree, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return;
+	snprintf(meta, sizeof(meta), "size=%" PRIu64, asize);
+	snprintf(label, sizeof(label), "%s %s", m->name, m->version);
+	if (cache_tree_store(c->cache_dir, key, fd, meta, label))
+		note_line("%s: kept the extracted tree in %s/trees/%s for the next tools directory", label,
+			  c->cache_dir, key);
+	close(fd);
+}

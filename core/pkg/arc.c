@@ -1,0 +1,699 @@
+/*
+ * Safe archive extraction: libarchive reads, we write (see arc.h for the
+ * policy and why archive_write_disk is not used).
+ */
+#include "pkg/arc_int.h"
+#include "base/digest.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <locale.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+_Static_assert((ARC_SAFE_FLAGS & ARCHIVE_EXTRACT_OWNER) == 0, "never restore owners");
+_Static_assert((ARC_SAFE_FLAGS & ARCHIVE_EXTRACT_SECURE_SYMLINKS) != 0, "no writes through symlinks");
+
+/* libarchive's read block: large enough that a 100 MiB archive is read in
+ * few syscalls, small enough for the 8 MiB peak-memory goal. */
+#define ARC_READ_BLOCK (128u << 10)
+/* Directories whose final mode forbids our own writes (no u+rwx) get that
+ * mode after every entry is written; their names are kept until then, in at
+ * most this many bytes, so a hostile archive cannot make the list grow
+ * without bound. Real archives have none or a handful. */
+#define ARC_DEFER_MAX_BYTES (1u << 20)
+/* The process umask, read once from /proc/self/status (umask(2) cannot be
+ * read without being set, which races with other threads); -1 when unknown.
+ * When a mode survives the umask, files and directories are created with
+ * their final mode and need no fchmod. */
+static int arc_umask_val = -1;
+static pthread_once_t arc_umask_once = PTHREAD_ONCE_INIT;
+
+static void
+arc_umask_read(void)
+{
+	char buf[2048], *p;
+	ssize_t n;
+	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	p = strstr(buf, "\nUmask:");
+	if (p != NULL)
+		arc_umask_val = (int)(strtol(p + 7, NULL, 8) & 0777);
+}
+
+/* 1 when creating with mode gives exactly mode. */
+int
+arc_mode_survives(int mode)
+{
+	pthread_once(&arc_umask_once, arc_umask_read);
+	return arc_umask_val >= 0 && (mode & arc_umask_val) == 0;
+}
+
+void
+arc_opts_init(struct arc_opts *o, enum arc_format format)
+{
+	memset(o, 0, sizeof(*o));
+	o->format = format;
+}
+
+static int
+ends_with(const char *s, size_t n, const char *suf)
+{
+	size_t m = strlen(suf);
+
+	return n >= m && strncasecmp(s + n - m, suf, m) == 0;
+}
+
+enum arc_format
+arc_format_from_name(const char *name)
+{
+	size_t n;
+
+	if (name == NULL)
+		return ARC_FMT_NONE;
+	n = strcspn(name, "?#");
+	if (ends_with(name, n, ".tar.gz") || ends_with(name, n, ".tgz"))
+		return ARC_FMT_TAR_GZ;
+	if (ends_with(name, n, ".tar"))
+		return ARC_FMT_TAR;
+	if (ends_with(name, n, ".zip"))
+		return ARC_FMT_ZIP;
+	return ARC_FMT_NONE;
+}
+
+const char *
+arc_format_name(enum arc_format f)
+{
+	switch (f) {
+	case ARC_FMT_TAR: return "tar";
+	case ARC_FMT_TAR_GZ: return "tar.gz";
+	case ARC_FMT_ZIP: return "zip";
+	default: return "none";
+	}
+}
+
+static const char *
+type_word(mode_t m)
+{
+	if (S_ISDIR(m))
+		return "a directory";
+	if (S_ISLNK(m))
+		return "a symlink";
+	if (S_ISREG(m))
+		return "a file";
+	return "a special file";
+}
+
+static int
+dup_refuse(struct xs *x, int pfd, const char *leaf, const char *what)
+{
+	struct stat sb;
+
+	if (fstatat(pfd, leaf, &sb, AT_SYMLINK_NOFOLLOW) != 0)
+		return arc_refuse(x, "duplicate entry: cannot stat: %s", strerror(errno));
+	return arc_refuse(x, "duplicate entry: %s over %s", what, type_word(sb.st_mode));
+}
+
+/* The final mode of a file or directory, or -1 after arc_refuse(). */
+static int
+entry_mode(struct xs *x, struct archive_entry *ent, int is_dir)
+{
+	mode_t m = archive_entry_perm(ent) & 07777;
+
+	if (x->o->flags & ARC_NPM) {
+		if (is_dir)
+			return 0755;
+		return (m & 0111) ? 0755 : 0644;
+	}
+	if (is_dir) {
+		/* setgid on a directory only picks the group of new files
+		 * (we never chown) and sticky only limits deletion; neither
+		 * grants privilege, and both occur in tarballs made in shared
+		 * directories. Cleared, not refused. */
+		m &= 0777;
+	} else if (m & 07000) {
+		return arc_refuse(x, "mode %04o has setuid, setgid or sticky bits", (unsigned)m);
+	}
+	if (m & 022) {
+		if (x->o->flags & ARC_STRICT_MODES)
+			return arc_refuse(x, "mode %04o is group- or world-writable", (unsigned)m);
+		m &= ~(mode_t)022;
+	}
+	/* The engine hashes the tree as its owner: it must read every file
+	 * and search every directory. */
+	return (int)(m | (is_dir ? 0500 : 0400));
+}
+
+static void
+progress(struct xs *x, int force)
+{
+	if (x->o->progress == NULL)
+		return;
+	if (!force && x->st->bytes < x->next_progress)
+		return;
+	x->next_progress = x->st->bytes + ARC_PROGRESS_STEP;
+	x->o->progress(x->o->progress_ctx, x->st->bytes,
+	    (uint64_t)archive_filter_bytes(x->a, -1));
+}
+
+static int
+write_all(int fd, const char *p, size_t n, int64_t off)
+{
+	ssize_t w;
+
+	while (n > 0) {
+		w = pwrite(fd, p, n, off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+		off += w;
+	}
+	return 0;
+}
+
+static int
+do_file(struct xs *x, struct archive_entry *ent, int pfd, const char *leaf, const char *name)
+{
+	const void *buf;
+	size_t len;
+	la_int64_t off, declared = -1, end = 0;
+	struct timespec ts[2];
+	struct digest_ctx dc;
+	int fd, mode, r, direct, hashing = x->o->on_file != NULL;
+
+	mode = entry_mode(x, ent, 0);
+	if (mode < 0)
+		return -1;
+	if (archive_entry_size_is_set(ent)) {
+		declared = archive_entry_size(ent);
+		if (declared < 0 || (uint64_t)declared > x->max_entry)
+			return arc_refuse(x, "size %lld exceeds the per-entry cap of %llu bytes",
+			    (long long)declared, (unsigned long long)x->max_entry);
+		if (x->st->bytes + x->passed + (uint64_t)declared > x->max_total)
+			return arc_refuse(x, "extracted size would exceed the cap of %llu bytes",
+			    (unsigned long long)x->max_total);
+	}
+	/* Created with its final mode (the descriptor is writable whatever
+	 * the mode says); fchmod only when the umask would take bits away. */
+	direct = arc_mode_survives(mode);
+	fd = openat(pfd, leaf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, direct ? (mode_t)mode : 0600);
+	if (fd < 0 && errno == EEXIST && (x->o->flags & ARC_NPM)) {
+		struct stat sb;
+
+		if (fstatat(pfd, leaf, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode)
+		    && unlinkat(pfd, leaf, 0) == 0)
+			fd = openat(pfd, leaf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+			    direct ? (mode_t)mode : 0600);
+		else
+			errno = EEXIST;
+	}
+	if (fd < 0) {
+		if (errno == EEXIST)
+			return dup_refuse(x, pfd, leaf, "a file");
+		return arc_refuse(x, "cannot create: %s", strerror(errno));
+	}
+	if (hashing)
+		digest_init(&dc, DIGEST_SHA256);
+	for (;;) {
+		r = archive_read_data_block(x->a, &buf, &len, &off);
+		if (r == ARCHIVE_EOF)
+			break;
+		if (r != ARCHIVE_OK) {
+			arc_refuse(x, "%s: %s", r == ARCHIVE_WARN ? "libarchive warning" : "unreadable data",
+			    archive_error_string(x->a) ? archive_error_string(x->a) : "?");
+			goto fail;
+		}
+		if (off < 0 || (uint64_t)off + len > x->max_entry) {
+			arc_refuse(x, "data exceeds the per-entry cap of %llu bytes",
+			    (unsigned long long)x->max_entry);
+			goto fail;
+		}
+		if (x->st->bytes + x->passed + len > x->max_total) {
+			arc_refuse(x, "extracted size exceeds the cap of %llu bytes",
+			    (unsigned long long)x->max_total);
+			goto fail;
+		}
+		if (len > 0 && write_all(fd, buf, len, off) != 0) {
+			arc_refuse(x, "write failed: %s", strerror(errno ? errno : EIO));
+			goto fail;
+		}
+		/* the content hash holds only for data written end to end */
+		if (hashing && off != end)
+			hashing = 0;
+		if (hashing)
+			digest_update(&dc, buf, len);
+		x->st->bytes += len;
+		if ((la_int64_t)(off + len) > end)
+			end = off + (la_int64_t)len;
+		progress(x, 0);
+	}
+	/* A sparse entry may end in a hole. */
+	if (declared > end && ftruncate(fd, declared) != 0) {
+		arc_refuse(x, "cannot size file: %s", strerror(errno));
+		goto fail;
+	}
+	if (declared > end)
+		hashing = 0;
+	if (!direct && fchmod(fd, (mode_t)mode) != 0) {
+		arc_refuse(x, "cannot chmod: %s", strerror(errno));
+		goto fail;
+	}
+	if (archive_entry_mtime_is_set(ent)) {
+		ts[0].tv_sec = 0;
+		ts[0].tv_nsec = UTIME_OMIT;
+		ts[1].tv_sec = archive_entry_mtime(ent);
+		ts[1].tv_nsec = archive_entry_mtime_nsec(ent);
+		(void)futimens(fd, ts); /* a time is not worth failing for */
+	}
+	if (hashing) {
+		struct stat sb;
+		struct digest dg;
+
+		digest_final(&dc, &dg);
+		if (fstat(fd, &sb) == 0)
+			x->o->on_file(x->o->file_ctx, name, &sb, dg.v);
+	}
+	if (close(fd) != 0)
+		return arc_refuse(x, "close failed: %s", strerror(errno));
+	x->st->entries++;
+	return 0;
+fail:
+	close(fd);
+	return -1;
+}
+
+static int
+defer_mode(struct xs *x, const char *name, int mode)
+{
+	size_t n = strlen(name) + 1 + sizeof(int);
+	char *p;
+
+	if (x->dfr.len + n > x->dfr.cap) {
+		size_t cap = x->dfr.cap ? x->dfr.cap * 2 : 4096;
+
+		while (cap < x->dfr.len + n)
+			cap *= 2;
+		if (cap > ARC_DEFER_MAX_BYTES)
+			return arc_refuse(x, "too many directories without owner write permission");
+		p = realloc(x->dfr.names, cap);
+		if (p == NULL)
+			return arc_refuse(x, "out of memory");
+		x->dfr.names = p;
+		x->dfr.cap = cap;
+	}
+	memcpy(x->dfr.names + x->dfr.len, name, n - sizeof(int));
+	memcpy(x->dfr.names + x->dfr.len + n - sizeof(int), &mode, sizeof(int));
+	x->dfr.len += n;
+	return 0;
+}
+
+static int
+do_dir(struct xs *x, struct archive_entry *ent, int pfd, const char *leaf,
+    const char *name)
+{
+	struct stat sb;
+	int mode, fd, created = 1, direct;
+
+	mode = entry_mode(x, ent, 1);
+	if (mode < 0)
+		return -1;
+	/* Until the end the directory must stay writable by us. */
+	if ((mode & 0700) != 0700) {
+		if (defer_mode(x, name, mode) != 0)
+			return -1;
+		mode |= 0700;
+	}
+	direct = arc_mode_survives(mode);
+	if (mkdirat(pfd, leaf, direct ? (mode_t)mode : 0700) != 0) {
+		if (errno != EEXIST)
+			return arc_refuse(x, "cannot create directory: %s", strerror(errno));
+		if (fstatat(pfd, leaf, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(sb.st_mode))
+			return dup_refuse(x, pfd, leaf, "a directory");
+		created = 0;
+		/* Already there with this mode (npm's are all 0755): done. */
+		direct = (sb.st_mode & 07777) == (mode_t)mode;
+	}
+	if (direct) {
+		if (created)
+			x->st->entries++;
+		return 0;
+	}
+	fd = openat(pfd, leaf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || fchmod(fd, (mode_t)mode) != 0) {
+		arc_refuse(x, "cannot set directory mode: %s", strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	close(fd);
+	if (created)
+		x->st->entries++;
+	return 0;
+}
+
+static int
+do_symlink(struct xs *x, struct archive_entry *ent, int pfd, const char *leaf,
+    int depth)
+{
+	const char *target = archive_entry_symlink(ent);
+
+	if (arc_check_link_target(x, target, depth) != 0)
+		return -1;
+	if (symlinkat(target, pfd, leaf) != 0) {
+		if (errno == EEXIST)
+			return dup_refuse(x, pfd, leaf, "a symlink");
+		return arc_refuse(x, "cannot create symlink: %s", strerror(errno));
+	}
+	x->st->entries++;
+	return 0;
+}
+
+static int
+do_hardlink(struct xs *x, const char *raw_target, int pfd, const char *leaf)
+{
+	char t[ARC_DEFAULT_MAX_PATH + 1];
+	const char *tdir, *tleaf;
+	struct stat sb;
+	int n, tfd, r;
+
+	n = arc_norm_name(x, raw_target, x->strip, t, sizeof(t), "hard link target");
+	if (n < 0)
+		return -1;
+	if (n == 0)
+		return arc_refuse(x, "hard link target is outside the extracted tree");
+	tleaf = arc_split_leaf(t, &tdir);
+	tfd = arc_walk(x, tdir, 0);
+	if (tfd < 0)
+		return -1;
+	if (fstatat(tfd, tleaf, &sb, AT_SYMLINK_NOFOLLOW) != 0) {
+		close(tfd);
+		return arc_refuse(x, "hard link target '%s' was not extracted", tleaf);
+	}
+	if (!S_ISREG(sb.st_mode)) {
+		close(tfd);
+		return arc_refuse(x, "hard link target is %s, not a file", type_word(sb.st_mode));
+	}
+	r = linkat(tfd, tleaf, pfd, leaf, 0);
+	close(tfd);
+	if (r != 0) {
+		if (errno == EEXIST)
+			return dup_refuse(x, pfd, leaf, "a hard link");
+		return arc_refuse(x, "cannot create hard link: %s", strerror(errno));
+	}
+	x->st->entries++;
+	return 0;
+}
+
+/* An entry that is not extracted (stripped away, or dropped in npm mode)
+ * still has to be decompressed to reach the next header: its declared size
+ * counts against the caps, so a bomb behind a skipped name stops as early
+ * as one that would be written. */
+static int
+skip_entry(struct xs *x, struct archive_entry *ent)
+{
+	la_int64_t n = archive_entry_size_is_set(ent) ? archive_entry_size(ent) : 0;
+
+	if (n < 0 || (uint64_t)n > x->max_entry)
+		return arc_refuse(x, "size %lld exceeds the per-entry cap of %llu bytes",
+		    (long long)n, (unsigned long long)x->max_entry);
+	if (x->st->bytes + x->passed + (uint64_t)n > x->max_total)
+		return arc_refuse(x, "extracted size would exceed the cap of %llu bytes",
+		    (unsigned long long)x->max_total);
+	x->passed += (uint64_t)n;
+	x->st->skipped++;
+	return 0;
+}
+
+static int
+do_entry(struct xs *x, struct archive_entry *ent)
+{
+	char name[ARC_DEFAULT_MAX_PATH + 1];
+	const char *raw, *hl, *dir, *leaf;
+	mode_t type = archive_entry_filetype(ent);
+	int n, pfd, depth, npm = (x->o->flags & ARC_NPM) != 0;
+
+	raw = archive_entry_pathname_utf8(ent);
+	if (raw == NULL)
+		raw = archive_entry_pathname(ent);
+	x->cur = raw;
+	if (++x->seen > x->max_entries) {
+		char d[96];
+
+		arc_refuse(x, "more than %llu entries (the entry cap)", (unsigned long long)x->max_entries);
+		snprintf(d, sizeof(d), "{\"phase\":\"extract\",\"rule\":\"max_entries\",\"limit\":%llu}",
+		    (unsigned long long)x->max_entries);
+		err_details(x->e, d);
+		return -1;
+	}
+	hl = archive_entry_hardlink(ent);
+	n = arc_norm_name(x, raw, x->strip, name, sizeof(name), "name");
+	if (n < 0)
+		return -1;
+	if (n == 0) {
+		return skip_entry(x, ent);
+	}
+	/* Type checks before anything is created. */
+	if (hl == NULL && type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK) {
+		if (npm) {
+			return skip_entry(x, ent);
+		}
+		return arc_refuse(x, "%s are not accepted",
+		    type == AE_IFCHR || type == AE_IFBLK ? "device nodes" :
+		    type == AE_IFIFO ? "FIFOs" : type == AE_IFSOCK ? "sockets" :
+		    "entries of unknown type");
+	}
+	if (npm && (hl != NULL || type == AE_IFLNK)) {
+		return skip_entry(x, ent);
+	}
+	depth = n;
+	leaf = arc_split_leaf(name, &dir);
+	pfd = arc_parent_fd(x, dir);
+	if (pfd < 0)
+		return -1;
+	/* pax lets a hard link carry data (meant to replace the target's);
+	 * libarchive would decompress it uncounted while skipping it. No
+	 * real tool archive needs one. */
+	if (hl != NULL && archive_entry_size_is_set(ent) && archive_entry_size(ent) > 0)
+		return arc_refuse(x, "hard link carries %lld bytes of data",
+		    (long long)archive_entry_size(ent));
+	if (hl != NULL)
+		return do_hardlink(x, hl, pfd, leaf);
+	if (type == AE_IFLNK)
+		return do_symlink(x, ent, pfd, leaf, depth);
+	if (dir == name)
+		name[strlen(dir)] = '/';  /* undo split_leaf for the record */
+	if (type == AE_IFDIR)
+		return do_dir(x, ent, pfd, leaf, name);
+	return do_file(x, ent, pfd, leaf, name);
+}
+
+static int
+apply_deferred(struct xs *x)
+{
+	size_t i = 0, n;
+	const char *dir, *leaf;
+	char name[ARC_DEFAULT_MAX_PATH + 1];
+	int mode, fd, dfd;
+
+	x->cur = NULL;
+	while (i < x->dfr.len) {
+		n = strlen(x->dfr.names + i);
+		memcpy(name, x->dfr.names + i, n + 1);
+		memcpy(&mode, x->dfr.names + i + n + 1, sizeof(int));
+		i += n + 1 + sizeof(int);
+		leaf = arc_split_leaf(name, &dir);
+		dfd = arc_walk(x, dir, 0);
+		if (dfd < 0)
+			return -1;
+		fd = openat(dfd, leaf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		close(dfd);
+		if (fd < 0 || fchmod(fd, (mode_t)mode) != 0) {
+			if (fd >= 0)
+				close(fd);
+			return arc_refuse(x, "cannot set the mode of a directory: %s", strerror(errno));
+		}
+		close(fd);
+	}
+	return 0;
+}
+
+static struct archive *
+reader(enum arc_format f, struct err *e)
+{
+	struct archive *a = archive_read_new();
+	int ok;
+
+	if (a == NULL) {
+		err_set(e, "install.failed", "extract: out of memory");
+		return NULL;
+	}
+	switch (f) {
+	case ARC_FMT_TAR:
+		ok = archive_read_support_format_tar(a) == ARCHIVE_OK
+		    && archive_read_support_filter_none(a) == ARCHIVE_OK;
+		break;
+	case ARC_FMT_TAR_GZ:
+		/* ARCHIVE_WARN here means "will run gzip(1)": refused. */
+		ok = archive_read_support_format_tar(a) == ARCHIVE_OK
+		    && archive_read_support_filter_gzip(a) == ARCHIVE_OK;
+		break;
+	case ARC_FMT_ZIP:
+		ok = archive_read_support_format_zip(a) == ARCHIVE_OK
+		    && archive_read_support_filter_none(a) == ARCHIVE_OK;
+		break;
+	default:
+		archive_read_free(a);
+		err_set(e, "install.failed", "extract: unsupported archive format");
+		err_details(e, "{\"phase\":\"extract\"}");
+		return NULL;
+	}
+	if (!ok) {
+		err_set(e, "install.failed", "extract: %s support unavailable: %s",
+		    arc_format_name(f), archive_error_string(a) ? archive_error_string(a) : "?");
+		err_details(e, "{\"phase\":\"extract\"}");
+		archive_read_free(a);
+		return NULL;
+	}
+	return a;
+}
+
+/* The archive comes from a descriptor (mem == NULL) or from memory. */
+static int
+extract(int archive_fd, const void *mem, size_t memlen, int root_dirfd, const struct arc_opts *o,
+    struct arc_stats *st, struct err *e)
+{
+	struct arc_stats local;
+	struct archive_entry *ent;
+	struct xs x;
+	locale_t utf8, old = (locale_t)0;
+	int r, rc = -1;
+
+	if (st == NULL)
+		st = &local;
+	memset(st, 0, sizeof(*st));
+	memset(&x, 0, sizeof(x));
+	x.root = root_dirfd;
+	x.o = o;
+	x.st = st;
+	x.e = e;
+	x.cfd = -1;
+	x.max_total = o->max_total ? o->max_total : ARC_DEFAULT_MAX_TOTAL;
+	x.max_entries = o->max_entries ? o->max_entries : ARC_DEFAULT_MAX_ENTRIES;
+	x.max_entry = o->max_entry ? o->max_entry : ARC_DEFAULT_MAX_ENTRY;
+	x.max_path = o->max_path ? o->max_path : ARC_DEFAULT_MAX_PATH;
+	if (x.max_path > ARC_DEFAULT_MAX_PATH)
+		x.max_path = ARC_DEFAULT_MAX_PATH;
+	x.strip = o->strip_components < 0 ? 0 : o->strip_components;
+	if (o->flags & ARC_NPM)
+		x.strip++;
+	x.next_progress = ARC_PROGRESS_STEP;
+	/* libarchive converts names to the thread's locale and warns (fatal
+	 * here) when it cannot: in the "C" locale every non-ASCII name of a
+	 * pax or zip archive would be refused. A UTF-8 locale for this thread
+	 * only (uselocale, not setlocale) keeps names as bytes-in-UTF-8. */
+	utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
+	if (utf8 != (locale_t)0)
+		old = uselocale(utf8);
+	x.a = reader(o->format, e);
+	if (x.a == NULL)
+		goto out_locale;
+	if ((mem != NULL ? archive_read_open_memory(x.a, mem, memlen)
+	    : archive_read_open_fd(x.a, archive_fd, ARC_READ_BLOCK)) != ARCHIVE_OK) {
+		arc_refuse(&x, "not a valid %s archive: %s", arc_format_name(o->format),
+		    archive_error_string(x.a) ? archive_error_string(x.a) : "?");
+		goto out;
+	}
+	for (;;) {
+		x.cur = NULL;
+		ent = NULL;
+		r = archive_read_next_header(x.a, &ent);
+		if (r == ARCHIVE_EOF)
+			break;
+		if (r != ARCHIVE_OK) {
+			if (ent != NULL && r == ARCHIVE_WARN)
+				x.cur = archive_entry_pathname(ent);
+			arc_refuse(&x, "%s: %s", r == ARCHIVE_WARN ? "libarchive warning" : "not a valid archive",
+			    archive_error_string(x.a) ? archive_error_string(x.a) : "?");
+			goto out;
+		}
+		if (do_entry(&x, ent) != 0)
+			goto out;
+	}
+	if (apply_deferred(&x) != 0)
+		goto out;
+	rc = 0;
+out:
+	st->bytes_in = (uint64_t)archive_filter_bytes(x.a, -1);
+	if (rc == 0)
+		progress(&x, 1);
+	arc_stack_pop(&x, 0);
+	if (x.cfd >= 0)
+		close(x.cfd);
+	free(x.dfr.names);
+	archive_read_free(x.a);
+out_locale:
+	if (utf8 != (locale_t)0) {
+		uselocale(old);
+		freelocale(utf8);
+	}
+	return rc;
+}
+
+int
+arc_extract_fd(int archive_fd, int root_dirfd, const struct arc_opts *o,
+    struct arc_stats *st, struct err *e)
+{
+	return extract(archive_fd, NULL, 0, root_dirfd, o, st, e);
+}
+
+int
+arc_extract_mem(const void *buf, size_t len, int root_dirfd, const struct arc_opts *o,
+    struct arc_stats *st, struct err *e)
+{
+	/* libarchive takes a NULL buffer for an empty one badly */
+	static const char empty[1];
+
+	return extract(-1, len ? buf : empty, len, root_dirfd, o, st, e);
+}
+
+int
+arc_extract(const char *archive_path, const char *root_dir,
+    const struct arc_opts *o, struct arc_stats *st, struct err *e)
+{
+	int afd, dfd, rc;
+
+	afd = open(archive_path, O_RDONLY | O_CLOEXEC);
+	if (afd < 0) {
+		err_set(e, "install.failed", "extract: cannot open %s: %s", archive_path, strerror(errno));
+		err_details(e, "{\"phase\":\"extract\"}");
+		return -1;
+	}
+	dfd = open(root_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0) {
+		err_set(e, "install.failed", "extract: cannot open directory %s: %s", root_dir, strerror(errno));
+		err_details(e, "{\"phase\":\"extract\"}");
+		close(afd);
+		return -1;
+	}
+	rc = arc_extract_fd(afd, dfd, o, st, e);
+	close(dfd);
+	close(afd);
+	return rc;
+}

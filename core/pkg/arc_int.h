@@ -1,0 +1,76 @@
+#ifndef ABX_ARC_INT_H
+#define ABX_ARC_INT_H
+/*
+ * Private to the extractor (arc.c, arc_path.c): the state of one
+ * extraction, and the path rules (names normalised, links checked,
+ * directories opened without following links) arc_path.c implements.
+ */
+#include "pkg/arc.h"
+
+#include <archive.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* An entry name shown in a message is cut to this many bytes so the rule
+ * still fits in ERR_MSG_MAX. */
+#define ARC_SHOW_MAX 120
+/* Open directory fds kept for the path of the last entry, one per level
+ * from the root: npm tarballs interleave lib/a.js, lib/x/b.js, lib/c.js, so
+ * a new entry usually shares all but its last level with the previous one
+ * and needs at most one openat. Deeper directories are walked from the
+ * deepest kept level. Bounded so 32 extracting threads stay far below any
+ * descriptor limit. */
+#define ARC_FD_STACK 12
+
+struct deferred {
+	char *names;        /* NUL-separated names, each followed by its mode */
+	size_t len, cap;
+};
+
+struct xs {
+	struct archive *a;
+	int root;
+	const struct arc_opts *o;
+	struct arc_stats *st;
+	struct err *e;
+	uint64_t max_total, max_entries, max_entry;
+	size_t max_path;
+	int strip;
+	uint64_t seen;              /* entries read, for the entry cap */
+	uint64_t passed;            /* declared bytes of entries skipped over */
+	uint64_t next_progress;
+	/* The directories of the previous entry's path stay open (see
+	 * ARC_FD_STACK): sfd[i] is the directory named by the first send[i]
+	 * bytes of spath. A deeper directory's fd is cfd, for cdir. */
+	char spath[ARC_DEFAULT_MAX_PATH + 1];
+	int sfd[ARC_FD_STACK];
+	size_t send[ARC_FD_STACK];
+	int sn;
+	char cdir[ARC_DEFAULT_MAX_PATH + 1];
+	int cfd;
+	struct deferred dfr;
+	const char *cur;            /* raw name of the entry being processed */
+};
+
+/* Does mode reach the disk unchanged through the process umask (then a
+ * file or directory is created with it and needs no fchmod)? */
+int arc_mode_survives(int mode);
+/* Refuse the archive: e set (install.unsafe_archive or the like) naming
+ * the entry; returns -1. */
+int arc_refuse(struct xs *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Normalise an entry or hard-link name (what says which) into out: the
+ * number of components kept (0: skip the entry), or -1 after arc_refuse. */
+int arc_norm_name(struct xs *x, const char *raw, int strip, char *out, size_t cap, const char *what);
+/* A link target that stays inside the tree from depth: 0, else -1. */
+int arc_check_link_target(struct xs *x, const char *target, int depth);
+/* Split name in place into its directory (*dir, "" for the root) and leaf. */
+const char *arc_split_leaf(char *name, const char **dir);
+/* Open (create with create) every directory of dir from the kept fds;
+ * 0 or -1 with e. */
+int arc_walk(struct xs *x, const char *dir, int create);
+/* Close kept levels above keep. */
+void arc_stack_pop(struct xs *x, int keep);
+/* The fd of dir (opened and kept as needed), or -1 with e. */
+int arc_parent_fd(struct xs *x, const char *dir);
+
+#endif

@@ -1,0 +1,731 @@
+/*
+ * The native npm-lock installer; the contract is in npm.h.
+ *
+ * Scheduling: one shared table of packages, sorted by path, under one
+ * mutex. A worker takes the next package in that order, gets its verified
+ * bytes (cache or download), waits until the package whose node_modules
+ * holds it is extracted (sorted order puts that one earlier, so it is done
+ * or in another worker's hands), and extracts it. With keep_trees, a
+ * package whose extracted tree the cache holds is placed from there after
+ * the same wait, with no bytes fetched (a damaged entry: fetched and
+ * extracted as before), and an extracted package is kept as a tree. Each worker is a whole
+ * download-verify-extract pipeline, so downloads and extraction overlap
+ * across workers and a tarball is never waiting in a queue.
+ *
+ * One read of the bytes: a tarball of at most NPM_MEM_MAX bytes is kept in
+ * its worker's buffer while it is downloaded (or read once from the cache)
+ * and hashed, and extracted from that buffer: the bytes extracted are the
+ * bytes verified, with no second read and no window in which the cache file
+ * could change. A larger one is streamed to the cache and re-read from the
+ * file, hashed again, then extracted.
+ */
+#include "pkg/npm.h"
+
+#include "pkg/arc.h"
+#include "base/buf.h"
+#include "pkg/cache.h"
+#include "base/clock.h"
+#include "config/config.h"
+#include "base/digest.h"
+#include "net/hostrule.h"
+#include "net/http.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define FAILED "install.failed"
+
+/* A worker's in-memory tarball (see above). 8 workers hold at most 8 MiB;
+ * npm tarballs are mostly a few KiB (jest's 268: p99 200 KiB). */
+#define NPM_MEM_MAX (1u << 20)
+
+/* A worker's tarball in memory: b holds it, ok when b is the whole
+ * verified tarball. */
+struct mem {
+	struct buf b;
+	int ok;
+};
+
+enum pstate { P_NEW, P_FETCHING, P_FETCHED, P_EXTRACTING, P_DONE };
+
+struct job {
+	const struct npmlock_pkg *p;
+	enum pstate st;
+	int parent;                 /* index of the package holding it, or -1 */
+	char file[4096];            /* verified cache file */
+};
+
+struct run {
+	const struct npm_opts *o;
+	struct job *jobs;
+	size_t n, done;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int failed;
+	struct err err;             /* the first failure */
+	struct npm_stats st;
+	uint64_t announced;
+	size_t next;                /* the next job to take */
+	char reg[HTTP_URL_MAX];     /* mirror base without a trailing slash */
+};
+
+
+static int
+fail_phase(struct err *e, const char *phase, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static int
+fail_phase(struct err *e, const char *phase, const char *fmt, ...)
+{
+	va_list ap;
+	char d[64];
+
+	va_start(ap, fmt);
+	err_setv(e, FAILED, fmt, ap);
+	va_end(ap);
+	snprintf(d, sizeof(d), "{\"phase\":\"%s\"}", phase);
+	err_details(e, d);
+	return -1;
+}
+
+/* ---- fetch ------------------------------------------------------------ */
+
+struct sink {
+	struct run *r;
+	struct buf *b;              /* NULL: not kept in memory */
+	struct cache_put put;
+	uint64_t bytes;
+	const struct http_response *rs; /* its length is known at the first write */
+};
+
+static int
+sink_write(void *arg, const void *buf, size_t len, struct err *e)
+{
+	struct sink *s = arg;
+
+	if (__atomic_load_n(&s->r->failed, __ATOMIC_RELAXED))
+		return err_set(e, FAILED, "cancelled: another package failed");
+	if (cache_put_write(&s->put, buf, len, e) < 0)
+		return fail_phase(e, "fetch", "%s", e->msg);
+	if (s->b != NULL)
+		buf_put(s->b, buf, len);
+	pthread_mutex_lock(&s->r->mu);
+	/* a package counts in the total once its response announces it,
+	 * not when it is complete (the total lagged the bytes) */
+	if (s->bytes == 0 && s->rs->content_length > 0)
+		s->r->announced += (uint64_t)s->rs->content_length;
+	s->bytes += len;
+	s->r->st.bytes += len;
+	if (s->r->o->progress)
+		s->r->o->progress(s->r->o->progress_arg, s->r->st.bytes, s->r->announced, s->r->done, s->r->n);
+	pthread_mutex_unlock(&s->r->mu);
+	return 0;
+}
+
+static int
+fetch_one(struct run *r, struct http_client *hc, struct job *j, struct mem *m, struct err *e)
+{
+	const struct npm_opts *o = r->o;
+	const struct npmlock_pkg *p = j->p;
+	char url[HTTP_URL_MAX], want[DIGEST_SRI_MAX], got[DIGEST_SRI_MAX];
+	struct http_request rq;
+	struct http_response *rs;
+	struct hostrule hr;
+	struct sink s;
+	struct digest dw, d256;
+	int rc;
+
+	buf_reset(&m->b);
+	m->ok = 0;
+	if ((rc = cache_get(o->cache, &p->digest, o->fetch_only ? NULL : &m->b, &m->ok, j->file, sizeof(j->file),
+			    e)) != 0) {
+		if (rc > 0) {
+			struct stat cs;
+			uint64_t sz = stat(j->file, &cs) == 0 ? (uint64_t)cs.st_size : 0;
+			pthread_mutex_lock(&r->mu);
+			r->st.cached++;
+			r->st.cached_bytes += sz;
+			pthread_mutex_unlock(&r->mu);
+		}
+		return rc < 0 ? -1 : 0;
+	}
+	if (o->offline)
+		return err_set(e, "install.disabled", "offline and not in the cache: %s@%s (%s)", p->name, p->version,
+			       p->integrity);
+	if (r->reg[0] != '\0')
+		rc = snprintf(url, sizeof(url), "%s%s", r->reg, p->url_path);
+	else
+		rc = snprintf(url, sizeof(url), "%s", p->resolved);
+	if (rc < 0 || (size_t)rc >= sizeof(url))
+		return err_set(e, "http.url", "URL too long for %s", p->path);
+
+	memset(&s, 0, sizeof(s));
+	buf_reset(&m->b);
+	s.r = r;
+	s.b = o->fetch_only ? NULL : &m->b;
+	if (cache_put_open(&s.put, o->cache, p->digest.alg, e) < 0)
+		return fail_phase(e, "fetch", "%s", e->msg);
+	if ((rs = malloc(sizeof(*rs))) == NULL) {
+		cache_put_abort(&s.put);
+		return err_set(e, "internal", "out of memory");
+	}
+	hostrule_init(&hr, 1, "the manifest's hosts or the allowed mirrors");
+	hostrule_add(&hr, o->hosts, (int)o->nhosts);
+	http_request_init(&rq, url);
+	rq.host_ok = hostrule_check;
+	rq.host_arg = &hr;
+	rq.sink = sink_write;
+	rq.sink_arg = &s;
+	if (o->max_bytes > 0)
+		rq.limits.max_body = o->max_bytes;
+	if (o->deadline_ms > 0) {
+		int64_t left = o->deadline_ms - clock_ms();
+		if (left <= 0)
+			left = 1;
+		rq.limits.total_ms = left > 0x7fffffff ? 0x7fffffff : (int)left;
+	}
+	s.rs = rs;
+	rc = http_request(hc, &rq, rs, e);
+	free(rs);
+	if (rc != 0) {
+		char msg[ERR_MSG_MAX];
+		snprintf(msg, sizeof(msg), "%s", e->msg);
+		if (e->code && strncmp(e->code, "http.", 5) == 0 && e->details[0] == '\0')
+			err_set(e, e->code, "%s@%s: %s", p->name, p->version, msg);
+		cache_put_abort(&s.put);
+		return -1;
+	}
+	/* No fsync: every use of a cache entry re-hashes it against the
+	 * integrity first, so an entry torn by a power cut is a miss, never an
+	 * install of wrong bytes; 300 fsyncs would cost more than the rest. */
+	rc = cache_put_commit(&s.put, &p->digest, 0, &dw, &d256, j->file, sizeof(j->file), e);
+	if (rc < 0)
+		return fail_phase(e, "fetch", "%s", e->msg);
+	if (rc == 0)
+		return err_set(e, "install.checksum_mismatch", "%s@%s (%s): expected %s, got %s", p->name, p->version,
+			       url, digest_sri(&p->digest, want), digest_sri(&dw, got));
+	m->ok = s.b != NULL && !s.b->over;
+	pthread_mutex_lock(&r->mu);
+	r->st.fetched++;
+	pthread_mutex_unlock(&r->mu);
+	return 0;
+}
+
+/* ---- extract ------------------------------------------------------------ */
+
+/* mkdir -p of rel (a lockfile path) under the root fd; returns an fd of the
+ * last directory, opened without following symlinks at any step. */
+static int
+open_dir_path(int rootfd, const char *rel, struct err *e)
+{
+	char part[NPMLOCK_PATH_MAX];
+	const char *p = rel, *q;
+	int fd = dup(rootfd), nfd;
+	size_t n;
+
+	if (fd < 0)
+		return fail_phase(e, "extract", "dup: %s", strerror(errno));
+	while (*p) {
+		q = strchr(p, '/');
+		n = q ? (size_t)(q - p) : strlen(p);
+		if (n == 0 || n >= sizeof(part)) {
+			close(fd);
+			return fail_phase(e, "extract", "bad path %s", rel);
+		}
+		memcpy(part, p, n);
+		part[n] = '\0';
+		if (mkdirat(fd, part, 0755) != 0 && errno != EEXIST) {
+			close(fd);
+			return fail_phase(e, "extract", "%s: %s", rel, strerror(errno));
+		}
+		nfd = openat(fd, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		close(fd);
+		if (nfd < 0)
+			return fail_phase(e, "extract", "%s: %s", rel, strerror(errno));
+		fd = nfd;
+		p = q ? q + 1 : p + n;
+	}
+	return fd;
+}
+
+struct file_tap {
+	const struct npm_opts *o;
+	const char *pkgpath;
+};
+
+static void
+file_tap(void *arg, const char *name, const struct stat *st, const unsigned char sha256[32])
+{
+	struct file_tap *t = arg;
+
+	t->o->on_file(t->o->file_arg, t->pkgpath, name, st, sha256);
+}
+
+/* The tree cache's key for a package: its integrity, extracted ARC_NPM. */
+static int
+tree_key(const struct job *j, char key[CACHE_KEY_MAX])
+{
+	return cache_tree_key(&j->p->digest, NPM_TREE_VARIANT, key);
+}
+
+static int
+extract_one(struct run *r, struct job *j, const struct mem *m, int rootfd, struct err *e)
+{
+	struct file_tap tap = {r->o, j->p->path};
+	struct arc_opts ao;
+	struct arc_stats as;
+	char key[CACHE_KEY_MAX], meta[64], label[2 * NPMLOCK_NAME_MAX + 80];
+	int afd = -1, dfd, rc, kept = 0;
+
+	if (!m->ok) {
+		afd = open(j->file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (afd < 0)
+			return fail_phase(e, "extract", "%s: %s", j->file, strerror(errno));
+		/* Too large to keep in memory: the file was verified when it
+		 * entered the cache or when it was looked up; it is ours, but
+		 * check again what the extractor will read: the cache directory
+		 * may be shared. */
+		if (!cache_fd_matches(afd, &j->p->digest)) {
+			close(afd);
+			return err_set(e, "install.checksum_mismatch",
+				       "%s@%s: the cache entry %s changed after verification", j->p->name, j->p->version,
+				       j->file);
+		}
+	}
+	dfd = open_dir_path(rootfd, j->p->path, e);
+	if (dfd < 0) {
+		if (afd >= 0)
+			close(afd);
+		return -1;
+	}
+	arc_opts_init(&ao, ARC_FMT_TAR_GZ);
+	ao.flags = ARC_NPM;
+	if (r->o->on_file != NULL) {
+		ao.on_file = file_tap;
+		ao.file_ctx = &tap;
+	}
+	memset(&as, 0, sizeof(as));
+	if (m->ok)
+		rc = arc_extract_mem(m->b.p, m->b.len, dfd, &ao, &as, e);
+	else
+		rc = arc_extract_fd(afd, dfd, &ao, &as, e);
+	if (afd >= 0)
+		close(afd);
+	/* Kept before anything else runs in the tree (the packages it holds
+	 * are extracted only once this one is done). */
+	if (rc == 0 && r->o->keep_trees && tree_key(j, key) == 0) {
+		struct stat ts;
+		uint64_t sz = m->ok ? m->b.len : stat(j->file, &ts) == 0 ? (uint64_t)ts.st_size : 0;
+		/* the tarball's size: a placed package still counts its bytes */
+		snprintf(meta, sizeof(meta), "size=%llu", (unsigned long long)sz);
+		snprintf(label, sizeof(label), "%s@%s", j->p->name, j->p->version);
+		kept = cache_tree_store(r->o->cache, key, dfd, meta, label);
+	}
+	close(dfd);
+	if (rc != 0) {
+		char msg[ERR_MSG_MAX];
+		snprintf(msg, sizeof(msg), "%s", e->msg);
+		fail_phase(e, "extract", "%s@%s: %s", j->p->name, j->p->version, msg);
+		return -1;
+	}
+	pthread_mutex_lock(&r->mu);
+	r->st.extracted++;
+	r->st.kept += (size_t)kept;
+	r->st.files += as.entries;
+	pthread_mutex_unlock(&r->mu);
+	return 0;
+}
+
+/* Place the package from the tree cache: 1 placed, 0 not (extract it),
+ * -1 with e. */
+static int
+place_one(struct run *r, struct job *j, int rootfd, struct err *e)
+{
+	struct file_tap tap = {r->o, j->p->path};
+	char key[CACHE_KEY_MAX], label[2 * NPMLOCK_NAME_MAX + 80], meta[64] = "";
+	const char *base = strrchr(j->p->path, '/');
+	uint64_t files = 0;
+	int dfd, pfd, rc;
+
+	if (tree_key(j, key) != 0)
+		return 0;
+	base = base ? base + 1 : j->p->path;
+	if ((dfd = open_dir_path(rootfd, j->p->path, e)) < 0)
+		return -1;
+	/* ".." of a directory opened without following links is its parent */
+	pfd = openat(dfd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	close(dfd);
+	if (pfd < 0)
+		return fail_phase(e, "extract", "%s: %s", j->p->path, strerror(errno));
+	snprintf(label, sizeof(label), "%s@%s", j->p->name, j->p->version);
+	rc = cache_tree_place(r->o->cache, key, pfd, base, label, r->o->on_file ? file_tap : NULL, &tap, meta,
+			      sizeof(meta), &files, e);
+	close(pfd);
+	if (rc < 0) {
+		char msg[ERR_MSG_MAX];
+		snprintf(msg, sizeof(msg), "%s", e->msg);
+		return fail_phase(e, "extract", "%s: %s", label, msg);
+	}
+	if (rc > 0) {
+		pthread_mutex_lock(&r->mu);
+		r->st.placed++;
+		r->st.files += files;
+		if (strncmp(meta, "size=", 5) == 0)
+			r->st.cached_bytes += strtoull(meta + 5, NULL, 10);
+		pthread_mutex_unlock(&r->mu);
+	}
+	return rc;
+}
+
+/* ---- workers ------------------------------------------------------------ */
+
+struct worker {
+	struct run *r;
+	int rootfd;
+};
+
+static int
+parent_done(const struct run *r, const struct job *j)
+{
+	return j->parent < 0 || r->jobs[j->parent].st == P_DONE;
+}
+
+/* Wait (r->mu held) until pick's parent is done; 0, or -1 once another
+ * package failed. The parent was taken earlier (sorted order): it is done
+ * or being worked on, never waiting for us. */
+static int
+wait_parent(struct run *r, struct job *pick)
+{
+	while (!r->failed && !parent_done(r, pick))
+		pthread_cond_wait(&r->cv, &r->mu);
+	return r->failed ? -1 : 0;
+}
+
+/* One package (r->mu not held): placed from the tree cache, or fetched
+ * and extracted. */
+static int
+do_one(struct worker *w, struct job *pick, struct http_client **hc, struct mem *m, struct err *e)
+{
+	struct run *r = w->r;
+	char key[CACHE_KEY_MAX];
+	int rc, waited = 0;
+
+	if (!r->o->fetch_only && r->o->keep_trees && tree_key(pick, key) == 0 && cache_tree_has(r->o->cache, key)) {
+		pthread_mutex_lock(&r->mu);
+		pick->st = P_FETCHED;
+		rc = wait_parent(r, pick);
+		pthread_mutex_unlock(&r->mu);
+		if (rc < 0 || (rc = place_one(r, pick, w->rootfd, e)) != 0)
+			return rc < 0 ? -1 : 0;
+		waited = 1;
+	}
+	if (*hc == NULL && (*hc = config_http_client(e)) == NULL)
+		return -1;
+	if (fetch_one(r, *hc, pick, m, e) != 0)
+		return -1;
+	if (r->o->fetch_only)
+		return 0;
+	pthread_mutex_lock(&r->mu);
+	pick->st = P_FETCHED;
+	rc = waited ? 0 : wait_parent(r, pick);
+	pick->st = P_EXTRACTING;
+	pthread_mutex_unlock(&r->mu);
+	return rc < 0 ? -1 : extract_one(r, pick, m, w->rootfd, e);
+}
+
+static void *
+worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct run *r = w->r;
+	struct http_client *hc = NULL;
+	struct mem m = {BUF_INIT(NPM_MEM_MAX), 0};
+	struct err e;
+
+	err_clear(&e);
+	pthread_mutex_lock(&r->mu);
+	while (!r->failed && r->next < r->n) {
+		struct job *pick = &r->jobs[r->next++];
+		int rc;
+
+		pick->st = P_FETCHING;
+		pthread_mutex_unlock(&r->mu);
+		rc = do_one(w, pick, &hc, &m, &e);
+		pthread_mutex_lock(&r->mu);
+		if (rc != 0) {
+			if (!r->failed) {
+				r->failed = 1;
+				r->err = e;
+			}
+		} else {
+			pick->st = P_DONE;
+			r->done++;
+			if (r->o->progress)
+				r->o->progress(r->o->progress_arg, r->st.bytes, r->announced, r->done, r->n);
+		}
+		pthread_cond_broadcast(&r->cv);
+	}
+	pthread_cond_broadcast(&r->cv);
+	pthread_mutex_unlock(&r->mu);
+	http_client_free(hc);
+	buf_free(&m.b);
+	return NULL;
+}
+
+static int
+cmp_path(const void *a, const void *b)
+{
+	const struct job *x = a, *y = b;
+
+	return strcmp(x->p->path, y->p->path);
+}
+
+/* The package whose node_modules holds j: the longest proper prefix of j's
+ * path that ends before a "/node_modules/" and is itself a job. jobs is
+ * sorted by path, so each candidate is a binary search. */
+static int
+find_parent(struct job *jobs, size_t n, const struct job *j)
+{
+	const char *path = j->p->path, *s;
+	char pre[NPMLOCK_PATH_MAX];
+	int best = -1;
+
+	for (s = strstr(path, "/node_modules/"); s != NULL; s = strstr(s + 1, "/node_modules/")) {
+		size_t len = (size_t)(s - path), lo = 0, hi = n;
+		if (len >= sizeof(pre))
+			break;
+		memcpy(pre, path, len);
+		pre[len] = '\0';
+		while (lo < hi) {
+			size_t mid = (lo + hi) / 2;
+			int c = strcmp(jobs[mid].p->path, pre);
+			if (c == 0) {
+				best = (int)mid;
+				break;
+			}
+			if (c < 0)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+	}
+	return best;
+}
+
+int
+npm_install(const struct npm_opts *o, struct npm_stats *st, struct err *e)
+{
+	struct run r;
+	pthread_t th[NPM_JOBS_MAX];
+	struct worker w;
+	size_t i, n = 0;
+	int jobs = o->jobs > 0 ? o->jobs : NPM_JOBS_DEFAULT, started = 0, rc = 0;
+
+	if (jobs > NPM_JOBS_MAX)
+		jobs = NPM_JOBS_MAX;
+	memset(&r, 0, sizeof(r));
+	if (st)
+		memset(st, 0, sizeof(*st));
+	r.o = o;
+	if (o->registry != NULL && *o->registry != '\0') {
+		size_t l = strlen(o->registry);
+		while (l > 0 && o->registry[l - 1] == '/')
+			l--;
+		if (l >= sizeof(r.reg) || strncmp(o->registry, "https://", 8) != 0)
+			return err_set(e, "config.invalid", "npm registry mirror: not an https URL: %.200s", o->registry);
+		memcpy(r.reg, o->registry, l);
+		r.reg[l] = '\0';
+	}
+	if (mkdir(o->cache, 0700) != 0 && errno != EEXIST)
+		return fail_phase(e, "fetch", "%s: %s", o->cache, strerror(errno));
+
+	r.jobs = calloc(o->lock->npkgs ? o->lock->npkgs : 1, sizeof(*r.jobs));
+	if (r.jobs == NULL)
+		return err_set(e, "internal", "out of memory");
+	for (i = 0; i < o->lock->npkgs; i++)
+		if (!o->lock->pkgs[i].in_bundle)
+			r.jobs[n++].p = &o->lock->pkgs[i];
+	r.n = n;
+	qsort(r.jobs, n, sizeof(*r.jobs), cmp_path);
+	for (i = 0; i < n; i++)
+		r.jobs[i].parent = find_parent(r.jobs, n, &r.jobs[i]);
+
+	w.r = &r;
+	w.rootfd = -1;
+	if (!o->fetch_only) {
+		w.rootfd = open(o->staging, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (w.rootfd < 0) {
+			free(r.jobs);
+			return fail_phase(e, "extract", "%s: %s", o->staging, strerror(errno));
+		}
+	}
+	pthread_mutex_init(&r.mu, NULL);
+	pthread_cond_init(&r.cv, NULL);
+	if ((size_t)jobs > n)
+		jobs = n ? (int)n : 1;
+	for (i = 0; i < (size_t)jobs; i++) {
+		pthread_attr_t at;
+		pthread_attr_init(&at);
+		/* arc and the TLS engine keep their buffers on the heap; 256 KiB
+		 * is ample and keeps 32 threads' stacks small. */
+		pthread_attr_setstacksize(&at, 256 << 10);
+		if (pthread_create(&th[i], &at, worker_main, &w) == 0)
+			started++;
+		pthread_attr_destroy(&at);
+	}
+	if (started == 0) {
+		err_set(e, "internal", "cannot start download threads");
+		rc = -1;
+	}
+	for (i = 0; i < (size_t)started; i++)
+		pthread_join(th[i], NULL);
+	if (rc == 0 && r.failed) {
+		*e = r.err;
+		rc = -1;
+	}
+	if (rc == 0 && !o->fetch_only && npm_link_bins(o->lock, o->staging, e) != 0)
+		rc = -1;
+	if (st)
+		*st = r.st;
+	pthread_mutex_destroy(&r.mu);
+	pthread_cond_destroy(&r.cv);
+	if (w.rootfd >= 0)
+		close(w.rootfd);
+	free(r.jobs);
+	return rc;
+}
+
+/* ---- bins ----------------------------------------------------------------- */
+
+int
+npm_link_bins(const struct npmlock *l, const char *staging, struct err *e)
+{
+	char pkgdir[4096], bindir[4096], link[4096], target[4096], full[8192];
+	struct stat sb;
+	size_t i;
+	int rootfd, pfd;
+
+	if (l->root == NULL || l->nbins == 0)
+		return 0;
+	snprintf(pkgdir, sizeof(pkgdir), "%s", l->root->path);
+	snprintf(bindir, sizeof(bindir), "%s/node_modules/.bin", staging);
+	rootfd = open(staging, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (rootfd < 0)
+		return fail_phase(e, "extract", "%s: %s", staging, strerror(errno));
+	pfd = open_dir_path(rootfd, pkgdir, e);
+	close(rootfd);
+	if (pfd < 0)
+		return -1;
+	if (mkdir(bindir, 0755) != 0 && errno != EEXIST) {
+		close(pfd);
+		return fail_phase(e, "extract", "%s: %s", bindir, strerror(errno));
+	}
+	for (i = 0; i < l->nbins; i++) {
+		const struct npmlock_bin *b = &l->bins[i];
+		/* Every component of the target is checked without following
+		 * links: extraction drops links, so a link here is foreign. */
+		char part[NPMLOCK_PATH_MAX], *q;
+		int fd = dup(pfd), nfd;
+		snprintf(part, sizeof(part), "%s", b->target);
+		q = part;
+		for (;;) {
+			char *s = strchr(q, '/');
+			if (s)
+				*s = '\0';
+			nfd = openat(fd, q, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | (s ? O_DIRECTORY : 0));
+			close(fd);
+			fd = nfd;
+			if (fd < 0 || !s)
+				break;
+			q = s + 1;
+		}
+		if (fd < 0 || fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+			if (fd >= 0)
+				close(fd);
+			close(pfd);
+			return fail_phase(e, "extract", "bin %s: %s/%s is not a regular file in the package", b->name,
+					  l->root->name, b->target);
+		}
+		if (fchmod(fd, 0755) != 0) {
+			close(fd);
+			close(pfd);
+			return fail_phase(e, "extract", "bin %s: chmod: %s", b->name, strerror(errno));
+		}
+		close(fd);
+		/* node_modules/.bin/<name> -> ../<package>/<target> */
+		if ((size_t)snprintf(target, sizeof(target), "../%s/%s", l->root->path + strlen("node_modules/"),
+				     b->target) >= sizeof(target) ||
+		    (size_t)snprintf(link, sizeof(link), "%s/%s", bindir, b->name) >= sizeof(link) ||
+		    (size_t)snprintf(full, sizeof(full), "%s.tmp%d", link, (int)getpid()) >= sizeof(full)) {
+			close(pfd);
+			return fail_phase(e, "extract", "bin %s: path too long", b->name);
+		}
+		unlink(full);
+		if (symlink(target, full) != 0 || rename(full, link) != 0) {
+			unlink(full);
+			close(pfd);
+			return fail_phase(e, "extract", "bin %s: %s", b->name, strerror(errno));
+		}
+	}
+	close(pfd);
+	return 0;
+}
+
+int
+npm_purl(const struct npmlock_pkg *p, char *buf, size_t cap)
+{
+	int n;
+
+	if (p->name[0] == '@')
+		n = snprintf(buf, cap, "pkg:npm/%%40%s@%s", p->name + 1, p->version ? p->version : "");
+	else
+		n = snprintf(buf, cap, "pkg:npm/%s@%s", p->name, p->version ? p->version : "");
+	return n < 0 || (size_t)n >= cap ? -1 : n;
+}
+
+int
+npm_js_entry(const char *path, char *buf, size_t cap, char **flags, int *nflags)
+{
+	const char *dot;
+	char *p, *tok, *save = NULL;
+	ssize_t n;
+	int fd, js = 0, after = 0;
+
+	*nflags = 0;
+	if (cap < 3)
+		return -1;
+	dot = strrchr(path, '.');
+	if (dot && strchr(dot, '/') == NULL && (strcmp(dot, ".js") == 0 || strcmp(dot, ".mjs") == 0 || strcmp(dot, ".cjs") == 0))
+		js = 1;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, cap - 1);
+	close(fd);
+	if (n < 0)
+		return -1;
+	buf[n] = '\0';
+	if (n < 2 || buf[0] != '#' || buf[1] != '!')
+		return js;
+	buf[strcspn(buf, "\r\n")] = '\0';
+	/* A shebang naming another interpreter (sh, python) runs directly, even
+	 * for a .js name: the kernel knows what to do with it. */
+	for (tok = strtok_r(buf + 2, " \t", &save); tok != NULL; tok = strtok_r(NULL, " \t", &save)) {
+		if (after) {
+			if (*nflags < NPM_NODE_FLAGS_MAX)
+				flags[(*nflags)++] = tok;
+			continue;
+		}
+		p = strrchr(tok, '/');
+		p = p ? p + 1 : tok;
+		if (strcmp(p, "node") == 0 || strcmp(p, "nodejs") == 0)
+			after = 1;
+	}
+	return after;
+}

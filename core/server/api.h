@@ -1,0 +1,189 @@
+#ifndef ABX_API_H
+#define ABX_API_H
+/*
+ * The operations API of serve: authentication, policy, routing,
+ * command ops, install on first use, runtimes, jobs, metrics, audit.
+ *
+ * Every request except GET /health is authenticated before it is routed,
+ * so an unknown path and a known one answer the same 401. A request then
+ * runs against one configuration generation (struct api_gen: configuration,
+ * policy, op registry, install settings), taken with a reference at its
+ * start; SIGHUP builds a new generation and swaps it in atomically, and a
+ * bad file keeps the old one (api_reload).
+ *
+ * Threads: handlers run on httpd's worker threads; a command op that
+ * outlasts API_RUN_INLINE_MS is handed to the op runner thread (api_ops.c),
+ * which answers it, so ops that run long never hold a worker; everything
+ * shared is behind api's mutex or atomic counters.
+ */
+#include <pthread.h>
+#include <stdint.h>
+
+#include "config/config.h"
+#include "base/err.h"
+#include "net/httpd.h"
+#include "server/jobs.h"
+#include "server/ops.h"
+#include "server/policy.h"
+#include "install/tools.h"
+
+struct manifest_set;
+
+/* Token bytes accepted; a sha256 hex token is 64. Longer is auth.invalid
+ * without hashing megabytes. */
+#define API_TOKEN_MAX 512
+/* Generated tokens: 32 random bytes, hex. */
+#define API_TOKEN_BYTES 32
+/* Command op output kept per stream when server.max_output_bytes is 0. */
+#define API_OUTPUT_DEFAULT (1u << 20)
+/* Retry-After of a 429 (an op at its concurrency limit): runs are short. */
+#define API_BUSY_RETRY_AFTER 1
+/* Request bodies of ops are small JSON objects. */
+#define API_BODY_JSON_MAX (256u << 10)
+
+/* One configuration generation. */
+struct api_gen {
+	int refs; /* under api.mu */
+	struct config cfg;
+	struct policy pol;
+	struct ops ops;
+	int ops_ready;
+	struct install_settings set;
+};
+
+/* Route labels for metrics. */
+enum api_route {
+	R_HEALTH,
+	R_OPS_LIST,
+	R_OPS_RUN,
+	R_RUNTIMES,
+	R_RUNTIME,
+	R_RUNTIME_INSTALL,
+	R_JOB,
+	R_METRICS,
+	R_UNAUTHORIZED, /* refused before routing */
+	R_SERVER,       /* answered by the server core: malformed, too large, timed out, slots full */
+	R_NOT_FOUND,
+	R_SESSIONS,      /* /v1/agents/<a>/sessions… (api_sessions.c) */
+	R_NROUTES
+};
+
+/* Status codes counted one by one; others fall into API_STATUS_OTHER. */
+#define API_NSTATUS 18
+#define API_NBUCKETS 12
+
+struct api_metrics {
+	uint64_t req[R_NROUTES][API_NSTATUS + 1];
+	uint64_t hist[R_NROUTES][API_NBUCKETS + 1]; /* cumulative when printed */
+	double sum_s[R_NROUTES];
+	uint64_t count[R_NROUTES];
+	uint64_t auth_failures, policy_denials, ops_run, ops_timeouts, ops_rejected_busy;
+};
+
+/* The running-count of one op id (its concurrency limit). */
+struct api_opcount {
+	char id[OP_ID_MAX];
+	int running;
+};
+
+struct api {
+	pthread_mutex_t mu;
+	struct api_gen *gen;     /* current generation; one reference held by api */
+	struct manifest_set *ms; /* not owned */
+	struct jobs *jobs;       /* owned */
+	struct sessions *sessions; /* agent sessions (api_sessions_init); NULL = none */
+	struct api_metrics m;    /* under mu */
+	struct api_opcount opc[OPS_MAX];
+	int nopc;
+	/* The token of principal `default` (ABX_SERVER_TOKEN or generated):
+	 * only its digest, added to every generation's policy. */
+	int have_default_digest;
+	unsigned char default_digest[32];
+	char *const *start_env; /* serve's start environment (env allow-lists read it) */
+	/* Requests waiting for an install hold a worker thread each; at most
+	 * this many wait at once (half the workers, at least one), the rest
+	 * get their 202 at once, so installs never starve other requests. */
+	int max_install_waiters;
+	int install_waiters; /* under mu */
+	int verbose;
+	struct api_runner *runner; /* command ops in progress (api_ops.c); NULL until the first */
+};
+
+/*
+ * Build a generation: configuration (file_flag, the process environment,
+ * flags), policy, ops (agents checked against ms), install settings, plus
+ * the default principal's digest when given. Returns NULL with e set
+ * (config.invalid, json.*).
+ */
+struct api_gen *api_gen_build(const char *file_flag, const struct config_flag *flags, int nflags,
+                              struct manifest_set *ms, const unsigned char *default_digest, struct err *e);
+void api_gen_free(struct api_gen *g);
+
+/* Set up a with its first generation (ownership of g passes to a) and a job
+ * table over the install engine. Returns 0 or -1 (e). */
+int api_init(struct api *a, struct api_gen *g, struct manifest_set *ms, struct err *e);
+void api_free(struct api *a);
+
+/* Swap in g (owned by a from now on); the old generation is freed when its
+ * last request ends. */
+void api_swap(struct api *a, struct api_gen *g);
+
+/* A reference to the current generation; api_gen_put when done. */
+struct api_gen *api_gen_get(struct api *a);
+void api_gen_put(struct api *a, struct api_gen *g);
+
+/* The handler for every request but /health: route arg is the api. */
+void api_handle(const struct httpd_req *req, struct httpd_resp *resp, void *arg);
+/* httpd's observe hook: counts the answers the server core gives by itself
+ * (no route: 400, 408, 413, 414, 431, 503 when full) under route "server". */
+void api_observe(void *arg, const struct httpd_route *route, int status, size_t bytes, int64_t usec);
+/* GET /health (inline: never blocks). */
+void api_health(const struct httpd_req *req, struct httpd_resp *resp, void *arg);
+
+/*
+ * The token a request presents: X-Access-Token or Authorization: Bearer
+ * (scheme case-insensitive). Never the query string, which logs and
+ * proxies keep.
+ * Returns 1 with tok/len (a view into the request) when one is presented,
+ * 0 when none (auth.missing), -1 when the presentation is invalid (repeated
+ * fields, another scheme, an empty token, both fields with different tokens,
+ * over API_TOKEN_MAX): auth.invalid.
+ */
+int api_token_from(const char *x_access_token, int n_x, const char *authorization, int n_auth,
+                   const char **tok, size_t *len);
+
+/* The principal of a presented token: sha256, then constant-time
+ * comparison against every configured digest. NULL when none matches. */
+const char *api_principal(const struct policy *p, const char *tok, size_t len);
+
+/*
+ * The default principal's token when none is configured: read from
+ * <state_dir>/token when it exists (ours, 0600), else created there (state
+ * directory 0700, file 0600, 32 random bytes as hex). The token is written
+ * to tok (cap >= 2*API_TOKEN_BYTES+1) and its file path to path. Returns 0,
+ * or -1 with e (io.error, config.state_dir_unsafe) when no token file can be
+ * read or written.
+ */
+int api_token_file(const char *state_dir, char *tok, size_t cap, char *path, size_t pcap, struct err *e);
+
+/* Whether any principal of p has a token digest. */
+int api_policy_has_tokens(const struct policy *p);
+
+/* The Prometheus text of the metrics (api_metrics.c): *out (malloc'd, the
+ * caller frees it) of *len bytes, or NULL when memory ran out or the text
+ * passed its ceiling of 1 MiB. */
+void api_metrics_text(struct api *a, char **out, size_t *len);
+
+/*
+ * Agent sessions (api_sessions.c): the session table from the current
+ * generation's limits, journals in <state dir>/sessions when it can be
+ * made and written (else in memory), journals found there replayed. msg
+ * receives a line for the log. 0, or -1 (e) when out of memory.
+ */
+int api_sessions_init(struct api *a, char *msg, size_t cap, struct err *e);
+
+/* Command ops (api_ops.c). */
+struct api_rq;
+void api_run_command(struct api_rq *q, const struct op *op);
+
+#endif

@@ -1,0 +1,439 @@
+/*
+ * Install jobs: one thread per tool being installed, joined by every
+ * request that needs the tool meanwhile.
+ */
+#include "server/jobs.h"
+#include "base/clock.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/fs.h"
+
+struct job {
+	int used;
+	struct job_view v;
+	struct install_settings *set; /* the thread's copy, owned while it runs */
+	struct jobs *J;
+};
+
+struct jobs {
+	pthread_mutex_t mu;
+	pthread_cond_t cv; /* broadcast whenever a job ends */
+	jobs_ensure_fn fn;
+	void *arg;
+	struct jobs_stats st;
+	struct job slot[JOBS_MAX];
+};
+
+int
+jobs_ensure_engine(void *ms, const struct install_settings *set, const char *tool, unsigned flags,
+                   const char *principal, const char *op, install_progress_fn progress, void *parg,
+                   struct install_result *r, uint64_t *bytes, struct err *e)
+{
+	struct install_ctx *c;
+	struct install_settings *s;
+	int rc;
+
+	*bytes = 0;
+	memset(r, 0, sizeof(*r));
+	/* Both are large (paths, probe caches): heap, not a worker's stack. */
+	c = calloc(1, sizeof(*c));
+	s = malloc(sizeof(*s));
+	if (c == NULL || s == NULL) {
+		free(c);
+		free(s);
+		r->state = INSTALL_FAILED;
+		return err_set(e, "internal", "out of memory");
+	}
+	*s = *set;
+	if (install_ctx_init(c, ms, s, NULL, e) != 0) {
+		free(c);
+		free(s);
+		r->state = INSTALL_FAILED;
+		return -1;
+	}
+	c->principal = principal;
+	c->op = op;
+	c->progress = progress;
+	c->progress_arg = parg;
+	if (flags & JOBS_F_BACKOFF) {
+		r->retry_after = install_backoff_left(c, tool);
+		rc = 0;
+	} else if (flags & JOBS_F_PROGRESS) {
+		char phase[JOB_PHASE_MAX];
+		struct install_progress pg;
+		long pid = 0;
+
+		if (install_progress_read(c, tool, phase, sizeof(phase), &pg, &pid) == 0 && progress != NULL)
+			progress(parg, tool, phase, &pg);
+		rc = 0;
+	} else if (flags & JOBS_F_RESET) {
+		install_backoff_clear(c, tool);
+		rc = 0;
+	} else {
+		rc = install_ensure(c, tool, flags, r, e);
+		*bytes = c->bytes_downloaded;
+	}
+	install_ctx_free(c);
+	free(c);
+	free(s);
+	return rc;
+}
+
+struct jobs *
+jobs_new(jobs_ensure_fn fn, void *arg)
+{
+	struct jobs *J = calloc(1, sizeof(*J));
+
+	if (J == NULL)
+		return NULL;
+	pthread_mutex_init(&J->mu, NULL);
+	pthread_cond_init(&J->cv, NULL);
+	J->fn = fn;
+	J->arg = arg;
+	return J;
+}
+
+void
+jobs_free(struct jobs *J)
+{
+	int i;
+
+	if (J == NULL)
+		return;
+	pthread_mutex_lock(&J->mu);
+	for (i = 0; i < JOBS_MAX; i++)
+		if (J->slot[i].used && J->slot[i].v.status == JOB_PENDING) {
+			/* A thread still uses the table: leave it to exit. */
+			pthread_mutex_unlock(&J->mu);
+			return;
+		}
+	pthread_mutex_unlock(&J->mu);
+	pthread_mutex_destroy(&J->mu);
+	pthread_cond_destroy(&J->cv);
+	free(J);
+}
+
+static void
+new_id(char *id)
+{
+	memcpy(id, "ij_", 3);
+	fs_rand_hex(id + 3, 8);
+}
+
+static void
+on_progress(void *arg, const char *name, const char *phase, const struct install_progress *pg)
+{
+	struct job *j = arg;
+
+	pthread_mutex_lock(&j->J->mu);
+	/* Progress of a required tool is reported as the job's own. */
+	snprintf(j->v.phase, sizeof(j->v.phase), "%s", phase != NULL ? phase : "");
+	j->v.prog = *pg;
+	pthread_mutex_unlock(&j->J->mu);
+}
+
+static void *
+job_thread(void *arg)
+{
+	struct job *j = arg;
+	struct jobs *J = j->J;
+	struct install_result *r;
+	struct err e;
+	uint64_t bytes = 0;
+	int rc;
+
+	err_clear(&e);
+	r = calloc(1, sizeof(*r));
+	if (r == NULL)
+		rc = err_set(&e, "internal", "out of memory");
+	else
+		rc = J->fn(J->arg, j->set, j->v.tool, 0, j->v.principal, j->v.op, on_progress, j, r, &bytes,
+		           &e);
+	pthread_mutex_lock(&J->mu);
+	j->v.finished = time(NULL);
+	J->st.bytes += bytes;
+	J->st.running--;
+	if (rc == 0) {
+		j->v.status = JOB_SUCCEEDED;
+		snprintf(j->v.entry, sizeof(j->v.entry), "%s", r->entry);
+		snprintf(j->v.phase, sizeof(j->v.phase), "done");
+		J->st.succeeded++;
+	} else {
+		j->v.status = JOB_FAILED;
+		if (e.code == NULL)
+			err_set(&e, "install.failed", "%s: install failed", j->v.tool);
+		j->v.err = e;
+		j->v.retry_after = r != NULL ? r->retry_after : 0;
+		J->st.failed++;
+	}
+	free(j->set);
+	j->set = NULL;
+	pthread_cond_broadcast(&J->cv);
+	pthread_mutex_unlock(&J->mu);
+	free(r);
+	return NULL;
+}
+
+/* A slot for a new job: a free one, else the oldest finished. Under mu. */
+static struct job *
+slot_take(struct jobs *J)
+{
+	struct job *best = NULL;
+	int i;
+
+	for (i = 0; i < JOBS_MAX; i++) {
+		struct job *j = &J->slot[i];
+
+		if (!j->used)
+			return j;
+		if (j->v.status != JOB_PENDING && (best == NULL || j->v.finished < best->v.finished))
+			best = j;
+	}
+	return best;
+}
+
+static struct job *
+running_of(struct jobs *J, const char *tool)
+{
+	int i;
+
+	for (i = 0; i < JOBS_MAX; i++)
+		if (J->slot[i].used && J->slot[i].v.status == JOB_PENDING &&
+		    strcmp(J->slot[i].v.tool, tool) == 0)
+			return &J->slot[i];
+	return NULL;
+}
+
+/* Wait (under mu) for job j to end or the time to pass; copy its view. */
+static int
+wait_job(struct jobs *J, struct job *j, int wait_ms, struct job_view *v, struct err *e)
+{
+	struct timespec until;
+	char id[JOB_ID_MAX];
+
+	memcpy(id, j->v.id, sizeof(id));
+	clock_wall_after(wait_ms, &until);
+	/* The slot is never reused while its job runs, and a finished job's
+	 * slot only after a newer job took every free one: check the id. */
+	while (j->v.status == JOB_PENDING && wait_ms > 0)
+		if (pthread_cond_timedwait(&J->cv, &J->mu, &until) == ETIMEDOUT)
+			break;
+	if (strcmp(j->v.id, id) != 0)
+		return err_set(e, "internal", "install job %s was replaced", id);
+	*v = j->v;
+	if (j->v.status == JOB_SUCCEEDED)
+		return 0;
+	if (j->v.status == JOB_PENDING)
+		return 1;
+	*e = j->v.err;
+	return -1;
+}
+
+static int
+set_installs_at_runtime(const struct install_settings *set)
+{
+	return config_mode_installs_at_runtime(set->mode);
+}
+
+int
+jobs_need(struct jobs *J, const struct install_settings *set, const char *tool, const char *principal,
+          const char *op, int wait_ms, struct job_view *v, struct err *e)
+{
+	struct install_result *r;
+	struct job *j;
+	pthread_attr_t at;
+	pthread_t th;
+	uint64_t bytes;
+	int rc;
+
+	memset(v, 0, sizeof(*v));
+	snprintf(v->tool, sizeof(v->tool), "%s", tool);
+	pthread_mutex_lock(&J->mu);
+	j = running_of(J, tool);
+	if (j != NULL) {
+		rc = wait_job(J, j, wait_ms, v, e);
+		pthread_mutex_unlock(&J->mu);
+		return rc;
+	}
+	pthread_mutex_unlock(&J->mu);
+
+	r = calloc(1, sizeof(*r));
+	if (r == NULL)
+		return err_set(e, "internal", "out of memory");
+	/* The fast path: no lock, nothing written. */
+	err_clear(e);
+	if (J->fn(J->arg, set, tool, INSTALL_F_CHECK, principal, op, NULL, NULL, r, &bytes, e) == 0 &&
+	    r->state == INSTALL_READY) {
+		v->status = JOB_SUCCEEDED;
+		snprintf(v->entry, sizeof(v->entry), "%s", r->entry);
+		free(r);
+		return 0;
+	}
+	if (e->code != NULL && strcmp(e->code, "not_found") != 0) {
+		/* A manifest error, not "not installed". */
+		free(r);
+		return -1;
+	}
+	err_clear(e);
+	if (!set_installs_at_runtime(set)) {
+		/* build, off: ensure answers install.required / disabled
+		 * without installing (or ready, found elsewhere). */
+		rc = J->fn(J->arg, set, tool, 0, principal, op, NULL, NULL, r, &bytes, e);
+		if (rc == 0) {
+			v->status = JOB_SUCCEEDED;
+			snprintf(v->entry, sizeof(v->entry), "%s", r->entry);
+		} else {
+			v->retry_after = r->retry_after;
+		}
+		free(r);
+		return rc == 0 ? 0 : -1;
+	}
+	memset(r, 0, sizeof(*r));
+	J->fn(J->arg, set, tool, JOBS_F_BACKOFF, principal, op, NULL, NULL, r, &bytes, e);
+	if (r->retry_after > 0) {
+		v->retry_after = r->retry_after;
+		free(r);
+		return err_set(e, "install.backoff", "%s failed to install recently; retry in %d s", tool,
+		               v->retry_after);
+	}
+	free(r);
+	err_clear(e);
+
+	pthread_mutex_lock(&J->mu);
+	j = running_of(J, tool); /* another request may have started it meanwhile */
+	if (j == NULL) {
+		j = slot_take(J);
+		if (j == NULL) {
+			pthread_mutex_unlock(&J->mu);
+			return err_set(e, "request.busy", "%d install jobs are running", JOBS_MAX);
+		}
+		memset(j, 0, sizeof(*j));
+		j->J = J;
+		j->set = malloc(sizeof(*j->set));
+		if (j->set == NULL) {
+			pthread_mutex_unlock(&J->mu);
+			return err_set(e, "internal", "out of memory");
+		}
+		*j->set = *set;
+		new_id(j->v.id);
+		snprintf(j->v.tool, sizeof(j->v.tool), "%s", tool);
+		snprintf(j->v.principal, sizeof(j->v.principal), "%s", principal != NULL ? principal : "");
+		snprintf(j->v.op, sizeof(j->v.op), "%s", op != NULL ? op : "");
+		snprintf(j->v.phase, sizeof(j->v.phase), "queued");
+		j->v.status = JOB_PENDING;
+		j->v.created = time(NULL);
+		pthread_attr_init(&at);
+		pthread_attr_setstacksize(&at, JOBS_STACK_SIZE);
+		pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+		rc = pthread_create(&th, &at, job_thread, j);
+		pthread_attr_destroy(&at);
+		if (rc != 0) {
+			free(j->set);
+			j->set = NULL;
+			pthread_mutex_unlock(&J->mu);
+			return err_set(e, "internal", "cannot start an install thread: %s", strerror(rc));
+		}
+		j->used = 1;
+		J->st.started++;
+		J->st.running++;
+	}
+	rc = wait_job(J, j, wait_ms, v, e);
+	pthread_mutex_unlock(&J->mu);
+	return rc;
+}
+
+void
+jobs_reset(struct jobs *J, const struct install_settings *set, const char *tool)
+{
+	struct install_result *r = calloc(1, sizeof(*r));
+	struct err e;
+	uint64_t bytes;
+
+	if (r == NULL)
+		return;
+	err_clear(&e);
+	J->fn(J->arg, set, tool, JOBS_F_RESET, NULL, NULL, NULL, NULL, r, &bytes, &e);
+	free(r);
+}
+
+static void
+probe_progress(void *arg, const char *name, const char *phase, const struct install_progress *pg)
+{
+	struct job_probe *p = arg;
+
+	p->has_progress = 1;
+	snprintf(p->phase, sizeof(p->phase), "%s", phase != NULL ? phase : "");
+	p->prog = *pg;
+}
+
+void
+jobs_probe(struct jobs *J, const struct install_settings *set, const char *tool, struct job_probe *p)
+{
+	struct install_result *r = calloc(1, sizeof(*r));
+	struct err e;
+	uint64_t bytes;
+
+	memset(p, 0, sizeof(*p));
+	if (r == NULL) {
+		err_set(&p->err, "internal", "out of memory");
+		return;
+	}
+	err_clear(&e);
+	if (J->fn(J->arg, set, tool, INSTALL_F_CHECK, NULL, NULL, NULL, NULL, r, &bytes, &e) == 0 &&
+	    r->state == INSTALL_READY) {
+		p->ready = 1;
+		snprintf(p->entry, sizeof(p->entry), "%s", r->entry);
+	} else if (e.code != NULL && strcmp(e.code, "not_found") != 0) {
+		p->err = e;
+	}
+	memset(r, 0, sizeof(*r));
+	J->fn(J->arg, set, tool, JOBS_F_BACKOFF, NULL, NULL, NULL, NULL, r, &bytes, &e);
+	p->backoff = r->retry_after;
+	if (!p->ready)
+		J->fn(J->arg, set, tool, JOBS_F_PROGRESS, NULL, NULL, probe_progress, p, r, &bytes, &e);
+	free(r);
+}
+
+int
+jobs_get(struct jobs *J, const char *id, struct job_view *v)
+{
+	int i, rc = -1;
+
+	pthread_mutex_lock(&J->mu);
+	for (i = 0; i < JOBS_MAX; i++)
+		if (J->slot[i].used && strcmp(J->slot[i].v.id, id) == 0) {
+			*v = J->slot[i].v;
+			rc = 0;
+			break;
+		}
+	pthread_mutex_unlock(&J->mu);
+	return rc;
+}
+
+int
+jobs_running(struct jobs *J, const char *tool, struct job_view *v)
+{
+	struct job *j;
+	int rc = -1;
+
+	pthread_mutex_lock(&J->mu);
+	j = running_of(J, tool);
+	if (j != NULL) {
+		*v = j->v;
+		rc = 0;
+	}
+	pthread_mutex_unlock(&J->mu);
+	return rc;
+}
+
+void
+jobs_get_stats(struct jobs *J, struct jobs_stats *s)
+{
+	pthread_mutex_lock(&J->mu);
+	*s = J->st;
+	pthread_mutex_unlock(&J->mu);
+}

@@ -1,0 +1,128 @@
+#ifndef ABX_JOBS_H
+#define ABX_JOBS_H
+/*
+ * Install jobs for serve: a request that needs a
+ * tool which is not ready starts (or joins) one job per tool, a thread that
+ * runs ensure(); the request waits at most install.wait seconds for it and
+ * otherwise answers 202 with the job, which any number of callers join until
+ * it ends. Finished jobs stay readable (GET /v1/install/jobs/<id>) until
+ * their slot is needed.
+ *
+ * Memory: the job table is sized at creation (JOBS_MAX); when every slot
+ * holds a running job a new one is refused with request.busy (503).
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "base/err.h"
+#include "install/install.h"
+#include "install/tools.h"
+
+/* A sandbox has a handful of tools; 64 slots keep recent results of every
+ * tool with room for many concurrent installs. */
+#define JOBS_MAX 64
+#define JOB_ID_MAX 24 /* "ij_" + 16 hex digits */
+#define JOB_PHASE_MAX 32
+/* The Retry-After (seconds) a 202 pending answer carries: how soon to
+ * poll the job again. */
+#define JOBS_RETRY_AFTER 5
+/* A job thread runs the install engine, which keeps path buffers on its
+ * stack; this is a reservation, not resident memory. */
+#define JOBS_STACK_SIZE (2u << 20)
+
+enum job_status {
+	JOB_PENDING,
+	JOB_SUCCEEDED,
+	JOB_FAILED,
+};
+
+/* A copy of a job's state, safe to read after the call. */
+struct job_view {
+	char id[JOB_ID_MAX];
+	char tool[CFG_NAME_MAX];
+	char principal[64];
+	char op[128];
+	enum job_status status;
+	char phase[JOB_PHASE_MAX];
+	struct install_progress prog;
+	time_t created, finished;
+	int retry_after;      /* install.backoff: seconds */
+	struct err err;       /* JOB_FAILED */
+	char entry[PATH_MAX]; /* JOB_SUCCEEDED: the executable */
+};
+
+/*
+ * What a job runs: ensure(tool) with set, as principal for op, reporting
+ * progress through progress(parg, …). Fills r and e as install_ensure does;
+ * *bytes receives the bytes downloaded. jobs_ensure_engine is the real one
+ * (an install_ctx over ms per call); tests pass their own.
+ */
+/* Extra flags for jobs_ensure_fn beside install_ensure's: answer only the
+ * seconds of backoff left in r->retry_after, or clear the backoff; neither
+ * installs anything. */
+#define JOBS_F_BACKOFF (1u << 8)
+#define JOBS_F_RESET (1u << 9)
+/* Report through progress() what another process records in .progress.json. */
+#define JOBS_F_PROGRESS (1u << 10)
+
+typedef int (*jobs_ensure_fn)(void *arg, const struct install_settings *set, const char *tool, unsigned flags,
+                              const char *principal, const char *op, install_progress_fn progress, void *parg,
+                              struct install_result *r, uint64_t *bytes, struct err *e);
+
+int jobs_ensure_engine(void *ms, const struct install_settings *set, const char *tool, unsigned flags,
+                       const char *principal, const char *op, install_progress_fn progress, void *parg,
+                       struct install_result *r, uint64_t *bytes, struct err *e);
+
+/* Counters for /metrics. */
+struct jobs_stats {
+	uint64_t started, succeeded, failed, bytes;
+	int running;
+};
+
+struct jobs;
+
+/* A job table running fn(arg, …). NULL when out of memory. */
+struct jobs *jobs_new(jobs_ensure_fn fn, void *arg);
+
+/*
+ * Make tool ready for a request. First a check that never installs
+ * (INSTALL_F_CHECK); when the tool is ready, 0 with v->entry. Otherwise,
+ * when set's mode installs at runtime, start or join the tool's job and
+ * wait at most wait_ms for it: 0 when it succeeded, 1 while it is still
+ * pending (v describes it), -1 when it failed (e: its code; v->retry_after
+ * for install.backoff). Modes that do not install at runtime run ensure at
+ * once (install.required, install.disabled). A recent failure is
+ * install.backoff without a job.
+ */
+int jobs_need(struct jobs *J, const struct install_settings *set, const char *tool, const char *principal,
+              const char *op, int wait_ms, struct job_view *v, struct err *e);
+
+/* The state of tool without installing: for GET /v1/agents/runtimes. */
+struct job_probe {
+	int ready;
+	char entry[PATH_MAX];
+	int backoff;      /* seconds left */
+	int has_progress; /* another process is installing it */
+	char phase[JOB_PHASE_MAX];
+	struct install_progress prog;
+	struct err err; /* a manifest error, when not ready */
+};
+void jobs_probe(struct jobs *J, const struct install_settings *set, const char *tool, struct job_probe *p);
+
+/* Clear tool's backoff (the admin reset). */
+void jobs_reset(struct jobs *J, const struct install_settings *set, const char *tool);
+
+/* The job with id, or -1 when there is none (any more). */
+int jobs_get(struct jobs *J, const char *id, struct job_view *v);
+
+/* The running job of tool, 0 (v filled) or -1 when none runs. */
+int jobs_running(struct jobs *J, const char *tool, struct job_view *v);
+
+void jobs_get_stats(struct jobs *J, struct jobs_stats *s);
+
+/* Free the table. Jobs still running keep their slots: the table is then
+ * leaked to them (at exit only). */
+void jobs_free(struct jobs *J);
+
+#endif

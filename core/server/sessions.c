@@ -1,0 +1,644 @@
+/*
+ * Agent sessions (see sessions.h): the table of slots and their lifecycle
+ * (create, admit, list, cancel, shut down, replay journals at start). The
+ * events are in sessions_io.c, the thread of a session in sessions_run.c.
+ */
+#include "server/sessions_int.h"
+
+/* Copies into fixed fields (ids, names, times) cut what cannot fit. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+#endif
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/fs.h"
+#include "base/json.h"
+#include "pkg/npm.h"
+#include "base/proc.h"
+
+static const char *const status_names[] = {"in_progress", "completed", "failed", "cancelled", "interrupted"};
+
+const char *
+session_status_name(enum session_status s)
+{
+	return (unsigned)s < 5 ? status_names[s] : "?";
+}
+
+static int
+status_parse(const char *s, enum session_status *out)
+{
+	int i;
+
+	for (i = 0; i < 5; i++)
+		if (strcmp(s, status_names[i]) == 0) {
+			*out = (enum session_status)i;
+			return 0;
+		}
+	return -1;
+}
+
+/* (sessions_int.h) */
+void
+sessions_fmt_time(int64_t ms, char *buf, size_t cap)
+{
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+
+	gmtime_r(&t, &tm);
+	snprintf(buf, cap, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+		 tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
+}
+
+struct sessions *
+sessions_new(const struct sessions_config *c, struct jobs *J)
+{
+	struct sessions *S = calloc(1, sizeof(*S));
+
+	if (S == NULL)
+		return NULL;
+	pthread_mutex_init(&S->mu, NULL);
+	S->c = *c;
+	if (c->dir != NULL) {
+		snprintf(S->dir, sizeof(S->dir), "%s", c->dir);
+		S->c.dir = S->dir;
+	}
+	if (S->c.journal_max == 0)
+		S->c.journal_max = SESSIONS_JOURNAL_MAX_DEFAULT;
+	S->J = J;
+	/* Slots are set up when first used (slot_init): the table's pages
+	 * stay untouched, and out of serve's resident memory, until then. */
+	return S;
+}
+
+struct slot *
+sessions_find(struct sessions *S, const char *agent, const char *id)
+{
+	int i;
+
+	for (i = 0; i < SESSIONS_KEEP; i++) {
+		struct slot *s = &S->slot[i];
+
+		if (s->used && strcmp(s->v.id, id) == 0 && (agent == NULL || strcmp(s->v.agent, agent) == 0))
+			return s;
+	}
+	return NULL;
+}
+
+static void
+slot_init(struct slot *s)
+{
+	if (!s->inited) {
+		pthread_cond_init(&s->cv, NULL);
+		s->inited = 1;
+	}
+}
+
+/* ---- create -------------------------------------------------------------- */
+
+static void
+new_id(char *id)
+{
+	memcpy(id, "as_", 3);
+	fs_rand_hex(id + 3, 8);
+}
+
+/* A slot for a new session (under mu): free, else the oldest finished one
+ * nobody reads, whose journal goes with it. */
+static struct slot *
+slot_take(struct sessions *S)
+{
+	struct slot *best = NULL;
+	int i;
+
+	for (i = 0; i < SESSIONS_KEEP; i++) {
+		struct slot *s = &S->slot[i];
+
+		if (!s->used) {
+			slot_init(s);
+			return s;
+		}
+		if (!s->running && s->holds == 0 && (best == NULL || s->created_ms < best->created_ms))
+			best = s;
+	}
+	if (best != NULL) {
+		journal_close(&best->j, 1);
+		best->used = 0;
+	}
+	return best;
+}
+
+/* The session has not ended. It ends for clients (limits, cancel, readers
+ * and waiters alike) as soon as its last event is out: a thread past it is
+ * only tidying up, and s->running says just that the slot is not free. */
+int
+sessions_live(const struct slot *s)
+{
+	return s->running && s->v.status == SESSION_IN_PROGRESS;
+}
+
+static void
+count_running(struct sessions *S, const char *agent, int *total, int *mine)
+{
+	int i;
+
+	*total = *mine = 0;
+	for (i = 0; i < SESSIONS_KEEP; i++)
+		if (S->slot[i].used && sessions_live(&S->slot[i])) {
+			(*total)++;
+			if (strcmp(S->slot[i].v.agent, agent) == 0)
+				(*mine)++;
+		}
+}
+
+static char **
+copy_strv(char *const *v, int n)
+{
+	char **c;
+	int i;
+
+	if (n < 0)
+		for (n = 0; v != NULL && v[n] != NULL; n++)
+			;
+	c = calloc((size_t)n + 1, sizeof(*c));
+	if (c == NULL)
+		return NULL;
+	for (i = 0; i < n; i++)
+		if ((c[i] = strdup(v[i])) == NULL) {
+			while (i-- > 0)
+				free(c[i]);
+			free(c);
+			return NULL;
+		}
+	return c;
+}
+
+int
+sessions_create(struct sessions *S, const struct session_spec *sp, struct session_view *v, int *retry_after,
+		struct err *e)
+{
+	struct slot *s;
+	struct json_w w;
+	pthread_attr_t at;
+	pthread_t th;
+	int total, mine, rc;
+	char x[256];
+
+	*retry_after = 0;
+	if (sp->argc < 1 || sp->argc > SESSION_ARGV_MAX)
+		return err_set(e, "internal", "a run template of %d words", sp->argc);
+	pthread_mutex_lock(&S->mu);
+	count_running(S, sp->agent, &total, &mine);
+	if (total >= S->c.max_running || mine >= S->c.max_per_agent) {
+		pthread_mutex_unlock(&S->mu);
+		*retry_after = 5;
+		if (total >= S->c.max_running)
+			return err_set(e, "request.rate_limited", "%d sessions are running (server.max_sessions)",
+				       total);
+		return err_set(e, "request.rate_limited", "%d sessions of %s are running (server.max_sessions_per_agent)",
+			       mine, sp->agent);
+	}
+	s = slot_take(S);
+	if (s == NULL) {
+		pthread_mutex_unlock(&S->mu);
+		*retry_after = 5;
+		return err_set(e, "request.busy", "all %d session slots are running or being read", SESSIONS_KEEP);
+	}
+	memset(&s->v, 0, sizeof(s->v));
+	s->holds = s->cancel = s->shutdown = 0;
+	s->dropped = 0;
+	s->llen[1] = s->llen[2] = 0;
+	s->tms = -1;
+	s->seq.n = 0;
+	json_w_init(&s->ow, JOURNAL_LINE_MAX - 512);
+	s->S = S;
+	new_id(s->v.id);
+	snprintf(s->v.agent, sizeof(s->v.agent), "%s", sp->agent);
+	snprintf(s->v.principal, sizeof(s->v.principal), "%s", sp->principal != NULL ? sp->principal : "");
+	snprintf(s->op, sizeof(s->op), "%s", sp->op != NULL ? sp->op : "");
+	s->created_ms = clock_wall_ms();
+	sessions_fmt_time(s->created_ms, s->v.created_at, sizeof(s->v.created_at));
+	s->v.status = SESSION_IN_PROGRESS;
+	if (sp->job != NULL && sp->entry[0] == '\0')
+		snprintf(s->v.job, sizeof(s->v.job), "%s", sp->job);
+
+	json_w_init(&w, JOURNAL_HEADER_MAX - 1);
+	json_w_obj(&w);
+	json_w_kstr(&w, "object", "agent.session.journal");
+	json_w_kint(&w, "version", 1);
+	json_w_kstr(&w, "id", s->v.id);
+	json_w_kstr(&w, "agent", s->v.agent);
+	json_w_kstr(&w, "principal", s->v.principal);
+	json_w_kstr(&w, "created_at", s->v.created_at);
+	json_w_kint(&w, "created_ms", s->created_ms);
+	json_w_end(&w);
+	rc = w.overflow ? err_set(e, "internal", "journal header too long")
+			: journal_create(&s->j, S->c.dir, s->v.id, w.buf, e);
+	if (rc != 0 && S->c.dir != NULL && !w.overflow) {
+		/* The directory went away or filled up: keep the session in
+		 * memory rather than refuse it. */
+		err_clear(e);
+		rc = journal_create(&s->j, NULL, s->v.id, w.buf, e);
+	}
+	json_w_free(&w);
+	if (rc != 0) {
+		pthread_mutex_unlock(&S->mu);
+		return -1;
+	}
+	s->argv = copy_strv(sp->argv, sp->argc);
+	s->argc = sp->argc;
+	s->bin_at = sp->bin_at;
+	s->envp = copy_strv(sp->envp, -1);
+	s->tool = NULL;
+	s->cwd = NULL;
+	if (sp->tool != NULL && (s->tool = malloc(sizeof(*s->tool))) != NULL)
+		*s->tool = *sp->tool;
+	if (sp->cwd != NULL)
+		s->cwd = strdup(sp->cwd);
+	s->set = malloc(sizeof(*s->set));
+	s->line[0] = strdup(sp->entry != NULL ? sp->entry : "");
+	s->line[1] = malloc(SESSION_EVENT_DATA_MAX);
+	s->line[2] = malloc(SESSION_EVENT_DATA_MAX);
+	if (s->argv == NULL || s->envp == NULL || s->set == NULL || s->line[0] == NULL || s->line[1] == NULL ||
+	    s->line[2] == NULL || (sp->tool != NULL && s->tool == NULL) || (sp->cwd != NULL && s->cwd == NULL)) {
+		free(s->line[0]);
+		s->line[0] = NULL;
+		sessions_free_run(s);
+		journal_close(&s->j, 1);
+		pthread_mutex_unlock(&S->mu);
+		return err_set(e, "internal", "out of memory");
+	}
+	*s->set = *sp->set;
+	s->used = 1;
+	s->running = 1;
+	S->created++;
+	if (s->v.job[0] != '\0') {
+		snprintf(x, sizeof(x), "\"job\":\"%s\",\"tool\":\"%s\"", s->v.job, s->v.agent);
+		sessions_emit(s, "agent.session.environment.pending", x, -1, 0, 0);
+	}
+	*v = s->v;
+	pthread_attr_init(&at);
+	pthread_attr_setstacksize(&at, SESSION_STACK_SIZE);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	rc = pthread_create(&th, &at, sessions_thread, s);
+	pthread_attr_destroy(&at);
+	if (rc != 0) {
+		free(s->line[0]);
+		s->line[0] = NULL;
+		sessions_free_run(s);
+		journal_close(&s->j, 1);
+		s->used = s->running = 0;
+		pthread_mutex_unlock(&S->mu);
+		*retry_after = 5;
+		return err_set(e, "request.busy", "cannot start a session thread: %s", strerror(rc));
+	}
+	pthread_mutex_unlock(&S->mu);
+	return 0;
+}
+
+int
+sessions_admit(struct sessions *S, const char *agent, int *retry_after, struct err *e)
+{
+	int total, mine;
+
+	*retry_after = 0;
+	pthread_mutex_lock(&S->mu);
+	count_running(S, agent, &total, &mine);
+	pthread_mutex_unlock(&S->mu);
+	if (total < S->c.max_running && mine < S->c.max_per_agent)
+		return 0;
+	*retry_after = 5;
+	if (total >= S->c.max_running)
+		return err_set(e, "request.rate_limited", "%d sessions are running (server.max_sessions)", total);
+	return err_set(e, "request.rate_limited", "%d sessions of %s are running (server.max_sessions_per_agent)",
+		       mine, agent);
+}
+
+/* ---- reading ------------------------------------------------------------- */
+
+int
+sessions_get(struct sessions *S, const char *agent, const char *id, struct session_view *v)
+{
+	struct slot *s;
+
+	pthread_mutex_lock(&S->mu);
+	s = sessions_find(S, agent, id);
+	if (s != NULL)
+		*v = s->v;
+	pthread_mutex_unlock(&S->mu);
+	return s != NULL ? 0 : -1;
+}
+
+int
+sessions_list(struct sessions *S, const char *agent, struct session_view *v, int max)
+{
+	int64_t when[SESSIONS_KEEP];
+	int i, k, n = 0;
+
+	pthread_mutex_lock(&S->mu);
+	for (i = 0; i < SESSIONS_KEEP; i++) {
+		struct slot *s = &S->slot[i];
+
+		if (!s->used || strcmp(s->v.agent, agent) != 0)
+			continue;
+		/* Insert, newest first; keep the max newest. */
+		for (k = n; k > 0 && when[k - 1] < s->created_ms; k--)
+			if (k < max) {
+				v[k] = v[k - 1];
+				when[k] = when[k - 1];
+			}
+		if (k < max) {
+			v[k] = s->v;
+			when[k] = s->created_ms;
+			if (n < max)
+				n++;
+		}
+	}
+	pthread_mutex_unlock(&S->mu);
+	return n;
+}
+
+int
+sessions_cancel(struct sessions *S, const char *agent, const char *id, struct session_view *v)
+{
+	struct slot *s;
+	int rc;
+
+	pthread_mutex_lock(&S->mu);
+	s = sessions_find(S, agent, id);
+	if (s == NULL) {
+		pthread_mutex_unlock(&S->mu);
+		return -1;
+	}
+	rc = sessions_live(s) ? 0 : 1;
+	if (rc == 0 && !s->cancel) {
+		s->cancel = 1;
+		s->v.cancel_requested = 1;
+	}
+	*v = s->v;
+	pthread_mutex_unlock(&S->mu);
+	return rc;
+}
+
+int
+sessions_stream_acquire(struct sessions *S)
+{
+	int rc = -1;
+
+	pthread_mutex_lock(&S->mu);
+	if (S->streams < S->c.max_streams) {
+		S->streams++;
+		rc = 0;
+	}
+	pthread_mutex_unlock(&S->mu);
+	return rc;
+}
+
+void
+sessions_stream_release(struct sessions *S)
+{
+	pthread_mutex_lock(&S->mu);
+	S->streams--;
+	pthread_mutex_unlock(&S->mu);
+}
+
+void
+sessions_hold(struct sessions *S, const char *id, int hold)
+{
+	struct slot *s;
+
+	pthread_mutex_lock(&S->mu);
+	s = sessions_find(S, NULL, id);
+	if (s != NULL)
+		s->holds += hold ? 1 : -1;
+	pthread_mutex_unlock(&S->mu);
+}
+
+void
+sessions_get_stats(struct sessions *S, struct sessions_stats *st)
+{
+	int i;
+
+	memset(st, 0, sizeof(*st));
+	pthread_mutex_lock(&S->mu);
+	for (i = 0; i < SESSIONS_KEEP; i++)
+		if (S->slot[i].used) {
+			st->kept++;
+			st->running += S->slot[i].running;
+		}
+	st->streams = S->streams;
+	st->created = S->created;
+	st->events = S->events;
+	st->persistent = S->c.dir != NULL;
+	pthread_mutex_unlock(&S->mu);
+}
+
+int
+sessions_shutdown(struct sessions *S, int wait_ms)
+{
+	int64_t until = clock_ms() + wait_ms;
+	int i, n;
+
+	pthread_mutex_lock(&S->mu);
+	for (i = 0; i < SESSIONS_KEEP; i++)
+		if (S->slot[i].used && S->slot[i].running) {
+			S->slot[i].cancel = 1;
+			S->slot[i].shutdown = 1;
+		}
+	for (;;) {
+		struct timespec ts = {0, 20 * 1000000L};
+
+		for (n = 0, i = 0; i < SESSIONS_KEEP; i++)
+			n += S->slot[i].used && S->slot[i].running;
+		if (n == 0 || clock_ms() >= until)
+			break;
+		pthread_mutex_unlock(&S->mu);
+		nanosleep(&ts, NULL);
+		pthread_mutex_lock(&S->mu);
+	}
+	pthread_mutex_unlock(&S->mu);
+	return n;
+}
+
+void
+sessions_free(struct sessions *S)
+{
+	int i;
+
+	if (S == NULL)
+		return;
+	/* A session thread touches its slot until its last critical section,
+	 * even after the session looks ended: wait for every one. If one is
+	 * still running after the grace, leaking the table beats a use after
+	 * free. */
+	if (sessions_shutdown(S, PROC_KILL_GRACE_MS_DEFAULT + 8000) > 0)
+		return;
+	for (i = 0; i < SESSIONS_KEEP; i++) {
+		if (S->slot[i].used)
+			journal_close(&S->slot[i].j, 0);
+		if (S->slot[i].inited)
+			pthread_cond_destroy(&S->slot[i].cv);
+	}
+	pthread_mutex_destroy(&S->mu);
+	free(S);
+}
+
+/* ---- replay --------------------------------------------------------------- */
+
+/* Kill the group a dead server left running, when pid is still that child
+ * (same start time), never another process that reused the number. */
+static void
+kill_orphan(const struct json_val *ev)
+{
+	const struct json_val *pid = json_get(ev, "pid"), *ps = json_get(ev, "pid_start");
+	unsigned long long now;
+
+	if (pid == NULL || ps == NULL || pid->type != JSON_NUMBER || ps->type != JSON_NUMBER || !pid->u.num.is_int ||
+	    pid->u.num.i <= 1 || !ps->u.num.is_int)
+		return;
+	if (sessions_pid_start((pid_t)pid->u.num.i, &now) == 0 && now == (unsigned long long)ps->u.num.i)
+		kill(-(pid_t)pid->u.num.i, SIGKILL);
+}
+
+static int
+replay_one(struct sessions *S, const char *path, int *interrupted)
+{
+	struct json_limits lim = json_default_limits;
+	const struct json_val *r, *x;
+	struct json_doc doc;
+	struct slot *s = NULL;
+	struct journal j;
+	struct err e;
+	uint32_t k;
+	int i, started = 0;
+	const char *line;
+	size_t l;
+
+	if (journal_load(&j, path, &e) != 0)
+		return -1;
+	lim.max_depth = 8;
+	if (json_parse(&doc, j.header, strlen(j.header), &lim, &e) != 0) {
+		journal_close(&j, 0);
+		return -1;
+	}
+	r = doc.root;
+	if (json_get_str(r, "object") == NULL || strcmp(json_get_str(r, "object"), "agent.session.journal") != 0 ||
+	    json_get_str(r, "id") == NULL || strcmp(json_get_str(r, "id"), j.id) != 0 ||
+	    json_get_str(r, "agent") == NULL || json_get_str(r, "created_at") == NULL) {
+		json_free(&doc);
+		journal_close(&j, 0);
+		return -1;
+	}
+	pthread_mutex_lock(&S->mu);
+	for (i = 0; i < SESSIONS_KEEP; i++)
+		if (!S->slot[i].used) {
+			s = &S->slot[i];
+			slot_init(s);
+			break;
+		}
+	if (s == NULL || sessions_find(S, NULL, j.id) != NULL) {
+		pthread_mutex_unlock(&S->mu);
+		json_free(&doc);
+		journal_close(&j, 0);
+		return -1;
+	}
+	memset(&s->v, 0, sizeof(s->v));
+	s->S = S;
+	s->holds = s->cancel = s->shutdown = s->running = 0;
+	s->j = j;
+	snprintf(s->v.id, sizeof(s->v.id), "%s", j.id);
+	snprintf(s->v.agent, sizeof(s->v.agent), "%s", json_get_str(r, "agent"));
+	snprintf(s->v.principal, sizeof(s->v.principal), "%s",
+		 json_get_str(r, "principal") != NULL ? json_get_str(r, "principal") : "");
+	snprintf(s->v.created_at, sizeof(s->v.created_at), "%s", json_get_str(r, "created_at"));
+	x = json_get(r, "created_ms");
+	s->created_ms = x != NULL && x->type == JSON_NUMBER && x->u.num.is_int ? x->u.num.i : 0;
+	json_free(&doc);
+	s->v.status = SESSION_IN_PROGRESS;
+	s->v.events = journal_count(&s->j);
+	for (k = 1; k <= journal_count(&s->j); k++) {
+		const char *type, *st, *tm;
+
+		line = journal_line(&s->j, k, &l);
+		if (json_parse(&doc, line, l, &lim, &e) != 0)
+			continue;
+		type = json_get_str(doc.root, "type");
+		tm = json_get_str(doc.root, "time");
+		if (type != NULL && strcmp(type, "agent.session.environment.pending") == 0 &&
+		    json_get_str(doc.root, "job") != NULL)
+			snprintf(s->v.job, sizeof(s->v.job), "%s", json_get_str(doc.root, "job"));
+		if (type != NULL && strcmp(type, "agent.session.started") == 0) {
+			started = (int)k;
+			if (tm != NULL)
+				snprintf(s->v.started_at, sizeof(s->v.started_at), "%s", tm);
+		}
+		if (type != NULL && strcmp(type, "agent.session.truncated") == 0)
+			s->v.truncated = 1;
+		if (type != NULL && (strcmp(type, "agent.session.environment.failed") == 0 ||
+				     strcmp(type, "agent.session.start_failed") == 0)) {
+			const char *c = json_get_str(doc.root, "code");
+
+			snprintf(s->v.error, sizeof(s->v.error), "%s", c != NULL ? c : "install.failed");
+		}
+		if (type != NULL && strcmp(type, "agent.session.exited") == 0) {
+			x = json_get(doc.root, "exit_code");
+			s->v.exited = 1;
+			s->v.exit_code = x != NULL && x->type == JSON_NUMBER ? (int)x->u.num.i : -1;
+			x = json_get(doc.root, "duration_ms");
+			s->v.duration_ms = x != NULL && x->type == JSON_NUMBER ? x->u.num.i : 0;
+		}
+		st = json_get_str(doc.root, "status");
+		if (st != NULL && status_parse(st, &s->v.status) == 0 && tm != NULL)
+			snprintf(s->v.ended_at, sizeof(s->v.ended_at), "%s", tm);
+		json_free(&doc);
+	}
+	if (s->v.status == SESSION_IN_PROGRESS) {
+		/* Running when the server died: its child's group may still be
+		 * there, under the pid and start time the started event
+		 * recorded. */
+		if (started > 0 && (line = journal_line(&s->j, (uint32_t)started, &l)) != NULL &&
+		    json_parse(&doc, line, l, &lim, &e) == 0) {
+			kill_orphan(doc.root);
+			json_free(&doc);
+		}
+		sessions_emit(s, "agent.session.interrupted", "\"reason\":\"the server stopped while the session ran\"",
+		     SESSION_INTERRUPTED, 0, 0);
+		sessions_fmt_time(clock_wall_ms(), s->v.ended_at, sizeof(s->v.ended_at));
+		(*interrupted)++;
+	}
+	s->used = 1;
+	pthread_mutex_unlock(&S->mu);
+	return 0;
+}
+
+void
+sessions_replay(struct sessions *S, int *loaded, int *interrupted, int *skipped)
+{
+	char path[4096 + 300];
+	struct dirent *d;
+	DIR *dir;
+	size_t n;
+
+	*loaded = *interrupted = *skipped = 0;
+	if (S->c.dir == NULL || (dir = opendir(S->c.dir)) == NULL)
+		return;
+	while ((d = readdir(dir)) != NULL) {
+		n = strlen(d->d_name);
+		if (n < 7 || strcmp(d->d_name + n - 6, ".jsonl") != 0)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", S->c.dir, d->d_name);
+		if (replay_one(S, path, interrupted) == 0)
+			(*loaded)++;
+		else
+			(*skipped)++;
+	}
+	closedir(dir);
+}

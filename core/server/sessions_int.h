@@ -1,0 +1,124 @@
+#ifndef ABX_SESSIONS_INT_H
+#define ABX_SESSIONS_INT_H
+/*
+ * What the session table (sessions.c), its event log and readers
+ * (sessions_io.c) and the session thread (sessions_run.c) share.
+ */
+#include "server/sessions.h"
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "base/buf.h"
+#include "base/clock.h"
+#include "base/json.h"
+#include "base/proc.h"
+
+/* A session thread keeps proc's read buffer and two line buffers. */
+#define SESSION_STACK_SIZE (256u << 10)
+/* The child's pipes and one read from them (heap): 256 KiB is 4000 lines
+ * of 64 bytes per pass of on_output. */
+#define SESSION_READ_BUF (256u << 10)
+/* The stage (formatted events of one read) kept between reads: a read of
+ * 64-byte lines needs about 600 KiB. */
+#define SESSION_STAGE_KEEP (1u << 20)
+/* The stage's ceiling: output events stop at the journal limit (counting
+ * what is staged), the rest are few and small, and the stage joins a
+ * journal whose offsets are 32-bit. */
+#define SESSION_STAGE_MAX(S) ((size_t)(S)->c.journal_max + SESSION_TAIL_RESERVE + JOURNAL_LINE_MAX)
+/* Room above the journal limit for the events that end a session
+ * (truncated, exited, interrupted): they are always written. */
+#define SESSION_TAIL_RESERVE 4096
+
+/* A decimal counter kept as text: the next number costs an increment of
+ * its last digits, not a conversion (a stream writes an id per event). */
+struct dec {
+	uint32_t v;
+	size_t n;        /* 0: not set */
+	char d[12];
+};
+
+struct slot {
+	int used;
+	struct session_view v;
+	struct journal j;
+	pthread_cond_t cv;
+	int64_t created_ms;        /* realtime, for eviction order */
+	int inited;                /* cv initialised (slot_init) */
+	int running;               /* a thread works on it: the slot is not free (see live()) */
+	int holds;                 /* readers that must not see it evicted */
+	int cancel;                /* cancel or shutdown asked */
+	int shutdown;              /* ... by the server stopping: interrupted */
+	uint64_t dropped;          /* output bytes not journaled (over the limit) */
+	/* The thread's own, set before it starts. */
+	char **argv;
+	int argc;
+	int bin_at;                /* the argv word the entry takes, -1 = none */
+	char **envp;
+	struct launch_tool *tool;  /* NULL = none */
+	char *cwd;
+	struct install_settings *set;
+	char op[128];
+	struct sessions *S;
+	struct json_w ow;          /* the thread's writer for output events */
+	int64_t tms;               /* fmt_time cache: the ms of tstr */
+	char tstr[32];
+	int tfixed;                /* on_output: tstr is the time of this chunk */
+	struct dec seq;            /* emit_output_fast's last seq, as text */
+	/* on_output formats a chunk's events here without the lock, then
+	 * hands them to the journal at once (struct stage). */
+	int staging;
+	struct stage {
+		struct buf b;      /* the events, each ending in '\n' (max: SESSION_STAGE_MAX) */
+		struct buf offs;   /* uint32_t start of event i in b */
+		uint32_t n;
+		int truncated;     /* the chunk crossed the journal limit */
+	} st;
+	/* Line assembly per stream (the thread's). */
+	char *line[3];
+	size_t llen[3];
+};
+
+struct sessions {
+	pthread_mutex_t mu;
+	struct sessions_config c;
+	char dir[4096];
+	struct jobs *J;
+	int streams;
+	uint64_t created, events;
+	struct slot slot[SESSIONS_KEEP];
+};
+
+/* RFC 3339 UTC with milliseconds. */
+void sessions_fmt_time(int64_t ms, char *buf, size_t cap);
+
+/* The used slot of session id (of agent, when not NULL), or NULL. Caller
+ * holds S->mu. */
+struct slot *sessions_find(struct sessions *S, const char *agent, const char *id);
+/* Whether a thread still works on s (it may write events). */
+int sessions_live(const struct slot *s);
+
+/* Append one event {"type", "time", extra members, "status" when status >=
+ * 0} to s's journal (sessions_io.c): output events obey the journal limit,
+ * others always go in. Caller holds S->mu unless s is staging. */
+void sessions_emit(struct slot *s, const char *type, const char *extra, int status, int is_output, size_t data_len);
+/* One output event for data[0..n) of stream i, partial or not. Caller
+ * holds S->mu. */
+void sessions_emit_output(struct slot *s, int i, const char *data, size_t n, int partial);
+
+/* The argument of sessions_on_output. */
+struct sink_ctx {
+	struct slot *s;
+};
+/* proc's sink: split into lines and journal them (the session thread). */
+void sessions_on_output(void *arg, enum proc_stream st, const char *data, size_t len);
+
+/* The start time of process pid (clock ticks after boot, /proc/<pid>/stat),
+ * which tells a pid apart from a later process with the same pid: 0 or -1. */
+int sessions_pid_start(pid_t pid, unsigned long long *start);
+/* Release what a session's thread owns (argv, environment, buffers). */
+void sessions_free_run(struct slot *s);
+/* The thread of one session (its slot): install, run, journal, end. */
+void *sessions_thread(void *arg);
+
+#endif

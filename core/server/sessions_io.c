@@ -1,0 +1,634 @@
+/*
+ * The events of agent sessions (see sessions.h): what a session thread
+ * writes to its journal, and what readers get back from it.
+ */
+#include "server/sessions_int.h"
+#include "base/buf.h"
+
+/* Copies into fixed fields (ids, names, times) cut what cannot fit. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+#endif
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- events (under S->mu) ----------------------------------------------- */
+
+/* ---- the events a session thread writes ----------------------------------
+ *
+ * Outside on_output, events go straight into the journal under S->mu. In
+ * on_output (s->staging) they are formatted into s->st without the lock
+ * and reach the journal together (stage_commit): the stream threads
+ * reading the journal wait for the lock only while a chunk is copied in,
+ * not while it is formatted and written to the file. Only the session
+ * thread appends to its journal, so it reads the journal's counts without
+ * the lock; what readers see (the journal, s->v) changes under it.
+ */
+
+static uint32_t
+next_seq(const struct slot *s)
+{
+	return journal_count(&s->j) + (s->staging ? s->st.n : 0) + 1;
+}
+
+static size_t
+bytes_now(const struct slot *s)
+{
+	return journal_bytes(&s->j) + (s->staging ? s->st.b.len : 0);
+}
+
+static int
+is_truncated(const struct slot *s)
+{
+	return s->v.truncated || (s->staging && s->st.truncated);
+}
+
+static void
+set_truncated(struct slot *s)
+{
+	if (s->staging)
+		s->st.truncated = 1;
+	else
+		s->v.truncated = 1;
+}
+
+/* Where the next line goes, with room for len bytes and its newline; NULL
+ * when there is none (over the caps, out of memory). */
+static char *
+out_reserve(struct slot *s, size_t len)
+{
+	struct stage *g = &s->st;
+	char *o;
+
+	if (!s->staging)
+		return journal_reserve(&s->j, len);
+	if (len >= JOURNAL_LINE_MAX)
+		return NULL;
+	if (g->b.max == 0) {
+		g->b.max = SESSION_STAGE_MAX(s->S);
+		g->offs.max = (size_t)JOURNAL_LINES_MAX * sizeof(uint32_t);
+	}
+	/* Not sticky: the next, smaller event may still fit. */
+	if ((o = buf_room(&g->b, len + 1)) == NULL || buf_room(&g->offs, sizeof(uint32_t)) == NULL) {
+		g->b.over = g->offs.over = 0;
+		return NULL;
+	}
+	return o;
+}
+
+/* The line of n bytes written at out_reserve's place is an event (n under
+ * the room reserved; checked by the caller). */
+static void
+out_commit(struct slot *s, size_t n)
+{
+	struct stage *g = &s->st;
+	struct err e;
+
+	if (!s->staging) {
+		if (journal_commit(&s->j, n, &e) > 0) {
+			s->v.events = journal_count(&s->j);
+			s->S->events++;
+		}
+		return;
+	}
+	g->b.p[g->b.len + n] = '\n';
+	((uint32_t *)(void *)g->offs.p)[g->n++] = (uint32_t)g->b.len;
+	g->b.len += n + 1;
+	g->offs.len += sizeof(uint32_t);
+}
+
+/* An event line made elsewhere (emit): the journal's checks, then in. */
+static void
+out_append(struct slot *s, const char *line, size_t n)
+{
+	struct err e;
+	char *o;
+
+	if (!s->staging) {
+		if (journal_append(&s->j, line, n, &e) > 0) {
+			s->v.events = journal_count(&s->j);
+			s->S->events++;
+		}
+		return;
+	}
+	if (n == 0 || n >= JOURNAL_LINE_MAX || memchr(line, '\n', n) != NULL || (o = out_reserve(s, n)) == NULL)
+		return;
+	memcpy(o, line, n);
+	out_commit(s, n);
+}
+
+/* The staged events join the journal (the file first), and readers are
+ * woken. Takes S->mu. */
+static void
+stage_commit(struct slot *s)
+{
+	struct stage *g = &s->st;
+	struct sessions *S = s->S;
+	const uint32_t *off;
+	uint32_t n;
+	size_t len;
+	int pre;
+
+	if (g->n == 0 && !g->truncated)
+		return;   /* only part of a line: nothing to announce */
+	pthread_mutex_lock(&S->mu);
+	if (g->truncated)
+		s->v.truncated = 1;
+	n = g->n > 0 ? journal_reserve_lines(&s->j, g->b.len, g->n) : 0;
+	pthread_mutex_unlock(&S->mu);
+	/* Past JOURNAL_LINES_MAX what does not fit is lost, as one append at
+	 * a time would lose it. */
+	off = (const uint32_t *)(const void *)g->offs.p;
+	len = n == g->n ? g->b.len : n > 0 ? off[n] : 0;
+	pre = n > 0 && journal_prewrite(&s->j, (const char *)g->b.p, len);
+	pthread_mutex_lock(&S->mu);
+	if (n > 0 && journal_append_lines(&s->j, (const char *)g->b.p, len, off, n, pre) > 0) {
+		s->v.events = journal_count(&s->j);
+		S->events += n;
+	}
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&S->mu);
+	buf_reset(&g->b);
+	buf_reset(&g->offs);
+	g->n = 0;
+	g->truncated = 0;
+	/* A burst of tiny lines can blow the stage up (to the journal limit
+	 * at most): keep only a usual chunk's worth for the next read. */
+	if (g->b.cap > SESSION_STAGE_KEEP) {
+		buf_free(&g->b);
+		buf_free(&g->offs);
+	}
+}
+
+/*
+ * Append an event: {"seq","type","time", members of extra (a JSON object's
+ * inside, "" for none), "status" when status >= 0}. Output events obey the
+ * journal limit (the first one over it is replaced by one truncated event);
+ * other events always go in.
+ */
+void
+sessions_emit(struct slot *s, const char *type, const char *extra, int status, int is_output, size_t data_len)
+{
+	char small[1024], *line;
+	size_t cap = strlen(extra) + 256, max = s->S->c.journal_max;
+	int64_t now;
+	int n;
+
+	if (is_output && is_truncated(s)) {
+		s->dropped += data_len;
+		return;
+	}
+	if (is_output && bytes_now(s) + cap > max) {
+		char x[128];
+
+		set_truncated(s);
+		s->dropped += data_len;
+		snprintf(x, sizeof(x), "\"limit_bytes\":%zu", max);
+		sessions_emit(s, "agent.session.truncated", x, -1, 0, 0);
+		return;
+	}
+	line = cap <= sizeof(small) ? small : malloc(cap);
+	if (line == NULL)
+		return;
+	/* Lines come in bursts: format the time once per millisecond. */
+	now = clock_wall_ms();
+	if (now != s->tms) {
+		sessions_fmt_time(now, s->tstr, sizeof(s->tstr));
+		s->tms = now;
+	}
+	n = snprintf(line, cap, "{\"seq\":%u,\"type\":\"%s\",\"time\":\"%s\"%s%s", next_seq(s), type,
+		     s->tstr, extra[0] != '\0' ? "," : "", extra);
+	if (status >= 0)
+		n += snprintf(line + n, cap - (size_t)n, ",\"status\":\"%s\"", session_status_name((enum session_status)status));
+	n += snprintf(line + n, cap - (size_t)n, "}");
+	if ((size_t)n < cap)
+		out_append(s, line, (size_t)n);
+	if (line != small)
+		free(line);
+	if (status >= 0)
+		s->v.status = (enum session_status)status;
+	/* Output is announced once per chunk read (on_output). */
+	if (!is_output && !s->staging)
+		pthread_cond_broadcast(&s->cv);
+}
+
+/* The two-byte JSON escape of c, 0 for none (other control bytes and
+ * UTF-8 are left to the JSON writer). */
+static char
+short_escape(unsigned char c)
+{
+	switch (c) {
+	case '"': return '"';
+	case '\\': return '\\';
+	case '\b': return 'b';
+	case '\f': return 'f';
+	case '\n': return 'n';
+	case '\r': return 'r';
+	case '\t': return 't';
+	}
+	return 0;
+}
+
+/* Decimal digits of v at o; their count. v / 10 as a multiply and shift
+ * (exact for every 32-bit v): -Os would make it a divide, per digit, per
+ * event. */
+static size_t
+put_u32(char *o, uint32_t v)
+{
+	char t[10];
+	size_t n = 0, k;
+	uint32_t q;
+
+	do {
+		q = (uint32_t)(((uint64_t)v * 3435973837u) >> 35);
+		t[n++] = (char)('0' + (v - q * 10));
+		v = q;
+	} while (v != 0);
+	for (k = 0; k < n; k++)
+		o[k] = t[n - 1 - k];
+	return n;
+}
+
+/* The text of v into o; its length. */
+static size_t
+dec_put(struct dec *c, uint32_t v, char *o)
+{
+	size_t i;
+
+	if (c->n == 0 || v != c->v + 1) {
+		c->n = put_u32(c->d, v);
+	} else {
+		for (i = c->n; i > 0 && c->d[i - 1] == '9'; i--)
+			c->d[i - 1] = '0';
+		if (i > 0) {
+			c->d[i - 1]++;
+		} else {
+			memmove(c->d + 1, c->d, c->n);
+			c->d[0] = '1';
+			c->n++;
+		}
+	}
+	c->v = v;
+	memcpy(o, c->d, c->n);
+	return c->n;
+}
+
+/* Bytes copied as they are into a JSON string: printable ASCII (and DEL)
+ * but '"' and '\\'. A bit map: one load and a shift per byte. */
+static const uint64_t plain_map[4] = {0xfffffffb00000000ull, 0xffffffffefffffffull, 0, 0};
+#define PLAIN(c) ((plain_map[(c) >> 6] >> ((c) & 63)) & 1)
+
+/* Whether the 8 bytes of w are all PLAIN: none >= 0x80, none < 0x20, none
+ * '"' or '\\' (the has-less and has-zero-byte word tests, exact once no
+ * byte has its top bit). */
+static inline int
+plain8(uint64_t w)
+{
+	const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+	uint64_t q = w ^ (ones * '"'), b = w ^ (ones * '\\');
+
+	return ((w | ((w - ones * 0x20) & ~w) | ((q - ones) & ~q) | ((b - ones) & ~b)) & high) == 0;
+}
+
+/*
+ * emit_output's fast path: the event written straight into the journal,
+ * byte for byte what the JSON writer and emit would make of it. Returns 0
+ * when done, 1 when the data is not plain ASCII (or the event would cross
+ * the journal limit, or the journal has no room): then nothing was added
+ * and the caller takes the general path.
+ *
+ * With to_nl set, data[0..n) is the rest of a chunk and the event is its
+ * first line: the bytes before the first '\n', found in the same pass
+ * that copies them (no memchr first); *used gets the line's length and
+ * its newline. A line longer than SESSION_EVENT_DATA_MAX or without its
+ * newline in data returns 1 too (the caller then splits it as before).
+ */
+static int
+emit_output_fast(struct slot *s, int i, const char *data, size_t n, int partial, int to_nl, size_t *used)
+{
+	static const char pre[] = ",\"type\":\"agent.session.output\",\"time\":\"";
+	static const char out[] = "\"stream\":\"stdout\",\"data\":\"";
+	static const char err[] = "\"stream\":\"stderr\",\"data\":\"";
+	const unsigned char *p = (const unsigned char *)data, *end, *run;
+	size_t tl, worst;
+	char *line, *o, *extra;
+	int64_t now;
+
+	if (!s->tfixed) {
+		now = clock_wall_ms();
+		if (now != s->tms) {
+			sessions_fmt_time(now, s->tstr, sizeof(s->tstr));
+			s->tms = now;
+		}
+	}
+	tl = strlen(s->tstr);
+	/* A line ends at most SESSION_EVENT_DATA_MAX bytes in. */
+	if (to_nl && n > SESSION_EVENT_DATA_MAX + 1)
+		n = SESSION_EVENT_DATA_MAX + 1;
+	end = p + n;
+	/* Two bytes per data byte at most here (others go the general way). */
+	worst = 64 + sizeof(pre) + tl + sizeof(out) + 2 * n + 32;
+	if ((line = out_reserve(s, worst)) == NULL)
+		return 1;
+	o = line;
+	memcpy(o, "{\"seq\":", 7);
+	o += 7;
+	o += dec_put(&s->seq, next_seq(s), o);
+	memcpy(o, pre, sizeof(pre) - 1);
+	o += sizeof(pre) - 1;
+	memcpy(o, s->tstr, tl);
+	o += tl;
+	*o++ = '"';
+	*o++ = ',';
+	extra = o;
+	memcpy(o, i == PROC_STDOUT ? out : err, sizeof(out) - 1);
+	o += sizeof(out) - 1;
+	while (p < end) {
+		uint64_t w8;
+
+		/* Eight bytes at a time while they are plain, then byte by byte
+		 * up to the next byte that is not. */
+		while (end - p >= 8 && (memcpy(&w8, p, 8), plain8(w8))) {
+			memcpy(o, p, 8);
+			o += 8;
+			p += 8;
+		}
+		run = p;
+		while (p < end && PLAIN(*p))
+			p++;
+		memcpy(o, run, (size_t)(p - run));
+		o += p - run;
+		if (p >= end)
+			break;
+		if (to_nl && *p == '\n')
+			break;
+		if ((o[1] = short_escape(*p)) == 0)
+			return 1;
+		o[0] = '\\';
+		o += 2;
+		p++;
+	}
+	if (to_nl) {
+		if (p >= end)
+			return 1;
+		*used = (size_t)(p + 1 - (const unsigned char *)data);
+	}
+	*o++ = '"';
+	if (partial) {
+		memcpy(o, ",\"partial\":true", 15);
+		o += 15;
+	}
+	/* emit's limit: the members plus 256 must fit under the limit. */
+	if (bytes_now(s) + (size_t)(o - extra) + 256 > s->S->c.journal_max)
+		return 1;
+	*o++ = '}';
+	out_commit(s, (size_t)(o - line));
+	return 0;
+}
+
+/* One output event for data[0..n) of stream i, partial or not. Caller
+ * holds S->mu. */
+void
+sessions_emit_output(struct slot *s, int i, const char *data, size_t n, int partial)
+{
+	struct json_w *w = &s->ow;
+
+	if (is_truncated(s)) {
+		s->dropped += n;
+		return;
+	}
+	if (emit_output_fast(s, i, data, n, partial, 0, NULL) == 0)
+		return;
+	/* Reuse the writer's buffer: reset its state, keep its memory. */
+	w->len = 0;
+	w->depth = 0;
+	w->overflow = 0;
+	w->after_key = 0;
+	memset(w->need_comma, 0, sizeof(w->need_comma));
+	json_w_obj(w);
+	json_w_kstr(w, "stream", i == PROC_STDOUT ? "stdout" : "stderr");
+	json_w_key(w, "data");
+	json_w_strn(w, data, n);
+	if (partial)
+		json_w_kbool(w, "partial", 1);
+	json_w_end(w);
+	if (!w->overflow && w->len >= 2) {
+		/* The members without the braces. */
+		w->buf[w->len - 1] = '\0';
+		sessions_emit(s, "agent.session.output", w->buf + 1, -1, 1, n);
+	}
+}
+
+/* Where to cut a too-long line so a UTF-8 sequence is not split: back up
+ * over at most 3 continuation bytes. */
+static size_t
+utf8_cut(const char *p, size_t n)
+{
+	size_t k = n;
+	int back = 0;
+
+	while (k > 0 && back < 3 && ((unsigned char)p[k] & 0xc0) == 0x80) {
+		k--;
+		back++;
+	}
+	return k > 0 && back < 3 ? k : n;
+}
+
+/* proc's sink: split into lines (runs on the session thread). */
+void
+sessions_on_output(void *arg, enum proc_stream st, const char *data, size_t len)
+{
+	struct slot *s = ((struct sink_ctx *)arg)->s;
+	int i = (int)st;
+	char *lb = s->line[i];
+	const char *p = data, *end = data + len, *nl;
+	int64_t now;
+	size_t k;
+
+	/* Formatted without the lock (see stage_commit). */
+	s->staging = 1;
+	/* Every line of one read is stamped with the time it was read. */
+	now = clock_wall_ms();
+	if (now != s->tms) {
+		sessions_fmt_time(now, s->tstr, sizeof(s->tstr));
+		s->tms = now;
+	}
+	s->tfixed = 1;
+	while (p < end) {
+		if (s->llen[i] == 0 && !is_truncated(s) &&
+		    emit_output_fast(s, i, p, (size_t)(end - p), 0, 1, &k) == 0) {
+			/* The common case: a whole plain line, copied once. */
+			p += k;
+			continue;
+		}
+		nl = memchr(p, '\n', (size_t)(end - p));
+		k = nl != NULL ? (size_t)(nl - p) : (size_t)(end - p);
+		if (s->llen[i] == 0 && nl != NULL && k <= SESSION_EVENT_DATA_MAX) {
+			/* The common case: a whole line in the chunk, no copy. */
+			sessions_emit_output(s, i, p, k, 0);
+			p = nl + 1;
+			continue;
+		}
+		while (k > 0) {
+			size_t room = SESSION_EVENT_DATA_MAX - s->llen[i], take = k < room ? k : room;
+
+			memcpy(lb + s->llen[i], p, take);
+			s->llen[i] += take;
+			p += take;
+			k -= take;
+			if (s->llen[i] == SESSION_EVENT_DATA_MAX && (k > 0 || nl == NULL)) {
+				size_t cut = utf8_cut(lb, s->llen[i]);
+
+				sessions_emit_output(s, i, lb, cut, 1);
+				memmove(lb, lb + cut, s->llen[i] - cut);
+				s->llen[i] -= cut;
+			}
+		}
+		if (nl != NULL) {
+			sessions_emit_output(s, i, lb, s->llen[i], 0);
+			s->llen[i] = 0;
+			p = nl + 1;
+		}
+	}
+	s->tfixed = 0;
+	s->staging = 0;
+	stage_commit(s);
+}
+
+
+/* Whether a starts with the n bytes of b, inline: memcmp is a call that
+ * walks byte by byte in musl, and two per streamed event showed (~7% of
+ * the server's instructions on a flood). */
+static inline int
+has_prefix(const char *a, const char *b, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (a[i] != b[i])
+			return 0;
+	return 1;
+}
+
+/* The "type" of an event line: ours start {"seq":N,"type":"T" (read at
+ * its place); other lines (a journal from elsewhere) are searched. NULL
+ * when there is none. */
+static const char *
+line_type(const char *line, size_t l, size_t *tl)
+{
+	const char *p = line + 7, *end = line + l, *type = NULL, *te;
+
+	if (l > 7 && has_prefix(line, "{\"seq\":", 7)) {
+		while (p < end && *p >= '0' && *p <= '9')
+			p++;
+		if ((size_t)(end - p) > 9 && has_prefix(p, ",\"type\":\"", 9))
+			type = p + 1;
+	}
+	if (type == NULL)
+		type = memmem(line, l, "\"type\":\"", 8);
+	if (type == NULL)
+		return NULL;
+	te = memchr(type + 8, '"', (size_t)(end - (type + 8)));
+	if (te == NULL)
+		return NULL;
+	*tl = (size_t)(te - (type + 8));
+	return type + 8;
+}
+
+int
+sessions_read_buf(struct sessions *S, const char *agent, const char *id, uint32_t after, int max_events,
+		  size_t max_bytes, int sse, struct buf *b, uint32_t *last, int *done)
+{
+	struct dec idt = {0, 0, {0}};
+	struct slot *s;
+	size_t l, before;
+	const char *line;
+	uint32_t k, count;
+	int cnt = 0;
+
+	buf_reset(b);
+	*last = after;
+	*done = 0;
+	pthread_mutex_lock(&S->mu);
+	s = sessions_find(S, agent, id);
+	if (s == NULL) {
+		pthread_mutex_unlock(&S->mu);
+		return -1;
+	}
+	count = journal_count(&s->j);
+	for (k = after + 1; k <= count && cnt < max_events && (cnt == 0 || b->len < max_bytes); k++) {
+		char head[96];
+		const char *type;
+		size_t hn = 0, tl = 0;
+
+		line = journal_line(&s->j, k, &l);
+		if (sse) {
+			/* The head is "id: K\n[event: T\n]data: ", built by hand
+			 * (one snprintf per event was a good part of the cost). */
+			type = line_type(line, l, &tl);
+			memcpy(head, "id: ", 4);
+			hn = 4 + dec_put(&idt, k, head + 4);
+			if (type != NULL && tl < 64) {
+				memcpy(head + hn, "\nevent: ", 8);
+				hn += 8;
+				memcpy(head + hn, type, tl);
+				hn += tl;
+			}
+			memcpy(head + hn, "\ndata: ", 7);
+			hn += 7;
+		}
+		before = b->len;
+		if (buf_put(b, head, hn) != 0 || buf_put(b, line, l) != 0 || buf_put(b, "\n\n", sse ? 2 : 1) != 0) {
+			/* Out of memory (or a max under SESSIONS_READ_ROOM): the
+			 * events read so far, none of this one. */
+			b->len = before;
+			if (b->p != NULL)
+				b->p[before] = '\0';
+			break;
+		}
+		cnt++;
+		*last = k;
+	}
+	*done = !sessions_live(s) && *last >= journal_count(&s->j);
+	pthread_mutex_unlock(&S->mu);
+	return cnt;
+}
+
+int
+sessions_read(struct sessions *S, const char *agent, const char *id, uint32_t after, int max_events,
+	      size_t max_bytes, int sse, char **out, size_t *len, uint32_t *last, int *done)
+{
+	struct buf b = BUF_INIT(SESSIONS_READ_ROOM(max_bytes));
+	int rc = sessions_read_buf(S, agent, id, after, max_events, max_bytes, sse, &b, last, done);
+
+	if (rc <= 0)
+		buf_free(&b);
+	*out = (char *)b.p;
+	*len = b.len;
+	return rc;
+}
+
+int
+sessions_wait(struct sessions *S, const char *id, uint32_t after, int wait_ms)
+{
+	struct timespec until;
+	struct slot *s;
+	int rc;
+
+	clock_wall_after(wait_ms, &until);
+	pthread_mutex_lock(&S->mu);
+	s = sessions_find(S, NULL, id);
+	if (s == NULL) {
+		pthread_mutex_unlock(&S->mu);
+		return -1;
+	}
+	while (s->used && strcmp(s->v.id, id) == 0 && sessions_live(s) && journal_count(&s->j) <= after)
+		if (pthread_cond_timedwait(&s->cv, &S->mu, &until) == ETIMEDOUT)
+			break;
+	rc = !s->used || strcmp(s->v.id, id) != 0 ? -1 : (!sessions_live(s) || journal_count(&s->j) > after);
+	pthread_mutex_unlock(&S->mu);
+	return rc;
+}
