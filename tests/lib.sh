@@ -9,6 +9,14 @@ set -u
 T=$(mktemp -d "${TMPDIR:-/tmp}/abx-test.XXXXXX")
 chmod 700 "$T"
 FIXTURES=$TOP/tests/fixtures
+# The platform the binary under test installs for (make check-arm64 sets
+# it: the host's is not the emulated binary's), and the file its own links
+# (applet links, shims) point at: the binary itself, not a wrapper.
+case ${ABX_TEST_PLATFORM:-$(uname -m)} in
+linux-arm64 | aarch64) PLATFORM=linux-arm64 OTHER_PLATFORM=linux-x64 ;;
+*) PLATFORM=linux-x64 OTHER_PLATFORM=linux-arm64 ;;
+esac
+SELF=${ABX_TEST_SELF:-$(readlink -f "$BIN")}
 _pids=""
 cleanup() {
 	# A backgrounded shell function is a subshell whose child does the
@@ -26,8 +34,15 @@ ok() { echo "ok - $1"; }
 not_ok() { echo "not ok - $1: $2"; }
 skip() { echo "skip - $1: $2"; }
 
-# run CMD...: stdout to $T/out, stderr to $T/err, exit code to $RC.
+# run CMD...: stdout to $T/out, stderr to $T/err, exit code to $RC. Under
+# make check-arm64 a link to the binary runs through the emulator
+# (ABX_TEST_EMULATOR, no binfmt), its argv[0] kept.
 run() {
+	if [ -n "${ABX_TEST_EMULATOR:-}" ] && [ "$(readlink -f -- "$1" 2>/dev/null)" = "$SELF" ]; then
+		_a0=$1
+		shift
+		set -- "$ABX_TEST_EMULATOR" -0 "$_a0" "$SELF" "$@"
+	fi
 	"$@" >"$T/out" 2>"$T/err"
 	RC=$?
 }
