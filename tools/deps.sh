@@ -72,7 +72,6 @@ if [ "${1:-}" = "--print-pins" ]; then
 	tmp=$(mktemp -d)
 	(cd "$tmp" && apt_run source -d "$@" >&2)
 	for f in "$tmp"/*; do
-		case $f in *.asc) continue ;; esac
 		b=$(basename "$f")
 		p=${b%%_*}
 		v=$(sed -n 's/^Version: //p' "$tmp/${p}_"*.dsc | head -1)
