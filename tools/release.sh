@@ -68,24 +68,27 @@ sbom() {
 	printf '["deb-src:musl", "deb-src:zlib", "deb-src:bearssl", "deb-src:libarchive"]}\n  ]\n}\n'
 }
 
-mkdir -p "$dist"
-rm -f "$dist"/agent-sandbox-server-* "$dist/SHA256SUMS"
+# Both checked before anything is written: a refusal changes nothing.
 for pair in "x64 $3 X86-64" "arm64 $4 AArch64"; do
 	set -- $pair
-	arch=$1 bin=$2 machine=$3
-	[ -f "$bin" ] || die "$bin: not built"
-	readelf -h "$bin" | grep -q "Machine:.*$machine" || die "$bin: not an $machine executable"
-	hdr=$(dirname "$bin")/gen/deps_version.h
+	[ -f "$2" ] || die "$2: not built"
+	readelf -h "$2" | grep -q "Machine:.*$3" || die "$2: not an $3 executable (expected linux-$1)"
+	hdr=$(dirname "$2")/gen/deps_version.h
 	musl=$(sed -n 's/^#define DEP_MUSL "\(.*\)"$/\1/p' "$hdr" 2>/dev/null)
-	[ -n "$musl" ] || die "$hdr: no musl version (make ARCH=$arch writes it)"
+	[ -n "$musl" ] || die "$hdr: no musl version (make ARCH=$1 writes it)"
 	# The x64 build links the host's musl-dev: the SBOM can name the pinned
 	# source only when it is that version.
 	[ "$musl" = "$(pin_ver musl)" ] ||
-		die "$bin links musl $musl, not the pinned $(pin_ver musl) (tools/deps.pins): install musl-dev=$(pin_ver musl) or bump the pin"
-	out=$dist/agent-sandbox-server-$version-linux-$arch
-	cp "$bin" "$out"
+		die "$2 links musl $musl, not the pinned $(pin_ver musl) (tools/deps.pins): install musl-dev=$(pin_ver musl) or bump the pin"
+done
+mkdir -p "$dist"
+rm -f "$dist"/agent-sandbox-server-* "$dist/SHA256SUMS"
+for pair in "x64 $3" "arm64 $4"; do
+	set -- $pair
+	out=$dist/agent-sandbox-server-$version-linux-$1
+	cp "$2" "$out"
 	chmod 0755 "$out"
-	sbom "linux-$arch" "$out" "$musl" >"$out.cdx.json"
+	sbom "linux-$1" "$out" "$(pin_ver musl)" >"$out.cdx.json"
 	say "$out: $(stat -c %s "$out") bytes, SBOM $out.cdx.json"
 done
 (cd "$dist" && sha256sum agent-sandbox-server-"$version"-* >SHA256SUMS.tmp && mv SHA256SUMS.tmp SHA256SUMS)

@@ -58,6 +58,23 @@ done
 run "$D/agent-sandbox-server-$V-linux-x64" version
 expect "the released x64 binary runs and names its platform" 0 "agent-sandbox-server $V (built "
 
+# ---- tools/release.sh refuses what it cannot describe truly ------------------
+for a in x64 arm64; do
+	mkdir -p "$T/b/$a/gen"
+	cp "$D/agent-sandbox-server-$V-linux-$a" "$T/b/$a/agent-sandbox-server"
+	printf '#define DEP_MUSL "%s"\n' "$(awk '$1=="musl"{print $2; exit}' "$pins")" >"$T/b/$a/gen/deps_version.h"
+done
+run "$TOP/tools/release.sh" "$T/d1" "$V" "$T/b/x64/agent-sandbox-server" "$T/b/arm64/agent-sandbox-server"
+expect "release.sh from the two binaries" 0
+check "... writes the same SHA256SUMS" cmp "$T/d1/SHA256SUMS" "$D/SHA256SUMS"
+run "$TOP/tools/release.sh" "$T/d2" "$V" "$T/b/arm64/agent-sandbox-server" "$T/b/x64/agent-sandbox-server"
+expect "the binaries swapped are refused" 1 "" "not an X86-64 executable"
+check "... and nothing is written" test ! -e "$T/d2/SHA256SUMS" -a ! -e "$T/d2/agent-sandbox-server-$V-linux-x64"
+printf '#define DEP_MUSL "1.2.4-1"\n' >"$T/b/x64/gen/deps_version.h"
+run "$TOP/tools/release.sh" "$T/d3" "$V" "$T/b/x64/agent-sandbox-server" "$T/b/arm64/agent-sandbox-server"
+expect "an x64 build against another musl-dev is refused" 1 "" "links musl 1.2.4-1, not the pinned"
+check "... and nothing is written" test ! -e "$T/d3/SHA256SUMS" -a ! -e "$T/d3/agent-sandbox-server-$V-linux-x64"
+
 # ---- the second build --------------------------------------------------------
 C=$T/another/checkout
 mkdir -p "$C"
