@@ -22,6 +22,8 @@
 
 VERSION := 0.1.0
 ARCH ?= x64
+# the names uname -m and Debian give them too (ARCH is often in the environment)
+override ARCH := $(patsubst x86_64,x64,$(patsubst amd64,x64,$(patsubst aarch64,arm64,$(ARCH))))
 ifeq ($(filter x64 arm64,$(ARCH)),)
 $(error ARCH=$(ARCH): unknown (known: x64, arm64))
 endif

@@ -12,7 +12,7 @@
 set -eu
 [ $# -eq 4 ] || { echo "usage: $0 DIST VERSION X64_BINARY ARM64_BINARY" >&2; exit 2; }
 top=$(cd "$(dirname "$0")/.." && pwd)
-dist=$1 version=$2
+dist=$1 version=$2 x64_bin=$3 arm64_bin=$4
 pins=$top/tools/deps.pins
 : "${SOURCE_DATE_EPOCH:?SOURCE_DATE_EPOCH is the release time (make sets it from the commit)}"
 
@@ -69,7 +69,7 @@ sbom() {
 }
 
 # Both checked before anything is written: a refusal changes nothing.
-for pair in "x64 $3 X86-64" "arm64 $4 AArch64"; do
+for pair in "x64 $x64_bin X86-64" "arm64 $arm64_bin AArch64"; do
 	set -- $pair
 	[ -f "$2" ] || die "$2: not built"
 	readelf -h "$2" | grep -q "Machine:.*$3" || die "$2: not an $3 executable (expected linux-$1)"
@@ -83,7 +83,7 @@ for pair in "x64 $3 X86-64" "arm64 $4 AArch64"; do
 done
 mkdir -p "$dist"
 rm -f "$dist"/agent-sandbox-server-* "$dist/SHA256SUMS"
-for pair in "x64 $3" "arm64 $4"; do
+for pair in "x64 $x64_bin" "arm64 $arm64_bin"; do
 	set -- $pair
 	out=$dist/agent-sandbox-server-$version-linux-$1
 	cp "$2" "$out"
