@@ -35,14 +35,42 @@ not_ok() { echo "not ok - $1: $2"; }
 skip() { echo "skip - $1: $2"; }
 
 # run CMD...: stdout to $T/out, stderr to $T/err, exit code to $RC. Under
-# make check-arm64 a link to the binary runs through the emulator
-# (ABX_TEST_EMULATOR, no binfmt), its argv[0] kept.
+# make check-arm64 (ABX_TEST_EMULATOR set; no binfmt) the command, when it is
+# one of the binary's own links (applet links, shims; by path or found on
+# PATH, after env, timeout N, asnobody and VAR=value words), starts through
+# the emulator with its argv[0] kept.
 run() {
-	if [ -n "${ABX_TEST_EMULATOR:-}" ] && [ "$(readlink -f -- "$1" 2>/dev/null)" = "$SELF" ]; then
-		_a0=$1
+	[ -n "${ABX_TEST_EMULATOR:-}" ] && { _emu_wrap "$@"; return; }
+	"$@" >"$T/out" 2>"$T/err"
+	RC=$?
+}
+_emu_wrap() {
+	_n=$# _i=0 _done=0 _path=$PATH _skip=0
+	while [ $_i -lt $_n ]; do
+		_a=$1
 		shift
-		set -- "$ABX_TEST_EMULATOR" -0 "$_a0" "$SELF" "$@"
-	fi
+		_i=$((_i + 1))
+		if [ $_done = 0 ]; then
+			if [ $_skip -gt 0 ]; then
+				_skip=$((_skip - 1))
+				set -- "$@" "$_a"
+				continue
+			fi
+			case $_a in
+			env | asnobody) set -- "$@" "$_a"; continue ;;
+			timeout) _skip=1; set -- "$@" "$_a"; continue ;;
+			PATH=*) _path=${_a#PATH=}; set -- "$@" "$_a"; continue ;;
+			[A-Za-z_]*=*) set -- "$@" "$_a"; continue ;;
+			esac
+			_done=1
+			case $_a in */*) _p=$_a ;; *) _p=$(PATH=$_path; command -v -- "$_a" 2>/dev/null) ;; esac
+			if [ -n "$_p" ] && [ "$(readlink -f -- "$_p" 2>/dev/null)" = "$SELF" ]; then
+				set -- "$@" "$ABX_TEST_EMULATOR" -0 "$_a" "$SELF"
+				continue
+			fi
+		fi
+		set -- "$@" "$_a"
+	done
 	"$@" >"$T/out" 2>"$T/err"
 	RC=$?
 }

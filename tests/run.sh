@@ -88,7 +88,7 @@ for t in $files; do
 	out=$log/$name.out
 	BIN=$bin TOP=$top timeout 900 sh "$t" >"$out" 2>"$log/$name.err" </dev/null
 	rc=$?
-	grep -E '^(ok|not ok|skip) - ' "$out" | sed -E "s#^(ok|not ok|skip) - #\1 - $name/#"
+	grep -aE '^(ok|not ok|skip) - ' "$out" | sed -E "s#^(ok|not ok|skip) - #\1 - $name/#"
 	count "$out"
 	if [ $rc -ne 0 ] && ! grep -q '^not ok - ' "$out"; then
 		echo "not ok - $name: exited $rc (see $log/$name.err)"
