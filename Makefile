@@ -28,6 +28,9 @@ ifeq ($(filter x64 arm64,$(ARCH)),)
 $(error ARCH=$(ARCH): unknown (known: x64, arm64))
 endif
 ifeq ($(ARCH),arm64)
+ifneq ($(filter check unit integration run fuzz bench e2e size,$(MAKECMDGOALS)),)
+$(error make $(filter check unit integration run fuzz bench e2e size,$(MAKECMDGOALS)) runs on this machine's build: with ARCH=arm64 only the binary is built (make check-arm64 tests it))
+endif
 B ?= build/arm64
 DEPS ?= $(B)/deps
 # The wrapper around aarch64-linux-gnu-gcc that tools/deps.sh installs with
