@@ -75,7 +75,7 @@ INCS := -Icore -Iapplets -I$(B)/gen
 # id, so two checkouts build the same file.
 REL_CFLAGS := -std=c11 -Os -fno-asynchronous-unwind-tables -ffunction-sections -fdata-sections \
 	-fstack-protector-strong -D_FORTIFY_SOURCE=2 $(DEPFLAGS) $(WARN) $(DEFS) $(INCS) -I$(MUSL)/include \
-	-ffile-prefix-map=$(CURDIR)/= -ffile-prefix-map=$(abspath $(B))/=build/
+	-ffile-prefix-map=$(CURDIR)/= -ffile-prefix-map=$(abspath $(B))/=build/ -ffile-prefix-map=$(B)/=build/
 REL_LDFLAGS := -static -s -Wl,--gc-sections -Wl,-z,noexecstack -Wl,-z,relro -Wl,-z,now -Wl,--build-id=none
 REL_LIBS := -L$(MUSL)/lib -larchive -lz -lbearssl -lpthread
 
