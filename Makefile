@@ -10,15 +10,42 @@
 #   make size     binary size and the largest contributors
 #   make e2e      opt-in tests that reach the real npm registry
 #   make install  PREFIX=/usr/local DESTDIR=
+#   make ARCH=arm64      the same binary for aarch64, cross-built (musl
+#                 too, from its pinned source) into build/arm64
+#   make check-arm64     integration tests against the arm64 binary, under
+#                 qemu-aarch64-static (no binfmt needed)
+#   make release  dist/: both binaries, their CycloneDX SBOMs, SHA256SUMS
+#   make check-release   builds the release twice (another directory, time,
+#                 time zone) and compares the bytes
+#
+# B= moves the build directory (default build, build/arm64 for ARCH=arm64).
 
 VERSION := 0.1.0
-B := build
+ARCH ?= x64
+# the names uname -m and Debian give them too (ARCH is often in the environment)
+override ARCH := $(patsubst x86_64,x64,$(patsubst amd64,x64,$(patsubst aarch64,arm64,$(ARCH))))
+ifeq ($(filter x64 arm64,$(ARCH)),)
+$(error ARCH=$(ARCH): unknown (known: x64, arm64))
+endif
+ifeq ($(ARCH),arm64)
+ifneq ($(filter check unit integration run fuzz bench e2e size,$(MAKECMDGOALS)),)
+$(error make $(filter check unit integration run fuzz bench e2e size,$(MAKECMDGOALS)) runs on this machine's build: with ARCH=arm64 only the binary is built (make check-arm64 tests it))
+endif
+B ?= build/arm64
 DEPS ?= $(B)/deps
+# The wrapper around aarch64-linux-gnu-gcc that tools/deps.sh installs with
+# the musl it builds.
+MUSL_CC := $(abspath $(DEPS))/musl/bin/musl-gcc
+else
+B ?= build
+DEPS ?= $(B)/deps
+MUSL_CC ?= musl-gcc
+endif
+DIST ?= dist
 MUSL := $(DEPS)/musl
 PREFIX ?= /usr/local
 FUZZ_SECONDS ?= 60
 SAN_CC ?= clang
-MUSL_CC ?= musl-gcc
 # The build date is the commit's (or SOURCE_DATE_EPOCH's, reproducible-builds.org),
 # in UTC, so two builds of one commit agree whatever the clock or time zone says.
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
@@ -43,10 +70,13 @@ WARN := -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wpointer-arith -Wv
 DEFS := -D_GNU_SOURCE -DABX_VERSION='"$(VERSION)"' -DABX_BUILD_DATE='"$(BUILD_DATE)"'
 INCS := -Icore -Iapplets -I$(B)/gen
 
-# Release: musl, static, size-optimised, stripped.
+# Release: musl, static, size-optimised, stripped. No directory of the build
+# in the bytes (the prefix maps: __FILE__ of generated sources) and no build
+# id, so two checkouts build the same file.
 REL_CFLAGS := -std=c11 -Os -fno-asynchronous-unwind-tables -ffunction-sections -fdata-sections \
-	-fstack-protector-strong -D_FORTIFY_SOURCE=2 $(DEPFLAGS) $(WARN) $(DEFS) $(INCS) -I$(MUSL)/include
-REL_LDFLAGS := -static -s -Wl,--gc-sections -Wl,-z,noexecstack -Wl,-z,relro -Wl,-z,now
+	-fstack-protector-strong -D_FORTIFY_SOURCE=2 $(DEPFLAGS) $(WARN) $(DEFS) $(INCS) -I$(MUSL)/include \
+	-ffile-prefix-map=$(CURDIR)/= -ffile-prefix-map=$(abspath $(B))/=build/ -ffile-prefix-map=$(B)/=build/
+REL_LDFLAGS := -static -s -Wl,--gc-sections -Wl,-z,noexecstack -Wl,-z,relro -Wl,-z,now -Wl,--build-id=none
 REL_LIBS := -L$(MUSL)/lib -larchive -lz -lbearssl -lpthread
 
 # Sanitizer build for unit tests and fuzzing: host compiler, Debian -dev packages.
@@ -68,7 +98,8 @@ TSAN_TESTS := test_api test_api_ops test_api_sessions test_httpd test_install te
 TSAN_OBJ := $(patsubst %.c,$(B)/tsan/%.o,$(CORE_SRC)) $(B)/tsan/gen/manifests_embed.o
 TSAN_BIN := $(patsubst %,$(B)/tsan/%.tsan,$(TSAN_TESTS))
 
-.PHONY: all deps hostdeps check unit integration run fuzz bench size e2e install clean distclean
+.PHONY: all deps hostdeps check unit integration run fuzz bench size e2e install clean distclean \
+	check-arm64 release check-release
 all: $(BIN)
 
 # Every object is named as a prerequisite here, so none counts as
@@ -80,22 +111,23 @@ $(FUZZ_BIN): $(FUZZ_OBJ)
 $(TSAN_BIN): $(TSAN_OBJ)
 
 hostdeps:
-	@tools/hostdeps.sh build
+	@tools/hostdeps.sh build-$(ARCH)
 
 $(MUSL)/lib/libarchive.a: tools/deps.pins tools/deps.sh
-	@tools/hostdeps.sh build
-	DEPS=$(abspath $(DEPS)) tools/deps.sh
+	@tools/hostdeps.sh build-$(ARCH)
+	ARCH=$(ARCH) DEPS=$(abspath $(DEPS)) tools/deps.sh
 	@touch $@
 
 deps: $(MUSL)/lib/libarchive.a
 
 # After the deps: on a fresh machine hostdeps installs musl-dev there, and a
-# header written before it recorded an empty musl version.
+# header written before it recorded an empty musl version. x64 links the
+# host's musl-dev; arm64 the musl built from its pin.
 $(B)/gen/deps_version.h: tools/deps.pins | $(MUSL)/lib/libarchive.a
 	@mkdir -p $(@D)
 	@awk '$$1=="zlib"{z=$$2} $$1=="bearssl"{b=$$2} $$1=="libarchive"{a=$$2} END{ \
 	  printf "#define DEP_ZLIB \"%s\"\n#define DEP_BEARSSL \"%s\"\n#define DEP_LIBARCHIVE \"%s\"\n", z, b, a}' $< >$@.tmp
-	@v=$$(dpkg-query -W -f '$${Version}' musl-dev 2>/dev/null); \
+	@v=$$($(if $(filter arm64,$(ARCH)),awk '$$1=="musl"{print $$2; exit}' $<,dpkg-query -W -f '$${Version}' musl-dev 2>/dev/null)); \
 	  [ -n "$$v" ] || { echo "$@: musl-dev is not installed: run make hostdeps" >&2; exit 1; }; \
 	  printf '#define DEP_MUSL "%s"\n' "$$v" >>$@.tmp
 	@mv $@.tmp $@
@@ -195,6 +227,37 @@ bench:
 
 size: $(BIN) $(BIN).debug
 	@tools/size.sh $(BIN) $(BIN).debug $(REL_OBJ)
+
+# The arm64 binary under qemu-aarch64-static: the integration files named
+# here run unchanged, BIN being a wrapper that starts the emulator (argv[0]
+# passed on, so the applet links dispatch; tests/lib.sh runs the binary's own
+# links through it too), plus tests/arm64/*.sh.
+ARM64_TESTS := dispatch healthcheck fetch install
+ARM64_B := $(if $(filter arm64,$(ARCH)),$(B),$(B)/arm64)
+check-arm64:
+	@tools/hostdeps.sh check-arm64
+	@$(MAKE) --no-print-directory ARCH=arm64 B=$(ARM64_B) all
+	@q=$$(command -v qemu-aarch64-static) && w=$(abspath $(ARM64_B))/qemu/agent-sandbox-server && \
+	  mkdir -p $(ARM64_B)/qemu && \
+	  printf '#!/bin/sh\nexec %s -0 "$$0" %s "$$@"\n' "$$q" $(abspath $(ARM64_B))/agent-sandbox-server >$$w && \
+	  chmod +x $$w && \
+	  ABX_TEST_BIN=$$w ABX_TEST_SELF=$(abspath $(ARM64_B))/agent-sandbox-server ABX_TEST_EMULATOR=$$q \
+	  ABX_TEST_PLATFORM=linux-arm64 ABX_TEST_LOG=$(abspath $(ARM64_B))/test/log \
+	  tests/run.sh $(patsubst %,--name %,$(ARM64_TESTS)) --extra tests/arm64
+
+# Both binaries, built from the pins, then tools/release.sh: dist/, the SBOMs
+# and SHA256SUMS. The arm64 build goes to $(B)/arm64.
+release:
+	@tools/hostdeps.sh build-arm64
+	@$(MAKE) --no-print-directory ARCH=x64 B=$(B) all
+	@$(MAKE) --no-print-directory ARCH=arm64 B=$(B)/arm64 all
+	@tools/release.sh $(DIST) $(VERSION) $(B)/agent-sandbox-server $(B)/arm64/agent-sandbox-server
+
+# make release here, then again in a copy of the tracked files elsewhere, in
+# another time zone (and later), and cmp of every file in dist/.
+check-release: release
+	@ABX_RELEASE_DIST=$(abspath $(DIST)) ABX_RELEASE_B=$(abspath $(B)) ABX_TEST_BIN=$(abspath $(B))/agent-sandbox-server \
+	  ABX_TEST_LOG=$(abspath $(B))/test/release tests/run.sh --no-integration --extra tests/release
 
 e2e:
 	@tools/hostdeps.sh check

@@ -9,6 +9,14 @@ set -u
 T=$(mktemp -d "${TMPDIR:-/tmp}/abx-test.XXXXXX")
 chmod 700 "$T"
 FIXTURES=$TOP/tests/fixtures
+# The platform the binary under test installs for (make check-arm64 sets
+# it: the host's is not the emulated binary's), and the file its own links
+# (applet links, shims) point at: the binary itself, not a wrapper.
+case ${ABX_TEST_PLATFORM:-$(uname -m)} in
+linux-arm64 | aarch64) PLATFORM=linux-arm64 OTHER_PLATFORM=linux-x64 ;;
+*) PLATFORM=linux-x64 OTHER_PLATFORM=linux-arm64 ;;
+esac
+SELF=${ABX_TEST_SELF:-$(readlink -f "$BIN")}
 _pids=""
 cleanup() {
 	# A backgrounded shell function is a subshell whose child does the
@@ -26,8 +34,43 @@ ok() { echo "ok - $1"; }
 not_ok() { echo "not ok - $1: $2"; }
 skip() { echo "skip - $1: $2"; }
 
-# run CMD...: stdout to $T/out, stderr to $T/err, exit code to $RC.
+# run CMD...: stdout to $T/out, stderr to $T/err, exit code to $RC. Under
+# make check-arm64 (ABX_TEST_EMULATOR set; no binfmt) the command, when it is
+# one of the binary's own links (applet links, shims; by path or found on
+# PATH, after env, timeout N, asnobody and VAR=value words), starts through
+# the emulator with its argv[0] kept.
 run() {
+	[ -n "${ABX_TEST_EMULATOR:-}" ] && { _emu_wrap "$@"; return; }
+	"$@" >"$T/out" 2>"$T/err"
+	RC=$?
+}
+_emu_wrap() {
+	_n=$# _i=0 _done=0 _path=$PATH _skip=0
+	while [ $_i -lt $_n ]; do
+		_a=$1
+		shift
+		_i=$((_i + 1))
+		if [ $_done = 0 ]; then
+			if [ $_skip -gt 0 ]; then
+				_skip=$((_skip - 1))
+				set -- "$@" "$_a"
+				continue
+			fi
+			case $_a in
+			env | asnobody) set -- "$@" "$_a"; continue ;;
+			timeout) _skip=1; set -- "$@" "$_a"; continue ;;
+			PATH=*) _path=${_a#PATH=}; set -- "$@" "$_a"; continue ;;
+			[A-Za-z_]*=*) set -- "$@" "$_a"; continue ;;
+			esac
+			_done=1
+			case $_a in */*) _p=$_a ;; *) _p=$(PATH=$_path; command -v -- "$_a" 2>/dev/null) ;; esac
+			if [ -n "$_p" ] && [ "$(readlink -f -- "$_p" 2>/dev/null)" = "$SELF" ]; then
+				set -- "$@" "$ABX_TEST_EMULATOR" -0 "$_a" "$SELF"
+				continue
+			fi
+		fi
+		set -- "$@" "$_a"
+	done
 	"$@" >"$T/out" 2>"$T/err"
 	RC=$?
 }

@@ -6,16 +6,25 @@
 #
 #   tests/run.sh [UNIT_BIN...]          everything
 #   tests/run.sh --only PATTERN ...     integration files matching PATTERN
+#                                       (given again: matching any of them)
+#   tests/run.sh --name NAME ...        the integration file NAME.sh (repeatable)
+#   tests/run.sh --extra DIR            DIR/*.sh too, after the integration files
+#   ABX_TEST_BIN=PATH                   the binary (default build/agent-sandbox-server;
+#                                       make check-arm64: a qemu wrapper)
+#   ABX_TEST_LOG=DIR                    the logs (default build/test/log)
 #   tests/run.sh --e2e                  tests/e2e/*.sh (reach the npm registry)
 #   tests/run.sh --no-integration UNIT_BIN...   the unit tests alone
 top=$(cd "$(dirname "$0")/.." && pwd)
 pass=0 failn=0 skip=0
-log=$top/build/test/log; mkdir -p "$log"
-only="" e2e=0 integration=1
+log=${ABX_TEST_LOG:-$top/build/test/log}; mkdir -p "$log"
+bin=${ABX_TEST_BIN:-$top/build/agent-sandbox-server}
+only="" names="" e2e=0 integration=1 extra=""
 units=""
 while [ $# -gt 0 ]; do
 	case $1 in
-	--only) only=$2; shift ;;
+	--only) only="$only $2"; shift ;;
+	--name) names="$names $2"; shift ;;
+	--extra) extra="$extra $2"; shift ;;
 	--e2e) e2e=1 ;;
 	--no-integration) integration=0 ;;
 	*) units="$units $1" ;;
@@ -63,13 +72,23 @@ done
 if [ $e2e -eq 1 ]; then files=$(ls "$top"/tests/e2e/*.sh 2>/dev/null)
 elif [ $integration -eq 1 ]; then files=$(ls "$top"/tests/integration/*.sh 2>/dev/null)
 else files=""; fi
+# selected NAME: no --only nor --name, or one of them matches
+selected() {
+	[ -z "$only$names" ] && return 0
+	case " $names " in *" $1 "*) return 0 ;; esac
+	for o in $only; do
+		case $1 in *$o*) return 0 ;; esac
+	done
+	return 1
+}
+for d in $extra; do files="$files $(ls "$d"/*.sh)"; done
 for t in $files; do
 	name=$(basename "$t" .sh)
-	[ -n "$only" ] && case $name in *$only*) ;; *) continue ;; esac
+	case " $extra " in *" $(dirname "$t") "*) ;; *) selected "$name" || continue ;; esac
 	out=$log/$name.out
-	BIN=$top/build/agent-sandbox-server TOP=$top timeout 900 sh "$t" >"$out" 2>"$log/$name.err" </dev/null
+	BIN=$bin TOP=$top timeout 900 sh "$t" >"$out" 2>"$log/$name.err" </dev/null
 	rc=$?
-	grep -E '^(ok|not ok|skip) - ' "$out" | sed -E "s#^(ok|not ok|skip) - #\1 - $name/#"
+	grep -aE '^(ok|not ok|skip) - ' "$out" | sed -E "s#^(ok|not ok|skip) - #\1 - $name/#"
 	count "$out"
 	if [ $rc -ne 0 ] && ! grep -q '^not ok - ' "$out"; then
 		echo "not ok - $name: exited $rc (see $log/$name.err)"

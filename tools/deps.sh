@@ -3,6 +3,11 @@
 # tools/deps.pins), unpack them with Debian's patch series applied, and build
 # them as static musl libraries under $DEPS (default build/deps).
 #
+# ARCH=x64 (default) builds with the host's musl-gcc (Debian's musl-tools);
+# ARCH=arm64 first builds musl itself from its pinned source package with
+# Debian's aarch64-linux-gnu-gcc (its musl-gcc wrapper lands in
+# $DEPS/musl/bin), then the three libraries with that wrapper.
+#
 # apt is used through a private configuration (sources list, lists and cache
 # under $DEPS/apt) so the host's apt configuration is never changed. Once the
 # source files are present and match their pins, no network access happens.
@@ -17,15 +22,23 @@ pins=$top/tools/deps.pins
 apt=$DEPS/apt
 srcdir=$DEPS/src
 prefix=$DEPS/musl
-MUSL_CC=${MUSL_CC:-musl-gcc}
+ARCH=${ARCH:-x64}
+case $ARCH in
+x64) MUSL_CC=${MUSL_CC:-musl-gcc} CROSS="" ;;
+arm64) MUSL_CC=$prefix/bin/musl-gcc CROSS=aarch64-linux-gnu- ;;
+*) echo "deps: ARCH=$ARCH: unknown (known: x64, arm64)" >&2; exit 2 ;;
+esac
+AR=${CROSS}ar RANLIB=${CROSS}ranlib
 jobs=$(nproc 2>/dev/null || echo 2)
 # Every function and object in its own section so the final link's
 # --gc-sections drops what we do not call; no unwind tables (C, no exceptions,
 # no backtraces in the shipped binary).
-DEP_CFLAGS="-Os -ffunction-sections -fdata-sections -fno-asynchronous-unwind-tables -fno-unwind-tables"
+# No build directory in the objects (__FILE__ in assertions): two builds in
+# two directories give the same bytes.
+DEP_CFLAGS="-Os -ffunction-sections -fdata-sections -fno-asynchronous-unwind-tables -fno-unwind-tables -ffile-prefix-map=$DEPS=deps"
 # Bump when the way the libraries are built changes (flags, options), so
 # trees built the old way are rebuilt; the stamp holds the .dsc and this.
-RECIPE=2
+RECIPE=3
 # Called from make: the sub-builds below run their own make -jN, which must
 # not inherit (and fight over) the caller's jobserver.
 unset MAKEFLAGS MFLAGS MAKELEVEL
@@ -59,7 +72,6 @@ if [ "${1:-}" = "--print-pins" ]; then
 	tmp=$(mktemp -d)
 	(cd "$tmp" && apt_run source -d "$@" >&2)
 	for f in "$tmp"/*; do
-		case $f in *.asc) continue ;; esac
 		b=$(basename "$f")
 		p=${b%%_*}
 		v=$(sed -n 's/^Version: //p' "$tmp/${p}_"*.dsc | head -1)
@@ -73,6 +85,7 @@ verify_pins() {
 	ok=0
 	while read -r pkg ver file sum; do
 		case $pkg in ''|'#'*) continue ;; esac
+		[ "$pkg" = musl ] && [ "$ARCH" != arm64 ] && continue
 		[ -f "$srcdir/$file" ] || { ok=1; continue; }
 		got=$(sha256sum "$srcdir/$file" | cut -d' ' -f1)
 		if [ "$got" != "$sum" ]; then
@@ -96,6 +109,7 @@ fetch_sources() {
 	apt_run update >/dev/null ||
 		{ say "apt-get update failed (private list $apt/sources.list); without network, copy the files named in tools/deps.pins into $srcdir"; exit 1; }
 	specs=$(awk '!/^#/ && NF==4 {print $1 "=" $2}' "$pins" | sort -u)
+	[ "$ARCH" = arm64 ] || specs=$(echo "$specs" | grep -v '^musl=')
 	# shellcheck disable=SC2086
 	(cd "$srcdir" && apt_run source -d $specs >/dev/null) ||
 		{ say "apt-get source failed for: $specs (a pinned version no longer in the archive? see README, bumping the pins)"; exit 1; }
@@ -127,12 +141,27 @@ stamp() { echo "$(dsc "$1") recipe $RECIPE" >"$prefix/stamp.$1"; }
 dsc() { awk -v p="$1" '$1==p && $3 ~ /\.dsc$/ {print $3}' "$pins"; }
 ver() { awk -v p="$1" '$1==p {print $2; exit}' "$pins"; }
 
+# musl for the cross build: static only, with the musl-gcc wrapper (a specs
+# file around the cross gcc) that the libraries and the binary compile with.
+build_musl() {
+	built musl libc.a && [ -x "$MUSL_CC" ] && return 0
+	command -v "${CROSS}gcc" >/dev/null || { say "${CROSS}gcc not found: install gcc-aarch64-linux-gnu"; exit 1; }
+	s=$(unpack musl)
+	say "building musl $(ver musl) for $ARCH"
+	b=$DEPS/obj/musl; rm -rf "$b"; mkdir -p "$DEPS/obj"; cp -a "$s" "$b"
+	(cd "$b" && ./configure --prefix="$prefix" --target="${CROSS%-}" CROSS_COMPILE="$CROSS" CC="${CROSS}gcc" \
+		--disable-shared --enable-wrapper=gcc CFLAGS="-ffile-prefix-map=$DEPS=deps" >"$b/build.log" 2>&1 &&
+		make -j"$jobs" >>"$b/build.log" 2>&1 && make install >>"$b/build.log" 2>&1) ||
+		{ say "musl build failed; see $b/build.log"; exit 1; }
+	stamp musl
+}
+
 build_zlib() {
 	built zlib libz.a && return 0
 	s=$(unpack zlib)
 	say "building zlib $(ver zlib)"
 	b=$DEPS/obj/zlib; rm -rf "$b"; mkdir -p "$DEPS/obj"; cp -a "$s" "$b"
-	(cd "$b" && CC=$MUSL_CC CFLAGS="$DEP_CFLAGS -fno-semantic-interposition" ./configure --static --prefix="$prefix" >"$b/build.log" 2>&1 &&
+	(cd "$b" && CC=$MUSL_CC AR=$AR RANLIB=$RANLIB CFLAGS="$DEP_CFLAGS -fno-semantic-interposition" ./configure --static --prefix="$prefix" >"$b/build.log" 2>&1 &&
 		make -j"$jobs" libz.a >>"$b/build.log" 2>&1 && make install >>"$b/build.log" 2>&1) ||
 		{ say "zlib build failed; see $b/build.log"; exit 1; }
 	stamp zlib
@@ -143,7 +172,7 @@ build_bearssl() {
 	s=$(unpack bearssl)
 	say "building BearSSL $(ver bearssl)"
 	b=$DEPS/obj/bearssl; rm -rf "$b"; mkdir -p "$DEPS/obj"; cp -a "$s" "$b"
-	(cd "$b" && make -j"$jobs" CC="$MUSL_CC" CFLAGS="-W -Wall $DEP_CFLAGS" LD="$MUSL_CC" lib >"$b/build.log" 2>&1) ||
+	(cd "$b" && make -j"$jobs" CC="$MUSL_CC" AR="$AR" CFLAGS="-W -Wall $DEP_CFLAGS" LD="$MUSL_CC" lib >"$b/build.log" 2>&1) ||
 		{ say "BearSSL build failed; see $b/build.log"; exit 1; }
 	mkdir -p "$prefix/lib" "$prefix/include"
 	cp "$b/build/libbearssl.a" "$prefix/lib/"
@@ -165,8 +194,10 @@ build_libarchive() {
 		LibGCC CNG MBEDTLS NETTLE TAR CPIO CAT XATTR ACL ICONV TEST COVERAGE INSTALL WERROR; do
 		off="$off -DENABLE_$o=OFF"
 	done
+	cross=""
+	[ -z "$CROSS" ] || cross="-DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=aarch64"
 	# shellcheck disable=SC2086
-	(cd "$b" && cmake "$s" -DCMAKE_C_COMPILER="$MUSL_CC" -DCMAKE_BUILD_TYPE=MinSizeRel \
+	(cd "$b" && cmake "$s" $cross -DCMAKE_AR="$(command -v "$AR")" -DCMAKE_RANLIB="$(command -v "$RANLIB")" -DCMAKE_C_COMPILER="$MUSL_CC" -DCMAKE_BUILD_TYPE=MinSizeRel \
 		-DCMAKE_C_FLAGS="$DEP_CFLAGS -I$prefix/include" -DBUILD_SHARED_LIBS=OFF -DENABLE_ZLIB=ON \
 		-DZLIB_INCLUDE_DIR="$prefix/include" -DZLIB_LIBRARY="$prefix/lib/libz.a" \
 		-DCMAKE_FIND_ROOT_PATH="$prefix" -DCMAKE_FIND_ROOT_PATH_MODE_INCLUDE=ONLY \
@@ -179,16 +210,9 @@ build_libarchive() {
 	stamp libarchive
 }
 
-command -v "$MUSL_CC" >/dev/null || { say "$MUSL_CC not found: install musl-tools"; exit 1; }
 fetch_sources
+if [ "$ARCH" = arm64 ]; then build_musl; fi
+command -v "$MUSL_CC" >/dev/null || { say "$MUSL_CC not found: install musl-tools"; exit 1; }
 build_zlib
 build_bearssl
 build_libarchive
-# The versions `version` reports, from the pins that were built.
-{
-	printf '#define DEP_ZLIB "%s"\n' "$(ver zlib)"
-	printf '#define DEP_BEARSSL "%s"\n' "$(ver bearssl)"
-	printf '#define DEP_LIBARCHIVE "%s"\n' "$(ver libarchive)"
-	printf '#define DEP_MUSL "%s"\n' "$(dpkg-query -W -f '${Version}' musl-dev 2>/dev/null || echo unknown)"
-} >"$prefix/include/deps_version.h.tmp"
-mv "$prefix/include/deps_version.h.tmp" "$prefix/include/deps_version.h"

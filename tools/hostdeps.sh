@@ -1,17 +1,22 @@
 #!/bin/sh
 # Install the host packages a target needs (as root), or print the exact
-# command (otherwise). Usage: tools/hostdeps.sh build|check|bench
+# command (otherwise). Usage: tools/hostdeps.sh MODE, MODE one of build,
+# check, bench, build-x64 (= build), build-arm64 (the aarch64 cross
+# compiler too), check-arm64 (and qemu-user-static, to run what it built).
 # llvm-14 ships llvm-symbolizer for clang 14 (Debian's clang), which turns
 # sanitizer reports into file:line traces.
 set -eu
 build="musl-tools dpkg-dev cmake make gcc xz-utils bzip2 ca-certificates"
 check="$build clang libclang-rt-14-dev llvm-14 libcmocka-dev libbearssl-dev libarchive-dev zlib1g-dev openssl file curl strace"
 bench="$check wrk nginx-light hyperfine"
+cross="gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu"
 case ${1:-build} in
-build) want=$build ;;
+build | build-x64) want=$build ;;
+build-arm64) want="$build $cross" ;;
 check) want=$check ;;
+check-arm64) want="$check $cross qemu-user-static" ;;
 bench) want=$bench ;;
-*) echo "usage: $0 build|check|bench" >&2; exit 2 ;;
+*) echo "usage: $0 build|build-x64|build-arm64|check|check-arm64|bench" >&2; exit 2 ;;
 esac
 missing=""
 for p in $want; do

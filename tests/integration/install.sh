@@ -75,11 +75,11 @@ check "dry-run: no tools directory created" test ! -e "$T/t1"
 prep "$T/t1" --only hello
 expect "prepare installs" 0 "hello 1.0.0: installed"
 check "one download" test "$(gets hello-1.0.0.tgz)" -eq 1
-check "the tree is published" test -x "$T/t1/hello/1.0.0-linux-x64/bin/hello"
+check "the tree is published" test -x "$T/t1/hello/1.0.0-$PLATFORM/bin/hello"
 check "the marker names the manifest digest" grep -q "\"manifest_sha256\":\"$(sha "$M/hello.json")\"" "$T/t1/hello/.installed.json"
 check "the marker has the artifact digest and SBOM rows" grep -q "\"sbom\":\[{\"name\":\"hello\".*\"sha256\":\"$H\"" "$T/t1/hello/.installed.json"
 check "the cache holds the artifact by sha256" test -f "$T/t1/.cache/$H"
-check "bin/hello is a link to the binary" test "$(readlink "$T/t1/bin/hello")" = "$(readlink -f "$BIN")"
+check "bin/hello is a link to the binary" test "$(readlink "$T/t1/bin/hello")" = "$SELF"
 check "staging is empty afterwards" test -z "$(ls -A "$T/t1/.staging")"
 check "no progress file is left" test ! -e "$T/t1/hello/.progress.json"
 check "audit: install.start and install.finish" sh -c "grep -q '\"event\":\"install.start\",\"tool\":\"hello\"' '$T/audit.jsonl' && grep -q '\"event\":\"install.finish\".*\"ok\":true' '$T/audit.jsonl'"
@@ -148,7 +148,7 @@ else
 fi
 
 # a difference the proof list sees sends the fast path to the content digest
-D1=$T/t1/hello/1.0.0-linux-x64
+D1=$T/t1/hello/1.0.0-$PLATFORM
 touch "$D1/share/data.bin"
 prep "$T/t1" --only hello
 expect "touched, content unchanged: still ready by the content digest" 0 "hello 1.0.0: ready"
@@ -195,8 +195,8 @@ run "$BIN" verify "$W/hello-1.0.0.tgz" --sha256 "$(printf '%064d' 0)"
 expect "verify FILE --sha256: mismatch" 1 "" "install.checksum_mismatch"
 
 # ---- drift -------------------------------------------------------------------------
-echo tampered >>"$T/t1/hello/1.0.0-linux-x64/share/data.bin"
-touch "$T/t1/hello/1.0.0-linux-x64/planted"
+echo tampered >>"$T/t1/hello/1.0.0-$PLATFORM/share/data.bin"
+touch "$T/t1/hello/1.0.0-$PLATFORM/planted"
 run "$BIN" verify --manifests "$M" --tools-dir "$T/t1"
 expect "verify: drift exits 3" 3 "DRIFT hello"
 check "verify names the changed file" grep -q "changed share/data.bin" "$T/out"
@@ -206,7 +206,7 @@ expect "verify --json: drift" 3 '"state":"drift"'
 prep "$T/t1" --only hello
 expect "a drifted tree is reinstalled" 0 "hello 1.0.0: installed"
 check "the reinstall came from the cache" test "$(gets hello-1.0.0.tgz)" -eq 1
-check "the planted file is gone" test ! -e "$T/t1/hello/1.0.0-linux-x64/planted"
+check "the planted file is gone" test ! -e "$T/t1/hello/1.0.0-$PLATFORM/planted"
 run "$BIN" verify --manifests "$M" --tools-dir "$T/t1"
 expect "verify after the reinstall" 0 "OK hello"
 # manifest drift: the manifest changed (a new description), the marker is stale
@@ -223,7 +223,7 @@ mkman bad /f/bad-1.0.0.tgz "$H"
 prep "$T/t2" --only bad
 expect "checksum mismatch exits 3" 3 "" "install.checksum_mismatch"
 check "the error names expected and actual digests" grep -q "expected sha256 $H, got $(sha "$W/bad-1.0.0.tgz")" "$T/err"
-check "nothing published" test ! -e "$T/t2/bad/1.0.0-linux-x64" -a ! -e "$T/t2/bad/.installed.json"
+check "nothing published" test ! -e "$T/t2/bad/1.0.0-$PLATFORM" -a ! -e "$T/t2/bad/.installed.json"
 check "nothing entered the cache" sh -c "test -z \"\$(ls -A '$T/t2/.cache')\""
 check "staging is clean" sh -c "test -z \"\$(ls -A '$T/t2/.staging')\""
 check "audit: a failed finish" grep -q '"tool":"bad".*"ok":false,.*"code":"install.checksum_mismatch"' "$T/audit.jsonl"
@@ -244,7 +244,7 @@ sed -i 's/"expect":"vfail 1.0.0"/"expect":"vfail 9.9"/' "$M/vfail.json"
 prep "$T/t2" --only vfail
 expect "a failing verify.argv: install.failed" 3 "" "install.failed"
 check "... with details.phase verify" grep -q 'verify output lacks "vfail 9.9"' "$T/err"
-check "... and nothing published" test ! -e "$T/t2/vfail/1.0.0-linux-x64" -a ! -e "$T/t2/bin/vfail"
+check "... and nothing published" test ! -e "$T/t2/vfail/1.0.0-$PLATFORM" -a ! -e "$T/t2/bin/vfail"
 run "$BIN" prepare --json --manifests "$M" --tools-dir "$T/t2" --only vfail --force
 check "--json reports details.phase verify" grep -q '"details":{"phase":"verify"}' "$T/out"
 
@@ -271,7 +271,7 @@ mkwide wide 120000 files
 mkman wide /f/wide-1.0.0.tgz "$(sha "$W/wide-1.0.0.tgz")"
 prep "$T/tw" --only wide
 expect "a directory of 120 000 entries installs (was: too many entries)" 0 "wide 1.0.0: installed"
-check "... all of them" test "$(ls "$T/tw/wide/1.0.0-linux-x64/many" | wc -l)" -eq 120000
+check "... all of them" test "$(ls "$T/tw/wide/1.0.0-$PLATFORM/many" | wc -l)" -eq 120000
 run "$BIN" verify --manifests "$M" --tools-dir "$T/tw" wide
 expect "... and verifies" 0 "OK wide"
 # 200 001 entries in all (the tool, then pkg/many/ repeated, cheap to extract):
@@ -283,7 +283,7 @@ check "over the entry cap: install.failed" grep -q '"code":"install.failed"' "$T
 check "... during extraction, with the rule and the limit" \
 	grep -q '"details":{"phase":"extract","rule":"max_entries","limit":200000}' "$T/out"
 check "... and the message names the cap" grep -q 'more than 200000 entries (the entry cap)' "$T/out"
-check "... and nothing published" test ! -e "$T/tw/over/1.0.0-linux-x64" -a ! -e "$T/tw/bin/over"
+check "... and nothing published" test ! -e "$T/tw/over/1.0.0-$PLATFORM" -a ! -e "$T/tw/bin/over"
 rm -rf "$T/tw"
 
 # ---- 8 concurrent installers -------------------------------------------------------
@@ -314,7 +314,7 @@ for phase in download extract publish; do
 		>"$T/k.out" 2>"$T/k.err" &
 	kp=$!
 	if wait_for_line "$T/k.err" "paused at $phase" 20; then
-		check "kill -9 during $phase: no tree visible" test ! -e "$T/t4/k$phase/1.0.0-linux-x64"
+		check "kill -9 during $phase: no tree visible" test ! -e "$T/t4/k$phase/1.0.0-$PLATFORM"
 		check "kill -9 during $phase: no marker" test ! -e "$T/t4/k$phase/.installed.json"
 		check "during $phase: .progress.json reports the phase and the pid" \
 			grep -q "\"phase\":\"$phase\".*\"pid\":$kp" "$T/t4/k$phase/.progress.json"
@@ -429,7 +429,7 @@ for a in dotdot.tar absolute.tar symlink_out.tar hardlink_out.tar through_symlin
 	mkman "$n" "/f/$a" "$(sha "$W/$a")"
 	sed -i 's/"strip_components":1/"strip_components":0/' "$M/$n.json"
 	prep "$T/t16" --only "$n"
-	if [ "$RC" = 3 ] && grep -q "install.failed" "$T/err" && [ ! -e "$T/t16/$n/1.0.0-linux-x64" ] &&
+	if [ "$RC" = 3 ] && grep -q "install.failed" "$T/err" && [ ! -e "$T/t16/$n/1.0.0-$PLATFORM" ] &&
 		[ ! -e "$T/t16/$n/.installed.json" ] && [ -z "$(ls -A "$T/outside")" ] && [ ! -e /tmp/x/evil ]; then
 		ok "hostile archive $a: refused, nothing published or created outside"
 	else
