@@ -252,13 +252,14 @@ check_programs(struct cfgload *L, struct err *e)
 			continue; /* a tool's: installed by the op or prepare */
 		for (p = envpath; !found && *p; p = *q ? q + 1 : q) {
 			q = p + strcspn(p, ":");
-			if (q > p && p[0] == '/' && snprintf(buf, sizeof(buf), "%.*s/%s", (int)(q - p), p, name) <
-			                                  (int)sizeof(buf))
+			if (q > p && p[0] == '/' &&
+			    snprintf(buf, sizeof(buf), "%.*s/%s", (int)(q - p), p, name) < (int)sizeof(buf))
 				found = access(buf, X_OK) == 0;
 		}
 		if (!found)
-			return err_set(e, "command.unavailable", "%s: program %s: not found on PATH (%s) nor a tool's",
-				       op->id, name, envpath);
+			return err_set(e, "command.unavailable",
+			               "%s: program %s: not found on PATH (%s) nor a tool's", op->id, name,
+			               envpath);
 	}
 	return 0;
 }

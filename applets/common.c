@@ -48,7 +48,7 @@ fail(const struct err *e)
 {
 	err_print(e);
 	if (e->code != NULL && (strncmp(e->code, "config.", 7) == 0 || strcmp(e->code, "usage") == 0 ||
-				strncmp(e->code, "json.", 5) == 0))
+	                        strncmp(e->code, "json.", 5) == 0))
 		return EXIT_USAGE;
 	return EXIT_FAIL;
 }
@@ -98,7 +98,7 @@ human_bytes(double b, char *buf, size_t cap)
 
 int
 progress_format(char *line, size_t cap, const char *label, uint64_t have, uint64_t total, double rate,
-		const char *extra, int tty, int final)
+                const char *extra, int tty, int final)
 {
 	char got[32], tot[32] = "?", rt[32], eta[32] = "", pct[16] = "";
 	const int w = 24;
@@ -119,11 +119,12 @@ progress_format(char *line, size_t cap, const char *label, uint64_t have, uint64
 		n = snprintf(line, cap, "\r%s%s[", label, label[0] ? " " : "");
 		for (i = 0; i < w && n < (int)cap - 1; i++)
 			line[n++] = i < fill ? '#' : '.';
-		n += snprintf(line + n, cap - (size_t)n, "] %s / %s  %s  %s/s%s%s%s\033[K%s", got, tot, pct, rt, eta,
-			      extra[0] ? "  " : "", extra, final ? "\n" : "");
+		n += snprintf(line + n, cap - (size_t)n, "] %s / %s  %s  %s/s%s%s%s\033[K%s", got, tot, pct,
+		              rt, eta, extra[0] ? "  " : "", extra, final ? "\n" : "");
 	} else {
-		n = snprintf(line, cap, "%s: %s of %s%s%s%s, %s/s%s%s%s\n", label, got, tot, pct[0] ? " (" : "", pct,
-			     pct[0] ? ")" : "", rt, eta, extra[0] ? ", " : "", extra);
+		n = snprintf(line, cap, "%s: %s of %s%s%s%s, %s/s%s%s%s\n", label, got, tot,
+		             pct[0] ? " (" : "", pct, pct[0] ? ")" : "", rt, eta, extra[0] ? ", " : "",
+		             extra);
 	}
 	return n >= (int)cap ? (int)cap - 1 : n;
 }

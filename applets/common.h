@@ -31,7 +31,7 @@ int usage_help(const char *usage);
 /* Print "agent-sandbox-server: usage: <applet>: <msg>" and the usage to
  * stderr; returns EXIT_USAGE. */
 int usage_error(const char *applet, const char *usage, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 /* For getopt_long's '?' and ':' answers: a one-line error naming the bad
  * option, then the usage. Returns EXIT_USAGE. Call with opterr = 0. */
@@ -56,7 +56,7 @@ void human_bytes(double b, char *buf, size_t cap);
  * Returns the length written into line.
  */
 int progress_format(char *line, size_t cap, const char *label, uint64_t have, uint64_t total, double rate,
-		    const char *extra, int tty, int final);
+                    const char *extra, int tty, int final);
 
 /* argv[0] as the process started it, saved by main(). */
 extern const char *g_argv0;

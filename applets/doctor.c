@@ -105,18 +105,19 @@ check_manifests(struct report *r, struct cfgload *L, struct hostlist *hl)
 		opts.allow_unpinned = manifest_unpinned_allowed(L->cfg.environment, &e) > 0;
 		if (manifest_set_open(&L->ms, L->cfg.manifests_dir[0] ? L->cfg.manifests_dir : NULL, &opts,
 		                      &e) != 0) {
-			doctor_line(r, "FAIL", "manifests", "fix manifests_dir / ABX_MANIFESTS_DIR / --manifests",
-			     "%s", e.msg);
+			doctor_line(r, "FAIL", "manifests",
+			            "fix manifests_dir / ABX_MANIFESTS_DIR / --manifests", "%s", e.msg);
 			return;
 		}
 		L->ms_open = 1;
 	}
 	for (i = 0; i < L->ms.n; i++) {
 		if ((m = manifest_get(&L->ms, L->ms.ent[i].name, &e)) == NULL) {
-			doctor_line(r, "FAIL", "manifests",
-			     "fix the manifest (`agent-sandbox-server check-config --manifest FILE`), or "
-			     "re-pin it with `lock`",
-			     "%s: %s", e.code ? e.code : "internal", e.msg);
+			doctor_line(
+			    r, "FAIL", "manifests",
+			    "fix the manifest (`agent-sandbox-server check-config --manifest FILE`), or "
+			    "re-pin it with `lock`",
+			    "%s: %s", e.code ? e.code : "internal", e.msg);
 			bad++;
 			continue;
 		}
@@ -126,8 +127,9 @@ check_manifests(struct report *r, struct cfgload *L, struct hostlist *hl)
 	}
 	if (bad == 0)
 		doctor_line(r, "PASS", "manifests", NULL, "%d manifests load%s%s%s", n,
-		     L->cfg.manifests_dir[0] ? " (with " : "",
-		     L->cfg.manifests_dir[0] ? L->cfg.manifests_dir : "", L->cfg.manifests_dir[0] ? ")" : "");
+		            L->cfg.manifests_dir[0] ? " (with " : "",
+		            L->cfg.manifests_dir[0] ? L->cfg.manifests_dir : "",
+		            L->cfg.manifests_dir[0] ? ")" : "");
 }
 
 /* "gemini requires node-runtime: " when name is not an enabled agent but
@@ -174,8 +176,8 @@ check_image(struct report *r, struct cfgload *L)
 		doctor_line(r, "PASS", "image", NULL, "C library: %s (loader %s)", libc, lo);
 	else
 		doctor_line(r, "PASS", "image", NULL,
-		     "C library: none (neither %s nor %s): only static tools can run here",
-		     npmlock_libc_loader("glibc"), npmlock_libc_loader("musl"));
+		            "C library: none (neither %s nor %s): only static tools can run here",
+		            npmlock_libc_loader("glibc"), npmlock_libc_loader("musl"));
 	if (!L->ms_open)
 		return;
 	/* A manifest that does not load is check_manifests' FAIL already. */
@@ -195,12 +197,13 @@ check_image(struct report *r, struct cfgload *L)
 		if (m->path.argv.n > 0 &&
 		    plan_path_check(m, "", entry, sizeof(entry), ver, sizeof(ver), NULL) == 1)
 			continue;
-		doctor_line(r, "FAIL", "image", err_info(e.code)->remedy, "%s: %s%s", e.code, required_by(L, m->name),
-		     e.msg);
+		doctor_line(r, "FAIL", "image", err_info(e.code)->remedy, "%s: %s%s", e.code,
+		            required_by(L, m->name), e.msg);
 		bad++;
 	}
 	if (bad == 0 && L->cfg.agents.n > 0)
-		doctor_line(r, "PASS", "image", NULL, "every enabled agent and what it requires can run in this image");
+		doctor_line(r, "PASS", "image", NULL,
+		            "every enabled agent and what it requires can run in this image");
 }
 
 /* --- system --- */
@@ -211,11 +214,12 @@ check_root(struct report *r, const struct config *c)
 	char mp[PATH_MAX];
 
 	if (doctor_mount_flags("/", mp, sizeof(mp)) & 2)
-		doctor_line(r, "WARN", "root",
-		     "mount writable volumes (tmpfs) and set ABX_TOOLS_DIR=/mnt/tools "
-		     "ABX_SERVER_STATE_DIR=/mnt/state, or prepare tools at image build with install.mode "
-		     "build",
-		     "the root filesystem is read-only");
+		doctor_line(
+		    r, "WARN", "root",
+		    "mount writable volumes (tmpfs) and set ABX_TOOLS_DIR=/mnt/tools "
+		    "ABX_SERVER_STATE_DIR=/mnt/state, or prepare tools at image build with install.mode "
+		    "build",
+		    "the root filesystem is read-only");
 	else
 		doctor_line(r, "PASS", "root", NULL, "the root filesystem is writable");
 }
@@ -328,7 +332,8 @@ check_ca(struct report *r, struct cfgload *L, const struct chain *ch)
 	int n = 0, k;
 
 	if (missing != NULL)
-		snprintf(why, sizeof(why), " (mode build: %.100s is not installed, prepare downloads it)", missing);
+		snprintf(why, sizeof(why), " (mode build: %.100s is not installed, prepare downloads it)",
+		         missing);
 	else
 		snprintf(why, sizeof(why), " (mode %s)", config_mode_name(c->install.mode));
 	if ((file && file[0]) || (dir && dir[0])) {
@@ -354,10 +359,11 @@ check_ca(struct report *r, struct cfgload *L, const struct chain *ch)
 			         "%sSSL_CERT_DIR=%.400s (%d)", tried[0] ? ", " : "", dir, nd);
 		}
 		if (n == 0)
-			doctor_line(r, st, "ca",
-			     "point SSL_CERT_FILE at a PEM bundle (or unset it to use the system bundle)",
-			     "no CA certificate found: %s; HTTPS downloads will fail (tls.no_trust_anchors)%s",
-			     tried, why);
+			doctor_line(
+			    r, st, "ca",
+			    "point SSL_CERT_FILE at a PEM bundle (or unset it to use the system bundle)",
+			    "no CA certificate found: %s; HTTPS downloads will fail (tls.no_trust_anchors)%s",
+			    tried, why);
 		else
 			doctor_line(r, "PASS", "ca", NULL, "%d trust anchors from %s", n, tried);
 		return;
@@ -370,7 +376,8 @@ check_ca(struct report *r, struct cfgload *L, const struct chain *ch)
 	doctor_line(
 	    r, st, "ca", "install ca-certificates in the image, or set SSL_CERT_FILE",
 	    "no CA bundle found (tried /etc/ssl/certs/ca-certificates.crt, /etc/pki/tls/certs/ca-bundle.crt, "
-	    "/etc/ssl/cert.pem); HTTPS downloads will fail%s", why);
+	    "/etc/ssl/cert.pem); HTTPS downloads will fail%s",
+	    why);
 }
 
 #ifndef ABX_BUILD_DATE
@@ -392,12 +399,13 @@ check_clock(struct report *r)
 	built = timegm(&tm);
 	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
 	if (now < built - 86400)
-		doctor_line(r, "FAIL", "clock",
-		     "set the clock (NTP, or the host's clock): TLS certificates are checked against it",
-		     "%s is before this binary was built (%s)", buf, ABX_BUILD_DATE);
+		doctor_line(
+		    r, "FAIL", "clock",
+		    "set the clock (NTP, or the host's clock): TLS certificates are checked against it",
+		    "%s is before this binary was built (%s)", buf, ABX_BUILD_DATE);
 	else if (now > built + 20L * 365 * 86400)
 		doctor_line(r, "WARN", "clock", "check the clock: TLS certificates are checked against it",
-		     "%s is more than 20 years after this binary was built (%s)", buf, ABX_BUILD_DATE);
+		            "%s is more than 20 years after this binary was built (%s)", buf, ABX_BUILD_DATE);
 	else
 		doctor_line(r, "PASS", "clock", NULL, "%s is plausible", buf);
 }
@@ -409,17 +417,20 @@ check_passwd(struct report *r)
 {
 	if (access("/etc/passwd", W_OK) == 0)
 		doctor_line(r, "PASS", "passwd", NULL,
-		     "/etc/passwd is writable (the base image's user mapping works)");
+		            "/etc/passwd is writable (the base image's user mapping works)");
 	else if (errno == ENOENT)
 		doctor_line(r, "WARN", "passwd",
-		     "on the Agent Sandbox base image /etc/passwd must exist and be writable by the sandbox user; "
-		     "elsewhere set HOME for command ops and sessions",
-		     "/etc/passwd does not exist");
+		            "on the Agent Sandbox base image /etc/passwd must exist and be writable by the "
+		            "sandbox user; "
+		            "elsewhere set HOME for command ops and sessions",
+		            "/etc/passwd does not exist");
 	else
-		doctor_line(r, "WARN", "passwd",
-		     "on the Agent Sandbox base image /etc/passwd must stay writable by the sandbox user "
-		     "(chmod 0664 and group of that user)",
-		     "/etc/passwd exists but is not writable by uid %u (%s)", (unsigned)geteuid(), strerror(errno));
+		doctor_line(
+		    r, "WARN", "passwd",
+		    "on the Agent Sandbox base image /etc/passwd must stay writable by the sandbox user "
+		    "(chmod 0664 and group of that user)",
+		    "/etc/passwd exists but is not writable by uid %u (%s)", (unsigned)geteuid(),
+		    strerror(errno));
 }
 
 /* Agents' own tools (Codex, Claude Code) start shells: /bin/bash. Not ours
@@ -428,10 +439,12 @@ static void
 check_bash(struct report *r)
 {
 	if (access("/bin/bash", X_OK) == 0)
-		doctor_line(r, "PASS", "bash", NULL, "/bin/bash is present (agents run their shell commands with it)");
+		doctor_line(r, "PASS", "bash", NULL,
+		            "/bin/bash is present (agents run their shell commands with it)");
 	else
-		doctor_line(r, "WARN", "bash", "install bash in the image if agents are to run shell commands",
-		     "/bin/bash: %s (agents' shell commands will fail)", strerror(errno));
+		doctor_line(r, "WARN", "bash",
+		            "install bash in the image if agents are to run shell commands",
+		            "/bin/bash: %s (agents' shell commands will fail)", strerror(errno));
 }
 
 /* allow_tmp puts a tools directory under $TMPDIR, which anyone may be
@@ -442,13 +455,14 @@ check_allow_tmp(struct report *r, const struct config *c)
 	char src[300];
 
 	if (c->install.allow_tmp)
-		doctor_line(r, "WARN", "allow_tmp",
-		     "turn install.allow_tmp off and give the server a tools directory of its own "
-		     "(ABX_TOOLS_DIR)",
-		     "install.allow_tmp is on (%s): tools may be installed under $TMPDIR, which is often "
-		     "shared and cleaned", config_source(c, CK_INSTALL_ALLOW_TMP, src, sizeof(src)));
+		doctor_line(
+		    r, "WARN", "allow_tmp",
+		    "turn install.allow_tmp off and give the server a tools directory of its own "
+		    "(ABX_TOOLS_DIR)",
+		    "install.allow_tmp is on (%s): tools may be installed under $TMPDIR, which is often "
+		    "shared and cleaned",
+		    config_source(c, CK_INSTALL_ALLOW_TMP, src, sizeof(src)));
 }
-
 
 static void
 check_credentials(struct report *r, const struct config *c)
@@ -478,20 +492,20 @@ check_credentials(struct report *r, const struct config *c)
 		any = 1;
 		if (set) {
 			doctor_line(r, "PASS", "credentials", NULL, "%s is set (agent %s)",
-			     (v && v[0]) ? creds[i].var : creds[i].alt, creds[i].agent);
+			            (v && v[0]) ? creds[i].var : creds[i].alt, creds[i].agent);
 		} else {
 			snprintf(fix, sizeof(fix), "pass %s%s%s in the sandbox environment", creds[i].var,
 			         creds[i].alt ? " or " : "", creds[i].alt ? creds[i].alt : "");
 			doctor_line(r, "WARN", "credentials", fix,
-			     "%s is not set; agent %s will fail to authenticate", creds[i].var,
-			     creds[i].agent);
+			            "%s is not set; agent %s will fail to authenticate", creds[i].var,
+			            creds[i].agent);
 		}
 	}
 	if (!any)
-		doctor_line(r, "PASS", "credentials", NULL, "no agent enabled; credential variables present: %s",
-		     present[0] ? present : "none");
+		doctor_line(r, "PASS", "credentials", NULL,
+		            "no agent enabled; credential variables present: %s",
+		            present[0] ? present : "none");
 }
-
 
 int
 doctor_main(int argc, char **argv)
@@ -560,20 +574,21 @@ doctor_main(int argc, char **argv)
 		json_w_arr(&r.w);
 	}
 	if (cfgload_run(L, &e) == 0) {
-		doctor_line(&r, "PASS", "config", NULL, "%s, policy and commands are valid (%d ops, %d principals)",
-		     L->cfg.file[0] ? L->cfg.file : "embedded defaults", L->ops.n, L->pol.n);
+		doctor_line(&r, "PASS", "config", NULL,
+		            "%s, policy and commands are valid (%d ops, %d principals)",
+		            L->cfg.file[0] ? L->cfg.file : "embedded defaults", L->ops.n, L->pol.n);
 	} else {
 		char msg[ERR_MSG_MAX + 64];
 		snprintf(msg, sizeof(msg), "%s: %s", e.code ? e.code : "internal", e.msg);
-		doctor_line(&r, "FAIL", "config", "run `agent-sandbox-server check-config` and fix the first error",
-		     "%s", msg);
+		doctor_line(&r, "FAIL", "config",
+		            "run `agent-sandbox-server check-config` and fix the first error", "%s", msg);
 		/* Go on with what loaded: the environment layer at least. */
 		if (config_load(&L->cfg, NULL, NULL, NULL, 0, &e) != 0)
 			config_defaults(&L->cfg);
 	}
 	doctor_line(&r, "PASS", "mode", NULL, "install mode %s (%s)%s", config_mode_name(L->cfg.install.mode),
-	     config_source(&L->cfg, CK_INSTALL_MODE, src, sizeof(src)),
-	     L->cfg.mode_floor != CFG_MODE_LAZY ? "; restrict-only: flags may only tighten it" : "");
+	            config_source(&L->cfg, CK_INSTALL_MODE, src, sizeof(src)),
+	            L->cfg.mode_floor != CFG_MODE_LAZY ? "; restrict-only: flags may only tighten it" : "");
 	doctor_check_home(&r);
 	doctor_check_state_dir(&r, &L->cfg);
 	doctor_check_sessions(&r, &L->cfg);

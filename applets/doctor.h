@@ -29,8 +29,8 @@ struct report {
 
 /* One line: status PASS, WARN or FAIL; fix is printed (and kept in JSON)
  * unless the status is PASS. */
-void doctor_line(struct report *r, const char *status, const char *check, const char *fix, const char *fmt, ...)
-	__attribute__((format(printf, 5, 6)));
+void doctor_line(struct report *r, const char *status, const char *check, const char *fix, const char *fmt,
+                 ...) __attribute__((format(printf, 5, 6)));
 
 /* The tools directories in search order: --tools-dir / ABX_TOOLS_DIR (when
  * given), the image's, the state directory's, $TMPDIR's (allow_tmp). */

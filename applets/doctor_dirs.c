@@ -51,12 +51,14 @@ doctor_check_home(struct report *r)
 	const char *home = getenv("HOME");
 
 	if (home == NULL || home[0] == '\0')
-		doctor_line(r, "WARN", "home", "set HOME to the sandbox user's home directory", "HOME is not set");
+		doctor_line(r, "WARN", "home", "set HOME to the sandbox user's home directory",
+		            "HOME is not set");
 	else if (!writable_dir(home))
-		doctor_line(r, "WARN", "home",
-		     "mount a writable volume at HOME, or set ABX_SERVER_STATE_DIR and ABX_TOOLS_DIR to "
-		     "writable directories",
-		     "%s is not a writable directory", home);
+		doctor_line(
+		    r, "WARN", "home",
+		    "mount a writable volume at HOME, or set ABX_SERVER_STATE_DIR and ABX_TOOLS_DIR to "
+		    "writable directories",
+		    "%s is not a writable directory", home);
 	else
 		doctor_line(r, "PASS", "home", NULL, "%s is writable", home);
 }
@@ -103,12 +105,14 @@ doctor_check_state_dir(struct report *r, const struct config *c)
 		if (e.code != NULL && strcmp(e.code, "not_found") == 0) {
 			if (creatable(dir))
 				doctor_line(r, "PASS", "state", NULL,
-				     "%s does not exist yet; serve creates it (mode 0700) [%s]", dir, src);
+				            "%s does not exist yet; serve creates it (mode 0700) [%s]", dir,
+				            src);
 			else
-				doctor_line(r, "WARN", "state",
-				     "set ABX_SERVER_STATE_DIR to a writable directory (a tmpfs or volume)",
-				     "%s cannot be created: tokens and journals live in memory only [%s]",
-				     dir, src);
+				doctor_line(
+				    r, "WARN", "state",
+				    "set ABX_SERVER_STATE_DIR to a writable directory (a tmpfs or volume)",
+				    "%s cannot be created: tokens and journals live in memory only [%s]", dir,
+				    src);
 			return;
 		}
 		snprintf(fix, sizeof(fix), "chown $(id -u) %s && chmod 0700 %s", dir, dir);
@@ -116,11 +120,12 @@ doctor_check_state_dir(struct report *r, const struct config *c)
 		return;
 	}
 	if (!writable_dir(dir))
-		doctor_line(r, "WARN", "state",
-		     "set ABX_SERVER_STATE_DIR to a writable directory (a tmpfs or volume)",
-		     "%s is not writable: journals live in memory, replay is limited to the process lifetime "
-		     "[%s]",
-		     dir, src);
+		doctor_line(
+		    r, "WARN", "state",
+		    "set ABX_SERVER_STATE_DIR to a writable directory (a tmpfs or volume)",
+		    "%s is not writable: journals live in memory, replay is limited to the process lifetime "
+		    "[%s]",
+		    dir, src);
 	else
 		doctor_line(r, "PASS", "state", NULL, "%s is writable and safe [%s]", dir, src);
 }
@@ -144,13 +149,13 @@ doctor_check_sessions(struct report *r, const struct config *c)
 		ok = 0;
 	if (ok)
 		doctor_line(r, "PASS", "sessions", NULL,
-		     "session journals go to %s and are replayed after a restart", sd);
+		            "session journals go to %s and are replayed after a restart", sd);
 	else
 		doctor_line(r, "WARN", "sessions",
-		     "set ABX_SERVER_STATE_DIR to a writable directory (a tmpfs or volume)",
-		     "%s cannot be written: session journals live in memory, replay is limited to the "
-		     "process lifetime",
-		     sd);
+		            "set ABX_SERVER_STATE_DIR to a writable directory (a tmpfs or volume)",
+		            "%s cannot be written: session journals live in memory, replay is limited to the "
+		            "process lifetime",
+		            sd);
 }
 
 void
@@ -196,30 +201,33 @@ doctor_check_tools_dirs(struct report *r, const struct config *c, const struct c
 		if (fs_dir_safe(d, &e) != 0) {
 			if (e.code != NULL && strcmp(e.code, "not_found") == 0) {
 				if (ch->creatable[i] && target == NULL && creatable(d)) {
-					doctor_line(r, "PASS", "tools", NULL,
-					     "%s does not exist yet; the first install creates it (mode "
-					     "0700) and installs go there%s%s%s",
-					     d, ch->explicit_[i] ? " [" : "", ch->explicit_[i] ? src : "",
-					     ch->explicit_[i] ? "]" : "");
+					doctor_line(
+					    r, "PASS", "tools", NULL,
+					    "%s does not exist yet; the first install creates it (mode "
+					    "0700) and installs go there%s%s%s",
+					    d, ch->explicit_[i] ? " [" : "", ch->explicit_[i] ? src : "",
+					    ch->explicit_[i] ? "]" : "");
 					target = d;
 				} else if (ch->explicit_[i]) {
-					doctor_line(r, "FAIL", "tools",
-					     "create it, or point ABX_TOOLS_DIR at a writable directory",
-					     "%s does not exist and cannot be created [%s]", d, src);
+					doctor_line(
+					    r, "FAIL", "tools",
+					    "create it, or point ABX_TOOLS_DIR at a writable directory",
+					    "%s does not exist and cannot be created [%s]", d, src);
 				}
 				continue;
 			}
 			snprintf(fix, sizeof(fix), "chmod go-w %s (mode 0700, owned by the server user)", d);
 			doctor_line(r, ch->explicit_[i] ? "FAIL" : "WARN", "tools", fix, "%s%s", e.msg,
-			     ch->explicit_[i] ? "; installs refuse it (config.state_dir_unsafe)"
-			                      : "; skipped");
+			            ch->explicit_[i] ? "; installs refuse it (config.state_dir_unsafe)"
+			                             : "; skipped");
 			continue;
 		}
 		fl = doctor_mount_flags(d, mp, sizeof(mp));
 		if (!writable_dir(d)) {
-			doctor_line(r, "PASS", "tools", NULL,
-			     "%s is read-only here: prepared tools are used, nothing is installed there%s", d,
-			     (fl & 2) ? " (read-only mount)" : "");
+			doctor_line(
+			    r, "PASS", "tools", NULL,
+			    "%s is read-only here: prepared tools are used, nothing is installed there%s", d,
+			    (fl & 2) ? " (read-only mount)" : "");
 			continue;
 		}
 		if (fl & 1) {
@@ -227,33 +235,35 @@ doctor_check_tools_dirs(struct report *r, const struct config *c, const struct c
 			    fix, sizeof(fix),
 			    "remount %s without noexec, or set ABX_TOOLS_DIR to a directory on an exec mount",
 			    mp);
-			doctor_line(r, "FAIL", "tools", fix,
-			     "%s is on a noexec mount (%s): installed tools could not run (install.noexec)",
-			     d, mp);
+			doctor_line(
+			    r, "FAIL", "tools", fix,
+			    "%s is on a noexec mount (%s): installed tools could not run (install.noexec)", d,
+			    mp);
 			continue;
 		}
 		if (target == NULL) {
 			target = d;
-			doctor_line(r, "PASS", "tools", NULL, "%s is writable and safe: new installs go here%s%s%s",
-			     d, ch->explicit_[i] ? " [" : "", ch->explicit_[i] ? src : "",
-			     ch->explicit_[i] ? "]" : "");
+			doctor_line(r, "PASS", "tools", NULL,
+			            "%s is writable and safe: new installs go here%s%s%s", d,
+			            ch->explicit_[i] ? " [" : "", ch->explicit_[i] ? src : "",
+			            ch->explicit_[i] ? "]" : "");
 		} else {
 			doctor_line(r, "PASS", "tools", NULL,
-			     "%s is writable and safe (searched for installed tools)", d);
+			            "%s is writable and safe (searched for installed tools)", d);
 		}
 	}
 	if (target == NULL) {
 		if (runtime)
 			doctor_line(r, "FAIL", "tools",
-			     "set ABX_TOOLS_DIR to a writable directory (a tmpfs or volume), or run "
-			     "`agent-sandbox-server prepare` at image build with install.mode build",
-			     "no writable tools directory: first-use installs will fail with "
-			     "install.read_only (mode %s)",
-			     config_mode_name(c->install.mode));
+			            "set ABX_TOOLS_DIR to a writable directory (a tmpfs or volume), or run "
+			            "`agent-sandbox-server prepare` at image build with install.mode build",
+			            "no writable tools directory: first-use installs will fail with "
+			            "install.read_only (mode %s)",
+			            config_mode_name(c->install.mode));
 		else
 			doctor_line(r, "PASS", "tools", NULL,
-			     "no writable tools directory; mode %s installs nothing at runtime",
-			     config_mode_name(c->install.mode));
+			            "no writable tools directory; mode %s installs nothing at runtime",
+			            config_mode_name(c->install.mode));
 	}
 }
 
@@ -331,15 +341,15 @@ doctor_check_installed(struct report *r, const struct chain *ch)
 			rc = tool_version(path, ver, sizeof(ver));
 			if (rc == 0) {
 				doctor_line(r, "PASS", "installed", NULL, "%s: %s (%s)", de->d_name,
-				     ver[0] ? ver : "(no output)", path);
+				            ver[0] ? ver : "(no output)", path);
 			} else {
 				snprintf(fix, sizeof(fix),
 				         "agent-sandbox-server verify; agent-sandbox-server prepare --force "
 				         "--only %s",
 				         de->d_name);
 				if (rc < 0)
-					doctor_line(r, "WARN", "installed", fix, "%s: --version failed (%s) (%s)",
-					            de->d_name, ver, path);
+					doctor_line(r, "WARN", "installed", fix,
+					            "%s: --version failed (%s) (%s)", de->d_name, ver, path);
 				else
 					doctor_line(r, "WARN", "installed", fix,
 					            "%s: --version failed (%s%s%d) (%s)", de->d_name, ver,

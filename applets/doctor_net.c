@@ -41,7 +41,7 @@ doctor_check_ports(struct report *r, const char *list)
 		} else {
 			snprintf(fix, sizeof(fix), "stop what listens on %d, or run serve with --port", port);
 			doctor_line(r, errno == EADDRINUSE ? "WARN" : "FAIL", "ports", fix,
-			     "port %d: %s (already serving?)", port, strerror(errno));
+			            "port %d: %s (already serving?)", port, strerror(errno));
 		}
 		close(fd);
 	}
@@ -65,7 +65,8 @@ split_hostport(const char *hostport, char *host, size_t cap, int *port)
 		/* A second colon makes it a bare IPv6 address, not host:port. */
 		if (colon != NULL && memchr(hostport, ':', (size_t)(colon - hostport)) != NULL)
 			colon = NULL;
-		snprintf(host, cap, "%.*s", colon ? (int)(colon - hostport) : (int)strlen(hostport), hostport);
+		snprintf(host, cap, "%.*s", colon ? (int)(colon - hostport) : (int)strlen(hostport),
+		         hostport);
 	}
 	if (colon == NULL)
 		return 0;
@@ -153,10 +154,10 @@ doctor_check_network(struct report *r, const struct config *c, struct hostlist *
 		snprintf(ph, sizeof(ph), "%.*s", (int)strcspn(p, "/"), p);
 		if (tcp_reach(ph, why, sizeof(why)) == 0)
 			doctor_line(r, "PASS", "network", NULL,
-			     "proxy %s is reachable; hosts are reached through it", ph);
+			            "proxy %s is reachable; hosts are reached through it", ph);
 		else
-			doctor_line(r, runtime ? "FAIL" : "WARN", "network", "check HTTPS_PROXY", "proxy %s: %s", ph,
-			     why);
+			doctor_line(r, runtime ? "FAIL" : "WARN", "network", "check HTTPS_PROXY",
+			            "proxy %s: %s", ph, why);
 		return;
 	}
 	if (hl->n == 0)

@@ -20,21 +20,21 @@
 #include "tooling.h"
 
 static const char usage[] =
-	"usage: agent-sandbox-server fetch [--only NAME...] [--platform P|all] [--cache DIR]\n"
-	"                                 [--config FILE] [--manifests DIR] [--tools-dir DIR]\n"
-	"                                 [--json] [-q] [-v]\n"
-	"\n"
-	"Without --only, the tools are those `prepare --dry-run` plans from the\n"
-	"configuration (a PATH copy on this machine does not count: the cache is for\n"
-	"another one).\n"
-	"Download every artifact the named tools and their requires need into the\n"
-	"content-addressed cache (files named by sha256), verified, without\n"
-	"installing. Artifacts already in the cache are re-hashed, not downloaded.\n"
-	"\n"
-	"  --only NAME...     the tools (repeatable; several names may follow)\n"
-	"  --platform P       linux-x64, linux-arm64, or all (default: this machine)\n"
-	"  --cache DIR        the cache (default <first writable tools directory>/.cache)\n"
-	"  --json             one JSON document on stdout\n";
+    "usage: agent-sandbox-server fetch [--only NAME...] [--platform P|all] [--cache DIR]\n"
+    "                                 [--config FILE] [--manifests DIR] [--tools-dir DIR]\n"
+    "                                 [--json] [-q] [-v]\n"
+    "\n"
+    "Without --only, the tools are those `prepare --dry-run` plans from the\n"
+    "configuration (a PATH copy on this machine does not count: the cache is for\n"
+    "another one).\n"
+    "Download every artifact the named tools and their requires need into the\n"
+    "content-addressed cache (files named by sha256), verified, without\n"
+    "installing. Artifacts already in the cache are re-hashed, not downloaded.\n"
+    "\n"
+    "  --only NAME...     the tools (repeatable; several names may follow)\n"
+    "  --platform P       linux-x64, linux-arm64, or all (default: this machine)\n"
+    "  --cache DIR        the cache (default <first writable tools directory>/.cache)\n"
+    "  --json             one JSON document on stdout\n";
 
 /* 1 when argv asks for the cache-filling form of fetch. */
 int
@@ -51,7 +51,8 @@ fetch_cache_wanted(int argc, char **argv)
 	}
 	/* fetch --platform all --cache DIR (no URL): the configuration's tools. */
 	for (i = 1; i < argc; i++) {
-		if (strstr(argv[i], "://") != NULL || strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+		if (strstr(argv[i], "://") != NULL || strcmp(argv[i], "--help") == 0 ||
+		    strcmp(argv[i], "-h") == 0)
 			return 0;
 		if (strncmp(argv[i], "--platform", 10) == 0 || strncmp(argv[i], "--cache", 7) == 0)
 			cache = 1;
@@ -64,17 +65,17 @@ fetch_cache_options(int argc, char **argv, struct tooling *t, struct fetch_cache
 {
 	enum { O_ONLY = 256, O_PLATFORM, O_CACHE, O_CONFIG, O_MANIFESTS, O_TOOLS, O_JSON };
 	static const struct option opts[] = {
-		{"only", required_argument, NULL, O_ONLY},
-		{"platform", required_argument, NULL, O_PLATFORM},
-		{"cache", required_argument, NULL, O_CACHE},
-		{"config", required_argument, NULL, O_CONFIG},
-		{"manifests", required_argument, NULL, O_MANIFESTS},
-		{"tools-dir", required_argument, NULL, O_TOOLS},
-		{"json", no_argument, NULL, O_JSON},
-		{"quiet", no_argument, NULL, 'q'},
-		{"verbose", no_argument, NULL, 'v'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"only", required_argument, NULL, O_ONLY},
+	    {"platform", required_argument, NULL, O_PLATFORM},
+	    {"cache", required_argument, NULL, O_CACHE},
+	    {"config", required_argument, NULL, O_CONFIG},
+	    {"manifests", required_argument, NULL, O_MANIFESTS},
+	    {"tools-dir", required_argument, NULL, O_TOOLS},
+	    {"json", no_argument, NULL, O_JSON},
+	    {"quiet", no_argument, NULL, 'q'},
+	    {"verbose", no_argument, NULL, 'v'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	int c;
 
@@ -93,16 +94,34 @@ fetch_cache_options(int argc, char **argv, struct tooling *t, struct fetch_cache
 			while (optind < argc && argv[optind][0] != '-' && a->nnames < FETCH_CACHE_MAX)
 				names[a->nnames++] = argv[optind++];
 			break;
-		case O_PLATFORM: t->platform = optarg; break;
-		case O_CACHE: t->cache = optarg; break;
-		case O_CONFIG: t->config = optarg; break;
-		case O_MANIFESTS: t->manifests = optarg; break;
-		case O_TOOLS: t->tools_dir = optarg; break;
-		case O_JSON: t->json = 1; break;
-		case 'q': t->quiet = 1; break;
-		case 'v': t->verbose = 1; break;
-		case 'h': return usage_help(usage);
-		default: return bad_option("fetch", usage, argc, argv);
+		case O_PLATFORM:
+			t->platform = optarg;
+			break;
+		case O_CACHE:
+			t->cache = optarg;
+			break;
+		case O_CONFIG:
+			t->config = optarg;
+			break;
+		case O_MANIFESTS:
+			t->manifests = optarg;
+			break;
+		case O_TOOLS:
+			t->tools_dir = optarg;
+			break;
+		case O_JSON:
+			t->json = 1;
+			break;
+		case 'q':
+			t->quiet = 1;
+			break;
+		case 'v':
+			t->verbose = 1;
+			break;
+		case 'h':
+			return usage_help(usage);
+		default:
+			return bad_option("fetch", usage, argc, argv);
 		}
 	}
 	if (optind < argc)
@@ -191,11 +210,11 @@ fetch_npm_tool(struct tooling *t, const manifest_t *m, struct json_w *w, struct 
 	if (install_npm_fetch(&t->ctx, m, plat, &ni, &e) == 0) {
 		n->count++;
 		if (!t->quiet && !t->json && ni.skipped > 0)
-			printf("%s %s npm packages: %zu downloaded, %zu cached, %zu not for %s\n", m->name, m->version,
-			       ni.fetched, ni.cached, ni.skipped, plat);
+			printf("%s %s npm packages: %zu downloaded, %zu cached, %zu not for %s\n", m->name,
+			       m->version, ni.fetched, ni.cached, ni.skipped, plat);
 		else if (!t->quiet && !t->json)
-			printf("%s %s npm packages: %zu downloaded, %zu cached\n", m->name, m->version, ni.fetched,
-			       ni.cached);
+			printf("%s %s npm packages: %zu downloaded, %zu cached\n", m->name, m->version,
+			       ni.fetched, ni.cached);
 	} else {
 		report_failure(t, w, n, &e);
 	}
@@ -251,7 +270,7 @@ fetch_cache(const struct fetch_cache_args *a)
 {
 	static struct tooling t;
 	char *only[FETCH_CACHE_MAX], names[FETCH_CACHE_MAX][MANIFEST_NAME_MAX], absdir[PATH_MAX],
-		abscache[PATH_MAX];
+	    abscache[PATH_MAX];
 	int nonly = a->nnames < FETCH_CACHE_MAX ? a->nnames : FETCH_CACHE_MAX, n = 0, i, rc;
 	struct tally tally = {0, 0};
 	struct json_w w;
@@ -305,7 +324,7 @@ fetch_cache(const struct fetch_cache_args *a)
 		printf("%s\n", w.buf);
 	else if (!t.quiet)
 		fprintf(stderr, "fetch: %d artifact(s) in %s, %d downloaded, %d failed\n", tally.count,
-			t.ctx.cache_dir, t.ctx.downloads, tally.failed);
+		        t.ctx.cache_dir, t.ctx.downloads, tally.failed);
 	json_w_free(&w);
 	tooling_close(&t);
 	return tally.failed ? (tally.count ? EXIT_PARTIAL : EXIT_FAIL) : EXIT_OK;

@@ -29,7 +29,8 @@ int fetch_cache_wanted(int argc, char **argv);
  * storage for FETCH_CACHE_MAX pointers into argv). Returns -1 to go on with
  * fetch_cache, else the exit code (--help, or a usage error already
  * printed). */
-int fetch_cache_options(int argc, char **argv, struct tooling *flags, struct fetch_cache_args *a, char **names);
+int fetch_cache_options(int argc, char **argv, struct tooling *flags, struct fetch_cache_args *a,
+                        char **names);
 
 /* Download and verify into the cache; a line per artifact (or one JSON
  * document with a->json) and a summary on stderr. Returns the exit code:

@@ -34,7 +34,6 @@ static const char usage[] = "usage: agent-sandbox-server healthcheck [--port N] 
  * inside what container health probes allow by default. */
 #define HEALTHCHECK_TIMEOUT_MS 2000
 
-
 /* Wait for events on fd until end; 1 ready, 0 timed out, -1 error. */
 static int
 wait_fd(int fd, short events, int64_t end)

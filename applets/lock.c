@@ -27,32 +27,32 @@
 #include "lock.h"
 
 static const char usage[] =
-	"usage: agent-sandbox-server lock NAME [--version V] [--manifests DIR] [--check]\n"
-	"\n"
-	"On a connected machine (CI), pin tool NAME's manifest in DIR (default:\n"
-	"--manifests, else $ABX_MANIFESTS_DIR, else ./manifests):\n"
-	"  tarball   download every platform's artifact from the manifest's hosts\n"
-	"            and write its sha256 into the manifest;\n"
-	"  npm-lock  run `npm install --package-lock-only --ignore-scripts` for\n"
-	"            package@V in a scratch directory (every platform's optional\n"
-	"            packages are recorded), validate the lockfile with the same\n"
-	"            loader as installs, and write it and its package.json beside\n"
-	"            the manifest. A lockfile that breaks a rule is refused.\n"
-	"The manifest is edited in place (key order and layout kept); with\n"
-	"--version V its version (and the version inside its URLs, verify.expect\n"
-	"and path.min) becomes V. Without --version the current version is\n"
-	"re-pinned; `--version latest` asks the registry (npm-lock).\n"
-	"\n"
-	"  --version V       the version to pin\n"
-	"  --manifests DIR   the manifests directory to edit\n"
-	"  --check           change nothing; exit 1 when a pin is stale or (npm-lock)\n"
-	"                    the registry has a newer version (asked by our own\n"
-	"                    client, or the mirror ABX_INSTALL_NPM_REGISTRY); with no\n"
-	"                    manifests directory, the manifests built into this binary\n"
-	"  -q                only errors\n"
-	"\n"
-	"Environment: ABX_NPM (the npm to run, default npm on PATH), SSL_CERT_FILE\n"
-	"(also handed to npm as NODE_EXTRA_CA_CERTS), HTTPS_PROXY, NO_PROXY.\n";
+    "usage: agent-sandbox-server lock NAME [--version V] [--manifests DIR] [--check]\n"
+    "\n"
+    "On a connected machine (CI), pin tool NAME's manifest in DIR (default:\n"
+    "--manifests, else $ABX_MANIFESTS_DIR, else ./manifests):\n"
+    "  tarball   download every platform's artifact from the manifest's hosts\n"
+    "            and write its sha256 into the manifest;\n"
+    "  npm-lock  run `npm install --package-lock-only --ignore-scripts` for\n"
+    "            package@V in a scratch directory (every platform's optional\n"
+    "            packages are recorded), validate the lockfile with the same\n"
+    "            loader as installs, and write it and its package.json beside\n"
+    "            the manifest. A lockfile that breaks a rule is refused.\n"
+    "The manifest is edited in place (key order and layout kept); with\n"
+    "--version V its version (and the version inside its URLs, verify.expect\n"
+    "and path.min) becomes V. Without --version the current version is\n"
+    "re-pinned; `--version latest` asks the registry (npm-lock).\n"
+    "\n"
+    "  --version V       the version to pin\n"
+    "  --manifests DIR   the manifests directory to edit\n"
+    "  --check           change nothing; exit 1 when a pin is stale or (npm-lock)\n"
+    "                    the registry has a newer version (asked by our own\n"
+    "                    client, or the mirror ABX_INSTALL_NPM_REGISTRY); with no\n"
+    "                    manifests directory, the manifests built into this binary\n"
+    "  -q                only errors\n"
+    "\n"
+    "Environment: ABX_NPM (the npm to run, default npm on PATH), SSL_CERT_FILE\n"
+    "(also handed to npm as NODE_EXTRA_CA_CERTS), HTTPS_PROXY, NO_PROXY.\n";
 
 /* A manifest is a few KiB (core/manifest.h allows 256 KiB). */
 #define LOCK_MANIFEST_MAX (256u << 10)
@@ -73,7 +73,6 @@ lock_say(const char *fmt, ...)
 	va_end(ap);
 	fflush(stdout);
 }
-
 
 static int
 read_embedded(const char *name, size_t max, char **out, size_t *len, struct err *e)
@@ -246,7 +245,8 @@ set_string(struct doc *d, const struct json_val *v, const char *s, struct err *e
 	size_t a, b;
 
 	if (v == NULL || v->type != JSON_STRING || span_of(d, v, &a, &b) != 0)
-		return err_set(e, "install.manifest_invalid", "%s: cannot locate a string value to edit", d->path);
+		return err_set(e, "install.manifest_invalid", "%s: cannot locate a string value to edit",
+		               d->path);
 	if (json_escape(q, sizeof(q), s) < 0)
 		return err_set(e, "internal", "value too long");
 	if (b - a == strlen(q) && memcmp(d->text + a, q, b - a) == 0)
@@ -263,7 +263,8 @@ insert_after(struct doc *d, const struct json_val *after, const char *key, const
 	size_t a, b, ls, ind = 0;
 
 	if (span_of(d, after, &a, &b) != 0)
-		return err_set(e, "install.manifest_invalid", "%s: cannot locate where to add %s", d->path, key);
+		return err_set(e, "install.manifest_invalid", "%s: cannot locate where to add %s", d->path,
+		               key);
 	ls = d->lines[after->line - 1];
 	while (ls + ind < d->len && (d->text[ls + ind] == ' ' || d->text[ls + ind] == '\t'))
 		ind++;
@@ -380,7 +381,7 @@ hash_sink(void *arg, const void *buf, size_t len, struct err *e)
 
 int
 lock_get(struct http_client *hc, const char *url, struct hosts *h, const char *header, http_sink sink,
-	 void *sink_arg, uint64_t max, struct err *e)
+         void *sink_arg, uint64_t max, struct err *e)
 {
 	struct http_request rq;
 	struct http_response *rs = malloc(sizeof(*rs));
@@ -406,7 +407,7 @@ lock_get(struct http_client *hc, const char *url, struct hosts *h, const char *h
 
 static int
 download_sha256(struct http_client *hc, const char *url, struct hosts *h, char hex[DIGEST_HEX_MAX],
-		struct err *e)
+                struct err *e)
 {
 	struct digest_ctx c;
 	struct digest d;
@@ -440,8 +441,8 @@ lock_tarball(struct doc *d, const char *old, const char *new, int check, int *st
 
 		if (u == NULL || u->type != JSON_STRING) {
 			http_client_free(hc);
-			return err_set(e, "install.manifest_invalid", "%s: $.source.platforms.%s.url: missing", d->path,
-				       m->key);
+			return err_set(e, "install.manifest_invalid",
+			               "%s: $.source.platforms.%s.url: missing", d->path, m->key);
 		}
 		if (replace_all(u->u.str.s, old, new, url, sizeof(url)) != 0) {
 			http_client_free(hc);
@@ -483,11 +484,11 @@ int
 lock_main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"version", required_argument, NULL, 'V'},
-		{"manifests", required_argument, NULL, 'm'},
-		{"check", no_argument, NULL, 'c'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"version", required_argument, NULL, 'V'},
+	    {"manifests", required_argument, NULL, 'm'},
+	    {"check", no_argument, NULL, 'c'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	const char *version = NULL, *dir = NULL, *name, *type, *old;
 	char path[PATH_MAX];
@@ -500,12 +501,22 @@ lock_main(int argc, char **argv)
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "hq", opts, NULL)) != -1) {
 		switch (c) {
-		case 'V': version = optarg; break;
-		case 'm': dir = optarg; break;
-		case 'c': check = 1; break;
-		case 'q': quiet = 1; break;
-		case 'h': return usage_help(usage);
-		default: return bad_option("lock", usage, argc, argv);
+		case 'V':
+			version = optarg;
+			break;
+		case 'm':
+			dir = optarg;
+			break;
+		case 'c':
+			check = 1;
+			break;
+		case 'q':
+			quiet = 1;
+			break;
+		case 'h':
+			return usage_help(usage);
+		default:
+			return bad_option("lock", usage, argc, argv);
 		}
 	}
 	if (optind >= argc)
@@ -533,8 +544,9 @@ lock_main(int argc, char **argv)
 
 		snprintf(path, sizeof(path), "%s%s.json", LOCK_EMBEDDED, name);
 		if (lock_read_file(path, LOCK_MANIFEST_MAX, &t, &tl, &e) != 0) {
-			err_set(&e, "not_found", "no manifest %s.json in this binary and no %s/%s.json to check", name,
-				"manifests", name);
+			err_set(&e, "not_found",
+			        "no manifest %s.json in this binary and no %s/%s.json to check", name,
+			        "manifests", name);
 			err_print(&e);
 			return EXIT_USAGE;
 		}
@@ -580,7 +592,8 @@ lock_main(int argc, char **argv)
 		else {
 			struct json_doc chk;
 			/* What we write must still be JSON. */
-			if (json_parse(&chk, out, n, NULL, &e) != 0 || lock_write_atomic(path, out, n, &e) != 0)
+			if (json_parse(&chk, out, n, NULL, &e) != 0 ||
+			    lock_write_atomic(path, out, n, &e) != 0)
 				rc = -1;
 			json_free(&chk);
 			free(out);

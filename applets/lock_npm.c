@@ -61,8 +61,9 @@ npm_sink(void *arg, enum proc_stream s, const char *data, size_t len)
 static void
 npm_env(char **env, char *extra, size_t cap)
 {
-	static const char *keep[] = {"PATH=", "HOME=", "HTTPS_PROXY=", "HTTP_PROXY=", "NO_PROXY=", "https_proxy=",
-				     "http_proxy=", "no_proxy=", "LANG=", "TMPDIR=", NULL};
+	static const char *keep[] = {
+	    "PATH=",       "HOME=",     "HTTPS_PROXY=", "HTTP_PROXY=", "NO_PROXY=", "https_proxy=",
+	    "http_proxy=", "no_proxy=", "LANG=",        "TMPDIR=",     NULL};
 	int i, k, n = 0;
 
 	for (i = 0; environ[i] != NULL && n < LOCK_NPM_ENV_MAX; i++)
@@ -95,7 +96,8 @@ run_npm(const struct npm_job *j, char *const args[], char *out, size_t cap, stru
 	npm = npm != NULL && *npm != '\0' ? npm : "npm";
 	if (proc_which(npm, getenv("PATH"), prog, sizeof(prog), e) != 0)
 		return err_set(e, "io.error", "cannot run %s: %s (set ABX_NPM or install npm)", npm,
-			       e->code != NULL && strcmp(e->code, "not_found") == 0 ? "not found on PATH" : e->msg);
+		               e->code != NULL && strcmp(e->code, "not_found") == 0 ? "not found on PATH"
+		                                                                    : e->msg);
 	npm_env(env, extra, sizeof(extra));
 	argv[0] = prog;
 	for (i = 0; args[i] != NULL && i < LOCK_NPM_ARGS_MAX; i++)
@@ -157,7 +159,8 @@ registry_latest(const char *pkg, struct hosts *h, char *out, size_t cap, struct 
 
 	if (mirror != NULL && *mirror != '\0') {
 		if (strncmp(mirror, "https://", 8) != 0)
-			return err_set(e, "config.invalid", "ABX_INSTALL_NPM_REGISTRY %s: not an https URL", mirror);
+			return err_set(e, "config.invalid", "ABX_INSTALL_NPM_REGISTRY %s: not an https URL",
+			               mirror);
 		n = strcspn(mirror + 8, "/?#");
 		if (n == 0 || n >= sizeof(mhost) || h->n >= LOCK_HOSTS_MAX)
 			return err_set(e, "config.invalid", "ABX_INSTALL_NPM_REGISTRY %s: no host", mirror);
@@ -221,13 +224,14 @@ job_open(struct npm_job *j, struct doc *d, struct err *e)
 	j->lockrel = json_get_str(src, "lock");
 	j->pjrel = json_get_str(src, "package_json");
 	if (j->pkg == NULL || j->lockrel == NULL || j->pjrel == NULL)
-		return err_set(e, "install.manifest_invalid", "%s: $.source: package, lock and package_json needed",
-			       d->path);
+		return err_set(e, "install.manifest_invalid",
+		               "%s: $.source: package, lock and package_json needed", d->path);
 	if (!npmlock_name_ok(j->pkg, strlen(j->pkg)))
-		return err_set(e, "install.manifest_invalid", "%s: $.source.package: not an npm package name", d->path);
+		return err_set(e, "install.manifest_invalid", "%s: $.source.package: not an npm package name",
+		               d->path);
 	if (strstr(j->lockrel, "..") || j->lockrel[0] == '/' || strstr(j->pjrel, "..") || j->pjrel[0] == '/')
-		return err_set(e, "install.manifest_invalid", "%s: $.source.lock: not a path beside the manifest",
-			       d->path);
+		return err_set(e, "install.manifest_invalid",
+		               "%s: $.source.lock: not a path beside the manifest", d->path);
 	if (lock_load_hosts(d, &j->h, e) != 0)
 		return -1;
 	snprintf(j->reg, sizeof(j->reg), "https://%s/", j->h.h[0]);
@@ -285,7 +289,8 @@ check_npm(struct npm_job *j, const char *dir, const char *old, int *stale, struc
 	} else {
 		if (strcmp(l.root->version, old) != 0) {
 			*stale = 1;
-			printf("%s: pins %s %s, manifest says %s\n", j->lockrel, j->pkg, l.root->version, old);
+			printf("%s: pins %s %s, manifest says %s\n", j->lockrel, j->pkg, l.root->version,
+			       old);
 		}
 		npmlock_free(&l);
 	}
@@ -305,9 +310,10 @@ last_version(char *out, const struct npm_job *j, const char *want, char *spec, s
 	if (last && strrchr(last, ' '))
 		last = strrchr(last, ' ') + 1;
 	if (last == NULL || *last == '\0')
-		return err_set(e, "not_found",
-			       "no version of %s matches %s; choose one the registry has: npm view %s versions", j->pkg,
-			       want, j->pkg);
+		return err_set(
+		    e, "not_found",
+		    "no version of %s matches %s; choose one the registry has: npm view %s versions", j->pkg,
+		    want, j->pkg);
 	if (*last == '\'')
 		last++;
 	last[strcspn(last, "'")] = '\0';
@@ -333,10 +339,11 @@ resolve_version(const struct npm_job *j, const char *want, char *spec, size_t ca
 
 		if (run_npm(j, pa, out, sizeof(out), e) == 0) {
 			out[strcspn(out, "\r\n")] = '\0';
-			return err_set(e, "not_found",
-				       "no version of %s matches %s (latest: %s); choose one the registry has: "
-				       "npm view %s versions",
-				       j->pkg, want, out, j->pkg);
+			return err_set(
+			    e, "not_found",
+			    "no version of %s matches %s (latest: %s); choose one the registry has: "
+			    "npm view %s versions",
+			    j->pkg, want, out, j->pkg);
 		}
 		return err_set(e, "install.failed", "npm view %s failed (exit %d)", what, rc);
 	}
@@ -352,9 +359,9 @@ package_json(const struct npm_job *j, const char *version, char *pj, size_t cap)
 	const char *name = json_get_str(j->d->j.root, "name");
 
 	snprintf(pj, cap,
-		 "{\n  \"name\": \"abx-lock-%s\",\n  \"version\": \"0.0.0\",\n  \"private\": true,\n"
-		 "  \"dependencies\": {\n    \"%s\": \"%s\"\n  }\n}\n",
-		 name ? name : "tool", j->pkg, version);
+	         "{\n  \"name\": \"abx-lock-%s\",\n  \"version\": \"0.0.0\",\n  \"private\": true,\n"
+	         "  \"dependencies\": {\n    \"%s\": \"%s\"\n  }\n}\n",
+	         name ? name : "tool", j->pkg, version);
 }
 
 /* npm writes the lockfile for spec in the scratch directory; it is read
@@ -362,23 +369,23 @@ package_json(const struct npm_job *j, const char *version, char *pj, size_t cap)
  * it pins goes into newver. */
 static int
 make_lockfile(const struct npm_job *j, const char *spec, char **text, size_t *len, char *newver, size_t cap,
-	      struct err *e)
+              struct err *e)
 {
 	/* Every platform's optional packages are recorded whatever this
 	 * machine is: npm writes the whole ideal tree into the lockfile and
 	 * only skips inapplicable optionals when reifying, which
 	 * --package-lock-only never does. */
 	char *ia[] = {"install",
-		      "--package-lock-only",
-		      "--ignore-scripts",
-		      "--no-audit",
-		      "--no-fund",
-		      "--save-exact",
-		      "--lockfile-version=3",
-		      "--omit-lockfile-registry-resolved=false",
-		      "--registry",
-		      (char *)j->reg,
-		      NULL};
+	              "--package-lock-only",
+	              "--ignore-scripts",
+	              "--no-audit",
+	              "--no-fund",
+	              "--save-exact",
+	              "--lockfile-version=3",
+	              "--omit-lockfile-registry-resolved=false",
+	              "--registry",
+	              (char *)j->reg,
+	              NULL};
 	char pj[1024], p[PATH_MAX], m[ERR_MSG_MAX];
 	struct npmlock l;
 	int rc;
@@ -401,8 +408,8 @@ make_lockfile(const struct npm_job *j, const char *spec, char **text, size_t *le
 		return err_set(e, e->code, "the lockfile npm produced is refused: %s", m);
 	}
 	snprintf(newver, cap, "%s", l.root->version);
-	lock_say("%s: %s@%s locked: %zu packages for linux, %zu optional ones for other systems\n", j->d->path,
-		 j->pkg, newver, l.npkgs, l.nskipped);
+	lock_say("%s: %s@%s locked: %zu packages for linux, %zu optional ones for other systems\n",
+	         j->d->path, j->pkg, newver, l.npkgs, l.nskipped);
 	npmlock_free(&l);
 	return 0;
 }
@@ -411,7 +418,7 @@ make_lockfile(const struct npm_job *j, const char *spec, char **text, size_t *le
  * beside the manifest in dir. */
 static int
 write_beside(const struct npm_job *j, const char *dir, const char *text, size_t len, const char *newver,
-	     struct err *e)
+             struct err *e)
 {
 	char pj[1024], dst[PATH_MAX];
 
@@ -426,7 +433,8 @@ write_beside(const struct npm_job *j, const char *dir, const char *text, size_t 
 }
 
 int
-lock_npm(struct doc *d, const char *dir, const char *old, const char *want, int check, int *stale, struct err *e)
+lock_npm(struct doc *d, const char *dir, const char *old, const char *want, int check, int *stale,
+         struct err *e)
 {
 	struct npm_job j;
 	char spec[300], newver[128];
@@ -439,8 +447,8 @@ lock_npm(struct doc *d, const char *dir, const char *old, const char *want, int 
 	if (check)
 		rc = check_npm(&j, dir, old, stale, e);
 	else if ((rc = resolve_version(&j, want, spec, sizeof(spec), e)) == 0 &&
-		 (rc = make_lockfile(&j, spec, &text, &len, newver, sizeof(newver), e)) == 0 &&
-		 (rc = write_beside(&j, dir, text, len, newver, e)) == 0)
+	         (rc = make_lockfile(&j, spec, &text, &len, newver, sizeof(newver), e)) == 0 &&
+	         (rc = write_beside(&j, dir, text, len, newver, e)) == 0)
 		rc = lock_edit_version(d, old, newver, e);
 	free(text);
 	rm_scratch(j.scratch);

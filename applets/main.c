@@ -14,7 +14,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-
 struct applet {
 	const char *name;
 	int (*main)(int, char **);
@@ -29,14 +28,13 @@ static const struct applet applets[] = {
 
 #define NAPPLETS ((int)(sizeof(applets) / sizeof(applets[0])))
 
-static const char usage[] =
-	"usage: agent-sandbox-server [APPLET] [ARGS...]\n"
-	"       agent-sandbox-server --list\n"
-	"       agent-sandbox-server --install [--bare] DIR\n"
-	"\n"
-	"One static binary that installs pinned tools and serves the sandbox API.\n"
-	"With no applet named, `serve` runs. `agent-sandbox-server APPLET --help`\n"
-	"describes each applet. Applets:\n";
+static const char usage[] = "usage: agent-sandbox-server [APPLET] [ARGS...]\n"
+                            "       agent-sandbox-server --list\n"
+                            "       agent-sandbox-server --install [--bare] DIR\n"
+                            "\n"
+                            "One static binary that installs pinned tools and serves the sandbox API.\n"
+                            "With no applet named, `serve` runs. `agent-sandbox-server APPLET --help`\n"
+                            "describes each applet. Applets:\n";
 
 static const struct applet *
 find(const char *name)
@@ -163,7 +161,10 @@ main(int argc, char **argv)
 		 * applet) would surprise whoever ran `codex --version`. A renamed
 		 * copy of the binary still dispatches as usual. */
 		if (via_symlink(g_argv0)) {
-			err_printf("config.invalid", "%s: no applet by this name and no loadable tool manifest names this binary", base);
+			err_printf(
+			    "config.invalid",
+			    "%s: no applet by this name and no loadable tool manifest names this binary",
+			    base);
 			return EXIT_USAGE;
 		}
 	}

@@ -20,45 +20,45 @@
 #include "tooling.h"
 
 static const char usage[] =
-	"usage: agent-sandbox-server prepare [--only NAME...] [--force] [--dry-run] [--json]\n"
-	"                                   [--cache-only] [--config FILE] [--policy FILE]\n"
-	"                                   [--preset NAME] [--commands FILE] [--manifests DIR]\n"
-	"                                   [--tools-dir DIR] [--state-dir DIR] [--cache DIR]\n"
-	"                                   [--platform P] [-q] [-v]\n"
-	"\n"
-	"Without --only, the tools are derived from the configuration: the ops some\n"
-	"principal may call (agents, commands, policy), the tools they install, what\n"
-	"those require, minus what a copy on PATH already satisfies (the manifest's\n"
-	"path check); --dry-run prints that plan with the ops that need each tool.\n"
-	"\n"
-	"Install the named tools and the tools they require into the first writable\n"
-	"tools directory, exactly as a first use would (pinned digests, lock, staging,\n"
-	"verify, atomic publish). Tools already installed are left alone; a tool named\n"
-	"with --only is installed even when a copy on PATH would do, its requires are\n"
-	"not.\n"
-	"\n"
-	"  --only NAME...     the tools to prepare (repeatable; several names may follow)\n"
-	"  --force            retry now even if a recent failure set a backoff\n"
-	"  --dry-run          print the plan (name, version, size, hosts, why) and change nothing\n"
-	"  --cache-only       download the plan's artifacts into the cache, verified; install nothing\n"
-	"  --policy FILE, --preset NAME, --commands FILE   as for check-config\n"
-	"  --json             one JSON document on stdout\n"
-	"  --config FILE      configuration file (default /etc/agent-sandbox/server.json)\n"
-	"  --manifests DIR    add or override manifests (also ABX_MANIFESTS_DIR)\n"
-	"  --tools-dir DIR    tools directory (also ABX_TOOLS_DIR)\n"
-	"  --state-dir DIR    state directory; its tools/ is in the tools chain (also ABX_SERVER_STATE_DIR)\n"
-	"  --cache DIR        content-addressed cache (default <tools>/.cache)\n"
-	"  --platform P       linux-x64 or linux-arm64 (default: this machine); all with --dry-run\n"
-	"                     or --cache-only; another platform's plan ignores this PATH\n"
-	"  -q, -v             quieter, more verbose\n"
-	"\n"
-	"Exit: 0 all ready, 3 some failed, 2 usage or configuration error.\n";
+    "usage: agent-sandbox-server prepare [--only NAME...] [--force] [--dry-run] [--json]\n"
+    "                                   [--cache-only] [--config FILE] [--policy FILE]\n"
+    "                                   [--preset NAME] [--commands FILE] [--manifests DIR]\n"
+    "                                   [--tools-dir DIR] [--state-dir DIR] [--cache DIR]\n"
+    "                                   [--platform P] [-q] [-v]\n"
+    "\n"
+    "Without --only, the tools are derived from the configuration: the ops some\n"
+    "principal may call (agents, commands, policy), the tools they install, what\n"
+    "those require, minus what a copy on PATH already satisfies (the manifest's\n"
+    "path check); --dry-run prints that plan with the ops that need each tool.\n"
+    "\n"
+    "Install the named tools and the tools they require into the first writable\n"
+    "tools directory, exactly as a first use would (pinned digests, lock, staging,\n"
+    "verify, atomic publish). Tools already installed are left alone; a tool named\n"
+    "with --only is installed even when a copy on PATH would do, its requires are\n"
+    "not.\n"
+    "\n"
+    "  --only NAME...     the tools to prepare (repeatable; several names may follow)\n"
+    "  --force            retry now even if a recent failure set a backoff\n"
+    "  --dry-run          print the plan (name, version, size, hosts, why) and change nothing\n"
+    "  --cache-only       download the plan's artifacts into the cache, verified; install nothing\n"
+    "  --policy FILE, --preset NAME, --commands FILE   as for check-config\n"
+    "  --json             one JSON document on stdout\n"
+    "  --config FILE      configuration file (default /etc/agent-sandbox/server.json)\n"
+    "  --manifests DIR    add or override manifests (also ABX_MANIFESTS_DIR)\n"
+    "  --tools-dir DIR    tools directory (also ABX_TOOLS_DIR)\n"
+    "  --state-dir DIR    state directory; its tools/ is in the tools chain (also ABX_SERVER_STATE_DIR)\n"
+    "  --cache DIR        content-addressed cache (default <tools>/.cache)\n"
+    "  --platform P       linux-x64 or linux-arm64 (default: this machine); all with --dry-run\n"
+    "                     or --cache-only; another platform's plan ignores this PATH\n"
+    "  -q, -v             quieter, more verbose\n"
+    "\n"
+    "Exit: 0 all ready, 3 some failed, 2 usage or configuration error.\n";
 
 #define PREPARE_MAX 64
 
 struct item {
 	char name[MANIFEST_NAME_MAX];
-	char why[MANIFEST_NAME_MAX + 16];   /* "requested", "required by X" */
+	char why[MANIFEST_NAME_MAX + 16]; /* "requested", "required by X" */
 	int requested;
 };
 
@@ -90,7 +90,8 @@ plan_from_only(struct tooling *t, char **only, int nonly, struct item *items, in
 				int r;
 				for (r = 0; m != NULL && r < m->nrequires; r++)
 					if (strcmp(m->requires[r].name, names[k]) == 0) {
-						snprintf(it->why, sizeof(it->why), "required by %s", names[j]);
+						snprintf(it->why, sizeof(it->why), "required by %s",
+						         names[j]);
 						j = count;
 						break;
 					}
@@ -113,21 +114,26 @@ dry_run(struct tooling *t, struct item *items, int n)
 	json_w_init(&w, 1 << 20);
 	json_w_obj(&w);
 	json_w_kstr(&w, "mode", config_mode_name(t->set.mode));
-	json_w_kstr(&w, "tools_dir", t->ctx.chain.writable >= 0 ? t->ctx.chain.d[t->ctx.chain.writable].path : "");
+	json_w_kstr(&w, "tools_dir",
+	            t->ctx.chain.writable >= 0 ? t->ctx.chain.d[t->ctx.chain.writable].path : "");
 	json_w_key(&w, "plan");
 	json_w_arr(&w);
 	for (i = 0; i < n; i++) {
 		struct install_result r;
 		struct err e;
 		const manifest_t *m = manifest_get(&t->ms, items[i].name, &e);
-		int ready = install_ensure(&t->ctx, items[i].name,
-					   INSTALL_F_CHECK | (items[i].requested || foreign ? INSTALL_F_NO_PATH : 0), &r,
-					   &e) == 0;
+		int ready =
+		    install_ensure(&t->ctx, items[i].name,
+		                   INSTALL_F_CHECK | (items[i].requested || foreign ? INSTALL_F_NO_PATH : 0),
+		                   &r, &e) == 0;
 		/* A tool that cannot run in this image says so here, before any
 		 * download (install_image_check, answered by the check). */
 		int cannot = !ready && e.code != NULL && strcmp(e.code, "install.image_unsupported") == 0;
-		const char *state = ready ? (r.from_path ? "on PATH" : r.from_env ? "from environment" : "ready")
-				    : cannot ? "cannot run here" : "install";
+		const char *state = ready    ? (r.from_path  ? "on PATH"
+		                                : r.from_env ? "from environment"
+		                                             : "ready")
+		                    : cannot ? "cannot run here"
+		                             : "install";
 
 		json_w_obj(&w);
 		json_w_kstr(&w, "name", m->name);
@@ -151,9 +157,10 @@ dry_run(struct tooling *t, struct item *items, int n)
 			char hosts[600] = "";
 			size_t off = 0;
 			for (h = 0; h < m->nhosts && off < sizeof(hosts); h++)
-				off += (size_t)snprintf(hosts + off, sizeof(hosts) - off, "%s%s", h ? "," : "", m->hosts[h]);
-			printf("%-16s %-12s %6ld MiB  %-28s %-20s %s\n", m->name, m->version, m->size_hint_mb, hosts,
-			       items[i].why, state);
+				off += (size_t)snprintf(hosts + off, sizeof(hosts) - off, "%s%s",
+				                        h ? "," : "", m->hosts[h]);
+			printf("%-16s %-12s %6ld MiB  %-28s %-20s %s\n", m->name, m->version, m->size_hint_mb,
+			       hosts, items[i].why, state);
 		}
 	}
 	json_w_end(&w);
@@ -180,27 +187,41 @@ struct prepare_args {
 static int
 parse_options(int argc, char **argv, struct tooling *t, struct prepare_args *a)
 {
-	enum { O_ONLY = 256, O_FORCE, O_DRY, O_JSON, O_CONFIG, O_MANIFESTS, O_TOOLS, O_CACHE, O_PLATFORM,
-	       O_POLICY, O_PRESET, O_COMMANDS, O_CACHE_ONLY, O_STATE };
+	enum {
+		O_ONLY = 256,
+		O_FORCE,
+		O_DRY,
+		O_JSON,
+		O_CONFIG,
+		O_MANIFESTS,
+		O_TOOLS,
+		O_CACHE,
+		O_PLATFORM,
+		O_POLICY,
+		O_PRESET,
+		O_COMMANDS,
+		O_CACHE_ONLY,
+		O_STATE
+	};
 	static const struct option opts[] = {
-		{"only", required_argument, NULL, O_ONLY},
-		{"force", no_argument, NULL, O_FORCE},
-		{"dry-run", no_argument, NULL, O_DRY},
-		{"json", no_argument, NULL, O_JSON},
-		{"config", required_argument, NULL, O_CONFIG},
-		{"manifests", required_argument, NULL, O_MANIFESTS},
-		{"tools-dir", required_argument, NULL, O_TOOLS},
-		{"state-dir", required_argument, NULL, O_STATE},
-		{"cache", required_argument, NULL, O_CACHE},
-		{"platform", required_argument, NULL, O_PLATFORM},
-		{"policy", required_argument, NULL, O_POLICY},
-		{"preset", required_argument, NULL, O_PRESET},
-		{"commands", required_argument, NULL, O_COMMANDS},
-		{"cache-only", no_argument, NULL, O_CACHE_ONLY},
-		{"quiet", no_argument, NULL, 'q'},
-		{"verbose", no_argument, NULL, 'v'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"only", required_argument, NULL, O_ONLY},
+	    {"force", no_argument, NULL, O_FORCE},
+	    {"dry-run", no_argument, NULL, O_DRY},
+	    {"json", no_argument, NULL, O_JSON},
+	    {"config", required_argument, NULL, O_CONFIG},
+	    {"manifests", required_argument, NULL, O_MANIFESTS},
+	    {"tools-dir", required_argument, NULL, O_TOOLS},
+	    {"state-dir", required_argument, NULL, O_STATE},
+	    {"cache", required_argument, NULL, O_CACHE},
+	    {"platform", required_argument, NULL, O_PLATFORM},
+	    {"policy", required_argument, NULL, O_POLICY},
+	    {"preset", required_argument, NULL, O_PRESET},
+	    {"commands", required_argument, NULL, O_COMMANDS},
+	    {"cache-only", no_argument, NULL, O_CACHE_ONLY},
+	    {"quiet", no_argument, NULL, 'q'},
+	    {"verbose", no_argument, NULL, 'v'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	int c;
 
@@ -216,23 +237,55 @@ parse_options(int argc, char **argv, struct tooling *t, struct prepare_args *a)
 			while (optind < argc && argv[optind][0] != '-' && a->nonly < PREPARE_MAX)
 				a->only[a->nonly++] = argv[optind++];
 			break;
-		case O_FORCE: a->force = 1; break;
-		case O_DRY: a->dry = 1; break;
-		case O_JSON: t->json = 1; break;
-		case O_CONFIG: t->config = optarg; break;
-		case O_MANIFESTS: t->manifests = optarg; break;
-		case O_TOOLS: t->tools_dir = optarg; break;
-		case O_STATE: t->state_dir = optarg; break;
-		case O_CACHE: t->cache = optarg; break;
-		case O_PLATFORM: t->platform = optarg; break;
-		case O_POLICY: a->po.policy = optarg; break;
-		case O_PRESET: a->po.preset = optarg; break;
-		case O_COMMANDS: a->po.commands = optarg; break;
-		case O_CACHE_ONLY: a->cache_only = 1; break;
-		case 'q': t->quiet = 1; break;
-		case 'v': t->verbose = 1; break;
-		case 'h': return usage_help(usage);
-		default: return bad_option("prepare", usage, argc, argv);
+		case O_FORCE:
+			a->force = 1;
+			break;
+		case O_DRY:
+			a->dry = 1;
+			break;
+		case O_JSON:
+			t->json = 1;
+			break;
+		case O_CONFIG:
+			t->config = optarg;
+			break;
+		case O_MANIFESTS:
+			t->manifests = optarg;
+			break;
+		case O_TOOLS:
+			t->tools_dir = optarg;
+			break;
+		case O_STATE:
+			t->state_dir = optarg;
+			break;
+		case O_CACHE:
+			t->cache = optarg;
+			break;
+		case O_PLATFORM:
+			t->platform = optarg;
+			break;
+		case O_POLICY:
+			a->po.policy = optarg;
+			break;
+		case O_PRESET:
+			a->po.preset = optarg;
+			break;
+		case O_COMMANDS:
+			a->po.commands = optarg;
+			break;
+		case O_CACHE_ONLY:
+			a->cache_only = 1;
+			break;
+		case 'q':
+			t->quiet = 1;
+			break;
+		case 'v':
+			t->verbose = 1;
+			break;
+		case 'h':
+			return usage_help(usage);
+		default:
+			return bad_option("prepare", usage, argc, argv);
 		}
 	}
 	if (optind < argc)
@@ -252,7 +305,8 @@ names_from_config(struct tooling *t, struct prepare_args *a)
 	a->po.manifests = t->manifests;
 	a->po.tools_dir = t->tools_dir;
 	a->po.state_dir = t->state_dir;
-	a->po.no_path = a->cache_only || (t->platform != NULL && strcmp(t->platform, manifest_platform_self()) != 0);
+	a->po.no_path =
+	    a->cache_only || (t->platform != NULL && strcmp(t->platform, manifest_platform_self()) != 0);
 	if (prepare_plan_names(&a->po, a->dry, t->json, a->only, &a->nonly, PREPARE_MAX, &rc) != 0)
 		return rc;
 	if (a->nonly == 0) {
@@ -289,7 +343,9 @@ open_plan(struct tooling *t, struct prepare_args *a, struct item *items, int *n,
 	/* --platform all only plans (--dry-run): the install context is this
 	 * machine's, the manifests are loaded for every platform. */
 	if (tooling_open(t, a->dry,
-			 a->dry && t->platform != NULL && strcmp(t->platform, "all") == 0 ? NULL : t->platform, &e) < 0)
+	                 a->dry && t->platform != NULL && strcmp(t->platform, "all") == 0 ? NULL
+	                                                                                  : t->platform,
+	                 &e) < 0)
 		return tooling_fail(t, &e);
 	t->ctx.building = 1;
 	t->ctx.force = a->force;
@@ -342,16 +398,16 @@ install_one(struct tooling *t, const struct item *it, struct json_w *w, struct e
 	if (rc == 0) {
 		/* ready in a tools directory other than the one named:
 		 * say which (nothing was installed into the named one) */
-		int elsewhere = !r.from_path && !r.from_env && r.dir[0] != '\0' && t->set.tools_dir[0] != '\0' &&
-				strcmp(r.dir, t->set.tools_dir) != 0;
+		int elsewhere = !r.from_path && !r.from_env && r.dir[0] != '\0' &&
+		                t->set.tools_dir[0] != '\0' && strcmp(r.dir, t->set.tools_dir) != 0;
 		json_w_kstr(w, "entry", r.entry);
 		if (r.dir[0] != '\0')
 			json_w_kstr(w, "tools_dir", r.dir);
 		if (r.from_path)
 			json_w_kbool(w, "from_path", 1);
 		if (!t->quiet && !t->json && elsewhere)
-			printf("%s %s: ready in %s, not in %s (%s); nothing installed there (%s)\n", it->name, ver,
-			       r.dir, t->set.tools_dir, t->set.tools_dir_source, r.entry);
+			printf("%s %s: ready in %s, not in %s (%s); nothing installed there (%s)\n", it->name,
+			       ver, r.dir, t->set.tools_dir, t->set.tools_dir_source, r.entry);
 		else if (!t->quiet && !t->json)
 			printf("%s %s: %s%s (%s)\n", it->name, ver, r.installed ? "installed" : "ready",
 			       r.from_path ? " on PATH" : "", r.entry);

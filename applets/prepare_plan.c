@@ -1,9 +1,8 @@
 /*
  * prepare without --only: the tools of the configuration, the ones its
- * callable operations need and nothing else. The configuration stack loads in introspection mode (no socket, no
- * process, no secret); core/plan derives the tools from the mounted ops;
- * this file prints the plan (--dry-run) and hands the names to prepare's
- * install loop or to the cache filler (--cache-only).
+ * callable operations need and nothing else. The configuration stack loads in introspection mode (no socket,
+ * no process, no secret); core/plan derives the tools from the mounted ops; this file prints the plan
+ * (--dry-run) and hands the names to prepare's install loop or to the cache filler (--cache-only).
  */
 #include "common.h"
 

@@ -250,7 +250,9 @@ parse_options(int argc, char **argv, struct serve_opts *o)
 		case O_HDR:
 		case O_IDLE:
 		case O_BODY:
-			if (parse_secs(optarg, c == O_HDR ? &o->hdr_ms : c == O_IDLE ? &o->idle_ms : &o->body_ms) != 0)
+			if (parse_secs(optarg, c == O_HDR    ? &o->hdr_ms
+			                       : c == O_IDLE ? &o->idle_ms
+			                                     : &o->body_ms) != 0)
 				return usage_error("serve", usage, "%s: expected seconds (0.001..86400)",
 				                   optarg);
 			break;

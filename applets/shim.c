@@ -187,7 +187,7 @@ shim_main(int argc, char **argv)
 		tools_chain_prefer(&t.ctx.chain, dir);
 		if (t.set.cache_dir[0] == '\0' && t.ctx.chain.writable >= 0)
 			snprintf(t.ctx.cache_dir, sizeof(t.ctx.cache_dir), "%s/.cache",
-				 t.ctx.chain.d[t.ctx.chain.writable].path);
+			         t.ctx.chain.d[t.ctx.chain.writable].path);
 	}
 	/* an install says so before it starts, with progress on a terminal */
 	t.ctx.announce = tooling_announce;
@@ -232,8 +232,8 @@ shim_main(int argc, char **argv)
 			return EXIT_FAIL;
 		}
 	}
-	if (launch_argv(nargv, (int)(sizeof(nargv) / sizeof(nargv[0])), js ? nr.entry : NULL, flags, nflags, r.entry,
-			argv + 1, argc - 1) < 0) {
+	if (launch_argv(nargv, (int)(sizeof(nargv) / sizeof(nargv[0])), js ? nr.entry : NULL, flags, nflags,
+	                r.entry, argv + 1, argc - 1) < 0) {
 		err_printf("usage", "%s: more than %d arguments", tool, SHIM_ARGS_MAX);
 		tooling_close(&t);
 		return 126;

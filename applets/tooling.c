@@ -113,7 +113,7 @@ tooling_progress(void *arg, const char *name, const char *phase, const struct in
 		snprintf(label, sizeof(label), "%s: %s", name, phase);
 		el = now - start_ms;
 		n = progress_format(line, sizeof(line), label, p->bytes, p->total,
-				    el > 0 ? (double)p->bytes * 1000.0 / (double)el : 0, extra, tty, !live);
+		                    el > 0 ? (double)p->bytes * 1000.0 / (double)el : 0, extra, tty, !live);
 		bar_open = live;
 	}
 	if (n > (int)sizeof(line) - 1)
@@ -130,8 +130,8 @@ tooling_announce(void *arg, const manifest_t *m, const char *why, const char *di
 	int n;
 
 	(void)arg;
-	n = snprintf(line, sizeof(line), "agent-sandbox-server: installing %s %s into %s (%s)\n", m->name, m->version,
-		     dir, why);
+	n = snprintf(line, sizeof(line), "agent-sandbox-server: installing %s %s into %s (%s)\n", m->name,
+	             m->version, dir, why);
 	if (n >= (int)sizeof(line))
 		n = (int)sizeof(line) - 1, line[n - 1] = '\n';
 	/* one write, like every message */

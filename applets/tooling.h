@@ -12,19 +12,19 @@
 #include "install/tools.h"
 
 struct tooling {
-	const char *config;     /* --config FILE */
-	const char *manifests;  /* --manifests DIR */
-	const char *tools_dir;  /* --tools-dir DIR */
-	const char *state_dir;  /* --state-dir DIR (its tools/ is in the chain) */
-	const char *cache;      /* --cache DIR */
-	const char *platform;   /* --platform P (or "all" where allowed) */
+	const char *config;    /* --config FILE */
+	const char *manifests; /* --manifests DIR */
+	const char *tools_dir; /* --tools-dir DIR */
+	const char *state_dir; /* --state-dir DIR (its tools/ is in the chain) */
+	const char *cache;     /* --cache DIR */
+	const char *platform;  /* --platform P (or "all" where allowed) */
 	int quiet, verbose, json;
 
 	struct install_settings set;
 	struct manifest_set ms;
 	struct install_ctx ctx;
 	int ms_open, ctx_open;
-	int settings_failed;    /* the configuration (file, environment, flags) did not load */
+	int settings_failed; /* the configuration (file, environment, flags) did not load */
 };
 
 /*

@@ -25,19 +25,19 @@
 #include "tooling.h"
 
 static const char usage[] =
-	"usage: agent-sandbox-server verify [NAME...] [--json] [--tools-dir DIR] [--manifests DIR]\n"
-	"       agent-sandbox-server verify --sbom [NAME...]\n"
-	"       agent-sandbox-server verify FILE --sha256 HEX\n"
-	"\n"
-	"Re-hash installed tool trees against their markers and name what changed.\n"
-	"\n"
-	"  --json             one JSON document on stdout\n"
-	"  --sbom             CycloneDX 1.5 JSON of the installed tools on stdout\n"
-	"  --sha256 HEX       check that FILE has this sha256\n"
-	"  --config FILE, --manifests DIR, --tools-dir DIR, -q, -v\n"
-	"\n"
-	"Exit: 0 unchanged, 3 some tree drifted (or its manifest changed), 1 a file\n"
-	"does not match, 2 usage.\n";
+    "usage: agent-sandbox-server verify [NAME...] [--json] [--tools-dir DIR] [--manifests DIR]\n"
+    "       agent-sandbox-server verify --sbom [NAME...]\n"
+    "       agent-sandbox-server verify FILE --sha256 HEX\n"
+    "\n"
+    "Re-hash installed tool trees against their markers and name what changed.\n"
+    "\n"
+    "  --json             one JSON document on stdout\n"
+    "  --sbom             CycloneDX 1.5 JSON of the installed tools on stdout\n"
+    "  --sha256 HEX       check that FILE has this sha256\n"
+    "  --config FILE, --manifests DIR, --tools-dir DIR, -q, -v\n"
+    "\n"
+    "Exit: 0 unchanged, 3 some tree drifted (or its manifest changed), 1 a file\n"
+    "does not match, 2 usage.\n";
 
 #define VERIFY_MAX_TOOLS 128
 #define VERIFY_MAX_DIFFS 20
@@ -142,7 +142,8 @@ collect(struct tooling *t, char **names, int nnames, struct found *out, int cap)
 			continue;
 		while ((de = readdir(d)) != NULL && n < cap) {
 			char p[PATH_MAX];
-			if (de->d_name[0] == '.' || strcmp(de->d_name, "bin") == 0 || strlen(de->d_name) >= MANIFEST_NAME_MAX)
+			if (de->d_name[0] == '.' || strcmp(de->d_name, "bin") == 0 ||
+			    strlen(de->d_name) >= MANIFEST_NAME_MAX)
 				continue;
 			snprintf(p, sizeof(p), "%s/%s/.installed.json", t->ctx.chain.d[i].path, de->d_name);
 			if (access(p, F_OK) != 0)
@@ -219,8 +220,9 @@ sbom(struct tooling *t, struct found *f, int n)
 		b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
 		b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
 		snprintf(serial, sizeof(serial),
-			 "urn:uuid:%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-			 b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+		         "urn:uuid:%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+		         b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
+		         b[13], b[14], b[15]);
 	}
 	json_w_init(&w, 16u << 20);
 	json_w_obj(&w);
@@ -269,11 +271,16 @@ sbom(struct tooling *t, struct found *f, int n)
 			const char *integ = json_get_str(row, "integrity");
 			json_w_obj(&w);
 			json_w_kstr(&w, "type", "application");
-			snprintf(p, sizeof(p), "%s@%s", f[i].name, json_get_str(row, "version") ? json_get_str(row, "version") : "");
+			snprintf(p, sizeof(p), "%s@%s", f[i].name,
+			         json_get_str(row, "version") ? json_get_str(row, "version") : "");
 			/* npm rows: many packages per tool, each purl unique */
-			json_w_kstr(&w, "bom-ref", json_get_str(row, "purl") && rows->u.arr.n > 1 ? json_get_str(row, "purl") : p);
-			json_w_kstr(&w, "name", json_get_str(row, "name") ? json_get_str(row, "name") : f[i].name);
-			json_w_kstr(&w, "version", json_get_str(row, "version") ? json_get_str(row, "version") : "");
+			json_w_kstr(&w, "bom-ref",
+			            json_get_str(row, "purl") && rows->u.arr.n > 1 ? json_get_str(row, "purl")
+			                                                           : p);
+			json_w_kstr(&w, "name",
+			            json_get_str(row, "name") ? json_get_str(row, "name") : f[i].name);
+			json_w_kstr(&w, "version",
+			            json_get_str(row, "version") ? json_get_str(row, "version") : "");
 			if (json_get_str(row, "purl"))
 				json_w_kstr(&w, "purl", json_get_str(row, "purl"));
 			if (sha != NULL || integ != NULL) {
@@ -416,16 +423,16 @@ verify_main(int argc, char **argv)
 {
 	enum { O_JSON = 256, O_SBOM, O_SHA256, O_CONFIG, O_MANIFESTS, O_TOOLS };
 	static const struct option opts[] = {
-		{"json", no_argument, NULL, O_JSON},
-		{"sbom", no_argument, NULL, O_SBOM},
-		{"sha256", required_argument, NULL, O_SHA256},
-		{"config", required_argument, NULL, O_CONFIG},
-		{"manifests", required_argument, NULL, O_MANIFESTS},
-		{"tools-dir", required_argument, NULL, O_TOOLS},
-		{"quiet", no_argument, NULL, 'q'},
-		{"verbose", no_argument, NULL, 'v'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"json", no_argument, NULL, O_JSON},
+	    {"sbom", no_argument, NULL, O_SBOM},
+	    {"sha256", required_argument, NULL, O_SHA256},
+	    {"config", required_argument, NULL, O_CONFIG},
+	    {"manifests", required_argument, NULL, O_MANIFESTS},
+	    {"tools-dir", required_argument, NULL, O_TOOLS},
+	    {"quiet", no_argument, NULL, 'q'},
+	    {"verbose", no_argument, NULL, 'v'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	static struct tooling t;
 	static struct found f[VERIFY_MAX_TOOLS];
@@ -440,16 +447,34 @@ verify_main(int argc, char **argv)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "qvh", opts, NULL)) != -1) {
 		switch (c) {
-		case O_JSON: t.json = 1; break;
-		case O_SBOM: want_sbom = 1; break;
-		case O_SHA256: sha = optarg; break;
-		case O_CONFIG: t.config = optarg; break;
-		case O_MANIFESTS: t.manifests = optarg; break;
-		case O_TOOLS: t.tools_dir = optarg; break;
-		case 'q': t.quiet = 1; break;
-		case 'v': t.verbose = 1; break;
-		case 'h': return usage_help(usage);
-		default: return bad_option("verify", usage, argc, argv);
+		case O_JSON:
+			t.json = 1;
+			break;
+		case O_SBOM:
+			want_sbom = 1;
+			break;
+		case O_SHA256:
+			sha = optarg;
+			break;
+		case O_CONFIG:
+			t.config = optarg;
+			break;
+		case O_MANIFESTS:
+			t.manifests = optarg;
+			break;
+		case O_TOOLS:
+			t.tools_dir = optarg;
+			break;
+		case 'q':
+			t.quiet = 1;
+			break;
+		case 'v':
+			t.verbose = 1;
+			break;
+		case 'h':
+			return usage_help(usage);
+		default:
+			return bad_option("verify", usage, argc, argv);
 		}
 	}
 	names = argv + optind;

@@ -9,13 +9,12 @@
 
 #include "deps_version.h"
 
-static const char usage[] =
-	"usage: agent-sandbox-server version [--json]\n"
-	"\n"
-	"Print the version, build date, the versions of musl, zlib, BearSSL and\n"
-	"libarchive this binary was built from, and the platform.\n"
-	"\n"
-	"  --json   one JSON object on stdout\n";
+static const char usage[] = "usage: agent-sandbox-server version [--json]\n"
+                            "\n"
+                            "Print the version, build date, the versions of musl, zlib, BearSSL and\n"
+                            "libarchive this binary was built from, and the platform.\n"
+                            "\n"
+                            "  --json   one JSON object on stdout\n";
 
 #ifndef ABX_VERSION
 #define ABX_VERSION "0.0.0-dev"
@@ -36,18 +35,22 @@ int
 version_main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"json", no_argument, NULL, 'j'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"json", no_argument, NULL, 'j'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	int c, json = 0;
 
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
-		case 'j': json = 1; break;
-		case 'h': return usage_help(usage);
-		default: return bad_option("version", usage, argc, argv);
+		case 'j':
+			json = 1;
+			break;
+		case 'h':
+			return usage_help(usage);
+		default:
+			return bad_option("version", usage, argc, argv);
 		}
 	}
 	if (optind < argc)
@@ -55,10 +58,12 @@ version_main(int argc, char **argv)
 	if (json)
 		printf("{\"version\":\"%s\",\"build_date\":\"%s\",\"platform\":\"%s\","
 		       "\"musl\":\"%s\",\"zlib\":\"%s\",\"bearssl\":\"%s\",\"libarchive\":\"%s\"}\n",
-		       ABX_VERSION, ABX_BUILD_DATE, PLATFORM, DEP_MUSL, DEP_ZLIB, DEP_BEARSSL, DEP_LIBARCHIVE);
+		       ABX_VERSION, ABX_BUILD_DATE, PLATFORM, DEP_MUSL, DEP_ZLIB, DEP_BEARSSL,
+		       DEP_LIBARCHIVE);
 	else
 		printf("agent-sandbox-server %s (built %s, %s)\n"
 		       "musl %s\nzlib %s\nBearSSL %s\nlibarchive %s\n",
-		       ABX_VERSION, ABX_BUILD_DATE, PLATFORM, DEP_MUSL, DEP_ZLIB, DEP_BEARSSL, DEP_LIBARCHIVE);
+		       ABX_VERSION, ABX_BUILD_DATE, PLATFORM, DEP_MUSL, DEP_ZLIB, DEP_BEARSSL,
+		       DEP_LIBARCHIVE);
 	return EXIT_OK;
 }

@@ -14,11 +14,14 @@ struct err;
 struct buf {
 	unsigned char *p; /* NULL until the first put */
 	size_t len, cap;
-	size_t max;       /* the ceiling of len */
-	int over;         /* a put did not fit (or memory ran out) */
+	size_t max; /* the ceiling of len */
+	int over;   /* a put did not fit (or memory ran out) */
 };
 
-#define BUF_INIT(max) {NULL, 0, 0, (max), 0}
+#define BUF_INIT(max)                                                                                        \
+	{                                                                                                    \
+		NULL, 0, 0, (max), 0                                                                         \
+	}
 
 /* Append data[0..len). Returns 0, or -1 with over set. */
 int buf_put(struct buf *b, const void *data, size_t len);

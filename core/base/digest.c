@@ -11,10 +11,14 @@ size_t
 digest_len(enum digest_alg alg)
 {
 	switch (alg) {
-	case DIGEST_SHA1: return br_sha1_SIZE;
-	case DIGEST_SHA256: return br_sha256_SIZE;
-	case DIGEST_SHA512: return br_sha512_SIZE;
-	default: return 0;
+	case DIGEST_SHA1:
+		return br_sha1_SIZE;
+	case DIGEST_SHA256:
+		return br_sha256_SIZE;
+	case DIGEST_SHA512:
+		return br_sha512_SIZE;
+	default:
+		return 0;
 	}
 }
 
@@ -22,10 +26,14 @@ const char *
 digest_name(enum digest_alg alg)
 {
 	switch (alg) {
-	case DIGEST_SHA1: return "sha1";
-	case DIGEST_SHA256: return "sha256";
-	case DIGEST_SHA512: return "sha512";
-	default: return "none";
+	case DIGEST_SHA1:
+		return "sha1";
+	case DIGEST_SHA256:
+		return "sha256";
+	case DIGEST_SHA512:
+		return "sha512";
+	default:
+		return "none";
 	}
 }
 
@@ -35,10 +43,17 @@ digest_init(struct digest_ctx *c, enum digest_alg alg)
 	c->alg = alg;
 	c->bytes = 0;
 	switch (alg) {
-	case DIGEST_SHA1: br_sha1_init(&c->u.sha1); break;
-	case DIGEST_SHA256: br_sha256_init(&c->u.sha256); break;
-	case DIGEST_SHA512: br_sha512_init(&c->u.sha512); break;
-	default: break;
+	case DIGEST_SHA1:
+		br_sha1_init(&c->u.sha1);
+		break;
+	case DIGEST_SHA256:
+		br_sha256_init(&c->u.sha256);
+		break;
+	case DIGEST_SHA512:
+		br_sha512_init(&c->u.sha512);
+		break;
+	default:
+		break;
 	}
 }
 
@@ -47,10 +62,17 @@ digest_update(struct digest_ctx *c, const void *data, size_t len)
 {
 	c->bytes += len;
 	switch (c->alg) {
-	case DIGEST_SHA1: br_sha1_update(&c->u.sha1, data, len); break;
-	case DIGEST_SHA256: sha256x86_update(&c->u.sha256, data, len); break;
-	case DIGEST_SHA512: br_sha512_update(&c->u.sha512, data, len); break;
-	default: break;
+	case DIGEST_SHA1:
+		br_sha1_update(&c->u.sha1, data, len);
+		break;
+	case DIGEST_SHA256:
+		sha256x86_update(&c->u.sha256, data, len);
+		break;
+	case DIGEST_SHA512:
+		br_sha512_update(&c->u.sha512, data, len);
+		break;
+	default:
+		break;
 	}
 }
 
@@ -61,10 +83,17 @@ digest_final(struct digest_ctx *c, struct digest *out)
 	out->alg = c->alg;
 	out->len = digest_len(c->alg);
 	switch (c->alg) {
-	case DIGEST_SHA1: br_sha1_out(&c->u.sha1, out->v); break;
-	case DIGEST_SHA256: br_sha256_out(&c->u.sha256, out->v); break;
-	case DIGEST_SHA512: br_sha512_out(&c->u.sha512, out->v); break;
-	default: break;
+	case DIGEST_SHA1:
+		br_sha1_out(&c->u.sha1, out->v);
+		break;
+	case DIGEST_SHA256:
+		br_sha256_out(&c->u.sha256, out->v);
+		break;
+	case DIGEST_SHA512:
+		br_sha512_out(&c->u.sha512, out->v);
+		break;
+	default:
+		break;
 	}
 }
 
@@ -152,7 +181,7 @@ digest_parse_hex(enum digest_alg alg, const char *hex, struct digest *out, const
 		int hi = hexval((unsigned char)hex[2 * i]), lo = hexval((unsigned char)hex[2 * i + 1]);
 		if (hi < 0 || lo < 0)
 			return err_set(e, code, "%s digest has a non-hex character at %zu", digest_name(alg),
-				       hi < 0 ? 2 * i : 2 * i + 1);
+			               hi < 0 ? 2 * i : 2 * i + 1);
 		out->v[i] = (unsigned char)(hi << 4 | lo);
 	}
 	return 0;
@@ -238,9 +267,9 @@ digest_parse_sri(const char *sri, struct digest *out, const char *code, struct e
 		const char *prefix;
 		enum digest_alg alg;
 	} algs[] = {
-		{"sha1-", DIGEST_SHA1},
-		{"sha256-", DIGEST_SHA256},
-		{"sha512-", DIGEST_SHA512},
+	    {"sha1-", DIGEST_SHA1},
+	    {"sha256-", DIGEST_SHA256},
+	    {"sha512-", DIGEST_SHA512},
 	};
 	const char *p = sri, *tok, *end, *q;
 	struct digest cand;
@@ -277,7 +306,7 @@ digest_parse_sri(const char *sri, struct digest *out, const char *code, struct e
 		cand.len = digest_len(cand.alg);
 		if (b64_decode(tok + len, (size_t)(end - tok - len), cand.v, cand.len) != 0)
 			return err_set(e, code, "integrity %.*s: malformed base64 or wrong length",
-				       (int)(end - tok > 40 ? 40 : end - tok), tok);
+			               (int)(end - tok > 40 ? 40 : end - tok), tok);
 		if (!found || cand.alg > out->alg)
 			*out = cand;
 		found = 1;

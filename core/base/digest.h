@@ -14,7 +14,7 @@
 
 enum digest_alg {
 	DIGEST_NONE = 0,
-	DIGEST_SHA1,   /* only to check npm's oldest integrity strings; never alone */
+	DIGEST_SHA1, /* only to check npm's oldest integrity strings; never alone */
 	DIGEST_SHA256,
 	DIGEST_SHA512,
 };
@@ -26,7 +26,7 @@ enum digest_alg {
 
 struct digest {
 	enum digest_alg alg;
-	size_t len;                       /* bytes of the digest */
+	size_t len; /* bytes of the digest */
 	unsigned char v[DIGEST_MAX_LEN];
 };
 
@@ -37,7 +37,7 @@ struct digest_ctx {
 		br_sha256_context sha256;
 		br_sha512_context sha512;
 	} u;
-	uint64_t bytes;                   /* total fed so far */
+	uint64_t bytes; /* total fed so far */
 };
 
 /* Length in bytes of alg's digest, 0 for DIGEST_NONE. */
@@ -63,7 +63,8 @@ char *digest_hex(const struct digest *d, char *buf);
 /* Parse hex of exactly alg's length (either case). Returns 0 or -1 (e set to
  * code, message names what was wrong; code is the caller's: usually
  * install.manifest_invalid or usage). */
-int digest_parse_hex(enum digest_alg alg, const char *hex, struct digest *out, const char *code, struct err *e);
+int digest_parse_hex(enum digest_alg alg, const char *hex, struct digest *out, const char *code,
+                     struct err *e);
 
 /* SRI form: "sha512-<base64>" into buf (DIGEST_SRI_MAX bytes). Returns buf. */
 char *digest_sri(const struct digest *d, char *buf);

@@ -15,22 +15,21 @@
 #define ERR_DETAILS_MAX 512 /* a small JSON object, e.g. {"phase":"fetch"} */
 
 struct err {
-	const char *code;               /* a code of core/errcodes.h; NULL = none */
-	char msg[ERR_MSG_MAX];          /* the specific message, no code prefix */
-	char details[ERR_DETAILS_MAX];  /* JSON object text, or "" */
+	const char *code;              /* a code of core/errcodes.h; NULL = none */
+	char msg[ERR_MSG_MAX];         /* the specific message, no code prefix */
+	char details[ERR_DETAILS_MAX]; /* JSON object text, or "" */
 };
 
 struct err_info {
 	const char *code;
-	int status;            /* HTTP status the API answers with */
-	const char *sentence;  /* generic sentence, used when msg is empty */
-	const char *remedy;    /* one-line fix, or NULL */
+	int status;           /* HTTP status the API answers with */
+	const char *sentence; /* generic sentence, used when msg is empty */
+	const char *remedy;   /* one-line fix, or NULL */
 };
 
 /* Set e (if not NULL) to code with a printf-style message. Returns -1 so
  * callers can `return err_set(...)`. code must be a static string. */
-int err_set(struct err *e, const char *code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+int err_set(struct err *e, const char *code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int err_setv(struct err *e, const char *code, const char *fmt, va_list ap);
 
 /* Set e->details to a JSON object text (not validated; callers build it with
@@ -55,8 +54,7 @@ void err_print(const struct err *e);
 
 /* Print "agent-sandbox-server: <code>: <printf message>" to stderr in one
  * write, with the code's remedy. For applets and warnings. */
-void err_printf(const char *code, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+void err_printf(const char *code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* A warning line "agent-sandbox-server: warning: ..." in one write. */
 void warnx_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -1,8 +1,10 @@
 /*
- * The one table of error codes (SPEC §10). Every message, CLI line and API
- * envelope uses these strings, so logs and responses grep alike.
+ * The one table of error codes. Every message, CLI line and API envelope
+ * uses these strings, so logs and responses grep alike; the README's table
+ * is generated from it (tools/errdoc.sh reads one ERRCODE per line).
  * ERRCODE(code, http status, sentence, remedy or NULL)
  */
+/* clang-format off */
 ERRCODE("install.pending", 202, "an install job is running", "repeat the request, or poll the install job")
 ERRCODE("install.required", 424, "the tool is missing and the install mode forbids installing", "run `agent-sandbox-server prepare` at image build, or set install.mode to lazy")
 ERRCODE("install.disabled", 424, "installing is disabled", "set install.mode to lazy or build, or fill the cache with `agent-sandbox-server fetch`")
@@ -60,3 +62,4 @@ ERRCODE("json.syntax", 400, "not valid JSON", NULL)
 ERRCODE("json.encoding", 400, "not valid UTF-8", NULL)
 ERRCODE("json.too_deep", 400, "JSON nested too deeply", NULL)
 ERRCODE("json.too_large", 413, "JSON document too large", NULL)
+/* clang-format on */

@@ -165,8 +165,7 @@ unique_suffix(char *buf, size_t cap)
 }
 
 int
-fs_write_atomic(const char *path, const void *buf, size_t n, mode_t mode,
-    struct err *e)
+fs_write_atomic(const char *path, const void *buf, size_t n, mode_t mode, struct err *e)
 {
 	char tmp[PATH_MAX], suf[64];
 	int fd;
@@ -220,7 +219,8 @@ open_regular(const char *path, int follow, struct stat *sb, struct err *e)
 		if (errno == ENOENT)
 			return err_set(e, "not_found", "%s does not exist", path);
 		if (errno == ELOOP && !follow)
-			return err_set(e, "io.error", "%s is a symbolic link, which is not followed here", path);
+			return err_set(e, "io.error", "%s is a symbolic link, which is not followed here",
+			               path);
 		return io_err(e, "cannot open", path);
 	}
 	if (fstat(fd, sb) != 0 || !S_ISREG(sb->st_mode)) {
@@ -228,7 +228,9 @@ open_regular(const char *path, int follow, struct stat *sb, struct err *e)
 
 		close(fd);
 		return err_set(e, "io.error", "%s is not a regular file%s", path,
-		               fifo ? " (a FIFO)" : dir ? " (a directory)" : "");
+		               fifo  ? " (a FIFO)"
+		               : dir ? " (a directory)"
+		                     : "");
 	}
 	return fd;
 }
@@ -464,8 +466,7 @@ fs_rm_treeat(int dirfd, const char *name, struct err *e)
 	char deep[96];
 	unsigned long i;
 
-	if (name[0] == '\0' || strchr(name, '/') != NULL || strcmp(name, ".") == 0
-	    || strcmp(name, "..") == 0)
+	if (name[0] == '\0' || strchr(name, '/') != NULL || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
 		return err_set(e, "io.error", "refusing to remove '%s'", name);
 	rm.top = dirfd;
 	rm.moved = 0;
@@ -695,13 +696,11 @@ fs_dir_safe(const char *path, struct err *e)
 	if (!S_ISDIR(sb.st_mode))
 		return err_set(e, "config.state_dir_unsafe", "%s is not a directory", path);
 	if (sb.st_uid != geteuid() && sb.st_uid != 0)
-		return err_set(e, "config.state_dir_unsafe",
-		    "%s is owned by uid %u, not by uid %u or root", path,
-		    (unsigned)sb.st_uid, (unsigned)geteuid());
+		return err_set(e, "config.state_dir_unsafe", "%s is owned by uid %u, not by uid %u or root",
+		               path, (unsigned)sb.st_uid, (unsigned)geteuid());
 	if (sb.st_mode & 022)
-		return err_set(e, "config.state_dir_unsafe",
-		    "%s has mode %04o: group- or world-writable", path,
-		    (unsigned)(sb.st_mode & 07777));
+		return err_set(e, "config.state_dir_unsafe", "%s has mode %04o: group- or world-writable",
+		               path, (unsigned)(sb.st_mode & 07777));
 	return 0;
 }
 
@@ -712,8 +711,8 @@ unescape(char *s)
 	char *o = s;
 
 	while (*s) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '7' && s[2] >= '0' && s[2] <= '7'
-		    && s[3] >= '0' && s[3] <= '7') {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '7' && s[2] >= '0' && s[2] <= '7' && s[3] >= '0' &&
+		    s[3] <= '7') {
 			*o++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
 			s += 4;
 		} else {
@@ -817,7 +816,8 @@ fs_noexec_probe(const char *dir, struct err *e)
 	if (rc == EACCES || rc == EPERM) {
 		fs_mount_point(dir, mp, sizeof(mp));
 		return err_set(e, "install.noexec",
-		    "files in %s cannot be executed (mount %s is noexec or exec is denied)", dir, mp);
+		               "files in %s cannot be executed (mount %s is noexec or exec is denied)", dir,
+		               mp);
 	}
 	errno = rc;
 	return io_err(e, "cannot run the exec probe in", dir);

@@ -39,8 +39,7 @@ int fs_mkdir_p(const char *path, mode_t mode, struct err *e);
  * (O_EXCL, mode), write, fsync, rename over path, fsync the directory. A
  * reader sees the old content or the new, never a mix; after a power cut
  * the same holds. On failure the temporary file is removed. */
-int fs_write_atomic(const char *path, const void *buf, size_t n, mode_t mode,
-    struct err *e);
+int fs_write_atomic(const char *path, const void *buf, size_t n, mode_t mode, struct err *e);
 
 /* Read the whole of path (a regular file, not followed if a symlink: O_NOFOLLOW)
  * into buf of cap bytes and NUL-terminate it. Returns the length, or -1: a
@@ -58,8 +57,7 @@ int fs_open_input(const char *path, struct stat *sb, struct err *e);
 
 /* Like fs_read_small into a malloc'd buffer of at most max bytes (+1 for the
  * NUL). On success *out is owned by the caller (free()), *len the length. */
-int fs_read_alloc(const char *path, size_t max, char **out, size_t *len,
-    struct err *e);
+int fs_read_alloc(const char *path, size_t max, char **out, size_t *len, struct err *e);
 /* fs_read_alloc for an operator-provided input: opened as fs_open_input. */
 int fs_read_input(const char *path, size_t max, char **out, size_t *len, struct err *e);
 

@@ -26,10 +26,10 @@
 #include <unistd.h>
 
 const struct json_limits json_default_limits = {
-	.max_bytes = JSON_MAX_BYTES_DEFAULT,
-	.max_depth = JSON_MAX_DEPTH_DEFAULT,
-	.max_values = JSON_MAX_VALUES_DEFAULT,
-	.reject_dup_keys = 1,
+    .max_bytes = JSON_MAX_BYTES_DEFAULT,
+    .max_depth = JSON_MAX_DEPTH_DEFAULT,
+    .max_values = JSON_MAX_VALUES_DEFAULT,
+    .reject_dup_keys = 1,
 };
 
 /* ---- allocation ---- */
@@ -170,7 +170,6 @@ utf8_put(unsigned char *d, unsigned long cp)
 	return 4;
 }
 
-
 /* ---- parser ---- */
 
 struct slot {
@@ -211,7 +210,7 @@ colof(const struct parser *P, const unsigned char *at)
 }
 
 static int perr_at(struct parser *P, int line, int col, const char *code, const char *fmt, ...)
-	__attribute__((format(printf, 5, 6)));
+    __attribute__((format(printf, 5, 6)));
 
 static int
 perr_at(struct parser *P, int line, int col, const char *code, const char *fmt, ...)
@@ -301,14 +300,10 @@ hex4(const unsigned char *p, const unsigned char *end, unsigned long *out, const
 /* Bytes that stand for themselves in a string: printable ASCII but '"' and
  * '\\'. A table, because this test runs once per input byte of every string. */
 static const unsigned char plain[256] = {
-	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-	1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1,
-	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
 };
 
 /* P->p at the opening quote. Decoded text goes to the arena: never longer
@@ -351,11 +346,13 @@ parse_string(struct parser *P, const char **out, size_t *outlen, int is_key)
 		memcpy(d, run, (size_t)(s - run));
 		d += s - run;
 		if (s >= end)
-			return PERR(P, s, "json.syntax", "unexpected end of input in a string, expected '\"'");
+			return PERR(P, s, "json.syntax",
+			            "unexpected end of input in a string, expected '\"'");
 		if (*s == '"')
 			break;
 		if (*s < 0x20)
-			return PERR(P, s, "json.syntax", "control character 0x%02X in a string, expected it escaped", *s);
+			return PERR(P, s, "json.syntax",
+			            "control character 0x%02X in a string, expected it escaped", *s);
 		if (*s >= 0x80) {
 			k = json_utf8_len(s, end, &why);
 			if (k == 0)
@@ -367,30 +364,50 @@ parse_string(struct parser *P, const char **out, size_t *outlen, int is_key)
 		}
 		/* A backslash. */
 		if (s + 1 >= end)
-			return PERR(P, s + 1, "json.syntax", "unexpected end of input in a string, expected an escape");
+			return PERR(P, s + 1, "json.syntax",
+			            "unexpected end of input in a string, expected an escape");
 		switch (s[1]) {
-		case '"': *d++ = '"'; break;
-		case '\\': *d++ = '\\'; break;
-		case '/': *d++ = '/'; break;
-		case 'b': *d++ = '\b'; break;
-		case 'f': *d++ = '\f'; break;
-		case 'n': *d++ = '\n'; break;
-		case 'r': *d++ = '\r'; break;
-		case 't': *d++ = '\t'; break;
+		case '"':
+			*d++ = '"';
+			break;
+		case '\\':
+			*d++ = '\\';
+			break;
+		case '/':
+			*d++ = '/';
+			break;
+		case 'b':
+			*d++ = '\b';
+			break;
+		case 'f':
+			*d++ = '\f';
+			break;
+		case 'n':
+			*d++ = '\n';
+			break;
+		case 'r':
+			*d++ = '\r';
+			break;
+		case 't':
+			*d++ = '\t';
+			break;
 		case 'u':
 			if (hex4(s + 2, end, &cp, &bad) < 0)
 				return unexpected(P, bad, "4 hex digits after \\u");
 			/* A loader reading a key as a C string would see "argv\u0000"
 			 * as "argv", a second "argv" the duplicate-key rule misses. */
 			if (cp == 0 && is_key)
-				return PERR(P, s, "json.syntax", "\\u0000 in an object key, keys may not hold NUL");
+				return PERR(P, s, "json.syntax",
+				            "\\u0000 in an object key, keys may not hold NUL");
 			if (cp >= 0xdc00 && cp <= 0xdfff)
 				return PERR(P, s, "json.encoding", "lone low surrogate \\u%04lX", cp);
 			if (cp >= 0xd800 && cp <= 0xdbff) {
-				if (end - s < 12 || s[6] != '\\' || s[7] != 'u' || hex4(s + 8, end, &lo, &bad) < 0 ||
-				    lo < 0xdc00 || lo > 0xdfff)
+				if (end - s < 12 || s[6] != '\\' || s[7] != 'u' ||
+				    hex4(s + 8, end, &lo, &bad) < 0 || lo < 0xdc00 || lo > 0xdfff)
 					return PERR(P, s, "json.encoding",
-						    "lone high surrogate \\u%04lX, expected a \\uDC00-\\uDFFF after it", cp);
+					            "lone high surrogate \\u%04lX, expected a "
+					            "\\uDC00-\\uDFFF after it",
+					            cp);
 				cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
 				s += 6;
 			}
@@ -432,7 +449,9 @@ parse_number(struct parser *P, struct json_val *v)
 	if (q < end && *q == '0') {
 		q++;
 		if (is_digit(q, end))
-			return PERR(P, q, "json.syntax", "leading zeros are not allowed, expected '.', 'e' or the end of the number");
+			return PERR(
+			    P, q, "json.syntax",
+			    "leading zeros are not allowed, expected '.', 'e' or the end of the number");
 	} else if (is_digit(q, end)) {
 		for (; is_digit(q, end); q++) {
 			if (acc > (UINT64_MAX - 9) / 10)
@@ -499,9 +518,18 @@ parse_literal(struct parser *P, struct json_val *v)
 	size_t n, i;
 
 	switch (*s) {
-	case 't': lit = "true"; v->type = JSON_TRUE; break;
-	case 'f': lit = "false"; v->type = JSON_FALSE; break;
-	default: lit = "null"; v->type = JSON_NULL; break;
+	case 't':
+		lit = "true";
+		v->type = JSON_TRUE;
+		break;
+	case 'f':
+		lit = "false";
+		v->type = JSON_FALSE;
+		break;
+	default:
+		lit = "null";
+		v->type = JSON_NULL;
+		break;
 	}
 	n = strlen(lit);
 	for (i = 0; i < n; i++) {
@@ -573,8 +601,8 @@ close_container(struct parser *P, struct json_val *v)
 							break;
 						}
 			} else {
-				if (2 * n > P->sortcap &&
-				    grow((void **)&P->sortbuf, &P->sortcap, 2 * n, sizeof(*P->sortbuf), 256) < 0)
+				if (2 * n > P->sortcap && grow((void **)&P->sortbuf, &P->sortcap, 2 * n,
+				                               sizeof(*P->sortbuf), 256) < 0)
 					return oom(P);
 				for (k = 0; k < n; k++) {
 					P->sortbuf[k].h = sl[k].h;
@@ -584,7 +612,8 @@ close_container(struct parser *P, struct json_val *v)
 			}
 			if (i < n) {
 				json_short_key(kbuf, sizeof(kbuf), sl[i].m.key, sl[i].m.keylen);
-				return perr_at(P, sl[i].kline, sl[i].kcol, "json.syntax", "duplicate key %s", kbuf);
+				return perr_at(P, sl[i].kline, sl[i].kcol, "json.syntax", "duplicate key %s",
+				               kbuf);
 			}
 		}
 		if (n > 0) {
@@ -819,7 +848,7 @@ json_parse_file(struct json_doc *doc, const char *path, const struct json_limits
 	if (S_ISREG(st.st_mode) && (uintmax_t)st.st_size > lim->max_bytes) {
 		close(fd);
 		return err_set(e, "json.too_large", "%s: %jd bytes, over the limit of %zu", path,
-			       (intmax_t)st.st_size, lim->max_bytes);
+		               (intmax_t)st.st_size, lim->max_bytes);
 	}
 	/* One byte more than the size, so a file that grew since fstat is
 	 * noticed; never more than max_bytes + 1. */
@@ -836,7 +865,8 @@ json_parse_file(struct json_doc *doc, const char *path, const struct json_limits
 			if (cap >= bound) {
 				free(buf);
 				close(fd);
-				return err_set(e, "json.too_large", "%s: more than %zu bytes", path, lim->max_bytes);
+				return err_set(e, "json.too_large", "%s: more than %zu bytes", path,
+				               lim->max_bytes);
 			}
 			ncap = cap > bound / 2 ? bound : cap * 2;
 			nb = json_realloc_(buf, ncap);
@@ -891,7 +921,7 @@ json_test_arena_bytes(const struct json_doc *doc)
 
 int
 json_verr_at(struct err *e, const char *code, const char *file, const struct json_val *v, const char *fmt,
-	     va_list ap)
+             va_list ap)
 {
 	char msg[ERR_MSG_MAX];
 

@@ -39,16 +39,16 @@ struct json_member;
 
 struct json_val {
 	enum json_type type;
-	int line, col;                  /* where the value starts, 1-based (col in bytes) */
+	int line, col; /* where the value starts, 1-based (col in bytes) */
 	union {
 		struct {
-			const char *s;  /* decoded UTF-8, NUL-terminated */
-			size_t len;     /* may contain U+0000 (then strlen < len) */
+			const char *s; /* decoded UTF-8, NUL-terminated */
+			size_t len;    /* may contain U+0000 (then strlen < len) */
 		} str;
 		struct {
-			const char *text;  /* the number exactly as written, NUL-terminated */
+			const char *text; /* the number exactly as written, NUL-terminated */
 			double d;
-			int is_int;        /* no fraction/exponent and fits int64 */
+			int is_int; /* no fraction/exponent and fits int64 */
 			/* A number beyond double's range (1e400) is refused,
 			 * json.too_large "number out of range" (RFC 8259 §6
 			 * lets a parser limit the range). */
@@ -59,7 +59,7 @@ struct json_val {
 			size_t n;
 		} arr;
 		struct {
-			struct json_member *m;  /* in document order */
+			struct json_member *m; /* in document order */
 			size_t n;
 		} obj;
 	} u;
@@ -81,9 +81,9 @@ struct json_member {
 #define JSON_MAX_VALUES_DEFAULT (1u << 20)
 
 struct json_limits {
-	size_t max_bytes;   /* input length; over it: json.too_large */
-	int max_depth;      /* nesting of arrays/objects; over it: json.too_deep */
-	size_t max_values;  /* total values; over it: json.too_large */
+	size_t max_bytes;    /* input length; over it: json.too_large */
+	int max_depth;       /* nesting of arrays/objects; over it: json.too_deep */
+	size_t max_values;   /* total values; over it: json.too_large */
 	int reject_dup_keys; /* duplicate key in one object: json.syntax "duplicate key" */
 };
 
@@ -91,8 +91,8 @@ struct json_limits {
 extern const struct json_limits json_default_limits;
 
 struct json_doc {
-	struct json_val *root;  /* NULL until a successful parse */
-	void *arena;            /* private */
+	struct json_val *root; /* NULL until a successful parse */
+	void *arena;           /* private */
 };
 
 /* Parse text[0..len) (need not be NUL-terminated) into doc. Leading and
@@ -100,7 +100,7 @@ struct json_doc {
  * A UTF-8 BOM is refused (json.encoding). lim NULL = json_default_limits.
  * Returns 0, or -1 with e set and doc empty (json_free is still safe). */
 int json_parse(struct json_doc *doc, const char *text, size_t len, const struct json_limits *lim,
-	       struct err *e);
+               struct err *e);
 
 /* Read a whole file (at most lim->max_bytes) and parse it. The file name is
  * put in front of the message: "path:line:col: ...". io.error if unreadable
@@ -116,17 +116,17 @@ const struct json_val *json_get(const struct json_val *obj, const char *key);
 /* A schema error about value v of file, for the loaders that check a parsed
  * document's shape: e gets code and "<message> (file:line:col)" (line and
  * col 0 when v is NULL). Returns -1. */
-int json_err_at(struct err *e, const char *code, const char *file, const struct json_val *v, const char *fmt, ...)
-	__attribute__((format(printf, 5, 6)));
+int json_err_at(struct err *e, const char *code, const char *file, const struct json_val *v, const char *fmt,
+                ...) __attribute__((format(printf, 5, 6)));
 int json_verr_at(struct err *e, const char *code, const char *file, const struct json_val *v, const char *fmt,
-		 va_list ap);
+                 va_list ap);
 
 /* 1 when m's key is exactly name, all keylen bytes compared; else 0. The
  * one way a loader matches a member name (never strcmp on m->key). */
 int json_key_is(const struct json_member *m, const char *name);
 
 /* Convenience accessors: NULL / default when missing or of another type. */
-const char *json_str(const struct json_val *v);                    /* string or NULL */
+const char *json_str(const struct json_val *v); /* string or NULL */
 const char *json_get_str(const struct json_val *obj, const char *key);
 int json_is(const struct json_val *v, enum json_type t);
 
@@ -165,9 +165,9 @@ size_t json_test_arena_bytes(const struct json_doc *doc);
 #define JSON_W_MAX_DEPTH 32
 
 struct json_w {
-	char *buf;      /* owned; NUL-terminated; free with json_w_free */
+	char *buf; /* owned; NUL-terminated; free with json_w_free */
 	size_t len, cap, max;
-	int overflow;   /* max exceeded or allocation failed */
+	int overflow; /* max exceeded or allocation failed */
 	int depth;
 	unsigned char need_comma[JSON_W_MAX_DEPTH];
 	unsigned char after_key;
@@ -175,9 +175,9 @@ struct json_w {
 
 void json_w_init(struct json_w *w, size_t max);
 void json_w_free(struct json_w *w);
-void json_w_obj(struct json_w *w);     /* { */
-void json_w_arr(struct json_w *w);     /* [ */
-void json_w_end(struct json_w *w);     /* } or ] */
+void json_w_obj(struct json_w *w); /* { */
+void json_w_arr(struct json_w *w); /* [ */
+void json_w_end(struct json_w *w); /* } or ] */
 void json_w_key(struct json_w *w, const char *key);
 void json_w_str(struct json_w *w, const char *s);
 void json_w_strn(struct json_w *w, const char *s, size_t n);

@@ -54,7 +54,7 @@ ent_cmp(const void *pa, const void *pb)
 	return a->m < b->m ? -1 : a->m > b->m;
 }
 
-#define MEMBER_AT(base, stride, i) \
+#define MEMBER_AT(base, stride, i)                                                                           \
 	((const struct json_member *)((const unsigned char *)(base) + (size_t)(i) * (stride)))
 
 /* Stable LSD radix sort of ents[0..n) by h through tmp[0..n): four passes
@@ -95,7 +95,9 @@ run_dup(struct keyent *ents, size_t n, const void *base, size_t stride)
 		for (a = 1; a < n; a++)
 			for (b = 0; b < a; b++)
 				if (json_key_eq(ents[a].m, ents[b].m))
-					return (size_t)((const unsigned char *)ents[a].m - (const unsigned char *)base) / stride;
+					return (size_t)((const unsigned char *)ents[a].m -
+					                (const unsigned char *)base) /
+					       stride;
 		return SIZE_MAX;
 	}
 	/* Many keys with one hash (crafted collisions): sort by key, then
@@ -202,4 +204,3 @@ json_is(const struct json_val *v, enum json_type t)
 {
 	return v != NULL && v->type == t;
 }
-

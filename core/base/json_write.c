@@ -47,7 +47,8 @@ json_utf8_len(const unsigned char *p, const unsigned char *end, const char **why
 		else if (c == 0xf4)
 			hi = 0x8f;
 	} else {
-		*why = c < 0xf8 ? "invalid UTF-8: code point above U+10FFFF" : "invalid UTF-8: byte never valid";
+		*why =
+		    c < 0xf8 ? "invalid UTF-8: code point above U+10FFFF" : "invalid UTF-8: byte never valid";
 		return 0;
 	}
 	if (end - p < 2) {
@@ -74,7 +75,6 @@ json_utf8_len(const unsigned char *p, const unsigned char *end, const char **why
 	return n;
 }
 
-
 /* ---- escaping (shared by the writer, json_escape and error messages) ---- */
 
 typedef void (*put_fn)(void *ctx, const char *s, size_t n);
@@ -99,13 +99,34 @@ escape_to(put_fn put, void *ctx, const char *str, size_t n)
 		if (s >= end)
 			break;
 		switch (*s) {
-		case '"': put(ctx, "\\\"", 2); s++; continue;
-		case '\\': put(ctx, "\\\\", 2); s++; continue;
-		case '\b': put(ctx, "\\b", 2); s++; continue;
-		case '\f': put(ctx, "\\f", 2); s++; continue;
-		case '\n': put(ctx, "\\n", 2); s++; continue;
-		case '\r': put(ctx, "\\r", 2); s++; continue;
-		case '\t': put(ctx, "\\t", 2); s++; continue;
+		case '"':
+			put(ctx, "\\\"", 2);
+			s++;
+			continue;
+		case '\\':
+			put(ctx, "\\\\", 2);
+			s++;
+			continue;
+		case '\b':
+			put(ctx, "\\b", 2);
+			s++;
+			continue;
+		case '\f':
+			put(ctx, "\\f", 2);
+			s++;
+			continue;
+		case '\n':
+			put(ctx, "\\n", 2);
+			s++;
+			continue;
+		case '\r':
+			put(ctx, "\\r", 2);
+			s++;
+			continue;
+		case '\t':
+			put(ctx, "\\t", 2);
+			s++;
+			continue;
 		}
 		if (*s < 0x20) {
 			u[4] = hexdig[*s >> 4];
@@ -455,9 +476,15 @@ json_w_val(struct json_w *w, const struct json_val *v)
 		return;
 	}
 	switch (v->type) {
-	case JSON_NULL: json_w_null(w); break;
-	case JSON_FALSE: json_w_bool(w, 0); break;
-	case JSON_TRUE: json_w_bool(w, 1); break;
+	case JSON_NULL:
+		json_w_null(w);
+		break;
+	case JSON_FALSE:
+		json_w_bool(w, 0);
+		break;
+	case JSON_TRUE:
+		json_w_bool(w, 1);
+		break;
 	case JSON_NUMBER:
 		if (v->u.num.text != NULL)
 			json_w_raw(w, v->u.num.text);
@@ -466,7 +493,9 @@ json_w_val(struct json_w *w, const struct json_val *v)
 		else
 			json_w_double(w, v->u.num.d);
 		break;
-	case JSON_STRING: json_w_strn(w, v->u.str.s, v->u.str.len); break;
+	case JSON_STRING:
+		json_w_strn(w, v->u.str.s, v->u.str.len);
+		break;
 	case JSON_ARRAY:
 		json_w_arr(w);
 		/* Recursion stops at JSON_W_MAX_DEPTH: deeper sets overflow. */
@@ -508,4 +537,3 @@ json_w_kbool(struct json_w *w, const char *key, int v)
 	json_w_key(w, key);
 	json_w_bool(w, v);
 }
-

@@ -107,7 +107,8 @@ net_connect(const char *host, int port, int timeout_ms, int64_t end_ms, struct e
 	snprintf(sport, sizeof(sport), "%d", port);
 	r = getaddrinfo(host, sport, &hints, &res);
 	if (r != 0)
-		return err_set(e, "http.resolve", "%s: %s", host, r == EAI_SYSTEM ? strerror(errno) : gai_strerror(r));
+		return err_set(e, "http.resolve", "%s: %s", host,
+		               r == EAI_SYSTEM ? strerror(errno) : gai_strerror(r));
 	err_set(&last, "http.connect", "no address");
 	for (ai = res; ai != NULL && fd < 0; ai = ai->ai_next) {
 		fd = connect_one(ai, timeout_ms, end_ms, &last);
@@ -117,8 +118,10 @@ net_connect(const char *host, int port, int timeout_ms, int64_t end_ms, struct e
 	}
 	freeaddrinfo(res);
 	if (fd < 0) {
-		if (last.code != NULL && strcmp(last.code, "http.timeout") == 0 && strstr(last.msg, "deadline") == NULL)
-			return err_set(e, "http.connect", "%s port %d: no answer within %d ms", host, port, timeout_ms);
+		if (last.code != NULL && strcmp(last.code, "http.timeout") == 0 &&
+		    strstr(last.msg, "deadline") == NULL)
+			return err_set(e, "http.connect", "%s port %d: no answer within %d ms", host, port,
+			               timeout_ms);
 		return err_set(e, last.code, "%s port %d: %s", host, port, last.msg);
 	}
 	return fd;

@@ -104,17 +104,17 @@ static const struct {
     {"ABX_NPM", 0},               /* lock: the npm program to run */
     /* the standard variables, read here too so one list says what the
      * program looks at */
-    {"PATH", 0},                  /* tools found on PATH (install.use_path), programs run by name */
-    {"HOME", 0},                  /* the default state and tools directories of a user that is not root */
-    {"TMPDIR", 0},                /* the tools directory of last resort (install.allow_tmp) */
-    {"HTTPS_PROXY", 0},           /* downloads (config_http_client) and the network probe */
+    {"PATH", 0},        /* tools found on PATH (install.use_path), programs run by name */
+    {"HOME", 0},        /* the default state and tools directories of a user that is not root */
+    {"TMPDIR", 0},      /* the tools directory of last resort (install.allow_tmp) */
+    {"HTTPS_PROXY", 0}, /* downloads (config_http_client) and the network probe */
     {"https_proxy", 0},
     {"HTTP_PROXY", 0},
     {"http_proxy", 0},
     {"NO_PROXY", 0},
     {"no_proxy", 0},
-    {"SSL_CERT_FILE", 0},         /* the CA bundle HTTPS trusts, instead of the system's */
-    {"SSL_CERT_DIR", 0},          /* CA directories (colon-separated), with or instead of it */
+    {"SSL_CERT_FILE", 0}, /* the CA bundle HTTPS trusts, instead of the system's */
+    {"SSL_CERT_DIR", 0},  /* CA directories (colon-separated), with or instead of it */
 };
 #define NENV_VARS ((int)(sizeof(env_vars) / sizeof(env_vars[0])))
 
@@ -283,7 +283,6 @@ add_warn(struct config *c, const char *fmt, ...)
 
 /* --- value validation, shared by every layer --- */
 
-
 int
 cfg_valid_name(const char *s)
 {
@@ -292,8 +291,8 @@ cfg_valid_name(const char *s)
 	if (n == 0 || n >= CFG_NAME_MAX || !(islower((unsigned char)s[0]) || isdigit((unsigned char)s[0])))
 		return 0;
 	for (i = 0; i < n; i++)
-		if (!(islower((unsigned char)s[i]) || isdigit((unsigned char)s[i]) || s[i] == '-' || s[i] == '_' ||
-		      s[i] == '.'))
+		if (!(islower((unsigned char)s[i]) || isdigit((unsigned char)s[i]) || s[i] == '-' ||
+		      s[i] == '_' || s[i] == '.'))
 			return 0;
 	return 1;
 }
@@ -459,11 +458,12 @@ cfg_list_add(struct config *c, int k, const char *s, const char *where, struct e
 			okname = (s[j] >= 'A' && s[j] <= 'Z') || (s[j] >= 'a' && s[j] <= 'z') ||
 			         (s[j] >= '0' && s[j] <= '9') || s[j] == '_';
 		if (!okname)
-			return err_set(e, "config.invalid", "%s: \"%.100s\" is not a variable name ([A-Za-z_][A-Za-z0-9_]*)",
+			return err_set(e, "config.invalid",
+			               "%s: \"%.100s\" is not a variable name ([A-Za-z_][A-Za-z0-9_]*)",
 			               where, s);
 		if (strcmp(s, "PATH") == 0 || strncmp(s, "LD_", 3) == 0 || strncmp(s, "ABX_", 4) == 0)
-			return err_set(e, "config.invalid", "%s: %s cannot be set by a request (PATH, LD_*, ABX_*)",
-			               where, s);
+			return err_set(e, "config.invalid",
+			               "%s: %s cannot be set by a request (PATH, LD_*, ABX_*)", where, s);
 		for (i = 0; i < l->n; i++)
 			if (strcmp(l->v[i], s) == 0)
 				return err_set(e, "config.invalid", "%s: \"%s\" listed twice", where, s);
@@ -734,7 +734,8 @@ mirror_host_listed(const struct config *c, const char *key, const char *url, str
 		return 0; /* a directory or file:// mirror: no host */
 	n = strcspn(url + 8, "/?#");
 	if (memchr(url + 8, '{', n) != NULL)
-		return err_set(e, "config.invalid", "%s: %s: the mirror's host cannot be a placeholder", key, url);
+		return err_set(e, "config.invalid", "%s: %s: the mirror's host cannot be a placeholder", key,
+		               url);
 	snprintf(base, sizeof(base), "%.*s/", (int)(8 + n), url);
 	if (http_url_parse(base, &u, e) != 0)
 		return err_set(e, "config.invalid", "%s: %s: not an https URL with a host", key, url);
@@ -743,9 +744,9 @@ mirror_host_listed(const struct config *c, const char *key, const char *url, str
 	if (hostrule_match(ah, c->install.allow_hosts.n, u.host, u.port))
 		return 0;
 	return err_set(e, "config.invalid",
-		       "%s: the mirror's host %.*s is not in install.allow_hosts; add it there "
-		       "(\"allow_hosts\": [\"%.*s\"] in \"install\", or ABX_SERVER_INSTALL_ALLOW_HOSTS=%.*s)",
-		       key, (int)n, url + 8, (int)n, url + 8, (int)n, url + 8);
+	               "%s: the mirror's host %.*s is not in install.allow_hosts; add it there "
+	               "(\"allow_hosts\": [\"%.*s\"] in \"install\", or ABX_SERVER_INSTALL_ALLOW_HOSTS=%.*s)",
+	               key, (int)n, url + 8, (int)n, url + 8, (int)n, url + 8);
 }
 
 static int

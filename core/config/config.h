@@ -151,8 +151,8 @@ struct config {
 		int max_sessions;     /* agent sessions running at once, in total */
 		int max_sessions_per_agent;
 		int session_journal_max_bytes;
-		int sse_heartbeat; /* seconds between comment lines on an idle event stream */
-		int max_streams;   /* concurrent event streams (default 64; 0 also means 64) */
+		int sse_heartbeat;              /* seconds between comment lines on an idle event stream */
+		int max_streams;                /* concurrent event streams (default 64; 0 also means 64) */
 		char session_cwd[CFG_PATH_MAX]; /* a session's default cwd; "" = serve's HOME */
 		struct cfg_names session_env;   /* variables a session request may set */
 	} server;

@@ -53,7 +53,6 @@ config_did_you_mean(const char *word, const char *const *cand, int n)
 	return bestd <= limit ? best : NULL;
 }
 
-
 /* --- the file layer --- */
 
 static const char *
@@ -254,4 +253,3 @@ config_apply_file(struct config *c, const char *path, struct err *e)
 		snprintf(c->file, sizeof(c->file), "%s", path);
 	return rc;
 }
-

@@ -19,8 +19,8 @@
 #include "net/http.h"
 #include "pkg/npmlock.h"
 
-static const char *const state_names[] = {"ready",  "pending",  "missing",			"failed",
-					  "read_only", "disabled", "network_unreachable"};
+static const char *const state_names[] = {
+    "ready", "pending", "missing", "failed", "read_only", "disabled", "network_unreachable"};
 
 const char *
 install_state_name(enum install_state s)
@@ -89,7 +89,9 @@ install_tool_env_name(const char *name, char *buf, size_t cap)
 
 	for (i = 0; name[i] && off + 1 < cap; i++, off++) {
 		char ch = name[i];
-		buf[off] = (ch >= 'a' && ch <= 'z') ? (char)(ch - 32) : ((ch >= '0' && ch <= '9') || (ch >= 'A' && ch <= 'Z')) ? ch : '_';
+		buf[off] = (ch >= 'a' && ch <= 'z')                                 ? (char)(ch - 32)
+		           : ((ch >= '0' && ch <= '9') || (ch >= 'A' && ch <= 'Z')) ? ch
+		                                                                    : '_';
 	}
 	buf[off < cap ? off : cap - 1] = '\0';
 }
@@ -126,7 +128,8 @@ const char *
 install_phase_name(enum install_phase p)
 {
 	static const char *const names[INSTALL_PH_N] = {
-	    "probe", "download+digest", "extract", "place", "npm", "verify.argv", "tree listing", "publish/sync",
+	    "probe", "download+digest", "extract",      "place",
+	    "npm",   "verify.argv",     "tree listing", "publish/sync",
 	};
 	return (unsigned)p < INSTALL_PH_N ? names[p] : "?";
 }
@@ -152,14 +155,15 @@ install_why(struct install_ctx *c, const manifest_t *m, char *buf, size_t cap)
 		if (!c->chain.d[i].exists || install_marker_read(c->chain.d[i].path, m->name, &mk, &e) < 0)
 			continue;
 		if (strcmp(mk.manifest_sha256, m->sha256) != 0 || strcmp(mk.version, m->version) != 0) {
-			snprintf(buf, cap, "manifest changed: %s has %s %s from another manifest than %s", c->chain.d[i].path,
-				 m->name, mk.version, m->file[0] ? m->file : "the built-in one");
+			snprintf(buf, cap, "manifest changed: %s has %s %s from another manifest than %s",
+			         c->chain.d[i].path, m->name, mk.version,
+			         m->file[0] ? m->file : "the built-in one");
 			return;
 		}
 		if (strcmp(mk.platform, c->platform) != 0)
 			continue;
-		snprintf(buf, cap, "drift: %s/%s/%s differs from what was installed", c->chain.d[i].path, m->name,
-			 mk.tree);
+		snprintf(buf, cap, "drift: %s/%s/%s differs from what was installed", c->chain.d[i].path,
+		         m->name, mk.tree);
 		return;
 	}
 	snprintf(buf, cap, "missing");
@@ -198,7 +202,8 @@ needs_network(struct install_ctx *c, const manifest_t *m)
 		if (install_mirror_dir(c->set->tarball_mirrors[i]) == NULL) {
 			static char u[HTTP_URL_MAX];
 			char h[HTTP_HOST_MAX];
-			if (install_mirror_url(c->set->tarball_mirrors[i], a->url, u, sizeof(u), h, sizeof(h)) == 0)
+			if (install_mirror_url(c->set->tarball_mirrors[i], a->url, u, sizeof(u), h,
+			                       sizeof(h)) == 0)
 				return u;
 		}
 	return a->url;
@@ -234,12 +239,14 @@ install_image_fits(const manifest_t *m, const char *platform, struct err *e)
 		for (i = 0; i < m->nlibs; i++)
 			if (!npmlock_lib_present(NULL, libc, m->libs[i])) {
 				err_set(e, "install.image_unsupported",
-					"%s cannot run in this image: it needs the shared library %s, in no library "
-					"directory here (C library: %s); or set %s or put %s on PATH",
-					m->name, m->libs[i], libc, env, m->binary);
-				snprintf(det, sizeof(det),
-					 "{\"tool\":\"%s\",\"libc\":\"%s\",\"library\":\"%s\",\"env\":\"%s\"}", m->name,
-					 libc, m->libs[i], env);
+				        "%s cannot run in this image: it needs the shared library %s, in no "
+				        "library "
+				        "directory here (C library: %s); or set %s or put %s on PATH",
+				        m->name, m->libs[i], libc, env, m->binary);
+				snprintf(
+				    det, sizeof(det),
+				    "{\"tool\":\"%s\",\"libc\":\"%s\",\"library\":\"%s\",\"env\":\"%s\"}",
+				    m->name, libc, m->libs[i], env);
 				err_details(e, det);
 				return -1;
 			}
@@ -247,21 +254,21 @@ install_image_fits(const manifest_t *m, const char *platform, struct err *e)
 	}
 	install_tool_env_name(m->name, env, sizeof(env));
 	if (m->libc == (MANIFEST_LIBC_GLIBC | MANIFEST_LIBC_MUSL))
-		snprintf(need, sizeof(need), "the glibc loader %s (%s) or the musl loader %s (%s)", g, GLIBC_IMAGES,
-			 mu, MUSL_IMAGES);
+		snprintf(need, sizeof(need), "the glibc loader %s (%s) or the musl loader %s (%s)", g,
+		         GLIBC_IMAGES, mu, MUSL_IMAGES);
 	else if (m->libc & MANIFEST_LIBC_GLIBC)
 		snprintf(need, sizeof(need), "the glibc loader %s (%s)", g, GLIBC_IMAGES);
 	else
 		snprintf(need, sizeof(need), "the musl loader %s (%s)", mu, MUSL_IMAGES);
 	/* Under ERR_MSG_MAX with a "gemini requires node-runtime: " prefix. */
 	err_set(e, "install.image_unsupported",
-		"%s cannot run in this image: it needs %s (C library of this image: %s); "
-		"or set %s or put %s on PATH",
-		m->name, need, libc, env, m->binary);
+	        "%s cannot run in this image: it needs %s (C library of this image: %s); "
+	        "or set %s or put %s on PATH",
+	        m->name, need, libc, env, m->binary);
 	snprintf(det, sizeof(det), "{\"tool\":\"%s\",\"libc\":\"%s\",\"needs\":[%s%s%s],\"env\":\"%s\"}",
-		 m->name, libc, (m->libc & MANIFEST_LIBC_GLIBC) ? "\"glibc\"" : "",
-		 m->libc == (MANIFEST_LIBC_GLIBC | MANIFEST_LIBC_MUSL) ? "," : "",
-		 (m->libc & MANIFEST_LIBC_MUSL) ? "\"musl\"" : "", env);
+	         m->name, libc, (m->libc & MANIFEST_LIBC_GLIBC) ? "\"glibc\"" : "",
+	         m->libc == (MANIFEST_LIBC_GLIBC | MANIFEST_LIBC_MUSL) ? "," : "",
+	         (m->libc & MANIFEST_LIBC_MUSL) ? "\"musl\"" : "", env);
 	err_details(e, det);
 	return -1;
 }
@@ -283,7 +290,8 @@ image_check(struct install_ctx *c, const manifest_t *m, struct err *e)
 			return err_set(e, "internal", "out of memory");
 		err_clear(&sub);
 		c->depth++;
-		rc = install_ensure_inner(c, m->requires[i].name, m->requires[i].min, INSTALL_F_CHECK, rr, &sub);
+		rc = install_ensure_inner(c, m->requires[i].name, m->requires[i].min, INSTALL_F_CHECK, rr,
+		                          &sub);
 		c->depth--;
 		free(rr);
 		if (rc < 0 && sub.code != NULL && strcmp(sub.code, "not_found") != 0) {
@@ -520,14 +528,15 @@ install_ensure_inner(struct install_ctx *c, const char *name, const char *min, u
 }
 
 int
-install_ensure(struct install_ctx *c, const char *name, unsigned flags, struct install_result *r, struct err *e)
+install_ensure(struct install_ctx *c, const char *name, unsigned flags, struct install_result *r,
+               struct err *e)
 {
 	return install_ensure_inner(c, name, NULL, flags, r, e);
 }
 
 int
 install_ctx_init(struct install_ctx *c, struct manifest_set *ms, struct install_settings *set,
-		 const char *platform, struct err *e)
+                 const char *platform, struct err *e)
 {
 	char buf[PATH_MAX];
 	ssize_t n;

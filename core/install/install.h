@@ -46,12 +46,12 @@
 
 enum install_state {
 	INSTALL_READY = 0,
-	INSTALL_PENDING,              /* a job runs (the server's job layer) */
-	INSTALL_MISSING,              /* mode forbids installing: install.required */
-	INSTALL_FAILED,               /* install.failed, checksum_mismatch, no_space, noexec, backoff, ... */
-	INSTALL_READ_ONLY,            /* install.read_only */
-	INSTALL_DISABLED,             /* install.disabled */
-	INSTALL_NETWORK_UNREACHABLE,  /* install.network_unreachable */
+	INSTALL_PENDING,             /* a job runs (the server's job layer) */
+	INSTALL_MISSING,             /* mode forbids installing: install.required */
+	INSTALL_FAILED,              /* install.failed, checksum_mismatch, no_space, noexec, backoff, ... */
+	INSTALL_READ_ONLY,           /* install.read_only */
+	INSTALL_DISABLED,            /* install.disabled */
+	INSTALL_NETWORK_UNREACHABLE, /* install.network_unreachable */
 };
 
 /* "ready", "pending", "missing", ... */
@@ -72,7 +72,7 @@ struct install_progress {
 
 /* Progress report for waiters and the CLI. */
 typedef void (*install_progress_fn)(void *arg, const char *name, const char *phase,
-				    const struct install_progress *p);
+                                    const struct install_progress *p);
 
 /* The reason an install happens, for messages. */
 #define INSTALL_WHY_MAX 200
@@ -116,15 +116,14 @@ const char *install_phase_name(enum install_phase p);
  * announce "install: paused at <phase>" on stderr and sleep 30 s there. */
 void install_test_pause(const char *phase);
 
-
 struct install_ctx {
 	struct manifest_set *ms;
 	struct install_settings *set;
 	struct tools_chain chain;
 	char platform[16];
-	char cache_dir[PATH_MAX];   /* resolved cache directory ("" = none writable) */
-	int building;               /* prepare/fetch: mode build may install */
-	int force;                  /* clear backoff first */
+	char cache_dir[PATH_MAX]; /* resolved cache directory ("" = none writable) */
+	int building;             /* prepare/fetch: mode build may install */
+	int force;                /* clear backoff first */
 	install_progress_fn progress;
 	void *progress_arg;
 	/* Called (with progress_arg) once per tool right before it is
@@ -135,11 +134,11 @@ struct install_ctx {
 	 * tree: microseconds per phase (-1: a phase this source has not).
 	 * NULL = silent. */
 	void (*timing)(void *arg, const manifest_t *m, const int64_t us[INSTALL_PH_N]);
-	int64_t probe_us;           /* ensure's probes, for the next install_one */
-	const char *principal;      /* for audit; NULL = "cli" */
+	int64_t probe_us;      /* ensure's probes, for the next install_one */
+	const char *principal; /* for audit; NULL = "cli" */
 	const char *op;
-	char self[PATH_MAX];        /* this binary, the target of bin/ links */
-	char prefer[PATH_MAX];      /* a tools directory put first (the shim's) */
+	char self[PATH_MAX];   /* this binary, the target of bin/ links */
+	char prefer[PATH_MAX]; /* a tools directory put first (the shim's) */
 
 	/* probe cache */
 	time_t exec_probe_at;
@@ -147,10 +146,10 @@ struct install_ctx {
 	struct err exec_probe_err;
 	int exec_probe_rc;
 
-	struct http_client *http;   /* created on first download */
-	struct install_npm_lock *npm_lock; /* the last lockfile parsed (install_npm.c), owned */
-	struct install_marker_slot *mcache;  /* INSTALL_MARKER_CACHE slots, owned */
-	int depth;                  /* requires recursion */
+	struct http_client *http;           /* created on first download */
+	struct install_npm_lock *npm_lock;  /* the last lockfile parsed (install_npm.c), owned */
+	struct install_marker_slot *mcache; /* INSTALL_MARKER_CACHE slots, owned */
+	int depth;                          /* requires recursion */
 
 	/* counters, for prepare's summary and tests */
 	int downloads;
@@ -160,13 +159,13 @@ struct install_ctx {
 
 struct install_result {
 	enum install_state state;
-	char dir[PATH_MAX];     /* tools directory holding the tree */
-	char tree[PATH_MAX];    /* the published tree */
-	char entry[PATH_MAX];   /* absolute path of the executable */
-	int installed;          /* this call published it */
-	int from_path;          /* satisfied by a copy on PATH (entry) */
-	int from_env;           /* ABX_TOOL_<NAME> */
-	int retry_after;        /* install.backoff: seconds */
+	char dir[PATH_MAX];   /* tools directory holding the tree */
+	char tree[PATH_MAX];  /* the published tree */
+	char entry[PATH_MAX]; /* absolute path of the executable */
+	int installed;        /* this call published it */
+	int from_path;        /* satisfied by a copy on PATH (entry) */
+	int from_env;         /* ABX_TOOL_<NAME> */
+	int retry_after;      /* install.backoff: seconds */
 };
 
 /*
@@ -176,13 +175,13 @@ struct install_result {
  * (config.state_dir_unsafe). install_ctx_free releases the HTTP client.
  */
 int install_ctx_init(struct install_ctx *c, struct manifest_set *ms, struct install_settings *set,
-		     const char *platform, struct err *e);
+                     const char *platform, struct err *e);
 void install_ctx_free(struct install_ctx *c);
 
 /* ensure() flags */
 enum {
-	INSTALL_F_NO_PATH = 1 << 0,   /* do not accept a copy on PATH (prepare --only NAME) */
-	INSTALL_F_CHECK = 1 << 1,     /* fast path only: never lock, write or install */
+	INSTALL_F_NO_PATH = 1 << 0, /* do not accept a copy on PATH (prepare --only NAME) */
+	INSTALL_F_CHECK = 1 << 1,   /* fast path only: never lock, write or install */
 };
 
 /*
@@ -193,7 +192,7 @@ enum {
  * r->state MISSING with e not_found, nothing written.
  */
 int install_ensure(struct install_ctx *c, const char *name, unsigned flags, struct install_result *r,
-		   struct err *e);
+                   struct err *e);
 
 /*
  * Whether tool name, and every tool it requires that is not already
@@ -221,7 +220,7 @@ int install_fast_path(struct install_ctx *c, const manifest_t *m, struct install
  * verified file (cache, or a read-only cache/mirror directory).
  */
 int install_cache_artifact(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a,
-			   char *path, size_t cap, struct err *e);
+                           char *path, size_t cap, struct err *e);
 
 /*
  * npm-lock sources (core/install_npm.c): install_npm_stage fetches, verifies
@@ -234,17 +233,17 @@ int install_cache_artifact(struct install_ctx *c, const manifest_t *m, const str
 struct install_known;
 /* What an npm-lock install fetched, for its audit record. */
 struct install_npm_info {
-	uint64_t bytes;          /* every package tarball, downloaded or cached */
-	uint64_t downloaded;     /* of which downloaded now */
-	size_t packages;         /* packages installed */
-	size_t fetched, cached;  /* of which downloaded now, taken from the cache */
-	size_t skipped;          /* lockfile entries not for the platform */
-	char lock_sha256[65];    /* the lockfile's digest */
+	uint64_t bytes;         /* every package tarball, downloaded or cached */
+	uint64_t downloaded;    /* of which downloaded now */
+	size_t packages;        /* packages installed */
+	size_t fetched, cached; /* of which downloaded now, taken from the cache */
+	size_t skipped;         /* lockfile entries not for the platform */
+	char lock_sha256[65];   /* the lockfile's digest */
 };
-int install_npm_stage(struct install_ctx *c, const manifest_t *m, const char *tree, struct install_known *known,
-		      struct install_npm_info *info, struct err *e);
-int install_npm_fetch(struct install_ctx *c, const manifest_t *m, const char *platform, struct install_npm_info *info,
-		      struct err *e);
+int install_npm_stage(struct install_ctx *c, const manifest_t *m, const char *tree,
+                      struct install_known *known, struct install_npm_info *info, struct err *e);
+int install_npm_fetch(struct install_ctx *c, const manifest_t *m, const char *platform,
+                      struct install_npm_info *info, struct err *e);
 /*
  * The cache's extracted tree of a tarball artifact (install_trees.c,
  * cache.h): install_tree_place puts it as <staging>/tree (an empty
@@ -257,9 +256,9 @@ int install_npm_fetch(struct install_ctx *c, const manifest_t *m, const char *pl
  */
 struct install_known;
 int install_tree_place(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a,
-		       const char *staging, struct install_known *known, uint64_t *asize, struct err *e);
+                       const char *staging, struct install_known *known, uint64_t *asize, struct err *e);
 void install_tree_keep(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a,
-		       const char *tree, uint64_t asize);
+                       const char *tree, uint64_t asize);
 
 /* One SBOM row per installed npm package (name, version, purl, path,
  * integrity, sha256 when the cache knows it, url) into the marker's array. */
@@ -303,7 +302,7 @@ int install_backoff_left(struct install_ctx *c, const char *name);
  * directory). Returns 0 and fills the fields, or -1 when there is none.
  */
 int install_progress_read(struct install_ctx *c, const char *name, char *phase, size_t cap,
-			  struct install_progress *p, long *pid);
+                          struct install_progress *p, long *pid);
 
 /* Append one audit line (a JSON object text without newline). Never fails
  * the caller: an unwritable audit file is reported once on stderr. */
@@ -325,13 +324,13 @@ struct install_marker {
 	char platform[16];
 	char binary[MANIFEST_NAME_MAX];
 	char bin[MANIFEST_RELPATH_MAX];
-	char tree[MANIFEST_VERSION_MAX + 20];   /* "<version>-<platform>" */
+	char tree[MANIFEST_VERSION_MAX + 20]; /* "<version>-<platform>" */
 	char manifest_sha256[65];
 	char tree_sha256[65];
-	char proof_sha256[65];  /* of <name>/.installed.proof */
+	char proof_sha256[65]; /* of <name>/.installed.proof */
 	char installed_at[32];
 	uint64_t files, bytes;
-	unsigned uid, mode;     /* of the marker file */
+	unsigned uid, mode; /* of the marker file */
 };
 
 struct install_marker_slot {
@@ -342,7 +341,7 @@ struct install_marker_slot {
 	int64_t mtime_ns, ctime_ns;
 	char path[PATH_MAX];
 	struct install_marker mk;
-	const char *proof;      /* the marker's proof list, checked against it */
+	const char *proof; /* the marker's proof list, checked against it */
 	size_t proof_len;
 	struct install_proof_ref *proof_ref; /* holds proof (install_proof_cache_put) */
 };
@@ -358,8 +357,8 @@ int install_marker_read(const char *dir, const char *name, struct install_marker
  * whole text: the tree digest of markers. *text (malloc'd, caller frees)
  * may be NULL to skip keeping it. Other file types are install.failed.
  */
-int install_tree_list(const char *root, char **text, size_t *len, char hex[65], uint64_t *files, uint64_t *bytes,
-		      struct err *e);
+int install_tree_list(const char *root, char **text, size_t *len, char hex[65], uint64_t *files,
+                      uint64_t *bytes, struct err *e);
 
 /*
  * Known files (install_known.c): what extraction learnt of each regular file
@@ -383,14 +382,15 @@ int install_tree_list(const char *root, char **text, size_t *len, char hex[65], 
 struct install_known *install_known_new(void);
 void install_known_free(struct install_known *k);
 void install_known_add(struct install_known *k, const char *dir, const char *name, const struct stat *st,
-		       const unsigned char sha256[32]);
+                       const unsigned char sha256[32]);
 void install_known_settle(struct install_known *k);
 size_t install_known_count(const struct install_known *k);
 /* The recorded sha256 of rel when st (an lstat of it now) matches the
  * record: 1, else 0. Only after install_known_settle. */
-int install_known_get(const struct install_known *k, const char *rel, const struct stat *st, unsigned char sha256[32]);
-int install_tree_list_known(const char *root, const struct install_known *k, char **text, size_t *len, char hex[65],
-			    uint64_t *files, uint64_t *bytes, struct err *e);
+int install_known_get(const struct install_known *k, const char *rel, const struct stat *st,
+                      unsigned char sha256[32]);
+int install_tree_list_known(const char *root, const struct install_known *k, char **text, size_t *len,
+                            char hex[65], uint64_t *files, uint64_t *bytes, struct err *e);
 
 /*
  * The proof list (install_proof.c): every entry of the tree under root with
@@ -431,7 +431,7 @@ int install_proof_parse(const void *buf, size_t len);
 #define INSTALL_PROOF_CACHE 4
 struct install_proof_ref;
 const char *install_proof_cache_get(const char *path, const char *sha256_hex, size_t *len,
-				    struct install_proof_ref **ref);
+                                    struct install_proof_ref **ref);
 void install_proof_cache_put(struct install_proof_ref *ref);
 void install_proof_cache_stats(unsigned long *hits, unsigned long *loads);
 void install_proof_cache_clear(void);
@@ -450,8 +450,8 @@ int install_probe_version(const manifest_t *m, const char *bin, char *ver, size_
  * Returns 1 with entry and ver set, 0 when none qualifies or m has no path
  * block.
  */
-int install_path_find(const manifest_t *m, const char *min, const char *self, char *entry, size_t ecap, char *ver,
-                      size_t vcap);
+int install_path_find(const manifest_t *m, const char *min, const char *self, char *entry, size_t ecap,
+                      char *ver, size_t vcap);
 
 /*
  * Run argv (already substituted; core/proc.h) with a scrubbed environment
@@ -463,7 +463,7 @@ int install_path_find(const manifest_t *m, const char *min, const char *self, ch
  */
 #define INSTALL_RUN_GRACE_MS 500
 int install_run(char *const argv[], const char *path, const char *home, int timeout_s, char *out, size_t cap,
-		struct err *e);
+                struct err *e);
 
 /* The environment variable ABX_TOOL_<NAME> for a tool name into buf. */
 void install_tool_env_name(const char *name, char *buf, size_t cap);

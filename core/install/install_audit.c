@@ -30,7 +30,8 @@ install_audit(const struct install_settings *s, const char *json_object)
 	if (f != NULL && *f != '\0') {
 		snprintf(path, sizeof(path), "%s", f);
 	} else {
-		if (tools_state_dir(s, path, sizeof(path) - 16) < 0 || stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+		if (tools_state_dir(s, path, sizeof(path) - 16) < 0 || stat(path, &st) != 0 ||
+		    !S_ISDIR(st.st_mode))
 			return;
 		strcat(path, "/audit.jsonl");
 	}
@@ -42,8 +43,10 @@ install_audit(const struct install_settings *s, const char *json_object)
 	if (fd < 0 || write(fd, line, (size_t)n) != n) {
 		if (!warned)
 			warnx_line("audit file %s: %s; audit records are dropped until it can be written\n"
-				   "  fix: create its directory, or set audit_file (ABX_SERVER_AUDIT_FILE) to a writable "
-				   "file", path, strerror(errno));
+			           "  fix: create its directory, or set audit_file (ABX_SERVER_AUDIT_FILE) "
+			           "to a writable "
+			           "file",
+			           path, strerror(errno));
 		warned = 1;
 	}
 	if (fd >= 0)
@@ -60,14 +63,17 @@ install_audit_check(const struct install_settings *s, struct err *e)
 		return 0;
 	fd = open(f, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
-		return err_set(e, "config.invalid", "audit_file %s: cannot be written (%s): create its directory, "
-			       "or set audit_file (ABX_SERVER_AUDIT_FILE) to a writable file", f, strerror(errno));
+		return err_set(e, "config.invalid",
+		               "audit_file %s: cannot be written (%s): create its directory, "
+		               "or set audit_file (ABX_SERVER_AUDIT_FILE) to a writable file",
+		               f, strerror(errno));
 	close(fd);
 	return 0;
 }
 
 void
-install_audit_event(struct install_ctx *c, const char *event, const manifest_t *m, const struct install_audit_extra *x)
+install_audit_event(struct install_ctx *c, const char *event, const manifest_t *m,
+                    const struct install_audit_extra *x)
 {
 	struct json_w w;
 	char ts[32];
@@ -131,11 +137,12 @@ install_progress_write(struct install_progress_state *p, const char *phase, int 
 	if (p->path[0] == '\0' || (!force && t - p->last_ms < 200))
 		return;
 	p->last_ms = t;
-	n = snprintf(buf, sizeof(buf),
-		     "{\"phase\":\"%s\",\"bytes\":%llu,\"total\":%llu,\"done\":%u,\"count\":%u,\"started\":%lld,"
-		     "\"pid\":%d}\n",
-		     phase, (unsigned long long)p->cur.bytes, (unsigned long long)p->cur.total, p->cur.done,
-		     p->cur.count, (long long)p->started, (int)getpid());
+	n = snprintf(
+	    buf, sizeof(buf),
+	    "{\"phase\":\"%s\",\"bytes\":%llu,\"total\":%llu,\"done\":%u,\"count\":%u,\"started\":%lld,"
+	    "\"pid\":%d}\n",
+	    phase, (unsigned long long)p->cur.bytes, (unsigned long long)p->cur.total, p->cur.done,
+	    p->cur.count, (long long)p->started, (int)getpid());
 	snprintf(tmp, sizeof(tmp), "%s.%d", p->path, (int)getpid());
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (fd < 0)
@@ -146,7 +153,7 @@ install_progress_write(struct install_progress_state *p, const char *phase, int 
 
 int
 install_progress_read(struct install_ctx *c, const char *name, char *phase, size_t cap,
-		      struct install_progress *p, long *pid)
+                      struct install_progress *p, long *pid)
 {
 	char path[PATH_MAX], buf[512];
 	struct json_doc doc = {0};
@@ -162,7 +169,8 @@ install_progress_read(struct install_ctx *c, const char *name, char *phase, size
 			continue;
 		if (json_parse(&doc, buf, (size_t)n, NULL, &e) < 0)
 			continue;
-		snprintf(phase, cap, "%s", json_get_str(doc.root, "phase") ? json_get_str(doc.root, "phase") : "?");
+		snprintf(phase, cap, "%s",
+		         json_get_str(doc.root, "phase") ? json_get_str(doc.root, "phase") : "?");
 		v = json_get(doc.root, "bytes");
 		p->bytes = v && v->type == JSON_NUMBER ? (uint64_t)v->u.num.d : 0;
 		v = json_get(doc.root, "total");

@@ -41,15 +41,16 @@ install_lock_tool(struct install_ctx *c, const char *w, const manifest_t *m, str
 			return -1;
 		}
 		if (clock_ms() >= deadline) {
-			err_set(e, "install.failed", "%s: timed out after %d s waiting for another installer", m->name,
-				c->set->timeout_s);
+			err_set(e, "install.failed", "%s: timed out after %d s waiting for another installer",
+			        m->name, c->set->timeout_s);
 			install_details_phase(e, "lock");
 			close(fd);
 			return -1;
 		}
 		/* waiters poll each second and pass on the installer's progress */
 		install_sleep_ms(1000);
-		if (c->progress != NULL && install_progress_read(c, m->name, phase, sizeof(phase), &pg, &pid) == 0)
+		if (c->progress != NULL &&
+		    install_progress_read(c, m->name, phase, sizeof(phase), &pg, &pid) == 0)
 			c->progress(c->progress_arg, m->name, phase, &pg);
 	}
 	return fd;
@@ -71,7 +72,8 @@ backoff_read(const char *dir, const char *name, struct backoff *b)
 
 	memset(b, 0, sizeof(*b));
 	snprintf(path, sizeof(path), "%s/.locks/%s.backoff", dir, name);
-	if ((n = fs_read_small(path, buf, sizeof(buf), &e)) <= 0 || json_parse(&doc, buf, (size_t)n, NULL, &e) < 0)
+	if ((n = fs_read_small(path, buf, sizeof(buf), &e)) <= 0 ||
+	    json_parse(&doc, buf, (size_t)n, NULL, &e) < 0)
 		return -1;
 	if ((v = json_get(doc.root, "failures")) && v->type == JSON_NUMBER)
 		b->failures = (int)v->u.num.d;
@@ -89,7 +91,8 @@ install_backoff_left(struct install_ctx *c, const char *name)
 
 	/* per tools directory: a failure recorded in another directory of the
 	 * chain does not hold back installs into this one (issue 12 §3) */
-	if (c->chain.writable < 0 || backoff_read(c->chain.d[c->chain.writable].path, name, &b) < 0 || b.until <= t)
+	if (c->chain.writable < 0 || backoff_read(c->chain.d[c->chain.writable].path, name, &b) < 0 ||
+	    b.until <= t)
 		return 0;
 	/* a record never holds a tool back longer than the maximum, whatever
 	 * it says */
@@ -133,7 +136,7 @@ install_backoff_record(struct install_ctx *c, const char *name, const struct err
 		secs = INSTALL_BACKOFF_MAX;
 	snprintf(code, sizeof(code), "%s", why->code ? why->code : "internal");
 	snprintf(path, sizeof(path), "%s/.locks/%s.backoff", w, name);
-	snprintf(buf, sizeof(buf), "{\"failures\":%d,\"until\":%lld,\"seconds\":%d,\"code\":\"%s\"}\n", b.failures,
-		 (long long)(time(NULL) + secs), secs, code);
+	snprintf(buf, sizeof(buf), "{\"failures\":%d,\"until\":%lld,\"seconds\":%d,\"code\":\"%s\"}\n",
+	         b.failures, (long long)(time(NULL) + secs), secs, code);
 	fs_write_atomic(path, buf, strlen(buf), 0600, &e);
 }

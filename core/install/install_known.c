@@ -23,7 +23,7 @@
 
 struct known_rec {
 	char *path;
-	uint64_t seq;               /* order of arrival: the last one wins */
+	uint64_t seq; /* order of arrival: the last one wins */
 	uint64_t ino, size;
 	int64_t ctime_s, mtime_s;
 	long ctime_ns, mtime_ns;
@@ -36,7 +36,7 @@ struct install_known {
 	struct known_rec *r;
 	size_t n, cap;
 	uint64_t seq;
-	struct timespec newest;     /* newest ctime recorded */
+	struct timespec newest; /* newest ctime recorded */
 	int settled;
 };
 
@@ -80,7 +80,7 @@ install_known_count(const struct install_known *k)
 
 void
 install_known_add(struct install_known *k, const char *dir, const char *name, const struct stat *st,
-		  const unsigned char sha256[32])
+                  const unsigned char sha256[32])
 {
 	size_t dl = strlen(dir), nl = strlen(name);
 	struct known_rec rec;
@@ -130,7 +130,6 @@ rec_cmp(const void *a, const void *b)
 	return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-
 void
 install_known_settle(struct install_known *k)
 {
@@ -165,7 +164,8 @@ install_known_settle(struct install_known *k)
 	}
 	for (;;) {
 		clock_gettime(CLOCK_REALTIME_COARSE, &now);
-		if (now.tv_sec > k->newest.tv_sec || (now.tv_sec == k->newest.tv_sec && now.tv_nsec > k->newest.tv_nsec))
+		if (now.tv_sec > k->newest.tv_sec ||
+		    (now.tv_sec == k->newest.tv_sec && now.tv_nsec > k->newest.tv_nsec))
 			return;
 		if (clock_ms() - start > KNOWN_SETTLE_MS) {
 			drop_all(k);
@@ -176,7 +176,8 @@ install_known_settle(struct install_known *k)
 }
 
 int
-install_known_get(const struct install_known *k, const char *rel, const struct stat *st, unsigned char sha256[32])
+install_known_get(const struct install_known *k, const char *rel, const struct stat *st,
+                  unsigned char sha256[32])
 {
 	size_t lo = 0, hi;
 	const struct known_rec *r;
@@ -189,9 +190,10 @@ install_known_get(const struct install_known *k, const char *rel, const struct s
 		int c = strcmp(k->r[mid].path, rel);
 		if (c == 0) {
 			r = &k->r[mid];
-			if (r->ino != st->st_ino || r->size != (uint64_t)st->st_size || r->mode != st->st_mode ||
-			    r->ctime_s != st->st_ctim.tv_sec || r->ctime_ns != st->st_ctim.tv_nsec ||
-			    r->mtime_s != st->st_mtim.tv_sec || r->mtime_ns != st->st_mtim.tv_nsec)
+			if (r->ino != st->st_ino || r->size != (uint64_t)st->st_size ||
+			    r->mode != st->st_mode || r->ctime_s != st->st_ctim.tv_sec ||
+			    r->ctime_ns != st->st_ctim.tv_nsec || r->mtime_s != st->st_mtim.tv_sec ||
+			    r->mtime_ns != st->st_mtim.tv_nsec)
 				return 0;
 			memcpy(sha256, r->sha, 32);
 			return 1;

@@ -54,8 +54,9 @@ install_env_tool(struct install_ctx *c, const manifest_t *m, struct install_resu
 		return 0;
 	if (stat(p, &st) != 0 || !S_ISREG(st.st_mode) || (st.st_uid != 0 && st.st_uid != geteuid()) ||
 	    (st.st_mode & 022) || access(p, X_OK) != 0 || same_file_as_self(c, p)) {
-		warnx_line("%s=%s ignored: not an executable owned by this user or root and not group/world-writable",
-			   var, p);
+		warnx_line("%s=%s ignored: not an executable owned by this user or root and not "
+		           "group/world-writable",
+		           var, p);
 		return 0;
 	}
 	r->state = INSTALL_READY;
@@ -66,7 +67,7 @@ install_env_tool(struct install_ctx *c, const manifest_t *m, struct install_resu
 
 void
 install_subst_bin(const struct manifest_argv *a, const char *bin, char buf[][MANIFEST_ARG_MAX + PATH_MAX],
-	  char **argv)
+                  char **argv)
 {
 	int i;
 
@@ -85,7 +86,7 @@ int
 install_probe_version(const manifest_t *m, const char *bin, char *ver, size_t cap)
 {
 	/* heap, not static (job threads) nor stack (musl threads have 128 KiB) */
-	char (*buf)[MANIFEST_ARG_MAX + PATH_MAX] = malloc(MANIFEST_MAX_ARGV * sizeof(*buf));
+	char(*buf)[MANIFEST_ARG_MAX + PATH_MAX] = malloc(MANIFEST_MAX_ARGV * sizeof(*buf));
 	char *argv[MANIFEST_MAX_ARGV + 1], out[4096], tmp[] = "/tmp";
 	struct err e;
 	int st;
@@ -138,7 +139,7 @@ install_path_find(const manifest_t *m, const char *min, const char *self, char *
 		snprintf(entry, ecap, "%s", cand);
 		snprintf(ver, vcap, "%s", v);
 		return 1;
-next:
+	next:
 		if (q == NULL)
 			break;
 	}
@@ -314,16 +315,19 @@ install_net_probe(struct install_ctx *c, const manifest_t *m, const char *url, s
 		return 0;
 	if (npm)
 		err_set(e, "install.network_unreachable",
-			"%s: cannot connect to the npm registry %s within %d s; set install.mirrors.npm "
-			"(ABX_INSTALL_NPM_REGISTRY), or fill a cache with `agent-sandbox-server fetch` and use mode offline",
-			m->name, key, INSTALL_PROBE_CONNECT_MS / 1000);
+		        "%s: cannot connect to the npm registry %s within %d s; set install.mirrors.npm "
+		        "(ABX_INSTALL_NPM_REGISTRY), or fill a cache with `agent-sandbox-server fetch` and "
+		        "use mode offline",
+		        m->name, key, INSTALL_PROBE_CONNECT_MS / 1000);
 	else
-		err_set(e, "install.network_unreachable",
-			"%s%scannot connect to %s within %d s; configure install.mirrors (ABX_INSTALL_MIRROR) or "
-			"fill a cache with `agent-sandbox-server fetch` and use mode offline",
-			m ? m->name : "", m ? ": " : "", key, INSTALL_PROBE_CONNECT_MS / 1000);
+		err_set(
+		    e, "install.network_unreachable",
+		    "%s%scannot connect to %s within %d s; configure install.mirrors (ABX_INSTALL_MIRROR) or "
+		    "fill a cache with `agent-sandbox-server fetch` and use mode offline",
+		    m ? m->name : "", m ? ": " : "", key, INSTALL_PROBE_CONNECT_MS / 1000);
 	snprintf(det, sizeof(det), "{\"phase\":\"probe\",\"host\":\"%s\",\"hint\":\"%s\"}", key,
-		 npm ? "install.mirrors.npm, or mode offline with a cache" : "install.mirrors.tarball, or mode offline with a cache");
+	         npm ? "install.mirrors.npm, or mode offline with a cache"
+	             : "install.mirrors.tarball, or mode offline with a cache");
 	err_details(e, det);
 	return -1;
 }

@@ -374,9 +374,9 @@ install_proof_check(const char *root, const void *buf, size_t len)
  * saves reading and hashing the list, never a check of the tree.
  */
 struct install_proof_ref {
-	unsigned refs;      /* under pc_mu; the cache's own reference counts one */
+	unsigned refs; /* under pc_mu; the cache's own reference counts one */
 	size_t len;
-	char *buf;          /* malloc'd, so 8-byte aligned */
+	char *buf; /* malloc'd, so 8-byte aligned */
 };
 
 struct pc_ent {
@@ -387,7 +387,7 @@ struct pc_ent {
 	off_t size;
 	struct timespec ctim, mtim;
 	char sha[FS_HEX_LEN];
-	uint64_t used;      /* LRU clock */
+	uint64_t used; /* LRU clock */
 };
 
 static pthread_mutex_t pc_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -436,7 +436,8 @@ valid_hex64(const char *s)
 }
 
 const char *
-install_proof_cache_get(const char *path, const char *sha256_hex, size_t *len, struct install_proof_ref **refp)
+install_proof_cache_get(const char *path, const char *sha256_hex, size_t *len,
+                        struct install_proof_ref **refp)
 {
 	struct install_proof_ref *r = NULL;
 	struct pc_ent *c;
@@ -474,8 +475,8 @@ install_proof_cache_get(const char *path, const char *sha256_hex, size_t *len, s
 	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return NULL;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 || st.st_size > INSTALL_PROOF_MAX ||
-	    (buf = malloc((size_t)st.st_size)) == NULL) {
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
+	    st.st_size > INSTALL_PROOF_MAX || (buf = malloc((size_t)st.st_size)) == NULL) {
 		close(fd);
 		return NULL;
 	}

@@ -126,19 +126,21 @@ verify_path(struct install_ctx *c, const manifest_t *m, char *buf, size_t cap)
 		memset(&r, 0, sizeof(r));
 		if (dm == NULL)
 			continue;
-		if (install_fast_path(c, dm, &r, &e) != 1 && !install_path_tool(c, dm, m->requires[i].min, &r))
+		if (install_fast_path(c, dm, &r, &e) != 1 &&
+		    !install_path_tool(c, dm, m->requires[i].min, &r))
 			continue;
 		if (fs_dirname(r.entry, d, sizeof(d)) == 0)
 			off += (size_t)snprintf(buf + off, off < cap ? cap - off : 0, "%s:", d);
 	}
 	if (off < cap)
-		snprintf(buf + off, cap - off, "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+		snprintf(buf + off, cap - off,
+		         "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
 }
 
 static int
 run_verify(struct install_ctx *c, const manifest_t *m, const char *entry, const char *home, struct err *e)
 {
-	char (*words)[MANIFEST_ARG_MAX + PATH_MAX] = malloc(MANIFEST_MAX_ARGV * sizeof(*words));
+	char(*words)[MANIFEST_ARG_MAX + PATH_MAX] = malloc(MANIFEST_MAX_ARGV * sizeof(*words));
 	char *argv[MANIFEST_MAX_ARGV + NPM_NODE_FLAGS_MAX + 2], *rest[MANIFEST_MAX_ARGV + 1], path[8192];
 	char *out = malloc(INSTALL_VERIFY_OUT_MAX), shebang[512], *flags[NPM_NODE_FLAGS_MAX], node[PATH_MAX];
 	int st, nflags = 0, n;
@@ -157,14 +159,15 @@ run_verify(struct install_ctx *c, const manifest_t *m, const char *entry, const 
 		struct install_result *nr = malloc(sizeof(*nr));
 		struct err ne;
 
-		if (nr != NULL && install_ensure_inner(c, "node-runtime", NULL, INSTALL_F_CHECK, nr, &ne) == 0) {
+		if (nr != NULL &&
+		    install_ensure_inner(c, "node-runtime", NULL, INSTALL_F_CHECK, nr, &ne) == 0) {
 			snprintf(node, sizeof(node), "%s", nr->entry);
 			n = 0;
 			while (argv[n] != NULL)
 				n++;
 			memcpy(rest, argv + 1, (size_t)n * sizeof(*argv));
-			if (launch_argv(argv, MANIFEST_MAX_ARGV + NPM_NODE_FLAGS_MAX + 2, node, flags, nflags, entry,
-					rest, n - 1) < 0)
+			if (launch_argv(argv, MANIFEST_MAX_ARGV + NPM_NODE_FLAGS_MAX + 2, node, flags, nflags,
+			                entry, rest, n - 1) < 0)
 				argv[0] = (char *)entry;
 		}
 		free(nr);
@@ -177,13 +180,14 @@ run_verify(struct install_ctx *c, const manifest_t *m, const char *entry, const 
 			if (*nl == '\n' || *nl == '\r')
 				*nl = ' ';
 		if (st == 128 + SIGKILL)
-			err_set(e, "install.failed", "%s %s: verify timed out after %d s", m->name, m->version,
-				m->verify.timeout);
+			err_set(e, "install.failed", "%s %s: verify timed out after %d s", m->name,
+			        m->version, m->verify.timeout);
 		else if (st != 0)
-			err_set(e, "install.failed", "%s %s: verify exited %d: %.120s", m->name, m->version, st, out);
+			err_set(e, "install.failed", "%s %s: verify exited %d: %.120s", m->name, m->version,
+			        st, out);
 		else
-			err_set(e, "install.failed", "%s %s: verify output lacks \"%s\": %.120s", m->name, m->version,
-				m->verify.expect, out);
+			err_set(e, "install.failed", "%s %s: verify output lacks \"%s\": %.120s", m->name,
+			        m->version, m->verify.expect, out);
 		install_details_phase(e, "verify");
 		free(out);
 		return -1;

@@ -34,10 +34,12 @@ install_fetch_failed(struct err *e, const manifest_t *m, const char *url, const 
 	if (url != NULL)
 		json_w_kstr(&w, "url", url);
 	if (strcmp(under, "http.too_large") == 0)
-		json_w_kstr(&w, "hint", "install.max_download_mb caps each download (artifact or npm package)");
+		json_w_kstr(&w, "hint",
+		            "install.max_download_mb caps each download (artifact or npm package)");
 	json_w_end(&w);
 	if (url != NULL)
-		err_set(e, "install.failed", "%s %s: fetching %s: %s: %s", m->name, m->version, url, under, msg);
+		err_set(e, "install.failed", "%s %s: fetching %s: %s: %s", m->name, m->version, url, under,
+		        msg);
 	else
 		err_set(e, "install.failed", "%s %s: fetch: %s: %s", m->name, m->version, under, msg);
 	if (!w.overflow)
@@ -65,8 +67,8 @@ dl_sink(void *arg, const void *buf, size_t len, struct err *e)
 		return -1;
 	if (d->ps != NULL) {
 		d->ps->cur.bytes = d->ps->base + d->put.bytes;
-		d->ps->cur.total =
-			d->ps->base + (d->rs->content_length > 0 ? (uint64_t)d->rs->content_length : d->put.bytes);
+		d->ps->cur.total = d->ps->base + (d->rs->content_length > 0 ? (uint64_t)d->rs->content_length
+		                                                            : d->put.bytes);
 		install_progress_write(d->ps, "download", 0);
 	}
 	if (!d->paused) {
@@ -134,7 +136,8 @@ install_maybe_local(struct install_ctx *c, const char *sha)
 	if (c->cache_dir[0] && snprintf(p, sizeof(p), "%s/%s", c->cache_dir, sha) > 0 && access(p, R_OK) == 0)
 		return 1;
 	for (i = 0; i < c->chain.n; i++)
-		if (snprintf(p, sizeof(p), "%s/.cache/%s", c->chain.d[i].path, sha) > 0 && access(p, R_OK) == 0)
+		if (snprintf(p, sizeof(p), "%s/.cache/%s", c->chain.d[i].path, sha) > 0 &&
+		    access(p, R_OK) == 0)
 			return 1;
 	for (i = 0; i < c->set->nmirrors; i++) {
 		const char *d = install_mirror_dir(c->set->tarball_mirrors[i]);
@@ -179,8 +182,8 @@ install_mirror_url(const char *tmpl, const char *url, char *out, size_t cap, cha
 	out[off] = '\0';
 	if (strstr(tmpl, "{path}") == NULL) {
 		/* a bare base URL: append host and path */
-		if ((size_t)snprintf(out + off, cap - off, "%s%s%s", off && out[off - 1] == '/' ? "" : "/", host,
-				     u.target) >= cap - off)
+		if ((size_t)snprintf(out + off, cap - off, "%s%s%s", off && out[off - 1] == '/' ? "" : "/",
+		                     host, u.target) >= cap - off)
 			return -1;
 	}
 	if (http_url_parse(out, &mu, NULL) < 0)
@@ -195,8 +198,8 @@ install_mirror_url(const char *tmpl, const char *url, char *out, size_t cap, cha
  * is kept under the digest it has. */
 static int
 download(struct install_ctx *c, const manifest_t *m, const char *url, const char *extra_host, const char *dir,
-	 const char *want_sha, struct install_progress_state *ps, char *path, size_t cap, char *got_sha,
-	 struct err *e)
+         const char *want_sha, struct install_progress_state *ps, char *path, size_t cap, char *got_sha,
+         struct err *e)
 {
 	struct http_request rq;
 	struct http_response rs;
@@ -210,7 +213,8 @@ download(struct install_ctx *c, const manifest_t *m, const char *url, const char
 
 	if (c->http == NULL && (c->http = config_http_client(e)) == NULL)
 		return -1;
-	if (want_sha[0] != '\0' && digest_parse_hex(DIGEST_SHA256, want_sha, &want, "install.manifest_invalid", e) < 0)
+	if (want_sha[0] != '\0' &&
+	    digest_parse_hex(DIGEST_SHA256, want_sha, &want, "install.manifest_invalid", e) < 0)
 		return -1;
 	/* the manifest's hosts, the mirror's own, install.allow_hosts */
 	hostrule_init(&hr, 1, "the manifest's hosts nor install.allow_hosts");
@@ -254,10 +258,11 @@ download(struct install_ctx *c, const manifest_t *m, const char *url, const char
 	snprintf(got_sha, 65, "%s", hex);
 	if (rc == 0) {
 		char det[300];
-		err_set(e, "install.checksum_mismatch", "%s %s %s: %s: expected sha256 %s, got %s", m->name, m->version,
-			c->platform, url, want_sha, hex);
-		snprintf(det, sizeof(det), "{\"phase\":\"fetch\",\"expected\":\"sha256:%s\",\"actual\":\"sha256:%s\"}",
-			 want_sha, hex);
+		err_set(e, "install.checksum_mismatch", "%s %s %s: %s: expected sha256 %s, got %s", m->name,
+		        m->version, c->platform, url, want_sha, hex);
+		snprintf(det, sizeof(det),
+		         "{\"phase\":\"fetch\",\"expected\":\"sha256:%s\",\"actual\":\"sha256:%s\"}",
+		         want_sha, hex);
 		err_details(e, det);
 		return -1;
 	}
@@ -270,8 +275,9 @@ download(struct install_ctx *c, const manifest_t *m, const char *url, const char
  * original URL. dl_dir is where a download goes (the cache, or staging).
  */
 int
-install_get_artifact(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a, const char *dl_dir,
-	     struct install_progress_state *ps, char *path, size_t cap, char *got_sha, struct err *e)
+install_get_artifact(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a,
+                     const char *dl_dir, struct install_progress_state *ps, char *path, size_t cap,
+                     char *got_sha, struct err *e)
 {
 	struct err last, mism;
 	char url[HTTP_URL_MAX], mhost[HTTP_HOST_MAX];
@@ -285,10 +291,11 @@ install_get_artifact(struct install_ctx *c, const manifest_t *m, const struct ma
 	}
 	if (c->set->mode == CFG_MODE_OFFLINE) {
 		char det[200];
-		err_set(e, "install.disabled", "%s %s %s: mode offline (%s) and sha256:%s is not in the cache (%s) nor "
-			"any mirror directory",
-			m->name, m->version, c->platform, c->set->mode_source, a->sha256[0] ? a->sha256 : "(unpinned)",
-			c->cache_dir[0] ? c->cache_dir : "none");
+		err_set(e, "install.disabled",
+		        "%s %s %s: mode offline (%s) and sha256:%s is not in the cache (%s) nor "
+		        "any mirror directory",
+		        m->name, m->version, c->platform, c->set->mode_source,
+		        a->sha256[0] ? a->sha256 : "(unpinned)", c->cache_dir[0] ? c->cache_dir : "none");
 		snprintf(det, sizeof(det), "{\"missing\":[\"sha256:%s\"]}", a->sha256);
 		err_details(e, det);
 		return -1;
@@ -300,7 +307,8 @@ install_get_artifact(struct install_ctx *c, const manifest_t *m, const struct ma
 		if (i < c->set->nmirrors) {
 			if (install_mirror_dir(c->set->tarball_mirrors[i]) != NULL)
 				continue;
-			if (install_mirror_url(c->set->tarball_mirrors[i], a->url, url, sizeof(url), mhost, sizeof(mhost)) < 0)
+			if (install_mirror_url(c->set->tarball_mirrors[i], a->url, url, sizeof(url), mhost,
+			                       sizeof(mhost)) < 0)
 				continue;
 			u = url;
 			extra = mhost;
@@ -323,8 +331,8 @@ install_get_artifact(struct install_ctx *c, const manifest_t *m, const struct ma
 }
 
 int
-install_cache_artifact(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a, char *path,
-		       size_t cap, struct err *e)
+install_cache_artifact(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a,
+                       char *path, size_t cap, struct err *e)
 {
 	char got[65];
 
@@ -334,6 +342,7 @@ install_cache_artifact(struct install_ctx *c, const manifest_t *m, const struct 
 		return -1;
 	install_collect_stale(c->cache_dir, ".tmp-");
 	if (a->sha256[0] == '\0')
-		return err_set(e, "install.manifest_invalid", "%s: %s has no pinned sha256", m->name, a->platform);
+		return err_set(e, "install.manifest_invalid", "%s: %s has no pinned sha256", m->name,
+		               a->platform);
 	return install_get_artifact(c, m, a, c->cache_dir, NULL, path, cap, got, e);
 }

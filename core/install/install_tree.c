@@ -52,9 +52,10 @@ install_marker_read(const char *dir, const char *name, struct install_marker *mk
 	/* open + fstat + read + close: the fast path counts syscalls */
 	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
-		return err_set(e, errno == ENOENT ? "not_found" : "io.error", "%s: %s", path, strerror(errno));
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 || st.st_size > INSTALL_MARKER_MAX ||
-	    (buf = malloc((size_t)st.st_size + 1)) == NULL) {
+		return err_set(e, errno == ENOENT ? "not_found" : "io.error", "%s: %s", path,
+		               strerror(errno));
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
+	    st.st_size > INSTALL_MARKER_MAX || (buf = malloc((size_t)st.st_size + 1)) == NULL) {
 		close(fd);
 		return err_set(e, "io.error", "%s: not a marker file", path);
 	}
@@ -205,7 +206,7 @@ tl_visit(void *arg, int dfd, const char *name, const char *rel, const struct sta
 
 int
 install_tree_list(const char *root, char **text, size_t *len, char hex[65], uint64_t *files, uint64_t *bytes,
-		  struct err *e)
+                  struct err *e)
 {
 	return install_tree_list_known(root, NULL, text, len, hex, files, bytes, e);
 }
@@ -280,7 +281,7 @@ root_trusted(const char *dir, const char *name, const char *tree, const struct i
  */
 static int
 marker_cached(struct install_ctx *c, const char *dir, const char *name, struct install_marker *mk,
-	      struct install_marker_slot **slotp)
+              struct install_marker_slot **slotp)
 {
 	char path[PATH_MAX];
 	struct stat st;
@@ -341,8 +342,8 @@ marker_cached(struct install_ctx *c, const char *dir, const char *name, struct i
  * the list, *ref to release when not kept in the slot, or NULL.
  */
 static const char *
-proof_list(const char *dir, const char *name, const struct install_marker *mk, struct install_marker_slot *slot,
-	   size_t *len, struct install_proof_ref **ref)
+proof_list(const char *dir, const char *name, const struct install_marker *mk,
+           struct install_marker_slot *slot, size_t *len, struct install_proof_ref **ref)
 {
 	char path[PATH_MAX];
 	const char *buf;
@@ -396,8 +397,8 @@ ready_in(struct install_ctx *c, const manifest_t *m, const char *dir, struct ins
 			same = pl != NULL && install_proof_check(tree, pl, plen) == 1;
 			install_proof_cache_put(ref);
 		}
-		if (!same &&
-		    (install_tree_list(tree, NULL, NULL, hex, NULL, NULL, &e) < 0 || !ct_equal(hex, mk.tree_sha256, 64)))
+		if (!same && (install_tree_list(tree, NULL, NULL, hex, NULL, NULL, &e) < 0 ||
+		              !ct_equal(hex, mk.tree_sha256, 64)))
 			return 0;
 	}
 	r->state = INSTALL_READY;
@@ -435,8 +436,8 @@ write_sbom_row(struct json_w *w, const manifest_t *m, const struct manifest_arti
 
 int
 install_marker_write(struct install_ctx *c, const char *w, const manifest_t *m, const char *treename,
-	     const struct manifest_artifact *a, const char *sha, uint64_t size, const char *tree_sha,
-	     const char *proof_sha, uint64_t files, uint64_t bytes, struct err *e)
+                     const struct manifest_artifact *a, const char *sha, uint64_t size, const char *tree_sha,
+                     const char *proof_sha, uint64_t files, uint64_t bytes, struct err *e)
 {
 	struct json_w j;
 	char path[PATH_MAX], ts[32];

@@ -130,7 +130,7 @@ launch_env_free(char **env)
 
 int
 launch_argv(char **out, int cap, const char *node, char *const *flags, int nflags, const char *entry,
-	    char *const *args, int nargs)
+            char *const *args, int nargs)
 {
 	int k = 0, i;
 
@@ -162,8 +162,8 @@ launch_tools_path(const struct tools_chain *c, char *buf, size_t cap)
 	for (i = 0; c != NULL && i < c->n; i++) {
 		int n;
 
-		if ((size_t)snprintf(p, sizeof(p), "%s/bin", c->d[i].path) >= sizeof(p) || stat(p, &st) != 0 ||
-		    !S_ISDIR(st.st_mode))
+		if ((size_t)snprintf(p, sizeof(p), "%s/bin", c->d[i].path) >= sizeof(p) ||
+		    stat(p, &st) != 0 || !S_ISDIR(st.st_mode))
 			continue;
 		n = snprintf(buf + off, cap - off, "%s%s", off ? ":" : "", p);
 		if (n < 0 || (size_t)n >= cap - off) {

@@ -60,7 +60,7 @@ void launch_env_free(char **env);
  * Returns the number of words, or -1 when more than cap - 1.
  */
 int launch_argv(char **out, int cap, const char *node, char *const *flags, int nflags, const char *entry,
-		char *const *args, int nargs);
+                char *const *args, int nargs);
 
 /* The bin/ directories of the chain's existing tools directories, as a
  * PATH list ("" when none), into buf. */

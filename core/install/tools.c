@@ -27,7 +27,8 @@ install_settings_from_config(struct install_settings *s, const struct config *cf
 	s->max_download_mb = cfg->install.max_download_mb;
 	snprintf(s->npm_mirror, sizeof(s->npm_mirror), "%s", cfg->install.npm_mirror);
 	for (i = 0; i < cfg->install.tarball_mirrors.n && i < TOOLS_MIRRORS_MAX; i++)
-		snprintf(s->tarball_mirrors[i], sizeof(s->tarball_mirrors[i]), "%s", cfg->install.tarball_mirrors.v[i]);
+		snprintf(s->tarball_mirrors[i], sizeof(s->tarball_mirrors[i]), "%s",
+		         cfg->install.tarball_mirrors.v[i]);
 	s->nmirrors = i;
 	for (i = 0; i < cfg->install.allow_hosts.n && i < TOOLS_ALLOW_HOSTS_MAX; i++)
 		snprintf(s->allow_hosts[i], sizeof(s->allow_hosts[i]), "%s", cfg->install.allow_hosts.v[i]);
@@ -94,8 +95,9 @@ probe_dir(struct tools_dir *d, struct err *e)
 	if (strlen(d->path) > TOOLS_DIR_MAX || d->path[0] != '/') {
 		snprintf(d->why, sizeof(d->why), "not an absolute path of at most %d bytes", TOOLS_DIR_MAX);
 		if (d->explicit_ && e != NULL)
-			return err_set(e, "config.invalid", "tools directory: not an absolute path of at most %d bytes",
-				       TOOLS_DIR_MAX);
+			return err_set(e, "config.invalid",
+			               "tools directory: not an absolute path of at most %d bytes",
+			               TOOLS_DIR_MAX);
 		return 0;
 	}
 	if (fs_dir_safe(d->path, &sub) < 0) {
@@ -179,7 +181,7 @@ tools_chain_build(struct tools_chain *c, const struct install_settings *s, int c
 		if (!expl->exists) {
 			char tried[1024], det[1100];
 			err_set(e, "install.read_only", "tools directory %s (%s): %s", expl->path,
-				s->tools_dir_source[0] ? s->tools_dir_source : "--tools-dir", expl->why);
+			        s->tools_dir_source[0] ? s->tools_dir_source : "--tools-dir", expl->why);
 			tools_chain_tried_json(c, tried, sizeof(tried));
 			snprintf(det, sizeof(det), "{\"tried\":%s}", tried);
 			err_details(e, det);
@@ -269,5 +271,5 @@ tools_chain_tried_text(const struct tools_chain *c, char *buf, size_t cap)
 	buf[0] = '\0';
 	for (i = 0; i < c->n && off < cap; i++)
 		off += (size_t)snprintf(buf + off, cap - off, "%s%s (%s)", i ? ", " : "", c->d[i].path,
-					c->d[i].why[0] ? c->d[i].why : "ok");
+		                        c->d[i].why[0] ? c->d[i].why : "ok");
 }

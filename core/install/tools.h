@@ -33,26 +33,26 @@
 
 struct install_settings {
 	enum cfg_mode mode;
-	char mode_source[64];        /* "default", "env ABX_SERVER_INSTALL_MODE", ... */
-	int wait_s;                  /* request wait, default 20 */
-	int timeout_s;               /* whole install, default 600 */
-	int64_t max_download_mb;     /* per artifact, default 500 */
-	char npm_mirror[1024];       /* "" = none */
-	char tarball_mirrors[TOOLS_MIRRORS_MAX][1024];  /* URL templates or dirs */
+	char mode_source[64];                          /* "default", "env ABX_SERVER_INSTALL_MODE", ... */
+	int wait_s;                                    /* request wait, default 20 */
+	int timeout_s;                                 /* whole install, default 600 */
+	int64_t max_download_mb;                       /* per artifact, default 500 */
+	char npm_mirror[1024];                         /* "" = none */
+	char tarball_mirrors[TOOLS_MIRRORS_MAX][1024]; /* URL templates or dirs */
 	int nmirrors;
-	char allow_hosts[TOOLS_ALLOW_HOSTS_MAX][256];   /* mirror hosts */
+	char allow_hosts[TOOLS_ALLOW_HOSTS_MAX][256]; /* mirror hosts */
 	int nallow_hosts;
 	int allow_tmp;
 	int use_path;
-	char tools_dir[PATH_MAX];    /* explicit directory (flag/env), "" = none */
+	char tools_dir[PATH_MAX]; /* explicit directory (flag/env), "" = none */
 	char tools_dir_source[64];
 	char manifests_dir[PATH_MAX];
 	char manifests_dir_source[64];
-	char cache_dir[PATH_MAX];    /* --cache; "" = <writable tools>/.cache */
-	char state_dir[PATH_MAX];    /* "" = the default (tools_state_dir) */
-	char base_dir[PATH_MAX];     /* "" = $HOME: where HOME-relative defaults resolve */
-	char audit_file[PATH_MAX];   /* "" = <state dir>/audit.jsonl if that exists */
-	char environment[64];        /* "production" refuses unpinned installs */
+	char cache_dir[PATH_MAX];  /* --cache; "" = <writable tools>/.cache */
+	char state_dir[PATH_MAX];  /* "" = the default (tools_state_dir) */
+	char base_dir[PATH_MAX];   /* "" = $HOME: where HOME-relative defaults resolve */
+	char audit_file[PATH_MAX]; /* "" = <state dir>/audit.jsonl if that exists */
+	char environment[64];      /* "production" refuses unpinned installs */
 };
 
 /*
@@ -64,16 +64,16 @@ void install_settings_from_config(struct install_settings *s, const struct confi
 struct tools_dir {
 	char path[PATH_MAX];
 	int exists;
-	int writable;     /* exists, safe, and we may create files in it */
+	int writable; /* exists, safe, and we may create files in it */
 	int safe;
-	int explicit_;    /* named by flag or environment */
+	int explicit_;         /* named by flag or environment */
 	char why[ERR_MSG_MAX]; /* why it is not used for writing, for `tried` */
 };
 
 struct tools_chain {
 	struct tools_dir d[TOOLS_CHAIN_MAX];
 	int n;
-	int writable;     /* index of the first writable directory, or -1 */
+	int writable; /* index of the first writable directory, or -1 */
 };
 
 /*

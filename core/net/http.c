@@ -124,11 +124,12 @@ cache_clear(struct http_client *c)
 }
 
 int
-http_client_set_proxy(struct http_client *c, const char *https_proxy, const char *http_proxy, const char *no_proxy,
-		      struct err *e)
+http_client_set_proxy(struct http_client *c, const char *https_proxy, const char *http_proxy,
+                      const char *no_proxy, struct err *e)
 {
 	cache_clear(c);
-	if (proxy_parse(https_proxy, &c->https_proxy, e) != 0 || proxy_parse(http_proxy, &c->http_proxy, e) != 0)
+	if (proxy_parse(https_proxy, &c->https_proxy, e) != 0 ||
+	    proxy_parse(http_proxy, &c->http_proxy, e) != 0)
 		return -1;
 	snprintf(c->no_proxy, sizeof(c->no_proxy), "%s", no_proxy ? no_proxy : "");
 	return 0;
@@ -213,7 +214,7 @@ cache_put(struct http_client *cl, struct conn *c)
 }
 
 static const char *const refused_headers[] = {
-	"host", "connection", "content-length", "transfer-encoding", "proxy-", "te", "upgrade", "keep-alive",
+    "host", "connection", "content-length", "transfer-encoding", "proxy-", "te", "upgrade", "keep-alive",
 };
 
 static int
@@ -228,8 +229,10 @@ check_header(const char *h, struct err *e)
 	nl = (size_t)(c - h);
 	for (i = 0; i < sizeof(refused_headers) / sizeof(refused_headers[0]); i++) {
 		rl = strlen(refused_headers[i]);
-		if ((refused_headers[i][rl - 1] == '-' ? nl >= rl : nl == rl) && strncasecmp(h, refused_headers[i], rl) == 0)
-			return err_set(e, "http.url", "request header %.*s is the client's to write", (int)nl, h);
+		if ((refused_headers[i][rl - 1] == '-' ? nl >= rl : nl == rl) &&
+		    strncasecmp(h, refused_headers[i], rl) == 0)
+			return err_set(e, "http.url", "request header %.*s is the client's to write", (int)nl,
+			               h);
 	}
 	return 0;
 }
@@ -241,8 +244,8 @@ same_origin(const struct http_url *a, const struct http_url *b)
 }
 
 static int
-build_request(const struct http_request *rq, const struct http_url *u, const struct proxy *plain_px, int with_headers,
-	      char *out, size_t cap, struct err *e)
+build_request(const struct http_request *rq, const struct http_url *u, const struct proxy *plain_px,
+              int with_headers, char *out, size_t cap, struct err *e)
 {
 	const char *v6 = strchr(u->host, ':') ? "[" : "", *v6e = *v6 ? "]" : "";
 	char port[16] = "", abs[HTTP_URL_MAX + 16];
@@ -254,9 +257,9 @@ build_request(const struct http_request *rq, const struct http_url *u, const str
 	if (plain_px != NULL)
 		http_url_format(u, abs, sizeof(abs));
 	k = snprintf(out, cap,
-		     "%s %s HTTP/1.1\r\nHost: %s%s%s%s\r\nUser-Agent: agent-sandbox-server/" ABX_VERSION
-		     "\r\nAccept: */*\r\nAccept-Encoding: identity\r\n",
-		     rq->method ? rq->method : "GET", plain_px ? abs : u->target, v6, u->host, v6e, port);
+	             "%s %s HTTP/1.1\r\nHost: %s%s%s%s\r\nUser-Agent: agent-sandbox-server/" ABX_VERSION
+	             "\r\nAccept: */*\r\nAccept-Encoding: identity\r\n",
+	             rq->method ? rq->method : "GET", plain_px ? abs : u->target, v6, u->host, v6e, port);
 	if (k < 0 || (size_t)k >= cap)
 		return err_set(e, "http.url", "request too long");
 	n = (size_t)k;
@@ -489,7 +492,8 @@ http_request(struct http_client *cl, const struct http_request *rq, struct http_
 		px = pick_proxy(cl, &cur);
 		/* headers go to the first origin only */
 		with_headers = with_headers && same_origin(&cur, &origin);
-		r = build_request(rq, &cur, px != NULL && !cur.https ? px : NULL, with_headers, req, sizeof(req), e);
+		r = build_request(rq, &cur, px != NULL && !cur.https ? px : NULL, with_headers, req,
+		                  sizeof(req), e);
 		if (r < 0 || (c = exchange(cl, &x, &cur, px, req, (size_t)r, &h, e)) == NULL)
 			return -1;
 		rs->status = h.status;

@@ -64,7 +64,7 @@
 #define HTTP_CONNECT_MS_DEFAULT 15000
 #define HTTP_READ_MS_DEFAULT 60000
 #define HTTP_RATE_WINDOW_MS_DEFAULT 30000
-#define HTTP_MIN_RATE_DEFAULT 1024  /* bytes/s averaged over the window */
+#define HTTP_MIN_RATE_DEFAULT 1024 /* bytes/s averaged over the window */
 
 /* ---- URLs ------------------------------------------------------------- */
 
@@ -119,7 +119,7 @@ struct http_limits {
 void http_limits_default(struct http_limits *l);
 
 struct http_request {
-	const char *method;     /* "GET" (NULL means GET) or "HEAD" */
+	const char *method; /* "GET" (NULL means GET) or "HEAD" */
 	const char *url;
 	/* Extra header lines "Name: value", at most HTTP_REQ_HEADERS_MAX. They
 	 * go to the host of url only: a redirect to any other host (or port or
@@ -128,9 +128,9 @@ struct http_request {
 	 * and Proxy-* are refused (http.url); the client writes those. */
 	const char *headers[HTTP_REQ_HEADERS_MAX];
 	int nheaders;
-	http_host_rule host_ok;  /* NULL allows every host */
+	http_host_rule host_ok; /* NULL allows every host */
 	void *host_arg;
-	http_sink sink;          /* NULL discards the body */
+	http_sink sink; /* NULL discards the body */
 	void *sink_arg;
 	struct http_limits limits;
 };
@@ -139,13 +139,13 @@ struct http_request {
 void http_request_init(struct http_request *rq, const char *url);
 
 struct http_response {
-	int status;               /* final status; 0 when none was received */
-	int64_t content_length;   /* of the final response; -1 when absent */
-	int64_t body_bytes;       /* bytes handed to the sink */
-	int redirects;            /* hops followed */
-	int reused;               /* the final request ran on a cached connection */
-	char url[HTTP_URL_MAX];   /* the final URL */
-	char content_type[128];   /* "" when absent; cut if longer */
+	int status;             /* final status; 0 when none was received */
+	int64_t content_length; /* of the final response; -1 when absent */
+	int64_t body_bytes;     /* bytes handed to the sink */
+	int redirects;          /* hops followed */
+	int reused;             /* the final request ran on a cached connection */
+	char url[HTTP_URL_MAX]; /* the final URL */
+	char content_type[128]; /* "" when absent; cut if longer */
 	char etag[128];
 	char last_modified[64];
 	/* First bytes of the final body (2xx: what the sink got; error status:
@@ -167,7 +167,7 @@ struct http_client *http_client_new(struct err *e);
  * origin. Closes cached connections. Returns 0, or -1 with http.proxy for
  * an unusable proxy URL. */
 int http_client_set_proxy(struct http_client *c, const char *https_proxy, const char *http_proxy,
-			  const char *no_proxy, struct err *e);
+                          const char *no_proxy, struct err *e);
 
 /* Close every cached connection and free c. c may be NULL. */
 void http_client_free(struct http_client *c);
@@ -183,7 +183,8 @@ void http_client_free(struct http_client *c);
  * once on a new connection (the server closed an idle connection).
  * Returns 0 for a 2xx response whose body was read completely, else -1 with
  * e set; rs is filled as far as the transfer went. */
-int http_request(struct http_client *c, const struct http_request *rq, struct http_response *rs, struct err *e);
+int http_request(struct http_client *c, const struct http_request *rq, struct http_response *rs,
+                 struct err *e);
 
 /* ---- Proxy selection (exposed for tests) ------------------------------ */
 

@@ -108,7 +108,8 @@ http__read_head(struct conn *c, struct xfer *x, struct http_head *h, int *got, s
 		if (n < 0)
 			return -1;
 		if (n == 0)
-			return err_set(e, "http.truncated", "the server closed the connection before answering");
+			return err_set(e, "http.truncated",
+			               "the server closed the connection before answering");
 		*got = 1;
 	}
 }
@@ -125,10 +126,12 @@ http__head_token(const struct http_head *h, const char *name, const char *token)
 		if (f->name_len != strlen(name) || strncasecmp(f->name, name, f->name_len) != 0)
 			continue;
 		for (i = 0; i < f->value_len;) {
-			while (i < f->value_len && (f->value[i] == ',' || f->value[i] == ' ' || f->value[i] == '\t'))
+			while (i < f->value_len &&
+			       (f->value[i] == ',' || f->value[i] == ' ' || f->value[i] == '\t'))
 				i++;
 			s = i;
-			while (i < f->value_len && f->value[i] != ',' && f->value[i] != ' ' && f->value[i] != '\t')
+			while (i < f->value_len && f->value[i] != ',' && f->value[i] != ' ' &&
+			       f->value[i] != '\t')
 				i++;
 			if (i - s == tl && strncasecmp(f->value + s, token, tl) == 0)
 				return 1;
@@ -165,8 +168,8 @@ http__framing(const struct http_head *h, int head_req, int *kind, int64_t *clen,
 	*kind = BODY_NONE;
 	if (te != NULL) {
 		if (te->value_len != 7 || strncasecmp(te->value, "chunked", 7) != 0)
-			return err_set(e, "http.protocol", "unsupported Transfer-Encoding %.*s", (int)te->value_len,
-				       te->value);
+			return err_set(e, "http.protocol", "unsupported Transfer-Encoding %.*s",
+			               (int)te->value_len, te->value);
 		*kind = BODY_CHUNKED;
 	}
 	for (i = 0; i < h->nfields; i++) {
@@ -212,7 +215,7 @@ rate_check(struct xfer *x, size_t n, struct err *e)
 	if (el >= l->rate_window_ms) {
 		if (x->win_bytes * 1000 / el < l->min_rate)
 			return err_set(e, "http.too_slow", "%lld bytes in %lld ms, below %lld bytes/s",
-				       (long long)x->win_bytes, (long long)el, (long long)l->min_rate);
+			               (long long)x->win_bytes, (long long)el, (long long)l->min_rate);
 		x->win_start = now;
 		x->win_bytes = 0;
 	}
@@ -229,7 +232,7 @@ deliver(struct xfer *x, int to_sink, const unsigned char *p, size_t n, struct er
 
 	if (to_sink && l->max_body > 0 && rs->body_bytes + (int64_t)n > l->max_body)
 		return err_set(e, "http.too_large", "%s: body larger than the cap of %lld bytes", rs->url,
-			       (long long)l->max_body);
+		               (long long)l->max_body);
 	if (rs->snippet_len < HTTP_SNIPPET_MAX) {
 		k = HTTP_SNIPPET_MAX - rs->snippet_len;
 		if (k > n)
@@ -275,12 +278,14 @@ http__read_body(struct conn *c, struct xfer *x, int kind, int64_t clen, int to_s
 			if (kind == BODY_CHUNKED) {
 				k = http_chunked_step(&ch, c->buf + c->off, avail, &d, &dl);
 				if (k < 0)
-					return err_set(e, "http.protocol", "%s: bad chunked framing: %s", x->rs->url, ch.why);
+					return err_set(e, "http.protocol", "%s: bad chunked framing: %s",
+					               x->rs->url, ch.why);
 				c->off += (size_t)k;
 				if (dl > 0) {
 					got += (int64_t)dl;
 					if (!to_sink && got > DRAIN_MAX)
-						return err_set(e, "http.too_large", "not draining a large body");
+						return err_set(e, "http.too_large",
+						               "not draining a large body");
 					if (deliver(x, to_sink, d, dl, e) != 0)
 						return -1;
 				}
@@ -305,10 +310,11 @@ http__read_body(struct conn *c, struct xfer *x, int kind, int64_t clen, int to_s
 			if (kind == BODY_CLOSE)
 				return 1; /* ended by close: fine, but not reusable */
 			if (kind == BODY_LENGTH)
-				return err_set(e, "http.truncated", "%s: the connection closed after %lld of %lld bytes",
-					       x->rs->url, (long long)got, (long long)clen);
+				return err_set(e, "http.truncated",
+				               "%s: the connection closed after %lld of %lld bytes",
+				               x->rs->url, (long long)got, (long long)clen);
 			return err_set(e, "http.truncated", "%s: the connection closed before the last chunk",
-				       x->rs->url);
+			               x->rs->url);
 		}
 		c->len = (size_t)n;
 	}
@@ -349,12 +355,13 @@ http__conn_open(const struct http_url *u, const struct proxy *px, struct xfer *x
 	ctm.end_ms = x->end_ms;
 	if (px != NULL && u->https) {
 		const char *v6 = strchr(u->host, ':') ? "[" : "", *v6e = *v6 ? "]" : "";
-		n = snprintf(req, sizeof(req), "CONNECT %s%s%s:%d HTTP/1.1\r\nHost: %s%s%s:%d\r\n%s%s%s\r\n", v6,
-			     u->host, v6e, u->port, v6, u->host, v6e, u->port, px->auth[0] ? "Proxy-Authorization: " : "",
-			     px->auth, px->auth[0] ? "\r\n" : "");
+		n = snprintf(req, sizeof(req), "CONNECT %s%s%s:%d HTTP/1.1\r\nHost: %s%s%s:%d\r\n%s%s%s\r\n",
+		             v6, u->host, v6e, u->port, v6, u->host, v6e, u->port,
+		             px->auth[0] ? "Proxy-Authorization: " : "", px->auth, px->auth[0] ? "\r\n" : "");
 		struct xfer px_x = *x;
 		px_x.tm = ctm;
-		if (http__conn_send(c, req, (size_t)n, &px_x, e) != 0 || http__read_head(c, &px_x, &h, &got, e) != 0) {
+		if (http__conn_send(c, req, (size_t)n, &px_x, e) != 0 ||
+		    http__read_head(c, &px_x, &h, &got, e) != 0) {
 			if (e != NULL && e->code != NULL && strcmp(e->code, "http.timeout") != 0) {
 				struct err tmp = *e;
 				err_set(e, "http.proxy", "proxy %s:%d: %s", px->host, px->port, tmp.msg);
@@ -362,8 +369,8 @@ http__conn_open(const struct http_url *u, const struct proxy *px, struct xfer *x
 			goto fail;
 		}
 		if (h.status / 100 != 2) {
-			err_set(e, "http.proxy", "proxy %s:%d answered CONNECT with %d %.*s", px->host, px->port, h.status,
-				(int)h.reason_len, h.reason);
+			err_set(e, "http.proxy", "proxy %s:%d answered CONNECT with %d %.*s", px->host,
+			        px->port, h.status, (int)h.reason_len, h.reason);
 			goto fail;
 		}
 		if (c->len != c->off) {
@@ -388,4 +395,3 @@ fail:
 	http__conn_close(c);
 	return NULL;
 }
-

@@ -30,7 +30,7 @@ enum {
 	((IS_ALNUM(c) ? C_TCHAR | C_TARGET | C_HOST : 0) | (IS_TPUNCT(c) ? C_TCHAR : 0) |                    \
 	 (IS_UNRES_SUB(c) || (c) == ':' || (c) == '@' || (c) == '/' || (c) == '?' ? C_TARGET : 0) |          \
 	 (IS_UNRES_SUB(c) || (c) == ':' || (c) == '[' || (c) == ']' || (c) == '%' ? C_HOST : 0) |            \
-	 (IS_HEX(c) ? C_HEX : 0) | ((c) >= 0x21 && (c) != 0x7f ? C_VALUE : 0) |                             \
+	 (IS_HEX(c) ? C_HEX : 0) | ((c) >= 0x21 && (c) != 0x7f ? C_VALUE : 0) |                              \
 	 ((c) == ' ' || (c) == '\t' ? C_VALUE : 0))
 #define CLS4(c) CLS(c), CLS((c) + 1), CLS((c) + 2), CLS((c) + 3)
 #define CLS16(c) CLS4(c), CLS4((c) + 4), CLS4((c) + 8), CLS4((c) + 12)

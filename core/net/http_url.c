@@ -33,7 +33,8 @@ parse_authority(const char *a, size_t n, int https, struct http_url *u, struct e
 	long port;
 
 	if (memchr(a, '@', n) != NULL)
-		return err_set(e, "http.url", "credentials in a URL are refused (use a header or the configuration)");
+		return err_set(e, "http.url",
+		               "credentials in a URL are refused (use a header or the configuration)");
 	if (n > 0 && *p == '[') {
 		hend = memchr(p, ']', n);
 		if (hend == NULL)
@@ -119,8 +120,8 @@ http_url_parse(const char *url, struct http_url *u, struct err *e)
 		return err_set(e, "http.url", "URL longer than %d bytes", HTTP_URL_MAX - 1);
 	for (i = 0; i < n; i++)
 		if (bad_url_byte((unsigned char)url[i]))
-			return err_set(e, "http.url", "URL contains a space, control or non-ASCII byte at offset %zu",
-				       i);
+			return err_set(e, "http.url",
+			               "URL contains a space, control or non-ASCII byte at offset %zu", i);
 	if (strncasecmp(url, "https://", 8) == 0)
 		https = 1, a = url + 8;
 	else if (strncasecmp(url, "http://", 7) == 0)
@@ -177,7 +178,8 @@ http_url_resolve(const struct http_url *base, const char *ref, struct http_url *
 
 	for (i = 0; i < n; i++)
 		if (bad_url_byte((unsigned char)ref[i]))
-			return err_set(e, "http.url", "redirect target contains a space, control or non-ASCII byte");
+			return err_set(e, "http.url",
+			               "redirect target contains a space, control or non-ASCII byte");
 	/* A scheme: letters, digits, + - . before the first ':' and before
 	 * any '/', '?' or '#'. */
 	for (s = ref; *s && (isalnum((unsigned char)*s) || *s == '+' || *s == '-' || *s == '.'); s++)
@@ -185,7 +187,8 @@ http_url_resolve(const struct http_url *base, const char *ref, struct http_url *
 	if (*s == ':' && s > ref && isalpha((unsigned char)ref[0]))
 		return http_url_parse(ref, out, e);
 	if (ref[0] == '/' && ref[1] == '/') {
-		if (snprintf(buf, sizeof(buf), "%s:%s", base->https ? "https" : "http", ref) >= (int)sizeof(buf))
+		if (snprintf(buf, sizeof(buf), "%s:%s", base->https ? "https" : "http", ref) >=
+		    (int)sizeof(buf))
 			return err_set(e, "http.url", "URL too long");
 		return http_url_parse(buf, out, e);
 	}
@@ -222,8 +225,8 @@ http_url_format(const struct http_url *u, char *buf, size_t cap)
 
 	if (u->port != (u->https ? 443 : 80))
 		snprintf(port, sizeof(port), ":%d", u->port);
-	n = snprintf(buf, cap, "%s://%s%s%s%s%s", u->https ? "https" : "http", v6 ? "[" : "", u->host, v6 ? "]" : "",
-		     port, u->target);
+	n = snprintf(buf, cap, "%s://%s%s%s%s%s", u->https ? "https" : "http", v6 ? "[" : "", u->host,
+	             v6 ? "]" : "", port, u->target);
 	return n < 0 || (size_t)n >= cap ? -1 : n;
 }
 
@@ -291,4 +294,3 @@ http_no_proxy_match(const char *no_proxy, const char *host, int port)
 	}
 	return 0;
 }
-

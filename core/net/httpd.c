@@ -35,7 +35,6 @@ httpd__stopping(struct httpd *s)
 
 /* ---- logging ---------------------------------------------------------- */
 
-
 void
 httpd__log(struct httpd *s, const char *fmt, ...)
 {
@@ -149,7 +148,6 @@ peer_release(struct httpd *s, const unsigned char *addr)
 	}
 	s->peers[i].n = 0;
 }
-
 
 void
 httpd__conn_close(struct httpd *s, struct conn *c)
@@ -315,18 +313,21 @@ make_room(struct httpd *s, const unsigned char *addr, const char *peer)
 	struct conn *v;
 
 	/* At max_conns the table-full rule below says the same, better. */
-	if (s->cfg.max_conns_per_peer < s->cfg.max_conns && peer_slot(s, addr)->n >= s->cfg.max_conns_per_peer) {
+	if (s->cfg.max_conns_per_peer < s->cfg.max_conns &&
+	    peer_slot(s, addr)->n >= s->cfg.max_conns_per_peer) {
 		if ((v = oldest_waiting(s, addr)) == NULL)
 			return WHY_PEER;
-		httpd__log(s, "%s: closed its longest-waiting connection %s for a new one (per-address limit %d)", peer,
-		     v->peer, s->cfg.max_conns_per_peer);
+		httpd__log(
+		    s, "%s: closed its longest-waiting connection %s for a new one (per-address limit %d)",
+		    peer, v->peer, s->cfg.max_conns_per_peer);
 		httpd__conn_close(s, v);
 	}
 	if (s->active - s->nreserve >= s->cfg.max_conns) {
 		if ((v = oldest_waiting(s, NULL)) == NULL)
 			return WHY_FULL;
-		httpd__log(s, "%s: closed the longest-waiting connection %s for a new one (all %d slots in use)", peer,
-		     v->peer, s->cfg.max_conns);
+		httpd__log(s,
+		           "%s: closed the longest-waiting connection %s for a new one (all %d slots in use)",
+		           peer, v->peer, s->cfg.max_conns);
 		httpd__conn_close(s, v);
 	}
 	return WHY_NONE;
@@ -350,7 +351,8 @@ reserve_room(struct httpd *s, const char *peer)
 	}
 	if (v == NULL)
 		return;
-	httpd__log(s, "%s: closed reserve connection %s, which sent no whole request, for a new one", peer, v->peer);
+	httpd__log(s, "%s: closed reserve connection %s, which sent no whole request, for a new one", peer,
+	           v->peer);
 	httpd__conn_close(s, v);
 }
 
@@ -408,7 +410,7 @@ accept_all(struct httpd *s)
 		if (why != WHY_NONE) {
 			s->nreserve++;
 			httpd__log(s, "%s: in a reserve slot (public routes only): %s", peer,
-			     why == WHY_PEER ? "at the per-address limit" : "all slots in use");
+			           why == WHY_PEER ? "at the per-address limit" : "all slots in use");
 		}
 		memcpy(c->addr, addr, 16);
 		p = peer_slot(s, addr);
@@ -497,15 +499,15 @@ listen_on(struct httpd *s, const char *host, int port, struct err *e)
 		return err_set(e, "io.error", "socket: %s", strerror(errno));
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (bind(fd, (struct sockaddr *)&ss, sl) != 0 || listen(fd, SOMAXCONN) != 0) {
-		err_set(e, errno == EADDRINUSE ? "server.address_in_use" : "io.error", "cannot listen on %s port %d: %s",
-			host, port, strerror(errno));
+		err_set(e, errno == EADDRINUSE ? "server.address_in_use" : "io.error",
+		        "cannot listen on %s port %d: %s", host, port, strerror(errno));
 		close(fd);
 		return -1;
 	}
 	sl = sizeof(ss);
 	getsockname(fd, (struct sockaddr *)&ss, &sl);
 	s->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-						 : ((struct sockaddr_in *)&ss)->sin_port);
+	                                         : ((struct sockaddr_in *)&ss)->sin_port);
 	s->lfd = fd;
 	return 0;
 }
@@ -567,7 +569,8 @@ httpd_new(const struct httpd_config *cfg, struct err *e)
 		return NULL;
 	}
 	if (cfg->max_conns_per_peer < 0) {
-		err_set(e, "config.invalid", "connections per client address must be 0 (no limit) or more, not %d",
+		err_set(e, "config.invalid",
+		        "connections per client address must be 0 (no limit) or more, not %d",
 		        cfg->max_conns_per_peer);
 		return NULL;
 	}

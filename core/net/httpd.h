@@ -43,7 +43,7 @@
 #include "net/http_parse.h"
 
 /* Defaults; each is a field of struct httpd_config. */
-#define HTTPD_MAX_CONNS_DEFAULT 1024      /* each slot is ~200 bytes until used */
+#define HTTPD_MAX_CONNS_DEFAULT 1024 /* each slot is ~200 bytes until used */
 /* Slots past max_conns for loopback clients only, that answer nothing but
  * HTTPD_PUBLIC routes (GET /health) and close after one answer: when every
  * slot holds a request in progress (nothing to reclaim), the container's

@@ -14,7 +14,6 @@
 
 /* ---- the request cycle (event thread) ----------------------------------- */
 
-
 static int
 log_stamp(char *buf, size_t cap, struct timespec *ts)
 {
@@ -23,7 +22,7 @@ log_stamp(char *buf, size_t cap, struct timespec *ts)
 	clock_gettime(CLOCK_REALTIME, ts);
 	gmtime_r(&ts->tv_sec, &tm);
 	return snprintf(buf, cap, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900, tm.tm_mon + 1,
-	    tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts->tv_nsec / 1000000);
+	                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts->tv_nsec / 1000000);
 }
 
 /* Write the count of refused lines held back, if any. */
@@ -51,14 +50,14 @@ httpd__log_flush_repeats(struct httpd *s)
  * not written); else it becomes the one later repeats are compared with. */
 static int
 log_repeat(struct httpd *s, const struct conn *c, const struct http_view *m, const struct http_view *p,
-    time_t sec)
+           time_t sec)
 {
 	char key[sizeof(s->rep_key)];
 	const char *colon = strrchr(c->peer, ':');
 	int alen = colon != NULL ? (int)(colon - c->peer) : (int)strlen(c->peer);
 
 	snprintf(key, sizeof(key), "%.*s %.*s %.*s", alen, c->peer, (int)(m->n > 32 ? 32 : m->n), m->p,
-	    (int)(p->n > 200 ? 200 : p->n), p->p);
+	         (int)(p->n > 200 ? 200 : p->n), p->p);
 	if (sec == s->rep_sec && strcmp(key, s->rep_key) == 0) {
 		s->rep_n++;
 		return 1;
@@ -95,8 +94,8 @@ httpd__log_request(struct httpd *s, struct conn *c, int status, size_t bytes)
 		s->rep_key[0] = '\0';
 	}
 	n = snprintf(line, sizeof(line), "%s %s %.*s %.*s %d %zu %lld.%03dms\n", stamp, c->peer,
-	    (int)(m.n > 32 ? 32 : m.n), m.p, (int)(p.n > 200 ? 200 : p.n), p.p, status, bytes,
-	    (long long)(us / 1000), (int)(us % 1000));
+	             (int)(m.n > 32 ? 32 : m.n), m.p, (int)(p.n > 200 ? 200 : p.n), p.p, status, bytes,
+	             (long long)(us / 1000), (int)(us % 1000));
 	if (n >= (int)sizeof(line)) {
 		n = sizeof(line);
 		line[n - 1] = '\n';

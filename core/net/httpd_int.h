@@ -83,12 +83,12 @@ struct conn {
 	struct httpd *srv;
 	int fd;
 	int state;
-	int idle;        /* waiting for the first byte of a request */
-	int reserve;     /* WHY_*: in a reserve slot (public routes, one answer) */
-	int64_t since;   /* monotonic ms since it waits for a request's first byte */
+	int idle;               /* waiting for the first byte of a request */
+	int reserve;            /* WHY_*: in a reserve slot (public routes, one answer) */
+	int64_t since;          /* monotonic ms since it waits for a request's first byte */
 	unsigned char addr[16]; /* peer address (IPv4 v4-mapped), for the per-peer count */
-	int close_after; /* close once the current answer is written */
-	int linger;      /* …after reading what the client still sends */
+	int close_after;        /* close once the current answer is written */
+	int linger;             /* …after reading what the client still sends */
 	int budget;
 	int64_t deadline; /* monotonic ms; INT64_MAX = none */
 	int64_t t_start;  /* first byte of the request, for the log */
@@ -143,7 +143,7 @@ struct httpd {
 	struct peer {
 		unsigned char addr[16];
 		int n; /* 0 = empty entry */
-	} *peers;
+	} * peers;
 	size_t peer_mask;
 	/* Bytes of whole answers built and not yet sent (atomic): what clients
 	 * that do not read hold, bounded by HTTPD_HELD_MAX through

@@ -71,7 +71,6 @@ httpd__reason(int status)
 	}
 }
 
-
 /* ---- the error envelope (strings escaped by core/json.h) ---------------- */
 
 int
@@ -250,7 +249,6 @@ httpd_resp_closing(const struct httpd_resp *w)
 	return httpd__stopping(w->c->srv) || w->failed;
 }
 
-
 /* Drop one hold; the last hands the connection back to the event thread. */
 void
 httpd__release(struct httpd_resp *w)
@@ -399,4 +397,3 @@ httpd_stream_end(struct httpd_resp *w)
 	iov.iov_len = 5;
 	return send_iov(w, &iov, 1);
 }
-

@@ -20,7 +20,7 @@
 static pthread_mutex_t ta_lock = PTHREAD_MUTEX_INITIALIZER;
 static br_x509_trust_anchor *ta_list;
 static size_t ta_num;
-static time_t tls_now;  /* 0 = the clock */
+static time_t tls_now; /* 0 = the clock */
 
 void
 tls_set_time(time_t t)
@@ -140,7 +140,7 @@ ta_load_file(const char *path, br_x509_trust_anchor **list, size_t *n, size_t *c
 			switch (br_pem_decoder_event(&pc)) {
 			case BR_PEM_BEGIN_OBJ:
 				incert = strcmp(br_pem_decoder_name(&pc), "CERTIFICATE") == 0 ||
-					 strcmp(br_pem_decoder_name(&pc), "TRUSTED CERTIFICATE") == 0;
+				         strcmp(br_pem_decoder_name(&pc), "TRUSTED CERTIFICATE") == 0;
 				buf_reset(&der);
 				br_pem_decoder_setdest(&pc, incert ? buf_cb : NULL, &der);
 				break;
@@ -258,10 +258,10 @@ tls_anchors_load(struct err *e)
 		pthread_mutex_unlock(&ta_lock);
 		return r;
 	}
-#define TRIED(s)                                                                                            \
-	do {                                                                                                \
-		size_t l_ = strlen(tried);                                                                  \
-		snprintf(tried + l_, sizeof(tried) - l_, "%s%.150s", l_ ? ", " : "", (s));                       \
+#define TRIED(s)                                                                                             \
+	do {                                                                                                 \
+		size_t l_ = strlen(tried);                                                                   \
+		snprintf(tried + l_, sizeof(tried) - l_, "%s%.150s", l_ ? ", " : "", (s));                   \
 	} while (0)
 	if ((file != NULL && *file) || (dirs != NULL && *dirs)) {
 		if (file != NULL && *file) {
@@ -313,25 +313,69 @@ static const struct {
 	int err;
 	const char *name;
 } br_names[] = {
-#define N(x) {x, #x}
-	N(BR_ERR_OK), N(BR_ERR_BAD_PARAM), N(BR_ERR_BAD_STATE), N(BR_ERR_UNSUPPORTED_VERSION),
-	N(BR_ERR_BAD_VERSION), N(BR_ERR_BAD_LENGTH), N(BR_ERR_TOO_LARGE), N(BR_ERR_BAD_MAC),
-	N(BR_ERR_NO_RANDOM), N(BR_ERR_UNKNOWN_TYPE), N(BR_ERR_UNEXPECTED), N(BR_ERR_BAD_CCS),
-	N(BR_ERR_BAD_ALERT), N(BR_ERR_BAD_HANDSHAKE), N(BR_ERR_OVERSIZED_ID), N(BR_ERR_BAD_CIPHER_SUITE),
-	N(BR_ERR_BAD_COMPRESSION), N(BR_ERR_BAD_FRAGLEN), N(BR_ERR_BAD_SECRENEG), N(BR_ERR_EXTRA_EXTENSION),
-	N(BR_ERR_BAD_SNI), N(BR_ERR_BAD_HELLO_DONE), N(BR_ERR_LIMIT_EXCEEDED), N(BR_ERR_BAD_FINISHED),
-	N(BR_ERR_RESUME_MISMATCH), N(BR_ERR_INVALID_ALGORITHM), N(BR_ERR_BAD_SIGNATURE),
-	N(BR_ERR_WRONG_KEY_USAGE), N(BR_ERR_NO_CLIENT_AUTH), N(BR_ERR_IO),
-	N(BR_ERR_X509_INVALID_VALUE), N(BR_ERR_X509_TRUNCATED), N(BR_ERR_X509_EMPTY_CHAIN),
-	N(BR_ERR_X509_INNER_TRUNC), N(BR_ERR_X509_BAD_TAG_CLASS), N(BR_ERR_X509_BAD_TAG_VALUE),
-	N(BR_ERR_X509_INDEFINITE_LENGTH), N(BR_ERR_X509_EXTRA_ELEMENT), N(BR_ERR_X509_UNEXPECTED),
-	N(BR_ERR_X509_NOT_CONSTRUCTED), N(BR_ERR_X509_NOT_PRIMITIVE), N(BR_ERR_X509_PARTIAL_BYTE),
-	N(BR_ERR_X509_BAD_BOOLEAN), N(BR_ERR_X509_OVERFLOW), N(BR_ERR_X509_BAD_DN), N(BR_ERR_X509_BAD_TIME),
-	N(BR_ERR_X509_UNSUPPORTED), N(BR_ERR_X509_LIMIT_EXCEEDED), N(BR_ERR_X509_WRONG_KEY_TYPE),
-	N(BR_ERR_X509_BAD_SIGNATURE), N(BR_ERR_X509_TIME_UNKNOWN), N(BR_ERR_X509_EXPIRED),
-	N(BR_ERR_X509_DN_MISMATCH), N(BR_ERR_X509_BAD_SERVER_NAME), N(BR_ERR_X509_CRITICAL_EXTENSION),
-	N(BR_ERR_X509_NOT_CA), N(BR_ERR_X509_FORBIDDEN_KEY_USAGE), N(BR_ERR_X509_WEAK_PUBLIC_KEY),
-	N(BR_ERR_X509_NOT_TRUSTED),
+#define N(x)                                                                                                 \
+	{                                                                                                    \
+		x, #x                                                                                        \
+	}
+    N(BR_ERR_OK),
+    N(BR_ERR_BAD_PARAM),
+    N(BR_ERR_BAD_STATE),
+    N(BR_ERR_UNSUPPORTED_VERSION),
+    N(BR_ERR_BAD_VERSION),
+    N(BR_ERR_BAD_LENGTH),
+    N(BR_ERR_TOO_LARGE),
+    N(BR_ERR_BAD_MAC),
+    N(BR_ERR_NO_RANDOM),
+    N(BR_ERR_UNKNOWN_TYPE),
+    N(BR_ERR_UNEXPECTED),
+    N(BR_ERR_BAD_CCS),
+    N(BR_ERR_BAD_ALERT),
+    N(BR_ERR_BAD_HANDSHAKE),
+    N(BR_ERR_OVERSIZED_ID),
+    N(BR_ERR_BAD_CIPHER_SUITE),
+    N(BR_ERR_BAD_COMPRESSION),
+    N(BR_ERR_BAD_FRAGLEN),
+    N(BR_ERR_BAD_SECRENEG),
+    N(BR_ERR_EXTRA_EXTENSION),
+    N(BR_ERR_BAD_SNI),
+    N(BR_ERR_BAD_HELLO_DONE),
+    N(BR_ERR_LIMIT_EXCEEDED),
+    N(BR_ERR_BAD_FINISHED),
+    N(BR_ERR_RESUME_MISMATCH),
+    N(BR_ERR_INVALID_ALGORITHM),
+    N(BR_ERR_BAD_SIGNATURE),
+    N(BR_ERR_WRONG_KEY_USAGE),
+    N(BR_ERR_NO_CLIENT_AUTH),
+    N(BR_ERR_IO),
+    N(BR_ERR_X509_INVALID_VALUE),
+    N(BR_ERR_X509_TRUNCATED),
+    N(BR_ERR_X509_EMPTY_CHAIN),
+    N(BR_ERR_X509_INNER_TRUNC),
+    N(BR_ERR_X509_BAD_TAG_CLASS),
+    N(BR_ERR_X509_BAD_TAG_VALUE),
+    N(BR_ERR_X509_INDEFINITE_LENGTH),
+    N(BR_ERR_X509_EXTRA_ELEMENT),
+    N(BR_ERR_X509_UNEXPECTED),
+    N(BR_ERR_X509_NOT_CONSTRUCTED),
+    N(BR_ERR_X509_NOT_PRIMITIVE),
+    N(BR_ERR_X509_PARTIAL_BYTE),
+    N(BR_ERR_X509_BAD_BOOLEAN),
+    N(BR_ERR_X509_OVERFLOW),
+    N(BR_ERR_X509_BAD_DN),
+    N(BR_ERR_X509_BAD_TIME),
+    N(BR_ERR_X509_UNSUPPORTED),
+    N(BR_ERR_X509_LIMIT_EXCEEDED),
+    N(BR_ERR_X509_WRONG_KEY_TYPE),
+    N(BR_ERR_X509_BAD_SIGNATURE),
+    N(BR_ERR_X509_TIME_UNKNOWN),
+    N(BR_ERR_X509_EXPIRED),
+    N(BR_ERR_X509_DN_MISMATCH),
+    N(BR_ERR_X509_BAD_SERVER_NAME),
+    N(BR_ERR_X509_CRITICAL_EXTENSION),
+    N(BR_ERR_X509_NOT_CA),
+    N(BR_ERR_X509_FORBIDDEN_KEY_USAGE),
+    N(BR_ERR_X509_WEAK_PUBLIC_KEY),
+    N(BR_ERR_X509_NOT_TRUSTED),
 #undef N
 };
 
@@ -377,15 +421,24 @@ static const char *
 alert_name(int a)
 {
 	switch (a) {
-	case 40: return "handshake_failure";
-	case 42: return "bad_certificate";
-	case 47: return "illegal_parameter";
-	case 48: return "unknown_ca";
-	case 50: return "decode_error";
-	case 70: return "protocol_version";
-	case 71: return "insufficient_security";
-	case 80: return "internal_error";
-	case 112: return "unrecognized_name";
+	case 40:
+		return "handshake_failure";
+	case 42:
+		return "bad_certificate";
+	case 47:
+		return "illegal_parameter";
+	case 48:
+		return "unknown_ca";
+	case 50:
+		return "decode_error";
+	case 70:
+		return "protocol_version";
+	case 71:
+		return "insufficient_security";
+	case 80:
+		return "internal_error";
+	case 112:
+		return "unrecognized_name";
 	}
 	return "alert";
 }
@@ -399,8 +452,9 @@ set_br_error(struct tls_conn *t, int brerr, struct err *e)
 
 	if (brerr >= BR_ERR_RECV_FATAL_ALERT) {
 		int a = brerr & 255;
-		return err_set(e, code, "%s %d (%s)%s", tls_err_name(brerr), a, alert_name(a),
-			       a == 40 || a == 70 || a == 71 ? ": the server offers no TLS 1.2 ECDHE/AEAD suite" : "");
+		return err_set(
+		    e, code, "%s %d (%s)%s", tls_err_name(brerr), a, alert_name(a),
+		    a == 40 || a == 70 || a == 71 ? ": the server offers no TLS 1.2 ECDHE/AEAD suite" : "");
 	}
 	if (brerr == BR_ERR_X509_NOT_TRUSTED && w->ncerts == 1)
 		why = ": the server sent one certificate (self-signed, or its intermediate is missing)";
@@ -498,22 +552,27 @@ xw_get_pkey(const br_x509_class *const *ctx, unsigned *usages)
 }
 
 static const br_x509_class xw_vtable = {
-	sizeof(struct tls_x509_watch), xw_start_chain, xw_start_cert, xw_append,
-	xw_end_cert,                   xw_end_chain,   xw_get_pkey,
+    sizeof(struct tls_x509_watch),
+    xw_start_chain,
+    xw_start_cert,
+    xw_append,
+    xw_end_cert,
+    xw_end_chain,
+    xw_get_pkey,
 };
 
 /* ---- Connection -------------------------------------------------------- */
 
 /* TLS 1.2, ECDHE, AEAD: nothing else is offered. */
 static const uint16_t suites[] = {
-	BR_TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
-	BR_TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
-	BR_TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
-	BR_TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
-	BR_TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
-	BR_TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
-	BR_TLS_ECDHE_ECDSA_WITH_AES_128_CCM,
-	BR_TLS_ECDHE_ECDSA_WITH_AES_256_CCM,
+    BR_TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+    BR_TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+    BR_TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+    BR_TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+    BR_TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+    BR_TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+    BR_TLS_ECDHE_ECDSA_WITH_AES_128_CCM,
+    BR_TLS_ECDHE_ECDSA_WITH_AES_256_CCM,
 };
 
 /* Drive the engine until one of the target states (BR_SSL_SENDAPP,
@@ -634,7 +693,7 @@ tls_handshake(struct tls_conn *t, int fd, const char *host, const struct tls_tim
 		return 0;
 	if (r > 0)
 		return err_set(e, "tls.protocol", "%s: the server closed the connection during the handshake",
-			       tls_err_name(BR_ERR_IO));
+		               tls_err_name(BR_ERR_IO));
 	return -1;
 }
 

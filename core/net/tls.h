@@ -29,7 +29,7 @@
 
 #include "base/err.h"
 
-#define TLS_BUNDLE_PATHS \
+#define TLS_BUNDLE_PATHS                                                                                     \
 	"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"
 
 /* Ceilings on what a CA bundle may make us hold: the Debian bundle has ~150
@@ -83,7 +83,7 @@ struct tls_conn {
 	br_x509_minimal_context xc;
 	struct tls_x509_watch xw;
 	int fd;
-	int dead;               /* the transport failed; nothing more to do */
+	int dead; /* the transport failed; nothing more to do */
 	unsigned char iobuf[BR_SSL_BUFSIZE_BIDI];
 };
 

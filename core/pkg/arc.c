@@ -99,10 +99,14 @@ const char *
 arc_format_name(enum arc_format f)
 {
 	switch (f) {
-	case ARC_FMT_TAR: return "tar";
-	case ARC_FMT_TAR_GZ: return "tar.gz";
-	case ARC_FMT_ZIP: return "zip";
-	default: return "none";
+	case ARC_FMT_TAR:
+		return "tar";
+	case ARC_FMT_TAR_GZ:
+		return "tar.gz";
+	case ARC_FMT_ZIP:
+		return "zip";
+	default:
+		return "none";
 	}
 }
 
@@ -166,8 +170,7 @@ progress(struct xs *x, int force)
 	if (!force && x->st->bytes < x->next_progress)
 		return;
 	x->next_progress = x->st->bytes + ARC_PROGRESS_STEP;
-	x->o->progress(x->o->progress_ctx, x->st->bytes,
-	    (uint64_t)archive_filter_bytes(x->a, -1));
+	x->o->progress(x->o->progress_ctx, x->st->bytes, (uint64_t)archive_filter_bytes(x->a, -1));
 }
 
 static int
@@ -205,22 +208,23 @@ do_file(struct xs *x, struct archive_entry *ent, int pfd, const char *leaf, cons
 		declared = archive_entry_size(ent);
 		if (declared < 0 || (uint64_t)declared > x->max_entry)
 			return arc_refuse(x, "size %lld exceeds the per-entry cap of %llu bytes",
-			    (long long)declared, (unsigned long long)x->max_entry);
+			                  (long long)declared, (unsigned long long)x->max_entry);
 		if (x->st->bytes + x->passed + (uint64_t)declared > x->max_total)
 			return arc_refuse(x, "extracted size would exceed the cap of %llu bytes",
-			    (unsigned long long)x->max_total);
+			                  (unsigned long long)x->max_total);
 	}
 	/* Created with its final mode (the descriptor is writable whatever
 	 * the mode says); fchmod only when the umask would take bits away. */
 	direct = arc_mode_survives(mode);
-	fd = openat(pfd, leaf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, direct ? (mode_t)mode : 0600);
+	fd = openat(pfd, leaf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+	            direct ? (mode_t)mode : 0600);
 	if (fd < 0 && errno == EEXIST && (x->o->flags & ARC_NPM)) {
 		struct stat sb;
 
-		if (fstatat(pfd, leaf, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode)
-		    && unlinkat(pfd, leaf, 0) == 0)
+		if (fstatat(pfd, leaf, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode) &&
+		    unlinkat(pfd, leaf, 0) == 0)
 			fd = openat(pfd, leaf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-			    direct ? (mode_t)mode : 0600);
+			            direct ? (mode_t)mode : 0600);
 		else
 			errno = EEXIST;
 	}
@@ -237,17 +241,17 @@ do_file(struct xs *x, struct archive_entry *ent, int pfd, const char *leaf, cons
 			break;
 		if (r != ARCHIVE_OK) {
 			arc_refuse(x, "%s: %s", r == ARCHIVE_WARN ? "libarchive warning" : "unreadable data",
-			    archive_error_string(x->a) ? archive_error_string(x->a) : "?");
+			           archive_error_string(x->a) ? archive_error_string(x->a) : "?");
 			goto fail;
 		}
 		if (off < 0 || (uint64_t)off + len > x->max_entry) {
 			arc_refuse(x, "data exceeds the per-entry cap of %llu bytes",
-			    (unsigned long long)x->max_entry);
+			           (unsigned long long)x->max_entry);
 			goto fail;
 		}
 		if (x->st->bytes + x->passed + len > x->max_total) {
 			arc_refuse(x, "extracted size exceeds the cap of %llu bytes",
-			    (unsigned long long)x->max_total);
+			           (unsigned long long)x->max_total);
 			goto fail;
 		}
 		if (len > 0 && write_all(fd, buf, len, off) != 0) {
@@ -325,8 +329,7 @@ defer_mode(struct xs *x, const char *name, int mode)
 }
 
 static int
-do_dir(struct xs *x, struct archive_entry *ent, int pfd, const char *leaf,
-    const char *name)
+do_dir(struct xs *x, struct archive_entry *ent, int pfd, const char *leaf, const char *name)
 {
 	struct stat sb;
 	int mode, fd, created = 1, direct;
@@ -369,8 +372,7 @@ do_dir(struct xs *x, struct archive_entry *ent, int pfd, const char *leaf,
 }
 
 static int
-do_symlink(struct xs *x, struct archive_entry *ent, int pfd, const char *leaf,
-    int depth)
+do_symlink(struct xs *x, struct archive_entry *ent, int pfd, const char *leaf, int depth)
 {
 	const char *target = archive_entry_symlink(ent);
 
@@ -431,11 +433,11 @@ skip_entry(struct xs *x, struct archive_entry *ent)
 	la_int64_t n = archive_entry_size_is_set(ent) ? archive_entry_size(ent) : 0;
 
 	if (n < 0 || (uint64_t)n > x->max_entry)
-		return arc_refuse(x, "size %lld exceeds the per-entry cap of %llu bytes",
-		    (long long)n, (unsigned long long)x->max_entry);
+		return arc_refuse(x, "size %lld exceeds the per-entry cap of %llu bytes", (long long)n,
+		                  (unsigned long long)x->max_entry);
 	if (x->st->bytes + x->passed + (uint64_t)n > x->max_total)
 		return arc_refuse(x, "extracted size would exceed the cap of %llu bytes",
-		    (unsigned long long)x->max_total);
+		                  (unsigned long long)x->max_total);
 	x->passed += (uint64_t)n;
 	x->st->skipped++;
 	return 0;
@@ -458,7 +460,7 @@ do_entry(struct xs *x, struct archive_entry *ent)
 
 		arc_refuse(x, "more than %llu entries (the entry cap)", (unsigned long long)x->max_entries);
 		snprintf(d, sizeof(d), "{\"phase\":\"extract\",\"rule\":\"max_entries\",\"limit\":%llu}",
-		    (unsigned long long)x->max_entries);
+		         (unsigned long long)x->max_entries);
 		err_details(x->e, d);
 		return -1;
 	}
@@ -475,9 +477,10 @@ do_entry(struct xs *x, struct archive_entry *ent)
 			return skip_entry(x, ent);
 		}
 		return arc_refuse(x, "%s are not accepted",
-		    type == AE_IFCHR || type == AE_IFBLK ? "device nodes" :
-		    type == AE_IFIFO ? "FIFOs" : type == AE_IFSOCK ? "sockets" :
-		    "entries of unknown type");
+		                  type == AE_IFCHR || type == AE_IFBLK ? "device nodes"
+		                  : type == AE_IFIFO                   ? "FIFOs"
+		                  : type == AE_IFSOCK                  ? "sockets"
+		                                                       : "entries of unknown type");
 	}
 	if (npm && (hl != NULL || type == AE_IFLNK)) {
 		return skip_entry(x, ent);
@@ -492,13 +495,13 @@ do_entry(struct xs *x, struct archive_entry *ent)
 	 * real tool archive needs one. */
 	if (hl != NULL && archive_entry_size_is_set(ent) && archive_entry_size(ent) > 0)
 		return arc_refuse(x, "hard link carries %lld bytes of data",
-		    (long long)archive_entry_size(ent));
+		                  (long long)archive_entry_size(ent));
 	if (hl != NULL)
 		return do_hardlink(x, hl, pfd, leaf);
 	if (type == AE_IFLNK)
 		return do_symlink(x, ent, pfd, leaf, depth);
 	if (dir == name)
-		name[strlen(dir)] = '/';  /* undo split_leaf for the record */
+		name[strlen(dir)] = '/'; /* undo split_leaf for the record */
 	if (type == AE_IFDIR)
 		return do_dir(x, ent, pfd, leaf, name);
 	return do_file(x, ent, pfd, leaf, name);
@@ -546,17 +549,17 @@ reader(enum arc_format f, struct err *e)
 	}
 	switch (f) {
 	case ARC_FMT_TAR:
-		ok = archive_read_support_format_tar(a) == ARCHIVE_OK
-		    && archive_read_support_filter_none(a) == ARCHIVE_OK;
+		ok = archive_read_support_format_tar(a) == ARCHIVE_OK &&
+		     archive_read_support_filter_none(a) == ARCHIVE_OK;
 		break;
 	case ARC_FMT_TAR_GZ:
 		/* ARCHIVE_WARN here means "will run gzip(1)": refused. */
-		ok = archive_read_support_format_tar(a) == ARCHIVE_OK
-		    && archive_read_support_filter_gzip(a) == ARCHIVE_OK;
+		ok = archive_read_support_format_tar(a) == ARCHIVE_OK &&
+		     archive_read_support_filter_gzip(a) == ARCHIVE_OK;
 		break;
 	case ARC_FMT_ZIP:
-		ok = archive_read_support_format_zip(a) == ARCHIVE_OK
-		    && archive_read_support_filter_none(a) == ARCHIVE_OK;
+		ok = archive_read_support_format_zip(a) == ARCHIVE_OK &&
+		     archive_read_support_filter_none(a) == ARCHIVE_OK;
 		break;
 	default:
 		archive_read_free(a);
@@ -565,8 +568,8 @@ reader(enum arc_format f, struct err *e)
 		return NULL;
 	}
 	if (!ok) {
-		err_set(e, "install.failed", "extract: %s support unavailable: %s",
-		    arc_format_name(f), archive_error_string(a) ? archive_error_string(a) : "?");
+		err_set(e, "install.failed", "extract: %s support unavailable: %s", arc_format_name(f),
+		        archive_error_string(a) ? archive_error_string(a) : "?");
 		err_details(e, "{\"phase\":\"extract\"}");
 		archive_read_free(a);
 		return NULL;
@@ -577,7 +580,7 @@ reader(enum arc_format f, struct err *e)
 /* The archive comes from a descriptor (mem == NULL) or from memory. */
 static int
 extract(int archive_fd, const void *mem, size_t memlen, int root_dirfd, const struct arc_opts *o,
-    struct arc_stats *st, struct err *e)
+        struct arc_stats *st, struct err *e)
 {
 	struct arc_stats local;
 	struct archive_entry *ent;
@@ -615,9 +618,9 @@ extract(int archive_fd, const void *mem, size_t memlen, int root_dirfd, const st
 	if (x.a == NULL)
 		goto out_locale;
 	if ((mem != NULL ? archive_read_open_memory(x.a, mem, memlen)
-	    : archive_read_open_fd(x.a, archive_fd, ARC_READ_BLOCK)) != ARCHIVE_OK) {
+	                 : archive_read_open_fd(x.a, archive_fd, ARC_READ_BLOCK)) != ARCHIVE_OK) {
 		arc_refuse(&x, "not a valid %s archive: %s", arc_format_name(o->format),
-		    archive_error_string(x.a) ? archive_error_string(x.a) : "?");
+		           archive_error_string(x.a) ? archive_error_string(x.a) : "?");
 		goto out;
 	}
 	for (;;) {
@@ -629,8 +632,9 @@ extract(int archive_fd, const void *mem, size_t memlen, int root_dirfd, const st
 		if (r != ARCHIVE_OK) {
 			if (ent != NULL && r == ARCHIVE_WARN)
 				x.cur = archive_entry_pathname(ent);
-			arc_refuse(&x, "%s: %s", r == ARCHIVE_WARN ? "libarchive warning" : "not a valid archive",
-			    archive_error_string(x.a) ? archive_error_string(x.a) : "?");
+			arc_refuse(&x, "%s: %s",
+			           r == ARCHIVE_WARN ? "libarchive warning" : "not a valid archive",
+			           archive_error_string(x.a) ? archive_error_string(x.a) : "?");
 			goto out;
 		}
 		if (do_entry(&x, ent) != 0)
@@ -657,15 +661,14 @@ out_locale:
 }
 
 int
-arc_extract_fd(int archive_fd, int root_dirfd, const struct arc_opts *o,
-    struct arc_stats *st, struct err *e)
+arc_extract_fd(int archive_fd, int root_dirfd, const struct arc_opts *o, struct arc_stats *st, struct err *e)
 {
 	return extract(archive_fd, NULL, 0, root_dirfd, o, st, e);
 }
 
 int
-arc_extract_mem(const void *buf, size_t len, int root_dirfd, const struct arc_opts *o,
-    struct arc_stats *st, struct err *e)
+arc_extract_mem(const void *buf, size_t len, int root_dirfd, const struct arc_opts *o, struct arc_stats *st,
+                struct err *e)
 {
 	/* libarchive takes a NULL buffer for an empty one badly */
 	static const char empty[1];
@@ -674,8 +677,8 @@ arc_extract_mem(const void *buf, size_t len, int root_dirfd, const struct arc_op
 }
 
 int
-arc_extract(const char *archive_path, const char *root_dir,
-    const struct arc_opts *o, struct arc_stats *st, struct err *e)
+arc_extract(const char *archive_path, const char *root_dir, const struct arc_opts *o, struct arc_stats *st,
+            struct err *e)
 {
 	int afd, dfd, rc;
 
@@ -687,7 +690,8 @@ arc_extract(const char *archive_path, const char *root_dir,
 	}
 	dfd = open(root_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dfd < 0) {
-		err_set(e, "install.failed", "extract: cannot open directory %s: %s", root_dir, strerror(errno));
+		err_set(e, "install.failed", "extract: cannot open directory %s: %s", root_dir,
+		        strerror(errno));
 		err_details(e, "{\"phase\":\"extract\"}");
 		close(afd);
 		return -1;

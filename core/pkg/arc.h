@@ -68,33 +68,32 @@
  * chown), ARCHIVE_EXTRACT_PERM's setuid handling (setuid/setgid/sticky refuse
  * the archive).
  */
-#define ARC_SAFE_FLAGS (ARCHIVE_EXTRACT_SECURE_SYMLINKS \
-	| ARCHIVE_EXTRACT_SECURE_NODOTDOT \
-	| ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS \
-	| ARCHIVE_EXTRACT_NO_OVERWRITE)
+#define ARC_SAFE_FLAGS                                                                                       \
+	(ARCHIVE_EXTRACT_SECURE_SYMLINKS | ARCHIVE_EXTRACT_SECURE_NODOTDOT |                                 \
+	 ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS | ARCHIVE_EXTRACT_NO_OVERWRITE)
 
 /* Default caps. Node.js (the largest artifact we install) unpacks to about
  * 200 MiB in ~6k entries; the caps leave an order of magnitude of room while
  * keeping a bomb from filling a disk. */
-#define ARC_DEFAULT_MAX_TOTAL   (2ULL << 30)    /* 2 GiB written in all */
+#define ARC_DEFAULT_MAX_TOTAL (2ULL << 30)                     /* 2 GiB written in all */
 #define ARC_DEFAULT_MAX_ENTRIES ((uint64_t)FS_MAX_DIR_ENTRIES) /* entries read, incl. skipped */
-#define ARC_DEFAULT_MAX_ENTRY   (1ULL << 30)    /* 1 GiB for one file */
-#define ARC_DEFAULT_MAX_PATH    4096            /* PATH_MAX on Linux */
-#define ARC_NAME_MAX            255             /* NAME_MAX: one component */
+#define ARC_DEFAULT_MAX_ENTRY (1ULL << 30)                     /* 1 GiB for one file */
+#define ARC_DEFAULT_MAX_PATH 4096                              /* PATH_MAX on Linux */
+#define ARC_NAME_MAX 255                                       /* NAME_MAX: one component */
 /* Components in one name. Every later walk of the tree (digest, proof,
  * removal) stops at FS_MAX_DEPTH (128) levels; npm trees put packages inside
  * packages, so one archive gets half of that. */
-#define ARC_MAX_DEPTH           64
+#define ARC_MAX_DEPTH 64
 
 /* Progress is reported at most every ARC_PROGRESS_STEP bytes written (and
  * once at the end), so a callback that writes .progress.json stays cheap. */
 #define ARC_PROGRESS_STEP (4u << 20)
 
 enum arc_format {
-	ARC_FMT_NONE = 0,   /* not recognised */
-	ARC_FMT_TAR,        /* uncompressed tar (ustar, pax, GNU) */
-	ARC_FMT_TAR_GZ,     /* gzip-compressed tar; only zlib, never gzip(1) */
-	ARC_FMT_ZIP,        /* zip (stored, deflate) */
+	ARC_FMT_NONE = 0, /* not recognised */
+	ARC_FMT_TAR,      /* uncompressed tar (ustar, pax, GNU) */
+	ARC_FMT_TAR_GZ,   /* gzip-compressed tar; only zlib, never gzip(1) */
+	ARC_FMT_ZIP,      /* zip (stored, deflate) */
 };
 
 /* Option flags. */
@@ -117,28 +116,29 @@ struct stat;
  * times: its name relative to the root, its fstat, and the sha256 of its
  * content computed while it was written (so a listing of the tree need not
  * read it back). Not called for a sparse entry (its holes were not hashed). */
-typedef void (*arc_file_fn)(void *ctx, const char *name, const struct stat *st, const unsigned char sha256[32]);
+typedef void (*arc_file_fn)(void *ctx, const char *name, const struct stat *st,
+                            const unsigned char sha256[32]);
 
 struct arc_opts {
 	enum arc_format format;
-	unsigned flags;             /* ARC_NPM | ARC_STRICT_MODES */
-	int strip_components;       /* leading components removed; entries
-	                             * with no more than that are skipped */
-	uint64_t max_total;         /* 0 = ARC_DEFAULT_MAX_TOTAL */
-	uint64_t max_entries;       /* 0 = ARC_DEFAULT_MAX_ENTRIES */
-	uint64_t max_entry;         /* 0 = ARC_DEFAULT_MAX_ENTRY */
-	size_t max_path;            /* 0 = ARC_DEFAULT_MAX_PATH */
-	arc_progress_fn progress;   /* NULL = none */
+	unsigned flags;           /* ARC_NPM | ARC_STRICT_MODES */
+	int strip_components;     /* leading components removed; entries
+	                           * with no more than that are skipped */
+	uint64_t max_total;       /* 0 = ARC_DEFAULT_MAX_TOTAL */
+	uint64_t max_entries;     /* 0 = ARC_DEFAULT_MAX_ENTRIES */
+	uint64_t max_entry;       /* 0 = ARC_DEFAULT_MAX_ENTRY */
+	size_t max_path;          /* 0 = ARC_DEFAULT_MAX_PATH */
+	arc_progress_fn progress; /* NULL = none */
 	void *progress_ctx;
-	arc_file_fn on_file;        /* NULL = none */
+	arc_file_fn on_file; /* NULL = none */
 	void *file_ctx;
 };
 
 struct arc_stats {
-	uint64_t bytes;     /* regular-file bytes written */
-	uint64_t entries;   /* entries created (files, dirs, links) */
-	uint64_t skipped;   /* entries skipped (strip_components, ARC_NPM drops) */
-	uint64_t bytes_in;  /* archive bytes read (compressed) */
+	uint64_t bytes;    /* regular-file bytes written */
+	uint64_t entries;  /* entries created (files, dirs, links) */
+	uint64_t skipped;  /* entries skipped (strip_components, ARC_NPM drops) */
+	uint64_t bytes_in; /* archive bytes read (compressed) */
 };
 
 /* Zero o and set its format; every cap at its default. */
@@ -155,24 +155,23 @@ const char *arc_format_name(enum arc_format f);
 /*
  * Extract the archive read from archive_fd (not closed; a tar is read from
  * the current offset to the end, a zip from a regular file is read by
- * seeking to its central directory, from a pipe as a stream) into the directory root_dirfd (not closed; normally
- * an empty staging directory, but it may hold earlier content, e.g. other
- * npm packages, which links may not reach: the root is root_dirfd itself).
- * st (may be NULL) receives the counts, also on failure (what was done
- * before the refusal). Returns 0, or -1 with e set (see above). Thread-safe:
- * no global state, no chdir, no umask change.
+ * seeking to its central directory, from a pipe as a stream) into the directory root_dirfd (not closed;
+ * normally an empty staging directory, but it may hold earlier content, e.g. other npm packages, which links
+ * may not reach: the root is root_dirfd itself). st (may be NULL) receives the counts, also on failure (what
+ * was done before the refusal). Returns 0, or -1 with e set (see above). Thread-safe: no global state, no
+ * chdir, no umask change.
  */
-int arc_extract_fd(int archive_fd, int root_dirfd, const struct arc_opts *o,
-    struct arc_stats *st, struct err *e);
+int arc_extract_fd(int archive_fd, int root_dirfd, const struct arc_opts *o, struct arc_stats *st,
+                   struct err *e);
 
 /* The same for an archive held in memory (buf, len bytes; not copied, must
  * stay valid during the call): a zip is read through its central directory. */
 int arc_extract_mem(const void *buf, size_t len, int root_dirfd, const struct arc_opts *o,
-    struct arc_stats *st, struct err *e);
+                    struct arc_stats *st, struct err *e);
 
 /* The same with paths: opens archive_path and root_dir (which must exist and
  * be a directory, not a symlink). */
-int arc_extract(const char *archive_path, const char *root_dir,
-    const struct arc_opts *o, struct arc_stats *st, struct err *e);
+int arc_extract(const char *archive_path, const char *root_dir, const struct arc_opts *o,
+                struct arc_stats *st, struct err *e);
 
 #endif

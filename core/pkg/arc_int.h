@@ -23,7 +23,7 @@
 #define ARC_FD_STACK 12
 
 struct deferred {
-	char *names;        /* NUL-separated names, each followed by its mode */
+	char *names; /* NUL-separated names, each followed by its mode */
 	size_t len, cap;
 };
 
@@ -36,8 +36,8 @@ struct xs {
 	uint64_t max_total, max_entries, max_entry;
 	size_t max_path;
 	int strip;
-	uint64_t seen;              /* entries read, for the entry cap */
-	uint64_t passed;            /* declared bytes of entries skipped over */
+	uint64_t seen;   /* entries read, for the entry cap */
+	uint64_t passed; /* declared bytes of entries skipped over */
 	uint64_t next_progress;
 	/* The directories of the previous entry's path stay open (see
 	 * ARC_FD_STACK): sfd[i] is the directory named by the first send[i]
@@ -49,7 +49,7 @@ struct xs {
 	char cdir[ARC_DEFAULT_MAX_PATH + 1];
 	int cfd;
 	struct deferred dfr;
-	const char *cur;            /* raw name of the entry being processed */
+	const char *cur; /* raw name of the entry being processed */
 };
 
 /* Does mode reach the disk unchanged through the process umask (then a

@@ -45,8 +45,8 @@ arc_refuse(struct xs *x, const char *fmt, ...)
 	vsnprintf(rule, sizeof(rule), fmt, ap);
 	va_end(ap);
 	if (x->cur != NULL)
-		err_set(x->e, "install.failed", "extract: entry '%s': %s",
-		    show(x->cur, name, sizeof(name)), rule);
+		err_set(x->e, "install.failed", "extract: entry '%s': %s", show(x->cur, name, sizeof(name)),
+		        rule);
 	else
 		err_set(x->e, "install.failed", "extract: %s", rule);
 	err_details(x->e, "{\"phase\":\"extract\"}");
@@ -60,8 +60,7 @@ arc_refuse(struct xs *x, const char *fmt, ...)
  * (0: nothing left, the entry is skipped), or -1 after arc_refuse().
  */
 int
-arc_norm_name(struct xs *x, const char *raw, int strip, char *out, size_t cap,
-    const char *what)
+arc_norm_name(struct xs *x, const char *raw, int strip, char *out, size_t cap, const char *what)
 {
 	const char *p = raw, *q;
 	size_t len, n = 0, clen;
@@ -83,12 +82,11 @@ arc_norm_name(struct xs *x, const char *raw, int strip, char *out, size_t cap,
 		clen = q ? (size_t)(q - p) : strlen(p);
 		if (clen == 0 || (clen == 1 && p[0] == '.')) {
 			/* dropped */
-		} else if ((ARC_SAFE_FLAGS & ARCHIVE_EXTRACT_SECURE_NODOTDOT)
-		    && clen == 2 && p[0] == '.' && p[1] == '.') {
+		} else if ((ARC_SAFE_FLAGS & ARCHIVE_EXTRACT_SECURE_NODOTDOT) && clen == 2 && p[0] == '.' &&
+		           p[1] == '.') {
 			return arc_refuse(x, "%s has a '..' component", what);
 		} else if (clen > ARC_NAME_MAX) {
-			return arc_refuse(x, "%s has a component longer than %d bytes",
-			    what, ARC_NAME_MAX);
+			return arc_refuse(x, "%s has a component longer than %d bytes", what, ARC_NAME_MAX);
 		} else if (seen++ >= strip) {
 			if (comps >= ARC_MAX_DEPTH)
 				return arc_refuse(x, "%s has more than %d components", what, ARC_MAX_DEPTH);

@@ -31,8 +31,7 @@ struct vctx {
 	struct err *e;
 };
 
-static int
-bad(struct vctx *v, const char *path, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int bad(struct vctx *v, const char *path, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 static int
 bad(struct vctx *v, const char *path, const char *fmt, ...)
@@ -63,7 +62,8 @@ _Static_assert(MANIFEST_NAME_MAX == CFG_NAME_MAX, "tool names are agent names");
 int
 manifest_platform_known(const char *s)
 {
-	return s != NULL && (strcmp(s, MANIFEST_PLATFORM_X64) == 0 || strcmp(s, MANIFEST_PLATFORM_ARM64) == 0);
+	return s != NULL &&
+	       (strcmp(s, MANIFEST_PLATFORM_X64) == 0 || strcmp(s, MANIFEST_PLATFORM_ARM64) == 0);
 }
 
 int
@@ -74,8 +74,9 @@ manifest_unpinned_allowed(const char *environment, struct err *e)
 	if (u == NULL || strcmp(u, "1") != 0)
 		return 0;
 	if (env != NULL && strcmp(env, "production") == 0)
-		return err_set(e, "config.invalid",
-			       "ABX_INSTALL_UNPINNED=1 is refused in production (ABX_SERVER_ENV / environment)");
+		return err_set(
+		    e, "config.invalid",
+		    "ABX_INSTALL_UNPINNED=1 is refused in production (ABX_SERVER_ENV / environment)");
 	return 1;
 }
 
@@ -134,7 +135,7 @@ hex64_ok(const char *s)
  * wrong type, NUL inside, or too long: -1 with e. */
 static int
 get_str(struct vctx *v, const struct json_val *obj, const char *key, const char *path, char *dst, size_t cap,
-	int required)
+        int required)
 {
 	const struct json_val *x = json_get(obj, key);
 	char p[160];
@@ -337,9 +338,9 @@ url_host(const char *url, char *host, size_t cap, int *port)
 
 /* ---- the schema -------------------------------------------------------- */
 
-static const char *const top_keys[] = {"schema", "name", "binary", "version", "description", "requires",
-				       "source", "hosts", "verify", "platforms", "size_hint_mb", "run", "path",
-				       "env", "libc", "libs", NULL};
+static const char *const top_keys[] = {
+    "schema",    "name",         "binary", "version", "description", "requires", "source", "hosts", "verify",
+    "platforms", "size_hint_mb", "run",    "path",    "env",         "libc",     "libs",   NULL};
 static const char *const tarball_keys[] = {"type", "bin", "strip_components", "platforms", NULL};
 static const char *const art_keys[] = {"url", "sha256", NULL};
 static const char *const verify_keys[] = {"argv", "expect", "timeout", NULL};
@@ -417,8 +418,10 @@ parse_tarball(struct vctx *v, manifest_t *m, const struct json_val *src, const s
 			continue;
 		if (!o->allow_unpinned) {
 			snprintf(p, sizeof(p), "$.source.platforms.%s.sha256", a->platform);
-			return bad(v, p, "missing: there is no trust on first use; pin it with "
-					 "`agent-sandbox-server lock %s`", m->name);
+			return bad(v, p,
+			           "missing: there is no trust on first use; pin it with "
+			           "`agent-sandbox-server lock %s`",
+			           m->name);
 		}
 		m->unpinned = 1;
 	}
@@ -458,7 +461,7 @@ parse_requires(struct vctx *v, manifest_t *m, const struct json_val *x)
 
 static int
 parse_strings(struct vctx *v, const struct json_val *x, const char *path, char *dst, size_t each, int cap,
-	      int *n)
+              int *n)
 {
 	size_t i;
 	char p[64];
@@ -651,7 +654,8 @@ parse_doc(struct vctx *v, manifest_t *m, const struct json_val *root, const stru
 	if (get_str(v, root, "name", "$", m->name, sizeof(m->name), 1) < 0)
 		return -1;
 	if (!cfg_valid_name(m->name))
-		return bad(v, "$.name", "must match [a-z0-9][a-z0-9._-]* (at most %d bytes)", MANIFEST_NAME_MAX - 1);
+		return bad(v, "$.name", "must match [a-z0-9][a-z0-9._-]* (at most %d bytes)",
+		           MANIFEST_NAME_MAX - 1);
 	if (get_str(v, root, "binary", "$", m->binary, sizeof(m->binary), 1) < 0)
 		return -1;
 	if (!cfg_valid_name(m->binary))
@@ -664,7 +668,8 @@ parse_doc(struct vctx *v, manifest_t *m, const struct json_val *root, const stru
 		return -1;
 	if ((x = json_get(root, "hosts")) == NULL)
 		return bad(v, "$.hosts", "missing");
-	if (parse_strings(v, x, "$.hosts", &m->hosts[0][0], MANIFEST_HOST_MAX, MANIFEST_MAX_HOSTS, &m->nhosts) < 0)
+	if (parse_strings(v, x, "$.hosts", &m->hosts[0][0], MANIFEST_HOST_MAX, MANIFEST_MAX_HOSTS,
+	                  &m->nhosts) < 0)
 		return -1;
 	if (m->nhosts == 0)
 		return bad(v, "$.hosts", "empty");
@@ -677,7 +682,7 @@ parse_doc(struct vctx *v, manifest_t *m, const struct json_val *root, const stru
 			}
 	if ((x = json_get(root, "platforms")) != NULL) {
 		if (parse_strings(v, x, "$.platforms", &m->platforms[0][0], sizeof(m->platforms[0]),
-				  MANIFEST_MAX_PLATFORMS, &m->nplatforms) < 0)
+		                  MANIFEST_MAX_PLATFORMS, &m->nplatforms) < 0)
 			return -1;
 		for (i = 0; i < m->nplatforms; i++)
 			if (!manifest_platform_known(m->platforms[i])) {
@@ -694,8 +699,10 @@ parse_doc(struct vctx *v, manifest_t *m, const struct json_val *root, const stru
 		return -1;
 	if ((x = json_get(root, "libs")) != NULL) {
 		if (m->libc == 0)
-			return bad(v, "$.libs", "only with $.libc (a tool that needs no loader needs no library)");
-		if (parse_strings(v, x, "$.libs", &m->libs[0][0], MANIFEST_NAME_MAX, MANIFEST_MAX_LIBS, &m->nlibs) < 0)
+			return bad(v, "$.libs",
+			           "only with $.libc (a tool that needs no loader needs no library)");
+		if (parse_strings(v, x, "$.libs", &m->libs[0][0], MANIFEST_NAME_MAX, MANIFEST_MAX_LIBS,
+		                  &m->nlibs) < 0)
 			return -1;
 		for (i = 0; i < m->nlibs; i++) {
 			char p[32];
@@ -720,7 +727,7 @@ parse_doc(struct vctx *v, manifest_t *m, const struct json_val *root, const stru
 
 int
 manifest_parse(manifest_t *m, const char *file, const char *dir, const char *text, size_t len,
-	       const struct manifest_opts *o, struct err *e)
+               const struct manifest_opts *o, struct err *e)
 {
 	struct json_limits lim = json_default_limits;
 	struct json_doc doc = {0};
@@ -838,7 +845,8 @@ manifest_supports(const manifest_t *m, const char *platform)
 }
 
 int
-manifest_read_sibling(const manifest_t *m, const char *rel, size_t max, char **out, size_t *len, struct err *e)
+manifest_read_sibling(const manifest_t *m, const char *rel, size_t max, char **out, size_t *len,
+                      struct err *e)
 {
 	char path[8192];
 	int i;

@@ -76,12 +76,12 @@ enum manifest_source_type {
 struct manifest_artifact {
 	char platform[16];
 	char url[MANIFEST_URL_MAX];
-	char sha256[MANIFEST_SHA256_HEX];   /* "" when unpinned */
+	char sha256[MANIFEST_SHA256_HEX]; /* "" when unpinned */
 };
 
 struct manifest_require {
 	char name[MANIFEST_NAME_MAX];
-	char min[MANIFEST_VERSION_MAX];     /* "" = any version */
+	char min[MANIFEST_VERSION_MAX]; /* "" = any version */
 };
 
 /* One variable of the manifest's "env": set to value ("{tree}" is the
@@ -94,7 +94,7 @@ struct manifest_envvar {
 
 struct manifest_argv {
 	char v[MANIFEST_MAX_ARGV][MANIFEST_ARG_MAX];
-	int n;                              /* 0 = absent */
+	int n; /* 0 = absent */
 };
 
 typedef struct manifest {
@@ -108,11 +108,11 @@ typedef struct manifest {
 	int nhosts;
 	char platforms[MANIFEST_MAX_PLATFORMS][16];
 	int nplatforms;
-	long size_hint_mb;                  /* 0 when absent */
+	long size_hint_mb; /* 0 when absent */
 
 	struct {
 		enum manifest_source_type type;
-		char bin[MANIFEST_RELPATH_MAX];   /* entry inside the tree */
+		char bin[MANIFEST_RELPATH_MAX]; /* entry inside the tree */
 		/* tarball */
 		int strip_components;
 		struct manifest_artifact art[MANIFEST_MAX_PLATFORMS];
@@ -121,16 +121,16 @@ typedef struct manifest {
 		char package[MANIFEST_PACKAGE_MAX];
 		char lock[MANIFEST_RELPATH_MAX];
 		char package_json[MANIFEST_RELPATH_MAX];
-		char lock_sha256[MANIFEST_SHA256_HEX];  /* of the lockfile bytes */
+		char lock_sha256[MANIFEST_SHA256_HEX]; /* of the lockfile bytes */
 	} source;
 
 	struct {
 		struct manifest_argv argv;
 		char expect[MANIFEST_ARG_MAX];
-		int timeout;                /* seconds; default MANIFEST_VERIFY_TIMEOUT */
+		int timeout; /* seconds; default MANIFEST_VERIFY_TIMEOUT */
 	} verify;
 	struct {
-		struct manifest_argv argv;  /* n == 0: a copy on PATH is never used */
+		struct manifest_argv argv; /* n == 0: a copy on PATH is never used */
 		char min[MANIFEST_VERSION_MAX];
 	} path;
 	struct manifest_argv run;
@@ -138,7 +138,7 @@ typedef struct manifest {
 	 * would skip: variables it sets for the native binary (core/launch.h). */
 	struct manifest_envvar env[MANIFEST_MAX_ENV];
 	int nenv;
-	unsigned libc;          /* MANIFEST_LIBC_* bits; 0 = needs no loader */
+	unsigned libc; /* MANIFEST_LIBC_* bits; 0 = needs no loader */
 	/* sonames beyond the C library's own (libm, libpthread, ... are
 	 * glibc's) that must be in the image's library directories */
 	char libs[MANIFEST_MAX_LIBS][MANIFEST_NAME_MAX];
@@ -147,7 +147,7 @@ typedef struct manifest {
 	/* Where it came from, for messages: "embedded:node-runtime.json" or the
 	 * file's path. */
 	char file[4096];
-	char dir[4096];         /* directory of file ("" for embedded) */
+	char dir[4096]; /* directory of file ("" for embedded) */
 	int embedded;
 	/* sha256 of the manifest bytes, followed (npm-lock) by the lockfile's
 	 * bytes: what a marker records and the fast path compares. */
@@ -161,7 +161,7 @@ typedef struct manifest {
 /* How to load: the platform whose digest must be present, and whether an
  * unpinned tarball is allowed (manifest_unpinned_allowed()). */
 struct manifest_opts {
-	const char *platform;   /* "linux-x64", "linux-arm64", or "all" */
+	const char *platform; /* "linux-x64", "linux-arm64", or "all" */
 	int allow_unpinned;
 };
 
@@ -187,7 +187,7 @@ int manifest_unpinned_allowed(const char *environment, struct err *e);
  * Returns 0, or -1 with e set; on failure m holds nothing to free.
  */
 int manifest_parse(manifest_t *m, const char *file, const char *dir, const char *text, size_t len,
-		   const struct manifest_opts *o, struct err *e);
+                   const struct manifest_opts *o, struct err *e);
 
 /* Read path (at most MANIFEST_MAX_BYTES) and manifest_parse it. */
 int manifest_load_file(manifest_t *m, const char *path, const struct manifest_opts *o, struct err *e);
@@ -217,7 +217,6 @@ int manifest_version_cmp(const char *a, const char *b);
  */
 int manifest_version_in(const char *text, char *out, size_t cap);
 
-
 /* Parse "name" or "name>=version" into r. Returns 0 or -1 (e: manifest_invalid
  * with the message "what"). */
 int manifest_parse_require(const char *s, struct manifest_require *r, struct err *e);
@@ -231,17 +230,17 @@ int manifest_host_allowed_m(const manifest_t *m, const char *host, int port);
  */
 struct manifest_entry {
 	char name[MANIFEST_NAME_MAX];
-	int embedded_idx;       /* index in embedded_manifests, or -1 */
-	char path[4096];        /* file in the directory, or "" */
-	int state;              /* 0 not loaded, 1 loaded, -1 failed, 2 loading */
+	int embedded_idx; /* index in embedded_manifests, or -1 */
+	char path[4096];  /* file in the directory, or "" */
+	int state;        /* 0 not loaded, 1 loaded, -1 failed, 2 loading */
 	manifest_t *m;
-	struct err e;           /* the failure, when state == -1 */
+	struct err e; /* the failure, when state == -1 */
 };
 
 struct manifest_set {
 	struct manifest_opts opts;
-	char dir[4096];         /* "" when none */
-	struct manifest_entry *ent;  /* MANIFEST_SET_MAX entries, owned */
+	char dir[4096];             /* "" when none */
+	struct manifest_entry *ent; /* MANIFEST_SET_MAX entries, owned */
 	int n;
 };
 
@@ -278,16 +277,16 @@ void manifest_agents_hint(struct manifest_set *s, const char *word, char *buf, s
  * (cap entries, each MANIFEST_NAME_MAX). Returns the count, or -1 with e.
  */
 int manifest_closure(struct manifest_set *s, const char *name, char (*out)[MANIFEST_NAME_MAX], int cap,
-		     struct err *e);
+                     struct err *e);
 /* The same, appending to out[0..*n) (names already there are kept once). */
 int manifest_closure_add(struct manifest_set *s, const char *name, char (*out)[MANIFEST_NAME_MAX], int *n,
-			 int cap, struct err *e);
+                         int cap, struct err *e);
 
 /* Read a file that lives beside a manifest: from dir when m came from a
  * directory, else from the embedded table (path relative to manifests/).
  * *out is malloc'd (caller frees), at most max bytes. Returns 0 or -1. */
 int manifest_read_sibling(const manifest_t *m, const char *rel, size_t max, char **out, size_t *len,
-			  struct err *e);
+                          struct err *e);
 
 /*
  * npm-lock hook (core/manifest_npm.c):

@@ -17,7 +17,8 @@
 
 #define INVALID "install.manifest_invalid"
 
-static const char *const npm_keys[] = {"type", "package", "lock", "package_json", "bin", "allow_scripts", NULL};
+static const char *const npm_keys[] = {"type", "package",       "lock", "package_json",
+                                       "bin",  "allow_scripts", NULL};
 
 static int
 str_field(manifest_t *m, const struct json_val *src, const char *key, char *dst, size_t cap, struct err *e)
@@ -63,13 +64,16 @@ expand_bin(manifest_t *m, struct err *e)
 		if (strncmp(p, "{platform}", 10) == 0)
 			rep = manifest_platform_self(), skip = 10;
 		else if (strncmp(p, "{arch}", 6) == 0)
-			rep = strcmp(manifest_platform_self(), MANIFEST_PLATFORM_ARM64) == 0 ? "aarch64" : "x86_64",
+			rep = strcmp(manifest_platform_self(), MANIFEST_PLATFORM_ARM64) == 0 ? "aarch64"
+			                                                                     : "x86_64",
 			skip = 6;
 		else if (strncmp(p, "{musl}", 6) == 0)
 			rep = strcmp(npmlock_detect_libc(NULL), "musl") == 0 ? "-musl" : "", skip = 6;
 		else if (*p == '{' || *p == '}')
-			return err_set(e, INVALID, "%s: $.source.bin: unknown placeholder (known: {platform}, {arch}, {musl})",
-				       m->file);
+			return err_set(
+			    e, INVALID,
+			    "%s: $.source.bin: unknown placeholder (known: {platform}, {arch}, {musl})",
+			    m->file);
 		if (rep == NULL)
 			rep = p, n = 1, skip = 1;
 		else
@@ -97,26 +101,30 @@ manifest_npm_validate(manifest_t *m, const struct json_val *src, struct err *e)
 			if (json_key_is(&src->u.obj.m[i], npm_keys[k]))
 				break;
 		if (npm_keys[k] == NULL)
-			return err_set(e, INVALID, "%s: $.source.%.60s: unknown field", m->file, src->u.obj.m[i].key);
+			return err_set(e, INVALID, "%s: $.source.%.60s: unknown field", m->file,
+			               src->u.obj.m[i].key);
 	}
 	if (str_field(m, src, "package", m->source.package, sizeof(m->source.package), e) < 0 ||
 	    str_field(m, src, "lock", m->source.lock, sizeof(m->source.lock), e) < 0 ||
-	    str_field(m, src, "package_json", m->source.package_json, sizeof(m->source.package_json), e) < 0 ||
+	    str_field(m, src, "package_json", m->source.package_json, sizeof(m->source.package_json), e) <
+	        0 ||
 	    str_field(m, src, "bin", m->source.bin, sizeof(m->source.bin), e) < 0)
 		return -1;
 	if (!rel_ok(m->source.lock))
-		return err_set(e, INVALID, "%s: $.source.lock: not a relative path beside the manifest", m->file);
+		return err_set(e, INVALID, "%s: $.source.lock: not a relative path beside the manifest",
+		               m->file);
 	if (!rel_ok(m->source.package_json))
-		return err_set(e, INVALID, "%s: $.source.package_json: not a relative path beside the manifest",
-			       m->file);
+		return err_set(e, INVALID,
+		               "%s: $.source.package_json: not a relative path beside the manifest", m->file);
 	if (!rel_ok(m->source.bin))
 		return err_set(e, INVALID, "%s: $.source.bin: not a relative path inside the tree", m->file);
 	if (expand_bin(m, e) < 0)
 		return -1;
 	x = json_get(src, "allow_scripts");
 	if (x != NULL && x->type != JSON_FALSE)
-		return err_set(e, INVALID, "%s: $.source.allow_scripts: must be false (lifecycle scripts never run)",
-			       m->file);
+		return err_set(e, INVALID,
+		               "%s: $.source.allow_scripts: must be false (lifecycle scripts never run)",
+		               m->file);
 	return 0;
 }
 
@@ -159,8 +167,8 @@ manifest_npm_check_lock(manifest_t *m, const char *lock, size_t len, struct err 
 		const char *code = e->code;
 		snprintf(msg, sizeof(msg), "%s", e->msg);
 		/* "not JSON" keeps its json.* code; every rule is manifest_invalid */
-		return err_set(e, strncmp(code, "json.", 5) == 0 ? code : INVALID, "%s: lockfile %s: %s", m->file, lf,
-			       msg);
+		return err_set(e, strncmp(code, "json.", 5) == 0 ? code : INVALID, "%s: lockfile %s: %s",
+		               m->file, lf, msg);
 	}
 	npmlock_free(&l);
 	return 0;

@@ -165,8 +165,8 @@ load_entry(struct manifest_set *s, struct manifest_entry *en, struct err *e)
 		rc = manifest_load_file(m, en->path, &s->opts, e);
 	}
 	if (rc == 0 && strcmp(m->name, en->name) != 0) {
-		rc = err_set(e, INVALID, "%s: $.name: '%s' does not match the file name (%s.json)", m->file, m->name,
-			     en->name);
+		rc = err_set(e, INVALID, "%s: $.name: '%s' does not match the file name (%s.json)", m->file,
+		             m->name, en->name);
 		manifest_free(m);
 	}
 	if (rc < 0) {
@@ -206,7 +206,7 @@ resolve(struct manifest_set *s, const char *name, const char **stack, int depth,
 			snprintf(path + off, sizeof(path) - off, "%s", name);
 		en = set_find(s, stack[start]);
 		return err_set(e, INVALID, "%s: $.requires: dependency cycle %s",
-			       en && en->m ? en->m->file : stack[start], path);
+		               en && en->m ? en->m->file : stack[start], path);
 	}
 	if (en->m == NULL && load_entry(s, en, e) < 0) {
 		en->state = -1;
@@ -235,8 +235,8 @@ resolve(struct manifest_set *s, const char *name, const char **stack, int depth,
 		}
 		dep = set_find(s, r->name);
 		if (r->min[0] != '\0' && manifest_version_cmp(dep->m->version, r->min) < 0) {
-			err_set(e, INVALID, "%s: %s: requires %s>=%s but its manifest has version %s", en->m->file, p,
-				r->name, r->min, dep->m->version);
+			err_set(e, INVALID, "%s: %s: requires %s>=%s but its manifest has version %s",
+			        en->m->file, p, r->name, r->min, dep->m->version);
 			goto fail;
 		}
 	}
@@ -271,8 +271,8 @@ mentions(const struct manifest_entry *en, const char *base)
 	if (snprintf(q, sizeof(q), "\"%s\"", base) >= (int)sizeof(q))
 		return 0;
 	if (en->embedded_idx >= 0)
-		return memmem(embedded_manifests[en->embedded_idx].data, embedded_manifests[en->embedded_idx].len, q,
-			      strlen(q)) != NULL;
+		return memmem(embedded_manifests[en->embedded_idx].data,
+		              embedded_manifests[en->embedded_idx].len, q, strlen(q)) != NULL;
 	if (fs_read_input(en->path, MANIFEST_MAX_BYTES, &text, &len, &e) < 0)
 		return 1; /* let the real load report it */
 	hit = memmem(text, len, q, strlen(q)) != NULL;
@@ -321,7 +321,8 @@ manifest_agents_hint(struct manifest_set *s, const char *word, char *buf, size_t
 			continue;
 		names[n++] = s->ent[i].name;
 		if (off < sizeof(list))
-			off += (size_t)snprintf(list + off, sizeof(list) - off, "%s%s", off ? ", " : "", m->name);
+			off += (size_t)snprintf(list + off, sizeof(list) - off, "%s%s", off ? ", " : "",
+			                        m->name);
 	}
 	if (n == 0) {
 		snprintf(buf, cap, "(no manifest here has a run block)");
@@ -335,8 +336,8 @@ manifest_agents_hint(struct manifest_set *s, const char *word, char *buf, size_t
 }
 
 int
-manifest_closure_add(struct manifest_set *s, const char *name, char (*out)[MANIFEST_NAME_MAX], int *n, int cap,
-		     struct err *e)
+manifest_closure_add(struct manifest_set *s, const char *name, char (*out)[MANIFEST_NAME_MAX], int *n,
+                     int cap, struct err *e)
 {
 	const manifest_t *m = manifest_get(s, name, e);
 	char reqs[MANIFEST_MAX_REQUIRES][MANIFEST_NAME_MAX];
@@ -368,7 +369,8 @@ manifest_closure_add(struct manifest_set *s, const char *name, char (*out)[MANIF
 }
 
 int
-manifest_closure(struct manifest_set *s, const char *name, char (*out)[MANIFEST_NAME_MAX], int cap, struct err *e)
+manifest_closure(struct manifest_set *s, const char *name, char (*out)[MANIFEST_NAME_MAX], int cap,
+                 struct err *e)
 {
 	int n = 0;
 

@@ -4,8 +4,8 @@
 #include <stddef.h>
 
 struct embedded_file {
-	const char *path;            /* relative to manifests/, e.g. "codex.json" */
-	const unsigned char *data;   /* NUL-terminated after len bytes */
+	const char *path;          /* relative to manifests/, e.g. "codex.json" */
+	const unsigned char *data; /* NUL-terminated after len bytes */
 	size_t len;
 };
 

@@ -18,9 +18,8 @@
 
 /* JSON path prefix for messages about one entry. Keys are bounded by the
  * path check before they are printed whole; a rejected key is cut. */
-static int
-entry_err(struct err *e, const char *key, const char *field, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+static int entry_err(struct err *e, const char *key, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 static int
 entry_err(struct err *e, const char *key, const char *field, const char *fmt, ...)
@@ -31,7 +30,8 @@ entry_err(struct err *e, const char *key, const char *field, const char *fmt, ..
 	va_start(ap, fmt);
 	vsnprintf(what, sizeof(what), fmt, ap);
 	va_end(ap);
-	return err_set(e, BAD, "$.packages[\"%.120s\"]%s%s: %s", key, field ? "." : "", field ? field : "", what);
+	return err_set(e, BAD, "$.packages[\"%.120s\"]%s%s: %s", key, field ? "." : "", field ? field : "",
+	               what);
 }
 
 static int
@@ -257,7 +257,7 @@ int
 npmlock_lib_present(const char *root, const char *libc, const char *soname)
 {
 	static const char *const glibc_dirs[] = {"/lib/" MULTIARCH, "/usr/lib/" MULTIARCH, "/lib", "/usr/lib",
-						 "/lib64", "/usr/lib64", NULL};
+	                                         "/lib64",          "/usr/lib64",          NULL};
 	static const char *const musl_dirs[] = {"/lib", "/usr/local/lib", "/usr/lib", NULL};
 	const char *const *d;
 	struct dirent *de;
@@ -275,7 +275,8 @@ npmlock_lib_present(const char *root, const char *libc, const char *soname)
 	if (strcmp(libc, "musl") == 0)
 		return lib_in_listed(root, MUSL_PATH, soname);
 	/* readdir, not glob(3): glob costs the static binary 20 KiB */
-	if ((size_t)snprintf(p, sizeof(p), "%s/etc/ld.so.conf.d", root) >= sizeof(p) || (dir = opendir(p)) == NULL)
+	if ((size_t)snprintf(p, sizeof(p), "%s/etc/ld.so.conf.d", root) >= sizeof(p) ||
+	    (dir = opendir(p)) == NULL)
 		return 0;
 	while (!found && (de = readdir(dir)) != NULL) {
 		size_t n = strlen(de->d_name);
@@ -294,7 +295,8 @@ npmlock_detect_libc(const char *root)
 {
 	const char *env = config_env("ABX_INSTALL_LIBC");
 
-	if (env != NULL && (strcmp(env, "glibc") == 0 || strcmp(env, "musl") == 0 || strcmp(env, "none") == 0))
+	if (env != NULL &&
+	    (strcmp(env, "glibc") == 0 || strcmp(env, "musl") == 0 || strcmp(env, "none") == 0))
 		return strcmp(env, "musl") == 0 ? "musl" : strcmp(env, "none") == 0 ? "none" : "glibc";
 	if (root == NULL || *root == '\0' || strcmp(root, "/") == 0)
 		root = "";
@@ -375,7 +377,7 @@ host_allowed(const char *host, size_t hlen, const char *port, size_t plen, const
  * with the host allowed; *path receives where the "/<name>/-/" part starts. */
 static int
 check_resolved(const char *key, const char *url, const char *name, const char *version,
-	       const struct npmlock_opts *o, const char **path, struct err *e)
+               const struct npmlock_opts *o, const char **path, struct err *e)
 {
 	const char *auth, *slash, *colon, *p, *unscoped;
 	char tail[2 * NPMLOCK_NAME_MAX + 300], tail_enc[sizeof(tail) + 2];
@@ -386,8 +388,10 @@ check_resolved(const char *key, const char *url, const char *name, const char *v
 	if (strlen(url) > 2048)
 		return entry_err(e, key, "resolved", "URL too long");
 	for (p = url; *p; p++)
-		if ((unsigned char)*p <= 0x20 || (unsigned char)*p >= 0x7f || *p == '\\' || *p == '?' || *p == '#')
-			return entry_err(e, key, "resolved", "URL has a space, control, query or fragment byte");
+		if ((unsigned char)*p <= 0x20 || (unsigned char)*p >= 0x7f || *p == '\\' || *p == '?' ||
+		    *p == '#')
+			return entry_err(e, key, "resolved",
+			                 "URL has a space, control, query or fragment byte");
 	auth = url + 8;
 	slash = strchr(auth, '/');
 	if (slash == NULL)
@@ -408,7 +412,9 @@ check_resolved(const char *key, const char *url, const char *name, const char *v
 	if (alen == 0)
 		return entry_err(e, key, "resolved", "URL has no host");
 	if (!host_allowed(auth, alen, colon ? colon + 1 : "", plen, o))
-		return entry_err(e, key, "resolved", "host %.*s is not in hosts (the manifest's hosts or the npm mirror)", (int)alen, auth);
+		return entry_err(e, key, "resolved",
+		                 "host %.*s is not in hosts (the manifest's hosts or the npm mirror)",
+		                 (int)alen, auth);
 	/* A ".." or "." segment in the path could make the registry serve another
 	 * package than the one the name check below saw. */
 	if (strstr(slash, "/../") || strstr(slash, "/./") || strstr(slash, "//"))
@@ -423,8 +429,8 @@ check_resolved(const char *key, const char *url, const char *name, const char *v
 	tail_enc[0] = '\0';
 	if (name[0] == '@') {
 		size_t sl = (size_t)(strchr(name, '/') - name);
-		snprintf(tail_enc, sizeof(tail_enc), "/%.*s%%2f%s/-/%s-%s.tgz", (int)sl, name, name + sl + 1, unscoped,
-			 version);
+		snprintf(tail_enc, sizeof(tail_enc), "/%.*s%%2f%s/-/%s-%s.tgz", (int)sl, name, name + sl + 1,
+		         unscoped, version);
 	}
 	plen = strlen(slash);
 	if (plen >= tlen && strcmp(slash + plen - tlen, tail) == 0) {
@@ -438,8 +444,8 @@ check_resolved(const char *key, const char *url, const char *name, const char *v
 			return 0;
 		}
 	}
-	return entry_err(e, key, "resolved", "URL does not name %s@%s (expected a path ending in %s)", name, version,
-			 tail);
+	return entry_err(e, key, "resolved", "URL does not name %s@%s (expected a path ending in %s)", name,
+	                 version, tail);
 }
 
 /* npm's join('/', x).slice(1): collapse "." and empty segments, resolve "..";
@@ -572,7 +578,7 @@ enum { SEL_NO = 0, SEL_YES, SEL_SKIP, SEL_DEV };
 
 static int
 load_entry(struct npmlock *l, const struct json_member *m, const struct npmlock_opts *o, int *sel,
-	   struct err *e)
+           struct err *e)
 {
 	const struct json_val *v = &m->val;
 	struct npmlock_pkg *p = &l->pkgs[l->npkgs];
@@ -584,15 +590,17 @@ load_entry(struct npmlock *l, const struct json_member *m, const struct npmlock_
 
 	*sel = SEL_NO;
 	if (strlen(m->key) != m->keylen || !npmlock_path_ok(m->key, &folder))
-		return entry_err(e, m->key, NULL,
-				 "not a node_modules/<name> path (no \"..\", \".\", empty segments, backslashes, "
-				 "absolute paths or workspaces)");
+		return entry_err(
+		    e, m->key, NULL,
+		    "not a node_modules/<name> path (no \"..\", \".\", empty segments, backslashes, "
+		    "absolute paths or workspaces)");
 	if (v->type != JSON_OBJECT)
 		return entry_err(e, m->key, NULL, "not an object");
 	if ((b = get_bool(v, "link")) != 0)
 		return b < 0 ? entry_err(e, m->key, "link", "not a boolean")
-			     : entry_err(e, m->key, "link",
-					 "link entries point outside the locked tree; lock a registry version instead");
+		             : entry_err(e, m->key, "link",
+		                         "link entries point outside the locked tree; lock a registry "
+		                         "version instead");
 	if ((bundle = get_bool(v, "inBundle")) < 0 || (optional = get_bool(v, "optional")) < 0 ||
 	    (dev = get_bool(v, "dev")) < 0 || (devopt = get_bool(v, "devOptional")) < 0)
 		return entry_err(e, m->key, NULL, "inBundle/optional/dev/devOptional must be booleans");
@@ -629,8 +637,8 @@ load_entry(struct npmlock *l, const struct json_member *m, const struct npmlock_
 			}
 			if (!optional)
 				return entry_err(e, m->key, plat_keys[i],
-						 "the package does not support %s (%s) and is not optional", plat_vals[i],
-						 plat_keys[i]);
+				                 "the package does not support %s (%s) and is not optional",
+				                 plat_vals[i], plat_keys[i]);
 			*sel = SEL_SKIP;
 			return 0;
 		}
@@ -649,14 +657,17 @@ load_entry(struct npmlock *l, const struct json_member *m, const struct npmlock_
 	if (p->version == NULL || !version_ok(p->version))
 		return entry_err(e, m->key, "version", p->version ? "not a plain version" : "missing");
 	if (p->resolved == NULL)
-		return entry_err(e, m->key, "resolved", "missing: every package must name its https download URL");
+		return entry_err(e, m->key, "resolved",
+		                 "missing: every package must name its https download URL");
 	if (p->integrity == NULL)
-		return entry_err(e, m->key, "integrity", "missing: every package must be pinned by an integrity hash");
+		return entry_err(e, m->key, "integrity",
+		                 "missing: every package must be pinned by an integrity hash");
 	if (digest_parse_sri(p->integrity, &p->digest, BAD, e) != 0)
 		return entry_err(e, m->key, "integrity", "%s", e->msg);
 	if (p->digest.alg == DIGEST_SHA1)
-		return entry_err(e, m->key, "integrity",
-				 "sha1 only; re-lock with a current npm so the registry's sha512 is recorded");
+		return entry_err(
+		    e, m->key, "integrity",
+		    "sha1 only; re-lock with a current npm so the registry's sha512 is recorded");
 	if (check_resolved(m->key, p->resolved, p->name, p->version, o, &p->url_path, e) != 0)
 		return -1;
 	*sel = SEL_YES;
@@ -689,8 +700,8 @@ npmlock_load(struct npmlock *l, const char *text, size_t len, const struct npmlo
 	}
 	if (ver->u.num.i == 1 || pk == NULL) {
 		err_set(e, BAD,
-			"$.lockfileVersion: version 1 lockfiles have no packages map; regenerate with "
-			"`agent-sandbox-server lock NAME` (npm 7 or newer)");
+		        "$.lockfileVersion: version 1 lockfiles have no packages map; regenerate with "
+		        "`agent-sandbox-server lock NAME` (npm 7 or newer)");
 		goto fail;
 	}
 	if (ver->u.num.i != 2 && ver->u.num.i != 3) {
@@ -783,7 +794,8 @@ npmlock_load(struct npmlock *l, const char *text, size_t len, const struct npmlo
 		if (strcmp(l->pkgs[i].path, rootpath) == 0)
 			l->root = &l->pkgs[i];
 	if (l->root == NULL || l->root->in_bundle) {
-		err_set(e, BAD, "$.packages[\"%s\"]: missing (the lockfile does not install %s)", rootpath, o->package);
+		err_set(e, BAD, "$.packages[\"%s\"]: missing (the lockfile does not install %s)", rootpath,
+		        o->package);
 		goto fail;
 	}
 	for (i = 0; i < n; i++)

@@ -50,37 +50,37 @@
 #define NPMLOCK_PATH_MAX 1024
 
 struct npmlock_opts {
-	const char *package;            /* the tool's package, e.g. "@openai/codex" */
-	const char *const *hosts;       /* manifest hosts ("host" or "host:port") */
+	const char *package;      /* the tool's package, e.g. "@openai/codex" */
+	const char *const *hosts; /* manifest hosts ("host" or "host:port") */
 	size_t nhosts;
-	const char *mirror_host;        /* npm mirror host also accepted, or NULL */
-	const char *os;                 /* "linux" (NULL = "linux") */
-	const char *cpu;                /* "x64", "arm64"; NULL = every cpu applies */
-	const char *libc;               /* "glibc", "musl"; NULL = every libc applies */
+	const char *mirror_host; /* npm mirror host also accepted, or NULL */
+	const char *os;          /* "linux" (NULL = "linux") */
+	const char *cpu;         /* "x64", "arm64"; NULL = every cpu applies */
+	const char *libc;        /* "glibc", "musl"; NULL = every libc applies */
 };
 
 struct npmlock_pkg {
-	const char *path;       /* "node_modules/a/node_modules/@s/b" */
-	const char *name;       /* the real package name (alias target or folder) */
-	const char *folder;     /* the name under node_modules (alias name) */
+	const char *path;   /* "node_modules/a/node_modules/@s/b" */
+	const char *name;   /* the real package name (alias target or folder) */
+	const char *folder; /* the name under node_modules (alias name) */
 	const char *version;
-	const char *resolved;   /* NULL for inBundle entries */
-	const char *integrity;  /* the SRI text as written; NULL for inBundle */
-	struct digest digest;   /* the strongest hash of integrity */
-	int in_bundle;          /* comes inside its parent's tarball: no fetch */
+	const char *resolved;  /* NULL for inBundle entries */
+	const char *integrity; /* the SRI text as written; NULL for inBundle */
+	struct digest digest;  /* the strongest hash of integrity */
+	int in_bundle;         /* comes inside its parent's tarball: no fetch */
 	int optional;
-	const char *url_path;   /* "/<name>/-/<file>.tgz" within resolved, for mirrors */
+	const char *url_path; /* "/<name>/-/<file>.tgz" within resolved, for mirrors */
 };
 
 struct npmlock_bin {
-	char name[NPMLOCK_NAME_MAX + 1];    /* link name in node_modules/.bin */
-	char target[NPMLOCK_PATH_MAX];      /* relative to the package directory */
+	char name[NPMLOCK_NAME_MAX + 1]; /* link name in node_modules/.bin */
+	char target[NPMLOCK_PATH_MAX];   /* relative to the package directory */
 };
 
 struct npmlock {
 	struct json_doc doc;
-	int version;                    /* lockfileVersion: 2 or 3 */
-	struct npmlock_pkg *pkgs;       /* selected entries, in lockfile order */
+	int version;              /* lockfileVersion: 2 or 3 */
+	struct npmlock_pkg *pkgs; /* selected entries, in lockfile order */
 	size_t npkgs;
 	size_t nskipped;                /* not applicable to the platform (optional) */
 	size_t ndev;                    /* dev / devOptional entries left out */
@@ -94,7 +94,8 @@ struct npmlock {
  * JSON, install.manifest_invalid for a rule; the message starts with the JSON
  * path, e.g. `packages["node_modules/x"].resolved: ...`), and l is empty
  * (npmlock_free is still safe). */
-int npmlock_load(struct npmlock *l, const char *text, size_t len, const struct npmlock_opts *o, struct err *e);
+int npmlock_load(struct npmlock *l, const char *text, size_t len, const struct npmlock_opts *o,
+                 struct err *e);
 
 void npmlock_free(struct npmlock *l);
 

@@ -583,7 +583,7 @@ runtimes_list(struct api_rq *q)
  * (with the installs it would make): 0, else answered and -1. */
 static int
 agent_gate(struct api_rq *q, const char *agent, const char *verb, char op[AGENT_OP_MAX],
-	   const char *const *installs, int n)
+           const char *const *installs, int n)
 {
 	if (!api_agent_enabled(q->g, agent)) {
 		api_rq_errf(q, "not_found", "no agent %s is enabled", agent);
@@ -826,7 +826,6 @@ authenticate(struct api_rq *q)
 	api_rq_err(q, &e);
 	return -1;
 }
-
 
 void
 api_handle(const struct httpd_req *req, struct httpd_resp *resp, void *arg)

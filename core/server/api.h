@@ -64,7 +64,7 @@ enum api_route {
 	R_UNAUTHORIZED, /* refused before routing */
 	R_SERVER,       /* answered by the server core: malformed, too large, timed out, slots full */
 	R_NOT_FOUND,
-	R_SESSIONS,      /* /v1/agents/<a>/sessions… (api_sessions.c) */
+	R_SESSIONS, /* /v1/agents/<a>/sessions… (api_sessions.c) */
 	R_NROUTES
 };
 
@@ -88,11 +88,11 @@ struct api_opcount {
 
 struct api {
 	pthread_mutex_t mu;
-	struct api_gen *gen;     /* current generation; one reference held by api */
-	struct manifest_set *ms; /* not owned */
-	struct jobs *jobs;       /* owned */
+	struct api_gen *gen;       /* current generation; one reference held by api */
+	struct manifest_set *ms;   /* not owned */
+	struct jobs *jobs;         /* owned */
 	struct sessions *sessions; /* agent sessions (api_sessions_init); NULL = none */
-	struct api_metrics m;    /* under mu */
+	struct api_metrics m;      /* under mu */
 	struct api_opcount opc[OPS_MAX];
 	int nopc;
 	/* The token of principal `default` (ABX_SERVER_TOKEN or generated):

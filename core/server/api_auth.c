@@ -158,4 +158,3 @@ api_token_file(const char *state_dir, char *tok, size_t cap, char *path, size_t 
 	explicit_bzero(buf, sizeof(buf));
 	return 0;
 }
-

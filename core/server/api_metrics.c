@@ -20,10 +20,8 @@ static const double buckets[API_NBUCKETS] = {0.0005, 0.001, 0.0025, 0.005, 0.01,
                                              0.05,   0.1,   0.25,   0.5,   1,    5};
 static const char *const route_names[R_NROUTES] = {
     "health",      "ops_list", "ops_run",      "runtimes", "runtime",   "runtime_install",
-    "install_job", "metrics",  "unauthorized", "server",   "not_found",
-    "sessions",
+    "install_job", "metrics",  "unauthorized", "server",   "not_found", "sessions",
 };
-
 
 /* (api_int.h) */
 void
@@ -105,15 +103,15 @@ api_metrics_text(struct api *a, char **out, size_t *len)
 	jobs_get_stats(a->jobs, &js);
 
 	mprintf(&b, "# HELP abx_http_requests_total API requests answered, by route and status.\n"
-	              "# TYPE abx_http_requests_total counter\n");
+	            "# TYPE abx_http_requests_total counter\n");
 	for (r = 0; r < R_NROUTES; r++)
 		for (i = 0; i <= API_NSTATUS; i++)
 			if (m->req[r][i] != 0) {
 				if (i < API_NSTATUS)
-					mprintf(
-					    &b, "abx_http_requests_total{route=\"%s\",status=\"%d\"} %llu\n",
-					    route_names[r], status_codes[i],
-					    (unsigned long long)m->req[r][i]);
+					mprintf(&b,
+					        "abx_http_requests_total{route=\"%s\",status=\"%d\"} %llu\n",
+					        route_names[r], status_codes[i],
+					        (unsigned long long)m->req[r][i]);
 				else
 					mprintf(
 					    &b,
@@ -121,7 +119,7 @@ api_metrics_text(struct api *a, char **out, size_t *len)
 					    route_names[r], (unsigned long long)m->req[r][i]);
 			}
 	mprintf(&b, "# HELP abx_http_request_duration_seconds API request latency, by route.\n"
-	              "# TYPE abx_http_request_duration_seconds histogram\n");
+	            "# TYPE abx_http_request_duration_seconds histogram\n");
 	for (r = 0; r < R_NROUTES; r++) {
 		uint64_t cum = 0;
 
@@ -129,20 +127,19 @@ api_metrics_text(struct api *a, char **out, size_t *len)
 			continue;
 		for (i = 0; i < API_NBUCKETS; i++) {
 			cum += m->hist[r][i];
-			mprintf(&b,
-			          "abx_http_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} %llu\n",
-			          route_names[r], buckets[i], (unsigned long long)cum);
+			mprintf(&b, "abx_http_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} %llu\n",
+			        route_names[r], buckets[i], (unsigned long long)cum);
 		}
 		mprintf(&b, "abx_http_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n",
-		          route_names[r], (unsigned long long)m->count[r]);
+		        route_names[r], (unsigned long long)m->count[r]);
 		mprintf(&b, "abx_http_request_duration_seconds_sum{route=\"%s\"} %.6f\n", route_names[r],
-		          m->sum_s[r]);
+		        m->sum_s[r]);
 		mprintf(&b, "abx_http_request_duration_seconds_count{route=\"%s\"} %llu\n", route_names[r],
-		          (unsigned long long)m->count[r]);
+		        (unsigned long long)m->count[r]);
 	}
 #define COUNTER(name, help, v)                                                                               \
-	mprintf(&b, "# HELP " name " " help "\n# TYPE " name " counter\n" name " %llu\n",                  \
-	          (unsigned long long)(v))
+	mprintf(&b, "# HELP " name " " help "\n# TYPE " name " counter\n" name " %llu\n",                    \
+	        (unsigned long long)(v))
 	COUNTER("abx_auth_failures_total", "Requests refused with 401.", m->auth_failures);
 	COUNTER("abx_policy_denials_total", "Requests refused with 403 policy.denied.", m->policy_denials);
 	COUNTER("abx_ops_runs_total", "Command ops run.", m->ops_run);
@@ -155,9 +152,9 @@ api_metrics_text(struct api *a, char **out, size_t *len)
 	COUNTER("abx_install_downloaded_bytes_total", "Bytes downloaded by install jobs.", js.bytes);
 #undef COUNTER
 	mprintf(&b,
-	          "# HELP abx_install_jobs_running Install jobs running now.\n"
-	          "# TYPE abx_install_jobs_running gauge\nabx_install_jobs_running %d\n",
-	          js.running);
+	        "# HELP abx_install_jobs_running Install jobs running now.\n"
+	        "# TYPE abx_install_jobs_running gauge\nabx_install_jobs_running %d\n",
+	        js.running);
 	free(m);
 	if (b.over) {
 		buf_free(&b);
@@ -166,4 +163,3 @@ api_metrics_text(struct api *a, char **out, size_t *len)
 	*out = (char *)b.p;
 	*len = b.len;
 }
-

@@ -125,7 +125,8 @@ resolve(struct api_rq *q, const struct op *op, const char *name, char (*entries)
 		goto done;
 	}
 	if (strchr(name, '/') != NULL) {
-		err_set(e, "config.invalid", "%s: %s: a program is an absolute path or a bare name", op->id, name);
+		err_set(e, "config.invalid", "%s: %s: a program is an absolute path or a bare name", op->id,
+		        name);
 		goto done;
 	}
 	for (i = 0; i < op->ninstall; i++) {
@@ -217,7 +218,9 @@ launch(struct api_rq *q, const struct op *op, const manifest_t *tool, char **arg
 		int rc;
 
 		err_clear(&e);
-		rc = v != NULL ? jobs_need(q->a->jobs, &q->g->set, "node-runtime", q->principal, op->id, 0, v, &e) : -1;
+		rc = v != NULL
+		         ? jobs_need(q->a->jobs, &q->g->set, "node-runtime", q->principal, op->id, 0, v, &e)
+		         : -1;
 		if (rc == 0)
 			snprintf(node, PATH_MAX, "%s", v->entry);
 		else if (rc == 1)
@@ -231,8 +234,8 @@ launch(struct api_rq *q, const struct op *op, const manifest_t *tool, char **arg
 			return -1;
 		}
 	}
-	if (launch_argv(out, OP_ARGV_MAX + NPM_NODE_FLAGS_MAX + 2, js == 1 ? node : NULL, flags, nflags, argv[0],
-			argv + 1, argc - 1) < 0 ||
+	if (launch_argv(out, OP_ARGV_MAX + NPM_NODE_FLAGS_MAX + 2, js == 1 ? node : NULL, flags, nflags,
+	                argv[0], argv + 1, argc - 1) < 0 ||
 	    (*envp = launch_env(tool != NULL ? lt : NULL, argv[0], decl_env, path)) == NULL) {
 		free(lt);
 		api_rq_errf(q, "internal", "out of memory");
@@ -561,8 +564,8 @@ api_run_command(struct api_rq *q, const struct op *op)
 	node = malloc(PATH_MAX);
 	tpath = malloc(API_PATH_MAX);
 	r = calloc(1, sizeof(*r));
-	if ((op->ninstall > 0 && entries == NULL) || abuf == NULL || prog == NULL || r == NULL || node == NULL ||
-	    tpath == NULL) {
+	if ((op->ninstall > 0 && entries == NULL) || abuf == NULL || prog == NULL || r == NULL ||
+	    node == NULL || tpath == NULL) {
 		api_rq_errf(q, "internal", "out of memory");
 		goto out;
 	}

@@ -69,14 +69,14 @@ api_sessions_init(struct api *a, char *msg, size_t cap, struct err *e)
 		return err_set(e, "internal", "out of memory");
 	if (!have_dir) {
 		snprintf(msg, cap,
-			 "no writable state directory for session journals (%s): they live in memory, "
-			 "replay is limited to this process's lifetime",
-			 e2.code != NULL ? e2.msg : "not writable");
+		         "no writable state directory for session journals (%s): they live in memory, "
+		         "replay is limited to this process's lifetime",
+		         e2.code != NULL ? e2.msg : "not writable");
 		return 0;
 	}
 	sessions_replay(a->sessions, &loaded, &interrupted, &skipped);
-	snprintf(msg, cap, "session journals in %s: %d replayed (%d marked interrupted), %d skipped", dir, loaded,
-		 interrupted, skipped);
+	snprintf(msg, cap, "session journals in %s: %d replayed (%d marked interrupted), %d skipped", dir,
+	         loaded, interrupted, skipped);
 	return 0;
 }
 
@@ -94,7 +94,8 @@ session_json(struct json_w *w, const struct session_view *v)
 	json_w_key(w, "started_at");
 	v->started_at[0] != '\0' ? json_w_str(w, v->started_at) : json_w_null(w);
 	json_w_key(w, "ended_at");
-	v->ended_at[0] != '\0' && v->status != SESSION_IN_PROGRESS ? json_w_str(w, v->ended_at) : json_w_null(w);
+	v->ended_at[0] != '\0' && v->status != SESSION_IN_PROGRESS ? json_w_str(w, v->ended_at)
+	                                                           : json_w_null(w);
 	json_w_key(w, "exit_code");
 	v->exited ? json_w_int(w, v->exit_code) : json_w_null(w);
 	if (v->exited)
@@ -231,8 +232,8 @@ events_page(struct api_rq *q, const char *agent, const char *id, uint32_t after,
 	uint32_t last;
 	int n, done;
 
-	n = sessions_read(q->a->sessions, agent, id, after, (int)limit, API_EVENTS_BYTES, 0, &buf, &len, &last,
-			  &done);
+	n = sessions_read(q->a->sessions, agent, id, after, (int)limit, API_EVENTS_BYTES, 0, &buf, &len,
+	                  &last, &done);
 	if (n < 0 || sessions_get(q->a->sessions, agent, id, &v) != 0) {
 		free(buf);
 		api_rq_errf(q, "not_found", "no session %s of %s", id, agent);
@@ -295,8 +296,8 @@ sse_run(struct sse_ctx *x)
 	if (httpd_stream_write(resp, hello, strlen(hello)) != 0)
 		goto out;
 	while (!done) {
-		n = sessions_read_buf(S, x->agent, x->id, last, API_EVENTS_PAGE_MAX, API_EVENTS_BYTES, 1, &b, &last,
-				      &done);
+		n = sessions_read_buf(S, x->agent, x->id, last, API_EVENTS_PAGE_MAX, API_EVENTS_BYTES, 1, &b,
+		                      &last, &done);
 		if (n < 0)
 			break;
 		if (n > 0) {
@@ -308,7 +309,10 @@ sse_run(struct sse_ctx *x)
 			break;
 		/* Short waits, so a draining server is noticed at once. */
 		left = hb_ms - (int)(clock_ms() - idle_since);
-		w = sessions_wait(S, x->id, last, left < 1 ? 1 : left < API_SSE_TICK_MS ? left : API_SSE_TICK_MS);
+		w = sessions_wait(S, x->id, last,
+		                  left < 1                 ? 1
+		                  : left < API_SSE_TICK_MS ? left
+		                                           : API_SSE_TICK_MS);
 		if (w < 0)
 			break;
 		if (w > 0) {
@@ -360,7 +364,8 @@ events_stream(struct api_rq *q, const char *agent, const char *id, uint32_t afte
 	if (sessions_stream_acquire(S) != 0) {
 		free(x);
 		api_rq_retry_after(q, 5);
-		api_rq_errf(q, "request.rate_limited", "every event stream slot is taken (server.max_streams)");
+		api_rq_errf(q, "request.rate_limited",
+		            "every event stream slot is taken (server.max_streams)");
 		return;
 	}
 	sessions_hold(S, id, 1);
@@ -395,7 +400,8 @@ events(struct api_rq *q, const char *agent, const char *id)
 	uint32_t after = 0, limit = API_EVENTS_PAGE;
 	size_t n;
 
-	if ((s = query_get(q->req->query, "after", &n)) != NULL && parse_u32(s, n, UINT32_MAX - 1, &after) != 0) {
+	if ((s = query_get(q->req->query, "after", &n)) != NULL &&
+	    parse_u32(s, n, UINT32_MAX - 1, &after) != 0) {
 		api_rq_errf(q, "request.invalid", "after must be an event number");
 		return;
 	}
@@ -435,8 +441,8 @@ segment(const char *p, char *out, size_t cap)
 	while (p[n] != '\0' && p[n] != '/') {
 		char c = p[n];
 
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-		      c == '_') ||
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '-' || c == '_') ||
 		    n + 1 >= cap)
 			return 0;
 		out[n] = c;
@@ -514,4 +520,3 @@ api_sessions_route(struct api_rq *q)
 	}
 	return 1;
 }
-

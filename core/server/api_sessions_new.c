@@ -92,27 +92,30 @@ expand_run(const manifest_t *m, const struct json_val *body, char **argv, int *a
 				while (slot_char(p[n]))
 					n++;
 				if (p[n] != '}' || n == 0)
-					return err_set(e, "install.manifest_invalid", "%s: run word %d: a bad placeholder",
-						       m->name, i);
+					return err_set(e, "install.manifest_invalid",
+					               "%s: run word %d: a bad placeholder", m->name, i);
 				memcpy(name, p, n);
 				name[n] = '\0';
 				p += n + 1;
 				if (strcmp(name, "bin") == 0)
 					return err_set(e, "install.manifest_invalid",
-						       "%s: run word %d: {bin} must be a word of its own", m->name, i);
+					               "%s: run word %d: {bin} must be a word of its own",
+					               m->name, i);
 				for (k = 0; k < nslots && strcmp(slots[k], name) != 0; k++)
 					;
 				if (k == nslots && nslots < (int)(sizeof(slots) / sizeof(slots[0])))
 					slots[nslots++] = m->run.v[i] + (p - n - 1 - t);
 				val = body != NULL ? json_get(body, name) : NULL;
 				if (val == NULL)
-					return err_set(e, "request.invalid", "%s is required (the run template of %s uses it)",
-						       name, m->name);
+					return err_set(e, "request.invalid",
+					               "%s is required (the run template of %s uses it)",
+					               name, m->name);
 				if (val->type == JSON_STRING) {
 					s = val->u.str.s;
 					sl = val->u.str.len;
 					if (strlen(s) != sl)
-						return err_set(e, "request.invalid", "%s contains a NUL byte", name);
+						return err_set(e, "request.invalid", "%s contains a NUL byte",
+						               name);
 				} else if (val->type == JSON_NUMBER && val->u.num.is_int) {
 					snprintf(num, sizeof(num), "%lld", (long long)val->u.num.i);
 					s = num;
@@ -121,13 +124,14 @@ expand_run(const manifest_t *m, const struct json_val *body, char **argv, int *a
 					s = val->type == JSON_TRUE ? "true" : "false";
 					sl = strlen(s);
 				} else {
-					return err_set(e, "request.invalid", "%s must be a string, an integer or a boolean",
-						       name);
+					return err_set(e, "request.invalid",
+					               "%s must be a string, an integer or a boolean", name);
 				}
 				if (len == 0 && *p == '\0' && sl > 0 && s[0] == '-' && !dashdash)
-					return err_set(e, "request.invalid",
-						       "%s starts with '-' and would be read as an option by %s", name,
-						       m->name);
+					return err_set(
+					    e, "request.invalid",
+					    "%s starts with '-' and would be read as an option by %s", name,
+					    m->name);
 				if (len + sl >= SESSION_ARG_MAX)
 					goto toolong;
 				memcpy(out + len, s, sl);
@@ -154,13 +158,13 @@ expand_run(const manifest_t *m, const struct json_val *body, char **argv, int *a
 			if (strncmp(slots[k], key, kl) == 0 && slots[k][kl] == '}')
 				break;
 		if (k == nslots)
-			return err_set(e, "request.invalid", "%s is not a parameter of %s's run template", key,
-				       m->name);
+			return err_set(e, "request.invalid", "%s is not a parameter of %s's run template",
+			               key, m->name);
 	}
 	return 0;
 toolong:
 	return err_set(e, "request.too_large", "run word %d of %s would exceed %u bytes", *argc - 1, m->name,
-		       SESSION_ARG_MAX - 1);
+	               SESSION_ARG_MAX - 1);
 }
 
 /* dir (a real path) is under (a real path) or inside it. */
@@ -224,10 +228,12 @@ again:
 	if (tools_chain_build(ch, &q->g->set, 0, &e2) == 0)
 		for (i = 0; i < ch->n; i++)
 			if (realpath(ch->d[i].path, d) != NULL && path_within(rp, d)) {
-				err_set(e, code, "%s %.200s is inside the tools directory %.200s", from, want, d);
+				err_set(e, code, "%s %.200s is inside the tools directory %.200s", from, want,
+				        d);
 				goto bad;
 			}
-	if (tools_state_dir(&q->g->set, d, PATH_MAX) >= 0 && realpath(d, state) != NULL && path_within(rp, state)) {
+	if (tools_state_dir(&q->g->set, d, PATH_MAX) >= 0 && realpath(d, state) != NULL &&
+	    path_within(rp, state)) {
 		err_set(e, code, "%s %.200s is inside the state directory %.200s", from, want, state);
 		goto bad;
 	}
@@ -271,8 +277,9 @@ session_env(struct api_rq *q, const struct json_val *root, char ***owned, struct
 		for (j = 0; j < allow->n && strcmp(allow->v[j], mb->key) != 0; j++)
 			;
 		if (j == allow->n) {
-			err_set(e, "request.invalid", "env.%.64s is not a variable a session may set (server.session_env)",
-				mb->key);
+			err_set(e, "request.invalid",
+			        "env.%.64s is not a variable a session may set (server.session_env)",
+			        mb->key);
 			return NULL;
 		}
 		if (mb->val.type != JSON_STRING || strlen(mb->val.u.str.s) != mb->val.u.str.len) {
@@ -323,7 +330,8 @@ session_env(struct api_rq *q, const struct json_val *root, char ***owned, struct
  * none), or 1 when q was answered with an error.
  */
 static int
-create_session(struct api_rq *q, const char *agent, const char *action, struct session_view *sv, int *timeout_s)
+create_session(struct api_rq *q, const char *agent, const char *action, struct session_view *sv,
+               int *timeout_s)
 {
 	char op[OP_ID_MAX], *argv[SESSION_ARGV_MAX + 1];
 	const char *tools[1] = {agent};
@@ -360,7 +368,8 @@ create_session(struct api_rq *q, const char *agent, const char *action, struct s
 	*timeout_s = 0;
 	if ((tv = root != NULL ? json_get(root, "timeout") : NULL) != NULL) {
 		if (strcmp(action, "run") != 0) {
-			api_rq_errf(q, "request.invalid", "timeout is an option of agents.%s.run only", agent);
+			api_rq_errf(q, "request.invalid", "timeout is an option of agents.%s.run only",
+			            agent);
 			goto out;
 		}
 		if (tv->type != JSON_NUMBER || !tv->u.num.is_int || tv->u.num.i < 1 || tv->u.num.i > 86400) {
@@ -381,7 +390,8 @@ create_session(struct api_rq *q, const char *agent, const char *action, struct s
 		goto out;
 	}
 	err_clear(&e);
-	if (session_cwd(q, root, cwd, PATH_MAX, &e) != 0 || (env = session_env(q, root, &owned, &e)) == NULL) {
+	if (session_cwd(q, root, cwd, PATH_MAX, &e) != 0 ||
+	    (env = session_env(q, root, &owned, &e)) == NULL) {
 		api_rq_err(q, &e);
 		goto out;
 	}
@@ -460,8 +470,8 @@ api_sessions_create(struct api_rq *q, const char *agent)
 #define API_RUN_STACK (256u << 10)
 
 struct run_ctx {
-	struct api_rq q;        /* its generation held (api_gen_hold) */
-	int timeout_s;          /* the request's "timeout": cancel after it; 0 = none */
+	struct api_rq q; /* its generation held (api_gen_hold) */
+	int timeout_s;   /* the request's "timeout": cancel after it; 0 = none */
 	char agent[CFG_NAME_MAX];
 	char id[SESSION_ID_MAX];
 };
@@ -488,7 +498,7 @@ run_finish(struct run_ctx *x)
 {
 	struct sessions *S = x->q.a->sessions;
 	size_t cap = x->q.g->cfg.server.max_output_bytes > 0 ? (size_t)x->q.g->cfg.server.max_output_bytes
-							     : API_OUTPUT_DEFAULT;
+	                                                     : API_OUTPUT_DEFAULT;
 	struct buf out[3] = {BUF_INIT(cap), BUF_INIT(cap), BUF_INIT(cap)};
 	struct session_view v;
 	struct json_w w;
@@ -508,8 +518,8 @@ run_finish(struct run_ctx *x)
 		sessions_wait(S, x->id, v.events, API_SSE_TICK_MS);
 	}
 	while (!done) {
-		n = sessions_read(S, x->agent, x->id, after, API_EVENTS_PAGE_MAX, API_EVENTS_BYTES, 0, &buf, &len,
-				  &last, &done);
+		n = sessions_read(S, x->agent, x->id, after, API_EVENTS_PAGE_MAX, API_EVENTS_BYTES, 0, &buf,
+		                  &len, &last, &done);
 		if (n <= 0) {
 			free(buf);
 			break;
@@ -528,12 +538,13 @@ run_finish(struct run_ctx *x)
 			stream = json_get_str(d.root, "stream");
 			data = json_get(d.root, "data");
 			partial = json_get(d.root, "partial");
-			if (type != NULL && strcmp(type, "agent.session.output") == 0 && stream != NULL && data != NULL &&
-			    data->type == JSON_STRING)
-				run_append(&out[strcmp(stream, "stderr") == 0 ? 2 : 1], data->u.str.s, data->u.str.len,
-					   partial != NULL && partial->type == JSON_TRUE, &truncated);
+			if (type != NULL && strcmp(type, "agent.session.output") == 0 && stream != NULL &&
+			    data != NULL && data->type == JSON_STRING)
+				run_append(&out[strcmp(stream, "stderr") == 0 ? 2 : 1], data->u.str.s,
+				           data->u.str.len, partial != NULL && partial->type == JSON_TRUE,
+				           &truncated);
 			else if (type != NULL && (strcmp(type, "agent.session.truncated") == 0 ||
-						  strcmp(type, "agent.session.output_dropped") == 0))
+			                          strcmp(type, "agent.session.output_dropped") == 0))
 				truncated = 1;
 			json_free(&d);
 		}
@@ -618,4 +629,3 @@ api_agent_run(struct api_rq *q, const char *agent)
 	if (rc != 0)
 		run_thread(x); /* no thread to spare: wait on this worker */
 }
-

@@ -214,7 +214,7 @@ journal_prewrite(struct journal *j, const char *buf, size_t len)
 
 int64_t
 journal_append_lines(struct journal *j, const char *buf, size_t len, const uint32_t *off, uint32_t n,
-		     int prewritten)
+                     int prewritten)
 {
 	uint32_t k;
 
@@ -299,7 +299,8 @@ journal_load(struct journal *j, const char *path, struct err *e)
 		return err_set(e, "io.error", "%s: %s", path, strerror(errno));
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size > JOURNAL_FILE_MAX) {
 		close(fd);
-		return err_set(e, "io.error", "%s: not a regular file of at most %u bytes", path, JOURNAL_FILE_MAX);
+		return err_set(e, "io.error", "%s: not a regular file of at most %u bytes", path,
+		               JOURNAL_FILE_MAX);
 	}
 	text = malloc((size_t)st.st_size + 1);
 	if (text == NULL) {
@@ -332,9 +333,9 @@ journal_load(struct journal *j, const char *path, struct err *e)
 	for (p = nl + 1; p < end; p = nl + 1) {
 		nl = memchr(p, '\n', (size_t)(end - p));
 		if (nl == NULL)
-			break;   /* a partial last line: cut off by a crash */
+			break; /* a partial last line: cut off by a crash */
 		if (nl - p >= (ptrdiff_t)JOURNAL_LINE_MAX || !is_object(p, (size_t)(nl - p)))
-			break;   /* what follows a bad line cannot be trusted to be in order */
+			break; /* what follows a bad line cannot be trusted to be in order */
 		if (add_mem(j, p, (size_t)(nl - p)) != 0) {
 			free(text);
 			close(fd);

@@ -33,16 +33,16 @@
 
 struct journal {
 	char id[JOURNAL_ID_MAX];
-	char *header;          /* owned, NUL-terminated, no newline */
-	struct buf b;          /* the lines, each ending in '\n' (max: offsets are 32-bit) */
-	struct buf offs;       /* uint32_t start of line i in b (max: JOURNAL_LINES_MAX) */
+	char *header;    /* owned, NUL-terminated, no newline */
+	struct buf b;    /* the lines, each ending in '\n' (max: offsets are 32-bit) */
+	struct buf offs; /* uint32_t start of line i in b (max: JOURNAL_LINES_MAX) */
 	uint32_t n;
-	int fd;                /* -1: in memory only */
-	char path[4096];       /* "" in memory */
-	int write_failed;      /* a write to the file failed: memory only since */
-	size_t flushed;        /* bytes of buf in the file */
-	int defer;             /* set by the owner: appends wait for journal_flush */
-	size_t resv;           /* room of the pending journal_reserve, 0 none */
+	int fd;           /* -1: in memory only */
+	char path[4096];  /* "" in memory */
+	int write_failed; /* a write to the file failed: memory only since */
+	size_t flushed;   /* bytes of buf in the file */
+	int defer;        /* set by the owner: appends wait for journal_flush */
+	size_t resv;      /* room of the pending journal_reserve, 0 none */
 };
 
 /*
@@ -105,7 +105,7 @@ int64_t journal_commit(struct journal *j, size_t len, struct err *e);
 uint32_t journal_reserve_lines(struct journal *j, size_t len, uint32_t n);
 int journal_prewrite(struct journal *j, const char *buf, size_t len);
 int64_t journal_append_lines(struct journal *j, const char *buf, size_t len, const uint32_t *off, uint32_t n,
-			     int prewritten);
+                             int prewritten);
 
 /* Write what deferred appends left in memory to the file (one write). */
 void journal_flush(struct journal *j);

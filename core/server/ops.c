@@ -111,7 +111,7 @@ ops_program_usable(const char *op_id, const char *path, struct err *e)
 		return err_set(e, "command.unavailable", "%s: program %s is not a regular file", op_id, path);
 	if (access(path, X_OK) != 0)
 		return err_set(e, "command.unavailable", "%s: program %s is not executable: %s", op_id, path,
-			       strerror(errno));
+		               strerror(errno));
 	return 0;
 }
 
@@ -125,7 +125,7 @@ ops_add_agent(struct ops *o, const char *agent, ops_agent_lookup lookup, void *c
 		switch (lookup(agent, ctx, hint, sizeof(hint))) {
 		case OPS_AGENT_UNKNOWN:
 			return err_set(e, "config.invalid", "agents: %s: no manifest of that name%s%s", agent,
-				       hint[0] ? " " : "", hint);
+			               hint[0] ? " " : "", hint);
 		case OPS_AGENT_NOT_AGENT:
 			return err_set(e, "config.invalid",
 			               "agents: %s: its manifest has no run block, so it is not an agent",
@@ -421,7 +421,8 @@ load_env(struct cctx *c, struct op *op, const char *path, const struct json_val 
 	for (j = 0; j < f->u.arr.n; j++) {
 		const struct json_val *t = &f->u.arr.v[j];
 		if (!plain_string(t) || !valid_env_name(t->u.str.s))
-			return cerr(c, t, "%s.env[%zu]: expected a variable name ([A-Z_][A-Z0-9_]*)", path, j);
+			return cerr(c, t, "%s.env[%zu]: expected a variable name ([A-Z_][A-Z0-9_]*)", path,
+			            j);
 		if (strcmp(t->u.str.s, "ABX_SERVER_TOKEN") == 0)
 			return cerr(c, t,
 			            "%s.env[%zu]: ABX_SERVER_TOKEN is a secret of the server "
@@ -487,7 +488,8 @@ check_program(struct cctx *c, const char *path, const struct json_val *w)
 
 	tpl_walk(w->u.str.s, count_use, &n, &why);
 	if (n > 0 || w->u.str.s[0] == '\0' || strchr(w->u.str.s, '{') || strchr(w->u.str.s, '}'))
-		return cerr(c, w, "%s.argv[0]: the program is fixed: no placeholder or brace, not empty", path);
+		return cerr(c, w, "%s.argv[0]: the program is fixed: no placeholder or brace, not empty",
+		            path);
 	if (strchr(w->u.str.s, '/') != NULL && w->u.str.s[0] != '/')
 		return cerr(c, w, "%s.argv[0]: an absolute path or a bare name, not a relative path", path);
 	return 0;
@@ -497,8 +499,8 @@ check_program(struct cctx *c, const char *path, const struct json_val *w)
  * parameters, and every declared parameter used. Copies the words into op
  * (released by the caller on error). */
 static int
-load_argv(struct cctx *c, struct op *op, const char *path, const struct json_val *v, const struct json_val *argv,
-          const struct json_val *params)
+load_argv(struct cctx *c, struct op *op, const char *path, const struct json_val *v,
+          const struct json_val *argv, const struct json_val *params)
 {
 	struct use_ctx u;
 	const char *why = NULL;
@@ -515,8 +517,8 @@ load_argv(struct cctx *c, struct op *op, const char *path, const struct json_val
 	for (j = 0; j < argv->u.arr.n; j++) {
 		const struct json_val *w = &argv->u.arr.v[j];
 		if (!plain_string(w) || w->u.str.len >= OP_ARG_MAX)
-			return cerr(c, argv, "%s.argv: every word is a string without NUL, under %d bytes", path,
-			            OP_ARG_MAX);
+			return cerr(c, argv, "%s.argv: every word is a string without NUL, under %d bytes",
+			            path, OP_ARG_MAX);
 		if (tpl_walk(w->u.str.s, mark_use, &u, &why) != 0) {
 			if (why != NULL)
 				return cerr(c, w, "%s.argv[%zu]: %s", path, j, why);
@@ -548,7 +550,8 @@ command_id(struct cctx *c, struct ops *o, size_t idx, const struct json_val *v, 
 	if ((id = json_get(v, "id")) == NULL)
 		return cerr(c, v, "%s: missing \"id\"", path), NULL;
 	if (!plain_string(id) || !policy_op_id_valid(id->u.str.s))
-		return cerr(c, id, "%s.id: an op id is dot-separated segments of [A-Za-z0-9_-], at most %d bytes",
+		return cerr(c, id,
+		            "%s.id: an op id is dot-separated segments of [A-Za-z0-9_-], at most %d bytes",
 		            path, OP_ID_MAX - 1),
 		       NULL;
 	if (strcmp(id->u.str.s, "agents") == 0 || strncmp(id->u.str.s, "agents.", 7) == 0)

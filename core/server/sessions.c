@@ -54,8 +54,8 @@ sessions_fmt_time(int64_t ms, char *buf, size_t cap)
 	struct tm tm;
 
 	gmtime_r(&t, &tm);
-	snprintf(buf, cap, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-		 tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
+	snprintf(buf, cap, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+	         tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
 }
 
 struct sessions *
@@ -183,7 +183,7 @@ copy_strv(char *const *v, int n)
 
 int
 sessions_create(struct sessions *S, const struct session_spec *sp, struct session_view *v, int *retry_after,
-		struct err *e)
+                struct err *e)
 {
 	struct slot *s;
 	struct json_w w;
@@ -201,16 +201,18 @@ sessions_create(struct sessions *S, const struct session_spec *sp, struct sessio
 		pthread_mutex_unlock(&S->mu);
 		*retry_after = 5;
 		if (total >= S->c.max_running)
-			return err_set(e, "request.rate_limited", "%d sessions are running (server.max_sessions)",
-				       total);
-		return err_set(e, "request.rate_limited", "%d sessions of %s are running (server.max_sessions_per_agent)",
-			       mine, sp->agent);
+			return err_set(e, "request.rate_limited",
+			               "%d sessions are running (server.max_sessions)", total);
+		return err_set(e, "request.rate_limited",
+		               "%d sessions of %s are running (server.max_sessions_per_agent)", mine,
+		               sp->agent);
 	}
 	s = slot_take(S);
 	if (s == NULL) {
 		pthread_mutex_unlock(&S->mu);
 		*retry_after = 5;
-		return err_set(e, "request.busy", "all %d session slots are running or being read", SESSIONS_KEEP);
+		return err_set(e, "request.busy", "all %d session slots are running or being read",
+		               SESSIONS_KEEP);
 	}
 	memset(&s->v, 0, sizeof(s->v));
 	s->holds = s->cancel = s->shutdown = 0;
@@ -241,7 +243,7 @@ sessions_create(struct sessions *S, const struct session_spec *sp, struct sessio
 	json_w_kint(&w, "created_ms", s->created_ms);
 	json_w_end(&w);
 	rc = w.overflow ? err_set(e, "internal", "journal header too long")
-			: journal_create(&s->j, S->c.dir, s->v.id, w.buf, e);
+	                : journal_create(&s->j, S->c.dir, s->v.id, w.buf, e);
 	if (rc != 0 && S->c.dir != NULL && !w.overflow) {
 		/* The directory went away or filled up: keep the session in
 		 * memory rather than refuse it. */
@@ -267,8 +269,9 @@ sessions_create(struct sessions *S, const struct session_spec *sp, struct sessio
 	s->line[0] = strdup(sp->entry != NULL ? sp->entry : "");
 	s->line[1] = malloc(SESSION_EVENT_DATA_MAX);
 	s->line[2] = malloc(SESSION_EVENT_DATA_MAX);
-	if (s->argv == NULL || s->envp == NULL || s->set == NULL || s->line[0] == NULL || s->line[1] == NULL ||
-	    s->line[2] == NULL || (sp->tool != NULL && s->tool == NULL) || (sp->cwd != NULL && s->cwd == NULL)) {
+	if (s->argv == NULL || s->envp == NULL || s->set == NULL || s->line[0] == NULL ||
+	    s->line[1] == NULL || s->line[2] == NULL || (sp->tool != NULL && s->tool == NULL) ||
+	    (sp->cwd != NULL && s->cwd == NULL)) {
 		free(s->line[0]);
 		s->line[0] = NULL;
 		sessions_free_run(s);
@@ -317,9 +320,10 @@ sessions_admit(struct sessions *S, const char *agent, int *retry_after, struct e
 		return 0;
 	*retry_after = 5;
 	if (total >= S->c.max_running)
-		return err_set(e, "request.rate_limited", "%d sessions are running (server.max_sessions)", total);
-	return err_set(e, "request.rate_limited", "%d sessions of %s are running (server.max_sessions_per_agent)",
-		       mine, agent);
+		return err_set(e, "request.rate_limited", "%d sessions are running (server.max_sessions)",
+		               total);
+	return err_set(e, "request.rate_limited",
+	               "%d sessions of %s are running (server.max_sessions_per_agent)", mine, agent);
 }
 
 /* ---- reading ------------------------------------------------------------- */
@@ -501,8 +505,8 @@ kill_orphan(const struct json_val *ev)
 	const struct json_val *pid = json_get(ev, "pid"), *ps = json_get(ev, "pid_start");
 	unsigned long long now;
 
-	if (pid == NULL || ps == NULL || pid->type != JSON_NUMBER || ps->type != JSON_NUMBER || !pid->u.num.is_int ||
-	    pid->u.num.i <= 1 || !ps->u.num.is_int)
+	if (pid == NULL || ps == NULL || pid->type != JSON_NUMBER || ps->type != JSON_NUMBER ||
+	    !pid->u.num.is_int || pid->u.num.i <= 1 || !ps->u.num.is_int)
 		return;
 	if (sessions_pid_start((pid_t)pid->u.num.i, &now) == 0 && now == (unsigned long long)ps->u.num.i)
 		kill(-(pid_t)pid->u.num.i, SIGKILL);
@@ -530,7 +534,8 @@ replay_one(struct sessions *S, const char *path, int *interrupted)
 		return -1;
 	}
 	r = doc.root;
-	if (json_get_str(r, "object") == NULL || strcmp(json_get_str(r, "object"), "agent.session.journal") != 0 ||
+	if (json_get_str(r, "object") == NULL ||
+	    strcmp(json_get_str(r, "object"), "agent.session.journal") != 0 ||
 	    json_get_str(r, "id") == NULL || strcmp(json_get_str(r, "id"), j.id) != 0 ||
 	    json_get_str(r, "agent") == NULL || json_get_str(r, "created_at") == NULL) {
 		json_free(&doc);
@@ -557,7 +562,7 @@ replay_one(struct sessions *S, const char *path, int *interrupted)
 	snprintf(s->v.id, sizeof(s->v.id), "%s", j.id);
 	snprintf(s->v.agent, sizeof(s->v.agent), "%s", json_get_str(r, "agent"));
 	snprintf(s->v.principal, sizeof(s->v.principal), "%s",
-		 json_get_str(r, "principal") != NULL ? json_get_str(r, "principal") : "");
+	         json_get_str(r, "principal") != NULL ? json_get_str(r, "principal") : "");
 	snprintf(s->v.created_at, sizeof(s->v.created_at), "%s", json_get_str(r, "created_at"));
 	x = json_get(r, "created_ms");
 	s->created_ms = x != NULL && x->type == JSON_NUMBER && x->u.num.is_int ? x->u.num.i : 0;
@@ -583,7 +588,7 @@ replay_one(struct sessions *S, const char *path, int *interrupted)
 		if (type != NULL && strcmp(type, "agent.session.truncated") == 0)
 			s->v.truncated = 1;
 		if (type != NULL && (strcmp(type, "agent.session.environment.failed") == 0 ||
-				     strcmp(type, "agent.session.start_failed") == 0)) {
+		                     strcmp(type, "agent.session.start_failed") == 0)) {
 			const char *c = json_get_str(doc.root, "code");
 
 			snprintf(s->v.error, sizeof(s->v.error), "%s", c != NULL ? c : "install.failed");
@@ -609,8 +614,9 @@ replay_one(struct sessions *S, const char *path, int *interrupted)
 			kill_orphan(doc.root);
 			json_free(&doc);
 		}
-		sessions_emit(s, "agent.session.interrupted", "\"reason\":\"the server stopped while the session ran\"",
-		     SESSION_INTERRUPTED, 0, 0);
+		sessions_emit(s, "agent.session.interrupted",
+		              "\"reason\":\"the server stopped while the session ran\"", SESSION_INTERRUPTED,
+		              0, 0);
 		sessions_fmt_time(clock_wall_ms(), s->v.ended_at, sizeof(s->v.ended_at));
 		(*interrupted)++;
 	}

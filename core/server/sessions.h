@@ -46,7 +46,7 @@
 
 /* Sessions kept (running or finished, in memory and on disk). */
 #define SESSIONS_KEEP 512
-#define SESSION_ID_MAX 24                /* "as_" + 16 hex digits */
+#define SESSION_ID_MAX 24 /* "as_" + 16 hex digits */
 /* Output line bytes per event; longer lines are split. 8 KiB keeps an
  * event (with \u escapes, at most 6x) under JOURNAL_LINE_MAX. */
 #define SESSION_EVENT_DATA_MAX 8192
@@ -54,7 +54,7 @@
 #define SESSIONS_MAX_DEFAULT 16
 #define SESSIONS_PER_AGENT_DEFAULT 4
 #define SESSIONS_JOURNAL_MAX_DEFAULT (4u << 20)
-#define SESSIONS_HEARTBEAT_DEFAULT 15    /* seconds: under common 30-60 s gateway idle cuts */
+#define SESSIONS_HEARTBEAT_DEFAULT 15 /* seconds: under common 30-60 s gateway idle cuts */
 /* An argv word from a request (a prompt): Linux's MAX_ARG_STRLEN is 128 KiB. */
 #define SESSION_ARG_MAX (128u << 10)
 /* argv words of the child (the manifest allows 16). */
@@ -73,12 +73,12 @@ enum session_status {
 const char *session_status_name(enum session_status s);
 
 struct sessions_config {
-	const char *dir;       /* journal directory, NULL = memory only */
-	int max_running;       /* in total */
+	const char *dir; /* journal directory, NULL = memory only */
+	int max_running; /* in total */
 	int max_per_agent;
-	size_t journal_max;    /* bytes per journal */
-	int kill_grace_ms;     /* cancel: SIGTERM to SIGKILL; 0 = proc's default */
-	int max_streams;       /* concurrent event streams */
+	size_t journal_max; /* bytes per journal */
+	int kill_grace_ms;  /* cancel: SIGTERM to SIGKILL; 0 = proc's default */
+	int max_streams;    /* concurrent event streams */
 };
 
 /* A copy of a session's state. */
@@ -86,14 +86,14 @@ struct session_view {
 	char id[SESSION_ID_MAX];
 	char agent[CFG_NAME_MAX];
 	char principal[64];
-	char created_at[32], started_at[32], ended_at[32];  /* "" = not yet */
+	char created_at[32], started_at[32], ended_at[32]; /* "" = not yet */
 	enum session_status status;
 	int exited;
 	int exit_code;
 	int64_t duration_ms;
-	char job[JOB_ID_MAX];      /* the install job waited for, "" = none */
-	char error[64];            /* failed: the error code */
-	uint32_t events;           /* last seq */
+	char job[JOB_ID_MAX]; /* the install job waited for, "" = none */
+	char error[64];       /* failed: the error code */
+	uint32_t events;      /* last seq */
 	int truncated;
 	int cancel_requested;
 };
@@ -109,13 +109,13 @@ struct session_spec {
 	char *const *argv;
 	int argc;
 	int bin_at;
-	char *const *envp;         /* the child's environment; copied; NULL = empty */
+	char *const *envp; /* the child's environment; copied; NULL = empty */
 	/* How the entry runs (core/launch.h): the manifest's env for its own
 	 * tree; the tools directories' bin/ (of set, when the child starts)
 	 * go before PATH. Copied. */
 	const struct launch_tool *tool;
-	const char *cwd;           /* the child's working directory; NULL = "/" */
-	const struct install_settings *set;   /* copied */
+	const char *cwd;                    /* the child's working directory; NULL = "/" */
+	const struct install_settings *set; /* copied */
 	/* The state of the tool at create: entry != "" when it is ready;
 	 * else job names the install job that runs (pending). */
 	const char *entry;
@@ -141,8 +141,8 @@ void sessions_replay(struct sessions *S, int *loaded, int *interrupted, int *ski
  * or -1 with e: request.rate_limited (a limit; *retry_after seconds),
  * request.busy (no slot), internal.
  */
-int sessions_create(struct sessions *S, const struct session_spec *sp, struct session_view *v, int *retry_after,
-		    struct err *e);
+int sessions_create(struct sessions *S, const struct session_spec *sp, struct session_view *v,
+                    int *retry_after, struct err *e);
 
 /* Whether a session of agent would be admitted now (the same limits as
  * sessions_create, which checks again): 0, or -1 with e and *retry_after.
@@ -172,7 +172,7 @@ int sessions_cancel(struct sessions *S, const char *agent, const char *id, struc
  * is not there. out is malloc'ed (caller frees; NULL when none).
  */
 int sessions_read(struct sessions *S, const char *agent, const char *id, uint32_t after, int max_events,
-		  size_t max_bytes, int sse, char **out, size_t *len, uint32_t *last, int *done);
+                  size_t max_bytes, int sse, char **out, size_t *len, uint32_t *last, int *done);
 
 /* What one read of at most max_bytes may hold: a read stops once it has
  * max_bytes, so the last event (a journal line and its SSE head) may pass
@@ -188,7 +188,7 @@ int sessions_read(struct sessions *S, const char *agent, const char *id, uint32_
  */
 struct buf;
 int sessions_read_buf(struct sessions *S, const char *agent, const char *id, uint32_t after, int max_events,
-		      size_t max_bytes, int sse, struct buf *b, uint32_t *last, int *done);
+                      size_t max_bytes, int sse, struct buf *b, uint32_t *last, int *done);
 
 /*
  * Wait at most wait_ms for session id to have events after seq after or
@@ -208,7 +208,7 @@ void sessions_hold(struct sessions *S, const char *id, int hold);
 struct sessions_stats {
 	int running, kept, streams;
 	uint64_t created, events;
-	int persistent;        /* journals are files */
+	int persistent; /* journals are files */
 };
 void sessions_get_stats(struct sessions *S, struct sessions_stats *st);
 

@@ -34,7 +34,7 @@
  * its last digits, not a conversion (a stream writes an id per event). */
 struct dec {
 	uint32_t v;
-	size_t n;        /* 0: not set */
+	size_t n; /* 0: not set */
 	char d[12];
 };
 
@@ -43,36 +43,36 @@ struct slot {
 	struct session_view v;
 	struct journal j;
 	pthread_cond_t cv;
-	int64_t created_ms;        /* realtime, for eviction order */
-	int inited;                /* cv initialised (slot_init) */
-	int running;               /* a thread works on it: the slot is not free (see live()) */
-	int holds;                 /* readers that must not see it evicted */
-	int cancel;                /* cancel or shutdown asked */
-	int shutdown;              /* ... by the server stopping: interrupted */
-	uint64_t dropped;          /* output bytes not journaled (over the limit) */
+	int64_t created_ms; /* realtime, for eviction order */
+	int inited;         /* cv initialised (slot_init) */
+	int running;        /* a thread works on it: the slot is not free (see live()) */
+	int holds;          /* readers that must not see it evicted */
+	int cancel;         /* cancel or shutdown asked */
+	int shutdown;       /* ... by the server stopping: interrupted */
+	uint64_t dropped;   /* output bytes not journaled (over the limit) */
 	/* The thread's own, set before it starts. */
 	char **argv;
 	int argc;
-	int bin_at;                /* the argv word the entry takes, -1 = none */
+	int bin_at; /* the argv word the entry takes, -1 = none */
 	char **envp;
-	struct launch_tool *tool;  /* NULL = none */
+	struct launch_tool *tool; /* NULL = none */
 	char *cwd;
 	struct install_settings *set;
 	char op[128];
 	struct sessions *S;
-	struct json_w ow;          /* the thread's writer for output events */
-	int64_t tms;               /* fmt_time cache: the ms of tstr */
+	struct json_w ow; /* the thread's writer for output events */
+	int64_t tms;      /* fmt_time cache: the ms of tstr */
 	char tstr[32];
-	int tfixed;                /* on_output: tstr is the time of this chunk */
-	struct dec seq;            /* emit_output_fast's last seq, as text */
+	int tfixed;     /* on_output: tstr is the time of this chunk */
+	struct dec seq; /* emit_output_fast's last seq, as text */
 	/* on_output formats a chunk's events here without the lock, then
 	 * hands them to the journal at once (struct stage). */
 	int staging;
 	struct stage {
-		struct buf b;      /* the events, each ending in '\n' (max: SESSION_STAGE_MAX) */
-		struct buf offs;   /* uint32_t start of event i in b */
+		struct buf b;    /* the events, each ending in '\n' (max: SESSION_STAGE_MAX) */
+		struct buf offs; /* uint32_t start of event i in b */
 		uint32_t n;
-		int truncated;     /* the chunk crossed the journal limit */
+		int truncated; /* the chunk crossed the journal limit */
 	} st;
 	/* Line assembly per stream (the thread's). */
 	char *line[3];
@@ -101,7 +101,8 @@ int sessions_live(const struct slot *s);
 /* Append one event {"type", "time", extra members, "status" when status >=
  * 0} to s's journal (sessions_io.c): output events obey the journal limit,
  * others always go in. Caller holds S->mu unless s is staging. */
-void sessions_emit(struct slot *s, const char *type, const char *extra, int status, int is_output, size_t data_len);
+void sessions_emit(struct slot *s, const char *type, const char *extra, int status, int is_output,
+                   size_t data_len);
 /* One output event for data[0..n) of stream i, partial or not. Caller
  * holds S->mu. */
 void sessions_emit_output(struct slot *s, int i, const char *data, size_t n, int partial);

@@ -114,7 +114,8 @@ out_append(struct slot *s, const char *line, size_t n)
 		}
 		return;
 	}
-	if (n == 0 || n >= JOURNAL_LINE_MAX || memchr(line, '\n', n) != NULL || (o = out_reserve(s, n)) == NULL)
+	if (n == 0 || n >= JOURNAL_LINE_MAX || memchr(line, '\n', n) != NULL ||
+	    (o = out_reserve(s, n)) == NULL)
 		return;
 	memcpy(o, line, n);
 	out_commit(s, n);
@@ -133,7 +134,7 @@ stage_commit(struct slot *s)
 	int pre;
 
 	if (g->n == 0 && !g->truncated)
-		return;   /* only part of a line: nothing to announce */
+		return; /* only part of a line: nothing to announce */
 	pthread_mutex_lock(&S->mu);
 	if (g->truncated)
 		s->v.truncated = 1;
@@ -199,10 +200,11 @@ sessions_emit(struct slot *s, const char *type, const char *extra, int status, i
 		sessions_fmt_time(now, s->tstr, sizeof(s->tstr));
 		s->tms = now;
 	}
-	n = snprintf(line, cap, "{\"seq\":%u,\"type\":\"%s\",\"time\":\"%s\"%s%s", next_seq(s), type,
-		     s->tstr, extra[0] != '\0' ? "," : "", extra);
+	n = snprintf(line, cap, "{\"seq\":%u,\"type\":\"%s\",\"time\":\"%s\"%s%s", next_seq(s), type, s->tstr,
+	             extra[0] != '\0' ? "," : "", extra);
 	if (status >= 0)
-		n += snprintf(line + n, cap - (size_t)n, ",\"status\":\"%s\"", session_status_name((enum session_status)status));
+		n += snprintf(line + n, cap - (size_t)n, ",\"status\":\"%s\"",
+		              session_status_name((enum session_status)status));
 	n += snprintf(line + n, cap - (size_t)n, "}");
 	if ((size_t)n < cap)
 		out_append(s, line, (size_t)n);
@@ -221,13 +223,20 @@ static char
 short_escape(unsigned char c)
 {
 	switch (c) {
-	case '"': return '"';
-	case '\\': return '\\';
-	case '\b': return 'b';
-	case '\f': return 'f';
-	case '\n': return 'n';
-	case '\r': return 'r';
-	case '\t': return 't';
+	case '"':
+		return '"';
+	case '\\':
+		return '\\';
+	case '\b':
+		return 'b';
+	case '\f':
+		return 'f';
+	case '\n':
+		return 'n';
+	case '\r':
+		return 'r';
+	case '\t':
+		return 't';
 	}
 	return 0;
 }
@@ -279,7 +288,7 @@ dec_put(struct dec *c, uint32_t v, char *o)
 /* Bytes copied as they are into a JSON string: printable ASCII (and DEL)
  * but '"' and '\\'. A bit map: one load and a shift per byte. */
 static const uint64_t plain_map[4] = {0xfffffffb00000000ull, 0xffffffffefffffffull, 0, 0};
-#define PLAIN(c) ((plain_map[(c) >> 6] >> ((c) & 63)) & 1)
+#define PLAIN(c) ((plain_map[(c) >> 6] >> ((c)&63)) & 1)
 
 /* Whether the 8 bytes of w are all PLAIN: none >= 0x80, none < 0x20, none
  * '"' or '\\' (the has-less and has-zero-byte word tests, exact once no
@@ -498,7 +507,6 @@ sessions_on_output(void *arg, enum proc_stream st, const char *data, size_t len)
 	stage_commit(s);
 }
 
-
 /* Whether a starts with the n bytes of b, inline: memcmp is a call that
  * walks byte by byte in musl, and two per streamed event showed (~7% of
  * the server's instructions on a flood). */
@@ -540,7 +548,7 @@ line_type(const char *line, size_t l, size_t *tl)
 
 int
 sessions_read_buf(struct sessions *S, const char *agent, const char *id, uint32_t after, int max_events,
-		  size_t max_bytes, int sse, struct buf *b, uint32_t *last, int *done)
+                  size_t max_bytes, int sse, struct buf *b, uint32_t *last, int *done)
 {
 	struct dec idt = {0, 0, {0}};
 	struct slot *s;
@@ -581,7 +589,8 @@ sessions_read_buf(struct sessions *S, const char *agent, const char *id, uint32_
 			hn += 7;
 		}
 		before = b->len;
-		if (buf_put(b, head, hn) != 0 || buf_put(b, line, l) != 0 || buf_put(b, "\n\n", sse ? 2 : 1) != 0) {
+		if (buf_put(b, head, hn) != 0 || buf_put(b, line, l) != 0 ||
+		    buf_put(b, "\n\n", sse ? 2 : 1) != 0) {
 			/* Out of memory (or a max under SESSIONS_READ_ROOM): the
 			 * events read so far, none of this one. */
 			b->len = before;
@@ -599,7 +608,7 @@ sessions_read_buf(struct sessions *S, const char *agent, const char *id, uint32_
 
 int
 sessions_read(struct sessions *S, const char *agent, const char *id, uint32_t after, int max_events,
-	      size_t max_bytes, int sse, char **out, size_t *len, uint32_t *last, int *done)
+              size_t max_bytes, int sse, char **out, size_t *len, uint32_t *last, int *done)
 {
 	struct buf b = BUF_INIT(SESSIONS_READ_ROOM(max_bytes));
 	int rc = sessions_read_buf(S, agent, id, after, max_events, max_bytes, sse, &b, last, done);

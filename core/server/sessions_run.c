@@ -78,7 +78,8 @@ end_unstarted(struct slot *s)
 	pthread_mutex_lock(&s->S->mu);
 	sessions_fmt_time(clock_wall_ms(), s->v.ended_at, sizeof(s->v.ended_at));
 	if (s->shutdown)
-		sessions_emit(s, "agent.session.interrupted", "\"reason\":\"server stopped\"", SESSION_INTERRUPTED, 0, 0);
+		sessions_emit(s, "agent.session.interrupted", "\"reason\":\"server stopped\"",
+		              SESSION_INTERRUPTED, 0, 0);
 	else
 		sessions_emit(s, "agent.session.cancelled", "", SESSION_CANCELLED, 0, 0);
 	pthread_mutex_unlock(&s->S->mu);
@@ -260,14 +261,16 @@ run_child(struct slot *s, const char *entry, const char *node, char **flags, int
 	s->v.exit_code = code;
 	s->v.duration_ms = proc_elapsed_ms(&p);
 	sessions_fmt_time(clock_wall_ms(), s->v.ended_at, sizeof(s->v.ended_at));
-	st = shutdown ? SESSION_INTERRUPTED : cancelled ? SESSION_CANCELLED
-		       : code == 0		  ? SESSION_COMPLETED
-						  : SESSION_FAILED;
+	st = shutdown    ? SESSION_INTERRUPTED
+	     : cancelled ? SESSION_CANCELLED
+	     : code == 0 ? SESSION_COMPLETED
+	                 : SESSION_FAILED;
 	if (WIFSIGNALED(p.status))
 		snprintf(x, sizeof(x), "\"exit_code\":%d,\"signal\":%d,\"duration_ms\":%lld", code,
-			 WTERMSIG(p.status), (long long)s->v.duration_ms);
+		         WTERMSIG(p.status), (long long)s->v.duration_ms);
 	else
-		snprintf(x, sizeof(x), "\"exit_code\":%d,\"duration_ms\":%lld", code, (long long)s->v.duration_ms);
+		snprintf(x, sizeof(x), "\"exit_code\":%d,\"duration_ms\":%lld", code,
+		         (long long)s->v.duration_ms);
 	sessions_emit(s, "agent.session.exited", x, (int)st, 0, 0);
 	pthread_mutex_unlock(&S->mu);
 	free(p.rbuf);
@@ -344,8 +347,7 @@ sessions_thread(void *arg)
 			run_child(s, entry, node, flags, nflags);
 		}
 		free(node);
-	}
-	else if (rc == 1)
+	} else if (rc == 1)
 		end_unstarted(s);
 	free(entry);
 	pthread_mutex_lock(&S->mu);
@@ -359,4 +361,3 @@ sessions_thread(void *arg)
 	pthread_mutex_unlock(&S->mu);
 	return NULL;
 }
-
