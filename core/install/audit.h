@@ -1,7 +1,7 @@
 #ifndef ABX_AUDIT_H
 #define ABX_AUDIT_H
 /*
- * Audit records of serve (SPEC §9): one JSON line per security-relevant
+ * Audit records of serve: one JSON line per security-relevant
  * event, appended with one write(2) to the audit file the install engine
  * also writes (install_audit: config audit_file, else <state dir>/
  * audit.jsonl when the state directory exists). Install start and finish

@@ -1,7 +1,7 @@
 #ifndef ABX_INSTALL_H
 #define ABX_INSTALL_H
 /*
- * The install engine (SPEC §6; seed 000 §6): ensure(name) makes a tool
+ * The install engine: ensure(name) makes a tool
  * ready — lock-free fast path first, then probes, flock, re-check, requires,
  * staging, fetch into the content-addressed cache, safe extraction, verify,
  * marker, atomic publish, bin links — and answers one of the states below.
@@ -76,7 +76,7 @@ typedef void (*install_progress_fn)(void *arg, const char *name, const char *pha
 
 /* The reason an install happens, for messages. */
 #define INSTALL_WHY_MAX 200
-/* Probe results are cached this long (SPEC §6 step 2). */
+/* Network probe results are cached this long, per host:port. */
 #define INSTALL_PROBE_TTL 60
 #define INSTALL_PROBE_CONNECT_MS 2000
 /* Staging directories older than this are a crashed installer's. */
@@ -185,10 +185,10 @@ enum {
 };
 
 /*
- * Make tool name ready (SPEC §6 steps 1-11). Blocks while another process
+ * Make tool name ready (the steps above, in that order). Blocks while another process
  * installs it (polling each second, reporting its progress). Returns 0 with
  * r->state READY, or -1 with r->state saying which failure and e the error
- * (codes of SPEC §10). With INSTALL_F_CHECK a tool that is not ready is
+ * (codes of core/base/errcodes.h). With INSTALL_F_CHECK a tool that is not ready is
  * r->state MISSING with e not_found, nothing written.
  */
 int install_ensure(struct install_ctx *c, const char *name, unsigned flags, struct install_result *r,
@@ -274,7 +274,7 @@ void install_npm_lock_free(struct install_ctx *c);
  * code and msg (a copy the caller made of e->msg) kept in the message. */
 void install_fetch_failed(struct err *e, const manifest_t *m, const char *url, const char *msg);
 
-/* The network probe of SPEC §6 step 2: a TCP connect (INSTALL_PROBE_CONNECT_MS)
+/* The network probe, made before anything is downloaded: a TCP connect (INSTALL_PROBE_CONNECT_MS)
  * to url's host (or the HTTPS proxy), cached per process for
  * INSTALL_PROBE_TTL seconds per host:port. Returns 0, or -1 with
  * install.network_unreachable: the host, details {phase: "probe", host,

@@ -90,7 +90,7 @@ install_backoff_left(struct install_ctx *c, const char *name)
 	time_t t = time(NULL), d;
 
 	/* per tools directory: a failure recorded in another directory of the
-	 * chain does not hold back installs into this one (issue 12 §3) */
+	 * chain does not hold back installs into this one */
 	if (c->chain.writable < 0 || backoff_read(c->chain.d[c->chain.writable].path, name, &b) < 0 ||
 	    b.until <= t)
 		return 0;

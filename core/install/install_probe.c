@@ -224,8 +224,7 @@ tcp_probe(const char *host, int port)
 	return 0;
 }
 
-/* Network probe results, per process (seed 000 §6 step 0b: "once per
- * process and cached 60 s"): serve runs each install job with its own
+/* Network probe results, per process, for INSTALL_PROBE_TTL seconds: serve runs each install job with its own
  * context, and a blocked registry must not cost every job its own connect
  * timeout. A handful of hosts (registry, mirror, tarball hosts) fit. */
 #define PROBE_CACHE_N 8

@@ -1,5 +1,5 @@
 /*
- * The proof list: how the fast path (SPEC §6 step 1) proves that a tree the
+ * The proof list: how the fast path (ensure's first, lock-free step) proves that a tree the
  * server user can write is unchanged since install, with one stat per entry
  * and no directory opened or listed.
  *

@@ -24,7 +24,7 @@ install_fetch_failed(struct err *e, const manifest_t *m, const char *url, const 
 	const char *under = e->code ? e->code : "internal";
 	struct json_w w;
 
-	/* a failed install is install.failed with its phase (SPEC §10); the
+	/* a failed install is install.failed with its phase; the
 	 * client's code (http.*, tls.*) says what happened, in the message
 	 * and in details.code */
 	json_w_init(&w, ERR_DETAILS_MAX - 1);

@@ -253,7 +253,7 @@ install_tree_list_known(const char *root, const struct install_known *k, char **
 /* ---- the fast path ------------------------------------------------------ */
 
 /* Root-owned and not writable by us: a tree we cannot change, trusted on its
- * marker (SPEC §6 step 1). */
+ * marker alone (the fast path needs no proof list for it). */
 static int
 root_trusted(const char *dir, const char *name, const char *tree, const struct install_marker *mk)
 {

@@ -2,7 +2,7 @@
 #define ABX_LAUNCH_H
 /*
  * How a tool's entry runs: one rule for the shim, command ops and agent
- * sessions (SPEC §5), so a tool behaves the same however it is started.
+ * sessions, so a tool behaves the same however it is started.
  *
  *  - A JavaScript entry (core/npm.h npm_js_entry) runs as
  *    `<node> [shebang options] <script> ARGS` with the node of node-runtime

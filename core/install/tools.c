@@ -1,5 +1,5 @@
 /*
- * Tools directories and install settings (SPEC §3, §5).
+ * Tools directories and install settings.
  */
 #include "install/tools.h"
 
@@ -177,7 +177,7 @@ tools_chain_build(struct tools_chain *c, const struct install_settings *s, int c
 	if (create && expl != NULL) {
 		try_create(expl, 0755);
 		/* an explicit directory is used or refused, never silently
-		 * replaced by a later one of the chain (issue 12 §1) */
+		 * replaced by a later one of the chain */
 		if (!expl->exists) {
 			char tried[1024], det[1100];
 			err_set(e, "install.read_only", "tools directory %s (%s): %s", expl->path,

@@ -1,7 +1,7 @@
 #ifndef ABX_TOOLS_H
 #define ABX_TOOLS_H
 /*
- * Tools directories and install settings (SPEC §3, §5; seed 000 §5).
+ * Tools directories and install settings.
  *
  * The chain, searched in order for an installed tool; new installs go to the
  * first writable directory:

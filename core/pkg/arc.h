@@ -1,7 +1,7 @@
 #ifndef ABX_ARC_H
 #define ABX_ARC_H
 /*
- * Safe archive extraction (SPEC §6 step 8): tar, tar.gz/.tgz and zip into a
+ * Safe archive extraction (the install's extract step): tar, tar.gz/.tgz and zip into a
  * staging directory, refusing anything that could reach outside it.
  *
  * libarchive only reads; the entries are written by our own code with

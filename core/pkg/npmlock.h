@@ -1,7 +1,7 @@
 #ifndef ABX_NPMLOCK_H
 #define ABX_NPMLOCK_H
 /*
- * The strict npm lockfile loader (SPEC §4 npm-lock, issue 5 §1–2): reads a
+ * The strict npm lockfile loader (the npm-lock source of a manifest): reads a
  * package-lock.json v2 or v3 (`packages` map) and answers the list of
  * packages to install for one platform, or refuses the whole file.
  *

@@ -1,7 +1,7 @@
 #ifndef ABX_PLAN_H
 #define ABX_PLAN_H
 /*
- * The install plan of a configuration (SPEC §8, seed 000 §8): what `prepare`
+ * The install plan of a configuration: what `prepare`
  * installs so that nothing an enabled operation can ever need is missing.
  *
  *   1. the mounted ops: every op of the registry that at least one

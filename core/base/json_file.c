@@ -1,0 +1,131 @@
+/*
+ * JSON from a file (json_parse_file: bounded read, the path in front of
+ * every error) and errors that point at a value's line and column.
+ */
+#include "base/json.h"
+#include "base/json_int.h"
+#include "base/fs.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Put "path:" in front of e->msg: "path:line:col: ..." or "path: ...". */
+static int
+prefix_path(struct err *e, const char *path)
+{
+	char msg[ERR_MSG_MAX];
+	const char *code;
+
+	if (e == NULL)
+		return -1;
+	code = e->code;
+	memcpy(msg, e->msg, sizeof(msg));
+	msg[sizeof(msg) - 1] = '\0';
+	return err_set(e, code, "%s:%s%s", path, msg[0] >= '0' && msg[0] <= '9' ? "" : " ", msg);
+}
+
+/* The first read buffer for a file whose size is unknown (a pipe). */
+#define JSON_FILE_CHUNK 4096
+
+int
+json_parse_file(struct json_doc *doc, const char *path, const struct json_limits *lim, struct err *e)
+{
+	struct stat st;
+	char *buf = NULL, *nb;
+	size_t len = 0, cap, ncap, bound;
+	ssize_t n;
+	int fd, rc;
+
+	doc->root = NULL;
+	doc->arena = NULL;
+	if (lim == NULL)
+		lim = &json_default_limits;
+	bound = lim->max_bytes < SIZE_MAX - 1 ? lim->max_bytes + 1 : SIZE_MAX;
+	/* Every file parsed here is an operator's input: links followed, a
+	 * FIFO refused instead of blocking the open forever. */
+	fd = fs_open_input(path, &st, e);
+	if (fd < 0) {
+		if (e != NULL && e->code != NULL && strcmp(e->code, "not_found") == 0)
+			err_set(e, "io.error", "%s: %s", path, strerror(ENOENT));
+		return -1;
+	}
+	if (S_ISREG(st.st_mode) && (uintmax_t)st.st_size > lim->max_bytes) {
+		close(fd);
+		return err_set(e, "json.too_large", "%s: %jd bytes, over the limit of %zu", path,
+		               (intmax_t)st.st_size, lim->max_bytes);
+	}
+	/* One byte more than the size, so a file that grew since fstat is
+	 * noticed; never more than max_bytes + 1. */
+	cap = S_ISREG(st.st_mode) ? (size_t)st.st_size + 1 : JSON_FILE_CHUNK;
+	if (cap > bound)
+		cap = bound;
+	buf = json_malloc_(cap);
+	if (buf == NULL) {
+		close(fd);
+		return err_set(e, "internal", "%s: out of memory", path);
+	}
+	for (;;) {
+		if (len == cap) {
+			if (cap >= bound) {
+				free(buf);
+				close(fd);
+				return err_set(e, "json.too_large", "%s: more than %zu bytes", path,
+				               lim->max_bytes);
+			}
+			ncap = cap > bound / 2 ? bound : cap * 2;
+			nb = json_realloc_(buf, ncap);
+			if (nb == NULL) {
+				free(buf);
+				close(fd);
+				return err_set(e, "internal", "%s: out of memory", path);
+			}
+			buf = nb;
+			cap = ncap;
+		}
+		n = read(fd, buf + len, cap - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = errno;
+			free(buf);
+			close(fd);
+			return err_set(e, "io.error", "%s: %s", path, strerror(rc));
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	rc = json_parse(doc, buf, len, lim, e);
+	free(buf);
+	if (rc < 0)
+		return prefix_path(e, path);
+	return 0;
+}
+
+int
+json_verr_at(struct err *e, const char *code, const char *file, const struct json_val *v, const char *fmt,
+             va_list ap)
+{
+	char msg[ERR_MSG_MAX];
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	return err_set(e, code, "%s (%s:%d:%d)", msg, file, v ? v->line : 0, v ? v->col : 0);
+}
+
+int
+json_err_at(struct err *e, const char *code, const char *file, const struct json_val *v, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	json_verr_at(e, code, file, v, fmt, ap);
+	va_end(ap);
+	return -1;
+}
