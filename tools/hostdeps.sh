@@ -7,7 +7,7 @@
 # sanitizer reports into file:line traces.
 set -eu
 build="musl-tools dpkg-dev cmake make gcc xz-utils bzip2 ca-certificates"
-check="$build clang libclang-rt-14-dev llvm-14 libcmocka-dev libbearssl-dev libarchive-dev zlib1g-dev openssl file curl strace"
+check="$build clang clang-format libclang-rt-14-dev llvm-14 libcmocka-dev libbearssl-dev libarchive-dev zlib1g-dev openssl file curl strace"
 bench="$check wrk nginx-light hyperfine"
 cross="gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu"
 case ${1:-build} in
