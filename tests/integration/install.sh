@@ -116,7 +116,7 @@ check "... and says so" grep -q "hello 1.0.0: placed [0-9]* files from the extra
 check "... no download, no decompression: the place phase instead" sh -c \
 	"grep -q 'timing hello 1.0.0:.* place [0-9]' '$T/err' && ! grep -Eq 'timing hello.* (extract|download\+digest) [0-9]' '$T/err'"
 check "... no download" test "$(gets hello-1.0.0.tgz)" -eq 1
-check "... the same tree as an extraction" diff -r "$T/t1v/hello/1.0.0-linux-x64" "$T/t1w/hello/1.0.0-linux-x64"
+check "... the same tree as an extraction" diff -r "$T/t1v/hello/1.0.0-$PLATFORM" "$T/t1w/hello/1.0.0-$PLATFORM"
 run "$BIN" verify --manifests "$M" --tools-dir "$T/t1w" hello
 expect "... and it verifies" 0 "OK hello"
 TE=$(ls -d "$T/c1v/trees/sha256-"*)
@@ -126,7 +126,7 @@ expect "a damaged extracted tree: installed all the same" 0 "hello 1.0.0: instal
 check "... the damage said on stderr, naming the file" grep -q "the extracted tree of hello 1.0.0 ($TE) is damaged: .*bin/hello" "$T/err"
 check "... extracted from the verified tarball instead" grep -Eq 'timing hello 1.0.0:.* extract [0-9]' "$T/err"
 check "... and the entry made again" grep -q "hello 1.0.0: kept the extracted tree in $T/c1v/trees/" "$T/err"
-check "... the installed file is the tarball's" diff "$T/t1v/hello/1.0.0-linux-x64/bin/hello" "$T/t1x/hello/1.0.0-linux-x64/bin/hello"
+check "... the installed file is the tarball's" diff "$T/t1v/hello/1.0.0-$PLATFORM/bin/hello" "$T/t1x/hello/1.0.0-$PLATFORM/bin/hello"
 run "$BIN" verify --manifests "$M" --tools-dir "$T/t1x" hello
 expect "... and it verifies" 0 "OK hello"
 
@@ -335,7 +335,7 @@ ABX_TEST_PAUSE=place "$BIN" prepare -q --manifests "$M" --tools-dir "$T/t4p" --c
 	>"$T/k.out" 2>"$T/k.err" &
 kp=$!
 if wait_for_line "$T/k.err" "paused at place" 20; then
-	check "kill -9 during place: no tree visible" test ! -e "$T/t4p/kextract/1.0.0-linux-x64"
+	check "kill -9 during place: no tree visible" test ! -e "$T/t4p/kextract/1.0.0-$PLATFORM"
 	check "kill -9 during place: a partial copy, under a work name only" sh -c "ls -d '$T/t4p/.staging/'*/.abx-place-* >/dev/null"
 	kill -9 $kp
 	wait $kp 2>/dev/null
