@@ -70,7 +70,6 @@ lint_manifests(char **files, int n, int quiet)
 		}
 		if (!quiet)
 			printf("ok %s: %s %s%s\n", files[i], m->name, m->version, m->run.n ? " (agent)" : "");
-		manifest_free(m);
 	}
 	free(m);
 	return bad ? EXIT_USAGE : EXIT_OK;

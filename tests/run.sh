@@ -45,6 +45,9 @@ if [ -z "${ASAN_SYMBOLIZER_PATH:-}" ]; then
 	done
 fi
 
+# Races inside the host's glibc that TSan cannot see synchronise (tests/tsan.supp).
+export TSAN_OPTIONS="suppressions=$top/tests/tsan.supp${TSAN_OPTIONS:+ $TSAN_OPTIONS}"
+
 count() { # file with ok/not ok/skip lines
 	p=$(grep -c '^ok - ' "$1" || true)
 	f=$(grep -c '^not ok - ' "$1" || true)

@@ -755,12 +755,10 @@ manifest_parse(manifest_t *m, const char *file, const char *dir, const char *tex
 	rc = parse_doc(&v, m, doc.root, o);
 	json_free(&doc);
 	if (rc < 0) {
-		manifest_free(m);
 		return -1;
 	}
 	if (m->verify.argv.n == 0) {
 		/* a tool that cannot be checked is not installed */
-		manifest_free(m);
 		return bad(&v, "$.verify", "missing");
 	}
 	if (m->source.type == MANIFEST_SRC_NPM_LOCK) {
@@ -771,7 +769,6 @@ manifest_parse(manifest_t *m, const char *file, const char *dir, const char *tex
 		if (manifest_read_sibling(m, m->source.lock, JSON_MAX_BYTES_DEFAULT, &lock, &n, e) < 0) {
 			char msg[ERR_MSG_MAX];
 			snprintf(msg, sizeof(msg), "%s", e->msg);
-			manifest_free(m);
 			return err_set(e, INVALID, "%s: $.source.lock: %s", file, msg);
 		}
 		rc = manifest_npm_check_lock(m, lock, n, e);
@@ -786,7 +783,6 @@ manifest_parse(manifest_t *m, const char *file, const char *dir, const char *tex
 		digest_hex(&d, m->source.lock_sha256);
 		free(lock);
 		if (rc < 0) {
-			manifest_free(m);
 			return -1;
 		}
 	}
@@ -812,12 +808,6 @@ manifest_load_file(manifest_t *m, const char *path, const struct manifest_opts *
 	rc = manifest_parse(m, path, dir, text, len, o, e);
 	free(text);
 	return rc;
-}
-
-void
-manifest_free(manifest_t *m)
-{
-	(void)m;
 }
 
 const struct manifest_artifact *

@@ -192,10 +192,6 @@ int manifest_parse(manifest_t *m, const char *file, const char *dir, const char 
 /* Read path (at most MANIFEST_MAX_BYTES) and manifest_parse it. */
 int manifest_load_file(manifest_t *m, const char *path, const struct manifest_opts *o, struct err *e);
 
-/* m owns no memory (see above): a no-op, so the callers that release what
- * they loaded need not know that. */
-void manifest_free(manifest_t *m);
-
 /* The artifact for platform, or NULL. */
 const struct manifest_artifact *manifest_artifact(const manifest_t *m, const char *platform);
 

@@ -140,7 +140,6 @@ manifest_set_close(struct manifest_set *s)
 		return;
 	for (i = 0; i < s->n; i++)
 		if (s->ent[i].m != NULL) {
-			manifest_free(s->ent[i].m);
 			free(s->ent[i].m);
 		}
 	free(s->ent);
@@ -167,7 +166,6 @@ load_entry(struct manifest_set *s, struct manifest_entry *en, struct err *e)
 	if (rc == 0 && strcmp(m->name, en->name) != 0) {
 		rc = err_set(e, INVALID, "%s: $.name: '%s' does not match the file name (%s.json)", m->file,
 		             m->name, en->name);
-		manifest_free(m);
 	}
 	if (rc < 0) {
 		free(m);

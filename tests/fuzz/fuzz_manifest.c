@@ -48,6 +48,5 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		for (i = 0; i < m.source.nart; i++)
 			FUZZ_CHECK(strncmp(m.source.art[i].url, "https://", 8) == 0);
 	}
-	manifest_free(&m);
 	return 0;
 }

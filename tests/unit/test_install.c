@@ -615,7 +615,6 @@ test_npm_lock_parsed_once(void **state)
 	install_ctx_free(&c);
 	assert_null(c.npm_lock);
 	manifest_set_close(&ms);
-	manifest_free(m);
 	free(m);
 }
 
