@@ -63,17 +63,16 @@ fetch_cache_wanted(int argc, char **argv)
 int
 fetch_cache_options(int argc, char **argv, struct tooling *t, struct fetch_cache_args *a, char **names)
 {
-	enum { O_ONLY = 256, O_PLATFORM, O_CACHE, O_CONFIG, O_MANIFESTS, O_TOOLS, O_JSON };
+	enum { O_ONLY = 256 };
 	static const struct option opts[] = {
 	    {"only", required_argument, NULL, O_ONLY},
-	    {"platform", required_argument, NULL, O_PLATFORM},
-	    {"cache", required_argument, NULL, O_CACHE},
-	    {"config", required_argument, NULL, O_CONFIG},
-	    {"manifests", required_argument, NULL, O_MANIFESTS},
-	    {"tools-dir", required_argument, NULL, O_TOOLS},
-	    {"json", no_argument, NULL, O_JSON},
-	    {"quiet", no_argument, NULL, 'q'},
-	    {"verbose", no_argument, NULL, 'v'},
+	    TOOLING_OPT_PLATFORM,
+	    TOOLING_OPT_CACHE,
+	    TOOLING_OPT_CONFIG,
+	    TOOLING_OPT_MANIFESTS,
+	    TOOLING_OPT_TOOLS,
+	    TOOLING_OPT_JSON,
+	    TOOLING_OPT_QV,
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -86,6 +85,8 @@ fetch_cache_options(int argc, char **argv, struct tooling *t, struct fetch_cache
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "qvh", opts, NULL)) != -1) {
+		if (tooling_option(t, c, optarg))
+			continue;
 		switch (c) {
 		case O_ONLY:
 			if (a->nnames >= FETCH_CACHE_MAX)
@@ -93,30 +94,6 @@ fetch_cache_options(int argc, char **argv, struct tooling *t, struct fetch_cache
 			names[a->nnames++] = optarg;
 			while (optind < argc && argv[optind][0] != '-' && a->nnames < FETCH_CACHE_MAX)
 				names[a->nnames++] = argv[optind++];
-			break;
-		case O_PLATFORM:
-			t->platform = optarg;
-			break;
-		case O_CACHE:
-			t->cache = optarg;
-			break;
-		case O_CONFIG:
-			t->config = optarg;
-			break;
-		case O_MANIFESTS:
-			t->manifests = optarg;
-			break;
-		case O_TOOLS:
-			t->tools_dir = optarg;
-			break;
-		case O_JSON:
-			t->json = 1;
-			break;
-		case 'q':
-			t->quiet = 1;
-			break;
-		case 'v':
-			t->verbose = 1;
 			break;
 		case 'h':
 			return usage_help(usage);

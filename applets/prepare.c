@@ -187,39 +187,23 @@ struct prepare_args {
 static int
 parse_options(int argc, char **argv, struct tooling *t, struct prepare_args *a)
 {
-	enum {
-		O_ONLY = 256,
-		O_FORCE,
-		O_DRY,
-		O_JSON,
-		O_CONFIG,
-		O_MANIFESTS,
-		O_TOOLS,
-		O_CACHE,
-		O_PLATFORM,
-		O_POLICY,
-		O_PRESET,
-		O_COMMANDS,
-		O_CACHE_ONLY,
-		O_STATE
-	};
+	enum { O_ONLY = 256, O_FORCE, O_DRY, O_POLICY, O_PRESET, O_COMMANDS, O_CACHE_ONLY };
 	static const struct option opts[] = {
 	    {"only", required_argument, NULL, O_ONLY},
 	    {"force", no_argument, NULL, O_FORCE},
 	    {"dry-run", no_argument, NULL, O_DRY},
-	    {"json", no_argument, NULL, O_JSON},
-	    {"config", required_argument, NULL, O_CONFIG},
-	    {"manifests", required_argument, NULL, O_MANIFESTS},
-	    {"tools-dir", required_argument, NULL, O_TOOLS},
-	    {"state-dir", required_argument, NULL, O_STATE},
-	    {"cache", required_argument, NULL, O_CACHE},
-	    {"platform", required_argument, NULL, O_PLATFORM},
+	    TOOLING_OPT_JSON,
+	    TOOLING_OPT_CONFIG,
+	    TOOLING_OPT_MANIFESTS,
+	    TOOLING_OPT_TOOLS,
+	    TOOLING_OPT_STATE,
+	    TOOLING_OPT_CACHE,
+	    TOOLING_OPT_PLATFORM,
 	    {"policy", required_argument, NULL, O_POLICY},
 	    {"preset", required_argument, NULL, O_PRESET},
 	    {"commands", required_argument, NULL, O_COMMANDS},
 	    {"cache-only", no_argument, NULL, O_CACHE_ONLY},
-	    {"quiet", no_argument, NULL, 'q'},
-	    {"verbose", no_argument, NULL, 'v'},
+	    TOOLING_OPT_QV,
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -228,6 +212,8 @@ parse_options(int argc, char **argv, struct tooling *t, struct prepare_args *a)
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "qvh", opts, NULL)) != -1) {
+		if (tooling_option(t, c, optarg))
+			continue;
 		switch (c) {
 		case O_ONLY:
 			if (a->nonly >= PREPARE_MAX)
@@ -243,27 +229,6 @@ parse_options(int argc, char **argv, struct tooling *t, struct prepare_args *a)
 		case O_DRY:
 			a->dry = 1;
 			break;
-		case O_JSON:
-			t->json = 1;
-			break;
-		case O_CONFIG:
-			t->config = optarg;
-			break;
-		case O_MANIFESTS:
-			t->manifests = optarg;
-			break;
-		case O_TOOLS:
-			t->tools_dir = optarg;
-			break;
-		case O_STATE:
-			t->state_dir = optarg;
-			break;
-		case O_CACHE:
-			t->cache = optarg;
-			break;
-		case O_PLATFORM:
-			t->platform = optarg;
-			break;
 		case O_POLICY:
 			a->po.policy = optarg;
 			break;
@@ -275,12 +240,6 @@ parse_options(int argc, char **argv, struct tooling *t, struct prepare_args *a)
 			break;
 		case O_CACHE_ONLY:
 			a->cache_only = 1;
-			break;
-		case 'q':
-			t->quiet = 1;
-			break;
-		case 'v':
-			t->verbose = 1;
 			break;
 		case 'h':
 			return usage_help(usage);

@@ -180,3 +180,38 @@ tooling_json_error(struct json_w *w, const struct err *e)
 		json_w_key(w, "details"), json_w_raw(w, e->details);
 	json_w_end(w);
 }
+
+int
+tooling_option(struct tooling *t, int c, const char *arg)
+{
+	switch (c) {
+	case TOOLING_O_CONFIG:
+		t->config = arg;
+		return 1;
+	case TOOLING_O_MANIFESTS:
+		t->manifests = arg;
+		return 1;
+	case TOOLING_O_TOOLS:
+		t->tools_dir = arg;
+		return 1;
+	case TOOLING_O_STATE:
+		t->state_dir = arg;
+		return 1;
+	case TOOLING_O_CACHE:
+		t->cache = arg;
+		return 1;
+	case TOOLING_O_PLATFORM:
+		t->platform = arg;
+		return 1;
+	case TOOLING_O_JSON:
+		t->json = 1;
+		return 1;
+	case 'q':
+		t->quiet = 1;
+		return 1;
+	case 'v':
+		t->verbose = 1;
+		return 1;
+	}
+	return 0;
+}

@@ -7,6 +7,8 @@
  * configuration (through cfgload_config), the manifest set and the install
  * context.
  */
+#include <getopt.h>
+
 #include "install/install.h"
 #include "pkg/manifest.h"
 #include "install/tools.h"
@@ -26,6 +28,56 @@ struct tooling {
 	int ms_open, ctx_open;
 	int settings_failed; /* the configuration (file, environment, flags) did not load */
 };
+
+/*
+ * The shared flags as getopt_long entries (TOOLING_OPT_*, codes below 256 so
+ * an applet's own start at 256) and their one handler: tooling_option
+ * stores c's value in t and returns 1, or returns 0 for a code that is the
+ * applet's own. -q and -v are handled too.
+ */
+enum {
+	TOOLING_O_CONFIG = 200,
+	TOOLING_O_MANIFESTS,
+	TOOLING_O_TOOLS,
+	TOOLING_O_STATE,
+	TOOLING_O_CACHE,
+	TOOLING_O_PLATFORM,
+	TOOLING_O_JSON,
+};
+#define TOOLING_OPT_CONFIG                                                                                   \
+	{                                                                                                    \
+		"config", required_argument, NULL, TOOLING_O_CONFIG                                          \
+	}
+#define TOOLING_OPT_MANIFESTS                                                                                \
+	{                                                                                                    \
+		"manifests", required_argument, NULL, TOOLING_O_MANIFESTS                                    \
+	}
+#define TOOLING_OPT_TOOLS                                                                                    \
+	{                                                                                                    \
+		"tools-dir", required_argument, NULL, TOOLING_O_TOOLS                                        \
+	}
+#define TOOLING_OPT_STATE                                                                                    \
+	{                                                                                                    \
+		"state-dir", required_argument, NULL, TOOLING_O_STATE                                        \
+	}
+#define TOOLING_OPT_CACHE                                                                                    \
+	{                                                                                                    \
+		"cache", required_argument, NULL, TOOLING_O_CACHE                                            \
+	}
+#define TOOLING_OPT_PLATFORM                                                                                 \
+	{                                                                                                    \
+		"platform", required_argument, NULL, TOOLING_O_PLATFORM                                      \
+	}
+#define TOOLING_OPT_JSON                                                                                     \
+	{                                                                                                    \
+		"json", no_argument, NULL, TOOLING_O_JSON                                                    \
+	}
+#define TOOLING_OPT_QV                                                                                       \
+	{"quiet", no_argument, NULL, 'q'},                                                                   \
+	{                                                                                                    \
+		"verbose", no_argument, NULL, 'v'                                                            \
+	}
+int tooling_option(struct tooling *t, int c, const char *arg);
 
 /*
  * Load settings (configuration file, environment, these flags), open the

@@ -421,16 +421,15 @@ all_found(char **names, int nnames, const struct found *f, int n)
 int
 verify_main(int argc, char **argv)
 {
-	enum { O_JSON = 256, O_SBOM, O_SHA256, O_CONFIG, O_MANIFESTS, O_TOOLS };
+	enum { O_SBOM = 256, O_SHA256 };
 	static const struct option opts[] = {
-	    {"json", no_argument, NULL, O_JSON},
+	    TOOLING_OPT_JSON,
 	    {"sbom", no_argument, NULL, O_SBOM},
 	    {"sha256", required_argument, NULL, O_SHA256},
-	    {"config", required_argument, NULL, O_CONFIG},
-	    {"manifests", required_argument, NULL, O_MANIFESTS},
-	    {"tools-dir", required_argument, NULL, O_TOOLS},
-	    {"quiet", no_argument, NULL, 'q'},
-	    {"verbose", no_argument, NULL, 'v'},
+	    TOOLING_OPT_CONFIG,
+	    TOOLING_OPT_MANIFESTS,
+	    TOOLING_OPT_TOOLS,
+	    TOOLING_OPT_QV,
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -446,30 +445,14 @@ verify_main(int argc, char **argv)
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "qvh", opts, NULL)) != -1) {
+		if (tooling_option(&t, c, optarg))
+			continue;
 		switch (c) {
-		case O_JSON:
-			t.json = 1;
-			break;
 		case O_SBOM:
 			want_sbom = 1;
 			break;
 		case O_SHA256:
 			sha = optarg;
-			break;
-		case O_CONFIG:
-			t.config = optarg;
-			break;
-		case O_MANIFESTS:
-			t.manifests = optarg;
-			break;
-		case O_TOOLS:
-			t.tools_dir = optarg;
-			break;
-		case 'q':
-			t.quiet = 1;
-			break;
-		case 'v':
-			t.verbose = 1;
 			break;
 		case 'h':
 			return usage_help(usage);
