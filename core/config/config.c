@@ -817,12 +817,22 @@ config_source(const struct config *c, enum cfg_key k, char *buf, size_t cap)
 	return buf;
 }
 
+/* n strings stride bytes apart from first, comma-separated into buf. */
+static void
+join(char *buf, size_t cap, const char *first, int n, size_t stride)
+{
+	size_t len = 0;
+	int i;
+
+	for (i = 0; i < n && len < cap; i++)
+		len +=
+		    (size_t)snprintf(buf + len, cap - len, "%s%s", i ? "," : "", first + (size_t)i * stride);
+}
+
 const char *
 config_value_text(const struct config *c, enum cfg_key k, char *buf, size_t cap)
 {
 	const void *p;
-	size_t len = 0;
-	int i, n = 0;
 
 	buf[0] = '\0';
 	if ((unsigned)k >= CK_NKEYS || cap == 0)
@@ -839,23 +849,17 @@ config_value_text(const struct config *c, enum cfg_key k, char *buf, size_t cap)
 		snprintf(buf, cap, "%s", *(const int *)p ? "true" : "false");
 		break;
 	case K_MIRRORS:
-		n = ((const struct cfg_list *)p)->n;
-		for (i = 0; i < n && len < cap; i++)
-			len += snprintf(buf + len, cap - len, "%s%s", i ? "," : "",
-			                ((const struct cfg_list *)p)->v[i]);
+		join(buf, cap, ((const struct cfg_list *)p)->v[0], ((const struct cfg_list *)p)->n,
+		     CFG_URL_MAX);
 		break;
 	case K_HOSTS:
-		n = ((const struct cfg_hosts *)p)->n;
-		for (i = 0; i < n && len < cap; i++)
-			len += snprintf(buf + len, cap - len, "%s%s", i ? "," : "",
-			                ((const struct cfg_hosts *)p)->v[i]);
+		join(buf, cap, ((const struct cfg_hosts *)p)->v[0], ((const struct cfg_hosts *)p)->n,
+		     sizeof(((const struct cfg_hosts *)p)->v[0]));
 		break;
 	case K_NAMES:
 	case K_VARS:
-		n = ((const struct cfg_names *)p)->n;
-		for (i = 0; i < n && len < cap; i++)
-			len += snprintf(buf + len, cap - len, "%s%s", i ? "," : "",
-			                ((const struct cfg_names *)p)->v[i]);
+		join(buf, cap, ((const struct cfg_names *)p)->v[0], ((const struct cfg_names *)p)->n,
+		     CFG_NAME_MAX);
 		break;
 	default:
 		snprintf(buf, cap, "%s", (const char *)p);
