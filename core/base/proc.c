@@ -323,26 +323,27 @@ proc_capture_sink(void *arg, enum proc_stream s, const char *data, size_t len)
 	*have = b.len;
 }
 
+/* A caller's buffer (room 0 = cap + 1) starts empty; none grows later. */
+static void
+stream_begin(char *buf, size_t *room, size_t cap)
+{
+	if (buf == NULL) {
+		*room = 0;
+		return;
+	}
+	if (*room == 0)
+		*room = cap + 1;
+	buf[0] = '\0';
+}
+
 void
 proc_capture_begin(struct proc_capture *c)
 {
 	c->out_len = c->err_len = 0;
 	c->out_total = c->err_total = 0;
 	c->truncated = 0;
-	if (c->out != NULL) {
-		if (c->out_room == 0)
-			c->out_room = c->cap + 1;
-		c->out[0] = '\0';
-	} else {
-		c->out_room = 0;
-	}
-	if (c->err != NULL) {
-		if (c->err_room == 0)
-			c->err_room = c->cap + 1;
-		c->err[0] = '\0';
-	} else {
-		c->err_room = 0;
-	}
+	stream_begin(c->out, &c->out_room, c->cap);
+	stream_begin(c->err, &c->err_room, c->cap);
 }
 
 void
