@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../core/cache.h"
 #include "../core/config.h"
 #include "../core/digest.h"
 #include "../core/http.h"
@@ -161,7 +162,7 @@ tmp_open(const char *out, struct err *e)
 
 struct sink {
 	int fd;
-	struct digest_ctx dc;
+	struct cache_pipe *pipe; /* hashes and writes on a second thread */
 	const struct http_response *rs;
 	int quiet, tty;
 	int64_t start_ms, last_ms;
@@ -194,19 +195,9 @@ static int
 sink_write(void *arg, const void *buf, size_t len, struct err *e)
 {
 	struct sink *s = arg;
-	const char *p = buf;
-	ssize_t w;
 
-	digest_update(&s->dc, buf, len);
-	while (len > 0) {
-		w = write(s->fd, p, len);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return err_set(e, "io.error", "write %s: %s", tmp_path, w < 0 ? strerror(errno) : "short write");
-		p += w;
-		len -= (size_t)w;
-	}
+	if (cache_pipe_write(s->pipe, buf, len) < 0)
+		return err_set(e, "io.error", "write %s: %s", tmp_path, strerror(errno));
 	progress(s, 0);
 	return 0;
 }
@@ -352,16 +343,20 @@ fetch_one(const struct fetch_opts *o)
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	signal(SIGHUP, on_signal);
+	memset(&s, 0, sizeof(s));
 	fd = tmp_open(o->output, &e);
 	if (fd < 0)
 		goto out;
-	memset(&s, 0, sizeof(s));
 	s.fd = fd;
 	s.rs = rs;
 	s.quiet = o->quiet;
 	s.tty = isatty(2);
 	s.start_ms = s.last_ms = clock_ms();
-	digest_init(&s.dc, o->have_digest ? o->want.alg : DIGEST_SHA256);
+	s.pipe = cache_pipe_new(fd, o->have_digest ? o->want.alg : DIGEST_SHA256, DIGEST_NONE);
+	if (s.pipe == NULL) {
+		err_set(&e, "internal", "out of memory");
+		goto out;
+	}
 	http_request_init(&rq, o->url);
 	rq.limits = o->limits;
 	rq.sink = sink_write;
@@ -376,7 +371,13 @@ fetch_one(const struct fetch_opts *o)
 		goto out;
 	}
 	progress(&s, 1);
-	digest_final(&s.dc, &got);
+	rc = cache_pipe_finish(s.pipe, &got, NULL);
+	s.pipe = NULL;
+	if (rc < 0) {
+		err_set(&e, "io.error", "write %s: %s", tmp_path, strerror(errno));
+		goto out;
+	}
+	rc = EXIT_FAIL;
 	if (o->have_digest && !digest_equal(&got, &o->want)) {
 		tmp_remove();
 		report_mismatch(rs->url, &o->want, &got, rs);
@@ -404,6 +405,7 @@ out:
 	tmp_remove();
 	rc = fail(&e);
 done:
+	cache_pipe_free(s.pipe);
 	if (fd >= 0)
 		close(fd);
 	tmp_remove();

@@ -153,28 +153,19 @@ cache_put_open(struct cache_put *p, const char *dir, enum digest_alg alg, struct
 	if (p->fd < 0)
 		return err_set(e, "io.error", "%s: %s", p->tmp, strerror(errno));
 	p->alg = alg;
-	digest_init(&p->want, alg);
-	digest_init(&p->sha256, DIGEST_SHA256);
+	p->pipe = cache_pipe_new(p->fd, alg, alg == DIGEST_SHA256 ? DIGEST_NONE : DIGEST_SHA256);
+	if (p->pipe == NULL) {
+		cache_put_abort(p);
+		return err_set(e, "internal", "out of memory");
+	}
 	return 0;
 }
 
 int
 cache_put_write(struct cache_put *p, const void *data, size_t len, struct err *e)
 {
-	const char *s = data;
-	size_t off = 0;
-
-	while (off < len) {
-		ssize_t w = write(p->fd, s + off, len - off);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return err_set(e, "install.failed", "writing the download %s: %s", p->tmp, strerror(errno));
-		off += (size_t)w;
-	}
-	digest_update(&p->want, data, len);
-	if (p->alg != DIGEST_SHA256)
-		digest_update(&p->sha256, data, len);
+	if (cache_pipe_write(p->pipe, data, len) < 0)
+		return err_set(e, "install.failed", "writing the download %s: %s", p->tmp, strerror(errno));
 	p->bytes += len;
 	return 0;
 }
@@ -182,6 +173,8 @@ cache_put_write(struct cache_put *p, const void *data, size_t len, struct err *e
 void
 cache_put_abort(struct cache_put *p)
 {
+	cache_pipe_free(p->pipe);
+	p->pipe = NULL;
 	if (p->fd >= 0) {
 		close(p->fd);
 		unlink(p->tmp);
@@ -215,12 +208,16 @@ cache_put_commit(struct cache_put *p, const struct digest *want, int fsync_it, s
 {
 	char hex[DIGEST_HEX_MAX], dir[4096];
 	char *slash;
+	int wr = cache_pipe_finish(p->pipe, got, sha256);
 
-	digest_final(&p->want, got);
+	p->pipe = NULL;
+	if (wr < 0) {
+		int er = errno;
+		cache_put_abort(p);
+		return err_set(e, "install.failed", "writing the download %s: %s", p->tmp, strerror(er));
+	}
 	if (p->alg == DIGEST_SHA256)
 		*sha256 = *got;
-	else
-		digest_final(&p->sha256, sha256);
 	if (want != NULL && !digest_equal(want, got)) {
 		cache_put_abort(p);
 		return 0;
@@ -248,6 +245,71 @@ cache_put_commit(struct cache_put *p, const struct digest *want, int fsync_it, s
 }
 
 /* ---- extracted trees ------------------------------------------------------ */
+
+struct cache_sum {
+	char *rel;
+	struct stat st;
+	unsigned char sha[32];
+};
+
+void
+cache_sums_add(struct cache_sums *s, const char *rel, const struct stat *st, const unsigned char sha256[32])
+{
+	struct cache_sum *r;
+
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? 2 * s->cap : 64;
+		struct cache_sum *v = realloc(s->v, cap * sizeof(*v));
+		if (v == NULL)
+			return;
+		s->v = v;
+		s->cap = cap;
+	}
+	r = &s->v[s->n];
+	if ((r->rel = strdup(rel)) == NULL)
+		return;
+	r->st = *st;
+	memcpy(r->sha, sha256, 32);
+	s->n++;
+	s->sorted = 0;
+}
+
+static int
+cmp_sum(const void *a, const void *b)
+{
+	return strcmp(((const struct cache_sum *)a)->rel, ((const struct cache_sum *)b)->rel);
+}
+
+int
+cache_sums_get(void *arg, const char *rel, const struct stat *st, unsigned char sha256[32])
+{
+	struct cache_sums *s = arg;
+	struct cache_sum k, *r;
+
+	if (!s->sorted && s->n > 1)
+		qsort(s->v, s->n, sizeof(*s->v), cmp_sum);
+	s->sorted = 1;
+	k.rel = (char *)rel;
+	r = s->n ? bsearch(&k, s->v, s->n, sizeof(*s->v), cmp_sum) : NULL;
+	if (r == NULL || r->st.st_ino != st->st_ino || r->st.st_dev != st->st_dev || r->st.st_size != st->st_size ||
+	    r->st.st_mode != st->st_mode || r->st.st_mtim.tv_sec != st->st_mtim.tv_sec ||
+	    r->st.st_mtim.tv_nsec != st->st_mtim.tv_nsec || r->st.st_ctim.tv_sec != st->st_ctim.tv_sec ||
+	    r->st.st_ctim.tv_nsec != st->st_ctim.tv_nsec)
+		return 0;
+	memcpy(sha256, r->sha, 32);
+	return 1;
+}
+
+void
+cache_sums_free(struct cache_sums *s)
+{
+	size_t i;
+
+	for (i = 0; i < s->n; i++)
+		free(s->v[i].rel);
+	free(s->v);
+	memset(s, 0, sizeof(*s));
+}
 
 int
 cache_tree_key(const struct digest *d, const char *variant, char out[CACHE_KEY_MAX])
@@ -346,7 +408,9 @@ struct walk {
 	unsigned char *io;          /* COPY_BUF bytes */
 	cache_file_fn fn;
 	void *arg;
-	uint64_t files;
+	cache_sum_fn sum;           /* store only: digests from extraction */
+	void *sum_arg;
+	uint64_t files, summed;     /* files copied; of them, not hashed again */
 	int dst_err;                /* the failure was the destination's */
 	struct err *e;
 };
@@ -392,6 +456,40 @@ copy_hash(struct walk *w, int in, int out, off_t size, unsigned char sha[32])
 	digest_final(&c, &d);
 	memcpy(sha, d.v, 32);
 	return 0;
+}
+
+/* Copy in to out whole, unhashed (the caller has the digest): in the
+ * kernel where it can, else through w->io. */
+static int
+copy_plain(struct walk *w, int in, int out)
+{
+	ssize_t n, k, o;
+
+	while ((n = copy_file_range(in, NULL, out, NULL, COPY_BUF << 4, 0)) > 0)
+		;
+	if (n == 0)
+		return 0;
+	if (errno != EXDEV && errno != ENOSYS && errno != EINVAL && errno != EOPNOTSUPP) {
+		w->dst_err = errno == ENOSPC || errno == EDQUOT || errno == EROFS;
+		return -1;
+	}
+	/* restart from the start: a failed call may have copied part */
+	if (lseek(in, 0, SEEK_SET) != 0 || lseek(out, 0, SEEK_SET) != 0 || ftruncate(out, 0) != 0)
+		return -1;
+	while ((n = read(in, w->io, COPY_BUF)) > 0) {
+		for (o = 0; o < n; o += k) {
+			k = write(out, w->io + o, (size_t)(n - o));
+			if (k < 0 && errno == EINTR) {
+				k = 0;
+				continue;
+			}
+			if (k < 0) {
+				w->dst_err = 1;
+				return -1;
+			}
+		}
+	}
+	return n < 0 ? -1 : 0;
 }
 
 static int
@@ -472,7 +570,15 @@ walk_file(struct walk *w, int src, int dst, const char *name, const char *rel, c
 		w->dst_err = 1;
 		return err_set(w->e, "io.error", "%s: %s", rel, strerror(errno));
 	}
-	rc = copy_hash(w, in, out, st->st_size, sha);
+	/* a file extraction just wrote and hashed (the stat says it is
+	 * unchanged since) is copied, not hashed again; placement hashes
+	 * every copy it makes in any case */
+	if (w->sum != NULL && w->sum(w->sum_arg, rel, st, sha) == 1) {
+		rc = copy_plain(w, in, out);
+		w->summed += rc == 0;
+	} else {
+		rc = copy_hash(w, in, out, st->st_size, sha);
+	}
 	close(in);
 	if (rc < 0 || fchmod(out, st->st_mode & 07777) != 0 || fstat(out, &ds) != 0) {
 		close(out);
@@ -730,7 +836,8 @@ damaged:
 }
 
 int
-cache_tree_store(const char *cache, const char *key, int dirfd, const char *meta, const char *label)
+cache_tree_store(const char *cache, const char *key, int dirfd, const char *meta, const char *label,
+		 cache_sum_fn sum, void *sum_arg)
 {
 	char trees[4096], dir[4200], tmp[4200], rnd[17], mac[65], mf[4300];
 	unsigned char sk[KEY_LEN];
@@ -756,6 +863,8 @@ cache_tree_store(const char *cache, const char *key, int dirfd, const char *meta
 	err_clear(&e);
 	if (walk_init(&w, NULL, NULL, &e) < 0)
 		return 0;
+	w.sum = sum;
+	w.sum_arg = sum_arg;
 	if (mkdir(tmp, 0755) != 0 || mkdirat(AT_FDCWD, (snprintf(mf, sizeof(mf), "%s/tree", tmp), mf), 0755) != 0 ||
 	    (tfd = open(mf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
 		err_set(&e, "io.error", "%s: %s", tmp, strerror(errno));

@@ -2276,8 +2276,8 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 		tp = clock_us();
 		if (arc_extract(art_path, tree, &ao, &as, e) < 0)
 			goto out;
-		install_tree_keep(c, m, a, tree, asize);
 		install_known_settle(known);
+		install_tree_keep(c, m, a, tree, asize, known);
 		ph[INSTALL_PH_EXTRACT] = clock_us() - tp;
 		if (!xp.paused)
 			install_test_pause("extract");

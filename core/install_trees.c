@@ -78,9 +78,17 @@ install_tree_place(struct install_ctx *c, const manifest_t *m, const struct mani
 	return 1;
 }
 
+/* The digest extraction recorded for rel (a cache_sum_fn over the settled
+ * known files). */
+static int
+known_sum(void *arg, const char *rel, const struct stat *st, unsigned char sha256[32])
+{
+	return install_known_get(arg, rel, st, sha256);
+}
+
 void
 install_tree_keep(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a, const char *tree,
-		  uint64_t asize)
+		  uint64_t asize, const struct install_known *known)
 {
 	char key[CACHE_KEY_MAX], meta[64], label[MANIFEST_VERSION_MAX + 300];
 	int fd;
@@ -91,7 +99,7 @@ install_tree_keep(struct install_ctx *c, const manifest_t *m, const struct manif
 		return;
 	snprintf(meta, sizeof(meta), "size=%" PRIu64, asize);
 	snprintf(label, sizeof(label), "%s %s", m->name, m->version);
-	if (cache_tree_store(c->cache_dir, key, fd, meta, label))
+	if (cache_tree_store(c->cache_dir, key, fd, meta, label, known_sum, (void *)known))
 		note_line("%s: kept the extracted tree in %s/trees/%s for the next tools directory", label,
 			  c->cache_dir, key);
 	close(fd);

@@ -273,6 +273,7 @@ open_dir_path(int rootfd, const char *rel, struct err *e)
 struct file_tap {
 	const struct npm_opts *o;
 	const char *pkgpath;
+	struct cache_sums *sums; /* extraction's digests for the tree cache, or NULL */
 };
 
 static void
@@ -280,7 +281,10 @@ file_tap(void *arg, const char *name, const struct stat *st, const unsigned char
 {
 	struct file_tap *t = arg;
 
-	t->o->on_file(t->o->file_arg, t->pkgpath, name, st, sha256);
+	if (t->sums != NULL)
+		cache_sums_add(t->sums, name, st, sha256);
+	if (t->o->on_file != NULL)
+		t->o->on_file(t->o->file_arg, t->pkgpath, name, st, sha256);
 }
 
 /* The tree cache's key for a package: its integrity, extracted ARC_NPM. */
@@ -293,7 +297,8 @@ tree_key(const struct job *j, char key[CACHE_KEY_MAX])
 static int
 extract_one(struct run *r, struct job *j, const struct mem *m, int rootfd, struct err *e)
 {
-	struct file_tap tap = {r->o, j->p->path};
+	struct cache_sums sums = {0};
+	struct file_tap tap = {r->o, j->p->path, r->o->keep_trees ? &sums : NULL};
 	struct arc_opts ao;
 	struct arc_stats as;
 	char key[CACHE_KEY_MAX], meta[64], label[2 * NPMLOCK_NAME_MAX + 80];
@@ -322,7 +327,7 @@ extract_one(struct run *r, struct job *j, const struct mem *m, int rootfd, struc
 	}
 	arc_opts_init(&ao, ARC_FMT_TAR_GZ);
 	ao.flags = ARC_NPM;
-	if (r->o->on_file != NULL) {
+	if (r->o->on_file != NULL || tap.sums != NULL) {
 		ao.on_file = file_tap;
 		ao.file_ctx = &tap;
 	}
@@ -341,8 +346,9 @@ extract_one(struct run *r, struct job *j, const struct mem *m, int rootfd, struc
 		/* the tarball's size: a placed package still counts its bytes */
 		snprintf(meta, sizeof(meta), "size=%llu", (unsigned long long)sz);
 		snprintf(label, sizeof(label), "%s@%s", j->p->name, j->p->version);
-		kept = cache_tree_store(r->o->cache, key, dfd, meta, label);
+		kept = cache_tree_store(r->o->cache, key, dfd, meta, label, cache_sums_get, &sums);
 	}
+	cache_sums_free(&sums);
 	close(dfd);
 	if (rc != 0) {
 		char msg[ERR_MSG_MAX];
@@ -363,7 +369,7 @@ extract_one(struct run *r, struct job *j, const struct mem *m, int rootfd, struc
 static int
 place_one(struct run *r, struct job *j, int rootfd, struct err *e)
 {
-	struct file_tap tap = {r->o, j->p->path};
+	struct file_tap tap = {r->o, j->p->path, NULL};
 	char key[CACHE_KEY_MAX], label[2 * NPMLOCK_NAME_MAX + 80], meta[64] = "";
 	const char *base = strrchr(j->p->path, '/');
 	uint64_t files = 0;
