@@ -21,6 +21,8 @@
 /* FICLONE from <linux/fs.h>, spelt out to need no kernel header. */
 #define CACHE_FICLONE _IOW(0x94, 9, int)
 #define COPY_BUF (128u << 10)
+/* Files from this size up are copied through a cache_pipe. */
+#define PIPE_MIN (4u << 20)
 #define MANIFEST_MAX (64u << 20)
 #define KEY_LEN 32
 
@@ -417,8 +419,9 @@ struct walk {
 
 /* Copy in to out and the sha256 of what out then holds: a reflink where
  * the filesystem shares blocks (then out is read back and hashed), else a
- * read, hash and write in one pass: the digest is of the very bytes
- * written, with one read fewer than an in-kernel copy read back. */
+ * read, hash and write in one pass (on two threads for a large file): the
+ * digest is of the very bytes written, with one read fewer than an
+ * in-kernel copy read back. */
 static int
 copy_hash(struct walk *w, int in, int out, off_t size, unsigned char sha[32])
 {
@@ -435,6 +438,25 @@ copy_hash(struct walk *w, int in, int out, off_t size, unsigned char sha[32])
 		}
 		if (n < 0)
 			return -1;
+	} else if (size >= PIPE_MIN) {
+		/* a large file: read here, hashed and written on a second
+		 * thread (the digest is still of the very bytes written) */
+		struct cache_pipe *p = cache_pipe_new(out, DIGEST_SHA256, DIGEST_NONE);
+		if (p == NULL)
+			return -1;
+		while ((n = read(in, w->io, COPY_BUF)) > 0)
+			if (cache_pipe_write(p, w->io, (size_t)n) < 0)
+				break;
+		if (n < 0) {
+			cache_pipe_free(p);
+			return -1;
+		}
+		if (cache_pipe_finish(p, &d, NULL) < 0 || n > 0) {
+			w->dst_err = 1;
+			return -1;
+		}
+		memcpy(sha, d.v, 32);
+		return 0;
 	} else {
 		while ((n = read(in, w->io, COPY_BUF)) > 0) {
 			ssize_t k, o = 0;

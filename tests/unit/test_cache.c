@@ -485,6 +485,53 @@ test_tree_store_changed_since(void **state)
 	assert_int_equal(place(cache, &t, NULL, 0), 1);
 }
 
+/* A file large enough to be copied through the hashing pipe: placed whole
+ * and byte for byte, and one byte changed in the middle of the cache's copy
+ * is found. */
+static void
+test_tree_large_file(void **state)
+{
+	char cache[256], p[512], c[1024];
+	size_t n = (9u << 20) + 3;
+	unsigned char *b = pattern(n), *back = malloc(n);
+	struct tap t = {0};
+	struct digest d;
+	FILE *f;
+	int fd;
+
+	assert_non_null(back);
+	snprintf(cache, sizeof(cache), "%s/c", dir);
+	mkdir(cache, 0700);
+	snprintf(p, sizeof(p), "%s/src", dir);
+	mkdir(p, 0755);
+	snprintf(p, sizeof(p), "%s/src/big.bin", dir);
+	f = fopen(p, "w");
+	assert_non_null(f);
+	assert_int_equal(fwrite(b, 1, n, f), n);
+	fclose(f);
+	digest_buf(DIGEST_SHA256, "large", 5, &d);
+	assert_int_equal(cache_tree_key(&d, "t1", key), 0);
+	snprintf(p, sizeof(p), "%s/src", dir);
+	fd = open(p, O_RDONLY | O_DIRECTORY);
+	assert_int_equal(cache_tree_store(cache, key, fd, "size=5", "test", NULL, NULL), 1);
+	close(fd);
+	assert_int_equal(place(cache, &t, NULL, 0), 1);
+	snprintf(p, sizeof(p), "%s/dst/tree/big.bin", dir);
+	f = fopen(p, "r");
+	assert_non_null(f);
+	assert_int_equal(fread(back, 1, n, f), n);
+	fclose(f);
+	assert_memory_equal(back, b, n);
+	/* damaged in the middle, size and mode unchanged */
+	snprintf(c, sizeof(c), "rm -rf %s/dst && printf X | dd of=%s/trees/%s/tree/big.bin bs=1 seek=5000000 "
+		 "conv=notrunc 2>/dev/null", dir, cache, key);
+	assert_int_equal(system(c), 0);
+	assert_int_equal(place(cache, &t, NULL, 0), 0);
+	assert_int_equal(cache_tree_has(cache, key), 0);
+	free(b);
+	free(back);
+}
+
 static void
 test_tree_renamed_entry(void **state)
 {
@@ -535,6 +582,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_tree_other_key, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tree_renamed_entry, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tree_store_uses_sums, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tree_large_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tree_store_changed_since, setup, teardown),
 		cmocka_unit_test(test_tree_key_rejects),
 	};
