@@ -28,48 +28,48 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "config/config.h"
 #include "base/digest.h"
+#include "base/net.h"
+#include "config/config.h"
 #include "net/hostrule.h"
 #include "net/http.h"
-#include "base/net.h"
+#include "pkg/cache.h"
 #include "fetch_cache.h"
 #include "tooling.h"
 
-
 static const char usage[] =
-	"usage: agent-sandbox-server fetch URL (--sha256 HEX | --sha512 HEX | --integrity SRI)\n"
-	"                                 [-o FILE] [-q] [LIMITS]\n"
-	"       agent-sandbox-server fetch --only NAME... [--platform P|all] [--cache DIR]\n"
-	"\n"
-	"Download URL, hashing while it downloads, and keep it only when it matches\n"
-	"the pinned digest. With -o the file appears (atomically, fsynced) only after\n"
-	"verification; otherwise nothing is left behind and the command fails with\n"
-	"install.checksum_mismatch. Without -o the verified body goes to stdout.\n"
-	"Redirects are followed (at most 10, never from https to http). Proxies come\n"
-	"from HTTPS_PROXY, HTTP_PROXY and NO_PROXY; CA certificates from\n"
-	"SSL_CERT_FILE / SSL_CERT_DIR or the system bundle.\n"
-	"\n"
-	"  --sha256 HEX        expected sha256 (64 hex digits)\n"
-	"  --sha512 HEX        expected sha512 (128 hex digits)\n"
-	"  --integrity SRI     expected digest in SRI form (sha512-BASE64, sha256-...)\n"
-	"  -o, --output FILE   write to FILE (default: stdout, after verification)\n"
-	"  -q, --quiet         no progress and no summary\n"
-	"  -H, --header 'NAME: VALUE'  send this header (repeatable); dropped when a\n"
-	"                      redirect leaves the URL's origin\n"
-	"  --allow-host HOST   follow redirects only to these hosts (repeatable;\n"
-	"                      the URL's own host is always allowed)\n"
-	"\n"
-	"Limits (seconds may have decimals):\n"
-	"  --connect-timeout S   per connection attempt (default 15)\n"
-	"  --read-timeout S      longest silence from the server (default 60)\n"
-	"  --max-time S          whole transfer (default: none)\n"
-	"  --min-rate BYTES      abort below this many bytes/s (default 1024; 0 = off)\n"
-	"  --rate-window S       over windows of this length (default 30)\n"
-	"  --max-size BYTES      refuse a larger body (default: none)\n"
-	"\n"
-	"Without a digest fetch refuses to run, unless ABX_INSTALL_UNPINNED=1 (https\n"
-	"only, with a warning; never when ABX_SERVER_ENV=production).\n";
+    "usage: agent-sandbox-server fetch URL (--sha256 HEX | --sha512 HEX | --integrity SRI)\n"
+    "                                 [-o FILE] [-q] [LIMITS]\n"
+    "       agent-sandbox-server fetch --only NAME... [--platform P|all] [--cache DIR]\n"
+    "\n"
+    "Download URL, hashing while it downloads, and keep it only when it matches\n"
+    "the pinned digest. With -o the file appears (atomically, fsynced) only after\n"
+    "verification; otherwise nothing is left behind and the command fails with\n"
+    "install.checksum_mismatch. Without -o the verified body goes to stdout.\n"
+    "Redirects are followed (at most 10, never from https to http). Proxies come\n"
+    "from HTTPS_PROXY, HTTP_PROXY and NO_PROXY; CA certificates from\n"
+    "SSL_CERT_FILE / SSL_CERT_DIR or the system bundle.\n"
+    "\n"
+    "  --sha256 HEX        expected sha256 (64 hex digits)\n"
+    "  --sha512 HEX        expected sha512 (128 hex digits)\n"
+    "  --integrity SRI     expected digest in SRI form (sha512-BASE64, sha256-...)\n"
+    "  -o, --output FILE   write to FILE (default: stdout, after verification)\n"
+    "  -q, --quiet         no progress and no summary\n"
+    "  -H, --header 'NAME: VALUE'  send this header (repeatable); dropped when a\n"
+    "                      redirect leaves the URL's origin\n"
+    "  --allow-host HOST   follow redirects only to these hosts (repeatable;\n"
+    "                      the URL's own host is always allowed)\n"
+    "\n"
+    "Limits (seconds may have decimals):\n"
+    "  --connect-timeout S   per connection attempt (default 15)\n"
+    "  --read-timeout S      longest silence from the server (default 60)\n"
+    "  --max-time S          whole transfer (default: none)\n"
+    "  --min-rate BYTES      abort below this many bytes/s (default 1024; 0 = off)\n"
+    "  --rate-window S       over windows of this length (default 30)\n"
+    "  --max-size BYTES      refuse a larger body (default: none)\n"
+    "\n"
+    "Without a digest fetch refuses to run, unless ABX_INSTALL_UNPINNED=1 (https\n"
+    "only, with a warning; never when ABX_SERVER_ENV=production).\n";
 
 /* --allow-host entries; a handful covers a download host and its CDN. */
 #define FETCH_ALLOW_MAX 16
@@ -130,23 +130,26 @@ tmp_open(const char *out, struct err *e)
 		 * FIFO, socket or directory (as root, -o /dev/null would
 		 * replace the device itself) */
 		if (lstat(out, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
-			return err_set(e, "usage",
-				       "-o %s exists and is not a regular file; fetch puts the verified file there by "
-				       "rename: name a file, or leave -o out to write to stdout",
-				       out);
-		if (snprintf(tmp_path, sizeof(tmp_path), "%.*s.%s.abx-XXXXXX", slash ? (int)(slash - out + 1) : 0,
-			     out, base) >= (int)sizeof(tmp_path))
+			return err_set(
+			    e, "usage",
+			    "-o %s exists and is not a regular file; fetch puts the verified file there by "
+			    "rename: name a file, or leave -o out to write to stdout",
+			    out);
+		if (snprintf(tmp_path, sizeof(tmp_path), "%.*s.%s.abx-XXXXXX",
+		             slash ? (int)(slash - out + 1) : 0, out, base) >= (int)sizeof(tmp_path))
 			return err_set(e, "usage", "-o path too long");
 	} else {
 		tdir = getenv("TMPDIR");
 		if (tdir == NULL || *tdir == '\0')
 			tdir = "/tmp";
-		if (snprintf(tmp_path, sizeof(tmp_path), "%s/abx-fetch-XXXXXX", tdir) >= (int)sizeof(tmp_path))
+		if (snprintf(tmp_path, sizeof(tmp_path), "%s/abx-fetch-XXXXXX", tdir) >=
+		    (int)sizeof(tmp_path))
 			return err_set(e, "io.error", "TMPDIR too long");
 	}
 	fd = mkostemp(tmp_path, O_CLOEXEC);
 	if (fd < 0)
-		return err_set(e, "io.error", "cannot create a temporary file %s: %s", tmp_path, strerror(errno));
+		return err_set(e, "io.error", "cannot create a temporary file %s: %s", tmp_path,
+		               strerror(errno));
 	if (out == NULL)
 		unlink(tmp_path);
 	else
@@ -162,7 +165,7 @@ tmp_open(const char *out, struct err *e)
 
 struct sink {
 	int fd;
-	struct digest_ctx dc;
+	struct cache_pipe *pipe; /* hashes and writes on a second thread */
 	const struct http_response *rs;
 	int quiet, tty;
 	int64_t start_ms, last_ms;
@@ -184,8 +187,9 @@ progress(struct sink *s, int final)
 		return;
 	s->last_ms = now;
 	el = now - s->start_ms;
-	n = progress_format(line, sizeof(line), s->tty ? "" : "fetch", (uint64_t)have, total > 0 ? (uint64_t)total : 0,
-			    el > 0 ? have * 1000.0 / el : 0, "", s->tty, final);
+	n = progress_format(line, sizeof(line), s->tty ? "" : "fetch", (uint64_t)have,
+	                    total > 0 ? (uint64_t)total : 0, el > 0 ? have * 1000.0 / el : 0, "", s->tty,
+	                    final);
 	if (write(2, line, (size_t)n) < 0)
 		return;
 	s->drawn = 1;
@@ -195,19 +199,9 @@ static int
 sink_write(void *arg, const void *buf, size_t len, struct err *e)
 {
 	struct sink *s = arg;
-	const char *p = buf;
-	ssize_t w;
 
-	digest_update(&s->dc, buf, len);
-	while (len > 0) {
-		w = write(s->fd, p, len);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return err_set(e, "io.error", "write %s: %s", tmp_path, w < 0 ? strerror(errno) : "short write");
-		p += w;
-		len -= (size_t)w;
-	}
+	if (cache_pipe_write(s->pipe, buf, len) < 0)
+		return err_set(e, "io.error", "write %s: %s", tmp_path, strerror(errno));
 	progress(s, 0);
 	return 0;
 }
@@ -228,14 +222,14 @@ looks_like_page(const unsigned char *p, size_t n)
 	if (p[i] == '{' || p[i] == '[')
 		return 1;
 	return n - i >= 5 && (strncasecmp((const char *)p + i, "<!doc", 5) == 0 ||
-			      strncasecmp((const char *)p + i, "<html", 5) == 0 ||
-			      strncasecmp((const char *)p + i, "<?xml", 5) == 0 ||
-			      strncasecmp((const char *)p + i, "<head", 5) == 0);
+	                      strncasecmp((const char *)p + i, "<html", 5) == 0 ||
+	                      strncasecmp((const char *)p + i, "<?xml", 5) == 0 ||
+	                      strncasecmp((const char *)p + i, "<head", 5) == 0);
 }
 
 static void
 report_mismatch(const char *url, const struct digest *want, const struct digest *got,
-		const struct http_response *rs)
+                const struct http_response *rs)
 {
 	char buf[2048], wh[DIGEST_HEX_MAX], gh[DIGEST_HEX_MAX], snip[128];
 	const struct err_info *in = err_info("install.checksum_mismatch");
@@ -243,10 +237,11 @@ report_mismatch(const char *url, const struct digest *want, const struct digest 
 	int n;
 
 	n = snprintf(buf, sizeof(buf),
-		     "agent-sandbox-server: install.checksum_mismatch: %.300s: expected %s %s, got %s\n"
-		     "  bytes received: %lld%s%s%s\n",
-		     url, digest_name(want->alg), digest_hex(want, wh), digest_hex(got, gh), (long long)rs->body_bytes,
-		     rs->content_type[0] ? " (Content-Type: " : "", rs->content_type, rs->content_type[0] ? ")" : "");
+	             "agent-sandbox-server: install.checksum_mismatch: %.300s: expected %s %s, got %s\n"
+	             "  bytes received: %lld%s%s%s\n",
+	             url, digest_name(want->alg), digest_hex(want, wh), digest_hex(got, gh),
+	             (long long)rs->body_bytes, rs->content_type[0] ? " (Content-Type: " : "",
+	             rs->content_type, rs->content_type[0] ? ")" : "");
 	if (looks_like_page(rs->snippet, rs->snippet_len)) {
 		for (i = 0; i < rs->snippet_len && k < 100; i++) {
 			unsigned char ch = rs->snippet[i];
@@ -304,7 +299,8 @@ publish(int fd, const char *out, struct err *e)
 	if (rename(tmp_path, out) != 0)
 		return err_set(e, "io.error", "rename to %s: %s", out, strerror(errno));
 	tmp_live = 0;
-	snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - out) + (slash == out) : 1, slash ? out : ".");
+	snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - out) + (slash == out) : 1,
+	         slash ? out : ".");
 	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd >= 0) {
 		fsync(dfd);
@@ -341,16 +337,20 @@ fetch_one(const struct fetch_opts *o)
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	signal(SIGHUP, on_signal);
+	memset(&s, 0, sizeof(s));
 	fd = tmp_open(o->output, &e);
 	if (fd < 0)
 		goto out;
-	memset(&s, 0, sizeof(s));
 	s.fd = fd;
 	s.rs = rs;
 	s.quiet = o->quiet;
 	s.tty = isatty(2);
 	s.start_ms = s.last_ms = clock_ms();
-	digest_init(&s.dc, o->have_digest ? o->want.alg : DIGEST_SHA256);
+	s.pipe = cache_pipe_new(fd, o->have_digest ? o->want.alg : DIGEST_SHA256, DIGEST_NONE);
+	if (s.pipe == NULL) {
+		err_set(&e, "internal", "out of memory");
+		goto out;
+	}
 	http_request_init(&rq, o->url);
 	rq.limits = o->limits;
 	rq.sink = sink_write;
@@ -370,7 +370,13 @@ fetch_one(const struct fetch_opts *o)
 		goto out;
 	}
 	progress(&s, 1);
-	digest_final(&s.dc, &got);
+	rc = cache_pipe_finish(s.pipe, &got, NULL);
+	s.pipe = NULL;
+	if (rc < 0) {
+		err_set(&e, "io.error", "write %s: %s", tmp_path, strerror(errno));
+		goto out;
+	}
+	rc = EXIT_FAIL;
 	if (o->have_digest && !digest_equal(&got, &o->want)) {
 		tmp_remove();
 		report_mismatch(rs->url, &o->want, &got, rs);
@@ -379,8 +385,8 @@ fetch_one(const struct fetch_opts *o)
 		goto done;
 	}
 	if (!o->have_digest)
-		warnx_line("UNPINNED download %s: sha256 %s (pin it: --sha256 %s)", rs->url, digest_hex(&got, hex),
-			   hex);
+		warnx_line("UNPINNED download %s: sha256 %s (pin it: --sha256 %s)", rs->url,
+		           digest_hex(&got, hex), hex);
 	if (o->output != NULL) {
 		if (publish(fd, o->output, &e) != 0)
 			goto out;
@@ -390,7 +396,7 @@ fetch_one(const struct fetch_opts *o)
 	if (!o->quiet) {
 		human_bytes((double)rs->body_bytes, h1, sizeof(h1));
 		fprintf(stderr, "fetch: %s: %s verified (%s %s)%s%s\n", rs->url, h1, digest_name(got.alg),
-			digest_hex(&got, hex), o->output ? " -> " : "", o->output ? o->output : "");
+		        digest_hex(&got, hex), o->output ? " -> " : "", o->output ? o->output : "");
 	}
 	rc = EXIT_OK;
 	goto done;
@@ -398,6 +404,7 @@ out:
 	tmp_remove();
 	rc = fail(&e);
 done:
+	cache_pipe_free(s.pipe);
 	if (fd >= 0)
 		close(fd);
 	tmp_remove();
@@ -460,7 +467,8 @@ set_digest(struct fetch_opts *o, int kind, const char *arg, struct err *e)
 	if (digest_parse_sri(arg, &o->want, "usage", e) != 0)
 		return -1;
 	if (o->want.alg == DIGEST_SHA1)
-		return err_set(e, "usage", "--integrity: sha1 is too weak to pin a download; use sha256 or sha512");
+		return err_set(e, "usage",
+		               "--integrity: sha1 is too weak to pin a download; use sha256 or sha512");
 	return 0;
 }
 
@@ -468,21 +476,21 @@ int
 fetch_main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"sha256", required_argument, NULL, OPT_SHA256},
-		{"sha512", required_argument, NULL, OPT_SHA512},
-		{"integrity", required_argument, NULL, OPT_INTEGRITY},
-		{"output", required_argument, NULL, 'o'},
-		{"quiet", no_argument, NULL, 'q'},
-		{"connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT},
-		{"read-timeout", required_argument, NULL, OPT_READ_TIMEOUT},
-		{"max-time", required_argument, NULL, OPT_MAX_TIME},
-		{"min-rate", required_argument, NULL, OPT_MIN_RATE},
-		{"rate-window", required_argument, NULL, OPT_RATE_WINDOW},
-		{"max-size", required_argument, NULL, OPT_MAX_SIZE},
-		{"header", required_argument, NULL, 'H'},
-		{"allow-host", required_argument, NULL, OPT_ALLOW_HOST},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"sha256", required_argument, NULL, OPT_SHA256},
+	    {"sha512", required_argument, NULL, OPT_SHA512},
+	    {"integrity", required_argument, NULL, OPT_INTEGRITY},
+	    {"output", required_argument, NULL, 'o'},
+	    {"quiet", no_argument, NULL, 'q'},
+	    {"connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT},
+	    {"read-timeout", required_argument, NULL, OPT_READ_TIMEOUT},
+	    {"max-time", required_argument, NULL, OPT_MAX_TIME},
+	    {"min-rate", required_argument, NULL, OPT_MIN_RATE},
+	    {"rate-window", required_argument, NULL, OPT_RATE_WINDOW},
+	    {"max-size", required_argument, NULL, OPT_MAX_SIZE},
+	    {"header", required_argument, NULL, 'H'},
+	    {"allow-host", required_argument, NULL, OPT_ALLOW_HOST},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	struct fetch_opts o;
 	struct err e;
@@ -517,26 +525,46 @@ fetch_main(int argc, char **argv)
 			if (set_digest(&o, c, optarg, &e) != 0)
 				return usage_error("fetch", usage, "%s", e.msg);
 			break;
-		case 'o': o.output = optarg; break;
-		case 'q': o.quiet = 1; break;
+		case 'o':
+			o.output = optarg;
+			break;
+		case 'q':
+			o.quiet = 1;
+			break;
 		case 'H':
 			if (o.nheaders == HTTP_REQ_HEADERS_MAX)
-				return usage_error("fetch", usage, "at most %d headers", HTTP_REQ_HEADERS_MAX);
+				return usage_error("fetch", usage, "at most %d headers",
+				                   HTTP_REQ_HEADERS_MAX);
 			o.headers[o.nheaders++] = optarg;
 			break;
 		case OPT_ALLOW_HOST:
 			if (o.nallow == FETCH_ALLOW_MAX)
-				return usage_error("fetch", usage, "at most %d --allow-host", FETCH_ALLOW_MAX);
+				return usage_error("fetch", usage, "at most %d --allow-host",
+				                   FETCH_ALLOW_MAX);
 			o.allow[o.nallow++] = optarg;
 			break;
-		case OPT_CONNECT_TIMEOUT: bad = seconds_ms(optarg, &o.limits.connect_ms); break;
-		case OPT_READ_TIMEOUT: bad = seconds_ms(optarg, &o.limits.read_ms); break;
-		case OPT_MAX_TIME: bad = seconds_ms(optarg, &o.limits.total_ms); break;
-		case OPT_RATE_WINDOW: bad = seconds_ms(optarg, &o.limits.rate_window_ms); break;
-		case OPT_MIN_RATE: bad = bytes_arg(optarg, &o.limits.min_rate); break;
-		case OPT_MAX_SIZE: bad = bytes_arg(optarg, &o.limits.max_body); break;
-		case 'h': return usage_help(usage);
-		default: return bad_option("fetch", usage, argc, argv);
+		case OPT_CONNECT_TIMEOUT:
+			bad = seconds_ms(optarg, &o.limits.connect_ms);
+			break;
+		case OPT_READ_TIMEOUT:
+			bad = seconds_ms(optarg, &o.limits.read_ms);
+			break;
+		case OPT_MAX_TIME:
+			bad = seconds_ms(optarg, &o.limits.total_ms);
+			break;
+		case OPT_RATE_WINDOW:
+			bad = seconds_ms(optarg, &o.limits.rate_window_ms);
+			break;
+		case OPT_MIN_RATE:
+			bad = bytes_arg(optarg, &o.limits.min_rate);
+			break;
+		case OPT_MAX_SIZE:
+			bad = bytes_arg(optarg, &o.limits.max_body);
+			break;
+		case 'h':
+			return usage_help(usage);
+		default:
+			return bad_option("fetch", usage, argc, argv);
 		}
 		if (bad)
 			return usage_error("fetch", usage, "bad value '%s' for %s", optarg, argv[optind - 2]);
@@ -558,8 +586,8 @@ fetch_main(int argc, char **argv)
 		env = config_env("ABX_INSTALL_UNPINNED");
 		if (env == NULL || strcmp(env, "1") != 0)
 			return usage_error("fetch", usage,
-					   "a digest is required (--sha256, --sha512 or --integrity); "
-					   "ABX_INSTALL_UNPINNED=1 allows an unpinned download");
+			                   "a digest is required (--sha256, --sha512 or --integrity); "
+			                   "ABX_INSTALL_UNPINNED=1 allows an unpinned download");
 		env = config_env("ABX_SERVER_ENV");
 		if (env != NULL && strcmp(env, "production") == 0) {
 			err_printf("usage", "unpinned downloads are refused when ABX_SERVER_ENV=production");
@@ -570,8 +598,8 @@ fetch_main(int argc, char **argv)
 			return EXIT_USAGE;
 		}
 		warnx_line("*** ABX_INSTALL_UNPINNED=1: downloading %s WITHOUT a pinned digest; "
-			   "its content is not verified ***",
-			   o.url);
+		           "its content is not verified ***",
+		           o.url);
 	}
 	return fetch_one(&o);
 }

@@ -251,14 +251,15 @@ int install_npm_fetch(struct install_ctx *c, const manifest_t *m, const char *pl
  * recorded in known; 1 placed (*asize = the artifact's size), 0 not (absent,
  * damaged: said on stderr and discarded; nothing under staging changed), -1
  * with e. install_tree_keep keeps the tree just extracted from the verified
- * artifact (before anything ran in it). Neither applies to an unpinned
+ * artifact (before anything ran in it), copying without hashing again the
+ * files known (settled) holds unchanged. Neither applies to an unpinned
  * artifact or without a writable cache.
  */
 struct install_known;
 int install_tree_place(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a,
                        const char *staging, struct install_known *known, uint64_t *asize, struct err *e);
 void install_tree_keep(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a,
-                       const char *tree, uint64_t asize);
+                       const char *tree, uint64_t asize, const struct install_known *known);
 
 /* One SBOM row per installed npm package (name, version, purl, path,
  * integrity, sha256 when the cache knows it, url) into the marker's array. */

@@ -1,8 +1,7 @@
 /*
- * The npm-lock installer hook of the install engine (SPEC §4 npm-lock,
- * issue 5): load the manifest's lockfile for the platform being installed,
- * then fetch, verify and extract every package with core/npm.c into the
- * staged tree, and link the root package's bins.
+ * The npm-lock installer hook of the install engine: load the manifest's lockfile for the platform being
+ * installed, then fetch, verify and extract every package with core/npm.c into the staged tree, and link the
+ * root package's bins.
  *
  * Hosts that may be contacted: the manifest's hosts, the npm mirror's host
  * (install.mirrors.npm / ABX_INSTALL_NPM_REGISTRY) and install.allow_hosts.
@@ -31,7 +30,7 @@
 struct npm_hosts {
 	const char *h[NPM_HOSTS_MAX];
 	size_t n, nmanifest;
-	char mirror[300];       /* host[:port] of the npm mirror */
+	char mirror[300]; /* host[:port] of the npm mirror */
 };
 
 /* The host[:port] of an https URL into out ("" when not one). */
@@ -69,7 +68,6 @@ collect_hosts(const struct install_ctx *c, const manifest_t *m, struct npm_hosts
 		h->h[h->n++] = c->set->allow_hosts[i];
 }
 
-
 struct prog {
 	struct install_ctx *c;
 	const char *name;
@@ -88,7 +86,7 @@ progress(void *arg, uint64_t bytes, uint64_t total, size_t done, size_t count)
 /* Load m's lockfile for platform (NULL = every platform). */
 static int
 load_lock(struct install_ctx *c, const manifest_t *m, const char *platform, struct npm_hosts *h,
-	  struct npmlock *l, char lock_sha[65], struct err *e)
+          struct npmlock *l, char lock_sha[65], struct err *e)
 {
 	struct npmlock_opts lo;
 	char *text = NULL;
@@ -174,14 +172,15 @@ lock_of(struct install_ctx *c, const manifest_t *m, const char *platform, struct
 }
 
 static void
-on_file(void *arg, const char *pkgpath, const char *name, const struct stat *st, const unsigned char sha256[32])
+on_file(void *arg, const char *pkgpath, const char *name, const struct stat *st,
+        const unsigned char sha256[32])
 {
 	install_known_add(arg, pkgpath, name, st, sha256);
 }
 
 static int
-run(struct install_ctx *c, const manifest_t *m, const char *platform, const char *tree, const char *fallback_cache,
-    struct install_known *known, struct install_npm_info *info, struct err *e)
+run(struct install_ctx *c, const manifest_t *m, const char *platform, const char *tree,
+    const char *fallback_cache, struct install_known *known, struct install_npm_info *info, struct err *e)
 {
 	struct npm_hosts h;
 	const struct npmlock *l;
@@ -197,7 +196,8 @@ run(struct install_ctx *c, const manifest_t *m, const char *platform, const char
 	if ((l = lock_of(c, m, platform, &h, info ? info->lock_sha256 : NULL, e)) == NULL)
 		return -1;
 	snprintf(cache, sizeof(cache), "%s", c->cache_dir);
-	if (cache[0] == '\0' || (mkdir(cache, 0755) != 0 && access(cache, W_OK) != 0) || access(cache, W_OK) != 0) {
+	if (cache[0] == '\0' || (mkdir(cache, 0755) != 0 && access(cache, W_OK) != 0) ||
+	    access(cache, W_OK) != 0) {
 		if (fallback_cache == NULL) {
 			err_set(e, "install.read_only", "no writable cache directory for %s", m->name);
 			return -1;
@@ -228,12 +228,13 @@ run(struct install_ctx *c, const manifest_t *m, const char *platform, const char
 	if (rc == 0)
 		install_known_settle(known);
 	if (st.placed > 0)
-		note_line("%s %s: %zu of %zu packages placed from the extracted trees in %s/trees (every file hashed "
-			  "against its sealed listing)",
-			  m->name, m->version, st.placed, st.placed + st.fetched + st.cached, cache);
+		note_line("%s %s: %zu of %zu packages placed from the extracted trees in %s/trees (every "
+		          "file hashed "
+		          "against its sealed listing)",
+		          m->name, m->version, st.placed, st.placed + st.fetched + st.cached, cache);
 	if (st.kept > 0)
-		note_line("%s %s: kept the extracted trees of %zu packages in %s/trees", m->name, m->version, st.kept,
-			  cache);
+		note_line("%s %s: kept the extracted trees of %zu packages in %s/trees", m->name, m->version,
+		          st.kept, cache);
 	if (info != NULL) {
 		info->downloaded = st.bytes;
 		info->bytes = st.bytes + st.cached_bytes;
@@ -259,7 +260,7 @@ run(struct install_ctx *c, const manifest_t *m, const char *platform, const char
 
 int
 install_npm_stage(struct install_ctx *c, const manifest_t *m, const char *tree, struct install_known *known,
-		  struct install_npm_info *info, struct err *e)
+                  struct install_npm_info *info, struct err *e)
 {
 	char fallback[PATH_MAX];
 
@@ -270,10 +271,11 @@ install_npm_stage(struct install_ctx *c, const manifest_t *m, const char *tree, 
 }
 
 int
-install_npm_fetch(struct install_ctx *c, const manifest_t *m, const char *platform, struct install_npm_info *info,
-		  struct err *e)
+install_npm_fetch(struct install_ctx *c, const manifest_t *m, const char *platform,
+                  struct install_npm_info *info, struct err *e)
 {
-	return run(c, m, platform != NULL && strcmp(platform, "all") == 0 ? NULL : platform, NULL, NULL, NULL, info, e);
+	return run(c, m, platform != NULL && strcmp(platform, "all") == 0 ? NULL : platform, NULL, NULL, NULL,
+	           info, e);
 }
 
 int
@@ -303,7 +305,8 @@ install_npm_probe_url(struct install_ctx *c, const manifest_t *m, char *url, siz
 		    cache_tree_has(c->cache_dir, key))
 			continue;
 		if (c->cache_dir[0] && cache_sha256_of(c->cache_dir, &pk->digest, hex) &&
-		    snprintf(p, sizeof(p), "%s/%s", c->cache_dir, hex) < (int)sizeof(p) && access(p, R_OK) == 0)
+		    snprintf(p, sizeof(p), "%s/%s", c->cache_dir, hex) < (int)sizeof(p) &&
+		    access(p, R_OK) == 0)
 			continue;
 		if (reg[0] != '\0' && pk->url_path != NULL)
 			snprintf(url, cap, "%s%s", reg, pk->url_path);

@@ -443,8 +443,8 @@ stage_tarball(struct job *j, struct err *e)
 	tp = clock_us();
 	if (arc_extract(art_path, j->tree, &ao, &as, e) < 0)
 		return -1;
-	install_tree_keep(c, m, j->a, j->tree, j->asize);
 	install_known_settle(j->known);
+	install_tree_keep(c, m, j->a, j->tree, j->asize, j->known);
 	j->ph[INSTALL_PH_EXTRACT] = clock_us() - tp;
 	if (!xp.paused)
 		install_test_pause("extract");

@@ -22,7 +22,8 @@ tree_key(const manifest_t *m, const struct manifest_artifact *a, char key[CACHE_
 	struct err e;
 	char variant[32];
 
-	if (m->unpinned || a->sha256[0] == '\0' || digest_parse_hex(DIGEST_SHA256, a->sha256, &d, "internal", &e) < 0)
+	if (m->unpinned || a->sha256[0] == '\0' ||
+	    digest_parse_hex(DIGEST_SHA256, a->sha256, &d, "internal", &e) < 0)
 		return -1;
 	snprintf(variant, sizeof(variant), "tar1-s%d", m->source.strip_components);
 	return cache_tree_key(&d, variant, key);
@@ -54,7 +55,7 @@ place_tap(void *arg, const char *name, const struct stat *st, const unsigned cha
 
 int
 install_tree_place(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a,
-		   const char *staging, struct install_known *known, uint64_t *asize, struct err *e)
+                   const char *staging, struct install_known *known, uint64_t *asize, struct err *e)
 {
 	char key[CACHE_KEY_MAX], meta[64], label[MANIFEST_VERSION_MAX + 300];
 	struct place_tap t = {known, 0};
@@ -67,20 +68,30 @@ install_tree_place(struct install_ctx *c, const manifest_t *m, const struct mani
 		return err_set(e, "io.error", "%s: %m", staging);
 	snprintf(label, sizeof(label), "%s %s", m->name, m->version);
 	meta[0] = '\0';
-	rc = cache_tree_place(c->cache_dir, key, fd, "tree", label, place_tap, &t, meta, sizeof(meta), &files, e);
+	rc = cache_tree_place(c->cache_dir, key, fd, "tree", label, place_tap, &t, meta, sizeof(meta), &files,
+	                      e);
 	close(fd);
 	if (rc <= 0)
 		return rc;
 	*asize = strncmp(meta, "size=", 5) == 0 ? strtoull(meta + 5, NULL, 10) : 0;
-	note_line("%s: placed %" PRIu64 " files from the extracted tree in %s/trees/%s (each copy hashed against "
-		  "its sealed listing; no download, no decompression)",
-		  label, files, c->cache_dir, key);
+	note_line("%s: placed %" PRIu64
+	          " files from the extracted tree in %s/trees/%s (each copy hashed against "
+	          "its sealed listing; no download, no decompression)",
+	          label, files, c->cache_dir, key);
 	return 1;
 }
 
+/* The digest extraction recorded for rel (a cache_sum_fn over the settled
+ * known files). */
+static int
+known_sum(void *arg, const char *rel, const struct stat *st, unsigned char sha256[32])
+{
+	return install_known_get(arg, rel, st, sha256);
+}
+
 void
-install_tree_keep(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a, const char *tree,
-		  uint64_t asize)
+install_tree_keep(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a,
+                  const char *tree, uint64_t asize, const struct install_known *known)
 {
 	char key[CACHE_KEY_MAX], meta[64], label[MANIFEST_VERSION_MAX + 300];
 	int fd;
@@ -91,8 +102,8 @@ install_tree_keep(struct install_ctx *c, const manifest_t *m, const struct manif
 		return;
 	snprintf(meta, sizeof(meta), "size=%" PRIu64, asize);
 	snprintf(label, sizeof(label), "%s %s", m->name, m->version);
-	if (cache_tree_store(c->cache_dir, key, fd, meta, label))
+	if (cache_tree_store(c->cache_dir, key, fd, meta, label, known_sum, (void *)known))
 		note_line("%s: kept the extracted tree in %s/trees/%s for the next tools directory", label,
-			  c->cache_dir, key);
+		          c->cache_dir, key);
 	close(fd);
 }

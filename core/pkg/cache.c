@@ -19,10 +19,7 @@
 #include <unistd.h>
 
 /* FICLONE from <linux/fs.h>, spelt out to need no kernel header. */
-#define CACHE_FICLONE _IOW(0x94, 9, int)
 #define COPY_BUF (128u << 10)
-#define MANIFEST_MAX (64u << 20)
-#define KEY_LEN 32
 
 int
 cache_path(const char *cache, const struct digest *d, char *out, size_t cap)
@@ -102,7 +99,7 @@ cache_fd_matches(int fd, const struct digest *want)
 
 int
 cache_get(const char *cache, const struct digest *want, struct buf *mem, int *in_mem, char *out, size_t cap,
-	  struct err *e)
+          struct err *e)
 {
 	char hex[DIGEST_HEX_MAX], w[DIGEST_SRI_MAX];
 	struct stat st;
@@ -130,7 +127,7 @@ cache_get(const char *cache, const struct digest *want, struct buf *mem, int *in
 	/* never trusted; removed where we may (a mirror directory may be
 	 * read-only), and the alias with it */
 	warnx_line("cache: %s does not match %s: damaged, not used, %s", out, digest_sri(want, w),
-		   unlink(out) == 0 ? "removed" : "left in place (not writable)");
+	           unlink(out) == 0 ? "removed" : "left in place (not writable)");
 	if (want->alg != DIGEST_SHA256 && cache_path(cache, want, out, cap) == 0)
 		unlink(out);
 	return 0;
@@ -153,28 +150,19 @@ cache_put_open(struct cache_put *p, const char *dir, enum digest_alg alg, struct
 	if (p->fd < 0)
 		return err_set(e, "io.error", "%s: %s", p->tmp, strerror(errno));
 	p->alg = alg;
-	digest_init(&p->want, alg);
-	digest_init(&p->sha256, DIGEST_SHA256);
+	p->pipe = cache_pipe_new(p->fd, alg, alg == DIGEST_SHA256 ? DIGEST_NONE : DIGEST_SHA256);
+	if (p->pipe == NULL) {
+		cache_put_abort(p);
+		return err_set(e, "internal", "out of memory");
+	}
 	return 0;
 }
 
 int
 cache_put_write(struct cache_put *p, const void *data, size_t len, struct err *e)
 {
-	const char *s = data;
-	size_t off = 0;
-
-	while (off < len) {
-		ssize_t w = write(p->fd, s + off, len - off);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return err_set(e, "install.failed", "writing the download %s: %s", p->tmp, strerror(errno));
-		off += (size_t)w;
-	}
-	digest_update(&p->want, data, len);
-	if (p->alg != DIGEST_SHA256)
-		digest_update(&p->sha256, data, len);
+	if (cache_pipe_write(p->pipe, data, len) < 0)
+		return err_set(e, "install.failed", "writing the download %s: %s", p->tmp, strerror(errno));
 	p->bytes += len;
 	return 0;
 }
@@ -182,6 +170,8 @@ cache_put_write(struct cache_put *p, const void *data, size_t len, struct err *e
 void
 cache_put_abort(struct cache_put *p)
 {
+	cache_pipe_free(p->pipe);
+	p->pipe = NULL;
 	if (p->fd >= 0) {
 		close(p->fd);
 		unlink(p->tmp);
@@ -211,16 +201,20 @@ write_alias(const char *dir, const struct digest *d, const char *hex)
 
 int
 cache_put_commit(struct cache_put *p, const struct digest *want, int fsync_it, struct digest *got,
-		 struct digest *sha256, char *out, size_t cap, struct err *e)
+                 struct digest *sha256, char *out, size_t cap, struct err *e)
 {
 	char hex[DIGEST_HEX_MAX], dir[4096];
 	char *slash;
+	int wr = cache_pipe_finish(p->pipe, got, sha256);
 
-	digest_final(&p->want, got);
+	p->pipe = NULL;
+	if (wr < 0) {
+		int er = errno;
+		cache_put_abort(p);
+		return err_set(e, "install.failed", "writing the download %s: %s", p->tmp, strerror(er));
+	}
 	if (p->alg == DIGEST_SHA256)
 		*sha256 = *got;
-	else
-		digest_final(&p->sha256, sha256);
 	if (want != NULL && !digest_equal(want, got)) {
 		cache_put_abort(p);
 		return 0;
@@ -245,564 +239,4 @@ cache_put_commit(struct cache_put *p, const struct digest *want, int fsync_it, s
 	if (p->alg != DIGEST_SHA256)
 		write_alias(dir, got, hex);
 	return 1;
-}
-
-/* ---- extracted trees ------------------------------------------------------ */
-
-int
-cache_tree_key(const struct digest *d, const char *variant, char out[CACHE_KEY_MAX])
-{
-	char hex[DIGEST_HEX_MAX];
-	int n;
-
-	if (strchr(variant, '/') || strchr(variant, ' ') || strchr(variant, '\n'))
-		return -1;
-	n = snprintf(out, CACHE_KEY_MAX, "%s-%s-%s", digest_name(d->alg), digest_hex(d, hex), variant);
-	return n < 0 || n >= CACHE_KEY_MAX ? -1 : 0;
-}
-
-/* The cache's sealing key: read <cache>/trees/.key, or make it. Returns 0,
- * or -1 with why set (the tree cache is then not used). */
-static int
-seal_key(const char *trees, unsigned char key[KEY_LEN], const char **why)
-{
-	char path[4096], tmp[4200], hex[2 * KEY_LEN + 2], rnd[17];
-	struct stat st;
-	ssize_t n;
-	int fd, i;
-
-	snprintf(path, sizeof(path), "%s/.key", trees);
-	for (i = 0; i < 2; i++) {
-		fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-		if (fd >= 0) {
-			n = fstat(fd, &st) == 0 ? read(fd, hex, sizeof(hex)) : -1;
-			close(fd);
-			if (st.st_uid != geteuid() || (st.st_mode & 077) != 0) {
-				*why = "its key file is not this user's alone (mode 0600)";
-				return -1;
-			}
-			if (n < 2 * KEY_LEN) {
-				*why = "its key file is unreadable or short";
-				return -1;
-			}
-			for (n = 0; n < KEY_LEN; n++) {
-				unsigned v;
-				if (sscanf(hex + 2 * n, "%2x", &v) != 1) {
-					*why = "its key file is not hex";
-					return -1;
-				}
-				key[n] = (unsigned char)v;
-			}
-			return 0;
-		}
-		if (errno != ENOENT || i > 0)
-			break;
-		if (getrandom(key, KEY_LEN, 0) != KEY_LEN) {
-			*why = "no random bytes for its key";
-			return -1;
-		}
-		for (n = 0; n < KEY_LEN; n++)
-			snprintf(hex + 2 * n, 3, "%02x", key[n]);
-		hex[2 * KEY_LEN] = '\n';
-		fs_rand_hex(rnd, 8);
-		snprintf(tmp, sizeof(tmp), "%s/.tmp-key-%s", trees, rnd);
-		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-		if (fd < 0)
-			break;
-		n = write(fd, hex, 2 * KEY_LEN + 1);
-		close(fd);
-		/* link(2) never replaces: of two first users one key wins and
-		 * both read it */
-		if (n != 2 * KEY_LEN + 1 || (link(tmp, path) != 0 && errno != EEXIST)) {
-			unlink(tmp);
-			break;
-		}
-		unlink(tmp);
-	}
-	*why = "its key file cannot be read or made";
-	return -1;
-}
-
-static void
-seal(const unsigned char key[KEY_LEN], const void *text, size_t len, char out[65])
-{
-	br_hmac_key_context kc;
-	br_hmac_context hc;
-	unsigned char mac[32];
-	int i;
-
-	br_hmac_key_init(&kc, &br_sha256_vtable, key, KEY_LEN);
-	br_hmac_init(&hc, &kc, 0);
-	br_hmac_update(&hc, text, len);
-	br_hmac_out(&hc, mac);
-	for (i = 0; i < 32; i++)
-		snprintf(out + 2 * i, 3, "%02x", mac[i]);
-}
-
-/* One copy of a tree: source and destination directories, the listing
- * made of what was written, and which side an error came from. */
-struct walk {
-	struct buf lines;
-	unsigned char *io;          /* COPY_BUF bytes */
-	cache_file_fn fn;
-	void *arg;
-	uint64_t files;
-	int dst_err;                /* the failure was the destination's */
-	struct err *e;
-};
-
-/* Copy in to out and the sha256 of what out then holds: a reflink where
- * the filesystem shares blocks (then out is read back and hashed), else a
- * read, hash and write in one pass: the digest is of the very bytes
- * written, with one read fewer than an in-kernel copy read back. */
-static int
-copy_hash(struct walk *w, int in, int out, off_t size, unsigned char sha[32])
-{
-	struct digest_ctx c;
-	struct digest d;
-	off_t off = 0;
-	ssize_t n;
-
-	digest_init(&c, DIGEST_SHA256);
-	if (size > 0 && ioctl(out, CACHE_FICLONE, in) == 0) {
-		while ((n = pread(out, w->io, COPY_BUF, off)) > 0) {
-			digest_update(&c, w->io, (size_t)n);
-			off += n;
-		}
-		if (n < 0)
-			return -1;
-	} else {
-		while ((n = read(in, w->io, COPY_BUF)) > 0) {
-			ssize_t k, o = 0;
-			digest_update(&c, w->io, (size_t)n);
-			while (o < n) {
-				k = write(out, w->io + o, (size_t)(n - o));
-				if (k < 0 && errno == EINTR)
-					continue;
-				if (k < 0) {
-					w->dst_err = 1;
-					return -1;
-				}
-				o += k;
-			}
-		}
-		if (n < 0)
-			return -1;
-	}
-	digest_final(&c, &d);
-	memcpy(sha, d.v, 32);
-	return 0;
-}
-
-static int
-cmp_names(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static int
-line(struct walk *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static int
-line(struct walk *w, const char *fmt, ...)
-{
-	char l[8400];
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(l, sizeof(l), fmt, ap);
-	va_end(ap);
-	if (n < 0 || (size_t)n >= sizeof(l) || buf_put(&w->lines, l, (size_t)n) < 0)
-		return err_set(w->e, "io.error", "tree listing too large");
-	return 0;
-}
-
-static int walk_dir(struct walk *w, int src, int dst, const char *rel);
-
-static int
-walk_file(struct walk *w, int src, int dst, const char *name, const char *rel, const struct stat *st)
-{
-	unsigned char sha[32];
-	char hex[65], target[4096];
-	struct stat ds;
-	int in, out, i, rc;
-	ssize_t n;
-
-	if (S_ISDIR(st->st_mode)) {
-		if (mkdirat(dst, name, 0700) != 0) {
-			w->dst_err = 1;
-			return err_set(w->e, "io.error", "%s: %s", rel, strerror(errno));
-		}
-		if (line(w, "d %04o %s\n", (unsigned)(st->st_mode & 07777), rel) < 0)
-			return -1;
-		in = openat(src, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		out = openat(dst, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		rc = in < 0 || out < 0 ? err_set(w->e, "io.error", "%s: %s", rel, strerror(errno)) : walk_dir(w, in, out, rel);
-		/* the mode last: a read-only directory is filled first */
-		if (rc == 0 && fchmod(out, st->st_mode & 07777) != 0) {
-			w->dst_err = 1;
-			rc = err_set(w->e, "io.error", "%s: %s", rel, strerror(errno));
-		}
-		if (in >= 0)
-			close(in);
-		if (out >= 0)
-			close(out);
-		return rc;
-	}
-	if (S_ISLNK(st->st_mode)) {
-		n = readlinkat(src, name, target, sizeof(target) - 1);
-		if (n < 0 || (size_t)n >= sizeof(target) - 1 || memchr(target, '\n', (size_t)n))
-			return err_set(w->e, "io.error", "%s: an unreadable link", rel);
-		target[n] = '\0';
-		if (symlinkat(target, dst, name) != 0) {
-			w->dst_err = 1;
-			return err_set(w->e, "io.error", "%s: %s", rel, strerror(errno));
-		}
-		return line(w, "l %s -> %s\n", rel, target);
-	}
-	if (!S_ISREG(st->st_mode))
-		return err_set(w->e, "io.error", "%s: not a file, directory or link", rel);
-	in = openat(src, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (in < 0)
-		return err_set(w->e, "io.error", "%s: %s", rel, strerror(errno));
-	out = openat(dst, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (out < 0) {
-		close(in);
-		w->dst_err = 1;
-		return err_set(w->e, "io.error", "%s: %s", rel, strerror(errno));
-	}
-	rc = copy_hash(w, in, out, st->st_size, sha);
-	close(in);
-	if (rc < 0 || fchmod(out, st->st_mode & 07777) != 0 || fstat(out, &ds) != 0) {
-		close(out);
-		w->dst_err = w->dst_err || rc == 0;
-		return err_set(w->e, "io.error", "%s: copying: %s", rel, strerror(errno));
-	}
-	close(out);
-	for (i = 0; i < 32; i++)
-		snprintf(hex + 2 * i, 3, "%02x", sha[i]);
-	if (w->fn != NULL)
-		w->fn(w->arg, rel, &ds, sha);
-	w->files++;
-	return line(w, "f %04o %lld %s %s\n", (unsigned)(st->st_mode & 07777), (long long)ds.st_size, hex, rel);
-}
-
-/* Copy the directory src into dst (both open), names in bytewise order,
- * depth first: the listing is the same for the same tree. */
-static int
-walk_dir(struct walk *w, int src, int dst, const char *rel)
-{
-	char **names = NULL, path[4096];
-	size_t n = 0, cap = 0, i;
-	struct dirent *de;
-	struct stat st;
-	DIR *d;
-	int fd = dup(src), rc = 0;
-
-	if (fd < 0 || (d = fdopendir(fd)) == NULL) {
-		if (fd >= 0)
-			close(fd);
-		return err_set(w->e, "io.error", "%s: %s", rel[0] ? rel : ".", strerror(errno));
-	}
-	while ((de = readdir(d)) != NULL) {
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-			continue;
-		if (n == cap) {
-			char **nn = realloc(names, (cap = cap ? 2 * cap : 32) * sizeof(*names));
-			if (nn == NULL) {
-				rc = err_set(w->e, "internal", "out of memory");
-				break;
-			}
-			names = nn;
-		}
-		if ((names[n] = strdup(de->d_name)) == NULL) {
-			rc = err_set(w->e, "internal", "out of memory");
-			break;
-		}
-		n++;
-	}
-	closedir(d);
-	if (rc == 0 && n > 1)
-		qsort(names, n, sizeof(*names), cmp_names);
-	for (i = 0; rc == 0 && i < n; i++) {
-		if (strchr(names[i], '\n') || strstr(names[i], " -> ") ||
-		    (size_t)snprintf(path, sizeof(path), "%s%s%s", rel, rel[0] ? "/" : "", names[i]) >= sizeof(path))
-			rc = err_set(w->e, "io.error", "%s/%s: a name the listing cannot hold", rel, names[i]);
-		else if (fstatat(src, names[i], &st, AT_SYMLINK_NOFOLLOW) != 0)
-			rc = err_set(w->e, "io.error", "%s: %s", path, strerror(errno));
-		else
-			rc = walk_file(w, src, dst, names[i], path, &st);
-	}
-	for (i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
-	return rc;
-}
-
-static int
-walk_init(struct walk *w, cache_file_fn fn, void *arg, struct err *e)
-{
-	memset(w, 0, sizeof(*w));
-	w->lines.max = MANIFEST_MAX;
-	w->fn = fn;
-	w->arg = arg;
-	w->e = e;
-	if ((w->io = malloc(COPY_BUF)) == NULL)
-		return err_set(e, "internal", "out of memory");
-	return 0;
-}
-
-static void
-walk_free(struct walk *w)
-{
-	buf_free(&w->lines);
-	free(w->io);
-}
-
-/* Remove the directory name of dirfd (a work directory of ours). */
-static void
-discard(int dirfd, const char *name)
-{
-	struct err e;
-
-	fs_rm_treeat(dirfd, name, &e);
-}
-
-/* The first line where a and b differ, for the message. */
-static void
-first_diff(const char *a, size_t alen, const char *b, size_t blen, char *out, size_t cap)
-{
-	size_t i = 0, s = 0, ea, eb;
-
-	while (i < alen && i < blen && a[i] == b[i])
-		if (a[i++] == '\n')
-			s = i;
-	for (ea = s; ea < alen && a[ea] != '\n'; ea++)
-		;
-	for (eb = s; eb < blen && b[eb] != '\n'; eb++)
-		;
-	snprintf(out, cap, "the manifest has \"%.*s\", the copy \"%.*s\"", (int)(ea - s > 300 ? 300 : ea - s), a + s,
-		 (int)(eb - s > 300 ? 300 : eb - s), b + s);
-	if (ea == s)
-		snprintf(out, cap, "the copy has an extra \"%.*s\"", (int)(eb - s > 300 ? 300 : eb - s), b + s);
-	else if (eb == s)
-		snprintf(out, cap, "the copy lacks \"%.*s\"", (int)(ea - s > 300 ? 300 : ea - s), a + s);
-}
-
-/* Read and check the manifest of entry dir: body (lines) and meta point
- * into *text (caller frees). Returns 0, or -1 with why. */
-static int
-read_manifest(const char *dir, const char *key, const unsigned char sk[KEY_LEN], char **text, const char **body,
-	      size_t *blen, char *meta, size_t metacap, const char **why)
-{
-	char path[4400], head[CACHE_KEY_MAX + 40], mac[65];
-	size_t len, hl, ml;
-	struct err e;
-	char *t, *nl, *m;
-
-	snprintf(path, sizeof(path), "%s/manifest", dir);
-	if (fs_read_alloc(path, MANIFEST_MAX, text, &len, &e) < 0) {
-		*why = "its manifest is missing or unreadable";
-		return -1;
-	}
-	t = *text;
-	/* "abx-tree 1 <key> <meta>\n" lines... "mac <hex>\n" */
-	hl = (size_t)snprintf(head, sizeof(head), "abx-tree 1 %s ", key);
-	ml = 4 + 64 + 1;
-	if (len < hl + ml || memcmp(t, head, hl) != 0 || (nl = memchr(t, '\n', len)) == NULL ||
-	    memcmp(t + len - ml, "mac ", 4) != 0 || t[len - 1] != '\n') {
-		*why = "its manifest does not name this artifact";
-		return -1;
-	}
-	seal(sk, t, len - ml, mac);
-	if (!ct_equal(mac, t + len - ml + 4, 64)) {
-		*why = "its manifest's seal does not match (edited, or made with another cache's key)";
-		return -1;
-	}
-	m = t + hl;
-	if (meta != NULL)
-		snprintf(meta, metacap, "%.*s", (int)(nl - m), m);
-	*body = nl + 1;
-	*blen = (size_t)(t + len - ml - (nl + 1));
-	return 0;
-}
-
-int
-cache_tree_has(const char *cache, const char *key)
-{
-	char dir[4400];
-
-	return (size_t)snprintf(dir, sizeof(dir), "%s/trees/%s", cache, key) < sizeof(dir) && access(dir, F_OK) == 0;
-}
-
-int
-cache_tree_place(const char *cache, const char *key, int parentfd, const char *name, const char *label,
-		 cache_file_fn fn, void *arg, char *meta, size_t metacap, uint64_t *files, struct err *e)
-{
-	char trees[4096], dir[4200], src[4300], tmp[64], rnd[17], diff[800];
-	unsigned char sk[KEY_LEN];
-	const char *why = NULL, *body;
-	char *text = NULL;
-	struct walk w;
-	struct err we;
-	size_t blen;
-	int sfd, dfd, rc;
-
-	snprintf(trees, sizeof(trees), "%s/trees", cache);
-	if ((size_t)snprintf(dir, sizeof(dir), "%s/%s", trees, key) >= sizeof(dir) || access(dir, F_OK) != 0)
-		return 0;
-	if (seal_key(trees, sk, &why) < 0) {
-		warnx_line("cache: not using the extracted tree of %s in %s: %s", label, trees, why);
-		return 0;
-	}
-	if (read_manifest(dir, key, sk, &text, &body, &blen, meta, metacap, &why) < 0)
-		goto damaged;
-	snprintf(src, sizeof(src), "%s/tree", dir);
-	sfd = open(src, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (sfd < 0) {
-		why = "its tree is missing";
-		goto damaged;
-	}
-	fs_rand_hex(rnd, 8);
-	snprintf(tmp, sizeof(tmp), ".abx-place-%s", rnd);
-	err_clear(&we);
-	if (walk_init(&w, fn, arg, &we) < 0 || mkdirat(parentfd, tmp, 0700) != 0 ||
-	    (dfd = openat(parentfd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-		close(sfd);
-		walk_free(&w);
-		free(text);
-		return err_set(e, "io.error", "placing %s: %s", label, strerror(errno));
-	}
-	rc = walk_dir(&w, sfd, dfd, "");
-	close(sfd);
-	if (rc == 0 && fchmod(dfd, 0755) != 0)
-		rc = -1, w.dst_err = 1;
-	close(dfd);
-	if (rc < 0 && w.dst_err) {
-		*e = we;
-		discard(parentfd, tmp);
-		walk_free(&w);
-		free(text);
-		return -1;
-	}
-	if (rc < 0 || w.lines.len != blen || memcmp(w.lines.p, body, blen) != 0) {
-		if (rc < 0)
-			snprintf(diff, sizeof(diff), "%.700s", we.msg);
-		else
-			first_diff(body, blen, (const char *)w.lines.p, w.lines.len, diff, sizeof(diff));
-		why = diff;
-		discard(parentfd, tmp);
-		walk_free(&w);
-		goto damaged;
-	}
-	/* whole, verified: it takes its name (an empty directory there is
-	 * replaced; anything else stays, and extraction is used instead) */
-	if (renameat(parentfd, tmp, parentfd, name) != 0) {
-		int er = errno;
-		discard(parentfd, tmp);
-		walk_free(&w);
-		free(text);
-		warnx_line("cache: not placing the extracted tree of %s: %s: %s; extracting instead", label, name,
-			   strerror(er));
-		return 0;
-	}
-	if (files != NULL)
-		*files = w.files;
-	walk_free(&w);
-	free(text);
-	return 1;
-
-damaged:
-	free(text);
-	/* out of the way first (one rename: a concurrent reader sees the
-	 * whole entry or none), then removed */
-	fs_rand_hex(rnd, 8);
-	snprintf(src, sizeof(src), "%s/.tmp-bad-%s", cache, rnd);
-	if (rename(dir, src) == 0) {
-		struct err de;
-		fs_rm_tree(src, &de);
-	}
-	warnx_line("cache: the extracted tree of %s (%s) is damaged: %s; discarded, extracting it again from the "
-		   "verified artifact",
-		   label, dir, why);
-	return 0;
-}
-
-int
-cache_tree_store(const char *cache, const char *key, int dirfd, const char *meta, const char *label)
-{
-	char trees[4096], dir[4200], tmp[4200], rnd[17], mac[65], mf[4300];
-	unsigned char sk[KEY_LEN];
-	const char *why = NULL;
-	struct walk w;
-	struct err e;
-	struct buf text = BUF_INIT(MANIFEST_MAX + 200);
-	int tfd = -1, rc = -1;
-
-	snprintf(trees, sizeof(trees), "%s/trees", cache);
-	if ((size_t)snprintf(dir, sizeof(dir), "%s/%s", trees, key) >= sizeof(dir) || strchr(meta, ' ') ||
-	    strchr(meta, '\n'))
-		return 0;
-	if (access(dir, F_OK) == 0)
-		return 1;
-	if ((mkdir(trees, 0755) != 0 && errno != EEXIST) || seal_key(trees, sk, &why) < 0) {
-		warnx_line("cache: not keeping the extracted tree of %s in %s: %s", label, trees,
-			   why ? why : strerror(errno));
-		return 0;
-	}
-	fs_rand_hex(rnd, 8);
-	snprintf(tmp, sizeof(tmp), "%s/.tmp-tree-%s", cache, rnd);
-	err_clear(&e);
-	if (walk_init(&w, NULL, NULL, &e) < 0)
-		return 0;
-	if (mkdir(tmp, 0755) != 0 || mkdirat(AT_FDCWD, (snprintf(mf, sizeof(mf), "%s/tree", tmp), mf), 0755) != 0 ||
-	    (tfd = open(mf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-		err_set(&e, "io.error", "%s: %s", tmp, strerror(errno));
-		goto out;
-	}
-	if (walk_dir(&w, dirfd, tfd, "") < 0)
-		goto out;
-	buf_put(&text, "abx-tree 1 ", 11);
-	buf_put(&text, key, strlen(key));
-	buf_put(&text, " ", 1);
-	buf_put(&text, meta, strlen(meta));
-	buf_put(&text, "\n", 1);
-	buf_put(&text, w.lines.p, w.lines.len);
-	if (text.over) {
-		err_set(&e, "io.error", "tree listing too large");
-		goto out;
-	}
-	seal(sk, text.p, text.len, mac);
-	buf_put(&text, "mac ", 4);
-	buf_put(&text, mac, 64);
-	buf_put(&text, "\n", 1);
-	snprintf(mf, sizeof(mf), "%s/manifest", tmp);
-	/* no fsync: an entry torn by a power cut fails its seal or its
-	 * listing, and is re-extracted */
-	{
-		int fd = open(mf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-		ssize_t n = fd >= 0 && !text.over ? write(fd, text.p, text.len) : -1;
-		if (fd < 0 || n != (ssize_t)text.len || close(fd) != 0) {
-			err_set(&e, "io.error", "%s: %s", mf, strerror(errno));
-			goto out;
-		}
-	}
-	if (rename(tmp, dir) != 0 && errno != EEXIST && errno != ENOTEMPTY) {
-		err_set(&e, "io.error", "%s: %s", dir, strerror(errno));
-		goto out;
-	}
-	rc = 0;
-out:
-	if (tfd >= 0)
-		close(tfd);
-	if (rc != 0) {
-		warnx_line("cache: not keeping the extracted tree of %s: %s", label, e.msg);
-		fs_rm_tree(tmp, &e);
-	} else if (access(tmp, F_OK) == 0) {
-		fs_rm_tree(tmp, &e); /* another process kept it first */
-	}
-	buf_free(&text);
-	walk_free(&w);
-	return rc == 0;
 }

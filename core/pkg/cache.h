@@ -58,8 +58,8 @@ int cache_path(const char *cache, const struct digest *d, char *out, size_t cap)
  * worth keeping), a blob that fits is read into mem once, hashed there, and
  * *in_mem set: mem then holds exactly the verified bytes.
  */
-int cache_get(const char *cache, const struct digest *want, struct buf *mem, int *in_mem, char *out, size_t cap,
-	      struct err *e);
+int cache_get(const char *cache, const struct digest *want, struct buf *mem, int *in_mem, char *out,
+              size_t cap, struct err *e);
 
 /* The blob's sha256 hex an alias (or a sha256 d itself) names, without
  * hashing: 1, or 0 when the cache has no such name. For SBOM rows and the
@@ -70,11 +70,32 @@ int cache_sha256_of(const char *cache, const struct digest *d, char hex[DIGEST_H
  * start: 1 when it matches, 0 when not or unreadable. */
 int cache_fd_matches(int fd, const struct digest *want);
 
+/*
+ * Bytes hashed and written on a second thread: the caller's thread (the
+ * one reading the connection) only copies them into a bounded ring of
+ * chunks (4 x 128 KiB, allocated on the first write); the worker, started
+ * once the first chunk is full (a small download costs no thread), hashes
+ * each chunk with one or two algorithms and writes it to fd whole. Not
+ * shared between threads other than these two.
+ */
+struct cache_pipe;
+/* A pipe into fd hashing with a and b (DIGEST_NONE: only a). NULL when out
+ * of memory. */
+struct cache_pipe *cache_pipe_new(int fd, enum digest_alg a, enum digest_alg b);
+/* Append: 0, or -1 with errno (a write the worker failed, reported on a
+ * later call; the bytes after it are neither hashed nor written). */
+int cache_pipe_write(struct cache_pipe *p, const void *data, size_t len);
+/* Write what is left, wait for the worker, put the digests in a and b (b
+ * may be NULL) and free p: 0, or -1 with errno when a write failed. */
+int cache_pipe_finish(struct cache_pipe *p, struct digest *a, struct digest *b);
+/* Abandon: stop the worker and free p (NULL is fine). */
+void cache_pipe_free(struct cache_pipe *p);
+
 /* A download on its way into the cache. */
 struct cache_put {
 	int fd;
 	char tmp[4096];
-	struct digest_ctx want, sha256;
+	struct cache_pipe *pipe; /* hashes (alg, and sha256 beside another) and writes */
 	enum digest_alg alg;
 	uint64_t bytes;
 };
@@ -82,7 +103,8 @@ struct cache_put {
 /* Start a download into dir (the cache, or a staging directory): alg is
  * the algorithm of the digest it must match. Returns 0 or -1 (io.error). */
 int cache_put_open(struct cache_put *p, const char *dir, enum digest_alg alg, struct err *e);
-/* Append bytes (hashed as they pass). Returns 0 or -1 (install.failed). */
+/* Append bytes (hashed and written through a cache_pipe). Returns 0 or -1
+ * (install.failed). */
 int cache_put_write(struct cache_put *p, const void *data, size_t len, struct err *e);
 /*
  * Finish: *got receives the digest with the put's algorithm and sha256 the
@@ -93,7 +115,7 @@ int cache_put_write(struct cache_put *p, const void *data, size_t len, struct er
  * fsync: sync the blob before it gets its name.
  */
 int cache_put_commit(struct cache_put *p, const struct digest *want, int fsync_it, struct digest *got,
-		     struct digest *sha256, char *out, size_t cap, struct err *e);
+                     struct digest *sha256, char *out, size_t cap, struct err *e);
 /* Abandon the download (the temporary file is removed). */
 void cache_put_abort(struct cache_put *p);
 
@@ -101,7 +123,8 @@ void cache_put_abort(struct cache_put *p);
 
 /* Called for every regular file placed: its path in the placed tree, its
  * fstat once complete, the sha256 of its content. */
-typedef void (*cache_file_fn)(void *arg, const char *name, const struct stat *st, const unsigned char sha256[32]);
+typedef void (*cache_file_fn)(void *arg, const char *name, const struct stat *st,
+                              const unsigned char sha256[32]);
 
 /* The key of the tree that extracting the artifact with digest d the way
  * variant names (no '/', no space) gives. Returns 0 or -1. */
@@ -121,17 +144,42 @@ int cache_tree_has(const char *cache, const char *key);
  * either). label names the tool or package in messages.
  */
 int cache_tree_place(const char *cache, const char *key, int parentfd, const char *name, const char *label,
-		     cache_file_fn fn, void *arg, char *meta, size_t metacap, uint64_t *files, struct err *e);
+                     cache_file_fn fn, void *arg, char *meta, size_t metacap, uint64_t *files, struct err *e);
+
+/* The sha256 extraction computed for the regular file rel of the tree
+ * being kept, when st still describes the file it hashed: 1 (sha256 set),
+ * else 0 (the file is then hashed as it is copied). */
+typedef int (*cache_sum_fn)(void *arg, const char *rel, const struct stat *st, unsigned char sha256[32]);
+
+/* The digests one extraction computed, for a cache_sum_fn: added as the
+ * extractor reports each file (one thread), then looked up (sorted on the
+ * first lookup). A record that cannot be stored (memory) is dropped: that
+ * file is hashed again. */
+struct cache_sums {
+	struct cache_sum *v;
+	size_t n, cap;
+	int sorted;
+};
+void cache_sums_add(struct cache_sums *s, const char *rel, const struct stat *st,
+                    const unsigned char sha256[32]);
+/* A cache_sum_fn over a struct cache_sums: the record for rel whose inode,
+ * size, mode, mtime and ctime equal st's. */
+int cache_sums_get(void *sums, const char *rel, const struct stat *st, unsigned char sha256[32]);
+void cache_sums_free(struct cache_sums *s);
 
 /*
  * Keep a copy of the tree at dirfd (just extracted from a verified
  * artifact, not yet run) as entry key, with meta (no space or newline) in
- * its header. Made in <cache>/.tmp-* and renamed, so it appears whole or
- * not at all. A tree that cannot be kept (no space, a name with a newline,
- * a file type other than file, directory or link) is said on stderr and
- * not kept; the install goes on. Returns 1 kept (the caller says so), 0
- * not.
+ * its header. A file sum (if not NULL) knows is copied by the kernel and
+ * listed with that digest, not read and hashed again (the stat match says
+ * it is the file extraction hashed); any other is hashed as it is copied.
+ * Placement hashes every copy against the listing either way. Made in
+ * <cache>/.tmp-* and renamed, so it appears whole or not at all. A tree
+ * that cannot be kept (no space, a name with a newline, a file type other
+ * than file, directory or link) is said on stderr and not kept; the
+ * install goes on. Returns 1 kept (the caller says so), 0 not.
  */
-int cache_tree_store(const char *cache, const char *key, int dirfd, const char *meta, const char *label);
+int cache_tree_store(const char *cache, const char *key, int dirfd, const char *meta, const char *label,
+                     cache_sum_fn sum, void *sum_arg);
 
 #endif

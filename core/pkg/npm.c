@@ -58,8 +58,8 @@ enum pstate { P_NEW, P_FETCHING, P_FETCHED, P_EXTRACTING, P_DONE };
 struct job {
 	const struct npmlock_pkg *p;
 	enum pstate st;
-	int parent;                 /* index of the package holding it, or -1 */
-	char file[4096];            /* verified cache file */
+	int parent;      /* index of the package holding it, or -1 */
+	char file[4096]; /* verified cache file */
 };
 
 struct run {
@@ -69,16 +69,15 @@ struct run {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	int failed;
-	struct err err;             /* the first failure */
+	struct err err; /* the first failure */
 	struct npm_stats st;
 	uint64_t announced;
-	size_t next;                /* the next job to take */
-	char reg[HTTP_URL_MAX];     /* mirror base without a trailing slash */
+	size_t next;            /* the next job to take */
+	char reg[HTTP_URL_MAX]; /* mirror base without a trailing slash */
 };
 
-
-static int
-fail_phase(struct err *e, const char *phase, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail_phase(struct err *e, const char *phase, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 static int
 fail_phase(struct err *e, const char *phase, const char *fmt, ...)
@@ -98,7 +97,7 @@ fail_phase(struct err *e, const char *phase, const char *fmt, ...)
 
 struct sink {
 	struct run *r;
-	struct buf *b;              /* NULL: not kept in memory */
+	struct buf *b; /* NULL: not kept in memory */
 	struct cache_put put;
 	uint64_t bytes;
 	const struct http_response *rs; /* its length is known at the first write */
@@ -123,7 +122,8 @@ sink_write(void *arg, const void *buf, size_t len, struct err *e)
 	s->bytes += len;
 	s->r->st.bytes += len;
 	if (s->r->o->progress)
-		s->r->o->progress(s->r->o->progress_arg, s->r->st.bytes, s->r->announced, s->r->done, s->r->n);
+		s->r->o->progress(s->r->o->progress_arg, s->r->st.bytes, s->r->announced, s->r->done,
+		                  s->r->n);
 	pthread_mutex_unlock(&s->r->mu);
 	return 0;
 }
@@ -143,8 +143,8 @@ fetch_one(struct run *r, struct http_client *hc, struct job *j, struct mem *m, s
 
 	buf_reset(&m->b);
 	m->ok = 0;
-	if ((rc = cache_get(o->cache, &p->digest, o->fetch_only ? NULL : &m->b, &m->ok, j->file, sizeof(j->file),
-			    e)) != 0) {
+	if ((rc = cache_get(o->cache, &p->digest, o->fetch_only ? NULL : &m->b, &m->ok, j->file,
+	                    sizeof(j->file), e)) != 0) {
 		if (rc > 0) {
 			struct stat cs;
 			uint64_t sz = stat(j->file, &cs) == 0 ? (uint64_t)cs.st_size : 0;
@@ -156,8 +156,8 @@ fetch_one(struct run *r, struct http_client *hc, struct job *j, struct mem *m, s
 		return rc < 0 ? -1 : 0;
 	}
 	if (o->offline)
-		return err_set(e, "install.disabled", "offline and not in the cache: %s@%s (%s)", p->name, p->version,
-			       p->integrity);
+		return err_set(e, "install.disabled", "offline and not in the cache: %s@%s (%s)", p->name,
+		               p->version, p->integrity);
 	if (r->reg[0] != '\0')
 		rc = snprintf(url, sizeof(url), "%s%s", r->reg, p->url_path);
 	else
@@ -208,8 +208,8 @@ fetch_one(struct run *r, struct http_client *hc, struct job *j, struct mem *m, s
 	if (rc < 0)
 		return fail_phase(e, "fetch", "%s", e->msg);
 	if (rc == 0)
-		return err_set(e, "install.checksum_mismatch", "%s@%s (%s): expected %s, got %s", p->name, p->version,
-			       url, digest_sri(&p->digest, want), digest_sri(&dw, got));
+		return err_set(e, "install.checksum_mismatch", "%s@%s (%s): expected %s, got %s", p->name,
+		               p->version, url, digest_sri(&p->digest, want), digest_sri(&dw, got));
 	m->ok = s.b != NULL && !s.b->over;
 	pthread_mutex_lock(&r->mu);
 	r->st.fetched++;
@@ -257,6 +257,7 @@ open_dir_path(int rootfd, const char *rel, struct err *e)
 struct file_tap {
 	const struct npm_opts *o;
 	const char *pkgpath;
+	struct cache_sums *sums; /* extraction's digests for the tree cache, or NULL */
 };
 
 static void
@@ -264,7 +265,10 @@ file_tap(void *arg, const char *name, const struct stat *st, const unsigned char
 {
 	struct file_tap *t = arg;
 
-	t->o->on_file(t->o->file_arg, t->pkgpath, name, st, sha256);
+	if (t->sums != NULL)
+		cache_sums_add(t->sums, name, st, sha256);
+	if (t->o->on_file != NULL)
+		t->o->on_file(t->o->file_arg, t->pkgpath, name, st, sha256);
 }
 
 /* The tree cache's key for a package: its integrity, extracted ARC_NPM. */
@@ -277,7 +281,8 @@ tree_key(const struct job *j, char key[CACHE_KEY_MAX])
 static int
 extract_one(struct run *r, struct job *j, const struct mem *m, int rootfd, struct err *e)
 {
-	struct file_tap tap = {r->o, j->p->path};
+	struct cache_sums sums = {0};
+	struct file_tap tap = {r->o, j->p->path, r->o->keep_trees ? &sums : NULL};
 	struct arc_opts ao;
 	struct arc_stats as;
 	char key[CACHE_KEY_MAX], meta[64], label[2 * NPMLOCK_NAME_MAX + 80];
@@ -294,8 +299,8 @@ extract_one(struct run *r, struct job *j, const struct mem *m, int rootfd, struc
 		if (!cache_fd_matches(afd, &j->p->digest)) {
 			close(afd);
 			return err_set(e, "install.checksum_mismatch",
-				       "%s@%s: the cache entry %s changed after verification", j->p->name, j->p->version,
-				       j->file);
+			               "%s@%s: the cache entry %s changed after verification", j->p->name,
+			               j->p->version, j->file);
 		}
 	}
 	dfd = open_dir_path(rootfd, j->p->path, e);
@@ -306,7 +311,7 @@ extract_one(struct run *r, struct job *j, const struct mem *m, int rootfd, struc
 	}
 	arc_opts_init(&ao, ARC_FMT_TAR_GZ);
 	ao.flags = ARC_NPM;
-	if (r->o->on_file != NULL) {
+	if (r->o->on_file != NULL || tap.sums != NULL) {
 		ao.on_file = file_tap;
 		ao.file_ctx = &tap;
 	}
@@ -325,8 +330,9 @@ extract_one(struct run *r, struct job *j, const struct mem *m, int rootfd, struc
 		/* the tarball's size: a placed package still counts its bytes */
 		snprintf(meta, sizeof(meta), "size=%llu", (unsigned long long)sz);
 		snprintf(label, sizeof(label), "%s@%s", j->p->name, j->p->version);
-		kept = cache_tree_store(r->o->cache, key, dfd, meta, label);
+		kept = cache_tree_store(r->o->cache, key, dfd, meta, label, cache_sums_get, &sums);
 	}
+	cache_sums_free(&sums);
 	close(dfd);
 	if (rc != 0) {
 		char msg[ERR_MSG_MAX];
@@ -347,7 +353,7 @@ extract_one(struct run *r, struct job *j, const struct mem *m, int rootfd, struc
 static int
 place_one(struct run *r, struct job *j, int rootfd, struct err *e)
 {
-	struct file_tap tap = {r->o, j->p->path};
+	struct file_tap tap = {r->o, j->p->path, NULL};
 	char key[CACHE_KEY_MAX], label[2 * NPMLOCK_NAME_MAX + 80], meta[64] = "";
 	const char *base = strrchr(j->p->path, '/');
 	uint64_t files = 0;
@@ -365,7 +371,7 @@ place_one(struct run *r, struct job *j, int rootfd, struct err *e)
 		return fail_phase(e, "extract", "%s: %s", j->p->path, strerror(errno));
 	snprintf(label, sizeof(label), "%s@%s", j->p->name, j->p->version);
 	rc = cache_tree_place(r->o->cache, key, pfd, base, label, r->o->on_file ? file_tap : NULL, &tap, meta,
-			      sizeof(meta), &files, e);
+	                      sizeof(meta), &files, e);
 	close(pfd);
 	if (rc < 0) {
 		char msg[ERR_MSG_MAX];
@@ -416,7 +422,8 @@ do_one(struct worker *w, struct job *pick, struct http_client **hc, struct mem *
 	char key[CACHE_KEY_MAX];
 	int rc, waited = 0;
 
-	if (!r->o->fetch_only && r->o->keep_trees && tree_key(pick, key) == 0 && cache_tree_has(r->o->cache, key)) {
+	if (!r->o->fetch_only && r->o->keep_trees && tree_key(pick, key) == 0 &&
+	    cache_tree_has(r->o->cache, key)) {
 		pthread_mutex_lock(&r->mu);
 		pick->st = P_FETCHED;
 		rc = wait_parent(r, pick);
@@ -538,7 +545,8 @@ npm_install(const struct npm_opts *o, struct npm_stats *st, struct err *e)
 		while (l > 0 && o->registry[l - 1] == '/')
 			l--;
 		if (l >= sizeof(r.reg) || strncmp(o->registry, "https://", 8) != 0)
-			return err_set(e, "config.invalid", "npm registry mirror: not an https URL: %.200s", o->registry);
+			return err_set(e, "config.invalid", "npm registry mirror: not an https URL: %.200s",
+			               o->registry);
 		memcpy(r.reg, o->registry, l);
 		r.reg[l] = '\0';
 	}
@@ -649,8 +657,8 @@ npm_link_bins(const struct npmlock *l, const char *staging, struct err *e)
 			if (fd >= 0)
 				close(fd);
 			close(pfd);
-			return fail_phase(e, "extract", "bin %s: %s/%s is not a regular file in the package", b->name,
-					  l->root->name, b->target);
+			return fail_phase(e, "extract", "bin %s: %s/%s is not a regular file in the package",
+			                  b->name, l->root->name, b->target);
 		}
 		if (fchmod(fd, 0755) != 0) {
 			close(fd);
@@ -659,8 +667,8 @@ npm_link_bins(const struct npmlock *l, const char *staging, struct err *e)
 		}
 		close(fd);
 		/* node_modules/.bin/<name> -> ../<package>/<target> */
-		if ((size_t)snprintf(target, sizeof(target), "../%s/%s", l->root->path + strlen("node_modules/"),
-				     b->target) >= sizeof(target) ||
+		if ((size_t)snprintf(target, sizeof(target), "../%s/%s",
+		                     l->root->path + strlen("node_modules/"), b->target) >= sizeof(target) ||
 		    (size_t)snprintf(link, sizeof(link), "%s/%s", bindir, b->name) >= sizeof(link) ||
 		    (size_t)snprintf(full, sizeof(full), "%s.tmp%d", link, (int)getpid()) >= sizeof(full)) {
 			close(pfd);
@@ -701,7 +709,8 @@ npm_js_entry(const char *path, char *buf, size_t cap, char **flags, int *nflags)
 	if (cap < 3)
 		return -1;
 	dot = strrchr(path, '.');
-	if (dot && strchr(dot, '/') == NULL && (strcmp(dot, ".js") == 0 || strcmp(dot, ".mjs") == 0 || strcmp(dot, ".cjs") == 0))
+	if (dot && strchr(dot, '/') == NULL &&
+	    (strcmp(dot, ".js") == 0 || strcmp(dot, ".mjs") == 0 || strcmp(dot, ".cjs") == 0))
 		js = 1;
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)

@@ -1,8 +1,8 @@
 #ifndef ABX_NPM_H
 #define ABX_NPM_H
 /*
- * The native npm-lock installer (SPEC §4, issue 5 §3–5): fetch every package
- * a loaded lockfile selected (core/npmlock.h), verify it against its
+ * The native npm-lock installer: fetch every package a loaded lockfile
+ * selected (pkg/npmlock.h), verify it against its
  * integrity, extract it into <staging>/<lockfile path>, and make the root
  * package's bin links. No npm process, no lifecycle script.
  *
@@ -59,39 +59,39 @@ struct stat;
  * extracted: the package's lockfile path, the file's name inside it, its
  * fstat once complete and the sha256 of its content (arc_file_fn). */
 typedef void (*npm_file_fn)(void *arg, const char *pkgpath, const char *name, const struct stat *st,
-			    const unsigned char sha256[32]);
+                            const unsigned char sha256[32]);
 
 struct npm_opts {
 	const struct npmlock *lock;
-	const char *staging;        /* tree root; NULL with fetch_only */
-	const char *cache;          /* the content-addressed cache directory */
-	const char *registry;       /* mirror base URL ("https://host[/prefix]") or NULL */
-	const char *const *hosts;   /* hosts that may be contacted ("host[:port]") */
+	const char *staging;      /* tree root; NULL with fetch_only */
+	const char *cache;        /* the content-addressed cache directory */
+	const char *registry;     /* mirror base URL ("https://host[/prefix]") or NULL */
+	const char *const *hosts; /* hosts that may be contacted ("host[:port]") */
 	size_t nhosts;
-	int jobs;                   /* 0 = NPM_JOBS_DEFAULT */
-	int offline;                /* cache only: a miss is install.disabled */
-	int fetch_only;             /* fill the cache, extract nothing */
-	int keep_trees;             /* place packages from the cache's extracted
-	                             * trees, and keep the trees extracted */
-	int64_t max_bytes;          /* cap per package download (0 = none); no
-	                             * total: every byte must match a pinned
-	                             * integrity, so the lockfile bounds the sum */
-	int64_t deadline_ms;        /* absolute CLOCK_MONOTONIC ms; 0 = none */
+	int jobs;            /* 0 = NPM_JOBS_DEFAULT */
+	int offline;         /* cache only: a miss is install.disabled */
+	int fetch_only;      /* fill the cache, extract nothing */
+	int keep_trees;      /* place packages from the cache's extracted
+	                      * trees, and keep the trees extracted */
+	int64_t max_bytes;   /* cap per package download (0 = none); no
+	                      * total: every byte must match a pinned
+	                      * integrity, so the lockfile bounds the sum */
+	int64_t deadline_ms; /* absolute CLOCK_MONOTONIC ms; 0 = none */
 	npm_progress_fn progress;
 	void *progress_arg;
-	npm_file_fn on_file;        /* NULL = none */
+	npm_file_fn on_file; /* NULL = none */
 	void *file_arg;
 };
 
 struct npm_stats {
-	size_t fetched;             /* downloaded */
-	size_t cached;              /* taken from the cache */
+	size_t fetched; /* downloaded */
+	size_t cached;  /* taken from the cache */
 	size_t extracted;
-	uint64_t bytes;             /* downloaded bytes */
-	uint64_t cached_bytes;      /* bytes of the packages taken from the cache */
-	uint64_t files;             /* files written by extraction or placement */
-	size_t placed;              /* placed from the cache's extracted trees */
-	size_t kept;                /* extracted trees kept in the cache */
+	uint64_t bytes;        /* downloaded bytes */
+	uint64_t cached_bytes; /* bytes of the packages taken from the cache */
+	uint64_t files;        /* files written by extraction or placement */
+	size_t placed;         /* placed from the cache's extracted trees */
+	size_t kept;           /* extracted trees kept in the cache */
 };
 
 /*

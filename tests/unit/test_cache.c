@@ -1,6 +1,7 @@
 #include "unit.h"
 #include "pkg/cache.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -121,6 +122,109 @@ test_put_commit(void **state)
 	}
 }
 
+/* ---- the hashing pipe ---------------------------------------------------- */
+
+/* n bytes of a pattern no chunk boundary lines up with */
+static unsigned char *
+pattern(size_t n)
+{
+	unsigned char *b = malloc(n);
+	size_t i;
+
+	assert_non_null(b);
+	for (i = 0; i < n; i++)
+		b[i] = (unsigned char)(i * 131 + i / 7);
+	return b;
+}
+
+/* Write n bytes through a pipe in pieces of step bytes (the last shorter);
+ * the file and both digests must be those of the bytes. */
+static void
+pipe_roundtrip(size_t n, size_t step)
+{
+	char p[512];
+	unsigned char *b = pattern(n), *back = malloc(n + 1);
+	struct digest a, s, wa, ws;
+	struct cache_pipe *cp;
+	size_t off;
+	int fd;
+
+	assert_non_null(back);
+	snprintf(p, sizeof(p), "%s/pipe.bin", dir);
+	fd = open(p, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	assert_true(fd >= 0);
+	cp = cache_pipe_new(fd, DIGEST_SHA512, DIGEST_SHA256);
+	assert_non_null(cp);
+	for (off = 0; off < n; off += step)
+		assert_int_equal(cache_pipe_write(cp, b + off, n - off < step ? n - off : step), 0);
+	assert_int_equal(cache_pipe_finish(cp, &a, &s), 0);
+	digest_buf(DIGEST_SHA512, b, n, &wa);
+	digest_buf(DIGEST_SHA256, b, n, &ws);
+	assert_true(digest_equal(&a, &wa));
+	assert_true(digest_equal(&s, &ws));
+	assert_int_equal(pread(fd, back, n + 1, 0), (ssize_t)n);
+	assert_memory_equal(back, b, n);
+	close(fd);
+	free(b);
+	free(back);
+}
+
+static void
+test_pipe_small(void **state)
+{
+	pipe_roundtrip(0, 1);
+	pipe_roundtrip(11, 5);
+	pipe_roundtrip(100000, 16384); /* under one chunk: no thread */
+}
+
+static void
+test_pipe_large(void **state)
+{
+	/* many times the ring, in TLS-record and odd-sized pieces, and in
+	 * pieces larger than a chunk */
+	pipe_roundtrip(5u << 20, 16384);
+	pipe_roundtrip((3u << 20) + 7, 1000);
+	pipe_roundtrip((2u << 20) + 1, 300000);
+	pipe_roundtrip(128u << 10, 128u << 10); /* exactly one chunk */
+}
+
+/* A write the worker fails is reported (by a later write or by finish),
+ * with its errno, and the pipe still stops cleanly. */
+static void
+test_pipe_write_error(void **state)
+{
+	char p[512];
+	unsigned char *b = pattern(1u << 20);
+	struct cache_pipe *cp;
+	struct digest a;
+	int fd, failed = 0, i;
+
+	snprintf(p, sizeof(p), "%s/ro.bin", dir);
+	put("ro.bin", "");
+	fd = open(p, O_RDONLY);
+	assert_true(fd >= 0);
+	cp = cache_pipe_new(fd, DIGEST_SHA256, DIGEST_NONE);
+	assert_non_null(cp);
+	for (i = 0; i < 8 && !failed; i++)
+		failed = cache_pipe_write(cp, b, 1u << 20) < 0;
+	if (failed)
+		assert_int_equal(errno, EBADF);
+	errno = 0;
+	assert_int_equal(cache_pipe_finish(cp, &a, NULL), -1);
+	assert_int_equal(errno, EBADF);
+	/* small (no thread): finish reports it */
+	cp = cache_pipe_new(fd, DIGEST_SHA256, DIGEST_NONE);
+	assert_int_equal(cache_pipe_write(cp, b, 10), 0);
+	assert_int_equal(cache_pipe_finish(cp, &a, NULL), -1);
+	assert_int_equal(errno, EBADF);
+	/* abandoned mid-way */
+	cp = cache_pipe_new(fd, DIGEST_SHA256, DIGEST_NONE);
+	(void)cache_pipe_write(cp, b, 1u << 20);
+	cache_pipe_free(cp);
+	close(fd);
+	free(b);
+}
+
 /* ---- extracted trees ---------------------------------------------------- */
 
 struct tap {
@@ -139,10 +243,47 @@ tap(void *arg, const char *name, const struct stat *st, const unsigned char sha[
 
 static char key[CACHE_KEY_MAX];
 
+static void make_entry_with(char *cache, size_t cap, struct cache_sums *sums, const char *after);
+static const char *sum_a_text;
+
 /* A source tree with a file, a nested executable, a link and an empty
  * directory, kept as an entry; returns the cache path. */
 static void
 make_entry(char *cache, size_t cap)
+{
+	make_entry_with(cache, cap, NULL, NULL);
+}
+
+/* Record in sums what an extractor would have for src/rel (its stat now),
+ * with the digest of text (the file's own content, or a lie). */
+static void
+sum_of(struct cache_sums *sums, const char *rel, const char *text)
+{
+	char p[512];
+	struct digest d;
+	struct stat st;
+
+	snprintf(p, sizeof(p), "%s/src/%s", dir, rel);
+	assert_int_equal(stat(p, &st), 0);
+	digest_buf(DIGEST_SHA256, text, strlen(text), &d);
+	cache_sums_add(sums, rel, &st, d.v);
+}
+
+/* The same tree, kept with digests from "extraction": a.txt's recorded as
+ * that of a_text, bin/tool's true; then the shell command after (in src),
+ * then kept. */
+static void
+make_entry_sums(char *cache, size_t cap, const char *a_text, const char *after)
+{
+	struct cache_sums sums = {0};
+
+	sum_a_text = a_text;
+	make_entry_with(cache, cap, &sums, after);
+	cache_sums_free(&sums);
+}
+
+static void
+make_entry_with(char *cache, size_t cap, struct cache_sums *sums, const char *after)
 {
 	char src[256];
 	struct digest d;
@@ -162,10 +303,19 @@ make_entry(char *cache, size_t cap)
 	mkdir((snprintf(src, sizeof(src), "%s/src/empty", dir), src), 0750);
 	digest_buf(DIGEST_SHA256, "artifact", 8, &d);
 	assert_int_equal(cache_tree_key(&d, "t1", key), 0);
+	if (sums != NULL) {
+		sum_of(sums, "a.txt", sum_a_text);
+		sum_of(sums, "bin/tool", "#!/bin/sh\necho hi\n");
+	}
+	if (after != NULL) {
+		char c[600];
+		snprintf(c, sizeof(c), "cd %s/src && %s", dir, after);
+		assert_int_equal(system(c), 0);
+	}
 	snprintf(src, sizeof(src), "%s/src", dir);
 	fd = open(src, O_RDONLY | O_DIRECTORY);
 	assert_true(fd >= 0);
-	assert_int_equal(cache_tree_store(cache, key, fd, "size=8", "test"), 1);
+	assert_int_equal(cache_tree_store(cache, key, fd, "size=8", "test", sums ? cache_sums_get : NULL, sums), 1);
 	close(fd);
 }
 
@@ -295,6 +445,93 @@ test_tree_other_key(void **state)
 		"&& chmod 600 .key");
 }
 
+/* Keeping a tree takes each file's digest from extraction instead of
+ * hashing the copy again: a digest the extractor got wrong is what the
+ * listing records (so it was not recomputed), and placement, which hashes
+ * every copy, refuses the entry. */
+static void
+test_tree_store_uses_sums(void **state)
+{
+	char cache[256], c[1024];
+	struct tap t = {0};
+
+	make_entry_sums(cache, sizeof(cache), "alpha\n", NULL);
+	assert_int_equal(place(cache, &t, NULL, 0), 1);
+	assert_int_equal(t.n, 2);
+	snprintf(c, sizeof(c), "rm -rf %s/src %s/dst %s", dir, dir, cache);
+	assert_int_equal(system(c), 0);
+	make_entry_sums(cache, sizeof(cache), "not alpha\n", NULL);
+	snprintf(c, sizeof(c),
+		 "grep -q \"^f 0644 6 $(printf 'not alpha\\n' | sha256sum | cut -c1-64) a.txt$\" %s/trees/%s/manifest",
+		 cache, key);
+	assert_int_equal(system(c), 0);
+	assert_int_equal(place(cache, &t, NULL, 0), 0);
+	assert_int_equal(cache_tree_has(cache, key), 0);
+}
+
+/* A file changed after extraction hashed it (its ctime moved) is hashed
+ * again as it is kept: the recorded digest no longer describes it. */
+static void
+test_tree_store_changed_since(void **state)
+{
+	char cache[256], c[1024];
+	struct tap t = {0};
+
+	make_entry_sums(cache, sizeof(cache), "alpha\n", "sleep 0.02; printf 'alphA\\n' >a.txt");
+	snprintf(c, sizeof(c),
+		 "grep -q \"^f 0644 6 $(printf 'alphA\\n' | sha256sum | cut -c1-64) a.txt$\" %s/trees/%s/manifest",
+		 cache, key);
+	assert_int_equal(system(c), 0);
+	assert_int_equal(place(cache, &t, NULL, 0), 1);
+}
+
+/* A file large enough to be copied through the hashing pipe: placed whole
+ * and byte for byte, and one byte changed in the middle of the cache's copy
+ * is found. */
+static void
+test_tree_large_file(void **state)
+{
+	char cache[256], p[512], c[1024];
+	size_t n = (9u << 20) + 3;
+	unsigned char *b = pattern(n), *back = malloc(n);
+	struct tap t = {0};
+	struct digest d;
+	FILE *f;
+	int fd;
+
+	assert_non_null(back);
+	snprintf(cache, sizeof(cache), "%s/c", dir);
+	mkdir(cache, 0700);
+	snprintf(p, sizeof(p), "%s/src", dir);
+	mkdir(p, 0755);
+	snprintf(p, sizeof(p), "%s/src/big.bin", dir);
+	f = fopen(p, "w");
+	assert_non_null(f);
+	assert_int_equal(fwrite(b, 1, n, f), n);
+	fclose(f);
+	digest_buf(DIGEST_SHA256, "large", 5, &d);
+	assert_int_equal(cache_tree_key(&d, "t1", key), 0);
+	snprintf(p, sizeof(p), "%s/src", dir);
+	fd = open(p, O_RDONLY | O_DIRECTORY);
+	assert_int_equal(cache_tree_store(cache, key, fd, "size=5", "test", NULL, NULL), 1);
+	close(fd);
+	assert_int_equal(place(cache, &t, NULL, 0), 1);
+	snprintf(p, sizeof(p), "%s/dst/tree/big.bin", dir);
+	f = fopen(p, "r");
+	assert_non_null(f);
+	assert_int_equal(fread(back, 1, n, f), n);
+	fclose(f);
+	assert_memory_equal(back, b, n);
+	/* damaged in the middle, size and mode unchanged */
+	snprintf(c, sizeof(c), "rm -rf %s/dst && printf X | dd of=%s/trees/%s/tree/big.bin bs=1 seek=5000000 "
+		 "conv=notrunc 2>/dev/null", dir, cache, key);
+	assert_int_equal(system(c), 0);
+	assert_int_equal(place(cache, &t, NULL, 0), 0);
+	assert_int_equal(cache_tree_has(cache, key), 0);
+	free(b);
+	free(back);
+}
+
 static void
 test_tree_renamed_entry(void **state)
 {
@@ -331,6 +568,9 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_get_verifies, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_put_commit, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pipe_small, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pipe_large, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pipe_write_error, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tree_place, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tree_file_changed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tree_file_missing, setup, teardown),
@@ -341,6 +581,9 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_tree_partial_entry, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tree_other_key, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tree_renamed_entry, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tree_store_uses_sums, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tree_large_file, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tree_store_changed_since, setup, teardown),
 		cmocka_unit_test(test_tree_key_rejects),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
