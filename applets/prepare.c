@@ -372,7 +372,9 @@ install_one(struct tooling *t, const struct item *it, struct json_w *w, struct e
 			       r.from_path ? " on PATH" : "", r.entry);
 	} else {
 		tooling_json_error(w, e);
-		if (!t->json)
+		/* a requirement's failure waits: the tool that needs it says it
+		 * again ("X requires Y: ..."), and once is enough */
+		if (!t->json && it->requested)
 			err_print(e);
 	}
 	json_w_end(w);
@@ -384,9 +386,10 @@ install_one(struct tooling *t, const struct item *it, struct json_w *w, struct e
 static int
 install_items(struct tooling *t, const struct item *items, int n)
 {
+	static struct err said[PREPARE_MAX], held[PREPARE_MAX];
 	struct json_w w;
 	struct err e;
-	int i, failed = 0;
+	int i, j, failed = 0, nsaid = 0, nheld = 0;
 
 	json_w_init(&w, 1 << 20);
 	json_w_obj(&w);
@@ -396,12 +399,23 @@ install_items(struct tooling *t, const struct item *items, int n)
 		if (install_one(t, &items[i], &w, &e) == 0)
 			continue;
 		failed++;
+		if (items[i].requested)
+			said[nsaid++] = e;
+		else
+			held[nheld++] = e;
 		/* a broken manifest is a configuration error */
 		if (e.code && strcmp(e.code, "install.manifest_invalid") == 0 && n == 1) {
 			json_w_free(&w);
 			tooling_close(t);
 			return EXIT_USAGE;
 		}
+	}
+	/* a requirement's failure no requested tool repeated */
+	for (i = 0; !t->json && i < nheld; i++) {
+		for (j = 0; j < nsaid && strstr(said[j].msg, held[i].msg) == NULL; j++)
+			;
+		if (j == nsaid)
+			err_print(&held[i]);
 	}
 	json_w_end(&w);
 	json_w_kint(&w, "downloads", t->ctx.downloads);

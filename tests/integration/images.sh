@@ -88,6 +88,8 @@ check "scratch: the refusal names the fix" grep -qF "ABX_TOOL_CLAUDE_CODE" "$T/e
 inroot "$S" /abx prepare --only gemini
 expect "scratch: gemini refused for its node-runtime" 3 "" \
 	"install.image_unsupported: gemini requires node-runtime: node-runtime cannot run in this image: it needs the glibc loader $GLD"
+check "scratch: the refusal is said once, by the tool that needs node-runtime" \
+	test "$(grep -c 'install.image_unsupported' "$T/err")" = 1
 check "scratch: nothing downloaded for either" test "$(wc -l <"$T/reg.log")" = "$before"
 check "scratch: no tree, no staging left" test ! -e "$S/tools/claude-code" -a ! -e "$S/tools/gemini" -a ! -e "$S/tools/node-runtime"
 inroot "$S" /abx prepare --dry-run --only gemini
