@@ -578,18 +578,61 @@ reader(enum arc_format f, struct err *e)
 }
 
 /* The archive comes from a descriptor (mem == NULL) or from memory. */
+/* The reader of a hashed archive (arc_opts.tee): each block read is hashed
+ * as libarchive takes it; tee_drain hashes what it did not read. */
+struct tee {
+	int fd;
+	struct digest_ctx *d;
+	unsigned char *buf;
+};
+
+static la_ssize_t
+tee_read(struct archive *a, void *arg, const void **out)
+{
+	struct tee *t = arg;
+	ssize_t n;
+
+	do
+		n = read(t->fd, t->buf, ARC_READ_BLOCK);
+	while (n < 0 && errno == EINTR);
+	if (n < 0) {
+		if (a != NULL)
+			archive_set_error(a, errno, "read: %s", strerror(errno));
+		return -1;
+	}
+	digest_update(t->d, t->buf, (size_t)n);
+	*out = t->buf;
+	return n;
+}
+
+static int
+tee_drain(struct tee *t)
+{
+	const void *p;
+	la_ssize_t n;
+
+	while ((n = tee_read(NULL, t, &p)) > 0)
+		;
+	return n == 0 ? 0 : -1;
+}
+
 static int
 extract(int archive_fd, const void *mem, size_t memlen, int root_dirfd, const struct arc_opts *o,
         struct arc_stats *st, struct err *e)
 {
 	struct arc_stats local;
 	struct archive_entry *ent;
+	struct tee tee = {archive_fd, o->tee, NULL};
 	struct xs x;
 	locale_t utf8, old = (locale_t)0;
-	int r, rc = -1;
+	int r, rc = -1, opened;
 
 	if (st == NULL)
 		st = &local;
+	if (o->tee != NULL && (mem != NULL || o->format == ARC_FMT_ZIP))
+		return err_set(e, "internal", "a hashed extraction reads a tar or tar.gz from a file");
+	if (o->tee != NULL && (tee.buf = malloc(ARC_READ_BLOCK)) == NULL)
+		return err_set(e, "internal", "out of memory");
 	memset(st, 0, sizeof(*st));
 	memset(&x, 0, sizeof(x));
 	x.root = root_dirfd;
@@ -617,8 +660,13 @@ extract(int archive_fd, const void *mem, size_t memlen, int root_dirfd, const st
 	x.a = reader(o->format, e);
 	if (x.a == NULL)
 		goto out_locale;
-	if ((mem != NULL ? archive_read_open_memory(x.a, mem, memlen)
-	                 : archive_read_open_fd(x.a, archive_fd, ARC_READ_BLOCK)) != ARCHIVE_OK) {
+	if (mem != NULL)
+		opened = archive_read_open_memory(x.a, mem, memlen);
+	else if (o->tee != NULL)
+		opened = archive_read_open(x.a, &tee, NULL, tee_read, NULL);
+	else
+		opened = archive_read_open_fd(x.a, archive_fd, ARC_READ_BLOCK);
+	if (opened != ARCHIVE_OK) {
 		arc_refuse(&x, "not a valid %s archive: %s", arc_format_name(o->format),
 		           archive_error_string(x.a) ? archive_error_string(x.a) : "?");
 		goto out;
@@ -642,6 +690,10 @@ extract(int archive_fd, const void *mem, size_t memlen, int root_dirfd, const st
 	}
 	if (apply_deferred(&x) != 0)
 		goto out;
+	if (o->tee != NULL && tee_drain(&tee) != 0) {
+		err_set(e, "io.error", "reading the archive: %s", strerror(errno));
+		goto out;
+	}
 	rc = 0;
 out:
 	st->bytes_in = (uint64_t)archive_filter_bytes(x.a, -1);
@@ -657,6 +709,7 @@ out_locale:
 		uselocale(old);
 		freelocale(utf8);
 	}
+	free(tee.buf);
 	return rc;
 }
 

@@ -60,6 +60,8 @@
 #include "base/err.h"
 #include "base/fs.h"
 
+struct digest_ctx;
+
 /*
  * The one set of secure-extraction rules. We do not hand it to
  * archive_write_disk (see above); it names the libarchive semantics our
@@ -132,6 +134,11 @@ struct arc_opts {
 	void *progress_ctx;
 	arc_file_fn on_file; /* NULL = none */
 	void *file_ctx;
+	/* NULL = none. Else every byte of archive_fd from its offset to its
+	 * end (the bytes after the archive's end too) is also hashed into tee,
+	 * so a caller checks what was extracted against a digest without
+	 * reading the file twice (a tar or tar.gz from an fd only). */
+	struct digest_ctx *tee;
 };
 
 struct arc_stats {

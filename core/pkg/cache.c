@@ -92,12 +92,6 @@ fd_matches(int fd, const struct digest *want, struct buf *mem, int *in_mem)
 }
 
 int
-cache_fd_matches(int fd, const struct digest *want)
-{
-	return lseek(fd, 0, SEEK_SET) == 0 && fd_matches(fd, want, NULL, NULL) && lseek(fd, 0, SEEK_SET) == 0;
-}
-
-int
 cache_get(const char *cache, const struct digest *want, struct buf *mem, int *in_mem, char *out, size_t cap,
           struct err *e)
 {

@@ -66,10 +66,6 @@ int cache_get(const char *cache, const struct digest *want, struct buf *mem, int
  * network probe's "is it cached" guess. */
 int cache_sha256_of(const char *cache, const struct digest *d, char hex[DIGEST_HEX_MAX]);
 
-/* Hash fd from its start with want's algorithm and seek back to the
- * start: 1 when it matches, 0 when not or unreadable. */
-int cache_fd_matches(int fd, const struct digest *want);
-
 /*
  * Bytes hashed and written on a second thread: the caller's thread (the
  * one reading the connection) only copies them into a bounded ring of

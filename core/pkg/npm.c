@@ -283,6 +283,7 @@ extract_one(struct run *r, struct job *j, const struct mem *m, int rootfd, struc
 {
 	struct cache_sums sums = {0};
 	struct file_tap tap = {r->o, j->p->path, r->o->keep_trees ? &sums : NULL};
+	struct digest_ctx tee;
 	struct arc_opts ao;
 	struct arc_stats as;
 	char key[CACHE_KEY_MAX], meta[64], label[2 * NPMLOCK_NAME_MAX + 80];
@@ -292,16 +293,6 @@ extract_one(struct run *r, struct job *j, const struct mem *m, int rootfd, struc
 		afd = open(j->file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 		if (afd < 0)
 			return fail_phase(e, "extract", "%s: %s", j->file, strerror(errno));
-		/* Too large to keep in memory: the file was verified when it
-		 * entered the cache or when it was looked up; it is ours, but
-		 * check again what the extractor will read: the cache directory
-		 * may be shared. */
-		if (!cache_fd_matches(afd, &j->p->digest)) {
-			close(afd);
-			return err_set(e, "install.checksum_mismatch",
-			               "%s@%s: the cache entry %s changed after verification", j->p->name,
-			               j->p->version, j->file);
-		}
 	}
 	dfd = open_dir_path(rootfd, j->p->path, e);
 	if (dfd < 0) {
@@ -311,6 +302,15 @@ extract_one(struct run *r, struct job *j, const struct mem *m, int rootfd, struc
 	}
 	arc_opts_init(&ao, ARC_FMT_TAR_GZ);
 	ao.flags = ARC_NPM;
+	/* Too large to keep in memory: the file was verified when it entered
+	 * the cache or when it was looked up, but the cache directory may be
+	 * shared, so what the extractor reads is hashed as it reads it and
+	 * checked before the package counts (or is kept): a mismatch fails
+	 * the install, whose staging is then discarded, unpublished. */
+	if (!m->ok) {
+		digest_init(&tee, j->p->digest.alg);
+		ao.tee = &tee;
+	}
 	if (r->o->on_file != NULL || tap.sums != NULL) {
 		ao.on_file = file_tap;
 		ao.file_ctx = &tap;
@@ -322,6 +322,17 @@ extract_one(struct run *r, struct job *j, const struct mem *m, int rootfd, struc
 		rc = arc_extract_fd(afd, dfd, &ao, &as, e);
 	if (afd >= 0)
 		close(afd);
+	if (rc == 0 && ao.tee != NULL) {
+		struct digest got;
+		digest_final(&tee, &got);
+		if (!digest_equal(&got, &j->p->digest)) {
+			cache_sums_free(&sums);
+			close(dfd);
+			return err_set(e, "install.checksum_mismatch",
+			               "%s@%s: the cache entry %s changed after verification", j->p->name,
+			               j->p->version, j->file);
+		}
+	}
 	/* Kept before anything else runs in the tree (the packages it holds
 	 * are extracted only once this one is done). */
 	if (rc == 0 && r->o->keep_trees && tree_key(j, key) == 0) {

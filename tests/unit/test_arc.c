@@ -669,6 +669,51 @@ t_no_format(void **s)
 
 #define C(f) cmocka_unit_test_setup(f, fresh_stage)
 
+/* arc_opts.tee: the bytes read are hashed, to the end of the file (the
+ * ones after the archive's end too), so the digest is the file's; a memory
+ * archive is refused; the same tree as without the tee. */
+static void
+t_tee(void **s)
+{
+	const char *names[2] = {"good.tar.gz", "good.tar"};
+	char p[400], junk[400], cmd[900];
+	struct digest_ctx c;
+	struct digest got, want;
+	struct arc_opts o;
+	struct err e;
+	int i, fd, dfd;
+
+	for (i = 0; i < 2; i++) {
+		assert_int_equal(stage_reset(), 0);
+		path_of(p, sizeof(p), arch, names[i]);
+		/* a copy with more bytes past the archive's end than one read
+		 * takes: the reader stops short of them */
+		snprintf(junk, sizeof(junk), "%s/tee-%d", base, i);
+		snprintf(cmd, sizeof(cmd), "cp '%s' '%s' && head -c 1000000 /dev/urandom >>'%s'", p, junk, junk);
+		assert_int_equal(system(cmd), 0);
+		assert_int_equal(digest_file(DIGEST_SHA512, junk, &want, NULL, &e), 0);
+		arc_opts_init(&o, i == 0 ? ARC_FMT_TAR_GZ : ARC_FMT_TAR);
+		digest_init(&c, DIGEST_SHA512);
+		o.tee = &c;
+		fd = open(junk, O_RDONLY);
+		dfd = open(stage, O_RDONLY | O_DIRECTORY);
+		assert_true(fd >= 0 && dfd >= 0);
+		if (arc_extract_fd(fd, dfd, &o, NULL, &e) != 0)
+			fail_msg("%s: %s", names[i], e.msg);
+		close(fd);
+		digest_final(&c, &got);
+		assert_true(digest_equal(&got, &want));
+		assert_good_tree("pkg-1.0/");
+		close(dfd);
+	}
+	dfd = open(stage, O_RDONLY | O_DIRECTORY);
+	arc_opts_init(&o, ARC_FMT_TAR);
+	o.tee = &c;
+	assert_int_equal(arc_extract_mem("x", 1, dfd, &o, NULL, &e), -1);
+	assert_string_equal(e.code, "internal");
+	close(dfd);
+}
+
 int
 main(void)
 {
@@ -688,7 +733,7 @@ main(void)
 		C(t_writable_normalised), C(t_owner_read_added), C(t_good_targz), C(t_good_tar_strip),
 		C(t_good_gnu_tar), C(t_tar_gz_reads_plain_tar_only_as_tar),
 		C(t_good_zip), C(t_nonascii_tar), C(t_npm_mode), C(t_progress),
-		C(t_format_names), C(t_no_format),
+		C(t_format_names), C(t_no_format), C(t_tee),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
