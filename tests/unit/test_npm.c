@@ -7,17 +7,11 @@
 
 static char dir[64];
 
+/* A file in the test's directory. */
 static void
 put(const char *rel, const char *text)
 {
-	char p[512];
-	FILE *f;
-
-	snprintf(p, sizeof(p), "%s/%s", dir, rel);
-	f = fopen(p, "w");
-	assert_non_null(f);
-	fputs(text, f);
-	fclose(f);
+	unit_put(dir, rel, text);
 }
 
 static int

@@ -51,3 +51,17 @@ unit_mkdtemp(char *dir, size_t cap, const char *what)
 		return -1;
 	return mkdtemp(dir) != NULL ? 0 : -1;
 }
+
+/* Write text to dir/rel (the test fails when it cannot). */
+static void
+unit_put(const char *dir, const char *rel, const char *text)
+{
+	char p[512];
+	FILE *f;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, rel);
+	f = fopen(p, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
