@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include "base/buf.h"
+#include "base/digest.h"
+#include "base/fs.h"
 #include "base/net.h"
 
 /* ---- Trust anchors ----------------------------------------------------- */
@@ -57,21 +59,57 @@ ta_free_one(br_x509_trust_anchor *ta)
 	}
 }
 
-/* Decode one DER certificate into a trust anchor appended to *list.
+/* The anchors being loaded, and the sha256 of every DER certificate seen
+ * (a bundle and a directory of the same CAs, as SSL_CERT_FILE and
+ * SSL_CERT_DIR often are, decode each certificate once). */
+struct ta_set {
+	br_x509_trust_anchor *list;
+	size_t n, cap;
+	unsigned char (*seen)[32];
+	size_t nseen, capseen;
+};
+
+/* 1 when der was seen before (now it is), 0 the first time, -1 when out
+ * of memory. */
+static int
+ta_seen(struct ta_set *s, const unsigned char *der, size_t len)
+{
+	struct digest d;
+	size_t i;
+
+	digest_buf(DIGEST_SHA256, der, len, &d);
+	for (i = 0; i < s->nseen; i++)
+		if (memcmp(s->seen[i], d.v, 32) == 0)
+			return 1;
+	if (s->nseen == s->capseen) {
+		size_t ncap = s->capseen ? s->capseen * 2 : 256;
+		void *ns = realloc(s->seen, ncap * sizeof(*s->seen));
+		if (ns == NULL)
+			return -1;
+		s->seen = ns;
+		s->capseen = ncap;
+	}
+	memcpy(s->seen[s->nseen++], d.v, 32);
+	return 0;
+}
+
+/* Decode one DER certificate into a trust anchor appended to the set.
  * Certificates we cannot use (unsupported key type, bad DER) are skipped:
  * a bundle with one odd entry must not cost the user every other CA. */
 static void
-ta_add_der(br_x509_trust_anchor **list, size_t *n, size_t *cap, const unsigned char *der, size_t len)
+ta_add_der(struct ta_set *s, const unsigned char *der, size_t len)
 {
 	br_x509_decoder_context dc;
 	struct buf dn = BUF_INIT(4096);
 	const br_x509_pkey *pk;
 	br_x509_trust_anchor ta, *nl;
 
+	if (s->n >= TLS_ANCHORS_MAX || ta_seen(s, der, len) != 0)
+		return;
 	br_x509_decoder_init(&dc, buf_cb, &dn);
 	br_x509_decoder_push(&dc, der, len);
 	pk = br_x509_decoder_get_pkey(&dc);
-	if (pk == NULL || dn.over || *n >= TLS_ANCHORS_MAX) {
+	if (pk == NULL || dn.over) {
 		free(dn.p);
 		return;
 	}
@@ -97,77 +135,131 @@ ta_add_der(br_x509_trust_anchor **list, size_t *n, size_t *cap, const unsigned c
 		free(dn.p);
 		return;
 	}
-	if (*n == *cap) {
-		size_t ncap = *cap ? *cap * 2 : 64;
-		nl = realloc(*list, ncap * sizeof(**list));
+	if (s->n == s->cap) {
+		size_t ncap = s->cap ? s->cap * 2 : 64;
+		nl = realloc(s->list, ncap * sizeof(*s->list));
 		if (nl == NULL)
 			goto drop;
-		*list = nl;
-		*cap = ncap;
+		s->list = nl;
+		s->cap = ncap;
 	}
-	(*list)[(*n)++] = ta;
+	s->list[s->n++] = ta;
 	return;
 drop:
 	ta_free_one(&ta);
 }
 
-/* Read PEM certificates from path. Returns how many were added. */
-static size_t
-ta_load_file(const char *path, br_x509_trust_anchor **list, size_t *n, size_t *cap)
+static int
+b64_value(unsigned char c)
 {
-	br_pem_decoder_context pc;
-	struct buf der = BUF_INIT(TLS_CERT_DER_MAX);
-	unsigned char buf[4096];
-	size_t before = *n, total = 0, off, k;
-	int fd, incert = 0;
-	ssize_t r;
-	struct stat st;
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A';
+	if (c >= 'a' && c <= 'z')
+		return c - 'a' + 26;
+	if (c >= '0' && c <= '9')
+		return c - '0' + 52;
+	if (c == '+')
+		return 62;
+	if (c == '/')
+		return 63;
+	return -1;
+}
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return 0;
-	}
-	br_pem_decoder_init(&pc);
-	while ((r = read(fd, buf, sizeof(buf))) > 0 && total < TLS_BUNDLE_BYTES_MAX) {
-		total += (size_t)r;
-		off = 0;
-		while (off < (size_t)r) {
-			k = br_pem_decoder_push(&pc, buf + off, (size_t)r - off);
-			off += k;
-			switch (br_pem_decoder_event(&pc)) {
-			case BR_PEM_BEGIN_OBJ:
-				incert = strcmp(br_pem_decoder_name(&pc), "CERTIFICATE") == 0 ||
-				         strcmp(br_pem_decoder_name(&pc), "TRUSTED CERTIFICATE") == 0;
-				buf_reset(&der);
-				br_pem_decoder_setdest(&pc, incert ? buf_cb : NULL, &der);
-				break;
-			case BR_PEM_END_OBJ:
-				if (incert && !der.over)
-					ta_add_der(list, n, cap, der.p, der.len);
-				incert = 0;
-				break;
-			case BR_PEM_ERROR:
-				/* Resynchronise on the next BEGIN line. */
-				br_pem_decoder_init(&pc);
-				incert = 0;
-				break;
-			default:
-				break;
-			}
+/* The base64 body of a PEM block, p[0..n), into out (at most cap bytes):
+ * white space is skipped, '=' ends it. Returns the length or -1. */
+static long
+pem_body(const char *p, size_t n, unsigned char *out, size_t cap)
+{
+	size_t i, o = 0;
+	uint32_t acc = 0;
+	int bits = 0, v;
+
+	for (i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)p[i];
+		if (c == ' ' || c == '\t' || c == '\r' || c == '\n')
+			continue;
+		if (c == '=')
+			break;
+		if ((v = b64_value(c)) < 0)
+			return -1;
+		acc = acc << 6 | (uint32_t)v;
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			if (o == cap)
+				return -1;
+			out[o++] = (unsigned char)(acc >> bits);
 		}
 	}
-	close(fd);
-	free(der.p);
-	return *n - before;
+	for (; i < n; i++)
+		if (p[i] != '=' && p[i] != ' ' && p[i] != '\t' && p[i] != '\r' && p[i] != '\n')
+			return -1;
+	return (long)o;
+}
+
+/* Is the block named s[0..n) a certificate? */
+static int
+pem_is_cert(const char *s, size_t n)
+{
+	return (n == 11 && memcmp(s, "CERTIFICATE", 11) == 0) ||
+	       (n == 19 && memcmp(s, "TRUSTED CERTIFICATE", 19) == 0);
+}
+
+/* Read PEM certificates from path (at most TLS_BUNDLE_BYTES_MAX bytes).
+ * Other blocks, text between blocks and blocks that do not decode are
+ * skipped. Returns how many anchors were added. */
+static size_t
+ta_load_file(const char *path, struct ta_set *s)
+{
+	static const char begin[] = "-----BEGIN ", end[] = "-----END ";
+	size_t before = s->n, len, nl;
+	unsigned char *der;
+	const char *p, *lim, *b, *name, *q, *body, *e;
+	struct err ignored;
+	char *text;
+	long k;
+
+	err_clear(&ignored);
+	if (fs_read_input(path, TLS_BUNDLE_BYTES_MAX, &text, &len, &ignored) != 0)
+		return 0;
+	der = malloc(TLS_CERT_DER_MAX);
+	if (der == NULL) {
+		free(text);
+		return 0;
+	}
+	lim = text + len;
+	p = text;
+	while ((b = memmem(p, (size_t)(lim - p), begin, sizeof(begin) - 1)) != NULL) {
+		p = b + sizeof(begin) - 1;
+		/* a BEGIN line starts a line */
+		if (b != text && b[-1] != '\n')
+			continue;
+		name = p;
+		q = memchr(name, '\n', (size_t)(lim - name));
+		if (q == NULL)
+			break;
+		nl = (size_t)(q - name);
+		nl -= nl > 0 && name[nl - 1] == '\r';
+		body = q + 1;
+		e = memmem(body, (size_t)(lim - body), end, sizeof(end) - 1);
+		if (e == NULL)
+			break;
+		p = e + sizeof(end) - 1;
+		if (nl < 5 || memcmp(name + nl - 5, "-----", 5) != 0 || !pem_is_cert(name, nl - 5))
+			continue;
+		k = pem_body(body, (size_t)(e - body), der, TLS_CERT_DER_MAX);
+		if (k > 0)
+			ta_add_der(s, der, (size_t)k);
+	}
+	free(der);
+	free(text);
+	return s->n - before;
 }
 
 /* Every regular file of dir, each (device, inode) once: hashed-name links
  * and *.pem links in /etc/ssl/certs name the same files. */
 static size_t
-ta_load_dir(const char *dir, br_x509_trust_anchor **list, size_t *n, size_t *cap)
+ta_load_dir(const char *dir, struct ta_set *s)
 {
 	struct seen {
 		dev_t dev;
@@ -182,7 +274,7 @@ ta_load_dir(const char *dir, br_x509_trust_anchor **list, size_t *n, size_t *cap
 	dp = opendir(dir);
 	if (dp == NULL)
 		return 0;
-	while ((d = readdir(dp)) != NULL && *n < TLS_ANCHORS_MAX) {
+	while ((d = readdir(dp)) != NULL && s->n < TLS_ANCHORS_MAX) {
 		if (d->d_name[0] == '.')
 			continue;
 		if (snprintf(path, sizeof(path), "%s/%s", dir, d->d_name) >= (int)sizeof(path))
@@ -204,7 +296,7 @@ ta_load_dir(const char *dir, br_x509_trust_anchor **list, size_t *n, size_t *cap
 		seen[nseen].dev = st.st_dev;
 		seen[nseen].ino = st.st_ino;
 		nseen++;
-		added += ta_load_file(path, list, n, cap);
+		added += ta_load_file(path, s);
 	}
 	closedir(dp);
 	free(seen);
@@ -245,8 +337,8 @@ tls_anchors_load(struct err *e)
 {
 	static const char *const defaults[] = {TLS_BUNDLE_PATHS};
 	const char *file = ca_file, *dirs = ca_dirs;
-	br_x509_trust_anchor *list = NULL;
-	size_t n = 0, cap = 0, i;
+	struct ta_set set;
+	size_t i;
 	char tried[ERR_MSG_MAX - 64] = "";
 	char one[1024];
 	const char *p, *q;
@@ -258,6 +350,7 @@ tls_anchors_load(struct err *e)
 		pthread_mutex_unlock(&ta_lock);
 		return r;
 	}
+	memset(&set, 0, sizeof(set));
 #define TRIED(s)                                                                                             \
 	do {                                                                                                 \
 		size_t l_ = strlen(tried);                                                                   \
@@ -265,7 +358,7 @@ tls_anchors_load(struct err *e)
 	} while (0)
 	if ((file != NULL && *file) || (dirs != NULL && *dirs)) {
 		if (file != NULL && *file) {
-			ta_load_file(file, &list, &n, &cap);
+			ta_load_file(file, &set);
 			snprintf(one, sizeof(one), "SSL_CERT_FILE=%.1000s", file);
 			TRIED(one);
 		}
@@ -273,28 +366,29 @@ tls_anchors_load(struct err *e)
 			q = strchr(p, ':');
 			snprintf(one, sizeof(one), "%.*s", q ? (int)(q - p) : (int)strlen(p), p);
 			if (one[0] != '\0') {
-				ta_load_dir(one, &list, &n, &cap);
+				ta_load_dir(one, &set);
 				TRIED(one);
 			}
 			if (q == NULL)
 				break;
 		}
 	} else {
-		for (i = 0; i < sizeof(defaults) / sizeof(defaults[0]) && n == 0; i++) {
-			ta_load_file(defaults[i], &list, &n, &cap);
+		for (i = 0; i < sizeof(defaults) / sizeof(defaults[0]) && set.n == 0; i++) {
+			ta_load_file(defaults[i], &set);
 			TRIED(defaults[i]);
 		}
 	}
 #undef TRIED
-	if (n == 0) {
-		free(list);
+	free(set.seen);
+	if (set.n == 0) {
+		free(set.list);
 		pthread_mutex_unlock(&ta_lock);
 		return err_set(e, "tls.no_trust_anchors", "no CA certificate found in %s", tried);
 	}
-	ta_list = list;
-	ta_num = n;
+	ta_list = set.list;
+	ta_num = set.n;
 	pthread_mutex_unlock(&ta_lock);
-	return (int)n;
+	return (int)set.n;
 }
 
 #ifdef ABX_TEST

@@ -112,6 +112,38 @@ test_anchors_from_dirs(void **state)
 	/* SSL_CERT_FILE and SSL_CERT_DIR together. */
 	snprintf(a, sizeof(a), "%s/d2/two.crt", dir);
 	assert_int_equal(load_with(a, d1, &e), 2);
+	/* A bundle and a directory of the same CAs (SSL_CERT_FILE in
+	 * SSL_CERT_DIR, as on Debian): each certificate counts once. */
+	write_file("d2/both.pem", cert1, cert2);
+	snprintf(a, sizeof(a), "%s/d2/both.pem", dir);
+	snprintf(both, sizeof(both), "%s:%s", d1, d2);
+	assert_int_equal(load_with(a, both, &e), 2);
+}
+
+/* CRLF line ends, a block name other than CERTIFICATE, text between blocks
+ * and a BEGIN that does not start a line. */
+static void
+test_anchors_pem_forms(void **state)
+{
+	char crlf[2048], p[256];
+	size_t i, o = 0;
+	struct err e;
+
+	for (i = 0; cert2[i] != '\0' && o + 2 < sizeof(crlf); i++) {
+		if (cert2[i] == '\n')
+			crlf[o++] = '\r';
+		crlf[o++] = cert2[i];
+	}
+	crlf[o] = '\0';
+	write_file("crlf.pem", crlf, NULL);
+	snprintf(p, sizeof(p), "%s/crlf.pem", dir);
+	assert_int_equal(load_with(p, NULL, &e), 1);
+	write_file("named.pem", "x -----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+	           "-----BEGIN X509 CRL-----\nAAAA\n-----END X509 CRL-----\ntext\n");
+	snprintf(p, sizeof(p), "%s/named.pem", dir);
+	assert_int_equal(load_with(p, NULL, &e), -1);
+	write_file("named.pem", "-----BEGIN X509 CRL-----\nAAAA\n-----END X509 CRL-----\ntext\n", cert1);
+	assert_int_equal(load_with(p, NULL, &e), 1);
 }
 
 static void
@@ -170,6 +202,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_anchors_from_file),
 		cmocka_unit_test(test_anchors_from_dirs),
+		cmocka_unit_test(test_anchors_pem_forms),
 		cmocka_unit_test(test_no_anchors_names_paths),
 		cmocka_unit_test(test_error_mapping),
 	};
