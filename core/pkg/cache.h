@@ -67,12 +67,13 @@ int cache_get(const char *cache, const struct digest *want, struct buf *mem, int
 int cache_sha256_of(const char *cache, const struct digest *d, char hex[DIGEST_HEX_MAX]);
 
 /*
- * Bytes hashed and written on a second thread: the caller's thread (the
- * one reading the connection) only copies them into a bounded ring of
- * chunks (4 x 128 KiB, allocated on the first write); the worker, started
- * once the first chunk is full (a small download costs no thread), hashes
- * each chunk with one or two algorithms and writes it to fd whole. Not
- * shared between threads other than these two.
+ * Bytes hashed and written beside the caller's thread: the caller (the
+ * thread reading the connection) only copies them into a bounded ring of
+ * chunks (8 x 128 KiB, allocated on the first write); once the first chunk
+ * is full (a small download costs no thread) each digest (one or two
+ * algorithms) and the write to fd get a thread of their own, so they run
+ * side by side and the slowest sets the pace. Not shared between threads
+ * other than these.
  */
 struct cache_pipe;
 /* A pipe into fd hashing with a and b (DIGEST_NONE: only a). NULL when out

@@ -1,8 +1,10 @@
 /*
- * A download's bytes hashed and written on a second thread (cache.h,
- * struct cache_pipe): the reader of the connection only copies each
- * record into a bounded ring of chunks, so decryption overlaps hashing
- * and the page-cache writes, which go out one chunk at a time.
+ * A download's bytes hashed and written beside the thread that reads the
+ * connection (cache.h, struct cache_pipe): the reader only copies each
+ * record into a bounded ring of chunks; each digest and the write have a
+ * thread of their own (a consumer), so decryption, sha512, sha256 and the
+ * page-cache writes all overlap, and the slowest of them, not their sum,
+ * sets the pace. A slot is refilled once every consumer is past it.
  */
 #include "pkg/cache.h"
 
@@ -13,31 +15,44 @@
 #include <unistd.h>
 
 #define PIPE_CHUNK (128u << 10)
-#define PIPE_SLOTS 4
+#define PIPE_SLOTS 8
+/* consumers: the digests (at most 2), then the write */
+#define PIPE_CONSUMERS 3
+
+struct cache_pipe;
+
+struct consumer {
+	struct cache_pipe *p;
+	int i;
+	unsigned tail; /* slots this consumer is done with (mod 2^32) */
+	pthread_t th;
+};
 
 struct cache_pipe {
 	int fd;
 	struct digest_ctx d[2];
-	int nd;
+	int nd, nc;             /* digests; consumers (nd + 1) */
 	unsigned char *ring;    /* PIPE_SLOTS chunks, allocated on first use */
 	size_t len[PIPE_SLOTS]; /* bytes in each slot */
-	unsigned head, tail;    /* slots handed over / drained (mod 2^32) */
-	int err;                /* the worker's errno, 0 */
-	int done, started;
-	pthread_t th;
+	unsigned head;          /* slots handed over (mod 2^32) */
+	struct consumer c[PIPE_CONSUMERS];
+	int err; /* a consumer's errno, 0 */
+	int done, started, waiting;
 	pthread_mutex_t mu;
-	pthread_cond_t cv;
+	pthread_cond_t work; /* consumers wait for a slot */
+	pthread_cond_t room; /* the reader waits for a free slot */
 };
 
-/* Hash and write one chunk: 0, or an errno. */
+/* Consumer i's part of a chunk: a digest, or the write. 0 or an errno. */
 static int
-drain(struct cache_pipe *p, const unsigned char *b, size_t n)
+consume(struct cache_pipe *p, int i, const unsigned char *b, size_t n)
 {
 	size_t off = 0;
-	int i;
 
-	for (i = 0; i < p->nd; i++)
+	if (i < p->nd) {
 		digest_update(&p->d[i], b, n);
+		return 0;
+	}
 	while (off < n) {
 		ssize_t w = write(p->fd, b + off, n - off);
 		if (w < 0 && errno == EINTR)
@@ -49,29 +64,55 @@ drain(struct cache_pipe *p, const unsigned char *b, size_t n)
 	return 0;
 }
 
+/* Every consumer's part, in line. 0 or an errno. */
+static int
+drain(struct cache_pipe *p, const unsigned char *b, size_t n)
+{
+	int i, er = 0;
+
+	for (i = 0; i < p->nc && er == 0; i++)
+		er = consume(p, i, b, n);
+	return er;
+}
+
+/* Slots every consumer is done with. */
+static unsigned
+min_tail(const struct cache_pipe *p)
+{
+	unsigned t = p->c[0].tail;
+	int i;
+
+	for (i = 1; i < p->nc; i++)
+		if (p->head - p->c[i].tail > p->head - t)
+			t = p->c[i].tail;
+	return t;
+}
+
 static void *
 worker(void *arg)
 {
-	struct cache_pipe *p = arg;
+	struct consumer *c = arg;
+	struct cache_pipe *p = c->p;
 	unsigned slot;
 	int er;
 
 	pthread_mutex_lock(&p->mu);
 	for (;;) {
-		while (p->tail == p->head && !p->done)
-			pthread_cond_wait(&p->cv, &p->mu);
-		if (p->tail == p->head)
+		while (c->tail == p->head && !p->done)
+			pthread_cond_wait(&p->work, &p->mu);
+		if (c->tail == p->head)
 			break;
-		slot = p->tail % PIPE_SLOTS;
+		slot = c->tail % PIPE_SLOTS;
 		pthread_mutex_unlock(&p->mu);
-		/* after an error the rest is dropped, not hashed: the writer
+		/* after an error the rest is dropped, not hashed: the reader
 		 * sees p->err on its next hand-over */
-		er = p->err ? 0 : drain(p, p->ring + (size_t)slot * PIPE_CHUNK, p->len[slot]);
+		er = p->err ? 0 : consume(p, c->i, p->ring + (size_t)slot * PIPE_CHUNK, p->len[slot]);
 		pthread_mutex_lock(&p->mu);
 		if (er != 0)
 			p->err = er;
-		p->tail++;
-		pthread_cond_broadcast(&p->cv);
+		c->tail++;
+		if (p->waiting)
+			pthread_cond_signal(&p->room);
 	}
 	pthread_mutex_unlock(&p->mu);
 	return NULL;
@@ -81,6 +122,7 @@ struct cache_pipe *
 cache_pipe_new(int fd, enum digest_alg a, enum digest_alg b)
 {
 	struct cache_pipe *p = calloc(1, sizeof(*p));
+	int i;
 
 	if (p == NULL)
 		return NULL;
@@ -88,30 +130,69 @@ cache_pipe_new(int fd, enum digest_alg a, enum digest_alg b)
 	digest_init(&p->d[p->nd++], a);
 	if (b != DIGEST_NONE)
 		digest_init(&p->d[p->nd++], b);
+	p->nc = p->nd + 1;
+	for (i = 0; i < p->nc; i++) {
+		p->c[i].p = p;
+		p->c[i].i = i;
+	}
 	pthread_mutex_init(&p->mu, NULL);
-	pthread_cond_init(&p->cv, NULL);
+	pthread_cond_init(&p->work, NULL);
+	pthread_cond_init(&p->room, NULL);
 	return p;
 }
 
-/* Hand the filling slot to the worker (started on the first full chunk, so
- * a small download costs no thread). Returns 0 or -1 with errno. */
+/* Stop the consumers after what was handed over; the error one met, or 0. */
+static int
+stop(struct cache_pipe *p)
+{
+	int i;
+
+	if (!p->started)
+		return 0;
+	pthread_mutex_lock(&p->mu);
+	p->done = 1;
+	pthread_cond_broadcast(&p->work);
+	pthread_mutex_unlock(&p->mu);
+	for (i = 0; i < p->started; i++)
+		pthread_join(p->c[i].th, NULL);
+	p->started = 0;
+	p->done = 0;
+	return p->err;
+}
+
+/* Start the consumers (on the first full chunk, so a small download costs
+ * no thread): 0, or -1 when one could not start (then none runs). */
+static int
+start(struct cache_pipe *p)
+{
+	for (p->started = 0; p->started < p->nc; p->started++)
+		if (pthread_create(&p->c[p->started].th, NULL, worker, &p->c[p->started]) != 0)
+			break;
+	if (p->started == p->nc)
+		return 0;
+	stop(p);
+	return -1;
+}
+
+/* Hand the filling slot to the consumers. Returns 0 or -1 with errno. */
 static int
 hand_over(struct cache_pipe *p)
 {
-	if (!p->started) {
-		if (pthread_create(&p->th, NULL, worker, p) != 0) {
-			/* no thread: the same work, in line */
-			int er = drain(p, p->ring, p->len[0]);
-			p->len[0] = 0;
-			return er ? (errno = er, -1) : 0;
-		}
-		p->started = 1;
+	if (!p->started && start(p) != 0) {
+		/* no threads: the same work, in line */
+		int er = p->err ? p->err : drain(p, p->ring, p->len[0]);
+		p->len[0] = 0;
+		p->err = er;
+		return er ? (errno = er, -1) : 0;
 	}
 	pthread_mutex_lock(&p->mu);
 	p->head++;
-	pthread_cond_broadcast(&p->cv);
-	while (p->head - p->tail == PIPE_SLOTS && !p->err)
-		pthread_cond_wait(&p->cv, &p->mu);
+	pthread_cond_broadcast(&p->work);
+	while (p->head - min_tail(p) == PIPE_SLOTS && !p->err) {
+		p->waiting = 1;
+		pthread_cond_wait(&p->room, &p->mu);
+		p->waiting = 0;
+	}
 	if (p->err) {
 		errno = p->err;
 		pthread_mutex_unlock(&p->mu);
@@ -132,7 +213,7 @@ cache_pipe_write(struct cache_pipe *p, const void *data, size_t len)
 		return -1;
 	}
 	while (len > 0) {
-		/* the filling slot is the writer's alone until handed over */
+		/* the filling slot is the reader's alone until handed over */
 		unsigned slot = p->head % PIPE_SLOTS;
 		size_t room = PIPE_CHUNK - p->len[slot], n = len < room ? len : room;
 		memcpy(p->ring + (size_t)slot * PIPE_CHUNK + p->len[slot], s, n);
@@ -145,29 +226,12 @@ cache_pipe_write(struct cache_pipe *p, const void *data, size_t len)
 	return 0;
 }
 
-/* Stop the worker after what was handed over; the error it met, or 0. */
-static int
-stop(struct cache_pipe *p)
-{
-	int er;
-
-	if (!p->started)
-		return 0;
-	pthread_mutex_lock(&p->mu);
-	p->done = 1;
-	pthread_cond_broadcast(&p->cv);
-	pthread_mutex_unlock(&p->mu);
-	pthread_join(p->th, NULL);
-	p->started = 0;
-	er = p->err;
-	return er;
-}
-
 static void
 pipe_free(struct cache_pipe *p)
 {
 	pthread_mutex_destroy(&p->mu);
-	pthread_cond_destroy(&p->cv);
+	pthread_cond_destroy(&p->work);
+	pthread_cond_destroy(&p->room);
 	free(p->ring);
 	free(p);
 }
