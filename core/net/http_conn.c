@@ -255,69 +255,106 @@ deliver(struct xfer *x, int to_sink, const unsigned char *p, size_t n, struct er
 	return 0;
 }
 
+/* A body being read: its framing and how far it got. */
+struct body {
+	int kind, to_sink;
+	int64_t clen, got;
+	struct http_chunked ch;
+};
+
+/* Take body bytes from p[0..n): *used says how many were the body's (the
+ * rest belongs to the next response). Returns 1 when the body is complete,
+ * 0 when it wants more, -1 with e set. */
+static int
+body_take(struct body *b, struct xfer *x, const unsigned char *p, size_t n, size_t *used, struct err *e)
+{
+	const unsigned char *d;
+	size_t off = 0, dl;
+	long k;
+
+	*used = 0;
+	if (b->kind != BODY_CHUNKED) {
+		if (b->kind == BODY_LENGTH && (int64_t)n > b->clen - b->got)
+			n = (size_t)(b->clen - b->got);
+		if (n > 0 && deliver(x, b->to_sink, p, n, e) != 0)
+			return -1;
+		b->got += (int64_t)n;
+		*used = n;
+		return b->kind == BODY_LENGTH && b->got == b->clen;
+	}
+	while (off < n) {
+		k = http_chunked_step(&b->ch, p + off, n - off, &d, &dl);
+		if (k < 0)
+			return err_set(e, "http.protocol", "%s: bad chunked framing: %s", x->rs->url,
+			               b->ch.why);
+		off += (size_t)k;
+		*used = off;
+		if (dl > 0) {
+			b->got += (int64_t)dl;
+			if (!b->to_sink && b->got > DRAIN_MAX)
+				return err_set(e, "http.too_large", "not draining a large body");
+			if (deliver(x, b->to_sink, d, dl, e) != 0)
+				return -1;
+		}
+		if (b->ch.done)
+			return 1;
+		if (k == 0)
+			break;
+	}
+	return 0;
+}
+
 /* Read a body with the given framing. to_sink: deliver to the sink
- * (else discard, at most DRAIN_MAX). Returns 0 when the body ended
- * properly (the connection may then be reused), -1 with e set. */
+ * (else discard, at most DRAIN_MAX). Over TLS the body is taken straight
+ * from the engine's record buffer (no copy through c->buf). Returns 0 when
+ * the body ended properly (the connection may then be reused), 1 when it
+ * ended by close, -1 with e set. */
 int
 http__read_body(struct conn *c, struct xfer *x, int kind, int64_t clen, int to_sink, struct err *e)
 {
-	struct http_chunked ch;
-	const unsigned char *d;
-	size_t dl, avail;
-	int64_t got = 0;
-	long n, k;
+	struct body b = {kind, to_sink, clen, 0, {0}};
+	const unsigned char *p;
+	size_t used;
+	long n = 0;
+	int r;
 
-	if (kind == BODY_NONE)
+	if (kind == BODY_NONE || (kind == BODY_LENGTH && clen == 0))
 		return 0;
 	if (!to_sink && (kind == BODY_CLOSE || (kind == BODY_LENGTH && clen > DRAIN_MAX)))
 		return err_set(e, "http.too_large", "not draining a large body");
-	http_chunked_init(&ch, UINT64_MAX, HTTP_LF_OK);
+	http_chunked_init(&b.ch, UINT64_MAX, HTTP_LF_OK);
 	for (;;) {
-		avail = c->len - c->off;
-		if (avail > 0) {
-			if (kind == BODY_CHUNKED) {
-				k = http_chunked_step(&ch, c->buf + c->off, avail, &d, &dl);
-				if (k < 0)
-					return err_set(e, "http.protocol", "%s: bad chunked framing: %s",
-					               x->rs->url, ch.why);
-				c->off += (size_t)k;
-				if (dl > 0) {
-					got += (int64_t)dl;
-					if (!to_sink && got > DRAIN_MAX)
-						return err_set(e, "http.too_large",
-						               "not draining a large body");
-					if (deliver(x, to_sink, d, dl, e) != 0)
-						return -1;
-				}
-				if (ch.done)
-					return 0;
-				continue;
-			}
-			if (kind == BODY_LENGTH && (int64_t)avail > clen - got)
-				avail = (size_t)(clen - got);
-			if (avail > 0 && deliver(x, to_sink, c->buf + c->off, avail, e) != 0)
-				return -1;
-			c->off += avail;
-			got += (int64_t)avail;
+		if (c->len > c->off) {
+			/* what came with the head, or over plain HTTP */
+			r = body_take(&b, x, c->buf + c->off, c->len - c->off, &used, e);
+			c->off += used;
+		} else if (c->tls != NULL) {
+			c->off = c->len = 0;
+			n = tls_peek(c->tls, &p, &x->tm, e);
+			if (n <= 0)
+				goto ended;
+			r = body_take(&b, x, p, (size_t)n, &used, e);
+			tls_ack(c->tls, used);
+		} else {
+			c->off = c->len = 0;
+			n = conn_recv(c, c->buf, sizeof(c->buf), x, e);
+			if (n <= 0)
+				goto ended;
+			c->len = (size_t)n;
+			continue;
 		}
-		if (kind == BODY_LENGTH && got == clen)
-			return 0;
-		c->off = c->len = 0;
-		n = conn_recv(c, c->buf, sizeof(c->buf), x, e);
-		if (n < 0)
-			return -1;
-		if (n == 0) {
-			if (kind == BODY_CLOSE)
-				return 1; /* ended by close: fine, but not reusable */
-			if (kind == BODY_LENGTH)
-				return err_set(e, "http.truncated",
-				               "%s: the connection closed after %lld of %lld bytes",
-				               x->rs->url, (long long)got, (long long)clen);
-			return err_set(e, "http.truncated", "%s: the connection closed before the last chunk",
-			               x->rs->url);
-		}
-		c->len = (size_t)n;
+		if (r != 0)
+			return r < 0 ? -1 : 0;
 	}
+ended:
+	if (n < 0)
+		return -1;
+	if (kind == BODY_CLOSE)
+		return 1; /* ended by close: fine, but not reusable */
+	if (kind == BODY_LENGTH)
+		return err_set(e, "http.truncated", "%s: the connection closed after %lld of %lld bytes",
+		               x->rs->url, (long long)b.got, (long long)clen);
+	return err_set(e, "http.truncated", "%s: the connection closed before the last chunk", x->rs->url);
 }
 
 /* Connect to the origin, directly or through a proxy (CONNECT for https),

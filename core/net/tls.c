@@ -792,10 +792,8 @@ tls_handshake(struct tls_conn *t, int fd, const char *host, const struct tls_tim
 }
 
 long
-tls_read(struct tls_conn *t, void *buf, size_t len, const struct tls_timing *tm, struct err *e)
+tls_peek(struct tls_conn *t, const unsigned char **p, const struct tls_timing *tm, struct err *e)
 {
-	br_ssl_engine_context *eng = &t->sc.eng;
-	unsigned char *p;
 	size_t n;
 	int r;
 
@@ -807,12 +805,30 @@ tls_read(struct tls_conn *t, void *buf, size_t len, const struct tls_timing *tm,
 	}
 	if (r < 0)
 		return -1;
-	p = br_ssl_engine_recvapp_buf(eng, &n);
-	if (n > len)
-		n = len;
-	memcpy(buf, p, n);
-	br_ssl_engine_recvapp_ack(eng, n);
+	*p = br_ssl_engine_recvapp_buf(&t->sc.eng, &n);
 	return (long)n;
+}
+
+void
+tls_ack(struct tls_conn *t, size_t n)
+{
+	if (n > 0)
+		br_ssl_engine_recvapp_ack(&t->sc.eng, n);
+}
+
+long
+tls_read(struct tls_conn *t, void *buf, size_t len, const struct tls_timing *tm, struct err *e)
+{
+	const unsigned char *p;
+	long n = tls_peek(t, &p, tm, e);
+
+	if (n <= 0)
+		return n;
+	if ((size_t)n > len)
+		n = (long)len;
+	memcpy(buf, p, (size_t)n);
+	tls_ack(t, (size_t)n);
+	return n;
 }
 
 int

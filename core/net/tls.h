@@ -103,6 +103,14 @@ int tls_handshake(struct tls_conn *t, int fd, const char *host, const struct tls
  * truncated something), -1 with e set. */
 long tls_read(struct tls_conn *t, void *buf, size_t len, const struct tls_timing *tm, struct err *e);
 
+/* The application data at hand, without a copy: *p names up to the rest
+ * of the current record (read and decrypted first when none is left).
+ * Returns its length (>0), 0 at the end of the stream, -1 with e set. The
+ * view stays valid until tls_ack or the next call on t. */
+long tls_peek(struct tls_conn *t, const unsigned char **p, const struct tls_timing *tm, struct err *e);
+/* Consume n bytes (at most what tls_peek returned) of that view. */
+void tls_ack(struct tls_conn *t, size_t n);
+
 /* Write all of buf and flush. Returns 0 or -1 with e set. */
 int tls_write(struct tls_conn *t, const void *buf, size_t len, const struct tls_timing *tm, struct err *e);
 

@@ -194,6 +194,9 @@ run "$BIN" fetch "https://localhost:$GP/to?http://localhost:$HP/f/a.bin" --sha25
 expect "https -> http redirect refused" 1 "" "from https to http refused"
 run "$BIN" fetch "https://localhost:$GP/short/a.bin" --sha256 "$SHA" -o "$T/dl/a.bin"
 expect "https: truncated body" 1 "" "http.truncated"
+run "$BIN" fetch "https://localhost:$GP/nolast/a.bin" --sha256 "$SHA" -o "$T/dl/a.bin"
+expect "https: chunked body without its last chunk" 1 "" "http.truncated"
+check "https: no last chunk: no file" nothing_left
 check "https truncated: no file" nothing_left
 run env ABX_INSTALL_UNPINNED=1 "$BIN" fetch "https://localhost:$GP/f/a.bin" -o "$T/dl/a.bin"
 expect "unpinned https with a loud warning" 0 "" "UNPINNED"
