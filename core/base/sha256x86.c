@@ -52,11 +52,11 @@ blocks_ni(uint32_t state[8], const unsigned char *data, size_t nblocks)
 		for (i = 0; i < 4; i++)
 			w[i] = _mm_shuffle_epi8(
 			    _mm_loadu_si128((const __m128i *)(const void *)(data + 16 * i)), mask);
+#pragma GCC unroll 16
 		/* 16 groups of 4 rounds; the schedule for group i + 4 is made
 		 * from groups i .. i + 3 as it goes. Unrolled even at -Os: with
 		 * i constant, w[] stays in registers and the message schedule
 		 * needs no test (a quarter less time per block). */
-#pragma GCC unroll 16
 		for (i = 0; i < 16; i++) {
 			msg =
 			    _mm_add_epi32(w[i & 3], _mm_load_si128((const __m128i *)(const void *)&K[4 * i]));
