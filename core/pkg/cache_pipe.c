@@ -4,12 +4,15 @@
  * record into a bounded ring of chunks; each digest and the write have a
  * thread of their own (a consumer), so decryption, sha512, sha256 and the
  * page-cache writes all overlap, and the slowest of them, not their sum,
- * sets the pace. A slot is refilled once every consumer is past it.
+ * sets the pace. A slot is refilled once every consumer is past it. The
+ * writer also starts the disk's writeback as it goes.
  */
 #include "pkg/cache.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -18,6 +21,8 @@
 #define PIPE_SLOTS 8
 /* consumers: the digests (at most 2), then the write */
 #define PIPE_CONSUMERS 3
+/* The writer starts the writeback of what it wrote every this many bytes. */
+#define PIPE_FLUSH (8u << 20)
 
 struct cache_pipe;
 
@@ -36,7 +41,8 @@ struct cache_pipe {
 	size_t len[PIPE_SLOTS]; /* bytes in each slot */
 	unsigned head;          /* slots handed over (mod 2^32) */
 	struct consumer c[PIPE_CONSUMERS];
-	int err; /* a consumer's errno, 0 */
+	uint64_t unflushed; /* bytes written since the last writeback start */
+	int err;            /* a consumer's errno, 0 */
 	int done, started, waiting;
 	pthread_mutex_t mu;
 	pthread_cond_t work; /* consumers wait for a slot */
@@ -60,6 +66,14 @@ consume(struct cache_pipe *p, int i, const unsigned char *b, size_t n)
 		if (w <= 0)
 			return w < 0 ? errno : EIO;
 		off += (size_t)w;
+	}
+	/* Start the writeback of the file's dirty pages (no wait), so the
+	 * disk works while the download goes on and an fsync at the end
+	 * has little left to wait for. Not a regular file: nothing to do. */
+	p->unflushed += n;
+	if (p->unflushed >= PIPE_FLUSH) {
+		p->unflushed = 0;
+		(void)sync_file_range(p->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
 	}
 	return 0;
 }
