@@ -20,11 +20,11 @@ fi
 # "wall_ms cpu_ms" of one run of a shell command line, or "fail"
 measure() {
 	python3 - "$1" <<'EOF'
-import os, subprocess, sys, time
-t0, c0 = time.perf_counter(), os.times()
+import os, resource, subprocess, sys, time
+t0, c0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
 r = subprocess.run(["sh", "-c", sys.argv[1]], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-t1, c1 = time.perf_counter(), os.times()
-cpu = c1.children_user - c0.children_user + c1.children_system - c0.children_system
+t1, c1 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
+cpu = c1.ru_utime - c0.ru_utime + c1.ru_stime - c0.ru_stime
 print("fail" if r.returncode else "%.0f %.0f" % ((t1 - t0) * 1000, cpu * 1000))
 EOF
 }

@@ -97,16 +97,16 @@ serve_openssl() {
 # the medians, or "NAME fail fail" when a run failed.
 rounds() {
 	python3 - "$FETCH_RUNS" "$d" "$@" <<'EOF'
-import os, statistics, subprocess, sys, time
+import os, resource, statistics, subprocess, sys, time
 n, d, pairs = int(sys.argv[1]), sys.argv[2], [a.split("=", 1) for a in sys.argv[3:]]
 wall = {k: [] for k, _ in pairs}
 cpu = {k: [] for k, _ in pairs}
 bad = set()
 for i in range(n):
     for k, c in pairs:
-        t0, c0 = time.perf_counter(), os.times()
+        t0, c0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
         r = subprocess.run(["sh", "-c", c], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        t1, c1 = time.perf_counter(), os.times()
+        t1, c1 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
         for f in ("ours.bin", "ref.bin"):
             try:
                 os.unlink(os.path.join(d, f))
@@ -115,7 +115,7 @@ for i in range(n):
         if r.returncode != 0:
             bad.add(k)
         wall[k].append((t1 - t0) * 1000)
-        cpu[k].append((c1.children_user - c0.children_user + c1.children_system - c0.children_system) * 1000)
+        cpu[k].append((c1.ru_utime - c0.ru_utime + c1.ru_stime - c0.ru_stime) * 1000)
 for k, _ in pairs:
     if k in bad:
         print(k, "fail", "fail")
