@@ -69,7 +69,7 @@ int cache_sha256_of(const char *cache, const struct digest *d, char hex[DIGEST_H
 /*
  * Bytes hashed and written beside the caller's thread: the caller (the
  * thread reading the connection) only copies them into a bounded ring of
- * chunks (8 x 128 KiB, allocated on the first write); once the first chunk
+ * chunks (4 x 256 KiB, allocated on the first write); once the first chunk
  * is full (a small download costs no thread) each digest (one or two
  * algorithms) and the write to fd get a thread of their own, so they run
  * side by side and the slowest sets the pace. The writer starts the

@@ -17,8 +17,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#define PIPE_CHUNK (128u << 10)
-#define PIPE_SLOTS 8
+#define PIPE_CHUNK (256u << 10)
+#define PIPE_SLOTS 4
 /* consumers: the digests (at most 2), then the write */
 #define PIPE_CONSUMERS 3
 /* The writer starts the writeback of what it wrote every this many bytes. */
@@ -43,7 +43,9 @@ struct cache_pipe {
 	struct consumer c[PIPE_CONSUMERS];
 	uint64_t unflushed; /* bytes written since the last writeback start */
 	int err;            /* a consumer's errno, 0 */
-	int done, started, waiting;
+	int done, started;
+	int waiting; /* the reader waits for room */
+	int idle;    /* consumers waiting for work */
 	pthread_mutex_t mu;
 	pthread_cond_t work; /* consumers wait for a slot */
 	pthread_cond_t room; /* the reader waits for a free slot */
@@ -112,8 +114,11 @@ worker(void *arg)
 
 	pthread_mutex_lock(&p->mu);
 	for (;;) {
-		while (c->tail == p->head && !p->done)
+		while (c->tail == p->head && !p->done) {
+			p->idle++;
 			pthread_cond_wait(&p->work, &p->mu);
+			p->idle--;
+		}
 		if (c->tail == p->head)
 			break;
 		slot = c->tail % PIPE_SLOTS;
@@ -201,7 +206,9 @@ hand_over(struct cache_pipe *p)
 	}
 	pthread_mutex_lock(&p->mu);
 	p->head++;
-	pthread_cond_broadcast(&p->work);
+	/* a busy consumer finds the new slot by itself */
+	if (p->idle > 0)
+		pthread_cond_broadcast(&p->work);
 	while (p->head - min_tail(p) == PIPE_SLOTS && !p->err) {
 		p->waiting = 1;
 		pthread_cond_wait(&p->room, &p->mu);
