@@ -402,7 +402,8 @@ stream_run(void *arg, arc_read_fn read, void *rctx, struct err *e)
 		return err_set(e, "internal", "out of memory");
 	dfd = open(j->tree, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dfd < 0) {
-		err_set(e, "install.failed", "extract: cannot open directory %s: %s", j->tree, strerror(errno));
+		err_set(e, "install.failed", "extract: cannot open directory %s: %s", j->tree,
+		        strerror(errno));
 		install_details_phase(e, "extract");
 		return -1;
 	}
@@ -466,8 +467,9 @@ stage_tarball(struct job *j, struct err *e)
 		install_collect_stale(cache, ".tmp-");
 	uf = arc_format_from_name(j->a->url);
 	tp = clock_us();
-	if (install_get_artifact(c, m, j->a, cache, &j->ps, uf == ARC_FMT_TAR || uf == ARC_FMT_TAR_GZ ? &xs : NULL,
-	                         art_path, sizeof(art_path), j->sha, e) < 0)
+	if (install_get_artifact(c, m, j->a, cache, &j->ps,
+	                         uf == ARC_FMT_TAR || uf == ARC_FMT_TAR_GZ ? &xs : NULL, art_path,
+	                         sizeof(art_path), j->sha, e) < 0)
 		return -1;
 	j->ph[INSTALL_PH_DOWNLOAD] = clock_us() - tp - xs.tail_us;
 	j->ps.cur.count = j->ps.cur.done = 1;
