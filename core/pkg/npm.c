@@ -96,9 +96,9 @@ fail_phase(struct err *e, const char *phase, const char *fmt, ...)
 /* ---- fetch ------------------------------------------------------------ */
 
 /*
- * A package too large for memory is extracted as it downloads, on a thread
- * of its own reading the download's chunks (cache_pipe_follow) once its
- * parent is extracted. libarchive then parses bytes before their digest is
+ * A package too large for memory whose parent is extracted already is
+ * extracted as it downloads, on a thread of its own reading the download's
+ * chunks (cache_pipe_follow). libarchive then parses bytes before their digest is
  * known. Accepted, as npm itself does: they arrived over TLS from an
  * allowed host, libarchive is fuzzed, and the tree goes to the install's
  * private staging, used only once the digest of every byte (the memory the
@@ -123,6 +123,7 @@ struct stream {
 
 static void stream_start(struct stream *x, struct cache_put *put);
 static void stream_join(struct stream *x, int ok);
+static int parent_done(const struct run *r, const struct job *j);
 
 struct sink {
 	struct run *r;
@@ -141,7 +142,15 @@ sink_write(void *arg, const void *buf, size_t len, struct err *e)
 	if (__atomic_load_n(&s->r->failed, __ATOMIC_RELAXED))
 		return err_set(e, FAILED, "cancelled: another package failed");
 	if (s->bytes == 0 && s->xs != NULL && s->rs->content_length > (int64_t)NPM_MEM_MAX) {
-		stream_start(s->xs, &s->put);
+		int ready;
+		/* only when it can be extracted at once: the connection is read
+		 * at the extractor's pace, never held while another package is
+		 * extracted (then it is extracted from the cache, as before) */
+		pthread_mutex_lock(&s->r->mu);
+		ready = parent_done(s->r, s->xs->j);
+		pthread_mutex_unlock(&s->r->mu);
+		if (ready)
+			stream_start(s->xs, &s->put);
 		if (s->xs->started)
 			s->b = NULL;
 	}
@@ -436,16 +445,15 @@ extract_one(struct run *r, struct job *j, const struct mem *m, int rootfd, struc
 	return finish_pkg(r, j, m, dfd, &sums, &as, rc, e);
 }
 
-static int parent_done(const struct run *r, const struct job *j);
-
 static ssize_t
 stream_read(void *ctx, const void **out)
 {
 	return cache_pipe_next(ctx, out);
 }
 
-/* The extractor's thread: once the package holding j is extracted, j's
- * tarball from the download's chunks into its directory. */
+/* The extractor's thread: j's tarball from the download's chunks into its
+ * directory (the package holding j is extracted: checked again here, and
+ * given up with the download or the install). */
 static void *
 stream_main(void *arg)
 {
