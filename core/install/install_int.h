@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "install/install.h"
+#include "pkg/arc.h"
 
 /* Every path built by the engine starts from a tools directory no longer
  * than TOOLS_DIR_MAX (tools.c refuses longer ones), so its PATH_MAX buffers
@@ -114,12 +115,28 @@ const char *install_mirror_dir(const char *mirror);
 int install_maybe_local(struct install_ctx *c, const char *sha);
 /* A mirror URL template expanded for url into out, its host into mhost. */
 int install_mirror_url(const char *tmpl, const char *url, char *out, size_t cap, char *mhost, size_t mcap);
+/*
+ * Extraction while downloading (install_get_artifact): run extracts the
+ * archive whose bytes read gives (arc_extract_read) on a thread of its own,
+ * started with each download and joined once the download ended; reset
+ * discards what it staged (a failed attempt, before the next). done is set
+ * once the artifact was extracted this way and its digest matched; tail_us
+ * is how long the extraction went on after the download's last byte.
+ */
+struct install_stream {
+	int (*run)(void *arg, arc_read_fn read, void *rctx, struct err *e);
+	void (*reset)(void *arg);
+	void *arg;
+	int done;
+	int64_t tail_us;
+};
 /* A verified copy of artifact a: local caches and mirror directories, then
- * (unless offline) mirror URLs and the original, downloaded into dl_dir.
- * 0 (path, got_sha) or -1 with e. */
+ * (unless offline) mirror URLs and the original, downloaded into dl_dir,
+ * and extracted as it arrives when xs is not NULL (a copy found locally is
+ * not: xs->done stays 0). 0 (path, got_sha) or -1 with e. */
 int install_get_artifact(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a,
-                         const char *dl_dir, struct install_progress_state *ps, char *path, size_t cap,
-                         char *got_sha, struct err *e);
+                         const char *dl_dir, struct install_progress_state *ps, struct install_stream *xs,
+                         char *path, size_t cap, char *got_sha, struct err *e);
 
 /* ---- install_publish.c ----------------------------------------------------- */
 

@@ -375,8 +375,60 @@ extract_caps(const manifest_t *m, struct arc_opts *ao)
 		ao->max_entry = cap;
 }
 
+/* The extraction options of a tarball source. */
+static void
+tarball_opts(struct job *j, struct arc_opts *ao, enum arc_format f)
+{
+	arc_opts_init(ao, f);
+	ao->flags = ARC_STRICT_MODES;
+	ao->strip_components = j->m->source.strip_components;
+	extract_caps(j->m, ao);
+	ao->on_file = known_tap;
+	ao->file_ctx = j->known;
+}
+
+/* install_stream.run of a tarball source (the extractor's thread): into
+ * j->tree as the artifact downloads. No progress from here: the download
+ * writes it meanwhile. */
+static int
+stream_run(void *arg, arc_read_fn read, void *rctx, struct err *e)
+{
+	struct job *j = arg;
+	struct arc_opts ao;
+	struct arc_stats as;
+	int dfd, rc;
+
+	if (j->known == NULL)
+		return err_set(e, "internal", "out of memory");
+	dfd = open(j->tree, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0) {
+		err_set(e, "install.failed", "extract: cannot open directory %s: %s", j->tree,
+		        strerror(errno));
+		install_details_phase(e, "extract");
+		return -1;
+	}
+	tarball_opts(j, &ao, arc_format_from_name(j->a->url));
+	rc = arc_extract_read(read, rctx, dfd, &ao, &as, e);
+	close(dfd);
+	return rc;
+}
+
+/* install_stream.reset: what a streamed extraction staged is discarded
+ * (the tree emptied, its listing started again). */
+static void
+stream_reset(void *arg)
+{
+	struct job *j = arg;
+
+	fs_rm_tree(j->tree, NULL);
+	(void)install_mkdir(j->tree, 0755, NULL);
+	install_known_free(j->known);
+	j->known = install_known_new();
+}
+
 /* Tarball source: the verified artifact (cache, mirrors, download),
- * extracted into j->tree. */
+ * extracted into j->tree: a tar or tar.gz while it downloads, a copy found
+ * locally or a zip once it is there. */
 static int
 stage_tarball(struct job *j, struct err *e)
 {
@@ -384,6 +436,8 @@ stage_tarball(struct job *j, struct err *e)
 	const manifest_t *m = j->m;
 	char cache[PATH_MAX], art_path[PATH_MAX];
 	struct xprog xp = {&j->ps, 0};
+	struct install_stream xs = {stream_run, stream_reset, j, 0, 0};
+	enum arc_format uf;
 	struct arc_opts ao;
 	struct arc_stats as;
 	struct stat st;
@@ -411,10 +465,13 @@ stage_tarball(struct job *j, struct err *e)
 		snprintf(cache, sizeof(cache), "%s", j->staging);
 	else
 		install_collect_stale(cache, ".tmp-");
+	uf = arc_format_from_name(j->a->url);
 	tp = clock_us();
-	if (install_get_artifact(c, m, j->a, cache, &j->ps, art_path, sizeof(art_path), j->sha, e) < 0)
+	if (install_get_artifact(c, m, j->a, cache, &j->ps,
+	                         uf == ARC_FMT_TAR || uf == ARC_FMT_TAR_GZ ? &xs : NULL, art_path,
+	                         sizeof(art_path), j->sha, e) < 0)
 		return -1;
-	j->ph[INSTALL_PH_DOWNLOAD] = clock_us() - tp;
+	j->ph[INSTALL_PH_DOWNLOAD] = clock_us() - tp - xs.tail_us;
 	j->ps.cur.count = j->ps.cur.done = 1;
 	if (m->unpinned) {
 		struct install_audit_extra ax = {-1, -1, -1, NULL, NULL, NULL, j->a->url, j->sha, NULL};
@@ -426,26 +483,24 @@ stage_tarball(struct job *j, struct err *e)
 	if (stat(art_path, &st) == 0)
 		j->asize = (uint64_t)st.st_size;
 	install_progress_write(&j->ps, "extract", 1);
-	arc_opts_init(&ao, format_of(j->a->url, art_path));
-	if (ao.format == ARC_FMT_NONE) {
-		err_set(e, "install.failed", "%s: %s is not a tar, tar.gz or zip archive", m->name,
-		        j->a->url);
-		install_details_phase(e, "extract");
-		return -1;
-	}
-	ao.flags = ARC_STRICT_MODES;
-	ao.strip_components = m->source.strip_components;
-	extract_caps(m, &ao);
-	ao.progress = extract_progress;
-	ao.progress_ctx = &xp;
-	ao.on_file = known_tap;
-	ao.file_ctx = j->known;
 	tp = clock_us();
-	if (arc_extract(art_path, j->tree, &ao, &as, e) < 0)
-		return -1;
+	if (!xs.done) {
+		tarball_opts(j, &ao, format_of(j->a->url, art_path));
+		if (ao.format == ARC_FMT_NONE) {
+			err_set(e, "install.failed", "%s: %s is not a tar, tar.gz or zip archive", m->name,
+			        j->a->url);
+			install_details_phase(e, "extract");
+			return -1;
+		}
+		ao.progress = extract_progress;
+		ao.progress_ctx = &xp;
+		if (arc_extract(art_path, j->tree, &ao, &as, e) < 0)
+			return -1;
+	}
 	install_known_settle(j->known);
 	install_tree_keep(c, m, j->a, j->tree, j->asize, j->known);
-	j->ph[INSTALL_PH_EXTRACT] = clock_us() - tp;
+	/* streamed: what extraction took beyond the download */
+	j->ph[INSTALL_PH_EXTRACT] = clock_us() - tp + xs.tail_us;
 	if (!xp.paused)
 		install_test_pause("extract");
 	return 0;

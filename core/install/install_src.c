@@ -6,12 +6,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "pkg/cache.h"
+#include "base/clock.h"
 #include "base/digest.h"
 #include "base/fs.h"
 #include "net/hostrule.h"
@@ -192,15 +194,100 @@ install_mirror_url(const char *tmpl, const char *url, char *out, size_t cap, cha
 	return 0;
 }
 
+/* ---- extraction while downloading ------------------------------------------
+ *
+ * The extractor (install_stream.run, on its own thread) reads each chunk
+ * of the download as it is handed to the cache pipe's worker: libarchive
+ * parses bytes before their digest is known. Accepted, as npm itself
+ * does: they arrived over TLS from an allowed host, libarchive is fuzzed,
+ * and what it writes goes to a private staging directory that is used only
+ * once the digest of every byte (the same bytes, in the same memory)
+ * matched; on a mismatch, a cut connection or an extraction error the
+ * staged tree is discarded (reset) and the error is the one the download
+ * or the extraction gives without streaming. */
+
+struct xrun {
+	struct install_stream *xs;
+	struct cache_pipe *p;
+	pthread_t th;
+	int started, rc;
+	struct err e;
+};
+
+static ssize_t
+xrun_read(void *ctx, const void **out)
+{
+	return cache_pipe_next(ctx, out);
+}
+
+static void *
+xrun_main(void *arg)
+{
+	struct xrun *x = arg;
+
+	err_clear(&x->e);
+	x->rc = x->xs->run(x->xs->arg, xrun_read, x->p, &x->e);
+	cache_pipe_unfollow(x->p);
+	return NULL;
+}
+
+/* Follow the download of put with an extractor, if xs asks: a thread that
+ * cannot start leaves the download alone (extracted afterwards). */
+static void
+xrun_start(struct xrun *x, struct install_stream *xs, struct cache_put *put)
+{
+	pthread_attr_t at;
+
+	memset(x, 0, sizeof(*x));
+	if (xs == NULL || cache_pipe_follow(put->pipe) != 0)
+		return;
+	x->xs = xs;
+	x->p = put->pipe;
+	pthread_attr_init(&at);
+	/* arc keeps its buffers on the heap (as for npm's workers) */
+	pthread_attr_setstacksize(&at, 256 << 10);
+	x->started = pthread_create(&x->th, &at, xrun_main, x) == 0;
+	pthread_attr_destroy(&at);
+	if (!x->started)
+		cache_pipe_unfollow(x->p);
+}
+
+/* Wait for the extractor (the download has ended: finished or abandoned);
+ * what it staged is discarded unless the download was sound (ok) and the
+ * extraction too. 0, or -1 with e (the extraction's error). */
+static int
+xrun_join(struct xrun *x, int ok, struct err *e)
+{
+	int64_t t0 = clock_us();
+
+	if (!x->started)
+		return 0;
+	pthread_join(x->th, NULL);
+	x->started = 0;
+	x->xs->tail_us = clock_us() - t0;
+	if (ok && x->rc == 0) {
+		x->xs->done = 1;
+		return 0;
+	}
+	x->xs->reset(x->xs->arg);
+	if (ok) {
+		*e = x->e;
+		return -1;
+	}
+	return 0;
+}
+
 /* Download url into dir/<sha> (via a temporary name), hashing while it
- * arrives. Returns 0 (path set), -1 with e. *mismatch is set on a digest
+ * arrives, extracting it too with xs. Returns 0 (path set), -1 with e. *mismatch is set on a digest
  * mismatch (and e says expected/actual). want_sha "" = unpinned: the file
- * is kept under the digest it has. */
+ * is kept under the digest it has. -2 with e: downloaded and verified, but
+ * its extraction (xs) failed: no other mirror is tried. */
 static int
 download(struct install_ctx *c, const manifest_t *m, const char *url, const char *extra_host, const char *dir,
-         const char *want_sha, struct install_progress_state *ps, char *path, size_t cap, char *got_sha,
-         struct err *e)
+         const char *want_sha, struct install_progress_state *ps, struct install_stream *xs, char *path,
+         size_t cap, char *got_sha, struct err *e)
 {
+	struct xrun x;
 	struct http_request rq;
 	struct http_response rs;
 	struct hostrule hr;
@@ -228,6 +315,7 @@ download(struct install_ctx *c, const manifest_t *m, const char *url, const char
 	memset(&d, 0, sizeof(d));
 	if (cache_put_open(&d.put, dir, DIGEST_SHA256, e) < 0)
 		return -1;
+	xrun_start(&x, xs, &d.put);
 	d.ps = ps;
 	http_request_init(&rq, url);
 	rq.host_ok = hostrule_check;
@@ -244,6 +332,7 @@ download(struct install_ctx *c, const manifest_t *m, const char *url, const char
 	c->downloads++;
 	if (http_request(c->http, &rq, &rs, e) < 0) {
 		cache_put_abort(&d.put);
+		xrun_join(&x, 0, e);
 		return -1;
 	}
 	c->bytes_downloaded += d.put.bytes;
@@ -252,6 +341,8 @@ download(struct install_ctx *c, const manifest_t *m, const char *url, const char
 		ps->cur.bytes = ps->cur.total = ps->base;
 	}
 	rc = cache_put_commit(&d.put, want_sha[0] ? &want : NULL, 1, &dg, &sha, path, cap, e);
+	if (xrun_join(&x, rc > 0, e) < 0)
+		return -2;
 	if (rc < 0)
 		return -1;
 	digest_hex(&dg, hex);
@@ -276,12 +367,12 @@ download(struct install_ctx *c, const manifest_t *m, const char *url, const char
  */
 int
 install_get_artifact(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a,
-                     const char *dl_dir, struct install_progress_state *ps, char *path, size_t cap,
-                     char *got_sha, struct err *e)
+                     const char *dl_dir, struct install_progress_state *ps, struct install_stream *xs,
+                     char *path, size_t cap, char *got_sha, struct err *e)
 {
 	struct err last, mism;
 	char url[HTTP_URL_MAX], mhost[HTTP_HOST_MAX];
-	int i, have_mismatch = 0;
+	int i, rc, have_mismatch = 0;
 
 	err_clear(&last);
 	err_clear(&mism);
@@ -313,8 +404,13 @@ install_get_artifact(struct install_ctx *c, const manifest_t *m, const struct ma
 			u = url;
 			extra = mhost;
 		}
-		if (download(c, m, u, extra, dl_dir, a->sha256, ps, path, cap, got_sha, &last) == 0)
+		rc = download(c, m, u, extra, dl_dir, a->sha256, ps, xs, path, cap, got_sha, &last);
+		if (rc == 0)
 			return 0;
+		if (rc == -2) {
+			*e = last;
+			return -1;
+		}
 		if (last.code && strcmp(last.code, "install.checksum_mismatch") == 0) {
 			mism = last;
 			have_mismatch = 1;
@@ -344,5 +440,5 @@ install_cache_artifact(struct install_ctx *c, const manifest_t *m, const struct 
 	if (a->sha256[0] == '\0')
 		return err_set(e, "install.manifest_invalid", "%s: %s has no pinned sha256", m->name,
 		               a->platform);
-	return install_get_artifact(c, m, a, c->cache_dir, NULL, path, cap, got, e);
+	return install_get_artifact(c, m, a, c->cache_dir, NULL, NULL, path, cap, got, e);
 }

@@ -616,9 +616,26 @@ tee_drain(struct tee *t)
 	return n == 0 ? 0 : -1;
 }
 
+/* The reader of arc_extract_read: the caller's function. */
+struct src {
+	arc_read_fn fn;
+	void *ctx;
+};
+
+static la_ssize_t
+src_read(struct archive *a, void *arg, const void **out)
+{
+	struct src *s = arg;
+	ssize_t n = s->fn(s->ctx, out);
+
+	if (n < 0)
+		archive_set_error(a, errno, "reading the archive: %s", strerror(errno));
+	return n;
+}
+
 static int
-extract(int archive_fd, const void *mem, size_t memlen, int root_dirfd, const struct arc_opts *o,
-        struct arc_stats *st, struct err *e)
+extract(int archive_fd, const void *mem, size_t memlen, struct src *src, int root_dirfd,
+        const struct arc_opts *o, struct arc_stats *st, struct err *e)
 {
 	struct arc_stats local;
 	struct archive_entry *ent;
@@ -629,7 +646,7 @@ extract(int archive_fd, const void *mem, size_t memlen, int root_dirfd, const st
 
 	if (st == NULL)
 		st = &local;
-	if (o->tee != NULL && (mem != NULL || o->format == ARC_FMT_ZIP))
+	if (o->tee != NULL && (mem != NULL || src != NULL || o->format == ARC_FMT_ZIP))
 		return err_set(e, "internal", "a hashed extraction reads a tar or tar.gz from a file");
 	if (o->tee != NULL && (tee.buf = malloc(ARC_READ_BLOCK)) == NULL)
 		return err_set(e, "internal", "out of memory");
@@ -662,6 +679,8 @@ extract(int archive_fd, const void *mem, size_t memlen, int root_dirfd, const st
 		goto out_locale;
 	if (mem != NULL)
 		opened = archive_read_open_memory(x.a, mem, memlen);
+	else if (src != NULL)
+		opened = archive_read_open(x.a, src, NULL, src_read, NULL);
 	else if (o->tee != NULL)
 		opened = archive_read_open(x.a, &tee, NULL, tee_read, NULL);
 	else
@@ -716,7 +735,7 @@ out_locale:
 int
 arc_extract_fd(int archive_fd, int root_dirfd, const struct arc_opts *o, struct arc_stats *st, struct err *e)
 {
-	return extract(archive_fd, NULL, 0, root_dirfd, o, st, e);
+	return extract(archive_fd, NULL, 0, NULL, root_dirfd, o, st, e);
 }
 
 int
@@ -726,7 +745,18 @@ arc_extract_mem(const void *buf, size_t len, int root_dirfd, const struct arc_op
 	/* libarchive takes a NULL buffer for an empty one badly */
 	static const char empty[1];
 
-	return extract(-1, len ? buf : empty, len, root_dirfd, o, st, e);
+	return extract(-1, len ? buf : empty, len, NULL, root_dirfd, o, st, e);
+}
+
+int
+arc_extract_read(arc_read_fn read, void *ctx, int root_dirfd, const struct arc_opts *o, struct arc_stats *st,
+                 struct err *e)
+{
+	struct src s = {read, ctx};
+
+	if (o->format == ARC_FMT_ZIP)
+		return err_set(e, "internal", "a zip is extracted from a file or memory, not a stream");
+	return extract(-1, NULL, 0, &s, root_dirfd, o, st, e);
 }
 
 int

@@ -55,6 +55,7 @@
  */
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <archive.h>
 
 #include "base/err.h"
@@ -141,6 +142,11 @@ struct arc_opts {
 	struct digest_ctx *tee;
 };
 
+/* Supplies an archive's bytes to arc_extract_read: sets *out to the next
+ * ones (valid until the next call) and returns their count; 0 at the end;
+ * -1 with errno. Called on the extracting thread only. */
+typedef ssize_t (*arc_read_fn)(void *ctx, const void **out);
+
 struct arc_stats {
 	uint64_t bytes;    /* regular-file bytes written */
 	uint64_t entries;  /* entries created (files, dirs, links) */
@@ -175,6 +181,12 @@ int arc_extract_fd(int archive_fd, int root_dirfd, const struct arc_opts *o, str
  * stay valid during the call): a zip is read through its central directory. */
 int arc_extract_mem(const void *buf, size_t len, int root_dirfd, const struct arc_opts *o,
                     struct arc_stats *st, struct err *e);
+
+/* The same for an archive whose bytes come from read (a tar or tar.gz, read
+ * as a stream; not o->tee): how an archive is extracted while it downloads.
+ * An error from read is install.failed ("reading the archive: ..."). */
+int arc_extract_read(arc_read_fn read, void *ctx, int root_dirfd, const struct arc_opts *o,
+                     struct arc_stats *st, struct err *e);
 
 /* The same with paths: opens archive_path and root_dir (which must exist and
  * be a directory, not a symlink). */

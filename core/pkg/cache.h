@@ -39,6 +39,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 
 #include "base/buf.h"
 #include "base/digest.h"
@@ -89,6 +90,25 @@ int cache_pipe_write(struct cache_pipe *p, const void *data, size_t len);
 int cache_pipe_finish(struct cache_pipe *p, struct digest *a, struct digest *b);
 /* Abandon: stop the worker and free p (NULL is fine). */
 void cache_pipe_free(struct cache_pipe *p);
+/*
+ * Extract while downloading: a follower (another thread, at most one, set
+ * before the first write) reads every chunk in the ring once it is handed
+ * over, the same memory the worker hashes, so what it reads is what the
+ * digest covers. The writer waits for it as for the worker (the ring grows
+ * to 8 chunks, 2 MiB: memory stays bounded and the connection is read at
+ * the follower's pace when it is slower). p stays valid for the follower
+ * after cache_pipe_finish or cache_pipe_free until it lets go. 0, or -1
+ * (EINVAL: already following or written to).
+ */
+int cache_pipe_follow(struct cache_pipe *p);
+/* The follower's next bytes: *out points to them (valid until the next
+ * call), their count returned; 0 once cache_pipe_finish handed over the
+ * last byte; -1 with errno ECANCELED when the pipe was abandoned (or its
+ * writes failed). Waits (a condition variable) for the writer. */
+ssize_t cache_pipe_next(struct cache_pipe *p, const void **out);
+/* The follower reads no more (at the end or not): the writer stops waiting
+ * for it, and p is freed if its owner let go already. */
+void cache_pipe_unfollow(struct cache_pipe *p);
 
 /* A download on its way into the cache. */
 struct cache_put {

@@ -6,6 +6,13 @@
  * page-cache writes all overlap, and the slowest of them, not their sum,
  * sets the pace. A slot is refilled once every consumer is past it. The
  * writer also starts the disk's writeback as it goes.
+ *
+ * A follower (cache_pipe_follow) is one more consumer of the same ring:
+ * an extractor on a thread of its own reading each chunk in place once it
+ * is handed over, while the digests hash it. A slot is refilled only when
+ * it is past it too, so memory stays the ring's, and the bytes extracted
+ * are the very bytes hashed (not read back from a file another process
+ * could change).
  */
 #include "pkg/cache.h"
 
@@ -19,6 +26,10 @@
 
 #define PIPE_CHUNK (256u << 10)
 #define PIPE_SLOTS 4
+/* With a follower: 2 MiB of ring, so the download runs ahead of the
+ * extractor's bursts (a large file written, a directory made) instead of
+ * stalling on each. */
+#define PIPE_FOLLOW_SLOTS 8
 /* consumers: the digests (at most 2), then the write */
 #define PIPE_CONSUMERS 3
 /* The writer starts the writeback of what it wrote every this many bytes. */
@@ -37,15 +48,21 @@ struct cache_pipe {
 	int fd;
 	struct digest_ctx d[2];
 	int nd, nc;             /* digests; consumers (nd + 1) */
-	unsigned char *ring;    /* PIPE_SLOTS chunks, allocated on first use */
-	size_t len[PIPE_SLOTS]; /* bytes in each slot */
-	unsigned head;          /* slots handed over (mod 2^32) */
+	unsigned char *ring;           /* nslots chunks, allocated on first use */
+	size_t len[PIPE_FOLLOW_SLOTS]; /* bytes in each slot */
+	unsigned nslots;
+	unsigned head; /* slots handed over (mod 2^32) */
 	struct consumer c[PIPE_CONSUMERS];
 	uint64_t unflushed; /* bytes written since the last writeback start */
 	int err;            /* a consumer's errno, 0 */
 	int done, started;
 	int waiting; /* the reader waits for room */
-	int idle;    /* consumers waiting for work */
+	int idle;    /* consumers (and the follower) waiting for work */
+	/* the follower: xtail is the slot it reads (held until its next
+	 * call); fin once every byte is handed over, gone once abandoned;
+	 * refs counts the owner and the follower, the last frees */
+	int following, held, fin, gone, refs;
+	unsigned xtail;
 	pthread_mutex_t mu;
 	pthread_cond_t work; /* consumers wait for a slot */
 	pthread_cond_t room; /* the reader waits for a free slot */
@@ -101,6 +118,8 @@ min_tail(const struct cache_pipe *p)
 	for (i = 1; i < p->nc; i++)
 		if (p->head - p->c[i].tail > p->head - t)
 			t = p->c[i].tail;
+	if (p->following && p->head - p->xtail > p->head - t)
+		t = p->xtail;
 	return t;
 }
 
@@ -121,7 +140,7 @@ worker(void *arg)
 		}
 		if (c->tail == p->head)
 			break;
-		slot = c->tail % PIPE_SLOTS;
+		slot = c->tail % p->nslots;
 		pthread_mutex_unlock(&p->mu);
 		/* after an error the rest is dropped, not hashed: the reader
 		 * sees p->err on its next hand-over */
@@ -146,6 +165,8 @@ cache_pipe_new(int fd, enum digest_alg a, enum digest_alg b)
 	if (p == NULL)
 		return NULL;
 	p->fd = fd;
+	p->nslots = PIPE_SLOTS;
+	p->refs = 1;
 	digest_init(&p->d[p->nd++], a);
 	if (b != DIGEST_NONE)
 		digest_init(&p->d[p->nd++], b);
@@ -198,8 +219,16 @@ static int
 hand_over(struct cache_pipe *p)
 {
 	if (!p->started && start(p) != 0) {
+		int er;
+		pthread_mutex_lock(&p->mu);
+		er = p->following;
+		pthread_mutex_unlock(&p->mu);
+		if (er) {
+			errno = EAGAIN; /* a follower reads handed-over slots */
+			return -1;
+		}
 		/* no threads: the same work, in line */
-		int er = p->err ? p->err : drain(p, p->ring, p->len[0]);
+		er = p->err ? p->err : drain(p, p->ring, p->len[0]);
 		p->len[0] = 0;
 		p->err = er;
 		return er ? (errno = er, -1) : 0;
@@ -209,7 +238,7 @@ hand_over(struct cache_pipe *p)
 	/* a busy consumer finds the new slot by itself */
 	if (p->idle > 0)
 		pthread_cond_broadcast(&p->work);
-	while (p->head - min_tail(p) == PIPE_SLOTS && !p->err) {
+	while (p->head - min_tail(p) == p->nslots && !p->err) {
 		p->waiting = 1;
 		pthread_cond_wait(&p->room, &p->mu);
 		p->waiting = 0;
@@ -219,7 +248,7 @@ hand_over(struct cache_pipe *p)
 		pthread_mutex_unlock(&p->mu);
 		return -1;
 	}
-	p->len[p->head % PIPE_SLOTS] = 0;
+	p->len[p->head % p->nslots] = 0;
 	pthread_mutex_unlock(&p->mu);
 	return 0;
 }
@@ -229,13 +258,13 @@ cache_pipe_write(struct cache_pipe *p, const void *data, size_t len)
 {
 	const unsigned char *s = data;
 
-	if (p->ring == NULL && (p->ring = malloc((size_t)PIPE_SLOTS * PIPE_CHUNK)) == NULL) {
+	if (p->ring == NULL && (p->ring = malloc((size_t)p->nslots * PIPE_CHUNK)) == NULL) {
 		errno = ENOMEM;
 		return -1;
 	}
 	while (len > 0) {
 		/* the filling slot is the reader's alone until handed over */
-		unsigned slot = p->head % PIPE_SLOTS;
+		unsigned slot = p->head % p->nslots;
 		size_t room = PIPE_CHUNK - p->len[slot], n = len < room ? len : room;
 		memcpy(p->ring + (size_t)slot * PIPE_CHUNK + p->len[slot], s, n);
 		p->len[slot] += n;
@@ -257,19 +286,44 @@ pipe_free(struct cache_pipe *p)
 	free(p);
 }
 
+/* The owner is done with p (fin: every byte handed over; else abandoned):
+ * freed now, or by the follower when it lets go. */
+static void
+owner_release(struct cache_pipe *p, int fin)
+{
+	int last;
+
+	pthread_mutex_lock(&p->mu);
+	if (fin)
+		p->fin = 1;
+	else
+		p->gone = 1;
+	last = --p->refs == 0;
+	pthread_cond_broadcast(&p->work);
+	pthread_mutex_unlock(&p->mu);
+	if (last)
+		pipe_free(p);
+}
+
 int
 cache_pipe_finish(struct cache_pipe *p, struct digest *a, struct digest *b)
 {
 	unsigned slot;
 	int er = stop(p);
 
-	slot = p->head % PIPE_SLOTS;
-	if (er == 0 && p->ring != NULL && p->len[slot] > 0)
+	slot = p->head % p->nslots;
+	if (er == 0 && p->ring != NULL && p->len[slot] > 0) {
 		er = drain(p, p->ring + (size_t)slot * PIPE_CHUNK, p->len[slot]);
+		/* the last, partial chunk is the follower's too (its slot is
+		 * free: the reader waited for room before filling it) */
+		pthread_mutex_lock(&p->mu);
+		p->head++;
+		pthread_mutex_unlock(&p->mu);
+	}
 	digest_final(&p->d[0], a);
 	if (b != NULL && p->nd > 1)
 		digest_final(&p->d[1], b);
-	pipe_free(p);
+	owner_release(p, er == 0);
 	if (er != 0) {
 		errno = er;
 		return -1;
@@ -283,5 +337,66 @@ cache_pipe_free(struct cache_pipe *p)
 	if (p == NULL)
 		return;
 	stop(p);
-	pipe_free(p);
+	owner_release(p, 0);
+}
+
+int
+cache_pipe_follow(struct cache_pipe *p)
+{
+	if (p->following || p->ring != NULL) {
+		errno = EINVAL;
+		return -1;
+	}
+	p->following = 1;
+	p->nslots = PIPE_FOLLOW_SLOTS;
+	p->refs++;
+	return 0;
+}
+
+ssize_t
+cache_pipe_next(struct cache_pipe *p, const void **out)
+{
+	ssize_t n;
+
+	pthread_mutex_lock(&p->mu);
+	if (p->held) {
+		p->held = 0;
+		p->xtail++;
+		if (p->waiting)
+			pthread_cond_signal(&p->room);
+	}
+	while (p->xtail == p->head && !p->fin && !p->gone) {
+		p->idle++;
+		pthread_cond_wait(&p->work, &p->mu);
+		p->idle--;
+	}
+	if (p->gone) {
+		pthread_mutex_unlock(&p->mu);
+		errno = ECANCELED;
+		return -1;
+	}
+	if (p->xtail == p->head) {
+		pthread_mutex_unlock(&p->mu);
+		return 0; /* every byte read */
+	}
+	*out = p->ring + (size_t)(p->xtail % p->nslots) * PIPE_CHUNK;
+	n = (ssize_t)p->len[p->xtail % p->nslots];
+	p->held = 1;
+	pthread_mutex_unlock(&p->mu);
+	return n;
+}
+
+void
+cache_pipe_unfollow(struct cache_pipe *p)
+{
+	int last;
+
+	pthread_mutex_lock(&p->mu);
+	p->following = 0;
+	p->held = 0;
+	last = --p->refs == 0;
+	pthread_cond_broadcast(&p->room);
+	pthread_mutex_unlock(&p->mu);
+	if (last)
+		pipe_free(p);
 }

@@ -95,12 +95,43 @@ fail_phase(struct err *e, const char *phase, const char *fmt, ...)
 
 /* ---- fetch ------------------------------------------------------------ */
 
+/*
+ * A package too large for memory whose parent is extracted already is
+ * extracted as it downloads, on a thread of its own reading the download's
+ * chunks (cache_pipe_follow). libarchive then parses bytes before their digest is
+ * known. Accepted, as npm itself does: they arrived over TLS from an
+ * allowed host, libarchive is fuzzed, and the tree goes to the install's
+ * private staging, used only once the digest of every byte (the memory the
+ * extractor read) matched: a mismatch, a cut connection or another
+ * package's failure fails the install, whose staging is then discarded,
+ * with the error the download gives without streaming. A cached tarball is
+ * extracted as before.
+ */
+struct stream {
+	struct run *r;
+	struct job *j;
+	int rootfd;
+	struct cache_pipe *p;
+	pthread_t th;
+	int started, abandon; /* abandon: r->mu */
+	/* the extractor's results, read once it is joined */
+	int rc, dfd;
+	struct cache_sums sums;
+	struct arc_stats as;
+	struct err e;
+};
+
+static void stream_start(struct stream *x, struct cache_put *put);
+static void stream_join(struct stream *x, int ok);
+static int parent_done(const struct run *r, const struct job *j);
+
 struct sink {
 	struct run *r;
 	struct buf *b; /* NULL: not kept in memory */
 	struct cache_put put;
 	uint64_t bytes;
 	const struct http_response *rs; /* its length is known at the first write */
+	struct stream *xs;              /* extracts as it downloads, if large; NULL: never */
 };
 
 static int
@@ -110,6 +141,19 @@ sink_write(void *arg, const void *buf, size_t len, struct err *e)
 
 	if (__atomic_load_n(&s->r->failed, __ATOMIC_RELAXED))
 		return err_set(e, FAILED, "cancelled: another package failed");
+	if (s->bytes == 0 && s->xs != NULL && s->rs->content_length > (int64_t)NPM_MEM_MAX) {
+		int ready;
+		/* only when it can be extracted at once: the connection is read
+		 * at the extractor's pace, never held while another package is
+		 * extracted (then it is extracted from the cache, as before) */
+		pthread_mutex_lock(&s->r->mu);
+		ready = parent_done(s->r, s->xs->j);
+		pthread_mutex_unlock(&s->r->mu);
+		if (ready)
+			stream_start(s->xs, &s->put);
+		if (s->xs->started)
+			s->b = NULL;
+	}
 	if (cache_put_write(&s->put, buf, len, e) < 0)
 		return fail_phase(e, "fetch", "%s", e->msg);
 	if (s->b != NULL)
@@ -128,8 +172,11 @@ sink_write(void *arg, const void *buf, size_t len, struct err *e)
 	return 0;
 }
 
+/* Get j's verified bytes: from the cache, else downloaded (into m when
+ * small; extracted as they arrive with xs, when large: xs->started). */
 static int
-fetch_one(struct run *r, struct http_client *hc, struct job *j, struct mem *m, struct err *e)
+fetch_one(struct run *r, struct http_client *hc, struct job *j, struct mem *m, struct stream *xs,
+          struct err *e)
 {
 	const struct npm_opts *o = r->o;
 	const struct npmlock_pkg *p = j->p;
@@ -169,6 +216,7 @@ fetch_one(struct run *r, struct http_client *hc, struct job *j, struct mem *m, s
 	buf_reset(&m->b);
 	s.r = r;
 	s.b = o->fetch_only ? NULL : &m->b;
+	s.xs = o->fetch_only ? NULL : xs;
 	if (cache_put_open(&s.put, o->cache, p->digest.alg, e) < 0)
 		return fail_phase(e, "fetch", "%s", e->msg);
 	if ((rs = malloc(sizeof(*rs))) == NULL) {
@@ -199,12 +247,14 @@ fetch_one(struct run *r, struct http_client *hc, struct job *j, struct mem *m, s
 		if (e->code && strncmp(e->code, "http.", 5) == 0 && e->details[0] == '\0')
 			err_set(e, e->code, "%s@%s: %s", p->name, p->version, msg);
 		cache_put_abort(&s.put);
+		stream_join(xs, 0);
 		return -1;
 	}
 	/* No fsync: every use of a cache entry re-hashes it against the
 	 * integrity first, so an entry torn by a power cut is a miss, never an
 	 * install of wrong bytes; 300 fsyncs would cost more than the rest. */
 	rc = cache_put_commit(&s.put, &p->digest, 0, &dw, &d256, j->file, sizeof(j->file), e);
+	stream_join(xs, rc > 0);
 	if (rc < 0)
 		return fail_phase(e, "fetch", "%s", e->msg);
 	if (rc == 0)
@@ -278,27 +328,32 @@ tree_key(const struct job *j, char key[CACHE_KEY_MAX])
 	return cache_tree_key(&j->p->digest, NPM_TREE_VARIANT, key);
 }
 
+/* Extract j's tarball into its directory (*dfdp, left open) from memory
+ * (m->ok), from the download as it arrives (read), or from the verified
+ * cache file. 0; -1 when the extractor failed (dfd open: the caller names
+ * the package); -2 with e final (nothing left open). */
 static int
-extract_one(struct run *r, struct job *j, const struct mem *m, int rootfd, struct err *e)
+extract_pkg(struct run *r, struct job *j, const struct mem *m, arc_read_fn read, void *rctx, int rootfd,
+            int *dfdp, struct cache_sums *sums, struct arc_stats *as, struct err *e)
 {
-	struct cache_sums sums = {0};
-	struct file_tap tap = {r->o, j->p->path, r->o->keep_trees ? &sums : NULL};
+	struct file_tap tap = {r->o, j->p->path, r->o->keep_trees ? sums : NULL};
 	struct digest_ctx tee;
 	struct arc_opts ao;
-	struct arc_stats as;
-	char key[CACHE_KEY_MAX], meta[64], label[2 * NPMLOCK_NAME_MAX + 80];
-	int afd = -1, dfd, rc, kept = 0;
+	int afd = -1, dfd, rc, from_file = !m->ok && read == NULL;
 
-	if (!m->ok) {
+	*dfdp = -1;
+	if (from_file) {
 		afd = open(j->file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-		if (afd < 0)
-			return fail_phase(e, "extract", "%s: %s", j->file, strerror(errno));
+		if (afd < 0) {
+			fail_phase(e, "extract", "%s: %s", j->file, strerror(errno));
+			return -2;
+		}
 	}
 	dfd = open_dir_path(rootfd, j->p->path, e);
 	if (dfd < 0) {
 		if (afd >= 0)
 			close(afd);
-		return -1;
+		return -2;
 	}
 	arc_opts_init(&ao, ARC_FMT_TAR_GZ);
 	ao.flags = ARC_NPM;
@@ -306,8 +361,9 @@ extract_one(struct run *r, struct job *j, const struct mem *m, int rootfd, struc
 	 * the cache or when it was looked up, but the cache directory may be
 	 * shared, so what the extractor reads is hashed as it reads it and
 	 * checked before the package counts (or is kept): a mismatch fails
-	 * the install, whose staging is then discarded, unpublished. */
-	if (!m->ok) {
+	 * the install, whose staging is then discarded, unpublished. (Read as
+	 * it downloads, it is the memory the download's digest covers.) */
+	if (from_file) {
 		digest_init(&tee, j->p->digest.alg);
 		ao.tee = &tee;
 	}
@@ -315,23 +371,43 @@ extract_one(struct run *r, struct job *j, const struct mem *m, int rootfd, struc
 		ao.on_file = file_tap;
 		ao.file_ctx = &tap;
 	}
-	memset(&as, 0, sizeof(as));
+	memset(as, 0, sizeof(*as));
 	if (m->ok)
-		rc = arc_extract_mem(m->b.p, m->b.len, dfd, &ao, &as, e);
+		rc = arc_extract_mem(m->b.p, m->b.len, dfd, &ao, as, e);
+	else if (read != NULL)
+		rc = arc_extract_read(read, rctx, dfd, &ao, as, e);
 	else
-		rc = arc_extract_fd(afd, dfd, &ao, &as, e);
+		rc = arc_extract_fd(afd, dfd, &ao, as, e);
 	if (afd >= 0)
 		close(afd);
+	*dfdp = dfd;
 	if (rc == 0 && ao.tee != NULL) {
 		struct digest got;
 		digest_final(&tee, &got);
 		if (!digest_equal(&got, &j->p->digest)) {
-			cache_sums_free(&sums);
 			close(dfd);
-			return err_set(e, "install.checksum_mismatch",
-			               "%s@%s: the cache entry %s changed after verification", j->p->name,
-			               j->p->version, j->file);
+			*dfdp = -1;
+			err_set(e, "install.checksum_mismatch",
+			        "%s@%s: the cache entry %s changed after verification", j->p->name,
+			        j->p->version, j->file);
+			return -2;
 		}
+	}
+	return rc < 0 ? -1 : 0;
+}
+
+/* After extract_pkg (rc): the package kept as a tree and counted, or its
+ * error named. Closes dfd, frees sums. 0 or -1 with e. */
+static int
+finish_pkg(struct run *r, struct job *j, const struct mem *m, int dfd, struct cache_sums *sums,
+           const struct arc_stats *as, int rc, struct err *e)
+{
+	char key[CACHE_KEY_MAX], meta[64], label[2 * NPMLOCK_NAME_MAX + 80];
+	int kept = 0;
+
+	if (rc == -2) {
+		cache_sums_free(sums);
+		return -1;
 	}
 	/* Kept before anything else runs in the tree (the packages it holds
 	 * are extracted only once this one is done). */
@@ -341,9 +417,9 @@ extract_one(struct run *r, struct job *j, const struct mem *m, int rootfd, struc
 		/* the tarball's size: a placed package still counts its bytes */
 		snprintf(meta, sizeof(meta), "size=%llu", (unsigned long long)sz);
 		snprintf(label, sizeof(label), "%s@%s", j->p->name, j->p->version);
-		kept = cache_tree_store(r->o->cache, key, dfd, meta, label, cache_sums_get, &sums);
+		kept = cache_tree_store(r->o->cache, key, dfd, meta, label, cache_sums_get, sums);
 	}
-	cache_sums_free(&sums);
+	cache_sums_free(sums);
 	close(dfd);
 	if (rc != 0) {
 		char msg[ERR_MSG_MAX];
@@ -354,9 +430,98 @@ extract_one(struct run *r, struct job *j, const struct mem *m, int rootfd, struc
 	pthread_mutex_lock(&r->mu);
 	r->st.extracted++;
 	r->st.kept += (size_t)kept;
-	r->st.files += as.entries;
+	r->st.files += as->entries;
 	pthread_mutex_unlock(&r->mu);
 	return 0;
+}
+
+static int
+extract_one(struct run *r, struct job *j, const struct mem *m, int rootfd, struct err *e)
+{
+	struct cache_sums sums = {0};
+	struct arc_stats as;
+	int dfd, rc = extract_pkg(r, j, m, NULL, NULL, rootfd, &dfd, &sums, &as, e);
+
+	return finish_pkg(r, j, m, dfd, &sums, &as, rc, e);
+}
+
+static ssize_t
+stream_read(void *ctx, const void **out)
+{
+	return cache_pipe_next(ctx, out);
+}
+
+/* The extractor's thread: j's tarball from the download's chunks into its
+ * directory (the package holding j is extracted: checked again here, and
+ * given up with the download or the install). */
+static void *
+stream_main(void *arg)
+{
+	struct stream *x = arg;
+	struct run *r = x->r;
+	static const struct mem none = {BUF_INIT(0), 0};
+	int go;
+
+	err_clear(&x->e);
+	pthread_mutex_lock(&r->mu);
+	while (!r->failed && !x->abandon && !parent_done(r, x->j))
+		pthread_cond_wait(&r->cv, &r->mu);
+	go = !r->failed && !x->abandon;
+	pthread_mutex_unlock(&r->mu);
+	if (go)
+		x->rc = extract_pkg(r, x->j, &none, stream_read, x->p, x->rootfd, &x->dfd, &x->sums, &x->as,
+		                    &x->e);
+	else {
+		err_set(&x->e, FAILED, "cancelled: the download or another package failed");
+		x->rc = -2;
+	}
+	cache_pipe_unfollow(x->p);
+	return NULL;
+}
+
+/* Follow put's download with the extractor (before its first byte). A
+ * thread that cannot start leaves the download as it was (kept in the
+ * cache, extracted from there). */
+static void
+stream_start(struct stream *x, struct cache_put *put)
+{
+	pthread_attr_t at;
+
+	if (cache_pipe_follow(put->pipe) != 0)
+		return;
+	x->p = put->pipe;
+	x->dfd = -1;
+	pthread_attr_init(&at);
+	pthread_attr_setstacksize(&at, 256 << 10);
+	x->started = pthread_create(&x->th, &at, stream_main, x) == 0;
+	pthread_attr_destroy(&at);
+	if (!x->started)
+		cache_pipe_unfollow(x->p);
+}
+
+/* Wait for the extractor once the download ended (ok: complete and
+ * verified); unless ok, what it leaves open is let go (its staging is the
+ * install's, discarded with the failure). */
+static void
+stream_join(struct stream *x, int ok)
+{
+	if (x == NULL || !x->started)
+		return;
+	if (!ok) {
+		/* it may still wait for the parent */
+		pthread_mutex_lock(&x->r->mu);
+		x->abandon = 1;
+		pthread_cond_broadcast(&x->r->cv);
+		pthread_mutex_unlock(&x->r->mu);
+	}
+	pthread_join(x->th, NULL);
+	if (!ok) {
+		if (x->dfd >= 0)
+			close(x->dfd);
+		x->dfd = -1;
+		cache_sums_free(&x->sums);
+		x->started = 0;
+	}
 }
 
 /* Place the package from the tree cache: 1 placed, 0 not (extract it),
@@ -430,6 +595,7 @@ static int
 do_one(struct worker *w, struct job *pick, struct http_client **hc, struct mem *m, struct err *e)
 {
 	struct run *r = w->r;
+	struct stream xs;
 	char key[CACHE_KEY_MAX];
 	int rc, waited = 0;
 
@@ -445,15 +611,25 @@ do_one(struct worker *w, struct job *pick, struct http_client **hc, struct mem *
 	}
 	if (*hc == NULL && (*hc = config_http_client(e)) == NULL)
 		return -1;
-	if (fetch_one(r, *hc, pick, m, e) != 0)
+	memset(&xs, 0, sizeof(xs));
+	xs.r = r;
+	xs.j = pick;
+	xs.rootfd = w->rootfd;
+	if (fetch_one(r, *hc, pick, m, &xs, e) != 0)
 		return -1;
 	if (r->o->fetch_only)
 		return 0;
 	pthread_mutex_lock(&r->mu);
 	pick->st = P_FETCHED;
-	rc = waited ? 0 : wait_parent(r, pick);
+	rc = waited || xs.started ? 0 : wait_parent(r, pick);
 	pick->st = P_EXTRACTING;
 	pthread_mutex_unlock(&r->mu);
+	if (xs.started) {
+		/* extracted as it downloaded (its parent first) */
+		if (xs.rc != 0)
+			*e = xs.e;
+		return finish_pkg(r, pick, m, xs.dfd, &xs.sums, &xs.as, xs.rc, e);
+	}
 	return rc < 0 ? -1 : extract_one(r, pick, m, w->rootfd, e);
 }
 
@@ -694,58 +870,4 @@ npm_link_bins(const struct npmlock *l, const char *staging, struct err *e)
 	}
 	close(pfd);
 	return 0;
-}
-
-int
-npm_purl(const struct npmlock_pkg *p, char *buf, size_t cap)
-{
-	int n;
-
-	if (p->name[0] == '@')
-		n = snprintf(buf, cap, "pkg:npm/%%40%s@%s", p->name + 1, p->version ? p->version : "");
-	else
-		n = snprintf(buf, cap, "pkg:npm/%s@%s", p->name, p->version ? p->version : "");
-	return n < 0 || (size_t)n >= cap ? -1 : n;
-}
-
-int
-npm_js_entry(const char *path, char *buf, size_t cap, char **flags, int *nflags)
-{
-	const char *dot;
-	char *p, *tok, *save = NULL;
-	ssize_t n;
-	int fd, js = 0, after = 0;
-
-	*nflags = 0;
-	if (cap < 3)
-		return -1;
-	dot = strrchr(path, '.');
-	if (dot && strchr(dot, '/') == NULL &&
-	    (strcmp(dot, ".js") == 0 || strcmp(dot, ".mjs") == 0 || strcmp(dot, ".cjs") == 0))
-		js = 1;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	n = read(fd, buf, cap - 1);
-	close(fd);
-	if (n < 0)
-		return -1;
-	buf[n] = '\0';
-	if (n < 2 || buf[0] != '#' || buf[1] != '!')
-		return js;
-	buf[strcspn(buf, "\r\n")] = '\0';
-	/* A shebang naming another interpreter (sh, python) runs directly, even
-	 * for a .js name: the kernel knows what to do with it. */
-	for (tok = strtok_r(buf + 2, " \t", &save); tok != NULL; tok = strtok_r(NULL, " \t", &save)) {
-		if (after) {
-			if (*nflags < NPM_NODE_FLAGS_MAX)
-				flags[(*nflags)++] = tok;
-			continue;
-		}
-		p = strrchr(tok, '/');
-		p = p ? p + 1 : tok;
-		if (strcmp(p, "node") == 0 || strcmp(p, "nodejs") == 0)
-			after = 1;
-	}
-	return after;
 }

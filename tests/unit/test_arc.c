@@ -61,8 +61,31 @@ group_teardown(void **state)
 	return fs_rm_tree(base, &e);
 }
 
-/* Set while the tests run again through arc_extract_mem. */
+/* Set while the tests run again through arc_extract_mem (1) or, a tar or
+ * tar.gz, through arc_extract_read in odd-sized pieces (2). */
 static int via_mem;
+
+/* arc_read_fn over memory: at most step bytes a call; fail_at (if not 0)
+ * bytes in, an EIO. */
+struct rd {
+	const char *p;
+	size_t len, off, step, fail_at;
+};
+
+static ssize_t
+rd_read(void *ctx, const void **out)
+{
+	struct rd *r = ctx;
+	size_t n = r->len - r->off < r->step ? r->len - r->off : r->step;
+
+	if (r->fail_at > 0 && r->off >= r->fail_at) {
+		errno = EIO;
+		return -1;
+	}
+	*out = r->p + r->off;
+	r->off += n;
+	return (ssize_t)n;
+}
 
 static int
 stage_reset(void)
@@ -116,7 +139,12 @@ extract(const char *name, enum arc_format f, unsigned flags, struct arc_stats *s
 			fail_msg("%s: %s", p, e->msg);
 		dfd = open(stage, O_RDONLY | O_DIRECTORY);
 		assert_true(dfd >= 0);
-		rc = arc_extract_mem(buf, len, dfd, &o, st, e);
+		if (via_mem == 2 && f != ARC_FMT_ZIP) {
+			struct rd r = {buf, len, 0, 777, 0};
+			rc = arc_extract_read(rd_read, &r, dfd, &o, st, e);
+		} else {
+			rc = arc_extract_mem(buf, len, dfd, &o, st, e);
+		}
 		close(dfd);
 		free(buf);
 		return rc;
@@ -605,13 +633,54 @@ t_mem_same_rules(void **s)
 		t_nonascii_tar, t_npm_mode, t_interleave,
 	};
 	size_t i;
+	int via;
 
-	for (i = 0; i < sizeof(fns) / sizeof(fns[0]); i++) {
-		assert_int_equal(stage_reset(), 0);
-		via_mem = 1;
-		fns[i](s);
-	}
+	/* and through a read callback (extraction while downloading) */
+	for (via = 1; via <= 2; via++)
+		for (i = 0; i < sizeof(fns) / sizeof(fns[0]); i++) {
+			assert_int_equal(stage_reset(), 0);
+			via_mem = via;
+			fns[i](s);
+		}
 	via_mem = 0;
+}
+
+/* arc_extract_read: a read error is install.failed, after what was
+ * extracted before it; a zip or a tee is refused. */
+static void
+t_read_error(void **s)
+{
+	char p[400], *buf = NULL;
+	size_t len = 0;
+	struct digest_ctx c;
+	struct arc_opts o;
+	struct arc_stats st;
+	struct err e;
+	int dfd;
+
+	path_of(p, sizeof(p), arch, "many.tar.gz");
+	assert_int_equal(fs_read_alloc(p, 256u << 20, &buf, &len, &e), 0);
+	dfd = open(stage, O_RDONLY | O_DIRECTORY);
+	assert_true(dfd >= 0);
+	arc_opts_init(&o, ARC_FMT_TAR_GZ);
+	{
+		struct rd r = {buf, len, 0, 4096, len / 2};
+		assert_int_equal(arc_extract_read(rd_read, &r, dfd, &o, &st, &e), -1);
+	}
+	/* (gzip reports it as its input cut short) */
+	assert_string_equal(e.code, "install.failed");
+	assert_true(st.entries > 0 && st.entries < 32);
+	arc_opts_init(&o, ARC_FMT_ZIP);
+	{
+		struct rd r = {buf, len, 0, 4096, 0};
+		assert_int_equal(arc_extract_read(rd_read, &r, dfd, &o, NULL, &e), -1);
+		arc_opts_init(&o, ARC_FMT_TAR_GZ);
+		digest_init(&c, DIGEST_SHA256);
+		o.tee = &c;
+		assert_int_equal(arc_extract_read(rd_read, &r, dfd, &o, NULL, &e), -1);
+	}
+	close(dfd);
+	free(buf);
 }
 
 static uint64_t progress_calls, progress_last;
@@ -733,7 +802,7 @@ main(void)
 		C(t_writable_normalised), C(t_owner_read_added), C(t_good_targz), C(t_good_tar_strip),
 		C(t_good_gnu_tar), C(t_tar_gz_reads_plain_tar_only_as_tar),
 		C(t_good_zip), C(t_nonascii_tar), C(t_npm_mode), C(t_progress),
-		C(t_format_names), C(t_no_format), C(t_tee),
+		C(t_format_names), C(t_no_format), C(t_tee), C(t_read_error),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

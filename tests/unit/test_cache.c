@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -226,6 +227,118 @@ test_pipe_write_error(void **state)
 	cache_pipe_free(cp);
 	close(fd);
 	free(b);
+}
+
+/* A follower (extraction while downloading): what it reads, on its own
+ * thread, until the end or until it has stop bytes (then it lets go). */
+struct fol {
+	struct cache_pipe *cp;
+	unsigned char *got;
+	size_t n, stop;
+	int rc, err;
+};
+
+static void *
+fol_main(void *arg)
+{
+	struct fol *f = arg;
+	const void *p;
+	ssize_t r = 0;
+
+	while (f->n < f->stop && (r = cache_pipe_next(f->cp, &p)) > 0) {
+		memcpy(f->got + f->n, p, (size_t)r);
+		f->n += (size_t)r;
+	}
+	f->rc = f->n < f->stop ? (int)r : 1;
+	f->err = errno;
+	cache_pipe_unfollow(f->cp);
+	return NULL;
+}
+
+/* n bytes in pieces of step through a followed pipe: the follower reads
+ * exactly them (or stops after stop), the digests and the file are the
+ * bytes'; the writer is never held by a follower that let go. */
+static void
+follow_roundtrip(size_t n, size_t step, size_t stop)
+{
+	char p[512];
+	unsigned char *b = pattern(n);
+	struct fol f = {NULL, malloc(n + 1), 0, stop, 0, 0};
+	struct digest a, s, wa, ws;
+	pthread_t th;
+	size_t off;
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/follow.bin", dir);
+	fd = open(p, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	assert_true(fd >= 0);
+	f.cp = cache_pipe_new(fd, DIGEST_SHA512, DIGEST_SHA256);
+	assert_int_equal(cache_pipe_follow(f.cp), 0);
+	assert_int_equal(cache_pipe_follow(f.cp), -1); /* one follower */
+	assert_int_equal(pthread_create(&th, NULL, fol_main, &f), 0);
+	for (off = 0; off < n; off += step)
+		assert_int_equal(cache_pipe_write(f.cp, b + off, n - off < step ? n - off : step), 0);
+	assert_int_equal(cache_pipe_finish(f.cp, &a, &s), 0);
+	pthread_join(th, NULL);
+	digest_buf(DIGEST_SHA512, b, n, &wa);
+	digest_buf(DIGEST_SHA256, b, n, &ws);
+	assert_true(digest_equal(&a, &wa));
+	assert_true(digest_equal(&s, &ws));
+	if (stop >= n) {
+		assert_int_equal(f.rc, 0); /* the end, after every byte */
+		assert_int_equal(f.n, n);
+	} else {
+		assert_true(f.n >= stop);
+	}
+	assert_memory_equal(f.got, b, f.n < n ? f.n : n);
+	close(fd);
+	free(b);
+	free(f.got);
+}
+
+static void
+test_pipe_follow(void **state)
+{
+	follow_roundtrip(0, 1, SIZE_MAX);
+	follow_roundtrip(11, 5, SIZE_MAX);
+	follow_roundtrip(100000, 16384, SIZE_MAX); /* under one chunk: handed over by finish */
+	follow_roundtrip(5u << 20, 16384, SIZE_MAX);
+	follow_roundtrip((3u << 20) + 7, 300000, SIZE_MAX);
+	follow_roundtrip(128u << 10, 128u << 10, SIZE_MAX);
+	/* a follower that stops early (an archive's end before the file's,
+	 * an extraction error): the rest goes on without it */
+	follow_roundtrip(8u << 20, 16384, 300000);
+}
+
+/* An abandoned download ends its follower's reads with ECANCELED; a pipe
+ * written to takes no follower. */
+static void
+test_pipe_follow_abandon(void **state)
+{
+	char p[512];
+	unsigned char *b = pattern(1u << 20);
+	struct fol f = {NULL, malloc(1u << 20), 0, SIZE_MAX, 0, 0};
+	pthread_t th;
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/abandon.bin", dir);
+	fd = open(p, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	assert_true(fd >= 0);
+	f.cp = cache_pipe_new(fd, DIGEST_SHA256, DIGEST_NONE);
+	assert_int_equal(cache_pipe_follow(f.cp), 0);
+	assert_int_equal(pthread_create(&th, NULL, fol_main, &f), 0);
+	assert_int_equal(cache_pipe_write(f.cp, b, 1u << 20), 0);
+	cache_pipe_free(f.cp);
+	pthread_join(th, NULL);
+	assert_int_equal(f.rc, -1);
+	assert_int_equal(f.err, ECANCELED);
+	f.cp = cache_pipe_new(fd, DIGEST_SHA256, DIGEST_NONE);
+	assert_int_equal(cache_pipe_write(f.cp, b, 10), 0);
+	assert_int_equal(cache_pipe_follow(f.cp), -1);
+	cache_pipe_free(f.cp);
+	close(fd);
+	free(b);
+	free(f.got);
 }
 
 /* ---- extracted trees ---------------------------------------------------- */
@@ -574,6 +687,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_pipe_small, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pipe_large, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pipe_write_error, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pipe_follow, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pipe_follow_abandon, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tree_place, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tree_file_changed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tree_file_missing, setup, teardown),

@@ -1,0 +1,160 @@
+# Extraction while downloading (issue 16): a tarball source and a large npm
+# package are extracted as their bytes arrive, and the staged tree is used
+# only once the digest matched. Real peers on loopback: httpd.py and
+# npmreg.py send a tarball's second half only once its first entry exists
+# in staging (the overlap, observed without timing), cut it in the middle,
+# or serve bytes that do not match; every failure leaves nothing behind.
+. "$TOP/tests/lib.sh"
+
+W=$T/www
+M=$T/man
+mkdir -p "$W" "$M" "$T/home" "$T/state"
+export HOME=$T/home ABX_SERVER_STATE_DIR=$T/state ABX_SERVER_AUDIT_FILE=$T/audit.jsonl
+unset ABX_TOOLS_DIR ABX_MANIFESTS_DIR ABX_SERVER_INSTALL_MODE ABX_INSTALL_MODE ABX_INSTALL_MIRROR \
+	ABX_INSTALL_NPM_REGISTRY ABX_INSTALL_UNPINNED ABX_SERVER_ENV ABX_TEST_PAUSE SSL_CERT_DIR HTTPS_PROXY \
+	https_proxy HTTP_PROXY http_proxy NO_PROXY no_proxy
+
+sh "$FIXTURES/mkcerts.sh" "$T/pki" >/dev/null 2>&1 || { not_ok "test PKI" "mkcerts.sh failed"; exit 1; }
+export SSL_CERT_FILE=$T/pki/ca.pem
+
+# NAME: $W/NAME-1.0.0.tgz, first entry pkg/a-first.txt, then the binary and
+# 4 MiB of incompressible data (many of the download's chunks)
+mktool() {
+	rm -rf "$T/src" && mkdir -p "$T/src/pkg/bin" "$T/src/pkg/share"
+	echo first >"$T/src/pkg/a-first.txt"
+	printf '#!/bin/sh\necho "%s 1.0.0"\n' "$1" >"$T/src/pkg/bin/$1"
+	chmod 755 "$T/src/pkg/bin/$1"
+	head -c $((4 << 20)) /dev/urandom >"$T/src/pkg/share/data.bin"
+	tar czf "$W/$1-1.0.0.tgz" -C "$T/src" pkg/a-first.txt pkg/bin pkg/share
+}
+sha() { sha256sum "$1" | cut -d' ' -f1; }
+
+: >"$T/req.log"
+bg python3 "$FIXTURES/httpd.py" --root "$W" --log "$T/req.log" --cert "$T/pki/good.pem" \
+	--key "$T/pki/good.key" >"$T/port" 2>"$T/httpd.err"
+wait_for_line "$T/port" '^[0-9]' 10 || { not_ok "start https fixture" "$(cat "$T/httpd.err")"; exit 1; }
+P=$(head -1 "$T/port")
+
+# mkman NAME URLPATH SHA: a tarball manifest in $M
+mkman() {
+	cat >"$M/$1.json" <<EOM
+{"schema":1,"name":"$1","binary":"$1","version":"1.0.0",
+ "source":{"type":"tarball","bin":"bin/$1","strip_components":1,
+  "platforms":{"linux-x64":{"url":"https://localhost:$P$2","sha256":"$3"},"linux-arm64":{"url":"https://localhost:$P$2","sha256":"$3"}}},
+ "hosts":["localhost"],"verify":{"argv":["{bin}"],"expect":"$1 1.0.0"},
+ "platforms":["linux-x64","linux-arm64"],"size_hint_mb":8}
+EOM
+}
+# nothing_left DIR: no staged tree, no download's temporary file, no tool tree
+nothing_left() {
+	test -z "$(ls -A "$1/.staging" 2>/dev/null)" && test -z "$(ls -A "$1/.cache" 2>/dev/null | grep '^\.tmp-')" &&
+		test ! -e "$1/$2/1.0.0-$PLATFORM"
+}
+
+mktool gated
+G=$(sha "$W/gated-1.0.0.tgz")
+
+# ---- a tarball source ---------------------------------------------------------------
+mkman gated /gate/gated-1.0.0.tgz "$G"
+echo "$T/t1/.staging/*/tree/a-first.txt" >"$W/gated-1.0.0.tgz.gate"
+run "$BIN" prepare --manifests "$M" --only gated --tools-dir "$T/t1" -v
+expect "tarball: installed" 0 "gated 1.0.0: installed"
+check "tarball: the first entry was in staging before the second half was sent" \
+	grep -q "gate gated-1.0.0.tgz seen" "$T/req.log"
+check "tarball: the tree is the archive's" sh -c \
+	"mkdir -p '$T/x1' && tar xzf '$W/gated-1.0.0.tgz' -C '$T/x1' && diff -r '$T/x1/pkg' '$T/t1/gated/1.0.0-$PLATFORM'"
+check "tarball: the artifact is cached under its digest" test -f "$T/t1/.cache/$G"
+check "tarball: its extracted tree is kept" grep -q "gated 1.0.0: kept the extracted tree" "$T/err"
+check "tarball: nothing left in staging" test -z "$(ls -A "$T/t1/.staging")"
+
+# the cached artifact (no kept tree): extracted from the cache, no download
+rm -rf "$T/t1/.cache/trees"
+: >"$T/req.log"
+run "$BIN" prepare --manifests "$M" --only gated --tools-dir "$T/t1b" --cache "$T/t1/.cache"
+expect "tarball, cached: installed" 0 "gated 1.0.0: installed"
+check "tarball, cached: no download" test ! -s "$T/req.log"
+check "tarball, cached: the same tree" diff -r "$T/t1/gated/1.0.0-$PLATFORM" "$T/t1b/gated/1.0.0-$PLATFORM"
+
+# the right archive under a wrong pin: extracted as it arrived, then discarded
+mkman gated /gate/gated-1.0.0.tgz "$(printf '%064d' 1)"
+echo "$T/t2/.staging/*/tree/a-first.txt" >"$W/gated-1.0.0.tgz.gate"
+: >"$T/req.log"
+run "$BIN" prepare --json --manifests "$M" --only gated --tools-dir "$T/t2"
+expect "tarball, wrong digest: install.checksum_mismatch" 3 '"code":"install.checksum_mismatch"'
+check "tarball, wrong digest: it was staged as it arrived" grep -q "gate gated-1.0.0.tgz seen" "$T/req.log"
+check "tarball, wrong digest: nothing left (staging, temporary file, tree)" nothing_left "$T/t2" gated
+check "tarball, wrong digest: nothing cached" test -z "$(ls -A "$T/t2/.cache" 2>/dev/null | grep -v '^trees$')"
+
+# bytes that are no archive at all: still the digest's error, not the extractor's
+head -c $((3 << 20)) /dev/urandom >"$W/noise-1.0.0.tgz"
+mkman noise /f/noise-1.0.0.tgz "$(printf '%064d' 2)"
+run "$BIN" prepare --json --manifests "$M" --only noise --tools-dir "$T/t3"
+expect "tarball, wrong bytes: install.checksum_mismatch" 3 '"code":"install.checksum_mismatch"'
+check "tarball, wrong bytes: nothing left" nothing_left "$T/t3" noise
+
+# the connection cut in the middle
+mkman gated /cut/gated-1.0.0.tgz "$G"
+run "$BIN" prepare --json --manifests "$M" --only gated --tools-dir "$T/t4"
+expect "tarball, cut: install.failed in the fetch phase" 3 '"phase":"fetch"'
+check "tarball, cut: nothing left" nothing_left "$T/t4" gated
+
+# a sound download whose archive is refused: the extractor's error
+rm -rf "$T/src" && mkdir -p "$T/src/pkg/bin"
+printf '#!/bin/sh\necho "evil 1.0.0"\n' >"$T/src/pkg/bin/evil"
+head -c $((2 << 20)) /dev/urandom >"$T/src/pkg/big.bin"
+ln -s /etc/passwd "$T/src/pkg/bin/escape"
+tar czf "$W/evil-1.0.0.tgz" -C "$T/src" pkg/big.bin pkg/bin
+mkman evil /f/evil-1.0.0.tgz "$(sha "$W/evil-1.0.0.tgz")"
+run "$BIN" prepare --json --manifests "$M" --only evil --tools-dir "$T/t5"
+expect "tarball, refused archive: the extractor's error" 3 "escape"
+check "tarball, refused archive: not a fetch error" sh -c "! grep -q '\"phase\":\"fetch\"' '$T/out'"
+check "tarball, refused archive: nothing left" nothing_left "$T/t5" evil
+
+# ---- a large npm package ----------------------------------------------------------------
+mkdir -p "$T/reg" "$T/nm"
+export ABX_INSTALL_LIBC=glibc
+bg python3 "$FIXTURES/npmreg.py" --root "$T/reg" --log "$T/reg.log" --cert "$T/pki/good.pem" \
+	--key "$T/pki/good.key" >"$T/reg.port" 2>"$T/reg.err"
+wait_for_line "$T/reg.port" '^[0-9]' 10 || { not_ok "start npm registry" "$(cat "$T/reg.err")"; exit 1; }
+REG="https://localhost:$(head -1 "$T/reg.port")"
+FIXTURES=$FIXTURES T=$T REG=$REG python3 - <<'PY'
+import os, sys
+sys.path.insert(0, os.environ["FIXTURES"])
+import npmpack as P
+T, REG = os.environ["T"], os.environ["REG"]
+root, m = T + "/reg", T + "/nm"
+P.pack(root, "@t/app", "1.0.0", {"bin/app": (b"#!/bin/sh\necho app 1.0.0\n", 0o755)}, {"bin": {"app": "bin/app"}})
+# over the in-memory size (1 MiB): extracted as it downloads
+P.pack(root, "big", "1.0.0", {"a-first.txt": b"first\n", "z.bin": os.urandom(4 << 20)})
+app = P.entry(root, REG, "@t/app", "1.0.0", bin={"app": "bin/app"})
+big = P.entry(root, REG, "big", "1.0.0")
+verify = {"argv": ["{bin}"], "expect": "app 1.0.0", "timeout": 20}
+for name, e in (("napp", big), ("nbad", dict(big, integrity=P.sri(b"other")))):
+    P.write_manifest(m, name, "@t/app", ["localhost"], verify=verify, bin_="node_modules/.bin/app", binary=name)
+    P.write_lock(m + "/%s/package-lock.json" % name, "@t/app", {"node_modules/@t/app": app, "node_modules/big": e})
+PY
+BIGTGZ=$T/reg/big/-/big-1.0.0.tgz
+
+echo "$T/n1/.staging/*/tree/node_modules/big/a-first.txt" >"$BIGTGZ.gate"
+run "$BIN" prepare --manifests "$T/nm" --only napp --tools-dir "$T/n1"
+expect "npm: installed" 0 "napp 1.0.0: installed"
+check "npm: the large package's first entry was in staging before its second half was sent" \
+	grep -q "gate big-1.0.0.tgz seen" "$T/reg.log"
+check "npm: its files are the tarball's" sh -c \
+	"mkdir -p '$T/x2' && tar xzf '$BIGTGZ' -C '$T/x2' && diff -r '$T/x2/package' '$T/n1/napp/1.0.0-$PLATFORM/node_modules/big'"
+check "npm: nothing left in staging" test -z "$(ls -A "$T/n1/.staging")"
+
+echo "$T/n2/.staging/*/tree/node_modules/big/a-first.txt" >"$BIGTGZ.gate"
+: >"$T/reg.log"
+run "$BIN" prepare --json --manifests "$T/nm" --only nbad --tools-dir "$T/n2"
+expect "npm, wrong digest: install.checksum_mismatch" 3 '"code":"install.checksum_mismatch"'
+check "npm, wrong digest: it was staged as it arrived" grep -q "gate big-1.0.0.tgz seen" "$T/reg.log"
+check "npm, wrong digest: nothing left" nothing_left "$T/n2" nbad
+check "npm, wrong digest: nothing cached" test ! -e "$T/n2/.cache/$(sha "$BIGTGZ")"
+
+rm -f "$BIGTGZ.gate"
+: >"$BIGTGZ.cut"
+run "$BIN" prepare --json --manifests "$T/nm" --only napp --tools-dir "$T/n3"
+expect "npm, cut: install.failed" 3 '"code":"install.failed"'
+check "npm, cut: nothing left" nothing_left "$T/n3" napp
+rm -f "$BIGTGZ.cut"
