@@ -129,7 +129,7 @@ worker(void *arg)
 	struct consumer *c = arg;
 	struct cache_pipe *p = c->p;
 	unsigned slot;
-	int er;
+	int er, skip;
 
 	pthread_mutex_lock(&p->mu);
 	for (;;) {
@@ -141,10 +141,11 @@ worker(void *arg)
 		if (c->tail == p->head)
 			break;
 		slot = c->tail % p->nslots;
-		pthread_mutex_unlock(&p->mu);
 		/* after an error the rest is dropped, not hashed: the reader
 		 * sees p->err on its next hand-over */
-		er = p->err ? 0 : consume(p, c->i, p->ring + (size_t)slot * PIPE_CHUNK, p->len[slot]);
+		skip = p->err != 0;
+		pthread_mutex_unlock(&p->mu);
+		er = skip ? 0 : consume(p, c->i, p->ring + (size_t)slot * PIPE_CHUNK, p->len[slot]);
 		pthread_mutex_lock(&p->mu);
 		if (er != 0)
 			p->err = er;
