@@ -47,7 +47,7 @@ struct consumer {
 struct cache_pipe {
 	int fd;
 	struct digest_ctx d[2];
-	int nd, nc;             /* digests; consumers (nd + 1) */
+	int nd, nc;                    /* digests; consumers (nd + 1) */
 	unsigned char *ring;           /* nslots chunks, allocated on first use */
 	size_t len[PIPE_FOLLOW_SLOTS]; /* bytes in each slot */
 	unsigned nslots;
