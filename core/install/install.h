@@ -456,7 +456,7 @@ int install_path_find(const manifest_t *m, const char *min, const char *self, ch
 
 /*
  * Run argv (already substituted; core/proc.h) with a scrubbed environment
- * (PATH = path, HOME = home, LANG = C) in home, stdin /dev/null, stdout and
+ * (PATH = path, HOME = home, LANG = LC_ALL = C) in home, stdin /dev/null, stdout and
  * stderr captured together into out (cap bytes, NUL-terminated), killed at
  * timeout_s (SIGTERM, SIGKILL INSTALL_RUN_GRACE_MS later). Returns the exit
  * status (0..255), 128+signal when a signal ended it, 128+SIGKILL when the
@@ -465,6 +465,10 @@ int install_path_find(const manifest_t *m, const char *min, const char *self, ch
 #define INSTALL_RUN_GRACE_MS 500
 int install_run(char *const argv[], const char *path, const char *home, int timeout_s, char *out, size_t cap,
                 struct err *e);
+/* The same with env[0..nenv) (a manifest's verify.env, checked by its
+ * parser) added to the environment. */
+int install_run_env(char *const argv[], const char *path, const char *home, const struct manifest_envvar *env,
+                    int nenv, int timeout_s, char *out, size_t cap, struct err *e);
 
 /* The environment variable ABX_TOOL_<NAME> for a tool name into buf. */
 void install_tool_env_name(const char *name, char *buf, size_t cap);

@@ -172,7 +172,8 @@ run_verify(struct install_ctx *c, const manifest_t *m, const char *entry, const 
 		}
 		free(nr);
 	}
-	st = install_run(argv, path, home, m->verify.timeout, out, INSTALL_VERIFY_OUT_MAX, e);
+	st = install_run_env(argv, path, home, m->verify.env, m->verify.nenv, m->verify.timeout, out,
+	                     INSTALL_VERIFY_OUT_MAX, e);
 	free(words);
 	if (st != 0 || (m->verify.expect[0] && strstr(out, m->verify.expect) == NULL)) {
 		char *nl;

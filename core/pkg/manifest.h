@@ -57,6 +57,8 @@
 #define MANIFEST_MAX_LIBS 8
 /* Environment variables a tool's launcher sets (codex.js sets two). */
 #define MANIFEST_MAX_ENV 8
+/* Variables a verify run adds to its scrubbed environment (gemini: one). */
+#define MANIFEST_MAX_VERIFY_ENV 8
 
 /* The C libraries whose program interpreter a tool's native code can use
  * (manifest key "libc"); 0 = it needs none (static, or a script run by
@@ -128,6 +130,10 @@ typedef struct manifest {
 		struct manifest_argv argv;
 		char expect[MANIFEST_ARG_MAX];
 		int timeout; /* seconds; default MANIFEST_VERIFY_TIMEOUT */
+		/* "env": NAME=value added to the run's PATH, HOME, LANG, LC_ALL
+		 * (literal values; unset is never set) */
+		struct manifest_envvar env[MANIFEST_MAX_VERIFY_ENV];
+		int nenv;
 	} verify;
 	struct {
 		struct manifest_argv argv; /* n == 0: a copy on PATH is never used */
