@@ -110,6 +110,9 @@ enum install_phase {
 	INSTALL_PH_PUBLISH,     /* sync, rename, marker, proof, bin links */
 	INSTALL_PH_N
 };
+/* A phase that had nothing to do: verify.argv when the cache recorded a
+ * pass for the same tree and run (install_verified_get). */
+#define INSTALL_PH_NOT_RUN (-2)
 const char *install_phase_name(enum install_phase p);
 
 /* ABX_TEST_PAUSE=phase (tests only; never with ABX_SERVER_ENV=production):
@@ -260,6 +263,21 @@ int install_tree_place(struct install_ctx *c, const manifest_t *m, const struct 
                        const char *staging, struct install_known *known, uint64_t *asize, struct err *e);
 void install_tree_keep(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a,
                        const char *tree, uint64_t asize, const struct install_known *known);
+/*
+ * A verify.argv pass, recorded in the cache (a sealed note, cache.h:
+ * <cache>/trees/<name>-<version>-<platform>.verified) for exactly one tree
+ * (its listing's digest) and ident: the verify run's identity (the verify
+ * argv, expect and env, the platform, the libc, and the tree digest of
+ * every requirement it ran with; "" = not identifiable, e.g. a require
+ * from PATH). install_verified_get answers 1 with the tree digest and the
+ * time of the pass when a sound record has exactly ident (a record that
+ * fails its seal is said on stderr and not used), else 0; never with
+ * --force (c->force), an unpinned manifest or no writable cache.
+ * install_verified_put records a pass (only ever called after one).
+ */
+int install_verified_get(struct install_ctx *c, const manifest_t *m, const char *ident, char tree[65], char *at,
+                         size_t atcap);
+void install_verified_put(struct install_ctx *c, const manifest_t *m, const char *ident, const char *tree);
 
 /* One SBOM row per installed npm package (name, version, purl, path,
  * integrity, sha256 when the cache knows it, url) into the marker's array. */
