@@ -275,8 +275,8 @@ void install_tree_keep(struct install_ctx *c, const manifest_t *m, const struct 
  * --force (c->force), an unpinned manifest or no writable cache.
  * install_verified_put records a pass (only ever called after one).
  */
-int install_verified_get(struct install_ctx *c, const manifest_t *m, const char *ident, char tree[65], char *at,
-                         size_t atcap);
+int install_verified_get(struct install_ctx *c, const manifest_t *m, const char *ident, char tree[65],
+                         char *at, size_t atcap);
 void install_verified_put(struct install_ctx *c, const manifest_t *m, const char *ident, const char *tree);
 
 /* One SBOM row per installed npm package (name, version, purl, path,

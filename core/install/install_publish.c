@@ -134,7 +134,8 @@ ident_require(struct verify_run *v, const char *name, const struct install_resul
 	char line[MANIFEST_NAME_MAX + MANIFEST_VERSION_MAX + 100];
 	size_t n = strlen(v->ident), w = strlen(v->with);
 
-	if (r->from_path || r->from_env || r->dir[0] == '\0' || install_marker_read(r->dir, name, &mk, &e) < 0) {
+	if (r->from_path || r->from_env || r->dir[0] == '\0' ||
+	    install_marker_read(r->dir, name, &mk, &e) < 0) {
 		v->no_ident = 1;
 		return;
 	}
@@ -200,8 +201,8 @@ ident_spec(struct install_ctx *c, const manifest_t *m, struct verify_run *v)
 		digest_update(&dc, m->verify.env[i].value, strlen(m->verify.env[i].value) + 1);
 	}
 	digest_final(&dc, &d);
-	snprintf(v->ident, sizeof(v->ident), "verify %s\nplatform %s\nlibc %s\n", digest_hex(&d, hex), c->platform,
-	         libc ? libc : "none");
+	snprintf(v->ident, sizeof(v->ident), "verify %s\nplatform %s\nlibc %s\n", digest_hex(&d, hex),
+	         c->platform, libc ? libc : "none");
 }
 
 /* PATH, argv and identity of m's verify run for the tree's entry. */
@@ -228,8 +229,8 @@ verify_setup(struct install_ctx *c, const manifest_t *m, const char *entry, stru
 			while (v->argv[n] != NULL)
 				n++;
 			memcpy(v->rest, v->argv + 1, (size_t)n * sizeof(*v->argv));
-			if (launch_argv(v->argv, MANIFEST_MAX_ARGV + NPM_NODE_FLAGS_MAX + 2, v->node, v->flags,
-			                v->nflags, entry, v->rest, n - 1) < 0)
+			if (launch_argv(v->argv, MANIFEST_MAX_ARGV + NPM_NODE_FLAGS_MAX + 2, v->node,
+			                v->flags, v->nflags, entry, v->rest, n - 1) < 0)
 				v->argv[0] = (char *)entry;
 		} else {
 			v->no_ident = 1;

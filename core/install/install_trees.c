@@ -114,7 +114,8 @@ install_tree_keep(struct install_ctx *c, const manifest_t *m, const struct manif
 static int
 verified_name(const struct install_ctx *c, const manifest_t *m, char *out, size_t cap)
 {
-	return (size_t)snprintf(out, cap, "%s-%s-%s.verified", m->name, m->version, c->platform) < cap ? 0 : -1;
+	return (size_t)snprintf(out, cap, "%s-%s-%s.verified", m->name, m->version, c->platform) < cap ? 0
+	                                                                                               : -1;
 }
 
 int
@@ -126,13 +127,14 @@ install_verified_get(struct install_ctx *c, const manifest_t *m, const char *ide
 	size_t il = strlen(ident);
 	int rc;
 
-	if (!usable(c) || m->unpinned || c->force || ident[0] == '\0' || verified_name(c, m, name, sizeof(name)) < 0 ||
-	    (body = malloc(CACHE_NOTE_MAX + 1)) == NULL)
+	if (!usable(c) || m->unpinned || c->force || ident[0] == '\0' ||
+	    verified_name(c, m, name, sizeof(name)) < 0 || (body = malloc(CACHE_NOTE_MAX + 1)) == NULL)
 		return 0;
 	rc = cache_note_get(c->cache_dir, name, body, CACHE_NOTE_MAX + 1, &why);
 	if (rc < 0)
-		warnx_line("cache: the verify.argv record of %s %s (%s/trees/%s) is not used: %s; verify.argv runs",
-		           m->name, m->version, c->cache_dir, name, why);
+		warnx_line(
+		    "cache: the verify.argv record of %s %s (%s/trees/%s) is not used: %s; verify.argv runs",
+		    m->name, m->version, c->cache_dir, name, why);
 	/* "tree <hex>\n" <ident> "at <time>\n", exactly */
 	p = body + 5 + 64 + 1;
 	if (rc <= 0 || strncmp(body, "tree ", 5) != 0 || strlen(body) < 5 + 64 + 1 || body[5 + 64] != '\n' ||

@@ -752,8 +752,9 @@ cache_note_put(const char *cache, const char *name, const char *body, size_t len
 	int fd, rc = 0;
 
 	snprintf(trees, sizeof(trees), "%s/trees", cache);
-	if (len > CACHE_NOTE_MAX || memchr(body, '\0', len) != NULL || note_path(cache, name, path, sizeof(path)) < 0 ||
-	    (mkdir(trees, 0755) != 0 && errno != EEXIST) || seal_key(trees, sk, &why) < 0)
+	if (len > CACHE_NOTE_MAX || memchr(body, '\0', len) != NULL ||
+	    note_path(cache, name, path, sizeof(path)) < 0 || (mkdir(trees, 0755) != 0 && errno != EEXIST) ||
+	    seal_key(trees, sk, &why) < 0)
 		return 0;
 	buf_put(&text, "abx-note 1 ", 11);
 	buf_put(&text, name, strlen(name));

@@ -568,7 +568,8 @@ verify_env_refused(const char *name)
 	if (strcmp(name, "PATH") == 0 || strcmp(name, "HOME") == 0 || strcmp(name, "LANG") == 0 ||
 	    strncmp(name, "LC_", 3) == 0)
 		return "PATH, HOME, LANG and LC_* are set by the verify run itself";
-	if (strncmp(name, "LD_", 3) == 0 || strcmp(name, "NODE_OPTIONS") == 0 || strcmp(name, "NODE_PATH") == 0)
+	if (strncmp(name, "LD_", 3) == 0 || strcmp(name, "NODE_OPTIONS") == 0 ||
+	    strcmp(name, "NODE_PATH") == 0)
 		return "LD_*, NODE_OPTIONS and NODE_PATH would load other code than the tree's";
 	if (strncmp(name, "ABX_", 4) == 0)
 		return "ABX_* are the server's own";
@@ -611,7 +612,8 @@ parse_verify_env(struct vctx *v, manifest_t *m, const struct json_val *x)
 		if (mb->val.u.str.len >= sizeof(ev->value))
 			return bad(v, p, "longer than %zu bytes", sizeof(ev->value) - 1);
 		for (k = 0; k < mb->val.u.str.len; k++)
-			if ((unsigned char)mb->val.u.str.s[k] < 0x20 || (unsigned char)mb->val.u.str.s[k] > 0x7e)
+			if ((unsigned char)mb->val.u.str.s[k] < 0x20 ||
+			    (unsigned char)mb->val.u.str.s[k] > 0x7e)
 				return bad(v, p, "not printable ASCII");
 		if (strchr(mb->val.u.str.s, '{') != NULL)
 			return bad(v, p, "placeholders are not substituted in verify.env");
