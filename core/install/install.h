@@ -265,7 +265,7 @@ void install_tree_keep(struct install_ctx *c, const manifest_t *m, const struct 
                        const char *tree, uint64_t asize, const struct install_known *known);
 /*
  * A verify.argv pass, recorded in the cache (a sealed note, cache.h:
- * <cache>/trees/<name>-<version>-<platform>.verified) for exactly one tree
+ * <cache>/trees/<name>-<version>-<platform>-<libc>.verified) for exactly one tree
  * (its listing's digest) and ident: the verify run's identity (the verify
  * argv, expect and env, the platform, the libc, and the tree digest of
  * every requirement it ran with; "" = not identifiable, e.g. a require
@@ -278,6 +278,12 @@ void install_tree_keep(struct install_ctx *c, const manifest_t *m, const struct 
 int install_verified_get(struct install_ctx *c, const manifest_t *m, const char *ident, char tree[65],
                          char *at, size_t atcap);
 void install_verified_put(struct install_ctx *c, const manifest_t *m, const char *ident, const char *tree);
+
+/* Run m's verify.argv against the published tree (its entry, its
+ * requires as an install would run it, HOME a fresh directory in TMPDIR
+ * removed after): always run, never a recorded pass (the verify applet).
+ * 0, or -1 with install.failed (details.phase "verify"). */
+int install_verify_argv(struct install_ctx *c, const manifest_t *m, const char *tree, struct err *e);
 
 /* One SBOM row per installed npm package (name, version, purl, path,
  * integrity, sha256 when the cache knows it, url) into the marker's array. */

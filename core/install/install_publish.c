@@ -22,6 +22,7 @@
 #include "base/clock.h"
 #include "base/digest.h"
 #include "base/fs.h"
+#include "config/config.h"
 #include "install/launch.h"
 #include "pkg/npm.h"
 #include "pkg/npmlock.h"
@@ -271,6 +272,29 @@ run_verify(const manifest_t *m, struct verify_run *v, const char *home, struct e
 	}
 	free(out);
 	return 0;
+}
+
+int
+install_verify_argv(struct install_ctx *c, const manifest_t *m, const char *tree, struct err *e)
+{
+	char entry[PATH_MAX], home[PATH_MAX];
+	const char *tmp = config_env("TMPDIR");
+	struct verify_run *v = calloc(1, sizeof(*v));
+	int rc;
+
+	if (v == NULL)
+		return err_set(e, "internal", "out of memory");
+	snprintf(entry, sizeof(entry), "%s/%s", tree, m->source.bin);
+	snprintf(home, sizeof(home), "%s/abx-verify-XXXXXX", tmp && tmp[0] == '/' ? tmp : "/tmp");
+	if (mkdtemp(home) == NULL) {
+		free(v);
+		return err_set(e, "io.error", "%s: %s", home, strerror(errno));
+	}
+	verify_setup(c, m, entry, v);
+	rc = run_verify(m, v, home, e);
+	fs_rm_tree(home, NULL);
+	free(v);
+	return rc;
 }
 
 /* bin/<binary> -> this binary, by symlink to a temporary name + rename. */

@@ -3,6 +3,7 @@
  * install.h; the cache's rules in cache.h).
  */
 #include "pkg/cache.h"
+#include "pkg/npmlock.h"
 #include "install/install_int.h"
 
 #include <fcntl.h>
@@ -110,12 +111,18 @@ install_tree_keep(struct install_ctx *c, const manifest_t *m, const struct manif
 
 /* ---- verify.argv passes, sealed ------------------------------------------------ */
 
-/* The note of m's pass for the platform: <name>-<version>-<platform>.verified. */
+/* The note of m's pass for the platform and libc (one each, so images of
+ * either kind sharing a cache keep theirs):
+ * <name>-<version>-<platform>-<libc>.verified. */
 static int
 verified_name(const struct install_ctx *c, const manifest_t *m, char *out, size_t cap)
 {
-	return (size_t)snprintf(out, cap, "%s-%s-%s.verified", m->name, m->version, c->platform) < cap ? 0
-	                                                                                               : -1;
+	const char *libc = npmlock_detect_libc(NULL);
+
+	return (size_t)snprintf(out, cap, "%s-%s-%s-%s.verified", m->name, m->version, c->platform,
+	                        libc ? libc : "none") < cap
+	           ? 0
+	           : -1;
 }
 
 int
