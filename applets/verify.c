@@ -393,7 +393,10 @@ verify_tool(struct tooling *t, const struct found *f, struct json_w *w)
 	json_w_key(w, "changes");
 	json_w_arr(w);
 	if (!t->json)
-		printf("%s %s %s (%s)%s\n", !(tree_ok && manifest_ok) ? "DRIFT" : argv_ok ? "OK" : "FAILED",
+		printf("%s %s %s (%s)%s\n",
+		       !(tree_ok && manifest_ok) ? "DRIFT"
+		       : argv_ok                 ? "OK"
+		                                 : "FAILED",
 		       f->name, mk.version, tree, argv_ok == 1 ? ", verify.argv passed" : "");
 	if (argv_ok == 0) {
 		json_w_str(w, ve.msg);

@@ -556,74 +556,6 @@ parse_env(struct vctx *v, manifest_t *m, const struct json_val *x)
 	return 0;
 }
 
-/* Names a verify run's environment keeps for itself: PATH and HOME are its
- * isolation (the requirements' bin directories; a HOME in staging, so what
- * it writes is discarded), LANG and LC_* keep the output that expect is
- * matched in plain; LD_*, NODE_OPTIONS and NODE_PATH would make it check
- * other code than the tree's (a preloaded library, a --require); ABX_* are
- * ours. Returns the reason, or NULL when name may be set. */
-static const char *
-verify_env_refused(const char *name)
-{
-	if (strcmp(name, "PATH") == 0 || strcmp(name, "HOME") == 0 || strcmp(name, "LANG") == 0 ||
-	    strncmp(name, "LC_", 3) == 0)
-		return "PATH, HOME, LANG and LC_* are set by the verify run itself";
-	if (strncmp(name, "LD_", 3) == 0 || strcmp(name, "NODE_OPTIONS") == 0 ||
-	    strcmp(name, "NODE_PATH") == 0)
-		return "LD_*, NODE_OPTIONS and NODE_PATH would load other code than the tree's";
-	if (strncmp(name, "ABX_", 4) == 0)
-		return "ABX_* are the server's own";
-	return NULL;
-}
-
-/* "verify": {"env": {"NAME": "literal value"}}: what the verify run adds to
- * its scrubbed environment. Names [A-Z_][A-Z0-9_]*, values printable ASCII
- * without placeholders (the run's tree is in staging: a path would differ
- * from the installed one). */
-static int
-parse_verify_env(struct vctx *v, manifest_t *m, const struct json_val *x)
-{
-	size_t i, k;
-	char p[MANIFEST_NAME_MAX + 24];
-
-	if (x->type != JSON_OBJECT)
-		return bad(v, "$.verify.env", "expected an object of NAME: string");
-	if (x->u.obj.n > MANIFEST_MAX_VERIFY_ENV)
-		return bad(v, "$.verify.env", "more than %d variables", MANIFEST_MAX_VERIFY_ENV);
-	for (i = 0; i < x->u.obj.n; i++) {
-		const struct json_member *mb = &x->u.obj.m[i];
-		struct manifest_envvar *ev = &m->verify.env[m->verify.nenv];
-		size_t n = strlen(mb->key);
-		const char *why;
-
-		snprintf(p, sizeof(p), "$.verify.env.%.*s", MANIFEST_NAME_MAX - 1, mb->key);
-		if (n == 0 || n >= MANIFEST_NAME_MAX || isdigit((unsigned char)mb->key[0]))
-			return bad(v, p, "not a variable name ([A-Z_][A-Z0-9_]*, at most %d bytes)",
-			           MANIFEST_NAME_MAX - 1);
-		for (k = 0; k < n; k++)
-			if (!(isupper((unsigned char)mb->key[k]) || isdigit((unsigned char)mb->key[k]) ||
-			      mb->key[k] == '_'))
-				return bad(v, p, "not a variable name ([A-Z_][A-Z0-9_]*, at most %d bytes)",
-				           MANIFEST_NAME_MAX - 1);
-		if ((why = verify_env_refused(mb->key)) != NULL)
-			return bad(v, p, "refused: %s", why);
-		if (mb->val.type != JSON_STRING || strlen(mb->val.u.str.s) != mb->val.u.str.len)
-			return bad(v, p, "expected a string");
-		if (mb->val.u.str.len >= sizeof(ev->value))
-			return bad(v, p, "longer than %zu bytes", sizeof(ev->value) - 1);
-		for (k = 0; k < mb->val.u.str.len; k++)
-			if ((unsigned char)mb->val.u.str.s[k] < 0x20 ||
-			    (unsigned char)mb->val.u.str.s[k] > 0x7e)
-				return bad(v, p, "not printable ASCII");
-		if (strchr(mb->val.u.str.s, '{') != NULL)
-			return bad(v, p, "placeholders are not substituted in verify.env");
-		memcpy(ev->name, mb->key, n + 1);
-		memcpy(ev->value, mb->val.u.str.s, mb->val.u.str.len + 1);
-		m->verify.nenv++;
-	}
-	return 0;
-}
-
 /* The argv templates: verify (how a tree is checked), path (when a tool on
  * PATH is accepted), run (how an agent starts). */
 static int
@@ -649,7 +581,7 @@ parse_commands(struct vctx *v, manifest_t *m, const struct json_val *root)
 				return bad(v, "$.verify.timeout", "expected seconds 1..3600");
 			m->verify.timeout = (int)y->u.num.i;
 		}
-		if ((y = json_get(x, "env")) != NULL && parse_verify_env(v, m, y) < 0)
+		if ((y = json_get(x, "env")) != NULL && manifest_verify_env(m, y, v->file, v->e) < 0)
 			return -1;
 	}
 	if ((x = json_get(root, "path")) != NULL) {

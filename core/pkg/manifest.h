@@ -300,4 +300,13 @@ int manifest_read_sibling(const manifest_t *m, const char *rel, size_t max, char
 int manifest_npm_validate(manifest_t *m, const struct json_val *src, struct err *e);
 int manifest_npm_check_lock(manifest_t *m, const char *lock, size_t len, struct err *e);
 
+/*
+ * The verify block's "env" (core/manifest_verify.c): x, the object, into
+ * m->verify.env. Names [A-Z_][A-Z0-9_]*; PATH, HOME, LANG, LC_*, LD_*,
+ * NODE_OPTIONS, NODE_PATH and ABX_* refused; values printable ASCII
+ * without placeholders. Returns 0 or -1 with install.manifest_invalid
+ * naming file and $.verify.env.NAME.
+ */
+int manifest_verify_env(manifest_t *m, const struct json_val *x, const char *file, struct err *e);
+
 #endif
