@@ -802,8 +802,10 @@ cache_note_get(const char *cache, const char *name, char *body, size_t cap, cons
 	}
 	hl = (size_t)snprintf(head, sizeof(head), "abx-note 1 %s\n", name);
 	if (len < hl + ml || memcmp(t, head, hl) != 0 || memcmp(t + len - ml, "mac ", 4) != 0 ||
-	    t[len - 1] != '\n' || len - ml - hl >= cap) {
+	    t[len - 1] != '\n') {
 		*why = "it is not a note of this name";
+	} else if (len - ml - hl >= cap) {
+		*why = "it is larger than a note of this kind";
 	} else {
 		seal(sk, t, len - ml, mac);
 		if (!ct_equal(mac, t + len - ml + 4, 64)) {
