@@ -150,6 +150,13 @@ tooling_timing(void *arg, const manifest_t *m, const int64_t us[INSTALL_PH_N])
 	(void)arg;
 	n = snprintf(line, sizeof(line), "agent-sandbox-server: timing %s %s:", m->name, m->version);
 	for (i = 0; i < INSTALL_PH_N && n > 0 && n < (int)sizeof(line); i++) {
+		if (us[i] == INSTALL_PH_NOT_RUN) {
+			k = snprintf(line + n, sizeof(line) - (size_t)n,
+			             " %s not run (a sealed pass for this tree),",
+			             install_phase_name((enum install_phase)i));
+			n = k < 0 ? -1 : n + k;
+			continue;
+		}
 		if (us[i] < 0)
 			continue;
 		total += us[i];

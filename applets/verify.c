@@ -29,15 +29,16 @@ static const char usage[] =
     "       agent-sandbox-server verify --sbom [NAME...]\n"
     "       agent-sandbox-server verify FILE --sha256 HEX\n"
     "\n"
-    "Re-hash installed tool trees against their markers and name what changed.\n"
+    "Re-hash installed tool trees against their markers and name what changed;\n"
+    "run each unchanged tree's verify.argv (always: never a pass the cache recorded).\n"
     "\n"
     "  --json             one JSON document on stdout\n"
     "  --sbom             CycloneDX 1.5 JSON of the installed tools on stdout\n"
     "  --sha256 HEX       check that FILE has this sha256\n"
     "  --config FILE, --manifests DIR, --tools-dir DIR, -q, -v\n"
     "\n"
-    "Exit: 0 unchanged, 3 some tree drifted (or its manifest changed), 1 a file\n"
-    "does not match, 2 usage.\n";
+    "Exit: 0 unchanged, 3 some tree drifted (or its manifest changed) or failed its\n"
+    "verify.argv, 1 a file does not match, 2 usage.\n";
 
 #define VERIFY_MAX_TOOLS 128
 #define VERIFY_MAX_DIFFS 20
@@ -359,7 +360,8 @@ verify_tool(struct tooling *t, const struct found *f, struct json_w *w)
 	size_t cl = 0;
 	const manifest_t *m;
 	struct err e;
-	int tree_ok = 0, manifest_ok = 1;
+	int tree_ok = 0, manifest_ok = 1, argv_ok = -1;
+	struct err ve;
 
 	json_w_obj(w);
 	json_w_kstr(w, "name", f->name);
@@ -379,13 +381,28 @@ verify_tool(struct tooling *t, const struct found *f, struct json_w *w)
 	m = manifest_get(&t->ms, f->name, &e);
 	if (m != NULL && strcmp(m->sha256, mk.manifest_sha256) != 0)
 		manifest_ok = 0;
-	json_w_kstr(w, "state", tree_ok && manifest_ok ? "ok" : "drift");
+	/* an unchanged tree is run too, always: a pass recorded at install
+	 * is never taken for one now */
+	if (tree_ok && manifest_ok && m != NULL)
+		argv_ok = install_verify_argv(&t->ctx, m, tree, &ve) == 0;
+	json_w_kstr(w, "state", !(tree_ok && manifest_ok) ? "drift" : argv_ok ? "ok" : "verify_failed");
 	json_w_kbool(w, "tree_ok", tree_ok);
 	json_w_kbool(w, "manifest_ok", manifest_ok);
+	if (argv_ok >= 0)
+		json_w_kbool(w, "verify_argv_ok", argv_ok);
 	json_w_key(w, "changes");
 	json_w_arr(w);
 	if (!t->json)
-		printf("%s %s %s (%s)\n", tree_ok && manifest_ok ? "OK" : "DRIFT", f->name, mk.version, tree);
+		printf("%s %s %s (%s)%s\n",
+		       !(tree_ok && manifest_ok) ? "DRIFT"
+		       : argv_ok                 ? "OK"
+		                                 : "FAILED",
+		       f->name, mk.version, tree, argv_ok == 1 ? ", verify.argv passed" : "");
+	if (argv_ok == 0) {
+		json_w_str(w, ve.msg);
+		if (!t->json)
+			printf("  %s: %s\n", f->name, ve.msg);
+	}
 	if (!manifest_ok) {
 		json_w_str(w, "manifest changed since install (prepare reinstalls it)");
 		if (!t->json)
@@ -396,7 +413,7 @@ verify_tool(struct tooling *t, const struct found *f, struct json_w *w)
 	json_w_end(w);
 	json_w_end(w);
 	free(cur);
-	return !tree_ok || !manifest_ok;
+	return !tree_ok || !manifest_ok || argv_ok == 0;
 }
 
 /* Every tool named on the command line is among the n found; else the

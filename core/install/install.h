@@ -110,6 +110,9 @@ enum install_phase {
 	INSTALL_PH_PUBLISH,     /* sync, rename, marker, proof, bin links */
 	INSTALL_PH_N
 };
+/* A phase that had nothing to do: verify.argv when the cache recorded a
+ * pass for the same tree and run (install_verified_get). */
+#define INSTALL_PH_NOT_RUN (-2)
 const char *install_phase_name(enum install_phase p);
 
 /* ABX_TEST_PAUSE=phase (tests only; never with ABX_SERVER_ENV=production):
@@ -260,6 +263,27 @@ int install_tree_place(struct install_ctx *c, const manifest_t *m, const struct 
                        const char *staging, struct install_known *known, uint64_t *asize, struct err *e);
 void install_tree_keep(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a,
                        const char *tree, uint64_t asize, const struct install_known *known);
+/*
+ * A verify.argv pass, recorded in the cache (a sealed note, cache.h:
+ * <cache>/trees/<name>-<version>-<platform>-<libc>.verified) for exactly one tree
+ * (its listing's digest) and ident: the verify run's identity (the verify
+ * argv, expect and env, the platform, the libc, and the tree digest of
+ * every requirement it ran with; "" = not identifiable, e.g. a require
+ * from PATH). install_verified_get answers 1 with the tree digest and the
+ * time of the pass when a sound record has exactly ident (a record that
+ * fails its seal is said on stderr and not used), else 0; never with
+ * --force (c->force), an unpinned manifest or no writable cache.
+ * install_verified_put records a pass (only ever called after one).
+ */
+int install_verified_get(struct install_ctx *c, const manifest_t *m, const char *ident, char tree[65],
+                         char *at, size_t atcap);
+void install_verified_put(struct install_ctx *c, const manifest_t *m, const char *ident, const char *tree);
+
+/* Run m's verify.argv against the published tree (its entry, its
+ * requires as an install would run it, HOME a fresh directory in TMPDIR
+ * removed after): always run, never a recorded pass (the verify applet).
+ * 0, or -1 with install.failed (details.phase "verify"). */
+int install_verify_argv(struct install_ctx *c, const manifest_t *m, const char *tree, struct err *e);
 
 /* One SBOM row per installed npm package (name, version, purl, path,
  * integrity, sha256 when the cache knows it, url) into the marker's array. */
@@ -456,7 +480,7 @@ int install_path_find(const manifest_t *m, const char *min, const char *self, ch
 
 /*
  * Run argv (already substituted; core/proc.h) with a scrubbed environment
- * (PATH = path, HOME = home, LANG = C) in home, stdin /dev/null, stdout and
+ * (PATH = path, HOME = home, LANG = LC_ALL = C) in home, stdin /dev/null, stdout and
  * stderr captured together into out (cap bytes, NUL-terminated), killed at
  * timeout_s (SIGTERM, SIGKILL INSTALL_RUN_GRACE_MS later). Returns the exit
  * status (0..255), 128+signal when a signal ended it, 128+SIGKILL when the
@@ -465,6 +489,10 @@ int install_path_find(const manifest_t *m, const char *min, const char *self, ch
 #define INSTALL_RUN_GRACE_MS 500
 int install_run(char *const argv[], const char *path, const char *home, int timeout_s, char *out, size_t cap,
                 struct err *e);
+/* The same with env[0..nenv) (a manifest's verify.env, checked by its
+ * parser) added to the environment. */
+int install_run_env(char *const argv[], const char *path, const char *home, const struct manifest_envvar *env,
+                    int nenv, int timeout_s, char *out, size_t cap, struct err *e);
 
 /* The environment variable ABX_TOOL_<NAME> for a tool name into buf. */
 void install_tool_env_name(const char *name, char *buf, size_t cap);

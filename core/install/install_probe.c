@@ -164,8 +164,16 @@ int
 install_run(char *const argv[], const char *path, const char *home, int timeout_s, char *out, size_t cap,
             struct err *e)
 {
+	return install_run_env(argv, path, home, NULL, 0, timeout_s, out, cap, e);
+}
+
+int
+install_run_env(char *const argv[], const char *path, const char *home, const struct manifest_envvar *env,
+                int nenv, int timeout_s, char *out, size_t cap, struct err *e)
+{
 	char envp_path[4200], envp_home[PATH_MAX + 8];
-	char *envp[] = {envp_path, envp_home, "LANG=C", "LC_ALL=C", NULL};
+	char extra[MANIFEST_MAX_VERIFY_ENV][MANIFEST_NAME_MAX + MANIFEST_ARG_MAX + 1];
+	char *envp[5 + MANIFEST_MAX_VERIFY_ENV] = {envp_path, envp_home, "LANG=C", "LC_ALL=C"};
 	struct proc_spec s = {.argv = argv,
 	                      .envp = envp,
 	                      .cwd = home,
@@ -174,9 +182,15 @@ install_run(char *const argv[], const char *path, const char *home, int timeout_
 	struct proc_capture pc = {
 	    .out = cap ? out : NULL, .out_room = cap, .cap = cap ? cap - 1 : 0, .merge = 1};
 	struct proc p;
+	int i, n = 4;
 
 	snprintf(envp_path, sizeof(envp_path), "PATH=%s", path);
 	snprintf(envp_home, sizeof(envp_home), "HOME=%s", home);
+	for (i = 0; i < nenv && i < MANIFEST_MAX_VERIFY_ENV; i++) {
+		snprintf(extra[i], sizeof(extra[i]), "%s=%s", env[i].name, env[i].value);
+		envp[n++] = extra[i];
+	}
+	envp[n] = NULL;
 	if (cap)
 		out[0] = '\0';
 	if (proc_run(&p, &s, &pc, e) < 0) {

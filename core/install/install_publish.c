@@ -22,8 +22,10 @@
 #include "base/clock.h"
 #include "base/digest.h"
 #include "base/fs.h"
+#include "config/config.h"
 #include "install/launch.h"
 #include "pkg/npm.h"
+#include "pkg/npmlock.h"
 
 /* ---- staging ------------------------------------------------------------ */
 
@@ -109,12 +111,49 @@ format_of(const char *url, const char *file)
 	return ARC_FMT_NONE;
 }
 
+/* One verify run: its PATH and argv, and its identity for a recorded pass
+ * (install_verified_get): what ran it besides the tree. */
+struct verify_run {
+	char path[8192];
+	char words[MANIFEST_MAX_ARGV][MANIFEST_ARG_MAX + PATH_MAX];
+	char *argv[MANIFEST_MAX_ARGV + NPM_NODE_FLAGS_MAX + 2], *rest[MANIFEST_MAX_ARGV + 1];
+	char shebang[512], node[PATH_MAX], *flags[NPM_NODE_FLAGS_MAX];
+	int nflags;
+	char ident[4096]; /* "" when a require is not one of our trees */
+	int no_ident;
+	char with[400]; /* " with node-runtime 22.23.5" for messages */
+};
+
+/* A require the run uses, into the identity: "require <name> <version>
+ * <tree sha256>" of the tree the fast path proved against its marker. A
+ * copy on PATH or from ABX_TOOL_<NAME> is nobody's tree: no identity. */
+static void
+ident_require(struct verify_run *v, const char *name, const struct install_result *r)
+{
+	struct install_marker mk;
+	struct err e;
+	char line[MANIFEST_NAME_MAX + MANIFEST_VERSION_MAX + 100];
+	size_t n = strlen(v->ident), w = strlen(v->with);
+
+	if (r->from_path || r->from_env || r->dir[0] == '\0' ||
+	    install_marker_read(r->dir, name, &mk, &e) < 0) {
+		v->no_ident = 1;
+		return;
+	}
+	snprintf(line, sizeof(line), "require %s %s %s\n", name, mk.version, mk.tree_sha256);
+	if (strstr(v->ident, line) != NULL)
+		return;
+	snprintf(v->ident + n, sizeof(v->ident) - n, "%s", line);
+	snprintf(v->with + w, sizeof(v->with) - w, "%s %s %s", w ? "," : " with", name, mk.version);
+}
+
 /* PATH for verify: the bin directories of the tool's requires (so a
  * JavaScript tool's verify finds node), then the system directories. */
 static void
-verify_path(struct install_ctx *c, const manifest_t *m, char *buf, size_t cap)
+verify_path(struct install_ctx *c, const manifest_t *m, struct verify_run *v)
 {
-	size_t off = 0;
+	size_t off = 0, cap = sizeof(v->path);
+	char *buf = v->path;
 	int i;
 
 	buf[0] = '\0';
@@ -127,8 +166,11 @@ verify_path(struct install_ctx *c, const manifest_t *m, char *buf, size_t cap)
 		if (dm == NULL)
 			continue;
 		if (install_fast_path(c, dm, &r, &e) != 1 &&
-		    !install_path_tool(c, dm, m->requires[i].min, &r))
+		    !install_path_tool(c, dm, m->requires[i].min, &r)) {
+			v->no_ident = 1;
 			continue;
+		}
+		ident_require(v, dm->name, &r);
 		if (fs_dirname(r.entry, d, sizeof(d)) == 0)
 			off += (size_t)snprintf(buf + off, off < cap ? cap - off : 0, "%s:", d);
 	}
@@ -137,43 +179,79 @@ verify_path(struct install_ctx *c, const manifest_t *m, char *buf, size_t cap)
 		         "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
 }
 
-static int
-run_verify(struct install_ctx *c, const manifest_t *m, const char *entry, const char *home, struct err *e)
+/* The verify spec (argv, expect, env) as one digest, and the platform and
+ * libc it ran for: the start of the identity. */
+static void
+ident_spec(struct install_ctx *c, const manifest_t *m, struct verify_run *v)
 {
-	char(*words)[MANIFEST_ARG_MAX + PATH_MAX] = malloc(MANIFEST_MAX_ARGV * sizeof(*words));
-	char *argv[MANIFEST_MAX_ARGV + NPM_NODE_FLAGS_MAX + 2], *rest[MANIFEST_MAX_ARGV + 1], path[8192];
-	char *out = malloc(INSTALL_VERIFY_OUT_MAX), shebang[512], *flags[NPM_NODE_FLAGS_MAX], node[PATH_MAX];
-	int st, nflags = 0, n;
+	struct digest_ctx dc;
+	struct digest d;
+	char hex[DIGEST_HEX_MAX];
+	const char *libc = npmlock_detect_libc(NULL);
+	int i;
 
-	if (out == NULL || words == NULL) {
-		free(out);
-		free(words);
-		return err_set(e, "internal", "out of memory");
+	digest_init(&dc, DIGEST_SHA256);
+	digest_update(&dc, "argv", 5);
+	for (i = 0; i < m->verify.argv.n; i++)
+		digest_update(&dc, m->verify.argv.v[i], strlen(m->verify.argv.v[i]) + 1);
+	digest_update(&dc, "expect", 7);
+	digest_update(&dc, m->verify.expect, strlen(m->verify.expect) + 1);
+	digest_update(&dc, "env", 4);
+	for (i = 0; i < m->verify.nenv; i++) {
+		digest_update(&dc, m->verify.env[i].name, strlen(m->verify.env[i].name) + 1);
+		digest_update(&dc, m->verify.env[i].value, strlen(m->verify.env[i].value) + 1);
 	}
-	verify_path(c, m, path, sizeof(path));
-	install_subst_bin(&m->verify.argv, entry, words, argv);
+	digest_final(&dc, &d);
+	snprintf(v->ident, sizeof(v->ident), "verify %s\nplatform %s\nlibc %s\n", digest_hex(&d, hex),
+	         c->platform, libc ? libc : "none");
+}
+
+/* PATH, argv and identity of m's verify run for the tree's entry. */
+static void
+verify_setup(struct install_ctx *c, const manifest_t *m, const char *entry, struct verify_run *v)
+{
+	int n;
+
+	ident_spec(c, m, v);
+	verify_path(c, m, v);
+	install_subst_bin(&m->verify.argv, entry, v->words, v->argv);
 	/* A JavaScript entry is checked as it will run (core/launch.h):
 	 * through node-runtime's node, installed before it as a require. */
-	if (strcmp(argv[0], entry) == 0 &&
-	    npm_js_entry(entry, shebang, sizeof(shebang), flags, &nflags) == 1) {
+	if (strcmp(v->argv[0], entry) == 0 &&
+	    npm_js_entry(entry, v->shebang, sizeof(v->shebang), v->flags, &v->nflags) == 1) {
 		struct install_result *nr = malloc(sizeof(*nr));
 		struct err ne;
 
 		if (nr != NULL &&
 		    install_ensure_inner(c, "node-runtime", NULL, INSTALL_F_CHECK, nr, &ne) == 0) {
-			snprintf(node, sizeof(node), "%s", nr->entry);
+			snprintf(v->node, sizeof(v->node), "%s", nr->entry);
+			ident_require(v, "node-runtime", nr);
 			n = 0;
-			while (argv[n] != NULL)
+			while (v->argv[n] != NULL)
 				n++;
-			memcpy(rest, argv + 1, (size_t)n * sizeof(*argv));
-			if (launch_argv(argv, MANIFEST_MAX_ARGV + NPM_NODE_FLAGS_MAX + 2, node, flags, nflags,
-			                entry, rest, n - 1) < 0)
-				argv[0] = (char *)entry;
+			memcpy(v->rest, v->argv + 1, (size_t)n * sizeof(*v->argv));
+			if (launch_argv(v->argv, MANIFEST_MAX_ARGV + NPM_NODE_FLAGS_MAX + 2, v->node,
+			                v->flags, v->nflags, entry, v->rest, n - 1) < 0)
+				v->argv[0] = (char *)entry;
+		} else {
+			v->no_ident = 1;
 		}
 		free(nr);
 	}
-	st = install_run(argv, path, home, m->verify.timeout, out, INSTALL_VERIFY_OUT_MAX, e);
-	free(words);
+	if (v->no_ident)
+		v->ident[0] = '\0';
+}
+
+static int
+run_verify(const manifest_t *m, struct verify_run *v, const char *home, struct err *e)
+{
+	char *out = malloc(INSTALL_VERIFY_OUT_MAX);
+	int st;
+
+	if (out == NULL)
+		return err_set(e, "internal", "out of memory");
+	st = install_run_env(v->argv, v->path, home, m->verify.env, m->verify.nenv, m->verify.timeout, out,
+	                     INSTALL_VERIFY_OUT_MAX, e);
 	if (st != 0 || (m->verify.expect[0] && strstr(out, m->verify.expect) == NULL)) {
 		char *nl;
 		for (nl = out; *nl; nl++)
@@ -194,6 +272,29 @@ run_verify(struct install_ctx *c, const manifest_t *m, const char *entry, const 
 	}
 	free(out);
 	return 0;
+}
+
+int
+install_verify_argv(struct install_ctx *c, const manifest_t *m, const char *tree, struct err *e)
+{
+	char entry[PATH_MAX], home[PATH_MAX];
+	const char *tmp = config_env("TMPDIR");
+	struct verify_run *v = calloc(1, sizeof(*v));
+	int rc;
+
+	if (v == NULL)
+		return err_set(e, "internal", "out of memory");
+	snprintf(entry, sizeof(entry), "%s/%s", tree, m->source.bin);
+	snprintf(home, sizeof(home), "%s/abx-verify-XXXXXX", tmp && tmp[0] == '/' ? tmp : "/tmp");
+	if (mkdtemp(home) == NULL) {
+		free(v);
+		return err_set(e, "io.error", "%s: %s", home, strerror(errno));
+	}
+	verify_setup(c, m, entry, v);
+	rc = run_verify(m, v, home, e);
+	fs_rm_tree(home, NULL);
+	free(v);
+	return rc;
 }
 
 /* bin/<binary> -> this binary, by symlink to a temporary name + rename. */
@@ -581,15 +682,57 @@ publish_marker(struct job *j, struct err *e)
 	return link_bin(j->c, j->w, j->m, e);
 }
 
-/* Verify the staged tree, list it (while its content syncs), publish it. */
+/* The staged tree's listing, timed (while its content syncs). */
+static int
+list_tree(struct job *j, struct bg_sync *bs, struct err *e)
+{
+	int64_t tp = clock_us();
+
+	if (bs->fd < 0)
+		bg_sync_start(bs, j->tree);
+	/* verify ran with HOME=staging: whatever it wrote there is not ours
+	 * to publish, and the tree itself must be what was extracted */
+	if (install_tree_list_known(j->tree, j->known, &j->listing, &j->listing_len, j->hex, &j->files,
+	                            &j->bytes, e) < 0)
+		return -1;
+	j->ph[INSTALL_PH_LIST] = clock_us() - tp;
+	return 0;
+}
+
+/* A pass the cache recorded for exactly this tree and this run (ident):
+ * the tree is listed first, and only the same listing counts. 1 (not run
+ * again, said), 0 (run it), -1 with e. */
+static int
+verify_recorded(struct job *j, const struct verify_run *v, struct bg_sync *bs, struct err *e)
+{
+	char tree[65], at[64];
+
+	if (install_verified_get(j->c, j->m, v->ident, tree, at, sizeof(at)) != 1)
+		return 0;
+	if (list_tree(j, bs, e) < 0)
+		return -1;
+	if (strcmp(tree, j->hex) != 0) {
+		free(j->listing);
+		j->listing = NULL;
+		j->ph[INSTALL_PH_LIST] = -1;
+		return 0;
+	}
+	note_line("%s %s: verify.argv: passed for this tree on %s%s (sealed); not run again", j->m->name,
+	          j->m->version, at, v->with);
+	return 1;
+}
+
+/* Verify the staged tree (unless the cache recorded a pass for it), list
+ * it (while its content syncs), publish it, record a pass. */
 static int
 check_and_publish(struct job *j, struct err *e)
 {
 	char entry[PATH_MAX];
 	struct bg_sync bs = {.fd = -1};
+	struct verify_run *v;
 	struct stat st;
 	int64_t tp;
-	int rc = -1;
+	int rc = -1, reused;
 
 	snprintf(entry, sizeof(entry), "%s/%s", j->tree, j->m->source.bin);
 	if (lstat(entry, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISLNK(st.st_mode))) {
@@ -597,21 +740,27 @@ check_and_publish(struct job *j, struct err *e)
 		install_details_phase(e, "extract");
 		return -1;
 	}
+	if ((v = calloc(1, sizeof(*v))) == NULL)
+		return err_set(e, "internal", "out of memory");
 	install_progress_write(&j->ps, "verify", 1);
 	tp = clock_us();
-	if (run_verify(j->c, j->m, entry, j->staging, e) < 0)
-		return -1;
-	j->ph[INSTALL_PH_VERIFY_ARGV] = clock_us() - tp;
-	/* the staged content reaches the disk before the name does: the
-	 * syncfs runs while the tree is listed, and is waited for below */
-	tp = clock_us();
-	bg_sync_start(&bs, j->tree);
-	/* verify ran with HOME=staging: whatever it wrote there is not ours
-	 * to publish, and the tree itself must be what was extracted */
-	if (install_tree_list_known(j->tree, j->known, &j->listing, &j->listing_len, j->hex, &j->files,
-	                            &j->bytes, e) < 0)
+	verify_setup(j->c, j->m, entry, v);
+	if ((reused = verify_recorded(j, v, &bs, e)) < 0)
 		goto out;
-	j->ph[INSTALL_PH_LIST] = clock_us() - tp;
+	if (reused) {
+		j->ph[INSTALL_PH_VERIFY_ARGV] = INSTALL_PH_NOT_RUN;
+	} else {
+		if (run_verify(j->m, v, j->staging, e) < 0) {
+			bg_sync_wait(&bs);
+			free(v);
+			return -1;
+		}
+		j->ph[INSTALL_PH_VERIFY_ARGV] = clock_us() - tp;
+		/* the staged content reaches the disk before the name does: the
+		 * syncfs runs while the tree is listed, and is waited for below */
+		if (list_tree(j, &bs, e) < 0)
+			goto out;
+	}
 	tp = clock_us();
 	install_progress_write(&j->ps, "publish", 1);
 	install_test_pause("publish");
@@ -620,9 +769,12 @@ check_and_publish(struct job *j, struct err *e)
 		goto out;
 	remove_old_trees(j->w, j->m->name, j->treename, j->staging);
 	j->ph[INSTALL_PH_PUBLISH] = clock_us() - tp;
+	if (!reused)
+		install_verified_put(j->c, j->m, v->ident, j->hex);
 	rc = 0;
 out:
 	bg_sync_wait(&bs);
+	free(v);
 	if (rc < 0)
 		install_details_phase(e, "publish");
 	return rc;

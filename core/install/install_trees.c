@@ -3,7 +3,8 @@
  * install.h; the cache's rules in cache.h).
  */
 #include "pkg/cache.h"
-#include "install/install.h"
+#include "pkg/npmlock.h"
+#include "install/install_int.h"
 
 #include <fcntl.h>
 #include <inttypes.h>
@@ -106,4 +107,68 @@ install_tree_keep(struct install_ctx *c, const manifest_t *m, const struct manif
 		note_line("%s: kept the extracted tree in %s/trees/%s for the next tools directory", label,
 		          c->cache_dir, key);
 	close(fd);
+}
+
+/* ---- verify.argv passes, sealed ------------------------------------------------ */
+
+/* The note of m's pass for the platform and libc (one each, so images of
+ * either kind sharing a cache keep theirs):
+ * <name>-<version>-<platform>-<libc>.verified. */
+static int
+verified_name(const struct install_ctx *c, const manifest_t *m, char *out, size_t cap)
+{
+	const char *libc = npmlock_detect_libc(NULL);
+
+	return (size_t)snprintf(out, cap, "%s-%s-%s-%s.verified", m->name, m->version, c->platform,
+	                        libc ? libc : "none") < cap
+	           ? 0
+	           : -1;
+}
+
+int
+install_verified_get(struct install_ctx *c, const manifest_t *m, const char *ident, char tree[65], char *at,
+                     size_t atcap)
+{
+	char name[MANIFEST_NAME_MAX + MANIFEST_VERSION_MAX + 40], *body;
+	const char *why = NULL, *p;
+	size_t il = strlen(ident);
+	int rc;
+
+	if (!usable(c) || m->unpinned || c->force || ident[0] == '\0' ||
+	    verified_name(c, m, name, sizeof(name)) < 0 || (body = malloc(CACHE_NOTE_MAX + 1)) == NULL)
+		return 0;
+	rc = cache_note_get(c->cache_dir, name, body, CACHE_NOTE_MAX + 1, &why);
+	if (rc < 0)
+		warnx_line(
+		    "cache: the verify.argv record of %s %s (%s/trees/%s) is not used: %s; verify.argv runs",
+		    m->name, m->version, c->cache_dir, name, why);
+	/* "tree <hex>\n" <ident> "at <time>\n", exactly */
+	p = body + 5 + 64 + 1;
+	if (rc <= 0 || strncmp(body, "tree ", 5) != 0 || strlen(body) < 5 + 64 + 1 || body[5 + 64] != '\n' ||
+	    strncmp(p, ident, il) != 0 || strncmp(p + il, "at ", 3) != 0 || strchr(p + il, '\n') == NULL ||
+	    strchr(p + il, '\n')[1] != '\0') {
+		free(body);
+		return 0;
+	}
+	memcpy(tree, body + 5, 64);
+	tree[64] = '\0';
+	snprintf(at, atcap, "%.*s", (int)(strchr(p + il, '\n') - (p + il + 3)), p + il + 3);
+	free(body);
+	return 1;
+}
+
+void
+install_verified_put(struct install_ctx *c, const manifest_t *m, const char *ident, const char *tree)
+{
+	char name[MANIFEST_NAME_MAX + MANIFEST_VERSION_MAX + 40], at[32], *body;
+	int n;
+
+	if (!usable(c) || m->unpinned || ident[0] == '\0' || verified_name(c, m, name, sizeof(name)) < 0 ||
+	    (body = malloc(CACHE_NOTE_MAX)) == NULL)
+		return;
+	install_iso_time(time(NULL), at, sizeof(at));
+	n = snprintf(body, CACHE_NOTE_MAX, "tree %s\n%sat %s\n", tree, ident, at);
+	if (n > 0 && (size_t)n < CACHE_NOTE_MAX)
+		cache_note_put(c->cache_dir, name, body, (size_t)n);
+	free(body);
 }

@@ -201,4 +201,19 @@ void cache_sums_free(struct cache_sums *s);
 int cache_tree_store(const char *cache, const char *key, int dirfd, const char *meta, const char *label,
                      cache_sum_fn sum, void *sum_arg);
 
+/*
+ * Sealed notes: a small text (no NUL) the cache vouches for, as
+ * <cache>/trees/<name> under a header naming it and sealed with the trees'
+ * key, so a note edited, renamed from another name or copied from another
+ * cache reads as bad. name: a file name (no '/', space or newline, not
+ * hidden). cache_note_put writes it whole (a temporary file renamed):
+ * 1 written, 0 not (no key, no room: nothing to say, the note is an
+ * optimisation). cache_note_get: 1 with body (cap bytes, NUL-terminated),
+ * 0 when there is none, -1 with why when it is there but not sound (the
+ * caller says so; a put replaces it).
+ */
+#define CACHE_NOTE_MAX (16u << 10)
+int cache_note_put(const char *cache, const char *name, const char *body, size_t len);
+int cache_note_get(const char *cache, const char *name, char *body, size_t cap, const char **why);
+
 #endif

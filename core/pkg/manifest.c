@@ -343,7 +343,7 @@ static const char *const top_keys[] = {
     "platforms", "size_hint_mb", "run",    "path",    "env",         "libc",     "libs",   NULL};
 static const char *const tarball_keys[] = {"type", "bin", "strip_components", "platforms", NULL};
 static const char *const art_keys[] = {"url", "sha256", NULL};
-static const char *const verify_keys[] = {"argv", "expect", "timeout", NULL};
+static const char *const verify_keys[] = {"argv", "expect", "timeout", "env", NULL};
 static const char *const path_keys[] = {"argv", "min", NULL};
 static const char *const run_keys[] = {"argv", NULL};
 
@@ -566,7 +566,7 @@ parse_commands(struct vctx *v, manifest_t *m, const struct json_val *root)
 	if ((x = json_get(root, "verify")) != NULL) {
 		const struct json_val *y;
 		if (x->type != JSON_OBJECT)
-			return bad(v, "$.verify", "expected an object {argv, expect, timeout}");
+			return bad(v, "$.verify", "expected an object {argv, expect, timeout, env}");
 		if (only_keys(v, x, "$.verify", verify_keys) < 0)
 			return -1;
 		if ((y = json_get(x, "argv")) == NULL)
@@ -581,6 +581,8 @@ parse_commands(struct vctx *v, manifest_t *m, const struct json_val *root)
 				return bad(v, "$.verify.timeout", "expected seconds 1..3600");
 			m->verify.timeout = (int)y->u.num.i;
 		}
+		if ((y = json_get(x, "env")) != NULL && manifest_verify_env(m, y, v->file, v->e) < 0)
+			return -1;
 	}
 	if ((x = json_get(root, "path")) != NULL) {
 		const struct json_val *y;

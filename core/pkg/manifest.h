@@ -57,6 +57,8 @@
 #define MANIFEST_MAX_LIBS 8
 /* Environment variables a tool's launcher sets (codex.js sets two). */
 #define MANIFEST_MAX_ENV 8
+/* Variables a verify run adds to its scrubbed environment (gemini: one). */
+#define MANIFEST_MAX_VERIFY_ENV 8
 
 /* The C libraries whose program interpreter a tool's native code can use
  * (manifest key "libc"); 0 = it needs none (static, or a script run by
@@ -128,6 +130,10 @@ typedef struct manifest {
 		struct manifest_argv argv;
 		char expect[MANIFEST_ARG_MAX];
 		int timeout; /* seconds; default MANIFEST_VERIFY_TIMEOUT */
+		/* "env": NAME=value added to the run's PATH, HOME, LANG, LC_ALL
+		 * (literal values; unset is never set) */
+		struct manifest_envvar env[MANIFEST_MAX_VERIFY_ENV];
+		int nenv;
 	} verify;
 	struct {
 		struct manifest_argv argv; /* n == 0: a copy on PATH is never used */
@@ -293,5 +299,14 @@ int manifest_read_sibling(const manifest_t *m, const char *rel, size_t max, char
  */
 int manifest_npm_validate(manifest_t *m, const struct json_val *src, struct err *e);
 int manifest_npm_check_lock(manifest_t *m, const char *lock, size_t len, struct err *e);
+
+/*
+ * The verify block's "env" (core/manifest_verify.c): x, the object, into
+ * m->verify.env. Names [A-Z_][A-Z0-9_]*; PATH, HOME, LANG, LC_*, LD_*,
+ * NODE_OPTIONS, NODE_PATH and ABX_* refused; values printable ASCII
+ * without placeholders. Returns 0 or -1 with install.manifest_invalid
+ * naming file and $.verify.env.NAME.
+ */
+int manifest_verify_env(manifest_t *m, const struct json_val *x, const char *file, struct err *e);
 
 #endif

@@ -7,6 +7,9 @@
  * - what loads is self-consistent: a name and binary, a verify argv, a
  *   pinned digest for the platform asked for (there is no trust on first
  *   use), and every artifact URL on one of the manifest's hosts;
+ * - a verify.env that loads names only [A-Z_][A-Z0-9_]* outside PATH,
+ *   HOME, LANG, LC_*, LD_*, NODE_OPTIONS, NODE_PATH and ABX_*, with
+ *   printable values;
  * - an accepted manifest has no key a strcmp would misread (fuzz_keys.h).
  */
 #include <stddef.h>
@@ -40,6 +43,19 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_CHECK(m.name[0] != '\0' && m.binary[0] != '\0' && m.version[0] != '\0');
 	fuzz_check_keys(data, size);
 	FUZZ_CHECK(m.verify.argv.n > 0);
+	FUZZ_CHECK(m.verify.nenv >= 0 && m.verify.nenv <= MANIFEST_MAX_VERIFY_ENV);
+	for (i = 0; i < m.verify.nenv; i++) {
+		const char *n = m.verify.env[i].name, *v;
+		FUZZ_CHECK(n[0] != '\0' && !(n[0] >= '0' && n[0] <= '9'));
+		for (; *n; n++)
+			FUZZ_CHECK((*n >= 'A' && *n <= 'Z') || (*n >= '0' && *n <= '9') || *n == '_');
+		n = m.verify.env[i].name;
+		FUZZ_CHECK(strcmp(n, "PATH") != 0 && strcmp(n, "HOME") != 0 && strcmp(n, "LANG") != 0 &&
+			   strncmp(n, "LC_", 3) != 0 && strncmp(n, "LD_", 3) != 0 && strncmp(n, "ABX_", 4) != 0 &&
+			   strcmp(n, "NODE_OPTIONS") != 0 && strcmp(n, "NODE_PATH") != 0);
+		for (v = m.verify.env[i].value; *v; v++)
+			FUZZ_CHECK(*v >= 0x20 && *v <= 0x7e && *v != '{');
+	}
 	FUZZ_CHECK(strlen(m.sha256) == 64);
 	if (m.source.type == MANIFEST_SRC_TARBALL) {
 		const struct manifest_artifact *a = manifest_artifact(&m, "linux-x64");

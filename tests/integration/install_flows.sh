@@ -176,8 +176,8 @@ check "§2 ... nothing downloaded" test "$(gets shy-1.0.0.tgz)" -eq "$n"
 run env ABX_MANIFESTS_DIR="$M" "$S2"
 expect "§2 drift in mode lazy: one line before the reinstall" 0 "shy 1.0.0" \
 	"agent-sandbox-server: installing shy 1.0.0 into $T/s2 (drift: $T/s2/shy/1.0.0-linux-x64 differs from what was installed)"
-check "§2 ... no progress without a terminal: that line and the placement's" sh -c \
-	"test \$(wc -l <'$T/err') -eq 2 && grep -q '^agent-sandbox-server: shy 1.0.0: placed [0-9]* files from the extracted tree' '$T/err'"
+check "§2 ... no progress without a terminal: that line, the placement's and the recorded verify pass" sh -c \
+	"test \$(wc -l <'$T/err') -eq 3 && grep -q '^agent-sandbox-server: shy 1.0.0: placed [0-9]* files from the extracted tree' '$T/err' && grep -q '^agent-sandbox-server: shy 1.0.0: verify.argv: passed for this tree on .* (sealed); not run again$' '$T/err'"
 # the manifest the shim sees is not the one the tree was installed from
 mkman shy /f/shy-1.0.0.tgz "$(sha "$W/shy-1.0.0.tgz")" '"description":"changed"'
 run env ABX_MANIFESTS_DIR="$M" ABX_SERVER_INSTALL_MODE=build "$S2"

@@ -678,6 +678,42 @@ test_tree_key_rejects(void **state)
 	assert_int_equal(cache_tree_key(&d, "a b", k), -1);
 }
 
+/* Sealed notes: what was put reads back; an edited one, one renamed from
+ * another name or one read with another cache's key is not sound (-1 and
+ * why); none is 0; a name that is not a plain file name is refused. */
+static void
+test_note_sealed(void **state)
+{
+	char body[256], c[1024];
+	const char *why = NULL;
+
+	assert_int_equal(cache_note_get(dir, "t-1.0.0.verified", body, sizeof(body), &why), 0);
+	assert_int_equal(cache_note_put(dir, "t-1.0.0.verified", "tree abc\nat 1\n", 14), 1);
+	assert_true(exists("trees/.key"));
+	assert_int_equal(cache_note_get(dir, "t-1.0.0.verified", body, sizeof(body), &why), 1);
+	assert_string_equal(body, "tree abc\nat 1\n");
+	/* too small a buffer is not a truncated note */
+	assert_int_equal(cache_note_get(dir, "t-1.0.0.verified", body, 5, &why), -1);
+	snprintf(c, sizeof(c), "cp %s/trees/t-1.0.0.verified %s/trees/u-1.0.0.verified", dir, dir);
+	assert_int_equal(system(c), 0);
+	assert_int_equal(cache_note_get(dir, "u-1.0.0.verified", body, sizeof(body), &why), -1);
+	assert_non_null(strstr(why, "not a note of this name"));
+	snprintf(c, sizeof(c), "sed -i 's/^at 1/at 2/' %s/trees/t-1.0.0.verified", dir);
+	assert_int_equal(system(c), 0);
+	assert_int_equal(cache_note_get(dir, "t-1.0.0.verified", body, sizeof(body), &why), -1);
+	assert_non_null(strstr(why, "seal does not match"));
+	/* put again: replaced whole, sound again; then another cache's key */
+	assert_int_equal(cache_note_put(dir, "t-1.0.0.verified", "x\n", 2), 1);
+	assert_int_equal(cache_note_get(dir, "t-1.0.0.verified", body, sizeof(body), &why), 1);
+	snprintf(c, sizeof(c), "cd %s/trees && rm .key && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n' >.key && echo >>.key && chmod 600 .key", dir);
+	assert_int_equal(system(c), 0);
+	assert_int_equal(cache_note_get(dir, "t-1.0.0.verified", body, sizeof(body), &why), -1);
+	assert_int_equal(cache_note_put(dir, "../x", "x\n", 2), 0);
+	assert_int_equal(cache_note_put(dir, ".key", "x\n", 2), 0);
+	assert_int_equal(cache_note_put(dir, "a b", "x\n", 2), 0);
+	assert_int_equal(cache_note_get(dir, "../x", body, sizeof(body), &why), 0);
+}
+
 int
 main(void)
 {
@@ -703,6 +739,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_tree_large_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tree_store_changed_since, setup, teardown),
 		cmocka_unit_test(test_tree_key_rejects),
+		cmocka_unit_test_setup_teardown(test_note_sealed, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -222,6 +222,71 @@ test_libc_and_env(void **state)
 			       "\"G\":null,\"H\":null,\"I\":null}", SHA_A), "$.env: more than 8");
 }
 
+/* A tarball manifest whose verify object is {"argv":["{bin}"],<members>}. */
+static char *
+with_verify(const char *members)
+{
+	static char buf[8192];
+
+	snprintf(buf, sizeof(buf),
+		 "{\"schema\":1,\"name\":\"t\",\"binary\":\"t\",\"version\":\"1.2.3\","
+		 "\"source\":{\"type\":\"tarball\",\"bin\":\"bin/t\","
+		 "\"platforms\":{\"linux-x64\":{\"url\":\"https://dl.example.com/t.tgz\",\"sha256\":\"" SHA_A "\"}}},"
+		 "\"hosts\":[\"dl.example.com\"],\"verify\":{\"argv\":[\"{bin}\"],%s}}",
+		 members);
+	return buf;
+}
+
+/* "verify.env": literal variables added to the verify run's environment;
+ * a name the run keeps for itself, or one that loads other code, is
+ * refused with its path and why. */
+static void
+test_verify_env(void **state)
+{
+	manifest_t *m = malloc(sizeof(*m));
+	struct err e;
+
+	(void)state;
+	assert_int_equal(parse(m, with_verify("\"env\":{\"GEMINI_CLI_NO_RELAUNCH\":\"true\",\"_X9\":\"\"}"), &x64, &e), 0);
+	assert_int_equal(m->verify.nenv, 2);
+	assert_string_equal(m->verify.env[0].name, "GEMINI_CLI_NO_RELAUNCH");
+	assert_string_equal(m->verify.env[0].value, "true");
+	assert_string_equal(m->verify.env[1].name, "_X9");
+	assert_int_equal(m->nenv, 0);
+	assert_int_equal(parse(m, with_verify("\"expect\":\"1\""), &x64, &e), 0);
+	assert_int_equal(m->verify.nenv, 0);
+	free(m);
+	expect_invalid(with_verify("\"env\":[]"), "$.verify.env: expected an object");
+	expect_invalid(with_verify("\"env\":{\"a\":\"x\"}"), "$.verify.env.a: not a variable name ([A-Z_]");
+	expect_invalid(with_verify("\"env\":{\"9A\":\"x\"}"), "$.verify.env.9A: not a variable name");
+	expect_invalid(with_verify("\"env\":{\"A-B\":\"x\"}"), "$.verify.env.A-B: not a variable name");
+	expect_invalid(with_verify("\"env\":{\"\":\"x\"}"), "$.verify.env.: not a variable name");
+	expect_invalid(with_verify("\"env\":{\"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\":\"x\"}"),
+		       "not a variable name");
+	expect_invalid(with_verify("\"env\":{\"PATH\":\"/x\"}"), "$.verify.env.PATH: refused: PATH, HOME");
+	expect_invalid(with_verify("\"env\":{\"HOME\":\"/x\"}"), "$.verify.env.HOME: refused");
+	expect_invalid(with_verify("\"env\":{\"LC_CTYPE\":\"x\"}"), "$.verify.env.LC_CTYPE: refused");
+	expect_invalid(with_verify("\"env\":{\"LANG\":\"x\"}"), "$.verify.env.LANG: refused");
+	expect_invalid(with_verify("\"env\":{\"LD_PRELOAD\":\"/x.so\"}"), "$.verify.env.LD_PRELOAD: refused: LD_*");
+	expect_invalid(with_verify("\"env\":{\"NODE_OPTIONS\":\"--require=/x\"}"), "$.verify.env.NODE_OPTIONS: refused");
+	expect_invalid(with_verify("\"env\":{\"NODE_PATH\":\"/x\"}"), "$.verify.env.NODE_PATH: refused");
+	expect_invalid(with_verify("\"env\":{\"ABX_TOOLS_DIR\":\"/x\"}"), "$.verify.env.ABX_TOOLS_DIR: refused: ABX_*");
+	expect_invalid(with_verify("\"env\":{\"A\":null}"), "$.verify.env.A: expected a string");
+	expect_invalid(with_verify("\"env\":{\"A\":1}"), "$.verify.env.A: expected a string");
+	expect_invalid(with_verify("\"env\":{\"A\":\"a\\nb\"}"), "$.verify.env.A: not printable ASCII");
+	expect_invalid(with_verify("\"env\":{\"A\":\"\\u00e9\"}"), "$.verify.env.A: not printable ASCII");
+	expect_invalid(with_verify("\"env\":{\"A\":\"{tree}/x\"}"), "$.verify.env.A: placeholders are not");
+	expect_invalid(with_verify("\"env\":{\"A\":\"" "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+				   "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+				   "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+				   "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"),
+		       "$.verify.env.A: longer than 255 bytes");
+	expect_invalid(with_verify("\"env\":{\"A\":\"\",\"B\":\"\",\"C\":\"\",\"D\":\"\",\"E\":\"\",\"F\":\"\","
+				   "\"G\":\"\",\"H\":\"\",\"I\":\"\"}"),
+		       "$.verify.env: more than 8 variables");
+	expect_invalid(with_verify("\"envs\":{}"), "$.verify");
+}
+
 static void
 test_versions_and_requires(void **state)
 {
@@ -474,6 +539,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_npm_lock_validation, setup_dir, teardown_dir),
 		cmocka_unit_test(test_builtin_manifests_load),
 		cmocka_unit_test(test_libc_and_env),
+		cmocka_unit_test(test_verify_env),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
