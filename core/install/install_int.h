@@ -1,5 +1,6 @@
 #ifndef ABX_INSTALL_INT_H
 #define ABX_INSTALL_INT_H
+
 /*
  * What the files of the install engine share and nothing else uses (the
  * API is core/install.h):
@@ -13,6 +14,13 @@
  *   install_publish.c  staging, extraction, verify, publish
  *   install_known.c, install_proof.c, install_npm.c: see install.h
  */
+
+#ifndef ABX_VERSION
+#define ABX_VERSION "0.0.0-dev"
+#endif
+/* Who installs: in each marker, and in a recorded verify pass (a later
+ * build may run a tool differently, so its pass is its own). */
+#define INSTALL_INSTALLER "agent-sandbox-server " ABX_VERSION
 #include <limits.h>
 #include <stdint.h>
 #include <sys/types.h>

@@ -18,12 +18,6 @@
 #include "base/fs.h"
 #include "base/json.h"
 
-#ifndef ABX_VERSION
-#define ABX_VERSION "0.0.0-dev"
-#endif
-
-#define INSTALLER "agent-sandbox-server " ABX_VERSION
-
 /* ---- markers ------------------------------------------------------------ */
 
 static void
@@ -472,7 +466,7 @@ install_marker_write(struct install_ctx *c, const char *w, const manifest_t *m, 
 	json_w_kint(&j, "bytes", (int64_t)bytes);
 	json_w_kstr(&j, "installed_at", ts);
 	json_w_kint(&j, "installed_at_unix", (int64_t)time(NULL));
-	json_w_kstr(&j, "installer", INSTALLER);
+	json_w_kstr(&j, "installer", INSTALL_INSTALLER);
 	json_w_kbool(&j, "unpinned", m->unpinned);
 	json_w_key(&j, "sbom");
 	json_w_arr(&j);
