@@ -202,8 +202,8 @@ ident_spec(struct install_ctx *c, const manifest_t *m, struct verify_run *v)
 		digest_update(&dc, m->verify.env[i].value, strlen(m->verify.env[i].value) + 1);
 	}
 	digest_final(&dc, &d);
-	snprintf(v->ident, sizeof(v->ident), "installer %s\nverify %s\nplatform %s\nlibc %s\n", INSTALL_INSTALLER,
-	         digest_hex(&d, hex), c->platform, libc ? libc : "none");
+	snprintf(v->ident, sizeof(v->ident), "installer %s\nverify %s\nplatform %s\nlibc %s\n",
+	         INSTALL_INSTALLER, digest_hex(&d, hex), c->platform, libc ? libc : "none");
 }
 
 /* PATH, argv and identity of m's verify run for the tree's entry. */
