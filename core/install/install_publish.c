@@ -382,138 +382,6 @@ mark_topdir(const char *dir)
 	close(fd);
 }
 
-/*
- * syncfs of the staged tree on a thread of its own, so the disk writes run
- * while the tree is listed and hashed (which reads what the page cache
- * already holds); bg_sync_wait is called before the tree is renamed into
- * place, so the content still reaches the disk before the name does. With
- * no thread the wait does the syncfs itself.
- */
-struct bg_sync {
-	pthread_t th;
-	int fd, started;
-};
-
-static void *
-bg_sync_main(void *arg)
-{
-	struct bg_sync *s = arg;
-
-	syncfs(s->fd);
-	return NULL;
-}
-
-static void
-bg_sync_start(struct bg_sync *s, const char *dir)
-{
-	pthread_attr_t at;
-
-	s->started = 0;
-	s->fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (s->fd < 0 || pthread_attr_init(&at) != 0)
-		return;
-	pthread_attr_setstacksize(&at, 65536);
-	s->started = pthread_create(&s->th, &at, bg_sync_main, s) == 0;
-	pthread_attr_destroy(&at);
-}
-
-static void
-bg_sync_wait(struct bg_sync *s)
-{
-	if (s->fd < 0)
-		return;
-	if (s->started)
-		pthread_join(s->th, NULL);
-	else
-		syncfs(s->fd);
-	s->started = 0;
-	close(s->fd);
-	s->fd = -1;
-}
-
-/*
- * A pacer: syncfs every PACER_MS while the tree is staged. The kernel
- * starts writeback only once dirty pages pass vm.dirty_background_ratio
- * (gigabytes on a large machine) or are 30 s old, so without it a staged
- * tree sat in memory until the final syncfs, which then wrote all of it, and
- * the cache's kept trees and tarballs beside it, on the critical path (the
- * cache needs no durability, but syncfs cannot leave it out, and an fsync
- * per file costs a disk flush each: ~5 s for 2,700 files here). Written
- * while the next files are still being staged, the final syncfs has only
- * the tail left: codex's publish/sync phase went from ~0.5 s to ~0.05 s
- * cold. Nothing relies on the pacer for durability: the final syncfs
- * (bg_sync) still runs once the tree is complete, before the rename.
- * Tried and dropped: sync_file_range(SYNC_FILE_RANGE_WRITE) of each staged
- * file once the tree is complete (only the verify run is left to overlap).
- */
-#define PACER_MS 100
-
-struct pacer {
-	pthread_t th;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	int fd, started, stop;
-};
-
-static void *
-pacer_main(void *arg)
-{
-	struct pacer *p = arg;
-	struct timespec ts;
-
-	pthread_mutex_lock(&p->mu);
-	while (!p->stop) {
-		pthread_mutex_unlock(&p->mu);
-		syncfs(p->fd);
-		pthread_mutex_lock(&p->mu);
-		if (p->stop)
-			break;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += PACER_MS * 1000000L;
-		ts.tv_sec += ts.tv_nsec / 1000000000L;
-		ts.tv_nsec %= 1000000000L;
-		pthread_cond_timedwait(&p->cv, &p->mu, &ts);
-	}
-	pthread_mutex_unlock(&p->mu);
-	return NULL;
-}
-
-static void
-pacer_start(struct pacer *p, const char *dir)
-{
-	pthread_attr_t at;
-
-	memset(p, 0, sizeof(*p));
-	p->fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (p->fd < 0)
-		return;
-	pthread_mutex_init(&p->mu, NULL);
-	pthread_cond_init(&p->cv, NULL);
-	if (pthread_attr_init(&at) != 0)
-		return;
-	pthread_attr_setstacksize(&at, 65536);
-	p->started = pthread_create(&p->th, &at, pacer_main, p) == 0;
-	pthread_attr_destroy(&at);
-}
-
-static void
-pacer_stop(struct pacer *p)
-{
-	if (p->fd < 0)
-		return;
-	if (p->started) {
-		pthread_mutex_lock(&p->mu);
-		p->stop = 1;
-		pthread_cond_signal(&p->cv);
-		pthread_mutex_unlock(&p->mu);
-		pthread_join(p->th, NULL);
-	}
-	pthread_mutex_destroy(&p->mu);
-	pthread_cond_destroy(&p->cv);
-	close(p->fd);
-	p->fd = -1;
-}
-
 static void
 known_tap(void *arg, const char *name, const struct stat *st, const unsigned char sha256[32])
 {
@@ -771,9 +639,9 @@ list_tree(struct job *j, struct pacer *pc, struct bg_sync *bs, struct err *e)
 {
 	int64_t tp = clock_us();
 
-	pacer_stop(pc);
+	install_pacer_stop(pc);
 	if (bs->fd < 0)
-		bg_sync_start(bs, j->tree);
+		install_bg_sync_start(bs, j->tree);
 	/* verify ran with HOME=staging: whatever it wrote there is not ours
 	 * to publish, and the tree itself must be what was extracted */
 	if (install_tree_list_known(j->tree, j->known, &j->listing, &j->listing_len, j->hex, &j->files,
@@ -787,7 +655,8 @@ list_tree(struct job *j, struct pacer *pc, struct bg_sync *bs, struct err *e)
  * the tree is listed first, and only the same listing counts. 1 (not run
  * again, said), 0 (run it), -1 with e. */
 static int
-verify_recorded(struct job *j, const struct verify_run *v, struct pacer *pc, struct bg_sync *bs, struct err *e)
+verify_recorded(struct job *j, const struct verify_run *v, struct pacer *pc, struct bg_sync *bs,
+                struct err *e)
 {
 	char tree[65], at[64];
 
@@ -835,7 +704,7 @@ check_and_publish(struct job *j, struct pacer *pc, struct err *e)
 		j->ph[INSTALL_PH_VERIFY_ARGV] = INSTALL_PH_NOT_RUN;
 	} else {
 		if (run_verify(j->m, v, j->staging, e) < 0) {
-			bg_sync_wait(&bs);
+			install_bg_sync_wait(&bs);
 			free(v);
 			return -1;
 		}
@@ -848,7 +717,7 @@ check_and_publish(struct job *j, struct pacer *pc, struct err *e)
 	tp = clock_us();
 	install_progress_write(&j->ps, "publish", 1);
 	install_test_pause("publish");
-	bg_sync_wait(&bs);
+	install_bg_sync_wait(&bs);
 	if (publish_tree(j, e) < 0 || publish_marker(j, e) < 0)
 		goto out;
 	remove_old_trees(j->w, j->m->name, j->treename, j->staging);
@@ -857,7 +726,7 @@ check_and_publish(struct job *j, struct pacer *pc, struct err *e)
 		install_verified_put(j->c, j->m, v->ident, j->hex);
 	rc = 0;
 out:
-	bg_sync_wait(&bs);
+	install_bg_sync_wait(&bs);
 	free(v);
 	if (rc < 0)
 		install_details_phase(e, "publish");
@@ -932,7 +801,7 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 		        m->version, m->size_hint_mb * 2, w, (unsigned long long)(free_b >> 20));
 		goto out;
 	}
-	pacer_start(&pc, j->tree);
+	install_pacer_start(&pc, j->tree);
 	if ((m->source.type == MANIFEST_SRC_TARBALL ? stage_tarball(j, e) : stage_npm(j, e)) < 0 ||
 	    check_and_publish(j, &pc, e) < 0)
 		goto out;
@@ -946,7 +815,7 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 	snprintf(r->entry, sizeof(r->entry), "%s/%s", j->final, m->source.bin);
 	rc = 0;
 out:
-	pacer_stop(&pc);
+	install_pacer_stop(&pc);
 	install_known_free(j->known);
 	free(j->listing);
 	fs_rm_tree(j->staging, NULL);
