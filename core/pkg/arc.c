@@ -68,6 +68,7 @@ arc_opts_init(struct arc_opts *o, enum arc_format format)
 {
 	memset(o, 0, sizeof(*o));
 	o->format = format;
+	o->copy_dirfd = -1;
 }
 
 static int

@@ -129,6 +129,10 @@ struct stat;
 typedef void (*arc_file_fn)(void *ctx, const char *name, const struct stat *st,
                             const unsigned char sha256[32]);
 
+/* Called (from the writing thread) just before on_file for a file whose
+ * copy in copy_dirfd is whole: its name, and the copy's name there. */
+typedef void (*arc_copy_fn)(void *ctx, const char *name, const char *copy);
+
 struct arc_opts {
 	enum arc_format format;
 	unsigned flags;           /* ARC_NPM | ARC_STRICT_MODES */
@@ -155,6 +159,14 @@ struct arc_opts {
 	 * and results are the same: the writer writes only what the reader
 	 * checked, and a failure on either side fails the archive. */
 	int threads;
+	/* -1 (arc_opts_init) = none. Else the writer also writes the data of
+	 * every file it reports to on_file into a new file of this directory
+	 * (mode 0600, named "0", "1", ... in the archive's order), from the
+	 * very bytes it writes and hashes, and tells on_copy (file_ctx) of it
+	 * before on_file. A copy that cannot be written whole is removed and
+	 * the extraction goes on: the copy is a cache's, never the install's. */
+	int copy_dirfd;
+	arc_copy_fn on_copy;
 };
 
 enum { ARC_THREADS_AUTO = 0, ARC_THREADS_ONE, ARC_THREADS_TWO };

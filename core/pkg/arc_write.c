@@ -20,8 +20,10 @@
 #include "base/digest.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -50,6 +52,10 @@ struct arc_writer {
 	/* the writer's own: the file being written */
 	struct arc_wfile f;
 	int open, hashing;
+	int cfd;    /* its copy in copy_dirfd, or -1 */
+	int copied; /* the copy cname is whole */
+	char cname[24];
+	uint64_t seq; /* copies begun */
 	struct digest_ctx dc;
 	int64_t end;
 	uint64_t bytes, files;
@@ -67,6 +73,17 @@ struct arc_writer {
 
 /* ---- the writer's side ---------------------------------------------------- */
 
+/* The copy cannot be whole: removed (the extraction goes on). */
+static void
+drop_copy(struct arc_writer *w)
+{
+	if (w->cfd < 0)
+		return;
+	close(w->cfd);
+	unlinkat(w->o->copy_dirfd, w->cname, 0);
+	w->cfd = -1;
+}
+
 static void w_fail(struct arc_writer *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static void
@@ -79,6 +96,7 @@ w_fail(struct arc_writer *w, const char *fmt, ...)
 	vsnprintf(rule, sizeof(rule), fmt, ap);
 	va_end(ap);
 	arc_refuse_at(&w->e, w->f.raw, "%s", rule);
+	drop_copy(w);
 	if (w->open)
 		close(w->f.fd);
 	w->open = 0;
@@ -112,6 +130,7 @@ w_begin(struct arc_writer *w, const struct arc_wfile *f)
 	if (w->open)
 		close(w->f.fd); /* abandoned by the reader: not reported */
 	w->open = 0;
+	drop_copy(w);
 	if (w->failed) {
 		close(f->fd);
 		return;
@@ -122,6 +141,11 @@ w_begin(struct arc_writer *w, const struct arc_wfile *f)
 	w->end = 0;
 	if (w->hashing)
 		digest_init(&w->dc, DIGEST_SHA256);
+	if (w->hashing && w->o->copy_dirfd >= 0 && w->o->on_file != NULL) {
+		snprintf(w->cname, sizeof(w->cname), "%llu", (unsigned long long)w->seq++);
+		w->cfd = openat(w->o->copy_dirfd, w->cname,
+		                O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	}
 }
 
 static void
@@ -138,6 +162,8 @@ w_data(struct arc_writer *w, int64_t off, const unsigned char *buf, size_t len)
 		w->hashing = 0;
 	if (w->hashing)
 		digest_update(&w->dc, buf, len);
+	if (w->cfd >= 0 && (!w->hashing || write_all(w->cfd, buf, len, off) != 0))
+		drop_copy(w);
 	w->bytes += len;
 	if (off + (int64_t)len > w->end)
 		w->end = off + (int64_t)len;
@@ -169,14 +195,26 @@ w_end(struct arc_writer *w)
 		ts[1] = f->mtime;
 		(void)futimens(f->fd, ts); /* a time is not worth failing for */
 	}
+	if (!w->hashing)
+		drop_copy(w);
+	if (w->cfd >= 0) {
+		w->copied = close(w->cfd) == 0;
+		if (!w->copied)
+			unlinkat(w->o->copy_dirfd, w->cname, 0);
+		w->cfd = -1;
+	}
 	if (w->hashing && w->o->on_file != NULL) {
 		struct stat sb;
 		struct digest dg;
 
 		digest_final(&w->dc, &dg);
-		if (fstat(f->fd, &sb) == 0)
+		if (fstat(f->fd, &sb) == 0) {
+			if (w->copied && w->o->on_copy != NULL)
+				w->o->on_copy(w->o->file_ctx, f->name, w->cname);
 			w->o->on_file(w->o->file_ctx, f->name, &sb, dg.v);
+		}
 	}
+	w->copied = 0;
 	w->open = 0;
 	if (close(f->fd) != 0) {
 		w_fail(w, "close failed: %s", strerror(errno));
@@ -229,6 +267,7 @@ arc_w_new(const struct arc_opts *o)
 		return NULL;
 	w->o = o;
 	w->mode = o->threads;
+	w->cfd = -1;
 	err_clear(&w->e);
 	pthread_mutex_init(&w->mu, NULL);
 	pthread_cond_init(&w->cv, NULL);
@@ -398,6 +437,7 @@ arc_w_finish(struct xs *x, int ok)
 	if (w->open)
 		close(w->f.fd); /* the reader stopped inside it */
 	w->open = 0;
+	drop_copy(w);
 	x->st->entries += w->files;
 	x->st->bytes = w->bytes;
 	w->files = 0;
