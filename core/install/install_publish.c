@@ -386,6 +386,7 @@ stage_tarball(struct job *j, struct err *e)
 	struct xprog xp = {&j->ps, 0};
 	struct arc_opts ao;
 	struct arc_stats as;
+	struct install_keep *keep;
 	struct stat st;
 	int64_t tp;
 	int placed;
@@ -440,11 +441,16 @@ stage_tarball(struct job *j, struct err *e)
 	ao.progress_ctx = &xp;
 	ao.on_file = known_tap;
 	ao.file_ctx = j->known;
+	/* a tree to keep is written by the extraction too (install_trees.c) */
+	keep = install_tree_keep_begin(c, m, j->a, j->known, &ao);
 	tp = clock_us();
-	if (arc_extract(art_path, j->tree, &ao, &as, e) < 0)
+	if (arc_extract(art_path, j->tree, &ao, &as, e) < 0) {
+		install_tree_keep_end(keep);
 		return -1;
+	}
 	install_known_settle(j->known);
-	install_tree_keep(c, m, j->a, j->tree, j->asize, j->known);
+	install_tree_keep(c, m, j->a, j->tree, j->asize, j->known, keep);
+	install_tree_keep_end(keep);
 	j->ph[INSTALL_PH_EXTRACT] = clock_us() - tp;
 	if (!xp.paused)
 		install_test_pause("extract");

@@ -70,7 +70,8 @@ take_copy(struct cache_sums *s, const struct stat *st, int dst, const char *name
 	int fd;
 
 	if (s->copies == NULL || s->last == NULL || s->last->copy[0] == '\0' ||
-	    renameat(s->copies_fd, s->last->copy, dst, name) != 0)
+	    fstatat(s->copies_fd, s->last->copy, &cs, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(cs.st_mode) ||
+	    cs.st_size != st->st_size || renameat(s->copies_fd, s->last->copy, dst, name) != 0)
 		return -1;
 	fd = openat(dst, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
 	if (fd >= 0 && fstat(fd, &cs) == 0 && S_ISREG(cs.st_mode) && cs.st_size == st->st_size)

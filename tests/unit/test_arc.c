@@ -900,6 +900,83 @@ t_threaded_cap(void **s)
 	assert_outside_untouched();
 }
 
+struct copytap {
+	int cdir, files, copied, bad;
+	char copy[32], name[600];
+};
+
+static void
+copy_rec(void *ctx, const char *name, const char *copy)
+{
+	struct copytap *t = ctx;
+
+	snprintf(t->copy, sizeof(t->copy), "%s", copy);
+	snprintf(t->name, sizeof(t->name), "%s", name);
+}
+
+/* A file reported after its copy: the copy holds the bytes reported. */
+static void
+copy_file_rec(void *ctx, const char *name, const struct stat *st, const unsigned char sha256[32])
+{
+	struct copytap *t = ctx;
+	struct digest d;
+	struct err e;
+	char p[700];
+
+	t->files++;
+	if (t->copy[0] == '\0')
+		return;
+	snprintf(p, sizeof(p), "%s/copies/%s", base, t->copy);
+	t->copied++;
+	t->bad += strcmp(t->name, name) != 0 || digest_file(DIGEST_SHA256, p, &d, NULL, &e) != 0 ||
+	          memcmp(d.v, sha256, 32) != 0;
+	t->copy[0] = '\0';
+}
+
+/* arc_opts.copy_dirfd: every file reported has a whole copy, told of just
+ * before it; a copy that cannot be made ("0" is taken) is skipped and the
+ * extraction goes on, the name taken left alone. */
+static void
+t_copies(void **s)
+{
+	static const int modes[] = {ARC_THREADS_ONE, ARC_THREADS_TWO};
+	char p[400], c[900];
+	struct arc_opts o;
+	struct err e;
+	size_t i;
+
+	make_big(p, sizeof(p));
+	for (i = 0; i < 2; i++) {
+		struct copytap t = {-1, 0, 0, 0, "", ""};
+		int fds = open_fds();
+
+		assert_int_equal(stage_reset(), 0);
+		snprintf(c, sizeof(c), "rm -rf '%s/copies' && mkdir '%s/copies' && echo mine >'%s/copies/0'", base, base,
+		         base);
+		assert_int_equal(system(c), 0);
+		snprintf(c, sizeof(c), "%s/copies", base);
+		t.cdir = open(c, O_RDONLY | O_DIRECTORY);
+		assert_true(t.cdir >= 0);
+		arc_opts_init(&o, G);
+		o.threads = modes[i];
+		o.flags = ARC_NPM;
+		o.on_file = copy_file_rec;
+		o.on_copy = copy_rec;
+		o.file_ctx = &t;
+		o.copy_dirfd = t.cdir;
+		if (arc_extract(p, stage, &o, NULL, &e) != 0)
+			fail_msg("%s", e.msg);
+		close(t.cdir);
+		assert_int_equal(t.files, 41);
+		assert_int_equal(t.copied, 40);
+		assert_int_equal(t.bad, 0);
+		assert_int_equal(open_fds(), fds);
+		snprintf(c, sizeof(c), "test \"$(cat '%s/copies/0')\" = mine && test $(ls '%s/copies' | wc -l) = 41",
+		         base, base);
+		assert_int_equal(system(c), 0);
+	}
+}
+
 int
 main(void)
 {
@@ -920,7 +997,7 @@ main(void)
 		C(t_good_gnu_tar), C(t_tar_gz_reads_plain_tar_only_as_tar),
 		C(t_good_zip), C(t_nonascii_tar), C(t_npm_mode), C(t_progress),
 		C(t_format_names), C(t_no_format), C(t_tee), C(t_threaded_digests),
-		C(t_writer_fails_mid_entry), C(t_threaded_cap),
+		C(t_writer_fails_mid_entry), C(t_threaded_cap), C(t_copies),
 	};
 	int rc = cmocka_run_group_tests_name("arc, one thread", tests, group_setup, group_teardown);
 
