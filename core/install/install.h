@@ -255,14 +255,26 @@ int install_npm_fetch(struct install_ctx *c, const manifest_t *m, const char *pl
  * damaged: said on stderr and discarded; nothing under staging changed), -1
  * with e. install_tree_keep keeps the tree just extracted from the verified
  * artifact (before anything ran in it), copying without hashing again the
- * files known (settled) holds unchanged. Neither applies to an unpinned
- * artifact or without a writable cache.
+ * files known (settled) holds unchanged, or, with k from
+ * install_tree_keep_begin, renaming the copies the extraction wrote of them.
+ * Neither applies to an unpinned artifact or without a writable cache.
+ * install_tree_keep_begin, before extraction, when the tree will be kept:
+ * points ao's on_file (each file into known, as well) and copies
+ * (arc_opts.copy_dirfd) at a new keeper, or returns NULL and leaves ao;
+ * install_tree_keep_end frees it and what copies are left.
  */
 struct install_known;
+struct install_keep;
+struct arc_opts;
 int install_tree_place(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a,
                        const char *staging, struct install_known *known, uint64_t *asize, struct err *e);
+struct install_keep *install_tree_keep_begin(struct install_ctx *c, const manifest_t *m,
+                                             const struct manifest_artifact *a, struct install_known *known,
+                                             struct arc_opts *ao);
 void install_tree_keep(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a,
-                       const char *tree, uint64_t asize, const struct install_known *known);
+                       const char *tree, uint64_t asize, const struct install_known *known,
+                       struct install_keep *k);
+void install_tree_keep_end(struct install_keep *k);
 /*
  * A verify.argv pass, recorded in the cache (a sealed note, cache.h:
  * <cache>/trees/<name>-<version>-<platform>-<libc>.verified) for exactly one tree

@@ -406,6 +406,7 @@ struct job {
 	size_t listing_len;
 	uint64_t files, bytes;
 	struct install_known *known; /* owned */
+	struct install_keep *keep;   /* owned: the tree to keep, being written */
 	struct install_npm_info npminfo;
 	struct install_progress_state ps;
 	int64_t ph[INSTALL_PH_N];
@@ -437,6 +438,10 @@ tarball_opts(struct job *j, struct arc_opts *ao, enum arc_format f)
 	extract_caps(j->m, ao);
 	ao->on_file = known_tap;
 	ao->file_ctx = j->known;
+	/* a tree to keep is written by the extraction too (install_trees.c);
+	 * each attempt starts its own (a streamed one may be started again) */
+	install_tree_keep_end(j->keep);
+	j->keep = install_tree_keep_begin(j->c, j->m, j->a, j->known, ao);
 }
 
 /* install_stream.run of a tarball source (the extractor's thread): into
@@ -474,6 +479,8 @@ stream_reset(void *arg)
 
 	fs_rm_tree(j->tree, NULL);
 	(void)install_mkdir(j->tree, 0755, NULL);
+	install_tree_keep_end(j->keep);
+	j->keep = NULL;
 	install_known_free(j->known);
 	j->known = install_known_new();
 }
@@ -550,7 +557,9 @@ stage_tarball(struct job *j, struct err *e)
 			return -1;
 	}
 	install_known_settle(j->known);
-	install_tree_keep(c, m, j->a, j->tree, j->asize, j->known);
+	install_tree_keep(c, m, j->a, j->tree, j->asize, j->known, j->keep);
+	install_tree_keep_end(j->keep);
+	j->keep = NULL;
 	/* streamed: what extraction took beyond the download */
 	j->ph[INSTALL_PH_EXTRACT] = clock_us() - tp + xs.tail_us;
 	if (!xp.paused)
@@ -816,6 +825,7 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 	rc = 0;
 out:
 	install_pacer_stop(&pc);
+	install_tree_keep_end(j->keep);
 	install_known_free(j->known);
 	free(j->listing);
 	fs_rm_tree(j->staging, NULL);

@@ -3,8 +3,9 @@
  * install.h; the cache's rules in cache.h).
  */
 #include "pkg/cache.h"
-#include "pkg/npmlock.h"
 #include "install/install_int.h"
+#include "pkg/arc.h"
+#include "pkg/npmlock.h"
 
 #include <fcntl.h>
 #include <inttypes.h>
@@ -90,9 +91,61 @@ known_sum(void *arg, const char *rel, const struct stat *st, unsigned char sha25
 	return install_known_get(arg, rel, st, sha256);
 }
 
+/* The extraction's digests and copies of a tree to keep. */
+struct install_keep {
+	struct install_known *known;
+	struct cache_sums sums;
+	char copy[24]; /* the copy of the file reported next */
+};
+
+static void
+keep_copy(void *arg, const char *name, const char *copy)
+{
+	struct install_keep *k = arg;
+
+	snprintf(k->copy, sizeof(k->copy), "%s", copy);
+}
+
+static void
+keep_file(void *arg, const char *name, const struct stat *st, const unsigned char sha256[32])
+{
+	struct install_keep *k = arg;
+
+	install_known_add(k->known, "", name, st, sha256);
+	cache_sums_add_copy(&k->sums, name, st, sha256, k->copy);
+	k->copy[0] = '\0';
+}
+
+struct install_keep *
+install_tree_keep_begin(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a,
+                        struct install_known *known, struct arc_opts *ao)
+{
+	char key[CACHE_KEY_MAX];
+	struct install_keep *k;
+
+	if (!usable(c) || tree_key(m, a, key) < 0 || cache_tree_has(c->cache_dir, key) ||
+	    (k = calloc(1, sizeof(*k))) == NULL)
+		return NULL;
+	k->known = known;
+	ao->copy_dirfd = cache_sums_copies(&k->sums, c->cache_dir);
+	ao->on_copy = keep_copy;
+	ao->on_file = keep_file;
+	ao->file_ctx = k;
+	return k;
+}
+
+void
+install_tree_keep_end(struct install_keep *k)
+{
+	if (k == NULL)
+		return;
+	cache_sums_free(&k->sums);
+	free(k);
+}
+
 void
 install_tree_keep(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a,
-                  const char *tree, uint64_t asize, const struct install_known *known)
+                  const char *tree, uint64_t asize, const struct install_known *known, struct install_keep *k)
 {
 	char key[CACHE_KEY_MAX], meta[64], label[MANIFEST_VERSION_MAX + 300];
 	int fd;
@@ -103,7 +156,8 @@ install_tree_keep(struct install_ctx *c, const manifest_t *m, const struct manif
 		return;
 	snprintf(meta, sizeof(meta), "size=%" PRIu64, asize);
 	snprintf(label, sizeof(label), "%s %s", m->name, m->version);
-	if (cache_tree_store(c->cache_dir, key, fd, meta, label, known_sum, (void *)known))
+	if (k != NULL ? cache_tree_store(c->cache_dir, key, fd, meta, label, cache_sums_get, &k->sums)
+	              : cache_tree_store(c->cache_dir, key, fd, meta, label, known_sum, (void *)known))
 		note_line("%s: kept the extracted tree in %s/trees/%s for the next tools directory", label,
 		          c->cache_dir, key);
 	close(fd);

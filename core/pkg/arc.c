@@ -68,6 +68,7 @@ arc_opts_init(struct arc_opts *o, enum arc_format format)
 {
 	memset(o, 0, sizeof(*o));
 	o->format = format;
+	o->copy_dirfd = -1;
 }
 
 static int
@@ -174,32 +175,13 @@ progress(struct xs *x, int force)
 }
 
 static int
-write_all(int fd, const char *p, size_t n, int64_t off)
-{
-	ssize_t w;
-
-	while (n > 0) {
-		w = pwrite(fd, p, n, off);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-		off += w;
-	}
-	return 0;
-}
-
-static int
 do_file(struct xs *x, struct archive_entry *ent, int pfd, const char *leaf, const char *name)
 {
 	const void *buf;
 	size_t len;
-	la_int64_t off, declared = -1, end = 0;
-	struct timespec ts[2];
-	struct digest_ctx dc;
-	int fd, mode, r, direct, hashing = x->o->on_file != NULL;
+	la_int64_t off, declared = -1;
+	struct arc_wfile *f = &x->wf;
+	int fd, mode, r, direct;
 
 	mode = entry_mode(x, ent, 0);
 	if (mode < 0)
@@ -233,74 +215,40 @@ do_file(struct xs *x, struct archive_entry *ent, int pfd, const char *leaf, cons
 			return dup_refuse(x, pfd, leaf, "a file");
 		return arc_refuse(x, "cannot create: %s", strerror(errno));
 	}
-	if (hashing)
-		digest_init(&dc, DIGEST_SHA256);
+	/* From here the file is the writer's (arc_write.c): it writes what
+	 * is checked here, hashes it, sets the mode and time, reports it. */
+	f->fd = fd;
+	f->mode = mode;
+	f->direct = direct;
+	f->hashing = x->o->on_file != NULL;
+	f->declared = declared;
+	f->has_mtime = archive_entry_mtime_is_set(ent);
+	f->mtime.tv_sec = f->has_mtime ? archive_entry_mtime(ent) : 0;
+	f->mtime.tv_nsec = f->has_mtime ? archive_entry_mtime_nsec(ent) : 0;
+	snprintf(f->name, sizeof(f->name), "%s", name);
+	snprintf(f->raw, sizeof(f->raw), "%s", x->cur ? x->cur : name);
+	if (arc_w_begin(x, f) != 0)
+		return -1;
 	for (;;) {
 		r = archive_read_data_block(x->a, &buf, &len, &off);
 		if (r == ARCHIVE_EOF)
 			break;
-		if (r != ARCHIVE_OK) {
-			arc_refuse(x, "%s: %s", r == ARCHIVE_WARN ? "libarchive warning" : "unreadable data",
-			           archive_error_string(x->a) ? archive_error_string(x->a) : "?");
-			goto fail;
-		}
-		if (off < 0 || (uint64_t)off + len > x->max_entry) {
-			arc_refuse(x, "data exceeds the per-entry cap of %llu bytes",
-			           (unsigned long long)x->max_entry);
-			goto fail;
-		}
-		if (x->st->bytes + x->passed + len > x->max_total) {
-			arc_refuse(x, "extracted size exceeds the cap of %llu bytes",
-			           (unsigned long long)x->max_total);
-			goto fail;
-		}
-		if (len > 0 && write_all(fd, buf, len, off) != 0) {
-			arc_refuse(x, "write failed: %s", strerror(errno ? errno : EIO));
-			goto fail;
-		}
-		/* the content hash holds only for data written end to end */
-		if (hashing && off != end)
-			hashing = 0;
-		if (hashing)
-			digest_update(&dc, buf, len);
+		if (r != ARCHIVE_OK)
+			return arc_refuse(x, "%s: %s",
+			                  r == ARCHIVE_WARN ? "libarchive warning" : "unreadable data",
+			                  archive_error_string(x->a) ? archive_error_string(x->a) : "?");
+		if (off < 0 || (uint64_t)off + len > x->max_entry)
+			return arc_refuse(x, "data exceeds the per-entry cap of %llu bytes",
+			                  (unsigned long long)x->max_entry);
+		if (x->st->bytes + x->passed + len > x->max_total)
+			return arc_refuse(x, "extracted size exceeds the cap of %llu bytes",
+			                  (unsigned long long)x->max_total);
+		if (arc_w_data(x, off, buf, len) != 0)
+			return -1;
 		x->st->bytes += len;
-		if ((la_int64_t)(off + len) > end)
-			end = off + (la_int64_t)len;
 		progress(x, 0);
 	}
-	/* A sparse entry may end in a hole. */
-	if (declared > end && ftruncate(fd, declared) != 0) {
-		arc_refuse(x, "cannot size file: %s", strerror(errno));
-		goto fail;
-	}
-	if (declared > end)
-		hashing = 0;
-	if (!direct && fchmod(fd, (mode_t)mode) != 0) {
-		arc_refuse(x, "cannot chmod: %s", strerror(errno));
-		goto fail;
-	}
-	if (archive_entry_mtime_is_set(ent)) {
-		ts[0].tv_sec = 0;
-		ts[0].tv_nsec = UTIME_OMIT;
-		ts[1].tv_sec = archive_entry_mtime(ent);
-		ts[1].tv_nsec = archive_entry_mtime_nsec(ent);
-		(void)futimens(fd, ts); /* a time is not worth failing for */
-	}
-	if (hashing) {
-		struct stat sb;
-		struct digest dg;
-
-		digest_final(&dc, &dg);
-		if (fstat(fd, &sb) == 0)
-			x->o->on_file(x->o->file_ctx, name, &sb, dg.v);
-	}
-	if (close(fd) != 0)
-		return arc_refuse(x, "close failed: %s", strerror(errno));
-	x->st->entries++;
-	return 0;
-fail:
-	close(fd);
-	return -1;
+	return arc_w_end(x);
 }
 
 static int
@@ -667,6 +615,10 @@ extract(int archive_fd, const void *mem, size_t memlen, struct src *src, int roo
 	if (o->flags & ARC_NPM)
 		x.strip++;
 	x.next_progress = ARC_PROGRESS_STEP;
+	if ((x.w = arc_w_new(o)) == NULL) {
+		free(tee.buf);
+		return err_set(e, "internal", "out of memory");
+	}
 	/* libarchive converts names to the thread's locale and warns (fatal
 	 * here) when it cannot: in the "C" locale every non-ASCII name of a
 	 * pax or zip archive would be refused. A UTF-8 locale for this thread
@@ -707,7 +659,8 @@ extract(int archive_fd, const void *mem, size_t memlen, struct src *src, int roo
 		if (do_entry(&x, ent) != 0)
 			goto out;
 	}
-	if (apply_deferred(&x) != 0)
+	/* every file written before the directories get their last modes */
+	if (arc_w_finish(&x, 1) != 0 || apply_deferred(&x) != 0)
 		goto out;
 	if (o->tee != NULL && tee_drain(&tee) != 0) {
 		err_set(e, "io.error", "reading the archive: %s", strerror(errno));
@@ -715,6 +668,7 @@ extract(int archive_fd, const void *mem, size_t memlen, struct src *src, int roo
 	}
 	rc = 0;
 out:
+	arc_w_finish(&x, 0);
 	st->bytes_in = (uint64_t)archive_filter_bytes(x.a, -1);
 	if (rc == 0)
 		progress(&x, 1);
@@ -724,6 +678,7 @@ out:
 	free(x.dfr.names);
 	archive_read_free(x.a);
 out_locale:
+	arc_w_free(x.w);
 	if (utf8 != (locale_t)0) {
 		uselocale(old);
 		freelocale(utf8);

@@ -88,6 +88,12 @@ struct digest_ctx;
  * packages, so one archive gets half of that. */
 #define ARC_MAX_DEPTH 64
 
+/* The file data read before the writing and hashing of the entries move to
+ * a second thread (arc_opts.threads): an npm package of a few KiB costs no
+ * thread, a large archive decompresses on one core while the other writes
+ * and hashes. */
+#define ARC_THREAD_MIN (1u << 20)
+
 /* Progress is reported at most every ARC_PROGRESS_STEP bytes written (and
  * once at the end), so a callback that writes .progress.json stays cheap. */
 #define ARC_PROGRESS_STEP (4u << 20)
@@ -118,9 +124,15 @@ struct stat;
 /* Called for every regular file written, once it has its final mode and
  * times: its name relative to the root, its fstat, and the sha256 of its
  * content computed while it was written (so a listing of the tree need not
- * read it back). Not called for a sparse entry (its holes were not hashed). */
+ * read it back). Not called for a sparse entry (its holes were not hashed).
+ * Called from the writing thread (see arc_opts.threads), one file at a time,
+ * in the archive's order. */
 typedef void (*arc_file_fn)(void *ctx, const char *name, const struct stat *st,
                             const unsigned char sha256[32]);
+
+/* Called (from the writing thread) just before on_file for a file whose
+ * copy in copy_dirfd is whole: its name, and the copy's name there. */
+typedef void (*arc_copy_fn)(void *ctx, const char *name, const char *copy);
 
 struct arc_opts {
 	enum arc_format format;
@@ -140,12 +152,30 @@ struct arc_opts {
 	 * so a caller checks what was extracted against a digest without
 	 * reading the file twice (a tar or tar.gz from an fd only). */
 	struct digest_ctx *tee;
+	/* ARC_THREADS_AUTO (0): the reader (libarchive, decompression) hands
+	 * each file's data to a writer (write, sha256, on_file) on a second
+	 * thread once ARC_THREAD_MIN bytes were read, through a bounded ring
+	 * (about 1 MiB); ARC_THREADS_ONE: all on the calling thread;
+	 * ARC_THREADS_TWO: the second thread from the first entry. The rules
+	 * and results are the same: the writer writes only what the reader
+	 * checked, and a failure on either side fails the archive. */
+	int threads;
+	/* -1 (arc_opts_init) = none. Else the writer also writes the data of
+	 * every file it reports to on_file into a new file of this directory
+	 * (mode 0600, named "0", "1", ... in the archive's order), from the
+	 * very bytes it writes and hashes, and tells on_copy (file_ctx) of it
+	 * before on_file. A copy that cannot be written whole is removed and
+	 * the extraction goes on: the copy is a cache's, never the install's. */
+	int copy_dirfd;
+	arc_copy_fn on_copy;
 };
 
 /* Supplies an archive's bytes to arc_extract_read: sets *out to the next
  * ones (valid until the next call) and returns their count; 0 at the end;
  * -1 with errno. Called on the extracting thread only. */
 typedef ssize_t (*arc_read_fn)(void *ctx, const void **out);
+
+enum { ARC_THREADS_AUTO = 0, ARC_THREADS_ONE, ARC_THREADS_TWO };
 
 struct arc_stats {
 	uint64_t bytes;    /* regular-file bytes written */

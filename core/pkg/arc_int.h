@@ -10,6 +10,7 @@
 #include <archive.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 /* An entry name shown in a message is cut to this many bytes so the rule
  * still fits in ERR_MSG_MAX. */
@@ -21,6 +22,22 @@
  * deepest kept level. Bounded so 32 extracting threads stay far below any
  * descriptor limit. */
 #define ARC_FD_STACK 12
+
+/* A regular file the reader opened and checked, handed to the writer
+ * (arc_write.c), which owns fd from then on. */
+struct arc_wfile {
+	int fd;
+	int mode;      /* final mode */
+	int direct;    /* created with it: no fchmod */
+	int hashing;   /* report it to on_file */
+	int has_mtime; /* mtime set */
+	struct timespec mtime;
+	int64_t declared;                    /* size from the header, -1 unknown */
+	char name[ARC_DEFAULT_MAX_PATH + 1]; /* normalised, for on_file */
+	char raw[ARC_DEFAULT_MAX_PATH + 1];  /* the entry's own name, for messages */
+};
+
+struct arc_writer;
 
 struct deferred {
 	char *names; /* NUL-separated names, each followed by its mode */
@@ -50,6 +67,8 @@ struct xs {
 	int cfd;
 	struct deferred dfr;
 	const char *cur; /* raw name of the entry being processed */
+	struct arc_writer *w;
+	struct arc_wfile wf; /* the file being handed over */
 };
 
 /* Does mode reach the disk unchanged through the process umask (then a
@@ -58,6 +77,9 @@ int arc_mode_survives(int mode);
 /* Refuse the archive: e set (install.unsafe_archive or the like) naming
  * the entry; returns -1. */
 int arc_refuse(struct xs *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The same for a failure without a struct xs (the writer's): cur is the
+ * entry's raw name or NULL. */
+int arc_refuse_at(struct err *e, const char *cur, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Normalise an entry or hard-link name (what says which) into out: the
  * number of components kept (0: skip the entry), or -1 after arc_refuse. */
 int arc_norm_name(struct xs *x, const char *raw, int strip, char *out, size_t cap, const char *what);
@@ -72,5 +94,23 @@ int arc_walk(struct xs *x, const char *dir, int create);
 void arc_stack_pop(struct xs *x, int keep);
 /* The fd of dir (opened and kept as needed), or -1 with e. */
 int arc_parent_fd(struct xs *x, const char *dir);
+
+/*
+ * The writer (arc_write.c): the data of each regular file x's reader opened
+ * and checked is written, hashed, given its mode and time and reported
+ * there, on a second thread once the archive is large enough (arc_opts
+ * threads), through a bounded ring. arc_w_begin hands the file over (its
+ * fd is the writer's from then on, whatever it returns), arc_w_data bytes
+ * the reader validated, arc_w_end closes it. Each returns 0, or -1 with
+ * x->e set from the writer's failure. arc_w_finish waits for everything
+ * handed over, closes what is left open, adds the writer's counts to x->st
+ * and, when ok, reports its failure (0 or -1 with x->e).
+ */
+struct arc_writer *arc_w_new(const struct arc_opts *o);
+int arc_w_begin(struct xs *x, const struct arc_wfile *f);
+int arc_w_data(struct xs *x, int64_t off, const void *buf, size_t len);
+int arc_w_end(struct xs *x);
+int arc_w_finish(struct xs *x, int ok);
+void arc_w_free(struct arc_writer *w);
 
 #endif

@@ -35,21 +35,39 @@ show(const char *s, char *buf, size_t cap)
 
 /* The one way extraction fails: install.failed, phase extract, naming the
  * entry and the rule. */
+static int
+refusev(struct err *e, const char *cur, const char *fmt, va_list ap)
+{
+	char rule[200], name[ARC_SHOW_MAX + 8];
+
+	vsnprintf(rule, sizeof(rule), fmt, ap);
+	if (cur != NULL)
+		err_set(e, "install.failed", "extract: entry '%s': %s", show(cur, name, sizeof(name)), rule);
+	else
+		err_set(e, "install.failed", "extract: %s", rule);
+	err_details(e, "{\"phase\":\"extract\"}");
+	return -1;
+}
+
 int
 arc_refuse(struct xs *x, const char *fmt, ...)
 {
-	char rule[200], name[ARC_SHOW_MAX + 8];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(rule, sizeof(rule), fmt, ap);
+	refusev(x->e, x->cur, fmt, ap);
 	va_end(ap);
-	if (x->cur != NULL)
-		err_set(x->e, "install.failed", "extract: entry '%s': %s", show(x->cur, name, sizeof(name)),
-		        rule);
-	else
-		err_set(x->e, "install.failed", "extract: %s", rule);
-	err_details(x->e, "{\"phase\":\"extract\"}");
+	return -1;
+}
+
+int
+arc_refuse_at(struct err *e, const char *cur, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	refusev(e, cur, fmt, ap);
+	va_end(ap);
 	return -1;
 }
 

@@ -178,9 +178,23 @@ struct cache_sums {
 	struct cache_sum *v;
 	size_t n, cap;
 	int sorted;
+	struct cache_sum *last; /* the record cache_sums_get found */
+	char *copies;           /* extraction's copies (cache_sums_copies), or NULL */
+	int copies_fd;
 };
 void cache_sums_add(struct cache_sums *s, const char *rel, const struct stat *st,
                     const unsigned char sha256[32]);
+/*
+ * A directory in the cache for the copies an extraction writes of its files
+ * (arc_opts.copy_dirfd), removed by cache_sums_free with what is left in it:
+ * its fd, or -1 (no copies; the tree is then copied when kept). A record
+ * added with the name of its whole copy there (cache_sums_add_copy) is kept
+ * by cache_tree_store by renaming that copy into the tree: the bytes the
+ * extraction wrote and hashed, with no copy on the install's path.
+ */
+int cache_sums_copies(struct cache_sums *s, const char *cache);
+void cache_sums_add_copy(struct cache_sums *s, const char *rel, const struct stat *st,
+                         const unsigned char sha256[32], const char *copy);
 /* A cache_sum_fn over a struct cache_sums: the record for rel whose inode,
  * size, mode, mtime and ctime equal st's. */
 int cache_sums_get(void *sums, const char *rel, const struct stat *st, unsigned char sha256[32]);
@@ -191,7 +205,9 @@ void cache_sums_free(struct cache_sums *s);
  * artifact, not yet run) as entry key, with meta (no space or newline) in
  * its header. A file sum (if not NULL) knows is copied by the kernel and
  * listed with that digest, not read and hashed again (the stat match says
- * it is the file extraction hashed); any other is hashed as it is copied.
+ * it is the file extraction hashed), or, with sum cache_sums_get and the
+ * record's copy (cache_sums_add_copy), takes that copy by a rename; any
+ * other is hashed as it is copied.
  * Placement hashes every copy against the listing either way. Made in
  * <cache>/.tmp-* and renamed, so it appears whole or not at all. A tree
  * that cannot be kept (no space, a name with a newline, a file type other

@@ -33,10 +33,58 @@ struct cache_sum {
 	char *rel;
 	struct stat st;
 	unsigned char sha[32];
+	char copy[24]; /* extraction's copy in s->copies, or "" */
 };
 
 void
 cache_sums_add(struct cache_sums *s, const char *rel, const struct stat *st, const unsigned char sha256[32])
+{
+	cache_sums_add_copy(s, rel, st, sha256, NULL);
+}
+
+int
+cache_sums_copies(struct cache_sums *s, const char *cache)
+{
+	char p[4200], rnd[17];
+
+	fs_rand_hex(rnd, 8);
+	if ((size_t)snprintf(p, sizeof(p), "%s/.tmp-tree-copies-%s", cache, rnd) >= sizeof(p) ||
+	    mkdir(p, 0700) != 0)
+		return -1;
+	s->copies_fd = open(p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (s->copies_fd < 0 || (s->copies = strdup(p)) == NULL) {
+		if (s->copies_fd >= 0)
+			close(s->copies_fd);
+		rmdir(p);
+		return -1;
+	}
+	return s->copies_fd;
+}
+
+/* Move the copy extraction made of rel (the record cache_sums_get just
+ * matched) to dst/name: its fd (read-write), or -1 (then it is copied). */
+static int
+take_copy(struct cache_sums *s, const struct stat *st, int dst, const char *name)
+{
+	struct stat cs;
+	int fd;
+
+	if (s->copies == NULL || s->last == NULL || s->last->copy[0] == '\0' ||
+	    fstatat(s->copies_fd, s->last->copy, &cs, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(cs.st_mode) ||
+	    cs.st_size != st->st_size || renameat(s->copies_fd, s->last->copy, dst, name) != 0)
+		return -1;
+	fd = openat(dst, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	if (fd >= 0 && fstat(fd, &cs) == 0 && S_ISREG(cs.st_mode) && cs.st_size == st->st_size)
+		return fd;
+	if (fd >= 0)
+		close(fd);
+	unlinkat(dst, name, 0);
+	return -1;
+}
+
+void
+cache_sums_add_copy(struct cache_sums *s, const char *rel, const struct stat *st,
+                    const unsigned char sha256[32], const char *copy)
 {
 	struct cache_sum *r;
 
@@ -53,6 +101,7 @@ cache_sums_add(struct cache_sums *s, const char *rel, const struct stat *st, con
 		return;
 	r->st = *st;
 	memcpy(r->sha, sha256, 32);
+	snprintf(r->copy, sizeof(r->copy), "%s", copy != NULL ? copy : "");
 	s->n++;
 	s->sorted = 0;
 }
@@ -74,12 +123,14 @@ cache_sums_get(void *arg, const char *rel, const struct stat *st, unsigned char 
 	s->sorted = 1;
 	k.rel = (char *)rel;
 	r = s->n ? bsearch(&k, s->v, s->n, sizeof(*s->v), cmp_sum) : NULL;
+	s->last = NULL;
 	if (r == NULL || r->st.st_ino != st->st_ino || r->st.st_dev != st->st_dev ||
 	    r->st.st_size != st->st_size || r->st.st_mode != st->st_mode ||
 	    r->st.st_mtim.tv_sec != st->st_mtim.tv_sec || r->st.st_mtim.tv_nsec != st->st_mtim.tv_nsec ||
 	    r->st.st_ctim.tv_sec != st->st_ctim.tv_sec || r->st.st_ctim.tv_nsec != st->st_ctim.tv_nsec)
 		return 0;
 	memcpy(sha256, r->sha, 32);
+	s->last = r;
 	return 1;
 }
 
@@ -91,6 +142,12 @@ cache_sums_free(struct cache_sums *s)
 	for (i = 0; i < s->n; i++)
 		free(s->v[i].rel);
 	free(s->v);
+	if (s->copies != NULL) {
+		struct err e;
+		close(s->copies_fd);
+		fs_rm_tree(s->copies, &e);
+		free(s->copies);
+	}
 	memset(s, 0, sizeof(*s));
 }
 
@@ -364,6 +421,14 @@ walk_file(struct walk *w, int src, int dst, const char *name, const char *rel, c
 	}
 	if (!S_ISREG(st->st_mode))
 		return err_set(w->e, "io.error", "%s: not a file, directory or link", rel);
+	/* the copy extraction wrote of the very bytes it hashed (and the
+	 * stat says the file is the one it hashed) takes its place */
+	if (w->sum == cache_sums_get && w->sum(w->sum_arg, rel, st, sha) == 1 &&
+	    (out = take_copy(w->sum_arg, st, dst, name)) >= 0) {
+		w->summed++;
+		rc = 0;
+		goto copied;
+	}
 	in = openat(src, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (in < 0)
 		return err_set(w->e, "io.error", "%s: %s", rel, strerror(errno));
@@ -383,6 +448,7 @@ walk_file(struct walk *w, int src, int dst, const char *name, const char *rel, c
 		rc = copy_hash(w, in, out, st->st_size, sha);
 	}
 	close(in);
+copied:
 	if (rc < 0 || fchmod(out, st->st_mode & 07777) != 0 || fstat(out, &ds) != 0) {
 		close(out);
 		w->dst_err = w->dst_err || rc == 0;

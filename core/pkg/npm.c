@@ -308,7 +308,16 @@ struct file_tap {
 	const struct npm_opts *o;
 	const char *pkgpath;
 	struct cache_sums *sums; /* extraction's digests for the tree cache, or NULL */
+	char copy[24];           /* the copy of the file reported next (arc_copy_fn) */
 };
+
+static void
+copy_tap(void *arg, const char *name, const char *copy)
+{
+	struct file_tap *t = arg;
+
+	snprintf(t->copy, sizeof(t->copy), "%s", copy);
+}
 
 static void
 file_tap(void *arg, const char *name, const struct stat *st, const unsigned char sha256[32])
@@ -316,7 +325,8 @@ file_tap(void *arg, const char *name, const struct stat *st, const unsigned char
 	struct file_tap *t = arg;
 
 	if (t->sums != NULL)
-		cache_sums_add(t->sums, name, st, sha256);
+		cache_sums_add_copy(t->sums, name, st, sha256, t->copy);
+	t->copy[0] = '\0';
 	if (t->o->on_file != NULL)
 		t->o->on_file(t->o->file_arg, t->pkgpath, name, st, sha256);
 }
@@ -336,7 +346,8 @@ static int
 extract_pkg(struct run *r, struct job *j, const struct mem *m, arc_read_fn read, void *rctx, int rootfd,
             int *dfdp, struct cache_sums *sums, struct arc_stats *as, struct err *e)
 {
-	struct file_tap tap = {r->o, j->p->path, r->o->keep_trees ? sums : NULL};
+	struct file_tap tap = {r->o, j->p->path, r->o->keep_trees ? sums : NULL, ""};
+	char key[CACHE_KEY_MAX];
 	struct digest_ctx tee;
 	struct arc_opts ao;
 	int afd = -1, dfd, rc, from_file = !m->ok && read == NULL;
@@ -370,6 +381,15 @@ extract_pkg(struct run *r, struct job *j, const struct mem *m, arc_read_fn read,
 	if (r->o->on_file != NULL || tap.sums != NULL) {
 		ao.on_file = file_tap;
 		ao.file_ctx = &tap;
+	}
+	/* the tree to keep is written by the extraction itself, beside the
+	 * package (the bytes it hashes, in the cache), and renamed into the
+	 * kept entry: no second pass over the package's bytes (streamed, the
+	 * copies go with the staging when the digest does not match) */
+	if (tap.sums != NULL && tap.sums->copies == NULL && tree_key(j, key) == 0 &&
+	    !cache_tree_has(r->o->cache, key)) {
+		ao.copy_dirfd = cache_sums_copies(tap.sums, r->o->cache);
+		ao.on_copy = copy_tap;
 	}
 	memset(as, 0, sizeof(*as));
 	if (m->ok)
@@ -529,7 +549,7 @@ stream_join(struct stream *x, int ok)
 static int
 place_one(struct run *r, struct job *j, int rootfd, struct err *e)
 {
-	struct file_tap tap = {r->o, j->p->path, NULL};
+	struct file_tap tap = {r->o, j->p->path, NULL, ""};
 	char key[CACHE_KEY_MAX], label[2 * NPMLOCK_NAME_MAX + 80], meta[64] = "";
 	const char *base = strrchr(j->p->path, '/');
 	uint64_t files = 0;

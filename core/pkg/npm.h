@@ -21,7 +21,8 @@
  * digests are computed in the one pass that downloads the file; a file
  * enters the cache only when its integrity matches, and a hit is re-hashed
  * against the integrity before use. With keep_trees, each package's
- * extracted tree is kept as a sealed tree entry keyed by its integrity, and
+ * extracted tree is kept as a sealed tree entry keyed by its integrity (its
+ * files' copies written by the extraction itself, arc_opts.copy_dirfd), and
  * a later install places that entry (every copied file hashed against the
  * sealed listing) instead of reading and extracting the tarball; a damaged
  * entry is said on stderr, discarded, and the tarball used.

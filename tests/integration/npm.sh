@@ -225,6 +225,8 @@ check "... the damage said on stderr" grep -q "the extracted tree of dep@1.0.0 (
 check "... 4 of 5 placed, the damaged one extracted and kept again" sh -c \
 	"grep -q 'app 1.0.0: 4 of 5 packages placed' '$T/err' && grep -q 'app 1.0.0: kept the extracted trees of 1 packages' '$T/err'"
 check "... its file is the tarball's" grep -qx v1 "$T/t2d/app/1.0.0-linux-x64/node_modules/dep/index.js"
+check "... the extraction's copies became the kept tree: none left beside it" \
+	sh -c "! ls -a '$T/cd' '$T/tools/.cache' | grep -q tmp-tree-copies"
 mkdir -m 700 "$T/t3"
 run env ABX_TOOLS_DIR="$T/t3" ABX_SERVER_INSTALL_MODE=offline "$BIN" prepare --only app
 expect "offline without the cache" 3 "" "install.disabled"

@@ -11,10 +11,41 @@
 #include "base/fs.h"
 #include "install/install.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* The suite runs twice: every file written on the calling thread, then on
+ * the writer's own thread from the first entry (arc_opts.threads). */
+static int threads_mode = ARC_THREADS_ONE;
+
+static void
+opts_init(struct arc_opts *o, enum arc_format f)
+{
+	arc_opts_init(o, f);
+	o->threads = threads_mode;
+}
+#define arc_opts_init(o, f) opts_init(o, f)
+
+/* Open descriptors of this process: a refusal on either thread leaks none. */
+static int
+open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+	int n = 0;
+
+	assert_non_null(d);
+	while ((de = readdir(d)) != NULL)
+		n += de->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
 
 static char base[256], arch[300], stage[300], outside[300];
 static char outside_digest[FS_HEX_LEN];
@@ -160,9 +191,11 @@ refused(const char *name, enum arc_format f, const char *rule)
 	struct arc_stats st;
 	struct err e;
 	struct stat sb;
+	int fds = open_fds();
 
 	err_clear(&e);
 	assert_int_equal(extract(name, f, 0, &st, &e), -1);
+	assert_int_equal(open_fds(), fds);
 	assert_non_null(e.code);
 	assert_string_equal(e.code, "install.failed");
 	assert_string_equal(e.details, "{\"phase\":\"extract\"}");
@@ -783,6 +816,236 @@ t_tee(void **s)
 	close(dfd);
 }
 
+/* A tar.gz of a few MiB made here: big (3 MiB of random bytes), then 40
+ * small files. */
+static void
+make_big(char *out, size_t cap)
+{
+	char src[400], cmd[1200];
+
+	snprintf(src, sizeof(src), "%s/bigsrc", base);
+	snprintf(out, cap, "%s/big.tar.gz", base);
+	if (access(out, F_OK) == 0)
+		return;
+	snprintf(cmd, sizeof(cmd),
+	         "mkdir -p '%s/pkg/lib' && head -c 3145728 /dev/urandom >'%s/pkg/big' && "
+	         "for i in $(seq 1 40); do echo \"file $i\" >\"%s/pkg/lib/f$i.js\"; done && "
+	         "tar -C '%s' -czf '%s' pkg",
+	         src, src, src, src, out);
+	assert_int_equal(system(cmd), 0);
+}
+
+struct tapped {
+	pthread_mutex_t mu;
+	int files, bad, other_thread;
+	pthread_t caller;
+};
+
+/* Records (no assertion off the test's thread): the digest reported is the
+ * file's, and which thread reported it. */
+static void
+tap_record(void *ctx, const char *name, const struct stat *st, const unsigned char sha256[32])
+{
+	struct tapped *t = ctx;
+	char p[600];
+	struct digest d;
+	struct err e;
+	int ok;
+
+	path_of(p, sizeof(p), stage, name);
+	ok = digest_file(DIGEST_SHA256, p, &d, NULL, &e) == 0 && memcmp(d.v, sha256, 32) == 0 &&
+	     (st->st_mode & 0777) != 0;
+	pthread_mutex_lock(&t->mu);
+	t->files++;
+	t->bad += !ok;
+	t->other_thread += !pthread_equal(pthread_self(), t->caller);
+	pthread_mutex_unlock(&t->mu);
+}
+
+/* Large enough for a second thread by default: every file written and
+ * reported with its own digest, from the writer's thread (on the caller's
+ * with ARC_THREADS_ONE), and the same counts either way. */
+static void
+t_threaded_digests(void **s)
+{
+	static const int modes[] = {ARC_THREADS_AUTO, ARC_THREADS_ONE, ARC_THREADS_TWO};
+	char p[400];
+	struct arc_opts o;
+	struct arc_stats st;
+	struct err e;
+	size_t i;
+
+	make_big(p, sizeof(p));
+	for (i = 0; i < 3; i++) {
+		struct tapped t = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, pthread_self()};
+		int fds = open_fds();
+
+		assert_int_equal(stage_reset(), 0);
+		arc_opts_init(&o, G);
+		o.threads = modes[i];
+		o.flags = ARC_NPM;
+		o.on_file = tap_record;
+		o.file_ctx = &t;
+		if (arc_extract(p, stage, &o, &st, &e) != 0)
+			fail_msg("%s", e.msg);
+		assert_int_equal(t.files, 41);
+		assert_int_equal(t.bad, 0);
+		if (modes[i] == ARC_THREADS_ONE)
+			assert_int_equal(t.other_thread, 0);
+		else if (modes[i] == ARC_THREADS_TWO)
+			assert_int_equal(t.other_thread, 41);
+		else /* from the first MiB on */
+			assert_true(t.other_thread > 0);
+		assert_int_equal(st.entries, 41 + 1); /* and lib/ */
+		assert_true(st.bytes > 3145728);
+		assert_int_equal(open_fds(), fds);
+	}
+}
+
+/* A write that fails on the writer's thread in the middle of an entry (the
+ * file-size limit: EFBIG) fails the archive naming that entry, on the
+ * caller's thread; no descriptor is left open; staging can be removed. */
+static void
+t_writer_fails_mid_entry(void **s)
+{
+	static const int modes[] = {ARC_THREADS_TWO, ARC_THREADS_AUTO, ARC_THREADS_ONE};
+	char p[400];
+	struct arc_opts o;
+	struct arc_stats st;
+	struct rlimit old, lim;
+	struct err e;
+	size_t i;
+
+	make_big(p, sizeof(p));
+	signal(SIGXFSZ, SIG_IGN);
+	assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+	for (i = 0; i < 3; i++) {
+		int fds = open_fds(), rc;
+
+		assert_int_equal(stage_reset(), 0);
+		arc_opts_init(&o, G);
+		o.threads = modes[i];
+		o.flags = ARC_NPM;
+		lim = old;
+		lim.rlim_cur = 2u << 20;
+		assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+		err_clear(&e);
+		rc = arc_extract(p, stage, &o, &st, &e);
+		assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+		assert_int_equal(rc, -1);
+		assert_string_equal(e.code, "install.failed");
+		assert_string_equal(e.details, "{\"phase\":\"extract\"}");
+		if (strstr(e.msg, "entry 'pkg/big': write failed") == NULL)
+			fail_msg("message: %s", e.msg);
+		/* the small files, and the big one's chunks up to the limit */
+		assert_true(st.bytes <= (2u << 20) + 4096);
+		assert_int_equal(open_fds(), fds);
+		assert_outside_untouched();
+		assert_int_equal(stage_reset(), 0);
+	}
+	signal(SIGXFSZ, SIG_DFL);
+}
+
+/* A cap met by the reader while the writer has chunks in hand: refused with
+ * the cap's message, what was handed over written, nothing left open. */
+static void
+t_threaded_cap(void **s)
+{
+	char p[400];
+	struct arc_opts o;
+	struct arc_stats st;
+	struct err e;
+	int fds = open_fds();
+
+	make_big(p, sizeof(p));
+	arc_opts_init(&o, G);
+	o.threads = ARC_THREADS_TWO;
+	o.max_total = 1u << 20;
+	assert_int_equal(arc_extract(p, stage, &o, &st, &e), -1);
+	if (strstr(e.msg, "cap of 1048576 bytes") == NULL)
+		fail_msg("message: %s", e.msg);
+	assert_true(st.bytes <= 1u << 20);
+	assert_int_equal(open_fds(), fds);
+	assert_outside_untouched();
+}
+
+struct copytap {
+	int cdir, files, copied, bad;
+	char copy[32], name[600];
+};
+
+static void
+copy_rec(void *ctx, const char *name, const char *copy)
+{
+	struct copytap *t = ctx;
+
+	snprintf(t->copy, sizeof(t->copy), "%s", copy);
+	snprintf(t->name, sizeof(t->name), "%s", name);
+}
+
+/* A file reported after its copy: the copy holds the bytes reported. */
+static void
+copy_file_rec(void *ctx, const char *name, const struct stat *st, const unsigned char sha256[32])
+{
+	struct copytap *t = ctx;
+	struct digest d;
+	struct err e;
+	char p[700];
+
+	t->files++;
+	if (t->copy[0] == '\0')
+		return;
+	snprintf(p, sizeof(p), "%s/copies/%s", base, t->copy);
+	t->copied++;
+	t->bad += strcmp(t->name, name) != 0 || digest_file(DIGEST_SHA256, p, &d, NULL, &e) != 0 ||
+	          memcmp(d.v, sha256, 32) != 0;
+	t->copy[0] = '\0';
+}
+
+/* arc_opts.copy_dirfd: every file reported has a whole copy, told of just
+ * before it; a copy that cannot be made ("0" is taken) is skipped and the
+ * extraction goes on, the name taken left alone. */
+static void
+t_copies(void **s)
+{
+	static const int modes[] = {ARC_THREADS_ONE, ARC_THREADS_TWO};
+	char p[400], c[900];
+	struct arc_opts o;
+	struct err e;
+	size_t i;
+
+	make_big(p, sizeof(p));
+	for (i = 0; i < 2; i++) {
+		struct copytap t = {-1, 0, 0, 0, "", ""};
+		int fds = open_fds();
+
+		assert_int_equal(stage_reset(), 0);
+		snprintf(c, sizeof(c), "rm -rf '%s/copies' && mkdir '%s/copies' && echo mine >'%s/copies/0'", base, base,
+		         base);
+		assert_int_equal(system(c), 0);
+		snprintf(c, sizeof(c), "%s/copies", base);
+		t.cdir = open(c, O_RDONLY | O_DIRECTORY);
+		assert_true(t.cdir >= 0);
+		arc_opts_init(&o, G);
+		o.threads = modes[i];
+		o.flags = ARC_NPM;
+		o.on_file = copy_file_rec;
+		o.on_copy = copy_rec;
+		o.file_ctx = &t;
+		o.copy_dirfd = t.cdir;
+		if (arc_extract(p, stage, &o, NULL, &e) != 0)
+			fail_msg("%s", e.msg);
+		close(t.cdir);
+		assert_int_equal(t.files, 41);
+		assert_int_equal(t.copied, 40);
+		assert_int_equal(t.bad, 0);
+		assert_int_equal(open_fds(), fds);
+		snprintf(c, sizeof(c), "test \"$(cat '%s/copies/0')\" = mine && test $(ls '%s/copies' | wc -l) = 41",
+		         base, base);
+		assert_int_equal(system(c), 0);
+	}
+}
+
 int
 main(void)
 {
@@ -802,7 +1065,11 @@ main(void)
 		C(t_writable_normalised), C(t_owner_read_added), C(t_good_targz), C(t_good_tar_strip),
 		C(t_good_gnu_tar), C(t_tar_gz_reads_plain_tar_only_as_tar),
 		C(t_good_zip), C(t_nonascii_tar), C(t_npm_mode), C(t_progress),
-		C(t_format_names), C(t_no_format), C(t_tee), C(t_read_error),
+		C(t_format_names), C(t_no_format), C(t_tee), C(t_read_error), C(t_threaded_digests),
+		C(t_writer_fails_mid_entry), C(t_threaded_cap), C(t_copies),
 	};
-	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+	int rc = cmocka_run_group_tests_name("arc, one thread", tests, group_setup, group_teardown);
+
+	threads_mode = ARC_THREADS_TWO;
+	return rc | cmocka_run_group_tests_name("arc, writer thread", tests, group_setup, group_teardown);
 }

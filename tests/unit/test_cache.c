@@ -667,6 +667,77 @@ test_tree_renamed_entry(void **state)
 	assert_int_equal(cache_tree_has(cache, key), 0);
 }
 
+/* The copies an extraction wrote (cache_sums_copies): a file whose stat
+ * still matches its record takes its copy by a rename (same inode, the
+ * copy gone from the copies directory); a file changed since, or whose copy
+ * has the wrong size, is copied from the tree as before; the directory and
+ * what is left in it go with cache_sums_free; the entry places. */
+static void
+test_tree_store_takes_copies(void **state)
+{
+	char cache[256], src[256], p[512], c[1024];
+	struct cache_sums sums = {0};
+	struct digest d;
+	struct stat st, copy0;
+	struct tap t = {0};
+	int fd, cfd;
+
+	snprintf(cache, sizeof(cache), "%s/c", dir);
+	mkdir(cache, 0700);
+	snprintf(src, sizeof(src), "%s/src", dir);
+	mkdir(src, 0755);
+	mkdir((snprintf(p, sizeof(p), "%s/src/bin", dir), p), 0755);
+	put("src/a.txt", "alpha\n");
+	put("src/b.txt", "beta\n");
+	put("src/bin/tool", "#!/bin/sh\necho hi\n");
+	cfd = cache_sums_copies(&sums, cache);
+	assert_true(cfd >= 0);
+	assert_non_null(sums.copies);
+	/* the copies as the extractor writes them: a.txt whole, b.txt short,
+	 * bin/tool whole but the file changes after it was hashed */
+	snprintf(c, sizeof(c), "cd %s && printf 'alpha\\n' >0 && printf 'bet' >1 && printf '#!/bin/sh\\necho hi\\n' >2",
+		 sums.copies);
+	assert_int_equal(system(c), 0);
+	assert_int_equal(fstatat(cfd, "0", &copy0, 0), 0);
+	snprintf(p, sizeof(p), "%s/src/a.txt", dir);
+	assert_int_equal(stat(p, &st), 0);
+	digest_buf(DIGEST_SHA256, "alpha\n", 6, &d);
+	cache_sums_add_copy(&sums, "a.txt", &st, d.v, "0");
+	snprintf(p, sizeof(p), "%s/src/b.txt", dir);
+	assert_int_equal(stat(p, &st), 0);
+	digest_buf(DIGEST_SHA256, "beta\n", 5, &d);
+	cache_sums_add_copy(&sums, "b.txt", &st, d.v, "1");
+	snprintf(p, sizeof(p), "%s/src/bin/tool", dir);
+	unit_clock_past_ctime(p);
+	assert_int_equal(stat(p, &st), 0);
+	digest_buf(DIGEST_SHA256, "#!/bin/sh\necho hi\n", 18, &d);
+	cache_sums_add_copy(&sums, "bin/tool", &st, d.v, "2");
+	assert_int_equal(chmod(p, 0755), 0);
+	digest_buf(DIGEST_SHA256, "artifact", 8, &d);
+	assert_int_equal(cache_tree_key(&d, "t1", key), 0);
+	fd = open(src, O_RDONLY | O_DIRECTORY);
+	assert_true(fd >= 0);
+	assert_int_equal(cache_tree_store(cache, key, fd, "size=8", "test", cache_sums_get, &sums), 1);
+	close(fd);
+	snprintf(p, sizeof(p), "%s/trees/%s/tree/a.txt", cache, key);
+	assert_int_equal(stat(p, &st), 0);
+	assert_int_equal(st.st_ino, copy0.st_ino);
+	assert_int_equal(st.st_mode & 07777, 0644);
+	assert_int_equal(fstatat(cfd, "0", &st, 0), -1);
+	assert_int_equal(fstatat(cfd, "1", &st, 0), 0); /* not taken */
+	assert_int_equal(fstatat(cfd, "2", &st, 0), 0);
+	snprintf(p, sizeof(p), "%s/trees/%s/tree/bin/tool", cache, key);
+	assert_int_equal(stat(p, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0755);
+	snprintf(p, sizeof(p), "%s", sums.copies);
+	cache_sums_free(&sums);
+	assert_int_equal(stat(p, &st), -1);
+	assert_int_equal(place(cache, &t, NULL, 0), 1);
+	assert_int_equal(t.n, 3);
+	snprintf(c, sizeof(c), "cmp %s/dst/tree/b.txt %s/src/b.txt", dir, dir);
+	assert_int_equal(system(c), 0);
+}
+
 static void
 test_tree_key_rejects(void **state)
 {
@@ -738,6 +809,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_tree_store_uses_sums, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tree_large_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tree_store_changed_since, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tree_store_takes_copies, setup, teardown),
 		cmocka_unit_test(test_tree_key_rejects),
 		cmocka_unit_test_setup_teardown(test_note_sealed, setup, teardown),
 	};
