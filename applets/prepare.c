@@ -406,7 +406,7 @@ struct pool {
 /* The item to start next: the first to do whose requires closure meets
  * none of an earlier unfinished one's (a requirement named with --only is
  * installed before what needs it; two tools sharing a requirement do not
- * both wait on its lock). -1 none now, -2 none left. Under p->mu. */
+ * both wait on its lock). -1 none now, -2 none left to start. Under p->mu. */
 static int
 pool_next(struct pool *p)
 {
@@ -423,9 +423,6 @@ pool_next(struct pool *p)
 		if (j == i)
 			return i;
 	}
-	for (i = 0; !left && i < p->n; i++)
-		if (!p->items[i].deferred && p->items[i].state == 1)
-			left = 1;
 	return left ? -1 : -2;
 }
 
@@ -572,6 +569,7 @@ run_items(struct tooling *t, struct item *items, int n)
 		if (!items[i].have)
 			ensure_item(&t->ctx, &items[i]);
 	t->ctx.required = NULL;
+	t->ctx.progress_arg = NULL;
 }
 
 /* Install every item; the lines and the JSON document with --json in the
