@@ -130,8 +130,8 @@ const char *
 install_phase_name(enum install_phase p)
 {
 	static const char *const names[INSTALL_PH_N] = {
-	    "probe", "download+digest", "extract",      "place",
-	    "npm",   "verify.argv",     "tree listing", "publish/sync",
+	    "probe",    "download+digest", "extract",      "place",        "npm",
+	    "requires", "verify.argv",     "tree listing", "publish/sync",
 	};
 	return (unsigned)p < INSTALL_PH_N ? names[p] : "?";
 }
@@ -534,14 +534,17 @@ requires_start(struct install_ctx *c, const manifest_t *m, unsigned flags, struc
 }
 
 int
-install_requires_join(struct install_ctx *c, struct err *e)
+install_requires_join(struct install_ctx *c, int64_t *wait_us, struct err *e)
 {
 	struct install_reqs *q = c->reqs;
+	int64_t t0 = clock_us();
 
 	if (q == NULL)
 		return 0;
 	if (q->running) {
 		pthread_join(q->th, NULL);
+		if (wait_us != NULL)
+			*wait_us = clock_us() - t0;
 		q->running = 0;
 		install_ctx_add_counts(c, &q->sub);
 	}
@@ -564,7 +567,7 @@ requires_end(struct install_ctx *c, struct err *e)
 
 	if (q == NULL)
 		return 0;
-	failed = install_requires_join(c, e) < 0;
+	failed = install_requires_join(c, NULL, e) < 0;
 	install_ctx_free(&q->sub);
 	free(q);
 	c->reqs = NULL;

@@ -114,6 +114,7 @@ enum install_phase {
 	INSTALL_PH_EXTRACT,     /* decompress and write the tree */
 	INSTALL_PH_PLACE,       /* or: copy and check the cache's extracted tree */
 	INSTALL_PH_NPM,         /* npm-lock: every package fetched, verified, extracted */
+	INSTALL_PH_REQUIRES,    /* waiting for the requires installed beside it */
 	INSTALL_PH_VERIFY_ARGV, /* the manifest's verify.argv */
 	INSTALL_PH_LIST,        /* tree listing and its digest */
 	INSTALL_PH_PUBLISH,     /* sync, rename, marker, proof, bin links */

@@ -99,6 +99,10 @@ check "every progress and note line is whole (one 'name: phase' or 'agent-sandbo
 	"! grep -Ev '^(agent-sandbox-server: |node-runtime: [a-z]+|app: [a-z]+)' '$T/err' | grep -q ."
 run "$BIN" verify app --tools-dir "$T/t1"
 expect "... the installed app verifies" 0 "OK app"
+run env PATH="$T/nobin" "$BIN" prepare -v --only app --tools-dir "$T/t1v"
+expect "prepare -v --only app" 0
+check "prepare -v: app's timing has the wait for its requires, node-runtime's has none" sh -c \
+	"grep -Eq '^agent-sandbox-server: timing app 1.0.0:.* npm [0-9.]+ ms, requires [0-9.]+ ms, verify.argv ' '$T/err' && ! grep -q 'timing node-runtime.* requires ' '$T/err'"
 
 # ---- a kill -9 while the requirement publishes ---------------------------------
 ABX_TEST_PAUSE=publish "$BIN" prepare --only app --tools-dir "$T/t2" >"$T/p2.out" 2>"$T/p2.err" &
