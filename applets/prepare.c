@@ -9,6 +9,9 @@
 
 #include <getopt.h>
 #include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,11 +59,22 @@ static const char usage[] =
     "Exit: 0 all ready, 3 some failed, 2 usage or configuration error.\n";
 
 #define PREPARE_MAX 64
+/* Tools installed at once (each on a thread of its own, its requires
+ * beside it): downloads overlap extraction and hashing on another core. */
+#define PREPARE_PARALLEL 2
 
 struct item {
 	char name[MANIFEST_NAME_MAX];
 	char why[MANIFEST_NAME_MAX + 16]; /* "requested", "required by X" */
 	int requested;
+	/* while installing (install_items) */
+	uint64_t needs; /* the plan's items in its requires closure, itself included */
+	int deferred;   /* not requested, required by another item: ensured with it */
+	int state;      /* 0 to do, 1 running, 2 done */
+	int have;       /* rc, r and e hold its outcome */
+	int rc;
+	struct install_result r;
+	struct err e;
 };
 
 /*
@@ -338,74 +352,252 @@ open_plan(struct tooling *t, struct prepare_args *a, struct item *items, int *n,
 	return -1;
 }
 
-/* Install one item; its JSON entry into w and, unless --json or -q, a line.
- * Returns the install_ensure answer (0 ready), e filled on failure. */
-static int
-install_one(struct tooling *t, const struct item *it, struct json_w *w, struct err *e)
+/* One item's outcome: its JSON entry into w and, unless --json or -q, a
+ * line (a requested tool's failure said; a requirement's waits). */
+static void
+report_one(struct tooling *t, const struct item *it, struct json_w *w)
 {
-	struct install_result r;
-	const manifest_t *m = manifest_get(&t->ms, it->name, e);
-	const char *ver = m ? m->version : "";
-	int rc;
+	const struct install_result *r = &it->r;
+	const manifest_t *m;
+	struct err me;
+	const char *ver;
 
-	err_clear(e);
-	rc = install_ensure(&t->ctx, it->name, it->requested ? INSTALL_F_NO_PATH : 0, &r, e);
+	m = manifest_get(&t->ms, it->name, &me);
+	ver = m ? m->version : "";
 	json_w_obj(w);
 	json_w_kstr(w, "name", it->name);
 	json_w_kstr(w, "version", ver);
-	json_w_kstr(w, "state", install_state_name(r.state));
-	json_w_kbool(w, "installed", r.installed);
-	if (rc == 0) {
+	json_w_kstr(w, "state", install_state_name(r->state));
+	json_w_kbool(w, "installed", r->installed);
+	if (it->rc == 0) {
 		/* ready in a tools directory other than the one named:
 		 * say which (nothing was installed into the named one) */
-		int elsewhere = !r.from_path && !r.from_env && r.dir[0] != '\0' &&
-		                t->set.tools_dir[0] != '\0' && strcmp(r.dir, t->set.tools_dir) != 0;
-		json_w_kstr(w, "entry", r.entry);
-		if (r.dir[0] != '\0')
-			json_w_kstr(w, "tools_dir", r.dir);
-		if (r.from_path)
+		int elsewhere = !r->from_path && !r->from_env && r->dir[0] != '\0' &&
+		                t->set.tools_dir[0] != '\0' && strcmp(r->dir, t->set.tools_dir) != 0;
+		json_w_kstr(w, "entry", r->entry);
+		if (r->dir[0] != '\0')
+			json_w_kstr(w, "tools_dir", r->dir);
+		if (r->from_path)
 			json_w_kbool(w, "from_path", 1);
 		if (!t->quiet && !t->json && elsewhere)
 			printf("%s %s: ready in %s, not in %s (%s); nothing installed there (%s)\n", it->name,
-			       ver, r.dir, t->set.tools_dir, t->set.tools_dir_source, r.entry);
+			       ver, r->dir, t->set.tools_dir, t->set.tools_dir_source, r->entry);
 		else if (!t->quiet && !t->json)
-			printf("%s %s: %s%s (%s)\n", it->name, ver, r.installed ? "installed" : "ready",
-			       r.from_path ? " on PATH" : "", r.entry);
+			printf("%s %s: %s%s (%s)\n", it->name, ver, r->installed ? "installed" : "ready",
+			       r->from_path ? " on PATH" : "", r->entry);
 	} else {
-		tooling_json_error(w, e);
+		tooling_json_error(w, &it->e);
 		/* a requirement's failure waits: the tool that needs it says it
 		 * again ("X requires Y: ..."), and once is enough */
 		if (!t->json && it->requested)
-			err_print(e);
+			err_print(&it->e);
 	}
 	json_w_end(w);
-	return rc;
 }
 
-/* Install every item in order; the JSON document with --json. Returns the
- * exit code (t closed). */
+/* The items installing at once and what they share. */
+struct pool {
+	struct tooling *t;
+	struct item *items;
+	int n;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+};
+
+/* The item to start next: the first to do whose requires closure meets
+ * none of an earlier unfinished one's (a requirement named with --only is
+ * installed before what needs it; two tools sharing a requirement do not
+ * both wait on its lock). -1 none now, -2 none left to start. Under p->mu. */
 static int
-install_items(struct tooling *t, const struct item *items, int n)
+pool_next(struct pool *p)
+{
+	int i, j, left = 0;
+
+	for (i = 0; i < p->n; i++) {
+		if (p->items[i].deferred || p->items[i].state != 0)
+			continue;
+		left = 1;
+		for (j = 0; j < i; j++)
+			if (!p->items[j].deferred && p->items[j].state != 2 &&
+			    (p->items[j].needs & p->items[i].needs) != 0)
+				break;
+		if (j == i)
+			return i;
+	}
+	return left ? -1 : -2;
+}
+
+/* A requirement ensured with the tool that needs it (install_ctx.required):
+ * its outcome is its item's, the first one reported. */
+static void
+pool_required(void *arg, const char *name, int rc, const struct install_result *r, const struct err *e)
+{
+	struct pool *p = arg;
+	int i;
+
+	pthread_mutex_lock(&p->mu);
+	for (i = 0; i < p->n; i++)
+		if (strcmp(p->items[i].name, name) == 0 && !p->items[i].have) {
+			struct item *it = &p->items[i];
+			it->have = 1;
+			it->rc = rc;
+			it->r = *r;
+			if (rc < 0)
+				it->e = *e;
+		}
+	pthread_mutex_unlock(&p->mu);
+}
+
+static void
+ensure_item(struct install_ctx *c, struct item *it)
+{
+	err_clear(&it->e);
+	memset(&it->r, 0, sizeof(it->r));
+	it->rc = install_ensure(c, it->name, it->requested ? INSTALL_F_NO_PATH : 0, &it->r, &it->e);
+	it->have = 1;
+}
+
+/* Install items until none is left, with context c. */
+static void
+pool_work(struct pool *p, struct install_ctx *c)
+{
+	int i;
+
+	pthread_mutex_lock(&p->mu);
+	while ((i = pool_next(p)) != -2) {
+		if (i < 0) {
+			pthread_cond_wait(&p->cv, &p->mu);
+			continue;
+		}
+		p->items[i].state = 1;
+		pthread_mutex_unlock(&p->mu);
+		ensure_item(c, &p->items[i]);
+		pthread_mutex_lock(&p->mu);
+		p->items[i].state = 2;
+		pthread_cond_broadcast(&p->cv);
+	}
+	pthread_mutex_unlock(&p->mu);
+}
+
+struct worker {
+	struct pool *p;
+	struct install_ctx c;
+	pthread_t th;
+};
+
+static void *
+worker_main(void *arg)
+{
+	struct worker *w = arg;
+
+	pool_work(w->p, &w->c);
+	return NULL;
+}
+
+/* Each item's requires closure within the plan, and whether another item
+ * installs it as a requirement. */
+static void
+plan_needs(struct tooling *t, struct item *items, int n)
+{
+	struct err e;
+	int i, j, r, grew;
+
+	for (i = 0; i < n; i++) {
+		items[i].needs = (uint64_t)1 << i;
+		items[i].deferred = items[i].state = items[i].have = 0;
+	}
+	do {
+		grew = 0;
+		for (i = 0; i < n; i++) {
+			const manifest_t *m = manifest_get(&t->ms, items[i].name, &e);
+			for (r = 0; m != NULL && r < m->nrequires; r++)
+				for (j = 0; j < n; j++) {
+					if (strcmp(items[j].name, m->requires[r].name) != 0)
+						continue;
+					if (!items[j].requested)
+						items[j].deferred = 1;
+					if ((items[i].needs | items[j].needs) != items[i].needs) {
+						items[i].needs |= items[j].needs;
+						grew = 1;
+					}
+				}
+		}
+	} while (grew);
+}
+
+/* The items that are not requirements of others, PREPARE_PARALLEL at once
+ * (each ensure() installs a tool's requires beside it), then the
+ * requirements no install reported (their dependent failed first). */
+static void
+run_items(struct tooling *t, struct item *items, int n)
+{
+	static struct worker w[PREPARE_PARALLEL];
+	struct pool p = {t, items, n, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
+	pthread_attr_t at;
+	sigset_t all, old;
+	struct err e;
+	int i, roots = 0, nw = 0;
+
+	plan_needs(t, items, n);
+	t->ctx.progress_arg = &p;
+	t->ctx.required = pool_required;
+	for (i = 0; i < n; i++)
+		roots += !items[i].deferred;
+	sigfillset(&all);
+	pthread_attr_init(&at);
+	pthread_attr_setstacksize(&at, INSTALL_THREAD_STACK);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	for (i = 0; roots > 1 && i < PREPARE_PARALLEL; i++) {
+		w[nw].p = &p;
+		if (install_ctx_clone(&w[nw].c, &t->ctx, &e) < 0)
+			break;
+		if (pthread_create(&w[nw].th, &at, worker_main, &w[nw]) != 0) {
+			install_ctx_free(&w[nw].c);
+			break;
+		}
+		nw++;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&at);
+	if (nw == 0)
+		pool_work(&p, &t->ctx);
+	for (i = 0; i < nw; i++) {
+		pthread_join(w[i].th, NULL);
+		install_ctx_add_counts(&t->ctx, &w[i].c);
+		install_ctx_free(&w[i].c);
+	}
+	for (i = 0; i < n; i++)
+		if (!items[i].have)
+			ensure_item(&t->ctx, &items[i]);
+	t->ctx.required = NULL;
+	t->ctx.progress_arg = NULL;
+}
+
+/* Install every item; the lines and the JSON document with --json in the
+ * plan's order. Returns the exit code (t closed). */
+static int
+install_items(struct tooling *t, struct item *items, int n)
 {
 	static struct err said[PREPARE_MAX], held[PREPARE_MAX];
 	struct json_w w;
-	struct err e;
 	int i, j, failed = 0, nsaid = 0, nheld = 0;
 
+	run_items(t, items, n);
 	json_w_init(&w, 1 << 20);
 	json_w_obj(&w);
 	json_w_key(&w, "tools");
 	json_w_arr(&w);
 	for (i = 0; i < n; i++) {
-		if (install_one(t, &items[i], &w, &e) == 0)
+		report_one(t, &items[i], &w);
+		if (items[i].rc == 0)
 			continue;
 		failed++;
 		if (items[i].requested)
-			said[nsaid++] = e;
+			said[nsaid++] = items[i].e;
 		else
-			held[nheld++] = e;
+			held[nheld++] = items[i].e;
 		/* a broken manifest is a configuration error */
-		if (e.code && strcmp(e.code, "install.manifest_invalid") == 0 && n == 1) {
+		if (items[i].e.code && strcmp(items[i].e.code, "install.manifest_invalid") == 0 && n == 1) {
 			json_w_free(&w);
 			tooling_close(t);
 			return EXIT_USAGE;

@@ -6,6 +6,7 @@
 #endif
 #include "tooling.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,30 +81,66 @@ tooling_close(struct tooling *t)
 /* How often a line is printed: a terminal's bar, or a plain line per 5 s. */
 #define TOOLING_PROGRESS_TTY_MS 100
 #define TOOLING_PROGRESS_PLAIN_MS 5000
+/* Tools whose progress is followed at once (prepare installs several). */
+#define TOOLING_PROGRESS_TOOLS 8
+
+/* Installs may report from several threads: one line at a time, each
+ * tool's phase and pace its own; only one bar is redrawn in place, the
+ * others' progress is a plain line now and then. */
+static pthread_mutex_t progress_mu = PTHREAD_MUTEX_INITIALIZER;
+
+struct progress_tool {
+	char name[64], phase[16];
+	int64_t start_ms, last_ms;
+};
+
+static struct progress_tool *
+progress_slot(const char *name, int64_t now, int *fresh)
+{
+	static struct progress_tool tools[TOOLING_PROGRESS_TOOLS];
+	struct progress_tool *old = &tools[0];
+	int i;
+
+	for (i = 0; i < TOOLING_PROGRESS_TOOLS; i++) {
+		if (strcmp(tools[i].name, name) == 0) {
+			*fresh = 0;
+			return &tools[i];
+		}
+		if (tools[i].last_ms < old->last_ms)
+			old = &tools[i];
+	}
+	memset(old, 0, sizeof(*old));
+	snprintf(old->name, sizeof(old->name), "%s", name);
+	old->start_ms = now;
+	*fresh = 1;
+	return old;
+}
 
 void
 tooling_progress(void *arg, const char *name, const char *phase, const struct install_progress *p)
 {
-	static char last_name[64], last_phase[16];
-	static int64_t start_ms, last_ms;
+	static char bar_name[64];
 	static int bar_open;
+	struct progress_tool *pt;
 	int64_t now = clock_ms(), el;
-	int tty = isatty(2), changed, live, n;
+	int tty = isatty(2), changed, live, other, n, fresh;
 	char line[400], label[96], extra[48] = "";
 
 	(void)arg;
-	if (strcmp(last_name, name) != 0)
-		start_ms = now;
-	changed = strcmp(last_name, name) != 0 || strcmp(last_phase, phase) != 0;
-	if (!changed && now - last_ms < (tty ? TOOLING_PROGRESS_TTY_MS : TOOLING_PROGRESS_PLAIN_MS))
-		return;
-	snprintf(last_name, sizeof(last_name), "%s", name);
-	snprintf(last_phase, sizeof(last_phase), "%s", phase);
-	last_ms = now;
+	pthread_mutex_lock(&progress_mu);
+	pt = progress_slot(name, now, &fresh);
+	changed = fresh || strcmp(pt->phase, phase) != 0;
+	/* another tool's bar is on the line: this one's is a plain line */
+	other = bar_open && strcmp(bar_name, name) != 0;
+	if (!changed &&
+	    now - pt->last_ms < (tty && !other ? TOOLING_PROGRESS_TTY_MS : TOOLING_PROGRESS_PLAIN_MS))
+		goto out;
+	snprintf(pt->phase, sizeof(pt->phase), "%s", phase);
+	pt->last_ms = now;
 	/* only the download is redrawn in place; a later phase gets its own line */
-	live = tty && (strcmp(phase, "download") == 0 || strcmp(phase, "fetch") == 0);
-	if (changed && bar_open && write(2, "\n", 1) < 0)
-		return;
+	live = tty && (strcmp(phase, "download") == 0 || strcmp(phase, "fetch") == 0) && (!other || changed);
+	if ((changed || other) && bar_open && write(2, "\n", 1) < 0)
+		goto out;
 	bar_open = 0;
 	if (p->bytes == 0 && p->total == 0) {
 		n = snprintf(line, sizeof(line), "%s: %s\n", name, phase);
@@ -111,16 +148,20 @@ tooling_progress(void *arg, const char *name, const char *phase, const struct in
 		if (p->count > 1)
 			snprintf(extra, sizeof(extra), "%u/%u packages", p->done, p->count);
 		snprintf(label, sizeof(label), "%s: %s", name, phase);
-		el = now - start_ms;
+		el = now - pt->start_ms;
 		n = progress_format(line, sizeof(line), label, p->bytes, p->total,
 		                    el > 0 ? (double)p->bytes * 1000.0 / (double)el : 0, extra, tty, !live);
 		bar_open = live;
+		if (live)
+			snprintf(bar_name, sizeof(bar_name), "%s", name);
 	}
 	if (n > (int)sizeof(line) - 1)
 		n = (int)sizeof(line) - 1;
 	if (n > 0 && write(2, line, (size_t)n) < 0) {
 		/* progress is best effort */
 	}
+out:
+	pthread_mutex_unlock(&progress_mu);
 }
 
 void

@@ -8,6 +8,8 @@
 #include "install/install_int.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,8 +130,8 @@ const char *
 install_phase_name(enum install_phase p)
 {
 	static const char *const names[INSTALL_PH_N] = {
-	    "probe", "download+digest", "extract",      "place",
-	    "npm",   "verify.argv",     "tree listing", "publish/sync",
+	    "probe",    "download+digest", "extract",      "place",        "npm",
+	    "requires", "verify.argv",     "tree listing", "publish/sync",
 	};
 	return (unsigned)p < INSTALL_PH_N ? names[p] : "?";
 }
@@ -200,7 +202,7 @@ needs_network(struct install_ctx *c, const manifest_t *m)
 		return NULL;
 	for (i = 0; i < c->set->nmirrors; i++)
 		if (install_mirror_dir(c->set->tarball_mirrors[i]) == NULL) {
-			static char u[HTTP_URL_MAX];
+			static __thread char u[HTTP_URL_MAX];
 			char h[HTTP_HOST_MAX];
 			if (install_mirror_url(c->set->tarball_mirrors[i], a->url, u, sizeof(u), h,
 			                       sizeof(h)) == 0)
@@ -434,7 +436,7 @@ ensure_probes(struct install_ctx *c, const manifest_t *m, const char *w, struct 
 }
 
 /* Step 5: m's requires, in name order (deadlock-free: requires form a DAG
- * and every process takes locks along it). */
+ * and every process takes locks along it); each outcome to c->required. */
 static int
 ensure_requires(struct install_ctx *c, const manifest_t *m, unsigned flags, struct err *e)
 {
@@ -454,6 +456,8 @@ ensure_requires(struct install_ctx *c, const manifest_t *m, unsigned flags, stru
 		c->depth++;
 		rc = install_ensure_inner(c, q[i]->name, q[i]->min, flags & ~INSTALL_F_NO_PATH, &rr, e);
 		c->depth--;
+		if (c->required != NULL)
+			c->required(c->progress_arg, q[i]->name, rc, &rr, e);
 		if (rc < 0) {
 			char msg[ERR_MSG_MAX];
 			snprintf(msg, sizeof(msg), "%s", e->msg);
@@ -461,6 +465,113 @@ ensure_requires(struct install_ctx *c, const manifest_t *m, unsigned flags, stru
 		}
 	}
 	return 0;
+}
+
+/*
+ * m's requires, ensured beside m's install: on a thread of their own with a
+ * clone of the context while m is staged (staging runs nothing of theirs:
+ * no package script, no program of the tree), joined by
+ * install_requires_join before m's verify.argv, which may need them. So a
+ * require is published before its dependent, and a kill at any point never
+ * leaves a published dependent without it.
+ */
+struct install_reqs {
+	struct install_ctx sub;
+	const manifest_t *m;
+	unsigned flags;
+	pthread_t th;
+	int running, rc;
+	struct err e;
+};
+
+static void *
+requires_main(void *arg)
+{
+	struct install_reqs *q = arg;
+
+	q->rc = ensure_requires(&q->sub, q->m, q->flags, &q->e);
+	return NULL;
+}
+
+/* Start m's requires (step 5) beside its install; where no thread can
+ * start, ensure them here first, as before. 0, or -1 with e (only then). */
+static int
+requires_start(struct install_ctx *c, const manifest_t *m, unsigned flags, struct err *e)
+{
+	struct install_reqs *q;
+	pthread_attr_t at;
+	sigset_t all, old;
+	struct err ce;
+	int rc = -1;
+
+	if (m->nrequires == 0)
+		return 0;
+	if (c->reqs != NULL || (q = calloc(1, sizeof(*q))) == NULL)
+		return ensure_requires(c, m, flags, e);
+	if (install_ctx_clone(&q->sub, c, &ce) < 0) {
+		free(q);
+		return ensure_requires(c, m, flags, e);
+	}
+	q->m = m;
+	q->flags = flags;
+	err_clear(&q->e);
+	sigfillset(&all);
+	if (pthread_attr_init(&at) == 0) {
+		pthread_attr_setstacksize(&at, INSTALL_THREAD_STACK);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
+		rc = pthread_create(&q->th, &at, requires_main, q);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		pthread_attr_destroy(&at);
+	}
+	if (rc != 0) {
+		install_ctx_free(&q->sub);
+		free(q);
+		return ensure_requires(c, m, flags, e);
+	}
+	q->running = 1;
+	c->reqs = q;
+	return 0;
+}
+
+int
+install_requires_join(struct install_ctx *c, int64_t *wait_us, struct err *e)
+{
+	struct install_reqs *q = c->reqs;
+	int64_t t0 = clock_us();
+
+	if (q == NULL)
+		return 0;
+	if (q->running) {
+		pthread_join(q->th, NULL);
+		if (wait_us != NULL)
+			*wait_us = clock_us() - t0;
+		q->running = 0;
+		install_ctx_add_counts(c, &q->sub);
+	}
+	if (q->rc < 0) {
+		if (e != NULL)
+			*e = q->e;
+		return -1;
+	}
+	return 0;
+}
+
+/* After m's install, success or not: its requires joined and released. 1
+ * when one of them failed (e: that failure, which is the answer: m's
+ * staging would not have started had they run first), else 0. */
+static int
+requires_end(struct install_ctx *c, struct err *e)
+{
+	struct install_reqs *q = c->reqs;
+	int failed;
+
+	if (q == NULL)
+		return 0;
+	failed = install_requires_join(c, NULL, e) < 0;
+	install_ctx_free(&q->sub);
+	free(q);
+	c->reqs = NULL;
+	return failed;
 }
 
 int
@@ -507,7 +618,7 @@ install_ensure_inner(struct install_ctx *c, const char *name, const char *min, u
 		return 0;
 	}
 	install_audit_event(c, "install.start", m, NULL);
-	if (ensure_requires(c, m, flags, e) < 0) {
+	if (requires_start(c, m, flags, e) < 0) {
 		close(fd);
 		return fail_state(r, e);
 	}
@@ -519,7 +630,9 @@ install_ensure_inner(struct install_ctx *c, const char *name, const char *min, u
 	}
 	c->probe_us = probe_us;
 	rc = install_one(c, m, w, r, e);
-	if (rc < 0)
+	if (requires_end(c, e))
+		rc = -1; /* a require's failure: m's own backoff stays as it was */
+	else if (rc < 0)
 		install_backoff_record(c, name, e); /* step 11 */
 	else
 		install_backoff_clear(c, name);
@@ -563,6 +676,29 @@ install_ctx_init(struct install_ctx *c, struct manifest_set *ms, struct install_
 		snprintf(c->self, sizeof(c->self), "%s", buf);
 	}
 	return 0;
+}
+
+int
+install_ctx_clone(struct install_ctx *dst, const struct install_ctx *src, struct err *e)
+{
+	*dst = *src;
+	dst->http = NULL;
+	dst->npm_lock = NULL;
+	dst->reqs = NULL;
+	dst->downloads = dst->installs = 0;
+	dst->bytes_downloaded = 0;
+	dst->mcache = calloc(INSTALL_MARKER_CACHE, sizeof(*dst->mcache));
+	if (dst->mcache == NULL)
+		return err_set(e, "internal", "out of memory");
+	return 0;
+}
+
+void
+install_ctx_add_counts(struct install_ctx *dst, const struct install_ctx *src)
+{
+	dst->downloads += src->downloads;
+	dst->bytes_downloaded += src->bytes_downloaded;
+	dst->installs += src->installs;
 }
 
 void

@@ -27,12 +27,18 @@
  * production; nothing else reads it.
  *
  * Threads: a ctx is used by one thread at a time; different ctxs share
- * nothing in memory (the on-disk lock serialises installs of one tool).
- * Tree walks recurse once per directory level (FS_MAX_DEPTH at most, about
- * 4.5 KiB of stack per level): run ensure() on a thread with at least
- * 1 MiB of stack, not musl's 128 KiB default. The fast path may start one
- * helper thread (64 KiB stack, every signal blocked) for the proof list of
- * a large tree, joined before it returns.
+ * nothing in memory but the manifest set and the settings, both only read
+ * once ensure() has resolved a tool (the on-disk lock serialises installs
+ * of one tool). Tree walks recurse once per directory level (FS_MAX_DEPTH
+ * at most, about 4.5 KiB of stack per level): run ensure() on a thread with
+ * at least 1 MiB of stack, not musl's 128 KiB default. The fast path may
+ * start one helper thread (64 KiB stack, every signal blocked) for the
+ * proof list of a large tree, joined before it returns. An install of a
+ * tool with requires ensures them on a thread of their own (a clone of the
+ * ctx, INSTALL_THREAD_STACK, every signal blocked) while the tool is
+ * staged, and joins it before the tool's verify.argv: the context's
+ * callbacks (progress, announce, timing, required) may then run on two
+ * threads at once.
  */
 #include <limits.h>
 #include <stdint.h>
@@ -88,6 +94,9 @@ typedef void (*install_progress_fn)(void *arg, const char *name, const char *pha
 #define INSTALL_MARKER_MAX (4u << 20)
 /* Output kept from verify.argv for the error message. */
 #define INSTALL_VERIFY_OUT_MAX 65536
+/* Stack of the threads the engine starts for requires (and prepare for
+ * tools): ensure() recursion and tree walks. */
+#define INSTALL_THREAD_STACK (2u << 20)
 
 struct http_client;
 
@@ -105,6 +114,7 @@ enum install_phase {
 	INSTALL_PH_EXTRACT,     /* decompress and write the tree */
 	INSTALL_PH_PLACE,       /* or: copy and check the cache's extracted tree */
 	INSTALL_PH_NPM,         /* npm-lock: every package fetched, verified, extracted */
+	INSTALL_PH_REQUIRES,    /* waiting for the requires installed beside it */
 	INSTALL_PH_VERIFY_ARGV, /* the manifest's verify.argv */
 	INSTALL_PH_LIST,        /* tree listing and its digest */
 	INSTALL_PH_PUBLISH,     /* sync, rename, marker, proof, bin links */
@@ -119,6 +129,8 @@ const char *install_phase_name(enum install_phase p);
  * announce "install: paused at <phase>" on stderr and sleep 30 s there. */
 void install_test_pause(const char *phase);
 
+struct install_result;
+struct install_reqs;
 struct install_ctx {
 	struct manifest_set *ms;
 	struct install_settings *set;
@@ -137,6 +149,11 @@ struct install_ctx {
 	 * tree: microseconds per phase (-1: a phase this source has not).
 	 * NULL = silent. */
 	void (*timing)(void *arg, const manifest_t *m, const int64_t us[INSTALL_PH_N]);
+	/* Called (with progress_arg) when a require of a tool being
+	 * installed has been ensured: rc 0 (r ready) or -1 (e: its own error,
+	 * before the dependent's "X requires Y: " prefix). NULL = silent. */
+	void (*required)(void *arg, const char *name, int rc, const struct install_result *r,
+	                 const struct err *e);
 	int64_t probe_us;      /* ensure's probes, for the next install_one */
 	const char *principal; /* for audit; NULL = "cli" */
 	const char *op;
@@ -153,6 +170,7 @@ struct install_ctx {
 	struct install_npm_lock *npm_lock;  /* the last lockfile parsed (install_npm.c), owned */
 	struct install_marker_slot *mcache; /* INSTALL_MARKER_CACHE slots, owned */
 	int depth;                          /* requires recursion */
+	struct install_reqs *reqs;          /* requires ensured beside an install (install.c) */
 
 	/* counters, for prepare's summary and tests */
 	int downloads;
@@ -180,6 +198,14 @@ struct install_result {
 int install_ctx_init(struct install_ctx *c, struct manifest_set *ms, struct install_settings *set,
                      const char *platform, struct err *e);
 void install_ctx_free(struct install_ctx *c);
+/*
+ * A context for another thread: c's manifests, settings, chain, cache,
+ * callbacks and caller fields, with its own HTTP client and caches and its
+ * counters at zero (install_ctx_add_counts adds them back). 0, or -1 with
+ * internal (out of memory). Free it with install_ctx_free.
+ */
+int install_ctx_clone(struct install_ctx *dst, const struct install_ctx *src, struct err *e);
+void install_ctx_add_counts(struct install_ctx *dst, const struct install_ctx *src);
 
 /* ensure() flags */
 enum {

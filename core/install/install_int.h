@@ -51,6 +51,10 @@ void install_details_phase(struct err *e, const char *phase);
 /* ensure() with a minimum version for a require (NULL = none). */
 int install_ensure_inner(struct install_ctx *c, const char *name, const char *min, unsigned flags,
                          struct install_result *r, struct err *e);
+/* Wait for the requires ensure() started beside the install of the tool
+ * (none: at once; *wait_us, unless NULL, the time waited when there were):
+ * 0, or -1 with e their failure ("X requires Y: ..."). */
+int install_requires_join(struct install_ctx *c, int64_t *wait_us, struct err *e);
 
 /* ---- install_audit.c ------------------------------------------------------ */
 

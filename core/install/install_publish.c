@@ -811,8 +811,9 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 		goto out;
 	}
 	install_pacer_start(&pc, j->tree);
+	/* the requires (staged beside this one) are ready before verify */
 	if ((m->source.type == MANIFEST_SRC_TARBALL ? stage_tarball(j, e) : stage_npm(j, e)) < 0 ||
-	    check_and_publish(j, &pc, e) < 0)
+	    install_requires_join(c, &j->ph[INSTALL_PH_REQUIRES], e) < 0 || check_and_publish(j, &pc, e) < 0)
 		goto out;
 	if (c->timing != NULL)
 		c->timing(c->progress_arg, m, j->ph);

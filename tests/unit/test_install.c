@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -670,20 +671,131 @@ test_probe_cached_per_process(void **state)
 	install_probe_cache_clear();
 }
 
+/* A tool's requires are ensured on a thread of their own while the tool is
+ * staged (install.c), joined before its verify: both published, the
+ * require's outcome reported once, from that thread. A require that fails
+ * is the answer ("X requires Y: " and its code) and the dependent leaves
+ * nothing behind: no tree, no staging, no backoff of its own. */
+static pthread_t req_main;
+static int req_calls, req_rc, req_elsewhere;
+
+static void
+on_required(void *arg, const char *name, int rc, const struct install_result *r, const struct err *e)
+{
+	(void)arg;
+	(void)r;
+	(void)e;
+	req_calls += strcmp(name, "ubase") == 0;
+	req_rc = rc;
+	req_elsewhere = !pthread_equal(pthread_self(), req_main);
+}
+
+/* dir/m/<name>.json: a tarball tool whose artifact is in dir/<cache>, its
+ * bin a shell script that exits 0. */
+static void
+tarball_tool(const char *name, const char *requires, const char *cache)
+{
+	char cmd[1024], p[256], sha[65], man[1024];
+	struct digest d;
+	struct err e;
+
+	snprintf(cmd, sizeof(cmd),
+	         "mkdir -p m src-%s/bin %s && printf '#!/bin/sh\\nexit 0\\n' >src-%s/bin/%s && "
+	         "chmod 755 src-%s/bin/%s && tar czf %s.tgz -C src-%s bin",
+	         name, cache, name, name, name, name, name, name);
+	sh_in(".", cmd);
+	snprintf(p, sizeof(p), "%s/%s.tgz", dir, name);
+	assert_int_equal(digest_file(DIGEST_SHA256, p, &d, NULL, &e), 0);
+	digest_hex(&d, sha);
+	snprintf(cmd, sizeof(cmd), "cp %s.tgz %s/%s", name, cache, sha);
+	sh_in(".", cmd);
+	snprintf(man, sizeof(man),
+	         "{\"schema\":1,\"name\":\"%s\",\"binary\":\"%s\",\"version\":\"1.0.0\",%s%s%s"
+	         "\"source\":{\"type\":\"tarball\",\"bin\":\"bin/%s\",\"platforms\":{\"linux-x64\":"
+	         "{\"url\":\"https://example.invalid/%s.tgz\",\"sha256\":\"%s\"}}},"
+	         "\"hosts\":[\"example.invalid\"],\"verify\":{\"argv\":[\"{bin}\"]},\"platforms\":[\"linux-"
+	         "x64\"]}",
+	         name, name, requires ? "\"requires\":[\"" : "", requires ? requires : "",
+	         requires ? "\"]," : "", name, name, sha);
+	snprintf(p, sizeof(p), "m/%s.json", name);
+	put(p, man, 0644);
+}
+
+static void
+test_requires_beside(void **state)
+{
+	static struct install_settings set;
+	static struct manifest_set ms;
+	static struct install_ctx c;
+	struct manifest_opts mo = {"linux-x64", 0};
+	struct install_result r;
+	struct err e;
+	struct config cfg;
+	char p[256];
+
+	tarball_tool("ubase", NULL, "tools/.cache");
+	tarball_tool("utop", "ubase", "tools/.cache");
+	sh_in(".", "mkdir -p tools2/.cache && cp tools/.cache/* tools2/.cache/ && "
+	           "rm tools2/.cache/$(sha256sum <ubase.tgz | cut -d' ' -f1)");
+	config_defaults(&cfg);
+	install_settings_from_config(&set, &cfg);
+	snprintf(set.tools_dir, sizeof(set.tools_dir), "%s/tools", dir);
+	snprintf(set.state_dir, sizeof(set.state_dir), "%s/state", dir);
+	set.use_path = 0;
+	set.mode = CFG_MODE_OFFLINE;
+	snprintf(p, sizeof(p), "%s/m", dir);
+	assert_int_equal(manifest_set_open(&ms, p, &mo, &e), 0);
+	assert_int_equal(install_ctx_init(&c, &ms, &set, "linux-x64", &e), 0);
+	req_main = pthread_self();
+	c.required = on_required;
+	if (install_ensure(&c, "utop", 0, &r, &e) != 0)
+		fail_msg("ensure utop: %s: %s", e.code, e.msg);
+	assert_int_equal(r.installed, 1);
+	assert_int_equal(req_calls, 1);
+	assert_int_equal(req_rc, 0);
+	assert_int_equal(req_elsewhere, 1);
+	assert_int_equal(c.installs, 2); /* the require's counted too */
+	snprintf(p, sizeof(p), "%s/tools/ubase/.installed.json", dir);
+	assert_int_equal(access(p, F_OK), 0);
+	install_ctx_free(&c);
+
+	/* the require's artifact is not in this cache (offline): it fails */
+	snprintf(set.tools_dir, sizeof(set.tools_dir), "%s/tools2", dir);
+	assert_int_equal(install_ctx_init(&c, &ms, &set, "linux-x64", &e), 0);
+	c.required = on_required;
+	req_calls = 0;
+	assert_int_equal(install_ensure(&c, "utop", 0, &r, &e), -1);
+	assert_int_equal(req_calls, 1);
+	assert_int_equal(req_rc, -1);
+	assert_non_null(e.code);
+	assert_true(strncmp(e.msg, "utop requires ubase: ", 21) == 0);
+	assert_int_not_equal(r.state, INSTALL_READY);
+	snprintf(p, sizeof(p), "%s/tools2/utop", dir);
+	assert_int_equal(access(p, F_OK), -1);
+	snprintf(p, sizeof(p), "%s/tools2/.locks/utop.backoff", dir);
+	assert_int_equal(access(p, F_OK), -1);
+	snprintf(p, sizeof(p), "%s/tools2/.locks/ubase.backoff", dir);
+	assert_int_equal(access(p, F_OK), 0);
+	sh_in("tools2", "test -z \"$(ls -A .staging)\"");
+	install_ctx_free(&c);
+	manifest_set_close(&ms);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_probe_cached_per_process),
-		cmocka_unit_test_setup_teardown(test_tree_listing, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_proof_list_catches_each_change, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_proof_list_large_tree, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_proof_list_hostile, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_proof_cache, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_run_scrubbed_and_bounded, setup, teardown),
-		cmocka_unit_test(test_names),
-		cmocka_unit_test_setup_teardown(test_check_only_and_modes, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_npm_lock_parsed_once, setup, teardown),
+	    cmocka_unit_test(test_probe_cached_per_process),
+	    cmocka_unit_test_setup_teardown(test_tree_listing, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_proof_list_catches_each_change, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_proof_list_large_tree, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_proof_list_hostile, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_proof_cache, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_run_scrubbed_and_bounded, setup, teardown),
+	    cmocka_unit_test(test_names),
+	    cmocka_unit_test_setup_teardown(test_check_only_and_modes, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_npm_lock_parsed_once, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_requires_beside, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
