@@ -6,6 +6,8 @@
 #
 #   row FIGURE OURS REFERENCE [RATIO]   print one row; RATIO defaults to OURS/REF
 #   ratio A B                           A/B as "0.42x", or n/a
+#   median NUM...                       the median (the mean of the middle two for
+#                                       an even count; n/a for none)
 #   has_applet NAME                     true when BIN has that applet built
 #   free_port                           an unused loopback TCP port
 #   median_ms CMD...                    median wall time of CMD, in ms (BENCH_RUNS)
@@ -27,6 +29,14 @@ ratio() {
 		if (a !~ /^[0-9.]+$/ || b !~ /^[0-9.]+$/ || b + 0 == 0) print "n/a"
 		else if (a / b >= 0.1) printf "%.2fx\n", a / b
 		else printf "%.2gx\n", a / b }'
+}
+
+median() {
+	[ $# -gt 0 ] || { echo n/a; return; }
+	printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END {
+		if (NR % 2) { print v[(NR + 1) / 2]; exit }
+		m = (v[NR / 2] + v[NR / 2 + 1]) / 2
+		if (m >= 100) printf "%.0f\n", m; else printf "%.4g\n", m }'
 }
 
 row() {

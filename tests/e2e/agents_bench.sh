@@ -7,6 +7,7 @@
 # with the phases of ours (prepare -v), for the record; the checks are only
 # that each install succeeded and runs: no timed assertion.
 . "$TOP/tests/lib.sh"
+. "$TOP/tools/benchlib.sh" # median
 
 export HOME=$T/home ABX_SERVER_STATE_DIR=$T/state
 unset ABX_TOOLS_DIR ABX_MANIFESTS_DIR ABX_SERVER_INSTALL_MODE ABX_INSTALL_MIRROR ABX_INSTALL_NPM_REGISTRY ABX_TEST_PAUSE
@@ -42,7 +43,6 @@ r() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2fx", a / b}'; }
 # ours cold, npm cold, ours warm, npm warm (alternating, so neither side
 # always runs on a warmer machine). The figures are the medians.
 E2E_ROUNDS=${E2E_ROUNDS:-2}
-med() { echo "$@" | tr ' ' '\n' | sort -n | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}'; }
 TOOLS="codex:@openai/codex:0.171.0:codex claude-code:@anthropic-ai/claude-code:2.1.332:claude
 	gemini:@google/gemini-cli:0.61.0:gemini"
 k=0
@@ -74,10 +74,10 @@ for t in $TOOLS; do
 	name=${t%%:*} rest=${t#*:}
 	rest=${rest#*:}
 	ver=${rest%%:*} bin=${rest#*:}
-	oc=$(med $(awk -v n="$name" '$1 == n {print $2}' "$T/figures"))
-	nc=$(med $(awk -v n="$name" '$1 == n {print $3}' "$T/figures"))
-	ow=$(med $(awk -v n="$name" '$1 == n {print $4}' "$T/figures"))
-	nw=$(med $(awk -v n="$name" '$1 == n {print $5}' "$T/figures"))
+	oc=$(median $(awk -v n="$name" '$1 == n {print $2}' "$T/figures"))
+	nc=$(median $(awk -v n="$name" '$1 == n {print $3}' "$T/figures"))
+	ow=$(median $(awk -v n="$name" '$1 == n {print $4}' "$T/figures"))
+	nw=$(median $(awk -v n="$name" '$1 == n {print $5}' "$T/figures"))
 	no=$(awk -v n="$name" '$1 == n {print $6}' "$T/figures" | tail -1)
 	check "$name $ver: median of $E2E_ROUNDS rounds: cold ours/npm $(r "$oc" "$nc") ($oc vs $nc ms), warm \
 $(r "$ow" "$nw") ($ow vs $nw ms); all succeeded" test ! -s "$T/fail"

@@ -8,6 +8,7 @@
 # curl's byte for byte: no timed assertion. Ours runs with the host's CA
 # settings (SSL_CERT_FILE / SSL_CERT_DIR as they are), as a user's would.
 . "$TOP/tests/lib.sh"
+. "$TOP/tools/benchlib.sh" # median
 
 URL=${E2E_FETCH_URL:-https://registry.npmjs.org/@openai/codex/-/codex-0.171.0-linux-x64.tgz}
 SHA=${E2E_FETCH_SHA256:-e13d67afb0533cc6160b5f4140e4ad07e2acd87adbaa081bbf69b82e90cf4e55}
@@ -28,7 +29,6 @@ cpu = c1.ru_utime - c0.ru_utime + c1.ru_stime - c0.ru_stime
 print("fail" if r.returncode else "%.0f %.0f" % ((t1 - t0) * 1000, cpu * 1000))
 EOF
 }
-med() { echo "$@" | tr ' ' '\n' | sort -n | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}'; }
 r() { awk -v a="$1" -v b="$2" 'BEGIN{if (b + 0 > 0) printf "%.2fx", a / b; else print "n/a"}'; }
 
 : >"$T/fail" >"$T/figures"
@@ -48,7 +48,7 @@ while [ $i -le "$E2E_ROUNDS" ]; do
 	i=$((i + 1))
 done
 [ -s "$T/fail" ] && cat "$T/fail" >&2
-col() { med $(awk -v c="$1" '{print $c}' "$T/figures"); }
+col() { median $(awk -v c="$1" '{print $c}' "$T/figures"); }
 ow=$(col 1) oc=$(col 2) nw=$(col 3) nc=$(col 4) fw=$(col 5) fc=$(col 6)
 check "fetch $(basename "$URL"): median of $E2E_ROUNDS: wall ours/curl -o /dev/null $(r "$ow" "$nw") ($ow vs $nw ms), \
 ours/curl -o FILE $(r "$ow" "$fw") (vs $fw ms); CPU $(r "$oc" "$nc") ($oc vs $nc ms) and $(r "$oc" "$fc") \

@@ -94,7 +94,6 @@ cp "$d/m/agent/package-lock.json" "$d/m/agent/package.json" "$d/ci/"
 curl -sS --cacert "$SSL_CERT_FILE" -o /dev/null "$REG/@bench%2fagent-linux-x64" || true
 
 if [ "$(date +%N)" != "%N" ]; then now() { date +%s%3N; }; else now() { python3 -c 'import time; print("%.3f" % (time.time() * 1000))'; }; fi
-med() { python3 -c 'import statistics,sys; print("%.0f" % statistics.median(float(x) for x in sys.argv[1:]))' "$@"; }
 nold=0
 fresh() { # the previous trees moved aside (see tools/bench/npm.sh), then sync
 	nold=$((nold + 1))
@@ -138,10 +137,10 @@ if [ -s "$d/rc" ]; then
 	row "$F, cold, ms" fail fail "n/a (a run failed)"
 	exit 0
 fi
-row "$F, cold, ms (ref: npm ci)" "$(med $co)" "$(med $cc)"
-row "$F, cold, ms (ref: npm install -g --prefix)" "$(med $co)" "$(med $cg)"
-row "$F, warm cache, new tools dir, ms (ref: npm ci)" "$(med $wo)" "$(med $wc)"
-row "$F, warm cache, new tools dir, ms (ref: npm install -g --prefix)" "$(med $wo)" "$(med $wg)"
+row "$F, cold, ms (ref: npm ci)" "$(median $co)" "$(median $cc)"
+row "$F, cold, ms (ref: npm install -g --prefix)" "$(median $co)" "$(median $cg)"
+row "$F, warm cache, new tools dir, ms (ref: npm ci)" "$(median $wo)" "$(median $wc)"
+row "$F, warm cache, new tools dir, ms (ref: npm install -g --prefix)" "$(median $wo)" "$(median $wg)"
 # where the time goes (prepare -v), cold then warm
 mv "$d/oc" "$d/old/oc-v"
 fresh; ours "$d/oc" -v

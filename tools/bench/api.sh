@@ -96,7 +96,6 @@ wrk_run() { # NAME URL [SCRIPT]: sets RPS, P99 (ms), BAD
 }
 wrk_conns() { printf '%s\n' "$1" | sed -n 's/.*-c *\([0-9][0-9]*\).*/\1/p'; }
 wrk_secs() { printf '%s\n' "$1" | sed -n 's/.*-d *\([0-9][0-9]*\)s.*/\1/p'; }
-med() { sort -n | awk '{ v[NR] = $1 } END { if (NR == 0) print "n/a"; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.2f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 rat() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.4f\n", a / b }'; }
 x() { awk -v r="$1" 'BEGIN { if (r == "n/a") print "n/a"; else if (r >= 0.1) printf "%.2fx\n", r; else printf "%.2gx\n", r }'; }
 drv=""
@@ -138,8 +137,8 @@ EOF
 			# serve_rps serve_p99 nginx_rps nginx_p99 floor_rps floor_p99 errors
 			echo "$srps $sp99 ${nrps:-x} ${np99:-x} ${frps:-x} ${fp99:-x} $sbad" >>"$d/$load.rows"
 		done
-		col() { awk -v c="$1" '$c != "x" && $c != "" { print $c }' "$d/$load.rows" | med; }
-		rcol() { awk -v a="$1" -v b="$2" '$a != "x" && $b != "x" && $a > 0 && $b > 0 { printf "%.4f\n", $a / $b }' "$d/$load.rows" | med; }
+		col() { median $(awk -v c="$1" '$c != "x" && $c != "" { print $c }' "$d/$load.rows"); }
+		rcol() { median $(awk -v a="$1" -v b="$2" '$a != "x" && $b != "x" && $a > 0 && $b > 0 { printf "%.4f\n", $a / $b }' "$d/$load.rows"); }
 		bad=$(awk '{ n += $7 } END { print n + 0 }' "$d/$load.rows")
 		tag="wrk $WRK, median of $OP_ROUNDS rounds"
 		[ "$bad" -gt 0 ] && tag="$tag, $bad errors"

@@ -125,7 +125,6 @@ if [ "$(date +%N)" != "%N" ]; then
 else
 	now() { python3 -c 'import time; print("%.3f" % (time.time() * 1000))'; }
 fi
-med() { python3 -c 'import statistics,sys; print("%.0f" % statistics.median(float(x) for x in sys.argv[1:]))' "$@"; }
 
 cold_o="" cold_n="" warm_o="" warm_n=""
 r=0
@@ -145,8 +144,8 @@ if [ -s "$d/rc" ]; then
 	row "npm-lock install ($N packages), cold, ms" fail fail "n/a (a run failed)"
 	exit 0
 fi
-row "npm-lock install ($N packages), cold, ms" "$(med $cold_o)" "$(med $cold_n)"
-row "npm-lock install ($N packages), warm cache, ms" "$(med $warm_o)" "$(med $warm_n)"
+row "npm-lock install ($N packages), cold, ms" "$(median $cold_o)" "$(median $cold_n)"
+row "npm-lock install ($N packages), warm cache, ms" "$(median $warm_o)" "$(median $warm_n)"
 # where a warm install's time goes (prepare -v)
 fresh
 "$BIN" prepare -v --only bench --manifests "$d/m" --tools-dir "$d/tools" --cache "$d/oc" >/dev/null 2>"$d/v.err"
