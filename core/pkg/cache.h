@@ -216,6 +216,19 @@ void cache_sums_free(struct cache_sums *s);
  */
 int cache_tree_store(const char *cache, const char *key, int dirfd, const char *meta, const char *label,
                      cache_sum_fn sum, void *sum_arg);
+/*
+ * cache_tree_store in two steps, for a tree that is to run in between:
+ * _begin reads the tree at dirfd (its walk and listing, its directories and
+ * links made, any file copied) and nothing of it is read after; _end moves
+ * extraction's copies in (sum_arg, cache_sums_get's, must live until
+ * then), gives the directories their modes and names the entry, and
+ * answers as cache_tree_store does. _begin returns NULL when there is no
+ * end to call, with *kept the answer (1: kept already).
+ */
+struct cache_store;
+struct cache_store *cache_tree_store_begin(const char *cache, const char *key, int dirfd, const char *meta,
+                                           const char *label, cache_sum_fn sum, void *sum_arg, int *kept);
+int cache_tree_store_end(struct cache_store *s);
 
 /*
  * Sealed notes: a small text (no NUL) the cache vouches for, as

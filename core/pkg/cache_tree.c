@@ -4,10 +4,10 @@
  * takes extraction's digests, placed by a copy hashed against the listing.
  */
 #include "pkg/cache.h"
+#include "pkg/cache_int.h"
 
 #include "base/fs.h"
 
-#include <bearssl_hmac.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -25,7 +24,6 @@
 /* Files from this size up are copied through a cache_pipe. */
 #define PIPE_MIN (4u << 20)
 #define MANIFEST_MAX (64u << 20)
-#define KEY_LEN 32
 
 /* ---- extracted trees ------------------------------------------------------ */
 
@@ -61,25 +59,37 @@ cache_sums_copies(struct cache_sums *s, const char *cache)
 	return s->copies_fd;
 }
 
-/* Move the copy extraction made of rel (the record cache_sums_get just
- * matched) to dst/name: its fd (read-write), or -1 (then it is copied). */
-static int
-take_copy(struct cache_sums *s, const struct stat *st, int dst, const char *name)
+/* The copy extraction made of the file st (the record cache_sums_get just
+ * matched), when it is whole: its name in s->copies, else NULL (then the
+ * file is copied). */
+static const char *
+copy_ready(struct cache_sums *s, const struct stat *st)
 {
 	struct stat cs;
-	int fd;
 
 	if (s->copies == NULL || s->last == NULL || s->last->copy[0] == '\0' ||
 	    fstatat(s->copies_fd, s->last->copy, &cs, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(cs.st_mode) ||
-	    cs.st_size != st->st_size || renameat(s->copies_fd, s->last->copy, dst, name) != 0)
+	    cs.st_size != st->st_size)
+		return NULL;
+	return s->last->copy;
+}
+
+/* Move copy (size bytes) from cfd to dst/rel with mode: 0, or -1. */
+static int
+take_copy(int cfd, const char *copy, int dst, const char *rel, off_t size, mode_t mode)
+{
+	struct stat cs;
+	int fd, rc = -1;
+
+	if (renameat(cfd, copy, dst, rel) != 0)
 		return -1;
-	fd = openat(dst, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-	if (fd >= 0 && fstat(fd, &cs) == 0 && S_ISREG(cs.st_mode) && cs.st_size == st->st_size)
-		return fd;
+	fd = openat(dst, rel, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	if (fd >= 0 && fstat(fd, &cs) == 0 && S_ISREG(cs.st_mode) && cs.st_size == size &&
+	    fchmod(fd, mode) == 0)
+		rc = 0;
 	if (fd >= 0)
 		close(fd);
-	unlinkat(dst, name, 0);
-	return -1;
+	return rc;
 }
 
 void
@@ -163,84 +173,6 @@ cache_tree_key(const struct digest *d, const char *variant, char out[CACHE_KEY_M
 	return n < 0 || n >= CACHE_KEY_MAX ? -1 : 0;
 }
 
-/* The cache's sealing key: read <cache>/trees/.key, or make it. Returns 0,
- * or -1 with why set (the tree cache is then not used). */
-static int
-seal_key(const char *trees, unsigned char key[KEY_LEN], const char **why)
-{
-	char path[4096], tmp[4200], hex[2 * KEY_LEN + 2], rnd[17];
-	struct stat st;
-	ssize_t n;
-	int fd, i;
-
-	snprintf(path, sizeof(path), "%s/.key", trees);
-	for (i = 0; i < 2; i++) {
-		fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-		if (fd >= 0) {
-			n = fstat(fd, &st) == 0 ? read(fd, hex, sizeof(hex)) : -1;
-			close(fd);
-			if (st.st_uid != geteuid() || (st.st_mode & 077) != 0) {
-				*why = "its key file is not this user's alone (mode 0600)";
-				return -1;
-			}
-			if (n < 2 * KEY_LEN) {
-				*why = "its key file is unreadable or short";
-				return -1;
-			}
-			for (n = 0; n < KEY_LEN; n++) {
-				unsigned v;
-				if (sscanf(hex + 2 * n, "%2x", &v) != 1) {
-					*why = "its key file is not hex";
-					return -1;
-				}
-				key[n] = (unsigned char)v;
-			}
-			return 0;
-		}
-		if (errno != ENOENT || i > 0)
-			break;
-		if (getrandom(key, KEY_LEN, 0) != KEY_LEN) {
-			*why = "no random bytes for its key";
-			return -1;
-		}
-		for (n = 0; n < KEY_LEN; n++)
-			snprintf(hex + 2 * n, 3, "%02x", key[n]);
-		hex[2 * KEY_LEN] = '\n';
-		fs_rand_hex(rnd, 8);
-		snprintf(tmp, sizeof(tmp), "%s/.tmp-key-%s", trees, rnd);
-		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-		if (fd < 0)
-			break;
-		n = write(fd, hex, 2 * KEY_LEN + 1);
-		close(fd);
-		/* link(2) never replaces: of two first users one key wins and
-		 * both read it */
-		if (n != 2 * KEY_LEN + 1 || (link(tmp, path) != 0 && errno != EEXIST)) {
-			unlink(tmp);
-			break;
-		}
-		unlink(tmp);
-	}
-	*why = "its key file cannot be read or made";
-	return -1;
-}
-
-static void
-seal(const unsigned char key[KEY_LEN], const void *text, size_t len, char out[65])
-{
-	br_hmac_key_context kc;
-	br_hmac_context hc;
-	unsigned char mac[32];
-	int i;
-
-	br_hmac_key_init(&kc, &br_sha256_vtable, key, KEY_LEN);
-	br_hmac_init(&hc, &kc, 0);
-	br_hmac_update(&hc, text, len);
-	br_hmac_out(&hc, mac);
-	for (i = 0; i < 32; i++)
-		snprintf(out + 2 * i, 3, "%02x", mac[i]);
-}
-
 /* One copy of a tree: source and destination directories, the listing
  * made of what was written, and which side an error came from. */
 struct walk {
@@ -253,7 +185,41 @@ struct walk {
 	uint64_t files, summed; /* files copied; of them, not hashed again */
 	int dst_err;            /* the failure was the destination's */
 	struct err *e;
+	/* a store's: what cache_tree_store_end does, in walk order (a
+	 * directory's mode after its content) */
+	struct later *later;
+	size_t nlater, caplater;
 };
+
+/* A copy to move to rel (copy set), or the mode of the directory rel. */
+struct later {
+	char *rel;
+	char copy[24];
+	mode_t mode;
+	off_t size;
+};
+
+static int
+push_later(struct walk *w, const char *rel, const char *copy, const struct stat *st)
+{
+	struct later *l;
+
+	if (w->nlater == w->caplater) {
+		size_t cap = w->caplater ? 2 * w->caplater : 256;
+		if ((l = realloc(w->later, cap * sizeof(*l))) == NULL)
+			return err_set(w->e, "internal", "out of memory");
+		w->later = l;
+		w->caplater = cap;
+	}
+	l = &w->later[w->nlater];
+	if ((l->rel = strdup(rel)) == NULL)
+		return err_set(w->e, "internal", "out of memory");
+	snprintf(l->copy, sizeof(l->copy), "%s", copy);
+	l->mode = st->st_mode & 07777;
+	l->size = st->st_size;
+	w->nlater++;
+	return 0;
+}
 
 /* Copy in to out and the sha256 of what out then holds: a reflink where
  * the filesystem shares blocks (then out is read back and hashed), else a
@@ -382,6 +348,7 @@ walk_file(struct walk *w, int src, int dst, const char *name, const char *rel, c
 {
 	unsigned char sha[32];
 	char hex[65], target[4096];
+	const char *copy;
 	struct stat ds;
 	int in, out, i, rc;
 	ssize_t n;
@@ -397,8 +364,11 @@ walk_file(struct walk *w, int src, int dst, const char *name, const char *rel, c
 		out = openat(dst, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		rc = in < 0 || out < 0 ? err_set(w->e, "io.error", "%s: %s", rel, strerror(errno))
 		                       : walk_dir(w, in, out, rel);
-		/* the mode last: a read-only directory is filled first */
-		if (rc == 0 && fchmod(out, st->st_mode & 07777) != 0) {
+		/* the mode last: a read-only directory is filled first (a
+		 * store's, once its copies are in) */
+		if (rc == 0 && w->sum_arg != NULL && w->sum == cache_sums_get)
+			rc = push_later(w, rel, "", st);
+		else if (rc == 0 && fchmod(out, st->st_mode & 07777) != 0) {
 			w->dst_err = 1;
 			rc = err_set(w->e, "io.error", "%s: %s", rel, strerror(errno));
 		}
@@ -422,12 +392,15 @@ walk_file(struct walk *w, int src, int dst, const char *name, const char *rel, c
 	if (!S_ISREG(st->st_mode))
 		return err_set(w->e, "io.error", "%s: not a file, directory or link", rel);
 	/* the copy extraction wrote of the very bytes it hashed (and the
-	 * stat says the file is the one it hashed) takes its place */
+	 * stat says the file is the one it hashed) takes its place, moved in
+	 * by cache_tree_store_end: nothing of the tree is read after this walk */
 	if (w->sum == cache_sums_get && w->sum(w->sum_arg, rel, st, sha) == 1 &&
-	    (out = take_copy(w->sum_arg, st, dst, name)) >= 0) {
+	    (copy = copy_ready(w->sum_arg, st)) != NULL) {
+		if (push_later(w, rel, copy, st) < 0)
+			return -1;
 		w->summed++;
-		rc = 0;
-		goto copied;
+		ds = *st;
+		goto listed;
 	}
 	in = openat(src, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (in < 0)
@@ -448,17 +421,17 @@ walk_file(struct walk *w, int src, int dst, const char *name, const char *rel, c
 		rc = copy_hash(w, in, out, st->st_size, sha);
 	}
 	close(in);
-copied:
 	if (rc < 0 || fchmod(out, st->st_mode & 07777) != 0 || fstat(out, &ds) != 0) {
 		close(out);
 		w->dst_err = w->dst_err || rc == 0;
 		return err_set(w->e, "io.error", "%s: copying: %s", rel, strerror(errno));
 	}
 	close(out);
-	for (i = 0; i < 32; i++)
-		snprintf(hex + 2 * i, 3, "%02x", sha[i]);
 	if (w->fn != NULL)
 		w->fn(w->arg, rel, &ds, sha);
+listed:
+	for (i = 0; i < 32; i++)
+		snprintf(hex + 2 * i, 3, "%02x", sha[i]);
 	w->files++;
 	return line(w, "f %04o %lld %s %s\n", (unsigned)(st->st_mode & 07777), (long long)ds.st_size, hex,
 	            rel);
@@ -534,6 +507,11 @@ walk_init(struct walk *w, cache_file_fn fn, void *arg, struct err *e)
 static void
 walk_free(struct walk *w)
 {
+	size_t i;
+
+	for (i = 0; i < w->nlater; i++)
+		free(w->later[i].rel);
+	free(w->later);
 	buf_free(&w->lines);
 	free(w->io);
 }
@@ -572,7 +550,7 @@ first_diff(const char *a, size_t alen, const char *b, size_t blen, char *out, si
 /* Read and check the manifest of entry dir: body (lines) and meta point
  * into *text (caller frees). Returns 0, or -1 with why. */
 static int
-read_manifest(const char *dir, const char *key, const unsigned char sk[KEY_LEN], char **text,
+read_manifest(const char *dir, const char *key, const unsigned char sk[CACHE_SEAL_KEY_LEN], char **text,
               const char **body, size_t *blen, char *meta, size_t metacap, const char **why)
 {
 	char path[4400], head[CACHE_KEY_MAX + 40], mac[65];
@@ -594,7 +572,7 @@ read_manifest(const char *dir, const char *key, const unsigned char sk[KEY_LEN],
 		*why = "its manifest does not name this artifact";
 		return -1;
 	}
-	seal(sk, t, len - ml, mac);
+	cache_seal(sk, t, len - ml, mac);
 	if (!ct_equal(mac, t + len - ml + 4, 64)) {
 		*why = "its manifest's seal does not match (edited, or made with another cache's key)";
 		return -1;
@@ -621,7 +599,7 @@ cache_tree_place(const char *cache, const char *key, int parentfd, const char *n
                  cache_file_fn fn, void *arg, char *meta, size_t metacap, uint64_t *files, struct err *e)
 {
 	char trees[4096], dir[4200], src[4300], tmp[64], rnd[17], diff[800];
-	unsigned char sk[KEY_LEN];
+	unsigned char sk[CACHE_SEAL_KEY_LEN];
 	const char *why = NULL, *body;
 	char *text = NULL;
 	struct walk w;
@@ -632,7 +610,7 @@ cache_tree_place(const char *cache, const char *key, int parentfd, const char *n
 	snprintf(trees, sizeof(trees), "%s/trees", cache);
 	if ((size_t)snprintf(dir, sizeof(dir), "%s/%s", trees, key) >= sizeof(dir) || access(dir, F_OK) != 0)
 		return 0;
-	if (seal_key(trees, sk, &why) < 0) {
+	if (cache_seal_key(trees, sk, &why) < 0) {
 		warnx_line("cache: not using the extracted tree of %s in %s: %s", label, trees, why);
 		return 0;
 	}
@@ -710,178 +688,153 @@ damaged:
 	return 0;
 }
 
+/* A store between its two steps (cache.h). */
+struct cache_store {
+	struct walk w;
+	struct err e;
+	struct buf text;
+	unsigned char sk[CACHE_SEAL_KEY_LEN];
+	char dir[4200], tmp[4200], *label;
+	int tfd;
+};
+
+/* The end of a store, s freed: 1 kept, 0 not (said). */
+static int
+store_close(struct cache_store *s, int rc)
+{
+	if (s->tfd >= 0)
+		close(s->tfd);
+	if (rc != 0) {
+		warnx_line("cache: not keeping the extracted tree of %s: %s", s->label, s->e.msg);
+		fs_rm_tree(s->tmp, &s->e);
+	} else if (access(s->tmp, F_OK) == 0) {
+		fs_rm_tree(s->tmp, &s->e); /* another process kept it first */
+	}
+	buf_free(&s->text);
+	walk_free(&s->w);
+	free(s->label);
+	free(s);
+	return rc == 0;
+}
+
+struct cache_store *
+cache_tree_store_begin(const char *cache, const char *key, int dirfd, const char *meta, const char *label,
+                       cache_sum_fn sum, void *sum_arg, int *kept)
+{
+	char trees[4096], rnd[17], mf[4300];
+	const char *why = NULL;
+	struct cache_store *s;
+
+	*kept = 0;
+	if (strchr(meta, ' ') || strchr(meta, '\n') || (s = calloc(1, sizeof(*s))) == NULL)
+		return NULL;
+	s->tfd = -1;
+	s->text = (struct buf)BUF_INIT(MANIFEST_MAX + 200);
+	err_clear(&s->e);
+	snprintf(trees, sizeof(trees), "%s/trees", cache);
+	if ((size_t)snprintf(s->dir, sizeof(s->dir), "%s/%s", trees, key) >= sizeof(s->dir) ||
+	    (s->label = strdup(label)) == NULL || walk_init(&s->w, NULL, NULL, &s->e) < 0) {
+		free(s->label);
+		free(s);
+		return NULL;
+	}
+	if (access(s->dir, F_OK) == 0) {
+		*kept = 1;
+		store_close(s, 0);
+		return NULL;
+	}
+	if ((mkdir(trees, 0755) != 0 && errno != EEXIST) || cache_seal_key(trees, s->sk, &why) < 0) {
+		warnx_line("cache: not keeping the extracted tree of %s in %s: %s", label, trees,
+		           why ? why : strerror(errno));
+		s->tmp[0] = '\0';
+		store_close(s, 0);
+		return NULL;
+	}
+	fs_rand_hex(rnd, 8);
+	snprintf(s->tmp, sizeof(s->tmp), "%s/.tmp-tree-%s", cache, rnd);
+	s->w.sum = sum;
+	s->w.sum_arg = sum_arg;
+	if (mkdir(s->tmp, 0755) != 0 ||
+	    mkdirat(AT_FDCWD, (snprintf(mf, sizeof(mf), "%s/tree", s->tmp), mf), 0755) != 0 ||
+	    (s->tfd = open(mf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+		err_set(&s->e, "io.error", "%s: %s", s->tmp, strerror(errno));
+		store_close(s, -1);
+		return NULL;
+	}
+	if (walk_dir(&s->w, dirfd, s->tfd, "") < 0) {
+		store_close(s, -1);
+		return NULL;
+	}
+	buf_put(&s->text, "abx-tree 1 ", 11);
+	buf_put(&s->text, key, strlen(key));
+	buf_put(&s->text, " ", 1);
+	buf_put(&s->text, meta, strlen(meta));
+	buf_put(&s->text, "\n", 1);
+	buf_put(&s->text, s->w.lines.p, s->w.lines.len);
+	return s;
+}
+
+/* One thing left for the end: a copy moved in, or a directory's mode. */
+static int
+later_do(struct cache_store *s, struct cache_sums *sums, const struct later *l)
+{
+	int fd, rc;
+
+	if (l->copy[0] != '\0')
+		return sums == NULL ? -1
+		                    : take_copy(sums->copies_fd, l->copy, s->tfd, l->rel, l->size, l->mode);
+	if ((fd = openat(s->tfd, l->rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return -1;
+	rc = fchmod(fd, l->mode);
+	close(fd);
+	return rc;
+}
+
+int
+cache_tree_store_end(struct cache_store *s)
+{
+	struct cache_sums *sums = s->w.sum == cache_sums_get ? s->w.sum_arg : NULL;
+	char mac[65], mf[4300];
+	size_t i;
+	ssize_t n;
+	int fd;
+
+	for (i = 0; i < s->w.nlater; i++)
+		if (later_do(s, sums, &s->w.later[i]) < 0) {
+			err_set(&s->e, "io.error", "%s: %s", s->w.later[i].rel, strerror(errno));
+			return store_close(s, -1);
+		}
+	if (s->text.over) {
+		err_set(&s->e, "io.error", "tree listing too large");
+		return store_close(s, -1);
+	}
+	cache_seal(s->sk, s->text.p, s->text.len, mac);
+	buf_put(&s->text, "mac ", 4);
+	buf_put(&s->text, mac, 64);
+	buf_put(&s->text, "\n", 1);
+	snprintf(mf, sizeof(mf), "%s/manifest", s->tmp);
+	/* no fsync: an entry torn by a power cut fails its seal or its
+	 * listing, and is re-extracted */
+	fd = open(mf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	n = fd >= 0 && !s->text.over ? write(fd, s->text.p, s->text.len) : -1;
+	if (fd < 0 || n != (ssize_t)s->text.len || close(fd) != 0) {
+		err_set(&s->e, "io.error", "%s: %s", mf, strerror(errno));
+		return store_close(s, -1);
+	}
+	if (rename(s->tmp, s->dir) != 0 && errno != EEXIST && errno != ENOTEMPTY) {
+		err_set(&s->e, "io.error", "%s: %s", s->dir, strerror(errno));
+		return store_close(s, -1);
+	}
+	return store_close(s, 0);
+}
+
 int
 cache_tree_store(const char *cache, const char *key, int dirfd, const char *meta, const char *label,
                  cache_sum_fn sum, void *sum_arg)
 {
-	char trees[4096], dir[4200], tmp[4200], rnd[17], mac[65], mf[4300];
-	unsigned char sk[KEY_LEN];
-	const char *why = NULL;
-	struct walk w;
-	struct err e;
-	struct buf text = BUF_INIT(MANIFEST_MAX + 200);
-	int tfd = -1, rc = -1;
+	struct cache_store *s;
+	int kept;
 
-	snprintf(trees, sizeof(trees), "%s/trees", cache);
-	if ((size_t)snprintf(dir, sizeof(dir), "%s/%s", trees, key) >= sizeof(dir) || strchr(meta, ' ') ||
-	    strchr(meta, '\n'))
-		return 0;
-	if (access(dir, F_OK) == 0)
-		return 1;
-	if ((mkdir(trees, 0755) != 0 && errno != EEXIST) || seal_key(trees, sk, &why) < 0) {
-		warnx_line("cache: not keeping the extracted tree of %s in %s: %s", label, trees,
-		           why ? why : strerror(errno));
-		return 0;
-	}
-	fs_rand_hex(rnd, 8);
-	snprintf(tmp, sizeof(tmp), "%s/.tmp-tree-%s", cache, rnd);
-	err_clear(&e);
-	if (walk_init(&w, NULL, NULL, &e) < 0)
-		return 0;
-	w.sum = sum;
-	w.sum_arg = sum_arg;
-	if (mkdir(tmp, 0755) != 0 ||
-	    mkdirat(AT_FDCWD, (snprintf(mf, sizeof(mf), "%s/tree", tmp), mf), 0755) != 0 ||
-	    (tfd = open(mf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-		err_set(&e, "io.error", "%s: %s", tmp, strerror(errno));
-		goto out;
-	}
-	if (walk_dir(&w, dirfd, tfd, "") < 0)
-		goto out;
-	buf_put(&text, "abx-tree 1 ", 11);
-	buf_put(&text, key, strlen(key));
-	buf_put(&text, " ", 1);
-	buf_put(&text, meta, strlen(meta));
-	buf_put(&text, "\n", 1);
-	buf_put(&text, w.lines.p, w.lines.len);
-	if (text.over) {
-		err_set(&e, "io.error", "tree listing too large");
-		goto out;
-	}
-	seal(sk, text.p, text.len, mac);
-	buf_put(&text, "mac ", 4);
-	buf_put(&text, mac, 64);
-	buf_put(&text, "\n", 1);
-	snprintf(mf, sizeof(mf), "%s/manifest", tmp);
-	/* no fsync: an entry torn by a power cut fails its seal or its
-	 * listing, and is re-extracted */
-	{
-		int fd = open(mf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-		ssize_t n = fd >= 0 && !text.over ? write(fd, text.p, text.len) : -1;
-		if (fd < 0 || n != (ssize_t)text.len || close(fd) != 0) {
-			err_set(&e, "io.error", "%s: %s", mf, strerror(errno));
-			goto out;
-		}
-	}
-	if (rename(tmp, dir) != 0 && errno != EEXIST && errno != ENOTEMPTY) {
-		err_set(&e, "io.error", "%s: %s", dir, strerror(errno));
-		goto out;
-	}
-	rc = 0;
-out:
-	if (tfd >= 0)
-		close(tfd);
-	if (rc != 0) {
-		warnx_line("cache: not keeping the extracted tree of %s: %s", label, e.msg);
-		fs_rm_tree(tmp, &e);
-	} else if (access(tmp, F_OK) == 0) {
-		fs_rm_tree(tmp, &e); /* another process kept it first */
-	}
-	buf_free(&text);
-	walk_free(&w);
-	return rc == 0;
-}
-
-/* ---- sealed notes ----------------------------------------------------------- */
-
-/* <cache>/trees/<name> for a note: a plain file name, never a tree key's
- * (keys have no '.'-suffix of this kind) nor hidden. */
-static int
-note_path(const char *cache, const char *name, char *out, size_t cap)
-{
-	size_t n = strlen(name);
-
-	if (n == 0 || n > CACHE_KEY_MAX || name[0] == '.' || strchr(name, '/') || strchr(name, ' ') ||
-	    strchr(name, '\n'))
-		return -1;
-	return (size_t)snprintf(out, cap, "%s/trees/%s", cache, name) < cap ? 0 : -1;
-}
-
-int
-cache_note_put(const char *cache, const char *name, const char *body, size_t len)
-{
-	char trees[4096], path[4400], tmp[4400], rnd[17], mac[65];
-	unsigned char sk[KEY_LEN];
-	struct buf text = BUF_INIT(CACHE_NOTE_MAX + 300);
-	const char *why = NULL;
-	ssize_t n = -1;
-	int fd, rc = 0;
-
-	snprintf(trees, sizeof(trees), "%s/trees", cache);
-	if (len > CACHE_NOTE_MAX || memchr(body, '\0', len) != NULL ||
-	    note_path(cache, name, path, sizeof(path)) < 0 || (mkdir(trees, 0755) != 0 && errno != EEXIST) ||
-	    seal_key(trees, sk, &why) < 0)
-		return 0;
-	buf_put(&text, "abx-note 1 ", 11);
-	buf_put(&text, name, strlen(name));
-	buf_put(&text, "\n", 1);
-	buf_put(&text, body, len);
-	seal(sk, text.p, text.len, mac);
-	buf_put(&text, "mac ", 4);
-	buf_put(&text, mac, 64);
-	buf_put(&text, "\n", 1);
-	fs_rand_hex(rnd, 8);
-	snprintf(tmp, sizeof(tmp), "%s/.tmp-note-%s", trees, rnd);
-	fd = text.over ? -1 : open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-	if (fd >= 0) {
-		n = write(fd, text.p, text.len);
-		if (close(fd) != 0)
-			n = -1;
-	}
-	/* one rename: a reader sees the old note or the new one, whole */
-	if (fd >= 0 && n == (ssize_t)text.len && rename(tmp, path) == 0)
-		rc = 1;
-	else if (fd >= 0)
-		unlink(tmp);
-	buf_free(&text);
-	return rc;
-}
-
-int
-cache_note_get(const char *cache, const char *name, char *body, size_t cap, const char **why)
-{
-	char trees[4096], path[4400], head[CACHE_KEY_MAX + 20], mac[65];
-	unsigned char sk[KEY_LEN];
-	size_t len, hl, ml = 4 + 64 + 1;
-	struct err e;
-	char *t = NULL;
-	int rc = -1;
-
-	snprintf(trees, sizeof(trees), "%s/trees", cache);
-	if (note_path(cache, name, path, sizeof(path)) < 0 || access(path, F_OK) != 0)
-		return 0;
-	if (seal_key(trees, sk, why) < 0)
-		return -1;
-	if (fs_read_alloc(path, CACHE_NOTE_MAX + 300, &t, &len, &e) < 0) {
-		*why = "it is unreadable or too large";
-		return -1;
-	}
-	hl = (size_t)snprintf(head, sizeof(head), "abx-note 1 %s\n", name);
-	if (len < hl + ml || memcmp(t, head, hl) != 0 || memcmp(t + len - ml, "mac ", 4) != 0 ||
-	    t[len - 1] != '\n') {
-		*why = "it is not a note of this name";
-	} else if (len - ml - hl >= cap) {
-		*why = "it is larger than a note of this kind";
-	} else {
-		seal(sk, t, len - ml, mac);
-		if (!ct_equal(mac, t + len - ml + 4, 64)) {
-			*why = "its seal does not match (edited, or made with another cache's key)";
-		} else {
-			memcpy(body, t + hl, len - ml - hl);
-			body[len - ml - hl] = '\0';
-			rc = 1;
-		}
-	}
-	free(t);
-	return rc;
+	s = cache_tree_store_begin(cache, key, dirfd, meta, label, sum, sum_arg, &kept);
+	return s != NULL ? cache_tree_store_end(s) : kept;
 }
