@@ -470,17 +470,21 @@ ensure_requires(struct install_ctx *c, const manifest_t *m, unsigned flags, stru
 /*
  * m's requires, ensured beside m's install: on a thread of their own with a
  * clone of the context while m is staged (staging runs nothing of theirs:
- * no package script, no program of the tree), joined by
+ * no package script, no program of the tree), waited for by
  * install_requires_join before m's verify.argv, which may need them. So a
  * require is published before its dependent, and a kill at any point never
- * leaves a published dependent without it.
+ * leaves a published dependent without it. Once they are ready the thread
+ * moves their kept trees' copies into the cache (keep_later) while m goes
+ * on, and is joined when m's install ends.
  */
 struct install_reqs {
 	struct install_ctx sub;
 	const manifest_t *m;
 	unsigned flags;
 	pthread_t th;
-	int running, rc;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int running, ready, counted, rc; /* ready: under mu */
 	struct err e;
 };
 
@@ -490,6 +494,11 @@ requires_main(void *arg)
 	struct install_reqs *q = arg;
 
 	q->rc = ensure_requires(&q->sub, q->m, q->flags, &q->e);
+	pthread_mutex_lock(&q->mu);
+	q->ready = 1;
+	pthread_cond_broadcast(&q->cv);
+	pthread_mutex_unlock(&q->mu);
+	install_tree_keeps_end(&q->sub);
 	return NULL;
 }
 
@@ -514,7 +523,10 @@ requires_start(struct install_ctx *c, const manifest_t *m, unsigned flags, struc
 	}
 	q->m = m;
 	q->flags = flags;
+	q->sub.keep_later = 1;
 	err_clear(&q->e);
+	pthread_mutex_init(&q->mu, NULL);
+	pthread_cond_init(&q->cv, NULL);
 	sigfillset(&all);
 	if (pthread_attr_init(&at) == 0) {
 		pthread_attr_setstacksize(&at, INSTALL_THREAD_STACK);
@@ -524,6 +536,8 @@ requires_start(struct install_ctx *c, const manifest_t *m, unsigned flags, struc
 		pthread_attr_destroy(&at);
 	}
 	if (rc != 0) {
+		pthread_mutex_destroy(&q->mu);
+		pthread_cond_destroy(&q->cv);
 		install_ctx_free(&q->sub);
 		free(q);
 		return ensure_requires(c, m, flags, e);
@@ -541,11 +555,14 @@ install_requires_join(struct install_ctx *c, int64_t *wait_us, struct err *e)
 
 	if (q == NULL)
 		return 0;
-	if (q->running) {
-		pthread_join(q->th, NULL);
+	if (!q->counted) {
+		pthread_mutex_lock(&q->mu);
+		while (!q->ready)
+			pthread_cond_wait(&q->cv, &q->mu);
+		pthread_mutex_unlock(&q->mu);
 		if (wait_us != NULL)
 			*wait_us = clock_us() - t0;
-		q->running = 0;
+		q->counted = 1;
 		install_ctx_add_counts(c, &q->sub);
 	}
 	if (q->rc < 0) {
@@ -568,6 +585,10 @@ requires_end(struct install_ctx *c, struct err *e)
 	if (q == NULL)
 		return 0;
 	failed = install_requires_join(c, NULL, e) < 0;
+	if (q->running)
+		pthread_join(q->th, NULL); /* its kept trees' copies moved in */
+	pthread_mutex_destroy(&q->mu);
+	pthread_cond_destroy(&q->cv);
 	install_ctx_free(&q->sub);
 	free(q);
 	c->reqs = NULL;
@@ -685,6 +706,7 @@ install_ctx_clone(struct install_ctx *dst, const struct install_ctx *src, struct
 	dst->http = NULL;
 	dst->npm_lock = NULL;
 	dst->reqs = NULL;
+	dst->kept = NULL;
 	dst->downloads = dst->installs = 0;
 	dst->bytes_downloaded = 0;
 	dst->mcache = calloc(INSTALL_MARKER_CACHE, sizeof(*dst->mcache));
@@ -706,6 +728,7 @@ install_ctx_free(struct install_ctx *c)
 {
 	int i;
 
+	install_tree_keeps_end(c);
 	if (c->http != NULL)
 		http_client_free(c->http);
 	c->http = NULL;

@@ -171,6 +171,8 @@ struct install_ctx {
 	struct install_marker_slot *mcache; /* INSTALL_MARKER_CACHE slots, owned */
 	int depth;                          /* requires recursion */
 	struct install_reqs *reqs;          /* requires ensured beside an install (install.c) */
+	int keep_later;                     /* a requires thread's: kept trees end after it is ready */
+	struct install_keep *kept;          /* and those (install_tree_keep_done) */
 
 	/* counters, for prepare's summary and tests */
 	int downloads;
@@ -287,7 +289,12 @@ int install_npm_fetch(struct install_ctx *c, const manifest_t *m, const char *pl
  * install_tree_keep_begin, before extraction, when the tree will be kept:
  * points ao's on_file (each file into known, as well) and copies
  * (arc_opts.copy_dirfd) at a new keeper, or returns NULL and leaves ao;
- * install_tree_keep_end frees it and what copies are left.
+ * with it, install_tree_keep reads the tree and install_tree_keep_end
+ * moves the copies in (cache_tree_store_end; nothing of the tree is read
+ * then, so it may have run), frees the keeper and what copies are left.
+ * install_tree_keep_done is install_tree_keep_end, or with c->keep_later
+ * (a require's install beside its dependent) puts k on c->kept for
+ * install_tree_keeps_end, called once the dependent may go on.
  */
 struct install_known;
 struct install_keep;
@@ -301,6 +308,8 @@ void install_tree_keep(struct install_ctx *c, const manifest_t *m, const struct 
                        const char *tree, uint64_t asize, const struct install_known *known,
                        struct install_keep *k);
 void install_tree_keep_end(struct install_keep *k);
+void install_tree_keep_done(struct install_ctx *c, struct install_keep *k);
+void install_tree_keeps_end(struct install_ctx *c);
 /*
  * A verify.argv pass, recorded in the cache (a sealed note, cache.h:
  * <cache>/trees/<name>-<version>-<platform>-<libc>.verified) for exactly one tree

@@ -558,8 +558,10 @@ stage_tarball(struct job *j, struct err *e)
 	}
 	install_known_settle(j->known);
 	install_tree_keep(c, m, j->a, j->tree, j->asize, j->known, j->keep);
-	install_tree_keep_end(j->keep);
-	j->keep = NULL;
+	if (!c->keep_later) {
+		install_tree_keep_end(j->keep);
+		j->keep = NULL;
+	}
 	/* streamed: what extraction took beyond the download */
 	j->ph[INSTALL_PH_EXTRACT] = clock_us() - tp + xs.tail_us;
 	if (!xp.paused)
@@ -826,7 +828,8 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 	rc = 0;
 out:
 	install_pacer_stop(&pc);
-	install_tree_keep_end(j->keep);
+	/* a require's copies move into the cache once its dependent may go on */
+	install_tree_keep_done(c, j->keep);
 	install_known_free(j->known);
 	free(j->listing);
 	fs_rm_tree(j->staging, NULL);

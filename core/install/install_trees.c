@@ -91,11 +91,15 @@ known_sum(void *arg, const char *rel, const struct stat *st, unsigned char sha25
 	return install_known_get(arg, rel, st, sha256);
 }
 
-/* The extraction's digests and copies of a tree to keep. */
+/* The extraction's digests and copies of a tree to keep; once its walk is
+ * done, the store that moves the copies in (install_tree_keep_end). */
 struct install_keep {
 	struct install_known *known;
 	struct cache_sums sums;
 	char copy[24]; /* the copy of the file reported next */
+	struct cache_store *store;
+	char label[MANIFEST_VERSION_MAX + 300], where[PATH_MAX + CACHE_KEY_MAX + 8];
+	struct install_keep *next; /* install_ctx.kept */
 };
 
 static void
@@ -139,8 +143,33 @@ install_tree_keep_end(struct install_keep *k)
 {
 	if (k == NULL)
 		return;
+	if (k->store != NULL && cache_tree_store_end(k->store))
+		note_line("%s: kept the extracted tree in %s for the next tools directory", k->label,
+		          k->where);
 	cache_sums_free(&k->sums);
 	free(k);
+}
+
+void
+install_tree_keep_done(struct install_ctx *c, struct install_keep *k)
+{
+	if (k != NULL && k->store != NULL && c->keep_later) {
+		k->next = c->kept;
+		c->kept = k;
+		return;
+	}
+	install_tree_keep_end(k);
+}
+
+void
+install_tree_keeps_end(struct install_ctx *c)
+{
+	struct install_keep *k;
+
+	while ((k = c->kept) != NULL) {
+		c->kept = k->next;
+		install_tree_keep_end(k);
+	}
 }
 
 void
@@ -148,7 +177,7 @@ install_tree_keep(struct install_ctx *c, const manifest_t *m, const struct manif
                   const char *tree, uint64_t asize, const struct install_known *known, struct install_keep *k)
 {
 	char key[CACHE_KEY_MAX], meta[64], label[MANIFEST_VERSION_MAX + 300];
-	int fd;
+	int fd, kept;
 
 	if (!usable(c) || tree_key(m, a, key) < 0 || cache_tree_has(c->cache_dir, key))
 		return;
@@ -156,8 +185,16 @@ install_tree_keep(struct install_ctx *c, const manifest_t *m, const struct manif
 		return;
 	snprintf(meta, sizeof(meta), "size=%" PRIu64, asize);
 	snprintf(label, sizeof(label), "%s %s", m->name, m->version);
-	if (k != NULL ? cache_tree_store(c->cache_dir, key, fd, meta, label, cache_sums_get, &k->sums)
-	              : cache_tree_store(c->cache_dir, key, fd, meta, label, known_sum, (void *)known))
+	if (k != NULL) {
+		/* the tree is read now; its copies move in at install_tree_keep_end */
+		snprintf(k->label, sizeof(k->label), "%s", label);
+		snprintf(k->where, sizeof(k->where), "%s/trees/%s", c->cache_dir, key);
+		k->store = cache_tree_store_begin(c->cache_dir, key, fd, meta, label, cache_sums_get,
+		                                  &k->sums, &kept);
+	} else {
+		kept = cache_tree_store(c->cache_dir, key, fd, meta, label, known_sum, (void *)known);
+	}
+	if (kept)
 		note_line("%s: kept the extracted tree in %s/trees/%s for the next tools directory", label,
 		          c->cache_dir, key);
 	close(fd);
