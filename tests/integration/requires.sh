@@ -95,6 +95,12 @@ check "app's packages were staged while node-runtime downloaded (its 'kept' note
 	test -n "$KEPT" -a -n "$PUB" -a "${KEPT:-0}" -lt "${PUB:-0}"
 check "... and app's verify ran through that node (published before app)" \
 	test -x "$T/t1/$NODE_TREE/bin/node" -a -f "$T/t1/app/.installed.json"
+NKEPT=$(grep -n "node-runtime 99.0.0: kept the extracted tree in $T/t1/.cache/trees/" "$T/err" | head -1 | cut -d: -f1)
+check "node-runtime's tree was read for the cache before it ran and its copies moved in after its publish (its 'kept' note, line ${NKEPT:-none}, after line ${PUB:-none}): app's verify did not wait for them" \
+	test -n "$NKEPT" -a -n "$PUB" -a "${NKEPT:-0}" -gt "${PUB:-0}"
+run env PATH="$T/nobin" "$BIN" prepare --only app --tools-dir "$T/t1p" --cache "$T/t1/.cache"
+expect "... a tools directory on that cache: node-runtime placed from that tree (every copy hashed against its sealed listing)" 0 \
+	"app 1.0.0: installed" "node-runtime 99.0.0: placed "
 check "every progress and note line is whole (one 'name: phase' or 'agent-sandbox-server: ' line each)" sh -c \
 	"! grep -Ev '^(agent-sandbox-server: |node-runtime: [a-z]+|app: [a-z]+)' '$T/err' | grep -q ."
 run "$BIN" verify app --tools-dir "$T/t1"
