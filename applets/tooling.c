@@ -182,9 +182,11 @@ tooling_announce(void *arg, const manifest_t *m, const char *why, const char *di
 }
 
 void
-tooling_timing(void *arg, const manifest_t *m, const int64_t us[INSTALL_PH_N])
+tooling_timing(void *arg, const manifest_t *m, const int64_t us[INSTALL_PH_N],
+               const int64_t cpu[INSTALL_CPU_N])
 {
 	char line[1024];
+	const char *sep = "; cpu:";
 	int n, i, k;
 	int64_t total = 0;
 
@@ -206,9 +208,23 @@ tooling_timing(void *arg, const manifest_t *m, const int64_t us[INSTALL_PH_N])
 		             (long long)(us[i] % 1000));
 		n = k < 0 ? -1 : n + k;
 	}
+	if (n > 0 && n < (int)sizeof(line)) {
+		k = snprintf(line + n, sizeof(line) - (size_t)n, " total %lld.%03lld ms",
+		             (long long)(total / 1000), (long long)(total % 1000));
+		n = k < 0 ? -1 : n + k;
+	}
+	/* the CPU behind the phases, for what was extracted or downloaded */
+	for (i = 0; i < INSTALL_CPU_N && n > 0 && n < (int)sizeof(line); i++) {
+		if (cpu[i] <= 0)
+			continue;
+		k = snprintf(line + n, sizeof(line) - (size_t)n, "%s %s %lld.%03lld ms", sep,
+		             install_cpu_name((enum install_cpu)i), (long long)(cpu[i] / 1000),
+		             (long long)(cpu[i] % 1000));
+		n = k < 0 ? -1 : n + k;
+		sep = ",";
+	}
 	if (n > 0 && n < (int)sizeof(line))
-		n += snprintf(line + n, sizeof(line) - (size_t)n, " total %lld.%03lld ms\n",
-		              (long long)(total / 1000), (long long)(total % 1000));
+		n += snprintf(line + n, sizeof(line) - (size_t)n, "\n");
 	if (n >= (int)sizeof(line))
 		n = (int)sizeof(line) - 1, line[n - 1] = '\n';
 	/* one write, like every message */

@@ -105,6 +105,7 @@ void tooling_progress(void *arg, const char *name, const char *phase, const stru
  * installing NAME VERSION into DIR (why)" on stderr. */
 void tooling_announce(void *arg, const manifest_t *m, const char *why, const char *dir);
 /* prepare -v: one line per install, the time of each phase (install_phase) */
-void tooling_timing(void *arg, const manifest_t *m, const int64_t us[INSTALL_PH_N]);
+void tooling_timing(void *arg, const manifest_t *m, const int64_t us[INSTALL_PH_N],
+                    const int64_t cpu[INSTALL_CPU_N]);
 
 #endif

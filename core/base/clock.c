@@ -21,6 +21,16 @@ clock_us(void)
 }
 
 int64_t
+clock_thread_cpu_us(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+		return 0;
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+int64_t
 clock_wall_ms(void)
 {
 	struct timespec ts;

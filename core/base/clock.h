@@ -16,6 +16,10 @@ int64_t clock_ms(void);
 /* Microseconds on the monotonic clock. */
 int64_t clock_us(void);
 
+/* Microseconds of CPU the calling thread has used (CLOCK_THREAD_CPUTIME_ID):
+ * where an install's time went, per thread, beside the wall-clock phases. */
+int64_t clock_thread_cpu_us(void);
+
 /* Milliseconds since the epoch on the wall clock. */
 int64_t clock_wall_ms(void);
 

@@ -136,6 +136,15 @@ install_phase_name(enum install_phase p)
 	return (unsigned)p < INSTALL_PH_N ? names[p] : "?";
 }
 
+const char *
+install_cpu_name(enum install_cpu p)
+{
+	static const char *const names[INSTALL_CPU_N] = {
+	    "receive", "digests", "download write", "decompress", "tree write",
+	};
+	return (unsigned)p < INSTALL_CPU_N ? names[p] : "?";
+}
+
 static int
 fail_state(struct install_result *r, struct err *e)
 {

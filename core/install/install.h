@@ -124,6 +124,20 @@ enum install_phase {
  * pass for the same tree and run (install_verified_get). */
 #define INSTALL_PH_NOT_RUN (-2)
 const char *install_phase_name(enum install_phase p);
+/* Where one install's CPU went (CPU microseconds summed over the threads,
+ * beside the wall-clock phases, which overlap when an archive extracts as
+ * it downloads): receiving (TLS, reading; a small download's digests),
+ * the downloads' digests and their writes, decompressing (libarchive and
+ * every check) and writing the tree (write, sha256, the cache's copies). */
+enum install_cpu {
+	INSTALL_CPU_RECV,
+	INSTALL_CPU_DIGEST,
+	INSTALL_CPU_BLOB,
+	INSTALL_CPU_DECOMPRESS,
+	INSTALL_CPU_TREE,
+	INSTALL_CPU_N
+};
+const char *install_cpu_name(enum install_cpu p);
 
 /* ABX_TEST_PAUSE=phase (tests only; never with ABX_SERVER_ENV=production):
  * announce "install: paused at <phase>" on stderr and sleep 30 s there. */
@@ -148,7 +162,8 @@ struct install_ctx {
 	/* Called (with progress_arg) after each install that published a
 	 * tree: microseconds per phase (-1: a phase this source has not).
 	 * NULL = silent. */
-	void (*timing)(void *arg, const manifest_t *m, const int64_t us[INSTALL_PH_N]);
+	void (*timing)(void *arg, const manifest_t *m, const int64_t us[INSTALL_PH_N],
+	               const int64_t cpu[INSTALL_CPU_N]);
 	/* Called (with progress_arg) when a require of a tool being
 	 * installed has been ensured: rc 0 (r ready) or -1 (e: its own error,
 	 * before the dependent's "X requires Y: " prefix). NULL = silent. */
@@ -270,6 +285,7 @@ struct install_npm_info {
 	size_t fetched, cached; /* of which downloaded now, taken from the cache */
 	size_t skipped;         /* lockfile entries not for the platform */
 	char lock_sha256[65];   /* the lockfile's digest */
+	int64_t cpu[INSTALL_CPU_N];
 };
 int install_npm_stage(struct install_ctx *c, const manifest_t *m, const char *tree,
                       struct install_known *known, struct install_npm_info *info, struct err *e);

@@ -84,6 +84,7 @@ struct install_progress_state {
 	struct install_progress cur; /* what is reported (install.h) */
 	install_progress_fn fn;      /* the context's own, while npm reports through us */
 	void *arg;
+	int64_t *cpu; /* the job's CPU (enum install_cpu), or NULL */
 };
 /* Report p->cur in phase (at most every 200 ms unless force or the phase
  * changed). */

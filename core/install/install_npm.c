@@ -242,6 +242,11 @@ run(struct install_ctx *c, const manifest_t *m, const char *platform, const char
 		info->fetched = st.fetched;
 		info->cached = st.cached;
 		info->skipped = l->nskipped;
+		info->cpu[INSTALL_CPU_RECV] = st.cpu_recv_us;
+		info->cpu[INSTALL_CPU_DIGEST] = st.cpu_digest_us;
+		info->cpu[INSTALL_CPU_BLOB] = st.cpu_blob_us;
+		info->cpu[INSTALL_CPU_DECOMPRESS] = st.cpu_decompress_us;
+		info->cpu[INSTALL_CPU_TREE] = st.cpu_tree_us;
 	}
 	if (rc == 0) {
 		c->downloads += (int)st.fetched;

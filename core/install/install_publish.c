@@ -410,6 +410,7 @@ struct job {
 	struct install_npm_info npminfo;
 	struct install_progress_state ps;
 	int64_t ph[INSTALL_PH_N];
+	int64_t cpu[INSTALL_CPU_N]; /* where its CPU went */
 };
 
 /* Unless ao says otherwise, a tree four times size_hint_mb (plus slack for
@@ -467,6 +468,9 @@ stream_run(void *arg, arc_read_fn read, void *rctx, struct err *e)
 	tarball_opts(j, &ao, arc_format_from_name(j->a->url));
 	rc = arc_extract_read(read, rctx, dfd, &ao, &as, e);
 	close(dfd);
+	/* this thread's own entries: the download's are the caller's */
+	j->cpu[INSTALL_CPU_DECOMPRESS] += as.cpu_read_us;
+	j->cpu[INSTALL_CPU_TREE] += as.cpu_write_us;
 	return rc;
 }
 
@@ -501,7 +505,7 @@ stage_tarball(struct job *j, struct err *e)
 	struct arc_stats as;
 	struct stat st;
 	int64_t tp;
-	int placed;
+	int placed, rc;
 
 	if ((j->a = manifest_artifact(m, c->platform)) == NULL)
 		return err_set(e, "install.failed", "%s has no artifact for %s", m->name, c->platform);
@@ -553,7 +557,10 @@ stage_tarball(struct job *j, struct err *e)
 		}
 		ao.progress = extract_progress;
 		ao.progress_ctx = &xp;
-		if (arc_extract(art_path, j->tree, &ao, &as, e) < 0)
+		rc = arc_extract(art_path, j->tree, &ao, &as, e);
+		j->cpu[INSTALL_CPU_DECOMPRESS] += as.cpu_read_us;
+		j->cpu[INSTALL_CPU_TREE] += as.cpu_write_us;
+		if (rc < 0)
 			return -1;
 	}
 	install_known_settle(j->known);
@@ -589,6 +596,8 @@ stage_npm(struct job *j, struct err *e)
 	c->progress_arg = j->ps.arg;
 	if (staged < 0)
 		return -1;
+	for (int i = 0; i < INSTALL_CPU_N; i++)
+		j->cpu[i] += j->npminfo.cpu[i];
 	j->ph[INSTALL_PH_NPM] = clock_us() - tp;
 	return 0;
 }
@@ -793,6 +802,7 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 	mark_topdir(staging_root);
 	install_collect_stale(staging_root, NULL);
 	j->ps.c = c;
+	j->ps.cpu = j->cpu;
 	j->ps.m = m;
 	j->ps.started = time(NULL);
 	j->ps.fn = c->progress;
@@ -818,7 +828,7 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 	    install_requires_join(c, &j->ph[INSTALL_PH_REQUIRES], e) < 0 || check_and_publish(j, &pc, e) < 0)
 		goto out;
 	if (c->timing != NULL)
-		c->timing(c->progress_arg, m, j->ph);
+		c->timing(c->progress_arg, m, j->ph, j->cpu);
 	c->installs++;
 	r->state = INSTALL_READY;
 	r->installed = 1;

@@ -295,7 +295,7 @@ download(struct install_ctx *c, const manifest_t *m, const char *url, const char
 	struct dl d;
 	struct digest dg, want, sha;
 	char hex[DIGEST_HEX_MAX];
-	int64_t remaining;
+	int64_t remaining, cpu0;
 	int i, rc;
 
 	if (c->http == NULL && (c->http = config_http_client(e)) == NULL)
@@ -315,6 +315,7 @@ download(struct install_ctx *c, const manifest_t *m, const char *url, const char
 	memset(&d, 0, sizeof(d));
 	if (cache_put_open(&d.put, dir, DIGEST_SHA256, e) < 0)
 		return -1;
+	cpu0 = clock_thread_cpu_us();
 	xrun_start(&x, xs, &d.put);
 	d.ps = ps;
 	http_request_init(&rq, url);
@@ -341,6 +342,11 @@ download(struct install_ctx *c, const manifest_t *m, const char *url, const char
 		ps->cur.bytes = ps->cur.total = ps->base;
 	}
 	rc = cache_put_commit(&d.put, want_sha[0] ? &want : NULL, 1, &dg, &sha, path, cap, e);
+	if (ps != NULL && ps->cpu != NULL) {
+		ps->cpu[INSTALL_CPU_RECV] += clock_thread_cpu_us() - cpu0;
+		ps->cpu[INSTALL_CPU_DIGEST] += d.put.cpu.digest_us;
+		ps->cpu[INSTALL_CPU_BLOB] += d.put.cpu.write_us;
+	}
 	if (xrun_join(&x, rc > 0, e) < 0)
 		return -2;
 	if (rc < 0)

@@ -3,6 +3,7 @@
  * policy and why archive_write_disk is not used).
  */
 #include "pkg/arc_int.h"
+#include "base/clock.h"
 #include "base/digest.h"
 
 #include <archive.h>
@@ -591,6 +592,7 @@ extract(int archive_fd, const void *mem, size_t memlen, struct src *src, int roo
 	struct xs x;
 	locale_t utf8, old = (locale_t)0;
 	int r, rc = -1, opened;
+	int64_t cpu0 = clock_thread_cpu_us();
 
 	if (st == NULL)
 		st = &local;
@@ -684,6 +686,7 @@ out_locale:
 		freelocale(utf8);
 	}
 	free(tee.buf);
+	st->cpu_read_us = clock_thread_cpu_us() - cpu0;
 	return rc;
 }
 

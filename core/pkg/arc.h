@@ -182,6 +182,10 @@ struct arc_stats {
 	uint64_t entries;  /* entries created (files, dirs, links) */
 	uint64_t skipped;  /* entries skipped (strip_components, ARC_NPM drops) */
 	uint64_t bytes_in; /* archive bytes read (compressed) */
+	/* CPU microseconds: the calling thread's (reading, decompressing,
+	 * checking; writing too until a writer thread starts) and the writer
+	 * thread's (write, sha256, the cache's copies) */
+	int64_t cpu_read_us, cpu_write_us;
 };
 
 /* Zero o and set its format; every cap at its default. */

@@ -17,6 +17,7 @@
  * is the caller's to remove either way.
  */
 #include "pkg/arc_int.h"
+#include "base/clock.h"
 #include "base/digest.h"
 
 #include <errno.h>
@@ -63,7 +64,8 @@ struct arc_writer {
 	struct digest_ctx dc;
 	int64_t end;
 	uint64_t bytes, files;
-	struct err e; /* the writer's failure, set before failed */
+	int64_t cpu_us; /* the writer thread's CPU, set as it ends */
+	struct err e;   /* the writer's failure, set before failed */
 	int failed;   /* under mu */
 	/* the ring, when threaded */
 	unsigned char *ring;
@@ -263,6 +265,7 @@ w_main(void *arg)
 			pthread_cond_broadcast(&w->cv);
 	}
 	pthread_mutex_unlock(&w->mu);
+	w->cpu_us = clock_thread_cpu_us(); /* read after the join */
 	return NULL;
 }
 
@@ -448,6 +451,8 @@ arc_w_finish(struct xs *x, int ok)
 		pthread_mutex_unlock(&w->mu);
 		pthread_join(w->th, NULL);
 		w->started = 0;
+		x->st->cpu_write_us += w->cpu_us;
+		w->cpu_us = 0;
 	}
 	if (w->open)
 		close(w->f.fd); /* the reader stopped inside it */

@@ -199,7 +199,7 @@ cache_put_commit(struct cache_put *p, const struct digest *want, int fsync_it, s
 {
 	char hex[DIGEST_HEX_MAX], dir[4096];
 	char *slash;
-	int wr = cache_pipe_finish(p->pipe, got, sha256);
+	int wr = cache_pipe_finish_cpu(p->pipe, got, sha256, &p->cpu);
 
 	p->pipe = NULL;
 	if (wr < 0) {

@@ -88,6 +88,12 @@ int cache_pipe_write(struct cache_pipe *p, const void *data, size_t len);
 /* Write what is left, wait for the worker, put the digests in a and b (b
  * may be NULL) and free p: 0, or -1 with errno when a write failed. */
 int cache_pipe_finish(struct cache_pipe *p, struct digest *a, struct digest *b);
+/* The same, adding to cpu the CPU microseconds the digest threads and the
+ * write thread used (the last partial chunk is the caller's). */
+struct cache_pipe_cpu {
+	int64_t digest_us, write_us;
+};
+int cache_pipe_finish_cpu(struct cache_pipe *p, struct digest *a, struct digest *b, struct cache_pipe_cpu *cpu);
 /* Abandon: stop the worker and free p (NULL is fine). */
 void cache_pipe_free(struct cache_pipe *p);
 /*
@@ -117,6 +123,7 @@ struct cache_put {
 	struct cache_pipe *pipe; /* hashes (alg, and sha256 beside another) and writes */
 	enum digest_alg alg;
 	uint64_t bytes;
+	struct cache_pipe_cpu cpu; /* set by cache_put_commit */
 };
 
 /* Start a download into dir (the cache, or a staging directory): alg is

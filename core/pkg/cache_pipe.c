@@ -16,6 +16,8 @@
  */
 #include "pkg/cache.h"
 
+#include "base/clock.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -41,6 +43,7 @@ struct consumer {
 	struct cache_pipe *p;
 	int i;
 	unsigned tail; /* slots this consumer is done with (mod 2^32) */
+	int64_t cpu_us; /* the thread's CPU, added as it ends */
 	pthread_t th;
 };
 
@@ -154,6 +157,7 @@ worker(void *arg)
 			pthread_cond_signal(&p->room);
 	}
 	pthread_mutex_unlock(&p->mu);
+	c->cpu_us += clock_thread_cpu_us(); /* read after the join */
 	return NULL;
 }
 
@@ -309,8 +313,14 @@ owner_release(struct cache_pipe *p, int fin)
 int
 cache_pipe_finish(struct cache_pipe *p, struct digest *a, struct digest *b)
 {
+	return cache_pipe_finish_cpu(p, a, b, NULL);
+}
+
+int
+cache_pipe_finish_cpu(struct cache_pipe *p, struct digest *a, struct digest *b, struct cache_pipe_cpu *cpu)
+{
 	unsigned slot;
-	int er = stop(p);
+	int i, er = stop(p);
 
 	slot = p->head % p->nslots;
 	if (er == 0 && p->ring != NULL && p->len[slot] > 0) {
@@ -324,6 +334,9 @@ cache_pipe_finish(struct cache_pipe *p, struct digest *a, struct digest *b)
 	digest_final(&p->d[0], a);
 	if (b != NULL && p->nd > 1)
 		digest_final(&p->d[1], b);
+	if (cpu != NULL)
+		for (i = 0; i < p->nc; i++)
+			*(i < p->nd ? &cpu->digest_us : &cpu->write_us) += p->c[i].cpu_us;
 	owner_release(p, er == 0);
 	if (er != 0) {
 		errno = er;

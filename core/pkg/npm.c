@@ -186,6 +186,7 @@ fetch_one(struct run *r, struct http_client *hc, struct job *j, struct mem *m, s
 	struct hostrule hr;
 	struct sink s;
 	struct digest dw, d256;
+	int64_t cpu0;
 	int rc;
 
 	buf_reset(&m->b);
@@ -212,6 +213,7 @@ fetch_one(struct run *r, struct http_client *hc, struct job *j, struct mem *m, s
 	if (rc < 0 || (size_t)rc >= sizeof(url))
 		return err_set(e, "http.url", "URL too long for %s", p->path);
 
+	cpu0 = clock_thread_cpu_us();
 	memset(&s, 0, sizeof(s));
 	buf_reset(&m->b);
 	s.r = r;
@@ -263,6 +265,9 @@ fetch_one(struct run *r, struct http_client *hc, struct job *j, struct mem *m, s
 	m->ok = s.b != NULL && !s.b->over;
 	pthread_mutex_lock(&r->mu);
 	r->st.fetched++;
+	r->st.cpu_recv_us += clock_thread_cpu_us() - cpu0;
+	r->st.cpu_digest_us += s.put.cpu.digest_us;
+	r->st.cpu_blob_us += s.put.cpu.write_us;
 	pthread_mutex_unlock(&r->mu);
 	return 0;
 }
@@ -451,6 +456,8 @@ finish_pkg(struct run *r, struct job *j, const struct mem *m, int dfd, struct ca
 	r->st.extracted++;
 	r->st.kept += (size_t)kept;
 	r->st.files += as->entries;
+	r->st.cpu_decompress_us += as->cpu_read_us;
+	r->st.cpu_tree_us += as->cpu_write_us;
 	pthread_mutex_unlock(&r->mu);
 	return 0;
 }

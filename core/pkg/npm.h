@@ -93,6 +93,11 @@ struct npm_stats {
 	uint64_t files;        /* files written by extraction or placement */
 	size_t placed;         /* placed from the cache's extracted trees */
 	size_t kept;           /* extracted trees kept in the cache */
+	/* CPU microseconds summed over the workers and their threads:
+	 * receiving (TLS, reading; a small download's digests), the
+	 * download pipes' digests and writes, decompressing (libarchive,
+	 * the checks) and writing the trees (write, sha256) */
+	int64_t cpu_recv_us, cpu_digest_us, cpu_blob_us, cpu_decompress_us, cpu_tree_us;
 };
 
 /*

@@ -5,7 +5,11 @@
 # filled, a new tools directory (ours) or prefix (npm). The figures are
 # printed as ratios (ours / npm) in the names of the checks and on stderr
 # with the phases of ours (prepare -v), for the record; the checks are only
-# that each install succeeded and runs: no timed assertion.
+# that each install succeeded and runs: no timed assertion. Each timed run
+# starts after an untimed sync, as the local benches do: npm never syncs
+# what it writes (we syncfs before publishing), and without it the disk's
+# writeback of one run's gigabyte slows the next run's writes, whichever
+# side that is.
 . "$TOP/tests/lib.sh"
 . "$TOP/tools/benchlib.sh" # median
 
@@ -22,6 +26,7 @@ fi
 if [ "$(date +%N)" != "%N" ]; then now() { date +%s%3N; }; else now() { python3 -c 'import time; print("%.0f" % (time.time() * 1000))'; }; fi
 ours() { # NAME CACHE N: ms of one prepare into a new tools directory o<N>
 	n=$3
+	sync # untimed (as in tools/bench): the previous run's writeback is not billed to this one
 	_a=$(now)
 	env PATH="$T/nobin" "$BIN" prepare --only "$1" --tools-dir "$T/o$n" --cache "$2" -v >"$T/out" 2>"$T/ours-$1-$n.err" ||
 		echo "ours $1 failed: $(tail -2 "$T/ours-$1-$n.err")" >>"$T/fail"
@@ -30,6 +35,7 @@ ours() { # NAME CACHE N: ms of one prepare into a new tools directory o<N>
 }
 npmg() { # PKG@VER CACHE N: ms of one npm install -g into a new prefix p<N>
 	n=$3
+	sync
 	_a=$(now)
 	npm install -g --prefix "$T/p$n" --cache "$2" --prefer-offline --no-audit --no-fund --ignore-scripts \
 		--userconfig "$T/empty" --globalconfig "$T/gempty" --registry https://registry.npmjs.org/ "$1" \

@@ -66,6 +66,11 @@ check "tarball: the tree is the archive's" sh -c \
 check "tarball: the artifact is cached under its digest" test -f "$T/t1/.cache/$G"
 check "tarball: its extracted tree is kept" grep -q "gated 1.0.0: kept the extracted tree" "$T/err"
 check "tarball: nothing left in staging" test -z "$(ls -A "$T/t1/.staging")"
+# prepare -v: the CPU behind the overlapping phases, per activity
+for a in receive digests "download write" decompress "tree write"; do
+	check "tarball: prepare -v says the CPU of '$a'" \
+		grep -Eq "^agent-sandbox-server: timing gated 1\.0\.0:.* total [0-9.]+ ms; cpu:.* $a [0-9]+\.[0-9]{3} ms" "$T/err"
+done
 
 # the cached artifact (no kept tree): extracted from the cache, no download
 rm -rf "$T/t1/.cache/trees"

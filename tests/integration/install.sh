@@ -104,6 +104,8 @@ for ph in probe download+digest extract verify.argv "tree listing" publish/sync 
 	_re=$(printf '%s' "$ph" | sed 's/[+.]/\\&/g')
 	check "prepare -v times phase '$ph'" grep -Eq "^agent-sandbox-server: timing hello 1\.0\.0:.* $_re [0-9]+\.[0-9]{3} ms" "$T/err"
 done
+check "prepare -v: the CPU of decompressing, none of receiving (no download)" sh -c \
+	"grep 'timing hello' '$T/err' | grep -Eq '; cpu:.* decompress [0-9]+\.[0-9]{3} ms' && ! grep 'timing hello' '$T/err' | grep -q ' receive '"
 check "prepare -v: exactly one timing line, no npm phase for a tarball" \
 	sh -c "test \$(grep -c 'timing hello' '$T/err') -eq 1 && ! grep -q ' npm [0-9]' '$T/err'"
 check "the extracted tree is kept in the cache, and says so" \

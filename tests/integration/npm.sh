@@ -207,6 +207,7 @@ expect "offline with the cache" 0
 for ph in probe npm verify.argv "tree listing" publish/sync total; do
 	check "prepare -v times phase '$ph'" grep -Eq "^agent-sandbox-server: timing app [^:]*:.* $ph [0-9]+\.[0-9]{3} ms" "$T/err"
 done
+check "prepare -v: nothing extracted or downloaded, so no CPU to say" sh -c "! grep 'timing app ' '$T/err' | grep -q '; cpu:'"
 check "prepare -v: no tarball phases for npm-lock" sh -c "! grep 'timing app ' '$T/err' | grep -Eq ' (extract|download\+digest) [0-9]'"
 check "offline: no request reached the registry" test ! -s "$T/reg.log"
 check "a new tools directory: every package placed from the cache's extracted trees, and said" \
