@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/sysmacros.h>
@@ -848,4 +849,24 @@ fs_rand_hex(char *out, int nbytes)
 		out[2 * i + 1] = hex[b[i] & 15];
 	}
 	out[2 * nbytes] = '\0';
+}
+
+/* FS_IOC_GETFLAGS, FS_IOC_SETFLAGS and FS_TOPDIR_FL of <linux/fs.h> (not
+ * in musl's headers); the flags argument is an int whatever the macro says. */
+#define ABX_FS_IOC_GETFLAGS 0x80086601UL
+#define ABX_FS_IOC_SETFLAGS 0x40086602UL
+#define ABX_FS_TOPDIR_FL 0x00020000
+
+void
+fs_mark_topdir(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), fl = 0;
+
+	if (fd < 0)
+		return;
+	if (ioctl(fd, ABX_FS_IOC_GETFLAGS, &fl) == 0 && !(fl & ABX_FS_TOPDIR_FL)) {
+		fl |= ABX_FS_TOPDIR_FL;
+		(void)ioctl(fd, ABX_FS_IOC_SETFLAGS, &fl);
+	}
+	close(fd);
 }

@@ -104,6 +104,19 @@ int fs_walk(int rootfd, const char *limit_code, fs_visit_fn visit, void *arg, st
  * (statvfs f_bavail × f_frsize) into *out. */
 int fs_free_bytes(const char *path, uint64_t *out, struct err *e);
 
+/*
+ * Mark dir a "top directory" (chattr +T): ext2/3/4 then place each
+ * directory created in it as they place top-level ones (Orlov: in a block
+ * group with room and few directories) instead of beside its parent, so
+ * what is made under it takes its inodes from a quiet part of the disk
+ * (a file goes to its directory's group). It matters on ext4 without a
+ * journal: there a new inode skips every inode of its group deleted in the
+ * last minutes (ialloc.c recently_deleted()), and where other work has just
+ * deleted thousands of files each new file cost up to a millisecond more.
+ * Best effort: other filesystems refuse the ioctl and nothing changes.
+ */
+void fs_mark_topdir(const char *dir);
+
 /* A state or tools directory is safe when it is a directory (a symlink to
  * one is followed), owned by us (euid) or root, and not group- or
  * world-writable. Unsafe → -1 with config.state_dir_unsafe naming the path,

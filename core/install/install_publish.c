@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -349,37 +348,6 @@ remove_old_trees(const char *w, const char *name, const char *keep, const char *
 			fs_rm_tree(dst, &e);
 	}
 	closedir(d);
-}
-
-/* FS_IOC_GETFLAGS, FS_IOC_SETFLAGS and FS_TOPDIR_FL of <linux/fs.h> (not
- * in musl's headers); the flags argument is an int whatever the macro says. */
-#define ABX_FS_IOC_GETFLAGS 0x80086601UL
-#define ABX_FS_IOC_SETFLAGS 0x40086602UL
-#define ABX_FS_TOPDIR_FL 0x00020000
-
-/*
- * Mark the staging root a "top directory" (chattr +T): ext2/3/4 then place
- * each directory created in it as they place top-level ones (Orlov: in a
- * block group with room and few directories) instead of beside its parent,
- * so a staged tree takes its inodes from a quiet part of the disk. It
- * matters on ext4 without a journal: there a new inode skips every inode
- * of its group deleted in the last minutes (ialloc.c recently_deleted()),
- * and where other work has just deleted thousands of files each file of an
- * npm tree cost up to a millisecond more. Best effort: other filesystems
- * refuse the ioctl and nothing changes.
- */
-static void
-mark_topdir(const char *dir)
-{
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), fl = 0;
-
-	if (fd < 0)
-		return;
-	if (ioctl(fd, ABX_FS_IOC_GETFLAGS, &fl) == 0 && !(fl & ABX_FS_TOPDIR_FL)) {
-		fl |= ABX_FS_TOPDIR_FL;
-		(void)ioctl(fd, ABX_FS_IOC_SETFLAGS, &fl);
-	}
-	close(fd);
 }
 
 static void
@@ -799,7 +767,7 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 		free(j);
 		return -1;
 	}
-	mark_topdir(staging_root);
+	fs_mark_topdir(staging_root);
 	install_collect_stale(staging_root, NULL);
 	j->ps.c = c;
 	j->ps.cpu = j->cpu;

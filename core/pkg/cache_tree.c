@@ -45,6 +45,10 @@ cache_sums_copies(struct cache_sums *s, const char *cache)
 {
 	char p[4200], rnd[17];
 
+	/* the copies (a file each, all in one directory, made on the
+	 * extraction's critical path) and the kept trees take their inodes
+	 * from a quiet block group (fs_mark_topdir) */
+	fs_mark_topdir(cache);
 	fs_rand_hex(rnd, 8);
 	if ((size_t)snprintf(p, sizeof(p), "%s/.tmp-tree-copies-%s", cache, rnd) >= sizeof(p) ||
 	    mkdir(p, 0700) != 0)
