@@ -175,11 +175,13 @@ int install_one(struct install_ctx *c, const manifest_t *m, const char *w, struc
  * (fs_writeback_start), so the disk wrote while the rest was staged; the
  * kernel would start none before vm.dirty_background_ratio (gigabytes on
  * a large machine) or 30 s. Only our files: another process writing to
- * the same filesystem is not made to write back at our pace (a syncfs
- * every 100 ms did that, and waited for its data). Tried and dropped: an
- * fsync per file (a disk flush each: ~5 s for 2,700 files here), and
- * sync_file_range of each file only once the tree was complete (only the
- * verify run was left to overlap).
+ * the same filesystem is no longer written back at our pace (a syncfs
+ * every 100 ms while staging did that). What it has left unwritten when
+ * this syncfs runs is written too (a syncfs cannot leave it out), so
+ * beside a heavy writer publish/sync waits for that backlog once. Tried
+ * and dropped: an fsync per file (a disk flush each: ~5 s for 2,700 files
+ * here), and sync_file_range of each file only once the tree was complete
+ * (only the verify run was left to overlap).
  */
 struct bg_sync {
 	pthread_t th;
