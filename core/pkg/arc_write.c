@@ -68,7 +68,7 @@ struct arc_writer {
 	uint64_t bytes, files;
 	int64_t cpu_us; /* the writer thread's CPU, set as it ends */
 	struct err e;   /* the writer's failure, set before failed */
-	int failed;   /* under mu */
+	int failed;     /* under mu */
 	/* the ring, when threaded */
 	unsigned char *ring;
 	struct slot slot[W_SLOTS];

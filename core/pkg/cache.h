@@ -94,7 +94,8 @@ int cache_pipe_finish(struct cache_pipe *p, struct digest *a, struct digest *b);
 struct cache_pipe_cpu {
 	int64_t digest_us, write_us;
 };
-int cache_pipe_finish_cpu(struct cache_pipe *p, struct digest *a, struct digest *b, struct cache_pipe_cpu *cpu);
+int cache_pipe_finish_cpu(struct cache_pipe *p, struct digest *a, struct digest *b,
+                          struct cache_pipe_cpu *cpu);
 /* Abandon: stop the worker and free p (NULL is fine). */
 void cache_pipe_free(struct cache_pipe *p);
 /*

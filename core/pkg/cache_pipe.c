@@ -41,7 +41,7 @@ struct cache_pipe;
 struct consumer {
 	struct cache_pipe *p;
 	int i;
-	unsigned tail; /* slots this consumer is done with (mod 2^32) */
+	unsigned tail;  /* slots this consumer is done with (mod 2^32) */
 	int64_t cpu_us; /* the thread's CPU, added as it ends */
 	pthread_t th;
 };
