@@ -74,8 +74,9 @@ int cache_sha256_of(const char *cache, const struct digest *d, char hex[DIGEST_H
  * is full (a small download costs no thread) each digest (one or two
  * algorithms) and the write to fd get a thread of their own, so they run
  * side by side and the slowest sets the pace. The writer starts the
- * writeback of fd's dirty pages every 8 MiB (sync_file_range, no wait), so
- * an fsync after cache_pipe_finish has little left to wait for. Not shared
+ * writeback of fd's dirty pages every 8 MiB and cache_pipe_finish that of
+ * the tail (fs_writeback_start, no wait), so an fsync or syncfs after it
+ * has little left to wait for. Not shared
  * between threads other than these.
  */
 struct cache_pipe;
@@ -93,7 +94,8 @@ int cache_pipe_finish(struct cache_pipe *p, struct digest *a, struct digest *b);
 struct cache_pipe_cpu {
 	int64_t digest_us, write_us;
 };
-int cache_pipe_finish_cpu(struct cache_pipe *p, struct digest *a, struct digest *b, struct cache_pipe_cpu *cpu);
+int cache_pipe_finish_cpu(struct cache_pipe *p, struct digest *a, struct digest *b,
+                          struct cache_pipe_cpu *cpu);
 /* Abandon: stop the worker and free p (NULL is fine). */
 void cache_pipe_free(struct cache_pipe *p);
 /*

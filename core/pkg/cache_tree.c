@@ -324,9 +324,10 @@ static int
 copy_plain(struct walk *w, int in, int out)
 {
 	ssize_t n, k, o;
+	uint64_t unkicked = 0;
 
 	while ((n = copy_file_range(in, NULL, out, NULL, COPY_BUF << 4, 0)) > 0)
-		;
+		fs_writeback_every(out, &unkicked, (uint64_t)n);
 	if (n == 0)
 		return 0;
 	if (errno != EXDEV && errno != ENOSYS && errno != EINVAL && errno != EOPNOTSUPP) {
@@ -454,6 +455,7 @@ copied:
 		w->dst_err = w->dst_err || rc == 0;
 		return err_set(w->e, "io.error", "%s: copying: %s", rel, strerror(errno));
 	}
+	fs_writeback_start(out); /* fs.h: the disk writes it while the next is copied */
 	close(out);
 	for (i = 0; i < 32; i++)
 		snprintf(hex + 2 * i, 3, "%02x", sha[i]);

@@ -119,6 +119,17 @@ test_put_commit(void **state)
 
 /* ---- the hashing pipe ---------------------------------------------------- */
 
+/* path's writeback was started once it was written: no page of it is still
+ * dirty (unit.h: when that can be told). */
+static void
+assert_written_back(const char *path)
+{
+	long n = unit_dirty_pages(path);
+
+	if (n > 0)
+		fail_msg("%s: %ld pages still dirty", path, n);
+}
+
 /* n bytes of a pattern no chunk boundary lines up with */
 static unsigned char *
 pattern(size_t n)
@@ -160,6 +171,7 @@ pipe_roundtrip2(size_t n, size_t step, int two)
 		assert_true(digest_equal(&s, &ws));
 	assert_int_equal(pread(fd, back, n + 1, 0), (ssize_t)n);
 	assert_memory_equal(back, b, n);
+	assert_written_back(p); /* the tail too, not only each 8 MiB */
 	close(fd);
 	free(b);
 	free(back);
@@ -479,6 +491,10 @@ test_tree_place(void **state)
 	snprintf(p, sizeof(p), "%s/dst/tree/empty", dir);
 	assert_int_equal(stat(p, &st), 0);
 	assert_int_equal(st.st_mode & 07777, 0750);
+	/* each copy's writeback started (the kept tree's and the placed one) */
+	assert_written_back((snprintf(p, sizeof(p), "%s/dst/tree/a.txt", dir), p));
+	assert_written_back((snprintf(p, sizeof(p), "%s/dst/tree/bin/tool", dir), p));
+	assert_written_back((snprintf(p, sizeof(p), "%s/trees/%s/tree/a.txt", cache, key), p));
 	/* nothing else under the parent: the work directory took its name */
 	assert_int_equal(system((snprintf(p, sizeof(p), "test \"$(ls -A %s/dst)\" = tree", dir), p)), 0);
 	/* the entry stays for the next one */
