@@ -52,7 +52,7 @@ struct job_view {
 	char principal[64];
 	char op[128];
 	enum job_status status;
-	char phase[JOB_PHASE_MAX];     /* the tool's own phase and progress */
+	char phase[JOB_PHASE_MAX]; /* the tool's own phase and progress */
 	struct install_progress prog;
 	struct job_require req[MANIFEST_MAX_REQUIRES]; /* in the order they reported */
 	int nreq;
