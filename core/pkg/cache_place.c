@@ -1,12 +1,12 @@
 /*
  * Placing a kept tree (cache.h, cache_tree_place): the walk (this thread)
- * makes the directories and links in bytewise order, depth first, and
- * queues the regular files; this thread and one helper copy and hash them
- * (cache_copy_hash: the digest is of the bytes written). Once both are done
- * the listing is made in walk order from what was written and compared
- * with the sealed one, and the caller's fn hears of each file, in that
- * order. A directory's mode is set once the last of its files is written
- * (a read-only directory is filled first).
+ * makes the directories, links and empty copies of the files in bytewise
+ * order, depth first, and queues each file open on both sides; this thread
+ * and one helper copy and hash them (cache_copy_hash: the digest is of the
+ * bytes written). Once both are done the listing is made in walk order from
+ * what was written and compared with the sealed one, and the caller's fn
+ * hears of each file, in that order. A directory's mode is set once the
+ * walk has made all in it (a read-only directory is filled first).
  */
 #include "pkg/cache.h"
 
@@ -25,38 +25,26 @@
 
 /* The helper starts once this many files wait (a small tree is copied on
  * this thread alone); the walk copies one itself while this many wait, so
- * the open directories stay few. */
+ * the descriptors held stay few. */
 #define HELP_FILES 8
-#define QUEUE_MAX 64
-
-struct pent;
-
-/* A directory being filled: open on both sides until the walk is past it
- * and its last file is written; then its mode is set. */
-struct pdir {
-	int src, dst;
-	unsigned mode;
-	int chmod; /* 0 for the root (the caller sets its mode) */
-	int refs;  /* the walk's, one per file queued in it */
-	struct pent *ent;
-};
+#define QUEUE_MAX 32
 
 /* One entry of the listing, in walk order: 'd', 'l', 'f', or 'x' (an error
  * of the walk's own). */
 struct pent {
 	struct pent *next;  /* walk order */
 	struct pent *qnext; /* the next file to copy */
-	struct pdir *dir;   /* a file's directory */
+	int in, out;        /* a queued file's source and its new copy */
 	char type;
 	unsigned mode;
 	off_t size;
-	const char *name, *target;
+	const char *target;
 	struct stat ds; /* a file's fstat once written */
 	unsigned char sha[32];
 	int failed, dst_err;
 	const char *code;
 	char *msg;
-	char rel[]; /* then the name's, then the target */
+	char rel[]; /* then the target */
 };
 
 struct place {
@@ -95,16 +83,14 @@ add(struct place *pl, char type, const char *rel, const char *target)
 {
 	size_t rl = strlen(rel), tl = target ? strlen(target) : 0;
 	struct pent *p = calloc(1, sizeof(*p) + rl + 1 + tl + 1);
-	const char *slash;
 
 	if (p == NULL) {
 		pl->oom = 1;
 		return NULL;
 	}
 	p->type = type;
+	p->in = p->out = -1;
 	memcpy(p->rel, rel, rl + 1);
-	slash = strrchr(p->rel, '/');
-	p->name = slash ? slash + 1 : p->rel;
 	if (target != NULL) {
 		memcpy(p->rel + rl + 1, target, tl + 1);
 		p->target = p->rel + rl + 1;
@@ -134,47 +120,22 @@ walk_fail(struct place *pl, const char *rel, int dst, const char *code, const ch
 	return -1;
 }
 
-/* Let go of d (mu held): the last reference sets its mode and closes it. */
-static void
-drop(struct place *pl, struct pdir *d)
-{
-	if (--d->refs > 0)
-		return;
-	if (d->chmod && !pl->stop && fchmod(d->dst, d->mode) != 0) {
-		fail(d->ent, 1, "io.error", "%s: %s", d->ent->rel, strerror(errno));
-		pl->stop = 1;
-	}
-	close(d->src);
-	close(d->dst);
-	free(d);
-}
-
-/* Copy and hash the file p with the buffer io (any thread). */
+/* Copy and hash the queued file p with the buffer io (any thread); its
+ * descriptors are closed. */
 static void
 copy_one(struct pent *p, unsigned char *io)
 {
-	int in, out, rc, dst_err = 0, er;
+	int rc, dst_err = 0, er;
 
-	in = openat(p->dir->src, p->name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (in < 0) {
-		fail(p, 0, "io.error", "%s: %s", p->rel, strerror(errno));
-		return;
-	}
-	out = openat(p->dir->dst, p->name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (out < 0) {
-		er = errno;
-		close(in);
-		fail(p, 1, "io.error", "%s: %s", p->rel, strerror(er));
-		return;
-	}
-	rc = cache_copy_hash(io, in, out, p->size, p->sha, &dst_err);
+	rc = cache_copy_hash(io, p->in, p->out, p->size, p->sha, &dst_err);
 	er = errno;
-	close(in);
-	if (rc == 0 && (fchmod(out, p->mode) != 0 || fstat(out, &p->ds) != 0))
+	close(p->in);
+	if (rc == 0 && (fchmod(p->out, p->mode) != 0 || fstat(p->out, &p->ds) != 0))
 		er = errno;
 	else if (rc == 0)
 		er = 0;
-	close(out);
+	close(p->out);
+	p->in = p->out = -1;
 	if (er != 0 || rc < 0)
 		fail(p, dst_err || rc == 0, "io.error", "%s: copying: %s", p->rel, strerror(er));
 }
@@ -189,13 +150,16 @@ take_one(struct place *pl, unsigned char *io)
 	if ((pl->q = p->qnext) == NULL)
 		pl->qtail = &pl->q;
 	pl->pending--;
-	if (!pl->stop) {
-		pthread_mutex_unlock(&pl->mu);
-		copy_one(p, io);
-		pthread_mutex_lock(&pl->mu);
-		pl->stop = pl->stop || p->failed;
+	if (pl->stop) {
+		close(p->in);
+		close(p->out);
+		p->in = p->out = -1;
+		return;
 	}
-	drop(pl, p->dir);
+	pthread_mutex_unlock(&pl->mu);
+	copy_one(p, io);
+	pthread_mutex_lock(&pl->mu);
+	pl->stop = pl->stop || p->failed;
 }
 
 static void *
@@ -215,14 +179,14 @@ helper(void *arg)
 	return NULL;
 }
 
-/* Queue the file p of d; start the helper once enough wait, copy some
- * here while too many do. */
-static void
-queue(struct place *pl, struct pent *p, struct pdir *d)
+/* Queue the file p (opened, its copy made); start the helper once enough
+ * wait, copy some here while too many do. 0, or -1 once stopped. */
+static int
+queue(struct place *pl, struct pent *p)
 {
+	int stop;
+
 	pthread_mutex_lock(&pl->mu);
-	p->dir = d;
-	d->refs++;
 	*pl->qtail = p;
 	pl->qtail = &p->qnext;
 	pl->pending++;
@@ -237,100 +201,100 @@ queue(struct place *pl, struct pent *p, struct pdir *d)
 	pthread_cond_signal(&pl->cv);
 	while (pl->pending >= QUEUE_MAX)
 		take_one(pl, pl->io[0]);
+	stop = pl->stop;
 	pthread_mutex_unlock(&pl->mu);
+	return stop ? -1 : 0;
 }
 
+/* The regular file name of src (at rel, stat st): opened, its copy made
+ * in dst here (one thread creates in a directory: no contention for its
+ * lock), the copy queued. */
 static int
-stopped(struct place *pl)
+place_file(struct place *pl, int src, int dst, const char *name, const char *rel, const struct stat *st)
 {
-	int s;
-
-	pthread_mutex_lock(&pl->mu);
-	s = pl->stop;
-	pthread_mutex_unlock(&pl->mu);
-	return s;
-}
-
-static int place_dir(struct place *pl, struct pdir *d, const char *rel);
-
-/* The directory name of d (at rel, stat st): made, listed, walked. */
-static int
-place_subdir(struct place *pl, struct pdir *d, const char *name, const char *rel, const struct stat *st)
-{
-	struct pdir *sd;
 	struct pent *p;
-	int rc;
+	int er;
 
-	if (mkdirat(d->dst, name, 0700) != 0)
-		return walk_fail(pl, rel, 1, "io.error", "%s: %s", rel, strerror(errno));
-	if ((p = add(pl, 'd', rel, NULL)) == NULL || (sd = calloc(1, sizeof(*sd))) == NULL) {
-		pl->oom = 1;
+	if ((p = add(pl, 'f', rel, NULL)) == NULL)
+		return -1;
+	p->mode = st->st_mode & 07777;
+	p->size = st->st_size;
+	p->in = openat(src, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (p->in < 0) {
+		fail(p, 0, "io.error", "%s: %s", rel, strerror(errno));
 		return -1;
 	}
-	p->mode = st->st_mode & 07777;
-	sd->src = openat(d->src, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	sd->dst = openat(d->dst, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (sd->src < 0 || sd->dst < 0) {
-		int er = errno;
-		if (sd->src >= 0)
-			close(sd->src);
-		if (sd->dst >= 0)
-			close(sd->dst);
-		free(sd);
-		return walk_fail(pl, rel, 0, "io.error", "%s: %s", rel, strerror(er));
+	p->out = openat(dst, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (p->out < 0) {
+		er = errno;
+		close(p->in);
+		p->in = -1;
+		fail(p, 1, "io.error", "%s: %s", rel, strerror(er));
+		return -1;
 	}
-	sd->mode = p->mode;
-	sd->chmod = 1;
-	sd->refs = 1;
-	sd->ent = p;
-	rc = place_dir(pl, sd, rel);
-	pthread_mutex_lock(&pl->mu);
-	drop(pl, sd);
-	pthread_mutex_unlock(&pl->mu);
+	return queue(pl, p);
+}
+
+static int place_dir(struct place *pl, int src, int dst, const char *rel);
+
+/* The directory name of src (at rel, stat st): made, listed, walked, its
+ * mode set last (a read-only directory is filled first: its files are
+ * all made by then). */
+static int
+place_subdir(struct place *pl, int src, int dst, const char *name, const char *rel, const struct stat *st)
+{
+	struct pent *p;
+	int in, out, rc;
+
+	if (mkdirat(dst, name, 0700) != 0)
+		return walk_fail(pl, rel, 1, "io.error", "%s: %s", rel, strerror(errno));
+	if ((p = add(pl, 'd', rel, NULL)) == NULL)
+		return -1;
+	p->mode = st->st_mode & 07777;
+	in = openat(src, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	out = openat(dst, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	rc = in < 0 || out < 0 ? walk_fail(pl, rel, 0, "io.error", "%s: %s", rel, strerror(errno))
+	                       : place_dir(pl, in, out, rel);
+	if (rc == 0 && fchmod(out, p->mode) != 0)
+		rc = walk_fail(pl, rel, 1, "io.error", "%s: %s", rel, strerror(errno));
+	if (in >= 0)
+		close(in);
+	if (out >= 0)
+		close(out);
 	return rc;
 }
 
-/* Walk the directory d (at rel): entries in bytewise order, depth first,
- * so the listing is the same for the same tree. 0, or -1 (stop). */
+/* Walk the directory src into dst (at rel): entries in bytewise order,
+ * depth first, so the listing is the same for the same tree. 0, or -1
+ * (stop). */
 static int
-place_dir(struct place *pl, struct pdir *d, const char *rel)
+place_dir(struct place *pl, int src, int dst, const char *rel)
 {
 	char **names, path[4096], target[4096];
-	struct pent *p;
 	struct stat st;
 	struct err e;
 	size_t n, i;
 	int rc = 0;
 
-	if (cache_dir_names(d->src, rel, &names, &n, &e) < 0)
+	if (cache_dir_names(src, rel, &names, &n, &e) < 0)
 		return walk_fail(pl, rel, 0, e.code, "%s", e.msg);
 	for (i = 0; rc == 0 && i < n; i++) {
-		if (stopped(pl))
-			rc = -1;
-		else if (cache_entry_path(rel, names[i], path, sizeof(path), &e) < 0)
+		if (cache_entry_path(rel, names[i], path, sizeof(path), &e) < 0)
 			rc = walk_fail(pl, path, 0, e.code, "%s", e.msg);
-		else if (fstatat(d->src, names[i], &st, AT_SYMLINK_NOFOLLOW) != 0)
+		else if (fstatat(src, names[i], &st, AT_SYMLINK_NOFOLLOW) != 0)
 			rc = walk_fail(pl, path, 0, "io.error", "%s: %s", path, strerror(errno));
 		else if (S_ISDIR(st.st_mode))
-			rc = place_subdir(pl, d, names[i], path, &st);
-		else if (S_ISLNK(st.st_mode)) {
-			if (cache_read_link(d->src, names[i], path, target, sizeof(target), &e) < 0)
-				rc = walk_fail(pl, path, 0, e.code, "%s", e.msg);
-			else if (symlinkat(target, d->dst, names[i]) != 0)
-				rc = walk_fail(pl, path, 1, "io.error", "%s: %s", path, strerror(errno));
-			else if (add(pl, 'l', path, target) == NULL)
-				rc = -1;
-		} else if (S_ISREG(st.st_mode)) {
-			if ((p = add(pl, 'f', path, NULL)) == NULL) {
-				rc = -1;
-			} else {
-				p->mode = st.st_mode & 07777;
-				p->size = st.st_size;
-				queue(pl, p, d);
-			}
-		} else {
+			rc = place_subdir(pl, src, dst, names[i], path, &st);
+		else if (S_ISREG(st.st_mode))
+			rc = place_file(pl, src, dst, names[i], path, &st);
+		else if (!S_ISLNK(st.st_mode))
 			rc = walk_fail(pl, path, 0, "io.error", "%s: not a file, directory or link", path);
-		}
+		else if (cache_read_link(src, names[i], path, target, sizeof(target), &e) < 0)
+			rc = walk_fail(pl, path, 0, e.code, "%s", e.msg);
+		else if (symlinkat(target, dst, names[i]) != 0)
+			rc = walk_fail(pl, path, 1, "io.error", "%s: %s", path, strerror(errno));
+		else if (add(pl, 'l', path, target) == NULL)
+			rc = -1;
 	}
 	cache_names_free(names, n);
 	return rc;
@@ -344,7 +308,6 @@ place_tree(int src, int dst, cache_file_fn fn, void *arg, struct buf *lines, uin
            struct err *e)
 {
 	struct place pl;
-	struct pdir *root;
 	struct pent *p, *nx;
 	char hex[65];
 	int rc = 0, i;
@@ -354,28 +317,12 @@ place_tree(int src, int dst, cache_file_fn fn, void *arg, struct buf *lines, uin
 	pl.qtail = &pl.q;
 	*dst_err = 0;
 	*files = 0;
-	if ((pl.io[0] = malloc(COPY_BUF)) == NULL || (root = calloc(1, sizeof(*root))) == NULL) {
-		free(pl.io[0]);
+	if ((pl.io[0] = malloc(COPY_BUF)) == NULL)
 		return err_set(e, "internal", "out of memory");
-	}
-	root->src = dup(src);
-	root->dst = dup(dst);
-	root->refs = 1;
-	if (root->src < 0 || root->dst < 0) {
-		rc = err_set(e, "io.error", "placing: %s", strerror(errno));
-		if (root->src >= 0)
-			close(root->src);
-		if (root->dst >= 0)
-			close(root->dst);
-		free(root);
-		free(pl.io[0]);
-		return rc;
-	}
 	pthread_mutex_init(&pl.mu, NULL);
 	pthread_cond_init(&pl.cv, NULL);
-	place_dir(&pl, root, "");
+	place_dir(&pl, src, dst, "");
 	pthread_mutex_lock(&pl.mu);
-	drop(&pl, root);
 	pl.walked = 1;
 	pthread_cond_broadcast(&pl.cv);
 	while (pl.q != NULL)
