@@ -24,10 +24,16 @@
 #include <unistd.h>
 
 /* The helper starts once this many files wait (a small tree is copied on
- * this thread alone); the walk copies one itself while this many wait, so
- * the descriptors held stay few. */
+ * this thread alone); without one the walk copies each file once this many
+ * wait, with one once QUEUE_MAX do, so the descriptors held stay few. */
 #define HELP_FILES 8
-#define QUEUE_MAX 32
+#define QUEUE_MAX 16
+
+/* Helpers running in this process at most (npm places packages on several
+ * threads at once): a placement with a helper holds up to 2 x QUEUE_MAX
+ * descriptors of queued files, one without it 2 x HELP_FILES. */
+#define HELPERS_MAX 8
+static int helpers;
 
 /* One entry of the listing, in walk order: 'd', 'l', 'f', or 'x' (an error
  * of the walk's own). */
@@ -53,7 +59,7 @@ struct place {
 	struct pent *head, **tail;
 	struct pent *q, **qtail;
 	size_t pending;
-	int walked, stop, oom, helper;
+	int walked, stop, oom, helper, no_helper;
 	pthread_t th;
 	unsigned char *io[2];
 };
@@ -179,6 +185,20 @@ helper(void *arg)
 	return NULL;
 }
 
+/* Start the helper unless HELPERS_MAX run (mu held); without one this
+ * thread copies alone. */
+static void
+start_helper(struct place *pl)
+{
+	pl->no_helper = 1;
+	if (__atomic_add_fetch(&helpers, 1, __ATOMIC_SEQ_CST) > HELPERS_MAX ||
+	    (pl->io[1] = malloc(COPY_BUF)) == NULL || pthread_create(&pl->th, NULL, helper, pl) != 0) {
+		__atomic_sub_fetch(&helpers, 1, __ATOMIC_SEQ_CST);
+		return;
+	}
+	pl->helper = 1;
+}
+
 /* Queue the file p (opened, its copy made); start the helper once enough
  * wait, copy some here while too many do. 0, or -1 once stopped. */
 static int
@@ -190,16 +210,10 @@ queue(struct place *pl, struct pent *p)
 	*pl->qtail = p;
 	pl->qtail = &p->qnext;
 	pl->pending++;
-	if (!pl->helper && pl->pending >= HELP_FILES && (pl->io[1] = malloc(COPY_BUF)) != NULL) {
-		if (pthread_create(&pl->th, NULL, helper, pl) == 0) {
-			pl->helper = 1;
-		} else {
-			free(pl->io[1]);
-			pl->io[1] = NULL;
-		}
-	}
+	if (!pl->helper && !pl->no_helper && pl->pending >= HELP_FILES)
+		start_helper(pl);
 	pthread_cond_signal(&pl->cv);
-	while (pl->pending >= QUEUE_MAX)
+	while (pl->pending >= (pl->helper ? QUEUE_MAX : HELP_FILES))
 		take_one(pl, pl->io[0]);
 	stop = pl->stop;
 	pthread_mutex_unlock(&pl->mu);
@@ -328,8 +342,10 @@ place_tree(int src, int dst, cache_file_fn fn, void *arg, struct buf *lines, uin
 	while (pl.q != NULL)
 		take_one(&pl, pl.io[0]);
 	pthread_mutex_unlock(&pl.mu);
-	if (pl.helper)
+	if (pl.helper) {
 		pthread_join(pl.th, NULL);
+		__atomic_sub_fetch(&helpers, 1, __ATOMIC_SEQ_CST);
+	}
 	/* the first failure in walk order is the one a walk on one thread
 	 * would have met: every file before it was taken, and copied */
 	for (p = pl.head; p != NULL && rc == 0; p = p->next) {
