@@ -3,7 +3,9 @@
  * makes the directories, links and empty copies of the files in bytewise
  * order, depth first, and queues each file open on both sides; this thread
  * and one helper copy and hash them (cache_copy_hash: the digest is of the
- * bytes written). Once both are done the listing is made in walk order from
+ * bytes written), the helper the large files first. A failure stops the
+ * walk and the copies of the files after it, never those before it. Once
+ * both are done the listing is made in walk order from
  * what was written and compared with the sealed one, and the caller's fn
  * hears of each file, in that order. A directory's mode is set once the
  * walk has made all in it (a read-only directory is filled first).
@@ -17,6 +19,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +43,7 @@ static int helpers;
 struct pent {
 	struct pent *next;  /* walk order */
 	struct pent *qnext; /* the next file to copy */
+	size_t seq;         /* its place in walk order */
 	int in, out;        /* a queued file's source and its new copy */
 	char type;
 	unsigned mode;
@@ -57,9 +61,10 @@ struct place {
 	pthread_mutex_t mu;
 	pthread_cond_t cv; /* files queued, or the walk done */
 	struct pent *head, **tail;
-	struct pent *q, **qtail;
-	size_t pending;
-	int walked, stop, oom, helper, no_helper;
+	struct pent *q[2], **qtail[2]; /* files to copy: small, large */
+	size_t pending, seq;
+	size_t stop; /* the first failed file's seq, or SIZE_MAX */
+	int walked, oom, helper, no_helper;
 	pthread_t th;
 	unsigned char *io[2];
 };
@@ -95,6 +100,7 @@ add(struct place *pl, char type, const char *rel, const char *target)
 		return NULL;
 	}
 	p->type = type;
+	p->seq = pl->seq++;
 	p->in = p->out = -1;
 	memcpy(p->rel, rel, rl + 1);
 	if (target != NULL) {
@@ -146,17 +152,20 @@ copy_one(struct pent *p, unsigned char *io)
 		fail(p, dst_err || rc == 0, "io.error", "%s: copying: %s", p->rel, strerror(er));
 }
 
-/* Take the next queued file and copy it (mu held, released meanwhile);
- * once stopped by a failure, the files after it are not copied. */
+/* Take a queued file and copy it (mu held, released meanwhile): a large
+ * one first if large, else a small one first. A file after one that
+ * failed is not copied; every file before it is, so the first failure in
+ * walk order is the one a walk on one thread would have met. */
 static void
-take_one(struct place *pl, unsigned char *io)
+take_one(struct place *pl, unsigned char *io, int large)
 {
-	struct pent *p = pl->q;
+	int k = pl->q[large] != NULL ? large : !large;
+	struct pent *p = pl->q[k];
 
-	if ((pl->q = p->qnext) == NULL)
-		pl->qtail = &pl->q;
+	if ((pl->q[k] = p->qnext) == NULL)
+		pl->qtail[k] = &pl->q[k];
 	pl->pending--;
-	if (pl->stop) {
+	if (p->seq > pl->stop) {
 		close(p->in);
 		close(p->out);
 		p->in = p->out = -1;
@@ -165,9 +174,13 @@ take_one(struct place *pl, unsigned char *io)
 	pthread_mutex_unlock(&pl->mu);
 	copy_one(p, io);
 	pthread_mutex_lock(&pl->mu);
-	pl->stop = pl->stop || p->failed;
+	if (p->failed && p->seq < pl->stop)
+		pl->stop = p->seq;
 }
 
+/* The helper takes the large files first: the walk, which copies when
+ * too many wait, then takes small ones and does not stall on a large one
+ * (a large file is itself copied on two more threads, cache_pipe). */
 static void *
 helper(void *arg)
 {
@@ -175,11 +188,11 @@ helper(void *arg)
 
 	pthread_mutex_lock(&pl->mu);
 	for (;;) {
-		while (pl->q == NULL && !pl->walked)
+		while (pl->pending == 0 && !pl->walked)
 			pthread_cond_wait(&pl->cv, &pl->mu);
-		if (pl->q == NULL)
+		if (pl->pending == 0)
 			break;
-		take_one(pl, pl->io[1]);
+		take_one(pl, pl->io[1], 1);
 	}
 	pthread_mutex_unlock(&pl->mu);
 	return NULL;
@@ -204,18 +217,18 @@ start_helper(struct place *pl)
 static int
 queue(struct place *pl, struct pent *p)
 {
-	int stop;
+	int k = p->size >= PIPE_MIN, stop;
 
 	pthread_mutex_lock(&pl->mu);
-	*pl->qtail = p;
-	pl->qtail = &p->qnext;
+	*pl->qtail[k] = p;
+	pl->qtail[k] = &p->qnext;
 	pl->pending++;
 	if (!pl->helper && !pl->no_helper && pl->pending >= HELP_FILES)
 		start_helper(pl);
 	pthread_cond_signal(&pl->cv);
 	while (pl->pending >= (pl->helper ? QUEUE_MAX : HELP_FILES))
-		take_one(pl, pl->io[0]);
-	stop = pl->stop;
+		take_one(pl, pl->io[0], 0);
+	stop = pl->stop != SIZE_MAX;
 	pthread_mutex_unlock(&pl->mu);
 	return stop ? -1 : 0;
 }
@@ -328,7 +341,9 @@ place_tree(int src, int dst, cache_file_fn fn, void *arg, struct buf *lines, uin
 
 	memset(&pl, 0, sizeof(pl));
 	pl.tail = &pl.head;
-	pl.qtail = &pl.q;
+	pl.qtail[0] = &pl.q[0];
+	pl.qtail[1] = &pl.q[1];
+	pl.stop = SIZE_MAX;
 	*dst_err = 0;
 	*files = 0;
 	if ((pl.io[0] = malloc(COPY_BUF)) == NULL)
@@ -339,15 +354,14 @@ place_tree(int src, int dst, cache_file_fn fn, void *arg, struct buf *lines, uin
 	pthread_mutex_lock(&pl.mu);
 	pl.walked = 1;
 	pthread_cond_broadcast(&pl.cv);
-	while (pl.q != NULL)
-		take_one(&pl, pl.io[0]);
+	while (pl.pending > 0)
+		take_one(&pl, pl.io[0], 0);
 	pthread_mutex_unlock(&pl.mu);
 	if (pl.helper) {
 		pthread_join(pl.th, NULL);
 		__atomic_sub_fetch(&helpers, 1, __ATOMIC_SEQ_CST);
 	}
-	/* the first failure in walk order is the one a walk on one thread
-	 * would have met: every file before it was taken, and copied */
+	/* the first failure in walk order (every file before it was copied) */
 	for (p = pl.head; p != NULL && rc == 0; p = p->next) {
 		if (p->failed) {
 			err_set(e, p->code, "%s", p->msg != NULL ? p->msg : "out of memory");
