@@ -5,10 +5,10 @@
  * and one helper copy and hash them (cache_copy_hash: the digest is of the
  * bytes written), the helper the large files first. A failure stops the
  * walk and the copies of the files after it, never those before it. Once
- * both are done the listing is made in walk order from
- * what was written and compared with the sealed one, and the caller's fn
- * hears of each file, in that order. A directory's mode is set once the
- * walk has made all in it (a read-only directory is filled first).
+ * both are done the listing is made in walk order from what was written
+ * and compared with the sealed one, and the caller's fn hears of each
+ * file, in that order. A directory's mode is set once the walk has made
+ * all in it (a read-only directory is filled first).
  */
 #include "pkg/cache.h"
 
