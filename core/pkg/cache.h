@@ -163,13 +163,15 @@ int cache_tree_has(const char *cache, const char *key);
 
 /*
  * Place the tree entry key as parentfd/name (name absent, or an empty
- * directory it replaces): copied into parentfd/.abx-place-* and each copy
- * hashed and compared with the sealed manifest, then renamed to name, so a
- * kill leaves no half tree under name. Returns 1 (placed; meta, if not NULL,
- * receives the header's meta text), 0 when the cache has no sound entry (a
- * damaged one is said on stderr and removed, and nothing is left under
- * parentfd), -1 with e on an I/O error in the destination (nothing left
- * either). label names the tool or package in messages.
+ * directory it replaces): copied into parentfd/.abx-place-* (the files by
+ * this thread and one helper; fn is called on this one, in listing order,
+ * once all are copied) and each copy hashed and compared with the sealed
+ * manifest, then renamed to name, so a kill leaves no half tree under name.
+ * Returns 1 (placed; meta, if not NULL, receives the header's meta text), 0
+ * when the cache has no sound entry (a damaged one is said on stderr and
+ * removed, and nothing is left under parentfd), -1 with e on an I/O error
+ * in the destination (nothing left either). label names the tool or
+ * package in messages.
  */
 int cache_tree_place(const char *cache, const char *key, int parentfd, const char *name, const char *label,
                      cache_file_fn fn, void *arg, char *meta, size_t metacap, uint64_t *files, struct err *e);
