@@ -134,6 +134,26 @@ fs_syncfs(const char *path, struct err *e)
 	return 0;
 }
 
+void
+fs_writeback_start(int fd)
+{
+	int er = errno;
+
+	(void)sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+	errno = er;
+}
+
+int
+fs_writeback_every(int fd, uint64_t *pending, uint64_t n)
+{
+	*pending += n;
+	if (*pending < FS_WRITEBACK_EVERY)
+		return 0;
+	*pending = 0;
+	fs_writeback_start(fd);
+	return 1;
+}
+
 static int
 write_full(int fd, const void *buf, size_t n)
 {

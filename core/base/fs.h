@@ -80,6 +80,23 @@ int fs_fsync_dir(const char *path, struct err *e);
  * file. */
 int fs_syncfs(const char *path, struct err *e);
 
+/*
+ * Start the writeback of fd's dirty pages (sync_file_range WRITE: no wait,
+ * no disk flush, not durability) when a file is written (FS_WRITEBACK_EVERY
+ * bytes of a large one, then its end), so the disk writes what we staged
+ * while the rest is staged and the final syncfs before a rename finds
+ * little left; the kernel starts none before vm.dirty_background_ratio
+ * (gigabytes) or 30 s. Only our own pages: another writer on the same
+ * filesystem is neither waited for nor made durable. A hint, so errors are
+ * ignored (a pipe, tmpfs, a closed fd) and errno is left as it was.
+ */
+#define FS_WRITEBACK_EVERY (8u << 20)
+void fs_writeback_start(int fd);
+/* n more bytes written to fd, *pending counting those since the last
+ * start: the writeback is started (and *pending reset) once they reach
+ * FS_WRITEBACK_EVERY. 1 when it was, else 0. */
+int fs_writeback_every(int fd, uint64_t *pending, uint64_t n);
+
 /* The directory part of path into buf (cap bytes), "." if none. Returns 0,
  * or -1 when it does not fit. */
 int fs_dirname(const char *path, char *buf, size_t cap);

@@ -12,7 +12,7 @@
  *   install_backoff.c  the per-tool lock and the backoff after a failure
  *   install_src.c      artifacts: caches, mirrors, verified downloads
  *   install_publish.c  staging, extraction, verify, publish
- *   install_sync.c     the staged tree made durable (syncfs, the pacer)
+ *   install_sync.c     the staged tree made durable (syncfs)
  *   install_known.c, install_proof.c, install_npm.c: see install.h
  */
 
@@ -169,7 +169,19 @@ int install_one(struct install_ctx *c, const manifest_t *m, const char *w, struc
  * while the tree is listed and hashed (which reads what the page cache
  * already holds); bg_sync_wait is called before the tree is renamed into
  * place, so the content still reaches the disk before the name does. With
- * no thread the wait does the syncfs itself.
+ * no thread the wait does the syncfs itself. It finds little left to write:
+ * every writer of a staged file (and of the cache's downloads and kept
+ * trees beside it) started that file's writeback once it was written
+ * (fs_writeback_start), so the disk wrote while the rest was staged; the
+ * kernel would start none before vm.dirty_background_ratio (gigabytes on
+ * a large machine) or 30 s. Only our files: another process writing to
+ * the same filesystem is no longer written back at our pace (a syncfs
+ * every 100 ms while staging did that). What it has left unwritten when
+ * this syncfs runs is written too (a syncfs cannot leave it out), so
+ * beside a heavy writer publish/sync waits for that backlog once. Tried
+ * and dropped: an fsync per file (a disk flush each: ~5 s for 2,700 files
+ * here), and sync_file_range of each file only once the tree was complete
+ * (only the verify run was left to overlap).
  */
 struct bg_sync {
 	pthread_t th;
@@ -177,31 +189,5 @@ struct bg_sync {
 };
 void install_bg_sync_start(struct bg_sync *s, const char *dir);
 void install_bg_sync_wait(struct bg_sync *s);
-
-/*
- * A pacer: syncfs every PACER_MS while the tree is staged. The kernel
- * starts writeback only once dirty pages pass vm.dirty_background_ratio
- * (gigabytes on a large machine) or are 30 s old, so without it a staged
- * tree sat in memory until the final syncfs, which then wrote all of it, and
- * the cache's kept trees and tarballs beside it, on the critical path (the
- * cache needs no durability, but syncfs cannot leave it out, and an fsync
- * per file costs a disk flush each: ~5 s for 2,700 files here). Written
- * while the next files are still being staged, the final syncfs has only
- * the tail left: codex's publish/sync phase went from ~0.5 s to ~0.05 s
- * cold. Nothing relies on the pacer for durability: the final syncfs
- * (bg_sync) still runs once the tree is complete, before the rename.
- * Tried and dropped: sync_file_range(SYNC_FILE_RANGE_WRITE) of each staged
- * file once the tree is complete (only the verify run is left to overlap).
- */
-struct pacer {
-	pthread_t th;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	int fd, started, stop;
-};
-
-void install_pacer_start(struct pacer *p, const char *dir);
-/* Stop and join the pacer (again: nothing). */
-void install_pacer_stop(struct pacer *p);
 
 #endif

@@ -623,11 +623,10 @@ publish_marker(struct job *j, struct err *e)
 
 /* The staged tree's listing, timed (while its content syncs). */
 static int
-list_tree(struct job *j, struct pacer *pc, struct bg_sync *bs, struct err *e)
+list_tree(struct job *j, struct bg_sync *bs, struct err *e)
 {
 	int64_t tp = clock_us();
 
-	install_pacer_stop(pc);
 	if (bs->fd < 0)
 		install_bg_sync_start(bs, j->tree);
 	/* verify ran with HOME=staging: whatever it wrote there is not ours
@@ -643,14 +642,13 @@ list_tree(struct job *j, struct pacer *pc, struct bg_sync *bs, struct err *e)
  * the tree is listed first, and only the same listing counts. 1 (not run
  * again, said), 0 (run it), -1 with e. */
 static int
-verify_recorded(struct job *j, const struct verify_run *v, struct pacer *pc, struct bg_sync *bs,
-                struct err *e)
+verify_recorded(struct job *j, const struct verify_run *v, struct bg_sync *bs, struct err *e)
 {
 	char tree[65], at[64];
 
 	if (install_verified_get(j->c, j->m, v->ident, tree, at, sizeof(at)) != 1)
 		return 0;
-	if (list_tree(j, pc, bs, e) < 0)
+	if (list_tree(j, bs, e) < 0)
 		return -1;
 	if (strcmp(tree, j->hex) != 0) {
 		free(j->listing);
@@ -666,7 +664,7 @@ verify_recorded(struct job *j, const struct verify_run *v, struct pacer *pc, str
 /* Verify the staged tree (unless the cache recorded a pass for it), list
  * it (while its content syncs), publish it, record a pass. */
 static int
-check_and_publish(struct job *j, struct pacer *pc, struct err *e)
+check_and_publish(struct job *j, struct err *e)
 {
 	char entry[PATH_MAX];
 	struct bg_sync bs = {.fd = -1};
@@ -686,7 +684,7 @@ check_and_publish(struct job *j, struct pacer *pc, struct err *e)
 	install_progress_write(&j->ps, "verify", 1);
 	tp = clock_us();
 	verify_setup(j->c, j->m, entry, v);
-	if ((reused = verify_recorded(j, v, pc, &bs, e)) < 0)
+	if ((reused = verify_recorded(j, v, &bs, e)) < 0)
 		goto out;
 	if (reused) {
 		j->ph[INSTALL_PH_VERIFY_ARGV] = INSTALL_PH_NOT_RUN;
@@ -699,7 +697,7 @@ check_and_publish(struct job *j, struct pacer *pc, struct err *e)
 		j->ph[INSTALL_PH_VERIFY_ARGV] = clock_us() - tp;
 		/* the staged content reaches the disk before the name does: the
 		 * syncfs runs while the tree is listed, and is waited for below */
-		if (list_tree(j, pc, &bs, e) < 0)
+		if (list_tree(j, &bs, e) < 0)
 			goto out;
 	}
 	tp = clock_us();
@@ -747,7 +745,6 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 {
 	char staging_root[PATH_MAX], rnd[17];
 	struct job *j = calloc(1, sizeof(*j));
-	struct pacer pc = {.fd = -1};
 	uint64_t free_b;
 	int64_t t0 = clock_ms();
 	int rc = -1, i;
@@ -790,10 +787,9 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 		        m->version, m->size_hint_mb * 2, w, (unsigned long long)(free_b >> 20));
 		goto out;
 	}
-	install_pacer_start(&pc, j->tree);
 	/* the requires (staged beside this one) are ready before verify */
 	if ((m->source.type == MANIFEST_SRC_TARBALL ? stage_tarball(j, e) : stage_npm(j, e)) < 0 ||
-	    install_requires_join(c, &j->ph[INSTALL_PH_REQUIRES], e) < 0 || check_and_publish(j, &pc, e) < 0)
+	    install_requires_join(c, &j->ph[INSTALL_PH_REQUIRES], e) < 0 || check_and_publish(j, e) < 0)
 		goto out;
 	if (c->timing != NULL)
 		c->timing(c->progress_arg, m, j->ph, j->cpu);
@@ -805,7 +801,6 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 	snprintf(r->entry, sizeof(r->entry), "%s/%s", j->final, m->source.bin);
 	rc = 0;
 out:
-	install_pacer_stop(&pc);
 	/* a require's copies move into the cache once its dependent may go on */
 	install_tree_keep_done(c, j->keep);
 	install_known_free(j->known);

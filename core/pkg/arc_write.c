@@ -19,6 +19,7 @@
 #include "pkg/arc_int.h"
 #include "base/clock.h"
 #include "base/digest.h"
+#include "base/fs.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -63,10 +64,11 @@ struct arc_writer {
 	uint64_t seq; /* copies begun */
 	struct digest_ctx dc;
 	int64_t end;
+	uint64_t unkicked; /* written since the last writeback start */
 	uint64_t bytes, files;
 	int64_t cpu_us; /* the writer thread's CPU, set as it ends */
 	struct err e;   /* the writer's failure, set before failed */
-	int failed;   /* under mu */
+	int failed;     /* under mu */
 	/* the ring, when threaded */
 	unsigned char *ring;
 	struct slot slot[W_SLOTS];
@@ -146,6 +148,7 @@ w_begin(struct arc_writer *w, const struct arc_wfile *f)
 	w->open = 1;
 	w->hashing = f->hashing;
 	w->end = 0;
+	w->unkicked = 0;
 	if (w->hashing)
 		digest_init(&w->dc, DIGEST_SHA256);
 	if (w->hashing && w->o->copy_dirfd >= 0 && w->o->on_file != NULL) {
@@ -171,6 +174,8 @@ w_data(struct arc_writer *w, int64_t off, const unsigned char *buf, size_t len)
 		digest_update(&w->dc, buf, len);
 	if (w->cfd >= 0 && (!w->hashing || write_all(w->cfd, buf, len, off) != 0))
 		drop_copy(w);
+	if (fs_writeback_every(w->f.fd, &w->unkicked, len) && w->cfd >= 0)
+		fs_writeback_start(w->cfd);
 	w->bytes += len;
 	if (off + (int64_t)len > w->end)
 		w->end = off + (int64_t)len;
@@ -204,7 +209,11 @@ w_end(struct arc_writer *w)
 	}
 	if (!w->hashing)
 		drop_copy(w);
+	/* the disk writes this file (and the cache's copy) while the next
+	 * ones are extracted */
+	fs_writeback_start(f->fd);
 	if (w->cfd >= 0) {
+		fs_writeback_start(w->cfd);
 		w->copied = close(w->cfd) == 0;
 		if (!w->copied)
 			unlinkat(w->o->copy_dirfd, w->cname, 0);

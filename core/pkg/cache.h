@@ -74,8 +74,9 @@ int cache_sha256_of(const char *cache, const struct digest *d, char hex[DIGEST_H
  * is full (a small download costs no thread) each digest (one or two
  * algorithms) and the write to fd get a thread of their own, so they run
  * side by side and the slowest sets the pace. The writer starts the
- * writeback of fd's dirty pages every 8 MiB (sync_file_range, no wait), so
- * an fsync after cache_pipe_finish has little left to wait for. Not shared
+ * writeback of fd's dirty pages every 8 MiB and cache_pipe_finish that of
+ * the tail (fs_writeback_start, no wait), so an fsync or syncfs after it
+ * has little left to wait for. Not shared
  * between threads other than these.
  */
 struct cache_pipe;
@@ -93,7 +94,8 @@ int cache_pipe_finish(struct cache_pipe *p, struct digest *a, struct digest *b);
 struct cache_pipe_cpu {
 	int64_t digest_us, write_us;
 };
-int cache_pipe_finish_cpu(struct cache_pipe *p, struct digest *a, struct digest *b, struct cache_pipe_cpu *cpu);
+int cache_pipe_finish_cpu(struct cache_pipe *p, struct digest *a, struct digest *b,
+                          struct cache_pipe_cpu *cpu);
 /* Abandon: stop the worker and free p (NULL is fine). */
 void cache_pipe_free(struct cache_pipe *p);
 /*
@@ -161,13 +163,15 @@ int cache_tree_has(const char *cache, const char *key);
 
 /*
  * Place the tree entry key as parentfd/name (name absent, or an empty
- * directory it replaces): copied into parentfd/.abx-place-* and each copy
- * hashed and compared with the sealed manifest, then renamed to name, so a
- * kill leaves no half tree under name. Returns 1 (placed; meta, if not NULL,
- * receives the header's meta text), 0 when the cache has no sound entry (a
- * damaged one is said on stderr and removed, and nothing is left under
- * parentfd), -1 with e on an I/O error in the destination (nothing left
- * either). label names the tool or package in messages.
+ * directory it replaces): copied into parentfd/.abx-place-* (the files by
+ * this thread and one helper; fn is called on this one, in listing order,
+ * once all are copied) and each copy hashed and compared with the sealed
+ * manifest, then renamed to name, so a kill leaves no half tree under name.
+ * Returns 1 (placed; meta, if not NULL, receives the header's meta text), 0
+ * when the cache has no sound entry (a damaged one is said on stderr and
+ * removed, and nothing is left under parentfd), -1 with e on an I/O error
+ * in the destination (nothing left either). label names the tool or
+ * package in messages.
  */
 int cache_tree_place(const char *cache, const char *key, int parentfd, const char *name, const char *label,
                      cache_file_fn fn, void *arg, char *meta, size_t metacap, uint64_t *files, struct err *e);

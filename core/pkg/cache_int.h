@@ -1,15 +1,43 @@
-#ifndef ABX_PKG_CACHE_INT_H
-#define ABX_PKG_CACHE_INT_H
+#ifndef ABX_CACHE_INT_H
+#define ABX_CACHE_INT_H
+/*
+ * Private to the tree cache (cache_tree.c keeps a tree, cache_place.c
+ * places one): the sealing key, the hashed copy and the walk's rules for
+ * names and links, one copy of each for both.
+ */
+#include "pkg/cache.h"
 
-/* What cache_tree.c and cache_seal.c share and nothing else uses. */
 #include <stddef.h>
+#include <sys/types.h>
 
-#define CACHE_SEAL_KEY_LEN 32
+/* FICLONE from <linux/fs.h>, spelt out to need no kernel header. */
+#define CACHE_FICLONE _IOW(0x94, 9, int)
+#define COPY_BUF (128u << 10) /* one read/write of a copy */
+/* Files from this size up are copied through a cache_pipe. */
+#define PIPE_MIN (4u << 20)
+#define MANIFEST_MAX (64u << 20)
+#define KEY_LEN 32
 
-/* The cache's sealing key: read <trees>/.key, or make it. Returns 0, or
- * -1 with why set (the tree cache is then not used). */
-int cache_seal_key(const char *trees, unsigned char key[CACHE_SEAL_KEY_LEN], const char **why);
-/* The HMAC-SHA256 of text under key, as 64 hex digits. */
-void cache_seal(const unsigned char key[CACHE_SEAL_KEY_LEN], const void *text, size_t len, char out[65]);
+/* The cache's sealing key: read <cache>/trees/.key, or make it. Returns 0,
+ * or -1 with why set (the tree cache is then not used). */
+int cache_seal_key(const char *trees, unsigned char key[KEY_LEN], const char **why);
+/* The HMAC-SHA256 of text under key, hex. */
+void cache_seal(const unsigned char key[KEY_LEN], const void *text, size_t len, char out[65]);
+
+/* Copy in to out (size bytes) and the sha256 of what out then holds, io a
+ * COPY_BUF buffer of the caller's (one per thread). 0, or -1 with errno
+ * and *dst_err set when the destination failed. */
+int cache_copy_hash(unsigned char *io, int in, int out, off_t size, unsigned char sha[32], int *dst_err);
+
+/* The names in the open directory src (rel in messages), sorted bytewise:
+ * 0 with *names (cache_names_free), or -1 with e. */
+int cache_dir_names(int src, const char *rel, char ***names, size_t *n, struct err *e);
+void cache_names_free(char **names, size_t n);
+/* rel/name into path, or -1 with e for a name the listing cannot hold. */
+int cache_entry_path(const char *rel, const char *name, char *path, size_t cap, struct err *e);
+/* The target of link name in src (cap 4096), or -1 with e. */
+int cache_read_link(int src, const char *name, const char *rel, char *target, size_t cap, struct err *e);
+/* Append a listing line to b, or -1 with e (too large). */
+int cache_line(struct buf *b, struct err *e, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 #endif

@@ -17,6 +17,7 @@
 #include "pkg/cache.h"
 
 #include "base/clock.h"
+#include "base/fs.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -34,15 +35,13 @@
 #define PIPE_FOLLOW_SLOTS 8
 /* consumers: the digests (at most 2), then the write */
 #define PIPE_CONSUMERS 3
-/* The writer starts the writeback of what it wrote every this many bytes. */
-#define PIPE_FLUSH (8u << 20)
 
 struct cache_pipe;
 
 struct consumer {
 	struct cache_pipe *p;
 	int i;
-	unsigned tail; /* slots this consumer is done with (mod 2^32) */
+	unsigned tail;  /* slots this consumer is done with (mod 2^32) */
 	int64_t cpu_us; /* the thread's CPU, added as it ends */
 	pthread_t th;
 };
@@ -89,14 +88,9 @@ consume(struct cache_pipe *p, int i, const unsigned char *b, size_t n)
 			return w < 0 ? errno : EIO;
 		off += (size_t)w;
 	}
-	/* Start the writeback of the file's dirty pages (no wait), so the
-	 * disk works while the download goes on and an fsync at the end
-	 * has little left to wait for. Not a regular file: nothing to do. */
-	p->unflushed += n;
-	if (p->unflushed >= PIPE_FLUSH) {
-		p->unflushed = 0;
-		(void)sync_file_range(p->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
-	}
+	/* the disk works while the download goes on: an fsync or syncfs
+	 * at the end has little left to wait for */
+	fs_writeback_every(p->fd, &p->unflushed, n);
 	return 0;
 }
 
@@ -331,6 +325,8 @@ cache_pipe_finish_cpu(struct cache_pipe *p, struct digest *a, struct digest *b, 
 		p->head++;
 		pthread_mutex_unlock(&p->mu);
 	}
+	if (er == 0)
+		fs_writeback_start(p->fd); /* and the tail, now the file is whole */
 	digest_final(&p->d[0], a);
 	if (b != NULL && p->nd > 1)
 		digest_final(&p->d[1], b);

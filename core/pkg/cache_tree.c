@@ -1,13 +1,14 @@
 /*
  * The cache's extracted trees (cache.h): a tree kept under trees/<key> with
  * a listing sealed by the cache's own key, stored by reflink or a copy that
- * takes extraction's digests, placed by a copy hashed against the listing.
+ * takes extraction's digests (placed by cache_place.c), and sealed notes.
  */
 #include "pkg/cache.h"
-#include "pkg/cache_int.h"
 
 #include "base/fs.h"
+#include "pkg/cache_int.h"
 
+#include <bearssl_hmac.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -15,15 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-/* FICLONE from <linux/fs.h>, spelt out to need no kernel header. */
-#define CACHE_FICLONE _IOW(0x94, 9, int)
-#define COPY_BUF (128u << 10) /* one read/write of a copy */
-/* Files from this size up are copied through a cache_pipe. */
-#define PIPE_MIN (4u << 20)
-#define MANIFEST_MAX (64u << 20)
 
 /* ---- extracted trees ------------------------------------------------------ */
 
@@ -177,20 +172,94 @@ cache_tree_key(const struct digest *d, const char *variant, char out[CACHE_KEY_M
 	return n < 0 || n >= CACHE_KEY_MAX ? -1 : 0;
 }
 
-/* One copy of a tree: source and destination directories, the listing
- * made of what was written, and which side an error came from. */
+int
+cache_seal_key(const char *trees, unsigned char key[KEY_LEN], const char **why)
+{
+	char path[4096], tmp[4200], hex[2 * KEY_LEN + 2], rnd[17];
+	struct stat st;
+	ssize_t n;
+	int fd, i;
+
+	snprintf(path, sizeof(path), "%s/.key", trees);
+	for (i = 0; i < 2; i++) {
+		fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd >= 0) {
+			n = fstat(fd, &st) == 0 ? read(fd, hex, sizeof(hex)) : -1;
+			close(fd);
+			if (st.st_uid != geteuid() || (st.st_mode & 077) != 0) {
+				*why = "its key file is not this user's alone (mode 0600)";
+				return -1;
+			}
+			if (n < 2 * KEY_LEN) {
+				*why = "its key file is unreadable or short";
+				return -1;
+			}
+			for (n = 0; n < KEY_LEN; n++) {
+				unsigned v;
+				if (sscanf(hex + 2 * n, "%2x", &v) != 1) {
+					*why = "its key file is not hex";
+					return -1;
+				}
+				key[n] = (unsigned char)v;
+			}
+			return 0;
+		}
+		if (errno != ENOENT || i > 0)
+			break;
+		if (getrandom(key, KEY_LEN, 0) != KEY_LEN) {
+			*why = "no random bytes for its key";
+			return -1;
+		}
+		for (n = 0; n < KEY_LEN; n++)
+			snprintf(hex + 2 * n, 3, "%02x", key[n]);
+		hex[2 * KEY_LEN] = '\n';
+		fs_rand_hex(rnd, 8);
+		snprintf(tmp, sizeof(tmp), "%s/.tmp-key-%s", trees, rnd);
+		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd < 0)
+			break;
+		n = write(fd, hex, 2 * KEY_LEN + 1);
+		close(fd);
+		/* link(2) never replaces: of two first users one key wins and
+		 * both read it */
+		if (n != 2 * KEY_LEN + 1 || (link(tmp, path) != 0 && errno != EEXIST)) {
+			unlink(tmp);
+			break;
+		}
+		unlink(tmp);
+	}
+	*why = "its key file cannot be read or made";
+	return -1;
+}
+
+void
+cache_seal(const unsigned char key[KEY_LEN], const void *text, size_t len, char out[65])
+{
+	br_hmac_key_context kc;
+	br_hmac_context hc;
+	unsigned char mac[32];
+	int i;
+
+	br_hmac_key_init(&kc, &br_sha256_vtable, key, KEY_LEN);
+	br_hmac_init(&hc, &kc, 0);
+	br_hmac_update(&hc, text, len);
+	br_hmac_out(&hc, mac);
+	for (i = 0; i < 32; i++)
+		snprintf(out + 2 * i, 3, "%02x", mac[i]);
+}
+
+/* One copy of a tree being kept: source and destination directories, the
+ * listing made of what was written, and which side an error came from. */
 struct walk {
 	struct buf lines;
 	unsigned char *io; /* COPY_BUF bytes */
-	cache_file_fn fn;
-	void *arg;
-	cache_sum_fn sum; /* store only: digests from extraction */
+	cache_sum_fn sum;  /* digests from extraction */
 	void *sum_arg;
 	uint64_t files, summed; /* files copied; of them, not hashed again */
 	int dst_err;            /* the failure was the destination's */
 	struct err *e;
-	/* a store's: what cache_tree_store_end does, in walk order (a
-	 * directory's mode after its content) */
+	/* what cache_tree_store_end does, in walk order (a directory's mode
+	 * after its content) */
 	struct later *later;
 	size_t nlater, caplater;
 };
@@ -230,8 +299,8 @@ push_later(struct walk *w, const char *rel, const char *copy, const struct stat 
  * read, hash and write in one pass (on two threads for a large file): the
  * digest is of the very bytes written, with one read fewer than an
  * in-kernel copy read back. */
-static int
-copy_hash(struct walk *w, int in, int out, off_t size, unsigned char sha[32])
+int
+cache_copy_hash(unsigned char *io, int in, int out, off_t size, unsigned char sha[32], int *dst_err)
 {
 	struct digest_ctx c;
 	struct digest d;
@@ -240,8 +309,8 @@ copy_hash(struct walk *w, int in, int out, off_t size, unsigned char sha[32])
 
 	digest_init(&c, DIGEST_SHA256);
 	if (size > 0 && ioctl(out, CACHE_FICLONE, in) == 0) {
-		while ((n = pread(out, w->io, COPY_BUF, off)) > 0) {
-			digest_update(&c, w->io, (size_t)n);
+		while ((n = pread(out, io, COPY_BUF, off)) > 0) {
+			digest_update(&c, io, (size_t)n);
 			off += n;
 		}
 		if (n < 0)
@@ -252,29 +321,29 @@ copy_hash(struct walk *w, int in, int out, off_t size, unsigned char sha[32])
 		struct cache_pipe *p = cache_pipe_new(out, DIGEST_SHA256, DIGEST_NONE);
 		if (p == NULL)
 			return -1;
-		while ((n = read(in, w->io, COPY_BUF)) > 0)
-			if (cache_pipe_write(p, w->io, (size_t)n) < 0)
+		while ((n = read(in, io, COPY_BUF)) > 0)
+			if (cache_pipe_write(p, io, (size_t)n) < 0)
 				break;
 		if (n < 0) {
 			cache_pipe_free(p);
 			return -1;
 		}
 		if (cache_pipe_finish(p, &d, NULL) < 0 || n > 0) {
-			w->dst_err = 1;
+			*dst_err = 1;
 			return -1;
 		}
 		memcpy(sha, d.v, 32);
 		return 0;
 	} else {
-		while ((n = read(in, w->io, COPY_BUF)) > 0) {
+		while ((n = read(in, io, COPY_BUF)) > 0) {
 			ssize_t k, o = 0;
-			digest_update(&c, w->io, (size_t)n);
+			digest_update(&c, io, (size_t)n);
 			while (o < n) {
-				k = write(out, w->io + o, (size_t)(n - o));
+				k = write(out, io + o, (size_t)(n - o));
 				if (k < 0 && errno == EINTR)
 					continue;
 				if (k < 0) {
-					w->dst_err = 1;
+					*dst_err = 1;
 					return -1;
 				}
 				o += k;
@@ -294,9 +363,10 @@ static int
 copy_plain(struct walk *w, int in, int out)
 {
 	ssize_t n, k, o;
+	uint64_t unkicked = 0;
 
 	while ((n = copy_file_range(in, NULL, out, NULL, COPY_BUF << 4, 0)) > 0)
-		;
+		fs_writeback_every(out, &unkicked, (uint64_t)n);
 	if (n == 0)
 		return 0;
 	if (errno != EXDEV && errno != ENOSYS && errno != EINVAL && errno != EOPNOTSUPP) {
@@ -328,10 +398,8 @@ cmp_names(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int line(struct walk *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static int
-line(struct walk *w, const char *fmt, ...)
+int
+cache_line(struct buf *b, struct err *e, const char *fmt, ...)
 {
 	char l[8400];
 	va_list ap;
@@ -340,8 +408,83 @@ line(struct walk *w, const char *fmt, ...)
 	va_start(ap, fmt);
 	n = vsnprintf(l, sizeof(l), fmt, ap);
 	va_end(ap);
-	if (n < 0 || (size_t)n >= sizeof(l) || buf_put(&w->lines, l, (size_t)n) < 0)
-		return err_set(w->e, "io.error", "tree listing too large");
+	if (n < 0 || (size_t)n >= sizeof(l) || buf_put(b, l, (size_t)n) < 0)
+		return err_set(e, "io.error", "tree listing too large");
+	return 0;
+}
+
+#define line(w, ...) cache_line(&(w)->lines, (w)->e, __VA_ARGS__)
+
+void
+cache_names_free(char **names, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+}
+
+int
+cache_dir_names(int src, const char *rel, char ***out, size_t *np, struct err *e)
+{
+	char **names = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+	DIR *d;
+	int fd = dup(src), rc = 0;
+
+	if (fd < 0 || (d = fdopendir(fd)) == NULL) {
+		if (fd >= 0)
+			close(fd);
+		return err_set(e, "io.error", "%s: %s", rel[0] ? rel : ".", strerror(errno));
+	}
+	while ((de = readdir(d)) != NULL) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (n == cap) {
+			char **nn = realloc(names, (cap = cap ? 2 * cap : 32) * sizeof(*names));
+			if (nn == NULL) {
+				rc = err_set(e, "internal", "out of memory");
+				break;
+			}
+			names = nn;
+		}
+		if ((names[n] = strdup(de->d_name)) == NULL) {
+			rc = err_set(e, "internal", "out of memory");
+			break;
+		}
+		n++;
+	}
+	closedir(d);
+	if (rc < 0) {
+		cache_names_free(names, n);
+		return -1;
+	}
+	if (n > 1)
+		qsort(names, n, sizeof(*names), cmp_names);
+	*out = names;
+	*np = n;
+	return 0;
+}
+
+int
+cache_entry_path(const char *rel, const char *name, char *path, size_t cap, struct err *e)
+{
+	if (strchr(name, '\n') || strstr(name, " -> ") ||
+	    (size_t)snprintf(path, cap, "%s%s%s", rel, rel[0] ? "/" : "", name) >= cap)
+		return err_set(e, "io.error", "%s/%s: a name the listing cannot hold", rel, name);
+	return 0;
+}
+
+int
+cache_read_link(int src, const char *name, const char *rel, char *target, size_t cap, struct err *e)
+{
+	ssize_t n = readlinkat(src, name, target, cap - 1);
+
+	if (n < 0 || (size_t)n >= cap - 1 || memchr(target, '\n', (size_t)n))
+		return err_set(e, "io.error", "%s: an unreadable link", rel);
+	target[n] = '\0';
 	return 0;
 }
 
@@ -355,7 +498,6 @@ walk_file(struct walk *w, int src, int dst, const char *name, const char *rel, c
 	const char *copy;
 	struct stat ds;
 	int in, out, i, rc;
-	ssize_t n;
 
 	if (S_ISDIR(st->st_mode)) {
 		if (mkdirat(dst, name, 0700) != 0) {
@@ -368,8 +510,8 @@ walk_file(struct walk *w, int src, int dst, const char *name, const char *rel, c
 		out = openat(dst, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		rc = in < 0 || out < 0 ? err_set(w->e, "io.error", "%s: %s", rel, strerror(errno))
 		                       : walk_dir(w, in, out, rel);
-		/* the mode last: a read-only directory is filled first (a
-		 * store's, once its copies are in) */
+		/* the mode last: a read-only directory is filled first (with
+		 * extraction's copies, once they are moved in) */
 		if (rc == 0 && w->sum_arg != NULL && w->sum == cache_sums_get)
 			rc = push_later(w, rel, "", st);
 		else if (rc == 0 && fchmod(out, st->st_mode & 07777) != 0) {
@@ -383,10 +525,8 @@ walk_file(struct walk *w, int src, int dst, const char *name, const char *rel, c
 		return rc;
 	}
 	if (S_ISLNK(st->st_mode)) {
-		n = readlinkat(src, name, target, sizeof(target) - 1);
-		if (n < 0 || (size_t)n >= sizeof(target) - 1 || memchr(target, '\n', (size_t)n))
-			return err_set(w->e, "io.error", "%s: an unreadable link", rel);
-		target[n] = '\0';
+		if (cache_read_link(src, name, rel, target, sizeof(target), w->e) < 0)
+			return -1;
 		if (symlinkat(target, dst, name) != 0) {
 			w->dst_err = 1;
 			return err_set(w->e, "io.error", "%s: %s", rel, strerror(errno));
@@ -422,7 +562,7 @@ walk_file(struct walk *w, int src, int dst, const char *name, const char *rel, c
 		rc = copy_plain(w, in, out);
 		w->summed += rc == 0;
 	} else {
-		rc = copy_hash(w, in, out, st->st_size, sha);
+		rc = cache_copy_hash(w->io, in, out, st->st_size, sha, &w->dst_err);
 	}
 	close(in);
 	if (rc < 0 || fchmod(out, st->st_mode & 07777) != 0 || fstat(out, &ds) != 0) {
@@ -430,9 +570,8 @@ walk_file(struct walk *w, int src, int dst, const char *name, const char *rel, c
 		w->dst_err = w->dst_err || rc == 0;
 		return err_set(w->e, "io.error", "%s: copying: %s", rel, strerror(errno));
 	}
+	fs_writeback_start(out); /* fs.h: the disk writes it while the next is copied */
 	close(out);
-	if (w->fn != NULL)
-		w->fn(w->arg, rel, &ds, sha);
 listed:
 	for (i = 0; i < 32; i++)
 		snprintf(hex + 2 * i, 3, "%02x", sha[i]);
@@ -446,62 +585,30 @@ listed:
 static int
 walk_dir(struct walk *w, int src, int dst, const char *rel)
 {
-	char **names = NULL, path[4096];
-	size_t n = 0, cap = 0, i;
-	struct dirent *de;
+	char **names, path[4096];
+	size_t n, i;
 	struct stat st;
-	DIR *d;
-	int fd = dup(src), rc = 0;
+	int rc = 0;
 
-	if (fd < 0 || (d = fdopendir(fd)) == NULL) {
-		if (fd >= 0)
-			close(fd);
-		return err_set(w->e, "io.error", "%s: %s", rel[0] ? rel : ".", strerror(errno));
-	}
-	while ((de = readdir(d)) != NULL) {
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-			continue;
-		if (n == cap) {
-			char **nn = realloc(names, (cap = cap ? 2 * cap : 32) * sizeof(*names));
-			if (nn == NULL) {
-				rc = err_set(w->e, "internal", "out of memory");
-				break;
-			}
-			names = nn;
-		}
-		if ((names[n] = strdup(de->d_name)) == NULL) {
-			rc = err_set(w->e, "internal", "out of memory");
-			break;
-		}
-		n++;
-	}
-	closedir(d);
-	if (rc == 0 && n > 1)
-		qsort(names, n, sizeof(*names), cmp_names);
+	if (cache_dir_names(src, rel, &names, &n, w->e) < 0)
+		return -1;
 	for (i = 0; rc == 0 && i < n; i++) {
-		if (strchr(names[i], '\n') || strstr(names[i], " -> ") ||
-		    (size_t)snprintf(path, sizeof(path), "%s%s%s", rel, rel[0] ? "/" : "", names[i]) >=
-		        sizeof(path))
-			rc =
-			    err_set(w->e, "io.error", "%s/%s: a name the listing cannot hold", rel, names[i]);
+		if (cache_entry_path(rel, names[i], path, sizeof(path), w->e) < 0)
+			rc = -1;
 		else if (fstatat(src, names[i], &st, AT_SYMLINK_NOFOLLOW) != 0)
 			rc = err_set(w->e, "io.error", "%s: %s", path, strerror(errno));
 		else
 			rc = walk_file(w, src, dst, names[i], path, &st);
 	}
-	for (i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
+	cache_names_free(names, n);
 	return rc;
 }
 
 static int
-walk_init(struct walk *w, cache_file_fn fn, void *arg, struct err *e)
+walk_init(struct walk *w, struct err *e)
 {
 	memset(w, 0, sizeof(*w));
 	w->lines.max = MANIFEST_MAX;
-	w->fn = fn;
-	w->arg = arg;
 	w->e = e;
 	if ((w->io = malloc(COPY_BUF)) == NULL)
 		return err_set(e, "internal", "out of memory");
@@ -520,184 +627,12 @@ walk_free(struct walk *w)
 	free(w->io);
 }
 
-/* Remove the directory name of dirfd (a work directory of ours). */
-static void
-discard(int dirfd, const char *name)
-{
-	struct err e;
-
-	fs_rm_treeat(dirfd, name, &e);
-}
-
-/* The first line where a and b differ, for the message. */
-static void
-first_diff(const char *a, size_t alen, const char *b, size_t blen, char *out, size_t cap)
-{
-	size_t i = 0, s = 0, ea, eb;
-
-	while (i < alen && i < blen && a[i] == b[i])
-		if (a[i++] == '\n')
-			s = i;
-	for (ea = s; ea < alen && a[ea] != '\n'; ea++)
-		;
-	for (eb = s; eb < blen && b[eb] != '\n'; eb++)
-		;
-	snprintf(out, cap, "the manifest has \"%.*s\", the copy \"%.*s\"", (int)(ea - s > 300 ? 300 : ea - s),
-	         a + s, (int)(eb - s > 300 ? 300 : eb - s), b + s);
-	if (ea == s)
-		snprintf(out, cap, "the copy has an extra \"%.*s\"", (int)(eb - s > 300 ? 300 : eb - s),
-		         b + s);
-	else if (eb == s)
-		snprintf(out, cap, "the copy lacks \"%.*s\"", (int)(ea - s > 300 ? 300 : ea - s), a + s);
-}
-
-/* Read and check the manifest of entry dir: body (lines) and meta point
- * into *text (caller frees). Returns 0, or -1 with why. */
-static int
-read_manifest(const char *dir, const char *key, const unsigned char sk[CACHE_SEAL_KEY_LEN], char **text,
-              const char **body, size_t *blen, char *meta, size_t metacap, const char **why)
-{
-	char path[4400], head[CACHE_KEY_MAX + 40], mac[65];
-	size_t len, hl, ml;
-	struct err e;
-	char *t, *nl, *m;
-
-	snprintf(path, sizeof(path), "%s/manifest", dir);
-	if (fs_read_alloc(path, MANIFEST_MAX, text, &len, &e) < 0) {
-		*why = "its manifest is missing or unreadable";
-		return -1;
-	}
-	t = *text;
-	/* "abx-tree 1 <key> <meta>\n" lines... "mac <hex>\n" */
-	hl = (size_t)snprintf(head, sizeof(head), "abx-tree 1 %s ", key);
-	ml = 4 + 64 + 1;
-	if (len < hl + ml || memcmp(t, head, hl) != 0 || (nl = memchr(t, '\n', len)) == NULL ||
-	    memcmp(t + len - ml, "mac ", 4) != 0 || t[len - 1] != '\n') {
-		*why = "its manifest does not name this artifact";
-		return -1;
-	}
-	cache_seal(sk, t, len - ml, mac);
-	if (!ct_equal(mac, t + len - ml + 4, 64)) {
-		*why = "its manifest's seal does not match (edited, or made with another cache's key)";
-		return -1;
-	}
-	m = t + hl;
-	if (meta != NULL)
-		snprintf(meta, metacap, "%.*s", (int)(nl - m), m);
-	*body = nl + 1;
-	*blen = (size_t)(t + len - ml - (nl + 1));
-	return 0;
-}
-
-int
-cache_tree_has(const char *cache, const char *key)
-{
-	char dir[4400];
-
-	return (size_t)snprintf(dir, sizeof(dir), "%s/trees/%s", cache, key) < sizeof(dir) &&
-	       access(dir, F_OK) == 0;
-}
-
-int
-cache_tree_place(const char *cache, const char *key, int parentfd, const char *name, const char *label,
-                 cache_file_fn fn, void *arg, char *meta, size_t metacap, uint64_t *files, struct err *e)
-{
-	char trees[4096], dir[4200], src[4300], tmp[64], rnd[17], diff[800];
-	unsigned char sk[CACHE_SEAL_KEY_LEN];
-	const char *why = NULL, *body;
-	char *text = NULL;
-	struct walk w;
-	struct err we;
-	size_t blen;
-	int sfd, dfd, rc;
-
-	snprintf(trees, sizeof(trees), "%s/trees", cache);
-	if ((size_t)snprintf(dir, sizeof(dir), "%s/%s", trees, key) >= sizeof(dir) || access(dir, F_OK) != 0)
-		return 0;
-	if (cache_seal_key(trees, sk, &why) < 0) {
-		warnx_line("cache: not using the extracted tree of %s in %s: %s", label, trees, why);
-		return 0;
-	}
-	if (read_manifest(dir, key, sk, &text, &body, &blen, meta, metacap, &why) < 0)
-		goto damaged;
-	snprintf(src, sizeof(src), "%s/tree", dir);
-	sfd = open(src, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (sfd < 0) {
-		why = "its tree is missing";
-		goto damaged;
-	}
-	fs_rand_hex(rnd, 8);
-	snprintf(tmp, sizeof(tmp), ".abx-place-%s", rnd);
-	err_clear(&we);
-	if (walk_init(&w, fn, arg, &we) < 0 || mkdirat(parentfd, tmp, 0700) != 0 ||
-	    (dfd = openat(parentfd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-		close(sfd);
-		walk_free(&w);
-		free(text);
-		return err_set(e, "io.error", "placing %s: %s", label, strerror(errno));
-	}
-	rc = walk_dir(&w, sfd, dfd, "");
-	close(sfd);
-	if (rc == 0 && fchmod(dfd, 0755) != 0)
-		rc = -1, w.dst_err = 1;
-	close(dfd);
-	if (rc < 0 && w.dst_err) {
-		*e = we;
-		discard(parentfd, tmp);
-		walk_free(&w);
-		free(text);
-		return -1;
-	}
-	if (rc < 0 || w.lines.len != blen || memcmp(w.lines.p, body, blen) != 0) {
-		if (rc < 0)
-			snprintf(diff, sizeof(diff), "%.700s", we.msg);
-		else
-			first_diff(body, blen, (const char *)w.lines.p, w.lines.len, diff, sizeof(diff));
-		why = diff;
-		discard(parentfd, tmp);
-		walk_free(&w);
-		goto damaged;
-	}
-	/* whole, verified: it takes its name (an empty directory there is
-	 * replaced; anything else stays, and extraction is used instead) */
-	if (renameat(parentfd, tmp, parentfd, name) != 0) {
-		int er = errno;
-		discard(parentfd, tmp);
-		walk_free(&w);
-		free(text);
-		warnx_line("cache: not placing the extracted tree of %s: %s: %s; extracting instead", label,
-		           name, strerror(er));
-		return 0;
-	}
-	if (files != NULL)
-		*files = w.files;
-	walk_free(&w);
-	free(text);
-	return 1;
-
-damaged:
-	free(text);
-	/* out of the way first (one rename: a concurrent reader sees the
-	 * whole entry or none), then removed */
-	fs_rand_hex(rnd, 8);
-	snprintf(src, sizeof(src), "%s/.tmp-bad-%s", cache, rnd);
-	if (rename(dir, src) == 0) {
-		struct err de;
-		fs_rm_tree(src, &de);
-	}
-	warnx_line(
-	    "cache: the extracted tree of %s (%s) is damaged: %s; discarded, extracting it again from the "
-	    "verified artifact",
-	    label, dir, why);
-	return 0;
-}
-
 /* A store between its two steps (cache.h). */
 struct cache_store {
 	struct walk w;
 	struct err e;
 	struct buf text;
-	unsigned char sk[CACHE_SEAL_KEY_LEN];
+	unsigned char sk[KEY_LEN];
 	char dir[4200], tmp[4200], *label;
 	int tfd;
 };
@@ -737,7 +672,7 @@ cache_tree_store_begin(const char *cache, const char *key, int dirfd, const char
 	err_clear(&s->e);
 	snprintf(trees, sizeof(trees), "%s/trees", cache);
 	if ((size_t)snprintf(s->dir, sizeof(s->dir), "%s/%s", trees, key) >= sizeof(s->dir) ||
-	    (s->label = strdup(label)) == NULL || walk_init(&s->w, NULL, NULL, &s->e) < 0) {
+	    (s->label = strdup(label)) == NULL || walk_init(&s->w, &s->e) < 0) {
 		free(s->label);
 		free(s);
 		return NULL;
@@ -841,4 +776,98 @@ cache_tree_store(const char *cache, const char *key, int dirfd, const char *meta
 
 	s = cache_tree_store_begin(cache, key, dirfd, meta, label, sum, sum_arg, &kept);
 	return s != NULL ? cache_tree_store_end(s) : kept;
+}
+
+/* ---- sealed notes ----------------------------------------------------------- */
+
+/* <cache>/trees/<name> for a note: a plain file name, never a tree key's
+ * (keys have no '.'-suffix of this kind) nor hidden. */
+static int
+note_path(const char *cache, const char *name, char *out, size_t cap)
+{
+	size_t n = strlen(name);
+
+	if (n == 0 || n > CACHE_KEY_MAX || name[0] == '.' || strchr(name, '/') || strchr(name, ' ') ||
+	    strchr(name, '\n'))
+		return -1;
+	return (size_t)snprintf(out, cap, "%s/trees/%s", cache, name) < cap ? 0 : -1;
+}
+
+int
+cache_note_put(const char *cache, const char *name, const char *body, size_t len)
+{
+	char trees[4096], path[4400], tmp[4400], rnd[17], mac[65];
+	unsigned char sk[KEY_LEN];
+	struct buf text = BUF_INIT(CACHE_NOTE_MAX + 300);
+	const char *why = NULL;
+	ssize_t n = -1;
+	int fd, rc = 0;
+
+	snprintf(trees, sizeof(trees), "%s/trees", cache);
+	if (len > CACHE_NOTE_MAX || memchr(body, '\0', len) != NULL ||
+	    note_path(cache, name, path, sizeof(path)) < 0 || (mkdir(trees, 0755) != 0 && errno != EEXIST) ||
+	    cache_seal_key(trees, sk, &why) < 0)
+		return 0;
+	buf_put(&text, "abx-note 1 ", 11);
+	buf_put(&text, name, strlen(name));
+	buf_put(&text, "\n", 1);
+	buf_put(&text, body, len);
+	cache_seal(sk, text.p, text.len, mac);
+	buf_put(&text, "mac ", 4);
+	buf_put(&text, mac, 64);
+	buf_put(&text, "\n", 1);
+	fs_rand_hex(rnd, 8);
+	snprintf(tmp, sizeof(tmp), "%s/.tmp-note-%s", trees, rnd);
+	fd = text.over ? -1 : open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd >= 0) {
+		n = write(fd, text.p, text.len);
+		if (close(fd) != 0)
+			n = -1;
+	}
+	/* one rename: a reader sees the old note or the new one, whole */
+	if (fd >= 0 && n == (ssize_t)text.len && rename(tmp, path) == 0)
+		rc = 1;
+	else if (fd >= 0)
+		unlink(tmp);
+	buf_free(&text);
+	return rc;
+}
+
+int
+cache_note_get(const char *cache, const char *name, char *body, size_t cap, const char **why)
+{
+	char trees[4096], path[4400], head[CACHE_KEY_MAX + 20], mac[65];
+	unsigned char sk[KEY_LEN];
+	size_t len, hl, ml = 4 + 64 + 1;
+	struct err e;
+	char *t = NULL;
+	int rc = -1;
+
+	snprintf(trees, sizeof(trees), "%s/trees", cache);
+	if (note_path(cache, name, path, sizeof(path)) < 0 || access(path, F_OK) != 0)
+		return 0;
+	if (cache_seal_key(trees, sk, why) < 0)
+		return -1;
+	if (fs_read_alloc(path, CACHE_NOTE_MAX + 300, &t, &len, &e) < 0) {
+		*why = "it is unreadable or too large";
+		return -1;
+	}
+	hl = (size_t)snprintf(head, sizeof(head), "abx-note 1 %s\n", name);
+	if (len < hl + ml || memcmp(t, head, hl) != 0 || memcmp(t + len - ml, "mac ", 4) != 0 ||
+	    t[len - 1] != '\n') {
+		*why = "it is not a note of this name";
+	} else if (len - ml - hl >= cap) {
+		*why = "it is larger than a note of this kind";
+	} else {
+		cache_seal(sk, t, len - ml, mac);
+		if (!ct_equal(mac, t + len - ml + 4, 64)) {
+			*why = "its seal does not match (edited, or made with another cache's key)";
+		} else {
+			memcpy(body, t + hl, len - ml - hl);
+			body[len - ml - hl] = '\0';
+			rc = 1;
+		}
+	}
+	free(t);
+	return rc;
 }

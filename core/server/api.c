@@ -300,6 +300,24 @@ progress_fields(struct json_w *w, const struct install_progress *p)
 	json_w_kint(w, "packages_total", (int64_t)p->count);
 }
 
+/* "requires": each tool installed for v's, with its own progress. */
+static void
+requires_json(struct json_w *w, const struct job_view *v)
+{
+	int i;
+
+	json_w_key(w, "requires");
+	json_w_arr(w);
+	for (i = 0; i < v->nreq; i++) {
+		json_w_obj(w);
+		json_w_kstr(w, "tool", v->req[i].tool);
+		json_w_kstr(w, "phase", v->req[i].phase);
+		progress_fields(w, &v->req[i].prog);
+		json_w_end(w);
+	}
+	json_w_end(w);
+}
+
 static void
 job_json(struct json_w *w, const struct job_view *v)
 {
@@ -313,6 +331,7 @@ job_json(struct json_w *w, const struct job_view *v)
 	json_w_kstr(w, "status", job_status_name(v->status));
 	json_w_kstr(w, "phase", v->phase);
 	progress_fields(w, &v->prog);
+	requires_json(w, v);
 	json_w_kstr(w, "principal", v->principal);
 	json_w_kstr(w, "op", v->op);
 	gmtime_r(&v->created, &tm);
@@ -491,6 +510,7 @@ runtime_json(struct api_rq *q, struct json_w *w, const char *agent)
 		json_w_obj(w);
 		json_w_kstr(w, "phase", v->phase);
 		progress_fields(w, &v->prog);
+		requires_json(w, v);
 		json_w_end(w);
 	} else {
 		jobs_probe(q->a->jobs, &q->g->set, agent, p);

@@ -129,10 +129,28 @@ on_progress(void *arg, const char *name, const char *phase, const struct install
 {
 	struct job *j = arg;
 
+	struct job_require *q = NULL;
+	int i;
+
 	pthread_mutex_lock(&j->J->mu);
-	/* Progress of a required tool is reported as the job's own. */
-	snprintf(j->v.phase, sizeof(j->v.phase), "%s", phase != NULL ? phase : "");
-	j->v.prog = *pg;
+	/* a requirement installs beside the tool: its progress is its own,
+	 * not the job's (the two would alternate in one report) */
+	if (name != NULL && strcmp(name, j->v.tool) != 0) {
+		for (i = 0; i < j->v.nreq && q == NULL; i++)
+			if (strcmp(j->v.req[i].tool, name) == 0)
+				q = &j->v.req[i];
+		if (q == NULL && j->v.nreq < MANIFEST_MAX_REQUIRES) {
+			q = &j->v.req[j->v.nreq++];
+			snprintf(q->tool, sizeof(q->tool), "%s", name);
+		}
+		if (q != NULL) {
+			snprintf(q->phase, sizeof(q->phase), "%s", phase != NULL ? phase : "");
+			q->prog = *pg;
+		}
+	} else {
+		snprintf(j->v.phase, sizeof(j->v.phase), "%s", phase != NULL ? phase : "");
+		j->v.prog = *pg;
+	}
 	pthread_mutex_unlock(&j->J->mu);
 }
 

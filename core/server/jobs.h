@@ -37,6 +37,14 @@ enum job_status {
 	JOB_FAILED,
 };
 
+/* A tool installed for the job's tool (its requires, theirs too), with its
+ * own progress: at most MANIFEST_MAX_REQUIRES of them are shown. */
+struct job_require {
+	char tool[CFG_NAME_MAX];
+	char phase[JOB_PHASE_MAX];
+	struct install_progress prog;
+};
+
 /* A copy of a job's state, safe to read after the call. */
 struct job_view {
 	char id[JOB_ID_MAX];
@@ -44,8 +52,10 @@ struct job_view {
 	char principal[64];
 	char op[128];
 	enum job_status status;
-	char phase[JOB_PHASE_MAX];
+	char phase[JOB_PHASE_MAX]; /* the tool's own phase and progress */
 	struct install_progress prog;
+	struct job_require req[MANIFEST_MAX_REQUIRES]; /* in the order they reported */
+	int nreq;
 	time_t created, finished;
 	int retry_after;      /* install.backoff: seconds */
 	struct err err;       /* JOB_FAILED */

@@ -145,6 +145,26 @@ if command -v strace >/dev/null 2>&1; then
 		"! grep -E 'flock\(|O_WRONLY|O_RDWR|O_CREAT|mkdir|rename|unlink|symlink' '$T/strace2' | grep -v ENOENT | grep -q ."
 	check "fast path: proved by the proof list, no file of the tree opened" sh -c \
 		"grep -q 'hello/.installed.proof' '$T/strace' && ! grep -q '\"data.bin\"' '$T/strace'"
+	# durability: each file written has its own writeback started
+	# (sync_file_range, no wait), and the one syncfs (the whole
+	# filesystem, other processes' data too) is the one before the
+	# publishing rename: no syncfs while the tree is staged (from a URL
+	# of its own: hello's downloads are counted)
+	cp "$W/hello-1.0.0.tgz" "$W/synced-1.0.0.tgz"
+	mkdir -p "$T/man3" && (M=$T/man3 && mkman hello /f/synced-1.0.0.tgz "$H")
+	strace -f -qq -y -e trace=sync_file_range,syncfs,rename,renameat,renameat2 -o "$T/strace3" \
+		"$BIN" prepare -q --manifests "$T/man3" --tools-dir "$T/tsync" --cache "$T/csync" --only hello >/dev/null 2>&1
+	check "durability: one syncfs, before the rename that publishes the tree" awk '
+		/syncfs\(/ { n++; at = NR }
+		/rename.*\/\.staging\/hello-[^\/]*\/tree", / && !pub { pub = NR }
+		END { exit !(n == 1 && pub > at) }' "$T/strace3"
+	for f in bin/hello share/data.bin; do
+		check "durability: the writeback of the staged $f started" grep -Eq \
+			"sync_file_range\\([0-9]+<[^>]*/\\.staging/hello-[^/]*/tree/$f>, 0, 0, SYNC_FILE_RANGE_WRITE\\)" "$T/strace3"
+	done
+	check "durability: ... and of the copies kept in the cache, and of the download" sh -c \
+		"grep -Eq 'sync_file_range\\([0-9]+<$T/csync/\\.tmp-tree-copies-[^/]*/[0-9]+>' '$T/strace3' &&
+		grep -Eq 'sync_file_range\\([0-9]+<$T/csync/\\.tmp-[0-9a-f]+>' '$T/strace3'"
 else
 	skip "fast path under strace" "strace not installed"
 fi

@@ -206,3 +206,48 @@ EOF
 else
 	not_ok "serve starts" "$(head -c 300 "$T/serve.err")"
 fi
+
+# ---- serve: the job's progress is its tool's; the requirement's is under requires -------
+mkdir -p "$T/st8"
+bg env ABX_SERVER_TOKEN=tok ABX_SERVER_AGENTS=app ABX_SERVER_INSTALL_MODE=lazy ABX_SERVER_INSTALL_WAIT=0 \
+	PATH="$T/nobin" "$BIN" serve --host 127.0.0.1 --port 0 --tools-dir "$T/t8" --state-dir "$T/st8" \
+	>"$T/serve8.out" 2>"$T/serve8.err"
+SP=$BGPID
+if wait_for_line "$T/serve8.out" '^[0-9][0-9]*$' 10; then
+	run python3 - "http://127.0.0.1:$(head -1 "$T/serve8.out")" "$T/reg/node/-/node-99.0.0.tgz" <<'EOF'
+import json, os, sys, time, urllib.error, urllib.request
+base, node_size = sys.argv[1], os.path.getsize(sys.argv[2])
+def call(method, path, body=None):
+    rq = urllib.request.Request(base + path, method=method, data=body,
+                                headers={"X-Access-Token": "tok", "Content-Type": "application/json"})
+    try:
+        return json.load(urllib.request.urlopen(rq, timeout=10))
+    except urllib.error.HTTPError as e:
+        return json.load(e)
+job = call("POST", "/v1/agents/runtimes/app/install", b"{}")
+jid, seen, deadline = job["id"], [], time.time() + 60
+while job.get("status") == "pending" and time.time() < deadline:
+    seen.append(job)
+    time.sleep(0.05)
+    job = call("GET", "/v1/install/jobs/" + jid)
+seen.append(job)
+bad = [s for s in seen if s.get("total", 0) >= node_size]
+reqs = job.get("requires", [])
+node = [r for r in reqs if r.get("tool") == "node-runtime"]
+print(json.dumps({"status": job.get("status"), "own": [job.get("bytes"), job.get("total"), job.get("packages_done"),
+                  job.get("packages_total")], "requires": reqs, "polls": len(seen)}))
+if job.get("status") != "succeeded":
+    sys.exit("not succeeded: %s" % json.dumps(job))
+if bad:
+    sys.exit("the job's own progress showed the requirement's bytes: %s" % json.dumps(bad[0]))
+if not (job["bytes"] == job["total"] > 0 and job["packages_done"] == job["packages_total"] >= 1):
+    sys.exit("the tool's own progress is not complete: %s" % json.dumps(job))
+if len(node) != 1 or not (node[0]["bytes"] == node[0]["total"] == node_size and node[0]["packages_done"] == 1):
+    sys.exit("node-runtime is not under requires with its whole download (%d bytes): %s" % (node_size, reqs))
+EOF
+	expect "serve: the job succeeds; its progress is app's own, node-runtime's (its whole tarball) under requires" 0 '"status": "succeeded"'
+	kill "$SP" 2>/dev/null
+	wait "$SP" 2>/dev/null
+else
+	not_ok "serve starts (requires progress)" "$(head -c 300 "$T/serve8.err")"
+fi

@@ -1002,6 +1002,31 @@ copy_file_rec(void *ctx, const char *name, const struct stat *st, const unsigned
 	t->copy[0] = '\0';
 }
 
+/* Every file under dir (but skip) had its writeback started when it was
+ * written: no page of it is still dirty (unit.h: when that can be told). */
+static void
+assert_written_back(const char *dir, const char *skip)
+{
+	char p[1200];
+	struct dirent *de;
+	struct stat sb;
+	DIR *d = opendir(dir);
+	long n;
+
+	assert_non_null(d);
+	while ((de = readdir(d)) != NULL) {
+		if (de->d_name[0] == '.' || (skip != NULL && strcmp(de->d_name, skip) == 0))
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+		assert_int_equal(lstat(p, &sb), 0);
+		if (S_ISDIR(sb.st_mode))
+			assert_written_back(p, NULL);
+		else if (S_ISREG(sb.st_mode) && (n = unit_dirty_pages(p)) > 0)
+			fail_msg("%s: %ld pages still dirty", p, n);
+	}
+	closedir(d);
+}
+
 /* arc_opts.copy_dirfd: every file reported has a whole copy, told of just
  * before it; a copy that cannot be made ("0" is taken) is skipped and the
  * extraction goes on, the name taken left alone. */
@@ -1043,6 +1068,11 @@ t_copies(void **s)
 		snprintf(c, sizeof(c), "test \"$(cat '%s/copies/0')\" = mine && test $(ls '%s/copies' | wc -l) = 41",
 		         base, base);
 		assert_int_equal(system(c), 0);
+		/* the disk writes each file and its copy while the next are
+		 * extracted */
+		assert_written_back(stage, NULL);
+		snprintf(c, sizeof(c), "%s/copies", base);
+		assert_written_back(c, "0");
 	}
 }
 

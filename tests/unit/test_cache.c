@@ -1,9 +1,13 @@
 #include "unit.h"
+#include "base/fs.h"
 #include "pkg/cache.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -119,6 +123,17 @@ test_put_commit(void **state)
 
 /* ---- the hashing pipe ---------------------------------------------------- */
 
+/* path's writeback was started once it was written: no page of it is still
+ * dirty (unit.h: when that can be told). */
+static void
+assert_written_back(const char *path)
+{
+	long n = unit_dirty_pages(path);
+
+	if (n > 0)
+		fail_msg("%s: %ld pages still dirty", path, n);
+}
+
 /* n bytes of a pattern no chunk boundary lines up with */
 static unsigned char *
 pattern(size_t n)
@@ -160,6 +175,7 @@ pipe_roundtrip2(size_t n, size_t step, int two)
 		assert_true(digest_equal(&s, &ws));
 	assert_int_equal(pread(fd, back, n + 1, 0), (ssize_t)n);
 	assert_memory_equal(back, b, n);
+	assert_written_back(p); /* the tail too, not only each 8 MiB */
 	close(fd);
 	free(b);
 	free(back);
@@ -479,6 +495,10 @@ test_tree_place(void **state)
 	snprintf(p, sizeof(p), "%s/dst/tree/empty", dir);
 	assert_int_equal(stat(p, &st), 0);
 	assert_int_equal(st.st_mode & 07777, 0750);
+	/* each copy's writeback started (the kept tree's and the placed one) */
+	assert_written_back((snprintf(p, sizeof(p), "%s/dst/tree/a.txt", dir), p));
+	assert_written_back((snprintf(p, sizeof(p), "%s/dst/tree/bin/tool", dir), p));
+	assert_written_back((snprintf(p, sizeof(p), "%s/trees/%s/tree/a.txt", cache, key), p));
 	/* nothing else under the parent: the work directory took its name */
 	assert_int_equal(system((snprintf(p, sizeof(p), "test \"$(ls -A %s/dst)\" = tree", dir), p)), 0);
 	/* the entry stays for the next one */
@@ -738,6 +758,217 @@ test_tree_store_takes_copies(void **state)
 	assert_int_equal(system(c), 0);
 }
 
+/* ---- placement on two threads ------------------------------------------- */
+
+/* What fn heard, in order. */
+struct heard {
+	size_t n;
+	char rel[512][48];
+	unsigned char sha[512][32];
+	off_t size[512];
+};
+
+static void
+hear(void *arg, const char *name, const struct stat *st, const unsigned char sha[32])
+{
+	struct heard *h = arg;
+
+	assert_true(h->n < 512);
+	snprintf(h->rel[h->n], sizeof(h->rel[0]), "%s", name);
+	memcpy(h->sha[h->n], sha, 32);
+	h->size[h->n] = st->st_size;
+	h->n++;
+}
+
+/* The descriptors open (counted in-process: a child would race). */
+static int
+open_fds(void)
+{
+	struct dirent *de;
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	assert_non_null(d);
+	while ((de = readdir(d)) != NULL)
+		n += de->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/* A tree of 40 directories of 8 files, a link and a subdirectory each,
+ * one read-only, with a large file (the hashing pipe) and a 2 MiB one in
+ * the middle, kept as an entry; returns the cache path. */
+static void
+make_many(char *cache, size_t cap)
+{
+	char c[1024];
+	struct digest d;
+	int fd;
+
+	snprintf(cache, cap, "%s/c", dir);
+	mkdir(cache, 0700);
+	snprintf(c, sizeof(c),
+	         "mkdir %s/src && cd %s/src && for d in $(seq 10 49); do mkdir -p d$d/sub; for f in 1 2 3 4 "
+	         "5 6 7 8; do "
+	         "echo \"file $d $f\" >d$d/f$f; done; echo x >d$d/sub/x; ln -s f1 d$d/l; done && "
+	         "head -c 5000000 /dev/zero | tr '\\0' y >d20/big && head -c 2100000 /dev/zero | tr '\\0' z "
+	         ">d15/mid "
+	         "&& chmod 0755 d11/f3 && chmod 0555 d25",
+	         dir, dir);
+	assert_int_equal(system(c), 0);
+	digest_buf(DIGEST_SHA256, "many", 4, &d);
+	assert_int_equal(cache_tree_key(&d, "t1", key), 0);
+	snprintf(c, sizeof(c), "%s/src", dir);
+	fd = open(c, O_RDONLY | O_DIRECTORY);
+	assert_true(fd >= 0);
+	assert_int_equal(cache_tree_store(cache, key, fd, "size=9", "test", NULL, NULL), 1);
+	close(fd);
+}
+
+static int
+place_heard(const char *cache, struct heard *h, struct err *e)
+{
+	char dst[256];
+	int fd, rc;
+
+	snprintf(dst, sizeof(dst), "%s/dst", dir);
+	mkdir(dst, 0700);
+	fd = open(dst, O_RDONLY | O_DIRECTORY);
+	assert_true(fd >= 0);
+	rc = cache_tree_place(cache, key, fd, "tree", "test", hear, h, NULL, 0, NULL, e);
+	close(fd);
+	return rc;
+}
+
+/* Many files over two threads: placed whole (the listing made equals the
+ * one the one-threaded store sealed, byte for byte, or it would not
+ * place), fn heard once per file in the listing's order with the digest
+ * of the bytes placed, modes kept, no descriptor left open. */
+static void
+test_tree_place_many(void **state)
+{
+	char cache[256], p[512], hex[65], rel[256];
+	static struct heard h;
+	unsigned mode;
+	long long size;
+	size_t i = 0;
+	struct digest d;
+	struct stat st;
+	struct err e;
+	FILE *f;
+	int fds;
+
+	make_many(cache, sizeof(cache));
+	fds = open_fds();
+	memset(&h, 0, sizeof(h));
+	assert_int_equal(place_heard(cache, &h, &e), 1);
+	assert_int_equal(open_fds(), fds);
+	assert_int_equal(h.n, 40 * 9 + 2);
+	/* the sealed listing's files, in order, are what fn heard */
+	snprintf(p, sizeof(p), "%s/trees/%s/manifest", cache, key);
+	f = fopen(p, "r");
+	assert_non_null(f);
+	while (fgets(p, sizeof(p), f) != NULL) {
+		if (p[0] != 'f')
+			continue;
+		assert_int_equal(sscanf(p, "f %o %lld %64s %255s", &mode, &size, hex, rel), 4);
+		assert_true(i < h.n);
+		assert_string_equal(h.rel[i], rel);
+		assert_int_equal(h.size[i], size);
+		memcpy(d.v, h.sha[i], 32);
+		d.alg = DIGEST_SHA256;
+		d.len = 32;
+		assert_string_equal(digest_hex(&d, p), hex);
+		i++;
+	}
+	fclose(f);
+	assert_int_equal(i, h.n);
+	/* and the digest fn heard is of the bytes placed */
+	for (i = 0; i < h.n; i++) {
+		unsigned char *b;
+		size_t len;
+		snprintf(p, sizeof(p), "%s/dst/tree/%s", dir, h.rel[i]);
+		assert_int_equal(fs_read_alloc(p, 8u << 20, (char **)&b, &len, &e), 0);
+		digest_buf(DIGEST_SHA256, b, len, &d);
+		assert_memory_equal(d.v, h.sha[i], 32);
+		free(b);
+	}
+	snprintf(p, sizeof(p), "%s/dst/tree/d25", dir);
+	assert_int_equal(stat(p, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0555);
+	snprintf(p, sizeof(p), "%s/dst/tree/d11/f3", dir);
+	assert_int_equal(stat(p, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0755);
+	assert_int_equal(system((snprintf(p, sizeof(p), "test \"$(ls -A %s/dst)\" = tree", dir), p)), 0);
+}
+
+/* One file in the middle of many changed in the cache (size kept): the
+ * copy and the entry are discarded, nothing left under the parent. */
+static void
+test_tree_place_many_damaged(void **state)
+{
+	char cache[256], c[1024];
+	static struct heard h;
+	struct err e;
+	int fds;
+
+	make_many(cache, sizeof(cache));
+	snprintf(c, sizeof(c), "cd %s/trees/%s/tree && chmod u+w d25 && echo 'file 25 X' >d25/f4", cache,
+	         key);
+	assert_int_equal(system(c), 0);
+	fds = open_fds();
+	memset(&h, 0, sizeof(h));
+	assert_int_equal(place_heard(cache, &h, &e), 0);
+	assert_int_equal(open_fds(), fds);
+	assert_int_equal(cache_tree_has(cache, key), 0);
+	snprintf(c, sizeof(c), "test -z \"$(ls -A %s/dst)\"", dir);
+	assert_int_equal(system(c), 0);
+}
+
+/* A write in the destination fails in the middle of many files (a file
+ * size limit, for the 2 MiB file or the large one): -1 with the
+ * destination's error, nothing left, the entry kept. */
+static void
+dest_error(rlim_t limit)
+{
+	char cache[256], c[1024];
+	static struct heard h;
+	struct rlimit old, rl;
+	struct err e;
+	int fds, rc;
+
+	make_many(cache, sizeof(cache));
+	signal(SIGXFSZ, SIG_IGN);
+	assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+	rl = old;
+	rl.rlim_cur = limit;
+	fds = open_fds();
+	memset(&h, 0, sizeof(h));
+	err_clear(&e);
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &rl), 0);
+	rc = place_heard(cache, &h, &e);
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+	assert_int_equal(rc, -1);
+	assert_non_null(strstr(e.msg, limit > (3u << 20) ? "d20/big: copying: " : "d15/mid: copying: "));
+	assert_non_null(strstr(e.msg, strerror(EFBIG)));
+	assert_int_equal(open_fds(), fds);
+	assert_int_equal(cache_tree_has(cache, key), 1);
+	snprintf(c, sizeof(c), "test -z \"$(ls -A %s/dst)\"", dir);
+	assert_int_equal(system(c), 0);
+}
+
+static void
+test_tree_place_dest_error(void **state)
+{
+	dest_error(1u << 20);
+}
+
+static void
+test_tree_place_dest_error_pipe(void **state)
+{
+	dest_error(4u << 20);
+}
+
 static void
 test_tree_key_rejects(void **state)
 {
@@ -789,29 +1020,33 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_get_verifies, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_put_commit, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_pipe_small, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_pipe_large, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_pipe_write_error, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_pipe_follow, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_pipe_follow_abandon, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_tree_place, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_tree_file_changed, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_tree_file_missing, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_tree_extra_file, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_tree_mode_changed, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_tree_link_changed, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_tree_manifest_tampered, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_tree_partial_entry, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_tree_other_key, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_tree_renamed_entry, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_tree_store_uses_sums, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_tree_large_file, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_tree_store_changed_since, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_tree_store_takes_copies, setup, teardown),
-		cmocka_unit_test(test_tree_key_rejects),
-		cmocka_unit_test_setup_teardown(test_note_sealed, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_get_verifies, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_put_commit, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_pipe_small, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_pipe_large, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_pipe_write_error, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_pipe_follow, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_pipe_follow_abandon, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_tree_place, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_tree_file_changed, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_tree_file_missing, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_tree_extra_file, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_tree_mode_changed, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_tree_link_changed, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_tree_manifest_tampered, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_tree_partial_entry, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_tree_other_key, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_tree_renamed_entry, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_tree_store_uses_sums, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_tree_large_file, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_tree_store_changed_since, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_tree_store_takes_copies, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_tree_place_many, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_tree_place_many_damaged, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_tree_place_dest_error, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_tree_place_dest_error_pipe, setup, teardown),
+	    cmocka_unit_test(test_tree_key_rejects),
+	    cmocka_unit_test_setup_teardown(test_note_sealed, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <fcntl.h>
 #include <string.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,4 +65,41 @@ unit_put(const char *dir, const char *rel, const char *text)
 	assert_non_null(f);
 	fputs(text, f);
 	fclose(f);
+}
+
+/*
+ * Pages of path's page cache still dirty (cachestat(2), Linux 6.5: no
+ * wrapper in the C libraries yet), or -1 when it cannot be told: no such
+ * call, or a filesystem without writeback (tmpfs: its pages stay dirty).
+ * A file whose writeback was started has none left (they are under
+ * writeback or clean); without the start they stay dirty for 30 s or until
+ * gigabytes are. Something else may sync meanwhile (a `sync` elsewhere):
+ * then 0 proves nothing, so a test asserts 0, never a count above it.
+ */
+#include <sys/syscall.h>
+#include <sys/vfs.h>
+#ifndef SYS_cachestat
+#define SYS_cachestat 451
+#endif
+static long
+unit_dirty_pages(const char *path)
+{
+	struct {
+		uint64_t off, len;
+	} range = {0, 0};
+	struct {
+		uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
+	} cs;
+	struct statfs sf;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	long r;
+
+	if (fd < 0)
+		return -1;
+	r = fstatfs(fd, &sf) == 0 && sf.f_type != 0x01021994 /* TMPFS_MAGIC */ &&
+	            syscall(SYS_cachestat, fd, &range, &cs, 0) == 0
+	        ? (long)cs.nr_dirty
+	        : -1;
+	close(fd);
+	return r;
 }

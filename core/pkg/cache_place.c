@@ -1,0 +1,570 @@
+/*
+ * Placing a kept tree (cache.h, cache_tree_place): the walk (this thread)
+ * makes the directories, links and empty copies of the files in bytewise
+ * order, depth first, and queues each file open on both sides; this thread
+ * and one helper copy and hash them (cache_copy_hash: the digest is of the
+ * bytes written), the helper the large files first. A failure stops the
+ * walk and the copies of the files after it, never those before it. Once
+ * both are done the listing is made in walk order from what was written
+ * and compared with the sealed one, and the caller's fn hears of each
+ * file, in that order. A directory's mode is set once the walk has made
+ * all in it (a read-only directory is filled first).
+ */
+#include "pkg/cache.h"
+
+#include "base/fs.h"
+#include "pkg/cache_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The helper starts once this many files wait (a small tree is copied on
+ * this thread alone); without one the walk copies each file once this many
+ * wait, with one once QUEUE_MAX do, so the descriptors held stay few. */
+#define HELP_FILES 8
+#define QUEUE_MAX 16
+
+/* Helpers running in this process at most (npm places packages on several
+ * threads at once): a placement with a helper holds up to 2 x QUEUE_MAX
+ * descriptors of queued files, one without it 2 x HELP_FILES. */
+#define HELPERS_MAX 8
+static int helpers;
+
+/* One entry of the listing, in walk order: 'd', 'l', 'f', or 'x' (an error
+ * of the walk's own). */
+struct pent {
+	struct pent *next;  /* walk order */
+	struct pent *qnext; /* the next file to copy */
+	size_t seq;         /* its place in walk order */
+	int in, out;        /* a queued file's source and its new copy */
+	char type;
+	unsigned mode;
+	off_t size;
+	const char *target;
+	struct stat ds; /* a file's fstat once written */
+	unsigned char sha[32];
+	int failed, dst_err;
+	const char *code;
+	char *msg;
+	char rel[]; /* then the target */
+};
+
+struct place {
+	pthread_mutex_t mu;
+	pthread_cond_t cv; /* files queued, or the walk done */
+	struct pent *head, **tail;
+	struct pent *q[2], **qtail[2]; /* files to copy: small, large */
+	size_t pending, seq;
+	size_t stop; /* the first failed file's seq, or SIZE_MAX */
+	int walked, oom, helper, no_helper;
+	pthread_t th;
+	unsigned char *io[2];
+};
+
+static void fail(struct pent *p, int dst, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void
+fail(struct pent *p, int dst, const char *code, const char *fmt, ...)
+{
+	char m[ERR_MSG_MAX];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(m, sizeof(m), fmt, ap);
+	va_end(ap);
+	p->failed = 1;
+	p->dst_err = dst;
+	p->code = code;
+	free(p->msg);
+	p->msg = strdup(m);
+}
+
+/* A new entry at the end of the listing (this thread only), or NULL. */
+static struct pent *
+add(struct place *pl, char type, const char *rel, const char *target)
+{
+	size_t rl = strlen(rel), tl = target ? strlen(target) : 0;
+	struct pent *p = calloc(1, sizeof(*p) + rl + 1 + tl + 1);
+
+	if (p == NULL) {
+		pl->oom = 1;
+		return NULL;
+	}
+	p->type = type;
+	p->seq = pl->seq++;
+	p->in = p->out = -1;
+	memcpy(p->rel, rel, rl + 1);
+	if (target != NULL) {
+		memcpy(p->rel + rl + 1, target, tl + 1);
+		p->target = p->rel + rl + 1;
+	}
+	*pl->tail = p;
+	pl->tail = &p->next;
+	return p;
+}
+
+/* The walk's own error at rel: an entry that says it (or the
+ * out-of-memory mark). -1. */
+static int walk_fail(struct place *pl, const char *rel, int dst, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+static int
+walk_fail(struct place *pl, const char *rel, int dst, const char *code, const char *fmt, ...)
+{
+	struct pent *p = add(pl, 'x', rel, NULL);
+	char m[ERR_MSG_MAX];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(m, sizeof(m), fmt, ap);
+	va_end(ap);
+	if (p != NULL)
+		fail(p, dst, code, "%s", m);
+	return -1;
+}
+
+/* Copy and hash the queued file p with the buffer io (any thread); its
+ * descriptors are closed. */
+static void
+copy_one(struct pent *p, unsigned char *io)
+{
+	int rc, dst_err = 0, er;
+
+	rc = cache_copy_hash(io, p->in, p->out, p->size, p->sha, &dst_err);
+	er = errno;
+	close(p->in);
+	if (rc == 0 && (fchmod(p->out, p->mode) != 0 || fstat(p->out, &p->ds) != 0))
+		er = errno;
+	else if (rc == 0)
+		er = 0;
+	if (rc == 0)
+		fs_writeback_start(p->out); /* fs.h: the disk writes it while the next is copied */
+	close(p->out);
+	p->in = p->out = -1;
+	if (er != 0 || rc < 0)
+		fail(p, dst_err || rc == 0, "io.error", "%s: copying: %s", p->rel, strerror(er));
+}
+
+/* Take a queued file and copy it (mu held, released meanwhile): a large
+ * one first if large, else a small one first. A file after one that
+ * failed is not copied; every file before it is, so the first failure in
+ * walk order is the one a walk on one thread would have met. */
+static void
+take_one(struct place *pl, unsigned char *io, int large)
+{
+	int k = pl->q[large] != NULL ? large : !large;
+	struct pent *p = pl->q[k];
+
+	if ((pl->q[k] = p->qnext) == NULL)
+		pl->qtail[k] = &pl->q[k];
+	pl->pending--;
+	if (p->seq > pl->stop) {
+		close(p->in);
+		close(p->out);
+		p->in = p->out = -1;
+		return;
+	}
+	pthread_mutex_unlock(&pl->mu);
+	copy_one(p, io);
+	pthread_mutex_lock(&pl->mu);
+	if (p->failed && p->seq < pl->stop)
+		pl->stop = p->seq;
+}
+
+/* The helper takes the large files first: the walk, which copies when
+ * too many wait, then takes small ones and does not stall on a large one
+ * (a large file is itself copied on two more threads, cache_pipe). */
+static void *
+helper(void *arg)
+{
+	struct place *pl = arg;
+
+	pthread_mutex_lock(&pl->mu);
+	for (;;) {
+		while (pl->pending == 0 && !pl->walked)
+			pthread_cond_wait(&pl->cv, &pl->mu);
+		if (pl->pending == 0)
+			break;
+		take_one(pl, pl->io[1], 1);
+	}
+	pthread_mutex_unlock(&pl->mu);
+	return NULL;
+}
+
+/* Start the helper unless HELPERS_MAX run (mu held); without one this
+ * thread copies alone. */
+static void
+start_helper(struct place *pl)
+{
+	pl->no_helper = 1;
+	if (__atomic_add_fetch(&helpers, 1, __ATOMIC_SEQ_CST) > HELPERS_MAX ||
+	    (pl->io[1] = malloc(COPY_BUF)) == NULL || pthread_create(&pl->th, NULL, helper, pl) != 0) {
+		__atomic_sub_fetch(&helpers, 1, __ATOMIC_SEQ_CST);
+		return;
+	}
+	pl->helper = 1;
+}
+
+/* Queue the file p (opened, its copy made); start the helper once enough
+ * wait, copy some here while too many do. 0, or -1 once stopped. */
+static int
+queue(struct place *pl, struct pent *p)
+{
+	int k = p->size >= PIPE_MIN, stop;
+
+	pthread_mutex_lock(&pl->mu);
+	*pl->qtail[k] = p;
+	pl->qtail[k] = &p->qnext;
+	pl->pending++;
+	if (!pl->helper && !pl->no_helper && pl->pending >= HELP_FILES)
+		start_helper(pl);
+	pthread_cond_signal(&pl->cv);
+	while (pl->pending >= (pl->helper ? QUEUE_MAX : HELP_FILES))
+		take_one(pl, pl->io[0], 0);
+	stop = pl->stop != SIZE_MAX;
+	pthread_mutex_unlock(&pl->mu);
+	return stop ? -1 : 0;
+}
+
+/* The regular file name of src (at rel, stat st): opened, its copy made
+ * in dst here (one thread creates in a directory: no contention for its
+ * lock), the copy queued. */
+static int
+place_file(struct place *pl, int src, int dst, const char *name, const char *rel, const struct stat *st)
+{
+	struct pent *p;
+	int er;
+
+	if ((p = add(pl, 'f', rel, NULL)) == NULL)
+		return -1;
+	p->mode = st->st_mode & 07777;
+	p->size = st->st_size;
+	p->in = openat(src, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (p->in < 0) {
+		fail(p, 0, "io.error", "%s: %s", rel, strerror(errno));
+		return -1;
+	}
+	p->out = openat(dst, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (p->out < 0) {
+		er = errno;
+		close(p->in);
+		p->in = -1;
+		fail(p, 1, "io.error", "%s: %s", rel, strerror(er));
+		return -1;
+	}
+	return queue(pl, p);
+}
+
+static int place_dir(struct place *pl, int src, int dst, const char *rel);
+
+/* The directory name of src (at rel, stat st): made, listed, walked, its
+ * mode set last (a read-only directory is filled first: its files are
+ * all made by then). */
+static int
+place_subdir(struct place *pl, int src, int dst, const char *name, const char *rel, const struct stat *st)
+{
+	struct pent *p;
+	int in, out, rc;
+
+	if (mkdirat(dst, name, 0700) != 0)
+		return walk_fail(pl, rel, 1, "io.error", "%s: %s", rel, strerror(errno));
+	if ((p = add(pl, 'd', rel, NULL)) == NULL)
+		return -1;
+	p->mode = st->st_mode & 07777;
+	in = openat(src, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	out = openat(dst, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	rc = in < 0 || out < 0 ? walk_fail(pl, rel, 0, "io.error", "%s: %s", rel, strerror(errno))
+	                       : place_dir(pl, in, out, rel);
+	if (rc == 0 && fchmod(out, p->mode) != 0)
+		rc = walk_fail(pl, rel, 1, "io.error", "%s: %s", rel, strerror(errno));
+	if (in >= 0)
+		close(in);
+	if (out >= 0)
+		close(out);
+	return rc;
+}
+
+/* Walk the directory src into dst (at rel): entries in bytewise order,
+ * depth first, so the listing is the same for the same tree. 0, or -1
+ * (stop). */
+static int
+place_dir(struct place *pl, int src, int dst, const char *rel)
+{
+	char **names, path[4096], target[4096];
+	struct stat st;
+	struct err e;
+	size_t n, i;
+	int rc = 0;
+
+	if (cache_dir_names(src, rel, &names, &n, &e) < 0)
+		return walk_fail(pl, rel, 0, e.code, "%s", e.msg);
+	for (i = 0; rc == 0 && i < n; i++) {
+		if (cache_entry_path(rel, names[i], path, sizeof(path), &e) < 0)
+			rc = walk_fail(pl, path, 0, e.code, "%s", e.msg);
+		else if (fstatat(src, names[i], &st, AT_SYMLINK_NOFOLLOW) != 0)
+			rc = walk_fail(pl, path, 0, "io.error", "%s: %s", path, strerror(errno));
+		else if (S_ISDIR(st.st_mode))
+			rc = place_subdir(pl, src, dst, names[i], path, &st);
+		else if (S_ISREG(st.st_mode))
+			rc = place_file(pl, src, dst, names[i], path, &st);
+		else if (!S_ISLNK(st.st_mode))
+			rc = walk_fail(pl, path, 0, "io.error", "%s: not a file, directory or link", path);
+		else if (cache_read_link(src, names[i], path, target, sizeof(target), &e) < 0)
+			rc = walk_fail(pl, path, 0, e.code, "%s", e.msg);
+		else if (symlinkat(target, dst, names[i]) != 0)
+			rc = walk_fail(pl, path, 1, "io.error", "%s: %s", path, strerror(errno));
+		else if (add(pl, 'l', path, target) == NULL)
+			rc = -1;
+	}
+	cache_names_free(names, n);
+	return rc;
+}
+
+/* Copy the tree src into dst (both open, left open): *lines the listing of
+ * what was written, fn told of each file in walk order, *files their
+ * count. 0, or -1 with e (*dst_err when the destination failed). */
+static int
+place_tree(int src, int dst, cache_file_fn fn, void *arg, struct buf *lines, uint64_t *files, int *dst_err,
+           struct err *e)
+{
+	struct place pl;
+	struct pent *p, *nx;
+	char hex[65];
+	int rc = 0, i;
+
+	memset(&pl, 0, sizeof(pl));
+	pl.tail = &pl.head;
+	pl.qtail[0] = &pl.q[0];
+	pl.qtail[1] = &pl.q[1];
+	pl.stop = SIZE_MAX;
+	*dst_err = 0;
+	*files = 0;
+	if ((pl.io[0] = malloc(COPY_BUF)) == NULL)
+		return err_set(e, "internal", "out of memory");
+	pthread_mutex_init(&pl.mu, NULL);
+	pthread_cond_init(&pl.cv, NULL);
+	place_dir(&pl, src, dst, "");
+	pthread_mutex_lock(&pl.mu);
+	pl.walked = 1;
+	pthread_cond_broadcast(&pl.cv);
+	while (pl.pending > 0)
+		take_one(&pl, pl.io[0], 0);
+	pthread_mutex_unlock(&pl.mu);
+	if (pl.helper) {
+		pthread_join(pl.th, NULL);
+		__atomic_sub_fetch(&helpers, 1, __ATOMIC_SEQ_CST);
+	}
+	/* the first failure in walk order (every file before it was copied) */
+	for (p = pl.head; p != NULL && rc == 0; p = p->next) {
+		if (p->failed) {
+			err_set(e, p->code, "%s", p->msg != NULL ? p->msg : "out of memory");
+			*dst_err = p->dst_err;
+			rc = -1;
+		} else if (p->type == 'd') {
+			rc = cache_line(lines, e, "d %04o %s\n", p->mode, p->rel);
+		} else if (p->type == 'l') {
+			rc = cache_line(lines, e, "l %s -> %s\n", p->rel, p->target);
+		} else if (p->type == 'f') {
+			for (i = 0; i < 32; i++)
+				snprintf(hex + 2 * i, 3, "%02x", p->sha[i]);
+			if (fn != NULL)
+				fn(arg, p->rel, &p->ds, p->sha);
+			(*files)++;
+			rc = cache_line(lines, e, "f %04o %lld %s %s\n", p->mode, (long long)p->ds.st_size,
+			                hex, p->rel);
+		}
+	}
+	if (rc == 0 && pl.oom)
+		rc = err_set(e, "internal", "out of memory");
+	for (p = pl.head; p != NULL; p = nx) {
+		nx = p->next;
+		free(p->msg);
+		free(p);
+	}
+	free(pl.io[0]);
+	free(pl.io[1]);
+	pthread_cond_destroy(&pl.cv);
+	pthread_mutex_destroy(&pl.mu);
+	return rc;
+}
+
+/* Remove the directory name of dirfd (a work directory of ours). */
+static void
+discard(int dirfd, const char *name)
+{
+	struct err e;
+
+	fs_rm_treeat(dirfd, name, &e);
+}
+
+/* The first line where a and b differ, for the message. */
+static void
+first_diff(const char *a, size_t alen, const char *b, size_t blen, char *out, size_t cap)
+{
+	size_t i = 0, s = 0, ea, eb;
+
+	while (i < alen && i < blen && a[i] == b[i])
+		if (a[i++] == '\n')
+			s = i;
+	for (ea = s; ea < alen && a[ea] != '\n'; ea++)
+		;
+	for (eb = s; eb < blen && b[eb] != '\n'; eb++)
+		;
+	snprintf(out, cap, "the manifest has \"%.*s\", the copy \"%.*s\"", (int)(ea - s > 300 ? 300 : ea - s),
+	         a + s, (int)(eb - s > 300 ? 300 : eb - s), b + s);
+	if (ea == s)
+		snprintf(out, cap, "the copy has an extra \"%.*s\"", (int)(eb - s > 300 ? 300 : eb - s),
+		         b + s);
+	else if (eb == s)
+		snprintf(out, cap, "the copy lacks \"%.*s\"", (int)(ea - s > 300 ? 300 : ea - s), a + s);
+}
+
+/* Read and check the manifest of entry dir: body (lines) and meta point
+ * into *text (caller frees). Returns 0, or -1 with why. */
+static int
+read_manifest(const char *dir, const char *key, const unsigned char sk[KEY_LEN], char **text,
+              const char **body, size_t *blen, char *meta, size_t metacap, const char **why)
+{
+	char path[4400], head[CACHE_KEY_MAX + 40], mac[65];
+	size_t len, hl, ml;
+	struct err e;
+	char *t, *nl, *m;
+
+	snprintf(path, sizeof(path), "%s/manifest", dir);
+	if (fs_read_alloc(path, MANIFEST_MAX, text, &len, &e) < 0) {
+		*why = "its manifest is missing or unreadable";
+		return -1;
+	}
+	t = *text;
+	/* "abx-tree 1 <key> <meta>\n" lines... "mac <hex>\n" */
+	hl = (size_t)snprintf(head, sizeof(head), "abx-tree 1 %s ", key);
+	ml = 4 + 64 + 1;
+	if (len < hl + ml || memcmp(t, head, hl) != 0 || (nl = memchr(t, '\n', len)) == NULL ||
+	    memcmp(t + len - ml, "mac ", 4) != 0 || t[len - 1] != '\n') {
+		*why = "its manifest does not name this artifact";
+		return -1;
+	}
+	cache_seal(sk, t, len - ml, mac);
+	if (!ct_equal(mac, t + len - ml + 4, 64)) {
+		*why = "its manifest's seal does not match (edited, or made with another cache's key)";
+		return -1;
+	}
+	m = t + hl;
+	if (meta != NULL)
+		snprintf(meta, metacap, "%.*s", (int)(nl - m), m);
+	*body = nl + 1;
+	*blen = (size_t)(t + len - ml - (nl + 1));
+	return 0;
+}
+
+int
+cache_tree_has(const char *cache, const char *key)
+{
+	char dir[4400];
+
+	return (size_t)snprintf(dir, sizeof(dir), "%s/trees/%s", cache, key) < sizeof(dir) &&
+	       access(dir, F_OK) == 0;
+}
+
+int
+cache_tree_place(const char *cache, const char *key, int parentfd, const char *name, const char *label,
+                 cache_file_fn fn, void *arg, char *meta, size_t metacap, uint64_t *files, struct err *e)
+{
+	char trees[4096], dir[4200], src[4300], tmp[64], rnd[17], diff[800];
+	unsigned char sk[KEY_LEN];
+	const char *why = NULL, *body;
+	char *text = NULL;
+	struct buf lines = BUF_INIT(MANIFEST_MAX);
+	uint64_t nfiles = 0;
+	struct err we;
+	size_t blen;
+	int sfd, dfd, rc, dst_err = 0;
+
+	snprintf(trees, sizeof(trees), "%s/trees", cache);
+	if ((size_t)snprintf(dir, sizeof(dir), "%s/%s", trees, key) >= sizeof(dir) || access(dir, F_OK) != 0)
+		return 0;
+	if (cache_seal_key(trees, sk, &why) < 0) {
+		warnx_line("cache: not using the extracted tree of %s in %s: %s", label, trees, why);
+		return 0;
+	}
+	if (read_manifest(dir, key, sk, &text, &body, &blen, meta, metacap, &why) < 0)
+		goto damaged;
+	snprintf(src, sizeof(src), "%s/tree", dir);
+	sfd = open(src, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (sfd < 0) {
+		why = "its tree is missing";
+		goto damaged;
+	}
+	fs_rand_hex(rnd, 8);
+	snprintf(tmp, sizeof(tmp), ".abx-place-%s", rnd);
+	err_clear(&we);
+	if (mkdirat(parentfd, tmp, 0700) != 0 ||
+	    (dfd = openat(parentfd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+		close(sfd);
+		free(text);
+		return err_set(e, "io.error", "placing %s: %s", label, strerror(errno));
+	}
+	rc = place_tree(sfd, dfd, fn, arg, &lines, &nfiles, &dst_err, &we);
+	close(sfd);
+	if (rc == 0 && fchmod(dfd, 0755) != 0)
+		rc = err_set(&we, "io.error", "placing %s: %s", label, strerror(errno)), dst_err = 1;
+	close(dfd);
+	if (rc < 0 && dst_err) {
+		*e = we;
+		discard(parentfd, tmp);
+		buf_free(&lines);
+		free(text);
+		return -1;
+	}
+	if (rc < 0 || lines.len != blen || memcmp(lines.p, body, blen) != 0) {
+		if (rc < 0)
+			snprintf(diff, sizeof(diff), "%.700s", we.msg);
+		else
+			first_diff(body, blen, (const char *)lines.p, lines.len, diff, sizeof(diff));
+		why = diff;
+		discard(parentfd, tmp);
+		buf_free(&lines);
+		goto damaged;
+	}
+	/* whole, verified: it takes its name (an empty directory there is
+	 * replaced; anything else stays, and extraction is used instead) */
+	if (renameat(parentfd, tmp, parentfd, name) != 0) {
+		int er = errno;
+		discard(parentfd, tmp);
+		buf_free(&lines);
+		free(text);
+		warnx_line("cache: not placing the extracted tree of %s: %s: %s; extracting instead", label,
+		           name, strerror(er));
+		return 0;
+	}
+	if (files != NULL)
+		*files = nfiles;
+	buf_free(&lines);
+	free(text);
+	return 1;
+
+damaged:
+	free(text);
+	/* out of the way first (one rename: a concurrent reader sees the
+	 * whole entry or none), then removed */
+	fs_rand_hex(rnd, 8);
+	snprintf(src, sizeof(src), "%s/.tmp-bad-%s", cache, rnd);
+	if (rename(dir, src) == 0) {
+		struct err de;
+		fs_rm_tree(src, &de);
+	}
+	warnx_line(
+	    "cache: the extracted tree of %s (%s) is damaged: %s; discarded, extracting it again from the "
+	    "verified artifact",
+	    label, dir, why);
+	return 0;
+}
