@@ -32,21 +32,6 @@ opts_init(struct arc_opts *o, enum arc_format f)
 }
 #define arc_opts_init(o, f) opts_init(o, f)
 
-/* Open descriptors of this process: a refusal on either thread leaks none. */
-static int
-open_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *de;
-	int n = 0;
-
-	assert_non_null(d);
-	while ((de = readdir(d)) != NULL)
-		n += de->d_name[0] != '.';
-	closedir(d);
-	return n;
-}
-
 static char base[256], arch[300], stage[300], outside[300];
 static char outside_digest[FS_HEX_LEN];
 
@@ -191,11 +176,11 @@ refused(const char *name, enum arc_format f, const char *rule)
 	struct arc_stats st;
 	struct err e;
 	struct stat sb;
-	int fds = open_fds();
+	int fds = unit_open_fds();
 
 	err_clear(&e);
 	assert_int_equal(extract(name, f, 0, &st, &e), -1);
-	assert_int_equal(open_fds(), fds);
+	assert_int_equal(unit_open_fds(), fds);
 	assert_non_null(e.code);
 	assert_string_equal(e.code, "install.failed");
 	assert_string_equal(e.details, "{\"phase\":\"extract\"}");
@@ -878,7 +863,7 @@ t_threaded_digests(void **s)
 	make_big(p, sizeof(p));
 	for (i = 0; i < 3; i++) {
 		struct tapped t = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, pthread_self()};
-		int fds = open_fds();
+		int fds = unit_open_fds();
 
 		assert_int_equal(stage_reset(), 0);
 		arc_opts_init(&o, G);
@@ -898,7 +883,7 @@ t_threaded_digests(void **s)
 			assert_true(t.other_thread > 0);
 		assert_int_equal(st.entries, 41 + 1); /* and lib/ */
 		assert_true(st.bytes > 3145728);
-		assert_int_equal(open_fds(), fds);
+		assert_int_equal(unit_open_fds(), fds);
 	}
 }
 
@@ -920,7 +905,7 @@ t_writer_fails_mid_entry(void **s)
 	signal(SIGXFSZ, SIG_IGN);
 	assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
 	for (i = 0; i < 3; i++) {
-		int fds = open_fds(), rc;
+		int fds = unit_open_fds(), rc;
 
 		assert_int_equal(stage_reset(), 0);
 		arc_opts_init(&o, G);
@@ -939,7 +924,7 @@ t_writer_fails_mid_entry(void **s)
 			fail_msg("message: %s", e.msg);
 		/* the small files, and the big one's chunks up to the limit */
 		assert_true(st.bytes <= (2u << 20) + 4096);
-		assert_int_equal(open_fds(), fds);
+		assert_int_equal(unit_open_fds(), fds);
 		assert_outside_untouched();
 		assert_int_equal(stage_reset(), 0);
 	}
@@ -955,7 +940,7 @@ t_threaded_cap(void **s)
 	struct arc_opts o;
 	struct arc_stats st;
 	struct err e;
-	int fds = open_fds();
+	int fds = unit_open_fds();
 
 	make_big(p, sizeof(p));
 	arc_opts_init(&o, G);
@@ -965,7 +950,7 @@ t_threaded_cap(void **s)
 	if (strstr(e.msg, "cap of 1048576 bytes") == NULL)
 		fail_msg("message: %s", e.msg);
 	assert_true(st.bytes <= 1u << 20);
-	assert_int_equal(open_fds(), fds);
+	assert_int_equal(unit_open_fds(), fds);
 	assert_outside_untouched();
 }
 
@@ -1042,7 +1027,7 @@ t_copies(void **s)
 	make_big(p, sizeof(p));
 	for (i = 0; i < 2; i++) {
 		struct copytap t = {-1, 0, 0, 0, "", ""};
-		int fds = open_fds();
+		int fds = unit_open_fds();
 
 		assert_int_equal(stage_reset(), 0);
 		snprintf(c, sizeof(c), "rm -rf '%s/copies' && mkdir '%s/copies' && echo mine >'%s/copies/0'", base, base,
@@ -1064,7 +1049,7 @@ t_copies(void **s)
 		assert_int_equal(t.files, 41);
 		assert_int_equal(t.copied, 40);
 		assert_int_equal(t.bad, 0);
-		assert_int_equal(open_fds(), fds);
+		assert_int_equal(unit_open_fds(), fds);
 		snprintf(c, sizeof(c), "test \"$(cat '%s/copies/0')\" = mine && test $(ls '%s/copies' | wc -l) = 41",
 		         base, base);
 		assert_int_equal(system(c), 0);

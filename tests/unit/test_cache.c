@@ -780,21 +780,6 @@ hear(void *arg, const char *name, const struct stat *st, const unsigned char sha
 	h->n++;
 }
 
-/* The descriptors open (counted in-process: a child would race). */
-static int
-open_fds(void)
-{
-	struct dirent *de;
-	DIR *d = opendir("/proc/self/fd");
-	int n = 0;
-
-	assert_non_null(d);
-	while ((de = readdir(d)) != NULL)
-		n += de->d_name[0] != '.';
-	closedir(d);
-	return n;
-}
-
 /* A tree of 40 directories of 8 files, a link and a subdirectory each,
  * one read-only, with a large file (the hashing pipe) and a 2 MiB one in
  * the middle, kept as an entry; returns the cache path. */
@@ -859,10 +844,10 @@ test_tree_place_many(void **state)
 	int fds;
 
 	make_many(cache, sizeof(cache));
-	fds = open_fds();
+	fds = unit_open_fds();
 	memset(&h, 0, sizeof(h));
 	assert_int_equal(place_heard(cache, &h, &e), 1);
-	assert_int_equal(open_fds(), fds);
+	assert_int_equal(unit_open_fds(), fds);
 	assert_int_equal(h.n, 40 * 9 + 2);
 	/* the sealed listing's files, in order, are what fn heard */
 	snprintf(p, sizeof(p), "%s/trees/%s/manifest", cache, key);
@@ -916,10 +901,10 @@ test_tree_place_many_damaged(void **state)
 	snprintf(c, sizeof(c), "cd %s/trees/%s/tree && chmod u+w d25 && echo 'file 25 X' >d25/f4", cache,
 	         key);
 	assert_int_equal(system(c), 0);
-	fds = open_fds();
+	fds = unit_open_fds();
 	memset(&h, 0, sizeof(h));
 	assert_int_equal(place_heard(cache, &h, &e), 0);
-	assert_int_equal(open_fds(), fds);
+	assert_int_equal(unit_open_fds(), fds);
 	assert_int_equal(cache_tree_has(cache, key), 0);
 	snprintf(c, sizeof(c), "test -z \"$(ls -A %s/dst)\"", dir);
 	assert_int_equal(system(c), 0);
@@ -942,7 +927,7 @@ dest_error(rlim_t limit)
 	assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
 	rl = old;
 	rl.rlim_cur = limit;
-	fds = open_fds();
+	fds = unit_open_fds();
 	memset(&h, 0, sizeof(h));
 	err_clear(&e);
 	assert_int_equal(setrlimit(RLIMIT_FSIZE, &rl), 0);
@@ -951,7 +936,7 @@ dest_error(rlim_t limit)
 	assert_int_equal(rc, -1);
 	assert_non_null(strstr(e.msg, limit > (3u << 20) ? "d20/big: copying: " : "d15/mid: copying: "));
 	assert_non_null(strstr(e.msg, strerror(EFBIG)));
-	assert_int_equal(open_fds(), fds);
+	assert_int_equal(unit_open_fds(), fds);
 	assert_int_equal(cache_tree_has(cache, key), 1);
 	snprintf(c, sizeof(c), "test -z \"$(ls -A %s/dst)\"", dir);
 	assert_int_equal(system(c), 0);
