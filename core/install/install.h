@@ -11,7 +11,7 @@
  *   <name>/<version>-<platform>/       published tree, never written again
  *   <name>/.installed.json             marker (install_marker_*)
  *   <name>/.installed.files            the tree's listing (install_tree_list)
- *   <name>/.installed.proof            the tree's proof list (install_proof_make)
+ *   <name>/.installed.proof            the tree's proof list (proof_make)
  *   <name>/.progress.json              {phase, bytes, total, done, count, started, pid}
  *   .locks/<name>.lock                 flock; .locks/<name>.backoff
  *   .cache/<sha256>                    verified downloads
@@ -481,30 +481,6 @@ int install_tree_list_known(const char *root, const struct install_known *k, cha
                             char hex[65], uint64_t *files, uint64_t *bytes, struct err *e);
 
 /*
- * The proof list (install_proof.c): every entry of the tree under root with
- * its inode, mode, size, ctime and mtime, recorded at publish in
- * <name>/.installed.proof and bound to the marker by its sha256. The fast
- * path re-stats each recorded entry (no directory is listed: a directory
- * whose ctime is unchanged holds the same names) on two threads when the
- * tree is large and two CPUs are online.
- *
- * install_proof_make walks root into *out (malloc'd, the caller frees) of
- * *outlen bytes; it may wait up to 2.5 s for the filesystem clock to pass
- * the newest timestamp it records. Returns 0 or -1 (e set).
- * install_proof_check answers 1 when every recorded entry stats the same
- * (st_dev equal to the root's), 0 when anything differs, buf is not a proof
- * list, or root cannot be read. buf must be 8-byte aligned (malloc'd).
- * install_proof_parse returns the entry count of a well-formed list or -1.
- */
-/* Entries and bytes of a proof list: 48 bytes per entry plus its path; a
- * Node.js tree is ~3300 entries (~250 KiB). */
-#define INSTALL_PROOF_MAX_ENTRIES (1u << 20)
-#define INSTALL_PROOF_MAX (64u << 20)
-int install_proof_make(const char *root, char **out, size_t *outlen, struct err *e);
-int install_proof_check(const char *root, const void *buf, size_t len);
-int install_proof_parse(const void *buf, size_t len);
-
-/*
  * The process-wide cache of proof lists (install_proof.c), for callers that
  * make a context per request (serve). install_proof_cache_get returns the
  * list at path whose sha256 is sha256_hex (64 lowercase hex), from the cache
@@ -513,7 +489,7 @@ int install_proof_parse(const void *buf, size_t len);
  * and hashed again (and kept, evicting the least recently used of
  * INSTALL_PROOF_CACHE entries). NULL when unreadable or another sha256.
  * The list stays valid until install_proof_cache_put(*ref); thread-safe.
- * The tree itself is never vouched for: install_proof_check still runs.
+ * The tree itself is never vouched for: proof_check (base/proof.h) still runs.
  * _stats counts hits and reads; _clear drops every entry (tests).
  */
 #define INSTALL_PROOF_CACHE 4

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "pkg/arc.h"
+#include "base/proof.h"
 #include "base/clock.h"
 #include "base/digest.h"
 #include "base/fs.h"
@@ -607,7 +608,7 @@ publish_marker(struct job *j, struct err *e)
 	if (fs_write_atomic(lp, j->listing, j->listing_len, 0644, e) < 0)
 		return -1;
 	snprintf(lp, sizeof(lp), "%s/.installed.proof", j->tooldir);
-	if (install_proof_make(j->final, &plist, &plen, e) < 0 ||
+	if (proof_make(j->final, "install.failed", &plist, &plen, e) < 0 ||
 	    fs_write_atomic(lp, plist, plen, 0644, e) < 0) {
 		free(plist);
 		return -1;

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/proof.h"
 #include "base/buf.h"
 #include "base/digest.h"
 #include "base/fs.h"
@@ -388,7 +389,7 @@ ready_in(struct install_ctx *c, const manifest_t *m, const char *dir, struct ins
 			size_t plen = 0;
 			struct install_proof_ref *ref;
 			const char *pl = proof_list(dir, m->name, &mk, slot, &plen, &ref);
-			same = pl != NULL && install_proof_check(tree, pl, plen) == 1;
+			same = pl != NULL && proof_check(tree, pl, plen) == 1;
 			install_proof_cache_put(ref);
 		}
 		if (!same && (install_tree_list(tree, NULL, NULL, hex, NULL, NULL, &e) < 0 ||

@@ -1,6 +1,7 @@
 /*
- * libFuzzer target for proof lists (core/install_proof.c), the file the
- * fast path reads back from <name>/.installed.proof. Properties checked:
+ * libFuzzer target for proof lists (core/base/proof.c), the file the
+ * fast path reads back from <name>/.installed.proof and the tree cache
+ * from <entry>/proof. Properties checked:
  * - parsing never crashes or reads out of bounds (ASan/UBSan), at any
  *   length and alignment the reader can be handed;
  * - a list that parses has room for its entries and its names;
@@ -15,7 +16,7 @@
 
 #include "fuzz_check.h"
 
-#include "install/install.h"
+#include "base/proof.h"
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -29,16 +30,16 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if ((buf = malloc(size + 1)) == NULL)
 		return 0;
 	memcpy(buf, data, size);
-	n = install_proof_parse(buf, size);
+	n = proof_parse(buf, size);
 	FUZZ_CHECK(n == -1 || (n >= 1 && (uint64_t)size >= 16 + (uint64_t)n * 48 + 2));
-	FUZZ_CHECK(install_proof_check("/nonexistent/abx-fuzz-proof", buf, size) == 0);
+	FUZZ_CHECK(proof_check("/nonexistent/abx-fuzz-proof", buf, size) == 0);
 	if (n == -1 && size > 0) {
 		/* what does not parse is no proof, even of a real directory */
-		FUZZ_CHECK(install_proof_check("/", buf, size) == 0);
+		FUZZ_CHECK(proof_check("/", buf, size) == 0);
 	}
 	/* misaligned: refused, never read */
 	memmove(buf + 1, buf, size);
-	FUZZ_CHECK(install_proof_parse(buf + 1, size) == -1);
+	FUZZ_CHECK(proof_parse(buf + 1, size) == -1);
 	free(buf);
 	return 0;
 }

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/proof.h"
 #include "base/digest.h"
 #include "base/clock.h"
 #include "install/install.h"
@@ -119,7 +120,7 @@ proof_tree(void)
 static void
 test_proof_list_catches_each_change(void **state)
 {
-	/* each change, made after install_proof_make, on a fresh tree */
+	/* each change, made after proof_make, on a fresh tree */
 	static const char *const changes[] = {
 		"printf zzzz >sub/a",                                                 /* rewrite, same size */
 		"printf z | dd of=sub/a conv=notrunc status=none",                  /* in place */
@@ -148,43 +149,43 @@ test_proof_list_catches_each_change(void **state)
 	for (i = 0; i < sizeof(changes) / sizeof(changes[0]); i++) {
 		proof_tree();
 		sh_in(".", "rm -f elsewhere");
-		assert_int_equal(install_proof_make(root, &pl, &len, &e), 0);
-		assert_int_equal(install_proof_parse(pl, len), 9); /* the root and 8 entries */
-		if (install_proof_check(root, pl, len) != 1)
+		assert_int_equal(proof_make(root, "install.failed", &pl, &len, &e), 0);
+		assert_int_equal(proof_parse(pl, len), 9); /* the root and 8 entries */
+		if (proof_check(root, pl, len) != 1)
 			fail_msg("unchanged tree not proved before: %s", changes[i]);
 		sh_in("t", changes[i]);
-		if (install_proof_check(root, pl, len) != 0)
+		if (proof_check(root, pl, len) != 0)
 			fail_msg("change not caught: %s", changes[i]);
 		free(pl);
 		pl = NULL;
 	}
-	/* an archive's mtimes in the future do not hold install_proof_make
+	/* an archive's mtimes in the future do not hold proof_make
 	 * up (it waits for the clock to pass the newest ctime, at most 2.5 s) */
 	proof_tree();
 	sh_in("t", "touch -h -d '2100-01-01' sub/a link sub");
 	{
 		struct timespec t0, t1;
 		clock_gettime(CLOCK_MONOTONIC, &t0);
-		assert_int_equal(install_proof_make(root, &pl, &len, &e), 0);
+		assert_int_equal(proof_make(root, "install.failed", &pl, &len, &e), 0);
 		clock_gettime(CLOCK_MONOTONIC, &t1);
 		if ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 >= 2000)
-			fail_msg("install_proof_make waited for future mtimes");
-		assert_int_equal(install_proof_check(root, pl, len), 1);
+			fail_msg("proof_make waited for future mtimes");
+		assert_int_equal(proof_check(root, pl, len), 1);
 		free(pl);
 		pl = NULL;
 	}
 	/* reading is not a change */
 	proof_tree();
-	assert_int_equal(install_proof_make(root, &pl, &len, &e), 0);
+	assert_int_equal(proof_make(root, "install.failed", &pl, &len, &e), 0);
 	sh_in("t", "cat sub/a bin/x >/dev/null && ls -R >/dev/null && readlink link >/dev/null");
-	assert_int_equal(install_proof_check(root, pl, len), 1);
+	assert_int_equal(proof_check(root, pl, len), 1);
 	/* another tree with the same content is not this tree */
 	sh_in(".", "rm -rf u && cp -a t u");
 	snprintf(root, sizeof(root), "%s/u", dir);
-	assert_int_equal(install_proof_check(root, pl, len), 0);
+	assert_int_equal(proof_check(root, pl, len), 0);
 	snprintf(root, sizeof(root), "%s/nothere", dir);
-	assert_int_equal(install_proof_check(root, pl, len), 0);
-	assert_int_equal(install_proof_make(root, &pl, &len, &e), -1);
+	assert_int_equal(proof_check(root, pl, len), 0);
+	assert_int_equal(proof_make(root, "install.failed", &pl, &len, &e), -1);
 	assert_string_equal(e.code, "io.error");
 	free(pl);
 }
@@ -237,7 +238,7 @@ test_proof_cache(void **state)
 	proof_tree();
 	snprintf(root, sizeof(root), "%s/t", dir);
 	snprintf(path, sizeof(path), "%s/list", dir);
-	assert_int_equal(install_proof_make(root, &pl, &len, &e), 0);
+	assert_int_equal(proof_make(root, "install.failed", &pl, &len, &e), 0);
 	put_file("list", pl, len);
 	sha_hex(pl, len, hex);
 
@@ -255,14 +256,14 @@ test_proof_cache(void **state)
 	cache_counts(&h, &l);
 	assert_int_equal(l, l0 + 1);
 	assert_int_equal(h, h0 + 1);
-	assert_int_equal(install_proof_check(root, b2, bl), 1);
+	assert_int_equal(proof_check(root, b2, bl), 1);
 	install_proof_cache_put(r2);
 
 	/* a change to the tree with the cache warm is still caught */
 	sh_in("t", "printf zzzz >sub/a");
 	b2 = install_proof_cache_get(path, hex, &bl, &r2);
 	assert_ptr_equal(b2, b);
-	assert_int_equal(install_proof_check(root, b2, bl), 0);
+	assert_int_equal(proof_check(root, b2, bl), 0);
 	install_proof_cache_put(r2);
 
 	/* another sha256 (another marker) is never served from the cache */
@@ -277,7 +278,7 @@ test_proof_cache(void **state)
 
 	/* a replaced list file is read again: a new list for the new tree */
 	proof_tree();
-	assert_int_equal(install_proof_make(root, &pl2, &len2, &e), 0);
+	assert_int_equal(proof_make(root, "install.failed", &pl2, &len2, &e), 0);
 	put_file("list", pl2, len2);
 	sha_hex(pl2, len2, hex2);
 	cache_counts(&h0, &l0);
@@ -287,7 +288,7 @@ test_proof_cache(void **state)
 	assert_int_equal(l, l0 + 1);
 	assert_int_equal(bl, len2);
 	assert_memory_equal(b2, pl2, len2);
-	assert_int_equal(install_proof_check(root, b2, bl), 1);
+	assert_int_equal(proof_check(root, b2, bl), 1);
 	install_proof_cache_put(r2);
 	/* the reference held from before the replacement is still the old
 	 * list (ASan: not freed under the holder) */
@@ -362,15 +363,15 @@ test_proof_list_large_tree(void **state)
 		sh_in(".", "rm -rf big && mkdir big && cd big && for d in 0 1 2 3 4 5 6 7 8 9; do mkdir d$d; "
 			   "for f in 00 01 02 03 04 05 06 07 08 09 10 11 12 13 14 15 16 17 18 19; do "
 			   "for g in a b c d e f; do printf x >d$d/f$f$g; done; done; done");
-		assert_int_equal(install_proof_make(root, &pl, &len, &e), 0);
-		n = install_proof_parse(pl, len);
+		assert_int_equal(proof_make(root, "install.failed", &pl, &len, &e), 0);
+		n = proof_parse(pl, len);
 		assert_int_equal(n, 1 + 10 + 1200);
-		assert_int_equal(install_proof_check(root, pl, len), 1);
-		assert_int_equal(install_proof_check(root, pl, len), 1);
+		assert_int_equal(proof_check(root, pl, len), 1);
+		assert_int_equal(proof_check(root, pl, len), 1);
 		/* the walk order is the directories' own: change each end */
 		sh_in("big", k == 0 ? "printf y >\"$(find . -type f | head -1)\""
 				    : "printf y >\"$(find . -type f | tail -1)\"");
-		assert_int_equal(install_proof_check(root, pl, len), 0);
+		assert_int_equal(proof_check(root, pl, len), 0);
 		free(pl);
 		pl = NULL;
 	}
@@ -387,51 +388,51 @@ test_proof_list_hostile(void **state)
 
 	proof_tree();
 	snprintf(root, sizeof(root), "%s/t", dir);
-	assert_int_equal(install_proof_make(root, &pl, &len, &e), 0);
-	assert_int_equal(install_proof_check(root, pl, len), 1);
-	assert_int_equal(install_proof_check(root, NULL, len), 0);
-	assert_int_equal(install_proof_parse(NULL, 0), -1);
+	assert_int_equal(proof_make(root, "install.failed", &pl, &len, &e), 0);
+	assert_int_equal(proof_check(root, pl, len), 1);
+	assert_int_equal(proof_check(root, NULL, len), 0);
+	assert_int_equal(proof_parse(NULL, 0), -1);
 	bad = malloc(len + 8);
 	assert_non_null(bad);
 	/* every truncation */
 	for (i = 0; i < len; i++) {
 		memcpy(bad, pl, i);
-		if (install_proof_parse(bad, i) != -1 || install_proof_check(root, bad, i) != 0)
+		if (proof_parse(bad, i) != -1 || proof_check(root, bad, i) != 0)
 			fail_msg("a list cut at %zu bytes of %zu passed", i, len);
 	}
 	/* a byte more */
 	memcpy(bad, pl, len);
 	bad[len] = '\0';
-	assert_int_equal(install_proof_check(root, bad, len + 1), 0);
+	assert_int_equal(proof_check(root, bad, len + 1), 0);
 	/* misaligned */
 	memcpy(bad + 1, pl, len);
-	assert_int_equal(install_proof_check(root, bad + 1, len), 0);
+	assert_int_equal(proof_check(root, bad + 1, len), 0);
 	/* magic, counts, name offsets, names */
 	memcpy(bad, pl, len);
 	bad[0] = 'X';
-	assert_int_equal(install_proof_check(root, bad, len), 0);
+	assert_int_equal(proof_check(root, bad, len), 0);
 	memcpy(bad, pl, len);
 	u = 0xffffffffu;
 	memcpy(bad + 8, &u, 4);
-	assert_int_equal(install_proof_parse(bad, len), -1);
+	assert_int_equal(proof_parse(bad, len), -1);
 	memcpy(bad, pl, len);
 	memcpy(bad + 12, &u, 4);
-	assert_int_equal(install_proof_parse(bad, len), -1);
+	assert_int_equal(proof_parse(bad, len), -1);
 	memcpy(bad, pl, len);
 	memcpy(bad + 16 + 48 + 44, &u, 4); /* entry 1's name offset */
-	assert_int_equal(install_proof_parse(bad, len), -1);
+	assert_int_equal(proof_parse(bad, len), -1);
 	memcpy(bad, pl, len);
 	bad[len - 1] = 'x'; /* names not terminated */
-	assert_int_equal(install_proof_parse(bad, len), -1);
+	assert_int_equal(proof_parse(bad, len), -1);
 	memcpy(bad, pl, len);
 	memcpy(&u, bad + 16 + 48 + 44, 4);
 	bad[16 + 9 * 48 + u] = '/'; /* an absolute name */
-	assert_int_equal(install_proof_parse(bad, len), -1);
+	assert_int_equal(proof_parse(bad, len), -1);
 	/* a changed record is a changed tree */
 	memcpy(bad, pl, len);
 	bad[16 + 48 + 16] ^= 1; /* entry 1's ctime */
-	assert_int_equal(install_proof_parse(bad, len), 9);
-	assert_int_equal(install_proof_check(root, bad, len), 0);
+	assert_int_equal(proof_parse(bad, len), 9);
+	assert_int_equal(proof_check(root, bad, len), 0);
 	free(bad);
 	free(pl);
 }

@@ -5,7 +5,7 @@
  *
  *   extract_drv x FORMAT ARCHIVE DIR [STRIP]   extract (DIR must exist)
  *   extract_drv d DIR                          tree digest
- *   extract_drv p DIR                          proof list (install_proof_make)
+ *   extract_drv p DIR                          proof list (proof_make)
  *   extract_drv P DIR N                        µs per proof list check, N calls
  *   extract_drv n DIR                          noexec probe (exit 0: exec ok)
  */
@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "pkg/arc.h"
+#include "base/proof.h"
 #include "base/fs.h"
 #include "install/install.h"
 
@@ -45,12 +46,12 @@ main(int argc, char **argv)
 		size_t len = 0;
 
 		if ((argv[1][0] == 'd' ? install_tree_list(argv[2], NULL, NULL, hex, NULL, NULL, &e)
-		    : install_proof_make(argv[2], &pl, &len, &e)) != 0) {
+		    : proof_make(argv[2], "install.failed", &pl, &len, &e)) != 0) {
 			err_print(&e);
 			return 1;
 		}
 		if (pl != NULL)
-			printf("%zu entries\n", (size_t)install_proof_parse(pl, len));
+			printf("%zu entries\n", (size_t)proof_parse(pl, len));
 		else
 			printf("%s\n", hex);
 		free(pl);
@@ -70,13 +71,13 @@ main(int argc, char **argv)
 		char *pl = NULL;
 		size_t len = 0;
 
-		if (install_proof_make(argv[2], &pl, &len, &e) != 0) {
+		if (proof_make(argv[2], "install.failed", &pl, &len, &e) != 0) {
 			err_print(&e);
 			return 1;
 		}
 		clock_gettime(CLOCK_MONOTONIC, &a);
 		for (i = 0; i < n; i++)
-			if (install_proof_check(argv[2], pl, len) != 1) {
+			if (proof_check(argv[2], pl, len) != 1) {
 				fprintf(stderr, "extract_drv: %s changed\n", argv[2]);
 				free(pl);
 				return 1;

@@ -1,0 +1,35 @@
+#ifndef ABX_PROOF_H
+#define ABX_PROOF_H
+/*
+ * The proof list (proof.c): every entry of the tree under a root with its
+ * inode, mode, size, ctime and mtime, so that a later check with one stat
+ * per entry (no directory listed: a directory whose ctime is unchanged
+ * holds the same names) proves the tree unchanged since it was made. The
+ * install fast path keeps one per installed tree (<name>/.installed.proof,
+ * bound to the marker by its sha256), the tree cache one per kept tree
+ * (bound to the sealed manifest). The check runs on two threads when the
+ * tree is large and two CPUs are online.
+ *
+ * proof_make walks root into *out (malloc'd, the caller frees) of *outlen
+ * bytes; it may wait up to 2.5 s for the filesystem clock to pass the
+ * newest timestamp it records. Returns 0 or -1 (e set; code is the caller's
+ * for a tree too large or a walk that fails, io.error for root itself).
+ * proof_check answers 1 when every recorded entry stats the same (st_dev
+ * equal to the root's), 0 when anything differs, buf is not a proof list,
+ * or root cannot be read. buf must be 8-byte aligned (malloc'd).
+ * proof_parse returns the entry count of a well-formed list or -1.
+ */
+#include <stddef.h>
+
+#include "base/err.h"
+
+/* Entries and bytes of a proof list: 48 bytes per entry plus its path; a
+ * Node.js tree is ~3300 entries (~250 KiB). */
+#define PROOF_MAX_ENTRIES (1u << 20)
+#define PROOF_MAX (64u << 20)
+
+int proof_make(const char *root, const char *code, char **out, size_t *outlen, struct err *e);
+int proof_check(const char *root, const void *buf, size_t len);
+int proof_parse(const void *buf, size_t len);
+
+#endif
