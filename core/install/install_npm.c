@@ -228,10 +228,11 @@ run(struct install_ctx *c, const manifest_t *m, const char *platform, const char
 	if (rc == 0)
 		install_known_settle(known);
 	if (st.placed > 0)
-		note_line("%s %s: %zu of %zu packages placed from the extracted trees in %s/trees (every "
-		          "file hashed "
-		          "against its sealed listing)",
-		          m->name, m->version, st.placed, st.placed + st.fetched + st.cached, cache);
+		note_line(
+		    "%s %s: %zu of %zu packages placed from the extracted trees in %s/trees (%zu proved "
+		    "unchanged by their stat proofs and copied, %zu hashed against their sealed listings)",
+		    m->name, m->version, st.placed, st.placed + st.fetched + st.cached, cache,
+		    st.placed_proved, st.placed - st.placed_proved);
 	if (st.kept > 0)
 		note_line("%s %s: kept the extracted trees of %zu packages in %s/trees", m->name, m->version,
 		          st.kept, cache);

@@ -61,7 +61,7 @@ install_tree_place(struct install_ctx *c, const manifest_t *m, const struct mani
 {
 	char key[CACHE_KEY_MAX], meta[64], label[MANIFEST_VERSION_MAX + 300];
 	struct place_tap t = {known, 0};
-	uint64_t files = 0;
+	struct cache_placed pd = {0, 0};
 	int fd, rc;
 
 	if (!usable(c) || tree_key(m, a, key) < 0 || !cache_tree_has(c->cache_dir, key))
@@ -70,16 +70,17 @@ install_tree_place(struct install_ctx *c, const manifest_t *m, const struct mani
 		return err_set(e, "io.error", "%s: %m", staging);
 	snprintf(label, sizeof(label), "%s %s", m->name, m->version);
 	meta[0] = '\0';
-	rc = cache_tree_place(c->cache_dir, key, fd, "tree", label, place_tap, &t, meta, sizeof(meta), &files,
-	                      e);
+	rc =
+	    cache_tree_place(c->cache_dir, key, fd, "tree", label, place_tap, &t, meta, sizeof(meta), &pd, e);
 	close(fd);
 	if (rc <= 0)
 		return rc;
 	*asize = strncmp(meta, "size=", 5) == 0 ? strtoull(meta + 5, NULL, 10) : 0;
-	note_line("%s: placed %" PRIu64
-	          " files from the extracted tree in %s/trees/%s (each copy hashed against "
-	          "its sealed listing; no download, no decompression)",
-	          label, files, c->cache_dir, key);
+	note_line("%s: placed %" PRIu64 " files from the extracted tree in %s/trees/%s (%s; no download, no "
+	          "decompression)",
+	          label, pd.files, c->cache_dir, key,
+	          pd.proved ? "the kept tree proved unchanged by its stat proof: copied, not hashed again"
+	                    : "each copy hashed against its sealed listing");
 	return 1;
 }
 

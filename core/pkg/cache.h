@@ -173,8 +173,13 @@ int cache_tree_has(const char *cache, const char *key);
  * in the destination (nothing left either). label names the tool or
  * package in messages.
  */
+struct cache_placed {
+	uint64_t files; /* regular files placed */
+	int proved;     /* the entry's proof showed it unchanged: copied, not hashed */
+};
 int cache_tree_place(const char *cache, const char *key, int parentfd, const char *name, const char *label,
-                     cache_file_fn fn, void *arg, char *meta, size_t metacap, uint64_t *files, struct err *e);
+                     cache_file_fn fn, void *arg, char *meta, size_t metacap, struct cache_placed *out,
+                     struct err *e);
 
 /* The sha256 extraction computed for the regular file rel of the tree
  * being kept, when st still describes the file it hashed: 1 (sha256 set),

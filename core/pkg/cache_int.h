@@ -29,6 +29,17 @@ void cache_seal(const unsigned char key[KEY_LEN], const void *text, size_t len, 
  * and *dst_err set when the destination failed. */
 int cache_copy_hash(unsigned char *io, int in, int out, off_t size, unsigned char sha[32], int *dst_err);
 
+/* Copy in to out whole, unhashed (the caller has the digest): in the
+ * kernel where it can (copy_file_range: a reflink where the filesystem
+ * shares blocks), else read and written through io. 0, or -1 with errno
+ * and *dst_err set when the destination failed. */
+int cache_copy_plain(unsigned char *io, int in, int out, int *dst_err);
+
+/* The proof list of a kept tree: <entry>/proof, its sha256 in the sealed
+ * manifest's header ("abx-tree 2 <key> <proof sha256> <meta>"; version 1
+ * has no proof and is placed by hashing). */
+#define PROOF_FILE "proof"
+
 /* The names in the open directory src (rel in messages), sorted bytewise:
  * 0 with *names (cache_names_free), or -1 with e. */
 int cache_dir_names(int src, const char *rel, char ***names, size_t *n, struct err *e);

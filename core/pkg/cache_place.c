@@ -12,7 +12,9 @@
  */
 #include "pkg/cache.h"
 
+#include "base/digest.h"
 #include "base/fs.h"
+#include "base/proof.h"
 #include "pkg/cache_int.h"
 
 #include <errno.h>
@@ -67,6 +69,7 @@ struct place {
 	int walked, oom, helper, no_helper;
 	pthread_t th;
 	unsigned char *io[2];
+	int proved; /* the tree is proved unchanged: files copied, not hashed */
 };
 
 static void fail(struct pent *p, int dst, const char *code, const char *fmt, ...)
@@ -132,14 +135,16 @@ walk_fail(struct place *pl, const char *rel, int dst, const char *code, const ch
 	return -1;
 }
 
-/* Copy and hash the queued file p with the buffer io (any thread); its
+/* Copy and hash the queued file p with the buffer io (any thread), or
+ * copy it only (proved: its digest is the sealed listing's); its
  * descriptors are closed. */
 static void
-copy_one(struct pent *p, unsigned char *io)
+copy_one(struct pent *p, unsigned char *io, int proved)
 {
 	int rc, dst_err = 0, er;
 
-	rc = cache_copy_hash(io, p->in, p->out, p->size, p->sha, &dst_err);
+	rc = proved ? cache_copy_plain(io, p->in, p->out, &dst_err)
+	            : cache_copy_hash(io, p->in, p->out, p->size, p->sha, &dst_err);
 	er = errno;
 	close(p->in);
 	if (rc == 0 && (fchmod(p->out, p->mode) != 0 || fstat(p->out, &p->ds) != 0))
@@ -174,7 +179,7 @@ take_one(struct place *pl, unsigned char *io, int large)
 		return;
 	}
 	pthread_mutex_unlock(&pl->mu);
-	copy_one(p, io);
+	copy_one(p, io, pl->proved);
 	pthread_mutex_lock(&pl->mu);
 	if (p->failed && p->seq < pl->stop)
 		pl->stop = p->seq;
@@ -329,27 +334,88 @@ place_dir(struct place *pl, int src, int dst, const char *rel)
 	return rc;
 }
 
+/* The sha256 in line k of the sealed listing body (blen bytes), when it
+ * is a file's ("f MODE SIZE SHA256 PATH"): 0, else -1 (sha zeroed, so the
+ * listing made differs from the sealed one). */
+static int
+sealed_sha(const char *body, size_t blen, const size_t *off, size_t n, size_t k, unsigned char sha[32])
+{
+	const char *l, *end, *h;
+	char hex[65];
+	struct digest d;
+	struct err e;
+	int f;
+
+	memset(sha, 0, 32);
+	if (k >= n)
+		return -1;
+	l = body + off[k];
+	end = k + 1 < n ? body + off[k + 1] : body + blen;
+	if (end - l < 2 || l[0] != 'f' || l[1] != ' ')
+		return -1;
+	for (h = l + 2, f = 0; f < 2; f++) {
+		if ((h = memchr(h, ' ', (size_t)(end - h))) == NULL)
+			return -1;
+		h++;
+	}
+	if (end - h < 65 || h[64] != ' ')
+		return -1;
+	memcpy(hex, h, 64);
+	hex[64] = '\0';
+	if (digest_parse_hex(DIGEST_SHA256, hex, &d, "internal", &e) < 0)
+		return -1;
+	memcpy(sha, d.v, 32);
+	return 0;
+}
+
+/* Where each line of body (blen bytes) starts: *off (n entries, the caller
+ * frees), or -1 (memory). */
+static int
+line_starts(const char *body, size_t blen, size_t **off, size_t *n)
+{
+	size_t i, k = 0, cap = 1;
+
+	for (i = 0; i < blen; i++)
+		cap += body[i] == '\n';
+	if ((*off = malloc(cap * sizeof(**off))) == NULL)
+		return -1;
+	for (i = 0; i < blen; i++)
+		if (i == 0 || body[i - 1] == '\n')
+			(*off)[k++] = i;
+	*n = k;
+	return 0;
+}
+
 /* Copy the tree src into dst (both open, left open): *lines the listing of
  * what was written, fn told of each file in walk order, *files their
- * count. 0, or -1 with e (*dst_err when the destination failed). */
+ * count. With sealed (the tree proved unchanged since its listing was
+ * sealed: body, blen bytes) the files are copied by the kernel and each
+ * file's digest is its sealed line's, else every copy is hashed. 0, or -1
+ * with e (*dst_err when the destination failed). */
 static int
-place_tree(int src, int dst, cache_file_fn fn, void *arg, struct buf *lines, uint64_t *files, int *dst_err,
-           struct err *e)
+place_tree(int src, int dst, const char *sealed, size_t blen, cache_file_fn fn, void *arg, struct buf *lines,
+           uint64_t *files, int *dst_err, struct err *e)
 {
 	struct place pl;
 	struct pent *p, *nx;
+	size_t *off = NULL, noff = 0;
 	char hex[65];
 	int rc = 0, i;
 
 	memset(&pl, 0, sizeof(pl));
+	if (sealed != NULL && line_starts(sealed, blen, &off, &noff) < 0)
+		return err_set(e, "internal", "out of memory");
+	pl.proved = sealed != NULL;
 	pl.tail = &pl.head;
 	pl.qtail[0] = &pl.q[0];
 	pl.qtail[1] = &pl.q[1];
 	pl.stop = SIZE_MAX;
 	*dst_err = 0;
 	*files = 0;
-	if ((pl.io[0] = malloc(COPY_BUF)) == NULL)
+	if ((pl.io[0] = malloc(COPY_BUF)) == NULL) {
+		free(off);
 		return err_set(e, "internal", "out of memory");
+	}
 	pthread_mutex_init(&pl.mu, NULL);
 	pthread_cond_init(&pl.cv, NULL);
 	place_dir(&pl, src, dst, "");
@@ -374,6 +440,8 @@ place_tree(int src, int dst, cache_file_fn fn, void *arg, struct buf *lines, uin
 		} else if (p->type == 'l') {
 			rc = cache_line(lines, e, "l %s -> %s\n", p->rel, p->target);
 		} else if (p->type == 'f') {
+			if (pl.proved)
+				sealed_sha(sealed, blen, off, noff, p->seq, p->sha);
 			for (i = 0; i < 32; i++)
 				snprintf(hex + 2 * i, 3, "%02x", p->sha[i]);
 			if (fn != NULL)
@@ -390,6 +458,7 @@ place_tree(int src, int dst, cache_file_fn fn, void *arg, struct buf *lines, uin
 		free(p->msg);
 		free(p);
 	}
+	free(off);
 	free(pl.io[0]);
 	free(pl.io[1]);
 	pthread_cond_destroy(&pl.cv);
@@ -429,26 +498,35 @@ first_diff(const char *a, size_t alen, const char *b, size_t blen, char *out, si
 }
 
 /* Read and check the manifest of entry dir: body (lines) and meta point
- * into *text (caller frees). Returns 0, or -1 with why. */
+ * into *text (caller frees), proof the sha256 hex of the entry's proof
+ * list ("" when it has none). Returns 0, or -1 with why. */
 static int
 read_manifest(const char *dir, const char *key, const unsigned char sk[KEY_LEN], char **text,
-              const char **body, size_t *blen, char *meta, size_t metacap, const char **why)
+              const char **body, size_t *blen, char *meta, size_t metacap, char proof[65], const char **why)
 {
 	char path[4400], head[CACHE_KEY_MAX + 40], mac[65];
 	size_t len, hl, ml;
 	struct err e;
 	char *t, *nl, *m;
+	int version;
 
+	proof[0] = '\0';
 	snprintf(path, sizeof(path), "%s/manifest", dir);
 	if (fs_read_alloc(path, MANIFEST_MAX, text, &len, &e) < 0) {
 		*why = "its manifest is missing or unreadable";
 		return -1;
 	}
 	t = *text;
-	/* "abx-tree 1 <key> <meta>\n" lines... "mac <hex>\n" */
-	hl = (size_t)snprintf(head, sizeof(head), "abx-tree 1 %s ", key);
+	/* "abx-tree 2 <key> <proof sha256 or -> <meta>\n" (version 1: no
+	 * proof field) lines... "mac <hex>\n" */
+	hl = (size_t)snprintf(head, sizeof(head), "abx-tree 2 %s ", key);
 	ml = 4 + 64 + 1;
-	if (len < hl + ml || memcmp(t, head, hl) != 0 || (nl = memchr(t, '\n', len)) == NULL ||
+	for (version = 2; version >= 1; version--) {
+		head[9] = (char)('0' + version);
+		if (len >= hl && memcmp(t, head, hl) == 0)
+			break;
+	}
+	if (version < 1 || len < hl + ml || (nl = memchr(t, '\n', len)) == NULL ||
 	    memcmp(t + len - ml, "mac ", 4) != 0 || t[len - 1] != '\n') {
 		*why = "its manifest does not name this artifact";
 		return -1;
@@ -459,11 +537,51 @@ read_manifest(const char *dir, const char *key, const unsigned char sk[KEY_LEN],
 		return -1;
 	}
 	m = t + hl;
+	if (version == 2) {
+		if (nl - m >= 65 && m[64] == ' ') {
+			memcpy(proof, m, 64);
+			proof[64] = '\0';
+			m += 65;
+		} else if (nl - m >= 2 && m[0] == '-' && m[1] == ' ') {
+			m += 2;
+		} else {
+			*why = "its manifest's header is malformed";
+			return -1;
+		}
+	}
 	if (meta != NULL)
 		snprintf(meta, metacap, "%.*s", (int)(nl - m), m);
 	*body = nl + 1;
 	*blen = (size_t)(t + len - ml - (nl + 1));
 	return 0;
+}
+
+/*
+ * The entry's proof list (dir/proof) when its sha256 is hex and it shows
+ * the tree at src unchanged since it was kept: 1 with *pl (malloc'd, the
+ * caller frees), else 0 (the tree is then hashed as it is copied).
+ */
+static int
+load_proof(const char *dir, const char *src, const char *hex, char **pl, size_t *len)
+{
+	char path[4400], got[65];
+	struct digest d;
+	struct err e;
+
+	*pl = NULL;
+	if (hex[0] == '\0')
+		return 0;
+	snprintf(path, sizeof(path), "%s/" PROOF_FILE, dir);
+	if (fs_read_alloc(path, PROOF_MAX, pl, len, &e) < 0)
+		return 0;
+	digest_buf(DIGEST_SHA256, *pl, *len, &d);
+	digest_hex(&d, got);
+	if (!ct_equal(got, hex, 64) || proof_check(src, *pl, *len) != 1) {
+		free(*pl);
+		*pl = NULL;
+		return 0;
+	}
+	return 1;
 }
 
 int
@@ -477,17 +595,18 @@ cache_tree_has(const char *cache, const char *key)
 
 int
 cache_tree_place(const char *cache, const char *key, int parentfd, const char *name, const char *label,
-                 cache_file_fn fn, void *arg, char *meta, size_t metacap, uint64_t *files, struct err *e)
+                 cache_file_fn fn, void *arg, char *meta, size_t metacap, struct cache_placed *out,
+                 struct err *e)
 {
-	char trees[4096], dir[4200], src[4300], tmp[64], rnd[17], diff[800];
+	char trees[4096], dir[4200], src[4300], tmp[64], rnd[17], diff[800], phex[65];
 	unsigned char sk[KEY_LEN];
 	const char *why = NULL, *body;
-	char *text = NULL;
+	char *text = NULL, *pl = NULL;
 	struct buf lines = BUF_INIT(MANIFEST_MAX);
 	uint64_t nfiles = 0;
 	struct err we;
-	size_t blen;
-	int sfd, dfd, rc, dst_err = 0;
+	size_t blen, plen = 0;
+	int sfd, dfd, rc, dst_err = 0, proved;
 
 	snprintf(trees, sizeof(trees), "%s/trees", cache);
 	if ((size_t)snprintf(dir, sizeof(dir), "%s/%s", trees, key) >= sizeof(dir) || access(dir, F_OK) != 0)
@@ -496,7 +615,7 @@ cache_tree_place(const char *cache, const char *key, int parentfd, const char *n
 		warnx_line("cache: not using the extracted tree of %s in %s: %s", label, trees, why);
 		return 0;
 	}
-	if (read_manifest(dir, key, sk, &text, &body, &blen, meta, metacap, &why) < 0)
+	if (read_manifest(dir, key, sk, &text, &body, &blen, meta, metacap, phex, &why) < 0)
 		goto damaged;
 	snprintf(src, sizeof(src), "%s/tree", dir);
 	sfd = open(src, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -504,6 +623,9 @@ cache_tree_place(const char *cache, const char *key, int parentfd, const char *n
 		why = "its tree is missing";
 		goto damaged;
 	}
+	/* unchanged since it was kept (one stat per entry): copied by the
+	 * kernel, each file's digest the sealed one; else each copy hashed */
+	proved = load_proof(dir, src, phex, &pl, &plen);
 	fs_rand_hex(rnd, 8);
 	snprintf(tmp, sizeof(tmp), ".abx-place-%s", rnd);
 	err_clear(&we);
@@ -511,9 +633,10 @@ cache_tree_place(const char *cache, const char *key, int parentfd, const char *n
 	    (dfd = openat(parentfd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
 		close(sfd);
 		free(text);
+		free(pl);
 		return err_set(e, "io.error", "placing %s: %s", label, strerror(errno));
 	}
-	rc = place_tree(sfd, dfd, fn, arg, &lines, &nfiles, &dst_err, &we);
+	rc = place_tree(sfd, dfd, proved ? body : NULL, blen, fn, arg, &lines, &nfiles, &dst_err, &we);
 	close(sfd);
 	if (rc == 0 && fchmod(dfd, 0755) != 0)
 		rc = err_set(&we, "io.error", "placing %s: %s", label, strerror(errno)), dst_err = 1;
@@ -523,18 +646,24 @@ cache_tree_place(const char *cache, const char *key, int parentfd, const char *n
 		discard(parentfd, tmp);
 		buf_free(&lines);
 		free(text);
+		free(pl);
 		return -1;
 	}
-	if (rc < 0 || lines.len != blen || memcmp(lines.p, body, blen) != 0) {
+	if (rc < 0 || lines.len != blen || memcmp(lines.p, body, blen) != 0 ||
+	    (proved && proof_check(src, pl, plen) != 1)) {
 		if (rc < 0)
 			snprintf(diff, sizeof(diff), "%.700s", we.msg);
-		else
+		else if (lines.len != blen || memcmp(lines.p, body, blen) != 0)
 			first_diff(body, blen, (const char *)lines.p, lines.len, diff, sizeof(diff));
+		else
+			snprintf(diff, sizeof(diff), "its tree changed while it was copied");
 		why = diff;
 		discard(parentfd, tmp);
 		buf_free(&lines);
+		free(pl);
 		goto damaged;
 	}
+	free(pl);
 	/* whole, verified: it takes its name (an empty directory there is
 	 * replaced; anything else stays, and extraction is used instead) */
 	if (renameat(parentfd, tmp, parentfd, name) != 0) {
@@ -546,8 +675,10 @@ cache_tree_place(const char *cache, const char *key, int parentfd, const char *n
 		           name, strerror(er));
 		return 0;
 	}
-	if (files != NULL)
-		*files = nfiles;
+	if (out != NULL) {
+		out->files = nfiles;
+		out->proved = proved;
+	}
 	buf_free(&lines);
 	free(text);
 	return 1;

@@ -1,11 +1,13 @@
 /*
  * The cache's extracted trees (cache.h): a tree kept under trees/<key> with
  * a listing sealed by the cache's own key, stored by reflink or a copy that
- * takes extraction's digests (placed by cache_place.c), and sealed notes.
+ * takes extraction's digests (placed by cache_place.c; sealed notes are
+ * cache_note.c's).
  */
 #include "pkg/cache.h"
 
 #include "base/fs.h"
+#include "base/proof.h"
 #include "pkg/cache_int.h"
 
 #include <bearssl_hmac.h>
@@ -358,9 +360,10 @@ cache_copy_hash(unsigned char *io, int in, int out, off_t size, unsigned char sh
 }
 
 /* Copy in to out whole, unhashed (the caller has the digest): in the
- * kernel where it can, else through w->io. */
-static int
-copy_plain(struct walk *w, int in, int out)
+ * kernel where it can (a reflink where the filesystem shares blocks), else
+ * through io (COPY_BUF bytes). */
+int
+cache_copy_plain(unsigned char *io, int in, int out, int *dst_err)
 {
 	ssize_t n, k, o;
 	uint64_t unkicked = 0;
@@ -370,21 +373,24 @@ copy_plain(struct walk *w, int in, int out)
 	if (n == 0)
 		return 0;
 	if (errno != EXDEV && errno != ENOSYS && errno != EINVAL && errno != EOPNOTSUPP) {
-		w->dst_err = errno == ENOSPC || errno == EDQUOT || errno == EROFS;
+		/* the errors only a destination gives (a source's read
+		 * error is EIO) */
+		*dst_err = errno == ENOSPC || errno == EDQUOT || errno == EROFS || errno == EFBIG ||
+		           errno == ETXTBSY;
 		return -1;
 	}
 	/* restart from the start: a failed call may have copied part */
 	if (lseek(in, 0, SEEK_SET) != 0 || lseek(out, 0, SEEK_SET) != 0 || ftruncate(out, 0) != 0)
 		return -1;
-	while ((n = read(in, w->io, COPY_BUF)) > 0) {
+	while ((n = read(in, io, COPY_BUF)) > 0) {
 		for (o = 0; o < n; o += k) {
-			k = write(out, w->io + o, (size_t)(n - o));
+			k = write(out, io + o, (size_t)(n - o));
 			if (k < 0 && errno == EINTR) {
 				k = 0;
 				continue;
 			}
 			if (k < 0) {
-				w->dst_err = 1;
+				*dst_err = 1;
 				return -1;
 			}
 		}
@@ -557,9 +563,10 @@ walk_file(struct walk *w, int src, int dst, const char *name, const char *rel, c
 	}
 	/* a file extraction just wrote and hashed (the stat says it is
 	 * unchanged since) is copied, not hashed again; placement hashes
-	 * every copy it makes in any case */
+	 * every copy it makes unless the entry's proof shows the tree
+	 * unchanged since it was kept */
 	if (w->sum != NULL && w->sum(w->sum_arg, rel, st, sha) == 1) {
-		rc = copy_plain(w, in, out);
+		rc = cache_copy_plain(w->io, in, out, &w->dst_err);
 		w->summed += rc == 0;
 	} else {
 		rc = cache_copy_hash(w->io, in, out, st->st_size, sha, &w->dst_err);
@@ -633,7 +640,7 @@ struct cache_store {
 	struct err e;
 	struct buf text;
 	unsigned char sk[KEY_LEN];
-	char dir[4200], tmp[4200], *label;
+	char dir[4200], tmp[4200], *label, *key, *meta;
 	int tfd;
 };
 
@@ -652,6 +659,8 @@ store_close(struct cache_store *s, int rc)
 	buf_free(&s->text);
 	walk_free(&s->w);
 	free(s->label);
+	free(s->key);
+	free(s->meta);
 	free(s);
 	return rc == 0;
 }
@@ -704,12 +713,11 @@ cache_tree_store_begin(const char *cache, const char *key, int dirfd, const char
 		store_close(s, -1);
 		return NULL;
 	}
-	buf_put(&s->text, "abx-tree 1 ", 11);
-	buf_put(&s->text, key, strlen(key));
-	buf_put(&s->text, " ", 1);
-	buf_put(&s->text, meta, strlen(meta));
-	buf_put(&s->text, "\n", 1);
-	buf_put(&s->text, s->w.lines.p, s->w.lines.len);
+	if ((s->meta = strdup(meta)) == NULL || (s->key = strdup(key)) == NULL) {
+		err_set(&s->e, "internal", "out of memory");
+		store_close(s, -1);
+		return NULL;
+	}
 	return s;
 }
 
@@ -729,11 +737,53 @@ later_do(struct cache_store *s, struct cache_sums *sums, const struct later *l)
 	return rc;
 }
 
+/*
+ * Write the proof list of the finished tree as <tmp>/proof: hex its
+ * sha256, or "-" when there is none (the entry is then placed by hashing;
+ * said, since every later placement pays for it).
+ */
+static void
+store_proof(struct cache_store *s, char hex[65])
+{
+	char tree[4300], path[4300];
+	struct digest d;
+	struct err e;
+	char *pl = NULL;
+	size_t len = 0;
+	ssize_t n = -1;
+	int fd, ok = 0;
+
+	snprintf(hex, 65, "-");
+	snprintf(tree, sizeof(tree), "%s/tree", s->tmp);
+	snprintf(path, sizeof(path), "%s/" PROOF_FILE, s->tmp);
+	err_clear(&e);
+	if (proof_make(tree, "io.error", &pl, &len, &e) == 0) {
+		fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+		n = fd >= 0 ? write(fd, pl, len) : -1;
+		ok = n == (ssize_t)len;
+		if (fd >= 0 && close(fd) != 0)
+			ok = 0;
+		if (!ok)
+			err_set(&e, "io.error", "%s: %s", path,
+			        fd >= 0 && n >= 0 && n < (ssize_t)len ? "short write" : strerror(errno));
+	}
+	if (ok) {
+		digest_buf(DIGEST_SHA256, pl, len, &d);
+		digest_hex(&d, hex);
+	} else {
+		unlink(path);
+		warnx_line("cache: keeping the extracted tree of %s without its stat proof (%s): each "
+		           "placement hashes every file",
+		           s->label, e.msg[0] ? e.msg : "unknown error");
+	}
+	free(pl);
+}
+
 int
 cache_tree_store_end(struct cache_store *s)
 {
 	struct cache_sums *sums = s->w.sum == cache_sums_get ? s->w.sum_arg : NULL;
-	char mac[65], mf[4300];
+	char mac[65], mf[4300], phex[65];
 	size_t i;
 	ssize_t n;
 	int fd;
@@ -743,6 +793,17 @@ cache_tree_store_end(struct cache_store *s)
 			err_set(&s->e, "io.error", "%s: %s", s->w.later[i].rel, strerror(errno));
 			return store_close(s, -1);
 		}
+	/* the tree is whole and final: its proof, so that a placement can
+	 * show it unchanged by one stat per entry instead of hashing it */
+	store_proof(s, phex);
+	buf_put(&s->text, "abx-tree 2 ", 11);
+	buf_put(&s->text, s->key, strlen(s->key));
+	buf_put(&s->text, " ", 1);
+	buf_put(&s->text, phex, strlen(phex));
+	buf_put(&s->text, " ", 1);
+	buf_put(&s->text, s->meta, strlen(s->meta));
+	buf_put(&s->text, "\n", 1);
+	buf_put(&s->text, s->w.lines.p, s->w.lines.len);
 	if (s->text.over) {
 		err_set(&s->e, "io.error", "tree listing too large");
 		return store_close(s, -1);
@@ -776,98 +837,4 @@ cache_tree_store(const char *cache, const char *key, int dirfd, const char *meta
 
 	s = cache_tree_store_begin(cache, key, dirfd, meta, label, sum, sum_arg, &kept);
 	return s != NULL ? cache_tree_store_end(s) : kept;
-}
-
-/* ---- sealed notes ----------------------------------------------------------- */
-
-/* <cache>/trees/<name> for a note: a plain file name, never a tree key's
- * (keys have no '.'-suffix of this kind) nor hidden. */
-static int
-note_path(const char *cache, const char *name, char *out, size_t cap)
-{
-	size_t n = strlen(name);
-
-	if (n == 0 || n > CACHE_KEY_MAX || name[0] == '.' || strchr(name, '/') || strchr(name, ' ') ||
-	    strchr(name, '\n'))
-		return -1;
-	return (size_t)snprintf(out, cap, "%s/trees/%s", cache, name) < cap ? 0 : -1;
-}
-
-int
-cache_note_put(const char *cache, const char *name, const char *body, size_t len)
-{
-	char trees[4096], path[4400], tmp[4400], rnd[17], mac[65];
-	unsigned char sk[KEY_LEN];
-	struct buf text = BUF_INIT(CACHE_NOTE_MAX + 300);
-	const char *why = NULL;
-	ssize_t n = -1;
-	int fd, rc = 0;
-
-	snprintf(trees, sizeof(trees), "%s/trees", cache);
-	if (len > CACHE_NOTE_MAX || memchr(body, '\0', len) != NULL ||
-	    note_path(cache, name, path, sizeof(path)) < 0 || (mkdir(trees, 0755) != 0 && errno != EEXIST) ||
-	    cache_seal_key(trees, sk, &why) < 0)
-		return 0;
-	buf_put(&text, "abx-note 1 ", 11);
-	buf_put(&text, name, strlen(name));
-	buf_put(&text, "\n", 1);
-	buf_put(&text, body, len);
-	cache_seal(sk, text.p, text.len, mac);
-	buf_put(&text, "mac ", 4);
-	buf_put(&text, mac, 64);
-	buf_put(&text, "\n", 1);
-	fs_rand_hex(rnd, 8);
-	snprintf(tmp, sizeof(tmp), "%s/.tmp-note-%s", trees, rnd);
-	fd = text.over ? -1 : open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-	if (fd >= 0) {
-		n = write(fd, text.p, text.len);
-		if (close(fd) != 0)
-			n = -1;
-	}
-	/* one rename: a reader sees the old note or the new one, whole */
-	if (fd >= 0 && n == (ssize_t)text.len && rename(tmp, path) == 0)
-		rc = 1;
-	else if (fd >= 0)
-		unlink(tmp);
-	buf_free(&text);
-	return rc;
-}
-
-int
-cache_note_get(const char *cache, const char *name, char *body, size_t cap, const char **why)
-{
-	char trees[4096], path[4400], head[CACHE_KEY_MAX + 20], mac[65];
-	unsigned char sk[KEY_LEN];
-	size_t len, hl, ml = 4 + 64 + 1;
-	struct err e;
-	char *t = NULL;
-	int rc = -1;
-
-	snprintf(trees, sizeof(trees), "%s/trees", cache);
-	if (note_path(cache, name, path, sizeof(path)) < 0 || access(path, F_OK) != 0)
-		return 0;
-	if (cache_seal_key(trees, sk, why) < 0)
-		return -1;
-	if (fs_read_alloc(path, CACHE_NOTE_MAX + 300, &t, &len, &e) < 0) {
-		*why = "it is unreadable or too large";
-		return -1;
-	}
-	hl = (size_t)snprintf(head, sizeof(head), "abx-note 1 %s\n", name);
-	if (len < hl + ml || memcmp(t, head, hl) != 0 || memcmp(t + len - ml, "mac ", 4) != 0 ||
-	    t[len - 1] != '\n') {
-		*why = "it is not a note of this name";
-	} else if (len - ml - hl >= cap) {
-		*why = "it is larger than a note of this kind";
-	} else {
-		cache_seal(sk, t, len - ml, mac);
-		if (!ct_equal(mac, t + len - ml + 4, 64)) {
-			*why = "its seal does not match (edited, or made with another cache's key)";
-		} else {
-			memcpy(body, t + hl, len - ml - hl);
-			body[len - ml - hl] = '\0';
-			rc = 1;
-		}
-	}
-	free(t);
-	return rc;
 }

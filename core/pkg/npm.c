@@ -559,7 +559,7 @@ place_one(struct run *r, struct job *j, int rootfd, struct err *e)
 	struct file_tap tap = {r->o, j->p->path, NULL, ""};
 	char key[CACHE_KEY_MAX], label[2 * NPMLOCK_NAME_MAX + 80], meta[64] = "";
 	const char *base = strrchr(j->p->path, '/');
-	uint64_t files = 0;
+	struct cache_placed pd = {0, 0};
 	int dfd, pfd, rc;
 
 	if (tree_key(j, key) != 0)
@@ -574,7 +574,7 @@ place_one(struct run *r, struct job *j, int rootfd, struct err *e)
 		return fail_phase(e, "extract", "%s: %s", j->p->path, strerror(errno));
 	snprintf(label, sizeof(label), "%s@%s", j->p->name, j->p->version);
 	rc = cache_tree_place(r->o->cache, key, pfd, base, label, r->o->on_file ? file_tap : NULL, &tap, meta,
-	                      sizeof(meta), &files, e);
+	                      sizeof(meta), &pd, e);
 	close(pfd);
 	if (rc < 0) {
 		char msg[ERR_MSG_MAX];
@@ -584,7 +584,8 @@ place_one(struct run *r, struct job *j, int rootfd, struct err *e)
 	if (rc > 0) {
 		pthread_mutex_lock(&r->mu);
 		r->st.placed++;
-		r->st.files += files;
+		r->st.placed_proved += pd.proved;
+		r->st.files += pd.files;
 		if (strncmp(meta, "size=", 5) == 0)
 			r->st.cached_bytes += strtoull(meta + 5, NULL, 10);
 		pthread_mutex_unlock(&r->mu);

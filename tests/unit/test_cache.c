@@ -1,6 +1,7 @@
 #include "unit.h"
 #include "base/fs.h"
 #include "pkg/cache.h"
+#include "pkg/cache_int.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -362,6 +363,7 @@ test_pipe_follow_abandon(void **state)
 struct tap {
 	int n;
 	char first[64];
+	const char *touch; /* a path to touch once told of the first file */
 };
 
 static void
@@ -371,7 +373,12 @@ tap(void *arg, const char *name, const struct stat *st, const unsigned char sha[
 
 	if (t->n++ == 0)
 		snprintf(t->first, sizeof(t->first), "%s", name);
+	if (t->touch != NULL)
+		assert_int_equal(utimensat(AT_FDCWD, t->touch, NULL, 0), 0);
 }
+
+/* What the last place or place_heard did. */
+static struct cache_placed placed;
 
 static char key[CACHE_KEY_MAX];
 
@@ -447,7 +454,8 @@ make_entry_with(char *cache, size_t cap, struct cache_sums *sums, const char *af
 	snprintf(src, sizeof(src), "%s/src", dir);
 	fd = open(src, O_RDONLY | O_DIRECTORY);
 	assert_true(fd >= 0);
-	assert_int_equal(cache_tree_store(cache, key, fd, "size=8", "test", sums ? cache_sums_get : NULL, sums), 1);
+	assert_int_equal(
+	    cache_tree_store(cache, key, fd, "size=8", "test", sums ? cache_sums_get : NULL, sums), 1);
 	close(fd);
 }
 
@@ -463,7 +471,8 @@ place(const char *cache, struct tap *t, char *meta, size_t mcap)
 	mkdir(dst, 0700);
 	fd = open(dst, O_RDONLY | O_DIRECTORY);
 	assert_true(fd >= 0);
-	rc = cache_tree_place(cache, key, fd, "tree", "test", tap, t, meta, mcap, NULL, &e);
+	memset(&placed, 0, sizeof(placed));
+	rc = cache_tree_place(cache, key, fd, "tree", "test", tap, t, meta, mcap, &placed, &e);
 	close(fd);
 	return rc;
 }
@@ -484,6 +493,9 @@ test_tree_place(void **state)
 	assert_int_equal(place(cache, &t, meta, sizeof(meta)), 1);
 	assert_string_equal(meta, "size=8");
 	assert_int_equal(t.n, 2); /* a.txt and bin/tool */
+	/* untouched since it was kept: its proof holds, no file hashed */
+	assert_int_equal(placed.proved, 1);
+	assert_int_equal(placed.files, 2);
 	assert_string_equal(t.first, "a.txt");
 	snprintf(p, sizeof(p), "%s/dst/tree/bin/tool", dir);
 	assert_int_equal(stat(p, &st), 0);
@@ -562,7 +574,7 @@ test_tree_manifest_tampered(void **state)
 {
 	/* the listing edited to agree with a changed file: the seal breaks */
 	damaged("printf 'alphA\\n' >tree/a.txt && h=$(sha256sum <tree/a.txt | cut -c1-64) && "
-		"sed -i \"s/^f 0644 6 [0-9a-f]* a.txt$/f 0644 6 $h a.txt/\" manifest");
+	        "sed -i \"s/^f 0644 6 [0-9a-f]* a.txt$/f 0644 6 $h a.txt/\" manifest");
 }
 
 static void
@@ -577,14 +589,16 @@ static void
 test_tree_other_key(void **state)
 {
 	/* an entry made with another cache's key is not trusted */
-	damaged("cd .. && rm .key && cat /dev/urandom | head -c 32 | od -An -tx1 | tr -d ' \\n' >.key && echo >>.key "
-		"&& chmod 600 .key");
+	damaged("cd .. && rm .key && cat /dev/urandom | head -c 32 | od -An -tx1 | tr -d ' \\n' >.key && "
+	        "echo >>.key "
+	        "&& chmod 600 .key");
 }
 
 /* Keeping a tree takes each file's digest from extraction instead of
  * hashing the copy again: a digest the extractor got wrong is what the
  * listing records (so it was not recomputed), and placement, which hashes
- * every copy, refuses the entry. */
+ * every copy when the entry's proof does not hold (here: none), refuses
+ * the entry. */
 static void
 test_tree_store_uses_sums(void **state)
 {
@@ -598,8 +612,11 @@ test_tree_store_uses_sums(void **state)
 	assert_int_equal(system(c), 0);
 	make_entry_sums(cache, sizeof(cache), "not alpha\n", NULL);
 	snprintf(c, sizeof(c),
-		 "grep -q \"^f 0644 6 $(printf 'not alpha\\n' | sha256sum | cut -c1-64) a.txt$\" %s/trees/%s/manifest",
-		 cache, key);
+	         "grep -q \"^f 0644 6 $(printf 'not alpha\\n' | sha256sum | cut -c1-64) a.txt$\" "
+	         "%s/trees/%s/manifest",
+	         cache, key);
+	assert_int_equal(system(c), 0);
+	snprintf(c, sizeof(c), "rm %s/trees/%s/proof", cache, key);
 	assert_int_equal(system(c), 0);
 	assert_int_equal(place(cache, &t, NULL, 0), 0);
 	assert_int_equal(cache_tree_has(cache, key), 0);
@@ -614,9 +631,10 @@ test_tree_store_changed_since(void **state)
 	struct tap t = {0};
 
 	make_entry_sums(cache, sizeof(cache), "alpha\n", "sleep 0.02; printf 'alphA\\n' >a.txt");
-	snprintf(c, sizeof(c),
-		 "grep -q \"^f 0644 6 $(printf 'alphA\\n' | sha256sum | cut -c1-64) a.txt$\" %s/trees/%s/manifest",
-		 cache, key);
+	snprintf(
+	    c, sizeof(c),
+	    "grep -q \"^f 0644 6 $(printf 'alphA\\n' | sha256sum | cut -c1-64) a.txt$\" %s/trees/%s/manifest",
+	    cache, key);
 	assert_int_equal(system(c), 0);
 	assert_int_equal(place(cache, &t, NULL, 0), 1);
 }
@@ -659,8 +677,10 @@ test_tree_large_file(void **state)
 	fclose(f);
 	assert_memory_equal(back, b, n);
 	/* damaged in the middle, size and mode unchanged */
-	snprintf(c, sizeof(c), "rm -rf %s/dst && printf X | dd of=%s/trees/%s/tree/big.bin bs=1 seek=5000000 "
-		 "conv=notrunc 2>/dev/null", dir, cache, key);
+	snprintf(c, sizeof(c),
+	         "rm -rf %s/dst && printf X | dd of=%s/trees/%s/tree/big.bin bs=1 seek=5000000 "
+	         "conv=notrunc 2>/dev/null",
+	         dir, cache, key);
 	assert_int_equal(system(c), 0);
 	assert_int_equal(place(cache, &t, NULL, 0), 0);
 	assert_int_equal(cache_tree_has(cache, key), 0);
@@ -715,8 +735,9 @@ test_tree_store_takes_copies(void **state)
 	assert_non_null(sums.copies);
 	/* the copies as the extractor writes them: a.txt whole, b.txt short,
 	 * bin/tool whole but the file changes after it was hashed */
-	snprintf(c, sizeof(c), "cd %s && printf 'alpha\\n' >0 && printf 'bet' >1 && printf '#!/bin/sh\\necho hi\\n' >2",
-		 sums.copies);
+	snprintf(c, sizeof(c),
+	         "cd %s && printf 'alpha\\n' >0 && printf 'bet' >1 && printf '#!/bin/sh\\necho hi\\n' >2",
+	         sums.copies);
 	assert_int_equal(system(c), 0);
 	assert_int_equal(fstatat(cfd, "0", &copy0, 0), 0);
 	snprintf(p, sizeof(p), "%s/src/a.txt", dir);
@@ -820,7 +841,8 @@ place_heard(const char *cache, struct heard *h, struct err *e)
 	mkdir(dst, 0700);
 	fd = open(dst, O_RDONLY | O_DIRECTORY);
 	assert_true(fd >= 0);
-	rc = cache_tree_place(cache, key, fd, "tree", "test", hear, h, NULL, 0, NULL, e);
+	memset(&placed, 0, sizeof(placed));
+	rc = cache_tree_place(cache, key, fd, "tree", "test", hear, h, NULL, 0, &placed, e);
 	close(fd);
 	return rc;
 }
@@ -830,7 +852,7 @@ place_heard(const char *cache, struct heard *h, struct err *e)
  * place), fn heard once per file in the listing's order with the digest
  * of the bytes placed, modes kept, no descriptor left open. */
 static void
-test_tree_place_many(void **state)
+many(int proof)
 {
 	char cache[256], p[512], hex[65], rel[256];
 	static struct heard h;
@@ -844,9 +866,12 @@ test_tree_place_many(void **state)
 	int fds;
 
 	make_many(cache, sizeof(cache));
+	if (!proof)
+		assert_int_equal(system((snprintf(p, sizeof(p), "rm %s/trees/%s/proof", cache, key), p)), 0);
 	fds = unit_open_fds();
 	memset(&h, 0, sizeof(h));
 	assert_int_equal(place_heard(cache, &h, &e), 1);
+	assert_int_equal(placed.proved, proof);
 	assert_int_equal(unit_open_fds(), fds);
 	assert_int_equal(h.n, 40 * 9 + 2);
 	/* the sealed listing's files, in order, are what fn heard */
@@ -885,6 +910,134 @@ test_tree_place_many(void **state)
 	assert_int_equal(stat(p, &st), 0);
 	assert_int_equal(st.st_mode & 07777, 0755);
 	assert_int_equal(system((snprintf(p, sizeof(p), "test \"$(ls -A %s/dst)\" = tree", dir), p)), 0);
+}
+
+/* The entry untouched since it was kept: its proof holds, the files are
+ * copied by the kernel and fn hears the sealed digests, which are those of
+ * the bytes placed. */
+static void
+test_tree_place_many(void **state)
+{
+	many(1);
+}
+
+/* The same with no proof (an entry an older version kept): every copy
+ * hashed, the same result. */
+static void
+test_tree_place_many_hashed(void **state)
+{
+	many(0);
+}
+
+/* The kept entry at <cache>/trees/<key>/rel, into path. */
+static const char *
+entry_path(const char *cache, const char *rel, char *path, size_t cap)
+{
+	snprintf(path, cap, "%s/trees/%s/%s", cache, key, rel);
+	return path;
+}
+
+/* A file of the kept tree touched (its ctime moves, its content does
+ * not): the proof no longer holds, the tree is hashed as it is copied and
+ * still places; so does a proof list edited (its sha256 no longer the one
+ * the sealed header names). */
+static void
+test_tree_proof_touched(void **state)
+{
+	char cache[256], p[600];
+	struct tap t = {0};
+	char *pl;
+	size_t len;
+	struct err e;
+
+	make_entry(cache, sizeof(cache));
+	assert_int_equal(utimensat(AT_FDCWD, entry_path(cache, "tree/a.txt", p, sizeof(p)), NULL, 0), 0);
+	assert_int_equal(place(cache, &t, NULL, 0), 1);
+	assert_int_equal(placed.proved, 0);
+	assert_int_equal(placed.files, 2);
+	assert_int_equal(cache_tree_has(cache, key), 1);
+
+	assert_int_equal(system((snprintf(p, sizeof(p), "rm -rf %s/src %s/dst %s", dir, dir, cache), p)), 0);
+	make_entry(cache, sizeof(cache));
+	assert_int_equal(fs_read_alloc(entry_path(cache, "proof", p, sizeof(p)), 1u << 20, &pl, &len, &e), 0);
+	assert_true(len > 40);
+	pl[len - 2] ^= 1; /* a byte of the last name */
+	assert_int_equal(fs_write_atomic(p, pl, len, 0644, &e), 0);
+	free(pl);
+	assert_int_equal(place(cache, &t, NULL, 0), 1);
+	assert_int_equal(placed.proved, 0);
+}
+
+/* A file's content rewritten in the kept tree (size and mode kept): the
+ * proof fails, the copy is hashed, the entry discarded. */
+static void
+test_tree_proof_rewritten(void **state)
+{
+	char cache[256], p[600], c[700];
+	struct tap t = {0};
+
+	make_entry(cache, sizeof(cache));
+	entry_path(cache, "tree/a.txt", p, sizeof(p));
+	snprintf(c, sizeof(c), "printf 'alphA\\n' >%s", p);
+	assert_int_equal(system(c), 0);
+	assert_int_equal(place(cache, &t, NULL, 0), 0);
+	assert_int_equal(cache_tree_has(cache, key), 0);
+}
+
+/* An entry kept by a version without proofs ("abx-tree 1", sealed with
+ * the same key): placed by hashing every copy. */
+static void
+test_tree_proof_old_entry(void **state)
+{
+	char cache[256], p[600], trees[300], mac[65];
+	unsigned char sk[KEY_LEN];
+	const char *why;
+	struct tap t = {0};
+	struct buf b = BUF_INIT(1u << 20);
+	char *text, *nl, *sp;
+	size_t len;
+	struct err e;
+
+	make_entry(cache, sizeof(cache));
+	snprintf(trees, sizeof(trees), "%s/trees", cache);
+	assert_int_equal(cache_seal_key(trees, sk, &why), 0);
+	assert_int_equal(
+	    fs_read_alloc(entry_path(cache, "manifest", p, sizeof(p)), 1u << 20, &text, &len, &e), 0);
+	assert_memory_equal(text, "abx-tree 2 ", 11);
+	nl = strchr(text, '\n');
+	/* "abx-tree 2 <key> <proof> <meta>": drop the proof field */
+	sp = strchr(text + 11, ' ');
+	assert_non_null(sp);
+	assert_int_equal(buf_put(&b, "abx-tree 1 ", 11), 0);
+	assert_int_equal(buf_put(&b, text + 11, (size_t)(sp + 1 - (text + 11))), 0);
+	assert_true(nl > sp + 66);
+	assert_int_equal(buf_put(&b, sp + 66, (size_t)(text + len - 69 - (sp + 66))), 0);
+	cache_seal(sk, b.p, b.len, mac);
+	assert_int_equal(buf_put(&b, "mac ", 4), 0);
+	assert_int_equal(buf_put(&b, mac, 64), 0);
+	assert_int_equal(buf_put(&b, "\n", 1), 0);
+	assert_int_equal(fs_write_atomic(p, (const char *)b.p, b.len, 0644, &e), 0);
+	free(text);
+	buf_free(&b);
+	assert_int_equal(place(cache, &t, NULL, 0), 1);
+	assert_int_equal(placed.proved, 0);
+	assert_int_equal(t.n, 2);
+}
+
+/* The kept tree changes while it is copied (after the first check of its
+ * proof, before the last): the copy is discarded and so is the entry. */
+static void
+test_tree_proof_changed_while_copied(void **state)
+{
+	char cache[256], p[600], c[700];
+	struct tap t = {0};
+
+	make_entry(cache, sizeof(cache));
+	t.touch = entry_path(cache, "tree/bin/tool", p, sizeof(p));
+	assert_int_equal(place(cache, &t, NULL, 0), 0);
+	assert_int_equal(cache_tree_has(cache, key), 0);
+	snprintf(c, sizeof(c), "test -z \"$(ls -A %s/dst)\"", dir);
+	assert_int_equal(system(c), 0);
 }
 
 /* One file in the middle of many changed in the cache (size kept): the
@@ -992,7 +1145,10 @@ test_note_sealed(void **state)
 	/* put again: replaced whole, sound again; then another cache's key */
 	assert_int_equal(cache_note_put(dir, "t-1.0.0.verified", "x\n", 2), 1);
 	assert_int_equal(cache_note_get(dir, "t-1.0.0.verified", body, sizeof(body), &why), 1);
-	snprintf(c, sizeof(c), "cd %s/trees && rm .key && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n' >.key && echo >>.key && chmod 600 .key", dir);
+	snprintf(c, sizeof(c),
+	         "cd %s/trees && rm .key && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n' >.key && "
+	         "echo >>.key && chmod 600 .key",
+	         dir);
 	assert_int_equal(system(c), 0);
 	assert_int_equal(cache_note_get(dir, "t-1.0.0.verified", body, sizeof(body), &why), -1);
 	assert_int_equal(cache_note_put(dir, "../x", "x\n", 2), 0);
@@ -1027,6 +1183,11 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_tree_store_changed_since, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tree_store_takes_copies, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tree_place_many, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_tree_place_many_hashed, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_tree_proof_touched, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_tree_proof_rewritten, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_tree_proof_old_entry, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_tree_proof_changed_while_copied, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tree_place_many_damaged, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tree_place_dest_error, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tree_place_dest_error_pipe, setup, teardown),
