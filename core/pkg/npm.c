@@ -8,21 +8,20 @@
  * or in another worker's hands), and extracts it. With keep_trees, a
  * package whose extracted tree the cache holds is placed from there after
  * the same wait, with no bytes fetched (a damaged entry: fetched and
- * extracted as before), and an extracted package is kept as a tree. Each worker is a whole
- * download-verify-extract pipeline, so downloads and extraction overlap
- * across workers and a tarball is never waiting in a queue.
+ * extracted as before), and an extracted package is kept as a tree. Each
+ * worker is a whole download-verify-extract pipeline, so downloads and
+ * extraction overlap across workers and a tarball never waits in a queue.
  *
  * One read of the bytes: a tarball of at most NPM_MEM_MAX bytes is kept in
  * its worker's buffer while it is downloaded (or read once from the cache)
- * and hashed, and extracted from that buffer: the bytes extracted are the
- * bytes verified, with no second read and no window in which the cache file
- * could change. A larger one is streamed to the cache and re-read from the
- * file, hashed again, then extracted.
+ * and hashed, and extracted from there: the bytes extracted are the bytes
+ * verified, with no second read and no window for the cache file to change.
+ * A larger one is streamed to the cache, re-read, hashed again, extracted.
  */
 #include "pkg/npm.h"
 
-#include "pkg/arc.h"
 #include "base/buf.h"
+#include "pkg/arc.h"
 #include "pkg/cache.h"
 #include "base/clock.h"
 #include "config/config.h"
