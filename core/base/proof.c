@@ -73,6 +73,7 @@ struct pbuild {
 	struct timespec newest; /* newest ctime recorded */
 	int any_ns;             /* some ctime has nanoseconds */
 	const char *code;       /* the error code of a tree too large */
+	int nowait;             /* one walk, refused when it is not settled */
 };
 
 static void
@@ -171,6 +172,8 @@ pb_settle(struct pbuild *b, const char *root, struct err *e)
 			return -1;
 		if (pb_settled(b, &t0) || walks >= PROOF_SETTLE_WALKS)
 			return 0;
+		if (b->nowait)
+			return err_set(e, b->code, "%s changed within the last tick of the clock", root);
 		/* wait (no walk) until the clock has passed what we saw; a
 		 * clock that never gets there (a server's timestamps on a
 		 * network filesystem) leaves the same-tick gap: a change in
@@ -187,12 +190,13 @@ pb_settle(struct pbuild *b, const char *root, struct err *e)
 	}
 }
 
-int
-proof_make(const char *root, const char *code, char **out, size_t *outlen, struct err *e)
+static int
+make(const char *root, const char *code, int nowait, char **out, size_t *outlen, struct err *e)
 {
 	struct pbuild b = {.recs = BUF_INIT((size_t)PROOF_MAX_ENTRIES * sizeof(struct proof_rec)),
 	                   .names = BUF_INIT(PROOF_MAX),
-	                   .code = code};
+	                   .code = code,
+	                   .nowait = nowait};
 	size_t total;
 	char *buf = NULL;
 	uint32_t u;
@@ -219,6 +223,18 @@ out:
 	buf_free(&b.recs);
 	buf_free(&b.names);
 	return rc;
+}
+
+int
+proof_make(const char *root, const char *code, char **out, size_t *outlen, struct err *e)
+{
+	return make(root, code, 0, out, outlen, e);
+}
+
+int
+proof_make_now(const char *root, const char *code, char **out, size_t *outlen, struct err *e)
+{
+	return make(root, code, 1, out, outlen, e);
 }
 
 /* ---- checking --------------------------------------------------------------- */

@@ -230,9 +230,10 @@ run(struct install_ctx *c, const manifest_t *m, const char *platform, const char
 	if (st.placed > 0)
 		note_line(
 		    "%s %s: %zu of %zu packages placed from the extracted trees in %s/trees (%zu proved "
-		    "unchanged by their stat proofs and copied, %zu hashed against their sealed listings)",
+		    "unchanged by their stat proofs and copied, %zu hashed against their sealed listings%s)",
 		    m->name, m->version, st.placed, st.placed + st.fetched + st.cached, cache,
-		    st.placed_proved, st.placed - st.placed_proved);
+		    st.placed_proved, st.placed - st.placed_proved,
+		    st.placed_resealed > 0 ? " and given a stat proof for the next placement" : "");
 	if (st.kept > 0)
 		note_line("%s %s: kept the extracted trees of %zu packages in %s/trees", m->name, m->version,
 		          st.kept, cache);

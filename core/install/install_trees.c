@@ -61,7 +61,7 @@ install_tree_place(struct install_ctx *c, const manifest_t *m, const struct mani
 {
 	char key[CACHE_KEY_MAX], meta[64], label[MANIFEST_VERSION_MAX + 300];
 	struct place_tap t = {known, 0};
-	struct cache_placed pd = {0, 0};
+	struct cache_placed pd = {0};
 	int fd, rc;
 
 	if (!usable(c) || tree_key(m, a, key) < 0 || !cache_tree_has(c->cache_dir, key))
@@ -79,8 +79,10 @@ install_tree_place(struct install_ctx *c, const manifest_t *m, const struct mani
 	note_line("%s: placed %" PRIu64 " files from the extracted tree in %s/trees/%s (%s; no download, no "
 	          "decompression)",
 	          label, pd.files, c->cache_dir, key,
-	          pd.proved ? "the kept tree proved unchanged by its stat proof: copied, not hashed again"
-	                    : "each copy hashed against its sealed listing");
+	          pd.proved     ? "the kept tree proved unchanged by its stat proof: copied, not hashed again"
+	          : pd.resealed ? "each copy hashed against its sealed listing, and the entry given a stat "
+	                          "proof for the next placement"
+	                        : "each copy hashed against its sealed listing");
 	return 1;
 }
 

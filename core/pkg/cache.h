@@ -176,6 +176,7 @@ int cache_tree_has(const char *cache, const char *key);
 struct cache_placed {
 	uint64_t files; /* regular files placed */
 	int proved;     /* the entry's proof showed it unchanged: copied, not hashed */
+	int resealed;   /* hashed, and the entry sealed with a new proof for next time */
 };
 int cache_tree_place(const char *cache, const char *key, int parentfd, const char *name, const char *label,
                      cache_file_fn fn, void *arg, char *meta, size_t metacap, struct cache_placed *out,

@@ -39,6 +39,14 @@ int cache_copy_plain(unsigned char *io, int in, int out, int *dst_err);
  * manifest's header ("abx-tree 2 <key> <proof sha256> <meta>"; version 1
  * has no proof and is placed by hashing). */
 #define PROOF_FILE "proof"
+/* Write the proof list pl (len bytes) as the new file path, hex its
+ * sha256: 0, or -1 with e (nothing left at path). */
+int cache_proof_put(const char *path, const char *pl, size_t len, char hex[65], struct err *e);
+/* Write the manifest of entry key as the new file path: the header (proof
+ * hex, "" for none; meta), the listing body, the seal with sk. 0, or -1
+ * with e (nothing left at path). */
+int cache_manifest_put(const char *path, const unsigned char sk[KEY_LEN], const char *key, const char *proof,
+                       const char *meta, size_t metalen, const void *body, size_t blen, struct err *e);
 
 /* The names in the open directory src (rel in messages), sorted bytewise:
  * 0 with *names (cache_names_free), or -1 with e. */

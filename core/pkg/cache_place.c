@@ -497,12 +497,19 @@ first_diff(const char *a, size_t alen, const char *b, size_t blen, char *out, si
 		snprintf(out, cap, "the copy lacks \"%.*s\"", (int)(ea - s > 300 ? 300 : ea - s), a + s);
 }
 
-/* Read and check the manifest of entry dir: body (lines) and meta point
- * into *text (caller frees), proof the sha256 hex of the entry's proof
- * list ("" when it has none). Returns 0, or -1 with why. */
+/* An entry's manifest, read and checked: meta and body point into text. */
+struct mf {
+	char *text; /* malloc'd */
+	const char *meta, *body;
+	size_t metalen, blen;
+	char proof[65]; /* the sha256 hex of the entry's proof list, or "" */
+};
+
+/* Read and check the manifest of entry dir into *m (m->text for the
+ * caller to free). Returns 0, or -1 with why. */
 static int
-read_manifest(const char *dir, const char *key, const unsigned char sk[KEY_LEN], char **text,
-              const char **body, size_t *blen, char *meta, size_t metacap, char proof[65], const char **why)
+read_manifest(const char *dir, const char *key, const unsigned char sk[KEY_LEN], struct mf *mf,
+              const char **why)
 {
 	char path[4400], head[CACHE_KEY_MAX + 40], mac[65];
 	size_t len, hl, ml;
@@ -510,13 +517,13 @@ read_manifest(const char *dir, const char *key, const unsigned char sk[KEY_LEN],
 	char *t, *nl, *m;
 	int version;
 
-	proof[0] = '\0';
+	memset(mf, 0, sizeof(*mf));
 	snprintf(path, sizeof(path), "%s/manifest", dir);
-	if (fs_read_alloc(path, MANIFEST_MAX, text, &len, &e) < 0) {
+	if (fs_read_alloc(path, MANIFEST_MAX, &mf->text, &len, &e) < 0) {
 		*why = "its manifest is missing or unreadable";
 		return -1;
 	}
-	t = *text;
+	t = mf->text;
 	/* "abx-tree 2 <key> <proof sha256 or -> <meta>\n" (version 1: no
 	 * proof field) lines... "mac <hex>\n" */
 	hl = (size_t)snprintf(head, sizeof(head), "abx-tree 2 %s ", key);
@@ -539,8 +546,7 @@ read_manifest(const char *dir, const char *key, const unsigned char sk[KEY_LEN],
 	m = t + hl;
 	if (version == 2) {
 		if (nl - m >= 65 && m[64] == ' ') {
-			memcpy(proof, m, 64);
-			proof[64] = '\0';
+			memcpy(mf->proof, m, 64);
 			m += 65;
 		} else if (nl - m >= 2 && m[0] == '-' && m[1] == ' ') {
 			m += 2;
@@ -549,11 +555,44 @@ read_manifest(const char *dir, const char *key, const unsigned char sk[KEY_LEN],
 			return -1;
 		}
 	}
-	if (meta != NULL)
-		snprintf(meta, metacap, "%.*s", (int)(nl - m), m);
-	*body = nl + 1;
-	*blen = (size_t)(t + len - ml - (nl + 1));
+	mf->meta = m;
+	mf->metalen = (size_t)(nl - m);
+	mf->body = nl + 1;
+	mf->blen = (size_t)(t + len - ml - (nl + 1));
 	return 0;
+}
+
+/*
+ * Seal the entry dir again with the proof list pl (made before a placement
+ * that hashed every copy, still holding after it: it records the tree
+ * those digests are of), so the next placement need not hash: the proof
+ * takes its name first, then the manifest naming it (a reader in between
+ * sees a proof its manifest does not name, and hashes). 1 done, 0 not
+ * (nothing to say: the next placement hashes and tries again).
+ */
+static int
+reseal(const char *dir, const char *key, const unsigned char sk[KEY_LEN], const struct mf *mf, const char *pl,
+       size_t plen)
+{
+	char rnd[17], ptmp[4400], mtmp[4400], path[4400], hex[65];
+	struct err e;
+
+	fs_rand_hex(rnd, 8);
+	snprintf(ptmp, sizeof(ptmp), "%s/.proof-%s", dir, rnd);
+	snprintf(mtmp, sizeof(mtmp), "%s/.manifest-%s", dir, rnd);
+	if (cache_proof_put(ptmp, pl, plen, hex, &e) < 0)
+		return 0;
+	if (cache_manifest_put(mtmp, sk, key, hex, mf->meta, mf->metalen, mf->body, mf->blen, &e) < 0 ||
+	    rename(ptmp, (snprintf(path, sizeof(path), "%s/" PROOF_FILE, dir), path)) != 0) {
+		unlink(ptmp);
+		unlink(mtmp);
+		return 0;
+	}
+	if (rename(mtmp, (snprintf(path, sizeof(path), "%s/manifest", dir), path)) != 0) {
+		unlink(mtmp);
+		return 0;
+	}
+	return 1;
 }
 
 /*
@@ -598,15 +637,16 @@ cache_tree_place(const char *cache, const char *key, int parentfd, const char *n
                  cache_file_fn fn, void *arg, char *meta, size_t metacap, struct cache_placed *out,
                  struct err *e)
 {
-	char trees[4096], dir[4200], src[4300], tmp[64], rnd[17], diff[800], phex[65];
+	char trees[4096], dir[4200], src[4300], tmp[64], rnd[17], diff[800];
 	unsigned char sk[KEY_LEN];
-	const char *why = NULL, *body;
-	char *text = NULL, *pl = NULL;
+	const char *why = NULL;
+	struct mf mf = {0};
+	char *pl = NULL;
 	struct buf lines = BUF_INIT(MANIFEST_MAX);
 	uint64_t nfiles = 0;
 	struct err we;
-	size_t blen, plen = 0;
-	int sfd, dfd, rc, dst_err = 0, proved;
+	size_t plen = 0;
+	int sfd, dfd, rc, dst_err = 0, proved, fresh = 0, held;
 
 	snprintf(trees, sizeof(trees), "%s/trees", cache);
 	if ((size_t)snprintf(dir, sizeof(dir), "%s/%s", trees, key) >= sizeof(dir) || access(dir, F_OK) != 0)
@@ -615,8 +655,10 @@ cache_tree_place(const char *cache, const char *key, int parentfd, const char *n
 		warnx_line("cache: not using the extracted tree of %s in %s: %s", label, trees, why);
 		return 0;
 	}
-	if (read_manifest(dir, key, sk, &text, &body, &blen, meta, metacap, phex, &why) < 0)
+	if (read_manifest(dir, key, sk, &mf, &why) < 0)
 		goto damaged;
+	if (meta != NULL)
+		snprintf(meta, metacap, "%.*s", (int)mf.metalen, mf.meta);
 	snprintf(src, sizeof(src), "%s/tree", dir);
 	sfd = open(src, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (sfd < 0) {
@@ -624,19 +666,25 @@ cache_tree_place(const char *cache, const char *key, int parentfd, const char *n
 		goto damaged;
 	}
 	/* unchanged since it was kept (one stat per entry): copied by the
-	 * kernel, each file's digest the sealed one; else each copy hashed */
-	proved = load_proof(dir, src, phex, &pl, &plen);
+	 * kernel, each file's digest the sealed one; else each copy hashed,
+	 * with a proof made first (never waiting for the clock) that, if it
+	 * still holds after the copies, is sealed for the next placement */
+	proved = load_proof(dir, src, mf.proof, &pl, &plen);
+	if (!proved) {
+		err_clear(&we);
+		fresh = proof_make_now(src, "io.error", &pl, &plen, &we) == 0;
+	}
 	fs_rand_hex(rnd, 8);
 	snprintf(tmp, sizeof(tmp), ".abx-place-%s", rnd);
 	err_clear(&we);
 	if (mkdirat(parentfd, tmp, 0700) != 0 ||
 	    (dfd = openat(parentfd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
 		close(sfd);
-		free(text);
+		free(mf.text);
 		free(pl);
 		return err_set(e, "io.error", "placing %s: %s", label, strerror(errno));
 	}
-	rc = place_tree(sfd, dfd, proved ? body : NULL, blen, fn, arg, &lines, &nfiles, &dst_err, &we);
+	rc = place_tree(sfd, dfd, proved ? mf.body : NULL, mf.blen, fn, arg, &lines, &nfiles, &dst_err, &we);
 	close(sfd);
 	if (rc == 0 && fchmod(dfd, 0755) != 0)
 		rc = err_set(&we, "io.error", "placing %s: %s", label, strerror(errno)), dst_err = 1;
@@ -645,16 +693,16 @@ cache_tree_place(const char *cache, const char *key, int parentfd, const char *n
 		*e = we;
 		discard(parentfd, tmp);
 		buf_free(&lines);
-		free(text);
+		free(mf.text);
 		free(pl);
 		return -1;
 	}
-	if (rc < 0 || lines.len != blen || memcmp(lines.p, body, blen) != 0 ||
-	    (proved && proof_check(src, pl, plen) != 1)) {
+	held = (proved || fresh) && rc == 0 && proof_check(src, pl, plen) == 1;
+	if (rc < 0 || lines.len != mf.blen || memcmp(lines.p, mf.body, mf.blen) != 0 || (proved && !held)) {
 		if (rc < 0)
 			snprintf(diff, sizeof(diff), "%.700s", we.msg);
-		else if (lines.len != blen || memcmp(lines.p, body, blen) != 0)
-			first_diff(body, blen, (const char *)lines.p, lines.len, diff, sizeof(diff));
+		else if (lines.len != mf.blen || memcmp(lines.p, mf.body, mf.blen) != 0)
+			first_diff(mf.body, mf.blen, (const char *)lines.p, lines.len, diff, sizeof(diff));
 		else
 			snprintf(diff, sizeof(diff), "its tree changed while it was copied");
 		why = diff;
@@ -663,28 +711,31 @@ cache_tree_place(const char *cache, const char *key, int parentfd, const char *n
 		free(pl);
 		goto damaged;
 	}
-	free(pl);
 	/* whole, verified: it takes its name (an empty directory there is
 	 * replaced; anything else stays, and extraction is used instead) */
 	if (renameat(parentfd, tmp, parentfd, name) != 0) {
 		int er = errno;
 		discard(parentfd, tmp);
 		buf_free(&lines);
-		free(text);
+		free(mf.text);
+		free(pl);
 		warnx_line("cache: not placing the extracted tree of %s: %s: %s; extracting instead", label,
 		           name, strerror(er));
 		return 0;
 	}
+	fresh = fresh && held && reseal(dir, key, sk, &mf, pl, plen);
 	if (out != NULL) {
 		out->files = nfiles;
 		out->proved = proved;
+		out->resealed = fresh;
 	}
 	buf_free(&lines);
-	free(text);
+	free(mf.text);
+	free(pl);
 	return 1;
 
 damaged:
-	free(text);
+	free(mf.text);
 	/* out of the way first (one rename: a concurrent reader sees the
 	 * whole entry or none), then removed */
 	fs_rand_hex(rnd, 8);

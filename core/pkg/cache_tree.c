@@ -638,7 +638,6 @@ walk_free(struct walk *w)
 struct cache_store {
 	struct walk w;
 	struct err e;
-	struct buf text;
 	unsigned char sk[KEY_LEN];
 	char dir[4200], tmp[4200], *label, *key, *meta;
 	int tfd;
@@ -656,7 +655,6 @@ store_close(struct cache_store *s, int rc)
 	} else if (access(s->tmp, F_OK) == 0) {
 		fs_rm_tree(s->tmp, &s->e); /* another process kept it first */
 	}
-	buf_free(&s->text);
 	walk_free(&s->w);
 	free(s->label);
 	free(s->key);
@@ -677,7 +675,6 @@ cache_tree_store_begin(const char *cache, const char *key, int dirfd, const char
 	if (strchr(meta, ' ') || strchr(meta, '\n') || (s = calloc(1, sizeof(*s))) == NULL)
 		return NULL;
 	s->tfd = -1;
-	s->text = (struct buf)BUF_INIT(MANIFEST_MAX + 200);
 	err_clear(&s->e);
 	snprintf(trees, sizeof(trees), "%s/trees", cache);
 	if ((size_t)snprintf(s->dir, sizeof(s->dir), "%s/%s", trees, key) >= sizeof(s->dir) ||
@@ -737,44 +734,85 @@ later_do(struct cache_store *s, struct cache_sums *sums, const struct later *l)
 	return rc;
 }
 
+/* Write n bytes as the new file path (no fsync: an entry torn by a power
+ * cut fails its seal or its listing, and is re-extracted). 0, or -1 with e. */
+static int
+put_new(const char *path, const void *p, size_t n, struct err *e)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	ssize_t w = fd >= 0 ? write(fd, p, n) : -1;
+	int er = errno;
+
+	if (fd >= 0 && close(fd) != 0 && w == (ssize_t)n)
+		w = -1, er = errno;
+	if (w == (ssize_t)n)
+		return 0;
+	if (fd >= 0)
+		unlink(path);
+	return err_set(e, "io.error", "%s: %s", path, w >= 0 ? "short write" : strerror(er));
+}
+
+int
+cache_proof_put(const char *path, const char *pl, size_t len, char hex[65], struct err *e)
+{
+	struct digest d;
+
+	if (put_new(path, pl, len, e) < 0)
+		return -1;
+	digest_buf(DIGEST_SHA256, pl, len, &d);
+	digest_hex(&d, hex);
+	return 0;
+}
+
+int
+cache_manifest_put(const char *path, const unsigned char sk[KEY_LEN], const char *key, const char *proof,
+                   const char *meta, size_t metalen, const void *body, size_t blen, struct err *e)
+{
+	struct buf t = BUF_INIT(MANIFEST_MAX + 200);
+	char mac[65];
+	int rc;
+
+	buf_put(&t, "abx-tree 2 ", 11);
+	buf_put(&t, key, strlen(key));
+	buf_put(&t, " ", 1);
+	buf_put(&t, proof[0] ? proof : "-", proof[0] ? strlen(proof) : 1);
+	buf_put(&t, " ", 1);
+	buf_put(&t, meta, metalen);
+	buf_put(&t, "\n", 1);
+	buf_put(&t, body, blen);
+	if (!t.over) {
+		cache_seal(sk, t.p, t.len, mac);
+		buf_put(&t, "mac ", 4);
+		buf_put(&t, mac, 64);
+		buf_put(&t, "\n", 1);
+	}
+	rc = t.over ? err_set(e, "io.error", "tree listing too large") : put_new(path, t.p, t.len, e);
+	buf_free(&t);
+	return rc;
+}
+
 /*
- * Write the proof list of the finished tree as <tmp>/proof: hex its
- * sha256, or "-" when there is none (the entry is then placed by hashing;
- * said, since every later placement pays for it).
+ * The proof list of the finished tree as <tmp>/proof: hex its sha256, or ""
+ * when there is none (the entry is then placed by hashing; said, since
+ * every later placement pays for it until one makes the proof).
  */
 static void
 store_proof(struct cache_store *s, char hex[65])
 {
 	char tree[4300], path[4300];
-	struct digest d;
 	struct err e;
 	char *pl = NULL;
 	size_t len = 0;
-	ssize_t n = -1;
-	int fd, ok = 0;
 
-	snprintf(hex, 65, "-");
+	hex[0] = '\0';
 	snprintf(tree, sizeof(tree), "%s/tree", s->tmp);
 	snprintf(path, sizeof(path), "%s/" PROOF_FILE, s->tmp);
 	err_clear(&e);
-	if (proof_make(tree, "io.error", &pl, &len, &e) == 0) {
-		fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-		n = fd >= 0 ? write(fd, pl, len) : -1;
-		ok = n == (ssize_t)len;
-		if (fd >= 0 && close(fd) != 0)
-			ok = 0;
-		if (!ok)
-			err_set(&e, "io.error", "%s: %s", path,
-			        fd >= 0 && n >= 0 && n < (ssize_t)len ? "short write" : strerror(errno));
-	}
-	if (ok) {
-		digest_buf(DIGEST_SHA256, pl, len, &d);
-		digest_hex(&d, hex);
-	} else {
-		unlink(path);
-		warnx_line("cache: keeping the extracted tree of %s without its stat proof (%s): each "
+	if (proof_make(tree, "io.error", &pl, &len, &e) < 0 || cache_proof_put(path, pl, len, hex, &e) < 0) {
+		hex[0] = '\0';
+		warnx_line("cache: keeping the extracted tree of %s without its stat proof (%s): its next "
 		           "placement hashes every file",
-		           s->label, e.msg[0] ? e.msg : "unknown error");
+		           s->label, e.msg);
 	}
 	free(pl);
 }
@@ -783,10 +821,8 @@ int
 cache_tree_store_end(struct cache_store *s)
 {
 	struct cache_sums *sums = s->w.sum == cache_sums_get ? s->w.sum_arg : NULL;
-	char mac[65], mf[4300], phex[65];
+	char mf[4300], phex[65];
 	size_t i;
-	ssize_t n;
-	int fd;
 
 	for (i = 0; i < s->w.nlater; i++)
 		if (later_do(s, sums, &s->w.later[i]) < 0) {
@@ -796,31 +832,10 @@ cache_tree_store_end(struct cache_store *s)
 	/* the tree is whole and final: its proof, so that a placement can
 	 * show it unchanged by one stat per entry instead of hashing it */
 	store_proof(s, phex);
-	buf_put(&s->text, "abx-tree 2 ", 11);
-	buf_put(&s->text, s->key, strlen(s->key));
-	buf_put(&s->text, " ", 1);
-	buf_put(&s->text, phex, strlen(phex));
-	buf_put(&s->text, " ", 1);
-	buf_put(&s->text, s->meta, strlen(s->meta));
-	buf_put(&s->text, "\n", 1);
-	buf_put(&s->text, s->w.lines.p, s->w.lines.len);
-	if (s->text.over) {
-		err_set(&s->e, "io.error", "tree listing too large");
-		return store_close(s, -1);
-	}
-	cache_seal(s->sk, s->text.p, s->text.len, mac);
-	buf_put(&s->text, "mac ", 4);
-	buf_put(&s->text, mac, 64);
-	buf_put(&s->text, "\n", 1);
 	snprintf(mf, sizeof(mf), "%s/manifest", s->tmp);
-	/* no fsync: an entry torn by a power cut fails its seal or its
-	 * listing, and is re-extracted */
-	fd = open(mf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-	n = fd >= 0 && !s->text.over ? write(fd, s->text.p, s->text.len) : -1;
-	if (fd < 0 || n != (ssize_t)s->text.len || close(fd) != 0) {
-		err_set(&s->e, "io.error", "%s: %s", mf, strerror(errno));
+	if (cache_manifest_put(mf, s->sk, s->key, phex, s->meta, strlen(s->meta), s->w.lines.p,
+	                       s->w.lines.len, &s->e) < 0)
 		return store_close(s, -1);
-	}
 	if (rename(s->tmp, s->dir) != 0 && errno != EEXIST && errno != ENOTEMPTY) {
 		err_set(&s->e, "io.error", "%s: %s", s->dir, strerror(errno));
 		return store_close(s, -1);

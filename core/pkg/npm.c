@@ -550,15 +550,14 @@ stream_join(struct stream *x, int ok)
 	}
 }
 
-/* Place the package from the tree cache: 1 placed, 0 not (extract it),
- * -1 with e. */
+/* Place the package from the tree cache: 1, 0 not (extract it), -1 with e. */
 static int
 place_one(struct run *r, struct job *j, int rootfd, struct err *e)
 {
 	struct file_tap tap = {r->o, j->p->path, NULL, ""};
 	char key[CACHE_KEY_MAX], label[2 * NPMLOCK_NAME_MAX + 80], meta[64] = "";
 	const char *base = strrchr(j->p->path, '/');
-	struct cache_placed pd = {0, 0};
+	struct cache_placed pd = {0};
 	int dfd, pfd, rc;
 
 	if (tree_key(j, key) != 0)
@@ -584,6 +583,7 @@ place_one(struct run *r, struct job *j, int rootfd, struct err *e)
 		pthread_mutex_lock(&r->mu);
 		r->st.placed++;
 		r->st.placed_proved += pd.proved;
+		r->st.placed_resealed += pd.resealed;
 		r->st.files += pd.files;
 		if (strncmp(meta, "size=", 5) == 0)
 			r->st.cached_bytes += strtoull(meta + 5, NULL, 10);

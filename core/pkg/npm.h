@@ -88,12 +88,13 @@ struct npm_stats {
 	size_t fetched; /* downloaded */
 	size_t cached;  /* taken from the cache */
 	size_t extracted;
-	uint64_t bytes;        /* downloaded bytes */
-	uint64_t cached_bytes; /* bytes of the packages taken from the cache */
-	uint64_t files;        /* files written by extraction or placement */
-	size_t placed;         /* placed from the cache's extracted trees */
-	size_t placed_proved;  /* of them, proved unchanged: copied, not hashed */
-	size_t kept;           /* extracted trees kept in the cache */
+	uint64_t bytes;         /* downloaded bytes */
+	uint64_t cached_bytes;  /* bytes of the packages taken from the cache */
+	uint64_t files;         /* files written by extraction or placement */
+	size_t placed;          /* placed from the cache's extracted trees */
+	size_t placed_proved;   /* of them, proved unchanged: copied, not hashed */
+	size_t placed_resealed; /* hashed, and given a stat proof for next time */
+	size_t kept;            /* extracted trees kept in the cache */
 	/* CPU microseconds summed over the workers and their threads:
 	 * receiving (TLS, reading; a small download's digests), the
 	 * download pipes' digests and writes, decompressing (libarchive,

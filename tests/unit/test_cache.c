@@ -937,10 +937,24 @@ entry_path(const char *cache, const char *rel, char *path, size_t cap)
 	return path;
 }
 
+/* Place into a fresh <dir>/dst once the clock has ticked past every change
+ * made so far (a proof is made only of a tree that has not changed within
+ * the clock's last tick): the result of place. */
+static int
+place_later(const char *cache, struct tap *t)
+{
+	char c[600];
+
+	usleep(20000);
+	assert_int_equal(system((snprintf(c, sizeof(c), "rm -rf %s/dst", dir), c)), 0);
+	return place(cache, t, NULL, 0);
+}
+
 /* A file of the kept tree touched (its ctime moves, its content does
  * not): the proof no longer holds, the tree is hashed as it is copied and
- * still places; so does a proof list edited (its sha256 no longer the one
- * the sealed header names). */
+ * still places, and the entry is sealed with a new proof that the next
+ * placement finds holding; so for a proof list edited (its sha256 no
+ * longer the one the sealed header names). */
 static void
 test_tree_proof_touched(void **state)
 {
@@ -952,10 +966,14 @@ test_tree_proof_touched(void **state)
 
 	make_entry(cache, sizeof(cache));
 	assert_int_equal(utimensat(AT_FDCWD, entry_path(cache, "tree/a.txt", p, sizeof(p)), NULL, 0), 0);
-	assert_int_equal(place(cache, &t, NULL, 0), 1);
+	assert_int_equal(place_later(cache, &t), 1);
 	assert_int_equal(placed.proved, 0);
+	assert_int_equal(placed.resealed, 1);
 	assert_int_equal(placed.files, 2);
 	assert_int_equal(cache_tree_has(cache, key), 1);
+	assert_int_equal(place_later(cache, &t), 1);
+	assert_int_equal(placed.proved, 1);
+	assert_int_equal(placed.resealed, 0);
 
 	assert_int_equal(system((snprintf(p, sizeof(p), "rm -rf %s/src %s/dst %s", dir, dir, cache), p)), 0);
 	make_entry(cache, sizeof(cache));
@@ -964,8 +982,40 @@ test_tree_proof_touched(void **state)
 	pl[len - 2] ^= 1; /* a byte of the last name */
 	assert_int_equal(fs_write_atomic(p, pl, len, 0644, &e), 0);
 	free(pl);
-	assert_int_equal(place(cache, &t, NULL, 0), 1);
+	assert_int_equal(place_later(cache, &t), 1);
 	assert_int_equal(placed.proved, 0);
+	assert_int_equal(placed.resealed, 1);
+	assert_int_equal(place_later(cache, &t), 1);
+	assert_int_equal(placed.proved, 1);
+}
+
+/* A file touched just now, within the clock's tick: no proof is made of
+ * it (a change later in the same tick could go unseen), the placement
+ * hashes and seals nothing. */
+static void
+test_tree_proof_not_settled(void **state)
+{
+	char cache[256], p[600];
+	struct tap t = {0};
+	struct timespec a, b;
+	struct err e;
+	int tries;
+
+	make_entry(cache, sizeof(cache));
+	for (tries = 0; tries < 50; tries++) {
+		/* the touch and the placement within one tick of the coarse clock */
+		clock_gettime(CLOCK_REALTIME_COARSE, &a);
+		assert_int_equal(utimensat(AT_FDCWD, entry_path(cache, "tree/a.txt", p, sizeof(p)), NULL, 0), 0);
+		assert_int_equal(fs_rm_tree((snprintf(p, sizeof(p), "%s/dst", dir), p), &e), 0);
+		assert_int_equal(place(cache, &t, NULL, 0), 1);
+		clock_gettime(CLOCK_REALTIME_COARSE, &b);
+		if (a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec)
+			break;
+	}
+	if (tries == 50)
+		skip(); /* the machine too slow for one tick */
+	assert_int_equal(placed.proved, 0);
+	assert_int_equal(placed.resealed, 0);
 }
 
 /* A file's content rewritten in the kept tree (size and mode kept): the
@@ -1019,9 +1069,12 @@ test_tree_proof_old_entry(void **state)
 	assert_int_equal(fs_write_atomic(p, (const char *)b.p, b.len, 0644, &e), 0);
 	free(text);
 	buf_free(&b);
-	assert_int_equal(place(cache, &t, NULL, 0), 1);
+	assert_int_equal(place_later(cache, &t), 1);
 	assert_int_equal(placed.proved, 0);
+	assert_int_equal(placed.resealed, 1);
 	assert_int_equal(t.n, 2);
+	assert_int_equal(place_later(cache, &t), 1);
+	assert_int_equal(placed.proved, 1);
 }
 
 /* The kept tree changes while it is copied (after the first check of its
@@ -1185,6 +1238,7 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_tree_place_many, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tree_place_many_hashed, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tree_proof_touched, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_tree_proof_not_settled, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tree_proof_rewritten, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tree_proof_old_entry, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tree_proof_changed_while_copied, setup, teardown),
