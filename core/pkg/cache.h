@@ -29,12 +29,19 @@
  * key, after verifying and extracting that artifact, could have written it,
  * and a cache copied from elsewhere has another key (its trees are then
  * re-extracted). cache_tree_place copies the entry into a fresh directory
- * (a reflink, then the copy read back and hashed; else read, hashed and
- * written in one pass, so the digest is of the bytes written: an in-kernel
- * copy_file_range would need a second read), hashes each copy (the bytes
- * that will be installed, not the cache's) and compares the listing
- * it made with the sealed one; any difference (a file changed, missing or
- * extra, a mode, the manifest itself) discards both the copy and the entry.
+ * and compares the listing it made with the sealed one; any difference (a
+ * file changed, missing or extra, a mode, the manifest itself) discards
+ * both the copy and the entry. Each entry holds a stat proof (base/proof.h)
+ * of its tree, made once the tree was final and named by the sealed
+ * header: when it holds before and after the copies, the tree is the one
+ * whose digests the listing records, so the files are copied in the kernel
+ * (copy_file_range: a reflink where blocks can be shared) and take the
+ * sealed digests, unread. Otherwise each copy is hashed (a reflink, then
+ * the copy read back and hashed; else read, hashed and written in one
+ * pass, so the digest is of the bytes written), and a proof made before
+ * the copies that still holds after them is sealed into the entry. The
+ * trust is the install fast path's: any change through the filesystem
+ * moves a ctime and is seen; bit rot under an unchanged inode is not.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -165,8 +172,9 @@ int cache_tree_has(const char *cache, const char *key);
  * Place the tree entry key as parentfd/name (name absent, or an empty
  * directory it replaces): copied into parentfd/.abx-place-* (the files by
  * this thread and one helper; fn is called on this one, in listing order,
- * once all are copied) and each copy hashed and compared with the sealed
- * manifest, then renamed to name, so a kill leaves no half tree under name.
+ * once all are copied) and each copy hashed, or the entry's proof held,
+ * and compared with the sealed manifest, then renamed to name, so a kill
+ * leaves no half tree under name; *out (if not NULL) says how.
  * Returns 1 (placed; meta, if not NULL, receives the header's meta text), 0
  * when the cache has no sound entry (a damaged one is said on stderr and
  * removed, and nothing is left under parentfd), -1 with e on an I/O error

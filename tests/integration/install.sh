@@ -115,6 +115,8 @@ check "the extracted tree is kept in the cache, and says so" \
 prep "$T/t1w" --only hello -v --cache "$T/c1v"
 expect "a new tools directory: placed from the extracted tree" 0 "hello 1.0.0: installed"
 check "... and says so" grep -q "hello 1.0.0: placed [0-9]* files from the extracted tree in $T/c1v/trees/" "$T/err"
+check "... the kept tree proved unchanged by its stat proof: copied, not hashed again" \
+	grep -q "hello 1.0.0: placed [0-9]* files from the extracted tree in $T/c1v/trees/[^ ]* (the kept tree proved unchanged by its stat proof: copied, not hashed again; no download" "$T/err"
 check "... no download, no decompression: the place phase instead" sh -c \
 	"grep -q 'timing hello 1.0.0:.* place [0-9]' '$T/err' && ! grep -Eq 'timing hello.* (extract|download\+digest) [0-9]' '$T/err'"
 check "... no download" test "$(gets hello-1.0.0.tgz)" -eq 1
@@ -131,6 +133,18 @@ check "... and the entry made again" grep -q "hello 1.0.0: kept the extracted tr
 check "... the installed file is the tarball's" diff "$T/t1v/hello/1.0.0-$PLATFORM/bin/hello" "$T/t1x/hello/1.0.0-$PLATFORM/bin/hello"
 run "$BIN" verify --manifests "$M" --tools-dir "$T/t1x" hello
 expect "... and it verifies" 0 "OK hello"
+# a kept tree touched (its ctime moves, its bytes do not): its stat proof
+# fails, every copy is hashed, and the entry gets a new proof
+touch "$TE/tree/bin/hello"
+sleep 0.1
+prep "$T/t1y" --only hello -v --cache "$T/c1v"
+expect "a touched extracted tree: placed all the same" 0 "hello 1.0.0: installed"
+check "... every copy hashed, and the entry given a new stat proof, said" grep -q \
+	"hello 1.0.0: placed [0-9]* files from the extracted tree in $T/c1v/trees/[^ ]* (each copy hashed against its sealed listing, and the entry given a stat proof for the next placement; no download" "$T/err"
+check "... the same tree" diff -r "$T/t1v/hello/1.0.0-$PLATFORM" "$T/t1y/hello/1.0.0-$PLATFORM"
+prep "$T/t1z" --only hello -v --cache "$T/c1v"
+expect "... the next placement" 0 "hello 1.0.0: installed"
+check "... proved unchanged by that proof" grep -q "hello 1.0.0: placed [0-9]* files .* (the kept tree proved unchanged by its stat proof" "$T/err"
 
 # the fast path takes no lock and writes nothing
 if command -v strace >/dev/null 2>&1; then

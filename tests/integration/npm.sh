@@ -212,6 +212,8 @@ check "prepare -v: no tarball phases for npm-lock" sh -c "! grep 'timing app ' '
 check "offline: no request reached the registry" test ! -s "$T/reg.log"
 check "a new tools directory: every package placed from the cache's extracted trees, and said" \
 	grep -q "app 1.0.0: 5 of 5 packages placed from the extracted trees in $T/tools/.cache/trees" "$T/err"
+check "... each kept tree proved unchanged by its stat proof, none hashed" \
+	grep -q "app 1.0.0: 5 of 5 packages placed from the extracted trees in $T/tools/.cache/trees (5 proved unchanged by their stat proofs and copied, 0 hashed against their sealed listings)" "$T/err"
 check "... the same files as the extraction" diff -r "$T/tools/app/1.0.0-linux-x64" "$T/t2/app/1.0.0-linux-x64"
 run "$BIN" verify app --tools-dir "$T/t2"
 expect "... and the placed tree verifies" 0 "OK app"
@@ -219,12 +221,15 @@ expect "... and the placed tree verifies" 0 "OK app"
 cp -R "$T/tools/.cache" "$T/cd"
 DEPT=$(for d in "$T/cd/trees/"sha512-*; do grep -q '^f [0-7]* [0-9]* [0-9a-f]* index.js$' "$d/manifest" && grep -qx v1 "$d/tree/index.js" 2>/dev/null && echo "$d"; done | head -1)
 echo v666 >"$DEPT/tree/index.js"
+sleep 0.1 # past the clock's tick: the copied trees' stat proofs can be made
 mkdir -m 700 "$T/t2d"
 run env ABX_TOOLS_DIR="$T/t2d" ABX_SERVER_INSTALL_MODE=offline "$BIN" prepare --only app --cache "$T/cd"
 expect "a damaged package tree: installed all the same (offline, from the tarball)" 0
 check "... the damage said on stderr" grep -q "the extracted tree of dep@1.0.0 ($DEPT) is damaged: .*index.js" "$T/err"
 check "... 4 of 5 placed, the damaged one extracted and kept again" sh -c \
 	"grep -q 'app 1.0.0: 4 of 5 packages placed' '$T/err' && grep -q 'app 1.0.0: kept the extracted trees of 1 packages' '$T/err'"
+check "... a copied cache's trees (other inodes) hashed, and given stat proofs for next time" \
+	grep -q "app 1.0.0: 4 of 5 packages placed from the extracted trees in $T/cd/trees (0 proved unchanged by their stat proofs and copied, 4 hashed against their sealed listings and given a stat proof for the next placement)" "$T/err"
 check "... its file is the tarball's" grep -qx v1 "$T/t2d/app/1.0.0-linux-x64/node_modules/dep/index.js"
 check "... the extraction's copies became the kept tree: none left beside it" \
 	sh -c "! ls -a '$T/cd' '$T/tools/.cache' | grep -q tmp-tree-copies"
