@@ -50,3 +50,47 @@ clock_wall_after(int ms, struct timespec *ts)
 		ts->tv_nsec -= 1000000000L;
 	}
 }
+
+#ifdef ABX_TEST
+int64_t clock_test_fs_behind_ms;
+#endif
+
+void
+clock_fs_now(struct timespec *ts)
+{
+	clock_gettime(CLOCK_REALTIME_COARSE, ts);
+#ifdef ABX_TEST
+	if (clock_test_fs_behind_ms > 0) {
+		int64_t ns =
+		    (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec - clock_test_fs_behind_ms * 1000000;
+		ts->tv_sec = (time_t)(ns / 1000000000);
+		ts->tv_nsec = (long)(ns % 1000000000);
+	}
+#endif
+}
+
+int
+clock_fs_past(const struct timespec *t, int secs)
+{
+	struct timespec now;
+
+	clock_fs_now(&now);
+	if (secs)
+		return now.tv_sec > t->tv_sec;
+	return now.tv_sec > t->tv_sec || (now.tv_sec == t->tv_sec && now.tv_nsec > t->tv_nsec);
+}
+
+int
+clock_fs_wait_past(const struct timespec *t, int secs, int64_t max_ms)
+{
+	struct timespec nap = {0, 1000000};
+	int64_t start = clock_ms();
+
+	for (;;) {
+		if (clock_fs_past(t, secs))
+			return 1;
+		if (clock_ms() - start >= max_ms)
+			return 0;
+		nanosleep(&nap, NULL);
+	}
+}

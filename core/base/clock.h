@@ -27,4 +27,22 @@ int64_t clock_wall_ms(void);
  * takes it. */
 void clock_wall_after(int ms, struct timespec *ts);
 
+/* The wall clock as file timestamps are taken from it (CLOCK_REALTIME_COARSE:
+ * a fine-grained ctime is never behind it). */
+void clock_fs_now(struct timespec *ts);
+
+/* Is clock_fs_now past t? When secs (a filesystem whose timestamps carry
+ * no nanoseconds, taken to tick once a second), past t's second. */
+int clock_fs_past(const struct timespec *t, int secs);
+
+/* Wait until clock_fs_now is past t (clock_fs_past), at most max_ms on the
+ * monotonic clock: 1 when it is, 0 when the time ran out. */
+int clock_fs_wait_past(const struct timespec *t, int secs, int64_t max_ms);
+
+#ifdef ABX_TEST
+/* Tests: clock_fs_now answers this many milliseconds behind (a clock that
+ * has not ticked past what was written just now). */
+extern int64_t clock_test_fs_behind_ms;
+#endif
+
 #endif

@@ -61,8 +61,11 @@ _Static_assert(sizeof(struct proof_rec) == 48, "proof_rec is packed by hand");
 #define PROOF_THREAD_STACK 65536
 /* proof_make waits at most this long for the clock to pass the
  * newest ctime (a filesystem with one-second timestamps needs up to 1 s),
- * and walks at most this many times when the tree keeps changing. */
+ * and walks at most this many times when the tree keeps changing;
+ * proof_make_quick at most PROOF_QUICK_MS (a few ticks of a kernel clock
+ * at 100-1000 Hz), then gives up. */
 #define PROOF_SETTLE_MS 2500
+#define PROOF_QUICK_MS 20
 #define PROOF_SETTLE_WALKS 4
 
 /* ---- building ------------------------------------------------------------- */
@@ -73,7 +76,8 @@ struct pbuild {
 	struct timespec newest; /* newest ctime recorded */
 	int any_ns;             /* some ctime has nanoseconds */
 	const char *code;       /* the error code of a tree too large */
-	int nowait;             /* one walk, refused when it is not settled */
+	int64_t settle_ms;      /* how long the clock may be waited for */
+	int quick;              /* unsettled after settle_ms: no proof */
 };
 
 static void
@@ -155,8 +159,8 @@ pb_settled(const struct pbuild *b, const struct timespec *t0)
 	       (t0->tv_sec == b->newest.tv_sec && t0->tv_nsec > b->newest.tv_nsec);
 }
 
-/* Walk until the clock has passed every ctime recorded (PROOF_SETTLE_MS,
- * PROOF_SETTLE_WALKS). */
+/* Walk until the clock has passed every ctime recorded (b->settle_ms,
+ * PROOF_SETTLE_WALKS). 1 when a quick build gives up. */
 static int
 pb_settle(struct pbuild *b, const char *root, struct err *e)
 {
@@ -165,45 +169,41 @@ pb_settle(struct pbuild *b, const char *root, struct err *e)
 	int walks;
 
 	for (walks = 1;; walks++) {
-		/* the coarse clock is the one file timestamps are taken from
-		 * (fine-grained ctimes are never behind it) */
-		clock_gettime(CLOCK_REALTIME_COARSE, &t0);
+		clock_fs_now(&t0);
 		if (pb_once(b, root, e) < 0)
 			return -1;
-		if (pb_settled(b, &t0) || walks >= PROOF_SETTLE_WALKS)
+		if (pb_settled(b, &t0))
 			return 0;
-		if (b->nowait)
-			return err_set(e, b->code, "%s changed within the last tick of the clock", root);
+		if (walks >= PROOF_SETTLE_WALKS)
+			return b->quick ? 1 : 0;
 		/* wait (no walk) until the clock has passed what we saw; a
 		 * clock that never gets there (a server's timestamps on a
 		 * network filesystem) leaves the same-tick gap: a change in
 		 * the tick of the newest ctime could go unseen */
-		for (;;) {
-			struct timespec now, nap = {0, 1000000};
-			clock_gettime(CLOCK_REALTIME_COARSE, &now);
-			if (pb_settled(b, &now) || clock_ms() - start > PROOF_SETTLE_MS)
-				break;
-			nanosleep(&nap, NULL);
-		}
-		if (clock_ms() - start > PROOF_SETTLE_MS)
+		if (!clock_fs_wait_past(&b->newest, !b->any_ns, b->settle_ms - (clock_ms() - start))) {
+			if (b->quick)
+				return 1;
 			walks = PROOF_SETTLE_WALKS - 1;
+		}
 	}
 }
 
 static int
-make(const char *root, const char *code, int nowait, char **out, size_t *outlen, struct err *e)
+make(const char *root, const char *code, int quick, char **out, size_t *outlen, struct err *e)
 {
 	struct pbuild b = {.recs = BUF_INIT((size_t)PROOF_MAX_ENTRIES * sizeof(struct proof_rec)),
 	                   .names = BUF_INIT(PROOF_MAX),
 	                   .code = code,
-	                   .nowait = nowait};
+	                   .settle_ms = quick ? PROOF_QUICK_MS : PROOF_SETTLE_MS,
+	                   .quick = quick};
 	size_t total;
 	char *buf = NULL;
 	uint32_t u;
 	int rc = -1;
 
-	if (pb_settle(&b, root, e) < 0)
+	if ((rc = pb_settle(&b, root, e)) != 0)
 		goto out;
+	rc = -1;
 	total = PROOF_HDR + b.recs.len + b.names.len;
 	if (total > PROOF_MAX || (buf = malloc(total)) == NULL) {
 		err_set(e, code, "proof list larger than %u bytes", PROOF_MAX);
@@ -232,7 +232,7 @@ proof_make(const char *root, const char *code, char **out, size_t *outlen, struc
 }
 
 int
-proof_make_now(const char *root, const char *code, char **out, size_t *outlen, struct err *e)
+proof_make_quick(const char *root, const char *code, char **out, size_t *outlen, struct err *e)
 {
 	return make(root, code, 1, out, outlen, e);
 }

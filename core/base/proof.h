@@ -14,8 +14,9 @@
  * bytes; it may wait up to 2.5 s for the filesystem clock to pass the
  * newest timestamp it records. Returns 0 or -1 (e set; code is the caller's
  * for a tree too large or a walk that fails, io.error for root itself).
- * proof_make_now walks once and never waits: -1 (code) when something in
- * the tree changed within the clock's last tick (a tree made just now).
+ * proof_make_quick waits at most 20 ms: 1 (no proof, no error) when
+ * something in the tree changed within the clock's last tick by then (a
+ * tree made just now on a filesystem with coarse timestamps).
  * proof_check answers 1 when every recorded entry stats the same (st_dev
  * equal to the root's), 0 when anything differs, buf is not a proof list,
  * or root cannot be read. buf must be 8-byte aligned (malloc'd).
@@ -31,7 +32,7 @@
 #define PROOF_MAX (64u << 20)
 
 int proof_make(const char *root, const char *code, char **out, size_t *outlen, struct err *e);
-int proof_make_now(const char *root, const char *code, char **out, size_t *outlen, struct err *e);
+int proof_make_quick(const char *root, const char *code, char **out, size_t *outlen, struct err *e);
 int proof_check(const char *root, const void *buf, size_t len);
 int proof_parse(const void *buf, size_t len);
 

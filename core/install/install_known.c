@@ -133,9 +133,8 @@ rec_cmp(const void *a, const void *b)
 void
 install_known_settle(struct install_known *k)
 {
-	struct timespec now, nap = {0, 1000000};
+	struct timespec now;
 	size_t i, j;
-	int64_t start;
 
 	if (k == NULL || k->settled)
 		return;
@@ -155,24 +154,14 @@ install_known_settle(struct install_known *k)
 	/* file times come from the coarse clock (a fine-grained ctime is
 	 * never behind it): once it is past the newest recorded ctime, any
 	 * later change gets a later ctime */
-	start = clock_ms();
-	clock_gettime(CLOCK_REALTIME_COARSE, &now);
+	clock_fs_now(&now);
 	if ((int64_t)(k->newest.tv_sec - now.tv_sec) * 1000 + (k->newest.tv_nsec - now.tv_nsec) / 1000000 >
 	    KNOWN_AHEAD_MS) {
 		drop_all(k);
 		return;
 	}
-	for (;;) {
-		clock_gettime(CLOCK_REALTIME_COARSE, &now);
-		if (now.tv_sec > k->newest.tv_sec ||
-		    (now.tv_sec == k->newest.tv_sec && now.tv_nsec > k->newest.tv_nsec))
-			return;
-		if (clock_ms() - start > KNOWN_SETTLE_MS) {
-			drop_all(k);
-			return;
-		}
-		nanosleep(&nap, NULL);
-	}
+	if (!clock_fs_wait_past(&k->newest, 0, KNOWN_SETTLE_MS))
+		drop_all(k);
 }
 
 int

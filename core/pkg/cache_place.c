@@ -667,12 +667,12 @@ cache_tree_place(const char *cache, const char *key, int parentfd, const char *n
 	}
 	/* unchanged since it was kept (one stat per entry): copied by the
 	 * kernel, each file's digest the sealed one; else each copy hashed,
-	 * with a proof made first (never waiting for the clock) that, if it
+	 * with a proof made first (at most 20 ms for the clock) that, if it
 	 * still holds after the copies, is sealed for the next placement */
 	proved = load_proof(dir, src, mf.proof, &pl, &plen);
 	if (!proved) {
 		err_clear(&we);
-		fresh = proof_make_now(src, "io.error", &pl, &plen, &we) == 0;
+		fresh = proof_make_quick(src, "io.error", &pl, &plen, &we) == 0;
 	}
 	fs_rand_hex(rnd, 8);
 	snprintf(tmp, sizeof(tmp), ".abx-place-%s", rnd);

@@ -793,8 +793,10 @@ cache_manifest_put(const char *path, const unsigned char sk[KEY_LEN], const char
 
 /*
  * The proof list of the finished tree as <tmp>/proof: hex its sha256, or ""
- * when there is none (the entry is then placed by hashing; said, since
- * every later placement pays for it until one makes the proof).
+ * when there is none (the entry is then placed by hashing, and that
+ * placement gives it a proof). Quick: a tree written within the clock's
+ * last tick even after 20 ms (one-second timestamps) is kept without one,
+ * quietly; a failure to make or write one is said.
  */
 static void
 store_proof(struct cache_store *s, char hex[65])
@@ -803,12 +805,14 @@ store_proof(struct cache_store *s, char hex[65])
 	struct err e;
 	char *pl = NULL;
 	size_t len = 0;
+	int rc;
 
 	hex[0] = '\0';
 	snprintf(tree, sizeof(tree), "%s/tree", s->tmp);
 	snprintf(path, sizeof(path), "%s/" PROOF_FILE, s->tmp);
 	err_clear(&e);
-	if (proof_make(tree, "io.error", &pl, &len, &e) < 0 || cache_proof_put(path, pl, len, hex, &e) < 0) {
+	rc = proof_make_quick(tree, "io.error", &pl, &len, &e);
+	if (rc < 0 || (rc == 0 && cache_proof_put(path, pl, len, hex, &e) < 0)) {
 		hex[0] = '\0';
 		warnx_line("cache: keeping the extracted tree of %s without its stat proof (%s): its next "
 		           "placement hashes every file",

@@ -190,6 +190,62 @@ test_proof_list_catches_each_change(void **state)
 	free(pl);
 }
 
+static void
+test_proof_quick(void **state)
+{
+	char root[256], *pl = NULL;
+	size_t len = 0;
+	struct err e;
+	int64_t t0, waited;
+	int rc;
+
+	(void)state;
+	snprintf(root, sizeof(root), "%s/t", dir);
+	/* a tree written just now: proved once the clock has ticked past it
+	 * (a filesystem with fine timestamps) and the proof sees later changes */
+	proof_tree();
+	err_clear(&e);
+	rc = proof_make_quick(root, "io.error", &pl, &len, &e);
+	if (rc == 0) {
+		assert_int_equal(proof_parse(pl, len), 9);
+		assert_int_equal(proof_check(root, pl, len), 1);
+		sh_in("t", "printf zzzz >sub/a");
+		assert_int_equal(proof_check(root, pl, len), 0);
+		free(pl);
+		pl = NULL;
+	} else {
+		/* one-second timestamps: no proof, no error */
+		assert_int_equal(rc, 1);
+		assert_null(pl);
+		assert_null(e.code);
+	}
+	/* a clock that has not ticked past the tree (one-second timestamps,
+	 * a tree written within the tick): no proof, no error, and no more
+	 * than 20 ms waited, where proof_make waits for it (2.5 s at most) */
+	proof_tree();
+	clock_test_fs_behind_ms = 10000;
+	err_clear(&e);
+	pl = NULL;
+	t0 = clock_ms();
+	rc = proof_make_quick(root, "io.error", &pl, &len, &e);
+	waited = clock_ms() - t0;
+	clock_test_fs_behind_ms = 0;
+	assert_int_equal(rc, 1);
+	assert_null(pl);
+	assert_null(e.code);
+	if (waited < 20)
+		fail_msg("proof_make_quick gave up after %lld ms, before the clock could tick", (long long)waited);
+	/* the clock back: proved */
+	assert_int_equal(proof_make_quick(root, "io.error", &pl, &len, &e), 0);
+	assert_int_equal(proof_check(root, pl, len), 1);
+	free(pl);
+	pl = NULL;
+	/* a missing root is an error */
+	snprintf(root, sizeof(root), "%s/nothere", dir);
+	assert_int_equal(proof_make_quick(root, "io.error", &pl, &len, &e), -1);
+	assert_string_equal(e.code, "io.error");
+}
+
 /* write len bytes of buf to dir/<rel> by rename (a new inode) */
 static void
 put_file(const char *rel, const char *buf, size_t len)
@@ -789,6 +845,7 @@ main(void)
 	    cmocka_unit_test(test_probe_cached_per_process),
 	    cmocka_unit_test_setup_teardown(test_tree_listing, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_proof_list_catches_each_change, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_proof_quick, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_proof_list_large_tree, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_proof_list_hostile, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_proof_cache, setup, teardown),
