@@ -70,14 +70,20 @@ clock_fs_now(struct timespec *ts)
 }
 
 int
+clock_fs_after(const struct timespec *now, const struct timespec *t, int secs)
+{
+	if (secs)
+		return now->tv_sec > t->tv_sec;
+	return now->tv_sec > t->tv_sec || (now->tv_sec == t->tv_sec && now->tv_nsec > t->tv_nsec);
+}
+
+int
 clock_fs_past(const struct timespec *t, int secs)
 {
 	struct timespec now;
 
 	clock_fs_now(&now);
-	if (secs)
-		return now.tv_sec > t->tv_sec;
-	return now.tv_sec > t->tv_sec || (now.tv_sec == t->tv_sec && now.tv_nsec > t->tv_nsec);
+	return clock_fs_after(&now, t, secs);
 }
 
 int

@@ -31,8 +31,10 @@ void clock_wall_after(int ms, struct timespec *ts);
  * a fine-grained ctime is never behind it). */
 void clock_fs_now(struct timespec *ts);
 
-/* Is clock_fs_now past t? When secs (a filesystem whose timestamps carry
- * no nanoseconds, taken to tick once a second), past t's second. */
+/* Is now past t? When secs (a filesystem whose timestamps carry no
+ * nanoseconds, taken to tick once a second), past t's second.
+ * clock_fs_past: is clock_fs_now past t? */
+int clock_fs_after(const struct timespec *now, const struct timespec *t, int secs);
 int clock_fs_past(const struct timespec *t, int secs);
 
 /* Wait until clock_fs_now is past t (clock_fs_past), at most max_ms on the

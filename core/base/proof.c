@@ -74,7 +74,7 @@ struct pbuild {
 	struct buf recs;        /* struct proof_rec, entry 0 the root */
 	struct buf names;       /* NUL-terminated paths */
 	struct timespec newest; /* newest ctime recorded */
-	int any_ns;             /* some ctime has nanoseconds */
+	int any_ns;             /* some ctime has nanoseconds (else whole seconds) */
 	const char *code;       /* the error code of a tree too large */
 	int64_t settle_ms;      /* how long the clock may be waited for */
 	int quick;              /* unsettled after settle_ms: no proof */
@@ -148,17 +148,6 @@ pb_once(struct pbuild *b, const char *root, struct err *e)
 	return rc;
 }
 
-/* Has the filesystem clock moved past b->newest? A filesystem whose
- * ctimes never carry nanoseconds is taken to tick once a second. */
-static int
-pb_settled(const struct pbuild *b, const struct timespec *t0)
-{
-	if (!b->any_ns)
-		return t0->tv_sec > b->newest.tv_sec;
-	return t0->tv_sec > b->newest.tv_sec ||
-	       (t0->tv_sec == b->newest.tv_sec && t0->tv_nsec > b->newest.tv_nsec);
-}
-
 /* Walk until the clock has passed every ctime recorded (b->settle_ms,
  * PROOF_SETTLE_WALKS). 1 when a quick build gives up. */
 static int
@@ -172,7 +161,7 @@ pb_settle(struct pbuild *b, const char *root, struct err *e)
 		clock_fs_now(&t0);
 		if (pb_once(b, root, e) < 0)
 			return -1;
-		if (pb_settled(b, &t0))
+		if (clock_fs_after(&t0, &b->newest, !b->any_ns))
 			return 0;
 		if (walks >= PROOF_SETTLE_WALKS)
 			return b->quick ? 1 : 0;
