@@ -177,10 +177,10 @@ assert ops['agents.codex.sessions.get']['installs']==[]
 assert d['settings']['tools_dir']['source']=='file'
 "
 
-check "README documents every configuration key" python3 -c "
+check "docs/configuration.md documents every configuration key" python3 -c "
 import json
 d = json.load(open('$T/out'))
-readme = open('$TOP/README.md').read()
+readme = open('$TOP/docs/configuration.md').read()
 missing = [k for k in d['settings'] if '| \`%s\` |' % k not in readme]
 assert not missing, missing
 "
