@@ -149,6 +149,14 @@ expect "whole-transfer deadline" 1 "" "http.timeout"
 run "$BIN" fetch "http://127.0.0.1:$HP/status/404" --sha256 "$SHA" -o "$T/dl/a.bin"
 expect "404 is an error" 1 "" "http.status"
 check "404: no file" nothing_left
+# An error answer that ends by close (Connection: close, no Content-Length):
+# the reason was read from the freed connection (SIGSEGV, exit 139)
+for st in 404 503; do
+	run "$BIN" fetch "http://127.0.0.1:$HP/closing/$st/a.bin" --sha256 "$SHA" -o "$T/dl/a.bin"
+	expect "$st with Connection: close and no length: http.status, no crash" 1 "" \
+		"http.status: http://127.0.0.1:$HP/closing/$st/a.bin: HTTP $st "
+	check "$st closing: no file" nothing_left
+done
 
 # A listener that never answers: the read timeout.
 bg python3 -c 'import socket,sys,time
@@ -198,6 +206,27 @@ run "$BIN" fetch "https://localhost:$GP/nolast/a.bin" --sha256 "$SHA" -o "$T/dl/
 expect "https: chunked body without its last chunk" 1 "" "http.truncated"
 check "https: no last chunk: no file" nothing_left
 check "https truncated: no file" nothing_left
+for st in 404 503; do
+	run "$BIN" fetch "https://localhost:$GP/closing/$st/a.bin" --sha256 "$SHA" -o "$T/dl/a.bin"
+	expect "https: $st with Connection: close and no length: http.status, no crash" 1 "" \
+		"http.status: https://localhost:$GP/closing/$st/a.bin: HTTP $st "
+done
+# fetch --only: the cache-filling form meets the same answer
+mkdir -p "$T/man" "$T/fcache"
+for st in 404 503; do
+	cat >"$T/man/gone$st.json" <<EOF
+{"schema":1,"name":"gone$st","binary":"gone$st","version":"1.0.0",
+ "source":{"type":"tarball","bin":"bin/gone$st","strip_components":1,
+  "platforms":{"linux-x64":{"url":"https://localhost:$GP/closing/$st/gone.tgz","sha256":"$SHA"},
+               "linux-arm64":{"url":"https://localhost:$GP/closing/$st/gone.tgz","sha256":"$SHA"}}},
+ "hosts":["localhost"],"verify":{"argv":["{bin}"],"expect":"gone 1.0.0"},
+ "platforms":["linux-x64","linux-arm64"],"size_hint_mb":1}
+EOF
+	run "$BIN" fetch --only "gone$st" --manifests "$T/man" --cache "$T/fcache"
+	expect "fetch --only: $st with Connection: close and no length: exit 1, http.status, no crash" 1 "" \
+		"HTTP $st "
+	check "fetch --only $st: install.failed naming http.status" grep -q "install.failed: gone$st 1.0.0: fetching .*: http.status: " "$T/err"
+done
 run env ABX_INSTALL_UNPINNED=1 "$BIN" fetch "https://localhost:$GP/f/a.bin" -o "$T/dl/a.bin"
 expect "unpinned https with a loud warning" 0 "" "UNPINNED"
 check "unpinned prints the sha256 to pin" grep -q "$SHA" "$T/err"
