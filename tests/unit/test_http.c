@@ -10,6 +10,17 @@
 #include "net/http.h"
 #include "base/net.h"
 
+const char *__asan_default_options(void);
+
+/* Freed memory is overwritten (0x55): a view read after its buffer was
+ * freed shows as other bytes, where ASan's printf does not check the read
+ * (the reason of an error answer on a closed connection). */
+const char *
+__asan_default_options(void)
+{
+	return "max_free_fill_size=65536";
+}
+
 /* ---- URLs ------------------------------------------------------------- */
 
 static void
@@ -738,6 +749,93 @@ test_client_error_answer_matrix(void **state)
 	http_client_free(cl);
 }
 
+/* The peer of http_test_connect: every new connection is a socketpair
+ * holding cut_stream[0..cut_len), then closed for writing. */
+static const char *cut_stream;
+static size_t cut_len;
+static int cut_peer[8], cut_npeers;
+
+static int
+cut_connect(const struct http_url *u, struct err *e)
+{
+	int sv[2];
+
+	if (cut_npeers == 8 || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+		return err_set(e, "http.connect", "no more peers");
+	send_all(sv[1], cut_stream, cut_len);
+	/* open for the request the client sends, shut for what it reads */
+	shutdown(sv[1], SHUT_WR);
+	cut_peer[cut_npeers++] = sv[1];
+	return sv[0];
+}
+
+/* The server closing after every byte of an answer: each cut either fails
+ * with a code of the client's or, only once the framing says the body is
+ * complete, succeeds with all of it; an error answer is reported with its
+ * status line; the same client serves each next cut (its kept connection,
+ * now at its end, is retried on a new one). */
+static void
+test_client_peer_closes_at_every_byte(void **state)
+{
+	static const struct {
+		const char *stream;
+		int body; /* body bytes of a complete answer; -1: read to close */
+	} cases[] = {
+		{"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", 5},
+		{"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3;x=y\r\nabc\r\n2\r\nde\r\n0\r\nT: v\r\n\r\n", 5},
+		{"HTTP/1.0 200 OK\r\n\r\nuntil the close", -1},
+		{"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\nContent-Length: 2\n\nok", 2},
+		{"HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\n\r\nbusy", 0},
+		{"HTTP/1.1 503 Service Unavailable\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nbusy\r\n0\r\n\r\n", 0},
+	};
+	struct http_client *cl;
+	struct http_request rq;
+	static struct http_response rs;
+	static struct collect c;
+	struct err e;
+	size_t i, cut, len;
+	int r;
+
+	cl = http_client_new(&e);
+	http_request_init(&rq, "http://cut.invalid/a");
+	rq.sink = collect_sink;
+	rq.sink_arg = &c;
+	rq.limits.read_ms = 2000;
+	http_test_connect = cut_connect;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		len = strlen(cases[i].stream);
+		for (cut = 0; cut <= len; cut++) {
+			cut_stream = cases[i].stream;
+			cut_len = cut;
+			c.len = 0;
+			err_clear(&e);
+			cut_npeers = 0;
+			r = http_request(cl, &rq, &rs, &e);
+			while (cut_npeers > 0)
+				close(cut_peer[--cut_npeers]);
+			if (r == 0) {
+				if (cases[i].body >= 0 && (int)c.len != cases[i].body)
+					fail_msg("case %zu cut %zu: success with %zu body bytes", i, cut, c.len);
+			} else if (e.code == NULL || strncmp(e.code, "http.", 5) != 0) {
+				fail_msg("case %zu cut %zu: code %s", i, cut, e.code ? e.code : "(none)");
+			} else if (cut == len && strcmp(e.code, "http.status") != 0) {
+				fail_msg("case %zu whole: %s: %s", i, e.code, e.msg);
+			}
+			if (strcmp(e.code ? e.code : "", "http.status") == 0 &&
+			    strstr(e.msg, "HTTP 503 Service Unavailable") == NULL)
+				fail_msg("case %zu cut %zu: %s", i, cut, e.msg);
+		}
+	}
+	http_client_free(cl);
+}
+
+static int
+hook_reset(void **state)
+{
+	http_test_connect = NULL;
+	return 0;
+}
+
 /* A listener whose accept queue is full drops new SYNs: connect hangs, so
  * the connect limit must end it. */
 static void
@@ -824,6 +922,7 @@ main(void)
 		cmocka_unit_test(test_client_redirect_rules_and_headers),
 		cmocka_unit_test(test_client_errors),
 		cmocka_unit_test(test_client_error_answer_matrix),
+		cmocka_unit_test_teardown(test_client_peer_closes_at_every_byte, hook_reset),
 		cmocka_unit_test(test_client_connect_timeout),
 		cmocka_unit_test(test_client_proxy_settings),
 	};
