@@ -133,7 +133,8 @@ enum out_kind {
  * node that is no regular file (a FIFO, a character or block device, or a
  * symlink to one: /dev/stdout on a pipe or a terminal) is written in place,
  * never replaced (as root, a rename over /dev/null or /dev/stdout would
- * replace the node itself). A directory or socket is refused. */
+ * replace the node itself). A directory, a socket and a symlink to nothing
+ * are refused. */
 static int
 out_classify(const char *out, char *path, size_t cap, enum out_kind *kind, struct err *e)
 {
@@ -145,8 +146,16 @@ out_classify(const char *out, char *path, size_t cap, enum out_kind *kind, struc
 	*kind = OUT_FILE;
 	if (snprintf(path, cap, "%s", out) >= (int)cap)
 		return err_set(e, "usage", "-o path too long");
-	if (stat(out, &st) != 0)
-		return 0; /* a new name (or a dangling link, replaced) */
+	if (stat(out, &st) != 0) {
+		/* a new name; but a symlink is never replaced, not even one to
+		 * nothing (/dev/stdout while stdout is closed) */
+		if (lstat(out, &lst) == 0 && S_ISLNK(lst.st_mode))
+			return err_set(e, "usage",
+			               "-o %s is a symlink to nothing that exists; fetch never replaces a "
+			               "symlink: name the file it should write",
+			               out);
+		return 0;
+	}
 	if (S_ISDIR(st.st_mode) || S_ISSOCK(st.st_mode))
 		return err_set(e, "usage", "-o %s is a %s; name a file, a FIFO or a device, or - for stdout",
 		               out, S_ISDIR(st.st_mode) ? "directory" : "socket");

@@ -102,6 +102,11 @@ check "... the file it names has the body, the link stays" sh -c "test -L '$T/dl
 rm -f "$T/dl/link" "$T/real.bin"
 run "$BIN" fetch "http://127.0.0.1:$HP/f/a.bin" --sha256 "$SHA" -o "$T/dl"
 expect "-o naming a directory is refused" 2 "" "usage: -o $T/dl is a directory"
+ln -s "$T/nowhere" "$T/dl/dangling"
+run "$BIN" fetch "http://127.0.0.1:$HP/f/a.bin" --sha256 "$SHA" -o "$T/dl/dangling"
+expect "-o naming a symlink to nothing is refused" 2 "" "usage: -o $T/dl/dangling is a symlink to nothing that exists"
+check "... the symlink stays, nothing created" sh -c "test -L '$T/dl/dangling' && test ! -e '$T/nowhere' && test \"\$(ls -A '$T/dl')\" = dangling"
+rm -f "$T/dl/dangling"
 # -o - is stdout (as for curl and wget), not a file named -
 run sh -c "cd '$T/dl' && exec '$BIN' fetch 'http://127.0.0.1:$HP/f/a.bin' --sha256 '$SHA' -o - -q"
 expect "-o - writes to stdout" 0
