@@ -5,9 +5,13 @@
  *   fetch URL (--sha256 HEX | --sha512 HEX | --integrity SRI) [-o FILE] [-q]
  *
  * The body goes to a temporary file beside FILE while it is hashed; only a
- * matching digest is fsynced and renamed into place. Without -o the body is
- * buffered in an (already unlinked) temporary file under $TMPDIR and copied
- * to stdout after verification, so a consumer never reads unverified bytes.
+ * matching digest is fsynced and renamed into place (for a symlink to a
+ * regular file, in place of the file it names: the link stays). Without -o,
+ * with -o -, and with an -o that is no regular file (a FIFO, a device, a
+ * symlink to one such as /dev/stdout) the body is buffered in an (already
+ * unlinked) temporary file under $TMPDIR and copied there after
+ * verification, through open(): such a node is never replaced, and its
+ * reader never gets unverified bytes.
  *
  * The cache-filling form (fetch [--only NAME...] [--platform P|all]
  * [--cache DIR]) is fetch_cache() in fetch_cache.c, shared with prepare
@@ -43,22 +47,26 @@ static const char usage[] =
     "       agent-sandbox-server fetch --only NAME... [--platform P|all] [--cache DIR]\n"
     "\n"
     "Download URL, hashing while it downloads, and keep it only when it matches\n"
-    "the pinned digest. With -o the file appears (atomically, fsynced) only after\n"
-    "verification; otherwise nothing is left behind and the command fails with\n"
-    "install.checksum_mismatch. Without -o the verified body goes to stdout.\n"
-    "Redirects are followed (at most 10, never from https to http). Proxies come\n"
+    "the pinned digest. With -o FILE the file appears (atomically, fsynced) only\n"
+    "after verification; otherwise nothing is left behind and the command fails\n"
+    "with install.checksum_mismatch. Without -o (or with -o -) the body goes to\n"
+    "stdout, and to a FIFO or device that -o names (or a symlink to one, as\n"
+    "/dev/stdout) through open(), never replacing it: in both cases only after\n"
+    "verification, from a copy in $TMPDIR, so on a mismatch nothing is written.\n"
+    "Redirects are followed (at most 10, never from https to http) to the URL's\n"
+    "own host (any port) and --allow-host hosts only. Proxies come\n"
     "from HTTPS_PROXY, HTTP_PROXY and NO_PROXY; CA certificates from\n"
     "SSL_CERT_FILE / SSL_CERT_DIR or the system bundle.\n"
     "\n"
     "  --sha256 HEX        expected sha256 (64 hex digits)\n"
     "  --sha512 HEX        expected sha512 (128 hex digits)\n"
     "  --integrity SRI     expected digest in SRI form (sha512-BASE64, sha256-...)\n"
-    "  -o, --output FILE   write to FILE (default: stdout, after verification)\n"
+    "  -o, --output FILE   write to FILE (- or none: stdout, after verification)\n"
     "  -q, --quiet         no progress and no summary\n"
     "  -H, --header 'NAME: VALUE'  send this header (repeatable); dropped when a\n"
     "                      redirect leaves the URL's origin\n"
-    "  --allow-host HOST   follow redirects only to these hosts (repeatable;\n"
-    "                      the URL's own host is always allowed)\n"
+    "  --allow-host HOST   follow redirects to HOST too (repeatable; without it\n"
+    "                      only to the URL's own host)\n"
     "\n"
     "Limits (seconds may have decimals):\n"
     "  --connect-timeout S   per connection attempt (default 15)\n"
@@ -83,7 +91,7 @@ struct fetch_opts {
 	struct http_limits limits;
 	const char *headers[HTTP_REQ_HEADERS_MAX];
 	int nheaders;
-	/* Hosts a redirect may lead to; none given means any. */
+	/* Hosts a redirect may lead to besides the URL's own. */
 	const char *allow[FETCH_ALLOW_MAX];
 	int nallow;
 	char first_host[HTTP_HOST_MAX];
@@ -112,13 +120,68 @@ tmp_remove(void)
 	}
 }
 
+/* Where the verified body goes. */
+enum out_kind {
+	OUT_STDOUT, /* no -o, or -o - */
+	OUT_FILE,   /* a new name or a regular file: temporary file, rename */
+	OUT_NODE,   /* a FIFO or device: written in place through open() */
+};
+
+/* Classify -o. A regular file (or a new name) is replaced by rename;
+ * through a symlink the file it names is, so the link stays (-o
+ * /dev/stdout with stdout on a file): *path is then the resolved name. A
+ * node that is no regular file (a FIFO, a character or block device, or a
+ * symlink to one: /dev/stdout on a pipe or a terminal) is written in place,
+ * never replaced (as root, a rename over /dev/null or /dev/stdout would
+ * replace the node itself). A directory, a socket and a symlink to nothing
+ * are refused. */
+static int
+out_classify(const char *out, char *path, size_t cap, enum out_kind *kind, struct err *e)
+{
+	struct stat st, lst;
+
+	*kind = OUT_STDOUT;
+	if (out == NULL)
+		return 0;
+	*kind = OUT_FILE;
+	if (snprintf(path, cap, "%s", out) >= (int)cap)
+		return err_set(e, "usage", "-o path too long");
+	if (stat(out, &st) != 0) {
+		/* a new name; but a symlink is never replaced, not even one to
+		 * nothing (/dev/stdout while stdout is closed) */
+		if (lstat(out, &lst) == 0 && S_ISLNK(lst.st_mode))
+			return err_set(e, "usage",
+			               "-o %s is a symlink to nothing that exists; fetch never replaces a "
+			               "symlink: name the file it should write",
+			               out);
+		return 0;
+	}
+	if (S_ISDIR(st.st_mode) || S_ISSOCK(st.st_mode))
+		return err_set(e, "usage", "-o %s is a %s; name a file, a FIFO or a device, or - for stdout",
+		               out, S_ISDIR(st.st_mode) ? "directory" : "socket");
+	if (!S_ISREG(st.st_mode)) {
+		*kind = OUT_NODE;
+		return 0;
+	}
+	if (lstat(out, &lst) == 0 && S_ISLNK(lst.st_mode)) {
+		char real[PATH_MAX];
+
+		if (realpath(out, real) == NULL)
+			return err_set(e, "io.error", "-o %s: cannot resolve the symlink: %s", out,
+			               strerror(errno));
+		if (snprintf(path, cap, "%s", real) >= (int)cap)
+			return err_set(e, "usage", "-o path too long");
+	}
+	return 0;
+}
+
 /* Beside out ("dir/.name.abx-XXXXXX") so the final rename stays on one
- * filesystem; or, for stdout, in $TMPDIR and unlinked at once. */
+ * filesystem; or, for stdout and nodes (out NULL), in $TMPDIR and unlinked
+ * at once. */
 static int
 tmp_open(const char *out, struct err *e)
 {
 	const char *slash, *base, *tdir;
-	struct stat st;
 	int fd;
 
 	if (out != NULL) {
@@ -126,15 +189,6 @@ tmp_open(const char *out, struct err *e)
 		base = slash ? slash + 1 : out;
 		if (*base == '\0')
 			return err_set(e, "usage", "-o %s names a directory", out);
-		/* the verified file replaces out by rename: never a device,
-		 * FIFO, socket or directory (as root, -o /dev/null would
-		 * replace the device itself) */
-		if (lstat(out, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
-			return err_set(
-			    e, "usage",
-			    "-o %s exists and is not a regular file; fetch puts the verified file there by "
-			    "rename: name a file, or leave -o out to write to stdout",
-			    out);
 		if (snprintf(tmp_path, sizeof(tmp_path), "%.*s.%s.abx-XXXXXX",
 		             slash ? (int)(slash - out + 1) : 0, out, base) >= (int)sizeof(tmp_path))
 			return err_set(e, "usage", "-o path too long");
@@ -259,8 +313,10 @@ report_mismatch(const char *url, const struct digest *want, const struct digest 
 
 /* ---- The single-file download ------------------------------------------ */
 
+/* The verified body in fd, from its start, to ofd (stdout or a node that
+ * -o names, called name in errors). */
 static int
-copy_to_stdout(int fd, struct err *e)
+copy_out(int fd, int ofd, const char *name, struct err *e)
 {
 	char buf[65536];
 	ssize_t r, w, off;
@@ -273,16 +329,32 @@ copy_to_stdout(int fd, struct err *e)
 		if (r < 0)
 			return err_set(e, "io.error", "read back: %s", strerror(errno));
 		for (off = 0; off < r; off += w) {
-			w = write(1, buf + off, (size_t)(r - off));
+			w = write(ofd, buf + off, (size_t)(r - off));
 			if (w < 0 && errno == EINTR) {
 				w = 0;
 				continue;
 			}
 			if (w < 0)
-				return err_set(e, "io.error", "stdout: %s", strerror(errno));
+				return err_set(e, "io.error", "%s: %s", name, strerror(errno));
 		}
 	}
 	return 0;
+}
+
+/* Copy the verified body to the FIFO or device path names, opened only
+ * now: a FIFO's reader sees nothing before verification (and open waits
+ * for one, as a shell's redirection does). */
+static int
+copy_to_node(int fd, const char *path, struct err *e)
+{
+	int ofd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC), rc;
+
+	if (ofd < 0)
+		return err_set(e, "io.error", "open %s: %s", path, strerror(errno));
+	rc = copy_out(fd, ofd, path, e);
+	if (close(ofd) != 0 && rc == 0)
+		return err_set(e, "io.error", "%s: %s", path, strerror(errno));
+	return rc;
 }
 
 static int
@@ -309,6 +381,22 @@ publish(int fd, const char *out, struct err *e)
 	return 0;
 }
 
+/* The URL's own host and --allow-host: a refused hop says how to allow it. */
+static int
+fetch_host_ok(void *arg, const struct http_url *u, struct err *e)
+{
+	size_t n;
+
+	if (hostrule_check(arg, u, e) == 0)
+		return 0;
+	if (e != NULL && (n = strlen(e->msg)) < sizeof(e->msg))
+		snprintf(e->msg + n, sizeof(e->msg) - n,
+		         "\n  fix: if that host is trusted, add --allow-host %s (without --allow-host a "
+		         "redirect may lead only to the URL's own host)",
+		         u->host);
+	return -1;
+}
+
 static int
 fetch_one(const struct fetch_opts *o)
 {
@@ -320,8 +408,9 @@ fetch_one(const struct fetch_opts *o)
 	struct sink s;
 	struct digest got;
 	struct err e;
-	char hex[DIGEST_HEX_MAX], h1[32];
-	int fd, rc = EXIT_FAIL;
+	char hex[DIGEST_HEX_MAX], h1[32], path[PATH_MAX];
+	enum out_kind kind;
+	int fd = -1, rc = EXIT_FAIL;
 
 	err_clear(&e);
 	rs = calloc(1, sizeof(*rs));
@@ -338,7 +427,9 @@ fetch_one(const struct fetch_opts *o)
 	signal(SIGTERM, on_signal);
 	signal(SIGHUP, on_signal);
 	memset(&s, 0, sizeof(s));
-	fd = tmp_open(o->output, &e);
+	if (out_classify(o->output, path, sizeof(path), &kind, &e) != 0)
+		goto out;
+	fd = tmp_open(kind == OUT_FILE ? path : NULL, &e);
 	if (fd < 0)
 		goto out;
 	s.fd = fd;
@@ -355,12 +446,11 @@ fetch_one(const struct fetch_opts *o)
 	rq.limits = o->limits;
 	rq.sink = sink_write;
 	rq.sink_arg = &s;
-	/* the URL's own host, then only --allow-host ones (none: any) */
+	/* the URL's own host (any port), then only --allow-host ones */
 	hostrule_init(&hr, 0, "--allow-host");
-	hr.open = o->nallow == 0;
 	hostrule_add(&hr, first, 1);
 	hostrule_add(&hr, o->allow, o->nallow);
-	rq.host_ok = hostrule_check;
+	rq.host_ok = fetch_host_ok;
 	rq.host_arg = &hr;
 	memcpy(rq.headers, o->headers, sizeof(rq.headers));
 	rq.nheaders = o->nheaders;
@@ -387,10 +477,13 @@ fetch_one(const struct fetch_opts *o)
 	if (!o->have_digest)
 		warnx_line("UNPINNED download %s: sha256 %s (pin it: --sha256 %s)", rs->url,
 		           digest_hex(&got, hex), hex);
-	if (o->output != NULL) {
-		if (publish(fd, o->output, &e) != 0)
+	if (kind == OUT_FILE) {
+		if (publish(fd, path, &e) != 0)
 			goto out;
-	} else if (copy_to_stdout(fd, &e) != 0) {
+	} else if (kind == OUT_NODE) {
+		if (copy_to_node(fd, path, &e) != 0)
+			goto out;
+	} else if (copy_out(fd, 1, "stdout", &e) != 0) {
 		goto out;
 	}
 	if (!o->quiet) {
@@ -526,7 +619,8 @@ fetch_main(int argc, char **argv)
 				return usage_error("fetch", usage, "%s", e.msg);
 			break;
 		case 'o':
-			o.output = optarg;
+			/* "-" is stdout, as for curl and wget */
+			o.output = strcmp(optarg, "-") == 0 ? NULL : optarg;
 			break;
 		case 'q':
 			o.quiet = 1;

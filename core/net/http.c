@@ -176,7 +176,6 @@ http_request_init(struct http_request *rq, const char *url)
 	http_limits_default(&rq->limits);
 }
 
-/* Per-request state. */
 static struct conn *
 cache_take(struct http_client *cl, const struct http_url *u, int via_proxy)
 {
@@ -377,13 +376,24 @@ exchange(struct http_client *cl, struct xfer *x, const struct http_url *u, const
 	return c;
 }
 
-/* After a response: keep c for reuse when its body was read to the end
- * (body_rc 0), nothing else is buffered, and neither side said close. */
-static void
-conn_done(struct http_client *cl, struct conn *c, const struct http_head *h, int body_rc)
+/* Whether the server lets c be reused after this answer: HTTP/1.1 and no
+ * "Connection: close". Taken from the head before its body is read, since
+ * the head's views point into c->buf, which a plain-HTTP body read
+ * overwrites. */
+static int
+head_keeps(const struct http_head *h)
 {
-	if (body_rc == 0 && c->off == c->len && !http__head_token(h, "Connection", "close") &&
-	    h->minor == 1 && (c->tls == NULL || !tls_closed(c->tls)))
+	return h->minor == 1 && !http__head_token(h, "Connection", "close");
+}
+
+/* After a response: keep c for reuse when its body was read to the end
+ * (body_rc 0), nothing else is buffered, and neither side said close.
+ * Either way c belongs to the cache or is freed afterwards: nothing may
+ * read c or a head parsed from c->buf after this call. */
+static void
+conn_done(struct http_client *cl, struct conn *c, int keep, int body_rc)
+{
+	if (body_rc == 0 && keep && c->off == c->len && (c->tls == NULL || !tls_closed(c->tls)))
 		cache_put(cl, c);
 	else
 		http__conn_close(c);
@@ -392,8 +402,8 @@ conn_done(struct http_client *cl, struct conn *c, const struct http_head *h, int
 /* A redirect answer on c (consumed): drain its body, check the hop and set
  * *cur to the target. Returns 0 to follow it, -1 with e set. */
 static int
-follow_redirect(struct http_client *cl, struct xfer *x, struct conn *c, const struct http_head *h, int kind,
-                int64_t clen, int hop, struct http_url *cur, struct err *e)
+follow_redirect(struct http_client *cl, struct xfer *x, struct conn *c, const struct http_head *h, int keep,
+                int kind, int64_t clen, int hop, struct http_url *cur, struct err *e)
 {
 	const struct http_request *rq = x->rq;
 	struct http_response *rs = x->rs;
@@ -404,13 +414,13 @@ follow_redirect(struct http_client *cl, struct xfer *x, struct conn *c, const st
 
 	if (loc == NULL || loc->value_len == 0 || loc->value_len >= sizeof(locbuf)) {
 		http__conn_close(c);
-		return err_set(e, "http.redirect", "%s: %d without a usable Location", rs->url, h->status);
+		return err_set(e, "http.redirect", "%s: %d without a usable Location", rs->url, rs->status);
 	}
 	memcpy(locbuf, loc->value, loc->value_len);
 	locbuf[loc->value_len] = '\0';
 	/* The redirect's own body is drained (small) or the connection
 	 * dropped; either way it is not an error. */
-	conn_done(cl, c, h, http__read_body(c, x, kind, clen, 0, &drain));
+	conn_done(cl, c, keep, http__read_body(c, x, kind, clen, 0, &drain));
 	if (hop + 1 > rq->limits.max_redirects)
 		return err_set(e, "http.redirect", "%s: more than %d redirects", rs->url,
 		               rq->limits.max_redirects);
@@ -429,12 +439,13 @@ follow_redirect(struct http_client *cl, struct xfer *x, struct conn *c, const st
 /* The final answer on c (consumed): a 2xx body to the sink, anything else
  * drained and reported as http.status. */
 static int
-final_response(struct http_client *cl, struct xfer *x, struct conn *c, const struct http_head *h, int kind,
-               int64_t clen, struct err *e)
+final_response(struct http_client *cl, struct xfer *x, struct conn *c, const struct http_head *h, int keep,
+               int kind, int64_t clen, struct err *e)
 {
 	const struct http_request *rq = x->rq;
 	struct http_response *rs = x->rs;
 	struct err tmp;
+	char reason[REASON_KEPT];
 	int r;
 
 	rs->content_length = kind == BODY_CHUNKED ? -1 : clen;
@@ -442,9 +453,11 @@ final_response(struct http_client *cl, struct xfer *x, struct conn *c, const str
 	http__copy_field(h, "ETag", rs->etag, sizeof(rs->etag));
 	http__copy_field(h, "Last-Modified", rs->last_modified, sizeof(rs->last_modified));
 	if (h->status / 100 != 2) {
-		conn_done(cl, c, h, http__read_body(c, x, kind, clen, 0, &tmp));
-		return err_set(e, "http.status", "%s: HTTP %d %.*s", rs->url, h->status, (int)h->reason_len,
-		               h->reason);
+		/* the reason is a view into c->buf: copied before the drain
+		 * overwrites it and conn_done frees or caches c */
+		snprintf(reason, sizeof(reason), "%.*s", (int)h->reason_len, h->reason);
+		conn_done(cl, c, keep, http__read_body(c, x, kind, clen, 0, &tmp));
+		return err_set(e, "http.status", "%s: HTTP %d %s", rs->url, rs->status, reason);
 	}
 	if (rq->limits.max_body > 0 && clen > rq->limits.max_body) {
 		http__conn_close(c);
@@ -456,7 +469,7 @@ final_response(struct http_client *cl, struct xfer *x, struct conn *c, const str
 		http__conn_close(c);
 		return -1;
 	}
-	conn_done(cl, c, h, r);
+	conn_done(cl, c, keep, r);
 	if (e != NULL)
 		err_clear(e);
 	return 0;
@@ -471,7 +484,8 @@ http_request(struct http_client *cl, const struct http_request *rq, struct http_
 	struct http_head h;
 	struct conn *c;
 	char req[REQ_MAX];
-	int head_req = rq->method != NULL && strcmp(rq->method, "HEAD") == 0, hop, r, kind, with_headers = 1;
+	int head_req = rq->method != NULL && strcmp(rq->method, "HEAD") == 0, hop, r, kind, keep,
+	    with_headers = 1;
 	int64_t clen;
 
 	memset(rs, 0, sizeof(*rs));
@@ -501,9 +515,10 @@ http_request(struct http_client *cl, const struct http_request *rq, struct http_
 			http__conn_close(c);
 			return -1;
 		}
+		keep = head_keeps(&h);
 		if (!is_redirect(h.status))
-			return final_response(cl, &x, c, &h, kind, clen, e);
-		if (follow_redirect(cl, &x, c, &h, kind, clen, hop, &cur, e) != 0)
+			return final_response(cl, &x, c, &h, keep, kind, clen, e);
+		if (follow_redirect(cl, &x, c, &h, keep, kind, clen, hop, &cur, e) != 0)
 			return -1;
 	}
 }

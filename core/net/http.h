@@ -186,6 +186,13 @@ void http_client_free(struct http_client *c);
 int http_request(struct http_client *c, const struct http_request *rq, struct http_response *rs,
                  struct err *e);
 
+#ifdef ABX_TEST
+/* Tests: when set, every new connection is this descriptor (a socketpair
+ * end the fuzz target fills with a server's bytes) instead of a TCP
+ * connect; -1 with e set fails the connect. */
+extern int (*http_test_connect)(const struct http_url *u, struct err *e);
+#endif
+
 /* ---- Proxy selection (exposed for tests) ------------------------------ */
 
 /* 1 when host:port must bypass the proxy under no_proxy: a comma- or

@@ -17,6 +17,10 @@
 #include "base/clock.h"
 #include "base/net.h"
 
+#ifdef ABX_TEST
+int (*http_test_connect)(const struct http_url *u, struct err *e);
+#endif
+
 /* ---- Connection I/O ----------------------------------------------------- */
 
 static long
@@ -380,7 +384,13 @@ http__conn_open(const struct http_url *u, const struct proxy *px, struct xfer *x
 	 * the cache keys them by the proxy's address. */
 	snprintf(c->host, sizeof(c->host), "%s", px && !u->https ? px->host : u->host);
 	c->port = px && !u->https ? px->port : u->port;
-	c->fd = net_connect(px ? px->host : u->host, px ? px->port : u->port, l->connect_ms, x->end_ms, e);
+#ifdef ABX_TEST
+	if (http_test_connect != NULL)
+		c->fd = http_test_connect(u, e);
+	else
+#endif
+		c->fd = net_connect(px ? px->host : u->host, px ? px->port : u->port, l->connect_ms,
+		                    x->end_ms, e);
 	if (c->fd < 0) {
 		if (px != NULL && e != NULL && e->code != NULL && strcmp(e->code, "http.timeout") != 0) {
 			struct err tmp = *e;

@@ -18,6 +18,9 @@
 /* Request head we write: request line with the longest URL, Host, our few
  * headers and the caller's. */
 #define REQ_MAX (HTTP_URL_MAX + 4096)
+/* The reason phrase an http.status message keeps ("Service Unavailable");
+ * a longer one is cut: real ones are a few words. */
+#define REASON_KEPT 128
 /* A redirect or error body larger than this is not drained (the connection
  * is closed instead). */
 #define DRAIN_MAX (64 * 1024)

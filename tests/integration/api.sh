@@ -65,6 +65,9 @@ mkman hello /f/hello-1.0.0.tgz "$(sha "$W/hello-1.0.0.tgz")"
 mkman slowtool /slow/6/slowtool-1.0.0.tgz "$(sha "$W/slowtool-1.0.0.tgz")"
 mkman badsum /f/badsum-1.0.0.tgz 0000000000000000000000000000000000000000000000000000000000000000
 mkman lazy2 /f/lazy2-1.0.0.tgz "$(sha "$W/lazy2-1.0.0.tgz")"
+# a download answered 503 with Connection: close and no Content-Length
+mktool gone
+mkman gone /closing/503/gone-1.0.0.tgz "$(sha "$W/gone-1.0.0.tgz")"
 
 TOK=0123456789abcdef-admin-token-$$
 ALICE=alice-token-$$
@@ -90,7 +93,8 @@ cat >"$T/cmds.json" <<EOF
   "params": {"word": {"type": "string", "required": true}}},
  {"id": "slow.run", "argv": ["slowtool"], "install": ["slowtool"]},
  {"id": "bad.run", "argv": ["badsum"], "install": ["badsum"]},
- {"id": "lazy2.run", "argv": ["lazy2"], "install": ["lazy2"]}]
+ {"id": "lazy2.run", "argv": ["lazy2"], "install": ["lazy2"]},
+ {"id": "gone.run", "argv": ["gone"], "install": ["gone"]}]
 EOF
 cat >"$T/config.json" <<EOF
 {"agents": ["hello", "badsum"], "commands": "$T/cmds.json", "policy": "$T/policy.json",
@@ -322,6 +326,15 @@ check "reset clears the backoff: the install runs again (502, a new download)" \
 	sh -c "test $s = 502 && test $(gets /f/badsum-1.0.0.tgz) -gt $n"
 s=$(A -H "$H" -X POST "$U/v1/agents/runtimes/badsum/install" -d '{"reset":"yes"}')
 check "reset must be a boolean: 400" test "$s" = 400
+# An install job whose download is answered 503 with Connection: close: the
+# client read the reason from the freed connection and serve died (SIGSEGV)
+s=$(A -H "$H" -X POST "$U/v1/ops/gone.run")
+check "a download answered 503 with Connection: close: 502 install.failed naming http.status" \
+	sh -c "test $s = 502 && grep -q '\"code\":\"install.failed\"' '$T/body' && grep -q 'http.status: .*HTTP 503 Service Unavailable' '$T/body'"
+check "... serve is still running" kill -0 "$SERVE_PID"
+check "... /health answers" test "$(A "$U/health")" = 200
+s=$(A -H "$H" -X POST "$U/v1/ops/hello.run" -d '{"word":"after"}')
+check "... and another op runs" sh -c "test $s = 200 && grep -q 'hello 1.0.0 after' '$T/body'"
 
 # ---- audit and metrics ----------------------------------------------------------------------
 check "audit: auth failures recorded" grep -q '"event":"auth.failure"' "$T/audit.jsonl"

@@ -52,13 +52,69 @@ expect "good download" 0 "" "verified"
 check "downloaded bytes are identical" cmp -s "$W/a.bin" "$T/dl/a.bin"
 check "only the file is left" test "$(ls -A "$T/dl")" = a.bin
 rm -f "$T/dl/a.bin"
-# -o naming a device or FIFO: refused, the node left as it is (the verified
-# file replaced it by rename: as root, -o /dev/null replaced the device)
+# -o naming a FIFO, a device or a symlink to one: written in place through
+# open() after verification, never replaced (the verified file replaced it by
+# rename: as root, -o /dev/stdout replaced the symlink, -o /dev/null the device)
 mkfifo "$T/dl/fifo"
-run "$BIN" fetch "http://127.0.0.1:$HP/f/a.bin" --sha256 "$SHA" -o "$T/dl/fifo"
-expect "-o naming a FIFO is refused" 2 "" "usage: -o $T/dl/fifo exists and is not a regular file"
+bg sh -c "exec timeout 10 cat '$T/dl/fifo' >'$T/fifo.out'"
+run "$BIN" fetch "http://127.0.0.1:$HP/f/a.bin" --sha256 "$SHA" -o "$T/dl/fifo" -q
+wait "$BGPID" 2>/dev/null
+expect "-o naming a FIFO: written in place" 0
+check "... its reader got the body" cmp -s "$W/a.bin" "$T/fifo.out"
 check "... the FIFO is still a FIFO, nothing beside it" sh -c "test -p '$T/dl/fifo' && test \"\$(ls -A '$T/dl')\" = fifo"
+: >"$T/fifo.out"
+bg sh -c "exec timeout 2 cat '$T/dl/fifo' >'$T/fifo.out'"
+run "$BIN" fetch "http://127.0.0.1:$HP/f/a.bin" --sha256 "$BAD" -o "$T/dl/fifo"
+wait "$BGPID" 2>/dev/null
+expect "-o naming a FIFO, digest mismatch: fails" 1 "" "install.checksum_mismatch"
+check "... its reader got nothing (the FIFO is opened only after verification)" test ! -s "$T/fifo.out"
 rm -f "$T/dl/fifo"
+ln -s /dev/null "$T/dl/null"
+run "$BIN" fetch "http://127.0.0.1:$HP/f/a.bin" --sha256 "$SHA" -o "$T/dl/null" -q
+expect "-o naming a symlink to a character device" 0
+check "... the symlink stays, to the device, nothing beside it" sh -c "test -L '$T/dl/null' && test -c '$T/dl/null' && test \"\$(ls -A '$T/dl')\" = null"
+rm -f "$T/dl/null"
+# /dev/stdout is a symlink to /proc/self/fd/1: one of our own stands for it,
+# so a binary that replaces the link cannot harm the machine's
+ln -s /proc/self/fd/1 "$T/dl/stdout"
+run sh -c "'$BIN' fetch 'http://127.0.0.1:$HP/f/a.bin' --sha256 '$SHA' -o '$T/dl/stdout' -q | cat >'$T/piped'"
+check "-o a symlink to stdout, a pipe: the reader got the body" cmp -s "$W/a.bin" "$T/piped"
+linkok=no
+test -L "$T/dl/stdout" && test "$(ls -A "$T/dl")" = stdout && linkok=yes
+check "... the symlink stays, nothing beside it" test $linkok = yes
+rm -f "$T/dl/stdout"
+if [ $linkok = yes ]; then
+	run sh -c "'$BIN' fetch 'http://127.0.0.1:$HP/f/a.bin' --sha256 '$SHA' -o /dev/stdout -q | cat >'$T/piped'"
+	check "-o /dev/stdout, a pipe: the reader got the body" cmp -s "$W/a.bin" "$T/piped"
+	run "$BIN" fetch "http://127.0.0.1:$HP/f/a.bin" --sha256 "$SHA" -o /dev/stdout -q
+	expect "-o /dev/stdout, a file" 0
+	check "... the file has the body" cmp -s "$W/a.bin" "$T/out"
+	check "... /dev/stdout is still a symlink" test -L /dev/stdout
+else
+	skip "-o /dev/stdout" "the binary replaced a symlink to stdout"
+fi
+# a symlink to a regular file: the file it names is replaced, the link stays
+echo old >"$T/real.bin"
+ln -s "$T/real.bin" "$T/dl/link"
+run "$BIN" fetch "http://127.0.0.1:$HP/f/a.bin" --sha256 "$SHA" -o "$T/dl/link" -q
+expect "-o naming a symlink to a regular file" 0
+check "... the file it names has the body, the link stays" sh -c "test -L '$T/dl/link' && cmp -s '$W/a.bin' '$T/real.bin' && test \"\$(ls -A '$T/dl')\" = link"
+rm -f "$T/dl/link" "$T/real.bin"
+run "$BIN" fetch "http://127.0.0.1:$HP/f/a.bin" --sha256 "$SHA" -o "$T/dl"
+expect "-o naming a directory is refused" 2 "" "usage: -o $T/dl is a directory"
+ln -s "$T/nowhere" "$T/dl/dangling"
+run "$BIN" fetch "http://127.0.0.1:$HP/f/a.bin" --sha256 "$SHA" -o "$T/dl/dangling"
+expect "-o naming a symlink to nothing is refused" 2 "" "usage: -o $T/dl/dangling is a symlink to nothing that exists"
+check "... the symlink stays, nothing created" sh -c "test -L '$T/dl/dangling' && test ! -e '$T/nowhere' && test \"\$(ls -A '$T/dl')\" = dangling"
+rm -f "$T/dl/dangling"
+# -o - is stdout (as for curl and wget), not a file named -
+run sh -c "cd '$T/dl' && exec '$BIN' fetch 'http://127.0.0.1:$HP/f/a.bin' --sha256 '$SHA' -o - -q"
+expect "-o - writes to stdout" 0
+check "... the body" cmp -s "$W/a.bin" "$T/out"
+check "... and no file named -" nothing_left
+run sh -c "cd '$T/dl' && exec '$BIN' fetch 'http://127.0.0.1:$HP/f/a.bin' --sha256 '$BAD' -o -"
+expect "-o -, digest mismatch: fails" 1 "" "install.checksum_mismatch"
+check "... nothing on stdout, no file" sh -c "test ! -s '$T/out' && test -z \"\$(ls -A '$T/dl')\""
 
 run "$BIN" fetch "http://127.0.0.1:$HP/f/a.bin" --sha256 "$SHA" -q
 expect "stdout after verification" 0
@@ -109,6 +165,15 @@ run "$BIN" fetch "http://localhost:$HP/to?http://127.0.0.1:$HP/f/a.bin" --sha256
 expect "redirect to a host the rule refuses" 1 "" "http.redirect: host 127.0.0.1 refused: not in --allow-host"
 check "refused host got no request" test "$(nreq "$T/plain.log")" -eq 1
 check "refused redirect: no file" nothing_left
+# Without --allow-host a redirect may lead only to the URL's own host (it led
+# anywhere); host means the name, any port (as --allow-host HOST)
+: >"$T/plain.log"
+run "$BIN" fetch "http://localhost:$HP/to?http://127.0.0.1:$HP/f/a.bin" --sha256 "$SHA" -o "$T/dl/a.bin"
+expect "no --allow-host: a redirect to another host is refused" 1 "" \
+	"http.redirect: host 127.0.0.1 refused: not in --allow-host"
+check "... with a fix naming --allow-host 127.0.0.1" grep -q "^  fix: if that host is trusted, add --allow-host 127.0.0.1 " "$T/err"
+check "... the other host got no request" test "$(nreq "$T/plain.log")" -eq 1
+check "... no file" nothing_left
 run "$BIN" fetch "http://localhost:$HP/to?http://127.0.0.1:$HP/f/a.bin" --sha256 "$SHA" --allow-host localhost \
 	--allow-host 127.0.0.1 -o "$T/dl/a.bin" -q
 expect "redirect to an allowed host" 0
@@ -116,7 +181,7 @@ rm -f "$T/dl/a.bin"
 
 : >"$T/plain.log"
 run "$BIN" fetch "http://localhost:$HP/to?http://127.0.0.1:$HP/f/a.bin" --sha256 "$SHA" -q \
-	-H "Authorization: Bearer sekrit" -o "$T/dl/a.bin"
+	--allow-host 127.0.0.1 -H "Authorization: Bearer sekrit" -o "$T/dl/a.bin"
 expect "cross-host redirect with a token" 0
 check "token sent to its own host" grep -q "GET /to.* auth=Bearer_sekrit" "$T/plain.log"
 check "token not sent to the other host" grep -q "GET /f/a.bin auth=- " "$T/plain.log"
@@ -149,6 +214,14 @@ expect "whole-transfer deadline" 1 "" "http.timeout"
 run "$BIN" fetch "http://127.0.0.1:$HP/status/404" --sha256 "$SHA" -o "$T/dl/a.bin"
 expect "404 is an error" 1 "" "http.status"
 check "404: no file" nothing_left
+# An error answer that ends by close (Connection: close, no Content-Length):
+# the reason was read from the freed connection (SIGSEGV, exit 139)
+for st in 404 503; do
+	run "$BIN" fetch "http://127.0.0.1:$HP/closing/$st/a.bin" --sha256 "$SHA" -o "$T/dl/a.bin"
+	expect "$st with Connection: close and no length: http.status, no crash" 1 "" \
+		"http.status: http://127.0.0.1:$HP/closing/$st/a.bin: HTTP $st "
+	check "$st closing: no file" nothing_left
+done
 
 # A listener that never answers: the read timeout.
 bg python3 -c 'import socket,sys,time
@@ -192,12 +265,36 @@ expect "https: chunked" 0
 rm -f "$T/dl/a.bin"
 run "$BIN" fetch "https://localhost:$GP/to?http://localhost:$HP/f/a.bin" --sha256 "$SHA" -o "$T/dl/a.bin"
 expect "https -> http redirect refused" 1 "" "from https to http refused"
+run "$BIN" fetch "http://localhost:$HP/to?https://localhost:$GP/f/a.bin" --sha256 "$SHA" -o "$T/dl/a.bin" -q
+expect "no --allow-host: a redirect to the same host on another port is followed" 0
+rm -f "$T/dl/a.bin"
 run "$BIN" fetch "https://localhost:$GP/short/a.bin" --sha256 "$SHA" -o "$T/dl/a.bin"
 expect "https: truncated body" 1 "" "http.truncated"
 run "$BIN" fetch "https://localhost:$GP/nolast/a.bin" --sha256 "$SHA" -o "$T/dl/a.bin"
 expect "https: chunked body without its last chunk" 1 "" "http.truncated"
 check "https: no last chunk: no file" nothing_left
 check "https truncated: no file" nothing_left
+for st in 404 503; do
+	run "$BIN" fetch "https://localhost:$GP/closing/$st/a.bin" --sha256 "$SHA" -o "$T/dl/a.bin"
+	expect "https: $st with Connection: close and no length: http.status, no crash" 1 "" \
+		"http.status: https://localhost:$GP/closing/$st/a.bin: HTTP $st "
+done
+# fetch --only: the cache-filling form meets the same answer
+mkdir -p "$T/man" "$T/fcache"
+for st in 404 503; do
+	cat >"$T/man/gone$st.json" <<EOF
+{"schema":1,"name":"gone$st","binary":"gone$st","version":"1.0.0",
+ "source":{"type":"tarball","bin":"bin/gone$st","strip_components":1,
+  "platforms":{"linux-x64":{"url":"https://localhost:$GP/closing/$st/gone.tgz","sha256":"$SHA"},
+               "linux-arm64":{"url":"https://localhost:$GP/closing/$st/gone.tgz","sha256":"$SHA"}}},
+ "hosts":["localhost"],"verify":{"argv":["{bin}"],"expect":"gone 1.0.0"},
+ "platforms":["linux-x64","linux-arm64"],"size_hint_mb":1}
+EOF
+	run "$BIN" fetch --only "gone$st" --manifests "$T/man" --cache "$T/fcache"
+	expect "fetch --only: $st with Connection: close and no length: exit 1, http.status, no crash" 1 "" \
+		"HTTP $st "
+	check "fetch --only $st: install.failed naming http.status" grep -q "install.failed: gone$st 1.0.0: fetching .*: http.status: " "$T/err"
+done
 run env ABX_INSTALL_UNPINNED=1 "$BIN" fetch "https://localhost:$GP/f/a.bin" -o "$T/dl/a.bin"
 expect "unpinned https with a loud warning" 0 "" "UNPINNED"
 check "unpinned prints the sha256 to pin" grep -q "$SHA" "$T/err"

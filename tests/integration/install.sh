@@ -417,6 +417,17 @@ expect "a tarball mirror whose host is not in install.allow_hosts is refused" 2 
 run env ABX_INSTALL_MIRROR="https://localhost:$P/f/nomirror/{path}" ABX_SERVER_INSTALL_ALLOW_HOSTS="localhost:$P" "$BIN" prepare --manifests "$M" --tools-dir "$T/t9" --only hello
 expect "a failing mirror template falls back to the origin" 0 "installed"
 check "the mirror URL template was tried" grep -q "GET /f/nomirror/f/hello-1.0.0.tgz" "$T/req.log"
+# Error answers that end by close (Connection: close, no Content-Length):
+# the client read their reason from the freed connection (SIGSEGV)
+run env ABX_INSTALL_MIRROR="https://localhost:$P/closing/503/{path}" ABX_SERVER_INSTALL_ALLOW_HOSTS="localhost:$P" \
+	"$BIN" prepare --manifests "$M" --tools-dir "$T/t9b" --only hello
+expect "a mirror answering 503 with Connection: close falls back to the origin, no crash" 0 "installed"
+check "... the mirror was asked" grep -q "GET /closing/503/f/hello-1.0.0.tgz" "$T/req.log"
+mkman gone /closing/404/gone-1.0.0.tgz "$H"
+prep "$T/t9c" --only gone
+expect "an origin answering 404 with Connection: close: exit 3, no crash" 3 "" \
+	"install.failed: gone 1.0.0: fetching https://localhost:$P/closing/404/gone-1.0.0.tgz: http.status: "
+check "... naming the status and its reason" grep -q "HTTP 404 Not Found" "$T/err"
 
 # ---- redirects outside hosts --------------------------------------------------------------
 mkman redir "/to?https://127.0.0.1:$P/f/hello-1.0.0.tgz" "$H"

@@ -10,6 +10,17 @@
 #include "net/http.h"
 #include "base/net.h"
 
+const char *__asan_default_options(void);
+
+/* Freed memory is overwritten (0x55): a view read after its buffer was
+ * freed shows as other bytes, where ASan's printf does not check the read
+ * (the reason of an error answer on a closed connection). */
+const char *
+__asan_default_options(void)
+{
+	return "max_free_fill_size=65536";
+}
+
 /* ---- URLs ------------------------------------------------------------- */
 
 static void
@@ -330,6 +341,53 @@ send_all(int fd, const char *p, size_t n)
 		p += w, n -= (size_t)w;
 }
 
+/* The reason phrases of the error answers the client must report. */
+static const struct {
+	int status;
+	const char *reason;
+} err_reasons[] = {
+	{403, "Forbidden"},
+	{404, "Not Found"},
+	{410, "Gone"},
+	{500, "Internal Server Error"},
+	{503, "Service Unavailable"},
+};
+
+/* /err/STATUS/CONN/FRAMING: an error answer, CONN "close" or "keep-alive",
+ * FRAMING "length", "chunked" or "none" (read to close). The body is sent
+ * apart from the head and is longer than it, so a client that reads the
+ * head's views after reading the body sees body bytes there. Returns 1
+ * when the connection must close. */
+static int
+srv_error_answer(int fd, const char *path)
+{
+	char conn[16] = "", framing[16] = "", head[256], body[400], frame[16];
+	const char *reason = "Error";
+	int status = 0, n;
+	size_t i;
+
+	if (sscanf(path, "/err/%d/%15[^/]/%15s", &status, conn, framing) != 3)
+		return 1;
+	for (i = 0; i < sizeof(err_reasons) / sizeof(err_reasons[0]); i++)
+		if (err_reasons[i].status == status)
+			reason = err_reasons[i].reason;
+	memset(body, 'Z', sizeof(body));
+	n = snprintf(head, sizeof(head), "HTTP/1.1 %d %s\r\nConnection: %s\r\n%s%s\r\n", status, reason,
+		     conn, strcmp(framing, "length") == 0 ? "Content-Length: 400\r\n" : "",
+		     strcmp(framing, "chunked") == 0 ? "Transfer-Encoding: chunked\r\n" : "");
+	send_all(fd, head, (size_t)n);
+	usleep(5000);
+	if (strcmp(framing, "chunked") == 0) {
+		n = snprintf(frame, sizeof(frame), "%zx\r\n", sizeof(body));
+		send_all(fd, frame, (size_t)n);
+		send_all(fd, body, sizeof(body));
+		send_all(fd, "\r\n0\r\n\r\n", 7);
+	} else {
+		send_all(fd, body, sizeof(body));
+	}
+	return strcmp(conn, "close") == 0 || strcmp(framing, "none") == 0;
+}
+
 static void *
 srv_conn(void *arg)
 {
@@ -388,6 +446,9 @@ srv_conn(void *arg)
 			const char *c = "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly ten b";
 			send_all(fd, c, strlen(c));
 			goto done;
+		} else if (strncmp(path, "/err/", 5) == 0) {
+			if (srv_error_answer(fd, path))
+				goto done;
 		} else if (strcmp(path, "/garbage") == 0) {
 			const char *c = "HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n";
 			send_all(fd, c, strlen(c));
@@ -644,6 +705,137 @@ test_client_errors(void **state)
 	http_client_free(cl);
 }
 
+/* Every error answer: each status, said closed or kept, each framing. The
+ * client reports http.status with the status and its reason, taken before
+ * the body overwrites the head and the connection is freed or cached (read
+ * after, it is body bytes or freed memory: the crash of a fetch answered
+ * 503 with Connection: close), and the next request works, on the same
+ * connection exactly when the answer allowed it. */
+static void
+test_client_error_answer_matrix(void **state)
+{
+	static const char *const conns[] = {"close", "keep-alive"};
+	static const char *const framings[] = {"length", "chunked", "none"};
+	struct http_client *cl;
+	struct http_request rq;
+	static struct http_response rs;
+	static struct collect c;
+	struct err e;
+	char path[64], want[64];
+	size_t si, ci, fi;
+
+	cl = http_client_new(&e);
+	assert_non_null(cl);
+	http_request_init(&rq, NULL);
+	for (si = 0; si < sizeof(err_reasons) / sizeof(err_reasons[0]); si++)
+		for (ci = 0; ci < 2; ci++)
+			for (fi = 0; fi < 3; fi++) {
+				snprintf(path, sizeof(path), "/err/%d/%s/%s", err_reasons[si].status, conns[ci],
+					 framings[fi]);
+				get(cl, path, "127.0.0.1", &rq, &rs, &c, -1, &e);
+				assert_string_equal(e.code, "http.status");
+				assert_int_equal(rs.status, err_reasons[si].status);
+				snprintf(want, sizeof(want), "HTTP %d %s", err_reasons[si].status,
+					 err_reasons[si].reason);
+				if (strstr(e.msg, want) == NULL)
+					fail_msg("%s: message \"%s\" lacks \"%s\"", path, e.msg, want);
+				assert_int_equal(c.len, 0);
+				get(cl, "/ok/10", "127.0.0.1", &rq, &rs, &c, 0, &e);
+				assert_int_equal(rs.status, 200);
+				assert_int_equal(c.len, 10);
+				if (rs.reused != (ci == 1 && fi != 2))
+					fail_msg("%s: the next request reused=%d", path, rs.reused);
+			}
+	http_client_free(cl);
+}
+
+/* The peer of http_test_connect: every new connection is a socketpair
+ * holding cut_stream[0..cut_len), then closed for writing. */
+static const char *cut_stream;
+static size_t cut_len;
+static int cut_peer[8], cut_npeers;
+
+static int
+cut_connect(const struct http_url *u, struct err *e)
+{
+	int sv[2];
+
+	if (cut_npeers == 8 || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+		return err_set(e, "http.connect", "no more peers");
+	send_all(sv[1], cut_stream, cut_len);
+	/* open for the request the client sends, shut for what it reads */
+	shutdown(sv[1], SHUT_WR);
+	cut_peer[cut_npeers++] = sv[1];
+	return sv[0];
+}
+
+/* The server closing after every byte of an answer: each cut either fails
+ * with a code of the client's or, only once the framing says the body is
+ * complete, succeeds with all of it; an error answer is reported with its
+ * status line; the same client serves each next cut (its kept connection,
+ * now at its end, is retried on a new one). */
+static void
+test_client_peer_closes_at_every_byte(void **state)
+{
+	static const struct {
+		const char *stream;
+		int body; /* body bytes of a complete answer; -1: read to close */
+	} cases[] = {
+		{"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", 5},
+		{"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3;x=y\r\nabc\r\n2\r\nde\r\n0\r\nT: v\r\n\r\n", 5},
+		{"HTTP/1.0 200 OK\r\n\r\nuntil the close", -1},
+		{"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\nContent-Length: 2\n\nok", 2},
+		{"HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\n\r\nbusy", 0},
+		{"HTTP/1.1 503 Service Unavailable\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nbusy\r\n0\r\n\r\n", 0},
+	};
+	struct http_client *cl;
+	struct http_request rq;
+	static struct http_response rs;
+	static struct collect c;
+	struct err e;
+	size_t i, cut, len;
+	int r;
+
+	cl = http_client_new(&e);
+	http_request_init(&rq, "http://cut.invalid/a");
+	rq.sink = collect_sink;
+	rq.sink_arg = &c;
+	rq.limits.read_ms = 2000;
+	http_test_connect = cut_connect;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		len = strlen(cases[i].stream);
+		for (cut = 0; cut <= len; cut++) {
+			cut_stream = cases[i].stream;
+			cut_len = cut;
+			c.len = 0;
+			err_clear(&e);
+			cut_npeers = 0;
+			r = http_request(cl, &rq, &rs, &e);
+			while (cut_npeers > 0)
+				close(cut_peer[--cut_npeers]);
+			if (r == 0) {
+				if (cases[i].body >= 0 && (int)c.len != cases[i].body)
+					fail_msg("case %zu cut %zu: success with %zu body bytes", i, cut, c.len);
+			} else if (e.code == NULL || strncmp(e.code, "http.", 5) != 0) {
+				fail_msg("case %zu cut %zu: code %s", i, cut, e.code ? e.code : "(none)");
+			} else if (cut == len && strcmp(e.code, "http.status") != 0) {
+				fail_msg("case %zu whole: %s: %s", i, e.code, e.msg);
+			}
+			if (strcmp(e.code ? e.code : "", "http.status") == 0 &&
+			    strstr(e.msg, "HTTP 503 Service Unavailable") == NULL)
+				fail_msg("case %zu cut %zu: %s", i, cut, e.msg);
+		}
+	}
+	http_client_free(cl);
+}
+
+static int
+hook_reset(void **state)
+{
+	http_test_connect = NULL;
+	return 0;
+}
+
 /* A listener whose accept queue is full drops new SYNs: connect hangs, so
  * the connect limit must end it. */
 static void
@@ -729,6 +921,8 @@ main(void)
 		cmocka_unit_test(test_client_retries_closed_idle_connection),
 		cmocka_unit_test(test_client_redirect_rules_and_headers),
 		cmocka_unit_test(test_client_errors),
+		cmocka_unit_test(test_client_error_answer_matrix),
+		cmocka_unit_test_teardown(test_client_peer_closes_at_every_byte, hook_reset),
 		cmocka_unit_test(test_client_connect_timeout),
 		cmocka_unit_test(test_client_proxy_settings),
 	};
