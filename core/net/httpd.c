@@ -302,11 +302,62 @@ oldest_waiting(struct httpd *s, const unsigned char *addr)
 	return best;
 }
 
+/* The connection that has waited longest for the rest of a half-sent head
+ * (by its first byte), of one peer address or of any, other than except. */
+static struct conn *
+oldest_stalled(struct httpd *s, const unsigned char *addr, const struct conn *except)
+{
+	struct conn *best = NULL;
+	int i;
+
+	for (i = 0; i < s->hiwater; i++) {
+		struct conn *c = &s->conns[i];
+
+		if (c->state != C_HEAD || !c->partial || c->in_ready || c == except)
+			continue;
+		if (addr != NULL && memcmp(c->addr, addr, 16) != 0)
+			continue;
+		if (best == NULL || c->t_start < best->t_start)
+			best = c;
+	}
+	return best;
+}
+
+/* Idle first, then a half-sent head: a client that sent its whole request
+ * never loses its connection to a new one. */
+static struct conn *
+reclaimable(struct httpd *s, const unsigned char *addr)
+{
+	struct conn *v = oldest_waiting(s, addr);
+
+	return v != NULL ? v : oldest_stalled(s, addr, NULL);
+}
+
+void
+httpd__head_stalled(struct httpd *s, struct conn *c)
+{
+	struct conn *v;
+	int i, n = 0;
+
+	if (c->partial || c->reserve)
+		return;
+	c->partial = 1;
+	for (i = 0; i < s->hiwater; i++)
+		n += s->conns[i].state == C_HEAD && s->conns[i].partial &&
+		     memcmp(s->conns[i].addr, c->addr, 16) == 0;
+	if (n <= HTTPD_HEADS_PER_PEER || (v = oldest_stalled(s, c->addr, c)) == NULL)
+		return;
+	httpd__log(s, "%s: closed %s, the oldest of its %d half-sent heads (limit %d per address)", c->peer,
+	           v->peer, n, HTTPD_HEADS_PER_PEER);
+	httpd__conn_close(s, v);
+}
+
 /* Make room for a new connection of peer addr by closing one that waits
- * for a request, or say which limit holds (WHY_*). Closing an idle
- * keep-alive connection is what any HTTP/1.1 server may do at any time
- * (RFC 9112 9.8); here it keeps a flood of idle connections from locking
- * out every new client until the idle timeout. */
+ * for a request or for the rest of its head, or say which limit holds
+ * (WHY_*). Closing an idle keep-alive connection is what any HTTP/1.1
+ * server may do at any time (RFC 9112 9.8); here it keeps a flood of idle
+ * connections or half-sent heads from locking out every new client until
+ * the idle or header timeout. */
 static int
 make_room(struct httpd *s, const unsigned char *addr, const char *peer)
 {
@@ -315,7 +366,7 @@ make_room(struct httpd *s, const unsigned char *addr, const char *peer)
 	/* At max_conns the table-full rule below says the same, better. */
 	if (s->cfg.max_conns_per_peer < s->cfg.max_conns &&
 	    peer_slot(s, addr)->n >= s->cfg.max_conns_per_peer) {
-		if ((v = oldest_waiting(s, addr)) == NULL)
+		if ((v = reclaimable(s, addr)) == NULL)
 			return WHY_PEER;
 		httpd__log(
 		    s, "%s: closed its longest-waiting connection %s for a new one (per-address limit %d)",
@@ -323,7 +374,7 @@ make_room(struct httpd *s, const unsigned char *addr, const char *peer)
 		httpd__conn_close(s, v);
 	}
 	if (s->active - s->nreserve >= s->cfg.max_conns) {
-		if ((v = oldest_waiting(s, NULL)) == NULL)
+		if ((v = reclaimable(s, NULL)) == NULL)
 			return WHY_FULL;
 		httpd__log(s,
 		           "%s: closed the longest-waiting connection %s for a new one (all %d slots in use)",

@@ -198,6 +198,7 @@ request_done(struct httpd *s, struct conn *c)
 	b->pos = b->head_len = b->scanned = b->parsed_at = 0;
 	c->state = C_HEAD;
 	c->linger = 0;
+	c->partial = 0;
 	if (b->len == 0) {
 		httpd__put_buf(c);
 		c->idle = 1;
@@ -445,6 +446,7 @@ process_head(struct httpd *s, struct conn *c)
 	rc = http_req_parse_max(&b->hr, b->in, b->len, s->cfg.max_head);
 	if (rc == 0)
 		return 0;
+	c->partial = 0;
 	if (rc < 0) {
 		answer_error(s, c, b->hr.status, b->hr.why);
 		return 1;
@@ -584,8 +586,10 @@ httpd__drive(struct httpd *s, struct conn *c)
 			r = c->state == C_HEAD ? process_head(s, c) : process_body(s, c);
 			if (r > 0)
 				continue;
-			if (read_more(s, c) > 0)
+			if ((r = read_more(s, c)) > 0)
 				continue;
+			if (r == 0 && c->state == C_HEAD && c->b != NULL && c->b->len > 0)
+				httpd__head_stalled(s, c);
 			return;
 		case C_WRITE:
 			if (write_out(s, c) <= 0)
