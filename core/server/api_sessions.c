@@ -8,10 +8,10 @@
  * Event streams do not hold a worker: the worker defers the answer and a
  * thread of the stream's own writes it (httpd_defer, httpd_complete), so
  * /health and the rest of the API answer however many streams are open.
- * Streams are capped (server.max_streams, default API_SSE_STREAMS_DEFAULT)
- * and end after API_SSE_MAX_MS even when the session goes on: the client
- * reconnects with Last-Event-ID and loses nothing. A client that went away
- * is noticed at the next heartbeat at the latest.
+ * Streams are capped (server.max_streams, default API_SSE_STREAMS_DEFAULT;
+ * per principal API_SSE_PRINCIPAL_SHARE of them) and end after API_SSE_MAX_MS even when the session goes on:
+ * the client reconnects with Last-Event-ID and loses nothing. A client that went away is noticed at the next
+ * heartbeat at the latest.
  */
 #include "server/api_int.h"
 
@@ -38,6 +38,11 @@
 /* Streams open at once unless server.max_streams says: each is a thread
  * (API_SSE_STACK reserved, a few pages used) and its read buffer. */
 #define API_SSE_STREAMS_DEFAULT 64
+/* When more than one principal has a token, one principal holds at most
+ * this share of the stream slots (a quarter, at least one): a read-only
+ * token cannot take every slot from the others, and it takes four tokens
+ * to fill them. With one principal there is nobody to keep slots for. */
+#define API_SSE_PRINCIPAL_SHARE 4
 /* A stream thread's stack: the loop keeps its buffer on the heap. */
 #define API_SSE_STACK (128u << 10)
 
@@ -275,6 +280,7 @@ struct sse_ctx {
 	struct httpd_resp *resp;
 	char agent[CFG_NAME_MAX];
 	char id[SESSION_ID_MAX];
+	char principal[POL_NAME_MAX];
 	uint32_t after;
 	int hb_ms;
 };
@@ -327,7 +333,7 @@ sse_run(struct sse_ctx *x)
 out:
 	buf_free(&b);
 	sessions_hold(S, x->id, 0);
-	sessions_stream_release(S);
+	sessions_stream_release(S, x->principal);
 }
 
 static void *
@@ -342,6 +348,19 @@ sse_thread(void *arg)
 	return NULL;
 }
 
+/* The streams one principal may hold (API_SSE_PRINCIPAL_SHARE). */
+static int
+streams_per_principal(const struct api_rq *q, int max)
+{
+	int i, with_tokens = 0;
+
+	for (i = 0; i < q->g->pol.n; i++)
+		with_tokens += q->g->pol.p[i].ntokens > 0;
+	if (with_tokens < 2)
+		return max;
+	return (max + API_SSE_PRINCIPAL_SHARE - 1) / API_SSE_PRINCIPAL_SHARE;
+}
+
 static void
 events_stream(struct api_rq *q, const char *agent, const char *id, uint32_t after)
 {
@@ -350,7 +369,7 @@ events_stream(struct api_rq *q, const char *agent, const char *id, uint32_t afte
 	struct sse_ctx *x;
 	pthread_attr_t at;
 	pthread_t th;
-	int rc;
+	int rc, max, mine;
 
 	if (sessions_get(S, agent, id, &v) != 0) {
 		api_rq_errf(q, "not_found", "no session %s of %s", id, agent);
@@ -361,11 +380,21 @@ events_stream(struct api_rq *q, const char *agent, const char *id, uint32_t afte
 		api_rq_errf(q, "internal", "out of memory");
 		return;
 	}
-	if (sessions_stream_acquire(S) != 0) {
-		free(x);
+	snprintf(x->principal, sizeof(x->principal), "%s", q->principal != NULL ? q->principal : "");
+	max = q->g->cfg.server.max_streams > 0 ? q->g->cfg.server.max_streams : API_SSE_STREAMS_DEFAULT;
+	mine = streams_per_principal(q, max);
+	rc = sessions_stream_acquire(S, x->principal, mine);
+	if (rc != 0) {
 		api_rq_retry_after(q, 5);
-		api_rq_errf(q, "request.rate_limited",
-		            "every event stream slot is taken (server.max_streams)");
+		if (rc == -2)
+			api_rq_errf(q, "request.rate_limited",
+			            "principal %s holds %d event stream%s, the most one principal may hold "
+			            "(a quarter of server.max_streams %d); close one of its streams first",
+			            x->principal[0] ? x->principal : "-", mine, mine == 1 ? "" : "s", max);
+		else
+			api_rq_errf(q, "request.rate_limited",
+			            "every event stream slot is taken (server.max_streams)");
+		free(x);
 		return;
 	}
 	sessions_hold(S, id, 1);
