@@ -326,6 +326,8 @@ httpd_settings(struct httpd_config *cfg, struct httpd_route *routes, const struc
 	cfg->body_timeout_ms = o->body_ms > 0 ? o->body_ms : g->cfg.server.request_timeout * 1000;
 	cfg->observe = api_observe;
 	cfg->observe_arg = api;
+	cfg->tick = api_tick;
+	cfg->tick_arg = api;
 	cfg->access_log = !o->quiet;
 	cfg->verbose = o->verbose;
 }
@@ -386,6 +388,9 @@ run_and_stop(struct api *api, struct manifest_set *ms, int quiet, struct err *e)
 	int rc;
 
 	rc = httpd_run(g_srv, e);
+	/* Requests no longer come: the count of folded auth failures is
+	 * written now or never. */
+	api_flush_audit(api);
 	if (rc < 0) {
 		httpd_free(g_srv);
 		return fail(e);

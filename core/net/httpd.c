@@ -723,7 +723,7 @@ httpd_run(struct httpd *s, struct err *e)
 {
 	struct epoll_event ev[64];
 	int64_t now, wait;
-	int i, n, rc = 0, busy;
+	int i, n, rc = 0, busy, tick_ms = -1;
 
 	for (;;) {
 		if (__atomic_load_n(&s->stop_req, __ATOMIC_SEQ_CST) && !s->stopping)
@@ -747,6 +747,8 @@ httpd_run(struct httpd *s, struct err *e)
 			wait = s->drain_end - now + 1;
 		if (s->rep_n > 0 && (wait < 0 || wait > 1000))
 			wait = 1000;
+		if (tick_ms >= 0 && (wait < 0 || wait > tick_ms))
+			wait = tick_ms;
 		n = epoll_wait(s->epfd, ev, 64, (int)(wait > INT_MAX ? INT_MAX : wait));
 		if (n < 0 && errno != EINTR) {
 			err_set(e, "io.error", "epoll_wait: %s", strerror(errno));
@@ -772,6 +774,8 @@ httpd_run(struct httpd *s, struct err *e)
 			httpd__sweep(s);
 		if (s->rep_n > 0 && time(NULL) != s->rep_sec)
 			httpd__log_flush_repeats(s);
+		if (s->cfg.tick != NULL)
+			tick_ms = s->cfg.tick(s->cfg.tick_arg);
 	}
 	httpd__log_flush_repeats(s);
 

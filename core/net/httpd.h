@@ -158,6 +158,12 @@ struct httpd_config {
 	void *gate_arg;
 	httpd_observe observe;
 	void *observe_arg;
+	/* NULL, or called on the event thread after every wake-up for work
+	 * due later (audit records a fold holds back): returns the ms after
+	 * which to be called again, or -1 for the next wake-up. Must not
+	 * block, and is called every turn, so it must be cheap when idle. */
+	int (*tick)(void *arg);
+	void *tick_arg;
 };
 
 void httpd_config_defaults(struct httpd_config *c);

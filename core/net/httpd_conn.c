@@ -36,7 +36,7 @@ httpd__log_flush_repeats(struct httpd *s)
 	if (s->rep_n == 0)
 		return;
 	log_stamp(stamp, sizeof(stamp), &ts);
-	n = snprintf(line, sizeof(line), "%s %s 401 repeated %u more times\n", stamp, s->rep_key, s->rep_n);
+	n = snprintf(line, sizeof(line), "%s %s repeated %u more times\n", stamp, s->rep_key, s->rep_n);
 	s->rep_n = 0;
 	if (n >= (int)sizeof(line)) {
 		n = sizeof(line);
@@ -46,18 +46,19 @@ httpd__log_flush_repeats(struct httpd *s)
 		return;
 }
 
-/* 1 when this 401 repeats the last one written within its second (counted,
- * not written); else it becomes the one later repeats are compared with. */
+/* 1 when this client error repeats the last one written within its second
+ * (counted, not written); else it becomes the one later repeats are
+ * compared with. */
 static int
 log_repeat(struct httpd *s, const struct conn *c, const struct http_view *m, const struct http_view *p,
-           time_t sec)
+           int status, time_t sec)
 {
 	char key[sizeof(s->rep_key)];
 	const char *colon = strrchr(c->peer, ':');
 	int alen = colon != NULL ? (int)(colon - c->peer) : (int)strlen(c->peer);
 
-	snprintf(key, sizeof(key), "%.*s %.*s %.*s", alen, c->peer, (int)(m->n > 32 ? 32 : m->n), m->p,
-	         (int)(p->n > 200 ? 200 : p->n), p->p);
+	snprintf(key, sizeof(key), "%.*s %.*s %.*s %d", alen, c->peer, (int)(m->n > 32 ? 32 : m->n), m->p,
+	         (int)(p->n > 200 ? 200 : p->n), p->p, status);
 	if (sec == s->rep_sec && strcmp(key, s->rep_key) == 0) {
 		s->rep_n++;
 		return 1;
@@ -86,8 +87,8 @@ httpd__log_request(struct httpd *s, struct conn *c, int status, size_t bytes)
 		p = c->b->hr.path;
 	}
 	log_stamp(stamp, sizeof(stamp), &ts);
-	if (status == 401) {
-		if (log_repeat(s, c, &m, &p, ts.tv_sec))
+	if (status >= 400 && status < 500) {
+		if (log_repeat(s, c, &m, &p, status, ts.tv_sec))
 			return;
 	} else {
 		httpd__log_flush_repeats(s);

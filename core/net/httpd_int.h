@@ -150,11 +150,12 @@ struct httpd {
 	 * that do not read hold, bounded by HTTPD_HELD_MAX through
 	 * httpd_resp_room. */
 	size_t held;
-	/* A 401 flood must not grow the access log a line per request:
-	 * refused lines identical in address, method and path within one
-	 * second are counted here (event thread only) and written as one
-	 * "repeated N" line with the next line, when the second is over (the
-	 * loop wakes for it) or when the server stops. */
+	/* A flood of refused or malformed requests (401, 400, any 4xx) must
+	 * not grow the access log a line per request: lines identical in
+	 * address, method, path and status within one second are counted
+	 * here (event thread only) and written as one "repeated N" line with
+	 * the next line, when the second is over (the loop wakes for it) or
+	 * when the server stops. */
 	char rep_key[300];
 	time_t rep_sec;
 	unsigned rep_n;

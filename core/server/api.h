@@ -137,6 +137,10 @@ void api_handle(const struct httpd_req *req, struct httpd_resp *resp, void *arg)
 /* httpd's observe hook: counts the answers the server core gives by itself
  * (no route: 400, 408, 413, 414, 431, 503 when full) under route "server". */
 void api_observe(void *arg, const struct httpd_route *route, int status, size_t bytes, int64_t usec);
+/* httpd tick: write the audit records a fold holds back once their window
+ * is over (audit_flush); force: now, whatever the window (at shutdown). */
+int api_tick(void *arg);
+void api_flush_audit(struct api *a);
 /* GET /health (inline: never blocks). */
 void api_health(const struct httpd_req *req, struct httpd_resp *resp, void *arg);
 

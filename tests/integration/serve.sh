@@ -443,3 +443,55 @@ for _ in range(300):
 else
 	not_ok "401 flood" "serve did not start: $(head -3 "$T/serve.err")"
 fi
+
+# flood N REQUEST: N connections, each sends REQUEST (printf escapes) and
+# reads the answer to its end.
+flood() {
+	"$PY" -S -c '
+import socket, sys
+for _ in range(int(sys.argv[2])):
+    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+    s.sendall(sys.argv[3].encode().decode("unicode_escape").encode("latin-1"))
+    while s.recv(65536):
+        pass
+    s.close()
+' "$PORT" "$1" "$2"
+}
+# A 400 flood (malformed heads) is folded like the 401 one, and the count
+# is written at SIGTERM, sent at once after the burst.
+if start_serve; then
+	flood 200 'GET /health HTTP/1.1\r\nHost: x\r\nbad header line\r\n\r\n'
+	kill "$SERVE_PID"
+	wait "$SERVE_PID" 2>/dev/null
+	lines=$(grep -c ' 400 ' "$T/serve.err")
+	total=$(awk '/ 400 repeated / {t += $7; next} / 400 / {t++} END {print t + 0}' "$T/serve.err")
+	check "a 400 flood of 200 requests writes far fewer lines ($lines)" test "$lines" -le 30
+	check "... and the counts add up to 200, the last at SIGTERM ($total)" test "$total" -eq 200
+else
+	not_ok "400 flood" "serve did not start: $(head -3 "$T/serve.err")"
+fi
+
+# Wrong tokens in a burst: one audit record, then the count of the rest in an
+# auth.failure.repeated record, written when the second is over (serve still
+# running) and at SIGTERM sent at once after a burst.
+audit_total() { # FILE: failures the records account for
+	"$PY" -S -c '
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1]) if "auth.failure" in l]
+print(sum(1 + r.get("repeated", 0) if r["event"] == "auth.failure" else r["repeated"] for r in recs))' "$1"
+}
+rm -f "$T/audit.jsonl"
+if ABX_SERVER_AUDIT_FILE=$T/audit.jsonl start_serve; then
+	flood 50 'GET /v1/ops HTTP/1.1\r\nHost: x\r\nX-Access-Token: wrong\r\n\r\n'
+	sleep 2.5
+	check "a burst of 50 wrong tokens: the count is written when its second is over ($(audit_total "$T/audit.jsonl"))" \
+		test "$(audit_total "$T/audit.jsonl")" -eq 50
+	flood 50 'GET /v1/jobs HTTP/1.1\r\nHost: x\r\nX-Access-Token: wrong\r\n\r\n'
+	kill "$SERVE_PID"
+	wait "$SERVE_PID" 2>/dev/null
+	check "a second burst of 50, then SIGTERM: the count is written at exit ($(audit_total "$T/audit.jsonl"))" \
+		test "$(audit_total "$T/audit.jsonl")" -eq 100
+	check "... in a few records ($(wc -l <"$T/audit.jsonl"))" test "$(wc -l <"$T/audit.jsonl")" -le 10
+else
+	not_ok "audit burst" "serve did not start: $(head -3 "$T/serve.err")"
+fi
