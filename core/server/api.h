@@ -107,6 +107,11 @@ struct api {
 	int install_waiters; /* under mu */
 	int verbose;
 	struct api_runner *runner; /* command ops in progress (api_ops.c); NULL until the first */
+	/* The state directory serve started with, opened by fs_dir_open_safe
+	 * (no link another user made is followed): session journals live
+	 * under it whatever happens to its path's ancestors later. */
+	int have_state_fd;
+	int state_fd;
 };
 
 /*
@@ -163,7 +168,9 @@ const char *api_principal(const struct policy *p, const char *tok, size_t len);
 /*
  * The default principal's token when none is configured: read from
  * <state_dir>/token when it exists (ours, 0600), else created there (state
- * directory 0700, file 0600, 32 random bytes as hex). The token is written
+ * directory 0700, file 0600, 32 random bytes as hex). The directory is
+ * opened with fs_dir_open_safe (created when missing) and the file
+ * relative to it, no link followed. The token is written
  * to tok (cap >= 2*API_TOKEN_BYTES+1) and its file path to path. Returns 0,
  * or -1 with e (io.error, config.state_dir_unsafe) when no token file can be
  * read or written.

@@ -45,6 +45,50 @@ for how in flag env; do
 	wait "$BGPID" 2>/dev/null
 done
 
+# A root serve with --base-dir /home/user: the home's owner (uid 65534 here)
+# points .local/state/agent-sandbox at a directory of root's. serve refuses
+# the link (config.state_dir_unsafe, with its fix) and writes no token there.
+# With no link, serve makes the state directory itself and keeps it: when
+# the owner then moves .local/state away and puts the link in its place,
+# audit records still go to the directory serve checked.
+if [ "$(id -u)" = 0 ]; then
+	rm -rf "$T/home" "$T/rootdir"
+	mkdir -p "$T/home/.local/state" "$T/rootdir"
+	chmod 700 "$T/rootdir"
+	chown -R 65534 "$T/home"
+	ln -s "$T/rootdir" "$T/home/.local/state/agent-sandbox"
+	chown -h 65534 "$T/home/.local/state/agent-sandbox"
+	run timeout 5 env -u ABX_SERVER_TOKEN -u ABX_SERVER_STATE_DIR ABX_SERVER_CONFIG="$T/none.json" \
+		"$BIN" serve --host 127.0.0.1 --port 0 --base-dir "$T/home"
+	expect "root serve, base dir: a state directory that is a link the home's owner made is refused" \
+		2 "" "config.state_dir_unsafe: $T/home/.local/state/agent-sandbox is a symbolic link"
+	check "... with a fix line" grep -q "^  fix: " "$T/err"
+	check "... and no token is written where it points" test ! -e "$T/rootdir/token"
+	rm "$T/home/.local/state/agent-sandbox"
+	bg env -u ABX_SERVER_TOKEN -u ABX_SERVER_STATE_DIR ABX_SERVER_CONFIG="$T/none.json" \
+		"$BIN" serve --host 127.0.0.1 --port 0 --base-dir "$T/home" >"$T/base.out" 2>"$T/base.err"
+	if wait_for_line "$T/base.out" '^[0-9][0-9]*$' 10; then
+		p=$(head -1 "$T/base.out")
+		check "root serve, base dir: without the link, the token is in the state directory serve made" \
+			test -s "$T/home/.local/state/agent-sandbox/token"
+		mv "$T/home/.local/state" "$T/home/.local/moved"
+		mkdir "$T/home/.local/state"
+		ln -s "$T/rootdir" "$T/home/.local/state/agent-sandbox"
+		chown -R -h 65534 "$T/home/.local/state"
+		printf 'GET /v1/ops HTTP/1.1\r\nHost: t\r\nX-Access-Token: wrong\r\nConnection: close\r\n\r\n' |
+			http_raw "$p" >/dev/null 2>&1
+		kill "$BGPID" 2>/dev/null
+		wait "$BGPID" 2>/dev/null
+		check "... an ancestor moved and the link put in its place later: audit records still go to the checked directory" \
+			sh -c "grep -q auth.failure '$T/home/.local/moved/agent-sandbox/audit.jsonl' && test ! -e '$T/rootdir/audit.jsonl'"
+	else
+		not_ok "root serve, base dir without the link" "$(head -c 400 "$T/base.err")"
+		kill "$BGPID" 2>/dev/null
+	fi
+else
+	skip "root serve with a base dir another user owns" "needs root"
+fi
+
 # Everything but /health is authenticated before it is routed (the API's
 # tests are tests/integration/api.sh); routing errors need the token.
 export ABX_SERVER_TOKEN=serve-test-token
