@@ -91,16 +91,6 @@ fs_mkdir_p(const char *path, mode_t mode, struct err *e)
 	return 0;
 }
 
-static int
-fsync_dir_of(const char *path, struct err *e)
-{
-	char dir[PATH_MAX];
-
-	if (fs_dirname(path, dir, sizeof(dir)) != 0)
-		return err_set(e, "io.error", "path too long: %s", path);
-	return fs_fsync_dir(dir, e);
-}
-
 int
 fs_fsync_dir(const char *path, struct err *e)
 {
@@ -188,44 +178,18 @@ unique_suffix(char *buf, size_t cap)
 int
 fs_write_atomic(const char *path, const void *buf, size_t n, mode_t mode, struct err *e)
 {
-	char tmp[PATH_MAX], suf[64];
-	int fd;
+	char dir[PATH_MAX];
+	const char *name = strrchr(path, '/');
+	int dfd, rc;
 
-	unique_suffix(suf, sizeof(suf));
-	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.%s", path, suf) >= sizeof(tmp))
+	if (fs_dirname(path, dir, sizeof(dir)) != 0)
 		return err_set(e, "io.error", "path too long: %s", path);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return io_err(e, "cannot create", tmp);
-	if (write_full(fd, buf, n) != 0) {
-		io_err(e, "cannot write", tmp);
-		goto fail;
-	}
-	/* umask must not decide who can read a marker. */
-	if (fchmod(fd, mode) != 0) {
-		io_err(e, "cannot chmod", tmp);
-		goto fail;
-	}
-	if (fsync(fd) != 0) {
-		io_err(e, "cannot fsync", tmp);
-		goto fail;
-	}
-	if (close(fd) != 0) {
-		fd = -1;
-		io_err(e, "cannot close", tmp);
-		goto fail;
-	}
-	fd = -1;
-	if (rename(tmp, path) != 0) {
-		io_err(e, "cannot rename into", path);
-		goto fail;
-	}
-	return fsync_dir_of(path, e);
-fail:
-	if (fd >= 0)
-		close(fd);
-	unlink(tmp);
-	return -1;
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return io_err(e, "cannot open the directory of", path);
+	rc = fs_write_atomic_at(dfd, name != NULL ? name + 1 : path, buf, n, mode, path, e);
+	close(dfd);
+	return rc;
 }
 
 /* O_NONBLOCK: open(2) of a FIFO waits for a writer, forever; non-blocking
@@ -702,144 +666,6 @@ fs_free_bytes(const char *path, uint64_t *out, struct err *e)
 		return io_err(e, "cannot statvfs", path);
 	*out = (uint64_t)v.f_bavail * (uint64_t)v.f_frsize;
 	return 0;
-}
-
-int
-fs_dir_safe(const char *path, struct err *e)
-{
-	struct stat sb;
-
-	if (stat(path, &sb) != 0) {
-		if (errno == ENOENT)
-			return err_set(e, "not_found", "%s does not exist", path);
-		return io_err(e, "cannot stat", path);
-	}
-	if (!S_ISDIR(sb.st_mode))
-		return err_set(e, "config.state_dir_unsafe", "%s is not a directory", path);
-	if (sb.st_uid != geteuid() && sb.st_uid != 0)
-		return err_set(e, "config.state_dir_unsafe", "%s is owned by uid %u, not by uid %u or root",
-		               path, (unsigned)sb.st_uid, (unsigned)geteuid());
-	if (sb.st_mode & 022)
-		return err_set(e, "config.state_dir_unsafe", "%s has mode %04o: group- or world-writable",
-		               path, (unsigned)(sb.st_mode & 07777));
-	return 0;
-}
-
-/* Only euid or root can write dir fd: a link in it was made by one of us. */
-static int
-dir_trusted(int fd)
-{
-	struct stat sb;
-
-	return fstat(fd, &sb) == 0 && (sb.st_uid == geteuid() || sb.st_uid == 0) && (sb.st_mode & 022) == 0;
-}
-
-/* fd is a directory owned by euid and not group- or world-writable. */
-static int
-dir_ours(int fd, const char *display, struct err *e)
-{
-	struct stat sb;
-
-	if (fstat(fd, &sb) != 0)
-		return io_err(e, "cannot stat", display);
-	if (!S_ISDIR(sb.st_mode))
-		return err_set(e, "config.state_dir_unsafe", "%s is not a directory", display);
-	if (sb.st_uid != geteuid())
-		return err_set(e, "config.state_dir_unsafe", "%s is owned by uid %u, not by uid %u", display,
-		               (unsigned)sb.st_uid, (unsigned)geteuid());
-	if (sb.st_mode & 022)
-		return err_set(e, "config.state_dir_unsafe", "%s has mode %04o: group- or world-writable",
-		               display, (unsigned)(sb.st_mode & 07777));
-	return 0;
-}
-
-/* Open component name under parent fd (see fs_dir_open_safe); path is the
- * whole path up to and with name, for messages. */
-static int
-open_component(int fd, const char *name, int create, const char *path, struct err *e)
-{
-	struct stat sb;
-	int flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC, nfd;
-
-	if (!dir_trusted(fd))
-		flags |= O_NOFOLLOW;
-	nfd = openat(fd, name, flags);
-	if (nfd < 0 && errno == ENOENT && create) {
-		if (mkdirat(fd, name, 0700) != 0 && errno != EEXIST)
-			return io_err(e, "cannot create directory", path);
-		nfd = openat(fd, name, flags | O_NOFOLLOW);
-	}
-	if (nfd >= 0)
-		return nfd;
-	if (errno == ENOENT)
-		return err_set(e, "not_found", "%s does not exist", path);
-	if ((errno == ELOOP || errno == ENOTDIR) && fstatat(fd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
-	    S_ISLNK(sb.st_mode))
-		return err_set(e, "config.state_dir_unsafe",
-		               "%s is a symbolic link in a directory that uid %u owns or others can "
-		               "write: whoever made it can point it anywhere; give the real directory",
-		               path, fstat(fd, &sb) == 0 ? (unsigned)sb.st_uid : 0u);
-	if (errno == ENOTDIR)
-		return err_set(e, "config.state_dir_unsafe", "%s is not a directory", path);
-	return io_err(e, "cannot open", path);
-}
-
-int
-fs_dir_open_safe(const char *path, int create, struct err *e)
-{
-	char buf[PATH_MAX];
-	size_t n = strlen(path), i, start;
-	int fd, nfd;
-
-	if (n == 0 || path[0] != '/' || n >= sizeof(buf))
-		return err_set(e, "io.error", "%s: not an absolute path of a usable length", path);
-	memcpy(buf, path, n + 1);
-	fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return io_err(e, "cannot open", "/");
-	for (start = 1; start <= n; start = i + 1) {
-		for (i = start; i < n && buf[i] != '/'; i++)
-			;
-		if (i == start)
-			continue;
-		buf[i] = '\0';
-		/* buf is the path up to this component, for messages */
-		nfd = open_component(fd, buf + start, create, buf, e);
-		close(fd);
-		if (nfd < 0)
-			return -1;
-		fd = nfd;
-		if (i < n)
-			buf[i] = '/';
-	}
-	if (dir_ours(fd, path, e) != 0) {
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
-int
-fs_subdir_open_safe(int dirfd, const char *name, int create, const char *display, struct err *e)
-{
-	int fd;
-
-	if (create && mkdirat(dirfd, name, 0700) != 0 && errno != EEXIST)
-		return io_err(e, "cannot create directory", display);
-	fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0) {
-		if (errno == ENOENT)
-			return err_set(e, "not_found", "%s does not exist", display);
-		if (errno == ELOOP || errno == ENOTDIR)
-			return err_set(e, "config.state_dir_unsafe",
-			               "%s is not a directory (a symbolic link?)", display);
-		return io_err(e, "cannot open", display);
-	}
-	if (dir_ours(fd, display, e) != 0) {
-		close(fd);
-		return -1;
-	}
-	return fd;
 }
 
 int

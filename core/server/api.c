@@ -880,33 +880,6 @@ api_observe(void *arg, const struct httpd_route *route, int status, size_t bytes
 		api_metrics_record(arg, R_SERVER, status, (double)usec / 1e6);
 }
 
-int
-api_tick(void *arg)
-{
-	struct api *a = arg;
-	struct api_gen *g;
-	int ms;
-
-	if (!audit_waiting())
-		return -1;
-	g = api_gen_get(a);
-	ms = audit_flush(&g->set, 0);
-	api_gen_put(a, g);
-	return ms;
-}
-
-void
-api_flush_audit(struct api *a)
-{
-	struct api_gen *g;
-
-	if (!audit_waiting())
-		return;
-	g = api_gen_get(a);
-	audit_flush(&g->set, 1);
-	api_gen_put(a, g);
-}
-
 void
 api_health(const struct httpd_req *req, struct httpd_resp *resp, void *arg)
 {

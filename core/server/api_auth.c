@@ -1,6 +1,7 @@
 /*
  * The API's tokens (see api.h): how a request presents one, the principal
- * it names, and the generated token file of the default principal.
+ * it names, the generated token file of the default principal, and the
+ * audit records of failures a fold holds back (api_tick).
  */
 #include "server/api_int.h"
 
@@ -15,6 +16,7 @@
 
 #include "base/digest.h"
 #include "base/fs.h"
+#include "install/audit.h"
 
 static int
 token_chars_ok(const char *t, size_t n)
@@ -171,4 +173,31 @@ api_token_file(const char *state_dir, char *tok, size_t cap, char *path, size_t 
 	rc = token_at(dfd, path, tok, e);
 	close(dfd);
 	return rc;
+}
+
+int
+api_tick(void *arg)
+{
+	struct api *a = arg;
+	struct api_gen *g;
+	int ms;
+
+	if (!audit_waiting())
+		return -1;
+	g = api_gen_get(a);
+	ms = audit_flush(&g->set, 0);
+	api_gen_put(a, g);
+	return ms;
+}
+
+void
+api_flush_audit(struct api *a)
+{
+	struct api_gen *g;
+
+	if (!audit_waiting())
+		return;
+	g = api_gen_get(a);
+	audit_flush(&g->set, 1);
+	api_gen_put(a, g);
 }
