@@ -302,8 +302,16 @@ oldest_waiting(struct httpd *s, const unsigned char *addr)
 	return best;
 }
 
-/* The connection that has waited longest for the rest of a half-sent head
- * (by its first byte), of one peer address or of any, other than except. */
+/* A request partly received whose client has stopped sending: a head, or
+ * a body (the API checks the token once the body is in). */
+static int
+stalled(const struct conn *c)
+{
+	return c->partial && (c->state == C_HEAD || c->state == C_BODY) && !c->in_ready;
+}
+
+/* The connection that has waited longest for the rest of a request (by its
+ * first byte), of one peer address or of any, other than except. */
 static struct conn *
 oldest_stalled(struct httpd *s, const unsigned char *addr, const struct conn *except)
 {
@@ -313,7 +321,7 @@ oldest_stalled(struct httpd *s, const unsigned char *addr, const struct conn *ex
 	for (i = 0; i < s->hiwater; i++) {
 		struct conn *c = &s->conns[i];
 
-		if (c->state != C_HEAD || !c->partial || c->in_ready || c == except)
+		if (!stalled(c) || c == except)
 			continue;
 		if (addr != NULL && memcmp(c->addr, addr, 16) != 0)
 			continue;
@@ -323,8 +331,8 @@ oldest_stalled(struct httpd *s, const unsigned char *addr, const struct conn *ex
 	return best;
 }
 
-/* Idle first, then a half-sent head: a client that sent its whole request
- * never loses its connection to a new one. */
+/* Idle first, then a request partly sent: a client that sent its whole
+ * request never loses its connection to a new one. */
 static struct conn *
 reclaimable(struct httpd *s, const unsigned char *addr)
 {
@@ -334,7 +342,7 @@ reclaimable(struct httpd *s, const unsigned char *addr)
 }
 
 void
-httpd__head_stalled(struct httpd *s, struct conn *c)
+httpd__stalled(struct httpd *s, struct conn *c)
 {
 	struct conn *v;
 	int i, n = 0;
@@ -343,21 +351,20 @@ httpd__head_stalled(struct httpd *s, struct conn *c)
 		return;
 	c->partial = 1;
 	for (i = 0; i < s->hiwater; i++)
-		n += s->conns[i].state == C_HEAD && s->conns[i].partial &&
-		     memcmp(s->conns[i].addr, c->addr, 16) == 0;
-	if (n <= HTTPD_HEADS_PER_PEER || (v = oldest_stalled(s, c->addr, c)) == NULL)
+		n += stalled(&s->conns[i]) && memcmp(s->conns[i].addr, c->addr, 16) == 0;
+	if (n <= HTTPD_PARTIAL_PER_PEER || (v = oldest_stalled(s, c->addr, c)) == NULL)
 		return;
-	httpd__log(s, "%s: closed %s, the oldest of its %d half-sent heads (limit %d per address)", c->peer,
-	           v->peer, n, HTTPD_HEADS_PER_PEER);
+	httpd__log(s, "%s: closed %s, the oldest of its %d partly sent requests (limit %d per address)",
+	           c->peer, v->peer, n, HTTPD_PARTIAL_PER_PEER);
 	httpd__conn_close(s, v);
 }
 
 /* Make room for a new connection of peer addr by closing one that waits
- * for a request or for the rest of its head, or say which limit holds
- * (WHY_*). Closing an idle keep-alive connection is what any HTTP/1.1
- * server may do at any time (RFC 9112 9.8); here it keeps a flood of idle
- * connections or half-sent heads from locking out every new client until
- * the idle or header timeout. */
+ * for a request or for the rest of one, or say which limit holds (WHY_*).
+ * Closing an idle keep-alive connection is what any HTTP/1.1 server may do
+ * at any time (RFC 9112 9.8); here it keeps a flood of idle connections or
+ * partly sent requests from locking out every new client until the idle,
+ * header or body timeout. */
 static int
 make_room(struct httpd *s, const unsigned char *addr, const char *peer)
 {

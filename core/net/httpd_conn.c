@@ -148,6 +148,7 @@ answer_error(struct httpd *s, struct conn *c, int status, const char *msg)
 	struct httpd_resp *w = resp_reset(c);
 
 	httpd__out_drop(c);
+	c->partial = 0;
 	c->close_after = 1;
 	c->linger = 1;
 	if (httpd_respond_errf(w, status_code(status), "%s", msg) != 0) {
@@ -340,6 +341,7 @@ dispatch(struct httpd *s, struct conn *c)
 	size_t alen = 0;
 	int i, head;
 
+	c->partial = 0;
 	/* Every view ends on a separator (SP, '?', ':', CR or a blank), so the
 	 * head can be cut into C strings in place. */
 	terminate(hr->method, b->in, s->in_cap);
@@ -447,7 +449,6 @@ process_head(struct httpd *s, struct conn *c)
 	rc = http_req_parse_max(&b->hr, b->in, b->len, s->cfg.max_head);
 	if (rc == 0)
 		return 0;
-	c->partial = 0;
 	if (rc < 0) {
 		answer_error(s, c, b->hr.status, b->hr.why);
 		return 1;
@@ -589,8 +590,8 @@ httpd__drive(struct httpd *s, struct conn *c)
 				continue;
 			if ((r = read_more(s, c)) > 0)
 				continue;
-			if (r == 0 && c->state == C_HEAD && c->b != NULL && c->b->len > 0)
-				httpd__head_stalled(s, c);
+			if (r == 0 && (c->state == C_BODY || (c->b != NULL && c->b->len > 0)))
+				httpd__stalled(s, c);
 			return;
 		case C_WRITE:
 			if (write_out(s, c) <= 0)

@@ -84,7 +84,7 @@ struct conn {
 	int fd;
 	int state;
 	int idle;               /* waiting for the first byte of a request */
-	int partial;            /* holds part of a head and waits for the rest */
+	int partial;            /* a request partly received stalled (httpd__stalled) */
 	int reserve;            /* WHY_*: in a reserve slot (public routes, one answer) */
 	int64_t since;          /* monotonic ms since it waits for a request's first byte */
 	unsigned char addr[16]; /* peer address (IPv4 v4-mapped), for the per-peer count */
@@ -175,7 +175,7 @@ void httpd__conn_close(struct httpd *s, struct conn *c);
 struct cbuf *httpd__get_buf(struct conn *c);
 void httpd__put_buf(struct conn *c);
 void httpd__busy_reason(struct httpd *s, int why, const char *peer, char *buf, size_t cap);
-void httpd__head_stalled(struct httpd *s, struct conn *c);
+void httpd__stalled(struct httpd *s, struct conn *c);
 
 /* httpd_conn.c */
 void httpd__finish_handler(struct conn *c);

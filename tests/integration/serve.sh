@@ -227,11 +227,12 @@ else
 	not_ok "SIGTERM mid-request" "serve did not start"
 fi
 
-# Connection slots: 4 held mid-body (nothing to reclaim). Loopback still
+# Connection slots: 4 held in a handler (nothing to reclaim). Loopback still
 # gets /health from one of the 4 reserve slots (and nothing else there); with
 # the reserve held by half heads too, a new /health closes the oldest of them.
 # (Refusals at accept, for other addresses, are in tests/unit/test_httpd.c.)
-if start_serve --max-connections 4 -v; then
+printf '[{"id":"nap","concurrency":64,"argv":["/bin/sleep","3"]}]\n' >"$T/nap.json"
+if start_serve --max-connections 4 -v --commands "$T/nap.json"; then
 	probe slots "$PORT" 4 4 >"$T/p" 2>&1
 	check "slot limit: /health from loopback is answered from the reserve, which then closes" \
 		sh -c "grep -q '^reserve-health 200' '$T/p' && grep -q '^reserve-closed True' '$T/p'"
@@ -277,7 +278,7 @@ fi
 # server.max_connections_per_peer: one address over it cannot take more
 # slots (loopback lands in the reserve, /health only); other addresses are
 # served; an idle connection of the address is reclaimed for its new one.
-if ABX_SERVER_MAX_CONNECTIONS_PER_PEER=3 start_serve --max-connections 16; then
+if ABX_SERVER_MAX_CONNECTIONS_PER_PEER=3 start_serve --max-connections 16 --commands "$T/nap.json"; then
 	probe peerlimit "$PORT" 3 >"$T/p" 2>&1
 	check "per-address limit: the 4th connection of 127.0.0.2 gets 503 request.busy" \
 		grep -q '^over 503 .*127.0.0.2 already holds 3 connections, the limit per client address' "$T/p"
@@ -320,16 +321,18 @@ else
 	not_ok "slow clients" "serve did not start"
 fi
 
-# Half-sent heads need no token. 64 from one address (everyone behind one
+# Half-sent heads need no token, nor do half-sent bodies (the token is
+# checked once the body is in). 64 from one address (everyone behind one
 # proxy: the default server.max_connections_per_peer), then 64 from each of
 # 8 others (512, twice the default 256 slots), then the same 8 against 32
 # slots: each address keeps at most 8 of them (the oldest closes), a full
-# table closes the oldest half head for a new client, so /health and an
-# authorized request are answered at once, not 503.
+# table closes the oldest partly sent request for a new client, so /health
+# and an authorized request are answered at once, not 503.
 halfheads_case() { # name, probe args…
-	_name=$1
+	_name=$1 _how=halfheads
 	shift
-	probe halfheads "$PORT" "$@" serve-test-token >"$T/p" 2>&1
+	[ "$1" = --bodies ] && { _how=halfbodies; shift; }
+	probe $_how "$PORT" "$@" serve-test-token >"$T/p" 2>&1
 	h=$(sed -n 's/^health //p' "$T/p")
 	a=$(sed -n 's/^authorized //p' "$T/p")
 	check "half heads, $_name: /health is 200 at once ($h)" \
@@ -341,9 +344,12 @@ if start_serve -v; then
 	halfheads_case "64 from one address" 64 127.0.0.1
 	check "half heads, 64 from one address: 8 of them are kept ($(grep '^held' "$T/p"))" \
 		grep -q '^held 8 of 64' "$T/p"
-	check "half heads: the closing is logged" grep -q 'the oldest of its 9 half-sent heads (limit 8 per address)' "$T/serve.err"
+	check "half heads: the closing is logged" grep -q 'the oldest of its 9 partly sent requests (limit 8 per address)' "$T/serve.err"
 	halfheads_case "64 from each of 8 addresses" 64 127.0.0.2 127.0.0.3 127.0.0.4 127.0.0.5 \
 		127.0.0.6 127.0.0.7 127.0.0.8 127.0.0.9
+	halfheads_case "64 half bodies from one address" --bodies 64 127.0.0.1
+	check "half bodies, 64 from one address: 8 of them are kept ($(grep '^held' "$T/p"))" \
+		grep -q '^held 8 of 64' "$T/p"
 	kill "$SERVE_PID"
 	wait "$SERVE_PID" 2>/dev/null
 else
