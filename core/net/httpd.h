@@ -26,13 +26,13 @@
  * closed this way, and one address holds at most HTTPD_PARTIAL_PER_PEER
  * partly sent requests (a stalled one over it closes the address's oldest).
  * Only when every candidate is in a handler or being answered is the new one
- * refused with 503 request.busy (written
- * without blocking) - unless it comes from loopback: then it gets one of the
- * reserve slots, which answer only HTTPD_PUBLIC routes (GET /health; any
- * other request gets the 503) and close after one answer; with the reserve
- * full, its oldest connection still reading a head makes room. So idle floods
- * cannot lock clients out for the idle timeout, and a health check from
- * inside the container is answered whatever the load.
+ * refused with 503 request.busy (written without blocking) - unless it comes
+ * from loopback: then it gets one of the reserve slots, which answer only
+ * HTTPD_PUBLIC routes (GET /health; any other request gets the 503) and
+ * close after one answer; with the reserve full, its oldest connection still
+ * reading a head makes room. So neither idle floods nor slow heads and
+ * bodies lock clients out until a timeout, and a health check from inside
+ * the container is answered whatever the load.
  *
  * Errors: every error answer is the JSON envelope {"error": {"code",
  * "message", "details", "remedy"}} (httpd_error_body) built from the
