@@ -293,10 +293,45 @@ refuse_unsafe_dirs(struct api_gen *g, struct err *e)
 	static struct tools_chain chain;
 	char state[PATH_MAX];
 
-	if (tools_state_dir(&g->set, state, sizeof(state)) == 0 && access(state, F_OK) == 0 &&
-	    fs_dir_safe(state, e) != 0)
-		return -1;
+	int fd;
+
+	if (tools_state_dir(&g->set, state, sizeof(state)) == 0) {
+		fd = fs_dir_open_safe(state, 0, e);
+		if (fd >= 0)
+			close(fd);
+		else if (strcmp(e->code, "config.state_dir_unsafe") == 0)
+			return -1;
+		err_clear(e);
+	}
 	return tools_chain_build(&chain, &g->set, 0, e);
+}
+
+/* Open the state directory once (made when missing) without following a
+ * link another user could have made, and keep it: session journals and
+ * audit records go through the descriptor, so a root serve with --base-dir
+ * /home/user writes only where it checked, even if the home directory's
+ * owner moves the path's ancestors later. Not there and not makeable
+ * (read-only): -1, and journals stay in memory as before. Unsafe: -1 with
+ * e, and serve refuses to start. */
+static int
+pin_state_dir(struct api_gen *g, struct api *api, struct err *e)
+{
+	char state[PATH_MAX];
+	int fd;
+
+	if (tools_state_dir(&g->set, state, sizeof(state)) != 0)
+		return 0;
+	fd = fs_dir_open_safe(state, 1, e);
+	if (fd < 0) {
+		if (strcmp(e->code, "config.state_dir_unsafe") == 0)
+			return -1;
+		err_clear(e);
+		return 0;
+	}
+	api->state_fd = fd;
+	api->have_state_fd = 1;
+	install_audit_pin_dir(fd);
+	return 0;
 }
 
 /* The server core's settings: the configuration, with serve's timeout
@@ -326,6 +361,8 @@ httpd_settings(struct httpd_config *cfg, struct httpd_route *routes, const struc
 	cfg->body_timeout_ms = o->body_ms > 0 ? o->body_ms : g->cfg.server.request_timeout * 1000;
 	cfg->observe = api_observe;
 	cfg->observe_arg = api;
+	cfg->tick = api_tick;
+	cfg->tick_arg = api;
 	cfg->access_log = !o->quiet;
 	cfg->verbose = o->verbose;
 }
@@ -386,6 +423,9 @@ run_and_stop(struct api *api, struct manifest_set *ms, int quiet, struct err *e)
 	int rc;
 
 	rc = httpd_run(g_srv, e);
+	/* Requests no longer come: the count of folded auth failures is
+	 * written now or never. */
+	api_flush_audit(api);
 	if (rc < 0) {
 		httpd_free(g_srv);
 		return fail(e);
@@ -477,7 +517,7 @@ serve_main(int argc, char **argv)
 	g_srv = httpd_new(&cfg, &e);
 	if (g_srv == NULL)
 		return fail(&e);
-	if (install_audit_check(&g->set, &e) != 0) {
+	if (install_audit_check(&g->set, &e) != 0 || pin_state_dir(g, &api, &e) != 0) {
 		httpd_free(g_srv);
 		api_gen_free(g);
 		return fail(&e);

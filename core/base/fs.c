@@ -91,16 +91,6 @@ fs_mkdir_p(const char *path, mode_t mode, struct err *e)
 	return 0;
 }
 
-static int
-fsync_dir_of(const char *path, struct err *e)
-{
-	char dir[PATH_MAX];
-
-	if (fs_dirname(path, dir, sizeof(dir)) != 0)
-		return err_set(e, "io.error", "path too long: %s", path);
-	return fs_fsync_dir(dir, e);
-}
-
 int
 fs_fsync_dir(const char *path, struct err *e)
 {
@@ -188,44 +178,18 @@ unique_suffix(char *buf, size_t cap)
 int
 fs_write_atomic(const char *path, const void *buf, size_t n, mode_t mode, struct err *e)
 {
-	char tmp[PATH_MAX], suf[64];
-	int fd;
+	char dir[PATH_MAX];
+	const char *name = strrchr(path, '/');
+	int dfd, rc;
 
-	unique_suffix(suf, sizeof(suf));
-	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.%s", path, suf) >= sizeof(tmp))
+	if (fs_dirname(path, dir, sizeof(dir)) != 0)
 		return err_set(e, "io.error", "path too long: %s", path);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return io_err(e, "cannot create", tmp);
-	if (write_full(fd, buf, n) != 0) {
-		io_err(e, "cannot write", tmp);
-		goto fail;
-	}
-	/* umask must not decide who can read a marker. */
-	if (fchmod(fd, mode) != 0) {
-		io_err(e, "cannot chmod", tmp);
-		goto fail;
-	}
-	if (fsync(fd) != 0) {
-		io_err(e, "cannot fsync", tmp);
-		goto fail;
-	}
-	if (close(fd) != 0) {
-		fd = -1;
-		io_err(e, "cannot close", tmp);
-		goto fail;
-	}
-	fd = -1;
-	if (rename(tmp, path) != 0) {
-		io_err(e, "cannot rename into", path);
-		goto fail;
-	}
-	return fsync_dir_of(path, e);
-fail:
-	if (fd >= 0)
-		close(fd);
-	unlink(tmp);
-	return -1;
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return io_err(e, "cannot open the directory of", path);
+	rc = fs_write_atomic_at(dfd, name != NULL ? name + 1 : path, buf, n, mode, path, e);
+	close(dfd);
+	return rc;
 }
 
 /* O_NONBLOCK: open(2) of a FIFO waits for a writer, forever; non-blocking
@@ -705,23 +669,31 @@ fs_free_bytes(const char *path, uint64_t *out, struct err *e)
 }
 
 int
-fs_dir_safe(const char *path, struct err *e)
+fs_write_atomic_at(int dirfd, const char *name, const void *buf, size_t n, mode_t mode, const char *display,
+                   struct err *e)
 {
-	struct stat sb;
+	char tmp[NAME_MAX + 1], suf[64];
+	int fd;
 
-	if (stat(path, &sb) != 0) {
-		if (errno == ENOENT)
-			return err_set(e, "not_found", "%s does not exist", path);
-		return io_err(e, "cannot stat", path);
+	unique_suffix(suf, sizeof(suf));
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.%s", name, suf) >= sizeof(tmp))
+		return err_set(e, "io.error", "name too long: %s", display);
+	fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return io_err(e, "cannot create a temporary file for", display);
+	if (write_full(fd, buf, n) != 0 || fchmod(fd, mode) != 0 || fsync(fd) != 0) {
+		io_err(e, "cannot write", display);
+		close(fd);
+		unlinkat(dirfd, tmp, 0);
+		return -1;
 	}
-	if (!S_ISDIR(sb.st_mode))
-		return err_set(e, "config.state_dir_unsafe", "%s is not a directory", path);
-	if (sb.st_uid != geteuid() && sb.st_uid != 0)
-		return err_set(e, "config.state_dir_unsafe", "%s is owned by uid %u, not by uid %u or root",
-		               path, (unsigned)sb.st_uid, (unsigned)geteuid());
-	if (sb.st_mode & 022)
-		return err_set(e, "config.state_dir_unsafe", "%s has mode %04o: group- or world-writable",
-		               path, (unsigned)(sb.st_mode & 07777));
+	if (close(fd) != 0 || renameat(dirfd, tmp, dirfd, name) != 0) {
+		io_err(e, "cannot rename into", display);
+		unlinkat(dirfd, tmp, 0);
+		return -1;
+	}
+	if (fsync(dirfd) != 0)
+		return io_err(e, "cannot fsync the directory of", display);
 	return 0;
 }
 

@@ -141,6 +141,33 @@ void fs_mark_topdir(const char *dir);
 int fs_dir_safe(const char *path, struct err *e);
 
 /*
+ * Open the directory path (absolute) that a process writes secrets and
+ * records in, even when it runs as root under a tree another user owns
+ * (serve --base-dir /home/user): each component is opened relative to its
+ * parent with O_NOFOLLOW, except under a parent that only we (euid) or root
+ * can write, where a symbolic link was made by one of them and is followed.
+ * With create, a missing component is made with mkdirat (mode 0700). The
+ * directory itself must be owned by euid and not group- or world-writable.
+ * Returns an O_DIRECTORY|O_CLOEXEC descriptor the caller closes, or -1 with
+ * config.state_dir_unsafe (a link another user could have made, another
+ * owner, a writable mode: the message says which), not_found (missing,
+ * without create) or io.error.
+ */
+int fs_dir_open_safe(const char *path, int create, struct err *e);
+
+/* Open (with create, make: mode 0700) the directory name under dirfd
+ * without following a link; it must be owned by euid and not group- or
+ * world-writable. display names it in errors. Returns a descriptor or -1
+ * with e as fs_dir_open_safe. */
+int fs_subdir_open_safe(int dirfd, const char *name, int create, const char *display, struct err *e);
+
+/* fs_write_atomic relative to dirfd: name.tmp.<random> is written (no
+ * link followed) and renamed to name within dirfd. display names it in
+ * errors. */
+int fs_write_atomic_at(int dirfd, const char *name, const void *buf, size_t n, mode_t mode,
+                       const char *display, struct err *e);
+
+/*
  * Can files in dir be executed? Writes a one-byte file (mode 0700) there and
  * execve()s it in a spawned child: a filesystem that allows exec answers
  * ENOEXEC (not a valid executable; no shell, no ELF needed, so it works on

@@ -73,6 +73,8 @@ kstr_cut(struct json_w *w, const char *key, const char *v)
 }
 
 static pthread_mutex_t rep_mu = PTHREAD_MUTEX_INITIALIZER;
+/* rep.suppressed > 0, readable without the lock (audit_flush's fast path). */
+static int rep_waiting;
 static struct {
 	char key[4 * AUDIT_FIELD_MAX + 64]; /* code, address, method, path of the last written */
 	char peer[64], method[AUDIT_FIELD_MAX + 1], path[AUDIT_FIELD_MAX + 1], code[32];
@@ -115,6 +117,7 @@ audit_auth_failure(const struct install_settings *s, const char *peer, const cha
 	pthread_mutex_lock(&rep_mu);
 	if (strcmp(key, rep.key) == 0 && now - rep.at < AUDIT_REPEAT_S) {
 		rep.suppressed++;
+		__atomic_store_n(&rep_waiting, 1, __ATOMIC_RELEASE);
 		pthread_mutex_unlock(&rep_mu);
 		return;
 	}
@@ -136,10 +139,45 @@ audit_auth_failure(const struct install_settings *s, const char *peer, const cha
 	snprintf(rep.code, sizeof(rep.code), "%s", code);
 	rep.at = now;
 	rep.suppressed = 0;
+	__atomic_store_n(&rep_waiting, 0, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&rep_mu);
 	if (flush > 0)
 		auth_record(s, "auth.failure.repeated", fcode, fpeer, fmethod, fpath, flush);
 	auth_record(s, "auth.failure", code, peer, method, path, repeated);
+}
+
+int
+audit_waiting(void)
+{
+	return __atomic_load_n(&rep_waiting, __ATOMIC_ACQUIRE);
+}
+
+int
+audit_flush(const struct install_settings *s, int force)
+{
+	char fpeer[64], fmethod[AUDIT_FIELD_MAX + 1], fpath[AUDIT_FIELD_MAX + 1], fcode[32];
+	long n;
+
+	if (!audit_waiting())
+		return -1;
+	pthread_mutex_lock(&rep_mu);
+	if (rep.suppressed == 0 || (!force && time(NULL) - rep.at < AUDIT_REPEAT_S)) {
+		n = rep.suppressed;
+		pthread_mutex_unlock(&rep_mu);
+		return n > 0 ? 1000 : -1;
+	}
+	n = rep.suppressed;
+	snprintf(fpeer, sizeof(fpeer), "%s", rep.peer);
+	snprintf(fmethod, sizeof(fmethod), "%s", rep.method);
+	snprintf(fpath, sizeof(fpath), "%s", rep.path);
+	snprintf(fcode, sizeof(fcode), "%s", rep.code);
+	rep.suppressed = 0;
+	/* The next identical failure starts a record of its own. */
+	rep.key[0] = '\0';
+	__atomic_store_n(&rep_waiting, 0, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&rep_mu);
+	auth_record(s, "auth.failure.repeated", fcode, fpeer, fmethod, fpath, n);
+	return -1;
 }
 
 void

@@ -21,6 +21,14 @@
 void audit_auth_failure(const struct install_settings *s, const char *peer, const char *method,
                         const char *path, const char *code);
 
+/* Write the "auth.failure.repeated" record of failures counted and not yet
+ * written: with force, at once (at shutdown); else only once their window
+ * (a second after the last record written) is over. Returns the ms after
+ * which to call again while a count waits, or -1 when none waits. */
+int audit_flush(const struct install_settings *s, int force);
+/* 1 while a count waits for audit_flush (one atomic load). */
+int audit_waiting(void);
+
 /* policy.denied: principal, op, and the rule that denied it. */
 void audit_policy_denied(const struct install_settings *s, const char *peer, const char *principal,
                          const char *op, const char *rule);

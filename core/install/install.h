@@ -402,6 +402,13 @@ void install_audit(const struct install_settings *s, const char *json_object);
  * than drop every record. */
 int install_audit_check(const struct install_settings *s, struct err *e);
 
+/* For a long-running process (serve): dirfd is its state directory, opened
+ * with fs_dir_open_safe at start. Without audit_file, records then go to
+ * audit.jsonl opened relative to it (no link followed) instead of through
+ * the state directory's path, whose ancestors the owner of a home directory
+ * may point elsewhere later. The descriptor must stay open. */
+void install_audit_pin_dir(int dirfd);
+
 /*
  * Markers. install_marker_path gives <dir>/<name>/.installed.json. The
  * marker's fields as read back for verify and the fast path.

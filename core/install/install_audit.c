@@ -18,6 +18,15 @@
 
 /* ---- audit and progress ------------------------------------------------ */
 
+/* install_audit_pin_dir's descriptor, set once before threads start. */
+static int pinned_dir = -1;
+
+void
+install_audit_pin_dir(int dirfd)
+{
+	pinned_dir = dirfd;
+}
+
 void
 install_audit(const struct install_settings *s, const char *json_object)
 {
@@ -25,20 +34,26 @@ install_audit(const struct install_settings *s, const char *json_object)
 	char path[PATH_MAX], line[8192];
 	const char *f = s->audit_file;
 	struct stat st;
-	int fd, n;
+	int fd, n, at = 0;
 
 	if (f != NULL && *f != '\0') {
 		snprintf(path, sizeof(path), "%s", f);
 	} else {
-		if (tools_state_dir(s, path, sizeof(path) - 16) < 0 || stat(path, &st) != 0 ||
-		    !S_ISDIR(st.st_mode))
+		if (tools_state_dir(s, path, sizeof(path) - 16) < 0)
+			return;
+		at = pinned_dir >= 0;
+		if (!at && (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)))
 			return;
 		strcat(path, "/audit.jsonl");
 	}
 	n = snprintf(line, sizeof(line), "%s\n", json_object);
 	if (n <= 0 || (size_t)n >= sizeof(line))
 		return;
-	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (at)
+		fd = openat(pinned_dir, "audit.jsonl", O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+		            0600);
+	else
+		fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	/* one write per line: concurrent installers never interleave */
 	if (fd < 0 || write(fd, line, (size_t)n) != n) {
 		if (!warned)

@@ -302,11 +302,69 @@ oldest_waiting(struct httpd *s, const unsigned char *addr)
 	return best;
 }
 
+/* A request partly received whose client has stopped sending: a head, or
+ * a body (the API checks the token once the body is in). */
+static int
+stalled(const struct conn *c)
+{
+	return c->partial && (c->state == C_HEAD || c->state == C_BODY) && !c->in_ready;
+}
+
+/* The connection that has waited longest for the rest of a request (by its
+ * first byte), of one peer address or of any, other than except. */
+static struct conn *
+oldest_stalled(struct httpd *s, const unsigned char *addr, const struct conn *except)
+{
+	struct conn *best = NULL;
+	int i;
+
+	for (i = 0; i < s->hiwater; i++) {
+		struct conn *c = &s->conns[i];
+
+		if (!stalled(c) || c == except)
+			continue;
+		if (addr != NULL && memcmp(c->addr, addr, 16) != 0)
+			continue;
+		if (best == NULL || c->t_start < best->t_start)
+			best = c;
+	}
+	return best;
+}
+
+/* Idle first, then a request partly sent: a client that sent its whole
+ * request never loses its connection to a new one. */
+static struct conn *
+reclaimable(struct httpd *s, const unsigned char *addr)
+{
+	struct conn *v = oldest_waiting(s, addr);
+
+	return v != NULL ? v : oldest_stalled(s, addr, NULL);
+}
+
+void
+httpd__stalled(struct httpd *s, struct conn *c)
+{
+	struct conn *v;
+	int i, n = 0;
+
+	if (c->partial || c->reserve)
+		return;
+	c->partial = 1;
+	for (i = 0; i < s->hiwater; i++)
+		n += stalled(&s->conns[i]) && memcmp(s->conns[i].addr, c->addr, 16) == 0;
+	if (n <= HTTPD_PARTIAL_PER_PEER || (v = oldest_stalled(s, c->addr, c)) == NULL)
+		return;
+	httpd__log(s, "%s: closed %s, the oldest of its %d partly sent requests (limit %d per address)",
+	           c->peer, v->peer, n, HTTPD_PARTIAL_PER_PEER);
+	httpd__conn_close(s, v);
+}
+
 /* Make room for a new connection of peer addr by closing one that waits
- * for a request, or say which limit holds (WHY_*). Closing an idle
- * keep-alive connection is what any HTTP/1.1 server may do at any time
- * (RFC 9112 9.8); here it keeps a flood of idle connections from locking
- * out every new client until the idle timeout. */
+ * for a request or for the rest of one, or say which limit holds (WHY_*).
+ * Closing an idle keep-alive connection is what any HTTP/1.1 server may do
+ * at any time (RFC 9112 9.8); here it keeps a flood of idle connections or
+ * partly sent requests from locking out every new client until the idle,
+ * header or body timeout. */
 static int
 make_room(struct httpd *s, const unsigned char *addr, const char *peer)
 {
@@ -315,7 +373,7 @@ make_room(struct httpd *s, const unsigned char *addr, const char *peer)
 	/* At max_conns the table-full rule below says the same, better. */
 	if (s->cfg.max_conns_per_peer < s->cfg.max_conns &&
 	    peer_slot(s, addr)->n >= s->cfg.max_conns_per_peer) {
-		if ((v = oldest_waiting(s, addr)) == NULL)
+		if ((v = reclaimable(s, addr)) == NULL)
 			return WHY_PEER;
 		httpd__log(
 		    s, "%s: closed its longest-waiting connection %s for a new one (per-address limit %d)",
@@ -323,7 +381,7 @@ make_room(struct httpd *s, const unsigned char *addr, const char *peer)
 		httpd__conn_close(s, v);
 	}
 	if (s->active - s->nreserve >= s->cfg.max_conns) {
-		if ((v = oldest_waiting(s, NULL)) == NULL)
+		if ((v = reclaimable(s, NULL)) == NULL)
 			return WHY_FULL;
 		httpd__log(s,
 		           "%s: closed the longest-waiting connection %s for a new one (all %d slots in use)",
@@ -672,7 +730,7 @@ httpd_run(struct httpd *s, struct err *e)
 {
 	struct epoll_event ev[64];
 	int64_t now, wait;
-	int i, n, rc = 0, busy;
+	int i, n, rc = 0, busy, tick_ms = -1;
 
 	for (;;) {
 		if (__atomic_load_n(&s->stop_req, __ATOMIC_SEQ_CST) && !s->stopping)
@@ -696,6 +754,8 @@ httpd_run(struct httpd *s, struct err *e)
 			wait = s->drain_end - now + 1;
 		if (s->rep_n > 0 && (wait < 0 || wait > 1000))
 			wait = 1000;
+		if (tick_ms >= 0 && (wait < 0 || wait > tick_ms))
+			wait = tick_ms;
 		n = epoll_wait(s->epfd, ev, 64, (int)(wait > INT_MAX ? INT_MAX : wait));
 		if (n < 0 && errno != EINTR) {
 			err_set(e, "io.error", "epoll_wait: %s", strerror(errno));
@@ -721,6 +781,8 @@ httpd_run(struct httpd *s, struct err *e)
 			httpd__sweep(s);
 		if (s->rep_n > 0 && time(NULL) != s->rep_sec)
 			httpd__log_flush_repeats(s);
+		if (s->cfg.tick != NULL)
+			tick_ms = s->cfg.tick(s->cfg.tick_arg);
 	}
 	httpd__log_flush_repeats(s);
 

@@ -20,15 +20,19 @@
  * Limits: a client address holds at most max_conns_per_peer connections.
  * A new connection over that limit, or with every slot taken, first closes
  * the longest-waiting connection that holds no request (an idle keep-alive
- * one or one that never sent a byte): of its own address for the address
- * limit, of anyone for a full table. Only when every candidate is in the
- * middle of a request is the new one refused with 503 request.busy (written
- * without blocking) - unless it comes from loopback: then it gets one of the
- * reserve slots, which answer only HTTPD_PUBLIC routes (GET /health; any
- * other request gets the 503) and close after one answer; with the reserve
- * full, its oldest connection still reading a head makes room. So idle floods
- * cannot lock clients out for the idle timeout, and a health check from
- * inside the container is answered whatever the load.
+ * one or one that never sent a byte), else the one that has waited longest
+ * for the rest of a request (head or body): of its own address for the
+ * address limit, of anyone for a full table. A whole request is never
+ * closed this way, and one address holds at most HTTPD_PARTIAL_PER_PEER
+ * partly sent requests (a stalled one over it closes the address's oldest).
+ * Only when every candidate is in a handler or being answered is the new one
+ * refused with 503 request.busy (written without blocking) - unless it comes
+ * from loopback: then it gets one of the reserve slots, which answer only
+ * HTTPD_PUBLIC routes (GET /health; any other request gets the 503) and
+ * close after one answer; with the reserve full, its oldest connection still
+ * reading a head makes room. So neither idle floods nor slow heads and
+ * bodies lock clients out until a timeout, and a health check from inside
+ * the container is answered whatever the load.
  *
  * Errors: every error answer is the JSON envelope {"error": {"code",
  * "message", "details", "remedy"}} (httpd_error_body) built from the
@@ -53,9 +57,19 @@
 #define HTTPD_WORKERS_DEFAULT 8           /* handlers that wait (installs, ops) */
 #define HTTPD_MAX_BODY_DEFAULT (1u << 20) /* JSON op arguments are < 64 KiB */
 #define HTTPD_HEADER_TIMEOUT_MS 10000     /* whole head, from its first byte */
-#define HTTPD_IDLE_TIMEOUT_MS 60000       /* keep-alive wait for the next request */
-#define HTTPD_BODY_TIMEOUT_MS 30000       /* whole body: 1 MiB at 35 KB/s */
-#define HTTPD_WRITE_TIMEOUT_MS 30000      /* a response or stream chunk to a client that does not read */
+/* Connections of one client address that hold part of a request (a head,
+ * or a body: the API checks the token only once the body is in) and wait
+ * for the rest. A client sends a request in one write, or a few for a big
+ * body, so its connections are in this state for a round trip or so; 8
+ * covers a proxy forwarding a few requests that arrive in pieces at once.
+ * A connection that stalls over the limit closes the address's oldest
+ * stalled one: slow heads and bodies (no token needed) hold at most 8 slots
+ * per address, so neither one address (everyone behind one proxy) nor a
+ * handful of addresses reach max_conns_per_peer or max_conns with them. */
+#define HTTPD_PARTIAL_PER_PEER 8
+#define HTTPD_IDLE_TIMEOUT_MS 60000  /* keep-alive wait for the next request */
+#define HTTPD_BODY_TIMEOUT_MS 30000  /* whole body: 1 MiB at 35 KB/s */
+#define HTTPD_WRITE_TIMEOUT_MS 30000 /* a response or stream chunk to a client that does not read */
 /* SIGTERM drain: docker stop sends SIGKILL 10 s after SIGTERM; finish
  * before that so in-flight answers go out and the exit status is ours. */
 #define HTTPD_DRAIN_MS 8000
@@ -146,6 +160,12 @@ struct httpd_config {
 	void *gate_arg;
 	httpd_observe observe;
 	void *observe_arg;
+	/* NULL, or called on the event thread after every wake-up for work
+	 * due later (audit records a fold holds back): returns the ms after
+	 * which to be called again, or -1 for the next wake-up. Must not
+	 * block, and is called every turn, so it must be cheap when idle. */
+	int (*tick)(void *arg);
+	void *tick_arg;
 };
 
 void httpd_config_defaults(struct httpd_config *c);

@@ -36,7 +36,7 @@ httpd__log_flush_repeats(struct httpd *s)
 	if (s->rep_n == 0)
 		return;
 	log_stamp(stamp, sizeof(stamp), &ts);
-	n = snprintf(line, sizeof(line), "%s %s 401 repeated %u more times\n", stamp, s->rep_key, s->rep_n);
+	n = snprintf(line, sizeof(line), "%s %s repeated %u more times\n", stamp, s->rep_key, s->rep_n);
 	s->rep_n = 0;
 	if (n >= (int)sizeof(line)) {
 		n = sizeof(line);
@@ -46,18 +46,19 @@ httpd__log_flush_repeats(struct httpd *s)
 		return;
 }
 
-/* 1 when this 401 repeats the last one written within its second (counted,
- * not written); else it becomes the one later repeats are compared with. */
+/* 1 when this client error repeats the last one written within its second
+ * (counted, not written); else it becomes the one later repeats are
+ * compared with. */
 static int
 log_repeat(struct httpd *s, const struct conn *c, const struct http_view *m, const struct http_view *p,
-           time_t sec)
+           int status, time_t sec)
 {
 	char key[sizeof(s->rep_key)];
 	const char *colon = strrchr(c->peer, ':');
 	int alen = colon != NULL ? (int)(colon - c->peer) : (int)strlen(c->peer);
 
-	snprintf(key, sizeof(key), "%.*s %.*s %.*s", alen, c->peer, (int)(m->n > 32 ? 32 : m->n), m->p,
-	         (int)(p->n > 200 ? 200 : p->n), p->p);
+	snprintf(key, sizeof(key), "%.*s %.*s %.*s %d", alen, c->peer, (int)(m->n > 32 ? 32 : m->n), m->p,
+	         (int)(p->n > 200 ? 200 : p->n), p->p, status);
 	if (sec == s->rep_sec && strcmp(key, s->rep_key) == 0) {
 		s->rep_n++;
 		return 1;
@@ -86,8 +87,8 @@ httpd__log_request(struct httpd *s, struct conn *c, int status, size_t bytes)
 		p = c->b->hr.path;
 	}
 	log_stamp(stamp, sizeof(stamp), &ts);
-	if (status == 401) {
-		if (log_repeat(s, c, &m, &p, ts.tv_sec))
+	if (status >= 400 && status < 500) {
+		if (log_repeat(s, c, &m, &p, status, ts.tv_sec))
 			return;
 	} else {
 		httpd__log_flush_repeats(s);
@@ -147,6 +148,7 @@ answer_error(struct httpd *s, struct conn *c, int status, const char *msg)
 	struct httpd_resp *w = resp_reset(c);
 
 	httpd__out_drop(c);
+	c->partial = 0;
 	c->close_after = 1;
 	c->linger = 1;
 	if (httpd_respond_errf(w, status_code(status), "%s", msg) != 0) {
@@ -198,6 +200,7 @@ request_done(struct httpd *s, struct conn *c)
 	b->pos = b->head_len = b->scanned = b->parsed_at = 0;
 	c->state = C_HEAD;
 	c->linger = 0;
+	c->partial = 0;
 	if (b->len == 0) {
 		httpd__put_buf(c);
 		c->idle = 1;
@@ -338,6 +341,7 @@ dispatch(struct httpd *s, struct conn *c)
 	size_t alen = 0;
 	int i, head;
 
+	c->partial = 0;
 	/* Every view ends on a separator (SP, '?', ':', CR or a blank), so the
 	 * head can be cut into C strings in place. */
 	terminate(hr->method, b->in, s->in_cap);
@@ -584,8 +588,10 @@ httpd__drive(struct httpd *s, struct conn *c)
 			r = c->state == C_HEAD ? process_head(s, c) : process_body(s, c);
 			if (r > 0)
 				continue;
-			if (read_more(s, c) > 0)
+			if ((r = read_more(s, c)) > 0)
 				continue;
+			if (r == 0 && (c->state == C_BODY || (c->b != NULL && c->b->len > 0)))
+				httpd__stalled(s, c);
 			return;
 		case C_WRITE:
 			if (write_out(s, c) <= 0)

@@ -84,6 +84,7 @@ struct conn {
 	int fd;
 	int state;
 	int idle;               /* waiting for the first byte of a request */
+	int partial;            /* a request partly received stalled (httpd__stalled) */
 	int reserve;            /* WHY_*: in a reserve slot (public routes, one answer) */
 	int64_t since;          /* monotonic ms since it waits for a request's first byte */
 	unsigned char addr[16]; /* peer address (IPv4 v4-mapped), for the per-peer count */
@@ -149,11 +150,12 @@ struct httpd {
 	 * that do not read hold, bounded by HTTPD_HELD_MAX through
 	 * httpd_resp_room. */
 	size_t held;
-	/* A 401 flood must not grow the access log a line per request:
-	 * refused lines identical in address, method and path within one
-	 * second are counted here (event thread only) and written as one
-	 * "repeated N" line with the next line, when the second is over (the
-	 * loop wakes for it) or when the server stops. */
+	/* A flood of refused or malformed requests (401, 400, any 4xx) must
+	 * not grow the access log a line per request: lines identical in
+	 * address, method, path and status within one second are counted
+	 * here (event thread only) and written as one "repeated N" line with
+	 * the next line, when the second is over (the loop wakes for it) or
+	 * when the server stops. */
 	char rep_key[300];
 	time_t rep_sec;
 	unsigned rep_n;
@@ -173,6 +175,7 @@ void httpd__conn_close(struct httpd *s, struct conn *c);
 struct cbuf *httpd__get_buf(struct conn *c);
 void httpd__put_buf(struct conn *c);
 void httpd__busy_reason(struct httpd *s, int why, const char *peer, char *buf, size_t cap);
+void httpd__stalled(struct httpd *s, struct conn *c);
 
 /* httpd_conn.c */
 void httpd__finish_handler(struct conn *c);

@@ -107,6 +107,11 @@ struct api {
 	int install_waiters; /* under mu */
 	int verbose;
 	struct api_runner *runner; /* command ops in progress (api_ops.c); NULL until the first */
+	/* The state directory serve started with, opened by fs_dir_open_safe
+	 * (no link another user made is followed): session journals live
+	 * under it whatever happens to its path's ancestors later. */
+	int have_state_fd;
+	int state_fd;
 };
 
 /*
@@ -137,6 +142,10 @@ void api_handle(const struct httpd_req *req, struct httpd_resp *resp, void *arg)
 /* httpd's observe hook: counts the answers the server core gives by itself
  * (no route: 400, 408, 413, 414, 431, 503 when full) under route "server". */
 void api_observe(void *arg, const struct httpd_route *route, int status, size_t bytes, int64_t usec);
+/* httpd tick: write the audit records a fold holds back once their window
+ * is over (audit_flush); force: now, whatever the window (at shutdown). */
+int api_tick(void *arg);
+void api_flush_audit(struct api *a);
 /* GET /health (inline: never blocks). */
 void api_health(const struct httpd_req *req, struct httpd_resp *resp, void *arg);
 
@@ -159,7 +168,9 @@ const char *api_principal(const struct policy *p, const char *tok, size_t len);
 /*
  * The default principal's token when none is configured: read from
  * <state_dir>/token when it exists (ours, 0600), else created there (state
- * directory 0700, file 0600, 32 random bytes as hex). The token is written
+ * directory 0700, file 0600, 32 random bytes as hex). The directory is
+ * opened with fs_dir_open_safe (created when missing) and the file
+ * relative to it, no link followed. The token is written
  * to tok (cap >= 2*API_TOKEN_BYTES+1) and its file path to path. Returns 0,
  * or -1 with e (io.error, config.state_dir_unsafe) when no token file can be
  * read or written.

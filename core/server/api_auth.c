@@ -1,6 +1,7 @@
 /*
  * The API's tokens (see api.h): how a request presents one, the principal
- * it names, and the generated token file of the default principal.
+ * it names, the generated token file of the default principal, and the
+ * audit records of failures a fold holds back (api_tick).
  */
 #include "server/api_int.h"
 
@@ -15,6 +16,7 @@
 
 #include "base/digest.h"
 #include "base/fs.h"
+#include "install/audit.h"
 
 static int
 token_chars_ok(const char *t, size_t n)
@@ -102,8 +104,9 @@ hex_token_ok(const char *t)
 	return 1;
 }
 
-int
-api_token_file(const char *state_dir, char *tok, size_t cap, char *path, size_t pcap, struct err *e)
+/* The token file under the state directory's descriptor dfd. */
+static int
+token_at(int dfd, const char *path, char *tok, struct err *e)
 {
 	unsigned char r[API_TOKEN_BYTES];
 	char buf[2 * API_TOKEN_BYTES + 8];
@@ -112,15 +115,7 @@ api_token_file(const char *state_dir, char *tok, size_t cap, char *path, size_t 
 	size_t i;
 	int fd;
 
-	if (cap < 2 * API_TOKEN_BYTES + 1)
-		return err_set(e, "internal", "token buffer too small");
-	if ((size_t)snprintf(path, pcap, "%s/token", state_dir) >= pcap)
-		return err_set(e, "config.invalid", "state directory path too long: %s", state_dir);
-	if (fs_mkdir_p(state_dir, 0700, e) != 0)
-		return -1;
-	if (fs_dir_safe(state_dir, e) != 0)
-		return -1;
-	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	fd = openat(dfd, "token", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd >= 0) {
 		if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
 		    (st.st_mode & 077) != 0) {
@@ -142,6 +137,8 @@ api_token_file(const char *state_dir, char *tok, size_t cap, char *path, size_t 
 		memcpy(tok, buf, (size_t)n + 1);
 		return 0;
 	}
+	if (errno == ELOOP)
+		return err_set(e, "config.state_dir_unsafe", "%s is a symbolic link, not a token file", path);
 	if (errno != ENOENT)
 		return err_set(e, "io.error", "%s: %s", path, strerror(errno));
 	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
@@ -151,10 +148,56 @@ api_token_file(const char *state_dir, char *tok, size_t cap, char *path, size_t 
 	explicit_bzero(r, sizeof(r));
 	memcpy(buf, tok, 2 * API_TOKEN_BYTES);
 	buf[2 * API_TOKEN_BYTES] = '\n';
-	if (fs_write_atomic(path, buf, 2 * API_TOKEN_BYTES + 1, 0600, e) != 0) {
+	if (fs_write_atomic_at(dfd, "token", buf, 2 * API_TOKEN_BYTES + 1, 0600, path, e) != 0) {
 		explicit_bzero(buf, sizeof(buf));
 		return -1;
 	}
 	explicit_bzero(buf, sizeof(buf));
 	return 0;
+}
+
+int
+api_token_file(const char *state_dir, char *tok, size_t cap, char *path, size_t pcap, struct err *e)
+{
+	int dfd, rc;
+
+	if (cap < 2 * API_TOKEN_BYTES + 1)
+		return err_set(e, "internal", "token buffer too small");
+	if ((size_t)snprintf(path, pcap, "%s/token", state_dir) >= pcap)
+		return err_set(e, "config.invalid", "state directory path too long: %s", state_dir);
+	/* Opened without following a link another user could have made: a
+	 * root serve with --base-dir /home/user must not write its token
+	 * where the home directory's owner points it. */
+	if ((dfd = fs_dir_open_safe(state_dir, 1, e)) < 0)
+		return -1;
+	rc = token_at(dfd, path, tok, e);
+	close(dfd);
+	return rc;
+}
+
+int
+api_tick(void *arg)
+{
+	struct api *a = arg;
+	struct api_gen *g;
+	int ms;
+
+	if (!audit_waiting())
+		return -1;
+	g = api_gen_get(a);
+	ms = audit_flush(&g->set, 0);
+	api_gen_put(a, g);
+	return ms;
+}
+
+void
+api_flush_audit(struct api *a)
+{
+	struct api_gen *g;
+
+	if (!audit_waiting())
+		return;
+	g = api_gen_get(a);
+	audit_flush(&g->set, 1);
+	api_gen_put(a, g);
 }

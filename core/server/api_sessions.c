@@ -8,13 +8,14 @@
  * Event streams do not hold a worker: the worker defers the answer and a
  * thread of the stream's own writes it (httpd_defer, httpd_complete), so
  * /health and the rest of the API answer however many streams are open.
- * Streams are capped (server.max_streams, default API_SSE_STREAMS_DEFAULT)
- * and end after API_SSE_MAX_MS even when the session goes on: the client
- * reconnects with Last-Event-ID and loses nothing. A client that went away
- * is noticed at the next heartbeat at the latest.
+ * Streams are capped (server.max_streams, default API_SSE_STREAMS_DEFAULT;
+ * per principal API_SSE_PRINCIPAL_SHARE of them) and end after API_SSE_MAX_MS even when the session goes on:
+ * the client reconnects with Last-Event-ID and loses nothing. A client that went away is noticed at the next
+ * heartbeat at the latest.
  */
 #include "server/api_int.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,17 +39,48 @@
 /* Streams open at once unless server.max_streams says: each is a thread
  * (API_SSE_STACK reserved, a few pages used) and its read buffer. */
 #define API_SSE_STREAMS_DEFAULT 64
+/* When more than one principal has a token, one principal holds at most
+ * this share of the stream slots (a quarter, at least one): a read-only
+ * token cannot take every slot from the others, and it takes four tokens
+ * to fill them. With one principal there is nobody to keep slots for. */
+#define API_SSE_PRINCIPAL_SHARE 4
 /* A stream thread's stack: the loop keeps its buffer on the heap. */
 #define API_SSE_STACK (128u << 10)
 
 /* ---- set-up ---------------------------------------------------------------- */
+
+/* The sessions directory under the state directory's descriptor sfd, made
+ * and opened without following a link (dir names it in messages). Returns
+ * 2 with fddir set to /proc/self/fd/<n> of a descriptor kept open for the
+ * process's life: journals opened through it land in that directory even
+ * when an ancestor of its path, which the owner of a home directory may
+ * rename, points elsewhere later; 1 when /proc is not there (dir is used);
+ * 0 with e when the directory cannot be used. */
+static int
+sessions_dir_at(int sfd, const char *dir, char *fddir, size_t cap, struct err *e)
+{
+	int fd = fs_subdir_open_safe(sfd, "sessions", 1, dir, e);
+
+	if (fd < 0)
+		return 0;
+	if (faccessat(fd, ".", W_OK | X_OK, 0) != 0) {
+		err_set(e, "io.error", "%s is not writable", dir);
+		close(fd);
+		return 0;
+	}
+	snprintf(fddir, cap, "/proc/self/fd/%d", fd);
+	if (access(fddir, W_OK | X_OK) == 0)
+		return 2;
+	close(fd);
+	return 1;
+}
 
 int
 api_sessions_init(struct api *a, char *msg, size_t cap, struct err *e)
 {
 	struct sessions_config c;
 	struct api_gen *g = api_gen_get(a);
-	char state[PATH_MAX], dir[PATH_MAX + 16];
+	char state[PATH_MAX], dir[PATH_MAX + 16], fddir[64];
 	int loaded, interrupted, skipped, have_dir = 0;
 	struct err e2;
 
@@ -59,11 +91,15 @@ api_sessions_init(struct api *a, char *msg, size_t cap, struct err *e)
 	c.max_streams = g->cfg.server.max_streams > 0 ? g->cfg.server.max_streams : API_SSE_STREAMS_DEFAULT;
 	err_clear(&e2);
 	if (tools_state_dir(&g->set, state, sizeof(state)) >= 0 &&
-	    (size_t)snprintf(dir, sizeof(dir), "%s/sessions", state) < sizeof(dir) &&
-	    fs_mkdir_p(dir, 0700, &e2) == 0 && fs_dir_safe(dir, &e2) == 0 && access(dir, W_OK | X_OK) == 0)
-		have_dir = 1;
+	    (size_t)snprintf(dir, sizeof(dir), "%s/sessions", state) < sizeof(dir)) {
+		if (a->have_state_fd)
+			have_dir = sessions_dir_at(a->state_fd, dir, fddir, sizeof(fddir), &e2);
+		else if (fs_mkdir_p(dir, 0700, &e2) == 0 && fs_dir_safe(dir, &e2) == 0 &&
+		         access(dir, W_OK | X_OK) == 0)
+			have_dir = 1;
+	}
 	api_gen_put(a, g);
-	c.dir = have_dir ? dir : NULL;
+	c.dir = have_dir == 2 ? fddir : have_dir ? dir : NULL;
 	a->sessions = sessions_new(&c, a->jobs);
 	if (a->sessions == NULL)
 		return err_set(e, "internal", "out of memory");
@@ -275,6 +311,7 @@ struct sse_ctx {
 	struct httpd_resp *resp;
 	char agent[CFG_NAME_MAX];
 	char id[SESSION_ID_MAX];
+	char principal[POL_NAME_MAX];
 	uint32_t after;
 	int hb_ms;
 };
@@ -327,7 +364,7 @@ sse_run(struct sse_ctx *x)
 out:
 	buf_free(&b);
 	sessions_hold(S, x->id, 0);
-	sessions_stream_release(S);
+	sessions_stream_release(S, x->principal);
 }
 
 static void *
@@ -342,6 +379,19 @@ sse_thread(void *arg)
 	return NULL;
 }
 
+/* The streams one principal may hold (API_SSE_PRINCIPAL_SHARE). */
+static int
+streams_per_principal(const struct api_rq *q, int max)
+{
+	int i, with_tokens = 0;
+
+	for (i = 0; i < q->g->pol.n; i++)
+		with_tokens += q->g->pol.p[i].ntokens > 0;
+	if (with_tokens < 2)
+		return max;
+	return (max + API_SSE_PRINCIPAL_SHARE - 1) / API_SSE_PRINCIPAL_SHARE;
+}
+
 static void
 events_stream(struct api_rq *q, const char *agent, const char *id, uint32_t after)
 {
@@ -350,7 +400,7 @@ events_stream(struct api_rq *q, const char *agent, const char *id, uint32_t afte
 	struct sse_ctx *x;
 	pthread_attr_t at;
 	pthread_t th;
-	int rc;
+	int rc, max, mine;
 
 	if (sessions_get(S, agent, id, &v) != 0) {
 		api_rq_errf(q, "not_found", "no session %s of %s", id, agent);
@@ -361,11 +411,21 @@ events_stream(struct api_rq *q, const char *agent, const char *id, uint32_t afte
 		api_rq_errf(q, "internal", "out of memory");
 		return;
 	}
-	if (sessions_stream_acquire(S) != 0) {
-		free(x);
+	snprintf(x->principal, sizeof(x->principal), "%s", q->principal != NULL ? q->principal : "");
+	max = q->g->cfg.server.max_streams > 0 ? q->g->cfg.server.max_streams : API_SSE_STREAMS_DEFAULT;
+	mine = streams_per_principal(q, max);
+	rc = sessions_stream_acquire(S, x->principal, mine);
+	if (rc != 0) {
 		api_rq_retry_after(q, 5);
-		api_rq_errf(q, "request.rate_limited",
-		            "every event stream slot is taken (server.max_streams)");
+		if (rc == -2)
+			api_rq_errf(q, "request.rate_limited",
+			            "principal %s holds %d event stream%s, the most one principal may hold "
+			            "(a quarter of server.max_streams %d); close one of its streams first",
+			            x->principal[0] ? x->principal : "-", mine, mine == 1 ? "" : "s", max);
+		else
+			api_rq_errf(q, "request.rate_limited",
+			            "every event stream slot is taken (server.max_streams)");
+		free(x);
 		return;
 	}
 	sessions_hold(S, id, 1);

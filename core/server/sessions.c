@@ -67,6 +67,13 @@ sessions_new(const struct sessions_config *c, struct jobs *J)
 		return NULL;
 	pthread_mutex_init(&S->mu, NULL);
 	S->c = *c;
+	if (S->c.max_streams < 1)
+		S->c.max_streams = 1;
+	S->holders = calloc((size_t)S->c.max_streams, sizeof(*S->holders));
+	if (S->holders == NULL) {
+		free(S);
+		return NULL;
+	}
 	if (c->dir != NULL) {
 		snprintf(S->dir, sizeof(S->dir), "%s", c->dir);
 		S->c.dir = S->dir;
@@ -392,13 +399,41 @@ sessions_cancel(struct sessions *S, const char *agent, const char *id, struct se
 	return rc;
 }
 
-int
-sessions_stream_acquire(struct sessions *S)
+/* principal's entry, or a free one (NULL: none, which max_streams entries
+ * for max_streams streams rule out). Caller holds S->mu. */
+static struct stream_holder *
+holder_of(struct sessions *S, const char *principal)
 {
+	struct stream_holder *free_h = NULL;
+	int i;
+
+	for (i = 0; i < S->c.max_streams; i++) {
+		struct stream_holder *h = &S->holders[i];
+
+		if (h->n > 0 && strcmp(h->name, principal) == 0)
+			return h;
+		if (h->n == 0 && free_h == NULL)
+			free_h = h;
+	}
+	return free_h;
+}
+
+int
+sessions_stream_acquire(struct sessions *S, const char *principal, int per_principal)
+{
+	struct stream_holder *h;
 	int rc = -1;
 
 	pthread_mutex_lock(&S->mu);
-	if (S->streams < S->c.max_streams) {
+	h = holder_of(S, principal);
+	if (S->streams >= S->c.max_streams || h == NULL) {
+		rc = -1;
+	} else if (h->n >= per_principal) {
+		rc = -2;
+	} else {
+		if (h->n == 0)
+			snprintf(h->name, sizeof(h->name), "%s", principal);
+		h->n++;
 		S->streams++;
 		rc = 0;
 	}
@@ -407,9 +442,14 @@ sessions_stream_acquire(struct sessions *S)
 }
 
 void
-sessions_stream_release(struct sessions *S)
+sessions_stream_release(struct sessions *S, const char *principal)
 {
+	struct stream_holder *h;
+
 	pthread_mutex_lock(&S->mu);
+	h = holder_of(S, principal);
+	if (h != NULL && h->n > 0)
+		h->n--;
 	S->streams--;
 	pthread_mutex_unlock(&S->mu);
 }
@@ -492,6 +532,7 @@ sessions_free(struct sessions *S)
 			pthread_cond_destroy(&S->slot[i].cv);
 	}
 	pthread_mutex_destroy(&S->mu);
+	free(S->holders);
 	free(S);
 }
 

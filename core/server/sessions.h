@@ -197,9 +197,12 @@ int sessions_read_buf(struct sessions *S, const char *agent, const char *id, uin
  */
 int sessions_wait(struct sessions *S, const char *id, uint32_t after, int wait_ms);
 
-/* A stream slot (at most max_streams): 0, or -1 when all are taken. */
-int sessions_stream_acquire(struct sessions *S);
-void sessions_stream_release(struct sessions *S);
+/* A stream slot for principal (at most max_streams in all, at most
+ * per_principal of them principal's): 0, -1 when all are taken, -2 when
+ * principal holds per_principal already. principal is copied (names are
+ * at most POL_NAME_MAX bytes); release with the same name. */
+int sessions_stream_acquire(struct sessions *S, const char *principal, int per_principal);
+void sessions_stream_release(struct sessions *S, const char *principal);
 
 /* Hold (1) or release (0) session id against eviction while it is read. */
 void sessions_hold(struct sessions *S, const char *id, int hold);

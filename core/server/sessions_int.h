@@ -13,6 +13,7 @@
 #include "base/clock.h"
 #include "base/json.h"
 #include "base/proc.h"
+#include "server/policy.h"
 
 /* A session thread keeps proc's read buffer and two line buffers. */
 #define SESSION_STACK_SIZE (256u << 10)
@@ -85,6 +86,12 @@ struct sessions {
 	char dir[4096];
 	struct jobs *J;
 	int streams;
+	/* Streams per principal: at most max_streams names hold one, so a
+	 * table of max_streams entries (allocated with S) never fills. */
+	struct stream_holder {
+		char name[POL_NAME_MAX];
+		int n; /* 0 = free entry */
+	} * holders;
 	uint64_t created, events;
 	struct slot slot[SESSIONS_KEEP];
 };

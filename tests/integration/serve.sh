@@ -45,6 +45,50 @@ for how in flag env; do
 	wait "$BGPID" 2>/dev/null
 done
 
+# A root serve with --base-dir /home/user: the home's owner (uid 65534 here)
+# points .local/state/agent-sandbox at a directory of root's. serve refuses
+# the link (config.state_dir_unsafe, with its fix) and writes no token there.
+# With no link, serve makes the state directory itself and keeps it: when
+# the owner then moves .local/state away and puts the link in its place,
+# audit records still go to the directory serve checked.
+if [ "$(id -u)" = 0 ]; then
+	rm -rf "$T/home" "$T/rootdir"
+	mkdir -p "$T/home/.local/state" "$T/rootdir"
+	chmod 700 "$T/rootdir"
+	chown -R 65534 "$T/home"
+	ln -s "$T/rootdir" "$T/home/.local/state/agent-sandbox"
+	chown -h 65534 "$T/home/.local/state/agent-sandbox"
+	run timeout 5 env -u ABX_SERVER_TOKEN -u ABX_SERVER_STATE_DIR ABX_SERVER_CONFIG="$T/none.json" \
+		"$BIN" serve --host 127.0.0.1 --port 0 --base-dir "$T/home"
+	expect "root serve, base dir: a state directory that is a link the home's owner made is refused" \
+		2 "" "config.state_dir_unsafe: $T/home/.local/state/agent-sandbox is a symbolic link"
+	check "... with a fix line" grep -q "^  fix: " "$T/err"
+	check "... and no token is written where it points" test ! -e "$T/rootdir/token"
+	rm "$T/home/.local/state/agent-sandbox"
+	bg env -u ABX_SERVER_TOKEN -u ABX_SERVER_STATE_DIR ABX_SERVER_CONFIG="$T/none.json" \
+		"$BIN" serve --host 127.0.0.1 --port 0 --base-dir "$T/home" >"$T/base.out" 2>"$T/base.err"
+	if wait_for_line "$T/base.out" '^[0-9][0-9]*$' 10; then
+		p=$(head -1 "$T/base.out")
+		check "root serve, base dir: without the link, the token is in the state directory serve made" \
+			test -s "$T/home/.local/state/agent-sandbox/token"
+		mv "$T/home/.local/state" "$T/home/.local/moved"
+		mkdir "$T/home/.local/state"
+		ln -s "$T/rootdir" "$T/home/.local/state/agent-sandbox"
+		chown -R -h 65534 "$T/home/.local/state"
+		printf 'GET /v1/ops HTTP/1.1\r\nHost: t\r\nX-Access-Token: wrong\r\nConnection: close\r\n\r\n' |
+			http_raw "$p" >/dev/null 2>&1
+		kill "$BGPID" 2>/dev/null
+		wait "$BGPID" 2>/dev/null
+		check "... an ancestor moved and the link put in its place later: audit records still go to the checked directory" \
+			sh -c "grep -q auth.failure '$T/home/.local/moved/agent-sandbox/audit.jsonl' && test ! -e '$T/rootdir/audit.jsonl'"
+	else
+		not_ok "root serve, base dir without the link" "$(head -c 400 "$T/base.err")"
+		kill "$BGPID" 2>/dev/null
+	fi
+else
+	skip "root serve with a base dir another user owns" "needs root"
+fi
+
 # Everything but /health is authenticated before it is routed (the API's
 # tests are tests/integration/api.sh); routing errors need the token.
 export ABX_SERVER_TOKEN=serve-test-token
@@ -183,11 +227,12 @@ else
 	not_ok "SIGTERM mid-request" "serve did not start"
 fi
 
-# Connection slots: 4 held mid-request (nothing to reclaim). Loopback still
+# Connection slots: 4 held in a handler (nothing to reclaim). Loopback still
 # gets /health from one of the 4 reserve slots (and nothing else there); with
 # the reserve held by half heads too, a new /health closes the oldest of them.
 # (Refusals at accept, for other addresses, are in tests/unit/test_httpd.c.)
-if start_serve --max-connections 4 -v; then
+printf '[{"id":"nap","concurrency":64,"argv":["/bin/sleep","3"]}]\n' >"$T/nap.json"
+if start_serve --max-connections 4 -v --commands "$T/nap.json"; then
 	probe slots "$PORT" 4 4 >"$T/p" 2>&1
 	check "slot limit: /health from loopback is answered from the reserve, which then closes" \
 		sh -c "grep -q '^reserve-health 200' '$T/p' && grep -q '^reserve-closed True' '$T/p'"
@@ -233,7 +278,7 @@ fi
 # server.max_connections_per_peer: one address over it cannot take more
 # slots (loopback lands in the reserve, /health only); other addresses are
 # served; an idle connection of the address is reclaimed for its new one.
-if ABX_SERVER_MAX_CONNECTIONS_PER_PEER=3 start_serve --max-connections 16; then
+if ABX_SERVER_MAX_CONNECTIONS_PER_PEER=3 start_serve --max-connections 16 --commands "$T/nap.json"; then
 	probe peerlimit "$PORT" 3 >"$T/p" 2>&1
 	check "per-address limit: the 4th connection of 127.0.0.2 gets 503 request.busy" \
 		grep -q '^over 503 .*127.0.0.2 already holds 3 connections, the limit per client address' "$T/p"
@@ -260,18 +305,63 @@ else
 	not_ok "slow head" "serve did not start"
 fi
 
-# Many slow clients hold slots with half a head: a fresh request is still
-# answered at once, and every slow one is cut at its deadline.
+# Many slow clients try to hold slots with half a head: a fresh request is
+# still answered at once; 8 (the limit per address) hold theirs to the
+# header deadline and are cut with 408, the others were closed at once.
 if ABX_SERVER_MAX_CONNECTIONS_PER_PEER=256 start_serve --header-timeout 1; then
 	probe slowloris "$PORT" 200 "$BIN" >"$T/p" 2>&1
 	fresh=$(sed -n 's/^fresh 0 //p' "$T/p")
 	check "200 slow clients: a fresh request is answered within 1 s (${fresh:-failed} ms)" \
 		test "${fresh:-9999}" -lt 1000
-	check "200 slow clients: all cut with 408 at the header deadline" grep -q '^cut 200 of 200' "$T/p"
+	check "200 slow clients: 8 kept to the header deadline and cut with 408 ($(grep '^cut' "$T/p"))" \
+		grep -q '^cut 8 of 200' "$T/p"
 	kill "$SERVE_PID"
 	wait "$SERVE_PID" 2>/dev/null
 else
 	not_ok "slow clients" "serve did not start"
+fi
+
+# Half-sent heads need no token, nor do half-sent bodies (the token is
+# checked once the body is in). 64 from one address (everyone behind one
+# proxy: the default server.max_connections_per_peer), then 64 from each of
+# 8 others (512, twice the default 256 slots), then the same 8 against 32
+# slots: each address keeps at most 8 of them (the oldest closes), a full
+# table closes the oldest partly sent request for a new client, so /health
+# and an authorized request are answered at once, not 503.
+halfheads_case() { # name, probe args…
+	_name=$1 _how=halfheads
+	shift
+	[ "$1" = --bodies ] && { _how=halfbodies; shift; }
+	probe $_how "$PORT" "$@" serve-test-token >"$T/p" 2>&1
+	h=$(sed -n 's/^health //p' "$T/p")
+	a=$(sed -n 's/^authorized //p' "$T/p")
+	check "half heads, $_name: /health is 200 at once ($h)" \
+		sh -c "echo '$h' | awk '{ exit !(\$1 == 200 && \$2 < 1000) }'"
+	check "half heads, $_name: an authorized GET /v1/ops is 200 at once ($a)" \
+		sh -c "echo '$a' | awk '{ exit !(\$1 == 200 && \$2 < 1000) }'"
+}
+if start_serve -v; then
+	halfheads_case "64 from one address" 64 127.0.0.1
+	check "half heads, 64 from one address: 8 of them are kept ($(grep '^held' "$T/p"))" \
+		grep -q '^held 8 of 64' "$T/p"
+	check "half heads: the closing is logged" grep -q 'the oldest of its 9 partly sent requests (limit 8 per address)' "$T/serve.err"
+	halfheads_case "64 from each of 8 addresses" 64 127.0.0.2 127.0.0.3 127.0.0.4 127.0.0.5 \
+		127.0.0.6 127.0.0.7 127.0.0.8 127.0.0.9
+	halfheads_case "64 half bodies from one address" --bodies 64 127.0.0.1
+	check "half bodies, 64 from one address: 8 of them are kept ($(grep '^held' "$T/p"))" \
+		grep -q '^held 8 of 64' "$T/p"
+	kill "$SERVE_PID"
+	wait "$SERVE_PID" 2>/dev/null
+else
+	not_ok "half heads" "serve did not start"
+fi
+if start_serve --max-connections 32; then
+	halfheads_case "8 addresses, 32 slots" 8 127.0.0.2 127.0.0.3 127.0.0.4 127.0.0.5 \
+		127.0.0.6 127.0.0.7 127.0.0.8 127.0.0.9
+	kill "$SERVE_PID"
+	wait "$SERVE_PID" 2>/dev/null
+else
+	not_ok "half heads, 32 slots" "serve did not start"
 fi
 
 # server.max_header_bytes sets the head limit: with 2048, a 3000-byte head
@@ -402,4 +492,56 @@ for _ in range(300):
 	check "... and the counts add up to 300 ($total)" test "$total" -eq 300
 else
 	not_ok "401 flood" "serve did not start: $(head -3 "$T/serve.err")"
+fi
+
+# flood N REQUEST: N connections, each sends REQUEST (printf escapes) and
+# reads the answer to its end.
+flood() {
+	"$PY" -S -c '
+import socket, sys
+for _ in range(int(sys.argv[2])):
+    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+    s.sendall(sys.argv[3].encode().decode("unicode_escape").encode("latin-1"))
+    while s.recv(65536):
+        pass
+    s.close()
+' "$PORT" "$1" "$2"
+}
+# A 400 flood (malformed heads) is folded like the 401 one, and the count
+# is written at SIGTERM, sent at once after the burst.
+if start_serve; then
+	flood 200 'GET /health HTTP/1.1\r\nHost: x\r\nbad header line\r\n\r\n'
+	kill "$SERVE_PID"
+	wait "$SERVE_PID" 2>/dev/null
+	lines=$(grep -c ' 400 ' "$T/serve.err")
+	total=$(awk '/ 400 repeated / {t += $7; next} / 400 / {t++} END {print t + 0}' "$T/serve.err")
+	check "a 400 flood of 200 requests writes far fewer lines ($lines)" test "$lines" -le 30
+	check "... and the counts add up to 200, the last at SIGTERM ($total)" test "$total" -eq 200
+else
+	not_ok "400 flood" "serve did not start: $(head -3 "$T/serve.err")"
+fi
+
+# Wrong tokens in a burst: one audit record, then the count of the rest in an
+# auth.failure.repeated record, written when the second is over (serve still
+# running) and at SIGTERM sent at once after a burst.
+audit_total() { # FILE: failures the records account for
+	"$PY" -S -c '
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1]) if "auth.failure" in l]
+print(sum(1 + r.get("repeated", 0) if r["event"] == "auth.failure" else r["repeated"] for r in recs))' "$1"
+}
+rm -f "$T/audit.jsonl"
+if ABX_SERVER_AUDIT_FILE=$T/audit.jsonl start_serve; then
+	flood 50 'GET /v1/ops HTTP/1.1\r\nHost: x\r\nX-Access-Token: wrong\r\n\r\n'
+	sleep 2.5
+	check "a burst of 50 wrong tokens: the count is written when its second is over ($(audit_total "$T/audit.jsonl"))" \
+		test "$(audit_total "$T/audit.jsonl")" -eq 50
+	flood 50 'GET /v1/jobs HTTP/1.1\r\nHost: x\r\nX-Access-Token: wrong\r\n\r\n'
+	kill "$SERVE_PID"
+	wait "$SERVE_PID" 2>/dev/null
+	check "a second burst of 50, then SIGTERM: the count is written at exit ($(audit_total "$T/audit.jsonl"))" \
+		test "$(audit_total "$T/audit.jsonl")" -eq 100
+	check "... in a few records ($(wc -l <"$T/audit.jsonl"))" test "$(wc -l <"$T/audit.jsonl")" -le 10
+else
+	not_ok "audit burst" "serve did not start: $(head -3 "$T/serve.err")"
 fi

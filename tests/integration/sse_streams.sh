@@ -164,3 +164,40 @@ rc=$?
 t1=$(date +%s)
 check "SIGTERM with 3 streams open: serve exits 0 within its drain ($((t1 - t0)) s)" test "$rc" = 0 -a $((t1 - t0)) -lt 15
 check "the streams end with it" ended $SP1 $SP2 $SP3
+
+# One principal cannot take every stream slot: with two principals that
+# have tokens and server.max_streams 8, a read-only token opening 8 streams
+# gets 2 (a quarter), the others 429 request.rate_limited naming the limit,
+# and another principal still gets a stream.
+VIEW=viewer-$$
+OTHER=other-$$
+hex() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
+cat >"$T/policy.json" <<EOP
+{"principals": {
+  "viewer": {"token_sha256": "$(hex "$VIEW")", "preset": "readonly"},
+  "other": {"token_sha256": "$(hex "$OTHER")", "preset": "readonly"}}}
+EOP
+printf '{"agents":["fake"],"policy":"%s"}\n' "$T/policy.json" >"$T/config2.json"
+rm -rf "$T/state2"
+mkdir -p "$T/state2"
+if ABX_SERVER_MAX_STREAMS=8 start_serve -q --config "$T/config2.json" --manifests "$T/man" --state-dir "$T/state2" \
+	--tools-dir "$T/tools" --preset admin; then
+	U=http://127.0.0.1:$PORT
+	create "print:1 sleep:600000"
+	for i in 1 2 3 4 5 6 7 8; do
+		bg curl -sN --max-time 120 -H "X-Access-Token: $VIEW" -H 'Accept: text/event-stream' \
+			"$U/v1/agents/fake/sessions/$SID/events" >"$T/v$i"
+	done
+	sleep 2
+	served=$(grep -l '^data: ' "$T"/v[1-8] | wc -l)
+	refused=$(grep -l '"code":"request.rate_limited".*principal viewer holds 2 event streams.*"remedy":"' "$T"/v[1-8] | wc -l)
+	check "one read-only principal opening 8 streams: 2 are served ($served)" test "$served" -eq 2
+	check "… the other 6 are 429 request.rate_limited naming the limit per principal ($refused)" test "$refused" -eq 6
+	curl -sN --max-time 3 -H "X-Access-Token: $OTHER" -H 'Accept: text/event-stream' \
+		"$U/v1/agents/fake/sessions/$SID/events" >"$T/o1"
+	check "another principal still gets a stream ($(head -c 200 "$T/o1"))" grep -q '^data: ' "$T/o1"
+	kill "$SERVE_PID"
+	wait "$SERVE_PID" 2>/dev/null
+else
+	not_ok "serve with two principals starts" "$(head -5 "$T/serve.err")"
+fi

@@ -487,6 +487,72 @@ t_read_input_follows_and_never_blocks(void **s)
 	assert_string_equal(e.code, "not_found");
 }
 
+/* fs_dir_open_safe: missing components are made (0700); a link is
+ * followed only where nobody but us or root could have made it; the
+ * directory must be ours and not writable by others. The parts that need
+ * another owner run as root only. */
+static void
+t_dir_open_safe(void **s)
+{
+	struct err e;
+	struct stat sb;
+	int fd;
+
+	chmod(base, 0700);
+	fd = fs_dir_open_safe(P("st/a/b"), 0, &e);
+	assert_int_equal(fd, -1);
+	assert_string_equal(e.code, "not_found");
+	fd = fs_dir_open_safe(P("st/a/b"), 1, &e);
+	assert_true(fd >= 0);
+	assert_int_equal(fstat(fd, &sb), 0);
+	assert_int_equal(sb.st_mode & 0777, 0700);
+	assert_int_equal(fs_write_atomic_at(fd, "token", "x\n", 2, 0600, "token", &e), 0);
+	close(fd);
+	assert_int_equal(stat(P("st/a/b/token"), &sb), 0);
+	/* a link in a directory only we can write is ours: followed */
+	assert_int_equal(symlink(P("st/a/b"), P("st/link")), 0);
+	fd = fs_dir_open_safe(P("st/link"), 0, &e);
+	assert_true(fd >= 0);
+	close(fd);
+	/* group- or world-writable: refused */
+	chmod(P("st/a/b"), 0770);
+	assert_int_equal(fs_dir_open_safe(P("st/a/b"), 0, &e), -1);
+	assert_string_equal(e.code, "config.state_dir_unsafe");
+	assert_non_null(strstr(e.msg, "group- or world-writable"));
+	chmod(P("st/a/b"), 0700);
+	/* a link in a directory others can write: refused, even to a safe target */
+	mkdir(P("open"), 0777);
+	chmod(P("open"), 0777);
+	assert_int_equal(symlink(P("st/a/b"), P("open/state")), 0);
+	assert_int_equal(fs_dir_open_safe(P("open/state"), 1, &e), -1);
+	assert_string_equal(e.code, "config.state_dir_unsafe");
+	assert_non_null(strstr(e.msg, "is a symbolic link"));
+	/* a file where a directory should be */
+	put("st/file", "x");
+	assert_int_equal(fs_dir_open_safe(P("st/file"), 1, &e), -1);
+	assert_int_equal(fs_subdir_open_safe(AT_FDCWD, P("st/file"), 0, "f", &e), -1);
+	assert_int_equal(fs_dir_open_safe("relative", 1, &e), -1);
+	if (geteuid() != 0)
+		return;
+	/* another user's home: a link there is refused; a directory it
+	 * owns is not ours; one we make in it is */
+	mkdir(P("home"), 0755);
+	assert_int_equal(chown(P("home"), 65534, 65534), 0);
+	assert_int_equal(symlink(P("st/a/b"), P("home/state")), 0);
+	assert_int_equal(lchown(P("home/state"), 65534, 65534), 0);
+	assert_int_equal(fs_dir_open_safe(P("home/state"), 1, &e), -1);
+	assert_non_null(strstr(e.msg, "uid 65534 owns"));
+	mkdir(P("home/theirs"), 0700);
+	assert_int_equal(chown(P("home/theirs"), 65534, 65534), 0);
+	assert_int_equal(fs_dir_open_safe(P("home/theirs"), 1, &e), -1);
+	assert_non_null(strstr(e.msg, "owned by uid 65534"));
+	fd = fs_dir_open_safe(P("home/ours/x"), 1, &e);
+	assert_true(fd >= 0);
+	assert_int_equal(fs_subdir_open_safe(fd, "sessions", 0, "sessions", &e), -1);
+	assert_string_equal(e.code, "not_found");
+	close(fd);
+}
+
 #define C(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int
@@ -500,6 +566,7 @@ main(void)
 	    C(t_walk),
 	    C(t_free_bytes),
 	    C(t_dir_safe),
+	    C(t_dir_open_safe),
 	    C(t_noexec_probe),
 	    C(t_noexec_mount),
 	    C(t_mount_point_and_dirname),

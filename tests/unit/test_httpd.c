@@ -40,8 +40,9 @@ h_echo(const struct httpd_req *q, struct httpd_resp *w, void *arg)
 	         httpd_req_header_count(q, "x-a"));
 	header_rc = httpd_resp_header(w, "X-Bad", "a\r\nInjected: 1");
 	/* one grammar for every field line: these are refused as well */
-	if (header_rc == -1 && (httpd_resp_header(w, "Bad Name", "x") == 0 || httpd_resp_header(w, "X-Ctl", "a\x01") == 0 ||
-	                        httpd_resp_header(w, "", "x") == 0 || httpd_resp_header(w, "X:Y", "x") == 0))
+	if (header_rc == -1 &&
+	    (httpd_resp_header(w, "Bad Name", "x") == 0 || httpd_resp_header(w, "X-Ctl", "a\x01") == 0 ||
+	     httpd_resp_header(w, "", "x") == 0 || httpd_resp_header(w, "X:Y", "x") == 0))
 		header_rc = 1;
 	httpd_resp_header(w, "X-Good", "yes");
 	httpd_respond(w, 200, "text/plain", buf, strlen(buf));
@@ -686,7 +687,8 @@ test_head_and_body_deadlines(void **state)
 	assert_int_equal(pthread_create(&th, NULL, run_other, s), 0);
 	for (k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
 		fd = dial_port(httpd_port(s));
-		assert_int_equal(send(fd, cases[k].req, strlen(cases[k].req), 0), (ssize_t)strlen(cases[k].req));
+		assert_int_equal(send(fd, cases[k].req, strlen(cases[k].req), 0),
+		                 (ssize_t)strlen(cases[k].req));
 		read_all(fd, out, sizeof(out));
 		close(fd);
 		assert_non_null(strstr(out, "HTTP/1.1 408 "));
@@ -696,6 +698,77 @@ test_head_and_body_deadlines(void **state)
 	httpd_stop(s);
 	pthread_join(th, NULL);
 	httpd_free(s);
+}
+
+/* Is fd closed by the server (within ms)? */
+static int
+closed_within(int fd, int ms)
+{
+	struct pollfd p = {fd, POLLIN, 0};
+	char b[64];
+
+	return poll(&p, 1, ms) == 1 && recv(fd, b, sizeof(b), MSG_DONTWAIT) == 0;
+}
+
+/* Partly sent requests (heads, and bodies of complete heads) of one address:
+ * at most HTTPD_PARTIAL_PER_PEER stay, the oldest close first; with the
+ * table full of them a new connection closes the oldest and is served. */
+static void
+test_partial_requests_capped(void **state)
+{
+	const char half_head[] = "GET /fast HTTP/1.1\r\nHo";
+	const char half_body[] = "POST /echo/x HTTP/1.1\r\nHost: t\r\nContent-Length: 9\r\n\r\nab";
+	const char fast[] = "GET /fast HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+	enum { N = HTTPD_PARTIAL_PER_PEER + 4 };
+	struct httpd_config c;
+	struct httpd *s;
+	struct err e;
+	pthread_t th;
+	char out[4096];
+	int fds[N], i, k, fd;
+
+	for (k = 0; k < 2; k++) {
+		httpd_config_defaults(&c);
+		c.host = "127.0.0.1";
+		c.port = 0;
+		c.max_conns = k == 0 ? 64 : 4;
+		c.reserve = 0;
+		c.workers = 2;
+		c.access_log = 0;
+		c.routes = routes;
+		c.nroutes = sizeof(routes) / sizeof(routes[0]);
+		s = httpd_new(&c, &e);
+		assert_non_null(s);
+		assert_int_equal(pthread_create(&th, NULL, run_other, s), 0);
+		for (i = 0; i < (k == 0 ? N : 4); i++) {
+			const char *m = i % 2 ? half_body : half_head;
+
+			fds[i] = dial_port(httpd_port(s));
+			assert_int_equal(send(fds[i], m, strlen(m), 0), (ssize_t)strlen(m));
+			/* in order: the server sees each one stall before the next */
+			usleep(20000);
+		}
+		if (k == 0) {
+			/* the oldest go first; the newest 8 stay */
+			for (i = 0; i < N; i++)
+				if (closed_within(fds[i], i < N - HTTPD_PARTIAL_PER_PEER ? 2000 : 50) !=
+				    (i < N - HTTPD_PARTIAL_PER_PEER))
+					fail_msg("connection %d of %d: wrong one closed or kept", i, N);
+		}
+		fd = dial_port(httpd_port(s));
+		assert_int_equal(send(fd, fast, sizeof(fast) - 1, 0), (ssize_t)sizeof(fast) - 1);
+		read_all(fd, out, sizeof(out));
+		close(fd);
+		if (strstr(out, "HTTP/1.1 200 OK") == NULL)
+			fail_msg("case %d: %s", k, out);
+		if (k == 1)
+			assert_true(closed_within(fds[0], 2000));
+		for (i = 0; i < (k == 0 ? N : 4); i++)
+			close(fds[i]);
+		httpd_stop(s);
+		pthread_join(th, NULL);
+		httpd_free(s);
+	}
 }
 
 /* Without a reserve (other addresses than loopback), a client over a limit
@@ -847,6 +920,7 @@ main(void)
 	    cmocka_unit_test(test_bad_config),
 	    cmocka_unit_test(test_head_and_body_deadlines),
 	    cmocka_unit_test(test_limits_refuse_without_reserve),
+	    cmocka_unit_test(test_partial_requests_capped),
 	    cmocka_unit_test(test_stop_drains_in_flight),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown_if_running);
