@@ -278,8 +278,9 @@ start() {
 		sleep 0.2
 		_i=$((_i + 1))
 	done
+	pm logs "$C" 2>&1 | grep -v '^time=' >"$T/$_n.log"
 	not_ok "$_n: serve runs ($*)" "the container $(pm inspect -f 'exited {{.State.ExitCode}}' "$C" 2>/dev/null \
-		|| echo 'is gone'); its log: $(pm logs "$C" 2>&1 | grep -v '^time=' | tail -4 | tr '\n' '|')"
+		|| echo 'is gone'); its log: $(tail -4 "$T/$_n.log" | tr '\n' '|')"
 	pm rm -f -t 0 "$C" >/dev/null 2>&1
 	return 1
 }
@@ -352,13 +353,16 @@ PYEOF
 	check "$1: ... not a start failure" sh -c "! grep -q '^FAILED' '$T/evsum'"
 }
 # dead NAME WHAT: serve did not run: the rest of the journey is skipped, and
-# doctor in a new container of the image must name what stopped serve
+# doctor, in a new container of the image on the same network, must FAIL
+# what stopped serve (the first word of the key serve's error names, e.g.
+# "audit" of audit_file).
 dead() {
 	skip "$1: $2" "serve did not run"
-	pm run --rm "localhost/abx-e2e-$1" agent-sandbox-server doctor >"$T/doctor" 2>&1
+	_key=$(sed -n 's/^agent-sandbox-server: [a-z_.]*: \([a-z]*\).*/\1/p' "$T/$1.log" | head -1)
+	pm run --rm --network slirp4netns "localhost/abx-e2e-$1" agent-sandbox-server doctor >"$T/doctor" 2>&1
 	_rc=$?
-	check "$1: doctor in the image FAILs what stops serve (exit $_rc: $(grep -E '^FAIL|failed' "$T/doctor" |
-		tr '\n' '|'))" sh -c "[ $_rc != 0 ] && grep -q '^FAIL' '$T/doctor'"
+	check "$1: doctor in the image FAILs what stops serve (${_key:-?}): exit $_rc: $(grep -E '^FAIL|failed' "$T/doctor" |
+		tr '\n' '|')" sh -c "[ $_rc != 0 ] && grep -q '^FAIL.*${_key:-?}' '$T/doctor'"
 }
 # doctor NAME: inside the running container, as its user
 doctor() {
