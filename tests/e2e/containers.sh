@@ -271,7 +271,7 @@ start() {
 	while [ $_i -lt 150 ]; do
 		if curl -s -m 2 -o "$T/body" "http://127.0.0.1:$HP/health" 2>/dev/null; then
 			U=http://127.0.0.1:$HP
-			ok "$_n: serve runs ($*): GET /health answers $(head -c 80 "$T/body")"
+			ok "$_n: serve runs (${*:-its CMD}): GET /health answers $(head -c 80 "$T/body")"
 			return 0
 		fi
 		[ "$(pm inspect -f '{{.State.Running}}' "$C" 2>/dev/null)" = true ] || break
@@ -279,7 +279,7 @@ start() {
 		_i=$((_i + 1))
 	done
 	pm logs "$C" 2>&1 | grep -v '^time=' >"$T/$_n.log"
-	not_ok "$_n: serve runs ($*)" "the container $(pm inspect -f 'exited {{.State.ExitCode}}' "$C" 2>/dev/null \
+	not_ok "$_n: serve runs (${*:-its CMD})" "the container $(pm inspect -f 'exited {{.State.ExitCode}}' "$C" 2>/dev/null \
 		|| echo 'is gone'); its log: $(tail -4 "$T/$_n.log" | tr '\n' '|')"
 	pm rm -f -t 0 "$C" >/dev/null 2>&1
 	return 1
