@@ -260,7 +260,7 @@ check-release: release
 	  ABX_TEST_LOG=$(abspath $(B))/test/release tests/run.sh --no-integration --extra tests/release
 
 e2e:
-	@tools/hostdeps.sh check
+	@tools/hostdeps.sh e2e
 	@$(MAKE) --no-print-directory $(BIN)
 	@tests/run.sh --e2e
 

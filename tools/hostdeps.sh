@@ -2,13 +2,18 @@
 # Install the host packages a target needs (as root), or print the exact
 # command (otherwise). Usage: tools/hostdeps.sh MODE, MODE one of build,
 # check, bench, build-x64 (= build), build-arm64 (the aarch64 cross
-# compiler too), check-arm64 (and qemu-user-static, to run what it built).
+# compiler too), check-arm64 (and qemu-user-static, to run what it built),
+# e2e (check's, and what tests/e2e/containers.sh builds and runs images with:
+# podman on runc, debootstrap for a Debian base, musl's loader for an
+# Alpine-like one, slirp4netns for published ports without a bridge, npm to
+# size `npm i -g` against).
 # llvm-14 ships llvm-symbolizer for clang 14 (Debian's clang), which turns
 # sanitizer reports into file:line traces.
 set -eu
 build="musl-tools dpkg-dev cmake make gcc xz-utils bzip2 ca-certificates"
 check="$build clang clang-format libclang-rt-14-dev llvm-14 libcmocka-dev libbearssl-dev libarchive-dev zlib1g-dev openssl file curl strace"
 bench="$check wrk nginx-light hyperfine"
+e2e="$check podman runc uidmap slirp4netns debootstrap musl"
 cross="gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu"
 case ${1:-build} in
 build | build-x64) want=$build ;;
@@ -16,7 +21,8 @@ build-arm64) want="$build $cross" ;;
 check) want=$check ;;
 check-arm64) want="$check $cross qemu-user-static" ;;
 bench) want=$bench ;;
-*) echo "usage: $0 build|build-x64|build-arm64|check|check-arm64|bench" >&2; exit 2 ;;
+e2e) want=$e2e ;;
+*) echo "usage: $0 build|build-x64|build-arm64|check|check-arm64|bench|e2e" >&2; exit 2 ;;
 esac
 missing=""
 for p in $want; do
@@ -24,6 +30,8 @@ for p in $want; do
 	case $st in *" installed") ;; *) missing="$missing $p" ;; esac
 done
 command -v python3 >/dev/null || missing="$missing python3"
+# npm from any source will do (Debian's, or a node distribution's own)
+[ "${1:-}" = e2e ] && ! command -v npm >/dev/null && missing="$missing nodejs npm"
 [ -z "$missing" ] && exit 0
 if [ "$(id -u)" = 0 ]; then
 	echo "hostdeps: installing$missing" >&2
