@@ -225,51 +225,66 @@ test_defaults(void **state)
 	assert_int_equal(c.nwarn, 0);
 }
 
-/* The README's configuration table and the schema table say the same: a
- * row per key, naming its variable and its option, with its default. */
+/* A configuration table and the schema table say the same: in
+ * docs/configuration.md a row per key, naming its variable and its option,
+ * with its default; in the README's short table (full == 0) the rows it has
+ * name the same variable and default. */
 static void
-test_readme_table_matches(void **state)
+check_config_table(const char *path, int full)
 {
 	static char text[1 << 20];
-	char want[128], def[128];
+	char want[128], def[128], up[256];
 	const char *row, *cols[4];
-	FILE *f = fopen("README.md", "r");
+	FILE *f = fopen(path, "r");
 	size_t n;
 	int k, i;
 
-	if (f == NULL)
-		f = fopen("../../README.md", "r");
+	if (f == NULL) {
+		snprintf(up, sizeof(up), "../../%s", path);
+		f = fopen(up, "r");
+	}
 	assert_non_null(f);
 	n = fread(text, 1, sizeof(text) - 1, f);
 	fclose(f);
 	text[n] = '\0';
 	for (k = 0; k < CK_NKEYS; k++) {
 		snprintf(want, sizeof(want), "\n| `%s` | ", cfg_keys[k].path);
-		if ((row = strstr(text, want)) == NULL)
-			fail_msg("README: no row for %s", cfg_keys[k].path);
+		if ((row = strstr(text, want)) == NULL) {
+			if (!full)
+				continue;
+			fail_msg("%s: no row for %s", path, cfg_keys[k].path);
+		}
 		row += 3; /* the row's first column */
 		for (i = 0; i < 4; i++) {
 			cols[i] = row;
 			if ((row = strstr(row, " | ")) == NULL)
-				fail_msg("README: the row of %s has fewer than 4 columns", cfg_keys[k].path);
+				fail_msg("%s: the row of %s has fewer than 4 columns", path,
+				         cfg_keys[k].path);
 			row += 3;
 		}
 		snprintf(want, sizeof(want), "`%s`", cfg_keys[k].env);
 		if (strstr(cols[1], want) == NULL || strstr(cols[1], want) > cols[2])
-			fail_msg("README: the row of %s does not name %s", cfg_keys[k].path, want);
-		if (cfg_keys[k].opt != NULL) {
+			fail_msg("%s: the row of %s does not name %s", path, cfg_keys[k].path, want);
+		if (full && cfg_keys[k].opt != NULL) {
 			snprintf(want, sizeof(want), "`--%s`", cfg_keys[k].opt);
 			if (strstr(cols[1], want) == NULL || strstr(cols[1], want) > cols[2])
-				fail_msg("README: the row of %s does not name %s", cfg_keys[k].path, want);
+				fail_msg("%s: the row of %s does not name %s", path, cfg_keys[k].path, want);
 		}
 		if (cfg_keys[k].def[0] == '\0')
 			continue;
 		snprintf(def, sizeof(def), "%.*s", (int)(cols[3] - cols[2] - 3), cols[2]);
 		snprintf(want, sizeof(want), "`%s`", cfg_keys[k].def);
 		if (strcmp(def, cfg_keys[k].def) != 0 && strcmp(def, want) != 0)
-			fail_msg("README: the default of %s is \"%s\", the table's is %s", cfg_keys[k].path,
+			fail_msg("%s: the default of %s is \"%s\", the table's is %s", path, cfg_keys[k].path,
 			         def, cfg_keys[k].def);
 	}
+}
+
+static void
+test_readme_table_matches(void **state)
+{
+	check_config_table("docs/configuration.md", 1);
+	check_config_table("README.md", 0);
 }
 
 /* The option table: each option names its key, a repeated option keeps the
@@ -424,9 +439,9 @@ test_lists_from_env_and_file(void **state)
 	struct config c;
 	struct err e;
 	char buf[600];
-	const char *p =
-	    write_file("l.json", "{\"agents\": [\"claude-code\"], \"install\": {\"allow_hosts\": "
-	                         "[\"m.example\", \"registry.npmmirror.com\"], \"mirrors\": {\"tarball\": [\"file:///srv/cache\"]}}}");
+	const char *p = write_file("l.json", "{\"agents\": [\"claude-code\"], \"install\": {\"allow_hosts\": "
+	                                     "[\"m.example\", \"registry.npmmirror.com\"], \"mirrors\": "
+	                                     "{\"tarball\": [\"file:///srv/cache\"]}}}");
 
 	assert_int_equal(config_load(&c, p, env, NULL, 0, &e), 0);
 	assert_int_equal(c.agents.n, 2);
@@ -453,9 +468,11 @@ test_mirror_host_must_be_allowed(void **state)
 	assert_non_null(strstr(e.msg, "install.mirrors.tarball: the mirror's host m.example:8443 is not in "
 	                              "install.allow_hosts"));
 	assert_int_equal(config_load(&c, NULL, env_ok, NULL, 0, &e), 0);
-	assert_int_equal(load_text(&c, "{\"install\": {\"mirrors\": {\"npm\": \"https://r.example\"}}}", &e), -1);
+	assert_int_equal(load_text(&c, "{\"install\": {\"mirrors\": {\"npm\": \"https://r.example\"}}}", &e),
+	                 -1);
 	assert_non_null(strstr(e.msg, "install.mirrors.npm: the mirror's host r.example"));
-	assert_int_equal(load_text(&c, "{\"install\": {\"mirrors\": {\"tarball\": [\"/srv/cache\"]}}}", &e), 0);
+	assert_int_equal(load_text(&c, "{\"install\": {\"mirrors\": {\"tarball\": [\"/srv/cache\"]}}}", &e),
+	                 0);
 }
 
 static void
@@ -582,12 +599,14 @@ test_full_schema_loads(void **state)
 	        &c,
 	        "{\"install\": {\"mode\": \"build\", \"wait\": 0, \"timeout\": 900,"
 	        " \"max_download_mb\": 200, \"mirrors\": {\"npm\": \"https://r.example\","
-	        " \"tarball\": [\"https://m.example/{host}/{path}\"]}, \"allow_hosts\": [\"m.example\", \"r.example\"],"
+	        " \"tarball\": [\"https://m.example/{host}/{path}\"]}, \"allow_hosts\": [\"m.example\", "
+	        "\"r.example\"],"
 	        " \"allow_tmp\": true, \"use_path\": false},"
 	        " \"agents\": [\"codex\"], \"commands\": \"c.json\", \"policy\": \"p.json\","
 	        " \"preset\": \"agents\", \"tools_dir\": \"/t\", \"state_dir\": \"/s\", \"base_dir\": \"/b\","
 	        " \"manifests_dir\": \"/m\", \"audit_file\": \"/a.log\", \"environment\": \"production\","
-	        " \"server\": {\"host\": \"127.0.0.1\", \"port\": 0, \"max_connections\": 64, \"max_connections_per_peer\": 8,"
+	        " \"server\": {\"host\": \"127.0.0.1\", \"port\": 0, \"max_connections\": 64, "
+	        "\"max_connections_per_peer\": 8,"
 	        " \"workers\": 2, \"header_timeout\": 5, \"idle_timeout\": 30, \"request_timeout\": 30,"
 	        " \"max_header_bytes\": 8192, \"max_body_bytes\": 65536, \"max_output_bytes\": 65536,"
 	        " \"op_concurrency\": 2, \"max_sessions\": 8, \"max_sessions_per_agent\": 2,"
@@ -613,8 +632,8 @@ static void
 test_session_env(void **state)
 {
 	static const char *const bad[] = {
-	    "[\"PATH\"]", "[\"LD_PRELOAD\"]", "[\"ABX_SERVER_TOKEN\"]", "[\"1A\"]", "[\"A-B\"]",
-	    "[\"\"]", "[\"A\",\"A\"]", "\"A\"",
+	    "[\"PATH\"]", "[\"LD_PRELOAD\"]", "[\"ABX_SERVER_TOKEN\"]", "[\"1A\"]",
+	    "[\"A-B\"]",  "[\"\"]",           "[\"A\",\"A\"]",          "\"A\"",
 	};
 	char *env[] = {"ABX_SERVER_SESSION_ENV=A,B_2", NULL};
 	struct config c;
