@@ -102,6 +102,8 @@ static const struct {
     {"ABX_TEST_PAUSE", 0},        /* tests: an install stops 30 s at this phase (never in production) */
     {"ABX_TOOL_", 1},             /* ABX_TOOL_<NAME>=/path: use that executable for tool NAME */
     {"ABX_NPM", 0},               /* lock: the npm program to run */
+    {"ABX_OCI_AUTH", 0},          /* user:password for the OCI registry (config_oci.c) */
+    {"ABX_OCI_AUTH_FILE", 0},     /* a docker config.json with auths for the OCI registry */
     /* the standard variables, read here too so one list says what the
      * program looks at */
     {"PATH", 0},        /* tools found on PATH (install.use_path), programs run by name */
@@ -115,6 +117,7 @@ static const struct {
     {"no_proxy", 0},
     {"SSL_CERT_FILE", 0}, /* the CA bundle HTTPS trusts, instead of the system's */
     {"SSL_CERT_DIR", 0},  /* CA directories (colon-separated), with or instead of it */
+    {"DOCKER_CONFIG", 0}, /* the directory of the docker config file with registry auths */
 };
 #define NENV_VARS ((int)(sizeof(env_vars) / sizeof(env_vars[0])))
 

@@ -231,6 +231,16 @@ struct http_client;
  * NULL with e (http.proxy for an unusable proxy URL, internal). */
 struct http_client *config_http_client(struct err *e);
 
+/* The credential for the OCI registry host:port as base64 "user:pass"
+ * (OCI_BASIC_MAX bytes, core/net/oci.h) into basic: ABX_OCI_AUTH
+ * ("user:pass"), else auths.<host>.auth of the docker config file
+ * (ABX_OCI_AUTH_FILE, which must exist; else $DOCKER_CONFIG/config.json;
+ * else $HOME/.docker/config.json). from (may be NULL) names where it came
+ * from, never the value. Returns 1 found, 0 none, -1 with oci.auth. The
+ * caller wipes basic after use. */
+int config_oci_basic(const char *host, int port, int port_explicit, char *basic, char *from, size_t fromcap,
+                     struct err *e);
+
 /* The whole load: defaults, the file (file_flag if not NULL, which must
  * exist; else $ABX_SERVER_CONFIG, which must exist; else the default file if
  * present), envp, then the flags in order. On error *c is left with the
