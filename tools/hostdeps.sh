@@ -5,9 +5,11 @@
 # compiler too), check-arm64 (and qemu-user-static, to run what it built).
 # llvm-14 ships llvm-symbolizer for clang 14 (Debian's clang), which turns
 # sanitizer reports into file:line traces.
+# docker-registry (the CNCF distribution registry) and apache2-utils (htpasswd
+# -B, bcrypt) are the real registry tests/integration/oci.sh pushes to.
 set -eu
 build="musl-tools dpkg-dev cmake make gcc xz-utils bzip2 ca-certificates"
-check="$build clang clang-format libclang-rt-14-dev llvm-14 libcmocka-dev libbearssl-dev libarchive-dev zlib1g-dev openssl file curl strace"
+check="$build clang clang-format libclang-rt-14-dev llvm-14 libcmocka-dev libbearssl-dev libarchive-dev zlib1g-dev openssl file curl strace docker-registry apache2-utils"
 bench="$check wrk nginx-light hyperfine"
 cross="gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu"
 case ${1:-build} in

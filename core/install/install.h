@@ -379,6 +379,16 @@ void install_probe_cache_clear(void);
  * lockfile does not load (the install reports that). */
 int install_npm_probe_url(struct install_ctx *c, const manifest_t *m, char *url, size_t cap);
 
+/* Each fetched package tarball of m's lockfile for platform ("all": every
+ * platform's) by the sha256 the cache holds it under: fn(arg, package,
+ * hex), for pushing the cache to a registry (fetch --push). Packages inside
+ * their parent's tarball have none. Returns how many packages the cache
+ * lacks, or -1 with e (the lockfile did not load). */
+struct npmlock_pkg;
+int install_npm_blobs(struct install_ctx *c, const manifest_t *m, const char *platform,
+                      void (*fn)(void *arg, const struct npmlock_pkg *p, const char *hex), void *arg,
+                      struct err *e);
+
 void install_backoff_clear(struct install_ctx *c, const char *name);
 
 /* Seconds left in name's backoff (0 = none) in the tools directory installs

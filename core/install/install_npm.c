@@ -353,3 +353,30 @@ install_npm_sbom(struct install_ctx *c, const manifest_t *m, struct json_w *w)
 		json_w_end(w);
 	}
 }
+
+int
+install_npm_blobs(struct install_ctx *c, const manifest_t *m, const char *platform,
+                  void (*fn)(void *arg, const struct npmlock_pkg *p, const char *hex), void *arg,
+                  struct err *e)
+{
+	struct npm_hosts h;
+	const struct npmlock *l;
+	char hex[DIGEST_HEX_MAX];
+	size_t i;
+	int missing = 0;
+
+	collect_hosts(c, m, &h);
+	if ((l = lock_of(c, m, platform != NULL && strcmp(platform, "all") == 0 ? NULL : platform, &h, NULL,
+	                 e)) == NULL)
+		return -1;
+	for (i = 0; i < l->npkgs; i++) {
+		const struct npmlock_pkg *p = &l->pkgs[i];
+		if (p->in_bundle)
+			continue; /* inside its parent's tarball */
+		if (c->cache_dir[0] && cache_sha256_of(c->cache_dir, &p->digest, hex))
+			fn(arg, p, hex);
+		else
+			missing++;
+	}
+	return missing;
+}

@@ -1,0 +1,158 @@
+# An OCI registry as the fleet's shared cache: fetch --push against the
+# real CNCF distribution registry (Debian's docker-registry) on loopback,
+# over TLS from the test PKI, without auth and with htpasswd (bcrypt, made
+# by apache2-utils' htpasswd -B), and the https fixture server as the
+# origin the fetch reads from.
+. "$TOP/tests/lib.sh"
+
+REG=$(command -v docker-registry || true)
+HTPASSWD=$(command -v htpasswd || true)
+if [ -z "$REG" ] || [ -z "$HTPASSWD" ] || ! command -v curl >/dev/null; then
+	skip "oci registry" "docker-registry, htpasswd (apache2-utils) or curl missing: tools/hostdeps.sh check installs them"
+	exit 0
+fi
+
+W=$T/www
+M=$T/man
+mkdir -p "$W" "$M" "$T/home" "$T/state"
+export HOME=$T/home ABX_SERVER_STATE_DIR=$T/state
+unset ABX_TOOLS_DIR ABX_MANIFESTS_DIR ABX_SERVER_INSTALL_MODE ABX_INSTALL_MODE ABX_INSTALL_MIRROR \
+	ABX_INSTALL_UNPINNED ABX_SERVER_ENV SSL_CERT_DIR HTTPS_PROXY https_proxy HTTP_PROXY http_proxy \
+	ABX_OCI_AUTH ABX_OCI_AUTH_FILE DOCKER_CONFIG ABX_SERVER_CONFIG
+
+sh "$FIXTURES/mkcerts.sh" "$T/pki" >/dev/null 2>&1 || { not_ok "test PKI" "mkcerts.sh failed"; exit 1; }
+export SSL_CERT_FILE=$T/pki/ca.pem
+
+rm -rf "$T/src" && mkdir -p "$T/src/pkg/bin"
+printf '#!/bin/sh\necho "hello 1.0.0"\n' >"$T/src/pkg/bin/hello"
+chmod 755 "$T/src/pkg/bin/hello"
+head -c 50000 /dev/urandom >"$T/src/pkg/data.bin"
+tar czf "$W/hello-1.0.0.tgz" -C "$T/src" pkg
+H=$(sha256sum "$W/hello-1.0.0.tgz" | cut -d' ' -f1)
+
+bg python3 "$FIXTURES/httpd.py" --root "$W" --log "$T/req.log" --cert "$T/pki/good.pem" \
+	--key "$T/pki/good.key" >"$T/port" 2>"$T/httpd.err"
+wait_for_line "$T/port" '^[0-9]' 10 || { not_ok "start https fixture" "$(cat "$T/httpd.err")"; exit 1; }
+P=$(head -1 "$T/port")
+cat >"$M/hello.json" <<EOF
+{"schema":1,"name":"hello","binary":"hello","version":"1.0.0",
+ "source":{"type":"tarball","bin":"bin/hello","strip_components":1,
+  "platforms":{"linux-x64":{"url":"https://localhost:$P/f/hello-1.0.0.tgz","sha256":"$H"},"linux-arm64":{"url":"https://localhost:$P/f/hello-1.0.0.tgz","sha256":"$H"}}},
+ "hosts":["localhost"],"verify":{"argv":["{bin}"],"expect":"hello 1.0.0"},
+ "platforms":["linux-x64","linux-arm64"],"size_hint_mb":1}
+EOF
+
+freeport() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
+
+# start_registry NAME [htpasswd]: the registry on a free port, its storage
+# in $T/NAME; sets RP.
+start_registry() {
+	RP=$(freeport)
+	{
+		printf 'version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: %s\n' "$T/$1"
+		printf 'http:\n  addr: 127.0.0.1:%s\n  tls:\n    certificate: %s\n    key: %s\n' "$RP" \
+			"$T/pki/good.pem" "$T/pki/good.key"
+		if [ -n "${2:-}" ]; then
+			printf 'auth:\n  htpasswd:\n    realm: test-registry\n    path: %s\n' "$2"
+		fi
+	} >"$T/$1.yml"
+	bg "$REG" serve "$T/$1.yml" >"$T/$1.log" 2>&1
+	_i=0
+	while [ $_i -lt 100 ]; do
+		curl -s -o /dev/null --cacert "$T/pki/ca.pem" "https://localhost:$RP/v2/" && return 0
+		sleep 0.1
+		_i=$((_i + 1))
+	done
+	not_ok "start registry $1" "$(head -c 300 "$T/$1.log")"
+	exit 1
+}
+# reg_get PATH [curl args]: a GET on the registry (stdout)
+reg_get() {
+	_p=$1
+	shift
+	curl -sf --cacert "$T/pki/ca.pem" -H 'Accept: application/vnd.oci.image.manifest.v1+json' "$@" \
+		"https://localhost:$RP$_p"
+}
+push() { # TOOLS-DIR REF [ARGS...]
+	_d=$1 _r=$2
+	shift 2
+	mkdir -p "$_d"
+	run "$BIN" fetch --only hello --manifests "$M" --tools-dir "$_d" --push "$_r" "$@"
+}
+
+# ---- the reference is checked before anything is fetched -------------------------------
+for bad in "https://localhost/x" "oci://localhost" "oci://localhost/Team" "oci://u:pw@localhost/x" \
+	"oci://localhost/a//b" "oci://localhost/a?b"; do
+	push "$T/t0" "$bad"
+	expect "--push $bad refused: oci.url, exit 2" 2 "" "oci.url"
+done
+check "a refused reference fetched nothing" test ! -s "$T/req.log"
+check "... and never echoes a credential" sh -c "! grep -q 'pw@' '$T/err'"
+
+# ---- push to a registry without auth -------------------------------------------------------
+start_registry open
+push "$T/t1" "oci://localhost:$RP/team/tools"
+expect "fetch --push uploads the verified artifact and a manifest" 0 "hello 1.0.0: pushed to team/tools:hello-1.0.0"
+check "... says what it uploaded" grep -q "1 blob(s) uploaded, 0 already there, 1 manifest(s)" "$T/err"
+reg_get "/v2/team/tools/manifests/hello-1.0.0" >"$T/manifest.json"
+check "the tag names an OCI image manifest" grep -q '"mediaType":"application/vnd.oci.image.manifest.v1+json"' "$T/manifest.json"
+check "... with this product's artifactType" grep -q '"artifactType":"application/vnd.agent-sandbox.tool.v1+json"' "$T/manifest.json"
+check "... the empty config descriptor" grep -q '"config":{"mediaType":"application/vnd.oci.empty.v1+json","digest":"sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a","size":2}' "$T/manifest.json"
+check "... the artifact as a tar+gzip layer with its digest and size" grep -q "\"mediaType\":\"application/vnd.oci.image.layer.v1.tar+gzip\",\"digest\":\"sha256:$H\",\"size\":$(stat -c %s "$W/hello-1.0.0.tgz")" "$T/manifest.json"
+check "... and the tool, version, platform and manifest digest" grep -q "\"dev.agent-sandbox.tool\":\"hello\",\"dev.agent-sandbox.version\":\"1.0.0\",\"dev.agent-sandbox.platform\":\"$PLATFORM\",\"dev.agent-sandbox.manifest.sha256\":\"[0-9a-f]\{64\}\"" "$T/manifest.json"
+reg_get "/v2/team/tools/blobs/sha256:$H" >"$T/blob"
+check "the registry serves the artifact's bytes by its sha256" cmp -s "$T/blob" "$W/hello-1.0.0.tgz"
+
+push "$T/t1" "oci://localhost:$RP/team/tools" --json
+expect "a second push: --json" 0 '"push":[{"name":"hello","version":"1.0.0","ok":true,"tag":"hello-1.0.0","blobs":1}]'
+before=$(grep -c '"PUT /v2/team/tools/blobs/uploads' "$T/open.log")
+push "$T/t1" "oci://localhost:$RP/team/tools"
+expect "a second push uploads nothing the registry has" 0 "pushed"
+check "... HEAD first: 0 uploaded, 1 already there" grep -q "0 blob(s) uploaded, 1 already there" "$T/err"
+check "... and the registry saw no blob upload" test "$(grep -c '"PUT /v2/team/tools/blobs/uploads' "$T/open.log")" -eq "$before"
+check "... the first push did upload (the count above can move)" test "$before" -ge 1
+
+# ---- htpasswd: anonymous refused, credentials from the environment or a docker config -------
+"$HTPASSWD" -Bbn alice s3cret >"$T/htpasswd" 2>/dev/null
+start_registry locked "$T/htpasswd"
+REF="oci://localhost:$RP/team/tools"
+push "$T/t2" "$REF"
+expect "anonymous push to a locked registry: oci.auth" 1 "" "oci.auth"
+check "... the fix names ABX_OCI_AUTH" grep -q "ABX_OCI_AUTH" "$T/err"
+export ABX_OCI_AUTH=alice:wr0ngpass
+push "$T/t2" "$REF"
+expect "wrong credentials: oci.auth" 1 "" "oci.auth"
+check "... the password is never printed" sh -c "! grep -q 'wr0ngpass' '$T/err' '$T/out'"
+export ABX_OCI_AUTH=nocolon
+push "$T/t2" "$REF"
+expect "ABX_OCI_AUTH without a colon: oci.auth" 1 "" "ABX_OCI_AUTH is not user:password"
+check "... not echoed" sh -c "! grep -q 'nocolon' '$T/err'"
+export ABX_OCI_AUTH=alice:s3cret
+push "$T/t2" "$REF"
+expect "ABX_OCI_AUTH=user:pass pushes" 0 "hello 1.0.0: pushed"
+check "... the password is never printed" sh -c "! grep -q 's3cret' '$T/err' '$T/out'"
+unset ABX_OCI_AUTH
+reg_get "/v2/team/tools/manifests/hello-1.0.0" -u alice:s3cret >"$T/manifest2.json"
+check "... the manifest is there" grep -q "sha256:$H" "$T/manifest2.json"
+
+mkdir -p "$T/dc"
+printf '{"auths":{"localhost:%s":{"auth":"%s"}}}\n' "$RP" "$(printf alice:s3cret | base64)" >"$T/dc/config.json"
+run env DOCKER_CONFIG="$T/dc" "$BIN" fetch --only hello --manifests "$M" --tools-dir "$T/t2" --push "$REF"
+expect "credentials from \$DOCKER_CONFIG/config.json" 0 "hello 1.0.0: pushed"
+run env ABX_OCI_AUTH_FILE="$T/dc/config.json" "$BIN" fetch --only hello --manifests "$M" --tools-dir "$T/t2" --push "$REF"
+expect "credentials from ABX_OCI_AUTH_FILE" 0 "hello 1.0.0: pushed"
+mkdir -p "$T/home/.docker" && cp "$T/dc/config.json" "$T/home/.docker/config.json"
+push "$T/t2" "$REF"
+expect "credentials from ~/.docker/config.json" 0 "hello 1.0.0: pushed"
+rm -f "$T/home/.docker/config.json"
+run env ABX_OCI_AUTH_FILE="$T/nonexistent.json" "$BIN" fetch --only hello --manifests "$M" --tools-dir "$T/t2" --push "$REF"
+expect "ABX_OCI_AUTH_FILE names a missing file: oci.auth" 1 "" "oci.auth"
+printf '{"auths":{"localhost:%s":{"auth":"%s"}}}\n' "$RP" "$(printf alice:wr0ngpass | base64)" >"$T/dc/config.json"
+run env DOCKER_CONFIG="$T/dc" "$BIN" fetch --only hello --manifests "$M" --tools-dir "$T/t2" --push "$REF"
+expect "wrong credentials in the docker config: oci.auth" 1 "" "oci.auth"
+check "... neither the base64 nor the password printed" sh -c "! grep -q -e 'wr0ngpass' -e '$(printf alice:wr0ngpass | base64)' '$T/err' '$T/out'"
+
+# ---- a registry that is not there --------------------------------------------------------------
+DEAD=$(freeport)
+push "$T/t3" "oci://localhost:$DEAD/team/tools"
+expect "an unreachable registry: http.connect before anything is fetched" 1 "" "http.connect"
