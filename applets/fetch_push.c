@@ -94,7 +94,8 @@ note_platform(struct fetch_push *p, const char *platform)
 /* Upload path as the blob hex unless the registry has it; record it as a
  * layer of the tool's manifest. */
 static void
-push_blob(struct fetch_push *p, const char *hex, const char *path, const char *media_type, const char *title)
+push_blob(struct fetch_push *p, const char *hex, const char *path, const char *media_type, const char *title,
+          const char *integrity)
 {
 	struct fetch_push_layer *l;
 	struct stat st;
@@ -137,6 +138,7 @@ push_blob(struct fetch_push *p, const char *hex, const char *path, const char *m
 	l = &p->layers[p->nlayers++];
 	snprintf(l->sha256, sizeof(l->sha256), "%s", hex);
 	snprintf(l->title, sizeof(l->title), "%s", title);
+	snprintf(l->integrity, sizeof(l->integrity), "%s", integrity ? integrity : "");
 	l->media_type = media_type;
 	l->size = (int64_t)st.st_size;
 }
@@ -162,7 +164,7 @@ fetch_push_artifact(struct fetch_push *p, const manifest_t *m, const char *platf
 
 	snprintf(title, sizeof(title), "%.16s/%.200s", platform, base ? base + 1 : a->url);
 	note_platform(p, platform);
-	push_blob(p, a->sha256, path, artifact_media_type(a->url), title);
+	push_blob(p, a->sha256, path, artifact_media_type(a->url), title, NULL);
 }
 
 struct npm_push {
@@ -174,12 +176,12 @@ static void
 npm_one(void *arg, const struct npmlock_pkg *pk, const char *hex)
 {
 	struct npm_push *np = arg;
-	char path[PATH_MAX], title[300];
+	char path[PATH_MAX], title[300], sri[DIGEST_SRI_MAX];
 
 	snprintf(title, sizeof(title), "%.200s@%.80s.tgz", pk->name, pk->version ? pk->version : "");
 	if (snprintf(path, sizeof(path), "%s/%s", np->cache, hex) >= (int)sizeof(path))
 		return;
-	push_blob(np->p, hex, path, MT_NPM, title);
+	push_blob(np->p, hex, path, MT_NPM, title, digest_sri(&pk->digest, sri));
 }
 
 void
@@ -223,8 +225,12 @@ fetch_push_tool_end(struct fetch_push *p, const manifest_t *m, char tag[OCI_TAG_
 	if ((l = calloc((size_t)p->nlayers + 1, sizeof(*l))) == NULL)
 		return err_set(e, "internal", "out of memory");
 	for (i = 0; i < p->nlayers; i++)
-		l[i] = (struct oci_layer){p->layers[i].media_type, p->layers[i].sha256, p->layers[i].size,
-		                          p->layers[i].title};
+		l[i] = (struct oci_layer){p->layers[i].media_type,
+		                          p->layers[i].sha256,
+		                          p->layers[i].size,
+		                          p->layers[i].title,
+		                          p->layers[i].integrity[0] ? OCI_ANN_NPM_INTEGRITY : NULL,
+		                          p->layers[i].integrity};
 	json_w_init(&w, MANIFEST_JSON_MAX);
 	r = oci_manifest_write(&w, ARTIFACT_TYPE, l, p->nlayers, ann, 4);
 	free(l);

@@ -23,6 +23,7 @@ struct json_w;
 struct fetch_push_layer {
 	char sha256[65];
 	char title[300];
+	char integrity[100];    /* an npm package's SRI (sha512-<base64>), "" for an artifact */
 	const char *media_type; /* static */
 	int64_t size;
 };

@@ -18,6 +18,7 @@
 #include "net/http.h"
 #include "net/tls.h"
 #include "net/hostrule.h"
+#include "net/oci.h"
 
 extern char **environ;
 
@@ -34,6 +35,7 @@ const struct cfg_keydef cfg_keys[CK_NKEYS] = {
     {"install.mirrors.npm", K_NPM, OFF(install.npm_mirror), 0, 0, "ABX_INSTALL_NPM_REGISTRY", NULL, ""},
     {"install.mirrors.tarball", K_MIRRORS, OFF(install.tarball_mirrors), 0, 0, "ABX_INSTALL_MIRROR", NULL,
      ""},
+    {"install.mirrors.oci", K_OCI, OFF(install.oci_mirror), 0, 0, "ABX_INSTALL_OCI_MIRROR", NULL, ""},
     {"install.allow_hosts", K_HOSTS, OFF(install.allow_hosts), 0, 0, "ABX_SERVER_INSTALL_ALLOW_HOSTS", NULL,
      ""},
     {"install.allow_tmp", K_BOOL, OFF(install.allow_tmp), 0, 1, "ABX_SERVER_INSTALL_ALLOW_TMP", NULL,
@@ -529,6 +531,19 @@ cfg_set_text(struct config *c, int k, const char *text, const char *base, const 
 			               CFG_URL_MAX - 1);
 		snprintf(cfg_field(c, k), CFG_URL_MAX, "%s", text);
 		return 0;
+	case K_OCI: {
+		struct oci_ref r;
+		char why[ERR_MSG_MAX];
+		if (oci_ref_parse(text, &r, e) != 0) {
+			snprintf(why, sizeof(why), "%s", e ? e->msg : "");
+			return err_set(e, "config.invalid", "%s: %s", where, why);
+		}
+		if (strlen(text) >= CFG_URL_MAX)
+			return err_set(e, "config.invalid", "%s: longer than %d bytes", where,
+			               CFG_URL_MAX - 1);
+		snprintf(cfg_field(c, k), CFG_URL_MAX, "%s", text);
+		return 0;
+	}
 	case K_PRESET:
 		if (strcmp(text, "readonly") != 0 && strcmp(text, "agents") != 0 &&
 		    strcmp(text, "admin") != 0)
@@ -763,6 +778,13 @@ mirror_hosts_listed(const struct config *c, struct err *e)
 	for (i = 0; i < c->install.tarball_mirrors.n; i++)
 		if (mirror_host_listed(c, "install.mirrors.tarball", c->install.tarball_mirrors.v[i], e) != 0)
 			return -1;
+	if (c->install.oci_mirror[0] != '\0') {
+		/* the registry's host, as an https URL (oci:// is https) */
+		char url[CFG_URL_MAX + 4];
+		snprintf(url, sizeof(url), "https://%s", c->install.oci_mirror + 6);
+		if (mirror_host_listed(c, "install.mirrors.oci", url, e) != 0)
+			return -1;
+	}
 	return 0;
 }
 

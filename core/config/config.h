@@ -78,6 +78,7 @@ enum cfg_key {
 	CK_INSTALL_MAX_DOWNLOAD_MB,
 	CK_INSTALL_MIRRORS_NPM,
 	CK_INSTALL_MIRRORS_TARBALL,
+	CK_INSTALL_MIRRORS_OCI,
 	CK_INSTALL_ALLOW_HOSTS,
 	CK_INSTALL_ALLOW_TMP,
 	CK_INSTALL_USE_PATH,
@@ -121,6 +122,7 @@ struct config {
 		int max_download_mb;
 		char npm_mirror[CFG_URL_MAX]; /* "" = none */
 		struct cfg_list tarball_mirrors;
+		char oci_mirror[CFG_URL_MAX]; /* oci://HOST[:PORT]/REPO, "" = none */
 		struct cfg_hosts allow_hosts;
 		int allow_tmp;
 		int use_path;

@@ -16,6 +16,7 @@ enum cfg_kind {
 	K_PATH,    /* char[CFG_PATH_MAX]; relative paths in a file resolve against it */
 	K_NPM,     /* char[CFG_URL_MAX]; an https:// URL */
 	K_MIRRORS, /* struct cfg_list; https:// templates, absolute paths, file:// */
+	K_OCI,     /* char[CFG_URL_MAX]; oci://HOST[:PORT]/REPO (core/net/oci.h) */
 	K_HOSTS,   /* struct cfg_hosts; host names */
 	K_NAMES,   /* struct cfg_names; tool names */
 	K_VARS,    /* struct cfg_names; environment variable names */

@@ -182,6 +182,7 @@ struct install_ctx {
 	int exec_probe_rc;
 
 	struct http_client *http;           /* created on first download */
+	struct install_oci *oci;            /* the OCI mirror's client (install_oci.c), owned */
 	struct install_npm_lock *npm_lock;  /* the last lockfile parsed (install_npm.c), owned */
 	struct install_marker_slot *mcache; /* INSTALL_MARKER_CACHE slots, owned */
 	int depth;                          /* requires recursion */
@@ -354,6 +355,18 @@ struct json_w;
 void install_npm_sbom(struct install_ctx *c, const manifest_t *m, struct json_w *w);
 /* Release the lockfile parse the context keeps (install_ctx_free does). */
 void install_npm_lock_free(struct install_ctx *c);
+/* The OCI mirror's client and its credential (install_oci.c). */
+void install_oci_free(struct install_ctx *c);
+/* Before an npm install: each package of l that cache lacks, from the OCI
+ * mirror when the tool's tag (<tool>-<version>) lists a blob for its
+ * integrity, into cache, kept only when the bytes match the lockfile's
+ * integrity (the registry's mapping is never trusted). A package it cannot
+ * give is left to npm_install (offline: refused there; else the origin).
+ * Returns 0, or -1 with e: a mismatch, or in mode offline a registry that
+ * failed. */
+struct npmlock;
+int install_oci_npm(struct install_ctx *c, const manifest_t *m, const struct npmlock *l, const char *cache,
+                    struct err *e);
 
 /* Clear a tool's backoff record in the writable directory (prepare --force,
  * the admin reset). */

@@ -224,7 +224,10 @@ run(struct install_ctx *c, const manifest_t *m, const char *platform, const char
 		o.on_file = on_file;
 		o.file_arg = known;
 	}
-	rc = npm_install(&o, &st, e);
+	memset(&st, 0, sizeof(st));
+	rc = install_oci_npm(c, m, l, cache, e);
+	if (rc == 0)
+		rc = npm_install(&o, &st, e);
 	if (rc == 0)
 		install_known_settle(known);
 	if (st.placed > 0)

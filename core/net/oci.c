@@ -44,10 +44,11 @@ host_ok(void *arg, const struct http_url *u, struct err *e)
 	if ((strcmp(u->host, o->ref.host) == 0 && u->port == o->ref.port) ||
 	    hostrule_match(o->allow, o->nallow, u->host, u->port))
 		return 0;
-	return err_set(e, "http.redirect",
-	               "host %s refused: the registry %s sent us there, and it is not in %s; "
-	               "fix: add %s to %s to allow it",
-	               u->host, o->ref.host, o->allow_key, u->host, o->allow_key);
+	return err_set(
+	    e, "http.redirect",
+	    "host %s (port %d) refused: the registry %s:%d sent us there, and it is not in %s; fix: add "
+	    "%s to %s to allow it",
+	    u->host, u->port, o->ref.host, o->ref.port, o->allow_key, u->host, o->allow_key);
 }
 
 /* Percent-encode s into out (unreserved bytes kept). Returns 0 or -1. */
@@ -335,4 +336,27 @@ oci_manifest_put(struct oci_client *o, const char *tag, const char *json, size_t
 	rq.body_len = (int64_t)n;
 	rq.headers[rq.nheaders++] = "Content-Type: " OCI_MT_MANIFEST;
 	return call(o, &rq, &rs, e);
+}
+
+int
+oci_manifest_get(struct oci_client *o, const char *tag, struct buf *out, struct err *e)
+{
+	char url[HTTP_URL_MAX];
+	struct http_request rq;
+	struct http_response rs;
+
+	if (!oci_tag_valid(tag))
+		return err_set(e, "oci.url", "%.140s is not a tag ([A-Za-z0-9_][A-Za-z0-9._-]{0,127})", tag);
+	if (snprintf(url, sizeof(url), "%s/v2/%s/manifests/%s", o->ref.origin, o->ref.repo, tag) >=
+	    (int)sizeof(url))
+		return err_set(e, "oci.url", "the manifest URL for %s is too long", o->ref.repo);
+	http_request_init(&rq, url);
+	rq.limits = o->limits;
+	rq.limits.max_body = (int64_t)out->max;
+	rq.headers[rq.nheaders++] = "Accept: " OCI_MT_MANIFEST;
+	rq.sink = buf_http_sink;
+	rq.sink_arg = out;
+	if (call(o, &rq, &rs, e) != 0)
+		return rs.status == 404 ? 0 : -1;
+	return 1;
 }

@@ -45,6 +45,10 @@
 
 #define OCI_MT_MANIFEST "application/vnd.oci.image.manifest.v1+json"
 #define OCI_MT_EMPTY "application/vnd.oci.empty.v1+json"
+/* The layer annotation that names an npm package's integrity (SRI), so an
+ * install can ask for the package's blob by sha256; the bytes are checked
+ * against the lockfile's integrity whatever the annotation says. */
+#define OCI_ANN_NPM_INTEGRITY "dev.agent-sandbox.npm.integrity"
 /* sha256 of the two bytes "{}", the empty descriptor's blob. */
 #define OCI_EMPTY_SHA256 "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
 
@@ -112,7 +116,8 @@ struct oci_layer {
 	const char *media_type;
 	const char *sha256; /* hex */
 	int64_t size;
-	const char *title; /* org.opencontainers.image.title, or NULL */
+	const char *title;               /* org.opencontainers.image.title, or NULL */
+	const char *ann_key, *ann_value; /* one more annotation, or NULL */
 };
 
 struct oci_annotation {
@@ -125,6 +130,14 @@ struct oci_annotation {
 struct json_w;
 int oci_manifest_write(struct json_w *w, const char *artifact_type, const struct oci_layer *layers,
                        int nlayers, const struct oci_annotation *ann, int nann);
+
+/* Each layer of the image manifest json[0..n) whose digest is a sha256 and
+ * whose annotations hold key as a string: fn(arg, hex, value). Returns how
+ * many, or -1 with oci.registry (not an image manifest). The answer is the
+ * registry's: a caller uses it only to ask for blobs whose bytes it checks
+ * against its own pins. */
+int oci_manifest_layers(const char *json, size_t n, const char *key,
+                        void (*fn)(void *arg, const char *hex, const char *value), void *arg, struct err *e);
 
 /* ---- Client ------------------------------------------------------------ */
 
@@ -167,6 +180,12 @@ int oci_blob_put(struct oci_client *o, const char *hex, int fd, int64_t size, st
 
 /* The same from memory. */
 int oci_blob_put_mem(struct oci_client *o, const char *hex, const void *buf, size_t len, struct err *e);
+
+/* GET the image manifest tagged tag into out (at most OCI_JSON_MAX bytes
+ * kept; out's max should be at least that). Returns 1, 0 when the registry
+ * has no such tag (404), -1 with e. */
+struct buf;
+int oci_manifest_get(struct oci_client *o, const char *tag, struct buf *out, struct err *e);
 
 /* PUT json[0..n) as the image manifest tagged tag. Returns 0, or -1. */
 int oci_manifest_put(struct oci_client *o, const char *tag, const char *json, size_t n, struct err *e);

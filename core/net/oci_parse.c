@@ -423,10 +423,13 @@ oci_manifest_write(struct json_w *w, const char *artifact_type, const struct oci
 	for (i = 0; i < nlayers; i++) {
 		json_w_obj(w);
 		descriptor(w, layers[i].media_type, layers[i].sha256, layers[i].size);
-		if (layers[i].title != NULL) {
+		if (layers[i].title != NULL || layers[i].ann_key != NULL) {
 			json_w_key(w, "annotations");
 			json_w_obj(w);
-			json_w_kstr(w, "org.opencontainers.image.title", layers[i].title);
+			if (layers[i].title != NULL)
+				json_w_kstr(w, "org.opencontainers.image.title", layers[i].title);
+			if (layers[i].ann_key != NULL && layers[i].ann_value != NULL)
+				json_w_kstr(w, layers[i].ann_key, layers[i].ann_value);
 			json_w_end(w);
 		}
 		json_w_end(w);
@@ -441,4 +444,40 @@ oci_manifest_write(struct json_w *w, const char *artifact_type, const struct oci
 	}
 	json_w_end(w);
 	return w->overflow ? -1 : 0;
+}
+
+int
+oci_manifest_layers(const char *json, size_t n, const char *key,
+                    void (*fn)(void *arg, const char *hex, const char *value), void *arg, struct err *e)
+{
+	struct json_limits lim = json_default_limits;
+	const struct json_val *layers;
+	struct json_doc d;
+	struct err tmp;
+	size_t i;
+	int count = 0;
+
+	lim.max_bytes = OCI_JSON_MAX * 8;
+	lim.max_depth = 8;
+	if (json_parse(&d, json, n, &lim, &tmp) != 0)
+		return err_set(e, "oci.registry", "the registry's image manifest is not JSON (%s)", tmp.code);
+	layers = json_get(d.root, "layers");
+	if (!json_is(layers, JSON_ARRAY)) {
+		json_free(&d);
+		return err_set(e, "oci.registry",
+		               "the registry's answer is not an image manifest (no layers)");
+	}
+	for (i = 0; i < layers->u.arr.n; i++) {
+		const struct json_val *l = &layers->u.arr.v[i];
+		const char *dg = json_get_str(l, "digest"),
+		           *v = json_get_str(json_get(l, "annotations"), key);
+
+		if (dg == NULL || v == NULL || strncmp(dg, "sha256:", 7) != 0 || strlen(dg + 7) != 64 ||
+		    strspn(dg + 7, "0123456789abcdef") != 64)
+			continue;
+		fn(arg, dg + 7, v);
+		count++;
+	}
+	json_free(&d);
+	return count;
 }

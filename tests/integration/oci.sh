@@ -23,24 +23,30 @@ unset ABX_TOOLS_DIR ABX_MANIFESTS_DIR ABX_SERVER_INSTALL_MODE ABX_INSTALL_MODE A
 sh "$FIXTURES/mkcerts.sh" "$T/pki" >/dev/null 2>&1 || { not_ok "test PKI" "mkcerts.sh failed"; exit 1; }
 export SSL_CERT_FILE=$T/pki/ca.pem
 
-rm -rf "$T/src" && mkdir -p "$T/src/pkg/bin"
-printf '#!/bin/sh\necho "hello 1.0.0"\n' >"$T/src/pkg/bin/hello"
-chmod 755 "$T/src/pkg/bin/hello"
-head -c 50000 /dev/urandom >"$T/src/pkg/data.bin"
-tar czf "$W/hello-1.0.0.tgz" -C "$T/src" pkg
-H=$(sha256sum "$W/hello-1.0.0.tgz" | cut -d' ' -f1)
-
 bg python3 "$FIXTURES/httpd.py" --root "$W" --log "$T/req.log" --cert "$T/pki/good.pem" \
 	--key "$T/pki/good.key" >"$T/port" 2>"$T/httpd.err"
 wait_for_line "$T/port" '^[0-9]' 10 || { not_ok "start https fixture" "$(cat "$T/httpd.err")"; exit 1; }
 P=$(head -1 "$T/port")
-cat >"$M/hello.json" <<EOF
-{"schema":1,"name":"hello","binary":"hello","version":"1.0.0",
- "source":{"type":"tarball","bin":"bin/hello","strip_components":1,
-  "platforms":{"linux-x64":{"url":"https://localhost:$P/f/hello-1.0.0.tgz","sha256":"$H"},"linux-arm64":{"url":"https://localhost:$P/f/hello-1.0.0.tgz","sha256":"$H"}}},
- "hosts":["localhost"],"verify":{"argv":["{bin}"],"expect":"hello 1.0.0"},
+HTTPD_PID=$BGPID
+mkman() { # NAME -> $M/NAME.json for $W/NAME-1.0.0.tgz
+	rm -rf "$T/src" && mkdir -p "$T/src/pkg/bin"
+	printf '#!/bin/sh\necho "%s 1.0.0"\n' "$1" >"$T/src/pkg/bin/$1"
+	chmod 755 "$T/src/pkg/bin/$1"
+	head -c 50000 /dev/urandom >"$T/src/pkg/data.bin"
+	tar czf "$W/$1-1.0.0.tgz" -C "$T/src" pkg
+	_h=$(sha256sum "$W/$1-1.0.0.tgz" | cut -d' ' -f1)
+	cat >"$M/$1.json" <<EOF
+{"schema":1,"name":"$1","binary":"$1","version":"1.0.0",
+ "source":{"type":"tarball","bin":"bin/$1","strip_components":1,
+  "platforms":{"linux-x64":{"url":"https://localhost:$P/f/$1-1.0.0.tgz","sha256":"$_h"},"linux-arm64":{"url":"https://localhost:$P/f/$1-1.0.0.tgz","sha256":"$_h"}}},
+ "hosts":["localhost"],"verify":{"argv":["{bin}"],"expect":"$1 1.0.0"},
  "platforms":["linux-x64","linux-arm64"],"size_hint_mb":1}
 EOF
+}
+mkman hello
+mkman other
+H=$(sha256sum "$W/hello-1.0.0.tgz" | cut -d' ' -f1)
+O=$(sha256sum "$W/other-1.0.0.tgz" | cut -d' ' -f1)
 
 freeport() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
 
@@ -112,10 +118,13 @@ check "... HEAD first: 0 uploaded, 1 already there" grep -q "0 blob(s) uploaded,
 check "... and the registry saw no blob upload" test "$(grep -c '"PUT /v2/team/tools/blobs/uploads' "$T/open.log")" -eq "$before"
 check "... the first push did upload (the count above can move)" test "$before" -ge 1
 
+OPEN_RP=$RP
+
 # ---- htpasswd: anonymous refused, credentials from the environment or a docker config -------
 "$HTPASSWD" -Bbn alice s3cret >"$T/htpasswd" 2>/dev/null
 start_registry locked "$T/htpasswd"
 REF="oci://localhost:$RP/team/tools"
+LOCKED_RP=$RP
 push "$T/t2" "$REF"
 expect "anonymous push to a locked registry: oci.auth" 1 "" "oci.auth"
 check "... the fix names ABX_OCI_AUTH" grep -q "ABX_OCI_AUTH" "$T/err"
@@ -156,3 +165,122 @@ check "... neither the base64 nor the password printed" sh -c "! grep -q -e 'wr0
 DEAD=$(freeport)
 push "$T/t3" "oci://localhost:$DEAD/team/tools"
 expect "an unreachable registry: http.connect before anything is fetched" 1 "" "http.connect"
+
+# ---- install.mirrors.oci: installs read blobs by the pinned sha256 -------------------------------
+OPEN="oci://localhost:$OPEN_RP/team/tools"
+inst() { # TOOLS-DIR MODE MIRROR ALLOW-HOSTS [TOOL]
+	run env ABX_INSTALL_OCI_MIRROR="$3" ABX_SERVER_INSTALL_ALLOW_HOSTS="$4" ABX_SERVER_INSTALL_MODE="$2" \
+		"$BIN" prepare --manifests "$M" --tools-dir "$1" --only "${5:-hello}"
+}
+run env ABX_INSTALL_OCI_MIRROR="$OPEN" "$BIN" check-config --manifests "$M"
+expect "check-config: the registry's host must be in install.allow_hosts" 2 "" "install.mirrors.oci: the mirror's host localhost:$OPEN_RP is not in install.allow_hosts"
+run env ABX_INSTALL_OCI_MIRROR="oci://localhost:$OPEN_RP/Team" ABX_SERVER_INSTALL_ALLOW_HOSTS=localhost "$BIN" check-config --manifests "$M"
+expect "check-config: a reference outside the grammar" 2 "" "ABX_INSTALL_OCI_MIRROR: oci://localhost:$OPEN_RP/Team: repository component"
+
+inst "$T/i1" lazy "$OPEN" localhost other
+expect "lazy: a blob the registry lacks comes from the origin" 0 "other 1.0.0: installed"
+check "... the registry was asked first (404)" grep -q "GET /v2/team/tools/blobs/sha256:$O HTTP/[0-9.]*\" 404" "$T/open.log"
+check "... then the origin" grep -q "GET /f/other-1.0.0.tgz" "$T/req.log"
+inst "$T/i2" offline "$OPEN" localhost other
+expect "offline: a blob the registry lacks is refused" 3 "" "install.disabled"
+check "... naming the OCI mirror" grep -q "nor the OCI mirror $OPEN (no such blob)" "$T/err"
+
+# the origin stops: the registry is the only place left to read from
+kill "$HTTPD_PID"
+wait "$HTTPD_PID" 2>/dev/null
+gets_before=$(grep -c "GET /f/hello-1.0.0.tgz" "$T/req.log" || true)
+inst "$T/i3" offline "$OPEN" localhost
+expect "offline: installed from the registry, the origin stopped" 0 "hello 1.0.0: installed"
+run "$T/i3/bin/hello"
+expect "... the installed tool runs" 0 "hello 1.0.0"
+check "... the blob came from the registry by its sha256" grep -q "GET /v2/team/tools/blobs/sha256:$H HTTP/[0-9.]*\" 200" "$T/open.log"
+check "... and nothing from the origin" test "$(grep -c "GET /f/hello-1.0.0.tgz" "$T/req.log" || true)" -eq "$gets_before"
+inst "$T/i4" lazy "$OPEN" localhost
+expect "lazy: the network probe asks the registry, not the stopped origin" 0 "hello 1.0.0: installed"
+
+export ABX_OCI_AUTH=alice:s3cret
+inst "$T/i5" offline "oci://localhost:$LOCKED_RP/team/tools" localhost
+expect "a registry with htpasswd: installed with ABX_OCI_AUTH" 0 "hello 1.0.0: installed"
+unset ABX_OCI_AUTH
+inst "$T/i6" offline "oci://localhost:$LOCKED_RP/team/tools" localhost
+expect "... and refused without credentials" 3 "" "oci.auth"
+check "... nothing installed" test ! -e "$T/i6/hello"
+
+# a registry (or what stands in front of it) that changes a byte
+front() { # MODE -> FP
+	: >"$T/front.log"
+	bg python3 "$FIXTURES/ocifront.py" --upstream "$OPEN_RP" --cert "$T/pki/good.pem" --key "$T/pki/good.key" \
+		--cafile "$T/pki/ca.pem" --log "$T/front.log" --mode "$1" >"$T/front.port" 2>"$T/front.err"
+	FRONT_PID=$BGPID
+	wait_for_line "$T/front.port" '^[0-9]' 10 || { not_ok "start ocifront" "$(cat "$T/front.err")"; exit 1; }
+	FP=$(head -1 "$T/front.port")
+}
+front flip
+inst "$T/i7" offline "oci://localhost:$FP/team/tools" localhost
+expect "a tampered blob: install.checksum_mismatch" 3 "" "install.checksum_mismatch"
+check "... expected the pinned sha256" grep -q "expected sha256 $H" "$T/err"
+check "... nothing installed" test ! -e "$T/i7/hello"
+check "... nothing kept in the cache under the pinned name" test ! -e "$T/i7/.cache/$H"
+kill "$FRONT_PID"
+
+front "redirect:localhost:$OPEN_RP"
+inst "$T/i8" offline "oci://localhost:$FP/team/tools" "localhost:$FP"
+expect "a blob redirect to a host not in install.allow_hosts is refused" 3 "" "http.redirect"
+check "... naming the host and the key to add it to" grep -q "add localhost to install.allow_hosts" "$T/err"
+check "... nothing installed" test ! -e "$T/i8/hello"
+inst "$T/i9" offline "oci://localhost:$FP/team/tools" localhost
+expect "... and followed to an allowed host" 0 "hello 1.0.0: installed"
+check "... which the front did redirect" grep -q "GET /v2/team/tools/blobs/sha256:$H 307" "$T/front.log"
+kill "$FRONT_PID"
+
+# ---- npm packages: pushed with their integrity, installed by it ------------------------------------
+mkdir -p "$T/npmreg" "$T/npmm"
+bg python3 "$FIXTURES/npmreg.py" --root "$T/npmreg" --log "$T/npmreg.log" --cert "$T/pki/good.pem" \
+	--key "$T/pki/good.key" >"$T/npmreg.port" 2>"$T/npmreg.err"
+NPMREG_PID=$BGPID
+wait_for_line "$T/npmreg.port" '^[0-9]' 10 || { not_ok "start npm registry fixture" "$(cat "$T/npmreg.err")"; exit 1; }
+NP=$(head -1 "$T/npmreg.port")
+FIXTURES=$FIXTURES T=$T REG="https://localhost:$NP" python3 - <<'PYEOF'
+import os, sys
+sys.path.insert(0, os.environ["FIXTURES"])
+import npmpack as P
+T, REG = os.environ["T"], os.environ["REG"]
+root, m = T + "/npmreg", T + "/npmm"
+P.pack(root, "@t/napp", "1.0.0", {"bin/napp": (b"#!/bin/sh\necho napp 1.0.0\n", 0o755)}, {"bin": {"napp": "bin/napp"}})
+P.pack(root, "dep", "1.0.0", {"index.js": b"dep\n"})
+E = lambda *a, **k: P.entry(root, REG, *a, **k)
+for name in ("napp", "nother"):
+    P.write_manifest(m, name, "@t/napp", ["localhost"], bin_="node_modules/.bin/napp", binary=name)
+    P.write_lock(m + "/%s/package-lock.json" % name, "@t/napp", {
+        "node_modules/@t/napp": E("@t/napp", "1.0.0", bin={"napp": "bin/napp"}),
+        "node_modules/dep": E("dep", "1.0.0"),
+    })
+PYEOF
+[ -f "$T/npmm/napp.json" ] || { not_ok "npm fixtures" "the generator failed"; exit 1; }
+mkdir -p "$T/n1"
+run "$BIN" fetch --only napp --manifests "$T/npmm" --tools-dir "$T/n1" --push "$OPEN"
+expect "fetch --push of an npm tool" 0 "napp 1.0.0: pushed to team/tools:napp-1.0.0 (2 blob(s))"
+reg_get() { curl -sf --cacert "$T/pki/ca.pem" -H 'Accept: application/vnd.oci.image.manifest.v1+json' "https://localhost:$OPEN_RP$1"; }
+reg_get "/v2/team/tools/manifests/napp-1.0.0" >"$T/nmanifest.json"
+check "... each package a layer with its integrity" sh -c "test \$(grep -o '\"dev.agent-sandbox.npm.integrity\":\"sha512-' '$T/nmanifest.json' | wc -l) -eq 2"
+check "... and the npm media type" grep -q '"mediaType":"application/vnd.agent-sandbox.npm.package.v1.tar+gzip"' "$T/nmanifest.json"
+
+kill "$NPMREG_PID"
+wait "$NPMREG_PID" 2>/dev/null
+ninst() { # TOOLS-DIR MODE MIRROR [TOOL]
+	run env ABX_INSTALL_OCI_MIRROR="$3" ABX_SERVER_INSTALL_ALLOW_HOSTS=localhost ABX_SERVER_INSTALL_MODE="$2" \
+		ABX_INSTALL_LIBC=glibc "$BIN" prepare --manifests "$T/npmm" --tools-dir "$1" --only "${4:-napp}"
+}
+ninst "$T/n2" offline "$OPEN"
+expect "offline: an npm tool installed from the registry, the npm registry stopped" 0 "napp 1.0.0: installed"
+run "$T/n2/bin/napp"
+expect "... the installed tool runs" 0 "napp 1.0.0"
+ninst "$T/n3" lazy "$OPEN"
+expect "lazy: the same, the network probe asks the registry" 0 "napp 1.0.0: installed"
+ninst "$T/n4" offline "$OPEN" nother
+expect "offline: a tool the registry has no tag for is refused" 3 "" "install.disabled"
+front flip
+ninst "$T/n5" offline "oci://localhost:$FP/team/tools"
+expect "a tampered npm blob: install.checksum_mismatch against the lockfile's integrity" 3 "" "install.checksum_mismatch"
+check "... nothing installed" test ! -e "$T/n5/napp/1.0.0-$PLATFORM"
+kill "$FRONT_PID"

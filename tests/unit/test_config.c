@@ -424,9 +424,9 @@ test_lists_from_env_and_file(void **state)
 	struct config c;
 	struct err e;
 	char buf[600];
-	const char *p =
-	    write_file("l.json", "{\"agents\": [\"claude-code\"], \"install\": {\"allow_hosts\": "
-	                         "[\"m.example\", \"registry.npmmirror.com\"], \"mirrors\": {\"tarball\": [\"file:///srv/cache\"]}}}");
+	const char *p = write_file("l.json", "{\"agents\": [\"claude-code\"], \"install\": {\"allow_hosts\": "
+	                                     "[\"m.example\", \"registry.npmmirror.com\"], \"mirrors\": "
+	                                     "{\"tarball\": [\"file:///srv/cache\"]}}}");
 
 	assert_int_equal(config_load(&c, p, env, NULL, 0, &e), 0);
 	assert_int_equal(c.agents.n, 2);
@@ -453,9 +453,11 @@ test_mirror_host_must_be_allowed(void **state)
 	assert_non_null(strstr(e.msg, "install.mirrors.tarball: the mirror's host m.example:8443 is not in "
 	                              "install.allow_hosts"));
 	assert_int_equal(config_load(&c, NULL, env_ok, NULL, 0, &e), 0);
-	assert_int_equal(load_text(&c, "{\"install\": {\"mirrors\": {\"npm\": \"https://r.example\"}}}", &e), -1);
+	assert_int_equal(load_text(&c, "{\"install\": {\"mirrors\": {\"npm\": \"https://r.example\"}}}", &e),
+	                 -1);
 	assert_non_null(strstr(e.msg, "install.mirrors.npm: the mirror's host r.example"));
-	assert_int_equal(load_text(&c, "{\"install\": {\"mirrors\": {\"tarball\": [\"/srv/cache\"]}}}", &e), 0);
+	assert_int_equal(load_text(&c, "{\"install\": {\"mirrors\": {\"tarball\": [\"/srv/cache\"]}}}", &e),
+	                 0);
 }
 
 static void
@@ -582,12 +584,15 @@ test_full_schema_loads(void **state)
 	        &c,
 	        "{\"install\": {\"mode\": \"build\", \"wait\": 0, \"timeout\": 900,"
 	        " \"max_download_mb\": 200, \"mirrors\": {\"npm\": \"https://r.example\","
-	        " \"tarball\": [\"https://m.example/{host}/{path}\"]}, \"allow_hosts\": [\"m.example\", \"r.example\"],"
+	        " \"tarball\": [\"https://m.example/{host}/{path}\"], \"oci\": "
+	        "\"oci://r.example/team/tools\"},"
+	        " \"allow_hosts\": [\"m.example\", \"r.example\"],"
 	        " \"allow_tmp\": true, \"use_path\": false},"
 	        " \"agents\": [\"codex\"], \"commands\": \"c.json\", \"policy\": \"p.json\","
 	        " \"preset\": \"agents\", \"tools_dir\": \"/t\", \"state_dir\": \"/s\", \"base_dir\": \"/b\","
 	        " \"manifests_dir\": \"/m\", \"audit_file\": \"/a.log\", \"environment\": \"production\","
-	        " \"server\": {\"host\": \"127.0.0.1\", \"port\": 0, \"max_connections\": 64, \"max_connections_per_peer\": 8,"
+	        " \"server\": {\"host\": \"127.0.0.1\", \"port\": 0, \"max_connections\": 64, "
+	        "\"max_connections_per_peer\": 8,"
 	        " \"workers\": 2, \"header_timeout\": 5, \"idle_timeout\": 30, \"request_timeout\": 30,"
 	        " \"max_header_bytes\": 8192, \"max_body_bytes\": 65536, \"max_output_bytes\": 65536,"
 	        " \"op_concurrency\": 2, \"max_sessions\": 8, \"max_sessions_per_agent\": 2,"
@@ -613,8 +618,8 @@ static void
 test_session_env(void **state)
 {
 	static const char *const bad[] = {
-	    "[\"PATH\"]", "[\"LD_PRELOAD\"]", "[\"ABX_SERVER_TOKEN\"]", "[\"1A\"]", "[\"A-B\"]",
-	    "[\"\"]", "[\"A\",\"A\"]", "\"A\"",
+	    "[\"PATH\"]", "[\"LD_PRELOAD\"]", "[\"ABX_SERVER_TOKEN\"]", "[\"1A\"]",
+	    "[\"A-B\"]",  "[\"\"]",           "[\"A\",\"A\"]",          "\"A\"",
 	};
 	char *env[] = {"ABX_SERVER_SESSION_ENV=A,B_2", NULL};
 	struct config c;

@@ -264,8 +264,8 @@ static void
 test_manifest(void **state)
 {
 	struct oci_layer l[2] = {
-	    {"application/vnd.oci.image.layer.v1.tar+gzip", "aa", 10, "node.tar.gz"},
-	    {"application/x-npm", "bb", 20, NULL},
+	    {"application/vnd.oci.image.layer.v1.tar+gzip", "aa", 10, "node.tar.gz", NULL, NULL},
+	    {"application/x-npm", "bb", 20, NULL, "k", "sha512-x"},
 	};
 	struct oci_annotation a[1] = {{"dev.agent-sandbox.tool", "codex"}};
 	struct json_doc d;
@@ -282,7 +282,8 @@ test_manifest(void **state)
 	    "\"application/vnd.oci.empty.v1+json\",\"digest\":\"sha256:" OCI_EMPTY_SHA256 "\",\"size\":2},"
 	    "\"layers\":[{\"mediaType\":\"application/vnd.oci.image.layer.v1.tar+gzip\",\"digest\":"
 	    "\"sha256:aa\",\"size\":10,\"annotations\":{\"org.opencontainers.image.title\":\"node.tar.gz\"}},"
-	    "{\"mediaType\":\"application/x-npm\",\"digest\":\"sha256:bb\",\"size\":20}],\"annotations\":"
+	    "{\"mediaType\":\"application/x-npm\",\"digest\":\"sha256:bb\",\"size\":20,\"annotations\":{"
+	    "\"k\":\"sha512-x\"}}],\"annotations\":"
 	    "{\"dev.agent-sandbox.tool\":\"codex\"}}");
 	assert_int_equal(json_parse(&d, w.buf, w.len, NULL, &e), 0);
 	json_free(&d);
@@ -291,6 +292,60 @@ test_manifest(void **state)
 	json_w_init(&w, 64);
 	assert_int_equal(oci_manifest_write(&w, "t", l, 2, a, 1), -1);
 	json_w_free(&w);
+}
+
+struct seen {
+	int n;
+	char hex[4][65], val[4][32];
+};
+
+static void
+on_layer(void *arg, const char *hex, const char *value)
+{
+	struct seen *s = arg;
+
+	if (s->n < 4) {
+		snprintf(s->hex[s->n], sizeof(s->hex[0]), "%s", hex);
+		snprintf(s->val[s->n], sizeof(s->val[0]), "%s", value);
+	}
+	s->n++;
+}
+
+/* The registry's manifest: only well-formed sha256 layers with the key
+ * reach the caller; anything that is no manifest is oci.registry. */
+static void
+test_manifest_layers(void **state)
+{
+	static const char *const bad[] = {"", "{", "[]", "{}", "{\"layers\":{}}", "{\"layers\":7}"};
+	const char *a64 = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+	char doc[2048];
+	struct seen s;
+	struct err e;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		memset(&s, 0, sizeof(s));
+		err_clear(&e);
+		assert_int_equal(oci_manifest_layers(bad[i], strlen(bad[i]), "k", on_layer, &s, &e), -1);
+		assert_string_equal(e.code, "oci.registry");
+		assert_int_equal(s.n, 0);
+	}
+	snprintf(doc, sizeof(doc),
+	         "{\"layers\":[{\"digest\":\"sha256:%s\",\"annotations\":{\"k\":\"v1\"}},"
+	         "{\"digest\":\"sha256:%.63s\",\"annotations\":{\"k\":\"short\"}},"
+	         "{\"digest\":\"sha512:%s\",\"annotations\":{\"k\":\"alg\"}},"
+	         "{\"digest\":\"sha256:%.63sA\",\"annotations\":{\"k\":\"upper\"}},"
+	         "{\"digest\":\"sha256:%s\",\"annotations\":{\"k\":7}},"
+	         "{\"digest\":\"sha256:%s\"},7,"
+	         "{\"digest\":\"sha256:%s\",\"annotations\":{\"other\":\"x\",\"k\":\"v2\"}}]}",
+	         a64, a64, a64, a64, a64, a64, a64);
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(oci_manifest_layers(doc, strlen(doc), "k", on_layer, &s, &e), 2);
+	assert_int_equal(s.n, 2);
+	assert_string_equal(s.hex[0], a64);
+	assert_string_equal(s.val[0], "v1");
+	assert_string_equal(s.val[1], "v2");
 }
 
 int
@@ -305,6 +360,7 @@ main(void)
 	    cmocka_unit_test(test_token),
 	    cmocka_unit_test(test_docker_config),
 	    cmocka_unit_test(test_manifest),
+	    cmocka_unit_test(test_manifest_layers),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
