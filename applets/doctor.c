@@ -464,6 +464,25 @@ check_allow_tmp(struct report *r, const struct config *c)
 		    config_source(c, CK_INSTALL_ALLOW_TMP, src, sizeof(src)));
 }
 
+/* Plain http mirrors keep integrity (every byte is pinned) but not
+ * confidentiality: worth saying whenever they are allowed. */
+static void
+check_allow_http(struct report *r, const struct config *c)
+{
+	char src[300];
+
+	if (c->install.allow_http_mirrors)
+		doctor_line(
+		    r, "WARN", "allow_http_mirrors",
+		    "use https:// mirrors and turn install.allow_http_mirrors off, unless the path to the "
+		    "mirror is private",
+		    "install.allow_http_mirrors is on (%s): plain http mirrors are read for pinned "
+		    "installs; integrity is kept (every byte is checked against a pin) but confidentiality "
+		    "is given up: anyone on the path sees which tools and versions are installed, and can "
+		    "withhold them",
+		    config_source(c, CK_INSTALL_ALLOW_HTTP_MIRRORS, src, sizeof(src)));
+}
+
 static void
 check_credentials(struct report *r, const struct config *c)
 {
@@ -604,6 +623,7 @@ doctor_main(int argc, char **argv)
 	check_passwd(&r);
 	check_bash(&r);
 	check_allow_tmp(&r, &L->cfg);
+	check_allow_http(&r, &L->cfg);
 	doctor_check_ports(&r, ports);
 	check_credentials(&r, &L->cfg);
 	if (network)

@@ -35,7 +35,7 @@ fetch_push_check(const char *ref, struct err *e)
 {
 	struct oci_ref r;
 
-	return oci_ref_parse(ref, &r, e);
+	return oci_ref_parse(ref, 0, &r, e);
 }
 
 int
@@ -44,7 +44,7 @@ fetch_push_open(struct fetch_push *p, const char *ref, struct tooling *t, struct
 	int i, r;
 
 	memset(p, 0, sizeof(*p));
-	if (oci_ref_parse(ref, &p->ref, e) != 0)
+	if (oci_ref_parse(ref, 0, &p->ref, e) != 0)
 		return -1;
 	r = config_oci_basic(p->ref.host, p->ref.port, p->ref.port_explicit, p->basic, NULL, 0, e);
 	if (r < 0)

@@ -80,6 +80,7 @@ enum cfg_key {
 	CK_INSTALL_MIRRORS_TARBALL,
 	CK_INSTALL_MIRRORS_OCI,
 	CK_INSTALL_ALLOW_HOSTS,
+	CK_INSTALL_ALLOW_HTTP_MIRRORS,
 	CK_INSTALL_ALLOW_TMP,
 	CK_INSTALL_USE_PATH,
 	CK_AGENTS,
@@ -124,6 +125,7 @@ struct config {
 		struct cfg_list tarball_mirrors;
 		char oci_mirror[CFG_URL_MAX]; /* oci://HOST[:PORT]/REPO, "" = none */
 		struct cfg_hosts allow_hosts;
+		int allow_http_mirrors; /* plain http:// mirrors, for pinned installs only */
 		int allow_tmp;
 		int use_path;
 	} install;

@@ -36,6 +36,11 @@ struct cfg_keydef {
 	const char *def; /* the embedded default as text, "" = empty / none */
 };
 
+/* The mirrors once every layer is applied (config_mirror.c): each https
+ * or http mirror's host in install.allow_hosts, a plain http one only with
+ * install.allow_http_mirrors. Returns 0, or -1 with config.invalid. */
+int cfg_mirrors_check(const struct config *c, struct err *e);
+
 /* Indexed by enum cfg_key. */
 extern const struct cfg_keydef cfg_keys[CK_NKEYS];
 

@@ -224,7 +224,8 @@ needs_network(struct install_ctx *c, const manifest_t *m)
 			static __thread char u[HTTP_URL_MAX];
 			char h[HTTP_HOST_MAX];
 			if (install_mirror_url(c->set->tarball_mirrors[i], a->url, u, sizeof(u), h,
-			                       sizeof(h)) == 0)
+			                       sizeof(h)) == 0 &&
+			    (a->sha256[0] || strncmp(u, "http://", 7) != 0))
 				return u;
 		}
 	return a->url;

@@ -41,9 +41,9 @@ url_hostport(const char *url, char *out, size_t cap)
 	size_t n;
 
 	out[0] = '\0';
-	if (url == NULL || strncmp(url, "https://", 8) != 0)
+	if (url == NULL || (strncmp(url, "https://", 8) != 0 && strncmp(url, "http://", 7) != 0))
 		return;
-	p = url + 8;
+	p = url + (url[4] == 's' ? 8 : 7);
 	end = p + strcspn(p, "/?#");
 	n = (size_t)(end - p);
 	if (n == 0 || n >= cap || memchr(p, '@', n) != NULL)
@@ -215,6 +215,7 @@ run(struct install_ctx *c, const manifest_t *m, const char *platform, const char
 	o.nhosts = h.n;
 	o.jobs = jobs ? atoi(jobs) : 0;
 	o.offline = c->set->mode == CFG_MODE_OFFLINE;
+	o.allow_http = c->set->allow_http_mirrors && strncmp(c->set->npm_mirror, "http://", 7) == 0;
 	o.fetch_only = tree == NULL;
 	o.max_bytes = c->set->max_download_mb > 0 ? c->set->max_download_mb << 20 : 0;
 	o.deadline_ms = c->set->timeout_s > 0 ? clock_ms() + (int64_t)c->set->timeout_s * 1000 : 0;

@@ -37,7 +37,7 @@ install_oci_client(struct install_ctx *c, struct err *e)
 
 	if (c->oci != NULL)
 		return &c->oci->o;
-	if (oci_ref_parse(c->set->oci_mirror, &r, e) != 0)
+	if (oci_ref_parse(c->set->oci_mirror, 1, &r, e) != 0)
 		return NULL;
 	if (c->http == NULL && (c->http = config_http_client(e)) == NULL)
 		return NULL;
@@ -62,7 +62,7 @@ install_oci_probe_url(const struct install_ctx *c, char *url, size_t cap)
 	struct oci_ref r;
 	struct err e;
 
-	if (c->set->oci_mirror[0] == '\0' || oci_ref_parse(c->set->oci_mirror, &r, &e) != 0)
+	if (c->set->oci_mirror[0] == '\0' || oci_ref_parse(c->set->oci_mirror, 1, &r, &e) != 0)
 		return 0;
 	return snprintf(url, cap, "%s/v2/", r.origin) < (int)cap;
 }

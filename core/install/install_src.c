@@ -309,7 +309,11 @@ download_from(struct install_ctx *c, const manifest_t *m, const char *url, const
 	    digest_parse_hex(DIGEST_SHA256, want_sha, &want, "install.manifest_invalid", e) < 0)
 		return -1;
 	/* the manifest's hosts, the mirror's own, install.allow_hosts */
-	hostrule_init(&hr, 1, "the manifest's hosts nor install.allow_hosts");
+	/* plain http only for a mirror the configuration allowed it for (a
+	 * pinned download: install_get_artifact never sends an unpinned one
+	 * there) */
+	hostrule_init(&hr, !(c->set->allow_http_mirrors && strncmp(url, "http://", 7) == 0 && want_sha[0]),
+	              "the manifest's hosts nor install.allow_hosts");
 	for (i = 0; i < m->nhosts; i++)
 		mh[i] = m->hosts[i];
 	for (i = 0; i < c->set->nallow_hosts; i++)
@@ -475,6 +479,9 @@ install_get_artifact(struct install_ctx *c, const manifest_t *m, const struct ma
 				continue;
 			if (install_mirror_url(c->set->tarball_mirrors[i], a->url, url, sizeof(url), mhost,
 			                       sizeof(mhost)) < 0)
+				continue;
+			/* a plain http mirror serves only what is pinned */
+			if (strncmp(url, "http://", 7) == 0 && a->sha256[0] == '\0')
 				continue;
 			u = url;
 			extra = mhost;

@@ -25,7 +25,8 @@ oci_client_init(struct oci_client *o, struct http_client *http, const struct oci
 	memset(o, 0, sizeof(*o));
 	o->http = http;
 	o->ref = *r;
-	o->basic = basic != NULL && basic[0] != '\0' ? basic : NULL;
+	/* no credential crosses plain http */
+	o->basic = basic != NULL && basic[0] != '\0' && !r->plain ? basic : NULL;
 	o->allow = allow;
 	o->nallow = nallow;
 	o->allow_key = allow_key ? allow_key : "install.allow_hosts";
@@ -38,7 +39,8 @@ host_ok(void *arg, const struct http_url *u, struct err *e)
 {
 	const struct oci_client *o = arg;
 
-	if (!u->https)
+	/* plain http only to a plain registry itself */
+	if (!u->https && !(o->ref.plain && strcmp(u->host, o->ref.host) == 0 && u->port == o->ref.port))
 		return err_set(e, "http.redirect", "%s: only https is allowed for the registry %s", u->host,
 		               o->ref.host);
 	if ((strcmp(u->host, o->ref.host) == 0 && u->port == o->ref.port) ||

@@ -56,8 +56,9 @@
 
 struct oci_ref {
 	char host[HTTP_HOST_MAX]; /* lower-cased; an IPv6 literal without [] */
-	int port;                 /* explicit, else 443 */
+	int port;                 /* explicit, else 443 (80 when plain) */
 	int port_explicit;
+	int plain;                 /* oci+http://: the registry is reached over plain http */
 	char repo[OCI_REPO_MAX];   /* "team/tools" */
 	char origin[HTTP_URL_MAX]; /* "https://host[:port]" */
 };
@@ -66,8 +67,11 @@ struct oci_ref {
  * REPO path components of the distribution grammar
  * ([a-z0-9]+ joined by ".", "_", "__" or dashes, separated by "/"), no
  * userinfo, query, fragment or trailing slash; the registry is reached
- * over https. Returns 0, or -1 with oci.url saying what is wrong. */
-int oci_ref_parse(const char *s, struct oci_ref *r, struct err *e);
+ * over https. plain_ok also takes "oci+http://HOST[:PORT]/REPO", a
+ * registry reached over plain http (install.allow_http_mirrors: what is
+ * read from it is pinned; credentials are never sent to it). Returns 0, or
+ * -1 with oci.url saying what is wrong. */
+int oci_ref_parse(const char *s, int plain_ok, struct oci_ref *r, struct err *e);
 
 /* 1 when s is a tag of the distribution grammar. */
 int oci_tag_valid(const char *s);
@@ -157,7 +161,8 @@ struct oci_client {
 	int use_basic; /* the registry asked for Basic */
 };
 
-/* A client for r over http (kept by the caller, used by one thread). */
+/* A client for r over http (kept by the caller, used by one thread). A
+ * plain registry (oci+http://) gets no credential. */
 void oci_client_init(struct oci_client *o, struct http_client *http, const struct oci_ref *r,
                      const char *basic, const char *const *allow, int nallow, const char *allow_key);
 

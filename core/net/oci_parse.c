@@ -49,19 +49,25 @@ repo_component_ok(const char *s, size_t n)
 }
 
 int
-oci_ref_parse(const char *s, struct oci_ref *r, struct err *e)
+oci_ref_parse(const char *s, int plain_ok, struct oci_ref *r, struct err *e)
 {
 	char url[HTTP_URL_MAX];
 	const char *rest, *slash, *p, *c;
 	struct http_url u;
 	struct err tmp;
 	size_t hl;
+	int plain = 0;
 
 	memset(r, 0, sizeof(*r));
-	if (s == NULL || strncmp(s, "oci://", 6) != 0)
+	if (s != NULL && plain_ok && strncmp(s, "oci+http://", 11) == 0) {
+		plain = 1;
+		rest = s + 11;
+	} else if (s == NULL || strncmp(s, "oci://", 6) != 0) {
 		return err_set(e, "oci.url", "%.120s: not an oci://HOST[:PORT]/REPO reference",
 		               s ? s : "(none)");
-	rest = s + 6;
+	} else {
+		rest = s + 6;
+	}
 	slash = strchr(rest, '/');
 	if (slash == NULL || slash == rest)
 		return err_set(e, "oci.url", "%.120s: no repository after the host (oci://HOST[:PORT]/REPO)",
@@ -71,7 +77,8 @@ oci_ref_parse(const char *s, struct oci_ref *r, struct err *e)
 		return err_set(e, "oci.url",
 		               "oci://…: credentials do not belong in the reference (use "
 		               "ABX_OCI_AUTH or a docker config file)");
-	if (snprintf(url, sizeof(url), "https://%.*s/", (int)hl, rest) >= (int)sizeof(url) ||
+	if (snprintf(url, sizeof(url), "%s://%.*s/", plain ? "http" : "https", (int)hl, rest) >=
+	        (int)sizeof(url) ||
 	    http_url_parse(url, &u, &tmp) != 0 || strcmp(u.target, "/") != 0)
 		return err_set(e, "oci.url", "%.120s: not a usable host[:port]", s);
 	p = slash + 1;
@@ -90,6 +97,7 @@ oci_ref_parse(const char *s, struct oci_ref *r, struct err *e)
 		if (slash == NULL)
 			break;
 	}
+	r->plain = plain;
 	snprintf(r->host, sizeof(r->host), "%s", u.host);
 	r->port = u.port;
 	r->port_explicit = u.port_explicit;

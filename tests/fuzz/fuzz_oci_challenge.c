@@ -8,7 +8,7 @@
  * - a Bearer challenge that parses names a realm, and every field is a
  *   C string that fits its array;
  * - a reference that parses has a repository of the grammar's bytes and an
- *   https origin.
+ *   https origin, or plain http only for oci+http:// when that was allowed.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -44,10 +44,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	memcpy(buf, data, size);
 	buf[size] = '\0';
-	if (oci_ref_parse(buf, &r, &e) == 0) {
+	if (oci_ref_parse(buf, size & 1, &r, &e) == 0) {
 		FUZZ_CHECK(r.repo[0] != '\0' &&
 		           strspn(r.repo, "abcdefghijklmnopqrstuvwxyz0123456789._-/") == strlen(r.repo));
-		FUZZ_CHECK(strncmp(r.origin, "https://", 8) == 0);
+		FUZZ_CHECK(strncmp(r.origin, r.plain ? "http://" : "https://", r.plain ? 7 : 8) == 0);
+		FUZZ_CHECK(!r.plain || (size & 1));
 	} else {
 		FUZZ_CHECK(e.code != NULL && strcmp(e.code, "oci.url") == 0);
 	}

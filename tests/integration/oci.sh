@@ -284,3 +284,73 @@ ninst "$T/n5" offline "oci://localhost:$FP/team/tools"
 expect "a tampered npm blob: install.checksum_mismatch against the lockfile's integrity" 3 "" "install.checksum_mismatch"
 check "... nothing installed" test ! -e "$T/n5/napp/1.0.0-$PLATFORM"
 kill "$FRONT_PID"
+
+# ---- install.allow_http_mirrors: plain http mirrors for pinned installs only --------------------------
+# python's http.server, plain, over the tarballs (f/...) and the npm packages
+mkdir -p "$T/plain/f" "$T/plainbad/f"
+cp "$W/hello-1.0.0.tgz" "$T/plain/f/"
+cp -R "$T/npmreg/." "$T/plain/"
+cp "$W/other-1.0.0.tgz" "$T/plainbad/f/hello-1.0.0.tgz"
+plain() { # DIR -> HP
+	HP=$(freeport)
+	bg python3 -m http.server --bind 127.0.0.1 --directory "$1" "$HP" >"$T/plain.log" 2>&1
+	PLAIN_PID=$BGPID
+	_i=0
+	while [ $_i -lt 100 ] && ! curl -s -o /dev/null "http://127.0.0.1:$HP/"; do sleep 0.1; _i=$((_i + 1)); done
+}
+plain "$T/plain"
+hinst() { # TOOLS-DIR ALLOW MANIFESTS TOOL [VAR=VALUE...]
+	_d=$1 _a=$2 _m=$3 _t=$4
+	shift 4
+	run env ABX_SERVER_INSTALL_ALLOW_HOSTS=localhost ABX_SERVER_INSTALL_ALLOW_HTTP_MIRRORS="$_a" \
+		ABX_INSTALL_LIBC=glibc "$@" "$BIN" prepare --manifests "$_m" --tools-dir "$_d" --only "$_t"
+}
+hinst "$T/h1" false "$M" hello ABX_INSTALL_MIRROR="http://localhost:$HP/{path}"
+expect "a plain http tarball mirror is refused by default" 2 "" "plain http mirror; set install.allow_http_mirrors to true"
+check "... saying what it would give up" grep -q "confidentiality is given up" "$T/err"
+hinst "$T/h1" false "$T/npmm" napp ABX_INSTALL_NPM_REGISTRY="http://localhost:$HP"
+expect "a plain http npm mirror is refused by default" 2 "" "install.mirrors.npm"
+run env ABX_INSTALL_OCI_MIRROR="oci+http://localhost:$HP/team/tools" ABX_SERVER_INSTALL_ALLOW_HOSTS=localhost "$BIN" check-config --manifests "$M"
+expect "an oci+http:// registry is refused by default" 2 "" "plain http mirror"
+run env ABX_INSTALL_MIRROR="http://localhost:$HP/{path}" ABX_SERVER_INSTALL_ALLOW_HOSTS=localhost \
+	ABX_SERVER_INSTALL_ALLOW_HTTP_MIRRORS=true "$BIN" check-config --manifests "$M"
+expect "check-config with install.allow_http_mirrors: what it gives up" 0 "" "integrity is kept (every byte is checked against a pin), confidentiality is given up"
+run env ABX_SERVER_INSTALL_ALLOW_HTTP_MIRRORS=true "$BIN" doctor --manifests "$M"
+check "doctor says it too" grep -q "WARN.*install.allow_http_mirrors is on.*confidentiality is given up" "$T/out"
+
+hinst "$T/h2" true "$M" hello ABX_INSTALL_MIRROR="http://localhost:$HP/{path}"
+expect "allowed: a pinned tarball from a plain http mirror (origin stopped)" 0 "hello 1.0.0: installed"
+check "... read from the mirror" grep -q "GET /f/hello-1.0.0.tgz" "$T/plain.log"
+hinst "$T/h3" true "$T/npmm" napp ABX_INSTALL_NPM_REGISTRY="http://localhost:$HP"
+expect "allowed: npm packages from a plain http npm mirror (npm registry stopped)" 0 "napp 1.0.0: installed"
+kill "$PLAIN_PID"
+plain "$T/plainbad"
+hinst "$T/h4" true "$M" hello ABX_INSTALL_MIRROR="http://localhost:$HP/{path}"
+expect "a plain http mirror that changes the bytes: install.checksum_mismatch" 3 "" "install.checksum_mismatch"
+check "... nothing installed" test ! -e "$T/h4/hello"
+kill "$PLAIN_PID"
+plain "$T/plain"
+sed 's/,"sha256":"[0-9a-f]*"//g' "$M/hello.json" >"$T/unpinned.json"
+mkdir -p "$T/um" && cp "$T/unpinned.json" "$T/um/hello.json"
+: >"$T/plain.log"
+hinst "$T/h5" true "$T/um" hello ABX_INSTALL_MIRROR="http://localhost:$HP/{path}" ABX_INSTALL_UNPINNED=1
+check "an unpinned install never reads a plain http mirror" sh -c "test $RC -ne 0 && ! grep -q 'GET /f/' '$T/plain.log'"
+run env ABX_SERVER_INSTALL_ALLOW_HTTP_MIRRORS=true ABX_SERVER_INSTALL_ALLOW_HOSTS=localhost \
+	ABX_INSTALL_NPM_REGISTRY="http://localhost:$HP" "$BIN" lock napp --check --manifests "$T/npmm"
+expect "lock never reads a plain http mirror" 2 "" "not an https URL"
+kill "$PLAIN_PID"
+
+# the registry itself over plain http (the same storage as the TLS one)
+PR=$(freeport)
+printf 'version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: 127.0.0.1:%s\n' \
+	"$T/open" "$PR" >"$T/plainreg.yml"
+bg "$REG" serve "$T/plainreg.yml" >"$T/plainreg.log" 2>&1
+_i=0
+while [ $_i -lt 100 ] && ! curl -s -o /dev/null "http://localhost:$PR/v2/"; do sleep 0.1; _i=$((_i + 1)); done
+hinst "$T/h6" true "$M" hello ABX_INSTALL_OCI_MIRROR="oci+http://localhost:$PR/team/tools" ABX_SERVER_INSTALL_MODE=offline
+expect "allowed: an oci+http:// registry, offline" 0 "hello 1.0.0: installed"
+check "... the blob came from it" grep -q "GET /v2/team/tools/blobs/sha256:$H HTTP/[0-9.]*\" 200" "$T/plainreg.log"
+hinst "$T/h7" true "$T/npmm" napp ABX_INSTALL_OCI_MIRROR="oci+http://localhost:$PR/team/tools" ABX_SERVER_INSTALL_MODE=offline
+expect "... and an npm tool" 0 "napp 1.0.0: installed"
+push "$T/t9" "oci+http://localhost:$PR/team/tools"
+expect "fetch --push never writes to a plain http registry" 2 "" "oci.url"

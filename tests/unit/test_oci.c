@@ -14,7 +14,7 @@ static int
 ref(const char *s, struct oci_ref *r, struct err *e)
 {
 	err_clear(e);
-	return oci_ref_parse(s, r, e);
+	return oci_ref_parse(s, 0, r, e);
 }
 
 /* Hostile references first: every one is oci.url, nothing half-filled. */
