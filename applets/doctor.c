@@ -36,7 +36,9 @@ static const char usage[] = "usage: agent-sandbox-server doctor [--json] [--netw
                             "HOME, state and tools directories (writable, owned by us, not group/world-\n"
                             "writable, not noexec, which one receives installs), installed tools and their\n"
                             "versions, manifests, a read-only root, the CA bundle, the clock, /etc/passwd,\n"
-                            "ports 9000 and 9001, agent credential variables (names only, never values).\n"
+                            "ports 9000 and 9001, agent credential variables (names only, never values),\n"
+                            "the OCI mirror (install.mirrors.oci: answers, takes the credential, holds a\n"
+                            "blob of the plan).\n"
                             "Each line is PASS, WARN or FAIL, with a fix.\n"
                             "\n"
                             "  --json         one JSON document on stdout\n"
@@ -619,6 +621,7 @@ doctor_main(int argc, char **argv)
 	check_root(&r, &L->cfg);
 	check_ca(&r, L, &ch);
 	doctor_check_mirror(&r, &L->cfg);
+	doctor_check_registry(&r, L);
 	check_clock(&r);
 	check_passwd(&r);
 	check_bash(&r);

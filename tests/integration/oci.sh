@@ -354,3 +354,25 @@ hinst "$T/h7" true "$T/npmm" napp ABX_INSTALL_OCI_MIRROR="oci+http://localhost:$
 expect "... and an npm tool" 0 "napp 1.0.0: installed"
 push "$T/t9" "oci+http://localhost:$PR/team/tools"
 expect "fetch --push never writes to a plain http registry" 2 "" "oci.url"
+
+# ---- doctor checks the registry ---------------------------------------------------------------------
+mkdir -p "$T/am"
+for t in hello other; do
+	sed 's/"platforms":\["linux-x64","linux-arm64"\],"size_hint_mb":1/"run":["{bin}","{prompt}"],&/' "$M/$t.json" >"$T/am/$t.json"
+done
+doc() { # AGENT MIRROR [VAR=VALUE...]
+	_a=$1 _r=$2
+	shift 2
+	run env ABX_SERVER_AGENTS="$_a" ABX_INSTALL_OCI_MIRROR="$_r" ABX_SERVER_INSTALL_ALLOW_HOSTS=localhost "$@" \
+		"$BIN" doctor --manifests "$T/am"
+}
+doc hello "$OPEN"
+check "doctor: the registry answers and has a blob of the plan" grep -q "PASS.*registry.*$OPEN answers and has the blob of hello 1.0.0 (sha256:$(echo "$H" | cut -c1-12)" "$T/out"
+doc other "$OPEN"
+check "doctor: a registry that lacks the plan's blob is a WARN with the fix" grep -q "WARN.*registry.*lacks the blob of other 1.0.0" "$T/out"
+doc hello "oci://localhost:$LOCKED_RP/team/tools"
+check "doctor: a registry that wants credentials there are none of is a FAIL (oci.auth)" grep -q "FAIL.*registry.*oci.auth" "$T/out"
+doc hello "oci://localhost:$LOCKED_RP/team/tools" ABX_OCI_AUTH=alice:s3cret
+check "doctor: with the credential, named by its source, never its value" sh -c "grep -q 'PASS.*registry.*credential from ABX_OCI_AUTH and has the blob of hello' '$T/out' && ! grep -q s3cret '$T/out' '$T/err'"
+doc hello "oci://localhost:$DEAD/team/tools"
+check "doctor: an unreachable registry is a FAIL (http.connect)" grep -q "FAIL.*registry.*http.connect" "$T/out"
