@@ -729,6 +729,7 @@ install_ctx_clone(struct install_ctx *dst, const struct install_ctx *src, struct
 	dst->reqs = NULL;
 	dst->kept = NULL;
 	dst->downloads = dst->installs = 0;
+	dst->src_sha[0] = '\0';
 	dst->bytes_downloaded = 0;
 	dst->mcache = calloc(INSTALL_MARKER_CACHE, sizeof(*dst->mcache));
 	if (dst->mcache == NULL)

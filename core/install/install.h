@@ -194,6 +194,12 @@ struct install_ctx {
 	int downloads;
 	uint64_t bytes_downloaded;
 	int installs;
+
+	/* Where the last artifact install_get_artifact made available came
+	 * from ("cache:<path>", the mirror or origin URL, "oci://…@sha256:…"),
+	 * for the marker's SBOM row of that sha256 only. */
+	char src_sha[65];
+	char src[MANIFEST_URL_MAX + 16];
 };
 
 struct install_result {

@@ -406,6 +406,15 @@ from_oci(struct install_ctx *c, const manifest_t *m, const struct manifest_artif
 	return rc;
 }
 
+/* Where the artifact got_sha came from, for its marker's SBOM row: a
+ * then b, and the digest after a "@sha256:" b. */
+static void
+note_source(struct install_ctx *c, const char *got_sha, const char *a, const char *b)
+{
+	snprintf(c->src_sha, sizeof(c->src_sha), "%s", got_sha);
+	snprintf(c->src, sizeof(c->src), "%s%s%s", a, b, strcmp(b, "@sha256:") == 0 ? got_sha : "");
+}
+
 /*
  * Make a verified copy of artifact a available: local caches and mirror
  * directories first, the OCI mirror next (offline too: it is the fleet's
@@ -425,12 +434,15 @@ install_get_artifact(struct install_ctx *c, const manifest_t *m, const struct ma
 	err_clear(&mism);
 	if (a->sha256[0] != '\0' && find_local(c, a->sha256, path, cap)) {
 		snprintf(got_sha, 65, "%s", a->sha256);
+		note_source(c, got_sha, "cache:", path);
 		return 0;
 	}
 	if (a->sha256[0] != '\0' && c->set->oci_mirror[0] != '\0' && dl_dir != NULL && dl_dir[0] != '\0') {
 		rc = from_oci(c, m, a, dl_dir, ps, xs, path, cap, got_sha, &last);
-		if (rc == 0)
+		if (rc == 0) {
+			note_source(c, got_sha, c->set->oci_mirror, "@sha256:");
 			return 0;
+		}
 		if (rc == 1)
 			err_clear(&last);
 		if (rc == -2) {
@@ -487,8 +499,10 @@ install_get_artifact(struct install_ctx *c, const manifest_t *m, const struct ma
 			extra = mhost;
 		}
 		rc = download(c, m, u, extra, dl_dir, a->sha256, ps, xs, path, cap, got_sha, &last);
-		if (rc == 0)
+		if (rc == 0) {
+			note_source(c, got_sha, u, "");
 			return 0;
+		}
 		if (rc == -2) {
 			*e = last;
 			return -1;

@@ -376,3 +376,11 @@ doc hello "oci://localhost:$LOCKED_RP/team/tools" ABX_OCI_AUTH=alice:s3cret
 check "doctor: with the credential, named by its source, never its value" sh -c "grep -q 'PASS.*registry.*credential from ABX_OCI_AUTH and has the blob of hello' '$T/out' && ! grep -q s3cret '$T/out' '$T/err'"
 doc hello "oci://localhost:$DEAD/team/tools"
 check "doctor: an unreachable registry is a FAIL (http.connect)" grep -q "FAIL.*registry.*http.connect" "$T/out"
+
+# ---- verify --sbom names where each blob came from ---------------------------------------------------
+run "$BIN" verify --sbom --manifests "$M" --tools-dir "$T/i3"
+check "verify --sbom: a blob read from the registry names it" grep -q "\"name\":\"agent-sandbox:source\",\"value\":\"$OPEN@sha256:$H\"" "$T/out"
+run "$BIN" verify --sbom --manifests "$M" --tools-dir "$T/i1"
+check "verify --sbom: a registry miss read from the origin names the origin" grep -q "\"name\":\"agent-sandbox:source\",\"value\":\"https://localhost:$P/f/other-1.0.0.tgz\"" "$T/out"
+run "$BIN" verify --sbom --manifests "$M" --tools-dir "$T/h2"
+check "verify --sbom: a plain http mirror is named" grep -q "\"value\":\"http://localhost:[0-9]*/f/hello-1.0.0.tgz\"" "$T/out"
