@@ -384,3 +384,45 @@ run "$BIN" verify --sbom --manifests "$M" --tools-dir "$T/i1"
 check "verify --sbom: a registry miss read from the origin names the origin" grep -q "\"name\":\"agent-sandbox:source\",\"value\":\"https://localhost:$P/f/other-1.0.0.tgz\"" "$T/out"
 run "$BIN" verify --sbom --manifests "$M" --tools-dir "$T/h2"
 check "verify --sbom: a plain http mirror is named" grep -q "\"value\":\"http://localhost:[0-9]*/f/hello-1.0.0.tgz\"" "$T/out"
+
+# ---- token auth: the registry's Bearer challenge answered by a token from its realm --------------------
+# distribution's auth.token with a token server of our own (tests/fixtures/ocitoken.py, RS256 JWTs signed
+# by openssl with a key whose certificate is the registry's rootcertbundle); the server wants alice's
+# Basic credentials
+openssl req -x509 -newkey rsa:2048 -nodes -keyout "$T/sign.key" -out "$T/sign.crt" -subj /CN=token -days 2 \
+	>/dev/null 2>&1
+: >"$T/tok.log"
+bg python3 "$FIXTURES/ocitoken.py" --cert "$T/pki/good.pem" --tlskey "$T/pki/good.key" --signkey "$T/sign.key" \
+	--signcert "$T/sign.crt" --issuer test-issuer --log "$T/tok.log" --user alice:s3cret >"$T/tok.port" 2>"$T/tok.err"
+wait_for_line "$T/tok.port" '^[0-9]' 10 || { not_ok "start token server" "$(cat "$T/tok.err")"; exit 1; }
+TP=$(head -1 "$T/tok.port")
+TR=$(freeport)
+{
+	printf 'version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: %s\n' "$T/tokreg"
+	printf 'http:\n  addr: 127.0.0.1:%s\n  tls:\n    certificate: %s\n    key: %s\n' "$TR" "$T/pki/good.pem" "$T/pki/good.key"
+	printf 'auth:\n  token:\n    realm: https://localhost:%s/token\n    service: test-registry\n' "$TP"
+	printf '    issuer: test-issuer\n    rootcertbundle: %s\n' "$T/sign.crt"
+} >"$T/tokreg.yml"
+bg "$REG" serve "$T/tokreg.yml" >"$T/tokreg.log" 2>&1
+_i=0
+while [ $_i -lt 100 ] && ! curl -s -o /dev/null --cacert "$T/pki/ca.pem" "https://localhost:$TR/v2/"; do sleep 0.1; _i=$((_i + 1)); done
+TREF="oci://localhost:$TR/team/tools"
+push "$T/t1" "$TREF"
+expect "token auth: a realm not in install.allow_hosts is refused" 1 "" "http.redirect"
+check "... nothing was sent to it" test ! -s "$T/tok.log"
+export ABX_SERVER_INSTALL_ALLOW_HOSTS=localhost
+push "$T/t1" "$TREF"
+expect "token auth: anonymous, the token server refuses: oci.auth" 1 "" "oci.auth"
+check "... the token server refused an anonymous request" grep -q "refused an anonymous request" "$T/err"
+ABX_OCI_AUTH=alice:wr0ngpass push "$T/t1" "$TREF"
+expect "token auth: wrong credentials: oci.auth" 1 "" "oci.auth"
+check "... never printed" sh -c "! grep -q wr0ngpass '$T/err' '$T/out'"
+ABX_OCI_AUTH=alice:s3cret push "$T/t1" "$TREF"
+expect "token auth: pushed with a token got with the credentials" 0 "hello 1.0.0: pushed"
+check "... the token server got Basic credentials" grep -q "^/token auth=basic" "$T/tok.log"
+check "... and the registry took the Bearer token for the upload" grep -q "\"PUT /v2/team/tools/manifests/hello-1.0.0 HTTP/1.1\" 201" "$T/tokreg.log"
+run env ABX_OCI_AUTH=alice:s3cret ABX_INSTALL_OCI_MIRROR="$TREF" ABX_SERVER_INSTALL_MODE=offline \
+	"$BIN" prepare --manifests "$M" --tools-dir "$T/tk1" --only hello
+expect "token auth: installed from the registry, offline" 0 "hello 1.0.0: installed"
+unset ABX_SERVER_INSTALL_ALLOW_HOSTS
+unset ABX_OCI_AUTH
