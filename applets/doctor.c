@@ -36,7 +36,9 @@ static const char usage[] = "usage: agent-sandbox-server doctor [--json] [--netw
                             "HOME, state and tools directories (writable, owned by us, not group/world-\n"
                             "writable, not noexec, which one receives installs), installed tools and their\n"
                             "versions, manifests, a read-only root, the CA bundle, the clock, /etc/passwd,\n"
-                            "ports 9000 and 9001, agent credential variables (names only, never values).\n"
+                            "ports 9000 and 9001, agent credential variables (names only, never values),\n"
+                            "the OCI mirror (install.mirrors.oci: answers, takes the credential, holds a\n"
+                            "blob of the plan).\n"
                             "Each line is PASS, WARN or FAIL, with a fix.\n"
                             "\n"
                             "  --json         one JSON document on stdout\n"
@@ -464,6 +466,25 @@ check_allow_tmp(struct report *r, const struct config *c)
 		    config_source(c, CK_INSTALL_ALLOW_TMP, src, sizeof(src)));
 }
 
+/* Plain http mirrors keep integrity (every byte is pinned) but not
+ * confidentiality: worth saying whenever they are allowed. */
+static void
+check_allow_http(struct report *r, const struct config *c)
+{
+	char src[300];
+
+	if (c->install.allow_http_mirrors)
+		doctor_line(
+		    r, "WARN", "allow_http_mirrors",
+		    "use https:// mirrors and turn install.allow_http_mirrors off, unless the path to the "
+		    "mirror is private",
+		    "install.allow_http_mirrors is on (%s): plain http mirrors are read for pinned "
+		    "installs; integrity is kept (every byte is checked against a pin) but confidentiality "
+		    "is given up: anyone on the path sees which tools and versions are installed, and can "
+		    "withhold them",
+		    config_source(c, CK_INSTALL_ALLOW_HTTP_MIRRORS, src, sizeof(src)));
+}
+
 static void
 check_credentials(struct report *r, const struct config *c)
 {
@@ -600,10 +621,12 @@ doctor_main(int argc, char **argv)
 	check_root(&r, &L->cfg);
 	check_ca(&r, L, &ch);
 	doctor_check_mirror(&r, &L->cfg);
+	doctor_check_registry(&r, L);
 	check_clock(&r);
 	check_passwd(&r);
 	check_bash(&r);
 	check_allow_tmp(&r, &L->cfg);
+	check_allow_http(&r, &L->cfg);
 	doctor_check_ports(&r, ports);
 	check_credentials(&r, &L->cfg);
 	if (network)

@@ -64,4 +64,9 @@ void doctor_check_ports(struct report *r, const char *list);
 void doctor_check_mirror(struct report *r, const struct config *c);
 void doctor_check_network(struct report *r, const struct config *c, struct hostlist *hl);
 
+/* doctor_oci.c: the OCI mirror answers, takes the credential, holds a blob
+ * of the plan (needs L's manifests open). */
+struct cfgload;
+void doctor_check_registry(struct report *r, struct cfgload *L);
+
 #endif

@@ -16,11 +16,13 @@
 
 #include "base/json.h"
 #include "fetch_cache.h"
+#include "fetch_push.h"
 #include "prepare_plan.h"
 #include "tooling.h"
 
 static const char usage[] =
     "usage: agent-sandbox-server fetch [--only NAME...] [--platform P|all] [--cache DIR]\n"
+    "                                 [--push oci://HOST[:PORT]/REPO]\n"
     "                                 [--config FILE] [--manifests DIR] [--tools-dir DIR]\n"
     "                                 [--json] [-q] [-v]\n"
     "\n"
@@ -34,6 +36,11 @@ static const char usage[] =
     "  --only NAME...     the tools (repeatable; several names may follow)\n"
     "  --platform P       linux-x64, linux-arm64, or all (default: this machine)\n"
     "  --cache DIR        the cache (default <first writable tools directory>/.cache)\n"
+    "  --push oci://HOST[:PORT]/REPO\n"
+    "                     then upload every verified blob to that OCI registry\n"
+    "                     (those it has are skipped) and one image manifest per\n"
+    "                     tool version, tagged <tool>-<version>; credentials from\n"
+    "                     ABX_OCI_AUTH=user:password or a docker config file\n"
     "  --json             one JSON document on stdout\n";
 
 /* 1 when argv asks for the cache-filling form of fetch. */
@@ -51,6 +58,11 @@ fetch_cache_wanted(int argc, char **argv)
 	}
 	/* fetch --platform all --cache DIR (no URL): the configuration's tools. */
 	for (i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--push") == 0 || strncmp(argv[i], "--push=", 7) == 0) {
+			i += argv[i][6] == '\0';
+			cache = 1;
+			continue;
+		}
 		if (strstr(argv[i], "://") != NULL || strcmp(argv[i], "--help") == 0 ||
 		    strcmp(argv[i], "-h") == 0)
 			return 0;
@@ -63,9 +75,10 @@ fetch_cache_wanted(int argc, char **argv)
 int
 fetch_cache_options(int argc, char **argv, struct tooling *t, struct fetch_cache_args *a, char **names)
 {
-	enum { O_ONLY = 256 };
+	enum { O_ONLY = 256, O_PUSH };
 	static const struct option opts[] = {
 	    {"only", required_argument, NULL, O_ONLY},
+	    {"push", required_argument, NULL, O_PUSH},
 	    TOOLING_OPT_PLATFORM,
 	    TOOLING_OPT_CACHE,
 	    TOOLING_OPT_CONFIG,
@@ -95,6 +108,15 @@ fetch_cache_options(int argc, char **argv, struct tooling *t, struct fetch_cache
 			while (optind < argc && argv[optind][0] != '-' && a->nnames < FETCH_CACHE_MAX)
 				names[a->nnames++] = argv[optind++];
 			break;
+		case O_PUSH: {
+			struct err e;
+			if (fetch_push_check(optarg, &e) != 0) {
+				err_print(&e);
+				return EXIT_USAGE;
+			}
+			a->push = optarg;
+			break;
+		}
 		case 'h':
 			return usage_help(usage);
 		default:
@@ -173,7 +195,8 @@ report_failure(struct tooling *t, struct json_w *w, struct tally *n, const struc
 /* npm-lock: every package of the lockfile for the platform (all: every
  * platform's), into the same cache. */
 static void
-fetch_npm_tool(struct tooling *t, const manifest_t *m, struct json_w *w, struct tally *n)
+fetch_npm_tool(struct tooling *t, const manifest_t *m, struct json_w *w, struct tally *n,
+               struct fetch_push *push)
 {
 	const char *plat = t->platform ? t->platform : manifest_platform_self();
 	struct install_npm_info ni;
@@ -186,6 +209,8 @@ fetch_npm_tool(struct tooling *t, const manifest_t *m, struct json_w *w, struct 
 	memset(&ni, 0, sizeof(ni));
 	if (install_npm_fetch(&t->ctx, m, plat, &ni, &e) == 0) {
 		n->count++;
+		if (push != NULL)
+			fetch_push_npm(push, t, m, plat);
 		if (!t->quiet && !t->json && ni.skipped > 0)
 			printf("%s %s npm packages: %zu downloaded, %zu cached, %zu not for %s\n", m->name,
 			       m->version, ni.fetched, ni.cached, ni.skipped, plat);
@@ -201,7 +226,8 @@ fetch_npm_tool(struct tooling *t, const manifest_t *m, struct json_w *w, struct 
 /* A tarball source: its artifact for each platform asked (all: every one
  * the manifest lists). */
 static void
-fetch_tarball_tool(struct tooling *t, const manifest_t *m, struct json_w *w, struct tally *n)
+fetch_tarball_tool(struct tooling *t, const manifest_t *m, struct json_w *w, struct tally *n,
+                   struct fetch_push *push)
 {
 	const char *plats[2];
 	int p, np = 0;
@@ -232,6 +258,8 @@ fetch_tarball_tool(struct tooling *t, const manifest_t *m, struct json_w *w, str
 		}
 		if (rc == 0) {
 			n->count++;
+			if (push != NULL)
+				fetch_push_artifact(push, m, plats[p], a, path);
 			json_w_kstr(w, "path", path);
 			if (!t->quiet && !t->json)
 				printf("%s %s %s: %s\n", m->name, m->version, plats[p], path);
@@ -242,6 +270,34 @@ fetch_tarball_tool(struct tooling *t, const manifest_t *m, struct json_w *w, str
 	}
 }
 
+/* The pushed tool's manifest: a line (or a JSON entry) per tool; a failure
+ * counts as the tool's. */
+static void
+push_tool(struct tooling *t, struct fetch_push *p, const manifest_t *m, struct json_w *w, struct tally *n)
+{
+	char tag[OCI_TAG_MAX] = "";
+	struct err e;
+	int rc;
+
+	if (p->nlayers == 0 && !p->failed)
+		return; /* the fetch failed: already reported */
+	rc = fetch_push_tool_end(p, m, tag, &e);
+	json_w_obj(w);
+	json_w_kstr(w, "name", m->name);
+	json_w_kstr(w, "version", m->version);
+	json_w_kbool(w, "ok", rc == 0);
+	if (rc == 0) {
+		json_w_kstr(w, "tag", tag);
+		json_w_kint(w, "blobs", p->nlayers);
+		if (!t->quiet && !t->json)
+			printf("%s %s: pushed to %s:%s (%d blob(s))\n", m->name, m->version, p->ref.repo, tag,
+			       p->nlayers);
+	} else {
+		report_failure(t, w, n, &e);
+	}
+	json_w_end(w);
+}
+
 int
 fetch_cache(const struct fetch_cache_args *a)
 {
@@ -250,7 +306,8 @@ fetch_cache(const struct fetch_cache_args *a)
 	    abscache[PATH_MAX];
 	int nonly = a->nnames < FETCH_CACHE_MAX ? a->nnames : FETCH_CACHE_MAX, n = 0, i, rc;
 	struct tally tally = {0, 0};
-	struct json_w w;
+	static struct fetch_push push;
+	struct json_w w, pw;
 	struct err e;
 
 	if (a->flags->ms_open || a->flags->ctx_open) {
@@ -277,6 +334,13 @@ fetch_cache(const struct fetch_cache_args *a)
 		return rc;
 	/* fetching is for connected machines: the install mode does not apply */
 	t.set.mode = CFG_MODE_LAZY;
+	if (a->push != NULL && fetch_push_open(&push, a->push, &t, &e) != 0) {
+		fetch_push_close(&push);
+		tooling_close(&t);
+		return fail(&e);
+	}
+	json_w_init(&pw, 1 << 20);
+	json_w_arr(&pw);
 	if (!t.quiet && !t.json)
 		t.ctx.progress = tooling_progress;
 	json_w_init(&w, 1 << 20);
@@ -288,12 +352,26 @@ fetch_cache(const struct fetch_cache_args *a)
 		const manifest_t *m = manifest_get(&t.ms, names[i], &e);
 		if (m == NULL)
 			continue;
+		if (a->push != NULL)
+			fetch_push_tool_begin(&push);
 		if (m->source.type != MANIFEST_SRC_TARBALL)
-			fetch_npm_tool(&t, m, &w, &tally);
+			fetch_npm_tool(&t, m, &w, &tally, a->push ? &push : NULL);
 		else
-			fetch_tarball_tool(&t, m, &w, &tally);
+			fetch_tarball_tool(&t, m, &w, &tally, a->push ? &push : NULL);
+		if (a->push != NULL)
+			push_tool(&t, &push, m, &pw, &tally);
 	}
 	json_w_end(&w);
+	if (a->push != NULL) {
+		json_w_end(&pw);
+		json_w_key(&w, "push");
+		json_w_raw(&w, pw.buf);
+		json_w_free(&pw);
+		if (!t.quiet && !t.json)
+			fprintf(stderr, "fetch: %s: %d blob(s) uploaded, %d already there, %d manifest(s)\n",
+			        a->push, push.uploaded, push.present, push.manifests);
+		fetch_push_close(&push);
+	}
 	json_w_kint(&w, "downloads", t.ctx.downloads);
 	json_w_kbool(&w, "ok", tally.failed == 0);
 	json_w_end(&w);

@@ -19,10 +19,11 @@ struct fetch_cache_args {
 	const struct tooling *flags;
 	char **names; /* the tools; nnames 0 = the configuration's plan */
 	int nnames;
+	const char *push; /* --push oci://HOST[:PORT]/REPO, or NULL */
 };
 
-/* 1 when fetch's argv asks for the cache form (no URL; --only, --platform
- * or --cache), else 0. */
+/* 1 when fetch's argv asks for the cache form (no URL; --only, --platform,
+ * --cache or --push), else 0. */
 int fetch_cache_wanted(int argc, char **argv);
 
 /* fetch's cache-form options into flags (zeroed first) and a (names:

@@ -299,7 +299,7 @@ names_from_config(struct tooling *t, struct prepare_args *a)
 static int
 cache_only(struct tooling *t, struct prepare_args *a)
 {
-	struct fetch_cache_args ca = {t, a->only, a->nonly};
+	struct fetch_cache_args ca = {t, a->only, a->nonly, NULL};
 
 	t->state_dir = NULL;
 	return fetch_cache(&ca);

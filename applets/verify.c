@@ -295,6 +295,17 @@ sbom(struct tooling *t, struct found *f, int n)
 				}
 				json_w_end(&w);
 			}
+			if (json_get_str(row, "source") != NULL) {
+				/* where the installed bytes came from (a cache, a
+				 * mirror, the registry, the origin) */
+				json_w_key(&w, "properties");
+				json_w_arr(&w);
+				json_w_obj(&w);
+				json_w_kstr(&w, "name", "agent-sandbox:source");
+				json_w_kstr(&w, "value", json_get_str(row, "source"));
+				json_w_end(&w);
+				json_w_end(&w);
+			}
 			if (url != NULL) {
 				json_w_key(&w, "externalReferences");
 				json_w_arr(&w);

@@ -9,9 +9,11 @@
 # size `npm i -g` against).
 # llvm-14 ships llvm-symbolizer for clang 14 (Debian's clang), which turns
 # sanitizer reports into file:line traces.
+# docker-registry (the CNCF distribution registry) and apache2-utils (htpasswd
+# -B, bcrypt) are the real registry tests/integration/oci.sh pushes to.
 set -eu
 build="musl-tools dpkg-dev cmake make gcc xz-utils bzip2 ca-certificates"
-check="$build clang clang-format libclang-rt-14-dev llvm-14 libcmocka-dev libbearssl-dev libarchive-dev zlib1g-dev openssl file curl strace"
+check="$build clang clang-format libclang-rt-14-dev llvm-14 libcmocka-dev libbearssl-dev libarchive-dev zlib1g-dev openssl file curl strace docker-registry apache2-utils"
 bench="$check wrk nginx-light hyperfine"
 e2e="$check podman runc uidmap slirp4netns debootstrap musl"
 cross="gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu"

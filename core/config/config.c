@@ -18,6 +18,7 @@
 #include "net/http.h"
 #include "net/tls.h"
 #include "net/hostrule.h"
+#include "net/oci.h"
 
 extern char **environ;
 
@@ -34,8 +35,11 @@ const struct cfg_keydef cfg_keys[CK_NKEYS] = {
     {"install.mirrors.npm", K_NPM, OFF(install.npm_mirror), 0, 0, "ABX_INSTALL_NPM_REGISTRY", NULL, ""},
     {"install.mirrors.tarball", K_MIRRORS, OFF(install.tarball_mirrors), 0, 0, "ABX_INSTALL_MIRROR", NULL,
      ""},
+    {"install.mirrors.oci", K_OCI, OFF(install.oci_mirror), 0, 0, "ABX_INSTALL_OCI_MIRROR", NULL, ""},
     {"install.allow_hosts", K_HOSTS, OFF(install.allow_hosts), 0, 0, "ABX_SERVER_INSTALL_ALLOW_HOSTS", NULL,
      ""},
+    {"install.allow_http_mirrors", K_BOOL, OFF(install.allow_http_mirrors), 0, 1,
+     "ABX_SERVER_INSTALL_ALLOW_HTTP_MIRRORS", NULL, "false"},
     {"install.allow_tmp", K_BOOL, OFF(install.allow_tmp), 0, 1, "ABX_SERVER_INSTALL_ALLOW_TMP", NULL,
      "false"},
     {"install.use_path", K_BOOL, OFF(install.use_path), 0, 1, "ABX_SERVER_INSTALL_USE_PATH", NULL, "true"},
@@ -102,6 +106,8 @@ static const struct {
     {"ABX_TEST_PAUSE", 0},        /* tests: an install stops 30 s at this phase (never in production) */
     {"ABX_TOOL_", 1},             /* ABX_TOOL_<NAME>=/path: use that executable for tool NAME */
     {"ABX_NPM", 0},               /* lock: the npm program to run */
+    {"ABX_OCI_AUTH", 0},          /* user:password for the OCI registry (config_oci.c) */
+    {"ABX_OCI_AUTH_FILE", 0},     /* a docker config.json with auths for the OCI registry */
     /* the standard variables, read here too so one list says what the
      * program looks at */
     {"PATH", 0},        /* tools found on PATH (install.use_path), programs run by name */
@@ -115,6 +121,7 @@ static const struct {
     {"no_proxy", 0},
     {"SSL_CERT_FILE", 0}, /* the CA bundle HTTPS trusts, instead of the system's */
     {"SSL_CERT_DIR", 0},  /* CA directories (colon-separated), with or instead of it */
+    {"DOCKER_CONFIG", 0}, /* the directory of the docker config file with registry auths */
 };
 #define NENV_VARS ((int)(sizeof(env_vars) / sizeof(env_vars[0])))
 
@@ -316,6 +323,9 @@ valid_mirror(const char *s)
 {
 	if (strncmp(s, "https://", 8) == 0)
 		return s[8] != '\0' && s[8] != '/';
+	/* plain http only with install.allow_http_mirrors (mirror_hosts_listed) */
+	if (strncmp(s, "http://", 7) == 0)
+		return s[7] != '\0' && s[7] != '/';
 	if (strncmp(s, "file:///", 8) == 0)
 		return 1;
 	return s[0] == '/';
@@ -518,7 +528,8 @@ cfg_set_text(struct config *c, int k, const char *text, const char *base, const 
 	case K_PATH:
 		return resolve_path(cfg_field(c, k), text, base, where, e);
 	case K_NPM:
-		if (strncmp(text, "https://", 8) != 0 || text[8] == '\0' || text[8] == '/')
+		if (!(strncmp(text, "https://", 8) == 0 && text[8] != '\0' && text[8] != '/') &&
+		    !(strncmp(text, "http://", 7) == 0 && text[7] != '\0' && text[7] != '/'))
 			return err_set(e, "config.invalid", "%s: \"%.100s\" is not an https:// URL", where,
 			               text);
 		if (strlen(text) >= CFG_URL_MAX)
@@ -526,6 +537,19 @@ cfg_set_text(struct config *c, int k, const char *text, const char *base, const 
 			               CFG_URL_MAX - 1);
 		snprintf(cfg_field(c, k), CFG_URL_MAX, "%s", text);
 		return 0;
+	case K_OCI: {
+		struct oci_ref r;
+		char why[ERR_MSG_MAX];
+		if (oci_ref_parse(text, 1, &r, e) != 0) {
+			snprintf(why, sizeof(why), "%s", e ? e->msg : "");
+			return err_set(e, "config.invalid", "%s: %s", where, why);
+		}
+		if (strlen(text) >= CFG_URL_MAX)
+			return err_set(e, "config.invalid", "%s: longer than %d bytes", where,
+			               CFG_URL_MAX - 1);
+		snprintf(cfg_field(c, k), CFG_URL_MAX, "%s", text);
+		return 0;
+	}
 	case K_PRESET:
 		if (strcmp(text, "readonly") != 0 && strcmp(text, "agents") != 0 &&
 		    strcmp(text, "admin") != 0)
@@ -718,51 +742,6 @@ config_apply_flag(struct config *c, const char *key, const char *value, const ch
 	return 0;
 }
 
-/* A mirror's host must be listed in install.allow_hosts, as any download
- * host is: a mirror is trusted to serve bytes only because digests are pinned, and
- * naming its host is the operator's review of where downloads go. */
-static int
-mirror_host_listed(const struct config *c, const char *key, const char *url, struct err *e)
-{
-	const char *ah[CFG_HOSTS_MAX];
-	char base[CFG_URL_MAX + 2];
-	struct http_url u;
-	size_t n;
-	int i;
-
-	if (strncmp(url, "https://", 8) != 0)
-		return 0; /* a directory or file:// mirror: no host */
-	n = strcspn(url + 8, "/?#");
-	if (memchr(url + 8, '{', n) != NULL)
-		return err_set(e, "config.invalid", "%s: %s: the mirror's host cannot be a placeholder", key,
-		               url);
-	snprintf(base, sizeof(base), "%.*s/", (int)(8 + n), url);
-	if (http_url_parse(base, &u, e) != 0)
-		return err_set(e, "config.invalid", "%s: %s: not an https URL with a host", key, url);
-	for (i = 0; i < c->install.allow_hosts.n; i++)
-		ah[i] = c->install.allow_hosts.v[i];
-	if (hostrule_match(ah, c->install.allow_hosts.n, u.host, u.port))
-		return 0;
-	return err_set(e, "config.invalid",
-	               "%s: the mirror's host %.*s is not in install.allow_hosts; add it there "
-	               "(\"allow_hosts\": [\"%.*s\"] in \"install\", or ABX_SERVER_INSTALL_ALLOW_HOSTS=%.*s)",
-	               key, (int)n, url + 8, (int)n, url + 8, (int)n, url + 8);
-}
-
-static int
-mirror_hosts_listed(const struct config *c, struct err *e)
-{
-	int i;
-
-	if (c->install.npm_mirror[0] != '\0' &&
-	    mirror_host_listed(c, "install.mirrors.npm", c->install.npm_mirror, e) != 0)
-		return -1;
-	for (i = 0; i < c->install.tarball_mirrors.n; i++)
-		if (mirror_host_listed(c, "install.mirrors.tarball", c->install.tarball_mirrors.v[i], e) != 0)
-			return -1;
-	return 0;
-}
-
 int
 config_load(struct config *c, const char *file_flag, char *const *envp, const struct config_flag *flags,
             int nflags, struct err *e)
@@ -785,8 +764,17 @@ config_load(struct config *c, const char *file_flag, char *const *envp, const st
 		if (flags[i].value != NULL &&
 		    config_apply_flag(c, flags[i].key, flags[i].value, flags[i].flag, e) != 0)
 			goto fail;
-	if (mirror_hosts_listed(c, e) != 0)
+	if (cfg_mirrors_check(c, e) != 0)
 		goto fail;
+	if (c->install.allow_http_mirrors)
+		add_warn(
+		    c,
+		    "install.allow_http_mirrors is true: plain http mirrors are read for pinned installs "
+		    "only "
+		    "(never by lock or an unpinned install); integrity is kept (every byte is checked "
+		    "against "
+		    "a pin), confidentiality is given up (anyone on the path sees which tools and versions "
+		    "are installed, and can withhold them)");
 	return 0;
 fail:
 	config_defaults(c);

@@ -78,7 +78,9 @@ enum cfg_key {
 	CK_INSTALL_MAX_DOWNLOAD_MB,
 	CK_INSTALL_MIRRORS_NPM,
 	CK_INSTALL_MIRRORS_TARBALL,
+	CK_INSTALL_MIRRORS_OCI,
 	CK_INSTALL_ALLOW_HOSTS,
+	CK_INSTALL_ALLOW_HTTP_MIRRORS,
 	CK_INSTALL_ALLOW_TMP,
 	CK_INSTALL_USE_PATH,
 	CK_AGENTS,
@@ -121,7 +123,9 @@ struct config {
 		int max_download_mb;
 		char npm_mirror[CFG_URL_MAX]; /* "" = none */
 		struct cfg_list tarball_mirrors;
+		char oci_mirror[CFG_URL_MAX]; /* oci://HOST[:PORT]/REPO, "" = none */
 		struct cfg_hosts allow_hosts;
+		int allow_http_mirrors; /* plain http:// mirrors, for pinned installs only */
 		int allow_tmp;
 		int use_path;
 	} install;
@@ -230,6 +234,16 @@ struct http_client;
  * bundle from SSL_CERT_FILE / SSL_CERT_DIR (else the system's). Returns
  * NULL with e (http.proxy for an unusable proxy URL, internal). */
 struct http_client *config_http_client(struct err *e);
+
+/* The credential for the OCI registry host:port as base64 "user:pass"
+ * (OCI_BASIC_MAX bytes, core/net/oci.h) into basic: ABX_OCI_AUTH
+ * ("user:pass"), else auths.<host>.auth of the docker config file
+ * (ABX_OCI_AUTH_FILE, which must exist; else $DOCKER_CONFIG/config.json;
+ * else $HOME/.docker/config.json). from (may be NULL) names where it came
+ * from, never the value. Returns 1 found, 0 none, -1 with oci.auth. The
+ * caller wipes basic after use. */
+int config_oci_basic(const char *host, int port, int port_explicit, char *basic, char *from, size_t fromcap,
+                     struct err *e);
 
 /* The whole load: defaults, the file (file_flag if not NULL, which must
  * exist; else $ABX_SERVER_CONFIG, which must exist; else the default file if

@@ -16,6 +16,7 @@ enum cfg_kind {
 	K_PATH,    /* char[CFG_PATH_MAX]; relative paths in a file resolve against it */
 	K_NPM,     /* char[CFG_URL_MAX]; an https:// URL */
 	K_MIRRORS, /* struct cfg_list; https:// templates, absolute paths, file:// */
+	K_OCI,     /* char[CFG_URL_MAX]; oci://HOST[:PORT]/REPO (core/net/oci.h) */
 	K_HOSTS,   /* struct cfg_hosts; host names */
 	K_NAMES,   /* struct cfg_names; tool names */
 	K_VARS,    /* struct cfg_names; environment variable names */
@@ -34,6 +35,11 @@ struct cfg_keydef {
 	const char *opt; /* the command-line option (without "--"), or NULL */
 	const char *def; /* the embedded default as text, "" = empty / none */
 };
+
+/* The mirrors once every layer is applied (config_mirror.c): each https
+ * or http mirror's host in install.allow_hosts, a plain http one only with
+ * install.allow_http_mirrors. Returns 0, or -1 with config.invalid. */
+int cfg_mirrors_check(const struct config *c, struct err *e);
 
 /* Indexed by enum cfg_key. */
 extern const struct cfg_keydef cfg_keys[CK_NKEYS];

@@ -204,17 +204,28 @@ needs_network(struct install_ctx *c, const manifest_t *m)
 		/* the first package not in the cache, through the mirror if
 		 * one is set: the host a download would contact first */
 		static __thread char nu[HTTP_URL_MAX];
-		return install_npm_probe_url(c, m, nu, sizeof(nu)) == 1 ? nu : NULL;
+		if (install_npm_probe_url(c, m, nu, sizeof(nu)) != 1)
+			return NULL;
+		/* the registry is asked first */
+		install_oci_probe_url(c, nu, sizeof(nu));
+		return nu;
 	}
 	a = manifest_artifact(m, c->platform);
 	if (a == NULL || (a->sha256[0] && install_maybe_local(c, a->sha256)))
 		return NULL;
+	if (a->sha256[0]) {
+		/* the registry is asked first */
+		static __thread char ou[HTTP_URL_MAX];
+		if (install_oci_probe_url(c, ou, sizeof(ou)))
+			return ou;
+	}
 	for (i = 0; i < c->set->nmirrors; i++)
 		if (install_mirror_dir(c->set->tarball_mirrors[i]) == NULL) {
 			static __thread char u[HTTP_URL_MAX];
 			char h[HTTP_HOST_MAX];
 			if (install_mirror_url(c->set->tarball_mirrors[i], a->url, u, sizeof(u), h,
-			                       sizeof(h)) == 0)
+			                       sizeof(h)) == 0 &&
+			    (a->sha256[0] || strncmp(u, "http://", 7) != 0))
 				return u;
 		}
 	return a->url;
@@ -713,10 +724,12 @@ install_ctx_clone(struct install_ctx *dst, const struct install_ctx *src, struct
 {
 	*dst = *src;
 	dst->http = NULL;
+	dst->oci = NULL;
 	dst->npm_lock = NULL;
 	dst->reqs = NULL;
 	dst->kept = NULL;
 	dst->downloads = dst->installs = 0;
+	dst->src_sha[0] = '\0';
 	dst->bytes_downloaded = 0;
 	dst->mcache = calloc(INSTALL_MARKER_CACHE, sizeof(*dst->mcache));
 	if (dst->mcache == NULL)
@@ -741,6 +754,7 @@ install_ctx_free(struct install_ctx *c)
 	if (c->http != NULL)
 		http_client_free(c->http);
 	c->http = NULL;
+	install_oci_free(c);
 	install_npm_lock_free(c);
 	if (c->mcache != NULL)
 		for (i = 0; i < INSTALL_MARKER_CACHE; i++)

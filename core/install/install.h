@@ -182,6 +182,7 @@ struct install_ctx {
 	int exec_probe_rc;
 
 	struct http_client *http;           /* created on first download */
+	struct install_oci *oci;            /* the OCI mirror's client (install_oci.c), owned */
 	struct install_npm_lock *npm_lock;  /* the last lockfile parsed (install_npm.c), owned */
 	struct install_marker_slot *mcache; /* INSTALL_MARKER_CACHE slots, owned */
 	int depth;                          /* requires recursion */
@@ -193,6 +194,12 @@ struct install_ctx {
 	int downloads;
 	uint64_t bytes_downloaded;
 	int installs;
+
+	/* Where the last artifact install_get_artifact made available came
+	 * from ("cache:<path>", the mirror or origin URL, "oci://…@sha256:…"),
+	 * for the marker's SBOM row of that sha256 only. */
+	char src_sha[65];
+	char src[MANIFEST_URL_MAX + 16];
 };
 
 struct install_result {
@@ -354,6 +361,18 @@ struct json_w;
 void install_npm_sbom(struct install_ctx *c, const manifest_t *m, struct json_w *w);
 /* Release the lockfile parse the context keeps (install_ctx_free does). */
 void install_npm_lock_free(struct install_ctx *c);
+/* The OCI mirror's client and its credential (install_oci.c). */
+void install_oci_free(struct install_ctx *c);
+/* Before an npm install: each package of l that cache lacks, from the OCI
+ * mirror when the tool's tag (<tool>-<version>) lists a blob for its
+ * integrity, into cache, kept only when the bytes match the lockfile's
+ * integrity (the registry's mapping is never trusted). A package it cannot
+ * give is left to npm_install (offline: refused there; else the origin).
+ * Returns 0, or -1 with e: a mismatch, or in mode offline a registry that
+ * failed. */
+struct npmlock;
+int install_oci_npm(struct install_ctx *c, const manifest_t *m, const struct npmlock *l, const char *cache,
+                    struct err *e);
 
 /* Clear a tool's backoff record in the writable directory (prepare --force,
  * the admin reset). */
@@ -378,6 +397,16 @@ void install_probe_cache_clear(void);
  * url. Returns 1, 0 when every package is cached (no network needed) or the
  * lockfile does not load (the install reports that). */
 int install_npm_probe_url(struct install_ctx *c, const manifest_t *m, char *url, size_t cap);
+
+/* Each fetched package tarball of m's lockfile for platform ("all": every
+ * platform's) by the sha256 the cache holds it under: fn(arg, package,
+ * hex), for pushing the cache to a registry (fetch --push). Packages inside
+ * their parent's tarball have none. Returns how many packages the cache
+ * lacks, or -1 with e (the lockfile did not load). */
+struct npmlock_pkg;
+int install_npm_blobs(struct install_ctx *c, const manifest_t *m, const char *platform,
+                      void (*fn)(void *arg, const struct npmlock_pkg *p, const char *hex), void *arg,
+                      struct err *e);
 
 void install_backoff_clear(struct install_ctx *c, const char *name);
 

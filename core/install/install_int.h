@@ -125,6 +125,14 @@ void install_backoff_record(struct install_ctx *c, const char *name, const struc
 
 /* A mirror entry as a local directory ("/dir" or "file:///dir"), or NULL. */
 const char *install_mirror_dir(const char *mirror);
+
+/* install_oci.c: the OCI mirror's client of c (made on first use; NULL
+ * with e: oci.url, oci.auth, http.proxy), freed by install_ctx_free; the
+ * URL a network probe tries for it ("https://host[:port]/v2/"): 1, or 0
+ * without a mirror. */
+struct oci_client;
+struct oci_client *install_oci_client(struct install_ctx *c, struct err *e);
+int install_oci_probe_url(const struct install_ctx *c, char *url, size_t cap);
 /* A file named sha in a cache or mirror directory (not hashed: for the
  * network probe's decision). */
 int install_maybe_local(struct install_ctx *c, const char *sha);

@@ -41,9 +41,9 @@ url_hostport(const char *url, char *out, size_t cap)
 	size_t n;
 
 	out[0] = '\0';
-	if (url == NULL || strncmp(url, "https://", 8) != 0)
+	if (url == NULL || (strncmp(url, "https://", 8) != 0 && strncmp(url, "http://", 7) != 0))
 		return;
-	p = url + 8;
+	p = url + (url[4] == 's' ? 8 : 7);
 	end = p + strcspn(p, "/?#");
 	n = (size_t)(end - p);
 	if (n == 0 || n >= cap || memchr(p, '@', n) != NULL)
@@ -215,6 +215,7 @@ run(struct install_ctx *c, const manifest_t *m, const char *platform, const char
 	o.nhosts = h.n;
 	o.jobs = jobs ? atoi(jobs) : 0;
 	o.offline = c->set->mode == CFG_MODE_OFFLINE;
+	o.allow_http = c->set->allow_http_mirrors && strncmp(c->set->npm_mirror, "http://", 7) == 0;
 	o.fetch_only = tree == NULL;
 	o.max_bytes = c->set->max_download_mb > 0 ? c->set->max_download_mb << 20 : 0;
 	o.deadline_ms = c->set->timeout_s > 0 ? clock_ms() + (int64_t)c->set->timeout_s * 1000 : 0;
@@ -224,7 +225,10 @@ run(struct install_ctx *c, const manifest_t *m, const char *platform, const char
 		o.on_file = on_file;
 		o.file_arg = known;
 	}
-	rc = npm_install(&o, &st, e);
+	memset(&st, 0, sizeof(st));
+	rc = install_oci_npm(c, m, l, cache, e);
+	if (rc == 0)
+		rc = npm_install(&o, &st, e);
 	if (rc == 0)
 		install_known_settle(known);
 	if (st.placed > 0)
@@ -352,4 +356,31 @@ install_npm_sbom(struct install_ctx *c, const manifest_t *m, struct json_w *w)
 		json_w_kstr(w, "url", p->resolved);
 		json_w_end(w);
 	}
+}
+
+int
+install_npm_blobs(struct install_ctx *c, const manifest_t *m, const char *platform,
+                  void (*fn)(void *arg, const struct npmlock_pkg *p, const char *hex), void *arg,
+                  struct err *e)
+{
+	struct npm_hosts h;
+	const struct npmlock *l;
+	char hex[DIGEST_HEX_MAX];
+	size_t i;
+	int missing = 0;
+
+	collect_hosts(c, m, &h);
+	if ((l = lock_of(c, m, platform != NULL && strcmp(platform, "all") == 0 ? NULL : platform, &h, NULL,
+	                 e)) == NULL)
+		return -1;
+	for (i = 0; i < l->npkgs; i++) {
+		const struct npmlock_pkg *p = &l->pkgs[i];
+		if (p->in_bundle)
+			continue; /* inside its parent's tarball */
+		if (c->cache_dir[0] && cache_sha256_of(c->cache_dir, &p->digest, hex))
+			fn(arg, p, hex);
+		else
+			missing++;
+	}
+	return missing;
 }

@@ -18,6 +18,7 @@
 #include "base/fs.h"
 #include "net/hostrule.h"
 #include "net/http.h"
+#include "net/oci.h"
 #include "base/json.h"
 
 void
@@ -281,11 +282,15 @@ xrun_join(struct xrun *x, int ok, struct err *e)
  * arrives, extracting it too with xs. Returns 0 (path set), -1 with e. *mismatch is set on a digest
  * mismatch (and e says expected/actual). want_sha "" = unpinned: the file
  * is kept under the digest it has. -2 with e: downloaded and verified, but
- * its extraction (xs) failed: no other mirror is tried. */
+ * its extraction (xs) failed: no other mirror is tried. With oci the bytes
+ * are the registry's blob want_sha instead (url only names it in
+ * messages), through the same sink and the same check; *status gets the
+ * final HTTP status (404: the registry has no such blob). */
 static int
-download(struct install_ctx *c, const manifest_t *m, const char *url, const char *extra_host, const char *dir,
-         const char *want_sha, struct install_progress_state *ps, struct install_stream *xs, char *path,
-         size_t cap, char *got_sha, struct err *e)
+download_from(struct install_ctx *c, const manifest_t *m, const char *url, const char *extra_host,
+              const char *dir, const char *want_sha, struct install_progress_state *ps,
+              struct install_stream *xs, char *path, size_t cap, char *got_sha, struct oci_client *oci,
+              int *status, struct err *e)
 {
 	struct xrun x;
 	struct http_request rq;
@@ -304,7 +309,11 @@ download(struct install_ctx *c, const manifest_t *m, const char *url, const char
 	    digest_parse_hex(DIGEST_SHA256, want_sha, &want, "install.manifest_invalid", e) < 0)
 		return -1;
 	/* the manifest's hosts, the mirror's own, install.allow_hosts */
-	hostrule_init(&hr, 1, "the manifest's hosts nor install.allow_hosts");
+	/* plain http only for a mirror the configuration allowed it for (a
+	 * pinned download: install_get_artifact never sends an unpinned one
+	 * there) */
+	hostrule_init(&hr, !(c->set->allow_http_mirrors && strncmp(url, "http://", 7) == 0 && want_sha[0]),
+	              "the manifest's hosts nor install.allow_hosts");
 	for (i = 0; i < m->nhosts; i++)
 		mh[i] = m->hosts[i];
 	for (i = 0; i < c->set->nallow_hosts; i++)
@@ -331,7 +340,10 @@ download(struct install_ctx *c, const manifest_t *m, const char *url, const char
 	if (ps != NULL && ps->cur.count == 0)
 		ps->cur.count = 1;
 	c->downloads++;
-	if (http_request(c->http, &rq, &rs, e) < 0) {
+	if ((oci != NULL ? oci_blob_get(oci, want_sha, dl_sink, &d, &rq.limits, &rs, e)
+	                 : http_request(c->http, &rq, &rs, e)) < 0) {
+		if (status != NULL)
+			*status = rs.status;
 		cache_put_abort(&d.put);
 		xrun_join(&x, 0, e);
 		return -1;
@@ -366,9 +378,47 @@ download(struct install_ctx *c, const manifest_t *m, const char *url, const char
 	return 0;
 }
 
+static int
+download(struct install_ctx *c, const manifest_t *m, const char *url, const char *extra_host, const char *dir,
+         const char *want_sha, struct install_progress_state *ps, struct install_stream *xs, char *path,
+         size_t cap, char *got_sha, struct err *e)
+{
+	return download_from(c, m, url, extra_host, dir, want_sha, ps, xs, path, cap, got_sha, NULL, NULL, e);
+}
+
+/* The OCI mirror's blob for the pinned sha256 of a, as download gives it
+ * (0, -1, -2); 1 when the registry has no such blob. */
+static int
+from_oci(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a, const char *dl_dir,
+         struct install_progress_state *ps, struct install_stream *xs, char *path, size_t cap, char *got_sha,
+         struct err *e)
+{
+	struct oci_client *o;
+	char ref[HTTP_URL_MAX];
+	int status = 0, rc;
+
+	if ((o = install_oci_client(c, e)) == NULL)
+		return -1;
+	snprintf(ref, sizeof(ref), "%s@sha256:%s", c->set->oci_mirror, a->sha256);
+	rc = download_from(c, m, ref, NULL, dl_dir, a->sha256, ps, xs, path, cap, got_sha, o, &status, e);
+	if (rc == -1 && status == 404 && e->code != NULL && strcmp(e->code, "http.status") == 0)
+		return 1;
+	return rc;
+}
+
+/* Where the artifact got_sha came from, for its marker's SBOM row: a
+ * then b, and the digest after a "@sha256:" b. */
+static void
+note_source(struct install_ctx *c, const char *got_sha, const char *a, const char *b)
+{
+	snprintf(c->src_sha, sizeof(c->src_sha), "%s", got_sha);
+	snprintf(c->src, sizeof(c->src), "%s%s%s", a, b, strcmp(b, "@sha256:") == 0 ? got_sha : "");
+}
+
 /*
  * Make a verified copy of artifact a available: local caches and mirror
- * directories first, then (unless offline) mirror URL templates and the
+ * directories first, the OCI mirror next (offline too: it is the fleet's
+ * shared cache), then (unless offline) mirror URL templates and the
  * original URL. dl_dir is where a download goes (the cache, or staging).
  */
 int
@@ -384,15 +434,50 @@ install_get_artifact(struct install_ctx *c, const manifest_t *m, const struct ma
 	err_clear(&mism);
 	if (a->sha256[0] != '\0' && find_local(c, a->sha256, path, cap)) {
 		snprintf(got_sha, 65, "%s", a->sha256);
+		note_source(c, got_sha, "cache:", path);
 		return 0;
 	}
+	if (a->sha256[0] != '\0' && c->set->oci_mirror[0] != '\0' && dl_dir != NULL && dl_dir[0] != '\0') {
+		rc = from_oci(c, m, a, dl_dir, ps, xs, path, cap, got_sha, &last);
+		if (rc == 0) {
+			note_source(c, got_sha, c->set->oci_mirror, "@sha256:");
+			return 0;
+		}
+		if (rc == 1)
+			err_clear(&last);
+		if (rc == -2) {
+			*e = last;
+			return -1;
+		}
+		if (rc < 0 && last.code && strcmp(last.code, "install.checksum_mismatch") == 0) {
+			mism = last;
+			have_mismatch = 1;
+		}
+	}
 	if (c->set->mode == CFG_MODE_OFFLINE) {
-		char det[200];
+		char det[200], oci_why[ERR_MSG_MAX / 2] = "";
+		if (have_mismatch) {
+			*e = mism;
+			return -1;
+		}
+		if (last.code != NULL) {
+			/* the registry failed (not a miss): that is the cause */
+			char msg[ERR_MSG_MAX];
+			snprintf(msg, sizeof(msg), "%s", last.msg);
+			*e = last;
+			if (strncmp(e->code, "install.", 8) != 0)
+				install_fetch_failed(e, m, c->set->oci_mirror, msg);
+			return -1;
+		}
+		if (c->set->oci_mirror[0] != '\0')
+			snprintf(oci_why, sizeof(oci_why), ", nor the OCI mirror %s (%.1000s)",
+			         c->set->oci_mirror, last.code ? last.msg : "no such blob");
 		err_set(e, "install.disabled",
 		        "%s %s %s: mode offline (%s) and sha256:%s is not in the cache (%s) nor "
-		        "any mirror directory",
+		        "any mirror directory%s",
 		        m->name, m->version, c->platform, c->set->mode_source,
-		        a->sha256[0] ? a->sha256 : "(unpinned)", c->cache_dir[0] ? c->cache_dir : "none");
+		        a->sha256[0] ? a->sha256 : "(unpinned)", c->cache_dir[0] ? c->cache_dir : "none",
+		        oci_why);
 		snprintf(det, sizeof(det), "{\"missing\":[\"sha256:%s\"]}", a->sha256);
 		err_details(e, det);
 		return -1;
@@ -407,12 +492,17 @@ install_get_artifact(struct install_ctx *c, const manifest_t *m, const struct ma
 			if (install_mirror_url(c->set->tarball_mirrors[i], a->url, url, sizeof(url), mhost,
 			                       sizeof(mhost)) < 0)
 				continue;
+			/* a plain http mirror serves only what is pinned */
+			if (strncmp(url, "http://", 7) == 0 && a->sha256[0] == '\0')
+				continue;
 			u = url;
 			extra = mhost;
 		}
 		rc = download(c, m, u, extra, dl_dir, a->sha256, ps, xs, path, cap, got_sha, &last);
-		if (rc == 0)
+		if (rc == 0) {
+			note_source(c, got_sha, u, "");
 			return 0;
+		}
 		if (rc == -2) {
 			*e = last;
 			return -1;

@@ -415,7 +415,8 @@ install_fast_path(struct install_ctx *c, const manifest_t *m, struct install_res
 }
 
 static void
-write_sbom_row(struct json_w *w, const manifest_t *m, const struct manifest_artifact *a, const char *sha)
+write_sbom_row(struct json_w *w, const struct install_ctx *c, const manifest_t *m,
+               const struct manifest_artifact *a, const char *sha)
 {
 	char purl[MANIFEST_URL_MAX + 200];
 
@@ -426,6 +427,10 @@ write_sbom_row(struct json_w *w, const manifest_t *m, const struct manifest_arti
 	json_w_kstr(w, "purl", purl);
 	json_w_kstr(w, "sha256", sha);
 	json_w_kstr(w, "url", a->url);
+	/* where the bytes came from, when this install fetched or found them
+	 * (a tree placed from the cache's extracted trees names none) */
+	if (strcmp(c->src_sha, sha) == 0)
+		json_w_kstr(w, "source", c->src);
 	json_w_end(w);
 }
 
@@ -472,7 +477,7 @@ install_marker_write(struct install_ctx *c, const char *w, const manifest_t *m, 
 	json_w_key(&j, "sbom");
 	json_w_arr(&j);
 	if (a != NULL)
-		write_sbom_row(&j, m, a, sha);
+		write_sbom_row(&j, c, m, a, sha);
 	else if (m->source.type == MANIFEST_SRC_NPM_LOCK)
 		install_npm_sbom(c, m, &j);
 	json_w_end(&j);

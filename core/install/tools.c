@@ -26,6 +26,8 @@ install_settings_from_config(struct install_settings *s, const struct config *cf
 	s->timeout_s = cfg->install.timeout;
 	s->max_download_mb = cfg->install.max_download_mb;
 	snprintf(s->npm_mirror, sizeof(s->npm_mirror), "%s", cfg->install.npm_mirror);
+	snprintf(s->oci_mirror, sizeof(s->oci_mirror), "%s", cfg->install.oci_mirror);
+	s->allow_http_mirrors = cfg->install.allow_http_mirrors;
 	for (i = 0; i < cfg->install.tarball_mirrors.n && i < TOOLS_MIRRORS_MAX; i++)
 		snprintf(s->tarball_mirrors[i], sizeof(s->tarball_mirrors[i]), "%s",
 		         cfg->install.tarball_mirrors.v[i]);

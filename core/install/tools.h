@@ -40,6 +40,8 @@ struct install_settings {
 	char npm_mirror[1024];                         /* "" = none */
 	char tarball_mirrors[TOOLS_MIRRORS_MAX][1024]; /* URL templates or dirs */
 	int nmirrors;
+	char oci_mirror[1024];  /* oci://HOST[:PORT]/REPO, "" = none */
+	int allow_http_mirrors; /* plain http:// mirrors (the configuration allowed them) */
 	char allow_hosts[TOOLS_ALLOW_HOSTS_MAX][256]; /* mirror hosts */
 	int nallow_hosts;
 	int allow_tmp;

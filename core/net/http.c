@@ -242,6 +242,49 @@ same_origin(const struct http_url *a, const struct http_url *b)
 	return a->https == b->https && a->port == b->port && strcmp(a->host, b->host) == 0;
 }
 
+/* POST and PUT carry a body (check_request allows no other method but GET
+ * and HEAD). */
+static int
+has_body(const struct http_request *rq)
+{
+	return rq->method != NULL && (strcmp(rq->method, "POST") == 0 || strcmp(rq->method, "PUT") == 0);
+}
+
+/* The request body after the head: from memory, or from the file read by
+ * offset in BODY_CHUNK pieces (the same bytes again on a retry). */
+#define BODY_CHUNK (64 * 1024)
+static int
+send_body(struct conn *c, struct xfer *x, struct err *e)
+{
+	const struct http_request *rq = x->rq;
+	unsigned char *buf;
+	int64_t off = 0;
+	ssize_t r;
+
+	if (!has_body(rq) || rq->body_len == 0)
+		return 0;
+	if (rq->body != NULL)
+		return http__conn_send(c, rq->body, (size_t)rq->body_len, x, e);
+	if ((buf = malloc(BODY_CHUNK)) == NULL)
+		return err_set(e, "internal", "out of memory");
+	while (off < rq->body_len) {
+		size_t want = rq->body_len - off < BODY_CHUNK ? (size_t)(rq->body_len - off) : BODY_CHUNK;
+		r = pread(rq->body_fd, buf, want, (off_t)off);
+		if (r <= 0) {
+			free(buf);
+			return err_set(e, "io.error", "reading the request body: %s",
+			               r == 0 ? "the file is shorter than its length" : strerror(errno));
+		}
+		if (http__conn_send(c, buf, (size_t)r, x, e) != 0) {
+			free(buf);
+			return -1;
+		}
+		off += r;
+	}
+	free(buf);
+	return 0;
+}
+
 static int
 build_request(const struct http_request *rq, const struct http_url *u, const struct proxy *plain_px,
               int with_headers, char *out, size_t cap, struct err *e)
@@ -262,6 +305,12 @@ build_request(const struct http_request *rq, const struct http_url *u, const str
 	if (k < 0 || (size_t)k >= cap)
 		return err_set(e, "http.url", "request too long");
 	n = (size_t)k;
+	if (has_body(rq)) {
+		k = snprintf(out + n, cap - n, "Content-Length: %lld\r\n", (long long)rq->body_len);
+		if (k < 0 || (size_t)k >= cap - n)
+			return err_set(e, "http.url", "request too long");
+		n += (size_t)k;
+	}
 	if (plain_px != NULL && plain_px->auth[0]) {
 		k = snprintf(out + n, cap - n, "Proxy-Authorization: %s\r\n", plain_px->auth);
 		if (k < 0 || (size_t)k >= cap - n)
@@ -294,8 +343,11 @@ check_request(const struct http_request *rq, struct http_url *u, struct err *e)
 {
 	int i;
 
-	if (rq->method != NULL && strcmp(rq->method, "GET") != 0 && strcmp(rq->method, "HEAD") != 0)
+	if (rq->method != NULL && strcmp(rq->method, "GET") != 0 && strcmp(rq->method, "HEAD") != 0 &&
+	    !has_body(rq))
 		return err_set(e, "http.url", "method %s is not supported", rq->method);
+	if (has_body(rq) && (rq->body_len < 0 || (rq->body == NULL && rq->body_len > 0 && rq->body_fd < 0)))
+		return err_set(e, "http.url", "a %s without a usable body", rq->method);
 	if (rq->nheaders < 0 || rq->nheaders > HTTP_REQ_HEADERS_MAX)
 		return err_set(e, "http.url", "too many request headers");
 	for (i = 0; i < rq->nheaders; i++)
@@ -359,7 +411,8 @@ exchange(struct http_client *cl, struct xfer *x, const struct http_url *u, const
 		if (e != NULL)
 			err_clear(e);
 		got = 0;
-		if (http__conn_send(c, req, len, x, e) == 0 && http__read_head(c, x, h, &got, e) == 0)
+		if (http__conn_send(c, req, len, x, e) == 0 && send_body(c, x, e) == 0 &&
+		    http__read_head(c, x, h, &got, e) == 0)
 			break;
 		http__conn_close(c);
 		if (!x->rs->reused || got ||
@@ -436,6 +489,19 @@ follow_redirect(struct http_client *cl, struct xfer *x, struct conn *c, const st
 	return 0;
 }
 
+/* A field that must not be cut (a cut Location names another place): ""
+ * when absent or longer than cap - 1. */
+static void
+copy_whole(const struct http_head *h, const char *name, char *out, size_t cap)
+{
+	const struct http_field *f = http_head_get(h, name);
+
+	if (f != NULL && f->value_len < cap)
+		http__copy_field(h, name, out, cap);
+	else
+		out[0] = '\0';
+}
+
 /* The final answer on c (consumed): a 2xx body to the sink, anything else
  * drained and reported as http.status. */
 static int
@@ -452,6 +518,8 @@ final_response(struct http_client *cl, struct xfer *x, struct conn *c, const str
 	http__copy_field(h, "Content-Type", rs->content_type, sizeof(rs->content_type));
 	http__copy_field(h, "ETag", rs->etag, sizeof(rs->etag));
 	http__copy_field(h, "Last-Modified", rs->last_modified, sizeof(rs->last_modified));
+	copy_whole(h, "Location", rs->location, sizeof(rs->location));
+	copy_whole(h, "WWW-Authenticate", rs->www_authenticate, sizeof(rs->www_authenticate));
 	if (h->status / 100 != 2) {
 		/* the reason is a view into c->buf: copied before the drain
 		 * overwrites it and conn_done frees or caches c */
@@ -516,7 +584,7 @@ http_request(struct http_client *cl, const struct http_request *rq, struct http_
 			return -1;
 		}
 		keep = head_keeps(&h);
-		if (!is_redirect(h.status))
+		if (!is_redirect(h.status) || has_body(rq))
 			return final_response(cl, &x, c, &h, keep, kind, clen, e);
 		if (follow_redirect(cl, &x, c, &h, keep, kind, clen, hop, &cur, e) != 0)
 			return -1;

@@ -119,7 +119,7 @@ struct http_limits {
 void http_limits_default(struct http_limits *l);
 
 struct http_request {
-	const char *method; /* "GET" (NULL means GET) or "HEAD" */
+	const char *method; /* "GET" (NULL means GET), "HEAD", "POST" or "PUT" */
 	const char *url;
 	/* Extra header lines "Name: value", at most HTTP_REQ_HEADERS_MAX. They
 	 * go to the host of url only: a redirect to any other host (or port or
@@ -133,6 +133,14 @@ struct http_request {
 	http_sink sink; /* NULL discards the body */
 	void *sink_arg;
 	struct http_limits limits;
+	/* The body of a POST or PUT (sent with Content-Length; those methods
+	 * always send one, body_len 0 an empty one): body_len bytes at body, or,
+	 * when body is NULL, from body_fd read by offset from 0, so a retry on a
+	 * new connection sends it again. A redirect answer to a request with a
+	 * body is not followed: it is the final answer (http.status). */
+	const void *body;
+	int body_fd;
+	int64_t body_len;
 };
 
 /* Initialise rq: GET, no headers, default limits, everything else NULL. */
@@ -148,6 +156,10 @@ struct http_response {
 	char content_type[128]; /* "" when absent; cut if longer */
 	char etag[128];
 	char last_modified[64];
+	/* Of the final answer, "" when absent or too long: where a POST's upload
+	 * goes on (Location of a 2xx), and how a 401 asks to be authenticated. */
+	char location[HTTP_URL_MAX];
+	char www_authenticate[1024];
 	/* First bytes of the final body (2xx: what the sink got; error status:
 	 * the error page), for reports such as "this looks like an HTML page". */
 	unsigned char snippet[HTTP_SNIPPET_MAX];

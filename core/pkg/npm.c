@@ -224,7 +224,7 @@ fetch_one(struct run *r, struct http_client *hc, struct job *j, struct mem *m, s
 		cache_put_abort(&s.put);
 		return err_set(e, "internal", "out of memory");
 	}
-	hostrule_init(&hr, 1, "the manifest's hosts or the allowed mirrors");
+	hostrule_init(&hr, !o->allow_http, "the manifest's hosts or the allowed mirrors");
 	hostrule_add(&hr, o->hosts, (int)o->nhosts);
 	http_request_init(&rq, url);
 	rq.host_ok = hostrule_check;
@@ -758,7 +758,7 @@ npm_install(const struct npm_opts *o, struct npm_stats *st, struct err *e)
 		size_t l = strlen(o->registry);
 		while (l > 0 && o->registry[l - 1] == '/')
 			l--;
-		if (l >= sizeof(r.reg) || strncmp(o->registry, "https://", 8) != 0)
+		if (l >= sizeof(r.reg) || !NPM_REGISTRY_SCHEME_OK(o))
 			return err_set(e, "config.invalid", "npm registry mirror: not an https URL: %.200s",
 			               o->registry);
 		memcpy(r.reg, o->registry, l);

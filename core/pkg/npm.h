@@ -38,6 +38,7 @@
  */
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "base/err.h"
 #include "pkg/npmlock.h"
@@ -71,6 +72,8 @@ struct npm_opts {
 	size_t nhosts;
 	int jobs;            /* 0 = NPM_JOBS_DEFAULT */
 	int offline;         /* cache only: a miss is install.disabled */
+	int allow_http;      /* registry may be plain http:// (every package is
+	                      * pinned by its integrity; install.allow_http_mirrors) */
 	int fetch_only;      /* fill the cache, extract nothing */
 	int keep_trees;      /* place packages from the cache's extracted
 	                      * trees, and keep the trees extracted */
@@ -83,6 +86,11 @@ struct npm_opts {
 	npm_file_fn on_file; /* NULL = none */
 	void *file_arg;
 };
+
+/* The scheme o's registry may have: https://, or http:// with allow_http. */
+#define NPM_REGISTRY_SCHEME_OK(o)                                                                            \
+	(strncmp((o)->registry, "https://", 8) == 0 ||                                                       \
+	 ((o)->allow_http && strncmp((o)->registry, "http://", 7) == 0))
 
 struct npm_stats {
 	size_t fetched; /* downloaded */

@@ -102,7 +102,16 @@ test_wrong_types_and_ranges(void **state)
 	    {"{\"install\": {\"mode\": \"auto\"}}", "is not a mode"},
 	    {"{\"install\": {\"mode\": null}}", "install.mode: expected a string"},
 	    {"{\"install\": {\"allow_tmp\": 1}}", "install.allow_tmp: expected true or false"},
-	    {"{\"install\": {\"mirrors\": {\"npm\": \"http://registry.example\"}}}", "not an https:// URL"},
+	    {"{\"install\": {\"mirrors\": {\"npm\": \"ftp://registry.example\"}}}", "not an https:// URL"},
+	    {"{\"install\": {\"mirrors\": {\"npm\": \"http://registry.example\"}}}",
+	     "plain http mirror; set install.allow_http_mirrors to true"},
+	    {"{\"install\": {\"mirrors\": {\"oci\": \"oci+http://r.example/x\"}, \"allow_hosts\": "
+	     "[\"r.example\"]}}",
+	     "install.mirrors.oci: http://r.example/x is a plain http mirror"},
+	    {"{\"install\": {\"mirrors\": {\"oci\": \"oci://r.example/X\"}}}",
+	     "install.mirrors.oci: oci://r.example/X"},
+	    {"{\"install\": {\"mirrors\": {\"oci\": \"oci://r.example/x\"}}}",
+	     "install.mirrors.oci: the mirror's host r.example is not in install.allow_hosts"},
 	    {"{\"install\": {\"mirrors\": {\"tarball\": [\"relative/dir\"]}}}", "install.mirrors.tarball[0]"},
 	    {"{\"install\": {\"mirrors\": {\"tarball\": \"https://m/{path}\"}}}", "expected an array"},
 	    {"{\"install\": {\"allow_hosts\": [\"a b\"]}}", "install.allow_hosts[0]"},
@@ -599,9 +608,10 @@ test_full_schema_loads(void **state)
 	        &c,
 	        "{\"install\": {\"mode\": \"build\", \"wait\": 0, \"timeout\": 900,"
 	        " \"max_download_mb\": 200, \"mirrors\": {\"npm\": \"https://r.example\","
-	        " \"tarball\": [\"https://m.example/{host}/{path}\"]}, \"allow_hosts\": [\"m.example\", "
-	        "\"r.example\"],"
-	        " \"allow_tmp\": true, \"use_path\": false},"
+	        " \"tarball\": [\"https://m.example/{host}/{path}\"], \"oci\": "
+	        "\"oci://r.example/team/tools\"},"
+	        " \"allow_hosts\": [\"m.example\", \"r.example\"],"
+	        " \"allow_tmp\": true, \"use_path\": false, \"allow_http_mirrors\": false},"
 	        " \"agents\": [\"codex\"], \"commands\": \"c.json\", \"policy\": \"p.json\","
 	        " \"preset\": \"agents\", \"tools_dir\": \"/t\", \"state_dir\": \"/s\", \"base_dir\": \"/b\","
 	        " \"manifests_dir\": \"/m\", \"audit_file\": \"/a.log\", \"environment\": \"production\","

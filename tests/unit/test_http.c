@@ -27,28 +27,28 @@ static void
 test_url_refusals(void **state)
 {
 	static const char *const bad[] = {
-		"ftp://example.com/x",
-		"file:///etc/passwd",
-		"example.com/x",
-		"http://user:pw@example.com/x",
-		"http://user@example.com/x",
-		"http://example.com/a b",
-		"http://example.com/a\r\nX-Injected: 1",
-		"http://example.com/a\nb",
-		"http://exa mple.com/",
-		"http://example.com\\@evil.com/",
-		"http:///x",
-		"http://:80/x",
-		"http://example.com:0/",
-		"http://example.com:65536/",
-		"http://example.com:/",
-		"http://example.com:8o/",
-		"http://[::1/x",
-		"http://[::1]x/",
-		"http://[zz::1]/",
-		"http://ex%41mple.com/",
-		"http://example.com/\xc3\xa9",
-		"http://example.com/\x7f",
+	    "ftp://example.com/x",
+	    "file:///etc/passwd",
+	    "example.com/x",
+	    "http://user:pw@example.com/x",
+	    "http://user@example.com/x",
+	    "http://example.com/a b",
+	    "http://example.com/a\r\nX-Injected: 1",
+	    "http://example.com/a\nb",
+	    "http://exa mple.com/",
+	    "http://example.com\\@evil.com/",
+	    "http:///x",
+	    "http://:80/x",
+	    "http://example.com:0/",
+	    "http://example.com:65536/",
+	    "http://example.com:/",
+	    "http://example.com:8o/",
+	    "http://[::1/x",
+	    "http://[::1]x/",
+	    "http://[zz::1]/",
+	    "http://ex%41mple.com/",
+	    "http://example.com/\xc3\xa9",
+	    "http://example.com/\x7f",
 	};
 	struct http_url u;
 	struct err e;
@@ -75,7 +75,8 @@ test_url_parts(void **state)
 	struct err e;
 	char buf[HTTP_URL_MAX];
 
-	assert_int_equal(http_url_parse("HTTPS://Registry.NPMjs.org/@scope%2fpkg/-/pkg-1.0.0.tgz?x=1#frag", &u, &e), 0);
+	assert_int_equal(
+	    http_url_parse("HTTPS://Registry.NPMjs.org/@scope%2fpkg/-/pkg-1.0.0.tgz?x=1#frag", &u, &e), 0);
 	assert_int_equal(u.https, 1);
 	assert_string_equal(u.host, "registry.npmjs.org");
 	assert_int_equal(u.port, 443);
@@ -103,15 +104,15 @@ test_url_resolve(void **state)
 	static const struct {
 		const char *ref, *want;
 	} cases[] = {
-		{"https://other.example/p", "https://other.example/p"},
-		{"//cdn.example/x/y", "https://cdn.example/x/y"},
-		{"/abs?q=1", "https://h.example/abs?q=1"},
-		{"rel", "https://h.example/a/b/rel"},
-		{"../up", "https://h.example/a/up"},
-		{"../../../../top", "https://h.example/top"},
-		{"./same", "https://h.example/a/b/same"},
-		{"?only=query", "https://h.example/a/b/c?only=query"},
-		{"x#frag", "https://h.example/a/b/x"},
+	    {"https://other.example/p", "https://other.example/p"},
+	    {"//cdn.example/x/y", "https://cdn.example/x/y"},
+	    {"/abs?q=1", "https://h.example/abs?q=1"},
+	    {"rel", "https://h.example/a/b/rel"},
+	    {"../up", "https://h.example/a/up"},
+	    {"../../../../top", "https://h.example/top"},
+	    {"./same", "https://h.example/a/b/same"},
+	    {"?only=query", "https://h.example/a/b/c?only=query"},
+	    {"x#frag", "https://h.example/a/b/x"},
 	};
 	struct http_url base, out;
 	struct err e;
@@ -163,18 +164,18 @@ static void
 test_head_hostile(void **state)
 {
 	static const char *const bad[] = {
-		"HTTP/2 200 OK\r\n\r\n",
-		"HTTP/1.1 20 OK\r\n\r\n",
-		"HTTP/1.1 999 OK\r\n\r\n",
-		"HTTP/1.1 099 OK\r\n\r\n",
-		"HTTP/1.1 200OK\r\n\r\n",
-		"ICY 200 OK\r\n\r\n",
-		"HTTP/1.1 200 OK\r\nA: b\r\n folded\r\n\r\n",
-		"HTTP/1.1 200 OK\r\nNo colon\r\n\r\n",
-		"HTTP/1.1 200 OK\r\n: novalue\r\n\r\n",
-		"HTTP/1.1 200 OK\r\nBad Name: x\r\n\r\n",
-		"HTTP/1.1 200 OK\r\nA: b\x01c\r\n\r\n",
-		"HTTP/1.1 200 O\x01K\r\n\r\n",
+	    "HTTP/2 200 OK\r\n\r\n",
+	    "HTTP/1.1 20 OK\r\n\r\n",
+	    "HTTP/1.1 999 OK\r\n\r\n",
+	    "HTTP/1.1 099 OK\r\n\r\n",
+	    "HTTP/1.1 200OK\r\n\r\n",
+	    "ICY 200 OK\r\n\r\n",
+	    "HTTP/1.1 200 OK\r\nA: b\r\n folded\r\n\r\n",
+	    "HTTP/1.1 200 OK\r\nNo colon\r\n\r\n",
+	    "HTTP/1.1 200 OK\r\n: novalue\r\n\r\n",
+	    "HTTP/1.1 200 OK\r\nBad Name: x\r\n\r\n",
+	    "HTTP/1.1 200 OK\r\nA: b\x01c\r\n\r\n",
+	    "HTTP/1.1 200 O\x01K\r\n\r\n",
 	};
 	struct http_head h;
 	char *big;
@@ -255,20 +256,20 @@ static void
 test_chunked_hostile(void **state)
 {
 	static const char *const bad[] = {
-		"\r\n",
-		"x\r\n",
-		"5\r\nhelloX\r\n",
-		"5\r\nhello\rX",
-		"1000000000000000\r\n",
-		"5\x01\r\n",
-		"5\rX",
-		"0\r\nTrailer\rX",
-		"0\r\n\rX",
-		/* the server's rules, now the client's too */
-		"5 x\r\nhello\r\n0\r\n\r\n",
-		"0\r\nX y: z\r\n\r\n",
-		"0\r\n X: y\r\n\r\n",
-		"0\r\nX: a\x01\r\n\r\n",
+	    "\r\n",
+	    "x\r\n",
+	    "5\r\nhelloX\r\n",
+	    "5\r\nhello\rX",
+	    "1000000000000000\r\n",
+	    "5\x01\r\n",
+	    "5\rX",
+	    "0\r\nTrailer\rX",
+	    "0\r\n\rX",
+	    /* the server's rules, now the client's too */
+	    "5 x\r\nhello\r\n0\r\n\r\n",
+	    "0\r\nX y: z\r\n\r\n",
+	    "0\r\n X: y\r\n\r\n",
+	    "0\r\nX: a\x01\r\n\r\n",
 	};
 	char out[64], *big;
 	size_t i;
@@ -415,7 +416,8 @@ srv_conn(void *arg)
 		if (srv.nreq < SRV_LOG) {
 			srv.log[srv.nreq].conn = conn;
 			snprintf(srv.log[srv.nreq].path, sizeof(srv.log[0].path), "%s", path);
-			srv.log[srv.nreq].auth = memmem(buf, (size_t)(end - buf), "Authorization:", 14) != NULL;
+			srv.log[srv.nreq].auth =
+			    memmem(buf, (size_t)(end - buf), "Authorization:", 14) != NULL;
 		}
 		srv.nreq++;
 		pthread_mutex_unlock(&srv.mu);
@@ -432,15 +434,18 @@ srv_conn(void *arg)
 			if (path[1] == 'c')
 				goto done; /* closes without saying so */
 		} else if (strcmp(path, "/chunk") == 0) {
-			const char *c = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n";
+			const char *c = "HTTP/1.1 200 OK\r\nTransfer-Encoding: "
+			                "chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n";
 			send_all(fd, c, strlen(c));
 		} else if (strcmp(path, "/other") == 0) {
 			n = snprintf(out, sizeof(out),
-				     "HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:%d/ok/3\r\nContent-Length: 0\r\n\r\n",
-				     srv.port);
+			             "HTTP/1.1 302 Found\r\nLocation: "
+			             "http://127.0.0.1:%d/ok/3\r\nContent-Length: 0\r\n\r\n",
+			             srv.port);
 			send_all(fd, out, (size_t)n);
 		} else if (strcmp(path, "/same") == 0) {
-			const char *c = "HTTP/1.1 301 Moved\r\nLocation: /ok/4\r\nContent-Length: 3\r\n\r\nabc";
+			const char *c =
+			    "HTTP/1.1 301 Moved\r\nLocation: /ok/4\r\nContent-Length: 3\r\n\r\nabc";
 			send_all(fd, c, strlen(c));
 		} else if (strcmp(path, "/short") == 0) {
 			const char *c = "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly ten b";
@@ -540,8 +545,8 @@ deny_ip(void *arg, const struct http_url *u, struct err *e)
 }
 
 static void
-get(struct http_client *cl, const char *path, const char *host, struct http_request *rq, struct http_response *rs,
-    struct collect *c, int expect_rc, struct err *e)
+get(struct http_client *cl, const char *path, const char *host, struct http_request *rq,
+    struct http_response *rs, struct collect *c, int expect_rc, struct err *e)
 {
 	static char url[256];
 
@@ -688,9 +693,21 @@ test_client_errors(void **state)
 	get(cl, "/ok/1000", "127.0.0.1", &rq, &rs, &c, 0, &e);
 	assert_int_equal(rs.content_length, 1000);
 	assert_int_equal(c.len, 0);
-	rq.method = "POST";
+	rq.method = "DELETE";
 	get(cl, "/ok/1", "127.0.0.1", &rq, &rs, &c, -1, &e);
 	assert_string_equal(e.code, "http.url");
+	/* a PUT needs a body it can send: a length, from memory or a file */
+	rq.method = "PUT";
+	rq.body_len = -1;
+	get(cl, "/ok/1", "127.0.0.1", &rq, &rs, &c, -1, &e);
+	assert_string_equal(e.code, "http.url");
+	rq.body_len = 10;
+	rq.body = NULL;
+	rq.body_fd = -1;
+	get(cl, "/ok/1", "127.0.0.1", &rq, &rs, &c, -1, &e);
+	assert_string_equal(e.code, "http.url");
+	rq.body_len = 0;
+	rq.body_fd = 0;
 	rq.method = "GET";
 	rq.headers[0] = "Host: evil";
 	rq.nheaders = 1;
@@ -899,7 +916,8 @@ test_client_proxy_settings(void **state)
 	assert_int_equal(http_client_set_proxy(cl, "https://proxy:3128", NULL, NULL, &e), -1);
 	assert_string_equal(e.code, "http.proxy");
 	assert_int_equal(http_client_set_proxy(cl, "socks5://proxy:1080", NULL, NULL, &e), -1);
-	assert_int_equal(http_client_set_proxy(cl, "proxy.example:3128", "http://u:p@proxy:8080/", "localhost", &e), 0);
+	assert_int_equal(
+	    http_client_set_proxy(cl, "proxy.example:3128", "http://u:p@proxy:8080/", "localhost", &e), 0);
 	assert_int_equal(http_client_set_proxy(cl, NULL, NULL, NULL, &e), 0);
 	http_client_free(cl);
 	http_client_free(NULL);
