@@ -60,14 +60,20 @@
 int cache_path(const char *cache, const struct digest *d, char *out, size_t cap);
 
 /*
- * A verified blob for want in cache: 1 with out = <cache>/<sha256 hex>, 0
- * when absent or damaged (a damaged one is said on stderr and unlinked), -1
- * with e when a path does not fit. With mem (not over, its max the most
- * worth keeping), a blob that fits is read into mem once, hashed there, and
- * *in_mem set: mem then holds exactly the verified bytes.
+ * A verified blob for want in cache: 1 with out = <cache>/<sha256 hex> and,
+ * with fdp, *fdp the descriptor it was hashed through (at offset 0; the
+ * caller closes it and reads the blob through it, never by out: a name can
+ * be renamed over after the hash). 0 when absent or damaged (a damaged one
+ * is said on stderr and unlinked; through an alias naming a blob sound for
+ * its own digest, only the alias is). -1 with e: a path does not fit, or
+ * (cache.unsafe_entry) the blob or alias is not a regular file or, with own
+ * (the server's own cache, not a mirror directory), not the server user's.
+ * With mem (not over, its max the most worth keeping), a blob that fits is
+ * read into mem once, hashed there, and *in_mem set: mem then holds exactly
+ * the verified bytes.
  */
-int cache_get(const char *cache, const struct digest *want, struct buf *mem, int *in_mem, char *out,
-              size_t cap, struct err *e);
+int cache_get(const char *cache, int own, const struct digest *want, struct buf *mem, int *in_mem, int *fdp,
+              char *out, size_t cap, struct err *e);
 
 /* The blob's sha256 hex an alias (or a sha256 d itself) names, without
  * hashing: 1, or 0 when the cache has no such name. For SBOM rows and the
@@ -147,10 +153,12 @@ int cache_put_write(struct cache_put *p, const void *data, size_t len, struct er
  * renamed to <dir>/<sha256 hex> (out), an alias written for a non-sha256
  * want, and 1 is returned. On a mismatch the file is removed and 0
  * returned (the caller names both digests). -1 with e on an I/O error.
- * fsync: sync the blob before it gets its name.
+ * fsync: sync the blob before it gets its name. fdp (may be NULL): the
+ * descriptor the hashed bytes were written to, for the caller to read
+ * them through (lseek to 0 first) and close.
  */
 int cache_put_commit(struct cache_put *p, const struct digest *want, int fsync_it, struct digest *got,
-                     struct digest *sha256, char *out, size_t cap, struct err *e);
+                     struct digest *sha256, int *fdp, char *out, size_t cap, struct err *e);
 /* Abandon the download (the temporary file is removed). */
 void cache_put_abort(struct cache_put *p);
 

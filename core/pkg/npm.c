@@ -59,6 +59,8 @@ struct job {
 	enum pstate st;
 	int parent;      /* index of the package holding it, or -1 */
 	char file[4096]; /* verified cache file */
+	int fd;          /* the descriptor it was verified through (do_one's), or -1 */
+	uint64_t size;   /* the tarball's bytes */
 };
 
 struct run {
@@ -190,11 +192,14 @@ fetch_one(struct run *r, struct http_client *hc, struct job *j, struct mem *m, s
 
 	buf_reset(&m->b);
 	m->ok = 0;
-	if ((rc = cache_get(o->cache, &p->digest, o->fetch_only ? NULL : &m->b, &m->ok, j->file,
-	                    sizeof(j->file), e)) != 0) {
+	if ((rc = cache_get(o->cache, 1, &p->digest, o->fetch_only ? NULL : &m->b, &m->ok,
+	                    o->fetch_only ? NULL : &j->fd, j->file, sizeof(j->file), e)) != 0) {
 		if (rc > 0) {
 			struct stat cs;
-			uint64_t sz = stat(j->file, &cs) == 0 ? (uint64_t)cs.st_size : 0;
+			uint64_t sz = j->fd >= 0 && fstat(j->fd, &cs) == 0 ? (uint64_t)cs.st_size
+			              : m->ok                              ? m->b.len
+			                                                   : 0;
+			j->size = sz;
 			pthread_mutex_lock(&r->mu);
 			r->st.cached++;
 			r->st.cached_bytes += sz;
@@ -254,7 +259,8 @@ fetch_one(struct run *r, struct http_client *hc, struct job *j, struct mem *m, s
 	/* No fsync: every use of a cache entry re-hashes it against the
 	 * integrity first, so an entry torn by a power cut is a miss, never an
 	 * install of wrong bytes; 300 fsyncs would cost more than the rest. */
-	rc = cache_put_commit(&s.put, &p->digest, 0, &dw, &d256, j->file, sizeof(j->file), e);
+	rc = cache_put_commit(&s.put, &p->digest, 0, &dw, &d256, o->fetch_only ? NULL : &j->fd, j->file,
+	                      sizeof(j->file), e);
 	stream_join(xs, rc > 0);
 	if (rc < 0)
 		return fail_phase(e, "fetch", "%s", e->msg);
@@ -262,6 +268,7 @@ fetch_one(struct run *r, struct http_client *hc, struct job *j, struct mem *m, s
 		return err_set(e, "install.checksum_mismatch", "%s@%s (%s): expected %s, got %s", p->name,
 		               p->version, url, digest_sri(&p->digest, want), digest_sri(&dw, got));
 	m->ok = s.b != NULL && !s.b->over;
+	j->size = s.put.bytes;
 	pthread_mutex_lock(&r->mu);
 	r->st.fetched++;
 	r->st.cpu_recv_us += clock_thread_cpu_us() - cpu0;
@@ -357,10 +364,15 @@ extract_pkg(struct run *r, struct job *j, const struct mem *m, arc_read_fn read,
 	int afd = -1, dfd, rc, from_file = !m->ok && read == NULL;
 
 	*dfdp = -1;
+	/* the descriptor the blob was hashed through, never its name (renamed
+	 * over by anyone who can write the cache directory) */
 	if (from_file) {
-		afd = open(j->file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-		if (afd < 0) {
-			fail_phase(e, "extract", "%s: %s", j->file, strerror(errno));
+		afd = j->fd;
+		j->fd = -1;
+		if (afd < 0 || lseek(afd, 0, SEEK_SET) != 0) {
+			fail_phase(e, "extract", "%s: %s", j->file, afd < 0 ? "not open" : strerror(errno));
+			if (afd >= 0)
+				close(afd);
 			return -2;
 		}
 	}
@@ -436,8 +448,7 @@ finish_pkg(struct run *r, struct job *j, const struct mem *m, int dfd, struct ca
 	/* Kept before anything else runs in the tree (the packages it holds
 	 * are extracted only once this one is done). */
 	if (rc == 0 && r->o->keep_trees && tree_key(j, key) == 0) {
-		struct stat ts;
-		uint64_t sz = m->ok ? m->b.len : stat(j->file, &ts) == 0 ? (uint64_t)ts.st_size : 0;
+		uint64_t sz = m->ok ? m->b.len : j->size;
 		/* the tarball's size: a placed package still counts its bytes */
 		snprintf(meta, sizeof(meta), "size=%llu", (unsigned long long)sz);
 		snprintf(label, sizeof(label), "%s@%s", j->p->name, j->p->version);
@@ -678,6 +689,9 @@ worker_main(void *arg)
 		pick->st = P_FETCHING;
 		pthread_mutex_unlock(&r->mu);
 		rc = do_one(w, pick, &hc, &m, &e);
+		if (pick->fd >= 0)
+			close(pick->fd);
+		pick->fd = -1;
 		pthread_mutex_lock(&r->mu);
 		if (rc != 0) {
 			if (!r->failed) {
@@ -775,8 +789,10 @@ npm_install(const struct npm_opts *o, struct npm_stats *st, struct err *e)
 			r.jobs[n++].p = &o->lock->pkgs[i];
 	r.n = n;
 	qsort(r.jobs, n, sizeof(*r.jobs), cmp_path);
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n; i++) {
 		r.jobs[i].parent = find_parent(r.jobs, n, &r.jobs[i]);
+		r.jobs[i].fd = -1;
+	}
 
 	w.r = &r;
 	w.rootfd = -1;

@@ -57,14 +57,14 @@ test_get_verifies(void **state)
 	digest_buf(DIGEST_SHA512, "tarball", 7, &d512);
 	digest_buf(DIGEST_SHA256, "tarball", 7, &d256);
 	/* no alias: a miss */
-	assert_int_equal(cache_get(cache, &d512, NULL, NULL, got, sizeof(got), &e), 0);
+	assert_int_equal(cache_get(cache, 1, &d512, NULL, NULL, NULL, got, sizeof(got), &e), 0);
 	/* alias and blob: a hit naming the sha256 blob, kept in memory */
 	digest_hex(&d256, hex);
 	snprintf(p, sizeof(p), "c/%s", hex);
 	put(p, "tarball");
 	snprintf(idx, sizeof(idx), "c/sha512-%s", digest_hex(&d512, h512));
 	put(idx, hex);
-	assert_int_equal(cache_get(cache, &d512, &mem, &in_mem, got, sizeof(got), &e), 1);
+	assert_int_equal(cache_get(cache, 1, &d512, &mem, &in_mem, NULL, got, sizeof(got), &e), 1);
 	assert_int_equal(in_mem, 1);
 	assert_int_equal(mem.len, 7);
 	assert_memory_equal(mem.p, "tarball", 7);
@@ -73,17 +73,17 @@ test_get_verifies(void **state)
 	assert_int_equal(cache_sha256_of(cache, &d512, got), 1);
 	assert_string_equal(got, hex);
 	/* sha256 asked directly: the blob's own name */
-	assert_int_equal(cache_get(cache, &d256, NULL, NULL, got, sizeof(got), &e), 1);
+	assert_int_equal(cache_get(cache, 1, &d256, NULL, NULL, NULL, got, sizeof(got), &e), 1);
 	/* the blob changed behind the alias: a miss, and both are removed */
 	snprintf(p, sizeof(p), "c/%s", hex);
 	put(p, "tarbalL");
-	assert_int_equal(cache_get(cache, &d512, &mem, &in_mem, got, sizeof(got), &e), 0);
+	assert_int_equal(cache_get(cache, 1, &d512, &mem, &in_mem, NULL, got, sizeof(got), &e), 0);
 	assert_int_equal(in_mem, 0);
 	assert_false(exists(p));
 	assert_false(exists(idx));
 	/* an alias that is not a hex digest is ignored */
 	put(idx, "../../../../etc/passwd................................................");
-	assert_int_equal(cache_get(cache, &d512, NULL, NULL, got, sizeof(got), &e), 0);
+	assert_int_equal(cache_get(cache, 1, &d512, NULL, NULL, NULL, got, sizeof(got), &e), 0);
 	buf_free(&mem);
 }
 
@@ -101,7 +101,7 @@ test_put_commit(void **state)
 	assert_int_equal(cache_put_open(&cp, cache, DIGEST_SHA512, &e), 0);
 	assert_int_equal(cache_put_write(&cp, "hello ", 6, &e), 0);
 	assert_int_equal(cache_put_write(&cp, "world", 5, &e), 0);
-	assert_int_equal(cache_put_commit(&cp, &want, 0, &got, &sha, out, sizeof(out), &e), 1);
+	assert_int_equal(cache_put_commit(&cp, &want, 0, &got, &sha, NULL, out, sizeof(out), &e), 1);
 	assert_true(digest_equal(&want, &got));
 	digest_hex(&sha, hex);
 	snprintf(p, sizeof(p), "%s/%s", cache, hex);
@@ -112,7 +112,7 @@ test_put_commit(void **state)
 	/* a mismatch leaves nothing, not even the temporary file */
 	assert_int_equal(cache_put_open(&cp, cache, DIGEST_SHA512, &e), 0);
 	assert_int_equal(cache_put_write(&cp, "hello World", 11, &e), 0);
-	assert_int_equal(cache_put_commit(&cp, &want, 0, &got, &sha, out, sizeof(out), &e), 0);
+	assert_int_equal(cache_put_commit(&cp, &want, 0, &got, &sha, NULL, out, sizeof(out), &e), 0);
 	assert_false(digest_equal(&want, &got));
 	snprintf(p, sizeof(p), "c/sha512-%s", digest_hex(&want, h512));
 	assert_true(exists(p));
@@ -1039,7 +1039,8 @@ test_tree_store_clock_behind(void **state)
 	close(saved);
 	assert_int_equal(stat(errf, &st), 0);
 	if (st.st_size != 0)
-		fail_msg("keeping a tree without its proof was not quiet (%lld bytes on stderr)", (long long)st.st_size);
+		fail_msg("keeping a tree without its proof was not quiet (%lld bytes on stderr)",
+		         (long long)st.st_size);
 	assert_int_equal(cache_tree_has(cache, key), 1);
 	assert_int_equal(access(entry_path(cache, "proof", p, sizeof(p)), F_OK), -1);
 	assert_int_equal(place(cache, &t, NULL, 0), 1);
