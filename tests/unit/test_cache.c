@@ -1039,8 +1039,7 @@ test_tree_store_clock_behind(void **state)
 	close(saved);
 	assert_int_equal(stat(errf, &st), 0);
 	if (st.st_size != 0)
-		fail_msg("keeping a tree without its proof was not quiet (%lld bytes on stderr)",
-		         (long long)st.st_size);
+		fail_msg("keeping a tree without its proof was not quiet (%lld bytes on stderr)", (long long)st.st_size);
 	assert_int_equal(cache_tree_has(cache, key), 1);
 	assert_int_equal(access(entry_path(cache, "proof", p, sizeof(p)), F_OK), -1);
 	assert_int_equal(place(cache, &t, NULL, 0), 1);
