@@ -315,6 +315,10 @@ int install_npm_fetch(struct install_ctx *c, const manifest_t *m, const char *pl
 struct install_known;
 struct install_keep;
 struct arc_opts;
+/* The tree cache's sealing key file: <state dir>/CACHE_KEY_FILE (cache.h),
+ * per user and machine, never inside the cache. 0, or -1 with out "" (no
+ * state directory: the tree cache is then not used). */
+int install_cache_key(const struct install_ctx *c, char *out, size_t cap);
 int install_tree_place(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a,
                        const char *staging, struct install_known *known, uint64_t *asize, struct err *e);
 struct install_keep *install_tree_keep_begin(struct install_ctx *c, const manifest_t *m,

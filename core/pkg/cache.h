@@ -52,6 +52,10 @@
 #include "base/digest.h"
 #include "base/err.h"
 
+/* The sealing key's file in the state directory (cache.h's header): one
+ * per user and machine, never inside a cache. */
+#define CACHE_KEY_FILE "tree-cache.key"
+
 /* Longest tree key (digest name, hex, variant). */
 #define CACHE_KEY_MAX 200
 
@@ -194,9 +198,9 @@ struct cache_placed {
 	int proved;     /* the entry's proof showed it unchanged: copied, not hashed */
 	int resealed;   /* hashed, and the entry sealed with a new proof for next time */
 };
-int cache_tree_place(const char *cache, const char *key, int parentfd, const char *name, const char *label,
-                     cache_file_fn fn, void *arg, char *meta, size_t metacap, struct cache_placed *out,
-                     struct err *e);
+int cache_tree_place(const char *cache, const char *keyfile, const char *key, int parentfd, const char *name,
+                     const char *label, cache_file_fn fn, void *arg, char *meta, size_t metacap,
+                     struct cache_placed *out, struct err *e);
 
 /* The sha256 extraction computed for the regular file rel of the tree
  * being kept, when st still describes the file it hashed: 1 (sha256 set),
@@ -247,8 +251,8 @@ void cache_sums_free(struct cache_sums *s);
  * than file, directory or link) is said on stderr and not kept; the
  * install goes on. Returns 1 kept (the caller says so), 0 not.
  */
-int cache_tree_store(const char *cache, const char *key, int dirfd, const char *meta, const char *label,
-                     cache_sum_fn sum, void *sum_arg);
+int cache_tree_store(const char *cache, const char *keyfile, const char *key, int dirfd, const char *meta,
+                     const char *label, cache_sum_fn sum, void *sum_arg);
 /*
  * cache_tree_store in two steps, for a tree that is to run in between:
  * _begin reads the tree at dirfd (its walk and listing, its directories and
@@ -259,8 +263,9 @@ int cache_tree_store(const char *cache, const char *key, int dirfd, const char *
  * end to call, with *kept the answer (1: kept already).
  */
 struct cache_store;
-struct cache_store *cache_tree_store_begin(const char *cache, const char *key, int dirfd, const char *meta,
-                                           const char *label, cache_sum_fn sum, void *sum_arg, int *kept);
+struct cache_store *cache_tree_store_begin(const char *cache, const char *keyfile, const char *key, int dirfd,
+                                           const char *meta, const char *label, cache_sum_fn sum,
+                                           void *sum_arg, int *kept);
 int cache_tree_store_end(struct cache_store *s);
 
 /*
@@ -275,7 +280,8 @@ int cache_tree_store_end(struct cache_store *s);
  * caller says so; a put replaces it).
  */
 #define CACHE_NOTE_MAX (16u << 10)
-int cache_note_put(const char *cache, const char *name, const char *body, size_t len);
-int cache_note_get(const char *cache, const char *name, char *body, size_t cap, const char **why);
+int cache_note_put(const char *cache, const char *keyfile, const char *name, const char *body, size_t len);
+int cache_note_get(const char *cache, const char *keyfile, const char *name, char *body, size_t cap,
+                   const char **why);
 
 #endif

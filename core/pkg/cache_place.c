@@ -540,7 +540,9 @@ read_manifest(const char *dir, const char *key, const unsigned char sk[KEY_LEN],
 	}
 	cache_seal(sk, t, len - ml, mac);
 	if (!ct_equal(mac, t + len - ml + 4, 64)) {
-		*why = "its manifest's seal does not match (edited, or made with another cache's key)";
+		*why = "its manifest's seal does not match (edited, or sealed with another machine's or "
+		       "user's key: "
+		       "a copied or restored cache)";
 		return -1;
 	}
 	m = t + hl;
@@ -633,9 +635,9 @@ cache_tree_has(const char *cache, const char *key)
 }
 
 int
-cache_tree_place(const char *cache, const char *key, int parentfd, const char *name, const char *label,
-                 cache_file_fn fn, void *arg, char *meta, size_t metacap, struct cache_placed *out,
-                 struct err *e)
+cache_tree_place(const char *cache, const char *keyfile, const char *key, int parentfd, const char *name,
+                 const char *label, cache_file_fn fn, void *arg, char *meta, size_t metacap,
+                 struct cache_placed *out, struct err *e)
 {
 	char trees[4096], dir[4200], src[4300], tmp[64], rnd[17], diff[800];
 	unsigned char sk[KEY_LEN];
@@ -651,7 +653,7 @@ cache_tree_place(const char *cache, const char *key, int parentfd, const char *n
 	snprintf(trees, sizeof(trees), "%s/trees", cache);
 	if ((size_t)snprintf(dir, sizeof(dir), "%s/%s", trees, key) >= sizeof(dir) || access(dir, F_OK) != 0)
 		return 0;
-	if (cache_seal_key(trees, sk, &why) < 0) {
+	if (cache_seal_key(keyfile, sk, &why) < 0) {
 		warnx_line("cache: not using the extracted tree of %s in %s: %s", label, trees, why);
 		return 0;
 	}

@@ -452,7 +452,8 @@ finish_pkg(struct run *r, struct job *j, const struct mem *m, int dfd, struct ca
 		/* the tarball's size: a placed package still counts its bytes */
 		snprintf(meta, sizeof(meta), "size=%llu", (unsigned long long)sz);
 		snprintf(label, sizeof(label), "%s@%s", j->p->name, j->p->version);
-		kept = cache_tree_store(r->o->cache, key, dfd, meta, label, cache_sums_get, sums);
+		kept = cache_tree_store(r->o->cache, r->o->cache_key, key, dfd, meta, label, cache_sums_get,
+		                        sums);
 	}
 	cache_sums_free(sums);
 	close(dfd);
@@ -582,8 +583,8 @@ place_one(struct run *r, struct job *j, int rootfd, struct err *e)
 	if (pfd < 0)
 		return fail_phase(e, "extract", "%s: %s", j->p->path, strerror(errno));
 	snprintf(label, sizeof(label), "%s@%s", j->p->name, j->p->version);
-	rc = cache_tree_place(r->o->cache, key, pfd, base, label, r->o->on_file ? file_tap : NULL, &tap, meta,
-	                      sizeof(meta), &pd, e);
+	rc = cache_tree_place(r->o->cache, r->o->cache_key, key, pfd, base, label,
+	                      r->o->on_file ? file_tap : NULL, &tap, meta, sizeof(meta), &pd, e);
 	close(pfd);
 	if (rc < 0) {
 		char msg[ERR_MSG_MAX];

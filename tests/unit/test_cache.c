@@ -31,10 +31,17 @@ exists(const char *rel)
 	return access(p, F_OK) == 0;
 }
 
+/* The sealing key's file: in a state directory beside the caches, never
+ * inside one. */
+static char keyf[128];
+
 static int
 setup(void **state)
 {
-	return unit_mkdtemp(dir, sizeof(dir), "cache");
+	int rc = unit_mkdtemp(dir, sizeof(dir), "cache");
+
+	snprintf(keyf, sizeof(keyf), "%s/state/" CACHE_KEY_FILE, dir);
+	return rc;
 }
 
 static int
@@ -456,7 +463,7 @@ make_entry_with(char *cache, size_t cap, struct cache_sums *sums, const char *af
 	fd = open(src, O_RDONLY | O_DIRECTORY);
 	assert_true(fd >= 0);
 	assert_int_equal(
-	    cache_tree_store(cache, key, fd, "size=8", "test", sums ? cache_sums_get : NULL, sums), 1);
+	    cache_tree_store(cache, keyf, key, fd, "size=8", "test", sums ? cache_sums_get : NULL, sums), 1);
 	close(fd);
 }
 
@@ -473,7 +480,7 @@ place(const char *cache, struct tap *t, char *meta, size_t mcap)
 	fd = open(dst, O_RDONLY | O_DIRECTORY);
 	assert_true(fd >= 0);
 	memset(&placed, 0, sizeof(placed));
-	rc = cache_tree_place(cache, key, fd, "tree", "test", tap, t, meta, mcap, &placed, &e);
+	rc = cache_tree_place(cache, keyf, key, fd, "tree", "test", tap, t, meta, mcap, &placed, &e);
 	close(fd);
 	return rc;
 }
@@ -589,10 +596,49 @@ test_tree_partial_entry(void **state)
 static void
 test_tree_other_key(void **state)
 {
-	/* an entry made with another cache's key is not trusted */
-	damaged("cd .. && rm .key && cat /dev/urandom | head -c 32 | od -An -tx1 | tr -d ' \\n' >.key && "
-	        "echo >>.key "
-	        "&& chmod 600 .key");
+	char c[600];
+
+	/* an entry sealed with another machine's key (the cache copied or
+	 * restored there) is not trusted */
+	snprintf(c, sizeof(c),
+	         "rm %s && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n' >%s && echo >>%s && chmod 600 %s",
+	         keyf, keyf, keyf, keyf);
+	damaged(c);
+}
+
+/* A key kept inside the cache (as an earlier version did) is never read: a
+ * manifest forged and sealed with it is refused, and keeping a tree removes
+ * it. */
+static void
+test_tree_in_cache_key_ignored(void **state)
+{
+	char cache[256], c[1400];
+	struct tap t = {0};
+
+	make_entry(cache, sizeof(cache));
+	snprintf(c, sizeof(c),
+	         "cd %s/trees && printf '%%064d\\n' 0 >.key && chmod 600 .key && cd %s && "
+	         "printf forged >tree/a.txt && sed -i '$d' manifest && "
+	         "sed -i \"s/^f \\([0-7]*\\) [0-9]* [0-9a-f]* a.txt$/f \\1 6 $(printf forged | sha256sum | cut "
+	         "-c1-64) a.txt/\" manifest && "
+	         "printf 'mac %%s\\n' $(openssl dgst -sha256 -mac HMAC -macopt hexkey:$(printf '%%064d' 0) <manifest "
+	         "| sed 's/.* //') >>manifest",
+	         cache, (snprintf(c + 1000, 300, "%s/trees/%s", cache, key), c + 1000));
+	assert_int_equal(system(c), 0);
+	/* the forgery is sound under the in-cache key (what an earlier
+	 * version read): placed with it, the forged bytes would install */
+	snprintf(c, sizeof(c), "cp -a %s %s.copy", cache, cache);
+	assert_int_equal(system(c), 0);
+	snprintf(c, sizeof(c), "%s", keyf);
+	snprintf(keyf, sizeof(keyf), "%s.copy/trees/.key", cache);
+	assert_int_equal(place((snprintf(c + 300, 300, "%s.copy", cache), c + 300), &t, NULL, 0), 1);
+	snprintf(keyf, sizeof(keyf), "%s", c);
+	snprintf(c, sizeof(c), "grep -qx forged %s/dst/tree/a.txt && rm -rf %s/dst", dir, dir);
+	assert_int_equal(system(c), 0);
+	assert_int_equal(place(cache, &t, NULL, 0), 0);
+	assert_int_equal(cache_tree_has(cache, key), 0);
+	snprintf(c, sizeof(c), "test -z \"$(ls -A %s/dst)\"", dir);
+	assert_int_equal(system(c), 0);
 }
 
 /* Keeping a tree takes each file's digest from extraction instead of
@@ -668,7 +714,7 @@ test_tree_large_file(void **state)
 	assert_int_equal(cache_tree_key(&d, "t1", key), 0);
 	snprintf(p, sizeof(p), "%s/src", dir);
 	fd = open(p, O_RDONLY | O_DIRECTORY);
-	assert_int_equal(cache_tree_store(cache, key, fd, "size=5", "test", NULL, NULL), 1);
+	assert_int_equal(cache_tree_store(cache, keyf, key, fd, "size=5", "test", NULL, NULL), 1);
 	close(fd);
 	assert_int_equal(place(cache, &t, NULL, 0), 1);
 	snprintf(p, sizeof(p), "%s/dst/tree/big.bin", dir);
@@ -759,7 +805,7 @@ test_tree_store_takes_copies(void **state)
 	assert_int_equal(cache_tree_key(&d, "t1", key), 0);
 	fd = open(src, O_RDONLY | O_DIRECTORY);
 	assert_true(fd >= 0);
-	assert_int_equal(cache_tree_store(cache, key, fd, "size=8", "test", cache_sums_get, &sums), 1);
+	assert_int_equal(cache_tree_store(cache, keyf, key, fd, "size=8", "test", cache_sums_get, &sums), 1);
 	close(fd);
 	snprintf(p, sizeof(p), "%s/trees/%s/tree/a.txt", cache, key);
 	assert_int_equal(stat(p, &st), 0);
@@ -828,7 +874,7 @@ make_many(char *cache, size_t cap)
 	snprintf(c, sizeof(c), "%s/src", dir);
 	fd = open(c, O_RDONLY | O_DIRECTORY);
 	assert_true(fd >= 0);
-	assert_int_equal(cache_tree_store(cache, key, fd, "size=9", "test", NULL, NULL), 1);
+	assert_int_equal(cache_tree_store(cache, keyf, key, fd, "size=9", "test", NULL, NULL), 1);
 	close(fd);
 }
 
@@ -843,7 +889,7 @@ place_heard(const char *cache, struct heard *h, struct err *e)
 	fd = open(dst, O_RDONLY | O_DIRECTORY);
 	assert_true(fd >= 0);
 	memset(&placed, 0, sizeof(placed));
-	rc = cache_tree_place(cache, key, fd, "tree", "test", hear, h, NULL, 0, &placed, e);
+	rc = cache_tree_place(cache, keyf, key, fd, "tree", "test", hear, h, NULL, 0, &placed, e);
 	close(fd);
 	return rc;
 }
@@ -1083,7 +1129,7 @@ test_tree_proof_old_entry(void **state)
 
 	make_entry(cache, sizeof(cache));
 	snprintf(trees, sizeof(trees), "%s/trees", cache);
-	assert_int_equal(cache_seal_key(trees, sk, &why), 0);
+	assert_int_equal(cache_seal_key(keyf, sk, &why), 0);
 	assert_int_equal(
 	    fs_read_alloc(entry_path(cache, "manifest", p, sizeof(p)), 1u << 20, &text, &len, &e), 0);
 	assert_memory_equal(text, "abx-tree 2 ", 11);
@@ -1213,34 +1259,35 @@ test_note_sealed(void **state)
 	char body[256], c[1024];
 	const char *why = NULL;
 
-	assert_int_equal(cache_note_get(dir, "t-1.0.0.verified", body, sizeof(body), &why), 0);
-	assert_int_equal(cache_note_put(dir, "t-1.0.0.verified", "tree abc\nat 1\n", 14), 1);
-	assert_true(exists("trees/.key"));
-	assert_int_equal(cache_note_get(dir, "t-1.0.0.verified", body, sizeof(body), &why), 1);
+	assert_int_equal(cache_note_get(dir, keyf, "t-1.0.0.verified", body, sizeof(body), &why), 0);
+	assert_int_equal(cache_note_put(dir, keyf, "t-1.0.0.verified", "tree abc\nat 1\n", 14), 1);
+	assert_true(exists("state/" CACHE_KEY_FILE));
+	assert_false(exists("trees/.key"));
+	assert_int_equal(cache_note_get(dir, keyf, "t-1.0.0.verified", body, sizeof(body), &why), 1);
 	assert_string_equal(body, "tree abc\nat 1\n");
 	/* too small a buffer is not a truncated note */
-	assert_int_equal(cache_note_get(dir, "t-1.0.0.verified", body, 5, &why), -1);
+	assert_int_equal(cache_note_get(dir, keyf, "t-1.0.0.verified", body, 5, &why), -1);
 	snprintf(c, sizeof(c), "cp %s/trees/t-1.0.0.verified %s/trees/u-1.0.0.verified", dir, dir);
 	assert_int_equal(system(c), 0);
-	assert_int_equal(cache_note_get(dir, "u-1.0.0.verified", body, sizeof(body), &why), -1);
+	assert_int_equal(cache_note_get(dir, keyf, "u-1.0.0.verified", body, sizeof(body), &why), -1);
 	assert_non_null(strstr(why, "not a note of this name"));
 	snprintf(c, sizeof(c), "sed -i 's/^at 1/at 2/' %s/trees/t-1.0.0.verified", dir);
 	assert_int_equal(system(c), 0);
-	assert_int_equal(cache_note_get(dir, "t-1.0.0.verified", body, sizeof(body), &why), -1);
+	assert_int_equal(cache_note_get(dir, keyf, "t-1.0.0.verified", body, sizeof(body), &why), -1);
 	assert_non_null(strstr(why, "seal does not match"));
 	/* put again: replaced whole, sound again; then another cache's key */
-	assert_int_equal(cache_note_put(dir, "t-1.0.0.verified", "x\n", 2), 1);
-	assert_int_equal(cache_note_get(dir, "t-1.0.0.verified", body, sizeof(body), &why), 1);
+	assert_int_equal(cache_note_put(dir, keyf, "t-1.0.0.verified", "x\n", 2), 1);
+	assert_int_equal(cache_note_get(dir, keyf, "t-1.0.0.verified", body, sizeof(body), &why), 1);
 	snprintf(c, sizeof(c),
-	         "cd %s/trees && rm .key && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n' >.key && "
-	         "echo >>.key && chmod 600 .key",
+	         "cd %s/state && rm " CACHE_KEY_FILE " && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n' "
+	         ">" CACHE_KEY_FILE " && echo >>" CACHE_KEY_FILE " && chmod 600 " CACHE_KEY_FILE,
 	         dir);
 	assert_int_equal(system(c), 0);
-	assert_int_equal(cache_note_get(dir, "t-1.0.0.verified", body, sizeof(body), &why), -1);
-	assert_int_equal(cache_note_put(dir, "../x", "x\n", 2), 0);
-	assert_int_equal(cache_note_put(dir, ".key", "x\n", 2), 0);
-	assert_int_equal(cache_note_put(dir, "a b", "x\n", 2), 0);
-	assert_int_equal(cache_note_get(dir, "../x", body, sizeof(body), &why), 0);
+	assert_int_equal(cache_note_get(dir, keyf, "t-1.0.0.verified", body, sizeof(body), &why), -1);
+	assert_int_equal(cache_note_put(dir, keyf, "../x", "x\n", 2), 0);
+	assert_int_equal(cache_note_put(dir, keyf, ".key", "x\n", 2), 0);
+	assert_int_equal(cache_note_put(dir, keyf, "a b", "x\n", 2), 0);
+	assert_int_equal(cache_note_get(dir, keyf, "../x", body, sizeof(body), &why), 0);
 }
 
 int
@@ -1263,6 +1310,7 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_tree_manifest_tampered, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tree_partial_entry, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tree_other_key, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_tree_in_cache_key_ignored, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tree_renamed_entry, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tree_store_uses_sums, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tree_large_file, setup, teardown),
