@@ -202,6 +202,12 @@ int cache_tree_place(const char *cache, const char *keyfile, const char *key, in
                      const char *label, cache_file_fn fn, void *arg, char *meta, size_t metacap,
                      struct cache_placed *out, struct err *e);
 
+#ifdef ABX_TEST
+/* Tests: called with the entry's directory once its tree was opened, before
+ * its proof is checked (a test renames entries there). */
+extern void (*cache_test_place_fn)(const char *entry);
+#endif
+
 /* The sha256 extraction computed for the regular file rel of the tree
  * being kept, when st still describes the file it hashed: 1 (sha256 set),
  * else 0 (the file is then hashed as it is copied). */
