@@ -185,6 +185,62 @@ check "... not its forged bytes: the tarball's" \
 check "... the forged tree discarded, said" grep -q "the extracted tree of hello 1.0.0 (.*) is damaged" "$T/err"
 check "... the in-cache key removed" test ! -e "$T/c3f/trees/.key"
 
+# ---- a kept tree under a writable shared mapping (issue 27) --------------------------------
+# A write through a mapping whose page is dirty already moves no ctime, so
+# a stat proof made while it is there holds over the bytes it writes later.
+# A file open for writing (a mapping keeps it so) is never trusted on its
+# proof: it is hashed, and its kept tree is not given a proof. The cache
+# on tmpfs where there is one: its mapped writes never move a ctime (ext4
+# moves it once a clean page is written, and its journal cleans pages).
+SHM=$(mktemp -d /dev/shm/abx-test.XXXXXX 2>/dev/null || { mkdir -p "$T/shm" && echo "$T/shm"; })
+cp -a "$T/c1v" "$SHM/c4m"
+TM=$(ls -d "$SHM/c4m/trees/sha256-"*)
+bg python3 -c '
+import mmap, os, sys, time
+f = open(sys.argv[1], "r+b")
+m = mmap.mmap(f.fileno(), 0)
+m[0:1] = m[0:1]
+open(sys.argv[2] + ".ready", "w").write("x\n")
+while not os.path.exists(sys.argv[2] + ".go"):
+    time.sleep(0.02)
+m[0:1] = bytes([m[0] ^ 1])
+open(sys.argv[2] + ".done", "w").write("x\n")
+time.sleep(60)
+' "$TM/tree/share/data.bin" "$T/mm"
+MMPID=$BGPID
+wait_for_line "$T/mm.ready" x 10 || true
+sleep 0.1
+prep "$T/t4m1" --only hello -v --cache "$SHM/c4m"
+expect "a kept tree with a file mapped for writing: placed" 0 "hello 1.0.0: installed"
+check "... hashed, and given no stat proof while the mapping is there" \
+	grep -q "hello 1.0.0: placed [0-9]* files from the extracted tree in $SHM/c4m/trees/[^ ]* (each copy hashed against its sealed listing; no download" "$T/err"
+: >"$T/mm.go"
+wait_for_line "$T/mm.done" x 10 || true
+prep "$T/t4m2" --only hello -v --cache "$SHM/c4m"
+expect "... then written through the dirty mapping: installed" 0 "hello 1.0.0: installed"
+check "... the written bytes not installed: the tarball's" \
+	cmp "$T/t1v/hello/1.0.0-$PLATFORM/share/data.bin" "$T/t4m2/hello/1.0.0-$PLATFORM/share/data.bin"
+check "... the entry found changed, said" grep -q "the extracted tree of hello 1.0.0 (.*) is damaged: .*share/data.bin" "$T/err"
+kill "$MMPID" 2>/dev/null
+rm -rf "$SHM"
+
+# ---- another user's entries in our cache are refused (issue 27) --------------------------
+if [ "$(id -u)" = 0 ]; then
+	cp -a "$T/c1v" "$T/c5o"
+	chown 65534 "$(ls -d "$T/c5o/trees/sha256-"*)/tree/bin/hello"
+	prep "$T/t5o" --only hello -v --cache "$T/c5o"
+	expect "a kept tree with a file of another user's: installed all the same" 0 "hello 1.0.0: installed"
+	check "... the entry refused, naming the file and its owner" \
+		grep -q "the extracted tree of hello 1.0.0 (.*) is damaged: bin/hello is owned by uid 65534, not by this user" "$T/err"
+	check "... extracted from the verified blob instead" grep -Eq 'timing hello 1.0.0:.* extract [0-9]' "$T/err"
+	cp -a "$T/c1v" "$T/c5b"
+	rm -rf "$T/c5b/trees"
+	chown 65534 "$T/c5b/$H"
+	prep "$T/t5p" --only hello --cache "$T/c5b"
+	expect "a blob of another user's in our cache: refused, naming it and its owner" 3 "" \
+		"cache.unsafe_entry: $T/c5b/$H is owned by uid 65534, not by this user (uid 0)"
+fi
+
 # ---- what is not a regular file is refused at once, never waited on (issue 27) ----------
 # A FIFO named as a blob, a mirror directory's file or the sealing key: a
 # coded error naming it (a blob, a mirror file), or the tree cache not used
