@@ -406,3 +406,31 @@ proof_check_fd(int rootfd, const void *buf, size_t len)
 		pthread_join(th, NULL);
 	return !p.changed;
 }
+
+/* ---- leases ------------------------------------------------------------------ */
+
+/* Are a and b the same inode, unchanged (what a proof records)? */
+static int
+stat_same(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_mode == b->st_mode &&
+	       a->st_size == b->st_size && a->st_mtim.tv_sec == b->st_mtim.tv_sec &&
+	       a->st_mtim.tv_nsec == b->st_mtim.tv_nsec && a->st_ctim.tv_sec == b->st_ctim.tv_sec &&
+	       a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+int
+proof_lease_take(int fd)
+{
+	return fcntl(fd, F_SETLEASE, F_RDLCK) == 0;
+}
+
+int
+proof_lease_end(int fd, const struct stat *st)
+{
+	struct stat now;
+	int held = fcntl(fd, F_GETLEASE) == F_RDLCK && fstat(fd, &now) == 0 && stat_same(&now, st);
+
+	fcntl(fd, F_SETLEASE, F_UNLCK);
+	return held;
+}

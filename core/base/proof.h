@@ -53,6 +53,22 @@ int proof_view_open(const void *buf, size_t len, struct proof_view *v);
 int proof_view_same(const struct proof_view *v, uint32_t i, const char *rel, const struct stat *st,
                     dev_t dev);
 
+/*
+ * What a stat proof cannot see: a write through a writable shared mapping
+ * whose page is dirty already moves no ctime (tmpfs moves none for any
+ * mapped write). A file trusted on its stat is therefore read only under a
+ * read lease on the descriptor it is read from (ours, opened read-only):
+ * proof_lease_take answers 1 when the kernel granted one, which it does
+ * only while nobody has the file open for writing (a mapping keeps it so),
+ * else 0 (leases off: fs.leases-enable=0, unsupported, not permitted; the
+ * caller then hashes the file, never trusts it). proof_lease_end answers 1
+ * when the lease held to the end (an open for writing or a truncate
+ * meanwhile breaks it; no owner is set, so no signal comes) and the fstat
+ * of fd is still st, and releases it either way.
+ */
+int proof_lease_take(int fd);
+int proof_lease_end(int fd, const struct stat *st);
+
 int proof_make(const char *root, const char *code, char **out, size_t *outlen, struct err *e);
 int proof_make_quick(const char *root, const char *code, char **out, size_t *outlen, struct err *e);
 /* The same walking the open directory rootfd (root names it in messages),

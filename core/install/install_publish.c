@@ -86,27 +86,6 @@ extract_progress(void *arg, uint64_t out, uint64_t in)
 	}
 }
 
-/* The archive format: from the URL's name, else from the first bytes of
- * the artifact open at fd. */
-static enum arc_format
-format_of(const char *url, int fd)
-{
-	enum arc_format f = arc_format_from_name(url);
-	unsigned char b[512];
-	ssize_t n;
-
-	if (f != ARC_FMT_NONE)
-		return f;
-	n = pread(fd, b, sizeof(b), 0);
-	if (n >= 2 && b[0] == 0x1f && b[1] == 0x8b)
-		return ARC_FMT_TAR_GZ;
-	if (n >= 4 && b[0] == 'P' && b[1] == 'K' && b[2] == 3 && b[3] == 4)
-		return ARC_FMT_ZIP;
-	if (n >= 262 && memcmp(b + 257, "ustar", 5) == 0)
-		return ARC_FMT_TAR;
-	return ARC_FMT_NONE;
-}
-
 /* One verify run: its PATH and argv, and its identity for a recorded pass
  * (install_verified_get): what ran it besides the tree. */
 struct verify_run {
@@ -506,7 +485,7 @@ private_copy(struct job *j, int afd, struct digest *got, struct err *e)
 static int
 extract_artifact(struct job *j, int afd, const char *path, struct xprog *xp, struct err *e)
 {
-	enum arc_format f = format_of(j->a->url, afd);
+	enum arc_format f = arc_format_from_name(j->a->url);
 	struct digest_ctx tee;
 	struct digest want, got;
 	struct arc_opts ao;
@@ -514,6 +493,8 @@ extract_artifact(struct job *j, int afd, const char *path, struct xprog *xp, str
 	char hex[DIGEST_HEX_MAX];
 	int dfd, src = afd, zfd = -1, rc;
 
+	if (f == ARC_FMT_NONE)
+		f = arc_format_of_fd(afd);
 	tarball_opts(j, &ao, f);
 	if (ao.format == ARC_FMT_NONE) {
 		err_set(e, "install.failed", "%s: %s is not a tar, tar.gz or zip archive", j->m->name,

@@ -8,40 +8,66 @@
  *   <cache>/<alg>-<hex>           an alias for a digest of another
  *                                 algorithm (an npm integrity, sha512):
  *                                 a small file holding the blob's sha256 hex
- *   <cache>/trees/<key>/          an extracted tree: tree/ and manifest
+ *   <cache>/trees/<key>/          an extracted tree: tree/, manifest, proof
  *   <cache>/.tmp-*                a download or tree being made (a kill
  *                                 leaves only these; they are never read)
+ *
+ * and, outside it, the key that seals its trees (CACHE_KEY_FILE in the
+ * state directory of the user on this machine).
  *
  * A blob is written only by cache_put: the digests are computed while the
  * bytes stream in, and the file gets its name (rename) only when they match.
  * A blob is trusted only after cache_get hashed it again with the digest
  * asked for: the alias is a hint, the digest is the proof, so a damaged or
- * replaced entry is a miss (said on stderr, removed where it may be), never
- * an install of unverified bytes.
+ * replaced entry is a miss (said on stderr, removed where it may be; an
+ * alias naming another artifact's sound blob loses only the alias), never
+ * an install of unverified bytes. The bytes are then read through the
+ * descriptor they were hashed through (cache_get and cache_put_commit hand
+ * it over), never by name: whoever can rename in the cache or a mirror
+ * directory cannot swap a file between the hash and the read, and the
+ * extractor hashes what it reads once more and refuses a mismatch (the
+ * file's owner could write it in between). Every blob, alias and key file
+ * is opened O_NOFOLLOW|O_NONBLOCK and refused unless a regular file
+ * (cache.unsafe_entry: a FIFO there never hangs an install); in the
+ * server's own cache, unless also the server user's.
  *
  * A tree entry is what extracting a verified blob produced, kept so that a
  * new tools directory needs no decompression: tree/ holds the files and
  * manifest lists every entry of it (type, mode, size, sha256 of content,
  * link target, path) under a header naming the key (the artifact's digest
- * and how it was extracted), sealed by an HMAC-SHA256 with the cache's own
- * key (<cache>/trees/.key, 0600, random, made on first use). The seal binds
- * the listing to the artifact's digest: only a process that could read the
- * key, after verifying and extracting that artifact, could have written it,
- * and a cache copied from elsewhere has another key (its trees are then
- * re-extracted). cache_tree_place copies the entry into a fresh directory
- * and compares the listing it made with the sealed one; any difference (a
- * file changed, missing or extra, a mode, the manifest itself) discards
- * both the copy and the entry. Each entry holds a stat proof (base/proof.h)
- * of its tree, made once the tree was final and named by the sealed
- * header: when it holds before and after the copies, the tree is the one
- * whose digests the listing records, so the files are copied in the kernel
- * (copy_file_range: a reflink where blocks can be shared) and take the
- * sealed digests, unread. Otherwise each copy is hashed (a reflink, then
- * the copy read back and hashed; else read, hashed and written in one
- * pass, so the digest is of the bytes written), and a proof made before
- * the copies that still holds after them is sealed into the entry. The
- * trust is the install fast path's: any change through the filesystem
- * moves a ctime and is seen; bit rot under an unchanged inode is not.
+ * and how it was extracted), sealed by an HMAC-SHA256 with the key of the
+ * user on this machine (CACHE_KEY_FILE in the state directory: 0600,
+ * random, made on first use, opened O_NOFOLLOW, refused unless a regular
+ * file of that user's that nobody else can read). The key never lives in
+ * the cache: a cache copied with cp -a, restored by CI or baked into an
+ * image carries its trees but not their key, so each fails its seal and is
+ * extracted again from the blob, verified against the pin (a key an
+ * earlier version left in trees/.key is never read, and is removed). An
+ * image built with its state directory shares that key with every
+ * container run from it: they share the cache the key sealed, too.
+ *
+ * cache_tree_place opens the entry's tree once and reads it only through
+ * that descriptor and those opened under it (openat), never by path, and
+ * refuses an entry with anything not owned by this user. It copies the
+ * tree into a fresh directory and compares the listing it made with the
+ * sealed one; any difference (a file changed, missing or extra, a mode,
+ * the manifest itself) discards both the copy and the entry. Each entry
+ * holds a stat proof (base/proof.h) of its tree. A file whose descriptor's
+ * fstat is what the proof records (inode, mode, size, mtime, ctime) is the
+ * one the listing's digest is of, except under a writable shared mapping
+ * whose page is dirty already (its writes move no ctime): so it is copied
+ * in the kernel (copy_file_range: a reflink where blocks can be shared)
+ * and takes the sealed digest, unread, only under a read lease (granted
+ * only while nobody has the file open for writing, a mapping included;
+ * broken by any open for writing meanwhile) held to the end of its copy,
+ * with its fstat unchanged then. Any other file (no proof, a mismatch, no
+ * lease: leases off, unsupported, not permitted) is hashed as it is copied
+ * (a reflink read back, else read, hashed and written in one pass, so the
+ * digest is of the bytes written). A placement that hashed makes a proof
+ * through the same descriptor first and seals it into the entry only if
+ * every descriptor copied from matched it under its lease. The trust is the
+ * install fast path's: any change through the filesystem moves a ctime or
+ * breaks a lease and is seen; bit rot under an unchanged inode is not.
  */
 #include <stddef.h>
 #include <stdint.h>

@@ -144,44 +144,6 @@ walk_fail(struct place *pl, const char *rel, int dst, const char *code, const ch
 	return -1;
 }
 
-/* Are a and b the same inode, unchanged (what a proof records)? */
-static int
-stat_same(const struct stat *a, const struct stat *b)
-{
-	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_mode == b->st_mode &&
-	       a->st_size == b->st_size && a->st_mtim.tv_sec == b->st_mtim.tv_sec &&
-	       a->st_mtim.tv_nsec == b->st_mtim.tv_nsec && a->st_ctim.tv_sec == b->st_ctim.tv_sec &&
-	       a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
-}
-
-/*
- * A read lease on the file open at fd (ours, read-only): the kernel grants
- * it only while nobody has the file open for writing, and a writable
- * shared mapping keeps it so (its writes move no ctime once its page is
- * dirty: the one change a stat proof cannot see); any open for writing or
- * truncate while it is held breaks it. Where leases are off
- * (fs.leases-enable=0), unsupported or not permitted, none is taken and
- * the file is hashed: never trusted on its stat alone. No signal comes on
- * a break: no owner is set (F_SETOWN), and F_GETLEASE sees it.
- */
-static int
-lease_take(int fd)
-{
-	return fcntl(fd, F_SETLEASE, F_RDLCK) == 0;
-}
-
-/* Was the lease held to the end (no open for writing was attempted) and
- * the file unchanged since st? Released either way. */
-static int
-lease_end(int fd, const struct stat *st)
-{
-	struct stat now;
-	int held = fcntl(fd, F_GETLEASE) == F_RDLCK && fstat(fd, &now) == 0 && stat_same(&now, st);
-
-	fcntl(fd, F_SETLEASE, F_UNLCK);
-	return held;
-}
-
 /*
  * Copy the queued file p with the buffer io (any thread); its descriptors
  * are closed. A file the proof vouches for (sealed: the entry's own proof)
@@ -194,12 +156,12 @@ lease_end(int fd, const struct stat *st)
 static void
 copy_one(struct pent *p, unsigned char *io, int sealed)
 {
-	int rc, dst_err = 0, er, leased = p->proved && lease_take(p->in), plain = leased && sealed;
+	int rc, dst_err = 0, er, leased = p->proved && proof_lease_take(p->in), plain = leased && sealed;
 
 	rc = plain ? cache_copy_plain(io, p->in, p->out, &dst_err)
 	           : cache_copy_hash(io, p->in, p->out, p->size, p->sha, &dst_err);
 	if (leased)
-		leased = lease_end(p->in, &p->st) && rc == 0;
+		leased = proof_lease_end(p->in, &p->st) && rc == 0;
 	if (plain && rc == 0 && !leased) {
 		/* opened for writing or changed while copied: copied again,
 		 * hashed, so the digest is of the bytes written */

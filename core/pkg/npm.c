@@ -16,9 +16,11 @@
  * its worker's buffer while it is downloaded (or read once from the cache)
  * and hashed, and extracted from there: the bytes extracted are the bytes
  * verified, with no second read and no window for the cache file to change.
- * A larger one is streamed to the cache, re-read, hashed again, extracted.
+ * A larger one is streamed to the cache and extracted from the descriptor
+ * it was hashed through (never its name), hashed again as it is read.
  */
 #include "pkg/npm.h"
+#include "pkg/npm_int.h"
 
 #include "base/buf.h"
 #include "pkg/arc.h"
@@ -280,41 +282,6 @@ fetch_one(struct run *r, struct http_client *hc, struct job *j, struct mem *m, s
 
 /* ---- extract ------------------------------------------------------------ */
 
-/* mkdir -p of rel (a lockfile path) under the root fd; returns an fd of the
- * last directory, opened without following symlinks at any step. */
-static int
-open_dir_path(int rootfd, const char *rel, struct err *e)
-{
-	char part[NPMLOCK_PATH_MAX];
-	const char *p = rel, *q;
-	int fd = dup(rootfd), nfd;
-	size_t n;
-
-	if (fd < 0)
-		return fail_phase(e, "extract", "dup: %s", strerror(errno));
-	while (*p) {
-		q = strchr(p, '/');
-		n = q ? (size_t)(q - p) : strlen(p);
-		if (n == 0 || n >= sizeof(part)) {
-			close(fd);
-			return fail_phase(e, "extract", "bad path %s", rel);
-		}
-		memcpy(part, p, n);
-		part[n] = '\0';
-		if (mkdirat(fd, part, 0755) != 0 && errno != EEXIST) {
-			close(fd);
-			return fail_phase(e, "extract", "%s: %s", rel, strerror(errno));
-		}
-		nfd = openat(fd, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		close(fd);
-		if (nfd < 0)
-			return fail_phase(e, "extract", "%s: %s", rel, strerror(errno));
-		fd = nfd;
-		p = q ? q + 1 : p + n;
-	}
-	return fd;
-}
-
 struct file_tap {
 	const struct npm_opts *o;
 	const char *pkgpath;
@@ -376,7 +343,7 @@ extract_pkg(struct run *r, struct job *j, const struct mem *m, arc_read_fn read,
 			return -2;
 		}
 	}
-	dfd = open_dir_path(rootfd, j->p->path, e);
+	dfd = npm_dir_open(rootfd, j->p->path, e);
 	if (dfd < 0) {
 		if (afd >= 0)
 			close(afd);
@@ -575,7 +542,7 @@ place_one(struct run *r, struct job *j, int rootfd, struct err *e)
 	if (tree_key(j, key) != 0)
 		return 0;
 	base = base ? base + 1 : j->p->path;
-	if ((dfd = open_dir_path(rootfd, j->p->path, e)) < 0)
+	if ((dfd = npm_dir_open(rootfd, j->p->path, e)) < 0)
 		return -1;
 	/* ".." of a directory opened without following links is its parent */
 	pfd = openat(dfd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -838,80 +805,4 @@ npm_install(const struct npm_opts *o, struct npm_stats *st, struct err *e)
 		close(w.rootfd);
 	free(r.jobs);
 	return rc;
-}
-
-/* ---- bins ----------------------------------------------------------------- */
-
-int
-npm_link_bins(const struct npmlock *l, const char *staging, struct err *e)
-{
-	char pkgdir[4096], bindir[4096], link[4096], target[4096], full[8192];
-	struct stat sb;
-	size_t i;
-	int rootfd, pfd;
-
-	if (l->root == NULL || l->nbins == 0)
-		return 0;
-	snprintf(pkgdir, sizeof(pkgdir), "%s", l->root->path);
-	snprintf(bindir, sizeof(bindir), "%s/node_modules/.bin", staging);
-	rootfd = open(staging, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (rootfd < 0)
-		return fail_phase(e, "extract", "%s: %s", staging, strerror(errno));
-	pfd = open_dir_path(rootfd, pkgdir, e);
-	close(rootfd);
-	if (pfd < 0)
-		return -1;
-	if (mkdir(bindir, 0755) != 0 && errno != EEXIST) {
-		close(pfd);
-		return fail_phase(e, "extract", "%s: %s", bindir, strerror(errno));
-	}
-	for (i = 0; i < l->nbins; i++) {
-		const struct npmlock_bin *b = &l->bins[i];
-		/* Every component of the target is checked without following
-		 * links: extraction drops links, so a link here is foreign. */
-		char part[NPMLOCK_PATH_MAX], *q;
-		int fd = dup(pfd), nfd;
-		snprintf(part, sizeof(part), "%s", b->target);
-		q = part;
-		for (;;) {
-			char *s = strchr(q, '/');
-			if (s)
-				*s = '\0';
-			nfd = openat(fd, q, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | (s ? O_DIRECTORY : 0));
-			close(fd);
-			fd = nfd;
-			if (fd < 0 || !s)
-				break;
-			q = s + 1;
-		}
-		if (fd < 0 || fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-			if (fd >= 0)
-				close(fd);
-			close(pfd);
-			return fail_phase(e, "extract", "bin %s: %s/%s is not a regular file in the package",
-			                  b->name, l->root->name, b->target);
-		}
-		if (fchmod(fd, 0755) != 0) {
-			close(fd);
-			close(pfd);
-			return fail_phase(e, "extract", "bin %s: chmod: %s", b->name, strerror(errno));
-		}
-		close(fd);
-		/* node_modules/.bin/<name> -> ../<package>/<target> */
-		if ((size_t)snprintf(target, sizeof(target), "../%s/%s",
-		                     l->root->path + strlen("node_modules/"), b->target) >= sizeof(target) ||
-		    (size_t)snprintf(link, sizeof(link), "%s/%s", bindir, b->name) >= sizeof(link) ||
-		    (size_t)snprintf(full, sizeof(full), "%s.tmp%d", link, (int)getpid()) >= sizeof(full)) {
-			close(pfd);
-			return fail_phase(e, "extract", "bin %s: path too long", b->name);
-		}
-		unlink(full);
-		if (symlink(target, full) != 0 || rename(full, link) != 0) {
-			unlink(full);
-			close(pfd);
-			return fail_phase(e, "extract", "bin %s: %s", b->name, strerror(errno));
-		}
-	}
-	close(pfd);
-	return 0;
 }
