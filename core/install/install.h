@@ -19,7 +19,8 @@
  *
  * Audit: one JSON line per install start, finish and unpinned install, to
  * audit_file (ABX_SERVER_AUDIT_FILE) when set, else <state dir>/audit.jsonl
- * when the state directory exists (tools_state_dir); never created otherwise.
+ * when the state directory exists (tools_state_dir); the audit never creates
+ * it (the tree cache's sealing key does: install_cache_key).
  *
  * Test hook: ABX_TEST_PAUSE=download|extract|publish makes the installer
  * print "install: paused at <phase>" on stderr and sleep up to 30 s at that
