@@ -36,6 +36,7 @@ ERRCODE("config.state_dir_unsafe", 500, "a state or tools directory is unsafe", 
 ERRCODE("usage", 400, "bad usage", "see --help")
 ERRCODE("command.unavailable", 500, "a command op's program is missing or not executable in this image", "install the program in the image, or correct argv[0] in the commands file (`agent-sandbox-server check-config` checks every program)")
 ERRCODE("server.address_in_use", 500, "the listen address is already in use", "stop what listens there, or choose another --port (0 picks a free one)")
+ERRCODE("cache.unsafe_entry", 500, "a cache, mirror or key file is not a regular file, or a cache entry is not the server user's", "remove the file named (the cache fetches or makes it again), or chown it to the server user")
 ERRCODE("io.error", 500, "an I/O operation failed", NULL)
 ERRCODE("internal", 500, "internal error", NULL)
 ERRCODE("tls.no_trust_anchors", 502, "no CA certificates were found", "install ca-certificates or set SSL_CERT_FILE")

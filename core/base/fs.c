@@ -226,6 +226,12 @@ fs_open_input(const char *path, struct stat *sb, struct err *e)
 	return open_regular(path, 1, sb, e);
 }
 
+int
+fs_open_file(const char *path, struct stat *sb, struct err *e)
+{
+	return open_regular(path, 0, sb, e);
+}
+
 static ssize_t
 read_full(int fd, char *buf, size_t n)
 {

@@ -54,6 +54,11 @@ ssize_t fs_read_small(const char *path, char *buf, size_t cap, struct err *e);
  * file. Returns the fd with *sb filled, or -1 (not_found, io.error). Inside
  * tool trees use fs_read_small/fs_read_alloc, which never follow. */
 int fs_open_input(const char *path, struct stat *sb, struct err *e);
+/* The same without following a symbolic link: how a file the server reads
+ * from a directory others may write (a cache, a mirror, a key) is opened,
+ * so a FIFO or a link put there is refused at once, never waited on. The fd
+ * keeps O_NONBLOCK (no effect on a regular file). */
+int fs_open_file(const char *path, struct stat *sb, struct err *e);
 
 /* Like fs_read_small into a malloc'd buffer of at most max bytes (+1 for the
  * NUL). On success *out is owned by the caller (free()), *len the length. */

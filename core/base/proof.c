@@ -124,7 +124,7 @@ pb_add(void *arg, int dfd, const char *name, const char *rel, const struct stat 
  * record before its entries', so a check meets a replaced directory before
  * the paths under it). */
 static int
-pb_once(struct pbuild *b, const char *root, struct err *e)
+pb_once(struct pbuild *b, const char *root, int rootfd, struct err *e)
 {
 	struct stat st;
 	int dfd, rc;
@@ -134,7 +134,10 @@ pb_once(struct pbuild *b, const char *root, struct err *e)
 	b->any_ns = 0;
 	b->newest.tv_sec = 0;
 	b->newest.tv_nsec = 0;
-	dfd = open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	/* a new open of rootfd's directory, not a dup: the walk's reading
+	 * leaves the caller's descriptor where it was */
+	dfd = rootfd >= 0 ? openat(rootfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+	                  : open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dfd < 0)
 		return err_set(e, "io.error", "%s: %s", root, strerror(errno));
 	if (fstat(dfd, &st) != 0) {
@@ -151,7 +154,7 @@ pb_once(struct pbuild *b, const char *root, struct err *e)
 /* Walk until the clock has passed every ctime recorded (b->settle_ms,
  * PROOF_SETTLE_WALKS). 1 when a quick build gives up. */
 static int
-pb_settle(struct pbuild *b, const char *root, struct err *e)
+pb_settle(struct pbuild *b, const char *root, int rootfd, struct err *e)
 {
 	struct timespec t0;
 	int64_t start = clock_ms();
@@ -159,7 +162,7 @@ pb_settle(struct pbuild *b, const char *root, struct err *e)
 
 	for (walks = 1;; walks++) {
 		clock_fs_now(&t0);
-		if (pb_once(b, root, e) < 0)
+		if (pb_once(b, root, rootfd, e) < 0)
 			return -1;
 		if (clock_fs_after(&t0, &b->newest, !b->any_ns))
 			return 0;
@@ -178,7 +181,7 @@ pb_settle(struct pbuild *b, const char *root, struct err *e)
 }
 
 static int
-make(const char *root, const char *code, int quick, char **out, size_t *outlen, struct err *e)
+make(const char *root, int rootfd, const char *code, int quick, char **out, size_t *outlen, struct err *e)
 {
 	struct pbuild b = {.recs = BUF_INIT((size_t)PROOF_MAX_ENTRIES * sizeof(struct proof_rec)),
 	                   .names = BUF_INIT(PROOF_MAX),
@@ -190,7 +193,7 @@ make(const char *root, const char *code, int quick, char **out, size_t *outlen, 
 	uint32_t u;
 	int rc = -1;
 
-	if ((rc = pb_settle(&b, root, e)) != 0)
+	if ((rc = pb_settle(&b, root, rootfd, e)) != 0)
 		goto out;
 	rc = -1;
 	total = PROOF_HDR + b.recs.len + b.names.len;
@@ -217,13 +220,19 @@ out:
 int
 proof_make(const char *root, const char *code, char **out, size_t *outlen, struct err *e)
 {
-	return make(root, code, 0, out, outlen, e);
+	return make(root, -1, code, 0, out, outlen, e);
 }
 
 int
 proof_make_quick(const char *root, const char *code, char **out, size_t *outlen, struct err *e)
 {
-	return make(root, code, 1, out, outlen, e);
+	return make(root, -1, code, 1, out, outlen, e);
+}
+
+int
+proof_make_quick_fd(int rootfd, const char *root, const char *code, char **out, size_t *outlen, struct err *e)
+{
+	return make(root, rootfd, code, 1, out, outlen, e);
 }
 
 /* ---- checking --------------------------------------------------------------- */
@@ -261,6 +270,33 @@ proof_view(const void *buf, size_t len, struct pview *v)
 	if (strcmp(v->names + v->recs[0].name, ".") != 0 || !S_ISDIR(v->recs[0].mode))
 		return -1;
 	return 0;
+}
+
+int
+proof_view_open(const void *buf, size_t len, struct proof_view *out)
+{
+	struct pview v;
+
+	if (proof_view(buf, len, &v) < 0)
+		return -1;
+	out->recs = v.recs;
+	out->names = v.names;
+	out->n = v.n;
+	out->nlen = v.nlen;
+	return 0;
+}
+
+static int rec_same(const struct proof_rec *r, const struct stat *st, dev_t dev);
+
+int
+proof_view_same(const struct proof_view *v, uint32_t i, const char *rel, const struct stat *st, dev_t dev)
+{
+	const struct proof_rec *r;
+
+	if (i >= v->n)
+		return 0;
+	r = (const struct proof_rec *)v->recs + i;
+	return strcmp(v->names + r->name, rel) == 0 && rec_same(r, st, dev);
 }
 
 int
@@ -328,21 +364,28 @@ ncpu(void)
 int
 proof_check(const char *root, const void *buf, size_t len)
 {
+	int rootfd = open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), rc;
+
+	if (rootfd < 0)
+		return 0;
+	rc = proof_check_fd(rootfd, buf, len);
+	close(rootfd);
+	return rc;
+}
+
+int
+proof_check_fd(int rootfd, const void *buf, size_t len)
+{
 	struct pview v;
 	struct stat st;
 	struct pchk p;
 	pthread_t th;
-	int rootfd, threaded = 0;
+	int threaded = 0;
 
 	if (proof_view(buf, len, &v) < 0)
 		return 0;
-	rootfd = open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (rootfd < 0)
+	if (fstat(rootfd, &st) != 0 || !rec_same(&v.recs[0], &st, st.st_dev))
 		return 0;
-	if (fstat(rootfd, &st) != 0 || !rec_same(&v.recs[0], &st, st.st_dev)) {
-		close(rootfd);
-		return 0;
-	}
 	p = (struct pchk){&v, rootfd, st.st_dev, 1, 0};
 	if (v.n >= PROOF_THREAD_MIN && ncpu() >= 2) {
 		pthread_attr_t at;
@@ -361,6 +404,33 @@ proof_check(const char *root, const void *buf, size_t len)
 	pchk_run(&p);
 	if (threaded)
 		pthread_join(th, NULL);
-	close(rootfd);
 	return !p.changed;
+}
+
+/* ---- leases ------------------------------------------------------------------ */
+
+/* Are a and b the same inode, unchanged (what a proof records)? */
+static int
+stat_same(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_mode == b->st_mode &&
+	       a->st_size == b->st_size && a->st_mtim.tv_sec == b->st_mtim.tv_sec &&
+	       a->st_mtim.tv_nsec == b->st_mtim.tv_nsec && a->st_ctim.tv_sec == b->st_ctim.tv_sec &&
+	       a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+int
+proof_lease_take(int fd)
+{
+	return fcntl(fd, F_SETLEASE, F_RDLCK) == 0;
+}
+
+int
+proof_lease_end(int fd, const struct stat *st)
+{
+	struct stat now;
+	int held = fcntl(fd, F_GETLEASE) == F_RDLCK && fstat(fd, &now) == 0 && stat_same(&now, st);
+
+	fcntl(fd, F_SETLEASE, F_UNLCK);
+	return held;
 }

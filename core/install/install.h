@@ -19,7 +19,8 @@
  *
  * Audit: one JSON line per install start, finish and unpinned install, to
  * audit_file (ABX_SERVER_AUDIT_FILE) when set, else <state dir>/audit.jsonl
- * when the state directory exists (tools_state_dir); never created otherwise.
+ * when the state directory exists (tools_state_dir); the audit never creates
+ * it (the tree cache's sealing key does: install_cache_key).
  *
  * Test hook: ABX_TEST_PAUSE=download|extract|publish makes the installer
  * print "install: paused at <phase>" on stderr and sleep up to 30 s at that
@@ -322,6 +323,10 @@ int install_npm_fetch(struct install_ctx *c, const manifest_t *m, const char *pl
 struct install_known;
 struct install_keep;
 struct arc_opts;
+/* The tree cache's sealing key file: <state dir>/CACHE_KEY_FILE (cache.h),
+ * per user and machine, never inside the cache. 0, or -1 with out "" (no
+ * state directory: the tree cache is then not used). */
+int install_cache_key(const struct install_ctx *c, char *out, size_t cap);
 int install_tree_place(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a,
                        const char *staging, struct install_known *known, uint64_t *asize, struct err *e);
 struct install_keep *install_tree_keep_begin(struct install_ctx *c, const manifest_t *m,

@@ -156,10 +156,24 @@ struct install_stream {
 /* A verified copy of artifact a: local caches and mirror directories, then
  * (unless offline) mirror URLs and the original, downloaded into dl_dir,
  * and extracted as it arrives when xs is not NULL (a copy found locally is
- * not: xs->done stays 0). 0 (path, got_sha) or -1 with e. */
+ * not: xs->done stays 0). 0 (path, got_sha, and *fdp the descriptor its
+ * bytes were hashed through, for the caller to extract from and close: the
+ * name path may meanwhile hold other bytes) or -1 with e (*fdp -1). */
 int install_get_artifact(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a,
                          const char *dl_dir, struct install_progress_state *ps, struct install_stream *xs,
-                         char *path, size_t cap, char *got_sha, struct err *e);
+                         int *fdp, char *path, size_t cap, char *got_sha, struct err *e);
+#ifdef ABX_TEST
+/* Tests: called with the artifact's path once it was hashed, before it is
+ * extracted (a test renames other bytes over it there). */
+extern void (*install_test_hashed_fn)(const char *path);
+#define install_test_hashed(path)                                                                            \
+	do {                                                                                                 \
+		if (install_test_hashed_fn != NULL)                                                          \
+			install_test_hashed_fn(path);                                                        \
+	} while (0)
+#else
+#define install_test_hashed(path) ((void)(path))
+#endif
 
 /* ---- install_publish.c ----------------------------------------------------- */
 

@@ -187,7 +187,7 @@ run(struct install_ctx *c, const manifest_t *m, const char *platform, const char
 	struct npm_opts o;
 	struct npm_stats st;
 	struct prog pr = {c, m->name};
-	char cache[PATH_MAX];
+	char cache[PATH_MAX], kf[PATH_MAX];
 	const char *jobs = config_env("ABX_INSTALL_NPM_JOBS");
 	int rc;
 
@@ -210,6 +210,8 @@ run(struct install_ctx *c, const manifest_t *m, const char *platform, const char
 	o.lock = l;
 	o.staging = tree;
 	o.cache = cache;
+	install_cache_key(c, kf, sizeof(kf));
+	o.cache_key = kf;
 	o.registry = c->set->npm_mirror[0] ? c->set->npm_mirror : NULL;
 	o.hosts = h.h;
 	o.nhosts = h.n;

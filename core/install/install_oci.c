@@ -138,7 +138,7 @@ npm_blob(struct install_ctx *c, struct oci_client *o, const struct npmlock_pkg *
 		cache_put_abort(&put);
 		return rs.status == 404 ? 1 : -1;
 	}
-	rc = cache_put_commit(&put, &p->digest, 0, &got, &sha, path, sizeof(path), e);
+	rc = cache_put_commit(&put, &p->digest, 0, &got, &sha, NULL, path, sizeof(path), e);
 	if (rc < 0)
 		return -1;
 	if (rc == 0)

@@ -86,31 +86,6 @@ extract_progress(void *arg, uint64_t out, uint64_t in)
 	}
 }
 
-/* The archive format: from the URL's name, else from the first bytes. */
-static enum arc_format
-format_of(const char *url, const char *file)
-{
-	enum arc_format f = arc_format_from_name(url);
-	unsigned char b[512];
-	ssize_t n;
-	int fd;
-
-	if (f != ARC_FMT_NONE)
-		return f;
-	fd = open(file, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return ARC_FMT_NONE;
-	n = read(fd, b, sizeof(b));
-	close(fd);
-	if (n >= 2 && b[0] == 0x1f && b[1] == 0x8b)
-		return ARC_FMT_TAR_GZ;
-	if (n >= 4 && b[0] == 'P' && b[1] == 'K' && b[2] == 3 && b[3] == 4)
-		return ARC_FMT_ZIP;
-	if (n >= 262 && memcmp(b + 257, "ustar", 5) == 0)
-		return ARC_FMT_TAR;
-	return ARC_FMT_NONE;
-}
-
 /* One verify run: its PATH and argv, and its identity for a recorded pass
  * (install_verified_get): what ran it besides the tree. */
 struct verify_run {
@@ -458,6 +433,121 @@ stream_reset(void *arg)
 	j->known = install_known_new();
 }
 
+/* A private copy of the artifact open at afd in the staging directory
+ * (0700, ours: nobody else can write it), hashed as it is written: the fd
+ * at offset 0, *got the digest of the bytes it holds; -1 with e. */
+static int
+private_copy(struct job *j, int afd, struct digest *got, struct err *e)
+{
+	char path[PATH_MAX], rnd[17];
+	struct digest_ctx dc;
+	unsigned char *b = malloc(1u << 17);
+	ssize_t n, w = 0;
+	off_t off = 0;
+	int fd;
+
+	fs_rand_hex(rnd, 8);
+	snprintf(path, sizeof(path), "%s/artifact-%s", j->staging, rnd);
+	fd = b == NULL ? -1 : open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		free(b);
+		return err_set(e, "io.error", "%s: %s", path, b == NULL ? "out of memory" : strerror(errno));
+	}
+	unlink(path);
+	digest_init(&dc, DIGEST_SHA256);
+	while ((n = pread(afd, b, 1u << 17, off)) > 0) {
+		digest_update(&dc, b, (size_t)n);
+		if ((w = write(fd, b, (size_t)n)) != n)
+			break;
+		off += n;
+	}
+	free(b);
+	if (n != 0 || lseek(fd, 0, SEEK_SET) != 0) {
+		err_set(e, "io.error", "copying the artifact to %s: %s", j->staging,
+		        n > 0 && w >= 0 ? "short write" : strerror(errno));
+		close(fd);
+		return -1;
+	}
+	digest_final(&dc, got);
+	return fd;
+}
+
+/*
+ * Extract the artifact whose bytes were hashed through afd into j->tree,
+ * from afd itself: its name may hold other bytes by now (renamed over by
+ * anyone who can write the cache or mirror directory). A tar or tar.gz is
+ * hashed again as the extractor reads it (arc_opts.tee: one more sha256
+ * pass, no second read) and refused unless those very bytes are the pinned
+ * ones, since whoever can write the file itself (a mirror file's owner)
+ * could change it after the first hash; a zip, read by seeking, is copied
+ * into the private staging while hashed, and extracted from that copy.
+ */
+static int
+extract_artifact(struct job *j, int afd, const char *path, struct xprog *xp, struct err *e)
+{
+	enum arc_format f = arc_format_from_name(j->a->url);
+	struct digest_ctx tee;
+	struct digest want, got;
+	struct arc_opts ao;
+	struct arc_stats as;
+	char hex[DIGEST_HEX_MAX];
+	int dfd, src = afd, zfd = -1, rc;
+
+	if (f == ARC_FMT_NONE)
+		f = arc_format_of_fd(afd);
+	tarball_opts(j, &ao, f);
+	if (ao.format == ARC_FMT_NONE) {
+		err_set(e, "install.failed", "%s: %s is not a tar, tar.gz or zip archive", j->m->name,
+		        j->a->url);
+		install_details_phase(e, "extract");
+		return -1;
+	}
+	ao.progress = extract_progress;
+	ao.progress_ctx = xp;
+	if (digest_parse_hex(DIGEST_SHA256, j->sha, &want, "internal", e) < 0)
+		return -1;
+	if (f == ARC_FMT_ZIP) {
+		if ((zfd = src = private_copy(j, afd, &got, e)) < 0)
+			return -1;
+	} else if (lseek(afd, 0, SEEK_SET) != 0) {
+		return err_set(e, "io.error", "%s: %s", path, strerror(errno));
+	} else {
+		digest_init(&tee, DIGEST_SHA256);
+		ao.tee = &tee;
+	}
+	rc = 0;
+	if (f == ARC_FMT_ZIP && !digest_equal(&want, &got))
+		rc = -2;
+	if (rc == 0 && (dfd = open(j->tree, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+		err_set(e, "install.failed", "extract: cannot open directory %s: %s", j->tree,
+		        strerror(errno));
+		install_details_phase(e, "extract");
+		rc = -1;
+	}
+	if (rc == 0) {
+		rc = arc_extract_fd(src, dfd, &ao, &as, e);
+		close(dfd);
+		j->cpu[INSTALL_CPU_DECOMPRESS] += as.cpu_read_us;
+		j->cpu[INSTALL_CPU_TREE] += as.cpu_write_us;
+		if (rc == 0 && ao.tee != NULL) {
+			digest_final(&tee, &got);
+			if (!digest_equal(&want, &got))
+				rc = -2;
+		}
+	}
+	if (zfd >= 0)
+		close(zfd);
+	if (rc == -2) {
+		err_set(e, "install.checksum_mismatch",
+		        "%s %s %s: %s changed after it was verified: expected sha256 %s, read sha256 %s; "
+		        "nothing installed",
+		        j->m->name, j->m->version, j->c->platform, path, j->sha, digest_hex(&got, hex));
+		install_details_phase(e, "extract");
+		return -1;
+	}
+	return rc;
+}
+
 /* Tarball source: the verified artifact (cache, mirrors, download),
  * extracted into j->tree: a tar or tar.gz while it downloads, a copy found
  * locally or a zip once it is there. */
@@ -470,11 +560,9 @@ stage_tarball(struct job *j, struct err *e)
 	struct xprog xp = {&j->ps, 0};
 	struct install_stream xs = {stream_run, stream_reset, j, 0, 0};
 	enum arc_format uf;
-	struct arc_opts ao;
-	struct arc_stats as;
 	struct stat st;
 	int64_t tp;
-	int placed, rc;
+	int placed, rc, afd;
 
 	if ((j->a = manifest_artifact(m, c->platform)) == NULL)
 		return err_set(e, "install.failed", "%s has no artifact for %s", m->name, c->platform);
@@ -500,7 +588,7 @@ stage_tarball(struct job *j, struct err *e)
 	uf = arc_format_from_name(j->a->url);
 	tp = clock_us();
 	if (install_get_artifact(c, m, j->a, cache, &j->ps,
-	                         uf == ARC_FMT_TAR || uf == ARC_FMT_TAR_GZ ? &xs : NULL, art_path,
+	                         uf == ARC_FMT_TAR || uf == ARC_FMT_TAR_GZ ? &xs : NULL, &afd, art_path,
 	                         sizeof(art_path), j->sha, e) < 0)
 		return -1;
 	j->ph[INSTALL_PH_DOWNLOAD] = clock_us() - tp - xs.tail_us;
@@ -512,26 +600,14 @@ stage_tarball(struct job *j, struct err *e)
 		           m->name, m->version, j->a->url, j->sha, m->name);
 		install_audit_event(c, "install.unpinned", m, &ax);
 	}
-	if (stat(art_path, &st) == 0)
+	if (fstat(afd, &st) == 0)
 		j->asize = (uint64_t)st.st_size;
 	install_progress_write(&j->ps, "extract", 1);
 	tp = clock_us();
-	if (!xs.done) {
-		tarball_opts(j, &ao, format_of(j->a->url, art_path));
-		if (ao.format == ARC_FMT_NONE) {
-			err_set(e, "install.failed", "%s: %s is not a tar, tar.gz or zip archive", m->name,
-			        j->a->url);
-			install_details_phase(e, "extract");
-			return -1;
-		}
-		ao.progress = extract_progress;
-		ao.progress_ctx = &xp;
-		rc = arc_extract(art_path, j->tree, &ao, &as, e);
-		j->cpu[INSTALL_CPU_DECOMPRESS] += as.cpu_read_us;
-		j->cpu[INSTALL_CPU_TREE] += as.cpu_write_us;
-		if (rc < 0)
-			return -1;
-	}
+	rc = xs.done ? 0 : extract_artifact(j, afd, art_path, &xp, e);
+	close(afd);
+	if (rc < 0)
+		return -1;
 	install_known_settle(j->known);
 	install_tree_keep(c, m, j->a, j->tree, j->asize, j->known, j->keep);
 	if (!c->keep_later) {

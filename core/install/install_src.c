@@ -52,6 +52,10 @@ install_fetch_failed(struct err *e, const manifest_t *m, const char *url, const 
 	json_w_free(&w);
 }
 
+#ifdef ABX_TEST
+void (*install_test_hashed_fn)(const char *path);
+#endif
+
 /* ---- fetching ------------------------------------------------------------ */
 
 struct dl {
@@ -81,17 +85,20 @@ dl_sink(void *arg, const void *buf, size_t len, struct err *e)
 	return 0;
 }
 
-/* Is <dir>/<sha> a file whose content hashes to sha? 1 yes, 0 no (a
- * mismatching file is said on stderr and removed where it may be). */
+/* Is <dir>/<sha> a file whose content hashes to sha? 1 yes (*fdp the
+ * descriptor it was hashed through), 0 no (a mismatching file is said on
+ * stderr and removed where it may be), -1 with e when the entry is there
+ * and refused (cache.unsafe_entry). own: the server's own cache, whose
+ * entries must be the server user's; a mirror or another tools directory's
+ * cache is a read-only source, hashed whoever owns it. */
 static int
-cache_hit(const char *dir, const char *sha, char *path, size_t cap)
+cache_hit(const char *dir, int own, const char *sha, int *fdp, char *path, size_t cap, struct err *e)
 {
 	struct digest want;
-	struct err e;
 
-	if (digest_parse_hex(DIGEST_SHA256, sha, &want, "internal", &e) < 0)
-		return 0;
-	return cache_get(dir, &want, NULL, NULL, path, cap, &e) == 1;
+	if (digest_parse_hex(DIGEST_SHA256, sha, &want, "install.manifest_invalid", e) < 0)
+		return -1;
+	return cache_get(dir, own, &want, NULL, NULL, fdp, path, cap, e);
 }
 
 /* A mirror entry as a local directory ("/dir" or "file:///dir"), or NULL. */
@@ -106,24 +113,24 @@ install_mirror_dir(const char *mirror)
 }
 
 /* Where a verified copy of sha may already be: the cache, every chain
- * directory's cache, local mirror directories. */
+ * directory's cache, local mirror directories. 1 (*fdp), 0, or -1 with e. */
 static int
-find_local(struct install_ctx *c, const char *sha, char *path, size_t cap)
+find_local(struct install_ctx *c, const char *sha, int *fdp, char *path, size_t cap, struct err *e)
 {
 	char dir[PATH_MAX];
-	int i;
+	int i, rc;
 
-	if (c->cache_dir[0] && cache_hit(c->cache_dir, sha, path, cap))
-		return 1;
+	if (c->cache_dir[0] && (rc = cache_hit(c->cache_dir, 1, sha, fdp, path, cap, e)) != 0)
+		return rc;
 	for (i = 0; i < c->chain.n; i++) {
 		snprintf(dir, sizeof(dir), "%s/.cache", c->chain.d[i].path);
-		if (strcmp(dir, c->cache_dir) != 0 && cache_hit(dir, sha, path, cap))
-			return 1;
+		if (strcmp(dir, c->cache_dir) != 0 && (rc = cache_hit(dir, 0, sha, fdp, path, cap, e)) != 0)
+			return rc;
 	}
 	for (i = 0; i < c->set->nmirrors; i++) {
 		const char *d = install_mirror_dir(c->set->tarball_mirrors[i]);
-		if (d != NULL && cache_hit(d, sha, path, cap))
-			return 1;
+		if (d != NULL && (rc = cache_hit(d, 0, sha, fdp, path, cap, e)) != 0)
+			return rc;
 	}
 	return 0;
 }
@@ -279,7 +286,8 @@ xrun_join(struct xrun *x, int ok, struct err *e)
 }
 
 /* Download url into dir/<sha> (via a temporary name), hashing while it
- * arrives, extracting it too with xs. Returns 0 (path set), -1 with e. *mismatch is set on a digest
+ * arrives, extracting it too with xs. Returns 0 (path set, *fdp the
+ * descriptor the hashed bytes were written to), -1 with e. *mismatch is set on a digest
  * mismatch (and e says expected/actual). want_sha "" = unpinned: the file
  * is kept under the digest it has. -2 with e: downloaded and verified, but
  * its extraction (xs) failed: no other mirror is tried. With oci the bytes
@@ -289,8 +297,8 @@ xrun_join(struct xrun *x, int ok, struct err *e)
 static int
 download_from(struct install_ctx *c, const manifest_t *m, const char *url, const char *extra_host,
               const char *dir, const char *want_sha, struct install_progress_state *ps,
-              struct install_stream *xs, char *path, size_t cap, char *got_sha, struct oci_client *oci,
-              int *status, struct err *e)
+              struct install_stream *xs, int *fdp, char *path, size_t cap, char *got_sha,
+              struct oci_client *oci, int *status, struct err *e)
 {
 	struct xrun x;
 	struct http_request rq;
@@ -353,14 +361,18 @@ download_from(struct install_ctx *c, const manifest_t *m, const char *url, const
 		ps->base += d.put.bytes;
 		ps->cur.bytes = ps->cur.total = ps->base;
 	}
-	rc = cache_put_commit(&d.put, want_sha[0] ? &want : NULL, 1, &dg, &sha, path, cap, e);
+	rc = cache_put_commit(&d.put, want_sha[0] ? &want : NULL, 1, &dg, &sha, fdp, path, cap, e);
 	if (ps != NULL && ps->cpu != NULL) {
 		ps->cpu[INSTALL_CPU_RECV] += clock_thread_cpu_us() - cpu0;
 		ps->cpu[INSTALL_CPU_DIGEST] += d.put.cpu.digest_us;
 		ps->cpu[INSTALL_CPU_BLOB] += d.put.cpu.write_us;
 	}
-	if (xrun_join(&x, rc > 0, e) < 0)
+	if (xrun_join(&x, rc > 0, e) < 0) {
+		if (*fdp >= 0)
+			close(*fdp);
+		*fdp = -1;
 		return -2;
+	}
 	if (rc < 0)
 		return -1;
 	digest_hex(&dg, hex);
@@ -380,18 +392,19 @@ download_from(struct install_ctx *c, const manifest_t *m, const char *url, const
 
 static int
 download(struct install_ctx *c, const manifest_t *m, const char *url, const char *extra_host, const char *dir,
-         const char *want_sha, struct install_progress_state *ps, struct install_stream *xs, char *path,
-         size_t cap, char *got_sha, struct err *e)
+         const char *want_sha, struct install_progress_state *ps, struct install_stream *xs, int *fdp,
+         char *path, size_t cap, char *got_sha, struct err *e)
 {
-	return download_from(c, m, url, extra_host, dir, want_sha, ps, xs, path, cap, got_sha, NULL, NULL, e);
+	return download_from(c, m, url, extra_host, dir, want_sha, ps, xs, fdp, path, cap, got_sha, NULL,
+	                     NULL, e);
 }
 
 /* The OCI mirror's blob for the pinned sha256 of a, as download gives it
  * (0, -1, -2); 1 when the registry has no such blob. */
 static int
 from_oci(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a, const char *dl_dir,
-         struct install_progress_state *ps, struct install_stream *xs, char *path, size_t cap, char *got_sha,
-         struct err *e)
+         struct install_progress_state *ps, struct install_stream *xs, int *fdp, char *path, size_t cap,
+         char *got_sha, struct err *e)
 {
 	struct oci_client *o;
 	char ref[HTTP_URL_MAX];
@@ -400,7 +413,8 @@ from_oci(struct install_ctx *c, const manifest_t *m, const struct manifest_artif
 	if ((o = install_oci_client(c, e)) == NULL)
 		return -1;
 	snprintf(ref, sizeof(ref), "%s@sha256:%s", c->set->oci_mirror, a->sha256);
-	rc = download_from(c, m, ref, NULL, dl_dir, a->sha256, ps, xs, path, cap, got_sha, o, &status, e);
+	rc =
+	    download_from(c, m, ref, NULL, dl_dir, a->sha256, ps, xs, fdp, path, cap, got_sha, o, &status, e);
 	if (rc == -1 && status == 404 && e->code != NULL && strcmp(e->code, "http.status") == 0)
 		return 1;
 	return rc;
@@ -424,7 +438,7 @@ note_source(struct install_ctx *c, const char *got_sha, const char *a, const cha
 int
 install_get_artifact(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a,
                      const char *dl_dir, struct install_progress_state *ps, struct install_stream *xs,
-                     char *path, size_t cap, char *got_sha, struct err *e)
+                     int *fdp, char *path, size_t cap, char *got_sha, struct err *e)
 {
 	struct err last, mism;
 	char url[HTTP_URL_MAX], mhost[HTTP_HOST_MAX];
@@ -432,15 +446,20 @@ install_get_artifact(struct install_ctx *c, const manifest_t *m, const struct ma
 
 	err_clear(&last);
 	err_clear(&mism);
-	if (a->sha256[0] != '\0' && find_local(c, a->sha256, path, cap)) {
+	*fdp = -1;
+	if (a->sha256[0] != '\0' && (rc = find_local(c, a->sha256, fdp, path, cap, e)) != 0) {
+		if (rc < 0)
+			return -1;
 		snprintf(got_sha, 65, "%s", a->sha256);
 		note_source(c, got_sha, "cache:", path);
+		install_test_hashed(path);
 		return 0;
 	}
 	if (a->sha256[0] != '\0' && c->set->oci_mirror[0] != '\0' && dl_dir != NULL && dl_dir[0] != '\0') {
-		rc = from_oci(c, m, a, dl_dir, ps, xs, path, cap, got_sha, &last);
+		rc = from_oci(c, m, a, dl_dir, ps, xs, fdp, path, cap, got_sha, &last);
 		if (rc == 0) {
 			note_source(c, got_sha, c->set->oci_mirror, "@sha256:");
+			install_test_hashed(path);
 			return 0;
 		}
 		if (rc == 1)
@@ -498,9 +517,10 @@ install_get_artifact(struct install_ctx *c, const manifest_t *m, const struct ma
 			u = url;
 			extra = mhost;
 		}
-		rc = download(c, m, u, extra, dl_dir, a->sha256, ps, xs, path, cap, got_sha, &last);
+		rc = download(c, m, u, extra, dl_dir, a->sha256, ps, xs, fdp, path, cap, got_sha, &last);
 		if (rc == 0) {
 			note_source(c, got_sha, u, "");
+			install_test_hashed(path);
 			return 0;
 		}
 		if (rc == -2) {
@@ -527,6 +547,7 @@ install_cache_artifact(struct install_ctx *c, const manifest_t *m, const struct 
                        char *path, size_t cap, struct err *e)
 {
 	char got[65];
+	int fd, rc;
 
 	if (c->cache_dir[0] == '\0')
 		return err_set(e, "install.read_only", "no writable cache directory (use --cache DIR)");
@@ -536,5 +557,8 @@ install_cache_artifact(struct install_ctx *c, const manifest_t *m, const struct 
 	if (a->sha256[0] == '\0')
 		return err_set(e, "install.manifest_invalid", "%s: %s has no pinned sha256", m->name,
 		               a->platform);
-	return install_get_artifact(c, m, a, c->cache_dir, NULL, NULL, path, cap, got, e);
+	rc = install_get_artifact(c, m, a, c->cache_dir, NULL, NULL, &fd, path, cap, got, e);
+	if (fd >= 0)
+		close(fd);
+	return rc;
 }

@@ -31,6 +31,20 @@ tree_key(const manifest_t *m, const struct manifest_artifact *a, char key[CACHE_
 	return cache_tree_key(&d, variant, key);
 }
 
+int
+install_cache_key(const struct install_ctx *c, char *out, size_t cap)
+{
+	char d[PATH_MAX];
+
+	out[0] = '\0';
+	if (tools_state_dir(c->set, d, sizeof(d)) < 0 ||
+	    (size_t)snprintf(out, cap, "%s/" CACHE_KEY_FILE, d) >= cap) {
+		out[0] = '\0';
+		return -1;
+	}
+	return 0;
+}
+
 /* A writable cache, or none (the tree cache is then not used). */
 static int
 usable(const struct install_ctx *c)
@@ -59,7 +73,7 @@ int
 install_tree_place(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a,
                    const char *staging, struct install_known *known, uint64_t *asize, struct err *e)
 {
-	char key[CACHE_KEY_MAX], meta[64], label[MANIFEST_VERSION_MAX + 300];
+	char key[CACHE_KEY_MAX], meta[64], label[MANIFEST_VERSION_MAX + 300], kf[PATH_MAX];
 	struct place_tap t = {known, 0};
 	struct cache_placed pd = {0};
 	int fd, rc;
@@ -70,8 +84,9 @@ install_tree_place(struct install_ctx *c, const manifest_t *m, const struct mani
 		return err_set(e, "io.error", "%s: %m", staging);
 	snprintf(label, sizeof(label), "%s %s", m->name, m->version);
 	meta[0] = '\0';
-	rc =
-	    cache_tree_place(c->cache_dir, key, fd, "tree", label, place_tap, &t, meta, sizeof(meta), &pd, e);
+	install_cache_key(c, kf, sizeof(kf));
+	rc = cache_tree_place(c->cache_dir, kf, key, fd, "tree", label, place_tap, &t, meta, sizeof(meta),
+	                      &pd, e);
 	close(fd);
 	if (rc <= 0)
 		return rc;
@@ -179,7 +194,7 @@ void
 install_tree_keep(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a,
                   const char *tree, uint64_t asize, const struct install_known *known, struct install_keep *k)
 {
-	char key[CACHE_KEY_MAX], meta[64], label[MANIFEST_VERSION_MAX + 300];
+	char key[CACHE_KEY_MAX], meta[64], label[MANIFEST_VERSION_MAX + 300], kf[PATH_MAX];
 	int fd, kept;
 
 	if (!usable(c) || tree_key(m, a, key) < 0 || cache_tree_has(c->cache_dir, key))
@@ -187,15 +202,16 @@ install_tree_keep(struct install_ctx *c, const manifest_t *m, const struct manif
 	if ((fd = open(tree, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
 		return;
 	snprintf(meta, sizeof(meta), "size=%" PRIu64, asize);
+	install_cache_key(c, kf, sizeof(kf));
 	snprintf(label, sizeof(label), "%s %s", m->name, m->version);
 	if (k != NULL) {
 		/* the tree is read now; its copies move in at install_tree_keep_end */
 		snprintf(k->label, sizeof(k->label), "%s", label);
 		snprintf(k->where, sizeof(k->where), "%s/trees/%s", c->cache_dir, key);
-		k->store = cache_tree_store_begin(c->cache_dir, key, fd, meta, label, cache_sums_get,
+		k->store = cache_tree_store_begin(c->cache_dir, kf, key, fd, meta, label, cache_sums_get,
 		                                  &k->sums, &kept);
 	} else {
-		kept = cache_tree_store(c->cache_dir, key, fd, meta, label, known_sum, (void *)known);
+		kept = cache_tree_store(c->cache_dir, kf, key, fd, meta, label, known_sum, (void *)known);
 	}
 	if (kept)
 		note_line("%s: kept the extracted tree in %s/trees/%s for the next tools directory", label,
@@ -223,7 +239,7 @@ int
 install_verified_get(struct install_ctx *c, const manifest_t *m, const char *ident, char tree[65], char *at,
                      size_t atcap)
 {
-	char name[MANIFEST_NAME_MAX + MANIFEST_VERSION_MAX + 40], *body;
+	char name[MANIFEST_NAME_MAX + MANIFEST_VERSION_MAX + 40], *body, kf[PATH_MAX];
 	const char *why = NULL, *p;
 	size_t il = strlen(ident);
 	int rc;
@@ -231,7 +247,8 @@ install_verified_get(struct install_ctx *c, const manifest_t *m, const char *ide
 	if (!usable(c) || m->unpinned || c->force || ident[0] == '\0' ||
 	    verified_name(c, m, name, sizeof(name)) < 0 || (body = malloc(CACHE_NOTE_MAX + 1)) == NULL)
 		return 0;
-	rc = cache_note_get(c->cache_dir, name, body, CACHE_NOTE_MAX + 1, &why);
+	install_cache_key(c, kf, sizeof(kf));
+	rc = cache_note_get(c->cache_dir, kf, name, body, CACHE_NOTE_MAX + 1, &why);
 	if (rc < 0)
 		warnx_line(
 		    "cache: the verify.argv record of %s %s (%s/trees/%s) is not used: %s; verify.argv runs",
@@ -254,7 +271,7 @@ install_verified_get(struct install_ctx *c, const manifest_t *m, const char *ide
 void
 install_verified_put(struct install_ctx *c, const manifest_t *m, const char *ident, const char *tree)
 {
-	char name[MANIFEST_NAME_MAX + MANIFEST_VERSION_MAX + 40], at[32], *body;
+	char name[MANIFEST_NAME_MAX + MANIFEST_VERSION_MAX + 40], at[32], *body, kf[PATH_MAX];
 	int n;
 
 	if (!usable(c) || m->unpinned || ident[0] == '\0' || verified_name(c, m, name, sizeof(name)) < 0 ||
@@ -263,6 +280,7 @@ install_verified_put(struct install_ctx *c, const manifest_t *m, const char *ide
 	install_iso_time(time(NULL), at, sizeof(at));
 	n = snprintf(body, CACHE_NOTE_MAX, "tree %s\n%sat %s\n", tree, ident, at);
 	if (n > 0 && (size_t)n < CACHE_NOTE_MAX)
-		cache_note_put(c->cache_dir, name, body, (size_t)n);
+		cache_note_put(c->cache_dir, (install_cache_key(c, kf, sizeof(kf)), kf), name, body,
+		               (size_t)n);
 	free(body);
 }

@@ -690,6 +690,21 @@ out_locale:
 	return rc;
 }
 
+enum arc_format
+arc_format_of_fd(int fd)
+{
+	unsigned char b[512];
+	ssize_t n = pread(fd, b, sizeof(b), 0);
+
+	if (n >= 2 && b[0] == 0x1f && b[1] == 0x8b)
+		return ARC_FMT_TAR_GZ;
+	if (n >= 4 && b[0] == 'P' && b[1] == 'K' && b[2] == 3 && b[3] == 4)
+		return ARC_FMT_ZIP;
+	if (n >= 262 && memcmp(b + 257, "ustar", 5) == 0)
+		return ARC_FMT_TAR;
+	return ARC_FMT_NONE;
+}
+
 int
 arc_extract_fd(int archive_fd, int root_dirfd, const struct arc_opts *o, struct arc_stats *st, struct err *e)
 {

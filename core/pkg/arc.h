@@ -196,6 +196,10 @@ void arc_opts_init(struct arc_opts *o, enum arc_format format);
  * anything else → ARC_FMT_NONE. */
 enum arc_format arc_format_from_name(const char *name);
 
+/* The format the first bytes of the file open at fd show (read with
+ * pread: its offset stays), or ARC_FMT_NONE. */
+enum arc_format arc_format_of_fd(int fd);
+
 /* "tar", "tar.gz", "zip" or "none". Static string. */
 const char *arc_format_name(enum arc_format f);
 

@@ -18,7 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* FICLONE from <linux/fs.h>, spelt out to need no kernel header. */
+/* One read of a blob being hashed. */
 #define COPY_BUF (128u << 10)
 
 int
@@ -35,21 +35,46 @@ cache_path(const char *cache, const struct digest *d, char *out, size_t cap)
 	return n < 0 || (size_t)n >= cap ? -1 : 0;
 }
 
-int
-cache_sha256_of(const char *cache, const struct digest *d, char hex[DIGEST_HEX_MAX])
+/* Open a blob or alias of cache: a regular file (never a link, never
+ * waited on as a FIFO would be) and, with own (the server's own cache, not
+ * a mirror), the server user's. The fd with *st, -1 when it is absent
+ * (nothing set), -2 with e (cache.unsafe_entry naming it) when it is there
+ * and not to be read. */
+static int
+entry_open(const char *path, int own, struct stat *st, struct err *e)
 {
-	char p[4096];
-	ssize_t n;
+	struct err oe;
 	int fd;
 
-	if (d->alg == DIGEST_SHA256) {
-		digest_hex(d, hex);
-		return cache_path(cache, d, p, sizeof(p)) == 0 && access(p, R_OK) == 0;
+	err_clear(&oe);
+	if ((fd = fs_open_file(path, st, &oe)) < 0) {
+		if (oe.code != NULL && strcmp(oe.code, "not_found") == 0)
+			return -1;
+		err_set(e, "cache.unsafe_entry", "%s", oe.msg);
+		return -2;
 	}
-	if (cache_path(cache, d, p, sizeof(p)) != 0)
-		return 0;
-	if ((fd = open(p, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
-		return 0;
+	/* another user's entry in our cache: whoever put it there could
+	 * hold it open for writing, so it is refused, not hashed and used */
+	if (own && st->st_uid != geteuid()) {
+		close(fd);
+		err_set(e, "cache.unsafe_entry", "%s is owned by uid %u, not by this user (uid %u)", path,
+		        (unsigned)st->st_uid, (unsigned)geteuid());
+		return -2;
+	}
+	return fd;
+}
+
+/* The 64 hex digits an alias at path names: 1, 0 when absent or not an
+ * alias, -1 with e when it is not to be read (entry_open). */
+static int
+alias_read(const char *path, int own, char hex[DIGEST_HEX_MAX], struct err *e)
+{
+	struct stat st;
+	ssize_t n;
+	int fd = entry_open(path, own, &st, e);
+
+	if (fd < 0)
+		return fd == -1 ? 0 : -1;
 	n = read(fd, hex, 64);
 	close(fd);
 	if (n != 64)
@@ -58,14 +83,31 @@ cache_sha256_of(const char *cache, const struct digest *d, char hex[DIGEST_HEX_M
 	return strspn(hex, "0123456789abcdef") == 64;
 }
 
-/* Hash fd from its start with want's algorithm: 1 when it matches. With
- * mem, the bytes are kept there when they fit (*in_mem set). */
+int
+cache_sha256_of(const char *cache, const struct digest *d, char hex[DIGEST_HEX_MAX])
+{
+	char p[4096];
+	struct err e;
+
+	if (d->alg == DIGEST_SHA256) {
+		digest_hex(d, hex);
+		return cache_path(cache, d, p, sizeof(p)) == 0 && access(p, R_OK) == 0;
+	}
+	if (cache_path(cache, d, p, sizeof(p)) != 0)
+		return 0;
+	return alias_read(p, 0, hex, &e) == 1;
+}
+
+/* Hash fd from offset 0 with want's algorithm (pread: the offset stays
+ * where it is): 1 when it matches. With mem, the bytes are kept there when
+ * they fit (*in_mem set). */
 static int
 fd_matches(int fd, const struct digest *want, struct buf *mem, int *in_mem)
 {
 	struct digest_ctx c;
 	struct digest got;
 	unsigned char *b;
+	off_t off = 0;
 	ssize_t r;
 
 	if ((b = malloc(COPY_BUF)) == NULL)
@@ -73,7 +115,7 @@ fd_matches(int fd, const struct digest *want, struct buf *mem, int *in_mem)
 	if (mem != NULL)
 		buf_reset(mem);
 	digest_init(&c, want->alg);
-	while ((r = read(fd, b, COPY_BUF)) != 0) {
+	while ((r = pread(fd, b, COPY_BUF, off)) != 0) {
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0)
@@ -81,6 +123,7 @@ fd_matches(int fd, const struct digest *want, struct buf *mem, int *in_mem)
 		digest_update(&c, b, (size_t)r);
 		if (mem != NULL)
 			buf_put(mem, b, (size_t)r);
+		off += r;
 	}
 	free(b);
 	if (r < 0)
@@ -91,39 +134,69 @@ fd_matches(int fd, const struct digest *want, struct buf *mem, int *in_mem)
 	return digest_equal(want, &got);
 }
 
-int
-cache_get(const char *cache, const struct digest *want, struct buf *mem, int *in_mem, char *out, size_t cap,
-          struct err *e)
+/* Does the blob open at fd hold the bytes its name (hex) says? */
+static int
+blob_sound(int fd, const char *hex)
 {
-	char hex[DIGEST_HEX_MAX], w[DIGEST_SRI_MAX];
+	struct digest d;
+	struct err e;
+
+	return digest_parse_hex(DIGEST_SHA256, hex, &d, "internal", &e) == 0 &&
+	       fd_matches(fd, &d, NULL, NULL);
+}
+
+int
+cache_get(const char *cache, int own, const struct digest *want, struct buf *mem, int *in_mem, int *fdp,
+          char *out, size_t cap, struct err *e)
+{
+	char hex[DIGEST_HEX_MAX], w[DIGEST_SRI_MAX], alias[4096];
 	struct stat st;
-	int fd, ok;
+	int fd, rc;
 
 	if (in_mem != NULL)
 		*in_mem = 0;
-	if (!cache_sha256_of(cache, want, hex))
-		return 0;
+	if (fdp != NULL)
+		*fdp = -1;
+	alias[0] = '\0';
+	if (want->alg == DIGEST_SHA256) {
+		digest_hex(want, hex);
+	} else {
+		if (cache_path(cache, want, alias, sizeof(alias)) != 0)
+			return err_set(e, "io.error", "cache path too long: %s", cache);
+		if ((rc = alias_read(alias, own, hex, e)) <= 0)
+			return rc;
+	}
 	if ((size_t)snprintf(out, cap, "%s/%s", cache, hex) >= cap)
 		return err_set(e, "io.error", "cache path too long: %s", cache);
-	fd = open(out, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return 0;
-	}
-	ok = fd_matches(fd, want, mem, in_mem);
-	close(fd);
-	if (ok)
+	if ((fd = entry_open(out, own, &st, e)) < 0)
+		return fd == -1 ? 0 : -1;
+	if (fd_matches(fd, want, mem, in_mem)) {
+		/* the caller reads the bytes hashed through this very fd: a
+		 * name renamed over meanwhile changes nothing */
+		if (fdp != NULL)
+			*fdp = fd;
+		else
+			close(fd);
 		return 1;
+	}
 	if (in_mem != NULL)
 		*in_mem = 0;
+	/* through an alias: the blob may be sound for its own digest (an
+	 * alias naming another artifact's blob), and is then kept; only the
+	 * alias, a hint, goes */
+	if (alias[0] != '\0' && blob_sound(fd, hex)) {
+		close(fd);
+		warnx_line("cache: the alias %s names %s, which does not match %s: alias %s, blob kept",
+		           alias, out, digest_sri(want, w), unlink(alias) == 0 ? "removed" : "left in place");
+		return 0;
+	}
+	close(fd);
 	/* never trusted; removed where we may (a mirror directory may be
 	 * read-only), and the alias with it */
 	warnx_line("cache: %s does not match %s: damaged, not used, %s", out, digest_sri(want, w),
 	           unlink(out) == 0 ? "removed" : "left in place (not writable)");
-	if (want->alg != DIGEST_SHA256 && cache_path(cache, want, out, cap) == 0)
-		unlink(out);
+	if (alias[0] != '\0')
+		unlink(alias);
 	return 0;
 }
 
@@ -195,13 +268,15 @@ write_alias(const char *dir, const struct digest *d, const char *hex)
 
 int
 cache_put_commit(struct cache_put *p, const struct digest *want, int fsync_it, struct digest *got,
-                 struct digest *sha256, char *out, size_t cap, struct err *e)
+                 struct digest *sha256, int *fdp, char *out, size_t cap, struct err *e)
 {
 	char hex[DIGEST_HEX_MAX], dir[4096];
 	char *slash;
 	int wr = cache_pipe_finish_cpu(p->pipe, got, sha256, &p->cpu);
 
 	p->pipe = NULL;
+	if (fdp != NULL)
+		*fdp = -1;
 	if (wr < 0) {
 		int er = errno;
 		cache_put_abort(p);
@@ -213,21 +288,30 @@ cache_put_commit(struct cache_put *p, const struct digest *want, int fsync_it, s
 		cache_put_abort(p);
 		return 0;
 	}
-	if ((fsync_it && fsync(p->fd) != 0) || close(p->fd) != 0) {
-		p->fd = -1;
-		unlink(p->tmp);
-		return err_set(e, "io.error", "%s: %s", p->tmp, strerror(errno));
+	if (fsync_it && fsync(p->fd) != 0) {
+		int er = errno;
+		cache_put_abort(p);
+		return err_set(e, "io.error", "%s: %s", p->tmp, strerror(er));
 	}
-	p->fd = -1;
 	snprintf(dir, sizeof(dir), "%s", p->tmp);
 	if ((slash = strrchr(dir, '/')) != NULL)
 		*slash = '\0';
 	digest_hex(sha256, hex);
 	if ((size_t)snprintf(out, cap, "%s/%s", dir, hex) >= cap || rename(p->tmp, out) != 0) {
 		int er = errno;
-		unlink(p->tmp);
+		cache_put_abort(p);
 		return err_set(e, "io.error", "%s: %s", out, strerror(er));
 	}
+	/* the caller reads the bytes just hashed through the fd they were
+	 * written to, never the name (renamed over by anyone who can write
+	 * the directory) */
+	if (fdp != NULL)
+		*fdp = p->fd;
+	else if (close(p->fd) != 0) {
+		p->fd = -1;
+		return err_set(e, "io.error", "%s: %s", out, strerror(errno));
+	}
+	p->fd = -1;
 	/* the alias after the blob: a reader never finds an alias naming a
 	 * half-written file */
 	if (p->alg != DIGEST_SHA256)

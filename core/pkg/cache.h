@@ -8,40 +8,66 @@
  *   <cache>/<alg>-<hex>           an alias for a digest of another
  *                                 algorithm (an npm integrity, sha512):
  *                                 a small file holding the blob's sha256 hex
- *   <cache>/trees/<key>/          an extracted tree: tree/ and manifest
+ *   <cache>/trees/<key>/          an extracted tree: tree/, manifest, proof
  *   <cache>/.tmp-*                a download or tree being made (a kill
  *                                 leaves only these; they are never read)
+ *
+ * and, outside it, the key that seals its trees (CACHE_KEY_FILE in the
+ * state directory of the user on this machine).
  *
  * A blob is written only by cache_put: the digests are computed while the
  * bytes stream in, and the file gets its name (rename) only when they match.
  * A blob is trusted only after cache_get hashed it again with the digest
  * asked for: the alias is a hint, the digest is the proof, so a damaged or
- * replaced entry is a miss (said on stderr, removed where it may be), never
- * an install of unverified bytes.
+ * replaced entry is a miss (said on stderr, removed where it may be; an
+ * alias naming another artifact's sound blob loses only the alias), never
+ * an install of unverified bytes. The bytes are then read through the
+ * descriptor they were hashed through (cache_get and cache_put_commit hand
+ * it over), never by name: whoever can rename in the cache or a mirror
+ * directory cannot swap a file between the hash and the read, and the
+ * extractor hashes what it reads once more and refuses a mismatch (the
+ * file's owner could write it in between). Every blob, alias and key file
+ * is opened O_NOFOLLOW|O_NONBLOCK and refused unless a regular file
+ * (cache.unsafe_entry: a FIFO there never hangs an install); in the
+ * server's own cache, unless also the server user's.
  *
  * A tree entry is what extracting a verified blob produced, kept so that a
  * new tools directory needs no decompression: tree/ holds the files and
  * manifest lists every entry of it (type, mode, size, sha256 of content,
  * link target, path) under a header naming the key (the artifact's digest
- * and how it was extracted), sealed by an HMAC-SHA256 with the cache's own
- * key (<cache>/trees/.key, 0600, random, made on first use). The seal binds
- * the listing to the artifact's digest: only a process that could read the
- * key, after verifying and extracting that artifact, could have written it,
- * and a cache copied from elsewhere has another key (its trees are then
- * re-extracted). cache_tree_place copies the entry into a fresh directory
- * and compares the listing it made with the sealed one; any difference (a
- * file changed, missing or extra, a mode, the manifest itself) discards
- * both the copy and the entry. Each entry holds a stat proof (base/proof.h)
- * of its tree, made once the tree was final and named by the sealed
- * header: when it holds before and after the copies, the tree is the one
- * whose digests the listing records, so the files are copied in the kernel
- * (copy_file_range: a reflink where blocks can be shared) and take the
- * sealed digests, unread. Otherwise each copy is hashed (a reflink, then
- * the copy read back and hashed; else read, hashed and written in one
- * pass, so the digest is of the bytes written), and a proof made before
- * the copies that still holds after them is sealed into the entry. The
- * trust is the install fast path's: any change through the filesystem
- * moves a ctime and is seen; bit rot under an unchanged inode is not.
+ * and how it was extracted), sealed by an HMAC-SHA256 with the key of the
+ * user on this machine (CACHE_KEY_FILE in the state directory: 0600,
+ * random, made on first use, opened O_NOFOLLOW, refused unless a regular
+ * file of that user's that nobody else can read). The key never lives in
+ * the cache: a cache copied with cp -a, restored by CI or baked into an
+ * image carries its trees but not their key, so each fails its seal and is
+ * extracted again from the blob, verified against the pin (a key an
+ * earlier version left in trees/.key is never read, and is removed). An
+ * image built with its state directory shares that key with every
+ * container run from it: they share the cache the key sealed, too.
+ *
+ * cache_tree_place opens the entry's tree once and reads it only through
+ * that descriptor and those opened under it (openat), never by path, and
+ * refuses an entry with anything not owned by this user. It copies the
+ * tree into a fresh directory and compares the listing it made with the
+ * sealed one; any difference (a file changed, missing or extra, a mode,
+ * the manifest itself) discards both the copy and the entry. Each entry
+ * holds a stat proof (base/proof.h) of its tree. A file whose descriptor's
+ * fstat is what the proof records (inode, mode, size, mtime, ctime) is the
+ * one the listing's digest is of, except under a writable shared mapping
+ * whose page is dirty already (its writes move no ctime): so it is copied
+ * in the kernel (copy_file_range: a reflink where blocks can be shared)
+ * and takes the sealed digest, unread, only under a read lease (granted
+ * only while nobody has the file open for writing, a mapping included;
+ * broken by any open for writing meanwhile) held to the end of its copy,
+ * with its fstat unchanged then. Any other file (no proof, a mismatch, no
+ * lease: leases off, unsupported, not permitted) is hashed as it is copied
+ * (a reflink read back, else read, hashed and written in one pass, so the
+ * digest is of the bytes written). A placement that hashed makes a proof
+ * through the same descriptor first and seals it into the entry only if
+ * every descriptor copied from matched it under its lease. The trust is the
+ * install fast path's: any change through the filesystem moves a ctime or
+ * breaks a lease and is seen; bit rot under an unchanged inode is not.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -52,6 +78,10 @@
 #include "base/digest.h"
 #include "base/err.h"
 
+/* The sealing key's file in the state directory (cache.h's header): one
+ * per user and machine, never inside a cache. */
+#define CACHE_KEY_FILE "tree-cache.key"
+
 /* Longest tree key (digest name, hex, variant). */
 #define CACHE_KEY_MAX 200
 
@@ -60,14 +90,20 @@
 int cache_path(const char *cache, const struct digest *d, char *out, size_t cap);
 
 /*
- * A verified blob for want in cache: 1 with out = <cache>/<sha256 hex>, 0
- * when absent or damaged (a damaged one is said on stderr and unlinked), -1
- * with e when a path does not fit. With mem (not over, its max the most
- * worth keeping), a blob that fits is read into mem once, hashed there, and
- * *in_mem set: mem then holds exactly the verified bytes.
+ * A verified blob for want in cache: 1 with out = <cache>/<sha256 hex> and,
+ * with fdp, *fdp the descriptor it was hashed through (at offset 0; the
+ * caller closes it and reads the blob through it, never by out: a name can
+ * be renamed over after the hash). 0 when absent or damaged (a damaged one
+ * is said on stderr and unlinked; through an alias naming a blob sound for
+ * its own digest, only the alias is). -1 with e: a path does not fit, or
+ * (cache.unsafe_entry) the blob or alias is not a regular file or, with own
+ * (the server's own cache, not a mirror directory), not the server user's.
+ * With mem (not over, its max the most worth keeping), a blob that fits is
+ * read into mem once, hashed there, and *in_mem set: mem then holds exactly
+ * the verified bytes.
  */
-int cache_get(const char *cache, const struct digest *want, struct buf *mem, int *in_mem, char *out,
-              size_t cap, struct err *e);
+int cache_get(const char *cache, int own, const struct digest *want, struct buf *mem, int *in_mem, int *fdp,
+              char *out, size_t cap, struct err *e);
 
 /* The blob's sha256 hex an alias (or a sha256 d itself) names, without
  * hashing: 1, or 0 when the cache has no such name. For SBOM rows and the
@@ -147,10 +183,12 @@ int cache_put_write(struct cache_put *p, const void *data, size_t len, struct er
  * renamed to <dir>/<sha256 hex> (out), an alias written for a non-sha256
  * want, and 1 is returned. On a mismatch the file is removed and 0
  * returned (the caller names both digests). -1 with e on an I/O error.
- * fsync: sync the blob before it gets its name.
+ * fsync: sync the blob before it gets its name. fdp (may be NULL): the
+ * descriptor the hashed bytes were written to, for the caller to read
+ * them through (lseek to 0 first) and close.
  */
 int cache_put_commit(struct cache_put *p, const struct digest *want, int fsync_it, struct digest *got,
-                     struct digest *sha256, char *out, size_t cap, struct err *e);
+                     struct digest *sha256, int *fdp, char *out, size_t cap, struct err *e);
 /* Abandon the download (the temporary file is removed). */
 void cache_put_abort(struct cache_put *p);
 
@@ -186,9 +224,15 @@ struct cache_placed {
 	int proved;     /* the entry's proof showed it unchanged: copied, not hashed */
 	int resealed;   /* hashed, and the entry sealed with a new proof for next time */
 };
-int cache_tree_place(const char *cache, const char *key, int parentfd, const char *name, const char *label,
-                     cache_file_fn fn, void *arg, char *meta, size_t metacap, struct cache_placed *out,
-                     struct err *e);
+int cache_tree_place(const char *cache, const char *keyfile, const char *key, int parentfd, const char *name,
+                     const char *label, cache_file_fn fn, void *arg, char *meta, size_t metacap,
+                     struct cache_placed *out, struct err *e);
+
+#ifdef ABX_TEST
+/* Tests: called with the entry's directory once its tree was opened, before
+ * its proof is checked (a test renames entries there). */
+extern void (*cache_test_place_fn)(const char *entry);
+#endif
 
 /* The sha256 extraction computed for the regular file rel of the tree
  * being kept, when st still describes the file it hashed: 1 (sha256 set),
@@ -239,8 +283,8 @@ void cache_sums_free(struct cache_sums *s);
  * than file, directory or link) is said on stderr and not kept; the
  * install goes on. Returns 1 kept (the caller says so), 0 not.
  */
-int cache_tree_store(const char *cache, const char *key, int dirfd, const char *meta, const char *label,
-                     cache_sum_fn sum, void *sum_arg);
+int cache_tree_store(const char *cache, const char *keyfile, const char *key, int dirfd, const char *meta,
+                     const char *label, cache_sum_fn sum, void *sum_arg);
 /*
  * cache_tree_store in two steps, for a tree that is to run in between:
  * _begin reads the tree at dirfd (its walk and listing, its directories and
@@ -251,8 +295,9 @@ int cache_tree_store(const char *cache, const char *key, int dirfd, const char *
  * end to call, with *kept the answer (1: kept already).
  */
 struct cache_store;
-struct cache_store *cache_tree_store_begin(const char *cache, const char *key, int dirfd, const char *meta,
-                                           const char *label, cache_sum_fn sum, void *sum_arg, int *kept);
+struct cache_store *cache_tree_store_begin(const char *cache, const char *keyfile, const char *key, int dirfd,
+                                           const char *meta, const char *label, cache_sum_fn sum,
+                                           void *sum_arg, int *kept);
 int cache_tree_store_end(struct cache_store *s);
 
 /*
@@ -267,7 +312,8 @@ int cache_tree_store_end(struct cache_store *s);
  * caller says so; a put replaces it).
  */
 #define CACHE_NOTE_MAX (16u << 10)
-int cache_note_put(const char *cache, const char *name, const char *body, size_t len);
-int cache_note_get(const char *cache, const char *name, char *body, size_t cap, const char **why);
+int cache_note_put(const char *cache, const char *keyfile, const char *name, const char *body, size_t len);
+int cache_note_get(const char *cache, const char *keyfile, const char *name, char *body, size_t cap,
+                   const char **why);
 
 #endif

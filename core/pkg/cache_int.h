@@ -18,9 +18,10 @@
 #define MANIFEST_MAX (64u << 20)
 #define KEY_LEN 32
 
-/* The cache's sealing key: read <cache>/trees/.key, or make it. Returns 0,
- * or -1 with why set (the tree cache is then not used). */
-int cache_seal_key(const char *trees, unsigned char key[KEY_LEN], const char **why);
+/* The sealing key: read keyfile (outside the cache, cache.h), or make it
+ * (and its directory, 0700). Returns 0, or -1 with why set (the tree cache
+ * is then not used). */
+int cache_seal_key(const char *keyfile, unsigned char key[KEY_LEN], const char **why);
 /* The HMAC-SHA256 of text under key, hex. */
 void cache_seal(const unsigned char key[KEY_LEN], const void *text, size_t len, char out[65]);
 

@@ -29,7 +29,7 @@ note_path(const char *cache, const char *name, char *out, size_t cap)
 }
 
 int
-cache_note_put(const char *cache, const char *name, const char *body, size_t len)
+cache_note_put(const char *cache, const char *keyfile, const char *name, const char *body, size_t len)
 {
 	char trees[4096], path[4400], tmp[4400], rnd[17], mac[65];
 	unsigned char sk[KEY_LEN];
@@ -41,7 +41,7 @@ cache_note_put(const char *cache, const char *name, const char *body, size_t len
 	snprintf(trees, sizeof(trees), "%s/trees", cache);
 	if (len > CACHE_NOTE_MAX || memchr(body, '\0', len) != NULL ||
 	    note_path(cache, name, path, sizeof(path)) < 0 || (mkdir(trees, 0755) != 0 && errno != EEXIST) ||
-	    cache_seal_key(trees, sk, &why) < 0)
+	    cache_seal_key(keyfile, sk, &why) < 0)
 		return 0;
 	buf_put(&text, "abx-note 1 ", 11);
 	buf_put(&text, name, strlen(name));
@@ -69,7 +69,8 @@ cache_note_put(const char *cache, const char *name, const char *body, size_t len
 }
 
 int
-cache_note_get(const char *cache, const char *name, char *body, size_t cap, const char **why)
+cache_note_get(const char *cache, const char *keyfile, const char *name, char *body, size_t cap,
+               const char **why)
 {
 	char trees[4096], path[4400], head[CACHE_KEY_MAX + 20], mac[65];
 	unsigned char sk[KEY_LEN];
@@ -81,7 +82,7 @@ cache_note_get(const char *cache, const char *name, char *body, size_t cap, cons
 	snprintf(trees, sizeof(trees), "%s/trees", cache);
 	if (note_path(cache, name, path, sizeof(path)) < 0 || access(path, F_OK) != 0)
 		return 0;
-	if (cache_seal_key(trees, sk, why) < 0)
+	if (cache_seal_key(keyfile, sk, why) < 0)
 		return -1;
 	if (fs_read_alloc(path, CACHE_NOTE_MAX + 300, &t, &len, &e) < 0) {
 		*why = "it is unreadable or too large";
@@ -96,7 +97,9 @@ cache_note_get(const char *cache, const char *name, char *body, size_t cap, cons
 	} else {
 		cache_seal(sk, t, len - ml, mac);
 		if (!ct_equal(mac, t + len - ml + 4, 64)) {
-			*why = "its seal does not match (edited, or made with another cache's key)";
+			*why = "its seal does not match (edited, or sealed with another machine's or user's "
+			       "key: a copied or "
+			       "restored cache)";
 		} else {
 			memcpy(body, t + hl, len - ml - hl);
 			body[len - ml - hl] = '\0';

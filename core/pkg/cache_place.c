@@ -34,6 +34,10 @@
 #define HELP_FILES 8
 #define QUEUE_MAX 16
 
+#ifdef ABX_TEST
+void (*cache_test_place_fn)(const char *entry);
+#endif
+
 /* Helpers running in this process at most (npm places packages on several
  * threads at once): a placement with a helper holds up to 2 x QUEUE_MAX
  * descriptors of queued files, one without it 2 x HELP_FILES. */
@@ -52,6 +56,9 @@ struct pent {
 	off_t size;
 	const char *target;
 	struct stat ds; /* a file's fstat once written */
+	struct stat st; /* an entry's own fstat (a file's or directory's descriptor; a link's lstat) */
+	int proved;     /* st is what the proof records (held through the copy, for a file) */
+	int plain;      /* a file copied unhashed: its digest is the sealed listing's */
 	unsigned char sha[32];
 	int failed, dst_err;
 	const char *code;
@@ -69,7 +76,9 @@ struct place {
 	int walked, oom, helper, no_helper;
 	pthread_t th;
 	unsigned char *io[2];
-	int proved; /* the tree is proved unchanged: files copied, not hashed */
+	const struct proof_view *pv; /* the proof the entries are checked against, or NULL */
+	dev_t dev;                   /* the tree's st_dev */
+	int sealed;                  /* a proved file may be copied unhashed (the entry's own proof) */
 };
 
 static void fail(struct pent *p, int dst, const char *code, const char *fmt, ...)
@@ -135,16 +144,35 @@ walk_fail(struct place *pl, const char *rel, int dst, const char *code, const ch
 	return -1;
 }
 
-/* Copy and hash the queued file p with the buffer io (any thread), or
- * copy it only (proved: its digest is the sealed listing's); its
- * descriptors are closed. */
+/*
+ * Copy the queued file p with the buffer io (any thread); its descriptors
+ * are closed. A file the proof vouches for (sealed: the entry's own proof)
+ * is copied unhashed, its digest the sealed listing's, only under a read
+ * lease held to the end and with its fstat unchanged; otherwise it is
+ * copied again, hashed. Any other is hashed as it is copied (the digest
+ * is of the bytes written), under a lease when it is to vouch for a new
+ * proof (p->proved stays set only when the lease held).
+ */
 static void
-copy_one(struct pent *p, unsigned char *io, int proved)
+copy_one(struct pent *p, unsigned char *io, int sealed)
 {
-	int rc, dst_err = 0, er;
+	int rc, dst_err = 0, er, leased = p->proved && proof_lease_take(p->in), plain = leased && sealed;
 
-	rc = proved ? cache_copy_plain(io, p->in, p->out, &dst_err)
-	            : cache_copy_hash(io, p->in, p->out, p->size, p->sha, &dst_err);
+	rc = plain ? cache_copy_plain(io, p->in, p->out, &dst_err)
+	           : cache_copy_hash(io, p->in, p->out, p->size, p->sha, &dst_err);
+	if (leased)
+		leased = proof_lease_end(p->in, &p->st) && rc == 0;
+	if (plain && rc == 0 && !leased) {
+		/* opened for writing or changed while copied: copied again,
+		 * hashed, so the digest is of the bytes written */
+		if (lseek(p->in, 0, SEEK_SET) != 0 || lseek(p->out, 0, SEEK_SET) != 0 ||
+		    ftruncate(p->out, 0) != 0)
+			rc = -1, dst_err = 1;
+		else
+			rc = cache_copy_hash(io, p->in, p->out, p->size, p->sha, &dst_err);
+	}
+	p->proved = leased;
+	p->plain = plain && leased;
 	er = errno;
 	close(p->in);
 	if (rc == 0 && (fchmod(p->out, p->mode) != 0 || fstat(p->out, &p->ds) != 0))
@@ -179,7 +207,7 @@ take_one(struct place *pl, unsigned char *io, int large)
 		return;
 	}
 	pthread_mutex_unlock(&pl->mu);
-	copy_one(p, io, pl->proved);
+	copy_one(p, io, pl->sealed);
 	pthread_mutex_lock(&pl->mu);
 	if (p->failed && p->seq < pl->stop)
 		pl->stop = p->seq;
@@ -240,24 +268,61 @@ queue(struct place *pl, struct pent *p)
 	return stop ? -1 : 0;
 }
 
-/* The regular file name of src (at rel, stat st): opened, its copy made
- * in dst here (one thread creates in a directory: no contention for its
+/* An entry of another user's in our cache: whoever owns it could hold it
+ * open for writing or change it in ways this user's proofs do not bind.
+ * -1 (the walk's error). */
+static int
+not_ours(struct place *pl, const char *rel, const struct stat *st)
+{
+	return walk_fail(
+	    pl, rel, 0, "cache.unsafe_entry",
+	    "%s is owned by uid %u, not by this user (uid %u): remove the entry, or chown it to this user",
+	    rel, (unsigned)st->st_uid, (unsigned)geteuid());
+}
+
+/* Does the proof vouch for entry p (its st)? Set in p->proved. */
+static void
+vouch(struct place *pl, struct pent *p)
+{
+	/* group or world write never reaches a kept tree (arc.h): a file or
+	 * directory that has it was not made by us, and is hashed */
+	p->proved = pl->pv != NULL && (S_ISLNK(p->st.st_mode) || (p->st.st_mode & 022) == 0) &&
+	            proof_view_same(pl->pv, (uint32_t)p->seq + 1, p->rel, &p->st, pl->dev);
+}
+
+/* The regular file name of src (at rel): opened (never a FIFO waited on),
+ * checked through its descriptor (a rename after a stat of the name
+ * changes nothing: what is copied is what was checked), its copy made in
+ * dst here (one thread creates in a directory: no contention for its
  * lock), the copy queued. */
 static int
-place_file(struct place *pl, int src, int dst, const char *name, const char *rel, const struct stat *st)
+place_file(struct place *pl, int src, int dst, const char *name, const char *rel)
 {
 	struct pent *p;
 	int er;
 
 	if ((p = add(pl, 'f', rel, NULL)) == NULL)
 		return -1;
-	p->mode = st->st_mode & 07777;
-	p->size = st->st_size;
-	p->in = openat(src, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	p->in = openat(src, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (p->in < 0) {
 		fail(p, 0, "io.error", "%s: %s", rel, strerror(errno));
 		return -1;
 	}
+	if (fstat(p->in, &p->st) != 0 || !S_ISREG(p->st.st_mode)) {
+		er = errno;
+		close(p->in);
+		p->in = -1;
+		fail(p, 0, "io.error", "%s: %s", rel, er ? strerror(er) : "no longer a regular file");
+		return -1;
+	}
+	if (p->st.st_uid != geteuid()) {
+		close(p->in);
+		p->in = -1;
+		return not_ours(pl, rel, &p->st);
+	}
+	p->mode = p->st.st_mode & 07777;
+	p->size = p->st.st_size;
+	vouch(pl, p);
 	p->out = openat(dst, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (p->out < 0) {
 		er = errno;
@@ -271,28 +336,40 @@ place_file(struct place *pl, int src, int dst, const char *name, const char *rel
 
 static int place_dir(struct place *pl, int src, int dst, const char *rel);
 
-/* The directory name of src (at rel, stat st): made, listed, walked, its
- * mode set last (a read-only directory is filled first: its files are
- * all made by then). */
+/* The directory name of src (at rel): opened, checked through its
+ * descriptor, made, listed, walked, its mode set last (a read-only
+ * directory is filled first: its files are all made by then). */
 static int
-place_subdir(struct place *pl, int src, int dst, const char *name, const char *rel, const struct stat *st)
+place_subdir(struct place *pl, int src, int dst, const char *name, const char *rel)
 {
 	struct pent *p;
 	int in, out, rc;
 
-	if (mkdirat(dst, name, 0700) != 0)
-		return walk_fail(pl, rel, 1, "io.error", "%s: %s", rel, strerror(errno));
 	if ((p = add(pl, 'd', rel, NULL)) == NULL)
 		return -1;
-	p->mode = st->st_mode & 07777;
 	in = openat(src, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (in < 0 || fstat(in, &p->st) != 0) {
+		rc = walk_fail(pl, rel, 0, "io.error", "%s: %s", rel, strerror(errno));
+		if (in >= 0)
+			close(in);
+		return rc;
+	}
+	if (p->st.st_uid != geteuid()) {
+		close(in);
+		return not_ours(pl, rel, &p->st);
+	}
+	p->mode = p->st.st_mode & 07777;
+	vouch(pl, p);
+	if (mkdirat(dst, name, 0700) != 0) {
+		close(in);
+		return walk_fail(pl, rel, 1, "io.error", "%s: %s", rel, strerror(errno));
+	}
 	out = openat(dst, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	rc = in < 0 || out < 0 ? walk_fail(pl, rel, 0, "io.error", "%s: %s", rel, strerror(errno))
-	                       : place_dir(pl, in, out, rel);
+	rc = out < 0 ? walk_fail(pl, rel, 1, "io.error", "%s: %s", rel, strerror(errno))
+	             : place_dir(pl, in, out, rel);
 	if (rc == 0 && fchmod(out, p->mode) != 0)
 		rc = walk_fail(pl, rel, 1, "io.error", "%s: %s", rel, strerror(errno));
-	if (in >= 0)
-		close(in);
+	close(in);
 	if (out >= 0)
 		close(out);
 	return rc;
@@ -313,22 +390,31 @@ place_dir(struct place *pl, int src, int dst, const char *rel)
 	if (cache_dir_names(src, rel, &names, &n, &e) < 0)
 		return walk_fail(pl, rel, 0, e.code, "%s", e.msg);
 	for (i = 0; rc == 0 && i < n; i++) {
+		struct pent *p;
 		if (cache_entry_path(rel, names[i], path, sizeof(path), &e) < 0)
 			rc = walk_fail(pl, path, 0, e.code, "%s", e.msg);
 		else if (fstatat(src, names[i], &st, AT_SYMLINK_NOFOLLOW) != 0)
 			rc = walk_fail(pl, path, 0, "io.error", "%s: %s", path, strerror(errno));
 		else if (S_ISDIR(st.st_mode))
-			rc = place_subdir(pl, src, dst, names[i], path, &st);
+			rc = place_subdir(pl, src, dst, names[i], path);
 		else if (S_ISREG(st.st_mode))
-			rc = place_file(pl, src, dst, names[i], path, &st);
+			rc = place_file(pl, src, dst, names[i], path);
 		else if (!S_ISLNK(st.st_mode))
 			rc = walk_fail(pl, path, 0, "io.error", "%s: not a file, directory or link", path);
+		else if (st.st_uid != geteuid())
+			rc = not_ours(pl, path, &st);
 		else if (cache_read_link(src, names[i], path, target, sizeof(target), &e) < 0)
 			rc = walk_fail(pl, path, 0, e.code, "%s", e.msg);
 		else if (symlinkat(target, dst, names[i]) != 0)
 			rc = walk_fail(pl, path, 1, "io.error", "%s: %s", path, strerror(errno));
-		else if (add(pl, 'l', path, target) == NULL)
+		else if ((p = add(pl, 'l', path, target)) == NULL)
 			rc = -1;
+		else {
+			/* a link's target is in the sealed listing: the proof
+			 * only says whether the tree is the one it records */
+			p->st = st;
+			vouch(pl, p);
+		}
 	}
 	cache_names_free(names, n);
 	return rc;
@@ -388,24 +474,34 @@ line_starts(const char *body, size_t blen, size_t **off, size_t *n)
 
 /* Copy the tree src into dst (both open, left open): *lines the listing of
  * what was written, fn told of each file in walk order, *files their
- * count. With sealed (the tree proved unchanged since its listing was
- * sealed: body, blen bytes) the files are copied by the kernel and each
- * file's digest is its sealed line's, else every copy is hashed. 0, or -1
+ * count. Each entry is checked against pv (if not NULL) through its own
+ * descriptor; with sealed (pv is the entry's own proof, its listing body
+ * blen bytes) a file pv vouches for is copied by the kernel under a read
+ * lease and takes its sealed line's digest; every other copy is hashed.
+ * *vouched: pv recorded exactly the entries walked, each as its descriptor
+ * showed it (and every file held its lease through its copy). 0, or -1
  * with e (*dst_err when the destination failed). */
 static int
-place_tree(int src, int dst, const char *sealed, size_t blen, cache_file_fn fn, void *arg, struct buf *lines,
-           uint64_t *files, int *dst_err, struct err *e)
+place_tree(int src, int dst, const struct proof_view *pv, const char *sealed, size_t blen, cache_file_fn fn,
+           void *arg, struct buf *lines, uint64_t *files, int *vouched, int *dst_err, struct err *e)
 {
 	struct place pl;
 	struct pent *p, *nx;
+	struct stat rs;
 	size_t *off = NULL, noff = 0;
 	char hex[65];
 	int rc = 0, i;
 
 	memset(&pl, 0, sizeof(pl));
+	*vouched = 0;
+	if (fstat(src, &rs) != 0)
+		return err_set(e, "io.error", "the kept tree: %s", strerror(errno));
 	if (sealed != NULL && line_starts(sealed, blen, &off, &noff) < 0)
 		return err_set(e, "internal", "out of memory");
-	pl.proved = sealed != NULL;
+	pl.pv = pv;
+	pl.dev = rs.st_dev;
+	pl.sealed = sealed != NULL && pv != NULL && proof_view_same(pv, 0, ".", &rs, rs.st_dev);
+	*vouched = pl.sealed || (pv != NULL && proof_view_same(pv, 0, ".", &rs, rs.st_dev));
 	pl.tail = &pl.head;
 	pl.qtail[0] = &pl.q[0];
 	pl.qtail[1] = &pl.q[1];
@@ -430,7 +526,10 @@ place_tree(int src, int dst, const char *sealed, size_t blen, cache_file_fn fn, 
 		__atomic_sub_fetch(&helpers, 1, __ATOMIC_SEQ_CST);
 	}
 	/* the first failure in walk order (every file before it was copied) */
+	if (pv == NULL || pv->n != pl.seq + 1)
+		*vouched = 0;
 	for (p = pl.head; p != NULL && rc == 0; p = p->next) {
+		*vouched = *vouched && p->proved;
 		if (p->failed) {
 			err_set(e, p->code, "%s", p->msg != NULL ? p->msg : "out of memory");
 			*dst_err = p->dst_err;
@@ -440,7 +539,7 @@ place_tree(int src, int dst, const char *sealed, size_t blen, cache_file_fn fn, 
 		} else if (p->type == 'l') {
 			rc = cache_line(lines, e, "l %s -> %s\n", p->rel, p->target);
 		} else if (p->type == 'f') {
-			if (pl.proved)
+			if (p->plain)
 				sealed_sha(sealed, blen, off, noff, p->seq, p->sha);
 			for (i = 0; i < 32; i++)
 				snprintf(hex + 2 * i, 3, "%02x", p->sha[i]);
@@ -540,7 +639,9 @@ read_manifest(const char *dir, const char *key, const unsigned char sk[KEY_LEN],
 	}
 	cache_seal(sk, t, len - ml, mac);
 	if (!ct_equal(mac, t + len - ml + 4, 64)) {
-		*why = "its manifest's seal does not match (edited, or made with another cache's key)";
+		*why = "its manifest's seal does not match (edited, or sealed with another machine's or "
+		       "user's key: "
+		       "a copied or restored cache)";
 		return -1;
 	}
 	m = t + hl;
@@ -597,11 +698,13 @@ reseal(const char *dir, const char *key, const unsigned char sk[KEY_LEN], const 
 
 /*
  * The entry's proof list (dir/proof) when its sha256 is hex and it shows
- * the tree at src unchanged since it was kept: 1 with *pl (malloc'd, the
- * caller frees), else 0 (the tree is then hashed as it is copied).
+ * the tree open at sfd unchanged since it was kept (a first look: each
+ * entry is checked again through the descriptor it is copied from): 1 with
+ * *pl (malloc'd, the caller frees), else 0 (the tree is then hashed as it
+ * is copied).
  */
 static int
-load_proof(const char *dir, const char *src, const char *hex, char **pl, size_t *len)
+load_proof(const char *dir, int sfd, const char *hex, char **pl, size_t *len)
 {
 	char path[4400], got[65];
 	struct digest d;
@@ -615,7 +718,7 @@ load_proof(const char *dir, const char *src, const char *hex, char **pl, size_t 
 		return 0;
 	digest_buf(DIGEST_SHA256, *pl, *len, &d);
 	digest_hex(&d, got);
-	if (!ct_equal(got, hex, 64) || proof_check(src, *pl, *len) != 1) {
+	if (!ct_equal(got, hex, 64) || proof_check_fd(sfd, *pl, *len) != 1) {
 		free(*pl);
 		*pl = NULL;
 		return 0;
@@ -633,9 +736,9 @@ cache_tree_has(const char *cache, const char *key)
 }
 
 int
-cache_tree_place(const char *cache, const char *key, int parentfd, const char *name, const char *label,
-                 cache_file_fn fn, void *arg, char *meta, size_t metacap, struct cache_placed *out,
-                 struct err *e)
+cache_tree_place(const char *cache, const char *keyfile, const char *key, int parentfd, const char *name,
+                 const char *label, cache_file_fn fn, void *arg, char *meta, size_t metacap,
+                 struct cache_placed *out, struct err *e)
 {
 	char trees[4096], dir[4200], src[4300], tmp[64], rnd[17], diff[800];
 	unsigned char sk[KEY_LEN];
@@ -646,12 +749,14 @@ cache_tree_place(const char *cache, const char *key, int parentfd, const char *n
 	uint64_t nfiles = 0;
 	struct err we;
 	size_t plen = 0;
-	int sfd, dfd, rc, dst_err = 0, proved, fresh = 0, held;
+	struct proof_view pv;
+	struct stat st;
+	int sfd, dfd, rc, dst_err = 0, proved, fresh = 0, held = 0;
 
 	snprintf(trees, sizeof(trees), "%s/trees", cache);
 	if ((size_t)snprintf(dir, sizeof(dir), "%s/%s", trees, key) >= sizeof(dir) || access(dir, F_OK) != 0)
 		return 0;
-	if (cache_seal_key(trees, sk, &why) < 0) {
+	if (cache_seal_key(keyfile, sk, &why) < 0) {
 		warnx_line("cache: not using the extracted tree of %s in %s: %s", label, trees, why);
 		return 0;
 	}
@@ -661,19 +766,41 @@ cache_tree_place(const char *cache, const char *key, int parentfd, const char *n
 		snprintf(meta, metacap, "%.*s", (int)mf.metalen, mf.meta);
 	snprintf(src, sizeof(src), "%s/tree", dir);
 	sfd = open(src, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (sfd < 0) {
+	if (sfd < 0 || fstat(sfd, &st) != 0) {
+		if (sfd >= 0)
+			close(sfd);
 		why = "its tree is missing";
 		goto damaged;
 	}
-	/* unchanged since it was kept (one stat per entry): copied by the
-	 * kernel, each file's digest the sealed one; else each copy hashed,
-	 * with a proof made first (at most 20 ms for the clock) that, if it
-	 * still holds after the copies, is sealed for the next placement */
-	proved = load_proof(dir, src, mf.proof, &pl, &plen);
+	if (st.st_uid != geteuid()) {
+		close(sfd);
+		snprintf(
+		    diff, sizeof(diff),
+		    "its tree is owned by uid %u, not by this user (uid %u): remove the entry, or chown it "
+		    "to this user",
+		    (unsigned)st.st_uid, (unsigned)geteuid());
+		why = diff;
+		goto damaged;
+	}
+#ifdef ABX_TEST
+	if (cache_test_place_fn != NULL)
+		cache_test_place_fn(dir);
+#endif
+	/* Everything from here on reads the tree through sfd and the
+	 * descriptors opened under it, never by its path (an entry renamed
+	 * meanwhile changes nothing). Unchanged since it was kept (one stat
+	 * per entry): each file whose descriptor still shows what the proof
+	 * records is copied by the kernel under a read lease, its digest the
+	 * sealed one; else each copy hashed, with a proof made first (at most
+	 * 20 ms for the clock) that, if every descriptor copied from matched
+	 * it, is sealed for the next placement. */
+	proved = load_proof(dir, sfd, mf.proof, &pl, &plen);
 	if (!proved) {
 		err_clear(&we);
-		fresh = proof_make_quick(src, "io.error", &pl, &plen, &we) == 0;
+		fresh = proof_make_quick_fd(sfd, src, "io.error", &pl, &plen, &we) == 0;
 	}
+	if ((proved || fresh) && proof_view_open(pl, plen, &pv) < 0)
+		proved = fresh = 0;
 	fs_rand_hex(rnd, 8);
 	snprintf(tmp, sizeof(tmp), ".abx-place-%s", rnd);
 	err_clear(&we);
@@ -684,7 +811,8 @@ cache_tree_place(const char *cache, const char *key, int parentfd, const char *n
 		free(pl);
 		return err_set(e, "io.error", "placing %s: %s", label, strerror(errno));
 	}
-	rc = place_tree(sfd, dfd, proved ? mf.body : NULL, mf.blen, fn, arg, &lines, &nfiles, &dst_err, &we);
+	rc = place_tree(sfd, dfd, proved || fresh ? &pv : NULL, proved ? mf.body : NULL, mf.blen, fn, arg,
+	                &lines, &nfiles, &held, &dst_err, &we);
 	close(sfd);
 	if (rc == 0 && fchmod(dfd, 0755) != 0)
 		rc = err_set(&we, "io.error", "placing %s: %s", label, strerror(errno)), dst_err = 1;
@@ -697,14 +825,11 @@ cache_tree_place(const char *cache, const char *key, int parentfd, const char *n
 		free(pl);
 		return -1;
 	}
-	held = (proved || fresh) && rc == 0 && proof_check(src, pl, plen) == 1;
-	if (rc < 0 || lines.len != mf.blen || memcmp(lines.p, mf.body, mf.blen) != 0 || (proved && !held)) {
+	if (rc < 0 || lines.len != mf.blen || memcmp(lines.p, mf.body, mf.blen) != 0) {
 		if (rc < 0)
 			snprintf(diff, sizeof(diff), "%.700s", we.msg);
-		else if (lines.len != mf.blen || memcmp(lines.p, mf.body, mf.blen) != 0)
-			first_diff(mf.body, mf.blen, (const char *)lines.p, lines.len, diff, sizeof(diff));
 		else
-			snprintf(diff, sizeof(diff), "its tree changed while it was copied");
+			first_diff(mf.body, mf.blen, (const char *)lines.p, lines.len, diff, sizeof(diff));
 		why = diff;
 		discard(parentfd, tmp);
 		buf_free(&lines);
@@ -726,7 +851,7 @@ cache_tree_place(const char *cache, const char *key, int parentfd, const char *n
 	fresh = fresh && held && reseal(dir, key, sk, &mf, pl, plen);
 	if (out != NULL) {
 		out->files = nfiles;
-		out->proved = proved;
+		out->proved = proved && held;
 		out->resealed = fresh;
 	}
 	buf_free(&lines);

@@ -175,18 +175,25 @@ cache_tree_key(const struct digest *d, const char *variant, char out[CACHE_KEY_M
 }
 
 int
-cache_seal_key(const char *trees, unsigned char key[KEY_LEN], const char **why)
+cache_seal_key(const char *keyfile, unsigned char key[KEY_LEN], const char **why)
 {
-	char path[4096], tmp[4200], hex[2 * KEY_LEN + 2], rnd[17];
+	char dir[4096], tmp[4200], hex[2 * KEY_LEN + 2], rnd[17];
 	struct stat st;
+	struct err e;
 	ssize_t n;
 	int fd, i;
 
-	snprintf(path, sizeof(path), "%s/.key", trees);
+	if (keyfile == NULL || keyfile[0] != '/') {
+		*why = "no state directory for its key (the key is kept outside the cache)";
+		return -1;
+	}
 	for (i = 0; i < 2; i++) {
-		fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		err_clear(&e);
+		/* never a link, never a FIFO waited on, a regular file of ours
+		 * that nobody else can read */
+		fd = fs_open_file(keyfile, &st, &e);
 		if (fd >= 0) {
-			n = fstat(fd, &st) == 0 ? read(fd, hex, sizeof(hex)) : -1;
+			n = read(fd, hex, sizeof(hex));
 			close(fd);
 			if (st.st_uid != geteuid() || (st.st_mode & 077) != 0) {
 				*why = "its key file is not this user's alone (mode 0600)";
@@ -206,7 +213,13 @@ cache_seal_key(const char *trees, unsigned char key[KEY_LEN], const char **why)
 			}
 			return 0;
 		}
-		if (errno != ENOENT || i > 0)
+		if (e.code == NULL || strcmp(e.code, "not_found") != 0) {
+			*why = "its key file is not a regular file (a link, a FIFO, a directory)";
+			return -1;
+		}
+		if (i > 0)
+			break;
+		if (fs_dirname(keyfile, dir, sizeof(dir)) != 0 || fs_mkdir_p(dir, 0700, &e) != 0)
 			break;
 		if (getrandom(key, KEY_LEN, 0) != KEY_LEN) {
 			*why = "no random bytes for its key";
@@ -216,7 +229,7 @@ cache_seal_key(const char *trees, unsigned char key[KEY_LEN], const char **why)
 			snprintf(hex + 2 * n, 3, "%02x", key[n]);
 		hex[2 * KEY_LEN] = '\n';
 		fs_rand_hex(rnd, 8);
-		snprintf(tmp, sizeof(tmp), "%s/.tmp-key-%s", trees, rnd);
+		snprintf(tmp, sizeof(tmp), "%s/.tmp-key-%s", dir, rnd);
 		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (fd < 0)
 			break;
@@ -224,7 +237,7 @@ cache_seal_key(const char *trees, unsigned char key[KEY_LEN], const char **why)
 		close(fd);
 		/* link(2) never replaces: of two first users one key wins and
 		 * both read it */
-		if (n != 2 * KEY_LEN + 1 || (link(tmp, path) != 0 && errno != EEXIST)) {
+		if (n != 2 * KEY_LEN + 1 || (link(tmp, keyfile) != 0 && errno != EEXIST)) {
 			unlink(tmp);
 			break;
 		}
@@ -664,8 +677,8 @@ store_close(struct cache_store *s, int rc)
 }
 
 struct cache_store *
-cache_tree_store_begin(const char *cache, const char *key, int dirfd, const char *meta, const char *label,
-                       cache_sum_fn sum, void *sum_arg, int *kept)
+cache_tree_store_begin(const char *cache, const char *keyfile, const char *key, int dirfd, const char *meta,
+                       const char *label, cache_sum_fn sum, void *sum_arg, int *kept)
 {
 	char trees[4096], rnd[17], mf[4300];
 	const char *why = NULL;
@@ -688,7 +701,11 @@ cache_tree_store_begin(const char *cache, const char *key, int dirfd, const char
 		store_close(s, 0);
 		return NULL;
 	}
-	if ((mkdir(trees, 0755) != 0 && errno != EEXIST) || cache_seal_key(trees, s->sk, &why) < 0) {
+	/* a key kept inside the cache by an earlier version travels with
+	 * every copy of it: never read, removed */
+	snprintf(mf, sizeof(mf), "%s/.key", trees);
+	unlink(mf);
+	if ((mkdir(trees, 0755) != 0 && errno != EEXIST) || cache_seal_key(keyfile, s->sk, &why) < 0) {
 		warnx_line("cache: not keeping the extracted tree of %s in %s: %s", label, trees,
 		           why ? why : strerror(errno));
 		s->tmp[0] = '\0';
@@ -848,12 +865,12 @@ cache_tree_store_end(struct cache_store *s)
 }
 
 int
-cache_tree_store(const char *cache, const char *key, int dirfd, const char *meta, const char *label,
-                 cache_sum_fn sum, void *sum_arg)
+cache_tree_store(const char *cache, const char *keyfile, const char *key, int dirfd, const char *meta,
+                 const char *label, cache_sum_fn sum, void *sum_arg)
 {
 	struct cache_store *s;
 	int kept;
 
-	s = cache_tree_store_begin(cache, key, dirfd, meta, label, sum, sum_arg, &kept);
+	s = cache_tree_store_begin(cache, keyfile, key, dirfd, meta, label, sum, sum_arg, &kept);
 	return s != NULL ? cache_tree_store_end(s) : kept;
 }

@@ -16,9 +16,11 @@
  * its worker's buffer while it is downloaded (or read once from the cache)
  * and hashed, and extracted from there: the bytes extracted are the bytes
  * verified, with no second read and no window for the cache file to change.
- * A larger one is streamed to the cache, re-read, hashed again, extracted.
+ * A larger one is streamed to the cache and extracted from the descriptor
+ * it was hashed through (never its name), hashed again as it is read.
  */
 #include "pkg/npm.h"
+#include "pkg/npm_int.h"
 
 #include "base/buf.h"
 #include "pkg/arc.h"
@@ -59,6 +61,8 @@ struct job {
 	enum pstate st;
 	int parent;      /* index of the package holding it, or -1 */
 	char file[4096]; /* verified cache file */
+	int fd;          /* the descriptor it was verified through (do_one's), or -1 */
+	uint64_t size;   /* the tarball's bytes */
 };
 
 struct run {
@@ -190,11 +194,14 @@ fetch_one(struct run *r, struct http_client *hc, struct job *j, struct mem *m, s
 
 	buf_reset(&m->b);
 	m->ok = 0;
-	if ((rc = cache_get(o->cache, &p->digest, o->fetch_only ? NULL : &m->b, &m->ok, j->file,
-	                    sizeof(j->file), e)) != 0) {
+	if ((rc = cache_get(o->cache, 1, &p->digest, o->fetch_only ? NULL : &m->b, &m->ok,
+	                    o->fetch_only ? NULL : &j->fd, j->file, sizeof(j->file), e)) != 0) {
 		if (rc > 0) {
 			struct stat cs;
-			uint64_t sz = stat(j->file, &cs) == 0 ? (uint64_t)cs.st_size : 0;
+			uint64_t sz = j->fd >= 0 && fstat(j->fd, &cs) == 0 ? (uint64_t)cs.st_size
+			              : m->ok                              ? m->b.len
+			                                                   : 0;
+			j->size = sz;
 			pthread_mutex_lock(&r->mu);
 			r->st.cached++;
 			r->st.cached_bytes += sz;
@@ -254,7 +261,8 @@ fetch_one(struct run *r, struct http_client *hc, struct job *j, struct mem *m, s
 	/* No fsync: every use of a cache entry re-hashes it against the
 	 * integrity first, so an entry torn by a power cut is a miss, never an
 	 * install of wrong bytes; 300 fsyncs would cost more than the rest. */
-	rc = cache_put_commit(&s.put, &p->digest, 0, &dw, &d256, j->file, sizeof(j->file), e);
+	rc = cache_put_commit(&s.put, &p->digest, 0, &dw, &d256, o->fetch_only ? NULL : &j->fd, j->file,
+	                      sizeof(j->file), e);
 	stream_join(xs, rc > 0);
 	if (rc < 0)
 		return fail_phase(e, "fetch", "%s", e->msg);
@@ -262,6 +270,7 @@ fetch_one(struct run *r, struct http_client *hc, struct job *j, struct mem *m, s
 		return err_set(e, "install.checksum_mismatch", "%s@%s (%s): expected %s, got %s", p->name,
 		               p->version, url, digest_sri(&p->digest, want), digest_sri(&dw, got));
 	m->ok = s.b != NULL && !s.b->over;
+	j->size = s.put.bytes;
 	pthread_mutex_lock(&r->mu);
 	r->st.fetched++;
 	r->st.cpu_recv_us += clock_thread_cpu_us() - cpu0;
@@ -272,41 +281,6 @@ fetch_one(struct run *r, struct http_client *hc, struct job *j, struct mem *m, s
 }
 
 /* ---- extract ------------------------------------------------------------ */
-
-/* mkdir -p of rel (a lockfile path) under the root fd; returns an fd of the
- * last directory, opened without following symlinks at any step. */
-static int
-open_dir_path(int rootfd, const char *rel, struct err *e)
-{
-	char part[NPMLOCK_PATH_MAX];
-	const char *p = rel, *q;
-	int fd = dup(rootfd), nfd;
-	size_t n;
-
-	if (fd < 0)
-		return fail_phase(e, "extract", "dup: %s", strerror(errno));
-	while (*p) {
-		q = strchr(p, '/');
-		n = q ? (size_t)(q - p) : strlen(p);
-		if (n == 0 || n >= sizeof(part)) {
-			close(fd);
-			return fail_phase(e, "extract", "bad path %s", rel);
-		}
-		memcpy(part, p, n);
-		part[n] = '\0';
-		if (mkdirat(fd, part, 0755) != 0 && errno != EEXIST) {
-			close(fd);
-			return fail_phase(e, "extract", "%s: %s", rel, strerror(errno));
-		}
-		nfd = openat(fd, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		close(fd);
-		if (nfd < 0)
-			return fail_phase(e, "extract", "%s: %s", rel, strerror(errno));
-		fd = nfd;
-		p = q ? q + 1 : p + n;
-	}
-	return fd;
-}
 
 struct file_tap {
 	const struct npm_opts *o;
@@ -357,14 +331,19 @@ extract_pkg(struct run *r, struct job *j, const struct mem *m, arc_read_fn read,
 	int afd = -1, dfd, rc, from_file = !m->ok && read == NULL;
 
 	*dfdp = -1;
+	/* the descriptor the blob was hashed through, never its name (renamed
+	 * over by anyone who can write the cache directory) */
 	if (from_file) {
-		afd = open(j->file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-		if (afd < 0) {
-			fail_phase(e, "extract", "%s: %s", j->file, strerror(errno));
+		afd = j->fd;
+		j->fd = -1;
+		if (afd < 0 || lseek(afd, 0, SEEK_SET) != 0) {
+			fail_phase(e, "extract", "%s: %s", j->file, afd < 0 ? "not open" : strerror(errno));
+			if (afd >= 0)
+				close(afd);
 			return -2;
 		}
 	}
-	dfd = open_dir_path(rootfd, j->p->path, e);
+	dfd = npm_dir_open(rootfd, j->p->path, e);
 	if (dfd < 0) {
 		if (afd >= 0)
 			close(afd);
@@ -436,12 +415,12 @@ finish_pkg(struct run *r, struct job *j, const struct mem *m, int dfd, struct ca
 	/* Kept before anything else runs in the tree (the packages it holds
 	 * are extracted only once this one is done). */
 	if (rc == 0 && r->o->keep_trees && tree_key(j, key) == 0) {
-		struct stat ts;
-		uint64_t sz = m->ok ? m->b.len : stat(j->file, &ts) == 0 ? (uint64_t)ts.st_size : 0;
+		uint64_t sz = m->ok ? m->b.len : j->size;
 		/* the tarball's size: a placed package still counts its bytes */
 		snprintf(meta, sizeof(meta), "size=%llu", (unsigned long long)sz);
 		snprintf(label, sizeof(label), "%s@%s", j->p->name, j->p->version);
-		kept = cache_tree_store(r->o->cache, key, dfd, meta, label, cache_sums_get, sums);
+		kept = cache_tree_store(r->o->cache, r->o->cache_key, key, dfd, meta, label, cache_sums_get,
+		                        sums);
 	}
 	cache_sums_free(sums);
 	close(dfd);
@@ -563,7 +542,7 @@ place_one(struct run *r, struct job *j, int rootfd, struct err *e)
 	if (tree_key(j, key) != 0)
 		return 0;
 	base = base ? base + 1 : j->p->path;
-	if ((dfd = open_dir_path(rootfd, j->p->path, e)) < 0)
+	if ((dfd = npm_dir_open(rootfd, j->p->path, e)) < 0)
 		return -1;
 	/* ".." of a directory opened without following links is its parent */
 	pfd = openat(dfd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -571,8 +550,8 @@ place_one(struct run *r, struct job *j, int rootfd, struct err *e)
 	if (pfd < 0)
 		return fail_phase(e, "extract", "%s: %s", j->p->path, strerror(errno));
 	snprintf(label, sizeof(label), "%s@%s", j->p->name, j->p->version);
-	rc = cache_tree_place(r->o->cache, key, pfd, base, label, r->o->on_file ? file_tap : NULL, &tap, meta,
-	                      sizeof(meta), &pd, e);
+	rc = cache_tree_place(r->o->cache, r->o->cache_key, key, pfd, base, label,
+	                      r->o->on_file ? file_tap : NULL, &tap, meta, sizeof(meta), &pd, e);
 	close(pfd);
 	if (rc < 0) {
 		char msg[ERR_MSG_MAX];
@@ -678,6 +657,9 @@ worker_main(void *arg)
 		pick->st = P_FETCHING;
 		pthread_mutex_unlock(&r->mu);
 		rc = do_one(w, pick, &hc, &m, &e);
+		if (pick->fd >= 0)
+			close(pick->fd);
+		pick->fd = -1;
 		pthread_mutex_lock(&r->mu);
 		if (rc != 0) {
 			if (!r->failed) {
@@ -775,8 +757,10 @@ npm_install(const struct npm_opts *o, struct npm_stats *st, struct err *e)
 			r.jobs[n++].p = &o->lock->pkgs[i];
 	r.n = n;
 	qsort(r.jobs, n, sizeof(*r.jobs), cmp_path);
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n; i++) {
 		r.jobs[i].parent = find_parent(r.jobs, n, &r.jobs[i]);
+		r.jobs[i].fd = -1;
+	}
 
 	w.r = &r;
 	w.rootfd = -1;
@@ -821,80 +805,4 @@ npm_install(const struct npm_opts *o, struct npm_stats *st, struct err *e)
 		close(w.rootfd);
 	free(r.jobs);
 	return rc;
-}
-
-/* ---- bins ----------------------------------------------------------------- */
-
-int
-npm_link_bins(const struct npmlock *l, const char *staging, struct err *e)
-{
-	char pkgdir[4096], bindir[4096], link[4096], target[4096], full[8192];
-	struct stat sb;
-	size_t i;
-	int rootfd, pfd;
-
-	if (l->root == NULL || l->nbins == 0)
-		return 0;
-	snprintf(pkgdir, sizeof(pkgdir), "%s", l->root->path);
-	snprintf(bindir, sizeof(bindir), "%s/node_modules/.bin", staging);
-	rootfd = open(staging, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (rootfd < 0)
-		return fail_phase(e, "extract", "%s: %s", staging, strerror(errno));
-	pfd = open_dir_path(rootfd, pkgdir, e);
-	close(rootfd);
-	if (pfd < 0)
-		return -1;
-	if (mkdir(bindir, 0755) != 0 && errno != EEXIST) {
-		close(pfd);
-		return fail_phase(e, "extract", "%s: %s", bindir, strerror(errno));
-	}
-	for (i = 0; i < l->nbins; i++) {
-		const struct npmlock_bin *b = &l->bins[i];
-		/* Every component of the target is checked without following
-		 * links: extraction drops links, so a link here is foreign. */
-		char part[NPMLOCK_PATH_MAX], *q;
-		int fd = dup(pfd), nfd;
-		snprintf(part, sizeof(part), "%s", b->target);
-		q = part;
-		for (;;) {
-			char *s = strchr(q, '/');
-			if (s)
-				*s = '\0';
-			nfd = openat(fd, q, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | (s ? O_DIRECTORY : 0));
-			close(fd);
-			fd = nfd;
-			if (fd < 0 || !s)
-				break;
-			q = s + 1;
-		}
-		if (fd < 0 || fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-			if (fd >= 0)
-				close(fd);
-			close(pfd);
-			return fail_phase(e, "extract", "bin %s: %s/%s is not a regular file in the package",
-			                  b->name, l->root->name, b->target);
-		}
-		if (fchmod(fd, 0755) != 0) {
-			close(fd);
-			close(pfd);
-			return fail_phase(e, "extract", "bin %s: chmod: %s", b->name, strerror(errno));
-		}
-		close(fd);
-		/* node_modules/.bin/<name> -> ../<package>/<target> */
-		if ((size_t)snprintf(target, sizeof(target), "../%s/%s",
-		                     l->root->path + strlen("node_modules/"), b->target) >= sizeof(target) ||
-		    (size_t)snprintf(link, sizeof(link), "%s/%s", bindir, b->name) >= sizeof(link) ||
-		    (size_t)snprintf(full, sizeof(full), "%s.tmp%d", link, (int)getpid()) >= sizeof(full)) {
-			close(pfd);
-			return fail_phase(e, "extract", "bin %s: path too long", b->name);
-		}
-		unlink(full);
-		if (symlink(target, full) != 0 || rename(full, link) != 0) {
-			unlink(full);
-			close(pfd);
-			return fail_phase(e, "extract", "bin %s: %s", b->name, strerror(errno));
-		}
-	}
-	close(pfd);
-	return 0;
 }

@@ -67,6 +67,7 @@ struct npm_opts {
 	const struct npmlock *lock;
 	const char *staging;      /* tree root; NULL with fetch_only */
 	const char *cache;        /* the content-addressed cache directory */
+	const char *cache_key;    /* its tree cache's sealing key file (cache.h) */
 	const char *registry;     /* mirror base URL ("https://host[/prefix]") or NULL */
 	const char *const *hosts; /* hosts that may be contacted ("host[:port]") */
 	size_t nhosts;

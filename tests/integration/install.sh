@@ -146,6 +146,119 @@ prep "$T/t1z" --only hello -v --cache "$T/c1v"
 expect "... the next placement" 0 "hello 1.0.0: installed"
 check "... proved unchanged by that proof" grep -q "hello 1.0.0: placed [0-9]* files .* (the kept tree proved unchanged by its stat proof" "$T/err"
 
+# ---- the tree cache's key stays on its machine (issue 27) --------------------------------
+# A cache copied (cp -a, a CI restore, an image's COPY) to another machine
+# (another state directory) carries its trees but not their key: each tree
+# is extracted again from the blob, verified against the pin.
+cp -a "$T/c1v" "$T/c2m"
+run env ABX_SERVER_STATE_DIR="$T/state2" "$BIN" prepare --manifests "$M" --tools-dir "$T/t2m" --only hello -v \
+	--cache "$T/c2m"
+expect "a cache copied to another machine: installed" 0 "hello 1.0.0: installed"
+check "... its tree sealed with another machine's key, said" \
+	grep -q "the extracted tree of hello 1.0.0 (.*) is damaged: .*another machine's or user's key" "$T/err"
+check "... extracted again from the verified blob" grep -Eq 'timing hello 1.0.0:.* extract [0-9]' "$T/err"
+check "... no key inside the cache" test ! -e "$T/c2m/trees/.key"
+check "... this machine's key in its state directory, 0600" \
+	sh -c "test \"\$(stat -c %a '$T/state2/tree-cache.key')\" = 600"
+# forge ENTRY KEYHEX: its bin/hello made to say "forged", the listing line
+# and the seal made to match, sealed with KEYHEX
+forge() {
+	printf '#!/bin/sh\necho forged\n' >"$1/tree/bin/hello"
+	_s=$(sha "$1/tree/bin/hello")
+	_n=$(wc -c <"$1/tree/bin/hello")
+	sed -i '$d' "$1/manifest"
+	sed -i "s|^f \([0-7]*\) [0-9]* [0-9a-f]* bin/hello\$|f \1 $_n $_s bin/hello|" "$1/manifest"
+	printf 'mac %s\n' "$(openssl dgst -sha256 -mac HMAC -macopt "hexkey:$2" <"$1/manifest" | sed 's/.* //')" \
+		>>"$1/manifest"
+}
+# A key found inside a cache (an earlier version kept it there) seals
+# nothing: a tree forged and sealed with it does not install its bytes.
+cp -a "$T/c1v" "$T/c3f"
+K3=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+printf '%s\n' "$K3" >"$T/c3f/trees/.key"
+chmod 600 "$T/c3f/trees/.key"
+forge "$(ls -d "$T/c3f/trees/sha256-"*)" "$K3"
+prep "$T/t3f" --only hello -v --cache "$T/c3f"
+expect "a tree forged and sealed with the key found in the cache: installed" 0 "hello 1.0.0: installed"
+check "... not its forged bytes: the tarball's" \
+	diff "$T/t1v/hello/1.0.0-$PLATFORM/bin/hello" "$T/t3f/hello/1.0.0-$PLATFORM/bin/hello"
+check "... the forged tree discarded, said" grep -q "the extracted tree of hello 1.0.0 (.*) is damaged" "$T/err"
+check "... the in-cache key removed" test ! -e "$T/c3f/trees/.key"
+
+# ---- a kept tree under a writable shared mapping (issue 27) --------------------------------
+# A write through a mapping whose page is dirty already moves no ctime, so
+# a stat proof made while it is there holds over the bytes it writes later.
+# A file open for writing (a mapping keeps it so) is never trusted on its
+# proof: it is hashed, and its kept tree is not given a proof. The cache
+# on tmpfs where there is one: its mapped writes never move a ctime (ext4
+# moves it once a clean page is written, and its journal cleans pages).
+SHM=$(mktemp -d /dev/shm/abx-test.XXXXXX 2>/dev/null || { mkdir -p "$T/shm" && echo "$T/shm"; })
+cp -a "$T/c1v" "$SHM/c4m"
+TM=$(ls -d "$SHM/c4m/trees/sha256-"*)
+bg python3 -c '
+import mmap, os, sys, time
+f = open(sys.argv[1], "r+b")
+m = mmap.mmap(f.fileno(), 0)
+m[0:1] = m[0:1]
+open(sys.argv[2] + ".ready", "w").write("x\n")
+while not os.path.exists(sys.argv[2] + ".go"):
+    time.sleep(0.02)
+m[0:1] = bytes([m[0] ^ 1])
+open(sys.argv[2] + ".done", "w").write("x\n")
+time.sleep(60)
+' "$TM/tree/share/data.bin" "$T/mm"
+MMPID=$BGPID
+wait_for_line "$T/mm.ready" x 10 || true
+sleep 0.1
+prep "$T/t4m1" --only hello -v --cache "$SHM/c4m"
+expect "a kept tree with a file mapped for writing: placed" 0 "hello 1.0.0: installed"
+check "... hashed, and given no stat proof while the mapping is there" \
+	grep -q "hello 1.0.0: placed [0-9]* files from the extracted tree in $SHM/c4m/trees/[^ ]* (each copy hashed against its sealed listing; no download" "$T/err"
+: >"$T/mm.go"
+wait_for_line "$T/mm.done" x 10 || true
+prep "$T/t4m2" --only hello -v --cache "$SHM/c4m"
+expect "... then written through the dirty mapping: installed" 0 "hello 1.0.0: installed"
+check "... the written bytes not installed: the tarball's" \
+	cmp "$T/t1v/hello/1.0.0-$PLATFORM/share/data.bin" "$T/t4m2/hello/1.0.0-$PLATFORM/share/data.bin"
+check "... the entry found changed, said" grep -q "the extracted tree of hello 1.0.0 (.*) is damaged: .*share/data.bin" "$T/err"
+kill "$MMPID" 2>/dev/null
+rm -rf "$SHM"
+
+# ---- another user's entries in our cache are refused (issue 27) --------------------------
+if [ "$(id -u)" = 0 ]; then
+	cp -a "$T/c1v" "$T/c5o"
+	chown 65534 "$(ls -d "$T/c5o/trees/sha256-"*)/tree/bin/hello"
+	prep "$T/t5o" --only hello -v --cache "$T/c5o"
+	expect "a kept tree with a file of another user's: installed all the same" 0 "hello 1.0.0: installed"
+	check "... the entry refused, naming the file and its owner" \
+		grep -q "the extracted tree of hello 1.0.0 (.*) is damaged: bin/hello is owned by uid 65534, not by this user" "$T/err"
+	check "... extracted from the verified blob instead" grep -Eq 'timing hello 1.0.0:.* extract [0-9]' "$T/err"
+	cp -a "$T/c1v" "$T/c5b"
+	rm -rf "$T/c5b/trees"
+	chown 65534 "$T/c5b/$H"
+	prep "$T/t5p" --only hello --cache "$T/c5b"
+	expect "a blob of another user's in our cache: refused, naming it and its owner" 3 "" \
+		"cache.unsafe_entry: $T/c5b/$H is owned by uid 65534, not by this user (uid 0)"
+fi
+
+# ---- what is not a regular file is refused at once, never waited on (issue 27) ----------
+# A FIFO named as a blob, a mirror directory's file or the sealing key: a
+# coded error naming it (a blob, a mirror file), or the tree cache not used
+# (the key), never a prepare that hangs on the open.
+mkdir -p "$T/cfifo" "$T/mfifo"
+mkfifo "$T/cfifo/$H" "$T/mfifo/$H"
+run timeout 20 "$BIN" prepare --manifests "$M" --tools-dir "$T/tfifo1" --only hello --cache "$T/cfifo"
+expect "a FIFO as a blob in the cache: refused, not waited on" 3 "" "cache.unsafe_entry: $T/cfifo/$H is not a regular file (a FIFO)"
+run timeout 20 env ABX_INSTALL_MIRROR="file://$T/mfifo" ABX_SERVER_INSTALL_MODE=offline "$BIN" prepare \
+	--manifests "$M" --tools-dir "$T/tfifo2" --only hello --cache "$T/cfifo2"
+expect "a FIFO as a mirror directory's file: refused, not waited on" 3 "" "cache.unsafe_entry: $T/mfifo/$H is not a regular file (a FIFO)"
+mkdir -p "$T/state3"
+mkfifo "$T/state3/tree-cache.key"
+run timeout 20 env ABX_SERVER_STATE_DIR="$T/state3" "$BIN" prepare --manifests "$M" --tools-dir "$T/tfifo3" \
+	--only hello --cache "$T/c1v"
+expect "a FIFO as the sealing key: installed all the same, the tree cache not used" 0 "hello 1.0.0: installed"
+check "... said, naming the key" grep -q "its key file is not a regular file" "$T/err"
+
 # the fast path takes no lock and writes nothing
 if command -v strace >/dev/null 2>&1; then
 	strace -f -qq -e trace=flock,openat,open,mkdir,mkdirat,rename,renameat,renameat2,unlink,unlinkat,symlink,symlinkat,link,linkat,chmod,fchmodat,truncate \

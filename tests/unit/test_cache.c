@@ -1,6 +1,7 @@
 #include "unit.h"
 #include "base/clock.h"
 #include "base/fs.h"
+#include "base/proof.h"
 #include "pkg/cache.h"
 #include "pkg/cache_int.h"
 
@@ -9,6 +10,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -31,10 +33,17 @@ exists(const char *rel)
 	return access(p, F_OK) == 0;
 }
 
+/* The sealing key's file: in a state directory beside the caches, never
+ * inside one. */
+static char keyf[128];
+
 static int
 setup(void **state)
 {
-	return unit_mkdtemp(dir, sizeof(dir), "cache");
+	int rc = unit_mkdtemp(dir, sizeof(dir), "cache");
+
+	snprintf(keyf, sizeof(keyf), "%s/state/" CACHE_KEY_FILE, dir);
+	return rc;
 }
 
 static int
@@ -57,14 +66,14 @@ test_get_verifies(void **state)
 	digest_buf(DIGEST_SHA512, "tarball", 7, &d512);
 	digest_buf(DIGEST_SHA256, "tarball", 7, &d256);
 	/* no alias: a miss */
-	assert_int_equal(cache_get(cache, &d512, NULL, NULL, got, sizeof(got), &e), 0);
+	assert_int_equal(cache_get(cache, 1, &d512, NULL, NULL, NULL, got, sizeof(got), &e), 0);
 	/* alias and blob: a hit naming the sha256 blob, kept in memory */
 	digest_hex(&d256, hex);
 	snprintf(p, sizeof(p), "c/%s", hex);
 	put(p, "tarball");
 	snprintf(idx, sizeof(idx), "c/sha512-%s", digest_hex(&d512, h512));
 	put(idx, hex);
-	assert_int_equal(cache_get(cache, &d512, &mem, &in_mem, got, sizeof(got), &e), 1);
+	assert_int_equal(cache_get(cache, 1, &d512, &mem, &in_mem, NULL, got, sizeof(got), &e), 1);
 	assert_int_equal(in_mem, 1);
 	assert_int_equal(mem.len, 7);
 	assert_memory_equal(mem.p, "tarball", 7);
@@ -73,18 +82,92 @@ test_get_verifies(void **state)
 	assert_int_equal(cache_sha256_of(cache, &d512, got), 1);
 	assert_string_equal(got, hex);
 	/* sha256 asked directly: the blob's own name */
-	assert_int_equal(cache_get(cache, &d256, NULL, NULL, got, sizeof(got), &e), 1);
+	assert_int_equal(cache_get(cache, 1, &d256, NULL, NULL, NULL, got, sizeof(got), &e), 1);
 	/* the blob changed behind the alias: a miss, and both are removed */
 	snprintf(p, sizeof(p), "c/%s", hex);
 	put(p, "tarbalL");
-	assert_int_equal(cache_get(cache, &d512, &mem, &in_mem, got, sizeof(got), &e), 0);
+	assert_int_equal(cache_get(cache, 1, &d512, &mem, &in_mem, NULL, got, sizeof(got), &e), 0);
 	assert_int_equal(in_mem, 0);
 	assert_false(exists(p));
 	assert_false(exists(idx));
 	/* an alias that is not a hex digest is ignored */
 	put(idx, "../../../../etc/passwd................................................");
-	assert_int_equal(cache_get(cache, &d512, NULL, NULL, got, sizeof(got), &e), 0);
+	assert_int_equal(cache_get(cache, 1, &d512, NULL, NULL, NULL, got, sizeof(got), &e), 0);
 	buf_free(&mem);
+}
+
+/* An alias naming another artifact's blob (sound for its own digest): the
+ * mismatch removes the alias, never that blob. */
+static void
+test_alias_to_other_blob(void **state)
+{
+	char cache[256], p[512], got[512], hex[DIGEST_HEX_MAX], h512[DIGEST_HEX_MAX], idx[512];
+	struct digest a512, b256;
+	struct err e;
+
+	snprintf(cache, sizeof(cache), "%s/c", dir);
+	mkdir(cache, 0700);
+	digest_buf(DIGEST_SHA512, "artifact a", 10, &a512);
+	digest_buf(DIGEST_SHA256, "artifact b", 10, &b256);
+	snprintf(p, sizeof(p), "c/%s", digest_hex(&b256, hex));
+	put(p, "artifact b");
+	snprintf(idx, sizeof(idx), "c/sha512-%s", digest_hex(&a512, h512));
+	put(idx, hex);
+	assert_int_equal(cache_get(cache, 1, &a512, NULL, NULL, NULL, got, sizeof(got), &e), 0);
+	assert_false(exists(idx));
+	assert_true(exists(p));
+	assert_int_equal(cache_get(cache, 1, &b256, NULL, NULL, NULL, got, sizeof(got), &e), 1);
+}
+
+/* A blob, an alias, or a key that is not a regular file (a FIFO) is
+ * refused at once (cache.unsafe_entry naming it), never waited on; one
+ * owned by another user in our own cache is refused, naming the owner. */
+static void
+test_get_refuses(void **state)
+{
+	char cache[256], p[512], got[512], hex[DIGEST_HEX_MAX], h512[DIGEST_HEX_MAX], idx[600];
+	struct digest d512, d256;
+	unsigned char sk[KEY_LEN];
+	const char *why = NULL;
+	struct err e;
+	int fd = -1;
+
+	snprintf(cache, sizeof(cache), "%s/c", dir);
+	mkdir(cache, 0700);
+	digest_buf(DIGEST_SHA512, "tarball", 7, &d512);
+	digest_buf(DIGEST_SHA256, "tarball", 7, &d256);
+	snprintf(p, sizeof(p), "%s/%s", cache, digest_hex(&d256, hex));
+	assert_int_equal(mkfifo(p, 0600), 0);
+	err_clear(&e);
+	assert_int_equal(cache_get(cache, 1, &d256, NULL, NULL, &fd, got, sizeof(got), &e), -1);
+	assert_string_equal(e.code, "cache.unsafe_entry");
+	assert_non_null(strstr(e.msg, p));
+	assert_non_null(strstr(e.msg, "FIFO"));
+	assert_int_equal(fd, -1);
+	snprintf(idx, sizeof(idx), "%s/sha512-%s", cache, digest_hex(&d512, h512));
+	assert_int_equal(mkfifo(idx, 0600), 0);
+	assert_int_equal(cache_get(cache, 1, &d512, NULL, NULL, NULL, got, sizeof(got), &e), -1);
+	assert_non_null(strstr(e.msg, idx));
+	assert_int_equal(cache_sha256_of(cache, &d512, got), 0);
+	unlink(p);
+	unlink(idx);
+	/* another user's blob: refused in our cache, hashed in a mirror */
+	put((snprintf(got, sizeof(got), "c/%s", hex), got), "tarball");
+	if (geteuid() == 0) {
+		assert_int_equal(chown(p, 65534, 65534), 0);
+		assert_int_equal(cache_get(cache, 1, &d256, NULL, NULL, NULL, got, sizeof(got), &e), -1);
+		assert_string_equal(e.code, "cache.unsafe_entry");
+		assert_non_null(strstr(e.msg, "owned by uid 65534"));
+		assert_int_equal(cache_get(cache, 0, &d256, NULL, NULL, &fd, got, sizeof(got), &e), 1);
+		assert_true(fd >= 0);
+		close(fd);
+	}
+	/* the key: a FIFO is refused, not waited on */
+	snprintf(p, sizeof(p), "%s/state", dir);
+	mkdir(p, 0700);
+	assert_int_equal(mkfifo(keyf, 0600), 0);
+	assert_int_equal(cache_seal_key(keyf, sk, &why), -1);
+	assert_non_null(strstr(why, "not a regular file"));
 }
 
 static void
@@ -101,7 +184,7 @@ test_put_commit(void **state)
 	assert_int_equal(cache_put_open(&cp, cache, DIGEST_SHA512, &e), 0);
 	assert_int_equal(cache_put_write(&cp, "hello ", 6, &e), 0);
 	assert_int_equal(cache_put_write(&cp, "world", 5, &e), 0);
-	assert_int_equal(cache_put_commit(&cp, &want, 0, &got, &sha, out, sizeof(out), &e), 1);
+	assert_int_equal(cache_put_commit(&cp, &want, 0, &got, &sha, NULL, out, sizeof(out), &e), 1);
 	assert_true(digest_equal(&want, &got));
 	digest_hex(&sha, hex);
 	snprintf(p, sizeof(p), "%s/%s", cache, hex);
@@ -112,7 +195,7 @@ test_put_commit(void **state)
 	/* a mismatch leaves nothing, not even the temporary file */
 	assert_int_equal(cache_put_open(&cp, cache, DIGEST_SHA512, &e), 0);
 	assert_int_equal(cache_put_write(&cp, "hello World", 11, &e), 0);
-	assert_int_equal(cache_put_commit(&cp, &want, 0, &got, &sha, out, sizeof(out), &e), 0);
+	assert_int_equal(cache_put_commit(&cp, &want, 0, &got, &sha, NULL, out, sizeof(out), &e), 0);
 	assert_false(digest_equal(&want, &got));
 	snprintf(p, sizeof(p), "c/sha512-%s", digest_hex(&want, h512));
 	assert_true(exists(p));
@@ -456,7 +539,7 @@ make_entry_with(char *cache, size_t cap, struct cache_sums *sums, const char *af
 	fd = open(src, O_RDONLY | O_DIRECTORY);
 	assert_true(fd >= 0);
 	assert_int_equal(
-	    cache_tree_store(cache, key, fd, "size=8", "test", sums ? cache_sums_get : NULL, sums), 1);
+	    cache_tree_store(cache, keyf, key, fd, "size=8", "test", sums ? cache_sums_get : NULL, sums), 1);
 	close(fd);
 }
 
@@ -473,7 +556,7 @@ place(const char *cache, struct tap *t, char *meta, size_t mcap)
 	fd = open(dst, O_RDONLY | O_DIRECTORY);
 	assert_true(fd >= 0);
 	memset(&placed, 0, sizeof(placed));
-	rc = cache_tree_place(cache, key, fd, "tree", "test", tap, t, meta, mcap, &placed, &e);
+	rc = cache_tree_place(cache, keyf, key, fd, "tree", "test", tap, t, meta, mcap, &placed, &e);
 	close(fd);
 	return rc;
 }
@@ -589,10 +672,49 @@ test_tree_partial_entry(void **state)
 static void
 test_tree_other_key(void **state)
 {
-	/* an entry made with another cache's key is not trusted */
-	damaged("cd .. && rm .key && cat /dev/urandom | head -c 32 | od -An -tx1 | tr -d ' \\n' >.key && "
-	        "echo >>.key "
-	        "&& chmod 600 .key");
+	char c[600];
+
+	/* an entry sealed with another machine's key (the cache copied or
+	 * restored there) is not trusted */
+	snprintf(c, sizeof(c),
+	         "rm %s && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n' >%s && echo >>%s && chmod 600 %s",
+	         keyf, keyf, keyf, keyf);
+	damaged(c);
+}
+
+/* A key kept inside the cache (as an earlier version did) is never read: a
+ * manifest forged and sealed with it is refused, and keeping a tree removes
+ * it. */
+static void
+test_tree_in_cache_key_ignored(void **state)
+{
+	char cache[256], c[1400];
+	struct tap t = {0};
+
+	make_entry(cache, sizeof(cache));
+	snprintf(c, sizeof(c),
+	         "cd %s/trees && printf '%%064d\\n' 0 >.key && chmod 600 .key && cd %s && "
+	         "printf forged >tree/a.txt && sed -i '$d' manifest && "
+	         "sed -i \"s/^f \\([0-7]*\\) [0-9]* [0-9a-f]* a.txt$/f \\1 6 $(printf forged | sha256sum | cut "
+	         "-c1-64) a.txt/\" manifest && "
+	         "printf 'mac %%s\\n' $(openssl dgst -sha256 -mac HMAC -macopt hexkey:$(printf '%%064d' 0) <manifest "
+	         "| sed 's/.* //') >>manifest",
+	         cache, (snprintf(c + 1000, 300, "%s/trees/%s", cache, key), c + 1000));
+	assert_int_equal(system(c), 0);
+	/* the forgery is sound under the in-cache key (what an earlier
+	 * version read): placed with it, the forged bytes would install */
+	snprintf(c, sizeof(c), "cp -a %s %s.copy", cache, cache);
+	assert_int_equal(system(c), 0);
+	snprintf(c, sizeof(c), "%s", keyf);
+	snprintf(keyf, sizeof(keyf), "%s.copy/trees/.key", cache);
+	assert_int_equal(place((snprintf(c + 300, 300, "%s.copy", cache), c + 300), &t, NULL, 0), 1);
+	snprintf(keyf, sizeof(keyf), "%s", c);
+	snprintf(c, sizeof(c), "grep -qx forged %s/dst/tree/a.txt && rm -rf %s/dst", dir, dir);
+	assert_int_equal(system(c), 0);
+	assert_int_equal(place(cache, &t, NULL, 0), 0);
+	assert_int_equal(cache_tree_has(cache, key), 0);
+	snprintf(c, sizeof(c), "test -z \"$(ls -A %s/dst)\"", dir);
+	assert_int_equal(system(c), 0);
 }
 
 /* Keeping a tree takes each file's digest from extraction instead of
@@ -668,7 +790,7 @@ test_tree_large_file(void **state)
 	assert_int_equal(cache_tree_key(&d, "t1", key), 0);
 	snprintf(p, sizeof(p), "%s/src", dir);
 	fd = open(p, O_RDONLY | O_DIRECTORY);
-	assert_int_equal(cache_tree_store(cache, key, fd, "size=5", "test", NULL, NULL), 1);
+	assert_int_equal(cache_tree_store(cache, keyf, key, fd, "size=5", "test", NULL, NULL), 1);
 	close(fd);
 	assert_int_equal(place(cache, &t, NULL, 0), 1);
 	snprintf(p, sizeof(p), "%s/dst/tree/big.bin", dir);
@@ -759,7 +881,7 @@ test_tree_store_takes_copies(void **state)
 	assert_int_equal(cache_tree_key(&d, "t1", key), 0);
 	fd = open(src, O_RDONLY | O_DIRECTORY);
 	assert_true(fd >= 0);
-	assert_int_equal(cache_tree_store(cache, key, fd, "size=8", "test", cache_sums_get, &sums), 1);
+	assert_int_equal(cache_tree_store(cache, keyf, key, fd, "size=8", "test", cache_sums_get, &sums), 1);
 	close(fd);
 	snprintf(p, sizeof(p), "%s/trees/%s/tree/a.txt", cache, key);
 	assert_int_equal(stat(p, &st), 0);
@@ -828,7 +950,7 @@ make_many(char *cache, size_t cap)
 	snprintf(c, sizeof(c), "%s/src", dir);
 	fd = open(c, O_RDONLY | O_DIRECTORY);
 	assert_true(fd >= 0);
-	assert_int_equal(cache_tree_store(cache, key, fd, "size=9", "test", NULL, NULL), 1);
+	assert_int_equal(cache_tree_store(cache, keyf, key, fd, "size=9", "test", NULL, NULL), 1);
 	close(fd);
 }
 
@@ -843,7 +965,7 @@ place_heard(const char *cache, struct heard *h, struct err *e)
 	fd = open(dst, O_RDONLY | O_DIRECTORY);
 	assert_true(fd >= 0);
 	memset(&placed, 0, sizeof(placed));
-	rc = cache_tree_place(cache, key, fd, "tree", "test", hear, h, NULL, 0, &placed, e);
+	rc = cache_tree_place(cache, keyf, key, fd, "tree", "test", hear, h, NULL, 0, &placed, e);
 	close(fd);
 	return rc;
 }
@@ -1083,7 +1205,7 @@ test_tree_proof_old_entry(void **state)
 
 	make_entry(cache, sizeof(cache));
 	snprintf(trees, sizeof(trees), "%s/trees", cache);
-	assert_int_equal(cache_seal_key(trees, sk, &why), 0);
+	assert_int_equal(cache_seal_key(keyf, sk, &why), 0);
 	assert_int_equal(
 	    fs_read_alloc(entry_path(cache, "manifest", p, sizeof(p)), 1u << 20, &text, &len, &e), 0);
 	assert_memory_equal(text, "abx-tree 2 ", 11);
@@ -1110,20 +1232,143 @@ test_tree_proof_old_entry(void **state)
 	assert_int_equal(placed.proved, 1);
 }
 
-/* The kept tree changes while it is copied (after the first check of its
- * proof, before the last): the copy is discarded and so is the entry. */
+/* The kept tree touched once its files were copied (each under its lease,
+ * its descriptor unchanged to the end of its copy): the placement stands,
+ * its bytes the proved ones; the entry's proof no longer holds, so the
+ * next placement hashes every copy and seals a new proof. */
 static void
 test_tree_proof_changed_while_copied(void **state)
 {
-	char cache[256], p[600], c[700];
+	char cache[256], p[600];
 	struct tap t = {0};
 
 	make_entry(cache, sizeof(cache));
 	t.touch = entry_path(cache, "tree/bin/tool", p, sizeof(p));
-	assert_int_equal(place(cache, &t, NULL, 0), 0);
-	assert_int_equal(cache_tree_has(cache, key), 0);
+	assert_int_equal(place(cache, &t, NULL, 0), 1);
+	assert_int_equal(placed.proved, 1);
+	assert_int_equal(cache_tree_has(cache, key), 1);
+	t.touch = NULL;
+	assert_int_equal(place_later(cache, &t), 1);
+	assert_int_equal(placed.proved, 0);
+	assert_int_equal(placed.resealed, 1);
+}
+
+/* What the placement hook does: swap the entry at its path back to the
+ * genuine one (moved aside to <entry>.real), the forged one (opened
+ * already) moved aside. */
+static void
+swap_back(const char *entry)
+{
+	char c[1400];
+
+	snprintf(c, sizeof(c), "mv '%s' '%s.forged2' && mv '%s.real' '%s'", entry, entry, entry, entry);
+	assert_int_equal(system(c), 0);
+}
+
+/* A tree renamed over the entry's between the opening of its tree and the
+ * check of its proof: the proof is checked through the descriptor the
+ * files are copied from, so the forged tree (the one opened) fails it, is
+ * hashed and refused; its bytes are never placed. */
+static void
+test_tree_swapped_after_open(void **state)
+{
+	char cache[256], p[600], c[1400];
+	struct tap t = {0};
+	int rc;
+
+	make_entry(cache, sizeof(cache));
+	entry_path(cache, "", p, sizeof(p));
+	p[strlen(p) - 1] = '\0';
+	snprintf(c, sizeof(c),
+	         "cp -a '%s' '%s.forged' && printf 'FORGE\n' >'%s.forged/tree/a.txt' && mv '%s' '%s.real' && "
+	         "mv '%s.forged' '%s'",
+	         p, p, p, p, p, p, p);
+	assert_int_equal(system(c), 0);
+	cache_test_place_fn = swap_back;
+	rc = place(cache, &t, NULL, 0);
+	cache_test_place_fn = NULL;
+	assert_int_equal(rc, 0);
+	snprintf(c, sizeof(c), "! grep -rq FORGE %s/dst", dir);
+	assert_int_equal(system(c), 0);
 	snprintf(c, sizeof(c), "test -z \"$(ls -A %s/dst)\"", dir);
 	assert_int_equal(system(c), 0);
+}
+
+/* A write through a shared mapping whose page is dirty already moves no
+ * ctime: the stat proof holds over changed bytes. A proof sealed while
+ * the mapping was there (as an earlier version sealed it) does not make
+ * the file trusted: the read lease is refused while the file is open for
+ * writing, so the file is hashed, the change seen, the entry discarded. */
+static void
+test_tree_dirty_mapping(void **state)
+{
+	char cache[256], a[600], tree[600], mpath[600], ppath[600], hex[65];
+	unsigned char sk[KEY_LEN];
+	const char *why;
+	struct tap t = {0};
+	char *pl = NULL, *text = NULL, *m;
+	size_t plen, len;
+	struct err e;
+	int fd;
+
+	make_entry(cache, sizeof(cache));
+	entry_path(cache, "tree/a.txt", a, sizeof(a));
+	fd = open(a, O_RDWR);
+	assert_true(fd >= 0);
+	m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	assert_true(m != MAP_FAILED);
+	close(fd);
+	((volatile char *)m)[0] = m[0]; /* the page dirty and writable from now on */
+	usleep(20000);
+	/* the entry sealed again with a proof made now */
+	entry_path(cache, "tree", tree, sizeof(tree));
+	assert_int_equal(proof_make(tree, "io.error", &pl, &plen, &e), 0);
+	entry_path(cache, "proof", ppath, sizeof(ppath));
+	unlink(ppath);
+	assert_int_equal(cache_proof_put(ppath, pl, plen, hex, &e), 0);
+	entry_path(cache, "manifest", mpath, sizeof(mpath));
+	assert_int_equal(fs_read_alloc(mpath, 1u << 20, &text, &len, &e), 0);
+	assert_int_equal(cache_seal_key(keyf, sk, &why), 0);
+	{
+		/* "abx-tree 2 <key> <proof> <meta>\n<body>mac <hex>\n" */
+		char *nl = strchr(text, '\n'), *meta = nl;
+		while (meta > text && meta[-1] != ' ')
+			meta--;
+		unlink(mpath);
+		assert_int_equal(cache_manifest_put(mpath, sk, key, hex, meta, (size_t)(nl - meta), nl + 1,
+		                                    (size_t)(text + len - 69 - (nl + 1)), &e),
+		                 0);
+	}
+	/* a write through the dirty mapping: the proof still holds */
+	((volatile char *)m)[0] = 'X';
+	assert_int_equal(proof_check(tree, pl, plen), 1);
+	assert_int_equal(place(cache, &t, NULL, 0), 0);
+	assert_int_equal(cache_tree_has(cache, key), 0);
+	munmap(m, 4096);
+	free(pl);
+	free(text);
+}
+
+/* Entries owned by another user (root may chown; others skip): a file, a
+ * directory, the tree itself: refused and discarded, never proved. */
+static void
+test_tree_not_ours(void **state)
+{
+	static const char *const what[] = {"tree/a.txt", "tree/bin", "tree/link", "tree"};
+	char cache[256], p[600], c[700];
+	struct tap t = {0};
+	size_t i;
+
+	if (geteuid() != 0)
+		skip();
+	for (i = 0; i < sizeof(what) / sizeof(*what); i++) {
+		make_entry(cache, sizeof(cache));
+		assert_int_equal(lchown(entry_path(cache, what[i], p, sizeof(p)), 65534, 65534), 0);
+		assert_int_equal(place(cache, &t, NULL, 0), 0);
+		assert_int_equal(cache_tree_has(cache, key), 0);
+		snprintf(c, sizeof(c), "rm -rf %s/src %s/dst %s", dir, dir, cache);
+		assert_int_equal(system(c), 0);
+	}
 }
 
 /* One file in the middle of many changed in the cache (size kept): the
@@ -1213,34 +1458,35 @@ test_note_sealed(void **state)
 	char body[256], c[1024];
 	const char *why = NULL;
 
-	assert_int_equal(cache_note_get(dir, "t-1.0.0.verified", body, sizeof(body), &why), 0);
-	assert_int_equal(cache_note_put(dir, "t-1.0.0.verified", "tree abc\nat 1\n", 14), 1);
-	assert_true(exists("trees/.key"));
-	assert_int_equal(cache_note_get(dir, "t-1.0.0.verified", body, sizeof(body), &why), 1);
+	assert_int_equal(cache_note_get(dir, keyf, "t-1.0.0.verified", body, sizeof(body), &why), 0);
+	assert_int_equal(cache_note_put(dir, keyf, "t-1.0.0.verified", "tree abc\nat 1\n", 14), 1);
+	assert_true(exists("state/" CACHE_KEY_FILE));
+	assert_false(exists("trees/.key"));
+	assert_int_equal(cache_note_get(dir, keyf, "t-1.0.0.verified", body, sizeof(body), &why), 1);
 	assert_string_equal(body, "tree abc\nat 1\n");
 	/* too small a buffer is not a truncated note */
-	assert_int_equal(cache_note_get(dir, "t-1.0.0.verified", body, 5, &why), -1);
+	assert_int_equal(cache_note_get(dir, keyf, "t-1.0.0.verified", body, 5, &why), -1);
 	snprintf(c, sizeof(c), "cp %s/trees/t-1.0.0.verified %s/trees/u-1.0.0.verified", dir, dir);
 	assert_int_equal(system(c), 0);
-	assert_int_equal(cache_note_get(dir, "u-1.0.0.verified", body, sizeof(body), &why), -1);
+	assert_int_equal(cache_note_get(dir, keyf, "u-1.0.0.verified", body, sizeof(body), &why), -1);
 	assert_non_null(strstr(why, "not a note of this name"));
 	snprintf(c, sizeof(c), "sed -i 's/^at 1/at 2/' %s/trees/t-1.0.0.verified", dir);
 	assert_int_equal(system(c), 0);
-	assert_int_equal(cache_note_get(dir, "t-1.0.0.verified", body, sizeof(body), &why), -1);
+	assert_int_equal(cache_note_get(dir, keyf, "t-1.0.0.verified", body, sizeof(body), &why), -1);
 	assert_non_null(strstr(why, "seal does not match"));
 	/* put again: replaced whole, sound again; then another cache's key */
-	assert_int_equal(cache_note_put(dir, "t-1.0.0.verified", "x\n", 2), 1);
-	assert_int_equal(cache_note_get(dir, "t-1.0.0.verified", body, sizeof(body), &why), 1);
+	assert_int_equal(cache_note_put(dir, keyf, "t-1.0.0.verified", "x\n", 2), 1);
+	assert_int_equal(cache_note_get(dir, keyf, "t-1.0.0.verified", body, sizeof(body), &why), 1);
 	snprintf(c, sizeof(c),
-	         "cd %s/trees && rm .key && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n' >.key && "
-	         "echo >>.key && chmod 600 .key",
+	         "cd %s/state && rm " CACHE_KEY_FILE " && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n' "
+	         ">" CACHE_KEY_FILE " && echo >>" CACHE_KEY_FILE " && chmod 600 " CACHE_KEY_FILE,
 	         dir);
 	assert_int_equal(system(c), 0);
-	assert_int_equal(cache_note_get(dir, "t-1.0.0.verified", body, sizeof(body), &why), -1);
-	assert_int_equal(cache_note_put(dir, "../x", "x\n", 2), 0);
-	assert_int_equal(cache_note_put(dir, ".key", "x\n", 2), 0);
-	assert_int_equal(cache_note_put(dir, "a b", "x\n", 2), 0);
-	assert_int_equal(cache_note_get(dir, "../x", body, sizeof(body), &why), 0);
+	assert_int_equal(cache_note_get(dir, keyf, "t-1.0.0.verified", body, sizeof(body), &why), -1);
+	assert_int_equal(cache_note_put(dir, keyf, "../x", "x\n", 2), 0);
+	assert_int_equal(cache_note_put(dir, keyf, ".key", "x\n", 2), 0);
+	assert_int_equal(cache_note_put(dir, keyf, "a b", "x\n", 2), 0);
+	assert_int_equal(cache_note_get(dir, keyf, "../x", body, sizeof(body), &why), 0);
 }
 
 int
@@ -1263,6 +1509,9 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_tree_manifest_tampered, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tree_partial_entry, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tree_other_key, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_alias_to_other_blob, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_get_refuses, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_tree_in_cache_key_ignored, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tree_renamed_entry, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tree_store_uses_sums, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tree_large_file, setup, teardown),
@@ -1276,6 +1525,9 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_tree_proof_rewritten, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tree_proof_old_entry, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tree_proof_changed_while_copied, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_tree_swapped_after_open, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_tree_dirty_mapping, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_tree_not_ours, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tree_place_many_damaged, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tree_place_dest_error, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tree_place_dest_error_pipe, setup, teardown),

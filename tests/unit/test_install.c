@@ -17,6 +17,7 @@
 #include "base/digest.h"
 #include "base/clock.h"
 #include "install/install.h"
+#include "install/install_int.h"
 #include "base/json.h"
 
 static char dir[64];
@@ -838,6 +839,90 @@ test_requires_beside(void **state)
 	manifest_set_close(&ms);
 }
 
+/* What the hook does once the artifact was hashed: 1 renames other bytes
+ * (a valid archive of its own) over its name, 2 writes into the very file
+ * hashed. */
+static int swap_how;
+static int swap_calls;
+
+static void
+swap_artifact(const char *path)
+{
+	char forged[256];
+
+	swap_calls++;
+	if (swap_how == 1) {
+		snprintf(forged, sizeof(forged), "%s/forged.tgz", dir);
+		assert_int_equal(rename(forged, path), 0);
+	} else if (swap_how == 2) {
+		char cmd[600];
+		snprintf(cmd, sizeof(cmd), "cat '%s/forged.tgz' >'%s'", dir, path);
+		assert_int_equal(system(cmd), 0);
+	}
+}
+
+/* A verified artifact is extracted from the descriptor it was hashed
+ * through: a file renamed over its name after the hash is not installed
+ * (the pinned bytes are), and a write into the hashed file itself is
+ * caught by the hash taken as it is extracted (install.checksum_mismatch,
+ * nothing published). */
+static void
+test_artifact_swapped_after_hash(void **state)
+{
+	static struct install_settings set;
+	static struct manifest_set ms;
+	static struct install_ctx c;
+	struct manifest_opts mo = {"linux-x64", 0};
+	struct install_result r;
+	struct err e;
+	struct config cfg;
+	char p[256], body[64];
+	int fd;
+	ssize_t n;
+
+	tarball_tool("uswap", NULL, "tools/.cache");
+	sh_in(".", "mkdir -p forged/bin && printf '#!/bin/sh\\necho forged; exit 0\\n' >forged/bin/uswap && "
+	           "chmod 755 forged/bin/uswap && tar czf forged.tgz -C forged bin");
+	config_defaults(&cfg);
+	install_settings_from_config(&set, &cfg);
+	snprintf(set.tools_dir, sizeof(set.tools_dir), "%s/tools", dir);
+	snprintf(set.state_dir, sizeof(set.state_dir), "%s/state", dir);
+	set.use_path = 0;
+	set.mode = CFG_MODE_OFFLINE;
+	snprintf(p, sizeof(p), "%s/m", dir);
+	assert_int_equal(manifest_set_open(&ms, p, &mo, &e), 0);
+	assert_int_equal(install_ctx_init(&c, &ms, &set, "linux-x64", &e), 0);
+	install_test_hashed_fn = swap_artifact;
+	swap_how = 1;
+	if (install_ensure(&c, "uswap", 0, &r, &e) != 0)
+		fail_msg("ensure uswap: %s: %s", e.code, e.msg);
+	assert_int_equal(swap_calls, 1);
+	snprintf(p, sizeof(p), "%s/bin/uswap", r.tree);
+	fd = open(p, O_RDONLY);
+	assert_true(fd >= 0);
+	n = read(fd, body, sizeof(body) - 1);
+	close(fd);
+	assert_true(n > 0);
+	body[n] = '\0';
+	assert_string_equal(body, "#!/bin/sh\nexit 0\n");
+	install_ctx_free(&c);
+
+	/* the hashed file itself written to: refused, nothing published */
+	sh_in(".",
+	      "rm -rf tools/uswap tools/.cache/trees && cp uswap.tgz tools/.cache/$(sha256sum <uswap.tgz | "
+	      "cut -d' ' -f1) && tar czf forged.tgz -C forged bin");
+	assert_int_equal(install_ctx_init(&c, &ms, &set, "linux-x64", &e), 0);
+	swap_how = 2;
+	assert_int_equal(install_ensure(&c, "uswap", 0, &r, &e), -1);
+	assert_string_equal(e.code, "install.checksum_mismatch");
+	assert_non_null(strstr(e.msg, "changed after it was verified"));
+	snprintf(p, sizeof(p), "%s/tools/uswap/.installed.json", dir);
+	assert_int_equal(access(p, F_OK), -1);
+	install_test_hashed_fn = NULL;
+	install_ctx_free(&c);
+	manifest_set_close(&ms);
+}
+
 int
 main(void)
 {
@@ -854,6 +939,7 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_check_only_and_modes, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_npm_lock_parsed_once, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_requires_beside, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_artifact_swapped_after_hash, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
