@@ -847,6 +847,25 @@ authenticate(struct api_rq *q)
 	return -1;
 }
 
+int
+api_gate(struct httpd_req *req, const struct httpd_route *route, struct httpd_resp *resp, void *arg)
+{
+	struct api_rq q;
+	int rc;
+
+	memset(&q, 0, sizeof(q));
+	q.t0 = (clock_us() / 1e6);
+	q.a = arg;
+	q.req = req;
+	q.resp = resp;
+	q.g = api_gen_get(q.a);
+	rc = authenticate(&q);
+	if (rc != 0)
+		api_rq_record(&q);
+	api_gen_put(q.a, q.g);
+	return rc;
+}
+
 void
 api_handle(const struct httpd_req *req, struct httpd_resp *resp, void *arg)
 {
