@@ -338,7 +338,10 @@ pin_state_dir(struct api_gen *g, struct api *api, struct err *e)
  * options over it. GET /health first and inline; every other method and
  * target (TRACE, PROPFIND, lowercase ones, OPTIONS *) goes to the API,
  * which authenticates before it routes, so the server core never answers
- * 404 or 405 before the token is checked. */
+ * 404 or 405 before the token is checked. The API's gate checks the token
+ * as soon as a head is complete: a request without one is answered 401
+ * before its body is read, and an authorized upload that stalls is not
+ * closed for connections nobody has vouched for (httpd.h). */
 static void
 httpd_settings(struct httpd_config *cfg, struct httpd_route *routes, const struct api_gen *g,
                const struct serve_opts *o, struct api *api)
@@ -359,6 +362,8 @@ httpd_settings(struct httpd_config *cfg, struct httpd_route *routes, const struc
 	cfg->header_timeout_ms = o->hdr_ms > 0 ? o->hdr_ms : g->cfg.server.header_timeout * 1000;
 	cfg->idle_timeout_ms = o->idle_ms > 0 ? o->idle_ms : g->cfg.server.idle_timeout * 1000;
 	cfg->body_timeout_ms = o->body_ms > 0 ? o->body_ms : g->cfg.server.request_timeout * 1000;
+	cfg->gate = api_gate;
+	cfg->gate_arg = api;
 	cfg->observe = api_observe;
 	cfg->observe_arg = api;
 	cfg->tick = api_tick;

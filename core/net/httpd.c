@@ -281,8 +281,12 @@ peer_addr(const struct sockaddr_storage *sa, unsigned char addr[16])
 }
 
 /* The connection that has waited longest for a request's first byte (an
- * idle keep-alive one, or one that never sent a byte), of one peer address
- * or of any; NULL when every connection is in the middle of something. */
+ * idle keep-alive one, or one that never sent a byte) or for its client to
+ * close after an error answer (lingering: a refusal of the gate, a parse
+ * error), of one peer address or of any; NULL when every connection is in
+ * the middle of something. A lingering one already has its answer, so
+ * closing it costs its client at most that answer, never a request: else
+ * refused clients would hold slots for HTTPD_LINGER_MS each. */
 static struct conn *
 oldest_waiting(struct httpd *s, const unsigned char *addr)
 {
@@ -292,7 +296,8 @@ oldest_waiting(struct httpd *s, const unsigned char *addr)
 	for (i = 0; i < s->hiwater; i++) {
 		struct conn *c = &s->conns[i];
 
-		if (c->state != C_HEAD || c->reserve || c->in_ready || (c->b != NULL && c->b->len > 0))
+		if (c->state != C_LINGER &&
+		    (c->state != C_HEAD || c->reserve || c->in_ready || (c->b != NULL && c->b->len > 0)))
 			continue;
 		if (addr != NULL && memcmp(c->addr, addr, 16) != 0)
 			continue;
@@ -302,18 +307,21 @@ oldest_waiting(struct httpd *s, const unsigned char *addr)
 	return best;
 }
 
-/* A request partly received whose client has stopped sending: a head, or
- * a body (the API checks the token once the body is in). */
+/* A request partly received whose client has stopped sending: a head or a
+ * body the gate has not seen (admitted 0), or the body of a request the
+ * gate let through (admitted 1). */
 static int
-stalled(const struct conn *c)
+stalled(const struct conn *c, int admitted)
 {
-	return c->partial && (c->state == C_HEAD || c->state == C_BODY) && !c->in_ready;
+	return c->partial && c->admitted == admitted && (c->state == C_HEAD || c->state == C_BODY) &&
+	       !c->in_ready;
 }
 
-/* The connection that has waited longest for the rest of a request (by its
- * first byte), of one peer address or of any, other than except. */
+/* The connection of class admitted that has waited longest for the rest of
+ * a request (by its first byte), of one peer address or of any, other than
+ * except. */
 static struct conn *
-oldest_stalled(struct httpd *s, const unsigned char *addr, const struct conn *except)
+oldest_stalled(struct httpd *s, const unsigned char *addr, const struct conn *except, int admitted)
 {
 	struct conn *best = NULL;
 	int i;
@@ -321,7 +329,7 @@ oldest_stalled(struct httpd *s, const unsigned char *addr, const struct conn *ex
 	for (i = 0; i < s->hiwater; i++) {
 		struct conn *c = &s->conns[i];
 
-		if (!stalled(c) || c == except)
+		if (!stalled(c, admitted) || c == except)
 			continue;
 		if (addr != NULL && memcmp(c->addr, addr, 16) != 0)
 			continue;
@@ -331,16 +339,22 @@ oldest_stalled(struct httpd *s, const unsigned char *addr, const struct conn *ex
 	return best;
 }
 
-/* Idle first, then a request partly sent: a client that sent its whole
- * request never loses its connection to a new one. */
+/* Idle first, then a request partly sent that no gate let through: a
+ * client that sent its whole request, or whose head a gate admitted (an
+ * authorized upload that stalls), never loses its connection to a new one,
+ * which nobody has vouched for yet. */
 static struct conn *
 reclaimable(struct httpd *s, const unsigned char *addr)
 {
 	struct conn *v = oldest_waiting(s, addr);
 
-	return v != NULL ? v : oldest_stalled(s, addr, NULL);
+	return v != NULL ? v : oldest_stalled(s, addr, NULL, 0);
 }
 
+/* Admitted and unvetted requests are counted apart, each up to
+ * HTTPD_PARTIAL_PER_PEER per address: heads and bodies that need no token
+ * close only each other, and an admitted body that stalls is closed only
+ * for its own address's admitted ones (or by its body deadline). */
 void
 httpd__stalled(struct httpd *s, struct conn *c)
 {
@@ -351,11 +365,11 @@ httpd__stalled(struct httpd *s, struct conn *c)
 		return;
 	c->partial = 1;
 	for (i = 0; i < s->hiwater; i++)
-		n += stalled(&s->conns[i]) && memcmp(s->conns[i].addr, c->addr, 16) == 0;
-	if (n <= HTTPD_PARTIAL_PER_PEER || (v = oldest_stalled(s, c->addr, c)) == NULL)
+		n += stalled(&s->conns[i], c->admitted) && memcmp(s->conns[i].addr, c->addr, 16) == 0;
+	if (n <= HTTPD_PARTIAL_PER_PEER || (v = oldest_stalled(s, c->addr, c, c->admitted)) == NULL)
 		return;
-	httpd__log(s, "%s: closed %s, the oldest of its %d partly sent requests (limit %d per address)",
-	           c->peer, v->peer, n, HTTPD_PARTIAL_PER_PEER);
+	httpd__log(s, "%s: closed %s, the oldest of its %d partly sent %srequests (limit %d per address)",
+	           c->peer, v->peer, n, c->admitted ? "admitted " : "", HTTPD_PARTIAL_PER_PEER);
 	httpd__conn_close(s, v);
 }
 
@@ -391,7 +405,8 @@ make_room(struct httpd *s, const unsigned char *addr, const char *peer)
 	return WHY_NONE;
 }
 
-/* The reserve is full: close its oldest connection still reading a head.
+/* The reserve is full: close its oldest connection still reading a head,
+ * or lingering after its answer (a 503 given before a body it announced).
  * A health check sends its whole request at once and is answered inline, so
  * a loopback client holding reserve slots with half heads only delays the
  * next probe by a moment instead of locking it out. */
@@ -404,13 +419,16 @@ reserve_room(struct httpd *s, const char *peer)
 	for (i = 0; i < s->hiwater; i++) {
 		struct conn *c = &s->conns[i];
 
-		if (c->reserve && c->state == C_HEAD && !c->in_ready && (v == NULL || c->since < v->since))
+		if (c->reserve && (c->state == C_HEAD || c->state == C_LINGER) && !c->in_ready &&
+		    (v == NULL || c->since < v->since))
 			v = c;
 	}
 	if (v == NULL)
 		return;
-	httpd__log(s, "%s: closed reserve connection %s, which sent no whole request, for a new one", peer,
-	           v->peer);
+	httpd__log(
+	    s,
+	    "%s: closed reserve connection %s, which sent no whole request or has its answer, for a new one",
+	    peer, v->peer);
 	httpd__conn_close(s, v);
 }
 

@@ -21,10 +21,13 @@
  * A new connection over that limit, or with every slot taken, first closes
  * the longest-waiting connection that holds no request (an idle keep-alive
  * one or one that never sent a byte), else the one that has waited longest
- * for the rest of a request (head or body): of its own address for the
- * address limit, of anyone for a full table. A whole request is never
- * closed this way, and one address holds at most HTTPD_PARTIAL_PER_PEER
- * partly sent requests (a stalled one over it closes the address's oldest).
+ * for the rest of a request (a head, or a body the gate has not let
+ * through): of its own address for the address limit, of anyone for a full
+ * table. A whole request is never closed this way, nor one whose head the
+ * gate admitted (an authorized upload that stalls). One address holds at
+ * most HTTPD_PARTIAL_PER_PEER partly sent requests of each kind, unvetted
+ * and admitted (a stalled one over it closes the address's oldest of its
+ * kind), so the body deadline is the only other end of an admitted one.
  * Only when every candidate is in a handler or being answered is the new one
  * refused with 503 request.busy (written without blocking) - unless it comes
  * from loopback: then it gets one of the reserve slots, which answer only
@@ -57,15 +60,17 @@
 #define HTTPD_WORKERS_DEFAULT 8           /* handlers that wait (installs, ops) */
 #define HTTPD_MAX_BODY_DEFAULT (1u << 20) /* JSON op arguments are < 64 KiB */
 #define HTTPD_HEADER_TIMEOUT_MS 10000     /* whole head, from its first byte */
-/* Connections of one client address that hold part of a request (a head,
- * or a body: the API checks the token only once the body is in) and wait
- * for the rest. A client sends a request in one write, or a few for a big
- * body, so its connections are in this state for a round trip or so; 8
- * covers a proxy forwarding a few requests that arrive in pieces at once.
- * A connection that stalls over the limit closes the address's oldest
- * stalled one: slow heads and bodies (no token needed) hold at most 8 slots
- * per address, so neither one address (everyone behind one proxy) nor a
- * handful of addresses reach max_conns_per_peer or max_conns with them. */
+/* Connections of one client address that hold part of a request and wait
+ * for the rest, counted apart for heads (and bodies of public routes, or
+ * with no gate) and for bodies the gate admitted. A client sends a request
+ * in one write, or a few for a big body, so its connections are in this
+ * state for a round trip or so; 8 covers a proxy forwarding a few requests
+ * that arrive in pieces at once. A connection that stalls over the limit
+ * closes the address's oldest stalled one of its kind: slow heads (no
+ * token needed) hold at most 8 slots per address, so neither one address
+ * (everyone behind one proxy) nor a handful of addresses reach
+ * max_conns_per_peer or max_conns with them, and they never close an
+ * admitted upload. */
 #define HTTPD_PARTIAL_PER_PEER 8
 #define HTTPD_IDLE_TIMEOUT_MS 60000  /* keep-alive wait for the next request */
 #define HTTPD_BODY_TIMEOUT_MS 30000  /* whole body: 1 MiB at 35 KB/s */
@@ -127,12 +132,17 @@ struct httpd_route {
 	void *arg;
 };
 
-/* Consulted before every request except those of HTTPD_PUBLIC routes, and
- * before 404/405 are decided, so an unauthenticated client learns nothing
- * about which paths exist. route is the matched route or NULL. Runs on the
- * event thread: it must not block (hashing a token is fine). Return 0 to let
- * the request through (req->ctx may be set for the handler), or non-zero
- * after answering through resp (401, 403, 429, …). */
+/* Consulted for every request except those of HTTPD_PUBLIC routes, as soon
+ * as its head is complete: before 404/405 are decided, so an
+ * unauthenticated client learns nothing about which paths exist, and
+ * before any of its body is read (req->body is "" here, and 100 Continue
+ * is sent only after it), so a refused client never holds a slot with a
+ * slow body. route is the matched route or NULL. Runs on the event thread:
+ * it must not block (hashing a token is fine). Return 0 to let the request
+ * through (req->ctx may be set for the handler; a partly sent body of it
+ * is then reclaimed only as HTTPD_PARTIAL_PER_PEER says), or non-zero
+ * after answering through resp (401, 403, 429, …): the connection closes
+ * after that answer, the body unread. */
 typedef int (*httpd_gate)(struct httpd_req *req, const struct httpd_route *route, struct httpd_resp *resp,
                           void *arg);
 

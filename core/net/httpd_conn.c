@@ -201,6 +201,7 @@ request_done(struct httpd *s, struct conn *c)
 	c->state = C_HEAD;
 	c->linger = 0;
 	c->partial = 0;
+	c->admitted = 0;
 	if (b->len == 0) {
 		httpd__put_buf(c);
 		c->idle = 1;
@@ -221,6 +222,7 @@ start_linger(struct httpd *s, struct conn *c)
 	httpd__free_request(c);
 	httpd__put_buf(c);
 	c->state = C_LINGER;
+	c->since = clock_ms();
 	c->linger_bytes = 0;
 	httpd__set_deadline(s, c, HTTPD_LINGER_MS);
 }
@@ -328,22 +330,43 @@ path_matches(const struct httpd_route *r, const char *path)
 	return strcmp(path, r->path) == 0;
 }
 
-/* The head (and body) are complete: pick the route and run it. */
+/* The methods the routes of path take, for 405's Allow ("" when none). */
 static void
-dispatch(struct httpd *s, struct conn *c)
+allowed_methods(struct httpd *s, const char *path, char *allow, size_t cap)
+{
+	const struct httpd_route *r;
+	size_t alen = 0;
+	int i;
+
+	allow[0] = '\0';
+	for (i = 0; i < s->cfg.nroutes; i++) {
+		r = &s->cfg.routes[i];
+		if (!path_matches(r, path) || strstr(allow, r->method) != NULL ||
+		    alen + strlen(r->method) + 8 >= cap)
+			continue;
+		alen += (size_t)snprintf(allow + alen, cap - alen, "%s%s%s", alen ? ", " : "", r->method,
+		                         strcmp(r->method, "GET") == 0 ? ", HEAD" : "");
+	}
+}
+
+/* The head is complete: cut it into C strings, pick the route, and let the
+ * reserve rule and the gate decide before a byte of the body is read, so a
+ * request they refuse never holds a slot while its body trickles in.
+ * Returns 0 to read the body and dispatch, 1 when the request was answered
+ * (the connection closes after the answer, dropping the unread body). */
+static int
+admit(struct httpd *s, struct conn *c)
 {
 	struct cbuf *b = c->b;
 	struct http_req *hr = &b->hr;
 	struct httpd_req *q = &b->req;
 	struct httpd_resp *w = resp_reset(c);
 	const struct httpd_route *r, *found = NULL;
-	char allow[128];
-	size_t alen = 0;
 	int i, head;
 
-	c->partial = 0;
 	/* Every view ends on a separator (SP, '?', ':', CR or a blank), so the
-	 * head can be cut into C strings in place. */
+	 * head can be cut into C strings in place; the body is read behind
+	 * it, so they stay valid until the answer. */
 	terminate(hr->method, b->in, s->in_cap);
 	terminate(hr->path, b->in, s->in_cap);
 	terminate(hr->query, b->in, s->in_cap);
@@ -354,30 +377,22 @@ dispatch(struct httpd *s, struct conn *c)
 	q->method = hr->method.p;
 	q->path = hr->path.p;
 	q->query = hr->has_query ? hr->query.p : "";
-	q->body = c->body.p != NULL ? (const char *)c->body.p : "";
-	q->body_len = c->body.len;
+	q->body = "";
+	q->body_len = 0;
 	q->peer = c->peer;
 	q->head = hr;
+	q->ctx = NULL;
 	head = strcmp(q->method, "HEAD") == 0;
 	w->head_only = head;
 
-	allow[0] = '\0';
-	for (i = 0; i < s->cfg.nroutes; i++) {
+	for (i = 0; i < s->cfg.nroutes && found == NULL; i++) {
 		r = &s->cfg.routes[i];
-		if (!path_matches(r, q->path))
-			continue;
-		if (strcmp(r->method, q->method) == 0 || strcmp(r->method, "*") == 0 ||
-		    (head && strcmp(r->method, "GET") == 0)) {
+		if (path_matches(r, q->path) &&
+		    (strcmp(r->method, q->method) == 0 || strcmp(r->method, "*") == 0 ||
+		     (head && strcmp(r->method, "GET") == 0)))
 			found = r;
-			break;
-		}
-		if (strstr(allow, r->method) == NULL && alen + strlen(r->method) + 8 < sizeof(allow))
-			alen +=
-			    (size_t)snprintf(allow + alen, sizeof(allow) - alen, "%s%s%s", alen ? ", " : "",
-			                     r->method, strcmp(r->method, "GET") == 0 ? ", HEAD" : "");
 	}
 	c->route = found;
-	q->ctx = NULL;
 	if (c->reserve) {
 		/* A reserve slot answers a liveness probe, nothing else, and
 		 * once: it is no extra capacity for a client over its limit. */
@@ -388,19 +403,43 @@ dispatch(struct httpd *s, struct conn *c)
 			httpd__busy_reason(s, c->reserve, c->peer, why, sizeof(why));
 			httpd_resp_header(w, "Retry-After", "1");
 			httpd_respond_errf(w, "request.busy", "%s", why);
-			resume(s, c);
-			return;
+			goto refused;
 		}
 	}
-	if (s->cfg.gate != NULL && (found == NULL || !(found->flags & HTTPD_PUBLIC)) &&
-	    s->cfg.gate(q, found, w, s->cfg.gate_arg) != 0) {
+	if (s->cfg.gate == NULL || (found != NULL && (found->flags & HTTPD_PUBLIC)))
+		return 0;
+	if (s->cfg.gate(q, found, w, s->cfg.gate_arg) != 0) {
 		if (!w->done)
 			httpd_respond_errf(w, "internal", "the request gate refused without an answer");
-		resume(s, c);
-		return;
+		goto refused;
 	}
+	/* From here its stalls count against its own address's admitted
+	 * requests only (httpd__stalled): a new one starts that count. */
+	c->admitted = 1;
+	c->partial = 0;
+	return 0;
+refused:
+	c->close_after = 1;
+	c->linger = 1;
+	resume(s, c);
+	return 1;
+}
+
+/* The head was admitted and the body is complete: run the route. */
+static void
+dispatch(struct httpd *s, struct conn *c)
+{
+	struct httpd_req *q = &c->b->req;
+	struct httpd_resp *w = &c->b->resp;
+	const struct httpd_route *found = c->route;
+	char allow[128];
+
+	c->partial = 0;
+	q->body = c->body.p != NULL ? (const char *)c->body.p : "";
+	q->body_len = c->body.len;
 	if (found == NULL) {
-		if (alen) {
+		allowed_methods(s, q->path, allow, sizeof(allow));
+		if (allow[0] != '\0') {
 			httpd_resp_header(w, "Allow", allow);
 			httpd_respond_errf(w, "request.method", "%s is not allowed for %.200s (allowed: %s)",
 			                   q->method, q->path, allow);
@@ -454,6 +493,8 @@ process_head(struct httpd *s, struct conn *c)
 		return 1;
 	}
 	b->head_len = b->pos = (size_t)rc;
+	if (admit(s, c) != 0)
+		return 1;
 	c->body = (struct buf)BUF_INIT(s->cfg.max_body);
 	if (b->hr.chunked) {
 		http_chunked_init(&c->ck, s->cfg.max_body, 0);

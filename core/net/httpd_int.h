@@ -85,6 +85,7 @@ struct conn {
 	int state;
 	int idle;               /* waiting for the first byte of a request */
 	int partial;            /* a request partly received stalled (httpd__stalled) */
+	int admitted;           /* the gate let its head through: see httpd__stalled */
 	int reserve;            /* WHY_*: in a reserve slot (public routes, one answer) */
 	int64_t since;          /* monotonic ms since it waits for a request's first byte */
 	unsigned char addr[16]; /* peer address (IPv4 v4-mapped), for the per-peer count */

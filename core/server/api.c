@@ -817,36 +817,6 @@ route(struct api_rq *q)
 	api_rq_errf(q, "not_found", "no such resource: %s", p);
 }
 
-/* 0 with q->principal set, else answered 401 — the same answer whatever
- * the path, so a caller without a token learns nothing about routes. */
-static int
-authenticate(struct api_rq *q)
-{
-	const struct httpd_req *r = q->req;
-	const char *tok, *code = NULL;
-	struct err e;
-	size_t len;
-	int rc;
-
-	rc = api_token_from(httpd_req_header(r, "X-Access-Token"),
-	                    httpd_req_header_count(r, "X-Access-Token"), httpd_req_header(r, "Authorization"),
-	                    httpd_req_header_count(r, "Authorization"), &tok, &len);
-	if (rc == 0)
-		code = "auth.missing";
-	else if (rc < 0 || (q->principal = api_principal(&q->g->pol, tok, len)) == NULL)
-		code = "auth.invalid";
-	if (code == NULL)
-		return 0;
-	q->route = R_UNAUTHORIZED;
-	audit_auth_failure(&q->g->set, r->peer, r->method, r->path, code);
-	api_count(q->a, &q->a->m.auth_failures);
-	err_clear(&e);
-	e.code = code;
-	httpd_resp_header(q->resp, "WWW-Authenticate", "Bearer");
-	api_rq_err(q, &e);
-	return -1;
-}
-
 void
 api_handle(const struct httpd_req *req, struct httpd_resp *resp, void *arg)
 {
@@ -859,7 +829,7 @@ api_handle(const struct httpd_req *req, struct httpd_resp *resp, void *arg)
 	q.resp = resp;
 	q.route = R_NOT_FOUND;
 	q.g = api_gen_get(q.a);
-	if (authenticate(&q) == 0)
+	if (api_authenticate(&q) == 0)
 		route(&q);
 	/* A deferred answer (a command op) is counted when it is given. */
 	if (!q.deferred)

@@ -137,6 +137,13 @@ void api_swap(struct api *a, struct api_gen *g);
 struct api_gen *api_gen_get(struct api *a);
 void api_gen_put(struct api *a, struct api_gen *g);
 
+/* httpd's gate (gate_arg is the api): the token of every request but
+ * /health, checked once its head is complete, before its body is read; a
+ * request without a valid one is answered 401 (audited, counted) and its
+ * body never read. The principal is not handed on: a configuration
+ * reloaded while the body arrives may revoke the token, so api_handle
+ * authenticates again against the generation it answers with. */
+int api_gate(struct httpd_req *req, const struct httpd_route *route, struct httpd_resp *resp, void *arg);
 /* The handler for every request but /health: route arg is the api. */
 void api_handle(const struct httpd_req *req, struct httpd_resp *resp, void *arg);
 /* httpd's observe hook: counts the answers the server core gives by itself

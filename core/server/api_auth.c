@@ -1,9 +1,11 @@
 /*
  * The API's tokens (see api.h): how a request presents one, the principal
- * it names, the generated token file of the default principal, and the
- * audit records of failures a fold holds back (api_tick).
+ * it names, the check every request but /health passes (api_gate, and
+ * again in api_handle), the generated token file of the default principal,
+ * and the audit records of failures a fold holds back (api_tick).
  */
 #include "server/api_int.h"
+#include "base/clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -78,6 +80,53 @@ api_principal(const struct policy *p, const char *tok, size_t len)
 	digest_buf(DIGEST_SHA256, tok, len, &d);
 	pp = policy_principal_for_digest(p, d.v);
 	return pp != NULL ? pp->name : NULL;
+}
+
+int
+api_authenticate(struct api_rq *q)
+{
+	const struct httpd_req *r = q->req;
+	const char *tok, *code = NULL;
+	struct err e;
+	size_t len;
+	int rc;
+
+	rc = api_token_from(httpd_req_header(r, "X-Access-Token"),
+	                    httpd_req_header_count(r, "X-Access-Token"), httpd_req_header(r, "Authorization"),
+	                    httpd_req_header_count(r, "Authorization"), &tok, &len);
+	if (rc == 0)
+		code = "auth.missing";
+	else if (rc < 0 || (q->principal = api_principal(&q->g->pol, tok, len)) == NULL)
+		code = "auth.invalid";
+	if (code == NULL)
+		return 0;
+	q->route = R_UNAUTHORIZED;
+	audit_auth_failure(&q->g->set, r->peer, r->method, r->path, code);
+	api_count(q->a, &q->a->m.auth_failures);
+	err_clear(&e);
+	e.code = code;
+	httpd_resp_header(q->resp, "WWW-Authenticate", "Bearer");
+	api_rq_err(q, &e);
+	return -1;
+}
+
+int
+api_gate(struct httpd_req *req, const struct httpd_route *route, struct httpd_resp *resp, void *arg)
+{
+	struct api_rq q;
+	int rc;
+
+	memset(&q, 0, sizeof(q));
+	q.t0 = (clock_us() / 1e6);
+	q.a = arg;
+	q.req = req;
+	q.resp = resp;
+	q.g = api_gen_get(q.a);
+	rc = api_authenticate(&q);
+	if (rc != 0)
+		api_rq_record(&q);
+	api_gen_put(q.a, q.g);
+	return rc;
 }
 
 int

@@ -22,6 +22,11 @@ void api_metrics_record(struct api *a, enum api_route r, int status, double secs
 /* Add one to the counter c of a's metrics (under a->mu). */
 void api_count(struct api *a, uint64_t *c);
 
+/* 0 with q->principal set, else answered 401 (audited, counted) — the same
+ * answer whatever the path, so a caller without a token learns nothing
+ * about routes (api_auth.c). */
+int api_authenticate(struct api_rq *q);
+
 /* Count the answered request q in the metrics (route, status, latency). */
 void api_rq_record(struct api_rq *q);
 

@@ -51,28 +51,24 @@
 
 /* The sessions directory under the state directory's descriptor sfd, made
  * and opened without following a link (dir names it in messages). Returns
- * 2 with fddir set to /proc/self/fd/<n> of a descriptor kept open for the
- * process's life: journals opened through it land in that directory even
+ * its descriptor, kept open for the process's life: journals are opened
+ * relative to it (journal_create_at), so they land in that directory even
  * when an ancestor of its path, which the owner of a home directory may
- * rename, points elsewhere later; 1 when /proc is not there (dir is used);
- * 0 with e when the directory cannot be used. */
+ * rename, points elsewhere later, and no /proc is needed; -1 with e when
+ * the directory cannot be used. */
 static int
-sessions_dir_at(int sfd, const char *dir, char *fddir, size_t cap, struct err *e)
+sessions_dir_at(int sfd, const char *dir, struct err *e)
 {
 	int fd = fs_subdir_open_safe(sfd, "sessions", 1, dir, e);
 
 	if (fd < 0)
-		return 0;
+		return -1;
 	if (faccessat(fd, ".", W_OK | X_OK, 0) != 0) {
 		err_set(e, "io.error", "%s is not writable", dir);
 		close(fd);
-		return 0;
+		return -1;
 	}
-	snprintf(fddir, cap, "/proc/self/fd/%d", fd);
-	if (access(fddir, W_OK | X_OK) == 0)
-		return 2;
-	close(fd);
-	return 1;
+	return fd;
 }
 
 int
@@ -80,7 +76,7 @@ api_sessions_init(struct api *a, char *msg, size_t cap, struct err *e)
 {
 	struct sessions_config c;
 	struct api_gen *g = api_gen_get(a);
-	char state[PATH_MAX], dir[PATH_MAX + 16], fddir[64];
+	char state[PATH_MAX], dir[PATH_MAX + 16];
 	int loaded, interrupted, skipped, have_dir = 0;
 	struct err e2;
 
@@ -92,14 +88,15 @@ api_sessions_init(struct api *a, char *msg, size_t cap, struct err *e)
 	err_clear(&e2);
 	if (tools_state_dir(&g->set, state, sizeof(state)) >= 0 &&
 	    (size_t)snprintf(dir, sizeof(dir), "%s/sessions", state) < sizeof(dir)) {
-		if (a->have_state_fd)
-			have_dir = sessions_dir_at(a->state_fd, dir, fddir, sizeof(fddir), &e2);
-		else if (fs_mkdir_p(dir, 0700, &e2) == 0 && fs_dir_safe(dir, &e2) == 0 &&
-		         access(dir, W_OK | X_OK) == 0)
+		if (a->have_state_fd) {
+			c.dir_fd = sessions_dir_at(a->state_fd, dir, &e2);
+			c.have_dir_fd = have_dir = c.dir_fd >= 0;
+		} else if (fs_mkdir_p(dir, 0700, &e2) == 0 && fs_dir_safe(dir, &e2) == 0 &&
+		           access(dir, W_OK | X_OK) == 0)
 			have_dir = 1;
 	}
 	api_gen_put(a, g);
-	c.dir = have_dir == 2 ? fddir : have_dir ? dir : NULL;
+	c.dir = have_dir ? dir : NULL;
 	a->sessions = sessions_new(&c, a->jobs);
 	if (a->sessions == NULL)
 		return err_set(e, "internal", "out of memory");

@@ -37,6 +37,8 @@ init(struct journal *j)
 {
 	memset(j, 0, sizeof(*j));
 	j->fd = -1;
+	j->dfd = AT_FDCWD;
+	j->name_at = 0;
 	j->b.max = UINT32_MAX;
 	j->offs.max = (size_t)JOURNAL_LINES_MAX * sizeof(uint32_t);
 }
@@ -72,11 +74,41 @@ write_all(int fd, const char *buf, size_t len)
 	return 0;
 }
 
+/* The file is not written any more: say once which one and why (a
+ * journal's owner serialises its writes, so no other line comes between). */
+static void
+write_failed(struct journal *j)
+{
+	int err = errno;
+
+	j->write_failed = 1;
+	warnx_line("io.error: %s: %s: the rest of session %s's journal is kept in memory only", j->path,
+	           strerror(err), j->id);
+}
+
+/* Where the file is: path for messages, name under dfd for the calls. */
+static int
+place(struct journal *j, int dfd, const char *dir, const char *name)
+{
+	if ((size_t)snprintf(j->path, sizeof(j->path), "%s/%s", dir, name) >= sizeof(j->path))
+		return -1;
+	j->dfd = dfd;
+	j->name_at = dfd == AT_FDCWD ? 0 : strlen(j->path) - strlen(name);
+	return 0;
+}
+
 int
 journal_create(struct journal *j, const char *dir, const char *id, const char *header, struct err *e)
 {
+	return journal_create_at(j, AT_FDCWD, dir, id, header, e);
+}
+
+int
+journal_create_at(struct journal *j, int dfd, const char *dir, const char *id, const char *header,
+                  struct err *e)
+{
 	size_t hl = strlen(header);
-	char *line;
+	char *line, name[JOURNAL_ID_MAX + 8];
 
 	init(j);
 	if (!id_ok(id))
@@ -89,11 +121,13 @@ journal_create(struct journal *j, const char *dir, const char *id, const char *h
 		return err_set(e, "internal", "out of memory");
 	if (dir == NULL)
 		return 0;
-	if ((size_t)snprintf(j->path, sizeof(j->path), "%s/%s.jsonl", dir, id) >= sizeof(j->path)) {
+	snprintf(name, sizeof(name), "%s.jsonl", id);
+	if (place(j, dfd, dir, name) != 0) {
 		journal_close(j, 0);
 		return err_set(e, "io.error", "%s: path too long", dir);
 	}
-	j->fd = open(j->path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+	j->fd = openat(j->dfd, j->path + j->name_at,
+	               O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (j->fd < 0) {
 		err_set(e, "io.error", "%s: %s", j->path, strerror(errno));
 		j->path[0] = '\0';
@@ -208,7 +242,7 @@ journal_prewrite(struct journal *j, const char *buf, size_t len)
 	if (j->flushed != j->b.len)
 		return 0;
 	if (j->fd >= 0 && !j->write_failed && write_all(j->fd, buf, len) != 0)
-		j->write_failed = 1;
+		write_failed(j);
 	return 1;
 }
 
@@ -240,7 +274,7 @@ journal_flush(struct journal *j)
 		return;
 	if (j->fd >= 0 && !j->write_failed &&
 	    write_all(j->fd, (const char *)j->b.p + j->flushed, j->b.len - j->flushed) != 0)
-		j->write_failed = 1;
+		write_failed(j);
 	j->flushed = j->b.len;
 }
 
@@ -275,18 +309,17 @@ is_object(const char *text, size_t n)
 	return ok;
 }
 
-int
-journal_load(struct journal *j, const char *path, struct err *e)
+/* Load the file under j->dfd (j->path names it); base is its file name. */
+static int
+load(struct journal *j, const char *base, struct err *e)
 {
-	const char *base = strrchr(path, '/');
+	const char *path = j->path;
 	struct stat st;
 	char *text = NULL, *p, *nl, *end;
 	size_t got = 0, keep;
 	ssize_t k;
 	int fd;
 
-	init(j);
-	base = base != NULL ? base + 1 : path;
 	if ((size_t)snprintf(j->id, sizeof(j->id), "%s", base) >= sizeof(j->id))
 		return err_set(e, "io.error", "%s: name too long", path);
 	if ((p = strstr(j->id, ".jsonl")) == NULL || p[6] != '\0')
@@ -294,7 +327,7 @@ journal_load(struct journal *j, const char *path, struct err *e)
 	*p = '\0';
 	if (!id_ok(j->id))
 		return err_set(e, "io.error", "%s: not a journal name", path);
-	fd = open(path, O_RDWR | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+	fd = openat(j->dfd, j->path + j->name_at, O_RDWR | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		return err_set(e, "io.error", "%s: %s", path, strerror(errno));
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size > JOURNAL_FILE_MAX) {
@@ -352,8 +385,27 @@ journal_load(struct journal *j, const char *path, struct err *e)
 	}
 	j->fd = fd;
 	j->flushed = j->b.len;
-	snprintf(j->path, sizeof(j->path), "%s", path);
 	return 0;
+}
+
+int
+journal_load(struct journal *j, const char *path, struct err *e)
+{
+	const char *base = strrchr(path, '/');
+
+	init(j);
+	if ((size_t)snprintf(j->path, sizeof(j->path), "%s", path) >= sizeof(j->path))
+		return err_set(e, "io.error", "%s: path too long", path);
+	return load(j, base != NULL ? base + 1 : path, e);
+}
+
+int
+journal_load_at(struct journal *j, int dfd, const char *dir, const char *name, struct err *e)
+{
+	init(j);
+	if (place(j, dfd, dir, name) != 0)
+		return err_set(e, "io.error", "%s/%s: path too long", dir, name);
+	return load(j, name, e);
 }
 
 void
@@ -362,7 +414,7 @@ journal_close(struct journal *j, int unlink_file)
 	if (j->fd >= 0)
 		close(j->fd);
 	if (unlink_file && j->path[0] != '\0')
-		unlink(j->path);
+		unlinkat(j->dfd, j->path + j->name_at, 0);
 	free(j->header);
 	buf_free(&j->b);
 	buf_free(&j->offs);

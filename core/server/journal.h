@@ -38,7 +38,9 @@ struct journal {
 	struct buf offs; /* uint32_t start of line i in b (max: JOURNAL_LINES_MAX) */
 	uint32_t n;
 	int fd;           /* -1: in memory only */
-	char path[4096];  /* "" in memory */
+	int dfd;          /* the directory's descriptor (not owned), or AT_FDCWD */
+	char path[4096];  /* "" in memory; for messages: <dir>/<id>.jsonl */
+	size_t name_at;   /* path + name_at is what is opened and unlinked under dfd */
 	int write_failed; /* a write to the file failed: memory only since */
 	size_t flushed;   /* bytes of buf in the file */
 	int defer;        /* set by the owner: appends wait for journal_flush */
@@ -52,6 +54,12 @@ struct journal {
  * an id that is not [A-Za-z0-9_-]).
  */
 int journal_create(struct journal *j, const char *dir, const char *id, const char *header, struct err *e);
+/* The same under the directory descriptor dfd (kept open by the caller
+ * while the journal lives): <id>.jsonl is opened, created and unlinked
+ * relative to dfd (no /proc needed, and an ancestor of dir renamed later
+ * changes nothing), while dir names it in every message. */
+int journal_create_at(struct journal *j, int dfd, const char *dir, const char *id, const char *header,
+                      struct err *e);
 
 /*
  * Load <path> (a journal file): the header and every whole line that is a
@@ -61,13 +69,17 @@ int journal_create(struct journal *j, const char *dir, const char *id, const cha
  * the file).
  */
 int journal_load(struct journal *j, const char *path, struct err *e);
+/* The same for name under the directory descriptor dfd (as
+ * journal_create_at), named <dir>/<name> in messages. */
+int journal_load_at(struct journal *j, int dfd, const char *dir, const char *name, struct err *e);
 
 /*
  * Append one line (a JSON object without newline, len bytes, under
  * JOURNAL_LINE_MAX). Returns the line's number (1-based) or -1 with e
  * (request.too_large over the caps, internal when out of memory). A
- * failing file write is not an error: the journal goes on in memory and
- * write_failed says so. With j->defer set the line reaches the file at the
+ * failing file write is not an error: the journal goes on in memory,
+ * write_failed says so, and one warning line on stderr names the file
+ * (path) and why. With j->defer set the line reaches the file at the
  * next journal_flush (a burst of lines costs one write).
  */
 int64_t journal_append(struct journal *j, const char *line, size_t len, struct err *e);

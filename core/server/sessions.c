@@ -250,10 +250,12 @@ sessions_create(struct sessions *S, const struct session_spec *sp, struct sessio
 	json_w_kint(&w, "created_ms", s->created_ms);
 	json_w_end(&w);
 	rc = w.overflow ? err_set(e, "internal", "journal header too long")
-	                : journal_create(&s->j, S->c.dir, s->v.id, w.buf, e);
+	                : journal_create_at(&s->j, S->c.have_dir_fd ? S->c.dir_fd : AT_FDCWD, S->c.dir,
+	                                    s->v.id, w.buf, e);
 	if (rc != 0 && S->c.dir != NULL && !w.overflow) {
 		/* The directory went away or filled up: keep the session in
-		 * memory rather than refuse it. */
+		 * memory rather than refuse it, and say so. */
+		warnx_line("%s: %s: session %s's journal is kept in memory only", e->code, e->msg, s->v.id);
 		err_clear(e);
 		rc = journal_create(&s->j, NULL, s->v.id, w.buf, e);
 	}
@@ -554,7 +556,7 @@ kill_orphan(const struct json_val *ev)
 }
 
 static int
-replay_one(struct sessions *S, const char *path, int *interrupted)
+replay_one(struct sessions *S, const char *name, int *interrupted)
 {
 	struct json_limits lim = json_default_limits;
 	const struct json_val *r, *x;
@@ -567,7 +569,7 @@ replay_one(struct sessions *S, const char *path, int *interrupted)
 	const char *line;
 	size_t l;
 
-	if (journal_load(&j, path, &e) != 0)
+	if (journal_load_at(&j, S->c.have_dir_fd ? S->c.dir_fd : AT_FDCWD, S->c.dir, name, &e) != 0)
 		return -1;
 	lim.max_depth = 8;
 	if (json_parse(&doc, j.header, strlen(j.header), &lim, &e) != 0) {
@@ -669,20 +671,28 @@ replay_one(struct sessions *S, const char *path, int *interrupted)
 void
 sessions_replay(struct sessions *S, int *loaded, int *interrupted, int *skipped)
 {
-	char path[4096 + 300];
 	struct dirent *d;
 	DIR *dir;
 	size_t n;
+	int fd;
 
 	*loaded = *interrupted = *skipped = 0;
-	if (S->c.dir == NULL || (dir = opendir(S->c.dir)) == NULL)
+	if (S->c.dir == NULL)
 		return;
+	/* A copy: closedir closes it, and dir_fd stays the journals'. */
+	fd = S->c.have_dir_fd ? openat(S->c.dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+	                      : open(S->c.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	if ((dir = fdopendir(fd)) == NULL) {
+		close(fd);
+		return;
+	}
 	while ((d = readdir(dir)) != NULL) {
 		n = strlen(d->d_name);
 		if (n < 7 || strcmp(d->d_name + n - 6, ".jsonl") != 0)
 			continue;
-		snprintf(path, sizeof(path), "%s/%s", S->c.dir, d->d_name);
-		if (replay_one(S, path, interrupted) == 0)
+		if (replay_one(S, d->d_name, interrupted) == 0)
 			(*loaded)++;
 		else
 			(*skipped)++;

@@ -74,6 +74,11 @@ const char *session_status_name(enum session_status s);
 
 struct sessions_config {
 	const char *dir; /* journal directory, NULL = memory only */
+	/* With have_dir_fd: dir's descriptor, kept open by the caller for the
+	 * table's life; journals are opened relative to it (journal_create_at)
+	 * and dir only names them in messages. */
+	int have_dir_fd;
+	int dir_fd;
 	int max_running; /* in total */
 	int max_per_agent;
 	size_t journal_max; /* bytes per journal */

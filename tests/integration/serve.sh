@@ -164,8 +164,11 @@ printf "GET /health HTTP/2.0\r\n${H}\r\n" | malformed "HTTP/2.0 request line" 50
 { printf "GET /health HTTP/1.1\r\n${H}X-Big: "; head -c 17000 /dev/zero | tr '\0' a; printf "\r\n\r\n"; } | malformed "header too big" 431
 { printf "GET /health HTTP/1.1\r\n${H}"; i=0; while [ $i -lt 101 ]; do printf "X-$i: v\r\n"; i=$((i + 1)); done; printf "\r\n"; } | malformed "101 header fields" 431
 { printf "GET /"; head -c 9000 /dev/zero | tr '\0' a; printf " HTTP/1.1\r\n${H}\r\n"; } | malformed "target too long" 414
-printf "POST /health HTTP/1.1\r\n${H}Content-Length: 2000000\r\n\r\nxx" | malformed "body too big (Content-Length)" 413
-{ printf "POST /health HTTP/1.1\r\n${H}Transfer-Encoding: chunked\r\n\r\n"; i=0; while [ $i -lt 18 ]; do printf "10000\r\n"; head -c 65536 /dev/zero; printf "\r\n"; i=$((i + 1)); done; } | malformed "body too big (chunked)" 413
+# The token is checked before the body is read: without one, a body over
+# the limit is 401 like any other (api.sh); with it, 413.
+TH="${H}X-Access-Token: serve-test-token\r\n"
+printf "POST /health HTTP/1.1\r\n${TH}Content-Length: 2000000\r\n\r\nxx" | malformed "body too big (Content-Length)" 413
+{ printf "POST /health HTTP/1.1\r\n${TH}Transfer-Encoding: chunked\r\n\r\n"; i=0; while [ $i -lt 18 ]; do printf "10000\r\n"; head -c 65536 /dev/zero; printf "\r\n"; i=$((i + 1)); done; } | malformed "body too big (chunked)" 413
 
 printf 'GET /health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' | http_raw "$PORT" >"$T/r" 2>"$T/rerr"
 check "the server keeps serving after malformed requests" grep -q '^HTTP/1.1 200' "$T/r"
@@ -321,8 +324,8 @@ else
 	not_ok "slow clients" "serve did not start"
 fi
 
-# Half-sent heads need no token, nor do half-sent bodies (the token is
-# checked once the body is in). 64 from one address (everyone behind one
+# Half-sent heads need no token; a body does (the token is checked as soon
+# as the head is in). 64 half heads from one address (everyone behind one
 # proxy: the default server.max_connections_per_peer), then 64 from each of
 # 8 others (512, twice the default 256 slots), then the same 8 against 32
 # slots: each address keeps at most 8 of them (the oldest closes), a full
@@ -340,7 +343,9 @@ halfheads_case() { # name, probe args…
 	check "half heads, $_name: an authorized GET /v1/ops is 200 at once ($a)" \
 		sh -c "echo '$a' | awk '{ exit !(\$1 == 200 && \$2 < 1000) }'"
 }
-if start_serve -v; then
+printf '[{"id":"echo","argv":["/bin/echo","{word}"],"params":{"word":{"type":"string","required":true}}}]\n' \
+	>"$T/echo.json"
+if ABX_SERVER_AUDIT_FILE=$T/half-audit.jsonl start_serve -v --commands "$T/echo.json"; then
 	halfheads_case "64 from one address" 64 127.0.0.1
 	check "half heads, 64 from one address: 8 of them are kept ($(grep '^held' "$T/p"))" \
 		grep -q '^held 8 of 64' "$T/p"
@@ -348,8 +353,31 @@ if start_serve -v; then
 	halfheads_case "64 from each of 8 addresses" 64 127.0.0.2 127.0.0.3 127.0.0.4 127.0.0.5 \
 		127.0.0.6 127.0.0.7 127.0.0.8 127.0.0.9
 	halfheads_case "64 half bodies from one address" --bodies 64 127.0.0.1
-	check "half bodies, 64 from one address: 8 of them are kept ($(grep '^held' "$T/p"))" \
-		grep -q '^held 8 of 64' "$T/p"
+	check "half bodies without a token: each answered 401 before its body, none held ($(grep '^held' "$T/p"))" \
+		grep -q '^held 0 of 64' "$T/p"
+	# A head announcing 1 MB without a valid token is answered 401 at
+	# once, closed, and audited like any refusal; the body is never read.
+	probe authfirst "$PORT" >"$T/p" 2>&1
+	for how in missing wrong; do
+		l=$(grep "^$how " "$T/p")
+		code=auth.invalid
+		[ $how = missing ] && code=auth.missing
+		check "a 1 MB body, token $how: 401 $code before the body is sent (${l%% \{*})" \
+			sh -c "echo '$l' | awk '{ exit !(\$2 == 401 && \$3 < 1000 && \$4 == \"close\") }' &&
+				echo '$l' | grep -q '\"code\":\"$code\"'"
+		check "a 1 MB body, token $how: the connection is closed" grep -q "^$how-closed True" "$T/p"
+		check "a 1 MB body, token $how: an audit record" \
+			grep -q "\"event\":\"auth.failure\",\"code\":\"$code\",\"peer\":\"127.0.0.1:[0-9]*\",\"method\":\"POST\",\"path\":\"/v1/ops/echo\"" \
+			"$T/half-audit.jsonl"
+	done
+	# An authorized upload stalled mid-body is not a connection a new one
+	# may take: it outlives 64 half heads and bodies without a token from
+	# its own address and from each of 8 others (576, over the 256 slots),
+	# and completes when the rest of its body arrives.
+	probe authupload "$PORT" 64 127.0.0.1 127.0.0.2 127.0.0.3 127.0.0.4 127.0.0.5 \
+		127.0.0.6 127.0.0.7 127.0.0.8 127.0.0.9 serve-test-token >"$T/p" 2>&1
+	check "an authorized upload stalled mid-body outlives 576 half requests without a token, then completes ($(head -c 160 "$T/p" | tr '\n' ' '))" \
+		grep -q '^upload 200 [0-9]* whole' "$T/p"
 	kill "$SERVE_PID"
 	wait "$SERVE_PID" 2>/dev/null
 else

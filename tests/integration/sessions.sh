@@ -240,6 +240,62 @@ ABX_SERVER_STATE_DIR=/proc/self/nonexistent run "$BIN" doctor
 check "doctor: session replay is limited to the process lifetime" \
 	grep -q 'sessions: .*replay is limited to the process lifetime' "$T/out"
 
+# A journal write that fails (the file size limit here, as a full disk
+# would): one warning that names the journal by its path under the state
+# directory (serve writes through the directory's descriptor, which no
+# message shows), and the session goes on in memory.
+mkdir -p "$T/state-fsize" && chmod 700 "$T/state-fsize"
+bg "$PY" -c 'import os, resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (2048, 2048))
+os.execv(sys.argv[1], sys.argv[1:])' "$BIN" serve --host 127.0.0.1 --port 0 --config "$T/config.json" \
+	--tools-dir "$T/tools" --state-dir "$T/state-fsize" -q >"$T/serve.out" 2>"$T/serve.err"
+SERVE_PID=$BGPID
+if wait_for_line "$T/serve.out" '^[0-9][0-9]*$' 10; then
+	PORT=$(head -1 "$T/serve.out")
+	U=http://127.0.0.1:$PORT
+	create fake "print:100"
+	waitdone fake "$SID"
+	check "a journal write fails: one warning names it by its path under the state directory ($(grep -m1 'io.error' "$T/serve.err"))" \
+		sh -c "grep -qF \"warning: io.error: $T/state-fsize/sessions/$SID.jsonl: File too large: the rest of session $SID's journal is kept in memory only\" '$T/serve.err' &&
+			test \$(grep -c 'io.error' '$T/serve.err') = 1"
+	check "... never by a descriptor's path" sh -c "! grep -q /proc/self/fd '$T/serve.err'"
+	check "... and the session completes with every event in memory" \
+		test "$(js "$T/final" 'd["status"]+" "+str(d["events"] >= 102)')" = "completed True"
+	kill "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null
+else
+	not_ok "serve with a file size limit starts" "$(head -5 "$T/serve.err")"
+fi
+
+# Without /proc (a mount namespace with an empty one): journals are still
+# written in the sessions directory serve opened at start, even after an
+# ancestor of its path is moved and another directory put in its place
+# (journals are opened relative to the directory's descriptor, not through
+# /proc/self/fd, nor by the path again).
+if [ "$(id -u)" = 0 ] && unshare -m sh -c 'mount -t tmpfs none /proc' 2>/dev/null; then
+	mkdir -p "$T/pin/state" && chmod 700 "$T/pin/state"
+	bg unshare -m sh -c 'mount -t tmpfs none /proc && exec "$@"' sh "$BIN" serve --host 127.0.0.1 --port 0 \
+		--config "$T/config.json" --tools-dir "$T/tools" --state-dir "$T/pin/state" -q \
+		>"$T/serve.out" 2>"$T/serve.err"
+	SERVE_PID=$BGPID
+	if wait_for_line "$T/serve.out" '^[0-9][0-9]*$' 10; then
+		PORT=$(head -1 "$T/serve.out")
+		U=http://127.0.0.1:$PORT
+		mv "$T/pin" "$T/pin-moved"
+		mkdir -p "$T/pin/state/sessions"
+		create fake "print:2"
+		waitdone fake "$SID"
+		check "no /proc: a session completes" test "$(js "$T/final" 'd["status"]')" = completed
+		check "no /proc, an ancestor moved: its journal is in the directory serve opened" \
+			sh -c "test -s '$T/pin-moved/state/sessions/$SID.jsonl' && test ! -e '$T/pin/state/sessions/$SID.jsonl'"
+		kill "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null
+	else
+		not_ok "serve without /proc starts" "$(head -5 "$T/serve.err")"
+	fi
+else
+	skip "journals without /proc" "needs root and mount namespaces"
+fi
+
 # ---- 50 concurrent sessions --------------------------------------------------------------
 export ABX_SERVER_MAX_SESSIONS=64 ABX_SERVER_MAX_SESSIONS_PER_AGENT=64
 serve_up

@@ -1,6 +1,6 @@
 /* An API served in the test process: a configuration written to a private
  * directory, the generation built from it (as serve builds it), httpd on
- * 127.0.0.1 with serve's two routes, and a client that sends one request
+ * 127.0.0.1 with serve's two routes and gate, and a client that sends one request
  * per connection. Included by test_api_ops.c and test_api_sessions.c. */
 #include "unit.h"
 
@@ -130,6 +130,8 @@ fx_start(const char *config, const char *cmds, const char *const *mans)
 	hc.workers = 4;
 	hc.access_log = 0;
 	hc.max_body = g->cfg.server.max_body_bytes;
+	hc.gate = api_gate;
+	hc.gate_arg = &fx.api;
 	hc.observe = api_observe;
 	hc.observe_arg = &fx.api;
 	if ((fx.srv = httpd_new(&hc, &e)) == NULL) {

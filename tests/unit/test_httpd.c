@@ -771,6 +771,97 @@ test_partial_requests_capped(void **state)
 	}
 }
 
+/* With a gate: a request it refuses is answered 401 and closed before its
+ * body is sent. A body it admitted that stalls is closed neither for the
+ * unvetted half heads of its own address nor for a new connection in a full
+ * table, only for its address's admitted bodies over HTTPD_PARTIAL_PER_PEER
+ * (the oldest first), and is answered when the rest arrives. */
+static void
+test_gate_before_the_body(void **state)
+{
+	const char half_head[] = "GET /fast HTTP/1.1\r\nHo";
+	const char upload[] = "POST /echo/up HTTP/1.1\r\nHost: t\r\nContent-Length: 9\r\n\r\nab";
+	const char denied[] =
+	    "POST /echo/up HTTP/1.1\r\nHost: t\r\nX-Deny: 1\r\nContent-Length: 900000\r\n\r\n";
+	const char fast[] = "GET /fast HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+	enum { P = HTTPD_PARTIAL_PER_PEER, HEADS = HTTPD_PARTIAL_PER_PEER + 4 };
+	struct pollfd pf;
+	struct httpd_config c;
+	struct httpd *s;
+	struct err e;
+	pthread_t th;
+	char out[4096];
+	int up[P + 1], heads[HEADS + 1], i, fd;
+	ssize_t k;
+
+	httpd_config_defaults(&c);
+	c.host = "127.0.0.1";
+	c.port = 0;
+	c.max_conns = 2 * P;
+	c.reserve = 0;
+	c.workers = 2;
+	c.access_log = 0;
+	c.routes = routes;
+	c.nroutes = sizeof(routes) / sizeof(routes[0]);
+	c.gate = gate;
+	s = httpd_new(&c, &e);
+	assert_non_null(s);
+	assert_int_equal(pthread_create(&th, NULL, run_other, s), 0);
+
+	fd = dial_port(httpd_port(s));
+	assert_int_equal(send(fd, denied, strlen(denied), 0), (ssize_t)strlen(denied));
+	pf = (struct pollfd){fd, POLLIN, 0};
+	assert_int_equal(poll(&pf, 1, 1000), 1);
+	k = recv(fd, out, sizeof(out) - 1, 0);
+	out[k > 0 ? k : 0] = '\0';
+	if (strstr(out, "HTTP/1.1 401 Unauthorized\r\n") == NULL ||
+	    strstr(out, "Connection: close\r\n") == NULL)
+		fail_msg("refused before the body: %s", out);
+	close(fd);
+
+	up[0] = dial_port(httpd_port(s));
+	assert_int_equal(send(up[0], upload, strlen(upload), 0), (ssize_t)strlen(upload));
+	usleep(20000);
+	for (i = 0; i < HEADS; i++) {
+		heads[i] = dial_port(httpd_port(s));
+		assert_int_equal(send(heads[i], half_head, strlen(half_head), 0), (ssize_t)strlen(half_head));
+		usleep(20000);
+	}
+	if (closed_within(up[0], 50))
+		fail_msg("an admitted upload was closed for half heads of its address");
+	/* 8 heads and 8 uploads fill the table; the 9th upload closes the
+	 * first, a head (never an upload) makes room for the last of them */
+	for (i = 1; i <= P; i++) {
+		up[i] = dial_port(httpd_port(s));
+		assert_int_equal(send(up[i], upload, strlen(upload), 0), (ssize_t)strlen(upload));
+		usleep(20000);
+	}
+	assert_true(closed_within(up[0], 2000));
+	heads[HEADS] = dial_port(httpd_port(s));
+	assert_int_equal(send(heads[HEADS], half_head, strlen(half_head), 0), (ssize_t)strlen(half_head));
+	usleep(20000);
+	fd = dial_port(httpd_port(s));
+	assert_int_equal(send(fd, fast, sizeof(fast) - 1, 0), (ssize_t)sizeof(fast) - 1);
+	read_all(fd, out, sizeof(out));
+	close(fd);
+	if (strstr(out, "HTTP/1.1 200 OK") == NULL)
+		fail_msg("a new request in a full table: %s", out);
+	for (i = 1; i <= P; i++)
+		if (closed_within(up[i], 50))
+			fail_msg("admitted upload %d of %d was closed", i, P);
+	assert_int_equal(send(up[P], "cdefghi", 7, 0), 7);
+	read_all(up[P], out, sizeof(out));
+	if (strstr(out, "/echo/up||9|abcdefghi|") == NULL)
+		fail_msg("the stalled upload, completed: %s", out);
+	for (i = 0; i <= P; i++)
+		close(up[i]);
+	for (i = 0; i <= HEADS; i++)
+		close(heads[i]);
+	httpd_stop(s);
+	pthread_join(th, NULL);
+	httpd_free(s);
+}
+
 /* Without a reserve (other addresses than loopback), a client over a limit
  * with nothing to reclaim is refused at once: the table full, or its address
  * at max_conns_per_peer. The held connections are in a handler (/slow), so
@@ -921,6 +1012,7 @@ main(void)
 	    cmocka_unit_test(test_head_and_body_deadlines),
 	    cmocka_unit_test(test_limits_refuse_without_reserve),
 	    cmocka_unit_test(test_partial_requests_capped),
+	    cmocka_unit_test(test_gate_before_the_body),
 	    cmocka_unit_test(test_stop_drains_in_flight),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown_if_running);

@@ -54,7 +54,7 @@ test_hostile_ids_and_lines(void **state)
 	assert_int_equal(journal_create(&j, dir, "", "{}", &e), -1);
 	assert_int_equal(journal_create(&j, NULL, "a", "{\n}", &e), -1);
 	assert_int_equal(journal_create(&j, NULL, "mem1", "{\"h\":1}", &e), 0);
-	assert_int_equal(journal_append(&j, "{\"a\":\n1}", 8, &e), -1);   /* a newline inside */
+	assert_int_equal(journal_append(&j, "{\"a\":\n1}", 8, &e), -1); /* a newline inside */
 	assert_string_equal(e.code, "request.too_large");
 	assert_int_equal(journal_append(&j, "", 0, &e), -1);
 	{
@@ -114,7 +114,7 @@ test_file_roundtrip_and_partial_tail(void **state)
 		assert_int_equal(stat(path, &st), 0);
 		assert_int_equal(st.st_mode & 0777, 0600);
 	}
-	assert_int_equal(journal_create(&k, dir, "as_1", "{}", &e), -1);   /* O_EXCL */
+	assert_int_equal(journal_create(&k, dir, "as_1", "{}", &e), -1); /* O_EXCL */
 	assert_int_equal(journal_append(&j, "{\"seq\":1}", 9, &e), 1);
 	assert_int_equal(journal_append(&j, "{\"seq\":2}", 9, &e), 2);
 	journal_close(&j, 0);
@@ -190,15 +190,76 @@ test_bad_line_ends_the_trusted_part(void **state)
 	journal_close(&j, 0);
 }
 
+/* Journals under a directory descriptor: the file is opened, loaded and
+ * unlinked relative to it, while every message names <dir>/<id>.jsonl as
+ * given (the path the user knows), never the descriptor's. A write that
+ * fails (a full disk: /dev/full in the file's place) warns once with that
+ * path and the journal goes on in memory. */
+static void
+test_at_a_descriptor_named_by_dir(void **state)
+{
+	char sub[sizeof(dir) + 8], path[sizeof(sub) + 32], log[sizeof(dir) + 16], text[1024];
+	const char *line;
+	struct journal j;
+	struct err e;
+	size_t len;
+	int dfd, full, saved, lfd;
+
+	snprintf(sub, sizeof(sub), "%s/real", dir);
+	assert_int_equal(mkdir(sub, 0700), 0);
+	dfd = open(sub, O_RDONLY | O_DIRECTORY);
+	assert_true(dfd >= 0);
+	assert_int_equal(journal_create_at(&j, dfd, "/state/sessions", "as_1", "{\"h\":1}", &e), 0);
+	assert_string_equal(j.path, "/state/sessions/as_1.jsonl");
+	assert_true(journal_append(&j, "{\"a\":1}", 7, &e) == 1);
+	snprintf(path, sizeof(path), "%s/as_1.jsonl", sub);
+	file_text(path, text, sizeof(text));
+	assert_string_equal(text, "{\"h\":1}\n{\"a\":1}\n");
+
+	/* the disk fills: one warning naming the display path, then memory */
+	snprintf(log, sizeof(log), "%s/log", dir);
+	lfd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	full = open("/dev/full", O_WRONLY);
+	assert_true(lfd >= 0 && full >= 0);
+	assert_true(dup2(full, j.fd) == j.fd);
+	close(full);
+	saved = dup(2);
+	dup2(lfd, 2);
+	assert_true(journal_append(&j, "{\"b\":2}", 7, &e) == 2);
+	assert_true(journal_append(&j, "{\"c\":3}", 7, &e) == 3);
+	dup2(saved, 2);
+	close(saved);
+	close(lfd);
+	assert_int_equal(j.write_failed, 1);
+	assert_non_null(journal_line(&j, 3, &len));
+	file_text(log, text, sizeof(text));
+	line = strstr(text, "io.error: /state/sessions/as_1.jsonl: No space left on device");
+	if (line == NULL || strstr(line + 1, "io.error") != NULL || strstr(text, "/proc/") != NULL)
+		fail_msg("one warning naming the path: %s", text);
+	journal_close(&j, 0);
+
+	/* loaded under the descriptor, named by dir; unlinked there */
+	assert_int_equal(journal_load_at(&j, dfd, "/state/sessions", "as_1.jsonl", &e), 0);
+	assert_string_equal(j.path, "/state/sessions/as_1.jsonl");
+	assert_string_equal(j.id, "as_1");
+	assert_int_equal(journal_count(&j), 1);
+	journal_close(&j, 1);
+	assert_int_equal(access(path, F_OK), -1);
+	assert_int_equal(journal_load_at(&j, dfd, "/state/sessions", "as_1.jsonl", &e), -1);
+	assert_non_null(strstr(e.msg, "/state/sessions/as_1.jsonl: No such file"));
+	close(dfd);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_hostile_ids_and_lines),
-		cmocka_unit_test(test_memory_lines),
-		cmocka_unit_test(test_file_roundtrip_and_partial_tail),
-		cmocka_unit_test(test_load_refuses_what_is_not_ours),
-		cmocka_unit_test(test_bad_line_ends_the_trusted_part),
+	    cmocka_unit_test(test_hostile_ids_and_lines),
+	    cmocka_unit_test(test_memory_lines),
+	    cmocka_unit_test(test_file_roundtrip_and_partial_tail),
+	    cmocka_unit_test(test_load_refuses_what_is_not_ours),
+	    cmocka_unit_test(test_bad_line_ends_the_trusted_part),
+	    cmocka_unit_test(test_at_a_descriptor_named_by_dir),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
