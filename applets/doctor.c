@@ -592,6 +592,7 @@ doctor_main(int argc, char **argv)
 	doctor_check_home(&r);
 	doctor_check_state_dir(&r, &L->cfg);
 	doctor_check_sessions(&r, &L->cfg);
+	doctor_check_audit(&r, &L->cfg);
 	doctor_tools_chain(&L->cfg, &ch);
 	doctor_check_tools_dirs(&r, &L->cfg, &ch);
 	doctor_check_installed(&r, &ch);

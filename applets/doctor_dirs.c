@@ -17,6 +17,7 @@
 
 #include "base/fs.h"
 #include "base/proc.h"
+#include "install/install.h"
 #include "cfgload.h"
 #include "doctor.h"
 
@@ -76,23 +77,6 @@ default_state_dir(const struct config *c, char *buf, size_t cap)
 		snprintf(buf, cap, "%s/.local/state/agent-sandbox", home && home[0] ? home : "/nonexistent");
 }
 
-/* The parent of path exists and we may create path in it. */
-static int
-creatable(const char *path)
-{
-	char parent[PATH_MAX];
-
-	if (fs_dirname(path, parent, sizeof(parent)) != 0)
-		return 0;
-	while (access(parent, F_OK) != 0) {
-		char up[PATH_MAX];
-		if (strcmp(parent, "/") == 0 || fs_dirname(parent, up, sizeof(up)) != 0)
-			return 0;
-		snprintf(parent, sizeof(parent), "%s", up);
-	}
-	return writable_dir(parent);
-}
-
 void
 doctor_check_state_dir(struct report *r, const struct config *c)
 {
@@ -103,7 +87,7 @@ doctor_check_state_dir(struct report *r, const struct config *c)
 	config_source(c, CK_STATE_DIR, src, sizeof(src));
 	if (fs_dir_safe(dir, &e) != 0) {
 		if (e.code != NULL && strcmp(e.code, "not_found") == 0) {
-			if (creatable(dir))
+			if (tools_dir_creatable(dir))
 				doctor_line(r, "PASS", "state", NULL,
 				            "%s does not exist yet; serve creates it (mode 0700) [%s]", dir,
 				            src);
@@ -130,6 +114,28 @@ doctor_check_state_dir(struct report *r, const struct config *c)
 		doctor_line(r, "PASS", "state", NULL, "%s is writable and safe [%s]", dir, src);
 }
 
+/* The audit file by serve's own check (install_audit_check), without
+ * creating anything: a PASS here is a serve that starts. */
+void
+doctor_check_audit(struct report *r, const struct config *c)
+{
+	static struct install_settings set;
+	char src[CFG_PATH_MAX + 32];
+	struct err e;
+
+	if (c->audit_file[0] == '\0')
+		return;
+	install_settings_from_config(&set, c);
+	config_source(c, CK_AUDIT_FILE, src, sizeof(src));
+	err_clear(&e);
+	if (install_audit_check(&set, 1, &e) != 0)
+		doctor_line(r, "FAIL", "audit", "set audit_file (ABX_SERVER_AUDIT_FILE) to a writable file",
+		            "%s: serve refuses to start [%s]", e.msg, src);
+	else
+		doctor_line(r, "PASS", "audit", NULL, "install records are appended to %s [%s]",
+		            c->audit_file, src);
+}
+
 /* Where serve keeps agent session journals (<state>/sessions), and whether
  * a restart can replay them. */
 void
@@ -144,7 +150,7 @@ doctor_check_sessions(struct report *r, const struct config *c)
 	if (fs_dir_safe(sd, &e) == 0)
 		ok = writable_dir(sd);
 	else if (e.code != NULL && strcmp(e.code, "not_found") == 0)
-		ok = fs_dir_safe(dir, &e) == 0 ? writable_dir(dir) : creatable(sd);
+		ok = fs_dir_safe(dir, &e) == 0 ? writable_dir(dir) : tools_dir_creatable(sd);
 	else
 		ok = 0;
 	if (ok)
@@ -200,7 +206,7 @@ doctor_check_tools_dirs(struct report *r, const struct config *c, const struct c
 		const char *d = ch->dir[i];
 		if (fs_dir_safe(d, &e) != 0) {
 			if (e.code != NULL && strcmp(e.code, "not_found") == 0) {
-				if (ch->creatable[i] && target == NULL && creatable(d)) {
+				if (ch->creatable[i] && target == NULL && tools_dir_creatable(d)) {
 					doctor_line(
 					    r, "PASS", "tools", NULL,
 					    "%s does not exist yet; the first install creates it (mode "

@@ -46,6 +46,22 @@ install_settings_from_config(struct install_settings *s, const struct config *cf
 }
 
 int
+tools_dir_creatable(const char *path)
+{
+	char parent[PATH_MAX], up[PATH_MAX];
+	struct stat sb;
+
+	if (fs_dirname(path, parent, sizeof(parent)) != 0)
+		return 0;
+	while (access(parent, F_OK) != 0) {
+		if (strcmp(parent, "/") == 0 || fs_dirname(parent, up, sizeof(up)) != 0)
+			return 0;
+		memcpy(parent, up, strlen(up) + 1);
+	}
+	return stat(parent, &sb) == 0 && S_ISDIR(sb.st_mode) && access(parent, W_OK | X_OK) == 0;
+}
+
+int
 tools_state_dir(const struct install_settings *s, char *buf, size_t cap)
 {
 	const char *v = s != NULL ? s->state_dir : NULL, *home;

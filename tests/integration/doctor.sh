@@ -180,6 +180,29 @@ assert all(c['status'] in ('PASS', 'WARN', 'FAIL') for c in d['checks'])
 assert any(c['check'] == 'mode' for c in d['checks'])
 "
 
+# audit_file: doctor answers as serve does, in both directions (issue 28).
+# In a state directory that does not exist yet (the README's template), serve
+# creates the directory and starts; doctor passes it.
+printf '{"audit_file": "%s"}' "$T/fresh/audit.jsonl" >"$T/audit_state.json"
+run env ABX_TOOLS_DIR="$T/tools" ABX_SERVER_STATE_DIR="$T/fresh" ABX_SERVER_CONFIG="$T/audit_state.json" $D
+expect "doctor: an audit_file in the state directory serve creates passes" 0 \
+	"PASS  audit: install records are appended to $T/fresh/audit.jsonl"
+(
+	export ABX_SERVER_STATE_DIR="$T/fresh" ABX_SERVER_CONFIG="$T/audit_state.json" ABX_SERVER_TOKEN=tok
+	start_serve || { not_ok "serve starts with audit_file in a state directory it creates" "$(cat "$T/serve.err")"; exit 0; }
+	ok "serve starts with audit_file in a state directory it creates"
+	check "... and created the file there" test -f "$T/fresh/audit.jsonl"
+	check "... in a directory of mode 0700" test "$(stat -c %a "$T/fresh")" = 700
+	kill "$SERVE_PID"
+)
+# Anywhere else a missing directory is not created: serve refuses, doctor FAILs.
+printf '{"audit_file": "%s"}' "$T/nodir/sub/audit.jsonl" >"$T/audit_bad.json"
+run env ABX_TOOLS_DIR="$T/tools" ABX_SERVER_CONFIG="$T/audit_bad.json" $D
+expect "doctor: an audit_file serve cannot write is a FAIL" 1 "FAIL  audit: audit_file $T/nodir/sub/audit.jsonl: cannot be written"
+run env ABX_SERVER_CONFIG="$T/audit_bad.json" ABX_SERVER_TOKEN=tok $BIN serve --host 127.0.0.1 --port 0
+expect "... and serve refuses it the same way" 2 "" "audit_file $T/nodir/sub/audit.jsonl: cannot be written"
+check "... creating nothing" test ! -e "$T/nodir"
+
 # noexec and read-only need root and a private mount namespace
 if [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null; then
 	mkdir "$T/nx"
