@@ -630,6 +630,7 @@ prepare_main(int argc, char **argv)
 	static struct prepare_args a;
 	char absdir[PATH_MAX];
 	int n = 0, rc, from_config = 0;
+	struct err e;
 
 	memset(&t, 0, sizeof(t));
 	memset(&a, 0, sizeof(a));
@@ -640,6 +641,8 @@ prepare_main(int argc, char **argv)
 			return rc;
 		from_config = 1;
 	}
+	if (!a.dry && tooling_cache_ready(&t, &e) != 0)
+		return fail(&e);
 	if (a.cache_only)
 		return cache_only(&t, &a);
 	if (t.tools_dir != NULL && t.tools_dir[0] != '/' && realpath(t.tools_dir, absdir) != NULL)

@@ -508,3 +508,15 @@ if [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null; then
 else
 	skip "noexec staging" "needs root and mount namespaces"
 fi
+
+# --cache DIR whose parent does not exist (issue 28): created as a tools
+# directory is (mkdir -p), and the download kept there, not dropped in silence
+prep "$T/t1n" --only hello --force --cache "$T/newparent/sub/cache"
+expect "prepare --cache under a missing parent exits 0" 0 "hello 1.0.0: installed"
+check "... created the cache and kept the artifact there" sh -c "ls '$T/newparent/sub/cache' | grep -Eq '^[0-9a-f]{64}$'"
+: >"$T/notadir"
+prep "$T/t1o" --only hello --cache "$T/notadir/cache"
+expect "prepare --cache that cannot be created: a coded error before any download" 1 "" \
+	"io.error: --cache $T/notadir/cache cannot be created"
+check "... with a fix" grep -q "create it, or give --cache a directory you can write" "$T/err"
+check "... and nothing installed" test ! -e "$T/t1o/hello"
