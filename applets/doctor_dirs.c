@@ -229,6 +229,25 @@ doctor_check_tools_dirs(struct report *r, const struct config *c, const struct c
 			continue;
 		}
 		fl = doctor_mount_flags(d, mp, sizeof(mp));
+		if (!writable_dir(d) && ch->explicit_[i] && target == NULL) {
+			/* installs refuse it rather than go to a later one
+			 * (tools_chain_build): no later directory receives them */
+			target = d;
+			if (runtime)
+				doctor_line(
+				    r, "FAIL", "tools",
+				    "make it writable by the server user, or name a writable one",
+				    "%s cannot be written [%s]: installs at runtime fail with "
+				    "install.read_only (an explicit directory is never replaced; mode %s)",
+				    d, src, config_mode_name(c->install.mode));
+			else
+				doctor_line(
+				    r, "PASS", "tools", NULL,
+				    "%s is read-only here [%s]: prepared tools are used; mode %s installs "
+				    "nothing at runtime",
+				    d, src, config_mode_name(c->install.mode));
+			continue;
+		}
 		if (!writable_dir(d)) {
 			doctor_line(
 			    r, "PASS", "tools", NULL,

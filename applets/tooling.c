@@ -187,7 +187,7 @@ out:
 void
 tooling_announce(void *arg, const manifest_t *m, const char *why, const char *dir)
 {
-	char line[INSTALL_WHY_MAX + PATH_MAX + 200];
+	char line[INSTALL_WHY_MAX + 2 * PATH_MAX + 800];
 	int n;
 
 	(void)arg;

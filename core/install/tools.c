@@ -204,6 +204,24 @@ tools_chain_build(struct tools_chain *c, const struct install_settings *s, int c
 			return -1;
 		}
 	}
+	/* nor by a later one when it exists but cannot be written: readers
+	 * use what it holds, installers refuse before any download */
+	if (expl != NULL && expl->exists && !expl->writable) {
+		char tried[1024], det[1100];
+		const char *src = s->tools_dir_source[0] ? s->tools_dir_source : "--tools-dir";
+		if (!create)
+			return 0;
+		tools_chain_tried_text(c, tried, sizeof(tried));
+		err_set(e, "install.read_only",
+		        "tools directory %s (%s) exists but cannot be written (%s); an explicit "
+		        "directory is never replaced by another: make it writable by uid %u, or name a "
+		        "writable one (%s); tried %s",
+		        expl->path, src, expl->why, (unsigned)geteuid(), src, tried);
+		tools_chain_tried_json(c, tried, sizeof(tried));
+		snprintf(det, sizeof(det), "{\"tried\":%s}", tried);
+		err_details(e, det);
+		return -1;
+	}
 	for (i = 0; i < c->n; i++)
 		if (c->d[i].writable) {
 			c->writable = i;

@@ -215,10 +215,12 @@ if [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null; then
 	run unshare -m sh -c "$ro && ABX_TOOLS_DIR='$T/tools' exec $D"
 	expect "a read-only root fails for mode lazy" 1 "WARN  root: the root filesystem is read-only"
 	check "the fix names the variables" grep -q "fix: mount writable volumes (tmpfs) and set ABX_TOOLS_DIR=" "$T/out"
-	check "no writable tools dir is a FAIL" grep -q "^FAIL  tools: no writable tools directory: first-use installs will fail with install.read_only (mode lazy)" "$T/out"
+	check "a read-only explicit tools dir is a FAIL: installs refuse it, none goes elsewhere" \
+		grep -q "^FAIL  tools: $T/tools cannot be written \[env ABX_TOOLS_DIR\]: installs at runtime fail with install.read_only (an explicit directory is never replaced; mode lazy)" "$T/out"
+	check "... and no later directory is said to receive installs" sh -c "! grep -q 'new installs go here' '$T/out'"
 	check "the state dir warns" grep -q "^WARN  state: $T/state is not writable" "$T/out"
 	run unshare -m sh -c "$ro && ABX_TOOLS_DIR='$T/tools' exec $D --mode build"
-	expect "a read-only root is fine for mode build" 0 "PASS  tools: no writable tools directory; mode build installs nothing at runtime"
+	expect "a read-only root is fine for mode build" 0 "PASS  tools: $T/tools is read-only here [env ABX_TOOLS_DIR]: prepared tools are used; mode build installs nothing at runtime"
 else
 	skip "noexec and read-only root" "needs root and unshare"
 fi

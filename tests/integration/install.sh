@@ -494,6 +494,29 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
 	run asnobody env ABX_MANIFESTS_DIR="$RO/man" ABX_TOOLS_DIR="$RO/prepared" "$RO/prepared/bin/hello"
 	expect "prepared root-owned tree: the shim runs it" 0 "hello 1.0.0"
 	check "nothing was written as the other user" sh -c "test -z \"\$(find '$RO' -user 65534 ! -path '$RO/ro')\""
+	# an explicit directory that exists but cannot be written is refused before
+	# any download, even with a writable default after it (issue 28)
+	mkdir "$RO/st" && chown 65534:65534 "$RO/st" && chmod 700 "$RO/st"
+	mkdir "$RO/rox" && chmod 755 "$RO/rox"
+	G0=$(gets hello-1.0.0.tgz)
+	run asnobody env ABX_SERVER_STATE_DIR="$RO/st" ABX_TOOLS_DIR="$RO/rox" "$RO/abx" prepare --manifests "$RO/man" --only hello
+	expect "a read-only explicit ABX_TOOLS_DIR: install.read_only, not another directory" 3 "" \
+		"install.read_only: tools directory $RO/rox (env ABX_TOOLS_DIR) exists but cannot be written"
+	check "... with a specific fix" grep -q "make it writable by uid 65534, or name a writable one (env ABX_TOOLS_DIR)" "$T/err"
+	check "... before any download" test "$(gets hello-1.0.0.tgz)" = "$G0"
+	check "... and nothing installed in the state directory's tools" test ! -e "$RO/st/tools/hello"
+	# the default /opt/agent-sandbox/tools read-only: the fallback is said
+	rm -rf "$RO/st/tools"
+	if unshare -m true 2>/dev/null; then
+		run unshare -m sh -c "mount --make-rprivate / && mount -t tmpfs tmpfs /opt && mkdir -p /opt/agent-sandbox/tools &&
+			exec setpriv --reuid=65534 --regid=65534 --clear-groups env HOME=/nonexistent ABX_SERVER_STATE_DIR='$RO/st' \
+			ABX_SERVER_AUDIT_FILE= SSL_CERT_FILE='$RO/ca.pem' '$RO/abx' prepare --manifests '$RO/man' --only hello"
+		expect "a read-only default /opt/agent-sandbox/tools falls back to the state directory" 0 "hello 1.0.0: installed"
+		check "... and says so on stderr" grep -q "installing hello 1.0.0 into $RO/st/tools (missing; /opt/agent-sandbox/tools is passed over: not writable" "$T/err"
+	else
+		skip "a read-only default tools directory" "needs unshare -m"
+	fi
+	rm -rf "$RO/st" "$RO/rox"
 	rm -rf "$RO"
 else
 	skip "read-only tools directory" "needs root and setpriv"
