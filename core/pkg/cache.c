@@ -127,6 +127,19 @@ cache_get(const char *cache, const struct digest *want, struct buf *mem, int *in
 	return 0;
 }
 
+int
+cache_get_any(const char *const *ro, size_t n, const char *cache, const struct digest *want, struct buf *mem,
+              int *in_mem, char *out, size_t cap, struct err *e)
+{
+	size_t i;
+	int rc;
+
+	for (i = 0; i < n; i++)
+		if ((rc = cache_get(ro[i], want, mem, in_mem, out, cap, e)) != 0)
+			return rc;
+	return cache_get(cache, want, mem, in_mem, out, cap, e);
+}
+
 /* ---- downloads ------------------------------------------------------------ */
 
 int

@@ -236,6 +236,26 @@ check "... the extraction's copies became the kept tree: none left beside it" \
 mkdir -m 700 "$T/t3"
 run env ABX_TOOLS_DIR="$T/t3" ABX_SERVER_INSTALL_MODE=offline "$BIN" prepare --only app
 expect "offline without the cache" 3 "" "install.disabled"
+# a cache that cannot be written (an image's read-only layer) serves what it
+# holds (issue 28); a directory mirror laid out like the cache serves npm
+# packages as it serves tarballs
+cp -R "$T/tools/.cache" "$T/cro"
+rm -rf "$T/cro/trees"
+if [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null; then
+	mkdir -m 700 "$T/t2r"
+	run unshare -m sh -c "mount --make-rprivate / && mount --bind '$T/cro' '$T/cro' && mount -o bind,remount,ro '$T/cro' &&
+		ABX_TOOLS_DIR='$T/t2r' ABX_SERVER_INSTALL_MODE=offline exec '$BIN' prepare --only app --cache '$T/cro'"
+	expect "offline from a read-only cache: its packages are served" 0 "app 1.0.0: installed"
+	check "... no request reached the registry" test ! -s "$T/reg.log"
+else
+	skip "offline from a read-only cache" "needs root and unshare -m"
+fi
+mkdir -m 700 "$T/t2m"
+run env ABX_TOOLS_DIR="$T/t2m" ABX_SERVER_INSTALL_MODE=offline ABX_INSTALL_MIRROR="$T/cro" "$BIN" prepare --only app
+expect "offline from a directory mirror: npm packages are served from it" 0 "app 1.0.0: installed"
+check "... no request reached the registry" test ! -s "$T/reg.log"
+run "$BIN" verify app --tools-dir "$T/t2m"
+expect "... and the tree verifies" 0 "OK app"
 
 mkdir -m 700 "$T/t4"
 run env ABX_TOOLS_DIR="$T/t4" ABX_INSTALL_NPM_REGISTRY="$REG/mirror" ABX_SERVER_INSTALL_ALLOW_HOSTS="${REG#https://}" \
