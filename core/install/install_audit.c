@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -217,6 +218,23 @@ install_progress_write(struct install_progress_state *p, const char *phase, int 
 }
 
 int
+install_lock_held(const char *w, const char *name)
+{
+	char path[PATH_MAX];
+	int fd, held;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/.locks/%s.lock", w, name) >= sizeof(path))
+		return 0;
+	/* O_RDONLY: a reader that may not write the directory can tell too */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return 0;
+	held = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+	close(fd);
+	return held;
+}
+
+int
 install_progress_read(struct install_ctx *c, const char *name, char *phase, size_t cap,
                       struct install_progress *p, long *pid)
 {
@@ -229,6 +247,9 @@ install_progress_read(struct install_ctx *c, const char *name, char *phase, size
 
 	for (i = 0; i < c->chain.n; i++) {
 		snprintf(path, sizeof(path), "%s/%s/.progress.json", c->chain.d[i].path, name);
+		/* the progress of an installer that died is no install */
+		if (!install_lock_held(c->chain.d[i].path, name))
+			continue;
 		n = fs_read_small(path, buf, sizeof(buf), &e);
 		if (n <= 0)
 			continue;

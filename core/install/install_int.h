@@ -90,6 +90,14 @@ struct install_progress_state {
  * changed). */
 void install_progress_write(struct install_progress_state *p, const char *phase, int force);
 
+/* Whether an installer holds name's lock in tools directory w
+ * (<w>/.locks/<name>.lock, flock). A lock is released when its holder
+ * dies however it dies (kill -9, Ctrl-C), so a free one means what an
+ * installer left there (its progress, its staging) is dead. 1 held, 0
+ * free or no lock file. Taking and releasing it to find out costs one
+ * open and two flock calls. */
+int install_lock_held(const char *w, const char *name);
+
 /* ---- install_tree.c -------------------------------------------------------- */
 
 /* <w>/<name>/.installed.json for the tree just published (a: the
@@ -158,6 +166,10 @@ int install_get_artifact(struct install_ctx *c, const manifest_t *m, const struc
 /* Remove what crashed installers left in dir (names starting with prefix,
  * NULL = any) older than INSTALL_STAGING_MAX_AGE. */
 void install_collect_stale(const char *dir, const char *prefix);
+/* Remove the staging directories (<w>/.staging/<tool>-<random>) whose
+ * tool's lock nobody holds: an installer that died left them. own is the
+ * tool whose lock the caller holds: its directories are dead as well. */
+void install_collect_abandoned(const char *w, const char *own);
 /* Steps 6-10 for one tool, holding its lock in writable directory w. */
 int install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct install_result *r,
                 struct err *e);

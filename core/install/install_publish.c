@@ -55,6 +55,30 @@ install_collect_stale(const char *dir, const char *prefix)
 	closedir(d);
 }
 
+void
+install_collect_abandoned(const char *w, const char *own)
+{
+	char root[PATH_MAX], tool[NAME_MAX + 1];
+	const char *dash;
+	struct dirent *de;
+	struct err e;
+	DIR *d;
+
+	if ((size_t)snprintf(root, sizeof(root), "%s/.staging", w) >= sizeof(root) ||
+	    (d = opendir(root)) == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		if (de->d_name[0] == '.' || (dash = strrchr(de->d_name, '-')) == NULL || dash == de->d_name)
+			continue;
+		snprintf(tool, sizeof(tool), "%.*s", (int)(dash - de->d_name), de->d_name);
+		/* a lock taken after this look finds the directory gone: an
+		 * installer makes its staging only once it holds the lock */
+		if (strcmp(tool, own) == 0 || !install_lock_held(w, tool))
+			fs_rm_treeat(dirfd(d), de->d_name, &e);
+	}
+	closedir(d);
+}
+
 /* ---- extract, verify, publish ------------------------------------------ */
 
 /* The npm installer's progress, into the install's own (install_one). */
@@ -766,6 +790,7 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 		return -1;
 	}
 	fs_mark_topdir(staging_root);
+	install_collect_abandoned(w, m->name);
 	install_collect_stale(staging_root, NULL);
 	j->ps.c = c;
 	j->ps.cpu = j->cpu;
