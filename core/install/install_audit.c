@@ -224,11 +224,11 @@ install_lock_held(const char *w, const char *name)
 	int fd, held;
 
 	if ((size_t)snprintf(path, sizeof(path), "%s/.locks/%s.lock", w, name) >= sizeof(path))
-		return 0;
+		return -1;
 	/* O_RDONLY: a reader that may not write the directory can tell too */
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
-		return 0;
+		return -1;
 	held = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
 	close(fd);
 	return held;
@@ -248,7 +248,7 @@ install_progress_read(struct install_ctx *c, const char *name, char *phase, size
 	for (i = 0; i < c->chain.n; i++) {
 		snprintf(path, sizeof(path), "%s/%s/.progress.json", c->chain.d[i].path, name);
 		/* the progress of an installer that died is no install */
-		if (!install_lock_held(c->chain.d[i].path, name))
+		if (install_lock_held(c->chain.d[i].path, name) != 1)
 			continue;
 		n = fs_read_small(path, buf, sizeof(buf), &e);
 		if (n <= 0)

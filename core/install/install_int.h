@@ -94,8 +94,8 @@ void install_progress_write(struct install_progress_state *p, const char *phase,
  * (<w>/.locks/<name>.lock, flock). A lock is released when its holder
  * dies however it dies (kill -9, Ctrl-C), so a free one means what an
  * installer left there (its progress, its staging) is dead. 1 held, 0
- * free or no lock file. Taking and releasing it to find out costs one
- * open and two flock calls. */
+ * free, -1 no lock file (no installer of this directory made what is
+ * there). Costs one open and one or two flock calls. */
 int install_lock_held(const char *w, const char *name);
 
 /* ---- install_tree.c -------------------------------------------------------- */

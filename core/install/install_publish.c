@@ -71,9 +71,10 @@ install_collect_abandoned(const char *w, const char *own)
 		if (de->d_name[0] == '.' || (dash = strrchr(de->d_name, '-')) == NULL || dash == de->d_name)
 			continue;
 		snprintf(tool, sizeof(tool), "%.*s", (int)(dash - de->d_name), de->d_name);
-		/* a lock taken after this look finds the directory gone: an
-		 * installer makes its staging only once it holds the lock */
-		if (strcmp(tool, own) == 0 || !install_lock_held(w, tool))
+		/* an installer makes its staging only while it holds the lock,
+		 * and removes it before it lets go: a staging directory whose
+		 * lock is free is a dead one's (another name is left to age) */
+		if (strcmp(tool, own) == 0 || install_lock_held(w, tool) == 0)
 			fs_rm_treeat(dirfd(d), de->d_name, &e);
 	}
 	closedir(d);
