@@ -241,6 +241,9 @@ needs_network(struct install_ctx *c, const manifest_t *m)
 /* Base images that have each loader, named in a refusal (the fix line is
  * one text for every tool and cannot say which). */
 #define GLIBC_IMAGES "Debian, Ubuntu, distroless/base"
+/* distroless/base has no libstdc++: a tool that needs shared libraries
+ * beside the loader (node-runtime) is named the images that have them */
+#define GLIBC_LIBS_IMAGES "Debian, Ubuntu, distroless/cc"
 #define MUSL_IMAGES "Alpine"
 
 /*
@@ -284,9 +287,10 @@ install_image_fits(const manifest_t *m, const char *platform, struct err *e)
 	install_tool_env_name(m->name, env, sizeof(env));
 	if (m->libc == (MANIFEST_LIBC_GLIBC | MANIFEST_LIBC_MUSL))
 		snprintf(need, sizeof(need), "the glibc loader %s (%s) or the musl loader %s (%s)", g,
-		         GLIBC_IMAGES, mu, MUSL_IMAGES);
+		         m->nlibs > 0 ? GLIBC_LIBS_IMAGES : GLIBC_IMAGES, mu, MUSL_IMAGES);
 	else if (m->libc & MANIFEST_LIBC_GLIBC)
-		snprintf(need, sizeof(need), "the glibc loader %s (%s)", g, GLIBC_IMAGES);
+		snprintf(need, sizeof(need), "the glibc loader %s (%s)", g,
+		         m->nlibs > 0 ? GLIBC_LIBS_IMAGES : GLIBC_IMAGES);
 	else
 		snprintf(need, sizeof(need), "the musl loader %s (%s)", mu, MUSL_IMAGES);
 	/* Under ERR_MSG_MAX with a "gemini requires node-runtime: " prefix. */

@@ -275,8 +275,19 @@ run_verify(const manifest_t *m, struct verify_run *v, const char *home, struct e
 
 	if (out == NULL)
 		return err_set(e, "internal", "out of memory");
+	err_clear(e);
 	st = install_run_env(v->argv, v->path, home, m->verify.env, m->verify.nenv, m->verify.timeout, out,
 	                     INSTALL_VERIFY_OUT_MAX, e);
+	if (st == 127 && e->code != NULL) {
+		/* it did not start: the whole reason, not a program's output cut short */
+		char why[ERR_MSG_MAX];
+		snprintf(why, sizeof(why), "%s", e->msg);
+		err_set(e, "install.failed", "%s %s: verify.argv did not start: %s", m->name, m->version,
+		        why);
+		install_details_phase(e, "verify");
+		free(out);
+		return -1;
+	}
 	if (st != 0 || (m->verify.expect[0] && strstr(out, m->verify.expect) == NULL)) {
 		char *nl;
 		for (nl = out; *nl; nl++)
@@ -313,7 +324,10 @@ install_verify_argv(struct install_ctx *c, const manifest_t *m, const char *tree
 	snprintf(home, sizeof(home), "%s/abx-verify-XXXXXX", tmp && tmp[0] == '/' ? tmp : "/tmp");
 	if (mkdtemp(home) == NULL) {
 		free(v);
-		return err_set(e, "io.error", "%s: %s", home, strerror(errno));
+		return err_set(e, "io.error",
+		               "verify.argv runs with a scratch HOME, and %s cannot be made (%s): create "
+		               "%s (mode 1777), or set TMPDIR to a writable directory",
+		               home, strerror(errno), tmp && tmp[0] == '/' ? tmp : "/tmp");
 	}
 	verify_setup(c, m, entry, v);
 	rc = run_verify(m, v, home, e);
