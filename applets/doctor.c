@@ -24,6 +24,7 @@
 #include "install/install.h"
 #include "base/json.h"
 #include "pkg/npmlock.h"
+#include "server/api.h"
 #include "server/plan.h"
 #include "cfgload.h"
 #include "doctor.h"
@@ -525,7 +526,7 @@ doctor_main(int argc, char **argv)
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	const char *ports = "9000,9001";
+	const char *ports = "9000,9001", *tok;
 	char src[CFG_PATH_MAX + 32];
 	struct report r;
 	struct cfgload *L;
@@ -590,7 +591,9 @@ doctor_main(int argc, char **argv)
 	            config_source(&L->cfg, CK_INSTALL_MODE, src, sizeof(src)),
 	            L->cfg.mode_floor != CFG_MODE_LAZY ? "; restrict-only: flags may only tighten it" : "");
 	doctor_check_home(&r);
-	doctor_check_state_dir(&r, &L->cfg);
+	tok = config_env("ABX_SERVER_TOKEN");
+	doctor_check_state_dir(&r, &L->cfg,
+	                       (tok != NULL && tok[0] != '\0') || api_policy_has_tokens(&L->pol));
 	doctor_check_sessions(&r, &L->cfg);
 	doctor_check_audit(&r, &L->cfg);
 	doctor_tools_chain(&L->cfg, &ch);

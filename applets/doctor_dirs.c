@@ -77,8 +77,29 @@ default_state_dir(const struct config *c, char *buf, size_t cap)
 		snprintf(buf, cap, "%s/.local/state/agent-sandbox", home && home[0] ? home : "/nonexistent");
 }
 
+/* What serve does without a writable state directory: with a token
+ * configured, session journals live in memory; without one it cannot keep
+ * the token it would generate, and answers 401 to all but /health. */
+static void
+state_unwritable(struct report *r, const char *dir, const char *src, int has_token, const char *why)
+{
+	if (has_token)
+		doctor_line(r, "WARN", "state",
+		            "set ABX_SERVER_STATE_DIR to a writable directory (a tmpfs or volume)",
+		            "%s %s: session journals live in memory, replay is limited to the process "
+		            "lifetime [%s]",
+		            dir, why, src);
+	else
+		doctor_line(r, "FAIL", "state",
+		            "set ABX_SERVER_TOKEN (or a policy with tokens), or ABX_SERVER_STATE_DIR to a "
+		            "writable directory",
+		            "%s %s and no token is configured: serve cannot keep the token it would "
+		            "generate, so it answers 401 to every request but /health [%s]",
+		            dir, why, src);
+}
+
 void
-doctor_check_state_dir(struct report *r, const struct config *c)
+doctor_check_state_dir(struct report *r, const struct config *c, int has_token)
 {
 	char dir[PATH_MAX], src[CFG_PATH_MAX + 32], fix[2 * PATH_MAX + 64];
 	struct err e;
@@ -92,11 +113,7 @@ doctor_check_state_dir(struct report *r, const struct config *c)
 				            "%s does not exist yet; serve creates it (mode 0700) [%s]", dir,
 				            src);
 			else
-				doctor_line(
-				    r, "WARN", "state",
-				    "set ABX_SERVER_STATE_DIR to a writable directory (a tmpfs or volume)",
-				    "%s cannot be created: tokens and journals live in memory only [%s]", dir,
-				    src);
+				state_unwritable(r, dir, src, has_token, "cannot be created");
 			return;
 		}
 		snprintf(fix, sizeof(fix), "chown $(id -u) %s && chmod 0700 %s", dir, dir);
@@ -104,12 +121,7 @@ doctor_check_state_dir(struct report *r, const struct config *c)
 		return;
 	}
 	if (!writable_dir(dir))
-		doctor_line(
-		    r, "WARN", "state",
-		    "set ABX_SERVER_STATE_DIR to a writable directory (a tmpfs or volume)",
-		    "%s is not writable: journals live in memory, replay is limited to the process lifetime "
-		    "[%s]",
-		    dir, src);
+		state_unwritable(r, dir, src, has_token, "is not writable");
 	else
 		doctor_line(r, "PASS", "state", NULL, "%s is writable and safe [%s]", dir, src);
 }
@@ -176,14 +188,20 @@ doctor_tools_chain(const struct config *c, struct chain *ch)
 		ch->creatable[ch->n] = 1;
 		ch->explicit_[ch->n++] = 1;
 	}
-	snprintf(ch->dir[ch->n], PATH_MAX, "/opt/agent-sandbox/tools");
-	ch->creatable[ch->n] = 0;
-	ch->explicit_[ch->n++] = 0;
+	/* each directory once, as tools_chain_build keeps it: an explicit one
+	 * that is also a default is listed as the explicit one */
+	if (c->tools_dir[0] == '\0' || strcmp(c->tools_dir, "/opt/agent-sandbox/tools") != 0) {
+		snprintf(ch->dir[ch->n], PATH_MAX, "/opt/agent-sandbox/tools");
+		ch->creatable[ch->n] = 0;
+		ch->explicit_[ch->n++] = 0;
+	}
 	default_state_dir(c, state, sizeof(state));
 	if (strlen(state) + 7 < PATH_MAX) {
 		snprintf(ch->dir[ch->n], PATH_MAX, "%.*s/tools", PATH_MAX - 8, state);
 		ch->creatable[ch->n] = 1;
-		ch->explicit_[ch->n++] = 0;
+		ch->explicit_[ch->n] = 0;
+		if (ch->n == 0 || strcmp(ch->dir[0], ch->dir[ch->n]) != 0)
+			ch->n++;
 	}
 	if (c->install.allow_tmp) {
 		snprintf(ch->dir[ch->n], PATH_MAX, "%.3000s/agent-sandbox-%u/tools",

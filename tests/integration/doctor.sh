@@ -151,6 +151,21 @@ expect "mode from a flag names it" 0 "PASS  mode: install mode off (flag --mode)
 run env ABX_TOOLS_DIR="$T/tools" $BIN doctor --ports "$BUSY"
 expect "a port in use warns" 0 "WARN  ports: port $BUSY: Address in use"
 
+# the port held by our own serve (doctor run inside the running container)
+(
+	ABX_SERVER_TOKEN=t start_serve || { not_ok "serve starts for the port check" "$(cat "$T/serve.err")"; exit 0; }
+	run env ABX_TOOLS_DIR="$T/tools" $BIN doctor --ports "$PORT"
+	expect "a port our serve holds is the running server, not a failure" 0 \
+		"PASS  ports: port $PORT: agent-sandbox-server "
+	kill "$SERVE_PID"
+)
+# ABX_TOOLS_DIR naming the default <state>/tools: one tools line for it
+mkdir -p -m 700 "$T/state/tools"
+run env ABX_TOOLS_DIR="$T/state/tools" $D
+check "ABX_TOOLS_DIR that is the default path is listed once" \
+	test "$(grep -c "^[A-Z]*  tools: $T/state/tools " "$T/out")" = 1
+rmdir "$T/state/tools"
+
 # --network against loopback: a listening host passes, a closed one fails
 run env ABX_TOOLS_DIR="$T/tools" $D --config "$T/codex.json" --network
 expect "a reachable manifest host passes" 0 "PASS  network: 127.0.0.1:$BUSY is reachable"
@@ -218,8 +233,12 @@ if [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null; then
 	check "a read-only explicit tools dir is a FAIL: installs refuse it, none goes elsewhere" \
 		grep -q "^FAIL  tools: $T/tools cannot be written \[env ABX_TOOLS_DIR\]: installs at runtime fail with install.read_only (an explicit directory is never replaced; mode lazy)" "$T/out"
 	check "... and no later directory is said to receive installs" sh -c "! grep -q 'new installs go here' '$T/out'"
-	check "the state dir warns" grep -q "^WARN  state: $T/state is not writable" "$T/out"
-	run unshare -m sh -c "$ro && ABX_TOOLS_DIR='$T/tools' exec $D --mode build"
+	check "a read-only state dir with no token: what serve will do (401 to all but /health)" grep -q \
+		"^FAIL  state: $T/state is not writable and no token is configured: serve cannot keep the token it would generate, so it answers 401 to every request but /health" "$T/out"
+	run unshare -m sh -c "$ro && ABX_SERVER_TOKEN=t ABX_TOOLS_DIR='$T/tools' exec $D"
+	check "... with a token configured, only the journals live in memory" \
+		grep -q "^WARN  state: $T/state is not writable: session journals live in memory" "$T/out"
+	run unshare -m sh -c "$ro && ABX_SERVER_TOKEN=t ABX_TOOLS_DIR='$T/tools' exec $D --mode build"
 	expect "a read-only root is fine for mode build" 0 "PASS  tools: $T/tools is read-only here [env ABX_TOOLS_DIR]: prepared tools are used; mode build installs nothing at runtime"
 else
 	skip "noexec and read-only root" "needs root and unshare"
