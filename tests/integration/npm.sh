@@ -272,9 +272,11 @@ check "... and nothing is installed" test -z "$(ls -A "$T/t4b")"
 
 run "$BIN" fetch --only app --cache "$T/fc1"
 expect "fetch for this platform counts what it skipped, not 'the rest cached'" 0 \
-	"npm packages: 5 downloaded, 0 cached, 4 not for $(uname -m | sed 's/x86_64/linux-x64/;s/aarch64/linux-arm64/')"
+	"npm packages: 5 downloaded, 0 cached, 4 skipped (for another os, cpu or C library than $(uname -m | sed 's/x86_64/linux-x64/;s/aarch64/linux-arm64/'))"
 run "$BIN" fetch --only app --platform all --cache "$T/fc"
 expect "fetch --platform all for an npm tool" 0
+check "... says what it skipped in a sentence, not 'not for all'" \
+	grep -q "npm packages: [0-9]* downloaded, [0-9]* cached, [0-9]* skipped (for another os, cpu or C library than linux-x64 and linux-arm64)" "$T/out"
 check "every cpu's and libc's linux package is cached" test "$(ls "$T/fc" | grep -c '^sha512-')" -eq 7
 check "fetch keeps no extracted trees (nothing was extracted)" test ! -e "$T/fc/trees"
 
