@@ -260,6 +260,14 @@ check "a missing program: 500 command.unavailable" sh -c "test $s = 500 && grep 
 check "... naming the program, with a remedy" sh -c "grep -q 'gone.make: program /nonexistent/abx/make: No such file or directory' '$T/body' && grep -q '\"remedy\":\"install the program in the image' '$T/body'"
 s=$(A -H "$H" -X POST "$U/v1/ops/no.such.op")
 check "unknown op (authenticated): 404" test "$s" = 404
+s=$(A -H "$H" -X POST "$U/v1/ops/echo.arg")
+check "a typo in an op: 404 with a did-you-mean ($(head -c 200 "$T/body"))" \
+	sh -c "test $s = 404 && grep -q 'no op echo.arg (did you mean echo.args?)' '$T/body'"
+s=$(A -H "X-Access-Token: $BOB" -X POST "$U/v1/ops/hello.rum")
+check "... never naming an op the caller may not call" sh -c "test $s = 404 && ! grep -q 'did you mean' '$T/body'"
+s=$(A -H "$H" "$U/v1/agents/runtimes/helo")
+check "a typo in an agent: 404 with a did-you-mean ($(head -c 200 "$T/body"))" \
+	sh -c "test $s = 404 && grep -q 'no agent helo is enabled (did you mean hello?)' '$T/body'"
 s=$(A -H "$H" "$U/v1/ops/true")
 check "GET on an op: 405 with Allow: POST" sh -c "test $s = 405 && grep -qi '^Allow: POST' '$T/hdr'"
 s=$(A -H "$H" -X POST "$U/v1/ops/env.show")
