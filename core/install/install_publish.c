@@ -80,6 +80,42 @@ install_collect_abandoned(const char *w, const char *own)
 	closedir(d);
 }
 
+/* The size hints of m's requires not installed in w yet: they are staged
+ * beside m, on the same filesystem, at the same time, so each one's own
+ * check passing does not mean their sum fits. */
+static long
+requires_mb(struct install_ctx *c, const manifest_t *m, const char *w)
+{
+	char mk[PATH_MAX];
+	const manifest_t *r;
+	struct err e;
+	long sum = 0;
+	int i;
+
+	for (i = 0; i < m->nrequires; i++) {
+		if ((r = manifest_get(c->ms, m->requires[i].name, &e)) == NULL)
+			continue;
+		snprintf(mk, sizeof(mk), "%s/%s/.installed.json", w, r->name);
+		if (access(mk, F_OK) != 0 && r->size_hint_mb > 0)
+			sum += r->size_hint_mb + requires_mb(c, r, w);
+	}
+	return sum;
+}
+
+/* A full disk or a missing CA bundle, wherever in the install it struck
+ * (a download, an extraction, a copy, npm's fetch), has a fix of its own:
+ * its code and remedy, not install.failed's generic one. */
+static void
+specific_code(struct err *e)
+{
+	if (strstr(e->msg, strerror(ENOSPC)) != NULL)
+		e->code = "install.no_space";
+	else if (strstr(e->msg, "tls.no_trust_anchors") != NULL ||
+	         (e->code != NULL && strcmp(e->code, "tls.no_trust_anchors") == 0) ||
+	         strstr(e->details, "\"tls.no_trust_anchors\"") != NULL)
+		e->code = "tls.no_trust_anchors";
+}
+
 /* ---- extract, verify, publish ------------------------------------------ */
 
 /* The npm installer's progress, into the install's own (install_one). */
@@ -786,6 +822,7 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 	char staging_root[PATH_MAX], rnd[17];
 	struct job *j = calloc(1, sizeof(*j));
 	uint64_t free_b;
+	long need_mb;
 	int64_t t0 = clock_ms();
 	int rc = -1, i;
 
@@ -821,11 +858,13 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 	snprintf(j->tree, sizeof(j->tree), "%s/tree", j->staging);
 	if (install_mkdir(j->staging, 0700, e) < 0 || install_mkdir(j->tree, 0755, e) < 0)
 		goto out;
-	if (m->size_hint_mb > 0 && fs_free_bytes(j->staging, &free_b, e) == 0 &&
-	    free_b < (uint64_t)m->size_hint_mb * 2 * 1048576) {
+	need_mb = m->size_hint_mb + requires_mb(c, m, w);
+	if (need_mb > 0 && fs_free_bytes(j->staging, &free_b, e) == 0 &&
+	    free_b < (uint64_t)need_mb * 2 * 1048576) {
 		err_set(e, "install.no_space",
-		        "%s %s needs %ld MiB free (2 x size_hint_mb) in %s; %llu MiB available", m->name,
-		        m->version, m->size_hint_mb * 2, w, (unsigned long long)(free_b >> 20));
+		        "%s %s needs %ld MiB free (2 x size_hint_mb%s) in %s; %llu MiB available", m->name,
+		        m->version, need_mb * 2, need_mb > m->size_hint_mb ? ", its requires' included" : "",
+		        w, (unsigned long long)(free_b >> 20));
 		goto out;
 	}
 	/* the requires (staged beside this one) are ready before verify */
@@ -842,6 +881,8 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 	snprintf(r->entry, sizeof(r->entry), "%s/%s", j->final, m->source.bin);
 	rc = 0;
 out:
+	if (rc < 0)
+		specific_code(e);
 	/* a require's copies move into the cache once its dependent may go on */
 	install_tree_keep_done(c, j->keep);
 	install_known_free(j->known);

@@ -522,6 +522,19 @@ else
 	skip "read-only tools directory" "needs root and setpriv"
 fi
 
+# ---- a disk that fills mid-install, a missing CA bundle: their own codes and fixes (issue 28)
+if [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null; then
+	mkdir -p "$T/full"
+	run unshare -m sh -c "mount -t tmpfs -o size=3m tmpfs '$T/full' && exec '$BIN' prepare --manifests '$M' --tools-dir '$T/full/tools' --only kdownload"
+	expect "a disk that fills during the download: install.no_space" 3 "" "install.no_space: "
+	check "... with its fix, not 'see details.phase'" sh -c "grep -q 'fix: free space' '$T/err' && ! grep -q 'see details.phase' '$T/err'"
+else
+	skip "a disk that fills mid-install" "needs root and mount namespaces"
+fi
+run env SSL_CERT_FILE="$T/no-such-ca.pem" "$BIN" prepare --manifests "$M" --tools-dir "$T/noca" --only hello
+expect "a missing CA bundle: tls.no_trust_anchors" 3 "" "tls.no_trust_anchors: "
+check "... with its fix, not 'see details.phase'" sh -c "grep -q 'fix: install ca-certificates or set SSL_CERT_FILE' '$T/err' && ! grep -q 'see details.phase' '$T/err'"
+
 # ---- noexec staging (a tmpfs mounted noexec, as root in a private mount namespace) ------------
 if [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null; then
 	mkdir -p "$T/noexec"
