@@ -169,11 +169,8 @@ dry_run(struct tooling *t, struct item *items, int n)
 		}
 		json_w_end(&w);
 		if (!t->json) {
-			char hosts[600] = "";
-			size_t off = 0;
-			for (h = 0; h < m->nhosts && off < sizeof(hosts); h++)
-				off += (size_t)snprintf(hosts + off, sizeof(hosts) - off, "%s%s",
-				                        h ? "," : "", m->hosts[h]);
+			char hosts[600];
+			prepare_plan_hosts(t->set.npm_mirror, m, hosts, sizeof(hosts));
 			printf("%-16s %-12s %6ld MiB  %-28s %-20s %s\n", m->name, m->version, m->size_hint_mb,
 			       hosts, items[i].why, state);
 		}

@@ -262,6 +262,16 @@ run env ABX_TOOLS_DIR="$T/t4" ABX_INSTALL_NPM_REGISTRY="$REG/mirror" ABX_SERVER_
 	"$BIN" prepare --only mir
 expect "the npm mirror rewrites the registry origin" 0
 check "downloads went to the mirror" grep -q 'GET /mirror/@t/app/-/app-1.0.0.tgz' "$T/reg.log"
+# an npm mirror that cannot be reached is named as the mirror, with a fix other
+# than setting the key that fails; --dry-run names the mirror it downloads from
+run env ABX_TOOLS_DIR="$T/t4u" ABX_INSTALL_NPM_REGISTRY="https://127.0.0.1:1/npm" ABX_SERVER_INSTALL_ALLOW_HOSTS=127.0.0.1:1 \
+	"$BIN" prepare --only app
+expect "an unreachable npm mirror: install.network_unreachable naming the mirror" 3 "" \
+	"cannot connect to the npm mirror 127.0.0.1:1 (install.mirrors.npm, ABX_INSTALL_NPM_REGISTRY)"
+check "... and its fix is not to set the failing key" sh -c "! grep -q 'set install.mirrors.npm' '$T/err'"
+run env ABX_TOOLS_DIR="$T/t4u" ABX_INSTALL_NPM_REGISTRY="https://127.0.0.1:1/npm" ABX_SERVER_INSTALL_ALLOW_HOSTS=127.0.0.1:1 \
+	"$BIN" prepare --dry-run --only app
+expect "prepare --dry-run names the npm mirror, not the registry" 0 "127.0.0.1:1 (mirror)"
 # seed 000 §7: a mirror's host must be listed in install.allow_hosts
 mkdir -m 700 "$T/t4b"
 run env ABX_TOOLS_DIR="$T/t4b" ABX_INSTALL_NPM_REGISTRY="$REG/mirror" "$BIN" prepare --only mir
