@@ -24,6 +24,7 @@
 #include "install/install.h"
 #include "base/json.h"
 #include "pkg/npmlock.h"
+#include "server/api.h"
 #include "server/plan.h"
 #include "cfgload.h"
 #include "doctor.h"
@@ -281,10 +282,11 @@ count_pem_dir(const char *dir)
 	return n;
 }
 
-/* The first enabled tool (agents and what they require) that no tools
- * directory holds installed and no ABX_TOOL_<NAME> names, or NULL. */
+/* The first enabled tool (agents, the tools ops install, and what they
+ * require) that no tools directory holds installed and no ABX_TOOL_<NAME>
+ * names, or NULL; *nwanted: how many tools are enabled at all. */
 static const char *
-first_missing_tool(struct cfgload *L, const struct chain *ch)
+first_missing_tool(struct cfgload *L, const struct chain *ch, int *nwanted)
 {
 	static char names[MANIFEST_SET_MAX][MANIFEST_NAME_MAX];
 	char env[MANIFEST_NAME_MAX + 16], mk[PATH_MAX + 256];
@@ -292,10 +294,16 @@ first_missing_tool(struct cfgload *L, const struct chain *ch)
 	struct err e;
 	int i, j, n = 0, have;
 
+	*nwanted = 0;
 	if (!L->ms_open)
 		return NULL;
 	for (i = 0; i < L->cfg.agents.n; i++)
 		(void)manifest_closure_add(&L->ms, L->cfg.agents.v[i], names, &n, MANIFEST_SET_MAX, &e);
+	for (i = 0; L->ops_ready && i < L->ops.n; i++)
+		for (j = 0; j < L->ops.v[i].ninstall; j++)
+			(void)manifest_closure_add(&L->ms, L->ops.v[i].install[j], names, &n,
+			                           MANIFEST_SET_MAX, &e);
+	*nwanted = n;
 	for (i = 0; i < n; i++) {
 		install_tool_env_name(names[i], env, sizeof(env));
 		if ((v = config_env(env)) != NULL)
@@ -321,21 +329,32 @@ static void
 check_ca(struct report *r, struct cfgload *L, const struct chain *ch)
 {
 	const struct config *c = &L->cfg;
-	const char *missing = c->install.mode == CFG_MODE_BUILD ? first_missing_tool(L, ch) : NULL;
-	int need = c->install.mode == CFG_MODE_LAZY || missing != NULL;
+	int nwanted, downloads = c->install.mode == CFG_MODE_LAZY || c->install.mode == CFG_MODE_BUILD;
+	const char *missing = downloads ? first_missing_tool(L, ch, &nwanted) : NULL;
+	int need = missing != NULL;
 	char why[MANIFEST_NAME_MAX + 96];
 
 	static const char *const defaults[] = {"/etc/ssl/certs/ca-certificates.crt",
 	                                       "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"};
 	const char *file = getenv("SSL_CERT_FILE"), *dir = getenv("SSL_CERT_DIR");
-	const char *st = need ? "FAIL" : "WARN";
+	const char *st = need ? "FAIL" : downloads && nwanted == 0 ? "PASS" : "WARN";
 	char tried[1024] = "";
 	size_t i;
 	int n = 0, k;
 
+	/* a missing bundle matters as much as what it will be needed for */
 	if (missing != NULL)
-		snprintf(why, sizeof(why), " (mode build: %.100s is not installed, prepare downloads it)",
-		         missing);
+		snprintf(why, sizeof(why), " (mode %s: %.100s is not installed, %s downloads it)",
+		         config_mode_name(c->install.mode), missing,
+		         c->install.mode == CFG_MODE_BUILD ? "prepare" : "its first use");
+	else if (downloads && nwanted == 0)
+		snprintf(why, sizeof(why),
+		         " (a note: no enabled agent or op installs a tool, so nothing "
+		         "needs a download)");
+	else if (downloads)
+		snprintf(why, sizeof(why),
+		         " (mode %s: every enabled tool is installed; a reinstall would need it)",
+		         config_mode_name(c->install.mode));
 	else
 		snprintf(why, sizeof(why), " (mode %s)", config_mode_name(c->install.mode));
 	if ((file && file[0]) || (dir && dir[0])) {
@@ -546,7 +565,7 @@ doctor_main(int argc, char **argv)
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	const char *ports = "9000,9001";
+	const char *ports = "9000,9001", *tok;
 	char src[CFG_PATH_MAX + 32];
 	struct report r;
 	struct cfgload *L;
@@ -611,8 +630,11 @@ doctor_main(int argc, char **argv)
 	            config_source(&L->cfg, CK_INSTALL_MODE, src, sizeof(src)),
 	            L->cfg.mode_floor != CFG_MODE_LAZY ? "; restrict-only: flags may only tighten it" : "");
 	doctor_check_home(&r);
-	doctor_check_state_dir(&r, &L->cfg);
+	tok = config_env("ABX_SERVER_TOKEN");
+	doctor_check_state_dir(&r, &L->cfg,
+	                       (tok != NULL && tok[0] != '\0') || api_policy_has_tokens(&L->pol));
 	doctor_check_sessions(&r, &L->cfg);
+	doctor_check_audit(&r, &L->cfg);
 	doctor_tools_chain(&L->cfg, &ch);
 	doctor_check_tools_dirs(&r, &L->cfg, &ch);
 	doctor_check_installed(&r, &ch);

@@ -54,8 +54,11 @@ void doctor_add_host(struct hostlist *hl, const char *h);
 int doctor_mount_flags(const char *path, char *mp, size_t cap);
 
 void doctor_check_home(struct report *r);
-void doctor_check_state_dir(struct report *r, const struct config *c);
+/* has_token: serve has a token without writing one (ABX_SERVER_TOKEN, or
+ * the policy's) */
+void doctor_check_state_dir(struct report *r, const struct config *c, int has_token);
 void doctor_check_sessions(struct report *r, const struct config *c);
+void doctor_check_audit(struct report *r, const struct config *c);
 void doctor_tools_chain(const struct config *c, struct chain *ch);
 void doctor_check_tools_dirs(struct report *r, const struct config *c, const struct chain *ch);
 void doctor_check_installed(struct report *r, const struct chain *ch);

@@ -17,6 +17,7 @@
 
 #include "base/fs.h"
 #include "base/proc.h"
+#include "install/install.h"
 #include "cfgload.h"
 #include "doctor.h"
 
@@ -76,25 +77,29 @@ default_state_dir(const struct config *c, char *buf, size_t cap)
 		snprintf(buf, cap, "%s/.local/state/agent-sandbox", home && home[0] ? home : "/nonexistent");
 }
 
-/* The parent of path exists and we may create path in it. */
-static int
-creatable(const char *path)
+/* What serve does without a writable state directory: with a token
+ * configured, session journals live in memory; without one it cannot keep
+ * the token it would generate, and answers 401 to all but /health. */
+static void
+state_unwritable(struct report *r, const char *dir, const char *src, int has_token, const char *why)
 {
-	char parent[PATH_MAX];
-
-	if (fs_dirname(path, parent, sizeof(parent)) != 0)
-		return 0;
-	while (access(parent, F_OK) != 0) {
-		char up[PATH_MAX];
-		if (strcmp(parent, "/") == 0 || fs_dirname(parent, up, sizeof(up)) != 0)
-			return 0;
-		snprintf(parent, sizeof(parent), "%s", up);
-	}
-	return writable_dir(parent);
+	if (has_token)
+		doctor_line(r, "WARN", "state",
+		            "set ABX_SERVER_STATE_DIR to a writable directory (a tmpfs or volume)",
+		            "%s %s: session journals live in memory, replay is limited to the process "
+		            "lifetime [%s]",
+		            dir, why, src);
+	else
+		doctor_line(r, "FAIL", "state",
+		            "set ABX_SERVER_TOKEN (or a policy with tokens), or ABX_SERVER_STATE_DIR to a "
+		            "writable directory",
+		            "%s %s and no token is configured: serve cannot keep the token it would "
+		            "generate, so it answers 401 to every request but /health [%s]",
+		            dir, why, src);
 }
 
 void
-doctor_check_state_dir(struct report *r, const struct config *c)
+doctor_check_state_dir(struct report *r, const struct config *c, int has_token)
 {
 	char dir[PATH_MAX], src[CFG_PATH_MAX + 32], fix[2 * PATH_MAX + 64];
 	struct err e;
@@ -103,16 +108,12 @@ doctor_check_state_dir(struct report *r, const struct config *c)
 	config_source(c, CK_STATE_DIR, src, sizeof(src));
 	if (fs_dir_safe(dir, &e) != 0) {
 		if (e.code != NULL && strcmp(e.code, "not_found") == 0) {
-			if (creatable(dir))
+			if (tools_dir_creatable(dir))
 				doctor_line(r, "PASS", "state", NULL,
 				            "%s does not exist yet; serve creates it (mode 0700) [%s]", dir,
 				            src);
 			else
-				doctor_line(
-				    r, "WARN", "state",
-				    "set ABX_SERVER_STATE_DIR to a writable directory (a tmpfs or volume)",
-				    "%s cannot be created: tokens and journals live in memory only [%s]", dir,
-				    src);
+				state_unwritable(r, dir, src, has_token, "cannot be created");
 			return;
 		}
 		snprintf(fix, sizeof(fix), "chown $(id -u) %s && chmod 0700 %s", dir, dir);
@@ -120,14 +121,31 @@ doctor_check_state_dir(struct report *r, const struct config *c)
 		return;
 	}
 	if (!writable_dir(dir))
-		doctor_line(
-		    r, "WARN", "state",
-		    "set ABX_SERVER_STATE_DIR to a writable directory (a tmpfs or volume)",
-		    "%s is not writable: journals live in memory, replay is limited to the process lifetime "
-		    "[%s]",
-		    dir, src);
+		state_unwritable(r, dir, src, has_token, "is not writable");
 	else
 		doctor_line(r, "PASS", "state", NULL, "%s is writable and safe [%s]", dir, src);
+}
+
+/* The audit file by serve's own check (install_audit_check), without
+ * creating anything: a PASS here is a serve that starts. */
+void
+doctor_check_audit(struct report *r, const struct config *c)
+{
+	static struct install_settings set;
+	char src[CFG_PATH_MAX + 32];
+	struct err e;
+
+	if (c->audit_file[0] == '\0')
+		return;
+	install_settings_from_config(&set, c);
+	config_source(c, CK_AUDIT_FILE, src, sizeof(src));
+	err_clear(&e);
+	if (install_audit_check(&set, 1, &e) != 0)
+		doctor_line(r, "FAIL", "audit", "set audit_file (ABX_SERVER_AUDIT_FILE) to a writable file",
+		            "%s: serve refuses to start [%s]", e.msg, src);
+	else
+		doctor_line(r, "PASS", "audit", NULL, "install records are appended to %s [%s]",
+		            c->audit_file, src);
 }
 
 /* Where serve keeps agent session journals (<state>/sessions), and whether
@@ -144,7 +162,7 @@ doctor_check_sessions(struct report *r, const struct config *c)
 	if (fs_dir_safe(sd, &e) == 0)
 		ok = writable_dir(sd);
 	else if (e.code != NULL && strcmp(e.code, "not_found") == 0)
-		ok = fs_dir_safe(dir, &e) == 0 ? writable_dir(dir) : creatable(sd);
+		ok = fs_dir_safe(dir, &e) == 0 ? writable_dir(dir) : tools_dir_creatable(sd);
 	else
 		ok = 0;
 	if (ok)
@@ -170,14 +188,20 @@ doctor_tools_chain(const struct config *c, struct chain *ch)
 		ch->creatable[ch->n] = 1;
 		ch->explicit_[ch->n++] = 1;
 	}
-	snprintf(ch->dir[ch->n], PATH_MAX, "/opt/agent-sandbox/tools");
-	ch->creatable[ch->n] = 0;
-	ch->explicit_[ch->n++] = 0;
+	/* each directory once, as tools_chain_build keeps it: an explicit one
+	 * that is also a default is listed as the explicit one */
+	if (c->tools_dir[0] == '\0' || strcmp(c->tools_dir, "/opt/agent-sandbox/tools") != 0) {
+		snprintf(ch->dir[ch->n], PATH_MAX, "/opt/agent-sandbox/tools");
+		ch->creatable[ch->n] = 0;
+		ch->explicit_[ch->n++] = 0;
+	}
 	default_state_dir(c, state, sizeof(state));
 	if (strlen(state) + 7 < PATH_MAX) {
 		snprintf(ch->dir[ch->n], PATH_MAX, "%.*s/tools", PATH_MAX - 8, state);
 		ch->creatable[ch->n] = 1;
-		ch->explicit_[ch->n++] = 0;
+		ch->explicit_[ch->n] = 0;
+		if (ch->n == 0 || strcmp(ch->dir[0], ch->dir[ch->n]) != 0)
+			ch->n++;
 	}
 	if (c->install.allow_tmp) {
 		snprintf(ch->dir[ch->n], PATH_MAX, "%.3000s/agent-sandbox-%u/tools",
@@ -200,7 +224,7 @@ doctor_check_tools_dirs(struct report *r, const struct config *c, const struct c
 		const char *d = ch->dir[i];
 		if (fs_dir_safe(d, &e) != 0) {
 			if (e.code != NULL && strcmp(e.code, "not_found") == 0) {
-				if (ch->creatable[i] && target == NULL && creatable(d)) {
+				if (ch->creatable[i] && target == NULL && tools_dir_creatable(d)) {
 					doctor_line(
 					    r, "PASS", "tools", NULL,
 					    "%s does not exist yet; the first install creates it (mode "
@@ -223,6 +247,25 @@ doctor_check_tools_dirs(struct report *r, const struct config *c, const struct c
 			continue;
 		}
 		fl = doctor_mount_flags(d, mp, sizeof(mp));
+		if (!writable_dir(d) && ch->explicit_[i] && target == NULL) {
+			/* installs refuse it rather than go to a later one
+			 * (tools_chain_build): no later directory receives them */
+			target = d;
+			if (runtime)
+				doctor_line(
+				    r, "FAIL", "tools",
+				    "make it writable by the server user, or name a writable one",
+				    "%s cannot be written [%s]: installs at runtime fail with "
+				    "install.read_only (an explicit directory is never replaced; mode %s)",
+				    d, src, config_mode_name(c->install.mode));
+			else
+				doctor_line(
+				    r, "PASS", "tools", NULL,
+				    "%s is read-only here [%s]: prepared tools are used; mode %s installs "
+				    "nothing at runtime",
+				    d, src, config_mode_name(c->install.mode));
+			continue;
+		}
 		if (!writable_dir(d)) {
 			doctor_line(
 			    r, "PASS", "tools", NULL,

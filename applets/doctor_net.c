@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,15 +18,50 @@
 #include "cfgload.h"
 #include "doctor.h"
 
+/* Whether what listens on 127.0.0.1:port is our serve: GET /health answers
+ * 200 with our server's body ({"status":"ok","version":...}). Its version
+ * into ver. 1 or 0; at most a second. */
+static int
+our_serve(int port, char *ver, size_t cap)
+{
+	static const char req[] = "GET /health HTTP/1.0\r\nUser-Agent: agent-sandbox-doctor\r\n\r\n";
+	static const char body[] = "{\"status\":\"ok\",\"version\":\"";
+	char resp[1024];
+	const char *b;
+	struct pollfd pf;
+	size_t got = 0;
+	ssize_t k;
+	struct err e;
+	int fd = net_connect("127.0.0.1", port, 1000, 0, &e);
+
+	if (fd < 0)
+		return 0;
+	pf.fd = fd;
+	pf.events = POLLIN;
+	if (send(fd, req, sizeof(req) - 1, MSG_NOSIGNAL) == (ssize_t)sizeof(req) - 1)
+		while (got < sizeof(resp) - 1 && poll(&pf, 1, 1000) > 0 &&
+		       (k = recv(fd, resp + got, sizeof(resp) - 1 - got, 0)) > 0)
+			got += (size_t)k;
+	close(fd);
+	resp[got] = '\0';
+	if (strncmp(resp, "HTTP/1.", 7) != 0 || strncmp(resp + 8, " 200", 4) != 0 ||
+	    (b = strstr(resp, body)) == NULL)
+		return 0;
+	b += sizeof(body) - 1;
+	snprintf(ver, cap, "%.*s", (int)strcspn(b, "\""), b);
+	return 1;
+}
+
 void
 doctor_check_ports(struct report *r, const char *list)
 {
+	char ver[64];
 	char copy[256], *save = NULL, *p, fix[128];
 
 	snprintf(copy, sizeof(copy), "%s", list);
 	for (p = strtok_r(copy, ",", &save); p != NULL; p = strtok_r(NULL, ",", &save)) {
 		struct sockaddr_in sa;
-		int port = atoi(p), fd, one = 1;
+		int port = atoi(p), fd, one = 1, en;
 		if (port <= 0 || port > 65535)
 			continue;
 		memset(&sa, 0, sizeof(sa));
@@ -38,10 +74,15 @@ doctor_check_ports(struct report *r, const char *list)
 		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 		if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
 			doctor_line(r, "PASS", "ports", NULL, "port %d is free", port);
+		} else if ((en = errno) == EADDRINUSE && our_serve(port, ver, sizeof(ver))) {
+			doctor_line(r, "PASS", "ports", NULL,
+			            "port %d: agent-sandbox-server %s serves there (GET /health answers): "
+			            "the running server",
+			            port, ver);
 		} else {
 			snprintf(fix, sizeof(fix), "stop what listens on %d, or run serve with --port", port);
-			doctor_line(r, errno == EADDRINUSE ? "WARN" : "FAIL", "ports", fix,
-			            "port %d: %s (already serving?)", port, strerror(errno));
+			doctor_line(r, en == EADDRINUSE ? "WARN" : "FAIL", "ports", fix,
+			            "port %d: %s (already serving?)", port, strerror(en));
 		}
 		close(fd);
 	}

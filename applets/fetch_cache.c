@@ -212,8 +212,10 @@ fetch_npm_tool(struct tooling *t, const manifest_t *m, struct json_w *w, struct 
 		if (push != NULL)
 			fetch_push_npm(push, t, m, plat);
 		if (!t->quiet && !t->json && ni.skipped > 0)
-			printf("%s %s npm packages: %zu downloaded, %zu cached, %zu not for %s\n", m->name,
-			       m->version, ni.fetched, ni.cached, ni.skipped, plat);
+			printf("%s %s npm packages: %zu downloaded, %zu cached, %zu skipped (for another "
+			       "os, cpu or C library than %s)\n",
+			       m->name, m->version, ni.fetched, ni.cached, ni.skipped,
+			       strcmp(plat, "all") == 0 ? "linux-x64 and linux-arm64" : plat);
 		else if (!t->quiet && !t->json)
 			printf("%s %s npm packages: %zu downloaded, %zu cached\n", m->name, m->version,
 			       ni.fetched, ni.cached);

@@ -38,15 +38,37 @@ struct npm_job {
 	char rc[PATH_MAX], grc[PATH_MAX];
 };
 
+/* What npm_sink keeps: stdout for the caller, the tail of stderr (where
+ * npm says why it failed) for run_npm. */
+struct npm_out {
+	struct proc_capture *c; /* NULL: stdout is not wanted */
+	char err[2048];
+	size_t nerr;
+};
+
 /* npm's stdout into the capture (when the caller wants it), everything
- * else to our stderr as it comes, so npm's progress and errors are seen. */
+ * else to our stderr as it comes, so npm's progress and errors are seen,
+ * and its last bytes kept. */
 static void
 npm_sink(void *arg, enum proc_stream s, const char *data, size_t len)
 {
-	if (s == PROC_STDOUT && arg != NULL) {
-		proc_capture_sink(arg, s, data, len);
+	struct npm_out *o = arg;
+	size_t k;
+
+	if (s == PROC_STDOUT) {
+		if (o->c != NULL)
+			proc_capture_sink(o->c, s, data, len);
 		return;
 	}
+	k = len < sizeof(o->err) - 1 ? len : sizeof(o->err) - 1;
+	if (o->nerr + k > sizeof(o->err) - 1) {
+		size_t drop = o->nerr + k - (sizeof(o->err) - 1);
+		memmove(o->err, o->err + drop, o->nerr - drop);
+		o->nerr -= drop;
+	}
+	memcpy(o->err + o->nerr, data + len - k, k);
+	o->nerr += k;
+	o->err[o->nerr] = '\0';
 	while (len > 0) {
 		ssize_t n = write(2, data, len);
 		if (n <= 0 && errno != EINTR)
@@ -80,16 +102,20 @@ npm_env(char **env, char *extra, size_t cap)
 /* Run npm (ABX_NPM, else npm on PATH) with args in the scratch directory,
  * a scrubbed environment, stdout captured into out (when not NULL). Returns
  * its exit status (128 + signal when killed), or -1 with e when it could
- * not start. */
+ * not start, or (with e404) -1 with not_found naming what npm's E404 says
+ * the registry lacks. */
 static int
-run_npm(const struct npm_job *j, char *const args[], char *out, size_t cap, struct err *e)
+run_npm(const struct npm_job *j, char *const args[], char *out, size_t cap, int e404, struct err *e)
 {
 	char *env[LOCK_NPM_ENV_MAX + 2], *argv[LOCK_NPM_ARGS_MAX + 10], extra[PATH_MAX + 32], prog[PATH_MAX];
 	const char *npm = config_env("ABX_NPM"), *cafile = getenv("SSL_CERT_FILE");
 	struct proc_capture c;
 	struct proc_spec spec;
+	struct npm_out *o;
+	const char *q, *b;
+	char what[400];
 	struct proc p;
-	int i, k;
+	int i, k, rc;
 
 	if (out != NULL)
 		out[0] = '\0';
@@ -128,13 +154,31 @@ run_npm(const struct npm_job *j, char *const args[], char *out, size_t cap, stru
 	memset(&c, 0, sizeof(c));
 	c.cap = cap > 0 ? cap - 1 : 0;
 	proc_capture_begin(&c);
-	while (proc_step(&p, -1, npm_sink, out != NULL ? &c : NULL) == 1)
+	o = calloc(1, sizeof(*o));
+	if (o != NULL)
+		o->c = out != NULL ? &c : NULL;
+	while (proc_step(&p, -1, npm_sink, o) == 1)
 		;
 	proc_close(&p);
 	if (out != NULL)
 		snprintf(out, cap, "%s", c.out != NULL ? c.out : "");
 	proc_capture_free(&c);
-	return proc_exit_code(&p);
+	rc = proc_exit_code(&p);
+	/* npm's E404 names what the registry lacks in quotes ("404 'pkg@ver'
+	 * is not in this registry", or "The requested resource 'pkg@ver'
+	 * could not be found") */
+	if (e404 && rc != 0 && o != NULL && (q = strstr(o->err, "E404")) != NULL) {
+		snprintf(what, sizeof(what), "%s", j->pkg);
+		if ((b = strchr(q, '\'')) != NULL && (q = strchr(b + 1, '\'')) != NULL && q - b > 1)
+			snprintf(what, sizeof(what), "%.*s", (int)(q - b - 1), b + 1);
+		free(o);
+		return err_set(e, "not_found",
+		               "the registry %s has no %s (npm E404): check the package name and version "
+		               "(npm view %s versions --registry %s)",
+		               j->reg, what, j->pkg, j->reg);
+	}
+	free(o);
+	return rc;
 }
 
 /*
@@ -331,13 +375,13 @@ resolve_version(const struct npm_job *j, const char *want, char *spec, size_t ca
 	int rc;
 
 	snprintf(what, sizeof(what), "%s@%s", j->pkg, want);
-	rc = run_npm(j, va, out, sizeof(out), e);
+	rc = run_npm(j, va, out, sizeof(out), 0, e);
 	if (rc > 0) {
 		/* npm answers a missing version (E404) like any other
 		 * failure; the package alone tells them apart. */
 		char *pa[] = {"view", (char *)j->pkg, "version", "--registry", (char *)j->reg, NULL};
 
-		if (run_npm(j, pa, out, sizeof(out), e) == 0) {
+		if ((rc = run_npm(j, pa, out, sizeof(out), 1, e)) == 0) {
 			out[strcspn(out, "\r\n")] = '\0';
 			return err_set(
 			    e, "not_found",
@@ -345,6 +389,13 @@ resolve_version(const struct npm_job *j, const char *want, char *spec, size_t ca
 			    "npm view %s versions",
 			    j->pkg, want, out, j->pkg);
 		}
+		if (rc < 0 && e->code != NULL && strcmp(e->code, "not_found") == 0)
+			return err_set(e, "not_found",
+			               "the registry %s has no package %s (npm E404), so no %s: check the "
+			               "manifest's source.package",
+			               j->reg, j->pkg, what);
+		if (rc < 0)
+			return -1;
 		return err_set(e, "install.failed", "npm view %s failed (exit %d)", what, rc);
 	}
 	if (rc != 0)
@@ -395,7 +446,7 @@ make_lockfile(const struct npm_job *j, const char *spec, char **text, size_t *le
 	if (lock_write_atomic(p, pj, strlen(pj), e) != 0)
 		return -1;
 	lock_say("%s: npm install --package-lock-only %s@%s\n", j->d->path, j->pkg, spec);
-	rc = run_npm(j, ia, NULL, 0, e);
+	rc = run_npm(j, ia, NULL, 0, 1, e);
 	if (rc > 0)
 		return err_set(e, "install.failed", "npm install --package-lock-only failed (exit %d)", rc);
 	if (rc != 0)

@@ -169,11 +169,8 @@ dry_run(struct tooling *t, struct item *items, int n)
 		}
 		json_w_end(&w);
 		if (!t->json) {
-			char hosts[600] = "";
-			size_t off = 0;
-			for (h = 0; h < m->nhosts && off < sizeof(hosts); h++)
-				off += (size_t)snprintf(hosts + off, sizeof(hosts) - off, "%s%s",
-				                        h ? "," : "", m->hosts[h]);
+			char hosts[600];
+			prepare_plan_hosts(t->set.npm_mirror, m, hosts, sizeof(hosts));
 			printf("%-16s %-12s %6ld MiB  %-28s %-20s %s\n", m->name, m->version, m->size_hint_mb,
 			       hosts, items[i].why, state);
 		}
@@ -630,6 +627,7 @@ prepare_main(int argc, char **argv)
 	static struct prepare_args a;
 	char absdir[PATH_MAX];
 	int n = 0, rc, from_config = 0;
+	struct err e;
 
 	memset(&t, 0, sizeof(t));
 	memset(&a, 0, sizeof(a));
@@ -640,6 +638,8 @@ prepare_main(int argc, char **argv)
 			return rc;
 		from_config = 1;
 	}
+	if (!a.dry && tooling_cache_ready(&t, &e) != 0)
+		return fail(&e);
 	if (a.cache_only)
 		return cache_only(&t, &a);
 	if (t.tools_dir != NULL && t.tools_dir[0] != '/' && realpath(t.tools_dir, absdir) != NULL)

@@ -95,6 +95,23 @@ ops_text(const struct plan_tool *t, char *buf, size_t cap)
 		snprintf(buf + len, cap - len, ",+%d", t->ops_more);
 }
 
+void
+prepare_plan_hosts(const char *npm_mirror, const manifest_t *m, char *buf, size_t cap)
+{
+	const char *h = strstr(npm_mirror, "://");
+	size_t off = 0;
+	int i;
+
+	buf[0] = '\0';
+	if (m->source.type != MANIFEST_SRC_TARBALL && npm_mirror[0] != '\0') {
+		h = h != NULL ? h + 3 : npm_mirror;
+		snprintf(buf, cap, "%.*s (mirror)", (int)strcspn(h, "/"), h);
+		return;
+	}
+	for (i = 0; i < m->nhosts && off < cap; i++)
+		off += (size_t)snprintf(buf + off, cap - off, "%s%s", i ? "," : "", m->hosts[i]);
+}
+
 static void
 json_tool(struct json_w *w, const struct plan_tool *t)
 {
@@ -141,7 +158,7 @@ prepare_plan_print(const struct prepare_plan *pp, int json)
 	char src[CFG_PATH_MAX + 32], ops[2048], hosts[600];
 	struct json_w w;
 	struct err e;
-	int i, h, bad = 0;
+	int i, bad = 0;
 
 	config_source(&pp->L->cfg, CK_INSTALL_MODE, src, sizeof(src));
 	/* A planned tool that cannot run in this image fails the plan now,
@@ -186,11 +203,7 @@ prepare_plan_print(const struct prepare_plan *pp, int json)
 		printf("%-16s %-14s %8s  %-28s %s\n", "NAME", "VERSION", "SIZE", "HOSTS", "NEEDED BY");
 	for (i = 0; i < p->norder; i++) {
 		const struct plan_tool *t = &p->t[p->order[i]];
-		size_t off = 0;
-		hosts[0] = '\0';
-		for (h = 0; h < t->m->nhosts && off < sizeof(hosts); h++)
-			off += (size_t)snprintf(hosts + off, sizeof(hosts) - off, "%s%s", h ? "," : "",
-			                        t->m->hosts[h]);
+		prepare_plan_hosts(pp->L->cfg.install.npm_mirror, t->m, hosts, sizeof(hosts));
 		ops_text(t, ops, sizeof(ops));
 		/* as prepare --dry-run --only marks it: the row is not an install */
 		printf("%-16s %-14s %4ld MiB  %-28s %s%s%s%s%s\n", t->m->name, t->m->version,

@@ -7,6 +7,7 @@
  */
 #include "config/config.h"
 #include "base/err.h"
+#include "pkg/manifest.h"
 
 struct prepare_plan;
 
@@ -34,6 +35,11 @@ enum cfg_mode prepare_plan_mode(const struct prepare_plan *pp);
  * {"mode", "mode_source", "config_file", "plan": [...], "on_path": [...]}.
  * Returns the exit code. */
 int prepare_plan_print(const struct prepare_plan *pp, int json);
+
+/* The HOSTS a plan row names for m: the npm mirror's host when npm_mirror
+ * (install.mirrors.npm) is set and m is an npm tool (it is downloaded from
+ * there, not from the registry its manifest names), else m's hosts. */
+void prepare_plan_hosts(const char *npm_mirror, const manifest_t *m, char *buf, size_t cap);
 
 /*
  * For prepare_main: without --only, load the plan and either print it

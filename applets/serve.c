@@ -522,7 +522,7 @@ serve_main(int argc, char **argv)
 	g_srv = httpd_new(&cfg, &e);
 	if (g_srv == NULL)
 		return fail(&e);
-	if (install_audit_check(&g->set, &e) != 0 || pin_state_dir(g, &api, &e) != 0) {
+	if (install_audit_check(&g->set, 0, &e) != 0 || pin_state_dir(g, &api, &e) != 0) {
 		httpd_free(g_srv);
 		api_gen_free(g);
 		return fail(&e);

@@ -16,6 +16,7 @@
 #include "cfgload.h"
 #include "common.h"
 #include "base/clock.h"
+#include "base/fs.h"
 #include "base/json.h"
 
 int
@@ -55,6 +56,25 @@ tooling_open(struct tooling *t, int allow_all, const char *ctx_platform, struct 
 	if (install_ctx_init(&t->ctx, &t->ms, &t->set, ctx_platform, e) < 0)
 		return -1;
 	t->ctx_open = 1;
+	return 0;
+}
+
+int
+tooling_cache_ready(const struct tooling *t, struct err *e)
+{
+	struct err sub;
+
+	if (t->cache == NULL || t->cache[0] == '\0')
+		return 0;
+	err_clear(&sub);
+	if (access(t->cache, F_OK) != 0 && fs_mkdir_p(t->cache, 0755, &sub) != 0)
+		return err_set(e, "io.error",
+		               "--cache %s cannot be created (%s): create it, or give --cache a directory "
+		               "you can write",
+		               t->cache, sub.msg);
+	if (access(t->cache, W_OK | X_OK) != 0 && !t->quiet)
+		note_line("cache %s is not writable: what it holds is used, downloads are not kept there",
+		          t->cache);
 	return 0;
 }
 
@@ -167,7 +187,7 @@ out:
 void
 tooling_announce(void *arg, const manifest_t *m, const char *why, const char *dir)
 {
-	char line[INSTALL_WHY_MAX + PATH_MAX + 200];
+	char line[INSTALL_WHY_MAX + 2 * PATH_MAX + 800];
 	int n;
 
 	(void)arg;

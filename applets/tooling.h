@@ -80,6 +80,16 @@ enum {
 int tooling_option(struct tooling *t, int c, const char *arg);
 
 /*
+ * An explicit --cache DIR before anything is downloaded: created with its
+ * missing parents (mkdir -p, as a tools directory is) so what is downloaded
+ * is kept there; one that exists but cannot be written serves what it holds
+ * and a note on stderr says downloads are not kept. Returns 0, or -1 with
+ * io.error naming the directory and a fix when it cannot be created: the
+ * caller asked to keep the downloads there. No --cache: 0, nothing done.
+ */
+int tooling_cache_ready(const struct tooling *t, struct err *e);
+
+/*
  * Load settings (configuration file, environment, these flags), open the
  * manifest set (loading for platform, "all" allowed when allow_all), and
  * the install context for ctx_platform (NULL = this machine). Returns 0, or

@@ -72,6 +72,13 @@ proc_spawn(struct proc *p, const struct proc_spec *s, struct err *e)
 		close(out[0]);
 		close(er[0]);
 		p->pid = -1;
+		/* the cause first: callers that keep a short line cut the path */
+		if (rc == ENOENT && access("/dev/null", F_OK) != 0)
+			return err_set(
+			    e, "io.error",
+			    "/dev/null does not exist in this image (it is every program's stdin), "
+			    "so %s cannot run: create it (mknod -m 666 /dev/null c 1 3) or mount /dev",
+			    s->argv[0]);
 		return err_set(e, "io.error", "cannot run %s: %s", s->argv[0], strerror(rc));
 	}
 	p->fd[1] = out[0];

@@ -180,6 +180,24 @@ install_why(struct install_ctx *c, const manifest_t *m, char *buf, size_t cap)
 	snprintf(buf, cap, "missing");
 }
 
+/* A default directory earlier in the chain than w that exists but cannot
+ * be written (a read-only /opt/agent-sandbox/tools) is passed over for w:
+ * said where the install is announced, appended to buf. Only a default one
+ * can be: an explicit one is refused instead (tools_chain_build). */
+static void
+why_fallback(const struct install_ctx *c, const char *w, char *buf, size_t cap)
+{
+	size_t n = strlen(buf);
+	int i;
+
+	for (i = 0; i < c->chain.n && strcmp(c->chain.d[i].path, w) != 0; i++)
+		if (c->chain.d[i].exists && !c->chain.d[i].writable) {
+			snprintf(buf + n, cap - n, "; %s is passed over: %.512s", c->chain.d[i].path,
+			         c->chain.d[i].why);
+			return;
+		}
+}
+
 /* The chain names an explicit directory (--tools-dir, ABX_TOOLS_DIR) that
  * does not exist yet: an installer creates it (tools_chain_build). */
 static int
@@ -234,6 +252,9 @@ needs_network(struct install_ctx *c, const manifest_t *m)
 /* Base images that have each loader, named in a refusal (the fix line is
  * one text for every tool and cannot say which). */
 #define GLIBC_IMAGES "Debian, Ubuntu, distroless/base"
+/* distroless/base has no libstdc++: a tool that needs shared libraries
+ * beside the loader (node-runtime) is named the images that have them */
+#define GLIBC_LIBS_IMAGES "Debian, Ubuntu, distroless/cc"
 #define MUSL_IMAGES "Alpine"
 
 /*
@@ -277,9 +298,10 @@ install_image_fits(const manifest_t *m, const char *platform, struct err *e)
 	install_tool_env_name(m->name, env, sizeof(env));
 	if (m->libc == (MANIFEST_LIBC_GLIBC | MANIFEST_LIBC_MUSL))
 		snprintf(need, sizeof(need), "the glibc loader %s (%s) or the musl loader %s (%s)", g,
-		         GLIBC_IMAGES, mu, MUSL_IMAGES);
+		         m->nlibs > 0 ? GLIBC_LIBS_IMAGES : GLIBC_IMAGES, mu, MUSL_IMAGES);
 	else if (m->libc & MANIFEST_LIBC_GLIBC)
-		snprintf(need, sizeof(need), "the glibc loader %s (%s)", g, GLIBC_IMAGES);
+		snprintf(need, sizeof(need), "the glibc loader %s (%s)", g,
+		         m->nlibs > 0 ? GLIBC_LIBS_IMAGES : GLIBC_IMAGES);
 	else
 		snprintf(need, sizeof(need), "the musl loader %s (%s)", mu, MUSL_IMAGES);
 	/* Under ERR_MSG_MAX with a "gemini requires node-runtime: " prefix. */
@@ -621,7 +643,7 @@ install_ensure_inner(struct install_ctx *c, const char *name, const char *min, u
 {
 	const manifest_t *m;
 	const char *w;
-	char why[INSTALL_WHY_MAX];
+	char why[INSTALL_WHY_MAX + PATH_MAX + 600];
 	int fd, rc;
 	int64_t tp, probe_us;
 
@@ -667,6 +689,7 @@ install_ensure_inner(struct install_ctx *c, const char *name, const char *min, u
 	 * silently (the shim prints it) */
 	if (c->announce != NULL) {
 		install_why(c, m, why, sizeof(why));
+		why_fallback(c, w, why, sizeof(why));
 		c->announce(c->progress_arg, m, why, w);
 	}
 	c->probe_us = probe_us;

@@ -431,10 +431,13 @@ int install_progress_read(struct install_ctx *c, const char *name, char *phase, 
 void install_audit(const struct install_settings *s, const char *json_object);
 
 /* The configured audit_file can be appended to (created 0600 when
- * missing). Returns 0 (also with no audit_file configured), or -1 with
- * config.invalid naming the file and why: serve refuses to start rather
- * than drop every record. */
-int install_audit_check(const struct install_settings *s, struct err *e);
+ * missing). A file directly in the state directory (tools_state_dir) is
+ * fine while that does not exist yet but can be created: it is created
+ * (mode 0700, as serve keeps it). With dry (doctor), nothing is created
+ * and the answer is the same as without. Returns 0 (also with no
+ * audit_file configured), or -1 with config.invalid naming the file and
+ * why: serve refuses to start rather than drop every record. */
+int install_audit_check(const struct install_settings *s, int dry, struct err *e);
 
 /* For a long-running process (serve): dirfd is its state directory, opened
  * with fs_dir_open_safe at start. Without audit_file, records then go to

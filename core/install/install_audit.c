@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -68,21 +69,86 @@ install_audit(const struct install_settings *s, const char *json_object)
 		close(fd);
 }
 
-int
-install_audit_check(const struct install_settings *s, struct err *e)
+/* The audit file's directory is the state directory, which serve creates
+ * (mode 0700) at start-up: the README's template keeps it there. */
+static int
+in_state_dir(const struct install_settings *s, const char *f, char *state, size_t cap)
 {
+	char parent[PATH_MAX];
+	size_t n;
+
+	if (fs_dirname(f, parent, sizeof(parent)) != 0 || tools_state_dir(s, state, cap) < 0)
+		return 0;
+	n = strlen(state);
+	while (n > 1 && state[n - 1] == '/')
+		state[--n] = '\0';
+	return strcmp(parent, state) == 0;
+}
+
+/* What opening f for append (O_NOFOLLOW, creating it) would do, without
+ * creating anything: 0, or the errno it would fail with. */
+static int
+audit_open_would_fail(const char *f, int parent_made)
+{
+	char parent[PATH_MAX];
+	struct stat st;
+
+	if (lstat(f, &st) == 0) {
+		if (S_ISLNK(st.st_mode))
+			return ELOOP;
+		if (S_ISDIR(st.st_mode))
+			return EISDIR;
+		return access(f, W_OK) == 0 ? 0 : errno;
+	}
+	if (errno != ENOENT)
+		return errno;
+	if (parent_made)
+		return 0;
+	if (fs_dirname(f, parent, sizeof(parent)) != 0)
+		return ENAMETOOLONG;
+	return access(parent, W_OK | X_OK) == 0 ? 0 : errno;
+}
+
+int
+install_audit_check(const struct install_settings *s, int dry, struct err *e)
+{
+	char state[PATH_MAX];
 	const char *f = s->audit_file;
-	int fd;
+	int fd, made = 0, en;
+	struct err sub;
 
 	if (f == NULL || *f == '\0')
 		return 0;
-	fd = open(f, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0)
+	if (in_state_dir(s, f, state, sizeof(state)) && access(state, F_OK) != 0) {
+		if (dry && !tools_dir_creatable(state))
+			return err_set(
+			    e, "config.invalid",
+			    "audit_file %s: its directory is the state directory, which cannot be "
+			    "created: set ABX_SERVER_STATE_DIR or audit_file (ABX_SERVER_AUDIT_FILE) "
+			    "to a writable place",
+			    f);
+		err_clear(&sub);
+		if (!dry && (fs_mkdir_p(state, 0700, &sub) != 0 || fs_dir_safe(state, &sub) != 0))
+			return err_set(e, "config.invalid",
+			               "audit_file %s: the state directory %s cannot be created (%s): set "
+			               "ABX_SERVER_STATE_DIR or audit_file (ABX_SERVER_AUDIT_FILE) to a "
+			               "writable place",
+			               f, state, sub.msg);
+		made = 1;
+	}
+	if (dry) {
+		en = audit_open_would_fail(f, made);
+	} else {
+		fd = open(f, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+		en = fd < 0 ? errno : 0;
+		if (fd >= 0)
+			close(fd);
+	}
+	if (en != 0)
 		return err_set(e, "config.invalid",
 		               "audit_file %s: cannot be written (%s): create its directory, "
 		               "or set audit_file (ABX_SERVER_AUDIT_FILE) to a writable file",
-		               f, strerror(errno));
-	close(fd);
+		               f, strerror(en));
 	return 0;
 }
 
@@ -167,6 +233,23 @@ install_progress_write(struct install_progress_state *p, const char *phase, int 
 }
 
 int
+install_lock_held(const char *w, const char *name)
+{
+	char path[PATH_MAX];
+	int fd, held;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/.locks/%s.lock", w, name) >= sizeof(path))
+		return -1;
+	/* O_RDONLY: a reader that may not write the directory can tell too */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -1;
+	held = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+	close(fd);
+	return held;
+}
+
+int
 install_progress_read(struct install_ctx *c, const char *name, char *phase, size_t cap,
                       struct install_progress *p, long *pid)
 {
@@ -179,6 +262,9 @@ install_progress_read(struct install_ctx *c, const char *name, char *phase, size
 
 	for (i = 0; i < c->chain.n; i++) {
 		snprintf(path, sizeof(path), "%s/%s/.progress.json", c->chain.d[i].path, name);
+		/* the progress of an installer that died is no install */
+		if (install_lock_held(c->chain.d[i].path, name) != 1)
+			continue;
 		n = fs_read_small(path, buf, sizeof(buf), &e);
 		if (n <= 0)
 			continue;

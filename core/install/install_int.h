@@ -30,6 +30,7 @@
 
 #include "install/install.h"
 #include "pkg/arc.h"
+#include "pkg/npm.h"
 
 /* Every path built by the engine starts from a tools directory no longer
  * than TOOLS_DIR_MAX (tools.c refuses longer ones), so its PATH_MAX buffers
@@ -89,6 +90,14 @@ struct install_progress_state {
 /* Report p->cur in phase (at most every 200 ms unless force or the phase
  * changed). */
 void install_progress_write(struct install_progress_state *p, const char *phase, int force);
+
+/* Whether an installer holds name's lock in tools directory w
+ * (<w>/.locks/<name>.lock, flock). A lock is released when its holder
+ * dies however it dies (kill -9, Ctrl-C), so a free one means what an
+ * installer left there (its progress, its staging) is dead. 1 held, 0
+ * free, -1 no lock file (no installer of this directory made what is
+ * there). Costs one open and one or two flock calls. */
+int install_lock_held(const char *w, const char *name);
 
 /* ---- install_tree.c -------------------------------------------------------- */
 
@@ -180,6 +189,10 @@ extern void (*install_test_hashed_fn)(const char *path);
 /* Remove what crashed installers left in dir (names starting with prefix,
  * NULL = any) older than INSTALL_STAGING_MAX_AGE. */
 void install_collect_stale(const char *dir, const char *prefix);
+/* Remove the staging directories (<w>/.staging/<tool>-<random>) whose
+ * tool's lock nobody holds: an installer that died left them. own is the
+ * tool whose lock the caller holds: its directories are dead as well. */
+void install_collect_abandoned(const char *w, const char *own);
 /* Steps 6-10 for one tool, holding its lock in writable directory w. */
 int install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct install_result *r,
                 struct err *e);
@@ -211,5 +224,24 @@ struct bg_sync {
 };
 void install_bg_sync_start(struct bg_sync *s, const char *dir);
 void install_bg_sync_wait(struct bg_sync *s);
+
+/* One verify run: its PATH and argv, and its identity for a recorded pass
+ * (install_verified_get): what ran it besides the tree. */
+struct verify_run {
+	char path[8192];
+	char words[MANIFEST_MAX_ARGV][MANIFEST_ARG_MAX + PATH_MAX];
+	char *argv[MANIFEST_MAX_ARGV + NPM_NODE_FLAGS_MAX + 2], *rest[MANIFEST_MAX_ARGV + 1];
+	char shebang[512], node[PATH_MAX], *flags[NPM_NODE_FLAGS_MAX];
+	int nflags;
+	char ident[4096]; /* "" when a require is not one of our trees */
+	int no_ident;
+	char with[400]; /* " with node-runtime 22.23.5" for messages */
+};
+/* Fill v for the entry of m (a path in the tree): PATH, argv, identity. */
+void install_verify_setup(struct install_ctx *c, const manifest_t *m, const char *entry,
+                          struct verify_run *v);
+/* Run v with HOME home: 0 when it exits 0 within the manifest's timeout
+ * with its expect in the output, -1 with e (install.failed, phase verify). */
+int install_verify_run(const manifest_t *m, struct verify_run *v, const char *home, struct err *e);
 
 #endif

@@ -12,6 +12,7 @@
 #include "base/clock.h"
 #include "config/config.h"
 #include "install/install.h"
+#include "install/install_int.h"
 #include "base/json.h"
 #include "pkg/npm.h"
 #include "pkg/npmlock.h"
@@ -188,8 +189,9 @@ run(struct install_ctx *c, const manifest_t *m, const char *platform, const char
 	struct npm_stats st;
 	struct prog pr = {c, m->name};
 	char cache[PATH_MAX], kf[PATH_MAX];
-	const char *jobs = config_env("ABX_INSTALL_NPM_JOBS");
-	int rc;
+	const char *jobs = config_env("ABX_INSTALL_NPM_JOBS"), *ro[1 + TOOLS_MIRRORS_MAX], *d;
+	size_t nro = 0;
+	int rc, i;
 
 	memset(&o, 0, sizeof(o));
 	collect_hosts(c, m, &h);
@@ -203,10 +205,18 @@ run(struct install_ctx *c, const manifest_t *m, const char *platform, const char
 			return -1;
 		}
 		snprintf(cache, sizeof(cache), "%s", fallback_cache);
+		/* what a cache we cannot write holds is still served */
+		if (c->cache_dir[0] != '\0' && access(c->cache_dir, R_OK | X_OK) == 0)
+			ro[nro++] = c->cache_dir;
 	} else {
 		/* trees only in a cache that outlives this install */
 		o.keep_trees = tree != NULL;
 	}
+	for (i = 0; i < c->set->nmirrors && nro < sizeof(ro) / sizeof(ro[0]); i++)
+		if ((d = install_mirror_dir(c->set->tarball_mirrors[i])) != NULL)
+			ro[nro++] = d;
+	o.caches_ro = ro;
+	o.ncaches_ro = nro;
 	o.lock = l;
 	o.staging = tree;
 	o.cache = cache;

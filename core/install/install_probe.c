@@ -307,7 +307,6 @@ install_net_probe(struct install_ctx *c, const manifest_t *m, const char *url, s
 	char key[300], det[400];
 	int npm = m != NULL && m->source.type != MANIFEST_SRC_TARBALL;
 
-	(void)c;
 	if (proxy == NULL || *proxy == '\0')
 		proxy = config_env("https_proxy");
 	if (http_url_parse(url, &u, e) < 0)
@@ -326,7 +325,14 @@ install_net_probe(struct install_ctx *c, const manifest_t *m, const char *url, s
 	snprintf(key, sizeof(key), "%s:%d", u.host, u.port);
 	if (probe_cached(u.host, u.port, key) == 0)
 		return 0;
-	if (npm)
+	if (npm && c != NULL && c->set->npm_mirror[0] != '\0')
+		err_set(e, "install.network_unreachable",
+		        "%s: cannot connect to the npm mirror %s (install.mirrors.npm, "
+		        "ABX_INSTALL_NPM_REGISTRY) within %d s; check that mirror's address and that this "
+		        "network reaches it, or unset it to use the registry, or fill a cache with "
+		        "`agent-sandbox-server fetch` and use mode offline",
+		        m->name, key, INSTALL_PROBE_CONNECT_MS / 1000);
+	else if (npm)
 		err_set(e, "install.network_unreachable",
 		        "%s: cannot connect to the npm registry %s within %d s; set install.mirrors.npm "
 		        "(ABX_INSTALL_NPM_REGISTRY), or fill a cache with `agent-sandbox-server fetch` and "

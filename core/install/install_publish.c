@@ -1,6 +1,7 @@
 /*
- * One install: stage (extract the artifact or the npm packages), verify,
- * list, publish the tree with its marker, link bin/.
+ * One install: stage (extract the artifact or the npm packages), verify
+ * (install_verify.c runs verify.argv), list, publish the tree with its
+ * marker, link bin/.
  */
 #include "install/install_int.h"
 
@@ -55,6 +56,67 @@ install_collect_stale(const char *dir, const char *prefix)
 	closedir(d);
 }
 
+void
+install_collect_abandoned(const char *w, const char *own)
+{
+	char root[PATH_MAX], tool[NAME_MAX + 1];
+	const char *dash;
+	struct dirent *de;
+	struct err e;
+	DIR *d;
+
+	if ((size_t)snprintf(root, sizeof(root), "%s/.staging", w) >= sizeof(root) ||
+	    (d = opendir(root)) == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		if (de->d_name[0] == '.' || (dash = strrchr(de->d_name, '-')) == NULL || dash == de->d_name)
+			continue;
+		snprintf(tool, sizeof(tool), "%.*s", (int)(dash - de->d_name), de->d_name);
+		/* an installer makes its staging only while it holds the lock,
+		 * and removes it before it lets go: a staging directory whose
+		 * lock is free is a dead one's (another name is left to age) */
+		if (strcmp(tool, own) == 0 || install_lock_held(w, tool) == 0)
+			fs_rm_treeat(dirfd(d), de->d_name, &e);
+	}
+	closedir(d);
+}
+
+/* The size hints of m's requires not installed in w yet: they are staged
+ * beside m, on the same filesystem, at the same time, so each one's own
+ * check passing does not mean their sum fits. */
+static long
+requires_mb(struct install_ctx *c, const manifest_t *m, const char *w)
+{
+	char mk[PATH_MAX];
+	const manifest_t *r;
+	struct err e;
+	long sum = 0;
+	int i;
+
+	for (i = 0; i < m->nrequires; i++) {
+		if ((r = manifest_get(c->ms, m->requires[i].name, &e)) == NULL)
+			continue;
+		snprintf(mk, sizeof(mk), "%s/%s/.installed.json", w, r->name);
+		if (access(mk, F_OK) != 0 && r->size_hint_mb > 0)
+			sum += r->size_hint_mb + requires_mb(c, r, w);
+	}
+	return sum;
+}
+
+/* A full disk or a missing CA bundle, wherever in the install it struck
+ * (a download, an extraction, a copy, npm's fetch), has a fix of its own:
+ * its code and remedy, not install.failed's generic one. */
+static void
+specific_code(struct err *e)
+{
+	if (strstr(e->msg, strerror(ENOSPC)) != NULL)
+		e->code = "install.no_space";
+	else if (strstr(e->msg, "tls.no_trust_anchors") != NULL ||
+	         (e->code != NULL && strcmp(e->code, "tls.no_trust_anchors") == 0) ||
+	         strstr(e->details, "\"tls.no_trust_anchors\"") != NULL)
+		e->code = "tls.no_trust_anchors";
+}
+
 /* ---- extract, verify, publish ------------------------------------------ */
 
 /* The npm installer's progress, into the install's own (install_one). */
@@ -84,192 +146,6 @@ extract_progress(void *arg, uint64_t out, uint64_t in)
 		x->paused = 1;
 		install_test_pause("extract");
 	}
-}
-
-/* One verify run: its PATH and argv, and its identity for a recorded pass
- * (install_verified_get): what ran it besides the tree. */
-struct verify_run {
-	char path[8192];
-	char words[MANIFEST_MAX_ARGV][MANIFEST_ARG_MAX + PATH_MAX];
-	char *argv[MANIFEST_MAX_ARGV + NPM_NODE_FLAGS_MAX + 2], *rest[MANIFEST_MAX_ARGV + 1];
-	char shebang[512], node[PATH_MAX], *flags[NPM_NODE_FLAGS_MAX];
-	int nflags;
-	char ident[4096]; /* "" when a require is not one of our trees */
-	int no_ident;
-	char with[400]; /* " with node-runtime 22.23.5" for messages */
-};
-
-/* A require the run uses, into the identity: "require <name> <version>
- * <tree sha256>" of the tree the fast path proved against its marker. A
- * copy on PATH or from ABX_TOOL_<NAME> is nobody's tree: no identity. */
-static void
-ident_require(struct verify_run *v, const char *name, const struct install_result *r)
-{
-	struct install_marker mk;
-	struct err e;
-	char line[MANIFEST_NAME_MAX + MANIFEST_VERSION_MAX + 100];
-	size_t n = strlen(v->ident), w = strlen(v->with);
-
-	if (r->from_path || r->from_env || r->dir[0] == '\0' ||
-	    install_marker_read(r->dir, name, &mk, &e) < 0) {
-		v->no_ident = 1;
-		return;
-	}
-	snprintf(line, sizeof(line), "require %s %s %s\n", name, mk.version, mk.tree_sha256);
-	if (strstr(v->ident, line) != NULL)
-		return;
-	snprintf(v->ident + n, sizeof(v->ident) - n, "%s", line);
-	snprintf(v->with + w, sizeof(v->with) - w, "%s %s %s", w ? "," : " with", name, mk.version);
-}
-
-/* PATH for verify: the bin directories of the tool's requires (so a
- * JavaScript tool's verify finds node), then the system directories. */
-static void
-verify_path(struct install_ctx *c, const manifest_t *m, struct verify_run *v)
-{
-	size_t off = 0, cap = sizeof(v->path);
-	char *buf = v->path;
-	int i;
-
-	buf[0] = '\0';
-	for (i = 0; i < m->nrequires; i++) {
-		struct install_result r;
-		struct err e;
-		const manifest_t *dm = manifest_get(c->ms, m->requires[i].name, &e);
-		char d[PATH_MAX];
-		memset(&r, 0, sizeof(r));
-		if (dm == NULL)
-			continue;
-		if (install_fast_path(c, dm, &r, &e) != 1 &&
-		    !install_path_tool(c, dm, m->requires[i].min, &r)) {
-			v->no_ident = 1;
-			continue;
-		}
-		ident_require(v, dm->name, &r);
-		if (fs_dirname(r.entry, d, sizeof(d)) == 0)
-			off += (size_t)snprintf(buf + off, off < cap ? cap - off : 0, "%s:", d);
-	}
-	if (off < cap)
-		snprintf(buf + off, cap - off,
-		         "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
-}
-
-/* The verify spec (argv, expect, env) as one digest, and the platform and
- * libc it ran for: the start of the identity. */
-static void
-ident_spec(struct install_ctx *c, const manifest_t *m, struct verify_run *v)
-{
-	struct digest_ctx dc;
-	struct digest d;
-	char hex[DIGEST_HEX_MAX];
-	const char *libc = npmlock_detect_libc(NULL);
-	int i;
-
-	digest_init(&dc, DIGEST_SHA256);
-	digest_update(&dc, "argv", 5);
-	for (i = 0; i < m->verify.argv.n; i++)
-		digest_update(&dc, m->verify.argv.v[i], strlen(m->verify.argv.v[i]) + 1);
-	digest_update(&dc, "expect", 7);
-	digest_update(&dc, m->verify.expect, strlen(m->verify.expect) + 1);
-	digest_update(&dc, "env", 4);
-	for (i = 0; i < m->verify.nenv; i++) {
-		digest_update(&dc, m->verify.env[i].name, strlen(m->verify.env[i].name) + 1);
-		digest_update(&dc, m->verify.env[i].value, strlen(m->verify.env[i].value) + 1);
-	}
-	digest_final(&dc, &d);
-	snprintf(v->ident, sizeof(v->ident), "installer %s\nverify %s\nplatform %s\nlibc %s\n",
-	         INSTALL_INSTALLER, digest_hex(&d, hex), c->platform, libc ? libc : "none");
-}
-
-/* PATH, argv and identity of m's verify run for the tree's entry. */
-static void
-verify_setup(struct install_ctx *c, const manifest_t *m, const char *entry, struct verify_run *v)
-{
-	int n;
-
-	ident_spec(c, m, v);
-	verify_path(c, m, v);
-	install_subst_bin(&m->verify.argv, entry, v->words, v->argv);
-	/* A JavaScript entry is checked as it will run (core/launch.h):
-	 * through node-runtime's node, installed before it as a require. */
-	if (strcmp(v->argv[0], entry) == 0 &&
-	    npm_js_entry(entry, v->shebang, sizeof(v->shebang), v->flags, &v->nflags) == 1) {
-		struct install_result *nr = malloc(sizeof(*nr));
-		struct err ne;
-
-		if (nr != NULL &&
-		    install_ensure_inner(c, "node-runtime", NULL, INSTALL_F_CHECK, nr, &ne) == 0) {
-			snprintf(v->node, sizeof(v->node), "%s", nr->entry);
-			ident_require(v, "node-runtime", nr);
-			n = 0;
-			while (v->argv[n] != NULL)
-				n++;
-			memcpy(v->rest, v->argv + 1, (size_t)n * sizeof(*v->argv));
-			if (launch_argv(v->argv, MANIFEST_MAX_ARGV + NPM_NODE_FLAGS_MAX + 2, v->node,
-			                v->flags, v->nflags, entry, v->rest, n - 1) < 0)
-				v->argv[0] = (char *)entry;
-		} else {
-			v->no_ident = 1;
-		}
-		free(nr);
-	}
-	if (v->no_ident)
-		v->ident[0] = '\0';
-}
-
-static int
-run_verify(const manifest_t *m, struct verify_run *v, const char *home, struct err *e)
-{
-	char *out = malloc(INSTALL_VERIFY_OUT_MAX);
-	int st;
-
-	if (out == NULL)
-		return err_set(e, "internal", "out of memory");
-	st = install_run_env(v->argv, v->path, home, m->verify.env, m->verify.nenv, m->verify.timeout, out,
-	                     INSTALL_VERIFY_OUT_MAX, e);
-	if (st != 0 || (m->verify.expect[0] && strstr(out, m->verify.expect) == NULL)) {
-		char *nl;
-		for (nl = out; *nl; nl++)
-			if (*nl == '\n' || *nl == '\r')
-				*nl = ' ';
-		if (st == 128 + SIGKILL)
-			err_set(e, "install.failed", "%s %s: verify timed out after %d s", m->name,
-			        m->version, m->verify.timeout);
-		else if (st != 0)
-			err_set(e, "install.failed", "%s %s: verify exited %d: %.120s", m->name, m->version,
-			        st, out);
-		else
-			err_set(e, "install.failed", "%s %s: verify output lacks \"%s\": %.120s", m->name,
-			        m->version, m->verify.expect, out);
-		install_details_phase(e, "verify");
-		free(out);
-		return -1;
-	}
-	free(out);
-	return 0;
-}
-
-int
-install_verify_argv(struct install_ctx *c, const manifest_t *m, const char *tree, struct err *e)
-{
-	char entry[PATH_MAX], home[PATH_MAX];
-	const char *tmp = config_env("TMPDIR");
-	struct verify_run *v = calloc(1, sizeof(*v));
-	int rc;
-
-	if (v == NULL)
-		return err_set(e, "internal", "out of memory");
-	snprintf(entry, sizeof(entry), "%s/%s", tree, m->source.bin);
-	snprintf(home, sizeof(home), "%s/abx-verify-XXXXXX", tmp && tmp[0] == '/' ? tmp : "/tmp");
-	if (mkdtemp(home) == NULL) {
-		free(v);
-		return err_set(e, "io.error", "%s: %s", home, strerror(errno));
-	}
-	verify_setup(c, m, entry, v);
-	rc = run_verify(m, v, home, e);
-	fs_rm_tree(home, NULL);
-	free(v);
-	return rc;
 }
 
 /* bin/<binary> -> this binary, by symlink to a temporary name + rename. */
@@ -760,13 +636,13 @@ check_and_publish(struct job *j, struct err *e)
 		return err_set(e, "internal", "out of memory");
 	install_progress_write(&j->ps, "verify", 1);
 	tp = clock_us();
-	verify_setup(j->c, j->m, entry, v);
+	install_verify_setup(j->c, j->m, entry, v);
 	if ((reused = verify_recorded(j, v, &bs, e)) < 0)
 		goto out;
 	if (reused) {
 		j->ph[INSTALL_PH_VERIFY_ARGV] = INSTALL_PH_NOT_RUN;
 	} else {
-		if (run_verify(j->m, v, j->staging, e) < 0) {
+		if (install_verify_run(j->m, v, j->staging, e) < 0) {
 			install_bg_sync_wait(&bs);
 			free(v);
 			return -1;
@@ -823,6 +699,7 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 	char staging_root[PATH_MAX], rnd[17];
 	struct job *j = calloc(1, sizeof(*j));
 	uint64_t free_b;
+	long need_mb;
 	int64_t t0 = clock_ms();
 	int rc = -1, i;
 
@@ -842,6 +719,7 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 		return -1;
 	}
 	fs_mark_topdir(staging_root);
+	install_collect_abandoned(w, m->name);
 	install_collect_stale(staging_root, NULL);
 	j->ps.c = c;
 	j->ps.cpu = j->cpu;
@@ -857,11 +735,13 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 	snprintf(j->tree, sizeof(j->tree), "%s/tree", j->staging);
 	if (install_mkdir(j->staging, 0700, e) < 0 || install_mkdir(j->tree, 0755, e) < 0)
 		goto out;
-	if (m->size_hint_mb > 0 && fs_free_bytes(j->staging, &free_b, e) == 0 &&
-	    free_b < (uint64_t)m->size_hint_mb * 2 * 1048576) {
+	need_mb = m->size_hint_mb + requires_mb(c, m, w);
+	if (need_mb > 0 && fs_free_bytes(j->staging, &free_b, e) == 0 &&
+	    free_b < (uint64_t)need_mb * 2 * 1048576) {
 		err_set(e, "install.no_space",
-		        "%s %s needs %ld MiB free (2 x size_hint_mb) in %s; %llu MiB available", m->name,
-		        m->version, m->size_hint_mb * 2, w, (unsigned long long)(free_b >> 20));
+		        "%s %s needs %ld MiB free (2 x size_hint_mb%s) in %s; %llu MiB available", m->name,
+		        m->version, need_mb * 2, need_mb > m->size_hint_mb ? ", its requires' included" : "",
+		        w, (unsigned long long)(free_b >> 20));
 		goto out;
 	}
 	/* the requires (staged beside this one) are ready before verify */
@@ -878,6 +758,8 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 	snprintf(r->entry, sizeof(r->entry), "%s/%s", j->final, m->source.bin);
 	rc = 0;
 out:
+	if (rc < 0)
+		specific_code(e);
 	/* a require's copies move into the cache once its dependent may go on */
 	install_tree_keep_done(c, j->keep);
 	install_known_free(j->known);

@@ -48,6 +48,22 @@ install_settings_from_config(struct install_settings *s, const struct config *cf
 }
 
 int
+tools_dir_creatable(const char *path)
+{
+	char parent[PATH_MAX], up[PATH_MAX];
+	struct stat sb;
+
+	if (fs_dirname(path, parent, sizeof(parent)) != 0)
+		return 0;
+	while (access(parent, F_OK) != 0) {
+		if (strcmp(parent, "/") == 0 || fs_dirname(parent, up, sizeof(up)) != 0)
+			return 0;
+		memcpy(parent, up, strlen(up) + 1);
+	}
+	return stat(parent, &sb) == 0 && S_ISDIR(sb.st_mode) && access(parent, W_OK | X_OK) == 0;
+}
+
+int
 tools_state_dir(const struct install_settings *s, char *buf, size_t cap)
 {
 	const char *v = s != NULL ? s->state_dir : NULL, *home;
@@ -189,6 +205,24 @@ tools_chain_build(struct tools_chain *c, const struct install_settings *s, int c
 			err_details(e, det);
 			return -1;
 		}
+	}
+	/* nor by a later one when it exists but cannot be written: readers
+	 * use what it holds, installers refuse before any download */
+	if (expl != NULL && expl->exists && !expl->writable) {
+		char tried[1024], det[1100];
+		const char *src = s->tools_dir_source[0] ? s->tools_dir_source : "--tools-dir";
+		if (!create)
+			return 0;
+		tools_chain_tried_text(c, tried, sizeof(tried));
+		err_set(e, "install.read_only",
+		        "tools directory %s (%s) exists but cannot be written (%s); an explicit "
+		        "directory is never replaced by another: make it writable by uid %u, or name a "
+		        "writable one (%s); tried %s",
+		        expl->path, src, expl->why, (unsigned)geteuid(), src, tried);
+		tools_chain_tried_json(c, tried, sizeof(tried));
+		snprintf(det, sizeof(det), "{\"tried\":%s}", tried);
+		err_details(e, det);
+		return -1;
 	}
 	for (i = 0; i < c->n; i++)
 		if (c->d[i].writable) {

@@ -99,4 +99,10 @@ void tools_chain_tried_text(const struct tools_chain *c, char *buf, size_t cap);
  * ~/.local/state/agent-sandbox (root: /var/lib/agent-sandbox), into buf. */
 int tools_state_dir(const struct install_settings *s, char *buf, size_t cap);
 
+/* Whether fs_mkdir_p(path) could create the state or a tools directory at
+ * path: its nearest existing ancestor is a directory we may write and
+ * search. Creates nothing (doctor's answer for what serve would create).
+ * 1 or 0. */
+int tools_dir_creatable(const char *path);
+
 #endif

@@ -200,6 +200,19 @@ cache_get(const char *cache, int own, const struct digest *want, struct buf *mem
 	return 0;
 }
 
+int
+cache_get_any(const char *const *ro, size_t n, const char *cache, const struct digest *want, struct buf *mem,
+              int *in_mem, int *fdp, char *out, size_t cap, struct err *e)
+{
+	size_t i;
+	int rc;
+
+	for (i = 0; i < n; i++)
+		if ((rc = cache_get(ro[i], 0, want, mem, in_mem, fdp, out, cap, e)) != 0)
+			return rc;
+	return cache_get(cache, 1, want, mem, in_mem, fdp, out, cap, e);
+}
+
 /* ---- downloads ------------------------------------------------------------ */
 
 int

@@ -105,6 +105,12 @@ int cache_path(const char *cache, const struct digest *d, char *out, size_t cap)
 int cache_get(const char *cache, int own, const struct digest *want, struct buf *mem, int *in_mem, int *fdp,
               char *out, size_t cap, struct err *e);
 
+/* cache_get in each of the n caches ro (caches read, never written: an
+ * image's layer we may not write, a directory mirror), then in cache; the
+ * first hit answers. */
+int cache_get_any(const char *const *ro, size_t n, const char *cache, const struct digest *want,
+                  struct buf *mem, int *in_mem, int *fdp, char *out, size_t cap, struct err *e);
+
 /* The blob's sha256 hex an alias (or a sha256 d itself) names, without
  * hashing: 1, or 0 when the cache has no such name. For SBOM rows and the
  * network probe's "is it cached" guess. */

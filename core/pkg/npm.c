@@ -194,8 +194,9 @@ fetch_one(struct run *r, struct http_client *hc, struct job *j, struct mem *m, s
 
 	buf_reset(&m->b);
 	m->ok = 0;
-	if ((rc = cache_get(o->cache, 1, &p->digest, o->fetch_only ? NULL : &m->b, &m->ok,
-	                    o->fetch_only ? NULL : &j->fd, j->file, sizeof(j->file), e)) != 0) {
+	if ((rc = cache_get_any(o->caches_ro, o->ncaches_ro, o->cache, &p->digest,
+	                        o->fetch_only ? NULL : &m->b, &m->ok, o->fetch_only ? NULL : &j->fd, j->file,
+	                        sizeof(j->file), e)) != 0) {
 		if (rc > 0) {
 			struct stat cs;
 			uint64_t sz = j->fd >= 0 && fstat(j->fd, &cs) == 0 ? (uint64_t)cs.st_size

@@ -65,9 +65,13 @@ typedef void (*npm_file_fn)(void *arg, const char *pkgpath, const char *name, co
 
 struct npm_opts {
 	const struct npmlock *lock;
-	const char *staging;      /* tree root; NULL with fetch_only */
-	const char *cache;        /* the content-addressed cache directory */
-	const char *cache_key;    /* its tree cache's sealing key file (cache.h) */
+	const char *staging;   /* tree root; NULL with fetch_only */
+	const char *cache;     /* the content-addressed cache directory */
+	const char *cache_key; /* its tree cache's sealing key file (cache.h) */
+	/* caches read before cache and never written: one we may not write
+	 * (an image's layer), directory mirrors laid out like the cache */
+	const char *const *caches_ro;
+	size_t ncaches_ro;
 	const char *registry;     /* mirror base URL ("https://host[/prefix]") or NULL */
 	const char *const *hosts; /* hosts that may be contacted ("host[:port]") */
 	size_t nhosts;

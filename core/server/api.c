@@ -606,7 +606,9 @@ agent_gate(struct api_rq *q, const char *agent, const char *verb, char op[AGENT_
            const char *const *installs, int n)
 {
 	if (!api_agent_enabled(q->g, agent)) {
-		api_rq_errf(q, "not_found", "no agent %s is enabled", agent);
+		const char *s = api_suggest(q->g, q->principal, agent, 1);
+		api_rq_errf(q, "not_found", "no agent %s is enabled%s%s%s", agent, s ? " (did you mean " : "",
+		            s ? s : "", s ? "?)" : "");
 		return -1;
 	}
 	snprintf(op, AGENT_OP_MAX, "agents.%s.%s", agent, verb);
@@ -707,7 +709,9 @@ run_op(struct api_rq *q, const char *id)
 	int k;
 
 	if (op == NULL) {
-		api_rq_errf(q, "not_found", "no op %s", id);
+		const char *s = api_suggest(q->g, q->principal, id, 0);
+		api_rq_errf(q, "not_found", "no op %s%s%s%s", id, s ? " (did you mean " : "", s ? s : "",
+		            s ? "?)" : "");
 		return;
 	}
 	for (k = 0; k < op->ninstall; k++)

@@ -69,7 +69,7 @@ enum api_route {
 };
 
 /* Status codes counted one by one; others fall into API_STATUS_OTHER. */
-#define API_NSTATUS 18
+#define API_NSTATUS 21
 #define API_NBUCKETS 12
 
 struct api_metrics {

@@ -50,6 +50,11 @@ int api_rq_json_w(struct api_rq *q, int status, struct json_w *w);
 size_t api_stream_room(struct api_rq *q, size_t cap);
 /* Is agent a among the configuration's enabled agents? */
 int api_agent_enabled(const struct api_gen *g, const char *a);
+/* For a not_found answer: the op id (want_agent 0) or the agent (1) closest
+ * to word, among the ops principal may call (what GET /v1/ops lists: no
+ * name the principal may not use is given away), or NULL when none is a
+ * likely typo (config_did_you_mean). */
+const char *api_suggest(const struct api_gen *g, const char *principal, const char *word, int want_agent);
 int api_rq_err(struct api_rq *q, const struct err *e);
 int api_rq_errf(struct api_rq *q, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -14,8 +14,10 @@
 /* The metrics text: a few kilobytes for every route and status. */
 #define API_METRICS_MAX (1u << 20)
 
-static const int status_codes[API_NSTATUS] = {200, 202, 400, 401, 403, 404, 405, 408, 413,
-                                              414, 424, 429, 431, 500, 501, 502, 503, 507};
+/* every status the API answers with (the error table's and 200, 201, 202):
+ * "other" is left for what no route sends */
+static const int status_codes[API_NSTATUS] = {200, 201, 202, 400, 401, 403, 404, 405, 408, 413, 414,
+                                              424, 429, 431, 500, 501, 502, 503, 504, 505, 507};
 static const double buckets[API_NBUCKETS] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                                              0.05,   0.1,   0.25,   0.5,   1,    5};
 static const char *const route_names[R_NROUTES] = {

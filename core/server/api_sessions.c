@@ -527,7 +527,9 @@ api_sessions_route(struct api_rq *q)
 		return 0;
 	q->route = R_SESSIONS;
 	if (!api_agent_enabled(q->g, agent)) {
-		api_rq_errf(q, "not_found", "no agent %s is enabled", agent);
+		const char *s = api_suggest(q->g, q->principal, agent, 1);
+		api_rq_errf(q, "not_found", "no agent %s is enabled%s%s%s", agent, s ? " (did you mean " : "",
+		            s ? s : "", s ? "?)" : "");
 		return 1;
 	}
 	if (*rest == '\0') {

@@ -348,7 +348,9 @@ create_session(struct api_rq *q, const char *agent, const char *action, struct s
 	memset(argv, 0, sizeof(argv));
 	snprintf(op, sizeof(op), "agents.%s.%s", agent, action);
 	if (!api_agent_enabled(q->g, agent) || ops_find(&q->g->ops, op) == NULL) {
-		api_rq_errf(q, "not_found", "no agent %s is enabled", agent);
+		const char *s = api_suggest(q->g, q->principal, agent, 1);
+		api_rq_errf(q, "not_found", "no agent %s is enabled%s%s%s", agent, s ? " (did you mean " : "",
+		            s ? s : "", s ? "?)" : "");
 		return 1;
 	}
 	/* Install admission: the op, and agents.<a>.install not denied. */

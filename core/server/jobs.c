@@ -162,7 +162,7 @@ job_thread(void *arg)
 	struct install_result *r;
 	struct err e;
 	uint64_t bytes = 0;
-	int rc;
+	int rc, i;
 
 	err_clear(&e);
 	r = calloc(1, sizeof(*r));
@@ -179,6 +179,9 @@ job_thread(void *arg)
 		j->v.status = JOB_SUCCEEDED;
 		snprintf(j->v.entry, sizeof(j->v.entry), "%s", r->entry);
 		snprintf(j->v.phase, sizeof(j->v.phase), "done");
+		/* the tool is ready only with every requirement it reported */
+		for (i = 0; i < j->v.nreq; i++)
+			snprintf(j->v.req[i].phase, sizeof(j->v.req[i].phase), "done");
 		J->st.succeeded++;
 	} else {
 		j->v.status = JOB_FAILED;

@@ -38,6 +38,9 @@ has() { grep -qxF -- "$1" "$T/lines" || { echo "# lines: $(head -c 400 "$T/lines
 
 create codex '{"prompt": "cwd env:CODEX_MANAGED_BY_NPM env:PATH"}'
 check "codex: a session with only a prompt is created" test "$S" = 201
+curl -s -o "$T/metrics" -H 'X-Access-Token: tok' "$U/metrics"
+check "metrics: a 201 is counted as 201, not other" \
+	grep -q '^abx_http_requests_total{route="sessions",status="201"} [1-9]' "$T/metrics"
 output codex
 check "codex: the template is exec --skip-git-repo-check PROMPT" has "opts: exec --skip-git-repo-check"
 check "codex: it runs in HOME by default" has "cwd: $T/home"

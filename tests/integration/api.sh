@@ -264,6 +264,14 @@ check "a missing program: 500 command.unavailable" sh -c "test $s = 500 && grep 
 check "... naming the program, with a remedy" sh -c "grep -q 'gone.make: program /nonexistent/abx/make: No such file or directory' '$T/body' && grep -q '\"remedy\":\"install the program in the image' '$T/body'"
 s=$(A -H "$H" -X POST "$U/v1/ops/no.such.op")
 check "unknown op (authenticated): 404" test "$s" = 404
+s=$(A -H "$H" -X POST "$U/v1/ops/echo.arg")
+check "a typo in an op: 404 with a did-you-mean ($(head -c 200 "$T/body"))" \
+	sh -c "test $s = 404 && grep -q 'no op echo.arg (did you mean echo.args?)' '$T/body'"
+s=$(A -H "X-Access-Token: $BOB" -X POST "$U/v1/ops/hello.rum")
+check "... never naming an op the caller may not call" sh -c "test $s = 404 && ! grep -q 'did you mean' '$T/body'"
+s=$(A -H "$H" "$U/v1/agents/runtimes/helo")
+check "a typo in an agent: 404 with a did-you-mean ($(head -c 200 "$T/body"))" \
+	sh -c "test $s = 404 && grep -q 'no agent helo is enabled (did you mean hello?)' '$T/body'"
 s=$(A -H "$H" "$U/v1/ops/true")
 check "GET on an op: 405 with Allow: POST" sh -c "test $s = 405 && grep -qi '^Allow: POST' '$T/hdr'"
 s=$(A -H "$H" -X POST "$U/v1/ops/env.show")
@@ -535,4 +543,38 @@ if [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null; then
 else
 	skip "read-only tools directory" "needs root and unshare"
 fi
+
+# ---- an installer interrupted (Ctrl-C) is dead, not installing (issue 28) ------------
+# interrupt NAME: prepare NAME into $T/tint, SIGINT once it is downloading (a
+# background job starts with SIGINT ignored: python gives it back its default)
+interrupt() {
+	ABX_TEST_PAUSE=download python3 -c 'import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+os.execv(sys.argv[1], sys.argv[1:])' "$BIN" prepare -q --config "$T/config.json" --tools-dir "$T/tint" --only "$1" \
+		>"$T/int.out" 2>"$T/int.err" &
+	_ip=$!
+	wait_for_line "$T/int.err" "paused at download" 20 || not_ok "prepare $1 pauses at download" "$(cat "$T/int.err")"
+	kill -INT $_ip
+	wait $_ip 2>/dev/null
+}
+interrupt hello
+check "after Ctrl-C: its staging directory and progress record are left" \
+	sh -c "ls -d '$T/tint/.staging/'hello-* >/dev/null && test -e '$T/tint/hello/.progress.json'"
+bg "$BIN" serve --host 127.0.0.1 --port 0 --config "$T/config.json" --tools-dir "$T/tint" \
+	--state-dir "$ST/int" >"$T/serve.out" 2>"$T/serve.err"
+SERVE_PID=$BGPID
+if wait_for_line "$T/serve.out" '^[0-9][0-9]*$' 10; then
+	U=http://127.0.0.1:$(head -1 "$T/serve.out")
+	s=$(A -H "X-Access-Token: $TOK" "$U/v1/agents/runtimes/hello")
+	check "after Ctrl-C: the runtime is missing, not installing ($(head -c 300 "$T/body"))" \
+		sh -c "test $s = 200 && grep -q '\"state\":\"missing\"' '$T/body' && grep -q '\"progress\":null' '$T/body'"
+else
+	not_ok "serve starts (interrupted installer)" "$(head -5 "$T/serve.err")"
+fi
+kill "$SERVE_PID" 2>/dev/null; wait "$SERVE_PID" 2>/dev/null
+interrupt badsum
+run "$BIN" prepare -q --config "$T/config.json" --tools-dir "$T/tint" --only hello
+expect "after Ctrl-C: the rerun installs" 0
+check "... and removed the dead installers' staging, its own and another tool's" \
+	sh -c "test -z \"\$(ls -A '$T/tint/.staging')\""
 exit 0

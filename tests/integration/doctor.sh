@@ -60,16 +60,26 @@ expect "a tool that cannot start warns" 0 "WARN  installed: noint: --version fai
 check "a tool killed by a signal says so" grep -q "^WARN  installed: killed: --version failed (dying; killed by signal 9) ($T/tools/bin/killed)" "$T/out"
 rm -rf "$T/tools/bin"
 
+# an agent enabled (codex, requiring node-runtime)
+cp "$FIXTURES"/manifests/codex.json "$FIXTURES"/manifests/node-runtime.json "$T/m/"
+sed -i "s/127.0.0.1:1/127.0.0.1:$BUSY/g" "$T/m/codex.json" "$T/m/node-runtime.json"
+echo '{"agents": ["codex"], "manifests_dir": "m"}' >"$T/codex.json"
+
 # the CA bundle: an explicit SSL_CERT_FILE that is missing is not replaced by
 # the system bundle (which exists here), so the defaults are out of reach
-run env -u SSL_CERT_DIR SSL_CERT_FILE="$T/missing.pem" ABX_TOOLS_DIR="$T/tools" $D
+run env -u SSL_CERT_DIR SSL_CERT_FILE="$T/missing.pem" ABX_TOOLS_DIR="$T/tools" $D --config "$T/codex.json"
 expect "a missing CA bundle fails" 1 "FAIL  ca: no CA certificate found: SSL_CERT_FILE=$T/missing.pem (No such file or directory)"
+check "... naming what will be downloaded" grep -q "(mode lazy: node-runtime is not installed, its first use downloads it)" "$T/out"
 check "with a fix naming SSL_CERT_FILE" grep -q "fix: point SSL_CERT_FILE at a PEM bundle" "$T/out"
 : >"$T/empty.pem"
-run env -u SSL_CERT_DIR SSL_CERT_FILE="$T/empty.pem" ABX_TOOLS_DIR="$T/tools" $D
+run env -u SSL_CERT_DIR SSL_CERT_FILE="$T/empty.pem" ABX_TOOLS_DIR="$T/tools" $D --config "$T/codex.json"
 expect "an empty CA bundle fails" 1 "FAIL  ca: no CA certificate found"
-run env -u SSL_CERT_DIR SSL_CERT_FILE="$T/missing.pem" ABX_SERVER_INSTALL_MODE=build ABX_TOOLS_DIR="$T/tools" $D
-expect "without runtime installs a missing bundle only warns" 0 "WARN  ca: no CA certificate found"
+# nothing enabled installs a tool: nothing to download, a note (issue 28)
+run env -u SSL_CERT_DIR SSL_CERT_FILE="$T/missing.pem" ABX_TOOLS_DIR="$T/tools" $D
+expect "no CA bundle with nothing to download is not a failure" 0 \
+	"PASS  ca: no CA certificate found: SSL_CERT_FILE=$T/missing.pem (No such file or directory); HTTPS downloads will fail (tls.no_trust_anchors) (a note: no enabled agent or op installs a tool, so nothing needs a download)"
+run env -u SSL_CERT_DIR SSL_CERT_FILE="$T/missing.pem" ABX_SERVER_INSTALL_MODE=offline ABX_TOOLS_DIR="$T/tools" $D --config "$T/codex.json"
+expect "without downloads (mode offline) a missing bundle only warns" 0 "WARN  ca: no CA certificate found"
 if openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=a -days 2 \
 	-keyout "$T/k1" -out "$T/c1" 2>/dev/null &&
 	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=b -days 2 \
@@ -82,9 +92,6 @@ else
 fi
 
 # credentials: names only
-cp "$FIXTURES"/manifests/codex.json "$FIXTURES"/manifests/node-runtime.json "$T/m/"
-sed -i "s/127.0.0.1:1/127.0.0.1:$BUSY/g" "$T/m/codex.json" "$T/m/node-runtime.json"
-echo '{"agents": ["codex"], "manifests_dir": "m"}' >"$T/codex.json"
 run env OPENAI_API_KEY=sk-very-secret-value ABX_TOOLS_DIR="$T/tools" $D --config "$T/codex.json"
 expect "a set credential passes, by name" 0 "PASS  credentials: OPENAI_API_KEY is set (agent codex)"
 check "the credential's value is never printed" sh -c "! grep -q very-secret '$T/out' '$T/err'"
@@ -151,6 +158,21 @@ expect "mode from a flag names it" 0 "PASS  mode: install mode off (flag --mode)
 run env ABX_TOOLS_DIR="$T/tools" $BIN doctor --ports "$BUSY"
 expect "a port in use warns" 0 "WARN  ports: port $BUSY: Address in use"
 
+# the port held by our own serve (doctor run inside the running container)
+(
+	ABX_SERVER_TOKEN=t start_serve || { not_ok "serve starts for the port check" "$(cat "$T/serve.err")"; exit 0; }
+	run env ABX_TOOLS_DIR="$T/tools" $BIN doctor --ports "$PORT"
+	expect "a port our serve holds is the running server, not a failure" 0 \
+		"PASS  ports: port $PORT: agent-sandbox-server "
+	kill "$SERVE_PID"
+)
+# ABX_TOOLS_DIR naming the default <state>/tools: one tools line for it
+mkdir -p -m 700 "$T/state/tools"
+run env ABX_TOOLS_DIR="$T/state/tools" $D
+check "ABX_TOOLS_DIR that is the default path is listed once" \
+	test "$(grep -c "^[A-Z]*  tools: $T/state/tools " "$T/out")" = 1
+rmdir "$T/state/tools"
+
 # --network against loopback: a listening host passes, a closed one fails
 run env ABX_TOOLS_DIR="$T/tools" $D --config "$T/codex.json" --network
 expect "a reachable manifest host passes" 0 "PASS  network: 127.0.0.1:$BUSY is reachable"
@@ -180,6 +202,29 @@ assert all(c['status'] in ('PASS', 'WARN', 'FAIL') for c in d['checks'])
 assert any(c['check'] == 'mode' for c in d['checks'])
 "
 
+# audit_file: doctor answers as serve does, in both directions (issue 28).
+# In a state directory that does not exist yet (the README's template), serve
+# creates the directory and starts; doctor passes it.
+printf '{"audit_file": "%s"}' "$T/fresh/audit.jsonl" >"$T/audit_state.json"
+run env ABX_TOOLS_DIR="$T/tools" ABX_SERVER_STATE_DIR="$T/fresh" ABX_SERVER_CONFIG="$T/audit_state.json" $D
+expect "doctor: an audit_file in the state directory serve creates passes" 0 \
+	"PASS  audit: install records are appended to $T/fresh/audit.jsonl"
+(
+	export ABX_SERVER_STATE_DIR="$T/fresh" ABX_SERVER_CONFIG="$T/audit_state.json" ABX_SERVER_TOKEN=tok
+	start_serve || { not_ok "serve starts with audit_file in a state directory it creates" "$(cat "$T/serve.err")"; exit 0; }
+	ok "serve starts with audit_file in a state directory it creates"
+	check "... and created the file there" test -f "$T/fresh/audit.jsonl"
+	check "... in a directory of mode 0700" test "$(stat -c %a "$T/fresh")" = 700
+	kill "$SERVE_PID"
+)
+# Anywhere else a missing directory is not created: serve refuses, doctor FAILs.
+printf '{"audit_file": "%s"}' "$T/nodir/sub/audit.jsonl" >"$T/audit_bad.json"
+run env ABX_TOOLS_DIR="$T/tools" ABX_SERVER_CONFIG="$T/audit_bad.json" $D
+expect "doctor: an audit_file serve cannot write is a FAIL" 1 "FAIL  audit: audit_file $T/nodir/sub/audit.jsonl: cannot be written"
+run env ABX_SERVER_CONFIG="$T/audit_bad.json" ABX_SERVER_TOKEN=tok $BIN serve --host 127.0.0.1 --port 0
+expect "... and serve refuses it the same way" 2 "" "audit_file $T/nodir/sub/audit.jsonl: cannot be written"
+check "... creating nothing" test ! -e "$T/nodir"
+
 # noexec and read-only need root and a private mount namespace
 if [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null; then
 	mkdir "$T/nx"
@@ -192,10 +237,16 @@ if [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null; then
 	run unshare -m sh -c "$ro && ABX_TOOLS_DIR='$T/tools' exec $D"
 	expect "a read-only root fails for mode lazy" 1 "WARN  root: the root filesystem is read-only"
 	check "the fix names the variables" grep -q "fix: mount writable volumes (tmpfs) and set ABX_TOOLS_DIR=" "$T/out"
-	check "no writable tools dir is a FAIL" grep -q "^FAIL  tools: no writable tools directory: first-use installs will fail with install.read_only (mode lazy)" "$T/out"
-	check "the state dir warns" grep -q "^WARN  state: $T/state is not writable" "$T/out"
-	run unshare -m sh -c "$ro && ABX_TOOLS_DIR='$T/tools' exec $D --mode build"
-	expect "a read-only root is fine for mode build" 0 "PASS  tools: no writable tools directory; mode build installs nothing at runtime"
+	check "a read-only explicit tools dir is a FAIL: installs refuse it, none goes elsewhere" \
+		grep -q "^FAIL  tools: $T/tools cannot be written \[env ABX_TOOLS_DIR\]: installs at runtime fail with install.read_only (an explicit directory is never replaced; mode lazy)" "$T/out"
+	check "... and no later directory is said to receive installs" sh -c "! grep -q 'new installs go here' '$T/out'"
+	check "a read-only state dir with no token: what serve will do (401 to all but /health)" grep -q \
+		"^FAIL  state: $T/state is not writable and no token is configured: serve cannot keep the token it would generate, so it answers 401 to every request but /health" "$T/out"
+	run unshare -m sh -c "$ro && ABX_SERVER_TOKEN=t ABX_TOOLS_DIR='$T/tools' exec $D"
+	check "... with a token configured, only the journals live in memory" \
+		grep -q "^WARN  state: $T/state is not writable: session journals live in memory" "$T/out"
+	run unshare -m sh -c "$ro && ABX_SERVER_TOKEN=t ABX_TOOLS_DIR='$T/tools' exec $D --mode build"
+	expect "a read-only root is fine for mode build" 0 "PASS  tools: $T/tools is read-only here [env ABX_TOOLS_DIR]: prepared tools are used; mode build installs nothing at runtime"
 else
 	skip "noexec and read-only root" "needs root and unshare"
 fi

@@ -74,6 +74,24 @@ expect "scratch: CODEX_MANAGED_PACKAGE_ROOT is the installed package" 0 \
 IN_ENV="CODEX_MANAGED_BY_BUN=1" inroot "$S" /tools/bin/codex --env CODEX_MANAGED_BY_BUN
 expect "scratch: and removes what codex.js removes" 0 "CODEX_MANAGED_BY_BUN unset"
 
+# a root without /dev/null (no /dev mounted) or without /tmp: verify says
+# what is missing and how to fix it (issue 28)
+bare() { # ROOT CMD...: like inroot, without /dev
+	_r=$1
+	shift
+	run env -i PATH=/bin HOME=/ ABX_MANIFESTS_DIR=/m ABX_TOOLS_DIR=/tools ABX_SERVER_STATE_DIR=/state \
+		"$UNSHARE" -m sh -c 'r=$1; shift; mount -t proc proc "$r/proc" && exec "$0" "$r" "$@"' "$CHROOT" "$_r" "$@"
+}
+bare "$S" /abx verify codex
+expect "no /dev/null: verify fails, saying /dev/null is missing" 3 "verify.argv did not start: /dev/null does not exist in this image"
+check "... before the path, with a fix" grep -q "so /tools/codex/.* cannot run: create it (mknod -m 666 /dev/null c 1 3) or mount /dev" "$T/out"
+rmdir "$S/tmp"
+inroot "$S" /abx verify codex
+cp "$T/out" "$T/verify-notmp.out"
+cp "$T/err" "$T/verify-notmp.err"
+mkdir "$S/tmp"
+check "no /tmp: verify says what is missing, with a fix ($(head -c 300 "$T/verify-notmp.out" "$T/verify-notmp.err" | tr '\n' ' '))" \
+	grep -q "codex: verify.argv runs with a scratch HOME, and /tmp/abx-verify-XXXXXX cannot be made (No such file or directory): create /tmp (mode 1777), or set TMPDIR to a writable directory" "$T/verify-notmp.out"
 before=$(wc -l <"$T/reg.log")
 inroot "$S" /abx prepare --only claude-code
 expect "scratch: claude-code refused" 3 "" "install.image_unsupported: claude-code cannot run in this image"
@@ -88,6 +106,8 @@ check "scratch: the refusal names the fix" grep -qF "ABX_TOOL_CLAUDE_CODE" "$T/e
 inroot "$S" /abx prepare --only gemini
 expect "scratch: gemini refused for its node-runtime" 3 "" \
 	"install.image_unsupported: gemini requires node-runtime: node-runtime cannot run in this image: it needs the glibc loader $GLD"
+check "scratch: node-runtime's refusal names images that have libstdc++ (distroless/cc), not distroless/base" \
+	sh -c "grep -qF '$GLD (Debian, Ubuntu, distroless/cc)' '$T/err' && ! grep -q 'distroless/base' '$T/err'"
 check "scratch: the refusal is said once, by the tool that needs node-runtime" \
 	test "$(grep -c 'install.image_unsupported' "$T/err")" = 1
 check "scratch: nothing downloaded for either" test "$(wc -l <"$T/reg.log")" = "$before"

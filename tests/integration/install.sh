@@ -618,10 +618,46 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
 	run asnobody env ABX_MANIFESTS_DIR="$RO/man" ABX_TOOLS_DIR="$RO/prepared" "$RO/prepared/bin/hello"
 	expect "prepared root-owned tree: the shim runs it" 0 "hello 1.0.0"
 	check "nothing was written as the other user" sh -c "test -z \"\$(find '$RO' -user 65534 ! -path '$RO/ro')\""
+	# an explicit directory that exists but cannot be written is refused before
+	# any download, even with a writable default after it (issue 28)
+	mkdir "$RO/st" && chown 65534:65534 "$RO/st" && chmod 700 "$RO/st"
+	mkdir "$RO/rox" && chmod 755 "$RO/rox"
+	G0=$(gets hello-1.0.0.tgz)
+	run asnobody env ABX_SERVER_STATE_DIR="$RO/st" ABX_TOOLS_DIR="$RO/rox" "$RO/abx" prepare --manifests "$RO/man" --only hello
+	expect "a read-only explicit ABX_TOOLS_DIR: install.read_only, not another directory" 3 "" \
+		"install.read_only: tools directory $RO/rox (env ABX_TOOLS_DIR) exists but cannot be written"
+	check "... with a specific fix" grep -q "make it writable by uid 65534, or name a writable one (env ABX_TOOLS_DIR)" "$T/err"
+	check "... before any download" test "$(gets hello-1.0.0.tgz)" = "$G0"
+	check "... and nothing installed in the state directory's tools" test ! -e "$RO/st/tools/hello"
+	# the default /opt/agent-sandbox/tools read-only: the fallback is said
+	rm -rf "$RO/st/tools"
+	if unshare -m true 2>/dev/null; then
+		run unshare -m sh -c "mount --make-rprivate / && mount -t tmpfs tmpfs /opt && mkdir -p /opt/agent-sandbox/tools &&
+			exec setpriv --reuid=65534 --regid=65534 --clear-groups env HOME=/nonexistent ABX_SERVER_STATE_DIR='$RO/st' \
+			ABX_SERVER_AUDIT_FILE= SSL_CERT_FILE='$RO/ca.pem' '$RO/abx' prepare --manifests '$RO/man' --only hello"
+		expect "a read-only default /opt/agent-sandbox/tools falls back to the state directory" 0 "hello 1.0.0: installed"
+		check "... and says so on stderr" grep -q "installing hello 1.0.0 into $RO/st/tools (missing; /opt/agent-sandbox/tools is passed over: not writable" "$T/err"
+	else
+		skip "a read-only default tools directory" "needs unshare -m"
+	fi
+	rm -rf "$RO/st" "$RO/rox"
 	rm -rf "$RO"
 else
 	skip "read-only tools directory" "needs root and setpriv"
 fi
+
+# ---- a disk that fills mid-install, a missing CA bundle: their own codes and fixes (issue 28)
+if [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null; then
+	mkdir -p "$T/full"
+	run unshare -m sh -c "mount -t tmpfs -o size=3m tmpfs '$T/full' && exec '$BIN' prepare --manifests '$M' --tools-dir '$T/full/tools' --only kdownload"
+	expect "a disk that fills during the download: install.no_space" 3 "" "install.no_space: "
+	check "... with its fix, not 'see details.phase'" sh -c "grep -q 'fix: free space' '$T/err' && ! grep -q 'see details.phase' '$T/err'"
+else
+	skip "a disk that fills mid-install" "needs root and mount namespaces"
+fi
+run env SSL_CERT_FILE="$T/no-such-ca.pem" "$BIN" prepare --manifests "$M" --tools-dir "$T/noca" --only hello
+expect "a missing CA bundle: tls.no_trust_anchors" 3 "" "tls.no_trust_anchors: "
+check "... with its fix, not 'see details.phase'" sh -c "grep -q 'fix: install ca-certificates or set SSL_CERT_FILE' '$T/err' && ! grep -q 'see details.phase' '$T/err'"
 
 # ---- noexec staging (a tmpfs mounted noexec, as root in a private mount namespace) ------------
 if [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null; then
@@ -632,3 +668,15 @@ if [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null; then
 else
 	skip "noexec staging" "needs root and mount namespaces"
 fi
+
+# --cache DIR whose parent does not exist (issue 28): created as a tools
+# directory is (mkdir -p), and the download kept there, not dropped in silence
+prep "$T/t1n" --only hello --force --cache "$T/newparent/sub/cache"
+expect "prepare --cache under a missing parent exits 0" 0 "hello 1.0.0: installed"
+check "... created the cache and kept the artifact there" sh -c "ls '$T/newparent/sub/cache' | grep -Eq '^[0-9a-f]{64}$'"
+: >"$T/notadir"
+prep "$T/t1o" --only hello --cache "$T/notadir/cache"
+expect "prepare --cache that cannot be created: a coded error before any download" 1 "" \
+	"io.error: --cache $T/notadir/cache cannot be created"
+check "... with a fix" grep -q "create it, or give --cache a directory you can write" "$T/err"
+check "... and nothing installed" test ! -e "$T/t1o/hello"

@@ -158,6 +158,14 @@ run "$BIN" lock tool --manifests "$T/m" --version 9.9.9
 expect "npm-lock --version that does not exist is not_found" 1 "" "not_found: no version of @s/tool matches 9.9.9"
 expect "it says how to list the versions" 1 "" "(latest: 1.1.0); choose one the registry has: npm view @s/tool versions"
 check "a version that does not exist leaves the manifest" cmp -s "$T/m/tool.json" "$T/tool.before"
+# a package the registry does not have: a coded error naming it, not npm's raw 404
+sed -e 's/"name": "tool"/"name": "nope"/' -e 's|"package": "@s/tool"|"package": "@s/nope"|' \
+	-e 's|tool/package|nope/package|g' "$T/m/tool.json" >"$T/m/nope.json"
+run "$BIN" lock nope --manifests "$T/m" --version 1.0.0
+expect "npm-lock of a package the registry lacks is not_found, naming it" 1 "" \
+	"not_found: the registry https://$R"
+check "... naming the package and version" grep -q "has no package @s/nope (npm E404), so no @s/nope@1.0.0: check the manifest's source.package" "$T/err"
+rm -f "$T/m/nope.json"
 run "$BIN" lock tool --manifests "$T/m" --version latest
 expect "npm-lock --version latest" 0 "@s/tool@1.1.0"
 check "manifest version follows" grep -q '"version": "1.1.0"' "$T/m/tool.json"

@@ -236,12 +236,42 @@ check "... the extraction's copies became the kept tree: none left beside it" \
 mkdir -m 700 "$T/t3"
 run env ABX_TOOLS_DIR="$T/t3" ABX_SERVER_INSTALL_MODE=offline "$BIN" prepare --only app
 expect "offline without the cache" 3 "" "install.disabled"
+# a cache that cannot be written (an image's read-only layer) serves what it
+# holds (issue 28); a directory mirror laid out like the cache serves npm
+# packages as it serves tarballs
+cp -R "$T/tools/.cache" "$T/cro"
+rm -rf "$T/cro/trees"
+if [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null; then
+	mkdir -m 700 "$T/t2r"
+	run unshare -m sh -c "mount --make-rprivate / && mount --bind '$T/cro' '$T/cro' && mount -o bind,remount,ro '$T/cro' &&
+		ABX_TOOLS_DIR='$T/t2r' ABX_SERVER_INSTALL_MODE=offline exec '$BIN' prepare --only app --cache '$T/cro'"
+	expect "offline from a read-only cache: its packages are served" 0 "app 1.0.0: installed"
+	check "... no request reached the registry" test ! -s "$T/reg.log"
+else
+	skip "offline from a read-only cache" "needs root and unshare -m"
+fi
+mkdir -m 700 "$T/t2m"
+run env ABX_TOOLS_DIR="$T/t2m" ABX_SERVER_INSTALL_MODE=offline ABX_INSTALL_MIRROR="$T/cro" "$BIN" prepare --only app
+expect "offline from a directory mirror: npm packages are served from it" 0 "app 1.0.0: installed"
+check "... no request reached the registry" test ! -s "$T/reg.log"
+run "$BIN" verify app --tools-dir "$T/t2m"
+expect "... and the tree verifies" 0 "OK app"
 
 mkdir -m 700 "$T/t4"
 run env ABX_TOOLS_DIR="$T/t4" ABX_INSTALL_NPM_REGISTRY="$REG/mirror" ABX_SERVER_INSTALL_ALLOW_HOSTS="${REG#https://}" \
 	"$BIN" prepare --only mir
 expect "the npm mirror rewrites the registry origin" 0
 check "downloads went to the mirror" grep -q 'GET /mirror/@t/app/-/app-1.0.0.tgz' "$T/reg.log"
+# an npm mirror that cannot be reached is named as the mirror, with a fix other
+# than setting the key that fails; --dry-run names the mirror it downloads from
+run env ABX_TOOLS_DIR="$T/t4u" ABX_INSTALL_NPM_REGISTRY="https://127.0.0.1:1/npm" ABX_SERVER_INSTALL_ALLOW_HOSTS=127.0.0.1:1 \
+	"$BIN" prepare --only app
+expect "an unreachable npm mirror: install.network_unreachable naming the mirror" 3 "" \
+	"cannot connect to the npm mirror 127.0.0.1:1 (install.mirrors.npm, ABX_INSTALL_NPM_REGISTRY)"
+check "... and its fix is not to set the failing key" sh -c "! grep -q 'set install.mirrors.npm' '$T/err'"
+run env ABX_TOOLS_DIR="$T/t4u" ABX_INSTALL_NPM_REGISTRY="https://127.0.0.1:1/npm" ABX_SERVER_INSTALL_ALLOW_HOSTS=127.0.0.1:1 \
+	"$BIN" prepare --dry-run --only app
+expect "prepare --dry-run names the npm mirror, not the registry" 0 "127.0.0.1:1 (mirror)"
 # seed 000 §7: a mirror's host must be listed in install.allow_hosts
 mkdir -m 700 "$T/t4b"
 run env ABX_TOOLS_DIR="$T/t4b" ABX_INSTALL_NPM_REGISTRY="$REG/mirror" "$BIN" prepare --only mir
@@ -252,9 +282,11 @@ check "... and nothing is installed" test -z "$(ls -A "$T/t4b")"
 
 run "$BIN" fetch --only app --cache "$T/fc1"
 expect "fetch for this platform counts what it skipped, not 'the rest cached'" 0 \
-	"npm packages: 5 downloaded, 0 cached, 4 not for $(uname -m | sed 's/x86_64/linux-x64/;s/aarch64/linux-arm64/')"
+	"npm packages: 5 downloaded, 0 cached, 4 skipped (for another os, cpu or C library than $(uname -m | sed 's/x86_64/linux-x64/;s/aarch64/linux-arm64/'))"
 run "$BIN" fetch --only app --platform all --cache "$T/fc"
 expect "fetch --platform all for an npm tool" 0
+check "... says what it skipped in a sentence, not 'not for all'" \
+	grep -q "npm packages: [0-9]* downloaded, [0-9]* cached, [0-9]* skipped (for another os, cpu or C library than linux-x64 and linux-arm64)" "$T/out"
 check "every cpu's and libc's linux package is cached" test "$(ls "$T/fc" | grep -c '^sha512-')" -eq 7
 check "fetch keeps no extracted trees (nothing was extracted)" test ! -e "$T/fc/trees"
 

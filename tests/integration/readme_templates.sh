@@ -28,7 +28,10 @@ assert not missing, "README lacks templates %s" % missing
 server = blocks["server.json"]
 assert "https://registry.npmmirror.com" in server and '"registry.npmmirror.com"' in server
 json.loads(server)
-# the documented mirror setting, pointed at the local registry fixture
+# the documented mirror setting, pointed at the local registry fixture; the
+# audit file stays where the template puts it, in the user's own state
+# directory (image() puts that user's home under the flow's directory)
+assert '"/home/user/.local/state/agent-sandbox/audit.jsonl"' in server
 server = server.replace("https://registry.npmmirror.com", reg).replace('"registry.npmmirror.com"', '"%s"' % reghost)
 open(out + "/server.json", "w").write(server)
 # template 2: 'Set "mode": "lazy" in server.json'
@@ -37,6 +40,12 @@ open(out + "/server.lazy.json", "w").write(server.replace('"mode": "build"', '"m
 json.loads(blocks["commands.json"])
 open(out + "/commands.json", "w").write(blocks["commands.json"])
 open(out + "/ci-fetch.sh", "w").write(blocks["ci-fetch.sh"])
+# the image's start and readiness commands, as the build template names them
+cmds = dict(re.findall(r"^# (start_cmd|ready_cmd): (.*)$", blocks["build.Dockerfile"], re.M))
+assert cmds.get("start_cmd") == "agent-sandbox-server serve --port 9000", cmds
+assert cmds.get("ready_cmd") == "agent-sandbox-healthcheck --port 9000", cmds
+for k, v in cmds.items():
+    open("%s/%s" % (out, k), "w").write(v + "\n")
 
 def path(p):  # the image's absolute paths live under $ROOT
     return '"$ROOT"' + shlex.quote(p) if p.startswith(("/etc/", "/opt/", "/usr/local/")) else shlex.quote(p)
@@ -74,17 +83,35 @@ step() {
 # a scratch root, and the image's USER user: HOME, and the state directory a
 # non-root user gets (~/.local/state/agent-sandbox; tests may run as root,
 # whose /var/lib/agent-sandbox belongs to the machine). /etc/agent-sandbox is
-# $ROOT's, named by ABX_SERVER_CONFIG; the audit file too (/home/user is not here).
+# $ROOT's, named by ABX_SERVER_CONFIG. /home/user is not here: the template's
+# audit_file names the flow's home instead, the same state directory.
 image() {
 	FLOW=$1 ROOT=$T/$1/root CTX=$T/$1/ctx
 	mkdir -p "$ROOT" "$CTX" "$T/$1/home"
 	cp "$BIN" "$CTX/agent-sandbox-server"
 	cp "$T/tpl/commands.json" "$CTX/"
-	cp "$T/tpl/${2:-server.json}" "$CTX/server.json"
+	sed "s|\"/home/user/|\"$T/$1/home/|" "$T/tpl/${2:-server.json}" >"$CTX/server.json"
 	export ROOT HOME=$T/$1/home PATH=$T/$1/root/usr/local/bin:$PATH \
-		ABX_SERVER_CONFIG=$T/$1/root/etc/agent-sandbox/server.json ABX_SERVER_AUDIT_FILE=$T/$1/audit.jsonl \
+		ABX_SERVER_CONFIG=$T/$1/root/etc/agent-sandbox/server.json \
 		ABX_SERVER_STATE_DIR=$T/$1/home/.local/state/agent-sandbox
 	cd "$CTX" || exit 1
+}
+# template_serve: the template's start_cmd (the image's agent-sandbox-server
+# from PATH; port 0 and loopback for the test), then its ready_cmd and
+# GET /health. Sets PORT and SERVE_PID; 1 when serve did not start.
+template_serve() {
+	# shellcheck disable=SC2046 # the command's words, as the platform splits them
+	bg $(sed 's/--port 9000/--port 0/' "$T/tpl/start_cmd") --host 127.0.0.1 >"$T/serve.out" 2>"$T/serve.err"
+	SERVE_PID=$BGPID
+	wait_for_line "$T/serve.out" '^[0-9][0-9]*$' 10 || return 1
+	PORT=$(head -1 "$T/serve.out")
+	# shellcheck disable=SC2046
+	run $(sed "s/--port 9000/--port $PORT/" "$T/tpl/ready_cmd")
+	expect "$FLOW: the template's ready_cmd passes" 0
+	check "$FLOW: GET /health answers 200" \
+		test "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/health")" = 200
+	check "$FLOW: audit_file is the template's, in the state directory serve created" \
+		test -f "$HOME/.local/state/agent-sandbox/audit.jsonl"
 }
 U() { echo "http://127.0.0.1:$PORT"; }
 op() { curl -s -o "$T/body" -w '%{http_code}' -H 'X-Access-Token: tok' -H 'Content-Type: application/json' \
@@ -104,7 +131,7 @@ codex_op() { # FLOW-NAME: codex.version answers 200 with the fixture's version
 	check "build: prepare installed codex into ABX_TOOLS_DIR" test -d "$ROOT/opt/agent-sandbox/tools/codex"
 	run "$ROOT/opt/agent-sandbox/tools/bin/codex" --version
 	expect "build: the codex shim runs the installed tool" 0 "codex 1.0.0"
-	start_serve || { not_ok "build: serve starts" "$(cat "$T/serve.err")"; exit 1; }
+	template_serve || { not_ok "build: serve starts from the template" "$(cat "$T/serve.err")"; exit 1; }
 	codex_op build
 	kill "$SERVE_PID"
 	# the same image without its prepare step: mode build never installs at runtime
@@ -126,7 +153,7 @@ codex_op() { # FLOW-NAME: codex.version answers 200 with the fixture's version
 	image lazy server.lazy.json
 	. "$T/tpl/lazy.sh"
 	check "lazy: nothing installed at build" test ! -e "$HOME/.local/state/agent-sandbox/tools/codex"
-	start_serve || { not_ok "lazy: serve starts" "$(cat "$T/serve.err")"; exit 1; }
+	template_serve || { not_ok "lazy: serve starts from the template" "$(cat "$T/serve.err")"; exit 1; }
 	code=$(op codex.version)
 	i=0
 	while [ "$code" = 202 ] && [ $i -lt 60 ]; do
@@ -162,7 +189,7 @@ codex_op() { # FLOW-NAME: codex.version answers 200 with the fixture's version
 	check "offline: with no request to the registry" test "$(wc -l <"$T/reg.log")" = "$T0"
 	run "$ROOT/opt/agent-sandbox/tools/bin/codex" --version
 	expect "offline: the codex shim runs the installed tool" 0 "codex 1.0.0"
-	start_serve || { not_ok "offline: serve starts" "$(cat "$T/serve.err")"; exit 1; }
+	template_serve || { not_ok "offline: serve starts from the template" "$(cat "$T/serve.err")"; exit 1; }
 	codex_op offline
 	kill "$SERVE_PID"
 )

@@ -244,6 +244,8 @@ if not (job["bytes"] == job["total"] > 0 and job["packages_done"] == job["packag
     sys.exit("the tool's own progress is not complete: %s" % json.dumps(job))
 if len(node) != 1 or not (node[0]["bytes"] == node[0]["total"] == node_size and node[0]["packages_done"] == 1):
     sys.exit("node-runtime is not under requires with its whole download (%d bytes): %s" % (node_size, reqs))
+if node[0].get("phase") != "done":
+    sys.exit("a finished job's requirement is not done: %s" % reqs)
 EOF
 	expect "serve: the job succeeds; its progress is app's own, node-runtime's (its whole tarball) under requires" 0 '"status": "succeeded"'
 	kill "$SP" 2>/dev/null
