@@ -7,7 +7,8 @@
 # uplink's and nodejs.org's certificates may come from a re-signing proxy
 # the system bundle trusts), then over plain http with
 # install.allow_http_mirrors. Verdaccio's log and storage show what it
-# served; each tool runs (--version).
+# served, a dead HTTPS_PROXY for every other host shows codex and
+# claude-code read nothing elsewhere; each tool runs (--version).
 . "$TOP/tests/lib.sh"
 
 VD=$TOP/build/e2e/verdaccio
@@ -69,7 +70,14 @@ through() {
 	for _vt in codex:codex:@openai/codex claude-code:claude:@anthropic-ai/claude-code gemini:gemini:@google/gemini-cli; do
 		_vname=${_vt%%:*} _vrest=${_vt#*:}
 		_vbin=${_vrest%%:*} _vpkg=${_vrest#*:}
-		run env PATH="$T/nobin" SSL_CERT_FILE="$T/bundle.pem" "$@" "$BIN" prepare --only "$_vname" --tools-dir "$_vd"
+		# codex and claude-code need nothing but npm packages: with a proxy
+		# that refuses every connection for any host but the mirror's, an
+		# install that succeeds read nothing from registry.npmjs.org itself
+		# (gemini's node-runtime comes from nodejs.org)
+		_vx=
+		[ "$_vname" = gemini ] || _vx="HTTPS_PROXY=http://127.0.0.1:$DEAD HTTP_PROXY=http://127.0.0.1:$DEAD"
+		run env PATH="$T/nobin" SSL_CERT_FILE="$T/bundle.pem" NO_PROXY=localhost,127.0.0.1 $_vx "$@" \
+			"$BIN" prepare --only "$_vname" --tools-dir "$_vd"
 		_vver=$(sed -n "s/^$_vname \([^ :]*\): installed.*/\1/p" "$T/out" | head -1)
 		expect "$_vn: prepare --only $_vname through Verdaccio" 0 "$_vname $_vver: installed"
 		run env PATH="$T/nobin" "$_vd/bin/$_vbin" --version
@@ -81,6 +89,7 @@ through() {
 	done
 }
 
+DEAD=$(freeport)
 VP=$(freeport)
 verdaccio tls "https://localhost:$VP" tls
 through tls "$T/tools-tls" ABX_INSTALL_NPM_REGISTRY="https://localhost:$VP" ABX_SERVER_INSTALL_ALLOW_HOSTS="localhost:$VP"
