@@ -185,6 +185,64 @@ inst "$T/i2" offline "$OPEN" localhost other
 expect "offline: a blob the registry lacks is refused" 3 "" "install.disabled"
 check "... naming the OCI mirror" grep -q "nor the OCI mirror $OPEN (no such blob)" "$T/err"
 
+# ---- a network namespace that reaches only the registry --------------------------------------
+# A second registry process on the same storage, inside a new network
+# namespace whose only interface is its loopback: the origin (still running
+# outside) cannot be reached from there, so an install that succeeds read
+# the registry and nothing else.
+if ! command -v nsenter >/dev/null || ! unshare -n true 2>/dev/null; then
+	skip "install in a network namespace that reaches only the registry" \
+		"unshare -n or nsenter unavailable (needs CAP_SYS_ADMIN)"
+else
+	bg unshare -n sleep 600
+	NS_PID=$BGPID
+	_i=0
+	while [ $_i -lt 50 ] && [ "$(readlink /proc/$NS_PID/ns/net)" = "$(readlink /proc/self/ns/net)" ]; do
+		sleep 0.1
+		_i=$((_i + 1))
+	done
+	inns() { nsenter -t "$NS_PID" -n "$@"; }
+	inns ip link set lo up
+	NSP=$(freeport)
+	printf 'version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: %s\n' \
+		"$T/open" >"$T/nsreg.yml"
+	printf 'http:\n  addr: 127.0.0.1:%s\n  tls:\n    certificate: %s\n    key: %s\n' "$NSP" \
+		"$T/pki/good.pem" "$T/pki/good.key" >>"$T/nsreg.yml"
+	bg nsenter -t "$NS_PID" -n "$REG" serve "$T/nsreg.yml" >"$T/nsreg.log" 2>&1
+	_i=0
+	while [ $_i -lt 100 ] && ! inns curl -s -o /dev/null --cacert "$T/pki/ca.pem" "https://localhost:$NSP/v2/"; do
+		sleep 0.1
+		_i=$((_i + 1))
+	done
+	NSREF="oci://localhost:$NSP/team/tools"
+	check "the namespace reaches the registry" inns curl -s -o /dev/null --cacert "$T/pki/ca.pem" \
+		"https://localhost:$NSP/v2/"
+	check "... the origin answers outside it" curl -s -o /dev/null --cacert "$T/pki/ca.pem" "https://localhost:$P/f/"
+	check "... and not inside it" sh -c "! nsenter -t $NS_PID -n curl -s -o /dev/null --max-time 5 --cacert '$T/pki/ca.pem' 'https://localhost:$P/f/'"
+	check "... which has no route off its loopback" test -z "$(inns ip -4 route show)"
+	gets_before=$(grep -c "GET /f/" "$T/req.log" || true)
+	run nsenter -t "$NS_PID" -n env ABX_INSTALL_OCI_MIRROR="$NSREF" ABX_SERVER_INSTALL_ALLOW_HOSTS=localhost \
+		ABX_SERVER_INSTALL_MODE=lazy "$BIN" prepare --manifests "$M" --tools-dir "$T/ns1" --only hello
+	expect "netns, lazy: installed from the only reachable host, the registry" 0 "hello 1.0.0: installed"
+	run "$T/ns1/bin/hello"
+	expect "... the installed tool runs" 0 "hello 1.0.0"
+	check "... the blob came from the registry in the namespace" \
+		grep -q "GET /v2/team/tools/blobs/sha256:$H HTTP/[0-9.]*\" 200" "$T/nsreg.log"
+	run nsenter -t "$NS_PID" -n env ABX_INSTALL_OCI_MIRROR="$NSREF" ABX_SERVER_INSTALL_ALLOW_HOSTS=localhost \
+		ABX_SERVER_INSTALL_MODE=lazy "$BIN" prepare --manifests "$M" --tools-dir "$T/ns2" --only other
+	check "netns, lazy: a blob the registry lacks fails, the origin unreachable" \
+		sh -c "test $RC -ne 0 && grep -q -e install.network_unreachable -e http.connect '$T/err'"
+	check "... the registry was asked for it (404)" \
+		grep -q "GET /v2/team/tools/blobs/sha256:$O HTTP/[0-9.]*\" 404" "$T/nsreg.log"
+	check "... nothing installed" test ! -e "$T/ns2/bin/other"
+	run nsenter -t "$NS_PID" -n env ABX_INSTALL_OCI_MIRROR="$NSREF" ABX_SERVER_INSTALL_ALLOW_HOSTS=localhost \
+		ABX_SERVER_INSTALL_MODE=offline "$BIN" prepare --manifests "$M" --tools-dir "$T/ns3" --only other
+	expect "netns, offline: a blob the registry lacks is install.disabled" 3 "" "install.disabled"
+	check "... naming the registry" grep -q "nor the OCI mirror $NSREF (no such blob)" "$T/err"
+	check "the origin saw none of these installs" test "$(grep -c "GET /f/" "$T/req.log" || true)" -eq "$gets_before"
+	kill "$NS_PID"
+fi
+
 # the origin stops: the registry is the only place left to read from
 kill "$HTTPD_PID"
 wait "$HTTPD_PID" 2>/dev/null

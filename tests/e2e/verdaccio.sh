@@ -1,0 +1,107 @@
+# make e2e: Verdaccio (installed from the npm registry at test time into
+# build/e2e/verdaccio) as install.mirrors.npm, its uplink the real
+# https://registry.npmjs.org and its storage in the test's directory:
+# codex, claude-code and gemini installed through it from the lockfiles
+# built into the binary, first over TLS (a certificate from a test CA made
+# here; our SSL_CERT_FILE holds that CA and the system's, since the
+# uplink's and nodejs.org's certificates may come from a re-signing proxy
+# the system bundle trusts), then over plain http with
+# install.allow_http_mirrors. Verdaccio's log and storage show what it
+# served, a dead HTTPS_PROXY for every other host shows codex and
+# claude-code read nothing elsewhere; each tool runs (--version).
+. "$TOP/tests/lib.sh"
+
+VD=$TOP/build/e2e/verdaccio
+VERDACCIO=$VD/node_modules/.bin/verdaccio
+SYSCA=${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+	skip "verdaccio" "node or npm missing: tools/hostdeps.sh e2e installs them"
+	exit 0
+fi
+# Verdaccio 6 wants node >= 18
+if [ "$(node -p 'process.versions.node.split(".")[0]')" -lt 18 ]; then
+	skip "verdaccio" "node $(node --version) is older than Verdaccio 6 needs (18)"
+	exit 0
+fi
+if [ ! -x "$VERDACCIO" ]; then
+	mkdir -p "$VD"
+	if ! timeout 300 npm install --prefix "$VD" --no-audit --no-fund verdaccio@6.8 >"$T/npm-install.log" 2>&1; then
+		skip "verdaccio" "npm could not install verdaccio@6.8: $(tail -2 "$T/npm-install.log" | tr '\n' ' ')"
+		exit 0
+	fi
+fi
+[ -f "$SYSCA" ] || { not_ok "verdaccio" "no system CA bundle at $SYSCA"; exit 1; }
+
+export HOME=$T/home ABX_SERVER_STATE_DIR=$T/state
+unset ABX_TOOLS_DIR ABX_MANIFESTS_DIR ABX_SERVER_INSTALL_MODE ABX_INSTALL_MIRROR ABX_INSTALL_NPM_REGISTRY \
+	ABX_INSTALL_OCI_MIRROR ABX_SERVER_INSTALL_ALLOW_HOSTS ABX_SERVER_INSTALL_ALLOW_HTTP_MIRRORS ABX_SERVER_CONFIG \
+	ABX_TEST_PAUSE SSL_CERT_DIR
+mkdir -p "$HOME" "$T/nobin" "$T/store"
+sh "$FIXTURES/mkcerts.sh" "$T/pki" >/dev/null 2>&1 || { not_ok "test PKI" "mkcerts.sh failed"; exit 1; }
+cat "$SYSCA" "$T/pki/ca.pem" >"$T/bundle.pem"
+freeport() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
+
+# verdaccio NAME URL [TLS]: Verdaccio listening on URL, the shared storage,
+# its log (json lines, level http: one a request) in $T/NAME.log
+verdaccio() {
+	{
+		printf 'storage: %s\nuplinks:\n  npmjs:\n    url: https://registry.npmjs.org/\n    timeout: 120s\n' "$T/store"
+		printf 'packages:\n  "**":\n    access: $all\n    proxy: npmjs\n'
+		printf 'log: { type: stdout, format: json, level: http }\nlisten: %s\n' "$2"
+		[ -z "${3:-}" ] || printf 'https:\n  key: %s\n  cert: %s\n' "$T/pki/good.key" "$T/pki/good.pem"
+	} >"$T/$1.yaml"
+	bg env NODE_EXTRA_CA_CERTS="$SYSCA" "$VERDACCIO" --config "$T/$1.yaml" >"$T/$1.log" 2>&1
+	VPID=$BGPID
+	_i=0
+	while [ $_i -lt 300 ]; do
+		curl -s -o /dev/null --cacert "$T/pki/ca.pem" "$2/-/ping" && return 0
+		sleep 0.1
+		_i=$((_i + 1))
+	done
+	not_ok "start verdaccio $1" "$(tail -c 400 "$T/$1.log")"
+	exit 1
+}
+
+# through NAME TOOLS-DIR [VAR=VALUE...]: prepare each agent through the
+# mirror in the environment, then its --version
+through() {
+	_vn=$1 _vd=$2
+	shift 2
+	for _vt in codex:codex:@openai/codex claude-code:claude:@anthropic-ai/claude-code gemini:gemini:@google/gemini-cli; do
+		_vname=${_vt%%:*} _vrest=${_vt#*:}
+		_vbin=${_vrest%%:*} _vpkg=${_vrest#*:}
+		# codex and claude-code need nothing but npm packages: with a proxy
+		# that refuses every connection for any host but the mirror's, an
+		# install that succeeds read nothing from registry.npmjs.org itself
+		# (gemini's node-runtime comes from nodejs.org)
+		_vx=
+		[ "$_vname" = gemini ] || _vx="HTTPS_PROXY=http://127.0.0.1:$DEAD HTTP_PROXY=http://127.0.0.1:$DEAD"
+		run env PATH="$T/nobin" SSL_CERT_FILE="$T/bundle.pem" NO_PROXY=localhost,127.0.0.1 $_vx "$@" \
+			"$BIN" prepare --only "$_vname" --tools-dir "$_vd"
+		_vver=$(sed -n "s/^$_vname \([^ :]*\): installed.*/\1/p" "$T/out" | head -1)
+		expect "$_vn: prepare --only $_vname through Verdaccio" 0 "$_vname $_vver: installed"
+		run env PATH="$T/nobin" "$_vd/bin/$_vbin" --version
+		expect "$_vn: $_vbin --version" 0 "$_vver"
+		check "$_vn: Verdaccio's log: it served $_vpkg's tarball" grep -Eq \
+			"\"sub\":\"in\",\"request\":\{\"method\":\"GET\",\"url\":\"/${_vpkg%%/*}(/|%2[fF])${_vpkg#*/}/-/[^\"]*\.tgz\"\}[^}]*\"status\":200" \
+			"$T/$_vn.log"
+		check "$_vn: ... and holds it in its storage" sh -c "ls '$T/store/$_vpkg/'*.tgz >/dev/null 2>&1"
+	done
+}
+
+DEAD=$(freeport)
+VP=$(freeport)
+verdaccio tls "https://localhost:$VP" tls
+through tls "$T/tools-tls" ABX_INSTALL_NPM_REGISTRY="https://localhost:$VP" ABX_SERVER_INSTALL_ALLOW_HOSTS="localhost:$VP"
+check "tls: Verdaccio read them from its uplink, registry.npmjs.org" \
+	grep -q 'registry.npmjs.org/@openai/codex/-/codex-[^"]*\.tgz' "$T/tls.log"
+kill "$VPID"
+
+HP=$(freeport)
+verdaccio plain "http://127.0.0.1:$HP"
+run env SSL_CERT_FILE="$T/bundle.pem" ABX_INSTALL_NPM_REGISTRY="http://127.0.0.1:$HP" \
+	ABX_SERVER_INSTALL_ALLOW_HOSTS="127.0.0.1:$HP" "$BIN" prepare --only codex --tools-dir "$T/tools-refused"
+expect "plain http Verdaccio without install.allow_http_mirrors: refused" 2 "" "install.allow_http_mirrors"
+through plain "$T/tools-plain" ABX_INSTALL_NPM_REGISTRY="http://127.0.0.1:$HP" \
+	ABX_SERVER_INSTALL_ALLOW_HOSTS="127.0.0.1:$HP" ABX_SERVER_INSTALL_ALLOW_HTTP_MIRRORS=true
+kill "$VPID"
