@@ -49,6 +49,7 @@
 
 #include "base/err.h"
 #include "pkg/manifest.h"
+#include "pkg/npm.h"
 #include "install/tools.h"
 
 enum install_state {
@@ -373,11 +374,12 @@ void install_oci_free(struct install_ctx *c);
  * integrity, into cache, kept only when the bytes match the lockfile's
  * integrity (the registry's mapping is never trusted). A package it cannot
  * give is left to npm_install (offline: refused there; else the origin).
+ * A package it puts in cache has its slot of sources (its index in
+ * l->pkgs; NULL = none) set to "oci://HOST/REPO@sha256:<hex>".
  * Returns 0, or -1 with e: a mismatch, or in mode offline a registry that
  * failed. */
-struct npmlock;
 int install_oci_npm(struct install_ctx *c, const manifest_t *m, const struct npmlock *l, const char *cache,
-                    struct err *e);
+                    char (*sources)[NPM_SOURCE_MAX], struct err *e);
 
 /* Clear a tool's backoff record in the writable directory (prepare --force,
  * the admin reset). */

@@ -132,6 +132,9 @@ struct install_npm_lock {
 	char platform[16]; /* "" = every platform */
 	char lock_sha[65];
 	struct npmlock l;
+	/* where each package's bytes came from in the last install or fetch
+	 * (npm_opts.sources), for the marker's SBOM rows */
+	char (*src)[NPM_SOURCE_MAX];
 };
 
 void
@@ -140,6 +143,7 @@ install_npm_lock_free(struct install_ctx *c)
 	if (c->npm_lock == NULL)
 		return;
 	npmlock_free(&c->npm_lock->l);
+	free(c->npm_lock->src);
 	free(c->npm_lock);
 	c->npm_lock = NULL;
 }
@@ -197,6 +201,11 @@ run(struct install_ctx *c, const manifest_t *m, const char *platform, const char
 	collect_hosts(c, m, &h);
 	if ((l = lock_of(c, m, platform, &h, info ? info->lock_sha256 : NULL, e)) == NULL)
 		return -1;
+	if (c->npm_lock->src == NULL)
+		c->npm_lock->src = calloc(l->npkgs ? l->npkgs : 1, sizeof(*c->npm_lock->src));
+	else
+		memset(c->npm_lock->src, 0, l->npkgs * sizeof(*c->npm_lock->src));
+	o.sources = c->npm_lock->src; /* NULL (no memory): rows without a source */
 	snprintf(cache, sizeof(cache), "%s", c->cache_dir);
 	if (cache[0] == '\0' || (mkdir(cache, 0755) != 0 && access(cache, W_OK) != 0) ||
 	    access(cache, W_OK) != 0) {
@@ -238,7 +247,7 @@ run(struct install_ctx *c, const manifest_t *m, const char *platform, const char
 		o.file_arg = known;
 	}
 	memset(&st, 0, sizeof(st));
-	rc = install_oci_npm(c, m, l, cache, e);
+	rc = install_oci_npm(c, m, l, cache, o.sources, e);
 	if (rc == 0)
 		rc = npm_install(&o, &st, e);
 	if (rc == 0)
@@ -366,6 +375,8 @@ install_npm_sbom(struct install_ctx *c, const manifest_t *m, struct json_w *w)
 		if (c->cache_dir[0] && cache_sha256_of(c->cache_dir, &p->digest, hex))
 			json_w_kstr(w, "sha256", hex);
 		json_w_kstr(w, "url", p->resolved);
+		if (c->npm_lock->src != NULL && c->npm_lock->src[i][0] != '\0')
+			json_w_kstr(w, "source", c->npm_lock->src[i]);
 		json_w_end(w);
 	}
 }

@@ -152,7 +152,7 @@ npm_blob(struct install_ctx *c, struct oci_client *o, const struct npmlock_pkg *
 
 int
 install_oci_npm(struct install_ctx *c, const manifest_t *m, const struct npmlock *l, const char *cache,
-                struct err *e)
+                char (*sources)[NPM_SOURCE_MAX], struct err *e)
 {
 	struct oci_client *o;
 	struct npm_map mp = {0};
@@ -207,6 +207,11 @@ install_oci_npm(struct install_ctx *c, const manifest_t *m, const struct npmlock
 		if ((h = map_find(&mp, digest_sri(&p->digest, sri))) == NULL)
 			continue; /* npm_install: offline refuses, lazy goes to the origin */
 		r = npm_blob(c, o, p, h, cache, e);
+		if (r == 0 && sources != NULL) {
+			char at[8 + DIGEST_HEX_MAX];
+			snprintf(at, sizeof(at), "@sha256:%s", h);
+			npm_source_set(sources[i], NPM_SOURCE_MAX, c->set->oci_mirror, at);
+		}
 		if (r < 0 && (c->set->mode == CFG_MODE_OFFLINE ||
 		              (e->code != NULL && strcmp(e->code, "install.checksum_mismatch") == 0))) {
 			rc = -1;

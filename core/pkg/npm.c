@@ -33,6 +33,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -175,6 +176,14 @@ sink_write(void *arg, const void *buf, size_t len, struct err *e)
 	return 0;
 }
 
+/* j's slot in o->sources, or NULL. Each is written only by the worker
+ * holding its job. */
+static char *
+source_of(const struct run *r, const struct job *j)
+{
+	return r->o->sources != NULL ? r->o->sources[j->p - r->o->lock->pkgs] : NULL;
+}
+
 /* Get j's verified bytes: from the cache, else downloaded (into m when
  * small; extracted as they arrive with xs, when large: xs->started). */
 static int
@@ -190,6 +199,7 @@ fetch_one(struct run *r, struct http_client *hc, struct job *j, struct mem *m, s
 	struct sink s;
 	struct digest dw, d256;
 	int64_t cpu0;
+	char *src;
 	int rc;
 
 	buf_reset(&m->b);
@@ -203,6 +213,8 @@ fetch_one(struct run *r, struct http_client *hc, struct job *j, struct mem *m, s
 			              : m->ok                              ? m->b.len
 			                                                   : 0;
 			j->size = sz;
+			if ((src = source_of(r, j)) != NULL && src[0] == '\0')
+				npm_source_set(src, NPM_SOURCE_MAX, "cache:", j->file);
 			pthread_mutex_lock(&r->mu);
 			r->st.cached++;
 			r->st.cached_bytes += sz;
@@ -272,6 +284,8 @@ fetch_one(struct run *r, struct http_client *hc, struct job *j, struct mem *m, s
 		               p->version, url, digest_sri(&p->digest, want), digest_sri(&dw, got));
 	m->ok = s.b != NULL && !s.b->over;
 	j->size = s.put.bytes;
+	if ((src = source_of(r, j)) != NULL)
+		npm_source_set(src, NPM_SOURCE_MAX, "", url);
 	pthread_mutex_lock(&r->mu);
 	r->st.fetched++;
 	r->st.cpu_recv_us += clock_thread_cpu_us() - cpu0;
@@ -560,6 +574,15 @@ place_one(struct run *r, struct job *j, int rootfd, struct err *e)
 		return fail_phase(e, "extract", "%s: %s", label, msg);
 	}
 	if (rc > 0) {
+		char *src = source_of(r, j);
+		/* the tree, not the blob it was made from: the bytes installed
+		 * are the tree's (checked against its sealed listing), and its
+		 * blob may be gone from the cache */
+		if (src != NULL) {
+			char tp[PATH_MAX];
+			snprintf(tp, sizeof(tp), "%s/trees/%s", r->o->cache, key);
+			npm_source_set(src, NPM_SOURCE_MAX, "tree:", tp);
+		}
 		pthread_mutex_lock(&r->mu);
 		r->st.placed++;
 		r->st.placed_proved += pd.proved;

@@ -49,6 +49,12 @@
 #define NPM_JOBS_DEFAULT 8
 #define NPM_JOBS_MAX 32
 
+/* Where a package's bytes came from, for its SBOM row: "cache:<path>",
+ * a URL without its query, "oci://HOST/REPO@sha256:<hex>" or
+ * "tree:<cache>/trees/<key>". Information only: nothing reads it back to
+ * decide anything. */
+#define NPM_SOURCE_MAX 320
+
 /* The tree cache's variant for a package extracted ARC_NPM (cache.h). */
 #define NPM_TREE_VARIANT "npm1"
 
@@ -90,6 +96,10 @@ struct npm_opts {
 	void *progress_arg;
 	npm_file_fn on_file; /* NULL = none */
 	void *file_arg;
+	/* per package of lock (its index in lock->pkgs), or NULL: where its
+	 * bytes came from (npm_source_set); a slot already set when the cache
+	 * has the package (install_oci_npm put it there) is kept */
+	char (*sources)[NPM_SOURCE_MAX];
 };
 
 /* The scheme o's registry may have: https://, or http:// with allow_http. */
@@ -136,6 +146,10 @@ int npm_link_bins(const struct npmlock *l, const char *staging, struct err *e);
 /* The package URL for the SBOM: "pkg:npm/%40scope/name@version" into buf.
  * Returns the length or -1 when it does not fit. */
 int npm_purl(const struct npmlock_pkg *p, char *buf, size_t cap);
+
+/* dst = prefix then src without src's query or fragment (a signed URL's
+ * secret), cut to fit cap with "..." at its end. */
+void npm_source_set(char *dst, size_t cap, const char *prefix, const char *src);
 
 /* Node options a shebang may carry ("#!/usr/bin/env -S node --flag"). */
 #define NPM_NODE_FLAGS_MAX 8

@@ -21,6 +21,48 @@ npm_purl(const struct npmlock_pkg *p, char *buf, size_t cap)
 	return n < 0 || (size_t)n >= cap ? -1 : n;
 }
 
+/* Append len bytes of s to dst (n used of cap): 0, or -1 when cut. */
+static int
+put(char *dst, size_t cap, size_t *n, const char *s, size_t len)
+{
+	size_t room = cap - 1 - *n;
+
+	memcpy(dst + *n, s, len < room ? len : room);
+	*n += len < room ? len : room;
+	dst[*n] = '\0';
+	return len > room ? -1 : 0;
+}
+
+void
+npm_source_set(char *dst, size_t cap, const char *prefix, const char *src)
+{
+	const char *auth = strstr(src, "://"), *rest = src;
+	size_t n = 0, keep;
+	int cut;
+
+	if (cap < 4) {
+		if (cap > 0)
+			dst[0] = '\0';
+		return;
+	}
+	dst[0] = '\0';
+	cut = put(dst, cap, &n, prefix, strlen(prefix));
+	if (auth != NULL) {
+		/* a URL: no userinfo (the client refuses one anyway), no query
+		 * or fragment */
+		const char *at;
+		auth += 3;
+		at = memchr(auth, '@', strcspn(auth, "/?#"));
+		cut |= put(dst, cap, &n, src, (size_t)(auth - src));
+		rest = at != NULL ? at + 1 : auth;
+		keep = strcspn(rest, "?#");
+	} else
+		keep = strlen(rest);
+	cut |= put(dst, cap, &n, rest, keep);
+	if (cut)
+		memcpy(dst + cap - 4, "...", 4);
+}
+
 int
 npm_js_entry(const char *path, char *buf, size_t cap, char **flags, int *nflags)
 {

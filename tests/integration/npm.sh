@@ -31,6 +31,26 @@ P=$(head -1 "$T/reg.port")
 REG="https://localhost:$P"
 SENTINEL=$T/sentinel
 
+# sources OUT PREFIX [NAME@VERSION=EXACT ...]: every npm package component of
+# the CycloneDX document OUT has the property agent-sandbox:source, starting
+# with PREFIX unless named (then exactly EXACT), with no query string.
+sources() {
+	python3 - "$@" <<'PYEOF'
+import json, sys
+out, prefix, exact = sys.argv[1], sys.argv[2], dict(a.split("=", 1) for a in sys.argv[3:])
+comps = [c for c in json.load(open(out))["components"] if c.get("purl", "").startswith("pkg:npm/")]
+bad = []
+for c in comps:
+    src = [p["value"] for p in c.get("properties", []) if p["name"] == "agent-sandbox:source"]
+    key = "%s@%s" % (c["name"], c["version"])
+    want = exact.get(key)
+    if len(src) != 1 or "?" in src[0] or (src[0] != want if want else not src[0].startswith(prefix)):
+        bad.append((key, src))
+if not comps or bad:
+    sys.exit("%d npm components; wrong sources: %s" % (len(comps), bad))
+PYEOF
+}
+
 FIXTURES=$FIXTURES T=$T REG=$REG SENTINEL=$SENTINEL python3 - <<'EOF'
 import hashlib, io, json, os, sys, tarfile
 sys.path.insert(0, os.environ["FIXTURES"])
@@ -160,6 +180,7 @@ check "marker: the alias row names the real package" grep -q 'pkg:npm/%40t/app@1
 run "$BIN" verify --sbom app
 check "verify --sbom: unique bom-refs for npm packages" \
 	python3 -c "import json,sys; c=json.load(open(sys.argv[1]))['components']; r=[x['bom-ref'] for x in c]; sys.exit(not (len(c) >= 5 and len(r) == len(set(r))))" "$T/out"
+check "verify --sbom: every npm package names the registry URL it was downloaded from" sources "$T/out" "$REG/"
 
 # ---- the shim: node-runtime's node, no node on PATH ------------------------
 check "shim link published" test "$(readlink "$T/tools/bin/app")" = "$(readlink -f "$BIN")"
@@ -217,6 +238,9 @@ check "... each kept tree proved unchanged by its stat proof, none hashed" \
 check "... the same files as the extraction" diff -r "$T/tools/app/1.0.0-linux-x64" "$T/t2/app/1.0.0-linux-x64"
 run "$BIN" verify app --tools-dir "$T/t2"
 expect "... and the placed tree verifies" 0 "OK app"
+run "$BIN" verify --sbom app --tools-dir "$T/t2"
+check "verify --sbom: a package placed from a kept tree names the tree (not the blob it was made from)" \
+	sources "$T/out" "tree:$T/tools/.cache/trees/sha512-"
 # a damaged package tree: said, discarded, that package extracted from its tarball
 cp -R "$T/tools/.cache" "$T/cd"
 DEPT=$(for d in "$T/cd/trees/"sha512-*; do grep -q '^f [0-7]* [0-9]* [0-9a-f]* index.js$' "$d/manifest" && grep -qx v1 "$d/tree/index.js" 2>/dev/null && echo "$d"; done | head -1)
@@ -262,6 +286,9 @@ run env ABX_TOOLS_DIR="$T/t4" ABX_INSTALL_NPM_REGISTRY="$REG/mirror" ABX_SERVER_
 	"$BIN" prepare --only mir
 expect "the npm mirror rewrites the registry origin" 0
 check "downloads went to the mirror" grep -q 'GET /mirror/@t/app/-/app-1.0.0.tgz' "$T/reg.log"
+run "$BIN" verify --sbom mir --tools-dir "$T/t4"
+check "verify --sbom: through the npm mirror, the mirror's URL (not the lockfile's resolved)" \
+	sources "$T/out" "$REG/mirror/"
 # an npm mirror that cannot be reached is named as the mirror, with a fix other
 # than setting the key that fails; --dry-run names the mirror it downloads from
 run env ABX_TOOLS_DIR="$T/t4u" ABX_INSTALL_NPM_REGISTRY="https://127.0.0.1:1/npm" ABX_SERVER_INSTALL_ALLOW_HOSTS=127.0.0.1:1 \
@@ -289,6 +316,13 @@ check "... says what it skipped in a sentence, not 'not for all'" \
 	grep -q "npm packages: [0-9]* downloaded, [0-9]* cached, [0-9]* skipped (for another os, cpu or C library than linux-x64 and linux-arm64)" "$T/out"
 check "every cpu's and libc's linux package is cached" test "$(ls "$T/fc" | grep -c '^sha512-')" -eq 7
 check "fetch keeps no extracted trees (nothing was extracted)" test ! -e "$T/fc/trees"
+mkdir -m 700 "$T/t4c"
+cp -R "$T/tools/.cache" "$T/ce"
+rm -rf "$T/ce/trees"
+run env ABX_TOOLS_DIR="$T/t4c" ABX_SERVER_INSTALL_MODE=offline "$BIN" prepare --only app --cache "$T/ce"
+expect "offline from a cache without extracted trees" 0
+run "$BIN" verify --sbom app --tools-dir "$T/t4c"
+check "verify --sbom: offline from the cache, every npm package names its cache file" sources "$T/out" "cache:$T/ce/"
 
 # ---- large tarballs and damaged cache entries ------------------------------
 run "$BIN" prepare --only big
@@ -312,6 +346,9 @@ expect "a damaged cache entry (same size) is a miss, not an install" 0
 check "the damaged package was downloaded again, and only it" \
 	test "$(grep -c 'GET .*\.tgz' "$T/reg.log")" -eq 1 -a "$(grep -c 'GET /dep/-/dep-1.0.0.tgz' "$T/reg.log")" -eq 1
 check "and installed from the right bytes" grep -qx v1 "$T/t8/app/1.0.0-linux-x64/node_modules/dep/index.js"
+run "$BIN" verify --sbom app --tools-dir "$T/t8"
+check "verify --sbom: cached packages name their cache file, the one downloaded again its URL" \
+	sources "$T/out" "cache:$T/cc/" "dep@1.0.0=$REG/dep/-/dep-1.0.0.tgz"
 
 # ---- lazy install on first exec through the shim ---------------------------
 mkdir -m 700 "$T/t5" "$T/t5/bin"

@@ -333,6 +333,13 @@ ninst "$T/n2" offline "$OPEN"
 expect "offline: an npm tool installed from the registry, the npm registry stopped" 0 "napp 1.0.0: installed"
 run "$T/n2/bin/napp"
 expect "... the installed tool runs" 0 "napp 1.0.0"
+run "$BIN" verify --sbom --manifests "$T/npmm" --tools-dir "$T/n2"
+check "verify --sbom: each npm package read from the registry names its blob there" python3 -c '
+import json, re, sys
+c = [x for x in json.load(open(sys.argv[1]))["components"] if x.get("purl", "").startswith("pkg:npm/")]
+s = [[p["value"] for p in x.get("properties", []) if p["name"] == "agent-sandbox:source"] for x in c]
+sys.exit(not (len(c) == 2 and all(len(v) == 1 and re.fullmatch(re.escape(sys.argv[2]) + "@sha256:[0-9a-f]{64}", v[0]) for v in s)))' \
+	"$T/out" "$OPEN"
 ninst "$T/n3" lazy "$OPEN"
 expect "lazy: the same, the network probe asks the registry" 0 "napp 1.0.0: installed"
 ninst "$T/n4" offline "$OPEN" nother

@@ -46,7 +46,8 @@ test_js_entry(void **state)
 	/* another interpreter runs directly, whatever the name says */
 	put("a", "#!/bin/sh\necho\n");
 	assert_int_equal(npm_js_entry(p, buf, sizeof(buf), flags, &n), 0);
-	put("a", "\x7f" "ELF....");
+	put("a", "\x7f"
+	         "ELF....");
 	assert_int_equal(npm_js_entry(p, buf, sizeof(buf), flags, &n), 0);
 	/* no shebang: the name decides */
 	snprintf(p, sizeof(p), "%s/b.mjs", dir);
@@ -77,6 +78,34 @@ test_purl(void **state)
 	assert_true(npm_purl(&p, b, sizeof(b)) > 0);
 	assert_string_equal(b, "pkg:npm/dep@1.0.0");
 	assert_int_equal(npm_purl(&p, b, 8), -1);
+}
+
+static void
+test_source_set(void **state)
+{
+	char b[NPM_SOURCE_MAX], small[16], big[600];
+
+	/* a URL shown without its query, fragment or userinfo */
+	npm_source_set(b, sizeof(b), "", "https://r.example/a/-/a-1.tgz?X-Amz-Signature=s3cret#f");
+	assert_string_equal(b, "https://r.example/a/-/a-1.tgz");
+	npm_source_set(b, sizeof(b), "", "https://u:pw@r.example/a.tgz");
+	assert_string_equal(b, "https://r.example/a.tgz");
+	/* a path keeps its '?' (not a URL); the prefix is put first */
+	npm_source_set(b, sizeof(b), "cache:", "/c/ab?c");
+	assert_string_equal(b, "cache:/c/ab?c");
+	npm_source_set(b, sizeof(b), "oci://h:5000/team/tools", "@sha256:00ff");
+	assert_string_equal(b, "oci://h:5000/team/tools@sha256:00ff");
+	/* too long: cut to fit, and said with "..." */
+	npm_source_set(small, sizeof(small), "cache:", "/a/very/long/path");
+	assert_string_equal(small, "cache:/a/ver...");
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	memcpy(big, "https://", 8);
+	npm_source_set(b, sizeof(b), "", big);
+	assert_int_equal(strlen(b), NPM_SOURCE_MAX - 1);
+	assert_string_equal(b + NPM_SOURCE_MAX - 4, "...");
+	npm_source_set(small, 3, "abc", "d");
+	assert_string_equal(small, "");
 }
 
 static void
@@ -123,9 +152,10 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_js_entry, setup, teardown),
-		cmocka_unit_test(test_purl),
-		cmocka_unit_test_setup_teardown(test_link_bins, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_js_entry, setup, teardown),
+	    cmocka_unit_test(test_purl),
+	    cmocka_unit_test(test_source_set),
+	    cmocka_unit_test_setup_teardown(test_link_bins, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
