@@ -204,8 +204,9 @@ run(struct install_ctx *c, const manifest_t *m, const char *platform, const char
 		}
 		snprintf(cache, sizeof(cache), "%s", fallback_cache);
 	} else {
-		/* trees only in a cache that outlives this install */
-		o.keep_trees = tree != NULL;
+		/* trees only in a cache that outlives this install, and
+		 * only where they are wanted (install_ctx.keep_no_trees) */
+		o.keep_trees = tree != NULL && !c->keep_no_trees;
 	}
 	o.lock = l;
 	o.staging = tree;
