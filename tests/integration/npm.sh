@@ -124,7 +124,7 @@ export ABX_MANIFESTS_DIR="$T/m"
 mkdir -m 700 "$T/tools"
 export ABX_TOOLS_DIR="$T/tools"
 
-run "$BIN" prepare --only app
+run "$BIN" prepare --keep-cache --only app
 expect "install app (and node-runtime) from the fake registry" 0
 TREE=$T/tools/app/1.0.0-linux-x64
 NM=$TREE/node_modules
@@ -183,7 +183,7 @@ fi
 for t in badhost:"host evil.example is not in hosts" noint:"integrity: missing" sha1only:"sha1 only" \
 	badbin:"leaves the package" badkey:"not a node_modules/<name> path" linked:"link entries"; do
 	name=${t%%:*} want=${t#*:}
-	run "$BIN" prepare --only "$name"
+	run "$BIN" prepare --keep-cache --only "$name"
 	if [ "$RC" -eq 0 ] || ! grep -q "install.manifest_invalid" "$T/err" || ! grep -qF -- "$want" "$T/err"; then
 		not_ok "$name refused" "exit $RC: $(head -c 300 "$T/err")"
 	else
@@ -191,7 +191,7 @@ for t in badhost:"host evil.example is not in hosts" noint:"integrity: missing" 
 	fi
 	check "$name: nothing published" test ! -e "$T/tools/$name/1.0.0-linux-x64"
 done
-run "$BIN" prepare --only badint
+run "$BIN" prepare --keep-cache --only badint
 expect "integrity mismatch refused" 3 "" "install.checksum_mismatch"
 check "mismatch: nothing published" test ! -e "$T/tools/badint/1.0.0-linux-x64"
 check "mismatch: nothing left in staging" test -z "$(ls "$T/tools/.staging")"
@@ -201,7 +201,7 @@ mkdir -m 700 "$T/t2"
 : >"$T/reg.log"
 # (--force: verify.argv runs and is timed, the pass the cache recorded
 # for this tree notwithstanding)
-run env ABX_TOOLS_DIR="$T/t2" ABX_SERVER_INSTALL_MODE=offline "$BIN" prepare -v --force --only app --cache "$T/tools/.cache"
+run env ABX_TOOLS_DIR="$T/t2" ABX_SERVER_INSTALL_MODE=offline "$BIN" prepare --keep-cache -v --force --only app --cache "$T/tools/.cache"
 expect "offline with the cache" 0
 # prepare -v: an npm-lock source's packages are one phase, npm (issue 16)
 for ph in probe npm verify.argv "tree listing" publish/sync total; do
@@ -223,7 +223,7 @@ DEPT=$(for d in "$T/cd/trees/"sha512-*; do grep -q '^f [0-7]* [0-9]* [0-9a-f]* i
 echo v666 >"$DEPT/tree/index.js"
 sleep 0.1 # past the clock's tick: the copied trees' stat proofs can be made
 mkdir -m 700 "$T/t2d"
-run env ABX_TOOLS_DIR="$T/t2d" ABX_SERVER_INSTALL_MODE=offline "$BIN" prepare --only app --cache "$T/cd"
+run env ABX_TOOLS_DIR="$T/t2d" ABX_SERVER_INSTALL_MODE=offline "$BIN" prepare --keep-cache --only app --cache "$T/cd"
 expect "a damaged package tree: installed all the same (offline, from the tarball)" 0
 check "... the damage said on stderr" grep -q "the extracted tree of dep@1.0.0 ($DEPT) is damaged: .*index.js" "$T/err"
 check "... 4 of 5 placed, the damaged one extracted and kept again" sh -c \
@@ -234,17 +234,17 @@ check "... its file is the tarball's" grep -qx v1 "$T/t2d/app/1.0.0-linux-x64/no
 check "... the extraction's copies became the kept tree: none left beside it" \
 	sh -c "! ls -a '$T/cd' '$T/tools/.cache' | grep -q tmp-tree-copies"
 mkdir -m 700 "$T/t3"
-run env ABX_TOOLS_DIR="$T/t3" ABX_SERVER_INSTALL_MODE=offline "$BIN" prepare --only app
+run env ABX_TOOLS_DIR="$T/t3" ABX_SERVER_INSTALL_MODE=offline "$BIN" prepare --keep-cache --only app
 expect "offline without the cache" 3 "" "install.disabled"
 
 mkdir -m 700 "$T/t4"
 run env ABX_TOOLS_DIR="$T/t4" ABX_INSTALL_NPM_REGISTRY="$REG/mirror" ABX_SERVER_INSTALL_ALLOW_HOSTS="${REG#https://}" \
-	"$BIN" prepare --only mir
+	"$BIN" prepare --keep-cache --only mir
 expect "the npm mirror rewrites the registry origin" 0
 check "downloads went to the mirror" grep -q 'GET /mirror/@t/app/-/app-1.0.0.tgz' "$T/reg.log"
 # seed 000 §7: a mirror's host must be listed in install.allow_hosts
 mkdir -m 700 "$T/t4b"
-run env ABX_TOOLS_DIR="$T/t4b" ABX_INSTALL_NPM_REGISTRY="$REG/mirror" "$BIN" prepare --only mir
+run env ABX_TOOLS_DIR="$T/t4b" ABX_INSTALL_NPM_REGISTRY="$REG/mirror" "$BIN" prepare --keep-cache --only mir
 expect "an npm mirror whose host is not in install.allow_hosts is refused" 2 "" \
 	"config.invalid: install.mirrors.npm: the mirror's host ${REG#https://} is not in install.allow_hosts; add it there"
 check "... naming the variable too" grep -q "ABX_SERVER_INSTALL_ALLOW_HOSTS=${REG#https://}" "$T/err"
@@ -259,13 +259,13 @@ check "every cpu's and libc's linux package is cached" test "$(ls "$T/fc" | grep
 check "fetch keeps no extracted trees (nothing was extracted)" test ! -e "$T/fc/trees"
 
 # ---- large tarballs and damaged cache entries ------------------------------
-run "$BIN" prepare --only big
+run "$BIN" prepare --keep-cache --only big
 expect "a tarball over the in-memory limit installs (streamed through its cache file)" 0
 BIGW=$(cat "$T/big.sha256")
 check "the large package's file is intact" \
 	test "$(sha256sum <"$T/tools/big/1.0.0-linux-x64/node_modules/big/blob.bin" | cut -d' ' -f1)" = "$BIGW"
 mkdir -m 700 "$T/t7"
-run env ABX_TOOLS_DIR="$T/t7" ABX_SERVER_INSTALL_MODE=offline "$BIN" prepare --only big --cache "$T/tools/.cache"
+run env ABX_TOOLS_DIR="$T/t7" ABX_SERVER_INSTALL_MODE=offline "$BIN" prepare --keep-cache --only big --cache "$T/tools/.cache"
 expect "the large tarball installs again from the cache, offline" 0
 check "and its file is intact" \
 	test "$(sha256sum <"$T/t7/big/1.0.0-linux-x64/node_modules/big/blob.bin" | cut -d' ' -f1)" = "$BIGW"
@@ -275,7 +275,7 @@ DEPSHA=$(sha256sum <"$T/reg/dep/-/dep-1.0.0.tgz" | cut -d' ' -f1)
 printf 'x' | dd of="$T/cc/$DEPSHA" bs=1 seek=20 conv=notrunc 2>/dev/null
 : >"$T/reg.log"
 mkdir -m 700 "$T/t8"
-run env ABX_TOOLS_DIR="$T/t8" "$BIN" prepare --only app --cache "$T/cc"
+run env ABX_TOOLS_DIR="$T/t8" "$BIN" prepare --keep-cache --only app --cache "$T/cc"
 expect "a damaged cache entry (same size) is a miss, not an install" 0
 check "the damaged package was downloaded again, and only it" \
 	test "$(grep -c 'GET .*\.tgz' "$T/reg.log")" -eq 1 -a "$(grep -c 'GET /dep/-/dep-1.0.0.tgz' "$T/reg.log")" -eq 1
@@ -304,20 +304,20 @@ m = json.load(open(sys.argv[1])); m["run"] = ["{bin}", "{prompt}"]; json.dump(m,
 export ABX_INSTALL_NPM_REGISTRY="https://$SLOW" ABX_SERVER_INSTALL_ALLOW_HOSTS="$SLOW"
 
 mkdir -m 700 "$T/t10"
-run env ABX_TOOLS_DIR="$T/t10" "$BIN" prepare --only big
+run env ABX_TOOLS_DIR="$T/t10" "$BIN" prepare --keep-cache --only big
 expect "progress: prepare installs big through the slow mirror" 0
 check "progress: the non-terminal line names the total and percent (not 'big: fetch 1.5 MiB')" \
 	grep -Eq '^big: [a-z]+: [0-9.]+ (KiB|MiB) of [0-9.]+ (KiB|MiB) \(100%\), [0-9.]+ [KMG]?i?B/s' "$T/err"
 
 # on a terminal: a bar redrawn in place with total, percent and rate
 mkdir -m 700 "$T/t11"
-script -qec "env ABX_TOOLS_DIR='$T/t11' '$BIN' prepare --only big" /dev/null >"$T/tty.out" 2>&1
+script -qec "env ABX_TOOLS_DIR='$T/t11' '$BIN' prepare --keep-cache --only big" /dev/null >"$T/tty.out" 2>&1
 check "progress: on a terminal a bar with total, percent and rate" \
 	grep -Eq 'big: fetch \[#+\.*\] [0-9.]+ (KiB|MiB) / [0-9.]+ (KiB|MiB) +[0-9]+% +[0-9.]+ [KMG]?i?B/s' "$T/tty.out"
 check "progress: the bar reaches 100%" grep -Eq '\[#{24}\] [0-9.]+ MiB / [0-9.]+ MiB +100%' "$T/tty.out"
 
 mkdir -m 700 "$T/t9" "$T/st9"
-run env ABX_TOOLS_DIR="$T/t9" ABX_MANIFESTS_DIR="$T/m9" "$BIN" prepare --only node-runtime
+run env ABX_TOOLS_DIR="$T/t9" ABX_MANIFESTS_DIR="$T/m9" "$BIN" prepare --keep-cache --only node-runtime
 expect "progress: node-runtime prepared for serve" 0
 bg env ABX_MANIFESTS_DIR="$T/m9" ABX_SERVER_TOKEN=tok ABX_SERVER_AGENTS=big ABX_SERVER_INSTALL_MODE=lazy \
 	ABX_SERVER_INSTALL_WAIT=0 "$BIN" serve --host 127.0.0.1 --port 0 --tools-dir "$T/t9" --state-dir "$T/st9" \
