@@ -371,3 +371,18 @@ else
 	not_ok "progress: serve starts" "$(head -3 "$T/serve.err")"
 fi
 unset ABX_INSTALL_NPM_REGISTRY ABX_SERVER_INSTALL_ALLOW_HOSTS
+
+# An image build's layer (issue 28): prepare without --keep-cache leaves the
+# trees and no second copy: no package tarball, no extracted package tree.
+run env ABX_TOOLS_DIR="$T/tslim" "$BIN" prepare --only app
+expect "image: prepare installs app (and node-runtime)" 0 "app 1.0.0: installed"
+check "image: no .cache left in the tools directory" test ! -e "$T/tslim/.cache"
+_tree=$(du -skc "$T/tslim/app/1.0.0-linux-x64" "$T/tslim/node-runtime"/*-linux-x64 | tail -1 | cut -f1)
+_all=$(du -sk "$T/tslim" | cut -f1)
+# beside the trees: markers, bin links, lock files (a few KiB each here,
+# nothing next to the hundreds of MiB of a real agent's tree)
+check "image: the tools directory ($_all KiB) is at most 1.05 x its trees ($_tree KiB) + 64 KiB" \
+	test $((_all * 100)) -le $((_tree * 105 + 6400))
+run env ABX_TOOLS_DIR="$T/tslim" "$BIN" prepare --only app
+expect "image: a second prepare finds it ready" 0 "app 1.0.0: ready"
+check "image: ... and makes no .cache" test ! -e "$T/tslim/.cache"
