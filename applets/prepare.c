@@ -7,6 +7,8 @@
  */
 #include "common.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <pthread.h>
@@ -17,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/fs.h"
 #include "base/json.h"
 #include "fetch_cache.h"
 #include "prepare_plan.h"
@@ -24,7 +27,7 @@
 
 static const char usage[] =
     "usage: agent-sandbox-server prepare [--only NAME...] [--force] [--dry-run] [--json]\n"
-    "                                   [--cache-only] [--config FILE] [--policy FILE]\n"
+    "                                   [--cache-only] [--keep-cache] [--config FILE] [--policy FILE]\n"
     "                                   [--preset NAME] [--commands FILE] [--manifests DIR]\n"
     "                                   [--tools-dir DIR] [--state-dir DIR] [--cache DIR]\n"
     "                                   [--platform P] [-q] [-v]\n"
@@ -45,6 +48,10 @@ static const char usage[] =
     "                     verify.argv even where the cache recorded a pass\n"
     "  --dry-run          print the plan (name, version, size, hosts, why) and change nothing\n"
     "  --cache-only       download the plan's artifacts into the cache, verified; install nothing\n"
+    "  --keep-cache       keep what this run adds to the cache: the downloads and the extracted\n"
+    "                     trees that make a second tools directory fast. Without it the tools\n"
+    "                     directory ends with the tools only (an image layer holds one copy);\n"
+    "                     a --cache DIR keeps the downloads, never trees\n"
     "  --policy FILE, --preset NAME, --commands FILE   as for check-config\n"
     "  --json             one JSON document on stdout\n"
     "  --config FILE      configuration file (default /etc/agent-sandbox/server.json)\n"
@@ -190,7 +197,7 @@ dry_run(struct tooling *t, struct item *items, int n)
 struct prepare_args {
 	char *only[PREPARE_MAX];
 	int nonly;
-	int force, dry, cache_only;
+	int force, dry, cache_only, keep_cache;
 	struct prepare_plan_opts po;
 };
 
@@ -199,7 +206,7 @@ struct prepare_args {
 static int
 parse_options(int argc, char **argv, struct tooling *t, struct prepare_args *a)
 {
-	enum { O_ONLY = 256, O_FORCE, O_DRY, O_POLICY, O_PRESET, O_COMMANDS, O_CACHE_ONLY };
+	enum { O_ONLY = 256, O_FORCE, O_DRY, O_POLICY, O_PRESET, O_COMMANDS, O_CACHE_ONLY, O_KEEP_CACHE };
 	static const struct option opts[] = {
 	    {"only", required_argument, NULL, O_ONLY},
 	    {"force", no_argument, NULL, O_FORCE},
@@ -215,6 +222,7 @@ parse_options(int argc, char **argv, struct tooling *t, struct prepare_args *a)
 	    {"preset", required_argument, NULL, O_PRESET},
 	    {"commands", required_argument, NULL, O_COMMANDS},
 	    {"cache-only", no_argument, NULL, O_CACHE_ONLY},
+	    {"keep-cache", no_argument, NULL, O_KEEP_CACHE},
 	    TOOLING_OPT_QV,
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
@@ -252,6 +260,9 @@ parse_options(int argc, char **argv, struct tooling *t, struct prepare_args *a)
 			break;
 		case O_CACHE_ONLY:
 			a->cache_only = 1;
+			break;
+		case O_KEEP_CACHE:
+			a->keep_cache = 1;
 			break;
 		case 'h':
 			return usage_help(usage);
@@ -320,6 +331,7 @@ open_plan(struct tooling *t, struct prepare_args *a, struct item *items, int *n,
 		return tooling_fail(t, &e);
 	t->ctx.building = 1;
 	t->ctx.force = a->force;
+	t->ctx.keep_no_trees = !a->keep_cache;
 	if (!t->quiet && !t->json) {
 		t->ctx.progress = tooling_progress;
 		t->ctx.announce = tooling_announce;
@@ -619,14 +631,132 @@ install_items(struct tooling *t, struct item *items, int n)
 	return failed ? EXIT_PARTIAL : EXIT_OK;
 }
 
+/*
+ * Without --keep-cache or --cache, the downloads go to the tools
+ * directory's .cache (where an earlier fetch or serve may have put what
+ * this run needs) and leave with the run: the entries of each chain
+ * directory's .cache are listed before, and whatever the writable one holds
+ * besides them afterwards is removed, whether the installs succeeded or
+ * not. trees/ is never touched (this run adds nothing there,
+ * install_ctx.keep_no_trees; another process's entries stay).
+ */
+struct cache_snap {
+	char path[PATH_MAX];
+	char **names; /* sorted */
+	size_t n;
+};
+
+static int
+cmp_name(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The names in the directory fd (closed), or NULL with *n 0. */
+static char **
+dir_names(int fd, size_t *n)
+{
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *de;
+	char **v = NULL, **nv;
+	size_t cap = 0;
+
+	*n = 0;
+	if (d == NULL) {
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	while ((de = readdir(d)) != NULL) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (*n == cap) {
+			cap = cap ? cap * 2 : 64;
+			if ((nv = realloc(v, cap * sizeof(*v))) == NULL)
+				break;
+			v = nv;
+		}
+		if ((v[*n] = strdup(de->d_name)) == NULL)
+			break;
+		(*n)++;
+	}
+	closedir(d);
+	if (v != NULL)
+		qsort(v, *n, sizeof(*v), cmp_name);
+	return v;
+}
+
+static void
+names_free(char **v, size_t n)
+{
+	while (n > 0)
+		free(v[--n]);
+	free(v);
+}
+
+/* Each chain directory's .cache as it is now; the count. */
+static int
+cache_snap_take(const struct install_settings *set, struct cache_snap *s)
+{
+	static struct tools_chain ch;
+	struct err e;
+	int i;
+
+	if (tools_chain_build(&ch, set, 0, &e) < 0)
+		return 0;
+	for (i = 0; i < ch.n; i++) {
+		snprintf(s[i].path, sizeof(s[i].path), "%s/.cache", ch.d[i].path);
+		s[i].names =
+		    dir_names(open(s[i].path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), &s[i].n);
+	}
+	return ch.n;
+}
+
+/* Remove from the writable tools directory's .cache what is not in its
+ * snapshot (trees/ aside), then the directory itself if that left it empty. */
+static void
+cache_snap_tidy(const struct install_settings *set, struct cache_snap *s, int ns)
+{
+	static struct tools_chain ch;
+	char path[PATH_MAX], **now;
+	const struct cache_snap *was = NULL;
+	struct err e;
+	size_t i, n;
+	int fd, k;
+
+	if (tools_chain_build(&ch, set, 0, &e) == 0 && ch.writable >= 0 &&
+	    (size_t)snprintf(path, sizeof(path), "%s/.cache", ch.d[ch.writable].path) < sizeof(path) &&
+	    (fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) >= 0) {
+		for (k = 0; k < ns; k++)
+			if (strcmp(s[k].path, path) == 0)
+				was = &s[k];
+		now = dir_names(dup(fd), &n);
+		for (i = 0; i < n; i++) {
+			if (strcmp(now[i], "trees") == 0 ||
+			    (was != NULL && was->n > 0 &&
+			     bsearch(&now[i], was->names, was->n, sizeof(char *), cmp_name) != NULL))
+				continue;
+			err_clear(&e);
+			if (fs_rm_treeat(fd, now[i], &e) < 0)
+				err_print(&e);
+		}
+		names_free(now, n);
+		close(fd);
+		rmdir(path);
+	}
+	for (k = 0; k < ns; k++)
+		names_free(s[k].names, s[k].n);
+}
+
 int
 prepare_main(int argc, char **argv)
 {
 	static struct tooling t;
 	static struct item items[PREPARE_MAX];
 	static struct prepare_args a;
+	static struct cache_snap snap[TOOLS_CHAIN_MAX];
 	char absdir[PATH_MAX];
-	int n = 0, rc, from_config = 0;
+	int n = 0, rc, from_config = 0, nsnap;
 	struct err e;
 
 	memset(&t, 0, sizeof(t));
@@ -651,5 +781,10 @@ prepare_main(int argc, char **argv)
 		tooling_close(&t);
 		return rc;
 	}
-	return install_items(&t, items, n);
+	if (a.keep_cache || t.set.cache_dir[0] != '\0')
+		return install_items(&t, items, n);
+	nsnap = cache_snap_take(&t.set, snap);
+	rc = install_items(&t, items, n);
+	cache_snap_tidy(&t.set, snap, nsnap);
+	return rc;
 }

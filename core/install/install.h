@@ -155,6 +155,10 @@ struct install_ctx {
 	char cache_dir[PATH_MAX]; /* resolved cache directory ("" = none writable) */
 	int building;             /* prepare/fetch: mode build may install */
 	int force;                /* clear backoff first */
+	/* prepare: add no extracted tree and no verify.argv note to the cache
+	 * (they serve a second tools directory, which an image build has not);
+	 * trees already there are still placed from */
+	int keep_no_trees;
 	install_progress_fn progress;
 	void *progress_arg;
 	/* Called (with progress_arg) once per tool right before it is

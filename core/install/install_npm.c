@@ -218,8 +218,9 @@ run(struct install_ctx *c, const manifest_t *m, const char *platform, const char
 		if (c->cache_dir[0] != '\0' && access(c->cache_dir, R_OK | X_OK) == 0)
 			ro[nro++] = c->cache_dir;
 	} else {
-		/* trees only in a cache that outlives this install */
-		o.keep_trees = tree != NULL;
+		/* trees only in a cache that outlives this install, and
+		 * only where they are wanted (install_ctx.keep_no_trees) */
+		o.keep_trees = tree != NULL && !c->keep_no_trees;
 	}
 	for (i = 0; i < c->set->nmirrors && nro < sizeof(ro) / sizeof(ro[0]); i++)
 		if ((d = install_mirror_dir(c->set->tarball_mirrors[i])) != NULL)

@@ -145,7 +145,7 @@ install_tree_keep_begin(struct install_ctx *c, const manifest_t *m, const struct
 	char key[CACHE_KEY_MAX];
 	struct install_keep *k;
 
-	if (!usable(c) || tree_key(m, a, key) < 0 || cache_tree_has(c->cache_dir, key) ||
+	if (!usable(c) || c->keep_no_trees || tree_key(m, a, key) < 0 || cache_tree_has(c->cache_dir, key) ||
 	    (k = calloc(1, sizeof(*k))) == NULL)
 		return NULL;
 	k->known = known;
@@ -197,7 +197,7 @@ install_tree_keep(struct install_ctx *c, const manifest_t *m, const struct manif
 	char key[CACHE_KEY_MAX], meta[64], label[MANIFEST_VERSION_MAX + 300], kf[PATH_MAX];
 	int fd, kept;
 
-	if (!usable(c) || tree_key(m, a, key) < 0 || cache_tree_has(c->cache_dir, key))
+	if (!usable(c) || c->keep_no_trees || tree_key(m, a, key) < 0 || cache_tree_has(c->cache_dir, key))
 		return;
 	if ((fd = open(tree, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
 		return;
@@ -274,8 +274,8 @@ install_verified_put(struct install_ctx *c, const manifest_t *m, const char *ide
 	char name[MANIFEST_NAME_MAX + MANIFEST_VERSION_MAX + 40], at[32], *body, kf[PATH_MAX];
 	int n;
 
-	if (!usable(c) || m->unpinned || ident[0] == '\0' || verified_name(c, m, name, sizeof(name)) < 0 ||
-	    (body = malloc(CACHE_NOTE_MAX)) == NULL)
+	if (!usable(c) || c->keep_no_trees || m->unpinned || ident[0] == '\0' ||
+	    verified_name(c, m, name, sizeof(name)) < 0 || (body = malloc(CACHE_NOTE_MAX)) == NULL)
 		return;
 	install_iso_time(time(NULL), at, sizeof(at));
 	n = snprintf(body, CACHE_NOTE_MAX, "tree %s\n%sat %s\n", tree, ident, at);

@@ -57,7 +57,7 @@ G=$(sha "$W/gated-1.0.0.tgz")
 # ---- a tarball source ---------------------------------------------------------------
 mkman gated /gate/gated-1.0.0.tgz "$G"
 echo "$T/t1/.staging/*/tree/a-first.txt" >"$W/gated-1.0.0.tgz.gate"
-run "$BIN" prepare --manifests "$M" --only gated --tools-dir "$T/t1" -v
+run "$BIN" prepare --keep-cache --manifests "$M" --only gated --tools-dir "$T/t1" -v
 expect "tarball: installed" 0 "gated 1.0.0: installed"
 check "tarball: the first entry was in staging before the second half was sent" \
 	grep -q "gate gated-1.0.0.tgz seen" "$T/req.log"
@@ -75,7 +75,7 @@ done
 # the cached artifact (no kept tree): extracted from the cache, no download
 rm -rf "$T/t1/.cache/trees"
 : >"$T/req.log"
-run "$BIN" prepare --manifests "$M" --only gated --tools-dir "$T/t1b" --cache "$T/t1/.cache"
+run "$BIN" prepare --keep-cache --manifests "$M" --only gated --tools-dir "$T/t1b" --cache "$T/t1/.cache"
 expect "tarball, cached: installed" 0 "gated 1.0.0: installed"
 check "tarball, cached: no download" test ! -s "$T/req.log"
 check "tarball, cached: the same tree" diff -r "$T/t1/gated/1.0.0-$PLATFORM" "$T/t1b/gated/1.0.0-$PLATFORM"
@@ -84,7 +84,7 @@ check "tarball, cached: the same tree" diff -r "$T/t1/gated/1.0.0-$PLATFORM" "$T
 mkman gated /gate/gated-1.0.0.tgz "$(printf '%064d' 1)"
 echo "$T/t2/.staging/*/tree/a-first.txt" >"$W/gated-1.0.0.tgz.gate"
 : >"$T/req.log"
-run "$BIN" prepare --json --manifests "$M" --only gated --tools-dir "$T/t2"
+run "$BIN" prepare --keep-cache --json --manifests "$M" --only gated --tools-dir "$T/t2"
 expect "tarball, wrong digest: install.checksum_mismatch" 3 '"code":"install.checksum_mismatch"'
 check "tarball, wrong digest: it was staged as it arrived" grep -q "gate gated-1.0.0.tgz seen" "$T/req.log"
 check "tarball, wrong digest: nothing left (staging, temporary file, tree)" nothing_left "$T/t2" gated
@@ -93,13 +93,13 @@ check "tarball, wrong digest: nothing cached" test -z "$(ls -A "$T/t2/.cache" 2>
 # bytes that are no archive at all: still the digest's error, not the extractor's
 head -c $((3 << 20)) /dev/urandom >"$W/noise-1.0.0.tgz"
 mkman noise /f/noise-1.0.0.tgz "$(printf '%064d' 2)"
-run "$BIN" prepare --json --manifests "$M" --only noise --tools-dir "$T/t3"
+run "$BIN" prepare --keep-cache --json --manifests "$M" --only noise --tools-dir "$T/t3"
 expect "tarball, wrong bytes: install.checksum_mismatch" 3 '"code":"install.checksum_mismatch"'
 check "tarball, wrong bytes: nothing left" nothing_left "$T/t3" noise
 
 # the connection cut in the middle
 mkman gated /cut/gated-1.0.0.tgz "$G"
-run "$BIN" prepare --json --manifests "$M" --only gated --tools-dir "$T/t4"
+run "$BIN" prepare --keep-cache --json --manifests "$M" --only gated --tools-dir "$T/t4"
 expect "tarball, cut: install.failed in the fetch phase" 3 '"phase":"fetch"'
 check "tarball, cut: nothing left" nothing_left "$T/t4" gated
 
@@ -110,7 +110,7 @@ head -c $((2 << 20)) /dev/urandom >"$T/src/pkg/big.bin"
 ln -s /etc/passwd "$T/src/pkg/bin/escape"
 tar czf "$W/evil-1.0.0.tgz" -C "$T/src" pkg/big.bin pkg/bin
 mkman evil /f/evil-1.0.0.tgz "$(sha "$W/evil-1.0.0.tgz")"
-run "$BIN" prepare --json --manifests "$M" --only evil --tools-dir "$T/t5"
+run "$BIN" prepare --keep-cache --json --manifests "$M" --only evil --tools-dir "$T/t5"
 expect "tarball, refused archive: the extractor's error" 3 "escape"
 check "tarball, refused archive: not a fetch error" sh -c "! grep -q '\"phase\":\"fetch\"' '$T/out'"
 check "tarball, refused archive: nothing left" nothing_left "$T/t5" evil
@@ -141,7 +141,7 @@ PY
 BIGTGZ=$T/reg/big/-/big-1.0.0.tgz
 
 echo "$T/n1/.staging/*/tree/node_modules/big/a-first.txt" >"$BIGTGZ.gate"
-run "$BIN" prepare --manifests "$T/nm" --only napp --tools-dir "$T/n1"
+run "$BIN" prepare --keep-cache --manifests "$T/nm" --only napp --tools-dir "$T/n1"
 expect "npm: installed" 0 "napp 1.0.0: installed"
 check "npm: the large package's first entry was in staging before its second half was sent" \
 	grep -q "gate big-1.0.0.tgz seen" "$T/reg.log"
@@ -151,7 +151,7 @@ check "npm: nothing left in staging" test -z "$(ls -A "$T/n1/.staging")"
 
 echo "$T/n2/.staging/*/tree/node_modules/big/a-first.txt" >"$BIGTGZ.gate"
 : >"$T/reg.log"
-run "$BIN" prepare --json --manifests "$T/nm" --only nbad --tools-dir "$T/n2"
+run "$BIN" prepare --keep-cache --json --manifests "$T/nm" --only nbad --tools-dir "$T/n2"
 expect "npm, wrong digest: install.checksum_mismatch" 3 '"code":"install.checksum_mismatch"'
 check "npm, wrong digest: it was staged as it arrived" grep -q "gate big-1.0.0.tgz seen" "$T/reg.log"
 check "npm, wrong digest: nothing left" nothing_left "$T/n2" nbad
@@ -159,7 +159,7 @@ check "npm, wrong digest: nothing cached" test ! -e "$T/n2/.cache/$(sha "$BIGTGZ
 
 rm -f "$BIGTGZ.gate"
 : >"$BIGTGZ.cut"
-run "$BIN" prepare --json --manifests "$T/nm" --only napp --tools-dir "$T/n3"
+run "$BIN" prepare --keep-cache --json --manifests "$T/nm" --only napp --tools-dir "$T/n3"
 expect "npm, cut: install.failed" 3 '"code":"install.failed"'
 check "npm, cut: nothing left" nothing_left "$T/n3" napp
 rm -f "$BIGTGZ.cut"

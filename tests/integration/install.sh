@@ -43,7 +43,7 @@ mkman() {
 EOF
 }
 # prep TOOLS-DIR ARGS...: prepare with our manifests
-prep() { _d=$1; shift; run "$BIN" prepare --manifests "$M" --tools-dir "$_d" "$@"; }
+prep() { _d=$1; shift; run "$BIN" prepare --keep-cache --manifests "$M" --tools-dir "$_d" "$@"; }
 
 mktool hello 1.0.0
 H=$(sha "$W/hello-1.0.0.tgz")
@@ -54,10 +54,10 @@ run "$BIN" prepare --help
 expect "prepare --help exits 0" 0 "usage: agent-sandbox-server prepare"
 run "$BIN" prepare --bogus
 expect "prepare: unknown option exits 2" 2 "" "usage: agent-sandbox-server prepare"
-run env ABX_SERVER_CONFIG="$T/nothing.json" "$BIN" prepare --manifests "$M"
+run env ABX_SERVER_CONFIG="$T/nothing.json" "$BIN" prepare --keep-cache --manifests "$M"
 expect "prepare without --only and a missing configuration exits 2" 2 "" "nothing.json"
 echo '{}' >"$T/nothing.json"
-run env ABX_SERVER_CONFIG="$T/nothing.json" "$BIN" prepare --manifests "$M"
+run env ABX_SERVER_CONFIG="$T/nothing.json" "$BIN" prepare --keep-cache --manifests "$M"
 expect "prepare with nothing configured installs nothing" 0 "nothing to prepare"
 prep "$T/t0" --only nosuchtool
 expect "prepare: unknown tool exits 2" 2 "" "nosuchtool"
@@ -91,6 +91,62 @@ expect "the shim runs from PATH" 0 "hello 1.0.0"
 prep "$T/t1" --only hello
 expect "a second prepare finds it ready" 0 "hello 1.0.0: ready"
 check "no second download" test "$(gets hello-1.0.0.tgz)" -eq 1
+
+# ---- an image build's layer: the tools, no second copy (issue 28) ---------------
+# prepare without --keep-cache: the download it made and no extracted tree
+# stay behind, so the tools directory is the size of the tree it installed;
+# --keep-cache keeps both, a --cache DIR keeps the downloads and no tree.
+mktool slim 1.0.0
+head -c 2000000 /dev/urandom >"$T/src/pkg/share/big.bin"
+tar czf "$W/slim-1.0.0.tgz" -C "$T/src" pkg
+S=$(sha "$W/slim-1.0.0.tgz")
+mkman slim /f/slim-1.0.0.tgz "$S"
+run "$BIN" prepare --manifests "$M" --tools-dir "$T/ts1" --only slim
+expect "image: prepare installs" 0 "slim 1.0.0: installed"
+check "image: no download left in the tools directory" test ! -e "$T/ts1/.cache/$S"
+check "image: no extracted tree kept" test ! -e "$T/ts1/.cache/trees"
+check "image: no .cache at all (this run made it)" test ! -e "$T/ts1/.cache"
+_tree=$(du -sk "$T/ts1/slim/1.0.0-$PLATFORM" | cut -f1)
+_all=$(du -sk "$T/ts1" | cut -f1)
+check "image: the tools directory ($_all KiB) is at most 1.05 x its tree ($_tree KiB)" \
+	test $((_all * 100)) -le $((_tree * 105))
+run "$T/ts1/bin/slim"
+expect "image: the tool runs" 0 "slim 1.0.0"
+run "$BIN" prepare --manifests "$M" --tools-dir "$T/ts1" --only slim
+expect "image: a second prepare finds it ready" 0 "slim 1.0.0: ready"
+check "image: ... and downloads nothing" test "$(gets slim-1.0.0.tgz)" -eq 1
+run "$BIN" prepare --keep-cache --manifests "$M" --tools-dir "$T/ts2" --only slim
+expect "--keep-cache: prepare installs" 0 "slim 1.0.0: installed"
+check "--keep-cache: the download is kept" test -f "$T/ts2/.cache/$S"
+check "--keep-cache: the extracted tree is kept" test -n "$(ls "$T/ts2/.cache/trees" 2>/dev/null)"
+run "$BIN" prepare --manifests "$M" --tools-dir "$T/ts3" --cache "$T/cs" --only slim
+expect "--cache DIR: prepare installs" 0 "slim 1.0.0: installed"
+check "--cache DIR: the download is kept there" test -f "$T/cs/$S"
+check "--cache DIR: no extracted tree added there" test ! -e "$T/cs/trees"
+check "--cache DIR: the tools directory has no .cache" test ! -e "$T/ts3/.cache"
+run "$BIN" prepare --keep-cache --manifests "$M" --tools-dir "$T/ts4" --cache "$T/cs" --only slim -v
+expect "--cache DIR --keep-cache: installed from that cache" 0 "slim 1.0.0: installed"
+check "--cache DIR --keep-cache: no download" test "$(gets slim-1.0.0.tgz)" -eq 3
+check "--cache DIR --keep-cache: the extracted tree is added" test -n "$(ls "$T/cs/trees" 2>/dev/null)"
+# what was in the tools directory's .cache before (an earlier fetch or
+# serve's) stays; it served the install
+mkdir -p "$T/ts5/.cache" && cp "$T/cs/$S" "$T/ts5/.cache/$S"
+run "$BIN" prepare --manifests "$M" --tools-dir "$T/ts5" --only slim
+expect "image: a .cache already there serves prepare" 0 "slim 1.0.0: installed"
+check "image: ... no download" test "$(gets slim-1.0.0.tgz)" -eq 3
+check "image: ... and its entry stays" test -f "$T/ts5/.cache/$S"
+check "image: ... no tree added" test ! -e "$T/ts5/.cache/trees"
+# an install that fails leaves nothing behind either
+mkman slimbad /f/slim-1.0.0.tgz "$S" "" bin/slim
+run "$BIN" prepare --manifests "$M" --tools-dir "$T/ts6" --only slimbad
+expect "image: a failing verify.argv fails the install" 3 "" "install.failed"
+check "image: ... and leaves no .cache" test ! -e "$T/ts6/.cache"
+# a first use through the shim keeps its cache for the next install
+mkdir -p "$T/ts7/bin" && ln -s "$BIN" "$T/ts7/bin/slim"
+run env ABX_MANIFESTS_DIR="$M" "$T/ts7/bin/slim" x
+expect "lazy: the shim installs on first exec" 0 "slim 1.0.0"
+check "lazy: the download is kept" test -f "$T/ts7/.cache/$S"
+check "lazy: the extracted tree is kept" test -n "$(ls "$T/ts7/.cache/trees" 2>/dev/null)"
 
 # prepare -v: one timing line per install, every phase of a tarball
 # source with a number of milliseconds (issue 16); none without -v
@@ -151,7 +207,7 @@ check "... proved unchanged by that proof" grep -q "hello 1.0.0: placed [0-9]* f
 # (another state directory) carries its trees but not their key: each tree
 # is extracted again from the blob, verified against the pin.
 cp -a "$T/c1v" "$T/c2m"
-run env ABX_SERVER_STATE_DIR="$T/state2" "$BIN" prepare --manifests "$M" --tools-dir "$T/t2m" --only hello -v \
+run env ABX_SERVER_STATE_DIR="$T/state2" "$BIN" prepare --keep-cache --manifests "$M" --tools-dir "$T/t2m" --only hello -v \
 	--cache "$T/c2m"
 expect "a cache copied to another machine: installed" 0 "hello 1.0.0: installed"
 check "... its tree sealed with another machine's key, said" \
@@ -247,14 +303,14 @@ fi
 # (the key), never a prepare that hangs on the open.
 mkdir -p "$T/cfifo" "$T/mfifo"
 mkfifo "$T/cfifo/$H" "$T/mfifo/$H"
-run timeout 20 "$BIN" prepare --manifests "$M" --tools-dir "$T/tfifo1" --only hello --cache "$T/cfifo"
+run timeout 20 "$BIN" prepare --keep-cache --manifests "$M" --tools-dir "$T/tfifo1" --only hello --cache "$T/cfifo"
 expect "a FIFO as a blob in the cache: refused, not waited on" 3 "" "cache.unsafe_entry: $T/cfifo/$H is not a regular file (a FIFO)"
-run timeout 20 env ABX_INSTALL_MIRROR="file://$T/mfifo" ABX_SERVER_INSTALL_MODE=offline "$BIN" prepare \
+run timeout 20 env ABX_INSTALL_MIRROR="file://$T/mfifo" ABX_SERVER_INSTALL_MODE=offline "$BIN" prepare --keep-cache \
 	--manifests "$M" --tools-dir "$T/tfifo2" --only hello --cache "$T/cfifo2"
 expect "a FIFO as a mirror directory's file: refused, not waited on" 3 "" "cache.unsafe_entry: $T/mfifo/$H is not a regular file (a FIFO)"
 mkdir -p "$T/state3"
 mkfifo "$T/state3/tree-cache.key"
-run timeout 20 env ABX_SERVER_STATE_DIR="$T/state3" "$BIN" prepare --manifests "$M" --tools-dir "$T/tfifo3" \
+run timeout 20 env ABX_SERVER_STATE_DIR="$T/state3" "$BIN" prepare --keep-cache --manifests "$M" --tools-dir "$T/tfifo3" \
 	--only hello --cache "$T/c1v"
 expect "a FIFO as the sealing key: installed all the same, the tree cache not used" 0 "hello 1.0.0: installed"
 check "... said, naming the key" grep -q "its key file is not a regular file" "$T/err"
@@ -262,7 +318,7 @@ check "... said, naming the key" grep -q "its key file is not a regular file" "$
 # the fast path takes no lock and writes nothing
 if command -v strace >/dev/null 2>&1; then
 	strace -f -qq -e trace=flock,openat,open,mkdir,mkdirat,rename,renameat,renameat2,unlink,unlinkat,symlink,symlinkat,link,linkat,chmod,fchmodat,truncate \
-		-o "$T/strace" "$BIN" prepare -q --manifests "$M" --tools-dir "$T/t1" --only hello >/dev/null 2>&1
+		-o "$T/strace" "$BIN" prepare --keep-cache -q --manifests "$M" --tools-dir "$T/t1" --only hello >/dev/null 2>&1
 	check "fast path: no flock" sh -c "! grep -q 'flock(' '$T/strace'"
 	check "fast path: no write, create, rename or unlink" sh -c \
 		"! grep -E 'O_WRONLY|O_RDWR|O_CREAT|mkdir|rename|unlink|symlink|link\(|chmod|truncate' '$T/strace' | grep -v ENOENT | grep -q ."
@@ -280,7 +336,7 @@ if command -v strace >/dev/null 2>&1; then
 	cp "$W/hello-1.0.0.tgz" "$W/synced-1.0.0.tgz"
 	mkdir -p "$T/man3" && (M=$T/man3 && mkman hello /f/synced-1.0.0.tgz "$H")
 	strace -f -qq -y -e trace=sync_file_range,syncfs,rename,renameat,renameat2 -o "$T/strace3" \
-		"$BIN" prepare -q --manifests "$T/man3" --tools-dir "$T/tsync" --cache "$T/csync" --only hello >/dev/null 2>&1
+		"$BIN" prepare --keep-cache -q --manifests "$T/man3" --tools-dir "$T/tsync" --cache "$T/csync" --only hello >/dev/null 2>&1
 	check "durability: one syncfs, before the rename that publishes the tree" awk '
 		/syncfs\(/ { n++; at = NR }
 		/rename.*\/\.staging\/hello-[^\/]*\/tree", / && !pub { pub = NR }
@@ -394,7 +450,7 @@ prep "$T/t2" --only vfail
 expect "a failing verify.argv: install.failed" 3 "" "install.failed"
 check "... with details.phase verify" grep -q 'verify output lacks "vfail 9.9"' "$T/err"
 check "... and nothing published" test ! -e "$T/t2/vfail/1.0.0-$PLATFORM" -a ! -e "$T/t2/bin/vfail"
-run "$BIN" prepare --json --manifests "$M" --tools-dir "$T/t2" --only vfail --force
+run "$BIN" prepare --keep-cache --json --manifests "$M" --tools-dir "$T/t2" --only vfail --force
 check "--json reports details.phase verify" grep -q '"details":{"phase":"verify"}' "$T/out"
 
 # ---- the one entry cap (issue 13 item 8) -------------------------------------------
@@ -427,7 +483,7 @@ expect "... and verifies" 0 "OK wide"
 # refused while extracting, naming the cap.
 mkwide over 200000 dirs
 mkman over /f/over-1.0.0.tgz "$(sha "$W/over-1.0.0.tgz")"
-run "$BIN" prepare --json --manifests "$M" --tools-dir "$T/tw" --only over
+run "$BIN" prepare --keep-cache --json --manifests "$M" --tools-dir "$T/tw" --only over
 check "over the entry cap: install.failed" grep -q '"code":"install.failed"' "$T/out"
 check "... during extraction, with the rule and the limit" \
 	grep -q '"details":{"phase":"extract","rule":"max_entries","limit":200000}' "$T/out"
@@ -439,7 +495,7 @@ rm -rf "$T/tw"
 mktool conc 1.0.0
 mkman conc /f/conc-1.0.0.tgz "$(sha "$W/conc-1.0.0.tgz")"
 for i in 1 2 3 4 5 6 7 8; do
-	"$BIN" prepare -q --manifests "$M" --tools-dir "$T/t3" --only conc >"$T/c$i.out" 2>"$T/c$i.err" &
+	"$BIN" prepare --keep-cache -q --manifests "$M" --tools-dir "$T/t3" --only conc >"$T/c$i.out" 2>"$T/c$i.err" &
 	eval "pid$i=$!"
 done
 allok=1
@@ -459,7 +515,7 @@ for phase in download extract publish; do
 	head -c 9000000 /dev/urandom >"$T/src/pkg/share/big.bin"
 	tar czf "$W/k$phase-1.0.0.tgz" -C "$T/src" pkg
 	mkman "k$phase" "/f/k$phase-1.0.0.tgz" "$(sha "$W/k$phase-1.0.0.tgz")"
-	ABX_TEST_PAUSE=$phase "$BIN" prepare -q --manifests "$M" --tools-dir "$T/t4" --only "k$phase" \
+	ABX_TEST_PAUSE=$phase "$BIN" prepare --keep-cache -q --manifests "$M" --tools-dir "$T/t4" --only "k$phase" \
 		>"$T/k.out" 2>"$T/k.err" &
 	kp=$!
 	if wait_for_line "$T/k.err" "paused at $phase" 20; then
@@ -480,7 +536,7 @@ for phase in download extract publish; do
 done
 # kill -9 in the middle of placing an extracted tree: no half tree, the retry places it
 prep "$T/t4" -q --only kextract
-ABX_TEST_PAUSE=place "$BIN" prepare -q --manifests "$M" --tools-dir "$T/t4p" --cache "$T/t4/.cache" --only kextract \
+ABX_TEST_PAUSE=place "$BIN" prepare --keep-cache -q --manifests "$M" --tools-dir "$T/t4p" --cache "$T/t4/.cache" --only kextract \
 	>"$T/k.out" 2>"$T/k.err" &
 kp=$!
 if wait_for_line "$T/k.err" "paused at place" 20; then
@@ -514,26 +570,26 @@ run "$BIN" fetch --manifests "$M" --only hello --cache "$T/cache" --platform all
 expect "fetch --only fills the cache" 0
 check "fetch: the artifact is in the cache" test -f "$T/cache/$H"
 n=$(gets hello-1.0.0.tgz)
-run env ABX_SERVER_INSTALL_MODE=offline "$BIN" prepare --manifests "$M" --tools-dir "$T/t6" --cache "$T/cache" --only hello
+run env ABX_SERVER_INSTALL_MODE=offline "$BIN" prepare --keep-cache --manifests "$M" --tools-dir "$T/t6" --cache "$T/cache" --only hello
 expect "offline with the cache installs" 0 "installed"
 check "offline: no network request" test "$(gets hello-1.0.0.tgz)" -eq "$n"
-run env ABX_SERVER_INSTALL_MODE=offline "$BIN" prepare --manifests "$M" --tools-dir "$T/t7" --cache "$T/nocache" --only hello
+run env ABX_SERVER_INSTALL_MODE=offline "$BIN" prepare --keep-cache --manifests "$M" --tools-dir "$T/t7" --cache "$T/nocache" --only hello
 expect "offline without the cache: install.disabled" 3 "" "install.disabled"
 check "offline: the error names the missing digest" grep -q "sha256:$H" "$T/err"
 check "offline without cache: no network request" test "$(gets hello-1.0.0.tgz)" -eq "$n"
-run env ABX_INSTALL_MIRROR="file://$T/cache" "$BIN" prepare --manifests "$M" --tools-dir "$T/t8" --only hello
+run env ABX_INSTALL_MIRROR="file://$T/cache" "$BIN" prepare --keep-cache --manifests "$M" --tools-dir "$T/t8" --only hello
 expect "a cache-shaped mirror directory serves the artifact" 0 "installed"
 check "mirror directory: no network request" test "$(gets hello-1.0.0.tgz)" -eq "$n"
-run env ABX_INSTALL_MIRROR="https://localhost:$P/f/nomirror/{path}" "$BIN" prepare --manifests "$M" --tools-dir "$T/t9" --only hello
+run env ABX_INSTALL_MIRROR="https://localhost:$P/f/nomirror/{path}" "$BIN" prepare --keep-cache --manifests "$M" --tools-dir "$T/t9" --only hello
 expect "a tarball mirror whose host is not in install.allow_hosts is refused" 2 "" \
 	"config.invalid: install.mirrors.tarball: the mirror's host localhost:$P is not in install.allow_hosts"
-run env ABX_INSTALL_MIRROR="https://localhost:$P/f/nomirror/{path}" ABX_SERVER_INSTALL_ALLOW_HOSTS="localhost:$P" "$BIN" prepare --manifests "$M" --tools-dir "$T/t9" --only hello
+run env ABX_INSTALL_MIRROR="https://localhost:$P/f/nomirror/{path}" ABX_SERVER_INSTALL_ALLOW_HOSTS="localhost:$P" "$BIN" prepare --keep-cache --manifests "$M" --tools-dir "$T/t9" --only hello
 expect "a failing mirror template falls back to the origin" 0 "installed"
 check "the mirror URL template was tried" grep -q "GET /f/nomirror/f/hello-1.0.0.tgz" "$T/req.log"
 # Error answers that end by close (Connection: close, no Content-Length):
 # the client read their reason from the freed connection (SIGSEGV)
 run env ABX_INSTALL_MIRROR="https://localhost:$P/closing/503/{path}" ABX_SERVER_INSTALL_ALLOW_HOSTS="localhost:$P" \
-	"$BIN" prepare --manifests "$M" --tools-dir "$T/t9b" --only hello
+	"$BIN" prepare --keep-cache --manifests "$M" --tools-dir "$T/t9b" --only hello
 expect "a mirror answering 503 with Connection: close falls back to the origin, no crash" 0 "installed"
 check "... the mirror was asked" grep -q "GET /closing/503/f/hello-1.0.0.tgz" "$T/req.log"
 mkman gone /closing/404/gone-1.0.0.tgz "$H"
@@ -553,7 +609,7 @@ mkman huge /f/hello-1.0.0.tgz "$H" '"description":"x"' bin/hello
 sed -i 's/"size_hint_mb":1/"size_hint_mb":900000/' "$M/huge.json"
 prep "$T/t11" --only huge
 expect "free space below 2 x size_hint_mb: install.no_space" 3 "" "install.no_space"
-run env ABX_SERVER_INSTALL_MODE=off "$BIN" prepare --manifests "$M" --tools-dir "$T/t12" --only hello
+run env ABX_SERVER_INSTALL_MODE=off "$BIN" prepare --keep-cache --manifests "$M" --tools-dir "$T/t12" --only hello
 expect "mode off: install.disabled" 3 "" "install.disabled"
 check "mode off names its source" grep -q "ABX_SERVER_INSTALL_MODE" "$T/err"
 prep "$T/t13" -q --only hello
@@ -565,7 +621,7 @@ run env ABX_SERVER_INSTALL_MODE=build ABX_MANIFESTS_DIR="$M" "$T/t13/bin/lazy"
 expect "mode build: the shim answers install.required" 1 "" "install.required"
 run env ABX_MANIFESTS_DIR="$M" "$T/t13/bin/lazy" x
 expect "mode lazy: the shim installs on first exec" 0 "lazy 1.0.0"
-run env ABX_SERVER_INSTALL_MODE=build "$BIN" prepare --manifests "$M" --tools-dir "$T/t14" --only hello
+run env ABX_SERVER_INSTALL_MODE=build "$BIN" prepare --keep-cache --manifests "$M" --tools-dir "$T/t14" --only hello
 expect "mode build: prepare installs" 0 "installed"
 
 mkman unp /f/hello-1.0.0.tgz "" "" bin/hello
@@ -573,9 +629,9 @@ sed -i 's/unp 1.0.0/hello 1.0.0/' "$M/unp.json"
 prep "$T/t15" --only unp
 expect "a manifest without a digest does not load (exit 2)" 2 "" "install.manifest_invalid"
 check "... naming the JSON path" grep -q 'sha256: missing' "$T/err"
-run env ABX_INSTALL_UNPINNED=1 ABX_SERVER_ENV=production "$BIN" prepare --manifests "$M" --tools-dir "$T/t15" --only unp
+run env ABX_INSTALL_UNPINNED=1 ABX_SERVER_ENV=production "$BIN" prepare --keep-cache --manifests "$M" --tools-dir "$T/t15" --only unp
 expect "ABX_INSTALL_UNPINNED is refused in production" 2 "" "production"
-run env ABX_INSTALL_UNPINNED=1 "$BIN" prepare --manifests "$M" --tools-dir "$T/t15" --only unp
+run env ABX_INSTALL_UNPINNED=1 "$BIN" prepare --keep-cache --manifests "$M" --tools-dir "$T/t15" --only unp
 expect "ABX_INSTALL_UNPINNED=1 installs with a loud warning" 0 "installed" "UNPINNED INSTALL"
 check "the unpinned install is audited" grep -q '"event":"install.unpinned","tool":"unp"' "$T/audit.jsonl"
 
@@ -662,7 +718,7 @@ check "... with its fix, not 'see details.phase'" sh -c "grep -q 'fix: install c
 # ---- noexec staging (a tmpfs mounted noexec, as root in a private mount namespace) ------------
 if [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null; then
 	mkdir -p "$T/noexec"
-	run unshare -m sh -c "mount -t tmpfs -o noexec,size=16m tmpfs '$T/noexec' && exec '$BIN' prepare --manifests '$M' --tools-dir '$T/noexec/tools' --only hello"
+	run unshare -m sh -c "mount -t tmpfs -o noexec,size=16m tmpfs '$T/noexec' && exec '$BIN' prepare --keep-cache --manifests '$M' --tools-dir '$T/noexec/tools' --only hello"
 	expect "noexec staging filesystem: install.noexec" 3 "" "install.noexec"
 	check "install.noexec names the mount" grep -q "$T/noexec" "$T/err"
 else

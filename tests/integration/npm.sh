@@ -144,7 +144,7 @@ export ABX_MANIFESTS_DIR="$T/m"
 mkdir -m 700 "$T/tools"
 export ABX_TOOLS_DIR="$T/tools"
 
-run "$BIN" prepare --only app
+run "$BIN" prepare --keep-cache --only app
 expect "install app (and node-runtime) from the fake registry" 0
 TREE=$T/tools/app/1.0.0-linux-x64
 NM=$TREE/node_modules
@@ -204,7 +204,7 @@ fi
 for t in badhost:"host evil.example is not in hosts" noint:"integrity: missing" sha1only:"sha1 only" \
 	badbin:"leaves the package" badkey:"not a node_modules/<name> path" linked:"link entries"; do
 	name=${t%%:*} want=${t#*:}
-	run "$BIN" prepare --only "$name"
+	run "$BIN" prepare --keep-cache --only "$name"
 	if [ "$RC" -eq 0 ] || ! grep -q "install.manifest_invalid" "$T/err" || ! grep -qF -- "$want" "$T/err"; then
 		not_ok "$name refused" "exit $RC: $(head -c 300 "$T/err")"
 	else
@@ -212,7 +212,7 @@ for t in badhost:"host evil.example is not in hosts" noint:"integrity: missing" 
 	fi
 	check "$name: nothing published" test ! -e "$T/tools/$name/1.0.0-linux-x64"
 done
-run "$BIN" prepare --only badint
+run "$BIN" prepare --keep-cache --only badint
 expect "integrity mismatch refused" 3 "" "install.checksum_mismatch"
 check "mismatch: nothing published" test ! -e "$T/tools/badint/1.0.0-linux-x64"
 check "mismatch: nothing left in staging" test -z "$(ls "$T/tools/.staging")"
@@ -222,7 +222,7 @@ mkdir -m 700 "$T/t2"
 : >"$T/reg.log"
 # (--force: verify.argv runs and is timed, the pass the cache recorded
 # for this tree notwithstanding)
-run env ABX_TOOLS_DIR="$T/t2" ABX_SERVER_INSTALL_MODE=offline "$BIN" prepare -v --force --only app --cache "$T/tools/.cache"
+run env ABX_TOOLS_DIR="$T/t2" ABX_SERVER_INSTALL_MODE=offline "$BIN" prepare --keep-cache -v --force --only app --cache "$T/tools/.cache"
 expect "offline with the cache" 0
 # prepare -v: an npm-lock source's packages are one phase, npm (issue 16)
 for ph in probe npm verify.argv "tree listing" publish/sync total; do
@@ -247,7 +247,7 @@ DEPT=$(for d in "$T/cd/trees/"sha512-*; do grep -q '^f [0-7]* [0-9]* [0-9a-f]* i
 echo v666 >"$DEPT/tree/index.js"
 sleep 0.1 # past the clock's tick: the copied trees' stat proofs can be made
 mkdir -m 700 "$T/t2d"
-run env ABX_TOOLS_DIR="$T/t2d" ABX_SERVER_INSTALL_MODE=offline "$BIN" prepare --only app --cache "$T/cd"
+run env ABX_TOOLS_DIR="$T/t2d" ABX_SERVER_INSTALL_MODE=offline "$BIN" prepare --keep-cache --only app --cache "$T/cd"
 expect "a damaged package tree: installed all the same (offline, from the tarball)" 0
 check "... the damage said on stderr" grep -q "the extracted tree of dep@1.0.0 ($DEPT) is damaged: .*index.js" "$T/err"
 check "... 4 of 5 placed, the damaged one extracted and kept again" sh -c \
@@ -258,7 +258,7 @@ check "... its file is the tarball's" grep -qx v1 "$T/t2d/app/1.0.0-linux-x64/no
 check "... the extraction's copies became the kept tree: none left beside it" \
 	sh -c "! ls -a '$T/cd' '$T/tools/.cache' | grep -q tmp-tree-copies"
 mkdir -m 700 "$T/t3"
-run env ABX_TOOLS_DIR="$T/t3" ABX_SERVER_INSTALL_MODE=offline "$BIN" prepare --only app
+run env ABX_TOOLS_DIR="$T/t3" ABX_SERVER_INSTALL_MODE=offline "$BIN" prepare --keep-cache --only app
 expect "offline without the cache" 3 "" "install.disabled"
 # a cache that cannot be written (an image's read-only layer) serves what it
 # holds (issue 28); a directory mirror laid out like the cache serves npm
@@ -283,7 +283,7 @@ expect "... and the tree verifies" 0 "OK app"
 
 mkdir -m 700 "$T/t4"
 run env ABX_TOOLS_DIR="$T/t4" ABX_INSTALL_NPM_REGISTRY="$REG/mirror" ABX_SERVER_INSTALL_ALLOW_HOSTS="${REG#https://}" \
-	"$BIN" prepare --only mir
+	"$BIN" prepare --keep-cache --only mir
 expect "the npm mirror rewrites the registry origin" 0
 check "downloads went to the mirror" grep -q 'GET /mirror/@t/app/-/app-1.0.0.tgz' "$T/reg.log"
 run "$BIN" verify --sbom mir --tools-dir "$T/t4"
@@ -301,7 +301,7 @@ run env ABX_TOOLS_DIR="$T/t4u" ABX_INSTALL_NPM_REGISTRY="https://127.0.0.1:1/npm
 expect "prepare --dry-run names the npm mirror, not the registry" 0 "127.0.0.1:1 (mirror)"
 # seed 000 §7: a mirror's host must be listed in install.allow_hosts
 mkdir -m 700 "$T/t4b"
-run env ABX_TOOLS_DIR="$T/t4b" ABX_INSTALL_NPM_REGISTRY="$REG/mirror" "$BIN" prepare --only mir
+run env ABX_TOOLS_DIR="$T/t4b" ABX_INSTALL_NPM_REGISTRY="$REG/mirror" "$BIN" prepare --keep-cache --only mir
 expect "an npm mirror whose host is not in install.allow_hosts is refused" 2 "" \
 	"config.invalid: install.mirrors.npm: the mirror's host ${REG#https://} is not in install.allow_hosts; add it there"
 check "... naming the variable too" grep -q "ABX_SERVER_INSTALL_ALLOW_HOSTS=${REG#https://}" "$T/err"
@@ -325,13 +325,13 @@ run "$BIN" verify --sbom app --tools-dir "$T/t4c"
 check "verify --sbom: offline from the cache, every npm package names its cache file" sources "$T/out" "cache:$T/ce/"
 
 # ---- large tarballs and damaged cache entries ------------------------------
-run "$BIN" prepare --only big
+run "$BIN" prepare --keep-cache --only big
 expect "a tarball over the in-memory limit installs (streamed through its cache file)" 0
 BIGW=$(cat "$T/big.sha256")
 check "the large package's file is intact" \
 	test "$(sha256sum <"$T/tools/big/1.0.0-linux-x64/node_modules/big/blob.bin" | cut -d' ' -f1)" = "$BIGW"
 mkdir -m 700 "$T/t7"
-run env ABX_TOOLS_DIR="$T/t7" ABX_SERVER_INSTALL_MODE=offline "$BIN" prepare --only big --cache "$T/tools/.cache"
+run env ABX_TOOLS_DIR="$T/t7" ABX_SERVER_INSTALL_MODE=offline "$BIN" prepare --keep-cache --only big --cache "$T/tools/.cache"
 expect "the large tarball installs again from the cache, offline" 0
 check "and its file is intact" \
 	test "$(sha256sum <"$T/t7/big/1.0.0-linux-x64/node_modules/big/blob.bin" | cut -d' ' -f1)" = "$BIGW"
@@ -341,7 +341,7 @@ DEPSHA=$(sha256sum <"$T/reg/dep/-/dep-1.0.0.tgz" | cut -d' ' -f1)
 printf 'x' | dd of="$T/cc/$DEPSHA" bs=1 seek=20 conv=notrunc 2>/dev/null
 : >"$T/reg.log"
 mkdir -m 700 "$T/t8"
-run env ABX_TOOLS_DIR="$T/t8" "$BIN" prepare --only app --cache "$T/cc"
+run env ABX_TOOLS_DIR="$T/t8" "$BIN" prepare --keep-cache --only app --cache "$T/cc"
 expect "a damaged cache entry (same size) is a miss, not an install" 0
 check "the damaged package was downloaded again, and only it" \
 	test "$(grep -c 'GET .*\.tgz' "$T/reg.log")" -eq 1 -a "$(grep -c 'GET /dep/-/dep-1.0.0.tgz' "$T/reg.log")" -eq 1
@@ -373,20 +373,20 @@ m = json.load(open(sys.argv[1])); m["run"] = ["{bin}", "{prompt}"]; json.dump(m,
 export ABX_INSTALL_NPM_REGISTRY="https://$SLOW" ABX_SERVER_INSTALL_ALLOW_HOSTS="$SLOW"
 
 mkdir -m 700 "$T/t10"
-run env ABX_TOOLS_DIR="$T/t10" "$BIN" prepare --only big
+run env ABX_TOOLS_DIR="$T/t10" "$BIN" prepare --keep-cache --only big
 expect "progress: prepare installs big through the slow mirror" 0
 check "progress: the non-terminal line names the total and percent (not 'big: fetch 1.5 MiB')" \
 	grep -Eq '^big: [a-z]+: [0-9.]+ (KiB|MiB) of [0-9.]+ (KiB|MiB) \(100%\), [0-9.]+ [KMG]?i?B/s' "$T/err"
 
 # on a terminal: a bar redrawn in place with total, percent and rate
 mkdir -m 700 "$T/t11"
-script -qec "env ABX_TOOLS_DIR='$T/t11' '$BIN' prepare --only big" /dev/null >"$T/tty.out" 2>&1
+script -qec "env ABX_TOOLS_DIR='$T/t11' '$BIN' prepare --keep-cache --only big" /dev/null >"$T/tty.out" 2>&1
 check "progress: on a terminal a bar with total, percent and rate" \
 	grep -Eq 'big: fetch \[#+\.*\] [0-9.]+ (KiB|MiB) / [0-9.]+ (KiB|MiB) +[0-9]+% +[0-9.]+ [KMG]?i?B/s' "$T/tty.out"
 check "progress: the bar reaches 100%" grep -Eq '\[#{24}\] [0-9.]+ MiB / [0-9.]+ MiB +100%' "$T/tty.out"
 
 mkdir -m 700 "$T/t9" "$T/st9"
-run env ABX_TOOLS_DIR="$T/t9" ABX_MANIFESTS_DIR="$T/m9" "$BIN" prepare --only node-runtime
+run env ABX_TOOLS_DIR="$T/t9" ABX_MANIFESTS_DIR="$T/m9" "$BIN" prepare --keep-cache --only node-runtime
 expect "progress: node-runtime prepared for serve" 0
 bg env ABX_MANIFESTS_DIR="$T/m9" ABX_SERVER_TOKEN=tok ABX_SERVER_AGENTS=big ABX_SERVER_INSTALL_MODE=lazy \
 	ABX_SERVER_INSTALL_WAIT=0 "$BIN" serve --host 127.0.0.1 --port 0 --tools-dir "$T/t9" --state-dir "$T/st9" \
@@ -440,3 +440,18 @@ else
 	not_ok "progress: serve starts" "$(head -3 "$T/serve.err")"
 fi
 unset ABX_INSTALL_NPM_REGISTRY ABX_SERVER_INSTALL_ALLOW_HOSTS
+
+# An image build's layer (issue 28): prepare without --keep-cache leaves the
+# trees and no second copy: no package tarball, no extracted package tree.
+run env ABX_TOOLS_DIR="$T/tslim" "$BIN" prepare --only app
+expect "image: prepare installs app (and node-runtime)" 0 "app 1.0.0: installed"
+check "image: no .cache left in the tools directory" test ! -e "$T/tslim/.cache"
+_tree=$(du -skc "$T/tslim/app/1.0.0-linux-x64" "$T/tslim/node-runtime"/*-linux-x64 | tail -1 | cut -f1)
+_all=$(du -sk "$T/tslim" | cut -f1)
+# beside the trees: markers, bin links, lock files (a few KiB each here,
+# nothing next to the hundreds of MiB of a real agent's tree)
+check "image: the tools directory ($_all KiB) is at most 1.05 x its trees ($_tree KiB) + 64 KiB" \
+	test $((_all * 100)) -le $((_tree * 105 + 6400))
+run env ABX_TOOLS_DIR="$T/tslim" "$BIN" prepare --only app
+expect "image: a second prepare finds it ready" 0 "app 1.0.0: ready"
+check "image: ... and makes no .cache" test ! -e "$T/tslim/.cache"

@@ -129,6 +129,8 @@ codex_op() { # FLOW-NAME: codex.version answers 200 with the fixture's version
 	. "$T/tpl/build.sh"
 	T0=$(wc -l <"$T/reg.log")
 	check "build: prepare installed codex into ABX_TOOLS_DIR" test -d "$ROOT/opt/agent-sandbox/tools/codex"
+	check "build: the layer holds the tools and no .cache (no download, no extracted tree)" \
+		test ! -e "$ROOT/opt/agent-sandbox/tools/.cache"
 	run "$ROOT/opt/agent-sandbox/tools/bin/codex" --version
 	expect "build: the codex shim runs the installed tool" 0 "codex 1.0.0"
 	template_serve || { not_ok "build: serve starts from the template" "$(cat "$T/serve.err")"; exit 1; }
@@ -186,6 +188,8 @@ codex_op() { # FLOW-NAME: codex.version answers 200 with the fixture's version
 	T0=$(wc -l <"$T/reg.log")
 	. "$T/tpl/offline.sh"
 	check "offline: prepare installed codex from the cache layer" test -d "$ROOT/opt/agent-sandbox/tools/codex"
+	check "offline: prepare added no extracted trees to the copied cache" test ! -e "$ROOT/opt/agent-sandbox/cache/trees"
+	check "offline: ... and the tools directory has no .cache" test ! -e "$ROOT/opt/agent-sandbox/tools/.cache"
 	check "offline: with no request to the registry" test "$(wc -l <"$T/reg.log")" = "$T0"
 	run "$ROOT/opt/agent-sandbox/tools/bin/codex" --version
 	expect "offline: the codex shim runs the installed tool" 0 "codex 1.0.0"

@@ -84,7 +84,7 @@ NODE_TREE=node-runtime/99.0.0-$PLATFORM
 APP_TREE=app/1.0.0-$PLATFORM
 
 # ---- the overlap, seen in the order of the lines -----------------------------
-run env PATH="$T/nobin" "$BIN" prepare --only app --tools-dir "$T/t1"
+run env PATH="$T/nobin" "$BIN" prepare --keep-cache --only app --tools-dir "$T/t1"
 expect "prepare --only app: app and node-runtime installed, no node on PATH" 0 \
 	"app 1.0.0: installed ($T/t1/$APP_TREE/node_modules/.bin/app)"
 check "... node-runtime's line first, 'installed' (by app's install), plan order kept" sh -c \
@@ -98,20 +98,20 @@ check "... and app's verify ran through that node (published before app)" \
 NKEPT=$(grep -n "node-runtime 99.0.0: kept the extracted tree in $T/t1/.cache/trees/" "$T/err" | head -1 | cut -d: -f1)
 check "node-runtime's tree was read for the cache before it ran and its copies moved in after its publish (its 'kept' note, line ${NKEPT:-none}, after line ${PUB:-none}): app's verify did not wait for them" \
 	test -n "$NKEPT" -a -n "$PUB" -a "${NKEPT:-0}" -gt "${PUB:-0}"
-run env PATH="$T/nobin" "$BIN" prepare --only app --tools-dir "$T/t1p" --cache "$T/t1/.cache"
+run env PATH="$T/nobin" "$BIN" prepare --keep-cache --only app --tools-dir "$T/t1p" --cache "$T/t1/.cache"
 expect "... a tools directory on that cache: node-runtime placed from that tree (every copy hashed against its sealed listing)" 0 \
 	"app 1.0.0: installed" "node-runtime 99.0.0: placed "
 check "every progress and note line is whole (one 'name: phase' or 'agent-sandbox-server: ' line each)" sh -c \
 	"! grep -Ev '^(agent-sandbox-server: |node-runtime: [a-z]+|app: [a-z]+)' '$T/err' | grep -q ."
 run "$BIN" verify app --tools-dir "$T/t1"
 expect "... the installed app verifies" 0 "OK app"
-run env PATH="$T/nobin" "$BIN" prepare -v --only app --tools-dir "$T/t1v"
+run env PATH="$T/nobin" "$BIN" prepare --keep-cache -v --only app --tools-dir "$T/t1v"
 expect "prepare -v --only app" 0
 check "prepare -v: app's timing has the wait for its requires, node-runtime's has none" sh -c \
 	"grep -Eq '^agent-sandbox-server: timing app 1.0.0:.* npm [0-9.]+ ms, requires [0-9.]+ ms, verify.argv ' '$T/err' && ! grep -q 'timing node-runtime.* requires ' '$T/err'"
 
 # ---- a kill -9 while the requirement publishes ---------------------------------
-ABX_TEST_PAUSE=publish "$BIN" prepare --only app --tools-dir "$T/t2" >"$T/p2.out" 2>"$T/p2.err" &
+ABX_TEST_PAUSE=publish "$BIN" prepare --keep-cache --only app --tools-dir "$T/t2" >"$T/p2.out" 2>"$T/p2.err" &
 P2=$!
 if wait_for_line "$T/p2.err" "install: paused at publish" 30; then
 	check "paused at node-runtime's publish, app's packages are already staged" \
@@ -121,7 +121,7 @@ if wait_for_line "$T/p2.err" "install: paused at publish" 30; then
 	check "kill -9 there: app is not published (its requirement is not)" \
 		test ! -e "$T/t2/$APP_TREE" -a ! -e "$T/t2/app/.installed.json"
 	check "... nor node-runtime" test ! -e "$T/t2/node-runtime/.installed.json"
-	run env PATH="$T/nobin" "$BIN" prepare --only app --tools-dir "$T/t2"
+	run env PATH="$T/nobin" "$BIN" prepare --keep-cache --only app --tools-dir "$T/t2"
 	expect "... the next prepare installs both" 0 "app 1.0.0: installed"
 else
 	kill -9 $P2 2>/dev/null
@@ -130,7 +130,7 @@ else
 fi
 
 # ---- the requirement fails -------------------------------------------------------
-run env ABX_MANIFESTS_DIR="$T/mbad" "$BIN" prepare --only app --tools-dir "$T/t3"
+run env ABX_MANIFESTS_DIR="$T/mbad" "$BIN" prepare --keep-cache --only app --tools-dir "$T/t3"
 expect "node-runtime's digest does not match: prepare --only app exits 3" 3 "" \
 	"install.checksum_mismatch: app requires node-runtime: "
 check "... said once (one error line)" test "$(grep -c '^agent-sandbox-server: install\.' "$T/err")" -eq 1
@@ -138,7 +138,7 @@ check "... app's staging discarded, nothing published" sh -c \
 	"test -z \"\$(ls -A '$T/t3/.staging')\" && test ! -e '$T/t3/app/.installed.json' && test ! -e '$T/t3/node-runtime/.installed.json'"
 check "... the backoff is node-runtime's, not app's" \
 	test -f "$T/t3/.locks/node-runtime.backoff" -a ! -f "$T/t3/.locks/app.backoff"
-run env ABX_MANIFESTS_DIR="$T/mbad" "$BIN" prepare --json --force --only app --tools-dir "$T/t3"
+run env ABX_MANIFESTS_DIR="$T/mbad" "$BIN" prepare --keep-cache --json --force --only app --tools-dir "$T/t3"
 expect "--json: both entries fail with the requirement's code" 3
 check "... node-runtime's own error, app's prefixed, in plan order" python3 -c '
 import json, sys
@@ -149,7 +149,7 @@ assert t[1]["error"]["message"].startswith("app requires node-runtime: " + t[0][
 assert d["ok"] is False' "$T/out"
 
 # ---- the dependent fails ---------------------------------------------------------
-run env PATH="$T/nobin" "$BIN" prepare --only broken --tools-dir "$T/t4"
+run env PATH="$T/nobin" "$BIN" prepare --keep-cache --only broken --tools-dir "$T/t4"
 expect "broken's package has another integrity: exit 3" 3 "" "install.checksum_mismatch"
 check "... said once" test "$(grep -c '^agent-sandbox-server: install\.' "$T/err")" -eq 1
 check "... node-runtime is published all the same (a valid install on its own)" \
@@ -161,13 +161,13 @@ run "$BIN" verify node-runtime --tools-dir "$T/t4"
 expect "... and node-runtime verifies" 0 "OK node-runtime"
 
 # ---- several tools ----------------------------------------------------------------
-run env PATH="$T/nobin" "$BIN" prepare --only solo app --tools-dir "$T/t5"
+run env PATH="$T/nobin" "$BIN" prepare --keep-cache --only solo app --tools-dir "$T/t5"
 expect "--only solo app: all three installed" 0
 cut -d' ' -f1 "$T/out" >"$T/order"
-"$BIN" prepare --dry-run --only solo app --tools-dir "$T/t5x" 2>/dev/null | cut -d' ' -f1 >"$T/plan"
+"$BIN" prepare --keep-cache --dry-run --only solo app --tools-dir "$T/t5x" 2>/dev/null | cut -d' ' -f1 >"$T/plan"
 check "... the lines in the plan's order ($(tr '\n' ' ' <"$T/plan"))" sh -c \
 	"test -s '$T/plan' && diff '$T/plan' '$T/order' >/dev/null"
-run env PATH="$T/nobin" "$BIN" prepare --only node-runtime app --tools-dir "$T/t6"
+run env PATH="$T/nobin" "$BIN" prepare --keep-cache --only node-runtime app --tools-dir "$T/t6"
 expect "--only node-runtime app: node-runtime (named) installed first, app after it" 0 \
 	"node-runtime 99.0.0: installed ($T/t6/$NODE_TREE/bin/node)"
 check "... app too" grep -q "app 1.0.0: installed" "$T/out"

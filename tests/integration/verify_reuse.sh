@@ -49,7 +49,7 @@ mkman() {
 EOF
 }
 marks() { if [ -f "$1" ]; then wc -l <"$1"; else echo 0; fi; }
-prep() { _m=$1 _d=$2; shift 2; run "$BIN" prepare --manifests "$_m" --tools-dir "$_d" --cache "$T/c" -v "$@"; }
+prep() { _m=$1 _d=$2; shift 2; run "$BIN" prepare --keep-cache --manifests "$_m" --tools-dir "$_d" --cache "$T/c" -v "$@"; }
 
 mktool dep 1.0.0
 mktool app 1.0.0
@@ -91,7 +91,7 @@ check "... nothing said of a recorded pass" sh -c "! grep -q 'app 1.0.0: verify.
 n=$(marks "$T/app.mark")
 prep "$M" "$T/t4" --only app
 check "(the record holds again)" test "$(marks "$T/app.mark")" -eq "$n"
-run env ABX_INSTALL_LIBC=musl "$BIN" prepare --manifests "$M" --tools-dir "$T/t5" --cache "$T/c" -v --only app
+run env ABX_INSTALL_LIBC=musl "$BIN" prepare --keep-cache --manifests "$M" --tools-dir "$T/t5" --cache "$T/c" -v --only app
 expect "another libc" 0 "app 1.0.0: installed"
 check "... verify.argv ran" test "$(marks "$T/app.mark")" -eq $((n + 1))
 check "... its pass recorded beside the other libc's" \
