@@ -318,6 +318,18 @@ oci_blob_put_mem(struct oci_client *o, const char *hex, const void *buf, size_t 
 	return blob_put(o, hex, buf, -1, (int64_t)len, e);
 }
 
+/* The URL of the manifest tagged tag: 0, or -1 with e (oci.url). */
+static int
+manifest_url(const struct oci_client *o, const char *tag, char url[HTTP_URL_MAX], struct err *e)
+{
+	if (!oci_tag_valid(tag))
+		return err_set(e, "oci.url", "%.140s is not a tag ([A-Za-z0-9_][A-Za-z0-9._-]{0,127})", tag);
+	if (snprintf(url, HTTP_URL_MAX, "%s/v2/%s/manifests/%s", o->ref.origin, o->ref.repo, tag) >=
+	    HTTP_URL_MAX)
+		return err_set(e, "oci.url", "the manifest URL for %s is too long", o->ref.repo);
+	return 0;
+}
+
 int
 oci_manifest_put(struct oci_client *o, const char *tag, const char *json, size_t n, struct err *e)
 {
@@ -325,11 +337,8 @@ oci_manifest_put(struct oci_client *o, const char *tag, const char *json, size_t
 	struct http_request rq;
 	struct http_response rs;
 
-	if (!oci_tag_valid(tag))
-		return err_set(e, "oci.url", "%.140s is not a tag ([A-Za-z0-9_][A-Za-z0-9._-]{0,127})", tag);
-	if (snprintf(url, sizeof(url), "%s/v2/%s/manifests/%s", o->ref.origin, o->ref.repo, tag) >=
-	    (int)sizeof(url))
-		return err_set(e, "oci.url", "the manifest URL for %s is too long", o->ref.repo);
+	if (manifest_url(o, tag, url, e) != 0)
+		return -1;
 	http_request_init(&rq, url);
 	rq.method = "PUT";
 	rq.limits = o->limits;
@@ -347,11 +356,8 @@ oci_manifest_get(struct oci_client *o, const char *tag, struct buf *out, struct 
 	struct http_request rq;
 	struct http_response rs;
 
-	if (!oci_tag_valid(tag))
-		return err_set(e, "oci.url", "%.140s is not a tag ([A-Za-z0-9_][A-Za-z0-9._-]{0,127})", tag);
-	if (snprintf(url, sizeof(url), "%s/v2/%s/manifests/%s", o->ref.origin, o->ref.repo, tag) >=
-	    (int)sizeof(url))
-		return err_set(e, "oci.url", "the manifest URL for %s is too long", o->ref.repo);
+	if (manifest_url(o, tag, url, e) != 0)
+		return -1;
 	http_request_init(&rq, url);
 	rq.limits = o->limits;
 	rq.limits.max_body = (int64_t)out->max;
