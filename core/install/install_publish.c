@@ -109,11 +109,11 @@ requires_mb(struct install_ctx *c, const manifest_t *m, const char *w)
 static void
 specific_code(struct err *e)
 {
-	if (strstr(e->msg, strerror(ENOSPC)) != NULL)
+	const char *root = err_root(e);
+
+	if (e->sys == ENOSPC || e->sys == EDQUOT)
 		e->code = "install.no_space";
-	else if (strstr(e->msg, "tls.no_trust_anchors") != NULL ||
-	         (e->code != NULL && strcmp(e->code, "tls.no_trust_anchors") == 0) ||
-	         strstr(e->details, "\"tls.no_trust_anchors\"") != NULL)
+	else if (root != NULL && strcmp(root, "tls.no_trust_anchors") == 0)
 		e->code = "tls.no_trust_anchors";
 }
 
