@@ -57,7 +57,7 @@ net_wait(int fd, int events, int step_ms, int64_t end_ms, const char *what, stru
 			return err_set(e, "http.timeout", "%s: nothing for %d ms", what, step_ms);
 		}
 		if (errno != EINTR)
-			return err_set(e, "http.connect", "%s: poll: %s", what, strerror(errno));
+			return err_sys(e, "http.connect", errno, "%s: poll: %s", what, strerror(errno));
 	}
 }
 
@@ -69,12 +69,12 @@ connect_one(const struct addrinfo *ai, int timeout_ms, int64_t end_ms, struct er
 
 	fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
 	if (fd < 0)
-		return err_set(e, "http.connect", "socket: %s", strerror(errno));
+		return err_sys(e, "http.connect", errno, "socket: %s", strerror(errno));
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
 		return fd;
 	if (errno != EINPROGRESS) {
-		err_set(e, "http.connect", "%s", strerror(errno));
+		err_sys(e, "http.connect", errno, "%s", strerror(errno));
 		close(fd);
 		return -1;
 	}
@@ -85,7 +85,7 @@ connect_one(const struct addrinfo *ai, int timeout_ms, int64_t end_ms, struct er
 	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0)
 		soerr = errno;
 	if (soerr != 0) {
-		err_set(e, "http.connect", "%s", strerror(soerr));
+		err_sys(e, "http.connect", soerr, "%s", strerror(soerr));
 		close(fd);
 		return -1;
 	}

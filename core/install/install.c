@@ -54,7 +54,7 @@ install_mkdir(const char *path, mode_t mode, struct err *e)
 			return 0;
 		return err_set(e, "io.error", "%s exists and is not a directory", path);
 	}
-	return err_set(e, "io.error", "mkdir %s: %s", path, strerror(errno));
+	return err_sys(e, "io.error", errno, "mkdir %s: %s", path, strerror(errno));
 }
 
 void

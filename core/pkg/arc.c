@@ -665,7 +665,7 @@ extract(int archive_fd, const void *mem, size_t memlen, struct src *src, int roo
 	if (arc_w_finish(&x, 1) != 0 || apply_deferred(&x) != 0)
 		goto out;
 	if (o->tee != NULL && tee_drain(&tee) != 0) {
-		err_set(e, "io.error", "reading the archive: %s", strerror(errno));
+		err_sys(e, "io.error", errno, "reading the archive: %s", strerror(errno));
 		goto out;
 	}
 	rc = 0;
@@ -740,13 +740,14 @@ arc_extract(const char *archive_path, const char *root_dir, const struct arc_opt
 
 	afd = open(archive_path, O_RDONLY | O_CLOEXEC);
 	if (afd < 0) {
-		err_set(e, "install.failed", "extract: cannot open %s: %s", archive_path, strerror(errno));
+		err_sys(e, "install.failed", errno, "extract: cannot open %s: %s", archive_path,
+		        strerror(errno));
 		err_details(e, "{\"phase\":\"extract\"}");
 		return -1;
 	}
 	dfd = open(root_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dfd < 0) {
-		err_set(e, "install.failed", "extract: cannot open directory %s: %s", root_dir,
+		err_sys(e, "install.failed", errno, "extract: cannot open directory %s: %s", root_dir,
 		        strerror(errno));
 		err_details(e, "{\"phase\":\"extract\"}");
 		close(afd);

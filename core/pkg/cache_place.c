@@ -495,7 +495,7 @@ place_tree(int src, int dst, const struct proof_view *pv, const char *sealed, si
 	memset(&pl, 0, sizeof(pl));
 	*vouched = 0;
 	if (fstat(src, &rs) != 0)
-		return err_set(e, "io.error", "the kept tree: %s", strerror(errno));
+		return err_sys(e, "io.error", errno, "the kept tree: %s", strerror(errno));
 	if (sealed != NULL && line_starts(sealed, blen, &off, &noff) < 0)
 		return err_set(e, "internal", "out of memory");
 	pl.pv = pv;
@@ -809,13 +809,13 @@ cache_tree_place(const char *cache, const char *keyfile, const char *key, int pa
 		close(sfd);
 		free(mf.text);
 		free(pl);
-		return err_set(e, "io.error", "placing %s: %s", label, strerror(errno));
+		return err_sys(e, "io.error", errno, "placing %s: %s", label, strerror(errno));
 	}
 	rc = place_tree(sfd, dfd, proved || fresh ? &pv : NULL, proved ? mf.body : NULL, mf.blen, fn, arg,
 	                &lines, &nfiles, &held, &dst_err, &we);
 	close(sfd);
 	if (rc == 0 && fchmod(dfd, 0755) != 0)
-		rc = err_set(&we, "io.error", "placing %s: %s", label, strerror(errno)), dst_err = 1;
+		rc = err_sys(&we, "io.error", errno, "placing %s: %s", label, strerror(errno)), dst_err = 1;
 	close(dfd);
 	if (rc < 0 && dst_err) {
 		*e = we;
