@@ -340,8 +340,8 @@ private_copy(struct job *j, int afd, struct digest *got, struct err *e)
 	}
 	free(b);
 	if (n != 0 || lseek(fd, 0, SEEK_SET) != 0) {
-		err_sys(e, "io.error", errno, "copying the artifact to %s: %s", j->staging,
-		        n > 0 && w >= 0 ? "short write" : strerror(errno));
+		err_sys(e, "io.error", n > 0 && w >= 0 ? 0 : errno, "copying the artifact to %s: %s",
+		        j->staging, n > 0 && w >= 0 ? "short write" : strerror(errno));
 		close(fd);
 		return -1;
 	}
