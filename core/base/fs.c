@@ -272,7 +272,7 @@ fs_read_small(const char *path, char *buf, size_t cap, struct err *e)
 	}
 	if ((size_t)n == cap - 1 && read_full(fd, &extra, 1) != 0) {
 		close(fd);
-		return err_set(e, "io.error", "%s is larger than %zu bytes", path, cap - 1);
+		return err_sys(e, "io.error", EFBIG, "%s is larger than %zu bytes", path, cap - 1);
 	}
 	close(fd);
 	buf[n] = '\0';
@@ -295,7 +295,7 @@ read_alloc(const char *path, int follow, size_t max, char **out, size_t *len, st
 		return -1;
 	if ((uint64_t)sb.st_size > max) {
 		close(fd);
-		return err_set(e, "io.error", "%s is larger than %zu bytes", path, max);
+		return err_sys(e, "io.error", EFBIG, "%s is larger than %zu bytes", path, max);
 	}
 	/* The size may change under us: grow, but never past max. */
 	cap = (size_t)sb.st_size + 1;
@@ -317,7 +317,7 @@ read_alloc(const char *path, int follow, size_t max, char **out, size_t *len, st
 		if (n >= max) {
 			free(p);
 			close(fd);
-			return err_set(e, "io.error", "%s is larger than %zu bytes", path, max);
+			return err_sys(e, "io.error", EFBIG, "%s is larger than %zu bytes", path, max);
 		}
 		cap = cap * 2 > max + 1 ? max + 1 : cap * 2;
 		q = realloc(p, cap);

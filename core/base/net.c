@@ -98,7 +98,7 @@ net_connect(const char *host, int port, int timeout_ms, int64_t end_ms, struct e
 	struct addrinfo hints, *res = NULL, *ai;
 	char sport[16];
 	struct err last;
-	int r, fd = -1;
+	int r, fd = -1, late = 0;
 
 	memset(&hints, 0, sizeof(hints));
 	hints.ai_family = AF_UNSPEC;
@@ -113,13 +113,13 @@ net_connect(const char *host, int port, int timeout_ms, int64_t end_ms, struct e
 	for (ai = res; ai != NULL && fd < 0; ai = ai->ai_next) {
 		fd = connect_one(ai, timeout_ms, end_ms, &last);
 		/* The deadline is for the whole transfer: no point trying on. */
-		if (fd < 0 && strstr(last.msg, "deadline") != NULL)
+		late = fd < 0 && end_ms > 0 && end_ms - clock_ms() <= 0;
+		if (late)
 			break;
 	}
 	freeaddrinfo(res);
 	if (fd < 0) {
-		if (last.code != NULL && strcmp(last.code, "http.timeout") == 0 &&
-		    strstr(last.msg, "deadline") == NULL)
+		if (last.code != NULL && strcmp(last.code, "http.timeout") == 0 && !late)
 			return err_set(e, "http.connect", "%s port %d: no answer within %d ms", host, port,
 			               timeout_ms);
 		return err_set(e, last.code, "%s port %d: %s", host, port, last.msg);
