@@ -105,9 +105,10 @@ requires_mb(struct install_ctx *c, const manifest_t *m, const char *w)
 
 /* A full disk or a missing CA bundle, wherever in the install it struck
  * (a download, an extraction, a copy, npm's fetch), has a fix of its own:
- * its code and remedy, not install.failed's generic one. */
-static void
-specific_code(struct err *e)
+ * its code and remedy, not install.failed's generic one. Told by e->sys and
+ * e->cause, never by the message (cut, translated, or quoting a path). */
+void
+install_specific_code(struct err *e)
 {
 	const char *root = err_root(e);
 
@@ -760,7 +761,7 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 	rc = 0;
 out:
 	if (rc < 0)
-		specific_code(e);
+		install_specific_code(e);
 	/* a require's copies move into the cache once its dependent may go on */
 	install_tree_keep_done(c, j->keep);
 	install_known_free(j->known);
