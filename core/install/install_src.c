@@ -42,7 +42,7 @@ install_fetch_failed(struct err *e, const manifest_t *m, const char *url, const 
 	json_w_end(&w);
 	if (url != NULL)
 		err_wrap(e, "install.failed", "%s %s: fetching %s: %s: %s", m->name, m->version, url, under,
-		        msg);
+		         msg);
 	else
 		err_wrap(e, "install.failed", "%s %s: fetch: %s: %s", m->name, m->version, under, msg);
 	if (!w.overflow)
