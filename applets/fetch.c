@@ -167,7 +167,7 @@ out_classify(const char *out, char *path, size_t cap, enum out_kind *kind, struc
 		char real[PATH_MAX];
 
 		if (realpath(out, real) == NULL)
-			return err_set(e, "io.error", "-o %s: cannot resolve the symlink: %s", out,
+			return err_sys(e, "io.error", errno, "-o %s: cannot resolve the symlink: %s", out,
 			               strerror(errno));
 		if (snprintf(path, cap, "%s", real) >= (int)cap)
 			return err_set(e, "usage", "-o path too long");
@@ -202,7 +202,7 @@ tmp_open(const char *out, struct err *e)
 	}
 	fd = mkostemp(tmp_path, O_CLOEXEC);
 	if (fd < 0)
-		return err_set(e, "io.error", "cannot create a temporary file %s: %s", tmp_path,
+		return err_sys(e, "io.error", errno, "cannot create a temporary file %s: %s", tmp_path,
 		               strerror(errno));
 	if (out == NULL)
 		unlink(tmp_path);
@@ -255,7 +255,7 @@ sink_write(void *arg, const void *buf, size_t len, struct err *e)
 	struct sink *s = arg;
 
 	if (cache_pipe_write(s->pipe, buf, len) < 0)
-		return err_set(e, "io.error", "write %s: %s", tmp_path, strerror(errno));
+		return err_sys(e, "io.error", errno, "write %s: %s", tmp_path, strerror(errno));
 	progress(s, 0);
 	return 0;
 }
@@ -322,12 +322,12 @@ copy_out(int fd, int ofd, const char *name, struct err *e)
 	ssize_t r, w, off;
 
 	if (lseek(fd, 0, SEEK_SET) != 0)
-		return err_set(e, "io.error", "seek: %s", strerror(errno));
+		return err_sys(e, "io.error", errno, "seek: %s", strerror(errno));
 	while ((r = read(fd, buf, sizeof(buf))) != 0) {
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0)
-			return err_set(e, "io.error", "read back: %s", strerror(errno));
+			return err_sys(e, "io.error", errno, "read back: %s", strerror(errno));
 		for (off = 0; off < r; off += w) {
 			w = write(ofd, buf + off, (size_t)(r - off));
 			if (w < 0 && errno == EINTR) {
@@ -335,7 +335,7 @@ copy_out(int fd, int ofd, const char *name, struct err *e)
 				continue;
 			}
 			if (w < 0)
-				return err_set(e, "io.error", "%s: %s", name, strerror(errno));
+				return err_sys(e, "io.error", errno, "%s: %s", name, strerror(errno));
 		}
 	}
 	return 0;
@@ -350,10 +350,10 @@ copy_to_node(int fd, const char *path, struct err *e)
 	int ofd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC), rc;
 
 	if (ofd < 0)
-		return err_set(e, "io.error", "open %s: %s", path, strerror(errno));
+		return err_sys(e, "io.error", errno, "open %s: %s", path, strerror(errno));
 	rc = copy_out(fd, ofd, path, e);
 	if (close(ofd) != 0 && rc == 0)
-		return err_set(e, "io.error", "%s: %s", path, strerror(errno));
+		return err_sys(e, "io.error", errno, "%s: %s", path, strerror(errno));
 	return rc;
 }
 
@@ -367,9 +367,9 @@ publish(int fd, const char *out, struct err *e)
 
 	umask(um);
 	if (fchmod(fd, 0666 & ~um) != 0 || fsync(fd) != 0)
-		return err_set(e, "io.error", "%s: %s", tmp_path, strerror(errno));
+		return err_sys(e, "io.error", errno, "%s: %s", tmp_path, strerror(errno));
 	if (rename(tmp_path, out) != 0)
-		return err_set(e, "io.error", "rename to %s: %s", out, strerror(errno));
+		return err_sys(e, "io.error", errno, "rename to %s: %s", out, strerror(errno));
 	tmp_live = 0;
 	snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - out) + (slash == out) : 1,
 	         slash ? out : ".");
@@ -463,7 +463,7 @@ fetch_one(const struct fetch_opts *o)
 	rc = cache_pipe_finish(s.pipe, &got, NULL);
 	s.pipe = NULL;
 	if (rc < 0) {
-		err_set(&e, "io.error", "write %s: %s", tmp_path, strerror(errno));
+		err_sys(&e, "io.error", errno, "write %s: %s", tmp_path, strerror(errno));
 		goto out;
 	}
 	rc = EXIT_FAIL;

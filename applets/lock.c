@@ -106,7 +106,7 @@ lock_read_file(const char *path, size_t max, char **out, size_t *len, struct err
 	if (strncmp(path, LOCK_EMBEDDED, strlen(LOCK_EMBEDDED)) == 0)
 		return read_embedded(path + strlen(LOCK_EMBEDDED), max, out, len, e);
 	if ((f = fopen(path, "rb")) == NULL)
-		return err_set(e, "io.error", "%s: %s", path, strerror(errno));
+		return err_sys(e, "io.error", errno, "%s: %s", path, strerror(errno));
 	b = malloc(max + 1);
 	if (b == NULL) {
 		fclose(f);
@@ -134,14 +134,14 @@ lock_write_atomic(const char *path, const char *buf, size_t n, struct err *e)
 	snprintf(tmp, sizeof(tmp), "%s.tmp%d", path, (int)getpid());
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0)
-		return err_set(e, "io.error", "%s: %s", tmp, strerror(errno));
+		return err_sys(e, "io.error", errno, "%s: %s", tmp, strerror(errno));
 	if (write(fd, buf, n) != (ssize_t)n || fsync(fd) != 0 || close(fd) != 0) {
 		unlink(tmp);
-		return err_set(e, "io.error", "%s: %s", tmp, strerror(errno));
+		return err_sys(e, "io.error", errno, "%s: %s", tmp, strerror(errno));
 	}
 	if (rename(tmp, path) != 0) {
 		unlink(tmp);
-		return err_set(e, "io.error", "%s: %s", path, strerror(errno));
+		return err_sys(e, "io.error", errno, "%s: %s", path, strerror(errno));
 	}
 	return 0;
 }

@@ -281,7 +281,7 @@ job_open(struct npm_job *j, struct doc *d, struct err *e)
 	snprintf(j->reg, sizeof(j->reg), "https://%s/", j->h.h[0]);
 	snprintf(j->scratch, sizeof(j->scratch), "/tmp/abx-lock.XXXXXX");
 	if (mkdtemp(j->scratch) == NULL)
-		return err_set(e, "io.error", "mkdtemp: %s", strerror(errno));
+		return err_sys(e, "io.error", errno, "mkdtemp: %s", strerror(errno));
 	snprintf(j->rc, sizeof(j->rc), "%s/npmrc", j->scratch);
 	snprintf(j->grc, sizeof(j->grc), "%s/npmrc-global", j->scratch);
 	if (lock_write_atomic(j->rc, "", 0, e) != 0 || lock_write_atomic(j->grc, "", 0, e) != 0) {

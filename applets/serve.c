@@ -466,7 +466,7 @@ serve_main(int argc, char **argv)
 	static struct manifest_set ms;
 	static struct api api;
 	static struct reload_args ra;
-	int introspect = 0, rc;
+	int introspect = 0, rc, mem;
 	const char *envtok;
 	char smsg[1024];
 	struct httpd_route routes[8];
@@ -535,9 +535,9 @@ serve_main(int argc, char **argv)
 	api.verbose = o.verbose;
 	if (api_init(&api, g, &ms, &e) != 0)
 		return fail(&e);
-	if (api_sessions_init(&api, smsg, sizeof(smsg), &e) != 0)
+	if ((mem = api_sessions_init(&api, smsg, sizeof(smsg), &e)) < 0)
 		return fail(&e);
-	if (!o.quiet || strstr(smsg, "in memory") != NULL)
+	if (!o.quiet || mem == 1)
 		logline("%s", smsg);
 	ra = (struct reload_args){&api, o.config_file, o.flags.v, o.flags.n};
 	start_signals(&ra);

@@ -119,7 +119,7 @@ digest_file(enum digest_alg alg, const char *path, struct digest *out, uint64_t 
 
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	if (fd < 0)
-		return err_set(e, "io.error", "%s: %s", path, strerror(errno));
+		return err_sys(e, "io.error", errno, "%s: %s", path, strerror(errno));
 	digest_init(&c, alg);
 	for (;;) {
 		n = read(fd, buf, sizeof(buf));
@@ -128,7 +128,7 @@ digest_file(enum digest_alg alg, const char *path, struct digest *out, uint64_t 
 		if (n < 0) {
 			int saved = errno;
 			close(fd);
-			return err_set(e, "io.error", "%s: %s", path, strerror(saved));
+			return err_sys(e, "io.error", saved, "%s: %s", path, strerror(saved));
 		}
 		if (n == 0)
 			break;

@@ -27,8 +27,50 @@ err_setv(struct err *e, const char *code, const char *fmt, va_list ap)
 		vsnprintf(tmp, sizeof(tmp), fmt, ap);
 	e->code = code;
 	e->details[0] = '\0';
+	e->sys = 0;
+	e->cause = NULL;
 	memcpy(e->msg, tmp, sizeof(tmp));
 	return -1;
+}
+
+int
+err_sys(struct err *e, const char *code, int errnum, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	err_setv(e, code, fmt, ap);
+	va_end(ap);
+	if (e != NULL)
+		e->sys = errnum;
+	return -1;
+}
+
+int
+err_wrap(struct err *e, const char *code, const char *fmt, ...)
+{
+	const char *cause;
+	va_list ap;
+	int sys;
+
+	if (e == NULL)
+		return -1;
+	sys = e->sys;
+	cause = e->cause;
+	if (cause == NULL && e->code != NULL && (code == NULL || strcmp(e->code, code) != 0))
+		cause = e->code;
+	va_start(ap, fmt);
+	err_setv(e, code, fmt, ap);
+	va_end(ap);
+	e->sys = sys;
+	e->cause = cause;
+	return -1;
+}
+
+const char *
+err_root(const struct err *e)
+{
+	return e->cause != NULL ? e->cause : e->code;
 }
 
 int
@@ -63,6 +105,8 @@ err_clear(struct err *e)
 	e->code = NULL;
 	e->msg[0] = '\0';
 	e->details[0] = '\0';
+	e->sys = 0;
+	e->cause = NULL;
 }
 
 const struct err_info *

@@ -18,6 +18,10 @@ struct err {
 	const char *code;              /* a code of core/errcodes.h; NULL = none */
 	char msg[ERR_MSG_MAX];         /* the specific message, no code prefix */
 	char details[ERR_DETAILS_MAX]; /* JSON object text, or "" */
+	/* What the code alone does not carry, for callers that act on it
+	 * (never the message text, which may be cut or translated): */
+	int sys;           /* the errno behind an io failure, 0 if none */
+	const char *cause; /* the innermost code an err_wrap() wrapped, or NULL */
 };
 
 struct err_info {
@@ -27,10 +31,24 @@ struct err_info {
 	const char *remedy;   /* one-line fix, or NULL */
 };
 
-/* Set e (if not NULL) to code with a printf-style message. Returns -1 so
- * callers can `return err_set(...)`. code must be a static string. */
+/* Set e (if not NULL) to code with a printf-style message, sys 0 and no
+ * cause. Returns -1 so callers can `return err_set(...)`. code must be a
+ * static string. */
 int err_set(struct err *e, const char *code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int err_setv(struct err *e, const char *code, const char *fmt, va_list ap);
+
+/* err_set() that also records errnum (an errno) in e->sys, for callers that
+ * tell a full disk from other io failures. */
+int err_sys(struct err *e, const char *code, int errnum, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Replace e's code and message but keep what it wraps: e->sys stays, and
+ * e->cause becomes the innermost wrapped code (the old cause, else the old
+ * code when it differs from code). fmt may name e->msg. */
+int err_wrap(struct err *e, const char *code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* The code e stands for at its root: its cause, else its code (NULL if none). */
+const char *err_root(const struct err *e);
 
 /* Set e->details to a JSON object text (not validated; callers build it with
  * json_w). Truncated text is replaced by "{}". */

@@ -34,7 +34,7 @@
 static int
 io_err(struct err *e, const char *what, const char *path)
 {
-	return err_set(e, "io.error", "%s %s: %s", what, path, strerror(errno));
+	return err_sys(e, "io.error", errno, "%s %s: %s", what, path, strerror(errno));
 }
 
 int
@@ -272,7 +272,7 @@ fs_read_small(const char *path, char *buf, size_t cap, struct err *e)
 	}
 	if ((size_t)n == cap - 1 && read_full(fd, &extra, 1) != 0) {
 		close(fd);
-		return err_set(e, "io.error", "%s is larger than %zu bytes", path, cap - 1);
+		return err_sys(e, "io.error", EFBIG, "%s is larger than %zu bytes", path, cap - 1);
 	}
 	close(fd);
 	buf[n] = '\0';
@@ -295,7 +295,7 @@ read_alloc(const char *path, int follow, size_t max, char **out, size_t *len, st
 		return -1;
 	if ((uint64_t)sb.st_size > max) {
 		close(fd);
-		return err_set(e, "io.error", "%s is larger than %zu bytes", path, max);
+		return err_sys(e, "io.error", EFBIG, "%s is larger than %zu bytes", path, max);
 	}
 	/* The size may change under us: grow, but never past max. */
 	cap = (size_t)sb.st_size + 1;
@@ -317,7 +317,7 @@ read_alloc(const char *path, int follow, size_t max, char **out, size_t *len, st
 		if (n >= max) {
 			free(p);
 			close(fd);
-			return err_set(e, "io.error", "%s is larger than %zu bytes", path, max);
+			return err_sys(e, "io.error", EFBIG, "%s is larger than %zu bytes", path, max);
 		}
 		cap = cap * 2 > max + 1 ? max + 1 : cap * 2;
 		q = realloc(p, cap);
@@ -600,7 +600,7 @@ walk_dir(struct fw *w, int dfd, int depth)
 	if (fd < 0 || (d = fdopendir(fd)) == NULL) {
 		if (fd >= 0)
 			close(fd);
-		return err_set(w->e, "io.error", "%s: %s", saved ? w->rel : ".", strerror(errno));
+		return err_sys(w->e, "io.error", errno, "%s: %s", saved ? w->rel : ".", strerror(errno));
 	}
 	names = sorted_names(d, &n, w);
 	closedir(d);
@@ -617,7 +617,7 @@ walk_dir(struct fw *w, int dfd, int depth)
 		memcpy(w->rel + saved + (saved > 0), names[i], l + 1);
 		w->len = saved + (saved > 0) + l;
 		if (fstatat(dfd, names[i], &sb, AT_SYMLINK_NOFOLLOW) != 0) {
-			err_set(w->e, "io.error", "%s: %s", w->rel, strerror(errno));
+			err_sys(w->e, "io.error", errno, "%s: %s", w->rel, strerror(errno));
 			goto out;
 		}
 		if (w->visit(w->arg, dfd, names[i], w->rel, &sb, w->e) != 0)
@@ -626,7 +626,7 @@ walk_dir(struct fw *w, int dfd, int depth)
 			int sub = openat(dfd, names[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 
 			if (sub < 0) {
-				err_set(w->e, "io.error", "%s: %s", w->rel, strerror(errno));
+				err_sys(w->e, "io.error", errno, "%s: %s", w->rel, strerror(errno));
 				goto out;
 			}
 			rc = walk_dir(w, sub, depth + 1);

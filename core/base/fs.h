@@ -61,7 +61,8 @@ int fs_open_input(const char *path, struct stat *sb, struct err *e);
 int fs_open_file(const char *path, struct stat *sb, struct err *e);
 
 /* Like fs_read_small into a malloc'd buffer of at most max bytes (+1 for the
- * NUL). On success *out is owned by the caller (free()), *len the length. */
+ * NUL). On success *out is owned by the caller (free()), *len the length.
+ * A file over max is io.error with e->sys EFBIG. */
 int fs_read_alloc(const char *path, size_t max, char **out, size_t *len, struct err *e);
 /* fs_read_alloc for an operator-provided input: opened as fs_open_input. */
 int fs_read_input(const char *path, size_t max, char **out, size_t *len, struct err *e);

@@ -15,7 +15,7 @@
 static int
 io_err(struct err *e, const char *what, const char *path)
 {
-	return err_set(e, "io.error", "%s %s: %s", what, path, strerror(errno));
+	return err_sys(e, "io.error", errno, "%s %s: %s", what, path, strerror(errno));
 }
 
 int

@@ -52,7 +52,7 @@ json_parse_file(struct json_doc *doc, const char *path, const struct json_limits
 	fd = fs_open_input(path, &st, e);
 	if (fd < 0) {
 		if (e != NULL && e->code != NULL && strcmp(e->code, "not_found") == 0)
-			err_set(e, "io.error", "%s: %s", path, strerror(ENOENT));
+			err_sys(e, "io.error", ENOENT, "%s: %s", path, strerror(ENOENT));
 		return -1;
 	}
 	if (S_ISREG(st.st_mode) && (uintmax_t)st.st_size > lim->max_bytes) {
@@ -95,7 +95,7 @@ json_parse_file(struct json_doc *doc, const char *path, const struct json_limits
 			rc = errno;
 			free(buf);
 			close(fd);
-			return err_set(e, "io.error", "%s: %s", path, strerror(rc));
+			return err_sys(e, "io.error", rc, "%s: %s", path, strerror(rc));
 		}
 		if (n == 0)
 			break;

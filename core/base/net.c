@@ -57,7 +57,7 @@ net_wait(int fd, int events, int step_ms, int64_t end_ms, const char *what, stru
 			return err_set(e, "http.timeout", "%s: nothing for %d ms", what, step_ms);
 		}
 		if (errno != EINTR)
-			return err_set(e, "http.connect", "%s: poll: %s", what, strerror(errno));
+			return err_sys(e, "http.connect", errno, "%s: poll: %s", what, strerror(errno));
 	}
 }
 
@@ -69,12 +69,12 @@ connect_one(const struct addrinfo *ai, int timeout_ms, int64_t end_ms, struct er
 
 	fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
 	if (fd < 0)
-		return err_set(e, "http.connect", "socket: %s", strerror(errno));
+		return err_sys(e, "http.connect", errno, "socket: %s", strerror(errno));
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
 		return fd;
 	if (errno != EINPROGRESS) {
-		err_set(e, "http.connect", "%s", strerror(errno));
+		err_sys(e, "http.connect", errno, "%s", strerror(errno));
 		close(fd);
 		return -1;
 	}
@@ -85,7 +85,7 @@ connect_one(const struct addrinfo *ai, int timeout_ms, int64_t end_ms, struct er
 	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0)
 		soerr = errno;
 	if (soerr != 0) {
-		err_set(e, "http.connect", "%s", strerror(soerr));
+		err_sys(e, "http.connect", soerr, "%s", strerror(soerr));
 		close(fd);
 		return -1;
 	}
@@ -98,7 +98,7 @@ net_connect(const char *host, int port, int timeout_ms, int64_t end_ms, struct e
 	struct addrinfo hints, *res = NULL, *ai;
 	char sport[16];
 	struct err last;
-	int r, fd = -1;
+	int r, fd = -1, late = 0;
 
 	memset(&hints, 0, sizeof(hints));
 	hints.ai_family = AF_UNSPEC;
@@ -113,13 +113,13 @@ net_connect(const char *host, int port, int timeout_ms, int64_t end_ms, struct e
 	for (ai = res; ai != NULL && fd < 0; ai = ai->ai_next) {
 		fd = connect_one(ai, timeout_ms, end_ms, &last);
 		/* The deadline is for the whole transfer: no point trying on. */
-		if (fd < 0 && strstr(last.msg, "deadline") != NULL)
+		late = fd < 0 && end_ms > 0 && end_ms - clock_ms() <= 0;
+		if (late)
 			break;
 	}
 	freeaddrinfo(res);
 	if (fd < 0) {
-		if (last.code != NULL && strcmp(last.code, "http.timeout") == 0 &&
-		    strstr(last.msg, "deadline") == NULL)
+		if (last.code != NULL && strcmp(last.code, "http.timeout") == 0 && !late)
 			return err_set(e, "http.connect", "%s port %d: no answer within %d ms", host, port,
 			               timeout_ms);
 		return err_set(e, last.code, "%s port %d: %s", host, port, last.msg);

@@ -47,7 +47,7 @@ proc_spawn(struct proc *p, const struct proc_spec *s, struct err *e)
 			close(out[0]);
 			close(out[1]);
 		}
-		return err_set(e, "io.error", "pipe: %s", strerror(rc));
+		return err_sys(e, "io.error", rc, "pipe: %s", strerror(rc));
 	}
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
@@ -79,7 +79,7 @@ proc_spawn(struct proc *p, const struct proc_spec *s, struct err *e)
 			    "/dev/null does not exist in this image (it is every program's stdin), "
 			    "so %s cannot run: create it (mknod -m 666 /dev/null c 1 3) or mount /dev",
 			    s->argv[0]);
-		return err_set(e, "io.error", "cannot run %s: %s", s->argv[0], strerror(rc));
+		return err_sys(e, "io.error", rc, "cannot run %s: %s", s->argv[0], strerror(rc));
 	}
 	p->fd[1] = out[0];
 	p->fd[2] = er[0];
@@ -408,7 +408,7 @@ proc_which(const char *name, const char *path, char *out, size_t cap, struct err
 		if (name[0] == '/')
 			cwd[0] = '\0';
 		else if (getcwd(cwd, sizeof(cwd)) == NULL)
-			return err_set(e, "io.error", "%s: getcwd: %s", name, strerror(errno));
+			return err_sys(e, "io.error", errno, "%s: getcwd: %s", name, strerror(errno));
 		if ((size_t)snprintf(out, cap, "%s%s%s", cwd, cwd[0] ? "/" : "", name) >= cap)
 			return err_set(e, "io.error", "%s: path too long", name);
 		return 0;

@@ -139,10 +139,10 @@ pb_once(struct pbuild *b, const char *root, int rootfd, struct err *e)
 	dfd = rootfd >= 0 ? openat(rootfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
 	                  : open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dfd < 0)
-		return err_set(e, "io.error", "%s: %s", root, strerror(errno));
+		return err_sys(e, "io.error", errno, "%s: %s", root, strerror(errno));
 	if (fstat(dfd, &st) != 0) {
 		close(dfd);
-		return err_set(e, "io.error", "%s: %s", root, strerror(errno));
+		return err_sys(e, "io.error", errno, "%s: %s", root, strerror(errno));
 	}
 	rc = pb_add(b, dfd, ".", ".", &st, e);
 	if (rc == 0)

@@ -54,7 +54,7 @@ install_mkdir(const char *path, mode_t mode, struct err *e)
 			return 0;
 		return err_set(e, "io.error", "%s exists and is not a directory", path);
 	}
-	return err_set(e, "io.error", "mkdir %s: %s", path, strerror(errno));
+	return err_sys(e, "io.error", errno, "mkdir %s: %s", path, strerror(errno));
 }
 
 void
@@ -343,6 +343,8 @@ image_check(struct install_ctx *c, const manifest_t *m, struct err *e)
 
 			snprintf(msg, sizeof(msg), "%s", sub.msg);
 			err_set(e, sub.code, "%s requires %s: %s", m->name, m->requires[i].name, msg);
+			e->sys = sub.sys;
+			e->cause = sub.cause;
 			err_details(e, sub.details);
 			return -1;
 		}
@@ -503,7 +505,7 @@ ensure_requires(struct install_ctx *c, const manifest_t *m, unsigned flags, stru
 		if (rc < 0) {
 			char msg[ERR_MSG_MAX];
 			snprintf(msg, sizeof(msg), "%s", e->msg);
-			return err_set(e, e->code, "%s requires %s: %s", m->name, q[i]->name, msg);
+			return err_wrap(e, e->code, "%s requires %s: %s", m->name, q[i]->name, msg);
 		}
 	}
 	return 0;

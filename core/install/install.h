@@ -387,6 +387,11 @@ int install_oci_npm(struct install_ctx *c, const manifest_t *m, const struct npm
 
 /* Clear a tool's backoff record in the writable directory (prepare --force,
  * the admin reset). */
+/* A full disk (e->sys ENOSPC or EDQUOT) or a missing CA bundle (the code or
+ * the code it wraps tls.no_trust_anchors), wherever in the install it
+ * struck, becomes that code, with its own remedy; any other e is left. */
+void install_specific_code(struct err *e);
+
 /* Turn a fetch failure with the client's code (http.*, tls.*) into
  * install.failed, details {"phase":"fetch","code":<that code>[,"url":…]}, the
  * code and msg (a copy the caller made of e->msg) kept in the message. */

@@ -33,10 +33,10 @@ install_lock_tool(struct install_ctx *c, const char *w, const manifest_t *m, str
 	snprintf(path, sizeof(path), "%s/.locks/%s.lock", w, m->name);
 	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
-		return err_set(e, "io.error", "%s: %s", path, strerror(errno));
+		return err_sys(e, "io.error", errno, "%s: %s", path, strerror(errno));
 	while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
 		if (errno != EWOULDBLOCK && errno != EINTR) {
-			err_set(e, "io.error", "flock %s: %s", path, strerror(errno));
+			err_sys(e, "io.error", errno, "flock %s: %s", path, strerror(errno));
 			close(fd);
 			return -1;
 		}

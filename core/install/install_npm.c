@@ -117,7 +117,7 @@ load_lock(struct install_ctx *c, const manifest_t *m, const char *platform, stru
 	if (rc < 0) {
 		char msg[ERR_MSG_MAX];
 		snprintf(msg, sizeof(msg), "%s", e->msg);
-		err_set(e, e->code, "%s: lockfile %s: %s", m->file, m->source.lock, msg);
+		err_wrap(e, e->code, "%s: lockfile %s: %s", m->file, m->source.lock, msg);
 	}
 	return rc;
 }

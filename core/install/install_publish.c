@@ -105,15 +105,16 @@ requires_mb(struct install_ctx *c, const manifest_t *m, const char *w)
 
 /* A full disk or a missing CA bundle, wherever in the install it struck
  * (a download, an extraction, a copy, npm's fetch), has a fix of its own:
- * its code and remedy, not install.failed's generic one. */
-static void
-specific_code(struct err *e)
+ * its code and remedy, not install.failed's generic one. Told by e->sys and
+ * e->cause, never by the message (cut, translated, or quoting a path). */
+void
+install_specific_code(struct err *e)
 {
-	if (strstr(e->msg, strerror(ENOSPC)) != NULL)
+	const char *root = err_root(e);
+
+	if (e->sys == ENOSPC || e->sys == EDQUOT)
 		e->code = "install.no_space";
-	else if (strstr(e->msg, "tls.no_trust_anchors") != NULL ||
-	         (e->code != NULL && strcmp(e->code, "tls.no_trust_anchors") == 0) ||
-	         strstr(e->details, "\"tls.no_trust_anchors\"") != NULL)
+	else if (root != NULL && strcmp(root, "tls.no_trust_anchors") == 0)
 		e->code = "tls.no_trust_anchors";
 }
 
@@ -170,10 +171,10 @@ link_bin(struct install_ctx *c, const char *w, const manifest_t *m, struct err *
 	fs_rand_hex(rnd, 8);
 	snprintf(tmp, sizeof(tmp), "%s/.%s.tmp-%s", dir, m->binary, rnd);
 	if (symlink(c->self, tmp) != 0)
-		return err_set(e, "install.failed", "symlink %s: %s", tmp, strerror(errno));
+		return err_sys(e, "install.failed", errno, "symlink %s: %s", tmp, strerror(errno));
 	if (rename(tmp, link) != 0) {
 		unlink(tmp);
-		return err_set(e, "install.failed", "rename %s: %s", link, strerror(errno));
+		return err_sys(e, "install.failed", errno, "rename %s: %s", link, strerror(errno));
 	}
 	return fs_fsync_dir(dir, e);
 }
@@ -280,7 +281,7 @@ stream_run(void *arg, arc_read_fn read, void *rctx, struct err *e)
 		return err_set(e, "internal", "out of memory");
 	dfd = open(j->tree, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dfd < 0) {
-		err_set(e, "install.failed", "extract: cannot open directory %s: %s", j->tree,
+		err_sys(e, "install.failed", errno, "extract: cannot open directory %s: %s", j->tree,
 		        strerror(errno));
 		install_details_phase(e, "extract");
 		return -1;
@@ -327,7 +328,8 @@ private_copy(struct job *j, int afd, struct digest *got, struct err *e)
 	fd = b == NULL ? -1 : open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		free(b);
-		return err_set(e, "io.error", "%s: %s", path, b == NULL ? "out of memory" : strerror(errno));
+		return err_sys(e, "io.error", errno, "%s: %s", path,
+		               b == NULL ? "out of memory" : strerror(errno));
 	}
 	unlink(path);
 	digest_init(&dc, DIGEST_SHA256);
@@ -339,8 +341,8 @@ private_copy(struct job *j, int afd, struct digest *got, struct err *e)
 	}
 	free(b);
 	if (n != 0 || lseek(fd, 0, SEEK_SET) != 0) {
-		err_set(e, "io.error", "copying the artifact to %s: %s", j->staging,
-		        n > 0 && w >= 0 ? "short write" : strerror(errno));
+		err_sys(e, "io.error", n > 0 && w >= 0 ? 0 : errno, "copying the artifact to %s: %s",
+		        j->staging, n > 0 && w >= 0 ? "short write" : strerror(errno));
 		close(fd);
 		return -1;
 	}
@@ -386,7 +388,7 @@ extract_artifact(struct job *j, int afd, const char *path, struct xprog *xp, str
 		if ((zfd = src = private_copy(j, afd, &got, e)) < 0)
 			return -1;
 	} else if (lseek(afd, 0, SEEK_SET) != 0) {
-		return err_set(e, "io.error", "%s: %s", path, strerror(errno));
+		return err_sys(e, "io.error", errno, "%s: %s", path, strerror(errno));
 	} else {
 		digest_init(&tee, DIGEST_SHA256);
 		ao.tee = &tee;
@@ -395,7 +397,7 @@ extract_artifact(struct job *j, int afd, const char *path, struct xprog *xp, str
 	if (f == ARC_FMT_ZIP && !digest_equal(&want, &got))
 		rc = -2;
 	if (rc == 0 && (dfd = open(j->tree, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-		err_set(e, "install.failed", "extract: cannot open directory %s: %s", j->tree,
+		err_sys(e, "install.failed", errno, "extract: cannot open directory %s: %s", j->tree,
 		        strerror(errno));
 		install_details_phase(e, "extract");
 		rc = -1;
@@ -534,14 +536,14 @@ publish_tree(struct job *j, struct err *e)
 	if (rename(j->tree, j->final) == 0)
 		return 0;
 	if (errno != EEXIST && errno != ENOTEMPTY)
-		return err_set(e, "install.failed", "rename to %s: %s", j->final, strerror(errno));
+		return err_sys(e, "install.failed", errno, "rename to %s: %s", j->final, strerror(errno));
 	/* atomically where the kernel can, else two renames (the path is
 	 * briefly absent, never half-written) */
 	if (syscall(SYS_renameat2, AT_FDCWD, j->tree, AT_FDCWD, j->final, 2 /* RENAME_EXCHANGE */) == 0)
 		return 0;
 	snprintf(old, sizeof(old), "%s/old", j->staging);
 	if (rename(j->final, old) != 0 || rename(j->tree, j->final) != 0)
-		return err_set(e, "install.failed", "replacing %s: %s", j->final, strerror(errno));
+		return err_sys(e, "install.failed", errno, "replacing %s: %s", j->final, strerror(errno));
 	return 0;
 }
 
@@ -759,7 +761,7 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 	rc = 0;
 out:
 	if (rc < 0)
-		specific_code(e);
+		install_specific_code(e);
 	/* a require's copies move into the cache once its dependent may go on */
 	install_tree_keep_done(c, j->keep);
 	install_known_free(j->known);

@@ -41,10 +41,10 @@ install_fetch_failed(struct err *e, const manifest_t *m, const char *url, const 
 		            "install.max_download_mb caps each download (artifact or npm package)");
 	json_w_end(&w);
 	if (url != NULL)
-		err_set(e, "install.failed", "%s %s: fetching %s: %s: %s", m->name, m->version, url, under,
-		        msg);
+		err_wrap(e, "install.failed", "%s %s: fetching %s: %s: %s", m->name, m->version, url, under,
+		         msg);
 	else
-		err_set(e, "install.failed", "%s %s: fetch: %s: %s", m->name, m->version, under, msg);
+		err_wrap(e, "install.failed", "%s %s: fetch: %s: %s", m->name, m->version, under, msg);
 	if (!w.overflow)
 		err_details(e, w.buf);
 	else

@@ -47,7 +47,7 @@ install_marker_read(const char *dir, const char *name, struct install_marker *mk
 	/* open + fstat + read + close: the fast path counts syscalls */
 	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
-		return err_set(e, errno == ENOENT ? "not_found" : "io.error", "%s: %s", path,
+		return err_sys(e, errno == ENOENT ? "not_found" : "io.error", errno, "%s: %s", path,
 		               strerror(errno));
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
 	    st.st_size > INSTALL_MARKER_MAX || (buf = malloc((size_t)st.st_size + 1)) == NULL) {
@@ -146,7 +146,7 @@ tl_hash(struct tlist *t, int dfd, const char *name, const char *rel, struct dige
 	ssize_t r;
 
 	if (fd < 0)
-		return err_set(e, "io.error", "%s: %s", rel, strerror(errno));
+		return err_sys(e, "io.error", errno, "%s: %s", rel, strerror(errno));
 	*size = 0;
 	digest_init(&dc, DIGEST_SHA256);
 	while ((r = read(fd, t->io, TREE_IO)) > 0) {
@@ -155,7 +155,7 @@ tl_hash(struct tlist *t, int dfd, const char *name, const char *rel, struct dige
 	}
 	close(fd);
 	if (r < 0)
-		return err_set(e, "io.error", "%s: %s", rel, strerror(errno));
+		return err_sys(e, "io.error", errno, "%s: %s", rel, strerror(errno));
 	digest_final(&dc, dg);
 	return 0;
 }
@@ -190,7 +190,7 @@ tl_visit(void *arg, int dfd, const char *name, const char *rel, const struct sta
 	}
 	if (S_ISLNK(st->st_mode)) {
 		if ((r = readlinkat(dfd, name, target, sizeof(target) - 1)) < 0)
-			return err_set(e, "io.error", "%s: %s", rel, strerror(errno));
+			return err_sys(e, "io.error", errno, "%s: %s", rel, strerror(errno));
 		digest_buf(DIGEST_SHA256, target, (size_t)r, &dg);
 		digest_hex(&dg, hex);
 		snprintf(line, sizeof(line), "l %04o %zd %s ", 0777u, r, hex);
@@ -216,7 +216,7 @@ install_tree_list_known(const char *root, const struct install_known *k, char **
 
 	dfd = open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dfd < 0)
-		return err_set(e, "io.error", "%s: %s", root, strerror(errno));
+		return err_sys(e, "io.error", errno, "%s: %s", root, strerror(errno));
 	if ((t.io = malloc(TREE_IO)) == NULL) {
 		close(dfd);
 		return err_set(e, "internal", "out of memory");

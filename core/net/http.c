@@ -272,7 +272,7 @@ send_body(struct conn *c, struct xfer *x, struct err *e)
 		r = pread(rq->body_fd, buf, want, (off_t)off);
 		if (r <= 0) {
 			free(buf);
-			return err_set(e, "io.error", "reading the request body: %s",
+			return err_sys(e, "io.error", errno, "reading the request body: %s",
 			               r == 0 ? "the file is shorter than its length" : strerror(errno));
 		}
 		if (http__conn_send(c, buf, (size_t)r, x, e) != 0) {

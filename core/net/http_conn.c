@@ -41,7 +41,7 @@ conn_recv(struct conn *c, void *buf, size_t len, struct xfer *x, struct err *e)
 		}
 		if (errno == ECONNRESET)
 			return err_set(e, "http.truncated", "the server reset the connection");
-		return err_set(e, "http.connect", "recv: %s", strerror(errno));
+		return err_sys(e, "http.connect", errno, "recv: %s", strerror(errno));
 	}
 }
 

@@ -572,7 +572,7 @@ listen_on(struct httpd *s, const char *host, int port, struct err *e)
 		return err_set(e, "config.invalid", "--host %s: not an address or a known host name", host);
 	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
-		return err_set(e, "io.error", "socket: %s", strerror(errno));
+		return err_sys(e, "io.error", errno, "socket: %s", strerror(errno));
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (bind(fd, (struct sockaddr *)&ss, sl) != 0 || listen(fd, SOMAXCONN) != 0) {
 		err_set(e, errno == EADDRINUSE ? "server.address_in_use" : "io.error",
@@ -603,8 +603,9 @@ fd_budget(int max_conns, struct err *e)
 		               max_conns, (unsigned long long)need, (unsigned long long)rl.rlim_max);
 	rl.rlim_cur = need;
 	if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
-		return err_set(e, "config.invalid", "cannot raise the file descriptor limit to %llu: %s",
-		               (unsigned long long)need, strerror(errno));
+		return err_sys(e, "config.invalid", errno,
+		               "cannot raise the file descriptor limit to %llu: %s", (unsigned long long)need,
+		               strerror(errno));
 	return 0;
 }
 
@@ -690,7 +691,7 @@ httpd_new(const struct httpd_config *cfg, struct err *e)
 	s->epfd = epoll_create1(EPOLL_CLOEXEC);
 	s->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (s->epfd < 0 || s->evfd < 0) {
-		err_set(e, "io.error", "epoll/eventfd: %s", strerror(errno));
+		err_sys(e, "io.error", errno, "epoll/eventfd: %s", strerror(errno));
 		goto fail;
 	}
 	ev.events = EPOLLIN;
@@ -776,7 +777,7 @@ httpd_run(struct httpd *s, struct err *e)
 			wait = tick_ms;
 		n = epoll_wait(s->epfd, ev, 64, (int)(wait > INT_MAX ? INT_MAX : wait));
 		if (n < 0 && errno != EINTR) {
-			err_set(e, "io.error", "epoll_wait: %s", strerror(errno));
+			err_sys(e, "io.error", errno, "epoll_wait: %s", strerror(errno));
 			rc = -1;
 			break;
 		}

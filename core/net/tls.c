@@ -738,7 +738,7 @@ run_until(struct tls_conn *t, unsigned target, const struct tls_timing *tm, stru
 				}
 				continue;
 			}
-			err_set(e, "http.connect", "recv: %s", strerror(errno));
+			err_sys(e, "http.connect", errno, "recv: %s", strerror(errno));
 			t->dead = 1;
 			return -1;
 		}

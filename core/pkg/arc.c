@@ -130,7 +130,7 @@ dup_refuse(struct xs *x, int pfd, const char *leaf, const char *what)
 	struct stat sb;
 
 	if (fstatat(pfd, leaf, &sb, AT_SYMLINK_NOFOLLOW) != 0)
-		return arc_refuse(x, "duplicate entry: cannot stat: %s", strerror(errno));
+		return arc_refuse_sys(x, errno, "duplicate entry: cannot stat: %s", strerror(errno));
 	return arc_refuse(x, "duplicate entry: %s over %s", what, type_word(sb.st_mode));
 }
 
@@ -214,7 +214,7 @@ do_file(struct xs *x, struct archive_entry *ent, int pfd, const char *leaf, cons
 	if (fd < 0) {
 		if (errno == EEXIST)
 			return dup_refuse(x, pfd, leaf, "a file");
-		return arc_refuse(x, "cannot create: %s", strerror(errno));
+		return arc_refuse_sys(x, errno, "cannot create: %s", strerror(errno));
 	}
 	/* From here the file is the writer's (arc_write.c): it writes what
 	 * is checked here, hashes it, sets the mode and time, reports it. */
@@ -295,7 +295,7 @@ do_dir(struct xs *x, struct archive_entry *ent, int pfd, const char *leaf, const
 	direct = arc_mode_survives(mode);
 	if (mkdirat(pfd, leaf, direct ? (mode_t)mode : 0700) != 0) {
 		if (errno != EEXIST)
-			return arc_refuse(x, "cannot create directory: %s", strerror(errno));
+			return arc_refuse_sys(x, errno, "cannot create directory: %s", strerror(errno));
 		if (fstatat(pfd, leaf, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(sb.st_mode))
 			return dup_refuse(x, pfd, leaf, "a directory");
 		created = 0;
@@ -309,7 +309,7 @@ do_dir(struct xs *x, struct archive_entry *ent, int pfd, const char *leaf, const
 	}
 	fd = openat(pfd, leaf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0 || fchmod(fd, (mode_t)mode) != 0) {
-		arc_refuse(x, "cannot set directory mode: %s", strerror(errno));
+		arc_refuse_sys(x, errno, "cannot set directory mode: %s", strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		return -1;
@@ -330,7 +330,7 @@ do_symlink(struct xs *x, struct archive_entry *ent, int pfd, const char *leaf, i
 	if (symlinkat(target, pfd, leaf) != 0) {
 		if (errno == EEXIST)
 			return dup_refuse(x, pfd, leaf, "a symlink");
-		return arc_refuse(x, "cannot create symlink: %s", strerror(errno));
+		return arc_refuse_sys(x, errno, "cannot create symlink: %s", strerror(errno));
 	}
 	x->st->entries++;
 	return 0;
@@ -366,7 +366,7 @@ do_hardlink(struct xs *x, const char *raw_target, int pfd, const char *leaf)
 	if (r != 0) {
 		if (errno == EEXIST)
 			return dup_refuse(x, pfd, leaf, "a hard link");
-		return arc_refuse(x, "cannot create hard link: %s", strerror(errno));
+		return arc_refuse_sys(x, errno, "cannot create hard link: %s", strerror(errno));
 	}
 	x->st->entries++;
 	return 0;
@@ -479,7 +479,8 @@ apply_deferred(struct xs *x)
 		if (fd < 0 || fchmod(fd, (mode_t)mode) != 0) {
 			if (fd >= 0)
 				close(fd);
-			return arc_refuse(x, "cannot set the mode of a directory: %s", strerror(errno));
+			return arc_refuse_sys(x, errno, "cannot set the mode of a directory: %s",
+			                      strerror(errno));
 		}
 		close(fd);
 	}
@@ -665,7 +666,7 @@ extract(int archive_fd, const void *mem, size_t memlen, struct src *src, int roo
 	if (arc_w_finish(&x, 1) != 0 || apply_deferred(&x) != 0)
 		goto out;
 	if (o->tee != NULL && tee_drain(&tee) != 0) {
-		err_set(e, "io.error", "reading the archive: %s", strerror(errno));
+		err_sys(e, "io.error", errno, "reading the archive: %s", strerror(errno));
 		goto out;
 	}
 	rc = 0;
@@ -740,13 +741,14 @@ arc_extract(const char *archive_path, const char *root_dir, const struct arc_opt
 
 	afd = open(archive_path, O_RDONLY | O_CLOEXEC);
 	if (afd < 0) {
-		err_set(e, "install.failed", "extract: cannot open %s: %s", archive_path, strerror(errno));
+		err_sys(e, "install.failed", errno, "extract: cannot open %s: %s", archive_path,
+		        strerror(errno));
 		err_details(e, "{\"phase\":\"extract\"}");
 		return -1;
 	}
 	dfd = open(root_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dfd < 0) {
-		err_set(e, "install.failed", "extract: cannot open directory %s: %s", root_dir,
+		err_sys(e, "install.failed", errno, "extract: cannot open directory %s: %s", root_dir,
 		        strerror(errno));
 		err_details(e, "{\"phase\":\"extract\"}");
 		close(afd);

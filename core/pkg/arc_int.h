@@ -77,6 +77,8 @@ int arc_mode_survives(int mode);
 /* Refuse the archive: e set (install.unsafe_archive or the like) naming
  * the entry; returns -1. */
 int arc_refuse(struct xs *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* arc_refuse() for a failed system call: errnum (its errno) goes in e->sys. */
+int arc_refuse_sys(struct xs *x, int errnum, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* The same for a failure without a struct xs (the writer's): cur is the
  * entry's raw name or NULL. */
 int arc_refuse_at(struct err *e, const char *cur, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -61,6 +61,19 @@ arc_refuse(struct xs *x, const char *fmt, ...)
 }
 
 int
+arc_refuse_sys(struct xs *x, int errnum, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	refusev(x->e, x->cur, fmt, ap);
+	va_end(ap);
+	if (x->e != NULL)
+		x->e->sys = errnum;
+	return -1;
+}
+
+int
 arc_refuse_at(struct err *e, const char *cur, const char *fmt, ...)
 {
 	va_list ap;
@@ -185,7 +198,7 @@ why_not_dir(struct xs *x, int dfd, const char *comp)
 	struct stat sb;
 
 	if (fstatat(dfd, comp, &sb, AT_SYMLINK_NOFOLLOW) != 0)
-		return arc_refuse(x, "cannot open parent '%s': %s", comp, strerror(errno));
+		return arc_refuse_sys(x, errno, "cannot open parent '%s': %s", comp, strerror(errno));
 	if (S_ISLNK(sb.st_mode))
 		return arc_refuse(x, "path passes through the symlink '%s'", comp);
 	return arc_refuse(x, "path passes through the non-directory '%s'", comp);
@@ -211,10 +224,11 @@ open_comp(struct xs *x, int fd, const char *comp, int create)
 		int direct = arc_mode_survives(0755);
 
 		if (mkdirat(fd, comp, direct ? 0755 : 0700) != 0 && errno != EEXIST)
-			return arc_refuse(x, "cannot create directory '%s': %s", comp, strerror(errno));
+			return arc_refuse_sys(x, errno, "cannot create directory '%s': %s", comp,
+			                      strerror(errno));
 		nfd = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (nfd >= 0 && !direct && fchmod(nfd, 0755) != 0) {
-			arc_refuse(x, "cannot chmod directory '%s': %s", comp, strerror(errno));
+			arc_refuse_sys(x, errno, "cannot chmod directory '%s': %s", comp, strerror(errno));
 			close(nfd);
 			return -1;
 		}
@@ -227,7 +241,7 @@ open_comp(struct xs *x, int fd, const char *comp, int create)
 		else if (errno == ELOOP || errno == ENOTDIR)
 			why_not_dir(x, fd, comp);
 		else
-			arc_refuse(x, "cannot open '%s': %s", comp, strerror(errno));
+			arc_refuse_sys(x, errno, "cannot open '%s': %s", comp, strerror(errno));
 		return -1;
 	}
 	return nfd;
@@ -254,7 +268,7 @@ arc_walk(struct xs *x, const char *dir, int create)
 
 	fd = openat(x->root, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
-		return arc_refuse(x, "cannot open the extraction root: %s", strerror(errno));
+		return arc_refuse_sys(x, errno, "cannot open the extraction root: %s", strerror(errno));
 	while (*p != '\0') {
 		next_comp(&p, comp);
 		nfd = open_comp(x, fd, comp, create);

@@ -93,10 +93,12 @@ drop_copy(struct arc_writer *w)
 	w->cfd = -1;
 }
 
-static void w_fail(struct arc_writer *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void w_fail(struct arc_writer *w, int errnum, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
+/* errnum: the errno of the failed call, kept in w->e.sys (0: none) */
 static void
-w_fail(struct arc_writer *w, const char *fmt, ...)
+w_fail(struct arc_writer *w, int errnum, const char *fmt, ...)
 {
 	char rule[200];
 	va_list ap;
@@ -105,6 +107,7 @@ w_fail(struct arc_writer *w, const char *fmt, ...)
 	vsnprintf(rule, sizeof(rule), fmt, ap);
 	va_end(ap);
 	arc_refuse_at(&w->e, w->f.raw, "%s", rule);
+	w->e.sys = errnum;
 	drop_copy(w);
 	if (w->open)
 		close(w->f.fd);
@@ -164,7 +167,7 @@ w_data(struct arc_writer *w, int64_t off, const unsigned char *buf, size_t len)
 	if (!w->open || len == 0)
 		return;
 	if (write_all(w->f.fd, buf, len, off) != 0) {
-		w_fail(w, "write failed: %s", strerror(errno ? errno : EIO));
+		w_fail(w, errno ? errno : EIO, "write failed: %s", strerror(errno ? errno : EIO));
 		return;
 	}
 	/* the content hash holds only for data written end to end */
@@ -193,12 +196,12 @@ w_end(struct arc_writer *w)
 	if (f->declared > w->end) {
 		w->hashing = 0;
 		if (ftruncate(f->fd, f->declared) != 0) {
-			w_fail(w, "cannot size file: %s", strerror(errno));
+			w_fail(w, errno, "cannot size file: %s", strerror(errno));
 			return;
 		}
 	}
 	if (!f->direct && fchmod(f->fd, (mode_t)f->mode) != 0) {
-		w_fail(w, "cannot chmod: %s", strerror(errno));
+		w_fail(w, errno, "cannot chmod: %s", strerror(errno));
 		return;
 	}
 	if (f->has_mtime) {
@@ -233,7 +236,7 @@ w_end(struct arc_writer *w)
 	w->copied = 0;
 	w->open = 0;
 	if (close(f->fd) != 0) {
-		w_fail(w, "close failed: %s", strerror(errno));
+		w_fail(w, errno, "close failed: %s", strerror(errno));
 		return;
 	}
 	w->files++;

@@ -228,7 +228,7 @@ cache_put_open(struct cache_put *p, const char *dir, enum digest_alg alg, struct
 	}
 	p->fd = open(p->tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (p->fd < 0)
-		return err_set(e, "io.error", "%s: %s", p->tmp, strerror(errno));
+		return err_sys(e, "io.error", errno, "%s: %s", p->tmp, strerror(errno));
 	p->alg = alg;
 	p->pipe = cache_pipe_new(p->fd, alg, alg == DIGEST_SHA256 ? DIGEST_NONE : DIGEST_SHA256);
 	if (p->pipe == NULL) {
@@ -242,7 +242,8 @@ int
 cache_put_write(struct cache_put *p, const void *data, size_t len, struct err *e)
 {
 	if (cache_pipe_write(p->pipe, data, len) < 0)
-		return err_set(e, "install.failed", "writing the download %s: %s", p->tmp, strerror(errno));
+		return err_sys(e, "install.failed", errno, "writing the download %s: %s", p->tmp,
+		               strerror(errno));
 	p->bytes += len;
 	return 0;
 }
@@ -293,7 +294,7 @@ cache_put_commit(struct cache_put *p, const struct digest *want, int fsync_it, s
 	if (wr < 0) {
 		int er = errno;
 		cache_put_abort(p);
-		return err_set(e, "install.failed", "writing the download %s: %s", p->tmp, strerror(er));
+		return err_sys(e, "install.failed", er, "writing the download %s: %s", p->tmp, strerror(er));
 	}
 	if (p->alg == DIGEST_SHA256)
 		*sha256 = *got;
@@ -304,7 +305,7 @@ cache_put_commit(struct cache_put *p, const struct digest *want, int fsync_it, s
 	if (fsync_it && fsync(p->fd) != 0) {
 		int er = errno;
 		cache_put_abort(p);
-		return err_set(e, "io.error", "%s: %s", p->tmp, strerror(er));
+		return err_sys(e, "io.error", er, "%s: %s", p->tmp, strerror(er));
 	}
 	snprintf(dir, sizeof(dir), "%s", p->tmp);
 	if ((slash = strrchr(dir, '/')) != NULL)
@@ -313,7 +314,7 @@ cache_put_commit(struct cache_put *p, const struct digest *want, int fsync_it, s
 	if ((size_t)snprintf(out, cap, "%s/%s", dir, hex) >= cap || rename(p->tmp, out) != 0) {
 		int er = errno;
 		cache_put_abort(p);
-		return err_set(e, "io.error", "%s: %s", out, strerror(er));
+		return err_sys(e, "io.error", er, "%s: %s", out, strerror(er));
 	}
 	/* the caller reads the bytes just hashed through the fd they were
 	 * written to, never the name (renamed over by anyone who can write
@@ -322,7 +323,7 @@ cache_put_commit(struct cache_put *p, const struct digest *want, int fsync_it, s
 		*fdp = p->fd;
 	else if (close(p->fd) != 0) {
 		p->fd = -1;
-		return err_set(e, "io.error", "%s: %s", out, strerror(errno));
+		return err_sys(e, "io.error", errno, "%s: %s", out, strerror(errno));
 	}
 	p->fd = -1;
 	/* the alias after the blob: a reader never finds an alias naming a

@@ -62,6 +62,7 @@ struct pent {
 	unsigned char sha[32];
 	int failed, dst_err;
 	const char *code;
+	int sys; /* the errno behind the failure, 0 if none */
 	char *msg;
 	char rel[]; /* then the target */
 };
@@ -81,11 +82,11 @@ struct place {
 	int sealed;                  /* a proved file may be copied unhashed (the entry's own proof) */
 };
 
-static void fail(struct pent *p, int dst, const char *code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+static void fail(struct pent *p, int dst, int sys, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 
 static void
-fail(struct pent *p, int dst, const char *code, const char *fmt, ...)
+fail(struct pent *p, int dst, int sys, const char *code, const char *fmt, ...)
 {
 	char m[ERR_MSG_MAX];
 	va_list ap;
@@ -96,6 +97,7 @@ fail(struct pent *p, int dst, const char *code, const char *fmt, ...)
 	p->failed = 1;
 	p->dst_err = dst;
 	p->code = code;
+	p->sys = sys;
 	free(p->msg);
 	p->msg = strdup(m);
 }
@@ -126,11 +128,11 @@ add(struct place *pl, char type, const char *rel, const char *target)
 
 /* The walk's own error at rel: an entry that says it (or the
  * out-of-memory mark). -1. */
-static int walk_fail(struct place *pl, const char *rel, int dst, const char *code, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
+static int walk_fail(struct place *pl, const char *rel, int dst, int sys, const char *code, const char *fmt,
+                     ...) __attribute__((format(printf, 6, 7)));
 
 static int
-walk_fail(struct place *pl, const char *rel, int dst, const char *code, const char *fmt, ...)
+walk_fail(struct place *pl, const char *rel, int dst, int sys, const char *code, const char *fmt, ...)
 {
 	struct pent *p = add(pl, 'x', rel, NULL);
 	char m[ERR_MSG_MAX];
@@ -140,7 +142,7 @@ walk_fail(struct place *pl, const char *rel, int dst, const char *code, const ch
 	vsnprintf(m, sizeof(m), fmt, ap);
 	va_end(ap);
 	if (p != NULL)
-		fail(p, dst, code, "%s", m);
+		fail(p, dst, sys, code, "%s", m);
 	return -1;
 }
 
@@ -184,7 +186,7 @@ copy_one(struct pent *p, unsigned char *io, int sealed)
 	close(p->out);
 	p->in = p->out = -1;
 	if (er != 0 || rc < 0)
-		fail(p, dst_err || rc == 0, "io.error", "%s: copying: %s", p->rel, strerror(er));
+		fail(p, dst_err || rc == 0, er, "io.error", "%s: copying: %s", p->rel, strerror(er));
 }
 
 /* Take a queued file and copy it (mu held, released meanwhile): a large
@@ -275,7 +277,7 @@ static int
 not_ours(struct place *pl, const char *rel, const struct stat *st)
 {
 	return walk_fail(
-	    pl, rel, 0, "cache.unsafe_entry",
+	    pl, rel, 0, 0, "cache.unsafe_entry",
 	    "%s is owned by uid %u, not by this user (uid %u): remove the entry, or chown it to this user",
 	    rel, (unsigned)st->st_uid, (unsigned)geteuid());
 }
@@ -305,14 +307,14 @@ place_file(struct place *pl, int src, int dst, const char *name, const char *rel
 		return -1;
 	p->in = openat(src, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (p->in < 0) {
-		fail(p, 0, "io.error", "%s: %s", rel, strerror(errno));
+		fail(p, 0, errno, "io.error", "%s: %s", rel, strerror(errno));
 		return -1;
 	}
 	if (fstat(p->in, &p->st) != 0 || !S_ISREG(p->st.st_mode)) {
 		er = errno;
 		close(p->in);
 		p->in = -1;
-		fail(p, 0, "io.error", "%s: %s", rel, er ? strerror(er) : "no longer a regular file");
+		fail(p, 0, er, "io.error", "%s: %s", rel, er ? strerror(er) : "no longer a regular file");
 		return -1;
 	}
 	if (p->st.st_uid != geteuid()) {
@@ -328,7 +330,7 @@ place_file(struct place *pl, int src, int dst, const char *name, const char *rel
 		er = errno;
 		close(p->in);
 		p->in = -1;
-		fail(p, 1, "io.error", "%s: %s", rel, strerror(er));
+		fail(p, 1, er, "io.error", "%s: %s", rel, strerror(er));
 		return -1;
 	}
 	return queue(pl, p);
@@ -349,7 +351,7 @@ place_subdir(struct place *pl, int src, int dst, const char *name, const char *r
 		return -1;
 	in = openat(src, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (in < 0 || fstat(in, &p->st) != 0) {
-		rc = walk_fail(pl, rel, 0, "io.error", "%s: %s", rel, strerror(errno));
+		rc = walk_fail(pl, rel, 0, errno, "io.error", "%s: %s", rel, strerror(errno));
 		if (in >= 0)
 			close(in);
 		return rc;
@@ -362,13 +364,13 @@ place_subdir(struct place *pl, int src, int dst, const char *name, const char *r
 	vouch(pl, p);
 	if (mkdirat(dst, name, 0700) != 0) {
 		close(in);
-		return walk_fail(pl, rel, 1, "io.error", "%s: %s", rel, strerror(errno));
+		return walk_fail(pl, rel, 1, errno, "io.error", "%s: %s", rel, strerror(errno));
 	}
 	out = openat(dst, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	rc = out < 0 ? walk_fail(pl, rel, 1, "io.error", "%s: %s", rel, strerror(errno))
+	rc = out < 0 ? walk_fail(pl, rel, 1, errno, "io.error", "%s: %s", rel, strerror(errno))
 	             : place_dir(pl, in, out, rel);
 	if (rc == 0 && fchmod(out, p->mode) != 0)
-		rc = walk_fail(pl, rel, 1, "io.error", "%s: %s", rel, strerror(errno));
+		rc = walk_fail(pl, rel, 1, errno, "io.error", "%s: %s", rel, strerror(errno));
 	close(in);
 	if (out >= 0)
 		close(out);
@@ -388,25 +390,25 @@ place_dir(struct place *pl, int src, int dst, const char *rel)
 	int rc = 0;
 
 	if (cache_dir_names(src, rel, &names, &n, &e) < 0)
-		return walk_fail(pl, rel, 0, e.code, "%s", e.msg);
+		return walk_fail(pl, rel, 0, e.sys, e.code, "%s", e.msg);
 	for (i = 0; rc == 0 && i < n; i++) {
 		struct pent *p;
 		if (cache_entry_path(rel, names[i], path, sizeof(path), &e) < 0)
-			rc = walk_fail(pl, path, 0, e.code, "%s", e.msg);
+			rc = walk_fail(pl, path, 0, e.sys, e.code, "%s", e.msg);
 		else if (fstatat(src, names[i], &st, AT_SYMLINK_NOFOLLOW) != 0)
-			rc = walk_fail(pl, path, 0, "io.error", "%s: %s", path, strerror(errno));
+			rc = walk_fail(pl, path, 0, errno, "io.error", "%s: %s", path, strerror(errno));
 		else if (S_ISDIR(st.st_mode))
 			rc = place_subdir(pl, src, dst, names[i], path);
 		else if (S_ISREG(st.st_mode))
 			rc = place_file(pl, src, dst, names[i], path);
 		else if (!S_ISLNK(st.st_mode))
-			rc = walk_fail(pl, path, 0, "io.error", "%s: not a file, directory or link", path);
+			rc = walk_fail(pl, path, 0, 0, "io.error", "%s: not a file, directory or link", path);
 		else if (st.st_uid != geteuid())
 			rc = not_ours(pl, path, &st);
 		else if (cache_read_link(src, names[i], path, target, sizeof(target), &e) < 0)
-			rc = walk_fail(pl, path, 0, e.code, "%s", e.msg);
+			rc = walk_fail(pl, path, 0, e.sys, e.code, "%s", e.msg);
 		else if (symlinkat(target, dst, names[i]) != 0)
-			rc = walk_fail(pl, path, 1, "io.error", "%s: %s", path, strerror(errno));
+			rc = walk_fail(pl, path, 1, errno, "io.error", "%s: %s", path, strerror(errno));
 		else if ((p = add(pl, 'l', path, target)) == NULL)
 			rc = -1;
 		else {
@@ -495,7 +497,7 @@ place_tree(int src, int dst, const struct proof_view *pv, const char *sealed, si
 	memset(&pl, 0, sizeof(pl));
 	*vouched = 0;
 	if (fstat(src, &rs) != 0)
-		return err_set(e, "io.error", "the kept tree: %s", strerror(errno));
+		return err_sys(e, "io.error", errno, "the kept tree: %s", strerror(errno));
 	if (sealed != NULL && line_starts(sealed, blen, &off, &noff) < 0)
 		return err_set(e, "internal", "out of memory");
 	pl.pv = pv;
@@ -531,7 +533,7 @@ place_tree(int src, int dst, const struct proof_view *pv, const char *sealed, si
 	for (p = pl.head; p != NULL && rc == 0; p = p->next) {
 		*vouched = *vouched && p->proved;
 		if (p->failed) {
-			err_set(e, p->code, "%s", p->msg != NULL ? p->msg : "out of memory");
+			err_sys(e, p->code, p->sys, "%s", p->msg != NULL ? p->msg : "out of memory");
 			*dst_err = p->dst_err;
 			rc = -1;
 		} else if (p->type == 'd') {
@@ -809,13 +811,13 @@ cache_tree_place(const char *cache, const char *keyfile, const char *key, int pa
 		close(sfd);
 		free(mf.text);
 		free(pl);
-		return err_set(e, "io.error", "placing %s: %s", label, strerror(errno));
+		return err_sys(e, "io.error", errno, "placing %s: %s", label, strerror(errno));
 	}
 	rc = place_tree(sfd, dfd, proved || fresh ? &pv : NULL, proved ? mf.body : NULL, mf.blen, fn, arg,
 	                &lines, &nfiles, &held, &dst_err, &we);
 	close(sfd);
 	if (rc == 0 && fchmod(dfd, 0755) != 0)
-		rc = err_set(&we, "io.error", "placing %s: %s", label, strerror(errno)), dst_err = 1;
+		rc = err_sys(&we, "io.error", errno, "placing %s: %s", label, strerror(errno)), dst_err = 1;
 	close(dfd);
 	if (rc < 0 && dst_err) {
 		*e = we;

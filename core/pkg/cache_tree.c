@@ -456,7 +456,7 @@ cache_dir_names(int src, const char *rel, char ***out, size_t *np, struct err *e
 	if (fd < 0 || (d = fdopendir(fd)) == NULL) {
 		if (fd >= 0)
 			close(fd);
-		return err_set(e, "io.error", "%s: %s", rel[0] ? rel : ".", strerror(errno));
+		return err_sys(e, "io.error", errno, "%s: %s", rel[0] ? rel : ".", strerror(errno));
 	}
 	while ((de = readdir(d)) != NULL) {
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
@@ -521,13 +521,13 @@ walk_file(struct walk *w, int src, int dst, const char *name, const char *rel, c
 	if (S_ISDIR(st->st_mode)) {
 		if (mkdirat(dst, name, 0700) != 0) {
 			w->dst_err = 1;
-			return err_set(w->e, "io.error", "%s: %s", rel, strerror(errno));
+			return err_sys(w->e, "io.error", errno, "%s: %s", rel, strerror(errno));
 		}
 		if (line(w, "d %04o %s\n", (unsigned)(st->st_mode & 07777), rel) < 0)
 			return -1;
 		in = openat(src, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		out = openat(dst, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		rc = in < 0 || out < 0 ? err_set(w->e, "io.error", "%s: %s", rel, strerror(errno))
+		rc = in < 0 || out < 0 ? err_sys(w->e, "io.error", errno, "%s: %s", rel, strerror(errno))
 		                       : walk_dir(w, in, out, rel);
 		/* the mode last: a read-only directory is filled first (with
 		 * extraction's copies, once they are moved in) */
@@ -535,7 +535,7 @@ walk_file(struct walk *w, int src, int dst, const char *name, const char *rel, c
 			rc = push_later(w, rel, "", st);
 		else if (rc == 0 && fchmod(out, st->st_mode & 07777) != 0) {
 			w->dst_err = 1;
-			rc = err_set(w->e, "io.error", "%s: %s", rel, strerror(errno));
+			rc = err_sys(w->e, "io.error", errno, "%s: %s", rel, strerror(errno));
 		}
 		if (in >= 0)
 			close(in);
@@ -548,7 +548,7 @@ walk_file(struct walk *w, int src, int dst, const char *name, const char *rel, c
 			return -1;
 		if (symlinkat(target, dst, name) != 0) {
 			w->dst_err = 1;
-			return err_set(w->e, "io.error", "%s: %s", rel, strerror(errno));
+			return err_sys(w->e, "io.error", errno, "%s: %s", rel, strerror(errno));
 		}
 		return line(w, "l %s -> %s\n", rel, target);
 	}
@@ -567,12 +567,12 @@ walk_file(struct walk *w, int src, int dst, const char *name, const char *rel, c
 	}
 	in = openat(src, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (in < 0)
-		return err_set(w->e, "io.error", "%s: %s", rel, strerror(errno));
+		return err_sys(w->e, "io.error", errno, "%s: %s", rel, strerror(errno));
 	out = openat(dst, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (out < 0) {
 		close(in);
 		w->dst_err = 1;
-		return err_set(w->e, "io.error", "%s: %s", rel, strerror(errno));
+		return err_sys(w->e, "io.error", errno, "%s: %s", rel, strerror(errno));
 	}
 	/* a file extraction just wrote and hashed (the stat says it is
 	 * unchanged since) is copied, not hashed again; placement hashes
@@ -588,7 +588,7 @@ walk_file(struct walk *w, int src, int dst, const char *name, const char *rel, c
 	if (rc < 0 || fchmod(out, st->st_mode & 07777) != 0 || fstat(out, &ds) != 0) {
 		close(out);
 		w->dst_err = w->dst_err || rc == 0;
-		return err_set(w->e, "io.error", "%s: copying: %s", rel, strerror(errno));
+		return err_sys(w->e, "io.error", errno, "%s: copying: %s", rel, strerror(errno));
 	}
 	fs_writeback_start(out); /* fs.h: the disk writes it while the next is copied */
 	close(out);
@@ -616,7 +616,7 @@ walk_dir(struct walk *w, int src, int dst, const char *rel)
 		if (cache_entry_path(rel, names[i], path, sizeof(path), w->e) < 0)
 			rc = -1;
 		else if (fstatat(src, names[i], &st, AT_SYMLINK_NOFOLLOW) != 0)
-			rc = err_set(w->e, "io.error", "%s: %s", path, strerror(errno));
+			rc = err_sys(w->e, "io.error", errno, "%s: %s", path, strerror(errno));
 		else
 			rc = walk_file(w, src, dst, names[i], path, &st);
 	}
@@ -719,7 +719,7 @@ cache_tree_store_begin(const char *cache, const char *keyfile, const char *key, 
 	if (mkdir(s->tmp, 0755) != 0 ||
 	    mkdirat(AT_FDCWD, (snprintf(mf, sizeof(mf), "%s/tree", s->tmp), mf), 0755) != 0 ||
 	    (s->tfd = open(mf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-		err_set(&s->e, "io.error", "%s: %s", s->tmp, strerror(errno));
+		err_sys(&s->e, "io.error", errno, "%s: %s", s->tmp, strerror(errno));
 		store_close(s, -1);
 		return NULL;
 	}
@@ -766,7 +766,7 @@ put_new(const char *path, const void *p, size_t n, struct err *e)
 		return 0;
 	if (fd >= 0)
 		unlink(path);
-	return err_set(e, "io.error", "%s: %s", path, w >= 0 ? "short write" : strerror(er));
+	return err_sys(e, "io.error", er, "%s: %s", path, w >= 0 ? "short write" : strerror(er));
 }
 
 int
@@ -847,7 +847,7 @@ cache_tree_store_end(struct cache_store *s)
 
 	for (i = 0; i < s->w.nlater; i++)
 		if (later_do(s, sums, &s->w.later[i]) < 0) {
-			err_set(&s->e, "io.error", "%s: %s", s->w.later[i].rel, strerror(errno));
+			err_sys(&s->e, "io.error", errno, "%s: %s", s->w.later[i].rel, strerror(errno));
 			return store_close(s, -1);
 		}
 	/* the tree is whole and final: its proof, so that a placement can
@@ -858,7 +858,7 @@ cache_tree_store_end(struct cache_store *s)
 	                       s->w.lines.len, &s->e) < 0)
 		return store_close(s, -1);
 	if (rename(s->tmp, s->dir) != 0 && errno != EEXIST && errno != ENOTEMPTY) {
-		err_set(&s->e, "io.error", "%s: %s", s->dir, strerror(errno));
+		err_sys(&s->e, "io.error", errno, "%s: %s", s->dir, strerror(errno));
 		return store_close(s, -1);
 	}
 	return store_close(s, 0);

@@ -14,6 +14,7 @@
 
 #include <ctype.h>
 #include <stdarg.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -801,7 +802,7 @@ manifest_load_file(manifest_t *m, const char *path, const struct manifest_opts *
 	if (fs_read_input(path, MANIFEST_MAX_BYTES, &text, &len, e) < 0) {
 		if (e && e->code && strcmp(e->code, "not_found") == 0)
 			err_set(e, INVALID, "%s: no such file", path);
-		else if (e && e->code && strcmp(e->code, "io.error") == 0 && strstr(e->msg, "large"))
+		else if (e && e->code && strcmp(e->code, "io.error") == 0 && e->sys == EFBIG)
 			err_set(e, INVALID, "%s: larger than %u bytes", path, MANIFEST_MAX_BYTES);
 		return -1;
 	}

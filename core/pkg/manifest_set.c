@@ -103,7 +103,8 @@ manifest_set_open(struct manifest_set *s, const char *dir, const struct manifest
 
 		snprintf(s->dir, sizeof(s->dir), "%s", dir);
 		if (d == NULL) {
-			err_set(e, "config.invalid", "manifests directory %s: %s", dir, strerror(errno));
+			err_sys(e, "config.invalid", errno, "manifests directory %s: %s", dir,
+			        strerror(errno));
 			manifest_set_close(s);
 			return -1;
 		}

@@ -196,7 +196,8 @@ void api_metrics_text(struct api *a, char **out, size_t *len);
  * Agent sessions (api_sessions.c): the session table from the current
  * generation's limits, journals in <state dir>/sessions when it can be
  * made and written (else in memory), journals found there replayed. msg
- * receives a line for the log. 0, or -1 (e) when out of memory.
+ * receives a line for the log. 0; 1 when the journals live in memory only
+ * (msg says why, worth logging even when quiet); -1 (e) when out of memory.
  */
 int api_sessions_init(struct api *a, char *msg, size_t cap, struct err *e);
 

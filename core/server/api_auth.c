@@ -178,7 +178,7 @@ token_at(int dfd, const char *path, char *tok, struct err *e)
 		n = read(fd, buf, sizeof(buf) - 1);
 		close(fd);
 		if (n < 0)
-			return err_set(e, "io.error", "%s: %s", path, strerror(errno));
+			return err_sys(e, "io.error", errno, "%s: %s", path, strerror(errno));
 		buf[n] = '\0';
 		while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
 			buf[--n] = '\0';
@@ -191,9 +191,9 @@ token_at(int dfd, const char *path, char *tok, struct err *e)
 	if (errno == ELOOP)
 		return err_set(e, "config.state_dir_unsafe", "%s is a symbolic link, not a token file", path);
 	if (errno != ENOENT)
-		return err_set(e, "io.error", "%s: %s", path, strerror(errno));
+		return err_sys(e, "io.error", errno, "%s: %s", path, strerror(errno));
 	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
-		return err_set(e, "io.error", "getrandom: %s", strerror(errno));
+		return err_sys(e, "io.error", errno, "getrandom: %s", strerror(errno));
 	for (i = 0; i < sizeof(r); i++)
 		snprintf(tok + 2 * i, 3, "%02x", r[i]);
 	explicit_bzero(r, sizeof(r));

@@ -468,7 +468,7 @@ fail:
 	if (rt->ev >= 0)
 		close(rt->ev);
 	free(rt);
-	return err_set(e, "internal", "cannot start the op runner: %s", strerror(rc));
+	return err_sys(e, "internal", rc, "cannot start the op runner: %s", strerror(rc));
 }
 
 /* A place among the running ops: 0, 1 when all API_RUNS_MAX are taken, or

@@ -105,7 +105,7 @@ api_sessions_init(struct api *a, char *msg, size_t cap, struct err *e)
 		         "no writable state directory for session journals (%s): they live in memory, "
 		         "replay is limited to this process's lifetime",
 		         e2.code != NULL ? e2.msg : "not writable");
-		return 0;
+		return 1;
 	}
 	sessions_replay(a->sessions, &loaded, &interrupted, &skipped);
 	snprintf(msg, cap, "session journals in %s: %d replayed (%d marked interrupted), %d skipped", dir,

@@ -356,7 +356,7 @@ jobs_need(struct jobs *J, const struct install_settings *set, const char *tool, 
 			free(j->set);
 			j->set = NULL;
 			pthread_mutex_unlock(&J->mu);
-			return err_set(e, "internal", "cannot start an install thread: %s", strerror(rc));
+			return err_sys(e, "internal", rc, "cannot start an install thread: %s", strerror(rc));
 		}
 		j->used = 1;
 		J->st.started++;

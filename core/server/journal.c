@@ -129,7 +129,7 @@ journal_create_at(struct journal *j, int dfd, const char *dir, const char *id, c
 	j->fd = openat(j->dfd, j->path + j->name_at,
 	               O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (j->fd < 0) {
-		err_set(e, "io.error", "%s: %s", j->path, strerror(errno));
+		err_sys(e, "io.error", errno, "%s: %s", j->path, strerror(errno));
 		j->path[0] = '\0';
 		journal_close(j, 0);
 		return -1;
@@ -142,7 +142,7 @@ journal_create_at(struct journal *j, int dfd, const char *dir, const char *id, c
 	memcpy(line, header, hl);
 	line[hl] = '\n';
 	if (write_all(j->fd, line, hl + 1) != 0) {
-		err_set(e, "io.error", "%s: %s", j->path, strerror(errno));
+		err_sys(e, "io.error", errno, "%s: %s", j->path, strerror(errno));
 		free(line);
 		journal_close(j, 1);
 		return -1;
@@ -329,7 +329,7 @@ load(struct journal *j, const char *base, struct err *e)
 		return err_set(e, "io.error", "%s: not a journal name", path);
 	fd = openat(j->dfd, j->path + j->name_at, O_RDWR | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
-		return err_set(e, "io.error", "%s: %s", path, strerror(errno));
+		return err_sys(e, "io.error", errno, "%s: %s", path, strerror(errno));
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size > JOURNAL_FILE_MAX) {
 		close(fd);
 		return err_set(e, "io.error", "%s: not a regular file of at most %u bytes", path,
@@ -381,7 +381,8 @@ load(struct journal *j, const char *base, struct err *e)
 	if (keep < got && ftruncate(fd, (off_t)keep) != 0) {
 		close(fd);
 		journal_close(j, 0);
-		return err_set(e, "io.error", "%s: cannot cut the partial tail: %s", path, strerror(errno));
+		return err_sys(e, "io.error", errno, "%s: cannot cut the partial tail: %s", path,
+		               strerror(errno));
 	}
 	j->fd = fd;
 	j->flushed = j->b.len;

@@ -106,12 +106,13 @@ ops_program_usable(const char *op_id, const char *path, struct err *e)
 	struct stat st;
 
 	if (stat(path, &st) != 0)
-		return err_set(e, "command.unavailable", "%s: program %s: %s", op_id, path, strerror(errno));
+		return err_sys(e, "command.unavailable", errno, "%s: program %s: %s", op_id, path,
+		               strerror(errno));
 	if (!S_ISREG(st.st_mode))
 		return err_set(e, "command.unavailable", "%s: program %s is not a regular file", op_id, path);
 	if (access(path, X_OK) != 0)
-		return err_set(e, "command.unavailable", "%s: program %s is not executable: %s", op_id, path,
-		               strerror(errno));
+		return err_sys(e, "command.unavailable", errno, "%s: program %s is not executable: %s", op_id,
+		               path, strerror(errno));
 	return 0;
 }
 

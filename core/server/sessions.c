@@ -310,7 +310,7 @@ sessions_create(struct sessions *S, const struct session_spec *sp, struct sessio
 		s->used = s->running = 0;
 		pthread_mutex_unlock(&S->mu);
 		*retry_after = 5;
-		return err_set(e, "request.busy", "cannot start a session thread: %s", strerror(rc));
+		return err_sys(e, "request.busy", rc, "cannot start a session thread: %s", strerror(rc));
 	}
 	pthread_mutex_unlock(&S->mu);
 	return 0;

@@ -114,8 +114,7 @@ fx_start(const char *config, const char *cmds, const char *const *mans)
 		return -1;
 	}
 	fx.api.start_env = environ;
-	if (api_init(&fx.api, g, &fx.ms, &e) != 0 ||
-	    api_sessions_init(&fx.api, smsg, sizeof(smsg), &e) != 0) {
+	if (api_init(&fx.api, g, &fx.ms, &e) != 0 || api_sessions_init(&fx.api, smsg, sizeof(smsg), &e) < 0) {
 		fprintf(stderr, "api: %s: %s\n", e.code, e.msg);
 		return -1;
 	}

@@ -1,4 +1,5 @@
 #include "unit.h"
+#include <errno.h>
 #include "base/err.h"
 
 static void
@@ -27,7 +28,8 @@ test_format_one_line_and_fix(void **state)
 
 	assert_int_equal(err_set(&e, "install.checksum_mismatch", "codex: expected %s", "3f1c"), -1);
 	err_format(&e, buf, sizeof(buf));
-	assert_non_null(strstr(buf, "agent-sandbox-server: install.checksum_mismatch: codex: expected 3f1c\n  fix: "));
+	assert_non_null(
+	    strstr(buf, "agent-sandbox-server: install.checksum_mismatch: codex: expected 3f1c\n  fix: "));
 	err_set(&e, "request.invalid", NULL);
 	err_format(&e, buf, sizeof(buf));
 	assert_string_equal(buf, "agent-sandbox-server: request.invalid: the request is malformed\n");
@@ -75,6 +77,34 @@ test_message_may_quote_itself(void **state)
 }
 
 static void
+test_wrap_keeps_sys_and_cause(void **state)
+{
+	struct err e, copy;
+
+	err_sys(&e, "io.error", ENOSPC, "writing x: %s", "disk says no");
+	err_wrap(&e, "install.failed", "kd 1.0: %s", e.msg);
+	assert_string_equal(e.code, "install.failed");
+	assert_string_equal(e.msg, "kd 1.0: writing x: disk says no");
+	assert_int_equal(e.sys, ENOSPC);
+	assert_string_equal(e.cause, "io.error");
+	/* a second wrap keeps the innermost cause; a struct copy keeps both */
+	err_wrap(&e, "install.failed", "again: %s", e.msg);
+	copy = e;
+	assert_string_equal(copy.cause, "io.error");
+	assert_int_equal(copy.sys, ENOSPC);
+	assert_string_equal(err_root(&copy), "io.error");
+	/* err_set starts afresh; err_clear forgets */
+	err_set(&e, "install.failed", "other");
+	assert_int_equal(e.sys, 0);
+	assert_null(e.cause);
+	assert_string_equal(err_root(&e), "install.failed");
+	err_sys(&e, "io.error", EIO, "x");
+	err_clear(&e);
+	assert_int_equal(e.sys, 0);
+	assert_null(e.cause);
+}
+
+static void
 test_every_code_is_unique_and_dotted_or_known(void **state)
 {
 	int n, i, j;
@@ -92,13 +122,14 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_unknown_code_maps_to_internal),
-		cmocka_unit_test(test_status_and_remedy),
-		cmocka_unit_test(test_format_one_line_and_fix),
-		cmocka_unit_test(test_format_truncates_and_ends_in_newline),
-		cmocka_unit_test(test_details_too_long_becomes_empty_object),
-		cmocka_unit_test(test_message_may_quote_itself),
-		cmocka_unit_test(test_every_code_is_unique_and_dotted_or_known),
+	    cmocka_unit_test(test_unknown_code_maps_to_internal),
+	    cmocka_unit_test(test_status_and_remedy),
+	    cmocka_unit_test(test_format_one_line_and_fix),
+	    cmocka_unit_test(test_format_truncates_and_ends_in_newline),
+	    cmocka_unit_test(test_details_too_long_becomes_empty_object),
+	    cmocka_unit_test(test_message_may_quote_itself),
+	    cmocka_unit_test(test_every_code_is_unique_and_dotted_or_known),
+	    cmocka_unit_test(test_wrap_keeps_sys_and_cause),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,6 +2,7 @@
  * proof list, running verify commands, markers, backoff, the check-only
  * ensure. The whole engine runs end to end in tests/integration/install.sh. */
 #include "unit.h"
+#include <errno.h>
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -71,7 +72,8 @@ test_tree_listing(void **state)
 	assert_int_equal(files, 3);
 	assert_int_equal(bytes, 9);
 	/* sorted, one line per entry, mode, size, digest, path */
-	assert_non_null(strstr(text, "f 0755 5 2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824 a\n"));
+	assert_non_null(
+	    strstr(text, "f 0755 5 2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824 a\n"));
 	assert_true(strstr(text, " a\n") < strstr(text, " b\n"));
 	assert_non_null(strstr(text, "l 0777 5 "));
 	assert_non_null(strstr(text, "d 0700 - - sub\n"));
@@ -114,8 +116,10 @@ sh_in(const char *sub, const char *cmd)
 static void
 proof_tree(void)
 {
-	sh_in(".", "rm -rf t && mkdir -p t/bin t/sub/deep && printf '#!/bin/sh\\n' >t/bin/x && chmod 755 t/bin/x && "
-		   "printf aaaa >t/sub/a && printf bbbb >t/sub/b && printf c >t/sub/deep/c && ln -s sub/a t/link");
+	sh_in(
+	    ".",
+	    "rm -rf t && mkdir -p t/bin t/sub/deep && printf '#!/bin/sh\\n' >t/bin/x && chmod 755 t/bin/x && "
+	    "printf aaaa >t/sub/a && printf bbbb >t/sub/b && printf c >t/sub/deep/c && ln -s sub/a t/link");
 }
 
 static void
@@ -123,24 +127,24 @@ test_proof_list_catches_each_change(void **state)
 {
 	/* each change, made after proof_make, on a fresh tree */
 	static const char *const changes[] = {
-		"printf zzzz >sub/a",                                                 /* rewrite, same size */
-		"printf z | dd of=sub/a conv=notrunc status=none",                  /* in place */
-		"printf aaaa >sub/a",                                                 /* same bytes again */
-		"chmod 600 sub/a",                                                    /* chmod */
-		"chmod 700 sub/deep",                                                 /* chmod of a directory */
-		": >sub/new",                                                         /* added file */
-		"mkdir sub/deep/more",                                                /* added directory */
-		"rm sub/b",                                                           /* removed file */
-		"rm -r sub/deep",                                                     /* removed directory */
-		"mv sub/a sub/t && mv sub/b sub/a && mv sub/t sub/b",                 /* names swapped */
-		"mv sub/a sub/a2",                                                    /* renamed */
-		"mv sub sub.old && cp -a sub.old sub && rm -rf sub.old",              /* directory replaced */
-		"mv bin/x bin/x.old && cp -a bin/x.old bin/x && rm bin/x.old",        /* file replaced */
-		"ln -s sub/b link.new && mv -T link.new link",                        /* symlink swapped */
-		"ln sub/a ../elsewhere",                                              /* hard link made */
-		"t=$(stat -c %y sub/a) && printf zzzz >sub/a && touch -d \"$t\" sub/a", /* mtime set back */
-		"t=$(stat -c %y sub) && : >sub/x && rm sub/x && touch -d \"$t\" sub",   /* mtime set back */
-		"cd .. && mv t t.old && cp -a t.old t && rm -rf t.old",               /* root replaced */
+	    "printf zzzz >sub/a",                                                   /* rewrite, same size */
+	    "printf z | dd of=sub/a conv=notrunc status=none",                      /* in place */
+	    "printf aaaa >sub/a",                                                   /* same bytes again */
+	    "chmod 600 sub/a",                                                      /* chmod */
+	    "chmod 700 sub/deep",                                                   /* chmod of a directory */
+	    ": >sub/new",                                                           /* added file */
+	    "mkdir sub/deep/more",                                                  /* added directory */
+	    "rm sub/b",                                                             /* removed file */
+	    "rm -r sub/deep",                                                       /* removed directory */
+	    "mv sub/a sub/t && mv sub/b sub/a && mv sub/t sub/b",                   /* names swapped */
+	    "mv sub/a sub/a2",                                                      /* renamed */
+	    "mv sub sub.old && cp -a sub.old sub && rm -rf sub.old",                /* directory replaced */
+	    "mv bin/x bin/x.old && cp -a bin/x.old bin/x && rm bin/x.old",          /* file replaced */
+	    "ln -s sub/b link.new && mv -T link.new link",                          /* symlink swapped */
+	    "ln sub/a ../elsewhere",                                                /* hard link made */
+	    "t=$(stat -c %y sub/a) && printf zzzz >sub/a && touch -d \"$t\" sub/a", /* mtime set back */
+	    "t=$(stat -c %y sub) && : >sub/x && rm sub/x && touch -d \"$t\" sub",   /* mtime set back */
+	    "cd .. && mv t t.old && cp -a t.old t && rm -rf t.old",                 /* root replaced */
 	};
 	char root[256], *pl = NULL;
 	size_t len = 0, i;
@@ -235,7 +239,8 @@ test_proof_quick(void **state)
 	assert_null(pl);
 	assert_null(e.code);
 	if (waited < 20)
-		fail_msg("proof_make_quick gave up after %lld ms, before the clock could tick", (long long)waited);
+		fail_msg("proof_make_quick gave up after %lld ms, before the clock could tick",
+		         (long long)waited);
 	/* the clock back: proved */
 	assert_int_equal(proof_make_quick(root, "io.error", &pl, &len, &e), 0);
 	assert_int_equal(proof_check(root, pl, len), 1);
@@ -418,8 +423,8 @@ test_proof_list_large_tree(void **state)
 	snprintf(root, sizeof(root), "%s/big", dir);
 	for (k = 0; k < 2; k++) {
 		sh_in(".", "rm -rf big && mkdir big && cd big && for d in 0 1 2 3 4 5 6 7 8 9; do mkdir d$d; "
-			   "for f in 00 01 02 03 04 05 06 07 08 09 10 11 12 13 14 15 16 17 18 19; do "
-			   "for g in a b c d e f; do printf x >d$d/f$f$g; done; done; done");
+		           "for f in 00 01 02 03 04 05 06 07 08 09 10 11 12 13 14 15 16 17 18 19; do "
+		           "for g in a b c d e f; do printf x >d$d/f$f$g; done; done; done");
 		assert_int_equal(proof_make(root, "install.failed", &pl, &len, &e), 0);
 		n = proof_parse(pl, len);
 		assert_int_equal(n, 1 + 10 + 1200);
@@ -427,7 +432,7 @@ test_proof_list_large_tree(void **state)
 		assert_int_equal(proof_check(root, pl, len), 1);
 		/* the walk order is the directories' own: change each end */
 		sh_in("big", k == 0 ? "printf y >\"$(find . -type f | head -1)\""
-				    : "printf y >\"$(find . -type f | tail -1)\"");
+		                    : "printf y >\"$(find . -type f | tail -1)\"");
 		assert_int_equal(proof_check(root, pl, len), 0);
 		free(pl);
 		pl = NULL;
@@ -522,7 +527,8 @@ test_run_scrubbed_and_bounded(void **state)
 		 * SIGTERM too, promptly */
 		char *stubborn[] = {"/bin/sh", "-c", "trap '' TERM; sleep 30 & sleep 30", NULL};
 		int64_t t0 = clock_ms();
-		assert_int_equal(install_run(stubborn, "/usr/bin:/bin", dir, 1, out, sizeof(out), &e), 128 + 9);
+		assert_int_equal(install_run(stubborn, "/usr/bin:/bin", dir, 1, out, sizeof(out), &e),
+		                 128 + 9);
 		assert_true(clock_ms() - t0 < 1000 + INSTALL_RUN_GRACE_MS + 1500);
 	}
 	/* a tiny buffer is filled and terminated, never overrun */
@@ -586,10 +592,11 @@ test_check_only_and_modes(void **state)
 	mkdir(marker, 0700);
 	install_ctx_free(&c);
 	assert_int_equal(install_ctx_init(&c, &ms, &set, "linux-x64", &e), 0);
-	put("tools/.locks/node-runtime.backoff", "{\"failures\":1,\"until\":99999999999,\"seconds\":30}", 0600);
+	put("tools/.locks/node-runtime.backoff", "{\"failures\":1,\"until\":99999999999,\"seconds\":30}",
+	    0600);
 	if (install_backoff_left(&c, "node-runtime") <= 0)
-		fail_msg("no backoff: chain[0]=%s writable=%d why=%s", c.chain.d[0].path, c.chain.d[0].writable,
-			 c.chain.d[0].why);
+		fail_msg("no backoff: chain[0]=%s writable=%d why=%s", c.chain.d[0].path,
+		         c.chain.d[0].writable, c.chain.d[0].why);
 	assert_int_equal(install_ensure(&c, "node-runtime", 0, &r, &e), -1);
 	assert_string_equal(e.code, "install.backoff");
 	assert_true(r.retry_after > 0 && r.retry_after <= INSTALL_BACKOFF_MAX);
@@ -621,14 +628,17 @@ test_npm_lock_parsed_once(void **state)
 	static struct install_ctx c;
 	struct manifest_opts mo = {"linux-x64", 0};
 	manifest_t *m = malloc(sizeof(*m));
-	const char *man = "{\"schema\":1,\"name\":\"codex\",\"binary\":\"codex\",\"version\":\"0.1.0\","
-			  "\"source\":{\"type\":\"npm-lock\",\"package\":\"@openai/codex\","
-			  "\"lock\":\"codex/package-lock.json\",\"package_json\":\"codex/package.json\","
-			  "\"bin\":\"node_modules/.bin/codex\",\"allow_scripts\":false},\"hosts\":[\"registry.npmjs.org\"],"
-			  "\"verify\":{\"argv\":[\"{bin}\",\"--version\"]},\"platforms\":[\"linux-x64\",\"linux-arm64\"]}";
+	const char *man =
+	    "{\"schema\":1,\"name\":\"codex\",\"binary\":\"codex\",\"version\":\"0.1.0\","
+	    "\"source\":{\"type\":\"npm-lock\",\"package\":\"@openai/codex\","
+	    "\"lock\":\"codex/package-lock.json\",\"package_json\":\"codex/package.json\","
+	    "\"bin\":\"node_modules/.bin/codex\",\"allow_scripts\":false},\"hosts\":[\"registry.npmjs.org\"],"
+	    "\"verify\":{\"argv\":[\"{bin}\",\"--version\"]},\"platforms\":[\"linux-x64\",\"linux-arm64\"]}";
 	const char *lock = "{\"lockfileVersion\":3,\"packages\":{\"\":{},\"node_modules/@openai/codex\":{"
-			   "\"version\":\"0.1.0\",\"resolved\":\"https://registry.npmjs.org/@openai/codex/-/codex-0.1.0.tgz\","
-			   "\"integrity\":\"sha512-pKvURIxJVi2CgRXROh/M6pJ/UrTVRZKX+LQ+QtqJI4vBNibkPcs43bCCSIkn7JBPtCBXRDmD6IWFF51QVRr+Yg==\"}}}";
+	                   "\"version\":\"0.1.0\",\"resolved\":\"https://registry.npmjs.org/@openai/codex/-/"
+	                   "codex-0.1.0.tgz\","
+	                   "\"integrity\":\"sha512-pKvURIxJVi2CgRXROh/M6pJ/"
+	                   "UrTVRZKX+LQ+QtqJI4vBNibkPcs43bCCSIkn7JBPtCBXRDmD6IWFF51QVRr+Yg==\"}}}";
 	struct install_npm_info info;
 	struct config cfg;
 	struct json_w w;
@@ -923,6 +933,32 @@ test_artifact_swapped_after_hash(void **state)
 	manifest_set_close(&ms);
 }
 
+/* install_specific_code reads e->sys and e->cause: a message in another
+ * language, or one quoting the words of another error, decides nothing. */
+static void
+test_specific_code_by_fields_not_text(void **state)
+{
+	struct err e;
+
+	(void)state;
+	err_sys(&e, "install.failed", ENOSPC, "écriture de %s : plus de place", "/t/x");
+	install_specific_code(&e);
+	assert_string_equal(e.code, "install.no_space");
+	err_sys(&e, "io.error", EDQUOT, "quota");
+	err_wrap(&e, "install.failed", "kd: %s", e.msg);
+	install_specific_code(&e);
+	assert_string_equal(e.code, "install.no_space");
+	/* the words alone are not a full disk, nor a missing CA bundle */
+	err_set(&e, "install.failed", "a path /t/%s/tls.no_trust_anchors", strerror(ENOSPC));
+	err_details(&e, "{\"phase\":\"fetch\",\"code\":\"tls.no_trust_anchors\"}");
+	install_specific_code(&e);
+	assert_string_equal(e.code, "install.failed");
+	err_set(&e, "tls.no_trust_anchors", "aucun certificat");
+	err_wrap(&e, "install.failed", "kd: fetch: %s", e.msg);
+	install_specific_code(&e);
+	assert_string_equal(e.code, "tls.no_trust_anchors");
+}
+
 int
 main(void)
 {
@@ -940,6 +976,7 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_npm_lock_parsed_once, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_requires_beside, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_artifact_swapped_after_hash, setup, teardown),
+	    cmocka_unit_test(test_specific_code_by_fields_not_text),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -22,13 +22,15 @@ tarball(const char *name, const char *requires, const char *extra, const char *x
 	static char buf[8192];
 
 	snprintf(buf, sizeof(buf),
-		 "{\"schema\":1,\"name\":\"%s\",\"binary\":\"%s-bin\",\"version\":\"1.2.3\",%s"
-		 "\"source\":{\"type\":\"tarball\",\"bin\":\"bin/t\",\"strip_components\":1,"
-		 "\"platforms\":{\"linux-x64\":{\"url\":\"https://dl.example.com/t-x64.tgz\"%s%s%s},"
-		 "\"linux-arm64\":{\"url\":\"https://dl.example.com/t-arm64.tgz\",\"sha256\":\"" SHA_B "\"}}},"
-		 "\"hosts\":[\"dl.example.com\"],\"verify\":{\"argv\":[\"{bin}\",\"--version\"],\"expect\":\"1.2\"}%s%s}",
-		 name, name, requires ? requires : "", x64sha ? ",\"sha256\":\"" : "", x64sha ? x64sha : "",
-		 x64sha ? "\"" : "", extra ? "," : "", extra ? extra : "");
+	         "{\"schema\":1,\"name\":\"%s\",\"binary\":\"%s-bin\",\"version\":\"1.2.3\",%s"
+	         "\"source\":{\"type\":\"tarball\",\"bin\":\"bin/t\",\"strip_components\":1,"
+	         "\"platforms\":{\"linux-x64\":{\"url\":\"https://dl.example.com/t-x64.tgz\"%s%s%s},"
+	         "\"linux-arm64\":{\"url\":\"https://dl.example.com/t-arm64.tgz\",\"sha256\":\"" SHA_B
+	         "\"}}},"
+	         "\"hosts\":[\"dl.example.com\"],\"verify\":{\"argv\":[\"{bin}\",\"--version\"],\"expect\":"
+	         "\"1.2\"}%s%s}",
+	         name, name, requires ? requires : "", x64sha ? ",\"sha256\":\"" : "", x64sha ? x64sha : "",
+	         x64sha ? "\"" : "", extra ? "," : "", extra ? extra : "");
 	return buf;
 }
 
@@ -67,13 +69,14 @@ test_not_json_keeps_json_code(void **state)
 	assert_non_null(strstr(e.msg, "duplicate"));
 	/* A hidden second platform entry: refused by the parser, with its place,
 	 * so no lookup can take "linux-x64\u0000" for "linux-x64". */
-	assert_int_equal(parse(m,
-			       "{\"schema\":1,\"name\":\"t\",\"binary\":\"t\",\"version\":\"1\",\"hosts\":[\"h\"],"
-			       "\"verify\":{\"argv\":[\"{bin}\"]},\"source\":{\"type\":\"tarball\",\"bin\":\"b\","
-			       "\"platforms\":{\"linux-x64\":{\"url\":\"https://h/x\",\"sha256\":\"" SHA_A "\"},\n"
-			       "\"linux-x64\\u0000\":{\"url\":\"https://h/evil\",\"sha256\":\"" SHA_A "\"}}}}",
-			       &x64, &e),
-			 -1);
+	assert_int_equal(
+	    parse(m,
+	          "{\"schema\":1,\"name\":\"t\",\"binary\":\"t\",\"version\":\"1\",\"hosts\":[\"h\"],"
+	          "\"verify\":{\"argv\":[\"{bin}\"]},\"source\":{\"type\":\"tarball\",\"bin\":\"b\","
+	          "\"platforms\":{\"linux-x64\":{\"url\":\"https://h/x\",\"sha256\":\"" SHA_A "\"},\n"
+	          "\"linux-x64\\u0000\":{\"url\":\"https://h/evil\",\"sha256\":\"" SHA_A "\"}}}}",
+	          &x64, &e),
+	    -1);
 	assert_string_equal(e.code, "json.syntax");
 	if (strstr(e.msg, "t.json:2:11: \\u0000 in an object key") == NULL)
 		fail_msg("got %s", e.msg);
@@ -84,13 +87,15 @@ static void
 test_unknown_fields_named_by_path(void **state)
 {
 	expect_invalid(tarball("t", NULL, "\"colour\":\"red\"", SHA_A), "$.colour: unknown field");
-	expect_invalid("{\"schema\":1,\"name\":\"t\",\"binary\":\"t\",\"version\":\"1\",\"hosts\":[\"h\"],"
-		       "\"verify\":{\"argv\":[\"{bin}\"],\"expekt\":\"x\"},\"source\":{\"type\":\"tarball\"}}",
-		       "$.verify.expekt: unknown field");
-	expect_invalid("{\"schema\":1,\"name\":\"t\",\"binary\":\"t\",\"version\":\"1\",\"hosts\":[\"h\"],"
-		       "\"verify\":{\"argv\":[\"{bin}\"]},\"source\":{\"type\":\"tarball\",\"bin\":\"b\",\"platforms\":"
-		       "{\"linux-x64\":{\"url\":\"https://h/x\",\"sha256\":\"" SHA_A "\",\"md5\":\"x\"}}}}",
-		       "$.source.platforms.linux-x64.md5: unknown field");
+	expect_invalid(
+	    "{\"schema\":1,\"name\":\"t\",\"binary\":\"t\",\"version\":\"1\",\"hosts\":[\"h\"],"
+	    "\"verify\":{\"argv\":[\"{bin}\"],\"expekt\":\"x\"},\"source\":{\"type\":\"tarball\"}}",
+	    "$.verify.expekt: unknown field");
+	expect_invalid(
+	    "{\"schema\":1,\"name\":\"t\",\"binary\":\"t\",\"version\":\"1\",\"hosts\":[\"h\"],"
+	    "\"verify\":{\"argv\":[\"{bin}\"]},\"source\":{\"type\":\"tarball\",\"bin\":\"b\",\"platforms\":"
+	    "{\"linux-x64\":{\"url\":\"https://h/x\",\"sha256\":\"" SHA_A "\",\"md5\":\"x\"}}}}",
+	    "$.source.platforms.linux-x64.md5: unknown field");
 }
 
 static void
@@ -101,16 +106,17 @@ test_schema_and_types(void **state)
 	expect_invalid("{\"name\":\"t\"}", "$.schema: missing");
 	expect_invalid("{\"schema\":1,\"name\":\"Bad Name\"}", "$.name: must match");
 	expect_invalid("{\"schema\":1,\"name\":\"t\",\"binary\":\"../x\"}", "$.binary");
-	expect_invalid("{\"schema\":1,\"name\":\"t\",\"binary\":\"t\",\"version\":7}", "$.version: expected a string");
+	expect_invalid("{\"schema\":1,\"name\":\"t\",\"binary\":\"t\",\"version\":7}",
+	               "$.version: expected a string");
 	expect_invalid("{\"schema\":1,\"name\":\"t\",\"binary\":\"t\",\"version\":\"1\",\"hosts\":[],"
-		       "\"source\":{}}",
-		       "$.hosts: empty");
+	               "\"source\":{}}",
+	               "$.hosts: empty");
 	expect_invalid("{\"schema\":1,\"name\":\"t\",\"binary\":\"t\",\"version\":\"1\",\"hosts\":[\"h\"],"
-		       "\"verify\":{\"argv\":[\"{bin}\"]},\"source\":{\"type\":\"pip\"}}",
-		       "$.source.type: unknown source type 'pip'");
+	               "\"verify\":{\"argv\":[\"{bin}\"]},\"source\":{\"type\":\"pip\"}}",
+	               "$.source.type: unknown source type 'pip'");
 	expect_invalid("{\"schema\":1,\"name\":\"t\",\"binary\":\"t\",\"version\":\"1\",\"hosts\":[\"h\"],"
-		       "\"verify\":{\"argv\":[\"sh\",\"-c\",\"x\"]},\"source\":{\"type\":\"tarball\"}}",
-		       "$.verify.argv: the first word must be {bin}");
+	               "\"verify\":{\"argv\":[\"sh\",\"-c\",\"x\"]},\"source\":{\"type\":\"tarball\"}}",
+	               "$.verify.argv: the first word must be {bin}");
 }
 
 static void
@@ -151,22 +157,26 @@ test_hosts_and_urls(void **state)
 {
 	const char *hs[] = {"dl.example.com", "127.0.0.1:8443", "[::1]:9"};
 
+	expect_invalid(
+	    "{\"schema\":1,\"name\":\"t\",\"binary\":\"t\",\"version\":\"1\",\"hosts\":[\"h\"],"
+	    "\"verify\":{\"argv\":[\"{bin}\"]},\"source\":{\"type\":\"tarball\",\"bin\":\"b\",\"platforms\":"
+	    "{\"linux-x64\":{\"url\":\"https://evil.example/x\",\"sha256\":\"" SHA_A "\"}}}}",
+	    "$.source.platforms.linux-x64.url: host evil.example is not in hosts");
+	expect_invalid(
+	    "{\"schema\":1,\"name\":\"t\",\"binary\":\"t\",\"version\":\"1\",\"hosts\":[\"h\"],"
+	    "\"verify\":{\"argv\":[\"{bin}\"]},\"source\":{\"type\":\"tarball\",\"bin\":\"b\",\"platforms\":"
+	    "{\"linux-x64\":{\"url\":\"http://h/x\",\"sha256\":\"" SHA_A "\"}}}}",
+	    "not an https:// URL");
+	expect_invalid(
+	    "{\"schema\":1,\"name\":\"t\",\"binary\":\"t\",\"version\":\"1\",\"hosts\":[\"h\"],"
+	    "\"verify\":{\"argv\":[\"{bin}\"]},\"source\":{\"type\":\"tarball\",\"bin\":\"b\",\"platforms\":"
+	    "{\"linux-x64\":{\"url\":\"https://u:p@h/x\",\"sha256\":\"" SHA_A "\"}}}}",
+	    "no userinfo");
 	expect_invalid("{\"schema\":1,\"name\":\"t\",\"binary\":\"t\",\"version\":\"1\",\"hosts\":[\"h\"],"
-		       "\"verify\":{\"argv\":[\"{bin}\"]},\"source\":{\"type\":\"tarball\",\"bin\":\"b\",\"platforms\":"
-		       "{\"linux-x64\":{\"url\":\"https://evil.example/x\",\"sha256\":\"" SHA_A "\"}}}}",
-		       "$.source.platforms.linux-x64.url: host evil.example is not in hosts");
-	expect_invalid("{\"schema\":1,\"name\":\"t\",\"binary\":\"t\",\"version\":\"1\",\"hosts\":[\"h\"],"
-		       "\"verify\":{\"argv\":[\"{bin}\"]},\"source\":{\"type\":\"tarball\",\"bin\":\"b\",\"platforms\":"
-		       "{\"linux-x64\":{\"url\":\"http://h/x\",\"sha256\":\"" SHA_A "\"}}}}",
-		       "not an https:// URL");
-	expect_invalid("{\"schema\":1,\"name\":\"t\",\"binary\":\"t\",\"version\":\"1\",\"hosts\":[\"h\"],"
-		       "\"verify\":{\"argv\":[\"{bin}\"]},\"source\":{\"type\":\"tarball\",\"bin\":\"b\",\"platforms\":"
-		       "{\"linux-x64\":{\"url\":\"https://u:p@h/x\",\"sha256\":\"" SHA_A "\"}}}}",
-		       "no userinfo");
-	expect_invalid("{\"schema\":1,\"name\":\"t\",\"binary\":\"t\",\"version\":\"1\",\"hosts\":[\"h\"],"
-		       "\"verify\":{\"argv\":[\"{bin}\"]},\"source\":{\"type\":\"tarball\",\"bin\":\"../b\",\"platforms\":"
-		       "{\"linux-x64\":{\"url\":\"https://h/x\",\"sha256\":\"" SHA_A "\"}}}}",
-		       "$.source.bin: not a relative path");
+	               "\"verify\":{\"argv\":[\"{bin}\"]},\"source\":{\"type\":\"tarball\",\"bin\":\"../"
+	               "b\",\"platforms\":"
+	               "{\"linux-x64\":{\"url\":\"https://h/x\",\"sha256\":\"" SHA_A "\"}}}}",
+	               "$.source.bin: not a relative path");
 	assert_true(hostrule_match(hs, 3, "DL.example.com", 443));
 	assert_true(hostrule_match(hs, 3, "dl.example.com", 8443));
 	assert_true(hostrule_match(hs, 3, "127.0.0.1", 8443));
@@ -185,15 +195,24 @@ test_libc_and_env(void **state)
 	struct err e;
 
 	(void)state;
-	assert_int_equal(parse(m, tarball("t", NULL, "\"libc\":[\"musl\",\"glibc\"],\"env\":{\"A_1\":\"{tree}/x{tree}\","
-					       "\"B\":null}", SHA_A), &x64, &e), 0);
+	assert_int_equal(parse(m,
+	                       tarball("t", NULL,
+	                               "\"libc\":[\"musl\",\"glibc\"],\"env\":{\"A_1\":\"{tree}/x{tree}\","
+	                               "\"B\":null}",
+	                               SHA_A),
+	                       &x64, &e),
+	                 0);
 	assert_int_equal(m->libc, MANIFEST_LIBC_GLIBC | MANIFEST_LIBC_MUSL);
 	assert_int_equal(m->nenv, 2);
 	assert_string_equal(m->env[0].name, "A_1");
 	assert_string_equal(m->env[0].value, "{tree}/x{tree}");
 	assert_int_equal(m->env[1].unset, 1);
-	assert_int_equal(parse(m, tarball("t", NULL, "\"libc\":[\"glibc\"],\"libs\":[\"libstdc++.so.6\",\"libgcc_s.so.1\"]",
-					  SHA_A), &x64, &e), 0);
+	assert_int_equal(
+	    parse(m,
+	          tarball("t", NULL, "\"libc\":[\"glibc\"],\"libs\":[\"libstdc++.so.6\",\"libgcc_s.so.1\"]",
+	                  SHA_A),
+	          &x64, &e),
+	    0);
 	assert_int_equal(m->nlibs, 2);
 	assert_string_equal(m->libs[1], "libgcc_s.so.1");
 	assert_int_equal(parse(m, tarball("t", NULL, NULL, SHA_A), &x64, &e), 0);
@@ -204,22 +223,28 @@ test_libc_and_env(void **state)
 	expect_invalid(tarball("t", NULL, "\"libc\":\"glibc\"", SHA_A), "$.libc: expected an array");
 	expect_invalid(tarball("t", NULL, "\"libc\":[\"bionic\"]", SHA_A), "$.libc[0]: expected");
 	expect_invalid(tarball("t", NULL, "\"libc\":[\"musl\",\"musl\"]", SHA_A), "$.libc[1]: duplicate");
-	expect_invalid(tarball("t", NULL, "\"libs\":[\"libstdc++.so.6\"]", SHA_A), "$.libs: only with $.libc");
+	expect_invalid(tarball("t", NULL, "\"libs\":[\"libstdc++.so.6\"]", SHA_A),
+	               "$.libs: only with $.libc");
 	expect_invalid(tarball("t", NULL, "\"libc\":[\"glibc\"],\"libs\":[\"../x.so\"]", SHA_A),
-		       "$.libs[0]: not a library file name");
+	               "$.libs[0]: not a library file name");
 	expect_invalid(tarball("t", NULL, "\"libc\":[\"glibc\"],\"libs\":[\"libfoo\"]", SHA_A),
-		       "$.libs[0]: not a library file name");
+	               "$.libs[0]: not a library file name");
 	expect_invalid(tarball("t", NULL, "\"env\":[]", SHA_A), "$.env: expected an object");
 	expect_invalid(tarball("t", NULL, "\"env\":{\"1A\":\"x\"}", SHA_A), "$.env.1A: not a variable name");
-	expect_invalid(tarball("t", NULL, "\"env\":{\"A-B\":\"x\"}", SHA_A), "$.env.A-B: not a variable name");
+	expect_invalid(tarball("t", NULL, "\"env\":{\"A-B\":\"x\"}", SHA_A),
+	               "$.env.A-B: not a variable name");
 	expect_invalid(tarball("t", NULL, "\"env\":{\"PATH\":\"x\"}", SHA_A), "$.env.PATH: PATH, LD_*");
 	expect_invalid(tarball("t", NULL, "\"env\":{\"LD_PRELOAD\":\"x\"}", SHA_A), "$.env.LD_PRELOAD: PATH");
-	expect_invalid(tarball("t", NULL, "\"env\":{\"ABX_SERVER_TOKEN\":null}", SHA_A), "$.env.ABX_SERVER_TOKEN");
+	expect_invalid(tarball("t", NULL, "\"env\":{\"ABX_SERVER_TOKEN\":null}", SHA_A),
+	               "$.env.ABX_SERVER_TOKEN");
 	expect_invalid(tarball("t", NULL, "\"env\":{\"A\":1}", SHA_A), "$.env.A: expected a string or null");
-	expect_invalid(tarball("t", NULL, "\"env\":{\"A\":\"{bin}\"}", SHA_A), "$.env.A: unknown placeholder");
+	expect_invalid(tarball("t", NULL, "\"env\":{\"A\":\"{bin}\"}", SHA_A),
+	               "$.env.A: unknown placeholder");
 	expect_invalid(tarball("t", NULL,
-			       "\"env\":{\"A\":null,\"B\":null,\"C\":null,\"D\":null,\"E\":null,\"F\":null,"
-			       "\"G\":null,\"H\":null,\"I\":null}", SHA_A), "$.env: more than 8");
+	                       "\"env\":{\"A\":null,\"B\":null,\"C\":null,\"D\":null,\"E\":null,\"F\":null,"
+	                       "\"G\":null,\"H\":null,\"I\":null}",
+	                       SHA_A),
+	               "$.env: more than 8");
 }
 
 /* A tarball manifest whose verify object is {"argv":["{bin}"],<members>}. */
@@ -229,11 +254,12 @@ with_verify(const char *members)
 	static char buf[8192];
 
 	snprintf(buf, sizeof(buf),
-		 "{\"schema\":1,\"name\":\"t\",\"binary\":\"t\",\"version\":\"1.2.3\","
-		 "\"source\":{\"type\":\"tarball\",\"bin\":\"bin/t\","
-		 "\"platforms\":{\"linux-x64\":{\"url\":\"https://dl.example.com/t.tgz\",\"sha256\":\"" SHA_A "\"}}},"
-		 "\"hosts\":[\"dl.example.com\"],\"verify\":{\"argv\":[\"{bin}\"],%s}}",
-		 members);
+	         "{\"schema\":1,\"name\":\"t\",\"binary\":\"t\",\"version\":\"1.2.3\","
+	         "\"source\":{\"type\":\"tarball\",\"bin\":\"bin/t\","
+	         "\"platforms\":{\"linux-x64\":{\"url\":\"https://dl.example.com/t.tgz\",\"sha256\":\"" SHA_A
+	         "\"}}},"
+	         "\"hosts\":[\"dl.example.com\"],\"verify\":{\"argv\":[\"{bin}\"],%s}}",
+	         members);
 	return buf;
 }
 
@@ -247,7 +273,8 @@ test_verify_env(void **state)
 	struct err e;
 
 	(void)state;
-	assert_int_equal(parse(m, with_verify("\"env\":{\"GEMINI_CLI_NO_RELAUNCH\":\"true\",\"_X9\":\"\"}"), &x64, &e), 0);
+	assert_int_equal(
+	    parse(m, with_verify("\"env\":{\"GEMINI_CLI_NO_RELAUNCH\":\"true\",\"_X9\":\"\"}"), &x64, &e), 0);
 	assert_int_equal(m->verify.nenv, 2);
 	assert_string_equal(m->verify.env[0].name, "GEMINI_CLI_NO_RELAUNCH");
 	assert_string_equal(m->verify.env[0].value, "true");
@@ -261,29 +288,36 @@ test_verify_env(void **state)
 	expect_invalid(with_verify("\"env\":{\"9A\":\"x\"}"), "$.verify.env.9A: not a variable name");
 	expect_invalid(with_verify("\"env\":{\"A-B\":\"x\"}"), "$.verify.env.A-B: not a variable name");
 	expect_invalid(with_verify("\"env\":{\"\":\"x\"}"), "$.verify.env.: not a variable name");
-	expect_invalid(with_verify("\"env\":{\"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\":\"x\"}"),
-		       "not a variable name");
+	expect_invalid(
+	    with_verify(
+	        "\"env\":{\"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\":\"x\"}"),
+	    "not a variable name");
 	expect_invalid(with_verify("\"env\":{\"PATH\":\"/x\"}"), "$.verify.env.PATH: refused: PATH, HOME");
 	expect_invalid(with_verify("\"env\":{\"HOME\":\"/x\"}"), "$.verify.env.HOME: refused");
 	expect_invalid(with_verify("\"env\":{\"LC_CTYPE\":\"x\"}"), "$.verify.env.LC_CTYPE: refused");
 	expect_invalid(with_verify("\"env\":{\"LANG\":\"x\"}"), "$.verify.env.LANG: refused");
-	expect_invalid(with_verify("\"env\":{\"LD_PRELOAD\":\"/x.so\"}"), "$.verify.env.LD_PRELOAD: refused: LD_*");
-	expect_invalid(with_verify("\"env\":{\"NODE_OPTIONS\":\"--require=/x\"}"), "$.verify.env.NODE_OPTIONS: refused");
+	expect_invalid(with_verify("\"env\":{\"LD_PRELOAD\":\"/x.so\"}"),
+	               "$.verify.env.LD_PRELOAD: refused: LD_*");
+	expect_invalid(with_verify("\"env\":{\"NODE_OPTIONS\":\"--require=/x\"}"),
+	               "$.verify.env.NODE_OPTIONS: refused");
 	expect_invalid(with_verify("\"env\":{\"NODE_PATH\":\"/x\"}"), "$.verify.env.NODE_PATH: refused");
-	expect_invalid(with_verify("\"env\":{\"ABX_TOOLS_DIR\":\"/x\"}"), "$.verify.env.ABX_TOOLS_DIR: refused: ABX_*");
+	expect_invalid(with_verify("\"env\":{\"ABX_TOOLS_DIR\":\"/x\"}"),
+	               "$.verify.env.ABX_TOOLS_DIR: refused: ABX_*");
 	expect_invalid(with_verify("\"env\":{\"A\":null}"), "$.verify.env.A: expected a string");
 	expect_invalid(with_verify("\"env\":{\"A\":1}"), "$.verify.env.A: expected a string");
 	expect_invalid(with_verify("\"env\":{\"A\":\"a\\nb\"}"), "$.verify.env.A: not printable ASCII");
 	expect_invalid(with_verify("\"env\":{\"A\":\"\\u00e9\"}"), "$.verify.env.A: not printable ASCII");
 	expect_invalid(with_verify("\"env\":{\"A\":\"{tree}/x\"}"), "$.verify.env.A: placeholders are not");
-	expect_invalid(with_verify("\"env\":{\"A\":\"" "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
-				   "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
-				   "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
-				   "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"),
-		       "$.verify.env.A: longer than 255 bytes");
-	expect_invalid(with_verify("\"env\":{\"A\":\"\",\"B\":\"\",\"C\":\"\",\"D\":\"\",\"E\":\"\",\"F\":\"\","
-				   "\"G\":\"\",\"H\":\"\",\"I\":\"\"}"),
-		       "$.verify.env: more than 8 variables");
+	expect_invalid(with_verify("\"env\":{\"A\":\""
+	                           "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+	                           "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+	                           "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+	                           "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"),
+	               "$.verify.env.A: longer than 255 bytes");
+	expect_invalid(
+	    with_verify("\"env\":{\"A\":\"\",\"B\":\"\",\"C\":\"\",\"D\":\"\",\"E\":\"\",\"F\":\"\","
+	                "\"G\":\"\",\"H\":\"\",\"I\":\"\"}"),
+	    "$.verify.env: more than 8 variables");
 	expect_invalid(with_verify("\"envs\":{}"), "$.verify");
 }
 
@@ -423,20 +457,46 @@ test_set_override_and_unpinned_files(void **state)
 	assert_string_equal(e.code, "config.invalid");
 }
 
+/* A file over MANIFEST_MAX_BYTES is told by fs_read_input's e->sys (EFBIG),
+ * not by its message: the manifest's own code and "larger than". */
+static void
+test_too_large_file(void **state)
+{
+	manifest_t *m = malloc(sizeof(*m));
+	char path[256], *big = malloc(MANIFEST_MAX_BYTES + 2);
+	struct err e;
+
+	assert_non_null(m);
+	assert_non_null(big);
+	memset(big, ' ', MANIFEST_MAX_BYTES + 1);
+	big[MANIFEST_MAX_BYTES + 1] = '\0';
+	put("big.json", big);
+	snprintf(path, sizeof(path), "%s/big.json", dir);
+	assert_int_equal(manifest_load_file(m, path, &x64, &e), -1);
+	assert_string_equal(e.code, "install.manifest_invalid");
+	assert_non_null(strstr(e.msg, "larger than"));
+	free(big);
+	free(m);
+}
+
 static void
 test_npm_lock_validation(void **state)
 {
 	manifest_t *m = malloc(sizeof(*m));
 	char path[256];
 	struct err e;
-	const char *man = "{\"schema\":1,\"name\":\"codex\",\"binary\":\"codex\",\"version\":\"0.1.0\","
-			  "\"requires\":[\"node-runtime>=18\"],\"source\":{\"type\":\"npm-lock\",\"package\":\"@openai/codex\","
-			  "\"lock\":\"codex/package-lock.json\",\"package_json\":\"codex/package.json\","
-			  "\"bin\":\"node_modules/.bin/codex\",\"allow_scripts\":false},\"hosts\":[\"registry.npmjs.org\"],"
-			  "\"verify\":{\"argv\":[\"{bin}\",\"--version\"]},\"platforms\":[\"linux-x64\",\"linux-arm64\"]}";
+	const char *man =
+	    "{\"schema\":1,\"name\":\"codex\",\"binary\":\"codex\",\"version\":\"0.1.0\","
+	    "\"requires\":[\"node-runtime>=18\"],\"source\":{\"type\":\"npm-lock\",\"package\":\"@openai/"
+	    "codex\","
+	    "\"lock\":\"codex/package-lock.json\",\"package_json\":\"codex/package.json\","
+	    "\"bin\":\"node_modules/.bin/codex\",\"allow_scripts\":false},\"hosts\":[\"registry.npmjs.org\"],"
+	    "\"verify\":{\"argv\":[\"{bin}\",\"--version\"]},\"platforms\":[\"linux-x64\",\"linux-arm64\"]}";
 	const char *good = "{\"lockfileVersion\":3,\"packages\":{\"\":{},\"node_modules/@openai/codex\":{"
-			   "\"version\":\"0.1.0\",\"resolved\":\"https://registry.npmjs.org/@openai/codex/-/codex-0.1.0.tgz\","
-			   "\"integrity\":\"sha512-pKvURIxJVi2CgRXROh/M6pJ/UrTVRZKX+LQ+QtqJI4vBNibkPcs43bCCSIkn7JBPtCBXRDmD6IWFF51QVRr+Yg==\"}}}";
+	                   "\"version\":\"0.1.0\",\"resolved\":\"https://registry.npmjs.org/@openai/codex/-/"
+	                   "codex-0.1.0.tgz\","
+	                   "\"integrity\":\"sha512-pKvURIxJVi2CgRXROh/M6pJ/"
+	                   "UrTVRZKX+LQ+QtqJI4vBNibkPcs43bCCSIkn7JBPtCBXRDmD6IWFF51QVRr+Yg==\"}}}";
 	/* the same lockfile in version 2: other bytes, still valid */
 	char good2[1024];
 	char sha_before[65];
@@ -459,13 +519,17 @@ test_npm_lock_validation(void **state)
 	assert_int_equal(manifest_load_file(m, path, &x64, &e), 0);
 	assert_string_not_equal(m->sha256, sha_before);
 
-	put("codex/package-lock.json", "{\"lockfileVersion\":3,\"packages\":{\"node_modules/a\":{\"version\":\"1.0.0\","
-				       "\"resolved\":\"https://registry.npmjs.org/a/-/a-1.0.0.tgz\"}}}");
+	put("codex/package-lock.json",
+	    "{\"lockfileVersion\":3,\"packages\":{\"node_modules/a\":{\"version\":\"1.0.0\","
+	    "\"resolved\":\"https://registry.npmjs.org/a/-/a-1.0.0.tgz\"}}}");
 	assert_int_equal(manifest_load_file(m, path, &x64, &e), -1);
 	assert_non_null(strstr(e.msg, "$.packages[\"node_modules/a\"].integrity: missing"));
 
-	put("codex/package-lock.json", "{\"lockfileVersion\":3,\"packages\":{\"node_modules/a\":{"
-				       "\"version\":\"1.0.0\",\"resolved\":\"https://evil.example/a/-/a-1.0.0.tgz\",\"integrity\":\"sha512-pKvURIxJVi2CgRXROh/M6pJ/UrTVRZKX+LQ+QtqJI4vBNibkPcs43bCCSIkn7JBPtCBXRDmD6IWFF51QVRr+Yg==\"}}}");
+	put("codex/package-lock.json",
+	    "{\"lockfileVersion\":3,\"packages\":{\"node_modules/a\":{"
+	    "\"version\":\"1.0.0\",\"resolved\":\"https://evil.example/a/-/"
+	    "a-1.0.0.tgz\",\"integrity\":\"sha512-pKvURIxJVi2CgRXROh/M6pJ/"
+	    "UrTVRZKX+LQ+QtqJI4vBNibkPcs43bCCSIkn7JBPtCBXRDmD6IWFF51QVRr+Yg==\"}}}");
 	assert_int_equal(manifest_load_file(m, path, &x64, &e), -1);
 	assert_non_null(strstr(e.msg, "host evil.example is not in hosts"));
 
@@ -527,19 +591,20 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_not_json_keeps_json_code),
-		cmocka_unit_test(test_unknown_fields_named_by_path),
-		cmocka_unit_test(test_schema_and_types),
-		cmocka_unit_test(test_no_trust_on_first_use),
-		cmocka_unit_test(test_unpinned_refused_in_production),
-		cmocka_unit_test(test_hosts_and_urls),
-		cmocka_unit_test(test_versions_and_requires),
-		cmocka_unit_test_setup_teardown(test_set_requires_cycle_and_min, setup_dir, teardown_dir),
-		cmocka_unit_test_setup_teardown(test_set_override_and_unpinned_files, setup_dir, teardown_dir),
-		cmocka_unit_test_setup_teardown(test_npm_lock_validation, setup_dir, teardown_dir),
-		cmocka_unit_test(test_builtin_manifests_load),
-		cmocka_unit_test(test_libc_and_env),
-		cmocka_unit_test(test_verify_env),
+	    cmocka_unit_test(test_not_json_keeps_json_code),
+	    cmocka_unit_test(test_unknown_fields_named_by_path),
+	    cmocka_unit_test(test_schema_and_types),
+	    cmocka_unit_test(test_no_trust_on_first_use),
+	    cmocka_unit_test(test_unpinned_refused_in_production),
+	    cmocka_unit_test(test_hosts_and_urls),
+	    cmocka_unit_test(test_versions_and_requires),
+	    cmocka_unit_test_setup_teardown(test_set_requires_cycle_and_min, setup_dir, teardown_dir),
+	    cmocka_unit_test_setup_teardown(test_set_override_and_unpinned_files, setup_dir, teardown_dir),
+	    cmocka_unit_test_setup_teardown(test_npm_lock_validation, setup_dir, teardown_dir),
+	    cmocka_unit_test_setup_teardown(test_too_large_file, setup_dir, teardown_dir),
+	    cmocka_unit_test(test_builtin_manifests_load),
+	    cmocka_unit_test(test_libc_and_env),
+	    cmocka_unit_test(test_verify_env),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
