@@ -425,7 +425,7 @@ t0=$(now)
 if from build "$E2B_FROM" localhost/abx-base-e2b && context build && build build "$CTX"; then
 	# one du each: du counts a directory (and a hard-linked file) once per run
 	pm run --rm --user root localhost/abx-e2e-build sh -c 'cd /opt/agent-sandbox/tools &&
-		du -sk . && du -sk .cache && du -sk --exclude=./.cache .' >"$T/du" 2>&1
+		du -sk . && { du -sk .cache 2>/dev/null || echo 0; } && du -sk --exclude=./.cache .' >"$T/du" 2>&1
 	tools=$(sed -n 1p "$T/du" | cut -f1) cache=$(sed -n 2p "$T/du" | cut -f1) trees=$(sed -n 3p "$T/du" | cut -f1)
 	bsz=$(pm image inspect -f '{{.Size}}' localhost/abx-base-e2b)
 	isz=$(pm image inspect -f '{{.Size}}' localhost/abx-e2e-build)
