@@ -708,6 +708,20 @@ if [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null; then
 	run unshare -m sh -c "mount -t tmpfs -o size=3m tmpfs '$T/full' && exec '$BIN' prepare --manifests '$M' --tools-dir '$T/full/tools' --only kdownload"
 	expect "a disk that fills during the download: install.no_space" 3 "" "install.no_space: "
 	check "... with its fix, not 'see details.phase'" sh -c "grep -q 'fix: free space' '$T/err' && ! grep -q 'see details.phase' '$T/err'"
+	# The space check counts the requires not installed yet: on 16 MiB (15
+	# free), a tool of 3 MiB fits alone (6 MiB) and so does its require of
+	# 5 MiB (10 MiB), but not both (16 MiB). The require's download waits
+	# 1 s, so it is not installed yet when the dependent checks.
+	mktool spacedep 1.0.0
+	mkman spacedep /slow/1/spacedep-1.0.0.tgz "$(sha "$W/spacedep-1.0.0.tgz")" '"description":"x"'
+	sed -i 's/"size_hint_mb":1/"size_hint_mb":5/' "$M/spacedep.json"
+	mkman spaceapp /f/hello-1.0.0.tgz "$H" '"requires":["spacedep"]' bin/hello
+	sed -i 's/"size_hint_mb":1/"size_hint_mb":3/' "$M/spaceapp.json"
+	mkdir -p "$T/full16"
+	run unshare -m sh -c "mount -t tmpfs -o size=16m tmpfs '$T/full16' && exec '$BIN' prepare --manifests '$M' --tools-dir '$T/full16/tools' --only spaceapp"
+	expect "the space check counts a require not installed yet: install.no_space" 3 "" \
+		"install.no_space: spaceapp 1.0.0 needs 16 MiB free (2 x size_hint_mb, its requires' included)"
+	rm -f "$M/spacedep.json" "$M/spaceapp.json"
 else
 	skip "a disk that fills mid-install" "needs root and mount namespaces"
 fi
