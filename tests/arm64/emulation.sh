@@ -99,4 +99,4 @@ NM=$T/tools/app/1.0.0-linux-arm64/node_modules
 check "npm-lock: the package for cpu arm64 is installed" test -x "$NM/@t/app-linux-arm64/bin/app"
 check "npm-lock: the one for cpu x64 is skipped" test ! -e "$NM/@t/app-linux-x64"
 run env ABX_MANIFESTS_DIR="$M" "$BIN" fetch --only app --cache "$T/cache"
-expect "fetch: the packages this machine (linux-arm64) needs" 0 "npm packages: 2 downloaded, 0 cached, 1 not for linux-arm64"
+expect "fetch: the packages this machine (linux-arm64) needs" 0 "npm packages: 2 downloaded, 0 cached, 1 skipped (for another os, cpu or C library than linux-arm64)"
