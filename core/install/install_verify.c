@@ -192,13 +192,19 @@ install_verify_argv(struct install_ctx *c, const manifest_t *m, const char *tree
 	if (v == NULL)
 		return err_set(e, "internal", "out of memory");
 	snprintf(entry, sizeof(entry), "%s/%s", tree, m->source.bin);
-	snprintf(home, sizeof(home), "%s/abx-verify-XXXXXX", tmp && tmp[0] == '/' ? tmp : "/tmp");
+	if (tmp == NULL || tmp[0] != '/')
+		tmp = "/tmp";
+	/* mkdtemp's template: the six X are replaced by the call */
+	snprintf(home, sizeof(home), "%s/abx-verify-XXXXXX", tmp);
 	if (mkdtemp(home) == NULL) {
+		int er = errno;
+
 		free(v);
-		return err_set(e, "io.error",
-		               "verify.argv runs with a scratch HOME, and %s cannot be made (%s): create "
-		               "%s (mode 1777), or set TMPDIR to a writable directory",
-		               home, strerror(errno), tmp && tmp[0] == '/' ? tmp : "/tmp");
+		return err_sys(
+		    e, "io.error", er,
+		    "verify.argv runs with a scratch HOME made in %s, which failed (%s): create %s "
+		    "(mode 1777), or set TMPDIR to a writable directory",
+		    tmp, strerror(er), tmp);
 	}
 	install_verify_setup(c, m, entry, v);
 	rc = install_verify_run(m, v, home, e);

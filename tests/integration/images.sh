@@ -91,7 +91,7 @@ cp "$T/out" "$T/verify-notmp.out"
 cp "$T/err" "$T/verify-notmp.err"
 mkdir "$S/tmp"
 check "no /tmp: verify says what is missing, with a fix ($(head -c 300 "$T/verify-notmp.out" "$T/verify-notmp.err" | tr '\n' ' '))" \
-	grep -q "codex: verify.argv runs with a scratch HOME, and /tmp/abx-verify-XXXXXX cannot be made (No such file or directory): create /tmp (mode 1777), or set TMPDIR to a writable directory" "$T/verify-notmp.out"
+	grep -q "codex: verify.argv runs with a scratch HOME made in /tmp, which failed (No such file or directory): create /tmp (mode 1777), or set TMPDIR to a writable directory" "$T/verify-notmp.out"
 before=$(wc -l <"$T/reg.log")
 inroot "$S" /abx prepare --only claude-code
 expect "scratch: claude-code refused" 3 "" "install.image_unsupported: claude-code cannot run in this image"
