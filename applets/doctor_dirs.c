@@ -131,16 +131,14 @@ doctor_check_state_dir(struct report *r, const struct config *c, int has_token)
 void
 doctor_check_audit(struct report *r, const struct config *c)
 {
-	static struct install_settings set;
 	char src[CFG_PATH_MAX + 32];
 	struct err e;
 
 	if (c->audit_file[0] == '\0')
 		return;
-	install_settings_from_config(&set, c);
 	config_source(c, CK_AUDIT_FILE, src, sizeof(src));
 	err_clear(&e);
-	if (install_audit_check(&set, 1, &e) != 0)
+	if (install_audit_check(c, 1, &e) != 0)
 		doctor_line(r, "FAIL", "audit", "set audit_file (ABX_SERVER_AUDIT_FILE) to a writable file",
 		            "%s: serve refuses to start [%s]", e.msg, src);
 	else

@@ -335,7 +335,7 @@ fetch_cache(const struct fetch_cache_args *a)
 	    (rc = open_closure(&t, only, nonly, names, &n)) != 0)
 		return rc;
 	/* fetching is for connected machines: the install mode does not apply */
-	t.set.mode = CFG_MODE_LAZY;
+	t.cfg->install.mode = CFG_MODE_LAZY;
 	if (a->push != NULL && fetch_push_open(&push, a->push, &t, &e) != 0) {
 		fetch_push_close(&push);
 		tooling_close(&t);

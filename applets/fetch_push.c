@@ -51,8 +51,9 @@ fetch_push_open(struct fetch_push *p, const char *ref, struct tooling *t, struct
 		return -1;
 	if ((p->http = config_http_client(e)) == NULL)
 		return -1;
-	for (i = 0; i < t->set.nallow_hosts && i < (int)(sizeof(p->allow) / sizeof(p->allow[0])); i++)
-		p->allow[i] = t->set.allow_hosts[i];
+	for (i = 0; i < t->cfg->install.allow_hosts.n && i < (int)(sizeof(p->allow) / sizeof(p->allow[0]));
+	     i++)
+		p->allow[i] = t->cfg->install.allow_hosts.v[i];
 	oci_client_init(&p->oci, p->http, &p->ref, r == 1 ? p->basic : NULL, p->allow, i,
 	                "install.allow_hosts");
 	/* the empty descriptor every manifest's config names */

@@ -135,7 +135,7 @@ dry_run(struct tooling *t, struct item *items, int n)
 
 	json_w_init(&w, 1 << 20);
 	json_w_obj(&w);
-	json_w_kstr(&w, "mode", config_mode_name(t->set.mode));
+	json_w_kstr(&w, "mode", config_mode_name(t->cfg->install.mode));
 	json_w_kstr(&w, "tools_dir",
 	            t->ctx.chain.writable >= 0 ? t->ctx.chain.d[t->ctx.chain.writable].path : "");
 	json_w_key(&w, "plan");
@@ -177,7 +177,7 @@ dry_run(struct tooling *t, struct item *items, int n)
 		json_w_end(&w);
 		if (!t->json) {
 			char hosts[600];
-			prepare_plan_hosts(t->set.npm_mirror, m, hosts, sizeof(hosts));
+			prepare_plan_hosts(t->cfg->install.npm_mirror, m, hosts, sizeof(hosts));
 			printf("%-16s %-12s %6ld MiB  %-28s %-20s %s\n", m->name, m->version, m->size_hint_mb,
 			       hosts, items[i].why, state);
 		}
@@ -370,6 +370,7 @@ report_one(struct tooling *t, const struct item *it, struct json_w *w)
 	const manifest_t *m;
 	struct err me;
 	const char *ver;
+	char src[CFG_PATH_MAX + 16];
 
 	m = manifest_get(&t->ms, it->name, &me);
 	ver = m ? m->version : "";
@@ -382,7 +383,7 @@ report_one(struct tooling *t, const struct item *it, struct json_w *w)
 		/* ready in a tools directory other than the one named:
 		 * say which (nothing was installed into the named one) */
 		int elsewhere = !r->from_path && !r->from_env && r->dir[0] != '\0' &&
-		                t->set.tools_dir[0] != '\0' && strcmp(r->dir, t->set.tools_dir) != 0;
+		                t->cfg->tools_dir[0] != '\0' && strcmp(r->dir, t->cfg->tools_dir) != 0;
 		json_w_kstr(w, "entry", r->entry);
 		if (r->dir[0] != '\0')
 			json_w_kstr(w, "tools_dir", r->dir);
@@ -390,7 +391,8 @@ report_one(struct tooling *t, const struct item *it, struct json_w *w)
 			json_w_kbool(w, "from_path", 1);
 		if (!t->quiet && !t->json && elsewhere)
 			printf("%s %s: ready in %s, not in %s (%s); nothing installed there (%s)\n", it->name,
-			       ver, r->dir, t->set.tools_dir, t->set.tools_dir_source, r->entry);
+			       ver, r->dir, t->cfg->tools_dir,
+			       config_source(t->cfg, CK_TOOLS_DIR, src, sizeof(src)), r->entry);
 		else if (!t->quiet && !t->json)
 			printf("%s %s: %s%s (%s)\n", it->name, ver, r->installed ? "installed" : "ready",
 			       r->from_path ? " on PATH" : "", r->entry);
@@ -696,13 +698,13 @@ names_free(char **v, size_t n)
 
 /* Each chain directory's .cache as it is now; the count. */
 static int
-cache_snap_take(const struct install_settings *set, struct cache_snap *s)
+cache_snap_take(const struct config *cfg, struct cache_snap *s)
 {
 	static struct tools_chain ch;
 	struct err e;
 	int i;
 
-	if (tools_chain_build(&ch, set, 0, &e) < 0)
+	if (tools_chain_build(&ch, cfg, 0, &e) < 0)
 		return 0;
 	for (i = 0; i < ch.n; i++) {
 		snprintf(s[i].path, sizeof(s[i].path), "%s/.cache", ch.d[i].path);
@@ -715,7 +717,7 @@ cache_snap_take(const struct install_settings *set, struct cache_snap *s)
 /* Remove from the writable tools directory's .cache what is not in its
  * snapshot (trees/ aside), then the directory itself if that left it empty. */
 static void
-cache_snap_tidy(const struct install_settings *set, struct cache_snap *s, int ns)
+cache_snap_tidy(const struct config *cfg, struct cache_snap *s, int ns)
 {
 	static struct tools_chain ch;
 	char path[PATH_MAX], **now;
@@ -724,7 +726,7 @@ cache_snap_tidy(const struct install_settings *set, struct cache_snap *s, int ns
 	size_t i, n;
 	int fd, k;
 
-	if (tools_chain_build(&ch, set, 0, &e) == 0 && ch.writable >= 0 &&
+	if (tools_chain_build(&ch, cfg, 0, &e) == 0 && ch.writable >= 0 &&
 	    (size_t)snprintf(path, sizeof(path), "%s/.cache", ch.d[ch.writable].path) < sizeof(path) &&
 	    (fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) >= 0) {
 		for (k = 0; k < ns; k++)
@@ -757,6 +759,7 @@ prepare_main(int argc, char **argv)
 	static struct cache_snap snap[TOOLS_CHAIN_MAX];
 	char absdir[PATH_MAX];
 	int n = 0, rc, from_config = 0, nsnap;
+	struct config *cfg;
 	struct err e;
 
 	memset(&t, 0, sizeof(t));
@@ -781,10 +784,15 @@ prepare_main(int argc, char **argv)
 		tooling_close(&t);
 		return rc;
 	}
-	if (a.keep_cache || t.set.cache_dir[0] != '\0')
+	if (a.keep_cache || t.ctx.cache_given)
 		return install_items(&t, items, n);
-	nsnap = cache_snap_take(&t.set, snap);
+	/* the tidy after install_items (which closes t) reads the same
+	 * configuration: it is this function's to free from here on */
+	cfg = t.cfg;
+	t.cfg_kept = 1;
+	nsnap = cache_snap_take(cfg, snap);
 	rc = install_items(&t, items, n);
-	cache_snap_tidy(&t.set, snap, nsnap);
+	cache_snap_tidy(cfg, snap, nsnap);
+	free(cfg);
 	return rc;
 }

@@ -118,7 +118,7 @@ reload_thread(void *arg)
 			    "warning: the new policy has no token; every request but /health answers 401");
 		api_swap(r->api, g);
 		logline("configuration reloaded (%d ops, %d principals, mode %s)", g->ops.n, g->pol.n,
-		        config_mode_name(g->set.mode));
+		        config_mode_name(g->cfg.install.mode));
 	}
 	return NULL;
 }
@@ -295,7 +295,7 @@ refuse_unsafe_dirs(struct api_gen *g, struct err *e)
 
 	int fd;
 
-	if (tools_state_dir(&g->set, state, sizeof(state)) == 0) {
+	if (tools_state_dir(&g->cfg, state, sizeof(state)) == 0) {
 		fd = fs_dir_open_safe(state, 0, e);
 		if (fd >= 0)
 			close(fd);
@@ -303,7 +303,7 @@ refuse_unsafe_dirs(struct api_gen *g, struct err *e)
 			return -1;
 		err_clear(e);
 	}
-	return tools_chain_build(&chain, &g->set, 0, e);
+	return tools_chain_build(&chain, &g->cfg, 0, e);
 }
 
 /* Open the state directory once (made when missing) without following a
@@ -319,7 +319,7 @@ pin_state_dir(struct api_gen *g, struct api *api, struct err *e)
 	char state[PATH_MAX];
 	int fd;
 
-	if (tools_state_dir(&g->set, state, sizeof(state)) != 0)
+	if (tools_state_dir(&g->cfg, state, sizeof(state)) != 0)
 		return 0;
 	fd = fs_dir_open_safe(state, 1, e);
 	if (fd < 0) {
@@ -383,7 +383,7 @@ default_token(struct api_gen *g, struct api *api, struct err *e)
 
 	if (api_policy_has_tokens(&g->pol))
 		return 0;
-	if (tools_state_dir(&g->set, state, sizeof(state)) < 0 ||
+	if (tools_state_dir(&g->cfg, state, sizeof(state)) < 0 ||
 	    api_token_file(state, tok, sizeof(tok), tokpath, sizeof(tokpath), e) != 0) {
 		logline("warning: no token configured and none could be written (%s: %s); set "
 		        "ABX_SERVER_TOKEN. Every request but /health answers 401.",
@@ -522,7 +522,7 @@ serve_main(int argc, char **argv)
 	g_srv = httpd_new(&cfg, &e);
 	if (g_srv == NULL)
 		return fail(&e);
-	if (install_audit_check(&g->set, 0, &e) != 0 || pin_state_dir(g, &api, &e) != 0) {
+	if (install_audit_check(&g->cfg, 0, &e) != 0 || pin_state_dir(g, &api, &e) != 0) {
 		httpd_free(g_srv);
 		api_gen_free(g);
 		return fail(&e);
@@ -548,6 +548,6 @@ serve_main(int argc, char **argv)
 	if (!o.quiet)
 		logline("listening on %s port %d (%d slots, %d workers; %d ops, mode %s)", cfg.host,
 		        httpd_port(g_srv), cfg.max_conns, cfg.workers, g->ops.n,
-		        config_mode_name(g->set.mode));
+		        config_mode_name(g->cfg.install.mode));
 	return run_and_stop(&api, &ms, o.quiet, &e);
 }

@@ -154,7 +154,7 @@ shim_find(const char *base)
 	 * shim started by name from an op or an agent (without serve's
 	 * configuration) runs the tree that is there rather than installing
 	 * the built-in one. */
-	if (t.set.manifests_dir[0] == '\0' && shim_tools_dir(g_argv0, dir, sizeof(dir)) == 0 &&
+	if (t.cfg->manifests_dir[0] == '\0' && shim_tools_dir(g_argv0, dir, sizeof(dir)) == 0 &&
 	    marker_manifests_dir(dir, base, mdir, sizeof(mdir)) == 0) {
 		tooling_close(&t);
 		memset(&t, 0, sizeof(t));
@@ -185,7 +185,7 @@ shim_main(int argc, char **argv)
 	if (shim_tools_dir(argv[0], dir, sizeof(dir)) == 0) {
 		snprintf(t.ctx.prefer, sizeof(t.ctx.prefer), "%s", dir);
 		tools_chain_prefer(&t.ctx.chain, dir);
-		if (t.set.cache_dir[0] == '\0' && t.ctx.chain.writable >= 0)
+		if (!t.ctx.cache_given && t.ctx.chain.writable >= 0)
 			snprintf(t.ctx.cache_dir, sizeof(t.ctx.cache_dir), "%s/.cache",
 			         t.ctx.chain.d[t.ctx.chain.writable].path);
 	}

@@ -22,11 +22,10 @@
 int
 tooling_open(struct tooling *t, int allow_all, const char *ctx_platform, struct err *e)
 {
-	struct config *cfg = malloc(sizeof(*cfg));
 	struct config_flags f = {0};
-	int rc;
+	struct config *cfg;
 
-	if (cfg == NULL)
+	if ((cfg = t->cfg = malloc(sizeof(*cfg))) == NULL)
 		return err_set(e, "internal", "out of memory");
 	if (t->tools_dir != NULL)
 		config_flags_add(&f, "tools-dir", t->tools_dir);
@@ -36,24 +35,16 @@ tooling_open(struct tooling *t, int allow_all, const char *ctx_platform, struct 
 		config_flags_add(&f, "manifests", t->manifests);
 	if (cfgload_config(cfg, t->config, &f, 1, e) < 0) {
 		t->settings_failed = 1;
-		free(cfg);
 		return -1;
 	}
-	install_settings_from_config(&t->set, cfg);
-	if (t->cache != NULL)
-		snprintf(t->set.cache_dir, sizeof(t->set.cache_dir), "%s", t->cache);
 	if (t->platform != NULL && !manifest_platform_known(t->platform) &&
-	    !(allow_all && strcmp(t->platform, "all") == 0)) {
-		free(cfg);
+	    !(allow_all && strcmp(t->platform, "all") == 0))
 		return err_set(e, "usage", "--platform: '%s' is not linux-x64, linux-arm64%s", t->platform,
 		               allow_all ? " or all" : "");
-	}
-	rc = cfgload_manifests(&t->ms, cfg, t->platform, e);
-	free(cfg);
-	if (rc < 0)
+	if (cfgload_manifests(&t->ms, cfg, t->platform, e) < 0)
 		return -1;
 	t->ms_open = 1;
-	if (install_ctx_init(&t->ctx, &t->ms, &t->set, ctx_platform, e) < 0)
+	if (install_ctx_init(&t->ctx, &t->ms, cfg, ctx_platform, t->cache, e) < 0)
 		return -1;
 	t->ctx_open = 1;
 	return 0;
@@ -96,6 +87,9 @@ tooling_close(struct tooling *t)
 	if (t->ms_open)
 		manifest_set_close(&t->ms);
 	t->ctx_open = t->ms_open = 0;
+	if (!t->cfg_kept)
+		free(t->cfg);
+	t->cfg = NULL;
 }
 
 /* How often a line is printed: a terminal's bar, or a plain line per 5 s. */

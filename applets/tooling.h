@@ -22,7 +22,10 @@ struct tooling {
 	const char *platform;  /* --platform P (or "all" where allowed) */
 	int quiet, verbose, json;
 
-	struct install_settings set;
+	/* The configuration, loaded once by tooling_open and read by the
+	 * context (ctx.cfg) until tooling_close; owned. */
+	struct config *cfg;
+	int cfg_kept; /* tooling_close leaves cfg to the caller */
 	struct manifest_set ms;
 	struct install_ctx ctx;
 	int ms_open, ctx_open;
@@ -90,7 +93,7 @@ int tooling_option(struct tooling *t, int c, const char *arg);
 int tooling_cache_ready(const struct tooling *t, struct err *e);
 
 /*
- * Load settings (configuration file, environment, these flags), open the
+ * Load the configuration (file, environment, these flags), open the
  * manifest set (loading for platform, "all" allowed when allow_all), and
  * the install context for ctx_platform (NULL = this machine). Returns 0, or
  * -1 with e (config.* / json.*: exit 2).

@@ -46,11 +46,11 @@ begin(struct json_w *w, const char *event)
 }
 
 static void
-finish(const struct install_settings *s, struct json_w *w)
+finish(const struct config *cfg, struct json_w *w)
 {
 	json_w_end(w);
 	if (!w->overflow)
-		install_audit(s, w->buf);
+		install_audit(cfg, w->buf);
 	json_w_free(w);
 }
 
@@ -83,7 +83,7 @@ static struct {
 } rep;
 
 static void
-auth_record(const struct install_settings *s, const char *event, const char *code, const char *peer,
+auth_record(const struct config *cfg, const char *event, const char *code, const char *peer,
             const char *method, const char *path, long repeated)
 {
 	struct json_w w;
@@ -98,11 +98,11 @@ auth_record(const struct install_settings *s, const char *event, const char *cod
 		json_w_kint(&w, "repeated", repeated);
 	if (cut)
 		json_w_kbool(&w, "truncated", 1);
-	finish(s, &w);
+	finish(cfg, &w);
 }
 
 void
-audit_auth_failure(const struct install_settings *s, const char *peer, const char *method, const char *path,
+audit_auth_failure(const struct config *cfg, const char *peer, const char *method, const char *path,
                    const char *code)
 {
 	char key[sizeof(rep.key)];
@@ -142,8 +142,8 @@ audit_auth_failure(const struct install_settings *s, const char *peer, const cha
 	__atomic_store_n(&rep_waiting, 0, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&rep_mu);
 	if (flush > 0)
-		auth_record(s, "auth.failure.repeated", fcode, fpeer, fmethod, fpath, flush);
-	auth_record(s, "auth.failure", code, peer, method, path, repeated);
+		auth_record(cfg, "auth.failure.repeated", fcode, fpeer, fmethod, fpath, flush);
+	auth_record(cfg, "auth.failure", code, peer, method, path, repeated);
 }
 
 int
@@ -153,7 +153,7 @@ audit_waiting(void)
 }
 
 int
-audit_flush(const struct install_settings *s, int force)
+audit_flush(const struct config *cfg, int force)
 {
 	char fpeer[64], fmethod[AUDIT_FIELD_MAX + 1], fpath[AUDIT_FIELD_MAX + 1], fcode[32];
 	long n;
@@ -176,12 +176,12 @@ audit_flush(const struct install_settings *s, int force)
 	rep.key[0] = '\0';
 	__atomic_store_n(&rep_waiting, 0, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&rep_mu);
-	auth_record(s, "auth.failure.repeated", fcode, fpeer, fmethod, fpath, n);
+	auth_record(cfg, "auth.failure.repeated", fcode, fpeer, fmethod, fpath, n);
 	return -1;
 }
 
 void
-audit_policy_denied(const struct install_settings *s, const char *peer, const char *principal, const char *op,
+audit_policy_denied(const struct config *cfg, const char *peer, const char *principal, const char *op,
                     const char *rule)
 {
 	struct json_w w;
@@ -195,11 +195,11 @@ audit_policy_denied(const struct install_settings *s, const char *peer, const ch
 	cut |= kstr_cut(&w, "peer", peer);
 	if (cut)
 		json_w_kbool(&w, "truncated", 1);
-	finish(s, &w);
+	finish(cfg, &w);
 }
 
 void
-audit_install_job(const struct install_settings *s, const char *event, const char *principal, const char *op,
+audit_install_job(const struct config *cfg, const char *event, const char *principal, const char *op,
                   const char *tool, const char *job_id)
 {
 	struct json_w w;
@@ -209,5 +209,5 @@ audit_install_job(const struct install_settings *s, const char *event, const cha
 	json_w_kstr(&w, "op", op);
 	json_w_kstr(&w, "tool", tool);
 	json_w_kstr(&w, "job", job_id);
-	finish(s, &w);
+	finish(cfg, &w);
 }

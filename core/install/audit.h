@@ -18,24 +18,24 @@
  * the last written are counted instead: the next identical one written
  * carries "repeated": N, or, when another record comes first, an
  * "auth.failure.repeated" record with the count and the fields. */
-void audit_auth_failure(const struct install_settings *s, const char *peer, const char *method,
-                        const char *path, const char *code);
+void audit_auth_failure(const struct config *cfg, const char *peer, const char *method, const char *path,
+                        const char *code);
 
 /* Write the "auth.failure.repeated" record of failures counted and not yet
  * written: with force, at once (at shutdown); else only once their window
  * (a second after the last record written) is over. Returns the ms after
  * which to call again while a count waits, or -1 when none waits. */
-int audit_flush(const struct install_settings *s, int force);
+int audit_flush(const struct config *cfg, int force);
 /* 1 while a count waits for audit_flush (one atomic load). */
 int audit_waiting(void);
 
 /* policy.denied: principal, op, and the rule that denied it. */
-void audit_policy_denied(const struct install_settings *s, const char *peer, const char *principal,
-                         const char *op, const char *rule);
+void audit_policy_denied(const struct config *cfg, const char *peer, const char *principal, const char *op,
+                         const char *rule);
 
 /* An install a request triggered or joined: job id, tool, principal, op. */
-void audit_install_job(const struct install_settings *s, const char *event, const char *principal,
-                       const char *op, const char *tool, const char *job_id);
+void audit_install_job(const struct config *cfg, const char *event, const char *principal, const char *op,
+                       const char *tool, const char *job_id);
 
 /* The current time as RFC 3339 UTC ("2026-11-29T22:20:47Z") into buf. */
 void audit_time(char *buf, size_t cap);

@@ -237,11 +237,11 @@ needs_network(struct install_ctx *c, const manifest_t *m)
 		if (install_oci_probe_url(c, ou, sizeof(ou)))
 			return ou;
 	}
-	for (i = 0; i < c->set->nmirrors; i++)
-		if (install_mirror_dir(c->set->tarball_mirrors[i]) == NULL) {
+	for (i = 0; i < c->cfg->install.tarball_mirrors.n; i++)
+		if (install_mirror_dir(c->cfg->install.tarball_mirrors.v[i]) == NULL) {
 			static __thread char u[HTTP_URL_MAX];
 			char h[HTTP_HOST_MAX];
-			if (install_mirror_url(c->set->tarball_mirrors[i], a->url, u, sizeof(u), h,
+			if (install_mirror_url(c->cfg->install.tarball_mirrors.v[i], a->url, u, sizeof(u), h,
 			                       sizeof(h)) == 0 &&
 			    (a->sha256[0] || strncmp(u, "http://", 7) != 0))
 				return u;
@@ -371,7 +371,7 @@ ensure_found(struct install_ctx *c, const manifest_t *m, const char *min, unsign
 	/* resolution order: ABX_TOOL_<NAME>, tools, PATH, install */
 	if (install_env_tool(c, m, r) || install_fast_path(c, m, r, e) == 1)
 		return 1;
-	if (!(flags & INSTALL_F_NO_PATH) && c->set->use_path && install_path_tool(c, m, min, r))
+	if (!(flags & INSTALL_F_NO_PATH) && c->cfg->install.use_path && install_path_tool(c, m, min, r))
 		return 1;
 	/* Not there: before anything else, whether it could run here at all
 	 * (also for a check, so every caller learns it before a download). */
@@ -388,16 +388,17 @@ ensure_found(struct install_ctx *c, const manifest_t *m, const char *min, unsign
 static int
 mode_allows(struct install_ctx *c, const manifest_t *m, struct err *e)
 {
-	char why[INSTALL_WHY_MAX];
+	char why[INSTALL_WHY_MAX], src[CFG_PATH_MAX + 16];
 
-	if (c->set->mode != CFG_MODE_OFF && (c->set->mode != CFG_MODE_BUILD || c->building))
+	if (c->cfg->install.mode != CFG_MODE_OFF && (c->cfg->install.mode != CFG_MODE_BUILD || c->building))
 		return 0;
 	install_why(c, m, why, sizeof(why));
-	if (c->set->mode == CFG_MODE_OFF)
+	config_source(c->cfg, CK_INSTALL_MODE, src, sizeof(src));
+	if (c->cfg->install.mode == CFG_MODE_OFF)
 		return err_set(e, "install.disabled", "%s %s: %s, and install mode is off (%s)", m->name,
-		               m->version, why, c->set->mode_source);
+		               m->version, why, src);
 	return err_set(e, "install.required", "%s %s: %s, and install mode is build (%s)", m->name,
-	               m->version, why, c->set->mode_source);
+	               m->version, why, src);
 }
 
 /* The tools directory installs go to, creating the explicit or per-user one
@@ -410,11 +411,11 @@ writable_dir(struct install_ctx *c, const char *name, struct err *e)
 	if (c->chain.writable < 0 || explicit_missing(&c->chain)) {
 		/* an explicit directory that does not exist yet comes before a
 		 * later writable one of the chain */
-		if (tools_chain_build(&c->chain, c->set, 1, e) < 0)
+		if (tools_chain_build(&c->chain, c->cfg, 1, e) < 0)
 			return NULL;
 		if (c->prefer[0] != '\0')
 			tools_chain_prefer(&c->chain, c->prefer);
-		if (c->set->cache_dir[0] == '\0' && c->chain.writable >= 0)
+		if (!c->cache_given && c->chain.writable >= 0)
 			snprintf(c->cache_dir, sizeof(c->cache_dir), "%s/.cache",
 			         c->chain.d[c->chain.writable].path);
 	}
@@ -471,7 +472,7 @@ ensure_probes(struct install_ctx *c, const manifest_t *m, const char *w, struct 
 			        staging_root);
 		return -1;
 	}
-	if (c->set->mode != CFG_MODE_OFFLINE && (url = needs_network(c, m)) != NULL &&
+	if (c->cfg->install.mode != CFG_MODE_OFFLINE && (url = needs_network(c, m)) != NULL &&
 	    install_net_probe(c, m, url, e) < 0) {
 		install_backoff_record(c, m->name, e);
 		return -1;
@@ -714,8 +715,8 @@ install_ensure(struct install_ctx *c, const char *name, unsigned flags, struct i
 }
 
 int
-install_ctx_init(struct install_ctx *c, struct manifest_set *ms, struct install_settings *set,
-                 const char *platform, struct err *e)
+install_ctx_init(struct install_ctx *c, struct manifest_set *ms, const struct config *cfg,
+                 const char *platform, const char *cache_dir, struct err *e)
 {
 	char buf[PATH_MAX];
 	ssize_t n;
@@ -725,15 +726,16 @@ install_ctx_init(struct install_ctx *c, struct manifest_set *ms, struct install_
 	if (c->mcache == NULL)
 		return err_set(e, "internal", "out of memory");
 	c->ms = ms;
-	c->set = set;
+	c->cfg = cfg;
 	snprintf(c->platform, sizeof(c->platform), "%s", platform ? platform : manifest_platform_self());
 	/* installers may create their directory; modes that never install
 	 * do not create anything */
 	/* nothing is created here: the fast path writes nothing */
-	if (tools_chain_build(&c->chain, set, 0, e) < 0)
+	if (tools_chain_build(&c->chain, cfg, 0, e) < 0)
 		return -1;
-	if (set->cache_dir[0] != '\0')
-		snprintf(c->cache_dir, sizeof(c->cache_dir), "%s", set->cache_dir);
+	c->cache_given = cache_dir != NULL && cache_dir[0] != '\0';
+	if (c->cache_given)
+		snprintf(c->cache_dir, sizeof(c->cache_dir), "%s", cache_dir);
 	else if (c->chain.writable >= 0)
 		snprintf(c->cache_dir, sizeof(c->cache_dir), "%s/.cache", c->chain.d[c->chain.writable].path);
 	n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);

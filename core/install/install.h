@@ -28,7 +28,7 @@
  * production; nothing else reads it.
  *
  * Threads: a ctx is used by one thread at a time; different ctxs share
- * nothing in memory but the manifest set and the settings, both only read
+ * nothing in memory but the manifest set and the configuration, both only read
  * once ensure() has resolved a tool (the on-disk lock serialises installs
  * of one tool). Tree walks recurse once per directory level (FS_MAX_DEPTH
  * at most, about 4.5 KiB of stack per level): run ensure() on a thread with
@@ -149,12 +149,15 @@ struct install_result;
 struct install_reqs;
 struct install_ctx {
 	struct manifest_set *ms;
-	struct install_settings *set;
+	const struct config *cfg; /* read, never copied; outlives the context */
 	struct tools_chain chain;
 	char platform[16];
-	char cache_dir[PATH_MAX]; /* resolved cache directory ("" = none writable) */
-	int building;             /* prepare/fetch: mode build may install */
-	int force;                /* clear backoff first */
+	/* resolved cache directory: prepare's --cache, else <writable tools
+	 * directory>/.cache ("" = none writable) */
+	char cache_dir[PATH_MAX];
+	int cache_given; /* cache_dir is prepare's --cache */
+	int building;    /* prepare/fetch: mode build may install */
+	int force;       /* clear backoff first */
 	/* prepare: add no extracted tree and no verify.argv note to the cache
 	 * (they serve a second tools directory, which an image build has not);
 	 * trees already there are still placed from */
@@ -220,16 +223,18 @@ struct install_result {
 };
 
 /*
- * Set up c for ms and set: builds the tools chain (creating the explicit
- * or per-user directory when creating is allowed by the mode), picks the
- * cache directory, the platform (NULL = this machine's). Returns 0 or -1
- * (config.state_dir_unsafe). install_ctx_free releases the HTTP client.
+ * Set up c for ms and cfg (both must outlive c; c reads them, never copies):
+ * builds the tools chain (creating nothing), picks the cache directory
+ * (cache_dir when not NULL: prepare's --cache, not configuration; else the
+ * writable tools directory's .cache) and the platform (NULL = this
+ * machine's). Returns 0 or -1 (config.state_dir_unsafe). install_ctx_free
+ * releases the HTTP client.
  */
-int install_ctx_init(struct install_ctx *c, struct manifest_set *ms, struct install_settings *set,
-                     const char *platform, struct err *e);
+int install_ctx_init(struct install_ctx *c, struct manifest_set *ms, const struct config *cfg,
+                     const char *platform, const char *cache_dir, struct err *e);
 void install_ctx_free(struct install_ctx *c);
 /*
- * A context for another thread: c's manifests, settings, chain, cache,
+ * A context for another thread: c's manifests, configuration, chain, cache,
  * callbacks and caller fields, with its own HTTP client and caches and its
  * counters at zero (install_ctx_add_counts adds them back). 0, or -1 with
  * internal (out of memory). Free it with install_ctx_free.
@@ -439,7 +444,7 @@ int install_progress_read(struct install_ctx *c, const char *name, char *phase, 
 
 /* Append one audit line (a JSON object text without newline). Never fails
  * the caller: an unwritable audit file is reported once on stderr. */
-void install_audit(const struct install_settings *s, const char *json_object);
+void install_audit(const struct config *cfg, const char *json_object);
 
 /* The configured audit_file can be appended to (created 0600 when
  * missing). A file directly in the state directory (tools_state_dir) is
@@ -448,7 +453,7 @@ void install_audit(const struct install_settings *s, const char *json_object);
  * and the answer is the same as without. Returns 0 (also with no
  * audit_file configured), or -1 with config.invalid naming the file and
  * why: serve refuses to start rather than drop every record. */
-int install_audit_check(const struct install_settings *s, int dry, struct err *e);
+int install_audit_check(const struct config *cfg, int dry, struct err *e);
 
 /* For a long-running process (serve): dirfd is its state directory, opened
  * with fs_dir_open_safe at start. Without audit_file, records then go to

@@ -29,18 +29,18 @@ install_audit_pin_dir(int dirfd)
 }
 
 void
-install_audit(const struct install_settings *s, const char *json_object)
+install_audit(const struct config *cfg, const char *json_object)
 {
 	static int warned;
 	char path[PATH_MAX], line[8192];
-	const char *f = s->audit_file;
+	const char *f = cfg->audit_file;
 	struct stat st;
 	int fd, n, at = 0;
 
 	if (f != NULL && *f != '\0') {
 		snprintf(path, sizeof(path), "%s", f);
 	} else {
-		if (tools_state_dir(s, path, sizeof(path) - 16) < 0)
+		if (tools_state_dir(cfg, path, sizeof(path) - 16) < 0)
 			return;
 		at = pinned_dir >= 0;
 		if (!at && (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)))
@@ -72,12 +72,12 @@ install_audit(const struct install_settings *s, const char *json_object)
 /* The audit file's directory is the state directory, which serve creates
  * (mode 0700) at start-up: the README's template keeps it there. */
 static int
-in_state_dir(const struct install_settings *s, const char *f, char *state, size_t cap)
+in_state_dir(const struct config *cfg, const char *f, char *state, size_t cap)
 {
 	char parent[PATH_MAX];
 	size_t n;
 
-	if (fs_dirname(f, parent, sizeof(parent)) != 0 || tools_state_dir(s, state, cap) < 0)
+	if (fs_dirname(f, parent, sizeof(parent)) != 0 || tools_state_dir(cfg, state, cap) < 0)
 		return 0;
 	n = strlen(state);
 	while (n > 1 && state[n - 1] == '/')
@@ -110,16 +110,16 @@ audit_open_would_fail(const char *f, int parent_made)
 }
 
 int
-install_audit_check(const struct install_settings *s, int dry, struct err *e)
+install_audit_check(const struct config *cfg, int dry, struct err *e)
 {
 	char state[PATH_MAX];
-	const char *f = s->audit_file;
+	const char *f = cfg->audit_file;
 	int fd, made = 0, en;
 	struct err sub;
 
 	if (f == NULL || *f == '\0')
 		return 0;
-	if (in_state_dir(s, f, state, sizeof(state)) && access(state, F_OK) != 0) {
+	if (in_state_dir(cfg, f, state, sizeof(state)) && access(state, F_OK) != 0) {
 		if (dry && !tools_dir_creatable(state))
 			return err_set(
 			    e, "config.invalid",
@@ -195,7 +195,7 @@ install_audit_event(struct install_ctx *c, const char *event, const manifest_t *
 		}
 	}
 	json_w_end(&w);
-	install_audit(c->set, w.overflow ? "{\"event\":\"audit.overflow\"}" : w.buf);
+	install_audit(c->cfg, w.overflow ? "{\"event\":\"audit.overflow\"}" : w.buf);
 	json_w_free(&w);
 }
 

@@ -22,7 +22,7 @@ int
 install_lock_tool(struct install_ctx *c, const char *w, const manifest_t *m, struct err *e)
 {
 	char path[PATH_MAX], phase[16];
-	int64_t deadline = clock_ms() + (int64_t)c->set->timeout_s * 1000;
+	int64_t deadline = clock_ms() + (int64_t)c->cfg->install.timeout * 1000;
 	struct install_progress pg;
 	long pid;
 	int fd;
@@ -42,7 +42,7 @@ install_lock_tool(struct install_ctx *c, const char *w, const manifest_t *m, str
 		}
 		if (clock_ms() >= deadline) {
 			err_set(e, "install.failed", "%s: timed out after %d s waiting for another installer",
-			        m->name, c->set->timeout_s);
+			        m->name, c->cfg->install.timeout);
 			install_details_phase(e, "lock");
 			close(fd);
 			return -1;

@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 /* Hosts handed to the fetcher: the manifest's, the mirror, allow_hosts. */
-#define NPM_HOSTS_MAX (MANIFEST_MAX_HOSTS + 1 + TOOLS_ALLOW_HOSTS_MAX)
+#define NPM_HOSTS_MAX (MANIFEST_MAX_HOSTS + 1 + CFG_HOSTS_MAX)
 
 struct npm_hosts {
 	const char *h[NPM_HOSTS_MAX];
@@ -62,11 +62,11 @@ collect_hosts(const struct install_ctx *c, const manifest_t *m, struct npm_hosts
 	for (i = 0; i < m->nhosts && h->n < NPM_HOSTS_MAX; i++)
 		h->h[h->n++] = m->hosts[i];
 	h->nmanifest = h->n;
-	url_hostport(c->set->npm_mirror, h->mirror, sizeof(h->mirror));
+	url_hostport(c->cfg->install.npm_mirror, h->mirror, sizeof(h->mirror));
 	if (h->mirror[0] != '\0' && h->n < NPM_HOSTS_MAX)
 		h->h[h->n++] = h->mirror;
-	for (i = 0; i < c->set->nallow_hosts && h->n < NPM_HOSTS_MAX; i++)
-		h->h[h->n++] = c->set->allow_hosts[i];
+	for (i = 0; i < c->cfg->install.allow_hosts.n && h->n < NPM_HOSTS_MAX; i++)
+		h->h[h->n++] = c->cfg->install.allow_hosts.v[i];
 }
 
 struct prog {
@@ -193,7 +193,7 @@ run(struct install_ctx *c, const manifest_t *m, const char *platform, const char
 	struct npm_stats st;
 	struct prog pr = {c, m->name};
 	char cache[PATH_MAX], kf[PATH_MAX];
-	const char *jobs = config_env("ABX_INSTALL_NPM_JOBS"), *ro[1 + TOOLS_MIRRORS_MAX], *d;
+	const char *jobs = config_env("ABX_INSTALL_NPM_JOBS"), *ro[1 + CFG_LIST_MAX], *d;
 	size_t nro = 0;
 	int rc, i;
 
@@ -222,8 +222,8 @@ run(struct install_ctx *c, const manifest_t *m, const char *platform, const char
 		 * only where they are wanted (install_ctx.keep_no_trees) */
 		o.keep_trees = tree != NULL && !c->keep_no_trees;
 	}
-	for (i = 0; i < c->set->nmirrors && nro < sizeof(ro) / sizeof(ro[0]); i++)
-		if ((d = install_mirror_dir(c->set->tarball_mirrors[i])) != NULL)
+	for (i = 0; i < c->cfg->install.tarball_mirrors.n && nro < sizeof(ro) / sizeof(ro[0]); i++)
+		if ((d = install_mirror_dir(c->cfg->install.tarball_mirrors.v[i])) != NULL)
 			ro[nro++] = d;
 	o.caches_ro = ro;
 	o.ncaches_ro = nro;
@@ -232,15 +232,18 @@ run(struct install_ctx *c, const manifest_t *m, const char *platform, const char
 	o.cache = cache;
 	install_cache_key(c, kf, sizeof(kf));
 	o.cache_key = kf;
-	o.registry = c->set->npm_mirror[0] ? c->set->npm_mirror : NULL;
+	o.registry = c->cfg->install.npm_mirror[0] ? c->cfg->install.npm_mirror : NULL;
 	o.hosts = h.h;
 	o.nhosts = h.n;
 	o.jobs = jobs ? atoi(jobs) : 0;
-	o.offline = c->set->mode == CFG_MODE_OFFLINE;
-	o.allow_http = c->set->allow_http_mirrors && strncmp(c->set->npm_mirror, "http://", 7) == 0;
+	o.offline = c->cfg->install.mode == CFG_MODE_OFFLINE;
+	o.allow_http =
+	    c->cfg->install.allow_http_mirrors && strncmp(c->cfg->install.npm_mirror, "http://", 7) == 0;
 	o.fetch_only = tree == NULL;
-	o.max_bytes = c->set->max_download_mb > 0 ? c->set->max_download_mb << 20 : 0;
-	o.deadline_ms = c->set->timeout_s > 0 ? clock_ms() + (int64_t)c->set->timeout_s * 1000 : 0;
+	o.max_bytes =
+	    c->cfg->install.max_download_mb > 0 ? (int64_t)c->cfg->install.max_download_mb << 20 : 0;
+	o.deadline_ms =
+	    c->cfg->install.timeout > 0 ? clock_ms() + (int64_t)c->cfg->install.timeout * 1000 : 0;
 	o.progress = progress;
 	o.progress_arg = &pr;
 	if (known != NULL) {
@@ -324,7 +327,7 @@ install_npm_probe_url(struct install_ctx *c, const manifest_t *m, char *url, siz
 	collect_hosts(c, m, &h);
 	if ((l = lock_of(c, m, c->platform, &h, NULL, &e)) == NULL)
 		return 0;
-	snprintf(reg, sizeof(reg), "%s", c->set->npm_mirror);
+	snprintf(reg, sizeof(reg), "%s", c->cfg->install.npm_mirror);
 	n = strlen(reg);
 	while (n > 0 && reg[n - 1] == '/')
 		reg[--n] = '\0';

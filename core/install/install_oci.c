@@ -25,7 +25,7 @@
 struct install_oci {
 	struct oci_client o;
 	char basic[OCI_BASIC_MAX];
-	const char *allow[TOOLS_ALLOW_HOSTS_MAX];
+	const char *allow[CFG_HOSTS_MAX];
 };
 
 struct oci_client *
@@ -37,7 +37,7 @@ install_oci_client(struct install_ctx *c, struct err *e)
 
 	if (c->oci != NULL)
 		return &c->oci->o;
-	if (oci_ref_parse(c->set->oci_mirror, 1, &r, e) != 0)
+	if (oci_ref_parse(c->cfg->install.oci_mirror, 1, &r, e) != 0)
 		return NULL;
 	if (c->http == NULL && (c->http = config_http_client(e)) == NULL)
 		return NULL;
@@ -49,8 +49,8 @@ install_oci_client(struct install_ctx *c, struct err *e)
 		free(k);
 		return NULL;
 	}
-	for (i = 0; i < c->set->nallow_hosts && i < TOOLS_ALLOW_HOSTS_MAX; i++)
-		k->allow[i] = c->set->allow_hosts[i];
+	for (i = 0; i < c->cfg->install.allow_hosts.n && i < CFG_HOSTS_MAX; i++)
+		k->allow[i] = c->cfg->install.allow_hosts.v[i];
 	oci_client_init(&k->o, c->http, &r, found ? k->basic : NULL, k->allow, i, "install.allow_hosts");
 	c->oci = k;
 	return &k->o;
@@ -62,7 +62,8 @@ install_oci_probe_url(const struct install_ctx *c, char *url, size_t cap)
 	struct oci_ref r;
 	struct err e;
 
-	if (c->set->oci_mirror[0] == '\0' || oci_ref_parse(c->set->oci_mirror, 1, &r, &e) != 0)
+	if (c->cfg->install.oci_mirror[0] == '\0' ||
+	    oci_ref_parse(c->cfg->install.oci_mirror, 1, &r, &e) != 0)
 		return 0;
 	return snprintf(url, cap, "%s/v2/", r.origin) < (int)cap;
 }
@@ -133,7 +134,8 @@ npm_blob(struct install_ctx *c, struct oci_client *o, const struct npmlock_pkg *
 	if (cache_put_open(&put, cache, p->digest.alg, e) < 0)
 		return -1;
 	lim = o->limits;
-	lim.max_body = c->set->max_download_mb > 0 ? c->set->max_download_mb << 20 : 0;
+	lim.max_body =
+	    c->cfg->install.max_download_mb > 0 ? (int64_t)c->cfg->install.max_download_mb << 20 : 0;
 	if (oci_blob_get(o, hex, put_sink, &put, &lim, &rs, e) != 0) {
 		cache_put_abort(&put);
 		return rs.status == 404 ? 1 : -1;
@@ -143,8 +145,8 @@ npm_blob(struct install_ctx *c, struct oci_client *o, const struct npmlock_pkg *
 		return -1;
 	if (rc == 0)
 		return err_set(e, "install.checksum_mismatch", "%s@%s (%s@sha256:%s): expected %s, got %s",
-		               p->name, p->version, c->set->oci_mirror, hex, digest_sri(&p->digest, want),
-		               digest_sri(&got, gots));
+		               p->name, p->version, c->cfg->install.oci_mirror, hex,
+		               digest_sri(&p->digest, want), digest_sri(&got, gots));
 	c->downloads++;
 	c->bytes_downloaded += put.bytes;
 	return 0;
@@ -162,7 +164,7 @@ install_oci_npm(struct install_ctx *c, const manifest_t *m, const struct npmlock
 	size_t i, missing = 0;
 	int rc = 0, r;
 
-	if (c->set->oci_mirror[0] == '\0')
+	if (c->cfg->install.oci_mirror[0] == '\0')
 		return 0;
 	for (i = 0; i < l->npkgs; i++) {
 		const struct npmlock_pkg *p = &l->pkgs[i];
@@ -175,7 +177,7 @@ install_oci_npm(struct install_ctx *c, const manifest_t *m, const struct npmlock
 	if (missing == 0)
 		return 0;
 	if ((o = install_oci_client(c, e)) == NULL || oci_tag_make(m->name, m->version, tag) != 0)
-		return c->set->mode == CFG_MODE_OFFLINE ? -1 : 0;
+		return c->cfg->install.mode == CFG_MODE_OFFLINE ? -1 : 0;
 	r = oci_manifest_get(o, tag, &doc, e);
 	if (r <= 0) {
 		buf_free(&doc);
@@ -183,7 +185,7 @@ install_oci_npm(struct install_ctx *c, const manifest_t *m, const struct npmlock
 		 * which only offline must stop at (lazy goes to the origin) */
 		if (r == 0)
 			err_clear(e);
-		return r < 0 && c->set->mode == CFG_MODE_OFFLINE ? -1 : 0;
+		return r < 0 && c->cfg->install.mode == CFG_MODE_OFFLINE ? -1 : 0;
 	}
 	mp.cap = (int)l->npkgs + 1;
 	mp.sri = calloc((size_t)mp.cap, sizeof(*mp.sri));
@@ -193,7 +195,7 @@ install_oci_npm(struct install_ctx *c, const manifest_t *m, const struct npmlock
 		goto out;
 	}
 	if (oci_manifest_layers((const char *)doc.p, doc.len, OCI_ANN_NPM_INTEGRITY, map_add, &mp, e) < 0) {
-		rc = c->set->mode == CFG_MODE_OFFLINE ? -1 : 0;
+		rc = c->cfg->install.mode == CFG_MODE_OFFLINE ? -1 : 0;
 		goto out;
 	}
 	for (i = 0; i < l->npkgs; i++) {
@@ -210,9 +212,9 @@ install_oci_npm(struct install_ctx *c, const manifest_t *m, const struct npmlock
 		if (r == 0 && sources != NULL) {
 			char at[8 + DIGEST_HEX_MAX];
 			snprintf(at, sizeof(at), "@sha256:%s", h);
-			npm_source_set(sources[i], NPM_SOURCE_MAX, c->set->oci_mirror, at);
+			npm_source_set(sources[i], NPM_SOURCE_MAX, c->cfg->install.oci_mirror, at);
 		}
-		if (r < 0 && (c->set->mode == CFG_MODE_OFFLINE ||
+		if (r < 0 && (c->cfg->install.mode == CFG_MODE_OFFLINE ||
 		              (e->code != NULL && strcmp(e->code, "install.checksum_mismatch") == 0))) {
 			rc = -1;
 			goto out;

@@ -325,7 +325,7 @@ install_net_probe(struct install_ctx *c, const manifest_t *m, const char *url, s
 	snprintf(key, sizeof(key), "%s:%d", u.host, u.port);
 	if (probe_cached(u.host, u.port, key) == 0)
 		return 0;
-	if (npm && c != NULL && c->set->npm_mirror[0] != '\0')
+	if (npm && c != NULL && c->cfg->install.npm_mirror[0] != '\0')
 		err_set(e, "install.network_unreachable",
 		        "%s: cannot connect to the npm mirror %s (install.mirrors.npm, "
 		        "ABX_INSTALL_NPM_REGISTRY) within %d s; check that mirror's address and that this "

@@ -127,8 +127,8 @@ find_local(struct install_ctx *c, const char *sha, int *fdp, char *path, size_t 
 		if (strcmp(dir, c->cache_dir) != 0 && (rc = cache_hit(dir, 0, sha, fdp, path, cap, e)) != 0)
 			return rc;
 	}
-	for (i = 0; i < c->set->nmirrors; i++) {
-		const char *d = install_mirror_dir(c->set->tarball_mirrors[i]);
+	for (i = 0; i < c->cfg->install.tarball_mirrors.n; i++) {
+		const char *d = install_mirror_dir(c->cfg->install.tarball_mirrors.v[i]);
 		if (d != NULL && (rc = cache_hit(d, 0, sha, fdp, path, cap, e)) != 0)
 			return rc;
 	}
@@ -149,8 +149,8 @@ install_maybe_local(struct install_ctx *c, const char *sha)
 		if (snprintf(p, sizeof(p), "%s/.cache/%s", c->chain.d[i].path, sha) > 0 &&
 		    access(p, R_OK) == 0)
 			return 1;
-	for (i = 0; i < c->set->nmirrors; i++) {
-		const char *d = install_mirror_dir(c->set->tarball_mirrors[i]);
+	for (i = 0; i < c->cfg->install.tarball_mirrors.n; i++) {
+		const char *d = install_mirror_dir(c->cfg->install.tarball_mirrors.v[i]);
 		if (d != NULL && snprintf(p, sizeof(p), "%s/%s", d, sha) > 0 && access(p, R_OK) == 0)
 			return 1;
 	}
@@ -304,7 +304,7 @@ download_from(struct install_ctx *c, const manifest_t *m, const char *url, const
 	struct http_request rq;
 	struct http_response rs;
 	struct hostrule hr;
-	const char *mh[MANIFEST_MAX_HOSTS], *ah[TOOLS_ALLOW_HOSTS_MAX], *xh[1] = {extra_host};
+	const char *mh[MANIFEST_MAX_HOSTS], *ah[CFG_HOSTS_MAX], *xh[1] = {extra_host};
 	struct dl d;
 	struct digest dg, want, sha;
 	char hex[DIGEST_HEX_MAX];
@@ -320,15 +320,16 @@ download_from(struct install_ctx *c, const manifest_t *m, const char *url, const
 	/* plain http only for a mirror the configuration allowed it for (a
 	 * pinned download: install_get_artifact never sends an unpinned one
 	 * there) */
-	hostrule_init(&hr, !(c->set->allow_http_mirrors && strncmp(url, "http://", 7) == 0 && want_sha[0]),
+	hostrule_init(&hr,
+	              !(c->cfg->install.allow_http_mirrors && strncmp(url, "http://", 7) == 0 && want_sha[0]),
 	              "the manifest's hosts nor install.allow_hosts");
 	for (i = 0; i < m->nhosts; i++)
 		mh[i] = m->hosts[i];
-	for (i = 0; i < c->set->nallow_hosts; i++)
-		ah[i] = c->set->allow_hosts[i];
+	for (i = 0; i < c->cfg->install.allow_hosts.n; i++)
+		ah[i] = c->cfg->install.allow_hosts.v[i];
 	hostrule_add(&hr, mh, m->nhosts);
 	hostrule_add(&hr, xh, extra_host != NULL && extra_host[0] ? 1 : 0);
-	hostrule_add(&hr, ah, c->set->nallow_hosts);
+	hostrule_add(&hr, ah, c->cfg->install.allow_hosts.n);
 	memset(&d, 0, sizeof(d));
 	if (cache_put_open(&d.put, dir, DIGEST_SHA256, e) < 0)
 		return -1;
@@ -340,8 +341,8 @@ download_from(struct install_ctx *c, const manifest_t *m, const char *url, const
 	rq.host_arg = &hr;
 	rq.sink = dl_sink;
 	rq.sink_arg = &d;
-	rq.limits.max_body = c->set->max_download_mb << 20;
-	remaining = (int64_t)c->set->timeout_s * 1000;
+	rq.limits.max_body = (int64_t)c->cfg->install.max_download_mb << 20;
+	remaining = (int64_t)c->cfg->install.timeout * 1000;
 	rq.limits.total_ms = remaining > 0x7fffffff ? 0x7fffffff : (int)remaining;
 	memset(&rs, 0, sizeof(rs));
 	d.rs = &rs;
@@ -412,7 +413,7 @@ from_oci(struct install_ctx *c, const manifest_t *m, const struct manifest_artif
 
 	if ((o = install_oci_client(c, e)) == NULL)
 		return -1;
-	snprintf(ref, sizeof(ref), "%s@sha256:%s", c->set->oci_mirror, a->sha256);
+	snprintf(ref, sizeof(ref), "%s@sha256:%s", c->cfg->install.oci_mirror, a->sha256);
 	rc =
 	    download_from(c, m, ref, NULL, dl_dir, a->sha256, ps, xs, fdp, path, cap, got_sha, o, &status, e);
 	if (rc == -1 && status == 404 && e->code != NULL && strcmp(e->code, "http.status") == 0)
@@ -455,10 +456,11 @@ install_get_artifact(struct install_ctx *c, const manifest_t *m, const struct ma
 		install_test_hashed(path);
 		return 0;
 	}
-	if (a->sha256[0] != '\0' && c->set->oci_mirror[0] != '\0' && dl_dir != NULL && dl_dir[0] != '\0') {
+	if (a->sha256[0] != '\0' && c->cfg->install.oci_mirror[0] != '\0' && dl_dir != NULL &&
+	    dl_dir[0] != '\0') {
 		rc = from_oci(c, m, a, dl_dir, ps, xs, fdp, path, cap, got_sha, &last);
 		if (rc == 0) {
-			note_source(c, got_sha, c->set->oci_mirror, "@sha256:");
+			note_source(c, got_sha, c->cfg->install.oci_mirror, "@sha256:");
 			install_test_hashed(path);
 			return 0;
 		}
@@ -473,8 +475,8 @@ install_get_artifact(struct install_ctx *c, const manifest_t *m, const struct ma
 			have_mismatch = 1;
 		}
 	}
-	if (c->set->mode == CFG_MODE_OFFLINE) {
-		char det[200], oci_why[ERR_MSG_MAX / 2] = "";
+	if (c->cfg->install.mode == CFG_MODE_OFFLINE) {
+		char det[200], oci_why[ERR_MSG_MAX / 2] = "", src[CFG_PATH_MAX + 16];
 		if (have_mismatch) {
 			*e = mism;
 			return -1;
@@ -485,16 +487,17 @@ install_get_artifact(struct install_ctx *c, const manifest_t *m, const struct ma
 			snprintf(msg, sizeof(msg), "%s", last.msg);
 			*e = last;
 			if (strncmp(e->code, "install.", 8) != 0)
-				install_fetch_failed(e, m, c->set->oci_mirror, msg);
+				install_fetch_failed(e, m, c->cfg->install.oci_mirror, msg);
 			return -1;
 		}
-		if (c->set->oci_mirror[0] != '\0')
+		if (c->cfg->install.oci_mirror[0] != '\0')
 			snprintf(oci_why, sizeof(oci_why), ", nor the OCI mirror %s (%.1000s)",
-			         c->set->oci_mirror, last.code ? last.msg : "no such blob");
+			         c->cfg->install.oci_mirror, last.code ? last.msg : "no such blob");
 		err_set(e, "install.disabled",
 		        "%s %s %s: mode offline (%s) and sha256:%s is not in the cache (%s) nor "
 		        "any mirror directory%s",
-		        m->name, m->version, c->platform, c->set->mode_source,
+		        m->name, m->version, c->platform,
+		        config_source(c->cfg, CK_INSTALL_MODE, src, sizeof(src)),
 		        a->sha256[0] ? a->sha256 : "(unpinned)", c->cache_dir[0] ? c->cache_dir : "none",
 		        oci_why);
 		snprintf(det, sizeof(det), "{\"missing\":[\"sha256:%s\"]}", a->sha256);
@@ -503,13 +506,13 @@ install_get_artifact(struct install_ctx *c, const manifest_t *m, const struct ma
 	}
 	if (dl_dir == NULL || dl_dir[0] == '\0')
 		return err_set(e, "install.read_only", "no writable place for the download of %s", m->name);
-	for (i = 0; i <= c->set->nmirrors; i++) {
+	for (i = 0; i <= c->cfg->install.tarball_mirrors.n; i++) {
 		const char *u = a->url, *extra = NULL;
-		if (i < c->set->nmirrors) {
-			if (install_mirror_dir(c->set->tarball_mirrors[i]) != NULL)
+		if (i < c->cfg->install.tarball_mirrors.n) {
+			if (install_mirror_dir(c->cfg->install.tarball_mirrors.v[i]) != NULL)
 				continue;
-			if (install_mirror_url(c->set->tarball_mirrors[i], a->url, url, sizeof(url), mhost,
-			                       sizeof(mhost)) < 0)
+			if (install_mirror_url(c->cfg->install.tarball_mirrors.v[i], a->url, url, sizeof(url),
+			                       mhost, sizeof(mhost)) < 0)
 				continue;
 			/* a plain http mirror serves only what is pinned */
 			if (strncmp(url, "http://", 7) == 0 && a->sha256[0] == '\0')

@@ -1,5 +1,5 @@
 /*
- * Tools directories and install settings.
+ * Tools directories.
  */
 #include "install/tools.h"
 
@@ -13,39 +13,6 @@
 
 #include "base/fs.h"
 #include "base/json.h"
-
-void
-install_settings_from_config(struct install_settings *s, const struct config *cfg)
-{
-	int i;
-
-	memset(s, 0, sizeof(*s));
-	s->mode = cfg->install.mode;
-	config_source(cfg, CK_INSTALL_MODE, s->mode_source, sizeof(s->mode_source));
-	s->wait_s = cfg->install.wait;
-	s->timeout_s = cfg->install.timeout;
-	s->max_download_mb = cfg->install.max_download_mb;
-	snprintf(s->npm_mirror, sizeof(s->npm_mirror), "%s", cfg->install.npm_mirror);
-	snprintf(s->oci_mirror, sizeof(s->oci_mirror), "%s", cfg->install.oci_mirror);
-	s->allow_http_mirrors = cfg->install.allow_http_mirrors;
-	for (i = 0; i < cfg->install.tarball_mirrors.n && i < TOOLS_MIRRORS_MAX; i++)
-		snprintf(s->tarball_mirrors[i], sizeof(s->tarball_mirrors[i]), "%s",
-		         cfg->install.tarball_mirrors.v[i]);
-	s->nmirrors = i;
-	for (i = 0; i < cfg->install.allow_hosts.n && i < TOOLS_ALLOW_HOSTS_MAX; i++)
-		snprintf(s->allow_hosts[i], sizeof(s->allow_hosts[i]), "%s", cfg->install.allow_hosts.v[i]);
-	s->nallow_hosts = i;
-	s->allow_tmp = cfg->install.allow_tmp;
-	s->use_path = cfg->install.use_path;
-	snprintf(s->tools_dir, sizeof(s->tools_dir), "%s", cfg->tools_dir);
-	config_source(cfg, CK_TOOLS_DIR, s->tools_dir_source, sizeof(s->tools_dir_source));
-	snprintf(s->manifests_dir, sizeof(s->manifests_dir), "%s", cfg->manifests_dir);
-	config_source(cfg, CK_MANIFESTS_DIR, s->manifests_dir_source, sizeof(s->manifests_dir_source));
-	snprintf(s->state_dir, sizeof(s->state_dir), "%s", cfg->state_dir);
-	snprintf(s->base_dir, sizeof(s->base_dir), "%s", cfg->base_dir);
-	snprintf(s->audit_file, sizeof(s->audit_file), "%s", cfg->audit_file);
-	snprintf(s->environment, sizeof(s->environment), "%s", cfg->environment);
-}
 
 int
 tools_dir_creatable(const char *path)
@@ -64,17 +31,17 @@ tools_dir_creatable(const char *path)
 }
 
 int
-tools_state_dir(const struct install_settings *s, char *buf, size_t cap)
+tools_state_dir(const struct config *cfg, char *buf, size_t cap)
 {
-	const char *v = s != NULL ? s->state_dir : NULL, *home;
+	const char *v = cfg != NULL ? cfg->state_dir : NULL, *home;
 	struct passwd *pw;
 
 	if (v != NULL && *v == '/')
 		return snprintf(buf, cap, "%s", v) < (int)cap ? 0 : -1;
 	/* An explicit base directory (serve --base-dir, ABX_SERVER_BASE_DIR)
 	 * stands for HOME, for root too: the user the image is built for. */
-	if (s != NULL && s->base_dir[0] == '/')
-		return snprintf(buf, cap, "%s/.local/state/agent-sandbox", s->base_dir) < (int)cap ? 0 : -1;
+	if (cfg != NULL && cfg->base_dir[0] == '/')
+		return snprintf(buf, cap, "%s/.local/state/agent-sandbox", cfg->base_dir) < (int)cap ? 0 : -1;
 	if (geteuid() == 0)
 		return snprintf(buf, cap, "/var/lib/agent-sandbox") < (int)cap ? 0 : -1;
 	home = config_env("HOME");
@@ -166,23 +133,23 @@ try_create(struct tools_dir *d, mode_t mode)
 }
 
 int
-tools_chain_build(struct tools_chain *c, const struct install_settings *s, int create, struct err *e)
+tools_chain_build(struct tools_chain *c, const struct config *cfg, int create, struct err *e)
 {
-	char buf[PATH_MAX];
+	char buf[PATH_MAX], src[CFG_PATH_MAX + 16];
 	struct tools_dir *d, *user = NULL, *tmp = NULL, *expl = NULL;
 	const char *t;
 	int i;
 
 	memset(c, 0, sizeof(*c));
 	c->writable = -1;
-	if (s->tools_dir[0] != '\0')
-		expl = chain_add(c, s->tools_dir, 1);
+	if (cfg->tools_dir[0] != '\0')
+		expl = chain_add(c, cfg->tools_dir, 1);
 	chain_add(c, "/opt/agent-sandbox/tools", 0);
-	if (tools_state_dir(s, buf, sizeof(buf) - 8) == 0) {
+	if (tools_state_dir(cfg, buf, sizeof(buf) - 8) == 0) {
 		strcat(buf, "/tools");
 		user = chain_add(c, buf, 0);
 	}
-	if (s->allow_tmp) {
+	if (cfg->install.allow_tmp) {
 		t = config_env("TMPDIR");
 		if (t == NULL || *t != '/')
 			t = "/tmp";
@@ -192,14 +159,15 @@ tools_chain_build(struct tools_chain *c, const struct install_settings *s, int c
 	for (i = 0; i < c->n; i++)
 		if (probe_dir(&c->d[i], e) < 0)
 			return -1;
+	config_source(cfg, CK_TOOLS_DIR, src, sizeof(src));
 	if (create && expl != NULL) {
 		try_create(expl, 0755);
 		/* an explicit directory is used or refused, never silently
 		 * replaced by a later one of the chain */
 		if (!expl->exists) {
 			char tried[1024], det[1100];
-			err_set(e, "install.read_only", "tools directory %s (%s): %s", expl->path,
-			        s->tools_dir_source[0] ? s->tools_dir_source : "--tools-dir", expl->why);
+			err_set(e, "install.read_only", "tools directory %s (%s): %s", expl->path, src,
+			        expl->why);
 			tools_chain_tried_json(c, tried, sizeof(tried));
 			snprintf(det, sizeof(det), "{\"tried\":%s}", tried);
 			err_details(e, det);
@@ -210,7 +178,6 @@ tools_chain_build(struct tools_chain *c, const struct install_settings *s, int c
 	 * use what it holds, installers refuse before any download */
 	if (expl != NULL && expl->exists && !expl->writable) {
 		char tried[1024], det[1100];
-		const char *src = s->tools_dir_source[0] ? s->tools_dir_source : "--tools-dir";
 		if (!create)
 			return 0;
 		tools_chain_tried_text(c, tried, sizeof(tried));

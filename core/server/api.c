@@ -82,7 +82,6 @@ api_gen_build(const char *file_flag, const struct config_flag *flags, int nflags
 	g->ops_ready = 1;
 	if (ops_build(&g->ops, &g->cfg, agent_lookup, ms != NULL ? tool_lookup : NULL, ms, e) != 0)
 		goto fail;
-	install_settings_from_config(&g->set, &g->cfg);
 	return g;
 fail:
 	api_gen_free(g);
@@ -270,7 +269,7 @@ check_policy(struct api_rq *q, const char *op_id, const char *const *installs, i
 	if (!w.overflow)
 		err_details(&e, w.buf);
 	json_w_free(&w);
-	audit_policy_denied(&q->g->set, q->req->peer, q->principal, op_id, d->rule);
+	audit_policy_denied(&q->g->cfg, q->req->peer, q->principal, op_id, d->rule);
 	api_count(q->a, &q->a->m.policy_denials);
 	free(d);
 	api_rq_err(q, &e);
@@ -389,13 +388,13 @@ api_need_tools(struct api_rq *q, const char *op_id, const char *const *tools, in
 	if (waiter)
 		q->a->install_waiters++;
 	pthread_mutex_unlock(&q->a->mu);
-	deadline = clock_ms() + (waiter ? (int64_t)q->g->set.wait_s * 1000 : 0);
+	deadline = clock_ms() + (waiter ? (int64_t)q->g->cfg.install.wait * 1000 : 0);
 	for (i = 0; i < n; i++) {
 		left = deadline - clock_ms();
 		if (left < 0)
 			left = 0;
 		err_clear(&e);
-		rc = jobs_need(q->a->jobs, &q->g->set, tools[i], q->principal, op_id, (int)left, v, &e);
+		rc = jobs_need(q->a->jobs, &q->g->cfg, tools[i], q->principal, op_id, (int)left, v, &e);
 		if (rc == 0) {
 			if (entries != NULL)
 				snprintf(entries[i], PATH_MAX, "%s", v->entry);
@@ -497,7 +496,7 @@ runtime_json(struct api_rq *q, struct json_w *w, const char *agent)
 	json_w_obj(w);
 	json_w_kstr(w, "object", "agent.runtime");
 	json_w_kstr(w, "name", agent);
-	json_w_kstr(w, "mode", config_mode_name(q->g->set.mode));
+	json_w_kstr(w, "mode", config_mode_name(q->g->cfg.install.mode));
 	m = manifest_get(q->a->ms, agent, &e);
 	if (m != NULL)
 		json_w_kstr(w, "version", m->version);
@@ -513,7 +512,7 @@ runtime_json(struct api_rq *q, struct json_w *w, const char *agent)
 		requires_json(w, v);
 		json_w_end(w);
 	} else {
-		jobs_probe(q->a->jobs, &q->g->set, agent, p);
+		jobs_probe(q->a->jobs, &q->g->cfg, agent, p);
 		if (p->ready) {
 			json_w_kstr(w, "state", "ready");
 			json_w_kstr(w, "entry", p->entry);
@@ -653,7 +652,7 @@ runtime_install(struct api_rq *q, const char *agent)
 		return;
 	}
 	if (reset != NULL && reset->type == JSON_TRUE)
-		jobs_reset(q->a->jobs, &q->g->set, agent);
+		jobs_reset(q->a->jobs, &q->g->cfg, agent);
 	json_free(&doc);
 	if (api_need_tools(q, op, tools, 1, NULL) != 0)
 		return;

@@ -7,7 +7,7 @@
  * Every request except GET /health is authenticated before it is routed,
  * so an unknown path and a known one answer the same 401. A request then
  * runs against one configuration generation (struct api_gen: configuration,
- * policy, op registry, install settings), taken with a reference at its
+ * policy, op registry), taken with a reference at its
  * start; SIGHUP builds a new generation and swaps it in atomically, and a
  * bad file keeps the old one (api_reload).
  *
@@ -48,7 +48,6 @@ struct api_gen {
 	struct policy pol;
 	struct ops ops;
 	int ops_ready;
-	struct install_settings set;
 };
 
 /* Route labels for metrics. */
@@ -116,7 +115,7 @@ struct api {
 
 /*
  * Build a generation: configuration (file_flag, the process environment,
- * flags), policy, ops (agents checked against ms), install settings, plus
+ * flags), policy, ops (agents checked against ms), plus
  * the default principal's digest when given. Returns NULL with e set
  * (config.invalid, json.*).
  */

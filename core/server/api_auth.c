@@ -103,7 +103,7 @@ api_authenticate(struct api_rq *q)
 	if (code == NULL)
 		return 0;
 	q->route = R_UNAUTHORIZED;
-	audit_auth_failure(&q->g->set, r->peer, r->method, r->path, code);
+	audit_auth_failure(&q->g->cfg, r->peer, r->method, r->path, code);
 	api_count(q->a, &q->a->m.auth_failures);
 	err_clear(&e);
 	e.code = code;
@@ -236,7 +236,7 @@ api_tick(void *arg)
 	if (!audit_waiting())
 		return -1;
 	g = api_gen_get(a);
-	ms = audit_flush(&g->set, 0);
+	ms = audit_flush(&g->cfg, 0);
 	api_gen_put(a, g);
 	return ms;
 }
@@ -249,7 +249,7 @@ api_flush_audit(struct api *a)
 	if (!audit_waiting())
 		return;
 	g = api_gen_get(a);
-	audit_flush(&g->set, 1);
+	audit_flush(&g->cfg, 1);
 	api_gen_put(a, g);
 }
 

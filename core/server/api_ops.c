@@ -115,7 +115,7 @@ resolve(struct api_rq *q, const struct op *op, const char *name, char (*entries)
 	*tool = NULL;
 	path[0] = '\0';
 	ch = malloc(sizeof(*ch));
-	if (ch != NULL && tools_chain_build(ch, &q->g->set, 0, &e2) == 0)
+	if (ch != NULL && tools_chain_build(ch, &q->g->cfg, 0, &e2) == 0)
 		launch_tools_path(ch, path, pcap);
 	else if (ch != NULL)
 		ch->n = 0;
@@ -158,7 +158,7 @@ resolve(struct api_rq *q, const struct op *op, const char *name, char (*entries)
 			goto done;
 		}
 		free(rp);
-		jobs_probe(q->a->jobs, &q->g->set, m->name, pr);
+		jobs_probe(q->a->jobs, &q->g->cfg, m->name, pr);
 		if (pr->ready) {
 			snprintf(out, cap, "%s", pr->entry);
 			*tool = m;
@@ -219,7 +219,7 @@ launch(struct api_rq *q, const struct op *op, const manifest_t *tool, char **arg
 
 		err_clear(&e);
 		rc = v != NULL
-		         ? jobs_need(q->a->jobs, &q->g->set, "node-runtime", q->principal, op->id, 0, v, &e)
+		         ? jobs_need(q->a->jobs, &q->g->cfg, "node-runtime", q->principal, op->id, 0, v, &e)
 		         : -1;
 		if (rc == 0)
 			snprintf(node, PATH_MAX, "%s", v->entry);

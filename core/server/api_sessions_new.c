@@ -225,14 +225,14 @@ again:
 		goto bad;
 	}
 	err_clear(&e2);
-	if (tools_chain_build(ch, &q->g->set, 0, &e2) == 0)
+	if (tools_chain_build(ch, &q->g->cfg, 0, &e2) == 0)
 		for (i = 0; i < ch->n; i++)
 			if (realpath(ch->d[i].path, d) != NULL && path_within(rp, d)) {
 				err_set(e, code, "%s %.200s is inside the tools directory %.200s", from, want,
 				        d);
 				goto bad;
 			}
-	if (tools_state_dir(&q->g->set, d, PATH_MAX) >= 0 && realpath(d, state) != NULL &&
+	if (tools_state_dir(&q->g->cfg, d, PATH_MAX) >= 0 && realpath(d, state) != NULL &&
 	    path_within(rp, state)) {
 		err_set(e, code, "%s %.200s is inside the state directory %.200s", from, want, state);
 		goto bad;
@@ -408,7 +408,7 @@ create_session(struct api_rq *q, const char *agent, const char *action, struct s
 	/* Never waits: ready, pending (the job runs), or an error now
 	 * (install.required, install.disabled, install.backoff, …). */
 	err_clear(&e);
-	rc = jobs_need(q->a->jobs, &q->g->set, agent, q->principal, op, 0, jv, &e);
+	rc = jobs_need(q->a->jobs, &q->g->cfg, agent, q->principal, op, 0, jv, &e);
 	if (rc < 0) {
 		if (e.code != NULL && strcmp(e.code, "install.backoff") == 0)
 			api_rq_retry_after(q, jv->retry_after);
@@ -425,7 +425,7 @@ create_session(struct api_rq *q, const char *agent, const char *action, struct s
 	sp.envp = env;
 	sp.tool = lt;
 	sp.cwd = cwd;
-	sp.set = &q->g->set;
+	sp.cfg = &q->g->cfg;
 	sp.entry = rc == 0 ? jv->entry : "";
 	sp.job = rc == 1 ? jv->id : NULL;
 	err_clear(&e);

@@ -15,7 +15,7 @@
 struct job {
 	int used;
 	struct job_view v;
-	struct install_settings *set; /* the thread's copy, owned while it runs */
+	struct config *cfg; /* the thread's copy, owned while it runs: a reload may free the generation */
 	struct jobs *J;
 };
 
@@ -29,29 +29,23 @@ struct jobs {
 };
 
 int
-jobs_ensure_engine(void *ms, const struct install_settings *set, const char *tool, unsigned flags,
+jobs_ensure_engine(void *ms, const struct config *cfg, const char *tool, unsigned flags,
                    const char *principal, const char *op, install_progress_fn progress, void *parg,
                    struct install_result *r, uint64_t *bytes, struct err *e)
 {
 	struct install_ctx *c;
-	struct install_settings *s;
 	int rc;
 
 	*bytes = 0;
 	memset(r, 0, sizeof(*r));
-	/* Both are large (paths, probe caches): heap, not a worker's stack. */
+	/* Large (paths, probe caches): heap, not a worker's stack. */
 	c = calloc(1, sizeof(*c));
-	s = malloc(sizeof(*s));
-	if (c == NULL || s == NULL) {
-		free(c);
-		free(s);
+	if (c == NULL) {
 		r->state = INSTALL_FAILED;
 		return err_set(e, "internal", "out of memory");
 	}
-	*s = *set;
-	if (install_ctx_init(c, ms, s, NULL, e) != 0) {
+	if (install_ctx_init(c, ms, cfg, NULL, NULL, e) != 0) {
 		free(c);
-		free(s);
 		r->state = INSTALL_FAILED;
 		return -1;
 	}
@@ -79,7 +73,6 @@ jobs_ensure_engine(void *ms, const struct install_settings *set, const char *too
 	}
 	install_ctx_free(c);
 	free(c);
-	free(s);
 	return rc;
 }
 
@@ -169,7 +162,7 @@ job_thread(void *arg)
 	if (r == NULL)
 		rc = err_set(&e, "internal", "out of memory");
 	else
-		rc = J->fn(J->arg, j->set, j->v.tool, 0, j->v.principal, j->v.op, on_progress, j, r, &bytes,
+		rc = J->fn(J->arg, j->cfg, j->v.tool, 0, j->v.principal, j->v.op, on_progress, j, r, &bytes,
 		           &e);
 	pthread_mutex_lock(&J->mu);
 	j->v.finished = time(NULL);
@@ -191,8 +184,8 @@ job_thread(void *arg)
 		j->v.retry_after = r != NULL ? r->retry_after : 0;
 		J->st.failed++;
 	}
-	free(j->set);
-	j->set = NULL;
+	free(j->cfg);
+	j->cfg = NULL;
 	pthread_cond_broadcast(&J->cv);
 	pthread_mutex_unlock(&J->mu);
 	free(r);
@@ -254,15 +247,9 @@ wait_job(struct jobs *J, struct job *j, int wait_ms, struct job_view *v, struct 
 	return -1;
 }
 
-static int
-set_installs_at_runtime(const struct install_settings *set)
-{
-	return config_mode_installs_at_runtime(set->mode);
-}
-
 int
-jobs_need(struct jobs *J, const struct install_settings *set, const char *tool, const char *principal,
-          const char *op, int wait_ms, struct job_view *v, struct err *e)
+jobs_need(struct jobs *J, const struct config *cfg, const char *tool, const char *principal, const char *op,
+          int wait_ms, struct job_view *v, struct err *e)
 {
 	struct install_result *r;
 	struct job *j;
@@ -287,7 +274,7 @@ jobs_need(struct jobs *J, const struct install_settings *set, const char *tool, 
 		return err_set(e, "internal", "out of memory");
 	/* The fast path: no lock, nothing written. */
 	err_clear(e);
-	if (J->fn(J->arg, set, tool, INSTALL_F_CHECK, principal, op, NULL, NULL, r, &bytes, e) == 0 &&
+	if (J->fn(J->arg, cfg, tool, INSTALL_F_CHECK, principal, op, NULL, NULL, r, &bytes, e) == 0 &&
 	    r->state == INSTALL_READY) {
 		v->status = JOB_SUCCEEDED;
 		snprintf(v->entry, sizeof(v->entry), "%s", r->entry);
@@ -300,10 +287,10 @@ jobs_need(struct jobs *J, const struct install_settings *set, const char *tool, 
 		return -1;
 	}
 	err_clear(e);
-	if (!set_installs_at_runtime(set)) {
+	if (!config_mode_installs_at_runtime(cfg->install.mode)) {
 		/* build, off: ensure answers install.required / disabled
 		 * without installing (or ready, found elsewhere). */
-		rc = J->fn(J->arg, set, tool, 0, principal, op, NULL, NULL, r, &bytes, e);
+		rc = J->fn(J->arg, cfg, tool, 0, principal, op, NULL, NULL, r, &bytes, e);
 		if (rc == 0) {
 			v->status = JOB_SUCCEEDED;
 			snprintf(v->entry, sizeof(v->entry), "%s", r->entry);
@@ -314,7 +301,7 @@ jobs_need(struct jobs *J, const struct install_settings *set, const char *tool, 
 		return rc == 0 ? 0 : -1;
 	}
 	memset(r, 0, sizeof(*r));
-	J->fn(J->arg, set, tool, JOBS_F_BACKOFF, principal, op, NULL, NULL, r, &bytes, e);
+	J->fn(J->arg, cfg, tool, JOBS_F_BACKOFF, principal, op, NULL, NULL, r, &bytes, e);
 	if (r->retry_after > 0) {
 		v->retry_after = r->retry_after;
 		free(r);
@@ -334,12 +321,12 @@ jobs_need(struct jobs *J, const struct install_settings *set, const char *tool, 
 		}
 		memset(j, 0, sizeof(*j));
 		j->J = J;
-		j->set = malloc(sizeof(*j->set));
-		if (j->set == NULL) {
+		j->cfg = malloc(sizeof(*j->cfg));
+		if (j->cfg == NULL) {
 			pthread_mutex_unlock(&J->mu);
 			return err_set(e, "internal", "out of memory");
 		}
-		*j->set = *set;
+		*j->cfg = *cfg;
 		new_id(j->v.id);
 		snprintf(j->v.tool, sizeof(j->v.tool), "%s", tool);
 		snprintf(j->v.principal, sizeof(j->v.principal), "%s", principal != NULL ? principal : "");
@@ -353,8 +340,8 @@ jobs_need(struct jobs *J, const struct install_settings *set, const char *tool, 
 		rc = pthread_create(&th, &at, job_thread, j);
 		pthread_attr_destroy(&at);
 		if (rc != 0) {
-			free(j->set);
-			j->set = NULL;
+			free(j->cfg);
+			j->cfg = NULL;
 			pthread_mutex_unlock(&J->mu);
 			return err_sys(e, "internal", rc, "cannot start an install thread: %s", strerror(rc));
 		}
@@ -368,7 +355,7 @@ jobs_need(struct jobs *J, const struct install_settings *set, const char *tool, 
 }
 
 void
-jobs_reset(struct jobs *J, const struct install_settings *set, const char *tool)
+jobs_reset(struct jobs *J, const struct config *cfg, const char *tool)
 {
 	struct install_result *r = calloc(1, sizeof(*r));
 	struct err e;
@@ -377,7 +364,7 @@ jobs_reset(struct jobs *J, const struct install_settings *set, const char *tool)
 	if (r == NULL)
 		return;
 	err_clear(&e);
-	J->fn(J->arg, set, tool, JOBS_F_RESET, NULL, NULL, NULL, NULL, r, &bytes, &e);
+	J->fn(J->arg, cfg, tool, JOBS_F_RESET, NULL, NULL, NULL, NULL, r, &bytes, &e);
 	free(r);
 }
 
@@ -392,7 +379,7 @@ probe_progress(void *arg, const char *name, const char *phase, const struct inst
 }
 
 void
-jobs_probe(struct jobs *J, const struct install_settings *set, const char *tool, struct job_probe *p)
+jobs_probe(struct jobs *J, const struct config *cfg, const char *tool, struct job_probe *p)
 {
 	struct install_result *r = calloc(1, sizeof(*r));
 	struct err e;
@@ -404,7 +391,7 @@ jobs_probe(struct jobs *J, const struct install_settings *set, const char *tool,
 		return;
 	}
 	err_clear(&e);
-	if (J->fn(J->arg, set, tool, INSTALL_F_CHECK, NULL, NULL, NULL, NULL, r, &bytes, &e) == 0 &&
+	if (J->fn(J->arg, cfg, tool, INSTALL_F_CHECK, NULL, NULL, NULL, NULL, r, &bytes, &e) == 0 &&
 	    r->state == INSTALL_READY) {
 		p->ready = 1;
 		snprintf(p->entry, sizeof(p->entry), "%s", r->entry);
@@ -412,10 +399,10 @@ jobs_probe(struct jobs *J, const struct install_settings *set, const char *tool,
 		p->err = e;
 	}
 	memset(r, 0, sizeof(*r));
-	J->fn(J->arg, set, tool, JOBS_F_BACKOFF, NULL, NULL, NULL, NULL, r, &bytes, &e);
+	J->fn(J->arg, cfg, tool, JOBS_F_BACKOFF, NULL, NULL, NULL, NULL, r, &bytes, &e);
 	p->backoff = r->retry_after;
 	if (!p->ready)
-		J->fn(J->arg, set, tool, JOBS_F_PROGRESS, NULL, NULL, probe_progress, p, r, &bytes, &e);
+		J->fn(J->arg, cfg, tool, JOBS_F_PROGRESS, NULL, NULL, probe_progress, p, r, &bytes, &e);
 	free(r);
 }
 

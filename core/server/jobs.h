@@ -63,7 +63,7 @@ struct job_view {
 };
 
 /*
- * What a job runs: ensure(tool) with set, as principal for op, reporting
+ * What a job runs: ensure(tool) with cfg, as principal for op, reporting
  * progress through progress(parg, …). Fills r and e as install_ensure does;
  * *bytes receives the bytes downloaded. jobs_ensure_engine is the real one
  * (an install_ctx over ms per call); tests pass their own.
@@ -76,11 +76,11 @@ struct job_view {
 /* Report through progress() what another process records in .progress.json. */
 #define JOBS_F_PROGRESS (1u << 10)
 
-typedef int (*jobs_ensure_fn)(void *arg, const struct install_settings *set, const char *tool, unsigned flags,
+typedef int (*jobs_ensure_fn)(void *arg, const struct config *cfg, const char *tool, unsigned flags,
                               const char *principal, const char *op, install_progress_fn progress, void *parg,
                               struct install_result *r, uint64_t *bytes, struct err *e);
 
-int jobs_ensure_engine(void *ms, const struct install_settings *set, const char *tool, unsigned flags,
+int jobs_ensure_engine(void *ms, const struct config *cfg, const char *tool, unsigned flags,
                        const char *principal, const char *op, install_progress_fn progress, void *parg,
                        struct install_result *r, uint64_t *bytes, struct err *e);
 
@@ -98,14 +98,14 @@ struct jobs *jobs_new(jobs_ensure_fn fn, void *arg);
 /*
  * Make tool ready for a request. First a check that never installs
  * (INSTALL_F_CHECK); when the tool is ready, 0 with v->entry. Otherwise,
- * when set's mode installs at runtime, start or join the tool's job and
+ * when cfg's mode installs at runtime, start or join the tool's job and
  * wait at most wait_ms for it: 0 when it succeeded, 1 while it is still
  * pending (v describes it), -1 when it failed (e: its code; v->retry_after
  * for install.backoff). Modes that do not install at runtime run ensure at
  * once (install.required, install.disabled). A recent failure is
  * install.backoff without a job.
  */
-int jobs_need(struct jobs *J, const struct install_settings *set, const char *tool, const char *principal,
+int jobs_need(struct jobs *J, const struct config *cfg, const char *tool, const char *principal,
               const char *op, int wait_ms, struct job_view *v, struct err *e);
 
 /* The state of tool without installing: for GET /v1/agents/runtimes. */
@@ -118,10 +118,10 @@ struct job_probe {
 	struct install_progress prog;
 	struct err err; /* a manifest error, when not ready */
 };
-void jobs_probe(struct jobs *J, const struct install_settings *set, const char *tool, struct job_probe *p);
+void jobs_probe(struct jobs *J, const struct config *cfg, const char *tool, struct job_probe *p);
 
 /* Clear tool's backoff (the admin reset). */
-void jobs_reset(struct jobs *J, const struct install_settings *set, const char *tool);
+void jobs_reset(struct jobs *J, const struct config *cfg, const char *tool);
 
 /* The job with id, or -1 when there is none (any more). */
 int jobs_get(struct jobs *J, const char *id, struct job_view *v);

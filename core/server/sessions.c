@@ -274,11 +274,11 @@ sessions_create(struct sessions *S, const struct session_spec *sp, struct sessio
 		*s->tool = *sp->tool;
 	if (sp->cwd != NULL)
 		s->cwd = strdup(sp->cwd);
-	s->set = malloc(sizeof(*s->set));
+	s->cfg = malloc(sizeof(*s->cfg));
 	s->line[0] = strdup(sp->entry != NULL ? sp->entry : "");
 	s->line[1] = malloc(SESSION_EVENT_DATA_MAX);
 	s->line[2] = malloc(SESSION_EVENT_DATA_MAX);
-	if (s->argv == NULL || s->envp == NULL || s->set == NULL || s->line[0] == NULL ||
+	if (s->argv == NULL || s->envp == NULL || s->cfg == NULL || s->line[0] == NULL ||
 	    s->line[1] == NULL || s->line[2] == NULL || (sp->tool != NULL && s->tool == NULL) ||
 	    (sp->cwd != NULL && s->cwd == NULL)) {
 		free(s->line[0]);
@@ -288,7 +288,7 @@ sessions_create(struct sessions *S, const struct session_spec *sp, struct sessio
 		pthread_mutex_unlock(&S->mu);
 		return err_set(e, "internal", "out of memory");
 	}
-	*s->set = *sp->set;
+	*s->cfg = *sp->cfg;
 	s->used = 1;
 	s->running = 1;
 	S->created++;

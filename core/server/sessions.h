@@ -116,11 +116,11 @@ struct session_spec {
 	int bin_at;
 	char *const *envp; /* the child's environment; copied; NULL = empty */
 	/* How the entry runs (core/launch.h): the manifest's env for its own
-	 * tree; the tools directories' bin/ (of set, when the child starts)
+	 * tree; the tools directories' bin/ (of cfg, when the child starts)
 	 * go before PATH. Copied. */
 	const struct launch_tool *tool;
-	const char *cwd;                    /* the child's working directory; NULL = "/" */
-	const struct install_settings *set; /* copied */
+	const char *cwd;          /* the child's working directory; NULL = "/" */
+	const struct config *cfg; /* copied */
 	/* The state of the tool at create: entry != "" when it is ready;
 	 * else job names the install job that runs (pending). */
 	const char *entry;

@@ -108,7 +108,7 @@ wait_install(struct slot *s, char *entry, size_t cap)
 			return 1;
 		}
 		err_clear(&e);
-		rc = jobs_need(S->J, s->set, s->v.agent, s->v.principal, s->op, SESSION_POLL_MS, v, &e);
+		rc = jobs_need(S->J, s->cfg, s->v.agent, s->v.principal, s->op, SESSION_POLL_MS, v, &e);
 		if (rc == 1)
 			continue;
 		break;
@@ -142,7 +142,7 @@ node_entry(struct slot *s, char *out, size_t cap)
 		fail_env(s, &e);
 		return -1;
 	}
-	rc = jobs_need(s->S->J, s->set, "node-runtime", s->v.principal, s->op, 0, v, &e);
+	rc = jobs_need(s->S->J, s->cfg, "node-runtime", s->v.principal, s->op, 0, v, &e);
 	if (rc == 0)
 		snprintf(out, cap, "%s", v->entry);
 	else {
@@ -185,7 +185,7 @@ run_child(struct slot *s, const char *entry, const char *node, char **flags, int
 	/* The manifest's env only once the entry is known: a copy from PATH
 	 * runs without it (core/launch.h). */
 	tpath[0] = '\0';
-	if ((chain = malloc(sizeof(*chain))) != NULL && tools_chain_build(chain, s->set, 0, &e) == 0)
+	if ((chain = malloc(sizeof(*chain))) != NULL && tools_chain_build(chain, s->cfg, 0, &e) == 0)
 		launch_tools_path(chain, tpath, sizeof(tpath));
 	free(chain);
 	env = launch_env(s->tool, entry, s->envp, tpath);
@@ -293,7 +293,7 @@ sessions_free_run(struct slot *s)
 	free(s->cwd);
 	s->tool = NULL;
 	s->cwd = NULL;
-	free(s->set);
+	free(s->cfg);
 	free(s->line[1]);
 	free(s->line[2]);
 	buf_free(&s->st.b);
@@ -301,7 +301,7 @@ sessions_free_run(struct slot *s)
 	memset(&s->st, 0, sizeof(s->st));
 	json_w_free(&s->ow);
 	s->argv = s->envp = NULL;
-	s->set = NULL;
+	s->cfg = NULL;
 	s->line[1] = s->line[2] = NULL;
 	s->argc = 0;
 }

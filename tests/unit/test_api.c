@@ -187,9 +187,9 @@ struct fake {
 };
 
 static int
-fake_ensure(void *arg, const struct install_settings *set, const char *tool, unsigned flags,
-            const char *principal, const char *op, install_progress_fn progress, void *parg,
-            struct install_result *r, uint64_t *bytes, struct err *e)
+fake_ensure(void *arg, const struct config *set, const char *tool, unsigned flags, const char *principal,
+            const char *op, install_progress_fn progress, void *parg, struct install_result *r,
+            uint64_t *bytes, struct err *e)
 {
 	struct fake *f = arg;
 	int rc = 0;
@@ -211,7 +211,7 @@ fake_ensure(void *arg, const struct install_settings *set, const char *tool, uns
 			r->state = INSTALL_MISSING;
 			rc = err_set(e, "not_found", "%s is not installed", tool);
 		}
-	} else if (!config_mode_installs_at_runtime(set->mode)) {
+	} else if (!config_mode_installs_at_runtime(set->install.mode)) {
 		r->state = INSTALL_MISSING;
 		rc = err_set(e, "install.required", "%s: mode forbids installing", tool);
 	} else {
@@ -242,7 +242,7 @@ fake_ensure(void *arg, const struct install_settings *set, const char *tool, uns
 
 struct caller {
 	struct jobs *J;
-	struct install_settings *set;
+	struct config *set;
 	int rc;
 	struct job_view v;
 };
@@ -261,14 +261,14 @@ static void
 test_jobs_concurrent_callers_share_one_install(void **st)
 {
 	struct fake f = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 200, NULL, 0, 0, 0};
-	struct install_settings *set = calloc(1, sizeof(*set));
+	struct config *set = calloc(1, sizeof(*set));
 	struct jobs *J = jobs_new(fake_ensure, &f);
 	struct caller c[8];
 	pthread_t th[8];
 	struct jobs_stats s;
 	int i;
 
-	set->mode = CFG_MODE_LAZY;
+	set->install.mode = CFG_MODE_LAZY;
 	for (i = 0; i < 8; i++) {
 		memset(&c[i], 0, sizeof(c[i]));
 		c[i].J = J;
@@ -296,12 +296,12 @@ test_jobs_pending_then_join_then_done(void **st)
 {
 	/* the install runs until the pending answers have been looked at */
 	struct fake f = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, NULL, 0, 0, 1};
-	struct install_settings *set = calloc(1, sizeof(*set));
+	struct config *set = calloc(1, sizeof(*set));
 	struct jobs *J = jobs_new(fake_ensure, &f);
 	struct job_view v, v2, v3;
 	struct err e;
 
-	set->mode = CFG_MODE_LAZY;
+	set->install.mode = CFG_MODE_LAZY;
 	assert_int_equal(jobs_need(J, set, "tool", "p", "op", 50, &v, &e), 1);
 	assert_int_equal(v.status, JOB_PENDING);
 	assert_int_equal(strncmp(v.id, "ij_", 3), 0);
@@ -326,13 +326,13 @@ static void
 test_jobs_failure_backoff_reset(void **st)
 {
 	struct fake f = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 10, "install.checksum_mismatch", 0, 0, 0};
-	struct install_settings *set = calloc(1, sizeof(*set));
+	struct config *set = calloc(1, sizeof(*set));
 	struct jobs *J = jobs_new(fake_ensure, &f);
 	struct job_view v;
 	struct jobs_stats s;
 	struct err e;
 
-	set->mode = CFG_MODE_LAZY;
+	set->install.mode = CFG_MODE_LAZY;
 	assert_int_equal(jobs_need(J, set, "tool", "p", "op", 5000, &v, &e), -1);
 	assert_string_equal(e.code, "install.checksum_mismatch");
 	assert_int_equal(v.status, JOB_FAILED);
@@ -356,13 +356,13 @@ static void
 test_jobs_mode_build_never_starts_a_job(void **st)
 {
 	struct fake f = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 10, NULL, 0, 0, 0};
-	struct install_settings *set = calloc(1, sizeof(*set));
+	struct config *set = calloc(1, sizeof(*set));
 	struct jobs *J = jobs_new(fake_ensure, &f);
 	struct job_view v;
 	struct jobs_stats s;
 	struct err e;
 
-	set->mode = CFG_MODE_BUILD;
+	set->install.mode = CFG_MODE_BUILD;
 	assert_int_equal(jobs_need(J, set, "tool", "p", "op", 5000, &v, &e), -1);
 	assert_string_equal(e.code, "install.required");
 	jobs_get_stats(J, &s);

@@ -552,23 +552,21 @@ test_names(void **state)
 static void
 test_check_only_and_modes(void **state)
 {
-	static struct install_settings set;
+	static struct config set;
 	static struct manifest_set ms;
 	static struct install_ctx c;
 	struct manifest_opts mo = {"linux-x64", 0};
 	struct install_result r;
 	struct err e;
-	struct config cfg;
 	char tools[128], marker[200];
 
-	config_defaults(&cfg);
-	install_settings_from_config(&set, &cfg);
+	config_defaults(&set);
 	snprintf(tools, sizeof(tools), "%s/tools", dir);
 	snprintf(set.tools_dir, sizeof(set.tools_dir), "%s", tools);
 	snprintf(set.state_dir, sizeof(set.state_dir), "%s/state", dir);
-	set.use_path = 0;
+	set.install.use_path = 0;
 	assert_int_equal(manifest_set_open(&ms, NULL, &mo, &e), 0);
-	assert_int_equal(install_ctx_init(&c, &ms, &set, "linux-x64", &e), 0);
+	assert_int_equal(install_ctx_init(&c, &ms, &set, "linux-x64", NULL, &e), 0);
 	/* check-only: missing, and nothing is created */
 	assert_int_equal(install_ensure(&c, "node-runtime", INSTALL_F_CHECK, &r, &e), -1);
 	assert_int_equal(r.state, INSTALL_MISSING);
@@ -576,22 +574,22 @@ test_check_only_and_modes(void **state)
 	assert_int_equal(install_ensure(&c, "no-such-tool", 0, &r, &e), -1);
 	assert_string_equal(e.code, "not_found");
 	/* mode off never installs; build only under prepare */
-	set.mode = CFG_MODE_OFF;
+	set.install.mode = CFG_MODE_OFF;
 	assert_int_equal(install_ensure(&c, "node-runtime", 0, &r, &e), -1);
 	assert_string_equal(e.code, "install.disabled");
 	assert_int_equal(r.state, INSTALL_DISABLED);
-	set.mode = CFG_MODE_BUILD;
+	set.install.mode = CFG_MODE_BUILD;
 	assert_int_equal(install_ensure(&c, "node-runtime", 0, &r, &e), -1);
 	assert_string_equal(e.code, "install.required");
 	assert_int_equal(r.state, INSTALL_MISSING);
 	assert_int_equal(access(tools, F_OK), -1);
 	/* a backoff recorded by another process is honoured */
-	set.mode = CFG_MODE_LAZY;
+	set.install.mode = CFG_MODE_LAZY;
 	mkdir(tools, 0700);
 	snprintf(marker, sizeof(marker), "%s/.locks", tools);
 	mkdir(marker, 0700);
 	install_ctx_free(&c);
-	assert_int_equal(install_ctx_init(&c, &ms, &set, "linux-x64", &e), 0);
+	assert_int_equal(install_ctx_init(&c, &ms, &set, "linux-x64", NULL, &e), 0);
 	put("tools/.locks/node-runtime.backoff", "{\"failures\":1,\"until\":99999999999,\"seconds\":30}",
 	    0600);
 	if (install_backoff_left(&c, "node-runtime") <= 0)
@@ -623,7 +621,7 @@ test_check_only_and_modes(void **state)
 static void
 test_npm_lock_parsed_once(void **state)
 {
-	static struct install_settings set;
+	static struct config set;
 	static struct manifest_set ms;
 	static struct install_ctx c;
 	struct manifest_opts mo = {"linux-x64", 0};
@@ -640,7 +638,6 @@ test_npm_lock_parsed_once(void **state)
 	                   "\"integrity\":\"sha512-pKvURIxJVi2CgRXROh/M6pJ/"
 	                   "UrTVRZKX+LQ+QtqJI4vBNibkPcs43bCCSIkn7JBPtCBXRDmD6IWFF51QVRr+Yg==\"}}}";
 	struct install_npm_info info;
-	struct config cfg;
 	struct json_w w;
 	struct err e;
 	char path[256], url[512];
@@ -652,13 +649,12 @@ test_npm_lock_parsed_once(void **state)
 	put("codex.json", man, 0644);
 	snprintf(path, sizeof(path), "%s/codex.json", dir);
 	assert_int_equal(manifest_load_file(m, path, &mo, &e), 0);
-	config_defaults(&cfg);
-	install_settings_from_config(&set, &cfg);
+	config_defaults(&set);
 	snprintf(set.tools_dir, sizeof(set.tools_dir), "%s/tools", dir);
-	snprintf(set.cache_dir, sizeof(set.cache_dir), "%s/cache", dir);
-	set.mode = CFG_MODE_OFFLINE;
+	snprintf(path, sizeof(path), "%s/cache", dir);
+	set.install.mode = CFG_MODE_OFFLINE;
 	assert_int_equal(manifest_set_open(&ms, NULL, &mo, &e), 0);
-	assert_int_equal(install_ctx_init(&c, &ms, &set, "linux-x64", &e), 0);
+	assert_int_equal(install_ctx_init(&c, &ms, &set, "linux-x64", path, &e), 0);
 	assert_int_equal(install_npm_probe_url(&c, m, url, sizeof(url)), 1);
 	assert_string_equal(url, "https://registry.npmjs.org/@openai/codex/-/codex-0.1.0.tgz");
 	assert_non_null(c.npm_lock);
@@ -792,28 +788,26 @@ tarball_tool(const char *name, const char *requires, const char *cache)
 static void
 test_requires_beside(void **state)
 {
-	static struct install_settings set;
+	static struct config set;
 	static struct manifest_set ms;
 	static struct install_ctx c;
 	struct manifest_opts mo = {"linux-x64", 0};
 	struct install_result r;
 	struct err e;
-	struct config cfg;
 	char p[256];
 
 	tarball_tool("ubase", NULL, "tools/.cache");
 	tarball_tool("utop", "ubase", "tools/.cache");
 	sh_in(".", "mkdir -p tools2/.cache && cp tools/.cache/* tools2/.cache/ && "
 	           "rm tools2/.cache/$(sha256sum <ubase.tgz | cut -d' ' -f1)");
-	config_defaults(&cfg);
-	install_settings_from_config(&set, &cfg);
+	config_defaults(&set);
 	snprintf(set.tools_dir, sizeof(set.tools_dir), "%s/tools", dir);
 	snprintf(set.state_dir, sizeof(set.state_dir), "%s/state", dir);
-	set.use_path = 0;
-	set.mode = CFG_MODE_OFFLINE;
+	set.install.use_path = 0;
+	set.install.mode = CFG_MODE_OFFLINE;
 	snprintf(p, sizeof(p), "%s/m", dir);
 	assert_int_equal(manifest_set_open(&ms, p, &mo, &e), 0);
-	assert_int_equal(install_ctx_init(&c, &ms, &set, "linux-x64", &e), 0);
+	assert_int_equal(install_ctx_init(&c, &ms, &set, "linux-x64", NULL, &e), 0);
 	req_main = pthread_self();
 	c.required = on_required;
 	if (install_ensure(&c, "utop", 0, &r, &e) != 0)
@@ -829,7 +823,7 @@ test_requires_beside(void **state)
 
 	/* the require's artifact is not in this cache (offline): it fails */
 	snprintf(set.tools_dir, sizeof(set.tools_dir), "%s/tools2", dir);
-	assert_int_equal(install_ctx_init(&c, &ms, &set, "linux-x64", &e), 0);
+	assert_int_equal(install_ctx_init(&c, &ms, &set, "linux-x64", NULL, &e), 0);
 	c.required = on_required;
 	req_calls = 0;
 	assert_int_equal(install_ensure(&c, "utop", 0, &r, &e), -1);
@@ -879,13 +873,12 @@ swap_artifact(const char *path)
 static void
 test_artifact_swapped_after_hash(void **state)
 {
-	static struct install_settings set;
+	static struct config set;
 	static struct manifest_set ms;
 	static struct install_ctx c;
 	struct manifest_opts mo = {"linux-x64", 0};
 	struct install_result r;
 	struct err e;
-	struct config cfg;
 	char p[256], body[64];
 	int fd;
 	ssize_t n;
@@ -893,15 +886,14 @@ test_artifact_swapped_after_hash(void **state)
 	tarball_tool("uswap", NULL, "tools/.cache");
 	sh_in(".", "mkdir -p forged/bin && printf '#!/bin/sh\\necho forged; exit 0\\n' >forged/bin/uswap && "
 	           "chmod 755 forged/bin/uswap && tar czf forged.tgz -C forged bin");
-	config_defaults(&cfg);
-	install_settings_from_config(&set, &cfg);
+	config_defaults(&set);
 	snprintf(set.tools_dir, sizeof(set.tools_dir), "%s/tools", dir);
 	snprintf(set.state_dir, sizeof(set.state_dir), "%s/state", dir);
-	set.use_path = 0;
-	set.mode = CFG_MODE_OFFLINE;
+	set.install.use_path = 0;
+	set.install.mode = CFG_MODE_OFFLINE;
 	snprintf(p, sizeof(p), "%s/m", dir);
 	assert_int_equal(manifest_set_open(&ms, p, &mo, &e), 0);
-	assert_int_equal(install_ctx_init(&c, &ms, &set, "linux-x64", &e), 0);
+	assert_int_equal(install_ctx_init(&c, &ms, &set, "linux-x64", NULL, &e), 0);
 	install_test_hashed_fn = swap_artifact;
 	swap_how = 1;
 	if (install_ensure(&c, "uswap", 0, &r, &e) != 0)
@@ -921,7 +913,7 @@ test_artifact_swapped_after_hash(void **state)
 	sh_in(".",
 	      "rm -rf tools/uswap tools/.cache/trees && cp uswap.tgz tools/.cache/$(sha256sum <uswap.tgz | "
 	      "cut -d' ' -f1) && tar czf forged.tgz -C forged bin");
-	assert_int_equal(install_ctx_init(&c, &ms, &set, "linux-x64", &e), 0);
+	assert_int_equal(install_ctx_init(&c, &ms, &set, "linux-x64", NULL, &e), 0);
 	swap_how = 2;
 	assert_int_equal(install_ensure(&c, "uswap", 0, &r, &e), -1);
 	assert_string_equal(e.code, "install.checksum_mismatch");

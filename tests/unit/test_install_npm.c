@@ -18,7 +18,7 @@
 
 static char dir[64], reg[128];
 static struct manifest_set ms;
-static struct install_settings set;
+static struct config set;
 static struct install_ctx ctx;
 static int reg_pid;
 
@@ -84,7 +84,6 @@ setup(void **state)
 {
 	struct manifest_opts mo = {"linux-x64", 0};
 	char p[256], line[64];
-	struct config cfg;
 	struct err e;
 	FILE *f;
 	int i, port = 0;
@@ -132,16 +131,15 @@ setup(void **state)
 	unsetenv("ABX_INSTALL_NPM_REGISTRY");
 	unsetenv("HTTPS_PROXY");
 	unsetenv("https_proxy");
-	config_defaults(&cfg);
-	install_settings_from_config(&set, &cfg);
+	config_defaults(&set);
 	snprintf(set.tools_dir, sizeof(set.tools_dir), "%s/tools", dir);
 	snprintf(set.state_dir, sizeof(set.state_dir), "%s/state", dir);
-	set.use_path = 0;
-	set.mode = CFG_MODE_LAZY;
+	set.install.use_path = 0;
+	set.install.mode = CFG_MODE_LAZY;
 	mkdir(set.tools_dir, 0700);
 	snprintf(p, sizeof(p), "%s/m", dir);
 	if (manifest_set_open(&ms, p, &mo, &e) != 0 ||
-	    install_ctx_init(&ctx, &ms, &set, "linux-x64", &e) != 0) {
+	    install_ctx_init(&ctx, &ms, &set, "linux-x64", NULL, &e) != 0) {
 		fprintf(stderr, "%s: %s\n", e.code, e.msg);
 		return -1;
 	}
@@ -192,11 +190,11 @@ test_refusals_download_nothing(void **state)
 	char p[512];
 	struct err e;
 
-	set.mode = CFG_MODE_OFFLINE;
+	set.install.mode = CFG_MODE_OFFLINE;
 	assert_int_equal(install_npm_fetch(&ctx, tool("app"), "linux-x64", &info, &e), -1);
 	assert_string_equal(e.code, "install.disabled");
 	assert_non_null(strstr(e.msg, "mode offline"));
-	set.mode = CFG_MODE_LAZY;
+	set.install.mode = CFG_MODE_LAZY;
 	/* A lockfile host the manifest does not list: the tool does not load. */
 	assert_null(manifest_get(&ms, "badhost", &e));
 	assert_string_equal(e.code, "install.manifest_invalid");
@@ -235,13 +233,13 @@ test_probe_and_sbom_uncached(void **state)
 	/* The mirror's host replaces the lockfile's. */
 	assert_int_equal(install_npm_probe_url(&ctx, tool("mir"), url, sizeof(url)), 1);
 	assert_non_null(strstr(url, "registry.example"));
-	snprintf(set.npm_mirror, sizeof(set.npm_mirror), "%s/mirror/", reg);
+	snprintf(set.install.npm_mirror, sizeof(set.install.npm_mirror), "%s/mirror/", reg);
 	assert_int_equal(install_npm_probe_url(&ctx, tool("mir"), url, sizeof(url)), 1);
 	snprintf(want, sizeof(want), "%s/mirror/", reg);
 	assert_true(strncmp(url, want, strlen(want)) == 0);
 	assert_null(strstr(url, "registry.example"));
 	assert_null(strstr(url, "mirror//"));
-	set.npm_mirror[0] = '\0';
+	set.install.npm_mirror[0] = '\0';
 	s = sbom(tool("app"), &w);
 	assert_non_null(strstr(s, "\"name\":\"@t/app\""));
 	assert_non_null(strstr(s, "\"name\":\"dep\""));
@@ -305,13 +303,13 @@ test_fetch_then_stage_offline(void **state)
 	assert_non_null(strstr(sbom(tool("app"), &w), "\"sha256\":\""));
 	json_w_free(&w);
 
-	set.mode = CFG_MODE_OFFLINE;
+	set.install.mode = CFG_MODE_OFFLINE;
 	snprintf(p, sizeof(p), "%s/stage", dir);
 	mkdir(p, 0700);
 	snprintf(p, sizeof(p), "%s/stage/tree", dir);
 	mkdir(p, 0700);
 	assert_int_equal(install_npm_stage(&ctx, tool("app"), p, NULL, &info, &e), 0);
-	set.mode = CFG_MODE_LAZY;
+	set.install.mode = CFG_MODE_LAZY;
 	assert_int_equal(requests(), before);
 	snprintf(p, sizeof(p), "%s/stage/tree/node_modules/@t/app/cli.js", dir);
 	assert_int_equal(stat(p, &st), 0);

@@ -7,7 +7,7 @@
 #include "server/sessions.h"
 
 static char dir[] = "/tmp/abx-sessions-XXXXXX";
-static struct install_settings set;
+static struct config set;
 
 static int
 setup(void **state)
@@ -51,7 +51,7 @@ start(struct sessions *S, const char *script, struct session_view *v, struct err
 	sp.argv = argv;
 	sp.argc = 3;
 	sp.envp = envp;
-	sp.set = &set;
+	sp.cfg = &set;
 	sp.entry = "/bin/sh";
 	return sessions_create(S, &sp, v, &ra, e);
 }

@@ -23,12 +23,9 @@ teardown(void **state)
 }
 
 static void
-settings(struct install_settings *s, const char *tools, const char *state_dir)
+settings(struct config *s, const char *tools, const char *state_dir)
 {
-	struct config c;
-
-	config_defaults(&c);
-	install_settings_from_config(s, &c);
+	config_defaults(s);
 	snprintf(s->tools_dir, sizeof(s->tools_dir), "%s", tools ? tools : "");
 	snprintf(s->state_dir, sizeof(s->state_dir), "%s", state_dir ? state_dir : "");
 }
@@ -36,7 +33,7 @@ settings(struct install_settings *s, const char *tools, const char *state_dir)
 static void
 test_explicit_dir_created_and_first(void **state)
 {
-	struct install_settings s;
+	static struct config s;
 	struct tools_chain c;
 	struct err e;
 	char t[128], st[128];
@@ -63,7 +60,7 @@ test_explicit_dir_created_and_first(void **state)
 static void
 test_unsafe_dirs(void **state)
 {
-	struct install_settings s;
+	static struct config s;
 	struct tools_chain c;
 	struct err e;
 	char t[128], st[128];
@@ -95,7 +92,7 @@ test_unsafe_dirs(void **state)
 static void
 test_prefer_and_relative(void **state)
 {
-	struct install_settings s;
+	static struct config s;
 	struct tools_chain c;
 	struct err e;
 	char t[128];
@@ -119,9 +116,9 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_explicit_dir_created_and_first, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_unsafe_dirs, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_prefer_and_relative, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_explicit_dir_created_and_first, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_unsafe_dirs, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_prefer_and_relative, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

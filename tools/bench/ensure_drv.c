@@ -26,7 +26,7 @@ now_us(void)
 int
 main(int argc, char **argv)
 {
-	static struct install_settings set;
+	static struct config set;
 	static struct manifest_set ms;
 	static struct install_ctx ctx;
 	struct config_flag fl[2];
@@ -45,11 +45,12 @@ main(int argc, char **argv)
 	fl[nf++] = (struct config_flag){"tools_dir", argv[1], "--tools-dir"};
 	if (strcmp(argv[2], "-") != 0)
 		fl[nf++] = (struct config_flag){"manifests_dir", argv[2], "--manifests"};
-	if (install_settings_load(&set, NULL, fl, nf, &e) < 0)
+	if (config_load(&set, NULL, NULL, fl, nf, &e) < 0)
 		goto fail;
 	mo.platform = manifest_platform_self();
 	if (manifest_set_open(&ms, set.manifests_dir[0] ? set.manifests_dir : NULL, &mo, &e) < 0 ||
-	    install_ctx_init(&ctx, &ms, &set, NULL, &e) < 0 || (m = manifest_get(&ms, argv[3], &e)) == NULL)
+	    install_ctx_init(&ctx, &ms, &set, NULL, NULL, &e) < 0 ||
+	    (m = manifest_get(&ms, argv[3], &e)) == NULL)
 		goto fail;
 	if (install_fast_path(&ctx, m, &r, &e) != 1) {
 		fprintf(stderr, "ensure_drv: %s is not ready in %s\n", argv[3], argv[1]);
@@ -59,7 +60,7 @@ main(int argc, char **argv)
 	for (i = 0; i < n; i++) {
 		if (fresh) {
 			static struct install_ctx c2;
-			if (install_ctx_init(&c2, &ms, &set, NULL, &e) < 0)
+			if (install_ctx_init(&c2, &ms, &set, NULL, NULL, &e) < 0)
 				goto fail;
 			if (install_fast_path(&c2, m, &r, &e) != 1)
 				return 1;
