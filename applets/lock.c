@@ -24,13 +24,14 @@
 #include "base/json.h"
 #include "pkg/manifests_embed.h"
 #include "pkg/npmlock.h"
+#include "cfgload.h"
 #include "lock.h"
 
 static const char usage[] =
     "usage: agent-sandbox-server lock NAME [--version V] [--manifests DIR] [--check]\n"
     "\n"
     "On a connected machine (CI), pin tool NAME's manifest in DIR (default:\n"
-    "--manifests, else $ABX_MANIFESTS_DIR, else ./manifests):\n"
+    "--manifests, else the configuration's manifests_dir, else ./manifests):\n"
     "  tarball   download every platform's artifact from the manifest's hosts\n"
     "            and write its sha256 into the manifest;\n"
     "  npm-lock  run `npm install --package-lock-only --ignore-scripts` for\n"
@@ -47,7 +48,7 @@ static const char usage[] =
     "  --manifests DIR   the manifests directory to edit\n"
     "  --check           change nothing; exit 1 when a pin is stale or (npm-lock)\n"
     "                    the registry has a newer version (asked by our own\n"
-    "                    client, or the mirror ABX_INSTALL_NPM_REGISTRY); with no\n"
+    "                    client, or the configuration's npm mirror); with no\n"
     "                    manifests directory, the manifests built into this binary\n"
     "  -q                only errors\n"
     "\n"
@@ -490,7 +491,9 @@ lock_main(int argc, char **argv)
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
+	static struct config cfg;
 	const char *version = NULL, *dir = NULL, *name, *type, *old;
+	struct config_flags f = {0};
 	char path[PATH_MAX];
 	struct doc d;
 	struct err e;
@@ -528,9 +531,16 @@ lock_main(int argc, char **argv)
 		return usage_error("lock", usage, "not a tool name: %s", name);
 	if (version != NULL && (*version == '\0' || strpbrk(version, "/\\\"' ") != NULL))
 		return usage_error("lock", usage, "not a version: %s", version);
-	if (dir == NULL)
-		dir = config_env("ABX_MANIFESTS_DIR");
-	if (dir == NULL || *dir == '\0') {
+	/* the manifests directory and the npm mirror as every applet reads
+	 * them: file, environment, --manifests */
+	if (dir != NULL && *dir != '\0')
+		config_flags_add(&f, "manifests", dir);
+	if (cfgload_config(&cfg, NULL, &f, 1, &e) != 0) {
+		err_print(&e);
+		return EXIT_USAGE;
+	}
+	dir = cfg.manifests_dir;
+	if (*dir == '\0') {
 		dir = "manifests";
 		/* Outside a source checkout, --check reads the manifests built
 		 * into this binary (nothing is written). */
@@ -579,7 +589,8 @@ lock_main(int argc, char **argv)
 		}
 		rc = lock_tarball(&d, old, version ? version : old, check, &stale, &e);
 	} else if (strcmp(type, "npm-lock") == 0) {
-		rc = lock_npm(&d, dir, old, version ? version : old, check, &stale, &e);
+		rc = lock_npm(&d, dir, cfg.install.npm_mirror, old, version ? version : old, check, &stale,
+		              &e);
 	} else {
 		err_set(&e, "install.manifest_invalid", "%s: $.source.type: unknown type %s", path, type);
 		rc = -1;

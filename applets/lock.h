@@ -67,9 +67,11 @@ int lock_edit_version(struct doc *d, const char *old, const char *new, struct er
  * An npm-lock source: produce (or, with check, verify) the lockfile and
  * package.json beside the manifest in dir for version want ("latest" and
  * ranges resolved by npm). *stale is set when check finds a newer version
- * or a lockfile that no longer loads. Returns 0 or -1 with e.
+ * or a lockfile that no longer loads; check asks npm_mirror (the
+ * configuration's install.mirrors.npm, "" = none) for the latest version.
+ * Returns 0 or -1 with e.
  */
-int lock_npm(struct doc *d, const char *dir, const char *old, const char *want, int check, int *stale,
-             struct err *e);
+int lock_npm(struct doc *d, const char *dir, const char *npm_mirror, const char *old, const char *want,
+             int check, int *stale, struct err *e);
 
 #endif

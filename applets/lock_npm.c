@@ -34,6 +34,7 @@ struct npm_job {
 	const char *pkg, *lockrel, *pjrel;
 	struct hosts h;
 	char reg[512];
+	const char *mirror; /* install.mirrors.npm, "" = none */
 	char scratch[32];
 	char rc[PATH_MAX], grc[PATH_MAX];
 };
@@ -183,14 +184,13 @@ run_npm(const struct npm_job *j, char *const args[], char *out, size_t cap, int 
 
 /*
  * The registry's latest version of pkg (its dist-tags.latest), asked by our
- * own client, so --check needs no npm: from the npm mirror when
- * ABX_INSTALL_NPM_REGISTRY names one (its host is then allowed), else from
- * the manifest's first host.
+ * own client, so --check needs no npm: from the npm mirror when the
+ * configuration names one (install.mirrors.npm; its host is then allowed),
+ * else from the manifest's first host.
  */
 static int
-registry_latest(const char *pkg, struct hosts *h, char *out, size_t cap, struct err *e)
+registry_latest(const char *pkg, const char *mirror, struct hosts *h, char *out, size_t cap, struct err *e)
 {
-	const char *mirror = config_env("ABX_INSTALL_NPM_REGISTRY");
 	static char mhost[256];
 	char url[HTTP_URL_MAX], base[512];
 	const char *accept = "Accept: application/vnd.npm.install-v1+json";
@@ -203,11 +203,11 @@ registry_latest(const char *pkg, struct hosts *h, char *out, size_t cap, struct 
 
 	if (mirror != NULL && *mirror != '\0') {
 		if (strncmp(mirror, "https://", 8) != 0)
-			return err_set(e, "config.invalid", "ABX_INSTALL_NPM_REGISTRY %s: not an https URL",
+			return err_set(e, "config.invalid", "install.mirrors.npm %s: not an https URL",
 			               mirror);
 		n = strcspn(mirror + 8, "/?#");
 		if (n == 0 || n >= sizeof(mhost) || h->n >= LOCK_HOSTS_MAX)
-			return err_set(e, "config.invalid", "ABX_INSTALL_NPM_REGISTRY %s: no host", mirror);
+			return err_set(e, "config.invalid", "install.mirrors.npm %s: no host", mirror);
 		memcpy(mhost, mirror + 8, n);
 		mhost[n] = '\0';
 		h->h[h->n++] = mhost;
@@ -315,7 +315,7 @@ check_npm(struct npm_job *j, const char *dir, const char *old, int *stale, struc
 	char *text = NULL;
 	size_t len;
 
-	if (registry_latest(j->pkg, &j->h, latest, sizeof(latest), e) != 0)
+	if (registry_latest(j->pkg, j->mirror, &j->h, latest, sizeof(latest), e) != 0)
 		return -1;
 	if (strcmp(latest, old) != 0) {
 		*stale = 1;
@@ -484,8 +484,8 @@ write_beside(const struct npm_job *j, const char *dir, const char *text, size_t 
 }
 
 int
-lock_npm(struct doc *d, const char *dir, const char *old, const char *want, int check, int *stale,
-         struct err *e)
+lock_npm(struct doc *d, const char *dir, const char *npm_mirror, const char *old, const char *want, int check,
+         int *stale, struct err *e)
 {
 	struct npm_job j;
 	char spec[300], newver[128];
@@ -495,6 +495,7 @@ lock_npm(struct doc *d, const char *dir, const char *old, const char *want, int 
 
 	if (job_open(&j, d, e) != 0)
 		return -1;
+	j.mirror = npm_mirror;
 	if (check)
 		rc = check_npm(&j, dir, old, stale, e);
 	else if ((rc = resolve_version(&j, want, spec, sizeof(spec), e)) == 0 &&

@@ -209,7 +209,7 @@ PYEOF
 packv "$CV"
 mkdir -p "$T/nocheckout"
 nocheckout() { (cd "$T/nocheckout" && env -u ABX_MANIFESTS_DIR ABX_NPM=/nonexistent/npm \
-	ABX_INSTALL_NPM_REGISTRY="https://$R/mirror" "$BIN" lock codex --check); }
+	ABX_INSTALL_NPM_REGISTRY="https://$R/mirror" ABX_SERVER_INSTALL_ALLOW_HOSTS="$R" "$BIN" lock codex --check); }
 run nocheckout
 expect "--check outside a checkout: the embedded manifest is current" 0 "pins are current"
 check "... it says it checked the embedded one" grep -q "embedded:codex.json: checking the manifest built into this binary" "$T/out"
@@ -217,6 +217,15 @@ check "... asking the mirror, not npm" grep -q "GET /mirror/@openai%2fcodex" "$T
 packv 999.0.0
 run nocheckout
 expect "--check outside a checkout: a newer version in the registry" 1 "newer version 999.0.0 (manifest has $CV)"
+# The npm mirror set only in the configuration file is the one asked. The
+# registry's own host goes to a proxy that answers nothing (127.0.0.1:1),
+# so asking it cannot succeed and never leaves loopback.
+printf '{"install":{"mirrors":{"npm":"https://%s/mirror"},"allow_hosts":["%s"]}}\n' "$R" "$R" >"$T/lockcfg.json"
+: >"$T/reg.log"
+run sh -c "cd '$T/nocheckout' && env -u ABX_MANIFESTS_DIR -u ABX_INSTALL_NPM_REGISTRY ABX_NPM=/nonexistent/npm \
+	ABX_SERVER_CONFIG='$T/lockcfg.json' HTTPS_PROXY=http://127.0.0.1:1 NO_PROXY=localhost '$BIN' lock codex --check"
+expect "--check: the npm mirror of the configuration file is asked" 1 "newer version 999.0.0 (manifest has $CV)"
+check "... the mirror got the request" grep -q "GET /mirror/@openai%2fcodex" "$T/reg.log"
 run sh -c "cd '$T/nocheckout' && env -u ABX_MANIFESTS_DIR '$BIN' lock nosuch --check"
 expect "--check outside a checkout: a tool this binary does not have" 2 "" "no manifest nosuch.json in this binary"
 run sh -c "cd '$T/nocheckout' && env -u ABX_MANIFESTS_DIR '$BIN' lock codex"
