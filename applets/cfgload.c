@@ -51,8 +51,9 @@ cfgload_config(struct config *c, const char *file, const struct config_flags *f,
 int
 cfgload_manifests(struct manifest_set *ms, const struct config *c, const char *platform, struct err *e)
 {
-	struct manifest_opts mo;
+	struct manifest_opts mo = {0};
 
+	snprintf(mo.npm_mirror, sizeof(mo.npm_mirror), "%s", c->install.npm_mirror);
 	if ((mo.allow_unpinned = manifest_unpinned_allowed(c->environment, e)) < 0)
 		return -1;
 	mo.platform = platform != NULL ? platform : manifest_platform_self();

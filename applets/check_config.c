@@ -43,21 +43,27 @@ static const char usage[] =
     "Exit: 0 valid, 2 invalid (the first error is printed).\n";
 
 /* --manifest FILE...: each file loads on its own (requires are checked
- * against the other manifests by the full check, not here). */
+ * against the other manifests by the full check, not here), under the
+ * configuration's rules (environment, the npm mirror). */
 static int
-lint_manifests(char **files, int n, int quiet)
+lint_manifests(struct cfgload *L, char **files, int n, int quiet)
 {
-	struct manifest_opts opts;
+	struct manifest_opts opts = {0};
 	manifest_t *m;
 	struct err e;
 	int i, bad = 0;
 
+	if (cfgload_config(&L->cfg, L->config_file, &L->flags, 1, &e) != 0) {
+		fail(&e);
+		return EXIT_USAGE;
+	}
 	if ((m = malloc(sizeof(*m))) == NULL) {
 		err_printf("internal", "out of memory");
 		return EXIT_FAIL;
 	}
 	opts.platform = manifest_platform_self();
-	if ((opts.allow_unpinned = manifest_unpinned_allowed(config_env("ABX_SERVER_ENV"), &e)) < 0) {
+	snprintf(opts.npm_mirror, sizeof(opts.npm_mirror), "%s", L->cfg.install.npm_mirror);
+	if ((opts.allow_unpinned = manifest_unpinned_allowed(L->cfg.environment, &e)) < 0) {
 		free(m);
 		fail(&e);
 		return EXIT_USAGE;
@@ -309,10 +315,13 @@ check_config_main(int argc, char **argv)
 		}
 	}
 	if (lint) {
-		cfgload_free(L);
-		if (optind >= argc)
+		if (optind >= argc) {
+			cfgload_free(L);
 			return usage_error("check-config", usage, "--manifest needs at least one FILE");
-		return lint_manifests(argv + optind, argc - optind, quiet);
+		}
+		rc = lint_manifests(L, argv + optind, argc - optind, quiet);
+		cfgload_free(L);
+		return rc;
 	}
 	if (optind < argc) {
 		cfgload_free(L);

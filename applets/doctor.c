@@ -98,7 +98,7 @@ doctor_add_host(struct hostlist *hl, const char *h)
 static void
 check_manifests(struct report *r, struct cfgload *L, struct hostlist *hl)
 {
-	struct manifest_opts opts;
+	struct manifest_opts opts = {0};
 	const manifest_t *m;
 	struct err e;
 	int i, h, n = 0, bad = 0;
@@ -106,6 +106,7 @@ check_manifests(struct report *r, struct cfgload *L, struct hostlist *hl)
 	if (!L->ms_open) {
 		opts.platform = manifest_platform_self();
 		opts.allow_unpinned = manifest_unpinned_allowed(L->cfg.environment, &e) > 0;
+		snprintf(opts.npm_mirror, sizeof(opts.npm_mirror), "%s", L->cfg.install.npm_mirror);
 		if (manifest_set_open(&L->ms, L->cfg.manifests_dir[0] ? L->cfg.manifests_dir : NULL, &opts,
 		                      &e) != 0) {
 			doctor_line(r, "FAIL", "manifests",

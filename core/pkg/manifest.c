@@ -774,7 +774,7 @@ manifest_parse(manifest_t *m, const char *file, const char *dir, const char *tex
 			snprintf(msg, sizeof(msg), "%s", e->msg);
 			return err_set(e, INVALID, "%s: $.source.lock: %s", file, msg);
 		}
-		rc = manifest_npm_check_lock(m, lock, n, e);
+		rc = manifest_npm_check_lock(m, lock, n, o->npm_mirror, e);
 		/* the identity covers the lockfile too: a changed lockfile is a
 		 * changed tool, and the fast path must notice */
 		digest_init(&c, DIGEST_SHA256);

@@ -169,6 +169,9 @@ typedef struct manifest {
 struct manifest_opts {
 	const char *platform; /* "linux-x64", "linux-arm64", or "all" */
 	int allow_unpinned;
+	/* The configuration's install.mirrors.npm ("" = none): a lockfile's
+	 * resolved URLs may name its host. A copy: the set outlives a reload. */
+	char npm_mirror[MANIFEST_URL_MAX];
 };
 
 /* The platform this binary runs on ("linux-x64" / "linux-arm64"). */
@@ -294,11 +297,13 @@ int manifest_read_sibling(const manifest_t *m, const char *rel, size_t max, char
  * npm-lock hook (core/manifest_npm.c):
  * validate the npm-specific fields of src (the "source" object) into m, and
  * load and check the lockfile (every entry has integrity and a resolved
- * host within m->hosts). lock/len are the lockfile bytes.
+ * host within m->hosts, or the host of npm_mirror: the configuration's
+ * install.mirrors.npm, NULL or "" = none). lock/len are the lockfile bytes.
  * Returns 0 or -1 with install.manifest_invalid naming the JSON path.
  */
 int manifest_npm_validate(manifest_t *m, const struct json_val *src, struct err *e);
-int manifest_npm_check_lock(manifest_t *m, const char *lock, size_t len, struct err *e);
+int manifest_npm_check_lock(manifest_t *m, const char *lock, size_t len, const char *npm_mirror,
+                            struct err *e);
 
 /*
  * The verify block's "env" (core/manifest_verify.c): x, the object, into

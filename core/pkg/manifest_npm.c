@@ -132,15 +132,14 @@ manifest_npm_validate(manifest_t *m, const struct json_val *src, struct err *e)
  * The lockfile must pass the strict loader (core/npmlock.h) for every
  * platform at once (cpu and libc unknown: each entry is checked, none is
  * skipped): keys, duplicate keys, link entries, integrity (sha1-only
- * refused), resolved URLs on the manifest's hosts (or the npm mirror named by
- * ABX_INSTALL_NPM_REGISTRY) naming the entry's package, the root package
+ * refused), resolved URLs on the manifest's hosts (or the configuration's
+ * npm mirror, install.mirrors.npm) naming the entry's package, the root package
  * present, its bins inside it. Installs load it again for their platform.
  */
 int
-manifest_npm_check_lock(manifest_t *m, const char *lock, size_t len, struct err *e)
+manifest_npm_check_lock(manifest_t *m, const char *lock, size_t len, const char *mirror, struct err *e)
 {
 	const char *hosts[MANIFEST_MAX_HOSTS];
-	const char *mirror = config_env("ABX_INSTALL_NPM_REGISTRY");
 	char mhost[MANIFEST_HOST_MAX] = "";
 	struct npmlock_opts lo;
 	struct npmlock l;

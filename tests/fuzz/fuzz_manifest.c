@@ -27,7 +27,7 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static manifest_t m;
-	struct manifest_opts o = {"linux-x64", size > 0 && (data[0] & 1)};
+	struct manifest_opts o = {.platform = "linux-x64", .allow_unpinned = size > 0 && (data[0] & 1)};
 	struct err e;
 	int rc, i;
 

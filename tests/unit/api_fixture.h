@@ -68,7 +68,7 @@ fx_start(const char *config, const char *cmds, const char *const *mans)
 	    "ABX_SERVER_POLICY",    "ABX_SERVER_PRESET", "ABX_SERVER_AGENTS",       "ABX_SERVER_COMMANDS",
 	    "ABX_SERVER_STATE_DIR", "ABX_INSTALL_MODE",  "ABX_SERVER_INSTALL_MODE", "ABX_SERVER_ENV"};
 	char path[512], text[8192], bob[65], smsg[1024];
-	struct manifest_opts mo = {manifest_platform_self(), 0};
+	struct manifest_opts mo = {.platform = manifest_platform_self()};
 	struct httpd_config hc;
 	struct digest d;
 	struct api_gen *g;

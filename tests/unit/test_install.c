@@ -555,7 +555,7 @@ test_check_only_and_modes(void **state)
 	static struct config set;
 	static struct manifest_set ms;
 	static struct install_ctx c;
-	struct manifest_opts mo = {"linux-x64", 0};
+	struct manifest_opts mo = {.platform = "linux-x64"};
 	struct install_result r;
 	struct err e;
 	char tools[128], marker[200];
@@ -624,7 +624,7 @@ test_npm_lock_parsed_once(void **state)
 	static struct config set;
 	static struct manifest_set ms;
 	static struct install_ctx c;
-	struct manifest_opts mo = {"linux-x64", 0};
+	struct manifest_opts mo = {.platform = "linux-x64"};
 	manifest_t *m = malloc(sizeof(*m));
 	const char *man =
 	    "{\"schema\":1,\"name\":\"codex\",\"binary\":\"codex\",\"version\":\"0.1.0\","
@@ -791,7 +791,7 @@ test_requires_beside(void **state)
 	static struct config set;
 	static struct manifest_set ms;
 	static struct install_ctx c;
-	struct manifest_opts mo = {"linux-x64", 0};
+	struct manifest_opts mo = {.platform = "linux-x64"};
 	struct install_result r;
 	struct err e;
 	char p[256];
@@ -876,7 +876,7 @@ test_artifact_swapped_after_hash(void **state)
 	static struct config set;
 	static struct manifest_set ms;
 	static struct install_ctx c;
-	struct manifest_opts mo = {"linux-x64", 0};
+	struct manifest_opts mo = {.platform = "linux-x64"};
 	struct install_result r;
 	struct err e;
 	char p[256], body[64];

@@ -82,7 +82,7 @@ requests(void)
 static int
 setup(void **state)
 {
-	struct manifest_opts mo = {"linux-x64", 0};
+	struct manifest_opts mo = {.platform = "linux-x64"};
 	char p[256], line[64];
 	struct err e;
 	FILE *f;

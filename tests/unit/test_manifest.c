@@ -10,7 +10,7 @@
 #include "net/hostrule.h"
 #include "pkg/manifests_embed.h"
 
-static const struct manifest_opts x64 = {"linux-x64", 0};
+static const struct manifest_opts x64 = {.platform = "linux-x64"};
 
 #define SHA_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 #define SHA_B "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
@@ -123,7 +123,8 @@ static void
 test_no_trust_on_first_use(void **state)
 {
 	manifest_t *m = malloc(sizeof(*m));
-	struct manifest_opts unp = {"linux-x64", 1}, arm = {"linux-arm64", 0};
+	struct manifest_opts unp = {.platform = "linux-x64", .allow_unpinned = 1};
+	struct manifest_opts arm = {.platform = "linux-arm64"};
 	struct err e;
 
 	/* the running platform lacks a digest: refused */
@@ -431,7 +432,7 @@ static void
 test_set_override_and_unpinned_files(void **state)
 {
 	struct manifest_set s;
-	struct manifest_opts unp = {"linux-x64", 1};
+	struct manifest_opts unp = {.platform = "linux-x64", .allow_unpinned = 1};
 	struct err e;
 	const manifest_t *m;
 	char *t;
@@ -558,7 +559,7 @@ static void
 test_builtin_manifests_load(void **state)
 {
 	struct manifest_set s;
-	struct manifest_opts all = {"all", 0}, arm = {"linux-arm64", 0};
+	struct manifest_opts all = {.platform = "all"}, arm = {.platform = "linux-arm64"};
 	struct err e;
 	const manifest_t *m;
 	int i, n = 0;

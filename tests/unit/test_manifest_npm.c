@@ -158,6 +158,8 @@ lock_text(const char *url)
 	return t;
 }
 
+static const char *mirror;
+
 static int
 check_lock(const char *text, struct err *e)
 {
@@ -167,7 +169,7 @@ check_lock(const char *text, struct err *e)
 	snprintf(m->source.package, sizeof(m->source.package), "@openai/codex");
 	snprintf(m->source.lock, sizeof(m->source.lock), "codex/package-lock.json");
 	err_clear(e);
-	rc = manifest_npm_check_lock(m, text, strlen(text), e);
+	rc = manifest_npm_check_lock(m, text, strlen(text), mirror, e);
 	free(m);
 	return rc;
 }
@@ -179,7 +181,7 @@ test_lock_checked(void **state)
 	const char *other = "https://npm.example.com/@openai/codex/-/codex-0.1.0.tgz";
 	struct err e;
 
-	unsetenv("ABX_INSTALL_NPM_REGISTRY");
+	mirror = NULL;
 	assert_int_equal(check_lock(lock_text(good), &e), 0);
 
 	/* a host the manifest does not list, named with the file and the lockfile */
@@ -189,12 +191,12 @@ test_lock_checked(void **state)
 	assert_non_null(strstr(e.msg, "npm.example.com"));
 
 	/* ... unless it is the npm mirror's host */
-	setenv("ABX_INSTALL_NPM_REGISTRY", "https://npm.example.com/", 1);
+	mirror = "https://npm.example.com/";
 	assert_int_equal(check_lock(lock_text(other), &e), 0);
 	/* a mirror that is not https names no host */
-	setenv("ABX_INSTALL_NPM_REGISTRY", "http://npm.example.com/", 1);
+	mirror = "http://npm.example.com/";
 	assert_int_equal(check_lock(lock_text(other), &e), -1);
-	unsetenv("ABX_INSTALL_NPM_REGISTRY");
+	mirror = NULL;
 
 	/* not JSON keeps its json.* code, still naming the lockfile */
 	assert_int_equal(check_lock("{\"lockfileVersion\": 3, \"packages\": {", &e), -1);

@@ -34,7 +34,7 @@ struct fx {
 static struct fx *
 fx_open(const char *preset)
 {
-	struct manifest_opts mo = {"linux-x64", 0};
+	struct manifest_opts mo = {.platform = "linux-x64"};
 	struct fx *x = calloc(1, sizeof(*x));
 	struct err e;
 

@@ -30,7 +30,7 @@ main(int argc, char **argv)
 	static struct manifest_set ms;
 	static struct install_ctx ctx;
 	struct config_flag fl[2];
-	struct manifest_opts mo = {NULL, 0};
+	struct manifest_opts mo = {.platform = NULL};
 	struct install_result r;
 	struct err e;
 	const manifest_t *m;
