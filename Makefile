@@ -148,6 +148,24 @@ $(BIN): $(REL_OBJ) $(MUSL)/lib/libarchive.a
 	$(MUSL_CC) $(REL_CFLAGS) $(REL_LDFLAGS) $(REL_OBJ) $(REL_LIBS) -o $@
 	@echo "$@: $$(stat -c %s $@) bytes (budget 1048576; make size says what takes the room)"
 
+# The test build: the release's objects, except that the files holding a
+# test hook (#ifdef ABX_TEST_HOOKS: ABX_TEST_PAUSE) are compiled again with
+# the hooks on. Only the integration tests that need a hook run it
+# ($BIN_HOOKS, tests/lib.sh); the release binary carries none
+# (tests/integration/static.sh looks). Two files, not a second build.
+HOOK_SRC := $(shell grep -l ABX_TEST_HOOKS $(CORE_SRC) $(APPLET_SRC))
+TEST_BIN := $(B)/test/agent-sandbox-server
+TEST_OBJ := $(filter-out $(patsubst %.c,$(B)/rel/%.o,$(HOOK_SRC)),$(REL_OBJ)) \
+	$(patsubst %.c,$(B)/testrel/%.o,$(HOOK_SRC))
+
+$(B)/testrel/%.o: %.c Makefile $(MUSL)/lib/libarchive.a | $(GEN_HDRS)
+	@mkdir -p $(@D)
+	$(MUSL_CC) $(REL_CFLAGS) -DABX_TEST_HOOKS=1 -c $< -o $@
+
+$(TEST_BIN): $(TEST_OBJ) $(MUSL)/lib/libarchive.a
+	@mkdir -p $(@D)
+	$(MUSL_CC) $(REL_CFLAGS) $(REL_LDFLAGS) $(TEST_OBJ) $(REL_LIBS) -o $@
+
 # The same link, unstripped, with a map: what `make size` reads.
 $(BIN).debug: $(REL_OBJ) $(MUSL)/lib/libarchive.a
 	$(MUSL_CC) $(REL_CFLAGS) $(filter-out -s,$(REL_LDFLAGS)) -Wl,-Map,$@.map $(REL_OBJ) $(REL_LIBS) -o $@
@@ -188,7 +206,7 @@ $(B)/tsan/%.tsan: tests/unit/%.c $(TSAN_OBJ)
 	@mkdir -p $(@D)
 	$(SAN_CC) $(TSAN_CFLAGS) -Wno-unused-function $< $(TSAN_OBJ) $(SAN_LIBS) -o $@
 
--include $(wildcard $(B)/rel/*/*.d $(B)/rel/*/*/*.d $(B)/san/*/*.d $(B)/san/*/*/*.d \
+-include $(wildcard $(B)/rel/*/*.d $(B)/rel/*/*/*.d $(B)/testrel/*/*/*.d $(B)/san/*/*.d $(B)/san/*/*/*.d \
 	$(B)/fuzzobj/*/*.d $(B)/fuzzobj/*/*/*.d $(B)/tsan/*/*.d $(B)/tsan/*/*/*.d $(B)/tsan/*.d \
 	$(B)/unit/*.d $(B)/fuzz/*.d)
 
@@ -202,12 +220,12 @@ unit:
 
 integration:
 	@tools/hostdeps.sh check
-	@$(MAKE) --no-print-directory $(BIN)
+	@$(MAKE) --no-print-directory $(BIN) $(TEST_BIN)
 	@tests/run.sh
 
 check:
 	@tools/hostdeps.sh check
-	@$(MAKE) --no-print-directory $(BIN) $(UNIT_BIN) $(TSAN_BIN)
+	@$(MAKE) --no-print-directory $(BIN) $(TEST_BIN) $(UNIT_BIN) $(TSAN_BIN)
 	@tests/run.sh $(UNIT_BIN) $(TSAN_BIN)
 
 run:
@@ -236,11 +254,12 @@ ARM64_TESTS := dispatch healthcheck fetch install
 ARM64_B := $(if $(filter arm64,$(ARCH)),$(B),$(B)/arm64)
 check-arm64:
 	@tools/hostdeps.sh check-arm64
-	@$(MAKE) --no-print-directory ARCH=arm64 B=$(ARM64_B) all
+	@$(MAKE) --no-print-directory ARCH=arm64 B=$(ARM64_B) all $(ARM64_B)/test/agent-sandbox-server
 	@q=$$(command -v qemu-aarch64-static) && w=$(abspath $(ARM64_B))/qemu/agent-sandbox-server && \
-	  mkdir -p $(ARM64_B)/qemu && \
+	  wh=$(abspath $(ARM64_B))/qemu/test/agent-sandbox-server && mkdir -p $(ARM64_B)/qemu/test && \
 	  printf '#!/bin/sh\nexec %s -0 "$$0" %s "$$@"\n' "$$q" $(abspath $(ARM64_B))/agent-sandbox-server >$$w && \
-	  chmod +x $$w && \
+	  printf '#!/bin/sh\nexec %s -0 "$$0" %s "$$@"\n' "$$q" $(abspath $(ARM64_B))/test/agent-sandbox-server >$$wh && \
+	  chmod +x $$w $$wh && \
 	  ABX_TEST_BIN=$$w ABX_TEST_SELF=$(abspath $(ARM64_B))/agent-sandbox-server ABX_TEST_EMULATOR=$$q \
 	  ABX_TEST_PLATFORM=linux-arm64 ABX_TEST_LOG=$(abspath $(ARM64_B))/test/log \
 	  tests/run.sh $(patsubst %,--name %,$(ARM64_TESTS)) --extra tests/arm64

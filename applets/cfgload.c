@@ -54,7 +54,7 @@ cfgload_manifests(struct manifest_set *ms, const struct config *c, const char *p
 	struct manifest_opts mo = {0};
 
 	snprintf(mo.npm_mirror, sizeof(mo.npm_mirror), "%s", c->install.npm_mirror);
-	if ((mo.allow_unpinned = manifest_unpinned_allowed(c->environment, e)) < 0)
+	if ((mo.allow_unpinned = manifest_unpinned_allowed(c, e)) < 0)
 		return -1;
 	mo.platform = platform != NULL ? platform : manifest_platform_self();
 	return manifest_set_open(ms, c->manifests_dir[0] != '\0' ? c->manifests_dir : NULL, &mo, e);

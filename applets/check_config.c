@@ -63,7 +63,7 @@ lint_manifests(struct cfgload *L, char **files, int n, int quiet)
 	}
 	opts.platform = manifest_platform_self();
 	snprintf(opts.npm_mirror, sizeof(opts.npm_mirror), "%s", L->cfg.install.npm_mirror);
-	if ((opts.allow_unpinned = manifest_unpinned_allowed(L->cfg.environment, &e)) < 0) {
+	if ((opts.allow_unpinned = manifest_unpinned_allowed(&L->cfg, &e)) < 0) {
 		free(m);
 		fail(&e);
 		return EXIT_USAGE;

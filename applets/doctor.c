@@ -105,7 +105,7 @@ check_manifests(struct report *r, struct cfgload *L, struct hostlist *hl)
 
 	if (!L->ms_open) {
 		opts.platform = manifest_platform_self();
-		opts.allow_unpinned = manifest_unpinned_allowed(L->cfg.environment, &e) > 0;
+		opts.allow_unpinned = manifest_unpinned_allowed(&L->cfg, &e) > 0;
 		snprintf(opts.npm_mirror, sizeof(opts.npm_mirror), "%s", L->cfg.install.npm_mirror);
 		if (manifest_set_open(&L->ms, L->cfg.manifests_dir[0] ? L->cfg.manifests_dir : NULL, &opts,
 		                      &e) != 0) {

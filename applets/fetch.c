@@ -38,6 +38,7 @@
 #include "net/hostrule.h"
 #include "net/http.h"
 #include "pkg/cache.h"
+#include "cfgload.h"
 #include "fetch_cache.h"
 #include "tooling.h"
 
@@ -77,7 +78,7 @@ static const char usage[] =
     "  --max-size BYTES      refuse a larger body (default: none)\n"
     "\n"
     "Without a digest fetch refuses to run, unless ABX_INSTALL_UNPINNED=1 (https\n"
-    "only, with a warning; never when ABX_SERVER_ENV=production).\n";
+    "only, with a warning; never in production: environment, ABX_SERVER_ENV).\n";
 
 /* --allow-host entries; a handful covers a download host and its CDN. */
 #define FETCH_ALLOW_MAX 16
@@ -568,6 +569,7 @@ set_digest(struct fetch_opts *o, int kind, const char *arg, struct err *e)
 int
 fetch_main(int argc, char **argv)
 {
+	static struct config cfg;
 	static const struct option opts[] = {
 	    {"sha256", required_argument, NULL, OPT_SHA256},
 	    {"sha512", required_argument, NULL, OPT_SHA512},
@@ -682,9 +684,14 @@ fetch_main(int argc, char **argv)
 			return usage_error("fetch", usage,
 			                   "a digest is required (--sha256, --sha512 or --integrity); "
 			                   "ABX_INSTALL_UNPINNED=1 allows an unpinned download");
-		env = config_env("ABX_SERVER_ENV");
-		if (env != NULL && strcmp(env, "production") == 0) {
-			err_printf("usage", "unpinned downloads are refused when ABX_SERVER_ENV=production");
+		/* production is the configuration's (file or ABX_SERVER_ENV) */
+		if (cfgload_config(&cfg, NULL, NULL, 1, &e) != 0) {
+			err_print(&e);
+			return EXIT_USAGE;
+		}
+		if (config_production(&cfg)) {
+			err_printf("usage", "unpinned downloads are refused in production (environment, "
+			                    "ABX_SERVER_ENV)");
 			return EXIT_USAGE;
 		}
 		if (strncasecmp(o.url, "https://", 8) != 0) {

@@ -17,6 +17,12 @@ linux-arm64 | aarch64) PLATFORM=linux-arm64 OTHER_PLATFORM=linux-x64 ;;
 *) PLATFORM=linux-x64 OTHER_PLATFORM=linux-arm64 ;;
 esac
 SELF=${ABX_TEST_SELF:-$(readlink -f "$BIN")}
+# The test build, with the test hooks (ABX_TEST_PAUSE) the release binary
+# lacks: test/agent-sandbox-server beside $BIN (make builds it), else $BIN
+# itself (an older binary given by ABX_TEST_BIN); ABX_TEST_BIN_HOOKS names
+# another. Only the cases that need a hook run it.
+BIN_HOOKS=${ABX_TEST_BIN_HOOKS:-$(dirname "$BIN")/test/agent-sandbox-server}
+[ -x "$BIN_HOOKS" ] || BIN_HOOKS=$BIN
 _pids=""
 cleanup() {
 	# A backgrounded shell function is a subshell whose child does the

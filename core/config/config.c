@@ -103,7 +103,9 @@ static const struct {
     {"ABX_INSTALL_UNPINNED", 0},  /* "1": *.unpinned.json manifests load (refused in production) */
     {"ABX_INSTALL_LIBC", 0},      /* glibc, musl or none: the libc npm packages are chosen for */
     {"ABX_INSTALL_NPM_JOBS", 0},  /* concurrent npm package downloads (unset = 8, at most 32) */
-    {"ABX_TEST_PAUSE", 0},        /* tests: an install stops 30 s at this phase (never in production) */
+#ifdef ABX_TEST_HOOKS
+    {"ABX_TEST_PAUSE", 0}, /* tests: an install stops 30 s at this phase (never in production) */
+#endif
     {"ABX_TOOL_", 1},             /* ABX_TOOL_<NAME>=/path: use that executable for tool NAME */
     {"ABX_NPM", 0},               /* lock: the npm program to run */
     {"ABX_OCI_AUTH", 0},          /* user:password for the OCI registry (config_oci.c) */
@@ -199,6 +201,12 @@ config_mode_parse(const char *s, enum cfg_mode *m)
 			return 0;
 		}
 	return -1;
+}
+
+int
+config_production(const struct config *c)
+{
+	return strcmp(c->environment, "production") == 0;
 }
 
 int

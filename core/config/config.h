@@ -255,6 +255,11 @@ int config_load(struct config *c, const char *file_flag, char *const *envp, cons
 const char *config_mode_name(enum cfg_mode m);
 /* Parse a mode name; returns 0 or -1. */
 int config_mode_parse(const char *s, enum cfg_mode *m);
+/* Whether c's environment is "production" (the key environment: file,
+ * ABX_SERVER_ENV): the one reading of that rule. Production refuses
+ * unpinned installs and downloads. 1 or 0. */
+int config_production(const struct config *c);
+
 /* Whether the mode lets serve (or a shim) install on first use. */
 int config_mode_installs_at_runtime(enum cfg_mode m);
 

@@ -66,15 +66,17 @@ install_sleep_ms(int ms)
 		;
 }
 
-/* ABX_TEST_PAUSE (see install.h): harmless unless a test sets it. */
+/* ABX_TEST_PAUSE (see install.h): compiled into the test build only, so the
+ * release binary carries no way to stall an install. */
 void
-install_test_pause(const char *phase)
+install_test_pause(const struct install_ctx *c, const char *phase)
 {
-	const char *p = config_env("ABX_TEST_PAUSE"), *env = config_env("ABX_SERVER_ENV");
+#ifdef ABX_TEST_HOOKS
+	const char *p = config_env("ABX_TEST_PAUSE");
 	char line[80];
 	int n, i;
 
-	if (p == NULL || strcmp(p, phase) != 0 || (env != NULL && strcmp(env, "production") == 0))
+	if (p == NULL || strcmp(p, phase) != 0 || config_production(c->cfg))
 		return;
 	n = snprintf(line, sizeof(line), "install: paused at %s\n", phase);
 	if (write(2, line, (size_t)n) < 0) {
@@ -82,6 +84,10 @@ install_test_pause(const char *phase)
 	}
 	for (i = 0; i < 300; i++)
 		install_sleep_ms(100);
+#else
+	(void)c;
+	(void)phase;
+#endif
 }
 
 void

@@ -22,10 +22,12 @@
  * when the state directory exists (tools_state_dir); the audit never creates
  * it (the tree cache's sealing key does: install_cache_key).
  *
- * Test hook: ABX_TEST_PAUSE=download|extract|publish makes the installer
- * print "install: paused at <phase>" on stderr and sleep up to 30 s at that
- * point, so a test can kill -9 it there. Ignored when ABX_SERVER_ENV=
- * production; nothing else reads it.
+ * Test hook, only in the test build (-DABX_TEST_HOOKS=1, the Makefile's
+ * $(B)/test/agent-sandbox-server; the release binary has none):
+ * ABX_TEST_PAUSE=download|extract|place|publish makes the installer print
+ * "install: paused at <phase>" on stderr and sleep up to 30 s at that
+ * point, so a test can kill -9 it there. Ignored when the configuration is
+ * production (config_production); nothing else reads it.
  *
  * Threads: a ctx is used by one thread at a time; different ctxs share
  * nothing in memory but the manifest set and the configuration, both only read
@@ -141,9 +143,11 @@ enum install_cpu {
 };
 const char *install_cpu_name(enum install_cpu p);
 
-/* ABX_TEST_PAUSE=phase (tests only; never with ABX_SERVER_ENV=production):
- * announce "install: paused at <phase>" on stderr and sleep 30 s there. */
-void install_test_pause(const char *phase);
+/* ABX_TEST_PAUSE=phase (the test build only; never when c's configuration
+ * is production): announce "install: paused at <phase>" on stderr and sleep
+ * 30 s there. Without ABX_TEST_HOOKS it does nothing. */
+struct install_ctx;
+void install_test_pause(const struct install_ctx *c, const char *phase);
 
 struct install_result;
 struct install_reqs;

@@ -145,7 +145,7 @@ extract_progress(void *arg, uint64_t out, uint64_t in)
 	install_progress_write(x->ps, "extract", 0);
 	if (!x->paused) {
 		x->paused = 1;
-		install_test_pause("extract");
+		install_test_pause(x->ps->c, "extract");
 	}
 }
 
@@ -495,7 +495,7 @@ stage_tarball(struct job *j, struct err *e)
 	/* streamed: what extraction took beyond the download */
 	j->ph[INSTALL_PH_EXTRACT] = clock_us() - tp + xs.tail_us;
 	if (!xp.paused)
-		install_test_pause("extract");
+		install_test_pause(c, "extract");
 	return 0;
 }
 
@@ -657,7 +657,7 @@ check_and_publish(struct job *j, struct err *e)
 	}
 	tp = clock_us();
 	install_progress_write(&j->ps, "publish", 1);
-	install_test_pause("publish");
+	install_test_pause(j->c, "publish");
 	install_bg_sync_wait(&bs);
 	if (publish_tree(j, e) < 0 || publish_marker(j, e) < 0)
 		goto out;

@@ -62,6 +62,7 @@ struct dl {
 	struct cache_put put;
 	struct install_progress_state *ps;
 	const struct http_response *rs; /* its length is known at the first write */
+	const struct install_ctx *c;
 	int paused;
 };
 
@@ -80,7 +81,7 @@ dl_sink(void *arg, const void *buf, size_t len, struct err *e)
 	}
 	if (!d->paused) {
 		d->paused = 1;
-		install_test_pause("download");
+		install_test_pause(d->c, "download");
 	}
 	return 0;
 }
@@ -331,6 +332,7 @@ download_from(struct install_ctx *c, const manifest_t *m, const char *url, const
 	hostrule_add(&hr, xh, extra_host != NULL && extra_host[0] ? 1 : 0);
 	hostrule_add(&hr, ah, c->cfg->install.allow_hosts.n);
 	memset(&d, 0, sizeof(d));
+	d.c = c;
 	if (cache_put_open(&d.put, dir, DIGEST_SHA256, e) < 0)
 		return -1;
 	cpu0 = clock_thread_cpu_us();

@@ -55,6 +55,7 @@ usable(const struct install_ctx *c)
 struct place_tap {
 	struct install_known *known;
 	int paused;
+	const struct install_ctx *c;
 };
 
 static void
@@ -65,7 +66,7 @@ place_tap(void *arg, const char *name, const struct stat *st, const unsigned cha
 	install_known_add(t->known, "", name, st, sha256);
 	if (!t->paused) {
 		t->paused = 1;
-		install_test_pause("place");
+		install_test_pause(t->c, "place");
 	}
 }
 
@@ -74,7 +75,7 @@ install_tree_place(struct install_ctx *c, const manifest_t *m, const struct mani
                    const char *staging, struct install_known *known, uint64_t *asize, struct err *e)
 {
 	char key[CACHE_KEY_MAX], meta[64], label[MANIFEST_VERSION_MAX + 300], kf[PATH_MAX];
-	struct place_tap t = {known, 0};
+	struct place_tap t = {known, 0, c};
 	struct cache_placed pd = {0};
 	int fd, rc;
 

@@ -68,13 +68,13 @@ manifest_platform_known(const char *s)
 }
 
 int
-manifest_unpinned_allowed(const char *environment, struct err *e)
+manifest_unpinned_allowed(const struct config *cfg, struct err *e)
 {
-	const char *u = config_env("ABX_INSTALL_UNPINNED"), *env = environment;
+	const char *u = config_env("ABX_INSTALL_UNPINNED");
 
 	if (u == NULL || strcmp(u, "1") != 0)
 		return 0;
-	if (env != NULL && strcmp(env, "production") == 0)
+	if (config_production(cfg))
 		return err_set(
 		    e, "config.invalid",
 		    "ABX_INSTALL_UNPINNED=1 is refused in production (ABX_SERVER_ENV / environment)");

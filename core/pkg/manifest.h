@@ -183,10 +183,11 @@ int manifest_platform_known(const char *s);
 /*
  * Whether ABX_INSTALL_UNPINNED=1 is in effect. Returns 1 (allowed: the
  * caller warns loudly and audits each unpinned install), 0 (not asked for),
- * or -1 with config.invalid when it is asked for but the environment
- * (configuration key environment, ABX_SERVER_ENV) is "production".
+ * or -1 with config.invalid when it is asked for but cfg is production
+ * (config_production).
  */
-int manifest_unpinned_allowed(const char *environment, struct err *e);
+struct config;
+int manifest_unpinned_allowed(const struct config *cfg, struct err *e);
 
 /*
  * Parse and validate one manifest from text[0..len). file names it in

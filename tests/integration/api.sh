@@ -550,7 +550,7 @@ fi
 interrupt() {
 	ABX_TEST_PAUSE=download python3 -c 'import os, signal, sys
 signal.signal(signal.SIGINT, signal.SIG_DFL)
-os.execv(sys.argv[1], sys.argv[1:])' "$BIN" prepare -q --config "$T/config.json" --tools-dir "$T/tint" --only "$1" \
+os.execv(sys.argv[1], sys.argv[1:])' "$BIN_HOOKS" prepare -q --config "$T/config.json" --tools-dir "$T/tint" --only "$1" \
 		>"$T/int.out" 2>"$T/int.err" &
 	_ip=$!
 	wait_for_line "$T/int.err" "paused at download" 20 || not_ok "prepare $1 pauses at download" "$(cat "$T/int.err")"

@@ -36,6 +36,9 @@ run "$BIN" fetch http://127.0.0.1:9/x --sha256 "$SHA" --sha512 "$SHA512"
 expect "two digests are refused" 2 "" "exactly one"
 run env ABX_INSTALL_UNPINNED=1 ABX_SERVER_ENV=production "$BIN" fetch https://localhost:9/x
 expect "unpinned refused in production" 2 "" "production"
+echo '{"environment": "production"}' >"$T/prod.json"
+run env ABX_INSTALL_UNPINNED=1 ABX_SERVER_CONFIG="$T/prod.json" "$BIN" fetch https://localhost:9/x
+expect "unpinned refused in production set in the configuration file" 2 "" "production"
 run env ABX_INSTALL_UNPINNED=1 "$BIN" fetch http://localhost:9/x
 expect "unpinned needs https" 2 "" "https"
 for u in "ftp://localhost/x" "http://user:pw@localhost/x" "http://localhost/a b" "$(printf 'http://localhost/a\r\nX: y')" \

@@ -508,6 +508,20 @@ check "8 concurrent prepare: one tree" test "$(ls "$T/t3/conc" | wc -l)" -eq 1
 run "$BIN" verify --manifests "$M" --tools-dir "$T/t3" conc
 expect "8 concurrent prepare: the tree verifies" 0 "OK conc"
 
+# ---- the test hook: only in the test build, never in production ---------------------
+# ABX_TEST_PAUSE is compiled into $BIN_HOOKS only (static.sh: the release
+# binary has no such string): the release binary installs straight through;
+# the test build honours "environment": "production" from the configuration
+# file as it does the variable.
+run env ABX_TEST_PAUSE=download timeout 20 "$BIN" prepare --keep-cache --manifests "$M" --tools-dir "$T/tp1" --only hello
+expect "ABX_TEST_PAUSE does not stall the release binary" 0 "hello 1.0.0: installed"
+check "... nor says it paused" sh -c "! grep -q 'paused at' '$T/err'"
+echo '{"environment": "production"}' >"$T/prod.json"
+run env ABX_TEST_PAUSE=download timeout 20 "$BIN_HOOKS" prepare --keep-cache --config "$T/prod.json" --manifests "$M" \
+	--tools-dir "$T/tp2" --only hello
+expect "the test build: production in the configuration file stops the stall" 0 "hello 1.0.0: installed"
+check "... nor says it paused" sh -c "! grep -q 'paused at' '$T/err'"
+
 # ---- kill -9 at each phase, then a retry with no clean-up ---------------------------
 for phase in download extract publish; do
 	mktool "k$phase" 1.0.0
@@ -515,7 +529,7 @@ for phase in download extract publish; do
 	head -c 9000000 /dev/urandom >"$T/src/pkg/share/big.bin"
 	tar czf "$W/k$phase-1.0.0.tgz" -C "$T/src" pkg
 	mkman "k$phase" "/f/k$phase-1.0.0.tgz" "$(sha "$W/k$phase-1.0.0.tgz")"
-	ABX_TEST_PAUSE=$phase "$BIN" prepare --keep-cache -q --manifests "$M" --tools-dir "$T/t4" --only "k$phase" \
+	ABX_TEST_PAUSE=$phase "$BIN_HOOKS" prepare --keep-cache -q --manifests "$M" --tools-dir "$T/t4" --only "k$phase" \
 		>"$T/k.out" 2>"$T/k.err" &
 	kp=$!
 	if wait_for_line "$T/k.err" "paused at $phase" 20; then
@@ -536,7 +550,7 @@ for phase in download extract publish; do
 done
 # kill -9 in the middle of placing an extracted tree: no half tree, the retry places it
 prep "$T/t4" -q --only kextract
-ABX_TEST_PAUSE=place "$BIN" prepare --keep-cache -q --manifests "$M" --tools-dir "$T/t4p" --cache "$T/t4/.cache" --only kextract \
+ABX_TEST_PAUSE=place "$BIN_HOOKS" prepare --keep-cache -q --manifests "$M" --tools-dir "$T/t4p" --cache "$T/t4/.cache" --only kextract \
 	>"$T/k.out" 2>"$T/k.err" &
 kp=$!
 if wait_for_line "$T/k.err" "paused at place" 20; then

@@ -111,7 +111,7 @@ check "prepare -v: app's timing has the wait for its requires, node-runtime's ha
 	"grep -Eq '^agent-sandbox-server: timing app 1.0.0:.* npm [0-9.]+ ms, requires [0-9.]+ ms, verify.argv ' '$T/err' && ! grep -q 'timing node-runtime.* requires ' '$T/err'"
 
 # ---- a kill -9 while the requirement publishes ---------------------------------
-ABX_TEST_PAUSE=publish "$BIN" prepare --keep-cache --only app --tools-dir "$T/t2" >"$T/p2.out" 2>"$T/p2.err" &
+ABX_TEST_PAUSE=publish "$BIN_HOOKS" prepare --keep-cache --only app --tools-dir "$T/t2" >"$T/p2.out" 2>"$T/p2.err" &
 P2=$!
 if wait_for_line "$T/p2.err" "install: paused at publish" 30; then
 	check "paused at node-runtime's publish, app's packages are already staged" \
@@ -178,7 +178,7 @@ check "... one node-runtime download per run (no second install)" \
 mkdir -p "$T/st7"
 : >"$T/reg.log"
 bg env ABX_TEST_PAUSE=publish ABX_SERVER_TOKEN=tok ABX_SERVER_AGENTS=app ABX_SERVER_INSTALL_MODE=lazy \
-	ABX_SERVER_INSTALL_WAIT=0 PATH="$T/nobin" "$BIN" serve --host 127.0.0.1 --port 0 --tools-dir "$T/t7" \
+	ABX_SERVER_INSTALL_WAIT=0 PATH="$T/nobin" "$BIN_HOOKS" serve --host 127.0.0.1 --port 0 --tools-dir "$T/t7" \
 	--state-dir "$T/st7" >"$T/serve.out" 2>"$T/serve.err"
 SP=$BGPID
 if wait_for_line "$T/serve.out" '^[0-9][0-9]*$' 10; then

@@ -16,6 +16,8 @@ fi
 # Independent of file(1)'s wording: no program interpreter, no symbol table.
 check "no PT_INTERP (no dynamic loader needed)" sh -c "! readelf -lW '$BIN' | grep -q 'Requesting program interpreter'"
 check "no .symtab section" sh -c "! readelf -SW '$BIN' | grep -q '\.symtab'"
+# Test hooks live in the test build only (Makefile: ABX_TEST_HOOKS).
+check "no test hook (ABX_TEST_PAUSE) in the shipped binary" sh -c "! strings '$BIN' | grep -q ABX_TEST_PAUSE"
 
 if [ "$(id -u)" != 0 ] || ! command -v chroot >/dev/null 2>&1; then
 	skip "runs in an empty root via chroot" "needs root and chroot(8)"
