@@ -753,6 +753,33 @@ install_ctx_init(struct install_ctx *c, struct manifest_set *ms, const struct co
 }
 
 int
+install_ctx_reuse(struct install_ctx *c, struct err *e)
+{
+	c->building = c->force = c->keep_no_trees = 0;
+	c->progress = NULL;
+	c->progress_arg = NULL;
+	c->announce = NULL;
+	c->timing = NULL;
+	c->required = NULL;
+	c->principal = c->op = NULL;
+	c->probe_us = 0;
+	c->downloads = c->installs = 0;
+	c->bytes_downloaded = 0;
+	c->src_sha[0] = '\0';
+	if (tools_chain_build(&c->chain, c->cfg, 0, e) < 0)
+		return -1;
+	if (c->prefer[0] != '\0')
+		tools_chain_prefer(&c->chain, c->prefer);
+	if (!c->cache_given) {
+		c->cache_dir[0] = '\0';
+		if (c->chain.writable >= 0)
+			snprintf(c->cache_dir, sizeof(c->cache_dir), "%s/.cache",
+			         c->chain.d[c->chain.writable].path);
+	}
+	return 0;
+}
+
+int
 install_ctx_clone(struct install_ctx *dst, const struct install_ctx *src, struct err *e)
 {
 	*dst = *src;

@@ -238,6 +238,17 @@ int install_ctx_init(struct install_ctx *c, struct manifest_set *ms, const struc
                      const char *platform, const char *cache_dir, struct err *e);
 void install_ctx_free(struct install_ctx *c);
 /*
+ * Ready c for another caller (serve keeps contexts from request to
+ * request): the tools chain looked at again (a directory created, removed
+ * or made unsafe since is seen, as by a fresh context; the shim's prefer
+ * kept), the caller fields (principal, op, callbacks, building, force) and
+ * counters cleared. What it learnt that stays true by its own checks is
+ * kept: parsed markers and proof lists (each checked against a fresh lstat),
+ * the HTTP client, the lockfile parse, the probe results. 0, or -1 with e
+ * (config.state_dir_unsafe) and c still to be freed.
+ */
+int install_ctx_reuse(struct install_ctx *c, struct err *e);
+/*
  * A context for another thread: c's manifests, configuration, chain, cache,
  * callbacks and caller fields, with its own HTTP client and caches and its
  * counters at zero (install_ctx_add_counts adds them back). 0, or -1 with

@@ -95,6 +95,7 @@ api_gen_free(struct api_gen *g)
 		return;
 	if (g->ops_ready)
 		ops_free(&g->ops);
+	api_gen_ctx_free(g);
 	free(g);
 }
 
@@ -141,7 +142,7 @@ api_init(struct api *a, struct api_gen *g, struct manifest_set *ms, struct err *
 {
 	pthread_mutex_init(&a->mu, NULL);
 	a->ms = ms;
-	a->jobs = jobs_new(jobs_ensure_engine, ms);
+	a->jobs = jobs_new(&api_jobs_ops, a);
 	if (a->jobs == NULL) {
 		pthread_mutex_destroy(&a->mu);
 		return err_set(e, "internal", "out of memory");

@@ -41,13 +41,21 @@ struct manifest_set;
 /* Request bodies of ops are small JSON objects. */
 #define API_BODY_JSON_MAX (256u << 10)
 
+/* Install contexts kept idle per generation (api_jobs.c): one per worker
+ * busy at once is the most a steady load returns; more are freed. */
+#define API_CTX_IDLE 16
+
 /* One configuration generation. */
 struct api_gen {
-	int refs; /* under api.mu */
+	int refs; /* under api.mu: requests, job threads and sessions using it */
 	struct config cfg;
 	struct policy pol;
 	struct ops ops;
 	int ops_ready;
+	/* Install contexts over cfg not in use now, kept for the next request
+	 * (api_jobs.c); under api.mu, freed with the generation. */
+	struct install_ctx *idle[API_CTX_IDLE];
+	int nidle;
 };
 
 /* Route labels for metrics. */
@@ -123,8 +131,15 @@ struct api_gen *api_gen_build(const char *file_flag, const struct config_flag *f
                               struct manifest_set *ms, const unsigned char *default_digest, struct err *e);
 void api_gen_free(struct api_gen *g);
 
+/* The job table's installer (api_jobs.c): install contexts kept per
+ * generation and reused, the generation held while a job or session uses
+ * it. Its arg is the struct api. */
+extern const struct jobs_ops api_jobs_ops;
+/* Free g's idle install contexts (api_gen_free). */
+void api_gen_ctx_free(struct api_gen *g);
+
 /* Set up a with its first generation (ownership of g passes to a) and a job
- * table over the install engine. Returns 0 or -1 (e). */
+ * table over api_jobs_ops. Returns 0 or -1 (e). */
 int api_init(struct api *a, struct api_gen *g, struct manifest_set *ms, struct err *e);
 void api_free(struct api *a);
 

@@ -15,69 +15,21 @@
 struct job {
 	int used;
 	struct job_view v;
-	struct config *cfg; /* the thread's copy, owned while it runs: a reload may free the generation */
+	const struct config *cfg; /* held (ops->hold) while the thread runs */
 	struct jobs *J;
 };
 
 struct jobs {
 	pthread_mutex_t mu;
 	pthread_cond_t cv; /* broadcast whenever a job ends */
-	jobs_ensure_fn fn;
+	const struct jobs_ops *ops;
 	void *arg;
 	struct jobs_stats st;
 	struct job slot[JOBS_MAX];
 };
 
-int
-jobs_ensure_engine(void *ms, const struct config *cfg, const char *tool, unsigned flags,
-                   const char *principal, const char *op, install_progress_fn progress, void *parg,
-                   struct install_result *r, uint64_t *bytes, struct err *e)
-{
-	struct install_ctx *c;
-	int rc;
-
-	*bytes = 0;
-	memset(r, 0, sizeof(*r));
-	/* Large (paths, probe caches): heap, not a worker's stack. */
-	c = calloc(1, sizeof(*c));
-	if (c == NULL) {
-		r->state = INSTALL_FAILED;
-		return err_set(e, "internal", "out of memory");
-	}
-	if (install_ctx_init(c, ms, cfg, NULL, NULL, e) != 0) {
-		free(c);
-		r->state = INSTALL_FAILED;
-		return -1;
-	}
-	c->principal = principal;
-	c->op = op;
-	c->progress = progress;
-	c->progress_arg = parg;
-	if (flags & JOBS_F_BACKOFF) {
-		r->retry_after = install_backoff_left(c, tool);
-		rc = 0;
-	} else if (flags & JOBS_F_PROGRESS) {
-		char phase[JOB_PHASE_MAX];
-		struct install_progress pg;
-		long pid = 0;
-
-		if (install_progress_read(c, tool, phase, sizeof(phase), &pg, &pid) == 0 && progress != NULL)
-			progress(parg, tool, phase, &pg);
-		rc = 0;
-	} else if (flags & JOBS_F_RESET) {
-		install_backoff_clear(c, tool);
-		rc = 0;
-	} else {
-		rc = install_ensure(c, tool, flags, r, e);
-		*bytes = c->bytes_downloaded;
-	}
-	install_ctx_free(c);
-	free(c);
-	return rc;
-}
-
 struct jobs *
-jobs_new(jobs_ensure_fn fn, void *arg)
+jobs_new(const struct jobs_ops *ops, void *arg)
 {
 	struct jobs *J = calloc(1, sizeof(*J));
 
@@ -85,9 +37,23 @@ jobs_new(jobs_ensure_fn fn, void *arg)
 		return NULL;
 	pthread_mutex_init(&J->mu, NULL);
 	pthread_cond_init(&J->cv, NULL);
-	J->fn = fn;
+	J->ops = ops;
 	J->arg = arg;
 	return J;
+}
+
+void
+jobs_hold(struct jobs *J, const struct config *cfg)
+{
+	if (J->ops->hold != NULL)
+		J->ops->hold(J->arg, cfg);
+}
+
+void
+jobs_release(struct jobs *J, const struct config *cfg)
+{
+	if (J->ops->release != NULL)
+		J->ops->release(J->arg, cfg);
 }
 
 void
@@ -162,8 +128,10 @@ job_thread(void *arg)
 	if (r == NULL)
 		rc = err_set(&e, "internal", "out of memory");
 	else
-		rc = J->fn(J->arg, j->cfg, j->v.tool, 0, j->v.principal, j->v.op, on_progress, j, r, &bytes,
-		           &e);
+		rc = J->ops->ensure(J->arg, j->cfg, j->v.tool, j->v.principal, j->v.op, on_progress, j, r,
+		                    &bytes, &e);
+	/* before the job is seen ended: once it is, jobs_free may free J */
+	jobs_release(J, j->cfg);
 	pthread_mutex_lock(&J->mu);
 	j->v.finished = time(NULL);
 	J->st.bytes += bytes;
@@ -184,7 +152,6 @@ job_thread(void *arg)
 		j->v.retry_after = r != NULL ? r->retry_after : 0;
 		J->st.failed++;
 	}
-	free(j->cfg);
 	j->cfg = NULL;
 	pthread_cond_broadcast(&J->cv);
 	pthread_mutex_unlock(&J->mu);
@@ -274,8 +241,7 @@ jobs_need(struct jobs *J, const struct config *cfg, const char *tool, const char
 		return err_set(e, "internal", "out of memory");
 	/* The fast path: no lock, nothing written. */
 	err_clear(e);
-	if (J->fn(J->arg, cfg, tool, INSTALL_F_CHECK, principal, op, NULL, NULL, r, &bytes, e) == 0 &&
-	    r->state == INSTALL_READY) {
+	if (J->ops->check(J->arg, cfg, tool, r, e) == 0 && r->state == INSTALL_READY) {
 		v->status = JOB_SUCCEEDED;
 		snprintf(v->entry, sizeof(v->entry), "%s", r->entry);
 		free(r);
@@ -290,7 +256,7 @@ jobs_need(struct jobs *J, const struct config *cfg, const char *tool, const char
 	if (!config_mode_installs_at_runtime(cfg->install.mode)) {
 		/* build, off: ensure answers install.required / disabled
 		 * without installing (or ready, found elsewhere). */
-		rc = J->fn(J->arg, cfg, tool, 0, principal, op, NULL, NULL, r, &bytes, e);
+		rc = J->ops->ensure(J->arg, cfg, tool, principal, op, NULL, NULL, r, &bytes, e);
 		if (rc == 0) {
 			v->status = JOB_SUCCEEDED;
 			snprintf(v->entry, sizeof(v->entry), "%s", r->entry);
@@ -300,15 +266,10 @@ jobs_need(struct jobs *J, const struct config *cfg, const char *tool, const char
 		free(r);
 		return rc == 0 ? 0 : -1;
 	}
-	memset(r, 0, sizeof(*r));
-	J->fn(J->arg, cfg, tool, JOBS_F_BACKOFF, principal, op, NULL, NULL, r, &bytes, e);
-	if (r->retry_after > 0) {
-		v->retry_after = r->retry_after;
-		free(r);
+	free(r);
+	if ((v->retry_after = J->ops->backoff_left(J->arg, cfg, tool)) > 0)
 		return err_set(e, "install.backoff", "%s failed to install recently; retry in %d s", tool,
 		               v->retry_after);
-	}
-	free(r);
 	err_clear(e);
 
 	pthread_mutex_lock(&J->mu);
@@ -321,12 +282,7 @@ jobs_need(struct jobs *J, const struct config *cfg, const char *tool, const char
 		}
 		memset(j, 0, sizeof(*j));
 		j->J = J;
-		j->cfg = malloc(sizeof(*j->cfg));
-		if (j->cfg == NULL) {
-			pthread_mutex_unlock(&J->mu);
-			return err_set(e, "internal", "out of memory");
-		}
-		*j->cfg = *cfg;
+		j->cfg = cfg;
 		new_id(j->v.id);
 		snprintf(j->v.tool, sizeof(j->v.tool), "%s", tool);
 		snprintf(j->v.principal, sizeof(j->v.principal), "%s", principal != NULL ? principal : "");
@@ -337,10 +293,11 @@ jobs_need(struct jobs *J, const struct config *cfg, const char *tool, const char
 		pthread_attr_init(&at);
 		pthread_attr_setstacksize(&at, JOBS_STACK_SIZE);
 		pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+		jobs_hold(J, cfg);
 		rc = pthread_create(&th, &at, job_thread, j);
 		pthread_attr_destroy(&at);
 		if (rc != 0) {
-			free(j->cfg);
+			jobs_release(J, cfg);
 			j->cfg = NULL;
 			pthread_mutex_unlock(&J->mu);
 			return err_sys(e, "internal", rc, "cannot start an install thread: %s", strerror(rc));
@@ -357,25 +314,7 @@ jobs_need(struct jobs *J, const struct config *cfg, const char *tool, const char
 void
 jobs_reset(struct jobs *J, const struct config *cfg, const char *tool)
 {
-	struct install_result *r = calloc(1, sizeof(*r));
-	struct err e;
-	uint64_t bytes;
-
-	if (r == NULL)
-		return;
-	err_clear(&e);
-	J->fn(J->arg, cfg, tool, JOBS_F_RESET, NULL, NULL, NULL, NULL, r, &bytes, &e);
-	free(r);
-}
-
-static void
-probe_progress(void *arg, const char *name, const char *phase, const struct install_progress *pg)
-{
-	struct job_probe *p = arg;
-
-	p->has_progress = 1;
-	snprintf(p->phase, sizeof(p->phase), "%s", phase != NULL ? phase : "");
-	p->prog = *pg;
+	J->ops->backoff_clear(J->arg, cfg, tool);
 }
 
 void
@@ -383,7 +322,6 @@ jobs_probe(struct jobs *J, const struct config *cfg, const char *tool, struct jo
 {
 	struct install_result *r = calloc(1, sizeof(*r));
 	struct err e;
-	uint64_t bytes;
 
 	memset(p, 0, sizeof(*p));
 	if (r == NULL) {
@@ -391,19 +329,16 @@ jobs_probe(struct jobs *J, const struct config *cfg, const char *tool, struct jo
 		return;
 	}
 	err_clear(&e);
-	if (J->fn(J->arg, cfg, tool, INSTALL_F_CHECK, NULL, NULL, NULL, NULL, r, &bytes, &e) == 0 &&
-	    r->state == INSTALL_READY) {
+	if (J->ops->check(J->arg, cfg, tool, r, &e) == 0 && r->state == INSTALL_READY) {
 		p->ready = 1;
 		snprintf(p->entry, sizeof(p->entry), "%s", r->entry);
 	} else if (e.code != NULL && strcmp(e.code, "not_found") != 0) {
 		p->err = e;
 	}
-	memset(r, 0, sizeof(*r));
-	J->fn(J->arg, cfg, tool, JOBS_F_BACKOFF, NULL, NULL, NULL, NULL, r, &bytes, &e);
-	p->backoff = r->retry_after;
-	if (!p->ready)
-		J->fn(J->arg, cfg, tool, JOBS_F_PROGRESS, NULL, NULL, probe_progress, p, r, &bytes, &e);
 	free(r);
+	p->backoff = J->ops->backoff_left(J->arg, cfg, tool);
+	if (!p->ready && J->ops->progress(J->arg, cfg, tool, p->phase, sizeof(p->phase), &p->prog) == 0)
+		p->has_progress = 1;
 }
 
 int

@@ -63,26 +63,36 @@ struct job_view {
 };
 
 /*
- * What a job runs: ensure(tool) with cfg, as principal for op, reporting
- * progress through progress(parg, …). Fills r and e as install_ensure does;
- * *bytes receives the bytes downloaded. jobs_ensure_engine is the real one
- * (an install_ctx over ms per call); tests pass their own.
+ * What the job layer asks of the installer: one named function per
+ * operation, each with the configuration the request runs under and arg
+ * (jobs_new's). The server's are over its install contexts (api_jobs.c);
+ * tests pass their own.
  */
-/* Extra flags for jobs_ensure_fn beside install_ensure's: answer only the
- * seconds of backoff left in r->retry_after, or clear the backoff; neither
- * installs anything. */
-#define JOBS_F_BACKOFF (1u << 8)
-#define JOBS_F_RESET (1u << 9)
-/* Report through progress() what another process records in .progress.json. */
-#define JOBS_F_PROGRESS (1u << 10)
-
-typedef int (*jobs_ensure_fn)(void *arg, const struct config *cfg, const char *tool, unsigned flags,
-                              const char *principal, const char *op, install_progress_fn progress, void *parg,
-                              struct install_result *r, uint64_t *bytes, struct err *e);
-
-int jobs_ensure_engine(void *ms, const struct config *cfg, const char *tool, unsigned flags,
-                       const char *principal, const char *op, install_progress_fn progress, void *parg,
-                       struct install_result *r, uint64_t *bytes, struct err *e);
+struct jobs_ops {
+	/* The fast path: never locks, writes or installs. 0 with r READY; -1
+	 * with e not_found when the tool is not installed, or another code
+	 * (a manifest error). */
+	int (*check)(void *arg, const struct config *cfg, const char *tool, struct install_result *r,
+	             struct err *e);
+	/* install_ensure for principal and op, reporting through
+	 * progress(parg, ...); *bytes: the bytes it downloaded. Runs on a job's
+	 * thread, or at once in a mode that does not install at runtime. */
+	int (*ensure)(void *arg, const struct config *cfg, const char *tool, const char *principal,
+	              const char *op, install_progress_fn progress, void *parg, struct install_result *r,
+	              uint64_t *bytes, struct err *e);
+	/* Seconds left in tool's backoff, 0 = none. */
+	int (*backoff_left)(void *arg, const struct config *cfg, const char *tool);
+	/* Clear tool's backoff (the admin reset). */
+	void (*backoff_clear)(void *arg, const struct config *cfg, const char *tool);
+	/* What another process records installing tool (.progress.json): 0
+	 * with phase and p, or -1 when nothing is. */
+	int (*progress)(void *arg, const struct config *cfg, const char *tool, char *phase, size_t cap,
+	                struct install_progress *p);
+	/* Keep cfg alive past the request that passed it (a job's thread, a
+	 * session), until release. NULL: cfg always outlives the table. */
+	void (*hold)(void *arg, const struct config *cfg);
+	void (*release)(void *arg, const struct config *cfg);
+};
 
 /* Counters for /metrics. */
 struct jobs_stats {
@@ -92,8 +102,14 @@ struct jobs_stats {
 
 struct jobs;
 
-/* A job table running fn(arg, …). NULL when out of memory. */
-struct jobs *jobs_new(jobs_ensure_fn fn, void *arg);
+/* A job table over ops (which must outlive it) with arg. NULL when out of
+ * memory. */
+struct jobs *jobs_new(const struct jobs_ops *ops, void *arg);
+
+/* ops->hold / ops->release of J (sessions keep their request's
+ * configuration while they run). */
+void jobs_hold(struct jobs *J, const struct config *cfg);
+void jobs_release(struct jobs *J, const struct config *cfg);
 
 /*
  * Make tool ready for a request. First a check that never installs

@@ -274,12 +274,11 @@ sessions_create(struct sessions *S, const struct session_spec *sp, struct sessio
 		*s->tool = *sp->tool;
 	if (sp->cwd != NULL)
 		s->cwd = strdup(sp->cwd);
-	s->cfg = malloc(sizeof(*s->cfg));
 	s->line[0] = strdup(sp->entry != NULL ? sp->entry : "");
 	s->line[1] = malloc(SESSION_EVENT_DATA_MAX);
 	s->line[2] = malloc(SESSION_EVENT_DATA_MAX);
-	if (s->argv == NULL || s->envp == NULL || s->cfg == NULL || s->line[0] == NULL ||
-	    s->line[1] == NULL || s->line[2] == NULL || (sp->tool != NULL && s->tool == NULL) ||
+	if (s->argv == NULL || s->envp == NULL || s->line[0] == NULL || s->line[1] == NULL ||
+	    s->line[2] == NULL || (sp->tool != NULL && s->tool == NULL) ||
 	    (sp->cwd != NULL && s->cwd == NULL)) {
 		free(s->line[0]);
 		s->line[0] = NULL;
@@ -288,7 +287,10 @@ sessions_create(struct sessions *S, const struct session_spec *sp, struct sessio
 		pthread_mutex_unlock(&S->mu);
 		return err_set(e, "internal", "out of memory");
 	}
-	*s->cfg = *sp->cfg;
+	/* the request's configuration stays while the session runs */
+	s->cfg = sp->cfg;
+	if (S->J != NULL)
+		jobs_hold(S->J, s->cfg);
 	s->used = 1;
 	s->running = 1;
 	S->created++;

@@ -120,7 +120,7 @@ struct session_spec {
 	 * go before PATH. Copied. */
 	const struct launch_tool *tool;
 	const char *cwd;          /* the child's working directory; NULL = "/" */
-	const struct config *cfg; /* copied */
+	const struct config *cfg; /* held (jobs_hold) until the session ends */
 	/* The state of the tool at create: entry != "" when it is ready;
 	 * else job names the install job that runs (pending). */
 	const char *entry;

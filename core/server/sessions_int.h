@@ -58,7 +58,7 @@ struct slot {
 	char **envp;
 	struct launch_tool *tool; /* NULL = none */
 	char *cwd;
-	struct config *cfg; /* a copy: the generation may be reloaded meanwhile */
+	const struct config *cfg; /* held (jobs_hold) while the session runs */
 	char op[128];
 	struct sessions *S;
 	struct json_w ow; /* the thread's writer for output events */

@@ -293,7 +293,8 @@ sessions_free_run(struct slot *s)
 	free(s->cwd);
 	s->tool = NULL;
 	s->cwd = NULL;
-	free(s->cfg);
+	if (s->cfg != NULL && s->S->J != NULL)
+		jobs_release(s->S->J, s->cfg);
 	free(s->line[1]);
 	free(s->line[2]);
 	buf_free(&s->st.b);

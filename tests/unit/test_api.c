@@ -187,31 +187,33 @@ struct fake {
 };
 
 static int
-fake_ensure(void *arg, const struct config *set, const char *tool, unsigned flags, const char *principal,
-            const char *op, install_progress_fn progress, void *parg, struct install_result *r,
-            uint64_t *bytes, struct err *e)
+fake_check(void *arg, const struct config *set, const char *tool, struct install_result *r, struct err *e)
+{
+	struct fake *f = arg;
+	int rc = 0;
+
+	pthread_mutex_lock(&f->mu);
+	if (f->installed) {
+		r->state = INSTALL_READY;
+		snprintf(r->entry, sizeof(r->entry), "/tools/%s", tool);
+	} else {
+		r->state = INSTALL_MISSING;
+		rc = err_set(e, "not_found", "%s is not installed", tool);
+	}
+	pthread_mutex_unlock(&f->mu);
+	return rc;
+}
+
+static int
+fake_ensure(void *arg, const struct config *set, const char *tool, const char *principal, const char *op,
+            install_progress_fn progress, void *parg, struct install_result *r, uint64_t *bytes, struct err *e)
 {
 	struct fake *f = arg;
 	int rc = 0;
 
 	*bytes = 0;
 	pthread_mutex_lock(&f->mu);
-	if (flags & JOBS_F_BACKOFF) {
-		r->retry_after = f->backoff;
-	} else if (flags & JOBS_F_RESET) {
-		f->backoff = 0;
-		f->resets++;
-	} else if (flags & JOBS_F_PROGRESS) {
-		/* nothing from other processes */
-	} else if (flags & INSTALL_F_CHECK) {
-		if (f->installed) {
-			r->state = INSTALL_READY;
-			snprintf(r->entry, sizeof(r->entry), "/tools/%s", tool);
-		} else {
-			r->state = INSTALL_MISSING;
-			rc = err_set(e, "not_found", "%s is not installed", tool);
-		}
-	} else if (!config_mode_installs_at_runtime(set->install.mode)) {
+	if (!config_mode_installs_at_runtime(set->install.mode)) {
 		r->state = INSTALL_MISSING;
 		rc = err_set(e, "install.required", "%s: mode forbids installing", tool);
 	} else {
@@ -240,6 +242,41 @@ fake_ensure(void *arg, const struct config *set, const char *tool, unsigned flag
 	return rc;
 }
 
+static int
+fake_backoff_left(void *arg, const struct config *set, const char *tool)
+{
+	struct fake *f = arg;
+	int left;
+
+	pthread_mutex_lock(&f->mu);
+	left = f->backoff;
+	pthread_mutex_unlock(&f->mu);
+	return left;
+}
+
+static void
+fake_backoff_clear(void *arg, const struct config *set, const char *tool)
+{
+	struct fake *f = arg;
+
+	pthread_mutex_lock(&f->mu);
+	f->backoff = 0;
+	f->resets++;
+	pthread_mutex_unlock(&f->mu);
+}
+
+/* nothing from other processes */
+static int
+fake_progress(void *arg, const struct config *set, const char *tool, char *phase, size_t cap,
+              struct install_progress *p)
+{
+	return -1;
+}
+
+static const struct jobs_ops fake_ops = {
+    fake_check, fake_ensure, fake_backoff_left, fake_backoff_clear, fake_progress, NULL, NULL,
+};
+
 struct caller {
 	struct jobs *J;
 	struct config *set;
@@ -262,7 +299,7 @@ test_jobs_concurrent_callers_share_one_install(void **st)
 {
 	struct fake f = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 200, NULL, 0, 0, 0};
 	struct config *set = calloc(1, sizeof(*set));
-	struct jobs *J = jobs_new(fake_ensure, &f);
+	struct jobs *J = jobs_new(&fake_ops, &f);
 	struct caller c[8];
 	pthread_t th[8];
 	struct jobs_stats s;
@@ -297,7 +334,7 @@ test_jobs_pending_then_join_then_done(void **st)
 	/* the install runs until the pending answers have been looked at */
 	struct fake f = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, NULL, 0, 0, 1};
 	struct config *set = calloc(1, sizeof(*set));
-	struct jobs *J = jobs_new(fake_ensure, &f);
+	struct jobs *J = jobs_new(&fake_ops, &f);
 	struct job_view v, v2, v3;
 	struct err e;
 
@@ -327,7 +364,7 @@ test_jobs_failure_backoff_reset(void **st)
 {
 	struct fake f = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 10, "install.checksum_mismatch", 0, 0, 0};
 	struct config *set = calloc(1, sizeof(*set));
-	struct jobs *J = jobs_new(fake_ensure, &f);
+	struct jobs *J = jobs_new(&fake_ops, &f);
 	struct job_view v;
 	struct jobs_stats s;
 	struct err e;
@@ -357,7 +394,7 @@ test_jobs_mode_build_never_starts_a_job(void **st)
 {
 	struct fake f = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 10, NULL, 0, 0, 0};
 	struct config *set = calloc(1, sizeof(*set));
-	struct jobs *J = jobs_new(fake_ensure, &f);
+	struct jobs *J = jobs_new(&fake_ops, &f);
 	struct job_view v;
 	struct jobs_stats s;
 	struct err e;
