@@ -106,10 +106,10 @@ static const struct {
 #ifdef ABX_TEST_HOOKS
     {"ABX_TEST_PAUSE", 0}, /* tests: an install stops 30 s at this phase (never in production) */
 #endif
-    {"ABX_TOOL_", 1},             /* ABX_TOOL_<NAME>=/path: use that executable for tool NAME */
-    {"ABX_NPM", 0},               /* lock: the npm program to run */
-    {"ABX_OCI_AUTH", 0},          /* user:password for the OCI registry (config_oci.c) */
-    {"ABX_OCI_AUTH_FILE", 0},     /* a docker config.json with auths for the OCI registry */
+    {"ABX_TOOL_", 1},         /* ABX_TOOL_<NAME>=/path: use that executable for tool NAME */
+    {"ABX_NPM", 0},           /* lock: the npm program to run */
+    {"ABX_OCI_AUTH", 0},      /* user:password for the OCI registry (config_oci.c) */
+    {"ABX_OCI_AUTH_FILE", 0}, /* a docker config.json with auths for the OCI registry */
     /* the standard variables, read here too so one list says what the
      * program looks at */
     {"PATH", 0},        /* tools found on PATH (install.use_path), programs run by name */
