@@ -556,8 +556,9 @@ int install_tree_list_known(const char *root, const struct install_known *k, cha
                             char hex[65], uint64_t *files, uint64_t *bytes, struct err *e);
 
 /*
- * The process-wide cache of proof lists (install_proof.c), for callers that
- * make a context per request (serve). install_proof_cache_get returns the
+ * The process-wide cache of proof lists (install_proof.c), shared by every
+ * context of a process (serve keeps several, one per busy worker, and a
+ * Node.js-sized list is worth reading once). install_proof_cache_get returns the
  * list at path whose sha256 is sha256_hex (64 lowercase hex), from the cache
  * when a fresh lstat of path shows the identity (dev, ino, size, ctime,
  * mtime) it had when read and the bytes held hash to sha256_hex, else read
