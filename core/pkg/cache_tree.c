@@ -351,17 +351,10 @@ cache_copy_hash(unsigned char *io, int in, int out, off_t size, unsigned char sh
 		return 0;
 	} else {
 		while ((n = read(in, io, COPY_BUF)) > 0) {
-			ssize_t k, o = 0;
 			digest_update(&c, io, (size_t)n);
-			while (o < n) {
-				k = write(out, io + o, (size_t)(n - o));
-				if (k < 0 && errno == EINTR)
-					continue;
-				if (k < 0) {
-					*dst_err = 1;
-					return -1;
-				}
-				o += k;
+			if (fs_write_all(out, io, (size_t)n, -1) != 0) {
+				*dst_err = 1;
+				return -1;
 			}
 		}
 		if (n < 0)
@@ -378,7 +371,7 @@ cache_copy_hash(unsigned char *io, int in, int out, off_t size, unsigned char sh
 int
 cache_copy_plain(unsigned char *io, int in, int out, int *dst_err)
 {
-	ssize_t n, k, o;
+	ssize_t n;
 	uint64_t unkicked = 0;
 
 	while ((n = copy_file_range(in, NULL, out, NULL, COPY_BUF << 4, 0)) > 0)
@@ -396,16 +389,9 @@ cache_copy_plain(unsigned char *io, int in, int out, int *dst_err)
 	if (lseek(in, 0, SEEK_SET) != 0 || lseek(out, 0, SEEK_SET) != 0 || ftruncate(out, 0) != 0)
 		return -1;
 	while ((n = read(in, io, COPY_BUF)) > 0) {
-		for (o = 0; o < n; o += k) {
-			k = write(out, io + o, (size_t)(n - o));
-			if (k < 0 && errno == EINTR) {
-				k = 0;
-				continue;
-			}
-			if (k < 0) {
-				*dst_err = 1;
-				return -1;
-			}
+		if (fs_write_all(out, io, (size_t)n, -1) != 0) {
+			*dst_err = 1;
+			return -1;
 		}
 	}
 	return n < 0 ? -1 : 0;
