@@ -7,6 +7,7 @@
 #include "base/fs.h"
 
 #include <bearssl_hash.h>
+#include "base/digest.h"
 #include "base/sha256x86.h"
 #include <dirent.h>
 #include <errno.h>
@@ -830,7 +831,6 @@ fs_noexec_probe(const char *dir, struct err *e)
 void
 fs_rand_hex(char *out, int nbytes)
 {
-	static const char hex[] = "0123456789abcdef";
 	unsigned char b[16];
 	int i;
 
@@ -847,11 +847,7 @@ fs_rand_hex(char *out, int nbytes)
 		for (i = 0; i < nbytes; i++)
 			b[i] = (unsigned char)(x >> ((i % 8) * 8)) ^ (unsigned char)(i * 0x5b);
 	}
-	for (i = 0; i < nbytes; i++) {
-		out[2 * i] = hex[b[i] >> 4];
-		out[2 * i + 1] = hex[b[i] & 15];
-	}
-	out[2 * nbytes] = '\0';
+	hex_encode(b, (size_t)nbytes, out);
 }
 
 /* FS_IOC_GETFLAGS, FS_IOC_SETFLAGS and FS_TOPDIR_FL of <linux/fs.h> (not

@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "base/digest.h"
 #include "base/net.h"
 #include "net/tls.h"
 
@@ -61,8 +62,8 @@ pct_decode(const char *s, size_t n, unsigned char *out, size_t cap)
 	size_t i, o = 0;
 
 	for (i = 0; i < n && o < cap; i++) {
-		if (s[i] == '%' && i + 2 < n && http_hexval(s[i + 1]) >= 0 && http_hexval(s[i + 2]) >= 0) {
-			out[o++] = (unsigned char)(http_hexval(s[i + 1]) * 16 + http_hexval(s[i + 2]));
+		if (s[i] == '%' && i + 2 < n && hex_digit(s[i + 1]) >= 0 && hex_digit(s[i + 2]) >= 0) {
+			out[o++] = (unsigned char)(hex_digit(s[i + 1]) * 16 + hex_digit(s[i + 2]));
 			i += 2;
 		} else {
 			out[o++] = (unsigned char)s[i];

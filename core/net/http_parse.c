@@ -1,4 +1,5 @@
 #include "net/http_parse.h"
+#include "base/digest.h"
 
 #include <limits.h>
 #include <string.h>
@@ -61,16 +62,6 @@ view_ieq(struct http_view v, const char *s)
 		if (s[i] == '\0' || lower((unsigned char)v.p[i]) != lower((unsigned char)s[i]))
 			return 0;
 	return s[i] == '\0';
-}
-
-int
-http_hexval(int c)
-{
-	if (!(cls[(unsigned char)c] & C_HEX))
-		return -1;
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	return lower(c) - 'a' + 10;
 }
 
 /* ---- the field-line grammar ------------------------------------------ */
@@ -613,7 +604,7 @@ size_line_byte(struct http_chunked *c, int ch)
 		if (c->left >= HTTP_CHUNK_SIZE_LIMIT >> 4)
 			return ck_fail(c, 400, "chunk size too large");
 		c->digits++;
-		c->left = (c->left << 4) | (uint64_t)http_hexval(ch);
+		c->left = (c->left << 4) | (uint64_t)hex_digit(ch);
 	} else if (c->state != CK_EXT && (ch == ' ' || ch == '\t') && c->digits > 0) {
 		c->state = CK_EXT_BWS;
 	} else if (c->state != CK_EXT && ch == ';' && c->digits > 0) {

@@ -112,9 +112,6 @@ const struct http_req_field *http_req_field(const struct http_req *r, const char
 /* How many fields are named name (duplicates matter for auth headers). */
 int http_req_field_count(const struct http_req *r, const char *name);
 
-/* The value of the hex digit c (either case), or -1. */
-int http_hexval(int c);
-
 /* NULL when line[0..n) (no line end) is one field line of the grammar
  * above, else what is wrong with it (a static string). */
 const char *http_field_check(const char *line, size_t n);
