@@ -515,7 +515,7 @@ final_response(struct http_client *cl, struct xfer *x, struct conn *c, const str
 	char reason[REASON_KEPT];
 	int r;
 
-	rs->content_length = kind == BODY_CHUNKED ? -1 : clen;
+	rs->content_length = kind == HTTP_BODY_CHUNKED ? -1 : clen;
 	http__copy_field(h, "Content-Type", rs->content_type, sizeof(rs->content_type));
 	http__copy_field(h, "ETag", rs->etag, sizeof(rs->etag));
 	http__copy_field(h, "Last-Modified", rs->last_modified, sizeof(rs->last_modified));
