@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/fs.h"
 #include "install/install.h"
 #include "base/json.h"
@@ -419,7 +420,7 @@ check_clock(struct report *r)
 		return;
 	}
 	built = timegm(&tm);
-	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+	clock_iso((int64_t)now * 1000, 0, buf, sizeof(buf));
 	if (now < built - 86400)
 		doctor_line(
 		    r, "FAIL", "clock",

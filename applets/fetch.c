@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "base/digest.h"
+#include "base/fs.h"
 #include "base/net.h"
 #include "config/config.h"
 #include "net/hostrule.h"
@@ -320,7 +321,7 @@ static int
 copy_out(int fd, int ofd, const char *name, struct err *e)
 {
 	char buf[65536];
-	ssize_t r, w, off;
+	ssize_t r;
 
 	if (lseek(fd, 0, SEEK_SET) != 0)
 		return err_sys(e, "io.error", errno, "seek: %s", strerror(errno));
@@ -329,15 +330,8 @@ copy_out(int fd, int ofd, const char *name, struct err *e)
 			continue;
 		if (r < 0)
 			return err_sys(e, "io.error", errno, "read back: %s", strerror(errno));
-		for (off = 0; off < r; off += w) {
-			w = write(ofd, buf + off, (size_t)(r - off));
-			if (w < 0 && errno == EINTR) {
-				w = 0;
-				continue;
-			}
-			if (w < 0)
-				return err_sys(e, "io.error", errno, "%s: %s", name, strerror(errno));
-		}
+		if (fs_write_all(ofd, buf, (size_t)r, -1) != 0)
+			return err_sys(e, "io.error", errno, "%s: %s", name, strerror(errno));
 	}
 	return 0;
 }

@@ -1,23 +1,20 @@
 /*
  * healthcheck: GET /health on the local server; exit 0 iff it answers 200
  * in time. Run every few seconds for a container's whole life, so it does
- * the least possible: no allocation, no DNS for numeric hosts, one
- * non-blocking socket polled against one 2-second deadline.
+ * the least possible: no DNS for numeric hosts (getaddrinfo takes them as
+ * they are), then net_connect's non-blocking sockets, one address of the
+ * name after another, and every wait bounded by one 2-second deadline.
  */
 #include "base/clock.h"
 #include "common.h"
 #include "base/net.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netdb.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 static const char usage[] = "usage: agent-sandbox-server healthcheck [--port N] [--host H] [-v]\n"
@@ -34,28 +31,6 @@ static const char usage[] = "usage: agent-sandbox-server healthcheck [--port N] 
  * inside what container health probes allow by default. */
 #define HEALTHCHECK_TIMEOUT_MS 2000
 
-/* Wait for events on fd until end; 1 ready, 0 timed out, -1 error. */
-static int
-wait_fd(int fd, short events, int64_t end)
-{
-	struct pollfd p = {fd, events, 0};
-	int64_t left;
-	int rc;
-
-	for (;;) {
-		left = end - clock_ms();
-		if (left <= 0)
-			return 0;
-		rc = poll(&p, 1, (int)left);
-		if (rc > 0)
-			return 1;
-		if (rc == 0)
-			return 0;
-		if (errno != EINTR)
-			return -1;
-	}
-}
-
 static int
 unhealthy(int verbose, const char *host, int port, const char *why)
 {
@@ -67,46 +42,34 @@ unhealthy(int verbose, const char *host, int port, const char *why)
 static int
 check(const char *host, int port, int verbose)
 {
-	struct sockaddr_storage ss;
 	int64_t end = clock_ms() + HEALTHCHECK_TIMEOUT_MS;
+	int v6 = strchr(host, ':') != NULL;
 	char req[320], resp[512], *eol;
-	socklen_t sl;
 	size_t got = 0, sent = 0, reqlen;
+	struct err e;
 	ssize_t k;
-	int fd, soerr = 0, rc;
+	int fd;
 
-	if (net_sockaddr(host, port, 0, &ss, &sl) != 0)
-		return unhealthy(verbose, host, port, "cannot resolve the host");
 	reqlen = (size_t)snprintf(
 	    req, sizeof(req),
 	    "GET /health HTTP/1.1\r\nHost: %s%s%s:%d\r\nUser-Agent: agent-sandbox-healthcheck\r\n"
 	    "Connection: close\r\n\r\n",
-	    ss.ss_family == AF_INET6 ? "[" : "", host, ss.ss_family == AF_INET6 ? "]" : "", port);
+	    v6 ? "[" : "", host, v6 ? "]" : "", port);
 	if (reqlen >= sizeof(req))
 		return unhealthy(verbose, host, port, "host name too long");
-
-	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return unhealthy(verbose, host, port, strerror(errno));
-	if (connect(fd, (struct sockaddr *)&ss, sl) != 0) {
-		if (errno != EINPROGRESS) {
-			close(fd);
-			return unhealthy(verbose, host, port, strerror(errno));
-		}
-		rc = wait_fd(fd, POLLOUT, end);
-		sl = sizeof(soerr);
-		if (rc <= 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0 || soerr != 0) {
-			close(fd);
-			return unhealthy(verbose, host, port,
-			                 rc == 0 ? "connect timed out" : strerror(soerr ? soerr : errno));
-		}
+	/* Every address of the name in turn, all within the one deadline. */
+	fd = net_connect(host, port, HEALTHCHECK_TIMEOUT_MS, end, &e);
+	if (fd < 0) {
+		if (verbose)
+			fprintf(stderr, "%s: healthcheck: %s\n", PROG, e.msg);
+		return EXIT_FAIL;
 	}
 	while (sent < reqlen) {
 		k = send(fd, req + sent, reqlen - sent, MSG_NOSIGNAL);
 		if (k > 0) {
 			sent += (size_t)k;
 		} else if (k < 0 && (errno == EAGAIN || errno == EINTR)) {
-			if (wait_fd(fd, POLLOUT, end) <= 0)
+			if (net_wait(fd, POLLOUT, HEALTHCHECK_TIMEOUT_MS, end, "send", &e) != 0)
 				break;
 		} else {
 			break;
@@ -122,7 +85,7 @@ check(const char *host, int port, int verbose)
 		if (k > 0) {
 			got += (size_t)k;
 		} else if (k < 0 && (errno == EAGAIN || errno == EINTR)) {
-			if (wait_fd(fd, POLLIN, end) <= 0) {
+			if (net_wait(fd, POLLIN, HEALTHCHECK_TIMEOUT_MS, end, "answer", &e) != 0) {
 				close(fd);
 				return unhealthy(verbose, host, port, "no answer within 2 seconds");
 			}

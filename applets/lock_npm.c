@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "base/buf.h"
+#include "base/fs.h"
 #include "pkg/npmlock.h"
 #include "base/proc.h"
 #include "lock.h"
@@ -70,13 +71,7 @@ npm_sink(void *arg, enum proc_stream s, const char *data, size_t len)
 	memcpy(o->err + o->nerr, data + len - k, k);
 	o->nerr += k;
 	o->err[o->nerr] = '\0';
-	while (len > 0) {
-		ssize_t n = write(2, data, len);
-		if (n <= 0 && errno != EINTR)
-			return;
-		if (n > 0)
-			data += n, len -= (size_t)n;
-	}
+	(void)!fs_write_all(2, data, len, -1);
 }
 
 /* The caller's environment reduced to what npm needs to reach the registry,

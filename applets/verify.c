@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/digest.h"
 #include "base/fs.h"
 #include "base/json.h"
@@ -202,13 +203,10 @@ sbom(struct tooling *t, struct found *f, int n)
 {
 	struct json_w w;
 	char ts[32], serial[64], rnd[40];
-	time_t now = time(NULL);
-	struct tm tm;
 	int i;
 	FILE *ur;
 
-	gmtime_r(&now, &tm);
-	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	clock_iso(clock_wall_ms(), 0, ts, sizeof(ts));
 	memset(rnd, 0, sizeof(rnd));
 	ur = fopen("/dev/urandom", "r");
 	{

@@ -1,5 +1,7 @@
 #include "base/clock.h"
 
+#include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 int64_t
@@ -28,6 +30,59 @@ clock_thread_cpu_us(void)
 	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
 		return 0;
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Two decimal digits of v (0..99) at p. */
+static char *
+two(char *p, int v)
+{
+	p[0] = (char)('0' + v / 10);
+	p[1] = (char)('0' + v % 10);
+	return p + 2;
+}
+
+int
+clock_iso(int64_t ms, int frac, char *buf, size_t cap)
+{
+	/* Floor, not truncation: before the epoch a second starts below. */
+	int64_t s = ms / 1000 - (ms % 1000 < 0), sub = ms - s * 1000;
+	time_t t = (time_t)s;
+	char tmp[CLOCK_ISO_MAX], *p = tmp;
+	struct tm tm;
+	int n;
+
+	if (cap > 0)
+		buf[0] = '\0';
+	if (gmtime_r(&t, &tm) == NULL)
+		return -1;
+	if (tm.tm_year + 1900 >= 0 && tm.tm_year + 1900 <= 9999) {
+		p = two(two(p, (tm.tm_year + 1900) / 100), (tm.tm_year + 1900) % 100);
+	} else {
+		n = snprintf(p, 16, "%d", tm.tm_year + 1900);
+		p += n < 0 || n >= 16 ? 0 : n;
+	}
+	*p++ = '-';
+	p = two(p, tm.tm_mon + 1);
+	*p++ = '-';
+	p = two(p, tm.tm_mday);
+	*p++ = 'T';
+	p = two(p, tm.tm_hour);
+	*p++ = ':';
+	p = two(p, tm.tm_min);
+	*p++ = ':';
+	p = two(p, tm.tm_sec);
+	if (frac) {
+		*p++ = '.';
+		*p++ = (char)('0' + sub / 100);
+		p = two(p, (int)(sub % 100));
+	}
+	*p++ = 'Z';
+	n = (int)(p - tmp);
+	if ((size_t)n >= cap)
+		return -1;
+	memcpy(buf, tmp, (size_t)n);
+	buf[n] = '\0';
+	return n;
 }
 
 int64_t

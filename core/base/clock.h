@@ -23,6 +23,16 @@ int64_t clock_thread_cpu_us(void);
 /* Milliseconds since the epoch on the wall clock. */
 int64_t clock_wall_ms(void);
 
+/* Room for clock_iso's longest answer with its NUL:
+ * "YYYY-MM-DDTHH:MM:SS.mmmZ" is 25 bytes; a year past 9999 takes more. */
+#define CLOCK_ISO_MAX 40
+
+/* The wall-clock time ms (milliseconds since the epoch) in UTC as RFC 3339
+ * text, the one timestamp form of logs, journals, audit records and the
+ * API: "2026-12-04T18:36:36Z", or with frac "2026-12-04T18:36:36.123Z".
+ * Returns the length, or -1 (buf then holds "") when it does not fit cap. */
+int clock_iso(int64_t ms, int frac, char *buf, size_t cap);
+
 /* The wall-clock time ms milliseconds from now, as pthread_cond_timedwait
  * takes it. */
 void clock_wall_after(int ms, struct timespec *ts);

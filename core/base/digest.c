@@ -142,21 +142,28 @@ digest_file(enum digest_alg alg, const char *path, struct digest *out, uint64_t 
 }
 
 char *
-digest_hex(const struct digest *d, char *buf)
+hex_encode(const void *src, size_t n, char *out)
 {
 	static const char hx[] = "0123456789abcdef";
+	const unsigned char *s = src;
 	size_t i;
 
-	for (i = 0; i < d->len; i++) {
-		buf[2 * i] = hx[d->v[i] >> 4];
-		buf[2 * i + 1] = hx[d->v[i] & 15];
+	for (i = 0; i < n; i++) {
+		out[2 * i] = hx[s[i] >> 4];
+		out[2 * i + 1] = hx[s[i] & 15];
 	}
-	buf[2 * d->len] = '\0';
-	return buf;
+	out[2 * n] = '\0';
+	return out;
 }
 
-static int
-hexval(int c)
+char *
+digest_hex(const struct digest *d, char *buf)
+{
+	return hex_encode(d->v, d->len, buf);
+}
+
+int
+hex_digit(int c)
 {
 	if (c >= '0' && c <= '9')
 		return c - '0';
@@ -165,6 +172,25 @@ hexval(int c)
 	if (c >= 'A' && c <= 'F')
 		return c - 'A' + 10;
 	return -1;
+}
+
+int
+hex_decode(const char *hex, void *out, size_t n)
+{
+	unsigned char *o = out;
+	size_t i;
+	int hi, lo;
+
+	for (i = 0; i < n; i++) {
+		hi = hex_digit((unsigned char)hex[2 * i]);
+		if (hi < 0)
+			return -1;
+		lo = hex_digit((unsigned char)hex[2 * i + 1]);
+		if (lo < 0)
+			return -1;
+		o[i] = (unsigned char)(hi << 4 | lo);
+	}
+	return 0;
 }
 
 int
@@ -177,12 +203,10 @@ digest_parse_hex(enum digest_alg alg, const char *hex, struct digest *out, const
 	memset(out, 0, sizeof(*out));
 	out->alg = alg;
 	out->len = n;
-	for (i = 0; i < n; i++) {
-		int hi = hexval((unsigned char)hex[2 * i]), lo = hexval((unsigned char)hex[2 * i + 1]);
-		if (hi < 0 || lo < 0)
-			return err_set(e, code, "%s digest has a non-hex character at %zu", digest_name(alg),
-			               hi < 0 ? 2 * i : 2 * i + 1);
-		out->v[i] = (unsigned char)(hi << 4 | lo);
+	if (hex_decode(hex, out->v, n) != 0) {
+		for (i = 0; hex_digit((unsigned char)hex[i]) >= 0; i++)
+			;
+		return err_set(e, code, "%s digest has a non-hex character at %zu", digest_name(alg), i);
 	}
 	return 0;
 }

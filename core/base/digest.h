@@ -60,6 +60,21 @@ int digest_file(enum digest_alg alg, const char *path, struct digest *out, uint6
 /* Lower-case hex into buf (at least DIGEST_HEX_MAX bytes). Returns buf. */
 char *digest_hex(const struct digest *d, char *buf);
 
+/* ---- hex, for digests, keys and tokens ---- */
+
+/* The value of the hex digit c (either case), or -1. */
+int hex_digit(int c);
+
+/* Lower-case hex of src[0..n) into out (2n + 1 bytes, NUL-terminated).
+ * Returns out. */
+char *hex_encode(const void *src, size_t n, char *out);
+
+/* Exactly 2n hex digits (either case) at hex into out[0..n): no sign, blank
+ * or prefix is taken, and nothing past hex[2n) is read. Returns 0, or -1 at
+ * the first byte that is not a hex digit (out then holds the bytes before
+ * it). */
+int hex_decode(const char *hex, void *out, size_t n);
+
 /* Parse hex of exactly alg's length (either case). Returns 0 or -1 (e set to
  * code, message names what was wrong; code is the caller's: usually
  * install.manifest_invalid or usage). */

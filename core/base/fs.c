@@ -7,6 +7,7 @@
 #include "base/fs.h"
 
 #include <bearssl_hash.h>
+#include "base/digest.h"
 #include "base/sha256x86.h"
 #include <dirent.h>
 #include <errno.h>
@@ -144,20 +145,25 @@ fs_writeback_every(int fd, uint64_t *pending, uint64_t n)
 	return 1;
 }
 
-static int
-write_full(int fd, const void *buf, size_t n)
+int
+fs_write_all(int fd, const void *buf, size_t n, int64_t off)
 {
 	const char *p = buf;
 	ssize_t w;
 
 	while (n > 0) {
-		w = write(fd, p, n);
+		w = off >= 0 ? pwrite(fd, p, n, (off_t)off) : write(fd, p, n);
 		if (w < 0 && errno == EINTR)
 			continue;
-		if (w <= 0)
+		if (w <= 0) {
+			if (w == 0)
+				errno = EIO;
 			return -1;
+		}
 		p += w;
 		n -= (size_t)w;
+		if (off >= 0)
+			off += w;
 	}
 	return 0;
 }
@@ -687,7 +693,7 @@ fs_write_atomic_at(int dirfd, const char *name, const void *buf, size_t n, mode_
 	fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return io_err(e, "cannot create a temporary file for", display);
-	if (write_full(fd, buf, n) != 0 || fchmod(fd, mode) != 0 || fsync(fd) != 0) {
+	if (fs_write_all(fd, buf, n, -1) != 0 || fchmod(fd, mode) != 0 || fsync(fd) != 0) {
 		io_err(e, "cannot write", display);
 		close(fd);
 		unlinkat(dirfd, tmp, 0);
@@ -791,7 +797,7 @@ fs_noexec_probe(const char *dir, struct err *e)
 		return io_err(e, "cannot write a probe file in", dir);
 	/* One byte that is neither "#!" nor ELF: exec can only fail, with
 	 * ENOEXEC where exec is allowed and EACCES where it is not. */
-	if (write_full(fd, "\n", 1) != 0 || fchmod(fd, 0700) != 0) {
+	if (fs_write_all(fd, "\n", 1, -1) != 0 || fchmod(fd, 0700) != 0) {
 		io_err(e, "cannot write a probe file in", dir);
 		close(fd);
 		unlink(p);
@@ -825,7 +831,6 @@ fs_noexec_probe(const char *dir, struct err *e)
 void
 fs_rand_hex(char *out, int nbytes)
 {
-	static const char hex[] = "0123456789abcdef";
 	unsigned char b[16];
 	int i;
 
@@ -842,11 +847,7 @@ fs_rand_hex(char *out, int nbytes)
 		for (i = 0; i < nbytes; i++)
 			b[i] = (unsigned char)(x >> ((i % 8) * 8)) ^ (unsigned char)(i * 0x5b);
 	}
-	for (i = 0; i < nbytes; i++) {
-		out[2 * i] = hex[b[i] >> 4];
-		out[2 * i + 1] = hex[b[i] & 15];
-	}
-	out[2 * nbytes] = '\0';
+	hex_encode(b, (size_t)nbytes, out);
 }
 
 /* FS_IOC_GETFLAGS, FS_IOC_SETFLAGS and FS_TOPDIR_FL of <linux/fs.h> (not

@@ -41,6 +41,12 @@ int fs_mkdir_p(const char *path, mode_t mode, struct err *e);
  * the same holds. On failure the temporary file is removed. */
 int fs_write_atomic(const char *path, const void *buf, size_t n, mode_t mode, struct err *e);
 
+/* Write all of buf[0..n) to fd, again after EINTR and a short write: at
+ * offset off with pwrite when off >= 0 (the file position untouched), else
+ * at the file position. Returns 0, or -1 with errno (EIO when the kernel
+ * wrote nothing and gave no error). */
+int fs_write_all(int fd, const void *buf, size_t n, int64_t off);
+
 /* Read the whole of path (a regular file, not followed if a symlink: O_NOFOLLOW)
  * into buf of cap bytes and NUL-terminate it. Returns the length, or -1: a
  * file of cap bytes or more is an error (never a truncated read). A missing

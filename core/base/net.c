@@ -92,10 +92,37 @@ connect_one(const struct addrinfo *ai, int timeout_ms, int64_t end_ms, struct er
 	return fd;
 }
 
+/* host as a numeric IPv4 or IPv6 address with port into ss, and ai made
+ * its one answer: 1, or 0 when host is a name. */
+static int
+numeric(const char *host, int port, struct sockaddr_storage *ss, struct addrinfo *ai)
+{
+	struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
+	struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
+
+	memset(ss, 0, sizeof(*ss));
+	if (inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
+		a4->sin_family = AF_INET;
+		a4->sin_port = htons((uint16_t)port);
+		ai->ai_addrlen = sizeof(*a4);
+	} else if (inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
+		a6->sin6_family = AF_INET6;
+		a6->sin6_port = htons((uint16_t)port);
+		ai->ai_addrlen = sizeof(*a6);
+	} else {
+		return 0;
+	}
+	ai->ai_family = ss->ss_family;
+	ai->ai_protocol = IPPROTO_TCP;
+	ai->ai_next = NULL;
+	return 1;
+}
+
 int
 net_connect(const char *host, int port, int timeout_ms, int64_t end_ms, struct err *e)
 {
 	struct addrinfo hints, *res = NULL, *ai;
+	struct sockaddr_storage ss;
 	char sport[16];
 	struct err last;
 	int r, fd = -1, late = 0;
@@ -104,20 +131,27 @@ net_connect(const char *host, int port, int timeout_ms, int64_t end_ms, struct e
 	hints.ai_family = AF_UNSPEC;
 	hints.ai_socktype = SOCK_STREAM;
 	hints.ai_flags = AI_NUMERICSERV;
-	snprintf(sport, sizeof(sport), "%d", port);
-	r = getaddrinfo(host, sport, &hints, &res);
-	if (r != 0)
-		return err_set(e, "http.resolve", "%s: %s", host,
-		               r == EAI_SYSTEM ? strerror(errno) : gai_strerror(r));
+	/* A numeric address is its own one answer: no resolver, no allocation
+	 * (healthcheck runs every few seconds for a container's life). */
+	if (numeric(host, port, &ss, &hints)) {
+		hints.ai_addr = (struct sockaddr *)&ss;
+	} else {
+		snprintf(sport, sizeof(sport), "%d", port);
+		r = getaddrinfo(host, sport, &hints, &res);
+		if (r != 0)
+			return err_set(e, "http.resolve", "%s: %s", host,
+			               r == EAI_SYSTEM ? strerror(errno) : gai_strerror(r));
+	}
 	err_set(&last, "http.connect", "no address");
-	for (ai = res; ai != NULL && fd < 0; ai = ai->ai_next) {
+	for (ai = res ? res : &hints; ai != NULL && fd < 0; ai = ai->ai_next) {
 		fd = connect_one(ai, timeout_ms, end_ms, &last);
 		/* The deadline is for the whole transfer: no point trying on. */
 		late = fd < 0 && end_ms > 0 && end_ms - clock_ms() <= 0;
 		if (late)
 			break;
 	}
-	freeaddrinfo(res);
+	if (res != NULL)
+		freeaddrinfo(res);
 	if (fd < 0) {
 		if (last.code != NULL && strcmp(last.code, "http.timeout") == 0 && !late)
 			return err_set(e, "http.connect", "%s port %d: no answer within %d ms", host, port,

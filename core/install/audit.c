@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "install/install.h"
 #include "base/json.h"
 
@@ -23,22 +24,12 @@
  * the count. A flood of wrong tokens costs one line a second, not one each. */
 #define AUDIT_REPEAT_S 1
 
-void
-audit_time(char *buf, size_t cap)
-{
-	struct tm tm;
-	time_t t = time(NULL);
-
-	gmtime_r(&t, &tm);
-	strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 static void
 begin(struct json_w *w, const char *event)
 {
 	char ts[32];
 
-	audit_time(ts, sizeof(ts));
+	clock_iso(clock_wall_ms(), 0, ts, sizeof(ts));
 	json_w_init(w, AUDIT_LINE_MAX);
 	json_w_obj(w);
 	json_w_kstr(w, "ts", ts);

@@ -37,7 +37,4 @@ void audit_policy_denied(const struct config *cfg, const char *peer, const char 
 void audit_install_job(const struct config *cfg, const char *event, const char *principal, const char *op,
                        const char *tool, const char *job_id);
 
-/* The current time as RFC 3339 UTC ("2026-11-29T22:20:47Z") into buf. */
-void audit_time(char *buf, size_t cap);
-
 #endif

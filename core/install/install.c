@@ -32,15 +32,6 @@ install_state_name(enum install_state s)
 
 /* ---- small helpers ----------------------------------------------------- */
 
-void
-install_iso_time(time_t t, char *buf, size_t cap)
-{
-	struct tm tm;
-
-	gmtime_r(&t, &tm);
-	strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 int
 install_mkdir(const char *path, mode_t mode, struct err *e)
 {

@@ -159,7 +159,7 @@ install_audit_event(struct install_ctx *c, const char *event, const manifest_t *
 	struct json_w w;
 	char ts[32];
 
-	install_iso_time(time(NULL), ts, sizeof(ts));
+	clock_iso(clock_wall_ms(), 0, ts, sizeof(ts));
 	json_w_init(&w, 7000);
 	json_w_obj(&w);
 	json_w_kstr(&w, "ts", ts);

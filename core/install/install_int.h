@@ -41,8 +41,6 @@
 
 /* ---- install.c: small helpers -------------------------------------------- */
 
-/* t as "2026-01-31T12:00:00Z" into buf. */
-void install_iso_time(time_t t, char *buf, size_t cap);
 /* mkdir with exactly mode (not narrowed by the umask); an existing
  * directory is fine. 0, or -1 with io.error (e may be NULL). */
 int install_mkdir(const char *path, mode_t mode, struct err *e);

@@ -15,6 +15,7 @@
 
 #include "base/proof.h"
 #include "base/buf.h"
+#include "base/clock.h"
 #include "base/digest.h"
 #include "base/fs.h"
 #include "base/json.h"
@@ -443,7 +444,7 @@ install_marker_write(struct install_ctx *c, const char *w, const manifest_t *m, 
 	char path[PATH_MAX], ts[32];
 	int rc;
 
-	install_iso_time(time(NULL), ts, sizeof(ts));
+	clock_iso(clock_wall_ms(), 0, ts, sizeof(ts));
 	json_w_init(&j, INSTALL_MARKER_MAX);
 	json_w_obj(&j);
 	json_w_kint(&j, "schema", 1);

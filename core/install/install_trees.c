@@ -4,6 +4,7 @@
  */
 #include "pkg/cache.h"
 #include "install/install_int.h"
+#include "base/clock.h"
 #include "pkg/arc.h"
 #include "pkg/npmlock.h"
 
@@ -278,7 +279,7 @@ install_verified_put(struct install_ctx *c, const manifest_t *m, const char *ide
 	if (!usable(c) || c->keep_no_trees || m->unpinned || ident[0] == '\0' ||
 	    verified_name(c, m, name, sizeof(name)) < 0 || (body = malloc(CACHE_NOTE_MAX)) == NULL)
 		return;
-	install_iso_time(time(NULL), at, sizeof(at));
+	clock_iso(clock_wall_ms(), 0, at, sizeof(at));
 	n = snprintf(body, CACHE_NOTE_MAX, "tree %s\n%sat %s\n", tree, ident, at);
 	if (n > 0 && (size_t)n < CACHE_NOTE_MAX)
 		cache_note_put(c->cache_dir, (install_cache_key(c, kf, sizeof(kf)), kf), name, body,

@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "base/digest.h"
 #include "base/net.h"
 #include "net/tls.h"
 
@@ -61,8 +62,8 @@ pct_decode(const char *s, size_t n, unsigned char *out, size_t cap)
 	size_t i, o = 0;
 
 	for (i = 0; i < n && o < cap; i++) {
-		if (s[i] == '%' && i + 2 < n && http_hexval(s[i + 1]) >= 0 && http_hexval(s[i + 2]) >= 0) {
-			out[o++] = (unsigned char)(http_hexval(s[i + 1]) * 16 + http_hexval(s[i + 2]));
+		if (s[i] == '%' && i + 2 < n && hex_digit(s[i + 1]) >= 0 && hex_digit(s[i + 2]) >= 0) {
+			out[o++] = (unsigned char)(hex_digit(s[i + 1]) * 16 + hex_digit(s[i + 2]));
 			i += 2;
 		} else {
 			out[o++] = (unsigned char)s[i];
@@ -514,7 +515,7 @@ final_response(struct http_client *cl, struct xfer *x, struct conn *c, const str
 	char reason[REASON_KEPT];
 	int r;
 
-	rs->content_length = kind == BODY_CHUNKED ? -1 : clen;
+	rs->content_length = kind == HTTP_BODY_CHUNKED ? -1 : clen;
 	http__copy_field(h, "Content-Type", rs->content_type, sizeof(rs->content_type));
 	http__copy_field(h, "ETag", rs->etag, sizeof(rs->etag));
 	http__copy_field(h, "Last-Modified", rs->last_modified, sizeof(rs->last_modified));

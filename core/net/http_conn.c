@@ -157,47 +157,26 @@ http__copy_field(const struct http_head *h, const char *name, char *out, size_t 
 	out[n] = '\0';
 }
 
-/* Body framing of a response. */
-
+/* Body framing of a response: http_framing_* decide, as for the server's
+ * requests; which responses carry no body at all is decided here. */
 int
 http__framing(const struct http_head *h, int head_req, int *kind, int64_t *clen, struct err *e)
 {
-	const struct http_field *te = http_head_get(h, "Transfer-Encoding");
-	const struct http_field *cl;
-	int i, seen = 0;
-	int64_t v;
-	size_t j;
+	const struct http_field *fl;
+	struct http_framing f;
+	int i, body;
 
-	*clen = -1;
-	*kind = BODY_NONE;
-	if (te != NULL) {
-		if (te->value_len != 7 || strncasecmp(te->value, "chunked", 7) != 0)
-			return err_set(e, "http.protocol", "unsupported Transfer-Encoding %.*s",
-			               (int)te->value_len, te->value);
-		*kind = BODY_CHUNKED;
-	}
+	http_framing_init(&f);
 	for (i = 0; i < h->nfields; i++) {
-		cl = &h->fields[i];
-		if (cl->name_len != 14 || strncasecmp(cl->name, "Content-Length", 14) != 0)
-			continue;
-		if (cl->value_len == 0 || cl->value_len > 18)
-			return err_set(e, "http.protocol", "bad Content-Length");
-		for (v = 0, j = 0; j < cl->value_len; j++) {
-			if (!isdigit((unsigned char)cl->value[j]))
-				return err_set(e, "http.protocol", "bad Content-Length");
-			v = v * 10 + (cl->value[j] - '0');
-		}
-		if (seen && v != *clen)
-			return err_set(e, "http.protocol", "conflicting Content-Length headers");
-		*clen = v;
-		seen = 1;
+		fl = &h->fields[i];
+		if (http_framing_field(&f, fl->name, fl->name_len, fl->value, fl->value_len) != 0)
+			return err_set(e, "http.protocol", "%s", f.why);
 	}
-	if (te != NULL && seen)
-		return err_set(e, "http.protocol", "both Content-Length and Transfer-Encoding");
-	if (head_req || h->status == 204 || h->status == 304 || h->status < 200)
-		*kind = BODY_NONE;
-	else if (te == NULL)
-		*kind = seen ? BODY_LENGTH : BODY_CLOSE;
+	body = http_framing_end(&f, h->minor, 1);
+	if (body < 0)
+		return err_set(e, "http.protocol", "%s", f.why);
+	*clen = f.length;
+	*kind = head_req || h->status == 204 || h->status == 304 || h->status < 200 ? HTTP_BODY_NONE : body;
 	return 0;
 }
 
@@ -277,14 +256,14 @@ body_take(struct body *b, struct xfer *x, const unsigned char *p, size_t n, size
 	long k;
 
 	*used = 0;
-	if (b->kind != BODY_CHUNKED) {
-		if (b->kind == BODY_LENGTH && (int64_t)n > b->clen - b->got)
+	if (b->kind != HTTP_BODY_CHUNKED) {
+		if (b->kind == HTTP_BODY_LENGTH && (int64_t)n > b->clen - b->got)
 			n = (size_t)(b->clen - b->got);
 		if (n > 0 && deliver(x, b->to_sink, p, n, e) != 0)
 			return -1;
 		b->got += (int64_t)n;
 		*used = n;
-		return b->kind == BODY_LENGTH && b->got == b->clen;
+		return b->kind == HTTP_BODY_LENGTH && b->got == b->clen;
 	}
 	while (off < n) {
 		k = http_chunked_step(&b->ch, p + off, n - off, &d, &dl);
@@ -322,9 +301,9 @@ http__read_body(struct conn *c, struct xfer *x, int kind, int64_t clen, int to_s
 	long n = 0;
 	int r;
 
-	if (kind == BODY_NONE || (kind == BODY_LENGTH && clen == 0))
+	if (kind == HTTP_BODY_NONE || (kind == HTTP_BODY_LENGTH && clen == 0))
 		return 0;
-	if (!to_sink && (kind == BODY_CLOSE || (kind == BODY_LENGTH && clen > DRAIN_MAX)))
+	if (!to_sink && (kind == HTTP_BODY_CLOSE || (kind == HTTP_BODY_LENGTH && clen > DRAIN_MAX)))
 		return err_set(e, "http.too_large", "not draining a large body");
 	http_chunked_init(&b.ch, UINT64_MAX, HTTP_LF_OK);
 	for (;;) {
@@ -353,9 +332,9 @@ http__read_body(struct conn *c, struct xfer *x, int kind, int64_t clen, int to_s
 ended:
 	if (n < 0)
 		return -1;
-	if (kind == BODY_CLOSE)
+	if (kind == HTTP_BODY_CLOSE)
 		return 1; /* ended by close: fine, but not reusable */
-	if (kind == BODY_LENGTH)
+	if (kind == HTTP_BODY_LENGTH)
 		return err_set(e, "http.truncated", "%s: the connection closed after %lld of %lld bytes",
 		               x->rs->url, (long long)b.got, (long long)clen);
 	return err_set(e, "http.truncated", "%s: the connection closed before the last chunk", x->rs->url);

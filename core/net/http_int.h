@@ -61,9 +61,6 @@ struct xfer {
 	int64_t win_start, win_bytes;
 };
 
-/* How a response body ends (framing). */
-enum { BODY_NONE, BODY_LENGTH, BODY_CHUNKED, BODY_CLOSE };
-
 /* http.c */
 void http__conn_close(struct conn *c);
 

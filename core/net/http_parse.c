@@ -1,4 +1,5 @@
 #include "net/http_parse.h"
+#include "base/digest.h"
 
 #include <limits.h>
 #include <string.h>
@@ -61,16 +62,6 @@ view_ieq(struct http_view v, const char *s)
 		if (s[i] == '\0' || lower((unsigned char)v.p[i]) != lower((unsigned char)s[i]))
 			return 0;
 	return s[i] == '\0';
-}
-
-int
-http_hexval(int c)
-{
-	if (!(cls[(unsigned char)c] & C_HEX))
-		return -1;
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	return lower(c) - 'a' + 10;
 }
 
 /* ---- the field-line grammar ------------------------------------------ */
@@ -253,6 +244,69 @@ split_target(struct http_req *r)
 	return 0;
 }
 
+/* ---- framing ------------------------------------------------------------ */
+
+void
+http_framing_init(struct http_framing *f)
+{
+	f->ncl = f->nte = 0;
+	f->length = -1;
+	f->status = 0;
+	f->why = NULL;
+}
+
+static int
+framing_fail(struct http_framing *f, int status, const char *why)
+{
+	f->status = status;
+	f->why = why;
+	return -1;
+}
+
+int
+http_framing_field(struct http_framing *f, const char *name, size_t nlen, const char *value, size_t vlen)
+{
+	struct http_view n = {name, nlen}, v = {value, vlen};
+	int64_t cl = 0;
+	size_t k;
+
+	/* Most fields are neither: the lengths say so without a compare. */
+	if (nlen == 14 && view_ieq(n, "content-length")) {
+		if (++f->ncl > 1)
+			return framing_fail(f, 400, "repeated Content-Length");
+		if (v.n == 0 || v.n > 18)
+			return framing_fail(f, 400, "malformed Content-Length");
+		for (k = 0; k < v.n; k++) {
+			if (!IS_DIGIT(v.p[k]))
+				return framing_fail(f, 400, "malformed Content-Length");
+			cl = cl * 10 + (v.p[k] - '0');
+		}
+		f->length = cl;
+	} else if (nlen == 17 && view_ieq(n, "transfer-encoding")) {
+		if (++f->nte > 1)
+			return framing_fail(f, 400, "repeated Transfer-Encoding");
+		if (!view_ieq(v, "chunked"))
+			return framing_fail(f, 501, "unsupported Transfer-Encoding");
+	}
+	return 0;
+}
+
+int
+http_framing_end(struct http_framing *f, int minor, int response)
+{
+	if (f->ncl && f->nte)
+		return framing_fail(f, 400, "both Content-Length and Transfer-Encoding");
+	if (f->nte && minor == 0)
+		return framing_fail(f, 400, "Transfer-Encoding in an HTTP/1.0 message");
+	if (f->nte)
+		return HTTP_BODY_CHUNKED;
+	if (f->ncl)
+		return HTTP_BODY_LENGTH;
+	return response ? HTTP_BODY_CLOSE : HTTP_BODY_NONE;
+}
+
+/* ---- the request head ----------------------------------------------------- */
+
 /* Connection: a comma-separated list of tokens. */
 static void
 connection_opts(struct http_view v, int *close, int *keep)
@@ -276,9 +330,11 @@ connection_opts(struct http_view v, int *close, int *keep)
 static int
 semantics(struct http_req *r)
 {
-	int nhost = 0, ncl = 0, nte = 0, close = 0, keep = 0, i;
+	int nhost = 0, close = 0, keep = 0, i, body;
+	struct http_framing f;
 	size_t k;
 
+	http_framing_init(&f);
 	for (i = 0; i < r->nfields; i++) {
 		struct http_view n = r->fields[i].name, v = r->fields[i].value;
 
@@ -287,42 +343,24 @@ semantics(struct http_req *r)
 			for (k = 0; k < v.n; k++)
 				if (!(cls[(unsigned char)v.p[k]] & C_HOST))
 					return fail(r, 400, "invalid Host");
-		} else if (view_ieq(n, "content-length")) {
-			int64_t cl = 0;
-
-			if (++ncl > 1)
-				return fail(r, 400, "repeated Content-Length");
-			if (v.n == 0 || v.n > 18)
-				return fail(r, 400, "malformed Content-Length");
-			for (k = 0; k < v.n; k++) {
-				if (v.p[k] < '0' || v.p[k] > '9')
-					return fail(r, 400, "malformed Content-Length");
-				cl = cl * 10 + (v.p[k] - '0');
-			}
-			r->content_length = cl;
-		} else if (view_ieq(n, "transfer-encoding")) {
-			if (++nte > 1)
-				return fail(r, 400, "repeated Transfer-Encoding");
-			if (!view_ieq(v, "chunked"))
-				return fail(r, 501, "unsupported Transfer-Encoding");
-			r->chunked = 1;
 		} else if (view_ieq(n, "connection")) {
 			connection_opts(v, &close, &keep);
 		} else if (view_ieq(n, "expect")) {
 			if (view_ieq(v, "100-continue"))
 				r->expect_continue = 1;
+		} else if (http_framing_field(&f, n.p, n.n, v.p, v.n) != 0) {
+			return fail(r, f.status, f.why);
 		}
 	}
 	if (nhost > 1)
 		return fail(r, 400, "more than one Host");
 	if (nhost == 0 && r->minor == 1)
 		return fail(r, 400, "HTTP/1.1 request without Host");
-	if (ncl && nte)
-		return fail(r, 400, "both Content-Length and Transfer-Encoding");
-	/* RFC 9112 §6.1: framing of an HTTP/1.0 message with
-	 * Transfer-Encoding is faulty. */
-	if (nte && r->minor == 0)
-		return fail(r, 400, "Transfer-Encoding in an HTTP/1.0 request");
+	body = http_framing_end(&f, r->minor, 0);
+	if (body < 0)
+		return fail(r, f.status, f.why);
+	r->content_length = f.length;
+	r->chunked = body == HTTP_BODY_CHUNKED;
 	r->keep_alive = r->minor == 1 ? !close : (keep && !close);
 	return 0;
 }
@@ -613,7 +651,7 @@ size_line_byte(struct http_chunked *c, int ch)
 		if (c->left >= HTTP_CHUNK_SIZE_LIMIT >> 4)
 			return ck_fail(c, 400, "chunk size too large");
 		c->digits++;
-		c->left = (c->left << 4) | (uint64_t)http_hexval(ch);
+		c->left = (c->left << 4) | (uint64_t)hex_digit(ch);
 	} else if (c->state != CK_EXT && (ch == ' ' || ch == '\t') && c->digits > 0) {
 		c->state = CK_EXT_BWS;
 	} else if (c->state != CK_EXT && ch == ';' && c->digits > 0) {

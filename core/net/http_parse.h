@@ -12,10 +12,11 @@
  * (HTTP_LF_OK: many small servers send them); the server never does, since
  * that leniency is where request smuggling starts.
  *
- * The server's request parser is strict where leniency has been the root
- * of smuggling: Content-Length with Transfer-Encoding, repeated or
- * malformed Content-Length, HTTP/1.1 without exactly one Host and a
- * malformed request line are refused too.
+ * Framing is decided once, by the same rule for a request the server reads
+ * and a response the client reads (http_framing_*): strict where leniency
+ * has been the root of smuggling and response splitting. The server's
+ * request parser also refuses HTTP/1.1 without exactly one Host and a
+ * malformed request line.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -112,12 +113,50 @@ const struct http_req_field *http_req_field(const struct http_req *r, const char
 /* How many fields are named name (duplicates matter for auth headers). */
 int http_req_field_count(const struct http_req *r, const char *name);
 
-/* The value of the hex digit c (either case), or -1. */
-int http_hexval(int c);
-
 /* NULL when line[0..n) (no line end) is one field line of the grammar
  * above, else what is wrong with it (a static string). */
 const char *http_field_check(const char *line, size_t n);
+
+/* ---- Message framing (RFC 9112 §6) ----------------------------------- */
+
+/* How a message body ends. */
+enum http_body {
+	HTTP_BODY_NONE,    /* no body */
+	HTTP_BODY_LENGTH,  /* Content-Length bytes */
+	HTTP_BODY_CHUNKED, /* Transfer-Encoding: chunked */
+	HTTP_BODY_CLOSE,   /* a response without either: until the peer closes */
+};
+
+/* The framing fields of one head, fed one field at a time. */
+struct http_framing {
+	int ncl, nte;
+	int64_t length; /* Content-Length; -1 when absent */
+	int status;     /* on -1: 400, or 501 for a transfer coding we lack */
+	const char *why;
+};
+
+void http_framing_init(struct http_framing *f);
+
+/*
+ * One field line of the head (name and value as the field grammar left
+ * them, blanks trimmed); names other than Content-Length and
+ * Transfer-Encoding are ignored. Returns 0, or -1 with f->status and f->why:
+ * a Content-Length that is not 1 to 18 digits, or a second one even with
+ * the same value (RFC 9112 §6.3 lets a recipient refuse it; two parsers that
+ * differ on it are how smuggling starts); a Transfer-Encoding other than
+ * exactly "chunked" (501), or a second one.
+ */
+int http_framing_field(struct http_framing *f, const char *name, size_t nlen, const char *value, size_t vlen);
+
+/*
+ * After the last field: the body's framing (enum http_body), or -1 with
+ * f->status 400 and f->why for Content-Length with Transfer-Encoding, or
+ * Transfer-Encoding in HTTP/1.0 (minor 0: RFC 9112 §6.1 calls its framing
+ * faulty). response: without either field a response runs until close
+ * (HTTP_BODY_CLOSE), a request has no body (HTTP_BODY_NONE). Whether a
+ * response may have a body at all (HEAD, 1xx, 204, 304) is the caller's.
+ */
+int http_framing_end(struct http_framing *f, int minor, int response);
 
 /* ---- Response head (the client's) --------------------------------- */
 

@@ -17,12 +17,8 @@
 static int
 log_stamp(char *buf, size_t cap, struct timespec *ts)
 {
-	struct tm tm;
-
 	clock_gettime(CLOCK_REALTIME, ts);
-	gmtime_r(&ts->tv_sec, &tm);
-	return snprintf(buf, cap, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900, tm.tm_mon + 1,
-	                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts->tv_nsec / 1000000);
+	return clock_iso((int64_t)ts->tv_sec * 1000 + ts->tv_nsec / 1000000, 1, buf, cap);
 }
 
 /* Write the count of refused lines held back, if any. */

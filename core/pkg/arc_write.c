@@ -118,24 +118,6 @@ w_fail(struct arc_writer *w, int errnum, const char *fmt, ...)
 	pthread_mutex_unlock(&w->mu);
 }
 
-static int
-write_all(int fd, const unsigned char *p, size_t n, int64_t off)
-{
-	ssize_t k;
-
-	while (n > 0) {
-		k = pwrite(fd, p, n, off);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return -1;
-		p += k;
-		n -= (size_t)k;
-		off += k;
-	}
-	return 0;
-}
-
 static void
 w_begin(struct arc_writer *w, const struct arc_wfile *f)
 {
@@ -166,7 +148,7 @@ w_data(struct arc_writer *w, int64_t off, const unsigned char *buf, size_t len)
 {
 	if (!w->open || len == 0)
 		return;
-	if (write_all(w->f.fd, buf, len, off) != 0) {
+	if (fs_write_all(w->f.fd, buf, len, off) != 0) {
 		w_fail(w, errno ? errno : EIO, "write failed: %s", strerror(errno ? errno : EIO));
 		return;
 	}
@@ -175,7 +157,7 @@ w_data(struct arc_writer *w, int64_t off, const unsigned char *buf, size_t len)
 		w->hashing = 0;
 	if (w->hashing)
 		digest_update(&w->dc, buf, len);
-	if (w->cfd >= 0 && (!w->hashing || write_all(w->cfd, buf, len, off) != 0))
+	if (w->cfd >= 0 && (!w->hashing || fs_write_all(w->cfd, buf, len, off) != 0))
 		drop_copy(w);
 	if (fs_writeback_every(w->f.fd, &w->unkicked, len) && w->cfd >= 0)
 		fs_writeback_start(w->cfd);

@@ -74,20 +74,12 @@ struct cache_pipe {
 static int
 consume(struct cache_pipe *p, int i, const unsigned char *b, size_t n)
 {
-	size_t off = 0;
-
 	if (i < p->nd) {
 		digest_update(&p->d[i], b, n);
 		return 0;
 	}
-	while (off < n) {
-		ssize_t w = write(p->fd, b + off, n - off);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return w < 0 ? errno : EIO;
-		off += (size_t)w;
-	}
+	if (fs_write_all(p->fd, b, n, -1) != 0)
+		return errno;
 	/* the disk works while the download goes on: an fsync or syncfs
 	 * at the end has little left to wait for */
 	fs_writeback_every(p->fd, &p->unflushed, n);

@@ -492,7 +492,7 @@ place_tree(int src, int dst, const struct proof_view *pv, const char *sealed, si
 	struct stat rs;
 	size_t *off = NULL, noff = 0;
 	char hex[65];
-	int rc = 0, i;
+	int rc = 0;
 
 	memset(&pl, 0, sizeof(pl));
 	*vouched = 0;
@@ -543,8 +543,7 @@ place_tree(int src, int dst, const struct proof_view *pv, const char *sealed, si
 		} else if (p->type == 'f') {
 			if (p->plain)
 				sealed_sha(sealed, blen, off, noff, p->seq, p->sha);
-			for (i = 0; i < 32; i++)
-				snprintf(hex + 2 * i, 3, "%02x", p->sha[i]);
+			hex_encode(p->sha, 32, hex);
 			if (fn != NULL)
 				fn(arg, p->rel, &p->ds, p->sha);
 			(*files)++;

@@ -203,13 +203,9 @@ cache_seal_key(const char *keyfile, unsigned char key[KEY_LEN], const char **why
 				*why = "its key file is unreadable or short";
 				return -1;
 			}
-			for (n = 0; n < KEY_LEN; n++) {
-				unsigned v;
-				if (sscanf(hex + 2 * n, "%2x", &v) != 1) {
-					*why = "its key file is not hex";
-					return -1;
-				}
-				key[n] = (unsigned char)v;
+			if (hex_decode(hex, key, KEY_LEN) != 0) {
+				*why = "its key file is not hex";
+				return -1;
 			}
 			return 0;
 		}
@@ -225,8 +221,7 @@ cache_seal_key(const char *keyfile, unsigned char key[KEY_LEN], const char **why
 			*why = "no random bytes for its key";
 			return -1;
 		}
-		for (n = 0; n < KEY_LEN; n++)
-			snprintf(hex + 2 * n, 3, "%02x", key[n]);
+		hex_encode(key, KEY_LEN, hex);
 		hex[2 * KEY_LEN] = '\n';
 		fs_rand_hex(rnd, 8);
 		snprintf(tmp, sizeof(tmp), "%s/.tmp-key-%s", dir, rnd);
@@ -253,14 +248,12 @@ cache_seal(const unsigned char key[KEY_LEN], const void *text, size_t len, char 
 	br_hmac_key_context kc;
 	br_hmac_context hc;
 	unsigned char mac[32];
-	int i;
 
 	br_hmac_key_init(&kc, &br_sha256_vtable, key, KEY_LEN);
 	br_hmac_init(&hc, &kc, 0);
 	br_hmac_update(&hc, text, len);
 	br_hmac_out(&hc, mac);
-	for (i = 0; i < 32; i++)
-		snprintf(out + 2 * i, 3, "%02x", mac[i]);
+	hex_encode(mac, 32, out);
 }
 
 /* One copy of a tree being kept: source and destination directories, the
@@ -351,17 +344,10 @@ cache_copy_hash(unsigned char *io, int in, int out, off_t size, unsigned char sh
 		return 0;
 	} else {
 		while ((n = read(in, io, COPY_BUF)) > 0) {
-			ssize_t k, o = 0;
 			digest_update(&c, io, (size_t)n);
-			while (o < n) {
-				k = write(out, io + o, (size_t)(n - o));
-				if (k < 0 && errno == EINTR)
-					continue;
-				if (k < 0) {
-					*dst_err = 1;
-					return -1;
-				}
-				o += k;
+			if (fs_write_all(out, io, (size_t)n, -1) != 0) {
+				*dst_err = 1;
+				return -1;
 			}
 		}
 		if (n < 0)
@@ -378,7 +364,7 @@ cache_copy_hash(unsigned char *io, int in, int out, off_t size, unsigned char sh
 int
 cache_copy_plain(unsigned char *io, int in, int out, int *dst_err)
 {
-	ssize_t n, k, o;
+	ssize_t n;
 	uint64_t unkicked = 0;
 
 	while ((n = copy_file_range(in, NULL, out, NULL, COPY_BUF << 4, 0)) > 0)
@@ -396,16 +382,9 @@ cache_copy_plain(unsigned char *io, int in, int out, int *dst_err)
 	if (lseek(in, 0, SEEK_SET) != 0 || lseek(out, 0, SEEK_SET) != 0 || ftruncate(out, 0) != 0)
 		return -1;
 	while ((n = read(in, io, COPY_BUF)) > 0) {
-		for (o = 0; o < n; o += k) {
-			k = write(out, io + o, (size_t)(n - o));
-			if (k < 0 && errno == EINTR) {
-				k = 0;
-				continue;
-			}
-			if (k < 0) {
-				*dst_err = 1;
-				return -1;
-			}
+		if (fs_write_all(out, io, (size_t)n, -1) != 0) {
+			*dst_err = 1;
+			return -1;
 		}
 	}
 	return n < 0 ? -1 : 0;

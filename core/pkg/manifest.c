@@ -83,12 +83,12 @@ manifest_unpinned_allowed(const struct config *cfg, struct err *e)
 
 /* ---- small validators ------------------------------------------------- */
 
-static int
-version_ok(const char *s)
+int
+manifest_version_ok(const char *s, size_t max)
 {
 	size_t i, n = strlen(s);
 
-	if (n == 0 || n >= MANIFEST_VERSION_MAX || !isalnum((unsigned char)s[0]))
+	if (n == 0 || n >= max || !isalnum((unsigned char)s[0]))
 		return 0;
 	for (i = 0; i < n; i++)
 		if (!(isalnum((unsigned char)s[i]) || strchr(".-+_", s[i]) != NULL))
@@ -277,7 +277,8 @@ manifest_parse_require(const char *s, struct manifest_require *r, struct err *e)
 	if (!cfg_valid_name(r->name))
 		return err_set(e, INVALID, "bad tool name '%s'", r->name);
 	if (op != NULL) {
-		if (strlen(op + 2) >= sizeof(r->min) || !version_ok(op + 2) || !isdigit((unsigned char)op[2]))
+		if (strlen(op + 2) >= sizeof(r->min) || !manifest_version_ok(op + 2, sizeof(r->min)) ||
+		    !isdigit((unsigned char)op[2]))
 			return err_set(e, INVALID, "bad minimum version '%s'", op + 2);
 		strcpy(r->min, op + 2);
 	}
@@ -597,7 +598,7 @@ parse_commands(struct vctx *v, manifest_t *m, const struct json_val *root)
 			return -1;
 		if (get_str(v, x, "min", "$.path", m->path.min, sizeof(m->path.min), 0) < 0)
 			return -1;
-		if (m->path.min[0] != '\0' && !version_ok(m->path.min))
+		if (m->path.min[0] != '\0' && !manifest_version_ok(m->path.min, MANIFEST_VERSION_MAX))
 			return bad(v, "$.path.min", "not a version");
 	}
 	if ((x = json_get(root, "run")) != NULL) {
@@ -665,7 +666,7 @@ parse_doc(struct vctx *v, manifest_t *m, const struct json_val *root, const stru
 		return bad(v, "$.binary", "must match [a-z0-9][a-z0-9._-]*");
 	if (get_str(v, root, "version", "$", m->version, sizeof(m->version), 1) < 0)
 		return -1;
-	if (!version_ok(m->version))
+	if (!manifest_version_ok(m->version, MANIFEST_VERSION_MAX))
 		return bad(v, "$.version", "not a version (letters, digits, . - + _)");
 	if (get_str(v, root, "description", "$", m->description, sizeof(m->description), 0) < 0)
 		return -1;

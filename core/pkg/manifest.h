@@ -215,6 +215,11 @@ int manifest_supports(const manifest_t *m, const char *platform);
  */
 int manifest_version_cmp(const char *a, const char *b);
 
+/* 1 when s is a plain version shorter than max bytes: a letter or digit,
+ * then letters, digits and ".-+_" (no '/', blank or control byte, so it is
+ * safe in a path and a message). Manifests and npm lockfiles both use it. */
+int manifest_version_ok(const char *s, size_t max);
+
 /*
  * The version in a --version answer: the first dotted number that does not
  * continue a word ("v22.3.0" → "22.3.0", "node18 v20.1.0" → "20.1.0",

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "config/config.h"
+#include "pkg/manifest.h"
 
 #define BAD "install.manifest_invalid"
 
@@ -340,19 +341,6 @@ get_string(const struct json_val *obj, const char *key, const char **out)
 }
 
 static int
-version_ok(const char *v)
-{
-	size_t i, n = strlen(v);
-
-	if (n == 0 || n > 256)
-		return 0;
-	for (i = 0; i < n; i++)
-		if (!isalnum((unsigned char)v[i]) && v[i] != '.' && v[i] != '-' && v[i] != '+')
-			return 0;
-	return 1;
-}
-
-static int
 host_allowed(const char *host, size_t hlen, const char *port, size_t plen, const struct npmlock_opts *o)
 {
 	size_t i, n;
@@ -654,7 +642,7 @@ load_entry(struct npmlock *l, const struct json_member *m, const struct npmlock_
 		*sel = SEL_YES;
 		return 0;
 	}
-	if (p->version == NULL || !version_ok(p->version))
+	if (p->version == NULL || !manifest_version_ok(p->version, NPMLOCK_VERSION_MAX))
 		return entry_err(e, m->key, "version", p->version ? "not a plain version" : "missing");
 	if (p->resolved == NULL)
 		return entry_err(e, m->key, "resolved",

@@ -40,6 +40,8 @@
 
 /* A package name is at most 214 bytes (npm's validate-npm-package-name). */
 #define NPMLOCK_NAME_MAX 214
+/* A version is at most 256 bytes (semver's MAX_LENGTH), with the NUL. */
+#define NPMLOCK_VERSION_MAX 257
 /* Bins of one package. Real CLIs declare 1–3; 64 leaves room and bounds the
  * link loop. */
 #define NPMLOCK_BINS_MAX 64

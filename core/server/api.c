@@ -321,8 +321,7 @@ requires_json(struct json_w *w, const struct job_view *v)
 static void
 job_json(struct json_w *w, const struct job_view *v)
 {
-	char ts[32];
-	struct tm tm;
+	char ts[CLOCK_ISO_MAX];
 
 	json_w_obj(w);
 	json_w_kstr(w, "object", "install.job");
@@ -334,14 +333,12 @@ job_json(struct json_w *w, const struct job_view *v)
 	requires_json(w, v);
 	json_w_kstr(w, "principal", v->principal);
 	json_w_kstr(w, "op", v->op);
-	gmtime_r(&v->created, &tm);
-	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	clock_iso((int64_t)v->created * 1000, 0, ts, sizeof(ts));
 	json_w_kstr(w, "created", ts);
 	if (v->status == JOB_PENDING) {
 		json_w_kint(w, "retry_after", JOBS_RETRY_AFTER);
 	} else {
-		gmtime_r(&v->finished, &tm);
-		strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
+		clock_iso((int64_t)v->finished * 1000, 0, ts, sizeof(ts));
 		json_w_kstr(w, "finished", ts);
 	}
 	if (v->status == JOB_FAILED) {

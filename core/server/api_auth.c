@@ -163,7 +163,6 @@ token_at(int dfd, const char *path, char *tok, struct err *e)
 	char buf[2 * API_TOKEN_BYTES + 8];
 	struct stat st;
 	ssize_t n;
-	size_t i;
 	int fd;
 
 	fd = openat(dfd, "token", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -194,8 +193,7 @@ token_at(int dfd, const char *path, char *tok, struct err *e)
 		return err_sys(e, "io.error", errno, "%s: %s", path, strerror(errno));
 	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
 		return err_sys(e, "io.error", errno, "getrandom: %s", strerror(errno));
-	for (i = 0; i < sizeof(r); i++)
-		snprintf(tok + 2 * i, 3, "%02x", r[i]);
+	hex_encode(r, sizeof(r), tok);
 	explicit_bzero(r, sizeof(r));
 	memcpy(buf, tok, 2 * API_TOKEN_BYTES);
 	buf[2 * API_TOKEN_BYTES] = '\n';

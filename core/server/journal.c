@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/fs.h"
 #include "base/json.h"
 
 /* A journal file is at most the largest per-session byte limit serve
@@ -54,24 +55,6 @@ grow_by(struct journal *j, size_t len, uint32_t nl)
 	j->b.len += len;
 	j->offs.len += (size_t)nl * sizeof(uint32_t);
 	j->n += nl;
-}
-
-/* Write all of buf; 0 or -1. */
-static int
-write_all(int fd, const char *buf, size_t len)
-{
-	ssize_t k;
-
-	while (len > 0) {
-		k = write(fd, buf, len);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return -1;
-		buf += k;
-		len -= (size_t)k;
-	}
-	return 0;
 }
 
 /* The file is not written any more: say once which one and why (a
@@ -141,7 +124,7 @@ journal_create_at(struct journal *j, int dfd, const char *dir, const char *id, c
 	}
 	memcpy(line, header, hl);
 	line[hl] = '\n';
-	if (write_all(j->fd, line, hl + 1) != 0) {
+	if (fs_write_all(j->fd, line, hl + 1, -1) != 0) {
 		err_sys(e, "io.error", errno, "%s: %s", j->path, strerror(errno));
 		free(line);
 		journal_close(j, 1);
@@ -241,7 +224,7 @@ journal_prewrite(struct journal *j, const char *buf, size_t len)
 {
 	if (j->flushed != j->b.len)
 		return 0;
-	if (j->fd >= 0 && !j->write_failed && write_all(j->fd, buf, len) != 0)
+	if (j->fd >= 0 && !j->write_failed && fs_write_all(j->fd, buf, len, -1) != 0)
 		write_failed(j);
 	return 1;
 }
@@ -273,7 +256,7 @@ journal_flush(struct journal *j)
 	if (j->flushed >= j->b.len)
 		return;
 	if (j->fd >= 0 && !j->write_failed &&
-	    write_all(j->fd, (const char *)j->b.p + j->flushed, j->b.len - j->flushed) != 0)
+	    fs_write_all(j->fd, (const char *)j->b.p + j->flushed, j->b.len - j->flushed, -1) != 0)
 		write_failed(j);
 	j->flushed = j->b.len;
 }

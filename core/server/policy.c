@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/digest.h"
 #include "base/json.h"
 
 static const char *const preset_readonly_allow[] = {
@@ -203,24 +204,6 @@ policy_add_preset(struct policy *p, const char *name, const char *preset, const 
 	return err_set(e, "config.invalid", "preset \"%.40s\": not one of readonly, agents, admin", preset);
 }
 
-int
-policy_hex_digest(const char *hex, unsigned char out[32])
-{
-	int i, hi, lo;
-
-	if (strlen(hex) != 64)
-		return -1;
-	for (i = 0; i < 32; i++) {
-		hi = hex[2 * i], lo = hex[2 * i + 1];
-		if (!isxdigit(hi) || !isxdigit(lo))
-			return -1;
-		hi = isdigit(hi) ? hi - '0' : (tolower(hi) - 'a' + 10);
-		lo = isdigit(lo) ? lo - '0' : (tolower(lo) - 'a' + 10);
-		out[i] = (unsigned char)(hi << 4 | lo);
-	}
-	return 0;
-}
-
 static int
 digest_owner(const struct policy *p, const unsigned char d[32])
 {
@@ -257,16 +240,13 @@ const struct pol_principal *
 policy_principal_for_digest(const struct policy *p, const unsigned char digest[32])
 {
 	const struct pol_principal *found = NULL;
-	int i, j, k;
+	int i, j;
 
 	/* Every digest is compared in full, whatever matched before: the time
 	 * taken says nothing about which byte differed or who matched. */
 	for (i = 0; i < p->n; i++)
 		for (j = 0; j < p->p[i].ntokens; j++) {
-			unsigned char diff = 0;
-			for (k = 0; k < 32; k++)
-				diff |= p->p[i].token_sha256[j][k] ^ digest[k];
-			if (diff == 0)
+			if (ct_equal(p->p[i].token_sha256[j], digest, 32))
 				found = &p->p[i];
 		}
 	return found;
@@ -324,7 +304,7 @@ token_digest(struct policy *p, struct pol_principal *pp, const char *file, const
 	unsigned char d[32];
 	int owner;
 
-	if (it->type != JSON_STRING || policy_hex_digest(it->u.str.s, d) != 0)
+	if (it->type != JSON_STRING || strlen(it->u.str.s) != 64 || hex_decode(it->u.str.s, d, 32) != 0)
 		return perr(e, file, it, "%s: expected the sha256 of a token as 64 hex digits", path);
 	owner = digest_owner(p, d);
 	if (owner >= 0)

@@ -125,7 +125,4 @@ const struct pol_principal *policy_find(const struct policy *p, const char *name
 int policy_decide(const struct policy *p, const char *principal, const char *op_id,
                   const char *const *installs, int ninstalls, struct pol_decision *d);
 
-/* Parse 64 hex digits into out; 0 or -1. */
-int policy_hex_digest(const char *hex, unsigned char out[32]);
-
 #endif

@@ -46,18 +46,6 @@ status_parse(const char *s, enum session_status *out)
 	return -1;
 }
 
-/* (sessions_int.h) */
-void
-sessions_fmt_time(int64_t ms, char *buf, size_t cap)
-{
-	time_t t = (time_t)(ms / 1000);
-	struct tm tm;
-
-	gmtime_r(&t, &tm);
-	snprintf(buf, cap, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-	         tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
-}
-
 struct sessions *
 sessions_new(const struct sessions_config *c, struct jobs *J)
 {
@@ -234,7 +222,7 @@ sessions_create(struct sessions *S, const struct session_spec *sp, struct sessio
 	snprintf(s->v.principal, sizeof(s->v.principal), "%s", sp->principal != NULL ? sp->principal : "");
 	snprintf(s->op, sizeof(s->op), "%s", sp->op != NULL ? sp->op : "");
 	s->created_ms = clock_wall_ms();
-	sessions_fmt_time(s->created_ms, s->v.created_at, sizeof(s->v.created_at));
+	clock_iso(s->created_ms, 1, s->v.created_at, sizeof(s->v.created_at));
 	s->v.status = SESSION_IN_PROGRESS;
 	if (sp->job != NULL && sp->entry[0] == '\0')
 		snprintf(s->v.job, sizeof(s->v.job), "%s", sp->job);
@@ -662,7 +650,7 @@ replay_one(struct sessions *S, const char *name, int *interrupted)
 		sessions_emit(s, "agent.session.interrupted",
 		              "\"reason\":\"the server stopped while the session ran\"", SESSION_INTERRUPTED,
 		              0, 0);
-		sessions_fmt_time(clock_wall_ms(), s->v.ended_at, sizeof(s->v.ended_at));
+		clock_iso(clock_wall_ms(), 1, s->v.ended_at, sizeof(s->v.ended_at));
 		(*interrupted)++;
 	}
 	s->used = 1;

@@ -97,7 +97,6 @@ struct sessions {
 };
 
 /* RFC 3339 UTC with milliseconds. */
-void sessions_fmt_time(int64_t ms, char *buf, size_t cap);
 
 /* The used slot of session id (of agent, when not NULL), or NULL. Caller
  * holds S->mu. */

@@ -197,7 +197,7 @@ sessions_emit(struct slot *s, const char *type, const char *extra, int status, i
 	/* Lines come in bursts: format the time once per millisecond. */
 	now = clock_wall_ms();
 	if (now != s->tms) {
-		sessions_fmt_time(now, s->tstr, sizeof(s->tstr));
+		clock_iso(now, 1, s->tstr, sizeof(s->tstr));
 		s->tms = now;
 	}
 	n = snprintf(line, cap, "{\"seq\":%u,\"type\":\"%s\",\"time\":\"%s\"%s%s", next_seq(s), type, s->tstr,
@@ -329,7 +329,7 @@ emit_output_fast(struct slot *s, int i, const char *data, size_t n, int partial,
 	if (!s->tfixed) {
 		now = clock_wall_ms();
 		if (now != s->tms) {
-			sessions_fmt_time(now, s->tstr, sizeof(s->tstr));
+			clock_iso(now, 1, s->tstr, sizeof(s->tstr));
 			s->tms = now;
 		}
 	}
@@ -462,7 +462,7 @@ sessions_on_output(void *arg, enum proc_stream st, const char *data, size_t len)
 	/* Every line of one read is stamped with the time it was read. */
 	now = clock_wall_ms();
 	if (now != s->tms) {
-		sessions_fmt_time(now, s->tstr, sizeof(s->tstr));
+		clock_iso(now, 1, s->tstr, sizeof(s->tstr));
 		s->tms = now;
 	}
 	s->tfixed = 1;

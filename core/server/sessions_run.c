@@ -76,7 +76,7 @@ static void
 end_unstarted(struct slot *s)
 {
 	pthread_mutex_lock(&s->S->mu);
-	sessions_fmt_time(clock_wall_ms(), s->v.ended_at, sizeof(s->v.ended_at));
+	clock_iso(clock_wall_ms(), 1, s->v.ended_at, sizeof(s->v.ended_at));
 	if (s->shutdown)
 		sessions_emit(s, "agent.session.interrupted", "\"reason\":\"server stopped\"",
 		              SESSION_INTERRUPTED, 0, 0);
@@ -205,7 +205,7 @@ run_child(struct slot *s, const char *entry, const char *node, char **flags, int
 		json_w_end(&w);
 		pthread_mutex_lock(&S->mu);
 		snprintf(s->v.error, sizeof(s->v.error), "%s", e.code);
-		sessions_fmt_time(clock_wall_ms(), s->v.ended_at, sizeof(s->v.ended_at));
+		clock_iso(clock_wall_ms(), 1, s->v.ended_at, sizeof(s->v.ended_at));
 		if (!w.overflow) {
 			w.buf[w.len - 1] = '\0';
 			sessions_emit(s, "agent.session.start_failed", w.buf + 1, SESSION_FAILED, 0, 0);
@@ -224,7 +224,7 @@ run_child(struct slot *s, const char *entry, const char *node, char **flags, int
 	p.rbuf_len = p.rbuf != NULL ? SESSION_READ_BUF : 0;
 	sessions_pid_start(p.pid, &pstart);
 	pthread_mutex_lock(&S->mu);
-	sessions_fmt_time(clock_wall_ms(), s->v.started_at, sizeof(s->v.started_at));
+	clock_iso(clock_wall_ms(), 1, s->v.started_at, sizeof(s->v.started_at));
 	snprintf(x, sizeof(x), "\"pid\":%d,\"pid_start\":%llu", (int)p.pid, pstart);
 	sessions_emit(s, "agent.session.started", x, -1, 0, 0);
 	pthread_mutex_unlock(&S->mu);
@@ -260,7 +260,7 @@ run_child(struct slot *s, const char *entry, const char *node, char **flags, int
 	s->v.exited = 1;
 	s->v.exit_code = code;
 	s->v.duration_ms = proc_elapsed_ms(&p);
-	sessions_fmt_time(clock_wall_ms(), s->v.ended_at, sizeof(s->v.ended_at));
+	clock_iso(clock_wall_ms(), 1, s->v.ended_at, sizeof(s->v.ended_at));
 	st = shutdown    ? SESSION_INTERRUPTED
 	     : cancelled ? SESSION_CANCELLED
 	     : code == 0 ? SESSION_COMPLETED
@@ -356,7 +356,7 @@ sessions_thread(void *arg)
 	s->line[0] = NULL;
 	sessions_free_run(s);
 	if (s->v.ended_at[0] == '\0')
-		sessions_fmt_time(clock_wall_ms(), s->v.ended_at, sizeof(s->v.ended_at));
+		clock_iso(clock_wall_ms(), 1, s->v.ended_at, sizeof(s->v.ended_at));
 	s->running = 0;
 	pthread_cond_broadcast(&s->cv);
 	pthread_mutex_unlock(&S->mu);

@@ -32,6 +32,24 @@ kill "$SERVE_PID"
 wait "$SERVE_PID"
 check "serve exits 0 after SIGTERM" test $? -eq 0
 
+# IPv6 loopback: the Host field brackets the address; a name that does
+# not resolve is unhealthy, and -v says so.
+if ip -6 addr show lo 2>/dev/null | grep -q '::1'; then
+	bg "$BIN" serve --host ::1 --port 0 >"$T/serve6.out" 2>"$T/serve6.err"
+	if wait_for_line "$T/serve6.out" '^[0-9][0-9]*$' 10; then
+		run "$BIN" healthcheck -v --host ::1 --port "$(head -1 "$T/serve6.out")"
+		expect "healthcheck --host ::1 against serve on ::1" 0 "HTTP/1.1 200 OK"
+		check "serve on ::1 logged the check" grep -q ' GET /health 200 ' "$T/serve6.err"
+	else
+		not_ok "serve on ::1" "did not start: $(head -3 "$T/serve6.err")"
+	fi
+	kill "$BGPID"
+else
+	skip "healthcheck on ::1" "no IPv6 loopback"
+fi
+run "$BIN" healthcheck -v --host nosuch.invalid --port 9
+expect "healthcheck on a name that does not resolve: exit 1" 1 "" "nosuch.invalid"
+
 # Closed port: refused at once.
 bg "$PY" -S "$FIXTURES/httpprobe.py" freeport >"$T/free.port"
 wait_for_line "$T/free.port" '^[0-9]' 10

@@ -168,6 +168,18 @@ test_get_refuses(void **state)
 	assert_int_equal(mkfifo(keyf, 0600), 0);
 	assert_int_equal(cache_seal_key(keyf, sk, &why), -1);
 	assert_non_null(strstr(why, "not a regular file"));
+	/* the key's hex: signs and blanks that sscanf's %x took are refused */
+	unlink(keyf);
+	fd = open(keyf, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "+f", 2), 2);
+	for (int k = 0; k < 31; k++)
+		assert_int_equal(write(fd, "00", 2), 2);
+	assert_int_equal(write(fd, "\n", 1), 1);
+	close(fd);
+	assert_int_equal(cache_seal_key(keyf, sk, &why), -1);
+	assert_non_null(strstr(why, "not hex"));
+	unlink(keyf);
 }
 
 static void

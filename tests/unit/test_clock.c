@@ -40,12 +40,53 @@ test_is_clock_monotonic(void **state)
 	assert_true(ms <= (int64_t)b.tv_sec * 1000 + b.tv_nsec / 1000000);
 }
 
+/* The one timestamp form: RFC 3339 UTC, with or without milliseconds,
+ * floored before the epoch, refused (and "") when cap is short, and the
+ * same as strftime's "%Y-%m-%dT%H:%M:%SZ" wherever that applies. */
+static void
+test_iso(void **state)
+{
+	char b[CLOCK_ISO_MAX], ref[64];
+	struct tm tm;
+	time_t t;
+	int64_t ms;
+	int i;
+
+	assert_int_equal(clock_iso(0, 0, b, sizeof(b)), 20);
+	assert_string_equal(b, "1970-01-01T00:00:00Z");
+	assert_int_equal(clock_iso(1764873396123, 1, b, sizeof(b)), 24);
+	assert_string_equal(b, "2025-12-04T18:36:36.123Z");
+	assert_int_equal(clock_iso(1764873396123, 0, b, sizeof(b)), 20);
+	assert_string_equal(b, "2025-12-04T18:36:36Z");
+	assert_int_equal(clock_iso(-1, 1, b, sizeof(b)), 24);
+	assert_string_equal(b, "1969-12-31T23:59:59.999Z");
+	assert_int_equal(clock_iso(-1000, 1, b, sizeof(b)), 24);
+	assert_string_equal(b, "1969-12-31T23:59:59.000Z");
+	assert_int_equal(clock_iso(253402300800000, 0, b, sizeof(b)), 21);
+	assert_string_equal(b, "10000-01-01T00:00:00Z");
+	/* cap: the text and its NUL, or nothing. */
+	assert_int_equal(clock_iso(0, 0, b, 21), 20);
+	assert_int_equal(clock_iso(0, 0, b, 20), -1);
+	assert_string_equal(b, "");
+	assert_int_equal(clock_iso(0, 1, b, 24), -1);
+	assert_int_equal(clock_iso(0, 1, b, 0), -1);
+	for (i = 0, ms = 1; i < 60; i++, ms = (ms * 3 + 7919) % 253402300799000) {
+		t = (time_t)(ms / 1000);
+		gmtime_r(&t, &tm);
+		strftime(ref, sizeof(ref), "%Y-%m-%dT%H:%M:%SZ", &tm);
+		assert_int_equal(clock_iso((int64_t)t * 1000 + 999, 0, b, sizeof(b)), (int)strlen(ref));
+		assert_string_equal(b, ref);
+	}
+	assert_true(clock_iso(clock_wall_ms(), 1, b, sizeof(b)) == 24);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_monotonic_and_units_agree),
 		cmocka_unit_test(test_is_clock_monotonic),
+		cmocka_unit_test(test_iso),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -27,6 +27,55 @@ test_parse_hex_rejects_bad_input(void **state)
 	assert_int_equal(digest_parse_hex(DIGEST_SHA256, longer, &d, "usage", &e), -1);
 }
 
+/* The one hex codec: digits of either case, nothing else (no sign, blank
+ * or "0x" as sscanf's %x would take), never past 2n digits. */
+static void
+test_hex(void **state)
+{
+	unsigned char b[4], all[256];
+	char out[2 * sizeof(all) + 1], *big;
+	int i;
+
+	assert_int_equal(hex_digit('0'), 0);
+	assert_int_equal(hex_digit('a'), 10);
+	assert_int_equal(hex_digit('F'), 15);
+	assert_int_equal(hex_digit('g'), -1);
+	assert_int_equal(hex_digit(':'), -1);
+	assert_int_equal(hex_digit('@'), -1);
+	assert_int_equal(hex_digit('`'), -1);
+	assert_int_equal(hex_digit(0xc1), -1);
+	assert_int_equal(hex_digit(-1), -1);
+	for (i = 0; i < 256; i++)
+		all[i] = (unsigned char)i;
+	assert_ptr_equal(hex_encode(all, sizeof(all), out), out);
+	assert_int_equal(strlen(out), 512);
+	assert_memory_equal(out, "000102", 6);
+	assert_string_equal(out + 500, "fafbfcfdfeff");
+	memset(all, 0, sizeof(all));
+	assert_int_equal(hex_decode(out, all, sizeof(all)), 0);
+	for (i = 0; i < 256; i++)
+		assert_int_equal(all[i], i);
+	assert_int_equal(hex_decode("DEADbeef", b, 4), 0);
+	assert_memory_equal(b, "\xde\xad\xbe\xef", 4);
+	assert_int_equal(hex_decode("+f00", b, 2), -1);
+	assert_int_equal(hex_decode(" f00", b, 2), -1);
+	assert_int_equal(hex_decode("0xff", b, 2), -1);
+	assert_int_equal(hex_decode("abc", b, 2), -1); /* the NUL is not a digit */
+	assert_int_equal(hex_decode("", b, 0), 0);
+	/* Exactly 2n bytes read: the last digit at the end of an allocation. */
+	big = malloc(4);
+	memcpy(big, "c0de", 4);
+	assert_int_equal(hex_decode(big, b, 2), 0);
+	assert_memory_equal(b, "\xc0\xde", 2);
+	free(big);
+	assert_string_equal(hex_encode("", 0, out), "");
+	/* Constant-time compare: equal, one bit off at either end. */
+	assert_true(ct_equal("abcd", "abcd", 4));
+	assert_false(ct_equal("abcd", "abce", 4));
+	assert_false(ct_equal("bbcd", "abcd", 4));
+	assert_true(ct_equal("x", "y", 0));
+}
+
 static void
 test_sri_rejects_malformed(void **state)
 {
@@ -145,6 +194,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_parse_hex_rejects_bad_input),
+		cmocka_unit_test(test_hex),
 		cmocka_unit_test(test_sri_rejects_malformed),
 		cmocka_unit_test(test_known_vectors),
 		cmocka_unit_test(test_streaming_equals_one_shot),

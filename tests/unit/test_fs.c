@@ -553,6 +553,35 @@ t_dir_open_safe(void **s)
 	close(fd);
 }
 
+/* fs_write_all: at the position, at an offset without moving it, and the
+ * errors of a descriptor that cannot take the bytes. */
+static void
+t_write_all(void **state)
+{
+	char big[256 * 1024], back[16];
+	int fd = open(P("w"), O_RDWR | O_CREAT | O_TRUNC, 0600), p[2];
+
+	assert_true(fd >= 0);
+	assert_int_equal(fs_write_all(fd, "hello world", 11, -1), 0);
+	assert_int_equal(fs_write_all(fd, "W", 1, 6), 0);
+	assert_int_equal(lseek(fd, 0, SEEK_CUR), 11);
+	assert_int_equal(fs_write_all(fd, "!", 1, -1), 0);
+	assert_int_equal(fs_write_all(fd, "", 0, -1), 0);
+	assert_int_equal(pread(fd, back, sizeof(back), 0), 12);
+	assert_memory_equal(back, "hello World!", 12);
+	close(fd);
+	errno = 0;
+	assert_int_equal(fs_write_all(fd, "x", 1, -1), -1);
+	assert_int_equal(errno, EBADF);
+	/* A full non-blocking pipe: the part that fits goes, then EAGAIN. */
+	assert_int_equal(pipe2(p, O_NONBLOCK), 0);
+	memset(big, 'x', sizeof(big));
+	assert_int_equal(fs_write_all(p[1], big, sizeof(big), -1), -1);
+	assert_int_equal(errno, EAGAIN);
+	close(p[0]);
+	close(p[1]);
+}
+
 #define C(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int
@@ -561,6 +590,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 	    C(t_mkdir_p),
 	    C(t_write_atomic),
+	    C(t_write_all),
 	    C(t_read_small_caps),
 	    C(t_rm_tree_does_not_follow),
 	    C(t_walk),

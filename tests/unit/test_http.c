@@ -454,6 +454,26 @@ srv_conn(void *arg)
 		} else if (strncmp(path, "/err/", 5) == 0) {
 			if (srv_error_answer(fd, path))
 				goto done;
+		} else if (strncmp(path, "/frame/", 7) == 0) {
+			/* Framing a server might send, each refused (see
+			 * test_client_framing). */
+			static const char *const heads[] = {
+				"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\nhello",
+				"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!",
+				"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
+				"5\r\nhello\r\n0\r\n\r\n",
+				"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: gzip\r\n\r\n"
+				"5\r\nhello\r\n0\r\n\r\n",
+				"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n"
+				"5\r\nhello\r\n0\r\n\r\n",
+				"HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+				"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\nhello",
+				"HTTP/1.1 200 OK\r\nContent-Length: +5\r\n\r\nhello",
+			};
+			int k = atoi(path + 7);
+			if (k >= 0 && k < (int)(sizeof(heads) / sizeof(heads[0])))
+				send_all(fd, heads[k], strlen(heads[k]));
+			goto done;
 		} else if (strcmp(path, "/garbage") == 0) {
 			const char *c = "HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n";
 			send_all(fd, c, strlen(c));
@@ -658,6 +678,46 @@ test_client_redirect_rules_and_headers(void **state)
 	rq.limits.max_redirects = HTTP_REDIRECTS_MAX + 1;
 	get(cl, "/same", "localhost", &rq, &rs, &c, -1, &e);
 	assert_string_equal(e.code, "http.url");
+	http_client_free(cl);
+}
+
+/* The client frames a response by the server's rule for requests
+ * (http_framing_*): a repeated Content-Length, even with the same value, a
+ * repeated Transfer-Encoding, both at once, chunked in HTTP/1.0 and an
+ * unknown coding are all refused, and the body is never read. */
+static void
+test_client_framing(void **state)
+{
+	static const char *const why[] = {
+		"repeated Content-Length",
+		"repeated Content-Length",
+		"both Content-Length and Transfer-Encoding",
+		"repeated Transfer-Encoding",
+		"repeated Transfer-Encoding",
+		"Transfer-Encoding in an HTTP/1.0 message",
+		"unsupported Transfer-Encoding",
+		"malformed Content-Length",
+	};
+	struct http_client *cl;
+	struct http_request rq;
+	static struct http_response rs;
+	static struct collect c;
+	char path[32];
+	struct err e;
+	int k;
+
+	cl = http_client_new(&e);
+	http_request_init(&rq, NULL);
+	for (k = 0; k < (int)(sizeof(why) / sizeof(why[0])); k++) {
+		snprintf(path, sizeof(path), "/frame/%d", k);
+		get(cl, path, "127.0.0.1", &rq, &rs, &c, -1, &e);
+		assert_string_equal(e.code, "http.protocol");
+		if (strstr(e.msg, why[k]) == NULL) {
+			print_error("%s: '%s' lacks '%s'\n", path, e.msg, why[k]);
+			fail();
+		}
+		assert_int_equal(c.len, 0);
+	}
 	http_client_free(cl);
 }
 
@@ -939,6 +999,7 @@ main(void)
 		cmocka_unit_test(test_client_retries_closed_idle_connection),
 		cmocka_unit_test(test_client_redirect_rules_and_headers),
 		cmocka_unit_test(test_client_errors),
+		cmocka_unit_test(test_client_framing),
 		cmocka_unit_test(test_client_error_answer_matrix),
 		cmocka_unit_test_teardown(test_client_peer_closes_at_every_byte, hook_reset),
 		cmocka_unit_test(test_client_connect_timeout),

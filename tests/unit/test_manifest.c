@@ -334,6 +334,14 @@ test_versions_and_requires(void **state)
 	assert_true(manifest_version_cmp("1.0.0-rc.1", "1.0.0") < 0);
 	assert_true(manifest_version_cmp("1.0.0", "1.0.0-rc.1") > 0);
 	assert_true(manifest_version_cmp("1.2", "1.2.0") == 0);
+	assert_true(manifest_version_ok("1.0.0-rc.1+build_2", MANIFEST_VERSION_MAX));
+	assert_false(manifest_version_ok("", MANIFEST_VERSION_MAX));
+	assert_false(manifest_version_ok("-1", MANIFEST_VERSION_MAX));
+	assert_false(manifest_version_ok(".1", MANIFEST_VERSION_MAX));
+	assert_false(manifest_version_ok("1/2", MANIFEST_VERSION_MAX));
+	assert_false(manifest_version_ok("1 2", MANIFEST_VERSION_MAX));
+	assert_true(manifest_version_ok("1234", 5));
+	assert_false(manifest_version_ok("12345", 5));
 	assert_int_equal(manifest_parse_require("node-runtime>=18", &r, &e), 0);
 	assert_string_equal(r.name, "node-runtime");
 	assert_string_equal(r.min, "18");

@@ -232,6 +232,14 @@ test_resolved_rules(void **state)
 	expect_bad(", \"node_modules/x\": {\"resolved\": \"https://registry.npmjs.org/x/-/x-1.0.0.tgz\", "
 		   "\"integrity\": \"@512\"}",
 		   "install.manifest_invalid", "version: missing");
+	/* The version rule manifests use (manifest_version_ok): a letter or
+	 * digit first, so no "-x" or ".1" names a tarball. */
+	expect_bad(", \"node_modules/x\": {\"version\": \"-1.0.0\", \"resolved\": "
+		   "\"https://registry.npmjs.org/x/-/x--1.0.0.tgz\", \"integrity\": \"@512\"}",
+		   "install.manifest_invalid", "not a plain version");
+	expect_bad(", \"node_modules/x\": {\"version\": \".1\", \"resolved\": "
+		   "\"https://registry.npmjs.org/x/-/x-.1.tgz\", \"integrity\": \"@512\"}",
+		   "install.manifest_invalid", "not a plain version");
 	/* Port: the manifest names 127.0.0.1:8443 only. */
 	expect_bad(", \"node_modules/x\": {\"version\": \"1.0.0\", \"resolved\": "
 		   "\"https://127.0.0.1:9443/x/-/x-1.0.0.tgz\", \"integrity\": \"@512\"}",
