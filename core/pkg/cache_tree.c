@@ -276,8 +276,7 @@ struct walk {
 	int dst; /* the copy of the root */
 	/* what cache_tree_store_end does, in walk order (a directory's mode
 	 * after its content) */
-	struct later *later;
-	size_t nlater, caplater;
+	struct vec later; /* struct later; an archive's entries at most (FS_MAX_DIR_ENTRIES) */
 };
 
 /* A copy to move to rel (copy set), or the mode of the directory rel. */
@@ -291,22 +290,18 @@ struct later {
 static int
 push_later(struct walk *w, const char *rel, const char *copy, const struct stat *st)
 {
-	struct later *l;
+	struct later *l = vec_push(&w->later);
 
-	if (w->nlater == w->caplater) {
-		size_t cap = w->caplater ? 2 * w->caplater : 256;
-		if ((l = realloc(w->later, cap * sizeof(*l))) == NULL)
-			return err_set(w->e, "internal", "out of memory");
-		w->later = l;
-		w->caplater = cap;
-	}
-	l = &w->later[w->nlater];
-	if ((l->rel = strdup(rel)) == NULL)
+	if (l == NULL)
+		return err_set(w->e, "internal", "%s",
+		               vec_full(&w->later) ? "more entries than an archive holds" : "out of memory");
+	if ((l->rel = strdup(rel)) == NULL) {
+		w->later.n--;
 		return err_set(w->e, "internal", "out of memory");
+	}
 	snprintf(l->copy, sizeof(l->copy), "%s", copy);
 	l->mode = st->st_mode & 07777;
 	l->size = st->st_size;
-	w->nlater++;
 	return 0;
 }
 
@@ -554,6 +549,8 @@ walk_init(struct walk *w, struct err *e)
 {
 	memset(w, 0, sizeof(*w));
 	w->lines.max = MANIFEST_MAX;
+	w->later.size = sizeof(struct later);
+	w->later.max = FS_MAX_DIR_ENTRIES;
 	w->e = e;
 	if ((w->io = malloc(COPY_BUF)) == NULL)
 		return err_set(e, "internal", "out of memory");
@@ -565,9 +562,9 @@ walk_free(struct walk *w)
 {
 	size_t i;
 
-	for (i = 0; i < w->nlater; i++)
-		free(w->later[i].rel);
-	free(w->later);
+	for (i = 0; i < w->later.n; i++)
+		free(((struct later *)w->later.p)[i].rel);
+	vec_free(&w->later);
 	buf_free(&w->lines);
 	free(w->io);
 }
@@ -771,9 +768,10 @@ cache_tree_store_end(struct cache_store *s)
 	char mf[4300], phex[65];
 	size_t i;
 
-	for (i = 0; i < s->w.nlater; i++)
-		if (later_do(s, sums, &s->w.later[i]) < 0) {
-			err_sys(&s->e, "io.error", errno, "%s: %s", s->w.later[i].rel, strerror(errno));
+	for (i = 0; i < s->w.later.n; i++)
+		if (later_do(s, sums, (struct later *)s->w.later.p + i) < 0) {
+			err_sys(&s->e, "io.error", errno, "%s: %s", ((struct later *)s->w.later.p)[i].rel,
+			        strerror(errno));
 			return store_close(s, -1);
 		}
 	/* the tree is whole and final: its proof, so that a placement can
