@@ -751,7 +751,7 @@ cache_tree_place(const char *cache, const char *keyfile, const char *key, int pa
 	int sfd, dfd, rc, dst_err = 0, proved, fresh = 0, held = 0;
 
 	snprintf(trees, sizeof(trees), "%s/trees", cache);
-	if ((size_t)snprintf(dir, sizeof(dir), "%s/%s", trees, key) >= sizeof(dir) || access(dir, F_OK) != 0)
+	if (fs_path_join(dir, sizeof(dir), trees, key, NULL) != 0 || access(dir, F_OK) != 0)
 		return 0;
 	if (cache_seal_key(keyfile, sk, &why) < 0) {
 		warnx_line("cache: not using the extracted tree of %s in %s: %s", label, trees, why);

@@ -612,7 +612,7 @@ cache_tree_store_begin(const char *cache, const char *keyfile, const char *key, 
 	s->tfd = -1;
 	err_clear(&s->e);
 	snprintf(trees, sizeof(trees), "%s/trees", cache);
-	if ((size_t)snprintf(s->dir, sizeof(s->dir), "%s/%s", trees, key) >= sizeof(s->dir) ||
+	if (fs_path_join(s->dir, sizeof(s->dir), trees, key, NULL) != 0 ||
 	    (s->label = strdup(label)) == NULL || walk_init(&s->w, &s->e) < 0) {
 		free(s->label);
 		free(s);

@@ -671,6 +671,24 @@ t_dir_open_safe(void **s)
 	close(fd);
 }
 
+/* One join: exactly fitting is fine, one byte short is an error and
+ * leaves "", never a cut path. */
+static void
+t_path_join(void **s)
+{
+	char b[8];
+	struct err e;
+
+	assert_int_equal(fs_path_join(b, sizeof(b), "ab", "cdef", &e), 0);
+	assert_string_equal(b, "ab/cdef");
+	assert_int_equal(fs_path_join(b, sizeof(b), "ab", "cdefg", &e), -1);
+	assert_string_equal(b, "");
+	assert_string_equal(e.code, "io.error");
+	assert_non_null(strstr(e.msg, "path too long"));
+	assert_int_equal(fs_path_join(b, sizeof(b), "abcdefgh", "", NULL), -1);
+	assert_int_equal(fs_path_join(b, 0, "", "", NULL), -1);
+}
+
 #define C(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int
@@ -685,6 +703,7 @@ main(void)
 	    C(t_walk_post),
 	    C(t_walk_by_descriptor),
 	    C(t_dir_names),
+	    C(t_path_join),
 	    C(t_free_bytes),
 	    C(t_dir_safe),
 	    C(t_dir_open_safe),
