@@ -7,7 +7,6 @@
  */
 #include "common.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
@@ -644,56 +643,15 @@ install_items(struct tooling *t, struct item *items, int n)
  */
 struct cache_snap {
 	char path[PATH_MAX];
-	char **names; /* sorted */
+	char **names; /* sorted, one block (fs_dir_names) */
 	size_t n;
+	int unread; /* it exists but could not be read: nothing in it is removed */
 };
 
 static int
 cmp_name(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* The names in the directory fd (closed), or NULL with *n 0. */
-static char **
-dir_names(int fd, size_t *n)
-{
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-	struct dirent *de;
-	char **v = NULL, **nv;
-	size_t cap = 0;
-
-	*n = 0;
-	if (d == NULL) {
-		if (fd >= 0)
-			close(fd);
-		return NULL;
-	}
-	while ((de = readdir(d)) != NULL) {
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-			continue;
-		if (*n == cap) {
-			cap = cap ? cap * 2 : 64;
-			if ((nv = realloc(v, cap * sizeof(*v))) == NULL)
-				break;
-			v = nv;
-		}
-		if ((v[*n] = strdup(de->d_name)) == NULL)
-			break;
-		(*n)++;
-	}
-	closedir(d);
-	if (v != NULL)
-		qsort(v, *n, sizeof(*v), cmp_name);
-	return v;
-}
-
-static void
-names_free(char **v, size_t n)
-{
-	while (n > 0)
-		free(v[--n]);
-	free(v);
 }
 
 /* Each chain directory's .cache as it is now; the count. */
@@ -707,9 +665,14 @@ cache_snap_take(const struct config *cfg, struct cache_snap *s)
 	if (tools_chain_build(&ch, cfg, 0, &e) < 0)
 		return 0;
 	for (i = 0; i < ch.n; i++) {
+		int fd;
+
 		snprintf(s[i].path, sizeof(s[i].path), "%s/.cache", ch.d[i].path);
-		s[i].names =
-		    dir_names(open(s[i].path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), &s[i].n);
+		fd = open(s[i].path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		s[i].unread =
+		    fd >= 0 && fs_dir_names(fd, s[i].path, "io.error", &s[i].names, &s[i].n, &e) != 0;
+		if (fd >= 0)
+			close(fd);
 	}
 	return ch.n;
 }
@@ -732,8 +695,9 @@ cache_snap_tidy(const struct config *cfg, struct cache_snap *s, int ns)
 		for (k = 0; k < ns; k++)
 			if (strcmp(s[k].path, path) == 0)
 				was = &s[k];
-		now = dir_names(dup(fd), &n);
-		for (i = 0; i < n; i++) {
+		if (fs_dir_names(fd, path, "io.error", &now, &n, &e) != 0)
+			n = 0;
+		for (i = 0; i < n && !(was != NULL && was->unread); i++) {
 			if (strcmp(now[i], "trees") == 0 ||
 			    (was != NULL && was->n > 0 &&
 			     bsearch(&now[i], was->names, was->n, sizeof(char *), cmp_name) != NULL))
@@ -742,12 +706,12 @@ cache_snap_tidy(const struct config *cfg, struct cache_snap *s, int ns)
 			if (fs_rm_treeat(fd, now[i], &e) < 0)
 				err_print(&e);
 		}
-		names_free(now, n);
+		free(now);
 		close(fd);
 		rmdir(path);
 	}
 	for (k = 0; k < ns; k++)
-		names_free(s[k].names, s[k].n);
+		free(s[k].names);
 }
 
 int

@@ -1,5 +1,6 @@
 #include "base/buf.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -74,4 +75,53 @@ buf_http_sink(void *arg, const void *data, size_t len, struct err *e)
 	if (buf_put(b, data, len) != 0)
 		return err_set(e, "internal", "out of memory");
 	return 0;
+}
+
+int
+vec_reserve(struct vec *v, size_t k)
+{
+	size_t ncap;
+	void *np;
+
+	if (k > v->max - v->n)
+		return -1;
+	if (v->n + k <= v->cap)
+		return 0;
+	ncap = v->cap ? v->cap : 16;
+	while (ncap < v->n + k)
+		ncap = ncap > v->max / 2 ? v->max : ncap * 2;
+	if (ncap > v->max)
+		ncap = v->max;
+	if (v->size == 0 || ncap > SIZE_MAX / v->size || (np = realloc(v->p, ncap * v->size)) == NULL)
+		return -1;
+	v->p = np;
+	v->cap = ncap;
+	return 0;
+}
+
+void *
+vec_push(struct vec *v)
+{
+	unsigned char *at;
+
+	if (vec_reserve(v, 1) != 0)
+		return NULL;
+	at = (unsigned char *)v->p + v->n * v->size;
+	memset(at, 0, v->size);
+	v->n++;
+	return at;
+}
+
+int
+vec_full(const struct vec *v)
+{
+	return v->n >= v->max;
+}
+
+void
+vec_free(struct vec *v)
+{
+	free(v->p);
+	v->p = NULL;
+	v->n = v->cap = 0;
 }

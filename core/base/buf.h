@@ -42,4 +42,37 @@ void buf_free(struct buf *b);
  * is http.too_large, no memory is internal. */
 int buf_http_sink(void *arg, const void *data, size_t len, struct err *e);
 
+/*
+ * The one growable array: n elements of size bytes each at p, never more
+ * than max of them. It grows by doubling (checked against max and against
+ * overflow of cap x size), so an element's address is valid until the next
+ * push. Zero-filled with size and max set (VEC_INIT) is an empty array.
+ * Element type T: ((T *)v.p)[i].
+ */
+struct vec {
+	void *p; /* NULL until the first push */
+	size_t n, cap;
+	size_t size; /* bytes per element */
+	size_t max;  /* the ceiling of n */
+};
+
+#define VEC_INIT(size, max)                                                                                  \
+	{                                                                                                    \
+		NULL, 0, 0, (size), (max)                                                                    \
+	}
+
+/* Room for one more element at the end, zero-filled, n counting it: a
+ * pointer to it, or NULL (n unchanged) when max are held or memory runs
+ * out (vec_full tells which). */
+void *vec_push(struct vec *v);
+
+/* Room for k more elements past n (n unchanged): 0, or -1 as vec_push. */
+int vec_reserve(struct vec *v, size_t k);
+
+/* 1 when max elements are held. */
+int vec_full(const struct vec *v);
+
+/* Release v's memory; v is then an empty array of the same size and max. */
+void vec_free(struct vec *v);
+
 #endif

@@ -1,15 +1,12 @@
 /*
- * Filesystem helpers (see fs.h). Everything that walks a tree does it with
- * openat()/fstatat()/unlinkat() and O_NOFOLLOW relative to directory fds, so
- * a symlink planted in the tree is never followed and a concurrent rename of
- * a parent cannot redirect the walk.
+ * Filesystem helpers (see fs.h); the tree walk and removal are
+ * fs_walk.c's, the directories secrets live in fs_dir.c's.
  */
 #include "base/fs.h"
 
 #include <bearssl_hash.h>
 #include "base/digest.h"
 #include "base/sha256x86.h"
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -29,13 +26,29 @@
 /* Content is hashed in blocks of this size: large enough for few read(2)s,
  * small enough for the 8 MiB peak-memory goal. */
 #define FS_READ_BLOCK (64u << 10)
-/* A relative path in a walked tree; deeper or longer is refused. */
-#define FS_PATH_MAX 8192
 
 static int
 io_err(struct err *e, const char *what, const char *path)
 {
 	return err_sys(e, "io.error", errno, "%s %s: %s", what, path, strerror(errno));
+}
+
+int
+fs_path_join(char *buf, size_t cap, const char *dir, const char *name, struct err *e)
+{
+	size_t dl = strlen(dir), nl = strlen(name);
+
+	if (cap == 0 || dl >= cap || nl >= cap - dl - 1) {
+		if (cap > 0)
+			buf[0] = '\0';
+		if (e != NULL)
+			err_set(e, "io.error", "path too long: %.100s/%.100s", dir, name);
+		return -1;
+	}
+	memmove(buf, dir, dl);
+	buf[dl] = '/';
+	memcpy(buf + dl + 1, name, nl + 1);
+	return 0;
 }
 
 int
@@ -358,315 +371,6 @@ int
 fs_read_input(const char *path, size_t max, char **out, size_t *len, struct err *e)
 {
 	return read_alloc(path, 1, max, out, len, e);
-}
-
-/* chmod u+rwx a directory we cannot open or empty, without following a
- * symlink: through an O_PATH fd and /proc (fchmod() refuses O_PATH fds). */
-static int
-make_accessible(int dirfd, const char *name)
-{
-	char proc[64];
-	struct stat sb;
-	int fd, r;
-
-	fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	if (fstat(fd, &sb) != 0) {
-		close(fd);
-		return -1;
-	}
-	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
-	r = chmod(proc, (sb.st_mode & 07777) | 0700);
-	close(fd);
-	return r;
-}
-
-/* Removal state: the directory the removal started in (where subtrees too
- * deep to recurse into are moved, to be removed from there) and how many
- * were moved. */
-struct rm {
-	int top;
-	unsigned long moved;
-	char tag[48];
-	struct err *e;
-};
-
-static void
-moved_name(struct rm *r, unsigned long i, char *buf, size_t cap)
-{
-	snprintf(buf, cap, ".rm-deep.%s.%lu", r->tag, i);
-}
-
-static int
-rm_at(struct rm *rm, int pfd, const char *name, int depth)
-{
-	char deep[96];
-	struct dirent *de;
-	struct stat sb;
-	DIR *d;
-	int fd, removed;
-
-	if (unlinkat(pfd, name, 0) == 0 || errno == ENOENT)
-		return 0;
-	if (errno != EISDIR && errno != EPERM)
-		return io_err(rm->e, "cannot remove", name);
-	if (depth >= FS_MAX_DEPTH) {
-		/* No deeper recursion (stack, fds): move the subtree up
-		 * beside the tree and remove it from there afterwards. */
-		moved_name(rm, rm->moved, deep, sizeof(deep));
-		if (renameat(pfd, name, rm->top, deep) != 0)
-			return io_err(rm->e, "cannot move a deep subtree", name);
-		rm->moved++;
-		return 0;
-	}
-	fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0 && errno == EACCES && make_accessible(pfd, name) == 0)
-		fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0) {
-		if (errno == ENOENT)
-			return 0;
-		return io_err(rm->e, "cannot open directory", name);
-	}
-	if (fstat(fd, &sb) == 0 && (sb.st_mode & 0700) != 0700)
-		(void)fchmod(fd, (sb.st_mode & 07777) | 0700);
-	d = fdopendir(fd);
-	if (d == NULL) {
-		close(fd);
-		return io_err(rm->e, "cannot read directory", name);
-	}
-	/* Removing entries while reading may make readdir skip some: read
-	 * again until a pass finds nothing left. */
-	do {
-		removed = 0;
-		rewinddir(d);
-		while ((errno = 0, de = readdir(d)) != NULL) {
-			if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-				continue;
-			if (rm_at(rm, dirfd(d), de->d_name, depth + 1) != 0) {
-				closedir(d);
-				return -1;
-			}
-			removed = 1;
-		}
-	} while (removed);
-	closedir(d);
-	if (unlinkat(pfd, name, AT_REMOVEDIR) != 0 && errno != ENOENT)
-		return io_err(rm->e, "cannot remove directory", name);
-	return 0;
-}
-
-int
-fs_rm_treeat(int dirfd, const char *name, struct err *e)
-{
-	struct rm rm;
-	char deep[96];
-	unsigned long i;
-
-	if (name[0] == '\0' || strchr(name, '/') != NULL || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
-		return err_set(e, "io.error", "refusing to remove '%s'", name);
-	rm.top = dirfd;
-	rm.moved = 0;
-	rm.e = e;
-	unique_suffix(rm.tag, sizeof(rm.tag));
-	if (rm_at(&rm, dirfd, name, 0) != 0)
-		return -1;
-	/* rm.moved may grow while this runs: a moved subtree can be deep too. */
-	for (i = 0; i < rm.moved; i++) {
-		moved_name(&rm, i, deep, sizeof(deep));
-		if (rm_at(&rm, dirfd, deep, 0) != 0)
-			return -1;
-	}
-	return 0;
-}
-
-int
-fs_rm_tree(const char *path, struct err *e)
-{
-	char buf[PATH_MAX], dir[PATH_MAX];
-	const char *base;
-	size_t n = strlen(path);
-	int dfd, r;
-
-	if (n == 0 || n >= sizeof(buf))
-		return err_set(e, "io.error", "remove: bad path length");
-	memcpy(buf, path, n + 1);
-	while (n > 1 && buf[n - 1] == '/')
-		buf[--n] = '\0';
-	base = strrchr(buf, '/');
-	base = base ? base + 1 : buf;
-	if (fs_dirname(buf, dir, sizeof(dir)) != 0)
-		return err_set(e, "io.error", "remove: bad path %s", path);
-	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0) {
-		if (errno == ENOENT)
-			return 0;
-		return io_err(e, "cannot open directory", dir);
-	}
-	r = fs_rm_treeat(dfd, base, e);
-	close(dfd);
-	return r;
-}
-
-/* ---- the tree walk ---- */
-
-struct fw {
-	char rel[PATH_MAX]; /* the entry's path below the root */
-	size_t len;
-	const char *code; /* for a tree over the limits */
-	fs_visit_fn visit;
-	void *arg;
-	struct err *e;
-};
-
-static int
-cmp_names(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* The names in d, sorted bytewise, in one malloc'd block: an array of
- * pointers followed by the strings. */
-static char **
-sorted_names(DIR *d, size_t *count, struct fw *w)
-{
-	size_t n = 0, cap = 64, sbytes = 0, scap = 4096, i;
-	char **v = NULL, *s = NULL, **out;
-	size_t *offs = NULL;
-	struct dirent *de;
-	void *t;
-
-	offs = malloc(cap * sizeof(*offs));
-	s = malloc(scap);
-	if (offs == NULL || s == NULL)
-		goto oom;
-	while ((errno = 0, de = readdir(d)) != NULL) {
-		size_t l = strlen(de->d_name) + 1;
-
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-			continue;
-		if (n >= FS_MAX_DIR_ENTRIES) {
-			err_set(w->e, w->code, "%s: more than %d entries in one directory (the entry cap)",
-			        w->len ? w->rel : ".", FS_MAX_DIR_ENTRIES);
-			goto fail;
-		}
-		if (n == cap) {
-			t = realloc(offs, (cap *= 2) * sizeof(*offs));
-			if (t == NULL)
-				goto oom;
-			offs = t;
-		}
-		while (sbytes + l > scap) {
-			t = realloc(s, scap *= 2);
-			if (t == NULL)
-				goto oom;
-			s = t;
-		}
-		memcpy(s + sbytes, de->d_name, l);
-		offs[n++] = sbytes;
-		sbytes += l;
-	}
-	if (errno != 0) {
-		io_err(w->e, "cannot read directory", w->len ? w->rel : ".");
-		goto fail;
-	}
-	out = malloc(n * sizeof(char *) + sbytes + 1);
-	if (out == NULL)
-		goto oom;
-	v = out;
-	memcpy((char *)(v + n), s, sbytes);
-	for (i = 0; i < n; i++)
-		v[i] = (char *)(v + n) + offs[i];
-	qsort(v, n, sizeof(char *), cmp_names);
-	free(offs);
-	free(s);
-	*count = n;
-	return v;
-oom:
-	err_set(w->e, "internal", "out of memory walking %s", w->len ? w->rel : ".");
-fail:
-	free(offs);
-	free(s);
-	return NULL;
-}
-
-static int
-walk_dir(struct fw *w, int dfd, int depth)
-{
-	char **names;
-	size_t n, i, l, saved = w->len;
-	struct stat sb;
-	DIR *d;
-	int fd, rc = -1;
-
-	if (depth > FS_MAX_DEPTH)
-		return err_set(w->e, w->code, "%s: tree deeper than %d levels", saved ? w->rel : ".",
-		               FS_MAX_DEPTH);
-	fd = dup(dfd);
-	if (fd < 0 || (d = fdopendir(fd)) == NULL) {
-		if (fd >= 0)
-			close(fd);
-		return err_sys(w->e, "io.error", errno, "%s: %s", saved ? w->rel : ".", strerror(errno));
-	}
-	names = sorted_names(d, &n, w);
-	closedir(d);
-	if (names == NULL)
-		return -1;
-	for (i = 0; i < n; i++) {
-		l = strlen(names[i]);
-		if (saved + 1 + l >= sizeof(w->rel)) {
-			err_set(w->e, w->code, "path too long under %s", saved ? w->rel : ".");
-			goto out;
-		}
-		if (saved > 0)
-			w->rel[saved] = '/';
-		memcpy(w->rel + saved + (saved > 0), names[i], l + 1);
-		w->len = saved + (saved > 0) + l;
-		if (fstatat(dfd, names[i], &sb, AT_SYMLINK_NOFOLLOW) != 0) {
-			err_sys(w->e, "io.error", errno, "%s: %s", w->rel, strerror(errno));
-			goto out;
-		}
-		if (w->visit(w->arg, dfd, names[i], w->rel, &sb, w->e) != 0)
-			goto out;
-		if (S_ISDIR(sb.st_mode)) {
-			int sub = openat(dfd, names[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-
-			if (sub < 0) {
-				err_sys(w->e, "io.error", errno, "%s: %s", w->rel, strerror(errno));
-				goto out;
-			}
-			rc = walk_dir(w, sub, depth + 1);
-			close(sub);
-			if (rc != 0)
-				goto out;
-			rc = -1;
-		}
-		w->len = saved;
-		w->rel[saved] = '\0';
-	}
-	rc = 0;
-out:
-	w->len = saved;
-	w->rel[saved] = '\0';
-	free(names);
-	return rc;
-}
-
-int
-fs_walk(int rootfd, const char *limit_code, fs_visit_fn visit, void *arg, struct err *e)
-{
-	struct fw *w = calloc(1, sizeof(*w));
-	int rc;
-
-	if (w == NULL)
-		return err_set(e, "internal", "out of memory");
-	w->code = limit_code;
-	w->visit = visit;
-	w->arg = arg;
-	w->e = e;
-	rc = walk_dir(w, rootfd, 0);
-	free(w);
-	return rc;
 }
 
 int

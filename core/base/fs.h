@@ -109,25 +109,73 @@ void fs_writeback_start(int fd);
  * FS_WRITEBACK_EVERY. 1 when it was, else 0. */
 int fs_writeback_every(int fd, uint64_t *pending, uint64_t n);
 
+/* dir, "/" and name into buf (cap bytes): the one way a path is joined,
+ * so a cut path is an error, never a different file. 0, or -1 when it
+ * does not fit (buf then ""), with e (may be NULL) io.error naming both. */
+int fs_path_join(char *buf, size_t cap, const char *dir, const char *name, struct err *e);
+
 /* The directory part of path into buf (cap bytes), "." if none. Returns 0,
  * or -1 when it does not fit. */
 int fs_dirname(const char *path, char *buf, size_t cap);
 
 /*
- * The one tree walk (the listing, the proof list): every entry under the
- * directory rootfd (itself excluded), depth first, each directory's names
- * sorted bytewise, a directory's own entry before its entries. For each,
- * visit(arg, dfd, name, rel, st, e): dfd holds the entry (valid during the
- * call), rel is its path below the root, st its lstat; it returns 0 to go
- * on, or -1 with e set to stop the walk. Returns 0, or -1 with e: the
- * visitor's error, io.error naming what could not be read, or limit_code
- * for a tree deeper than FS_MAX_DEPTH, a directory of more than
- * FS_MAX_DIR_ENTRIES names, or a path of PATH_MAX. Recursion costs about
- * 100 bytes of stack per level; the path lives on the heap.
+ * The one tree walk (the listing, the proof list, the tree cache's copies,
+ * removal): every entry under the directory rootfd (itself excluded), depth
+ * first, each directory's names sorted bytewise, a directory's own entry
+ * before its entries and, with FS_WALK_POST, visited again after them (as
+ * toybox's dirtree calls again with DIRTREE_COMEAGAIN: a mode set once a
+ * directory is filled, a directory removed once emptied).
+ *
+ * A directory is opened (openat, O_NOFOLLOW) before its first visit and
+ * its st is the fstat of that descriptor, the one its entries are then read
+ * through: what the visitor checks is what the walk enters. Any other
+ * entry's st is its lstat, never followed.
+ *
+ * visit(arg, ent, e) returns 0 to go on, FS_WALK_SKIP (from a directory's
+ * first visit) not to enter it, or -1 with e set to stop the walk. fs_walk
+ * returns 0, or -1 with e: the visitor's error, io.error naming what could
+ * not be read, or limit_code for a directory deeper than FS_MAX_DEPTH, one
+ * of more than FS_MAX_DIR_ENTRIES names, or a path of PATH_MAX. Recursion
+ * costs about 200 bytes of stack per level; the path lives on the heap.
  */
-typedef int (*fs_visit_fn)(void *arg, int dfd, const char *name, const char *rel, const struct stat *st,
-                           struct err *e);
-int fs_walk(int rootfd, const char *limit_code, fs_visit_fn visit, void *arg, struct err *e);
+struct fs_ent {
+	int dfd;          /* the directory holding the entry */
+	const char *name; /* its name in dfd */
+	const char *rel;  /* its path below the root ("a/b") */
+	struct stat st;
+	int fd;    /* a directory's descriptor (valid in both visits), else -1 */
+	int depth; /* 1 for the root's own entries */
+	int post;  /* 1 in the visit after a directory's entries */
+	/* A descriptor of the visitor's for a directory (a copy's
+	 * destination), set in its first visit: its entries see it as
+	 * parent->aux; fs_walk closes it when the directory is done, however
+	 * the walk ends. -1 until set. */
+	int aux;
+	/* The directory holding it, NULL for the root's entries; its rel is
+	 * not its own (one path buffer: it reads as the entry's). */
+	const struct fs_ent *parent;
+};
+typedef int (*fs_visit_fn)(void *arg, struct fs_ent *ent, struct err *e);
+
+#define FS_WALK_POST 1 /* visit each directory again after its entries */
+/* The walk of a removal: a directory we may not read, search or write is
+ * made u+rwx first (through its descriptor, or one of O_PATH), and an
+ * entry gone before it is reached is passed over. */
+#define FS_WALK_REMOVE 2
+/* Entries other than directories are not stat'ed where readdir tells
+ * their type (toybox's DIRTREE_STATLESS): st holds only that type. */
+#define FS_WALK_STATLESS 4
+#define FS_WALK_SKIP 1 /* a visitor's answer: do not enter this directory */
+
+int fs_walk(int rootfd, int flags, const char *limit_code, fs_visit_fn visit, void *arg, struct err *e);
+
+/* The names in the open directory dfd ("." and ".." left out), sorted
+ * bytewise, read through a new descriptor from its start: *names (n
+ * pointers, then the strings, in one block the caller free()s). 0, or -1
+ * with e: limit_code for more than FS_MAX_DIR_ENTRIES, io.error naming
+ * display, internal (memory). */
+int fs_dir_names(int dfd, const char *display, const char *limit_code, char ***names, size_t *n,
+                 struct err *e);
 
 /* Bytes available to an unprivileged user on the filesystem holding path
  * (statvfs f_bavail × f_frsize) into *out. */

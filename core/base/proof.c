@@ -91,13 +91,13 @@ pb_newest(struct pbuild *b, const struct timespec *t)
 
 /* Record rel with st (fs_walk's visitor; the root is "."). */
 static int
-pb_add(void *arg, int dfd, const char *name, const char *rel, const struct stat *st, struct err *e)
+pb_add(void *arg, struct fs_ent *ent, struct err *e)
 {
 	struct pbuild *b = arg;
+	const struct stat *st = &ent->st;
+	const char *rel = ent->rel;
 	struct proof_rec r;
 
-	(void)dfd;
-	(void)name;
 	memset(&r, 0, sizeof(r));
 	r.name = (uint32_t)b->names.len;
 	r.ino = st->st_ino;
@@ -126,7 +126,7 @@ pb_add(void *arg, int dfd, const char *name, const char *rel, const struct stat 
 static int
 pb_once(struct pbuild *b, const char *root, int rootfd, struct err *e)
 {
-	struct stat st;
+	struct fs_ent top = {.name = ".", .rel = ".", .fd = -1, .aux = -1};
 	int dfd, rc;
 
 	buf_reset(&b->recs);
@@ -140,13 +140,14 @@ pb_once(struct pbuild *b, const char *root, int rootfd, struct err *e)
 	                  : open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dfd < 0)
 		return err_sys(e, "io.error", errno, "%s: %s", root, strerror(errno));
-	if (fstat(dfd, &st) != 0) {
+	if (fstat(dfd, &top.st) != 0) {
 		close(dfd);
 		return err_sys(e, "io.error", errno, "%s: %s", root, strerror(errno));
 	}
-	rc = pb_add(b, dfd, ".", ".", &st, e);
+	top.dfd = top.fd = dfd;
+	rc = pb_add(b, &top, e);
 	if (rc == 0)
-		rc = fs_walk(dfd, b->code, pb_add, b, e);
+		rc = fs_walk(dfd, 0, b->code, pb_add, b, e);
 	close(dfd);
 	return rc;
 }

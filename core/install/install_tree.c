@@ -163,8 +163,11 @@ tl_hash(struct tlist *t, int dfd, const char *name, const char *rel, struct dige
 
 /* One line per entry (fs_walk's visitor). */
 static int
-tl_visit(void *arg, int dfd, const char *name, const char *rel, const struct stat *st, struct err *e)
+tl_visit(void *arg, struct fs_ent *ent, struct err *e)
 {
+	const struct stat *st = &ent->st;
+	const char *rel = ent->rel, *name = ent->name;
+	int dfd = ent->dfd;
 	struct tlist *t = arg;
 	char line[200], hex[DIGEST_HEX_MAX], target[PATH_MAX];
 	unsigned mode = (unsigned)(st->st_mode & 07777);
@@ -222,7 +225,7 @@ install_tree_list_known(const char *root, const struct install_known *k, char **
 		close(dfd);
 		return err_set(e, "internal", "out of memory");
 	}
-	rc = fs_walk(dfd, "install.failed", tl_visit, &t, e);
+	rc = fs_walk(dfd, 0, "install.failed", tl_visit, &t, e);
 	close(dfd);
 	free(t.io);
 	if (rc == 0)

@@ -5,6 +5,7 @@
  * places one): the sealing key, the hashed copy and the walk's rules for
  * names and links, one copy of each for both.
  */
+#include "base/fs.h"
 #include "pkg/cache.h"
 
 #include <stddef.h>
@@ -49,12 +50,8 @@ int cache_proof_put(const char *path, const char *pl, size_t len, char hex[65], 
 int cache_manifest_put(const char *path, const unsigned char sk[KEY_LEN], const char *key, const char *proof,
                        const char *meta, size_t metalen, const void *body, size_t blen, struct err *e);
 
-/* The names in the open directory src (rel in messages), sorted bytewise:
- * 0 with *names (cache_names_free), or -1 with e. */
-int cache_dir_names(int src, const char *rel, char ***names, size_t *n, struct err *e);
-void cache_names_free(char **names, size_t n);
-/* rel/name into path, or -1 with e for a name the listing cannot hold. */
-int cache_entry_path(const char *rel, const char *name, char *path, size_t cap, struct err *e);
+/* A name the listing can hold (no newline, no " -> "): 0, or -1 with e. */
+int cache_entry_name(const struct fs_ent *ent, struct err *e);
 /* The target of link name in src (cap 4096), or -1 with e. */
 int cache_read_link(int src, const char *name, const char *rel, char *target, size_t cap, struct err *e);
 /* Append a listing line to b, or -1 with e (too large). */

@@ -78,6 +78,8 @@ struct place {
 	pthread_t th;
 	unsigned char *io[2];
 	const struct proof_view *pv; /* the proof the entries are checked against, or NULL */
+	int dst;                     /* the copy of the root */
+	int said;                    /* the walk was stopped by an entry that says why */
 	dev_t dev;                   /* the tree's st_dev */
 	int sealed;                  /* a proved file may be copied unhashed (the entry's own proof) */
 };
@@ -336,89 +338,78 @@ place_file(struct place *pl, int src, int dst, const char *name, const char *rel
 	return queue(pl, p);
 }
 
-static int place_dir(struct place *pl, int src, int dst, const char *rel);
-
-/* The directory name of src (at rel): opened, checked through its
- * descriptor, made, listed, walked, its mode set last (a read-only
- * directory is filled first: its files are all made by then). */
+/* The directory ent (checked through the descriptor the walk reads it
+ * by), made in dst and opened as ent->aux; its mode is set in its second
+ * visit (a read-only directory is filled first: its files are all made by
+ * then). */
 static int
-place_subdir(struct place *pl, int src, int dst, const char *name, const char *rel)
+place_subdir(struct place *pl, int dst, struct fs_ent *ent)
 {
 	struct pent *p;
-	int in, out, rc;
 
-	if ((p = add(pl, 'd', rel, NULL)) == NULL)
+	if (ent->post) {
+		if (fchmod(ent->aux, ent->st.st_mode & 07777) != 0)
+			return walk_fail(pl, ent->rel, 1, errno, "io.error", "%s: %s", ent->rel,
+			                 strerror(errno));
+		return 0;
+	}
+	if ((p = add(pl, 'd', ent->rel, NULL)) == NULL)
 		return -1;
-	in = openat(src, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (in < 0 || fstat(in, &p->st) != 0) {
-		rc = walk_fail(pl, rel, 0, errno, "io.error", "%s: %s", rel, strerror(errno));
-		if (in >= 0)
-			close(in);
-		return rc;
-	}
-	if (p->st.st_uid != geteuid()) {
-		close(in);
-		return not_ours(pl, rel, &p->st);
-	}
+	p->st = ent->st;
+	if (p->st.st_uid != geteuid())
+		return not_ours(pl, ent->rel, &p->st);
 	p->mode = p->st.st_mode & 07777;
 	vouch(pl, p);
-	if (mkdirat(dst, name, 0700) != 0) {
-		close(in);
-		return walk_fail(pl, rel, 1, errno, "io.error", "%s: %s", rel, strerror(errno));
-	}
-	out = openat(dst, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	rc = out < 0 ? walk_fail(pl, rel, 1, errno, "io.error", "%s: %s", rel, strerror(errno))
-	             : place_dir(pl, in, out, rel);
-	if (rc == 0 && fchmod(out, p->mode) != 0)
-		rc = walk_fail(pl, rel, 1, errno, "io.error", "%s: %s", rel, strerror(errno));
-	close(in);
-	if (out >= 0)
-		close(out);
-	return rc;
+	if (mkdirat(dst, ent->name, 0700) != 0 ||
+	    (ent->aux = openat(dst, ent->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return walk_fail(pl, ent->rel, 1, errno, "io.error", "%s: %s", ent->rel, strerror(errno));
+	return 0;
 }
 
-/* Walk the directory src into dst (at rel): entries in bytewise order,
- * depth first, so the listing is the same for the same tree. 0, or -1
- * (stop). */
+/* Each entry of the kept tree into the copy of its directory (pl->dst
+ * for the root's entries). 0, or -1 (stop: an entry says why). */
 static int
-place_dir(struct place *pl, int src, int dst, const char *rel)
+place_entry(struct place *pl, struct fs_ent *ent, struct err *e)
 {
-	char **names, path[4096], target[4096];
-	struct stat st;
-	struct err e;
-	size_t n, i;
-	int rc = 0;
+	int dst = ent->parent != NULL ? ent->parent->aux : pl->dst;
+	const char *rel = ent->rel;
+	char target[4096];
+	struct pent *p;
 
-	if (cache_dir_names(src, rel, &names, &n, &e) < 0)
-		return walk_fail(pl, rel, 0, e.sys, e.code, "%s", e.msg);
-	for (i = 0; rc == 0 && i < n; i++) {
-		struct pent *p;
-		if (cache_entry_path(rel, names[i], path, sizeof(path), &e) < 0)
-			rc = walk_fail(pl, path, 0, e.sys, e.code, "%s", e.msg);
-		else if (fstatat(src, names[i], &st, AT_SYMLINK_NOFOLLOW) != 0)
-			rc = walk_fail(pl, path, 0, errno, "io.error", "%s: %s", path, strerror(errno));
-		else if (S_ISDIR(st.st_mode))
-			rc = place_subdir(pl, src, dst, names[i], path);
-		else if (S_ISREG(st.st_mode))
-			rc = place_file(pl, src, dst, names[i], path);
-		else if (!S_ISLNK(st.st_mode))
-			rc = walk_fail(pl, path, 0, 0, "io.error", "%s: not a file, directory or link", path);
-		else if (st.st_uid != geteuid())
-			rc = not_ours(pl, path, &st);
-		else if (cache_read_link(src, names[i], path, target, sizeof(target), &e) < 0)
-			rc = walk_fail(pl, path, 0, e.sys, e.code, "%s", e.msg);
-		else if (symlinkat(target, dst, names[i]) != 0)
-			rc = walk_fail(pl, path, 1, errno, "io.error", "%s: %s", path, strerror(errno));
-		else if ((p = add(pl, 'l', path, target)) == NULL)
-			rc = -1;
-		else {
-			/* a link's target is in the sealed listing: the proof
-			 * only says whether the tree is the one it records */
-			p->st = st;
-			vouch(pl, p);
-		}
-	}
-	cache_names_free(names, n);
+	if (!ent->post && cache_entry_name(ent, e) < 0)
+		return walk_fail(pl, rel, 0, e->sys, e->code, "%s", e->msg);
+	if (S_ISDIR(ent->st.st_mode))
+		return place_subdir(pl, dst, ent);
+	if (S_ISREG(ent->st.st_mode))
+		return place_file(pl, ent->dfd, dst, ent->name, rel);
+	if (!S_ISLNK(ent->st.st_mode))
+		return walk_fail(pl, rel, 0, 0, "io.error", "%s: not a file, directory or link", rel);
+	if (ent->st.st_uid != geteuid())
+		return not_ours(pl, rel, &ent->st);
+	if (cache_read_link(ent->dfd, ent->name, rel, target, sizeof(target), e) < 0)
+		return walk_fail(pl, rel, 0, e->sys, e->code, "%s", e->msg);
+	if (symlinkat(target, dst, ent->name) != 0)
+		return walk_fail(pl, rel, 1, errno, "io.error", "%s: %s", rel, strerror(errno));
+	if ((p = add(pl, 'l', rel, target)) == NULL)
+		return -1;
+	/* a link's target is in the sealed listing: the proof only says
+	 * whether the tree is the one it records */
+	p->st = ent->st;
+	vouch(pl, p);
+	return 0;
+}
+
+/* fs_walk's visitor: entries in bytewise order, depth first, so the
+ * listing is the same for the same tree (and in the order the proof
+ * records it). */
+static int
+place_visit(void *arg, struct fs_ent *ent, struct err *e)
+{
+	struct place *pl = arg;
+	int rc = place_entry(pl, ent, e);
+
+	if (rc < 0)
+		pl->said = 1;
 	return rc;
 }
 
@@ -491,6 +482,7 @@ place_tree(int src, int dst, const struct proof_view *pv, const char *sealed, si
 	struct pent *p, *nx;
 	struct stat rs;
 	size_t *off = NULL, noff = 0;
+	struct err we;
 	char hex[65];
 	int rc = 0;
 
@@ -516,7 +508,10 @@ place_tree(int src, int dst, const struct proof_view *pv, const char *sealed, si
 	}
 	pthread_mutex_init(&pl.mu, NULL);
 	pthread_cond_init(&pl.cv, NULL);
-	place_dir(&pl, src, dst, "");
+	pl.dst = dst;
+	err_clear(&we);
+	if (fs_walk(src, FS_WALK_POST, "cache.unsafe_entry", place_visit, &pl, &we) < 0 && !pl.said)
+		walk_fail(&pl, "", 0, we.sys, we.code, "%s", we.msg); /* the walk's own (a limit, a read) */
 	pthread_mutex_lock(&pl.mu);
 	pl.walked = 1;
 	pthread_cond_broadcast(&pl.cv);
@@ -755,7 +750,7 @@ cache_tree_place(const char *cache, const char *keyfile, const char *key, int pa
 	int sfd, dfd, rc, dst_err = 0, proved, fresh = 0, held = 0;
 
 	snprintf(trees, sizeof(trees), "%s/trees", cache);
-	if ((size_t)snprintf(dir, sizeof(dir), "%s/%s", trees, key) >= sizeof(dir) || access(dir, F_OK) != 0)
+	if (fs_path_join(dir, sizeof(dir), trees, key, NULL) != 0 || access(dir, F_OK) != 0)
 		return 0;
 	if (cache_seal_key(keyfile, sk, &why) < 0) {
 		warnx_line("cache: not using the extracted tree of %s in %s: %s", label, trees, why);

@@ -266,10 +266,10 @@ struct walk {
 	uint64_t files, summed; /* files copied; of them, not hashed again */
 	int dst_err;            /* the failure was the destination's */
 	struct err *e;
+	int dst; /* the copy of the root */
 	/* what cache_tree_store_end does, in walk order (a directory's mode
 	 * after its content) */
-	struct later *later;
-	size_t nlater, caplater;
+	struct vec later; /* struct later; an archive's entries at most (FS_MAX_DIR_ENTRIES) */
 };
 
 /* A copy to move to rel (copy set), or the mode of the directory rel. */
@@ -283,22 +283,18 @@ struct later {
 static int
 push_later(struct walk *w, const char *rel, const char *copy, const struct stat *st)
 {
-	struct later *l;
+	struct later *l = vec_push(&w->later);
 
-	if (w->nlater == w->caplater) {
-		size_t cap = w->caplater ? 2 * w->caplater : 256;
-		if ((l = realloc(w->later, cap * sizeof(*l))) == NULL)
-			return err_set(w->e, "internal", "out of memory");
-		w->later = l;
-		w->caplater = cap;
-	}
-	l = &w->later[w->nlater];
-	if ((l->rel = strdup(rel)) == NULL)
+	if (l == NULL)
+		return err_set(w->e, "internal", "%s",
+		               vec_full(&w->later) ? "more entries than an archive holds" : "out of memory");
+	if ((l->rel = strdup(rel)) == NULL) {
+		w->later.n--;
 		return err_set(w->e, "internal", "out of memory");
+	}
 	snprintf(l->copy, sizeof(l->copy), "%s", copy);
 	l->mode = st->st_mode & 07777;
 	l->size = st->st_size;
-	w->nlater++;
 	return 0;
 }
 
@@ -390,12 +386,6 @@ cache_copy_plain(unsigned char *io, int in, int out, int *dst_err)
 	return n < 0 ? -1 : 0;
 }
 
-static int
-cmp_names(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 int
 cache_line(struct buf *b, struct err *e, const char *fmt, ...)
 {
@@ -413,65 +403,11 @@ cache_line(struct buf *b, struct err *e, const char *fmt, ...)
 
 #define line(w, ...) cache_line(&(w)->lines, (w)->e, __VA_ARGS__)
 
-void
-cache_names_free(char **names, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
-}
-
 int
-cache_dir_names(int src, const char *rel, char ***out, size_t *np, struct err *e)
+cache_entry_name(const struct fs_ent *ent, struct err *e)
 {
-	char **names = NULL;
-	size_t n = 0, cap = 0;
-	struct dirent *de;
-	DIR *d;
-	int fd = dup(src), rc = 0;
-
-	if (fd < 0 || (d = fdopendir(fd)) == NULL) {
-		if (fd >= 0)
-			close(fd);
-		return err_sys(e, "io.error", errno, "%s: %s", rel[0] ? rel : ".", strerror(errno));
-	}
-	while ((de = readdir(d)) != NULL) {
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-			continue;
-		if (n == cap) {
-			char **nn = realloc(names, (cap = cap ? 2 * cap : 32) * sizeof(*names));
-			if (nn == NULL) {
-				rc = err_set(e, "internal", "out of memory");
-				break;
-			}
-			names = nn;
-		}
-		if ((names[n] = strdup(de->d_name)) == NULL) {
-			rc = err_set(e, "internal", "out of memory");
-			break;
-		}
-		n++;
-	}
-	closedir(d);
-	if (rc < 0) {
-		cache_names_free(names, n);
-		return -1;
-	}
-	if (n > 1)
-		qsort(names, n, sizeof(*names), cmp_names);
-	*out = names;
-	*np = n;
-	return 0;
-}
-
-int
-cache_entry_path(const char *rel, const char *name, char *path, size_t cap, struct err *e)
-{
-	if (strchr(name, '\n') || strstr(name, " -> ") ||
-	    (size_t)snprintf(path, cap, "%s%s%s", rel, rel[0] ? "/" : "", name) >= cap)
-		return err_set(e, "io.error", "%s/%s: a name the listing cannot hold", rel, name);
+	if (strchr(ent->name, '\n') || strstr(ent->name, " -> "))
+		return err_set(e, "io.error", "%s: a name the listing cannot hold", ent->rel);
 	return 0;
 }
 
@@ -486,8 +422,6 @@ cache_read_link(int src, const char *name, const char *rel, char *target, size_t
 	return 0;
 }
 
-static int walk_dir(struct walk *w, int src, int dst, const char *rel);
-
 static int
 walk_file(struct walk *w, int src, int dst, const char *name, const char *rel, const struct stat *st)
 {
@@ -497,31 +431,6 @@ walk_file(struct walk *w, int src, int dst, const char *name, const char *rel, c
 	struct stat ds;
 	int in, out, i, rc;
 
-	if (S_ISDIR(st->st_mode)) {
-		if (mkdirat(dst, name, 0700) != 0) {
-			w->dst_err = 1;
-			return err_sys(w->e, "io.error", errno, "%s: %s", rel, strerror(errno));
-		}
-		if (line(w, "d %04o %s\n", (unsigned)(st->st_mode & 07777), rel) < 0)
-			return -1;
-		in = openat(src, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		out = openat(dst, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		rc = in < 0 || out < 0 ? err_sys(w->e, "io.error", errno, "%s: %s", rel, strerror(errno))
-		                       : walk_dir(w, in, out, rel);
-		/* the mode last: a read-only directory is filled first (with
-		 * extraction's copies, once they are moved in) */
-		if (rc == 0 && w->sum_arg != NULL && w->sum == cache_sums_get)
-			rc = push_later(w, rel, "", st);
-		else if (rc == 0 && fchmod(out, st->st_mode & 07777) != 0) {
-			w->dst_err = 1;
-			rc = err_sys(w->e, "io.error", errno, "%s: %s", rel, strerror(errno));
-		}
-		if (in >= 0)
-			close(in);
-		if (out >= 0)
-			close(out);
-		return rc;
-	}
 	if (S_ISLNK(st->st_mode)) {
 		if (cache_read_link(src, name, rel, target, sizeof(target), w->e) < 0)
 			return -1;
@@ -579,28 +488,39 @@ listed:
 	            rel);
 }
 
-/* Copy the directory src into dst (both open), names in bytewise order,
+/* fs_walk's visitor: each entry of the tree copied into the copy of its
+ * directory (w->dst for the root's entries), names in bytewise order,
  * depth first: the listing is the same for the same tree. */
 static int
-walk_dir(struct walk *w, int src, int dst, const char *rel)
+walk_visit(void *arg, struct fs_ent *ent, struct err *e)
 {
-	char **names, path[4096];
-	size_t n, i;
-	struct stat st;
-	int rc = 0;
+	struct walk *w = arg;
+	int dst = ent->parent != NULL ? ent->parent->aux : w->dst;
+	unsigned mode = (unsigned)(ent->st.st_mode & 07777);
 
-	if (cache_dir_names(src, rel, &names, &n, w->e) < 0)
-		return -1;
-	for (i = 0; rc == 0 && i < n; i++) {
-		if (cache_entry_path(rel, names[i], path, sizeof(path), w->e) < 0)
-			rc = -1;
-		else if (fstatat(src, names[i], &st, AT_SYMLINK_NOFOLLOW) != 0)
-			rc = err_sys(w->e, "io.error", errno, "%s: %s", path, strerror(errno));
-		else
-			rc = walk_file(w, src, dst, names[i], path, &st);
+	if (!S_ISDIR(ent->st.st_mode))
+		return cache_entry_name(ent, e) < 0
+		           ? -1
+		           : walk_file(w, ent->dfd, dst, ent->name, ent->rel, &ent->st);
+	if (ent->post) {
+		/* the mode last: a read-only directory is filled first (with
+		 * extraction's copies, once they are moved in) */
+		if (w->sum_arg != NULL && w->sum == cache_sums_get)
+			return push_later(w, ent->rel, "", &ent->st);
+		if (fchmod(ent->aux, mode) != 0) {
+			w->dst_err = 1;
+			return err_sys(e, "io.error", errno, "%s: %s", ent->rel, strerror(errno));
+		}
+		return 0;
 	}
-	cache_names_free(names, n);
-	return rc;
+	if (cache_entry_name(ent, e) < 0)
+		return -1;
+	if (mkdirat(dst, ent->name, 0700) != 0 ||
+	    (ent->aux = openat(dst, ent->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+		w->dst_err = 1;
+		return err_sys(e, "io.error", errno, "%s: %s", ent->rel, strerror(errno));
+	}
+	return line(w, "d %04o %s\n", mode, ent->rel);
 }
 
 static int
@@ -608,6 +528,8 @@ walk_init(struct walk *w, struct err *e)
 {
 	memset(w, 0, sizeof(*w));
 	w->lines.max = MANIFEST_MAX;
+	w->later.size = sizeof(struct later);
+	w->later.max = FS_MAX_DIR_ENTRIES;
 	w->e = e;
 	if ((w->io = malloc(COPY_BUF)) == NULL)
 		return err_set(e, "internal", "out of memory");
@@ -619,9 +541,9 @@ walk_free(struct walk *w)
 {
 	size_t i;
 
-	for (i = 0; i < w->nlater; i++)
-		free(w->later[i].rel);
-	free(w->later);
+	for (i = 0; i < w->later.n; i++)
+		free(((struct later *)w->later.p)[i].rel);
+	vec_free(&w->later);
 	buf_free(&w->lines);
 	free(w->io);
 }
@@ -669,7 +591,7 @@ cache_tree_store_begin(const char *cache, const char *keyfile, const char *key, 
 	s->tfd = -1;
 	err_clear(&s->e);
 	snprintf(trees, sizeof(trees), "%s/trees", cache);
-	if ((size_t)snprintf(s->dir, sizeof(s->dir), "%s/%s", trees, key) >= sizeof(s->dir) ||
+	if (fs_path_join(s->dir, sizeof(s->dir), trees, key, NULL) != 0 ||
 	    (s->label = strdup(label)) == NULL || walk_init(&s->w, &s->e) < 0) {
 		free(s->label);
 		free(s);
@@ -702,7 +624,8 @@ cache_tree_store_begin(const char *cache, const char *keyfile, const char *key, 
 		store_close(s, -1);
 		return NULL;
 	}
-	if (walk_dir(&s->w, dirfd, s->tfd, "") < 0) {
+	s->w.dst = s->tfd;
+	if (fs_walk(dirfd, FS_WALK_POST, "io.error", walk_visit, &s->w, &s->e) < 0) {
 		store_close(s, -1);
 		return NULL;
 	}
@@ -824,9 +747,10 @@ cache_tree_store_end(struct cache_store *s)
 	char mf[4300], phex[65];
 	size_t i;
 
-	for (i = 0; i < s->w.nlater; i++)
-		if (later_do(s, sums, &s->w.later[i]) < 0) {
-			err_sys(&s->e, "io.error", errno, "%s: %s", s->w.later[i].rel, strerror(errno));
+	for (i = 0; i < s->w.later.n; i++)
+		if (later_do(s, sums, (struct later *)s->w.later.p + i) < 0) {
+			err_sys(&s->e, "io.error", errno, "%s: %s", ((struct later *)s->w.later.p)[i].rel,
+			        strerror(errno));
 			return store_close(s, -1);
 		}
 	/* the tree is whole and final: its proof, so that a placement can

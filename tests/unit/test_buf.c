@@ -91,6 +91,44 @@ test_http_sink(void **state)
 	buf_free(&b);
 }
 
+/* The growable array: pushes zero-filled, kept across growth, max a
+ * ceiling (vec_full tells it from memory), a size whose cap would
+ * overflow refused, free leaves an empty array of the same kind. */
+static void
+test_vec(void **state)
+{
+	struct vec v = VEC_INIT(sizeof(long), 100);
+	struct vec huge = VEC_INIT((size_t)-1 / 4, 8);
+	long *x;
+	int i;
+
+	for (i = 0; i < 100; i++) {
+		x = vec_push(&v);
+		assert_non_null(x);
+		assert_int_equal(*x, 0);
+		*x = i;
+	}
+	assert_true(vec_full(&v));
+	assert_null(vec_push(&v));
+	assert_int_equal(v.n, 100);
+	assert_true(v.cap <= 100);
+	for (i = 0; i < 100; i++)
+		assert_int_equal(((long *)v.p)[i], i);
+	assert_int_equal(vec_reserve(&v, 1), -1);
+	vec_free(&v);
+	assert_null(v.p);
+	assert_int_equal(v.n, 0);
+	assert_int_equal(v.max, 100);
+	assert_int_equal(vec_reserve(&v, 101), -1);
+	assert_int_equal(vec_reserve(&v, 100), 0);
+	assert_int_equal(v.n, 0);
+	vec_free(&v);
+	/* 16 elements of a quarter of the address space: no overflowed cap */
+	assert_null(vec_push(&huge));
+	assert_false(vec_full(&huge));
+	assert_null(huge.p);
+}
+
 int
 main(void)
 {
@@ -99,6 +137,7 @@ main(void)
 		cmocka_unit_test(test_max_is_a_ceiling),
 		cmocka_unit_test(test_room),
 		cmocka_unit_test(test_http_sink),
+		cmocka_unit_test(test_vec),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -635,6 +635,106 @@ damaged(const char *cmd)
 	assert_int_equal(place(cache, &t, NULL, 0), 1);
 }
 
+/* Run fn(cache) with stderr in a file; what was written, NUL-ended, into
+ * out. */
+static void
+with_stderr(void (*fn)(char *), char *cache, char *out, size_t cap)
+{
+	char errf[300];
+	ssize_t n;
+	int fd, saved;
+
+	snprintf(errf, sizeof(errf), "%s/stderr", dir);
+	fd = open(errf, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	assert_true(fd >= 0);
+	fflush(stderr);
+	saved = dup(2);
+	dup2(fd, 2);
+	fn(cache);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	n = pread(fd, out, cap - 1, 0);
+	close(fd);
+	out[n > 0 ? n : 0] = '\0';
+}
+
+/* levels nested directories "d" under dir/rel (made). */
+static void
+nest(const char *rel, int levels)
+{
+	char p[512];
+	int fd, nfd, i;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, rel);
+	fd = open(p, O_RDONLY | O_DIRECTORY);
+	assert_true(fd >= 0);
+	for (i = 0; i < levels; i++) {
+		assert_int_equal(mkdirat(fd, "d", 0755), 0);
+		nfd = openat(fd, "d", O_RDONLY | O_DIRECTORY);
+		close(fd);
+		fd = nfd;
+		assert_true(fd >= 0);
+	}
+	close(fd);
+}
+
+static void
+store_deep(char *cache)
+{
+	char src[256];
+	struct digest d;
+	int fd;
+
+	snprintf(src, sizeof(src), "%s/src", dir);
+	fd = open(src, O_RDONLY | O_DIRECTORY);
+	assert_true(fd >= 0);
+	digest_buf(DIGEST_SHA256, "artifact", 8, &d);
+	assert_int_equal(cache_tree_key(&d, "t1", key), 0);
+	assert_int_equal(cache_tree_store(cache, keyf, key, fd, "size=8", "test", NULL, NULL), 0);
+	close(fd);
+}
+
+static void
+place_missed(char *cache)
+{
+	struct tap t = {0};
+
+	assert_int_equal(place(cache, &t, NULL, 0), 0);
+}
+
+/* The tree cache walks with fs_walk's limits: a tree deeper than
+ * FS_MAX_DEPTH is not kept (the extractor never makes one), and one made
+ * that deep inside a kept entry is refused by the placement's walk
+ * (the walk's cache.unsafe_entry, said), the entry discarded; before, both walks went as
+ * deep as the tree did, two 4 KiB paths on the stack per level. */
+static void
+test_tree_too_deep(void **state)
+{
+	char cache[256], said[4096], c[700];
+
+	snprintf(cache, sizeof(cache), "%s/c", dir);
+	mkdir(cache, 0700);
+	mkdir((snprintf(c, sizeof(c), "%s/src", dir), c), 0755);
+	put("src/a.txt", "alpha\n");
+	nest("src", FS_MAX_DEPTH + 2);
+	with_stderr(store_deep, cache, said, sizeof(said));
+	if (strstr(said, "not keeping") == NULL || strstr(said, "tree deeper than 128 levels") == NULL)
+		fail_msg("%s", said);
+	assert_int_equal(cache_tree_has(cache, key), 0);
+	/* made too deep after it was kept */
+	snprintf(c, sizeof(c), "rm -rf %s/src", dir);
+	assert_int_equal(system(c), 0);
+	make_entry(cache, sizeof(cache));
+	snprintf(c, sizeof(c), "c/trees/%s/tree/empty", key);
+	assert_int_equal(chmod((snprintf(said, sizeof(said), "%s/%s", dir, c), said), 0755), 0);
+	nest(c, FS_MAX_DEPTH + 2);
+	with_stderr(place_missed, cache, said, sizeof(said));
+	if (strstr(said, "is damaged") == NULL || strstr(said, "tree deeper than 128 levels") == NULL)
+		fail_msg("%s", said);
+	assert_int_equal(cache_tree_has(cache, key), 0);
+}
+
 static void
 test_tree_file_changed(void **state)
 {
@@ -1544,6 +1644,7 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_tree_place_dest_error, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tree_place_dest_error_pipe, setup, teardown),
 	    cmocka_unit_test(test_tree_key_rejects),
+	    cmocka_unit_test_setup_teardown(test_tree_too_deep, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_note_sealed, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

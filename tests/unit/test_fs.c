@@ -156,28 +156,50 @@ t_rm_tree_does_not_follow(void **s)
 	assert_int_equal(fs_rm_treeat(AT_FDCWD, "a/b", &e), -1);
 }
 
-/* fs_walk's visitor: "rel:type" lines into a struct buf-like text. */
+/* fs_walk's visitor: "rel:type" lines (a directory's second visit
+ * "rel:D") into a struct buf-like text. */
 struct seen {
 	char text[4096];
 	size_t len;
 	int stop_at; /* stop (with an error) at this entry, 0 = never */
 	int n;
+	int flags;         /* fs_walk's */
+	const char *skip;  /* answer FS_WALK_SKIP for this directory */
+	const char *aux;   /* give this directory an aux descriptor */
+	int aux_fd;        /* the one given */
+	int aux_seen;      /* its entries saw it as parent->aux */
 };
 
 static int
-seen_visit(void *arg, int dfd, const char *name, const char *rel, const struct stat *st, struct err *e)
+seen_visit(void *arg, struct fs_ent *ent, struct err *e)
 {
 	struct seen *w = arg;
 	struct stat again;
+	int dir = S_ISDIR(ent->st.st_mode);
 
-	/* dfd holds the entry under its name */
-	assert_int_equal(fstatat(dfd, name, &again, AT_SYMLINK_NOFOLLOW), 0);
-	assert_int_equal(again.st_ino, st->st_ino);
+	/* dfd holds the entry under its name; a directory's fd is the one
+	 * its st is of */
+	assert_int_equal(fstatat(ent->dfd, ent->name, &again, AT_SYMLINK_NOFOLLOW), 0);
+	assert_int_equal(again.st_ino, ent->st.st_ino);
+	assert_int_equal(ent->fd >= 0, dir);
+	if (dir) {
+		assert_int_equal(fstat(ent->fd, &again), 0);
+		assert_int_equal(again.st_ino, ent->st.st_ino);
+	}
+	assert_true(ent->depth >= 1);
+	assert_int_equal(ent->parent == NULL, ent->depth == 1);
+	if (ent->parent != NULL && w->aux != NULL && strcmp(ent->parent->name, w->aux) == 0 &&
+	    ent->parent->aux == w->aux_fd)
+		w->aux_seen++;
 	if (w->len < sizeof(w->text))
-		w->len += (size_t)snprintf(w->text + w->len, sizeof(w->text) - w->len, "%s:%c\n", rel,
-		    S_ISDIR(st->st_mode) ? 'd' : S_ISLNK(st->st_mode) ? 'l' : 'f');
+		w->len += (size_t)snprintf(w->text + w->len, sizeof(w->text) - w->len, "%s:%c\n", ent->rel,
+		    ent->post ? 'D' : dir ? 'd' : S_ISLNK(ent->st.st_mode) ? 'l' : 'f');
 	if (++w->n == w->stop_at)
-		return err_set(e, "test.stop", "stopped at %s", rel);
+		return err_set(e, "test.stop", "stopped at %s", ent->rel);
+	if (dir && !ent->post && w->aux != NULL && strcmp(ent->rel, w->aux) == 0)
+		w->aux_fd = ent->aux = dup(ent->fd);
+	if (dir && !ent->post && w->skip != NULL && strcmp(ent->rel, w->skip) == 0)
+		return FS_WALK_SKIP;
 	return 0;
 }
 
@@ -187,7 +209,7 @@ walk(const char *rel, struct seen *w, struct err *e)
 	int fd = open(P(rel), O_RDONLY | O_DIRECTORY), rc;
 
 	assert_true(fd >= 0);
-	rc = fs_walk(fd, "test.limit", seen_visit, w, e);
+	rc = fs_walk(fd, w->flags, "test.limit", seen_visit, w, e);
 	close(fd);
 	return rc;
 }
@@ -214,6 +236,102 @@ t_walk(void **s)
 	assert_string_equal(e.code, "test.stop");
 	assert_string_equal(e.msg, "stopped at b/c");
 	assert_int_equal(w.n, 4);
+}
+
+/* FS_WALK_POST: each directory visited again after its entries (D),
+ * innermost first; FS_WALK_SKIP keeps the walk out of a directory (and
+ * out of its second visit); an aux descriptor is seen by the directory's
+ * entries as parent->aux and closed by the walk once it is done, also
+ * when the walk stops inside it. */
+static void
+t_walk_post(void **s)
+{
+	struct seen w = {0};
+	struct err e;
+	int fd;
+
+	assert_int_equal(fs_mkdir_p(P("w/b/c"), 0755, &e), 0);
+	assert_int_equal(fs_mkdir_p(P("w/s/t"), 0755, &e), 0);
+	put("w/b/c/f", "x");
+	put("w/a", "a");
+	put("w/b/z", "");
+	w.flags = FS_WALK_POST;
+	w.skip = "s";
+	w.aux = "b";
+	assert_int_equal(walk("w", &w, &e), 0);
+	assert_string_equal(w.text, "a:f\nb:d\nb/c:d\nb/c/f:f\nb/c:D\nb/z:f\nb:D\ns:d\n");
+	assert_int_equal(w.aux_seen, 3); /* b/c (both visits), b/z; not b/c/f */
+	/* closed by the walk: the number is free again */
+	assert_int_equal(fcntl(w.aux_fd, F_GETFD), -1);
+	assert_int_equal(errno, EBADF);
+	/* without the flag, one visit each */
+	memset(&w, 0, sizeof(w));
+	assert_int_equal(walk("w", &w, &e), 0);
+	assert_string_equal(w.text, "a:f\nb:d\nb/c:d\nb/c/f:f\nb/z:f\ns:d\ns/t:d\n");
+	/* stopped inside b: no second visit of b, its aux closed all the same */
+	memset(&w, 0, sizeof(w));
+	w.flags = FS_WALK_POST;
+	w.aux = "b";
+	w.stop_at = 4;
+	assert_int_equal(walk("w", &w, &e), -1);
+	assert_string_equal(e.msg, "stopped at b/c/f");
+	fd = dup(0);
+	assert_true(fd <= w.aux_fd); /* the lowest free number: b's aux was closed */
+	close(fd);
+}
+
+/* The walk reads a directory through the descriptor whose fstat it
+ * showed: a directory that cannot be opened is an error before its visit,
+ * and a link to a directory is an entry, never entered. */
+static void
+t_walk_by_descriptor(void **s)
+{
+	struct seen w = {0};
+	struct err e;
+
+	assert_int_equal(fs_mkdir_p(P("w/shut"), 0755, &e), 0);
+	assert_int_equal(fs_mkdir_p(P("elsewhere/x"), 0755, &e), 0);
+	assert_int_equal(symlink(P("elsewhere"), P("w/link")), 0);
+	assert_int_equal(walk("w", &w, &e), 0);
+	assert_string_equal(w.text, "link:l\nshut:d\n");
+	if (geteuid() == 0)
+		return; /* root opens a 0000 directory */
+	assert_int_equal(chmod(P("w/shut"), 0), 0);
+	memset(&w, 0, sizeof(w));
+	assert_int_equal(walk("w", &w, &e), -1);
+	assert_string_equal(e.code, "io.error");
+	assert_string_equal(w.text, "link:l\n");
+	assert_int_equal(chmod(P("w/shut"), 0755), 0);
+}
+
+/* The one sorted directory reader: bytewise order, read from the start
+ * whatever was read through the descriptor before, one block. */
+static void
+t_dir_names(void **s)
+{
+	char **v;
+	size_t n;
+	struct err e;
+	DIR *d;
+	int fd;
+
+	assert_int_equal(fs_mkdir_p(P("n"), 0755, &e), 0);
+	put("n/b", "");
+	put("n/B", "");
+	put("n/a", "");
+	fd = open(P("n"), O_RDONLY | O_DIRECTORY);
+	assert_true(fd >= 0);
+	d = fdopendir(dup(fd));
+	while (readdir(d) != NULL)
+		;
+	closedir(d);
+	assert_int_equal(fs_dir_names(fd, "n", "test.limit", &v, &n, &e), 0);
+	assert_int_equal(n, 3);
+	assert_string_equal(v[0], "B");
+	assert_string_equal(v[1], "a");
+	assert_string_equal(v[2], "b");
+	free(v);
+	close(fd);
 }
 
 static void
@@ -582,6 +700,24 @@ t_write_all(void **state)
 	close(p[1]);
 }
 
+/* One join: exactly fitting is fine, one byte short is an error and
+ * leaves "", never a cut path. */
+static void
+t_path_join(void **s)
+{
+	char b[8];
+	struct err e;
+
+	assert_int_equal(fs_path_join(b, sizeof(b), "ab", "cdef", &e), 0);
+	assert_string_equal(b, "ab/cdef");
+	assert_int_equal(fs_path_join(b, sizeof(b), "ab", "cdefg", &e), -1);
+	assert_string_equal(b, "");
+	assert_string_equal(e.code, "io.error");
+	assert_non_null(strstr(e.msg, "path too long"));
+	assert_int_equal(fs_path_join(b, sizeof(b), "abcdefgh", "", NULL), -1);
+	assert_int_equal(fs_path_join(b, 0, "", "", NULL), -1);
+}
+
 #define C(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int
@@ -594,6 +730,10 @@ main(void)
 	    C(t_read_small_caps),
 	    C(t_rm_tree_does_not_follow),
 	    C(t_walk),
+	    C(t_walk_post),
+	    C(t_walk_by_descriptor),
+	    C(t_dir_names),
+	    C(t_path_join),
 	    C(t_free_bytes),
 	    C(t_dir_safe),
 	    C(t_dir_open_safe),
