@@ -293,7 +293,7 @@ names_from_config(struct tooling *t, struct prepare_args *a)
 		return rc;
 	if (a->nonly == 0) {
 		if (t->json)
-			printf("{\"tools\":[],\"ok\":true}\n");
+			tooling_json_empty("tools");
 		else if (!t->quiet)
 			printf("nothing to prepare: no mounted op needs a tool that PATH does not satisfy\n");
 		return EXIT_OK;
