@@ -270,13 +270,19 @@ tools_chain_prefer(struct tools_chain *c, const char *dir)
 void
 tools_chain_detail_tried(const struct tools_chain *c, struct err *e)
 {
+	/* The paths that fit beside what details hold already ("tried":,
+	 * quotes, a comma, the brackets): a long one is left out, not cut. */
+	size_t room = ERR_DETAILS_MAX - strlen(e->details) - 16, n;
 	struct json_w w;
 	int i;
 
 	json_w_init(&w, ERR_DETAILS_MAX);
 	json_w_arr(&w);
-	for (i = 0; i < c->n; i++)
-		json_w_str(&w, c->d[i].path);
+	for (i = 0; i < c->n; i++) {
+		n = strlen(c->d[i].path);
+		if (w.len + 3 < room && json_escaped_prefix(c->d[i].path, n, room - w.len - 3) == n)
+			json_w_str(&w, c->d[i].path);
+	}
 	json_w_end(&w);
 	if (!w.overflow)
 		err_detail_json(e, "tried", w.buf);
