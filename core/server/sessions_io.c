@@ -320,7 +320,7 @@ plain8(uint64_t w)
 
 /*
  * emit_output's fast path: the event written straight into the journal,
- * byte for byte what the JSON writer and emit would make of it. Returns 0
+ * byte for byte what event_head, the writer and event_tail make of it. Returns 0
  * when done, 1 when the data is not plain ASCII (or the event would cross
  * the journal limit, or the journal has no room): then nothing was added
  * and the caller takes the general path.
@@ -406,7 +406,7 @@ emit_output_fast(struct slot *s, int i, const char *data, size_t n, int partial,
 		memcpy(o, ",\"partial\":true", 15);
 		o += 15;
 	}
-	/* emit's limit: the members plus 256 must fit under the limit. */
+	/* sessions_emit_output's limit: the members plus 256 must fit under it. */
 	if (bytes_now(s) + (size_t)(o - extra) + 256 > s->S->c.journal_max)
 		return 1;
 	*o++ = '}';
