@@ -184,6 +184,22 @@ chmod 755 "$T/npmwrap/bin/npm"
 run sh -c "cd '$T/npmwrap' && ABX_NPM=./bin/npm '$BIN' lock tool --manifests '$T/m' --version 1.0.0"
 expect "a relative ABX_NPM runs from where lock runs" 0 "@s/tool@1.0.0 locked" "wrapper: npm install"
 check "... and its stdout is still captured (npm view)" grep -q "wrapper: npm view" "$T/err"
+# The package.json npm is given is JSON whatever the registry answers: a
+# version with a quote and a backslash (an npm that keeps what it is given,
+# then fails)
+cat >"$T/npmwrap/bin/oddnpm" <<EOF
+#!/bin/sh
+case "\$1" in
+view) printf '%s\\n' '1.0.0"x\\y' ;;
+install) cp package.json "$T/pj-odd.json"; exit 1 ;;
+esac
+EOF
+chmod 755 "$T/npmwrap/bin/oddnpm"
+run env ABX_NPM="$T/npmwrap/bin/oddnpm" "$BIN" lock tool --manifests "$T/m" --version 1.0.0
+expect "an npm that fails after an odd version: exit 1" 1
+check "... the package.json it was given is JSON, the version as the registry said" python3 -c '
+import json, sys
+sys.exit(json.load(open(sys.argv[1]))["dependencies"] != {"@s/tool": "1.0.0\"x\\y"})' "$T/pj-odd.json"
 echo '{"lockfileVersion": 1}' >"$T/m/tool/package-lock.json"
 run "$BIN" lock tool --manifests "$T/m" --check
 expect "npm-lock --check: a broken lockfile is stale" 1 "stale lockfile"
