@@ -25,9 +25,10 @@ static int
 our_serve(int port, char *ver, size_t cap)
 {
 	static const char req[] = "GET /health HTTP/1.0\r\nUser-Agent: agent-sandbox-doctor\r\n\r\n";
-	static const char body[] = "{\"status\":\"ok\",\"version\":\"";
 	char resp[1024];
-	const char *b;
+	const char *b, *st, *v;
+	struct json_doc d;
+	int ours;
 	struct pollfd pf;
 	size_t got = 0;
 	ssize_t k;
@@ -45,11 +46,15 @@ our_serve(int port, char *ver, size_t cap)
 	close(fd);
 	resp[got] = '\0';
 	if (strncmp(resp, "HTTP/1.", 7) != 0 || strncmp(resp + 8, " 200", 4) != 0 ||
-	    (b = strstr(resp, body)) == NULL)
+	    (b = strstr(resp, "\r\n\r\n")) == NULL || json_parse(&d, b + 4, strlen(b + 4), NULL, &e) != 0)
 		return 0;
-	b += sizeof(body) - 1;
-	snprintf(ver, cap, "%.*s", (int)strcspn(b, "\""), b);
-	return 1;
+	st = json_get_str(d.root, "status");
+	v = json_get_str(d.root, "version");
+	ours = st != NULL && strcmp(st, "ok") == 0 && v != NULL;
+	if (ours)
+		snprintf(ver, cap, "%s", v);
+	json_free(&d);
+	return ours;
 }
 
 void

@@ -325,7 +325,7 @@ fetch_cache(const struct fetch_cache_args *a)
 			return rc;
 		if (nonly == 0) {
 			if (t.json)
-				printf("{\"artifacts\":[],\"ok\":true}\n");
+				tooling_json_empty("artifacts");
 			else if (!t.quiet)
 				fprintf(stderr, "fetch: the configuration needs no tool\n");
 			return EXIT_OK;

@@ -260,7 +260,7 @@ set_string(struct doc *d, const struct json_val *v, const char *s, struct err *e
 static int
 insert_after(struct doc *d, const struct json_val *after, const char *key, const char *value, struct err *e)
 {
-	char ins[512];
+	char ins[1024], k[256], v[512];
 	size_t a, b, ls, ind = 0;
 
 	if (span_of(d, after, &a, &b) != 0)
@@ -269,7 +269,11 @@ insert_after(struct doc *d, const struct json_val *after, const char *key, const
 	ls = d->lines[after->line - 1];
 	while (ls + ind < d->len && (d->text[ls + ind] == ' ' || d->text[ls + ind] == '\t'))
 		ind++;
-	snprintf(ins, sizeof(ins), ",\n%.*s\"%s\": \"%s\"", (int)ind, d->text + ls, key, value);
+	/* The document keeps its own layout: only the strings come from the
+	 * writer's escaping. */
+	if (json_escape(k, sizeof(k), key) < 0 || json_escape(v, sizeof(v), value) < 0)
+		return err_set(e, "internal", "value too long");
+	snprintf(ins, sizeof(ins), ",\n%.*s%s: %s", (int)ind, d->text + ls, k, v);
 	return add_edit(d, b, b, ins, e);
 }
 

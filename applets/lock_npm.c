@@ -398,16 +398,28 @@ resolve_version(const struct npm_job *j, const char *want, char *spec, size_t ca
 	return last_version(out, j, want, spec, cap, e);
 }
 
-/* The package.json that depends on exactly pkg@version, into pj. */
+/* The package.json that depends on exactly pkg@version, into pj ("" when
+ * it does not fit). */
 static void
 package_json(const struct npm_job *j, const char *version, char *pj, size_t cap)
 {
 	const char *name = json_get_str(j->d->j.root, "name");
+	char self[300];
+	struct json_w w;
 
-	snprintf(pj, cap,
-	         "{\n  \"name\": \"abx-lock-%s\",\n  \"version\": \"0.0.0\",\n  \"private\": true,\n"
-	         "  \"dependencies\": {\n    \"%s\": \"%s\"\n  }\n}\n",
-	         name ? name : "tool", j->pkg, version);
+	snprintf(self, sizeof(self), "abx-lock-%s", name ? name : "tool");
+	json_w_init(&w, cap - 2);
+	json_w_obj(&w);
+	json_w_kstr(&w, "name", self);
+	json_w_kstr(&w, "version", "0.0.0");
+	json_w_kbool(&w, "private", 1);
+	json_w_key(&w, "dependencies");
+	json_w_obj(&w);
+	json_w_kstr(&w, j->pkg, version);
+	json_w_end(&w);
+	json_w_end(&w);
+	snprintf(pj, cap, "%s\n", w.overflow ? "" : w.buf);
+	json_w_free(&w);
 }
 
 /* npm writes the lockfile for spec in the scratch directory; it is read

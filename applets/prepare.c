@@ -78,6 +78,7 @@ struct item {
 	int deferred;   /* not requested, required by another item: ensured with it */
 	int state;      /* 0 to do, 1 running, 2 done */
 	int have;       /* rc, r and e hold its outcome */
+	int wrapped;    /* failed inside a dependent's ensure, whose error wraps e */
 	int rc;
 	struct install_result r;
 	struct err e;
@@ -292,7 +293,7 @@ names_from_config(struct tooling *t, struct prepare_args *a)
 		return rc;
 	if (a->nonly == 0) {
 		if (t->json)
-			printf("{\"tools\":[],\"ok\":true}\n");
+			tooling_json_empty("tools");
 		else if (!t->quiet)
 			printf("nothing to prepare: no mounted op needs a tool that PATH does not satisfy\n");
 		return EXIT_OK;
@@ -452,6 +453,9 @@ pool_required(void *arg, const char *name, int rc, const struct install_result *
 			it->have = 1;
 			it->rc = rc;
 			it->r = *r;
+			/* ensure fails the dependent with "X requires Y: <e>"
+			 * (install_ctx.required) */
+			it->wrapped = rc < 0;
 			if (rc < 0)
 				it->e = *e;
 		}
@@ -514,7 +518,7 @@ plan_needs(struct tooling *t, struct item *items, int n)
 
 	for (i = 0; i < n; i++) {
 		items[i].needs = (uint64_t)1 << i;
-		items[i].deferred = items[i].state = items[i].have = 0;
+		items[i].deferred = items[i].state = items[i].have = items[i].wrapped = 0;
 	}
 	do {
 		grew = 0;
@@ -588,9 +592,8 @@ run_items(struct tooling *t, struct item *items, int n)
 static int
 install_items(struct tooling *t, struct item *items, int n)
 {
-	static struct err said[PREPARE_MAX], held[PREPARE_MAX];
 	struct json_w w;
-	int i, j, failed = 0, nsaid = 0, nheld = 0;
+	int i, failed = 0;
 
 	run_items(t, items, n);
 	json_w_init(&w, 1 << 20);
@@ -602,10 +605,6 @@ install_items(struct tooling *t, struct item *items, int n)
 		if (items[i].rc == 0)
 			continue;
 		failed++;
-		if (items[i].requested)
-			said[nsaid++] = items[i].e;
-		else
-			held[nheld++] = items[i].e;
 		/* a broken manifest is a configuration error */
 		if (items[i].e.code && strcmp(items[i].e.code, "install.manifest_invalid") == 0 && n == 1) {
 			json_w_free(&w);
@@ -613,13 +612,11 @@ install_items(struct tooling *t, struct item *items, int n)
 			return EXIT_USAGE;
 		}
 	}
-	/* a requirement's failure no requested tool repeated */
-	for (i = 0; !t->json && i < nheld; i++) {
-		for (j = 0; j < nsaid && strstr(said[j].msg, held[i].msg) == NULL; j++)
-			;
-		if (j == nsaid)
-			err_print(&held[i]);
-	}
+	/* a requirement's failure no dependent's error wraps: the top of
+	 * each chain of wraps is printed, requested (report_one) or not */
+	for (i = 0; !t->json && i < n; i++)
+		if (items[i].rc != 0 && !items[i].requested && !items[i].wrapped)
+			err_print(&items[i].e);
 	json_w_end(&w);
 	json_w_kint(&w, "downloads", t->ctx.downloads);
 	json_w_kint(&w, "bytes_downloaded", (int64_t)t->ctx.bytes_downloaded);

@@ -248,6 +248,22 @@ tooling_timing(void *arg, const manifest_t *m, const int64_t us[INSTALL_PH_N],
 }
 
 void
+tooling_json_empty(const char *list)
+{
+	struct json_w w;
+
+	json_w_init(&w, 256);
+	json_w_obj(&w);
+	json_w_key(&w, list);
+	json_w_arr(&w);
+	json_w_end(&w);
+	json_w_kbool(&w, "ok", 1);
+	json_w_end(&w);
+	printf("%s\n", w.buf);
+	json_w_free(&w);
+}
+
+void
 tooling_json_error(struct json_w *w, const struct err *e)
 {
 	json_w_key(w, "error");

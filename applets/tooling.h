@@ -109,6 +109,8 @@ int tooling_fail(struct tooling *t, const struct err *e);
 /* "error": {code, message[, details]} for --json output. */
 struct json_w;
 void tooling_json_error(struct json_w *w, const struct err *e);
+/* Print the --json document of a run with nothing to do: {"<list>":[],"ok":true}. */
+void tooling_json_empty(const char *list);
 
 /* Progress lines on stderr for prepare and fetch (a tool's phase changes
  * and, while downloading, about once a second). */

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/json.h"
 #include "deps_version.h"
 
 static const char usage[] = "usage: agent-sandbox-server version [--json]\n"
@@ -55,12 +56,22 @@ version_main(int argc, char **argv)
 	}
 	if (optind < argc)
 		return usage_error("version", usage, "unexpected argument %s", argv[optind]);
-	if (json)
-		printf("{\"version\":\"%s\",\"build_date\":\"%s\",\"platform\":\"%s\","
-		       "\"musl\":\"%s\",\"zlib\":\"%s\",\"bearssl\":\"%s\",\"libarchive\":\"%s\"}\n",
-		       ABX_VERSION, ABX_BUILD_DATE, PLATFORM, DEP_MUSL, DEP_ZLIB, DEP_BEARSSL,
-		       DEP_LIBARCHIVE);
-	else
+	if (json) {
+		struct json_w w;
+
+		json_w_init(&w, 1024);
+		json_w_obj(&w);
+		json_w_kstr(&w, "version", ABX_VERSION);
+		json_w_kstr(&w, "build_date", ABX_BUILD_DATE);
+		json_w_kstr(&w, "platform", PLATFORM);
+		json_w_kstr(&w, "musl", DEP_MUSL);
+		json_w_kstr(&w, "zlib", DEP_ZLIB);
+		json_w_kstr(&w, "bearssl", DEP_BEARSSL);
+		json_w_kstr(&w, "libarchive", DEP_LIBARCHIVE);
+		json_w_end(&w);
+		printf("%s\n", w.buf);
+		json_w_free(&w);
+	} else
 		printf("agent-sandbox-server %s (built %s, %s)\n"
 		       "musl %s\nzlib %s\nBearSSL %s\nlibarchive %s\n",
 		       ABX_VERSION, ABX_BUILD_DATE, PLATFORM, DEP_MUSL, DEP_ZLIB, DEP_BEARSSL,

@@ -51,8 +51,19 @@ int err_wrap(struct err *e, const char *code, const char *fmt, ...) __attribute_
 const char *err_root(const struct err *e);
 
 /* Set e->details to a JSON object text (not validated; callers build it with
- * json_w). Truncated text is replaced by "{}". */
+ * json_w, or copy another err's). Truncated text is replaced by "{}". */
 void err_details(struct err *e, const char *json_object);
+
+/* Details member by member (err_detail.c): "key": value appended to
+ * e->details, the object started on first use (err_set and its kin empty
+ * it). Keys and strings are escaped as the JSON writer escapes them, so any
+ * path, URL or message is safe here. A member that would not fit
+ * ERR_DETAILS_MAX is left out whole: details stay one valid object. Each
+ * returns 0, or -1 when the member was left out. */
+int err_detail_str(struct err *e, const char *key, const char *s); /* NULL s: null */
+int err_detail_int(struct err *e, const char *key, long long v);
+/* value: a JSON value a json_w wrote (array, object), not checked. */
+int err_detail_json(struct err *e, const char *key, const char *value);
 
 void err_clear(struct err *e);
 

@@ -186,6 +186,13 @@ void json_w_double(struct json_w *w, double v);
 void json_w_bool(struct json_w *w, int v);
 void json_w_null(struct json_w *w);
 void json_w_raw(struct json_w *w, const char *json); /* pre-built JSON value, not checked */
+/* The members of obj, an object another json_w wrote ("{...}"; NULL or
+ * "{}" adds none), as members of the object open in w: events and
+ * envelopes take a caller's members without cutting text. obj that is not
+ * one object's text sets overflow. */
+void json_w_members(struct json_w *w, const char *obj);
+/* Empty w for the next value, keeping its memory and max. */
+void json_w_reset(struct json_w *w);
 /* A parsed value, recursively; numbers are written exactly as they were in
  * the input (num.text). Writing a tree deeper than JSON_W_MAX_DEPTH sets
  * overflow. */

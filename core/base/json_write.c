@@ -465,6 +465,41 @@ json_w_raw(struct json_w *w, const char *json)
 }
 
 void
+json_w_members(struct json_w *w, const char *obj)
+{
+	unsigned char *st;
+	size_t n;
+
+	if (w->overflow || obj == NULL)
+		return;
+	n = strlen(obj);
+	if (n < 2 || obj[0] != '{' || obj[n - 1] != '}' || w->depth == 0 || w->after_key ||
+	    !(w->need_comma[w->depth - 1] & W_OBJ)) {
+		w->overflow = 1;
+		return;
+	}
+	if (n == 2)
+		return;
+	st = &w->need_comma[w->depth - 1];
+	if (*st & W_COMMA)
+		w_put(w, ",", 1);
+	*st |= W_COMMA;
+	w_put(w, obj + 1, n - 2);
+}
+
+void
+json_w_reset(struct json_w *w)
+{
+	w->len = 0;
+	if (w->buf != w_empty)
+		w->buf[0] = '\0';
+	w->overflow = 0;
+	w->depth = 0;
+	w->after_key = 0;
+	memset(w->need_comma, 0, sizeof(w->need_comma));
+}
+
+void
 json_w_val(struct json_w *w, const struct json_val *v)
 {
 	size_t i;

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/json.h"
 #include "net/http.h"
 #include "pkg/npmlock.h"
 
@@ -115,10 +116,7 @@ state_of(const struct err *e)
 void
 install_details_phase(struct err *e, const char *phase)
 {
-	char d[64];
-
-	snprintf(d, sizeof(d), "{\"phase\":\"%s\"}", phase);
-	err_details(e, d);
+	err_detail_str(e, "phase", phase);
 }
 
 /* ---- ensure --------------------------------------------------------------- */
@@ -266,7 +264,8 @@ int
 install_image_fits(const manifest_t *m, const char *platform, struct err *e)
 {
 	const char *libc, *g = npmlock_libc_loader("glibc"), *mu = npmlock_libc_loader("musl");
-	char env[MANIFEST_NAME_MAX + 16], need[200], det[512];
+	char env[MANIFEST_NAME_MAX + 16], need[200];
+	struct json_w w;
 
 	if (m->libc == 0 || (platform != NULL && strcmp(platform, manifest_platform_self()) != 0))
 		return 0;
@@ -283,11 +282,10 @@ install_image_fits(const manifest_t *m, const char *platform, struct err *e)
 				        "library "
 				        "directory here (C library: %s); or set %s or put %s on PATH",
 				        m->name, m->libs[i], libc, env, m->binary);
-				snprintf(
-				    det, sizeof(det),
-				    "{\"tool\":\"%s\",\"libc\":\"%s\",\"library\":\"%s\",\"env\":\"%s\"}",
-				    m->name, libc, m->libs[i], env);
-				err_details(e, det);
+				err_detail_str(e, "tool", m->name);
+				err_detail_str(e, "libc", libc);
+				err_detail_str(e, "library", m->libs[i]);
+				err_detail_str(e, "env", env);
 				return -1;
 			}
 		return 0;
@@ -306,11 +304,19 @@ install_image_fits(const manifest_t *m, const char *platform, struct err *e)
 	        "%s cannot run in this image: it needs %s (C library of this image: %s); "
 	        "or set %s or put %s on PATH",
 	        m->name, need, libc, env, m->binary);
-	snprintf(det, sizeof(det), "{\"tool\":\"%s\",\"libc\":\"%s\",\"needs\":[%s%s%s],\"env\":\"%s\"}",
-	         m->name, libc, (m->libc & MANIFEST_LIBC_GLIBC) ? "\"glibc\"" : "",
-	         m->libc == (MANIFEST_LIBC_GLIBC | MANIFEST_LIBC_MUSL) ? "," : "",
-	         (m->libc & MANIFEST_LIBC_MUSL) ? "\"musl\"" : "", env);
-	err_details(e, det);
+	json_w_init(&w, ERR_DETAILS_MAX);
+	json_w_arr(&w);
+	if (m->libc & MANIFEST_LIBC_GLIBC)
+		json_w_str(&w, "glibc");
+	if (m->libc & MANIFEST_LIBC_MUSL)
+		json_w_str(&w, "musl");
+	json_w_end(&w);
+	err_detail_str(e, "tool", m->name);
+	err_detail_str(e, "libc", libc);
+	if (!w.overflow)
+		err_detail_json(e, "needs", w.buf);
+	err_detail_str(e, "env", env);
+	json_w_free(&w);
 	return -1;
 }
 
@@ -403,7 +409,7 @@ mode_allows(struct install_ctx *c, const manifest_t *m, struct err *e)
 static const char *
 writable_dir(struct install_ctx *c, const char *name, struct err *e)
 {
-	char tried[1024], det[1100];
+	char tried[1024];
 
 	if (c->chain.writable < 0 || explicit_missing(&c->chain)) {
 		/* an explicit directory that does not exist yet comes before a
@@ -421,9 +427,7 @@ writable_dir(struct install_ctx *c, const char *name, struct err *e)
 	tools_chain_tried_text(&c->chain, tried, sizeof(tried));
 	err_set(e, "install.read_only", "%s is not installed and no tools directory is writable; tried %s",
 	        name, tried);
-	tools_chain_tried_json(&c->chain, tried, sizeof(tried));
-	snprintf(det, sizeof(det), "{\"tried\":%s}", tried);
-	err_details(e, det);
+	tools_chain_detail_tried(&c->chain, e);
 	return NULL;
 }
 
@@ -432,7 +436,6 @@ writable_dir(struct install_ctx *c, const char *name, struct err *e)
 static int
 backoff_gate(struct install_ctx *c, const char *name, struct install_result *r, struct err *e)
 {
-	char det[64];
 	int left;
 
 	if (c->force) {
@@ -443,8 +446,7 @@ backoff_gate(struct install_ctx *c, const char *name, struct install_result *r, 
 		return 0;
 	err_set(e, "install.backoff",
 	        "%s failed recently; next attempt in %d s (prepare --force retries now)", name, left);
-	snprintf(det, sizeof(det), "{\"retry_after\":%d}", left);
-	err_details(e, det);
+	err_detail_int(e, "retry_after", left);
 	r->retry_after = left;
 	return -1;
 }

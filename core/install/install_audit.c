@@ -195,7 +195,13 @@ install_audit_event(struct install_ctx *c, const char *event, const manifest_t *
 		}
 	}
 	json_w_end(&w);
-	install_audit(c->cfg, w.overflow ? "{\"event\":\"audit.overflow\"}" : w.buf);
+	if (w.overflow) {
+		json_w_reset(&w);
+		json_w_obj(&w);
+		json_w_kstr(&w, "event", "audit.overflow");
+		json_w_end(&w);
+	}
+	install_audit(c->cfg, w.buf);
 	json_w_free(&w);
 }
 
@@ -204,9 +210,10 @@ install_audit_event(struct install_ctx *c, const char *event, const manifest_t *
 void
 install_progress_write(struct install_progress_state *p, const char *phase, int force)
 {
-	char buf[256], tmp[PATH_MAX + 32];
+	char tmp[PATH_MAX + 32];
 	int64_t t = clock_ms();
-	int fd, n;
+	struct json_w w;
+	int fd;
 
 	if (strcmp(p->phase, phase) != 0)
 		force = 1;
@@ -218,18 +225,25 @@ install_progress_write(struct install_progress_state *p, const char *phase, int 
 	if (p->path[0] == '\0' || (!force && t - p->last_ms < 200))
 		return;
 	p->last_ms = t;
-	n = snprintf(
-	    buf, sizeof(buf),
-	    "{\"phase\":\"%s\",\"bytes\":%llu,\"total\":%llu,\"done\":%u,\"count\":%u,\"started\":%lld,"
-	    "\"pid\":%d}\n",
-	    phase, (unsigned long long)p->cur.bytes, (unsigned long long)p->cur.total, p->cur.done,
-	    p->cur.count, (long long)p->started, (int)getpid());
+	json_w_init(&w, 512);
+	json_w_obj(&w);
+	json_w_kstr(&w, "phase", phase);
+	json_w_kint(&w, "bytes", (int64_t)p->cur.bytes);
+	json_w_kint(&w, "total", (int64_t)p->cur.total);
+	json_w_kint(&w, "done", p->cur.done);
+	json_w_kint(&w, "count", p->cur.count);
+	json_w_kint(&w, "started", p->started);
+	json_w_kint(&w, "pid", getpid());
+	json_w_end(&w);
 	snprintf(tmp, sizeof(tmp), "%s.%d", p->path, (int)getpid());
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-	if (fd < 0)
-		return;
-	if (write(fd, buf, (size_t)n) != n || close(fd) != 0 || rename(tmp, p->path) != 0)
-		unlink(tmp);
+	fd = w.overflow ? -1 : open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (fd >= 0) {
+		int ok = write(fd, w.buf, w.len) == (ssize_t)w.len;
+
+		if (close(fd) != 0 || !ok || rename(tmp, p->path) != 0)
+			unlink(tmp);
+	}
+	json_w_free(&w);
 }
 
 int

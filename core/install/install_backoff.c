@@ -114,7 +114,8 @@ install_backoff_clear(struct install_ctx *c, const char *name)
 void
 install_backoff_record(struct install_ctx *c, const char *name, const struct err *why)
 {
-	char path[PATH_MAX], buf[1024], code[64];
+	char path[PATH_MAX];
+	struct json_w jw;
 	struct backoff b;
 	struct err e;
 	const char *w;
@@ -134,9 +135,15 @@ install_backoff_record(struct install_ctx *c, const char *name, const struct err
 		secs *= 2;
 	if (secs > INSTALL_BACKOFF_MAX)
 		secs = INSTALL_BACKOFF_MAX;
-	snprintf(code, sizeof(code), "%s", why->code ? why->code : "internal");
 	snprintf(path, sizeof(path), "%s/.locks/%s.backoff", w, name);
-	snprintf(buf, sizeof(buf), "{\"failures\":%d,\"until\":%lld,\"seconds\":%d,\"code\":\"%s\"}\n",
-	         b.failures, (long long)(time(NULL) + secs), secs, code);
-	fs_write_atomic(path, buf, strlen(buf), 0600, &e);
+	json_w_init(&jw, 1024);
+	json_w_obj(&jw);
+	json_w_kint(&jw, "failures", b.failures);
+	json_w_kint(&jw, "until", (int64_t)time(NULL) + secs);
+	json_w_kint(&jw, "seconds", secs);
+	json_w_kstr(&jw, "code", why->code ? why->code : "internal");
+	json_w_end(&jw);
+	if (!jw.overflow)
+		fs_write_atomic(path, jw.buf, jw.len, 0600, &e);
+	json_w_free(&jw);
 }

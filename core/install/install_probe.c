@@ -304,7 +304,7 @@ install_net_probe(struct install_ctx *c, const manifest_t *m, const char *url, s
 {
 	struct http_url u;
 	const char *proxy = config_env("HTTPS_PROXY");
-	char key[300], det[400];
+	char key[300];
 	int npm = m != NULL && m->source.type != MANIFEST_SRC_TARBALL;
 
 	if (proxy == NULL || *proxy == '\0')
@@ -344,9 +344,10 @@ install_net_probe(struct install_ctx *c, const manifest_t *m, const char *url, s
 		    "%s%scannot connect to %s within %d s; configure install.mirrors (ABX_INSTALL_MIRROR) or "
 		    "fill a cache with `agent-sandbox-server fetch` and use mode offline",
 		    m ? m->name : "", m ? ": " : "", key, INSTALL_PROBE_CONNECT_MS / 1000);
-	snprintf(det, sizeof(det), "{\"phase\":\"probe\",\"host\":\"%s\",\"hint\":\"%s\"}", key,
-	         npm ? "install.mirrors.npm, or mode offline with a cache"
-	             : "install.mirrors.tarball, or mode offline with a cache");
-	err_details(e, det);
+	err_detail_str(e, "phase", "probe");
+	err_detail_str(e, "host", key);
+	err_detail_str(e, "hint",
+	               npm ? "install.mirrors.npm, or mode offline with a cache"
+	                   : "install.mirrors.tarball, or mode offline with a cache");
 	return -1;
 }

@@ -25,31 +25,22 @@ void
 install_fetch_failed(struct err *e, const manifest_t *m, const char *url, const char *msg)
 {
 	const char *under = e->code ? e->code : "internal";
-	struct json_w w;
 
 	/* a failed install is install.failed with its phase; the
 	 * client's code (http.*, tls.*) says what happened, in the message
 	 * and in details.code */
-	json_w_init(&w, ERR_DETAILS_MAX - 1);
-	json_w_obj(&w);
-	json_w_kstr(&w, "phase", "fetch");
-	json_w_kstr(&w, "code", under);
-	if (url != NULL)
-		json_w_kstr(&w, "url", url);
-	if (strcmp(under, "http.too_large") == 0)
-		json_w_kstr(&w, "hint",
-		            "install.max_download_mb caps each download (artifact or npm package)");
-	json_w_end(&w);
 	if (url != NULL)
 		err_wrap(e, "install.failed", "%s %s: fetching %s: %s: %s", m->name, m->version, url, under,
 		         msg);
 	else
 		err_wrap(e, "install.failed", "%s %s: fetch: %s: %s", m->name, m->version, under, msg);
-	if (!w.overflow)
-		err_details(e, w.buf);
-	else
-		install_details_phase(e, "fetch");
-	json_w_free(&w);
+	err_detail_str(e, "phase", "fetch");
+	err_detail_str(e, "code", under);
+	if (url != NULL)
+		err_detail_str(e, "url", url);
+	if (strcmp(under, "http.too_large") == 0)
+		err_detail_str(e, "hint",
+		               "install.max_download_mb caps each download (artifact or npm package)");
 }
 
 #ifdef ABX_TEST
@@ -381,13 +372,15 @@ download_from(struct install_ctx *c, const manifest_t *m, const char *url, const
 	digest_hex(&dg, hex);
 	snprintf(got_sha, 65, "%s", hex);
 	if (rc == 0) {
-		char det[300];
+		char tagged[80];
+
 		err_set(e, "install.checksum_mismatch", "%s %s %s: %s: expected sha256 %s, got %s", m->name,
 		        m->version, c->platform, url, want_sha, hex);
-		snprintf(det, sizeof(det),
-		         "{\"phase\":\"fetch\",\"expected\":\"sha256:%s\",\"actual\":\"sha256:%s\"}",
-		         want_sha, hex);
-		err_details(e, det);
+		err_detail_str(e, "phase", "fetch");
+		snprintf(tagged, sizeof(tagged), "sha256:%s", want_sha);
+		err_detail_str(e, "expected", tagged);
+		snprintf(tagged, sizeof(tagged), "sha256:%s", hex);
+		err_detail_str(e, "actual", tagged);
 		return -1;
 	}
 	return 0;
@@ -478,7 +471,9 @@ install_get_artifact(struct install_ctx *c, const manifest_t *m, const struct ma
 		}
 	}
 	if (c->cfg->install.mode == CFG_MODE_OFFLINE) {
-		char det[200], oci_why[ERR_MSG_MAX / 2] = "", src[CFG_PATH_MAX + 16];
+		char det[80], oci_why[ERR_MSG_MAX / 2] = "", src[CFG_PATH_MAX + 16];
+		struct json_w w;
+
 		if (have_mismatch) {
 			*e = mism;
 			return -1;
@@ -502,8 +497,14 @@ install_get_artifact(struct install_ctx *c, const manifest_t *m, const struct ma
 		        config_source(c->cfg, CK_INSTALL_MODE, src, sizeof(src)),
 		        a->sha256[0] ? a->sha256 : "(unpinned)", c->cache_dir[0] ? c->cache_dir : "none",
 		        oci_why);
-		snprintf(det, sizeof(det), "{\"missing\":[\"sha256:%s\"]}", a->sha256);
-		err_details(e, det);
+		snprintf(det, sizeof(det), "sha256:%s", a->sha256);
+		json_w_init(&w, ERR_DETAILS_MAX);
+		json_w_arr(&w);
+		json_w_str(&w, det);
+		json_w_end(&w);
+		if (!w.overflow)
+			err_detail_json(e, "missing", w.buf);
+		json_w_free(&w);
 		return -1;
 	}
 	if (dl_dir == NULL || dl_dir[0] == '\0')

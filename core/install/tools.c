@@ -165,19 +165,16 @@ tools_chain_build(struct tools_chain *c, const struct config *cfg, int create, s
 		/* an explicit directory is used or refused, never silently
 		 * replaced by a later one of the chain */
 		if (!expl->exists) {
-			char tried[1024], det[1100];
 			err_set(e, "install.read_only", "tools directory %s (%s): %s", expl->path, src,
 			        expl->why);
-			tools_chain_tried_json(c, tried, sizeof(tried));
-			snprintf(det, sizeof(det), "{\"tried\":%s}", tried);
-			err_details(e, det);
+			tools_chain_detail_tried(c, e);
 			return -1;
 		}
 	}
 	/* nor by a later one when it exists but cannot be written: readers
 	 * use what it holds, installers refuse before any download */
 	if (expl != NULL && expl->exists && !expl->writable) {
-		char tried[1024], det[1100];
+		char tried[1024];
 		if (!create)
 			return 0;
 		tools_chain_tried_text(c, tried, sizeof(tried));
@@ -186,9 +183,7 @@ tools_chain_build(struct tools_chain *c, const struct config *cfg, int create, s
 		        "directory is never replaced by another: make it writable by uid %u, or name a "
 		        "writable one (%s); tried %s",
 		        expl->path, src, expl->why, (unsigned)geteuid(), src, tried);
-		tools_chain_tried_json(c, tried, sizeof(tried));
-		snprintf(det, sizeof(det), "{\"tried\":%s}", tried);
-		err_details(e, det);
+		tools_chain_detail_tried(c, e);
 		return -1;
 	}
 	for (i = 0; i < c->n; i++)
@@ -240,29 +235,25 @@ tools_chain_prefer(struct tools_chain *c, const char *dir)
 }
 
 void
-tools_chain_tried_json(const struct tools_chain *c, char *buf, size_t cap)
+tools_chain_detail_tried(const struct tools_chain *c, struct err *e)
 {
-	size_t off = 0;
-	int i, n;
+	/* The paths that fit beside what details hold already ("tried":,
+	 * quotes, a comma, the brackets): a long one is left out, not cut. */
+	size_t room = ERR_DETAILS_MAX - strlen(e->details) - 16, n;
+	struct json_w w;
+	int i;
 
-	if (cap < 3) {
-		if (cap)
-			buf[0] = '\0';
-		return;
-	}
-	buf[off++] = '[';
+	json_w_init(&w, ERR_DETAILS_MAX);
+	json_w_arr(&w);
 	for (i = 0; i < c->n; i++) {
-		if (cap - off < 4)
-			break;
-		if (i > 0)
-			buf[off++] = ',';
-		n = json_escape(buf + off, cap - off - 2, c->d[i].path);
-		if (n < 0)
-			break;
-		off += (size_t)n;
+		n = strlen(c->d[i].path);
+		if (w.len + 3 < room && json_escaped_prefix(c->d[i].path, n, room - w.len - 3) == n)
+			json_w_str(&w, c->d[i].path);
 	}
-	buf[off++] = ']';
-	buf[off] = '\0';
+	json_w_end(&w);
+	if (!w.overflow)
+		err_detail_json(e, "tried", w.buf);
+	json_w_free(&w);
 }
 
 void

@@ -56,9 +56,9 @@ int tools_chain_build(struct tools_chain *c, const struct config *cfg, int creat
  * in). Duplicates are removed. */
 void tools_chain_prefer(struct tools_chain *c, const char *dir);
 
-/* The directories tried, as a JSON array text into buf (for details.tried
- * and messages). */
-void tools_chain_tried_json(const struct tools_chain *c, char *buf, size_t cap);
+/* The directories tried: details.tried on e (an array of paths, left out
+ * when it does not fit), and as text for messages. */
+void tools_chain_detail_tried(const struct tools_chain *c, struct err *e);
 void tools_chain_tried_text(const struct tools_chain *c, char *buf, size_t cap);
 
 /* The state directory: cfg->state_dir when set, else

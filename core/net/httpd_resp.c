@@ -71,38 +71,38 @@ httpd__reason(int status)
 	}
 }
 
-/* ---- the error envelope (strings escaped by core/json.h) ---------------- */
+/* ---- the error envelope (written by base/json.h's writer) ------------- */
 
 int
 httpd_error_body(char *buf, size_t cap, const char *code, const char *msg, const char *details_json)
 {
 	const struct err_info *in = err_info(code);
-	/* Every byte may escape to six (\u00XX): on the heap, not on a
-	 * worker's 128 KiB stack. */
-	size_t mcap = ERR_MSG_MAX * 6 + 8;
-	char *m, r[512];
-	int n;
+	struct json_w w;
+	int n = -1;
 
+	if (cap == 0)
+		return -1;
 	if (code == NULL)
 		code = "internal";
 	if (msg == NULL || *msg == '\0')
 		msg = in->sentence;
-	if (details_json == NULL || *details_json == '\0')
-		details_json = "{}";
-	if (in->remedy == NULL)
-		strcpy(r, "null");
-	else if (json_escape(r, sizeof(r), in->remedy) < 0)
-		return -1;
-	if ((m = malloc(mcap)) == NULL)
-		return -1;
-	if (json_escape(m, mcap, msg) < 0) {
-		free(m);
-		return -1;
+	json_w_init(&w, cap - 1);
+	json_w_obj(&w);
+	json_w_key(&w, "error");
+	json_w_obj(&w);
+	json_w_kstr(&w, "code", code);
+	json_w_kstr(&w, "message", msg);
+	json_w_key(&w, "details");
+	json_w_raw(&w, details_json == NULL || *details_json == '\0' ? "{}" : details_json);
+	json_w_kstr(&w, "remedy", in->remedy); /* NULL: null */
+	json_w_end(&w);
+	json_w_end(&w);
+	if (!w.overflow) {
+		memcpy(buf, w.buf, w.len + 1);
+		n = (int)w.len;
 	}
-	n = snprintf(buf, cap, "{\"error\":{\"code\":\"%s\",\"message\":%s,\"details\":%s,\"remedy\":%s}}",
-	             code, m, details_json, r);
-	free(m);
-	return n < 0 || (size_t)n >= cap ? -1 : n;
+	json_w_free(&w);
+	return n;
 }
 
 /* ---- building responses ------------------------------------------------- */

@@ -405,12 +405,10 @@ do_entry(struct xs *x, struct archive_entry *ent)
 		raw = archive_entry_pathname(ent);
 	x->cur = raw;
 	if (++x->seen > x->max_entries) {
-		char d[96];
-
 		arc_refuse(x, "more than %llu entries (the entry cap)", (unsigned long long)x->max_entries);
-		snprintf(d, sizeof(d), "{\"phase\":\"extract\",\"rule\":\"max_entries\",\"limit\":%llu}",
-		         (unsigned long long)x->max_entries);
-		err_details(x->e, d);
+		/* arc_refuse set the phase */
+		err_detail_str(x->e, "rule", "max_entries");
+		err_detail_int(x->e, "limit", (long long)x->max_entries);
 		return -1;
 	}
 	hl = archive_entry_hardlink(ent);
@@ -514,13 +512,13 @@ reader(enum arc_format f, struct err *e)
 	default:
 		archive_read_free(a);
 		err_set(e, "install.failed", "extract: unsupported archive format");
-		err_details(e, "{\"phase\":\"extract\"}");
+		err_detail_str(e, "phase", "extract");
 		return NULL;
 	}
 	if (!ok) {
 		err_set(e, "install.failed", "extract: %s support unavailable: %s", arc_format_name(f),
 		        archive_error_string(a) ? archive_error_string(a) : "?");
-		err_details(e, "{\"phase\":\"extract\"}");
+		err_detail_str(e, "phase", "extract");
 		archive_read_free(a);
 		return NULL;
 	}
@@ -743,14 +741,14 @@ arc_extract(const char *archive_path, const char *root_dir, const struct arc_opt
 	if (afd < 0) {
 		err_sys(e, "install.failed", errno, "extract: cannot open %s: %s", archive_path,
 		        strerror(errno));
-		err_details(e, "{\"phase\":\"extract\"}");
+		err_detail_str(e, "phase", "extract");
 		return -1;
 	}
 	dfd = open(root_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dfd < 0) {
 		err_sys(e, "install.failed", errno, "extract: cannot open directory %s: %s", root_dir,
 		        strerror(errno));
-		err_details(e, "{\"phase\":\"extract\"}");
+		err_detail_str(e, "phase", "extract");
 		close(afd);
 		return -1;
 	}

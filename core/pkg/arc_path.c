@@ -45,7 +45,7 @@ refusev(struct err *e, const char *cur, const char *fmt, va_list ap)
 		err_set(e, "install.failed", "extract: entry '%s': %s", show(cur, name, sizeof(name)), rule);
 	else
 		err_set(e, "install.failed", "extract: %s", rule);
-	err_details(e, "{\"phase\":\"extract\"}");
+	err_detail_str(e, "phase", "extract");
 	return -1;
 }
 

@@ -87,13 +87,11 @@ static int
 fail_phase(struct err *e, const char *phase, const char *fmt, ...)
 {
 	va_list ap;
-	char d[64];
 
 	va_start(ap, fmt);
 	err_setv(e, FAILED, fmt, ap);
 	va_end(ap);
-	snprintf(d, sizeof(d), "{\"phase\":\"%s\"}", phase);
-	err_details(e, d);
+	err_detail_str(e, "phase", phase);
 	return -1;
 }
 

@@ -25,7 +25,7 @@ extract_fail(struct err *e, const char *fmt, ...)
 	va_start(ap, fmt);
 	err_setv(e, "install.failed", fmt, ap);
 	va_end(ap);
-	err_details(e, "{\"phase\":\"extract\"}");
+	err_detail_str(e, "phase", "extract");
 	return -1;
 }
 

@@ -251,7 +251,6 @@ static int
 check_policy(struct api_rq *q, const char *op_id, const char *const *installs, int n)
 {
 	struct pol_decision *d = malloc(sizeof(*d));
-	struct json_w w;
 	struct err e;
 
 	if (d == NULL)
@@ -261,15 +260,9 @@ check_policy(struct api_rq *q, const char *op_id, const char *const *installs, i
 		return 0;
 	}
 	err_set(&e, "policy.denied", "%s may not call %s: %s", q->principal, op_id, d->rule);
-	json_w_init(&w, ERR_DETAILS_MAX);
-	json_w_obj(&w);
-	json_w_kstr(&w, "op", op_id);
-	json_w_kstr(&w, "principal", q->principal);
-	json_w_kstr(&w, "rule", d->rule);
-	json_w_end(&w);
-	if (!w.overflow)
-		err_details(&e, w.buf);
-	json_w_free(&w);
+	err_detail_str(&e, "op", op_id);
+	err_detail_str(&e, "principal", q->principal);
+	err_detail_str(&e, "rule", d->rule);
 	audit_policy_denied(&q->g->cfg, q->req->peer, q->principal, op_id, d->rule);
 	api_count(q->a, &q->a->m.policy_denials);
 	free(d);
@@ -856,7 +849,17 @@ api_health(const struct httpd_req *req, struct httpd_resp *resp, void *arg)
 {
 	struct api *a = arg;
 	double t0 = (clock_us() / 1e6);
+	struct json_w w;
 
-	httpd_respond_json(resp, 200, "{\"status\":\"ok\",\"version\":\"" ABX_VERSION "\"}");
+	json_w_init(&w, 256);
+	json_w_obj(&w);
+	json_w_kstr(&w, "status", "ok");
+	json_w_kstr(&w, "version", ABX_VERSION);
+	json_w_end(&w);
+	if (w.overflow)
+		httpd_respond_errf(resp, "internal", "out of memory");
+	else
+		httpd_respond_json(resp, 200, w.buf);
+	json_w_free(&w);
 	api_metrics_record(a, R_HEALTH, 200, (clock_us() / 1e6) - t0);
 }

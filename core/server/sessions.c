@@ -185,7 +185,7 @@ sessions_create(struct sessions *S, const struct session_spec *sp, struct sessio
 	pthread_attr_t at;
 	pthread_t th;
 	int total, mine, rc;
-	char x[256];
+	struct json_w x;
 
 	*retry_after = 0;
 	if (sp->argc < 1 || sp->argc > SESSION_ARGV_MAX)
@@ -283,8 +283,13 @@ sessions_create(struct sessions *S, const struct session_spec *sp, struct sessio
 	s->running = 1;
 	S->created++;
 	if (s->v.job[0] != '\0') {
-		snprintf(x, sizeof(x), "\"job\":\"%s\",\"tool\":\"%s\"", s->v.job, s->v.agent);
-		sessions_emit(s, "agent.session.environment.pending", x, -1, 0, 0);
+		json_w_init(&x, 512);
+		json_w_obj(&x);
+		json_w_kstr(&x, "job", s->v.job);
+		json_w_kstr(&x, "tool", s->v.agent);
+		json_w_end(&x);
+		sessions_emit(s, "agent.session.environment.pending", x.buf, -1);
+		json_w_free(&x);
 	}
 	*v = s->v;
 	pthread_attr_init(&at);
@@ -551,6 +556,7 @@ replay_one(struct sessions *S, const char *name, int *interrupted)
 	struct json_limits lim = json_default_limits;
 	const struct json_val *r, *x;
 	struct json_doc doc;
+	struct json_w w;
 	struct slot *s = NULL;
 	struct journal j;
 	struct err e;
@@ -647,9 +653,12 @@ replay_one(struct sessions *S, const char *name, int *interrupted)
 			kill_orphan(doc.root);
 			json_free(&doc);
 		}
-		sessions_emit(s, "agent.session.interrupted",
-		              "\"reason\":\"the server stopped while the session ran\"", SESSION_INTERRUPTED,
-		              0, 0);
+		json_w_init(&w, 256);
+		json_w_obj(&w);
+		json_w_kstr(&w, "reason", "the server stopped while the session ran");
+		json_w_end(&w);
+		sessions_emit(s, "agent.session.interrupted", w.buf, SESSION_INTERRUPTED);
+		json_w_free(&w);
 		clock_iso(clock_wall_ms(), 1, s->v.ended_at, sizeof(s->v.ended_at));
 		(*interrupted)++;
 	}

@@ -104,13 +104,13 @@ struct slot *sessions_find(struct sessions *S, const char *agent, const char *id
 /* Whether a thread still works on s (it may write events). */
 int sessions_live(const struct slot *s);
 
-/* Append one event {"type", "time", extra members, "status" when status >=
- * 0} to s's journal (sessions_io.c): output events obey the journal limit,
- * others always go in. Caller holds S->mu unless s is staging. */
-void sessions_emit(struct slot *s, const char *type, const char *extra, int status, int is_output,
-                   size_t data_len);
-/* One output event for data[0..n) of stream i, partial or not. Caller
- * holds S->mu. */
+/* Append one event {"seq", "type", "time", the members of members (an
+ * object a json_w wrote, or NULL), "status" when status >= 0} to s's
+ * journal (sessions_io.c); it always goes in. Caller holds S->mu unless s
+ * is staging. */
+void sessions_emit(struct slot *s, const char *type, const char *members, int status);
+/* One output event for data[0..n) of stream i, partial or not; output
+ * events obey the journal limit. Caller holds S->mu. */
 void sessions_emit_output(struct slot *s, int i, const char *data, size_t n, int partial);
 
 /* The argument of sessions_on_output. */

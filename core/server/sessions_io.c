@@ -164,57 +164,73 @@ stage_commit(struct slot *s)
 	}
 }
 
-/*
- * Append an event: {"seq","type","time", members of extra (a JSON object's
- * inside, "" for none), "status" when status >= 0}. Output events obey the
- * journal limit (the first one over it is replaced by one truncated event);
- * other events always go in.
- */
-void
-sessions_emit(struct slot *s, const char *type, const char *extra, int status, int is_output, size_t data_len)
+/* Start event type in w (emptied first): {"seq","type","time" and the
+ * object left open for its members. */
+static void
+event_head(struct slot *s, struct json_w *w, const char *type)
 {
-	char small[1024], *line;
-	size_t cap = strlen(extra) + 256, max = s->S->c.journal_max;
 	int64_t now;
-	int n;
 
-	if (is_output && is_truncated(s)) {
-		s->dropped += data_len;
-		return;
-	}
-	if (is_output && bytes_now(s) + cap > max) {
-		char x[128];
-
-		set_truncated(s);
-		s->dropped += data_len;
-		snprintf(x, sizeof(x), "\"limit_bytes\":%zu", max);
-		sessions_emit(s, "agent.session.truncated", x, -1, 0, 0);
-		return;
-	}
-	line = cap <= sizeof(small) ? small : malloc(cap);
-	if (line == NULL)
-		return;
 	/* Lines come in bursts: format the time once per millisecond. */
 	now = clock_wall_ms();
 	if (now != s->tms) {
 		clock_iso(now, 1, s->tstr, sizeof(s->tstr));
 		s->tms = now;
 	}
-	n = snprintf(line, cap, "{\"seq\":%u,\"type\":\"%s\",\"time\":\"%s\"%s%s", next_seq(s), type, s->tstr,
-	             extra[0] != '\0' ? "," : "", extra);
+	json_w_reset(w);
+	json_w_obj(w);
+	json_w_kint(w, "seq", next_seq(s));
+	json_w_kstr(w, "type", type);
+	json_w_kstr(w, "time", s->tstr);
+}
+
+/* End the event in w ("status" when status >= 0) and append it. */
+static void
+event_tail(struct slot *s, struct json_w *w, int status)
+{
 	if (status >= 0)
-		n += snprintf(line + n, cap - (size_t)n, ",\"status\":\"%s\"",
-		              session_status_name((enum session_status)status));
-	n += snprintf(line + n, cap - (size_t)n, "}");
-	if ((size_t)n < cap)
-		out_append(s, line, (size_t)n);
-	if (line != small)
-		free(line);
+		json_w_kstr(w, "status", session_status_name((enum session_status)status));
+	json_w_end(w);
+	if (!w->overflow)
+		out_append(s, w->buf, w->len);
 	if (status >= 0)
 		s->v.status = (enum session_status)status;
-	/* Output is announced once per chunk read (on_output). */
-	if (!is_output && !s->staging)
+}
+
+/*
+ * Append an event: {"seq","type","time", the members of the object
+ * members (written by a json_w; NULL for none), "status" when status >= 0}.
+ * Always goes in: the journal keeps room for the events that end a session.
+ */
+void
+sessions_emit(struct slot *s, const char *type, const char *members, int status)
+{
+	struct json_w w;
+
+	json_w_init(&w, JOURNAL_LINE_MAX - 1);
+	event_head(s, &w, type);
+	json_w_members(&w, members);
+	event_tail(s, &w, status);
+	json_w_free(&w);
+	if (!s->staging)
 		pthread_cond_broadcast(&s->cv);
+}
+
+/* The journal limit is reached: one truncated event, and the output that
+ * follows is dropped (counted). */
+static void
+emit_truncated(struct slot *s, size_t data_len)
+{
+	struct json_w w;
+
+	set_truncated(s);
+	s->dropped += data_len;
+	json_w_init(&w, 64);
+	json_w_obj(&w);
+	json_w_kint(&w, "limit_bytes", (int64_t)s->S->c.journal_max);
+	json_w_end(&w);
+	sessions_emit(s, "agent.session.truncated", w.buf, -1);
+	json_w_free(&w);
 }
 
 /* The two-byte JSON escape of c, 0 for none (other control bytes and
@@ -304,7 +320,7 @@ plain8(uint64_t w)
 
 /*
  * emit_output's fast path: the event written straight into the journal,
- * byte for byte what the JSON writer and emit would make of it. Returns 0
+ * byte for byte what event_head, the writer and event_tail make of it. Returns 0
  * when done, 1 when the data is not plain ASCII (or the event would cross
  * the journal limit, or the journal has no room): then nothing was added
  * and the caller takes the general path.
@@ -390,7 +406,7 @@ emit_output_fast(struct slot *s, int i, const char *data, size_t n, int partial,
 		memcpy(o, ",\"partial\":true", 15);
 		o += 15;
 	}
-	/* emit's limit: the members plus 256 must fit under the limit. */
+	/* sessions_emit_output's limit: the members plus 256 must fit under it. */
 	if (bytes_now(s) + (size_t)(o - extra) + 256 > s->S->c.journal_max)
 		return 1;
 	*o++ = '}';
@@ -399,11 +415,14 @@ emit_output_fast(struct slot *s, int i, const char *data, size_t n, int partial,
 }
 
 /* One output event for data[0..n) of stream i, partial or not. Caller
- * holds S->mu. */
+ * holds S->mu. Output events obey the journal limit: the first one over it
+ * is replaced by one truncated event. Announced once per chunk read
+ * (on_output), not here. */
 void
 sessions_emit_output(struct slot *s, int i, const char *data, size_t n, int partial)
 {
 	struct json_w *w = &s->ow;
+	size_t head;
 
 	if (is_truncated(s)) {
 		s->dropped += n;
@@ -411,24 +430,22 @@ sessions_emit_output(struct slot *s, int i, const char *data, size_t n, int part
 	}
 	if (emit_output_fast(s, i, data, n, partial, 0, NULL) == 0)
 		return;
-	/* Reuse the writer's buffer: reset its state, keep its memory. */
-	w->len = 0;
-	w->depth = 0;
-	w->overflow = 0;
-	w->after_key = 0;
-	memset(w->need_comma, 0, sizeof(w->need_comma));
-	json_w_obj(w);
+	event_head(s, w, "agent.session.output");
+	head = w->len;
 	json_w_kstr(w, "stream", i == PROC_STDOUT ? "stdout" : "stderr");
 	json_w_key(w, "data");
 	json_w_strn(w, data, n);
 	if (partial)
 		json_w_kbool(w, "partial", 1);
-	json_w_end(w);
-	if (!w->overflow && w->len >= 2) {
-		/* The members without the braces. */
-		w->buf[w->len - 1] = '\0';
-		sessions_emit(s, "agent.session.output", w->buf + 1, -1, 1, n);
+	if (w->overflow)
+		return;
+	/* The members (after their comma) and 256 bytes must fit under the
+	 * limit, as in emit_output_fast. */
+	if (bytes_now(s) + (w->len - head - 1) + 256 > s->S->c.journal_max) {
+		emit_truncated(s, n);
+		return;
 	}
+	event_tail(s, w, -1);
 }
 
 /* Where to cut a too-long line so a UTF-8 sequence is not split: back up

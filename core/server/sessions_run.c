@@ -56,17 +56,14 @@ fail_env(struct slot *s, const struct err *e)
 {
 	struct json_w w;
 
-	json_w_init(&w, 2048);
+	json_w_init(&w, JOURNAL_LINE_MAX / 2);
 	json_w_obj(&w);
 	json_w_kstr(&w, "code", e->code != NULL ? e->code : "install.failed");
 	json_w_kstr(&w, "message", e->msg);
 	json_w_end(&w);
 	pthread_mutex_lock(&s->S->mu);
 	snprintf(s->v.error, sizeof(s->v.error), "%s", e->code != NULL ? e->code : "install.failed");
-	if (!w.overflow) {
-		w.buf[w.len - 1] = '\0';
-		sessions_emit(s, "agent.session.environment.failed", w.buf + 1, SESSION_FAILED, 0, 0);
-	}
+	sessions_emit(s, "agent.session.environment.failed", w.overflow ? NULL : w.buf, SESSION_FAILED);
 	pthread_mutex_unlock(&s->S->mu);
 	json_w_free(&w);
 }
@@ -75,14 +72,20 @@ fail_env(struct slot *s, const struct err *e)
 static void
 end_unstarted(struct slot *s)
 {
+	struct json_w w;
+
+	json_w_init(&w, 256);
+	json_w_obj(&w);
+	json_w_kstr(&w, "reason", "server stopped");
+	json_w_end(&w);
 	pthread_mutex_lock(&s->S->mu);
 	clock_iso(clock_wall_ms(), 1, s->v.ended_at, sizeof(s->v.ended_at));
 	if (s->shutdown)
-		sessions_emit(s, "agent.session.interrupted", "\"reason\":\"server stopped\"",
-		              SESSION_INTERRUPTED, 0, 0);
+		sessions_emit(s, "agent.session.interrupted", w.buf, SESSION_INTERRUPTED);
 	else
-		sessions_emit(s, "agent.session.cancelled", "", SESSION_CANCELLED, 0, 0);
+		sessions_emit(s, "agent.session.cancelled", NULL, SESSION_CANCELLED);
 	pthread_mutex_unlock(&s->S->mu);
+	json_w_free(&w);
 }
 
 /* Wait for the install job: 0 ready (entry), 1 cancelled, -1 failed. */
@@ -121,7 +124,7 @@ wait_install(struct slot *s, char *entry, size_t cap)
 	snprintf(entry, cap, "%s", v->entry);
 	free(v);
 	pthread_mutex_lock(&S->mu);
-	sessions_emit(s, "agent.session.environment.ready", "", -1, 0, 0);
+	sessions_emit(s, "agent.session.environment.ready", NULL, -1);
 	pthread_mutex_unlock(&S->mu);
 	return 0;
 }
@@ -164,8 +167,9 @@ run_child(struct slot *s, const char *entry, const char *node, char **flags, int
 	struct proc_spec spec;
 	struct proc p;
 	struct err e;
-	char x[256], **env, tpath[4096];
+	char **env, tpath[4096];
 	struct tools_chain *chain;
+	struct json_w x;
 	int i, k, cancel_seen = 0, cancelled = 0, shutdown = 0, code;
 	enum session_status st;
 
@@ -198,7 +202,7 @@ run_child(struct slot *s, const char *entry, const char *node, char **flags, int
 	if (env == NULL || proc_spawn(&p, &spec, &e) != 0) {
 		struct json_w w;
 
-		json_w_init(&w, 2048);
+		json_w_init(&w, JOURNAL_LINE_MAX / 2);
 		json_w_obj(&w);
 		json_w_kstr(&w, "code", e.code);
 		json_w_kstr(&w, "message", e.msg);
@@ -206,10 +210,7 @@ run_child(struct slot *s, const char *entry, const char *node, char **flags, int
 		pthread_mutex_lock(&S->mu);
 		snprintf(s->v.error, sizeof(s->v.error), "%s", e.code);
 		clock_iso(clock_wall_ms(), 1, s->v.ended_at, sizeof(s->v.ended_at));
-		if (!w.overflow) {
-			w.buf[w.len - 1] = '\0';
-			sessions_emit(s, "agent.session.start_failed", w.buf + 1, SESSION_FAILED, 0, 0);
-		}
+		sessions_emit(s, "agent.session.start_failed", w.overflow ? NULL : w.buf, SESSION_FAILED);
 		pthread_mutex_unlock(&S->mu);
 		json_w_free(&w);
 		launch_env_free(env);
@@ -225,8 +226,12 @@ run_child(struct slot *s, const char *entry, const char *node, char **flags, int
 	sessions_pid_start(p.pid, &pstart);
 	pthread_mutex_lock(&S->mu);
 	clock_iso(clock_wall_ms(), 1, s->v.started_at, sizeof(s->v.started_at));
-	snprintf(x, sizeof(x), "\"pid\":%d,\"pid_start\":%llu", (int)p.pid, pstart);
-	sessions_emit(s, "agent.session.started", x, -1, 0, 0);
+	json_w_init(&x, 256);
+	json_w_obj(&x);
+	json_w_kint(&x, "pid", p.pid);
+	json_w_kint(&x, "pid_start", (int64_t)pstart);
+	json_w_end(&x);
+	sessions_emit(s, "agent.session.started", x.buf, -1);
 	pthread_mutex_unlock(&S->mu);
 
 	for (;;) {
@@ -254,8 +259,11 @@ run_child(struct slot *s, const char *entry, const char *node, char **flags, int
 			s->llen[i] = 0;
 		}
 	if (s->dropped > 0) {
-		snprintf(x, sizeof(x), "\"dropped_bytes\":%llu", (unsigned long long)s->dropped);
-		sessions_emit(s, "agent.session.output_dropped", x, -1, 0, 0);
+		json_w_reset(&x);
+		json_w_obj(&x);
+		json_w_kint(&x, "dropped_bytes", (int64_t)s->dropped);
+		json_w_end(&x);
+		sessions_emit(s, "agent.session.output_dropped", x.buf, -1);
 	}
 	s->v.exited = 1;
 	s->v.exit_code = code;
@@ -265,14 +273,16 @@ run_child(struct slot *s, const char *entry, const char *node, char **flags, int
 	     : cancelled ? SESSION_CANCELLED
 	     : code == 0 ? SESSION_COMPLETED
 	                 : SESSION_FAILED;
+	json_w_reset(&x);
+	json_w_obj(&x);
+	json_w_kint(&x, "exit_code", code);
 	if (WIFSIGNALED(p.status))
-		snprintf(x, sizeof(x), "\"exit_code\":%d,\"signal\":%d,\"duration_ms\":%lld", code,
-		         WTERMSIG(p.status), (long long)s->v.duration_ms);
-	else
-		snprintf(x, sizeof(x), "\"exit_code\":%d,\"duration_ms\":%lld", code,
-		         (long long)s->v.duration_ms);
-	sessions_emit(s, "agent.session.exited", x, (int)st, 0, 0);
+		json_w_kint(&x, "signal", WTERMSIG(p.status));
+	json_w_kint(&x, "duration_ms", s->v.duration_ms);
+	json_w_end(&x);
+	sessions_emit(s, "agent.session.exited", x.buf, (int)st);
 	pthread_mutex_unlock(&S->mu);
+	json_w_free(&x);
 	free(p.rbuf);
 	p.rbuf = NULL;
 	proc_close(&p);

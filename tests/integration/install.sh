@@ -764,3 +764,17 @@ expect "prepare --cache that cannot be created: a coded error before any downloa
 	"io.error: --cache $T/notadir/cache cannot be created"
 check "... with a fix" grep -q "create it, or give --cache a directory you can write" "$T/err"
 check "... and nothing installed" test ! -e "$T/t1o/hello"
+
+# --json stays one JSON document whatever a path holds: details.tried names
+# a tools directory with a quote and a backslash, and leaves out whole a
+# state directory whose tools path does not fit beside it (it was cut into
+# '["…",]' before)
+long=$T/$(python3 -c "print('d' * 975)")
+odd="$T/notadir/q\"u\\ote"
+run "$BIN" prepare --json --manifests "$M" --only hello --tools-dir "$odd" --state-dir "$long"
+expect "prepare --json with an odd tools directory: install.read_only" 3 '"install.read_only"'
+check "... stdout is valid JSON, details.tried names the odd path exactly" python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+e = d["tools"][0]["error"]
+sys.exit(not (sys.argv[2] in e["details"]["tried"] and sys.argv[2] in e["message"]))' "$T/out" "$odd"

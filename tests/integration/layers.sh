@@ -61,6 +61,19 @@ awk 'FNR == 1 { fn = "" }
 	core/*/*.c applets/*.c >"$bad"
 check "no function over 150 lines ($(head -3 "$bad" | tr '\n' ' '))" test ! -s "$bad"
 
+# JSON is written by the writer (core/base/json.h): no literal opens an
+# object or puts a format directive where a JSON value goes. The session
+# output fast path (what the writer would write, byte for byte) and the
+# journal reader that finds an event's type are the two known lines.
+grep -nE '"\{\\"|\\":%|\\":\\"%' core/*/*.c applets/*.c |
+	grep -vF -e 'memcpy(o, "{\"seq\":", 7);' -e 'has_prefix(line, "{\"seq\":", 7)' >"$bad"
+check "JSON only through the writer ($(head -3 "$bad" | cut -c1-120 | tr '\n' ' '))" test ! -s "$bad"
+
+# What a caller does never depends on an error's message text (it may be
+# cut or reworded): on its code, sys or cause instead.
+grep -nE '(strn?(case)?cmp|strstr|memmem|strn?casestr) *\([^;]*(\.|->)msg\b' core/*/*.c applets/*.c >"$bad"
+check "no decision on an error's message text ($(head -3 "$bad" | cut -c1-120 | tr '\n' ' '))" test ! -s "$bad"
+
 grep -nE 'SPEC §|SPEC\.md|[Ss]eed [0-9]|\bissue [0-9]+' core/*/*.[ch] applets/*.[ch] >"$bad"
 check "comments state rules, not pointers to outside documents ($(head -3 "$bad" | cut -c1-120 | tr '\n' ' '))" test ! -s "$bad"
 

@@ -135,7 +135,9 @@ EOF
 run "$BIN" lock tool --manifests "$T/m"
 expect "npm-lock: lockfile produced by npm and accepted" 0 "locked: 4 packages for linux, 1 optional ones for other systems"
 check "lockfile written beside the manifest" test -s "$T/m/tool/package-lock.json"
-check "package.json pins the exact version" grep -q '"@s/tool": "1.0.0"' "$T/m/tool/package.json"
+check "package.json pins the exact version" python3 -c '
+import json, sys
+sys.exit(json.load(open(sys.argv[1]))["dependencies"] != {"@s/tool": "1.0.0"})' "$T/m/tool/package.json"
 check "every platform's optional package is in the lockfile" \
 	python3 -c "import json,sys; p=json.load(open(sys.argv[1]))['packages']; sys.exit(not all('node_modules/@s/tool-%s' % x in p for x in ('linux-x64','linux-arm64','darwin-arm64')))" "$T/m/tool/package-lock.json"
 check "resolved URLs are recorded" grep -q "\"resolved\": \"https://$R/dep/-/dep-1.0.0.tgz\"" "$T/m/tool/package-lock.json"
@@ -182,6 +184,22 @@ chmod 755 "$T/npmwrap/bin/npm"
 run sh -c "cd '$T/npmwrap' && ABX_NPM=./bin/npm '$BIN' lock tool --manifests '$T/m' --version 1.0.0"
 expect "a relative ABX_NPM runs from where lock runs" 0 "@s/tool@1.0.0 locked" "wrapper: npm install"
 check "... and its stdout is still captured (npm view)" grep -q "wrapper: npm view" "$T/err"
+# The package.json npm is given is JSON whatever the registry answers: a
+# version with a quote and a backslash (an npm that keeps what it is given,
+# then fails)
+cat >"$T/npmwrap/bin/oddnpm" <<EOF
+#!/bin/sh
+case "\$1" in
+view) printf '%s\\n' '1.0.0"x\\y' ;;
+install) cp package.json "$T/pj-odd.json"; exit 1 ;;
+esac
+EOF
+chmod 755 "$T/npmwrap/bin/oddnpm"
+run env ABX_NPM="$T/npmwrap/bin/oddnpm" "$BIN" lock tool --manifests "$T/m" --version 1.0.0
+expect "an npm that fails after an odd version: exit 1" 1
+check "... the package.json it was given is JSON, the version as the registry said" python3 -c '
+import json, sys
+sys.exit(json.load(open(sys.argv[1]))["dependencies"] != {"@s/tool": "1.0.0\"x\\y"})' "$T/pj-odd.json"
 echo '{"lockfileVersion": 1}' >"$T/m/tool/package-lock.json"
 run "$BIN" lock tool --manifests "$T/m" --check
 expect "npm-lock --check: a broken lockfile is stale" 1 "stale lockfile"

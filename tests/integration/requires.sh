@@ -148,6 +148,22 @@ assert t[0]["error"]["code"] == t[1]["error"]["code"] == "install.checksum_misma
 assert t[1]["error"]["message"].startswith("app requires node-runtime: " + t[0]["error"]["message"][:40]), t
 assert d["ok"] is False' "$T/out"
 
+# Derived from a configuration (no tool named, so none requested): the
+# requirement's failure is still said once, inside app's ("app requires
+# node-runtime: ..."), not again on a line of its own
+mkdir -p "$T/mbadrun"
+cp -R "$T/mbad/." "$T/mbadrun/"
+python3 -c '
+import json, sys
+m = json.load(open(sys.argv[1])); m["run"] = {"argv": ["{bin}"]}
+json.dump(m, open(sys.argv[1], "w"))' "$T/mbadrun/app.json"
+printf '{"agents": ["app"]}\n' >"$T/cfg-app.json"
+run env ABX_MANIFESTS_DIR="$T/mbadrun" ABX_SERVER_CONFIG="$T/cfg-app.json" PATH="$T/nobin" \
+	"$BIN" prepare --keep-cache --force --tools-dir "$T/t3c"
+expect "a configuration's plan whose requirement fails exits 3" 3 "" \
+	"install.checksum_mismatch: app requires node-runtime: "
+check "... said once (one error line)" test "$(grep -c '^agent-sandbox-server: install\.' "$T/err")" -eq 1
+
 # ---- the dependent fails ---------------------------------------------------------
 run env PATH="$T/nobin" "$BIN" prepare --keep-cache --only broken --tools-dir "$T/t4"
 expect "broken's package has another integrity: exit 3" 3 "" "install.checksum_mismatch"

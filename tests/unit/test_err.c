@@ -1,6 +1,7 @@
 #include "unit.h"
 #include <errno.h>
 #include "base/err.h"
+#include "base/json.h"
 
 static void
 test_unknown_code_maps_to_internal(void **state)
@@ -64,6 +65,52 @@ test_details_too_long_becomes_empty_object(void **state)
 	err_details(&e, "{\"phase\":\"fetch\"}");
 	assert_string_equal(e.details, "{\"phase\":\"fetch\"}");
 	err_set(NULL, "internal", "ignored");
+}
+
+/* Details member by member: a path, a URL, a message with a quote, a
+ * backslash, a newline and control bytes read back as the same bytes; a
+ * member that does not fit is left out whole and the object stays valid;
+ * err_set empties it. */
+static void
+test_detail_members_round_trip(void **state)
+{
+	static const char odd[] = "/tmp/q\"b\\s\nx\001\037\tend";
+	char big[ERR_DETAILS_MAX], k[16];
+	struct json_doc d;
+	struct err e, pe;
+	int i;
+
+	err_set(&e, "install.failed", "x");
+	assert_string_equal(e.details, "");
+	assert_int_equal(err_detail_str(&e, "path", odd), 0);
+	assert_int_equal(err_detail_int(&e, "limit", -42), 0);
+	assert_int_equal(err_detail_json(&e, "list", "[\"a\",1]"), 0);
+	assert_int_equal(err_detail_str(&e, "k\"ey", NULL), 0);
+	assert_int_equal(json_parse(&d, e.details, strlen(e.details), NULL, &pe), 0);
+	assert_string_equal(json_get_str(d.root, "path"), odd);
+	assert_int_equal(json_get(d.root, "limit")->u.num.i, -42);
+	assert_int_equal(json_get(d.root, "list")->u.arr.n, 2);
+	assert_true(json_is(json_get(d.root, "k\"ey"), JSON_NULL));
+	json_free(&d);
+
+	/* too big: left out, the rest kept as it was */
+	memset(big, 1, sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	assert_int_equal(err_detail_str(&e, "big", big), -1);
+	assert_int_equal(json_parse(&d, e.details, strlen(e.details), NULL, &pe), 0);
+	assert_null(json_get(d.root, "big"));
+	assert_string_equal(json_get_str(d.root, "path"), odd);
+	json_free(&d);
+	/* filled to the last byte, never past it */
+	for (i = 0; snprintf(k, sizeof(k), "p%d", i), err_detail_str(&e, k, "0123456789") == 0; i++)
+		assert_true(strlen(e.details) < sizeof(e.details));
+	assert_true(strlen(e.details) > sizeof(e.details) - 30);
+	assert_int_equal(json_parse(&d, e.details, strlen(e.details), NULL, &pe), 0);
+	json_free(&d);
+
+	err_set(&e, "install.failed", "y");
+	assert_string_equal(e.details, "");
+	assert_int_equal(err_detail_str(NULL, "a", "b"), -1);
 }
 
 static void
@@ -130,6 +177,7 @@ main(void)
 	    cmocka_unit_test(test_message_may_quote_itself),
 	    cmocka_unit_test(test_every_code_is_unique_and_dotted_or_known),
 	    cmocka_unit_test(test_wrap_keeps_sys_and_cause),
+	    cmocka_unit_test(test_detail_members_round_trip),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

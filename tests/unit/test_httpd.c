@@ -2,6 +2,7 @@
  * bodies, a handler that forgets to answer, a slow handler not blocking
  * others, drain on stop, the error envelope. */
 #include "unit.h"
+#include "base/json.h"
 #include "net/httpd.h"
 
 #include <arpa/inet.h>
@@ -469,6 +470,25 @@ test_error_envelope(void **state)
 	    out, "{\"error\":{\"code\":\"install.failed\",\"message\":\"tool \\\"x\\\" failed\\nbadly\","
 	         "\"details\":{\"phase\":\"fetch\"},\"remedy\":\"see details.phase;"));
 	assert_int_equal(httpd_error_body(buf, sizeof(buf), "not_found", "x", NULL), -1);
+	{
+		/* a message and details that carry quotes, backslashes,
+		 * newlines and control bytes read back as they were */
+		static const char odd[] = "/p/q\"b\\s\n\001";
+		struct json_doc d;
+		struct err e;
+		const struct json_val *x;
+
+		err_set(&e, "install.failed", "cannot read %s", odd);
+		err_detail_str(&e, "path", odd);
+		assert_true(httpd_error_body(out, sizeof(out), e.code, e.msg, e.details) > 0);
+		assert_int_equal(json_parse(&d, out, strlen(out), NULL, &e), 0);
+		x = json_get(d.root, "error");
+		assert_string_equal(json_get_str(x, "code"), "install.failed");
+		assert_string_equal(json_get_str(x, "message"), "cannot read /p/q\"b\\s\n\001");
+		assert_string_equal(json_get_str(json_get(x, "details"), "path"), odd);
+		assert_non_null(json_get_str(x, "remedy"));
+		json_free(&d);
+	}
 	assert_true(httpd_error_body(out, sizeof(out), "no.such.code", NULL, NULL) > 0);
 	assert_non_null(strstr(out, "\"message\":\"internal error\""));
 }

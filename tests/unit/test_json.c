@@ -975,6 +975,67 @@ test_writer_overflow_and_misuse(void **state)
 	json_w_free(&w);
 }
 
+/* json_w_members takes the members of an object another writer wrote into
+ * the object open here, with the commas right; anything but an object, or
+ * no object open, is misuse. json_w_reset starts over on the same memory. */
+static void
+test_writer_members_and_reset(void **state)
+{
+	struct json_w w, m;
+	struct json_doc d;
+	struct err e;
+	char *mem;
+
+	json_w_init(&m, 256);
+	json_w_obj(&m);
+	json_w_kstr(&m, "path", "/q\"b\\s\n\001");
+	json_w_kint(&m, "n", 7);
+	json_w_end(&m);
+
+	json_w_init(&w, 256);
+	json_w_obj(&w);
+	json_w_kint(&w, "seq", 1);
+	json_w_members(&w, m.buf);
+	json_w_members(&w, "{}");
+	json_w_members(&w, NULL);
+	json_w_kbool(&w, "last", 1);
+	json_w_end(&w);
+	assert_false(w.overflow);
+	assert_string_equal(w.buf, "{\"seq\":1,\"path\":\"/q\\\"b\\\\s\\n\\u0001\",\"n\":7,\"last\":true}");
+	assert_int_equal(json_parse(&d, w.buf, w.len, NULL, &e), 0);
+	assert_string_equal(json_get_str(d.root, "path"), "/q\"b\\s\n\001");
+	json_free(&d);
+
+	/* first in an empty object: no leading comma */
+	mem = w.buf;
+	json_w_reset(&w);
+	assert_ptr_equal(w.buf, mem);
+	assert_string_equal(w.buf, "");
+	json_w_obj(&w);
+	json_w_members(&w, m.buf);
+	json_w_end(&w);
+	assert_string_equal(w.buf, m.buf);
+
+	json_w_reset(&w);
+	json_w_members(&w, m.buf); /* no object open */
+	assert_true(w.overflow);
+	json_w_reset(&w);
+	json_w_arr(&w);
+	json_w_members(&w, m.buf); /* an array open */
+	assert_true(w.overflow);
+	json_w_reset(&w);
+	json_w_obj(&w);
+	json_w_members(&w, "[1]"); /* not an object */
+	assert_true(w.overflow);
+	json_w_reset(&w);
+	json_w_obj(&w);
+	json_w_key(&w, "k");
+	json_w_members(&w, m.buf); /* a key waits for its value */
+	assert_true(w.overflow);
+	json_w_free(&w);
+	json_w_free(&m);
+}
+
 static void
 test_json_escape(void **state)
 {
@@ -1181,6 +1242,7 @@ main(void)
 		cmocka_unit_test(test_writer_escaping),
 		cmocka_unit_test(test_writer_doubles),
 		cmocka_unit_test(test_writer_overflow_and_misuse),
+		cmocka_unit_test(test_writer_members_and_reset),
 		cmocka_unit_test(test_json_escape),
 		cmocka_unit_test(test_escaped_prefix),
 		cmocka_unit_test(test_round_trip),

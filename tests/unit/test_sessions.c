@@ -321,6 +321,78 @@ test_burst_of_empty_lines(void **state)
 	sessions_free(S);
 }
 
+/* The event of stream data or of a message that carries a quote, a
+ * backslash, a newline and control bytes is one JSON line that reads back
+ * to the same bytes: the output event, and a start_failed event whose
+ * message (the entry's path) escapes to more than 2048 bytes. */
+static void
+test_odd_values_round_trip(void **state)
+{
+	struct sessions *S = table(NULL, 1 << 20);
+	char *argv[] = {"{bin}"}, *envp[] = {"PATH=/usr/bin:/bin", NULL};
+	char entry[1600], *buf, *p, *nl;
+	const char *msg, *data;
+	struct session_spec sp;
+	struct session_view v;
+	struct json_doc doc;
+	struct err e;
+	size_t len, i;
+	uint32_t last;
+	int ra, done, seen = 0;
+
+	assert_non_null(S);
+	assert_int_equal(start(S, "printf 'q\"b\\\\s\\001\\n'", &v, &e), 0);
+	wait_end(S, v.id, &v);
+	assert_true(sessions_read(S, "sh", v.id, 0, 100, 1 << 20, 0, &buf, &len, &last, &done) >= 0);
+	for (p = buf; p < buf + len; p = nl + 1) {
+		nl = memchr(p, '\n', (size_t)(buf + len - p));
+		assert_non_null(nl);
+		assert_int_equal(json_parse(&doc, p, (size_t)(nl - p), NULL, &e), 0);
+		if ((data = json_get_str(doc.root, "data")) != NULL) {
+			assert_string_equal(data, "q\"b\\s\001");
+			seen++;
+		}
+		json_free(&doc);
+	}
+	free(buf);
+	assert_int_equal(seen, 1);
+
+	/* components of 200 bytes, most of them control bytes (six each) */
+	memcpy(entry, "/no/q\"b\\s\n", 10);
+	for (i = 10; i < sizeof(entry) - 1; i++)
+		entry[i] = i % 200 == 0 ? '/' : 1;
+	entry[sizeof(entry) - 1] = '\0';
+	memset(&sp, 0, sizeof(sp));
+	sp.agent = "sh";
+	sp.principal = "p";
+	sp.op = "agents.sh.sessions.create";
+	sp.argv = argv;
+	sp.argc = 1;
+	sp.envp = envp;
+	sp.set = &set;
+	sp.entry = entry;
+	assert_int_equal(sessions_create(S, &sp, &v, &ra, &e), 0);
+	wait_end(S, v.id, &v);
+	assert_int_equal(v.status, SESSION_FAILED);
+	assert_true(sessions_read(S, "sh", v.id, 0, 100, 1 << 20, 0, &buf, &len, &last, &done) >= 0);
+	seen = 0;
+	for (p = buf; p < buf + len; p = nl + 1) {
+		nl = memchr(p, '\n', (size_t)(buf + len - p));
+		assert_non_null(nl);
+		assert_int_equal(json_parse(&doc, p, (size_t)(nl - p), NULL, &e), 0);
+		if (strcmp(json_get_str(doc.root, "type"), "agent.session.start_failed") == 0) {
+			msg = json_get_str(doc.root, "message");
+			assert_non_null(msg);
+			assert_non_null(strstr(msg, entry));
+			seen++;
+		}
+		json_free(&doc);
+	}
+	free(buf);
+	assert_int_equal(seen, 1);
+	sessions_free(S);
+}
+
 int
 main(void)
 {
@@ -329,6 +401,7 @@ main(void)
 		cmocka_unit_test(test_cancel_limits_truncation),
 		cmocka_unit_test(test_read_sse),
 		cmocka_unit_test(test_burst_of_empty_lines),
+		cmocka_unit_test(test_odd_values_round_trip),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
