@@ -7,6 +7,7 @@
 #include "tooling.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -266,36 +267,29 @@ tooling_json_error(struct json_w *w, const struct err *e)
 }
 
 int
-tooling_option(struct tooling *t, int c, const char *arg)
+tooling_set(void *dst, const struct opt *o, const char *arg, struct err *e)
 {
-	switch (c) {
-	case TOOLING_O_CONFIG:
-		t->config = arg;
-		return 1;
-	case TOOLING_O_MANIFESTS:
-		t->manifests = arg;
-		return 1;
-	case TOOLING_O_TOOLS:
-		t->tools_dir = arg;
-		return 1;
-	case TOOLING_O_STATE:
-		t->state_dir = arg;
-		return 1;
-	case TOOLING_O_CACHE:
-		t->cache = arg;
-		return 1;
-	case TOOLING_O_PLATFORM:
-		t->platform = arg;
-		return 1;
-	case TOOLING_O_JSON:
-		t->json = 1;
-		return 1;
-	case 'q':
-		t->quiet = 1;
-		return 1;
-	case 'v':
-		t->verbose = 1;
-		return 1;
+	static const struct {
+		char name[10];
+		unsigned short off;
+	} field[] = {
+	    {"config", offsetof(struct tooling, config)},
+	    {"manifests", offsetof(struct tooling, manifests)},
+	    {"tools-dir", offsetof(struct tooling, tools_dir)},
+	    {"state-dir", offsetof(struct tooling, state_dir)},
+	    {"cache", offsetof(struct tooling, cache)},
+	    {"platform", offsetof(struct tooling, platform)},
+	};
+	struct tooling *t;
+	size_t i;
+
+	memcpy(&t, (char *)dst + o->off, sizeof(t));
+	if (o->arg == NULL) {
+		*(o->letter == 'q' ? &t->quiet : o->letter == 'v' ? &t->verbose : &t->json) = 1;
+		return 0;
 	}
+	for (i = 0; i < sizeof(field) / sizeof(field[0]); i++)
+		if (strcmp(o->name, field[i].name) == 0)
+			memcpy((char *)t + field[i].off, &arg, sizeof(arg));
 	return 0;
 }
