@@ -27,8 +27,9 @@ static const struct opt options[] = {
     OPT('v', "verbose", NULL, NULL, O(verbose), "also print every setting with its source"),
     OPT('q', "quiet", NULL, NULL, O(quiet), "print nothing; the exit status says valid (0) or not (2)"),
     OPT(0, "manifest", NULL, NULL, O(lint),
-        "lint the FILE arguments, manifest files, instead (schema 1,\npins for this platform, hosts, "
-        "lockfile beside it);\nexit 0 when all load"),
+        "lint the FILE arguments, manifest files, instead (schema 1,\n"
+        "pins for this platform, hosts, lockfile beside it);\n"
+        "exit 0 when all load"),
     OPT_END,
 };
 #undef O

@@ -147,9 +147,11 @@ static const struct opt options[] = {
     OPT('o', "output", "FILE", set_output, 0, "write to FILE (- or none: stdout, after verification)"),
     OPT('q', "quiet", NULL, NULL, O(quiet), "no progress and no summary"),
     OPT('H', "header", "'NAME: VALUE'", add_header, 0,
-        "send this header (repeatable); dropped when a\nredirect leaves the URL's origin"),
+        "send this header (repeatable); dropped when a\n"
+        "redirect leaves the URL's origin"),
     OPT(0, "allow-host", "HOST", add_allow, 0,
-        "follow redirects to HOST too (repeatable; without it\nonly to the URL's own host)"),
+        "follow redirects to HOST too (repeatable; without it\n"
+        "only to the URL's own host)"),
     OPT_HEAD("Limits (seconds may have decimals):"),
     OPT(0, "connect-timeout", "S", set_ms, O(limits.connect_ms), "per connection attempt (default 15)"),
     OPT(0, "read-timeout", "S", set_ms, O(limits.read_ms), "longest silence from the server (default 60)"),

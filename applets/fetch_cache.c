@@ -53,11 +53,10 @@ static const struct opt options[] = {
     OPT(0, "platform", "P", tooling_set, O(t), "linux-x64, linux-arm64, or all (default: this machine)"),
     TOOLING_OPT_CACHE(O(t)),
     OPT(0, "push", "oci://HOST[:PORT]/REPO", set_push, 0,
-        "then upload every verified blob to that OCI registry\n(those it has are skipped) and one image "
-        "manifest "
-        "per\ntool version, tagged <tool>-<version>; credentials from\nABX_OCI_AUTH=user:password or a "
-        "docker config "
-        "file"),
+        "then upload every verified blob to that OCI registry\n"
+        "(those it has are skipped) and one image manifest per\n"
+        "tool version, tagged <tool>-<version>; credentials from\n"
+        "ABX_OCI_AUTH=user:password or a docker config file"),
     TOOLING_OPT_CONFIG(O(t)),
     TOOLING_OPT_MANIFESTS(O(t)),
     TOOLING_OPT_TOOLS(O(t)),

@@ -37,11 +37,10 @@ static const struct opt options[] = {
     OPT(0, "version", "V", NULL, O(version), "the version to pin"),
     OPT(0, "manifests", "DIR", NULL, O(dir), "the manifests directory to edit"),
     OPT(0, "check", NULL, NULL, O(check),
-        "change nothing; exit 1 when a pin is stale or (npm-lock)\nthe registry has a newer version (asked "
-        "by our own\n"
-        "client, or the mirror ABX_INSTALL_NPM_REGISTRY); with no\nmanifests directory, the manifests built "
-        "into this "
-        "binary"),
+        "change nothing; exit 1 when a pin is stale or (npm-lock)\n"
+        "the registry has a newer version (asked by our own\n"
+        "client, or the mirror ABX_INSTALL_NPM_REGISTRY); with no\n"
+        "manifests directory, the manifests built into this binary"),
     OPT('q', "quiet", NULL, NULL, O(quiet), "only errors"),
     OPT_END,
 };

@@ -52,18 +52,20 @@ set_only(void *dst, const struct opt *o, const char *arg, struct err *e)
 static const struct opt options[] = {
     OPT_MANY("only", "NAME...", set_only, "the tools to prepare (repeatable; several names may follow)"),
     OPT(0, "force", NULL, NULL, O(force),
-        "retry now even if a recent failure set a backoff, and run\nverify.argv even where the cache "
-        "recorded a pass"),
+        "retry now even if a recent failure set a backoff, and run\n"
+        "verify.argv even where the cache recorded a pass"),
     OPT(0, "dry-run", NULL, NULL, O(dry),
-        "print the plan (name, version, size, hosts, why) and\nchange nothing"),
+        "print the plan (name, version, size, hosts, why) and\n"
+        "change nothing"),
     OPT(0, "cache-only", NULL, NULL, O(cache_only),
-        "download the plan's artifacts into the cache, verified;\ninstall nothing"),
+        "download the plan's artifacts into the cache, verified;\n"
+        "install nothing"),
     OPT(0, "keep-cache", NULL, NULL, O(keep_cache),
-        "keep what this run adds to the cache: the downloads and\nthe extracted trees that make a second "
-        "tools "
-        "directory\nfast. Without it the tools directory ends with the tools\nonly (an image layer holds one "
-        "copy); "
-        "a --cache DIR\nkeeps the downloads, never trees"),
+        "keep what this run adds to the cache: the downloads and\n"
+        "the extracted trees that make a second tools directory\n"
+        "fast. Without it the tools directory ends with the tools\n"
+        "only (an image layer holds one copy); a --cache DIR\n"
+        "keeps the downloads, never trees"),
     OPT(0, "policy", "FILE", NULL, O(po.policy),
         "policy file (default /etc/agent-sandbox/server-policy.json)"),
     OPT(0, "preset", "NAME", NULL, O(po.preset), "readonly, agents or admin, for principal default"),
@@ -75,9 +77,9 @@ static const struct opt options[] = {
     TOOLING_OPT_STATE(O(t)),
     TOOLING_OPT_CACHE(O(t)),
     OPT(0, "platform", "P", tooling_set, O(t),
-        "linux-x64 or linux-arm64 (default: this machine); all\nwith --dry-run or --cache-only; another "
-        "platform's "
-        "plan\nignores this PATH"),
+        "linux-x64 or linux-arm64 (default: this machine); all\n"
+        "with --dry-run or --cache-only; another platform's plan\n"
+        "ignores this PATH"),
     TOOLING_OPT_QV(O(t), "only errors", "also the time of each install's phases"),
     OPT_END,
 };

@@ -95,11 +95,13 @@ set_log(void *dst, const struct opt *o, const char *arg, struct err *e)
 static const struct opt options[] = {
     OPT(0, "host", "H", set_flag, 0, "address to listen on (default 0.0.0.0)"),
     OPT(0, "port", "N", set_flag, 0,
-        "port (default 9000); 0 picks a free port and prints\nit alone on the first line of stdout"),
+        "port (default 9000); 0 picks a free port and prints\n"
+        "it alone on the first line of stdout"),
     CFGLOAD_OPTS(set_flag, 0),
     OPT(0, "base-dir", "DIR", set_flag, 0, "where HOME-relative defaults resolve (ABX_SERVER_BASE_DIR)"),
     OPT(0, "max-connections", "N", set_flag, 0,
-        "connection slots, fixed at start (default 256);\nbeyond them a client gets 503"),
+        "connection slots, fixed at start (default 256);\n"
+        "beyond them a client gets 503"),
     OPT(0, "workers", "N", set_flag, 0, "handler threads (default 4)"),
     OPT(0, "header-timeout", "SECS", set_secs, O(hdr_ms), "time for a whole request head (default 10)"),
     OPT(0, "idle-timeout", "SECS", set_secs, O(idle_ms), "keep-alive wait for the next request (default 60)"),
