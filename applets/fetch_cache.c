@@ -308,6 +308,7 @@ fetch_cache(const struct fetch_cache_args *a)
 	int nonly = a->nnames < FETCH_CACHE_MAX ? a->nnames : FETCH_CACHE_MAX, n = 0, i, rc;
 	struct tally tally = {0, 0};
 	static struct fetch_push push;
+	struct prepare_plan *plan = NULL; /* without names: lives until exit */
 	struct json_w w, pw;
 	struct err e;
 
@@ -318,10 +319,13 @@ fetch_cache(const struct fetch_cache_args *a)
 	t = *a->flags;
 	for (i = 0; i < nonly; i++)
 		only[i] = a->names[i];
+	if ((rc = absolute_dirs(&t, absdir, abscache, sizeof(abscache))) != 0)
+		return rc;
 	if (nonly == 0) {
 		struct prepare_plan_opts po = {t.config, t.manifests, t.tools_dir, NULL, NULL, NULL, NULL, 1};
-		if (prepare_plan_names(&po, 0, 0, only, &nonly, FETCH_CACHE_MAX, &rc) != 0)
+		if (prepare_plan_names(&po, 0, 0, only, &nonly, FETCH_CACHE_MAX, &rc, &plan) != 0)
 			return rc;
+		t.loaded = prepare_plan_config(plan);
 		if (nonly == 0) {
 			if (t.json)
 				printf("{\"artifacts\":[],\"ok\":true}\n");
@@ -330,8 +334,7 @@ fetch_cache(const struct fetch_cache_args *a)
 			return EXIT_OK;
 		}
 	}
-	if ((rc = absolute_dirs(&t, absdir, abscache, sizeof(abscache))) != 0 ||
-	    (rc = open_closure(&t, only, nonly, names, &n)) != 0)
+	if ((rc = open_closure(&t, only, nonly, names, &n)) != 0)
 		return rc;
 	/* fetching is for connected machines: the install mode does not apply */
 	t.set.mode = CFG_MODE_LAZY;

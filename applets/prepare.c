@@ -35,6 +35,7 @@ struct prepare_args {
 	int nonly;
 	int force, dry, cache_only, keep_cache;
 	struct prepare_plan_opts po;
+	struct prepare_plan *plan; /* without --only: its configuration is t's too */
 };
 
 static int
@@ -248,8 +249,9 @@ names_from_config(struct tooling *t, struct prepare_args *a)
 	a->po.state_dir = t->state_dir;
 	a->po.no_path =
 	    a->cache_only || (t->platform != NULL && strcmp(t->platform, manifest_platform_self()) != 0);
-	if (prepare_plan_names(&a->po, a->dry, t->json, a->only, &a->nonly, PREPARE_MAX, &rc) != 0)
+	if (prepare_plan_names(&a->po, a->dry, t->json, a->only, &a->nonly, PREPARE_MAX, &rc, &a->plan) != 0)
 		return rc;
+	t->loaded = prepare_plan_config(a->plan);
 	if (a->nonly == 0) {
 		if (t->json)
 			printf("{\"tools\":[],\"ok\":true}\n");
@@ -268,6 +270,9 @@ cache_only(struct tooling *t, struct prepare_args *a)
 {
 	struct fetch_cache_args ca = {t, a->only, a->nonly, NULL};
 
+	/* loaded with --state-dir, the plan's configuration is not fetch's */
+	if (t->state_dir != NULL)
+		t->loaded = NULL;
 	t->state_dir = NULL;
 	return fetch_cache(&ca);
 }
@@ -723,6 +728,8 @@ prepare_main(int argc, char **argv)
 	a.t = &t;
 	if ((rc = opts_parse(&usage, argc, argv, &a, &nargs)) >= 0)
 		return rc;
+	if (t.tools_dir != NULL && t.tools_dir[0] != '/' && realpath(t.tools_dir, absdir) != NULL)
+		t.tools_dir = absdir;
 	if (a.nonly == 0) {
 		if ((rc = names_from_config(&t, &a)) >= 0)
 			return rc;
@@ -732,8 +739,6 @@ prepare_main(int argc, char **argv)
 		return fail(&e);
 	if (a.cache_only)
 		return cache_only(&t, &a);
-	if (t.tools_dir != NULL && t.tools_dir[0] != '/' && realpath(t.tools_dir, absdir) != NULL)
-		t.tools_dir = absdir;
 	if ((rc = open_plan(&t, &a, items, &n, from_config)) >= 0)
 		return rc;
 	if (a.dry) {

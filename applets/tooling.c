@@ -23,11 +23,12 @@
 int
 tooling_open(struct tooling *t, int allow_all, const char *ctx_platform, struct err *e)
 {
-	struct config *cfg = malloc(sizeof(*cfg));
+	struct config *own = NULL;
+	const struct config *cfg = t->loaded;
 	struct config_flags f = {0};
 	int rc;
 
-	if (cfg == NULL)
+	if (cfg == NULL && (cfg = own = malloc(sizeof(*own))) == NULL)
 		return err_set(e, "internal", "out of memory");
 	if (t->tools_dir != NULL)
 		config_flags_add(&f, "tools-dir", t->tools_dir);
@@ -35,9 +36,9 @@ tooling_open(struct tooling *t, int allow_all, const char *ctx_platform, struct 
 		config_flags_add(&f, "state-dir", t->state_dir);
 	if (t->manifests != NULL)
 		config_flags_add(&f, "manifests", t->manifests);
-	if (cfgload_config(cfg, t->config, &f, 1, e) < 0) {
+	if (own != NULL && cfgload_config(own, t->config, &f, 1, e) < 0) {
 		t->settings_failed = 1;
-		free(cfg);
+		free(own);
 		return -1;
 	}
 	install_settings_from_config(&t->set, cfg);
@@ -45,12 +46,12 @@ tooling_open(struct tooling *t, int allow_all, const char *ctx_platform, struct 
 		snprintf(t->set.cache_dir, sizeof(t->set.cache_dir), "%s", t->cache);
 	if (t->platform != NULL && !manifest_platform_known(t->platform) &&
 	    !(allow_all && strcmp(t->platform, "all") == 0)) {
-		free(cfg);
+		free(own);
 		return err_set(e, "usage", "--platform: '%s' is not linux-x64, linux-arm64%s", t->platform,
 		               allow_all ? " or all" : "");
 	}
 	rc = cfgload_manifests(&t->ms, cfg, t->platform, e);
-	free(cfg);
+	free(own);
 	if (rc < 0)
 		return -1;
 	t->ms_open = 1;

@@ -20,6 +20,10 @@ struct tooling {
 	const char *cache;     /* --cache DIR */
 	const char *platform;  /* --platform P (or "all" where allowed) */
 	int quiet, verbose, json;
+	/* The configuration as loaded already with these flags (prepare's
+	 * plan, which the caller keeps): tooling_open reads it instead of
+	 * loading the files again. NULL: tooling_open loads it. */
+	const struct config *loaded;
 
 	struct install_settings set;
 	struct manifest_set ms;
