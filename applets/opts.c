@@ -1,3 +1,7 @@
+/*
+ * The one option parser of the applets: each applet's table (opts.h) is
+ * read here for argv and printed here for --help and usage errors.
+ */
 #include "opts.h"
 
 #include <stdarg.h>
@@ -73,20 +77,20 @@ store(const struct opts *u, const struct opt *o, const char *arg, void *dst)
 	char *field = (char *)dst + o->off;
 	struct err e;
 
-	if (o->set != NULL) {
-		err_clear(&e);
-		if (o->set(dst, o, arg, &e) == 0)
-			return -1;
-		/* A value refused with a code of its own (oci.url) keeps it. */
-		if (e.code != NULL && strcmp(e.code, "usage") != 0)
-			return (err_print(&e), u->usage_exit);
-		return opts_error(u, "%s", e.msg);
-	} else if (o->arg != NULL) {
-		memcpy(field, &arg, sizeof(arg));
-	} else {
-		*(int *)(void *)field = 1;
+	if (o->set == NULL) {
+		if (o->arg != NULL)
+			memcpy(field, &arg, sizeof(arg));
+		else
+			*(int *)(void *)field = 1;
+		return -1;
 	}
-	return -1;
+	err_clear(&e);
+	if (o->set(dst, o, arg, &e) == 0)
+		return -1;
+	/* A value refused with a code of its own (oci.url) keeps its code. */
+	if (e.code != NULL && strcmp(e.code, "usage") != 0)
+		return (err_print(&e), u->usage_exit);
+	return opts_error(u, "%s", e.msg);
 }
 
 int
@@ -99,10 +103,11 @@ opts_parse(const struct opts *u, int argc, char **argv, void *dst, int *nargs)
 	for (i = 1; i < argc; i++) {
 		a = argv[i];
 		if (!options || a[0] != '-' || a[1] == '\0') {
-			if (many != NULL && (rc = store(u, many, a, dst)) >= 0)
-				return rc;
+			/* --only a b c: the values up to the next option */
 			if (many == NULL)
 				argv[++n] = argv[i];
+			else if ((rc = store(u, many, a, dst)) >= 0)
+				return rc;
 			continue;
 		}
 		many = NULL;

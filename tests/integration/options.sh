@@ -68,6 +68,31 @@ for a in $applets; do
 	done <"$T/rows"
 done
 
+# One parser for all: a usage error is one line, then the very text of
+# --help, on stderr, with the applet's usage exit code.
+for a in $applets; do
+	"$BIN" "$a" --help >"$T/help"
+	run "$BIN" "$a" --bogus
+	code=2
+	[ "$a" = healthcheck ] && code=1
+	expect "$a --bogus exits $code" $code "" "agent-sandbox-server: usage: $a: unknown option --bogus"
+	check "$a: the usage after a usage error is its --help" sh -c "tail -n +2 '$T/err' | cmp -s - '$T/help'"
+done
+run "$BIN" version --json=yes
+expect "a flag given a value is refused" 2 "" "usage: version: --json takes no value"
+run "$BIN" serve --workers
+expect "an option without its value is refused" 2 "" "usage: serve: --workers needs a value"
+run "$BIN" healthcheck --port
+expect "healthcheck: an option without its value exits 1" 1 "" "usage: healthcheck: --port needs a value"
+run "$BIN" serve -qv --port=abc
+expect "-qv combine, --port=VALUE is --port VALUE" 2 "" "usage: serve: --port abc: expected 0..65535"
+run "$BIN" fetch -o/dev/null -x
+expect "-oFILE takes its value at once" 2 "" "usage: fetch: unknown option -x"
+run "$BIN" version -- --json
+expect "-- ends the options" 2 "" "usage: version: unexpected argument --json"
+run "$BIN" lock
+expect "an operand missing is a usage error" 2 "" "usage: lock: missing NAME"
+
 # What the README and docs/*.md show: a command line (agent-sandbox-server
 # APPLET or agent-sandbox-APPLET, in code), or a code span that starts with
 # an applet's name, and the --options that follow it in the same command.
