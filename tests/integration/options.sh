@@ -124,3 +124,12 @@ sort -u "$T/shown" | while IFS='	' read -r a opt file; do
 	fi
 done >"$T/unknown"
 check "every option the README and docs/*.md show with an applet is one it takes ($(head -5 "$T/unknown" | tr '\n' ' '))" test ! -s "$T/unknown"
+
+# docs/configuration.md's key table: the flag a key names is serve's (the
+# applet that takes every configuration flag).
+"$TOP/tools/optdoc.sh" "$BIN" --names serve >"$T/serve"
+awk -F '|' '/^\| `/ { print $3 }' "$TOP/docs/configuration.md" | grep -o '`--[a-z0-9-]*`' | tr -d '`' |
+	sed 's/^--//' | sort -u | while read -r opt; do
+	grep -qx -- "$opt" "$T/serve" || echo "--$opt"
+done >"$T/unknown"
+check "every flag docs/configuration.md gives a key is one serve takes ($(tr '\n' ' ' <"$T/unknown"))" test ! -s "$T/unknown"
