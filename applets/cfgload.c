@@ -39,6 +39,16 @@ cfgload_option(struct cfgload *L, const char *name, const char *value)
 }
 
 int
+cfgload_set(void *dst, const struct opt *o, const char *arg, struct err *e)
+{
+	struct cfgload *L;
+
+	memcpy(&L, (char *)dst + o->off, sizeof(L));
+	cfgload_option(L, o->name, arg);
+	return 0;
+}
+
+int
 cfgload_config(struct config *c, const char *file, const struct config_flags *f, int warn, struct err *e)
 {
 	if (config_load(c, file, NULL, f != NULL ? f->v : NULL, f != NULL ? f->n : 0, e) != 0)

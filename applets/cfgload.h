@@ -8,6 +8,7 @@
  * Introspection: it reads files only; no socket, no process, no secret.
  */
 #include "config/config.h"
+#include "opts.h"
 #include "pkg/manifest.h"
 #include "server/ops.h"
 #include "server/policy.h"
@@ -52,6 +53,23 @@ void cfgload_free(struct cfgload *L);
  * state-dir, base-dir, mode, ...). Returns 1 when it was one of them, else 0.
  */
 int cfgload_option(struct cfgload *L, const char *name, const char *value);
+
+/*
+ * The configuration options of the applets that load it whole (serve,
+ * check-config, doctor) as option rows, each stored by set at off; and
+ * cfgload_set, such a set for a struct cfgload * field (cfgload_option).
+ */
+#define CFGLOAD_OPTS(set, off)                                                                               \
+	OPT(0, "config", "FILE", set, off, "configuration file (default /etc/agent-sandbox/server.json)"),   \
+	    OPT(0, "policy", "FILE", set, off,                                                               \
+	        "policy file (default /etc/agent-sandbox/server-policy.json)"),                              \
+	    OPT(0, "preset", "NAME", set, off, "readonly, agents or admin, for principal default"),          \
+	    OPT(0, "commands", "FILE", set, off, "the commands file (command ops)"),                         \
+	    OPT(0, "manifests", "DIR", set, off, "manifests that add to or override the built-in ones"),     \
+	    OPT(0, "tools-dir", "DIR", set, off, "tools directory (also ABX_TOOLS_DIR)"),                    \
+	    OPT(0, "state-dir", "DIR", set, off, "state directory (also ABX_SERVER_STATE_DIR)"),             \
+	    OPT(0, "mode", "MODE", set, off, "install mode: lazy, offline, build or off")
+int cfgload_set(void *dst, const struct opt *o, const char *arg, struct err *e);
 
 /* Load configuration, policy and ops. Warnings are printed to stderr.
  * Returns 0 or -1 with e set. */

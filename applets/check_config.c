@@ -5,8 +5,8 @@
  */
 #include "common.h"
 
-#include <getopt.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,10 +15,28 @@
 #include "base/json.h"
 #include "cfgload.h"
 
-static const char usage[] =
-    "usage: agent-sandbox-server check-config [--config FILE] [--policy FILE] [--preset NAME]\n"
-    "           [--commands FILE] [--manifests DIR] [--tools-dir DIR] [--state-dir DIR]\n"
-    "           [--mode MODE] [--json] [-v] [-q]\n"
+struct check_config_opts {
+	struct cfgload *L;
+	int json, verbose, quiet, lint;
+};
+
+#define O(f) offsetof(struct check_config_opts, f)
+static const struct opt options[] = {
+    CFGLOAD_OPTS(cfgload_set, O(L)),
+    OPT(0, "json", NULL, NULL, O(json), "one JSON document on stdout"),
+    OPT('v', "verbose", NULL, NULL, O(verbose), "also print every setting with its source"),
+    OPT('q', "quiet", NULL, NULL, O(quiet), "print nothing; the exit status says valid (0) or not (2)"),
+    OPT(0, "manifest", NULL, NULL, O(lint),
+        "lint the FILE arguments, manifest files, instead (schema 1,\n"
+        "pins for this platform, hosts, lockfile beside it);\n"
+        "exit 0 when all load"),
+    OPT_END,
+};
+#undef O
+
+static const struct opts usage = {
+    "check-config",
+    "usage: agent-sandbox-server check-config [--config FILE] [--json] [-v | -q] [OPTION...]\n"
     "       agent-sandbox-server check-config --manifest FILE...\n"
     "\n"
     "Load the configuration (embedded defaults < /etc/agent-sandbox/server.json or\n"
@@ -26,21 +44,13 @@ static const char usage[] =
     "the way serve would, without opening a socket, spawning a process or reading a\n"
     "token, and print the effective install mode with where it came from and the\n"
     "endpoint table: each op, the principals policy lets call it, what it installs.\n"
-    "\n"
-    "  --config FILE     configuration file (default /etc/agent-sandbox/server.json)\n"
-    "  --policy FILE     policy file (default /etc/agent-sandbox/server-policy.json)\n"
-    "  --preset NAME     readonly, agents or admin, for principal default\n"
-    "  --commands FILE   the commands file\n"
-    "  --manifests DIR   manifests that add to or override the built-in ones\n"
-    "  --tools-dir DIR, --state-dir DIR, --mode MODE   flag layer for those settings\n"
-    "  --json            one JSON document on stdout\n"
-    "  -v                also print every setting with its source\n"
-    "  -q                print nothing; the exit status says valid (0) or not (2)\n"
-    "\n"
-    "  --manifest FILE...  lint manifest files instead (schema 1, pins for this\n"
-    "                    platform, hosts, lockfile beside it); exit 0 when all load\n"
-    "\n"
-    "Exit: 0 valid, 2 invalid (the first error is printed).\n";
+    "\n",
+    options,
+    "\nExit: 0 valid, 2 invalid (the first error is printed).\n",
+    -1,
+    EXIT_USAGE,
+    NULL,
+};
 
 /* --manifest FILE...: each file loads on its own (requires are checked
  * against the other manifests by the full check, not here), under the
@@ -272,60 +282,31 @@ check_programs(struct cfgload *L, struct err *e)
 int
 check_config_main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-	    {"config", required_argument, NULL, 0},    {"policy", required_argument, NULL, 0},
-	    {"preset", required_argument, NULL, 0},    {"commands", required_argument, NULL, 0},
-	    {"manifests", required_argument, NULL, 0}, {"tools-dir", required_argument, NULL, 0},
-	    {"state-dir", required_argument, NULL, 0}, {"mode", required_argument, NULL, 0},
-	    {"json", no_argument, NULL, 'j'},          {"help", no_argument, NULL, 'h'},
-	    {"manifest", no_argument, NULL, 'M'},      {NULL, 0, NULL, 0},
-	};
+	struct check_config_opts o = {0};
 	struct cfgload *L;
 	struct err e;
-	int c, idx, json = 0, verbose = 0, quiet = 0, lint = 0, rc;
+	int rc, n;
 
-	if ((L = cfgload_new()) == NULL) {
+	if ((L = o.L = cfgload_new()) == NULL) {
 		err_printf("internal", "out of memory");
 		return EXIT_FAIL;
 	}
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "hvq", opts, &idx)) != -1) {
-		switch (c) {
-		case 0:
-			cfgload_option(L, opts[idx].name, optarg);
-			break;
-		case 'j':
-			json = 1;
-			break;
-		case 'v':
-			verbose = 1;
-			break;
-		case 'q':
-			quiet = 1;
-			break;
-		case 'M':
-			lint = 1;
-			break;
-		case 'h':
-			cfgload_free(L);
-			return usage_help(usage);
-		default:
-			cfgload_free(L);
-			return bad_option("check-config", usage, argc, argv);
-		}
-	}
-	if (lint) {
-		if (optind >= argc) {
-			cfgload_free(L);
-			return usage_error("check-config", usage, "--manifest needs at least one FILE");
-		}
-		rc = lint_manifests(L, argv + optind, argc - optind, quiet);
+	if ((rc = opts_parse(&usage, argc, argv, &o, &n)) >= 0) {
 		cfgload_free(L);
 		return rc;
 	}
-	if (optind < argc) {
+	if (o.lint) {
+		if (n == 0) {
+			cfgload_free(L);
+			return opts_error(&usage, "--manifest needs at least one FILE");
+		}
+		rc = lint_manifests(L, argv + 1, n, o.quiet);
 		cfgload_free(L);
-		return usage_error("check-config", usage, "unexpected argument %s", argv[optind]);
+		return rc;
+	}
+	if (n > 0) {
+		cfgload_free(L);
+		return opts_error(&usage, "unexpected argument %s", argv[1]);
 	}
 	if (cfgload_run(L, &e) != 0) {
 		rc = fail(&e);
@@ -338,10 +319,10 @@ check_config_main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	rc = EXIT_OK;
-	if (json)
+	if (o.json)
 		rc = print_json(L);
-	else if (!quiet)
-		print_text(L, verbose);
+	else if (!o.quiet)
+		print_text(L, o.verbose);
 	cfgload_free(L);
 	return rc;
 }

@@ -1,7 +1,6 @@
 #include "common.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -10,13 +9,6 @@
 #include <unistd.h>
 
 const char *g_argv0 = PROG;
-
-int
-usage_help(const char *usage)
-{
-	fputs(usage, stdout);
-	return EXIT_OK;
-}
 
 int
 usage_error(const char *applet, const char *usage, const char *fmt, ...)
@@ -29,18 +21,6 @@ usage_error(const char *applet, const char *usage, const char *fmt, ...)
 	va_end(ap);
 	fprintf(stderr, "%s: usage: %s: %s\n%s", PROG, applet, msg, usage);
 	return EXIT_USAGE;
-}
-
-int
-bad_option(const char *applet, const char *usage, int argc, char **argv)
-{
-	const char *opt = (optind > 0 && optind <= argc) ? argv[optind - 1] : "?";
-
-	if (optopt != 0 && optopt != '?' && (opt == NULL || opt[0] != '-' || opt[1] == '-'))
-		return usage_error(applet, usage, "bad or incomplete option -%c", optopt);
-	if (optopt != 0 && optopt != '?')
-		return usage_error(applet, usage, "bad or incomplete option -%c", optopt);
-	return usage_error(applet, usage, "unknown or incomplete option %s", opt);
 }
 
 int

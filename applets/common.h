@@ -25,17 +25,10 @@ enum {
 int shim_find(const char *base);
 int shim_main(int argc, char **argv);
 
-/* Print usage to stdout and return EXIT_OK (for --help). */
-int usage_help(const char *usage);
-
 /* Print "agent-sandbox-server: usage: <applet>: <msg>" and the usage to
- * stderr; returns EXIT_USAGE. */
+ * stderr; returns EXIT_USAGE. The applets' own usage is opts.h's. */
 int usage_error(const char *applet, const char *usage, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-
-/* For getopt_long's '?' and ':' answers: a one-line error naming the bad
- * option, then the usage. Returns EXIT_USAGE. Call with opterr = 0. */
-int bad_option(const char *applet, const char *usage, int argc, char **argv);
 
 /* Print e and map it to an exit code: usage/config errors give 2, others 1. */
 int fail(const struct err *e);

@@ -10,9 +10,9 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,25 +30,41 @@
 #include "cfgload.h"
 #include "doctor.h"
 
-static const char usage[] = "usage: agent-sandbox-server doctor [--json] [--network] [--ports LIST]\n"
-                            "           [--config FILE] [--policy FILE] [--preset NAME] [--commands FILE]\n"
-                            "           [--manifests DIR] [--tools-dir DIR] [--state-dir DIR] [--mode MODE]\n"
-                            "\n"
-                            "Check this environment: configuration, effective install mode and its source,\n"
-                            "HOME, state and tools directories (writable, owned by us, not group/world-\n"
-                            "writable, not noexec, which one receives installs), installed tools and their\n"
-                            "versions, manifests, a read-only root, the CA bundle, the clock, /etc/passwd,\n"
-                            "ports 9000 and 9001, agent credential variables (names only, never values),\n"
-                            "the OCI mirror (install.mirrors.oci: answers, takes the credential, holds a\n"
-                            "blob of the plan).\n"
-                            "Each line is PASS, WARN or FAIL, with a fix.\n"
-                            "\n"
-                            "  --json         one JSON document on stdout\n"
-                            "  --network      also connect to every manifest host and mirror (5 s each)\n"
-                            "  --ports LIST   ports that should be free (default 9000,9001)\n"
-                            "  the other options are those of check-config\n"
-                            "\n"
-                            "Exit: 0 when no check failed, 1 otherwise, 2 on a usage error.\n";
+struct doctor_opts {
+	struct cfgload *L;
+	const char *ports;
+	int json, network;
+};
+
+#define O(f) offsetof(struct doctor_opts, f)
+static const struct opt options[] = {
+    OPT(0, "json", NULL, NULL, O(json), "one JSON document on stdout"),
+    OPT(0, "network", NULL, NULL, O(network), "also connect to every manifest host and mirror (5 s each)"),
+    OPT(0, "ports", "LIST", NULL, O(ports), "ports that should be free (default 9000,9001)"),
+    CFGLOAD_OPTS(cfgload_set, O(L)),
+    OPT_END,
+};
+#undef O
+
+static const struct opts usage = {
+    "doctor",
+    "usage: agent-sandbox-server doctor [--json] [--network] [--ports LIST] [OPTION...]\n"
+    "\n"
+    "Check this environment: configuration, effective install mode and its source,\n"
+    "HOME, state and tools directories (writable, owned by us, not group/world-\n"
+    "writable, not noexec, which one receives installs), installed tools and their\n"
+    "versions, manifests, a read-only root, the CA bundle, the clock, /etc/passwd,\n"
+    "ports 9000 and 9001, agent credential variables (names only, never values),\n"
+    "the OCI mirror (install.mirrors.oci: answers, takes the credential, holds a\n"
+    "blob of the plan).\n"
+    "Each line is PASS, WARN or FAIL, with a fix.\n"
+    "\n",
+    options,
+    "\nExit: 0 when no check failed, 1 otherwise, 2 on a usage error.\n",
+    0,
+    EXIT_USAGE,
+    NULL,
+};
 
 void
 doctor_line(struct report *r, const char *status, const char *check, const char *fix, const char *fmt, ...)
@@ -552,29 +568,15 @@ check_credentials(struct report *r, const struct config *c)
 int
 doctor_main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-	    {"config", required_argument, NULL, 0},
-	    {"policy", required_argument, NULL, 0},
-	    {"preset", required_argument, NULL, 0},
-	    {"commands", required_argument, NULL, 0},
-	    {"manifests", required_argument, NULL, 0},
-	    {"tools-dir", required_argument, NULL, 0},
-	    {"state-dir", required_argument, NULL, 0},
-	    {"mode", required_argument, NULL, 0},
-	    {"ports", required_argument, NULL, 'p'},
-	    {"json", no_argument, NULL, 'j'},
-	    {"network", no_argument, NULL, 'n'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
-	const char *ports = "9000,9001", *tok;
+	struct doctor_opts o = {NULL, "9000,9001", 0, 0};
+	const char *tok;
 	char src[CFG_PATH_MAX + 32];
 	struct report r;
 	struct cfgload *L;
 	struct hostlist *hl;
 	struct chain ch;
 	struct err e;
-	int c, idx, network = 0;
+	int rc, n;
 
 	memset(&r, 0, sizeof(r));
 	if ((L = cfgload_new()) == NULL || (hl = calloc(1, sizeof(*hl))) == NULL) {
@@ -582,33 +584,12 @@ doctor_main(int argc, char **argv)
 		err_printf("internal", "out of memory");
 		return EXIT_FAIL;
 	}
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "h", opts, &idx)) != -1) {
-		switch (c) {
-		case 0:
-			cfgload_option(L, opts[idx].name, optarg);
-			break;
-		case 'p':
-			ports = optarg;
-			break;
-		case 'j':
-			r.json = 1;
-			break;
-		case 'n':
-			network = 1;
-			break;
-		case 'h':
-			cfgload_free(L), free(hl);
-			return usage_help(usage);
-		default:
-			cfgload_free(L), free(hl);
-			return bad_option("doctor", usage, argc, argv);
-		}
-	}
-	if (optind < argc) {
+	o.L = L;
+	if ((rc = opts_parse(&usage, argc, argv, &o, &n)) >= 0) {
 		cfgload_free(L), free(hl);
-		return usage_error("doctor", usage, "unexpected argument %s", argv[optind]);
+		return rc;
 	}
+	r.json = o.json;
 	if (r.json) {
 		json_w_init(&r.w, 1u << 20);
 		json_w_obj(&r.w);
@@ -651,9 +632,9 @@ doctor_main(int argc, char **argv)
 	check_bash(&r);
 	check_allow_tmp(&r, &L->cfg);
 	check_allow_http(&r, &L->cfg);
-	doctor_check_ports(&r, ports);
+	doctor_check_ports(&r, o.ports);
 	check_credentials(&r, &L->cfg);
-	if (network)
+	if (o.network)
 		doctor_check_network(&r, &L->cfg, hl);
 	if (r.json) {
 		json_w_end(&r.w);

@@ -21,9 +21,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <limits.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,45 +41,8 @@
 #include "pkg/cache.h"
 #include "cfgload.h"
 #include "fetch_cache.h"
+#include "opts.h"
 #include "tooling.h"
-
-static const char usage[] =
-    "usage: agent-sandbox-server fetch URL (--sha256 HEX | --sha512 HEX | --integrity SRI)\n"
-    "                                 [-o FILE] [-q] [LIMITS]\n"
-    "       agent-sandbox-server fetch --only NAME... [--platform P|all] [--cache DIR]\n"
-    "\n"
-    "Download URL, hashing while it downloads, and keep it only when it matches\n"
-    "the pinned digest. With -o FILE the file appears (atomically, fsynced) only\n"
-    "after verification; otherwise nothing is left behind and the command fails\n"
-    "with install.checksum_mismatch. Without -o (or with -o -) the body goes to\n"
-    "stdout, and to a FIFO or device that -o names (or a symlink to one, as\n"
-    "/dev/stdout) through open(), never replacing it: in both cases only after\n"
-    "verification, from a copy in $TMPDIR, so on a mismatch nothing is written.\n"
-    "Redirects are followed (at most 10, never from https to http) to the URL's\n"
-    "own host (any port) and --allow-host hosts only. Proxies come\n"
-    "from HTTPS_PROXY, HTTP_PROXY and NO_PROXY; CA certificates from\n"
-    "SSL_CERT_FILE / SSL_CERT_DIR or the system bundle.\n"
-    "\n"
-    "  --sha256 HEX        expected sha256 (64 hex digits)\n"
-    "  --sha512 HEX        expected sha512 (128 hex digits)\n"
-    "  --integrity SRI     expected digest in SRI form (sha512-BASE64, sha256-...)\n"
-    "  -o, --output FILE   write to FILE (- or none: stdout, after verification)\n"
-    "  -q, --quiet         no progress and no summary\n"
-    "  -H, --header 'NAME: VALUE'  send this header (repeatable); dropped when a\n"
-    "                      redirect leaves the URL's origin\n"
-    "  --allow-host HOST   follow redirects to HOST too (repeatable; without it\n"
-    "                      only to the URL's own host)\n"
-    "\n"
-    "Limits (seconds may have decimals):\n"
-    "  --connect-timeout S   per connection attempt (default 15)\n"
-    "  --read-timeout S      longest silence from the server (default 60)\n"
-    "  --max-time S          whole transfer (default: none)\n"
-    "  --min-rate BYTES      abort below this many bytes/s (default 1024; 0 = off)\n"
-    "  --rate-window S       over windows of this length (default 30)\n"
-    "  --max-size BYTES      refuse a larger body (default: none)\n"
-    "\n"
-    "Without a digest fetch refuses to run, unless ABX_INSTALL_UNPINNED=1 (https\n"
-    "only, with a warning; never in production: environment, ABX_SERVER_ENV).\n";
 
 /* --allow-host entries; a handful covers a download host and its CDN. */
 #define FETCH_ALLOW_MAX 16
@@ -97,6 +60,136 @@ struct fetch_opts {
 	const char *allow[FETCH_ALLOW_MAX];
 	int nallow;
 	char first_host[HTTP_HOST_MAX];
+};
+
+static int
+set_digest(void *dst, const struct opt *opt, const char *arg, struct err *e)
+{
+	struct fetch_opts *o = dst;
+
+	if (o->have_digest)
+		return err_set(e, "usage", "give exactly one of --sha256, --sha512, --integrity");
+	o->have_digest = 1;
+	if (opt->name[1] == 'h')
+		return digest_parse_hex(opt->name[3] == '2' ? DIGEST_SHA256 : DIGEST_SHA512, arg, &o->want,
+		                        "usage", e);
+	if (digest_parse_sri(arg, &o->want, "usage", e) != 0)
+		return -1;
+	if (o->want.alg == DIGEST_SHA1)
+		return err_set(e, "usage",
+		               "--integrity: sha1 is too weak to pin a download; use sha256 or sha512");
+	return 0;
+}
+
+/* "-" is stdout, as for curl and wget. */
+static int
+set_output(void *dst, const struct opt *opt, const char *arg, struct err *e)
+{
+	((struct fetch_opts *)dst)->output = strcmp(arg, "-") == 0 ? NULL : arg;
+	return 0;
+}
+
+static int
+add_header(void *dst, const struct opt *opt, const char *arg, struct err *e)
+{
+	struct fetch_opts *o = dst;
+
+	if (o->nheaders == HTTP_REQ_HEADERS_MAX)
+		return err_set(e, "usage", "at most %d headers", HTTP_REQ_HEADERS_MAX);
+	o->headers[o->nheaders++] = arg;
+	return 0;
+}
+
+static int
+add_allow(void *dst, const struct opt *opt, const char *arg, struct err *e)
+{
+	struct fetch_opts *o = dst;
+
+	if (o->nallow == FETCH_ALLOW_MAX)
+		return err_set(e, "usage", "at most %d --allow-host", FETCH_ALLOW_MAX);
+	o->allow[o->nallow++] = arg;
+	return 0;
+}
+
+/* Seconds with decimals, 0 .. 7 days, into the int milliseconds at off. */
+static int
+set_ms(void *dst, const struct opt *opt, const char *arg, struct err *e)
+{
+	char *end;
+	double v = strtod(arg, &end);
+	int ms;
+
+	if (end == arg || *end != '\0' || !(v >= 0) || v > 86400.0 * 7)
+		return err_set(e, "usage", "bad value '%s' for --%s", arg, opt->name);
+	ms = (int)(v * 1000 + 0.5);
+	memcpy((char *)dst + opt->off, &ms, sizeof(ms));
+	return 0;
+}
+
+/* A byte count into the int64_t at off. */
+static int
+set_bytes(void *dst, const struct opt *opt, const char *arg, struct err *e)
+{
+	char *end;
+	long long v;
+
+	errno = 0;
+	v = strtoll(arg, &end, 10);
+	if (end == arg || *end != '\0' || v < 0 || errno != 0)
+		return err_set(e, "usage", "bad value '%s' for --%s", arg, opt->name);
+	memcpy((char *)dst + opt->off, &(int64_t){v}, sizeof(int64_t));
+	return 0;
+}
+
+#define O(f) offsetof(struct fetch_opts, f)
+static const struct opt options[] = {
+    OPT(0, "sha256", "HEX", set_digest, 0, "expected sha256 (64 hex digits)"),
+    OPT(0, "sha512", "HEX", set_digest, 0, "expected sha512 (128 hex digits)"),
+    OPT(0, "integrity", "SRI", set_digest, 0, "expected digest in SRI form (sha512-BASE64, sha256-...)"),
+    OPT('o', "output", "FILE", set_output, 0, "write to FILE (- or none: stdout, after verification)"),
+    OPT('q', "quiet", NULL, NULL, O(quiet), "no progress and no summary"),
+    OPT('H', "header", "'NAME: VALUE'", add_header, 0,
+        "send this header (repeatable); dropped when a\n"
+        "redirect leaves the URL's origin"),
+    OPT(0, "allow-host", "HOST", add_allow, 0,
+        "follow redirects to HOST too (repeatable; without it\n"
+        "only to the URL's own host)"),
+    OPT_HEAD("Limits (seconds may have decimals):"),
+    OPT(0, "connect-timeout", "S", set_ms, O(limits.connect_ms), "per connection attempt (default 15)"),
+    OPT(0, "read-timeout", "S", set_ms, O(limits.read_ms), "longest silence from the server (default 60)"),
+    OPT(0, "max-time", "S", set_ms, O(limits.total_ms), "whole transfer (default: none)"),
+    OPT(0, "min-rate", "BYTES", set_bytes, O(limits.min_rate),
+        "abort below this many bytes/s (default 1024; 0 = off)"),
+    OPT(0, "rate-window", "S", set_ms, O(limits.rate_window_ms), "over windows of this length (default 30)"),
+    OPT(0, "max-size", "BYTES", set_bytes, O(limits.max_body), "refuse a larger body (default: none)"),
+    OPT_END,
+};
+#undef O
+
+static const struct opts usage = {
+    "fetch",
+    "usage: agent-sandbox-server fetch URL (--sha256 HEX | --sha512 HEX | --integrity SRI)\n"
+    "                                 [-o FILE] [-q] [LIMITS]\n"
+    "\n"
+    "Download URL, hashing while it downloads, and keep it only when it matches\n"
+    "the pinned digest. With -o FILE the file appears (atomically, fsynced) only\n"
+    "after verification; otherwise nothing is left behind and the command fails\n"
+    "with install.checksum_mismatch. Without -o (or with -o -) the body goes to\n"
+    "stdout, and to a FIFO or device that -o names (or a symlink to one, as\n"
+    "/dev/stdout) through open(), never replacing it: in both cases only after\n"
+    "verification, from a copy in $TMPDIR, so on a mismatch nothing is written.\n"
+    "Redirects are followed (at most 10, never from https to http) to the URL's\n"
+    "own host (any port) and --allow-host hosts only. Proxies come\n"
+    "from HTTPS_PROXY, HTTP_PROXY and NO_PROXY; CA certificates from\n"
+    "SSL_CERT_FILE / SSL_CERT_DIR or the system bundle.\n"
+    "\n",
+    options,
+    "\n"
+    "Without a digest fetch refuses to run, unless ABX_INSTALL_UNPINNED=1 (https\n"
+    "only, with a warning; never when ABX_SERVER_ENV=production).\n",
+    1,
+    EXIT_USAGE,
+    &fetch_cache_usage,
 };
 
 /* ---- Temporary file, removed on any failure or signal ---------------- */
@@ -501,168 +594,32 @@ done:
 	return rc;
 }
 
-/* ---- Options -------------------------------------------------------------- */
-
-static int
-seconds_ms(const char *s, int *out)
-{
-	char *end;
-	double v = strtod(s, &end);
-
-	if (end == s || *end != '\0' || !(v >= 0) || v > 86400.0 * 7)
-		return -1;
-	*out = (int)(v * 1000 + 0.5);
-	return 0;
-}
-
-static int
-bytes_arg(const char *s, int64_t *out)
-{
-	char *end;
-	long long v;
-
-	errno = 0;
-	v = strtoll(s, &end, 10);
-	if (end == s || *end != '\0' || v < 0 || errno != 0)
-		return -1;
-	*out = v;
-	return 0;
-}
-
-enum {
-	OPT_SHA256 = 256,
-	OPT_SHA512,
-	OPT_INTEGRITY,
-	OPT_CONNECT_TIMEOUT,
-	OPT_READ_TIMEOUT,
-	OPT_MAX_TIME,
-	OPT_MIN_RATE,
-	OPT_RATE_WINDOW,
-	OPT_MAX_SIZE,
-	OPT_ALLOW_HOST,
-};
-
-static int
-set_digest(struct fetch_opts *o, int kind, const char *arg, struct err *e)
-{
-	if (o->have_digest)
-		return err_set(e, "usage", "give exactly one of --sha256, --sha512, --integrity");
-	o->have_digest = 1;
-	if (kind == OPT_SHA256)
-		return digest_parse_hex(DIGEST_SHA256, arg, &o->want, "usage", e);
-	if (kind == OPT_SHA512)
-		return digest_parse_hex(DIGEST_SHA512, arg, &o->want, "usage", e);
-	if (digest_parse_sri(arg, &o->want, "usage", e) != 0)
-		return -1;
-	if (o->want.alg == DIGEST_SHA1)
-		return err_set(e, "usage",
-		               "--integrity: sha1 is too weak to pin a download; use sha256 or sha512");
-	return 0;
-}
-
 int
 fetch_main(int argc, char **argv)
 {
 	static struct config cfg;
-	static const struct option opts[] = {
-	    {"sha256", required_argument, NULL, OPT_SHA256},
-	    {"sha512", required_argument, NULL, OPT_SHA512},
-	    {"integrity", required_argument, NULL, OPT_INTEGRITY},
-	    {"output", required_argument, NULL, 'o'},
-	    {"quiet", no_argument, NULL, 'q'},
-	    {"connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT},
-	    {"read-timeout", required_argument, NULL, OPT_READ_TIMEOUT},
-	    {"max-time", required_argument, NULL, OPT_MAX_TIME},
-	    {"min-rate", required_argument, NULL, OPT_MIN_RATE},
-	    {"rate-window", required_argument, NULL, OPT_RATE_WINDOW},
-	    {"max-size", required_argument, NULL, OPT_MAX_SIZE},
-	    {"header", required_argument, NULL, 'H'},
-	    {"allow-host", required_argument, NULL, OPT_ALLOW_HOST},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
 	struct fetch_opts o;
 	struct err e;
 	const char *env;
-	int c, bad;
+	int rc, n;
 
 	if (fetch_cache_wanted(argc, argv)) {
 		static struct tooling flags;
 		char *names[FETCH_CACHE_MAX];
 		struct fetch_cache_args ca;
-		int rc = fetch_cache_options(argc, argv, &flags, &ca, names);
+		rc = fetch_cache_options(argc, argv, &flags, &ca, names);
 		return rc >= 0 ? rc : fetch_cache(&ca);
 	}
 	memset(&o, 0, sizeof(o));
 	err_clear(&e);
 	http_limits_default(&o.limits);
-	opterr = 0;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "+o:qhH:", opts, NULL)) != -1 || optind < argc) {
-		if (c == -1) {
-			/* A URL may come before or after the options. */
-			if (o.url != NULL)
-				return usage_error("fetch", usage, "unexpected argument %s", argv[optind]);
-			o.url = argv[optind++];
-			continue;
-		}
-		bad = 0;
-		switch (c) {
-		case OPT_SHA256:
-		case OPT_SHA512:
-		case OPT_INTEGRITY:
-			if (set_digest(&o, c, optarg, &e) != 0)
-				return usage_error("fetch", usage, "%s", e.msg);
-			break;
-		case 'o':
-			/* "-" is stdout, as for curl and wget */
-			o.output = strcmp(optarg, "-") == 0 ? NULL : optarg;
-			break;
-		case 'q':
-			o.quiet = 1;
-			break;
-		case 'H':
-			if (o.nheaders == HTTP_REQ_HEADERS_MAX)
-				return usage_error("fetch", usage, "at most %d headers",
-				                   HTTP_REQ_HEADERS_MAX);
-			o.headers[o.nheaders++] = optarg;
-			break;
-		case OPT_ALLOW_HOST:
-			if (o.nallow == FETCH_ALLOW_MAX)
-				return usage_error("fetch", usage, "at most %d --allow-host",
-				                   FETCH_ALLOW_MAX);
-			o.allow[o.nallow++] = optarg;
-			break;
-		case OPT_CONNECT_TIMEOUT:
-			bad = seconds_ms(optarg, &o.limits.connect_ms);
-			break;
-		case OPT_READ_TIMEOUT:
-			bad = seconds_ms(optarg, &o.limits.read_ms);
-			break;
-		case OPT_MAX_TIME:
-			bad = seconds_ms(optarg, &o.limits.total_ms);
-			break;
-		case OPT_RATE_WINDOW:
-			bad = seconds_ms(optarg, &o.limits.rate_window_ms);
-			break;
-		case OPT_MIN_RATE:
-			bad = bytes_arg(optarg, &o.limits.min_rate);
-			break;
-		case OPT_MAX_SIZE:
-			bad = bytes_arg(optarg, &o.limits.max_body);
-			break;
-		case 'h':
-			return usage_help(usage);
-		default:
-			return bad_option("fetch", usage, argc, argv);
-		}
-		if (bad)
-			return usage_error("fetch", usage, "bad value '%s' for %s", optarg, argv[optind - 2]);
-	}
+	if ((rc = opts_parse(&usage, argc, argv, &o, &n)) >= 0)
+		return rc;
+	o.url = argv[1];
 	if (o.url == NULL)
-		return usage_error("fetch", usage, "a URL is required");
+		return opts_error(&usage, "a URL is required");
 	if (o.limits.connect_ms <= 0 || o.limits.read_ms <= 0)
-		return usage_error("fetch", usage, "timeouts must be positive");
+		return opts_error(&usage, "timeouts must be positive");
 	{
 		struct http_url u;
 		/* A URL we refuse is a bad argument: exit 2 like other usage errors. */
@@ -675,9 +632,8 @@ fetch_main(int argc, char **argv)
 	if (!o.have_digest) {
 		env = config_env("ABX_INSTALL_UNPINNED");
 		if (env == NULL || strcmp(env, "1") != 0)
-			return usage_error("fetch", usage,
-			                   "a digest is required (--sha256, --sha512 or --integrity); "
-			                   "ABX_INSTALL_UNPINNED=1 allows an unpinned download");
+			return opts_error(&usage, "a digest is required (--sha256, --sha512 or --integrity); "
+			                          "ABX_INSTALL_UNPINNED=1 allows an unpinned download");
 		/* production is the configuration's (file or ABX_SERVER_ENV) */
 		if (cfgload_config(&cfg, NULL, NULL, 1, &e) != 0) {
 			err_print(&e);

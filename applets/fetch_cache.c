@@ -7,8 +7,8 @@
  */
 #include "common.h"
 
-#include <getopt.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,14 +17,59 @@
 #include "base/json.h"
 #include "fetch_cache.h"
 #include "fetch_push.h"
+#include "opts.h"
 #include "prepare_plan.h"
 #include "tooling.h"
 
-static const char usage[] =
+/* The command line: the tooling flags and fetch_cache's arguments. */
+struct cache_cmd {
+	struct tooling *t;
+	struct fetch_cache_args *a;
+};
+
+static int
+set_only(void *dst, const struct opt *o, const char *arg, struct err *e)
+{
+	struct fetch_cache_args *a = ((struct cache_cmd *)dst)->a;
+
+	if (a->nnames >= FETCH_CACHE_MAX)
+		return err_set(e, "usage", "more than %d tools", FETCH_CACHE_MAX);
+	a->names[a->nnames++] = (char *)arg;
+	return 0;
+}
+
+static int
+set_push(void *dst, const struct opt *o, const char *arg, struct err *e)
+{
+	if (fetch_push_check(arg, e) != 0)
+		return -1;
+	((struct cache_cmd *)dst)->a->push = arg;
+	return 0;
+}
+
+#define O(f) offsetof(struct cache_cmd, f)
+static const struct opt options[] = {
+    OPT_MANY("only", "NAME...", set_only, "the tools (repeatable; several names may follow)"),
+    OPT(0, "platform", "P", tooling_set, O(t), "linux-x64, linux-arm64, or all (default: this machine)"),
+    TOOLING_OPT_CACHE(O(t)),
+    OPT(0, "push", "oci://HOST[:PORT]/REPO", set_push, 0,
+        "then upload every verified blob to that OCI registry\n"
+        "(those it has are skipped) and one image manifest per\n"
+        "tool version, tagged <tool>-<version>; credentials from\n"
+        "ABX_OCI_AUTH=user:password or a docker config file"),
+    TOOLING_OPT_CONFIG(O(t)),
+    TOOLING_OPT_MANIFESTS(O(t)),
+    TOOLING_OPT_TOOLS(O(t)),
+    TOOLING_OPT_JSON(O(t)),
+    TOOLING_OPT_QV(O(t), "only errors", "accepted; changes nothing here"),
+    OPT_END,
+};
+#undef O
+
+const struct opts fetch_cache_usage = {
+    "fetch",
     "usage: agent-sandbox-server fetch [--only NAME...] [--platform P|all] [--cache DIR]\n"
-    "                                 [--push oci://HOST[:PORT]/REPO]\n"
-    "                                 [--config FILE] [--manifests DIR] [--tools-dir DIR]\n"
-    "                                 [--json] [-q] [-v]\n"
+    "                                 [--push oci://HOST[:PORT]/REPO] [OPTION...]\n"
     "\n"
     "Without --only, the tools are those `prepare --dry-run` plans from the\n"
     "configuration (a PATH copy on this machine does not count: the cache is for\n"
@@ -32,16 +77,13 @@ static const char usage[] =
     "Download every artifact the named tools and their requires need into the\n"
     "content-addressed cache (files named by sha256), verified, without\n"
     "installing. Artifacts already in the cache are re-hashed, not downloaded.\n"
-    "\n"
-    "  --only NAME...     the tools (repeatable; several names may follow)\n"
-    "  --platform P       linux-x64, linux-arm64, or all (default: this machine)\n"
-    "  --cache DIR        the cache (default <first writable tools directory>/.cache)\n"
-    "  --push oci://HOST[:PORT]/REPO\n"
-    "                     then upload every verified blob to that OCI registry\n"
-    "                     (those it has are skipped) and one image manifest per\n"
-    "                     tool version, tagged <tool>-<version>; credentials from\n"
-    "                     ABX_OCI_AUTH=user:password or a docker config file\n"
-    "  --json             one JSON document on stdout\n";
+    "\n",
+    options,
+    NULL,
+    0,
+    EXIT_USAGE,
+    NULL,
+};
 
 /* 1 when argv asks for the cache-filling form of fetch. */
 int
@@ -75,57 +117,14 @@ fetch_cache_wanted(int argc, char **argv)
 int
 fetch_cache_options(int argc, char **argv, struct tooling *t, struct fetch_cache_args *a, char **names)
 {
-	enum { O_ONLY = 256, O_PUSH };
-	static const struct option opts[] = {
-	    {"only", required_argument, NULL, O_ONLY},
-	    {"push", required_argument, NULL, O_PUSH},
-	    TOOLING_OPT_PLATFORM,
-	    TOOLING_OPT_CACHE,
-	    TOOLING_OPT_CONFIG,
-	    TOOLING_OPT_MANIFESTS,
-	    TOOLING_OPT_TOOLS,
-	    TOOLING_OPT_JSON,
-	    TOOLING_OPT_QV,
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
-	int c;
+	struct cache_cmd c = {t, a};
+	int n;
 
 	memset(t, 0, sizeof(*t));
 	memset(a, 0, sizeof(*a));
 	a->flags = t;
 	a->names = names;
-	opterr = 0;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "qvh", opts, NULL)) != -1) {
-		if (tooling_option(t, c, optarg))
-			continue;
-		switch (c) {
-		case O_ONLY:
-			if (a->nnames >= FETCH_CACHE_MAX)
-				return usage_error("fetch", usage, "more than %d tools", FETCH_CACHE_MAX);
-			names[a->nnames++] = optarg;
-			while (optind < argc && argv[optind][0] != '-' && a->nnames < FETCH_CACHE_MAX)
-				names[a->nnames++] = argv[optind++];
-			break;
-		case O_PUSH: {
-			struct err e;
-			if (fetch_push_check(optarg, &e) != 0) {
-				err_print(&e);
-				return EXIT_USAGE;
-			}
-			a->push = optarg;
-			break;
-		}
-		case 'h':
-			return usage_help(usage);
-		default:
-			return bad_option("fetch", usage, argc, argv);
-		}
-	}
-	if (optind < argc)
-		return usage_error("fetch", usage, "unexpected argument %s", argv[optind]);
-	return -1;
+	return opts_parse(&fetch_cache_usage, argc, argv, &c, &n);
 }
 
 /* Relative --tools-dir and --cache become absolute (the install context
@@ -138,7 +137,7 @@ absolute_dirs(struct tooling *t, char *absdir, char *abscache, size_t cap)
 		t->tools_dir = absdir;
 	if (t->cache != NULL && t->cache[0] != '/') {
 		if (getcwd(abscache, cap - strlen(t->cache) - 2) == NULL)
-			return usage_error("fetch", usage, "cannot resolve --cache %s", t->cache);
+			return opts_error(&fetch_cache_usage, "cannot resolve --cache %s", t->cache);
 		strcat(abscache, "/");
 		strcat(abscache, t->cache);
 		t->cache = abscache;
@@ -309,6 +308,7 @@ fetch_cache(const struct fetch_cache_args *a)
 	int nonly = a->nnames < FETCH_CACHE_MAX ? a->nnames : FETCH_CACHE_MAX, n = 0, i, rc;
 	struct tally tally = {0, 0};
 	static struct fetch_push push;
+	struct prepare_plan *plan = NULL; /* without names: lives until exit */
 	struct json_w w, pw;
 	struct err e;
 
@@ -319,10 +319,13 @@ fetch_cache(const struct fetch_cache_args *a)
 	t = *a->flags;
 	for (i = 0; i < nonly; i++)
 		only[i] = a->names[i];
+	if ((rc = absolute_dirs(&t, absdir, abscache, sizeof(abscache))) != 0)
+		return rc;
 	if (nonly == 0) {
 		struct prepare_plan_opts po = {t.config, t.manifests, t.tools_dir, NULL, NULL, NULL, NULL, 1};
-		if (prepare_plan_names(&po, 0, 0, only, &nonly, FETCH_CACHE_MAX, &rc) != 0)
+		if (prepare_plan_names(&po, 0, 0, only, &nonly, FETCH_CACHE_MAX, &rc, &plan) != 0)
 			return rc;
+		t.loaded = prepare_plan_config(plan);
 		if (nonly == 0) {
 			if (t.json)
 				tooling_json_empty("artifacts");
@@ -331,8 +334,7 @@ fetch_cache(const struct fetch_cache_args *a)
 			return EXIT_OK;
 		}
 	}
-	if ((rc = absolute_dirs(&t, absdir, abscache, sizeof(abscache))) != 0 ||
-	    (rc = open_closure(&t, only, nonly, names, &n)) != 0)
+	if ((rc = open_closure(&t, only, nonly, names, &n)) != 0)
 		return rc;
 	/* fetching is for connected machines: the install mode does not apply */
 	t.cfg->install.mode = CFG_MODE_LAZY;

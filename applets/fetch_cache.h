@@ -10,6 +10,7 @@
 /* Tools one run names (with their requires). */
 #define FETCH_CACHE_MAX 64
 
+struct opts;
 struct tooling;
 
 struct fetch_cache_args {
@@ -32,6 +33,8 @@ int fetch_cache_wanted(int argc, char **argv);
  * printed). */
 int fetch_cache_options(int argc, char **argv, struct tooling *flags, struct fetch_cache_args *a,
                         char **names);
+/* That form's usage (fetch --help prints it after the URL form's). */
+extern const struct opts fetch_cache_usage;
 
 /* Download and verify into the cache; a line per artifact (or one JSON
  * document with a->json) and a summary on stderr. Returns the exit code:

@@ -8,24 +8,58 @@
 #include "base/clock.h"
 #include "common.h"
 #include "base/net.h"
+#include "opts.h"
 
 #include <errno.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-static const char usage[] = "usage: agent-sandbox-server healthcheck [--port N] [--host H] [-v]\n"
-                            "\n"
-                            "GET /health on the local server. Exit 0 when it answers 200 within 2\n"
-                            "seconds, 1 otherwise (also for usage errors: container runtimes reserve\n"
-                            "exit code 2). Silent unless -v.\n"
-                            "\n"
-                            "  --port N       port (default 9000)\n"
-                            "  --host H       host (default 127.0.0.1)\n"
-                            "  -v, --verbose  print the status line, or why the check failed\n";
+struct healthcheck_opts {
+	const char *host;
+	int port, verbose;
+};
+
+static int
+set_port(void *dst, const struct opt *o, const char *arg, struct err *e)
+{
+	struct healthcheck_opts *h = dst;
+	char *end;
+	long v = strtol(arg, &end, 10);
+
+	if (arg[0] < '0' || arg[0] > '9' || *end != '\0' || v < 1 || v > 65535)
+		return err_set(e, "usage", "--port %s: expected 1..65535", arg);
+	h->port = (int)v;
+	return 0;
+}
+
+#define O(f) offsetof(struct healthcheck_opts, f)
+static const struct opt options[] = {
+    OPT(0, "port", "N", set_port, 0, "port (default 9000)"),
+    OPT(0, "host", "H", NULL, O(host), "host (default 127.0.0.1)"),
+    OPT('v', "verbose", NULL, NULL, O(verbose), "print the status line, or why the check failed"),
+    OPT_END,
+};
+#undef O
+
+static const struct opts usage = {
+    "healthcheck",
+    "usage: agent-sandbox-server healthcheck [--port N] [--host H] [-v]\n"
+    "\n"
+    "GET /health on the local server. Exit 0 when it answers 200 within 2\n"
+    "seconds, 1 otherwise (also for usage errors: container runtimes reserve\n"
+    "exit code 2). Silent unless -v.\n"
+    "\n",
+    options,
+    NULL,
+    0,
+    EXIT_FAIL,
+    NULL,
+};
 
 /* The whole check, connect to status line: an answer within 2 s, well
  * inside what container health probes allow by default. */
@@ -117,41 +151,10 @@ check(const char *host, int port, int verbose)
 int
 healthcheck_main(int argc, char **argv)
 {
-	const char *host = "127.0.0.1";
-	int port = 9000, verbose = 0, i;
-	char *end;
-	long v;
+	struct healthcheck_opts o = {"127.0.0.1", 9000, 0};
+	int rc, n;
 
-	/* By hand, not getopt_long: four options, and start-up time is the
-	 * feature. */
-	for (i = 1; i < argc; i++) {
-		const char *a = argv[i], *val = NULL;
-
-		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)
-			return usage_help(usage);
-		if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
-			verbose = 1;
-			continue;
-		}
-		if (strncmp(a, "--port=", 7) == 0 || strncmp(a, "--host=", 7) == 0)
-			val = a + 7;
-		else if ((strcmp(a, "--port") == 0 || strcmp(a, "--host") == 0) && i + 1 < argc)
-			val = argv[++i];
-		else if (strcmp(a, "--port") == 0 || strcmp(a, "--host") == 0)
-			return (usage_error("healthcheck", usage, "%s needs a value", a), EXIT_FAIL);
-		else if (a[0] == '-')
-			return (usage_error("healthcheck", usage, "unknown option %s", a), EXIT_FAIL);
-		else
-			return (usage_error("healthcheck", usage, "unexpected argument %s", a), EXIT_FAIL);
-		if (a[2] == 'h') {
-			host = val;
-			continue;
-		}
-		v = strtol(val, &end, 10);
-		if (val[0] < '0' || val[0] > '9' || *end != '\0' || v < 1 || v > 65535)
-			return (usage_error("healthcheck", usage, "--port %s: expected 1..65535", val),
-			        EXIT_FAIL);
-		port = (int)v;
-	}
-	return check(host, port, verbose);
+	if ((rc = opts_parse(&usage, argc, argv, &o, &n)) >= 0)
+		return rc;
+	return check(o.host, o.port, o.verbose);
 }

@@ -9,8 +9,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,8 +26,29 @@
 #include "pkg/npmlock.h"
 #include "cfgload.h"
 #include "lock.h"
+#include "opts.h"
 
-static const char usage[] =
+struct lock_opts {
+	const char *version, *dir;
+	int check, quiet;
+};
+
+#define O(f) offsetof(struct lock_opts, f)
+static const struct opt options[] = {
+    OPT(0, "version", "V", NULL, O(version), "the version to pin"),
+    OPT(0, "manifests", "DIR", NULL, O(dir), "the manifests directory to edit"),
+    OPT(0, "check", NULL, NULL, O(check),
+        "change nothing; exit 1 when a pin is stale or (npm-lock)\n"
+        "the registry has a newer version (asked by our own\n"
+        "client, or the configuration's npm mirror); with no\n"
+        "manifests directory, the manifests built into this binary"),
+    OPT('q', "quiet", NULL, NULL, O(quiet), "only errors"),
+    OPT_END,
+};
+#undef O
+
+static const struct opts usage = {
+    "lock",
     "usage: agent-sandbox-server lock NAME [--version V] [--manifests DIR] [--check]\n"
     "\n"
     "On a connected machine (CI), pin tool NAME's manifest in DIR (default:\n"
@@ -43,17 +64,15 @@ static const char usage[] =
     "--version V its version (and the version inside its URLs, verify.expect\n"
     "and path.min) becomes V. Without --version the current version is\n"
     "re-pinned; `--version latest` asks the registry (npm-lock).\n"
-    "\n"
-    "  --version V       the version to pin\n"
-    "  --manifests DIR   the manifests directory to edit\n"
-    "  --check           change nothing; exit 1 when a pin is stale or (npm-lock)\n"
-    "                    the registry has a newer version (asked by our own\n"
-    "                    client, or the configuration's npm mirror); with no\n"
-    "                    manifests directory, the manifests built into this binary\n"
-    "  -q                only errors\n"
+    "\n",
+    options,
     "\n"
     "Environment: ABX_NPM (the npm to run, default npm on PATH), SSL_CERT_FILE\n"
-    "(also handed to npm as NODE_EXTRA_CA_CERTS), HTTPS_PROXY, NO_PROXY.\n";
+    "(also handed to npm as NODE_EXTRA_CA_CERTS), HTTPS_PROXY, NO_PROXY.\n",
+    1,
+    EXIT_USAGE,
+    NULL,
+};
 
 /* A manifest is a few KiB (core/manifest.h allows 256 KiB). */
 #define LOCK_MANIFEST_MAX (256u << 10)
@@ -488,53 +507,27 @@ fail:
 int
 lock_main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-	    {"version", required_argument, NULL, 'V'},
-	    {"manifests", required_argument, NULL, 'm'},
-	    {"check", no_argument, NULL, 'c'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
 	static struct config cfg;
-	const char *version = NULL, *dir = NULL, *name, *type, *old;
+	struct lock_opts o = {0};
+	const char *version, *dir, *name, *type, *old;
 	struct config_flags f = {0};
 	char path[PATH_MAX];
 	struct doc d;
 	struct err e;
 	struct stat sb;
-	int c, check = 0, stale = 0, rc;
+	int check, stale = 0, rc, nargs;
 
 	err_clear(&e);
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "hq", opts, NULL)) != -1) {
-		switch (c) {
-		case 'V':
-			version = optarg;
-			break;
-		case 'm':
-			dir = optarg;
-			break;
-		case 'c':
-			check = 1;
-			break;
-		case 'q':
-			quiet = 1;
-			break;
-		case 'h':
-			return usage_help(usage);
-		default:
-			return bad_option("lock", usage, argc, argv);
-		}
-	}
-	if (optind >= argc)
-		return usage_error("lock", usage, "missing NAME");
-	if (optind + 1 < argc)
-		return usage_error("lock", usage, "unexpected argument %s", argv[optind + 1]);
-	name = argv[optind];
+	if ((rc = opts_parse(&usage, argc, argv, &o, &nargs)) >= 0)
+		return rc;
+	if (nargs == 0)
+		return opts_error(&usage, "missing NAME");
+	version = o.version, dir = o.dir, check = o.check, quiet = o.quiet;
+	name = argv[1];
 	if (!npmlock_name_ok(name, strlen(name)) || name[0] == '@')
-		return usage_error("lock", usage, "not a tool name: %s", name);
+		return opts_error(&usage, "not a tool name: %s", name);
 	if (version != NULL && (*version == '\0' || strpbrk(version, "/\\\"' ") != NULL))
-		return usage_error("lock", usage, "not a version: %s", version);
+		return opts_error(&usage, "not a version: %s", version);
 	/* the manifests directory and the npm mirror as every applet reads
 	 * them: file, environment, --manifests */
 	if (dir != NULL && *dir != '\0')

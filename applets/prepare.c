@@ -8,10 +8,10 @@
 #include "common.h"
 
 #include <fcntl.h>
-#include <getopt.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,15 +21,73 @@
 #include "base/fs.h"
 #include "base/json.h"
 #include "fetch_cache.h"
+#include "opts.h"
 #include "prepare_plan.h"
 #include "tooling.h"
 
-static const char usage[] =
-    "usage: agent-sandbox-server prepare [--only NAME...] [--force] [--dry-run] [--json]\n"
-    "                                   [--cache-only] [--keep-cache] [--config FILE] [--policy FILE]\n"
-    "                                   [--preset NAME] [--commands FILE] [--manifests DIR]\n"
-    "                                   [--tools-dir DIR] [--state-dir DIR] [--cache DIR]\n"
-    "                                   [--platform P] [-q] [-v]\n"
+#define PREPARE_MAX 64
+
+/* What the command line asks for besides the tooling flags. */
+struct prepare_args {
+	struct tooling *t;
+	char *only[PREPARE_MAX];
+	int nonly;
+	int force, dry, cache_only, keep_cache;
+	struct prepare_plan_opts po;
+	struct prepare_plan *plan; /* without --only: its configuration is t's too */
+};
+
+static int
+set_only(void *dst, const struct opt *o, const char *arg, struct err *e)
+{
+	struct prepare_args *a = dst;
+
+	if (a->nonly >= PREPARE_MAX)
+		return err_set(e, "usage", "more than %d tools", PREPARE_MAX);
+	a->only[a->nonly++] = (char *)arg;
+	return 0;
+}
+
+#define O(f) offsetof(struct prepare_args, f)
+static const struct opt options[] = {
+    OPT_MANY("only", "NAME...", set_only, "the tools to prepare (repeatable; several names may follow)"),
+    OPT(0, "force", NULL, NULL, O(force),
+        "retry now even if a recent failure set a backoff, and run\n"
+        "verify.argv even where the cache recorded a pass"),
+    OPT(0, "dry-run", NULL, NULL, O(dry),
+        "print the plan (name, version, size, hosts, why) and\n"
+        "change nothing"),
+    OPT(0, "cache-only", NULL, NULL, O(cache_only),
+        "download the plan's artifacts into the cache, verified;\n"
+        "install nothing"),
+    OPT(0, "keep-cache", NULL, NULL, O(keep_cache),
+        "keep what this run adds to the cache: the downloads and\n"
+        "the extracted trees that make a second tools directory\n"
+        "fast. Without it the tools directory ends with the tools\n"
+        "only (an image layer holds one copy); a --cache DIR\n"
+        "keeps the downloads, never trees"),
+    OPT(0, "policy", "FILE", NULL, O(po.policy),
+        "policy file (default /etc/agent-sandbox/server-policy.json)"),
+    OPT(0, "preset", "NAME", NULL, O(po.preset), "readonly, agents or admin, for principal default"),
+    OPT(0, "commands", "FILE", NULL, O(po.commands), "the commands file (command ops)"),
+    TOOLING_OPT_JSON(O(t)),
+    TOOLING_OPT_CONFIG(O(t)),
+    TOOLING_OPT_MANIFESTS(O(t)),
+    TOOLING_OPT_TOOLS(O(t)),
+    TOOLING_OPT_STATE(O(t)),
+    TOOLING_OPT_CACHE(O(t)),
+    OPT(0, "platform", "P", tooling_set, O(t),
+        "linux-x64 or linux-arm64 (default: this machine); all\n"
+        "with --dry-run or --cache-only; another platform's plan\n"
+        "ignores this PATH"),
+    TOOLING_OPT_QV(O(t), "only errors", "also the time of each install's phases"),
+    OPT_END,
+};
+#undef O
+
+static const struct opts usage = {
+    "prepare",
+    "usage: agent-sandbox-server prepare [--only NAME...] [--dry-run | --cache-only] [OPTION...]\n"
     "\n"
     "Without --only, the tools are derived from the configuration: the ops some\n"
     "principal may call (agents, commands, policy), the tools they install, what\n"
@@ -41,30 +99,14 @@ static const char usage[] =
     "verify, atomic publish). Tools already installed are left alone; a tool named\n"
     "with --only is installed even when a copy on PATH would do, its requires are\n"
     "not.\n"
-    "\n"
-    "  --only NAME...     the tools to prepare (repeatable; several names may follow)\n"
-    "  --force            retry now even if a recent failure set a backoff, and run\n"
-    "                     verify.argv even where the cache recorded a pass\n"
-    "  --dry-run          print the plan (name, version, size, hosts, why) and change nothing\n"
-    "  --cache-only       download the plan's artifacts into the cache, verified; install nothing\n"
-    "  --keep-cache       keep what this run adds to the cache: the downloads and the extracted\n"
-    "                     trees that make a second tools directory fast. Without it the tools\n"
-    "                     directory ends with the tools only (an image layer holds one copy);\n"
-    "                     a --cache DIR keeps the downloads, never trees\n"
-    "  --policy FILE, --preset NAME, --commands FILE   as for check-config\n"
-    "  --json             one JSON document on stdout\n"
-    "  --config FILE      configuration file (default /etc/agent-sandbox/server.json)\n"
-    "  --manifests DIR    add or override manifests (also ABX_MANIFESTS_DIR)\n"
-    "  --tools-dir DIR    tools directory (also ABX_TOOLS_DIR)\n"
-    "  --state-dir DIR    state directory; its tools/ is in the tools chain (also ABX_SERVER_STATE_DIR)\n"
-    "  --cache DIR        content-addressed cache (default <tools>/.cache)\n"
-    "  --platform P       linux-x64 or linux-arm64 (default: this machine); all with --dry-run\n"
-    "                     or --cache-only; another platform's plan ignores this PATH\n"
-    "  -q, -v             quieter, more verbose\n"
-    "\n"
-    "Exit: 0 all ready, 3 some failed, 2 usage or configuration error.\n";
+    "\n",
+    options,
+    "\nExit: 0 all ready, 3 some failed, 2 usage or configuration error.\n",
+    0,
+    EXIT_USAGE,
+    NULL,
+};
 
-#define PREPARE_MAX 64
 /* Tools installed at once (each on a thread of its own, its requires
  * beside it): downloads overlap extraction and hashing on another core. */
 #define PREPARE_PARALLEL 2
@@ -193,88 +235,6 @@ dry_run(struct tooling *t, struct item *items, int n)
 	return nunsupported ? EXIT_FAIL : EXIT_OK;
 }
 
-/* What the command line asks for besides the tooling flags. */
-struct prepare_args {
-	char *only[PREPARE_MAX];
-	int nonly;
-	int force, dry, cache_only, keep_cache;
-	struct prepare_plan_opts po;
-};
-
-/* Options into t and a. Returns -1 to go on, else the exit code (--help, or
- * a usage error already printed). */
-static int
-parse_options(int argc, char **argv, struct tooling *t, struct prepare_args *a)
-{
-	enum { O_ONLY = 256, O_FORCE, O_DRY, O_POLICY, O_PRESET, O_COMMANDS, O_CACHE_ONLY, O_KEEP_CACHE };
-	static const struct option opts[] = {
-	    {"only", required_argument, NULL, O_ONLY},
-	    {"force", no_argument, NULL, O_FORCE},
-	    {"dry-run", no_argument, NULL, O_DRY},
-	    TOOLING_OPT_JSON,
-	    TOOLING_OPT_CONFIG,
-	    TOOLING_OPT_MANIFESTS,
-	    TOOLING_OPT_TOOLS,
-	    TOOLING_OPT_STATE,
-	    TOOLING_OPT_CACHE,
-	    TOOLING_OPT_PLATFORM,
-	    {"policy", required_argument, NULL, O_POLICY},
-	    {"preset", required_argument, NULL, O_PRESET},
-	    {"commands", required_argument, NULL, O_COMMANDS},
-	    {"cache-only", no_argument, NULL, O_CACHE_ONLY},
-	    {"keep-cache", no_argument, NULL, O_KEEP_CACHE},
-	    TOOLING_OPT_QV,
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
-	int c;
-
-	opterr = 0;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "qvh", opts, NULL)) != -1) {
-		if (tooling_option(t, c, optarg))
-			continue;
-		switch (c) {
-		case O_ONLY:
-			if (a->nonly >= PREPARE_MAX)
-				return usage_error("prepare", usage, "more than %d tools", PREPARE_MAX);
-			a->only[a->nonly++] = optarg;
-			/* --only a b c: names up to the next option */
-			while (optind < argc && argv[optind][0] != '-' && a->nonly < PREPARE_MAX)
-				a->only[a->nonly++] = argv[optind++];
-			break;
-		case O_FORCE:
-			a->force = 1;
-			break;
-		case O_DRY:
-			a->dry = 1;
-			break;
-		case O_POLICY:
-			a->po.policy = optarg;
-			break;
-		case O_PRESET:
-			a->po.preset = optarg;
-			break;
-		case O_COMMANDS:
-			a->po.commands = optarg;
-			break;
-		case O_CACHE_ONLY:
-			a->cache_only = 1;
-			break;
-		case O_KEEP_CACHE:
-			a->keep_cache = 1;
-			break;
-		case 'h':
-			return usage_help(usage);
-		default:
-			return bad_option("prepare", usage, argc, argv);
-		}
-	}
-	if (optind < argc)
-		return usage_error("prepare", usage, "unexpected argument %s", argv[optind]);
-	return -1;
-}
-
 /* Without --only, the configuration's plan (applets/prepare_plan.c) fills
  * a->only: printed instead with --dry-run, or "nothing to prepare". Returns
  * -1 to go on, else the exit code. */
@@ -289,8 +249,9 @@ names_from_config(struct tooling *t, struct prepare_args *a)
 	a->po.state_dir = t->state_dir;
 	a->po.no_path =
 	    a->cache_only || (t->platform != NULL && strcmp(t->platform, manifest_platform_self()) != 0);
-	if (prepare_plan_names(&a->po, a->dry, t->json, a->only, &a->nonly, PREPARE_MAX, &rc) != 0)
+	if (prepare_plan_names(&a->po, a->dry, t->json, a->only, &a->nonly, PREPARE_MAX, &rc, &a->plan) != 0)
 		return rc;
+	t->loaded = prepare_plan_config(a->plan);
 	if (a->nonly == 0) {
 		if (t->json)
 			tooling_json_empty("tools");
@@ -309,6 +270,9 @@ cache_only(struct tooling *t, struct prepare_args *a)
 {
 	struct fetch_cache_args ca = {t, a->only, a->nonly, NULL};
 
+	/* loaded with --state-dir, the plan's configuration is not fetch's */
+	if (t->state_dir != NULL)
+		t->loaded = NULL;
 	t->state_dir = NULL;
 	return fetch_cache(&ca);
 }
@@ -719,14 +683,17 @@ prepare_main(int argc, char **argv)
 	static struct prepare_args a;
 	static struct cache_snap snap[TOOLS_CHAIN_MAX];
 	char absdir[PATH_MAX];
-	int n = 0, rc, from_config = 0, nsnap;
+	int n = 0, rc, from_config = 0, nsnap, nargs, mine;
 	struct config *cfg;
 	struct err e;
 
 	memset(&t, 0, sizeof(t));
 	memset(&a, 0, sizeof(a));
-	if ((rc = parse_options(argc, argv, &t, &a)) >= 0)
+	a.t = &t;
+	if ((rc = opts_parse(&usage, argc, argv, &a, &nargs)) >= 0)
 		return rc;
+	if (t.tools_dir != NULL && t.tools_dir[0] != '/' && realpath(t.tools_dir, absdir) != NULL)
+		t.tools_dir = absdir;
 	if (a.nonly == 0) {
 		if ((rc = names_from_config(&t, &a)) >= 0)
 			return rc;
@@ -736,8 +703,6 @@ prepare_main(int argc, char **argv)
 		return fail(&e);
 	if (a.cache_only)
 		return cache_only(&t, &a);
-	if (t.tools_dir != NULL && t.tools_dir[0] != '/' && realpath(t.tools_dir, absdir) != NULL)
-		t.tools_dir = absdir;
 	if ((rc = open_plan(&t, &a, items, &n, from_config)) >= 0)
 		return rc;
 	if (a.dry) {
@@ -748,12 +713,15 @@ prepare_main(int argc, char **argv)
 	if (a.keep_cache || t.ctx.cache_given)
 		return install_items(&t, items, n);
 	/* the tidy after install_items (which closes t) reads the same
-	 * configuration: it is this function's to free from here on */
+	 * configuration: it is this function's to free from here on, unless
+	 * the plan owns it (tooling_open took the plan's) */
 	cfg = t.cfg;
+	mine = !t.cfg_kept;
 	t.cfg_kept = 1;
 	nsnap = cache_snap_take(cfg, snap);
 	rc = install_items(&t, items, n);
 	cache_snap_tidy(cfg, snap, nsnap);
-	free(cfg);
+	if (mine)
+		free(cfg);
 	return rc;
 }

@@ -76,6 +76,12 @@ prepare_plan_name(const struct prepare_plan *pp, int i)
 	return pp->plan.t[pp->plan.order[i]].m->name;
 }
 
+const struct config *
+prepare_plan_config(const struct prepare_plan *pp)
+{
+	return &pp->L->cfg;
+}
+
 enum cfg_mode
 prepare_plan_mode(const struct prepare_plan *pp)
 {
@@ -223,7 +229,7 @@ prepare_plan_print(const struct prepare_plan *pp, int json)
 
 int
 prepare_plan_names(const struct prepare_plan_opts *o, int dry, int json, char **names, int *n, int cap,
-                   int *rc)
+                   int *rc, struct prepare_plan **keep)
 {
 	static char store[PLAN_MAX][MANIFEST_NAME_MAX];
 	struct prepare_plan *pp;
@@ -253,6 +259,9 @@ prepare_plan_names(const struct prepare_plan_opts *o, int dry, int json, char **
 		names[i] = store[i];
 	}
 	*n = i;
-	prepare_plan_free(pp);
+	if (keep != NULL)
+		*keep = pp;
+	else
+		prepare_plan_free(pp);
 	return 0;
 }

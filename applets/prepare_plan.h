@@ -45,9 +45,13 @@ void prepare_plan_hosts(const char *npm_mirror, const manifest_t *m, char *buf, 
  * For prepare_main: without --only, load the plan and either print it
  * (dry != 0: returns 1 with *rc the exit code) or put the planned names in
  * install order into names[0..*n) (storage that lives until exit; returns
- * 0). On a configuration error prints it and returns -1 with *rc = 2.
+ * 0) and the plan into *keep, the caller's to free (keep NULL: freed), so
+ * that its configuration is not loaded a second time. On a configuration
+ * error prints it and returns -1 with *rc = 2.
  */
 int prepare_plan_names(const struct prepare_plan_opts *o, int dry, int json, char **names, int *n, int cap,
-                       int *rc);
+                       int *rc, struct prepare_plan **keep);
+/* The configuration the plan loaded (flags o named included); pp owns it. */
+const struct config *prepare_plan_config(const struct prepare_plan *pp);
 
 #endif

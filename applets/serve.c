@@ -5,9 +5,9 @@
  */
 #include "common.h"
 
-#include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +15,7 @@
 
 #include "server/api.h"
 #include "cfgload.h"
+#include "opts.h"
 #include "base/digest.h"
 #include "base/fs.h"
 #include "net/httpd.h"
@@ -22,38 +23,112 @@
 #include "base/proc.h"
 #include "server/sessions.h"
 
-static const char usage[] =
-    "usage: agent-sandbox-server serve [--host H] [--port N] [--config F] [--policy F]\n"
-    "                                  [--preset P] [--commands F] [-q|-v] ...\n"
+/* The command line: configuration flags (each key once, the last given
+ * wins) and the options that are serve's own. Static storage: the reload
+ * thread reads the flags for the life of the process. */
+struct serve_opts {
+	struct config_flags flags;
+	int hdr_ms, idle_ms, body_ms;
+	int quiet, verbose;
+	const char *config_file;
+};
+
+/* --config, or a configuration key's flag (config_option_key names them): --port,
+ * --max-connections and --workers checked here, so a bad number is a usage
+ * error before anything loads. */
+static int
+set_flag(void *dst, const struct opt *o, const char *arg, struct err *e)
+{
+	static const struct {
+		const char *name;
+		int lo, hi;
+	} range[] = {{"port", 0, 65535}, {"max-connections", 1, 65536}, {"workers", 1, 256}};
+	struct serve_opts *so = dst;
+	char *end;
+	long v;
+	size_t i;
+
+	if (strcmp(o->name, "config") == 0) {
+		so->config_file = arg;
+		return 0;
+	}
+	for (i = 0; i < sizeof(range) / sizeof(range[0]); i++) {
+		if (strcmp(o->name, range[i].name) != 0)
+			continue;
+		v = strtol(arg, &end, 10);
+		if (arg[0] < '0' || arg[0] > '9' || *end != '\0' || v < range[i].lo || v > range[i].hi)
+			return err_set(e, "usage", "--%s %s: expected %d..%d", o->name, arg, range[i].lo,
+			               range[i].hi);
+	}
+	config_flags_add(&so->flags, o->name, arg);
+	return 0;
+}
+
+/* Seconds, fractions allowed ("0.5"), into milliseconds; 1 ms .. 1 day. */
+static int
+set_secs(void *dst, const struct opt *o, const char *arg, struct err *e)
+{
+	char *end;
+	double v;
+
+	if ((arg[0] < '0' || arg[0] > '9') && arg[0] != '.')
+		return err_set(e, "usage", "%s: expected seconds (0.001..86400)", arg);
+	v = strtod(arg, &end);
+	if (*end != '\0' || v < 0.001 || v > 86400)
+		return err_set(e, "usage", "%s: expected seconds (0.001..86400)", arg);
+	*(int *)(void *)((char *)dst + o->off) = (int)(v * 1000 + 0.5);
+	return 0;
+}
+
+/* -q and -v: the last given wins. */
+static int
+set_log(void *dst, const struct opt *o, const char *arg, struct err *e)
+{
+	struct serve_opts *so = dst;
+
+	so->quiet = o->letter == 'q';
+	so->verbose = o->letter == 'v';
+	return 0;
+}
+
+#define O(f) offsetof(struct serve_opts, f)
+static const struct opt options[] = {
+    OPT(0, "host", "H", set_flag, 0, "address to listen on (default 0.0.0.0)"),
+    OPT(0, "port", "N", set_flag, 0,
+        "port (default 9000); 0 picks a free port and prints\n"
+        "it alone on the first line of stdout"),
+    CFGLOAD_OPTS(set_flag, 0),
+    OPT(0, "base-dir", "DIR", set_flag, 0, "where HOME-relative defaults resolve (ABX_SERVER_BASE_DIR)"),
+    OPT(0, "max-connections", "N", set_flag, 0,
+        "connection slots, fixed at start (default 256);\n"
+        "beyond them a client gets 503"),
+    OPT(0, "workers", "N", set_flag, 0, "handler threads (default 4)"),
+    OPT(0, "header-timeout", "SECS", set_secs, O(hdr_ms), "time for a whole request head (default 10)"),
+    OPT(0, "idle-timeout", "SECS", set_secs, O(idle_ms), "keep-alive wait for the next request (default 60)"),
+    OPT(0, "body-timeout", "SECS", set_secs, O(body_ms), "time for a whole request body (default 60)"),
+    OPT('q', "quiet", NULL, set_log, 0, "no access log"),
+    OPT('v', "verbose", NULL, set_log, 0, "also log refused and timed-out connections"),
+    OPT_END,
+};
+#undef O
+
+static const struct opts usage = {
+    "serve",
+    "usage: agent-sandbox-server serve [--host H] [--port N] [--config FILE] [-q | -v] [OPTION...]\n"
     "\n"
     "Serve the sandbox HTTP API. GET /health answers without a token; every\n"
     "other request needs X-Access-Token or Authorization: Bearer.\n"
-    "\n"
-    "  --host H               address to listen on (default 0.0.0.0)\n"
-    "  --port N               port (default 9000); 0 picks a free port and prints\n"
-    "                         it alone on the first line of stdout\n"
-    "  --config FILE          configuration file (default /etc/agent-sandbox/server.json)\n"
-    "  --policy FILE          policy file (default /etc/agent-sandbox/server-policy.json)\n"
-    "  --preset NAME          readonly, agents or admin for principal default\n"
-    "  --commands FILE        command ops\n"
-    "  --manifests DIR        manifests adding to or overriding the built-in ones\n"
-    "  --tools-dir DIR        tools directory (ABX_TOOLS_DIR)\n"
-    "  --state-dir DIR        state directory (ABX_SERVER_STATE_DIR)\n"
-    "  --base-dir DIR         where HOME-relative defaults resolve (ABX_SERVER_BASE_DIR)\n"
-    "  --mode MODE            install mode: lazy, offline, build, off\n"
-    "  --max-connections N    connection slots, fixed at start (default 256);\n"
-    "                         beyond them a client gets 503\n"
-    "  --workers N            handler threads (default 4)\n"
-    "  --header-timeout SECS  time for a whole request head (default 10)\n"
-    "  --idle-timeout SECS    keep-alive wait for the next request (default 60)\n"
-    "  --body-timeout SECS    time for a whole request body (default 60)\n"
-    "  -q, --quiet            no access log\n"
-    "  -v, --verbose          also log refused and timed-out connections\n"
+    "\n",
+    options,
     "\n"
     "Tokens: ABX_SERVER_TOKEN is principal default's; with no token configured\n"
     "a random one is written to <state dir>/token (mode 0600) and its path logged.\n"
     "SIGTERM or SIGINT: stop accepting, finish requests in progress, exit 0.\n"
-    "SIGHUP: reload configuration, policy and commands; a bad file keeps the old.\n";
+    "SIGHUP: reload configuration, policy and commands; a bad file keeps the old.\n",
+    0,
+    EXIT_USAGE,
+    NULL,
+};
 
 static struct httpd *g_srv;
 
@@ -123,37 +198,6 @@ reload_thread(void *arg)
 	return NULL;
 }
 
-static int
-parse_int(const char *s, int lo, int hi, int *out)
-{
-	char *end;
-	long v;
-
-	if (s[0] < '0' || s[0] > '9')
-		return -1;
-	v = strtol(s, &end, 10);
-	if (*end != '\0' || v < lo || v > hi)
-		return -1;
-	*out = (int)v;
-	return 0;
-}
-
-/* Seconds, fractions allowed ("0.5"), into milliseconds; 1 ms .. 1 day. */
-static int
-parse_secs(const char *s, int *ms)
-{
-	char *end;
-	double v;
-
-	if ((s[0] < '0' || s[0] > '9') && s[0] != '.')
-		return -1;
-	v = strtod(s, &end);
-	if (*end != '\0' || v < 0.001 || v > 86400)
-		return -1;
-	*ms = (int)(v * 1000 + 0.5);
-	return 0;
-}
-
 /* The manifests, every one loaded now: after this the set is only read,
  * so request threads and install jobs share it without a lock. */
 static int
@@ -180,107 +224,6 @@ open_manifests(struct manifest_set *ms, const char *config_file, const struct co
 		if (manifest_get(ms, ms->ent[i].name, &e2) == NULL)
 			warnx_line("manifest %s: %s: %s", ms->ent[i].name, e2.code, e2.msg);
 	return 0;
-}
-
-/* The command line: configuration flags (each key once, the last given
- * wins) and the options that are serve's own. Static storage: the reload
- * thread reads the flags for the life of the process. */
-struct serve_opts {
-	struct config_flags flags;
-	int hdr_ms, idle_ms, body_ms;
-	int quiet, verbose;
-	const char *config_file;
-};
-
-/* Options into o. Returns -1 to go on, else the exit code (--help, or a
- * usage error already printed). */
-static int
-parse_options(int argc, char **argv, struct serve_opts *o)
-{
-	enum { O_MAXC = 256, O_WORKERS, O_HDR, O_IDLE, O_BODY, O_CFG };
-	static const struct option opts[] = {
-	    {"host", required_argument, NULL, 'H'},
-	    {"port", required_argument, NULL, 'p'},
-	    {"max-connections", required_argument, NULL, O_MAXC},
-	    {"workers", required_argument, NULL, O_WORKERS},
-	    {"header-timeout", required_argument, NULL, O_HDR},
-	    {"idle-timeout", required_argument, NULL, O_IDLE},
-	    {"body-timeout", required_argument, NULL, O_BODY},
-	    {"config", required_argument, NULL, O_CFG},
-	    {"policy", required_argument, NULL, O_CFG},
-	    {"preset", required_argument, NULL, O_CFG},
-	    {"commands", required_argument, NULL, O_CFG},
-	    {"manifests", required_argument, NULL, O_CFG},
-	    {"tools-dir", required_argument, NULL, O_CFG},
-	    {"state-dir", required_argument, NULL, O_CFG},
-	    {"base-dir", required_argument, NULL, O_CFG},
-	    {"mode", required_argument, NULL, O_CFG},
-	    {"quiet", no_argument, NULL, 'q'},
-	    {"verbose", no_argument, NULL, 'v'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
-	int c, idx, dummy;
-
-	opterr = 0;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "hqv", opts, &idx)) != -1) {
-		const char *name = NULL;
-
-		switch (c) {
-		case 'H':
-			name = "host";
-			break;
-		case 'p':
-			if (parse_int(optarg, 0, 65535, &dummy) != 0)
-				return usage_error("serve", usage, "--port %s: expected 0..65535", optarg);
-			name = "port";
-			break;
-		case O_MAXC:
-			if (parse_int(optarg, 1, 65536, &dummy) != 0)
-				return usage_error("serve", usage, "--max-connections %s: expected 1..65536",
-				                   optarg);
-			name = "max-connections";
-			break;
-		case O_WORKERS:
-			if (parse_int(optarg, 1, 256, &dummy) != 0)
-				return usage_error("serve", usage, "--workers %s: expected 1..256", optarg);
-			name = "workers";
-			break;
-		case O_HDR:
-		case O_IDLE:
-		case O_BODY:
-			if (parse_secs(optarg, c == O_HDR    ? &o->hdr_ms
-			                       : c == O_IDLE ? &o->idle_ms
-			                                     : &o->body_ms) != 0)
-				return usage_error("serve", usage, "%s: expected seconds (0.001..86400)",
-				                   optarg);
-			break;
-		case O_CFG:
-			if (strcmp(opts[idx].name, "config") == 0)
-				o->config_file = optarg;
-			else
-				name = opts[idx].name;
-			break;
-		case 'q':
-			o->quiet = 1;
-			o->verbose = 0;
-			break;
-		case 'v':
-			o->verbose = 1;
-			o->quiet = 0;
-			break;
-		case 'h':
-			return usage_help(usage);
-		default:
-			return bad_option("serve", usage, argc, argv);
-		}
-		if (name != NULL)
-			config_flags_add(&o->flags, name, optarg);
-	}
-	if (optind < argc)
-		return usage_error("serve", usage, "unexpected argument %s", argv[optind]);
-	return -1;
 }
 
 /* An unsafe state directory (group/world-writable, another owner) would
@@ -466,7 +409,7 @@ serve_main(int argc, char **argv)
 	static struct manifest_set ms;
 	static struct api api;
 	static struct reload_args ra;
-	int introspect = 0, rc, mem;
+	int introspect = 0, rc, mem, nargs;
 	const char *envtok;
 	char smsg[1024];
 	struct httpd_route routes[8];
@@ -477,7 +420,7 @@ serve_main(int argc, char **argv)
 	struct err e;
 
 	memset(&o, 0, sizeof(o));
-	if ((rc = parse_options(argc, argv, &o)) >= 0)
+	if ((rc = opts_parse(&usage, argc, argv, &o, &nargs)) >= 0)
 		return rc;
 	/* Before any thread exists, so every thread inherits the mask and
 	 * only the reload thread takes SIGHUP. */

@@ -7,6 +7,7 @@
 #include "tooling.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,17 +26,23 @@ tooling_open(struct tooling *t, int allow_all, const char *ctx_platform, struct 
 	struct config_flags f = {0};
 	struct config *cfg;
 
-	if ((cfg = t->cfg = malloc(sizeof(*cfg))) == NULL)
-		return err_set(e, "internal", "out of memory");
-	if (t->tools_dir != NULL)
-		config_flags_add(&f, "tools-dir", t->tools_dir);
-	if (t->state_dir != NULL)
-		config_flags_add(&f, "state-dir", t->state_dir);
-	if (t->manifests != NULL)
-		config_flags_add(&f, "manifests", t->manifests);
-	if (cfgload_config(cfg, t->config, &f, 1, e) < 0) {
-		t->settings_failed = 1;
-		return -1;
+	if (t->loaded != NULL) {
+		/* loaded already with these flags (prepare's plan): its owner frees it */
+		cfg = t->cfg = (struct config *)t->loaded;
+		t->cfg_kept = 1;
+	} else {
+		if ((cfg = t->cfg = malloc(sizeof(*cfg))) == NULL)
+			return err_set(e, "internal", "out of memory");
+		if (t->tools_dir != NULL)
+			config_flags_add(&f, "tools-dir", t->tools_dir);
+		if (t->state_dir != NULL)
+			config_flags_add(&f, "state-dir", t->state_dir);
+		if (t->manifests != NULL)
+			config_flags_add(&f, "manifests", t->manifests);
+		if (cfgload_config(cfg, t->config, &f, 1, e) < 0) {
+			t->settings_failed = 1;
+			return -1;
+		}
 	}
 	if (t->platform != NULL && !manifest_platform_known(t->platform) &&
 	    !(allow_all && strcmp(t->platform, "all") == 0))
@@ -276,36 +283,29 @@ tooling_json_error(struct json_w *w, const struct err *e)
 }
 
 int
-tooling_option(struct tooling *t, int c, const char *arg)
+tooling_set(void *dst, const struct opt *o, const char *arg, struct err *e)
 {
-	switch (c) {
-	case TOOLING_O_CONFIG:
-		t->config = arg;
-		return 1;
-	case TOOLING_O_MANIFESTS:
-		t->manifests = arg;
-		return 1;
-	case TOOLING_O_TOOLS:
-		t->tools_dir = arg;
-		return 1;
-	case TOOLING_O_STATE:
-		t->state_dir = arg;
-		return 1;
-	case TOOLING_O_CACHE:
-		t->cache = arg;
-		return 1;
-	case TOOLING_O_PLATFORM:
-		t->platform = arg;
-		return 1;
-	case TOOLING_O_JSON:
-		t->json = 1;
-		return 1;
-	case 'q':
-		t->quiet = 1;
-		return 1;
-	case 'v':
-		t->verbose = 1;
-		return 1;
+	static const struct {
+		char name[10];
+		unsigned short off;
+	} field[] = {
+	    {"config", offsetof(struct tooling, config)},
+	    {"manifests", offsetof(struct tooling, manifests)},
+	    {"tools-dir", offsetof(struct tooling, tools_dir)},
+	    {"state-dir", offsetof(struct tooling, state_dir)},
+	    {"cache", offsetof(struct tooling, cache)},
+	    {"platform", offsetof(struct tooling, platform)},
+	};
+	struct tooling *t;
+	size_t i;
+
+	memcpy(&t, (char *)dst + o->off, sizeof(t));
+	if (o->arg == NULL) {
+		*(o->letter == 'q' ? &t->quiet : o->letter == 'v' ? &t->verbose : &t->json) = 1;
+		return 0;
 	}
+	for (i = 0; i < sizeof(field) / sizeof(field[0]); i++)
+		if (strcmp(o->name, field[i].name) == 0)
+			memcpy((char *)t + field[i].off, &arg, sizeof(arg));
 	return 0;
 }

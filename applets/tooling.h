@@ -7,8 +7,7 @@
  * configuration (through cfgload_config), the manifest set and the install
  * context.
  */
-#include <getopt.h>
-
+#include "opts.h"
 #include "install/install.h"
 #include "pkg/manifest.h"
 #include "install/tools.h"
@@ -21,6 +20,10 @@ struct tooling {
 	const char *cache;     /* --cache DIR */
 	const char *platform;  /* --platform P (or "all" where allowed) */
 	int quiet, verbose, json;
+	/* The configuration as loaded already with these flags (prepare's
+	 * plan, which the caller keeps): tooling_open reads it instead of
+	 * loading the files again. NULL: tooling_open loads it. */
+	const struct config *loaded;
 
 	/* The configuration, loaded once by tooling_open and read by the
 	 * context (ctx.cfg) until tooling_close; owned. */
@@ -33,54 +36,27 @@ struct tooling {
 };
 
 /*
- * The shared flags as getopt_long entries (TOOLING_OPT_*, codes below 256 so
- * an applet's own start at 256) and their one handler: tooling_option
- * stores c's value in t and returns 1, or returns 0 for a code that is the
- * applet's own. -q and -v are handled too.
+ * The shared flags as option rows (opts.h) of an applet whose options
+ * struct holds a struct tooling * at off; tooling_set stores each by its
+ * name. --platform's row is each applet's own: what it accepts differs.
  */
-enum {
-	TOOLING_O_CONFIG = 200,
-	TOOLING_O_MANIFESTS,
-	TOOLING_O_TOOLS,
-	TOOLING_O_STATE,
-	TOOLING_O_CACHE,
-	TOOLING_O_PLATFORM,
-	TOOLING_O_JSON,
-};
-#define TOOLING_OPT_CONFIG                                                                                   \
-	{                                                                                                    \
-		"config", required_argument, NULL, TOOLING_O_CONFIG                                          \
-	}
-#define TOOLING_OPT_MANIFESTS                                                                                \
-	{                                                                                                    \
-		"manifests", required_argument, NULL, TOOLING_O_MANIFESTS                                    \
-	}
-#define TOOLING_OPT_TOOLS                                                                                    \
-	{                                                                                                    \
-		"tools-dir", required_argument, NULL, TOOLING_O_TOOLS                                        \
-	}
-#define TOOLING_OPT_STATE                                                                                    \
-	{                                                                                                    \
-		"state-dir", required_argument, NULL, TOOLING_O_STATE                                        \
-	}
-#define TOOLING_OPT_CACHE                                                                                    \
-	{                                                                                                    \
-		"cache", required_argument, NULL, TOOLING_O_CACHE                                            \
-	}
-#define TOOLING_OPT_PLATFORM                                                                                 \
-	{                                                                                                    \
-		"platform", required_argument, NULL, TOOLING_O_PLATFORM                                      \
-	}
-#define TOOLING_OPT_JSON                                                                                     \
-	{                                                                                                    \
-		"json", no_argument, NULL, TOOLING_O_JSON                                                    \
-	}
-#define TOOLING_OPT_QV                                                                                       \
-	{"quiet", no_argument, NULL, 'q'},                                                                   \
-	{                                                                                                    \
-		"verbose", no_argument, NULL, 'v'                                                            \
-	}
-int tooling_option(struct tooling *t, int c, const char *arg);
+#define TOOLING_OPT_CONFIG(off)                                                                              \
+	OPT(0, "config", "FILE", tooling_set, off,                                                           \
+	    "configuration file (default /etc/agent-sandbox/server.json)")
+#define TOOLING_OPT_MANIFESTS(off)                                                                           \
+	OPT(0, "manifests", "DIR", tooling_set, off, "manifests that add to or override the built-in ones")
+#define TOOLING_OPT_TOOLS(off)                                                                               \
+	OPT(0, "tools-dir", "DIR", tooling_set, off, "tools directory (also ABX_TOOLS_DIR)")
+#define TOOLING_OPT_STATE(off)                                                                               \
+	OPT(0, "state-dir", "DIR", tooling_set, off,                                                         \
+	    "state directory; its tools/ is in the tools chain\n(also ABX_SERVER_STATE_DIR)")
+#define TOOLING_OPT_CACHE(off)                                                                               \
+	OPT(0, "cache", "DIR", tooling_set, off,                                                             \
+	    "the content-addressed cache (default <first writable\ntools directory>/.cache)")
+#define TOOLING_OPT_JSON(off) OPT(0, "json", NULL, tooling_set, off, "one JSON document on stdout")
+#define TOOLING_OPT_QV(off, quiet, verbose)                                                                  \
+	OPT('q', "quiet", NULL, tooling_set, off, quiet), OPT('v', "verbose", NULL, tooling_set, off, verbose)
+int tooling_set(void *dst, const struct opt *o, const char *arg, struct err *e);
 
 /*
  * An explicit --cache DIR before anything is downloaded: created with its

@@ -11,8 +11,8 @@
 #include "common.h"
 
 #include <dirent.h>
-#include <getopt.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,23 +23,45 @@
 #include "base/digest.h"
 #include "base/fs.h"
 #include "base/json.h"
+#include "opts.h"
 #include "tooling.h"
 
-static const char usage[] =
+struct verify_opts {
+	struct tooling *t;
+	const char *sha;
+	int sbom;
+};
+
+#define O(f) offsetof(struct verify_opts, f)
+static const struct opt options[] = {
+    TOOLING_OPT_JSON(O(t)),
+    OPT(0, "sbom", NULL, NULL, O(sbom), "CycloneDX 1.5 JSON of the installed tools on stdout"),
+    OPT(0, "sha256", "HEX", NULL, O(sha), "check that FILE has this sha256"),
+    TOOLING_OPT_CONFIG(O(t)),
+    TOOLING_OPT_MANIFESTS(O(t)),
+    TOOLING_OPT_TOOLS(O(t)),
+    TOOLING_OPT_QV(O(t), "accepted; changes nothing here", "accepted; changes nothing here"),
+    OPT_END,
+};
+#undef O
+
+static const struct opts usage = {
+    "verify",
     "usage: agent-sandbox-server verify [NAME...] [--json] [--tools-dir DIR] [--manifests DIR]\n"
     "       agent-sandbox-server verify --sbom [NAME...]\n"
     "       agent-sandbox-server verify FILE --sha256 HEX\n"
     "\n"
     "Re-hash installed tool trees against their markers and name what changed;\n"
     "run each unchanged tree's verify.argv (always: never a pass the cache recorded).\n"
-    "\n"
-    "  --json             one JSON document on stdout\n"
-    "  --sbom             CycloneDX 1.5 JSON of the installed tools on stdout\n"
-    "  --sha256 HEX       check that FILE has this sha256\n"
-    "  --config FILE, --manifests DIR, --tools-dir DIR, -q, -v\n"
+    "\n",
+    options,
     "\n"
     "Exit: 0 unchanged, 3 some tree drifted (or its manifest changed) or failed its\n"
-    "verify.argv, 1 a file does not match, 2 usage.\n";
+    "verify.argv, 1 a file does not match, 2 usage.\n",
+    -1,
+    EXIT_USAGE,
+    NULL,
+};
 
 #define VERIFY_MAX_TOOLS 128
 #define VERIFY_MAX_DIFFS 20
@@ -447,51 +469,22 @@ all_found(char **names, int nnames, const struct found *f, int n)
 int
 verify_main(int argc, char **argv)
 {
-	enum { O_SBOM = 256, O_SHA256 };
-	static const struct option opts[] = {
-	    TOOLING_OPT_JSON,
-	    {"sbom", no_argument, NULL, O_SBOM},
-	    {"sha256", required_argument, NULL, O_SHA256},
-	    TOOLING_OPT_CONFIG,
-	    TOOLING_OPT_MANIFESTS,
-	    TOOLING_OPT_TOOLS,
-	    TOOLING_OPT_QV,
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
 	static struct tooling t;
 	static struct found f[VERIFY_MAX_TOOLS];
-	const char *sha = NULL;
-	char **names = NULL, absdir[PATH_MAX];
-	int c, nnames = 0, want_sbom = 0, n, i, drifted = 0, rc;
+	struct verify_opts o = {&t, NULL, 0};
+	char **names, absdir[PATH_MAX];
+	int nnames, n, i, drifted = 0, rc;
 	struct json_w w;
 	struct err e;
 
 	memset(&t, 0, sizeof(t));
-	opterr = 0;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "qvh", opts, NULL)) != -1) {
-		if (tooling_option(&t, c, optarg))
-			continue;
-		switch (c) {
-		case O_SBOM:
-			want_sbom = 1;
-			break;
-		case O_SHA256:
-			sha = optarg;
-			break;
-		case 'h':
-			return usage_help(usage);
-		default:
-			return bad_option("verify", usage, argc, argv);
-		}
-	}
-	names = argv + optind;
-	nnames = argc - optind;
-	if (sha != NULL) {
+	if ((rc = opts_parse(&usage, argc, argv, &o, &nnames)) >= 0)
+		return rc;
+	names = argv + 1;
+	if (o.sha != NULL) {
 		if (nnames != 1)
-			return usage_error("verify", usage, "--sha256 checks exactly one FILE");
-		return verify_file(names[0], sha);
+			return opts_error(&usage, "--sha256 checks exactly one FILE");
+		return verify_file(names[0], o.sha);
 	}
 	if (t.tools_dir != NULL && t.tools_dir[0] != '/' && realpath(t.tools_dir, absdir) != NULL)
 		t.tools_dir = absdir;
@@ -502,7 +495,7 @@ verify_main(int argc, char **argv)
 		tooling_close(&t);
 		return EXIT_FAIL;
 	}
-	if (want_sbom) {
+	if (o.sbom) {
 		rc = sbom(&t, f, n);
 		tooling_close(&t);
 		return rc;

@@ -3,19 +3,36 @@
  */
 #include "common.h"
 
-#include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "base/json.h"
 #include "deps_version.h"
+#include "opts.h"
 
-static const char usage[] = "usage: agent-sandbox-server version [--json]\n"
-                            "\n"
-                            "Print the version, build date, the versions of musl, zlib, BearSSL and\n"
-                            "libarchive this binary was built from, and the platform.\n"
-                            "\n"
-                            "  --json   one JSON object on stdout\n";
+struct version_opts {
+	int json;
+};
+
+static const struct opt options[] = {
+    OPT(0, "json", NULL, NULL, offsetof(struct version_opts, json), "one JSON object on stdout"),
+    OPT_END,
+};
+
+static const struct opts usage = {
+    "version",
+    "usage: agent-sandbox-server version [--json]\n"
+    "\n"
+    "Print the version, build date, the versions of musl, zlib, BearSSL and\n"
+    "libarchive this binary was built from, and the platform.\n"
+    "\n",
+    options,
+    NULL,
+    0,
+    EXIT_USAGE,
+    NULL,
+};
 
 #ifndef ABX_VERSION
 #define ABX_VERSION "0.0.0-dev"
@@ -35,28 +52,12 @@ static const char usage[] = "usage: agent-sandbox-server version [--json]\n"
 int
 version_main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-	    {"json", no_argument, NULL, 'j'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
-	int c, json = 0;
+	struct version_opts o = {0};
+	int rc, n;
 
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'j':
-			json = 1;
-			break;
-		case 'h':
-			return usage_help(usage);
-		default:
-			return bad_option("version", usage, argc, argv);
-		}
-	}
-	if (optind < argc)
-		return usage_error("version", usage, "unexpected argument %s", argv[optind]);
-	if (json) {
+	if ((rc = opts_parse(&usage, argc, argv, &o, &n)) >= 0)
+		return rc;
+	if (o.json) {
 		struct json_w w;
 
 		json_w_init(&w, 1024);

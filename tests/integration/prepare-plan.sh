@@ -168,12 +168,29 @@ run env PATH="$T/nodebin:$BASEPATH" "$BIN" prepare --dry-run --manifests "$T/m" 
 expect "prepare takes --state-dir" 0 "agents.codex.run"
 run "$BIN" prepare --dry-run --manifests "$T/m" --config "$T/codex.json" --state-dir ""
 expect "prepare --state-dir reaches the configuration" 2 "" "config.invalid: --state-dir: empty path"
-# prepare loads the configuration twice (the plan, then the install): each
-# warning is said once.
+# prepare without --only: the plan, then the install, from one load of the
+# configuration; each warning is said once.
 mkdir -p "$T/tw" && chmod 700 "$T/tw"
 run env PATH="$T/nodebin:$BASEPATH" ABX_SERVER_INSTALL_MODE=build ABX_SERVER_FOO=1 "$BIN" prepare \
 	--manifests "$T/m" --config "$T/codex.json" --tools-dir "$T/tw"
 check "prepare says an unknown-variable warning once" test "$(grep -c 'ABX_SERVER_FOO: unknown variable' "$T/err")" -eq 1
+# The plan's configuration is the install's too: the file is read once.
+opens() { # NAME FILE CMD...: FILE is opened once while CMD runs
+	_n=$1 _f=$2; shift 2
+	if ! command -v strace >/dev/null || ! strace -f -o /dev/null true 2>/dev/null; then
+		skip "$_n" "no strace that may trace here"
+		return
+	fi
+	strace -f -e trace=open,openat -o "$T/strace" "$@" >"$T/out" 2>"$T/err"
+	_c=$(grep -v ENOENT "$T/strace" | grep -cF "\"$_f\"")
+	check "$_n (opened $_c times)" test "$_c" -eq 1
+}
+opens "prepare reads the configuration file once" "$T/codex.json" env PATH="$T/nodebin:$BASEPATH" \
+	ABX_SERVER_INSTALL_MODE=build "$BIN" prepare --manifests "$T/m" --config "$T/codex.json" --tools-dir "$T/tw"
+opens "prepare --cache-only reads the configuration file once" "$T/codex.json" env PATH="$T/nodebin:$BASEPATH" \
+	"$BIN" prepare --cache-only --manifests "$T/m" --config "$T/codex.json" --tools-dir "$T/tw" --cache "$T/cacheonce"
+opens "fetch without --only reads the configuration file once" "$T/codex.json" env PATH="$T/nodebin:$BASEPATH" \
+	"$BIN" fetch --platform all --manifests "$T/m" --config "$T/codex.json" --tools-dir "$T/tw" --cache "$T/cacheonce"
 # A plan for another platform: this machine's node on PATH satisfies nothing there.
 case "$(uname -m)" in aarch64 | arm64) OTHER=linux-x64 ;; *) OTHER=linux-arm64 ;; esac
 run env PATH="$T/nodebin:$BASEPATH" "$BIN" prepare --dry-run --json --manifests "$T/m" --config "$T/codex.json" \
