@@ -59,10 +59,10 @@ check "no #include loop between the files of a folder ($(head -3 "$bad" | tr '\n
 # among them is a floor whose files cannot be read bottom-up. Every loop is
 # printed, with one symbol per arrow (on stderr too: the log's layers.err).
 $L calls build/rel core/*/*.c applets/*.c >"$T/calls"
-grep -v '^upward: ' "$T/calls" | sed 's/^cycle: //' >"$bad"
+grep -v '^upward: ' "$T/calls" | sed 's/^cycle: //; s/^stale: //' >"$bad"
 sed 's/^/layers: /' "$bad" >&2
 check "no call loop between the files of a folder ($(wc -l <"$bad") loops: $(head -5 "$bad" | tr '\n' ';'))" test ! -s "$bad"
-grep '^upward: ' "$T/calls" | sed 's/^upward: //' >"$bad"
+grep -E '^(upward|stale): ' "$T/calls" | sed -E 's/^(upward|stale): //' >"$bad"
 check "no call from a layer into one above it ($(head -3 "$bad" | tr '\n' ';'))" test ! -s "$bad"
 
 # The environment is read in core/config alone (config_env, config_load), so
