@@ -336,7 +336,7 @@ check_ca(struct report *r, struct cfgload *L, const struct chain *ch)
 
 	static const char *const defaults[] = {"/etc/ssl/certs/ca-certificates.crt",
 	                                       "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"};
-	const char *file = getenv("SSL_CERT_FILE"), *dir = getenv("SSL_CERT_DIR");
+	const char *file = config_env("SSL_CERT_FILE"), *dir = config_env("SSL_CERT_DIR");
 	const char *st = need ? "FAIL" : downloads && nwanted == 0 ? "PASS" : "WARN";
 	char tried[1024] = "";
 	size_t i;
@@ -520,7 +520,7 @@ check_credentials(struct report *r, const struct config *c)
 	int j, any = 0;
 
 	for (i = 0; i < sizeof(creds) / sizeof(creds[0]); i++) {
-		const char *v = getenv(creds[i].var), *a = creds[i].alt ? getenv(creds[i].alt) : NULL;
+		const char *v = config_env(creds[i].var), *a = creds[i].alt ? config_env(creds[i].alt) : NULL;
 		int set = (v && v[0]) || (a && a[0]), enabled = 0;
 		for (j = 0; j < c->agents.n; j++)
 			enabled |= strcmp(c->agents.v[j], creds[i].agent) == 0;

@@ -54,7 +54,7 @@ static const char usage[] =
     "Environment: ABX_NPM (the npm to run, default npm on PATH), SSL_CERT_FILE\n"
     "(also handed to npm as NODE_EXTRA_CA_CERTS), HTTPS_PROXY, NO_PROXY.\n";
 
-/* A manifest is a few KiB (core/manifest.h allows 256 KiB). */
+/* A manifest is a few KiB (core/pkg/manifest.h allows 256 KiB). */
 #define LOCK_MANIFEST_MAX (256u << 10)
 /* Largest artifact lock downloads (Node.js is ~50 MiB). */
 #define LOCK_DOWNLOAD_MAX (2LL << 30)

@@ -122,6 +122,12 @@ static const struct {
     {"SSL_CERT_FILE", 0}, /* the CA bundle HTTPS trusts, instead of the system's */
     {"SSL_CERT_DIR", 0},  /* CA directories (colon-separated), with or instead of it */
     {"DOCKER_CONFIG", 0}, /* the directory of the docker config file with registry auths */
+    /* doctor: which agents' credentials are set (never their values) */
+    {"OPENAI_API_KEY", 0},
+    {"ANTHROPIC_API_KEY", 0},
+    {"GEMINI_API_KEY", 0},
+    {"GOOGLE_API_KEY", 0},
+    {"CURSOR_API_KEY", 0},
 };
 #define NENV_VARS ((int)(sizeof(env_vars) / sizeof(env_vars[0])))
 
@@ -698,7 +704,7 @@ config_apply_env(struct config *c, char *const *envp, struct err *e)
 
 /* An applet that loads the configuration twice (prepare: the plan, then the
  * install) says each warning once. Applet main thread only: serve prints
- * every (re)load itself (core/api.c). */
+ * every (re)load itself (core/server/api.c). */
 void
 config_print_warnings(const struct config *c)
 {

@@ -1,6 +1,6 @@
 /*
  * The configuration file layer: one JSON object walked against the schema
- * table (core/config_priv.h), every key known, an unknown one named with its
+ * table (core/config/config_priv.h), every key known, an unknown one named with its
  * path and the closest known key.
  */
 #include <stdarg.h>

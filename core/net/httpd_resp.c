@@ -71,7 +71,7 @@ httpd__reason(int status)
 	}
 }
 
-/* ---- the error envelope (strings escaped by core/json.h) ---------------- */
+/* ---- the error envelope (strings escaped by core/base/json.h) ---------------- */
 
 int
 httpd_error_body(char *buf, size_t cap, const char *code, const char *msg, const char *details_json)

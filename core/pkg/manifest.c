@@ -1,7 +1,7 @@
 /*
  * Manifest loading and validation: one manifest file against schema 1. Every
  * check names the file and the JSON path of the offending value, so a
- * reviewer can go straight to it. Sets of manifests: core/manifest_set.c.
+ * reviewer can go straight to it. Sets of manifests: core/pkg/manifest_set.c.
  */
 /* Paths here are built from names bounded far below PATH_MAX (a manifest's
  * directory, a relative lockfile path); a cut path fails to open, and GCC
