@@ -2,9 +2,10 @@
  * doctor: diagnose this environment in one screen, for a static binary
  * that cannot assume what the image holds. Every line is PASS, WARN or FAIL
  * with a one-line fix; the exit status is 0 without a FAIL, else 1. This
- * file holds the report, the configuration, manifest, image, CA, clock and
- * system checks and doctor_main; directories and installed tools are in
- * doctor_dirs.c, ports and reachability in doctor_net.c.
+ * file holds the configuration, manifest, image, CA, clock and system checks
+ * and doctor_main, on top; directories and installed tools are in
+ * doctor_dirs.c, ports and reachability in doctor_net.c, the OCI mirror in
+ * doctor_oci.c, and the report they all write to in doctor_report.c.
  */
 #include "common.h"
 
@@ -49,49 +50,7 @@ static const char usage[] = "usage: agent-sandbox-server doctor [--json] [--netw
                             "\n"
                             "Exit: 0 when no check failed, 1 otherwise, 2 on a usage error.\n";
 
-void
-doctor_line(struct report *r, const char *status, const char *check, const char *fix, const char *fmt, ...)
-{
-	char msg[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	if (status[0] == 'P')
-		r->npass++, fix = NULL;
-	else if (status[0] == 'W')
-		r->nwarn++;
-	else
-		r->nfail++;
-	if (r->json) {
-		json_w_obj(&r->w);
-		json_w_kstr(&r->w, "check", check);
-		json_w_kstr(&r->w, "status", status);
-		json_w_kstr(&r->w, "message", msg);
-		if (fix != NULL)
-			json_w_kstr(&r->w, "fix", fix);
-		json_w_end(&r->w);
-		return;
-	}
-	printf("%-4s  %s: %s\n", status, check, msg);
-	if (fix != NULL)
-		printf("      fix: %s\n", fix);
-}
-
 /* --- configuration and manifests --- */
-
-void
-doctor_add_host(struct hostlist *hl, const char *h)
-{
-	int i;
-
-	for (i = 0; i < hl->n; i++)
-		if (strcmp(hl->h[i], h) == 0)
-			return;
-	if (hl->n < DOCTOR_HOSTS_MAX)
-		snprintf(hl->h[hl->n++], sizeof(hl->h[0]), "%s", h);
-}
 
 /* Manifests: every one of the set (embedded, then manifests_dir) loads and
  * validates with its requires closure; their hosts feed --network. */

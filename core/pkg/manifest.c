@@ -46,16 +46,6 @@ bad(struct vctx *v, const char *path, const char *fmt, ...)
 	return err_set(v->e, INVALID, "%s: %s: %s", v->file, path, what);
 }
 
-const char *
-manifest_platform_self(void)
-{
-#if defined(__aarch64__)
-	return MANIFEST_PLATFORM_ARM64;
-#else
-	return MANIFEST_PLATFORM_X64;
-#endif
-}
-
 /* A tool name is validated by the configuration's name rule (agents name
  * manifests), so both limits are one. */
 _Static_assert(MANIFEST_NAME_MAX == CFG_NAME_MAX, "tool names are agent names");

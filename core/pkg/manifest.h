@@ -171,8 +171,17 @@ struct manifest_opts {
 	int allow_unpinned;
 };
 
-/* The platform this binary runs on ("linux-x64" / "linux-arm64"). */
-const char *manifest_platform_self(void);
+/* The platform this binary runs on ("linux-x64" / "linux-arm64"): fixed
+ * when it is compiled, so every file asks here without calling another. */
+static inline const char *
+manifest_platform_self(void)
+{
+#if defined(__aarch64__)
+	return MANIFEST_PLATFORM_ARM64;
+#else
+	return MANIFEST_PLATFORM_X64;
+#endif
+}
 
 /* 1 when s names a known platform. */
 int manifest_platform_known(const char *s);
