@@ -119,7 +119,7 @@ cfgload_run(struct cfgload *L, struct err *e)
 	L->ops_ready = 1;
 	err_clear(&L->merr);
 	if (ops_build(&L->ops, &L->cfg, cfgload_agent_state, cfgload_tool_known, L, e) != 0) {
-		/* "no manifest named codex" when codex.json exists but is broken
+		/* "no manifest named codex" when manifests/codex.json exists but is broken
 		 * would send the reader to the wrong place: say what broke. */
 		if (L->merr.code != NULL)
 			*e = L->merr;

@@ -244,7 +244,7 @@ print_json(const struct cfgload *L)
 static int
 check_programs(struct cfgload *L, struct err *e)
 {
-	const char *envpath = getenv("PATH");
+	const char *envpath = config_env("PATH");
 	char buf[PATH_MAX];
 	int i;
 

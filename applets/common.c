@@ -8,6 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "config/config.h"
+
 const char *g_argv0 = PROG;
 
 int
@@ -48,7 +50,7 @@ self_path(const char *argv0, char *buf)
 	}
 	if (strchr(argv0, '/') != NULL)
 		return realpath(argv0, buf) != NULL ? 0 : -1;
-	path = getenv("PATH");
+	path = config_env("PATH");
 	for (p = path; p != NULL && *p != '\0'; p = q ? q + 1 : NULL) {
 		q = strchr(p, ':');
 		int len = q ? (int)(q - p) : (int)strlen(p);

@@ -2,9 +2,10 @@
  * doctor: diagnose this environment in one screen, for a static binary
  * that cannot assume what the image holds. Every line is PASS, WARN or FAIL
  * with a one-line fix; the exit status is 0 without a FAIL, else 1. This
- * file holds the report, the configuration, manifest, image, CA, clock and
- * system checks and doctor_main; directories and installed tools are in
- * doctor_dirs.c, ports and reachability in doctor_net.c.
+ * file holds the configuration, manifest, image, CA, clock and system checks
+ * and doctor_main, on top; directories and installed tools are in
+ * doctor_dirs.c, ports and reachability in doctor_net.c, the OCI mirror in
+ * doctor_oci.c, and the report they all write to in doctor_report.c.
  */
 #include "common.h"
 
@@ -66,49 +67,7 @@ static const struct opts usage = {
     NULL,
 };
 
-void
-doctor_line(struct report *r, const char *status, const char *check, const char *fix, const char *fmt, ...)
-{
-	char msg[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	if (status[0] == 'P')
-		r->npass++, fix = NULL;
-	else if (status[0] == 'W')
-		r->nwarn++;
-	else
-		r->nfail++;
-	if (r->json) {
-		json_w_obj(&r->w);
-		json_w_kstr(&r->w, "check", check);
-		json_w_kstr(&r->w, "status", status);
-		json_w_kstr(&r->w, "message", msg);
-		if (fix != NULL)
-			json_w_kstr(&r->w, "fix", fix);
-		json_w_end(&r->w);
-		return;
-	}
-	printf("%-4s  %s: %s\n", status, check, msg);
-	if (fix != NULL)
-		printf("      fix: %s\n", fix);
-}
-
 /* --- configuration and manifests --- */
-
-void
-doctor_add_host(struct hostlist *hl, const char *h)
-{
-	int i;
-
-	for (i = 0; i < hl->n; i++)
-		if (strcmp(hl->h[i], h) == 0)
-			return;
-	if (hl->n < DOCTOR_HOSTS_MAX)
-		snprintf(hl->h[hl->n++], sizeof(hl->h[0]), "%s", h);
-}
 
 /* Manifests: every one of the set (embedded, then manifests_dir) loads and
  * validates with its requires closure; their hosts feed --network. */
@@ -354,7 +313,7 @@ check_ca(struct report *r, struct cfgload *L, const struct chain *ch)
 
 	static const char *const defaults[] = {"/etc/ssl/certs/ca-certificates.crt",
 	                                       "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"};
-	const char *file = getenv("SSL_CERT_FILE"), *dir = getenv("SSL_CERT_DIR");
+	const char *file = config_env("SSL_CERT_FILE"), *dir = config_env("SSL_CERT_DIR");
 	const char *st = need ? "FAIL" : downloads && nwanted == 0 ? "PASS" : "WARN";
 	char tried[1024] = "";
 	size_t i;
@@ -538,7 +497,7 @@ check_credentials(struct report *r, const struct config *c)
 	int j, any = 0;
 
 	for (i = 0; i < sizeof(creds) / sizeof(creds[0]); i++) {
-		const char *v = getenv(creds[i].var), *a = creds[i].alt ? getenv(creds[i].alt) : NULL;
+		const char *v = config_env(creds[i].var), *a = creds[i].alt ? config_env(creds[i].alt) : NULL;
 		int set = (v && v[0]) || (a && a[0]), enabled = 0;
 		for (j = 0; j < c->agents.n; j++)
 			enabled |= strcmp(c->agents.v[j], creds[i].agent) == 0;

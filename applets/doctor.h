@@ -1,10 +1,10 @@
 #ifndef ABX_APPLETS_DOCTOR_H
 #define ABX_APPLETS_DOCTOR_H
 /*
- * doctor's private interface: the report every check writes one line to,
- * and the checks that live outside applets/doctor.c (directories and
- * installed tools in doctor_dirs.c, ports and reachability in
- * doctor_net.c).
+ * doctor's private interface: the report every check writes one line to
+ * (doctor_report.c), and the checks that live outside applets/doctor.c
+ * (directories and installed tools in doctor_dirs.c, ports and
+ * reachability in doctor_net.c, the OCI mirror in doctor_oci.c).
  */
 #include <limits.h>
 #include <stddef.h>

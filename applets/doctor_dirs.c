@@ -49,7 +49,7 @@ doctor_mount_flags(const char *path, char *mp, size_t cap)
 void
 doctor_check_home(struct report *r)
 {
-	const char *home = getenv("HOME");
+	const char *home = config_env("HOME");
 
 	if (home == NULL || home[0] == '\0')
 		doctor_line(r, "WARN", "home", "set HOME to the sandbox user's home directory",
@@ -67,7 +67,7 @@ doctor_check_home(struct report *r)
 static void
 default_state_dir(const struct config *c, char *buf, size_t cap)
 {
-	const char *home = getenv("HOME");
+	const char *home = config_env("HOME");
 
 	if (c->state_dir[0] != '\0')
 		snprintf(buf, cap, "%s", c->state_dir);
@@ -178,7 +178,7 @@ void
 doctor_tools_chain(const struct config *c, struct chain *ch)
 {
 	char state[PATH_MAX];
-	const char *tmp = getenv("TMPDIR");
+	const char *tmp = config_env("TMPDIR");
 
 	ch->n = 0;
 	if (c->tools_dir[0] != '\0') {
@@ -318,7 +318,7 @@ tool_version(const char *path, char *out, size_t cap)
 {
 	char home_env[PATH_MAX + 8], td_env[PATH_MAX + 16], *envp[6];
 	char *argv[] = {(char *)path, "--version", NULL};
-	const char *home = getenv("HOME"), *td = config_env("ABX_TOOLS_DIR");
+	const char *home = config_env("HOME"), *td = config_env("ABX_TOOLS_DIR");
 	struct proc_spec spec = {argv, envp, NULL, DOCTOR_VERSION_TIMEOUT_MS, 0};
 	struct proc_capture c;
 	struct proc p;

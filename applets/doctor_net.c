@@ -123,7 +123,7 @@ split_hostport(const char *hostport, char *host, size_t cap, int *port)
 	return 0;
 }
 
-/* A TCP connect to host[:port] (core/net.c's connector, each address tried
+/* A TCP connect to host[:port] (core/base/net.c's connector, each address tried
  * within DOCTOR_CONNECT_TIMEOUT_MS). Returns 0, or -1 with why: "cannot
  * resolve: ...", the connect error (e.g. "Connection refused") or "no answer
  * within 5000 ms". The caller's line names host:port already, so net's
@@ -182,7 +182,7 @@ url_host(const char *url, char *out, size_t cap)
 void
 doctor_check_network(struct report *r, const struct config *c, struct hostlist *hl)
 {
-	const char *proxy = getenv("HTTPS_PROXY") ? getenv("HTTPS_PROXY") : getenv("https_proxy");
+	const char *proxy = config_env("HTTPS_PROXY") ? config_env("HTTPS_PROXY") : config_env("https_proxy");
 	char why[512], fix[256], h[280], ph[280];
 	int i,
 	    runtime = config_mode_installs_at_runtime(c->install.mode) && c->install.mode != CFG_MODE_OFFLINE;

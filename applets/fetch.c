@@ -288,7 +288,7 @@ tmp_open(const char *out, struct err *e)
 		             slash ? (int)(slash - out + 1) : 0, out, base) >= (int)sizeof(tmp_path))
 			return err_set(e, "usage", "-o path too long");
 	} else {
-		tdir = getenv("TMPDIR");
+		tdir = config_env("TMPDIR");
 		if (tdir == NULL || *tdir == '\0')
 			tdir = "/tmp";
 		if (snprintf(tmp_path, sizeof(tmp_path), "%s/abx-fetch-XXXXXX", tdir) >=

@@ -1,8 +1,9 @@
 #ifndef ABX_APPLETS_LOCK_H
 #define ABX_APPLETS_LOCK_H
 /*
- * lock's private interface: the manifest text being edited (applets/lock.c)
- * and what the npm-lock side (applets/lock_npm.c) needs of it.
+ * lock's private interface: the manifest text being edited and the helpers
+ * both sources use (applets/lock_doc.c), and the npm-lock side
+ * (applets/lock_npm.c) that applets/lock.c calls.
  */
 #include <limits.h>
 #include <stddef.h>
@@ -42,8 +43,32 @@ struct hosts {
 	size_t n;
 };
 
+/* A manifest is a few KiB (core/pkg/manifest.h allows 256 KiB). */
+#define LOCK_MANIFEST_MAX (256u << 10)
+/* Largest artifact lock downloads (Node.js is ~50 MiB). */
+#define LOCK_DOWNLOAD_MAX (2LL << 30)
+
+/* -q: lock_say prints nothing. */
+extern int lock_quiet;
+
 /* A progress line on stdout, unless -q. */
 void lock_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* path's text into d, its lines indexed, parsed. 0 or -1 with e; d is
+ * freed with lock_doc_free either way. */
+int lock_doc_load(struct doc *d, const char *path, struct err *e);
+void lock_doc_free(struct doc *d);
+/* The text with every edit applied (malloc'd), or NULL. */
+char *lock_doc_render(struct doc *d, size_t *outlen);
+/* Replace string value v by s (JSON-escaped here). 0 or -1 with e. */
+int lock_set_string(struct doc *d, const struct json_val *v, const char *s, struct err *e);
+/* Insert `, "key": "value"` after string value after (same indentation as
+ * the line that holds it). 0 or -1 with e. */
+int lock_insert_after(struct doc *d, const struct json_val *after, const char *key, const char *value,
+                      struct err *e);
+/* s with every occurrence of from replaced by to, into out. 0, or -1 when
+ * it does not fit. */
+int lock_replace_all(const char *s, const char *from, const char *to, char *out, size_t cap);
 
 /* path (or LOCK_EMBEDDED + a name) into *out (malloc'd, NUL-terminated)
  * when at most max bytes. Returns 0 or -1 with e. */

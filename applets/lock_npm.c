@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "config/config.h"
 #include "base/buf.h"
 #include "base/fs.h"
 #include "pkg/npmlock.h"
@@ -88,8 +89,8 @@ npm_env(char **env, char *extra, size_t cap)
 		for (k = 0; keep[k] != NULL; k++)
 			if (strncmp(environ[i], keep[k], strlen(keep[k])) == 0)
 				env[n++] = environ[i];
-	if (getenv("SSL_CERT_FILE") != NULL) {
-		snprintf(extra, cap, "NODE_EXTRA_CA_CERTS=%s", getenv("SSL_CERT_FILE"));
+	if (config_env("SSL_CERT_FILE") != NULL) {
+		snprintf(extra, cap, "NODE_EXTRA_CA_CERTS=%s", config_env("SSL_CERT_FILE"));
 		env[n++] = extra;
 	}
 	env[n] = NULL;
@@ -104,7 +105,7 @@ static int
 run_npm(const struct npm_job *j, char *const args[], char *out, size_t cap, int e404, struct err *e)
 {
 	char *env[LOCK_NPM_ENV_MAX + 2], *argv[LOCK_NPM_ARGS_MAX + 10], extra[PATH_MAX + 32], prog[PATH_MAX];
-	const char *npm = config_env("ABX_NPM"), *cafile = getenv("SSL_CERT_FILE");
+	const char *npm = config_env("ABX_NPM"), *cafile = config_env("SSL_CERT_FILE");
 	struct proc_capture c;
 	struct proc_spec spec;
 	struct npm_out *o;
@@ -116,7 +117,7 @@ run_npm(const struct npm_job *j, char *const args[], char *out, size_t cap, int 
 	if (out != NULL)
 		out[0] = '\0';
 	npm = npm != NULL && *npm != '\0' ? npm : "npm";
-	if (proc_which(npm, getenv("PATH"), prog, sizeof(prog), e) != 0)
+	if (proc_which(npm, config_env("PATH"), prog, sizeof(prog), e) != 0)
 		return err_set(e, "io.error", "cannot run %s: %s (set ABX_NPM or install npm)", npm,
 		               e->code != NULL && strcmp(e->code, "not_found") == 0 ? "not found on PATH"
 		                                                                    : e->msg);

@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "config/config.h"
+
 struct applet {
 	const char *name;
 	int (*main)(int, char **);
@@ -113,7 +115,7 @@ static int
 via_symlink(const char *argv0)
 {
 	char p[PATH_MAX];
-	const char *path = getenv("PATH"), *q;
+	const char *path = config_env("PATH"), *q;
 	struct stat st;
 	size_t len;
 

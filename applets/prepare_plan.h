@@ -3,7 +3,7 @@
 /*
  * The configuration-derived plan for prepare (applets/prepare_plan.c): the
  * tools that the mounted ops can need, their requires, minus PATH copies
- * (core/plan.h), in install order.
+ * (core/server/plan.h), in install order.
  */
 #include "config/config.h"
 #include "base/err.h"

@@ -1,6 +1,6 @@
 /*
  * serve: the HTTP API that runs operations and agent sessions for one
- * sandbox. Options and start-up here; the server core is core/httpd.c, the
+ * sandbox. Options and start-up here; the server core is core/net/httpd.c, the
  * API core/api*.c.
  */
 #include "common.h"
@@ -284,7 +284,7 @@ pin_state_dir(struct api_gen *g, struct api *api, struct err *e)
  * 404 or 405 before the token is checked. The API's gate checks the token
  * as soon as a head is complete: a request without one is answered 401
  * before its body is read, and an authorized upload that stalls is not
- * closed for connections nobody has vouched for (httpd.h). */
+ * closed for connections nobody has vouched for (core/net/httpd.h). */
 static void
 httpd_settings(struct httpd_config *cfg, struct httpd_route *routes, const struct api_gen *g,
                const struct serve_opts *o, struct api *api)

@@ -4,7 +4,7 @@
  * (mode lazy installs on first exec, mode build answers install.required),
  * and execve()s the real entry point by absolute path, with the arguments,
  * environment and standard streams unchanged, so exit status and signals are
- * the tool's own. A JavaScript entry (core/npm.h npm_js_entry) runs
+ * the tool's own. A JavaScript entry (core/pkg/npm.h npm_js_entry) runs
  * through the node of node-runtime.
  */
 /* Paths here are built from directory names bounded far below PATH_MAX
@@ -25,6 +25,7 @@
 
 #include <dirent.h>
 
+#include "config/config.h"
 #include "base/fs.h"
 #include "base/json.h"
 #include "install/launch.h"
@@ -64,7 +65,7 @@ shim_tools_dir(const char *argv0, char *out, size_t cap)
 		snprintf(dir, sizeof(dir), "%s", argv0);
 	} else {
 		dir[0] = '\0';
-		path = getenv("PATH");
+		path = config_env("PATH");
 		for (p = path; p != NULL && *p; p = q ? q + 1 : NULL) {
 			size_t n;
 			q = strchr(p, ':');
@@ -207,7 +208,7 @@ shim_main(int argc, char **argv)
 	/* A JavaScript entry runs as `<node> [shebang options] <script> ARGS`
 	 * with the node of node-runtime (or an acceptable one on PATH), so
 	 * neither /usr/bin/env nor a shell is needed; the manifest's env is
-	 * what the vendor's launcher would set (core/launch.h). */
+	 * what the vendor's launcher would set (core/install/launch.h). */
 	js = npm_js_entry(r.entry, shebang, sizeof(shebang), flags, &nflags);
 	if (js < 0) {
 		err_printf("install.failed", "cannot read %s: %s", r.entry, strerror(errno));

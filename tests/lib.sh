@@ -130,6 +130,24 @@ start_serve() {
 	PORT=$(head -1 "$T/serve.out")
 }
 
+# start_npmreg NAME ROOT PKI [ARGS...]: the npm registry fixture
+# (tests/fixtures/npmreg.py, more ARGS: --slow-ms N, ...) serving ROOT over
+# HTTPS with PKI's good.pem and good.key (tests/fixtures/mkcerts.sh), its
+# requests logged in $T/NAME.log. Sets REG_PORT and REG_PID; a registry that
+# does not start ends the test file with "not ok - start NAME".
+start_npmreg() {
+	_name=$1 _root=$2 _pki=$3
+	shift 3
+	bg python3 "$FIXTURES/npmreg.py" --root "$_root" --log "$T/$_name.log" --cert "$_pki/good.pem" \
+		--key "$_pki/good.key" "$@" >"$T/$_name.port" 2>"$T/$_name.err"
+	REG_PID=$BGPID
+	if ! wait_for_line "$T/$_name.port" '^[0-9]' 10; then
+		not_ok "start $_name" "$(head -c 300 "$T/$_name.err" | tr '\n' ' ')"
+		exit 1
+	fi
+	REG_PORT=$(head -1 "$T/$_name.port")
+}
+
 # http_raw PORT: send stdin raw to 127.0.0.1:PORT, print the whole answer.
 http_raw() {
 	python3 "$FIXTURES/rawhttp.py" "$1"

@@ -38,7 +38,7 @@ void buf_reset(struct buf *b);
 /* Release b's memory; b is then an empty buffer with the same max. */
 void buf_free(struct buf *b);
 
-/* An http_sink (core/http.h) into the struct buf at arg: a body over its max
+/* An http_sink (core/net/http.h) into the struct buf at arg: a body over its max
  * is http.too_large, no memory is internal. */
 int buf_http_sink(void *arg, const void *data, size_t len, struct err *e);
 

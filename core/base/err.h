@@ -15,7 +15,7 @@
 #define ERR_DETAILS_MAX 512 /* a small JSON object, e.g. {"phase":"fetch"} */
 
 struct err {
-	const char *code;              /* a code of core/errcodes.h; NULL = none */
+	const char *code;              /* a code of core/base/errcodes.h; NULL = none */
 	char msg[ERR_MSG_MAX];         /* the specific message, no code prefix */
 	char details[ERR_DETAILS_MAX]; /* JSON object text, or "" */
 	/* What the code alone does not carry, for callers that act on it

@@ -188,7 +188,7 @@ int fs_free_bytes(const char *path, uint64_t *out, struct err *e);
  * what is made under it takes its inodes from a quiet part of the disk
  * (a file goes to its directory's group). It matters on ext4 without a
  * journal: there a new inode skips every inode of its group deleted in the
- * last minutes (ialloc.c recently_deleted()), and where other work has just
+ * last minutes (recently_deleted() in Linux's ext4 inode allocator), and where other work has just
  * deleted thousands of files each new file cost up to a millisecond more.
  * Best effort: other filesystems refuse the ioctl and nothing changes.
  */

@@ -32,33 +32,6 @@ const struct json_limits json_default_limits = {
     .reject_dup_keys = 1,
 };
 
-/* ---- allocation ---- */
-
-#ifdef ABX_TEST
-long json_test_alloc_fail;
-int json_test_hash_bits = 32;
-
-static int
-alloc_fails(void)
-{
-	return json_test_alloc_fail > 0 && --json_test_alloc_fail == 0;
-}
-#else
-#define alloc_fails() 0
-#endif
-
-void *
-json_malloc_(size_t n)
-{
-	return alloc_fails() ? NULL : malloc(n);
-}
-
-void *
-json_realloc_(void *p, size_t n)
-{
-	return alloc_fails() ? NULL : realloc(p, n);
-}
-
 /*
  * The arena: a list of blocks. Blocks double from ARENA_BLOCK_MIN up to
  * ARENA_BLOCK_MAX, so a small document costs one small malloc and a 16 MiB

@@ -1,6 +1,8 @@
 /*
- * The bounded JSON writer and string escaping (see json.h); the parser is
- * in json.c.
+ * The bounded JSON writer and string escaping (see json.h), and what the
+ * parser in json.c, json_keys.c and json_file.c share with it: allocation
+ * and UTF-8. Nothing here calls into those files, so the folder reads
+ * bottom-up.
  */
 #include "base/json.h"
 #include "base/json_int.h"
@@ -12,6 +14,35 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* ---- allocation ---- */
+
+#ifdef ABX_TEST
+long json_test_alloc_fail;
+int json_test_hash_bits = 32;
+
+static int
+alloc_fails(void)
+{
+	return json_test_alloc_fail > 0 && --json_test_alloc_fail == 0;
+}
+#else
+#define alloc_fails() 0
+#endif
+
+/* (json_int.h) */
+void *
+json_malloc_(size_t n)
+{
+	return alloc_fails() ? NULL : malloc(n);
+}
+
+/* (json_int.h) */
+void *
+json_realloc_(void *p, size_t n)
+{
+	return alloc_fails() ? NULL : realloc(p, n);
+}
 
 /* ---- UTF-8 ---- */
 

@@ -4,7 +4,7 @@
  * SHA-256 update over BearSSL's context, with the x86 SHA extensions when
  * the CPU has them (checked once with CPUID), else br_sha256_update. The
  * context stays BearSSL's: br_sha256_init / br_sha256_out work on it as
- * usual. Used by core/digest.c.
+ * usual. Used by core/base/digest.c.
  */
 #include <stddef.h>
 

@@ -124,6 +124,12 @@ static const struct {
     {"SSL_CERT_FILE", 0}, /* the CA bundle HTTPS trusts, instead of the system's */
     {"SSL_CERT_DIR", 0},  /* CA directories (colon-separated), with or instead of it */
     {"DOCKER_CONFIG", 0}, /* the directory of the docker config file with registry auths */
+    /* doctor: which agents' credentials are set (never their values) */
+    {"OPENAI_API_KEY", 0},
+    {"ANTHROPIC_API_KEY", 0},
+    {"GEMINI_API_KEY", 0},
+    {"GOOGLE_API_KEY", 0},
+    {"CURSOR_API_KEY", 0},
 };
 #define NENV_VARS ((int)(sizeof(env_vars) / sizeof(env_vars[0])))
 
@@ -282,10 +288,8 @@ config_defaults(struct config *c)
 			(void)cfg_set_text(c, k, cfg_keys[k].def, NULL, cfg_keys[k].path, &e);
 }
 
-static void add_warn(struct config *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void
-add_warn(struct config *c, const char *fmt, ...)
+void
+cfg_add_warn(struct config *c, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -294,6 +298,51 @@ add_warn(struct config *c, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(c->warn[c->nwarn++], ERR_MSG_MAX, fmt, ap);
 	va_end(ap);
+}
+
+/* --- did-you-mean, for every layer and for the callers of config.h --- */
+
+#define DIST_MAX 128
+
+int
+config_edit_distance(const char *a, const char *b)
+{
+	int la = (int)strnlen(a, DIST_MAX), lb = (int)strnlen(b, DIST_MAX);
+	int prev[DIST_MAX + 1], cur[DIST_MAX + 1];
+	int i, j;
+
+	for (j = 0; j <= lb; j++)
+		prev[j] = j;
+	for (i = 1; i <= la; i++) {
+		cur[0] = i;
+		for (j = 1; j <= lb; j++) {
+			int sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
+			int del = prev[j] + 1, ins = cur[j - 1] + 1;
+			cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+		}
+		memcpy(prev, cur, sizeof(int) * (lb + 1));
+	}
+	return prev[lb];
+}
+
+const char *
+config_did_you_mean(const char *word, const char *const *cand, int n)
+{
+	const char *best = NULL;
+	int bestd = 1 << 30, i, d, limit;
+
+	/* A typo is a couple of edits; a third of the word for long words. */
+	limit = (int)strlen(word) / 3;
+	if (limit < 2)
+		limit = 2;
+	for (i = 0; i < n; i++) {
+		d = config_edit_distance(word, cand[i]);
+		if (d < bestd) {
+			bestd = d;
+			best = cand[i];
+		}
+	}
+	return bestd <= limit ? best : NULL;
 }
 
 /* --- value validation, shared by every layer --- */
@@ -608,8 +657,8 @@ cfg_set_text(struct config *c, int k, const char *text, const char *base, const 
 
 /* --- the environment layer --- */
 
-static const char *
-env_get(char *const *envp, const char *name)
+const char *
+cfg_env_get(char *const *envp, const char *name)
 {
 	size_t n = strlen(name);
 	int i;
@@ -638,7 +687,8 @@ config_apply_env(struct config *c, char *const *envp, struct err *e)
 	if (envp == NULL)
 		envp = environ;
 	for (k = 0; k < CK_NKEYS; k++) {
-		if (cfg_keys[k].env == NULL || (v = env_get(envp, cfg_keys[k].env)) == NULL || v[0] == '\0')
+		if (cfg_keys[k].env == NULL || (v = cfg_env_get(envp, cfg_keys[k].env)) == NULL ||
+		    v[0] == '\0')
 			continue;
 		if (cfg_set_text(c, k, v, NULL, cfg_keys[k].env, e) != 0)
 			return -1;
@@ -648,31 +698,32 @@ config_apply_env(struct config *c, char *const *envp, struct err *e)
 	/* The deprecated alias: honoured with a warning. When both are set and
 	 * differ, the stricter one holds: an environment forcing `off` must not
 	 * be undone by another environment variable (restrict-only). */
-	if ((alias = env_get(envp, "ABX_INSTALL_MODE")) != NULL && alias[0] != '\0') {
+	if ((alias = cfg_env_get(envp, "ABX_INSTALL_MODE")) != NULL && alias[0] != '\0') {
 		enum cfg_mode am, cur = c->install.mode;
 		if (config_mode_parse(alias, &am) != 0)
 			return err_set(
 			    e, "config.invalid",
 			    "ABX_INSTALL_MODE: \"%.60s\" is not a mode (lazy, build, offline, off)", alias);
-		add_warn(c, "ABX_INSTALL_MODE is deprecated; use ABX_SERVER_INSTALL_MODE");
+		cfg_add_warn(c, "ABX_INSTALL_MODE is deprecated; use ABX_SERVER_INSTALL_MODE");
 		if (c->src[CK_INSTALL_MODE] != CFG_SRC_ENV || am > cur) {
 			if (c->src[CK_INSTALL_MODE] == CFG_SRC_ENV)
-				add_warn(c,
-				         "ABX_INSTALL_MODE=%s is stricter than ABX_SERVER_INSTALL_MODE=%s; "
-				         "%s holds",
-				         alias, config_mode_name(cur), alias);
+				cfg_add_warn(
+				    c,
+				    "ABX_INSTALL_MODE=%s is stricter than ABX_SERVER_INSTALL_MODE=%s; "
+				    "%s holds",
+				    alias, config_mode_name(cur), alias);
 			c->install.mode = am;
 			c->src[CK_INSTALL_MODE] = CFG_SRC_ENV;
 			snprintf(c->src_detail[CK_INSTALL_MODE], sizeof(c->src_detail[0]),
 			         "ABX_INSTALL_MODE");
 		} else if (am != cur) {
-			add_warn(c, "ABX_INSTALL_MODE=%s ignored: ABX_SERVER_INSTALL_MODE=%s is set", alias,
-			         config_mode_name(cur));
+			cfg_add_warn(c, "ABX_INSTALL_MODE=%s ignored: ABX_SERVER_INSTALL_MODE=%s is set",
+			             alias, config_mode_name(cur));
 		}
 	}
 	if (c->src[CK_INSTALL_MODE] == CFG_SRC_ENV)
 		set_floor(c, c->src_detail[CK_INSTALL_MODE]);
-	if ((v = env_get(envp, "ABX_SERVER_INTROSPECT")) != NULL && v[0] != '\0' && strcmp(v, "0") != 0)
+	if ((v = cfg_env_get(envp, "ABX_SERVER_INTROSPECT")) != NULL && v[0] != '\0' && strcmp(v, "0") != 0)
 		c->introspect = 1;
 	/* A misspelt ABX_SERVER_ variable would silently do nothing: say so. Not
 	 * an error, because other components may define variables of their own. */
@@ -696,9 +747,9 @@ config_apply_env(struct config *c, char *const *envp, struct err *e)
 		if (!known) {
 			const char *s = config_did_you_mean(name, cand, n);
 			if (s != NULL)
-				add_warn(c, "%s: unknown variable (did you mean %s?)", name, s);
+				cfg_add_warn(c, "%s: unknown variable (did you mean %s?)", name, s);
 			else
-				add_warn(c, "%s: unknown variable", name);
+				cfg_add_warn(c, "%s: unknown variable", name);
 		}
 	}
 	return 0;
@@ -706,7 +757,7 @@ config_apply_env(struct config *c, char *const *envp, struct err *e)
 
 /* An applet that loads the configuration twice (prepare: the plan, then the
  * install) says each warning once. Applet main thread only: serve prints
- * every (re)load itself (core/api.c). */
+ * every (re)load itself (core/server/api.c). */
 void
 config_print_warnings(const struct config *c)
 {
@@ -748,45 +799,6 @@ config_apply_flag(struct config *c, const char *key, const char *value, const ch
 	c->src[k] = CFG_SRC_FLAG;
 	snprintf(c->src_detail[k], sizeof(c->src_detail[k]), "%s", flag);
 	return 0;
-}
-
-int
-config_load(struct config *c, const char *file_flag, char *const *envp, const struct config_flag *flags,
-            int nflags, struct err *e)
-{
-	const char *file = file_flag;
-	int i;
-
-	config_defaults(c);
-	if (envp == NULL)
-		envp = environ;
-	if (file == NULL && (file = env_get(envp, "ABX_SERVER_CONFIG")) != NULL && file[0] == '\0')
-		file = NULL;
-	if (file == NULL && access(CONFIG_DEFAULT_FILE, F_OK) == 0)
-		file = CONFIG_DEFAULT_FILE;
-	if (file != NULL && config_apply_file(c, file, e) != 0)
-		goto fail;
-	if (config_apply_env(c, envp, e) != 0)
-		goto fail;
-	for (i = 0; i < nflags; i++)
-		if (flags[i].value != NULL &&
-		    config_apply_flag(c, flags[i].key, flags[i].value, flags[i].flag, e) != 0)
-			goto fail;
-	if (cfg_mirrors_check(c, e) != 0)
-		goto fail;
-	if (c->install.allow_http_mirrors)
-		add_warn(
-		    c,
-		    "install.allow_http_mirrors is true: plain http mirrors are read for pinned installs "
-		    "only "
-		    "(never by lock or an unpinned install); integrity is kept (every byte is checked "
-		    "against "
-		    "a pin), confidentiality is given up (anyone on the path sees which tools and versions "
-		    "are installed, and can withhold them)");
-	return 0;
-fail:
-	config_defaults(c);
-	return -1;
 }
 
 const char *

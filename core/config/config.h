@@ -133,7 +133,7 @@ struct config {
 	char commands[CFG_PATH_MAX];      /* "" = none */
 	char policy[CFG_PATH_MAX];        /* "" = CONFIG_DEFAULT_POLICY if it exists */
 	char preset[CFG_NAME_MAX];        /* "" = none */
-	char tools_dir[CFG_PATH_MAX];     /* "" = the directory chain (core/tools.h) */
+	char tools_dir[CFG_PATH_MAX];     /* "" = the directory chain (core/install/tools.h) */
 	char state_dir[CFG_PATH_MAX];     /* "" = <base_dir>/.local/state/agent-sandbox */
 	char base_dir[CFG_PATH_MAX];      /* "" = $HOME (root: state in /var/lib) */
 	char manifests_dir[CFG_PATH_MAX]; /* "" = built-in manifests only */

@@ -1,6 +1,6 @@
 /*
  * The configuration file layer: one JSON object walked against the schema
- * table (core/config_priv.h), every key known, an unknown one named with its
+ * table (core/config/config_priv.h), every key known, an unknown one named with its
  * path and the closest known key.
  */
 #include <stdarg.h>
@@ -9,49 +9,6 @@
 
 #include "config/config_priv.h"
 #include "base/json.h"
-
-#define DIST_MAX 128
-
-int
-config_edit_distance(const char *a, const char *b)
-{
-	int la = (int)strnlen(a, DIST_MAX), lb = (int)strnlen(b, DIST_MAX);
-	int prev[DIST_MAX + 1], cur[DIST_MAX + 1];
-	int i, j;
-
-	for (j = 0; j <= lb; j++)
-		prev[j] = j;
-	for (i = 1; i <= la; i++) {
-		cur[0] = i;
-		for (j = 1; j <= lb; j++) {
-			int sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
-			int del = prev[j] + 1, ins = cur[j - 1] + 1;
-			cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
-		}
-		memcpy(prev, cur, sizeof(int) * (lb + 1));
-	}
-	return prev[lb];
-}
-
-const char *
-config_did_you_mean(const char *word, const char *const *cand, int n)
-{
-	const char *best = NULL;
-	int bestd = 1 << 30, i, d, limit;
-
-	/* A typo is a couple of edits; a third of the word for long words. */
-	limit = (int)strlen(word) / 3;
-	if (limit < 2)
-		limit = 2;
-	for (i = 0; i < n; i++) {
-		d = config_edit_distance(word, cand[i]);
-		if (d < bestd) {
-			bestd = d;
-			best = cand[i];
-		}
-	}
-	return bestd <= limit ? best : NULL;
-}
 
 /* --- the file layer --- */
 

@@ -63,4 +63,10 @@ int cfg_list_add(struct config *c, int k, const char *s, const char *where, stru
 /* The field behind key k in c. */
 void *cfg_field(struct config *c, int k);
 
+/* A warning for config_print_warnings (at most CFG_WARN_MAX are kept). */
+void cfg_add_warn(struct config *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The value of variable name in envp ("K=V" strings), or NULL. */
+const char *cfg_env_get(char *const *envp, const char *name);
+
 #endif

@@ -1,7 +1,7 @@
 #ifndef ABX_HOSTRULE_H
 #define ABX_HOSTRULE_H
 /*
- * The one host allow-list for http_request's host_ok (core/http.h): the
+ * The one host allow-list for http_request's host_ok (core/net/http.h): the
  * first URL and every redirect hop must name a host of one of the rule's
  * lists, each entry "host" (any port) or "host:port", compared without
  * case (hostrule_match). The lists are views: the caller keeps them

@@ -18,17 +18,6 @@
 #define ABX_VERSION "0.0.0-dev"
 #endif
 
-void
-http__conn_close(struct conn *c)
-{
-	if (c == NULL)
-		return;
-	if (c->fd >= 0)
-		close(c->fd);
-	free(c->tls);
-	free(c);
-}
-
 static void
 b64(const unsigned char *in, size_t n, char *out)
 {

@@ -2,18 +2,18 @@
 #define ABX_HTTP_H
 /*
  * HTTP/1.1 client for every download: GET and HEAD over plain TCP or TLS
- * (core/tls.h, always verified), Content-Length and chunked bodies,
+ * (core/net/tls.h, always verified), Content-Length and chunked bodies,
  * keep-alive reuse per origin, redirects checked hop by hop, timeouts, a
  * minimum-rate guard, a size cap, HTTPS_PROXY / HTTP_PROXY (CONNECT for
  * https) and NO_PROXY. Response heads and chunked framing are read by the
- * wire parsers the server shares (core/http_parse.h).
+ * wire parsers the server shares (core/net/http_parse.h).
  *
  * The body is never buffered whole: it is handed to the caller's sink as it
  * arrives, so the caller hashes and writes while downloading. Memory is
  * bounded by the connection cache (HTTP_CONN_CACHE connections, each with one
  * TLS I/O buffer of about 33 KiB) whatever the file size.
  *
- * Errors (struct err codes, core/errcodes.h):
+ * Errors (struct err codes, core/base/errcodes.h):
  *   http.url       URL refused: not http/https, userinfo, raw space/CR/LF/
  *                  control bytes, bad port, too long
  *   http.resolve   host name not resolved
@@ -30,7 +30,7 @@
  *   http.protocol  malformed status line, headers, or chunk framing (the
  *                  message says what was wrong)
  *   http.status    final status is not 2xx (rs->status says which)
- *   tls.*          certificate and handshake failures (core/tls.h)
+ *   tls.*          certificate and handshake failures (core/net/tls.h)
  *   or whatever code the sink or host rule set.
  *
  * Threads: a struct http_client is used by one thread at a time. Clients in

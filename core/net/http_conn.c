@@ -23,6 +23,17 @@ int (*http_test_connect)(const struct http_url *u, struct err *e);
 
 /* ---- Connection I/O ----------------------------------------------------- */
 
+void
+http__conn_close(struct conn *c)
+{
+	if (c == NULL)
+		return;
+	if (c->fd >= 0)
+		close(c->fd);
+	free(c->tls);
+	free(c);
+}
+
 static long
 conn_recv(struct conn *c, void *buf, size_t len, struct xfer *x, struct err *e)
 {

@@ -1,5 +1,5 @@
 /* URLs for the HTTP client: parse, resolve a Location against a base,
- * format, and the NO_PROXY rule (core/http.h). Pure: no I/O. */
+ * format, and the NO_PROXY rule (core/net/http.h). Pure: no I/O. */
 #include "net/http.h"
 
 #include <ctype.h>

@@ -39,7 +39,7 @@
  *
  * Errors: every error answer is the JSON envelope {"error": {"code",
  * "message", "details", "remedy"}} (httpd_error_body) built from the
- * core/err.h table, with Connection: close; parse errors close the
+ * core/base/err.h table, with Connection: close; parse errors close the
  * connection after the answer (lingering to read what the client still
  * sends, so it sees the answer instead of a reset).
  */
@@ -208,7 +208,7 @@ void httpd_free(struct httpd *s);
 /* ---- responses (from a handler, once per request) --------------------- */
 
 /* Add a response header before responding. "name: value" must be one field
- * line of the wire grammar (core/http_parse.h: a token name, a value of
+ * line of the wire grammar (core/net/http_parse.h: a token name, a value of
  * visible bytes, SP and HTAB, no CR or LF). Returns 0, or -1 (invalid, or
  * HTTPD_RESP_HEADERS_MAX reached). */
 int httpd_resp_header(struct httpd_resp *w, const char *name, const char *value);
@@ -220,7 +220,7 @@ int httpd_respond(struct httpd_resp *w, int status, const char *content_type, co
 /* Whole answers wait in memory until the client reads them; a client that
  * never reads holds its answer until the connection ends. Across the server
  * they may hold this much: 64 MiB is 16 default-sized op answers (4 MiB each,
- * see api_ops.c) and far above what /health, errors and listings need. */
+ * see core/server/api_ops.c) and far above what /health, errors and listings need. */
 #define HTTPD_HELD_MAX ((size_t)64 << 20)
 /* Bytes an answer built now may take within HTTPD_HELD_MAX (0 when it is
  * spent). Advisory: answers built at the same moment on other threads are
@@ -231,7 +231,7 @@ size_t httpd_resp_room(const struct httpd_resp *w);
 int httpd_respond_json(struct httpd_resp *w, int status, const char *json);
 
 /* The error envelope {"error":{"code","message","details","remedy"}} with
- * the status of e->code in the core/err.h table; e->msg (or the table's
+ * the status of e->code in the core/base/err.h table; e->msg (or the table's
  * sentence) is the message and e->details the details object. */
 int httpd_respond_err(struct httpd_resp *w, const struct err *e);
 int httpd_respond_errf(struct httpd_resp *w, const char *code, const char *fmt, ...)

@@ -277,18 +277,6 @@ write_out(struct httpd *s, struct conn *c)
 	return 1;
 }
 
-/* Auto-finish what a handler left open; on the thread that ran it. */
-void
-httpd__finish_handler(struct conn *c)
-{
-	struct httpd_resp *w = &c->b->resp;
-
-	if (w->streaming && !w->ended)
-		httpd_stream_end(w);
-	else if (!w->done && httpd_respond_errf(w, "internal", "the handler produced no response") != 0)
-		c->close_after = 1;
-}
-
 /* A handler finished (event thread). */
 static void
 resume(struct httpd *s, struct conn *c)

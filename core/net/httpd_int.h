@@ -162,9 +162,10 @@ struct httpd {
 	unsigned rep_n;
 };
 
-/* ---- shared between the server's files ------------------------------ */
+/* ---- shared between the server's files, bottom (httpd_table.c) to top
+ * (httpd.c): each file calls only those listed before it ------------------ */
 
-/* httpd.c */
+/* httpd_table.c */
 int httpd__stopping(struct httpd *s);
 void httpd__log(struct httpd *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void httpd__q_push(struct queue *q, struct conn *c);
@@ -177,9 +178,20 @@ struct cbuf *httpd__get_buf(struct conn *c);
 void httpd__put_buf(struct conn *c);
 void httpd__busy_reason(struct httpd *s, int why, const char *peer, char *buf, size_t cap);
 void httpd__stalled(struct httpd *s, struct conn *c);
+/* The entry of addr in the per-address counts, or the empty one where it
+ * would go. */
+struct peer *httpd__peer_slot(struct httpd *s, const unsigned char *addr);
+/* The connection of class admitted that has waited longest for the rest of
+ * a request, of one peer address (or of any: addr NULL), other than except. */
+struct conn *httpd__oldest_stalled(struct httpd *s, const unsigned char *addr, const struct conn *except,
+                                   int admitted);
+
+/* httpd_resp.c */
+const char *httpd__reason(int status);
+void httpd__release(struct httpd_resp *w);
+void httpd__finish_handler(struct conn *c);
 
 /* httpd_conn.c */
-void httpd__finish_handler(struct conn *c);
 void httpd__drive(struct httpd *s, struct conn *c);
 void httpd__on_timeout(struct httpd *s, struct conn *c);
 void httpd__sweep(struct httpd *s);
@@ -187,9 +199,5 @@ void httpd__log_flush_repeats(struct httpd *s);
 void httpd__log_request(struct httpd *s, struct conn *c, int status, size_t bytes);
 void *httpd__worker(void *arg);
 void httpd__take_done(struct httpd *s);
-
-/* httpd_resp.c */
-const char *httpd__reason(int status);
-void httpd__release(struct httpd_resp *w);
 
 #endif

@@ -249,6 +249,18 @@ httpd_resp_closing(const struct httpd_resp *w)
 	return httpd__stopping(w->c->srv) || w->failed;
 }
 
+/* Auto-finish what a handler left open; on the thread that ran it. */
+void
+httpd__finish_handler(struct conn *c)
+{
+	struct httpd_resp *w = &c->b->resp;
+
+	if (w->streaming && !w->ended)
+		httpd_stream_end(w);
+	else if (!w->done && httpd_respond_errf(w, "internal", "the handler produced no response") != 0)
+		c->close_after = 1;
+}
+
 /* Drop one hold; the last hands the connection back to the event thread. */
 void
 httpd__release(struct httpd_resp *w)

@@ -1,7 +1,7 @@
 #ifndef ABX_TLS_H
 #define ABX_TLS_H
 /*
- * TLS client glue over BearSSL, used by core/http.c. The policy is fixed and
+ * TLS client glue over BearSSL, used by core/net/http.c. The policy is fixed and
  * stricter than BearSSL's defaults; there is no switch to loosen it:
  *   - TLS 1.2 only, ECDHE key exchange with AEAD suites (GCM, ChaCha20, CCM);
  *   - the chain is verified against the trust anchors (below) with the

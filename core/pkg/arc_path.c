@@ -7,12 +7,47 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* The process umask, read once from /proc/self/status (umask(2) cannot be
+ * read without being set, which races with other threads); -1 when unknown.
+ * When a mode survives the umask, files and directories are created with
+ * their final mode and need no fchmod. */
+static int arc_umask_val = -1;
+static pthread_once_t arc_umask_once = PTHREAD_ONCE_INIT;
+
+static void
+arc_umask_read(void)
+{
+	char buf[2048], *p;
+	ssize_t n;
+	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	p = strstr(buf, "\nUmask:");
+	if (p != NULL)
+		arc_umask_val = (int)(strtol(p + 7, NULL, 8) & 0777);
+}
+
+/* 1 when creating with mode gives exactly mode. */
+int
+arc_mode_survives(int mode)
+{
+	pthread_once(&arc_umask_once, arc_umask_read);
+	return arc_umask_val >= 0 && (mode & arc_umask_val) == 0;
+}
 
 /* A hostile name may hold control bytes or be huge: show a printable,
  * bounded copy. */

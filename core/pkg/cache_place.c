@@ -184,7 +184,7 @@ copy_one(struct pent *p, unsigned char *io, int sealed)
 	else if (rc == 0)
 		er = 0;
 	if (rc == 0)
-		fs_writeback_start(p->out); /* fs.h: the disk writes it while the next is copied */
+		fs_writeback_start(p->out); /* core/base/fs.h: the disk writes it while the next is copied */
 	close(p->out);
 	p->in = p->out = -1;
 	if (er != 0 || rc < 0)

@@ -478,7 +478,7 @@ walk_file(struct walk *w, int src, int dst, const char *name, const char *rel, c
 		w->dst_err = w->dst_err || rc == 0;
 		return err_sys(w->e, "io.error", errno, "%s: copying: %s", rel, strerror(errno));
 	}
-	fs_writeback_start(out); /* fs.h: the disk writes it while the next is copied */
+	fs_writeback_start(out); /* core/base/fs.h: the disk writes it while the next is copied */
 	close(out);
 listed:
 	for (i = 0; i < 32; i++)

@@ -1,7 +1,7 @@
 /*
  * Manifest loading and validation: one manifest file against schema 1. Every
  * check names the file and the JSON path of the offending value, so a
- * reviewer can go straight to it. Sets of manifests: core/manifest_set.c.
+ * reviewer can go straight to it. Sets of manifests: core/pkg/manifest_set.c.
  */
 /* Paths here are built from names bounded far below PATH_MAX (a manifest's
  * directory, a relative lockfile path); a cut path fails to open, and GCC
@@ -44,16 +44,6 @@ bad(struct vctx *v, const char *path, const char *fmt, ...)
 	vsnprintf(what, sizeof(what), fmt, ap);
 	va_end(ap);
 	return err_set(v->e, INVALID, "%s: %s: %s", v->file, path, what);
-}
-
-const char *
-manifest_platform_self(void)
-{
-#if defined(__aarch64__)
-	return MANIFEST_PLATFORM_ARM64;
-#else
-	return MANIFEST_PLATFORM_X64;
-#endif
 }
 
 /* A tool name is validated by the configuration's name rule (agents name

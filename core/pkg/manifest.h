@@ -6,14 +6,14 @@
  * how to check it, which other tools it needs.
  *
  * Sources of manifests, later wins: the files of manifests/ embedded at build
- * time (core/manifests_embed.h; *.unpinned.json is not embedded), then the
+ * time (core/pkg/manifests_embed.h; *.unpinned.json is not embedded), then the
  * *.json files at the top of a manifests directory (--manifests DIR,
  * ABX_MANIFESTS_DIR, later the configuration key manifests_dir). A file is
  * named after its tool: "<name>.json" (or "<name>.unpinned.json", read from a
  * directory only when unpinned installs are allowed).
  *
  * Every refusal is install.manifest_invalid with a message that names the
- * file and the JSON path ("node-runtime.json: $.source.platforms.linux-x64.
+ * file and the JSON path ("manifests/node-runtime.json: $.source.platforms.linux-x64.
  * sha256: not 64 hex digits"); a file that is not JSON keeps the json.* code
  * (with line:col) so "not JSON" reads apart from "not a valid manifest".
  *
@@ -141,7 +141,7 @@ typedef struct manifest {
 	} path;
 	struct manifest_argv run;
 	/* What the vendor's launcher does that running the entry directly
-	 * would skip: variables it sets for the native binary (core/launch.h). */
+	 * would skip: variables it sets for the native binary (core/install/launch.h). */
 	struct manifest_envvar env[MANIFEST_MAX_ENV];
 	int nenv;
 	unsigned libc; /* MANIFEST_LIBC_* bits; 0 = needs no loader */
@@ -150,7 +150,7 @@ typedef struct manifest {
 	char libs[MANIFEST_MAX_LIBS][MANIFEST_NAME_MAX];
 	int nlibs;
 
-	/* Where it came from, for messages: "embedded:node-runtime.json" or the
+	/* Where it came from, for messages: "embedded:manifests/node-runtime.json" or the
 	 * file's path. */
 	char file[4096];
 	char dir[4096]; /* directory of file ("" for embedded) */
@@ -174,8 +174,17 @@ struct manifest_opts {
 	char npm_mirror[MANIFEST_URL_MAX];
 };
 
-/* The platform this binary runs on ("linux-x64" / "linux-arm64"). */
-const char *manifest_platform_self(void);
+/* The platform this binary runs on ("linux-x64" / "linux-arm64"): fixed
+ * when it is compiled, so every file asks here without calling another. */
+static inline const char *
+manifest_platform_self(void)
+{
+#if defined(__aarch64__)
+	return MANIFEST_PLATFORM_ARM64;
+#else
+	return MANIFEST_PLATFORM_X64;
+#endif
+}
 
 /* 1 when s names a known platform. */
 int manifest_platform_known(const char *s);
@@ -300,7 +309,7 @@ int manifest_read_sibling(const manifest_t *m, const char *rel, size_t max, char
                           struct err *e);
 
 /*
- * npm-lock hook (core/manifest_npm.c):
+ * npm-lock hook (core/pkg/manifest_npm.c):
  * validate the npm-specific fields of src (the "source" object) into m, and
  * load and check the lockfile (every entry has integrity and a resolved
  * host within m->hosts, or the host of npm_mirror: the configuration's
@@ -312,7 +321,7 @@ int manifest_npm_check_lock(manifest_t *m, const char *lock, size_t len, const c
                             struct err *e);
 
 /*
- * The verify block's "env" (core/manifest_verify.c): x, the object, into
+ * The verify block's "env" (core/pkg/manifest_verify.c): x, the object, into
  * m->verify.env. Names [A-Z_][A-Z0-9_]*; PATH, HOME, LANG, LC_*, LD_*,
  * NODE_OPTIONS, NODE_PATH and ABX_* refused; values printable ASCII
  * without placeholders. Returns 0 or -1 with install.manifest_invalid

@@ -4,7 +4,7 @@
  * lockfile whose every package entry has an integrity and a resolved https
  * URL on one of the manifest's hosts. The parse checked here is for every
  * platform and is not kept: an install parses for its platform once, in
- * its context (install_npm.c).
+ * its context (core/install/install_npm.c).
  */
 #include "pkg/manifest.h"
 
@@ -129,7 +129,7 @@ manifest_npm_validate(manifest_t *m, const struct json_val *src, struct err *e)
 }
 
 /*
- * The lockfile must pass the strict loader (core/npmlock.h) for every
+ * The lockfile must pass the strict loader (core/pkg/npmlock.h) for every
  * platform at once (cpu and libc unknown: each entry is checked, none is
  * skipped): keys, duplicate keys, link entries, integrity (sha1-only
  * refused), resolved URLs on the manifest's hosts (or the configuration's

@@ -4,7 +4,7 @@
 #include <stddef.h>
 
 struct embedded_file {
-	const char *path;          /* relative to manifests/, e.g. "codex.json" */
+	const char *path;          /* relative to manifests/, e.g. "manifests/codex.json" */
 	const unsigned char *data; /* NUL-terminated after len bytes */
 	size_t len;
 };

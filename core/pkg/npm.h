@@ -14,7 +14,7 @@
  * host contacted, including redirect hops, must be in `hosts` (the manifest's
  * hosts, the mirror, install.allow_hosts).
  *
- * Cache: core/cache.h, the one content-addressed cache of tarball sources
+ * Cache: core/pkg/cache.h, the one content-addressed cache of tarball sources
  * too: a tarball is the blob <cache>/<sha256 of its bytes>, and its SRI
  * integrity (sha512) the alias <cache>/<alg>-<hex>, so `fetch`, mirror
  * directories and offline mode treat npm and tarball artifacts alike. Both
@@ -31,7 +31,7 @@
  * hashed to completion into the cache (and the worker's memory) first, and
  * extraction reads the verified bytes.
  *
- * Extraction: core/arc.h with ARC_NPM (first directory stripped whatever its
+ * Extraction: core/pkg/arc.h with ARC_NPM (first directory stripped whatever its
  * name, links and special files dropped, modes normalised). A package is
  * extracted only after the package whose node_modules holds it, so the
  * directories of one never race the other's.

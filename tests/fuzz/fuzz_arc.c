@@ -27,7 +27,7 @@
 
 static char base[128], stage[160], outside[160];
 
-/* The rule arc.c enforces, restated independently: components "" and "."
+/* The rule core/pkg/arc.c enforces, restated independently: components "" and "."
  * are nothing, ".." only before any name and fewer than the link's depth. */
 static void
 check_link(const char *target, int depth)

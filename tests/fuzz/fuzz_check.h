@@ -5,12 +5,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define FUZZ_CHECK(c)                                                                  \
-	do {                                                                           \
-		if (!(c)) {                                                            \
-			fprintf(stderr, "check failed: %s (line %d)\n", #c, __LINE__); \
-			abort();                                                       \
-		}                                                                      \
+#define FUZZ_CHECK(c)                                                                                        \
+	do {                                                                                                 \
+		if (!(c)) {                                                                                  \
+			fprintf(stderr, "check failed: %s (line %d)\n", #c, __LINE__);                       \
+			abort();                                                                             \
+		}                                                                                            \
 	} while (0)
 
 #endif

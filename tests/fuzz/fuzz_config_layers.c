@@ -1,5 +1,5 @@
 /*
- * libFuzzer target for the configuration loader (core/config.h, SPEC §4), in
+ * libFuzzer target for the configuration loader (core/config/config.h), in
  * more depth than fuzz_config (which shares its time with policy and commands).
  * The input is used twice: as a configuration file (config_apply_file) and,
  * split at newlines, as an environment (config_apply_env). Properties:
@@ -62,12 +62,12 @@ check_loaded(const struct config *c)
 	for (i = 0; i < c->agents.n; i++)
 		FUZZ_CHECK(c->agents.v[i][0] != '\0' && terminated(c->agents.v[i], CFG_NAME_MAX));
 	/* a mirror is an https:// template with a host, a file:/// URL or an
-	 * absolute directory (the cache-shaped mirrors of SPEC §6) */
+	 * absolute directory (the cache-shaped mirrors) */
 	for (i = 0; i < c->install.tarball_mirrors.n; i++) {
 		const char *m = c->install.tarball_mirrors.v[i];
 
 		FUZZ_CHECK((strncmp(m, "https://", 8) == 0 && m[8] != '\0' && m[8] != '/') ||
-			   strncmp(m, "file:///", 8) == 0 || m[0] == '/');
+		           strncmp(m, "file:///", 8) == 0 || m[0] == '/');
 	}
 	for (i = 0; i < c->install.allow_hosts.n; i++)
 		FUZZ_CHECK(c->install.allow_hosts.v[i][0] != '\0');

@@ -1,5 +1,5 @@
 /*
- * libFuzzer target for the one chunked decoder (core/http_parse.c), in both
+ * libFuzzer target for the one chunked decoder (core/net/http_parse.c), in both
  * modes. The first byte picks the piece size and the body cap. Checked:
  * each mode gives the same bytes and the same verdict fed in one shot or in
  * pieces; every call consumes at least one byte and hands out data inside

@@ -1,6 +1,6 @@
 /*
  * libFuzzer target: the HTTP client's whole response path through the real
- * http_request() (core/net/http.c, http_conn.c): status line, headers,
+ * http_request() (core/net/http.c, core/net/http_conn.c): status line, headers,
  * 1xx answers, framing (Content-Length, chunked, read to close), redirects,
  * keep-alive reuse, error answers, and the peer closing at any byte.
  *

@@ -1,12 +1,10 @@
 /*
  * libFuzzer target: the HTTP response head parser and the chunked decoder
- * (core/http_parse.c, with the client's HTTP_LF_OK). The first byte picks how the input is split into pieces
- * for the chunked decoder, so framing split at any point is explored; the
- * rest is a response. Invariants checked: the head parser consumes no more
- * than it was given and only through a blank line; field views stay inside
- * the input; the decoder consumes at least one byte per call, never past its
- * input, and its data views stay inside it; every field the head parser
- * took is a field line to http_field_check too.
+ * (core/net/http_parse.c, with the client's HTTP_LF_OK). The first byte picks how the input is split into
+ * pieces for the chunked decoder, so framing split at any point is explored; the rest is a response.
+ * Invariants checked: the head parser consumes no more than it was given and only through a blank line; field
+ * views stay inside the input; the decoder consumes at least one byte per call, never past its input, and its
+ * data views stay inside it; every field the head parser took is a field line to http_field_check too.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -46,7 +44,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (h.fields[i].name < copy || h.fields[i].value + h.fields[i].value_len > copy + r)
 				abort();
 			if (http_field_check(h.fields[i].name,
-			                     (size_t)(h.fields[i].value + h.fields[i].value_len - h.fields[i].name)) != NULL)
+			                     (size_t)(h.fields[i].value + h.fields[i].value_len -
+			                              h.fields[i].name)) != NULL)
 				abort();
 		}
 		(void)http_head_get(&h, "Content-Length");

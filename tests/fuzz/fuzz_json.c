@@ -71,10 +71,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* Small limits so the limit paths are reached; depth under the
 	 * writer's so every parsed tree can be written. */
 	struct json_limits lim = {
-		.max_bytes = 1 << 16,
-		.max_depth = 16,
-		.max_values = 512,
-		.reject_dup_keys = 0,
+	    .max_bytes = 1 << 16,
+	    .max_depth = 16,
+	    .max_values = 512,
+	    .reject_dup_keys = 0,
 	};
 	struct json_doc doc, doc2;
 	struct json_w w1, w2;
@@ -113,7 +113,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(!dup);
 		json_free(&doc2);
 	} else {
-		FUZZ_CHECK(dup && strcmp(e.code, "json.syntax") == 0 && strstr(e.msg, "duplicate key") != NULL);
+		FUZZ_CHECK(dup && strcmp(e.code, "json.syntax") == 0 &&
+		           strstr(e.msg, "duplicate key") != NULL);
 	}
 	json_w_free(&w1);
 	json_w_free(&w2);

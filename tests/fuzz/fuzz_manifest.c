@@ -1,5 +1,5 @@
 /*
- * libFuzzer target for the manifest loader (SPEC §11). Properties checked:
+ * libFuzzer target for the manifest loader. Properties checked:
  * - loading never crashes, leaks or reads out of bounds (ASan/UBSan);
  * - a refusal carries one of the codes a user can act on (json.* for "not
  *   JSON", install.manifest_invalid naming the file, not_found for a
@@ -35,8 +35,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	rc = manifest_parse(&m, "fuzz.json", NULL, (const char *)data, size, &o, &e);
 	if (rc < 0) {
 		FUZZ_CHECK(e.code != NULL);
-		FUZZ_CHECK(strncmp(e.code, "json.", 5) == 0 || strcmp(e.code, "install.manifest_invalid") == 0 ||
-			   strcmp(e.code, "not_found") == 0 || strcmp(e.code, "internal") == 0);
+		FUZZ_CHECK(strncmp(e.code, "json.", 5) == 0 ||
+		           strcmp(e.code, "install.manifest_invalid") == 0 ||
+		           strcmp(e.code, "not_found") == 0 || strcmp(e.code, "internal") == 0);
 		FUZZ_CHECK(e.msg[0] != '\0');
 		return 0;
 	}
@@ -51,8 +52,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			FUZZ_CHECK((*n >= 'A' && *n <= 'Z') || (*n >= '0' && *n <= '9') || *n == '_');
 		n = m.verify.env[i].name;
 		FUZZ_CHECK(strcmp(n, "PATH") != 0 && strcmp(n, "HOME") != 0 && strcmp(n, "LANG") != 0 &&
-			   strncmp(n, "LC_", 3) != 0 && strncmp(n, "LD_", 3) != 0 && strncmp(n, "ABX_", 4) != 0 &&
-			   strcmp(n, "NODE_OPTIONS") != 0 && strcmp(n, "NODE_PATH") != 0);
+		           strncmp(n, "LC_", 3) != 0 && strncmp(n, "LD_", 3) != 0 &&
+		           strncmp(n, "ABX_", 4) != 0 && strcmp(n, "NODE_OPTIONS") != 0 &&
+		           strcmp(n, "NODE_PATH") != 0);
 		for (v = m.verify.env[i].value; *v; v++)
 			FUZZ_CHECK(*v >= 0x20 && *v <= 0x7e && *v != '{');
 	}

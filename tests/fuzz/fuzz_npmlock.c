@@ -11,11 +11,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const char *hosts[] = {"registry.npmjs.org", "127.0.0.1:8443"};
 	struct npmlock_opts o = {
-		.package = "a",
-		.hosts = hosts,
-		.nhosts = 2,
-		.mirror_host = "mirror.example",
-		.os = "linux",
+	    .package = "a",
+	    .hosts = hosts,
+	    .nhosts = 2,
+	    .mirror_host = "mirror.example",
+	    .os = "linux",
 	};
 	struct npmlock l;
 	struct err e;

@@ -1,6 +1,6 @@
 /*
- * libFuzzer target for the commands file and the op registry (core/ops.h,
- * SPEC §9): ops_load_commands, then ops_expand_argv of every loaded command
+ * libFuzzer target for the commands file and the op registry (core/server/ops.h):
+ * ops_load_commands, then ops_expand_argv of every loaded command
  * with a request body. The input is the commands file, optionally followed by
  * a line "#body" and the request body (JSON). Properties:
  * - loading and expanding never crash, leak or read out of bounds;
@@ -29,7 +29,8 @@ static int
 known_tool(const char *name, void *ctx)
 {
 	(void)ctx;
-	return strcmp(name, "node-runtime") == 0 || strcmp(name, "codex") == 0 || strcmp(name, "ripgrep") == 0;
+	return strcmp(name, "node-runtime") == 0 || strcmp(name, "codex") == 0 ||
+	       strcmp(name, "ripgrep") == 0;
 }
 
 static void
@@ -66,7 +67,8 @@ check_expand(const struct op *op, const struct json_val *body)
 	n = ops_expand_argv(op, body, argv, buf, sizeof(buf), &e);
 	if (n < 0) {
 		FUZZ_CHECK(e.code != NULL);
-		FUZZ_CHECK(strcmp(e.code, "request.invalid") == 0 || strcmp(e.code, "request.too_large") == 0);
+		FUZZ_CHECK(strcmp(e.code, "request.invalid") == 0 ||
+		           strcmp(e.code, "request.too_large") == 0);
 		FUZZ_CHECK(e.msg[0] != '\0');
 		return;
 	}

@@ -1,5 +1,5 @@
 /*
- * libFuzzer target for the policy loader (core/policy.h, SPEC §9): the
+ * libFuzzer target for the policy loader (core/server/policy.h): the
  * input is a policy file, loaded on top of a preset principal. Properties:
  * - loading never crashes, leaks or reads out of bounds;
  * - a refusal is json.* or config.invalid with a message;
@@ -22,8 +22,8 @@
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static const char *const ids[] = {"agents.codex.run", "agents.codex.install", "agents.codex.sessions.get",
-					  "tests.run", "a"};
+	static const char *const ids[] = {"agents.codex.run", "agents.codex.install",
+	                                  "agents.codex.sessions.get", "tests.run", "a"};
 	static const char *const inst[] = {"codex"};
 	static struct policy p;
 	static struct pol_decision d;

@@ -118,10 +118,8 @@ check "tarball, refused archive: nothing left" nothing_left "$T/t5" evil
 # ---- a large npm package ----------------------------------------------------------------
 mkdir -p "$T/reg" "$T/nm"
 export ABX_INSTALL_LIBC=glibc
-bg python3 "$FIXTURES/npmreg.py" --root "$T/reg" --log "$T/reg.log" --cert "$T/pki/good.pem" \
-	--key "$T/pki/good.key" >"$T/reg.port" 2>"$T/reg.err"
-wait_for_line "$T/reg.port" '^[0-9]' 10 || { not_ok "start npm registry" "$(cat "$T/reg.err")"; exit 1; }
-REG="https://localhost:$(head -1 "$T/reg.port")"
+start_npmreg reg "$T/reg" "$T/pki"
+REG="https://localhost:$REG_PORT"
 FIXTURES=$FIXTURES T=$T REG=$REG python3 - <<'PY'
 import os, sys
 sys.path.insert(0, os.environ["FIXTURES"])

@@ -1,9 +1,12 @@
 # The source tree keeps its shape: core/ is layered, each folder including
-# only itself and the folders below it (base < net < config < pkg < install
-# < server; applets/ above all); only the config layer reads the
-# environment; no file is over 900 lines and no function over 150; comments
-# state rules instead of pointing at documents outside the repository; the
-# code is as .clang-format says.
+# and calling only itself and the folders below it (base < net < config <
+# pkg < install < server; applets/ above all); the files of one folder
+# include and call each other without a loop (bottom-up inside a folder as
+# between folders); only the config layer reads the environment; no
+# function is over 150 lines; comments state rules instead of pointing at
+# documents outside the repository, name only files that exist, number no
+# steps and tell no history; the C code, tests' and tools' too, is as
+# .clang-format says.
 . "$TOP/tests/lib.sh"
 cd "$TOP" || exit 1
 
@@ -40,18 +43,42 @@ for f in core/*/*.c core/*/*.h; do
 		fi
 	done
 done
-check "each core folder includes only itself and the layers below ($(cat "$bad" | head -3 | tr '\n' ' '))" test ! -s "$bad"
+check "each core folder includes only itself and the layers below ($(head -3 "$bad" | tr '\n' ' '))" test ! -s "$bad"
 
-grep -nE '(^|[^a-z_])(secure_)?getenv *\(' core/*/*.c | grep -v '^core/config/' |
-	grep -vE '^[^:]*:[0-9]+: *(/\*|\*)' >"$bad"
-check "no getenv below or beside the config layer ($(head -3 "$bad" | tr '\n' ' '))" test ! -s "$bad"
+L="python3 $FIXTURES/layers.py"
+# the C files of tests and tools, under the same formatting and comment rules
+tc=$(ls tests/unit/*.[ch] tests/fuzz/*.[ch] tests/fixtures/*.c; find tools -name '*.c' | sort)
 
-: >"$bad"
-for f in core/*/*.[ch] applets/*.[ch]; do
-	n=$(wc -l <"$f")
-	[ "$n" -le 900 ] || echo "$f: $n lines" >>"$bad"
-done
-check "no source file over 900 lines ($(head -3 "$bad" | tr '\n' ' '))" test ! -s "$bad"
+# A folder's files include each other bottom-up: no a.c including b.h while
+# b.c includes a.h, directly or around a longer loop.
+$L includes core/*/*.[ch] applets/*.[ch] >"$bad" || echo "layers.py includes failed (layers.err)" >>"$bad"
+check "no #include loop between the files of a folder ($(head -3 "$bad" | tr '\n' ';'))" test ! -s "$bad"
+
+# Calls, from the built objects: a symbol an object needs, defined by
+# another object of the same folder, is a call between two files; a loop
+# among them is a floor whose files cannot be read bottom-up. Every loop is
+# printed, with one symbol per arrow (on stderr too: the log's layers.err).
+$L calls build/rel core/*/*.c applets/*.c >"$T/calls" || echo "stale: layers.py calls failed (layers.err)" >>"$T/calls"
+grep -v '^upward: ' "$T/calls" | sed 's/^cycle: //; s/^stale: //' >"$bad"
+sed 's/^/layers: /' "$bad" >&2
+check "no call loop between the files of a folder ($(wc -l <"$bad") loops: $(head -5 "$bad" | tr '\n' ';'))" test ! -s "$bad"
+grep -E '^(upward|stale): ' "$T/calls" | sed -E 's/^(upward|stale): //' >"$bad"
+check "no call from a layer into one above it ($(head -3 "$bad" | tr '\n' ';'))" test ! -s "$bad"
+
+# The environment is read in core/config alone (config_env, config_load), so
+# a variable means one thing everywhere and one list names them all. Handing
+# the whole environment to a child unchanged is not reading it: serve starts
+# sessions with its own, the shim runs the tool with its caller's, lock
+# passes npm the caller's network variables.
+env_forward="applets/serve.c applets/shim.c applets/lock_npm.c"
+grep -nE '(^|[^a-z_])((secure_)?getenv *\(|environ\b)' core/*/*.[ch] applets/*.[ch] | grep -v '^core/config/' |
+	grep -vE '^[^:]*:[0-9]+:[[:space:]]*(/\*|\*)' | while IFS= read -r hit; do
+	case " $env_forward " in
+	*" ${hit%%:*} "*) printf '%s\n' "$hit" | grep -qE 'getenv *\(' || continue ;;
+	esac
+	printf '%s\n' "$hit"
+done >"$bad"
+check "no getenv or environ outside the config layer ($(head -3 "$bad" | tr '\n' ' '))" test ! -s "$bad"
 
 # A definition starts at a line "name(" in column 0 (the return type is on
 # the line before) and ends at the next "}" in column 0.
@@ -74,12 +101,23 @@ check "JSON only through the writer ($(head -3 "$bad" | cut -c1-120 | tr '\n' ' 
 grep -nE '(strn?(case)?cmp|strstr|memmem|strn?casestr) *\([^;]*(\.|->)msg\b' core/*/*.c applets/*.c >"$bad"
 check "no decision on an error's message text ($(head -3 "$bad" | cut -c1-120 | tr '\n' ' '))" test ! -s "$bad"
 
-grep -nE 'SPEC §|SPEC\.md|[Ss]eed [0-9]|\bissue [0-9]+' core/*/*.[ch] applets/*.[ch] >"$bad"
+# shellcheck disable=SC2086 # $tc: one word per file
+grep -nE 'SPEC §|SPEC\.md|[Ss]eed [0-9]|\bissue [0-9]+' core/*/*.[ch] applets/*.[ch] $tc >"$bad"
 check "comments state rules, not pointers to outside documents ($(head -3 "$bad" | cut -c1-120 | tr '\n' ' '))" test ! -s "$bad"
+
+# shellcheck disable=SC2086
+$L comments core/*/*.[ch] applets/*.[ch] $tc >"$T/comments" ||
+	printf '%s\n' "names: layers.py comments failed (layers.err)" "step: idem" "history: idem" >>"$T/comments"
+grep '^names: ' "$T/comments" | sed 's/^names: //' >"$bad"
+check "comments name only files that exist ($(wc -l <"$bad"): $(head -3 "$bad" | tr '\n' ';'))" test ! -s "$bad"
+grep '^step: ' "$T/comments" | sed 's/^step: //' >"$bad"
+check "comments number no steps ($(wc -l <"$bad"): $(head -3 "$bad" | cut -c1-120 | tr '\n' ';'))" test ! -s "$bad"
+grep '^history: ' "$T/comments" | sed 's/^history: //' >"$bad"
+check "comments tell what is, not what was ($(wc -l <"$bad"): $(head -3 "$bad" | cut -c1-120 | tr '\n' ';'))" test ! -s "$bad"
 
 if command -v clang-format >/dev/null 2>&1; then
 	: >"$bad"
-	for f in core/*/*.[ch] applets/*.[ch]; do
+	for f in core/*/*.[ch] applets/*.[ch] $tc; do
 		clang-format --style=file "$f" | cmp -s - "$f" || echo "$f" >>"$bad"
 	done
 	check "the code is as .clang-format says (clang-format -i $(head -5 "$bad" | tr '\n' ' '))" test ! -s "$bad"

@@ -13,13 +13,8 @@ unset SSL_CERT_DIR HTTPS_PROXY HTTP_PROXY https_proxy http_proxy
 export HOME="$T/home"
 mkdir -p "$HOME" "$T/reg" "$T/m"
 
-bg python3 "$FIXTURES/npmreg.py" --root "$T/reg" --log "$T/reg.log" --cert "$PKI/good.pem" --key "$PKI/good.key" \
-	>"$T/reg.port"
-if ! wait_for_line "$T/reg.port" '^[0-9]' 10; then
-	not_ok "registry starts" "no port"
-	exit 1
-fi
-P=$(head -1 "$T/reg.port")
+start_npmreg reg "$T/reg" "$PKI"
+P=$REG_PORT
 R="localhost:$P"
 
 # ---- tarball sources ------------------------------------------------------

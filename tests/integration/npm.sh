@@ -21,13 +21,8 @@ export ABX_INSTALL_LIBC=glibc
 mkdir -p "$T/reg" "$T/m" "$T/nobin"
 musl-gcc -static -Os -o "$T/fakenode" "$FIXTURES/fakenode.c" || { not_ok "fake node" "musl-gcc failed"; exit 1; }
 
-bg python3 "$FIXTURES/npmreg.py" --root "$T/reg" --log "$T/reg.log" --cert "$PKI/good.pem" --key "$PKI/good.key" \
-	>"$T/reg.port"
-if ! wait_for_line "$T/reg.port" '^[0-9]' 10; then
-	not_ok "registry starts" "no port"
-	exit 1
-fi
-P=$(head -1 "$T/reg.port")
+start_npmreg reg "$T/reg" "$PKI"
+P=$REG_PORT
 REG="https://localhost:$P"
 SENTINEL=$T/sentinel
 
@@ -363,10 +358,8 @@ expect "build mode: the shim answers install.required" 1 "" "install.required"
 # ---- progress: one model for npm installs (issue 12 item 5) -----------------
 # A registry that sends big's 1.5 MiB tarball 64 KiB per 60 ms, as the npm
 # mirror: the download lasts ~1.5 s, long enough to watch.
-bg python3 "$FIXTURES/npmreg.py" --root "$T/reg" --log "$T/slow.log" --cert "$PKI/good.pem" --key "$PKI/good.key" \
-	--slow-ms 60 >"$T/slow.port"
-wait_for_line "$T/slow.port" '^[0-9]' 10 || { not_ok "slow registry starts" "no port"; exit 1; }
-SLOW=localhost:$(head -1 "$T/slow.port")
+start_npmreg slow "$T/reg" "$PKI" --slow-ms 60
+SLOW=localhost:$REG_PORT
 cp -R "$T/m" "$T/m9"
 python3 -c 'import json, sys
 m = json.load(open(sys.argv[1])); m["run"] = ["{bin}", "{prompt}"]; json.dump(m, open(sys.argv[1], "w"))' "$T/m9/big.json"

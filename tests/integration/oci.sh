@@ -293,11 +293,8 @@ kill "$FRONT_PID"
 
 # ---- npm packages: pushed with their integrity, installed by it ------------------------------------
 mkdir -p "$T/npmreg" "$T/npmm"
-bg python3 "$FIXTURES/npmreg.py" --root "$T/npmreg" --log "$T/npmreg.log" --cert "$T/pki/good.pem" \
-	--key "$T/pki/good.key" >"$T/npmreg.port" 2>"$T/npmreg.err"
-NPMREG_PID=$BGPID
-wait_for_line "$T/npmreg.port" '^[0-9]' 10 || { not_ok "start npm registry fixture" "$(cat "$T/npmreg.err")"; exit 1; }
-NP=$(head -1 "$T/npmreg.port")
+start_npmreg npmreg "$T/npmreg" "$T/pki"
+NPMREG_PID=$REG_PID NP=$REG_PORT
 FIXTURES=$FIXTURES T=$T REG="https://localhost:$NP" python3 - <<'PYEOF'
 import os, sys
 sys.path.insert(0, os.environ["FIXTURES"])

@@ -27,13 +27,8 @@ mkdir -p "$T/reg" "$T/m" "$T/mbad" "$T/nobin"
 musl-gcc -static -Os -o "$T/fakenode" "$FIXTURES/fakenode.c" || { not_ok "fake node" "musl-gcc failed"; exit 1; }
 
 # tarballs over 256 KiB: 64 KiB per 100 ms (node-runtime's ~1.6 MiB: ~2.5 s)
-bg python3 "$FIXTURES/npmreg.py" --root "$T/reg" --log "$T/reg.log" --cert "$PKI/good.pem" --key "$PKI/good.key" \
-	--slow-ms 100 >"$T/reg.port"
-if ! wait_for_line "$T/reg.port" '^[0-9]' 10; then
-	not_ok "registry starts" "no port"
-	exit 1
-fi
-REG="https://localhost:$(head -1 "$T/reg.port")"
+start_npmreg reg "$T/reg" "$PKI" --slow-ms 100
+REG="https://localhost:$REG_PORT"
 
 FIXTURES=$FIXTURES T=$T REG=$REG python3 - <<'EOF'
 import hashlib, io, json, os, sys, tarfile

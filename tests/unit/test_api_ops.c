@@ -1,4 +1,4 @@
-/* core/api_ops.c through the API, as serve runs it (tests/unit/api_fixture.h):
+/* core/server/api_ops.c through the API, as serve runs it (tests/unit/api_fixture.h):
  * command ops answered inline and by the runner, hostile requests refused
  * before anything runs, policy, the output cap, timeouts, the concurrency
  * limit, the environment allow-list, programs that cannot run. */

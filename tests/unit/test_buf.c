@@ -1,4 +1,4 @@
-/* core/buf.c: the one growable byte buffer. */
+/* core/base/buf.c: the one growable byte buffer. */
 #include "unit.h"
 
 #include <string.h>

@@ -1,4 +1,4 @@
-/* core/clock.c: the one monotonic clock reader. */
+/* core/base/clock.c: the one monotonic clock reader. */
 #include "unit.h"
 
 #include "base/clock.h"

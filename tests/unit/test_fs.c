@@ -571,8 +571,8 @@ t_deep_trees(void **s)
 }
 
 /* Operator inputs follow symlinks (ConfigMap "..data" links); reads inside
- * tool trees never do; neither blocks on a FIFO (open(2) of one used to wait
- * for a writer forever) nor takes anything but a regular file. */
+ * tool trees never do; neither blocks on a FIFO (open(2) of one waits for
+ * a writer, forever if none comes) nor takes anything but a regular file. */
 static void
 t_read_input_follows_and_never_blocks(void **s)
 {

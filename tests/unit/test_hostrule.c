@@ -1,4 +1,4 @@
-/* core/hostrule.c: the one host allow-list of downloads. */
+/* core/net/hostrule.c: the one host allow-list of downloads. */
 #include "unit.h"
 
 #include <string.h>

@@ -683,7 +683,7 @@ test_npm_lock_parsed_once(void **state)
 	free(m);
 }
 
-/* The network probe is cached per process (seed 000 §6 0b), not per
+/* The network probe is cached per process (one probe answers every install), not per
  * context: serve runs each install job with a context of its own. */
 static void
 test_probe_cached_per_process(void **state)
@@ -736,7 +736,7 @@ test_probe_cached_per_process(void **state)
 }
 
 /* A tool's requires are ensured on a thread of their own while the tool is
- * staged (install.c), joined before its verify: both published, the
+ * staged (core/install/install.c), joined before its verify: both published, the
  * require's outcome reported once, from that thread. A require that fails
  * is the answer ("X requires Y: " and its code) and the dependent leaves
  * nothing behind: no tree, no staging, no backoff of its own. */

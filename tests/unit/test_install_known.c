@@ -1,4 +1,4 @@
-/* Known files (core/install_known.c): digests taken at extraction are used
+/* Known files (core/install/install_known.c): digests taken at extraction are used
  * by the tree listing only while the file stats exactly as recorded; any
  * change (content of the same size with the mtime put back, a chmod, a
  * replacement) sends the listing back to reading the file, so the listing

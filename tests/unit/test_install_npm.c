@@ -1,6 +1,6 @@
-/* core/install_npm.c through its public functions, against a fake npm
+/* core/install/install_npm.c through its public functions, against a fake npm
  * registry over HTTPS (tests/fixtures/npmreg.py, a test PKI from
- * mkcerts.sh, packages and lockfiles built here by npmpack.py): the probe
+ * tests/fixtures/mkcerts.sh, packages and lockfiles built here by tests/fixtures/npmpack.py): the probe
  * URL and the SBOM before and after the cache is filled, refusals before
  * any download (offline, a lockfile host not allowed, a lockfile gone),
  * an integrity mismatch, fetch then a staged install with no network, and

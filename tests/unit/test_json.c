@@ -792,7 +792,7 @@ test_parse_file_not_regular(void **state)
 {
 	/* Every file parsed is an operator's input, which must be a regular
 	 * file: a pipe is refused at once, even with its writer still open and
-	 * silent (reading it, or opening a FIFO, used to wait forever). */
+	 * silent (reading it, or opening a FIFO, would wait forever). */
 	struct json_doc doc;
 	struct err e;
 	char path[256];

@@ -1,4 +1,4 @@
-/* How a tool's entry runs (core/launch.h): the manifest's env only for its
+/* How a tool's entry runs (core/install/launch.h): the manifest's env only for its
  * own tree, {tree} expanded, unset variables removed, PATH prefixed (or
  * defaulted), argv with and without node, and the tools' bin/ list. */
 #include "unit.h"

@@ -1,4 +1,4 @@
-/* The npm-lock part of manifests (core/manifest_npm.c): the source fields
+/* The npm-lock part of manifests (core/pkg/manifest_npm.c): the source fields
  * and their errors first, the bin placeholders, then the lockfile check
  * (hosts, the mirror, not JSON, a broken entry). */
 #include "unit.h"

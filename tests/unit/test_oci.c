@@ -1,6 +1,6 @@
 /* core/net/oci_parse.c: the oci:// grammar, tags, the WWW-Authenticate
  * challenge, token answers, docker config auths, the image manifest. The
- * client (oci.c) runs against the real registry in
+ * client (core/net/oci.c) runs against the real registry in
  * tests/integration/oci.sh. */
 #include "unit.h"
 

@@ -1,35 +1,6 @@
-#include "unit.h"
+#include "dir_fixture.h"
 #include "server/ops.h"
 #include "base/json.h"
-
-static char dir[] = "/tmp/abx-test-ops.XXXXXX";
-
-static const char *
-write_file(const char *name, const char *text)
-{
-	static char path[512];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	f = fopen(path, "w");
-	assert_non_null(f);
-	fputs(text, f);
-	fclose(f);
-	return path;
-}
-
-static int
-setup(void **state)
-{
-	assert_non_null(mkdtemp(dir));
-	return 0;
-}
-
-static int
-teardown(void **state)
-{
-	return unit_rmtree(dir);
-}
 
 static int
 known_tool(const char *name, void *ctx)

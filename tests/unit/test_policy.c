@@ -1,38 +1,9 @@
-#include "unit.h"
+#include "dir_fixture.h"
 #include "server/policy.h"
 #include "base/digest.h"
 
-static char dir[] = "/tmp/abx-test-policy.XXXXXX";
-
 #define D1 "1111111111111111111111111111111111111111111111111111111111111111"
 #define D2 "2222222222222222222222222222222222222222222222222222222222222222"
-
-static const char *
-write_file(const char *name, const char *text)
-{
-	static char path[512];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	f = fopen(path, "w");
-	assert_non_null(f);
-	fputs(text, f);
-	fclose(f);
-	return path;
-}
-
-static int
-setup(void **state)
-{
-	assert_non_null(mkdtemp(dir));
-	return 0;
-}
-
-static int
-teardown(void **state)
-{
-	return unit_rmtree(dir);
-}
 
 static int
 load_text(struct policy *p, const char *text, struct err *e)

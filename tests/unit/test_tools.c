@@ -1,4 +1,4 @@
-/* Tools directories (SPEC §5): the chain, the safety rule, creation. */
+/* Tools directories: the chain, the safety rule, creation. */
 #include "unit.h"
 
 #include <stdlib.h>

@@ -1,5 +1,6 @@
 /*
- * Bench driver for the install engine's fast path (SPEC §6 step 1), linked
+ * Bench driver for the install engine's fast path (is the tool installed and
+ * current, before any lock or download), linked
  * against the release objects by tools/bench/install.sh:
  *   ensure_drv TOOLS-DIR MANIFESTS-DIR|- NAME N [fresh]
  * prints "<µs per install_fast_path call> <µs per stat() of the entry>".

@@ -38,7 +38,7 @@ main(int argc, char **argv)
 			return 1;
 		}
 		fprintf(stderr, "%llu bytes, %llu entries\n", (unsigned long long)st.bytes,
-		    (unsigned long long)st.entries);
+		        (unsigned long long)st.entries);
 		return 0;
 	}
 	if (argc == 3 && (strcmp(argv[1], "d") == 0 || strcmp(argv[1], "p") == 0)) {
@@ -46,7 +46,7 @@ main(int argc, char **argv)
 		size_t len = 0;
 
 		if ((argv[1][0] == 'd' ? install_tree_list(argv[2], NULL, NULL, hex, NULL, NULL, &e)
-		    : proof_make(argv[2], "install.failed", &pl, &len, &e)) != 0) {
+		                       : proof_make(argv[2], "install.failed", &pl, &len, &e)) != 0) {
 			err_print(&e);
 			return 1;
 		}

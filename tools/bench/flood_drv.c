@@ -19,7 +19,8 @@ main(int argc, char **argv)
 			len = 0;
 		}
 		/* 64 bytes with the newline */
-		len += (size_t)snprintf(buf + len, 128, "%010ld the agent says something of moderate length here....\n", i);
+		len += (size_t)snprintf(buf + len, 128,
+		                        "%010ld the agent says something of moderate length here....\n", i);
 	}
 	if (len > 0 && write(1, buf, len) != (ssize_t)len)
 		return 1;

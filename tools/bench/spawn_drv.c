@@ -1,7 +1,7 @@
 /* Bench helper for tools/bench/api.sh: the floor under any server that runs
  * a program per request. `spawn_drv THREADS SECONDS PROGRAM` has THREADS
  * threads each posix_spawn PROGRAM (empty environment, its own session, as
- * core/proc.c does) and waitpid it, over and over for SECONDS, then prints
+ * core/base/proc.c does) and waitpid it, over and over for SECONDS, then prints
  * "<runs per second> <p50 ms> <p99 ms>". */
 #include <pthread.h>
 #include <spawn.h>

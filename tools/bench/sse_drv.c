@@ -193,9 +193,9 @@ create(int port, const char *tok, const char *agent, long n, char *id, size_t ca
 
 	bl = snprintf(body, sizeof(body), "{\"n\": %ld}", n);
 	snprintf(req, sizeof(req),
-		 "POST /v1/agents/%s/sessions HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nX-Access-Token: %s\r\n"
-		 "Content-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
-		 agent, port, tok, bl, body);
+	         "POST /v1/agents/%s/sessions HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nX-Access-Token: %s\r\n"
+	         "Content-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
+	         agent, port, tok, bl, body);
 	if ((fd = dial(port)) < 0 || send_all(fd, req, strlen(req)) != 0)
 		return -1;
 	if ((hl = read_head(fd, &have)) < 0 || !(status_ok(rbuf, 201) || status_ok(rbuf, 200))) {
@@ -240,7 +240,9 @@ dechunk(struct chunked *c, const char *p, size_t n)
 			} else if (*p == ';') {
 				c->st = CK_EXT;
 			} else {
-				h = *p >= '0' && *p <= '9' ? *p - '0' : (*p | 32) >= 'a' && (*p | 32) <= 'f' ? (*p | 32) - 'a' + 10 : -1;
+				h = *p >= '0' && *p <= '9'                 ? *p - '0'
+				    : (*p | 32) >= 'a' && (*p | 32) <= 'f' ? (*p | 32) - 'a' + 10
+				                                           : -1;
 				if (h < 0 || c->left > (1UL << 40))
 					return -1;
 				c->left = c->left * 16 + (unsigned long)h;
@@ -313,10 +315,11 @@ main(int argc, char **argv)
 		fprintf(stderr, "sse_drv: creating the session failed\n");
 		return 1;
 	}
-	snprintf(req, sizeof(req),
-		 "GET /v1/agents/%s/sessions/%s/events HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nX-Access-Token: %s\r\n"
-		 "Accept: text/event-stream\r\n\r\n",
-		 argv[3], id, port, argv[2]);
+	snprintf(
+	    req, sizeof(req),
+	    "GET /v1/agents/%s/sessions/%s/events HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nX-Access-Token: %s\r\n"
+	    "Accept: text/event-stream\r\n\r\n",
+	    argv[3], id, port, argv[2]);
 	if ((fd = dial(port)) < 0 || send_all(fd, req, strlen(req)) != 0) {
 		fprintf(stderr, "sse_drv: connecting failed\n");
 		return 1;
@@ -345,7 +348,8 @@ main(int argc, char **argv)
 	close(fd);
 	close(out_fd);
 	if (r < 0 || k < 0 || (chunked && !finished && ck.st != CK_DONE)) {
-		fprintf(stderr, "sse_drv: the stream broke off (framing %s)\n", chunked ? "chunked" : "close-delimited");
+		fprintf(stderr, "sse_drv: the stream broke off (framing %s)\n",
+		        chunked ? "chunked" : "close-delimited");
 		return 1;
 	}
 	printf("%ld\n", outputs);
