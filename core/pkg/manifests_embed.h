@@ -22,8 +22,8 @@ extern struct embedded_file embedded_manifests[];
 /* The bytes of f, f->len of them and then a NUL, inflated on first use
  * (thread-safe; a file not asked for is never inflated, so a shim that
  * reads the top-level manifests does not pay for the lockfiles). They live
- * as long as the process. NULL with e set ("internal") when inflating
- * fails: out of memory for zlib's state, or a corrupt build. */
+ * as long as the process. No allocation: NULL with e set ("internal") only
+ * when the embedded bytes do not inflate (a corrupt build). */
 const char *embedded_text(struct embedded_file *f, struct err *e);
 
 #endif
