@@ -178,6 +178,7 @@ int
 cache_seal_key(const char *keyfile, unsigned char key[KEY_LEN], const char **why)
 {
 	char dir[4096], tmp[4200], hex[2 * KEY_LEN + 2], rnd[17];
+	struct digest kd;
 	struct stat st;
 	struct err e;
 	ssize_t n;
@@ -203,14 +204,13 @@ cache_seal_key(const char *keyfile, unsigned char key[KEY_LEN], const char **why
 				*why = "its key file is unreadable or short";
 				return -1;
 			}
-			for (n = 0; n < KEY_LEN; n++) {
-				unsigned v;
-				if (sscanf(hex + 2 * n, "%2x", &v) != 1) {
-					*why = "its key file is not hex";
-					return -1;
-				}
-				key[n] = (unsigned char)v;
+			/* KEY_LEN bytes are a sha256's length */
+			hex[2 * KEY_LEN] = '\0';
+			if (digest_parse_hex(DIGEST_SHA256, hex, &kd, "internal", &e) != 0) {
+				*why = "its key file is not hex";
+				return -1;
 			}
+			memcpy(key, kd.v, KEY_LEN);
 			return 0;
 		}
 		if (e.code == NULL || strcmp(e.code, "not_found") != 0) {
