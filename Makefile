@@ -72,8 +72,10 @@ INCS := -Icore -Iapplets -I$(B)/gen
 
 # Release: musl, static, size-optimised, stripped. No directory of the build
 # in the bytes (the prefix maps: __FILE__ of generated sources) and no build
-# id, so two checkouts build the same file.
-REL_CFLAGS := -std=c11 -Os -fno-asynchronous-unwind-tables -ffunction-sections -fdata-sections \
+# id, so two checkouts build the same file. Link-time optimisation over our
+# objects (the libraries are plain objects) saves about 10 KB; `make size`
+# then shows our code as LTO partitions, not per object.
+REL_CFLAGS := -std=c11 -Os -flto=auto -fno-asynchronous-unwind-tables -ffunction-sections -fdata-sections \
 	-fstack-protector-strong -D_FORTIFY_SOURCE=2 $(DEPFLAGS) $(WARN) $(DEFS) $(INCS) -I$(MUSL)/include \
 	-ffile-prefix-map=$(CURDIR)/= -ffile-prefix-map=$(abspath $(B))/=build/ -ffile-prefix-map=$(B)/=build/
 REL_LDFLAGS := -static -s -Wl,--gc-sections -Wl,-z,noexecstack -Wl,-z,relro -Wl,-z,now -Wl,--build-id=none

@@ -41,7 +41,8 @@ lock_say(const char *fmt, ...)
 static int
 read_embedded(const char *name, size_t max, char **out, size_t *len, struct err *e)
 {
-	const struct embedded_file *f;
+	struct embedded_file *f;
+	const char *text;
 
 	while (*name == '/')
 		name++;
@@ -52,9 +53,11 @@ read_embedded(const char *name, size_t max, char **out, size_t *len, struct err 
 		return err_set(e, "not_found", "%s%s: not embedded in this binary", LOCK_EMBEDDED, name);
 	if (f->len > max)
 		return err_set(e, "io.error", "%s%s: larger than %zu bytes", LOCK_EMBEDDED, name, max);
+	if ((text = embedded_text(f, e)) == NULL)
+		return -1;
 	if ((*out = malloc(f->len + 1)) == NULL)
 		return err_set(e, "internal", "out of memory");
-	memcpy(*out, f->data, f->len);
+	memcpy(*out, text, f->len);
 	(*out)[f->len] = '\0';
 	*len = f->len;
 	return 0;

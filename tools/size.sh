@@ -51,6 +51,8 @@ BEGIN { n = split(ours, o, " "); for (i = 1; i <= n; i++) mine[o[i]] = 1 }
 	b = hex(size)
 	if (b == 0) next
 	if (file in mine) { obj[file] += b; ourtotal += b; next }
+	# With -flto our objects reach the link as LTO partitions.
+	if (file ~ /\.ltrans[0-9]*\.ltrans\.o$/) { obj["(our objects, LTO partitions)"] += b; ourtotal += b; next }
 	lib = file
 	if (lib ~ /\(/) sub(/\(.*/, "", lib)
 	n2 = split(lib, parts, "/"); lib = parts[n2]

@@ -46,7 +46,7 @@ ERRCODE("tls.bad_host", 502, "the server certificate does not match the host nam
 ERRCODE("tls.unknown_ca", 502, "the server certificate is not signed by a trusted CA", "check SSL_CERT_FILE / SSL_CERT_DIR")
 ERRCODE("tls.bad_chain", 502, "the server certificate chain is invalid", NULL)
 ERRCODE("tls.weak_key", 502, "the server uses a key or signature that is too weak", NULL)
-ERRCODE("tls.protocol", 502, "the TLS handshake failed", "the server must offer TLS 1.2 with ECDHE and AEAD suites")
+ERRCODE("tls.protocol", 502, "the TLS handshake failed", "the server must offer TLS 1.2 with ECDHE and AES-GCM or ChaCha20-Poly1305")
 ERRCODE("tls.error", 502, "TLS error", NULL)
 ERRCODE("http.connect", 502, "the connection failed", NULL)
 ERRCODE("http.resolve", 502, "the host name could not be resolved", NULL)

@@ -444,10 +444,10 @@ is_prefix_dir(const char *mp, const char *path)
 int
 fs_mount_point(const char *path, char *buf, size_t cap)
 {
-	char real[PATH_MAX], line[4096], mp[4096], best[4096] = "";
+	char real[PATH_MAX], line[4096], *mp, *fld[5], *p, *end, best[4096] = "";
 	unsigned maj, min;
 	size_t bestlen = 0;
-	int best_dev = 0, dev_match;
+	int best_dev = 0, dev_match, i;
 	struct stat sb;
 	FILE *f;
 
@@ -460,8 +460,18 @@ fs_mount_point(const char *path, char *buf, size_t cap)
 	if (f == NULL)
 		return -1;
 	while (fgets(line, sizeof(line), f) != NULL) {
-		if (sscanf(line, "%*s %*s %u:%u %*s %4095s", &maj, &min, mp) != 3)
+		/* "ID PARENT MAJOR:MINOR ROOT MOUNT-POINT ..." (proc(5)) */
+		for (p = line, i = 0; i < 5 && (fld[i] = strsep(&p, " \n")) != NULL; i++)
+			;
+		if (i < 5)
 			continue;
+		maj = (unsigned)strtoul(fld[2], &end, 10);
+		if (end == fld[2] || *end != ':')
+			continue;
+		min = (unsigned)strtoul(end + 1, &end, 10);
+		if (*end != '\0')
+			continue;
+		mp = fld[4];
 		unescape(mp);
 		if (!is_prefix_dir(mp, real))
 			continue;

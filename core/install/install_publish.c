@@ -700,7 +700,7 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 {
 	char staging_root[PATH_MAX], rnd[17];
 	struct job *j = calloc(1, sizeof(*j));
-	uint64_t free_b;
+	uint64_t free_b = 0;
 	long need_mb;
 	int64_t t0 = clock_ms();
 	int rc = -1, i;

@@ -4,7 +4,6 @@
 #include "install/tools.h"
 
 #include <errno.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,11 +29,38 @@ tools_dir_creatable(const char *path)
 	return stat(parent, &sb) == 0 && S_ISDIR(sb.st_mode) && access(parent, W_OK | X_OK) == 0;
 }
 
+/* The home directory /etc/passwd gives uid, into buf. By hand: getpwuid
+ * links musl's passwd and nscd readers (about 4 KB) for this fallback, which
+ * is taken only when HOME is unset. */
+static int
+passwd_home(uid_t uid, char *buf, size_t cap)
+{
+	char *text, *line, *next, *p, *end, *f[7];
+	size_t len;
+	struct err e;
+	int i, rc = -1;
+
+	if (fs_read_input("/etc/passwd", 4u << 20, &text, &len, &e) != 0)
+		return -1;
+	for (line = text; line != NULL && rc < 0; line = next) {
+		if ((next = strchr(line, '\n')) != NULL)
+			*next++ = '\0';
+		/* name:password:UID:GID:gecos:HOME:shell (passwd(5)) */
+		for (p = line, i = 0; i < 7 && (f[i] = strsep(&p, ":")) != NULL; i++)
+			;
+		if (i == 7 && f[2][0] >= '0' && f[2][0] <= '9' && strtoul(f[2], &end, 10) == uid &&
+		    *end == '\0')
+			rc = snprintf(buf, cap, "%s", f[5]) < (int)cap ? 0 : -1;
+	}
+	free(text);
+	return rc;
+}
+
 int
 tools_state_dir(const struct config *cfg, char *buf, size_t cap)
 {
 	const char *v = cfg != NULL ? cfg->state_dir : NULL, *home;
-	struct passwd *pw;
+	char pwhome[4096];
 
 	if (v != NULL && *v == '/')
 		return snprintf(buf, cap, "%s", v) < (int)cap ? 0 : -1;
@@ -45,8 +71,8 @@ tools_state_dir(const struct config *cfg, char *buf, size_t cap)
 	if (geteuid() == 0)
 		return snprintf(buf, cap, "/var/lib/agent-sandbox") < (int)cap ? 0 : -1;
 	home = config_env("HOME");
-	if ((home == NULL || *home != '/') && (pw = getpwuid(geteuid())) != NULL)
-		home = pw->pw_dir;
+	if ((home == NULL || *home != '/') && passwd_home(geteuid(), pwhome, sizeof(pwhome)) == 0)
+		home = pwhome;
 	if (home == NULL || *home != '/')
 		return -1;
 	return snprintf(buf, cap, "%s/.local/state/agent-sandbox", home) < (int)cap ? 0 : -1;

@@ -657,17 +657,53 @@ static const br_x509_class xw_vtable = {
 
 /* ---- Connection -------------------------------------------------------- */
 
-/* TLS 1.2, ECDHE, AEAD: nothing else is offered. */
+/* TLS 1.2, ECDHE, AES-GCM or ChaCha20-Poly1305 (Mozilla's "intermediate"
+ * server configuration offers these): nothing else is offered. */
 static const uint16_t suites[] = {
-    BR_TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
-    BR_TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
-    BR_TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
-    BR_TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
-    BR_TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
-    BR_TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
-    BR_TLS_ECDHE_ECDSA_WITH_AES_128_CCM,
-    BR_TLS_ECDHE_ECDSA_WITH_AES_256_CCM,
+    BR_TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,       BR_TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+    BR_TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,       BR_TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+    BR_TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256, BR_TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
 };
+
+/* The client engine with only what those suites and the chain checks use.
+ * br_ssl_client_init_full would link every algorithm BearSSL has (CBC and
+ * its constant-time HMAC, 3DES, CCM, static RSA key exchange, the TLS 1.0
+ * PRF, MD5): about 20 KB of code that the suite list never lets run.
+ * SHA-1 and MD5 are never set, in the engine (key-exchange signatures) or
+ * in the X.509 engine (certificate signatures, so such chains fail); TLS
+ * 1.2's PRF needs neither. */
+static void
+client_init(br_ssl_client_context *cc, br_x509_minimal_context *xc)
+{
+	static const struct {
+		int id;
+		const br_hash_class *vt;
+	} hashes[] = {
+	    {br_sha224_ID, &br_sha224_vtable},
+	    {br_sha256_ID, &br_sha256_vtable},
+	    {br_sha384_ID, &br_sha384_vtable},
+	    {br_sha512_ID, &br_sha512_vtable},
+	};
+	br_ssl_engine_context *eng = &cc->eng;
+	size_t i;
+
+	br_ssl_client_zero(cc);
+	br_ssl_engine_set_versions(eng, BR_TLS12, BR_TLS12);
+	br_ssl_engine_set_suites(eng, suites, sizeof(suites) / sizeof(suites[0]));
+	br_x509_minimal_init(xc, &br_sha256_vtable, ta_list, ta_num);
+	br_ssl_engine_set_default_rsavrfy(eng);
+	br_ssl_engine_set_default_ecdsa(eng);
+	br_x509_minimal_set_rsa(xc, br_ssl_engine_get_rsavrfy(eng));
+	br_x509_minimal_set_ecdsa(xc, br_ssl_engine_get_ec(eng), br_ssl_engine_get_ecdsa(eng));
+	for (i = 0; i < sizeof(hashes) / sizeof(hashes[0]); i++) {
+		br_ssl_engine_set_hash(eng, hashes[i].id, hashes[i].vt);
+		br_x509_minimal_set_hash(xc, hashes[i].id, hashes[i].vt);
+	}
+	br_ssl_engine_set_prf_sha256(eng, &br_tls12_sha256_prf);
+	br_ssl_engine_set_prf_sha384(eng, &br_tls12_sha384_prf);
+	br_ssl_engine_set_default_aes_gcm(eng);
+	br_ssl_engine_set_default_chapol(eng);
+}
 
 /* Drive the engine until one of the target states (BR_SSL_SENDAPP,
  * BR_SSL_RECVAPP) is reached. Returns 0, 1 when the engine closed
@@ -761,16 +797,7 @@ tls_handshake(struct tls_conn *t, int fd, const char *host, const struct tls_tim
 		return -1;
 	t->fd = fd;
 	t->dead = 0;
-	br_ssl_client_init_full(&t->sc, &t->xc, ta_list, ta_num);
-	br_ssl_engine_set_versions(eng, BR_TLS12, BR_TLS12);
-	br_ssl_engine_set_suites(eng, suites, sizeof(suites) / sizeof(suites[0]));
-	/* No SHA-1 or MD5 anywhere: not in certificate signatures (the X.509
-	 * engine cannot verify them, so such chains fail) and not offered for
-	 * the key-exchange signature. TLS 1.2's PRF needs neither. */
-	br_ssl_engine_set_hash(eng, br_md5_ID, NULL);
-	br_ssl_engine_set_hash(eng, br_sha1_ID, NULL);
-	br_x509_minimal_set_hash(&t->xc, br_md5_ID, NULL);
-	br_x509_minimal_set_hash(&t->xc, br_sha1_ID, NULL);
+	client_init(&t->sc, &t->xc);
 	br_x509_minimal_set_minrsa(&t->xc, 256);
 	now = tls_now ? tls_now : time(NULL);
 	t->xw.days = (uint32_t)(now / 86400 + 719528);

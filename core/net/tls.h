@@ -3,7 +3,8 @@
 /*
  * TLS client glue over BearSSL, used by core/net/http.c. The policy is fixed and
  * stricter than BearSSL's defaults; there is no switch to loosen it:
- *   - TLS 1.2 only, ECDHE key exchange with AEAD suites (GCM, ChaCha20, CCM);
+ *   - TLS 1.2 only, ECDHE key exchange (RSA or ECDSA certificates) with
+ *     AES-GCM or ChaCha20-Poly1305, nothing else (no CBC, CCM or static RSA);
  *   - the chain is verified against the trust anchors (below) with the
  *     X.509 "minimal" engine; RSA keys below 2048 bits and SHA-1 (or MD5)
  *     signatures are refused, in certificates and in the key exchange;

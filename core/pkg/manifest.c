@@ -843,15 +843,18 @@ manifest_read_sibling(const manifest_t *m, const char *rel, size_t max, char **o
 		return fs_read_input(path, max, out, len, e);
 	}
 	for (i = 0; embedded_manifests[i].path != NULL; i++) {
-		const struct embedded_file *f = &embedded_manifests[i];
+		struct embedded_file *f = &embedded_manifests[i];
+		const char *text;
 		if (strcmp(f->path, rel) != 0)
 			continue;
 		if (f->len > max)
 			return err_set(e, INVALID, "%s: larger than %zu bytes", rel, max);
+		if ((text = embedded_text(f, e)) == NULL)
+			return -1;
 		*out = malloc(f->len + 1);
 		if (*out == NULL)
 			return err_set(e, "internal", "out of memory");
-		memcpy(*out, f->data, f->len);
+		memcpy(*out, text, f->len);
 		(*out)[f->len] = '\0';
 		*len = f->len;
 		return 0;

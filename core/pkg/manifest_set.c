@@ -157,10 +157,11 @@ load_entry(struct manifest_set *s, struct manifest_entry *en, struct err *e)
 	if (m == NULL)
 		return err_set(e, "internal", "out of memory");
 	if (en->embedded_idx >= 0) {
-		const struct embedded_file *f = &embedded_manifests[en->embedded_idx];
+		struct embedded_file *f = &embedded_manifests[en->embedded_idx];
+		const char *text = embedded_text(f, e);
 		char file[300];
 		snprintf(file, sizeof(file), "embedded:%s", f->path);
-		rc = manifest_parse(m, file, NULL, (const char *)f->data, f->len, &s->opts, e);
+		rc = text == NULL ? -1 : manifest_parse(m, file, NULL, text, f->len, &s->opts, e);
 	} else {
 		rc = manifest_load_file(m, en->path, &s->opts, e);
 	}
@@ -269,9 +270,11 @@ mentions(const struct manifest_entry *en, const char *base)
 
 	if (snprintf(q, sizeof(q), "\"%s\"", base) >= (int)sizeof(q))
 		return 0;
-	if (en->embedded_idx >= 0)
-		return memmem(embedded_manifests[en->embedded_idx].data,
-		              embedded_manifests[en->embedded_idx].len, q, strlen(q)) != NULL;
+	if (en->embedded_idx >= 0) {
+		struct embedded_file *f = &embedded_manifests[en->embedded_idx];
+		const char *et = embedded_text(f, &e);
+		return et == NULL || memmem(et, f->len, q, strlen(q)) != NULL;
+	}
 	if (fs_read_input(en->path, MANIFEST_MAX_BYTES, &text, &len, &e) < 0)
 		return 1; /* let the real load report it */
 	hit = memmem(text, len, q, strlen(q)) != NULL;

@@ -31,6 +31,17 @@ check "mode and its source" grep -q "^PASS  mode: install mode lazy (default)" "
 check "state directory checked" grep -q "^PASS  state: $T/state is writable and safe" "$T/out"
 check "the free port passes" grep -q "^PASS  ports: port $FREE is free" "$T/out"
 check "the summary line" grep -qE '^[0-9]+ passed, [0-9]+ warnings, 0 failed$' "$T/out"
+check "the clock is checked against the build date" \
+	grep -qE '^PASS  clock: [0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z is plausible' "$T/out"
+# HOME unset: the state directory is under the home /etc/passwd gives the user
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1 &&
+	grep -q '^nobody:[^:]*:65534:[^:]*:[^:]*:/nonexistent:' /etc/passwd; then
+	run setpriv --reuid=65534 --regid=65534 --clear-groups env -u HOME -u ABX_SERVER_STATE_DIR $D
+	check "HOME unset: the state directory is under the user's passwd home" \
+		grep -q "state: /nonexistent/.local/state/agent-sandbox " "$T/out"
+else
+	skip "HOME unset: the state directory is under the user's passwd home" "needs root, setpriv and nobody"
+fi
 
 run env ABX_SERVER_INSTALL_MODE=build ABX_TOOLS_DIR="$T/tools" $D
 expect "effective mode from env" 0 "install mode build (env ABX_SERVER_INSTALL_MODE)"

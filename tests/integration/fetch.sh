@@ -334,6 +334,23 @@ bad_cert rsa1024 tls.weak_key BR_ERR_X509_WEAK_PUBLIC_KEY --cert "$PKI/rsa1024.p
 bad_cert sha1 tls.weak_key BR_ERR_X509_UNSUPPORTED --cert "$PKI/sha1.pem" --key "$PKI/sha1.key"
 bad_cert tls10 tls.protocol BR_ERR_RECV_FATAL_ALERT --cert "$PKI/good.pem" --key "$PKI/good.key" --tls10
 bad_cert cbc tls.protocol BR_ERR_RECV_FATAL_ALERT --cert "$PKI/good.pem" --key "$PKI/good.key" --cbc
+# Offered: TLS 1.2 ECDHE with AES-GCM or ChaCha20-Poly1305 (docs/installing.md).
+# A server with only static RSA key exchange, or only AES-CCM, finds no
+# suite in common and says so with an alert.
+bad_cert rsakex tls.protocol BR_ERR_RECV_FATAL_ALERT --cert "$PKI/good.pem" --key "$PKI/good.key" \
+	--ciphers AES128-GCM-SHA256
+bad_cert ccm tls.protocol BR_ERR_RECV_FATAL_ALERT --cert "$PKI/ecdsa.pem" --key "$PKI/ecdsa.key" \
+	--ciphers ECDHE-ECDSA-AES128-CCM
+check "tls ccm: the message names what the server must offer" \
+	grep -q "the server offers no TLS 1.2 ECDHE/AEAD suite" "$T/err"
+for _s in ECDHE-RSA-AES128-GCM-SHA256 ECDHE-RSA-AES256-GCM-SHA384 ECDHE-RSA-CHACHA20-POLY1305 \
+	ECDHE-ECDSA-AES128-GCM-SHA256 ECDHE-ECDSA-AES256-GCM-SHA384 ECDHE-ECDSA-CHACHA20-POLY1305; do
+	case $_s in *ECDSA*) _c=ecdsa ;; *) _c=good ;; esac
+	start "suite-$_s" --cert "$PKI/$_c.pem" --key "$PKI/$_c.key" --ciphers "$_s"
+	run "$BIN" fetch "https://localhost:$P/f/a.bin" --sha256 "$SHA" -o "$T/dl/a.bin" -q
+	expect "tls: a server offering only $_s" 0
+	rm -f "$T/dl/a.bin"
+done
 # The same host name over an IP literal: BearSSL matches DNS names only.
 run "$BIN" fetch "https://127.0.0.1:$GP/f/a.bin" --sha256 "$SHA" -o "$T/dl/a.bin"
 expect "https to an IP literal the certificate does not name" 1 "" "tls.bad_host"

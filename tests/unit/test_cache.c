@@ -130,7 +130,7 @@ test_get_refuses(void **state)
 	unsigned char sk[KEY_LEN];
 	const char *why = NULL;
 	struct err e;
-	int fd = -1;
+	int fd = -1, i;
 
 	snprintf(cache, sizeof(cache), "%s/c", dir);
 	mkdir(cache, 0700);
@@ -168,6 +168,24 @@ test_get_refuses(void **state)
 	assert_int_equal(mkfifo(keyf, 0600), 0);
 	assert_int_equal(cache_seal_key(keyf, sk, &why), -1);
 	assert_non_null(strstr(why, "not a regular file"));
+	unlink(keyf);
+	/* a key file we wrote reads back as its 32 bytes; one not hex is refused */
+	assert_int_equal(fs_write_atomic(keyf,
+	                                 "000102030405060708090a0b0c0d0e0f"
+	                                 "101112131415161718191A1B1C1D1E1F\n",
+	                                 65, 0600, &e),
+	                 0);
+	assert_int_equal(cache_seal_key(keyf, sk, &why), 0);
+	for (i = 0; i < KEY_LEN; i++)
+		assert_int_equal(sk[i], i);
+	unlink(keyf);
+	assert_int_equal(fs_write_atomic(keyf,
+	                                 "00010203040506070809Xa0b0c0d0e0f"
+	                                 "101112131415161718191a1b1c1d1e1f\n",
+	                                 65, 0600, &e),
+	                 0);
+	assert_int_equal(cache_seal_key(keyf, sk, &why), -1);
+	assert_non_null(strstr(why, "not hex"));
 	/* the key's hex: signs and blanks that sscanf's %x took are refused */
 	unlink(keyf);
 	fd = open(keyf, O_WRONLY | O_CREAT | O_EXCL, 0600);

@@ -8,6 +8,7 @@
 
 #include "pkg/manifest.h"
 #include "net/hostrule.h"
+#include "base/fs.h"
 #include "pkg/manifests_embed.h"
 
 static const struct manifest_opts x64 = {.platform = "linux-x64"};
@@ -562,6 +563,33 @@ test_npm_lock_validation(void **state)
 	free(m);
 }
 
+/* Every embedded file inflates to the bytes of its file in manifests/
+ * (the unit tests run from the top of the tree), NUL-terminated, and a
+ * second call returns the same bytes without inflating again. */
+static void
+test_embedded_bytes(void **state)
+{
+	char path[512], *want;
+	const char *got;
+	size_t len;
+	struct err e;
+	int i;
+
+	for (i = 0; embedded_manifests[i].path != NULL; i++) {
+		struct embedded_file *f = &embedded_manifests[i];
+		snprintf(path, sizeof(path), "manifests/%s", f->path);
+		assert_int_equal(fs_read_input(path, 1 << 20, &want, &len, &e), 0);
+		got = embedded_text(f, &e);
+		assert_non_null(got);
+		assert_int_equal(f->len, len);
+		assert_memory_equal(got, want, len);
+		assert_int_equal(got[len], '\0');
+		assert_ptr_equal(embedded_text(f, &e), got);
+		free(want);
+	}
+	assert_true(i >= 1);
+}
+
 /* Every built-in manifest loads: a broken one would ship in the binary. */
 static void
 test_builtin_manifests_load(void **state)
@@ -612,6 +640,7 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_npm_lock_validation, setup_dir, teardown_dir),
 	    cmocka_unit_test_setup_teardown(test_too_large_file, setup_dir, teardown_dir),
 	    cmocka_unit_test(test_builtin_manifests_load),
+	    cmocka_unit_test(test_embedded_bytes),
 	    cmocka_unit_test(test_libc_and_env),
 	    cmocka_unit_test(test_verify_env),
 	};
