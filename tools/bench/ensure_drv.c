@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "config/config.h"
 #include "install/install.h"
 
 static double
@@ -26,6 +27,7 @@ now_us(void)
 int
 main(int argc, char **argv)
 {
+	static struct config cfg;
 	static struct install_settings set;
 	static struct manifest_set ms;
 	static struct install_ctx ctx;
@@ -45,10 +47,13 @@ main(int argc, char **argv)
 	fl[nf++] = (struct config_flag){"tools_dir", argv[1], "--tools-dir"};
 	if (strcmp(argv[2], "-") != 0)
 		fl[nf++] = (struct config_flag){"manifests_dir", argv[2], "--manifests"};
-	if (install_settings_load(&set, NULL, fl, nf, &e) < 0)
+	/* the configuration as an applet loads it (environment, then these
+	 * flags); the install API is used through ctx_init, fast_path, free */
+	if (config_load(&cfg, NULL, NULL, fl, nf, &e) < 0)
 		goto fail;
+	install_settings_from_config(&set, &cfg);
 	mo.platform = manifest_platform_self();
-	if (manifest_set_open(&ms, set.manifests_dir[0] ? set.manifests_dir : NULL, &mo, &e) < 0 ||
+	if (manifest_set_open(&ms, cfg.manifests_dir[0] ? cfg.manifests_dir : NULL, &mo, &e) < 0 ||
 	    install_ctx_init(&ctx, &ms, &set, NULL, &e) < 0 || (m = manifest_get(&ms, argv[3], &e)) == NULL)
 		goto fail;
 	if (install_fast_path(&ctx, m, &r, &e) != 1) {
