@@ -37,6 +37,8 @@
  * machine each sleep costs a scheduling delay, so a pipeline in which one
  * side is the faster sleeps once per W_SLOTS/2 chunks, not once a chunk. */
 #define W_HALF (W_SLOTS / 2)
+/* A file's writeback is started as it is closed from this size on (w_end). */
+#define W_WRITEBACK_MIN ((int64_t)128 << 10)
 /* The writer's stack: its frames are small (buffers are on the heap). */
 #define W_STACK (256u << 10)
 
@@ -184,10 +186,16 @@ w_end(struct arc_writer *w)
 	if (!w->hashing)
 		drop_copy(w);
 	/* the disk writes this file (and the cache's copy) while the next
-	 * ones are extracted */
-	fs_writeback_start(f->fd);
+	 * ones are extracted; a small one is left to the syncfs before the
+	 * tree is published (no durability is lost: this starts a write, it
+	 * never waits for one), which sends thousands of them in a few merged
+	 * requests where a start each costs a syscall and a request of a few
+	 * pages, a VM exit on a virtual disk */
+	if (w->end >= W_WRITEBACK_MIN)
+		fs_writeback_start(f->fd);
 	if (w->cfd >= 0) {
-		fs_writeback_start(w->cfd);
+		if (w->end >= W_WRITEBACK_MIN)
+			fs_writeback_start(w->cfd);
 		w->copied = close(w->cfd) == 0;
 		if (!w->copied)
 			unlinkat(w->o->copy_dirfd, w->cname, 0);
