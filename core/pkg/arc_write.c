@@ -37,8 +37,6 @@
  * machine each sleep costs a scheduling delay, so a pipeline in which one
  * side is the faster sleeps once per W_SLOTS/2 chunks, not once a chunk. */
 #define W_HALF (W_SLOTS / 2)
-/* A file's writeback is started as it is closed from this size on (w_end). */
-#define W_WRITEBACK_MIN ((int64_t)128 << 10)
 /* The writer's stack: its frames are small (buffers are on the heap). */
 #define W_STACK (256u << 10)
 
@@ -191,10 +189,10 @@ w_end(struct arc_writer *w)
 	 * never waits for one), which sends thousands of them in a few merged
 	 * requests where a start each costs a syscall and a request of a few
 	 * pages, a VM exit on a virtual disk */
-	if (w->end >= W_WRITEBACK_MIN)
+	if (w->end >= (int64_t)ARC_WRITEBACK_MIN)
 		fs_writeback_start(f->fd);
 	if (w->cfd >= 0) {
-		if (w->end >= W_WRITEBACK_MIN)
+		if (w->end >= (int64_t)ARC_WRITEBACK_MIN)
 			fs_writeback_start(w->cfd);
 		w->copied = close(w->cfd) == 0;
 		if (!w->copied)
