@@ -49,7 +49,7 @@ ours=$(stat -c %s "$BIN")
 if curl=$(command -v curl); then
 	add "binary size, bytes (ref: curl + its $(closure_count "$curl") shared libs)" "$ours" "$(closure_bytes "$curl")"
 else
-	na "binary size, bytes (ref: curl + libs)" "curl not installed"
+	na "binary size, bytes (ref: curl + libs)" "needs curl"
 fi
 if bb=$(command -v busybox); then
 	add "binary size, bytes (ref: busybox)" "$ours" "$(closure_bytes "$bb")"
@@ -101,10 +101,10 @@ else hport="" hwho=""
 fi
 fig="start-to-exit ms: healthcheck vs curl -sf /health (median, $hwho)"
 if ! has_applet healthcheck; then
-	na "start-to-exit ms: healthcheck vs curl -sf /health" "healthcheck not built" \
+	na "start-to-exit ms: healthcheck vs curl -sf /health" "needs healthcheck" \
 		"$([ -n "$hport" ] && [ -n "${curl:-}" ] && median_ms "$curl" -sf "http://127.0.0.1:$hport/health")"
 elif [ -z "$hport" ] || [ -z "${curl:-}" ]; then
-	na "start-to-exit ms: healthcheck vs curl -sf /health" "no server or no curl"
+	na "start-to-exit ms: healthcheck vs curl -sf /health" "$([ -n "${curl:-}" ] && echo "no server ran" || echo "needs curl")"
 else
 	say "start-up: healthcheck vs curl -sf against $hwho ($BENCH_RUNS runs each)"
 	set -- $(pair_ms "$BIN healthcheck --host 127.0.0.1 --port $hport" "$curl -sf http://127.0.0.1:$hport/health")
@@ -128,9 +128,9 @@ wrk_run() {
 wfig="/health req/s, higher is better (wrk $WRK_ARGS; ref: nginx static file)"
 pfig="/health p99 latency ms, lower is better"
 if ! command -v wrk >/dev/null 2>&1; then
-	na "$wfig" "wrk not installed"
+	na "$wfig" "needs wrk"
 elif [ -z "$nport" ]; then
-	na "$wfig" "nginx did not run"
+	na "$wfig" "${NGINX_WHY%%:*}"
 else
 	ngx_idle=$(proc_kib "$nginx_pid" VmRSS)
 	if [ -n "$sport" ]; then
@@ -153,10 +153,10 @@ else
 		add "server idle RSS KiB (nginx: master + workers)" "$ours_idle" "$ngx_idle"
 		add "server peak RSS KiB after wrk (VmHWM, summed)" "$ours_hwm" "$ngx_hwm"
 	else
-		na "$wfig" "serve not built" "$nrps"
-		na "$pfig" "serve not built" "$np99"
-		na "server idle RSS KiB (nginx: master + workers)" "serve not built" "$ngx_idle"
-		na "server peak RSS KiB after wrk (VmHWM, summed)" "serve not built" "$ngx_hwm"
+		na "$wfig" "needs serve" "$nrps"
+		na "$pfig" "needs serve" "$np99"
+		na "server idle RSS KiB (nginx: master + workers)" "needs serve" "$ngx_idle"
+		na "server peak RSS KiB after wrk (VmHWM, summed)" "needs serve" "$ngx_hwm"
 	fi
 fi
 for p in $pids; do kill -TERM "$p" 2>/dev/null; wait "$p" 2>/dev/null; done

@@ -173,7 +173,7 @@ EOF
 nginx_start() {
 	NGINX_PID="" NGINX_PORT="" NGINX_WHY=""
 	_ngx=$(command -v nginx || ls /usr/sbin/nginx 2>/dev/null) ||
-		{ NGINX_WHY="nginx is not installed (apt-get install nginx-light)"; return 1; }
+		{ NGINX_WHY="needs nginx (apt-get install nginx-light)"; return 1; }
 	_nd=$1/nginx
 	NGINX_PORT=$(free_port)
 	mkdir -p "$_nd/www" "$_nd/tmp"

@@ -205,7 +205,9 @@ int install_one(struct install_ctx *c, const manifest_t *m, const char *w, struc
  * no thread the wait does the syncfs itself. It finds little left to write:
  * every writer of a staged file (and of the cache's downloads and kept
  * trees beside it) started that file's writeback once it was written
- * (fs_writeback_start), so the disk wrote while the rest was staged; the
+ * (fs_writeback_start; an extracted file only from ARC_WRITEBACK_MIN on:
+ * the small ones go in the syncfs's merged requests), so the disk wrote
+ * while the rest was staged; the
  * kernel would start none before vm.dirty_background_ratio (gigabytes on
  * a large machine) or 30 s. Only our files: another process writing to
  * the same filesystem is no longer written back at our pace (a syncfs

@@ -554,6 +554,7 @@ extract(int archive_fd, const void *mem, size_t memlen, struct src *src, int roo
 	struct arc_stats local;
 	struct archive_entry *ent;
 	struct tee tee = {archive_fd, o->tee, NULL};
+	struct arc_writer wr;
 	struct xs x;
 	locale_t utf8, old = (locale_t)0;
 	int r, rc = -1, opened;
@@ -582,10 +583,8 @@ extract(int archive_fd, const void *mem, size_t memlen, struct src *src, int roo
 	if (o->flags & ARC_NPM)
 		x.strip++;
 	x.next_progress = ARC_PROGRESS_STEP;
-	if ((x.w = arc_w_new(o)) == NULL) {
-		free(tee.buf);
-		return err_set(e, "internal", "out of memory");
-	}
+	x.w = &wr;
+	arc_w_init(&wr, o);
 	/* libarchive converts names to the thread's locale and warns (fatal
 	 * here) when it cannot: in the "C" locale every non-ASCII name of a
 	 * pax or zip archive would be refused. A UTF-8 locale for this thread
@@ -645,7 +644,7 @@ out:
 	free(x.dfr.names);
 	archive_read_free(x.a);
 out_locale:
-	arc_w_free(x.w);
+	arc_w_destroy(&wr);
 	if (utf8 != (locale_t)0) {
 		uselocale(old);
 		freelocale(utf8);

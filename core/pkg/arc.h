@@ -94,6 +94,12 @@ struct digest_ctx;
  * and hashes. */
 #define ARC_THREAD_MIN (1u << 20)
 
+/* A regular file of at least this size has its writeback started as it is
+ * closed (fs_writeback_start; FS_WRITEBACK_EVERY bytes of a large one as it
+ * is written): the disk writes it while the rest is extracted. A smaller
+ * one is left to the syncfs before the tree is published. */
+#define ARC_WRITEBACK_MIN (128u << 10)
+
 /* Progress is reported at most every ARC_PROGRESS_STEP bytes written (and
  * once at the end), so a callback that writes .progress.json stays cheap. */
 #define ARC_PROGRESS_STEP (4u << 20)

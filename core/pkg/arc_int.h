@@ -7,7 +7,10 @@
  */
 #include "pkg/arc.h"
 
+#include "base/digest.h"
+
 #include <archive.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
@@ -37,7 +40,41 @@ struct arc_wfile {
 	char raw[ARC_DEFAULT_MAX_PATH + 1];  /* the entry's own name, for messages */
 };
 
-struct arc_writer;
+/* The writer of one extraction (arc_write.c), on the stack of the
+ * extraction it serves (arc.c). */
+struct slot;
+struct arc_writer {
+	const struct arc_opts *o;
+	uint64_t handed; /* data bytes handed over (reader) */
+	int mode;        /* ARC_THREADS_* */
+	/* the writer's own: the file being written */
+	struct arc_wfile f;
+	int open, hashing;
+	int cfd;    /* its copy in copy_dirfd, or -1 */
+	int copied; /* the copy cname is whole */
+	char cname[24];
+	uint64_t seq; /* copies begun */
+	struct digest_ctx dc;
+	int64_t end;
+	uint64_t unkicked; /* written since the last writeback start */
+	uint64_t bytes, files;
+	int64_t cpu_us; /* the writer thread's CPU, set as it ends */
+	struct err e;   /* the writer's failure, set before failed */
+	int failed;     /* under mu */
+	/* the ring and its slots, allocated when the thread starts: a small
+	 * archive, most of npm's, costs no allocation of its own (one made
+	 * and freed per package is a fresh mapping each time, unmapped on
+	 * free: an munmap's TLB shootdown on every core running a thread of
+	 * the process) */
+	unsigned char *ring;
+	struct slot *slot;
+	unsigned head, tail; /* slots handed over / written (mod 2^32) */
+	int done, started;
+	int rwait, wwait; /* the reader / the writer sleeps */
+	pthread_t th;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+};
 
 struct deferred {
 	char *names; /* NUL-separated names, each followed by its mode */
@@ -108,11 +145,11 @@ int arc_parent_fd(struct xs *x, const char *dir);
  * handed over, closes what is left open, adds the writer's counts to x->st
  * and, when ok, reports its failure (0 or -1 with x->e).
  */
-struct arc_writer *arc_w_new(const struct arc_opts *o);
+void arc_w_init(struct arc_writer *w, const struct arc_opts *o);
 int arc_w_begin(struct xs *x, const struct arc_wfile *f);
 int arc_w_data(struct xs *x, int64_t off, const void *buf, size_t len);
 int arc_w_end(struct xs *x);
 int arc_w_finish(struct xs *x, int ok);
-void arc_w_free(struct arc_writer *w);
+void arc_w_destroy(struct arc_writer *w);
 
 #endif

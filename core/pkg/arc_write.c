@@ -51,35 +51,6 @@ struct slot {
 	size_t len;
 };
 
-struct arc_writer {
-	const struct arc_opts *o;
-	uint64_t handed; /* data bytes handed over (reader) */
-	int mode;        /* ARC_THREADS_* */
-	/* the writer's own: the file being written */
-	struct arc_wfile f;
-	int open, hashing;
-	int cfd;    /* its copy in copy_dirfd, or -1 */
-	int copied; /* the copy cname is whole */
-	char cname[24];
-	uint64_t seq; /* copies begun */
-	struct digest_ctx dc;
-	int64_t end;
-	uint64_t unkicked; /* written since the last writeback start */
-	uint64_t bytes, files;
-	int64_t cpu_us; /* the writer thread's CPU, set as it ends */
-	struct err e;   /* the writer's failure, set before failed */
-	int failed;     /* under mu */
-	/* the ring, when threaded */
-	unsigned char *ring;
-	struct slot slot[W_SLOTS];
-	unsigned head, tail; /* slots handed over / written (mod 2^32) */
-	int done, started;
-	int rwait, wwait; /* the reader / the writer sleeps */
-	pthread_t th;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-};
-
 /* ---- the writer's side ---------------------------------------------------- */
 
 /* The copy cannot be whole: removed (the extraction goes on). */
@@ -195,10 +166,16 @@ w_end(struct arc_writer *w)
 	if (!w->hashing)
 		drop_copy(w);
 	/* the disk writes this file (and the cache's copy) while the next
-	 * ones are extracted */
-	fs_writeback_start(f->fd);
+	 * ones are extracted; a small one is left to the syncfs before the
+	 * tree is published (no durability is lost: this starts a write, it
+	 * never waits for one), which sends thousands of them in a few merged
+	 * requests where a start each costs a syscall and a request of a few
+	 * pages, a VM exit on a virtual disk */
+	if (w->end >= (int64_t)ARC_WRITEBACK_MIN)
+		fs_writeback_start(f->fd);
 	if (w->cfd >= 0) {
-		fs_writeback_start(w->cfd);
+		if (w->end >= (int64_t)ARC_WRITEBACK_MIN)
+			fs_writeback_start(w->cfd);
 		w->copied = close(w->cfd) == 0;
 		if (!w->copied)
 			unlinkat(w->o->copy_dirfd, w->cname, 0);
@@ -265,20 +242,16 @@ w_main(void *arg)
 
 /* ---- the reader's side ---------------------------------------------------- */
 
-struct arc_writer *
-arc_w_new(const struct arc_opts *o)
+void
+arc_w_init(struct arc_writer *w, const struct arc_opts *o)
 {
-	struct arc_writer *w = calloc(1, sizeof(*w));
-
-	if (w == NULL)
-		return NULL;
+	memset(w, 0, sizeof(*w));
 	w->o = o;
 	w->mode = o->threads;
 	w->cfd = -1;
 	err_clear(&w->e);
 	pthread_mutex_init(&w->mu, NULL);
 	pthread_cond_init(&w->cv, NULL);
-	return w;
 }
 
 /* The writer's failure into x->e: -1; 0 when it has none. */
@@ -309,19 +282,27 @@ w_maybe_start(struct arc_writer *w)
 	    (w->mode == ARC_THREADS_AUTO && w->handed < ARC_THREAD_MIN))
 		return;
 	w->mode = ARC_THREADS_ONE; /* one try */
-	if ((w->ring = malloc((size_t)W_SLOTS * W_CHUNK)) == NULL)
+	w->ring = malloc((size_t)W_SLOTS * W_CHUNK);
+	w->slot = calloc(W_SLOTS, sizeof(*w->slot));
+	if (w->ring == NULL || w->slot == NULL) {
+		free(w->ring);
+		free(w->slot);
+		w->ring = NULL;
+		w->slot = NULL;
 		return;
+	}
 	pthread_attr_init(&at);
 	pthread_attr_setstacksize(&at, W_STACK);
 	ok = pthread_create(&w->th, &at, w_main, w) == 0;
 	pthread_attr_destroy(&at);
 	if (!ok) {
 		free(w->ring);
+		free(w->slot);
 		w->ring = NULL;
+		w->slot = NULL;
 		return;
 	}
 	w->started = 1;
-	memset(&w->slot[0], 0, sizeof(w->slot[0]));
 }
 
 /* Hand the filling slot over and wait for a free one: 0, or -1 when the
@@ -463,12 +444,10 @@ arc_w_finish(struct xs *x, int ok)
 }
 
 void
-arc_w_free(struct arc_writer *w)
+arc_w_destroy(struct arc_writer *w)
 {
-	if (w == NULL)
-		return;
 	pthread_mutex_destroy(&w->mu);
 	pthread_cond_destroy(&w->cv);
 	free(w->ring);
-	free(w);
+	free(w->slot);
 }

@@ -147,6 +147,11 @@ int cache_pipe_finish_cpu(struct cache_pipe *p, struct digest *a, struct digest 
                           struct cache_pipe_cpu *cpu);
 /* Abandon: stop the worker and free p (NULL is fine). */
 void cache_pipe_free(struct cache_pipe *p);
+/* Hold (1) or let go (0) of the pool of rings: while one caller holds it,
+ * a finished pipe's ring is kept (at most 8) for the next pipe instead of
+ * freed; the last to let go frees them. For a caller making many small
+ * downloads at once (npm_install). */
+void cache_pipe_pool(int hold);
 /*
  * Extract while downloading: a follower (another thread, at most one, set
  * before the first write) reads every chunk in the ring once it is handed

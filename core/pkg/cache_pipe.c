@@ -35,6 +35,9 @@
 #define PIPE_FOLLOW_SLOTS 8
 /* consumers: the digests (at most 2), then the write */
 #define PIPE_CONSUMERS 3
+/* Rings kept for the next download while the pool is held
+ * (cache_pipe_pool): one per npm worker. */
+#define POOL_MAX 8
 
 struct cache_pipe;
 
@@ -244,12 +247,72 @@ hand_over(struct cache_pipe *p)
 	return 0;
 }
 
+/* A ring of PIPE_SLOTS chunks freed and allocated again per package is a
+ * fresh mapping each time (musl maps an allocation this large on its own):
+ * page faults as it fills and an munmap, a TLB shootdown on every core
+ * running one of the process's threads, as it goes. While a caller that
+ * downloads many packages holds the pool, rings are kept for the next
+ * download instead; a follower's larger ring is not. A kept ring is only
+ * ever the filling side's scratch space: every byte a download hashes,
+ * writes or hands to its follower is written into it by that download
+ * first. */
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static unsigned char *pool[POOL_MAX];
+static int pool_n, pool_holders;
+
+static unsigned char *
+ring_get(unsigned nslots)
+{
+	unsigned char *r = NULL;
+
+	if (nslots == PIPE_SLOTS) {
+		pthread_mutex_lock(&pool_mu);
+		if (pool_n > 0)
+			r = pool[--pool_n];
+		pthread_mutex_unlock(&pool_mu);
+	}
+	return r != NULL ? r : malloc((size_t)nslots * PIPE_CHUNK);
+}
+
+static void
+ring_put(unsigned char *r, unsigned nslots)
+{
+	if (r != NULL && nslots == PIPE_SLOTS) {
+		pthread_mutex_lock(&pool_mu);
+		if (pool_holders > 0 && pool_n < POOL_MAX) {
+			pool[pool_n++] = r;
+			r = NULL;
+		}
+		pthread_mutex_unlock(&pool_mu);
+	}
+	free(r);
+}
+
+void
+cache_pipe_pool(int hold)
+{
+	unsigned char *drop[POOL_MAX];
+	int i, n = 0;
+
+	pthread_mutex_lock(&pool_mu);
+	if (hold)
+		pool_holders++;
+	else if (pool_holders > 0 && --pool_holders == 0) {
+		for (n = 0; n < pool_n; n++)
+			drop[n] = pool[n];
+		pool_n = 0;
+	}
+	pthread_mutex_unlock(&pool_mu);
+	for (i = 0; i < n; i++)
+		free(drop[i]);
+}
+
 int
 cache_pipe_write(struct cache_pipe *p, const void *data, size_t len)
 {
 	const unsigned char *s = data;
 
-	if (p->ring == NULL && (p->ring = malloc((size_t)p->nslots * PIPE_CHUNK)) == NULL) {
+	if (p->ring == NULL && (p->ring = ring_get(p->nslots)) == NULL) {
 		errno = ENOMEM;
 		return -1;
 	}
@@ -273,7 +336,7 @@ pipe_free(struct cache_pipe *p)
 	pthread_mutex_destroy(&p->mu);
 	pthread_cond_destroy(&p->work);
 	pthread_cond_destroy(&p->room);
-	free(p->ring);
+	ring_put(p->ring, p->nslots);
 	free(p);
 }
 

@@ -795,6 +795,8 @@ npm_install(const struct npm_opts *o, struct npm_stats *st, struct err *e)
 	}
 	pthread_mutex_init(&r.mu, NULL);
 	pthread_cond_init(&r.cv, NULL);
+	/* one download ring per worker, kept from package to package */
+	cache_pipe_pool(1);
 	if ((size_t)jobs > n)
 		jobs = n ? (int)n : 1;
 	for (i = 0; i < (size_t)jobs; i++) {
@@ -813,6 +815,7 @@ npm_install(const struct npm_opts *o, struct npm_stats *st, struct err *e)
 	}
 	for (i = 0; i < (size_t)started; i++)
 		pthread_join(th[i], NULL);
+	cache_pipe_pool(0);
 	if (rc == 0 && r.failed) {
 		*e = r.err;
 		rc = -1;

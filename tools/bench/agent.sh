@@ -16,7 +16,7 @@ AGENT_RUNS=${AGENT_RUNS:-2}
 F="agent-shaped install (1 native ${AGENT_NATIVE_MB} MiB + $AGENT_JS JS packages)"
 
 if ! has_applet prepare || ! command -v npm >/dev/null 2>&1; then
-	row "$F, cold, ms" n/a n/a "n/a (no prepare applet or no npm)"
+	row "$F, cold, ms" n/a n/a "n/a (needs prepare and npm)"
 	exit 0
 fi
 say() { printf 'bench agent: %s\n' "$*" >&2; }

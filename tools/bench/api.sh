@@ -40,7 +40,7 @@ mfig="RSS KiB with 256 open connections (nginx: master + workers)"
 tfig1="401 median us: wrong token differing at the last byte vs at the first"
 tfig2="401 median us: wrong token one byte longer vs differing at the first byte"
 if ! has_applet serve; then
-	for f in "$ofig" "$pfig" "$mfig" "$tfig1" "$tfig2"; do row "$f" n/a n/a "n/a (serve not built)"; done
+	for f in "$ofig" "$pfig" "$mfig" "$tfig1" "$tfig2"; do row "$f" n/a n/a "n/a (needs serve)"; done
 	exit 0
 fi
 
@@ -104,8 +104,8 @@ if cc=$(command -v "${MUSL_CC:-musl-gcc}" || command -v cc); then
 		drv=$d/spawn_drv
 fi
 if ! command -v wrk >/dev/null 2>&1; then
-	row "$ofig" n/a n/a "n/a (wrk not installed)"
-	row "$pfig" n/a n/a "n/a (wrk not installed)"
+	row "$ofig" n/a n/a "n/a (needs wrk)"
+	row "$pfig" n/a n/a "n/a (needs wrk)"
 else
 	cat >"$d/op.lua" <<EOF
 wrk.method = "POST"
@@ -180,7 +180,7 @@ ours=$(rss_with "$spid" "$sport" /health)
 if [ -n "$npid" ]; then
 	row "$mfig" "$ours" "$(rss_with "$npid" "$nport" /op)"
 else
-	row "$mfig" "$ours" n/a "n/a (nginx did not run)"
+	row "$mfig" "$ours" n/a "n/a (${NGINX_WHY%%:*})"
 fi
 
 # ---- wrong-token timing ---------------------------------------------------------------

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "config/config.h"
 #include "install/install.h"
 
 static double

@@ -3,17 +3,21 @@
 # with tar(1) and sha256sum(1) in the same run. Rows "figure | ours |
 # reference | ratio" (tools/benchlib.sh). Run by tools/bench.sh, or alone:
 #   BIN=build/agent-sandbox-server TOP=$PWD tools/bench/extract.sh
-# EXTRACT_RUNS (default 5) timed runs each, alternating ours and reference.
+# EXTRACT_RUNS (default 5) timed runs each, alternating ours and reference;
+# EXTRACT_MB (default 80) the fixture's binary, in MiB, its text files
+# scaled with it (4000 at 80).
 set -u
 : "${TOP:=$(cd "$(dirname "$0")/../.." && pwd)}"
 : "${BIN:=$TOP/build/agent-sandbox-server}"
 export TOP BIN
 . "$TOP/tools/benchlib.sh"
 RUNS=${EXTRACT_RUNS:-5}
+MB=${EXTRACT_MB:-80}
 out=$TOP/build/bench
 mkdir -p "$out"
 drv=$out/extract_drv
 fix=$out/extract-fixture.tar.gz
+[ "$MB" = 80 ] || fix=$out/extract-fixture-$MB.tar.gz
 
 # The driver: core/ as the release build compiles it (musl, -Os, static),
 # every release object of core/ so whatever arc and fs call is there.
@@ -27,7 +31,7 @@ ${MUSL_CC:-musl-gcc} -std=c11 -Os -D_GNU_SOURCE -static -s -Wl,--gc-sections -I"
 # a few symlinks), ~100 MiB compressed, generated once and kept in build/.
 if [ ! -s "$fix" ]; then
 	echo "extract.sh: generating $fix" >&2
-	python3 - "$fix" <<'PY' || exit 1
+	python3 - "$fix" "$MB" <<'PY' || exit 1
 import io, random, sys, tarfile
 r = random.Random(42)
 words = [bytes(r.choice(b"abcdefghijklmnopqrstuvwxyz") for _ in range(r.randint(2, 10))) for _ in range(5000)]
@@ -38,10 +42,10 @@ def add(tf, name, data, mode=0o644):
 with tarfile.open(sys.argv[1], "w:gz", compresslevel=6) as tf:
     # the binary: incompressible and compressible halves, like an ELF
     blob = bytearray()
-    for i in range(80):
+    for i in range(int(sys.argv[2])):
         blob += r.randbytes(1 << 20) if i % 5 else text[: 1 << 20]
     add(tf, "pkg/bin/node", bytes(blob), 0o755)
-    for i in range(4000):
+    for i in range(max(20, 50 * int(sys.argv[2]))):
         n = r.randint(200, 20000); o = r.randint(0, len(text) - n)
         add(tf, "pkg/lib/node_modules/m%02d/f%04d.js" % (i % 60, i), text[o:o + n])
     for i in range(20):
@@ -78,7 +82,9 @@ PY
 
 x=$work/x
 set -- $(timed fresh "$x" "'$drv' x .tar.gz '$fix' '$x'" "tar xzf '$fix' -C '$x'")
-row "extract ~100 MiB tar.gz, ms (vs tar xzf)" "$1" "$2"
+sz="~100 MiB"
+[ "$MB" = 80 ] || sz="$(du -k "$fix" | cut -f1) KiB"
+row "extract $sz tar.gz, ms (vs tar xzf)" "$1" "$2"
 
 rm -rf "$x"; mkdir "$x"
 o=$(peak_kib "$drv" x .tar.gz "$fix" "$x")

@@ -29,11 +29,11 @@ FETCH_REAL_URL=${FETCH_REAL_URL:-https://registry.npmjs.org/@openai/codex/-/code
 FETCH_REAL_SHA256=${FETCH_REAL_SHA256:-e13d67afb0533cc6160b5f4140e4ad07e2acd87adbaa081bbf69b82e90cf4e55}
 
 if ! has_applet fetch; then
-	row "fetch ${FETCH_MB} MiB https, ms" n/a n/a "n/a (no fetch applet)"
+	row "fetch ${FETCH_MB} MiB https, ms" n/a n/a "n/a (needs fetch)"
 	exit 0
 fi
 if ! command -v curl >/dev/null 2>&1; then
-	row "fetch ${FETCH_MB} MiB https, ms" n/a n/a "n/a (curl not installed)"
+	row "fetch ${FETCH_MB} MiB https, ms" n/a n/a "n/a (needs curl)"
 	exit 0
 fi
 
@@ -165,7 +165,7 @@ if [ -n "$port" ]; then
 		"SSL_CERT_FILE='$d/pki/ca.pem'" "$ca" "$sha"
 else
 	row "fetch ${FETCH_MB} MiB + sha256, https from openssl s_server, wall ms" n/a n/a \
-		"n/a (openssl s_server did not start)"
+		"n/a ($(command -v openssl >/dev/null && echo "openssl s_server did not start" || echo "needs openssl"))"
 fi
 
 say "http: plain HTTP from the Python fixture"

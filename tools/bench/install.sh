@@ -149,5 +149,6 @@ if ${MUSL_CC:-musl-gcc} -std=c11 -Os -D_GNU_SOURCE -static -s -I"$TOP/core" -I"$
 		row "ensure fast path, root-owned tree, us/call" n/a n/a "n/a (needs root and setpriv)"
 	fi
 else
+	say "tools/bench/ensure_drv.c did not build: $(head -5 "$d/drv.err")"
 	row "ensure fast path, us/call" n/a n/a "n/a (driver did not build)"
 fi

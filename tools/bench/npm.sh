@@ -7,14 +7,19 @@
 #
 # The tarballs are mirrored once from registry.npmjs.org into
 # build/bench/npm-reg (checked against their integrity) and reused.
+# NPM_BENCH_STORE names another such store (reg/, package-lock.json whose
+# resolved URLs are registry.npmjs.org's, package.json: tests/integration/
+# bench.sh makes a small one, so it never reaches the network), and
+# NPM_BENCH_BIN the root package's bin the manifest names.
 set -u
 : "${TOP:=$(cd "$(dirname "$0")/../.." && pwd)}"
 . "$TOP/tools/benchlib.sh"
 NPM_BENCH_PKG=${NPM_BENCH_PKG:-jest@29.7.0}
+NPM_BENCH_BIN=${NPM_BENCH_BIN:-jest}
 NPM_BENCH_RUNS=${NPM_BENCH_RUNS:-3}
 
 if ! has_applet prepare || ! command -v npm >/dev/null 2>&1; then
-	row "npm-lock install, cold" n/a n/a "n/a (no prepare applet or no npm)"
+	row "npm-lock install, cold" n/a n/a "n/a (needs prepare and npm)"
 	exit 0
 fi
 say() { printf 'bench npm: %s\n' "$*" >&2; }
@@ -29,7 +34,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # ---- the lockfile and the mirrored tarballs (once) ----------------------
-store=$TOP/build/bench/npm-reg
+store=${NPM_BENCH_STORE:-$TOP/build/bench/npm-reg}
 mkdir -p "$store"
 if [ ! -s "$store/package-lock.json" ]; then
 	say "locking $NPM_BENCH_PKG and mirroring its tarballs (once)"
@@ -84,9 +89,9 @@ cp "$store/package.json" "$d/m/bench/package.json"
 cp "$d/m/bench/package-lock.json" "$store/package.json" "$d/ci/"
 cat >"$d/m/bench.json" <<EOF
 {
-  "schema": 1, "name": "bench", "binary": "jest", "version": "${NPM_BENCH_PKG##*@}",
+  "schema": 1, "name": "bench", "binary": "$NPM_BENCH_BIN", "version": "${NPM_BENCH_PKG##*@}",
   "source": {"type": "npm-lock", "package": "${NPM_BENCH_PKG%@*}", "lock": "bench/package-lock.json",
-             "package_json": "bench/package.json", "bin": "node_modules/.bin/jest", "allow_scripts": false},
+             "package_json": "bench/package.json", "bin": "node_modules/.bin/$NPM_BENCH_BIN", "allow_scripts": false},
   "hosts": ["localhost"],
   "verify": {"argv": ["/bin/true"]},
   "platforms": ["linux-x64", "linux-arm64"]

@@ -31,11 +31,11 @@ na_all() {
 	row "$FF, registry requests per install" n/a n/a "n/a ($1)"
 }
 if ! has_applet prepare || ! has_applet fetch; then
-	na_all "no prepare or fetch applet"
+	na_all "needs prepare and fetch"
 	exit 0
 fi
 if [ -z "$REGBIN" ]; then
-	na_all "docker-registry missing: tools/hostdeps.sh check installs it"
+	na_all "needs docker-registry: tools/hostdeps.sh check installs it"
 	exit 0
 fi
 say() { printf 'bench oci: %s\n' "$*" >&2; }
@@ -161,6 +161,6 @@ ok=$(( OCI_FLEET - nfail ))
 row "$FF, origin bytes read: the push (ref: the fixture's tarballs, one copy)" "$push_bytes" "$fixture_bytes"
 row "$FF, origin bytes read by the $OCI_FLEET installs" "$fleet_bytes" 0 \
 	"n/a ($fleet_origin_req origin requests; goal 0)"
-row "$FF, wall ms ($ok of $OCI_FLEET installed)" "$fleet_ms" n/a "n/a ($(awk -v a="$fleet_ms" -v n="$OCI_FLEET" 'BEGIN{printf "%.0f", a/n}') ms per install)"
-row "$FF, registry requests per install" "$(awk -v a="$req0" -v b="$req1" -v n="$OCI_FLEET" 'BEGIN{printf "%.1f", (b-a)/n}')" n/a \
-	"n/a ($((req1 - req0)) GET/HEAD /v2/ in all)"
+row "$FF, wall ms ($ok of $OCI_FLEET installed)" "$fleet_ms" none "($(awk -v a="$fleet_ms" -v n="$OCI_FLEET" 'BEGIN{printf "%.0f", a/n}') ms per install)"
+row "$FF, registry requests per install" "$(awk -v a="$req0" -v b="$req1" -v n="$OCI_FLEET" 'BEGIN{printf "%.1f", (b-a)/n}')" none \
+	"($((req1 - req0)) GET/HEAD /v2/ in all)"

@@ -21,7 +21,7 @@ set -- $COUNTS
 fig="session events/s, $1 lines of 64 B to an SSE client (ref: the child's pipe read by cat)"
 
 if ! has_applet serve || ! command -v curl >/dev/null 2>&1; then
-	row "$fig" n/a n/a "n/a (serve or curl missing)"
+	row "$fig" n/a n/a "n/a (needs serve and curl)"
 	exit 0
 fi
 d=$(mktemp -d "${TMPDIR:-/tmp}/abx-bench-sess.XXXXXX") || exit 1
@@ -34,8 +34,8 @@ cleanup() {
 trap cleanup EXIT
 CC=${CC:-cc}
 command -v musl-gcc >/dev/null 2>&1 && CC="musl-gcc -static"
-$CC -O2 -o "$d/flood" "$TOP/tools/bench/flood_drv.c" || { row "$fig" n/a n/a "n/a (no C compiler)"; exit 0; }
-$CC -O2 -o "$d/sse_drv" "$TOP/tools/bench/sse_drv.c" || { row "$fig" n/a n/a "n/a (no C compiler)"; exit 0; }
+$CC -O2 -o "$d/flood" "$TOP/tools/bench/flood_drv.c" || { row "$fig" n/a n/a "n/a (needs cc)"; exit 0; }
+$CC -O2 -o "$d/sse_drv" "$TOP/tools/bench/sse_drv.c" || { row "$fig" n/a n/a "n/a (needs cc)"; exit 0; }
 mkdir -p "$d/man" "$d/state"
 cat >"$d/man/flood.json" <<EOM
 {"schema":1,"name":"flood","binary":"flood","version":"1.0.0",
