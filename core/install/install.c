@@ -365,7 +365,7 @@ install_image_check(struct install_ctx *c, const char *name, struct err *e)
 	return image_check(c, m, e);
 }
 
-/* Step 0 and 1: already there (ABX_TOOL_<NAME>, the tools chain, PATH)?
+/* Already there (ABX_TOOL_<NAME>, the tools chain, PATH)?
  * 1 yes (r filled), 0 no, -1 it cannot be (e set). */
 static int
 ensure_found(struct install_ctx *c, const manifest_t *m, const char *min, unsigned flags,
@@ -451,7 +451,7 @@ backoff_gate(struct install_ctx *c, const char *name, struct install_result *r, 
 	return -1;
 }
 
-/* Step 2: the staging directory can hold executables and the network
+/* Before staging: the staging directory can hold executables and the network
  * answers (unless everything is local). 0, or -1 with e (a backoff is
  * recorded where retrying soon cannot help). */
 static int
@@ -479,7 +479,7 @@ ensure_probes(struct install_ctx *c, const manifest_t *m, const char *w, struct 
 	return 0;
 }
 
-/* Step 5: m's requires, in name order (deadlock-free: requires form a DAG
+/* m's requires, in name order (deadlock-free: requires form a DAG
  * and every process takes locks along it); each outcome to c->required. */
 static int
 ensure_requires(struct install_ctx *c, const manifest_t *m, unsigned flags, struct err *e)
@@ -546,7 +546,7 @@ requires_main(void *arg)
 	return NULL;
 }
 
-/* Start m's requires (step 5) beside its install; where no thread can
+/* Start m's requires beside its install; where no thread can
  * start, ensure them here first, as before. 0, or -1 with e (only then). */
 static int
 requires_start(struct install_ctx *c, const manifest_t *m, unsigned flags, struct err *e)
@@ -674,10 +674,10 @@ install_ensure_inner(struct install_ctx *c, const char *name, const char *min, u
 	if (ensure_probes(c, m, w, e) < 0)
 		return fail_state(r, e);
 	probe_us = clock_us() - tp;
-	/* step 3: the lock, in the writable directory only */
+	/* the lock, in the writable directory only */
 	if ((fd = install_lock_tool(c, w, m, e)) < 0)
 		return fail_state(r, e);
-	/* step 4: another process may have finished meanwhile */
+	/* under the lock: another process may have finished meanwhile */
 	if (install_fast_path(c, m, r, e) == 1) {
 		close(fd);
 		return 0;
@@ -687,7 +687,7 @@ install_ensure_inner(struct install_ctx *c, const char *name, const char *min, u
 		close(fd);
 		return fail_state(r, e);
 	}
-	/* steps 6-10, announced first: nothing is downloaded or replaced
+	/* the install itself (install_one), announced first: nothing is downloaded or replaced
 	 * silently (the shim prints it) */
 	if (c->announce != NULL) {
 		install_why(c, m, why, sizeof(why));
@@ -699,7 +699,7 @@ install_ensure_inner(struct install_ctx *c, const char *name, const char *min, u
 	if (requires_end(c, e))
 		rc = -1; /* a require's failure: m's own backoff stays as it was */
 	else if (rc < 0)
-		install_backoff_record(c, name, e); /* step 11 */
+		install_backoff_record(c, name, e); /* a failure backs off */
 	else
 		install_backoff_clear(c, name);
 	close(fd);

@@ -287,7 +287,7 @@ int install_image_check(struct install_ctx *c, const char *name, struct err *e);
 int install_image_fits(const manifest_t *m, const char *platform, struct err *e);
 
 /*
- * The fast path alone (step 1): is name installed, with its current
+ * The fast path alone: is name installed, with its current
  * manifest, in a trusted tree, in any directory of the chain? No lock, no
  * write. Returns 1 (r filled), 0 (not ready), -1 (e set: manifest error).
  */
@@ -302,7 +302,7 @@ int install_cache_artifact(struct install_ctx *c, const manifest_t *m, const str
                            char *path, size_t cap, struct err *e);
 
 /*
- * npm-lock sources (core/install_npm.c): install_npm_stage fetches, verifies
+ * npm-lock sources (core/install/install_npm.c): install_npm_stage fetches, verifies
  * and extracts the lockfile's packages for c->platform into tree and links
  * the root package's bins; install_npm_fetch only fills the cache, for
  * platform ("linux-x64", "linux-arm64" or "all"). Both return 0 or -1 with e
@@ -326,7 +326,7 @@ int install_npm_fetch(struct install_ctx *c, const manifest_t *m, const char *pl
                       struct install_npm_info *info, struct err *e);
 /*
  * The cache's extracted tree of a tarball artifact (install_trees.c,
- * cache.h): install_tree_place puts it as <staging>/tree (an empty
+ * pkg/cache.h): install_tree_place puts it as <staging>/tree (an empty
  * directory it replaces), every file hashed against the sealed listing and
  * recorded in known; 1 placed (*asize = the artifact's size), 0 not (absent,
  * damaged: said on stderr and discarded; nothing under staging changed), -1
@@ -348,7 +348,7 @@ int install_npm_fetch(struct install_ctx *c, const manifest_t *m, const char *pl
 struct install_known;
 struct install_keep;
 struct arc_opts;
-/* The tree cache's sealing key file: <state dir>/CACHE_KEY_FILE (cache.h),
+/* The tree cache's sealing key file: <state dir>/CACHE_KEY_FILE (pkg/cache.h),
  * per user and machine, never inside the cache. 0, or -1 with out "" (no
  * state directory: the tree cache is then not used). */
 int install_cache_key(const struct install_ctx *c, char *out, size_t cap);
@@ -364,7 +364,7 @@ void install_tree_keep_end(struct install_keep *k);
 void install_tree_keep_done(struct install_ctx *c, struct install_keep *k);
 void install_tree_keeps_end(struct install_ctx *c);
 /*
- * A verify.argv pass, recorded in the cache (a sealed note, cache.h:
+ * A verify.argv pass, recorded in the cache (a sealed note, pkg/cache.h:
  * <cache>/trees/<name>-<version>-<platform>-<libc>.verified) for exactly one tree
  * (its listing's digest) and ident: the verify run's identity (the verify
  * argv, expect and env, the platform, the libc, and the tree digest of
@@ -594,7 +594,7 @@ int install_path_find(const manifest_t *m, const char *min, const char *self, ch
                       char *ver, size_t vcap);
 
 /*
- * Run argv (already substituted; core/proc.h) with a scrubbed environment
+ * Run argv (already substituted; core/base/proc.h) with a scrubbed environment
  * (PATH = path, HOME = home, LANG = LC_ALL = C) in home, stdin /dev/null, stdout and
  * stderr captured together into out (cap bytes, NUL-terminated), killed at
  * timeout_s (SIGTERM, SIGKILL INSTALL_RUN_GRACE_MS later). Returns the exit

@@ -3,7 +3,7 @@
 
 /*
  * What the files of the install engine share and nothing else uses (the
- * API is core/install.h):
+ * API is core/install/install.h):
  *   install.c          ensure: resolution order, modes, requires, the steps
  *   install_audit.c    audit lines and progress reports
  *   install_tree.c     markers, tree listings, the fast path
@@ -191,7 +191,7 @@ void install_collect_stale(const char *dir, const char *prefix);
  * tool's lock nobody holds: an installer that died left them. own is the
  * tool whose lock the caller holds: its directories are dead as well. */
 void install_collect_abandoned(const char *w, const char *own);
-/* Steps 6-10 for one tool, holding its lock in writable directory w. */
+/* Stage, fetch, extract, verify and publish one tool, holding its lock in writable directory w. */
 int install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct install_result *r,
                 struct err *e);
 

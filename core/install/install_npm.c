@@ -1,7 +1,7 @@
 /*
  * The npm-lock installer hook of the install engine: load the manifest's lockfile for the platform being
- * installed, then fetch, verify and extract every package with core/npm.c into the staged tree, and link the
- * root package's bins.
+ * installed, then fetch, verify and extract every package with core/pkg/npm.c into the staged tree, and link
+ * the root package's bins.
  *
  * Hosts that may be contacted: the manifest's hosts, the npm mirror's host
  * (install.mirrors.npm / ABX_INSTALL_NPM_REGISTRY) and install.allow_hosts.

@@ -1,6 +1,6 @@
 /*
  * What is already there (ABX_TOOL_<NAME>, a copy on PATH and its version),
- * running a command for a probe or a verify (core/proc.c), and the probes
+ * running a command for a probe or a verify (core/base/proc.c), and the probes
  * before an install: the staging directory can execute, the network answers.
  */
 #include "install/install_int.h"

@@ -693,7 +693,7 @@ audit_finish(struct job *j, int64_t t0, int rc, const struct err *e)
 	install_audit_event(j->c, "install.finish", j->m, &ax);
 }
 
-/* Steps 6-10 for one tool, holding its lock in writable directory w. */
+/* Stage, fetch, extract, verify and publish one tool, holding its lock in writable directory w. */
 int
 install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct install_result *r,
             struct err *e)

@@ -1,6 +1,6 @@
 /*
  * The cache's extracted trees for tarball artifacts (the contract is in
- * install.h; the cache's rules in cache.h).
+ * install.h; the cache's rules in pkg/cache.h).
  */
 #include "pkg/cache.h"
 #include "install/install_int.h"

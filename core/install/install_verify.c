@@ -111,7 +111,7 @@ install_verify_setup(struct install_ctx *c, const manifest_t *m, const char *ent
 	ident_spec(c, m, v);
 	verify_path(c, m, v);
 	install_subst_bin(&m->verify.argv, entry, v->words, v->argv);
-	/* A JavaScript entry is checked as it will run (core/launch.h):
+	/* A JavaScript entry is checked as it will run (core/install/launch.h):
 	 * through node-runtime's node, installed before it as a require. */
 	if (strcmp(v->argv[0], entry) == 0 &&
 	    npm_js_entry(entry, v->shebang, sizeof(v->shebang), v->flags, &v->nflags) == 1) {

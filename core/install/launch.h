@@ -4,7 +4,7 @@
  * How a tool's entry runs: one rule for the shim, command ops and agent
  * sessions, so a tool behaves the same however it is started.
  *
- *  - A JavaScript entry (core/npm.h npm_js_entry) runs as
+ *  - A JavaScript entry (core/pkg/npm.h npm_js_entry) runs as
  *    `<node> [shebang options] <script> ARGS` with the node of node-runtime
  *    (the caller makes it ready: the shim with install_ensure, serve
  *    through its install jobs); anything else runs by its absolute path.

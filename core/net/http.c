@@ -542,8 +542,8 @@ http_request(struct http_client *cl, const struct http_request *rq, struct http_
 	struct http_head h;
 	struct conn *c;
 	char req[REQ_MAX];
-	int head_req = rq->method != NULL && strcmp(rq->method, "HEAD") == 0, hop, r, kind = HTTP_BODY_NONE, keep,
-	    with_headers = 1;
+	int head_req = rq->method != NULL && strcmp(rq->method, "HEAD") == 0, hop, r, kind = HTTP_BODY_NONE,
+	    keep, with_headers = 1;
 	int64_t clen = 0;
 
 	memset(rs, 0, sizeof(*rs));

@@ -73,19 +73,6 @@ manifest_unpinned_allowed(const struct config *cfg, struct err *e)
 
 /* ---- small validators ------------------------------------------------- */
 
-int
-manifest_version_ok(const char *s, size_t max)
-{
-	size_t i, n = strlen(s);
-
-	if (n == 0 || n >= max || !isalnum((unsigned char)s[0]))
-		return 0;
-	for (i = 0; i < n; i++)
-		if (!(isalnum((unsigned char)s[i]) || strchr(".-+_", s[i]) != NULL))
-			return 0;
-	return 1;
-}
-
 /* A relative path inside a tree: no leading '/', no "." or ".." component,
  * no empty component, no backslash or control byte. */
 static int

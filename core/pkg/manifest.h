@@ -20,7 +20,9 @@
  * Memory: a manifest_t is a plain value with fixed-size fields (limits
  * below), so it can be copied; it owns no memory.
  */
+#include <ctype.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "base/err.h"
 #include "base/json.h"
@@ -227,7 +229,18 @@ int manifest_version_cmp(const char *a, const char *b);
 /* 1 when s is a plain version shorter than max bytes: a letter or digit,
  * then letters, digits and ".-+_" (no '/', blank or control byte, so it is
  * safe in a path and a message). Manifests and npm lockfiles both use it. */
-int manifest_version_ok(const char *s, size_t max);
+static inline int
+manifest_version_ok(const char *s, size_t max)
+{
+	size_t i, n = strlen(s);
+
+	if (n == 0 || n >= max || !isalnum((unsigned char)s[0]))
+		return 0;
+	for (i = 0; i < n; i++)
+		if (!(isalnum((unsigned char)s[i]) || strchr(".-+_", s[i]) != NULL))
+			return 0;
+	return 1;
+}
 
 /*
  * The version in a --version answer: the first dotted number that does not

@@ -7,7 +7,7 @@
 #include "base/err.h"
 
 struct embedded_file {
-	const char *path; /* relative to manifests/, e.g. "codex.json" */
+	const char *path; /* relative to manifests/, as lock names it */
 	size_t len;       /* the file's length */
 	/* Private to embedded_text(): */
 	const unsigned char *gz; /* the file, gzip -9n */

@@ -282,7 +282,7 @@ job_status_name(enum job_status s)
 	return s == JOB_PENDING ? "pending" : s == JOB_SUCCEEDED ? "succeeded" : "failed";
 }
 
-/* An install's progress (install.h): bytes of total downloaded, packages
+/* An install's progress (install/install.h): bytes of total downloaded, packages
  * (npm) or artifacts (tarball) done of count; kept after the install. */
 static void
 progress_fields(struct json_w *w, const struct install_progress *p)

@@ -97,7 +97,7 @@ executable(const char *path)
  * that are not absolute or are world-writable. A name that is a tool's (the
  * op installs it, or <tools>/bin/<name> is a shim link to this binary and
  * the tool is ready) resolves to the tool's entry and *tool to its manifest,
- * so the op launches it as the shim would (core/launch.h). path receives
+ * so the op launches it as the shim would (core/install/launch.h). path receives
  * the tools directories' bin/ for the child's PATH.
  */
 static int

@@ -3,7 +3,7 @@
  * GET …/sessions, GET …/sessions/<id>, GET …/sessions/<id>/events (JSON
  * page or Server-Sent Events), POST …/sessions/<id>/cancel. Creating a
  * session and agents.<a>.run are in api_sessions_new.c; the engine is
- * core/sessions.c.
+ * core/server/sessions.c.
  *
  * Event streams do not hold a worker: the worker defers the answer and a
  * thread of the stream's own writes it (httpd_defer, httpd_complete), so

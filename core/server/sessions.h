@@ -115,7 +115,7 @@ struct session_spec {
 	int argc;
 	int bin_at;
 	char *const *envp; /* the child's environment; copied; NULL = empty */
-	/* How the entry runs (core/launch.h): the manifest's env for its own
+	/* How the entry runs (core/install/launch.h): the manifest's env for its own
 	 * tree; the tools directories' bin/ (of cfg, when the child starts)
 	 * go before PATH. Copied. */
 	const struct launch_tool *tool;

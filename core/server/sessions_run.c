@@ -187,7 +187,7 @@ run_child(struct slot *s, const char *entry, const char *node, char **flags, int
 	memset(&spec, 0, sizeof(spec));
 	spec.argv = argv;
 	/* The manifest's env only once the entry is known: a copy from PATH
-	 * runs without it (core/launch.h). */
+	 * runs without it (core/install/launch.h). */
 	tpath[0] = '\0';
 	if ((chain = malloc(sizeof(*chain))) != NULL && tools_chain_build(chain, s->cfg, 0, &e) == 0)
 		launch_tools_path(chain, tpath, sizeof(tpath));

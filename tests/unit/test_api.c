@@ -206,7 +206,8 @@ fake_check(void *arg, const struct config *set, const char *tool, struct install
 
 static int
 fake_ensure(void *arg, const struct config *set, const char *tool, const char *principal, const char *op,
-            install_progress_fn progress, void *parg, struct install_result *r, uint64_t *bytes, struct err *e)
+            install_progress_fn progress, void *parg, struct install_result *r, uint64_t *bytes,
+            struct err *e)
 {
 	struct fake *f = arg;
 	int rc = 0;

@@ -137,8 +137,7 @@ assert_outside_untouched(void)
 }
 
 static int
-extract(const char *name, enum arc_format f, unsigned flags, struct arc_stats *st,
-    struct err *e)
+extract(const char *name, enum arc_format f, unsigned flags, struct arc_stats *st, struct err *e)
 {
 	char p[400];
 	struct arc_opts o;
@@ -196,43 +195,183 @@ refused(const char *name, enum arc_format f, const char *rule)
 #define Z ARC_FMT_ZIP
 #define G ARC_FMT_TAR_GZ
 
-static void t_dotdot(void **s) { refused("dotdot.tar", T, "'..' component"); }
-static void t_dotdot_inner(void **s) { refused("dotdot_inner.tar", T, "'..' component"); }
-static void t_absolute(void **s) { refused("absolute.tar", T, "absolute path"); }
-static void t_symlink_out(void **s) { refused("symlink_out.tar", T, "leaves the extraction root"); }
-static void t_symlink_abs(void **s) { refused("symlink_abs.tar", T, "target is absolute"); }
-static void t_symlink_deep_out(void **s) { refused("symlink_deep_out.tar", T, "leaves the extraction root"); }
-static void t_symlink_dotdot_after_name(void **s) { refused("symlink_dotdot_after_name.tar", T, "'..' after a name"); }
-static void t_hardlink_out(void **s) { refused("hardlink_out.tar", T, "'..' component"); }
-static void t_hardlink_abs(void **s) { refused("hardlink_abs.tar", T, "absolute path"); }
-static void t_hardlink_missing(void **s) { refused("hardlink_missing.tar", T, "was not extracted"); }
-static void t_hardlink_data(void **s) { refused("hardlink_data.tar.gz", G, "hard link carries 67108864 bytes"); }
-static void t_hardlink_to_symlink(void **s) { refused("hardlink_to_symlink.tar", T, "a symlink, not a file"); }
-static void t_through_symlink_abs(void **s) { refused("through_symlink_abs.tar", T, "target is absolute"); }
-static void t_through_symlink(void **s) { refused("through_symlink.tar", T, "passes through the symlink 'a'"); }
-static void t_device(void **s) { refused("device.tar", T, "device nodes are not accepted"); }
-static void t_blockdev(void **s) { refused("blockdev.tar", T, "device nodes are not accepted"); }
-static void t_fifo(void **s) { refused("fifo.tar", T, "FIFOs are not accepted"); }
-static void t_setuid(void **s) { refused("setuid.tar", T, "setuid"); }
-static void t_setgid(void **s) { refused("setgid.tar", T, "setuid, setgid or sticky"); }
-static void t_overlay_dir_link(void **s) { refused("overlay_dir_link.tar", T, "a symlink over a directory"); }
-static void t_overlay_link_file(void **s) { refused("overlay_link_file.tar", T, "a file over a symlink"); }
-static void t_overlay_file_dir(void **s) { refused("overlay_file_dir.tar", T, "a directory over a file"); }
-static void t_dup_file(void **s) { refused("dup_file.tar", T, "a file over a file"); }
-static void t_long_path(void **s) { refused("long_path.tar", T, "longer than 4096 bytes"); }
-static void t_deep(void **s) { refused("deep.tar", T, "more than 64 components"); }
-static void t_long_component(void **s) { refused("long_component.tar", T, "component longer than 255"); }
-static void t_backslash(void **s) { refused("backslash.tar", T, "backslash"); }
-static void t_truncated(void **s) { refused("truncated.tar.gz", G, "extract:"); }
-static void t_garbage(void **s) { refused("garbage.tar.gz", G, "not a valid tar.gz archive"); }
-static void t_zip_dotdot(void **s) { refused("zip_dotdot.zip", Z, "'..' component"); }
-static void t_zip_absolute(void **s) { refused("zip_absolute.zip", Z, "absolute path"); }
-static void t_zip_symlink_out(void **s) { refused("zip_symlink_out.zip", Z, "leaves the extraction root"); }
-static void t_zip_symlink_through(void **s) { refused("zip_symlink_through.zip", Z, "passes through the symlink"); }
-static void t_zip_backslash(void **s) { refused("zip_backslash.zip", Z, "'..' component"); }
+static void
+t_dotdot(void **s)
+{
+	refused("dotdot.tar", T, "'..' component");
+}
+static void
+t_dotdot_inner(void **s)
+{
+	refused("dotdot_inner.tar", T, "'..' component");
+}
+static void
+t_absolute(void **s)
+{
+	refused("absolute.tar", T, "absolute path");
+}
+static void
+t_symlink_out(void **s)
+{
+	refused("symlink_out.tar", T, "leaves the extraction root");
+}
+static void
+t_symlink_abs(void **s)
+{
+	refused("symlink_abs.tar", T, "target is absolute");
+}
+static void
+t_symlink_deep_out(void **s)
+{
+	refused("symlink_deep_out.tar", T, "leaves the extraction root");
+}
+static void
+t_symlink_dotdot_after_name(void **s)
+{
+	refused("symlink_dotdot_after_name.tar", T, "'..' after a name");
+}
+static void
+t_hardlink_out(void **s)
+{
+	refused("hardlink_out.tar", T, "'..' component");
+}
+static void
+t_hardlink_abs(void **s)
+{
+	refused("hardlink_abs.tar", T, "absolute path");
+}
+static void
+t_hardlink_missing(void **s)
+{
+	refused("hardlink_missing.tar", T, "was not extracted");
+}
+static void
+t_hardlink_data(void **s)
+{
+	refused("hardlink_data.tar.gz", G, "hard link carries 67108864 bytes");
+}
+static void
+t_hardlink_to_symlink(void **s)
+{
+	refused("hardlink_to_symlink.tar", T, "a symlink, not a file");
+}
+static void
+t_through_symlink_abs(void **s)
+{
+	refused("through_symlink_abs.tar", T, "target is absolute");
+}
+static void
+t_through_symlink(void **s)
+{
+	refused("through_symlink.tar", T, "passes through the symlink 'a'");
+}
+static void
+t_device(void **s)
+{
+	refused("device.tar", T, "device nodes are not accepted");
+}
+static void
+t_blockdev(void **s)
+{
+	refused("blockdev.tar", T, "device nodes are not accepted");
+}
+static void
+t_fifo(void **s)
+{
+	refused("fifo.tar", T, "FIFOs are not accepted");
+}
+static void
+t_setuid(void **s)
+{
+	refused("setuid.tar", T, "setuid");
+}
+static void
+t_setgid(void **s)
+{
+	refused("setgid.tar", T, "setuid, setgid or sticky");
+}
+static void
+t_overlay_dir_link(void **s)
+{
+	refused("overlay_dir_link.tar", T, "a symlink over a directory");
+}
+static void
+t_overlay_link_file(void **s)
+{
+	refused("overlay_link_file.tar", T, "a file over a symlink");
+}
+static void
+t_overlay_file_dir(void **s)
+{
+	refused("overlay_file_dir.tar", T, "a directory over a file");
+}
+static void
+t_dup_file(void **s)
+{
+	refused("dup_file.tar", T, "a file over a file");
+}
+static void
+t_long_path(void **s)
+{
+	refused("long_path.tar", T, "longer than 4096 bytes");
+}
+static void
+t_deep(void **s)
+{
+	refused("deep.tar", T, "more than 64 components");
+}
+static void
+t_long_component(void **s)
+{
+	refused("long_component.tar", T, "component longer than 255");
+}
+static void
+t_backslash(void **s)
+{
+	refused("backslash.tar", T, "backslash");
+}
+static void
+t_truncated(void **s)
+{
+	refused("truncated.tar.gz", G, "extract:");
+}
+static void
+t_garbage(void **s)
+{
+	refused("garbage.tar.gz", G, "not a valid tar.gz archive");
+}
+static void
+t_zip_dotdot(void **s)
+{
+	refused("zip_dotdot.zip", Z, "'..' component");
+}
+static void
+t_zip_absolute(void **s)
+{
+	refused("zip_absolute.zip", Z, "absolute path");
+}
+static void
+t_zip_symlink_out(void **s)
+{
+	refused("zip_symlink_out.zip", Z, "leaves the extraction root");
+}
+static void
+t_zip_symlink_through(void **s)
+{
+	refused("zip_symlink_through.zip", Z, "passes through the symlink");
+}
+static void
+t_zip_backslash(void **s)
+{
+	refused("zip_backslash.zip", Z, "'..' component");
+}
 /* 10 GiB declared: refused by the default 1 GiB per-entry cap before a byte
  * is written. */
-static void t_bomb(void **s) { refused("bomb.tar.gz", G, "per-entry cap"); }
+static void
+t_bomb(void **s)
+{
+	refused("bomb.tar.gz", G, "per-entry cap");
+}
 
 /* The same bomb behind a name that strip_components (or npm mode) removes:
  * skipping it would still decompress 10 GiB, so its declared size is
@@ -382,7 +521,7 @@ t_owner_read_added(void **s)
 	assert_int_equal(sb.st_mode & 07777, 0400);
 	path_of(p, sizeof(p), stage, "d");
 	assert_int_equal(lstat(p, &sb), 0);
-	assert_int_equal(sb.st_mode & 07777, 0511);   /* u+w only while filling */
+	assert_int_equal(sb.st_mode & 07777, 0511); /* u+w only while filling */
 	path_of(p, sizeof(p), stage, "d/g");
 	assert_int_equal(lstat(p, &sb), 0);
 	assert_int_equal(sb.st_mode & 07777, 0600);
@@ -398,11 +537,11 @@ assert_file(const char *rel, const char *content, mode_t mode)
 	FILE *f;
 
 	path_of(p, sizeof(p), stage, rel);
-	assert_int_equal(stat(p, &sb), 0);   /* through internal symlinks */
+	assert_int_equal(stat(p, &sb), 0); /* through internal symlinks */
 	assert_true(S_ISREG(sb.st_mode));
 	if ((sb.st_mode & 07777) != mode)
 		fail_msg("%s: mode %04o, want %04o", rel, sb.st_mode & 07777, mode);
-	f = fopen(p, "r");   /* follows a final symlink, unlike fs_read_small */
+	f = fopen(p, "r"); /* follows a final symlink, unlike fs_read_small */
 	assert_non_null(f);
 	n = fread(buf, 1, sizeof(buf) - 1, f);
 	fclose(f);
@@ -431,7 +570,7 @@ assert_good_tree(const char *pre)
 
 #define R(x) (snprintf(r, sizeof(r), "%s%s", pre, x), r)
 	assert_file(R("lib/tool.js"), "console.log(1)\n", 0755);
-	assert_file(R("lib/data.txt"), "hello\n", 0644);        /* 0664 normalised */
+	assert_file(R("lib/data.txt"), "hello\n", 0644); /* 0664 normalised */
 	assert_file(R("lib/hard.txt"), "hello\n", 0644);
 	assert_file(R("ro/inside"), "ro\n", 0444);
 	assert_file(R("implicit/deep/file"), "deep\n", 0644);
@@ -447,13 +586,13 @@ assert_good_tree(const char *pre)
 	assert_int_equal(sb.st_ino, sb2.st_ino);
 	path_of(p, sizeof(p), stage, R("ro"));
 	assert_int_equal(stat(p, &sb), 0);
-	assert_int_equal(sb.st_mode & 07777, 0555);  /* applied after its file */
+	assert_int_equal(sb.st_mode & 07777, 0555); /* applied after its file */
 	path_of(p, sizeof(p), stage, R("lib"));
 	assert_int_equal(stat(p, &sb), 0);
-	assert_int_equal(sb.st_mode & 07777, 0755);  /* 0775 normalised */
+	assert_int_equal(sb.st_mode & 07777, 0755); /* 0775 normalised */
 	path_of(p, sizeof(p), stage, R("sg"));
 	assert_int_equal(stat(p, &sb), 0);
-	assert_int_equal(sb.st_mode & 07777, 0755);  /* setgid dir cleared */
+	assert_int_equal(sb.st_mode & 07777, 0755); /* setgid dir cleared */
 	path_of(p, sizeof(p), stage, R("lib/tool.js"));
 	assert_int_equal(stat(p, &sb), 0);
 	assert_int_equal(sb.st_mtime, 1700000000);
@@ -489,7 +628,7 @@ t_good_tar_strip(void **s)
 	if (arc_extract(p, stage, &o, &st, &e) != 0)
 		fail_msg("%s", e.msg);
 	assert_good_tree("");
-	assert_int_equal(st.skipped, 1);  /* the top directory itself */
+	assert_int_equal(st.skipped, 1); /* the top directory itself */
 }
 
 static void
@@ -548,23 +687,24 @@ t_npm_mode(void **s)
 		fail_msg("%s", e.msg);
 	assert_file("package.json", "{}\n", 0644);
 	assert_file("cli.js", "#!/usr/bin/env node\n", 0755);
-	assert_file("lib/x.js", "2\n", 0644);   /* the later duplicate wins */
-	assert_file("su", "s", 0755);            /* setuid dropped, exec kept */
+	assert_file("lib/x.js", "2\n", 0644); /* the later duplicate wins */
+	assert_file("su", "s", 0755);         /* setuid dropped, exec kept */
 	path_of(p, sizeof(p), stage, "link");
 	assert_int_equal(lstat(p, &sb), -1);
 	path_of(p, sizeof(p), stage, "hard");
 	assert_int_equal(lstat(p, &sb), -1);
 	path_of(p, sizeof(p), stage, "fifo");
 	assert_int_equal(lstat(p, &sb), -1);
-	assert_int_equal(st.skipped, 4);  /* package/, link, hard, fifo */
+	assert_int_equal(st.skipped, 4); /* package/, link, hard, fifo */
 	assert_int_equal(lstat(stage, &sb), 0);
-	assert_int_equal(sb.st_mode & 07777, 0700);  /* the root is the caller's */
+	assert_int_equal(sb.st_mode & 07777, 0700); /* the root is the caller's */
 }
 
 static void
 t_interleave(void **s)
 {
-	static const char *const files[] = {"a/x", "a/b/c/y", "ab/y", "a/z", "a/b/w", "top", "a/b/c/v", "ab/b/c/u"};
+	static const char *const files[] = {"a/x",   "a/b/c/y", "ab/y",    "a/z",
+	                                    "a/b/w", "top",     "a/b/c/v", "ab/b/c/u"};
 	char deep[200] = "", p[400];
 	struct arc_stats st;
 	struct err e;
@@ -632,7 +772,7 @@ t_on_file(void **s)
 	tapped = 0;
 	if (arc_extract(p, stage, &o, NULL, &e) != 0)
 		fail_msg("%s", e.msg);
-	assert_int_equal(tapped, 5);   /* tool.js, data.txt, inside, file, slashes */
+	assert_int_equal(tapped, 5); /* tool.js, data.txt, inside, file, slashes */
 }
 
 /* Every rule again with the archive in memory (how npm packages are
@@ -641,14 +781,46 @@ static void
 t_mem_same_rules(void **s)
 {
 	static void (*const fns[])(void **) = {
-		t_dotdot, t_dotdot_inner, t_absolute, t_symlink_out, t_symlink_abs, t_symlink_deep_out,
-		t_symlink_dotdot_after_name, t_hardlink_out, t_hardlink_abs, t_hardlink_missing,
-		t_hardlink_to_symlink, t_hardlink_data, t_through_symlink_abs, t_through_symlink, t_device,
-		t_blockdev, t_fifo, t_setuid, t_setgid, t_overlay_dir_link, t_overlay_link_file,
-		t_overlay_file_dir, t_dup_file, t_long_path, t_long_component, t_deep, t_backslash,
-		t_truncated, t_garbage, t_zip_dotdot, t_zip_absolute, t_zip_symlink_out,
-		t_zip_symlink_through, t_zip_backslash, t_bomb, t_good_targz, t_good_zip,
-		t_nonascii_tar, t_npm_mode, t_interleave,
+	    t_dotdot,
+	    t_dotdot_inner,
+	    t_absolute,
+	    t_symlink_out,
+	    t_symlink_abs,
+	    t_symlink_deep_out,
+	    t_symlink_dotdot_after_name,
+	    t_hardlink_out,
+	    t_hardlink_abs,
+	    t_hardlink_missing,
+	    t_hardlink_to_symlink,
+	    t_hardlink_data,
+	    t_through_symlink_abs,
+	    t_through_symlink,
+	    t_device,
+	    t_blockdev,
+	    t_fifo,
+	    t_setuid,
+	    t_setgid,
+	    t_overlay_dir_link,
+	    t_overlay_link_file,
+	    t_overlay_file_dir,
+	    t_dup_file,
+	    t_long_path,
+	    t_long_component,
+	    t_deep,
+	    t_backslash,
+	    t_truncated,
+	    t_garbage,
+	    t_zip_dotdot,
+	    t_zip_absolute,
+	    t_zip_symlink_out,
+	    t_zip_symlink_through,
+	    t_zip_backslash,
+	    t_bomb,
+	    t_good_targz,
+	    t_good_zip,
+	    t_nonascii_tar,
+	    t_npm_mode,
+	    t_interleave,
 	};
 	size_t i;
 	int via;
@@ -776,7 +948,8 @@ t_tee(void **s)
 		/* a copy with more bytes past the archive's end than one read
 		 * takes: the reader stops short of them */
 		snprintf(junk, sizeof(junk), "%s/tee-%d", base, i);
-		snprintf(cmd, sizeof(cmd), "cp '%s' '%s' && head -c 1000000 /dev/urandom >>'%s'", p, junk, junk);
+		snprintf(cmd, sizeof(cmd), "cp '%s' '%s' && head -c 1000000 /dev/urandom >>'%s'", p, junk,
+		         junk);
 		assert_int_equal(system(cmd), 0);
 		assert_int_equal(digest_file(DIGEST_SHA512, junk, &want, NULL, &e), 0);
 		arc_opts_init(&o, i == 0 ? ARC_FMT_TAR_GZ : ARC_FMT_TAR);
@@ -1032,8 +1205,8 @@ t_copies(void **s)
 		int fds = unit_open_fds();
 
 		assert_int_equal(stage_reset(), 0);
-		snprintf(c, sizeof(c), "rm -rf '%s/copies' && mkdir '%s/copies' && echo mine >'%s/copies/0'", base, base,
-		         base);
+		snprintf(c, sizeof(c), "rm -rf '%s/copies' && mkdir '%s/copies' && echo mine >'%s/copies/0'",
+		         base, base, base);
 		assert_int_equal(system(c), 0);
 		snprintf(c, sizeof(c), "%s/copies", base);
 		t.cdir = open(c, O_RDONLY | O_DIRECTORY);
@@ -1052,8 +1225,9 @@ t_copies(void **s)
 		assert_int_equal(t.copied, 40);
 		assert_int_equal(t.bad, 0);
 		assert_int_equal(unit_open_fds(), fds);
-		snprintf(c, sizeof(c), "test \"$(cat '%s/copies/0')\" = mine && test $(ls '%s/copies' | wc -l) = 41",
-		         base, base);
+		snprintf(c, sizeof(c),
+		         "test \"$(cat '%s/copies/0')\" = mine && test $(ls '%s/copies' | wc -l) = 41", base,
+		         base);
 		assert_int_equal(system(c), 0);
 		/* the disk writes each file and its copy while the next are
 		 * extracted */
@@ -1067,23 +1241,69 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		C(t_dotdot), C(t_dotdot_inner), C(t_absolute), C(t_symlink_out),
-		C(t_symlink_abs), C(t_symlink_deep_out), C(t_symlink_dotdot_after_name),
-		C(t_hardlink_out), C(t_hardlink_abs), C(t_hardlink_missing),
-		C(t_hardlink_to_symlink), C(t_hardlink_data), C(t_through_symlink_abs), C(t_through_symlink),
-		C(t_device), C(t_blockdev), C(t_fifo), C(t_setuid), C(t_setgid),
-		C(t_overlay_dir_link), C(t_overlay_link_file), C(t_overlay_file_dir),
-		C(t_dup_file), C(t_long_path), C(t_long_component), C(t_deep), C(t_backslash),
-		C(t_truncated), C(t_garbage), C(t_zip_dotdot), C(t_zip_absolute),
-		C(t_zip_symlink_out), C(t_zip_symlink_through), C(t_zip_backslash),
-		C(t_interleave), C(t_mem_same_rules), C(t_on_file),
-		C(t_bomb), C(t_bomb_stripped), C(t_wrong_format), C(t_total_cap_stops), C(t_entry_cap),
-		C(t_path_cap), C(t_stream_bomb_pipe), C(t_strict_modes),
-		C(t_writable_normalised), C(t_owner_read_added), C(t_good_targz), C(t_good_tar_strip),
-		C(t_good_gnu_tar), C(t_tar_gz_reads_plain_tar_only_as_tar),
-		C(t_good_zip), C(t_nonascii_tar), C(t_npm_mode), C(t_progress),
-		C(t_format_names), C(t_no_format), C(t_tee), C(t_read_error), C(t_threaded_digests),
-		C(t_writer_fails_mid_entry), C(t_threaded_cap), C(t_copies),
+	    C(t_dotdot),
+	    C(t_dotdot_inner),
+	    C(t_absolute),
+	    C(t_symlink_out),
+	    C(t_symlink_abs),
+	    C(t_symlink_deep_out),
+	    C(t_symlink_dotdot_after_name),
+	    C(t_hardlink_out),
+	    C(t_hardlink_abs),
+	    C(t_hardlink_missing),
+	    C(t_hardlink_to_symlink),
+	    C(t_hardlink_data),
+	    C(t_through_symlink_abs),
+	    C(t_through_symlink),
+	    C(t_device),
+	    C(t_blockdev),
+	    C(t_fifo),
+	    C(t_setuid),
+	    C(t_setgid),
+	    C(t_overlay_dir_link),
+	    C(t_overlay_link_file),
+	    C(t_overlay_file_dir),
+	    C(t_dup_file),
+	    C(t_long_path),
+	    C(t_long_component),
+	    C(t_deep),
+	    C(t_backslash),
+	    C(t_truncated),
+	    C(t_garbage),
+	    C(t_zip_dotdot),
+	    C(t_zip_absolute),
+	    C(t_zip_symlink_out),
+	    C(t_zip_symlink_through),
+	    C(t_zip_backslash),
+	    C(t_interleave),
+	    C(t_mem_same_rules),
+	    C(t_on_file),
+	    C(t_bomb),
+	    C(t_bomb_stripped),
+	    C(t_wrong_format),
+	    C(t_total_cap_stops),
+	    C(t_entry_cap),
+	    C(t_path_cap),
+	    C(t_stream_bomb_pipe),
+	    C(t_strict_modes),
+	    C(t_writable_normalised),
+	    C(t_owner_read_added),
+	    C(t_good_targz),
+	    C(t_good_tar_strip),
+	    C(t_good_gnu_tar),
+	    C(t_tar_gz_reads_plain_tar_only_as_tar),
+	    C(t_good_zip),
+	    C(t_nonascii_tar),
+	    C(t_npm_mode),
+	    C(t_progress),
+	    C(t_format_names),
+	    C(t_no_format),
+	    C(t_tee),
+	    C(t_read_error),
+	    C(t_threaded_digests),
+	    C(t_writer_fails_mid_entry),
+	    C(t_threaded_cap),
+	    C(t_copies),
 	};
 	int rc = cmocka_run_group_tests_name("arc, one thread", tests, group_setup, group_teardown);
 

@@ -133,11 +133,11 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_put_grows_and_terminates),
-		cmocka_unit_test(test_max_is_a_ceiling),
-		cmocka_unit_test(test_room),
-		cmocka_unit_test(test_http_sink),
-		cmocka_unit_test(test_vec),
+	    cmocka_unit_test(test_put_grows_and_terminates),
+	    cmocka_unit_test(test_max_is_a_ceiling),
+	    cmocka_unit_test(test_room),
+	    cmocka_unit_test(test_http_sink),
+	    cmocka_unit_test(test_vec),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

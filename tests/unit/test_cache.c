@@ -806,9 +806,10 @@ test_tree_other_key(void **state)
 
 	/* an entry sealed with another machine's key (the cache copied or
 	 * restored there) is not trusted */
-	snprintf(c, sizeof(c),
-	         "rm %s && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n' >%s && echo >>%s && chmod 600 %s",
-	         keyf, keyf, keyf, keyf);
+	snprintf(
+	    c, sizeof(c),
+	    "rm %s && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n' >%s && echo >>%s && chmod 600 %s",
+	    keyf, keyf, keyf, keyf);
 	damaged(c);
 }
 
@@ -822,14 +823,16 @@ test_tree_in_cache_key_ignored(void **state)
 	struct tap t = {0};
 
 	make_entry(cache, sizeof(cache));
-	snprintf(c, sizeof(c),
-	         "cd %s/trees && printf '%%064d\\n' 0 >.key && chmod 600 .key && cd %s && "
-	         "printf forged >tree/a.txt && sed -i '$d' manifest && "
-	         "sed -i \"s/^f \\([0-7]*\\) [0-9]* [0-9a-f]* a.txt$/f \\1 6 $(printf forged | sha256sum | cut "
-	         "-c1-64) a.txt/\" manifest && "
-	         "printf 'mac %%s\\n' $(openssl dgst -sha256 -mac HMAC -macopt hexkey:$(printf '%%064d' 0) <manifest "
-	         "| sed 's/.* //') >>manifest",
-	         cache, (snprintf(c + 1000, 300, "%s/trees/%s", cache, key), c + 1000));
+	snprintf(
+	    c, sizeof(c),
+	    "cd %s/trees && printf '%%064d\\n' 0 >.key && chmod 600 .key && cd %s && "
+	    "printf forged >tree/a.txt && sed -i '$d' manifest && "
+	    "sed -i \"s/^f \\([0-7]*\\) [0-9]* [0-9a-f]* a.txt$/f \\1 6 $(printf forged | sha256sum | cut "
+	    "-c1-64) a.txt/\" manifest && "
+	    "printf 'mac %%s\\n' $(openssl dgst -sha256 -mac HMAC -macopt hexkey:$(printf '%%064d' 0) "
+	    "<manifest "
+	    "| sed 's/.* //') >>manifest",
+	    cache, (snprintf(c + 1000, 300, "%s/trees/%s", cache, key), c + 1000));
 	assert_int_equal(system(c), 0);
 	/* the forgery is sound under the in-cache key (what an earlier
 	 * version read): placed with it, the forged bytes would install */
@@ -1291,7 +1294,8 @@ test_tree_store_clock_behind(void **state)
 	close(saved);
 	assert_int_equal(stat(errf, &st), 0);
 	if (st.st_size != 0)
-		fail_msg("keeping a tree without its proof was not quiet (%lld bytes on stderr)", (long long)st.st_size);
+		fail_msg("keeping a tree without its proof was not quiet (%lld bytes on stderr)",
+		         (long long)st.st_size);
 	assert_int_equal(cache_tree_has(cache, key), 1);
 	assert_int_equal(access(entry_path(cache, "proof", p, sizeof(p)), F_OK), -1);
 	assert_int_equal(place(cache, &t, NULL, 0), 1);
@@ -1608,7 +1612,8 @@ test_note_sealed(void **state)
 	assert_int_equal(cache_note_put(dir, keyf, "t-1.0.0.verified", "x\n", 2), 1);
 	assert_int_equal(cache_note_get(dir, keyf, "t-1.0.0.verified", body, sizeof(body), &why), 1);
 	snprintf(c, sizeof(c),
-	         "cd %s/state && rm " CACHE_KEY_FILE " && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n' "
+	         "cd %s/state && rm " CACHE_KEY_FILE
+	         " && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n' "
 	         ">" CACHE_KEY_FILE " && echo >>" CACHE_KEY_FILE " && chmod 600 " CACHE_KEY_FILE,
 	         dir);
 	assert_int_equal(system(c), 0);

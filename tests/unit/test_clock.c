@@ -84,9 +84,9 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_monotonic_and_units_agree),
-		cmocka_unit_test(test_is_clock_monotonic),
-		cmocka_unit_test(test_iso),
+	    cmocka_unit_test(test_monotonic_and_units_agree),
+	    cmocka_unit_test(test_is_clock_monotonic),
+	    cmocka_unit_test(test_iso),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,7 +5,7 @@
 
 static const char abc256[] = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
 static const char abc512[] = "ddaf35a193617abacc417349ae20413112e6fa4e89a97ea20a9eeee64b55d39a"
-			     "2192992a274fc1a836ba3c23a3feebbd454d4423643ce80e2a9ac94fa54ca49f";
+                             "2192992a274fc1a836ba3c23a3feebbd454d4423643ce80e2a9ac94fa54ca49f";
 static const char abc1[] = "a9993e364706816aba3e25717850c26c9cd0d89d";
 
 static void
@@ -84,9 +84,10 @@ test_sri_rejects_malformed(void **state)
 
 	assert_int_equal(digest_parse_sri("", &d, "x", &e), -1);
 	assert_int_equal(digest_parse_sri(NULL, &d, "x", &e), -1);
-	assert_int_equal(digest_parse_sri("md5-1B2M2Y8AsgTpgAmY7PhCfg==", &d, "x", &e), -1); /* unknown only */
-	assert_int_equal(digest_parse_sri("sha512-abc", &d, "x", &e), -1);                  /* bad length */
-	assert_int_equal(digest_parse_sri("sha256-!!!!", &d, "x", &e), -1);                 /* bad chars */
+	assert_int_equal(digest_parse_sri("md5-1B2M2Y8AsgTpgAmY7PhCfg==", &d, "x", &e),
+	                 -1);                                               /* unknown only */
+	assert_int_equal(digest_parse_sri("sha512-abc", &d, "x", &e), -1);  /* bad length */
+	assert_int_equal(digest_parse_sri("sha256-!!!!", &d, "x", &e), -1); /* bad chars */
 	/* sha1 of "abc" with a non-zero trailing bit: not canonical. */
 	assert_int_equal(digest_parse_sri("sha1-qZk+NkcGgWq6PiVxeFDCbJzQ2J1=", &d, "x", &e), -1);
 	assert_int_equal(digest_parse_sri("sha1-qZk+NkcGgWq6PiVxeFDCbJzQ2J0=", &d, "x", &e), 0);
@@ -139,7 +140,7 @@ test_sri_round_trip_and_strongest_wins(void **state)
 	digest_buf(DIGEST_SHA512, "abc", 3, &d);
 	digest_sri(&d, sri);
 	assert_string_equal(sri, "sha512-3a81oZNherrMQXNJriBBMRLm+k6JqX6iCp7u5ktV05ohkpkqJ0/BqDa6PCOj/"
-				 "uu9RU1EI2Q86A4qmslPpUyknw==");
+	                         "uu9RU1EI2Q86A4qmslPpUyknw==");
 	assert_int_equal(digest_parse_sri(sri, &p, "x", &e), 0);
 	assert_true(digest_equal(&d, &p));
 	snprintf(both, sizeof(both), "sha1-qZk+NkcGgWq6PiVxeFDCbJzQ2J0= %s?opt md5-xx==", sri);
@@ -193,14 +194,14 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_parse_hex_rejects_bad_input),
-		cmocka_unit_test(test_hex),
-		cmocka_unit_test(test_sri_rejects_malformed),
-		cmocka_unit_test(test_known_vectors),
-		cmocka_unit_test(test_streaming_equals_one_shot),
-		cmocka_unit_test(test_sri_round_trip_and_strongest_wins),
-		cmocka_unit_test(test_equal_checks_alg_and_bytes),
-		cmocka_unit_test(test_file),
+	    cmocka_unit_test(test_parse_hex_rejects_bad_input),
+	    cmocka_unit_test(test_hex),
+	    cmocka_unit_test(test_sri_rejects_malformed),
+	    cmocka_unit_test(test_known_vectors),
+	    cmocka_unit_test(test_streaming_equals_one_shot),
+	    cmocka_unit_test(test_sri_round_trip_and_strongest_wins),
+	    cmocka_unit_test(test_equal_checks_alg_and_bytes),
+	    cmocka_unit_test(test_file),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

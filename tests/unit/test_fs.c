@@ -58,7 +58,7 @@ t_mkdir_p(void **s)
 	assert_int_equal(fs_mkdir_p(P("a/b/c/"), 0755, &e), 0);
 	assert_int_equal(stat(P("a/b/c"), &sb), 0);
 	assert_true(S_ISDIR(sb.st_mode));
-	assert_int_equal(fs_mkdir_p(P("a/b/c"), 0755, &e), 0);  /* exists: fine */
+	assert_int_equal(fs_mkdir_p(P("a/b/c"), 0755, &e), 0); /* exists: fine */
 	put("a/file", "x");
 	assert_int_equal(fs_mkdir_p(P("a/file/d"), 0755, &e), -1);
 	assert_string_equal(e.code, "io.error");
@@ -81,7 +81,7 @@ t_write_atomic(void **s)
 	assert_int_equal(fs_write_atomic(P("m.json"), "{\"a\":1}", 7, 0644, &e), 0);
 	umask(old);
 	assert_int_equal(stat(P("m.json"), &sb), 0);
-	assert_int_equal(sb.st_mode & 07777, 0644);  /* umask did not decide */
+	assert_int_equal(sb.st_mode & 07777, 0644); /* umask did not decide */
 	assert_int_equal(fs_read_small(P("m.json"), buf, sizeof(buf), &e), 7);
 	assert_string_equal(buf, "{\"a\":1}");
 	assert_int_equal(fs_write_atomic(P("m.json"), "new", 3, 0600, &e), 0);
@@ -92,7 +92,7 @@ t_write_atomic(void **s)
 		if (de->d_name[0] != '.')
 			n++;
 	closedir(d);
-	assert_int_equal(n, 1);  /* no temporary left behind */
+	assert_int_equal(n, 1); /* no temporary left behind */
 	assert_int_equal(fs_write_atomic(P("missing/dir/x"), "x", 1, 0644, &e), -1);
 	assert_string_equal(e.code, "io.error");
 }
@@ -105,16 +105,16 @@ t_read_small_caps(void **s)
 	struct err e;
 
 	put("seven", "1234567");
-	assert_int_equal(fs_read_small(P("seven"), buf, 8, &e), 7);  /* fits exactly */
+	assert_int_equal(fs_read_small(P("seven"), buf, 8, &e), 7); /* fits exactly */
 	put("eight", "12345678");
 	assert_int_equal(fs_read_small(P("eight"), buf, 8, &e), -1);
 	assert_non_null(strstr(e.msg, "larger than 7 bytes"));
 	assert_int_equal(fs_read_small(P("nothere"), buf, 8, &e), -1);
 	assert_string_equal(e.code, "not_found");
 	assert_int_equal(symlink(P("seven"), P("ln")), 0);
-	assert_int_equal(fs_read_small(P("ln"), buf, 8, &e), -1);  /* never followed */
+	assert_int_equal(fs_read_small(P("ln"), buf, 8, &e), -1); /* never followed */
 	assert_string_equal(e.code, "io.error");
-	assert_int_equal(fs_read_small(base, buf, 8, &e), -1);   /* a directory */
+	assert_int_equal(fs_read_small(base, buf, 8, &e), -1); /* a directory */
 	assert_int_equal(fs_read_alloc(P("eight"), 8, &p, &len, &e), 0);
 	assert_int_equal(len, 8);
 	assert_string_equal(p, "12345678");
@@ -146,7 +146,7 @@ t_rm_tree_does_not_follow(void **s)
 	assert_int_equal(fs_rm_tree(P("t/"), &e), 0);
 	assert_int_equal(lstat(P("t"), &sb), -1);
 	assert_int_equal(stat(P("out/keep/precious"), &sb), 0);
-	assert_int_equal(fs_rm_tree(P("t"), &e), 0);  /* missing: success */
+	assert_int_equal(fs_rm_tree(P("t"), &e), 0); /* missing: success */
 	/* a symlink given as the path is removed, not its target */
 	assert_int_equal(symlink(P("out"), P("top")), 0);
 	assert_int_equal(fs_rm_tree(P("top"), &e), 0);
@@ -163,11 +163,11 @@ struct seen {
 	size_t len;
 	int stop_at; /* stop (with an error) at this entry, 0 = never */
 	int n;
-	int flags;         /* fs_walk's */
-	const char *skip;  /* answer FS_WALK_SKIP for this directory */
-	const char *aux;   /* give this directory an aux descriptor */
-	int aux_fd;        /* the one given */
-	int aux_seen;      /* its entries saw it as parent->aux */
+	int flags;        /* fs_walk's */
+	const char *skip; /* answer FS_WALK_SKIP for this directory */
+	const char *aux;  /* give this directory an aux descriptor */
+	int aux_fd;       /* the one given */
+	int aux_seen;     /* its entries saw it as parent->aux */
 };
 
 static int
@@ -193,7 +193,10 @@ seen_visit(void *arg, struct fs_ent *ent, struct err *e)
 		w->aux_seen++;
 	if (w->len < sizeof(w->text))
 		w->len += (size_t)snprintf(w->text + w->len, sizeof(w->text) - w->len, "%s:%c\n", ent->rel,
-		    ent->post ? 'D' : dir ? 'd' : S_ISLNK(ent->st.st_mode) ? 'l' : 'f');
+		                           ent->post                  ? 'D'
+		                           : dir                      ? 'd'
+		                           : S_ISLNK(ent->st.st_mode) ? 'l'
+		                                                      : 'f');
 	if (++w->n == w->stop_at)
 		return err_set(e, "test.stop", "stopped at %s", ent->rel);
 	if (dir && !ent->post && w->aux != NULL && strcmp(ent->rel, w->aux) == 0)

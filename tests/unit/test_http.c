@@ -347,11 +347,8 @@ static const struct {
 	int status;
 	const char *reason;
 } err_reasons[] = {
-	{403, "Forbidden"},
-	{404, "Not Found"},
-	{410, "Gone"},
-	{500, "Internal Server Error"},
-	{503, "Service Unavailable"},
+    {403, "Forbidden"},           {404, "Not Found"}, {410, "Gone"}, {500, "Internal Server Error"},
+    {503, "Service Unavailable"},
 };
 
 /* /err/STATUS/CONN/FRAMING: an error answer, CONN "close" or "keep-alive",
@@ -373,9 +370,9 @@ srv_error_answer(int fd, const char *path)
 		if (err_reasons[i].status == status)
 			reason = err_reasons[i].reason;
 	memset(body, 'Z', sizeof(body));
-	n = snprintf(head, sizeof(head), "HTTP/1.1 %d %s\r\nConnection: %s\r\n%s%s\r\n", status, reason,
-		     conn, strcmp(framing, "length") == 0 ? "Content-Length: 400\r\n" : "",
-		     strcmp(framing, "chunked") == 0 ? "Transfer-Encoding: chunked\r\n" : "");
+	n = snprintf(head, sizeof(head), "HTTP/1.1 %d %s\r\nConnection: %s\r\n%s%s\r\n", status, reason, conn,
+	             strcmp(framing, "length") == 0 ? "Content-Length: 400\r\n" : "",
+	             strcmp(framing, "chunked") == 0 ? "Transfer-Encoding: chunked\r\n" : "");
 	send_all(fd, head, (size_t)n);
 	usleep(5000);
 	if (strcmp(framing, "chunked") == 0) {
@@ -458,17 +455,18 @@ srv_conn(void *arg)
 			/* Framing a server might send, each refused (see
 			 * test_client_framing). */
 			static const char *const heads[] = {
-				"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\nhello",
-				"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!",
-				"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
-				"5\r\nhello\r\n0\r\n\r\n",
-				"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: gzip\r\n\r\n"
-				"5\r\nhello\r\n0\r\n\r\n",
-				"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n"
-				"5\r\nhello\r\n0\r\n\r\n",
-				"HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
-				"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\nhello",
-				"HTTP/1.1 200 OK\r\nContent-Length: +5\r\n\r\nhello",
+			    "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\nhello",
+			    "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!",
+			    "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
+			    "5\r\nhello\r\n0\r\n\r\n",
+			    "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: gzip\r\n\r\n"
+			    "5\r\nhello\r\n0\r\n\r\n",
+			    "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: "
+			    "chunked\r\n\r\n"
+			    "5\r\nhello\r\n0\r\n\r\n",
+			    "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+			    "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\nhello",
+			    "HTTP/1.1 200 OK\r\nContent-Length: +5\r\n\r\nhello",
 			};
 			int k = atoi(path + 7);
 			if (k >= 0 && k < (int)(sizeof(heads) / sizeof(heads[0])))
@@ -689,14 +687,14 @@ static void
 test_client_framing(void **state)
 {
 	static const char *const why[] = {
-		"repeated Content-Length",
-		"repeated Content-Length",
-		"both Content-Length and Transfer-Encoding",
-		"repeated Transfer-Encoding",
-		"repeated Transfer-Encoding",
-		"Transfer-Encoding in an HTTP/1.0 message",
-		"unsupported Transfer-Encoding",
-		"malformed Content-Length",
+	    "repeated Content-Length",
+	    "repeated Content-Length",
+	    "both Content-Length and Transfer-Encoding",
+	    "repeated Transfer-Encoding",
+	    "repeated Transfer-Encoding",
+	    "Transfer-Encoding in an HTTP/1.0 message",
+	    "unsupported Transfer-Encoding",
+	    "malformed Content-Length",
 	};
 	struct http_client *cl;
 	struct http_request rq;
@@ -807,13 +805,13 @@ test_client_error_answer_matrix(void **state)
 	for (si = 0; si < sizeof(err_reasons) / sizeof(err_reasons[0]); si++)
 		for (ci = 0; ci < 2; ci++)
 			for (fi = 0; fi < 3; fi++) {
-				snprintf(path, sizeof(path), "/err/%d/%s/%s", err_reasons[si].status, conns[ci],
-					 framings[fi]);
+				snprintf(path, sizeof(path), "/err/%d/%s/%s", err_reasons[si].status,
+				         conns[ci], framings[fi]);
 				get(cl, path, "127.0.0.1", &rq, &rs, &c, -1, &e);
 				assert_string_equal(e.code, "http.status");
 				assert_int_equal(rs.status, err_reasons[si].status);
 				snprintf(want, sizeof(want), "HTTP %d %s", err_reasons[si].status,
-					 err_reasons[si].reason);
+				         err_reasons[si].reason);
 				if (strstr(e.msg, want) == NULL)
 					fail_msg("%s: message \"%s\" lacks \"%s\"", path, e.msg, want);
 				assert_int_equal(c.len, 0);
@@ -858,12 +856,15 @@ test_client_peer_closes_at_every_byte(void **state)
 		const char *stream;
 		int body; /* body bytes of a complete answer; -1: read to close */
 	} cases[] = {
-		{"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", 5},
-		{"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3;x=y\r\nabc\r\n2\r\nde\r\n0\r\nT: v\r\n\r\n", 5},
-		{"HTTP/1.0 200 OK\r\n\r\nuntil the close", -1},
-		{"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\nContent-Length: 2\n\nok", 2},
-		{"HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\n\r\nbusy", 0},
-		{"HTTP/1.1 503 Service Unavailable\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nbusy\r\n0\r\n\r\n", 0},
+	    {"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", 5},
+	    {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3;x=y\r\nabc\r\n2\r\nde\r\n0\r\nT: "
+	     "v\r\n\r\n",
+	     5},
+	    {"HTTP/1.0 200 OK\r\n\r\nuntil the close", -1},
+	    {"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\nContent-Length: 2\n\nok", 2},
+	    {"HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\n\r\nbusy", 0},
+	    {"HTTP/1.1 503 Service Unavailable\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nbusy\r\n0\r\n\r\n",
+	     0},
 	};
 	struct http_client *cl;
 	struct http_request rq;
@@ -892,7 +893,8 @@ test_client_peer_closes_at_every_byte(void **state)
 				close(cut_peer[--cut_npeers]);
 			if (r == 0) {
 				if (cases[i].body >= 0 && (int)c.len != cases[i].body)
-					fail_msg("case %zu cut %zu: success with %zu body bytes", i, cut, c.len);
+					fail_msg("case %zu cut %zu: success with %zu body bytes", i, cut,
+					         c.len);
 			} else if (e.code == NULL || strncmp(e.code, "http.", 5) != 0) {
 				fail_msg("case %zu cut %zu: code %s", i, cut, e.code ? e.code : "(none)");
 			} else if (cut == len && strcmp(e.code, "http.status") != 0) {
@@ -987,23 +989,23 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_url_refusals),
-		cmocka_unit_test(test_url_parts),
-		cmocka_unit_test(test_url_resolve),
-		cmocka_unit_test(test_head_good_and_incremental),
-		cmocka_unit_test(test_head_hostile),
-		cmocka_unit_test(test_chunked_every_split),
-		cmocka_unit_test(test_chunked_hostile),
-		cmocka_unit_test(test_no_proxy),
-		cmocka_unit_test(test_client_keepalive_hundreds),
-		cmocka_unit_test(test_client_retries_closed_idle_connection),
-		cmocka_unit_test(test_client_redirect_rules_and_headers),
-		cmocka_unit_test(test_client_errors),
-		cmocka_unit_test(test_client_framing),
-		cmocka_unit_test(test_client_error_answer_matrix),
-		cmocka_unit_test_teardown(test_client_peer_closes_at_every_byte, hook_reset),
-		cmocka_unit_test(test_client_connect_timeout),
-		cmocka_unit_test(test_client_proxy_settings),
+	    cmocka_unit_test(test_url_refusals),
+	    cmocka_unit_test(test_url_parts),
+	    cmocka_unit_test(test_url_resolve),
+	    cmocka_unit_test(test_head_good_and_incremental),
+	    cmocka_unit_test(test_head_hostile),
+	    cmocka_unit_test(test_chunked_every_split),
+	    cmocka_unit_test(test_chunked_hostile),
+	    cmocka_unit_test(test_no_proxy),
+	    cmocka_unit_test(test_client_keepalive_hundreds),
+	    cmocka_unit_test(test_client_retries_closed_idle_connection),
+	    cmocka_unit_test(test_client_redirect_rules_and_headers),
+	    cmocka_unit_test(test_client_errors),
+	    cmocka_unit_test(test_client_framing),
+	    cmocka_unit_test(test_client_error_answer_matrix),
+	    cmocka_unit_test_teardown(test_client_peer_closes_at_every_byte, hook_reset),
+	    cmocka_unit_test(test_client_connect_timeout),
+	    cmocka_unit_test(test_client_proxy_settings),
 	};
 	return cmocka_run_group_tests(tests, srv_setup, NULL);
 }

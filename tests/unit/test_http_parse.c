@@ -112,18 +112,18 @@ test_framing_both_sides(void **state)
 		int minor, status;
 		const char *why;
 	} bad[] = {
-		{"Content-Length: 5|Content-Length: 5", 1, 400, "repeated Content-Length"},
-		{"content-length: 5|CONTENT-LENGTH: 6", 1, 400, "repeated Content-Length"},
-		{"Content-Length: 5|Transfer-Encoding: chunked", 1, 400, "both"},
-		{"Transfer-Encoding: chunked|Content-Length: 5", 1, 400, "both"},
-		{"Transfer-Encoding: chunked|Transfer-Encoding: chunked", 1, 400, "repeated Transfer-Encoding"},
-		{"Transfer-Encoding: chunked|Transfer-Encoding: gzip", 1, 400, "repeated Transfer-Encoding"},
-		{"Transfer-Encoding: gzip, chunked", 1, 501, "unsupported"},
-		{"Transfer-Encoding: chunked", 0, 400, "HTTP/1.0"},
-		{"Content-Length: ", 1, 400, "malformed"},
-		{"Content-Length: -1", 1, 400, "malformed"},
-		{"Content-Length: 1234567890123456789", 1, 400, "malformed"},
-		{"Content-Length: 5, 5", 1, 400, "malformed"},
+	    {"Content-Length: 5|Content-Length: 5", 1, 400, "repeated Content-Length"},
+	    {"content-length: 5|CONTENT-LENGTH: 6", 1, 400, "repeated Content-Length"},
+	    {"Content-Length: 5|Transfer-Encoding: chunked", 1, 400, "both"},
+	    {"Transfer-Encoding: chunked|Content-Length: 5", 1, 400, "both"},
+	    {"Transfer-Encoding: chunked|Transfer-Encoding: chunked", 1, 400, "repeated Transfer-Encoding"},
+	    {"Transfer-Encoding: chunked|Transfer-Encoding: gzip", 1, 400, "repeated Transfer-Encoding"},
+	    {"Transfer-Encoding: gzip, chunked", 1, 501, "unsupported"},
+	    {"Transfer-Encoding: chunked", 0, 400, "HTTP/1.0"},
+	    {"Content-Length: ", 1, 400, "malformed"},
+	    {"Content-Length: -1", 1, 400, "malformed"},
+	    {"Content-Length: 1234567890123456789", 1, 400, "malformed"},
+	    {"Content-Length: 5, 5", 1, 400, "malformed"},
 	};
 	const char *why;
 	int64_t len;
@@ -137,13 +137,15 @@ test_framing_both_sides(void **state)
 			if (strstr(why, bad[i].why) == NULL)
 				fail_msg("%s: '%s' lacks '%s'", bad[i].fields, why, bad[i].why);
 		}
-		assert_int_equal(framing("Content-Length: 000123456789012345|Host: x", 1, side, &len, &status, &why),
-		                 HTTP_BODY_LENGTH);
+		assert_int_equal(
+		    framing("Content-Length: 000123456789012345|Host: x", 1, side, &len, &status, &why),
+		    HTTP_BODY_LENGTH);
 		assert_int_equal(len, 123456789012345);
 		assert_int_equal(framing("transfer-encoding: CHUNKED", 1, side, &len, &status, &why),
 		                 HTTP_BODY_CHUNKED);
 		assert_int_equal(len, -1);
-		assert_int_equal(framing("Content-Length: 0", 0, side, &len, &status, &why), HTTP_BODY_LENGTH);
+		assert_int_equal(framing("Content-Length: 0", 0, side, &len, &status, &why),
+		                 HTTP_BODY_LENGTH);
 		assert_int_equal(len, 0);
 	}
 	/* Neither field: a request has no body, a response runs until close. */

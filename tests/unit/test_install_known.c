@@ -185,9 +185,9 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_known, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_known_root, setup, teardown),
-		cmocka_unit_test(test_known_clock_ahead),
+	    cmocka_unit_test_setup_teardown(test_known, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_known_root, setup, teardown),
+	    cmocka_unit_test(test_known_clock_ahead),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

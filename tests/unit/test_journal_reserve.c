@@ -184,9 +184,9 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_in_place_lines_reach_memory_and_file),
-		cmocka_unit_test(test_commit_is_bounded_by_the_reservation),
-		cmocka_unit_test(test_block_of_lines),
+	    cmocka_unit_test(test_in_place_lines_reach_memory_and_file),
+	    cmocka_unit_test(test_commit_is_bounded_by_the_reservation),
+	    cmocka_unit_test(test_block_of_lines),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

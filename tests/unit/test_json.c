@@ -84,14 +84,14 @@ expect_rewrite(const char *in, const char *want)
 }
 
 static const char sample[] =
-	"{\n"
-	"  \"name\": \"caf\\u00e9 \\ud83d\\ude00 \xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\",\n"
-	"  \"esc\": \"\\\"\\\\\\/\\b\\f\\n\\r\\t\\u0000\",\n"
-	"  \"nums\": [0, -0, 1, -1, 12.5e-3, 1E+2, 9223372036854775807, -9223372036854775808],\n"
-	"  \"lits\": [true, false, null],\n"
-	"  \"nested\": {\"a\": [{}, [], [[{\"b\": \"\"}]]]},\n"
-	"  \"empty\": \"\"\n"
-	"}";
+    "{\n"
+    "  \"name\": \"caf\\u00e9 \\ud83d\\ude00 \xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\",\n"
+    "  \"esc\": \"\\\"\\\\\\/\\b\\f\\n\\r\\t\\u0000\",\n"
+    "  \"nums\": [0, -0, 1, -1, 12.5e-3, 1E+2, 9223372036854775807, -9223372036854775808],\n"
+    "  \"lits\": [true, false, null],\n"
+    "  \"nested\": {\"a\": [{}, [], [[{\"b\": \"\"}]]]},\n"
+    "  \"empty\": \"\"\n"
+    "}";
 
 /* ---- hostile cases first ---- */
 
@@ -121,7 +121,8 @@ test_truncated_at_every_offset(void **state)
 static void
 test_every_prefix_of_scalars(void **state)
 {
-	static const char *docs[] = {"true", "false", "null", "\"abc\"", "\"\\u00e9\"", "-12.5e+3", "[1]", "{\"a\":1}"};
+	static const char *docs[] = {"true",        "false",    "null", "\"abc\"",
+	                             "\"\\u00e9\"", "-12.5e+3", "[1]",  "{\"a\":1}"};
 	size_t d, i;
 	struct json_doc doc;
 	struct err e;
@@ -153,13 +154,14 @@ test_syntax_errors_with_position(void **state)
 	expect_fail("{\"a\":1 \"b\":2}", "json.syntax", "1:8: unexpected '\"', expected ',' or '}'");
 	expect_fail("{a:1}", "json.syntax", "1:2: unexpected 'a', expected a string key");
 	expect_fail("{'a':1}", "json.syntax", "1:2: unexpected ''', expected a string key");
-	expect_fail("[1]\n[2]", "json.syntax", "2:1: unexpected '[', expected the end of input after the value");
+	expect_fail("[1]\n[2]", "json.syntax",
+	            "2:1: unexpected '[', expected the end of input after the value");
 	expect_fail("1 2", "json.syntax", "1:3: unexpected '2', expected the end of input after the value");
 	expect_fail("tru", "json.syntax", "1:4: unexpected end of input, expected 'true'");
 	expect_fail("trUe", "json.syntax", "1:1: invalid literal, expected 'true'");
 	expect_fail("nul", "json.syntax", "1:4: unexpected end of input, expected 'null'");
 	expect_fail("[\n  01]", "json.syntax",
-		    "2:4: leading zeros are not allowed, expected '.', 'e' or the end of the number");
+	            "2:4: leading zeros are not allowed, expected '.', 'e' or the end of the number");
 	expect_fail("-", "json.syntax", "1:2: unexpected end of input, expected a digit after '-'");
 	expect_fail("-a", "json.syntax", "1:2: unexpected 'a', expected a digit after '-'");
 	expect_fail("+1", "json.syntax", "1:1: unexpected '+', expected a value");
@@ -172,16 +174,20 @@ test_syntax_errors_with_position(void **state)
 	expect_fail("Infinity", "json.syntax", "1:1: unexpected 'I', expected a value");
 	expect_fail("-Infinity", "json.syntax", "1:2: unexpected 'I', expected a digit after '-'");
 	expect_fail("\"abc", "json.syntax", "1:5: unexpected end of input in a string, expected '\"'");
-	expect_fail("\"a\nb\"", "json.syntax", "1:3: control character 0x0A in a string, expected it escaped");
-	expect_fail("\"a\tb\"", "json.syntax", "1:3: control character 0x09 in a string, expected it escaped");
-	expect_fail("\"\\x\"", "json.syntax", "1:3: unexpected 'x', expected an escape (one of \"\\/bfnrtu) after '\\'");
+	expect_fail("\"a\nb\"", "json.syntax",
+	            "1:3: control character 0x0A in a string, expected it escaped");
+	expect_fail("\"a\tb\"", "json.syntax",
+	            "1:3: control character 0x09 in a string, expected it escaped");
+	expect_fail("\"\\x\"", "json.syntax",
+	            "1:3: unexpected 'x', expected an escape (one of \"\\/bfnrtu) after '\\'");
 	expect_fail("\"\\", "json.syntax", "1:3: unexpected end of input in a string, expected an escape");
 	expect_fail("\"\\u12G4\"", "json.syntax", "1:6: unexpected 'G', expected 4 hex digits after \\u");
-	expect_fail("\"\\u12", "json.syntax", "1:6: unexpected end of input, expected 4 hex digits after \\u");
+	expect_fail("\"\\u12", "json.syntax",
+	            "1:6: unexpected end of input, expected 4 hex digits after \\u");
 	expect_fail("\x01", "json.syntax", "1:1: unexpected byte 0x01, expected a value");
 	expect_fail("\xc3\xa9", "json.syntax", "1:1: unexpected non-ASCII character, expected a value");
 	expect_fail_n("[1]\0", 4, NULL, "json.syntax",
-		      "1:4: unexpected byte 0x00, expected the end of input after the value");
+	              "1:4: unexpected byte 0x00, expected the end of input after the value");
 	expect_fail("\r\n\r\n  x", "json.syntax", "3:3: unexpected 'x', expected a value");
 }
 
@@ -193,7 +199,8 @@ test_encoding_errors_with_position(void **state)
 	expect_fail("\"\xc1\xbf\"", "json.encoding", "1:2: invalid UTF-8: overlong encoding");
 	expect_fail("\"\xe0\x80\xaf\"", "json.encoding", "1:2: invalid UTF-8: overlong encoding");
 	expect_fail("\"\xf0\x80\x80\xaf\"", "json.encoding", "1:2: invalid UTF-8: overlong encoding");
-	expect_fail("[\"ok\",\n \"x\xed\xa0\x80\"]", "json.encoding", "2:4: invalid UTF-8: encoded surrogate");
+	expect_fail("[\"ok\",\n \"x\xed\xa0\x80\"]", "json.encoding",
+	            "2:4: invalid UTF-8: encoded surrogate");
 	expect_fail("\"\xed\xbf\xbf\"", "json.encoding", "1:2: invalid UTF-8: encoded surrogate");
 	expect_fail("\"\xf4\x90\x80\x80\"", "json.encoding", "1:2: invalid UTF-8: code point above U+10FFFF");
 	expect_fail("\"\xf5\x80\x80\x80\"", "json.encoding", "1:2: invalid UTF-8: code point above U+10FFFF");
@@ -208,9 +215,9 @@ test_encoding_errors_with_position(void **state)
 	expect_fail("[\xff]", "json.encoding", "1:2: invalid UTF-8: byte never valid");
 	/* Escaped surrogates. */
 	expect_fail("\"\\ud800\"", "json.encoding",
-		    "1:2: lone high surrogate \\uD800, expected a \\uDC00-\\uDFFF after it");
+	            "1:2: lone high surrogate \\uD800, expected a \\uDC00-\\uDFFF after it");
 	expect_fail("\"\\ud800\\u0041\"", "json.encoding",
-		    "1:2: lone high surrogate \\uD800, expected a \\uDC00-\\uDFFF after it");
+	            "1:2: lone high surrogate \\uD800, expected a \\uDC00-\\uDFFF after it");
 	expect_fail("\"\\ud800\\ud800\"", "json.encoding", NULL);
 	expect_fail("\"x\\udc00\"", "json.encoding", "1:3: lone low surrogate \\uDC00");
 	expect_fail("\"\\uDFFF\\uD800\"", "json.encoding", "1:2: lone low surrogate \\uDFFF");
@@ -402,13 +409,18 @@ test_duplicate_keys(void **state)
 	 * to the duplicate rule and one key to a loader reading a C string. The
 	 * error points at the escape. Values may still hold it. */
 	expect_fail("{\"a\\u0000b\":1,\"a\\u0000c\":2,\"a\":3}", "json.syntax",
-		    "1:4: \\u0000 in an object key, keys may not hold NUL");
-	expect_fail("{\"argv\":1,\n \"argv\\u0000\":2}", "json.syntax", "2:7: \\u0000 in an object key, keys may not hold NUL");
-	expect_fail("{\"x\":[{\"\\u0000\":0}]}", "json.syntax", "1:9: \\u0000 in an object key, keys may not hold NUL");
+	            "1:4: \\u0000 in an object key, keys may not hold NUL");
+	expect_fail("{\"argv\":1,\n \"argv\\u0000\":2}", "json.syntax",
+	            "2:7: \\u0000 in an object key, keys may not hold NUL");
+	expect_fail("{\"x\":[{\"\\u0000\":0}]}", "json.syntax",
+	            "1:9: \\u0000 in an object key, keys may not hold NUL");
 	lim.reject_dup_keys = 0;
-	expect_fail_n("{\"k\\u0000\":1}", 13, &lim, "json.syntax", "1:4: \\u0000 in an object key, keys may not hold NUL");
+	expect_fail_n("{\"k\\u0000\":1}", 13, &lim, "json.syntax",
+	              "1:4: \\u0000 in an object key, keys may not hold NUL");
 	lim.reject_dup_keys = 1;
-	assert_int_equal(parse_n(&doc, "{\"a\":\"x\\u0000y\",\"\\u0001\":1}", strlen("{\"a\":\"x\\u0000y\",\"\\u0001\":1}"), NULL, &e), 0);
+	assert_int_equal(parse_n(&doc, "{\"a\":\"x\\u0000y\",\"\\u0001\":1}",
+	                         strlen("{\"a\":\"x\\u0000y\",\"\\u0001\":1}"), NULL, &e),
+	                 0);
 	v = json_get(doc.root, "a");
 	assert_non_null(v);
 	assert_int_equal(v->u.str.len, 3);
@@ -417,7 +429,10 @@ test_duplicate_keys(void **state)
 
 	/* Allowed: the caller asks per object; the first repeat wins. */
 	lim.reject_dup_keys = 0;
-	assert_int_equal(parse_n(&doc, "{\"a\":1,\"b\":2,\"b\":3,\"a\":4,\"c\":{\"d\":1,\"d\":2}}", strlen("{\"a\":1,\"b\":2,\"b\":3,\"a\":4,\"c\":{\"d\":1,\"d\":2}}"), &lim, &e), 0);
+	assert_int_equal(parse_n(&doc, "{\"a\":1,\"b\":2,\"b\":3,\"a\":4,\"c\":{\"d\":1,\"d\":2}}",
+	                         strlen("{\"a\":1,\"b\":2,\"b\":3,\"a\":4,\"c\":{\"d\":1,\"d\":2}}"), &lim,
+	                         &e),
+	                 0);
 	assert_string_equal(json_dup_key(doc.root), "b");
 	assert_int_equal(json_get(doc.root, "a")->u.num.i, 1); /* first match */
 	assert_string_equal(json_dup_key(json_get(doc.root, "c")), "d");
@@ -507,8 +522,8 @@ dup_every_position(void)
 						buf[len++] = ',';
 					if (k == j)
 						col = len + 1;
-					len += (size_t)snprintf(buf + len, sizeof(buf) - len, "\"key%zu\":%zu",
-								k == j ? i : k, k);
+					len += (size_t)snprintf(buf + len, sizeof(buf) - len,
+					                        "\"key%zu\":%zu", k == j ? i : k, k);
 				}
 				buf[len++] = '}';
 				snprintf(want, sizeof(want), "1:%zu: duplicate key \"key%zu\"", col, i);
@@ -559,7 +574,10 @@ test_all_escapes(void **state)
 	assert_memory_equal(doc.root->u.str.s, want, sizeof(want));
 	json_free(&doc);
 	/* Boundaries of \u: U+FFFF, U+10FFFF, U+0080, U+07FF, U+0800. */
-	assert_int_equal(parse_n(&doc, "[\"\\uffff\",\"\\udbff\\udfff\",\"\\u0080\",\"\\u07ff\",\"\\u0800\"]", strlen("[\"\\uffff\",\"\\udbff\\udfff\",\"\\u0080\",\"\\u07ff\",\"\\u0800\"]"), NULL, &e), 0);
+	assert_int_equal(
+	    parse_n(&doc, "[\"\\uffff\",\"\\udbff\\udfff\",\"\\u0080\",\"\\u07ff\",\"\\u0800\"]",
+	            strlen("[\"\\uffff\",\"\\udbff\\udfff\",\"\\u0080\",\"\\u07ff\",\"\\u0800\"]"), NULL, &e),
+	    0);
 	assert_string_equal(doc.root->u.arr.v[0].u.str.s, "\xef\xbf\xbf");
 	assert_string_equal(doc.root->u.arr.v[1].u.str.s, "\xf4\x8f\xbf\xbf");
 	assert_string_equal(doc.root->u.arr.v[2].u.str.s, "\xc2\x80");
@@ -574,9 +592,10 @@ test_numbers(void **state)
 	struct json_doc doc;
 	struct err e;
 	const struct json_val *a;
-	const char *in = "[0,-0,42,-42,9223372036854775807,-9223372036854775808,9223372036854775808,"
-			 "-9223372036854775809,1.5,1e2,1E-2,-0.0,123456789012345678901234567890,9007199254740993,"
-			 "1e-400,0.1]";
+	const char *in =
+	    "[0,-0,42,-42,9223372036854775807,-9223372036854775808,9223372036854775808,"
+	    "-9223372036854775809,1.5,1e2,1E-2,-0.0,123456789012345678901234567890,9007199254740993,"
+	    "1e-400,0.1]";
 
 	assert_int_equal(parse_n(&doc, in, strlen(in), NULL, &e), 0);
 	a = doc.root->u.arr.v;
@@ -603,7 +622,7 @@ test_numbers(void **state)
 	assert_true(a[12].u.num.d > 1.23e29 && a[12].u.num.d < 1.24e29);
 	assert_true(a[13].u.num.is_int && a[13].u.num.i == 9007199254740993LL);
 	assert_true(a[13].u.num.d == 9007199254740992.0); /* nearest double */
-	assert_true(a[14].u.num.d == 0.0);                 /* underflow is fine */
+	assert_true(a[14].u.num.d == 0.0);                /* underflow is fine */
 	assert_true(a[15].u.num.d == 0.1);
 	assert_int_equal(a[15].line, 1);
 	json_free(&doc);
@@ -637,22 +656,98 @@ static void
 test_suite_y(void **state)
 {
 	static const char *y[] = {
-		"[]", "{}", "[[]   ]", "[\"\"]", "[\"a\"]", "[false]", "[null, 1, \"1\", {}]", "[null]",
-		"[1\n]", "  [1]", "[1,null,null,null,2]", "[2] ", "[0e+1]", "[0e1]", "[ 4]", "[-0.000000000000000000000000000000000000000000000000000000000000000000000000000001]\n",
-		"[20e1]", "[-0]", "[-1]", "[-123]", "[1E22]", "[1E-2]", "[1E+2]", "[123e45]", "[123.456e78]",
-		"[1e-2]", "[1e+2]", "[123]", "[123.456789]", "[100000000000000000000]", "{\"asd\":\"sdf\", \"dfg\":\"fgh\"}",
-		"{\"asd\":\"sdf\"}", "{\"a\":[]}", "{\"\":0}", "{ \"min\": -1.0e+28, \"max\": 1.0e+28 }",
-		"{\"x\":[{\"id\": \"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}], \"id\": \"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}",
-		"[\"\\u0060\\u012a\\u12AB\"]", "[\"\\uD801\\udc37\"]", "[\"\\ud83d\\ude39\\ud83d\\udc8d\"]",
-		"[\"\\\"\\\\\\/\\b\\f\\n\\r\\t\"]", "[\"\\\\u0000\"]", "[\"\\\"\"]", "[\"a/*b*/c/*d//e\"]", "[\"\\\\a\"]",
-		"[\"\\\\n\"]", "[\"\\u0012\"]", "[\"\\uFFFF\"]", "[\"asd\"]", "[ \"asd\"]", "[\"\\uDBFF\\uDFFF\"]",
-		"[\"new\\u00A0line\"]", "[\"\xf4\x8f\xbf\xbf\"]", "[\"\xef\xbf\xbf\"]", "[\"\\u0000\"]", "[\"\\u002c\"]",
-		"[\"\xcf\x80\"]", "[\"\xf0\x9b\xbf\xbf\"]", "[\"asd \"]", "\" \"", "[\"\\uD834\\uDd1e\"]",
-		"[\"\\u0821\"]", "[\"\\u0123\"]", "[\"\xe2\x80\xa8\"]", "[\"\xe2\x80\xa9\"]", "[\"\\u0061\\u30af\\u30EA\\u30b9\"]",
-		"[\"new\\u000Aline\"]", "[\"\x7f\"]", "[\"\\uA66D\"]", "[\"\\u005C\"]", "[\"\\u0022\"]", "[\"\\uDBFF\\uDFFE\"]",
-		"[\"\xe2\x82\xac\xf0\x9d\x84\x9e\"]", "[\"\\uFDD0\"]", "[\"\\uFFFE\"]", "[\"\\u22FF\"]", "[true]",
-		"false", "42", "-0.1", "null", "\"asd\"", "true", "\"\"", "[\"a\"]\n", "[true]", " [] ", "\t\r\n[\r\n]\t\r\n",
-		"[1e0]", "[0.0]", "[-0.0e-0]", "{\"a\":{\"b\":{\"c\":[[[[{}]]]]}}}",
+	    "[]",
+	    "{}",
+	    "[[]   ]",
+	    "[\"\"]",
+	    "[\"a\"]",
+	    "[false]",
+	    "[null, 1, \"1\", {}]",
+	    "[null]",
+	    "[1\n]",
+	    "  [1]",
+	    "[1,null,null,null,2]",
+	    "[2] ",
+	    "[0e+1]",
+	    "[0e1]",
+	    "[ 4]",
+	    "[-0.000000000000000000000000000000000000000000000000000000000000000000000000000001]\n",
+	    "[20e1]",
+	    "[-0]",
+	    "[-1]",
+	    "[-123]",
+	    "[1E22]",
+	    "[1E-2]",
+	    "[1E+2]",
+	    "[123e45]",
+	    "[123.456e78]",
+	    "[1e-2]",
+	    "[1e+2]",
+	    "[123]",
+	    "[123.456789]",
+	    "[100000000000000000000]",
+	    "{\"asd\":\"sdf\", \"dfg\":\"fgh\"}",
+	    "{\"asd\":\"sdf\"}",
+	    "{\"a\":[]}",
+	    "{\"\":0}",
+	    "{ \"min\": -1.0e+28, \"max\": 1.0e+28 }",
+	    "{\"x\":[{\"id\": \"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}], \"id\": "
+	    "\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}",
+	    "[\"\\u0060\\u012a\\u12AB\"]",
+	    "[\"\\uD801\\udc37\"]",
+	    "[\"\\ud83d\\ude39\\ud83d\\udc8d\"]",
+	    "[\"\\\"\\\\\\/\\b\\f\\n\\r\\t\"]",
+	    "[\"\\\\u0000\"]",
+	    "[\"\\\"\"]",
+	    "[\"a/*b*/c/*d//e\"]",
+	    "[\"\\\\a\"]",
+	    "[\"\\\\n\"]",
+	    "[\"\\u0012\"]",
+	    "[\"\\uFFFF\"]",
+	    "[\"asd\"]",
+	    "[ \"asd\"]",
+	    "[\"\\uDBFF\\uDFFF\"]",
+	    "[\"new\\u00A0line\"]",
+	    "[\"\xf4\x8f\xbf\xbf\"]",
+	    "[\"\xef\xbf\xbf\"]",
+	    "[\"\\u0000\"]",
+	    "[\"\\u002c\"]",
+	    "[\"\xcf\x80\"]",
+	    "[\"\xf0\x9b\xbf\xbf\"]",
+	    "[\"asd \"]",
+	    "\" \"",
+	    "[\"\\uD834\\uDd1e\"]",
+	    "[\"\\u0821\"]",
+	    "[\"\\u0123\"]",
+	    "[\"\xe2\x80\xa8\"]",
+	    "[\"\xe2\x80\xa9\"]",
+	    "[\"\\u0061\\u30af\\u30EA\\u30b9\"]",
+	    "[\"new\\u000Aline\"]",
+	    "[\"\x7f\"]",
+	    "[\"\\uA66D\"]",
+	    "[\"\\u005C\"]",
+	    "[\"\\u0022\"]",
+	    "[\"\\uDBFF\\uDFFE\"]",
+	    "[\"\xe2\x82\xac\xf0\x9d\x84\x9e\"]",
+	    "[\"\\uFDD0\"]",
+	    "[\"\\uFFFE\"]",
+	    "[\"\\u22FF\"]",
+	    "[true]",
+	    "false",
+	    "42",
+	    "-0.1",
+	    "null",
+	    "\"asd\"",
+	    "true",
+	    "\"\"",
+	    "[\"a\"]\n",
+	    "[true]",
+	    " [] ",
+	    "\t\r\n[\r\n]\t\r\n",
+	    "[1e0]",
+	    "[0.0]",
+	    "[-0.0e-0]",
+	    "{\"a\":{\"b\":{\"c\":[[[[{}]]]]}}}",
 	};
 	size_t i;
 	struct json_doc doc;
@@ -669,29 +764,194 @@ static void
 test_suite_n(void **state)
 {
 	static const char *n[] = {
-		"[1 true]", "[a\xe5]", "[\"\": 1]", "[\"\"],", "[,1]", "[1,,2]", "[\"x\",,]", "[\"x\"]]", "[\"\",]", "[\"x\"",
-		"[x", "[3[4]]", "[\xff]", "[1:2]", "[\xa5]", "[\"a\",\n4\n,1,", "[1,]", "[1,,]", "[\"\x0b\"a\"\\f\"]", "[*]",
-		"[\"\"", "[1,", "[1,\n1\n,1", "[{}", "[fals]", "[nul]", "[tru]", "[++1234]", "[+1]", "[+Inf]",
-		"[-01]", "[-1.0.]", "[-2.]", "[-NaN]", "[.-1]", "[.2e-3]", "[0.1.2]", "[0.3e+]", "[0.3e]", "[0.e1]",
-		"[0E+]", "[0E]", "[0e+]", "[0e]", "[1.0e+]", "[1.0e-]", "[1.0e]", "[1 000.0]", "[1eE2]", "[2.e+3]",
-		"[2.e-3]", "[2.e3]", "[9.e+]", "[Inf]", "[NaN]", "[\xef\xbc\x91]", "[1+2]", "[0x1]", "[0x42]", "[Infinity]",
-		"[0e+-1]", "[-123.123foo]", "[123\xe5]", "[1e1\xe5]", "[0\xe5]", "[-Infinity]", "[-foo]", "[- 1]", "[-012]",
-		"[-.123]", "[-]", "[1ea]", "[1.]", "[.123]", "[\xe5]", "[1.2a-3]", "[1.8011670033376514H-308]", "[012]",
-		"[\"x\", truth]", "{[: \"x\"}\n", "{\"x\", null}", "{\"x\"::\"b\"}", "{\xf0\x9f\x87\xa8\xf0\x9f\x87\xad}",
-		"{\"a\":\"a\" 123}", "{key: 'value'}", "{\"\xb9\":\"0\",}", "{\"a\" b}", "{:\"b\"}", "{\"a\" \"b\"}",
-		"{\"a\":", "{\"a\"", "{1:1}", "{9999E9999:1}", "{null:null,null:null}", "{\"id\":0,,,,,}", "{'a':0}",
-		"{\"id\":0,}", "{\"a\":\"b\"}/**/", "{\"a\":\"b\"}/**//", "{\"a\":\"b\"}//", "{\"a\":\"b\"}/", "{\"a\":\"b\",,\"c\":\"d\"}",
-		"{a: \"b\"}", "{\"foo\\u0000bar\": 42}", "{\"a\":\"a", "{ \"foo\" : \"bar\", \"a\" }", "{\"a\":\"b\"}#", " ", "[\"\\uD800\\\"]",
-		"[\"\\uD800\\u\"]", "[\"\\uD800\\u1\"]", "[\"\\uD800\\u1x\"]", "[\xc3\xa9]", "[\"\\x00\"]", "[\"\\\\\\\"]",
-		"[\"\\\t\"]", "[\"\\\xf0\x9f\x8c\x80\"]", "[\"\\\"]", "[\"\\u00A\"]", "[\"\\uD834\\uDd\"]",
-		"[\"\\uD800\\uD800\\x\"]", "[\"\\u\xe5\"]", "[\"\\a\"]", "[\"\\uqqqq\"]", "[\"\\\xe5\"]", "[\\u0020\"asd\"]",
-		"[\\n]", "\"", "['single quote']", "abc", "[\"\\", "[\"new\nline\"]", "[\"\t\"]", "\"\\UA66D\"", "\"\"x",
-		"[\xe2\x81\xa0]", "\xef\xbb\xbf", "<.>", "[<null>]", "[1]x", "[1]]", "[\"asd]", "a\xc3\xa5", "[True]", "1]",
-		"{\"x\": true,", "[][]", "]", "\xef\xbb\xbf{}", "\xe5", "[", "", "2@", "{}}", "{\"\":", "{\"a\":/*comment*/\"b\"}",
-		"{\"a\": true} \"x\"", "['", "[,", "[{", "[\"a", "[\"a\"", "{", "{]", "{,", "{[", "{\"a", "{'a'", "[\"\\{[\"\\{[\"\\{[\"\\{",
-		"\xe9", "*", "{\"a\":\"b\"}#{}", "[\\u000A\"\"]", "[1", "[ false, nul", "[ true, fals", "[ false, tru",
-		"{\"asd\":\"asd\"", "\xc3\xa5", "[\x0c]", "[\"\xed\xa0\x80\"]", "[\"\xc0\x80\"]", "[\"\xf8\x88\x80\x80\x80\"]",
-		"[\"\\ud800\"]", "[\"\\udc00\\ud800\"]", "[\"\\ud800abc\"]", "[1e9999]", "[-1e9999]",
+	    "[1 true]",
+	    "[a\xe5]",
+	    "[\"\": 1]",
+	    "[\"\"],",
+	    "[,1]",
+	    "[1,,2]",
+	    "[\"x\",,]",
+	    "[\"x\"]]",
+	    "[\"\",]",
+	    "[\"x\"",
+	    "[x",
+	    "[3[4]]",
+	    "[\xff]",
+	    "[1:2]",
+	    "[\xa5]",
+	    "[\"a\",\n4\n,1,",
+	    "[1,]",
+	    "[1,,]",
+	    "[\"\x0b\"a\"\\f\"]",
+	    "[*]",
+	    "[\"\"",
+	    "[1,",
+	    "[1,\n1\n,1",
+	    "[{}",
+	    "[fals]",
+	    "[nul]",
+	    "[tru]",
+	    "[++1234]",
+	    "[+1]",
+	    "[+Inf]",
+	    "[-01]",
+	    "[-1.0.]",
+	    "[-2.]",
+	    "[-NaN]",
+	    "[.-1]",
+	    "[.2e-3]",
+	    "[0.1.2]",
+	    "[0.3e+]",
+	    "[0.3e]",
+	    "[0.e1]",
+	    "[0E+]",
+	    "[0E]",
+	    "[0e+]",
+	    "[0e]",
+	    "[1.0e+]",
+	    "[1.0e-]",
+	    "[1.0e]",
+	    "[1 000.0]",
+	    "[1eE2]",
+	    "[2.e+3]",
+	    "[2.e-3]",
+	    "[2.e3]",
+	    "[9.e+]",
+	    "[Inf]",
+	    "[NaN]",
+	    "[\xef\xbc\x91]",
+	    "[1+2]",
+	    "[0x1]",
+	    "[0x42]",
+	    "[Infinity]",
+	    "[0e+-1]",
+	    "[-123.123foo]",
+	    "[123\xe5]",
+	    "[1e1\xe5]",
+	    "[0\xe5]",
+	    "[-Infinity]",
+	    "[-foo]",
+	    "[- 1]",
+	    "[-012]",
+	    "[-.123]",
+	    "[-]",
+	    "[1ea]",
+	    "[1.]",
+	    "[.123]",
+	    "[\xe5]",
+	    "[1.2a-3]",
+	    "[1.8011670033376514H-308]",
+	    "[012]",
+	    "[\"x\", truth]",
+	    "{[: \"x\"}\n",
+	    "{\"x\", null}",
+	    "{\"x\"::\"b\"}",
+	    "{\xf0\x9f\x87\xa8\xf0\x9f\x87\xad}",
+	    "{\"a\":\"a\" 123}",
+	    "{key: 'value'}",
+	    "{\"\xb9\":\"0\",}",
+	    "{\"a\" b}",
+	    "{:\"b\"}",
+	    "{\"a\" \"b\"}",
+	    "{\"a\":",
+	    "{\"a\"",
+	    "{1:1}",
+	    "{9999E9999:1}",
+	    "{null:null,null:null}",
+	    "{\"id\":0,,,,,}",
+	    "{'a':0}",
+	    "{\"id\":0,}",
+	    "{\"a\":\"b\"}/**/",
+	    "{\"a\":\"b\"}/**//",
+	    "{\"a\":\"b\"}//",
+	    "{\"a\":\"b\"}/",
+	    "{\"a\":\"b\",,\"c\":\"d\"}",
+	    "{a: \"b\"}",
+	    "{\"foo\\u0000bar\": 42}",
+	    "{\"a\":\"a",
+	    "{ \"foo\" : \"bar\", \"a\" }",
+	    "{\"a\":\"b\"}#",
+	    " ",
+	    "[\"\\uD800\\\"]",
+	    "[\"\\uD800\\u\"]",
+	    "[\"\\uD800\\u1\"]",
+	    "[\"\\uD800\\u1x\"]",
+	    "[\xc3\xa9]",
+	    "[\"\\x00\"]",
+	    "[\"\\\\\\\"]",
+	    "[\"\\\t\"]",
+	    "[\"\\\xf0\x9f\x8c\x80\"]",
+	    "[\"\\\"]",
+	    "[\"\\u00A\"]",
+	    "[\"\\uD834\\uDd\"]",
+	    "[\"\\uD800\\uD800\\x\"]",
+	    "[\"\\u\xe5\"]",
+	    "[\"\\a\"]",
+	    "[\"\\uqqqq\"]",
+	    "[\"\\\xe5\"]",
+	    "[\\u0020\"asd\"]",
+	    "[\\n]",
+	    "\"",
+	    "['single quote']",
+	    "abc",
+	    "[\"\\",
+	    "[\"new\nline\"]",
+	    "[\"\t\"]",
+	    "\"\\UA66D\"",
+	    "\"\"x",
+	    "[\xe2\x81\xa0]",
+	    "\xef\xbb\xbf",
+	    "<.>",
+	    "[<null>]",
+	    "[1]x",
+	    "[1]]",
+	    "[\"asd]",
+	    "a\xc3\xa5",
+	    "[True]",
+	    "1]",
+	    "{\"x\": true,",
+	    "[][]",
+	    "]",
+	    "\xef\xbb\xbf{}",
+	    "\xe5",
+	    "[",
+	    "",
+	    "2@",
+	    "{}}",
+	    "{\"\":",
+	    "{\"a\":/*comment*/\"b\"}",
+	    "{\"a\": true} \"x\"",
+	    "['",
+	    "[,",
+	    "[{",
+	    "[\"a",
+	    "[\"a\"",
+	    "{",
+	    "{]",
+	    "{,",
+	    "{[",
+	    "{\"a",
+	    "{'a'",
+	    "[\"\\{[\"\\{[\"\\{[\"\\{",
+	    "\xe9",
+	    "*",
+	    "{\"a\":\"b\"}#{}",
+	    "[\\u000A\"\"]",
+	    "[1",
+	    "[ false, nul",
+	    "[ true, fals",
+	    "[ false, tru",
+	    "{\"asd\":\"asd\"",
+	    "\xc3\xa5",
+	    "[\x0c]",
+	    "[\"\xed\xa0\x80\"]",
+	    "[\"\xc0\x80\"]",
+	    "[\"\xf8\x88\x80\x80\x80\"]",
+	    "[\"\\ud800\"]",
+	    "[\"\\udc00\\ud800\"]",
+	    "[\"\\ud800abc\"]",
+	    "[1e9999]",
+	    "[-1e9999]",
 	};
 	size_t i;
 	struct json_doc doc;
@@ -838,8 +1098,9 @@ test_writer_structure(void **state)
 	json_w_double(&w, 0.5);
 	json_w_end(&w);
 	assert_false(w.overflow);
-	assert_string_equal(w.buf, "{\"s\":\"x\",\"i\":-42,\"t\":true,\"f\":false,\"a\":[-9223372036854775808,"
-				   "9223372036854775807,null,null,{\"pre\":1},{},[]],\"d\":0.5}");
+	assert_string_equal(w.buf,
+	                    "{\"s\":\"x\",\"i\":-42,\"t\":true,\"f\":false,\"a\":[-9223372036854775808,"
+	                    "9223372036854775807,null,null,{\"pre\":1},{},[]],\"d\":0.5}");
 	assert_int_equal(w.len, strlen(w.buf));
 	/* A second top-level value: JSON lines. */
 	json_w_int(&w, 1);
@@ -860,30 +1121,44 @@ test_writer_escaping(void **state)
 		in[i] = (char)(i + 1 == 32 ? 0x7f : i + 1);
 	in[31] = '\0';
 	json_w_str(&w, in);
-	assert_string_equal(w.buf, "\"\\u0001\\u0002\\u0003\\u0004\\u0005\\u0006\\u0007\\b\\t\\n\\u000b\\f\\r"
-				   "\\u000e\\u000f\\u0010\\u0011\\u0012\\u0013\\u0014\\u0015\\u0016\\u0017\\u0018"
-				   "\\u0019\\u001a\\u001b\\u001c\\u001d\\u001e\\u001f\"");
+	assert_string_equal(w.buf,
+	                    "\"\\u0001\\u0002\\u0003\\u0004\\u0005\\u0006\\u0007\\b\\t\\n\\u000b\\f\\r"
+	                    "\\u000e\\u000f\\u0010\\u0011\\u0012\\u0013\\u0014\\u0015\\u0016\\u0017\\u0018"
+	                    "\\u0019\\u001a\\u001b\\u001c\\u001d\\u001e\\u001f\"");
 	json_w_free(&w);
 
 	json_w_init(&w, 4096);
 	json_w_arr(&w);
 	json_w_str(&w, "q\"b\\s/ \xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\x7f");
 	/* Invalid UTF-8: one U+FFFD per bad byte, the rest kept. */
-	json_w_str(&w, "a\xff" "b\xc0\xaf" "c\xed\xa0\x80" "d\xe2\x82");
+	json_w_str(&w, "a\xff"
+	               "b\xc0\xaf"
+	               "c\xed\xa0\x80"
+	               "d\xe2\x82");
 	json_w_strn(&w, "x\0y", 3);
 	json_w_end(&w);
 	assert_false(w.overflow);
 	assert_string_equal(w.buf, "[\"q\\\"b\\\\s/ \xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\x7f\","
-				   "\"a\xef\xbf\xbd" "b\xef\xbf\xbd\xef\xbf\xbd" "c\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"
-				   "d\xef\xbf\xbd\xef\xbf\xbd\",\"x\\u0000y\"]");
+	                           "\"a\xef\xbf\xbd"
+	                           "b\xef\xbf\xbd\xef\xbf\xbd"
+	                           "c\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"
+	                           "d\xef\xbf\xbd\xef\xbf\xbd\",\"x\\u0000y\"]");
 	json_w_free(&w);
 }
 
 static void
 test_writer_doubles(void **state)
 {
-	static const double vals[] = {0.1, 1.0 / 3, 1e300, -2.5e-308, 4.9e-324, 123456.789, 1e21,
-				      9007199254740993.0, 1.7976931348623157e308, -1e-7};
+	static const double vals[] = {0.1,
+	                              1.0 / 3,
+	                              1e300,
+	                              -2.5e-308,
+	                              4.9e-324,
+	                              123456.789,
+	                              1e21,
+	                              9007199254740993.0,
+	                              1.7976931348623157e308,
+	                              -1e-7};
 	struct json_w w;
 	struct json_doc doc;
 	struct err e;
@@ -1061,11 +1336,9 @@ test_escaped_prefix(void **state)
 		const char *s;
 		size_t n;
 	} cases[] = {
-		{"plain", 5},
-		{"\0\0\0\0", 4},
-		{"a\nb\"c\\d\te", 9},
-		{"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", 9},
-		{"\xff\x80x\x01", 4},
+	    {"plain", 5},         {"\0\0\0\0", 4},
+	    {"a\nb\"c\\d\te", 9}, {"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", 9},
+	    {"\xff\x80x\x01", 4},
 	};
 	size_t i, max, k, len;
 	struct json_w w;
@@ -1106,11 +1379,11 @@ test_round_trip(void **state)
 	once = rewrite_n(sample, strlen(sample), NULL);
 	twice = rewrite_n(once, strlen(once), NULL);
 	assert_string_equal(once, twice);
-	assert_string_equal(once,
-			    "{\"name\":\"caf\xc3\xa9 \xf0\x9f\x98\x80 \xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\","
-			    "\"esc\":\"\\\"\\\\/\\b\\f\\n\\r\\t\\u0000\","
-			    "\"nums\":[0,-0,1,-1,12.5e-3,1E+2,9223372036854775807,-9223372036854775808],"
-			    "\"lits\":[true,false,null],\"nested\":{\"a\":[{},[],[[{\"b\":\"\"}]]]},\"empty\":\"\"}");
+	assert_string_equal(
+	    once, "{\"name\":\"caf\xc3\xa9 \xf0\x9f\x98\x80 \xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\","
+	          "\"esc\":\"\\\"\\\\/\\b\\f\\n\\r\\t\\u0000\","
+	          "\"nums\":[0,-0,1,-1,12.5e-3,1E+2,9223372036854775807,-9223372036854775808],"
+	          "\"lits\":[true,false,null],\"nested\":{\"a\":[{},[],[[{\"b\":\"\"}]]]},\"empty\":\"\"}");
 	free(once);
 	free(twice);
 	expect_rewrite(" [ 1 , \"\\u001F\" ] ", "[1,\"\\u001f\"]");
@@ -1124,7 +1397,8 @@ static void
 test_alloc_failure_parse(void **state)
 {
 	struct json_limits lim = json_default_limits;
-	char *big = big_object(3000, ",\"s\":\"\\u00e9\\ud83d\\ude00 long long long long\",\"a\":[[[1.5]],{}]");
+	char *big =
+	    big_object(3000, ",\"s\":\"\\u00e9\\ud83d\\ude00 long long long long\",\"a\":[[[1.5]],{}]");
 	struct json_doc doc;
 	struct err e;
 	long n;
@@ -1212,40 +1486,40 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_truncated_at_every_offset),
-		cmocka_unit_test(test_every_prefix_of_scalars),
-		cmocka_unit_test(test_syntax_errors_with_position),
-		cmocka_unit_test(test_encoding_errors_with_position),
-		cmocka_unit_test(test_numbers_out_of_range_and_limits),
-		cmocka_unit_test(test_depth_limit),
-		cmocka_unit_test(test_deep_nesting_does_not_recurse),
-		cmocka_unit_test(test_size_limit),
-		cmocka_unit_test(test_value_count_limit),
-		cmocka_unit_test(test_many_values),
-		cmocka_unit_test(test_huge_string),
-		cmocka_unit_test(test_duplicate_keys),
-		cmocka_unit_test(test_duplicate_keys_many),
-		cmocka_unit_test(test_duplicate_keys_every_position),
-		cmocka_unit_test(test_duplicate_keys_colliding_hashes),
-		cmocka_unit_test(test_alloc_failure_parse),
-		cmocka_unit_test(test_alloc_failure_file_and_writer),
-		cmocka_unit_test(test_dup_key_alloc_failure_falls_back),
-		cmocka_unit_test(test_all_escapes),
-		cmocka_unit_test(test_numbers),
-		cmocka_unit_test(test_positions_of_values),
-		cmocka_unit_test(test_suite_y),
-		cmocka_unit_test(test_suite_n),
-		cmocka_unit_test(test_accessors),
-		cmocka_unit_test(test_parse_file),
-		cmocka_unit_test(test_parse_file_not_regular),
-		cmocka_unit_test(test_writer_structure),
-		cmocka_unit_test(test_writer_escaping),
-		cmocka_unit_test(test_writer_doubles),
-		cmocka_unit_test(test_writer_overflow_and_misuse),
-		cmocka_unit_test(test_writer_members_and_reset),
-		cmocka_unit_test(test_json_escape),
-		cmocka_unit_test(test_escaped_prefix),
-		cmocka_unit_test(test_round_trip),
+	    cmocka_unit_test(test_truncated_at_every_offset),
+	    cmocka_unit_test(test_every_prefix_of_scalars),
+	    cmocka_unit_test(test_syntax_errors_with_position),
+	    cmocka_unit_test(test_encoding_errors_with_position),
+	    cmocka_unit_test(test_numbers_out_of_range_and_limits),
+	    cmocka_unit_test(test_depth_limit),
+	    cmocka_unit_test(test_deep_nesting_does_not_recurse),
+	    cmocka_unit_test(test_size_limit),
+	    cmocka_unit_test(test_value_count_limit),
+	    cmocka_unit_test(test_many_values),
+	    cmocka_unit_test(test_huge_string),
+	    cmocka_unit_test(test_duplicate_keys),
+	    cmocka_unit_test(test_duplicate_keys_many),
+	    cmocka_unit_test(test_duplicate_keys_every_position),
+	    cmocka_unit_test(test_duplicate_keys_colliding_hashes),
+	    cmocka_unit_test(test_alloc_failure_parse),
+	    cmocka_unit_test(test_alloc_failure_file_and_writer),
+	    cmocka_unit_test(test_dup_key_alloc_failure_falls_back),
+	    cmocka_unit_test(test_all_escapes),
+	    cmocka_unit_test(test_numbers),
+	    cmocka_unit_test(test_positions_of_values),
+	    cmocka_unit_test(test_suite_y),
+	    cmocka_unit_test(test_suite_n),
+	    cmocka_unit_test(test_accessors),
+	    cmocka_unit_test(test_parse_file),
+	    cmocka_unit_test(test_parse_file_not_regular),
+	    cmocka_unit_test(test_writer_structure),
+	    cmocka_unit_test(test_writer_escaping),
+	    cmocka_unit_test(test_writer_doubles),
+	    cmocka_unit_test(test_writer_overflow_and_misuse),
+	    cmocka_unit_test(test_writer_members_and_reset),
+	    cmocka_unit_test(test_json_escape),
+	    cmocka_unit_test(test_escaped_prefix),
+	    cmocka_unit_test(test_round_trip),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -55,7 +55,8 @@ test_tree_and_env(void **state)
 
 	(void)state;
 	tool(&t);
-	assert_int_equal(launch_tree(&t, "/tools/x/1.0-linux-x64/node_modules/p/bin/x", tree, sizeof(tree)), 1);
+	assert_int_equal(launch_tree(&t, "/tools/x/1.0-linux-x64/node_modules/p/bin/x", tree, sizeof(tree)),
+	                 1);
 	assert_string_equal(tree, "/tools/x/1.0-linux-x64");
 	assert_int_equal(launch_tree(&t, "/usr/bin/x", tree, sizeof(tree)), 0);
 	assert_int_equal(launch_tree(&t, "/tools/xnode_modules/p/bin/x", tree, sizeof(tree)), 0);
@@ -148,9 +149,9 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_tree_and_env),
-		cmocka_unit_test(test_argv),
-		cmocka_unit_test(test_tools_path),
+	    cmocka_unit_test(test_tree_and_env),
+	    cmocka_unit_test(test_argv),
+	    cmocka_unit_test(test_tools_path),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

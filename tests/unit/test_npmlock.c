@@ -15,18 +15,18 @@ static struct npmlock_opts
 opts(void)
 {
 	struct npmlock_opts o = {
-		.package = "@openai/codex",
-		.hosts = hosts,
-		.nhosts = 2,
-		.os = "linux",
-		.cpu = "x64",
-		.libc = "glibc",
+	    .package = "@openai/codex",
+	    .hosts = hosts,
+	    .nhosts = 2,
+	    .os = "linux",
+	    .cpu = "x64",
+	    .libc = "glibc",
 	};
 	return o;
 }
 
-#define ROOT_ENTRY                                                                                          \
-	"\"node_modules/@openai/codex\": {\"version\": \"0.1.0\", \"resolved\": "                          \
+#define ROOT_ENTRY                                                                                           \
+	"\"node_modules/@openai/codex\": {\"version\": \"0.1.0\", \"resolved\": "                            \
 	"\"https://registry.npmjs.org/@openai/codex/-/codex-0.1.0.tgz\", \"integrity\": \"@512\", "          \
 	"\"bin\": {\"codex\": \"bin/codex.js\"}}"
 
@@ -72,9 +72,10 @@ load_with(struct npmlock *l, const struct npmlock_opts *o, const char *extra, st
 
 	t = malloc(n);
 	assert_non_null(t);
-	snprintf(t, n, "{\"name\": \"w\", \"lockfileVersion\": 3, \"requires\": true, \"packages\": {\"\": "
-		       "{\"dependencies\": {\"@openai/codex\": \"0.1.0\"}}, " ROOT_ENTRY "%s}}",
-		 extra);
+	snprintf(t, n,
+	         "{\"name\": \"w\", \"lockfileVersion\": 3, \"requires\": true, \"packages\": {\"\": "
+	         "{\"dependencies\": {\"@openai/codex\": \"0.1.0\"}}, " ROOT_ENTRY "%s}}",
+	         extra);
 	x = expand(t);
 	rc = npmlock_load(l, x, strlen(x), o, e);
 	free(t);
@@ -128,72 +129,76 @@ test_not_json_or_wrong_version(void **state)
 	load_raw_bad("", "json.syntax", NULL);
 	load_raw_bad("[]", "install.manifest_invalid", "not a JSON object");
 	load_raw_bad("{\"lockfileVersion\": 1, \"dependencies\": {}}", "install.manifest_invalid",
-		     "agent-sandbox-server lock");
+	             "agent-sandbox-server lock");
 	load_raw_bad("{\"lockfileVersion\": 2}", "install.manifest_invalid", "version 1");
-	load_raw_bad("{\"lockfileVersion\": 4, \"packages\": {}}", "install.manifest_invalid", "not supported");
+	load_raw_bad("{\"lockfileVersion\": 4, \"packages\": {}}", "install.manifest_invalid",
+	             "not supported");
 	load_raw_bad("{\"lockfileVersion\": \"3\", \"packages\": {}}", "install.manifest_invalid", "integer");
-	load_raw_bad("{\"lockfileVersion\": 3, \"packages\": []}", "install.manifest_invalid", "not an object");
+	load_raw_bad("{\"lockfileVersion\": 3, \"packages\": []}", "install.manifest_invalid",
+	             "not an object");
 	load_raw_bad("{\"lockfileVersion\": 3, \"packages\": {}}", "install.manifest_invalid", "missing");
 	/* Duplicate keys: the second would silently win in JavaScript. */
-	load_raw_bad("{\"lockfileVersion\": 3, \"lockfileVersion\": 3, \"packages\": {}}", "json.syntax", NULL);
-	load_raw_bad("{\"lockfileVersion\": 3, \"packages\": {\"node_modules/a\": {}, \"node_modules/a\": {}}}",
-		     "json.syntax", NULL);
+	load_raw_bad("{\"lockfileVersion\": 3, \"lockfileVersion\": 3, \"packages\": {}}", "json.syntax",
+	             NULL);
+	load_raw_bad(
+	    "{\"lockfileVersion\": 3, \"packages\": {\"node_modules/a\": {}, \"node_modules/a\": {}}}",
+	    "json.syntax", NULL);
 }
 
 static void
 test_duplicate_key_inside_entry(void **state)
 {
 	expect_bad(", \"node_modules/x\": {\"version\": \"1.0.0\", \"resolved\": "
-		   "\"https://registry.npmjs.org/x/-/x-1.0.0.tgz\", \"integrity\": \"@512\", \"resolved\": "
-		   "\"https://evil.example/x/-/x-1.0.0.tgz\"}",
-		   "json.syntax", NULL);
+	           "\"https://registry.npmjs.org/x/-/x-1.0.0.tgz\", \"integrity\": \"@512\", \"resolved\": "
+	           "\"https://evil.example/x/-/x-1.0.0.tgz\"}",
+	           "json.syntax", NULL);
 }
 
 static void
 test_hostile_keys(void **state)
 {
 	static const char *keys[] = {
-		"node_modules/../x",
-		"node_modules/a/../../x",
-		"/node_modules/x",
-		"node_modules\\\\x",
-		"node_modules/a\\\\..\\\\b",
-		"node_modules//x",
-		"node_modules/.",
-		"node_modules/..",
-		"node_modules/",
-		"node_modules/x/",
-		"node_modules/@scope",
-		"node_modules/@scope/",
-		"node_modules/@/x",
-		"node_modules/@scope/x/y",
-		"node_modules/a/b",
-		"packages/workspace",
-		"x",
-		"node_modules/.bin",
-		"node_modules/a%2f..",
-		"./node_modules/x",
+	    "node_modules/../x",
+	    "node_modules/a/../../x",
+	    "/node_modules/x",
+	    "node_modules\\\\x",
+	    "node_modules/a\\\\..\\\\b",
+	    "node_modules//x",
+	    "node_modules/.",
+	    "node_modules/..",
+	    "node_modules/",
+	    "node_modules/x/",
+	    "node_modules/@scope",
+	    "node_modules/@scope/",
+	    "node_modules/@/x",
+	    "node_modules/@scope/x/y",
+	    "node_modules/a/b",
+	    "packages/workspace",
+	    "x",
+	    "node_modules/.bin",
+	    "node_modules/a%2f..",
+	    "./node_modules/x",
 	};
 	char buf[512];
 	size_t i;
 
 	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
 		snprintf(buf, sizeof(buf),
-			 ", \"%s\": {\"version\": \"1.0.0\", \"resolved\": "
-			 "\"https://registry.npmjs.org/x/-/x-1.0.0.tgz\", \"integrity\": \"@512\"}",
-			 keys[i]);
+		         ", \"%s\": {\"version\": \"1.0.0\", \"resolved\": "
+		         "\"https://registry.npmjs.org/x/-/x-1.0.0.tgz\", \"integrity\": \"@512\"}",
+		         keys[i]);
 		expect_bad(buf, "install.manifest_invalid", "node_modules/<name>");
 	}
 	/* A key with NUL never reaches the path rules: the parser refuses it. */
 	expect_bad(", \"node_modules/a\\u0000b\": {\"version\": \"1.0.0\"}", "json.syntax",
-		   "\\u0000 in an object key");
+	           "\\u0000 in an object key");
 }
 
 static void
 test_link_refused(void **state)
 {
-	expect_bad(", \"node_modules/x\": {\"resolved\": \"../x\", \"link\": true}", "install.manifest_invalid",
-		   "link");
+	expect_bad(", \"node_modules/x\": {\"resolved\": \"../x\", \"link\": true}",
+	           "install.manifest_invalid", "link");
 }
 
 static void
@@ -202,83 +207,87 @@ test_resolved_rules(void **state)
 	/* http, other host, user info, query, a dot segment, another package,
 	 * another version, no resolved, not a string. */
 	expect_bad(", \"node_modules/x\": {\"version\": \"1.0.0\", \"resolved\": "
-		   "\"http://registry.npmjs.org/x/-/x-1.0.0.tgz\", \"integrity\": \"@512\"}",
-		   "install.manifest_invalid", "https");
+	           "\"http://registry.npmjs.org/x/-/x-1.0.0.tgz\", \"integrity\": \"@512\"}",
+	           "install.manifest_invalid", "https");
 	expect_bad(", \"node_modules/x\": {\"version\": \"1.0.0\", \"resolved\": "
-		   "\"https://evil.example/x/-/x-1.0.0.tgz\", \"integrity\": \"@512\"}",
-		   "install.manifest_invalid", "is not in hosts");
+	           "\"https://evil.example/x/-/x-1.0.0.tgz\", \"integrity\": \"@512\"}",
+	           "install.manifest_invalid", "is not in hosts");
 	expect_bad(", \"node_modules/x\": {\"version\": \"1.0.0\", \"resolved\": "
-		   "\"https://registry.npmjs.org.evil.example/x/-/x-1.0.0.tgz\", \"integrity\": \"@512\"}",
-		   "install.manifest_invalid", "is not in hosts");
+	           "\"https://registry.npmjs.org.evil.example/x/-/x-1.0.0.tgz\", \"integrity\": \"@512\"}",
+	           "install.manifest_invalid", "is not in hosts");
 	expect_bad(", \"node_modules/x\": {\"version\": \"1.0.0\", \"resolved\": "
-		   "\"https://u@registry.npmjs.org/x/-/x-1.0.0.tgz\", \"integrity\": \"@512\"}",
-		   "install.manifest_invalid", "user information");
+	           "\"https://u@registry.npmjs.org/x/-/x-1.0.0.tgz\", \"integrity\": \"@512\"}",
+	           "install.manifest_invalid", "user information");
 	expect_bad(", \"node_modules/x\": {\"version\": \"1.0.0\", \"resolved\": "
-		   "\"https://registry.npmjs.org/x/-/x-1.0.0.tgz?x=1\", \"integrity\": \"@512\"}",
-		   "install.manifest_invalid", "query");
+	           "\"https://registry.npmjs.org/x/-/x-1.0.0.tgz?x=1\", \"integrity\": \"@512\"}",
+	           "install.manifest_invalid", "query");
 	expect_bad(", \"node_modules/x\": {\"version\": \"1.0.0\", \"resolved\": "
-		   "\"https://registry.npmjs.org/evil/../x/-/x-1.0.0.tgz\", \"integrity\": \"@512\"}",
-		   "install.manifest_invalid", "dot or empty segment");
+	           "\"https://registry.npmjs.org/evil/../x/-/x-1.0.0.tgz\", \"integrity\": \"@512\"}",
+	           "install.manifest_invalid", "dot or empty segment");
 	expect_bad(", \"node_modules/x\": {\"version\": \"1.0.0\", \"resolved\": "
-		   "\"https://registry.npmjs.org/y/-/y-1.0.0.tgz\", \"integrity\": \"@512\"}",
-		   "install.manifest_invalid", "does not name x@1.0.0");
+	           "\"https://registry.npmjs.org/y/-/y-1.0.0.tgz\", \"integrity\": \"@512\"}",
+	           "install.manifest_invalid", "does not name x@1.0.0");
 	expect_bad(", \"node_modules/x\": {\"version\": \"1.0.0\", \"resolved\": "
-		   "\"https://registry.npmjs.org/x/-/x-1.0.1.tgz\", \"integrity\": \"@512\"}",
-		   "install.manifest_invalid", "does not name");
+	           "\"https://registry.npmjs.org/x/-/x-1.0.1.tgz\", \"integrity\": \"@512\"}",
+	           "install.manifest_invalid", "does not name");
 	expect_bad(", \"node_modules/x\": {\"version\": \"1.0.0\", \"integrity\": \"@512\"}",
-		   "install.manifest_invalid", "resolved: missing");
+	           "install.manifest_invalid", "resolved: missing");
 	expect_bad(", \"node_modules/x\": {\"version\": \"1.0.0\", \"resolved\": 5, \"integrity\": \"@512\"}",
-		   "install.manifest_invalid", "must be strings");
+	           "install.manifest_invalid", "must be strings");
 	expect_bad(", \"node_modules/x\": {\"resolved\": \"https://registry.npmjs.org/x/-/x-1.0.0.tgz\", "
-		   "\"integrity\": \"@512\"}",
-		   "install.manifest_invalid", "version: missing");
+	           "\"integrity\": \"@512\"}",
+	           "install.manifest_invalid", "version: missing");
 	/* The version rule manifests use (manifest_version_ok): a letter or
 	 * digit first, so no "-x" or ".1" names a tarball. */
 	expect_bad(", \"node_modules/x\": {\"version\": \"-1.0.0\", \"resolved\": "
-		   "\"https://registry.npmjs.org/x/-/x--1.0.0.tgz\", \"integrity\": \"@512\"}",
-		   "install.manifest_invalid", "not a plain version");
+	           "\"https://registry.npmjs.org/x/-/x--1.0.0.tgz\", \"integrity\": \"@512\"}",
+	           "install.manifest_invalid", "not a plain version");
 	expect_bad(", \"node_modules/x\": {\"version\": \".1\", \"resolved\": "
-		   "\"https://registry.npmjs.org/x/-/x-.1.tgz\", \"integrity\": \"@512\"}",
-		   "install.manifest_invalid", "not a plain version");
+	           "\"https://registry.npmjs.org/x/-/x-.1.tgz\", \"integrity\": \"@512\"}",
+	           "install.manifest_invalid", "not a plain version");
 	/* Port: the manifest names 127.0.0.1:8443 only. */
 	expect_bad(", \"node_modules/x\": {\"version\": \"1.0.0\", \"resolved\": "
-		   "\"https://127.0.0.1:9443/x/-/x-1.0.0.tgz\", \"integrity\": \"@512\"}",
-		   "install.manifest_invalid", "is not in hosts");
+	           "\"https://127.0.0.1:9443/x/-/x-1.0.0.tgz\", \"integrity\": \"@512\"}",
+	           "install.manifest_invalid", "is not in hosts");
 }
 
 static void
 test_integrity_rules(void **state)
 {
 	expect_bad(", \"node_modules/x\": {\"version\": \"1.0.0\", \"resolved\": "
-		   "\"https://registry.npmjs.org/x/-/x-1.0.0.tgz\"}",
-		   "install.manifest_invalid", "integrity: missing");
+	           "\"https://registry.npmjs.org/x/-/x-1.0.0.tgz\"}",
+	           "install.manifest_invalid", "integrity: missing");
 	expect_bad(", \"node_modules/x\": {\"version\": \"1.0.0\", \"resolved\": "
-		   "\"https://registry.npmjs.org/x/-/x-1.0.0.tgz\", \"integrity\": \"@1\"}",
-		   "install.manifest_invalid", "sha1 only");
+	           "\"https://registry.npmjs.org/x/-/x-1.0.0.tgz\", \"integrity\": \"@1\"}",
+	           "install.manifest_invalid", "sha1 only");
 	expect_bad(", \"node_modules/x\": {\"version\": \"1.0.0\", \"resolved\": "
-		   "\"https://registry.npmjs.org/x/-/x-1.0.0.tgz\", \"integrity\": \"sha512-abc\"}",
-		   "install.manifest_invalid", "integrity");
+	           "\"https://registry.npmjs.org/x/-/x-1.0.0.tgz\", \"integrity\": \"sha512-abc\"}",
+	           "install.manifest_invalid", "integrity");
 	expect_bad(", \"node_modules/x\": {\"version\": \"1.0.0\", \"resolved\": "
-		   "\"https://registry.npmjs.org/x/-/x-1.0.0.tgz\", \"integrity\": \"md5-1B2M2Y8AsgTpgAmY7PhCfg==\"}",
-		   "install.manifest_invalid", "integrity");
+	           "\"https://registry.npmjs.org/x/-/x-1.0.0.tgz\", \"integrity\": "
+	           "\"md5-1B2M2Y8AsgTpgAmY7PhCfg==\"}",
+	           "install.manifest_invalid", "integrity");
 }
 
 static void
 test_platform_rules(void **state)
 {
 	/* Not optional and not for this cpu: the install could not work. */
+	expect_bad(
+	    ", \"node_modules/x\": {\"version\": \"1.0.0\", \"resolved\": "
+	    "\"https://registry.npmjs.org/x/-/x-1.0.0.tgz\", \"integrity\": \"@512\", \"cpu\": [\"arm64\"]}",
+	    "install.manifest_invalid", "not optional");
+	expect_bad(
+	    ", \"node_modules/x\": {\"version\": \"1.0.0\", \"resolved\": "
+	    "\"https://registry.npmjs.org/x/-/x-1.0.0.tgz\", \"integrity\": \"@512\", \"libc\": [\"musl\"]}",
+	    "install.manifest_invalid", "libc");
 	expect_bad(", \"node_modules/x\": {\"version\": \"1.0.0\", \"resolved\": "
-		   "\"https://registry.npmjs.org/x/-/x-1.0.0.tgz\", \"integrity\": \"@512\", \"cpu\": [\"arm64\"]}",
-		   "install.manifest_invalid", "not optional");
-	expect_bad(", \"node_modules/x\": {\"version\": \"1.0.0\", \"resolved\": "
-		   "\"https://registry.npmjs.org/x/-/x-1.0.0.tgz\", \"integrity\": \"@512\", \"libc\": [\"musl\"]}",
-		   "install.manifest_invalid", "libc");
-	expect_bad(", \"node_modules/x\": {\"version\": \"1.0.0\", \"resolved\": "
-		   "\"https://registry.npmjs.org/x/-/x-1.0.0.tgz\", \"integrity\": \"@512\", \"os\": 3}",
-		   "install.manifest_invalid", "os");
-	expect_bad(", \"node_modules/x\": {\"version\": \"1.0.0\", \"resolved\": "
-		   "\"https://registry.npmjs.org/x/-/x-1.0.0.tgz\", \"integrity\": \"@512\", \"optional\": \"yes\"}",
-		   "install.manifest_invalid", "booleans");
+	           "\"https://registry.npmjs.org/x/-/x-1.0.0.tgz\", \"integrity\": \"@512\", \"os\": 3}",
+	           "install.manifest_invalid", "os");
+	expect_bad(
+	    ", \"node_modules/x\": {\"version\": \"1.0.0\", \"resolved\": "
+	    "\"https://registry.npmjs.org/x/-/x-1.0.0.tgz\", \"integrity\": \"@512\", \"optional\": \"yes\"}",
+	    "install.manifest_invalid", "booleans");
 }
 
 static void
@@ -287,23 +296,24 @@ test_bin_escape_refused(void **state)
 	struct npmlock l;
 	struct err e;
 	struct npmlock_opts o = opts();
-	const char *t = "{\"lockfileVersion\": 3, \"packages\": {\"node_modules/@openai/codex\": {\"version\": "
-			"\"0.1.0\", \"resolved\": \"https://registry.npmjs.org/@openai/codex/-/codex-0.1.0.tgz\", "
-			"\"integrity\": \"@512\", \"bin\": {\"codex\": \"bin/../../../etc/passwd\"}}}}";
+	const char *t =
+	    "{\"lockfileVersion\": 3, \"packages\": {\"node_modules/@openai/codex\": {\"version\": "
+	    "\"0.1.0\", \"resolved\": \"https://registry.npmjs.org/@openai/codex/-/codex-0.1.0.tgz\", "
+	    "\"integrity\": \"@512\", \"bin\": {\"codex\": \"bin/../../../etc/passwd\"}}}}";
 	char *x = expand(t);
 
 	assert_int_equal(npmlock_load(&l, x, strlen(x), &o, &e), -1);
 	assert_non_null(strstr(e.msg, "leaves the package"));
 	free(x);
 	x = expand("{\"lockfileVersion\": 3, \"packages\": {\"node_modules/@openai/codex\": {\"version\": "
-		   "\"0.1.0\", \"resolved\": \"https://registry.npmjs.org/@openai/codex/-/codex-0.1.0.tgz\", "
-		   "\"integrity\": \"@512\", \"bin\": \"..\\\\..\\\\x\"}}}");
+	           "\"0.1.0\", \"resolved\": \"https://registry.npmjs.org/@openai/codex/-/codex-0.1.0.tgz\", "
+	           "\"integrity\": \"@512\", \"bin\": \"..\\\\..\\\\x\"}}}");
 	assert_int_equal(npmlock_load(&l, x, strlen(x), &o, &e), -1);
 	assert_non_null(strstr(e.msg, "leaves the package"));
 	free(x);
 	x = expand("{\"lockfileVersion\": 3, \"packages\": {\"node_modules/@openai/codex\": {\"version\": "
-		   "\"0.1.0\", \"resolved\": \"https://registry.npmjs.org/@openai/codex/-/codex-0.1.0.tgz\", "
-		   "\"integrity\": \"@512\", \"bin\": [\"x\"]}}}");
+	           "\"0.1.0\", \"resolved\": \"https://registry.npmjs.org/@openai/codex/-/codex-0.1.0.tgz\", "
+	           "\"integrity\": \"@512\", \"bin\": [\"x\"]}}}");
 	assert_int_equal(npmlock_load(&l, x, strlen(x), &o, &e), -1);
 	free(x);
 }
@@ -312,14 +322,15 @@ static void
 test_root_missing_and_bundle_orphan(void **state)
 {
 	load_raw_bad("{\"lockfileVersion\": 3, \"packages\": {\"\": {}}}", "install.manifest_invalid",
-		     "does not install @openai/codex");
+	             "does not install @openai/codex");
 	/* The root is optional and skipped: nothing would be installed. */
-	load_raw_bad("{\"lockfileVersion\": 3, \"packages\": {\"node_modules/@openai/codex\": {\"version\": "
-		     "\"0.1.0\", \"resolved\": \"https://registry.npmjs.org/@openai/codex/-/codex-0.1.0.tgz\", "
-		     "\"integrity\": \"@512\", \"optional\": true, \"os\": [\"darwin\"]}}}",
-		     "install.manifest_invalid", "missing");
+	load_raw_bad(
+	    "{\"lockfileVersion\": 3, \"packages\": {\"node_modules/@openai/codex\": {\"version\": "
+	    "\"0.1.0\", \"resolved\": \"https://registry.npmjs.org/@openai/codex/-/codex-0.1.0.tgz\", "
+	    "\"integrity\": \"@512\", \"optional\": true, \"os\": [\"darwin\"]}}}",
+	    "install.manifest_invalid", "missing");
 	expect_bad(", \"node_modules/lonely\": {\"version\": \"1.0.0\", \"inBundle\": true}",
-		   "install.manifest_invalid", "no installed parent");
+	           "install.manifest_invalid", "no installed parent");
 }
 
 static void
@@ -329,29 +340,33 @@ test_good_lockfile(void **state)
 	struct err e;
 	struct npmlock_opts o = opts();
 	const char *extra =
-		/* scoped, nested, an npm: alias (Codex's platform packages) */
-		", \"node_modules/@openai/codex-linux-x64\": {\"name\": \"@openai/codex\", \"version\": "
-		"\"0.1.0-linux-x64\", \"resolved\": "
-		"\"https://registry.npmjs.org/@openai/codex/-/codex-0.1.0-linux-x64.tgz\", \"integrity\": \"@512\", "
-		"\"cpu\": [\"x64\"], \"os\": [\"linux\"], \"optional\": true}"
-		", \"node_modules/@openai/codex-linux-arm64\": {\"name\": \"@openai/codex\", \"version\": "
-		"\"0.1.0-linux-arm64\", \"resolved\": "
-		"\"https://registry.npmjs.org/@openai/codex/-/codex-0.1.0-linux-arm64.tgz\", \"integrity\": "
-		"\"@512\", \"cpu\": [\"arm64\"], \"os\": [\"linux\"], \"optional\": true}"
-		/* skipped optional takes its nested subtree along */
-		", \"node_modules/@openai/codex-linux-arm64/node_modules/y\": {\"version\": \"2.0.0\", \"resolved\": "
-		"\"https://registry.npmjs.org/y/-/y-2.0.0.tgz\", \"integrity\": \"@512\", \"optional\": true}"
-		", \"node_modules/a\": {\"version\": \"1.0.0\", \"resolved\": "
-		"\"https://registry.npmjs.org/a/-/a-1.0.0.tgz\", \"integrity\": \"@256 @1\"}"
-		", \"node_modules/a/node_modules/@s/b\": {\"version\": \"1.0.0-rc.1+build\", \"resolved\": "
-		"\"https://127.0.0.1:8443/prefix/@s%2Fb/-/b-1.0.0-rc.1+build.tgz\", \"integrity\": \"@512\"}"
-		", \"node_modules/a/node_modules/bundled\": {\"version\": \"1.0.0\", \"inBundle\": true}"
-		", \"node_modules/m\": {\"version\": \"1.0.0\", \"resolved\": \"https://registry.npmjs.org/m/-/m-1.0.0.tgz\","
-		" \"integrity\": \"@512\", \"libc\": [\"musl\"], \"optional\": true}"
-		", \"node_modules/g\": {\"version\": \"1.0.0\", \"resolved\": \"https://registry.npmjs.org/g/-/g-1.0.0.tgz\","
-		" \"integrity\": \"@512\", \"os\": [\"!win32\"], \"cpu\": \"any\"}"
-		", \"node_modules/d\": {\"version\": \"1.0.0\", \"dev\": true}"
-		", \"node_modules/do\": {\"version\": \"1.0.0\", \"devOptional\": true, \"cpu\": [\"s390x\"]}";
+	    /* scoped, nested, an npm: alias (Codex's platform packages) */
+	    ", \"node_modules/@openai/codex-linux-x64\": {\"name\": \"@openai/codex\", \"version\": "
+	    "\"0.1.0-linux-x64\", \"resolved\": "
+	    "\"https://registry.npmjs.org/@openai/codex/-/codex-0.1.0-linux-x64.tgz\", \"integrity\": "
+	    "\"@512\", "
+	    "\"cpu\": [\"x64\"], \"os\": [\"linux\"], \"optional\": true}"
+	    ", \"node_modules/@openai/codex-linux-arm64\": {\"name\": \"@openai/codex\", \"version\": "
+	    "\"0.1.0-linux-arm64\", \"resolved\": "
+	    "\"https://registry.npmjs.org/@openai/codex/-/codex-0.1.0-linux-arm64.tgz\", \"integrity\": "
+	    "\"@512\", \"cpu\": [\"arm64\"], \"os\": [\"linux\"], \"optional\": true}"
+	    /* skipped optional takes its nested subtree along */
+	    ", \"node_modules/@openai/codex-linux-arm64/node_modules/y\": {\"version\": \"2.0.0\", "
+	    "\"resolved\": "
+	    "\"https://registry.npmjs.org/y/-/y-2.0.0.tgz\", \"integrity\": \"@512\", \"optional\": true}"
+	    ", \"node_modules/a\": {\"version\": \"1.0.0\", \"resolved\": "
+	    "\"https://registry.npmjs.org/a/-/a-1.0.0.tgz\", \"integrity\": \"@256 @1\"}"
+	    ", \"node_modules/a/node_modules/@s/b\": {\"version\": \"1.0.0-rc.1+build\", \"resolved\": "
+	    "\"https://127.0.0.1:8443/prefix/@s%2Fb/-/b-1.0.0-rc.1+build.tgz\", \"integrity\": \"@512\"}"
+	    ", \"node_modules/a/node_modules/bundled\": {\"version\": \"1.0.0\", \"inBundle\": true}"
+	    ", \"node_modules/m\": {\"version\": \"1.0.0\", \"resolved\": "
+	    "\"https://registry.npmjs.org/m/-/m-1.0.0.tgz\","
+	    " \"integrity\": \"@512\", \"libc\": [\"musl\"], \"optional\": true}"
+	    ", \"node_modules/g\": {\"version\": \"1.0.0\", \"resolved\": "
+	    "\"https://registry.npmjs.org/g/-/g-1.0.0.tgz\","
+	    " \"integrity\": \"@512\", \"os\": [\"!win32\"], \"cpu\": \"any\"}"
+	    ", \"node_modules/d\": {\"version\": \"1.0.0\", \"dev\": true}"
+	    ", \"node_modules/do\": {\"version\": \"1.0.0\", \"devOptional\": true, \"cpu\": [\"s390x\"]}";
 	size_t i;
 	int seen_alias = 0, seen_nested = 0, seen_bundle = 0;
 
@@ -414,7 +429,7 @@ test_mirror_host_accepted(void **state)
 	struct err e;
 	struct npmlock_opts o = opts();
 	const char *extra = ", \"node_modules/x\": {\"version\": \"1.0.0\", \"resolved\": "
-			    "\"https://mirror.example:444/npm/x/-/x-1.0.0.tgz\", \"integrity\": \"@512\"}";
+	                    "\"https://mirror.example:444/npm/x/-/x-1.0.0.tgz\", \"integrity\": \"@512\"}";
 
 	assert_int_equal(load_with(&l, &o, extra, &e), -1);
 	o.mirror_host = "mirror.example";
@@ -432,8 +447,8 @@ test_bin_normalisation(void **state)
 
 	/* A string bin is named after the unscoped package name. */
 	x = expand("{\"lockfileVersion\": 2, \"packages\": {\"node_modules/@openai/codex\": {\"version\": "
-		   "\"0.1.0\", \"resolved\": \"https://registry.npmjs.org/@openai/codex/-/codex-0.1.0.tgz\", "
-		   "\"integrity\": \"@512\", \"bin\": \"./bin//run.js\"}}, \"dependencies\": {}}");
+	           "\"0.1.0\", \"resolved\": \"https://registry.npmjs.org/@openai/codex/-/codex-0.1.0.tgz\", "
+	           "\"integrity\": \"@512\", \"bin\": \"./bin//run.js\"}}, \"dependencies\": {}}");
 	assert_int_equal(npmlock_load(&l, x, strlen(x), &o, &e), 0);
 	assert_int_equal(l.version, 2);
 	assert_int_equal(l.nbins, 1);
@@ -444,10 +459,11 @@ test_bin_normalisation(void **state)
 
 	/* Keys: traversal reduced to the base name (npm), "." and ".." and ""
 	 * dropped, non-string targets dropped; targets collapsed. */
-	x = expand("{\"lockfileVersion\": 3, \"packages\": {\"node_modules/@openai/codex\": {\"version\": "
-		   "\"0.1.0\", \"resolved\": \"https://registry.npmjs.org/@openai/codex/-/codex-0.1.0.tgz\", "
-		   "\"integrity\": \"@512\", \"bin\": {\"../../../usr/bin/evil\": \"a.js\", \"..\": \"b.js\", "
-		   "\"\": \"c.js\", \"w:x\": \"lib/./x/../y.js\", \"n\": 5, \"e\": \"\"}}}}");
+	x = expand(
+	    "{\"lockfileVersion\": 3, \"packages\": {\"node_modules/@openai/codex\": {\"version\": "
+	    "\"0.1.0\", \"resolved\": \"https://registry.npmjs.org/@openai/codex/-/codex-0.1.0.tgz\", "
+	    "\"integrity\": \"@512\", \"bin\": {\"../../../usr/bin/evil\": \"a.js\", \"..\": \"b.js\", "
+	    "\"\": \"c.js\", \"w:x\": \"lib/./x/../y.js\", \"n\": 5, \"e\": \"\"}}}}");
 	assert_int_equal(npmlock_load(&l, x, strlen(x), &o, &e), 0);
 	assert_int_equal(l.nbins, 2);
 	assert_string_equal(l.bins[0].name, "evil");
@@ -467,10 +483,17 @@ test_platform_match(void **state)
 		const char *json, *value;
 		int want;
 	} cases[] = {
-		{"[\"linux\"]", "linux", 1},   {"[\"darwin\"]", "linux", 0},     {"[\"!win32\"]", "linux", 1},
-		{"[\"!linux\"]", "linux", 0},  {"[\"!win32\", \"darwin\"]", "linux", 0},
-		{"\"any\"", "linux", 1},       {"[]", "linux", 1},               {"\"linux\"", "linux", 1},
-		{"[1]", "linux", -1},          {"{}", "linux", -1},              {"[\"x64\"]", NULL, 1},
+	    {"[\"linux\"]", "linux", 1},
+	    {"[\"darwin\"]", "linux", 0},
+	    {"[\"!win32\"]", "linux", 1},
+	    {"[\"!linux\"]", "linux", 0},
+	    {"[\"!win32\", \"darwin\"]", "linux", 0},
+	    {"\"any\"", "linux", 1},
+	    {"[]", "linux", 1},
+	    {"\"linux\"", "linux", 1},
+	    {"[1]", "linux", -1},
+	    {"{}", "linux", -1},
+	    {"[\"x64\"]", NULL, 1},
 	};
 	size_t i;
 
@@ -478,7 +501,8 @@ test_platform_match(void **state)
 	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		assert_int_equal(json_parse(&d, cases[i].json, strlen(cases[i].json), NULL, &e), 0);
 		if (npmlock_platform_match(d.root, cases[i].value) != cases[i].want) {
-			print_error("case %zu: %s / %s\n", i, cases[i].json, cases[i].value ? cases[i].value : "NULL");
+			print_error("case %zu: %s / %s\n", i, cases[i].json,
+			            cases[i].value ? cases[i].value : "NULL");
 			fail();
 		}
 		json_free(&d);
@@ -604,22 +628,22 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_not_json_or_wrong_version),
-		cmocka_unit_test(test_duplicate_key_inside_entry),
-		cmocka_unit_test(test_hostile_keys),
-		cmocka_unit_test(test_link_refused),
-		cmocka_unit_test(test_resolved_rules),
-		cmocka_unit_test(test_integrity_rules),
-		cmocka_unit_test(test_platform_rules),
-		cmocka_unit_test(test_bin_escape_refused),
-		cmocka_unit_test(test_root_missing_and_bundle_orphan),
-		cmocka_unit_test(test_good_lockfile),
-		cmocka_unit_test(test_mirror_host_accepted),
-		cmocka_unit_test(test_bin_normalisation),
-		cmocka_unit_test(test_platform_match),
-		cmocka_unit_test(test_names_and_cpu),
-		cmocka_unit_test(test_detect_libc),
-		cmocka_unit_test(test_lib_present),
+	    cmocka_unit_test(test_not_json_or_wrong_version),
+	    cmocka_unit_test(test_duplicate_key_inside_entry),
+	    cmocka_unit_test(test_hostile_keys),
+	    cmocka_unit_test(test_link_refused),
+	    cmocka_unit_test(test_resolved_rules),
+	    cmocka_unit_test(test_integrity_rules),
+	    cmocka_unit_test(test_platform_rules),
+	    cmocka_unit_test(test_bin_escape_refused),
+	    cmocka_unit_test(test_root_missing_and_bundle_orphan),
+	    cmocka_unit_test(test_good_lockfile),
+	    cmocka_unit_test(test_mirror_host_accepted),
+	    cmocka_unit_test(test_bin_normalisation),
+	    cmocka_unit_test(test_platform_match),
+	    cmocka_unit_test(test_names_and_cpu),
+	    cmocka_unit_test(test_detect_libc),
+	    cmocka_unit_test(test_lib_present),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }

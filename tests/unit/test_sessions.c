@@ -158,9 +158,11 @@ test_cancel_limits_truncation(void **state)
 	wait_end(S, v2.id, &v);
 	assert_int_equal(v.status, SESSION_CANCELLED);
 
-	assert_int_equal(start(S, "i=0; while [ $i -lt 2000 ]; do echo line-$i-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx; i=$((i+1)); done", &v,
-			 &e),
-			 0);
+	assert_int_equal(start(S,
+	                       "i=0; while [ $i -lt 2000 ]; do echo "
+	                       "line-$i-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx; i=$((i+1)); done",
+	                       &v, &e),
+	                 0);
 	snprintf(id, sizeof(id), "%s", v.id);
 	wait_end(S, id, &v);
 	assert_int_equal(v.status, SESSION_COMPLETED);
@@ -238,7 +240,8 @@ test_read_sse(void **state)
 	/* after the last event: nothing, done */
 	assert_int_equal(sessions_read_buf(S, "sh", v.id, last, 2, 1 << 20, 1, &b, &last, &done), 0);
 	assert_int_equal(b.len, 0);
-	assert_int_equal(sessions_read_buf(S, "sh", "as_0000000000000000", 0, 2, 1 << 20, 1, &b, &last, &done), -1);
+	assert_int_equal(
+	    sessions_read_buf(S, "sh", "as_0000000000000000", 0, 2, 1 << 20, 1, &b, &last, &done), -1);
 	/* A buffer that cannot hold one event stays within its max: nothing
 	 * read, no part of an event, and the next read starts where it was. */
 	assert_int_equal(sessions_read_buf(S, "sh", v.id, 0, 2, 1 << 20, 1, &small, &last, &done), 0);
@@ -253,7 +256,8 @@ test_read_sse(void **state)
 	snprintf(path, sizeof(path), "%s/as_00000000000000aa.jsonl", dir);
 	f = fopen(path, "w");
 	assert_non_null(f);
-	fputs("{\"object\":\"agent.session.journal\",\"version\":1,\"id\":\"as_00000000000000aa\",\"agent\":\"sh\","
+	fputs("{\"object\":\"agent.session.journal\",\"version\":1,\"id\":\"as_00000000000000aa\",\"agent\":"
+	      "\"sh\","
 	      "\"principal\":\"p\",\"created_at\":\"2026-01-01T00:00:00.000Z\",\"created_ms\":1}\n"
 	      "{\"time\":\"t\",\"type\":\"x.moved\",\"seq\":1}\n"
 	      "{\"seq\":2,\"note\":\"no type\"}\n"
@@ -267,14 +271,17 @@ test_read_sse(void **state)
 	assert_int_equal(rc, 3);
 	assert_int_equal(last, 3);
 	assert_true(done);
-	assert_int_equal(b.len, strlen("id: 1\nevent: x.moved\ndata: {\"time\":\"t\",\"type\":\"x.moved\",\"seq\":1}\n\n"
-				       "id: 2\ndata: {\"seq\":2,\"note\":\"no type\"}\n\n"
-				       "id: 3\nevent: x.end\ndata: {\"seq\":3,\"type\":\"x.end\",\"status\":\"completed\"}\n\n"));
-	assert_memory_equal(b.p,
-			    "id: 1\nevent: x.moved\ndata: {\"time\":\"t\",\"type\":\"x.moved\",\"seq\":1}\n\n"
-			    "id: 2\ndata: {\"seq\":2,\"note\":\"no type\"}\n\n"
-			    "id: 3\nevent: x.end\ndata: {\"seq\":3,\"type\":\"x.end\",\"status\":\"completed\"}\n\n",
-			    b.len);
+	assert_int_equal(
+	    b.len,
+	    strlen("id: 1\nevent: x.moved\ndata: {\"time\":\"t\",\"type\":\"x.moved\",\"seq\":1}\n\n"
+	           "id: 2\ndata: {\"seq\":2,\"note\":\"no type\"}\n\n"
+	           "id: 3\nevent: x.end\ndata: {\"seq\":3,\"type\":\"x.end\",\"status\":\"completed\"}\n\n"));
+	assert_memory_equal(
+	    b.p,
+	    "id: 1\nevent: x.moved\ndata: {\"time\":\"t\",\"type\":\"x.moved\",\"seq\":1}\n\n"
+	    "id: 2\ndata: {\"seq\":2,\"note\":\"no type\"}\n\n"
+	    "id: 3\nevent: x.end\ndata: {\"seq\":3,\"type\":\"x.end\",\"status\":\"completed\"}\n\n",
+	    b.len);
 	buf_free(&b);
 	sessions_free(S2);
 }
@@ -294,13 +301,16 @@ test_burst_of_empty_lines(void **state)
 
 	assert_non_null(S);
 	/* written from a file by cat: 128 KiB writes, 131072 events a read */
-	assert_int_equal(start(S, "f=$(mktemp) && head -c 200000 /dev/zero | tr '\\0' '\\n' >$f && cat $f; rm -f $f", &v, &e),
-			 0);
+	assert_int_equal(
+	    start(S, "f=$(mktemp) && head -c 200000 /dev/zero | tr '\\0' '\\n' >$f && cat $f; rm -f $f", &v,
+	          &e),
+	    0);
 	wait_end(S, v.id, &v);
 	assert_int_equal(v.status, SESSION_COMPLETED);
 	assert_int_equal(v.events, 200002);
 	assert_false(v.truncated);
-	assert_int_equal(sessions_read(S, "sh", v.id, 0, 300000, 64u << 20, 0, &buf, &len, &last, &done), 200002);
+	assert_int_equal(sessions_read(S, "sh", v.id, 0, 300000, 64u << 20, 0, &buf, &len, &last, &done),
+	                 200002);
 	assert_int_equal(last, 200002);
 	for (p = buf; p < buf + len; p = nl + 1) {
 		nl = memchr(p, '\n', (size_t)(buf + len - p));
@@ -397,11 +407,11 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_lifecycle_and_replay),
-		cmocka_unit_test(test_cancel_limits_truncation),
-		cmocka_unit_test(test_read_sse),
-		cmocka_unit_test(test_burst_of_empty_lines),
-		cmocka_unit_test(test_odd_values_round_trip),
+	    cmocka_unit_test(test_lifecycle_and_replay),
+	    cmocka_unit_test(test_cancel_limits_truncation),
+	    cmocka_unit_test(test_read_sse),
+	    cmocka_unit_test(test_burst_of_empty_lines),
+	    cmocka_unit_test(test_odd_values_round_trip),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

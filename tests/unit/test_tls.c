@@ -6,32 +6,27 @@
 #include "base/err.h"
 #include "net/tls.h"
 
-
 /* Two self-signed P-256 certificates (test-only, valid to 2126). */
-static const char cert1[] =
-	"-----BEGIN CERTIFICATE-----\n"
-	"MIIBdTCCARugAwIBAgIUQkiPbdjFXIepJT+8Sb7c1Aepf9YwCgYIKoZIzj0EAwIw\n"
-	"DzENMAsGA1UEAwwEdW5pdDAgFw0yNjExMjkyMjA4MTFaGA8yMTI2MTEwNTIyMDgx\n"
-	"MVowDzENMAsGA1UEAwwEdW5pdDBZMBMGByqGSM49AgEGCCqGSM49AwEHA0IABGwG\n"
-	"kVlFj7TMBFyOFZarEcs5kmDGWAstxB7nvOfa0drza6ljsN2muNnryyte8mjyd7Zx\n"
-	"XV/81+fUixnRG/H234CjUzBRMB0GA1UdDgQWBBQfe96VCgZ50FS+STqW6y8iN5k/\n"
-	"pDAfBgNVHSMEGDAWgBQfe96VCgZ50FS+STqW6y8iN5k/pDAPBgNVHRMBAf8EBTAD\n"
-	"AQH/MAoGCCqGSM49BAMCA0gAMEUCIBb9xGIPXBXJWVROVhuAWVMq8vEuQsaJVk0p\n"
-	"Q4fyhhNsAiEAnMTL1tBZCgPORNwrOxgjK7vpfo9jZzmkgDlwwWExfGc=\n"
-	"-----END CERTIFICATE-----\n"
-	;
-static const char cert2[] =
-	"-----BEGIN CERTIFICATE-----\n"
-	"MIIBdzCCAR2gAwIBAgIUJ32sJo4YYKyjGNBGJUTvCt7nVMwwCgYIKoZIzj0EAwIw\n"
-	"EDEOMAwGA1UEAwwFdW5pdDIwIBcNMjYxMTI5MjIwODEyWhgPMjEyNjExMDUyMjA4\n"
-	"MTJaMBAxDjAMBgNVBAMMBXVuaXQyMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE\n"
-	"fC4pPrjwheMBlKi2iG6ey4VaI6FyMmLdpPNJfZiidBtzf+qboihG7TfvCeTTF8WC\n"
-	"+hVq6axBYRjhGKxhfWYFLaNTMFEwHQYDVR0OBBYEFEiAsYn2pkz0TV0WXakUv2Uw\n"
-	"WH+xMB8GA1UdIwQYMBaAFEiAsYn2pkz0TV0WXakUv2UwWH+xMA8GA1UdEwEB/wQF\n"
-	"MAMBAf8wCgYIKoZIzj0EAwIDSAAwRQIhANMBRyp112rgZDrMYEEmiFU/S1dw8YE2\n"
-	"019tFEO46mzWAiBmjXeSpkkuiW10eLV0bIzEE5xUdRh1wdUYMCpC0qG9WA==\n"
-	"-----END CERTIFICATE-----\n"
-	;
+static const char cert1[] = "-----BEGIN CERTIFICATE-----\n"
+                            "MIIBdTCCARugAwIBAgIUQkiPbdjFXIepJT+8Sb7c1Aepf9YwCgYIKoZIzj0EAwIw\n"
+                            "DzENMAsGA1UEAwwEdW5pdDAgFw0yNjExMjkyMjA4MTFaGA8yMTI2MTEwNTIyMDgx\n"
+                            "MVowDzENMAsGA1UEAwwEdW5pdDBZMBMGByqGSM49AgEGCCqGSM49AwEHA0IABGwG\n"
+                            "kVlFj7TMBFyOFZarEcs5kmDGWAstxB7nvOfa0drza6ljsN2muNnryyte8mjyd7Zx\n"
+                            "XV/81+fUixnRG/H234CjUzBRMB0GA1UdDgQWBBQfe96VCgZ50FS+STqW6y8iN5k/\n"
+                            "pDAfBgNVHSMEGDAWgBQfe96VCgZ50FS+STqW6y8iN5k/pDAPBgNVHRMBAf8EBTAD\n"
+                            "AQH/MAoGCCqGSM49BAMCA0gAMEUCIBb9xGIPXBXJWVROVhuAWVMq8vEuQsaJVk0p\n"
+                            "Q4fyhhNsAiEAnMTL1tBZCgPORNwrOxgjK7vpfo9jZzmkgDlwwWExfGc=\n"
+                            "-----END CERTIFICATE-----\n";
+static const char cert2[] = "-----BEGIN CERTIFICATE-----\n"
+                            "MIIBdzCCAR2gAwIBAgIUJ32sJo4YYKyjGNBGJUTvCt7nVMwwCgYIKoZIzj0EAwIw\n"
+                            "EDEOMAwGA1UEAwwFdW5pdDIwIBcNMjYxMTI5MjIwODEyWhgPMjEyNjExMDUyMjA4\n"
+                            "MTJaMBAxDjAMBgNVBAMMBXVuaXQyMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE\n"
+                            "fC4pPrjwheMBlKi2iG6ey4VaI6FyMmLdpPNJfZiidBtzf+qboihG7TfvCeTTF8WC\n"
+                            "+hVq6axBYRjhGKxhfWYFLaNTMFEwHQYDVR0OBBYEFEiAsYn2pkz0TV0WXakUv2Uw\n"
+                            "WH+xMB8GA1UdIwQYMBaAFEiAsYn2pkz0TV0WXakUv2UwWH+xMA8GA1UdEwEB/wQF\n"
+                            "MAMBAf8wCgYIKoZIzj0EAwIDSAAwRQIhANMBRyp112rgZDrMYEEmiFU/S1dw8YE2\n"
+                            "019tFEO46mzWAiBmjXeSpkkuiW10eLV0bIzEE5xUdRh1wdUYMCpC0qG9WA==\n"
+                            "-----END CERTIFICATE-----\n";
 
 static char dir[64];
 
@@ -83,7 +78,8 @@ test_anchors_from_file(void **state)
 	unlink(p);
 	assert_int_equal(tls_anchors_load(&e), 2);
 	/* Other PEM blocks and junk between certificates are skipped. */
-	write_file("mixed.pem", "junk line\n-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n", cert1);
+	write_file("mixed.pem", "junk line\n-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
+	           cert1);
 	snprintf(p, sizeof(p), "%s/mixed.pem", dir);
 	assert_int_equal(load_with(p, NULL, &e), 1);
 }
@@ -157,7 +153,8 @@ test_no_anchors_names_paths(void **state)
 	assert_string_equal(e.code, "tls.no_trust_anchors");
 	assert_non_null(strstr(e.msg, "missing.pem"));
 	assert_non_null(strstr(e.msg, "nodir"));
-	write_file("garbage.pem", "-----BEGIN CERTIFICATE-----\nnot base64 !!\n-----END CERTIFICATE-----\n", NULL);
+	write_file("garbage.pem", "-----BEGIN CERTIFICATE-----\nnot base64 !!\n-----END CERTIFICATE-----\n",
+	           NULL);
 	snprintf(p, sizeof(p), "%s/garbage.pem", dir);
 	assert_int_equal(load_with(p, NULL, &e), -1);
 	assert_string_equal(e.code, "tls.no_trust_anchors");
@@ -199,11 +196,9 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_anchors_from_file),
-		cmocka_unit_test(test_anchors_from_dirs),
-		cmocka_unit_test(test_anchors_pem_forms),
-		cmocka_unit_test(test_no_anchors_names_paths),
-		cmocka_unit_test(test_error_mapping),
+	    cmocka_unit_test(test_anchors_from_file), cmocka_unit_test(test_anchors_from_dirs),
+	    cmocka_unit_test(test_anchors_pem_forms), cmocka_unit_test(test_no_anchors_names_paths),
+	    cmocka_unit_test(test_error_mapping),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
