@@ -691,8 +691,8 @@ test_suite_y(void **state)
 	    "{\"a\":[]}",
 	    "{\"\":0}",
 	    "{ \"min\": -1.0e+28, \"max\": 1.0e+28 }",
-	    "{\"x\":[{\"id\": \"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}], \"id\": "
-	    "\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}",
+	    ("{\"x\":[{\"id\": \"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}], \"id\": "
+	     "\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"),
 	    "[\"\\u0060\\u012a\\u12AB\"]",
 	    "[\"\\uD801\\udc37\"]",
 	    "[\"\\ud83d\\ude39\\ud83d\\udc8d\"]",

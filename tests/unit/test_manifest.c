@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "config/config.h"
 #include "pkg/manifest.h"
 #include "net/hostrule.h"
 #include "base/fs.h"
@@ -144,14 +145,16 @@ test_no_trust_on_first_use(void **state)
 static void
 test_unpinned_refused_in_production(void **state)
 {
+	static struct config dev, prod;
 	struct err e;
 
+	snprintf(prod.environment, sizeof(prod.environment), "production");
 	setenv("ABX_INSTALL_UNPINNED", "1", 1);
-	assert_int_equal(manifest_unpinned_allowed("", &e), 1);
-	assert_int_equal(manifest_unpinned_allowed("production", &e), -1);
+	assert_int_equal(manifest_unpinned_allowed(&dev, &e), 1);
+	assert_int_equal(manifest_unpinned_allowed(&prod, &e), -1);
 	assert_string_equal(e.code, "config.invalid");
 	unsetenv("ABX_INSTALL_UNPINNED");
-	assert_int_equal(manifest_unpinned_allowed("production", &e), 0);
+	assert_int_equal(manifest_unpinned_allowed(&prod, &e), 0);
 }
 
 static void

@@ -379,7 +379,7 @@ test_odd_values_round_trip(void **state)
 	sp.argv = argv;
 	sp.argc = 1;
 	sp.envp = envp;
-	sp.set = &set;
+	sp.cfg = &set;
 	sp.entry = entry;
 	assert_int_equal(sessions_create(S, &sp, &v, &ra, &e), 0);
 	wait_end(S, v.id, &v);
