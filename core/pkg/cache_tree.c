@@ -178,7 +178,6 @@ int
 cache_seal_key(const char *keyfile, unsigned char key[KEY_LEN], const char **why)
 {
 	char dir[4096], tmp[4200], hex[2 * KEY_LEN + 2], rnd[17];
-	struct digest kd;
 	struct stat st;
 	struct err e;
 	ssize_t n;
@@ -208,7 +207,6 @@ cache_seal_key(const char *keyfile, unsigned char key[KEY_LEN], const char **why
 				*why = "its key file is not hex";
 				return -1;
 			}
-			memcpy(key, kd.v, KEY_LEN);
 			return 0;
 		}
 		if (e.code == NULL || strcmp(e.code, "not_found") != 0) {
