@@ -553,6 +553,29 @@ run_items(struct tooling *t, struct item *items, int n)
 
 /* Install every item; the lines and the JSON document with --json in the
  * plan's order. Returns the exit code (t closed). */
+/* Whether another failed item's install.image_unsupported names it as the
+ * tool that cannot run (details.tool): that error already said it. */
+static int
+image_refusal_names(const struct item *items, int n, const struct item *it)
+{
+	struct json_doc doc;
+	const char *tool;
+	int i, yes = 0;
+
+	for (i = 0; i < n && !yes; i++) {
+		if (&items[i] == it || items[i].rc == 0 || items[i].e.code == NULL ||
+		    strcmp(items[i].e.code, "install.image_unsupported") != 0 ||
+		    items[i].e.details[0] == '\0')
+			continue;
+		if (json_parse(&doc, items[i].e.details, strlen(items[i].e.details), NULL, NULL) != 0)
+			continue;
+		tool = json_get_str(doc.root, "tool");
+		yes = tool != NULL && strcmp(tool, it->name) == 0;
+		json_free(&doc);
+	}
+	return yes;
+}
+
 static int
 install_items(struct tooling *t, struct item *items, int n)
 {
@@ -577,9 +600,12 @@ install_items(struct tooling *t, struct item *items, int n)
 		}
 	}
 	/* a requirement's failure no dependent's error wraps: the top of
-	 * each chain of wraps is printed, requested (report_one) or not */
+	 * each chain of wraps is printed, requested (report_one) or not. A
+	 * dependent refused by the image check before its requires ran names
+	 * the requirement that cannot run in its details' tool. */
 	for (i = 0; !t->json && i < n; i++)
-		if (items[i].rc != 0 && !items[i].requested && !items[i].wrapped)
+		if (items[i].rc != 0 && !items[i].requested && !items[i].wrapped &&
+		    !image_refusal_names(items, n, &items[i]))
 			err_print(&items[i].e);
 	json_w_end(&w);
 	json_w_kint(&w, "downloads", t->ctx.downloads);
