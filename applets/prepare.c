@@ -744,6 +744,7 @@ prepare_main(int argc, char **argv)
 	cfg = t.cfg;
 	mine = !t.cfg_kept;
 	t.cfg_kept = 1;
+	t.ctx.drop_downloads = 1;
 	nsnap = cache_snap_take(cfg, snap);
 	rc = install_items(&t, items, n);
 	cache_snap_tidy(cfg, snap, nsnap);

@@ -748,7 +748,7 @@ install_ctx_init(struct install_ctx *c, struct manifest_set *ms, const struct co
 int
 install_ctx_reuse(struct install_ctx *c, struct err *e)
 {
-	c->building = c->force = c->keep_no_trees = 0;
+	c->building = c->force = c->keep_no_trees = c->drop_downloads = 0;
 	c->progress = NULL;
 	c->progress_arg = NULL;
 	c->announce = NULL;

@@ -166,6 +166,10 @@ struct install_ctx {
 	 * (they serve a second tools directory, which an image build has not);
 	 * trees already there are still placed from */
 	int keep_no_trees;
+	/* prepare without --keep-cache or --cache: what the run downloads
+	 * leaves with it, so a download extracted as it arrives is only
+	 * hashed, never written (the extractor reads the hashed bytes) */
+	int drop_downloads;
 	install_progress_fn progress;
 	void *progress_arg;
 	/* Called (with progress_arg) once per tool right before it is

@@ -159,13 +159,16 @@ struct install_stream {
 	void *arg;
 	int done;
 	int64_t tail_us;
+	uint64_t bytes; /* the download's size, when no blob was written */
 };
 /* A verified copy of artifact a: local caches and mirror directories, then
  * (unless offline) mirror URLs and the original, downloaded into dl_dir,
  * and extracted as it arrives when xs is not NULL (a copy found locally is
  * not: xs->done stays 0). 0 (path, got_sha, and *fdp the descriptor its
  * bytes were hashed through, for the caller to extract from and close: the
- * name path may meanwhile hold other bytes) or -1 with e (*fdp -1). */
+ * name path may meanwhile hold other bytes) or -1 with e (*fdp -1). With
+ * c->drop_downloads a download extracted as it arrived writes no blob:
+ * xs->done, path "", *fdp -1 and xs->bytes its size. */
 int install_get_artifact(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a,
                          const char *dl_dir, struct install_progress_state *ps, struct install_stream *xs,
                          int *fdp, char *path, size_t cap, char *got_sha, struct err *e);

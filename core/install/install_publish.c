@@ -436,7 +436,7 @@ stage_tarball(struct job *j, struct err *e)
 	const manifest_t *m = j->m;
 	char cache[PATH_MAX], art_path[PATH_MAX];
 	struct xprog xp = {&j->ps, 0};
-	struct install_stream xs = {stream_run, stream_reset, j, 0, 0};
+	struct install_stream xs = {stream_run, stream_reset, j, 0, 0, 0};
 	enum arc_format uf;
 	struct stat st;
 	int64_t tp;
@@ -478,12 +478,15 @@ stage_tarball(struct job *j, struct err *e)
 		           m->name, m->version, j->a->url, j->sha, m->name);
 		install_audit_event(c, "install.unpinned", m, &ax);
 	}
-	if (fstat(afd, &st) == 0)
+	if (afd < 0) /* extracted as it arrived, no blob written */
+		j->asize = xs.bytes;
+	else if (fstat(afd, &st) == 0)
 		j->asize = (uint64_t)st.st_size;
 	install_progress_write(&j->ps, "extract", 1);
 	tp = clock_us();
 	rc = xs.done ? 0 : extract_artifact(j, afd, art_path, &xp, e);
-	close(afd);
+	if (afd >= 0)
+		close(afd);
 	if (rc < 0)
 		return -1;
 	install_known_settle(j->known);

@@ -324,10 +324,16 @@ download_from(struct install_ctx *c, const manifest_t *m, const char *url, const
 	hostrule_add(&hr, ah, c->cfg->install.allow_hosts.n);
 	memset(&d, 0, sizeof(d));
 	d.c = c;
-	if (cache_put_open(&d.put, dir, DIGEST_SHA256, e) < 0)
+	/* a blob nobody keeps is not written when the extractor follows */
+	if (cache_put_open(&d.put, xs != NULL && c->drop_downloads ? NULL : dir, DIGEST_SHA256, e) < 0)
 		return -1;
 	cpu0 = clock_thread_cpu_us();
 	xrun_start(&x, xs, &d.put);
+	if (d.put.fd < 0 && !x.started) {
+		cache_put_abort(&d.put);
+		if (cache_put_open(&d.put, dir, DIGEST_SHA256, e) < 0)
+			return -1;
+	}
 	d.ps = ps;
 	http_request_init(&rq, url);
 	rq.host_ok = hostrule_check;
@@ -369,6 +375,8 @@ download_from(struct install_ctx *c, const manifest_t *m, const char *url, const
 	}
 	if (rc < 0)
 		return -1;
+	if (xs != NULL)
+		xs->bytes = d.put.bytes;
 	digest_hex(&dg, hex);
 	snprintf(got_sha, 65, "%s", hex);
 	if (rc == 0) {

@@ -129,8 +129,8 @@ int cache_sha256_of(const char *cache, const struct digest *d, char hex[DIGEST_H
  * between threads other than these.
  */
 struct cache_pipe;
-/* A pipe into fd hashing with a and b (DIGEST_NONE: only a). NULL when out
- * of memory. */
+/* A pipe into fd hashing with a and b (DIGEST_NONE: only a); fd -1: hashing
+ * only (for a follower), nothing written. NULL when out of memory. */
 struct cache_pipe *cache_pipe_new(int fd, enum digest_alg a, enum digest_alg b);
 /* Append: 0, or -1 with errno (a write the worker failed, reported on a
  * later call; the bytes after it are neither hashed nor written). */
@@ -183,7 +183,10 @@ struct cache_put {
 };
 
 /* Start a download into dir (the cache, or a staging directory): alg is
- * the algorithm of the digest it must match. Returns 0 or -1 (io.error). */
+ * the algorithm of the digest it must match. Returns 0 or -1 (io.error).
+ * dir NULL: the bytes are hashed (and handed to a follower) but no file is
+ * written; the commit then names no blob (out "", *fdp -1), for a caller
+ * that extracts while downloading and keeps nothing. */
 int cache_put_open(struct cache_put *p, const char *dir, enum digest_alg alg, struct err *e);
 /* Append bytes (hashed and written through a cache_pipe). Returns 0 or -1
  * (install.failed). */
@@ -196,7 +199,8 @@ int cache_put_write(struct cache_put *p, const void *data, size_t len, struct er
  * returned (the caller names both digests). -1 with e on an I/O error.
  * fsync: sync the blob before it gets its name. fdp (may be NULL): the
  * descriptor the hashed bytes were written to, for the caller to read
- * them through (lseek to 0 first) and close.
+ * them through (lseek to 0 first) and close. A put opened without a dir
+ * answers the same with no blob: out "" and *fdp -1.
  */
 int cache_put_commit(struct cache_put *p, const struct digest *want, int fsync_it, struct digest *got,
                      struct digest *sha256, int *fdp, char *out, size_t cap, struct err *e);

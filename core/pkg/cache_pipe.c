@@ -81,6 +81,7 @@ consume(struct cache_pipe *p, int i, const unsigned char *b, size_t n)
 		digest_update(&p->d[i], b, n);
 		return 0;
 	}
+	/* i == nd: the write (a pipe without a file has no such consumer) */
 	if (fs_write_all(p->fd, b, n, -1) != 0)
 		return errno;
 	/* the disk works while the download goes on: an fsync or syncfs
@@ -164,7 +165,7 @@ cache_pipe_new(int fd, enum digest_alg a, enum digest_alg b)
 	digest_init(&p->d[p->nd++], a);
 	if (b != DIGEST_NONE)
 		digest_init(&p->d[p->nd++], b);
-	p->nc = p->nd + 1;
+	p->nc = fd >= 0 ? p->nd + 1 : p->nd;
 	for (i = 0; i < p->nc; i++) {
 		p->c[i].p = p;
 		p->c[i].i = i;
@@ -380,7 +381,7 @@ cache_pipe_finish_cpu(struct cache_pipe *p, struct digest *a, struct digest *b, 
 		p->head++;
 		pthread_mutex_unlock(&p->mu);
 	}
-	if (er == 0)
+	if (er == 0 && p->fd >= 0)
 		fs_writeback_start(p->fd); /* and the tail, now the file is whole */
 	digest_final(&p->d[0], a);
 	if (b != NULL && p->nd > 1)
