@@ -441,6 +441,52 @@ test_pipe_follow(void **state)
 	follow_roundtrip(8u << 20, 16384, 300000);
 }
 
+/* A put without a directory hashes and hands its bytes to the follower,
+ * writes no file, and names no blob: a match answers 1 with out "" and no
+ * descriptor, a mismatch 0. */
+static void
+test_put_unwritten(void **state)
+{
+	size_t n = (3u << 20) + 11;
+	unsigned char *b = pattern(n);
+	char cache[256], out[512] = "x", cmd[600];
+	struct digest want, got, sha;
+	struct cache_put cp;
+	struct fol f;
+	struct err e;
+	pthread_t th;
+	int fd = 7, pass;
+
+	snprintf(cache, sizeof(cache), "%s/unwritten", dir);
+	mkdir(cache, 0700);
+	digest_buf(DIGEST_SHA256, b, n, &want);
+	for (pass = 0; pass < 2; pass++) {
+		f = (struct fol){NULL, malloc(n + 1), 0, SIZE_MAX, 0, 0};
+		assert_int_equal(cache_put_open(&cp, NULL, DIGEST_SHA256, &e), 0);
+		assert_int_equal(cp.fd, -1);
+		f.cp = cp.pipe;
+		assert_int_equal(cache_pipe_follow(f.cp), 0);
+		assert_int_equal(pthread_create(&th, NULL, fol_main, &f), 0);
+		if (pass == 1)
+			b[n / 2] ^= 1;
+		assert_int_equal(cache_put_write(&cp, b, n, &e), 0);
+		assert_int_equal(cache_put_commit(&cp, &want, 1, &got, &sha, &fd, out, sizeof(out), &e),
+		                 !pass);
+		pthread_join(th, NULL);
+		assert_int_equal(f.rc, 0);
+		assert_int_equal(f.n, n);
+		assert_memory_equal(f.got, b, n);
+		assert_int_equal(fd, -1);
+		assert_int_equal(digest_equal(&got, &want), !pass);
+		if (!pass)
+			assert_string_equal(out, "");
+		free(f.got);
+	}
+	snprintf(cmd, sizeof(cmd), "test $(ls -A %s | wc -l) -eq 0", cache);
+	assert_int_equal(system(cmd), 0);
+	free(b);
+}
+
 /* An abandoned download ends its follower's reads with ECANCELED; a pipe
  * written to takes no follower. */
 static void
@@ -1635,6 +1681,7 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_pipe_write_error, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_pipe_follow, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_pipe_follow_abandon, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_put_unwritten, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tree_place, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tree_file_changed, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tree_file_missing, setup, teardown),
