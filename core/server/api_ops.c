@@ -68,20 +68,6 @@ slot_release(struct api *a, const char *id)
 	pthread_mutex_unlock(&a->mu);
 }
 
-const char *
-api_start_getenv(struct api *a, const char *name)
-{
-	size_t n = strlen(name);
-	char *const *e;
-
-	if (a->start_env == NULL)
-		return NULL;
-	for (e = a->start_env; *e != NULL; e++)
-		if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')
-			return *e + n + 1;
-	return NULL;
-}
-
 static int
 executable(const char *path)
 {
@@ -285,15 +271,6 @@ struct api_runner {
 	struct run *incoming; /* handed over by workers, under api.mu */
 	struct run *active;   /* the runner thread's own */
 };
-
-size_t
-api_stream_room(struct api_rq *q, size_t cap)
-{
-	size_t room = httpd_resp_room(q->resp), each = 2 * cap;
-
-	room = room > API_ANSWER_FRAME ? room - API_ANSWER_FRAME : 0;
-	return each > room / 2 ? room / 2 : each;
-}
 
 /* The answer of a finished run, through q, its streams bounded by
  * api_stream_room. */
@@ -526,15 +503,6 @@ api_runner_free(struct api *a)
 	close(rt->ev);
 	free(rt);
 	a->runner = NULL;
-}
-
-/* The generation q runs against, held once more for the run. */
-void
-api_gen_hold(struct api *a, struct api_gen *g)
-{
-	pthread_mutex_lock(&a->mu);
-	g->refs++;
-	pthread_mutex_unlock(&a->mu);
 }
 
 void

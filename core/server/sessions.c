@@ -25,27 +25,6 @@
 #include "pkg/npm.h"
 #include "base/proc.h"
 
-static const char *const status_names[] = {"in_progress", "completed", "failed", "cancelled", "interrupted"};
-
-const char *
-session_status_name(enum session_status s)
-{
-	return (unsigned)s < 5 ? status_names[s] : "?";
-}
-
-static int
-status_parse(const char *s, enum session_status *out)
-{
-	int i;
-
-	for (i = 0; i < 5; i++)
-		if (strcmp(s, status_names[i]) == 0) {
-			*out = (enum session_status)i;
-			return 0;
-		}
-	return -1;
-}
-
 struct sessions *
 sessions_new(const struct sessions_config *c, struct jobs *J)
 {
@@ -72,20 +51,6 @@ sessions_new(const struct sessions_config *c, struct jobs *J)
 	/* Slots are set up when first used (slot_init): the table's pages
 	 * stay untouched, and out of serve's resident memory, until then. */
 	return S;
-}
-
-struct slot *
-sessions_find(struct sessions *S, const char *agent, const char *id)
-{
-	int i;
-
-	for (i = 0; i < SESSIONS_KEEP; i++) {
-		struct slot *s = &S->slot[i];
-
-		if (s->used && strcmp(s->v.id, id) == 0 && (agent == NULL || strcmp(s->v.agent, agent) == 0))
-			return s;
-	}
-	return NULL;
 }
 
 static void
@@ -129,15 +94,6 @@ slot_take(struct sessions *S)
 		best->used = 0;
 	}
 	return best;
-}
-
-/* The session has not ended. It ends for clients (limits, cancel, readers
- * and waiters alike) as soon as its last event is out: a thread past it is
- * only tidying up, and s->running says just that the slot is not free. */
-int
-sessions_live(const struct slot *s)
-{
-	return s->running && s->v.status == SESSION_IN_PROGRESS;
 }
 
 static void
@@ -640,7 +596,7 @@ replay_one(struct sessions *S, const char *name, int *interrupted)
 			s->v.duration_ms = x != NULL && x->type == JSON_NUMBER ? x->u.num.i : 0;
 		}
 		st = json_get_str(doc.root, "status");
-		if (st != NULL && status_parse(st, &s->v.status) == 0 && tm != NULL)
+		if (st != NULL && sessions_status_parse(st, &s->v.status) == 0 && tm != NULL)
 			snprintf(s->v.ended_at, sizeof(s->v.ended_at), "%s", tm);
 		json_free(&doc);
 	}
