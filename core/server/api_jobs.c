@@ -115,30 +115,36 @@ op_ensure(void *arg, const struct config *cfg, const char *tool, const char *pri
 	return rc;
 }
 
+/* A tool's install backoff through an idle context of cfg's generation:
+ * the seconds left, or cleared (clear: 0 returned). No context: 0, as if
+ * there were none. */
 static int
-op_backoff_left(void *arg, const struct config *cfg, const char *tool)
+backoff(void *arg, const struct config *cfg, const char *tool, int clear)
 {
 	struct install_ctx *c;
 	struct err e;
-	int left;
+	int left = 0;
 
 	if ((c = ctx_take(arg, cfg, &e)) == NULL)
 		return 0;
-	left = install_backoff_left(c, tool);
+	if (clear)
+		install_backoff_clear(c, tool);
+	else
+		left = install_backoff_left(c, tool);
 	ctx_put(arg, cfg, c);
 	return left;
+}
+
+static int
+op_backoff_left(void *arg, const struct config *cfg, const char *tool)
+{
+	return backoff(arg, cfg, tool, 0);
 }
 
 static void
 op_backoff_clear(void *arg, const struct config *cfg, const char *tool)
 {
-	struct install_ctx *c;
-	struct err e;
-
-	if ((c = ctx_take(arg, cfg, &e)) == NULL)
-		return;
-	install_backoff_clear(c, tool);
-	ctx_put(arg, cfg, c);
+	backoff(arg, cfg, tool, 1);
 }
 
 static int
@@ -161,11 +167,7 @@ op_progress(void *arg, const struct config *cfg, const char *tool, char *phase, 
 static void
 op_hold(void *arg, const struct config *cfg)
 {
-	struct api *a = arg;
-
-	pthread_mutex_lock(&a->mu);
-	gen_of(cfg)->refs++;
-	pthread_mutex_unlock(&a->mu);
+	api_gen_hold(arg, gen_of(cfg));
 }
 
 static void

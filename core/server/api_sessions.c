@@ -128,6 +128,23 @@ api_sessions_init(struct api *a, char *msg, size_t cap, struct err *e)
 
 /* ---- helpers ---------------------------------------------------------------- */
 
+/* fn(arg) on a detached thread of a stack of stack bytes: 0, or the error
+ * of pthread_create (no thread to spare: the caller runs it itself). */
+static int
+start_detached(void *(*fn)(void *), void *arg, size_t stack)
+{
+	pthread_attr_t at;
+	pthread_t th;
+	int rc;
+
+	pthread_attr_init(&at);
+	pthread_attr_setstacksize(&at, stack);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	rc = pthread_create(&th, &at, fn, arg);
+	pthread_attr_destroy(&at);
+	return rc;
+}
+
 static void
 session_json(struct json_w *w, const struct session_view *v)
 {
@@ -790,8 +807,6 @@ api_agent_run(struct api_rq *q, const char *agent)
 {
 	struct session_view sv;
 	struct run_ctx *x;
-	pthread_attr_t at;
-	pthread_t th;
 	int rc;
 
 	if ((x = calloc(1, sizeof(*x))) == NULL) {
@@ -810,11 +825,7 @@ api_agent_run(struct api_rq *q, const char *agent)
 	q->deferred = 1;
 	/* Deferred before the thread exists: it may answer first. */
 	httpd_defer(q->resp);
-	pthread_attr_init(&at);
-	pthread_attr_setstacksize(&at, API_RUN_STACK);
-	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-	rc = pthread_create(&th, &at, run_thread, x);
-	pthread_attr_destroy(&at);
+	rc = start_detached(run_thread, x, API_RUN_STACK);
 	if (rc != 0)
 		run_thread(x); /* no thread to spare: wait on this worker */
 }
@@ -1019,8 +1030,6 @@ events_stream(struct api_rq *q, const char *agent, const char *id, uint32_t afte
 	struct sessions *S = q->a->sessions;
 	struct session_view v;
 	struct sse_ctx *x;
-	pthread_attr_t at;
-	pthread_t th;
 	int rc, max, mine;
 
 	if (sessions_get(S, agent, id, &v) != 0) {
@@ -1060,11 +1069,7 @@ events_stream(struct api_rq *q, const char *agent, const char *id, uint32_t afte
 	/* Deferred before the thread exists: it may answer and complete
 	 * before this worker is back in its loop. */
 	httpd_defer(q->resp);
-	pthread_attr_init(&at);
-	pthread_attr_setstacksize(&at, API_SSE_STACK);
-	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-	rc = pthread_create(&th, &at, sse_thread, x);
-	pthread_attr_destroy(&at);
+	rc = start_detached(sse_thread, x, API_SSE_STACK);
 	if (rc != 0) {
 		/* No thread to spare: stream from this worker, as before. */
 		sse_run(x);
