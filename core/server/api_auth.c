@@ -212,7 +212,7 @@ api_token_file(const char *state_dir, char *tok, size_t cap, char *path, size_t 
 
 	if (cap < 2 * API_TOKEN_BYTES + 1)
 		return err_set(e, "internal", "token buffer too small");
-	if ((size_t)snprintf(path, pcap, "%s/token", state_dir) >= pcap)
+	if (fs_path_join(path, pcap, state_dir, "token", NULL) != 0)
 		return err_set(e, "config.invalid", "state directory path too long: %s", state_dir);
 	/* Opened without following a link another user could have made: a
 	 * root serve with --base-dir /home/user must not write its token

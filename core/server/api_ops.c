@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/fs.h"
 #include "base/json.h"
 #include "install/launch.h"
 #include "pkg/manifest.h"
@@ -130,7 +131,8 @@ resolve(struct api_rq *q, const struct op *op, const char *name, char (*entries)
 		struct job_probe *pr;
 		char *rp;
 
-		if ((size_t)snprintf(out, cap, "%s/bin/%s", ch->d[i].path, name) >= cap || !executable(out))
+		if (fs_path_join(out, cap, ch->d[i].path, "bin", NULL) != 0 ||
+		    fs_path_join(out, cap, out, name, NULL) != 0 || !executable(out))
 			continue;
 		rc = 0;
 		/* A shim link: the tool's entry when it is ready (a shim that
@@ -158,7 +160,7 @@ resolve(struct api_rq *q, const struct op *op, const char *name, char (*entries)
 		for (d = strtok_r(dirs, ":", &save); d != NULL; d = strtok_r(NULL, ":", &save)) {
 			if (d[0] != '/' || stat(d, &st) != 0 || (st.st_mode & S_IWOTH))
 				continue;
-			if ((size_t)snprintf(out, cap, "%s/%s", d, name) < cap && executable(out)) {
+			if (fs_path_join(out, cap, d, name, NULL) == 0 && executable(out)) {
 				rc = 0;
 				goto done;
 			}

@@ -100,7 +100,7 @@ api_sessions_init(struct api *a, char *msg, size_t cap, struct err *e)
 	c.max_streams = g->cfg.server.max_streams > 0 ? g->cfg.server.max_streams : API_SSE_STREAMS_DEFAULT;
 	err_clear(&e2);
 	if (tools_state_dir(&g->cfg, state, sizeof(state)) >= 0 &&
-	    (size_t)snprintf(dir, sizeof(dir), "%s/sessions", state) < sizeof(dir)) {
+	    fs_path_join(dir, sizeof(dir), state, "sessions", NULL) == 0) {
 		if (a->have_state_fd) {
 			c.dir_fd = sessions_dir_at(a->state_fd, dir, &e2);
 			c.have_dir_fd = have_dir = c.dir_fd >= 0;

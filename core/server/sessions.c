@@ -5,11 +5,6 @@
  */
 #include "server/sessions_int.h"
 
-/* Copies into fixed fields (ids, names, times) cut what cannot fit. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wformat-truncation"
-#endif
-
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -532,7 +527,8 @@ replay_one(struct sessions *S, const char *name, int *interrupted)
 	if (json_get_str(r, "object") == NULL ||
 	    strcmp(json_get_str(r, "object"), "agent.session.journal") != 0 ||
 	    json_get_str(r, "id") == NULL || strcmp(json_get_str(r, "id"), j.id) != 0 ||
-	    json_get_str(r, "agent") == NULL || json_get_str(r, "created_at") == NULL) {
+	    strlen(j.id) >= SESSION_ID_MAX || json_get_str(r, "agent") == NULL ||
+	    json_get_str(r, "created_at") == NULL) {
 		json_free(&doc);
 		journal_close(&j, 0);
 		return -1;
@@ -554,7 +550,7 @@ replay_one(struct sessions *S, const char *name, int *interrupted)
 	s->S = S;
 	s->holds = s->cancel = s->shutdown = s->running = 0;
 	s->j = j;
-	snprintf(s->v.id, sizeof(s->v.id), "%s", j.id);
+	memcpy(s->v.id, j.id, strlen(j.id) + 1); /* fits: checked with the header */
 	snprintf(s->v.agent, sizeof(s->v.agent), "%s", json_get_str(r, "agent"));
 	snprintf(s->v.principal, sizeof(s->v.principal), "%s",
 	         json_get_str(r, "principal") != NULL ? json_get_str(r, "principal") : "");

@@ -7,11 +7,6 @@
 #include "server/sessions_int.h"
 #include "base/buf.h"
 
-/* Copies into fixed fields (ids, names, times) cut what cannot fit. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wformat-truncation"
-#endif
-
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
