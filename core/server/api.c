@@ -88,8 +88,8 @@ ops_list(struct api_rq *q)
 	json_w_kstr(&w, "principal", q->principal);
 	json_w_key(&w, "data");
 	json_w_arr(&w);
-	for (i = 0; i < o->n; i++) {
-		const struct op *op = &o->v[i];
+	for (i = 0; i < ops_n(o); i++) {
+		const struct op *op = ops_at(o, i);
 		const char *inst[OP_INSTALL_MAX];
 
 		for (k = 0; k < op->ninstall; k++)

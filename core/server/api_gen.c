@@ -156,8 +156,8 @@ api_suggest(const struct api_gen *g, const char *principal, const char *word, in
 
 	if (d == NULL)
 		return NULL;
-	for (i = 0; i < g->ops.n && n < OPS_MAX; i++) {
-		const struct op *op = &g->ops.v[i];
+	for (i = 0; i < ops_n(&g->ops) && n < OPS_MAX; i++) {
+		const struct op *op = ops_at(&g->ops, i);
 		if (want_agent && op->kind != OP_AGENT)
 			continue;
 		for (k = 0; k < op->ninstall; k++)
