@@ -150,12 +150,12 @@ print_text(const struct cfgload *L, int verbose)
 		}
 	}
 	printf("\n%-40s %-30s %s\n", "OP", "PRINCIPALS", "INSTALLS");
-	for (i = 0; i < L->ops.n; i++) {
-		principals_for(L, &L->ops.v[i], who, sizeof(who));
-		installs_of(&L->ops.v[i], inst, sizeof(inst));
-		printf("%-40s %-30s %s\n", L->ops.v[i].id, who, inst);
+	for (i = 0; i < ops_n(&L->ops); i++) {
+		principals_for(L, ops_at(&L->ops, i), who, sizeof(who));
+		installs_of(ops_at(&L->ops, i), inst, sizeof(inst));
+		printf("%-40s %-30s %s\n", ops_at(&L->ops, i)->id, who, inst);
 	}
-	printf("\n%d ops, %d principals\n", L->ops.n, L->pol.n);
+	printf("\n%d ops, %d principals\n", ops_n(&L->ops), L->pol.n);
 }
 
 static int
@@ -197,8 +197,8 @@ print_json(const struct cfgload *L)
 	json_w_end(&w);
 	json_w_key(&w, "ops");
 	json_w_arr(&w);
-	for (i = 0; i < L->ops.n; i++) {
-		const struct op *op = &L->ops.v[i];
+	for (i = 0; i < ops_n(&L->ops); i++) {
+		const struct op *op = ops_at(&L->ops, i);
 		json_w_obj(&w);
 		json_w_kstr(&w, "id", op->id);
 		json_w_kstr(&w, "kind", op->kind == OP_AGENT ? "agent" : "command");
@@ -250,8 +250,8 @@ check_programs(struct cfgload *L, struct err *e)
 
 	if (envpath == NULL || *envpath == '\0')
 		envpath = "/usr/local/bin:/usr/bin:/bin";
-	for (i = 0; i < L->ops.n; i++) {
-		const struct op *op = &L->ops.v[i];
+	for (i = 0; i < ops_n(&L->ops); i++) {
+		const struct op *op = ops_at(&L->ops, i);
 		const char *name = op->kind == OP_COMMAND ? op->argv[0] : NULL;
 		const char *p, *q;
 		int found = 0;

@@ -276,9 +276,9 @@ first_missing_tool(struct cfgload *L, const struct chain *ch, int *nwanted)
 		return NULL;
 	for (i = 0; i < L->cfg.agents.n; i++)
 		(void)manifest_closure_add(&L->ms, L->cfg.agents.v[i], names, &n, MANIFEST_SET_MAX, &e);
-	for (i = 0; L->ops_ready && i < L->ops.n; i++)
-		for (j = 0; j < L->ops.v[i].ninstall; j++)
-			(void)manifest_closure_add(&L->ms, L->ops.v[i].install[j], names, &n,
+	for (i = 0; L->ops_ready && i < ops_n(&L->ops); i++)
+		for (j = 0; j < ops_at(&L->ops, i)->ninstall; j++)
+			(void)manifest_closure_add(&L->ms, ops_at(&L->ops, i)->install[j], names, &n,
 			                           MANIFEST_SET_MAX, &e);
 	*nwanted = n;
 	for (i = 0; i < n; i++) {
@@ -577,7 +577,7 @@ doctor_main(int argc, char **argv)
 	if (cfgload_run(L, &e) == 0) {
 		doctor_line(&r, "PASS", "config", NULL,
 		            "%s, policy and commands are valid (%d ops, %d principals)",
-		            L->cfg.file[0] ? L->cfg.file : "embedded defaults", L->ops.n, L->pol.n);
+		            L->cfg.file[0] ? L->cfg.file : "embedded defaults", ops_n(&L->ops), L->pol.n);
 	} else {
 		char msg[ERR_MSG_MAX + 64];
 		snprintf(msg, sizeof(msg), "%s: %s", e.code ? e.code : "internal", e.msg);

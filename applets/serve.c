@@ -192,7 +192,7 @@ reload_thread(void *arg)
 			logline(
 			    "warning: the new policy has no token; every request but /health answers 401");
 		api_swap(r->api, g);
-		logline("configuration reloaded (%d ops, %d principals, mode %s)", g->ops.n, g->pol.n,
+		logline("configuration reloaded (%d ops, %d principals, mode %s)", ops_n(&g->ops), g->pol.n,
 		        config_mode_name(g->cfg.install.mode));
 	}
 	return NULL;
@@ -490,7 +490,7 @@ serve_main(int argc, char **argv)
 	}
 	if (!o.quiet)
 		logline("listening on %s port %d (%d slots, %d workers; %d ops, mode %s)", cfg.host,
-		        httpd_port(g_srv), cfg.max_conns, cfg.workers, g->ops.n,
+		        httpd_port(g_srv), cfg.max_conns, cfg.workers, ops_n(&g->ops),
 		        config_mode_name(g->cfg.install.mode));
 	return run_and_stop(&api, &ms, o.quiet, &e);
 }

@@ -1,7 +1,9 @@
 /*
- * The operations API: generations, responses, routing, runtimes, jobs.
- * Tokens are in api_auth.c, metrics in api_metrics.c, command ops in
- * api_ops.c, sessions in api_sessions.c.
+ * The operations API's top (api_int.h): setting up and freeing the API,
+ * routing every request to its endpoint, and the endpoints that are
+ * routing and little else (the op list, runtimes, install jobs, metrics,
+ * /health). It calls down into every other file of the API; none calls
+ * it.
  */
 #include "server/api_int.h"
 #include "base/clock.h"
@@ -32,110 +34,8 @@
 #define API_LIST_MAX (1u << 20)
 /* agents.<a>.<action> built from an agent name (< CFG_NAME_MAX). */
 #define AGENT_OP_MAX (CFG_NAME_MAX + 32)
-/* One job or runtime object. */
-#define API_OBJ_MAX 16384
 
-/* ---- generations ------------------------------------------------------- */
-
-static enum ops_agent_state
-agent_lookup(const char *name, void *ctx, char *hint, size_t cap)
-{
-	struct err e;
-	const manifest_t *m = manifest_get(ctx, name, &e);
-
-	if (m == NULL) {
-		manifest_agents_hint(ctx, name, hint, cap);
-		return OPS_AGENT_UNKNOWN;
-	}
-	return m->run.n > 0 ? OPS_AGENT_OK : OPS_AGENT_NOT_AGENT;
-}
-
-static int
-tool_lookup(const char *name, void *ctx)
-{
-	struct err e;
-
-	return manifest_get(ctx, name, &e) != NULL;
-}
-
-struct api_gen *
-api_gen_build(const char *file_flag, const struct config_flag *flags, int nflags, struct manifest_set *ms,
-              const unsigned char *default_digest, struct err *e)
-{
-	struct api_gen *g = calloc(1, sizeof(*g));
-	int i;
-
-	if (g == NULL) {
-		err_set(e, "internal", "out of memory");
-		return NULL;
-	}
-	if (config_load(&g->cfg, file_flag, NULL, flags, nflags, e) != 0)
-		goto fail;
-	for (i = 0; i < g->cfg.nwarn; i++)
-		warnx_line("%s", g->cfg.warn[i]);
-	if (policy_setup(&g->pol, &g->cfg, e) != 0)
-		goto fail;
-	if (default_digest != NULL && policy_add_token_digest(&g->pol, "default", default_digest, e) != 0)
-		goto fail;
-	if (ops_init(&g->ops, e) != 0)
-		goto fail;
-	g->ops_ready = 1;
-	if (ops_build(&g->ops, &g->cfg, agent_lookup, ms != NULL ? tool_lookup : NULL, ms, e) != 0)
-		goto fail;
-	return g;
-fail:
-	api_gen_free(g);
-	return NULL;
-}
-
-void
-api_gen_free(struct api_gen *g)
-{
-	if (g == NULL)
-		return;
-	if (g->ops_ready)
-		ops_free(&g->ops);
-	api_gen_ctx_free(g);
-	free(g);
-}
-
-struct api_gen *
-api_gen_get(struct api *a)
-{
-	struct api_gen *g;
-
-	pthread_mutex_lock(&a->mu);
-	g = a->gen;
-	g->refs++;
-	pthread_mutex_unlock(&a->mu);
-	return g;
-}
-
-void
-api_gen_put(struct api *a, struct api_gen *g)
-{
-	int last;
-
-	pthread_mutex_lock(&a->mu);
-	last = --g->refs == 0;
-	pthread_mutex_unlock(&a->mu);
-	if (last)
-		api_gen_free(g);
-}
-
-void
-api_swap(struct api *a, struct api_gen *g)
-{
-	struct api_gen *old;
-
-	g->refs = 1;
-	pthread_mutex_lock(&a->mu);
-	old = a->gen;
-	a->gen = g;
-	pthread_mutex_unlock(&a->mu);
-	if (old != NULL)
-		api_gen_put(a, old);
-}
+/* ---- set-up ------------------------------------------------------------- */
 
 int
 api_init(struct api *a, struct api_gen *g, struct manifest_set *ms, struct err *e)
@@ -166,253 +66,6 @@ api_free(struct api *a)
 	pthread_mutex_destroy(&a->mu);
 }
 
-/* ---- responses --------------------------------------------------------- */
-
-int
-api_rq_json(struct api_rq *q, int status, const char *json)
-{
-	q->status = status;
-	return httpd_respond_json(q->resp, status, json);
-}
-
-int
-api_rq_err(struct api_rq *q, const struct err *e)
-{
-	q->status = err_info(e->code)->status;
-	return httpd_respond_err(q->resp, e);
-}
-
-int
-api_rq_errf(struct api_rq *q, const char *code, const char *fmt, ...)
-{
-	struct err e;
-	va_list ap;
-
-	va_start(ap, fmt);
-	err_setv(&e, code, fmt, ap);
-	va_end(ap);
-	return api_rq_err(q, &e);
-}
-
-void
-api_rq_retry_after(struct api_rq *q, int secs)
-{
-	char v[16];
-
-	snprintf(v, sizeof(v), "%d", secs > 0 ? secs : 1);
-	httpd_resp_header(q->resp, "Retry-After", v);
-}
-
-int
-api_rq_json_w(struct api_rq *q, int status, struct json_w *w)
-{
-	int rc;
-
-	if (w->overflow) {
-		json_w_free(w);
-		return api_rq_errf(q, "internal", "response too large");
-	}
-	rc = api_rq_json(q, status, w->buf);
-	json_w_free(w);
-	return rc;
-}
-
-int
-api_body_json(struct api_rq *q, struct json_doc *doc, const struct json_val **root)
-{
-	struct json_limits lim = json_default_limits;
-	struct err e;
-
-	*root = NULL;
-	doc->root = NULL;
-	doc->arena = NULL;
-	if (q->req->body_len == 0)
-		return 0;
-	lim.max_bytes = API_BODY_JSON_MAX;
-	lim.max_depth = 16;
-	lim.max_values = 4096;
-	if (json_parse(doc, q->req->body, q->req->body_len, &lim, &e) != 0) {
-		api_rq_err(q, &e);
-		return 1;
-	}
-	if (doc->root->type != JSON_OBJECT) {
-		json_free(doc);
-		api_rq_errf(q, "request.invalid", "the request body must be a JSON object");
-		return 1;
-	}
-	*root = doc->root;
-	return 0;
-}
-
-/* ---- policy and installs ----------------------------------------------- */
-
-/* 0 when allowed, else answered 403. */
-static int
-check_policy(struct api_rq *q, const char *op_id, const char *const *installs, int n)
-{
-	struct pol_decision *d = malloc(sizeof(*d));
-	struct err e;
-
-	if (d == NULL)
-		return api_rq_errf(q, "internal", "out of memory"), 1;
-	if (policy_decide(&q->g->pol, q->principal, op_id, installs, n, d)) {
-		free(d);
-		return 0;
-	}
-	err_set(&e, "policy.denied", "%s may not call %s: %s", q->principal, op_id, d->rule);
-	err_detail_str(&e, "op", op_id);
-	err_detail_str(&e, "principal", q->principal);
-	err_detail_str(&e, "rule", d->rule);
-	audit_policy_denied(&q->g->cfg, q->req->peer, q->principal, op_id, d->rule);
-	api_count(q->a, &q->a->m.policy_denials);
-	free(d);
-	api_rq_err(q, &e);
-	return 1;
-}
-
-int
-api_rq_policy(struct api_rq *q, const char *op_id, const char *const *installs, int n)
-{
-	return check_policy(q, op_id, installs, n);
-}
-
-static const char *
-job_status_name(enum job_status s)
-{
-	return s == JOB_PENDING ? "pending" : s == JOB_SUCCEEDED ? "succeeded" : "failed";
-}
-
-/* An install's progress (install/install.h): bytes of total downloaded, packages
- * (npm) or artifacts (tarball) done of count; kept after the install. */
-static void
-progress_fields(struct json_w *w, const struct install_progress *p)
-{
-	json_w_kint(w, "bytes", (int64_t)p->bytes);
-	json_w_kint(w, "total", (int64_t)p->total);
-	json_w_kint(w, "packages_done", (int64_t)p->done);
-	json_w_kint(w, "packages_total", (int64_t)p->count);
-}
-
-/* "requires": each tool installed for v's, with its own progress. */
-static void
-requires_json(struct json_w *w, const struct job_view *v)
-{
-	int i;
-
-	json_w_key(w, "requires");
-	json_w_arr(w);
-	for (i = 0; i < v->nreq; i++) {
-		json_w_obj(w);
-		json_w_kstr(w, "tool", v->req[i].tool);
-		json_w_kstr(w, "phase", v->req[i].phase);
-		progress_fields(w, &v->req[i].prog);
-		json_w_end(w);
-	}
-	json_w_end(w);
-}
-
-static void
-job_json(struct json_w *w, const struct job_view *v)
-{
-	char ts[CLOCK_ISO_MAX];
-
-	json_w_obj(w);
-	json_w_kstr(w, "object", "install.job");
-	json_w_kstr(w, "id", v->id);
-	json_w_kstr(w, "tool", v->tool);
-	json_w_kstr(w, "status", job_status_name(v->status));
-	json_w_kstr(w, "phase", v->phase);
-	progress_fields(w, &v->prog);
-	requires_json(w, v);
-	json_w_kstr(w, "principal", v->principal);
-	json_w_kstr(w, "op", v->op);
-	clock_iso((int64_t)v->created * 1000, 0, ts, sizeof(ts));
-	json_w_kstr(w, "created", ts);
-	if (v->status == JOB_PENDING) {
-		json_w_kint(w, "retry_after", JOBS_RETRY_AFTER);
-	} else {
-		clock_iso((int64_t)v->finished * 1000, 0, ts, sizeof(ts));
-		json_w_kstr(w, "finished", ts);
-	}
-	if (v->status == JOB_FAILED) {
-		json_w_key(w, "error");
-		json_w_obj(w);
-		json_w_kstr(w, "code", v->err.code);
-		json_w_kstr(w, "message",
-		            v->err.msg[0] != '\0' ? v->err.msg : err_info(v->err.code)->sentence);
-		json_w_key(w, "details");
-		json_w_raw(w, v->err.details[0] != '\0' ? v->err.details : "{}");
-		json_w_end(w);
-		if (v->retry_after > 0)
-			json_w_kint(w, "retry_after", v->retry_after);
-	}
-	json_w_end(w);
-}
-
-static int
-respond_install_error(struct api_rq *q, struct err *e, int retry_after)
-{
-	if (e->code != NULL && strcmp(e->code, "install.backoff") == 0)
-		api_rq_retry_after(q, retry_after);
-	else if (e->code != NULL && strcmp(e->code, "request.busy") == 0)
-		api_rq_retry_after(q, JOBS_RETRY_AFTER);
-	return api_rq_err(q, e);
-}
-
-int
-api_need_tools(struct api_rq *q, const char *op_id, const char *const *tools, int n,
-               char (*entries)[PATH_MAX])
-{
-	struct job_view *v;
-	struct json_w w;
-	struct err e;
-	int64_t deadline = 0, left;
-	int i, rc, waiter;
-
-	if (n == 0)
-		return 0;
-	v = malloc(sizeof(*v));
-	if (v == NULL)
-		return api_rq_errf(q, "internal", "out of memory"), 1;
-	pthread_mutex_lock(&q->a->mu);
-	waiter = q->a->install_waiters < q->a->max_install_waiters;
-	if (waiter)
-		q->a->install_waiters++;
-	pthread_mutex_unlock(&q->a->mu);
-	deadline = clock_ms() + (waiter ? (int64_t)q->g->cfg.install.wait * 1000 : 0);
-	for (i = 0; i < n; i++) {
-		left = deadline - clock_ms();
-		if (left < 0)
-			left = 0;
-		err_clear(&e);
-		rc = jobs_need(q->a->jobs, &q->g->cfg, tools[i], q->principal, op_id, (int)left, v, &e);
-		if (rc == 0) {
-			if (entries != NULL)
-				snprintf(entries[i], PATH_MAX, "%s", v->entry);
-			continue;
-		}
-		if (rc == 1) {
-			json_w_init(&w, API_OBJ_MAX);
-			job_json(&w, v);
-			api_rq_retry_after(q, JOBS_RETRY_AFTER);
-			api_rq_json_w(q, 202, &w);
-		} else {
-			respond_install_error(q, &e, v->retry_after);
-		}
-		rc = 1;
-		goto out;
-	}
-	rc = 0;
-out:
-	if (waiter) {
-		pthread_mutex_lock(&q->a->mu);
-		q->a->install_waiters--;
-		pthread_mutex_unlock(&q->a->mu);
-	}
-	free(v);
-	return rc;
-}
-
 /* ---- endpoints ----------------------------------------------------------- */
 
 static const char *const param_types[] = {"string", "integer", "number", "boolean"};
@@ -435,8 +88,8 @@ ops_list(struct api_rq *q)
 	json_w_kstr(&w, "principal", q->principal);
 	json_w_key(&w, "data");
 	json_w_arr(&w);
-	for (i = 0; i < o->n; i++) {
-		const struct op *op = &o->v[i];
+	for (i = 0; i < ops_n(o); i++) {
+		const struct op *op = ops_at(o, i);
 		const char *inst[OP_INSTALL_MAX];
 
 		for (k = 0; k < op->ninstall; k++)
@@ -499,8 +152,8 @@ runtime_json(struct api_rq *q, struct json_w *w, const char *agent)
 		json_w_key(w, "progress");
 		json_w_obj(w);
 		json_w_kstr(w, "phase", v->phase);
-		progress_fields(w, &v->prog);
-		requires_json(w, v);
+		api_job_progress(w, &v->prog);
+		api_job_requires(w, v);
 		json_w_end(w);
 	} else {
 		jobs_probe(q->a->jobs, &q->g->cfg, agent, p);
@@ -524,7 +177,7 @@ runtime_json(struct api_rq *q, struct json_w *w, const char *agent)
 		if (p->has_progress) {
 			json_w_obj(w);
 			json_w_kstr(w, "phase", p->phase);
-			progress_fields(w, &p->prog);
+			api_job_progress(w, &p->prog);
 			json_w_end(w);
 		} else {
 			json_w_null(w);
@@ -548,17 +201,6 @@ segment_ok(const char *s, size_t n, size_t max)
 		      (s[i] >= '0' && s[i] <= '9') || s[i] == '-' || s[i] == '_'))
 			return 0;
 	return 1;
-}
-
-int
-api_agent_enabled(const struct api_gen *g, const char *a)
-{
-	int i;
-
-	for (i = 0; i < g->cfg.agents.n; i++)
-		if (strcmp(g->cfg.agents.v[i], a) == 0)
-			return 1;
-	return 0;
 }
 
 static void
@@ -602,7 +244,7 @@ agent_gate(struct api_rq *q, const char *agent, const char *verb, char op[AGENT_
 		return -1;
 	}
 	snprintf(op, AGENT_OP_MAX, "agents.%s.%s", agent, verb);
-	return check_policy(q, op, installs, n);
+	return api_rq_policy(q, op, installs, n);
 }
 
 static void
@@ -670,7 +312,7 @@ job_get(struct api_rq *q, const char *id)
 		return;
 	}
 	json_w_init(&w, API_OBJ_MAX);
-	job_json(&w, v);
+	api_job_json(&w, v);
 	free(v);
 	api_rq_json_w(q, 200, &w);
 }
@@ -706,7 +348,7 @@ run_op(struct api_rq *q, const char *id)
 	}
 	for (k = 0; k < op->ninstall; k++)
 		inst[k] = op->install[k];
-	if (check_policy(q, op->id, inst, op->ninstall) != 0)
+	if (api_rq_policy(q, op->id, inst, op->ninstall) != 0)
 		return;
 	if (op->kind == OP_COMMAND) {
 		api_run_command(q, op);
@@ -829,12 +471,6 @@ api_handle(const struct httpd_req *req, struct httpd_resp *resp, void *arg)
 	if (!q.deferred)
 		api_rq_record(&q);
 	api_gen_put(q.a, q.g);
-}
-
-void
-api_rq_record(struct api_rq *q)
-{
-	api_metrics_record(q->a, q->route, q->status, (clock_us() / 1e6) - q->t0);
 }
 
 void

@@ -135,8 +135,6 @@ void api_gen_free(struct api_gen *g);
  * generation and reused, the generation held while a job or session uses
  * it. Its arg is the struct api. */
 extern const struct jobs_ops api_jobs_ops;
-/* Free g's idle install contexts (api_gen_free). */
-void api_gen_ctx_free(struct api_gen *g);
 
 /* Set up a with its first generation (ownership of g passes to a) and a job
  * table over api_jobs_ops. Returns 0 or -1 (e). */

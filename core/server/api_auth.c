@@ -212,7 +212,7 @@ api_token_file(const char *state_dir, char *tok, size_t cap, char *path, size_t 
 
 	if (cap < 2 * API_TOKEN_BYTES + 1)
 		return err_set(e, "internal", "token buffer too small");
-	if ((size_t)snprintf(path, pcap, "%s/token", state_dir) >= pcap)
+	if (fs_path_join(path, pcap, state_dir, "token", NULL) != 0)
 		return err_set(e, "config.invalid", "state directory path too long: %s", state_dir);
 	/* Opened without following a link another user could have made: a
 	 * root serve with --base-dir /home/user must not write its token
@@ -249,27 +249,4 @@ api_flush_audit(struct api *a)
 	g = api_gen_get(a);
 	audit_flush(&g->cfg, 1);
 	api_gen_put(a, g);
-}
-
-const char *
-api_suggest(const struct api_gen *g, const char *principal, const char *word, int want_agent)
-{
-	const char *cand[OPS_MAX];
-	struct pol_decision *d = malloc(sizeof(*d));
-	const char *inst[OP_INSTALL_MAX];
-	int i, k, n = 0;
-
-	if (d == NULL)
-		return NULL;
-	for (i = 0; i < g->ops.n && n < OPS_MAX; i++) {
-		const struct op *op = &g->ops.v[i];
-		if (want_agent && op->kind != OP_AGENT)
-			continue;
-		for (k = 0; k < op->ninstall; k++)
-			inst[k] = op->install[k];
-		if (policy_decide(&g->pol, principal, op->id, inst, op->ninstall, d))
-			cand[n++] = want_agent ? op->agent : op->id;
-	}
-	free(d);
-	return config_did_you_mean(word, cand, n);
 }

@@ -1,8 +1,23 @@
 #ifndef ABX_API_INT_H
 #define ABX_API_INT_H
-/* What the API's files share (api.c: routing and responses, api_auth.c,
- * api_metrics.c, api_ops.c, api_sessions.c, api_sessions_new.c): one
- * request in progress and the helpers that answer it. */
+/*
+ * What the API's files share: one request in progress and the helpers that
+ * answer it. The files form one floor, bottom to top, each calling only
+ * the files below it (api.c, the dispatcher, calls down into all; none
+ * calls it):
+ *   api_metrics.c   the counters and their Prometheus text;
+ *   api_gen.c       configuration generations: build, hold, put, swap,
+ *                   and what a request asks of one (agent enabled, the
+ *                   closest name) or of serve's start environment;
+ *   api_req.c       one request: its answers, its body as JSON, its
+ *                   policy check, its count in the metrics;
+ *   api_jobs.c      install jobs: the engine behind the job table, the
+ *                   job object, install on first use (api_need_tools);
+ *   api_auth.c      tokens and principals (api_gate, api_authenticate);
+ *   api_ops.c       command ops and the runner thread that answers them;
+ *   api_sessions.c  the sessions API and agents.<a>.run;
+ *   api.c           set-up, routing, the op list, runtimes, jobs, metrics.
+ */
 #include "server/api.h"
 
 struct api_rq {
@@ -17,37 +32,24 @@ struct api_rq {
 	int deferred; /* the answer comes later, from another thread */
 };
 
+/* Room for the fixed members of an answer around its two output streams. */
+#define API_ANSWER_FRAME 4096
+/* One job or runtime object. */
+#define API_OBJ_MAX 16384
+
+/* ---- api_metrics.c ---- */
+
 /* Count one answer of route r: its status and latency (secs). */
 void api_metrics_record(struct api *a, enum api_route r, int status, double secs);
 /* Add one to the counter c of a's metrics (under a->mu). */
 void api_count(struct api *a, uint64_t *c);
+/* Count a finished command op for metrics. */
+void api_count_op(struct api *a, int timed_out);
 
-/* 0 with q->principal set, else answered 401 (audited, counted) — the same
- * answer whatever the path, so a caller without a token learns nothing
- * about routes (api_auth.c). */
-int api_authenticate(struct api_rq *q);
+/* ---- api_gen.c ---- */
 
-/* Count the answered request q in the metrics (route, status, latency). */
-void api_rq_record(struct api_rq *q);
-
-/* Stop the command op runner (api_ops.c) once no op runs; api_free. */
-void api_runner_free(struct api *a);
-
-int api_rq_json(struct api_rq *q, int status, const char *json);
-/* Answer with w's document and free it (500 internal when it overflowed). */
-struct json_w;
-int api_rq_json_w(struct api_rq *q, int status, struct json_w *w);
-
-/* Room for the fixed members of an answer around its two output streams. */
-#define API_ANSWER_FRAME 4096
-
-/* The escaped bytes each of an answer's two output streams (stdout, stderr)
- * may take: twice the capture cap (text with newlines and quotes fits; NUL
- * and other control bytes grow six-fold and are cut with json_escaped_prefix,
- * truncated: true), and within what is left of the server's budget for
- * unread answers (HTTPD_HELD_MAX). One answer is then at most 4 x cap +
- * API_ANSWER_FRAME bytes. */
-size_t api_stream_room(struct api_rq *q, size_t cap);
+/* Hold g once more for an answer given later (api_gen_put then). */
+void api_gen_hold(struct api *a, struct api_gen *g);
 /* Is agent a among the configuration's enabled agents? */
 int api_agent_enabled(const struct api_gen *g, const char *a);
 /* For a not_found answer: the op id (want_agent 0) or the agent (1) closest
@@ -55,20 +57,19 @@ int api_agent_enabled(const struct api_gen *g, const char *a);
  * name the principal may not use is given away), or NULL when none is a
  * likely typo (config_did_you_mean). */
 const char *api_suggest(const struct api_gen *g, const char *principal, const char *word, int want_agent);
+/* A variable of serve's start environment (NULL = not set). */
+const char *api_start_getenv(struct api *a, const char *name);
+
+/* ---- api_req.c ---- */
+
+int api_rq_json(struct api_rq *q, int status, const char *json);
+/* Answer with w's document and free it (500 internal when it overflowed). */
+struct json_w;
+int api_rq_json_w(struct api_rq *q, int status, struct json_w *w);
 int api_rq_err(struct api_rq *q, const struct err *e);
 int api_rq_errf(struct api_rq *q, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void api_rq_retry_after(struct api_rq *q, int secs);
-
-/*
- * Make tools[0..n) ready for op (install on first use: a tool not ready
- * is installed by a job the request joins): waits at most install.wait
- * seconds in all. Returns 0 when every tool is ready
- * (entries[i] filled when entries is not NULL), or 1 when the request was
- * answered (202 with the install job, or the install error).
- */
-int api_need_tools(struct api_rq *q, const char *op_id, const char *const *tools, int n,
-                   char (*entries)[PATH_MAX]);
 
 /* Parse the request body as a JSON object (an empty body is no object:
  * *root NULL). Returns 0, or 1 when the request was answered (400/413). */
@@ -80,23 +81,51 @@ int api_body_json(struct api_rq *q, struct json_doc *doc, const struct json_val 
  * else 1 after answering 403 (audited, counted). */
 int api_rq_policy(struct api_rq *q, const char *op_id, const char *const *installs, int n);
 
-/* The sessions API's bounds (api_sessions.c, api_sessions_new.c). */
-/* Events per JSON page: default and ceiling. */
-#define API_EVENTS_PAGE 100
-#define API_EVENTS_PAGE_MAX 1000
-/* Bytes of events gathered for one page or one stream write. */
-#define API_EVENTS_BYTES (512u << 10)
-/* A session object. */
-#define API_SESSION_OBJ_MAX 4096
-/* How often a waiting stream looks at the server draining. */
-#define API_SSE_TICK_MS 500
+/* Count the answered request q in the metrics (route, status, latency). */
+void api_rq_record(struct api_rq *q);
 
-/* Answer with the session object v. */
-struct session_view;
-int api_respond_session(struct api_rq *q, int status, const struct session_view *v);
+/* The escaped bytes each of an answer's two output streams (stdout, stderr)
+ * may take: twice the capture cap (text with newlines and quotes fits; NUL
+ * and other control bytes grow six-fold and are cut with json_escaped_prefix,
+ * truncated: true), and within what is left of the server's budget for
+ * unread answers (HTTPD_HELD_MAX). One answer is then at most 4 x cap +
+ * API_ANSWER_FRAME bytes. */
+size_t api_stream_room(struct api_rq *q, size_t cap);
 
-/* POST /v1/agents/<a>/sessions: 201 with the session and its Location. */
-void api_sessions_create(struct api_rq *q, const char *agent);
+/* ---- api_jobs.c ---- */
+
+/* The install job v as its JSON object. */
+void api_job_json(struct json_w *w, const struct job_view *v);
+/* An install's progress (install/install.h): bytes of total downloaded,
+ * packages (npm) or artifacts (tarball) done of count; kept after the
+ * install. */
+void api_job_progress(struct json_w *w, const struct install_progress *p);
+/* "requires": each tool installed for v's, with its own progress. */
+void api_job_requires(struct json_w *w, const struct job_view *v);
+
+/*
+ * Make tools[0..n) ready for op (install on first use: a tool not ready
+ * is installed by a job the request joins): waits at most install.wait
+ * seconds in all. Returns 0 when every tool is ready
+ * (entries[i] filled when entries is not NULL), or 1 when the request was
+ * answered (202 with the install job, or the install error).
+ */
+int api_need_tools(struct api_rq *q, const char *op_id, const char *const *tools, int n,
+                   char (*entries)[PATH_MAX]);
+
+/* ---- api_auth.c ---- */
+
+/* 0 with q->principal set, else answered 401 (audited, counted) — the same
+ * answer whatever the path, so a caller without a token learns nothing
+ * about routes. */
+int api_authenticate(struct api_rq *q);
+
+/* ---- api_ops.c ---- */
+
+/* Stop the command op runner once no op runs; api_free. */
+void api_runner_free(struct api *a);
+
+/* ---- api_sessions.c ---- */
 
 /* Route /v1/agents/<a>/sessions…: 1 when the request was answered, 0 when
  * the path is not the sessions API's. */
@@ -105,14 +134,5 @@ int api_sessions_route(struct api_rq *q);
 /* POST /v1/ops/agents.<a>.run, its policy checked: a session run to its
  * end, answered (deferred) with its output like a command op. */
 void api_agent_run(struct api_rq *q, const char *agent);
-
-/* Hold g once more for an answer given later (api_gen_put then). */
-void api_gen_hold(struct api *a, struct api_gen *g);
-
-/* A variable of serve's start environment (NULL = not set). */
-const char *api_start_getenv(struct api *a, const char *name);
-
-/* Count a finished command op for metrics. */
-void api_count_op(struct api *a, int timed_out);
 
 #endif

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/fs.h"
 #include "base/json.h"
 #include "install/launch.h"
 #include "pkg/manifest.h"
@@ -66,20 +67,6 @@ slot_release(struct api *a, const char *id)
 			break;
 		}
 	pthread_mutex_unlock(&a->mu);
-}
-
-const char *
-api_start_getenv(struct api *a, const char *name)
-{
-	size_t n = strlen(name);
-	char *const *e;
-
-	if (a->start_env == NULL)
-		return NULL;
-	for (e = a->start_env; *e != NULL; e++)
-		if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')
-			return *e + n + 1;
-	return NULL;
 }
 
 static int
@@ -144,7 +131,8 @@ resolve(struct api_rq *q, const struct op *op, const char *name, char (*entries)
 		struct job_probe *pr;
 		char *rp;
 
-		if ((size_t)snprintf(out, cap, "%s/bin/%s", ch->d[i].path, name) >= cap || !executable(out))
+		if (fs_path_join(out, cap, ch->d[i].path, "bin", NULL) != 0 ||
+		    fs_path_join(out, cap, out, name, NULL) != 0 || !executable(out))
 			continue;
 		rc = 0;
 		/* A shim link: the tool's entry when it is ready (a shim that
@@ -172,7 +160,7 @@ resolve(struct api_rq *q, const struct op *op, const char *name, char (*entries)
 		for (d = strtok_r(dirs, ":", &save); d != NULL; d = strtok_r(NULL, ":", &save)) {
 			if (d[0] != '/' || stat(d, &st) != 0 || (st.st_mode & S_IWOTH))
 				continue;
-			if ((size_t)snprintf(out, cap, "%s/%s", d, name) < cap && executable(out)) {
+			if (fs_path_join(out, cap, d, name, NULL) == 0 && executable(out)) {
 				rc = 0;
 				goto done;
 			}
@@ -285,15 +273,6 @@ struct api_runner {
 	struct run *incoming; /* handed over by workers, under api.mu */
 	struct run *active;   /* the runner thread's own */
 };
-
-size_t
-api_stream_room(struct api_rq *q, size_t cap)
-{
-	size_t room = httpd_resp_room(q->resp), each = 2 * cap;
-
-	room = room > API_ANSWER_FRAME ? room - API_ANSWER_FRAME : 0;
-	return each > room / 2 ? room / 2 : each;
-}
 
 /* The answer of a finished run, through q, its streams bounded by
  * api_stream_room. */
@@ -526,15 +505,6 @@ api_runner_free(struct api *a)
 	close(rt->ev);
 	free(rt);
 	a->runner = NULL;
-}
-
-/* The generation q runs against, held once more for the run. */
-void
-api_gen_hold(struct api *a, struct api_gen *g)
-{
-	pthread_mutex_lock(&a->mu);
-	g->refs++;
-	pthread_mutex_unlock(&a->mu);
 }
 
 void

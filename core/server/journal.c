@@ -73,7 +73,7 @@ write_failed(struct journal *j)
 static int
 place(struct journal *j, int dfd, const char *dir, const char *name)
 {
-	if ((size_t)snprintf(j->path, sizeof(j->path), "%s/%s", dir, name) >= sizeof(j->path))
+	if (fs_path_join(j->path, sizeof(j->path), dir, name, NULL) != 0)
 		return -1;
 	j->dfd = dfd;
 	j->name_at = dfd == AT_FDCWD ? 0 : strlen(j->path) - strlen(name);

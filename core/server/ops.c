@@ -30,9 +30,8 @@ int
 ops_init(struct ops *o, struct err *e)
 {
 	memset(o, 0, sizeof(*o));
-	o->cap = 16;
-	o->v = calloc(o->cap, sizeof(*o->v));
-	if (o->v == NULL)
+	o->all = (struct vec)VEC_INIT(sizeof(struct op), OPS_MAX);
+	if (vec_reserve(&o->all, 16) != 0)
 		return err_set(e, "internal", "out of memory");
 	return 0;
 }
@@ -52,10 +51,9 @@ ops_free(struct ops *o)
 {
 	int i;
 
-	if (o->v != NULL)
-		for (i = 0; i < o->n; i++)
-			op_release(&o->v[i]);
-	free(o->v);
+	for (i = 0; i < ops_n(o); i++)
+		op_release((struct op *)o->all.p + i);
+	vec_free(&o->all);
 	memset(o, 0, sizeof(*o));
 }
 
@@ -64,9 +62,9 @@ ops_find(const struct ops *o, const char *id)
 {
 	int i;
 
-	for (i = 0; i < o->n; i++)
-		if (strcmp(o->v[i].id, id) == 0)
-			return &o->v[i];
+	for (i = 0; i < ops_n(o); i++)
+		if (strcmp(ops_at(o, i)->id, id) == 0)
+			return ops_at(o, i);
 	return NULL;
 }
 
@@ -80,21 +78,16 @@ new_op(struct ops *o, const char *id, struct err *e)
 		err_set(e, "config.invalid", "op %s: defined twice", id);
 		return NULL;
 	}
-	if (o->n >= OPS_MAX) {
+	if (vec_full(&o->all)) {
 		err_set(e, "config.invalid", "more than %d ops", OPS_MAX);
 		return NULL;
 	}
-	if (o->n == o->cap) {
-		int cap = o->cap * 2 > OPS_MAX ? OPS_MAX : o->cap * 2;
-		struct op *v = realloc(o->v, cap * sizeof(*v));
-		if (v == NULL) {
-			err_set(e, "internal", "out of memory");
-			return NULL;
-		}
-		o->v = v;
-		o->cap = cap;
+	/* op stays past all.n until its caller counts it (o->all.n++) */
+	if (vec_reserve(&o->all, 1) != 0) {
+		err_set(e, "internal", "out of memory");
+		return NULL;
 	}
-	op = &o->v[o->n];
+	op = (struct op *)o->all.p + o->all.n;
 	memset(op, 0, sizeof(*op));
 	snprintf(op->id, sizeof(op->id), "%s", id);
 	return op;
@@ -151,7 +144,7 @@ ops_add_agent(struct ops *o, const char *agent, ops_agent_lookup lookup, void *c
 			op->ninstall = 1;
 			snprintf(op->install[0], sizeof(op->install[0]), "%s", agent);
 		}
-		o->n++;
+		o->all.n++;
 	}
 	return 0;
 }
@@ -580,7 +573,7 @@ load_command(struct cctx *c, struct ops *o, size_t idx, const struct json_val *v
 	op->kind = OP_COMMAND;
 	op->action = "command";
 	op->timeout = 60;
-	/* op stays outside o->n until it validates, so an error leaks nothing
+	/* op stays outside o->all.n until it validates, so an error leaks nothing
 	 * the caller can see; its argv strings are released here on error. */
 	for (i = 0; i < v->u.obj.n; i++)
 		if (load_command_field(c, op, path, &v->u.obj.m[i], &argv, &params) != 0)
@@ -591,7 +584,7 @@ load_command(struct cctx *c, struct ops *o, size_t idx, const struct json_val *v
 		op_release(op);
 		return -1;
 	}
-	o->n++;
+	o->all.n++;
 	return 0;
 }
 

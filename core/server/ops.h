@@ -37,6 +37,7 @@
 #include <stddef.h>
 
 #include "config/config.h"
+#include "base/buf.h"
 #include "base/err.h"
 #include "server/policy.h"
 
@@ -97,11 +98,21 @@ struct op {
 	struct op_param params[OP_PARAMS_MAX];
 };
 struct ops {
-	int n;
-	int cap;
-	struct op *v; /* grows to at most OPS_MAX entries; owned; ops_free */
+	struct vec all; /* struct op, at most OPS_MAX of them; owned; ops_free */
 	char commands_file[CFG_PATH_MAX];
 };
+
+/* How many ops o holds, and op i of them (0 <= i < ops_n). */
+static inline int
+ops_n(const struct ops *o)
+{
+	return (int)o->all.n;
+}
+static inline const struct op *
+ops_at(const struct ops *o, int i)
+{
+	return (const struct op *)o->all.p + i;
+}
 
 /* What the agent lookup answers. */
 enum ops_agent_state {

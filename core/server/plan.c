@@ -150,11 +150,11 @@ plan_build(struct plan *p, const struct ops *o, const struct policy *pol, struct
 	memset(p, 0, sizeof(*p));
 	if (path_fn == NULL)
 		path_fn = plan_path_check;
-	for (i = 0; i < o->n; i++) {
-		if (o->v[i].ninstall == 0 || !mounted(&o->v[i], pol))
+	for (i = 0; i < ops_n(o); i++) {
+		if (ops_at(o, i)->ninstall == 0 || !mounted(ops_at(o, i), pol))
 			continue;
-		for (j = 0; j < o->v[i].ninstall; j++)
-			if (closure(p, ms, o->v[i].install[j], "", 0, e) != 0)
+		for (j = 0; j < ops_at(o, i)->ninstall; j++)
+			if (closure(p, ms, ops_at(o, i)->install[j], "", 0, e) != 0)
 				return -1;
 	}
 	for (i = 0; i < p->n && use_path; i++) {
@@ -164,11 +164,11 @@ plan_build(struct plan *p, const struct ops *o, const struct policy *pol, struct
 		t->on_path = path_fn(t->m, t->min, t->path_entry, sizeof(t->path_entry), t->path_version,
 		                     sizeof(t->path_version), ctx) == 1;
 	}
-	for (i = 0; i < o->n; i++) {
-		if (o->v[i].ninstall == 0 || !mounted(&o->v[i], pol))
+	for (i = 0; i < ops_n(o); i++) {
+		if (ops_at(o, i)->ninstall == 0 || !mounted(ops_at(o, i), pol))
 			continue;
-		for (j = 0; j < o->v[i].ninstall; j++)
-			visit(p, o->v[i].install[j], o->v[i].id, NULL);
+		for (j = 0; j < ops_at(o, i)->ninstall; j++)
+			visit(p, ops_at(o, i)->install[j], ops_at(o, i)->id, NULL);
 	}
 	return 0;
 }

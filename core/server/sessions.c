@@ -5,11 +5,6 @@
  */
 #include "server/sessions_int.h"
 
-/* Copies into fixed fields (ids, names, times) cut what cannot fit. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wformat-truncation"
-#endif
-
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -24,27 +19,6 @@
 #include "base/json.h"
 #include "pkg/npm.h"
 #include "base/proc.h"
-
-static const char *const status_names[] = {"in_progress", "completed", "failed", "cancelled", "interrupted"};
-
-const char *
-session_status_name(enum session_status s)
-{
-	return (unsigned)s < 5 ? status_names[s] : "?";
-}
-
-static int
-status_parse(const char *s, enum session_status *out)
-{
-	int i;
-
-	for (i = 0; i < 5; i++)
-		if (strcmp(s, status_names[i]) == 0) {
-			*out = (enum session_status)i;
-			return 0;
-		}
-	return -1;
-}
 
 struct sessions *
 sessions_new(const struct sessions_config *c, struct jobs *J)
@@ -72,20 +46,6 @@ sessions_new(const struct sessions_config *c, struct jobs *J)
 	/* Slots are set up when first used (slot_init): the table's pages
 	 * stay untouched, and out of serve's resident memory, until then. */
 	return S;
-}
-
-struct slot *
-sessions_find(struct sessions *S, const char *agent, const char *id)
-{
-	int i;
-
-	for (i = 0; i < SESSIONS_KEEP; i++) {
-		struct slot *s = &S->slot[i];
-
-		if (s->used && strcmp(s->v.id, id) == 0 && (agent == NULL || strcmp(s->v.agent, agent) == 0))
-			return s;
-	}
-	return NULL;
 }
 
 static void
@@ -129,15 +89,6 @@ slot_take(struct sessions *S)
 		best->used = 0;
 	}
 	return best;
-}
-
-/* The session has not ended. It ends for clients (limits, cancel, readers
- * and waiters alike) as soon as its last event is out: a thread past it is
- * only tidying up, and s->running says just that the slot is not free. */
-int
-sessions_live(const struct slot *s)
-{
-	return s->running && s->v.status == SESSION_IN_PROGRESS;
 }
 
 static void
@@ -576,7 +527,8 @@ replay_one(struct sessions *S, const char *name, int *interrupted)
 	if (json_get_str(r, "object") == NULL ||
 	    strcmp(json_get_str(r, "object"), "agent.session.journal") != 0 ||
 	    json_get_str(r, "id") == NULL || strcmp(json_get_str(r, "id"), j.id) != 0 ||
-	    json_get_str(r, "agent") == NULL || json_get_str(r, "created_at") == NULL) {
+	    strlen(j.id) >= SESSION_ID_MAX || json_get_str(r, "agent") == NULL ||
+	    json_get_str(r, "created_at") == NULL) {
 		json_free(&doc);
 		journal_close(&j, 0);
 		return -1;
@@ -598,7 +550,7 @@ replay_one(struct sessions *S, const char *name, int *interrupted)
 	s->S = S;
 	s->holds = s->cancel = s->shutdown = s->running = 0;
 	s->j = j;
-	snprintf(s->v.id, sizeof(s->v.id), "%s", j.id);
+	memcpy(s->v.id, j.id, strlen(j.id) + 1); /* fits: checked with the header */
 	snprintf(s->v.agent, sizeof(s->v.agent), "%s", json_get_str(r, "agent"));
 	snprintf(s->v.principal, sizeof(s->v.principal), "%s",
 	         json_get_str(r, "principal") != NULL ? json_get_str(r, "principal") : "");
@@ -640,7 +592,7 @@ replay_one(struct sessions *S, const char *name, int *interrupted)
 			s->v.duration_ms = x != NULL && x->type == JSON_NUMBER ? x->u.num.i : 0;
 		}
 		st = json_get_str(doc.root, "status");
-		if (st != NULL && status_parse(st, &s->v.status) == 0 && tm != NULL)
+		if (st != NULL && sessions_status_parse(st, &s->v.status) == 0 && tm != NULL)
 			snprintf(s->v.ended_at, sizeof(s->v.ended_at), "%s", tm);
 		json_free(&doc);
 	}

@@ -1,8 +1,13 @@
 #ifndef ABX_SESSIONS_INT_H
 #define ABX_SESSIONS_INT_H
 /*
- * What the session table (sessions.c), its event log and readers
- * (sessions_io.c) and the session thread (sessions_run.c) share.
+ * What the files of agent sessions share. They form one floor, bottom to
+ * top, each calling only the files below it:
+ *   sessions_io.c   status names, finding a slot, the event log (what a
+ *                   session thread writes) and its readers;
+ *   sessions_run.c  the thread of one session: install, run, journal, end;
+ *   sessions.c      the table and the lifecycle of its slots: create,
+ *                   admit, list, cancel, shut down, replay at start.
  */
 #include "server/sessions.h"
 
@@ -96,8 +101,9 @@ struct sessions {
 	struct slot slot[SESSIONS_KEEP];
 };
 
-/* RFC 3339 UTC with milliseconds. */
-
+/* The status named s (session_status_name's inverse): 0, or -1 when s
+ * names none. */
+int sessions_status_parse(const char *s, enum session_status *out);
 /* The used slot of session id (of agent, when not NULL), or NULL. Caller
  * holds S->mu. */
 struct slot *sessions_find(struct sessions *S, const char *agent, const char *id);

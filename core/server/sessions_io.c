@@ -1,21 +1,62 @@
 /*
- * The events of agent sessions (see sessions.h): what a session thread
- * writes to its journal, and what readers get back from it.
+ * The events of agent sessions (see sessions.h): the names of a session's
+ * statuses, finding a slot, what a session thread writes to its journal,
+ * and what readers get back from it. The bottom of the sessions floor
+ * (sessions_int.h): it calls no other file of it.
  */
 #include "server/sessions_int.h"
 #include "base/buf.h"
-
-/* Copies into fixed fields (ids, names, times) cut what cannot fit. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wformat-truncation"
-#endif
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- events (under S->mu) ----------------------------------------------- */
+/* ---- statuses and slots --------------------------------------------------- */
+
+static const char *const status_names[] = {"in_progress", "completed", "failed", "cancelled", "interrupted"};
+
+const char *
+session_status_name(enum session_status s)
+{
+	return (unsigned)s < 5 ? status_names[s] : "?";
+}
+
+int
+sessions_status_parse(const char *s, enum session_status *out)
+{
+	int i;
+
+	for (i = 0; i < 5; i++)
+		if (strcmp(s, status_names[i]) == 0) {
+			*out = (enum session_status)i;
+			return 0;
+		}
+	return -1;
+}
+
+struct slot *
+sessions_find(struct sessions *S, const char *agent, const char *id)
+{
+	int i;
+
+	for (i = 0; i < SESSIONS_KEEP; i++) {
+		struct slot *s = &S->slot[i];
+
+		if (s->used && strcmp(s->v.id, id) == 0 && (agent == NULL || strcmp(s->v.agent, agent) == 0))
+			return s;
+	}
+	return NULL;
+}
+
+/* The session has not ended. It ends for clients (limits, cancel, readers
+ * and waiters alike) as soon as its last event is out: a thread past it is
+ * only tidying up, and s->running says just that the slot is not free. */
+int
+sessions_live(const struct slot *s)
+{
+	return s->running && s->v.status == SESSION_IN_PROGRESS;
+}
 
 /* ---- the events a session thread writes ----------------------------------
  *

@@ -4,11 +4,6 @@
  */
 #include "server/sessions_int.h"
 
-/* Copies into fixed fields (ids, names, times) cut what cannot fit. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wformat-truncation"
-#endif
-
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>

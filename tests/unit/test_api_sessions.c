@@ -1,4 +1,4 @@
-/* core/server/api_sessions.c and core/server/api_sessions_new.c through the API, as serve runs
+/* core/server/api_sessions.c through the API, as serve runs
  * them (tests/unit/api_fixture.h): routing and its refusals, bounds of the
  * query, bodies refused before an install starts, the working directory
  * and environment rules, agents.<a>.run's timeout, and a session whose

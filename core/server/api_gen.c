@@ -1,0 +1,184 @@
+/*
+ * Configuration generations (see api.h): building one (configuration,
+ * policy, ops), the references requests, jobs and sessions hold on it, the
+ * swap a reload makes, and what a request asks of one (is an agent
+ * enabled, the name closest to a typo) or of serve's start environment.
+ * The bottom of the API's files with api_metrics.c (api_int.h).
+ */
+#include "server/api_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/config.h"
+#include "pkg/manifest.h"
+
+/* ---- generations ------------------------------------------------------- */
+
+static enum ops_agent_state
+agent_lookup(const char *name, void *ctx, char *hint, size_t cap)
+{
+	struct err e;
+	const manifest_t *m = manifest_get(ctx, name, &e);
+
+	if (m == NULL) {
+		manifest_agents_hint(ctx, name, hint, cap);
+		return OPS_AGENT_UNKNOWN;
+	}
+	return m->run.n > 0 ? OPS_AGENT_OK : OPS_AGENT_NOT_AGENT;
+}
+
+static int
+tool_lookup(const char *name, void *ctx)
+{
+	struct err e;
+
+	return manifest_get(ctx, name, &e) != NULL;
+}
+
+struct api_gen *
+api_gen_build(const char *file_flag, const struct config_flag *flags, int nflags, struct manifest_set *ms,
+              const unsigned char *default_digest, struct err *e)
+{
+	struct api_gen *g = calloc(1, sizeof(*g));
+	int i;
+
+	if (g == NULL) {
+		err_set(e, "internal", "out of memory");
+		return NULL;
+	}
+	if (config_load(&g->cfg, file_flag, NULL, flags, nflags, e) != 0)
+		goto fail;
+	for (i = 0; i < g->cfg.nwarn; i++)
+		warnx_line("%s", g->cfg.warn[i]);
+	if (policy_setup(&g->pol, &g->cfg, e) != 0)
+		goto fail;
+	if (default_digest != NULL && policy_add_token_digest(&g->pol, "default", default_digest, e) != 0)
+		goto fail;
+	if (ops_init(&g->ops, e) != 0)
+		goto fail;
+	g->ops_ready = 1;
+	if (ops_build(&g->ops, &g->cfg, agent_lookup, ms != NULL ? tool_lookup : NULL, ms, e) != 0)
+		goto fail;
+	return g;
+fail:
+	api_gen_free(g);
+	return NULL;
+}
+
+/* Free g's idle install contexts (api_jobs.c keeps them there). */
+static void
+gen_ctx_free(struct api_gen *g)
+{
+	while (g->nidle > 0) {
+		install_ctx_free(g->idle[--g->nidle]);
+		free(g->idle[g->nidle]);
+	}
+}
+
+void
+api_gen_free(struct api_gen *g)
+{
+	if (g == NULL)
+		return;
+	if (g->ops_ready)
+		ops_free(&g->ops);
+	gen_ctx_free(g);
+	free(g);
+}
+
+struct api_gen *
+api_gen_get(struct api *a)
+{
+	struct api_gen *g;
+
+	pthread_mutex_lock(&a->mu);
+	g = a->gen;
+	g->refs++;
+	pthread_mutex_unlock(&a->mu);
+	return g;
+}
+
+void
+api_gen_hold(struct api *a, struct api_gen *g)
+{
+	pthread_mutex_lock(&a->mu);
+	g->refs++;
+	pthread_mutex_unlock(&a->mu);
+}
+
+void
+api_gen_put(struct api *a, struct api_gen *g)
+{
+	int last;
+
+	pthread_mutex_lock(&a->mu);
+	last = --g->refs == 0;
+	pthread_mutex_unlock(&a->mu);
+	if (last)
+		api_gen_free(g);
+}
+
+void
+api_swap(struct api *a, struct api_gen *g)
+{
+	struct api_gen *old;
+
+	g->refs = 1;
+	pthread_mutex_lock(&a->mu);
+	old = a->gen;
+	a->gen = g;
+	pthread_mutex_unlock(&a->mu);
+	if (old != NULL)
+		api_gen_put(a, old);
+}
+
+/* ---- what a request reads of them -------------------------------------- */
+
+int
+api_agent_enabled(const struct api_gen *g, const char *a)
+{
+	int i;
+
+	for (i = 0; i < g->cfg.agents.n; i++)
+		if (strcmp(g->cfg.agents.v[i], a) == 0)
+			return 1;
+	return 0;
+}
+
+const char *
+api_suggest(const struct api_gen *g, const char *principal, const char *word, int want_agent)
+{
+	const char *cand[OPS_MAX];
+	struct pol_decision *d = malloc(sizeof(*d));
+	const char *inst[OP_INSTALL_MAX];
+	int i, k, n = 0;
+
+	if (d == NULL)
+		return NULL;
+	for (i = 0; i < ops_n(&g->ops) && n < OPS_MAX; i++) {
+		const struct op *op = ops_at(&g->ops, i);
+		if (want_agent && op->kind != OP_AGENT)
+			continue;
+		for (k = 0; k < op->ninstall; k++)
+			inst[k] = op->install[k];
+		if (policy_decide(&g->pol, principal, op->id, inst, op->ninstall, d))
+			cand[n++] = want_agent ? op->agent : op->id;
+	}
+	free(d);
+	return config_did_you_mean(word, cand, n);
+}
+
+const char *
+api_start_getenv(struct api *a, const char *name)
+{
+	size_t n = strlen(name);
+	char *const *e;
+
+	if (a->start_env == NULL)
+		return NULL;
+	for (e = a->start_env; *e != NULL; e++)
+		if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')
+			return *e + n + 1;
+	return NULL;
+}
