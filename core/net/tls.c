@@ -277,7 +277,7 @@ ta_load_dir(const char *dir, struct ta_set *s)
 	while ((d = readdir(dp)) != NULL && s->n < TLS_ANCHORS_MAX) {
 		if (d->d_name[0] == '.')
 			continue;
-		if (snprintf(path, sizeof(path), "%s/%s", dir, d->d_name) >= (int)sizeof(path))
+		if (fs_path_join(path, sizeof(path), dir, d->d_name, NULL) != 0)
 			continue;
 		if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (off_t)TLS_BUNDLE_BYTES_MAX)
 			continue;
