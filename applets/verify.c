@@ -33,9 +33,7 @@ static const struct opt options[] = {
     TOOLING_OPT_JSON(O(t)),
     OPT(0, "sbom", NULL, NULL, O(sbom), "CycloneDX 1.5 JSON of the installed tools on stdout"),
     OPT(0, "sha256", "HEX", NULL, O(sha), "check that FILE has this sha256"),
-    TOOLING_OPT_CONFIG(O(t)),
-    TOOLING_OPT_MANIFESTS(O(t)),
-    TOOLING_OPT_TOOLS(O(t)),
+    TOOLING_OPT_WHERE(O(t)),
     TOOLING_OPT_QV(O(t), "accepted; changes nothing here", "accepted; changes nothing here"),
     OPT_END,
 };
