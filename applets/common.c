@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/fs.h"
 #include "config/config.h"
 
 const char *g_argv0 = PROG;
@@ -109,4 +110,12 @@ progress_format(char *line, size_t cap, const char *label, uint64_t have, uint64
 		             extra);
 	}
 	return n >= (int)cap ? (int)cap - 1 : n;
+}
+
+int
+tool_path(char *buf, size_t cap, const char *dir, const char *name, const char *leaf, struct err *e)
+{
+	if (fs_path_join(buf, cap, dir, name, e) != 0)
+		return -1;
+	return fs_path_join(buf, cap, buf, leaf, e);
 }

@@ -37,6 +37,11 @@ int fail(const struct err *e);
  * argv0 resolved through PATH) into buf of PATH_MAX bytes. Returns 0 or -1. */
 int self_path(const char *argv0, char *buf);
 
+/* <dir>/<name>/<leaf> into buf (cap bytes), joined as fs_path_join does
+ * (core/base/fs.h): 0, or -1 when it does not fit, with e (may be NULL)
+ * set. An installed tool's files: <dir>/<name>/.installed.json. */
+int tool_path(char *buf, size_t cap, const char *dir, const char *name, const char *leaf, struct err *e);
+
 /* A byte count for people: "12 B", "3.4 KiB", "164.1 MiB", "1.2 GiB". */
 void human_bytes(double b, char *buf, size_t cap);
 

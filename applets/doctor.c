@@ -286,8 +286,9 @@ first_missing_tool(struct cfgload *L, const struct chain *ch, int *nwanted)
 		if ((v = config_env(env)) != NULL)
 			continue;
 		for (j = 0, have = 0; j < ch->n && !have; j++) {
-			snprintf(mk, sizeof(mk), "%.4000s/%.200s/.installed.json", ch->dir[j], names[i]);
-			have = access(mk, F_OK) == 0;
+			have =
+			    tool_path(mk, sizeof(mk), ch->dir[j], names[i], ".installed.json", NULL) == 0 &&
+			    access(mk, F_OK) == 0;
 		}
 		if (!have)
 			return names[i];

@@ -369,14 +369,14 @@ doctor_check_installed(struct report *r, const struct chain *ch)
 	for (i = 0; i < ch->n; i++) {
 		struct dirent *de;
 		DIR *d;
-		snprintf(bin, sizeof(bin), "%.4000s/bin", ch->dir[i]);
-		if ((d = opendir(bin)) == NULL)
+		if (fs_path_join(bin, sizeof(bin), ch->dir[i], "bin", NULL) != 0 ||
+		    (d = opendir(bin)) == NULL)
 			continue;
 		while ((de = readdir(d)) != NULL && found < DOCTOR_TOOLS_LISTED_MAX) {
 			if (de->d_name[0] == '.')
 				continue;
-			snprintf(path, sizeof(path), "%s/%s", bin, de->d_name);
-			if (access(path, X_OK) != 0)
+			if (fs_path_join(path, sizeof(path), bin, de->d_name, NULL) != 0 ||
+			    access(path, X_OK) != 0)
 				continue;
 			found++;
 			rc = tool_version(path, ver, sizeof(ver));

@@ -57,9 +57,7 @@ static const struct opt options[] = {
         "(those it has are skipped) and one image manifest per\n"
         "tool version, tagged <tool>-<version>; credentials from\n"
         "ABX_OCI_AUTH=user:password or a docker config file"),
-    TOOLING_OPT_CONFIG(O(t)),
-    TOOLING_OPT_MANIFESTS(O(t)),
-    TOOLING_OPT_TOOLS(O(t)),
+    TOOLING_OPT_WHERE(O(t)),
     TOOLING_OPT_JSON(O(t)),
     TOOLING_OPT_QV(O(t), "only errors", "accepted; changes nothing here"),
     OPT_END,

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/fs.h"
 #include "base/json.h"
 #include "config/config.h"
 #include "fetch_push.h"
@@ -180,7 +181,7 @@ npm_one(void *arg, const struct npmlock_pkg *pk, const char *hex)
 	char path[PATH_MAX], title[300], sri[DIGEST_SRI_MAX];
 
 	snprintf(title, sizeof(title), "%.200s@%.80s.tgz", pk->name, pk->version ? pk->version : "");
-	if (snprintf(path, sizeof(path), "%s/%s", np->cache, hex) >= (int)sizeof(path))
+	if (fs_path_join(path, sizeof(path), np->cache, hex, NULL) != 0)
 		return;
 	push_blob(np->p, hex, path, MT_NPM, title, digest_sri(&pk->digest, sri));
 }

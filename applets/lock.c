@@ -19,6 +19,7 @@
 
 #include "base/buf.h"
 #include "base/digest.h"
+#include "base/fs.h"
 #include "net/hostrule.h"
 #include "net/http.h"
 #include "base/json.h"
@@ -158,6 +159,20 @@ fail:
 
 /* ---- main --------------------------------------------------------------- */
 
+/* <dir>/<name><ext> into path (PATH_MAX bytes): 0, or -1 (path "") when it
+ * does not fit. */
+static int
+manifest_file(char *path, const char *dir, const char *name, const char *ext)
+{
+	char leaf[PATH_MAX];
+
+	if ((size_t)snprintf(leaf, sizeof(leaf), "%s%s", name, ext) >= sizeof(leaf)) {
+		path[0] = '\0';
+		return -1;
+	}
+	return fs_path_join(path, PATH_MAX, dir, leaf, NULL);
+}
+
 int
 lock_main(int argc, char **argv)
 {
@@ -195,8 +210,7 @@ lock_main(int argc, char **argv)
 		dir = "manifests";
 		/* Outside a source checkout, --check reads the manifests built
 		 * into this binary (nothing is written). */
-		snprintf(path, sizeof(path), "%s/%s.json", dir, name);
-		if (check && stat(path, &sb) != 0)
+		if (check && (manifest_file(path, dir, name, ".json") != 0 || stat(path, &sb) != 0))
 			dir = LOCK_EMBEDDED;
 	}
 	if (strcmp(dir, LOCK_EMBEDDED) == 0) {
@@ -213,9 +227,8 @@ lock_main(int argc, char **argv)
 		}
 		free(t);
 		lock_say("%s: checking the manifest built into this binary\n", path);
-	} else if (snprintf(path, sizeof(path), "%s/%s.json", dir, name), stat(path, &sb) != 0) {
-		snprintf(path, sizeof(path), "%s/%s.unpinned.json", dir, name);
-		if (stat(path, &sb) != 0) {
+	} else if (manifest_file(path, dir, name, ".json") != 0 || stat(path, &sb) != 0) {
+		if (manifest_file(path, dir, name, ".unpinned.json") != 0 || stat(path, &sb) != 0) {
 			err_set(&e, "not_found", "no manifest %s/%s.json to lock", dir, name);
 			err_print(&e);
 			return EXIT_USAGE;

@@ -244,8 +244,8 @@ rm_scratch(const char *dir)
 	int i;
 
 	for (i = 0; files[i]; i++) {
-		snprintf(p, sizeof(p), "%s/%s", dir, files[i]);
-		unlink(p);
+		if (fs_path_join(p, sizeof(p), dir, files[i], NULL) == 0)
+			unlink(p);
 	}
 	rmdir(dir);
 }
@@ -319,8 +319,8 @@ check_npm(struct npm_job *j, const char *dir, const char *old, int *stale, struc
 	}
 	if (strcmp(dir, LOCK_EMBEDDED) == 0)
 		snprintf(lockpath, sizeof(lockpath), "%s%s", LOCK_EMBEDDED, j->lockrel);
-	else
-		snprintf(lockpath, sizeof(lockpath), "%s/%s", dir, j->lockrel);
+	else if (fs_path_join(lockpath, sizeof(lockpath), dir, j->lockrel, e) != 0)
+		return -1;
 	if (lock_read_file(lockpath, JSON_MAX_BYTES_DEFAULT, &text, &len, e) != 0)
 		return -1;
 	if (load_lockfile(j, &l, text, len, e) != 0) {
@@ -482,11 +482,11 @@ write_beside(const struct npm_job *j, const char *dir, const char *text, size_t 
 	char pj[1024], dst[PATH_MAX];
 
 	package_json(j, newver, pj, sizeof(pj));
-	snprintf(dst, sizeof(dst), "%s/%s", dir, j->lockrel);
-	if (lock_mkdir_parents(dst) != 0 || lock_write_atomic(dst, text, len, e) != 0)
+	if (fs_path_join(dst, sizeof(dst), dir, j->lockrel, e) != 0 || lock_mkdir_parents(dst) != 0 ||
+	    lock_write_atomic(dst, text, len, e) != 0)
 		return -1;
-	snprintf(dst, sizeof(dst), "%s/%s", dir, j->pjrel);
-	if (lock_mkdir_parents(dst) != 0 || lock_write_atomic(dst, pj, strlen(pj), e) != 0)
+	if (fs_path_join(dst, sizeof(dst), dir, j->pjrel, e) != 0 || lock_mkdir_parents(dst) != 0 ||
+	    lock_write_atomic(dst, pj, strlen(pj), e) != 0)
 		return -1;
 	return 0;
 }

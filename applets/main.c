@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/fs.h"
 #include "config/config.h"
 
 struct applet {
@@ -68,7 +69,7 @@ list(FILE *f, int verbose)
 static int
 install_links(int argc, char **argv)
 {
-	char self[PATH_MAX], link[PATH_MAX], tmp[PATH_MAX + 16];
+	char self[PATH_MAX], link[PATH_MAX], tmp[PATH_MAX + 16], name[64];
 	const char *dir = NULL;
 	struct stat st;
 	int bare = 0, i, rc = EXIT_OK;
@@ -92,7 +93,14 @@ install_links(int argc, char **argv)
 		return EXIT_FAIL;
 	}
 	for (i = 0; i < NAPPLETS; i++) {
-		snprintf(link, sizeof(link), "%s/%s%s", dir, bare ? "" : "agent-sandbox-", applets[i].name);
+		if ((size_t)snprintf(name, sizeof(name), "%s%s", bare ? "" : "agent-sandbox-",
+		                     applets[i].name) >= sizeof(name) ||
+		    fs_path_join(link, sizeof(link), dir, name, NULL) != 0) {
+			err_printf("io.error", "%s/%s%s: path too long", dir, bare ? "" : "agent-sandbox-",
+			           applets[i].name);
+			rc = EXIT_FAIL;
+			continue;
+		}
 		snprintf(tmp, sizeof(tmp), "%s.tmp%d", link, (int)getpid());
 		if (lstat(link, &st) == 0 && !S_ISLNK(st.st_mode)) {
 			err_printf("io.error", "%s exists and is not a symlink; left alone", link);

@@ -7,12 +7,6 @@
  * the tool's own. A JavaScript entry (core/pkg/npm.h npm_js_entry) runs
  * through the node of node-runtime.
  */
-/* Paths here are built from directory names bounded far below PATH_MAX
- * (TOOLS_DIR_MAX, readdir names); a cut path fails to open, and GCC cannot
- * see the bounds. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wformat-truncation"
-#endif
 #include "common.h"
 
 #include <errno.h>
@@ -115,8 +109,8 @@ marker_manifests_dir(const char *dir, const char *base, char *out, size_t cap)
 		const char *bin, *man;
 		if (de->d_name[0] == '.')
 			continue;
-		snprintf(p, sizeof(p), "%s/%s/.installed.json", dir, de->d_name);
-		if (fs_read_alloc(p, INSTALL_MARKER_MAX, &buf, &len, &e) < 0)
+		if (tool_path(p, sizeof(p), dir, de->d_name, ".installed.json", &e) != 0 ||
+		    fs_read_alloc(p, INSTALL_MARKER_MAX, &buf, &len, &e) < 0)
 			continue;
 		if (json_parse(&doc, buf, len, NULL, &e) == 0) {
 			bin = json_get_str(doc.root, "binary");

@@ -1,9 +1,3 @@
-/* Paths here are built from directory names bounded far below PATH_MAX
- * (TOOLS_DIR_MAX, readdir names); a cut path fails to open, and GCC cannot
- * see the bounds. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wformat-truncation"
-#endif
 #include "tooling.h"
 
 #include <pthread.h>

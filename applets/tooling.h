@@ -39,14 +39,15 @@ struct tooling {
  * The shared flags as option rows (opts.h) of an applet whose options
  * struct holds a struct tooling * at off; tooling_set stores each by its
  * name. --platform's row is each applet's own: what it accepts differs.
+ * TOOLING_OPT_WHERE is --config, --manifests and --tools-dir, in that order:
+ * where every such applet reads its configuration, manifests and tools.
  */
-#define TOOLING_OPT_CONFIG(off)                                                                              \
+#define TOOLING_OPT_WHERE(off)                                                                               \
 	OPT(0, "config", "FILE", tooling_set, off,                                                           \
-	    "configuration file (default /etc/agent-sandbox/server.json)")
-#define TOOLING_OPT_MANIFESTS(off)                                                                           \
-	OPT(0, "manifests", "DIR", tooling_set, off, "manifests that add to or override the built-in ones")
-#define TOOLING_OPT_TOOLS(off)                                                                               \
-	OPT(0, "tools-dir", "DIR", tooling_set, off, "tools directory (also ABX_TOOLS_DIR)")
+	    "configuration file (default /etc/agent-sandbox/server.json)"),                                  \
+	    OPT(0, "manifests", "DIR", tooling_set, off,                                                     \
+	        "manifests that add to or override the built-in ones"),                                      \
+	    OPT(0, "tools-dir", "DIR", tooling_set, off, "tools directory (also ABX_TOOLS_DIR)")
 #define TOOLING_OPT_STATE(off)                                                                               \
 	OPT(0, "state-dir", "DIR", tooling_set, off,                                                         \
 	    "state directory; its tools/ is in the tools chain\n(also ABX_SERVER_STATE_DIR)")

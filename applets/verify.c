@@ -4,10 +4,6 @@
  * differs; --sbom prints what is installed as CycloneDX 1.5; FILE --sha256
  * checks one file.
  */
-/* Paths are bounded by TOOLS_DIR_MAX and readdir names; GCC cannot see it. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wformat-truncation"
-#endif
 #include "common.h"
 
 #include <dirent.h>
@@ -37,9 +33,7 @@ static const struct opt options[] = {
     TOOLING_OPT_JSON(O(t)),
     OPT(0, "sbom", NULL, NULL, O(sbom), "CycloneDX 1.5 JSON of the installed tools on stdout"),
     OPT(0, "sha256", "HEX", NULL, O(sha), "check that FILE has this sha256"),
-    TOOLING_OPT_CONFIG(O(t)),
-    TOOLING_OPT_MANIFESTS(O(t)),
-    TOOLING_OPT_TOOLS(O(t)),
+    TOOLING_OPT_WHERE(O(t)),
     TOOLING_OPT_QV(O(t), "accepted; changes nothing here", "accepted; changes nothing here"),
     OPT_END,
 };
@@ -166,11 +160,11 @@ collect(struct tooling *t, char **names, int nnames, struct found *out, int cap)
 			continue;
 		while ((de = readdir(d)) != NULL && n < cap) {
 			char p[PATH_MAX];
-			if (de->d_name[0] == '.' || strcmp(de->d_name, "bin") == 0 ||
-			    strlen(de->d_name) >= MANIFEST_NAME_MAX)
+			if (de->d_name[0] == '.' || strcmp(de->d_name, "bin") == 0)
 				continue;
-			snprintf(p, sizeof(p), "%s/%s/.installed.json", t->ctx.chain.d[i].path, de->d_name);
-			if (access(p, F_OK) != 0)
+			if (tool_path(p, sizeof(p), t->ctx.chain.d[i].path, de->d_name, ".installed.json",
+			              NULL) != 0 ||
+			    access(p, F_OK) != 0)
 				continue;
 			for (k = 0; k < n; k++)
 				if (strcmp(out[k].name, de->d_name) == 0)
@@ -184,8 +178,11 @@ collect(struct tooling *t, char **names, int nnames, struct found *out, int cap)
 				if (j == nnames)
 					continue;
 			}
+			/* a name longer than a manifest's is no tool of ours */
+			if ((size_t)snprintf(out[n].name, sizeof(out[n].name), "%s", de->d_name) >=
+			    sizeof(out[n].name))
+				continue;
 			snprintf(out[n].dir, sizeof(out[n].dir), "%s", t->ctx.chain.d[i].path);
-			snprintf(out[n].name, sizeof(out[n].name), "%s", de->d_name);
 			n++;
 		}
 		closedir(d);
@@ -278,8 +275,8 @@ sbom(struct tooling *t, struct found *f, int n)
 		const struct json_val *rows;
 		size_t r;
 
-		snprintf(p, sizeof(p), "%s/%s/.installed.json", f[i].dir, f[i].name);
-		if (fs_read_alloc(p, INSTALL_MARKER_MAX, &buf, &len, &e) < 0)
+		if (tool_path(p, sizeof(p), f[i].dir, f[i].name, ".installed.json", &e) != 0 ||
+		    fs_read_alloc(p, INSTALL_MARKER_MAX, &buf, &len, &e) < 0)
 			continue;
 		if (json_parse(&doc, buf, len, NULL, &e) < 0) {
 			free(buf);
@@ -361,12 +358,12 @@ tree_changes(const struct tooling *t, const struct found *f, const char *cur, st
 	char lp[PATH_MAX], *old = NULL;
 	size_t ol = 0;
 
-	snprintf(lp, sizeof(lp), "%s/%s/.installed.files", f->dir, f->name);
 	if (cur == NULL) {
 		json_w_str(w, "tree missing or unreadable");
 		if (!t->json)
 			printf("  %s: tree missing or unreadable: %s\n", f->name, e->msg);
-	} else if (fs_read_alloc(lp, 64u << 20, &old, &ol, e) == 0) {
+	} else if (tool_path(lp, sizeof(lp), f->dir, f->name, ".installed.files", e) == 0 &&
+	           fs_read_alloc(lp, 64u << 20, &old, &ol, e) == 0) {
 		if (diff_lists(old, cur, w, !t->json, f->name) == 0) {
 			json_w_str(w, "listing differs from the marker's digest");
 			if (!t->json)
@@ -406,8 +403,8 @@ verify_tool(struct tooling *t, const struct found *f, struct json_w *w)
 		return 1;
 	}
 	json_w_kstr(w, "version", mk.version);
-	snprintf(tree, sizeof(tree), "%s/%s/%s", f->dir, f->name, mk.tree);
-	if (install_tree_list(tree, &cur, &cl, hex, NULL, NULL, &e) == 0)
+	if (tool_path(tree, sizeof(tree), f->dir, f->name, mk.tree, &e) == 0 &&
+	    install_tree_list(tree, &cur, &cl, hex, NULL, NULL, &e) == 0)
 		tree_ok = strcmp(hex, mk.tree_sha256) == 0;
 	m = manifest_get(&t->ms, f->name, &e);
 	if (m != NULL && strcmp(m->sha256, mk.manifest_sha256) != 0)

@@ -39,10 +39,10 @@ fs_path_join(char *buf, size_t cap, const char *dir, const char *name, struct er
 	size_t dl = strlen(dir), nl = strlen(name);
 
 	if (cap == 0 || dl >= cap || nl >= cap - dl - 1) {
-		if (cap > 0)
-			buf[0] = '\0';
 		if (e != NULL)
 			err_set(e, "io.error", "path too long: %.100s/%.100s", dir, name);
+		if (cap > 0)
+			buf[0] = '\0';
 		return -1;
 	}
 	memmove(buf, dir, dl);

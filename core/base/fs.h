@@ -111,7 +111,8 @@ int fs_writeback_every(int fd, uint64_t *pending, uint64_t n);
 
 /* dir, "/" and name into buf (cap bytes): the one way a path is joined,
  * so a cut path is an error, never a different file. 0, or -1 when it
- * does not fit (buf then ""), with e (may be NULL) io.error naming both. */
+ * does not fit (buf then ""), with e (may be NULL) io.error naming both.
+ * dir may be buf itself (a path joined onto in place). */
 int fs_path_join(char *buf, size_t cap, const char *dir, const char *name, struct err *e);
 
 /* The directory part of path into buf (cap bytes), "." if none. Returns 0,

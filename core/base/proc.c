@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "base/buf.h"
+#include "base/fs.h"
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434 /* the same number on every architecture */
@@ -425,7 +426,7 @@ proc_which(const char *name, const char *path, char *out, size_t cap, struct err
 		} else {
 			continue;
 		}
-		if ((size_t)snprintf(out, cap, "%s/%s", cwd, name) >= cap)
+		if (fs_path_join(out, cap, cwd, name, NULL) != 0)
 			continue;
 		if (out[0] == '/' && runnable(out))
 			return 0;

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/fs.h"
 #include "net/http.h"
 #include "net/tls.h"
 #include "net/hostrule.h"
@@ -438,16 +439,15 @@ cfg_field(struct config *c, int k)
 static int
 resolve_path(char *dst, const char *text, const char *base, const char *where, struct err *e)
 {
-	int n;
-
 	if (text[0] == '\0')
 		return err_set(e, "config.invalid", "%s: empty path", where);
-	if (text[0] == '/' || base == NULL)
-		n = snprintf(dst, CFG_PATH_MAX, "%s", text);
-	else
-		n = snprintf(dst, CFG_PATH_MAX, "%s/%s", base, text);
-	if (n < 0 || n >= CFG_PATH_MAX)
-		return err_set(e, "config.invalid", "%s: path longer than %d bytes", where, CFG_PATH_MAX - 1);
+	if (text[0] == '/' || base == NULL) {
+		if ((size_t)snprintf(dst, CFG_PATH_MAX, "%s", text) < CFG_PATH_MAX)
+			return 0;
+	} else if (fs_path_join(dst, CFG_PATH_MAX, base, text, NULL) == 0) {
+		return 0;
+	}
+	return err_set(e, "config.invalid", "%s: path longer than %d bytes", where, CFG_PATH_MAX - 1);
 	return 0;
 }
 

@@ -63,33 +63,31 @@ ta_free_one(br_x509_trust_anchor *ta)
  * (a bundle and a directory of the same CAs, as SSL_CERT_FILE and
  * SSL_CERT_DIR often are, decode each certificate once). */
 struct ta_set {
-	br_x509_trust_anchor *list;
-	size_t n, cap;
-	unsigned char (*seen)[32];
-	size_t nseen, capseen;
+	struct vec list; /* br_x509_trust_anchor, at most TLS_ANCHORS_MAX */
+	struct vec seen; /* unsigned char[32], at most TA_SEEN_MAX */
 };
+
+/* Certificates that do not decode are remembered too, and a directory may
+ * hold files that are no certificates: four times the anchors is far past
+ * any system's store, and what is past it is skipped, not an error. */
+#define TA_SEEN_MAX (4 * TLS_ANCHORS_MAX)
 
 /* 1 when der was seen before (now it is), 0 the first time, -1 when out
  * of memory. */
 static int
 ta_seen(struct ta_set *s, const unsigned char *der, size_t len)
 {
+	unsigned char(*seen)[32] = s->seen.p, *at;
 	struct digest d;
 	size_t i;
 
 	digest_buf(DIGEST_SHA256, der, len, &d);
-	for (i = 0; i < s->nseen; i++)
-		if (memcmp(s->seen[i], d.v, 32) == 0)
+	for (i = 0; i < s->seen.n; i++)
+		if (memcmp(seen[i], d.v, 32) == 0)
 			return 1;
-	if (s->nseen == s->capseen) {
-		size_t ncap = s->capseen ? s->capseen * 2 : 256;
-		void *ns = realloc(s->seen, ncap * sizeof(*s->seen));
-		if (ns == NULL)
-			return -1;
-		s->seen = ns;
-		s->capseen = ncap;
-	}
-	memcpy(s->seen[s->nseen++], d.v, 32);
+	if ((at = vec_push(&s->seen)) == NULL)
+		return -1;
+	memcpy(at, d.v, 32);
 	return 0;
 }
 
@@ -102,9 +100,9 @@ ta_add_der(struct ta_set *s, const unsigned char *der, size_t len)
 	br_x509_decoder_context dc;
 	struct buf dn = BUF_INIT(4096);
 	const br_x509_pkey *pk;
-	br_x509_trust_anchor ta, *nl;
+	br_x509_trust_anchor ta, *at;
 
-	if (s->n >= TLS_ANCHORS_MAX || ta_seen(s, der, len) != 0)
+	if (vec_full(&s->list) || ta_seen(s, der, len) != 0)
 		return;
 	br_x509_decoder_init(&dc, buf_cb, &dn);
 	br_x509_decoder_push(&dc, der, len);
@@ -135,15 +133,9 @@ ta_add_der(struct ta_set *s, const unsigned char *der, size_t len)
 		free(dn.p);
 		return;
 	}
-	if (s->n == s->cap) {
-		size_t ncap = s->cap ? s->cap * 2 : 64;
-		nl = realloc(s->list, ncap * sizeof(*s->list));
-		if (nl == NULL)
-			goto drop;
-		s->list = nl;
-		s->cap = ncap;
-	}
-	s->list[s->n++] = ta;
+	if ((at = vec_push(&s->list)) == NULL)
+		goto drop;
+	*at = ta;
 	return;
 drop:
 	ta_free_one(&ta);
@@ -212,7 +204,7 @@ static size_t
 ta_load_file(const char *path, struct ta_set *s)
 {
 	static const char begin[] = "-----BEGIN ", end[] = "-----END ";
-	size_t before = s->n, len, nl;
+	size_t before = s->list.n, len, nl;
 	unsigned char *der;
 	const char *p, *lim, *b, *name, *q, *body, *e;
 	struct err ignored;
@@ -253,7 +245,7 @@ ta_load_file(const char *path, struct ta_set *s)
 	}
 	free(der);
 	free(text);
-	return s->n - before;
+	return s->list.n - before;
 }
 
 /* Every regular file of dir, each (device, inode) once: hashed-name links
@@ -264,8 +256,9 @@ ta_load_dir(const char *dir, struct ta_set *s)
 	struct seen {
 		dev_t dev;
 		ino_t ino;
-	} *seen = NULL, *ns;
-	size_t nseen = 0, capseen = 0, added = 0, i;
+	} * at;
+	struct vec seen = VEC_INIT(sizeof(struct seen), TA_SEEN_MAX);
+	size_t added = 0, i;
 	char path[4096];
 	struct dirent *d;
 	struct stat st;
@@ -274,32 +267,26 @@ ta_load_dir(const char *dir, struct ta_set *s)
 	dp = opendir(dir);
 	if (dp == NULL)
 		return 0;
-	while ((d = readdir(dp)) != NULL && s->n < TLS_ANCHORS_MAX) {
+	while ((d = readdir(dp)) != NULL && !vec_full(&s->list)) {
 		if (d->d_name[0] == '.')
 			continue;
-		if (snprintf(path, sizeof(path), "%s/%s", dir, d->d_name) >= (int)sizeof(path))
+		if (fs_path_join(path, sizeof(path), dir, d->d_name, NULL) != 0)
 			continue;
 		if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (off_t)TLS_BUNDLE_BYTES_MAX)
 			continue;
-		for (i = 0; i < nseen; i++)
-			if (seen[i].dev == st.st_dev && seen[i].ino == st.st_ino)
+		for (i = 0, at = seen.p; i < seen.n; i++)
+			if (at[i].dev == st.st_dev && at[i].ino == st.st_ino)
 				break;
-		if (i < nseen)
+		if (i < seen.n)
 			continue;
-		if (nseen == capseen) {
-			capseen = capseen ? capseen * 2 : 64;
-			ns = realloc(seen, capseen * sizeof(*seen));
-			if (ns == NULL)
-				break;
-			seen = ns;
-		}
-		seen[nseen].dev = st.st_dev;
-		seen[nseen].ino = st.st_ino;
-		nseen++;
+		if ((at = vec_push(&seen)) == NULL)
+			break;
+		at->dev = st.st_dev;
+		at->ino = st.st_ino;
 		added += ta_load_file(path, s);
 	}
 	closedir(dp);
-	free(seen);
+	vec_free(&seen);
 	return added;
 }
 
@@ -350,7 +337,8 @@ tls_anchors_load(struct err *e)
 		pthread_mutex_unlock(&ta_lock);
 		return r;
 	}
-	memset(&set, 0, sizeof(set));
+	set.list = (struct vec)VEC_INIT(sizeof(br_x509_trust_anchor), TLS_ANCHORS_MAX);
+	set.seen = (struct vec)VEC_INIT(32, TA_SEEN_MAX);
 #define TRIED(s)                                                                                             \
 	do {                                                                                                 \
 		size_t l_ = strlen(tried);                                                                   \
@@ -373,22 +361,22 @@ tls_anchors_load(struct err *e)
 				break;
 		}
 	} else {
-		for (i = 0; i < sizeof(defaults) / sizeof(defaults[0]) && set.n == 0; i++) {
+		for (i = 0; i < sizeof(defaults) / sizeof(defaults[0]) && set.list.n == 0; i++) {
 			ta_load_file(defaults[i], &set);
 			TRIED(defaults[i]);
 		}
 	}
 #undef TRIED
-	free(set.seen);
-	if (set.n == 0) {
-		free(set.list);
+	vec_free(&set.seen);
+	if (set.list.n == 0) {
+		vec_free(&set.list);
 		pthread_mutex_unlock(&ta_lock);
 		return err_set(e, "tls.no_trust_anchors", "no CA certificate found in %s", tried);
 	}
-	ta_list = set.list;
-	ta_num = set.n;
+	ta_list = set.list.p;
+	ta_num = set.list.n;
 	pthread_mutex_unlock(&ta_lock);
-	return (int)set.n;
+	return (int)set.list.n;
 }
 
 #ifdef ABX_TEST

@@ -221,25 +221,12 @@ do_file(struct xs *x, struct archive_entry *ent, int pfd, const char *leaf, cons
 static int
 defer_mode(struct xs *x, const char *name, int mode)
 {
-	size_t n = strlen(name) + 1 + sizeof(int);
-	char *p;
+	size_t n = strlen(name) + 1;
 
-	if (x->dfr.len + n > x->dfr.cap) {
-		size_t cap = x->dfr.cap ? x->dfr.cap * 2 : 4096;
-
-		while (cap < x->dfr.len + n)
-			cap *= 2;
-		if (cap > ARC_DEFER_MAX_BYTES)
-			return arc_refuse(x, "too many directories without owner write permission");
-		p = realloc(x->dfr.names, cap);
-		if (p == NULL)
-			return arc_refuse(x, "out of memory");
-		x->dfr.names = p;
-		x->dfr.cap = cap;
-	}
-	memcpy(x->dfr.names + x->dfr.len, name, n - sizeof(int));
-	memcpy(x->dfr.names + x->dfr.len + n - sizeof(int), &mode, sizeof(int));
-	x->dfr.len += n;
+	if (n + sizeof(int) > x->dfr.max - x->dfr.len)
+		return arc_refuse(x, "too many directories without owner write permission");
+	if (buf_put(&x->dfr, name, n) != 0 || buf_put(&x->dfr, &mode, sizeof(int)) != 0)
+		return arc_refuse(x, "out of memory");
 	return 0;
 }
 
@@ -430,9 +417,9 @@ apply_deferred(struct xs *x)
 
 	x->cur = NULL;
 	while (i < x->dfr.len) {
-		n = strlen(x->dfr.names + i);
-		memcpy(name, x->dfr.names + i, n + 1);
-		memcpy(&mode, x->dfr.names + i + n + 1, sizeof(int));
+		n = strlen((const char *)x->dfr.p + i);
+		memcpy(name, x->dfr.p + i, n + 1);
+		memcpy(&mode, x->dfr.p + i + n + 1, sizeof(int));
 		i += n + 1 + sizeof(int);
 		leaf = arc_split_leaf(name, &dir);
 		dfd = arc_walk(x, dir, 0);
@@ -568,6 +555,7 @@ extract(int archive_fd, const void *mem, size_t memlen, struct src *src, int roo
 		return err_set(e, "internal", "out of memory");
 	memset(st, 0, sizeof(*st));
 	memset(&x, 0, sizeof(x));
+	x.dfr = (struct buf)BUF_INIT(ARC_DEFER_MAX_BYTES);
 	x.root = root_dirfd;
 	x.o = o;
 	x.st = st;
@@ -641,7 +629,7 @@ out:
 	arc_stack_pop(&x, 0);
 	if (x.cfd >= 0)
 		close(x.cfd);
-	free(x.dfr.names);
+	buf_free(&x.dfr);
 	archive_read_free(x.a);
 out_locale:
 	arc_w_destroy(&wr);

@@ -7,6 +7,7 @@
  */
 #include "pkg/arc.h"
 
+#include "base/buf.h"
 #include "base/digest.h"
 
 #include <archive.h>
@@ -76,11 +77,6 @@ struct arc_writer {
 	pthread_cond_t cv;
 };
 
-struct deferred {
-	char *names; /* NUL-separated names, each followed by its mode */
-	size_t len, cap;
-};
-
 struct xs {
 	struct archive *a;
 	int root;
@@ -102,7 +98,7 @@ struct xs {
 	int sn;
 	char cdir[ARC_DEFAULT_MAX_PATH + 1];
 	int cfd;
-	struct deferred dfr;
+	struct buf dfr;  /* NUL-ended names, each followed by its int mode */
 	const char *cur; /* raw name of the entry being processed */
 	struct arc_writer *w;
 	struct arc_wfile wf; /* the file being handed over */

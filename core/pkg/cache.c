@@ -24,15 +24,14 @@
 int
 cache_path(const char *cache, const struct digest *d, char *out, size_t cap)
 {
-	char hex[DIGEST_HEX_MAX];
-	int n;
+	char hex[DIGEST_HEX_MAX], name[DIGEST_HEX_MAX + 16];
 
 	digest_hex(d, hex);
 	if (d->alg == DIGEST_SHA256)
-		n = snprintf(out, cap, "%s/%s", cache, hex);
-	else
-		n = snprintf(out, cap, "%s/%s-%s", cache, digest_name(d->alg), hex);
-	return n < 0 || (size_t)n >= cap ? -1 : 0;
+		return fs_path_join(out, cap, cache, hex, NULL);
+	if ((size_t)snprintf(name, sizeof(name), "%s-%s", digest_name(d->alg), hex) >= sizeof(name))
+		return -1;
+	return fs_path_join(out, cap, cache, name, NULL);
 }
 
 /* Open a blob or alias of cache: a regular file (never a link, never
@@ -166,7 +165,7 @@ cache_get(const char *cache, int own, const struct digest *want, struct buf *mem
 		if ((rc = alias_read(alias, own, hex, e)) <= 0)
 			return rc;
 	}
-	if ((size_t)snprintf(out, cap, "%s/%s", cache, hex) >= cap)
+	if (fs_path_join(out, cap, cache, hex, NULL) != 0)
 		return err_set(e, "io.error", "cache path too long: %s", cache);
 	if ((fd = entry_open(out, own, &st, e)) < 0)
 		return fd == -1 ? 0 : -1;
@@ -322,7 +321,11 @@ cache_put_commit(struct cache_put *p, const struct digest *want, int fsync_it, s
 	if ((slash = strrchr(dir, '/')) != NULL)
 		*slash = '\0';
 	digest_hex(sha256, hex);
-	if ((size_t)snprintf(out, cap, "%s/%s", dir, hex) >= cap || rename(p->tmp, out) != 0) {
+	if (fs_path_join(out, cap, dir, hex, e) != 0) {
+		cache_put_abort(p);
+		return -1;
+	}
+	if (rename(p->tmp, out) != 0) {
 		int er = errno;
 		cache_put_abort(p);
 		return err_sys(e, "io.error", er, "%s: %s", out, strerror(er));

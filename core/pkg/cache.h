@@ -256,11 +256,15 @@ typedef int (*cache_sum_fn)(void *arg, const char *rel, const struct stat *st, u
 
 /* The digests one extraction computed, for a cache_sum_fn: added as the
  * extractor reports each file (one thread), then looked up (sorted on the
- * first lookup). A record that cannot be stored (memory) is dropped: that
- * file is hashed again. */
+ * first lookup). A record that cannot be stored (memory, or past
+ * CACHE_SUMS_MAX) is dropped: that file is hashed again. Zero-filled is
+ * empty. */
+/* A ceiling, not a limit on trees: past it a file's digest is computed
+ * again as it is kept, never wrong. A million records is five archives at
+ * arc's entry ceiling (ARC_DEFAULT_MAX_ENTRIES) in one tree. */
+#define CACHE_SUMS_MAX 1000000
 struct cache_sums {
-	struct cache_sum *v;
-	size_t n, cap;
+	struct vec v; /* struct cache_sum, set up by the first add */
 	int sorted;
 	struct cache_sum *last; /* the record cache_sums_get found */
 	char *copies;           /* extraction's copies (cache_sums_copies), or NULL */

@@ -98,22 +98,20 @@ cache_sums_add_copy(struct cache_sums *s, const char *rel, const struct stat *st
                     const unsigned char sha256[32], const char *copy)
 {
 	struct cache_sum *r;
+	char *dup;
 
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? 2 * s->cap : 64;
-		struct cache_sum *v = realloc(s->v, cap * sizeof(*v));
-		if (v == NULL)
-			return;
-		s->v = v;
-		s->cap = cap;
-	}
-	r = &s->v[s->n];
-	if ((r->rel = strdup(rel)) == NULL)
+	if (s->v.size == 0)
+		s->v = (struct vec)VEC_INIT(sizeof(struct cache_sum), CACHE_SUMS_MAX);
+	if ((dup = strdup(rel)) == NULL)
 		return;
+	if ((r = vec_push(&s->v)) == NULL) {
+		free(dup);
+		return;
+	}
+	r->rel = dup;
 	r->st = *st;
 	memcpy(r->sha, sha256, 32);
 	snprintf(r->copy, sizeof(r->copy), "%s", copy != NULL ? copy : "");
-	s->n++;
 	s->sorted = 0;
 }
 
@@ -129,11 +127,11 @@ cache_sums_get(void *arg, const char *rel, const struct stat *st, unsigned char 
 	struct cache_sums *s = arg;
 	struct cache_sum k, *r;
 
-	if (!s->sorted && s->n > 1)
-		qsort(s->v, s->n, sizeof(*s->v), cmp_sum);
+	if (!s->sorted && s->v.n > 1)
+		qsort(s->v.p, s->v.n, sizeof(k), cmp_sum);
 	s->sorted = 1;
 	k.rel = (char *)rel;
-	r = s->n ? bsearch(&k, s->v, s->n, sizeof(*s->v), cmp_sum) : NULL;
+	r = s->v.n ? bsearch(&k, s->v.p, s->v.n, sizeof(k), cmp_sum) : NULL;
 	s->last = NULL;
 	if (r == NULL || r->st.st_ino != st->st_ino || r->st.st_dev != st->st_dev ||
 	    r->st.st_size != st->st_size || r->st.st_mode != st->st_mode ||
@@ -148,11 +146,12 @@ cache_sums_get(void *arg, const char *rel, const struct stat *st, unsigned char 
 void
 cache_sums_free(struct cache_sums *s)
 {
+	struct cache_sum *v = s->v.p;
 	size_t i;
 
-	for (i = 0; i < s->n; i++)
-		free(s->v[i].rel);
-	free(s->v);
+	for (i = 0; i < s->v.n; i++)
+		free(v[i].rel);
+	vec_free(&s->v);
 	if (s->copies != NULL) {
 		struct err e;
 		close(s->copies_fd);

@@ -3,12 +3,6 @@
  * check names the file and the JSON path of the offending value, so a
  * reviewer can go straight to it. Sets of manifests: core/pkg/manifest_set.c.
  */
-/* Paths here are built from names bounded far below PATH_MAX (a manifest's
- * directory, a relative lockfile path); a cut path fails to open, and GCC
- * cannot see the bounds. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wformat-truncation"
-#endif
 #include "pkg/manifest.h"
 #include "net/hostrule.h"
 
@@ -825,7 +819,7 @@ manifest_read_sibling(const manifest_t *m, const char *rel, size_t max, char **o
 	if (!relpath_ok(rel))
 		return err_set(e, INVALID, "'%s' is not a relative path", rel);
 	if (!m->embedded) {
-		if ((size_t)snprintf(path, sizeof(path), "%s/%s", m->dir, rel) >= sizeof(path))
+		if (fs_path_join(path, sizeof(path), m->dir, rel, NULL) != 0)
 			return err_set(e, INVALID, "path too long");
 		return fs_read_input(path, max, out, len, e);
 	}

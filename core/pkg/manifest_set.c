@@ -2,12 +2,6 @@
  * Manifest sets: the embedded manifests and a directory's, indexed by tool
  * name, each loaded and checked (with its requires closure) on first use.
  */
-/* Paths here are built from directory names bounded far below PATH_MAX
- * (TOOLS_DIR_MAX, readdir names); a cut path fails to open, and GCC cannot
- * see the bounds. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wformat-truncation"
-#endif
 #include "pkg/manifest.h"
 
 #include <dirent.h>
@@ -125,7 +119,11 @@ manifest_set_open(struct manifest_set *s, const char *dir, const struct manifest
 				return -1;
 			}
 			en->embedded_idx = -1;
-			snprintf(en->path, sizeof(en->path), "%s/%s", dir, de->d_name);
+			if (fs_path_join(en->path, sizeof(en->path), dir, de->d_name, e) != 0) {
+				closedir(d);
+				manifest_set_close(s);
+				return -1;
+			}
 		}
 		closedir(d);
 	}

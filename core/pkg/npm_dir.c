@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/fs.h"
+
 /* install.failed in the extract phase (npm.h's errors): -1. */
 static int extract_fail(struct err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -120,7 +122,7 @@ npm_link_bins(const struct npmlock *l, const char *staging, struct err *e)
 		/* node_modules/.bin/<name> -> ../<package>/<target> */
 		if ((size_t)snprintf(target, sizeof(target), "../%s/%s",
 		                     l->root->path + strlen("node_modules/"), b->target) >= sizeof(target) ||
-		    (size_t)snprintf(link, sizeof(link), "%s/%s", bindir, b->name) >= sizeof(link) ||
+		    fs_path_join(link, sizeof(link), bindir, b->name, NULL) != 0 ||
 		    (size_t)snprintf(full, sizeof(full), "%s.tmp%d", link, (int)getpid()) >= sizeof(full)) {
 			close(pfd);
 			return extract_fail(e, "bin %s: path too long", b->name);
