@@ -1,5 +1,6 @@
 /*
- * What is already there (ABX_TOOL_<NAME>, a copy on PATH and its version),
+ * What is already there (ABX_TOOL_<NAME>, one of our trees through the fast
+ * path of install_tree.c, a copy on PATH and its version),
  * running a command for a probe or a verify (core/base/proc.c), and the probes
  * before an install: the staging directory can execute, the network answers.
  */
@@ -156,6 +157,17 @@ install_path_tool(struct install_ctx *c, const manifest_t *m, const char *min, s
 	r->state = INSTALL_READY;
 	r->from_path = 1;
 	return 1;
+}
+
+int
+install_found(struct install_ctx *c, const manifest_t *m, const char *min, int use_path,
+              struct install_result *r, struct err *e)
+{
+	memset(r, 0, sizeof(*r));
+	/* resolution order: ABX_TOOL_<NAME>, tools, PATH */
+	if (install_env_tool(c, m, r) || install_fast_path(c, m, r, e) == 1)
+		return 1;
+	return use_path && c->cfg->install.use_path && install_path_tool(c, m, min, r);
 }
 
 /* ---- running a command ------------------------------------------------- */

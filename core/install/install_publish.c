@@ -30,32 +30,6 @@
 
 /* ---- staging ------------------------------------------------------------ */
 
-/* Remove what crashed installers left: staging directories and partial
- * downloads older than INSTALL_STAGING_MAX_AGE. */
-void
-install_collect_stale(const char *dir, const char *prefix)
-{
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	struct stat st;
-	time_t t = time(NULL);
-	struct err e;
-
-	if (d == NULL)
-		return;
-	while ((de = readdir(d)) != NULL) {
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-			continue;
-		if (prefix != NULL && strncmp(de->d_name, prefix, strlen(prefix)) != 0)
-			continue;
-		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
-			continue;
-		if (t - st.st_mtime > INSTALL_STAGING_MAX_AGE)
-			fs_rm_treeat(dirfd(d), de->d_name, &e);
-	}
-	closedir(d);
-}
-
 void
 install_collect_abandoned(const char *w, const char *own)
 {
@@ -116,6 +90,71 @@ install_specific_code(struct err *e)
 		e->code = "install.no_space";
 	else if (root != NULL && strcmp(root, "tls.no_trust_anchors") == 0)
 		e->code = "tls.no_trust_anchors";
+}
+
+/* ---- the staged tree made durable --------------------------------------- */
+
+/*
+ * syncfs of the staged tree on a thread of its own, so the disk writes run
+ * while the tree is listed and hashed (which reads what the page cache
+ * already holds); bg_sync_wait is called before the tree is renamed into
+ * place, so the content still reaches the disk before the name does. With
+ * no thread the wait does the syncfs itself. It finds little left to write:
+ * every writer of a staged file (and of the cache's downloads and kept
+ * trees beside it) started that file's writeback once it was written
+ * (fs_writeback_start; an extracted file only from ARC_WRITEBACK_MIN on:
+ * the small ones go in the syncfs's merged requests), so the disk wrote
+ * while the rest was staged; the
+ * kernel would start none before vm.dirty_background_ratio (gigabytes on
+ * a large machine) or 30 s. Only our files: another process writing to
+ * the same filesystem is no longer written back at our pace (a syncfs
+ * every 100 ms while staging did that). What it has left unwritten when
+ * this syncfs runs is written too (a syncfs cannot leave it out), so
+ * beside a heavy writer publish/sync waits for that backlog once. Tried
+ * and dropped: an fsync per file (a disk flush each: ~5 s for 2,700 files
+ * here), and sync_file_range of each file only once the tree was complete
+ * (only the verify run was left to overlap).
+ */
+struct bg_sync {
+	pthread_t th;
+	int fd, started;
+};
+
+static void *
+bg_sync_main(void *arg)
+{
+	struct bg_sync *s = arg;
+
+	syncfs(s->fd);
+	return NULL;
+}
+
+static void
+bg_sync_start(struct bg_sync *s, const char *dir)
+{
+	pthread_attr_t at;
+
+	s->started = 0;
+	s->fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (s->fd < 0 || pthread_attr_init(&at) != 0)
+		return;
+	pthread_attr_setstacksize(&at, 65536);
+	s->started = pthread_create(&s->th, &at, bg_sync_main, s) == 0;
+	pthread_attr_destroy(&at);
+}
+
+static void
+bg_sync_wait(struct bg_sync *s)
+{
+	if (s->fd < 0)
+		return;
+	if (s->started)
+		pthread_join(s->th, NULL);
+	else
+		syncfs(s->fd);
+	s->started = 0;
+	close(s->fd);
+	s->fd = -1;
 }
 
 /* ---- extract, verify, publish ------------------------------------------ */
@@ -583,7 +622,7 @@ list_tree(struct job *j, struct bg_sync *bs, struct err *e)
 	int64_t tp = clock_us();
 
 	if (bs->fd < 0)
-		install_bg_sync_start(bs, j->tree);
+		bg_sync_start(bs, j->tree);
 	/* verify ran with HOME=staging: whatever it wrote there is not ours
 	 * to publish, and the tree itself must be what was extracted */
 	if (install_tree_list_known(j->tree, j->known, &j->listing, &j->listing_len, j->hex, &j->files,
@@ -645,7 +684,7 @@ check_and_publish(struct job *j, struct err *e)
 		j->ph[INSTALL_PH_VERIFY_ARGV] = INSTALL_PH_NOT_RUN;
 	} else {
 		if (install_verify_run(j->m, v, j->staging, e) < 0) {
-			install_bg_sync_wait(&bs);
+			bg_sync_wait(&bs);
 			free(v);
 			return -1;
 		}
@@ -658,7 +697,7 @@ check_and_publish(struct job *j, struct err *e)
 	tp = clock_us();
 	install_progress_write(&j->ps, "publish", 1);
 	install_test_pause(j->c, "publish");
-	install_bg_sync_wait(&bs);
+	bg_sync_wait(&bs);
 	if (publish_tree(j, e) < 0 || publish_marker(j, e) < 0)
 		goto out;
 	remove_old_trees(j->w, j->m->name, j->treename, j->staging);
@@ -667,7 +706,7 @@ check_and_publish(struct job *j, struct err *e)
 		install_verified_put(j->c, j->m, v->ident, j->hex);
 	rc = 0;
 out:
-	install_bg_sync_wait(&bs);
+	bg_sync_wait(&bs);
 	free(v);
 	if (rc < 0)
 		install_details_phase(e, "publish");
