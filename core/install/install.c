@@ -382,7 +382,7 @@ ensure_probes(struct install_ctx *c, const manifest_t *m, const char *w, struct 
 }
 
 /* m's requires, in name order (deadlock-free: requires form a DAG
- * and every process takes locks along it); each outcome to c->required. */
+ * and every process takes locks along it); each outcome to the observer's required. */
 static int
 ensure_requires(struct install_ctx *c, const manifest_t *m, unsigned flags, struct err *e)
 {
@@ -402,8 +402,8 @@ ensure_requires(struct install_ctx *c, const manifest_t *m, unsigned flags, stru
 		c->depth++;
 		rc = install_ensure_inner(c, q[i]->name, q[i]->min, flags & ~INSTALL_F_NO_PATH, &rr, e);
 		c->depth--;
-		if (c->required != NULL)
-			c->required(c->progress_arg, q[i]->name, rc, &rr, e);
+		if (c->obs != NULL && c->obs->required != NULL)
+			c->obs->required(c->obs->arg, q[i]->name, rc, &rr, e);
 		if (rc < 0) {
 			char msg[ERR_MSG_MAX];
 			snprintf(msg, sizeof(msg), "%s", e->msg);
@@ -554,10 +554,10 @@ install_ensure_inner(struct install_ctx *c, const char *name, const char *min, u
 	}
 	/* the install itself (install_one), announced first: nothing is downloaded or replaced
 	 * silently (the shim prints it) */
-	if (c->announce != NULL) {
+	if (c->obs != NULL && c->obs->announce != NULL) {
 		install_why(c, m, why, sizeof(why));
 		why_fallback(c, w, why, sizeof(why));
-		c->announce(c->progress_arg, m, why, w);
+		c->obs->announce(c->obs->arg, m, why, w);
 	}
 	c->probe_us = probe_us;
 	rc = install_one(c, m, w, r, e);
@@ -614,11 +614,7 @@ int
 install_ctx_reuse(struct install_ctx *c, struct err *e)
 {
 	c->building = c->force = c->keep_no_trees = 0;
-	c->progress = NULL;
-	c->progress_arg = NULL;
-	c->announce = NULL;
-	c->timing = NULL;
-	c->required = NULL;
+	c->obs = NULL;
 	c->principal = c->op = NULL;
 	c->probe_us = 0;
 	c->downloads = c->installs = 0;

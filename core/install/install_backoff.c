@@ -49,9 +49,9 @@ install_lock_tool(struct install_ctx *c, const char *w, const manifest_t *m, str
 		}
 		/* waiters poll each second and pass on the installer's progress */
 		install_sleep_ms(1000);
-		if (c->progress != NULL &&
+		if (c->obs != NULL && c->obs->progress != NULL &&
 		    install_progress_read(c, m->name, phase, sizeof(phase), &pg, &pid) == 0)
-			c->progress(c->progress_arg, m->name, phase, &pg);
+			c->obs->progress(c->obs->arg, m->name, phase, &pg);
 	}
 	return fd;
 }

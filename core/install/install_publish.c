@@ -543,6 +543,8 @@ static int
 stage_npm(struct job *j, struct err *e)
 {
 	struct install_ctx *c = j->c;
+	const struct install_observer *own = c->obs;
+	struct install_observer via = {0};
 	int64_t tp;
 	int staged;
 
@@ -550,12 +552,14 @@ stage_npm(struct job *j, struct err *e)
 	if ((j->known = install_known_new()) == NULL)
 		return err_set(e, "internal", "out of memory");
 	/* the npm installer reports through ps (and .progress.json) */
-	c->progress = npm_progress;
-	c->progress_arg = &j->ps;
+	if (own != NULL)
+		via = *own;
+	via.progress = npm_progress;
+	via.arg = &j->ps;
+	c->obs = &via;
 	tp = clock_us();
 	staged = install_npm_stage(c, j->m, j->tree, j->known, &j->npminfo, e);
-	c->progress = j->ps.fn;
-	c->progress_arg = j->ps.arg;
+	c->obs = own;
 	if (staged < 0)
 		return -1;
 	for (int i = 0; i < INSTALL_CPU_N; i++)
@@ -766,8 +770,8 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 	j->ps.cpu = j->cpu;
 	j->ps.m = m;
 	j->ps.started = time(NULL);
-	j->ps.fn = c->progress;
-	j->ps.arg = c->progress_arg;
+	j->ps.fn = c->obs != NULL ? c->obs->progress : NULL;
+	j->ps.arg = c->obs != NULL ? c->obs->arg : NULL;
 	snprintf(j->ps.path, sizeof(j->ps.path), "%s/.progress.json", j->tooldir);
 	install_progress_write(&j->ps, "stage", 1);
 
@@ -789,8 +793,8 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 	if ((m->source.type == MANIFEST_SRC_TARBALL ? stage_tarball(j, e) : stage_npm(j, e)) < 0 ||
 	    install_requires_join(c, &j->ph[INSTALL_PH_REQUIRES], e) < 0 || check_and_publish(j, e) < 0)
 		goto out;
-	if (c->timing != NULL)
-		c->timing(c->progress_arg, m, j->ph, j->cpu);
+	if (c->obs != NULL && c->obs->timing != NULL)
+		c->obs->timing(c->obs->arg, m, j->ph, j->cpu);
 	c->installs++;
 	r->state = INSTALL_READY;
 	r->installed = 1;
