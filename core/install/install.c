@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/fs.h"
 #include "base/json.h"
 #include "net/http.h"
 #include "pkg/npmlock.h"
@@ -362,8 +363,8 @@ ensure_probes(struct install_ctx *c, const manifest_t *m, const char *w, struct 
 	char staging_root[PATH_MAX];
 	const char *url;
 
-	snprintf(staging_root, sizeof(staging_root), "%s/.staging", w);
-	if (install_mkdir(staging_root, 0700, e) < 0)
+	if (fs_path_join(staging_root, sizeof(staging_root), w, ".staging", e) < 0 ||
+	    install_mkdir(staging_root, 0700, e) < 0)
 		return -1;
 	if (install_exec_probe(c, staging_root, e) < 0) {
 		if (e->code && strcmp(e->code, "install.noexec") == 0)

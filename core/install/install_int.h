@@ -43,13 +43,6 @@
 #include "pkg/arc.h"
 #include "pkg/npm.h"
 
-/* Every path built by the engine starts from a tools directory no longer
- * than TOOLS_DIR_MAX (tools.c refuses longer ones), so its PATH_MAX buffers
- * cannot truncate; GCC cannot see that bound. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wformat-truncation"
-#endif
-
 /* ---- install_util.c -------------------------------------------------------- */
 
 /* mkdir with exactly mode (not narrowed by the umask); an existing

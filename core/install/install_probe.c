@@ -22,16 +22,6 @@
 #include "base/net.h"
 #include "base/proc.h"
 
-static int
-path_join(char *buf, size_t cap, const char *a, const char *b)
-{
-	if ((size_t)snprintf(buf, cap, "%s/%s", a, b) >= cap) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	return 0;
-}
-
 /* ---- PATH and ABX_TOOL_<NAME> ------------------------------------------ */
 
 static int
@@ -125,7 +115,7 @@ install_path_find(const manifest_t *m, const char *min, const char *self, char *
 		/* a world-writable PATH entry could hold anything */
 		if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || (st.st_mode & 002))
 			goto next;
-		if (path_join(cand, sizeof(cand), dir, m->binary) < 0 || stat(cand, &st) != 0 ||
+		if (fs_path_join(cand, sizeof(cand), dir, m->binary, NULL) < 0 || stat(cand, &st) != 0 ||
 		    !S_ISREG(st.st_mode) || access(cand, X_OK) != 0)
 			goto next;
 		/* never ourselves: <tools>/bin on PATH is a shim */

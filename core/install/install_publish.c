@@ -39,8 +39,7 @@ install_collect_abandoned(const char *w, const char *own)
 	struct err e;
 	DIR *d;
 
-	if ((size_t)snprintf(root, sizeof(root), "%s/.staging", w) >= sizeof(root) ||
-	    (d = opendir(root)) == NULL)
+	if (fs_path_join(root, sizeof(root), w, ".staging", NULL) < 0 || (d = opendir(root)) == NULL)
 		return;
 	while ((de = readdir(d)) != NULL) {
 		if (de->d_name[0] == '.' || (dash = strrchr(de->d_name, '-')) == NULL || dash == de->d_name)
@@ -70,8 +69,10 @@ requires_mb(struct install_ctx *c, const manifest_t *m, const char *w)
 	for (i = 0; i < m->nrequires; i++) {
 		if ((r = manifest_get(c->ms, m->requires[i].name, &e)) == NULL)
 			continue;
-		snprintf(mk, sizeof(mk), "%s/%s/.installed.json", w, r->name);
-		if (access(mk, F_OK) != 0 && r->size_hint_mb > 0)
+		if ((fs_path_join(mk, sizeof(mk), w, r->name, NULL) < 0 ||
+		     fs_path_join(mk, sizeof(mk), mk, ".installed.json", NULL) < 0 ||
+		     access(mk, F_OK) != 0) &&
+		    r->size_hint_mb > 0)
 			sum += r->size_hint_mb + requires_mb(c, r, w);
 	}
 	return sum;
@@ -197,10 +198,9 @@ link_bin(struct install_ctx *c, const char *w, const manifest_t *m, struct err *
 
 	if (c->self[0] == '\0')
 		return 0;
-	snprintf(dir, sizeof(dir), "%s/bin", w);
-	if (install_mkdir(dir, 0755, e) < 0)
+	if (fs_path_join(dir, sizeof(dir), w, "bin", e) < 0 || install_mkdir(dir, 0755, e) < 0 ||
+	    fs_path_join(link, sizeof(link), dir, m->binary, e) < 0)
 		return -1;
-	snprintf(link, sizeof(link), "%s/%s", dir, m->binary);
 	n = readlink(link, cur, sizeof(cur) - 1);
 	if (n > 0 && (size_t)n < sizeof(cur) - 1) {
 		cur[n] = '\0';
@@ -208,7 +208,8 @@ link_bin(struct install_ctx *c, const char *w, const manifest_t *m, struct err *
 			return 0;
 	}
 	fs_rand_hex(rnd, 8);
-	snprintf(tmp, sizeof(tmp), "%s/.%s.tmp-%s", dir, m->binary, rnd);
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s/.%s.tmp-%s", dir, m->binary, rnd) >= sizeof(tmp))
+		return err_set(e, "io.error", "%s/.%s.tmp-: too long a path", dir, m->binary);
 	if (symlink(c->self, tmp) != 0)
 		return err_sys(e, "install.failed", errno, "symlink %s: %s", tmp, strerror(errno));
 	if (rename(tmp, link) != 0) {
@@ -229,14 +230,13 @@ remove_old_trees(const char *w, const char *name, const char *keep, const char *
 	struct err e;
 	int i = 0;
 
-	snprintf(dir, sizeof(dir), "%s/%s", w, name);
-	if ((d = opendir(dir)) == NULL)
+	if (fs_path_join(dir, sizeof(dir), w, name, NULL) < 0 || (d = opendir(dir)) == NULL)
 		return;
 	while ((de = readdir(d)) != NULL) {
 		if (de->d_name[0] == '.' || strcmp(de->d_name, keep) == 0 || de->d_type != DT_DIR)
 			continue;
-		snprintf(dst, sizeof(dst), "%s/old-%d", trash, i++);
-		if (renameat(dirfd(d), de->d_name, AT_FDCWD, dst) == 0)
+		if ((size_t)snprintf(dst, sizeof(dst), "%s/old-%d", trash, i++) < sizeof(dst) &&
+		    renameat(dirfd(d), de->d_name, AT_FDCWD, dst) == 0)
 			fs_rm_tree(dst, &e);
 	}
 	closedir(d);
@@ -363,7 +363,10 @@ private_copy(struct job *j, int afd, struct digest *got, struct err *e)
 	int fd;
 
 	fs_rand_hex(rnd, 8);
-	snprintf(path, sizeof(path), "%s/artifact-%s", j->staging, rnd);
+	if ((size_t)snprintf(path, sizeof(path), "%s/artifact-%s", j->staging, rnd) >= sizeof(path)) {
+		free(b);
+		return err_set(e, "io.error", "%s/artifact-: too long a path", j->staging);
+	}
 	fd = b == NULL ? -1 : open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		free(b);
@@ -575,7 +578,8 @@ publish_tree(struct job *j, struct err *e)
 {
 	char old[PATH_MAX];
 
-	snprintf(j->final, sizeof(j->final), "%s/%s", j->tooldir, j->treename);
+	if (fs_path_join(j->final, sizeof(j->final), j->tooldir, j->treename, e) < 0)
+		return -1;
 	if (rename(j->tree, j->final) == 0)
 		return 0;
 	if (errno != EEXIST && errno != ENOTEMPTY)
@@ -584,7 +588,8 @@ publish_tree(struct job *j, struct err *e)
 	 * briefly absent, never half-written) */
 	if (syscall(SYS_renameat2, AT_FDCWD, j->tree, AT_FDCWD, j->final, 2 /* RENAME_EXCHANGE */) == 0)
 		return 0;
-	snprintf(old, sizeof(old), "%s/old", j->staging);
+	if (fs_path_join(old, sizeof(old), j->staging, "old", e) < 0)
+		return -1;
 	if (rename(j->final, old) != 0 || rename(j->tree, j->final) != 0)
 		return err_sys(e, "install.failed", errno, "replacing %s: %s", j->final, strerror(errno));
 	return 0;
@@ -601,11 +606,11 @@ publish_marker(struct job *j, struct err *e)
 
 	if (fs_fsync_dir(j->tooldir, e) < 0)
 		return -1;
-	snprintf(lp, sizeof(lp), "%s/.installed.files", j->tooldir);
-	if (fs_write_atomic(lp, j->listing, j->listing_len, 0644, e) < 0)
+	if (fs_path_join(lp, sizeof(lp), j->tooldir, ".installed.files", e) < 0 ||
+	    fs_write_atomic(lp, j->listing, j->listing_len, 0644, e) < 0)
 		return -1;
-	snprintf(lp, sizeof(lp), "%s/.installed.proof", j->tooldir);
-	if (proof_make(j->final, "install.failed", &plist, &plen, e) < 0 ||
+	if (fs_path_join(lp, sizeof(lp), j->tooldir, ".installed.proof", e) < 0 ||
+	    proof_make(j->final, "install.failed", &plist, &plen, e) < 0 ||
 	    fs_write_atomic(lp, plist, plen, 0644, e) < 0) {
 		free(plist);
 		return -1;
@@ -671,7 +676,8 @@ check_and_publish(struct job *j, struct err *e)
 	int64_t tp;
 	int rc = -1, reused;
 
-	snprintf(entry, sizeof(entry), "%s/%s", j->tree, j->m->source.bin);
+	if (fs_path_join(entry, sizeof(entry), j->tree, j->m->source.bin, e) < 0)
+		return -1;
 	if (lstat(entry, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISLNK(st.st_mode))) {
 		err_set(e, "install.failed", "%s: the archive has no %s", j->m->name, j->m->source.bin);
 		install_details_phase(e, "extract");
@@ -757,9 +763,9 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 		j->ph[i] = -1;
 	j->ph[INSTALL_PH_PROBE] = c->probe_us;
 	snprintf(j->treename, sizeof(j->treename), "%s-%s", m->version, c->platform);
-	snprintf(j->tooldir, sizeof(j->tooldir), "%s/%s", w, m->name);
-	snprintf(staging_root, sizeof(staging_root), "%s/.staging", w);
-	if (install_mkdir(j->tooldir, 0755, e) < 0 || install_mkdir(staging_root, 0700, e) < 0) {
+	if (fs_path_join(j->tooldir, sizeof(j->tooldir), w, m->name, e) < 0 ||
+	    fs_path_join(staging_root, sizeof(staging_root), w, ".staging", e) < 0 ||
+	    install_mkdir(j->tooldir, 0755, e) < 0 || install_mkdir(staging_root, 0700, e) < 0) {
 		free(j);
 		return -1;
 	}
@@ -772,13 +778,19 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 	j->ps.started = time(NULL);
 	j->ps.fn = c->obs != NULL ? c->obs->progress : NULL;
 	j->ps.arg = c->obs != NULL ? c->obs->arg : NULL;
-	snprintf(j->ps.path, sizeof(j->ps.path), "%s/.progress.json", j->tooldir);
+	if (fs_path_join(j->ps.path, sizeof(j->ps.path), j->tooldir, ".progress.json", NULL) < 0)
+		j->ps.path[0] = '\0'; /* no .progress.json: "" = none */
 	install_progress_write(&j->ps, "stage", 1);
 
 	fs_rand_hex(rnd, 8);
-	snprintf(j->staging, sizeof(j->staging), "%s/%s-%s", staging_root, m->name, rnd);
-	snprintf(j->tree, sizeof(j->tree), "%s/tree", j->staging);
-	if (install_mkdir(j->staging, 0700, e) < 0 || install_mkdir(j->tree, 0755, e) < 0)
+	if ((size_t)snprintf(j->staging, sizeof(j->staging), "%s/%s-%s", staging_root, m->name, rnd) >=
+	    sizeof(j->staging)) {
+		j->staging[0] = '\0'; /* cut: another directory's name */
+		err_set(e, "io.error", "%s/%s-: too long a path", staging_root, m->name);
+		goto out;
+	}
+	if (fs_path_join(j->tree, sizeof(j->tree), j->staging, "tree", e) < 0 ||
+	    install_mkdir(j->staging, 0700, e) < 0 || install_mkdir(j->tree, 0755, e) < 0)
 		goto out;
 	need_mb = m->size_hint_mb + requires_mb(c, m, w);
 	if (need_mb > 0 && fs_free_bytes(j->staging, &free_b, e) == 0 &&
@@ -791,7 +803,8 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 	}
 	/* the requires (staged beside this one) are ready before verify */
 	if ((m->source.type == MANIFEST_SRC_TARBALL ? stage_tarball(j, e) : stage_npm(j, e)) < 0 ||
-	    install_requires_join(c, &j->ph[INSTALL_PH_REQUIRES], e) < 0 || check_and_publish(j, e) < 0)
+	    install_requires_join(c, &j->ph[INSTALL_PH_REQUIRES], e) < 0 || check_and_publish(j, e) < 0 ||
+	    fs_path_join(r->entry, sizeof(r->entry), j->final, m->source.bin, e) < 0)
 		goto out;
 	if (c->obs != NULL && c->obs->timing != NULL)
 		c->obs->timing(c->obs->arg, m, j->ph, j->cpu);
@@ -800,7 +813,6 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 	r->installed = 1;
 	snprintf(r->dir, sizeof(r->dir), "%s", w);
 	snprintf(r->tree, sizeof(r->tree), "%s", j->final);
-	snprintf(r->entry, sizeof(r->entry), "%s/%s", j->final, m->source.bin);
 	rc = 0;
 out:
 	if (rc < 0)

@@ -370,9 +370,9 @@ download_from(struct install_ctx *c, const manifest_t *m, const char *url, const
 	if (rc < 0)
 		return -1;
 	digest_hex(&dg, hex);
-	snprintf(got_sha, 65, "%s", hex);
+	snprintf(got_sha, 65, "%.64s", hex); /* sha256: 64 digits */
 	if (rc == 0) {
-		char tagged[80];
+		char tagged[8 + DIGEST_HEX_MAX];
 
 		err_set(e, "install.checksum_mismatch", "%s %s %s: %s: expected sha256 %s, got %s", m->name,
 		        m->version, c->platform, url, want_sha, hex);

@@ -192,7 +192,10 @@ install_verify_argv(struct install_ctx *c, const manifest_t *m, const char *tree
 
 	if (v == NULL)
 		return err_set(e, "internal", "out of memory");
-	snprintf(entry, sizeof(entry), "%s/%s", tree, m->source.bin);
+	if (fs_path_join(entry, sizeof(entry), tree, m->source.bin, e) < 0) {
+		free(v);
+		return -1;
+	}
 	if (tmp == NULL || tmp[0] != '/')
 		tmp = "/tmp";
 	/* mkdtemp's template: the six X are replaced by the call */
