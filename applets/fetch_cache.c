@@ -344,7 +344,8 @@ fetch_cache(const struct fetch_cache_args *a)
 	json_w_init(&pw, 1 << 20);
 	json_w_arr(&pw);
 	if (!t.quiet && !t.json)
-		t.ctx.progress = tooling_progress;
+		t.obs.progress = tooling_progress;
+	t.ctx.obs = &t.obs;
 	json_w_init(&w, 1 << 20);
 	json_w_obj(&w);
 	json_w_kstr(&w, "cache", t.ctx.cache_dir);

@@ -295,11 +295,12 @@ open_plan(struct tooling *t, struct prepare_args *a, struct item *items, int *n,
 	t->ctx.force = a->force;
 	t->ctx.keep_no_trees = !a->keep_cache;
 	if (!t->quiet && !t->json) {
-		t->ctx.progress = tooling_progress;
-		t->ctx.announce = tooling_announce;
+		t->obs.progress = tooling_progress;
+		t->obs.announce = tooling_announce;
 	}
 	if (t->verbose && !t->json)
-		t->ctx.timing = tooling_timing;
+		t->obs.timing = tooling_timing;
+	t->ctx.obs = &t->obs;
 	if (plan_from_only(t, a->only, a->nonly, items, n, &e) < 0) {
 		tooling_close(t);
 		if (e.code && strcmp(e.code, "not_found") == 0) {
@@ -400,7 +401,7 @@ pool_next(struct pool *p)
 	return left ? -1 : -2;
 }
 
-/* A requirement ensured with the tool that needs it (install_ctx.required):
+/* A requirement ensured with the tool that needs it (install_observer.required):
  * its outcome is its item's, the first one reported. */
 static void
 pool_required(void *arg, const char *name, int rc, const struct install_result *r, const struct err *e)
@@ -416,7 +417,7 @@ pool_required(void *arg, const char *name, int rc, const struct install_result *
 			it->rc = rc;
 			it->r = *r;
 			/* ensure fails the dependent with "X requires Y: <e>"
-			 * (install_ctx.required) */
+			 * (install_observer.required) */
 			it->wrapped = rc < 0;
 			if (rc < 0)
 				it->e = *e;
@@ -515,8 +516,8 @@ run_items(struct tooling *t, struct item *items, int n)
 	int i, roots = 0, nw = 0;
 
 	plan_needs(t, items, n);
-	t->ctx.progress_arg = &p;
-	t->ctx.required = pool_required;
+	t->obs.arg = &p;
+	t->obs.required = pool_required;
 	for (i = 0; i < n; i++)
 		roots += !items[i].deferred;
 	sigfillset(&all);
@@ -545,8 +546,8 @@ run_items(struct tooling *t, struct item *items, int n)
 	for (i = 0; i < n; i++)
 		if (!items[i].have)
 			ensure_item(&t->ctx, &items[i]);
-	t->ctx.required = NULL;
-	t->ctx.progress_arg = NULL;
+	t->obs.required = NULL;
+	t->obs.arg = NULL;
 }
 
 /* Install every item; the lines and the JSON document with --json in the

@@ -185,9 +185,10 @@ shim_main(int argc, char **argv)
 			         t.ctx.chain.d[t.ctx.chain.writable].path);
 	}
 	/* an install says so before it starts, with progress on a terminal */
-	t.ctx.announce = tooling_announce;
+	t.obs.announce = tooling_announce;
 	if (isatty(2))
-		t.ctx.progress = tooling_progress;
+		t.obs.progress = tooling_progress;
+	t.ctx.obs = &t.obs;
 	if (install_ensure(&t.ctx, tool, 0, &r, &e) < 0) {
 		err_print(&e);
 		tooling_close(&t);

@@ -31,6 +31,7 @@ struct tooling {
 	int cfg_kept; /* tooling_close leaves cfg to the caller */
 	struct manifest_set ms;
 	struct install_ctx ctx;
+	struct install_observer obs; /* ctx.obs when an applet sets it */
 	int ms_open, ctx_open;
 	int settings_failed; /* the configuration (file, environment, flags) did not load */
 };
@@ -93,7 +94,7 @@ void tooling_json_empty(const char *list);
  * and, while downloading, about once a second). */
 void tooling_progress(void *arg, const char *name, const char *phase, const struct install_progress *p);
 
-/* The line before an install (install_ctx.announce): "agent-sandbox-server:
+/* The line before an install (install_observer.announce): "agent-sandbox-server:
  * installing NAME VERSION into DIR (why)" on stderr. */
 void tooling_announce(void *arg, const manifest_t *m, const char *why, const char *dir);
 /* prepare -v: one line per install, the time of each phase (install_phase) */

@@ -18,83 +18,10 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/fs.h"
 #include "base/json.h"
 #include "net/http.h"
 #include "pkg/npmlock.h"
-
-static const char *const state_names[] = {
-    "ready", "pending", "missing", "failed", "read_only", "disabled", "network_unreachable"};
-
-const char *
-install_state_name(enum install_state s)
-{
-	return (unsigned)s < sizeof(state_names) / sizeof(state_names[0]) ? state_names[s] : "?";
-}
-
-/* ---- small helpers ----------------------------------------------------- */
-
-int
-install_mkdir(const char *path, mode_t mode, struct err *e)
-{
-	if (mkdir(path, mode) == 0) {
-		chmod(path, mode); /* not narrowed by the umask: others read trees */
-		return 0;
-	}
-	if (errno == EEXIST) {
-		struct stat st;
-		if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
-			return 0;
-		return err_set(e, "io.error", "%s exists and is not a directory", path);
-	}
-	return err_sys(e, "io.error", errno, "mkdir %s: %s", path, strerror(errno));
-}
-
-void
-install_sleep_ms(int ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
-}
-
-/* ABX_TEST_PAUSE (see install.h): compiled into the test build only, so the
- * release binary carries no way to stall an install. */
-void
-install_test_pause(const struct install_ctx *c, const char *phase)
-{
-#ifdef ABX_TEST_HOOKS
-	const char *p = config_env("ABX_TEST_PAUSE");
-	char line[80];
-	int n, i;
-
-	if (p == NULL || strcmp(p, phase) != 0 || config_production(c->cfg))
-		return;
-	n = snprintf(line, sizeof(line), "install: paused at %s\n", phase);
-	if (write(2, line, (size_t)n) < 0) {
-		/* nothing to do */
-	}
-	for (i = 0; i < 300; i++)
-		install_sleep_ms(100);
-#else
-	(void)c;
-	(void)phase;
-#endif
-}
-
-void
-install_tool_env_name(const char *name, char *buf, size_t cap)
-{
-	size_t i, off = (size_t)snprintf(buf, cap, "ABX_TOOL_");
-
-	for (i = 0; name[i] && off + 1 < cap; i++, off++) {
-		char ch = name[i];
-		buf[off] = (ch >= 'a' && ch <= 'z')                                 ? (char)(ch - 32)
-		           : ((ch >= '0' && ch <= '9') || (ch >= 'A' && ch <= 'Z')) ? ch
-		                                                                    : '_';
-	}
-	buf[off < cap ? off : cap - 1] = '\0';
-}
 
 /* Map an error code to the ensure state. */
 static enum install_state
@@ -113,32 +40,10 @@ state_of(const struct err *e)
 	return INSTALL_FAILED;
 }
 
-void
-install_details_phase(struct err *e, const char *phase)
-{
-	err_detail_str(e, "phase", phase);
-}
-
-/* ---- ensure --------------------------------------------------------------- */
-
-const char *
-install_phase_name(enum install_phase p)
-{
-	static const char *const names[INSTALL_PH_N] = {
-	    "probe",    "download+digest", "extract",      "place",        "npm",
-	    "requires", "verify.argv",     "tree listing", "publish/sync",
-	};
-	return (unsigned)p < INSTALL_PH_N ? names[p] : "?";
-}
-
-const char *
-install_cpu_name(enum install_cpu p)
-{
-	static const char *const names[INSTALL_CPU_N] = {
-	    "receive", "digests", "download write", "decompress", "tree write",
-	};
-	return (unsigned)p < INSTALL_CPU_N ? names[p] : "?";
-}
+/* ensure() with a minimum version for a require (NULL = none); a check
+ * of a tool's requires and the requires themselves recurse into it. */
+static int install_ensure_inner(struct install_ctx *c, const char *name, const char *min, unsigned flags,
+                                struct install_result *r, struct err *e);
 
 static int
 fail_state(struct install_result *r, struct err *e)
@@ -372,9 +277,7 @@ ensure_found(struct install_ctx *c, const manifest_t *m, const char *min, unsign
              struct install_result *r, struct err *e)
 {
 	/* resolution order: ABX_TOOL_<NAME>, tools, PATH, install */
-	if (install_env_tool(c, m, r) || install_fast_path(c, m, r, e) == 1)
-		return 1;
-	if (!(flags & INSTALL_F_NO_PATH) && c->cfg->install.use_path && install_path_tool(c, m, min, r))
+	if (install_found(c, m, min, !(flags & INSTALL_F_NO_PATH), r, e))
 		return 1;
 	/* Not there: before anything else, whether it could run here at all
 	 * (also for a check, so every caller learns it before a download). */
@@ -460,8 +363,8 @@ ensure_probes(struct install_ctx *c, const manifest_t *m, const char *w, struct 
 	char staging_root[PATH_MAX];
 	const char *url;
 
-	snprintf(staging_root, sizeof(staging_root), "%s/.staging", w);
-	if (install_mkdir(staging_root, 0700, e) < 0)
+	if (fs_path_join(staging_root, sizeof(staging_root), w, ".staging", e) < 0 ||
+	    install_mkdir(staging_root, 0700, e) < 0)
 		return -1;
 	if (install_exec_probe(c, staging_root, e) < 0) {
 		if (e->code && strcmp(e->code, "install.noexec") == 0)
@@ -480,7 +383,7 @@ ensure_probes(struct install_ctx *c, const manifest_t *m, const char *w, struct 
 }
 
 /* m's requires, in name order (deadlock-free: requires form a DAG
- * and every process takes locks along it); each outcome to c->required. */
+ * and every process takes locks along it); each outcome to the observer's required. */
 static int
 ensure_requires(struct install_ctx *c, const manifest_t *m, unsigned flags, struct err *e)
 {
@@ -500,8 +403,8 @@ ensure_requires(struct install_ctx *c, const manifest_t *m, unsigned flags, stru
 		c->depth++;
 		rc = install_ensure_inner(c, q[i]->name, q[i]->min, flags & ~INSTALL_F_NO_PATH, &rr, e);
 		c->depth--;
-		if (c->required != NULL)
-			c->required(c->progress_arg, q[i]->name, rc, &rr, e);
+		if (c->obs != NULL && c->obs->required != NULL)
+			c->obs->required(c->obs->arg, q[i]->name, rc, &rr, e);
 		if (rc < 0) {
 			char msg[ERR_MSG_MAX];
 			snprintf(msg, sizeof(msg), "%s", e->msg);
@@ -521,17 +424,6 @@ ensure_requires(struct install_ctx *c, const manifest_t *m, unsigned flags, stru
  * moves their kept trees' copies into the cache (keep_later) while m goes
  * on, and is joined when m's install ends.
  */
-struct install_reqs {
-	struct install_ctx sub;
-	const manifest_t *m;
-	unsigned flags;
-	pthread_t th;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	int running, ready, counted, rc; /* ready: under mu */
-	struct err e;
-};
-
 static void *
 requires_main(void *arg)
 {
@@ -591,32 +483,6 @@ requires_start(struct install_ctx *c, const manifest_t *m, unsigned flags, struc
 	return 0;
 }
 
-int
-install_requires_join(struct install_ctx *c, int64_t *wait_us, struct err *e)
-{
-	struct install_reqs *q = c->reqs;
-	int64_t t0 = clock_us();
-
-	if (q == NULL)
-		return 0;
-	if (!q->counted) {
-		pthread_mutex_lock(&q->mu);
-		while (!q->ready)
-			pthread_cond_wait(&q->cv, &q->mu);
-		pthread_mutex_unlock(&q->mu);
-		if (wait_us != NULL)
-			*wait_us = clock_us() - t0;
-		q->counted = 1;
-		install_ctx_add_counts(c, &q->sub);
-	}
-	if (q->rc < 0) {
-		if (e != NULL)
-			*e = q->e;
-		return -1;
-	}
-	return 0;
-}
-
 /* After m's install, success or not: its requires joined and released. 1
  * when one of them failed (e: that failure, which is the answer: m's
  * staging would not have started had they run first), else 0. */
@@ -639,7 +505,7 @@ requires_end(struct install_ctx *c, struct err *e)
 	return failed;
 }
 
-int
+static int
 install_ensure_inner(struct install_ctx *c, const char *name, const char *min, unsigned flags,
                      struct install_result *r, struct err *e)
 {
@@ -689,10 +555,10 @@ install_ensure_inner(struct install_ctx *c, const char *name, const char *min, u
 	}
 	/* the install itself (install_one), announced first: nothing is downloaded or replaced
 	 * silently (the shim prints it) */
-	if (c->announce != NULL) {
+	if (c->obs != NULL && c->obs->announce != NULL) {
 		install_why(c, m, why, sizeof(why));
 		why_fallback(c, w, why, sizeof(why));
-		c->announce(c->progress_arg, m, why, w);
+		c->obs->announce(c->obs->arg, m, why, w);
 	}
 	c->probe_us = probe_us;
 	rc = install_one(c, m, w, r, e);
@@ -749,11 +615,7 @@ int
 install_ctx_reuse(struct install_ctx *c, struct err *e)
 {
 	c->building = c->force = c->keep_no_trees = c->drop_downloads = 0;
-	c->progress = NULL;
-	c->progress_arg = NULL;
-	c->announce = NULL;
-	c->timing = NULL;
-	c->required = NULL;
+	c->obs = NULL;
 	c->principal = c->op = NULL;
 	c->probe_us = 0;
 	c->downloads = c->installs = 0;
@@ -788,14 +650,6 @@ install_ctx_clone(struct install_ctx *dst, const struct install_ctx *src, struct
 	if (dst->mcache == NULL)
 		return err_set(e, "internal", "out of memory");
 	return 0;
-}
-
-void
-install_ctx_add_counts(struct install_ctx *dst, const struct install_ctx *src)
-{
-	dst->downloads += src->downloads;
-	dst->bytes_downloaded += src->bytes_downloaded;
-	dst->installs += src->installs;
 }
 
 void

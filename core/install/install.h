@@ -40,7 +40,7 @@
  * tool with requires ensures them on a thread of their own (a clone of the
  * ctx, INSTALL_THREAD_STACK, every signal blocked) while the tool is
  * staged, and joins it before the tool's verify.argv: the context's
- * callbacks (progress, announce, timing, required) may then run on two
+ * observer (progress, announce, timing, required) may then run on two
  * threads at once.
  */
 #include <limits.h>
@@ -151,6 +151,29 @@ void install_test_pause(const struct install_ctx *c, const char *phase);
 
 struct install_result;
 struct install_reqs;
+/*
+ * What an install tells its caller, every member optional (NULL = silent),
+ * each called with arg. One of them may run on two threads at once while a
+ * tool's requires install beside it (see the top of this file).
+ */
+struct install_observer {
+	install_progress_fn progress;
+	/* Once per tool right before it is installed: why ("missing",
+	 * "manifest changed: ...", "drift: ...") and the tools directory it
+	 * goes to. */
+	void (*announce)(void *arg, const manifest_t *m, const char *why, const char *dir);
+	/* After each install that published a tree: microseconds per phase
+	 * (-1: a phase this source has not). */
+	void (*timing)(void *arg, const manifest_t *m, const int64_t us[INSTALL_PH_N],
+	               const int64_t cpu[INSTALL_CPU_N]);
+	/* When a require of a tool being installed has been ensured: rc 0 (r
+	 * ready) or -1 (e: its own error, before the dependent's "X requires
+	 * Y: " prefix). */
+	void (*required)(void *arg, const char *name, int rc, const struct install_result *r,
+	                 const struct err *e);
+	void *arg;
+};
+
 struct install_ctx {
 	struct manifest_set *ms;
 	const struct config *cfg; /* read, never copied; outlives the context */
@@ -170,22 +193,9 @@ struct install_ctx {
 	 * leaves with it, so a download extracted as it arrives is only
 	 * hashed, never written (the extractor reads the hashed bytes) */
 	int drop_downloads;
-	install_progress_fn progress;
-	void *progress_arg;
-	/* Called (with progress_arg) once per tool right before it is
-	 * installed: why ("missing", "manifest changed: ...", "drift: ...")
-	 * and the tools directory it goes to. NULL = silent. */
-	void (*announce)(void *arg, const manifest_t *m, const char *why, const char *dir);
-	/* Called (with progress_arg) after each install that published a
-	 * tree: microseconds per phase (-1: a phase this source has not).
-	 * NULL = silent. */
-	void (*timing)(void *arg, const manifest_t *m, const int64_t us[INSTALL_PH_N],
-	               const int64_t cpu[INSTALL_CPU_N]);
-	/* Called (with progress_arg) when a require of a tool being
-	 * installed has been ensured: rc 0 (r ready) or -1 (e: its own error,
-	 * before the dependent's "X requires Y: " prefix). NULL = silent. */
-	void (*required)(void *arg, const char *name, int rc, const struct install_result *r,
-	                 const struct err *e);
+	/* what an install tells its caller (NULL = silent); the caller owns
+	 * it and keeps it alive while the context points to it */
+	const struct install_observer *obs;
 	int64_t probe_us;      /* ensure's probes, for the next install_one */
 	const char *principal; /* for audit; NULL = "cli" */
 	const char *op;

@@ -18,6 +18,23 @@
 
 /* ---- locks and backoff --------------------------------------------------- */
 
+/* <w>/.locks, and <w>/.locks/<name><ext> into path when name is not NULL:
+ * 0, or -1 when it does not fit (path ""). */
+static int
+locks_path(char path[PATH_MAX], const char *w, const char *name, const char *ext)
+{
+	if (fs_path_join(path, PATH_MAX, w, ".locks", NULL) < 0)
+		return -1;
+	if (name != NULL) {
+		size_t n = strlen(path);
+		if ((size_t)snprintf(path + n, PATH_MAX - n, "/%s%s", name, ext) >= PATH_MAX - n) {
+			path[0] = '\0';
+			return -1;
+		}
+	}
+	return 0;
+}
+
 int
 install_lock_tool(struct install_ctx *c, const char *w, const manifest_t *m, struct err *e)
 {
@@ -27,10 +44,12 @@ install_lock_tool(struct install_ctx *c, const char *w, const manifest_t *m, str
 	long pid;
 	int fd;
 
-	snprintf(path, sizeof(path), "%s/.locks", w);
-	if (install_mkdir(path, 0700, e) < 0)
+	if (locks_path(path, w, NULL, NULL) < 0 || install_mkdir(path, 0700, e) < 0 ||
+	    locks_path(path, w, m->name, ".lock") < 0) {
+		if (path[0] == '\0')
+			err_set(e, "io.error", "%s/.locks/%s.lock: too long a path", w, m->name);
 		return -1;
-	snprintf(path, sizeof(path), "%s/.locks/%s.lock", w, m->name);
+	}
 	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return err_sys(e, "io.error", errno, "%s: %s", path, strerror(errno));
@@ -49,9 +68,9 @@ install_lock_tool(struct install_ctx *c, const char *w, const manifest_t *m, str
 		}
 		/* waiters poll each second and pass on the installer's progress */
 		install_sleep_ms(1000);
-		if (c->progress != NULL &&
+		if (c->obs != NULL && c->obs->progress != NULL &&
 		    install_progress_read(c, m->name, phase, sizeof(phase), &pg, &pid) == 0)
-			c->progress(c->progress_arg, m->name, phase, &pg);
+			c->obs->progress(c->obs->arg, m->name, phase, &pg);
 	}
 	return fd;
 }
@@ -71,8 +90,8 @@ backoff_read(const char *dir, const char *name, struct backoff *b)
 	ssize_t n;
 
 	memset(b, 0, sizeof(*b));
-	snprintf(path, sizeof(path), "%s/.locks/%s.backoff", dir, name);
-	if ((n = fs_read_small(path, buf, sizeof(buf), &e)) <= 0 ||
+	if (locks_path(path, dir, name, ".backoff") < 0 ||
+	    (n = fs_read_small(path, buf, sizeof(buf), &e)) <= 0 ||
 	    json_parse(&doc, buf, (size_t)n, NULL, &e) < 0)
 		return -1;
 	if ((v = json_get(doc.root, "failures")) && v->type == JSON_NUMBER)
@@ -107,8 +126,8 @@ install_backoff_clear(struct install_ctx *c, const char *name)
 
 	if (c->chain.writable < 0)
 		return;
-	snprintf(path, sizeof(path), "%s/.locks/%s.backoff", c->chain.d[c->chain.writable].path, name);
-	unlink(path);
+	if (locks_path(path, c->chain.d[c->chain.writable].path, name, ".backoff") == 0)
+		unlink(path);
 }
 
 void
@@ -124,8 +143,7 @@ install_backoff_record(struct install_ctx *c, const char *name, const struct err
 	if (c->chain.writable < 0)
 		return;
 	w = c->chain.d[c->chain.writable].path;
-	snprintf(path, sizeof(path), "%s/.locks", w);
-	if (install_mkdir(path, 0700, &e) < 0)
+	if (locks_path(path, w, NULL, NULL) < 0 || install_mkdir(path, 0700, &e) < 0)
 		return;
 	if (backoff_read(w, name, &b) < 0)
 		b.failures = 0;
@@ -135,7 +153,8 @@ install_backoff_record(struct install_ctx *c, const char *name, const struct err
 		secs *= 2;
 	if (secs > INSTALL_BACKOFF_MAX)
 		secs = INSTALL_BACKOFF_MAX;
-	snprintf(path, sizeof(path), "%s/.locks/%s.backoff", w, name);
+	if (locks_path(path, w, name, ".backoff") < 0)
+		return;
 	json_w_init(&jw, 1024);
 	json_w_obj(&jw);
 	json_w_kint(&jw, "failures", b.failures);

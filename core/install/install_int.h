@@ -3,17 +3,28 @@
 
 /*
  * What the files of the install engine share and nothing else uses (the
- * API is core/install/install.h):
- *   install.c          ensure: resolution order, modes, requires, the steps
- *   install_audit.c    audit lines and progress reports
- *   install_tree.c     markers, tree listings, the fast path
- *   install_probe.c    ABX_TOOL_<NAME>, PATH and version probes, running
- *                      commands, the exec and network probes
+ * API is core/install/install.h). The files, bottom to top: each calls
+ * only the ones above it in this list, never one below.
+ *   tools.c            the tools directories, the chain, the state directory
+ *   launch.c           how the shim starts a tool of a tree
+ *   install_util.c     names, directories, error details, the test pause,
+ *                      the sweep of crashed installers' leftovers, the
+ *                      join of the requires an install waits for
+ *   install_known.c    digests of the files an install wrote
+ *   install_proof.c    proof lists shared by every context
+ *   install_audit.c    audit lines, progress reports, lock holders
+ *   audit.c            the server's audit events
  *   install_backoff.c  the per-tool lock and the backoff after a failure
+ *   install_oci.c      the OCI mirror as a source
  *   install_src.c      artifacts: caches, mirrors, verified downloads
- *   install_publish.c  staging, extraction, verify, publish
- *   install_sync.c     the staged tree made durable (syncfs)
- *   install_known.c, install_proof.c, install_npm.c: see install.h
+ *   install_npm.c      npm-lock sources: lockfile, packages, SBOM rows
+ *   install_trees.c    the cache's extracted trees and recorded verify passes
+ *   install_tree.c     markers, tree listings, the fast path
+ *   install_probe.c    what is already there (ABX_TOOL_<NAME>, our trees,
+ *                      PATH), running commands, the exec and network probes
+ *   install_verify.c   verify.argv runs
+ *   install_publish.c  one install: staging, extraction, verify, publish
+ *   install.c          ensure: resolution order, modes, requires, backoff
  */
 
 #ifndef ABX_VERSION
@@ -32,14 +43,7 @@
 #include "pkg/arc.h"
 #include "pkg/npm.h"
 
-/* Every path built by the engine starts from a tools directory no longer
- * than TOOLS_DIR_MAX (tools.c refuses longer ones), so its PATH_MAX buffers
- * cannot truncate; GCC cannot see that bound. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wformat-truncation"
-#endif
-
-/* ---- install.c: small helpers -------------------------------------------- */
+/* ---- install_util.c -------------------------------------------------------- */
 
 /* mkdir with exactly mode (not narrowed by the umask); an existing
  * directory is fine. 0, or -1 with io.error (e may be NULL). */
@@ -47,9 +51,24 @@ int install_mkdir(const char *path, mode_t mode, struct err *e);
 void install_sleep_ms(int ms);
 /* details {"phase": phase} on e. */
 void install_details_phase(struct err *e, const char *phase);
-/* ensure() with a minimum version for a require (NULL = none). */
-int install_ensure_inner(struct install_ctx *c, const char *name, const char *min, unsigned flags,
-                         struct install_result *r, struct err *e);
+/* Remove what crashed installers left in dir (names starting with prefix,
+ * NULL = any) older than INSTALL_STAGING_MAX_AGE. */
+void install_collect_stale(const char *dir, const char *prefix);
+
+/*
+ * A tool's requires, ensured beside its install by install.c: on a thread
+ * of their own with a clone of the context (sub) while the tool is staged.
+ */
+struct install_reqs {
+	struct install_ctx sub;
+	const manifest_t *m;
+	unsigned flags;
+	pthread_t th;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int running, ready, counted, rc; /* ready: under mu */
+	struct err e;
+};
 /* Wait for the requires ensure() started beside the install of the tool
  * (none: at once; *wait_us, unless NULL, the time waited when there were):
  * 0, or -1 with e their failure ("X requires Y: ..."). */
@@ -97,29 +116,6 @@ void install_progress_write(struct install_progress_state *p, const char *phase,
  * there). Costs one open and one or two flock calls. */
 int install_lock_held(const char *w, const char *name);
 
-/* ---- install_tree.c -------------------------------------------------------- */
-
-/* <w>/<name>/.installed.json for the tree just published (a: the
- * artifact, NULL for npm-lock; the listing's and the proof list's digests;
- * the tree's counts). 0 or -1 with e. */
-int install_marker_write(struct install_ctx *c, const char *w, const manifest_t *m, const char *treename,
-                         const struct manifest_artifact *a, const char *sha, uint64_t size,
-                         const char *tree_sha, const char *proof_sha, uint64_t files, uint64_t bytes,
-                         struct err *e);
-
-/* ---- install_probe.c ------------------------------------------------------- */
-
-/* ABX_TOOL_<NAME>, and a copy on PATH (at least min and the manifest's
- * path.min): 1 ready (r filled), 0 not. */
-int install_env_tool(struct install_ctx *c, const manifest_t *m, struct install_result *r);
-int install_path_tool(struct install_ctx *c, const manifest_t *m, const char *min, struct install_result *r);
-/* a's words with {bin} = bin into buf, pointed to by argv (NULL-ended). */
-void install_subst_bin(const struct manifest_argv *a, const char *bin,
-                       char buf[][MANIFEST_ARG_MAX + PATH_MAX], char **argv);
-/* Can staging_root hold executables? Cached per context for
- * INSTALL_PROBE_TTL. 0, or -1 with e (install.noexec, io.error). */
-int install_exec_probe(struct install_ctx *c, const char *staging_root, struct err *e);
-
 /* ---- install_backoff.c ----------------------------------------------------- */
 
 /* flock <w>/.locks/<name>.lock, waiting at most the install timeout (and
@@ -128,18 +124,21 @@ int install_lock_tool(struct install_ctx *c, const char *w, const manifest_t *m,
 /* One more failure of name (why) in the writable directory's backoff. */
 void install_backoff_record(struct install_ctx *c, const char *name, const struct err *why);
 
-/* ---- install_src.c --------------------------------------------------------- */
+/* ---- install_oci.c ------------------------------------------------------- */
 
-/* A mirror entry as a local directory ("/dir" or "file:///dir"), or NULL. */
-const char *install_mirror_dir(const char *mirror);
-
-/* install_oci.c: the OCI mirror's client of c (made on first use; NULL
+/* The OCI mirror's client of c (made on first use; NULL
  * with e: oci.url, oci.auth, http.proxy), freed by install_ctx_free; the
  * URL a network probe tries for it ("https://host[:port]/v2/"): 1, or 0
  * without a mirror. */
 struct oci_client;
 struct oci_client *install_oci_client(struct install_ctx *c, struct err *e);
 int install_oci_probe_url(const struct install_ctx *c, char *url, size_t cap);
+
+/* ---- install_src.c --------------------------------------------------------- */
+
+/* A mirror entry as a local directory ("/dir" or "file:///dir"), or NULL. */
+const char *install_mirror_dir(const char *mirror);
+
 /* A file named sha in a cache or mirror directory (not hashed: for the
  * network probe's decision). */
 int install_maybe_local(struct install_ctx *c, const char *sha);
@@ -185,48 +184,35 @@ extern void (*install_test_hashed_fn)(const char *path);
 #define install_test_hashed(path) ((void)(path))
 #endif
 
-/* ---- install_publish.c ----------------------------------------------------- */
+/* ---- install_tree.c -------------------------------------------------------- */
 
-/* Remove what crashed installers left in dir (names starting with prefix,
- * NULL = any) older than INSTALL_STAGING_MAX_AGE. */
-void install_collect_stale(const char *dir, const char *prefix);
-/* Remove the staging directories (<w>/.staging/<tool>-<random>) whose
- * tool's lock nobody holds: an installer that died left them. own is the
- * tool whose lock the caller holds: its directories are dead as well. */
-void install_collect_abandoned(const char *w, const char *own);
-/* Stage, fetch, extract, verify and publish one tool, holding its lock in writable directory w. */
-int install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct install_result *r,
-                struct err *e);
+/* <w>/<name>/.installed.json for the tree just published (a: the
+ * artifact, NULL for npm-lock; the listing's and the proof list's digests;
+ * the tree's counts). 0 or -1 with e. */
+int install_marker_write(struct install_ctx *c, const char *w, const manifest_t *m, const char *treename,
+                         const struct manifest_artifact *a, const char *sha, uint64_t size,
+                         const char *tree_sha, const char *proof_sha, uint64_t files, uint64_t bytes,
+                         struct err *e);
 
-/* ---- install_sync.c: the staged tree made durable ------------------------- */
+/* ---- install_probe.c ------------------------------------------------------- */
 
-/*
- * syncfs of the staged tree on a thread of its own, so the disk writes run
- * while the tree is listed and hashed (which reads what the page cache
- * already holds); bg_sync_wait is called before the tree is renamed into
- * place, so the content still reaches the disk before the name does. With
- * no thread the wait does the syncfs itself. It finds little left to write:
- * every writer of a staged file (and of the cache's downloads and kept
- * trees beside it) started that file's writeback once it was written
- * (fs_writeback_start; an extracted file only from ARC_WRITEBACK_MIN on:
- * the small ones go in the syncfs's merged requests), so the disk wrote
- * while the rest was staged; the
- * kernel would start none before vm.dirty_background_ratio (gigabytes on
- * a large machine) or 30 s. Only our files: another process writing to
- * the same filesystem is no longer written back at our pace (a syncfs
- * every 100 ms while staging did that). What it has left unwritten when
- * this syncfs runs is written too (a syncfs cannot leave it out), so
- * beside a heavy writer publish/sync waits for that backlog once. Tried
- * and dropped: an fsync per file (a disk flush each: ~5 s for 2,700 files
- * here), and sync_file_range of each file only once the tree was complete
- * (only the verify run was left to overlap).
- */
-struct bg_sync {
-	pthread_t th;
-	int fd, started;
-};
-void install_bg_sync_start(struct bg_sync *s, const char *dir);
-void install_bg_sync_wait(struct bg_sync *s);
+/* ABX_TOOL_<NAME>, and a copy on PATH (at least min and the manifest's
+ * path.min): 1 ready (r filled), 0 not. */
+int install_env_tool(struct install_ctx *c, const manifest_t *m, struct install_result *r);
+int install_path_tool(struct install_ctx *c, const manifest_t *m, const char *min, struct install_result *r);
+/* m ready without installing it, in the resolution order ABX_TOOL_<NAME>,
+ * the tools chain (the fast path), PATH (at least min; only when use_path
+ * and the configuration's install.use_path): 1 (r filled), 0 not. */
+int install_found(struct install_ctx *c, const manifest_t *m, const char *min, int use_path,
+                  struct install_result *r, struct err *e);
+/* a's words with {bin} = bin into buf, pointed to by argv (NULL-ended). */
+void install_subst_bin(const struct manifest_argv *a, const char *bin,
+                       char buf[][MANIFEST_ARG_MAX + PATH_MAX], char **argv);
+/* Can staging_root hold executables? Cached per context for
+ * INSTALL_PROBE_TTL. 0, or -1 with e (install.noexec, io.error). */
+int install_exec_probe(struct install_ctx *c, const char *staging_root, struct err *e);
+
+/* ---- install_verify.c ---------------------------------------------------- */
 
 /* One verify run: its PATH and argv, and its identity for a recorded pass
  * (install_verified_get): what ran it besides the tree. */
@@ -246,5 +232,15 @@ void install_verify_setup(struct install_ctx *c, const manifest_t *m, const char
 /* Run v with HOME home: 0 when it exits 0 within the manifest's timeout
  * with its expect in the output, -1 with e (install.failed, phase verify). */
 int install_verify_run(const manifest_t *m, struct verify_run *v, const char *home, struct err *e);
+
+/* ---- install_publish.c ----------------------------------------------------- */
+
+/* Remove the staging directories (<w>/.staging/<tool>-<random>) whose
+ * tool's lock nobody holds: an installer that died left them. own is the
+ * tool whose lock the caller holds: its directories are dead as well. */
+void install_collect_abandoned(const char *w, const char *own);
+/* Stage, fetch, extract, verify and publish one tool, holding its lock in writable directory w. */
+int install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct install_result *r,
+                struct err *e);
 
 #endif

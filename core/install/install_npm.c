@@ -80,8 +80,8 @@ progress(void *arg, uint64_t bytes, uint64_t total, size_t done, size_t count)
 	struct prog *p = arg;
 	struct install_progress pg = {bytes, total > bytes ? total : bytes, (uint32_t)done, (uint32_t)count};
 
-	if (p->c->progress)
-		p->c->progress(p->c->progress_arg, p->name, "fetch", &pg);
+	if (p->c->obs != NULL && p->c->obs->progress != NULL)
+		p->c->obs->progress(p->c->obs->arg, p->name, "fetch", &pg);
 }
 
 /* Load m's lockfile for platform (NULL = every platform). */

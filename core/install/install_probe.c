@@ -1,5 +1,6 @@
 /*
- * What is already there (ABX_TOOL_<NAME>, a copy on PATH and its version),
+ * What is already there (ABX_TOOL_<NAME>, one of our trees through the fast
+ * path of install_tree.c, a copy on PATH and its version),
  * running a command for a probe or a verify (core/base/proc.c), and the probes
  * before an install: the staging directory can execute, the network answers.
  */
@@ -20,16 +21,6 @@
 #include "net/http.h"
 #include "base/net.h"
 #include "base/proc.h"
-
-static int
-path_join(char *buf, size_t cap, const char *a, const char *b)
-{
-	if ((size_t)snprintf(buf, cap, "%s/%s", a, b) >= cap) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	return 0;
-}
 
 /* ---- PATH and ABX_TOOL_<NAME> ------------------------------------------ */
 
@@ -124,7 +115,7 @@ install_path_find(const manifest_t *m, const char *min, const char *self, char *
 		/* a world-writable PATH entry could hold anything */
 		if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || (st.st_mode & 002))
 			goto next;
-		if (path_join(cand, sizeof(cand), dir, m->binary) < 0 || stat(cand, &st) != 0 ||
+		if (fs_path_join(cand, sizeof(cand), dir, m->binary, NULL) < 0 || stat(cand, &st) != 0 ||
 		    !S_ISREG(st.st_mode) || access(cand, X_OK) != 0)
 			goto next;
 		/* never ourselves: <tools>/bin on PATH is a shim */
@@ -156,6 +147,17 @@ install_path_tool(struct install_ctx *c, const manifest_t *m, const char *min, s
 	r->state = INSTALL_READY;
 	r->from_path = 1;
 	return 1;
+}
+
+int
+install_found(struct install_ctx *c, const manifest_t *m, const char *min, int use_path,
+              struct install_result *r, struct err *e)
+{
+	memset(r, 0, sizeof(*r));
+	/* resolution order: ABX_TOOL_<NAME>, tools, PATH */
+	if (install_env_tool(c, m, r) || install_fast_path(c, m, r, e) == 1)
+		return 1;
+	return use_path && c->cfg->install.use_path && install_path_tool(c, m, min, r);
 }
 
 /* ---- running a command ------------------------------------------------- */

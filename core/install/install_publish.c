@@ -30,32 +30,6 @@
 
 /* ---- staging ------------------------------------------------------------ */
 
-/* Remove what crashed installers left: staging directories and partial
- * downloads older than INSTALL_STAGING_MAX_AGE. */
-void
-install_collect_stale(const char *dir, const char *prefix)
-{
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	struct stat st;
-	time_t t = time(NULL);
-	struct err e;
-
-	if (d == NULL)
-		return;
-	while ((de = readdir(d)) != NULL) {
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-			continue;
-		if (prefix != NULL && strncmp(de->d_name, prefix, strlen(prefix)) != 0)
-			continue;
-		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
-			continue;
-		if (t - st.st_mtime > INSTALL_STAGING_MAX_AGE)
-			fs_rm_treeat(dirfd(d), de->d_name, &e);
-	}
-	closedir(d);
-}
-
 void
 install_collect_abandoned(const char *w, const char *own)
 {
@@ -65,8 +39,7 @@ install_collect_abandoned(const char *w, const char *own)
 	struct err e;
 	DIR *d;
 
-	if ((size_t)snprintf(root, sizeof(root), "%s/.staging", w) >= sizeof(root) ||
-	    (d = opendir(root)) == NULL)
+	if (fs_path_join(root, sizeof(root), w, ".staging", NULL) < 0 || (d = opendir(root)) == NULL)
 		return;
 	while ((de = readdir(d)) != NULL) {
 		if (de->d_name[0] == '.' || (dash = strrchr(de->d_name, '-')) == NULL || dash == de->d_name)
@@ -96,8 +69,10 @@ requires_mb(struct install_ctx *c, const manifest_t *m, const char *w)
 	for (i = 0; i < m->nrequires; i++) {
 		if ((r = manifest_get(c->ms, m->requires[i].name, &e)) == NULL)
 			continue;
-		snprintf(mk, sizeof(mk), "%s/%s/.installed.json", w, r->name);
-		if (access(mk, F_OK) != 0 && r->size_hint_mb > 0)
+		if ((fs_path_join(mk, sizeof(mk), w, r->name, NULL) < 0 ||
+		     fs_path_join(mk, sizeof(mk), mk, ".installed.json", NULL) < 0 ||
+		     access(mk, F_OK) != 0) &&
+		    r->size_hint_mb > 0)
 			sum += r->size_hint_mb + requires_mb(c, r, w);
 	}
 	return sum;
@@ -116,6 +91,71 @@ install_specific_code(struct err *e)
 		e->code = "install.no_space";
 	else if (root != NULL && strcmp(root, "tls.no_trust_anchors") == 0)
 		e->code = "tls.no_trust_anchors";
+}
+
+/* ---- the staged tree made durable --------------------------------------- */
+
+/*
+ * syncfs of the staged tree on a thread of its own, so the disk writes run
+ * while the tree is listed and hashed (which reads what the page cache
+ * already holds); bg_sync_wait is called before the tree is renamed into
+ * place, so the content still reaches the disk before the name does. With
+ * no thread the wait does the syncfs itself. It finds little left to write:
+ * every writer of a staged file (and of the cache's downloads and kept
+ * trees beside it) started that file's writeback once it was written
+ * (fs_writeback_start; an extracted file only from ARC_WRITEBACK_MIN on:
+ * the small ones go in the syncfs's merged requests), so the disk wrote
+ * while the rest was staged; the
+ * kernel would start none before vm.dirty_background_ratio (gigabytes on
+ * a large machine) or 30 s. Only our files: another process writing to
+ * the same filesystem is no longer written back at our pace (a syncfs
+ * every 100 ms while staging did that). What it has left unwritten when
+ * this syncfs runs is written too (a syncfs cannot leave it out), so
+ * beside a heavy writer publish/sync waits for that backlog once. Tried
+ * and dropped: an fsync per file (a disk flush each: ~5 s for 2,700 files
+ * here), and sync_file_range of each file only once the tree was complete
+ * (only the verify run was left to overlap).
+ */
+struct bg_sync {
+	pthread_t th;
+	int fd, started;
+};
+
+static void *
+bg_sync_main(void *arg)
+{
+	struct bg_sync *s = arg;
+
+	syncfs(s->fd);
+	return NULL;
+}
+
+static void
+bg_sync_start(struct bg_sync *s, const char *dir)
+{
+	pthread_attr_t at;
+
+	s->started = 0;
+	s->fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (s->fd < 0 || pthread_attr_init(&at) != 0)
+		return;
+	pthread_attr_setstacksize(&at, 65536);
+	s->started = pthread_create(&s->th, &at, bg_sync_main, s) == 0;
+	pthread_attr_destroy(&at);
+}
+
+static void
+bg_sync_wait(struct bg_sync *s)
+{
+	if (s->fd < 0)
+		return;
+	if (s->started)
+		pthread_join(s->th, NULL);
+	else
+		syncfs(s->fd);
+	s->started = 0;
+	close(s->fd);
+	s->fd = -1;
 }
 
 /* ---- extract, verify, publish ------------------------------------------ */
@@ -158,10 +198,9 @@ link_bin(struct install_ctx *c, const char *w, const manifest_t *m, struct err *
 
 	if (c->self[0] == '\0')
 		return 0;
-	snprintf(dir, sizeof(dir), "%s/bin", w);
-	if (install_mkdir(dir, 0755, e) < 0)
+	if (fs_path_join(dir, sizeof(dir), w, "bin", e) < 0 || install_mkdir(dir, 0755, e) < 0 ||
+	    fs_path_join(link, sizeof(link), dir, m->binary, e) < 0)
 		return -1;
-	snprintf(link, sizeof(link), "%s/%s", dir, m->binary);
 	n = readlink(link, cur, sizeof(cur) - 1);
 	if (n > 0 && (size_t)n < sizeof(cur) - 1) {
 		cur[n] = '\0';
@@ -169,7 +208,8 @@ link_bin(struct install_ctx *c, const char *w, const manifest_t *m, struct err *
 			return 0;
 	}
 	fs_rand_hex(rnd, 8);
-	snprintf(tmp, sizeof(tmp), "%s/.%s.tmp-%s", dir, m->binary, rnd);
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s/.%s.tmp-%s", dir, m->binary, rnd) >= sizeof(tmp))
+		return err_set(e, "io.error", "%s/.%s.tmp-: too long a path", dir, m->binary);
 	if (symlink(c->self, tmp) != 0)
 		return err_sys(e, "install.failed", errno, "symlink %s: %s", tmp, strerror(errno));
 	if (rename(tmp, link) != 0) {
@@ -190,14 +230,13 @@ remove_old_trees(const char *w, const char *name, const char *keep, const char *
 	struct err e;
 	int i = 0;
 
-	snprintf(dir, sizeof(dir), "%s/%s", w, name);
-	if ((d = opendir(dir)) == NULL)
+	if (fs_path_join(dir, sizeof(dir), w, name, NULL) < 0 || (d = opendir(dir)) == NULL)
 		return;
 	while ((de = readdir(d)) != NULL) {
 		if (de->d_name[0] == '.' || strcmp(de->d_name, keep) == 0 || de->d_type != DT_DIR)
 			continue;
-		snprintf(dst, sizeof(dst), "%s/old-%d", trash, i++);
-		if (renameat(dirfd(d), de->d_name, AT_FDCWD, dst) == 0)
+		if ((size_t)snprintf(dst, sizeof(dst), "%s/old-%d", trash, i++) < sizeof(dst) &&
+		    renameat(dirfd(d), de->d_name, AT_FDCWD, dst) == 0)
 			fs_rm_tree(dst, &e);
 	}
 	closedir(d);
@@ -324,7 +363,10 @@ private_copy(struct job *j, int afd, struct digest *got, struct err *e)
 	int fd;
 
 	fs_rand_hex(rnd, 8);
-	snprintf(path, sizeof(path), "%s/artifact-%s", j->staging, rnd);
+	if ((size_t)snprintf(path, sizeof(path), "%s/artifact-%s", j->staging, rnd) >= sizeof(path)) {
+		free(b);
+		return err_set(e, "io.error", "%s/artifact-: too long a path", j->staging);
+	}
 	fd = b == NULL ? -1 : open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		free(b);
@@ -507,6 +549,8 @@ static int
 stage_npm(struct job *j, struct err *e)
 {
 	struct install_ctx *c = j->c;
+	const struct install_observer *own = c->obs;
+	struct install_observer via = {0};
 	int64_t tp;
 	int staged;
 
@@ -514,12 +558,14 @@ stage_npm(struct job *j, struct err *e)
 	if ((j->known = install_known_new()) == NULL)
 		return err_set(e, "internal", "out of memory");
 	/* the npm installer reports through ps (and .progress.json) */
-	c->progress = npm_progress;
-	c->progress_arg = &j->ps;
+	if (own != NULL)
+		via = *own;
+	via.progress = npm_progress;
+	via.arg = &j->ps;
+	c->obs = &via;
 	tp = clock_us();
 	staged = install_npm_stage(c, j->m, j->tree, j->known, &j->npminfo, e);
-	c->progress = j->ps.fn;
-	c->progress_arg = j->ps.arg;
+	c->obs = own;
 	if (staged < 0)
 		return -1;
 	for (int i = 0; i < INSTALL_CPU_N; i++)
@@ -535,7 +581,8 @@ publish_tree(struct job *j, struct err *e)
 {
 	char old[PATH_MAX];
 
-	snprintf(j->final, sizeof(j->final), "%s/%s", j->tooldir, j->treename);
+	if (fs_path_join(j->final, sizeof(j->final), j->tooldir, j->treename, e) < 0)
+		return -1;
 	if (rename(j->tree, j->final) == 0)
 		return 0;
 	if (errno != EEXIST && errno != ENOTEMPTY)
@@ -544,7 +591,8 @@ publish_tree(struct job *j, struct err *e)
 	 * briefly absent, never half-written) */
 	if (syscall(SYS_renameat2, AT_FDCWD, j->tree, AT_FDCWD, j->final, 2 /* RENAME_EXCHANGE */) == 0)
 		return 0;
-	snprintf(old, sizeof(old), "%s/old", j->staging);
+	if (fs_path_join(old, sizeof(old), j->staging, "old", e) < 0)
+		return -1;
 	if (rename(j->final, old) != 0 || rename(j->tree, j->final) != 0)
 		return err_sys(e, "install.failed", errno, "replacing %s: %s", j->final, strerror(errno));
 	return 0;
@@ -561,11 +609,11 @@ publish_marker(struct job *j, struct err *e)
 
 	if (fs_fsync_dir(j->tooldir, e) < 0)
 		return -1;
-	snprintf(lp, sizeof(lp), "%s/.installed.files", j->tooldir);
-	if (fs_write_atomic(lp, j->listing, j->listing_len, 0644, e) < 0)
+	if (fs_path_join(lp, sizeof(lp), j->tooldir, ".installed.files", e) < 0 ||
+	    fs_write_atomic(lp, j->listing, j->listing_len, 0644, e) < 0)
 		return -1;
-	snprintf(lp, sizeof(lp), "%s/.installed.proof", j->tooldir);
-	if (proof_make(j->final, "install.failed", &plist, &plen, e) < 0 ||
+	if (fs_path_join(lp, sizeof(lp), j->tooldir, ".installed.proof", e) < 0 ||
+	    proof_make(j->final, "install.failed", &plist, &plen, e) < 0 ||
 	    fs_write_atomic(lp, plist, plen, 0644, e) < 0) {
 		free(plist);
 		return -1;
@@ -586,7 +634,7 @@ list_tree(struct job *j, struct bg_sync *bs, struct err *e)
 	int64_t tp = clock_us();
 
 	if (bs->fd < 0)
-		install_bg_sync_start(bs, j->tree);
+		bg_sync_start(bs, j->tree);
 	/* verify ran with HOME=staging: whatever it wrote there is not ours
 	 * to publish, and the tree itself must be what was extracted */
 	if (install_tree_list_known(j->tree, j->known, &j->listing, &j->listing_len, j->hex, &j->files,
@@ -631,7 +679,8 @@ check_and_publish(struct job *j, struct err *e)
 	int64_t tp;
 	int rc = -1, reused;
 
-	snprintf(entry, sizeof(entry), "%s/%s", j->tree, j->m->source.bin);
+	if (fs_path_join(entry, sizeof(entry), j->tree, j->m->source.bin, e) < 0)
+		return -1;
 	if (lstat(entry, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISLNK(st.st_mode))) {
 		err_set(e, "install.failed", "%s: the archive has no %s", j->m->name, j->m->source.bin);
 		install_details_phase(e, "extract");
@@ -648,7 +697,7 @@ check_and_publish(struct job *j, struct err *e)
 		j->ph[INSTALL_PH_VERIFY_ARGV] = INSTALL_PH_NOT_RUN;
 	} else {
 		if (install_verify_run(j->m, v, j->staging, e) < 0) {
-			install_bg_sync_wait(&bs);
+			bg_sync_wait(&bs);
 			free(v);
 			return -1;
 		}
@@ -661,7 +710,7 @@ check_and_publish(struct job *j, struct err *e)
 	tp = clock_us();
 	install_progress_write(&j->ps, "publish", 1);
 	install_test_pause(j->c, "publish");
-	install_bg_sync_wait(&bs);
+	bg_sync_wait(&bs);
 	if (publish_tree(j, e) < 0 || publish_marker(j, e) < 0)
 		goto out;
 	remove_old_trees(j->w, j->m->name, j->treename, j->staging);
@@ -670,7 +719,7 @@ check_and_publish(struct job *j, struct err *e)
 		install_verified_put(j->c, j->m, v->ident, j->hex);
 	rc = 0;
 out:
-	install_bg_sync_wait(&bs);
+	bg_sync_wait(&bs);
 	free(v);
 	if (rc < 0)
 		install_details_phase(e, "publish");
@@ -717,9 +766,9 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 		j->ph[i] = -1;
 	j->ph[INSTALL_PH_PROBE] = c->probe_us;
 	snprintf(j->treename, sizeof(j->treename), "%s-%s", m->version, c->platform);
-	snprintf(j->tooldir, sizeof(j->tooldir), "%s/%s", w, m->name);
-	snprintf(staging_root, sizeof(staging_root), "%s/.staging", w);
-	if (install_mkdir(j->tooldir, 0755, e) < 0 || install_mkdir(staging_root, 0700, e) < 0) {
+	if (fs_path_join(j->tooldir, sizeof(j->tooldir), w, m->name, e) < 0 ||
+	    fs_path_join(staging_root, sizeof(staging_root), w, ".staging", e) < 0 ||
+	    install_mkdir(j->tooldir, 0755, e) < 0 || install_mkdir(staging_root, 0700, e) < 0) {
 		free(j);
 		return -1;
 	}
@@ -730,15 +779,21 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 	j->ps.cpu = j->cpu;
 	j->ps.m = m;
 	j->ps.started = time(NULL);
-	j->ps.fn = c->progress;
-	j->ps.arg = c->progress_arg;
-	snprintf(j->ps.path, sizeof(j->ps.path), "%s/.progress.json", j->tooldir);
+	j->ps.fn = c->obs != NULL ? c->obs->progress : NULL;
+	j->ps.arg = c->obs != NULL ? c->obs->arg : NULL;
+	if (fs_path_join(j->ps.path, sizeof(j->ps.path), j->tooldir, ".progress.json", NULL) < 0)
+		j->ps.path[0] = '\0'; /* no .progress.json: "" = none */
 	install_progress_write(&j->ps, "stage", 1);
 
 	fs_rand_hex(rnd, 8);
-	snprintf(j->staging, sizeof(j->staging), "%s/%s-%s", staging_root, m->name, rnd);
-	snprintf(j->tree, sizeof(j->tree), "%s/tree", j->staging);
-	if (install_mkdir(j->staging, 0700, e) < 0 || install_mkdir(j->tree, 0755, e) < 0)
+	if ((size_t)snprintf(j->staging, sizeof(j->staging), "%s/%s-%s", staging_root, m->name, rnd) >=
+	    sizeof(j->staging)) {
+		j->staging[0] = '\0'; /* cut: another directory's name */
+		err_set(e, "io.error", "%s/%s-: too long a path", staging_root, m->name);
+		goto out;
+	}
+	if (fs_path_join(j->tree, sizeof(j->tree), j->staging, "tree", e) < 0 ||
+	    install_mkdir(j->staging, 0700, e) < 0 || install_mkdir(j->tree, 0755, e) < 0)
 		goto out;
 	need_mb = m->size_hint_mb + requires_mb(c, m, w);
 	if (need_mb > 0 && fs_free_bytes(j->staging, &free_b, e) == 0 &&
@@ -751,16 +806,16 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 	}
 	/* the requires (staged beside this one) are ready before verify */
 	if ((m->source.type == MANIFEST_SRC_TARBALL ? stage_tarball(j, e) : stage_npm(j, e)) < 0 ||
-	    install_requires_join(c, &j->ph[INSTALL_PH_REQUIRES], e) < 0 || check_and_publish(j, e) < 0)
+	    install_requires_join(c, &j->ph[INSTALL_PH_REQUIRES], e) < 0 || check_and_publish(j, e) < 0 ||
+	    fs_path_join(r->entry, sizeof(r->entry), j->final, m->source.bin, e) < 0)
 		goto out;
-	if (c->timing != NULL)
-		c->timing(c->progress_arg, m, j->ph, j->cpu);
+	if (c->obs != NULL && c->obs->timing != NULL)
+		c->obs->timing(c->obs->arg, m, j->ph, j->cpu);
 	c->installs++;
 	r->state = INSTALL_READY;
 	r->installed = 1;
 	snprintf(r->dir, sizeof(r->dir), "%s", w);
 	snprintf(r->tree, sizeof(r->tree), "%s", j->final);
-	snprintf(r->entry, sizeof(r->entry), "%s/%s", j->final, m->source.bin);
 	rc = 0;
 out:
 	if (rc < 0)

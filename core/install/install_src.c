@@ -115,8 +115,8 @@ find_local(struct install_ctx *c, const char *sha, int *fdp, char *path, size_t 
 	if (c->cache_dir[0] && (rc = cache_hit(c->cache_dir, 1, sha, fdp, path, cap, e)) != 0)
 		return rc;
 	for (i = 0; i < c->chain.n; i++) {
-		snprintf(dir, sizeof(dir), "%s/.cache", c->chain.d[i].path);
-		if (strcmp(dir, c->cache_dir) != 0 && (rc = cache_hit(dir, 0, sha, fdp, path, cap, e)) != 0)
+		if (fs_path_join(dir, sizeof(dir), c->chain.d[i].path, ".cache", NULL) == 0 &&
+		    strcmp(dir, c->cache_dir) != 0 && (rc = cache_hit(dir, 0, sha, fdp, path, cap, e)) != 0)
 			return rc;
 	}
 	for (i = 0; i < c->cfg->install.tarball_mirrors.n; i++) {
@@ -135,15 +135,16 @@ install_maybe_local(struct install_ctx *c, const char *sha)
 	char p[PATH_MAX];
 	int i;
 
-	if (c->cache_dir[0] && snprintf(p, sizeof(p), "%s/%s", c->cache_dir, sha) > 0 && access(p, R_OK) == 0)
+	if (c->cache_dir[0] && fs_path_join(p, sizeof(p), c->cache_dir, sha, NULL) == 0 &&
+	    access(p, R_OK) == 0)
 		return 1;
 	for (i = 0; i < c->chain.n; i++)
-		if (snprintf(p, sizeof(p), "%s/.cache/%s", c->chain.d[i].path, sha) > 0 &&
-		    access(p, R_OK) == 0)
+		if (fs_path_join(p, sizeof(p), c->chain.d[i].path, ".cache", NULL) == 0 &&
+		    fs_path_join(p, sizeof(p), p, sha, NULL) == 0 && access(p, R_OK) == 0)
 			return 1;
 	for (i = 0; i < c->cfg->install.tarball_mirrors.n; i++) {
 		const char *d = install_mirror_dir(c->cfg->install.tarball_mirrors.v[i]);
-		if (d != NULL && snprintf(p, sizeof(p), "%s/%s", d, sha) > 0 && access(p, R_OK) == 0)
+		if (d != NULL && fs_path_join(p, sizeof(p), d, sha, NULL) == 0 && access(p, R_OK) == 0)
 			return 1;
 	}
 	return 0;
@@ -378,9 +379,9 @@ download_from(struct install_ctx *c, const manifest_t *m, const char *url, const
 	if (xs != NULL)
 		xs->bytes = d.put.bytes;
 	digest_hex(&dg, hex);
-	snprintf(got_sha, 65, "%s", hex);
+	snprintf(got_sha, 65, "%.64s", hex); /* sha256: 64 digits */
 	if (rc == 0) {
-		char tagged[80];
+		char tagged[8 + DIGEST_HEX_MAX];
 
 		err_set(e, "install.checksum_mismatch", "%s %s %s: %s: expected sha256 %s, got %s", m->name,
 		        m->version, c->platform, url, want_sha, hex);

@@ -32,20 +32,6 @@ tree_key(const manifest_t *m, const struct manifest_artifact *a, char key[CACHE_
 	return cache_tree_key(&d, variant, key);
 }
 
-int
-install_cache_key(const struct install_ctx *c, char *out, size_t cap)
-{
-	char d[PATH_MAX];
-
-	out[0] = '\0';
-	if (tools_state_dir(c->cfg, d, sizeof(d)) < 0 ||
-	    (size_t)snprintf(out, cap, "%s/" CACHE_KEY_FILE, d) >= cap) {
-		out[0] = '\0';
-		return -1;
-	}
-	return 0;
-}
-
 /* A writable cache, or none (the tree cache is then not used). */
 static int
 usable(const struct install_ctx *c)

@@ -117,9 +117,10 @@ install_verify_setup(struct install_ctx *c, const manifest_t *m, const char *ent
 	    npm_js_entry(entry, v->shebang, sizeof(v->shebang), v->flags, &v->nflags) == 1) {
 		struct install_result *nr = malloc(sizeof(*nr));
 		struct err ne;
+		const manifest_t *nm = manifest_get(c->ms, "node-runtime", &ne);
 
-		if (nr != NULL &&
-		    install_ensure_inner(c, "node-runtime", NULL, INSTALL_F_CHECK, nr, &ne) == 0) {
+		if (nr != NULL && nm != NULL && manifest_supports(nm, c->platform) &&
+		    install_found(c, nm, NULL, 1, nr, &ne)) {
 			snprintf(v->node, sizeof(v->node), "%s", nr->entry);
 			ident_require(v, "node-runtime", nr);
 			n = 0;
@@ -191,7 +192,10 @@ install_verify_argv(struct install_ctx *c, const manifest_t *m, const char *tree
 
 	if (v == NULL)
 		return err_set(e, "internal", "out of memory");
-	snprintf(entry, sizeof(entry), "%s/%s", tree, m->source.bin);
+	if (fs_path_join(entry, sizeof(entry), tree, m->source.bin, e) < 0) {
+		free(v);
+		return -1;
+	}
 	if (tmp == NULL || tmp[0] != '/')
 		tmp = "/tmp";
 	/* mkdtemp's template: the six X are replaced by the call */

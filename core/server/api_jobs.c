@@ -97,6 +97,7 @@ op_ensure(void *arg, const struct config *cfg, const char *tool, const char *pri
           install_progress_fn progress, void *parg, struct install_result *r, uint64_t *bytes, struct err *e)
 {
 	struct install_ctx *c = ctx_take(arg, cfg, e);
+	struct install_observer obs = {.progress = progress, .arg = parg};
 	int rc;
 
 	*bytes = 0;
@@ -107,9 +108,9 @@ op_ensure(void *arg, const struct config *cfg, const char *tool, const char *pri
 	}
 	c->principal = principal;
 	c->op = op;
-	c->progress = progress;
-	c->progress_arg = parg;
+	c->obs = &obs;
 	rc = install_ensure(c, tool, 0, r, e);
+	c->obs = NULL;
 	*bytes = c->bytes_downloaded;
 	ctx_put(arg, cfg, c);
 	return rc;

@@ -59,21 +59,9 @@ check "no #include loop between the files of a folder ($(head -3 "$bad" | tr '\n
 # among them is a floor whose files cannot be read bottom-up. Every loop is
 # printed, with one symbol per arrow (on stderr too: the log's layers.err).
 $L calls build/rel core/*/*.c applets/*.c >"$T/calls" || echo "stale: layers.py calls failed (layers.err)" >>"$T/calls"
-# core/install is not yet cut into floors (its loops are
-# printed and counted, not yet refused); every other folder must have none.
-not_yet="core/install"
-grep -v '^upward: ' "$T/calls" | sed 's/^cycle: //; s/^stale: //' >"$T/loops"
-sed 's/^/layers: /' "$T/loops" >&2
-: >"$bad"
-: >"$T/known"
-while IFS= read -r loop; do
-	case " $not_yet " in
-	*" ${loop%%:*} "*) printf '%s\n' "$loop" >>"$T/known" ;;
-	*) printf '%s\n' "$loop" >>"$bad" ;;
-	esac
-done <"$T/loops"
-printf 'layers: %s call loops left in %s (not yet refused)\n' "$(wc -l <"$T/known")" "$not_yet" >&2
-check "no call loop between the files of a folder outside $not_yet ($(wc -l <"$bad") loops: $(head -5 "$bad" | tr '\n' ';'))" test ! -s "$bad"
+grep -v '^upward: ' "$T/calls" | sed 's/^cycle: //; s/^stale: //' >"$bad"
+sed 's/^/layers: /' "$bad" >&2
+check "no call loop between the files of a folder ($(wc -l <"$bad") loops: $(head -5 "$bad" | tr '\n' ';'))" test ! -s "$bad"
 grep -E '^(upward|stale): ' "$T/calls" | sed -E 's/^(upward|stale): //' >"$bad"
 check "no call from a layer into one above it ($(head -3 "$bad" | tr '\n' ';'))" test ! -s "$bad"
 

@@ -754,6 +754,8 @@ on_required(void *arg, const char *name, int rc, const struct install_result *r,
 	req_elsewhere = !pthread_equal(pthread_self(), req_main);
 }
 
+static const struct install_observer req_obs = {.required = on_required};
+
 /* dir/m/<name>.json: a tarball tool whose artifact is in dir/<cache>, its
  * bin a shell script that exits 0. */
 static void
@@ -809,7 +811,7 @@ test_requires_beside(void **state)
 	assert_int_equal(manifest_set_open(&ms, p, &mo, &e), 0);
 	assert_int_equal(install_ctx_init(&c, &ms, &set, "linux-x64", NULL, &e), 0);
 	req_main = pthread_self();
-	c.required = on_required;
+	c.obs = &req_obs;
 	if (install_ensure(&c, "utop", 0, &r, &e) != 0)
 		fail_msg("ensure utop: %s: %s", e.code, e.msg);
 	assert_int_equal(r.installed, 1);
@@ -824,7 +826,7 @@ test_requires_beside(void **state)
 	/* the require's artifact is not in this cache (offline): it fails */
 	snprintf(set.tools_dir, sizeof(set.tools_dir), "%s/tools2", dir);
 	assert_int_equal(install_ctx_init(&c, &ms, &set, "linux-x64", NULL, &e), 0);
-	c.required = on_required;
+	c.obs = &req_obs;
 	req_calls = 0;
 	assert_int_equal(install_ensure(&c, "utop", 0, &r, &e), -1);
 	assert_int_equal(req_calls, 1);

@@ -1,0 +1,193 @@
+/*
+ * The helpers every file of the install engine shares, below all of them:
+ * names of states, phases and CPU buckets, directories made with their
+ * exact mode, error details, the test pause, the sweep of what crashed
+ * installers left, and the join of the requires an install waits for.
+ */
+#include "install/install_int.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "base/fs.h"
+#include "config/config.h"
+#include "pkg/cache.h"
+
+static const char *const state_names[] = {
+    "ready", "pending", "missing", "failed", "read_only", "disabled", "network_unreachable"};
+
+const char *
+install_state_name(enum install_state s)
+{
+	return (unsigned)s < sizeof(state_names) / sizeof(state_names[0]) ? state_names[s] : "?";
+}
+
+int
+install_mkdir(const char *path, mode_t mode, struct err *e)
+{
+	if (mkdir(path, mode) == 0) {
+		chmod(path, mode); /* not narrowed by the umask: others read trees */
+		return 0;
+	}
+	if (errno == EEXIST) {
+		struct stat st;
+		if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
+			return 0;
+		return err_set(e, "io.error", "%s exists and is not a directory", path);
+	}
+	return err_sys(e, "io.error", errno, "mkdir %s: %s", path, strerror(errno));
+}
+
+void
+install_sleep_ms(int ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+/* ABX_TEST_PAUSE (see install.h): compiled into the test build only, so the
+ * release binary carries no way to stall an install. */
+void
+install_test_pause(const struct install_ctx *c, const char *phase)
+{
+#ifdef ABX_TEST_HOOKS
+	const char *p = config_env("ABX_TEST_PAUSE");
+	char line[80];
+	int n, i;
+
+	if (p == NULL || strcmp(p, phase) != 0 || config_production(c->cfg))
+		return;
+	n = snprintf(line, sizeof(line), "install: paused at %s\n", phase);
+	if (write(2, line, (size_t)n) < 0) {
+		/* nothing to do */
+	}
+	for (i = 0; i < 300; i++)
+		install_sleep_ms(100);
+#else
+	(void)c;
+	(void)phase;
+#endif
+}
+
+void
+install_tool_env_name(const char *name, char *buf, size_t cap)
+{
+	size_t i, off = (size_t)snprintf(buf, cap, "ABX_TOOL_");
+
+	for (i = 0; name[i] && off + 1 < cap; i++, off++) {
+		char ch = name[i];
+		buf[off] = (ch >= 'a' && ch <= 'z')                                 ? (char)(ch - 32)
+		           : ((ch >= '0' && ch <= '9') || (ch >= 'A' && ch <= 'Z')) ? ch
+		                                                                    : '_';
+	}
+	buf[off < cap ? off : cap - 1] = '\0';
+}
+
+void
+install_details_phase(struct err *e, const char *phase)
+{
+	err_detail_str(e, "phase", phase);
+}
+
+const char *
+install_phase_name(enum install_phase p)
+{
+	static const char *const names[INSTALL_PH_N] = {
+	    "probe",    "download+digest", "extract",      "place",        "npm",
+	    "requires", "verify.argv",     "tree listing", "publish/sync",
+	};
+	return (unsigned)p < INSTALL_PH_N ? names[p] : "?";
+}
+
+const char *
+install_cpu_name(enum install_cpu p)
+{
+	static const char *const names[INSTALL_CPU_N] = {
+	    "receive", "digests", "download write", "decompress", "tree write",
+	};
+	return (unsigned)p < INSTALL_CPU_N ? names[p] : "?";
+}
+
+int
+install_requires_join(struct install_ctx *c, int64_t *wait_us, struct err *e)
+{
+	struct install_reqs *q = c->reqs;
+	int64_t t0 = clock_us();
+
+	if (q == NULL)
+		return 0;
+	if (!q->counted) {
+		pthread_mutex_lock(&q->mu);
+		while (!q->ready)
+			pthread_cond_wait(&q->cv, &q->mu);
+		pthread_mutex_unlock(&q->mu);
+		if (wait_us != NULL)
+			*wait_us = clock_us() - t0;
+		q->counted = 1;
+		install_ctx_add_counts(c, &q->sub);
+	}
+	if (q->rc < 0) {
+		if (e != NULL)
+			*e = q->e;
+		return -1;
+	}
+	return 0;
+}
+
+void
+install_ctx_add_counts(struct install_ctx *dst, const struct install_ctx *src)
+{
+	dst->downloads += src->downloads;
+	dst->bytes_downloaded += src->bytes_downloaded;
+	dst->installs += src->installs;
+}
+
+/* Remove what crashed installers left: staging directories and partial
+ * downloads older than INSTALL_STAGING_MAX_AGE. */
+void
+install_collect_stale(const char *dir, const char *prefix)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	struct stat st;
+	time_t t = time(NULL);
+	struct err e;
+
+	if (d == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (prefix != NULL && strncmp(de->d_name, prefix, strlen(prefix)) != 0)
+			continue;
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+			continue;
+		if (t - st.st_mtime > INSTALL_STAGING_MAX_AGE)
+			fs_rm_treeat(dirfd(d), de->d_name, &e);
+	}
+	closedir(d);
+}
+
+int
+install_cache_key(const struct install_ctx *c, char *out, size_t cap)
+{
+	char d[PATH_MAX];
+
+	out[0] = '\0';
+	if (tools_state_dir(c->cfg, d, sizeof(d)) < 0 ||
+	    (size_t)snprintf(out, cap, "%s/" CACHE_KEY_FILE, d) >= cap) {
+		out[0] = '\0';
+		return -1;
+	}
+	return 0;
+}
