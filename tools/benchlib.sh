@@ -43,6 +43,16 @@ row() {
 	printf '%s | %s | %s | %s\n' "$1" "$2" "$3" "${4:-$(ratio "$2" "$3")}"
 }
 
+# The release objects of core/, one per source that exists (not every .o
+# under build/rel: an object whose source was removed would be linked too).
+core_objs() {
+	for c in "$TOP"/core/*/*.c; do
+		c=${c#"$TOP"/}
+		printf '%s\n' "$TOP/build/rel/${c%.c}.o"
+	done
+	printf '%s\n' "$TOP/build/rel/gen/manifests_embed.o"
+}
+
 has_applet() {
 	"$BIN" --list 2>/dev/null | grep -qx "$1"
 }

@@ -24,7 +24,7 @@ fix=$out/extract-fixture.tar.gz
 (cd "$TOP" && make --no-print-directory build/agent-sandbox-server >&2) || exit 1
 ${MUSL_CC:-musl-gcc} -std=c11 -Os -D_GNU_SOURCE -static -s -Wl,--gc-sections -I"$TOP/core" \
 	-I"$TOP/build/deps/musl/include" -o "$drv" "$TOP/tools/bench/extract_drv.c" \
-	"$TOP"/build/rel/core/*/*.o "$TOP"/build/rel/gen/*.o -L"$TOP/build/deps/musl/lib" \
+	$(core_objs) -L"$TOP/build/deps/musl/lib" \
 	-larchive -lz -lbearssl -lpthread || exit 1
 
 # A Node.js-shaped fixture (one large binary, thousands of small text files,

@@ -130,7 +130,7 @@ row "verify ${MB} MiB tree, ms (ref: sha256sum of every file)" "$o" "$f"
 # ---- the ensure() fast path ---------------------------------------------------------------
 drv=$d/ensure_drv
 if ${MUSL_CC:-musl-gcc} -std=c11 -Os -D_GNU_SOURCE -static -s -I"$TOP/core" -I"$TOP/build/deps/musl/include" \
-	-o "$drv" "$TOP/tools/bench/ensure_drv.c" "$TOP"/build/rel/core/*/*.o "$TOP/build/rel/gen/manifests_embed.o" \
+	-o "$drv" "$TOP/tools/bench/ensure_drv.c" $(core_objs) \
 	-L"$TOP/build/deps/musl/lib" -larchive -lz -lbearssl -lpthread 2>"$d/drv.err"; then
 	"$BIN" prepare -q --manifests "$d/man" --tools-dir "$d/t" --only nodeish >/dev/null 2>&1
 	set -- $("$drv" "$d/t" "$d/man" nodeish 20 2>/dev/null || echo fail fail)
