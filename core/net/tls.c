@@ -763,7 +763,20 @@ client_init(br_ssl_client_context *cc, br_x509_minimal_context *xc)
 	br_ssl_engine_set_prf_sha256(eng, &br_tls12_sha256_prf);
 	br_ssl_engine_set_prf_sha384(eng, &br_tls12_sha384_prf);
 	br_ssl_engine_set_default_aes_gcm(eng);
-	br_ssl_engine_set_default_chapol(eng);
+	/* SSE2 is part of x86-64 and 64x64->128 multiplication of every 64-bit
+	 * target gcc builds for: the portable fallbacks that
+	 * br_ssl_engine_set_default_chapol links (2 KB) would never run there. */
+	br_ssl_engine_set_chapol(eng, &br_sslrec_in_chapol_vtable, &br_sslrec_out_chapol_vtable);
+#if defined(__x86_64__)
+	br_ssl_engine_set_chacha20(eng, br_chacha20_sse2_run);
+#else
+	br_ssl_engine_set_chacha20(eng, br_chacha20_ct_run);
+#endif
+#if defined(__SIZEOF_INT128__)
+	br_ssl_engine_set_poly1305(eng, br_poly1305_ctmulq_run);
+#else
+	br_ssl_engine_set_poly1305(eng, br_poly1305_ctmul_run);
+#endif
 }
 
 /* Drive the engine until one of the target states (BR_SSL_SENDAPP,
