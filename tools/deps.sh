@@ -46,7 +46,7 @@ HOT_CFLAGS="-O2 $common"
 BEARSSL_HOT="sha2big sha2small"
 # Bump when the way the libraries are built changes (flags, options), so
 # trees built the old way are rebuilt; the stamp holds the .dsc and this.
-RECIPE=4
+RECIPE=5
 # Called from make: the sub-builds below run their own make -jN, which must
 # not inherit (and fight over) the caller's jobserver.
 unset MAKEFLAGS MFLAGS MAKELEVEL
@@ -200,6 +200,20 @@ build_libarchive() {
 	s=$(unpack libarchive)
 	say "building libarchive $(ver libarchive)"
 	b=$DEPS/obj/libarchive; rm -rf "$b"; mkdir -p "$b"
+	# No Unicode normalisation: NFD names (from pax "path" or a zip's UTF-8
+	# flag) reach us as written instead of recomposed to NFC. Its tables and
+	# two normalisers are 28 KB of the binary. archive_string.c sets the two
+	# flags only to pick those converters; as 0, no branch can pick them and
+	# the compiler drops them. UTF-8 is still checked (an invalid name is
+	# still a warning, fatal in core/pkg/arc.c), and the path rules
+	# (core/pkg/arc_path.c) read the very bytes each entry is created with,
+	# so no name is trusted that is not checked.
+	cp -a "$s" "$b/src"
+	sed -i -e 's/^#define SCONV_NORMALIZATION_C\t(1<<6)/#define SCONV_NORMALIZATION_C\t0/' \
+		-e 's/^#define SCONV_NORMALIZATION_D\t(1<<7)/#define SCONV_NORMALIZATION_D\t0/' "$b/src/libarchive/archive_string.c"
+	[ "$(grep -c '^#define SCONV_NORMALIZATION_[CD]	0' "$b/src/libarchive/archive_string.c")" = 2 ] ||
+		{ say "libarchive: the normalisation flags in archive_string.c were not found (new version? see the note above)"; exit 1; }
+	s=$b/src
 	# Only zlib: no xml2, crypto, iconv, acl, xattr, lzma, bzip2, zstd, lz4, and
 	# no front-end programs. Formats we do not call are dropped by the linker.
 	# Debian's patches touch configure.ac and Makefile.am, which would need

@@ -653,6 +653,66 @@ static const uint16_t suites[] = {
     BR_TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256, BR_TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
 };
 
+/* Elliptic curves: X25519 through BearSSL's fast constant-time code, the
+ * NIST curves (ECDHE on P-256/384/521 and every ECDSA signature) through its
+ * generic constant-time i31 code. br_ec_all_m31 adds a P-256 special case
+ * (8 KB) that only makes P-256 faster; servers pick X25519 for ECDHE where
+ * offered, so the generic code mostly verifies signatures, on public data.
+ * The same curves as br_ec_all_m31, all constant-time. */
+static const br_ec_impl *
+ec_for(int curve)
+{
+	return curve == BR_EC_curve25519 ? &br_ec_c25519_m31 : &br_ec_prime_i31;
+}
+
+static const unsigned char *
+ec_generator(int curve, size_t *len)
+{
+	return ec_for(curve)->generator(curve, len);
+}
+
+static const unsigned char *
+ec_order(int curve, size_t *len)
+{
+	return ec_for(curve)->order(curve, len);
+}
+
+static size_t
+ec_xoff(int curve, size_t *len)
+{
+	return ec_for(curve)->xoff(curve, len);
+}
+
+static uint32_t
+ec_mul(unsigned char *g, size_t glen, const unsigned char *x, size_t xlen, int curve)
+{
+	return ec_for(curve)->mul(g, glen, x, xlen, curve);
+}
+
+static size_t
+ec_mulgen(unsigned char *r, const unsigned char *x, size_t xlen, int curve)
+{
+	return ec_for(curve)->mulgen(r, x, xlen, curve);
+}
+
+static uint32_t
+ec_muladd(unsigned char *a, const unsigned char *b, size_t len, const unsigned char *x, size_t xlen,
+          const unsigned char *y, size_t ylen, int curve)
+{
+	return ec_for(curve)->muladd(a, b, len, x, xlen, y, ylen, curve);
+}
+
+static const br_ec_impl ec_impl = {
+    (uint32_t)((1 << BR_EC_secp256r1) | (1 << BR_EC_secp384r1) | (1 << BR_EC_secp521r1) |
+               (1 << BR_EC_curve25519)),
+    ec_generator,
+    ec_order,
+    ec_xoff,
+    ec_mul,
+    ec_mulgen,
+    ec_muladd,
+};
+
 /* The client engine with only what those suites and the chain checks use.
  * br_ssl_client_init_full would link every algorithm BearSSL has (CBC and
  * its constant-time HMAC, 3DES, CCM, static RSA key exchange, the TLS 1.0
@@ -679,10 +739,14 @@ client_init(br_ssl_client_context *cc, br_x509_minimal_context *xc)
 	br_ssl_engine_set_versions(eng, BR_TLS12, BR_TLS12);
 	br_ssl_engine_set_suites(eng, suites, sizeof(suites) / sizeof(suites[0]));
 	br_x509_minimal_init(xc, &br_sha256_vtable, ta_list, ta_num);
-	br_ssl_engine_set_default_rsavrfy(eng);
-	br_ssl_engine_set_default_ecdsa(eng);
+	/* RSA verification is a public exponent (17 multiplications): the
+	 * i31 code already linked for the EC side does it; the default's i62
+	 * code adds 1.6 KB for no measurable gain. */
+	br_ssl_engine_set_rsavrfy(eng, br_rsa_i31_pkcs1_vrfy);
+	br_ssl_engine_set_ec(eng, &ec_impl);
+	br_ssl_engine_set_ecdsa(eng, br_ecdsa_i31_vrfy_asn1);
 	br_x509_minimal_set_rsa(xc, br_ssl_engine_get_rsavrfy(eng));
-	br_x509_minimal_set_ecdsa(xc, br_ssl_engine_get_ec(eng), br_ssl_engine_get_ecdsa(eng));
+	br_x509_minimal_set_ecdsa(xc, &ec_impl, br_ecdsa_i31_vrfy_asn1);
 	for (i = 0; i < sizeof(hashes) / sizeof(hashes[0]); i++) {
 		br_ssl_engine_set_hash(eng, hashes[i].id, hashes[i].vt);
 		br_x509_minimal_set_hash(xc, hashes[i].id, hashes[i].vt);
@@ -690,7 +754,20 @@ client_init(br_ssl_client_context *cc, br_x509_minimal_context *xc)
 	br_ssl_engine_set_prf_sha256(eng, &br_tls12_sha256_prf);
 	br_ssl_engine_set_prf_sha384(eng, &br_tls12_sha384_prf);
 	br_ssl_engine_set_default_aes_gcm(eng);
-	br_ssl_engine_set_default_chapol(eng);
+	/* SSE2 is part of x86-64 and 64x64->128 multiplication of every 64-bit
+	 * target gcc builds for: the portable fallbacks that
+	 * br_ssl_engine_set_default_chapol links (2 KB) would never run there. */
+	br_ssl_engine_set_chapol(eng, &br_sslrec_in_chapol_vtable, &br_sslrec_out_chapol_vtable);
+#if defined(__x86_64__)
+	br_ssl_engine_set_chacha20(eng, br_chacha20_sse2_run);
+#else
+	br_ssl_engine_set_chacha20(eng, br_chacha20_ct_run);
+#endif
+#if defined(__SIZEOF_INT128__)
+	br_ssl_engine_set_poly1305(eng, br_poly1305_ctmulq_run);
+#else
+	br_ssl_engine_set_poly1305(eng, br_poly1305_ctmul_run);
+#endif
 }
 
 /* Drive the engine until one of the target states (BR_SSL_SENDAPP,
