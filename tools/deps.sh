@@ -46,7 +46,7 @@ HOT_CFLAGS="-O2 $common"
 BEARSSL_HOT="sha2big sha2small"
 # Bump when the way the libraries are built changes (flags, options), so
 # trees built the old way are rebuilt; the stamp holds the .dsc and this.
-RECIPE=5
+RECIPE=6
 # Called from make: the sub-builds below run their own make -jN, which must
 # not inherit (and fight over) the caller's jobserver.
 unset MAKEFLAGS MFLAGS MAKELEVEL
@@ -213,6 +213,17 @@ build_libarchive() {
 		-e 's/^#define SCONV_NORMALIZATION_D\t(1<<7)/#define SCONV_NORMALIZATION_D\t0/' "$b/src/libarchive/archive_string.c"
 	[ "$(grep -c '^#define SCONV_NORMALIZATION_[CD]	0' "$b/src/libarchive/archive_string.c")" = 2 ] ||
 		{ say "libarchive: the normalisation flags in archive_string.c were not found (new version? see the note above)"; exit 1; }
+	# No PPMd in the zip reader: its decoder (7 KB, and a past source of
+	# libarchive CVEs) would decode hostile bytes no artifact of ours needs.
+	# The method-98 case goes, so such an entry takes the reader's own
+	# "Unsupported ZIP compression method (98: ppmd-1)"; the frees of a
+	# context only that case creates become no-ops, and nothing else refers
+	# to the decoder, so the linker leaves it out. Stored and deflate stay.
+	z=$b/src/libarchive/archive_read_support_format_zip.c
+	sed -i -e '/^\tcase 98: \/\* ZIPx PPMd compression. \*\/$/,/^\t\tbreak;$/d' \
+		-e 's/__archive_ppmd8_functions\.Ppmd8_Free(&zip->ppmd8);/(void)0;/' "$z"
+	[ "$(grep -c 'case 98:\|Ppmd8_Free' "$z")" = 0 ] && [ "$(grep -c '^	*(void)0;$' "$z")" = 3 ] ||
+		{ say "libarchive: the zip reader's PPMd case was not found as expected (new version? see the note above)"; exit 1; }
 	s=$b/src
 	# Only zlib: no xml2, crypto, iconv, acl, xattr, lzma, bzip2, zstd, lz4, and
 	# no front-end programs. Formats we do not call are dropped by the linker.

@@ -85,6 +85,27 @@ clock_iso(int64_t ms, int frac, char *buf, size_t cap)
 	return n;
 }
 
+int
+clock_http(time_t t, char *buf, size_t cap)
+{
+	static const char day[] = "SunMonTueWedThuFriSat", mon[] = "JanFebMarAprMayJunJulAugSepOctNovDec";
+	struct tm tm;
+	int n;
+
+	if (cap > 0)
+		buf[0] = '\0';
+	if (gmtime_r(&t, &tm) == NULL)
+		return -1;
+	n = snprintf(buf, cap, "%.3s, %02d %.3s %04d %02d:%02d:%02d GMT", day + 3 * tm.tm_wday, tm.tm_mday,
+	             mon + 3 * tm.tm_mon, tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
+	if (n < 0 || (size_t)n >= cap) {
+		if (cap > 0)
+			buf[0] = '\0';
+		return -1;
+	}
+	return n;
+}
+
 int64_t
 clock_wall_ms(void)
 {

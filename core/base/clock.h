@@ -33,6 +33,15 @@ int64_t clock_wall_ms(void);
  * Returns the length, or -1 (buf then holds "") when it does not fit cap. */
 int clock_iso(int64_t ms, int frac, char *buf, size_t cap);
 
+/* Room for clock_http's answer with its NUL: "Sun, 06 Nov 1994 08:49:37 GMT"
+ * is 30 bytes; a year past 9999 takes more. */
+#define CLOCK_HTTP_MAX 40
+
+/* t (seconds since the epoch) as an HTTP date (RFC 9110 IMF-fixdate), the
+ * Date header's form: "Sat, 05 Dec 2026 09:01:02 GMT". Returns the length,
+ * or -1 (buf then holds "") when it does not fit cap. */
+int clock_http(time_t t, char *buf, size_t cap);
+
 /* The wall-clock time ms milliseconds from now, as pthread_cond_timedwait
  * takes it. */
 void clock_wall_after(int ms, struct timespec *ts);

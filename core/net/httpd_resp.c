@@ -2,6 +2,7 @@
  * envelope, and streaming (chunked, or raw to HTTP/1.0) from a worker. */
 #include "net/httpd_int.h"
 
+#include "base/clock.h"
 #include "base/json.h"
 
 #include <errno.h>
@@ -112,13 +113,11 @@ static void
 date_header(char *buf, size_t cap)
 {
 	static __thread time_t last;
-	static __thread char text[40];
-	struct tm tm;
+	static __thread char text[CLOCK_HTTP_MAX];
 	time_t t = time(NULL);
 
 	if (t != last) {
-		gmtime_r(&t, &tm);
-		strftime(text, sizeof(text), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+		clock_http(t, text, sizeof(text));
 		last = t;
 	}
 	snprintf(buf, cap, "%s", text);

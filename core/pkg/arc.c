@@ -459,7 +459,10 @@ reader(enum arc_format f, struct err *e)
 		     archive_read_support_filter_gzip(a) == ARCHIVE_OK;
 		break;
 	case ARC_FMT_ZIP:
-		ok = archive_read_support_format_zip(a) == ARCHIVE_OK &&
+		/* The central directory's reader alone: a zip's entries are
+		 * what its directory lists, never local headers read in
+		 * stream order, which a crafted zip can make disagree. */
+		ok = archive_read_support_format_zip_seekable(a) == ARCHIVE_OK &&
 		     archive_read_support_filter_none(a) == ARCHIVE_OK;
 		break;
 	default:
@@ -660,6 +663,15 @@ arc_format_of_fd(int fd)
 int
 arc_extract_fd(int archive_fd, int root_dirfd, const struct arc_opts *o, struct arc_stats *st, struct err *e)
 {
+	struct stat sb;
+
+	if (o->format == ARC_FMT_ZIP && (fstat(archive_fd, &sb) != 0 || !S_ISREG(sb.st_mode))) {
+		if (st)
+			memset(st, 0, sizeof(*st));
+		err_set(e, "install.failed", "extract: a zip is read through its central directory, from a file, not a pipe");
+		err_detail_str(e, "phase", "extract");
+		return -1;
+	}
 	return extract(archive_fd, NULL, 0, NULL, root_dirfd, o, st, e);
 }
 

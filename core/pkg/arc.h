@@ -211,8 +211,8 @@ const char *arc_format_name(enum arc_format f);
 
 /*
  * Extract the archive read from archive_fd (not closed; a tar is read from
- * the current offset to the end, a zip from a regular file is read by
- * seeking to its central directory, from a pipe as a stream) into the directory root_dirfd (not closed;
+ * the current offset to the end, a zip through its central directory, so
+ * only from a regular file: a zip on a pipe is refused) into the directory root_dirfd (not closed;
  * normally an empty staging directory, but it may hold earlier content, e.g. other npm packages, which links
  * may not reach: the root is root_dirfd itself). st (may be NULL) receives the counts, also on failure (what
  * was done before the refusal). Returns 0, or -1 with e set (see above). Thread-safe: no global state, no

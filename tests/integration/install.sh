@@ -668,6 +668,13 @@ for a in dotdot.tar absolute.tar symlink_out.tar hardlink_out.tar through_symlin
 		not_ok "hostile archive $a" "exit $RC; $(head -c 300 "$T/err"); outside: $(ls -A "$T/outside")"
 	fi
 done
+# A zip entry compressed with PPMd (method 98): the release build decodes
+# stored and deflate entries only (tools/deps.sh leaves PPMd out).
+cp "$T/arch/zip_ppmd.zip" "$W/zip_ppmd.zip"
+mkman zppmd /f/zip_ppmd.zip "$(sha "$W/zip_ppmd.zip")"
+prep "$T/t16" --only zppmd
+expect "a PPMd zip entry is refused, the method named" 3 "" "Unsupported ZIP compression method (98"
+check "... nothing published" test ! -e "$T/t16/zppmd/1.0.0-$PLATFORM"
 check "hostile archives: staging is clean" sh -c "test -z \"\$(ls -A '$T/t16/.staging')\""
 
 # ---- read-only directories (as another user, since root writes anywhere) --------------------

@@ -456,10 +456,10 @@ t_path_cap(void **s)
 	assert_non_null(strstr(e.msg, "longer than 10 bytes"));
 }
 
-/* Sizes unknown until each entry ends (zip data descriptors through a
- * pipe): only the running byte count can stop it. */
+/* A zip is read through its central directory: from a pipe it is refused
+ * before a byte is written. */
 static void
-t_stream_bomb_pipe(void **s)
+t_zip_pipe(void **s)
 {
 	char p[400], cmd[500];
 	struct arc_opts o;
@@ -469,8 +469,7 @@ t_stream_bomb_pipe(void **s)
 	int dfd;
 
 	arc_opts_init(&o, Z);
-	o.max_entry = 1u << 20;
-	path_of(p, sizeof(p), arch, "stream_bomb.zip");
+	path_of(p, sizeof(p), arch, "good.zip");
 	snprintf(cmd, sizeof(cmd), "cat %s", p);
 	f = popen(cmd, "r");
 	assert_non_null(f);
@@ -478,6 +477,27 @@ t_stream_bomb_pipe(void **s)
 	assert_int_equal(arc_extract_fd(fileno(f), dfd, &o, &st, &e), -1);
 	close(dfd);
 	pclose(f);
+	assert_string_equal(e.code, "install.failed");
+	assert_non_null(strstr(e.msg, "from a file, not a pipe"));
+	assert_int_equal(st.bytes, 0);
+	assert_int_equal(st.entries, 0);
+	assert_outside_untouched();
+}
+
+/* Sizes written after each entry (zip data descriptors): the per-entry cap
+ * stops the 8 MiB entry at 1 MiB. */
+static void
+t_stream_bomb(void **s)
+{
+	struct arc_opts o;
+	struct arc_stats st;
+	struct err e;
+	char p[400];
+
+	arc_opts_init(&o, Z);
+	o.max_entry = 1u << 20;
+	path_of(p, sizeof(p), arch, "stream_bomb.zip");
+	assert_int_equal(arc_extract(p, stage, &o, &st, &e), -1);
 	assert_non_null(strstr(e.msg, "per-entry cap of 1048576"));
 	assert_true(st.bytes <= o.max_entry);
 	assert_outside_untouched();
@@ -652,6 +672,23 @@ t_tar_gz_reads_plain_tar_only_as_tar(void **s)
 	assert_int_equal(extract("good.tar", G, 0, NULL, &e), 0);
 }
 
+/* An entry whose local header is in the file but not in the central
+ * directory is not extracted: what a zip holds is what its directory
+ * lists (a stream reader would have written "smuggled"). */
+static void
+t_zip_smuggled(void **s)
+{
+	struct err e;
+	char p[400];
+	struct stat sb;
+
+	if (extract("zip_smuggled.zip", Z, 0, NULL, &e) != 0)
+		fail_msg("%s", e.msg);
+	assert_file("ok.txt", "ok\n", 0644);
+	path_of(p, sizeof(p), stage, "smuggled");
+	assert_int_equal(lstat(p, &sb), -1);
+}
+
 static void
 t_good_zip(void **s)
 {
@@ -815,6 +852,7 @@ t_mem_same_rules(void **s)
 	    t_zip_symlink_out,
 	    t_zip_symlink_through,
 	    t_zip_backslash,
+	    t_zip_smuggled,
 	    t_bomb,
 	    t_good_targz,
 	    t_good_zip,
@@ -1284,7 +1322,9 @@ main(void)
 	    C(t_total_cap_stops),
 	    C(t_entry_cap),
 	    C(t_path_cap),
-	    C(t_stream_bomb_pipe),
+	    C(t_zip_pipe),
+	    C(t_stream_bomb),
+	    C(t_zip_smuggled),
 	    C(t_strict_modes),
 	    C(t_writable_normalised),
 	    C(t_owner_read_added),

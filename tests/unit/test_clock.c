@@ -80,6 +80,31 @@ test_iso(void **state)
 	assert_true(clock_iso(clock_wall_ms(), 1, b, sizeof(b)) == 24);
 }
 
+/* clock_http against strftime's IMF-fixdate (the C locale's day and month
+ * names), across the years up to 9999. */
+static void
+test_http(void **state)
+{
+	char b[CLOCK_HTTP_MAX], ref[64];
+	struct tm tm;
+	time_t t;
+	int64_t s;
+	int i;
+
+	(void)state;
+	assert_int_equal(clock_http(784111777, b, sizeof(b)), 29);
+	assert_string_equal(b, "Sun, 06 Nov 1994 08:49:37 GMT");
+	assert_int_equal(clock_http(784111777, b, 29), -1);
+	assert_string_equal(b, "");
+	for (i = 0, s = 1; i < 60; i++, s = (s * 3 + 7919) % 253402300799) {
+		t = (time_t)s;
+		gmtime_r(&t, &tm);
+		strftime(ref, sizeof(ref), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+		assert_int_equal(clock_http(t, b, sizeof(b)), (int)strlen(ref));
+		assert_string_equal(b, ref);
+	}
+}
+
 int
 main(void)
 {
@@ -87,6 +112,7 @@ main(void)
 	    cmocka_unit_test(test_monotonic_and_units_agree),
 	    cmocka_unit_test(test_is_clock_monotonic),
 	    cmocka_unit_test(test_iso),
+	    cmocka_unit_test(test_http),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
