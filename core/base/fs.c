@@ -5,6 +5,7 @@
 #include "base/fs.h"
 
 #include <bearssl_hash.h>
+#include "base/buf.h"
 #include "base/digest.h"
 #include "base/sha256x86.h"
 #include <errno.h>
@@ -301,10 +302,12 @@ fs_read_small(const char *path, char *buf, size_t cap, struct err *e)
 static int
 read_alloc(const char *path, int follow, size_t max, char **out, size_t *len, struct err *e)
 {
+	struct buf b = BUF_INIT(max);
 	struct stat sb;
-	size_t cap, n = 0;
+	size_t step, room;
 	ssize_t r;
-	char *p = NULL, *q, c;
+	unsigned char *w;
+	char c;
 	int fd;
 
 	*out = NULL;
@@ -316,49 +319,49 @@ read_alloc(const char *path, int follow, size_t max, char **out, size_t *len, st
 		close(fd);
 		return err_sys(e, "io.error", EFBIG, "%s is larger than %zu bytes", path, max);
 	}
-	/* The size may change under us: grow, but never past max. */
-	cap = (size_t)sb.st_size + 1;
-	p = malloc(cap);
-	if (p == NULL)
-		goto oom;
+	/* The size may change under us: read what it says, then grow while
+	 * there is more, never past max (one byte more is refused). */
+	step = sb.st_size > 0 ? (size_t)sb.st_size : 4096;
 	for (;;) {
-		r = read_full(fd, p + n, cap - 1 - n);
-		if (r < 0)
-			goto rerr;
-		n += (size_t)r;
-		if (n + 1 < cap)
+		room = max - b.len < step ? max - b.len : step;
+		if (room == 0) {
+			r = read_full(fd, &c, 1);
+			if (r < 0)
+				goto rerr;
+			if (r > 0) {
+				buf_free(&b);
+				close(fd);
+				return err_sys(e, "io.error", EFBIG, "%s is larger than %zu bytes", path, max);
+			}
 			break;
-		r = read_full(fd, &c, 1);
-		if (r < 0)
-			goto rerr;
-		if (r == 0)
-			break;
-		if (n >= max) {
-			free(p);
-			close(fd);
-			return err_sys(e, "io.error", EFBIG, "%s is larger than %zu bytes", path, max);
 		}
-		cap = cap * 2 > max + 1 ? max + 1 : cap * 2;
-		q = realloc(p, cap);
-		if (q == NULL)
-			goto oom;
-		p = q;
-		p[n++] = c;
+		if ((w = buf_room(&b, room)) == NULL) {
+			buf_free(&b);
+			close(fd);
+			return err_set(e, "io.error", "out of memory reading %s", path);
+		}
+		r = read_full(fd, (char *)w, room);
+		if (r < 0)
+			goto rerr;
+		b.len += (size_t)r;
+		if ((size_t)r < room)
+			break;
+		step = b.len;
 	}
 	close(fd);
-	p[n] = '\0';
-	*out = p;
-	*len = n;
+	if (buf_room(&b, 0) == NULL) {
+		buf_free(&b);
+		return err_set(e, "io.error", "out of memory reading %s", path);
+	}
+	b.p[b.len] = '\0';
+	*out = (char *)b.p;
+	*len = b.len;
 	return 0;
 rerr:
 	io_err(e, "cannot read", path);
-	free(p);
+	buf_free(&b);
 	close(fd);
 	return -1;
-oom:
-	free(p);
-	close(fd);
-	return err_set(e, "io.error", "out of memory reading %s", path);
 }
 
 int

@@ -3,6 +3,7 @@
  * (the contract is in install.h).
  */
 #include "install/install.h"
+#include "base/buf.h"
 #include "base/clock.h"
 
 #include <pthread.h>
@@ -20,6 +21,9 @@
 #define KNOWN_AHEAD_MS 1100
 /* Paths longer than this are not recorded (the file is read instead). */
 #define KNOWN_PATH_MAX 4096
+/* Records past this many are not kept (those files are read instead, as
+ * when memory runs out): about 100 MB of table. */
+#define KNOWN_RECS_MAX (1u << 20)
 
 struct known_rec {
 	char *path;
@@ -33,8 +37,7 @@ struct known_rec {
 
 struct install_known {
 	pthread_mutex_t mu;
-	struct known_rec *r;
-	size_t n, cap;
+	struct vec recs; /* struct known_rec */
 	uint64_t seq;
 	struct timespec newest; /* newest ctime recorded */
 	int settled;
@@ -44,22 +47,24 @@ struct install_known *
 install_known_new(void)
 {
 	struct install_known *k = calloc(1, sizeof(*k));
+	struct vec empty = VEC_INIT(sizeof(struct known_rec), KNOWN_RECS_MAX);
 
-	if (k != NULL)
+	if (k != NULL) {
 		pthread_mutex_init(&k->mu, NULL);
+		k->recs = empty;
+	}
 	return k;
 }
 
 static void
 drop_all(struct install_known *k)
 {
+	struct known_rec *r = k->recs.p;
 	size_t i;
 
-	for (i = 0; i < k->n; i++)
-		free(k->r[i].path);
-	free(k->r);
-	k->r = NULL;
-	k->n = k->cap = 0;
+	for (i = 0; i < k->recs.n; i++)
+		free(r[i].path);
+	vec_free(&k->recs);
 }
 
 void
@@ -75,7 +80,7 @@ install_known_free(struct install_known *k)
 size_t
 install_known_count(const struct install_known *k)
 {
-	return k ? k->n : 0;
+	return k ? k->recs.n : 0;
 }
 
 void
@@ -83,7 +88,7 @@ install_known_add(struct install_known *k, const char *dir, const char *name, co
                   const unsigned char sha256[32])
 {
 	size_t dl = strlen(dir), nl = strlen(name);
-	struct known_rec rec;
+	struct known_rec rec, *slot;
 
 	if (k == NULL || dl + 1 + nl >= KNOWN_PATH_MAX || (rec.path = malloc(dl + 1 + nl + 1)) == NULL)
 		return;
@@ -100,19 +105,14 @@ install_known_add(struct install_known *k, const char *dir, const char *name, co
 	rec.mtime_ns = st->st_mtim.tv_nsec;
 	memcpy(rec.sha, sha256, 32);
 	pthread_mutex_lock(&k->mu);
-	if (k->n == k->cap) {
-		size_t cap = k->cap ? k->cap * 2 : 1024;
-		struct known_rec *nr = realloc(k->r, cap * sizeof(*nr));
-		if (nr == NULL) {
-			pthread_mutex_unlock(&k->mu);
-			free(rec.path);
-			return;
-		}
-		k->r = nr;
-		k->cap = cap;
+	slot = vec_push(&k->recs);
+	if (slot == NULL) {
+		pthread_mutex_unlock(&k->mu);
+		free(rec.path);
+		return;
 	}
 	rec.seq = k->seq++;
-	k->r[k->n++] = rec;
+	*slot = rec;
 	if (st->st_ctim.tv_sec > k->newest.tv_sec ||
 	    (st->st_ctim.tv_sec == k->newest.tv_sec && st->st_ctim.tv_nsec > k->newest.tv_nsec))
 		k->newest = st->st_ctim;
@@ -134,23 +134,26 @@ void
 install_known_settle(struct install_known *k)
 {
 	struct timespec now;
+	struct known_rec *r;
 	size_t i, j;
 
 	if (k == NULL || k->settled)
 		return;
 	k->settled = 1;
-	qsort(k->r, k->n, sizeof(*k->r), rec_cmp);
+	r = k->recs.p;
+	if (k->recs.n > 0)
+		qsort(r, k->recs.n, sizeof(*r), rec_cmp);
 	/* one record per path: the last written (a file replaced by a later
 	 * entry, or by a nested package's own file, may even have got the
 	 * same inode back) */
-	for (i = j = 0; i < k->n; i++) {
-		if (i + 1 < k->n && strcmp(k->r[i].path, k->r[i + 1].path) == 0) {
-			free(k->r[i].path);
+	for (i = j = 0; i < k->recs.n; i++) {
+		if (i + 1 < k->recs.n && strcmp(r[i].path, r[i + 1].path) == 0) {
+			free(r[i].path);
 			continue;
 		}
-		k->r[j++] = k->r[i];
+		r[j++] = r[i];
 	}
-	k->n = j;
+	k->recs.n = j;
 	/* file times come from the coarse clock (a fine-grained ctime is
 	 * never behind it): once it is past the newest recorded ctime, any
 	 * later change gets a later ctime */
@@ -169,16 +172,17 @@ install_known_get(const struct install_known *k, const char *rel, const struct s
                   unsigned char sha256[32])
 {
 	size_t lo = 0, hi;
-	const struct known_rec *r;
+	const struct known_rec *recs, *r;
 
 	if (k == NULL || !k->settled)
 		return 0;
-	hi = k->n;
+	recs = k->recs.p;
+	hi = k->recs.n;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		int c = strcmp(k->r[mid].path, rel);
+		int c = strcmp(recs[mid].path, rel);
 		if (c == 0) {
-			r = &k->r[mid];
+			r = &recs[mid];
 			if (r->ino != st->st_ino || r->size != (uint64_t)st->st_size ||
 			    r->mode != st->st_mode || r->ctime_s != st->st_ctim.tv_sec ||
 			    r->ctime_ns != st->st_ctim.tv_nsec || r->mtime_s != st->st_mtim.tv_sec ||
