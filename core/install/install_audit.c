@@ -275,9 +275,10 @@ install_progress_read(struct install_ctx *c, const char *name, char *phase, size
 	int i;
 
 	for (i = 0; i < c->chain.n; i++) {
-		snprintf(path, sizeof(path), "%s/%s/.progress.json", c->chain.d[i].path, name);
 		/* the progress of an installer that died is no install */
-		if (install_lock_held(c->chain.d[i].path, name) != 1)
+		if (fs_path_join(path, sizeof(path), c->chain.d[i].path, name, NULL) < 0 ||
+		    fs_path_join(path, sizeof(path), path, ".progress.json", NULL) < 0 ||
+		    install_lock_held(c->chain.d[i].path, name) != 1)
 			continue;
 		n = fs_read_small(path, buf, sizeof(buf), &e);
 		if (n <= 0)
