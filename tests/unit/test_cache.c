@@ -1670,26 +1670,6 @@ test_note_sealed(void **state)
 	assert_int_equal(cache_note_get(dir, keyf, "../x", body, sizeof(body), &why), 0);
 }
 
-/* A directory under the test's of exactly len bytes, made (components of
- * at most 100 bytes: each must be a name the kernel takes). */
-static void
-deep_dir(char *out, size_t cap, size_t len)
-{
-	size_t n, k;
-
-	snprintf(out, cap, "%s", dir);
-	assert_true(len < cap);
-	while ((n = strlen(out)) < len) {
-		k = len - n - 1 < 100 ? len - n - 1 : 100;
-		if (len - n - 1 - k == 1)
-			k--; /* never leave a component of nothing */
-		out[n] = '/';
-		memset(out + n + 1, 'd', k);
-		out[n + 1 + k] = '\0';
-		assert_int_equal(mkdir(out, 0700), 0);
-	}
-}
-
 /* A cache whose "<cache>/trees" does not fit in PATH_MAX: cut, it would
  * name "<cache>/tree", another directory. Nothing is kept, placed or
  * noted, and nothing is made under the cut name. */
@@ -1702,7 +1682,7 @@ test_cache_path_too_long(void **state)
 	struct digest d;
 	int fd;
 
-	deep_dir(cache, sizeof(cache), PATH_MAX - 6);
+	unit_deep_dir(dir, cache, sizeof(cache), PATH_MAX - 6);
 	snprintf(p, sizeof(p), "%s/src", dir);
 	assert_int_equal(mkdir(p, 0755), 0);
 	put("src/a.txt", "alpha\n");
