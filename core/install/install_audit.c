@@ -40,12 +40,13 @@ install_audit(const struct config *cfg, const char *json_object)
 	if (f != NULL && *f != '\0') {
 		snprintf(path, sizeof(path), "%s", f);
 	} else {
-		if (tools_state_dir(cfg, path, sizeof(path) - 16) < 0)
+		if (tools_state_dir(cfg, path, sizeof(path)) < 0)
 			return;
 		at = pinned_dir >= 0;
 		if (!at && (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)))
 			return;
-		strcat(path, "/audit.jsonl");
+		if (fs_path_join(path, sizeof(path), path, "audit.jsonl", NULL) < 0)
+			return;
 	}
 	n = snprintf(line, sizeof(line), "%s\n", json_object);
 	if (n <= 0 || (size_t)n >= sizeof(line))
