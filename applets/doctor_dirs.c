@@ -64,8 +64,10 @@ doctor_check_home(struct report *r)
 		doctor_line(r, "PASS", "home", NULL, "%s is writable", home);
 }
 
-static void
-default_state_dir(const struct config *c, char *buf, size_t cap)
+/* 0, or -1 with e (may be NULL) io.error when HOME's state directory does
+ * not fit (buf then ""). */
+static int
+default_state_dir(const struct config *c, char *buf, size_t cap, struct err *e)
 {
 	const char *home = config_env("HOME");
 
@@ -74,7 +76,9 @@ default_state_dir(const struct config *c, char *buf, size_t cap)
 	else if (geteuid() == 0)
 		snprintf(buf, cap, "/var/lib/agent-sandbox");
 	else
-		snprintf(buf, cap, "%s/.local/state/agent-sandbox", home && home[0] ? home : "/nonexistent");
+		return fs_path_join(buf, cap, home && home[0] ? home : "/nonexistent",
+		                    ".local/state/agent-sandbox", e);
+	return 0;
 }
 
 /* What serve does without a writable state directory: with a token
@@ -104,8 +108,12 @@ doctor_check_state_dir(struct report *r, const struct config *c, int has_token)
 	char dir[PATH_MAX], src[CFG_PATH_MAX + 32], fix[2 * PATH_MAX + 64];
 	struct err e;
 
-	default_state_dir(c, dir, sizeof(dir));
 	config_source(c, CK_STATE_DIR, src, sizeof(src));
+	if (default_state_dir(c, dir, sizeof(dir), &e) < 0) {
+		doctor_line(r, "FAIL", "state", "set ABX_SERVER_STATE_DIR to a shorter path", "%s [%s]",
+		            e.msg, src);
+		return;
+	}
 	if (fs_dir_safe(dir, &e) != 0) {
 		if (e.code != NULL && strcmp(e.code, "not_found") == 0) {
 			if (tools_dir_creatable(dir))
@@ -155,8 +163,10 @@ doctor_check_sessions(struct report *r, const struct config *c)
 	struct err e;
 	int ok;
 
-	default_state_dir(c, dir, sizeof(dir));
-	snprintf(sd, sizeof(sd), "%s/sessions", dir);
+	/* a state directory too long to name is doctor_check_state_dir's FAIL */
+	if (default_state_dir(c, dir, sizeof(dir), NULL) < 0 ||
+	    fs_path_join(sd, sizeof(sd), dir, "sessions", NULL) < 0)
+		return;
 	if (fs_dir_safe(sd, &e) == 0)
 		ok = writable_dir(sd);
 	else if (e.code != NULL && strcmp(e.code, "not_found") == 0)
@@ -193,17 +203,20 @@ doctor_tools_chain(const struct config *c, struct chain *ch)
 		ch->creatable[ch->n] = 0;
 		ch->explicit_[ch->n++] = 0;
 	}
-	default_state_dir(c, state, sizeof(state));
-	if (strlen(state) + 7 < PATH_MAX) {
-		snprintf(ch->dir[ch->n], PATH_MAX, "%.*s/tools", PATH_MAX - 8, state);
+	if (default_state_dir(c, state, sizeof(state), NULL) == 0 &&
+	    fs_path_join(ch->dir[ch->n], PATH_MAX, state, "tools", NULL) == 0) {
 		ch->creatable[ch->n] = 1;
 		ch->explicit_[ch->n] = 0;
 		if (ch->n == 0 || strcmp(ch->dir[0], ch->dir[ch->n]) != 0)
 			ch->n++;
 	}
 	if (c->install.allow_tmp) {
-		snprintf(ch->dir[ch->n], PATH_MAX, "%.3000s/agent-sandbox-%u/tools",
-		         tmp && tmp[0] ? tmp : "/tmp", (unsigned)geteuid());
+		char leaf[32];
+
+		snprintf(leaf, sizeof(leaf), "agent-sandbox-%u", (unsigned)geteuid());
+		if (fs_path_join(state, sizeof(state), tmp && tmp[0] ? tmp : "/tmp", leaf, NULL) < 0 ||
+		    fs_path_join(ch->dir[ch->n], PATH_MAX, state, "tools", NULL) < 0)
+			return;
 		ch->creatable[ch->n] = 1;
 		ch->explicit_[ch->n++] = 0;
 	}

@@ -651,10 +651,11 @@ cache_snap_take(const struct config *cfg, struct cache_snap *s)
 	if (tools_chain_build(&ch, cfg, 0, &e) < 0)
 		return 0;
 	for (i = 0; i < ch.n; i++) {
-		int fd;
+		int fd = -1;
 
-		snprintf(s[i].path, sizeof(s[i].path), "%s/.cache", ch.d[i].path);
-		fd = open(s[i].path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		/* a path that does not fit ("") is no directory: nothing to keep */
+		if (fs_path_join(s[i].path, sizeof(s[i].path), ch.d[i].path, ".cache", NULL) == 0)
+			fd = open(s[i].path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		s[i].unread =
 		    fd >= 0 && fs_dir_names(fd, s[i].path, "io.error", &s[i].names, &s[i].n, &e) != 0;
 		if (fd >= 0)
@@ -676,7 +677,7 @@ cache_snap_tidy(const struct config *cfg, struct cache_snap *s, int ns)
 	int fd, k;
 
 	if (tools_chain_build(&ch, cfg, 0, &e) == 0 && ch.writable >= 0 &&
-	    (size_t)snprintf(path, sizeof(path), "%s/.cache", ch.d[ch.writable].path) < sizeof(path) &&
+	    fs_path_join(path, sizeof(path), ch.d[ch.writable].path, ".cache", NULL) == 0 &&
 	    (fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) >= 0) {
 		for (k = 0; k < ns; k++)
 			if (strcmp(s[k].path, path) == 0)

@@ -180,9 +180,10 @@ shim_main(int argc, char **argv)
 	if (shim_tools_dir(argv[0], dir, sizeof(dir)) == 0) {
 		snprintf(t.ctx.prefer, sizeof(t.ctx.prefer), "%s", dir);
 		tools_chain_prefer(&t.ctx.chain, dir);
+		/* "" (no cache) when it does not fit */
 		if (!t.ctx.cache_given && t.ctx.chain.writable >= 0)
-			snprintf(t.ctx.cache_dir, sizeof(t.ctx.cache_dir), "%s/.cache",
-			         t.ctx.chain.d[t.ctx.chain.writable].path);
+			fs_path_join(t.ctx.cache_dir, sizeof(t.ctx.cache_dir),
+			             t.ctx.chain.d[t.ctx.chain.writable].path, ".cache", NULL);
 	}
 	/* an install says so before it starts, with progress on a terminal */
 	t.obs.announce = tooling_announce;

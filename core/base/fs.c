@@ -331,7 +331,8 @@ read_alloc(const char *path, int follow, size_t max, char **out, size_t *len, st
 			if (r > 0) {
 				buf_free(&b);
 				close(fd);
-				return err_sys(e, "io.error", EFBIG, "%s is larger than %zu bytes", path, max);
+				return err_sys(e, "io.error", EFBIG, "%s is larger than %zu bytes", path,
+				               max);
 			}
 			break;
 		}

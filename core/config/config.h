@@ -240,8 +240,9 @@ struct http_client *config_http_client(struct err *e);
  * ("user:pass"), else auths.<host>.auth of the docker config file
  * (ABX_OCI_AUTH_FILE, which must exist; else $DOCKER_CONFIG/config.json;
  * else $HOME/.docker/config.json). from (may be NULL) names where it came
- * from, never the value. Returns 1 found, 0 none, -1 with oci.auth. The
- * caller wipes basic after use. */
+ * from, never the value. Returns 1 found, 0 none, -1 with oci.auth (or
+ * io.error: a file path that does not fit, never read cut). The caller
+ * wipes basic after use. */
 int config_oci_basic(const char *host, int port, int port_explicit, char *basic, char *from, size_t fromcap,
                      struct err *e);
 

@@ -35,14 +35,18 @@ config_oci_basic(const char *host, int port, int port_explicit, char *basic, cha
 			snprintf(from, fromcap, "ABX_OCI_AUTH");
 		return 1;
 	}
-	if ((v = config_env("ABX_OCI_AUTH_FILE")) != NULL)
-		snprintf(path, sizeof(path), "%s", v);
-	else if ((v = config_env("DOCKER_CONFIG")) != NULL)
-		snprintf(path, sizeof(path), "%s/config.json", v);
-	else if ((home = config_env("HOME")) != NULL)
-		snprintf(path, sizeof(path), "%s/.docker/config.json", home);
-	else
+	if ((v = config_env("ABX_OCI_AUTH_FILE")) != NULL) {
+		if ((size_t)snprintf(path, sizeof(path), "%s", v) >= sizeof(path))
+			return err_set(e, "io.error", "path too long: %.100s", v);
+	} else if ((v = config_env("DOCKER_CONFIG")) != NULL) {
+		if (fs_path_join(path, sizeof(path), v, "config.json", e) < 0)
+			return -1;
+	} else if ((home = config_env("HOME")) != NULL) {
+		if (fs_path_join(path, sizeof(path), home, ".docker/config.json", e) < 0)
+			return -1;
+	} else {
 		return 0;
+	}
 	if (fs_read_input(path, OCI_JSON_MAX, &text, &len, &tmp) != 0) {
 		/* only a file named on purpose must exist */
 		if (tmp.code != NULL && strcmp(tmp.code, "not_found") == 0 &&

@@ -307,6 +307,21 @@ mode_allows(struct install_ctx *c, const manifest_t *m, struct err *e)
 	               m->version, why, src);
 }
 
+/* The writable tools directory's .cache, unless a cache directory was given
+ * ("" when no directory is writable). 0, or -1 with io.error when the path
+ * does not fit. */
+static int
+cache_default(struct install_ctx *c, struct err *e)
+{
+	if (c->cache_given)
+		return 0;
+	c->cache_dir[0] = '\0';
+	if (c->chain.writable < 0)
+		return 0;
+	return fs_path_join(c->cache_dir, sizeof(c->cache_dir), c->chain.d[c->chain.writable].path, ".cache",
+	                    e);
+}
+
 /* The tools directory installs go to, creating the explicit or per-user one
  * when it is missing; NULL with install.read_only naming what was tried. */
 static const char *
@@ -321,9 +336,8 @@ writable_dir(struct install_ctx *c, const char *name, struct err *e)
 			return NULL;
 		if (c->prefer[0] != '\0')
 			tools_chain_prefer(&c->chain, c->prefer);
-		if (!c->cache_given && c->chain.writable >= 0)
-			snprintf(c->cache_dir, sizeof(c->cache_dir), "%s/.cache",
-			         c->chain.d[c->chain.writable].path);
+		if (cache_default(c, e) < 0)
+			return NULL;
 	}
 	if (c->chain.writable >= 0)
 		return c->chain.d[c->chain.writable].path;
@@ -599,10 +613,13 @@ install_ctx_init(struct install_ctx *c, struct manifest_set *ms, const struct co
 	if (tools_chain_build(&c->chain, cfg, 0, e) < 0)
 		return -1;
 	c->cache_given = cache_dir != NULL && cache_dir[0] != '\0';
-	if (c->cache_given)
-		snprintf(c->cache_dir, sizeof(c->cache_dir), "%s", cache_dir);
-	else if (c->chain.writable >= 0)
-		snprintf(c->cache_dir, sizeof(c->cache_dir), "%s/.cache", c->chain.d[c->chain.writable].path);
+	if (c->cache_given) {
+		if (strlen(cache_dir) >= sizeof(c->cache_dir))
+			return err_set(e, "io.error", "path too long: %.100s", cache_dir);
+		memcpy(c->cache_dir, cache_dir, strlen(cache_dir) + 1);
+	} else if (cache_default(c, e) < 0) {
+		return -1;
+	}
 	n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
 	if (n > 0) {
 		buf[n] = '\0';
@@ -625,13 +642,7 @@ install_ctx_reuse(struct install_ctx *c, struct err *e)
 		return -1;
 	if (c->prefer[0] != '\0')
 		tools_chain_prefer(&c->chain, c->prefer);
-	if (!c->cache_given) {
-		c->cache_dir[0] = '\0';
-		if (c->chain.writable >= 0)
-			snprintf(c->cache_dir, sizeof(c->cache_dir), "%s/.cache",
-			         c->chain.d[c->chain.writable].path);
-	}
-	return 0;
+	return cache_default(c, e);
 }
 
 int

@@ -40,12 +40,13 @@ install_audit(const struct config *cfg, const char *json_object)
 	if (f != NULL && *f != '\0') {
 		snprintf(path, sizeof(path), "%s", f);
 	} else {
-		if (tools_state_dir(cfg, path, sizeof(path) - 16) < 0)
+		if (tools_state_dir(cfg, path, sizeof(path)) < 0)
 			return;
 		at = pinned_dir >= 0;
 		if (!at && (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)))
 			return;
-		strcat(path, "/audit.jsonl");
+		if (fs_path_join(path, sizeof(path), path, "audit.jsonl", NULL) < 0)
+			return;
 	}
 	n = snprintf(line, sizeof(line), "%s\n", json_object);
 	if (n <= 0 || (size_t)n >= sizeof(line))
@@ -275,9 +276,10 @@ install_progress_read(struct install_ctx *c, const char *name, char *phase, size
 	int i;
 
 	for (i = 0; i < c->chain.n; i++) {
-		snprintf(path, sizeof(path), "%s/%s/.progress.json", c->chain.d[i].path, name);
 		/* the progress of an installer that died is no install */
-		if (install_lock_held(c->chain.d[i].path, name) != 1)
+		if (fs_path_join(path, sizeof(path), c->chain.d[i].path, name, NULL) < 0 ||
+		    fs_path_join(path, sizeof(path), path, ".progress.json", NULL) < 0 ||
+		    install_lock_held(c->chain.d[i].path, name) != 1)
 			continue;
 		n = fs_read_small(path, buf, sizeof(buf), &e);
 		if (n <= 0)

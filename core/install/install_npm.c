@@ -302,7 +302,8 @@ install_npm_stage(struct install_ctx *c, const manifest_t *m, const char *tree, 
 
 	/* With no writable cache the downloads go beside the tree, in staging,
 	 * and disappear with it. */
-	snprintf(fallback, sizeof(fallback), "%s/../npm-cache", tree);
+	if (fs_path_join(fallback, sizeof(fallback), tree, "../npm-cache", e) < 0)
+		return -1;
 	return run(c, m, c->platform, tree, fallback, known, info, e);
 }
 
@@ -341,8 +342,7 @@ install_npm_probe_url(struct install_ctx *c, const manifest_t *m, char *url, siz
 		    cache_tree_has(c->cache_dir, key))
 			continue;
 		if (c->cache_dir[0] && cache_sha256_of(c->cache_dir, &pk->digest, hex) &&
-		    snprintf(p, sizeof(p), "%s/%s", c->cache_dir, hex) < (int)sizeof(p) &&
-		    access(p, R_OK) == 0)
+		    fs_path_join(p, sizeof(p), c->cache_dir, hex, NULL) == 0 && access(p, R_OK) == 0)
 			continue;
 		if (reg[0] != '\0' && pk->url_path != NULL)
 			snprintf(url, cap, "%s%s", reg, pk->url_path);

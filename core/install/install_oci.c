@@ -170,8 +170,7 @@ install_oci_npm(struct install_ctx *c, const manifest_t *m, const struct npmlock
 		const struct npmlock_pkg *p = &l->pkgs[i];
 		if (!p->in_bundle && p->resolved != NULL &&
 		    !(cache_sha256_of(cache, &p->digest, hex) &&
-		      snprintf(p256, sizeof(p256), "%s/%s", cache, hex) < (int)sizeof(p256) &&
-		      access(p256, R_OK) == 0))
+		      fs_path_join(p256, sizeof(p256), cache, hex, NULL) == 0 && access(p256, R_OK) == 0))
 			missing++;
 	}
 	if (missing == 0)
@@ -203,8 +202,7 @@ install_oci_npm(struct install_ctx *c, const manifest_t *m, const struct npmlock
 		if (p->in_bundle || p->resolved == NULL)
 			continue;
 		if (cache_sha256_of(cache, &p->digest, hex) &&
-		    snprintf(p256, sizeof(p256), "%s/%s", cache, hex) < (int)sizeof(p256) &&
-		    access(p256, R_OK) == 0)
+		    fs_path_join(p256, sizeof(p256), cache, hex, NULL) == 0 && access(p256, R_OK) == 0)
 			continue;
 		if ((h = map_find(&mp, digest_sri(&p->digest, sri))) == NULL)
 			continue; /* npm_install: offline refuses, lazy goes to the origin */

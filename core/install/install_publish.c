@@ -193,7 +193,8 @@ extract_progress(void *arg, uint64_t out, uint64_t in)
 static int
 link_bin(struct install_ctx *c, const char *w, const manifest_t *m, struct err *e)
 {
-	char dir[PATH_MAX], tmp[PATH_MAX], link[PATH_MAX], rnd[17], cur[PATH_MAX];
+	char dir[PATH_MAX], tmp[PATH_MAX], link[PATH_MAX], rnd[17], cur[PATH_MAX],
+	    leaf[MANIFEST_NAME_MAX + 24];
 	ssize_t n;
 
 	if (c->self[0] == '\0')
@@ -208,8 +209,9 @@ link_bin(struct install_ctx *c, const char *w, const manifest_t *m, struct err *
 			return 0;
 	}
 	fs_rand_hex(rnd, 8);
-	if ((size_t)snprintf(tmp, sizeof(tmp), "%s/.%s.tmp-%s", dir, m->binary, rnd) >= sizeof(tmp))
-		return err_set(e, "io.error", "%s/.%s.tmp-: too long a path", dir, m->binary);
+	snprintf(leaf, sizeof(leaf), ".%s.tmp-%s", m->binary, rnd);
+	if (fs_path_join(tmp, sizeof(tmp), dir, leaf, e) < 0)
+		return -1;
 	if (symlink(c->self, tmp) != 0)
 		return err_sys(e, "install.failed", errno, "symlink %s: %s", tmp, strerror(errno));
 	if (rename(tmp, link) != 0) {
@@ -750,7 +752,7 @@ int
 install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct install_result *r,
             struct err *e)
 {
-	char staging_root[PATH_MAX], rnd[17];
+	char staging_root[PATH_MAX], rnd[17], leaf[MANIFEST_NAME_MAX + 20];
 	struct job *j = calloc(1, sizeof(*j));
 	uint64_t free_b = 0;
 	long need_mb;
@@ -786,13 +788,9 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 	install_progress_write(&j->ps, "stage", 1);
 
 	fs_rand_hex(rnd, 8);
-	if ((size_t)snprintf(j->staging, sizeof(j->staging), "%s/%s-%s", staging_root, m->name, rnd) >=
-	    sizeof(j->staging)) {
-		j->staging[0] = '\0'; /* cut: another directory's name */
-		err_set(e, "io.error", "%s/%s-: too long a path", staging_root, m->name);
-		goto out;
-	}
-	if (fs_path_join(j->tree, sizeof(j->tree), j->staging, "tree", e) < 0 ||
+	snprintf(leaf, sizeof(leaf), "%s-%s", m->name, rnd);
+	if (fs_path_join(j->staging, sizeof(j->staging), staging_root, leaf, e) < 0 ||
+	    fs_path_join(j->tree, sizeof(j->tree), j->staging, "tree", e) < 0 ||
 	    install_mkdir(j->staging, 0700, e) < 0 || install_mkdir(j->tree, 0755, e) < 0)
 		goto out;
 	need_mb = m->size_hint_mb + requires_mb(c, m, w);

@@ -43,8 +43,9 @@ install_marker_read(const char *dir, const char *name, struct install_marker *mk
 	int fd;
 
 	memset(mk, 0, sizeof(*mk));
-	if ((size_t)snprintf(path, sizeof(path), "%s/%s/.installed.json", dir, name) >= sizeof(path))
-		return err_set(e, "io.error", "path too long");
+	if (fs_path_join(path, sizeof(path), dir, name, e) < 0 ||
+	    fs_path_join(path, sizeof(path), path, ".installed.json", e) < 0)
+		return -1;
 	/* open + fstat + read + close: the fast path counts syscalls */
 	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
@@ -266,8 +267,8 @@ root_trusted(const char *dir, const char *name, const char *tree, const struct i
 		return 0;
 	if (lstat(tree, &st) != 0 || st.st_uid != 0 || (st.st_mode & 022) || !S_ISDIR(st.st_mode))
 		return 0;
-	snprintf(p, sizeof(p), "%s/%s", dir, name);
-	if (lstat(p, &st) != 0 || st.st_uid != 0 || (st.st_mode & 022))
+	if (fs_path_join(p, sizeof(p), dir, name, NULL) < 0 || lstat(p, &st) != 0 || st.st_uid != 0 ||
+	    (st.st_mode & 022))
 		return 0;
 	return 1;
 }
@@ -288,8 +289,8 @@ marker_cached(struct install_ctx *c, const char *dir, const char *name, struct i
 	int i, slot = -1;
 
 	*slotp = NULL;
-	if ((size_t)snprintf(path, sizeof(path), "%s/%s/.installed.json", dir, name) >= sizeof(path) ||
-	    lstat(path, &st) != 0)
+	if (fs_path_join(path, sizeof(path), dir, name, NULL) < 0 ||
+	    fs_path_join(path, sizeof(path), path, ".installed.json", NULL) < 0 || lstat(path, &st) != 0)
 		return -1;
 	for (i = 0; i < INSTALL_MARKER_CACHE; i++) {
 		struct install_marker_slot *s = &c->mcache[i];
@@ -352,7 +353,8 @@ proof_list(const char *dir, const char *name, const struct install_marker *mk,
 		*len = slot->proof_len;
 		return slot->proof;
 	}
-	if ((size_t)snprintf(path, sizeof(path), "%s/%s/.installed.proof", dir, name) >= sizeof(path))
+	if (fs_path_join(path, sizeof(path), dir, name, NULL) < 0 ||
+	    fs_path_join(path, sizeof(path), path, ".installed.proof", NULL) < 0)
 		return NULL;
 	if ((buf = install_proof_cache_get(path, mk->proof_sha256, len, ref)) == NULL)
 		return NULL;
@@ -380,8 +382,9 @@ ready_in(struct install_ctx *c, const manifest_t *m, const char *dir, struct ins
 	if (!ct_equal(mk.manifest_sha256, m->sha256, 64) || strcmp(mk.platform, c->platform) != 0 ||
 	    strcmp(mk.version, m->version) != 0)
 		return 0;
-	if (snprintf(tree, sizeof(tree), "%s/%s/%s", dir, m->name, mk.tree) >= (int)sizeof(tree) ||
-	    snprintf(entry, sizeof(entry), "%s/%s", tree, m->source.bin) >= (int)sizeof(entry))
+	if (fs_path_join(tree, sizeof(tree), dir, m->name, NULL) < 0 ||
+	    fs_path_join(tree, sizeof(tree), tree, mk.tree, NULL) < 0 ||
+	    fs_path_join(entry, sizeof(entry), tree, m->source.bin, NULL) < 0)
 		return 0;
 	if (stat(entry, &st) != 0 || !S_ISREG(st.st_mode))
 		return 0;
@@ -447,6 +450,9 @@ install_marker_write(struct install_ctx *c, const char *w, const manifest_t *m, 
 	char path[PATH_MAX], ts[32];
 	int rc;
 
+	if (fs_path_join(path, sizeof(path), w, m->name, e) < 0 ||
+	    fs_path_join(path, sizeof(path), path, ".installed.json", e) < 0)
+		return -1;
 	clock_iso(clock_wall_ms(), 0, ts, sizeof(ts));
 	json_w_init(&j, INSTALL_MARKER_MAX);
 	json_w_obj(&j);
@@ -490,7 +496,6 @@ install_marker_write(struct install_ctx *c, const char *w, const manifest_t *m, 
 		json_w_free(&j);
 		return err_set(e, "install.failed", "%s: marker too large", m->name);
 	}
-	snprintf(path, sizeof(path), "%s/%s/.installed.json", w, m->name);
 	rc = fs_write_atomic(path, j.buf, j.len, 0644, e);
 	json_w_free(&j);
 	return rc;

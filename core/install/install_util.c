@@ -184,10 +184,7 @@ install_cache_key(const struct install_ctx *c, char *out, size_t cap)
 	char d[PATH_MAX];
 
 	out[0] = '\0';
-	if (tools_state_dir(c->cfg, d, sizeof(d)) < 0 ||
-	    (size_t)snprintf(out, cap, "%s/" CACHE_KEY_FILE, d) >= cap) {
-		out[0] = '\0';
+	if (tools_state_dir(c->cfg, d, sizeof(d)) < 0 || fs_path_join(out, cap, d, CACHE_KEY_FILE, NULL) < 0)
 		return -1;
-	}
 	return 0;
 }

@@ -199,7 +199,10 @@ install_verify_argv(struct install_ctx *c, const manifest_t *m, const char *tree
 	if (tmp == NULL || tmp[0] != '/')
 		tmp = "/tmp";
 	/* mkdtemp's template: the six X are replaced by the call */
-	snprintf(home, sizeof(home), "%s/abx-verify-XXXXXX", tmp);
+	if (fs_path_join(home, sizeof(home), tmp, "abx-verify-XXXXXX", e) < 0) {
+		free(v);
+		return -1;
+	}
 	if (mkdtemp(home) == NULL) {
 		int er = errno;
 

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/fs.h"
+
 void
 launch_tool_of(struct launch_tool *t, const manifest_t *m)
 {
@@ -162,8 +164,8 @@ launch_tools_path(const struct tools_chain *c, char *buf, size_t cap)
 	for (i = 0; c != NULL && i < c->n; i++) {
 		int n;
 
-		if ((size_t)snprintf(p, sizeof(p), "%s/bin", c->d[i].path) >= sizeof(p) ||
-		    stat(p, &st) != 0 || !S_ISDIR(st.st_mode))
+		if (fs_path_join(p, sizeof(p), c->d[i].path, "bin", NULL) < 0 || stat(p, &st) != 0 ||
+		    !S_ISDIR(st.st_mode))
 			continue;
 		n = snprintf(buf + off, cap - off, "%s%s", off ? ":" : "", p);
 		if (n < 0 || (size_t)n >= cap - off) {

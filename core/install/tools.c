@@ -67,7 +67,7 @@ tools_state_dir(const struct config *cfg, char *buf, size_t cap)
 	/* An explicit base directory (serve --base-dir, ABX_SERVER_BASE_DIR)
 	 * stands for HOME, for root too: the user the image is built for. */
 	if (cfg != NULL && cfg->base_dir[0] == '/')
-		return snprintf(buf, cap, "%s/.local/state/agent-sandbox", cfg->base_dir) < (int)cap ? 0 : -1;
+		return fs_path_join(buf, cap, cfg->base_dir, ".local/state/agent-sandbox", NULL);
 	if (geteuid() == 0)
 		return snprintf(buf, cap, "/var/lib/agent-sandbox") < (int)cap ? 0 : -1;
 	home = config_env("HOME");
@@ -75,7 +75,7 @@ tools_state_dir(const struct config *cfg, char *buf, size_t cap)
 		home = pwhome;
 	if (home == NULL || *home != '/')
 		return -1;
-	return snprintf(buf, cap, "%s/.local/state/agent-sandbox", home) < (int)cap ? 0 : -1;
+	return fs_path_join(buf, cap, home, ".local/state/agent-sandbox", NULL);
 }
 
 static struct tools_dir *
@@ -171,16 +171,19 @@ tools_chain_build(struct tools_chain *c, const struct config *cfg, int create, s
 	if (cfg->tools_dir[0] != '\0')
 		expl = chain_add(c, cfg->tools_dir, 1);
 	chain_add(c, "/opt/agent-sandbox/tools", 0);
-	if (tools_state_dir(cfg, buf, sizeof(buf) - 8) == 0) {
-		strcat(buf, "/tools");
+	if (tools_state_dir(cfg, buf, sizeof(buf)) == 0 &&
+	    fs_path_join(buf, sizeof(buf), buf, "tools", NULL) == 0)
 		user = chain_add(c, buf, 0);
-	}
 	if (cfg->install.allow_tmp) {
+		char leaf[32];
+
 		t = config_env("TMPDIR");
 		if (t == NULL || *t != '/')
 			t = "/tmp";
-		snprintf(buf, sizeof(buf), "%s/agent-sandbox-%u/tools", t, (unsigned)geteuid());
-		tmp = chain_add(c, buf, 0);
+		snprintf(leaf, sizeof(leaf), "agent-sandbox-%u", (unsigned)geteuid());
+		if (fs_path_join(buf, sizeof(buf), t, leaf, NULL) == 0 &&
+		    fs_path_join(buf, sizeof(buf), buf, "tools", NULL) == 0)
+			tmp = chain_add(c, buf, 0);
 	}
 	for (i = 0; i < c->n; i++)
 		if (probe_dir(&c->d[i], e) < 0)

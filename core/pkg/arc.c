@@ -668,7 +668,8 @@ arc_extract_fd(int archive_fd, int root_dirfd, const struct arc_opts *o, struct 
 	if (o->format == ARC_FMT_ZIP && (fstat(archive_fd, &sb) != 0 || !S_ISREG(sb.st_mode))) {
 		if (st)
 			memset(st, 0, sizeof(*st));
-		err_set(e, "install.failed", "extract: a zip is read through its central directory, from a file, not a pipe");
+		err_set(e, "install.failed",
+		        "extract: a zip is read through its central directory, from a file, not a pipe");
 		err_detail_str(e, "phase", "extract");
 		return -1;
 	}

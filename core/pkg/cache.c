@@ -270,13 +270,14 @@ cache_put_abort(struct cache_put *p)
 static void
 write_alias(const char *dir, const struct digest *d, const char *hex)
 {
-	char path[4096], tmp[4200], rnd[17];
+	char path[4096], tmp[4200], rnd[17], leaf[24];
 	int fd, ok;
 
-	if (cache_path(dir, d, path, sizeof(path)) != 0)
-		return;
 	fs_rand_hex(rnd, 8);
-	snprintf(tmp, sizeof(tmp), "%s/.tmp-%s", dir, rnd);
+	snprintf(leaf, sizeof(leaf), ".tmp-%s", rnd);
+	if (cache_path(dir, d, path, sizeof(path)) != 0 ||
+	    fs_path_join(tmp, sizeof(tmp), dir, leaf, NULL) < 0)
+		return;
 	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return;

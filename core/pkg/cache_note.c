@@ -25,23 +25,24 @@ note_path(const char *cache, const char *name, char *out, size_t cap)
 	if (n == 0 || n > CACHE_KEY_MAX || name[0] == '.' || strchr(name, '/') || strchr(name, ' ') ||
 	    strchr(name, '\n'))
 		return -1;
-	return (size_t)snprintf(out, cap, "%s/trees/%s", cache, name) < cap ? 0 : -1;
+	if (fs_path_join(out, cap, cache, "trees", NULL) < 0)
+		return -1;
+	return fs_path_join(out, cap, out, name, NULL);
 }
 
 int
 cache_note_put(const char *cache, const char *keyfile, const char *name, const char *body, size_t len)
 {
-	char trees[4096], path[4400], tmp[4400], rnd[17], mac[65];
+	char trees[4096], path[4400], tmp[4400], rnd[17], leaf[32], mac[65];
 	unsigned char sk[KEY_LEN];
 	struct buf text = BUF_INIT(CACHE_NOTE_MAX + 300);
 	const char *why = NULL;
 	ssize_t n = -1;
 	int fd, rc = 0;
 
-	snprintf(trees, sizeof(trees), "%s/trees", cache);
-	if (len > CACHE_NOTE_MAX || memchr(body, '\0', len) != NULL ||
-	    note_path(cache, name, path, sizeof(path)) < 0 || (mkdir(trees, 0755) != 0 && errno != EEXIST) ||
-	    cache_seal_key(keyfile, sk, &why) < 0)
+	if (fs_path_join(trees, sizeof(trees), cache, "trees", NULL) < 0 || len > CACHE_NOTE_MAX ||
+	    memchr(body, '\0', len) != NULL || note_path(cache, name, path, sizeof(path)) < 0 ||
+	    (mkdir(trees, 0755) != 0 && errno != EEXIST) || cache_seal_key(keyfile, sk, &why) < 0)
 		return 0;
 	buf_put(&text, "abx-note 1 ", 11);
 	buf_put(&text, name, strlen(name));
@@ -52,8 +53,10 @@ cache_note_put(const char *cache, const char *keyfile, const char *name, const c
 	buf_put(&text, mac, 64);
 	buf_put(&text, "\n", 1);
 	fs_rand_hex(rnd, 8);
-	snprintf(tmp, sizeof(tmp), "%s/.tmp-note-%s", trees, rnd);
-	fd = text.over ? -1 : open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	snprintf(leaf, sizeof(leaf), ".tmp-note-%s", rnd);
+	fd = text.over || fs_path_join(tmp, sizeof(tmp), trees, leaf, NULL) < 0
+	         ? -1
+	         : open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd >= 0) {
 		n = write(fd, text.p, text.len);
 		if (close(fd) != 0)
@@ -72,14 +75,13 @@ int
 cache_note_get(const char *cache, const char *keyfile, const char *name, char *body, size_t cap,
                const char **why)
 {
-	char trees[4096], path[4400], head[CACHE_KEY_MAX + 20], mac[65];
+	char path[4400], head[CACHE_KEY_MAX + 20], mac[65];
 	unsigned char sk[KEY_LEN];
 	size_t len, hl, ml = 4 + 64 + 1;
 	struct err e;
 	char *t = NULL;
 	int rc = -1;
 
-	snprintf(trees, sizeof(trees), "%s/trees", cache);
 	if (note_path(cache, name, path, sizeof(path)) < 0 || access(path, F_OK) != 0)
 		return 0;
 	if (cache_seal_key(keyfile, sk, why) < 0)

@@ -613,8 +613,8 @@ read_manifest(const char *dir, const char *key, const unsigned char sk[KEY_LEN],
 	int version;
 
 	memset(mf, 0, sizeof(*mf));
-	snprintf(path, sizeof(path), "%s/manifest", dir);
-	if (fs_read_alloc(path, MANIFEST_MAX, &mf->text, &len, &e) < 0) {
+	if (fs_path_join(path, sizeof(path), dir, "manifest", NULL) < 0 ||
+	    fs_read_alloc(path, MANIFEST_MAX, &mf->text, &len, &e) < 0) {
 		*why = "its manifest is missing or unreadable";
 		return -1;
 	}
@@ -671,21 +671,26 @@ static int
 reseal(const char *dir, const char *key, const unsigned char sk[KEY_LEN], const struct mf *mf, const char *pl,
        size_t plen)
 {
-	char rnd[17], ptmp[4400], mtmp[4400], path[4400], hex[65];
+	char rnd[17], leaf[32], ptmp[4400], mtmp[4400], pf[4400], mfp[4400], hex[65];
 	struct err e;
 
 	fs_rand_hex(rnd, 8);
-	snprintf(ptmp, sizeof(ptmp), "%s/.proof-%s", dir, rnd);
-	snprintf(mtmp, sizeof(mtmp), "%s/.manifest-%s", dir, rnd);
-	if (cache_proof_put(ptmp, pl, plen, hex, &e) < 0)
+	snprintf(leaf, sizeof(leaf), ".proof-%s", rnd);
+	if (fs_path_join(ptmp, sizeof(ptmp), dir, leaf, NULL) < 0 ||
+	    fs_path_join(pf, sizeof(pf), dir, PROOF_FILE, NULL) < 0 ||
+	    fs_path_join(mfp, sizeof(mfp), dir, "manifest", NULL) < 0)
+		return 0;
+	snprintf(leaf, sizeof(leaf), ".manifest-%s", rnd);
+	if (fs_path_join(mtmp, sizeof(mtmp), dir, leaf, NULL) < 0 ||
+	    cache_proof_put(ptmp, pl, plen, hex, &e) < 0)
 		return 0;
 	if (cache_manifest_put(mtmp, sk, key, hex, mf->meta, mf->metalen, mf->body, mf->blen, &e) < 0 ||
-	    rename(ptmp, (snprintf(path, sizeof(path), "%s/" PROOF_FILE, dir), path)) != 0) {
+	    rename(ptmp, pf) != 0) {
 		unlink(ptmp);
 		unlink(mtmp);
 		return 0;
 	}
-	if (rename(mtmp, (snprintf(path, sizeof(path), "%s/manifest", dir), path)) != 0) {
+	if (rename(mtmp, mfp) != 0) {
 		unlink(mtmp);
 		return 0;
 	}
@@ -709,8 +714,8 @@ load_proof(const char *dir, int sfd, const char *hex, char **pl, size_t *len)
 	*pl = NULL;
 	if (hex[0] == '\0')
 		return 0;
-	snprintf(path, sizeof(path), "%s/" PROOF_FILE, dir);
-	if (fs_read_alloc(path, PROOF_MAX, pl, len, &e) < 0)
+	if (fs_path_join(path, sizeof(path), dir, PROOF_FILE, NULL) < 0 ||
+	    fs_read_alloc(path, PROOF_MAX, pl, len, &e) < 0)
 		return 0;
 	digest_buf(DIGEST_SHA256, *pl, *len, &d);
 	digest_hex(&d, got);
@@ -727,8 +732,8 @@ cache_tree_has(const char *cache, const char *key)
 {
 	char dir[4400];
 
-	return (size_t)snprintf(dir, sizeof(dir), "%s/trees/%s", cache, key) < sizeof(dir) &&
-	       access(dir, F_OK) == 0;
+	return fs_path_join(dir, sizeof(dir), cache, "trees", NULL) == 0 &&
+	       fs_path_join(dir, sizeof(dir), dir, key, NULL) == 0 && access(dir, F_OK) == 0;
 }
 
 int
@@ -749,8 +754,9 @@ cache_tree_place(const char *cache, const char *keyfile, const char *key, int pa
 	struct stat st;
 	int sfd, dfd, rc, dst_err = 0, proved, fresh = 0, held = 0;
 
-	snprintf(trees, sizeof(trees), "%s/trees", cache);
-	if (fs_path_join(dir, sizeof(dir), trees, key, NULL) != 0 || access(dir, F_OK) != 0)
+	/* a path that does not fit is no entry: nothing was kept under it */
+	if (fs_path_join(trees, sizeof(trees), cache, "trees", NULL) != 0 ||
+	    fs_path_join(dir, sizeof(dir), trees, key, NULL) != 0 || access(dir, F_OK) != 0)
 		return 0;
 	if (cache_seal_key(keyfile, sk, &why) < 0) {
 		warnx_line("cache: not using the extracted tree of %s in %s: %s", label, trees, why);
@@ -760,8 +766,9 @@ cache_tree_place(const char *cache, const char *keyfile, const char *key, int pa
 		goto damaged;
 	if (meta != NULL)
 		snprintf(meta, metacap, "%.*s", (int)mf.metalen, mf.meta);
-	snprintf(src, sizeof(src), "%s/tree", dir);
-	sfd = open(src, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	sfd = fs_path_join(src, sizeof(src), dir, "tree", NULL) < 0
+	          ? -1
+	          : open(src, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (sfd < 0 || fstat(sfd, &st) != 0) {
 		if (sfd >= 0)
 			close(sfd);
@@ -860,8 +867,8 @@ damaged:
 	/* out of the way first (one rename: a concurrent reader sees the
 	 * whole entry or none), then removed */
 	fs_rand_hex(rnd, 8);
-	snprintf(src, sizeof(src), "%s/.tmp-bad-%s", cache, rnd);
-	if (rename(dir, src) == 0) {
+	snprintf(tmp, sizeof(tmp), ".tmp-bad-%s", rnd);
+	if (fs_path_join(src, sizeof(src), cache, tmp, NULL) == 0 && rename(dir, src) == 0) {
 		struct err de;
 		fs_rm_tree(src, &de);
 	}

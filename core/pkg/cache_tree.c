@@ -176,7 +176,7 @@ cache_tree_key(const struct digest *d, const char *variant, char out[CACHE_KEY_M
 int
 cache_seal_key(const char *keyfile, unsigned char key[KEY_LEN], const char **why)
 {
-	char dir[4096], tmp[4200], hex[2 * KEY_LEN + 2], rnd[17];
+	char dir[4096], tmp[4200], hex[2 * KEY_LEN + 2], rnd[17], leaf[32];
 	struct stat st;
 	struct err e;
 	ssize_t n;
@@ -223,7 +223,9 @@ cache_seal_key(const char *keyfile, unsigned char key[KEY_LEN], const char **why
 		hex_encode(key, KEY_LEN, hex);
 		hex[2 * KEY_LEN] = '\n';
 		fs_rand_hex(rnd, 8);
-		snprintf(tmp, sizeof(tmp), "%s/.tmp-key-%s", dir, rnd);
+		snprintf(leaf, sizeof(leaf), ".tmp-key-%s", rnd);
+		if (fs_path_join(tmp, sizeof(tmp), dir, leaf, NULL) < 0)
+			break;
 		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (fd < 0)
 			break;
@@ -580,7 +582,7 @@ struct cache_store *
 cache_tree_store_begin(const char *cache, const char *keyfile, const char *key, int dirfd, const char *meta,
                        const char *label, cache_sum_fn sum, void *sum_arg, int *kept)
 {
-	char trees[4096], rnd[17], mf[4300];
+	char trees[4096], rnd[17], leaf[32], mf[4300];
 	const char *why = NULL;
 	struct cache_store *s;
 
@@ -589,9 +591,13 @@ cache_tree_store_begin(const char *cache, const char *keyfile, const char *key, 
 		return NULL;
 	s->tfd = -1;
 	err_clear(&s->e);
-	snprintf(trees, sizeof(trees), "%s/trees", cache);
-	if (fs_path_join(s->dir, sizeof(s->dir), trees, key, NULL) != 0 ||
-	    (s->label = strdup(label)) == NULL || walk_init(&s->w, &s->e) < 0) {
+	if (fs_path_join(trees, sizeof(trees), cache, "trees", &s->e) != 0 ||
+	    fs_path_join(s->dir, sizeof(s->dir), trees, key, &s->e) != 0) {
+		warnx_line("cache: not keeping the extracted tree of %s: %s", label, s->e.msg);
+		free(s);
+		return NULL;
+	}
+	if ((s->label = strdup(label)) == NULL || walk_init(&s->w, &s->e) < 0) {
 		free(s->label);
 		free(s);
 		return NULL;
@@ -603,8 +609,8 @@ cache_tree_store_begin(const char *cache, const char *keyfile, const char *key, 
 	}
 	/* a key kept inside the cache by an earlier version travels with
 	 * every copy of it: never read, removed */
-	snprintf(mf, sizeof(mf), "%s/.key", trees);
-	unlink(mf);
+	if (fs_path_join(mf, sizeof(mf), trees, ".key", NULL) == 0)
+		unlink(mf);
 	if ((mkdir(trees, 0755) != 0 && errno != EEXIST) || cache_seal_key(keyfile, s->sk, &why) < 0) {
 		warnx_line("cache: not keeping the extracted tree of %s in %s: %s", label, trees,
 		           why ? why : strerror(errno));
@@ -613,11 +619,15 @@ cache_tree_store_begin(const char *cache, const char *keyfile, const char *key, 
 		return NULL;
 	}
 	fs_rand_hex(rnd, 8);
-	snprintf(s->tmp, sizeof(s->tmp), "%s/.tmp-tree-%s", cache, rnd);
+	snprintf(leaf, sizeof(leaf), ".tmp-tree-%s", rnd);
 	s->w.sum = sum;
 	s->w.sum_arg = sum_arg;
-	if (mkdir(s->tmp, 0755) != 0 ||
-	    mkdirat(AT_FDCWD, (snprintf(mf, sizeof(mf), "%s/tree", s->tmp), mf), 0755) != 0 ||
+	if (fs_path_join(s->tmp, sizeof(s->tmp), cache, leaf, &s->e) < 0 ||
+	    fs_path_join(mf, sizeof(mf), s->tmp, "tree", &s->e) < 0) {
+		store_close(s, -1);
+		return NULL;
+	}
+	if (mkdir(s->tmp, 0755) != 0 || mkdir(mf, 0755) != 0 ||
 	    (s->tfd = open(mf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
 		err_sys(&s->e, "io.error", errno, "%s: %s", s->tmp, strerror(errno));
 		store_close(s, -1);
@@ -726,10 +736,12 @@ store_proof(struct cache_store *s, char hex[65])
 	int rc;
 
 	hex[0] = '\0';
-	snprintf(tree, sizeof(tree), "%s/tree", s->tmp);
-	snprintf(path, sizeof(path), "%s/" PROOF_FILE, s->tmp);
 	err_clear(&e);
-	rc = proof_make_quick(tree, "io.error", &pl, &len, &e);
+	if (fs_path_join(tree, sizeof(tree), s->tmp, "tree", &e) < 0 ||
+	    fs_path_join(path, sizeof(path), s->tmp, PROOF_FILE, &e) < 0)
+		rc = -1;
+	else
+		rc = proof_make_quick(tree, "io.error", &pl, &len, &e);
 	if (rc < 0 || (rc == 0 && cache_proof_put(path, pl, len, hex, &e) < 0)) {
 		hex[0] = '\0';
 		warnx_line("cache: keeping the extracted tree of %s without its stat proof (%s): its next "
@@ -755,8 +767,8 @@ cache_tree_store_end(struct cache_store *s)
 	/* the tree is whole and final: its proof, so that a placement can
 	 * show it unchanged by one stat per entry instead of hashing it */
 	store_proof(s, phex);
-	snprintf(mf, sizeof(mf), "%s/manifest", s->tmp);
-	if (cache_manifest_put(mf, s->sk, s->key, phex, s->meta, strlen(s->meta), s->w.lines.p,
+	if (fs_path_join(mf, sizeof(mf), s->tmp, "manifest", &s->e) < 0 ||
+	    cache_manifest_put(mf, s->sk, s->key, phex, s->meta, strlen(s->meta), s->w.lines.p,
 	                       s->w.lines.len, &s->e) < 0)
 		return store_close(s, -1);
 	if (rename(s->tmp, s->dir) != 0 && errno != EEXIST && errno != ENOTEMPTY) {

@@ -578,8 +578,9 @@ place_one(struct run *r, struct job *j, int rootfd, struct err *e)
 		 * blob may be gone from the cache */
 		if (src != NULL) {
 			char tp[PATH_MAX];
-			snprintf(tp, sizeof(tp), "%s/trees/%s", r->o->cache, key);
-			npm_source_set(src, NPM_SOURCE_MAX, "tree:", tp);
+			if (fs_path_join(tp, sizeof(tp), r->o->cache, "trees", NULL) == 0 &&
+			    fs_path_join(tp, sizeof(tp), tp, key, NULL) == 0)
+				npm_source_set(src, NPM_SOURCE_MAX, "tree:", tp);
 		}
 		pthread_mutex_lock(&r->mu);
 		r->st.placed++;

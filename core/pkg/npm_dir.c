@@ -75,7 +75,8 @@ npm_link_bins(const struct npmlock *l, const char *staging, struct err *e)
 	if (l->root == NULL || l->nbins == 0)
 		return 0;
 	snprintf(pkgdir, sizeof(pkgdir), "%s", l->root->path);
-	snprintf(bindir, sizeof(bindir), "%s/node_modules/.bin", staging);
+	if (fs_path_join(bindir, sizeof(bindir), staging, "node_modules/.bin", e) < 0)
+		return -1;
 	rootfd = open(staging, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (rootfd < 0)
 		return extract_fail(e, "%s: %s", staging, strerror(errno));

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/fs.h"
 #include "config/config.h"
 #include "pkg/manifest.h"
 
@@ -276,8 +277,7 @@ npmlock_lib_present(const char *root, const char *libc, const char *soname)
 	if (strcmp(libc, "musl") == 0)
 		return lib_in_listed(root, MUSL_PATH, soname);
 	/* readdir, not glob(3): glob costs the static binary 20 KiB */
-	if ((size_t)snprintf(p, sizeof(p), "%s/etc/ld.so.conf.d", root) >= sizeof(p) ||
-	    (dir = opendir(p)) == NULL)
+	if (fs_path_join(p, sizeof(p), root, "etc/ld.so.conf.d", NULL) < 0 || (dir = opendir(p)) == NULL)
 		return 0;
 	while (!found && (de = readdir(dir)) != NULL) {
 		size_t n = strlen(de->d_name);

@@ -1670,6 +1670,36 @@ test_note_sealed(void **state)
 	assert_int_equal(cache_note_get(dir, keyf, "../x", body, sizeof(body), &why), 0);
 }
 
+/* A cache whose "<cache>/trees" does not fit in PATH_MAX: cut, it would
+ * name "<cache>/tree", another directory. Nothing is kept, placed or
+ * noted, and nothing is made under the cut name. */
+static void
+test_cache_path_too_long(void **state)
+{
+	char cache[PATH_MAX], p[PATH_MAX + 64], body[16];
+	const char *why = NULL;
+	struct tap t = {0};
+	struct digest d;
+	int fd;
+
+	unit_deep_dir(dir, cache, sizeof(cache), PATH_MAX - 6);
+	snprintf(p, sizeof(p), "%s/src", dir);
+	assert_int_equal(mkdir(p, 0755), 0);
+	put("src/a.txt", "alpha\n");
+	digest_buf(DIGEST_SHA256, "artifact", 8, &d);
+	assert_int_equal(cache_tree_key(&d, "t1", key), 0);
+	fd = open(p, O_RDONLY | O_DIRECTORY);
+	assert_true(fd >= 0);
+	assert_int_equal(cache_tree_store(cache, keyf, key, fd, "size=8", "test", NULL, NULL), 0);
+	close(fd);
+	assert_int_equal(cache_tree_has(cache, key), 0);
+	assert_int_equal(place(cache, &t, NULL, 0), 0);
+	assert_int_equal(cache_note_put(cache, keyf, "t-1.0.0.verified", "x\n", 2), 0);
+	assert_int_equal(cache_note_get(cache, keyf, "t-1.0.0.verified", body, sizeof(body), &why), 0);
+	snprintf(p, sizeof(p), "test -z \"$(ls -A %s)\"", cache);
+	assert_int_equal(system(p), 0);
+}
+
 int
 main(void)
 {
@@ -1716,6 +1746,7 @@ main(void)
 	    cmocka_unit_test(test_tree_key_rejects),
 	    cmocka_unit_test_setup_teardown(test_tree_too_deep, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_note_sealed, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_cache_path_too_long, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

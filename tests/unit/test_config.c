@@ -1,6 +1,7 @@
 #include "dir_fixture.h"
 #include "config/config.h"
 #include "net/http.h"
+#include "net/oci.h"
 #include "net/tls.h"
 #include "config/config_priv.h"
 
@@ -633,6 +634,38 @@ test_session_env(void **state)
 	assert_string_equal(c.server.session_env.v[1], "B_2");
 }
 
+/* A HOME whose "<HOME>/.docker/config.json" does not fit: cut, it would be
+ * "<HOME>/.docker/config", another file (here one that holds a
+ * credential). The path is refused, nothing is read. */
+static void
+test_oci_auth_path_too_long(void **state)
+{
+	char home[CFG_PATH_MAX], p[CFG_PATH_MAX + 64], basic[OCI_BASIC_MAX], was[4096];
+	FILE *f;
+	struct err e;
+
+	unit_deep_dir(dir, home, sizeof(home), CFG_PATH_MAX - 1 - strlen("/.docker/config"));
+	snprintf(p, sizeof(p), "%s/.docker", home);
+	assert_int_equal(mkdir(p, 0700), 0);
+	snprintf(p, sizeof(p), "%s/.docker/config", home);
+	assert_non_null(f = fopen(p, "w"));
+	fputs("{\"auths\": {\"reg.test\": {\"auth\": \"dXNlcjpwYXNz\"}}}", f);
+	fclose(f);
+	unsetenv("ABX_OCI_AUTH");
+	unsetenv("ABX_OCI_AUTH_FILE");
+	unsetenv("DOCKER_CONFIG");
+	snprintf(was, sizeof(was), "%s", getenv("HOME") ? getenv("HOME") : "/");
+	setenv("HOME", home, 1);
+	assert_int_equal(config_oci_basic("reg.test", 443, 0, basic, NULL, 0, &e), -1);
+	assert_string_equal(e.code, "io.error");
+	assert_string_equal(basic, "");
+	/* the same file named on purpose is read */
+	setenv("ABX_OCI_AUTH_FILE", p, 1);
+	assert_int_equal(config_oci_basic("reg.test", 443, 0, basic, NULL, 0, &e), 1);
+	unsetenv("ABX_OCI_AUTH_FILE");
+	setenv("HOME", was, 1);
+}
+
 int
 main(void)
 {
@@ -659,6 +692,7 @@ main(void)
 	    cmocka_unit_test(test_edit_distance),
 	    cmocka_unit_test(test_full_schema_loads),
 	    cmocka_unit_test(test_session_env),
+	    cmocka_unit_test(test_oci_auth_path_too_long),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

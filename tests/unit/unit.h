@@ -53,6 +53,26 @@ unit_mkdtemp(char *dir, size_t cap, const char *what)
 	return mkdtemp(dir) != NULL ? 0 : -1;
 }
 
+/* A directory under base whose path is exactly len bytes, made (names of
+ * at most 200 bytes: each one the kernel takes), into out (cap bytes):
+ * for a path that is one byte short of a limit. */
+static void
+unit_deep_dir(const char *base, char *out, size_t cap, size_t len)
+{
+	size_t n, k;
+
+	assert_true(len < cap && (size_t)snprintf(out, cap, "%s", base) < len);
+	while ((n = strlen(out)) < len) {
+		k = len - n - 1 < 200 ? len - n - 1 : 200;
+		if (len - n - 1 - k == 1)
+			k--; /* never leave a name of nothing */
+		out[n] = '/';
+		memset(out + n + 1, 'd', k);
+		out[n + 1 + k] = '\0';
+		assert_int_equal(mkdir(out, 0700), 0);
+	}
+}
+
 /* Write text to dir/rel (the test fails when it cannot). */
 static void
 unit_put(const char *dir, const char *rel, const char *text)
@@ -60,7 +80,8 @@ unit_put(const char *dir, const char *rel, const char *text)
 	char p[512];
 	FILE *f;
 
-	snprintf(p, sizeof(p), "%s/%s", dir, rel);
+	/* a cut path would be another file */
+	assert_true((size_t)snprintf(p, sizeof(p), "%s/%s", dir, rel) < sizeof(p));
 	f = fopen(p, "w");
 	assert_non_null(f);
 	fputs(text, f);
