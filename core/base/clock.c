@@ -41,6 +41,16 @@ two(char *p, int v)
 	return p + 2;
 }
 
+/* The calendar time of t in UTC into *tm, buf (cap bytes) emptied first:
+ * 0, or -1 when t has no calendar time. */
+static int
+utc(time_t t, struct tm *tm, char *buf, size_t cap)
+{
+	if (cap > 0)
+		buf[0] = '\0';
+	return gmtime_r(&t, tm) == NULL ? -1 : 0;
+}
+
 int
 clock_iso(int64_t ms, int frac, char *buf, size_t cap)
 {
@@ -51,9 +61,7 @@ clock_iso(int64_t ms, int frac, char *buf, size_t cap)
 	struct tm tm;
 	int n;
 
-	if (cap > 0)
-		buf[0] = '\0';
-	if (gmtime_r(&t, &tm) == NULL)
+	if (utc(t, &tm, buf, cap) != 0)
 		return -1;
 	if (tm.tm_year + 1900 >= 0 && tm.tm_year + 1900 <= 9999) {
 		p = two(two(p, (tm.tm_year + 1900) / 100), (tm.tm_year + 1900) % 100);
@@ -92,9 +100,7 @@ clock_http(time_t t, char *buf, size_t cap)
 	struct tm tm;
 	int n;
 
-	if (cap > 0)
-		buf[0] = '\0';
-	if (gmtime_r(&t, &tm) == NULL)
+	if (utc(t, &tm, buf, cap) != 0)
 		return -1;
 	n = snprintf(buf, cap, "%.3s, %02d %.3s %04d %02d:%02d:%02d GMT", day + 3 * tm.tm_wday, tm.tm_mday,
 	             mon + 3 * tm.tm_mon, tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
