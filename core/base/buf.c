@@ -6,6 +6,20 @@
 
 #include "base/err.h"
 
+#ifdef ABX_TEST
+long base_test_alloc_fail;
+#endif
+
+void *
+buf_realloc(void *p, size_t n)
+{
+#ifdef ABX_TEST
+	if (base_test_alloc_fail > 0 && --base_test_alloc_fail == 0)
+		return NULL;
+#endif
+	return realloc(p, n);
+}
+
 void *
 buf_room(struct buf *b, size_t len)
 {
@@ -14,14 +28,16 @@ buf_room(struct buf *b, size_t len)
 		return NULL;
 	}
 	if (b->len + len + 1 > b->cap) {
-		size_t ncap = b->cap ? b->cap : 1024;
+		/* Double, or exactly what is asked when that is more: a reader
+		 * that knows its size (json_parse_file) gets no slack. */
+		size_t ncap = b->cap == 0 ? 1024 : b->cap > SIZE_MAX / 2 ? SIZE_MAX : b->cap * 2;
 		unsigned char *np;
 
-		while (ncap < b->len + len + 1)
-			ncap *= 2;
+		if (ncap < b->len + len + 1)
+			ncap = b->len + len + 1;
 		if (ncap > b->max + 1)
 			ncap = b->max + 1;
-		if ((np = realloc(b->p, ncap)) == NULL) {
+		if ((np = buf_realloc(b->p, ncap)) == NULL) {
 			b->over = 1;
 			return NULL;
 		}
@@ -92,7 +108,7 @@ vec_reserve(struct vec *v, size_t k)
 		ncap = ncap > v->max / 2 ? v->max : ncap * 2;
 	if (ncap > v->max)
 		ncap = v->max;
-	if (v->size == 0 || ncap > SIZE_MAX / v->size || (np = realloc(v->p, ncap * v->size)) == NULL)
+	if (v->size == 0 || ncap > SIZE_MAX / v->size || (np = buf_realloc(v->p, ncap * v->size)) == NULL)
 		return -1;
 	v->p = np;
 	v->cap = ncap;

@@ -14,7 +14,7 @@ struct err;
 struct buf {
 	unsigned char *p; /* NULL until the first put */
 	size_t len, cap;
-	size_t max; /* the ceiling of len */
+	size_t max; /* the ceiling of len, below SIZE_MAX (the NUL is one more) */
 	int over;   /* a put did not fit (or memory ran out) */
 };
 
@@ -74,5 +74,16 @@ int vec_full(const struct vec *v);
 
 /* Release v's memory; v is then an empty array of the same size and max. */
 void vec_free(struct vec *v);
+
+/* realloc (malloc when p is NULL), the one allocator of buf and vec; other
+ * code whose allocation failures tests inject (the JSON arena) calls it
+ * too. Free with free(). */
+void *buf_realloc(void *p, size_t n);
+
+#ifdef ABX_TEST
+/* Test-only allocation failure (SQLite's countdown): when set to N > 0, the
+ * Nth buf_realloc from now on fails; 0 = never. */
+extern long base_test_alloc_fail;
+#endif
 
 #endif

@@ -10,6 +10,7 @@
  * contiguous block and each value is copied exactly once.
  */
 #include "base/json.h"
+#include "base/buf.h"
 #include "base/json_int.h"
 #include "base/fs.h"
 
@@ -73,7 +74,7 @@ arena_alloc(struct arena *a, size_t n, size_t align)
 	if (n > SIZE_MAX / 2)
 		return NULL;
 	if (n > a->next_cap / 4) {
-		nb = json_malloc_(ABLOCK_HDR + n);
+		nb = buf_realloc(NULL, ABLOCK_HDR + n);
 		if (nb == NULL)
 			return NULL;
 		nb->cap = nb->used = n;
@@ -89,7 +90,7 @@ arena_alloc(struct arena *a, size_t n, size_t align)
 		return ABLOCK_DATA(nb);
 	}
 	cap = a->next_cap;
-	nb = json_malloc_(ABLOCK_HDR + cap);
+	nb = buf_realloc(NULL, ABLOCK_HDR + cap);
 	if (nb == NULL)
 		return NULL;
 	if (a->next_cap < ARENA_BLOCK_MAX)
@@ -164,13 +165,13 @@ struct parser {
 	struct arena *a;
 	struct err *e;
 	size_t nvalues;
-	struct slot *slots;
-	size_t nslots, slotcap;
-	struct frame *frames;
-	size_t nframes, framecap;
-	struct keyent *sortbuf;
-	size_t sortcap;
+	struct vec slots;  /* struct slot: at most max_values + 1 (one key's value uncounted) */
+	struct vec frames; /* struct frame: at most max_depth */
+	struct vec sort;   /* struct keyent: json_find_dup's 2n entries */
 };
+
+#define SLOTS(P) ((struct slot *)(P)->slots.p)
+#define FRAMES(P) ((struct frame *)(P)->frames.p)
 
 #define ALIGN_VAL _Alignof(struct json_member)
 
@@ -516,45 +517,11 @@ parse_literal(struct parser *P, struct json_val *v)
 }
 
 static int
-grow(void **pp, size_t *cap, size_t need, size_t elem, size_t first)
-{
-	size_t n = *cap ? *cap : first;
-	void *p;
-
-	while (n < need) {
-		if (n > SIZE_MAX / 2)
-			return -1;
-		n *= 2;
-	}
-	if (n > SIZE_MAX / elem)
-		return -1;
-	p = json_realloc_(*pp, n * elem);
-	if (p == NULL)
-		return -1;
-	*pp = p;
-	*cap = n;
-	return 0;
-}
-
-static struct slot *
-push_slot(struct parser *P)
-{
-	struct slot *s;
-
-	if (P->nslots == P->slotcap &&
-	    grow((void **)&P->slots, &P->slotcap, P->nslots + 1, sizeof(*P->slots), 64) < 0)
-		return NULL;
-	s = &P->slots[P->nslots++];
-	memset(s, 0, sizeof(*s));
-	return s;
-}
-
-static int
 close_container(struct parser *P, struct json_val *v)
 {
-	struct frame *f = &P->frames[P->nframes - 1];
-	size_t n = P->nslots - f->base, i, k;
-	struct slot *sl = n > 0 ? P->slots + f->base : NULL;
+	struct frame *f = &FRAMES(P)[P->frames.n - 1];
+	size_t n = P->slots.n - f->base, i, k;
+	struct slot *sl = n > 0 ? SLOTS(P) + f->base : NULL;
 	char kbuf[80];
 
 	memset(v, 0, sizeof(*v));
@@ -574,14 +541,16 @@ close_container(struct parser *P, struct json_val *v)
 							break;
 						}
 			} else {
-				if (2 * n > P->sortcap && grow((void **)&P->sortbuf, &P->sortcap, 2 * n,
-				                               sizeof(*P->sortbuf), 256) < 0)
+				struct keyent *ents;
+
+				if (vec_reserve(&P->sort, 2 * n) < 0)
 					return oom(P);
+				ents = P->sort.p;
 				for (k = 0; k < n; k++) {
-					P->sortbuf[k].h = sl[k].h;
-					P->sortbuf[k].m = &sl[k].m;
+					ents[k].h = sl[k].h;
+					ents[k].m = &sl[k].m;
 				}
-				i = json_find_dup(sl, sizeof(*sl), n, P->sortbuf);
+				i = json_find_dup(sl, sizeof(*sl), n, ents);
 			}
 			if (i < n) {
 				json_short_key(kbuf, sizeof(kbuf), sl[i].m.key, sl[i].m.keylen);
@@ -612,8 +581,8 @@ close_container(struct parser *P, struct json_val *v)
 			v->u.arr.n = n;
 		}
 	}
-	P->nslots = f->base;
-	P->nframes--;
+	P->slots.n = f->base;
+	P->frames.n--;
 	return 0;
 }
 
@@ -638,13 +607,11 @@ value:
 	switch (c) {
 	case '{':
 	case '[':
-		if (P->lim->max_depth < 0 || P->nframes >= (size_t)P->lim->max_depth)
+		if (P->lim->max_depth < 0 || P->frames.n >= (size_t)P->lim->max_depth)
 			return PERR(P, P->p, "json.too_deep", "nesting deeper than %d", P->lim->max_depth);
-		if (P->nframes == P->framecap &&
-		    grow((void **)&P->frames, &P->framecap, P->nframes + 1, sizeof(*P->frames), 16) < 0)
+		if ((f = vec_push(&P->frames)) == NULL)
 			return oom(P);
-		f = &P->frames[P->nframes++];
-		f->base = P->nslots;
+		f->base = P->slots.n;
 		f->is_obj = c == '{';
 		f->line = v.line;
 		f->col = v.col;
@@ -678,18 +645,18 @@ value:
 		break;
 	}
 done:
-	if (P->nframes == 0) {
+	if (P->frames.n == 0) {
 		*root = v;
 		skip_ws(P);
 		if (P->p < P->end)
 			return unexpected(P, P->p, "the end of input after the value");
 		return 0;
 	}
-	f = &P->frames[P->nframes - 1];
+	f = &FRAMES(P)[P->frames.n - 1];
 	if (f->is_obj) {
-		P->slots[P->nslots - 1].m.val = v;
+		SLOTS(P)[P->slots.n - 1].m.val = v;
 	} else {
-		s = push_slot(P);
+		s = vec_push(&P->slots);
 		if (s == NULL)
 			return oom(P);
 		s->m.val = v;
@@ -713,7 +680,7 @@ key:
 	skip_ws(P);
 	if (P->p >= P->end || *P->p != '"')
 		return unexpected(P, P->p, "a string key");
-	s = push_slot(P);
+	s = vec_push(&P->slots);
 	if (s == NULL)
 		return oom(P);
 	s->kline = P->line;
@@ -752,7 +719,13 @@ json_parse(struct json_doc *doc, const char *text, size_t len, const struct json
 	P.line = 1;
 	P.lim = lim;
 	P.e = e;
-	P.a = json_malloc_(sizeof(*P.a));
+	P.slots = (struct vec)VEC_INIT(sizeof(struct slot),
+	                               lim->max_values < SIZE_MAX ? lim->max_values + 1 : SIZE_MAX);
+	P.frames =
+	    (struct vec)VEC_INIT(sizeof(struct frame), lim->max_depth > 0 ? (size_t)lim->max_depth : 0);
+	P.sort = (struct vec)VEC_INIT(sizeof(struct keyent),
+	                              P.slots.max <= SIZE_MAX / 2 ? 2 * P.slots.max : SIZE_MAX);
+	P.a = buf_realloc(NULL, sizeof(*P.a));
 	if (P.a == NULL)
 		return oom(&P);
 	P.a->head = NULL;
@@ -766,9 +739,9 @@ json_parse(struct json_doc *doc, const char *text, size_t len, const struct json
 		else
 			*r = root;
 	}
-	free(P.slots);
-	free(P.frames);
-	free(P.sortbuf);
+	vec_free(&P.slots);
+	vec_free(&P.frames);
+	vec_free(&P.sort);
 	if (rc < 0) {
 		arena_free(P.a);
 		return -1;

@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/buf.h"
 #include "base/err.h"
 
 enum json_type {
@@ -136,11 +137,9 @@ int json_is(const struct json_val *v, enum json_type t);
  * Keys are compared by all keylen bytes. */
 const char *json_dup_key(const struct json_val *obj);
 
+/* Arena blocks, scratch arrays, file and writer buffers all come from
+ * buf_realloc, so tests fail them with base_test_alloc_fail (base/buf.h). */
 #ifdef ABX_TEST
-/* Test-only allocation failure (SQLite's countdown): when set to N > 0, the
- * Nth allocation made by json.c from now on fails (arena blocks, scratch
- * space, file buffers, writer buffers); 0 = never. */
-extern long json_test_alloc_fail;
 /* Keep only this many low bits of the key hash (32 = all), so tests reach
  * the paths for colliding keys. */
 extern int json_test_hash_bits;
@@ -165,9 +164,10 @@ size_t json_test_arena_bytes(const struct json_doc *doc);
 #define JSON_W_MAX_DEPTH 32
 
 struct json_w {
-	char *buf; /* owned; NUL-terminated; free with json_w_free */
-	size_t len, cap, max;
-	int overflow; /* max exceeded or allocation failed */
+	char *buf;      /* out's bytes, NUL-terminated ("" before the first); read only */
+	size_t len;     /* out.len; read only */
+	int overflow;   /* max exceeded, allocation failed or misuse */
+	struct buf out; /* owns the bytes (max is its ceiling); free with json_w_free */
 	int depth;
 	unsigned char need_comma[JSON_W_MAX_DEPTH];
 	unsigned char after_key;

@@ -3,7 +3,7 @@
  * every error) and errors that point at a value's line and column.
  */
 #include "base/json.h"
-#include "base/json_int.h"
+#include "base/buf.h"
 #include "base/fs.h"
 
 #include <errno.h>
@@ -37,8 +37,9 @@ int
 json_parse_file(struct json_doc *doc, const char *path, const struct json_limits *lim, struct err *e)
 {
 	struct stat st;
-	char *buf = NULL, *nb;
-	size_t len = 0, cap, ncap, bound;
+	struct buf b;
+	size_t want, bound;
+	unsigned char *at;
 	ssize_t n;
 	int fd, rc;
 
@@ -46,7 +47,9 @@ json_parse_file(struct json_doc *doc, const char *path, const struct json_limits
 	doc->arena = NULL;
 	if (lim == NULL)
 		lim = &json_default_limits;
-	bound = lim->max_bytes < SIZE_MAX - 1 ? lim->max_bytes + 1 : SIZE_MAX;
+	/* One byte past max_bytes tells a file over the limit; the buffer's
+	 * ceiling leaves room for its NUL. */
+	bound = lim->max_bytes < SIZE_MAX / 2 ? lim->max_bytes + 1 : SIZE_MAX / 2;
 	/* Every file parsed here is an operator's input: links followed, a
 	 * FIFO refused instead of blocking the open forever. */
 	fd = fs_open_input(path, &st, e);
@@ -60,50 +63,46 @@ json_parse_file(struct json_doc *doc, const char *path, const struct json_limits
 		return err_set(e, "json.too_large", "%s: %jd bytes, over the limit of %zu", path,
 		               (intmax_t)st.st_size, lim->max_bytes);
 	}
-	/* One byte more than the size, so a file that grew since fstat is
-	 * noticed; never more than max_bytes + 1. */
-	cap = S_ISREG(st.st_mode) ? (size_t)st.st_size + 1 : JSON_FILE_CHUNK;
-	if (cap > bound)
-		cap = bound;
-	buf = json_malloc_(cap);
-	if (buf == NULL) {
-		close(fd);
-		return err_set(e, "internal", "%s: out of memory", path);
-	}
+	/* Read until want bytes are held, then double it. One byte more than
+	 * the size first, so a file that grew since fstat is noticed; never
+	 * more than bound. */
+	want = S_ISREG(st.st_mode) ? (size_t)st.st_size + 1 : JSON_FILE_CHUNK;
+	if (want > bound)
+		want = bound;
+	b = (struct buf)BUF_INIT(bound);
 	for (;;) {
-		if (len == cap) {
-			if (cap >= bound) {
-				free(buf);
+		if (b.len == want) {
+			if (want >= bound) {
+				buf_free(&b);
 				close(fd);
 				return err_set(e, "json.too_large", "%s: more than %zu bytes", path,
 				               lim->max_bytes);
 			}
-			ncap = cap > bound / 2 ? bound : cap * 2;
-			nb = json_realloc_(buf, ncap);
-			if (nb == NULL) {
-				free(buf);
-				close(fd);
-				return err_set(e, "internal", "%s: out of memory", path);
-			}
-			buf = nb;
-			cap = ncap;
+			want = want > bound / 2 ? bound : want * 2;
 		}
-		n = read(fd, buf + len, cap - len);
+		/* Within bound, so NULL is only memory running out. */
+		at = buf_room(&b, want - b.len);
+		if (at == NULL) {
+			buf_free(&b);
+			close(fd);
+			return err_set(e, "internal", "%s: out of memory", path);
+		}
+		n = read(fd, at, want - b.len);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
 			rc = errno;
-			free(buf);
+			buf_free(&b);
 			close(fd);
 			return err_sys(e, "io.error", rc, "%s: %s", path, strerror(rc));
 		}
 		if (n == 0)
 			break;
-		len += (size_t)n;
+		b.len += (size_t)n;
 	}
 	close(fd);
-	rc = json_parse(doc, buf, len, lim, e);
-	free(buf);
+	rc = json_parse(doc, (const char *)b.p, b.len, lim, e);
+	buf_free(&b);
 	if (rc < 0)
 		return prefix_path(e, path);
 	return 0;

@@ -28,14 +28,8 @@ uint32_t json_key_hash(const char *k, size_t n);
  */
 size_t json_find_dup(const void *base, size_t stride, size_t n, struct keyent *ents);
 
-/* malloc, failing on the countdown of json_test_alloc_fail in tests. */
-void *json_malloc_(size_t n);
-
 /* Length (1..4) of the valid UTF-8 sequence at p, or 0 with *why set. */
 int json_utf8_len(const unsigned char *p, const unsigned char *end, const char **why);
-
-/* realloc, failing on the countdown of json_test_alloc_fail in tests. */
-void *json_realloc_(void *p, size_t n);
 
 /* A key for an error message, into buf[0..cap) (cap > 4): escaped, cut to
  * about 60 bytes with "..." marking the cut. */

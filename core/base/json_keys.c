@@ -3,6 +3,7 @@
  * json_dup_key, and member look-up.
  */
 #include "base/json.h"
+#include "base/buf.h"
 #include "base/json_int.h"
 
 #include <stdint.h>
@@ -153,7 +154,7 @@ json_dup_key(const struct json_val *obj)
 	n = obj->u.obj.n;
 	m = obj->u.obj.m;
 	if (n > DUP_LINEAR_MAX && n < SIZE_MAX / 2 / sizeof(*ents))
-		ents = json_malloc_(2 * n * sizeof(*ents)); /* NULL: fall back to pairs */
+		ents = buf_realloc(NULL, 2 * n * sizeof(*ents)); /* NULL: fall back to pairs */
 	for (i = 0; ents != NULL && i < n; i++) {
 		ents[i].h = json_key_hash(m[i].key, m[i].keylen);
 		ents[i].m = &m[i];

@@ -1,8 +1,7 @@
 /*
  * The bounded JSON writer and string escaping (see json.h), and what the
- * parser in json.c, json_keys.c and json_file.c share with it: allocation
- * and UTF-8. Nothing here calls into those files, so the folder reads
- * bottom-up.
+ * parser in json.c, json_keys.c and json_file.c shares with it: UTF-8.
+ * Nothing here calls into those files, so the folder reads bottom-up.
  */
 #include "base/json.h"
 #include "base/json_int.h"
@@ -15,34 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- allocation ---- */
-
 #ifdef ABX_TEST
-long json_test_alloc_fail;
 int json_test_hash_bits = 32;
-
-static int
-alloc_fails(void)
-{
-	return json_test_alloc_fail > 0 && --json_test_alloc_fail == 0;
-}
-#else
-#define alloc_fails() 0
 #endif
-
-/* (json_int.h) */
-void *
-json_malloc_(size_t n)
-{
-	return alloc_fails() ? NULL : malloc(n);
-}
-
-/* (json_int.h) */
-void *
-json_realloc_(void *p, size_t n)
-{
-	return alloc_fails() ? NULL : realloc(p, n);
-}
 
 /* ---- UTF-8 ---- */
 
@@ -263,7 +237,8 @@ json_short_key(char *buf, size_t cap, const char *key, size_t keylen)
 #define W_COMMA 1 /* the container has a member already */
 #define W_OBJ 2   /* the container is an object */
 
-/* Static so buf is never NULL; never written to (cap 0 forces a malloc). */
+/* What buf shows before out holds a byte, so it is never NULL; never
+ * written to. */
 static char w_empty[1];
 
 void
@@ -272,48 +247,32 @@ json_w_init(struct json_w *w, size_t max)
 	memset(w, 0, sizeof(*w));
 	w->buf = w_empty;
 	/* Headroom so len + n + 1 never wraps. */
-	w->max = max > SIZE_MAX / 4 ? SIZE_MAX / 4 : max;
+	w->out = (struct buf)BUF_INIT(max > SIZE_MAX / 4 ? SIZE_MAX / 4 : max);
 }
 
 void
 json_w_free(struct json_w *w)
 {
-	if (w->buf != w_empty)
-		free(w->buf);
+	buf_free(&w->out);
 	w->buf = w_empty;
-	w->len = w->cap = 0;
+	w->len = 0;
 }
 
+/* Append s[0..n): a put that does not fit (or finds no memory) sets
+ * overflow, and then every later put does nothing. */
 static void
 w_put(void *ctx, const char *s, size_t n)
 {
 	struct json_w *w = ctx;
-	size_t ncap;
-	char *p;
 
 	if (w->overflow)
 		return;
-	if (n > w->max - w->len) {
+	if (buf_put(&w->out, s, n) != 0) {
 		w->overflow = 1;
 		return;
 	}
-	if (w->len + n + 1 > w->cap) {
-		ncap = w->cap ? w->cap : 256;
-		while (ncap < w->len + n + 1)
-			ncap *= 2;
-		if (ncap > w->max + 1)
-			ncap = w->max + 1;
-		p = json_realloc_(w->buf == w_empty ? NULL : w->buf, ncap);
-		if (p == NULL) {
-			w->overflow = 1;
-			return;
-		}
-		w->buf = p;
-		w->cap = ncap;
-	}
-	memcpy(w->buf + w->len, s, n);
-	w->len += n;
-	w->buf[w->len] = '\0';
+	w->buf = (char *)w->out.p;
+	w->len = w->out.len;
 }
 
 /* Separator before a value; -1 (and overflow) on misuse. */
@@ -521,9 +480,8 @@ json_w_members(struct json_w *w, const char *obj)
 void
 json_w_reset(struct json_w *w)
 {
+	buf_reset(&w->out);
 	w->len = 0;
-	if (w->buf != w_empty)
-		w->buf[0] = '\0';
 	w->overflow = 0;
 	w->depth = 0;
 	w->after_key = 0;

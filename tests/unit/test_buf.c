@@ -50,7 +50,6 @@ test_max_is_a_ceiling(void **state)
 	buf_free(&b);
 }
 
-/* As an http sink: over max is http.too_large, and stays refused. */
 /* buf_room: room past len without moving it, within max; refused room
  * sets over and changes nothing. */
 static void
@@ -77,6 +76,7 @@ test_room(void **state)
 	buf_free(&b);
 }
 
+/* As an http sink: over max is http.too_large, and stays refused. */
 static void
 test_http_sink(void **state)
 {
@@ -129,6 +129,38 @@ test_vec(void **state)
 	assert_null(huge.p);
 }
 
+/* base_test_alloc_fail: the failed put keeps the bytes and sets over, the
+ * failed push keeps n and the array is not full. Room beyond double the
+ * cap is given exactly. */
+static void
+test_alloc_failure(void **state)
+{
+	struct buf b = BUF_INIT(1 << 20);
+	struct vec v = VEC_INIT(sizeof(int), 100);
+	char big[5000];
+
+	memset(big, 'x', sizeof(big));
+	assert_int_equal(buf_put(&b, "abc", 3), 0);
+	base_test_alloc_fail = 1;
+	assert_int_equal(buf_put(&b, big, sizeof(big)), -1);
+	assert_int_equal(base_test_alloc_fail, 0);
+	assert_true(b.over);
+	assert_int_equal(b.len, 3);
+	assert_string_equal((const char *)b.p, "abc");
+	buf_reset(&b);
+	assert_int_equal(buf_put(&b, big, sizeof(big)), 0);
+	assert_int_equal(b.cap, sizeof(big) + 1);
+	buf_free(&b);
+
+	base_test_alloc_fail = 1;
+	assert_null(vec_push(&v));
+	assert_false(vec_full(&v));
+	assert_int_equal(v.n, 0);
+	assert_non_null(vec_push(&v));
+	assert_int_equal(v.n, 1);
+	vec_free(&v);
+}
+
 int
 main(void)
 {
@@ -138,6 +170,7 @@ main(void)
 	    cmocka_unit_test(test_room),
 	    cmocka_unit_test(test_http_sink),
 	    cmocka_unit_test(test_vec),
+	    cmocka_unit_test(test_alloc_failure),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

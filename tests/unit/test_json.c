@@ -1405,7 +1405,7 @@ test_alloc_failure_parse(void **state)
 	int ok = 0;
 
 	for (n = 1; n < 100000 && !ok; n++) {
-		json_test_alloc_fail = n;
+		base_test_alloc_fail = n;
 		err_clear(&e);
 		if (json_parse(&doc, big, strlen(big), &lim, &e) == 0) {
 			ok = 1;
@@ -1417,7 +1417,7 @@ test_alloc_failure_parse(void **state)
 		assert_null(doc.root);
 		assert_null(doc.arena);
 	}
-	json_test_alloc_fail = 0;
+	base_test_alloc_fail = 0;
 	assert_true(ok);
 	assert_true(n > 10); /* the loop did fail some allocations */
 	free(big);
@@ -1434,7 +1434,7 @@ test_alloc_failure_file_and_writer(void **state)
 	int ok;
 
 	for (n = 1, ok = 0; n < 1000 && !ok; n++) {
-		json_test_alloc_fail = n;
+		base_test_alloc_fail = n;
 		if (json_parse_file(&doc, p, NULL, &e) == 0) {
 			ok = 1;
 			json_free(&doc);
@@ -1443,7 +1443,7 @@ test_alloc_failure_file_and_writer(void **state)
 			assert_non_null(strstr(e.msg, p));
 		}
 	}
-	json_test_alloc_fail = 0;
+	base_test_alloc_fail = 0;
 	assert_true(ok);
 	unlink(p);
 
@@ -1451,12 +1451,12 @@ test_alloc_failure_file_and_writer(void **state)
 		int i;
 
 		json_w_init(&w, 1 << 20);
-		json_test_alloc_fail = n;
+		base_test_alloc_fail = n;
 		json_w_arr(&w);
 		for (i = 0; i < 300; i++)
 			json_w_str(&w, "some text to grow the buffer");
 		json_w_end(&w);
-		json_test_alloc_fail = 0;
+		base_test_alloc_fail = 0;
 		ok = !w.overflow;
 		assert_int_equal(strlen(w.buf), w.len);
 		json_w_free(&w);
@@ -1475,9 +1475,9 @@ test_dup_key_alloc_failure_falls_back(void **state)
 
 	lim.reject_dup_keys = 0;
 	assert_int_equal(json_parse(&doc, big, strlen(big), &lim, &e), 0);
-	json_test_alloc_fail = 1;
+	base_test_alloc_fail = 1;
 	assert_string_equal(json_dup_key(doc.root), "k5");
-	json_test_alloc_fail = 0;
+	base_test_alloc_fail = 0;
 	json_free(&doc);
 	free(big);
 }
