@@ -12,6 +12,7 @@
 #include "base/json.h"
 #include "base/buf.h"
 #include "base/json_int.h"
+#include "base/digest.h"
 #include "base/fs.h"
 
 #include <errno.h>
@@ -256,12 +257,8 @@ hex4(const unsigned char *p, const unsigned char *end, unsigned long *out, const
 			*bad = p + i;
 			return -1;
 		}
-		d = p[i];
-		if (d >= '0' && d <= '9')
-			d -= '0';
-		else if ((d | 0x20) >= 'a' && (d | 0x20) <= 'f')
-			d = (d | 0x20) - 'a' + 10;
-		else {
+		d = hex_digit(p[i]);
+		if (d < 0) {
 			*bad = p + i;
 			return -1;
 		}
@@ -287,7 +284,7 @@ parse_string(struct parser *P, const char **out, size_t *outlen, int is_key)
 {
 	const unsigned char *s = P->p + 1, *q = s, *end = P->end, *run, *bad;
 	unsigned char *d, *d0;
-	unsigned long cp, lo;
+	unsigned long cp, lo = 0;
 	const char *why;
 	int k;
 

@@ -62,17 +62,6 @@ pc_same(const struct pc_ent *c, const struct stat *st)
 	       c->mtim.tv_sec == st->st_mtim.tv_sec && c->mtim.tv_nsec == st->st_mtim.tv_nsec;
 }
 
-static int
-hex_equal(const char *a, const char *b)
-{
-	unsigned char d = 0;
-	int i;
-
-	for (i = 0; i < 64; i++)
-		d |= (unsigned char)(a[i] ^ b[i]);
-	return d == 0;
-}
-
 /* Drop one reference; under pc_mu. */
 static void
 pc_unref(struct install_proof_ref *r)
@@ -114,7 +103,7 @@ install_proof_cache_get(const char *path, const char *sha256_hex, size_t *len,
 		for (i = 0; i < INSTALL_PROOF_CACHE; i++) {
 			c = &pc_ents[i];
 			if (c->ref != NULL && pc_same(c, &st) && strcmp(c->path, path) == 0 &&
-			    hex_equal(c->sha, sha256_hex)) {
+			    ct_equal(c->sha, sha256_hex, 64)) {
 				r = c->ref;
 				r->refs++;
 				c->used = ++pc_clock;
@@ -147,7 +136,7 @@ install_proof_cache_get(const char *path, const char *sha256_hex, size_t *len,
 	}
 	digest_buf(DIGEST_SHA256, buf, (size_t)got, &dg);
 	digest_hex(&dg, hex);
-	if (!hex_equal(hex, sha256_hex) || (r = malloc(sizeof(*r))) == NULL) {
+	if (!ct_equal(hex, sha256_hex, 64) || (r = malloc(sizeof(*r))) == NULL) {
 		free(buf);
 		return NULL;
 	}
