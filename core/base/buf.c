@@ -28,13 +28,14 @@ buf_room(struct buf *b, size_t len)
 		return NULL;
 	}
 	if (b->len + len + 1 > b->cap) {
-		/* Double, or exactly what is asked when that is more: a reader
-		 * that knows its size (json_parse_file) gets no slack. */
-		size_t ncap = b->cap == 0 ? 1024 : b->cap > SIZE_MAX / 2 ? SIZE_MAX : b->cap * 2;
+		/* Powers of two from 1 KiB (at most max + 1): a buffer emptied
+		 * and filled again in rounds (a session's stage, its journal)
+		 * settles at one size instead of growing on every round. */
+		size_t ncap = b->cap == 0 ? 1024 : b->cap;
 		unsigned char *np;
 
-		if (ncap < b->len + len + 1)
-			ncap = b->len + len + 1;
+		while (ncap < b->len + len + 1)
+			ncap = ncap > SIZE_MAX / 2 ? SIZE_MAX : ncap * 2;
 		if (ncap > b->max + 1)
 			ncap = b->max + 1;
 		if ((np = buf_realloc(b->p, ncap)) == NULL) {
