@@ -23,6 +23,7 @@ static const double buckets[API_NBUCKETS] = {0.0005, 0.001, 0.0025, 0.005, 0.01,
 static const char *const route_names[R_NROUTES] = {
     "health",      "ops_list", "ops_run",      "runtimes", "runtime",   "runtime_install",
     "install_job", "metrics",  "unauthorized", "server",   "not_found", "sessions",
+    "ready",
 };
 
 /* (api_int.h) */
