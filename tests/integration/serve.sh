@@ -103,7 +103,7 @@ version=$("$BIN" version --json | sed 's/.*"version":"\([^"]*\)".*/\1/')
 printf 'GET /health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' | http_raw "$PORT" >"$T/r" 2>"$T/rerr"
 check "GET /health is 200" grep -q '^HTTP/1.1 200 OK' "$T/r"
 check "GET /health body is status ok and the version" \
-	grep -qF "{\"status\":\"ok\",\"version\":\"$version\"}" "$T/r"
+	grep -qF "{\"status\":\"ok\",\"version\":\"$version\",\"initialised\":true}" "$T/r"
 check "GET /health is application/json with Content-Length" \
 	sh -c "grep -q '^Content-Type: application/json' '$T/r' && grep -q '^Content-Length: 33' '$T/r'"
 
