@@ -570,10 +570,18 @@ api_ready(const struct httpd_req *req, struct httpd_resp *resp, void *arg)
 		}
 	}
 	api_gen_put(a, g);
-	if (rc == 0)
-		httpd_respond_json(resp, 200, "{\"status\":\"ready\"}");
-	else
+	if (rc == 0) {
+		struct json_w w;
+
+		json_w_init(&w, 64);
+		json_w_obj(&w);
+		json_w_kstr(&w, "status", "ready");
+		json_w_end(&w);
+		httpd_respond_json(resp, 200, w.buf);
+		json_w_free(&w);
+	} else {
 		httpd_respond_err(resp, e);
+	}
 	api_metrics_record(a, R_READY, rc == 0 ? 200 : err_info(e->code)->status, (clock_us() / 1e6) - t0);
 	free(e);
 }
