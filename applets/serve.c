@@ -193,7 +193,7 @@ reload_thread(void *arg)
 			logline("reload failed, keeping the previous configuration: %s: %s", e.code, e.msg);
 			continue;
 		}
-		if (!api_policy_has_tokens(&g->pol))
+		if (!api_policy_has_tokens(&g->pol) && r->api->tf == NULL)
 			logline(
 			    "warning: the new policy has no token; every request but /health answers 401");
 		api_swap(r->api, g);
