@@ -101,7 +101,7 @@ FUZZ_BIN := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(FUZZ_SRC))
 # workers and runners, sessions, jobs, parallel installs), part of make check.
 TSAN_FLAGS := -fsanitize=thread -fno-omit-frame-pointer
 TSAN_CFLAGS := -std=c11 -g -O1 $(TSAN_FLAGS) $(DEPFLAGS) $(WARN) $(DEFS) -DABX_TEST=1 $(INCS) -I/usr/include/bearssl
-TSAN_TESTS := test_api test_arc test_api_ops test_api_sessions test_cache test_httpd test_install test_install_npm test_journal_reserve test_npm test_proc test_sessions
+TSAN_TESTS := test_api test_arc test_tokfile test_api_ops test_api_sessions test_cache test_httpd test_install test_install_npm test_journal_reserve test_npm test_proc test_sessions
 TSAN_OBJ := $(patsubst %.c,$(B)/tsan/%.o,$(CORE_SRC)) $(B)/tsan/gen/manifests_embed.o
 TSAN_BIN := $(patsubst %,$(B)/tsan/%.tsan,$(TSAN_TESTS))
 

@@ -594,7 +594,8 @@ doctor_main(int argc, char **argv)
 	doctor_check_home(&r);
 	tok = config_env("ABX_SERVER_TOKEN");
 	doctor_check_state_dir(&r, &L->cfg,
-	                       (tok != NULL && tok[0] != '\0') || api_policy_has_tokens(&L->pol));
+	                       (tok != NULL && tok[0] != '\0') || L->cfg.server.token_file[0] != '\0' ||
+	                           api_policy_has_tokens(&L->pol));
 	doctor_check_sessions(&r, &L->cfg);
 	doctor_check_audit(&r, &L->cfg);
 	doctor_tools_chain(&L->cfg, &ch);

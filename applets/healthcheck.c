@@ -1,5 +1,5 @@
 /*
- * healthcheck: GET /health on the local server; exit 0 iff it answers 200
+ * healthcheck: GET /health (or /ready) on the local server; exit 0 iff it answers 200
  * in time. Run every few seconds for a container's whole life, so it does
  * the least possible: no DNS for numeric hosts (getaddrinfo takes them as
  * they are), then net_connect's non-blocking sockets, one address of the
@@ -21,7 +21,7 @@
 
 struct healthcheck_opts {
 	const char *host;
-	int port, verbose;
+	int port, verbose, ready;
 };
 
 static int
@@ -41,6 +41,10 @@ set_port(void *dst, const struct opt *o, const char *arg, struct err *e)
 static const struct opt options[] = {
     OPT(0, "port", "N", set_port, 0, "port (default 9000)"),
     OPT(0, "host", "H", NULL, O(host), "host (default 127.0.0.1)"),
+    OPT(0, "ready", NULL, NULL, O(ready),
+        "GET /ready instead: 200 once initialised (the token\n"
+        "file read) and, in modes build and offline, every tool\n"
+        "the configuration needs installed"),
     OPT('v', "verbose", NULL, NULL, O(verbose), "print the status line, or why the check failed"),
     OPT_END,
 };
@@ -48,11 +52,11 @@ static const struct opt options[] = {
 
 static const struct opts usage = {
     "healthcheck",
-    "usage: agent-sandbox-server healthcheck [--port N] [--host H] [-v]\n"
+    "usage: agent-sandbox-server healthcheck [--port N] [--host H] [--ready] [-v]\n"
     "\n"
-    "GET /health on the local server. Exit 0 when it answers 200 within 2\n"
-    "seconds, 1 otherwise (also for usage errors: container runtimes reserve\n"
-    "exit code 2). Silent unless -v.\n"
+    "GET /health (liveness; /ready with --ready) on the local server. Exit 0\n"
+    "when it answers 200 within 2 seconds, 1 otherwise (also for usage errors:\n"
+    "container runtimes reserve exit code 2). Silent unless -v.\n"
     "\n",
     options,
     NULL,
@@ -74,7 +78,7 @@ unhealthy(int verbose, const char *host, int port, const char *why)
 }
 
 static int
-check(const char *host, int port, int verbose)
+check(const char *host, int port, int verbose, const char *path)
 {
 	int64_t end = clock_ms() + HEALTHCHECK_TIMEOUT_MS;
 	int v6 = strchr(host, ':') != NULL;
@@ -84,11 +88,11 @@ check(const char *host, int port, int verbose)
 	ssize_t k;
 	int fd;
 
-	reqlen = (size_t)snprintf(
-	    req, sizeof(req),
-	    "GET /health HTTP/1.1\r\nHost: %s%s%s:%d\r\nUser-Agent: agent-sandbox-healthcheck\r\n"
-	    "Connection: close\r\n\r\n",
-	    v6 ? "[" : "", host, v6 ? "]" : "", port);
+	reqlen =
+	    (size_t)snprintf(req, sizeof(req),
+	                     "GET %s HTTP/1.1\r\nHost: %s%s%s:%d\r\nUser-Agent: agent-sandbox-healthcheck\r\n"
+	                     "Connection: close\r\n\r\n",
+	                     path, v6 ? "[" : "", host, v6 ? "]" : "", port);
 	if (reqlen >= sizeof(req))
 		return unhealthy(verbose, host, port, "host name too long");
 	/* Every address of the name in turn, all within the one deadline. */
@@ -151,10 +155,10 @@ check(const char *host, int port, int verbose)
 int
 healthcheck_main(int argc, char **argv)
 {
-	struct healthcheck_opts o = {"127.0.0.1", 9000, 0};
+	struct healthcheck_opts o = {"127.0.0.1", 9000, 0, 0};
 	int rc, n;
 
 	if ((rc = opts_parse(&usage, argc, argv, &o, &n)) >= 0)
 		return rc;
-	return check(o.host, o.port, o.verbose);
+	return check(o.host, o.port, o.verbose, o.ready ? "/ready" : "/health");
 }

@@ -99,6 +99,9 @@ static const struct opt options[] = {
         "it alone on the first line of stdout"),
     CFGLOAD_OPTS(set_flag, 0),
     OPT(0, "base-dir", "DIR", set_flag, 0, "where HOME-relative defaults resolve (ABX_SERVER_BASE_DIR)"),
+    OPT(0, "token-file", "FILE", set_flag, 0,
+        "principal default's token, written by the platform and\n"
+        "re-read when it changes (ABX_SERVER_TOKEN_FILE)"),
     OPT(0, "max-connections", "N", set_flag, 0,
         "connection slots, fixed at start (default 256);\n"
         "beyond them a client gets 503"),
@@ -116,13 +119,15 @@ static const struct opts usage = {
     "serve",
     "usage: agent-sandbox-server serve [--host H] [--port N] [--config FILE] [-q | -v] [OPTION...]\n"
     "\n"
-    "Serve the sandbox HTTP API. GET /health answers without a token; every\n"
-    "other request needs X-Access-Token or Authorization: Bearer.\n"
+    "Serve the sandbox HTTP API. GET /health and GET /ready answer without a\n"
+    "token; every other request needs X-Access-Token or Authorization: Bearer.\n"
     "\n",
     options,
     "\n"
-    "Tokens: ABX_SERVER_TOKEN is principal default's; with no token configured\n"
-    "a random one is written to <state dir>/token (mode 0600) and its path logged.\n"
+    "Tokens: ABX_SERVER_TOKEN is principal default's, or --token-file's content\n"
+    "(until that file holds one, every other request answers 503\n"
+    "server.not_initialised); with neither and no token in the policy, a random\n"
+    "one is written to <state dir>/token (mode 0600) and its path logged.\n"
     "SIGTERM or SIGINT: stop accepting, finish requests in progress, exit 0.\n"
     "SIGHUP: reload configuration, policy and commands; a bad file keeps the old.\n",
     0,
@@ -188,7 +193,7 @@ reload_thread(void *arg)
 			logline("reload failed, keeping the previous configuration: %s: %s", e.code, e.msg);
 			continue;
 		}
-		if (!api_policy_has_tokens(&g->pol))
+		if (!api_policy_has_tokens(&g->pol) && r->api->tf == NULL)
 			logline(
 			    "warning: the new policy has no token; every request but /health answers 401");
 		api_swap(r->api, g);
@@ -291,10 +296,11 @@ httpd_settings(struct httpd_config *cfg, struct httpd_route *routes, const struc
 {
 	routes[0] = (struct httpd_route){"GET", "/health", HTTPD_EXACT | HTTPD_INLINE | HTTPD_PUBLIC,
 	                                 api_health, api};
-	routes[1] = (struct httpd_route){"*", "", HTTPD_PREFIX, api_handle, api};
+	routes[1] = (struct httpd_route){"GET", "/ready", HTTPD_EXACT | HTTPD_PUBLIC, api_ready, api};
+	routes[2] = (struct httpd_route){"*", "", HTTPD_PREFIX, api_handle, api};
 	httpd_config_defaults(cfg);
 	cfg->routes = routes;
-	cfg->nroutes = 2;
+	cfg->nroutes = 3;
 	cfg->host = g->cfg.server.host;
 	cfg->port = g->cfg.server.port;
 	cfg->max_conns = g->cfg.server.max_connections;
@@ -409,6 +415,7 @@ serve_main(int argc, char **argv)
 	static struct manifest_set ms;
 	static struct api api;
 	static struct reload_args ra;
+	static struct tokfile tf;
 	int introspect = 0, rc, mem, nargs;
 	const char *envtok;
 	char smsg[1024];
@@ -448,6 +455,13 @@ serve_main(int argc, char **argv)
 	                  api.have_default_digest ? api.default_digest : NULL, &e);
 	if (g == NULL)
 		return fail(&e);
+	if (api.have_default_digest && g->cfg.server.token_file[0] != '\0') {
+		api_gen_free(g);
+		err_set(
+		    &e, "config.invalid",
+		    "ABX_SERVER_TOKEN and server.token_file both give principal default's token; keep one");
+		return fail(&e);
+	}
 	if (refuse_unsafe_dirs(g, &e) != 0) {
 		api_gen_free(g);
 		return fail(&e);
@@ -470,7 +484,15 @@ serve_main(int argc, char **argv)
 		api_gen_free(g);
 		return fail(&e);
 	}
-	if (default_token(g, &api, &e) != 0) {
+	if (g->cfg.server.token_file[0] != '\0') {
+		/* No token is made: the platform writes one per sandbox. */
+		if (tokfile_start(&tf, g->cfg.server.token_file, g->cfg.server.sandbox_id_file, &e) != 0)
+			return fail(&e);
+		api.tf = &tf;
+		if (!o.quiet)
+			logline("access token for principal default: %s (%s)", tf.path,
+			        tokfile_ready(&tf, NULL) == 0 ? "read" : "not there yet: not initialised");
+	} else if (default_token(g, &api, &e) != 0) {
 		api_gen_free(g);
 		return fail(&e);
 	}

@@ -35,6 +35,8 @@ ERRCODE("config.invalid", 500, "the configuration is invalid", "correct the key,
 ERRCODE("config.state_dir_unsafe", 500, "a state or tools directory is unsafe", "make the directory owned by the server user with mode 0700")
 ERRCODE("usage", 400, "bad usage", "see --help")
 ERRCODE("command.unavailable", 500, "a command op's program is missing or not executable in this image", "install the program in the image, or correct argv[0] in the commands file (`agent-sandbox-server check-config` checks every program)")
+ERRCODE("server.not_initialised", 503, "the server has no access token yet: its token file is missing or empty, or was written in another sandbox", "write the access token to the file server.token_file names (details.token_file), through the platform's authenticated file API")
+ERRCODE("server.not_ready", 503, "a tool the configuration needs is not installed and verified", "run `agent-sandbox-server prepare` at image build (details.tool names the tool)")
 ERRCODE("server.address_in_use", 500, "the listen address is already in use", "stop what listens there, or choose another --port (0 picks a free one)")
 ERRCODE("cache.unsafe_entry", 500, "a cache, mirror or key file is not a regular file, or a cache entry is not the server user's", "remove the file named (the cache fetches or makes it again), or chown it to the server user")
 ERRCODE("io.error", 500, "an I/O operation failed", NULL)

@@ -84,6 +84,9 @@ const struct cfg_keydef cfg_keys[CK_NKEYS] = {
     {"server.max_streams", K_INT, OFF(server.max_streams), 0, 4096, "ABX_SERVER_MAX_STREAMS", NULL, "64"},
     {"server.session_cwd", K_PATH, OFF(server.session_cwd), 0, 0, "ABX_SERVER_SESSION_CWD", NULL, ""},
     {"server.session_env", K_VARS, OFF(server.session_env), 0, 0, "ABX_SERVER_SESSION_ENV", NULL, ""},
+    {"server.token_file", K_PATH, OFF(server.token_file), 0, 0, "ABX_SERVER_TOKEN_FILE", "token-file", ""},
+    {"server.sandbox_id_file", K_PATH, OFF(server.sandbox_id_file), 0, 0, "ABX_SERVER_SANDBOX_ID_FILE", NULL,
+     "/run/e2b/.E2B_SANDBOX_ID"},
 };
 
 const char *const cfg_sections[CFG_NSECTIONS] = {"install", "install.mirrors", "server"};

@@ -112,6 +112,8 @@ enum cfg_key {
 	CK_SERVER_MAX_STREAMS,
 	CK_SERVER_SESSION_CWD,
 	CK_SERVER_SESSION_ENV,
+	CK_SERVER_TOKEN_FILE,
+	CK_SERVER_SANDBOX_ID_FILE,
 	CK_NKEYS
 };
 
@@ -159,6 +161,11 @@ struct config {
 		int max_streams;                /* concurrent event streams (default 64; 0 also means 64) */
 		char session_cwd[CFG_PATH_MAX]; /* a session's default cwd; "" = serve's HOME */
 		struct cfg_names session_env;   /* variables a session request may set */
+		/* The access token of principal default, written by the platform
+		 * after create or resume (serve watches it); "" = none */
+		char token_file[CFG_PATH_MAX];
+		/* The platform's sandbox id; a token read under another id is void */
+		char sandbox_id_file[CFG_PATH_MAX];
 	} server;
 
 	/* Not configuration values but facts about the load. */

@@ -25,6 +25,7 @@
 #include "base/fs.h"
 #include "base/json.h"
 #include "pkg/manifest.h"
+#include "server/plan.h"
 
 #ifndef ABX_VERSION
 #define ABX_VERSION "0.0.0-dev"
@@ -439,7 +440,7 @@ route(struct api_rq *q)
 			get ? job_get(q, rest) : method_not_allowed(q, "GET");
 			return;
 		}
-	} else if (strcmp(p, "/health") == 0) {
+	} else if (strcmp(p, "/health") == 0 || strcmp(p, "/ready") == 0) {
 		/* GET and HEAD are the inline route; any other method. */
 		q->route = R_HEALTH;
 		method_not_allowed(q, "GET, HEAD");
@@ -491,6 +492,7 @@ api_health(const struct httpd_req *req, struct httpd_resp *resp, void *arg)
 	json_w_obj(&w);
 	json_w_kstr(&w, "status", "ok");
 	json_w_kstr(&w, "version", ABX_VERSION);
+	json_w_kbool(&w, "initialised", a->tf == NULL || tokfile_ready(a->tf, NULL) == 0);
 	json_w_end(&w);
 	if (w.overflow)
 		httpd_respond_errf(resp, "internal", "out of memory");
@@ -498,4 +500,88 @@ api_health(const struct httpd_req *req, struct httpd_resp *resp, void *arg)
 		httpd_respond_json(resp, 200, w.buf);
 	json_w_free(&w);
 	api_metrics_record(a, R_HEALTH, 200, (clock_us() / 1e6) - t0);
+}
+
+/* The first tool an op any principal may call installs that is not ready,
+ * as e (server.not_ready, details.tool), or 0 when none: the plan's
+ * direct tools (PATH left to the check, which honours install.use_path),
+ * each through the install engine's check. */
+static int
+tools_ready(struct api *a, struct api_gen *g, struct err *e)
+{
+	struct plan *p = malloc(sizeof(*p));
+	struct job_probe *pr = malloc(sizeof(*pr));
+	int i, rc = 0;
+
+	if (p == NULL || pr == NULL)
+		rc = err_set(e, "internal", "out of memory");
+	else if (plan_build(p, &g->ops, &g->pol, a->ms, 0, NULL, NULL, e) != 0)
+		rc = err_wrap(e, "server.not_ready", "%s", e->msg);
+	for (i = 0; rc == 0 && i < p->n; i++) {
+		if (!p->t[i].direct)
+			continue;
+		jobs_probe(a->jobs, &g->cfg, p->t[i].m->name, pr);
+		if (pr->ready)
+			continue;
+		rc = err_set(e, "server.not_ready", "%s is not installed and verified (mode %s: %s)",
+		             p->t[i].m->name, config_mode_name(g->cfg.install.mode),
+		             pr->err.code != NULL ? pr->err.msg : "not installed");
+		err_detail_str(e, "tool", p->t[i].m->name);
+	}
+	free(p);
+	free(pr);
+	return rc;
+}
+
+void
+api_ready(const struct httpd_req *req, struct httpd_resp *resp, void *arg)
+{
+	struct api *a = arg;
+	double t0 = (clock_us() / 1e6);
+	struct api_gen *g = api_gen_get(a);
+	struct err *e = calloc(1, sizeof(*e));
+	int64_t now = clock_us();
+	int rc = 0;
+
+	if (e == NULL) {
+		httpd_respond_errf(resp, "internal", "out of memory");
+		api_gen_put(a, g);
+		return;
+	}
+	if (a->tf != NULL && tokfile_ready(a->tf, e) != 0) {
+		rc = -1;
+	} else if (g->cfg.install.mode == CFG_MODE_BUILD || g->cfg.install.mode == CFG_MODE_OFFLINE) {
+		pthread_mutex_lock(&a->mu);
+		if (g->ready_us != 0 && now - g->ready_us < API_READY_MS * 1000) {
+			rc = g->ready_err != NULL ? -1 : 0;
+			if (rc)
+				*e = *g->ready_err;
+			pthread_mutex_unlock(&a->mu);
+		} else {
+			pthread_mutex_unlock(&a->mu);
+			rc = tools_ready(a, g, e);
+			pthread_mutex_lock(&a->mu);
+			free(g->ready_err);
+			g->ready_err = NULL;
+			if (rc != 0 && (g->ready_err = malloc(sizeof(*e))) != NULL)
+				*g->ready_err = *e;
+			g->ready_us = now;
+			pthread_mutex_unlock(&a->mu);
+		}
+	}
+	api_gen_put(a, g);
+	if (rc == 0) {
+		struct json_w w;
+
+		json_w_init(&w, 64);
+		json_w_obj(&w);
+		json_w_kstr(&w, "status", "ready");
+		json_w_end(&w);
+		httpd_respond_json(resp, 200, w.buf);
+		json_w_free(&w);
+	} else {
+		httpd_respond_err(resp, e);
+	}
+	api_metrics_record(a, R_READY, rc == 0 ? 200 : err_info(e->code)->status, (clock_us() / 1e6) - t0);
+	free(e);
 }

@@ -25,6 +25,7 @@
 #include "server/jobs.h"
 #include "server/ops.h"
 #include "server/policy.h"
+#include "server/tokfile.h"
 #include "install/tools.h"
 
 struct manifest_set;
@@ -41,6 +42,9 @@ struct manifest_set;
 /* Request bodies of ops are small JSON objects. */
 #define API_BODY_JSON_MAX (256u << 10)
 
+/* GET /ready looks at the tools at most this often per generation. */
+#define API_READY_MS 1000
+
 /* Install contexts kept idle per generation (api_jobs.c): one per worker
  * busy at once is the most a steady load returns; more are freed. */
 #define API_CTX_IDLE 16
@@ -52,6 +56,10 @@ struct api_gen {
 	struct policy pol;
 	struct ops ops;
 	int ops_ready;
+	/* GET /ready's look at the tools, kept API_READY_MS (under api.mu):
+	 * an unauthenticated caller can ask at any rate */
+	int64_t ready_us;
+	struct err *ready_err; /* NULL = every tool ready */
 	/* Install contexts over cfg not in use now, kept for the next request
 	 * (api_jobs.c); under api.mu, freed with the generation. */
 	struct install_ctx *idle[API_CTX_IDLE];
@@ -72,6 +80,7 @@ enum api_route {
 	R_SERVER,       /* answered by the server core: malformed, too large, timed out, slots full */
 	R_NOT_FOUND,
 	R_SESSIONS, /* /v1/agents/<a>/sessions… (api_sessions.c) */
+	R_READY,
 	R_NROUTES
 };
 
@@ -106,6 +115,10 @@ struct api {
 	 * only its digest, added to every generation's policy. */
 	int have_default_digest;
 	unsigned char default_digest[32];
+	/* server.token_file's token, principal default's instead (NULL = not
+	 * configured): until it is read every request but /health and /ready
+	 * answers 503 server.not_initialised */
+	struct tokfile *tf;
 	char *const *start_env; /* serve's start environment (env allow-lists read it) */
 	/* Requests waiting for an install hold a worker thread each; at most
 	 * this many wait at once (half the workers, at least one), the rest
@@ -165,8 +178,14 @@ void api_observe(void *arg, const struct httpd_route *route, int status, size_t 
  * is over (audit_flush); force: now, whatever the window (at shutdown). */
 int api_tick(void *arg);
 void api_flush_audit(struct api *a);
-/* GET /health (inline: never blocks). */
+/* GET /health (inline: never blocks): liveness, the version, and whether
+ * the token file was read ("initialised"). */
 void api_health(const struct httpd_req *req, struct httpd_resp *resp, void *arg);
+/* GET /ready (no token): 200 once initialised and, in modes build and
+ * offline, with every tool an op any principal may call installs installed
+ * (the fast path's check, no install); else 503 with server.not_initialised
+ * or server.not_ready (details.tool). */
+void api_ready(const struct httpd_req *req, struct httpd_resp *resp, void *arg);
 
 /*
  * The token a request presents: X-Access-Token or Authorization: Bearer
@@ -181,8 +200,9 @@ int api_token_from(const char *x_access_token, int n_x, const char *authorizatio
                    const char **tok, size_t *len);
 
 /* The principal of a presented token: sha256, then constant-time
- * comparison against every configured digest. NULL when none matches. */
-const char *api_principal(const struct policy *p, const char *tok, size_t len);
+ * comparison against every configured digest, then a's token file's
+ * (principal default; a may be NULL). NULL when none matches. */
+const char *api_principal(struct api *a, const struct policy *p, const char *tok, size_t len);
 
 /*
  * The default principal's token when none is configured: read from

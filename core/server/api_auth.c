@@ -74,13 +74,15 @@ api_token_from(const char *xt, int n_x, const char *au, int n_auth, const char *
 }
 
 const char *
-api_principal(const struct policy *p, const char *tok, size_t len)
+api_principal(struct api *a, const struct policy *p, const char *tok, size_t len)
 {
 	const struct pol_principal *pp;
 	struct digest d;
 
 	digest_buf(DIGEST_SHA256, tok, len, &d);
 	pp = policy_principal_for_digest(p, d.v);
+	if (pp == NULL && a != NULL && a->tf != NULL && tokfile_match(a->tf, d.v))
+		return "default";
 	return pp != NULL ? pp->name : NULL;
 }
 
@@ -93,12 +95,20 @@ api_authenticate(struct api_rq *q)
 	size_t len;
 	int rc;
 
+	err_clear(&e);
+	/* Not initialised: the same 503 with or without a token, so nothing
+	 * is audited before there is a credential to fail against. */
+	if (q->a->tf != NULL && tokfile_ready(q->a->tf, &e) != 0) {
+		q->route = R_UNAUTHORIZED;
+		api_rq_err(q, &e);
+		return -1;
+	}
 	rc = api_token_from(httpd_req_header(r, "X-Access-Token"),
 	                    httpd_req_header_count(r, "X-Access-Token"), httpd_req_header(r, "Authorization"),
 	                    httpd_req_header_count(r, "Authorization"), &tok, &len);
 	if (rc == 0)
 		code = "auth.missing";
-	else if (rc < 0 || (q->principal = api_principal(&q->g->pol, tok, len)) == NULL)
+	else if (rc < 0 || (q->principal = api_principal(q->a, &q->g->pol, tok, len)) == NULL)
 		code = "auth.invalid";
 	if (code == NULL)
 		return 0;

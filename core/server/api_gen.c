@@ -84,6 +84,7 @@ api_gen_free(struct api_gen *g)
 	if (g->ops_ready)
 		ops_free(&g->ops);
 	gen_ctx_free(g);
+	free(g->ready_err);
 	free(g);
 }
 

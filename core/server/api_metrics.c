@@ -21,8 +21,8 @@ static const int status_codes[API_NSTATUS] = {200, 201, 202, 400, 401, 403, 404,
 static const double buckets[API_NBUCKETS] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                                              0.05,   0.1,   0.25,   0.5,   1,    5};
 static const char *const route_names[R_NROUTES] = {
-    "health",      "ops_list", "ops_run",      "runtimes", "runtime",   "runtime_install",
-    "install_job", "metrics",  "unauthorized", "server",   "not_found", "sessions",
+    "health",  "ops_list",     "ops_run", "runtimes",  "runtime",  "runtime_install", "install_job",
+    "metrics", "unauthorized", "server",  "not_found", "sessions", "ready",
 };
 
 /* (api_int.h) */

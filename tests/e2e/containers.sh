@@ -21,7 +21,8 @@
 # Each image runs as the README says (its CMD, or the template's start_cmd)
 # with its port published on 127.0.0.1 through slirp4netns (no bridge, no
 # iptables rule on the host): the health check (HEALTHCHECK, or the
-# template's ready_cmd), /health, /v1/ops with the token serve wrote,
+# template's ready_cmd), /health, /v1/ops with the token serve wrote (the
+# templates: the token the test writes to server.token_file, then /ready),
 # codex.version and a codex session (templates), doctor inside the
 # container, then podman stop (serve drains on SIGTERM and exits 0).
 # The build template's tools directory is sized against `npm i -g` of the
@@ -300,6 +301,27 @@ api() {
 	check "$1: GET /v1/ops with the token answers 200 ($_code $(head -c 120 "$T/body"))" \
 		sh -c "[ '$_code' = 200 ] && grep -q '\"${3:-data}\"' '$T/body'"
 }
+# orchestrate NAME [OP]: what the platform's orchestrator does after create
+# (the README's worked template): a token of its own written to the
+# template's server.token_file inside the container, GET /ready (no token)
+# polled until 200 (30 s), then /v1/ops with that token
+orchestrate() {
+	TOK=e2e-$1-$$-token
+	printf '%s\n' "$TOK" | pm exec -i "$C" sh -c \
+		'mkdir -p "$HOME/.config/agent-sandbox" && cat >"$HOME/.config/agent-sandbox/token"' >"$T/cp" 2>&1
+	_rc=$?
+	check "$1: the token written to server.token_file in the container ($(tail -1 "$T/cp"))" test $_rc = 0
+	_i=0
+	while [ "$(curl -s -m 2 -o "$T/body" -w '%{http_code}' "$U/ready")" != 200 ] && [ $_i -lt 60 ]; do
+		sleep 0.5
+		_i=$((_i + 1))
+	done
+	check "$1: GET /ready answers 200 once the token is written ($(head -c 120 "$T/body"))" \
+		test "$(curl -s -m 2 -o /dev/null -w '%{http_code}' "$U/ready")" = 200
+	_code=$(curl -s -m 10 -o "$T/body" -w '%{http_code}' -H "Authorization: Bearer $TOK" "$U/v1/ops")
+	check "$1: GET /v1/ops with the token answers 200 ($_code $(head -c 120 "$T/body"))" \
+		sh -c "[ '$_code' = 200 ] && grep -q '\"${2:-data}\"' '$T/body'"
+}
 # codex_version NAME [SECONDS]: the commands.json op, 202s (a lazy install)
 # repeated until SECONDS
 codex_version() {
@@ -435,7 +457,7 @@ if from build "$E2B_FROM" localhost/abx-base-e2b && context build && build build
 		pm exec "$C" $READY >"$T/ready" 2>&1
 		rc=$?
 		check "build: the ready_cmd ($READY) in the container: exit 0 (exit $rc $(head -c 100 "$T/ready"))" test $rc = 0
-		api build "$(state_of build)" codex.version
+		orchestrate build codex.version
 		codex_version build
 		session build
 		doctor build
@@ -468,7 +490,7 @@ if from lazy "$E2B_FROM" localhost/abx-base-e2b && context lazy server.lazy.json
 		pm exec "$C" $READY >"$T/ready" 2>&1
 		rc=$?
 		check "lazy: the ready_cmd ($READY) in the container: exit 0 (exit $rc $(head -c 100 "$T/ready"))" test $rc = 0
-		api lazy "$(state_of lazy)" codex.version
+		orchestrate lazy codex.version
 		codex_version lazy 300
 		pm exec "$C" sh -c 'test -d "$HOME/.local/state/agent-sandbox/tools/codex"' >/dev/null 2>&1
 		rc=$?
@@ -500,7 +522,7 @@ if from offline "$E2B_FROM" localhost/abx-base-e2b && context offline; then
 	if build offline "$CTX" unshare -n; then
 		# shellcheck disable=SC2086
 		if start offline $START; then
-			api offline "$(state_of offline)" codex.version
+			orchestrate offline codex.version
 			codex_version offline
 			doctor offline
 			stop_ctr offline

@@ -13,7 +13,8 @@ if [ -e /opt/agent-sandbox/tools ]; then
 	skip "README templates" "/opt/agent-sandbox/tools exists on this machine"
 	exit 0
 fi
-export SSL_CERT_FILE=$PKI/ca.pem ABX_MANIFESTS_DIR=$T/m ABX_SERVER_TOKEN=tok
+export SSL_CERT_FILE=$PKI/ca.pem ABX_MANIFESTS_DIR=$T/m
+unset ABX_SERVER_TOKEN ABX_SERVER_TOKEN_FILE
 REGHOST=${REG#https://}
 
 # ---- the template files and steps, from the README text ----------------------
@@ -32,6 +33,8 @@ json.loads(server)
 # audit file stays where the template puts it, in the user's own state
 # directory (image() puts that user's home under the flow's directory)
 assert '"/home/user/.local/state/agent-sandbox/audit.jsonl"' in server
+# the sandbox's credential: a file the orchestrator writes after create
+assert '"token_file": "/home/user/.config/agent-sandbox/token"' in server
 server = server.replace("https://registry.npmmirror.com", reg).replace('"registry.npmmirror.com"', '"%s"' % reghost)
 open(out + "/server.json", "w").write(server)
 # template 2: 'Set "mode": "lazy" in server.json'
@@ -110,6 +113,19 @@ template_serve() {
 	expect "$FLOW: the template's ready_cmd passes" 0
 	check "$FLOW: GET /health answers 200" \
 		test "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/health")" = 200
+	# the orchestrator, after create: an API call before the token is 503,
+	# then it writes the token file and polls GET /ready until 200
+	check "$FLOW: before the token file is written the API answers 503 server.not_initialised" \
+		test "$(op codex.version)" = 503 -a -n "$(grep server.not_initialised "$T/body")"
+	mkdir -p "$HOME/.config/agent-sandbox"
+	printf 'tok\n' >"$HOME/.config/agent-sandbox/token"
+	_i=0
+	while [ "$(curl -s -o /dev/null -w '%{http_code}' "$(U)/ready")" != 200 ] && [ $_i -lt 100 ]; do
+		sleep 0.05
+		_i=$((_i + 1))
+	done
+	check "$FLOW: the token file written, GET /ready answers 200" \
+		test "$(curl -s -o /dev/null -w '%{http_code}' "$(U)/ready")" = 200
 	check "$FLOW: audit_file is the template's, in the state directory serve created" \
 		test -f "$HOME/.local/state/agent-sandbox/audit.jsonl"
 }

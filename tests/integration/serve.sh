@@ -103,9 +103,9 @@ version=$("$BIN" version --json | sed 's/.*"version":"\([^"]*\)".*/\1/')
 printf 'GET /health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' | http_raw "$PORT" >"$T/r" 2>"$T/rerr"
 check "GET /health is 200" grep -q '^HTTP/1.1 200 OK' "$T/r"
 check "GET /health body is status ok and the version" \
-	grep -qF "{\"status\":\"ok\",\"version\":\"$version\"}" "$T/r"
+	grep -qF "{\"status\":\"ok\",\"version\":\"$version\",\"initialised\":true}" "$T/r"
 check "GET /health is application/json with Content-Length" \
-	sh -c "grep -q '^Content-Type: application/json' '$T/r' && grep -q '^Content-Length: 33' '$T/r'"
+	sh -c "grep -q '^Content-Type: application/json' '$T/r' && grep -q '^Content-Length: 52' '$T/r'"
 
 printf 'GET /nope HTTP/1.1\r\nHost: t\r\nX-Access-Token: serve-test-token\r\n\r\n' | http_raw "$PORT" >"$T/r" 2>"$T/rerr"
 check "unknown path is 404" grep -q '^HTTP/1.1 404 ' "$T/r"
@@ -120,7 +120,7 @@ check "405 envelope code is request.method" grep -q '"code":"request.method"' "$
 
 printf 'HEAD /health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' | http_raw "$PORT" >"$T/r" 2>"$T/rerr"
 check "HEAD /health is 200 without a body" \
-	sh -c "grep -q '^HTTP/1.1 200' '$T/r' && grep -q '^Content-Length: 33' '$T/r' && ! grep -q status '$T/r'"
+	sh -c "grep -q '^HTTP/1.1 200' '$T/r' && grep -q '^Content-Length: 52' '$T/r' && ! grep -q status '$T/r'"
 
 printf 'GET /health HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n5;x=y\r\nhello\r\n0\r\nT: v\r\n\r\n' |
 	http_raw "$PORT" >"$T/r" 2>"$T/rerr"
@@ -184,7 +184,7 @@ check "pipelined requests are answered in order" \
 	sh -c "[ \$(grep -c '^response [123] 200 {\"status\":\"ok\"' '$T/p') -eq 3 ] && grep -q '^closed True' '$T/p'"
 
 check "access log: one line per request (time peer method path status bytes ms)" \
-	grep -Eq '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+Z 127\.0\.0\.1:[0-9]+ GET /health 200 33 [0-9]+\.[0-9]{3}ms$' "$T/serve.err"
+	grep -Eq '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+Z 127\.0\.0\.1:[0-9]+ GET /health 200 52 [0-9]+\.[0-9]{3}ms$' "$T/serve.err"
 check "access log: malformed requests are logged with their status" \
 	grep -Eq ' 127\.0\.0\.1:[0-9]+ - - 400 [0-9]+ ' "$T/serve.err"
 

@@ -81,11 +81,11 @@ test_principal_by_digest(void **st)
 	digest_buf(DIGEST_SHA256, "s3cret", 6, &d);
 	assert_int_equal(policy_add_token_digest(p, "alice", d.v, &e), 0);
 	assert_int_equal(api_policy_has_tokens(p), 1);
-	assert_string_equal(api_principal(p, "s3cret", 6), "alice");
-	assert_null(api_principal(p, "s3cre", 5));
-	assert_null(api_principal(p, "s3cret!", 7));
-	assert_null(api_principal(p, "S3cret", 6));
-	assert_null(api_principal(p, "", 0));
+	assert_string_equal(api_principal(NULL, p, "s3cret", 6), "alice");
+	assert_null(api_principal(NULL, p, "s3cre", 5));
+	assert_null(api_principal(NULL, p, "s3cret!", 7));
+	assert_null(api_principal(NULL, p, "S3cret", 6));
+	assert_null(api_principal(NULL, p, "", 0));
 	free(p);
 }
 

@@ -593,7 +593,8 @@ test_full_schema_loads(void **state)
 	        " \"max_header_bytes\": 8192, \"max_body_bytes\": 65536, \"max_output_bytes\": 65536,"
 	        " \"op_concurrency\": 2, \"max_sessions\": 8, \"max_sessions_per_agent\": 2,"
 	        " \"session_journal_max_bytes\": 65536, \"sse_heartbeat\": 5, \"max_streams\": 1,"
-	        " \"session_cwd\": \"/w\", \"session_env\": [\"GIT_AUTHOR_NAME\"]}}",
+	        " \"session_cwd\": \"/w\", \"session_env\": [\"GIT_AUTHOR_NAME\"],"
+	        " \"token_file\": \"/run/abx/token\", \"sandbox_id_file\": \"id\"}}",
 	        &e),
 	    0);
 	for (k = 0; k < CK_NKEYS; k++)
@@ -606,6 +607,8 @@ test_full_schema_loads(void **state)
 	assert_string_equal(c.server.session_cwd, "/w");
 	assert_int_equal(c.server.session_env.n, 1);
 	assert_string_equal(c.server.session_env.v[0], "GIT_AUTHOR_NAME");
+	assert_string_equal(c.server.token_file, "/run/abx/token");
+	assert_non_null(strstr(c.server.sandbox_id_file, "/id"));
 }
 
 /* server.session_env: variable names, never PATH, LD_* or ABX_*, no
