@@ -18,11 +18,15 @@
  * cut field is escaped six-fold (\u00XX). */
 #define AUDIT_LINE_MAX 7168
 #define AUDIT_FIELD_MAX 256
-/* Identical auth failures (same code, peer address, method and path) within
- * this many seconds of the last one written are counted, not written: the
- * next one written, or the summary record when another comes first, carries
- * the count. A flood of wrong tokens costs one line a second, not one each. */
-#define AUDIT_REPEAT_S 1
+/* Authentication failures are folded per (code, peer address) over windows
+ * of one wall-clock second, whatever methods and paths they take turns
+ * with: the first of each key in a window is written, the rest counted and
+ * written as one "auth.failure.repeated" record when the window is over.
+ * AUDIT_FOLD_KEYS addresses, then one key per code for every other one:
+ * with the two codes (auth.missing, auth.invalid) at most
+ * 2 * (AUDIT_FOLD_KEYS + 2) records a second, however many requests. */
+#define AUDIT_FOLD_KEYS 8
+#define AUDIT_FOLD_MAX (AUDIT_FOLD_KEYS + 2)
 
 static void
 begin(struct json_w *w, const char *event)
@@ -64,27 +68,32 @@ kstr_cut(struct json_w *w, const char *key, const char *v)
 }
 
 static pthread_mutex_t rep_mu = PTHREAD_MUTEX_INITIALIZER;
-/* rep.suppressed > 0, readable without the lock (audit_flush's fast path). */
+/* fold_n > 0, readable without the lock (audit_flush's fast path). */
 static int rep_waiting;
-static struct {
-	char key[4 * AUDIT_FIELD_MAX + 64]; /* code, address, method, path of the last written */
-	char peer[64], method[AUDIT_FIELD_MAX + 1], path[AUDIT_FIELD_MAX + 1], code[32];
-	time_t at;
-	long suppressed;
-} rep;
+/* The window's keys; method and path are the first's, mixed 1 once a
+ * counted one differed (then the repeated record names neither). */
+struct fold {
+	char code[32], peer[64], method[AUDIT_FIELD_MAX + 1], path[AUDIT_FIELD_MAX + 1];
+	long n;
+	int mixed;
+};
+static struct fold fold[AUDIT_FOLD_MAX];
+static int fold_n;
+static time_t fold_sec;
 
 static void
-auth_record(const struct config *cfg, const char *event, const char *code, const char *peer,
-            const char *method, const char *path, long repeated)
+auth_record(const struct config *cfg, const char *event, const struct fold *f, long repeated)
 {
 	struct json_w w;
 	int cut = 0;
 
 	begin(&w, event);
-	json_w_kstr(&w, "code", code);
-	cut |= kstr_cut(&w, "peer", peer);
-	cut |= kstr_cut(&w, "method", method);
-	cut |= kstr_cut(&w, "path", path);
+	json_w_kstr(&w, "code", f->code);
+	cut |= kstr_cut(&w, "peer", f->peer);
+	if (!f->mixed) {
+		cut |= kstr_cut(&w, "method", f->method);
+		cut |= kstr_cut(&w, "path", f->path);
+	}
 	if (repeated > 0)
 		json_w_kint(&w, "repeated", repeated);
 	if (cut)
@@ -92,49 +101,73 @@ auth_record(const struct config *cfg, const char *event, const char *code, const
 	finish(cfg, &w);
 }
 
+/* Take the window's counts out (under rep_mu) into out; returns how many. */
+static int
+fold_take(struct fold *out)
+{
+	int i, n = 0;
+
+	for (i = 0; i < fold_n; i++)
+		if (fold[i].n > 0)
+			out[n++] = fold[i];
+	fold_n = 0;
+	__atomic_store_n(&rep_waiting, 0, __ATOMIC_RELEASE);
+	return n;
+}
+
+static void
+fold_write(const struct config *cfg, const struct fold *f, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		auth_record(cfg, "auth.failure.repeated", &f[i], f[i].n);
+}
+
 void
 audit_auth_failure(const struct config *cfg, const char *peer, const char *method, const char *path,
                    const char *code)
 {
-	char key[sizeof(rep.key)];
+	struct fold one, done[AUDIT_FOLD_MAX];
 	const char *colon = strrchr(peer, ':');
 	time_t now = time(NULL);
-	long repeated = 0, flush = 0;
-	char fpeer[64], fmethod[AUDIT_FIELD_MAX + 1], fpath[AUDIT_FIELD_MAX + 1], fcode[32];
+	int i, ndone = 0, other = 0, write_one = 1;
 
+	memset(&one, 0, sizeof(one));
+	snprintf(one.code, sizeof(one.code), "%s", code);
 	/* The address without the port: a flood opens a connection each time. */
-	snprintf(key, sizeof(key), "%s|%.*s|%.*s|%.*s", code, colon ? (int)(colon - peer) : 64, peer,
-	         AUDIT_FIELD_MAX, method, AUDIT_FIELD_MAX, path);
+	snprintf(one.peer, sizeof(one.peer), "%.*s", colon ? (int)(colon - peer) : 63, peer);
+	snprintf(one.method, sizeof(one.method), "%s", method);
+	snprintf(one.path, sizeof(one.path), "%s", path);
 	pthread_mutex_lock(&rep_mu);
-	if (strcmp(key, rep.key) == 0 && now - rep.at < AUDIT_REPEAT_S) {
-		rep.suppressed++;
+	if (now != fold_sec)
+		ndone = fold_take(done);
+	fold_sec = now;
+	for (i = 0; i < fold_n; i++) {
+		struct fold *f = &fold[i];
+
+		if (strcmp(f->code, one.code) != 0 ||
+		    (strcmp(f->peer, one.peer) != 0 && strcmp(f->peer, "*") != 0))
+			continue;
+		f->n++;
+		f->mixed |= strcmp(f->method, one.method) != 0 || strcmp(f->path, one.path) != 0;
 		__atomic_store_n(&rep_waiting, 1, __ATOMIC_RELEASE);
-		pthread_mutex_unlock(&rep_mu);
-		return;
+		write_one = 0;
+		break;
 	}
-	if (strcmp(key, rep.key) == 0) {
-		repeated = rep.suppressed;
-	} else if (rep.suppressed > 0) {
-		/* Another record comes first: say how many of the last were
-		 * counted, with their fields. */
-		flush = rep.suppressed;
-		snprintf(fpeer, sizeof(fpeer), "%s", rep.peer);
-		snprintf(fmethod, sizeof(fmethod), "%s", rep.method);
-		snprintf(fpath, sizeof(fpath), "%s", rep.path);
-		snprintf(fcode, sizeof(fcode), "%s", rep.code);
+	other = fold_n >= AUDIT_FOLD_KEYS;
+	if (write_one && fold_n < AUDIT_FOLD_MAX) {
+		fold[fold_n] = one;
+		if (other) /* every other address: counted under "*" */
+			snprintf(fold[fold_n].peer, sizeof(fold[fold_n].peer), "*");
+		fold_n++;
 	}
-	snprintf(rep.key, sizeof(rep.key), "%s", key);
-	snprintf(rep.peer, sizeof(rep.peer), "%s", peer);
-	snprintf(rep.method, sizeof(rep.method), "%s", method);
-	snprintf(rep.path, sizeof(rep.path), "%s", path);
-	snprintf(rep.code, sizeof(rep.code), "%s", code);
-	rep.at = now;
-	rep.suppressed = 0;
-	__atomic_store_n(&rep_waiting, 0, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&rep_mu);
-	if (flush > 0)
-		auth_record(cfg, "auth.failure.repeated", fcode, fpeer, fmethod, fpath, flush);
-	auth_record(cfg, "auth.failure", code, peer, method, path, repeated);
+	/* Written outside the lock, in order: the last window's counts, then
+	 * this one when it is the first of its key. */
+	fold_write(cfg, done, ndone);
+	if (write_one)
+		auth_record(cfg, "auth.failure", &one, 0);
 }
 
 int
@@ -146,28 +179,19 @@ audit_waiting(void)
 int
 audit_flush(const struct config *cfg, int force)
 {
-	char fpeer[64], fmethod[AUDIT_FIELD_MAX + 1], fpath[AUDIT_FIELD_MAX + 1], fcode[32];
-	long n;
+	struct fold done[AUDIT_FOLD_MAX];
+	int n;
 
 	if (!audit_waiting())
 		return -1;
 	pthread_mutex_lock(&rep_mu);
-	if (rep.suppressed == 0 || (!force && time(NULL) - rep.at < AUDIT_REPEAT_S)) {
-		n = rep.suppressed;
+	if (!force && time(NULL) == fold_sec) {
 		pthread_mutex_unlock(&rep_mu);
-		return n > 0 ? 1000 : -1;
+		return (int)(1000 - clock_wall_ms() % 1000) + 1;
 	}
-	n = rep.suppressed;
-	snprintf(fpeer, sizeof(fpeer), "%s", rep.peer);
-	snprintf(fmethod, sizeof(fmethod), "%s", rep.method);
-	snprintf(fpath, sizeof(fpath), "%s", rep.path);
-	snprintf(fcode, sizeof(fcode), "%s", rep.code);
-	rep.suppressed = 0;
-	/* The next identical failure starts a record of its own. */
-	rep.key[0] = '\0';
-	__atomic_store_n(&rep_waiting, 0, __ATOMIC_RELEASE);
+	n = fold_take(done);
 	pthread_mutex_unlock(&rep_mu);
-	auth_record(cfg, "auth.failure.repeated", fcode, fpeer, fmethod, fpath, n);
+	fold_write(cfg, done, n);
 	return -1;
 }
 

@@ -72,6 +72,14 @@
  * max_conns_per_peer or max_conns with them, and they never close an
  * admitted upload. */
 #define HTTPD_PARTIAL_PER_PEER 8
+/* One owner (struct httpd_req owner) holds at most max_conns / 4 request
+ * slots with admitted requests: a principal whose requests are all denied
+ * still cannot fill the table with bodies it never finishes. */
+#define HTTPD_OWNER_SHARE 4
+/* An admitted body that has received nothing for this long is closed when
+ * the table is full and nothing else can make room: a stall no client
+ * that is sending its body makes (TCP retransmits back off to 1 s first). */
+#define HTTPD_STALL_MS 2000
 #define HTTPD_IDLE_TIMEOUT_MS 60000  /* keep-alive wait for the next request */
 #define HTTPD_BODY_TIMEOUT_MS 30000  /* whole body: 1 MiB at 35 KB/s */
 #define HTTPD_WRITE_TIMEOUT_MS 30000 /* a response or stream chunk to a client that does not read */
@@ -102,6 +110,11 @@ struct httpd_req {
 	const char *peer;            /* "127.0.0.1:53211" */
 	const struct http_req *head; /* every field (views into the head) */
 	void *ctx;                   /* set by the gate (e.g. the principal), else NULL */
+	/* Set by the gate: who the credential names (a hash of the principal),
+	 * 0 for no one in particular. The admitted requests of one owner that
+	 * are read or run (body, handler) hold at most 1/HTTPD_OWNER_SHARE of
+	 * max_conns; one past that is answered 429 request.rate_limited. */
+	uint64_t owner;
 };
 
 /* The value of the first field named name (case-insensitive), NUL-terminated,
