@@ -274,6 +274,10 @@ accept_all(struct httpd *s)
 			continue;
 		}
 		httpd__set_deadline(s, c, s->cfg.header_timeout_ms);
+		/* What the client sent with its connection is read now: until
+		 * then it would look idle, the first to be closed for the next
+		 * connection of this batch. */
+		httpd__drive(s, c);
 	}
 }
 

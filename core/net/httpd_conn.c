@@ -36,9 +36,10 @@ httpd__log_flush_repeats(struct httpd *s)
 		if (f->n == 0)
 			continue;
 		log_stamp(stamp, sizeof(stamp), &ts);
-		if (f->status < 0)
-			n = snprintf(line, sizeof(line),
-			             "%s * * * - repeated %u more times (other addresses)\n", stamp, f->n);
+		/* status 0: the key of every other address saw more than one */
+		if (f->status == 0)
+			n = snprintf(line, sizeof(line), "%s %s * * - repeated %u more times\n", stamp, f->ip,
+			             f->n);
 		else
 			n = snprintf(line, sizeof(line), "%s %s * * %d repeated %u more times\n", stamp,
 			             f->ip, f->status, f->n);
@@ -74,10 +75,13 @@ log_fold(struct httpd *s, const struct conn *c, int status, time_t sec)
 	}
 	if (f == NULL) {
 		f = &s->fold[HTTPD_FOLD_KEYS];
-		if (f->status == 0) {
-			f->status = -1;
+		if (f->ip[0] == '\0') {
+			f->ip[0] = '*';
+			f->status = status;
 			return 0;
 		}
+		if (f->status != status)
+			f->status = 0;
 	}
 	f->n++;
 	s->fold_held++;

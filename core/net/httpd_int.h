@@ -165,7 +165,7 @@ struct httpd {
 	 * stops. At most 2 * (HTTPD_FOLD_KEYS + 1) such lines a second. */
 	struct fold {
 		unsigned char addr[16];
-		int status; /* -1: the key of every other address */
+		int status; /* of every other address (ip "*"): 0 once mixed */
 		unsigned n;
 		char ip[48];
 	} fold[HTTPD_FOLD_KEYS + 1];
