@@ -73,7 +73,7 @@ static int rep_waiting;
 /* The window's keys; method and path are the first's, mixed 1 once a
  * counted one differed (then the repeated record names neither). */
 struct fold {
-	char code[32], peer[64], method[AUDIT_FIELD_MAX + 1], path[AUDIT_FIELD_MAX + 1];
+	char code[32], peer[64], addr[64], method[AUDIT_FIELD_MAX + 1], path[AUDIT_FIELD_MAX + 1];
 	long n;
 	int mixed;
 };
@@ -89,7 +89,8 @@ auth_record(const struct config *cfg, const char *event, const struct fold *f, l
 
 	begin(&w, event);
 	json_w_kstr(&w, "code", f->code);
-	cut |= kstr_cut(&w, "peer", f->peer);
+	/* a count is of the address, whatever the ports */
+	cut |= kstr_cut(&w, "peer", repeated > 0 ? f->addr : f->peer);
 	if (!f->mixed) {
 		cut |= kstr_cut(&w, "method", f->method);
 		cut |= kstr_cut(&w, "path", f->path);
@@ -135,8 +136,10 @@ audit_auth_failure(const struct config *cfg, const char *peer, const char *metho
 
 	memset(&one, 0, sizeof(one));
 	snprintf(one.code, sizeof(one.code), "%s", code);
-	/* The address without the port: a flood opens a connection each time. */
-	snprintf(one.peer, sizeof(one.peer), "%.*s", colon ? (int)(colon - peer) : 63, peer);
+	snprintf(one.peer, sizeof(one.peer), "%s", peer);
+	/* The key is the address without the port: a flood opens a connection
+	 * each time. */
+	snprintf(one.addr, sizeof(one.addr), "%.*s", colon ? (int)(colon - peer) : 63, peer);
 	snprintf(one.method, sizeof(one.method), "%s", method);
 	snprintf(one.path, sizeof(one.path), "%s", path);
 	pthread_mutex_lock(&rep_mu);
@@ -147,7 +150,7 @@ audit_auth_failure(const struct config *cfg, const char *peer, const char *metho
 		struct fold *f = &fold[i];
 
 		if (strcmp(f->code, one.code) != 0 ||
-		    (strcmp(f->peer, one.peer) != 0 && strcmp(f->peer, "*") != 0))
+		    (strcmp(f->addr, one.addr) != 0 && strcmp(f->addr, "*") != 0))
 			continue;
 		f->n++;
 		f->mixed |= strcmp(f->method, one.method) != 0 || strcmp(f->path, one.path) != 0;
@@ -159,7 +162,7 @@ audit_auth_failure(const struct config *cfg, const char *peer, const char *metho
 	if (write_one && fold_n < AUDIT_FOLD_MAX) {
 		fold[fold_n] = one;
 		if (other) /* every other address: counted under "*" */
-			snprintf(fold[fold_n].peer, sizeof(fold[fold_n].peer), "*");
+			snprintf(fold[fold_n].addr, sizeof(fold[fold_n].addr), "*");
 		fold_n++;
 	}
 	pthread_mutex_unlock(&rep_mu);
