@@ -22,9 +22,11 @@
  * the longest-waiting connection that holds no request (an idle keep-alive
  * one or one that never sent a byte), else the one that has waited longest
  * for the rest of a request (a head, or a body the gate has not let
- * through): of its own address for the address limit, of anyone for a full
- * table. A whole request is never closed this way, nor one whose head the
- * gate admitted (an authorized upload that stalls). One address holds at
+ * through): of its own address for the address limit, for a full table of
+ * the address holding the most connections, the one that has received
+ * nothing for longest. A whole request is never closed this way, and one
+ * whose head the gate admitted (an authorized upload) only when the table is
+ * full and its body has received nothing for HTTPD_STALL_MS. One address holds at
  * most HTTPD_PARTIAL_PER_PEER partly sent requests of each kind, unvetted
  * and admitted (a stalled one over it closes the address's oldest of its
  * kind), so the body deadline is the only other end of an admitted one.
@@ -152,8 +154,9 @@ struct httpd_route {
  * is sent only after it), so a refused client never holds a slot with a
  * slow body. route is the matched route or NULL. Runs on the event thread:
  * it must not block (hashing a token is fine). Return 0 to let the request
- * through (req->ctx may be set for the handler; a partly sent body of it
- * is then reclaimed only as HTTPD_PARTIAL_PER_PEER says), or non-zero
+ * through (req->ctx and req->owner may be set; a partly sent body of it
+ * is then reclaimed only as HTTPD_PARTIAL_PER_PEER and HTTPD_STALL_MS
+ * say), or non-zero
  * after answering through resp (401, 403, 429, …): the connection closes
  * after that answer, the body unread. */
 typedef int (*httpd_gate)(struct httpd_req *req, const struct httpd_route *route, struct httpd_resp *resp,
