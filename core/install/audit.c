@@ -18,14 +18,14 @@
  * cut field is escaped six-fold (\u00XX). */
 #define AUDIT_LINE_MAX 7168
 #define AUDIT_FIELD_MAX 256
-/* Authentication failures are folded per (code, peer address) over windows
- * of one wall-clock second, whatever methods and paths they take turns
- * with: the first of each key in a window is written, the rest counted and
- * written as one "auth.failure.repeated" record when the window is over.
- * AUDIT_FOLD_KEYS addresses, then one key per code for every other one:
- * with the two codes (auth.missing, auth.invalid) at most
- * 2 * (AUDIT_FOLD_KEYS + 2) records a second, however many requests. */
-#define AUDIT_FOLD_KEYS 8
+/* Authentication failures are folded over windows of one wall-clock second:
+ * the first of each (code, address, method, path) in a window is written,
+ * the rest counted and written as one "auth.failure.repeated" record when
+ * the window is over. Past AUDIT_FOLD_KEYS keys in a window, every new one
+ * counts under one key per code (peer "*"): with the two codes
+ * (auth.missing, auth.invalid) at most 2 * (AUDIT_FOLD_KEYS + 2) records a
+ * second, however many requests, paths and addresses. */
+#define AUDIT_FOLD_KEYS 16
 #define AUDIT_FOLD_MAX (AUDIT_FOLD_KEYS + 2)
 
 static void
@@ -67,33 +67,33 @@ kstr_cut(struct json_w *w, const char *key, const char *v)
 	return 1;
 }
 
+/* Guards the window; records are written under it (a few a second). */
 static pthread_mutex_t rep_mu = PTHREAD_MUTEX_INITIALIZER;
-/* fold_n > 0, readable without the lock (audit_flush's fast path). */
+/* A count waits, readable without the lock (audit_flush's fast path). */
 static int rep_waiting;
-/* The window's keys; method and path are the first's, mixed 1 once a
- * counted one differed (then the repeated record names neither). */
+/* The window's keys: addr "*" is the key of every other one of its code,
+ * whose count names neither method nor path. */
 struct fold {
-	char code[32], peer[64], addr[64], method[AUDIT_FIELD_MAX + 1], path[AUDIT_FIELD_MAX + 1];
+	char code[32], addr[64], method[AUDIT_FIELD_MAX + 1], path[AUDIT_FIELD_MAX + 1];
 	long n;
-	int mixed;
 };
 static struct fold fold[AUDIT_FOLD_MAX];
 static int fold_n;
 static time_t fold_sec;
 
 static void
-auth_record(const struct config *cfg, const char *event, const struct fold *f, long repeated)
+auth_record(const struct config *cfg, const char *event, const char *code, const char *peer,
+            const char *method, const char *path, long repeated)
 {
 	struct json_w w;
 	int cut = 0;
 
 	begin(&w, event);
-	json_w_kstr(&w, "code", f->code);
-	/* a count is of the address, whatever the ports */
-	cut |= kstr_cut(&w, "peer", repeated > 0 ? f->addr : f->peer);
-	if (!f->mixed) {
-		cut |= kstr_cut(&w, "method", f->method);
-		cut |= kstr_cut(&w, "path", f->path);
+	json_w_kstr(&w, "code", code);
+	cut |= kstr_cut(&w, "peer", peer);
+	if (method != NULL) {
+		cut |= kstr_cut(&w, "method", method);
+		cut |= kstr_cut(&w, "path", path);
 	}
 	if (repeated > 0)
 		json_w_kint(&w, "repeated", repeated);
@@ -102,75 +102,63 @@ auth_record(const struct config *cfg, const char *event, const struct fold *f, l
 	finish(cfg, &w);
 }
 
-/* Take the window's counts out (under rep_mu) into out; returns how many. */
-static int
-fold_take(struct fold *out)
-{
-	int i, n = 0;
-
-	for (i = 0; i < fold_n; i++)
-		if (fold[i].n > 0)
-			out[n++] = fold[i];
-	fold_n = 0;
-	__atomic_store_n(&rep_waiting, 0, __ATOMIC_RELEASE);
-	return n;
-}
-
+/* Write the window's counts and start a new one (under rep_mu). A count is
+ * of the address, whatever the ports. */
 static void
-fold_write(const struct config *cfg, const struct fold *f, int n)
+fold_flush(const struct config *cfg)
 {
 	int i;
 
-	for (i = 0; i < n; i++)
-		auth_record(cfg, "auth.failure.repeated", &f[i], f[i].n);
+	for (i = 0; i < fold_n; i++) {
+		struct fold *f = &fold[i];
+		int other = strcmp(f->addr, "*") == 0;
+
+		if (f->n > 0)
+			auth_record(cfg, "auth.failure.repeated", f->code, f->addr, other ? NULL : f->method,
+			            f->path, f->n);
+	}
+	fold_n = 0;
+	__atomic_store_n(&rep_waiting, 0, __ATOMIC_RELEASE);
 }
 
 void
 audit_auth_failure(const struct config *cfg, const char *peer, const char *method, const char *path,
                    const char *code)
 {
-	struct fold one, done[AUDIT_FOLD_MAX];
 	const char *colon = strrchr(peer, ':');
+	char addr[64];
 	time_t now = time(NULL);
-	int i, ndone = 0, other = 0, write_one = 1;
+	struct fold *f = NULL;
+	int i;
 
-	memset(&one, 0, sizeof(one));
-	snprintf(one.code, sizeof(one.code), "%s", code);
-	snprintf(one.peer, sizeof(one.peer), "%s", peer);
-	/* The key is the address without the port: a flood opens a connection
-	 * each time. */
-	snprintf(one.addr, sizeof(one.addr), "%.*s", colon ? (int)(colon - peer) : 63, peer);
-	snprintf(one.method, sizeof(one.method), "%s", method);
-	snprintf(one.path, sizeof(one.path), "%s", path);
+	/* The address without the port: a flood opens a connection each time. */
+	snprintf(addr, sizeof(addr), "%.*s", colon ? (int)(colon - peer) : 63, peer);
 	pthread_mutex_lock(&rep_mu);
 	if (now != fold_sec)
-		ndone = fold_take(done);
+		fold_flush(cfg);
 	fold_sec = now;
-	for (i = 0; i < fold_n; i++) {
-		struct fold *f = &fold[i];
-
-		if (strcmp(f->code, one.code) != 0 ||
-		    (strcmp(f->addr, one.addr) != 0 && strcmp(f->addr, "*") != 0))
-			continue;
+	for (i = 0; i < fold_n && f == NULL; i++)
+		if (strcmp(fold[i].code, code) == 0 &&
+		    (strcmp(fold[i].addr, "*") == 0 ||
+		     (strcmp(fold[i].addr, addr) == 0 &&
+		      strncmp(fold[i].method, method, AUDIT_FIELD_MAX) == 0 &&
+		      strncmp(fold[i].path, path, AUDIT_FIELD_MAX) == 0)))
+			f = &fold[i];
+	if (f != NULL) {
 		f->n++;
-		f->mixed |= strcmp(f->method, one.method) != 0 || strcmp(f->path, one.path) != 0;
 		__atomic_store_n(&rep_waiting, 1, __ATOMIC_RELEASE);
-		write_one = 0;
-		break;
+	} else if (fold_n < AUDIT_FOLD_MAX) {
+		f = &fold[fold_n++];
+		memset(f, 0, sizeof(*f));
+		snprintf(f->code, sizeof(f->code), "%s", code);
+		snprintf(f->addr, sizeof(f->addr), "%s", fold_n > AUDIT_FOLD_KEYS ? "*" : addr);
+		snprintf(f->method, sizeof(f->method), "%s", method);
+		snprintf(f->path, sizeof(f->path), "%s", path);
+		f = NULL;
 	}
-	other = fold_n >= AUDIT_FOLD_KEYS;
-	if (write_one && fold_n < AUDIT_FOLD_MAX) {
-		fold[fold_n] = one;
-		if (other) /* every other address: counted under "*" */
-			snprintf(fold[fold_n].addr, sizeof(fold[fold_n].addr), "*");
-		fold_n++;
-	}
+	if (f == NULL)
+		auth_record(cfg, "auth.failure", code, peer, method, path, 0);
 	pthread_mutex_unlock(&rep_mu);
-	/* Written outside the lock, in order: the last window's counts, then
-	 * this one when it is the first of its key. */
-	fold_write(cfg, done, ndone);
-	if (write_one)
-		auth_record(cfg, "auth.failure", &one, 0);
 }
 
 int
@@ -182,20 +170,17 @@ audit_waiting(void)
 int
 audit_flush(const struct config *cfg, int force)
 {
-	struct fold done[AUDIT_FOLD_MAX];
-	int n;
+	int ms = -1;
 
 	if (!audit_waiting())
 		return -1;
 	pthread_mutex_lock(&rep_mu);
-	if (!force && time(NULL) == fold_sec) {
-		pthread_mutex_unlock(&rep_mu);
-		return (int)(1000 - clock_wall_ms() % 1000) + 1;
-	}
-	n = fold_take(done);
+	if (!force && time(NULL) == fold_sec)
+		ms = (int)(1000 - clock_wall_ms() % 1000) + 1;
+	else
+		fold_flush(cfg);
 	pthread_mutex_unlock(&rep_mu);
-	fold_write(cfg, done, n);
-	return -1;
+	return ms;
 }
 
 void

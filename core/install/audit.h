@@ -14,13 +14,12 @@
 /* auth.missing / auth.invalid: who (peer), what (method, path without the
  * query string, which may carry anything). Fields over 256 bytes are cut
  * and the record marked "truncated": true; a record is never dropped.
- * Failures are folded per (code, peer address) within one wall-clock
- * second, whatever their methods and paths: the first is written, the rest
- * counted into one "auth.failure.repeated" record with "repeated": N (and
- * the method and path when all were the first's), written when the second
- * is over. Past 8 addresses in a second every other one counts under peer
- * "*": at most 20 records a second, and 1 + the repeated counts is exactly
- * the number of failures. */
+ * Failures identical in code, peer address, method and path within one
+ * wall-clock second are folded: the first is written, the rest counted into
+ * one "auth.failure.repeated" record with "repeated": N, written when the
+ * second is over. Past 16 keys in a second every other failure of a code
+ * counts under peer "*": at most 36 records a second, and 1 + the repeated
+ * counts is exactly the number of failures. */
 void audit_auth_failure(const struct config *cfg, const char *peer, const char *method, const char *path,
                         const char *code);
 

@@ -26,7 +26,7 @@ log_stamp(char *buf, size_t cap, struct timespec *ts)
 void
 httpd__log_flush_repeats(struct httpd *s)
 {
-	char line[160], stamp[96];
+	char line[400], stamp[96];
 	struct timespec ts;
 	int i, n;
 
@@ -36,13 +36,11 @@ httpd__log_flush_repeats(struct httpd *s)
 		if (f->n == 0)
 			continue;
 		log_stamp(stamp, sizeof(stamp), &ts);
-		/* status 0: the key of every other address saw more than one */
-		if (f->status == 0)
-			n = snprintf(line, sizeof(line), "%s %s * * - repeated %u more times\n", stamp, f->ip,
-			             f->n);
+		if (i == HTTPD_FOLD_KEYS && s->fold_status == 0)
+			n = snprintf(line, sizeof(line), "%s * * * - repeated %u more times\n", stamp, f->n);
 		else
-			n = snprintf(line, sizeof(line), "%s %s * * %d repeated %u more times\n", stamp,
-			             f->ip, f->status, f->n);
+			n = snprintf(line, sizeof(line), "%s %s repeated %u more times\n", stamp, f->key,
+			             f->n);
 		if (n > 0 && write(2, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line)) < 0)
 			break;
 	}
@@ -51,37 +49,38 @@ httpd__log_flush_repeats(struct httpd *s)
 	s->fold_held = 0;
 }
 
-/* 1 when this line is counted, not written: its (address, status) was
- * written already within this second (any method and path). */
+/* 1 when this line is counted, not written: its (address, method, path,
+ * status) was written already within this second. */
 static int
-log_fold(struct httpd *s, const struct conn *c, int status, time_t sec)
+log_fold(struct httpd *s, const struct conn *c, const struct http_view *m, const struct http_view *p,
+         int status, time_t sec)
 {
 	const char *colon = strrchr(c->peer, ':');
 	struct fold *f = NULL;
+	char key[sizeof(s->fold[0].key)];
 	int i;
 
 	if (sec != s->fold_sec)
 		httpd__log_flush_repeats(s);
 	s->fold_sec = sec;
+	snprintf(key, sizeof(key), "%.*s %.*s %.*s %d", colon ? (int)(colon - c->peer) : 47, c->peer,
+	         (int)(m->n > 32 ? 32 : m->n), m->p, (int)(p->n > 200 ? 200 : p->n), p->p, status);
 	for (i = 0; i < s->nfold && f == NULL; i++)
-		if (s->fold[i].status == status && memcmp(s->fold[i].addr, c->addr, 16) == 0)
+		if (strcmp(s->fold[i].key, key) == 0)
 			f = &s->fold[i];
 	if (f == NULL && s->nfold < HTTPD_FOLD_KEYS) {
-		f = &s->fold[s->nfold++];
-		memcpy(f->addr, c->addr, 16);
-		f->status = status;
-		snprintf(f->ip, sizeof(f->ip), "%.*s", colon ? (int)(colon - c->peer) : 47, c->peer);
+		memcpy(s->fold[s->nfold++].key, key, sizeof(key));
 		return 0;
 	}
 	if (f == NULL) {
 		f = &s->fold[HTTPD_FOLD_KEYS];
-		if (f->ip[0] == '\0') {
-			f->ip[0] = '*';
-			f->status = status;
+		if (f->key[0] == '\0') {
+			snprintf(f->key, sizeof(f->key), "* * * %d", status);
+			s->fold_status = status;
 			return 0;
 		}
-		if (f->status != status)
-			f->status = 0;
+		if (s->fold_status != status)
+			s->fold_status = 0;
 	}
 	f->n++;
 	s->fold_held++;
@@ -106,7 +105,7 @@ httpd__log_request(struct httpd *s, struct conn *c, int status, size_t bytes)
 		p = c->b->hr.path;
 	}
 	log_stamp(stamp, sizeof(stamp), &ts);
-	if (((status >= 400 && status < 500) || status == 503) && log_fold(s, c, status, ts.tv_sec))
+	if (((status >= 400 && status < 500) || status == 503) && log_fold(s, c, &m, &p, status, ts.tv_sec))
 		return;
 	n = snprintf(line, sizeof(line), "%s %s %.*s %.*s %d %zu %lld.%03dms\n", stamp, c->peer,
 	             (int)(m.n > 32 ? 32 : m.n), m.p, (int)(p.n > 200 ? 200 : p.n), p.p, status, bytes,

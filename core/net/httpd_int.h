@@ -39,7 +39,7 @@
  * stdio, and what handlers open (pipes of child processes). */
 #define HTTPD_FD_SLACK 64
 /* Keys of the access log's fold (struct httpd fold). */
-#define HTTPD_FOLD_KEYS 8
+#define HTTPD_FOLD_KEYS 16
 /* Why a connection was let in past the limits (struct conn reserve). */
 enum { WHY_NONE, WHY_FULL, WHY_PEER };
 
@@ -158,18 +158,18 @@ struct httpd {
 	/* A flood of refused or malformed requests (4xx, and 503 when full)
 	 * must not grow the access log a line per request, whatever paths,
 	 * methods and addresses it takes turns with: within one wall-clock
-	 * second the first line of each (address, status) is written and the
-	 * rest counted (event thread only), HTTPD_FOLD_KEYS keys and one for
-	 * every other address; the counts are written as "repeated N" lines
-	 * when the second is over (the loop wakes for it) or when the server
-	 * stops. At most 2 * (HTTPD_FOLD_KEYS + 1) such lines a second. */
+	 * second the first line of each (address, method, path, status) is
+	 * written and the rest counted (event thread only); past
+	 * HTTPD_FOLD_KEYS keys every other line counts under one more. The
+	 * counts are written as "repeated N" lines when the second is over
+	 * (the loop wakes for it) or when the server stops: at most
+	 * 2 * (HTTPD_FOLD_KEYS + 1) such lines a second. */
 	struct fold {
-		unsigned char addr[16];
-		int status; /* of every other address (ip "*"): 0 once mixed */
+		char key[300]; /* "address method path status" */
 		unsigned n;
-		char ip[48];
 	} fold[HTTPD_FOLD_KEYS + 1];
 	int nfold;
+	int fold_status; /* of the key of every other line; 0 once mixed */
 	time_t fold_sec;
 	unsigned fold_held; /* lines counted and not yet written */
 };

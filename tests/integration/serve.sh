@@ -498,9 +498,9 @@ else
 fi
 
 # ---- the access log under a 401 flood (issue 13) -------------------------------------
-# 300 wrong-token requests (each 401 closes its connection): refused lines of
-# one address and status within a second are one line and a "repeated N more
-# times" line, and the counts add up to the requests.
+# 300 wrong-token requests (each 401 closes its connection): identical refused
+# lines within a second are one line and a "repeated N more times" line, and
+# the counts add up to the requests.
 if start_serve; then
 	"$PY" -S -c '
 import socket, sys
@@ -515,7 +515,7 @@ for _ in range(300):
 	kill "$SERVE_PID"
 	wait "$SERVE_PID" 2>/dev/null
 	lines=$(grep -c ' GET /v1/ops 401' "$T/serve.err")
-	total=$(awk '/ 401 repeated / {t += $7; next} / GET \/v1\/ops 401 / {t++} END {print t + 0}' "$T/serve.err")
+	total=$(awk '/ GET \/v1\/ops 401 repeated / {t += $7; next} / GET \/v1\/ops 401 / {t++} END {print t + 0}' "$T/serve.err")
 	check "a 401 flood of 300 requests writes far fewer lines ($lines)" test "$lines" -le 30
 	check "... and the counts add up to 300 ($total)" test "$total" -eq 300
 else
