@@ -7,6 +7,7 @@
  */
 #include "common.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/digest.h"
 #include "base/fs.h"
 #include "base/json.h"
 #include "config/config.h"
@@ -93,8 +95,35 @@ note_platform(struct fetch_push *p, const char *platform)
 		snprintf(p->platforms + n, sizeof(p->platforms) - n, "%s%s", n ? "," : "", platform);
 }
 
+/* 0 when what fd holds hashes to hex (sha256), read from its start; fd is
+ * then back at its start. */
+static int
+fd_is(int fd, const char *hex, const char *path, struct err *e)
+{
+	unsigned char b[16384];
+	struct digest_ctx c;
+	struct digest d;
+	char got[DIGEST_HEX_MAX];
+	ssize_t n;
+
+	digest_init(&c, DIGEST_SHA256);
+	while ((n = read(fd, b, sizeof(b))) > 0)
+		digest_update(&c, b, (size_t)n);
+	digest_final(&c, &d);
+	if (n < 0 || lseek(fd, 0, SEEK_SET) != 0)
+		return err_sys(e, "io.error", errno, "%s: %s", path, strerror(errno));
+	if (strcmp(digest_hex(&d, got), hex) != 0)
+		return err_set(
+		    e, "install.checksum_mismatch",
+		    "%s changed after it was verified: sha256 %s, not %s; nothing of it was pushed", path,
+		    got, hex);
+	return 0;
+}
+
 /* Upload path as the blob hex unless the registry has it; record it as a
- * layer of the tool's manifest. */
+ * layer of the tool's manifest. The bytes uploaded are those of the one
+ * descriptor that was hashed here: a writer of the cache who replaces the
+ * file after that changes nothing that is pushed. */
 static void
 push_blob(struct fetch_push *p, const char *hex, const char *path, const char *media_type, const char *title,
           const char *integrity)
@@ -116,7 +145,7 @@ push_blob(struct fetch_push *p, const char *hex, const char *path, const char *m
 		p->failed = 1;
 		return;
 	}
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0 || fstat(fd, &st) != 0) {
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0 || fstat(fd, &st) != 0) {
 		err_set(&p->err, "io.error", "%s: cannot read the cached blob", path);
 		if (fd >= 0)
 			close(fd);
@@ -124,6 +153,11 @@ push_blob(struct fetch_push *p, const char *hex, const char *path, const char *m
 		return;
 	}
 	err_clear(&e);
+	if (fd_is(fd, hex, path, &p->err) != 0) {
+		close(fd);
+		p->failed = 1;
+		return;
+	}
 	r = oci_blob_head(&p->oci, hex, NULL, &e);
 	if (r == 0)
 		r = oci_blob_put(&p->oci, hex, fd, (int64_t)st.st_size, &e) == 0 ? 2 : -1;

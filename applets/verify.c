@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -223,18 +224,14 @@ sbom(struct tooling *t, struct found *f, int n)
 	struct json_w w;
 	char ts[32], serial[64], rnd[40];
 	int i;
-	FILE *ur;
 
 	clock_iso(clock_wall_ms(), 0, ts, sizeof(ts));
 	memset(rnd, 0, sizeof(rnd));
-	ur = fopen("/dev/urandom", "r");
 	{
 		unsigned char b[16] = {0};
-		if (ur != NULL) {
-			if (fread(b, 1, 16, ur) != 16)
-				memset(b, 0, 16);
-			fclose(ur);
-		}
+		/* from the kernel at each use, like every random value made here */
+		if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b))
+			memset(b, 0, sizeof(b));
 		b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
 		b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
 		snprintf(serial, sizeof(serial),

@@ -18,11 +18,15 @@
  * cut field is escaped six-fold (\u00XX). */
 #define AUDIT_LINE_MAX 7168
 #define AUDIT_FIELD_MAX 256
-/* Identical auth failures (same code, peer address, method and path) within
- * this many seconds of the last one written are counted, not written: the
- * next one written, or the summary record when another comes first, carries
- * the count. A flood of wrong tokens costs one line a second, not one each. */
-#define AUDIT_REPEAT_S 1
+/* Authentication failures are folded over windows of one wall-clock second:
+ * the first of each (code, address, method, path) in a window is written,
+ * the rest counted and written as one "auth.failure.repeated" record when
+ * the window is over. Past AUDIT_FOLD_KEYS keys in a window, every new one
+ * counts under one key per code (peer "*"): with the two codes
+ * (auth.missing, auth.invalid) at most 2 * (AUDIT_FOLD_KEYS + 2) records a
+ * second, however many requests, paths and addresses. */
+#define AUDIT_FOLD_KEYS 16
+#define AUDIT_FOLD_MAX (AUDIT_FOLD_KEYS + 2)
 
 static void
 begin(struct json_w *w, const char *event)
@@ -63,15 +67,19 @@ kstr_cut(struct json_w *w, const char *key, const char *v)
 	return 1;
 }
 
+/* Guards the window; records are written under it (a few a second). */
 static pthread_mutex_t rep_mu = PTHREAD_MUTEX_INITIALIZER;
-/* rep.suppressed > 0, readable without the lock (audit_flush's fast path). */
+/* A count waits, readable without the lock (audit_flush's fast path). */
 static int rep_waiting;
-static struct {
-	char key[4 * AUDIT_FIELD_MAX + 64]; /* code, address, method, path of the last written */
-	char peer[64], method[AUDIT_FIELD_MAX + 1], path[AUDIT_FIELD_MAX + 1], code[32];
-	time_t at;
-	long suppressed;
-} rep;
+/* The window's keys: addr "*" is the key of every other one of its code,
+ * whose count names neither method nor path. */
+struct fold {
+	char code[32], addr[64], method[AUDIT_FIELD_MAX + 1], path[AUDIT_FIELD_MAX + 1];
+	long n;
+};
+static struct fold fold[AUDIT_FOLD_MAX];
+static int fold_n;
+static time_t fold_sec;
 
 static void
 auth_record(const struct config *cfg, const char *event, const char *code, const char *peer,
@@ -83,8 +91,10 @@ auth_record(const struct config *cfg, const char *event, const char *code, const
 	begin(&w, event);
 	json_w_kstr(&w, "code", code);
 	cut |= kstr_cut(&w, "peer", peer);
-	cut |= kstr_cut(&w, "method", method);
-	cut |= kstr_cut(&w, "path", path);
+	if (method != NULL) {
+		cut |= kstr_cut(&w, "method", method);
+		cut |= kstr_cut(&w, "path", path);
+	}
 	if (repeated > 0)
 		json_w_kint(&w, "repeated", repeated);
 	if (cut)
@@ -92,49 +102,63 @@ auth_record(const struct config *cfg, const char *event, const char *code, const
 	finish(cfg, &w);
 }
 
+/* Write the window's counts and start a new one (under rep_mu). A count is
+ * of the address, whatever the ports. */
+static void
+fold_flush(const struct config *cfg)
+{
+	int i;
+
+	for (i = 0; i < fold_n; i++) {
+		struct fold *f = &fold[i];
+		int other = strcmp(f->addr, "*") == 0;
+
+		if (f->n > 0)
+			auth_record(cfg, "auth.failure.repeated", f->code, f->addr, other ? NULL : f->method,
+			            f->path, f->n);
+	}
+	fold_n = 0;
+	__atomic_store_n(&rep_waiting, 0, __ATOMIC_RELEASE);
+}
+
 void
 audit_auth_failure(const struct config *cfg, const char *peer, const char *method, const char *path,
                    const char *code)
 {
-	char key[sizeof(rep.key)];
 	const char *colon = strrchr(peer, ':');
+	char addr[64];
 	time_t now = time(NULL);
-	long repeated = 0, flush = 0;
-	char fpeer[64], fmethod[AUDIT_FIELD_MAX + 1], fpath[AUDIT_FIELD_MAX + 1], fcode[32];
+	struct fold *f = NULL;
+	int i;
 
 	/* The address without the port: a flood opens a connection each time. */
-	snprintf(key, sizeof(key), "%s|%.*s|%.*s|%.*s", code, colon ? (int)(colon - peer) : 64, peer,
-	         AUDIT_FIELD_MAX, method, AUDIT_FIELD_MAX, path);
+	snprintf(addr, sizeof(addr), "%.*s", colon ? (int)(colon - peer) : 63, peer);
 	pthread_mutex_lock(&rep_mu);
-	if (strcmp(key, rep.key) == 0 && now - rep.at < AUDIT_REPEAT_S) {
-		rep.suppressed++;
+	if (now != fold_sec)
+		fold_flush(cfg);
+	fold_sec = now;
+	for (i = 0; i < fold_n && f == NULL; i++)
+		if (strcmp(fold[i].code, code) == 0 &&
+		    (strcmp(fold[i].addr, "*") == 0 ||
+		     (strcmp(fold[i].addr, addr) == 0 &&
+		      strncmp(fold[i].method, method, AUDIT_FIELD_MAX) == 0 &&
+		      strncmp(fold[i].path, path, AUDIT_FIELD_MAX) == 0)))
+			f = &fold[i];
+	if (f != NULL) {
+		f->n++;
 		__atomic_store_n(&rep_waiting, 1, __ATOMIC_RELEASE);
-		pthread_mutex_unlock(&rep_mu);
-		return;
+	} else if (fold_n < AUDIT_FOLD_MAX) {
+		f = &fold[fold_n++];
+		memset(f, 0, sizeof(*f));
+		snprintf(f->code, sizeof(f->code), "%s", code);
+		snprintf(f->addr, sizeof(f->addr), "%s", fold_n > AUDIT_FOLD_KEYS ? "*" : addr);
+		snprintf(f->method, sizeof(f->method), "%s", method);
+		snprintf(f->path, sizeof(f->path), "%s", path);
+		f = NULL;
 	}
-	if (strcmp(key, rep.key) == 0) {
-		repeated = rep.suppressed;
-	} else if (rep.suppressed > 0) {
-		/* Another record comes first: say how many of the last were
-		 * counted, with their fields. */
-		flush = rep.suppressed;
-		snprintf(fpeer, sizeof(fpeer), "%s", rep.peer);
-		snprintf(fmethod, sizeof(fmethod), "%s", rep.method);
-		snprintf(fpath, sizeof(fpath), "%s", rep.path);
-		snprintf(fcode, sizeof(fcode), "%s", rep.code);
-	}
-	snprintf(rep.key, sizeof(rep.key), "%s", key);
-	snprintf(rep.peer, sizeof(rep.peer), "%s", peer);
-	snprintf(rep.method, sizeof(rep.method), "%s", method);
-	snprintf(rep.path, sizeof(rep.path), "%s", path);
-	snprintf(rep.code, sizeof(rep.code), "%s", code);
-	rep.at = now;
-	rep.suppressed = 0;
-	__atomic_store_n(&rep_waiting, 0, __ATOMIC_RELEASE);
+	if (f == NULL)
+		auth_record(cfg, "auth.failure", code, peer, method, path, 0);
 	pthread_mutex_unlock(&rep_mu);
-	if (flush > 0)
-		auth_record(cfg, "auth.failure.repeated", fcode, fpeer, fmethod, fpath, flush);
-	auth_record(cfg, "auth.failure", code, peer, method, path, repeated);
 }
 
 int
@@ -146,29 +170,17 @@ audit_waiting(void)
 int
 audit_flush(const struct config *cfg, int force)
 {
-	char fpeer[64], fmethod[AUDIT_FIELD_MAX + 1], fpath[AUDIT_FIELD_MAX + 1], fcode[32];
-	long n;
+	int ms = -1;
 
 	if (!audit_waiting())
 		return -1;
 	pthread_mutex_lock(&rep_mu);
-	if (rep.suppressed == 0 || (!force && time(NULL) - rep.at < AUDIT_REPEAT_S)) {
-		n = rep.suppressed;
-		pthread_mutex_unlock(&rep_mu);
-		return n > 0 ? 1000 : -1;
-	}
-	n = rep.suppressed;
-	snprintf(fpeer, sizeof(fpeer), "%s", rep.peer);
-	snprintf(fmethod, sizeof(fmethod), "%s", rep.method);
-	snprintf(fpath, sizeof(fpath), "%s", rep.path);
-	snprintf(fcode, sizeof(fcode), "%s", rep.code);
-	rep.suppressed = 0;
-	/* The next identical failure starts a record of its own. */
-	rep.key[0] = '\0';
-	__atomic_store_n(&rep_waiting, 0, __ATOMIC_RELEASE);
+	if (!force && time(NULL) == fold_sec)
+		ms = (int)(1000 - clock_wall_ms() % 1000) + 1;
+	else
+		fold_flush(cfg);
 	pthread_mutex_unlock(&rep_mu);
-	auth_record(cfg, "auth.failure.repeated", fcode, fpeer, fmethod, fpath, n);
-	return -1;
+	return ms;
 }
 
 void

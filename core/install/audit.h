@@ -14,16 +14,18 @@
 /* auth.missing / auth.invalid: who (peer), what (method, path without the
  * query string, which may carry anything). Fields over 256 bytes are cut
  * and the record marked "truncated": true; a record is never dropped.
- * Identical failures (code, peer address, method, path) within a second of
- * the last written are counted instead: the next identical one written
- * carries "repeated": N, or, when another record comes first, an
- * "auth.failure.repeated" record with the count and the fields. */
+ * Failures identical in code, peer address, method and path within one
+ * wall-clock second are folded: the first is written, the rest counted into
+ * one "auth.failure.repeated" record with "repeated": N, written when the
+ * second is over. Past 16 keys in a second every other failure of a code
+ * counts under peer "*": at most 36 records a second, and 1 + the repeated
+ * counts is exactly the number of failures. */
 void audit_auth_failure(const struct config *cfg, const char *peer, const char *method, const char *path,
                         const char *code);
 
-/* Write the "auth.failure.repeated" record of failures counted and not yet
- * written: with force, at once (at shutdown); else only once their window
- * (a second after the last record written) is over. Returns the ms after
+/* Write the "auth.failure.repeated" records of failures counted and not
+ * yet written: with force, at once (at shutdown); else only once their
+ * second is over. Returns the ms after
  * which to call again while a count waits, or -1 when none waits. */
 int audit_flush(const struct config *cfg, int force);
 /* 1 while a count waits for audit_flush (one atomic load). */

@@ -49,6 +49,24 @@ format_peer(const struct sockaddr_storage *sa, char *buf, size_t cap)
 	}
 }
 
+/* The peer's address as 16 bytes (IPv4 v4-mapped); 1 when it is loopback. */
+static int
+peer_addr(const struct sockaddr_storage *sa, unsigned char addr[16])
+{
+	static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+
+	memset(addr, 0, 16);
+	if (sa->ss_family == AF_INET) {
+		memcpy(addr, mapped, 12);
+		memcpy(addr + 12, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+	} else if (sa->ss_family == AF_INET6) {
+		memcpy(addr, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+	}
+	if (memcmp(addr, mapped, 12) == 0)
+		return addr[12] == 127;
+	return memcmp(addr, in6addr_loopback.s6_addr, 16) == 0;
+}
+
 /* Over a limit (or draining): answer 503 without blocking and close. */
 static void
 reject_busy(struct httpd *s, int fd, const struct sockaddr_storage *sa, int why)
@@ -58,6 +76,7 @@ reject_busy(struct httpd *s, int fd, const struct sockaddr_storage *sa, int why)
 	int n;
 
 	memset(&tmp, 0, sizeof(tmp));
+	peer_addr(sa, tmp.addr);
 	format_peer(sa, tmp.peer, sizeof(tmp.peer));
 	tmp.t_start = clock_us();
 	httpd__busy_reason(s, why, tmp.peer, msg, sizeof(msg));
@@ -75,24 +94,6 @@ reject_busy(struct httpd *s, int fd, const struct sockaddr_storage *sa, int why)
 	close(fd);
 	httpd__log(s, "%s: refused: %s", tmp.peer, msg);
 	httpd__log_request(s, &tmp, 503, 0);
-}
-
-/* The peer's address as 16 bytes (IPv4 v4-mapped); 1 when it is loopback. */
-static int
-peer_addr(const struct sockaddr_storage *sa, unsigned char addr[16])
-{
-	static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-
-	memset(addr, 0, 16);
-	if (sa->ss_family == AF_INET) {
-		memcpy(addr, mapped, 12);
-		memcpy(addr + 12, &((const struct sockaddr_in *)sa)->sin_addr, 4);
-	} else if (sa->ss_family == AF_INET6) {
-		memcpy(addr, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
-	}
-	if (memcmp(addr, mapped, 12) == 0)
-		return addr[12] == 127;
-	return memcmp(addr, in6addr_loopback.s6_addr, 16) == 0;
 }
 
 /* The connection that has waited longest for a request's first byte (an
@@ -122,16 +123,21 @@ oldest_waiting(struct httpd *s, const unsigned char *addr)
 	return best;
 }
 
-/* Idle first, then a request partly sent that no gate let through: a
- * client that sent its whole request, or whose head a gate admitted (an
- * authorized upload that stalls), never loses its connection to a new one,
- * which nobody has vouched for yet. */
+/* Idle first, then a request partly sent that no gate let through, then
+ * an admitted body that has received nothing for HTTPD_STALL_MS: a client
+ * that sent its whole request, or whose admitted upload is moving, never
+ * loses its connection to a new one, which nobody has vouched for yet. */
 static struct conn *
 reclaimable(struct httpd *s, const unsigned char *addr)
 {
 	struct conn *v = oldest_waiting(s, addr);
 
-	return v != NULL ? v : httpd__oldest_stalled(s, addr, NULL, 0);
+	if (v == NULL)
+		v = httpd__oldest_stalled(s, addr, NULL, 0);
+	if (v == NULL && (v = httpd__oldest_stalled(s, addr, NULL, 1)) != NULL &&
+	    clock_ms() - v->heard < HTTPD_STALL_MS)
+		v = NULL;
+	return v;
 }
 
 /* Make room for a new connection of peer addr by closing one that waits
@@ -242,7 +248,7 @@ accept_all(struct httpd *s)
 		c->srv = s;
 		c->fd = fd;
 		c->state = C_HEAD;
-		c->since = clock_ms();
+		c->since = c->heard = clock_ms();
 		c->reserve = why;
 		if (why != WHY_NONE) {
 			s->nreserve++;
@@ -268,6 +274,10 @@ accept_all(struct httpd *s)
 			continue;
 		}
 		httpd__set_deadline(s, c, s->cfg.header_timeout_ms);
+		/* What the client sent with its connection is read now: until
+		 * then it would look idle, the first to be closed for the next
+		 * connection of this batch. */
+		httpd__drive(s, c);
 	}
 }
 
@@ -532,7 +542,7 @@ httpd_run(struct httpd *s, struct err *e)
 			wait = s->next_wake > now ? s->next_wake - now + 1 : 0;
 		if (s->stopping && (wait < 0 || wait > s->drain_end - now))
 			wait = s->drain_end - now + 1;
-		if (s->rep_n > 0 && (wait < 0 || wait > 1000))
+		if (s->fold_held > 0 && (wait < 0 || wait > 1000))
 			wait = 1000;
 		if (tick_ms >= 0 && (wait < 0 || wait > tick_ms))
 			wait = tick_ms;
@@ -559,7 +569,7 @@ httpd_run(struct httpd *s, struct err *e)
 		}
 		if (clock_ms() >= s->next_wake)
 			httpd__sweep(s);
-		if (s->rep_n > 0 && time(NULL) != s->rep_sec)
+		if (s->fold_held > 0 && time(NULL) != s->fold_sec)
 			httpd__log_flush_repeats(s);
 		if (s->cfg.tick != NULL)
 			tick_ms = s->cfg.tick(s->cfg.tick_arg);

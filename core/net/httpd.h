@@ -22,9 +22,11 @@
  * the longest-waiting connection that holds no request (an idle keep-alive
  * one or one that never sent a byte), else the one that has waited longest
  * for the rest of a request (a head, or a body the gate has not let
- * through): of its own address for the address limit, of anyone for a full
- * table. A whole request is never closed this way, nor one whose head the
- * gate admitted (an authorized upload that stalls). One address holds at
+ * through): of its own address for the address limit, for a full table of
+ * the address holding the most connections, the one that has received
+ * nothing for longest. A whole request is never closed this way, and one
+ * whose head the gate admitted (an authorized upload) only when the table is
+ * full and its body has received nothing for HTTPD_STALL_MS. One address holds at
  * most HTTPD_PARTIAL_PER_PEER partly sent requests of each kind, unvetted
  * and admitted (a stalled one over it closes the address's oldest of its
  * kind), so the body deadline is the only other end of an admitted one.
@@ -72,6 +74,14 @@
  * max_conns_per_peer or max_conns with them, and they never close an
  * admitted upload. */
 #define HTTPD_PARTIAL_PER_PEER 8
+/* One owner (struct httpd_req owner) holds at most max_conns / 4 request
+ * slots with admitted requests: a principal whose requests are all denied
+ * still cannot fill the table with bodies it never finishes. */
+#define HTTPD_OWNER_SHARE 4
+/* An admitted body that has received nothing for this long is closed when
+ * the table is full and nothing else can make room: a stall no client
+ * that is sending its body makes (TCP retransmits back off to 1 s first). */
+#define HTTPD_STALL_MS 2000
 #define HTTPD_IDLE_TIMEOUT_MS 60000  /* keep-alive wait for the next request */
 #define HTTPD_BODY_TIMEOUT_MS 30000  /* whole body: 1 MiB at 35 KB/s */
 #define HTTPD_WRITE_TIMEOUT_MS 30000 /* a response or stream chunk to a client that does not read */
@@ -102,6 +112,11 @@ struct httpd_req {
 	const char *peer;            /* "127.0.0.1:53211" */
 	const struct http_req *head; /* every field (views into the head) */
 	void *ctx;                   /* set by the gate (e.g. the principal), else NULL */
+	/* Set by the gate: who the credential names (a hash of the principal),
+	 * 0 for no one in particular. The admitted requests of one owner that
+	 * are read or run (body, handler) hold at most 1/HTTPD_OWNER_SHARE of
+	 * max_conns; one past that is answered 429 request.rate_limited. */
+	uint64_t owner;
 };
 
 /* The value of the first field named name (case-insensitive), NUL-terminated,
@@ -139,8 +154,9 @@ struct httpd_route {
  * is sent only after it), so a refused client never holds a slot with a
  * slow body. route is the matched route or NULL. Runs on the event thread:
  * it must not block (hashing a token is fine). Return 0 to let the request
- * through (req->ctx may be set for the handler; a partly sent body of it
- * is then reclaimed only as HTTPD_PARTIAL_PER_PEER says), or non-zero
+ * through (req->ctx and req->owner may be set; a partly sent body of it
+ * is then reclaimed only as HTTPD_PARTIAL_PER_PEER and HTTPD_STALL_MS
+ * say), or non-zero
  * after answering through resp (401, 403, 429, …): the connection closes
  * after that answer, the body unread. */
 typedef int (*httpd_gate)(struct httpd_req *req, const struct httpd_route *route, struct httpd_resp *resp,

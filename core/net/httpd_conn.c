@@ -21,48 +21,70 @@ log_stamp(char *buf, size_t cap, struct timespec *ts)
 	return clock_iso((int64_t)ts->tv_sec * 1000 + ts->tv_nsec / 1000000, 1, buf, cap);
 }
 
-/* Write the count of refused lines held back, if any. */
+/* Write the counts of folded lines held back, if any, and start a new
+ * window. */
 void
 httpd__log_flush_repeats(struct httpd *s)
 {
-	char line[512], stamp[96];
+	char line[400], stamp[96];
 	struct timespec ts;
-	int n;
+	int i, n;
 
-	if (s->rep_n == 0)
-		return;
-	log_stamp(stamp, sizeof(stamp), &ts);
-	n = snprintf(line, sizeof(line), "%s %s repeated %u more times\n", stamp, s->rep_key, s->rep_n);
-	s->rep_n = 0;
-	if (n >= (int)sizeof(line)) {
-		n = sizeof(line);
-		line[n - 1] = '\n';
+	for (i = 0; s->fold_held > 0 && i <= HTTPD_FOLD_KEYS; i++) {
+		struct fold *f = &s->fold[i];
+
+		if (f->n == 0)
+			continue;
+		log_stamp(stamp, sizeof(stamp), &ts);
+		if (i == HTTPD_FOLD_KEYS && s->fold_status == 0)
+			n = snprintf(line, sizeof(line), "%s * * * - repeated %u more times\n", stamp, f->n);
+		else
+			n = snprintf(line, sizeof(line), "%s %s repeated %u more times\n", stamp, f->key,
+			             f->n);
+		if (n > 0 && write(2, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line)) < 0)
+			break;
 	}
-	if (write(2, line, n) < 0)
-		return;
+	memset(s->fold, 0, sizeof(s->fold));
+	s->nfold = 0;
+	s->fold_held = 0;
 }
 
-/* 1 when this client error repeats the last one written within its second
- * (counted, not written); else it becomes the one later repeats are
- * compared with. */
+/* 1 when this line is counted, not written: its (address, method, path,
+ * status) was written already within this second. */
 static int
-log_repeat(struct httpd *s, const struct conn *c, const struct http_view *m, const struct http_view *p,
-           int status, time_t sec)
+log_fold(struct httpd *s, const struct conn *c, const struct http_view *m, const struct http_view *p,
+         int status, time_t sec)
 {
-	char key[sizeof(s->rep_key)];
 	const char *colon = strrchr(c->peer, ':');
-	int alen = colon != NULL ? (int)(colon - c->peer) : (int)strlen(c->peer);
+	struct fold *f = NULL;
+	char key[sizeof(s->fold[0].key)];
+	int i;
 
-	snprintf(key, sizeof(key), "%.*s %.*s %.*s %d", alen, c->peer, (int)(m->n > 32 ? 32 : m->n), m->p,
-	         (int)(p->n > 200 ? 200 : p->n), p->p, status);
-	if (sec == s->rep_sec && strcmp(key, s->rep_key) == 0) {
-		s->rep_n++;
-		return 1;
+	if (sec != s->fold_sec)
+		httpd__log_flush_repeats(s);
+	s->fold_sec = sec;
+	snprintf(key, sizeof(key), "%.*s %.*s %.*s %d", colon ? (int)(colon - c->peer) : 47, c->peer,
+	         (int)(m->n > 32 ? 32 : m->n), m->p, (int)(p->n > 200 ? 200 : p->n), p->p, status);
+	for (i = 0; i < s->nfold && f == NULL; i++)
+		if (strcmp(s->fold[i].key, key) == 0)
+			f = &s->fold[i];
+	if (f == NULL && s->nfold < HTTPD_FOLD_KEYS) {
+		memcpy(s->fold[s->nfold++].key, key, sizeof(key));
+		return 0;
 	}
-	httpd__log_flush_repeats(s);
-	memcpy(s->rep_key, key, sizeof(key));
-	s->rep_sec = sec;
-	return 0;
+	if (f == NULL) {
+		f = &s->fold[HTTPD_FOLD_KEYS];
+		if (f->key[0] == '\0') {
+			snprintf(f->key, sizeof(f->key), "* * * %d", status);
+			s->fold_status = status;
+			return 0;
+		}
+		if (s->fold_status != status)
+			s->fold_status = 0;
+	}
+	f->n++;
+	s->fold_held++;
+	return 1;
 }
 
 void
@@ -83,13 +105,8 @@ httpd__log_request(struct httpd *s, struct conn *c, int status, size_t bytes)
 		p = c->b->hr.path;
 	}
 	log_stamp(stamp, sizeof(stamp), &ts);
-	if (status >= 400 && status < 500) {
-		if (log_repeat(s, c, &m, &p, status, ts.tv_sec))
-			return;
-	} else {
-		httpd__log_flush_repeats(s);
-		s->rep_key[0] = '\0';
-	}
+	if (((status >= 400 && status < 500) || status == 503) && log_fold(s, c, &m, &p, status, ts.tv_sec))
+		return;
 	n = snprintf(line, sizeof(line), "%s %s %.*s %.*s %d %zu %lld.%03dms\n", stamp, c->peer,
 	             (int)(m.n > 32 ? 32 : m.n), m.p, (int)(p.n > 200 ? 200 : p.n), p.p, status, bytes,
 	             (long long)(us / 1000), (int)(us % 1000));
@@ -198,6 +215,7 @@ request_done(struct httpd *s, struct conn *c)
 	c->linger = 0;
 	c->partial = 0;
 	c->admitted = 0;
+	c->owner = 0;
 	if (b->len == 0) {
 		httpd__put_buf(c);
 		c->idle = 1;
@@ -333,6 +351,19 @@ allowed_methods(struct httpd *s, const char *path, char *allow, size_t cap)
 	}
 }
 
+/* 1 when owner's admitted requests (a body being read, a handler) already
+ * take its share of the slots. */
+static int
+owner_full(struct httpd *s, uint64_t owner)
+{
+	int i, n = 0;
+
+	for (i = 0; i < s->hiwater; i++)
+		n += s->conns[i].owner == owner &&
+		     (s->conns[i].state == C_BODY || s->conns[i].state == C_BUSY);
+	return n >= (s->cfg.max_conns + HTTPD_OWNER_SHARE - 1) / HTTPD_OWNER_SHARE;
+}
+
 /* The head is complete: cut it into C strings, pick the route, and let the
  * reserve rule and the gate decide before a byte of the body is read, so a
  * request they refuse never holds a slot while its body trickles in.
@@ -366,6 +397,7 @@ admit(struct httpd *s, struct conn *c)
 	q->peer = c->peer;
 	q->head = hr;
 	q->ctx = NULL;
+	q->owner = 0;
 	head = strcmp(q->method, "HEAD") == 0;
 	w->head_only = head;
 
@@ -401,6 +433,16 @@ admit(struct httpd *s, struct conn *c)
 	 * requests only (httpd__stalled): a new one starts that count. */
 	c->admitted = 1;
 	c->partial = 0;
+	if (q->owner != 0 && owner_full(s, q->owner)) {
+		httpd_resp_header(w, "Retry-After", "1");
+		httpd_respond_errf(w, "request.rate_limited",
+		                   "the principal of this token holds %d requests in progress, the most one "
+		                   "may hold (a quarter of the %d connection slots); finish one first",
+		                   (s->cfg.max_conns + HTTPD_OWNER_SHARE - 1) / HTTPD_OWNER_SHARE,
+		                   s->cfg.max_conns);
+		goto refused;
+	}
+	c->owner = q->owner;
 	return 0;
 refused:
 	c->close_after = 1;
@@ -597,6 +639,7 @@ read_more(struct httpd *s, struct conn *c)
 	}
 	if (c->t_start == 0)
 		c->t_start = clock_us();
+	c->heard = clock_ms();
 	b->len += (size_t)k;
 	return 1;
 }

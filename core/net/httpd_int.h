@@ -38,6 +38,8 @@
 /* File descriptors beyond max_conns: listener, epoll, eventfd, the reserve,
  * stdio, and what handlers open (pipes of child processes). */
 #define HTTPD_FD_SLACK 64
+/* Keys of the access log's fold (struct httpd fold). */
+#define HTTPD_FOLD_KEYS 16
 /* Why a connection was let in past the limits (struct conn reserve). */
 enum { WHY_NONE, WHY_FULL, WHY_PEER };
 
@@ -88,6 +90,8 @@ struct conn {
 	int admitted;           /* the gate let its head through: see httpd__stalled */
 	int reserve;            /* WHY_*: in a reserve slot (public routes, one answer) */
 	int64_t since;          /* monotonic ms since it waits for a request's first byte */
+	int64_t heard;          /* monotonic ms of the last bytes received */
+	uint64_t owner;         /* of the admitted request (struct httpd_req owner) */
 	unsigned char addr[16]; /* peer address (IPv4 v4-mapped), for the per-peer count */
 	int close_after;        /* close once the current answer is written */
 	int linger;             /* …after reading what the client still sends */
@@ -151,15 +155,23 @@ struct httpd {
 	 * that do not read hold, bounded by HTTPD_HELD_MAX through
 	 * httpd_resp_room. */
 	size_t held;
-	/* A flood of refused or malformed requests (401, 400, any 4xx) must
-	 * not grow the access log a line per request: lines identical in
-	 * address, method, path and status within one second are counted
-	 * here (event thread only) and written as one "repeated N" line with
-	 * the next line, when the second is over (the loop wakes for it) or
-	 * when the server stops. */
-	char rep_key[300];
-	time_t rep_sec;
-	unsigned rep_n;
+	/* A flood of refused or malformed requests (4xx, and 503 when full)
+	 * must not grow the access log a line per request, whatever paths,
+	 * methods and addresses it takes turns with: within one wall-clock
+	 * second the first line of each (address, method, path, status) is
+	 * written and the rest counted (event thread only); past
+	 * HTTPD_FOLD_KEYS keys every other line counts under one more. The
+	 * counts are written as "repeated N" lines when the second is over
+	 * (the loop wakes for it) or when the server stops: at most
+	 * 2 * (HTTPD_FOLD_KEYS + 1) such lines a second. */
+	struct fold {
+		char key[300]; /* "address method path status" */
+		unsigned n;
+	} fold[HTTPD_FOLD_KEYS + 1];
+	int nfold;
+	int fold_status; /* of the key of every other line; 0 once mixed */
+	time_t fold_sec;
+	unsigned fold_held; /* lines counted and not yet written */
 };
 
 /* ---- shared between the server's files, bottom (httpd_table.c) to top

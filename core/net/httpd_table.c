@@ -214,13 +214,16 @@ stalled(const struct conn *c, int admitted)
 }
 
 /* The connection of class admitted that has waited longest for the rest of
- * a request (by its first byte), of one peer address or of any, other than
- * except. */
+ * a request (since its last bytes arrived, so a client sending its head
+ * in pieces is never the first victim), of one peer address or of any,
+ * other than except. Of any address, the one whose address holds the most
+ * connections goes first: a flood from many addresses closes its own
+ * before a client with one connection whose head arrives in two pieces. */
 struct conn *
 httpd__oldest_stalled(struct httpd *s, const unsigned char *addr, const struct conn *except, int admitted)
 {
 	struct conn *best = NULL;
-	int i;
+	int i, n, best_n = 0;
 
 	for (i = 0; i < s->hiwater; i++) {
 		struct conn *c = &s->conns[i];
@@ -229,8 +232,11 @@ httpd__oldest_stalled(struct httpd *s, const unsigned char *addr, const struct c
 			continue;
 		if (addr != NULL && memcmp(c->addr, addr, 16) != 0)
 			continue;
-		if (best == NULL || c->t_start < best->t_start)
+		n = addr != NULL ? 0 : httpd__peer_slot(s, c->addr)->n;
+		if (best == NULL || n > best_n || (n == best_n && c->heard < best->heard)) {
 			best = c;
+			best_n = n;
+		}
 	}
 	return best;
 }

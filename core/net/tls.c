@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -855,6 +856,7 @@ int
 tls_handshake(struct tls_conn *t, int fd, const char *host, const struct tls_timing *tm, struct err *e)
 {
 	br_ssl_engine_context *eng = &t->sc.eng;
+	unsigned char seed[32];
 	time_t now;
 	int r;
 
@@ -872,6 +874,14 @@ tls_handshake(struct tls_conn *t, int fd, const char *host, const struct tls_tim
 	t->xw.inner = &t->xc;
 	br_ssl_engine_set_x509(eng, &t->xw.vtable);
 	br_ssl_engine_set_buffer(eng, t->iobuf, sizeof(t->iobuf), 1);
+	/* Every connection's DRBG starts from the kernel (client_init zeroed
+	 * it): BearSSL's own seeder may take RDRAND alone, and two processes
+	 * resumed from one memory image (a fork, a VM snapshot) share every
+	 * byte of user space but not what getrandom returns next. */
+	if (getrandom(seed, sizeof(seed), 0) != (ssize_t)sizeof(seed))
+		return err_sys(e, "tls.error", errno, "getrandom: %s", strerror(errno));
+	br_ssl_engine_inject_entropy(eng, seed, sizeof(seed));
+	explicit_bzero(seed, sizeof(seed));
 	if (!br_ssl_client_reset(&t->sc, host, 0))
 		return set_br_error(t, br_ssl_engine_last_error(eng), e);
 	r = run_until(t, BR_SSL_SENDAPP, tm, e);

@@ -122,6 +122,24 @@ api_authenticate(struct api_rq *q)
 	return -1;
 }
 
+/* The server core's owner of a principal's requests (struct httpd_req
+ * owner): a hash of its name, so each principal's share of the request
+ * slots is bounded; 0 (no share) when one principal holds every token. */
+static uint64_t
+owner_of(const struct policy *p, const char *principal)
+{
+	uint64_t h = 14695981039346656037ull;
+	int i, with_tokens = 0;
+
+	for (i = 0; i < p->n; i++)
+		with_tokens += p->p[i].ntokens > 0;
+	if (with_tokens < 2 || principal == NULL)
+		return 0;
+	for (; *principal; principal++)
+		h = (h ^ (unsigned char)*principal) * 1099511628211ull;
+	return h | 1;
+}
+
 int
 api_gate(struct httpd_req *req, const struct httpd_route *route, struct httpd_resp *resp, void *arg)
 {
@@ -137,6 +155,8 @@ api_gate(struct httpd_req *req, const struct httpd_route *route, struct httpd_re
 	rc = api_authenticate(&q);
 	if (rc != 0)
 		api_rq_record(&q);
+	else
+		req->owner = owner_of(&q.g->pol, q.principal);
 	api_gen_put(q.a, q.g);
 	return rc;
 }

@@ -320,6 +320,20 @@ reg_get "/v2/team/tools/manifests/napp-1.0.0" >"$T/nmanifest.json"
 check "... each package a layer with its integrity" sh -c "test \$(grep -o '\"dev.agent-sandbox.npm.integrity\":\"sha512-' '$T/nmanifest.json' | wc -l) -eq 2"
 check "... and the npm media type" grep -q '"mediaType":"application/vnd.agent-sandbox.npm.package.v1.tar+gzip"' "$T/nmanifest.json"
 
+# A writer of the cache replaces one package after the fetch verified it,
+# while the other is being pushed: what is pushed is hashed from the one
+# descriptor it is read from, so the swap is found and nothing of it goes up.
+printf 'not the package that was verified\n' >"$T/evil"
+mkdir -p "$T/n9"
+front "swap:$T/n9:$T/evil"
+run "$BIN" fetch --only napp --manifests "$T/npmm" --tools-dir "$T/n9" --push "oci://localhost:$FP/team/swap"
+expect "fetch --push: a package replaced in the cache after its check is not pushed" 3 "" "install.checksum_mismatch"
+check "... the front did swap a package ($(grep swapped "$T/front.log"))" grep -q '^swapped ' "$T/front.log"
+SW=$(sed -n 's/^swapped //p' "$T/front.log")
+check "... which the error names as changed after it was verified" grep -q "changed after it was verified: sha256 [0-9a-f]*, not $SW" "$T/err"
+check "... and the registry was never asked for it" sh -c "! grep -q 'blobs/sha256:$SW' '$T/front.log'"
+kill "$FRONT_PID"
+
 kill "$NPMREG_PID"
 wait "$NPMREG_PID" 2>/dev/null
 ninst() { # TOOLS-DIR MODE MIRROR [TOOL]

@@ -1,10 +1,28 @@
 #include "unit.h"
 
+#include <sys/random.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/clock.h"
+#include "base/digest.h"
 #include "base/err.h"
+#include "base/fs.h"
 #include "net/tls.h"
+
+/* Every getrandom of the code under test comes here (the executable's
+ * definition wins over libc's): counted, then the kernel's. */
+static int getrandom_calls;
+
+ssize_t
+getrandom(void *buf, size_t len, unsigned flags)
+{
+	getrandom_calls++;
+	return syscall(SYS_getrandom, buf, len, flags);
+}
 
 /* Two self-signed P-256 certificates (test-only, valid to 2126). */
 static const char cert1[] = "-----BEGIN CERTIFICATE-----\n"
@@ -192,13 +210,73 @@ test_error_mapping(void **state)
 	assert_string_equal(tls_err_name(99), "BR_ERR_UNKNOWN");
 }
 
+/* A ClientHello's random (32 bytes after the record header, the handshake
+ * header and the version) as hex into out: the handshake is sent over a
+ * socket pair whose other end never answers, its deadline already past. */
+static void
+client_random(char out[65])
+{
+	static struct tls_conn t;
+	struct tls_timing tm = {100, clock_ms() - 1};
+	unsigned char rec[512];
+	struct err e;
+	int sv[2], calls = getrandom_calls;
+	ssize_t n;
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+	err_clear(&e);
+	assert_int_equal(tls_handshake(&t, sv[0], "localhost", &tm, &e), -1);
+	/* the engine's seed came from the kernel */
+	assert_true(getrandom_calls > calls);
+	n = recv(sv[1], rec, sizeof(rec), 0);
+	assert_true(n >= 43);
+	assert_int_equal(rec[0], 22); /* handshake */
+	assert_int_equal(rec[5], 1);  /* ClientHello */
+	hex_encode(rec + 11, 32, out);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+/* Two processes that go on from one memory image (fork here, a resumed VM
+ * snapshot in production) make different TLS client randoms and ids. */
+static void
+test_fork_distinct(void **state)
+{
+	char p[256], mine[65 + 33], theirs[sizeof(mine)];
+	struct err e;
+	int fds[2], st;
+	pid_t pid;
+
+	write_file("one.pem", cert1, NULL);
+	snprintf(p, sizeof(p), "%s/one.pem", dir);
+	assert_int_equal(load_with(p, NULL, &e), 1);
+	client_random(mine); /* everything initialised before the fork */
+	assert_int_equal(pipe(fds), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	client_random(mine);
+	fs_rand_hex(mine + 64, 16);
+	if (pid == 0) {
+		_exit(write(fds[1], mine, sizeof(mine) - 1) == (ssize_t)sizeof(mine) - 1 ? 0 : 1);
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_int_equal(st, 0);
+	assert_int_equal(read(fds[0], theirs, sizeof(theirs) - 1), (ssize_t)sizeof(theirs) - 1);
+	theirs[sizeof(theirs) - 1] = '\0';
+	close(fds[0]);
+	close(fds[1]);
+	assert_memory_not_equal(mine, theirs, 64);           /* client randoms */
+	assert_memory_not_equal(mine + 64, theirs + 64, 32); /* ids */
+	tls_anchors_reset();
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_anchors_from_file), cmocka_unit_test(test_anchors_from_dirs),
 	    cmocka_unit_test(test_anchors_pem_forms), cmocka_unit_test(test_no_anchors_names_paths),
-	    cmocka_unit_test(test_error_mapping),
+	    cmocka_unit_test(test_error_mapping),     cmocka_unit_test(test_fork_distinct),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
