@@ -1,0 +1,131 @@
+# make e2e: the real agent CLIs -- codex, claude-code and gemini, installed by
+# prepare from the real npm registry -- each hold a two-turn conversation with
+# a scripted model server on loopback (tests/fixtures/modelsrv.py), through
+# the agent's own JSON mode and its own resume option. In turn 1 the model
+# has the agent run `cat secret.txt` (a random value this test wrote) and
+# repeats what it printed; in turn 2 the model can only name that value by
+# finding it in the history the agent sent back, so a second turn that did
+# not continue the first fails. The agents reach nothing but loopback: the
+# model server is also their https proxy, refusing and logging any tunnel.
+# Each agent's model and instructions options are checked to reach the model.
+# ABX_E2E_RECORD=DIR copies each agent's two JSON streams to
+# DIR/<agent>/turn1.jsonl and turn2.jsonl (this run's directory shown as
+# /tmp/abx-test): tests/fixtures/dialects holds such a recording.
+. "$TOP/tests/lib.sh"
+
+export HOME=$T/home
+unset ABX_TOOLS_DIR ABX_MANIFESTS_DIR ABX_SERVER_INSTALL_MODE ABX_INSTALL_MIRROR ABX_SERVER_STATE_DIR \
+	ABX_INSTALL_NPM_REGISTRY ABX_TEST_PAUSE
+mkdir -p "$HOME" "$T/ws"
+VALUE=abx-secret-$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')
+echo "$VALUE" >"$T/ws/secret.txt"
+export V="$VALUE"
+INSTR="Answer as the scripted test model $$."
+export INSTR
+
+run "$BIN" prepare --only codex --only claude-code --only gemini --tools-dir "$T/tools"
+expect "prepare installs codex, claude-code and gemini from registry.npmjs.org" 0 "gemini 0.61.0: "
+[ "$RC" = 0 ] || exit 1
+
+bg python3 "$FIXTURES/modelsrv.py" --log "$T/model.log" >"$T/model.port" 2>"$T/model.err"
+wait_for_line "$T/model.port" '^[0-9]' 10 || { not_ok "start modelsrv" "$(head -c 300 "$T/model.err")"; exit 1; }
+MP=$(head -1 "$T/model.port")
+: >>"$T/model.log"
+M=http://127.0.0.1:$MP
+# Only loopback: anything else goes to the model server as a proxy, which
+# refuses it (and logs it).
+export HTTPS_PROXY=$M HTTP_PROXY=$M https_proxy=$M http_proxy=$M NO_PROXY=127.0.0.1,localhost \
+	no_proxy=127.0.0.1,localhost
+
+# jsonl FILE EXPR: Python's EXPR over L, FILE's lines that parse as JSON
+# objects (others skipped), with os.environ as E; prints the value.
+jsonl() {
+	python3 -c 'import json, os, sys
+L = []
+for l in open(sys.argv[1], errors="replace"):
+    try:
+        o = json.loads(l)
+    except ValueError:
+        continue
+    if isinstance(o, dict):
+        L.append(o)
+E = os.environ
+print(eval("(" + sys.argv[2] + ")"))' "$1" "$2"
+}
+# requests PATH-PREFIX EXPR: EXPR over R, the logged requests whose path
+# starts with PATH-PREFIX, from the log lines after line $MARK.
+requests() {
+	tail -n +"$((MARK + 1))" "$T/model.log" >"$T/model.part"
+	P=$1 jsonl "$T/model.part" "(lambda R: $2)([o for o in L if o.get('method') == 'POST' and \
+o['path'].startswith(E['P'])])"
+}
+mark() { MARK=$(wc -l <"$T/model.log"); }
+record() { # AGENT: the two streams into $ABX_E2E_RECORD/AGENT
+	[ -n "${ABX_E2E_RECORD:-}" ] || return 0
+	mkdir -p "$ABX_E2E_RECORD/$1"
+	for n in 1 2; do sed "s#$T#/tmp/abx-test#g" "$T/$1.turn$n.jsonl" >"$ABX_E2E_RECORD/$1/turn$n.jsonl"; done
+}
+# turn AGENT N CMD...: run CMD in the workspace, stdout to $T/AGENT.turnN.jsonl
+turn() {
+	_a=$1 _n=$2
+	shift 2
+	(cd "$T/ws" && timeout 300 "$@" >"$T/$_a.turn$_n.jsonl" 2>"$T/$_a.turn$_n.err" </dev/null)
+	RC=$?
+	[ "$RC" = 0 ] || echo "$_a turn $_n: exit $RC: $(tail -c 600 "$T/$_a.turn$_n.err")" >&2
+}
+
+# codex: a model provider for the server in $CODEX_HOME/config.toml
+# (Responses API), `exec --json`, then `exec resume --json THREAD PROMPT`;
+# without the plugins features it would sync a plugin catalogue from
+# github.com and chatgpt.com at start.
+# gpt-5.5 is a model codex has metadata for (another name works, with a
+# warning item in the stream).
+export CODEX_HOME=$T/codex-home
+mkdir -p "$CODEX_HOME"
+cat >"$CODEX_HOME/config.toml" <<EOF
+model_provider = "modelsrv"
+check_for_update_on_startup = false
+
+[model_providers.modelsrv]
+name = "modelsrv"
+base_url = "$M/v1"
+wire_api = "responses"
+env_key = "MODELSRV_API_KEY"
+
+[analytics]
+enabled = false
+
+[features]
+plugins = false
+remote_plugin = false
+apps = false
+in_app_updates = false
+EOF
+CX="$T/tools/bin/codex exec"
+CXF="--json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox -m gpt-5.5"
+mark
+turn codex 1 env MODELSRV_API_KEY=k-codex $CX $CXF -c "developer_instructions=\"$INSTR\"" \
+	"Run the command you are asked to run."
+check "codex turn 1 exits 0" test "$RC" = 0
+check "codex turn 1: a command_execution item ran cat secret.txt, exit 0, output $VALUE" \
+	test "$(jsonl "$T/codex.turn1.jsonl" 'any(o.get("type") == "item.completed" and
+o["item"].get("type") == "command_execution" and "cat secret.txt" in o["item"]["command"] and
+o["item"]["exit_code"] == 0 and E["V"] in o["item"]["aggregated_output"] for o in L)')" = True
+check "codex turn 1: the agent's answer repeats it" test "$(jsonl "$T/codex.turn1.jsonl" '[o["item"]["text"]
+for o in L if o.get("type") == "item.completed" and o["item"].get("type") == "agent_message"][-1:] ==
+["The command printed %s." % E["V"]]')" = True
+check "codex: -m and developer_instructions reach the model (Bearer from env_key)" test "$(requests /v1/responses \
+	'len(R) == 2 and all(r["body"]["model"] == "gpt-5.5" and E["INSTR"] in json.dumps(r["body"]["input"]) and
+r["headers"].get("authorization") == "Bearer k-codex" for r in R)')" = True
+TID=$(jsonl "$T/codex.turn1.jsonl" 'next(o["thread_id"] for o in L if o.get("type") == "thread.started")')
+turn codex 2 env MODELSRV_API_KEY=k-codex $CX resume $CXF "$TID" "What did the command print?"
+check "codex turn 2 (exec resume $TID) exits 0" test "$RC" = 0
+check "codex turn 2 continues turn 1: its answer names $VALUE" test "$(jsonl "$T/codex.turn2.jsonl" '[o["item"]["text"]
+for o in L if o.get("type") == "item.completed" and o["item"].get("type") == "agent_message"][-1:] ==
+["Earlier the command printed %s." % E["V"]]')" = True
+check "codex turn 2 reports the same thread" test "$(jsonl "$T/codex.turn2.jsonl" 'next(o["thread_id"]
+for o in L if o.get("type") == "thread.started")')" = "$TID"
+record codex
+
+out=$(jsonl "$T/model.log" '" ".join(sorted(set(o["path"] for o in L if o.get("method") == "CONNECT")))')
+check "no agent tried to leave loopback through the proxy (${out:-none})" test -z "$out"
