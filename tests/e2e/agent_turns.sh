@@ -127,5 +127,61 @@ check "codex turn 2 reports the same thread" test "$(jsonl "$T/codex.turn2.jsonl
 for o in L if o.get("type") == "thread.started")')" = "$TID"
 record codex
 
+# claude-code: ANTHROPIC_BASE_URL and ANTHROPIC_API_KEY (sent as x-api-key),
+# `-p --output-format stream-json --verbose`, then the same with --resume
+# SESSION. --dangerously-skip-permissions is refused as root: --allowedTools
+# Bash lets the one tool run. Without CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC
+# and with a proxy set, it retries its first request without ever sending it.
+CL="env ANTHROPIC_BASE_URL=$M ANTHROPIC_API_KEY=k-claude CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
+DISABLE_AUTOUPDATER=1 DISABLE_TELEMETRY=1 DISABLE_ERROR_REPORTING=1 $T/tools/bin/claude -p --output-format stream-json \
+--verbose --model claude-scripted-1 --allowedTools Bash"
+# claude-result FILE: the text of the stream's last result event
+clres() { jsonl "$1" '[o.get("result") for o in L if o.get("type") == "result"][-1:]'; }
+mark
+turn claude-code 1 $CL --append-system-prompt "$INSTR" -- "Run the command you are asked to run."
+check "claude turn 1 exits 0" test "$RC" = 0
+check "claude turn 1: a Bash tool_use ran cat secret.txt, its tool_result holds $VALUE" \
+	test "$(jsonl "$T/claude-code.turn1.jsonl" 'any(o.get("type") == "assistant" and any(c.get("type") == "tool_use" and
+c["name"] == "Bash" and c["input"]["command"] == "cat secret.txt" for c in o["message"]["content"]) for o in L) and
+any(o.get("type") == "user" and any(c.get("type") == "tool_result" and E["V"] in str(c["content"]) and
+not c.get("is_error") for c in o["message"]["content"]) for o in L)')" = True
+check "claude turn 1: the result repeats it" \
+	test "$(clres "$T/claude-code.turn1.jsonl")" = "['The command printed $VALUE.']"
+check "claude: --model and --append-system-prompt reach the model (x-api-key)" test "$(requests /v1/messages \
+	'len(R) == 2 and all(r["body"]["model"] == "claude-scripted-1" and E["INSTR"] in json.dumps(r["body"]["system"])
+and r["headers"].get("x-api-key") == "k-claude" for r in R)')" = True
+SID=$(jsonl "$T/claude-code.turn1.jsonl" 'next(o["session_id"] for o in L if o.get("type") == "system")')
+export SID
+turn claude-code 2 $CL --resume "$SID" -- "What did the command print?"
+check "claude turn 2 (--resume $SID) exits 0" test "$RC" = 0
+check "claude turn 2 continues turn 1: its result names $VALUE" \
+	test "$(clres "$T/claude-code.turn2.jsonl")" = "['Earlier the command printed $VALUE.']"
+check "claude turn 2 reports the same session" test "$(jsonl "$T/claude-code.turn2.jsonl" 'set(o.get("session_id")
+for o in L if "session_id" in o) == {E["SID"]}')" = True
+record claude-code
+
+# claude --input-format stream-json: one process, user messages as JSON lines
+# on stdin. A second message written before the first turn ends (here: at
+# once) is steered into that turn -- it reaches the model beside the next
+# tool result -- rather than queued as a turn of its own.
+mkfifo "$T/claude.in"
+mark
+bg sh -c "cd '$T/ws' && exec timeout 300 $CL --input-format stream-json <'$T/claude.in' \
+>'$T/claude.steer.jsonl' 2>'$T/claude.steer.err'"
+STEER=$BGPID
+exec 3>"$T/claude.in"
+printf '%s\n' '{"type":"user","message":{"role":"user","content":"Run the command you are asked to run."}}' \
+	'{"type":"user","message":{"role":"user","content":"A second message, sent mid-turn."}}' >&3
+wait_for_line "$T/claude.steer.jsonl" '"type":"result"' 300
+exec 3>&-
+wait "$STEER"
+check "claude stream-json input: a second message steers the running turn (beside its tool result)" \
+	test "$(requests /v1/messages 'any(any(c.get("type") == "tool_result" for c in r["body"]["messages"][-1]["content"])
+and "A second message, sent mid-turn." in json.dumps(r["body"]["messages"][-1]) for r in R)')" = True
+check "claude stream-json input: one turn, one result" \
+	test "$(jsonl "$T/claude.steer.jsonl" '[o.get("subtype") for o in L if o.get("type") == "result"]')" = "['success']"
+[ -n "${ABX_E2E_RECORD:-}" ] &&
+	sed "s#$T#/tmp/abx-test#g" "$T/claude.steer.jsonl" >"$ABX_E2E_RECORD/claude-code/steer.jsonl"
+
 out=$(jsonl "$T/model.log" '" ".join(sorted(set(o["path"] for o in L if o.get("method") == "CONNECT")))')
 check "no agent tried to leave loopback through the proxy (${out:-none})" test -z "$out"
