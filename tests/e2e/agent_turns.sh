@@ -183,5 +183,50 @@ check "claude stream-json input: one turn, one result" \
 [ -n "${ABX_E2E_RECORD:-}" ] &&
 	sed "s#$T#/tmp/abx-test#g" "$T/claude.steer.jsonl" >"$ABX_E2E_RECORD/claude-code/steer.jsonl"
 
+# gemini: GOOGLE_GEMINI_BASE_URL and GEMINI_API_KEY (sent as
+# x-goog-api-key) with the gemini-api-key auth type in ~/.gemini/settings.json
+# and the workspace trusted in ~/.gemini/trustedFolders.json (else it exits 55
+# in headless mode), `-p PROMPT -o stream-json --approval-mode yolo`, then
+# the same with --resume SESSION. GEMINI_SYSTEM_MD names a file that
+# replaces the system prompt. With -m it skips its router (a JSON side
+# request to another model).
+mkdir -p "$HOME/.gemini"
+cat >"$HOME/.gemini/settings.json" <<EOF
+{"security": {"auth": {"selectedType": "gemini-api-key"}},
+ "privacy": {"usageStatisticsEnabled": false},
+ "telemetry": {"enabled": false},
+ "general": {"disableAutoUpdate": true, "disableUpdateNag": true}}
+EOF
+printf '{"%s": "TRUST_FOLDER"}\n' "$T/ws" >"$HOME/.gemini/trustedFolders.json"
+echo "$INSTR" >"$T/system.md"
+GM="env GOOGLE_GEMINI_BASE_URL=$M GEMINI_API_KEY=k-gemini GEMINI_SYSTEM_MD=$T/system.md GEMINI_CLI_NO_RELAUNCH=true \
+$T/tools/bin/gemini -o stream-json --approval-mode yolo -m gemini-scripted"
+gmres() { # FILE: the stream's assistant text and its result status
+	jsonl "$1" '("".join(o["content"] for o in L if o.get("type") == "message" and o.get("role") == "assistant"),
+[o.get("status") for o in L if o.get("type") == "result"])'
+}
+mark
+turn gemini 1 $GM -p "Run the command you are asked to run."
+check "gemini turn 1 exits 0" test "$RC" = 0
+check "gemini turn 1: a run_shell_command tool_use ran cat secret.txt, its tool_result holds $VALUE" \
+	test "$(jsonl "$T/gemini.turn1.jsonl" 'any(o.get("type") == "tool_use" and o["tool_name"] == "run_shell_command" and
+o["parameters"]["command"] == "cat secret.txt" and any(r.get("type") == "tool_result" and r["tool_id"] == o["tool_id"]
+and r["status"] == "success" and E["V"] in r["output"] for r in L) for o in L)')" = True
+check "gemini turn 1: the answer repeats it" \
+	test "$(gmres "$T/gemini.turn1.jsonl")" = "('The command printed $VALUE.', ['success'])"
+check "gemini: -m and GEMINI_SYSTEM_MD reach the model (x-goog-api-key)" test "$(requests /v1beta/models/ \
+	'len(R) == 2 and all(r["path"].startswith("/v1beta/models/gemini-scripted:streamGenerateContent") and
+E["INSTR"] in json.dumps(r["body"]["systemInstruction"]) and r["headers"].get("x-goog-api-key") == "k-gemini"
+for r in R)')" = True
+GID=$(jsonl "$T/gemini.turn1.jsonl" 'next(o["session_id"] for o in L if o.get("type") == "init")')
+export GID
+turn gemini 2 $GM --resume "$GID" -p "What did the command print?"
+check "gemini turn 2 (--resume $GID) exits 0" test "$RC" = 0
+check "gemini turn 2 continues turn 1: its answer names $VALUE" \
+	test "$(gmres "$T/gemini.turn2.jsonl")" = "('Earlier the command printed $VALUE.', ['success'])"
+check "gemini turn 2 reports the same session" test "$(jsonl "$T/gemini.turn2.jsonl" 'set(o.get("session_id")
+for o in L if "session_id" in o) == {E["GID"]}')" = True
+record gemini
+
 out=$(jsonl "$T/model.log" '" ".join(sorted(set(o["path"] for o in L if o.get("method") == "CONNECT")))')
 check "no agent tried to leave loopback through the proxy (${out:-none})" test -z "$out"
