@@ -8,9 +8,11 @@
 # not continue the first fails. The agents reach nothing but loopback: the
 # model server is also their https proxy, refusing and logging any tunnel.
 # Each agent's model and instructions options are checked to reach the model.
-# ABX_E2E_RECORD=DIR copies each agent's two JSON streams to
-# DIR/<agent>/turn1.jsonl and turn2.jsonl (this run's directory shown as
-# /tmp/abx-test): tests/fixtures/dialects holds such a recording.
+# A third turn, which the model answers with a 400, shows how each agent
+# reports a failed turn. ABX_E2E_RECORD=DIR copies each agent's three JSON
+# streams to DIR/<agent>/turn1.jsonl, turn2.jsonl, turn3.jsonl (this run's
+# directory shown as /tmp/abx-test): tests/fixtures/dialects holds such a
+# recording.
 . "$TOP/tests/lib.sh"
 
 export HOME=$T/home
@@ -60,10 +62,10 @@ requests() {
 o['path'].startswith(E['P'])])"
 }
 mark() { MARK=$(wc -l <"$T/model.log"); }
-record() { # AGENT: the two streams into $ABX_E2E_RECORD/AGENT
+record() { # AGENT: the three streams into $ABX_E2E_RECORD/AGENT
 	[ -n "${ABX_E2E_RECORD:-}" ] || return 0
 	mkdir -p "$ABX_E2E_RECORD/$1"
-	for n in 1 2; do sed "s#$T#/tmp/abx-test#g" "$T/$1.turn$n.jsonl" >"$ABX_E2E_RECORD/$1/turn$n.jsonl"; done
+	for n in 1 2 3; do sed "s#$T#/tmp/abx-test#g" "$T/$1.turn$n.jsonl" >"$ABX_E2E_RECORD/$1/turn$n.jsonl"; done
 }
 # turn AGENT N CMD...: run CMD in the workspace, stdout to $T/AGENT.turnN.jsonl
 turn() {
@@ -125,6 +127,10 @@ for o in L if o.get("type") == "item.completed" and o["item"].get("type") == "ag
 ["Earlier the command printed %s." % E["V"]]')" = True
 check "codex turn 2 reports the same thread" test "$(jsonl "$T/codex.turn2.jsonl" 'next(o["thread_id"]
 for o in L if o.get("type") == "thread.started")')" = "$TID"
+turn codex 3 env MODELSRV_API_KEY=k-codex $CX resume $CXF "$TID" "Now abx-fail, please."
+check "codex turn 3, which the model fails (400), exits 1 with turn.failed naming the error" \
+	test "$RC:$(jsonl "$T/codex.turn3.jsonl" '[o.get("type") for o in L if "scripted failure" in json.dumps(o)]')" = \
+	"1:['error', 'turn.failed']"
 record codex
 
 # claude-code: ANTHROPIC_BASE_URL and ANTHROPIC_API_KEY (sent as x-api-key),
@@ -158,6 +164,11 @@ check "claude turn 2 continues turn 1: its result names $VALUE" \
 	test "$(clres "$T/claude-code.turn2.jsonl")" = "['Earlier the command printed $VALUE.']"
 check "claude turn 2 reports the same session" test "$(jsonl "$T/claude-code.turn2.jsonl" 'set(o.get("session_id")
 for o in L if "session_id" in o) == {E["SID"]}')" = True
+turn claude-code 3 $CL --resume "$SID" -- "Now abx-fail, please."
+check "claude turn 3, which the model fails (400), exits 1 with a result is_error (subtype success)" \
+	test "$RC:$(jsonl "$T/claude-code.turn3.jsonl" '[(o.get("subtype"), o.get("is_error"), o.get("result"))
+for o in L if o.get("type") == "result"]')" = \
+	"1:[('success', True, 'API Error: 400 scripted failure: the prompt asked for it')]"
 record claude-code
 
 # claude --input-format stream-json: one process, user messages as JSON lines
@@ -226,6 +237,11 @@ check "gemini turn 2 continues turn 1: its answer names $VALUE" \
 	test "$(gmres "$T/gemini.turn2.jsonl")" = "('Earlier the command printed $VALUE.', ['success'])"
 check "gemini turn 2 reports the same session" test "$(jsonl "$T/gemini.turn2.jsonl" 'set(o.get("session_id")
 for o in L if "session_id" in o) == {E["GID"]}')" = True
+turn gemini 3 $GM --resume "$GID" -p "Now abx-fail, please."
+check "gemini turn 3, which the model fails (400), exits non-zero with a result status error" \
+	test "$(jsonl "$T/gemini.turn3.jsonl" '[(o.get("status"), "scripted failure" in o["error"]["message"])
+for o in L if o.get("type") == "result"]')" = "[('error', True)]"
+check "gemini turn 3 exit status ($RC) is not 0" test "$RC" != 0
 record gemini
 
 out=$(jsonl "$T/model.log" '" ".join(sorted(set(o["path"] for o in L if o.get("method") == "CONNECT")))')
