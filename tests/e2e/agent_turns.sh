@@ -62,10 +62,36 @@ requests() {
 o['path'].startswith(E['P'])])"
 }
 mark() { MARK=$(wc -l <"$T/model.log"); }
-record() { # AGENT: the three streams into $ABX_E2E_RECORD/AGENT
+record() { # AGENT: its streams ($T/AGENT.NAME.jsonl) into $ABX_E2E_RECORD/AGENT/NAME.jsonl
 	[ -n "${ABX_E2E_RECORD:-}" ] || return 0
 	mkdir -p "$ABX_E2E_RECORD/$1"
-	for n in 1 2 3; do sed "s#$T#/tmp/abx-test#g" "$T/$1.turn$n.jsonl" >"$ABX_E2E_RECORD/$1/turn$n.jsonl"; done
+	for f in "$T/$1".*.jsonl; do sed "s#$T#/tmp/abx-test#g" "$f" >"$ABX_E2E_RECORD/$1/${f##*/$1.}"; done
+}
+# cancel AGENT N CMD...: run CMD in the workspace (stdout to
+# $T/AGENT.turnN-cancelled.jsonl), its prompt has the model run `cat
+# hang.fifo`; once that command has opened the fifo, SIGINT to the agent;
+# its exit status in RC. The fifo's writer then goes, so a reader the agent
+# left behind ends too.
+mkfifo "$T/ws/hang.fifo"
+cancel() {
+	_a=$1 _n=$2
+	shift 2
+	rm -f "$T/hang.done" "$T/hang.open"
+	bg python3 -c 'import os, sys, time
+f = open(sys.argv[1], "w")
+print("open", flush=True)
+for _ in range(6000):
+    if os.path.exists(sys.argv[2]):
+        break
+    time.sleep(0.05)' "$T/ws/hang.fifo" "$T/hang.done" >"$T/hang.open"
+	_w=$BGPID
+	bg sh -c 'cd "$0" && exec "$@"' "$T/ws" "$@" >"$T/$_a.turn$_n-cancelled.jsonl" 2>"$T/$_a.turn$_n.err" </dev/null
+	_p=$BGPID
+	if wait_for_line "$T/hang.open" open 120; then kill -INT "$_p"; else kill "$_p" "$_w"; fi
+	wait "$_p"
+	RC=$?
+	: >"$T/hang.done"
+	wait "$_w"
 }
 # turn AGENT N CMD...: run CMD in the workspace, stdout to $T/AGENT.turnN.jsonl
 turn() {
@@ -131,7 +157,13 @@ turn codex 3 env MODELSRV_API_KEY=k-codex $CX resume $CXF "$TID" "Now abx-fail, 
 check "codex turn 3, which the model fails (400), exits 1 with turn.failed naming the error" \
 	test "$RC:$(jsonl "$T/codex.turn3.jsonl" '[o.get("type") for o in L if "scripted failure" in json.dumps(o)]')" = \
 	"1:['error', 'turn.failed']"
-record codex
+cancel codex 4 env MODELSRV_API_KEY=k-codex $CX resume $CXF "$TID" "Now abx-hang, please."
+check "codex turn 4, SIGINT while its command runs: exit $RC, no turn.completed" test "$RC:$(jsonl \
+	"$T/codex.turn4-cancelled.jsonl" '[o["type"] for o in L if o["type"].startswith("turn.")]')" = "1:['turn.started']"
+turn codex 5 env MODELSRV_API_KEY=k-codex $CX resume $CXF "$TID" "What did the command print?"
+check "codex turn 5 after the cancelled turn continues the session: its answer names $VALUE" \
+	test "$RC:$(jsonl "$T/codex.turn5.jsonl" '[o["item"]["text"] for o in L if o.get("type") == "item.completed" and
+o["item"].get("type") == "agent_message"][-1:]')" = "0:['Earlier the command printed $VALUE.']"
 
 # claude-code: ANTHROPIC_BASE_URL and ANTHROPIC_API_KEY (sent as x-api-key),
 # `-p --output-format stream-json --verbose`, then the same with --resume
@@ -169,7 +201,13 @@ check "claude turn 3, which the model fails (400), exits 1 with a result is_erro
 	test "$RC:$(jsonl "$T/claude-code.turn3.jsonl" '[(o.get("subtype"), o.get("is_error"), o.get("result"))
 for o in L if o.get("type") == "result"]')" = \
 	"1:[('success', True, 'API Error: 400 scripted failure: the prompt asked for it')]"
-record claude-code
+cancel claude-code 4 $CL --resume "$SID" -- "Now abx-hang, please."
+check "claude turn 4, SIGINT while its command runs: exit $RC, result error_during_execution" test "$(jsonl \
+	"$T/claude-code.turn4-cancelled.jsonl" '[o.get("subtype") for o in L if o.get("type") == "result"]')" = \
+	"['error_during_execution']"
+turn claude-code 5 $CL --resume "$SID" -- "What did the command print?"
+check "claude turn 5 after the cancelled turn continues the session: its result names $VALUE" \
+	test "$RC:$(clres "$T/claude-code.turn5.jsonl")" = "0:['Earlier the command printed $VALUE.']"
 
 # claude --input-format stream-json: one process, user messages as JSON lines
 # on stdin. A second message written before the first turn ends (here: at
@@ -178,21 +216,19 @@ record claude-code
 mkfifo "$T/claude.in"
 mark
 bg sh -c "cd '$T/ws' && exec timeout 300 $CL --input-format stream-json <'$T/claude.in' \
->'$T/claude.steer.jsonl' 2>'$T/claude.steer.err'"
+>'$T/claude-code.steer.jsonl' 2>'$T/claude.steer.err'"
 STEER=$BGPID
 exec 3>"$T/claude.in"
 printf '%s\n' '{"type":"user","message":{"role":"user","content":"Run the command you are asked to run."}}' \
 	'{"type":"user","message":{"role":"user","content":"A second message, sent mid-turn."}}' >&3
-wait_for_line "$T/claude.steer.jsonl" '"type":"result"' 300
+wait_for_line "$T/claude-code.steer.jsonl" '"type":"result"' 300
 exec 3>&-
 wait "$STEER"
 check "claude stream-json input: a second message steers the running turn (beside its tool result)" \
 	test "$(requests /v1/messages 'any(any(c.get("type") == "tool_result" for c in r["body"]["messages"][-1]["content"])
 and "A second message, sent mid-turn." in json.dumps(r["body"]["messages"][-1]) for r in R)')" = True
 check "claude stream-json input: one turn, one result" \
-	test "$(jsonl "$T/claude.steer.jsonl" '[o.get("subtype") for o in L if o.get("type") == "result"]')" = "['success']"
-[ -n "${ABX_E2E_RECORD:-}" ] &&
-	sed "s#$T#/tmp/abx-test#g" "$T/claude.steer.jsonl" >"$ABX_E2E_RECORD/claude-code/steer.jsonl"
+	test "$(jsonl "$T/claude-code.steer.jsonl" '[o.get("subtype") for o in L if o.get("type") == "result"]')" = "['success']"
 
 # gemini: GOOGLE_GEMINI_BASE_URL and GEMINI_API_KEY (sent as
 # x-goog-api-key) with the gemini-api-key auth type in ~/.gemini/settings.json
@@ -242,7 +278,14 @@ check "gemini turn 3, which the model fails (400), exits non-zero with a result 
 	test "$(jsonl "$T/gemini.turn3.jsonl" '[(o.get("status"), "scripted failure" in o["error"]["message"])
 for o in L if o.get("type") == "result"]')" = "[('error', True)]"
 check "gemini turn 3 exit status ($RC) is not 0" test "$RC" != 0
-record gemini
+cancel gemini 4 $GM --resume "$GID" -p "Now abx-hang, please."
+check "gemini turn 4, SIGINT while its command runs: exit $RC, no result" test "$(jsonl \
+	"$T/gemini.turn4-cancelled.jsonl" '[o["type"] for o in L if o.get("type") in ("tool_use", "result")]')" = \
+	"['tool_use']"
+turn gemini 5 $GM --resume "$GID" -p "What did the command print?"
+check "gemini turn 5 after the cancelled turn continues the session: its answer names $VALUE" \
+	test "$RC:$(gmres "$T/gemini.turn5.jsonl")" = "0:('Earlier the command printed $VALUE.', ['success'])"
 
 out=$(jsonl "$T/model.log" '" ".join(sorted(set(o["path"] for o in L if o.get("method") == "CONNECT")))')
 check "no agent tried to leave loopback through the proxy (${out:-none})" test -z "$out"
+for a in codex claude-code gemini; do record $a; done
