@@ -230,6 +230,15 @@ and "A second message, sent mid-turn." in json.dumps(r["body"]["messages"][-1]) 
 check "claude stream-json input: one turn, one result" \
 	test "$(jsonl "$T/claude-code.steer.jsonl" '[o.get("subtype") for o in L if o.get("type") == "result"]')" = "['success']"
 
+# --include-partial-messages: the model's stream events as they come
+# ({"type":"stream_event","event":{...content_block_delta...}}), before each
+# whole assistant message.
+turn claude-code partial $CL --include-partial-messages -- "Run the command you are asked to run."
+check "claude --include-partial-messages: the text deltas join to the answer" test "$RC:$(jsonl \
+	"$T/claude-code.turnpartial.jsonl" '"".join(o["event"]["delta"].get("text", "") for o in L if
+o.get("type") == "stream_event" and o["event"].get("type") == "content_block_delta")')" = "0:The command printed $VALUE."
+mv "$T/claude-code.turnpartial.jsonl" "$T/claude-code.partial.jsonl"
+
 # gemini: GOOGLE_GEMINI_BASE_URL and GEMINI_API_KEY (sent as
 # x-goog-api-key) with the gemini-api-key auth type in ~/.gemini/settings.json
 # and the workspace trusted in ~/.gemini/trustedFolders.json (else it exits 55
