@@ -9,10 +9,13 @@
 # model server is also their https proxy, refusing and logging any tunnel.
 # Each agent's model and instructions options are checked to reach the model.
 # A third turn, which the model answers with a 400, shows how each agent
-# reports a failed turn. ABX_E2E_RECORD=DIR copies each agent's three JSON
-# streams to DIR/<agent>/turn1.jsonl, turn2.jsonl, turn3.jsonl (this run's
-# directory shown as /tmp/abx-test): tests/fixtures/dialects holds such a
-# recording.
+# reports a failed turn; a fourth is cancelled with SIGINT while its command
+# runs, and a fifth still continues the session. claude-code also takes a
+# second message into a running turn (--input-format stream-json) and shows
+# its partial messages. ABX_E2E_RECORD=DIR copies each agent's JSON streams
+# to DIR/<agent>/NAME.jsonl (this run's directory shown as /tmp/abx-test):
+# tests/fixtures/dialects holds such a recording, its README what each
+# agent needed.
 . "$TOP/tests/lib.sh"
 
 export HOME=$T/home
