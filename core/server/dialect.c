@@ -349,8 +349,17 @@ claude_line(struct ctx *c, const struct json_val *root, const char *type)
 		}
 		return rc;
 	}
-	if (strcmp(type, "result") != 0)
+	if (strcmp(type, "result") != 0) {
+		static const char *const quiet[] = {"auth_status",       "conversation_reset",
+		                                    "prompt_suggestion", "rate_limit_event",
+		                                    "tool_progress",     "tool_use_summary"};
+
+		for (unsigned i = 0; i < sizeof(quiet) / sizeof(quiet[0]); i++) {
+			if (strcmp(type, quiet[i]) == 0)
+				return 1;
+		}
 		return 0;
+	}
 	if (!c->s->have_conversation && conversation(c, json_get(root, "session_id")) < 0)
 		return -1;
 	if (str_is(root, "subtype", "success") && !json_is(json_get(root, "is_error"), JSON_TRUE)) {
