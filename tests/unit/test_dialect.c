@@ -5,6 +5,7 @@
 #include "unit.h"
 
 #include "base/buf.h"
+#include "base/proc.h"
 #include "server/dialect.h"
 
 static const char *const kinds[] = {"raw",         "conversation", "turn_started", "message", "reasoning",
@@ -539,16 +540,134 @@ test_argv_refused(void **state)
 	assert_string_equal(e.code, "request.too_large");
 }
 
+/* The fake agent (tests/fixtures/fakeagent.c), built here with the host's
+ * cc into dir, with dir/home its HOME and dir/w its working directory. */
+static char fake_dir[64];
+
+static int
+fake_setup(void **state)
+{
+	char cmd[512];
+
+	if (unit_mkdtemp(fake_dir, sizeof(fake_dir), "dialect") != 0)
+		return -1;
+	snprintf(cmd, sizeof(cmd),
+	         "cc -O1 -o %1$s/fake tests/fixtures/fakeagent.c 2>/dev/null && mkdir %1$s/home %1$s/w "
+	         "&& echo s3cr3t >%1$s/w/secret.txt",
+	         fake_dir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static int
+fake_teardown(void **state)
+{
+	return unit_rmtree(fake_dir);
+}
+
+/* One turn of the fake agent speaking d: its exit code; the records in got,
+ * the conversation id in conv. */
+static int
+fake_turn(enum dialect d, const char *prompt, const char *model, const char *instructions, char *conv,
+          size_t cap)
+{
+	char bin[128], home[128], cwd[128], buf[1024], *envp[] = {home, "PATH=/usr/bin:/bin", NULL};
+	const char *argv[DIALECT_ARGV_MAX + 1];
+	struct dialect_turn t = {
+	    .bin = bin, .prompt = prompt, .model = model, .instructions = instructions, .cwd = cwd};
+	struct proc_spec sp = {.envp = envp, .cwd = cwd, .timeout_ms = 20000};
+	struct proc_capture c = {.cap = 1 << 20};
+	struct dialect_stream s;
+	struct proc p;
+	struct err e;
+	const char *l, *nl;
+
+	snprintf(bin, sizeof(bin), "%s/fake", fake_dir);
+	snprintf(home, sizeof(home), "HOME=%s/home", fake_dir);
+	snprintf(cwd, sizeof(cwd), "%s/w", fake_dir);
+	t.conversation = conv[0] != '\0' ? conv : NULL;
+	assert_true(dialect_argv(d, &t, argv, buf, sizeof(buf), &e) > 0);
+	sp.argv = (char *const *)argv;
+	assert_int_equal(proc_run(&p, &sp, &c, &e), 0);
+	got[0] = '\0';
+	dialect_stream_init(&s, d);
+	for (l = c.out; l != NULL && *l != '\0'; l = nl + 1) {
+		nl = strchr(l, '\n');
+		assert_non_null(nl);
+		assert_int_equal(dialect_line(&s, l, (size_t)(nl - l), render, NULL, &e), 0);
+	}
+	proc_capture_free(&c);
+	if ((l = strstr(got, "conversation text=")) != NULL)
+		snprintf(conv, cap, "%.*s", (int)strcspn(l + 18, "\n"), l + 18);
+	return proc_exit_code(&p);
+}
+
+/* Each dialect end to end: the argv dialect_argv builds starts the fake
+ * agent's turn in that dialect, and its lines give the records: a command
+ * that really ran with its output, the file it wrote, a line that is not
+ * JSON, the answer; the next turn resumes the conversation by its id and
+ * answers from the first turn's command; a turn that dies mid-way has no
+ * end record; an unknown conversation fails. */
+static void
+test_fake_agents(void **state)
+{
+	char conv[128], want[512];
+
+	for (int d = DIALECT_CODEX; d <= DIALECT_GEMINI; d++) {
+		const char *instr = d == DIALECT_GEMINI ? NULL : "be \"brief\"";
+
+		conv[0] = '\0';
+		assert_int_equal(fake_turn((enum dialect)d, "`cat secret.txt` write:new.txt raw", "m1", instr,
+		                           conv, sizeof(conv)),
+		                 0);
+		assert_non_null(strstr(got, "conversation text=fake-"));
+		assert_non_null(strstr(got, "name=cat secret.txt"));
+		assert_non_null(strstr(got, d == DIALECT_CODEX ? " text=s3cr3t\n exit=0 done\n"
+		                                               : " text=s3cr3t\n done\n"));
+		snprintf(want, sizeof(want), "file id=%s name=%s/w/new.txt detail=add",
+		         d == DIALECT_CODEX    ? "item_1"
+		         : d == DIALECT_CLAUDE ? "toolu_1"
+		                               : "t-1",
+		         fake_dir);
+		assert_non_null(strstr(got, want));
+		assert_non_null(strstr(got, "raw text=fakeagent: a line that is not JSON\n"));
+		snprintf(want, sizeof(want), "text=turn 1 (model m1%s%s): The command printed s3cr3t.",
+		         instr ? ", instructions " : "", instr ? instr : "");
+		assert_non_null(strstr(got, want));
+		assert_non_null(strstr(got, "\ncompleted"));
+
+		strcpy(want, conv);
+		assert_int_equal(
+		    fake_turn((enum dialect)d, "-what did it print?", NULL, NULL, conv, sizeof(conv)), 0);
+		assert_string_equal(conv, want);
+		assert_non_null(strstr(got, "text=turn 2: Earlier the command printed s3cr3t."));
+		assert_null(strstr(got, "cmd_"));
+
+		assert_int_equal(fake_turn((enum dialect)d, "die", NULL, NULL, conv, sizeof(conv)), 3);
+		assert_null(strstr(got, "completed"));
+		strcpy(conv, "fake-unknown");
+		assert_int_equal(fake_turn((enum dialect)d, "hi", NULL, NULL, conv, sizeof(conv)), 1);
+	}
+}
+
 int
 main(void)
 {
+	/* clang-format off */
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_names),          cmocka_unit_test(test_codex_turn),
-	    cmocka_unit_test(test_codex_failures), cmocka_unit_test(test_raw_lines),
-	    cmocka_unit_test(test_limits),         cmocka_unit_test(test_callback_stops),
-	    cmocka_unit_test(test_claude_turn),    cmocka_unit_test(test_claude_partial_and_failure),
-	    cmocka_unit_test(test_gemini_turn),    cmocka_unit_test(test_pending_bounded),
-	    cmocka_unit_test(test_argv),           cmocka_unit_test(test_argv_refused),
+	    cmocka_unit_test(test_names),
+	    cmocka_unit_test(test_codex_turn),
+	    cmocka_unit_test(test_codex_failures),
+	    cmocka_unit_test(test_raw_lines),
+	    cmocka_unit_test(test_limits),
+	    cmocka_unit_test(test_callback_stops),
+	    cmocka_unit_test(test_claude_turn),
+	    cmocka_unit_test(test_claude_partial_and_failure),
+	    cmocka_unit_test(test_gemini_turn),
+	    cmocka_unit_test(test_pending_bounded),
+	    cmocka_unit_test(test_argv),
+	    cmocka_unit_test(test_argv_refused),
+	    cmocka_unit_test_setup_teardown(test_fake_agents, fake_setup, fake_teardown),
 	};
+	/* clang-format on */
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
