@@ -6,6 +6,7 @@
 
 #include "base/buf.h"
 #include "base/proc.h"
+#include "pkg/manifest.h"
 #include "server/dialect.h"
 
 static const char *const kinds[] = {"raw",         "conversation", "turn_started", "message", "reasoning",
@@ -540,6 +541,28 @@ test_argv_refused(void **state)
 	assert_string_equal(e.code, "request.too_large");
 }
 
+/* The built-in agent manifests name their dialects, by names
+ * dialect_from_name knows. */
+static void
+test_manifest_dialects(void **state)
+{
+	static const char *const agents[] = {"codex",       "codex",  "claude-code",
+	                                     "claude-code", "gemini", "gemini"};
+	struct manifest_opts all = {.platform = "all"};
+	struct manifest_set set;
+	const manifest_t *m;
+	enum dialect d;
+	struct err e;
+
+	assert_int_equal(manifest_set_open(&set, NULL, &all, &e), 0);
+	for (int i = 0; i < 6; i += 2) {
+		assert_non_null(m = manifest_get(&set, agents[i], &e));
+		assert_string_equal(m->dialect, agents[i + 1]);
+		assert_int_equal(dialect_from_name(m->dialect, &d), 0);
+	}
+	manifest_set_close(&set);
+}
+
 /* The fake agent (tests/fixtures/fakeagent.c), built here with the host's
  * cc into dir, with dir/home its HOME and dir/w its working directory. */
 static char fake_dir[64];
@@ -666,6 +689,7 @@ main(void)
 	    cmocka_unit_test(test_pending_bounded),
 	    cmocka_unit_test(test_argv),
 	    cmocka_unit_test(test_argv_refused),
+	    cmocka_unit_test(test_manifest_dialects),
 	    cmocka_unit_test_setup_teardown(test_fake_agents, fake_setup, fake_teardown),
 	};
 	/* clang-format on */
