@@ -11,6 +11,81 @@ static const struct json_limits line_limits = {DIALECT_LINE_MAX, 64, DIALECT_VAL
 
 enum pending_kind { PENDING_TOOL = 1, PENDING_SHELL, PENDING_FILE };
 
+/* A line type's record taken straight from its members: the paths of its
+ * text and value (as at() reads them). QUIET: a known type that gives no
+ * record. */
+#define QUIET 0xff
+struct row {
+	unsigned char d, kind;
+	const char *type, *text, *value;
+};
+
+static const struct row rows[] = {
+    {DIALECT_CODEX, DIALECT_REC_CONVERSATION, "thread.started", "thread_id", NULL},
+    {DIALECT_CODEX, DIALECT_REC_TURN_STARTED, "turn.started", NULL, NULL},
+    {DIALECT_CODEX, DIALECT_REC_TURN_COMPLETED, "turn.completed", NULL, "usage"},
+    {DIALECT_CODEX, DIALECT_REC_TURN_FAILED, "turn.failed", "error.message", NULL},
+    {DIALECT_CODEX, DIALECT_REC_ERROR, "error", "message", NULL},
+    {DIALECT_GEMINI, DIALECT_REC_CONVERSATION, "init", "session_id", NULL},
+    {DIALECT_GEMINI, DIALECT_REC_ERROR, "error", "message", NULL},
+    {DIALECT_CLAUDE, QUIET, "auth_status", NULL, NULL},
+    {DIALECT_CLAUDE, QUIET, "conversation_reset", NULL, NULL},
+    {DIALECT_CLAUDE, QUIET, "prompt_suggestion", NULL, NULL},
+    {DIALECT_CLAUDE, QUIET, "rate_limit_event", NULL, NULL},
+    {DIALECT_CLAUDE, QUIET, "tool_progress", NULL, NULL},
+    {DIALECT_CLAUDE, QUIET, "tool_use_summary", NULL, NULL},
+};
+
+/* codex items: the record of each phase (started, updated, completed; QUIET
+ * for none), the paths of text, name (NULL: the item type) and value (the
+ * completed one's value2). */
+struct item {
+	const char *type;
+	unsigned char kind[3];
+	const char *text, *name, *value, *value2;
+};
+
+static const struct item items[] = {
+    {"agent_message",
+     {DIALECT_REC_MESSAGE, DIALECT_REC_MESSAGE, DIALECT_REC_MESSAGE},
+     "text",
+     "",
+     NULL,
+     NULL},
+    {"reasoning",
+     {DIALECT_REC_REASONING, DIALECT_REC_REASONING, DIALECT_REC_REASONING},
+     "text",
+     "",
+     NULL,
+     NULL},
+    {"command_execution",
+     {DIALECT_REC_COMMAND_START, DIALECT_REC_COMMAND_OUTPUT, DIALECT_REC_COMMAND_DONE},
+     "aggregated_output",
+     "command",
+     NULL,
+     NULL},
+    {"mcp_tool_call",
+     {DIALECT_REC_TOOL_CALL, QUIET, DIALECT_REC_TOOL_RESULT},
+     "error.message",
+     "tool",
+     "arguments",
+     "result"},
+    {"web_search", {DIALECT_REC_TOOL_CALL, QUIET, DIALECT_REC_TOOL_RESULT}, "query", NULL, NULL, NULL},
+    {"todo_list",
+     {DIALECT_REC_TOOL_CALL, DIALECT_REC_TOOL_CALL, DIALECT_REC_TOOL_CALL},
+     NULL,
+     NULL,
+     "items",
+     "items"},
+    {"error", {DIALECT_REC_ERROR, DIALECT_REC_ERROR, DIALECT_REC_ERROR}, "message", "", NULL, NULL},
+};
+
+/* claude's and gemini's tools that are a command or write a file; the
+ * file's path is the argument file_path (or notebook_path). */
+static const char *const tools[] = {
+    "Bash", NULL,     "run_shell_command", NULL,     "Write",        "add",    "write_file", "add",
+    "Edit", "update", "MultiEdit",         "update", "NotebookEdit", "update", "replace",    "update"};
+
 struct ctx {
 	struct dialect_stream *s;
 	dialect_cb cb;
@@ -50,6 +125,17 @@ dialect_can_steer(enum dialect d)
 	return 0;
 }
 
+/* v's member at path: a key, or "error.KEY" for KEY of v's error object. */
+static const struct json_val *
+at(const struct json_val *v, const char *path)
+{
+	if (path == NULL)
+		return NULL;
+	if (strncmp(path, "error.", 6) == 0)
+		return json_get(json_get(v, "error"), path + 6);
+	return json_get(v, path);
+}
+
 /* r's text from v when v is a string; 1 when it was. */
 static int
 text(struct dialect_rec *r, const struct json_val *v)
@@ -62,30 +148,6 @@ text(struct dialect_rec *r, const struct json_val *v)
 }
 
 static int
-out(struct ctx *c, struct dialect_rec *r)
-{
-	return c->cb(c->arg, r, c->e) == 0 ? 1 : -1;
-}
-
-static int
-rec(struct ctx *c, enum dialect_kind kind, const char *item_id, const struct json_val *t)
-{
-	struct dialect_rec r = {.kind = kind, .item_id = item_id};
-
-	text(&r, t);
-	return out(c, &r);
-}
-
-static int
-conversation(struct ctx *c, const struct json_val *id)
-{
-	if (!json_is(id, JSON_STRING) || id->u.str.len == 0)
-		return 0;
-	c->s->have_conversation = 1;
-	return rec(c, DIALECT_REC_CONVERSATION, NULL, id);
-}
-
-static int
 str_is(const struct json_val *obj, const char *key, const char *want)
 {
 	const char *s = json_get_str(obj, key);
@@ -93,10 +155,37 @@ str_is(const struct json_val *obj, const char *key, const char *want)
 	return s != NULL && strcmp(s, want) == 0;
 }
 
-static void
-copy_id(char *dst, size_t cap, const char *id)
+static int
+out(struct ctx *c, struct dialect_rec *r)
 {
-	snprintf(dst, cap, "%s", id);
+	if (r->kind == DIALECT_REC_CONVERSATION) {
+		if (r->text == NULL || r->len == 0)
+			return 0;
+		c->s->have_conversation = 1;
+	}
+	return c->cb(c->arg, r, c->e) == 0 ? 1 : -1;
+}
+
+/* A record of kind with the text at path t of v and the value at path val. */
+static int
+rec(struct ctx *c, int kind, const char *item_id, const struct json_val *v, const char *t, const char *val)
+{
+	struct dialect_rec r = {.kind = (enum dialect_kind)kind, .item_id = item_id, .value = at(v, val)};
+
+	text(&r, at(v, t));
+	return out(c, &r);
+}
+
+/* The end of a claude or gemini turn: completed with usage (and claude's
+ * final text) when ok, else failed with the reason. */
+static int
+finish(struct ctx *c, int ok, const struct json_val *usage, const struct json_val *t)
+{
+	struct dialect_rec r = {.kind = ok ? DIALECT_REC_TURN_COMPLETED : DIALECT_REC_TURN_FAILED,
+	                        .value = ok ? usage : NULL};
+
+	text(&r, t);
+	return out(c, &r);
 }
 
 /*
@@ -108,41 +197,29 @@ static int
 tool_call(struct ctx *c, const char *id, const char *name, const struct json_val *args)
 {
 	struct dialect_stream *s = c->s;
-	static const char *const edits[] = {"Write",        "add",    "write_file", "add",
-	                                    "Edit",         "update", "MultiEdit",  "update",
-	                                    "NotebookEdit", "update", "replace",    "update"};
-	struct dialect_rec r = {.item_id = id, .name = name, .value = args};
-	const char *path = json_get_str(args, "file_path");
-	unsigned slot = s->next++ % DIALECT_PENDING_MAX;
+	struct dialect_rec r = {.kind = DIALECT_REC_TOOL_CALL, .item_id = id, .name = name, .value = args};
+	const char *path = json_get_str(args, "file_path"), *keep = name;
+	unsigned slot = s->next++ % DIALECT_PENDING_MAX, i;
 	int kind = PENDING_TOOL;
 
 	if (path == NULL)
 		path = json_get_str(args, "notebook_path");
-	s->pending[slot].change = NULL;
-	for (unsigned i = 0; i < sizeof(edits) / sizeof(edits[0]); i += 2) {
-		if (strcmp(name, edits[i]) == 0 && path != NULL && strlen(path) < DIALECT_PATH_MAX) {
-			kind = PENDING_FILE;
-			s->pending[slot].change = edits[i + 1];
-		}
-	}
-	if (strcmp(name, "Bash") == 0 || strcmp(name, "run_shell_command") == 0)
+	for (i = 0; i < sizeof(tools) / sizeof(tools[0]) && strcmp(name, tools[i]) != 0; i += 2)
+		;
+	if (i < 4) {
 		kind = PENDING_SHELL;
-	copy_id(s->pending[slot].id, DIALECT_ID_MAX, id);
-	s->pending[slot].kind = kind;
-	copy_id(s->pending[slot].path, DIALECT_PATH_MAX,
-	        kind == PENDING_FILE   ? path
-	        : kind == PENDING_TOOL ? name
-	                               : "");
-	if (kind == PENDING_FILE)
-		return 1;
-	if (kind == PENDING_SHELL) {
 		r.kind = DIALECT_REC_COMMAND_START;
 		r.name = json_get_str(args, "command");
 		r.value = NULL;
-	} else {
-		r.kind = DIALECT_REC_TOOL_CALL;
+	} else if (i < sizeof(tools) / sizeof(tools[0]) && path != NULL && strlen(path) < DIALECT_PATH_MAX) {
+		kind = PENDING_FILE;
+		keep = path;
+		s->pending[slot].change = tools[i + 1];
 	}
-	return out(c, &r);
+	snprintf(s->pending[slot].id, DIALECT_ID_MAX, "%s", id);
+	snprintf(s->pending[slot].path, DIALECT_PATH_MAX, "%s", keep);
+	s->pending[slot].kind = kind;
+	return kind == PENDING_FILE ? 1 : out(c, &r);
 }
 
 /* The result of a remembered call (or of one that fell out of the table:
@@ -154,191 +231,146 @@ tool_result(struct ctx *c, const char *id, const struct json_val *res, int is_er
 	struct dialect_stream *s = c->s;
 	struct dialect_rec r = {
 	    .kind = DIALECT_REC_TOOL_RESULT, .item_id = id, .done = 1, .is_error = is_error};
-	char key[DIALECT_ID_MAX];
-	int rc;
-
 	if (!text(&r, res) && json_is(res, JSON_ARRAY)) {
 		r.value = res;
 		for (size_t i = 0; i < res->u.arr.n && r.text == NULL; i++)
 			text(&r, json_get(&res->u.arr.v[i], "text"));
 	}
-	copy_id(key, sizeof(key), id);
 	for (unsigned i = 0; i < DIALECT_PENDING_MAX; i++) {
-		if (s->pending[i].id[0] == '\0' || strcmp(s->pending[i].id, key) != 0)
+		/* The id as tool_call kept it: cut to DIALECT_ID_MAX - 1 bytes. */
+		if (s->pending[i].id[0] == '\0' || strncmp(s->pending[i].id, id, DIALECT_ID_MAX - 1) != 0)
 			continue;
-		if (s->pending[i].kind == PENDING_SHELL) {
-			r.kind = DIALECT_REC_COMMAND_DONE;
-		} else if (s->pending[i].kind == PENDING_FILE) {
-			r.kind = DIALECT_REC_FILE_CHANGE;
-			r.name = s->pending[i].path;
-			r.detail = s->pending[i].change;
-		} else {
-			r.name = s->pending[i].path;
-		}
-		rc = out(c, &r);
 		s->pending[i].id[0] = '\0';
-		return rc;
+		if (s->pending[i].kind == PENDING_SHELL)
+			r.kind = DIALECT_REC_COMMAND_DONE;
+		else
+			r.name = s->pending[i].path;
+		if (s->pending[i].kind == PENDING_FILE) {
+			r.kind = DIALECT_REC_FILE_CHANGE;
+			r.detail = s->pending[i].change;
+		}
+		break;
 	}
 	return out(c, &r);
 }
 
-/* codex exec --json: item.started / item.updated / item.completed. */
+/* codex exec --json: item.started (phase 0), item.updated (1) and
+ * item.completed (2). */
 static int
 codex_item(struct ctx *c, const struct json_val *item, int phase)
 {
 	const char *id = json_get_str(item, "id"), *type = json_get_str(item, "type");
-	struct dialect_rec r = {.item_id = id, .done = phase == 2};
-	const struct json_val *v, *err = json_get(item, "error");
 	const char *status = json_get_str(item, "status");
+	const struct json_val *v = json_get(item, "exit_code");
+	struct dialect_rec r = {.item_id = id, .done = phase == 2};
+	const struct item *it = items;
 	int rc = 1;
 
 	if (id == NULL || type == NULL)
 		return 0;
 	r.is_error = status != NULL && (strcmp(status, "failed") == 0 || strcmp(status, "declined") == 0);
-	if (strcmp(type, "agent_message") == 0 || strcmp(type, "reasoning") == 0) {
-		r.kind = type[0] == 'a' ? DIALECT_REC_MESSAGE : DIALECT_REC_REASONING;
-		text(&r, json_get(item, "text"));
-	} else if (strcmp(type, "command_execution") == 0) {
-		r.kind = phase == 0   ? DIALECT_REC_COMMAND_START
-		         : phase == 1 ? DIALECT_REC_COMMAND_OUTPUT
-		                      : DIALECT_REC_COMMAND_DONE;
-		r.name = json_get_str(item, "command");
-		text(&r, json_get(item, "aggregated_output"));
-		v = json_get(item, "exit_code");
-		if (json_is(v, JSON_NUMBER) && v->u.num.is_int) {
-			r.has_exit = 1;
-			r.exit_code = (int)v->u.num.i;
-			r.is_error |= r.exit_code != 0;
-		}
-	} else if (strcmp(type, "file_change") == 0) {
+	if (strcmp(type, "file_change") == 0) {
 		v = json_get(item, "changes");
-		if (phase != 2 || !json_is(v, JSON_ARRAY))
-			return 1;
 		r.kind = DIALECT_REC_FILE_CHANGE;
-		for (size_t i = 0; i < v->u.arr.n && rc > 0; i++) {
+		for (size_t i = 0; phase == 2 && json_is(v, JSON_ARRAY) && i < v->u.arr.n && rc > 0; i++) {
 			r.name = json_get_str(&v->u.arr.v[i], "path");
 			r.detail = json_get_str(&v->u.arr.v[i], "kind");
 			if (r.name != NULL)
 				rc = out(c, &r);
 		}
 		return rc;
-	} else if (strcmp(type, "mcp_tool_call") == 0 || strcmp(type, "web_search") == 0 ||
-	           strcmp(type, "todo_list") == 0) {
-		if (phase == 1 && type[0] != 't')
-			return 1;
-		r.kind = phase == 2 && type[0] != 't' ? DIALECT_REC_TOOL_RESULT : DIALECT_REC_TOOL_CALL;
-		r.name = type[0] == 'm' ? json_get_str(item, "tool") : type;
-		r.value = json_get(item, type[0] == 't' ? "items" : phase == 2 ? "result" : "arguments");
-		text(&r, type[0] == 'w' ? json_get(item, "query") : json_get(err, "message"));
-	} else if (strcmp(type, "error") == 0) {
-		r = (struct dialect_rec){.kind = DIALECT_REC_ERROR, .item_id = id};
-		text(&r, json_get(item, "message"));
-	} else {
-		return 0;
+	}
+	while (strcmp(type, it->type) != 0)
+		if (++it == items + sizeof(items) / sizeof(items[0]))
+			return 0;
+	if (it->kind[phase] == QUIET)
+		return 1;
+	r.kind = (enum dialect_kind)it->kind[phase];
+	text(&r, at(item, it->text));
+	r.name = it->name == NULL ? type : it->name[0] != '\0' ? json_get_str(item, it->name) : NULL;
+	r.value = at(item, phase == 2 ? it->value2 : it->value);
+	if (json_is(v, JSON_NUMBER) && v->u.num.is_int) {
+		r.has_exit = 1;
+		r.exit_code = (int)v->u.num.i;
+		r.is_error |= r.exit_code != 0;
 	}
 	return out(c, &r);
 }
 
-static int
-codex_line(struct ctx *c, const struct json_val *root, const char *type)
-{
-	static const char *const phases[] = {"item.started", "item.updated", "item.completed"};
-
-	if (strcmp(type, "thread.started") == 0)
-		return conversation(c, json_get(root, "thread_id"));
-	if (strcmp(type, "turn.started") == 0)
-		return rec(c, DIALECT_REC_TURN_STARTED, NULL, NULL);
-	if (strcmp(type, "turn.completed") == 0) {
-		struct dialect_rec r = {.kind = DIALECT_REC_TURN_COMPLETED, .value = json_get(root, "usage")};
-		return out(c, &r);
-	}
-	if (strcmp(type, "turn.failed") == 0)
-		return rec(c, DIALECT_REC_TURN_FAILED, NULL, json_get(json_get(root, "error"), "message"));
-	if (strcmp(type, "error") == 0)
-		return rec(c, DIALECT_REC_ERROR, NULL, json_get(root, "message"));
-	for (int i = 0; i < 3; i++) {
-		if (strcmp(type, phases[i]) == 0)
-			return codex_item(c, json_get(root, "item"), i);
-	}
-	return 0;
-}
-
-/* claude: the content blocks of one assistant message line. */
+/* claude: the content blocks of one assistant message line. Each block's
+ * item id is the message's id and the block's index, as the deltas of
+ * --include-partial-messages number them. */
 static int
 claude_assistant(struct ctx *c, const struct json_val *msg)
 {
 	struct dialect_stream *s = c->s;
 	const struct json_val *content = json_get(msg, "content");
 	const char *mid = json_get_str(msg, "id");
-	char key[DIALECT_ID_MAX], item[DIALECT_ID_MAX + 16];
+	char item[DIALECT_ID_MAX + 16];
 	int rc = 1;
 
 	if (!json_is(content, JSON_ARRAY))
 		return 0;
-	copy_id(key, sizeof(key), mid != NULL ? mid : "msg");
-	if (strcmp(key, s->msg_id) != 0) {
-		memcpy(s->msg_id, key, sizeof(key));
+	if (mid == NULL)
+		mid = "msg";
+	if (strncmp(s->msg_id, mid, DIALECT_ID_MAX - 1) != 0) {
+		snprintf(s->msg_id, DIALECT_ID_MAX, "%s", mid);
 		s->nblocks = 0;
 	}
 	for (size_t i = 0; i < content->u.arr.n && rc > 0; i++) {
 		const struct json_val *b = &content->u.arr.v[i];
-		struct dialect_rec r = {.item_id = item, .done = 1};
 		const char *id = json_get_str(b, "id"), *name = json_get_str(b, "name");
+		int t = str_is(b, "type", "text");
+		struct dialect_rec r = {
+		    .kind = t ? DIALECT_REC_MESSAGE : DIALECT_REC_REASONING, .item_id = item, .done = 1};
 
 		snprintf(item, sizeof(item), "%s:%u", s->msg_id, s->nblocks++);
-		if (str_is(b, "type", "text") && text(&r, json_get(b, "text"))) {
-			r.kind = DIALECT_REC_MESSAGE;
+		if ((t || str_is(b, "type", "thinking")) && text(&r, json_get(b, t ? "text" : "thinking")))
 			rc = out(c, &r);
-		} else if (str_is(b, "type", "thinking") && text(&r, json_get(b, "thinking"))) {
-			r.kind = DIALECT_REC_REASONING;
-			rc = out(c, &r);
-		} else if (str_is(b, "type", "tool_use") && id != NULL && name != NULL) {
+		else if (str_is(b, "type", "tool_use") && id != NULL && name != NULL)
 			rc = tool_call(c, id, name, json_get(b, "input"));
-		}
 	}
 	return rc;
 }
 
-/* claude --include-partial-messages: the deltas of the message streamed. */
+/* claude --include-partial-messages: the text and thinking deltas. */
 static int
 claude_partial(struct ctx *c, const struct json_val *ev)
 {
 	const struct json_val *delta = json_get(ev, "delta"), *index = json_get(ev, "index");
-	struct dialect_rec r = {.delta = 1};
 	char item[DIALECT_ID_MAX + 16];
+	int think = str_is(delta, "type", "thinking_delta");
+	struct dialect_rec r = {
+	    .kind = think ? DIALECT_REC_REASONING : DIALECT_REC_MESSAGE, .delta = 1, .item_id = item};
 
 	if (str_is(ev, "type", "message_start")) {
-		copy_id(c->s->msg_id, DIALECT_ID_MAX, json_get_str(json_get(ev, "message"), "id") ?: "msg");
+		snprintf(c->s->msg_id, DIALECT_ID_MAX, "%s",
+		         json_get_str(json_get(ev, "message"), "id") ?: "msg");
 		c->s->nblocks = 0;
-		return 1;
 	}
-	if (!str_is(ev, "type", "content_block_delta") || !json_is(index, JSON_NUMBER))
+	if (!str_is(ev, "type", "content_block_delta") || !json_is(index, JSON_NUMBER) ||
+	    !(think || str_is(delta, "type", "text_delta")) ||
+	    !text(&r, json_get(delta, think ? "thinking" : "text")))
 		return 1;
 	snprintf(item, sizeof(item), "%s:%lld", c->s->msg_id, (long long)index->u.num.i);
-	r.item_id = item;
-	if (str_is(delta, "type", "text_delta") && text(&r, json_get(delta, "text")))
-		r.kind = DIALECT_REC_MESSAGE;
-	else if (str_is(delta, "type", "thinking_delta") && text(&r, json_get(delta, "thinking")))
-		r.kind = DIALECT_REC_REASONING;
-	else
-		return 1;
 	return out(c, &r);
 }
 
 static int
 claude_line(struct ctx *c, const struct json_val *root, const char *type)
 {
-	const struct json_val *content, *v;
+	const struct json_val *content = json_get(json_get(root, "message"), "content"), *v;
 	int rc = 1;
 
 	if (strcmp(type, "system") == 0)
-		return str_is(root, "subtype", "init") ? conversation(c, json_get(root, "session_id")) : 1;
+		return str_is(root, "subtype", "init")
+		           ? rec(c, DIALECT_REC_CONVERSATION, NULL, root, "session_id", NULL)
+		           : 1;
 	if (strcmp(type, "assistant") == 0)
 		return claude_assistant(c, json_get(root, "message"));
 	if (strcmp(type, "stream_event") == 0)
 		return claude_partial(c, json_get(root, "event"));
 	if (strcmp(type, "user") == 0) {
-		content = json_get(json_get(root, "message"), "content");
 		for (size_t i = 0; json_is(content, JSON_ARRAY) && i < content->u.arr.n && rc > 0; i++) {
 			const struct json_val *b = &content->u.arr.v[i];
 			const char *id = json_get_str(b, "tool_use_id");
@@ -349,46 +381,31 @@ claude_line(struct ctx *c, const struct json_val *root, const char *type)
 		}
 		return rc;
 	}
-	if (strcmp(type, "result") != 0) {
-		static const char *const quiet[] = {"auth_status",       "conversation_reset",
-		                                    "prompt_suggestion", "rate_limit_event",
-		                                    "tool_progress",     "tool_use_summary"};
-
-		for (unsigned i = 0; i < sizeof(quiet) / sizeof(quiet[0]); i++) {
-			if (strcmp(type, quiet[i]) == 0)
-				return 1;
-		}
+	if (strcmp(type, "result") != 0)
 		return 0;
-	}
-	if (!c->s->have_conversation && conversation(c, json_get(root, "session_id")) < 0)
+	if (!c->s->have_conversation && rec(c, DIALECT_REC_CONVERSATION, NULL, root, "session_id", NULL) < 0)
 		return -1;
-	if (str_is(root, "subtype", "success") && !json_is(json_get(root, "is_error"), JSON_TRUE)) {
-		struct dialect_rec r = {.kind = DIALECT_REC_TURN_COMPLETED, .value = json_get(root, "usage")};
-		text(&r, json_get(root, "result"));
-		return out(c, &r);
-	}
 	v = json_get(root, "result");
+	if (str_is(root, "subtype", "success") && !json_is(json_get(root, "is_error"), JSON_TRUE))
+		return finish(c, 1, json_get(root, "usage"), v);
 	if (!json_is(v, JSON_STRING) || v->u.str.len == 0) {
 		v = json_get(root, "errors");
 		v = json_is(v, JSON_ARRAY) && v->u.arr.n > 0 ? &v->u.arr.v[0] : json_get(root, "subtype");
 	}
-	return rec(c, DIALECT_REC_TURN_FAILED, NULL, v);
+	return finish(c, 0, NULL, v);
 }
 
 static int
 gemini_line(struct ctx *c, const struct json_val *root, const char *type)
 {
 	struct dialect_stream *s = c->s;
-	const struct json_val *err = json_get(root, "error");
 	const char *id = json_get_str(root, "tool_id"), *name = json_get_str(root, "tool_name");
 	struct dialect_rec r = {.kind = DIALECT_REC_MESSAGE, .item_id = s->msg_id};
 	int rc;
 
-	if (strcmp(type, "init") == 0)
-		return conversation(c, json_get(root, "session_id"));
 	if (strcmp(type, "message") == 0) {
 		if (!str_is(root, "role", "assistant"))
-			return str_is(root, "role", "user") ? 1 : 0;
+			return str_is(root, "role", "user");
 		if (!text(&r, json_get(root, "content")))
 			return 0;
 		if (s->msg_id[0] == '\0')
@@ -404,39 +421,47 @@ gemini_line(struct ctx *c, const struct json_val *root, const char *type)
 	if (strcmp(type, "tool_use") == 0)
 		return id != NULL && name != NULL ? tool_call(c, id, name, json_get(root, "parameters")) : 0;
 	if (strcmp(type, "tool_result") == 0 && id != NULL)
-		return tool_result(c, id, json_get(root, "output") ?: json_get(err, "message"),
+		return tool_result(c, id, json_get(root, "output") ?: at(root, "error.message"),
 		                   str_is(root, "status", "error"));
-	if (strcmp(type, "error") == 0)
-		return rec(c, DIALECT_REC_ERROR, NULL, json_get(root, "message"));
 	if (strcmp(type, "result") != 0)
 		return 0;
-	if (str_is(root, "status", "success")) {
-		r = (struct dialect_rec){.kind = DIALECT_REC_TURN_COMPLETED,
-		                         .value = json_get(root, "stats")};
-		return out(c, &r);
-	}
-	return rec(c, DIALECT_REC_TURN_FAILED, NULL, json_get(err, "message"));
+	return finish(c, str_is(root, "status", "success"), json_get(root, "stats"),
+	              at(root, "error.message"));
 }
 
 int
 dialect_line(struct dialect_stream *s, const char *line, size_t len, dialect_cb cb, void *arg, struct err *e)
 {
 	static int (*const parse[])(struct ctx *, const struct json_val *,
-	                            const char *) = {NULL, codex_line, claude_line, gemini_line};
+	                            const char *) = {NULL, NULL, claude_line, gemini_line};
+	static const char *const phases[] = {"item.started", "item.updated", "item.completed"};
 	struct ctx c = {s, cb, arg, e};
 	struct dialect_rec r = {.kind = DIALECT_REC_RAW, .text = line};
 	struct json_doc doc = {0};
-	struct err pe;
+	const struct json_val *root;
 	const char *type;
+	struct err pe;
 	int rc = 0;
 
 	if (len > 0 && line[len - 1] == '\r')
 		len--;
 	r.len = len;
-	if ((unsigned)s->d < sizeof(parse) / sizeof(parse[0]) && parse[s->d] != NULL &&
-	    len <= DIALECT_LINE_MAX && json_parse(&doc, line, len, &line_limits, &pe) == 0 &&
-	    (type = json_get_str(doc.root, "type")) != NULL)
-		rc = parse[s->d](&c, doc.root, type);
+	if (s->d != DIALECT_RAW && len <= DIALECT_LINE_MAX &&
+	    json_parse(&doc, line, len, &line_limits, &pe) == 0 &&
+	    (type = json_get_str(root = doc.root, "type")) != NULL) {
+		for (unsigned i = 0; i < sizeof(rows) / sizeof(rows[0]) && rc == 0; i++) {
+			if (rows[i].d == s->d && strcmp(type, rows[i].type) == 0)
+				rc = rows[i].kind == QUIET
+				         ? 1
+				         : rec(&c, rows[i].kind, NULL, root, rows[i].text, rows[i].value);
+		}
+		for (int i = 0; i < 3 && rc == 0 && s->d == DIALECT_CODEX; i++) {
+			if (strcmp(type, phases[i]) == 0)
+				rc = codex_item(&c, json_get(root, "item"), i);
+		}
+		if (rc == 0 && (unsigned)s->d < 4 && parse[s->d] != NULL)
+			rc = parse[s->d](&c, root, type);
+	}
 	if (rc == 0)
 		rc = out(&c, &r);
 	json_free(&doc);

@@ -115,7 +115,7 @@ test_codex_turn(void **state)
 	assert_string_equal(
 	    feed(DIALECT_CODEX, lines),
 	    "conversation text=01a248a2-991b-76d1-ab33-da36051771cc\n"
-	    "error id=item_0 text=Model metadata for `scripted` not found.\n"
+	    "error id=item_0 text=Model metadata for `scripted` not found. done\n"
 	    "turn_started\n"
 	    "cmd_start id=item_1 name=/bin/bash -lc 'cat secret.txt' text=\n"
 	    "cmd_output id=item_1 name=/bin/bash -lc 'cat secret.txt' text=abx\n"
