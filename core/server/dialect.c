@@ -37,8 +37,9 @@ static const struct row rows[] = {
 };
 
 /* codex items: the record of each phase (started, updated, completed; QUIET
- * for none), the paths of text, name (NULL: the item type) and value (the
- * completed one's value2). */
+ * for none), the paths of text, name (NULL: the item type is the name; "":
+ * no name) and value (value2 once completed). file_change is code of its
+ * own: one record per changed file. */
 struct item {
 	const char *type;
 	unsigned char kind[3];
