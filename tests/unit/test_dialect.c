@@ -455,6 +455,77 @@ test_pending_bounded(void **state)
 	assert_int_equal(strncmp(got, "tool_call id=r name=replace value={\"file_path\":\"ppp", 49), 0);
 }
 
+/* Lines as gemini 0.61.0 and claude-code 2.1.332 printed them in a first
+ * turn against a scripted model (gemini's whole turn; claude's tool call,
+ * its result and the answer). */
+static void
+test_recorded_lines(void **state)
+{
+	static const char *const gemini[] = {
+	    "{\"type\":\"init\",\"timestamp\":\"2026-12-06T00:25:38.464Z\",\"session_id\":\"aeab8df4-d2f2-"
+	    "4cdc-bdc9-b064d0c6c1e2\",\"model\":\"gemini-scripted\"}",
+	    "{\"type\":\"message\",\"timestamp\":\"2026-12-06T00:25:38.477Z\",\"role\":\"user\",\"content\":"
+	    "\"Run the command you are asked to run.\"}",
+	    "{\"type\":\"tool_use\",\"timestamp\":\"2026-12-06T00:25:38.960Z\",\"tool_name\":\"run_shell_"
+	    "command\",\"tool_id\":\"run_shell_command__run_shell_command_1796516738680_0\",\"parameters\":{"
+	    "\"command\":\"cat secret.txt\",\"description\":\"Read the test's file\"}}",
+	    "{\"type\":\"tool_result\",\"timestamp\":\"2026-12-06T00:25:40.182Z\",\"tool_id\":\"run_shell_"
+	    "command__run_shell_command_1796516738680_0\",\"status\":\"success\",\"output\":\"abx-secret-"
+	    "6950bdb8e360\"}",
+	    "{\"type\":\"message\",\"timestamp\":\"2026-12-06T00:25:40.411Z\",\"role\":\"assistant\","
+	    "\"content\":\"The command printed ab\",\"delta\":true}",
+	    "{\"type\":\"message\",\"timestamp\":\"2026-12-06T00:25:40.444Z\",\"role\":\"assistant\","
+	    "\"content\":\"x-secret-6950bdb8e360.\",\"delta\":true}",
+	    "{\"type\":\"result\",\"timestamp\":\"2026-12-06T00:25:40.448Z\",\"status\":\"success\","
+	    "\"stats\":{\"total_tokens\":30,\"input_tokens\":20,\"output_tokens\":10,\"cached\":0,\"input\":"
+	    "20,\"duration_ms\":1985,\"tool_calls\":1,\"models\":{\"gemini-scripted\":{\"total_tokens\":30,"
+	    "\"input_tokens\":20,\"output_tokens\":10,\"cached\":0,\"input\":20}}}}",
+	    NULL};
+	static const char *const claude[] = {
+	    "{\"type\":\"assistant\",\"message\":{\"id\":\"msg_04\",\"type\":\"message\",\"role\":"
+	    "\"assistant\",\"model\":\"claude-scripted-1\",\"content\":[{\"type\":\"tool_use\",\"id\":"
+	    "\"toolu_04\",\"name\":\"Bash\",\"input\":{\"command\":\"cat secret.txt\",\"description\":\"Read "
+	    "the test's "
+	    "file\"}}],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":10,\"output_"
+	    "tokens\":1,\"cache_creation_input_tokens\":0,\"cache_read_input_tokens\":0},\"context_"
+	    "management\":null},\"parent_tool_use_id\":null,\"session_id\":\"3915f79e-59bf-424f-9f42-"
+	    "817a85878e49\",\"uuid\":\"e4ae8b0d-effa-4498-b44e-cea7c1367adf\",\"timestamp\":\"2026-12-06T00:"
+	    "24:52.924Z\"}",
+	    "{\"type\":\"user\",\"message\":{\"role\":\"user\",\"content\":[{\"tool_use_id\":\"toolu_04\","
+	    "\"type\":\"tool_result\",\"content\":\"abx-secret-6950bdb8e360\",\"is_error\":false}]},\"parent_"
+	    "tool_use_id\":null,\"session_id\":\"3915f79e-59bf-424f-9f42-817a85878e49\",\"uuid\":\"1640a4de-"
+	    "06b1-4b60-a752-4cc040b684f3\",\"timestamp\":\"2026-12-06T00:24:53.514Z\",\"tool_use_result\":{"
+	    "\"stdout\":\"abx-secret-6950bdb8e360\",\"stderr\":\"\",\"interrupted\":false,\"isImage\":false,"
+	    "\"noOutputExpected\":false},\"tool_result_meta\":[{\"id\":\"toolu_04\",\"permission_decision\":{"
+	    "\"decision\":\"accept\",\"source\":\"config\",\"reason_type\":\"rule\"}}]}",
+	    "{\"type\":\"assistant\",\"message\":{\"id\":\"msg_05\",\"type\":\"message\",\"role\":"
+	    "\"assistant\",\"model\":\"claude-scripted-1\",\"content\":[{\"type\":\"text\",\"text\":\"The "
+	    "command printed "
+	    "abx-secret-6950bdb8e360.\"}],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_"
+	    "tokens\":10,\"output_tokens\":1,\"cache_creation_input_tokens\":0,\"cache_read_input_tokens\":0}"
+	    ",\"context_management\":null},\"parent_tool_use_id\":null,\"session_id\":\"3915f79e-59bf-424f-"
+	    "9f42-817a85878e49\",\"uuid\":\"98b59340-b9f1-49f3-8232-29b2a5ad8046\",\"timestamp\":\"2026-12-"
+	    "06T00:24:53.671Z\"}",
+	    NULL};
+
+	assert_string_equal(
+	    feed(DIALECT_GEMINI, gemini),
+	    "conversation text=aeab8df4-d2f2-4cdc-bdc9-b064d0c6c1e2\n"
+	    "cmd_start id=run_shell_command__run_shell_command_1796516738680_0 name=cat secret.txt\n"
+	    "cmd_done id=run_shell_command__run_shell_command_1796516738680_0 "
+	    "text=abx-secret-6950bdb8e360 done\n"
+	    "message id=msg_0 text=The command printed ab delta\n"
+	    "message id=msg_0 text=x-secret-6950bdb8e360. delta\n"
+	    "completed value={\"total_tokens\":30,\"input_tokens\":20,\"output_tokens\":10,"
+	    "\"cached\":0,\"input\":20,\"duration_ms\":1985,\"tool_calls\":1,\"models\":{"
+	    "\"gemini-scripted\":{\"total_tokens\":30,\"input_tokens\":20,\"output_tokens\":10,"
+	    "\"cached\":0,\"input\":20}}}\n");
+	assert_string_equal(feed(DIALECT_CLAUDE, claude),
+	                    "cmd_start id=toolu_04 name=cat secret.txt\n"
+	                    "cmd_done id=toolu_04 text=abx-secret-6950bdb8e360 done\n"
+	                    "message id=msg_05:0 text=The command printed abx-secret-6950bdb8e360. done\n");
+}
+
 static const char *
 joined(const char **argv, int n)
 {
@@ -687,6 +758,7 @@ main(void)
 	    cmocka_unit_test(test_claude_partial_and_failure),
 	    cmocka_unit_test(test_gemini_turn),
 	    cmocka_unit_test(test_pending_bounded),
+	    cmocka_unit_test(test_recorded_lines),
 	    cmocka_unit_test(test_argv),
 	    cmocka_unit_test(test_argv_refused),
 	    cmocka_unit_test(test_manifest_dialects),
