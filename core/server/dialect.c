@@ -363,6 +363,8 @@ claude_line(struct ctx *c, const struct json_val *root, const char *type)
 	const struct json_val *content = json_get(json_get(root, "message"), "content"), *v;
 	int rc = 1;
 
+	if (strcmp(type, "system") == 0 && str_is(root, "subtype", "api_retry"))
+		return rec(c, DIALECT_REC_ERROR, NULL, root, "error", NULL);
 	if (strcmp(type, "system") == 0)
 		return str_is(root, "subtype", "init")
 		           ? rec(c, DIALECT_REC_CONVERSATION, NULL, root, "session_id", NULL)

@@ -307,6 +307,8 @@ test_claude_turn(void **state)
 	    "\"tool_use_id\":\"toolu_9\",\"type\":\"tool_result\",\"content\":\"?\"}]}}",
 	    "{\"type\":\"rate_limit_event\",\"rate_limit_info\":{}}",
 	    "{\"type\":\"system\",\"subtype\":\"compact_boundary\"}",
+	    "{\"type\":\"system\",\"subtype\":\"api_retry\",\"attempt\":1,\"max_retries\":10,"
+	    "\"retry_delay_ms\":500,\"error_status\":null,\"error\":\"unknown\"}",
 	    "{\"type\":\"user\",\"message\":{\"role\":\"user\",\"content\":\"the prompt\"}}",
 	    "{\"type\":\"assistant\",\"message\":{\"id\":\"msg_03\",\"content\":[{\"type\":\"text\","
 	    "\"text\":\"It printed abx-secret-1.\"}]}}",
@@ -325,6 +327,7 @@ test_claude_turn(void **state)
 	                    "\"text\",\"text\":\"written\"}] done\n"
 	                    "tool_result id=toolu_4 name=Grep text=a:x done\n"
 	                    "tool_result id=toolu_9 text=? done\n"
+	                    "error text=unknown\n"
 	                    "message id=msg_03:0 text=It printed abx-secret-1. done\n"
 	                    "completed text=It printed abx-secret-1. value={\"input_tokens\":3}\n");
 }
