@@ -318,7 +318,9 @@ static const char *const tarball_keys[] = {"type", "bin", "strip_components", "p
 static const char *const art_keys[] = {"url", "sha256", NULL};
 static const char *const verify_keys[] = {"argv", "expect", "timeout", "env", NULL};
 static const char *const path_keys[] = {"argv", "min", NULL};
-static const char *const run_keys[] = {"argv", NULL};
+static const char *const run_keys[] = {"argv", "dialect", NULL};
+/* The dialects core/server/dialect.h parses (a manifest loads without it). */
+static const char *const dialects[] = {"raw", "codex", "claude-code", "gemini", NULL};
 
 static int
 parse_tarball(struct vctx *v, manifest_t *m, const struct json_val *src, const struct manifest_opts *o)
@@ -535,6 +537,7 @@ static int
 parse_commands(struct vctx *v, manifest_t *m, const struct json_val *root)
 {
 	const struct json_val *x;
+	int k;
 
 	if ((x = json_get(root, "verify")) != NULL) {
 		const struct json_val *y;
@@ -579,6 +582,15 @@ parse_commands(struct vctx *v, manifest_t *m, const struct json_val *root)
 				return -1;
 			if ((y = json_get(x, "argv")) == NULL)
 				return bad(v, "$.run.argv", "missing");
+			if (get_str(v, x, "dialect", "$.run", m->dialect, sizeof(m->dialect), 0) < 0)
+				return -1;
+			for (k = 0; m->dialect[0] != '\0' && dialects[k] != NULL; k++)
+				if (strcmp(m->dialect, dialects[k]) == 0)
+					break;
+			if (m->dialect[0] != '\0' && dialects[k] == NULL)
+				return bad(v, "$.run.dialect",
+				           "unknown dialect '%s' (known: raw, codex, claude-code, gemini)",
+				           m->dialect);
 		}
 		if (get_argv(v, y, x == y ? "$.run" : "$.run.argv", &m->run) < 0)
 			return -1;

@@ -49,6 +49,8 @@
 /* argv templates (verify, path, run): a handful of words each. */
 #define MANIFEST_MAX_ARGV 16
 #define MANIFEST_ARG_MAX 256
+/* The longest dialect name, "claude-code", and its NUL. */
+#define MANIFEST_DIALECT_MAX 12
 /* requires chains: node-runtime <- codex is depth 2; 16 is generous and
  * bounds the recursion of the cycle check. */
 #define MANIFEST_MAX_DEPTH 16
@@ -142,6 +144,10 @@ typedef struct manifest {
 		char min[MANIFEST_VERSION_MAX];
 	} path;
 	struct manifest_argv run;
+	/* run.dialect: what the agent prints in its JSON mode, for turns that
+	 * continue a conversation (the names of core/server/dialect.h); ""
+	 * when the manifest gives none. */
+	char dialect[MANIFEST_DIALECT_MAX];
 	/* What the vendor's launcher does that running the entry directly
 	 * would skip: variables it sets for the native binary (core/install/launch.h). */
 	struct manifest_envvar env[MANIFEST_MAX_ENV];

@@ -627,6 +627,36 @@ test_builtin_manifests_load(void **state)
 	manifest_set_close(&s);
 }
 
+/* "run": {"argv", "dialect"}: the dialect is one of the known names; a
+ * run array, or an object without one, has none. */
+static void
+test_run_dialect(void **state)
+{
+	manifest_t *m = malloc(sizeof(*m));
+	struct err e;
+
+	assert_int_equal(
+	    parse(m,
+	          tarball("t", NULL,
+	                  "\"run\":{\"argv\":[\"{bin}\",\"{prompt}\"],\"dialect\":\"claude-code\"}", SHA_A),
+	          &x64, &e),
+	    0);
+	assert_string_equal(m->dialect, "claude-code");
+	assert_int_equal(m->run.n, 2);
+	assert_int_equal(parse(m, tarball("t", NULL, "\"run\":{\"argv\":[\"{bin}\"]}", SHA_A), &x64, &e), 0);
+	assert_string_equal(m->dialect, "");
+	assert_int_equal(parse(m, tarball("t", NULL, "\"run\":[\"{bin}\"]", SHA_A), &x64, &e), 0);
+	assert_string_equal(m->dialect, "");
+	free(m);
+	expect_invalid(tarball("t", NULL, "\"run\":{\"argv\":[\"{bin}\"],\"dialect\":\"claude\"}", SHA_A),
+	               "$.run.dialect: unknown dialect 'claude' (known: raw, codex, claude-code, gemini)");
+	expect_invalid(tarball("t", NULL, "\"run\":{\"argv\":[\"{bin}\"],\"dialect\":1}", SHA_A),
+	               "$.run.dialect: expected a string");
+	expect_invalid(
+	    tarball("t", NULL, "\"run\":{\"argv\":[\"{bin}\"],\"dialect\":\"claude-code-x\"}", SHA_A),
+	    "$.run.dialect: longer than 11 bytes");
+}
+
 int
 main(void)
 {
@@ -646,6 +676,7 @@ main(void)
 	    cmocka_unit_test(test_embedded_bytes),
 	    cmocka_unit_test(test_libc_and_env),
 	    cmocka_unit_test(test_verify_env),
+	    cmocka_unit_test(test_run_dialect),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
