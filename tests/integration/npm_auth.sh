@@ -99,6 +99,17 @@ check "... the mirror got the credential" grep -q "GET /redirect/localhost:$PO/@
 check "... the redirect target served the tarball" grep -q "GET /@t/app/-/app-1.0.0.tgz" "$T/open.log"
 check "... without the credential" sh -c "! grep -q '+authorization' '$T/open.log'"
 
+# lock --check asks the mirror for the latest version, with the credential
+run env ABX_INSTALL_NPM_REGISTRY="https://localhost:$PB" "$BIN" lock app --check --manifests "$T/m"
+cat "$T/out" "$T/err" >>"$T/said"
+expect "lock --check without the credential: install.npm_auth" 1 "" \
+	"install.npm_auth: the npm mirror https://localhost:$PB (install.mirrors.npm) answered 401: it asks for a credential"
+run env ABX_INSTALL_NPM_REGISTRY="https://localhost:$PB" ABX_INSTALL_NPM_TOKEN="$TOKEN" "$BIN" lock app --check \
+	--manifests "$T/m"
+cat "$T/out" "$T/err" >>"$T/said"
+expect "lock --check with ABX_INSTALL_NPM_TOKEN: the mirror answers, nothing stale" 0
+check "... the mirror received it" grep -q "GET /@t%2fapp +authorization" "$T/bearer.log"
+
 # https only: a credential is never sent over plain http
 printf '{"install": {"mirrors": {"npm": "http://localhost:%s", "npm_auth_file": "%s"}, "allow_http_mirrors": true}}' \
 	"$PO" "$T/npmrc" >"$T/http.json"
