@@ -133,9 +133,20 @@ expect "auth: \$authenticated Verdaccio without a credential: install.npm_auth s
 VTOOLS=codex:codex:@openai/codex
 through auth "$T/tools-bearer" $AUTHENV ABX_INSTALL_NPM_TOKEN="$TOK"
 cat "$T/out" "$T/err" >>"$T/said"
+# _vcount: how many of codex's tarballs Verdaccio has served (into _vc)
+_vcount() {
+	_vc=$(grep -Ec '"sub":"in","request":\{"method":"GET","url":"/@openai(/|%2[fF])codex/-/[^"]*\.tgz"\}[^}]*"status":200' \
+		"$T/auth.log")
+}
+_vcount
 printf '//localhost:%s/:_auth=%s\n' "$AP" "$(printf 'ci:%s' "$PW" | base64 -w0)" >"$T/npmrc"
 through auth "$T/tools-basic" $AUTHENV ABX_INSTALL_NPM_AUTH_FILE="$T/npmrc"
 cat "$T/out" "$T/err" >>"$T/said"
+# each tools directory has its own cache: the second install read codex
+# from Verdaccio again, with basic auth
+_vb=$_vc
+_vcount
+check "auth: Verdaccio served codex's tarballs to basic auth too ($_vb, then $_vc)" test "$_vc" -gt "$_vb"
 printf '//localhost:%s/:_auth=%s\n' "$AP" "$(printf 'ci:wrong-%s' "$PW" | base64 -w0)" >"$T/npmrc.bad"
 run env SSL_CERT_FILE="$T/bundle.pem" $AUTHENV ABX_INSTALL_NPM_AUTH_FILE="$T/npmrc.bad" "$BIN" prepare --only codex \
 	--tools-dir "$T/tools-badauth"
