@@ -92,7 +92,7 @@ download_sha256(struct http_client *hc, const char *url, struct hosts *h, char h
 	struct digest d;
 
 	digest_init(&c, DIGEST_SHA256);
-	if (lock_get(hc, url, h, NULL, hash_sink, &c, LOCK_DOWNLOAD_MAX, e) != 0)
+	if (lock_get(hc, url, h, NULL, hash_sink, &c, LOCK_DOWNLOAD_MAX, NULL, e) != 0)
 		return -1;
 	digest_final(&c, &d);
 	digest_hex(&d, hex);
@@ -253,8 +253,7 @@ lock_main(int argc, char **argv)
 		}
 		rc = lock_tarball(&d, old, version ? version : old, check, &stale, &e);
 	} else if (strcmp(type, "npm-lock") == 0) {
-		rc = lock_npm(&d, dir, cfg.install.npm_mirror, old, version ? version : old, check, &stale,
-		              &e);
+		rc = lock_npm(&d, dir, &cfg, old, version ? version : old, check, &stale, &e);
 	} else {
 		err_set(&e, "install.manifest_invalid", "%s: $.source.type: unknown type %s", path, type);
 		rc = -1;

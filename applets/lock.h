@@ -80,10 +80,12 @@ int lock_mkdir_parents(const char *path);
 
 /* The manifest's $.hosts into h (views into d). 0 or -1 with e. */
 int lock_load_hosts(const struct doc *d, struct hosts *h, struct err *e);
-/* GET url (redirects checked against h; header, when not NULL, sent too),
- * its body to sink within max bytes. Returns 0 or -1 with e. */
-int lock_get(struct http_client *hc, const char *url, struct hosts *h, const char *header, http_sink sink,
-             void *sink_arg, uint64_t max, struct err *e);
+/* GET url (redirects checked against h; headers, a NULL-terminated list or
+ * NULL, sent too and dropped by the client on a redirect to another
+ * origin), its body to sink within max bytes; *status (when not NULL) the
+ * final HTTP status, 0 when none came. Returns 0 or -1 with e. */
+int lock_get(struct http_client *hc, const char *url, struct hosts *h, const char *const *headers,
+             http_sink sink, void *sink_arg, uint64_t max, int *status, struct err *e);
 /* The edits that follow a version change old -> new: version,
  * verify.expect, path.min. 0 or -1 with e. */
 int lock_edit_version(struct doc *d, const char *old, const char *new, struct err *e);
@@ -92,11 +94,12 @@ int lock_edit_version(struct doc *d, const char *old, const char *new, struct er
  * An npm-lock source: produce (or, with check, verify) the lockfile and
  * package.json beside the manifest in dir for version want ("latest" and
  * ranges resolved by npm). *stale is set when check finds a newer version
- * or a lockfile that no longer loads; check asks npm_mirror (the
- * configuration's install.mirrors.npm, "" = none) for the latest version.
+ * or a lockfile that no longer loads; check asks cfg's install.mirrors.npm
+ * (with its credential, config_npm_auth), when set, for the latest version.
  * Returns 0 or -1 with e.
  */
-int lock_npm(struct doc *d, const char *dir, const char *npm_mirror, const char *old, const char *want,
+struct config;
+int lock_npm(struct doc *d, const char *dir, const struct config *cfg, const char *old, const char *want,
              int check, int *stale, struct err *e);
 
 #endif

@@ -344,19 +344,19 @@ lock_load_hosts(const struct doc *d, struct hosts *h, struct err *e)
 }
 
 int
-lock_get(struct http_client *hc, const char *url, struct hosts *h, const char *header, http_sink sink,
-         void *sink_arg, uint64_t max, struct err *e)
+lock_get(struct http_client *hc, const char *url, struct hosts *h, const char *const *headers, http_sink sink,
+         void *sink_arg, uint64_t max, int *status, struct err *e)
 {
 	struct http_request rq;
 	struct http_response *rs = malloc(sizeof(*rs));
 	struct hostrule hr;
-	int rc;
+	int rc, i;
 
 	if (rs == NULL)
 		return err_set(e, "internal", "out of memory");
 	http_request_init(&rq, url);
-	if (header != NULL)
-		rq.headers[rq.nheaders++] = header;
+	for (i = 0; headers != NULL && headers[i] != NULL && i < HTTP_REQ_HEADERS_MAX; i++)
+		rq.headers[rq.nheaders++] = headers[i];
 	hostrule_init(&hr, 0, "the manifest's hosts");
 	hostrule_add(&hr, h->h, (int)h->n);
 	rq.host_ok = hostrule_check;
@@ -365,6 +365,8 @@ lock_get(struct http_client *hc, const char *url, struct hosts *h, const char *h
 	rq.sink_arg = sink_arg;
 	rq.limits.max_body = max;
 	rc = http_request(hc, &rq, rs, e);
+	if (status != NULL)
+		*status = rs->status;
 	free(rs);
 	return rc;
 }

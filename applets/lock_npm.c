@@ -36,7 +36,7 @@ struct npm_job {
 	const char *pkg, *lockrel, *pjrel;
 	struct hosts h;
 	char reg[512];
-	const char *mirror; /* install.mirrors.npm, "" = none */
+	const struct config *cfg; /* install.mirrors.npm and its credential */
 	char scratch[32];
 	char rc[PATH_MAX], grc[PATH_MAX];
 };
@@ -185,19 +185,21 @@ run_npm(const struct npm_job *j, char *const args[], char *out, size_t cap, int 
  * else from the manifest's first host.
  */
 static int
-registry_latest(const char *pkg, const char *mirror, struct hosts *h, char *out, size_t cap, struct err *e)
+registry_latest(const char *pkg, const struct config *cfg, struct hosts *h, char *out, size_t cap,
+                struct err *e)
 {
 	static char mhost[256];
-	char url[HTTP_URL_MAX], base[512];
-	const char *accept = "Accept: application/vnd.npm.install-v1+json";
+	char url[HTTP_URL_MAX], base[512], auth[HTTP_URL_MAX + 32], from[CFG_PATH_MAX + 48];
+	const char *mirror = cfg->install.npm_mirror;
+	const char *hdrs[3] = {"Accept: application/vnd.npm.install-v1+json", NULL, NULL};
 	struct http_client *hc;
 	struct buf g = BUF_INIT(JSON_MAX_BYTES_DEFAULT);
 	struct json_doc j;
 	const char *latest;
 	size_t i, n;
-	int rc;
+	int rc, status = 0;
 
-	if (mirror != NULL && *mirror != '\0') {
+	if (*mirror != '\0') {
 		if (strncmp(mirror, "https://", 8) != 0)
 			return err_set(e, "config.invalid", "install.mirrors.npm %s: not an https URL",
 			               mirror);
@@ -217,11 +219,22 @@ registry_latest(const char *pkg, const char *mirror, struct hosts *h, char *out,
 	snprintf(url, sizeof(url), "%s/", base);
 	for (i = 0, n = strlen(url); pkg[i] != '\0' && n + 4 < sizeof(url); i++)
 		n += (size_t)snprintf(url + n, sizeof(url) - n, pkg[i] == '/' ? "%%2f" : "%c", pkg[i]);
+	if ((rc = config_npm_auth(cfg, auth, sizeof(auth), from, sizeof(from), e)) < 0)
+		return -1;
+	hdrs[1] = rc == 1 ? auth : NULL;
 	if ((hc = config_http_client(e)) == NULL)
 		return -1;
 	lock_say("%s: asking %s for the latest version\n", pkg, url);
-	rc = lock_get(hc, url, h, accept, buf_http_sink, &g, JSON_MAX_BYTES_DEFAULT, e);
+	rc = lock_get(hc, url, h, hdrs, buf_http_sink, &g, JSON_MAX_BYTES_DEFAULT, &status, e);
+	memset(auth, 0, sizeof(auth));
 	http_client_free(hc);
+	if (rc != 0 && *mirror != '\0' && (status == 401 || status == 403))
+		err_set(e, "install.npm_auth", "the npm mirror %s (install.mirrors.npm) answered %d: %s%s",
+		        mirror, status, hdrs[1] != NULL ? "it refused the credential from " : "",
+		        hdrs[1] != NULL
+		            ? from
+		            : "it asks for a credential and none is set (install.mirrors.npm_auth_file "
+		              "or ABX_INSTALL_NPM_TOKEN)");
 	if (rc != 0 || json_parse(&j, g.p ? (const char *)g.p : "", g.len, NULL, e) != 0) {
 		buf_free(&g);
 		return -1;
@@ -311,7 +324,7 @@ check_npm(struct npm_job *j, const char *dir, const char *old, int *stale, struc
 	char *text = NULL;
 	size_t len;
 
-	if (registry_latest(j->pkg, j->mirror, &j->h, latest, sizeof(latest), e) != 0)
+	if (registry_latest(j->pkg, j->cfg, &j->h, latest, sizeof(latest), e) != 0)
 		return -1;
 	if (strcmp(latest, old) != 0) {
 		*stale = 1;
@@ -492,8 +505,8 @@ write_beside(const struct npm_job *j, const char *dir, const char *text, size_t 
 }
 
 int
-lock_npm(struct doc *d, const char *dir, const char *npm_mirror, const char *old, const char *want, int check,
-         int *stale, struct err *e)
+lock_npm(struct doc *d, const char *dir, const struct config *cfg, const char *old, const char *want,
+         int check, int *stale, struct err *e)
 {
 	struct npm_job j;
 	char spec[300], newver[128];
@@ -503,7 +516,7 @@ lock_npm(struct doc *d, const char *dir, const char *npm_mirror, const char *old
 
 	if (job_open(&j, d, e) != 0)
 		return -1;
-	j.mirror = npm_mirror;
+	j.cfg = cfg;
 	if (check)
 		rc = check_npm(&j, dir, old, stale, e);
 	else if ((rc = resolve_version(&j, want, spec, sizeof(spec), e)) == 0 &&

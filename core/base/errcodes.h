@@ -17,6 +17,7 @@ ERRCODE("install.no_space", 507, "not enough free space for the install", "free 
 ERRCODE("install.backoff", 503, "the tool failed to install recently", "wait for Retry-After, or run `agent-sandbox-server prepare --force`")
 ERRCODE("install.image_unsupported", 424, "the tool cannot run in this image: a C library loader or shared library it needs is missing", "use a base image that has the loader or shared library the message names, or provide the tool through ABX_TOOL_<NAME> or PATH")
 ERRCODE("install.manifest_invalid", 500, "a manifest or lockfile was rejected", "fix the manifest, or re-pin it with `agent-sandbox-server lock`")
+ERRCODE("install.npm_auth", 502, "the npm mirror asks for a credential there is none of, refuses the one sent, or it cannot be read", "set ABX_INSTALL_NPM_TOKEN to the mirror's token, or install.mirrors.npm_auth_file to an .npmrc with its _authToken= or _auth= line")
 ERRCODE("auth.missing", 401, "no access token was presented", "send X-Access-Token or Authorization: Bearer")
 ERRCODE("auth.invalid", 401, "the access token is not valid", "check the token")
 ERRCODE("policy.denied", 403, "policy denies this operation", "ask an administrator to allow the operation for this principal")

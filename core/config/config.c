@@ -34,6 +34,8 @@ const struct cfg_keydef cfg_keys[CK_NKEYS] = {
     {"install.max_download_mb", K_INT, OFF(install.max_download_mb), 1, 65536,
      "ABX_SERVER_INSTALL_MAX_DOWNLOAD_MB", NULL, "500"},
     {"install.mirrors.npm", K_NPM, OFF(install.npm_mirror), 0, 0, "ABX_INSTALL_NPM_REGISTRY", NULL, ""},
+    {"install.mirrors.npm_auth_file", K_PATH, OFF(install.npm_auth_file), 0, 0, "ABX_INSTALL_NPM_AUTH_FILE",
+     NULL, ""},
     {"install.mirrors.tarball", K_MIRRORS, OFF(install.tarball_mirrors), 0, 0, "ABX_INSTALL_MIRROR", NULL,
      ""},
     {"install.mirrors.oci", K_OCI, OFF(install.oci_mirror), 0, 0, "ABX_INSTALL_OCI_MIRROR", NULL, ""},
@@ -110,10 +112,11 @@ static const struct {
 #ifdef ABX_TEST_HOOKS
     {"ABX_TEST_PAUSE", 0}, /* tests: an install stops 30 s at this phase (never in production) */
 #endif
-    {"ABX_TOOL_", 1},         /* ABX_TOOL_<NAME>=/path: use that executable for tool NAME */
-    {"ABX_NPM", 0},           /* lock: the npm program to run */
-    {"ABX_OCI_AUTH", 0},      /* user:password for the OCI registry (config_oci.c) */
-    {"ABX_OCI_AUTH_FILE", 0}, /* a docker config.json with auths for the OCI registry */
+    {"ABX_TOOL_", 1},             /* ABX_TOOL_<NAME>=/path: use that executable for tool NAME */
+    {"ABX_NPM", 0},               /* lock: the npm program to run */
+    {"ABX_INSTALL_NPM_TOKEN", 0}, /* bearer token for install.mirrors.npm (config_npmauth.c) */
+    {"ABX_OCI_AUTH", 0},          /* user:password for the OCI registry (config_oci.c) */
+    {"ABX_OCI_AUTH_FILE", 0},     /* a docker config.json with auths for the OCI registry */
     /* the standard variables, read here too so one list says what the
      * program looks at */
     {"PATH", 0},        /* tools found on PATH (install.use_path), programs run by name */

@@ -77,6 +77,7 @@ enum cfg_key {
 	CK_INSTALL_TIMEOUT,
 	CK_INSTALL_MAX_DOWNLOAD_MB,
 	CK_INSTALL_MIRRORS_NPM,
+	CK_INSTALL_MIRRORS_NPM_AUTH_FILE,
 	CK_INSTALL_MIRRORS_TARBALL,
 	CK_INSTALL_MIRRORS_OCI,
 	CK_INSTALL_ALLOW_HOSTS,
@@ -124,6 +125,9 @@ struct config {
 		int timeout; /* seconds, whole install */
 		int max_download_mb;
 		char npm_mirror[CFG_URL_MAX]; /* "" = none */
+		/* an .npmrc-style file with the mirror's credential (config_npm_auth);
+		 * the path only: the secret is never kept here */
+		char npm_auth_file[CFG_PATH_MAX];
 		struct cfg_list tarball_mirrors;
 		char oci_mirror[CFG_URL_MAX]; /* oci://HOST[:PORT]/REPO, "" = none */
 		struct cfg_hosts allow_hosts;
@@ -252,6 +256,20 @@ struct http_client *config_http_client(struct err *e);
  * wipes basic after use. */
 int config_oci_basic(const char *host, int port, int port_explicit, char *basic, char *from, size_t fromcap,
                      struct err *e);
+
+/* The credential for install.mirrors.npm as a whole request header line
+ * ("Authorization: Bearer <token>" or "Authorization: Basic <base64>") into
+ * hdr (cap bytes): ABX_INSTALL_NPM_TOKEN (a bearer token, what .npmrc's
+ * _authToken=${NPM_TOKEN} holds), else the file install.mirrors.npm_auth_file
+ * names, read as an .npmrc: its _authToken= (bearer) or _auth= (basic,
+ * base64 user:password) line, unscoped or scoped to the mirror
+ * ("//host[:port]/path/:_authToken=..."; a line scoped to another registry is
+ * never used). Only for an https:// mirror: with a plain http one it is
+ * config.invalid, never sent. from (may be NULL) names where it came from,
+ * never the value. Returns 1 found, 0 none (no mirror, or no credential
+ * set), -1 with install.npm_auth (unreadable file, no usable line) or
+ * config.invalid. The caller wipes hdr after use. */
+int config_npm_auth(const struct config *c, char *hdr, size_t cap, char *from, size_t fromcap, struct err *e);
 
 /* The whole load: defaults, the file (file_flag if not NULL, which must
  * exist; else $ABX_SERVER_CONFIG, which must exist; else the default file if

@@ -1,7 +1,8 @@
 /*
  * The checks of the mirror keys against each other once every layer is
  * applied: a mirror's host must be in install.allow_hosts, and a plain
- * http mirror needs install.allow_http_mirrors.
+ * http mirror needs install.allow_http_mirrors; a credential file needs an
+ * https npm mirror.
  */
 #include "config/config_priv.h"
 
@@ -57,6 +58,12 @@ cfg_mirrors_check(const struct config *c, struct err *e)
 {
 	int i;
 
+	/* a credential goes to the npm mirror only, and only over https */
+	if (c->install.npm_auth_file[0] != '\0' && strncmp(c->install.npm_mirror, "https://", 8) != 0)
+		return err_set(e, "config.invalid",
+		               "install.mirrors.npm_auth_file: the credential is sent only to an https:// "
+		               "install.mirrors.npm, and that is %s",
+		               c->install.npm_mirror[0] ? c->install.npm_mirror : "not set");
 	if (c->install.npm_mirror[0] != '\0' &&
 	    mirror_host_listed(c, "install.mirrors.npm", c->install.npm_mirror, e) != 0)
 		return -1;

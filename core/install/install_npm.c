@@ -192,7 +192,7 @@ run(struct install_ctx *c, const manifest_t *m, const char *platform, const char
 	struct npm_opts o;
 	struct npm_stats st;
 	struct prog pr = {c, m->name};
-	char cache[PATH_MAX], kf[PATH_MAX];
+	char cache[PATH_MAX], kf[PATH_MAX], auth[HTTP_URL_MAX + 32], from[CFG_PATH_MAX + 48];
 	const char *jobs = config_env("ABX_INSTALL_NPM_JOBS"), *ro[1 + CFG_LIST_MAX], *d;
 	size_t nro = 0;
 	int rc, i;
@@ -251,9 +251,16 @@ run(struct install_ctx *c, const manifest_t *m, const char *platform, const char
 		o.file_arg = known;
 	}
 	memset(&st, 0, sizeof(st));
+	/* the mirror's secret is read per install, kept on this stack only */
+	rc = o.offline ? 0 : config_npm_auth(c->cfg, auth, sizeof(auth), from, sizeof(from), e);
+	if (rc < 0)
+		return -1;
+	o.auth = rc == 1 ? auth : NULL;
+	o.auth_from = from;
 	rc = install_oci_npm(c, m, l, cache, o.sources, e);
 	if (rc == 0)
 		rc = npm_install(&o, &st, e);
+	memset(auth, 0, sizeof(auth));
 	if (rc == 0)
 		install_known_settle(known);
 	if (st.placed > 0)

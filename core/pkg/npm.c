@@ -247,6 +247,8 @@ fetch_one(struct run *r, struct http_client *hc, struct job *j, struct mem *m, s
 	http_request_init(&rq, url);
 	rq.host_ok = hostrule_check;
 	rq.host_arg = &hr;
+	if (r->reg[0] != '\0' && o->auth != NULL)
+		rq.headers[rq.nheaders++] = o->auth;
 	rq.sink = sink_write;
 	rq.sink_arg = &s;
 	if (o->max_bytes > 0)
@@ -259,6 +261,17 @@ fetch_one(struct run *r, struct http_client *hc, struct job *j, struct mem *m, s
 	}
 	s.rs = rs;
 	rc = http_request(hc, &rq, rs, e);
+	/* the mirror's own answer, not a redirect target's (a CDN's 403) */
+	if (rc != 0 && r->reg[0] != '\0' && (rs->status == 401 || rs->status == 403) &&
+	    strncmp(rs->url, r->reg, strlen(r->reg)) == 0)
+		err_set(e, "install.npm_auth",
+		        "%s@%s: the npm mirror %s (install.mirrors.npm) answered %d: %s%s", p->name,
+		        p->version, r->reg, rs->status,
+		        o->auth != NULL ? "it refused the credential from " : "",
+		        o->auth != NULL
+		            ? o->auth_from
+		            : "it asks for a credential and none is set (install.mirrors.npm_auth_file "
+		              "or ABX_INSTALL_NPM_TOKEN)");
 	free(rs);
 	if (rc != 0) {
 		char msg[ERR_MSG_MAX];

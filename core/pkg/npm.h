@@ -78,7 +78,12 @@ struct npm_opts {
 	 * (an image's layer), directory mirrors laid out like the cache */
 	const char *const *caches_ro;
 	size_t ncaches_ro;
-	const char *registry;     /* mirror base URL ("https://host[/prefix]") or NULL */
+	const char *registry; /* mirror base URL ("https://host[/prefix]") or NULL */
+	/* with registry: its credential as a header line ("Authorization: ...",
+	 * config_npm_auth), sent with each request to the mirror and dropped by
+	 * the client on a redirect to any other origin; NULL = none. auth_from
+	 * names where it came from, for the 401/403 message; never the value. */
+	const char *auth, *auth_from;
 	const char *const *hosts; /* hosts that may be contacted ("host[:port]") */
 	size_t nhosts;
 	int jobs;            /* 0 = NPM_JOBS_DEFAULT */
@@ -129,7 +134,8 @@ struct npm_stats {
  * Install o->lock's packages. Returns 0, or -1 with e set:
  * install.checksum_mismatch (expected and actual integrity), install.disabled
  * (offline cache miss; the message lists the missing integrities),
- * install.failed with details {"phase":"fetch"|"extract"|"publish"}, http.*
+ * install.failed with details {"phase":"fetch"|"extract"|"publish"},
+ * install.npm_auth (the mirror answered 401 or 403), http.*
  * and tls.* from the client. On failure the staging tree holds partial
  * content; the caller removes it. Cache entries written before the failure
  * stay (they were verified).

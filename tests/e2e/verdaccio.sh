@@ -6,7 +6,10 @@
 # here; our SSL_CERT_FILE holds that CA and the system's, since the
 # uplink's and nodejs.org's certificates may come from a re-signing proxy
 # the system bundle trusts), then over plain http with
-# install.allow_http_mirrors. Verdaccio's log and storage show what it
+# install.allow_http_mirrors, then codex from a Verdaccio whose packages
+# need a login ($authenticated): with a bearer token (ABX_INSTALL_NPM_TOKEN)
+# and with basic auth from an .npmrc (install.mirrors.npm_auth_file), and
+# install.npm_auth without one. Verdaccio's log and storage show what it
 # served, a dead HTTPS_PROXY for every other host shows codex and
 # claude-code read nothing elsewhere; each tool runs (--version).
 . "$TOP/tests/lib.sh"
@@ -41,12 +44,16 @@ sh "$FIXTURES/mkcerts.sh" "$T/pki" >/dev/null 2>&1 || { not_ok "test PKI" "mkcer
 cat "$SYSCA" "$T/pki/ca.pem" >"$T/bundle.pem"
 freeport() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
 
-# verdaccio NAME URL [TLS]: Verdaccio listening on URL, the shared storage,
-# its log (json lines, level http: one a request) in $T/NAME.log
+# verdaccio NAME URL [TLS [AUTH]]: Verdaccio listening on URL, the shared
+# storage, its log (json lines, level http: one a request) in $T/NAME.log;
+# with AUTH every package needs a login (users in $T/NAME.htpasswd)
 verdaccio() {
+	_va='$all'
+	[ -z "${4:-}" ] || _va='$authenticated'
 	{
 		printf 'storage: %s\nuplinks:\n  npmjs:\n    url: https://registry.npmjs.org/\n    timeout: 120s\n' "$T/store"
-		printf 'packages:\n  "**":\n    access: $all\n    proxy: npmjs\n'
+		printf 'packages:\n  "**":\n    access: %s\n    publish: $authenticated\n    proxy: npmjs\n' "$_va"
+		printf 'auth:\n  htpasswd:\n    file: %s\n' "$T/$1.htpasswd"
 		printf 'log: { type: stdout, format: json, level: http }\nlisten: %s\n' "$2"
 		[ -z "${3:-}" ] || printf 'https:\n  key: %s\n  cert: %s\n' "$T/pki/good.key" "$T/pki/good.pem"
 	} >"$T/$1.yaml"
@@ -67,7 +74,7 @@ verdaccio() {
 through() {
 	_vn=$1 _vd=$2
 	shift 2
-	for _vt in codex:codex:@openai/codex claude-code:claude:@anthropic-ai/claude-code gemini:gemini:@google/gemini-cli; do
+	for _vt in ${VTOOLS:-codex:codex:@openai/codex claude-code:claude:@anthropic-ai/claude-code gemini:gemini:@google/gemini-cli}; do
 		_vname=${_vt%%:*} _vrest=${_vt#*:}
 		_vbin=${_vrest%%:*} _vpkg=${_vrest#*:}
 		# codex and claude-code need nothing but npm packages: with a proxy
@@ -104,4 +111,49 @@ run env SSL_CERT_FILE="$T/bundle.pem" ABX_INSTALL_NPM_REGISTRY="http://127.0.0.1
 expect "plain http Verdaccio without install.allow_http_mirrors: refused" 2 "" "install.allow_http_mirrors"
 through plain "$T/tools-plain" ABX_INSTALL_NPM_REGISTRY="http://127.0.0.1:$HP" \
 	ABX_SERVER_INSTALL_ALLOW_HOSTS="127.0.0.1:$HP" ABX_SERVER_INSTALL_ALLOW_HTTP_MIRRORS=true
+kill "$VPID"
+
+# a Verdaccio whose packages need a login: a user registered over its API
+# (what `npm adduser` does) gives the token
+AP=$(freeport)
+verdaccio auth "https://localhost:$AP" tls auth
+PW=pw-E2e-$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')
+curl -s --cacert "$T/pki/ca.pem" -X PUT -H 'Content-Type: application/json' \
+	-d "{\"name\":\"ci\",\"password\":\"$PW\"}" "https://localhost:$AP/-/user/org.couchdb.user:ci" >"$T/adduser.json"
+TOK=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["token"])' "$T/adduser.json" 2>/dev/null)
+if [ -z "$TOK" ]; then
+	not_ok "auth: register a Verdaccio user" "$(head -c 300 "$T/adduser.json")"
+	exit 1
+fi
+AUTHENV="ABX_INSTALL_NPM_REGISTRY=https://localhost:$AP ABX_SERVER_INSTALL_ALLOW_HOSTS=localhost:$AP"
+run env SSL_CERT_FILE="$T/bundle.pem" $AUTHENV "$BIN" prepare --only codex --tools-dir "$T/tools-noauth"
+cat "$T/out" "$T/err" >"$T/said"
+expect "auth: \$authenticated Verdaccio without a credential: install.npm_auth saying none is set" 3 "" \
+	"(install.mirrors.npm) answered 401: it asks for a credential and none is set"
+VTOOLS=codex:codex:@openai/codex
+through auth "$T/tools-bearer" $AUTHENV ABX_INSTALL_NPM_TOKEN="$TOK"
+cat "$T/out" "$T/err" >>"$T/said"
+# _vcount: how many of codex's tarballs Verdaccio has served (into _vc)
+_vcount() {
+	_vc=$(grep -Ec '"sub":"in","request":\{"method":"GET","url":"/@openai(/|%2[fF])codex/-/[^"]*\.tgz"\}[^}]*"status":200' \
+		"$T/auth.log")
+}
+_vcount
+printf '//localhost:%s/:_auth=%s\n' "$AP" "$(printf 'ci:%s' "$PW" | base64 -w0)" >"$T/npmrc"
+through auth "$T/tools-basic" $AUTHENV ABX_INSTALL_NPM_AUTH_FILE="$T/npmrc"
+cat "$T/out" "$T/err" >>"$T/said"
+# each tools directory has its own cache: the second install read codex
+# from Verdaccio again, with basic auth
+_vb=$_vc
+_vcount
+check "auth: Verdaccio served codex's tarballs to basic auth too ($_vb, then $_vc)" test "$_vc" -gt "$_vb"
+printf '//localhost:%s/:_auth=%s\n' "$AP" "$(printf 'ci:wrong-%s' "$PW" | base64 -w0)" >"$T/npmrc.bad"
+run env SSL_CERT_FILE="$T/bundle.pem" $AUTHENV ABX_INSTALL_NPM_AUTH_FILE="$T/npmrc.bad" "$BIN" prepare --only codex \
+	--tools-dir "$T/tools-badauth"
+cat "$T/out" "$T/err" >>"$T/said"
+expect "auth: a wrong password: install.npm_auth naming the file it came from" 3 "" \
+	"it refused the credential from install.mirrors.npm_auth_file $T/npmrc.bad"
+unset VTOOLS
+check "auth: neither the token nor the password is in any output" \
+	sh -c "! grep -qF -e '$TOK' -e '$PW' '$T/said'"
 kill "$VPID"

@@ -580,7 +580,8 @@ test_full_schema_loads(void **state)
 	        &c,
 	        "{\"install\": {\"mode\": \"build\", \"wait\": 0, \"timeout\": 900,"
 	        " \"max_download_mb\": 200, \"mirrors\": {\"npm\": \"https://r.example\","
-	        " \"tarball\": [\"https://m.example/{host}/{path}\"], \"oci\": "
+	        " \"npm_auth_file\": \"/npmrc\", \"tarball\": [\"https://m.example/{host}/{path}\"], "
+	        "\"oci\": "
 	        "\"oci://r.example/team/tools\"},"
 	        " \"allow_hosts\": [\"m.example\", \"r.example\"],"
 	        " \"allow_tmp\": true, \"use_path\": false, \"allow_http_mirrors\": false},"
@@ -669,6 +670,63 @@ test_oci_auth_path_too_long(void **state)
 	setenv("HOME", was, 1);
 }
 
+/* npm_auth FILE-TEXT MIRROR: config_npm_auth's answer for an .npmrc with
+ * text, hdr filled */
+static int
+npm_auth(const char *text, const char *mirror, char *hdr, size_t cap, struct err *e)
+{
+	struct config c;
+
+	config_defaults(&c);
+	snprintf(c.install.npm_mirror, sizeof(c.install.npm_mirror), "%s", mirror);
+	snprintf(c.install.npm_auth_file, sizeof(c.install.npm_auth_file), "%s", write_file("npmrc", text));
+	return config_npm_auth(&c, hdr, cap, NULL, 0, e);
+}
+
+static void
+test_npm_auth_scopes(void **state)
+{
+	char hdr[256];
+	struct err e;
+
+	unsetenv("ABX_INSTALL_NPM_TOKEN");
+	/* a line for another host, a longer host name, another port or another
+	 * path is never the mirror's */
+	assert_int_equal(npm_auth("//r.test2/:_authToken=a\n//r.test:444/:_authToken=b\n"
+	                          "//r.test/other/:_authToken=c\n//r.test:_authToken=d\n",
+	                          "https://r.test/npm", hdr, sizeof(hdr), &e),
+	                 -1);
+	assert_string_equal(e.code, "install.npm_auth");
+	assert_string_equal(hdr, "");
+	assert_null(strstr(e.msg, "=a"));
+	/* scoped to the mirror, with its path, after comments; spaces and CR trimmed */
+	assert_int_equal(npm_auth("# x\n; y\n//r.test/npm/:_authToken = tok1 \r\n", "https://r.test/npm/",
+	                          hdr, sizeof(hdr), &e),
+	                 1);
+	assert_string_equal(hdr, "Authorization: Bearer tok1");
+	assert_int_equal(
+	    npm_auth("//r.test:8443/:_auth=dTpw\n", "https://r.test:8443/", hdr, sizeof(hdr), &e), 1);
+	assert_string_equal(hdr, "Authorization: Basic dTpw");
+	/* unscoped counts; a value with a space or control byte cannot add a header */
+	assert_int_equal(npm_auth("_authToken=a b\n_auth=dTpw\n", "https://r.test", hdr, sizeof(hdr), &e), 1);
+	assert_string_equal(hdr, "Authorization: Basic dTpw");
+	/* ${VAR} is not expanded, and not sent as is */
+	assert_int_equal(npm_auth("_authToken=${NPM_TOKEN}\n", "https://r.test", hdr, sizeof(hdr), &e), -1);
+	assert_string_equal(hdr, "");
+	/* never over plain http; no mirror, no credential */
+	assert_int_equal(npm_auth("_authToken=t\n", "http://r.test", hdr, sizeof(hdr), &e), -1);
+	assert_string_equal(e.code, "config.invalid");
+	assert_int_equal(npm_auth("_authToken=t\n", "", hdr, sizeof(hdr), &e), 0);
+	/* the environment's token wins; one with a newline is refused */
+	setenv("ABX_INSTALL_NPM_TOKEN", "envtok", 1);
+	assert_int_equal(npm_auth("_authToken=t\n", "https://r.test", hdr, sizeof(hdr), &e), 1);
+	assert_string_equal(hdr, "Authorization: Bearer envtok");
+	setenv("ABX_INSTALL_NPM_TOKEN", "a\r\nX-Evil: 1", 1);
+	assert_int_equal(npm_auth("", "https://r.test", hdr, sizeof(hdr), &e), -1);
+	assert_null(strstr(e.msg, "Evil"));
+	unsetenv("ABX_INSTALL_NPM_TOKEN");
+}
+
 int
 main(void)
 {
@@ -696,6 +754,7 @@ main(void)
 	    cmocka_unit_test(test_full_schema_loads),
 	    cmocka_unit_test(test_session_env),
 	    cmocka_unit_test(test_oci_auth_path_too_long),
+	    cmocka_unit_test(test_npm_auth_scopes),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
