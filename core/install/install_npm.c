@@ -90,8 +90,9 @@ load_lock(struct install_ctx *c, const manifest_t *m, const char *platform, stru
           struct npmlock *l, char lock_sha[65], struct err *e)
 {
 	struct npmlock_opts lo;
-	char *text = NULL;
-	size_t len = 0;
+	char *text = NULL, only[NPMLOCK_PATH_MAX] = "";
+	const char *b = m->source.bin;
+	size_t len = 0, k;
 	int rc;
 
 	if (manifest_read_sibling(m, m->source.lock, JSON_MAX_BYTES_DEFAULT, &text, &len, e) < 0)
@@ -112,8 +113,34 @@ load_lock(struct install_ctx *c, const manifest_t *m, const char *platform, stru
 	lo.os = "linux";
 	lo.cpu = platform ? npmlock_cpu_for(platform) : NULL;
 	lo.libc = platform ? npmlock_detect_libc(NULL) : NULL;
+	/* A bin inside another package than the tool's: that package is the
+	 * build this machine runs, the only optional one installed. */
+	k = strncmp(b, "node_modules/", 13) == 0 ? 13 + (b[13] == '@') + strcspn(b + 13 + (b[13] == '@'), "/")
+	                                         : 0;
+	if (k > 13 && b[13] == '@')
+		k += 1 + strcspn(b + k + 1, "/");
+	if (platform != NULL && k > 13 && k < sizeof(only) &&
+	    (strncmp(b + 13, m->source.package, k - 13) != 0 || m->source.package[k - 13] != '\0')) {
+		memcpy(only, b, k);
+		only[k] = '\0';
+		lo.only = only;
+	}
 	rc = npmlock_load(l, text, len, &lo, e);
 	free(text);
+	if (rc == 0 && lo.only != NULL) {
+		for (k = 0; k < l->npkgs && strcmp(l->pkgs[k].path, only) != 0; k++)
+			;
+		if (k == l->npkgs) {
+			npmlock_free(l);
+			rc = err_set(e, "install.image_unsupported",
+			             "%s: lockfile %s has no %s for %s (C library %s): this build is not "
+			             "published; see the README's table of agents",
+			             m->file, m->source.lock, only + 13, platform, lo.libc);
+			err_detail_str(e, "tool", m->name);
+			err_detail_str(e, "package", only + 13);
+			return rc;
+		}
+	}
 	if (rc < 0) {
 		char msg[ERR_MSG_MAX];
 		snprintf(msg, sizeof(msg), "%s", e->msg);
