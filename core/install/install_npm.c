@@ -119,7 +119,7 @@ load_lock(struct install_ctx *c, const manifest_t *m, const char *platform, stru
 	                                         : 0;
 	if (k > 13 && b[13] == '@')
 		k += 1 + strcspn(b + k + 1, "/");
-	if (platform != NULL && k > 13 && k < sizeof(only) &&
+	if (platform != NULL && k > 13 && k < sizeof(only) && b[13] != '.' &&
 	    (strncmp(b + 13, m->source.package, k - 13) != 0 || m->source.package[k - 13] != '\0')) {
 		memcpy(only, b, k);
 		only[k] = '\0';
@@ -256,6 +256,8 @@ run(struct install_ctx *c, const manifest_t *m, const char *platform, const char
 	o.ncaches_ro = nro;
 	o.lock = l;
 	o.staging = tree;
+	if (strncmp(m->source.bin, "node_modules/.bin/", 18) != 0)
+		o.exec_bin = m->source.bin;
 	o.cache = cache;
 	install_cache_key(c, kf, sizeof(kf));
 	o.cache_key = kf;
