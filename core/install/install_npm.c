@@ -84,6 +84,19 @@ progress(void *arg, uint64_t bytes, uint64_t total, size_t done, size_t count)
 		p->c->obs->progress(p->c->obs->arg, p->name, "fetch", &pg);
 }
 
+/* The length of "node_modules/<name>" (<name> "a" or "@s/a") that starts
+ * bin, or 0 (node_modules/.bin, the tree's own paths). */
+static size_t
+bin_package_len(const char *b)
+{
+	const char *p = b + 13;
+
+	if (strncmp(b, "node_modules/", 13) != 0 || *p == '.' ||
+	    (*p == '@' && (p = strchr(p, '/')) == NULL) || (p = strchr(p + 1, '/')) == NULL)
+		return 0;
+	return (size_t)(p - b);
+}
+
 /* Load m's lockfile for platform (NULL = every platform). */
 static int
 load_lock(struct install_ctx *c, const manifest_t *m, const char *platform, struct npm_hosts *h,
@@ -115,12 +128,9 @@ load_lock(struct install_ctx *c, const manifest_t *m, const char *platform, stru
 	lo.libc = platform ? npmlock_detect_libc(NULL) : NULL;
 	/* A bin inside another package than the tool's: that package is the
 	 * build this machine runs, the only optional one installed. */
-	k = strncmp(b, "node_modules/", 13) == 0 ? 13 + (b[13] == '@') + strcspn(b + 13 + (b[13] == '@'), "/")
-	                                         : 0;
-	if (k > 13 && b[13] == '@')
-		k += 1 + strcspn(b + k + 1, "/");
-	if (platform != NULL && k > 13 && k < sizeof(only) && b[13] != '.' &&
-	    (strncmp(b + 13, m->source.package, k - 13) != 0 || m->source.package[k - 13] != '\0')) {
+	k = bin_package_len(b);
+	if (platform != NULL && k > 13 && k < sizeof(only) &&
+	    (k - 13 != strlen(m->source.package) || strncmp(b + 13, m->source.package, k - 13) != 0)) {
 		memcpy(only, b, k);
 		only[k] = '\0';
 		lo.only = only;
@@ -133,9 +143,9 @@ load_lock(struct install_ctx *c, const manifest_t *m, const char *platform, stru
 		if (k == l->npkgs) {
 			npmlock_free(l);
 			rc = err_set(e, "install.image_unsupported",
-			             "%s: lockfile %s has no %s for %s (C library %s): this build is not "
-			             "published; see the README's table of agents",
-			             m->file, m->source.lock, only + 13, platform, lo.libc);
+			             "%s: lockfile %s has no %s for %s (C library %s): run `lock %s` where "
+			             "the registry has that build, or see the README's table of agents",
+			             m->file, m->source.lock, only + 13, platform, lo.libc, m->name);
 			err_detail_str(e, "tool", m->name);
 			err_detail_str(e, "package", only + 13);
 			return rc;
