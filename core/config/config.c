@@ -106,8 +106,8 @@ static const struct {
     {"ABX_INSTALL_LIBC", 0},      /* glibc, musl or none: the libc npm packages are chosen for */
     {"ABX_INSTALL_NPM_JOBS", 0},
     {"ABX_INSTALL_AVX2", 0},
-    /* 0 or 1: what the CPU level check takes this CPU to have */ /* concurrent npm package downloads (unset =
-                                                                     8, at most 32) */
+/* 0 or 1: what the CPU level check takes this CPU to have */ /* concurrent npm package downloads (unset =
+                                                                 8, at most 32) */
 #ifdef ABX_TEST_HOOKS
     {"ABX_TEST_PAUSE", 0}, /* tests: an install stops 30 s at this phase (never in production) */
 #endif
