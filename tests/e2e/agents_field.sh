@@ -102,8 +102,8 @@ for root in $ROOTS; do
 			[ "$args" = - ] && continue
 			[ "$args" = --help ] && expect=Usage
 			inroot "$R" /tools/bin/"$bin" $args
-			check "$root: $a $args says $expect" grep -qF -- "$expect" "$T/out"
-			echo "# $root $a: $(head -c 120 "$T/out" | tr '\n' ' ')"
+			check "$root: $a $args says $expect" grep -qF -- "$expect" "$T/out" "$T/err"
+			echo "# $root $a: $(cat "$T/out" "$T/err" | head -c 120 | tr "\n" " ")"
 		else
 			expect "$root: $a refused before any download" 3 "" "$want"
 			check "$root: $a: nothing in the tools directory" test ! -e "$R/tools/$a"
