@@ -46,6 +46,7 @@ const struct cfg_keydef cfg_keys[CK_NKEYS] = {
     {"install.allow_tmp", K_BOOL, OFF(install.allow_tmp), 0, 1, "ABX_SERVER_INSTALL_ALLOW_TMP", NULL,
      "false"},
     {"install.use_path", K_BOOL, OFF(install.use_path), 0, 1, "ABX_SERVER_INSTALL_USE_PATH", NULL, "true"},
+    {"install.cpu_level", K_CPU, OFF(install.cpu_level), 0, 0, "ABX_INSTALL_CPU_LEVEL", NULL, "auto"},
     {"agents", K_NAMES, OFF(agents), 0, 0, "ABX_SERVER_AGENTS", NULL, ""},
     {"commands", K_PATH, OFF(commands), 0, 0, "ABX_SERVER_COMMANDS", "commands", ""},
     {"policy", K_PATH, OFF(policy), 0, 0, "ABX_SERVER_POLICY", "policy", ""},
@@ -108,7 +109,10 @@ static const struct {
     {"ABX_INSTALL_MODE", 0},      /* deprecated alias of ABX_SERVER_INSTALL_MODE */
     {"ABX_INSTALL_UNPINNED", 0},  /* "1": *.unpinned.json manifests load (refused in production) */
     {"ABX_INSTALL_LIBC", 0},      /* glibc, musl or none: the libc npm packages are chosen for */
-    {"ABX_INSTALL_NPM_JOBS", 0},  /* concurrent npm package downloads (unset = 8, at most 32) */
+    {"ABX_INSTALL_NPM_JOBS", 0},
+    {"ABX_INSTALL_AVX2", 0},
+/* 0 or 1: what the CPU level check takes this CPU to have */ /* concurrent npm package downloads (unset =
+                                                                 8, at most 32) */
 #ifdef ABX_TEST_HOOKS
     {"ABX_TEST_PAUSE", 0}, /* tests: an install stops 30 s at this phase (never in production) */
 #endif
@@ -619,6 +623,12 @@ cfg_set_text(struct config *c, int k, const char *text, const char *base, const 
 			return err_set(e, "config.invalid",
 			               "%s: \"%.40s\" is not a preset (readonly, agents, admin)", where,
 			               text);
+		snprintf(cfg_field(c, k), CFG_NAME_MAX, "%s", text);
+		return 0;
+	case K_CPU:
+		if (strcmp(text, "auto") != 0 && strcmp(text, "baseline") != 0 && strcmp(text, "v3") != 0)
+			return err_set(e, "config.invalid",
+			               "%s: \"%.40s\" is not a CPU level (auto, baseline, v3)", where, text);
 		snprintf(cfg_field(c, k), CFG_NAME_MAX, "%s", text);
 		return 0;
 	case K_WORD:

@@ -84,6 +84,7 @@ enum cfg_key {
 	CK_INSTALL_ALLOW_HTTP_MIRRORS,
 	CK_INSTALL_ALLOW_TMP,
 	CK_INSTALL_USE_PATH,
+	CK_INSTALL_CPU_LEVEL,
 	CK_AGENTS,
 	CK_COMMANDS,
 	CK_POLICY,
@@ -134,6 +135,7 @@ struct config {
 		int allow_http_mirrors; /* plain http:// mirrors, for pinned installs only */
 		int allow_tmp;
 		int use_path;
+		char cpu_level[CFG_NAME_MAX]; /* auto, baseline or v3 */
 	} install;
 	struct cfg_names agents;
 	char commands[CFG_PATH_MAX];      /* "" = none */
@@ -237,6 +239,9 @@ int config_flags_add(struct config_flags *f, const char *opt, const char *value)
  * Returns the value, or NULL when unset or empty (an empty variable counts as
  * unset). The pointer is the environment's; do not keep it across setenv. */
 const char *config_env(const char *name);
+/* The CPU level native npm packages are chosen for, as the last
+ * config_load set it (install.cpu_level): 0 auto, 1 baseline, 2 v3. */
+int config_cpu_level(void);
 
 struct http_client;
 

@@ -10,6 +10,14 @@
 
 extern char **environ;
 
+static int cpu_level;
+
+int
+config_cpu_level(void)
+{
+	return cpu_level;
+}
+
 int
 config_load(struct config *c, const char *file_flag, char *const *envp, const struct config_flag *flags,
             int nflags, struct err *e)
@@ -34,6 +42,7 @@ config_load(struct config *c, const char *file_flag, char *const *envp, const st
 			goto fail;
 	if (cfg_mirrors_check(c, e) != 0)
 		goto fail;
+	cpu_level = c->install.cpu_level[0] == 'b' ? 1 : c->install.cpu_level[0] == 'v' ? 2 : 0;
 	if (c->install.allow_http_mirrors)
 		cfg_add_warn(
 		    c,

@@ -22,6 +22,7 @@ enum cfg_kind {
 	K_VARS,    /* struct cfg_names; environment variable names */
 	K_PRESET,  /* char[CFG_NAME_MAX]; readonly|agents|admin */
 	K_WORD,    /* char[CFG_NAME_MAX]; [a-z0-9_-] */
+	K_CPU,     /* char[CFG_NAME_MAX]; auto|baseline|v3 */
 	K_HOST,    /* char[256]; a listen address */
 };
 

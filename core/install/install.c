@@ -172,14 +172,30 @@ install_image_fits(const manifest_t *m, const char *platform, struct err *e)
 	char env[MANIFEST_NAME_MAX + 16], need[200];
 	struct json_w w;
 
-	if (m->libc == 0 || (platform != NULL && strcmp(platform, manifest_platform_self()) != 0))
+	if (platform != NULL && strcmp(platform, manifest_platform_self()) != 0)
+		return 0;
+	install_tool_env_name(m->name, env, sizeof(env));
+	/* install.cpu_level v3 on a CPU without AVX2: the build it names would
+	 * stop at its first AVX2 instruction */
+	if (m->source.cpu_levels && strcmp(manifest_platform_self(), MANIFEST_PLATFORM_X64) == 0 &&
+	    config_cpu_level() == 2 && !manifest_cpu_avx2()) {
+		err_set(e, "install.image_unsupported",
+		        "%s cannot run on this CPU: install.cpu_level v3 chooses its build for CPUs with "
+		        "AVX2, which this one lacks; set install.cpu_level to auto or baseline "
+		        "(ABX_INSTALL_CPU_LEVEL), or set %s or put %s on PATH",
+		        m->name, env, m->binary);
+		err_detail_str(e, "tool", m->name);
+		err_detail_str(e, "cpu_level", "v3");
+		err_detail_str(e, "env", env);
+		return -1;
+	}
+	if (m->libc == 0)
 		return 0;
 	libc = npmlock_detect_libc(NULL);
 	if ((strcmp(libc, "glibc") == 0 && (m->libc & MANIFEST_LIBC_GLIBC)) ||
 	    (strcmp(libc, "musl") == 0 && (m->libc & MANIFEST_LIBC_MUSL))) {
 		int i;
 
-		install_tool_env_name(m->name, env, sizeof(env));
 		for (i = 0; i < m->nlibs; i++)
 			if (!npmlock_lib_present(NULL, libc, m->libs[i])) {
 				err_set(e, "install.image_unsupported",
@@ -195,7 +211,6 @@ install_image_fits(const manifest_t *m, const char *platform, struct err *e)
 			}
 		return 0;
 	}
-	install_tool_env_name(m->name, env, sizeof(env));
 	if (m->libc == (MANIFEST_LIBC_GLIBC | MANIFEST_LIBC_MUSL))
 		snprintf(need, sizeof(need), "the glibc loader %s (%s) or the musl loader %s (%s)", g,
 		         m->nlibs > 0 ? GLIBC_LIBS_IMAGES : GLIBC_IMAGES, mu, MUSL_IMAGES);

@@ -84,14 +84,28 @@ progress(void *arg, uint64_t bytes, uint64_t total, size_t done, size_t count)
 		p->c->obs->progress(p->c->obs->arg, p->name, "fetch", &pg);
 }
 
+/* The length of "node_modules/<name>" (<name> "a" or "@s/a") that starts
+ * bin, or 0 (node_modules/.bin, the tree's own paths). */
+static size_t
+bin_package_len(const char *b)
+{
+	const char *p = b + 13;
+
+	if (strncmp(b, "node_modules/", 13) != 0 || *p == '.' ||
+	    (*p == '@' && (p = strchr(p, '/')) == NULL) || (p = strchr(p + 1, '/')) == NULL)
+		return 0;
+	return (size_t)(p - b);
+}
+
 /* Load m's lockfile for platform (NULL = every platform). */
 static int
 load_lock(struct install_ctx *c, const manifest_t *m, const char *platform, struct npm_hosts *h,
           struct npmlock *l, char lock_sha[65], struct err *e)
 {
 	struct npmlock_opts lo;
-	char *text = NULL;
-	size_t len = 0;
+	char *text = NULL, only[NPMLOCK_PATH_MAX] = "";
+	const char *b = m->source.bin;
+	size_t len = 0, k;
 	int rc;
 
 	if (manifest_read_sibling(m, m->source.lock, JSON_MAX_BYTES_DEFAULT, &text, &len, e) < 0)
@@ -112,8 +126,31 @@ load_lock(struct install_ctx *c, const manifest_t *m, const char *platform, stru
 	lo.os = "linux";
 	lo.cpu = platform ? npmlock_cpu_for(platform) : NULL;
 	lo.libc = platform ? npmlock_detect_libc(NULL) : NULL;
+	/* A bin inside another package than the tool's: that package is the
+	 * build this machine runs, the only optional one installed. */
+	k = bin_package_len(b);
+	if (platform != NULL && k > 13 && k < sizeof(only) &&
+	    (k - 13 != strlen(m->source.package) || strncmp(b + 13, m->source.package, k - 13) != 0)) {
+		memcpy(only, b, k);
+		only[k] = '\0';
+		lo.only = only;
+	}
 	rc = npmlock_load(l, text, len, &lo, e);
 	free(text);
+	if (rc == 0 && lo.only != NULL) {
+		for (k = 0; k < l->npkgs && strcmp(l->pkgs[k].path, only) != 0; k++)
+			;
+		if (k == l->npkgs) {
+			npmlock_free(l);
+			rc = err_set(e, "install.image_unsupported",
+			             "%s: lockfile %s has no %s for %s (C library %s): run `lock %s` where "
+			             "the registry has that build, or see the README's table of agents",
+			             m->file, m->source.lock, only + 13, platform, lo.libc, m->name);
+			err_detail_str(e, "tool", m->name);
+			err_detail_str(e, "package", only + 13);
+			return rc;
+		}
+	}
 	if (rc < 0) {
 		char msg[ERR_MSG_MAX];
 		snprintf(msg, sizeof(msg), "%s", e->msg);
@@ -229,6 +266,8 @@ run(struct install_ctx *c, const manifest_t *m, const char *platform, const char
 	o.ncaches_ro = nro;
 	o.lock = l;
 	o.staging = tree;
+	if (strncmp(m->source.bin, "node_modules/.bin/", 18) != 0)
+		o.exec_bin = m->source.bin;
 	o.cache = cache;
 	install_cache_key(c, kf, sizeof(kf));
 	o.cache_key = kf;

@@ -128,6 +128,7 @@ typedef struct manifest {
 		char lock[MANIFEST_RELPATH_MAX];
 		char package_json[MANIFEST_RELPATH_MAX];
 		char lock_sha256[MANIFEST_SHA256_HEX]; /* of the lockfile bytes */
+		int cpu_levels; /* bin names {baseline}: the vendor ships x86-64-v3 and baseline builds */
 	} source;
 
 	struct {
@@ -196,6 +197,13 @@ manifest_platform_self(void)
 
 /* 1 when s names a known platform. */
 int manifest_platform_known(const char *s);
+
+/* Whether this CPU runs a vendor's x86-64-v3 build (AVX2; ABX_INSTALL_AVX2=0
+ * or 1 says so instead, for tests), and whether the baseline build is the
+ * one installed: install.cpu_level baseline, or auto on a CPU without AVX2.
+ * Always 0 off x86-64, where vendors ship one build. */
+int manifest_cpu_avx2(void);
+int manifest_cpu_baseline(void);
 
 /*
  * Whether ABX_INSTALL_UNPINNED=1 is in effect. Returns 1 (allowed: the

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cpu.h"
 #include "config/config.h"
 #include "pkg/npmlock.h"
 
@@ -41,41 +42,87 @@ rel_ok(const char *s)
 	return s[0] != '/' && strstr(s, "..") == NULL && strchr(s, '\\') == NULL;
 }
 
+int
+manifest_cpu_avx2(void)
+{
+	const char *v = config_env("ABX_INSTALL_AVX2");
+
+	if (strcmp(manifest_platform_self(), MANIFEST_PLATFORM_X64) != 0)
+		return 0;
+	return v != NULL ? strcmp(v, "0") != 0 : cpu_has_avx2();
+}
+
+int
+manifest_cpu_baseline(void)
+{
+	int level = config_cpu_level();
+
+	if (strcmp(manifest_platform_self(), MANIFEST_PLATFORM_X64) != 0 || level == 2)
+		return 0;
+	return level == 1 || !manifest_cpu_avx2();
+}
+
 /*
  * npm-lock bins may name the platform package that holds a native binary
  * (Claude Code ships one per platform and libc and copies it into place with
  * a postinstall script, which never runs here): "{platform}" is this
- * machine's platform (linux-x64), "{arch}" its processor as target triples
- * name it (x86_64, aarch64: Codex's vendor/<triple>/bin/codex), "{musl}" is
- * "-musl" on a musl system (see npmlock_detect_libc) and "" otherwise.
- * Expanded once, at load.
+ * machine's platform (linux-x64), "{cpu}" its processor as npm names it
+ * (x64, arm64), "{arch}" as target triples name it (x86_64, aarch64:
+ * Codex's vendor/<triple>/bin/codex), "{musl}" is "-musl" on a musl system
+ * (see npmlock_detect_libc) and "" otherwise, "{linux}" is "linuxmusl" there
+ * and "linux" otherwise (Copilot's package names), "{baseline}" is
+ * "-baseline" when manifest_cpu_baseline() chooses the build for CPUs
+ * without AVX2 (opencode, Droid, Kilo) and "" otherwise. Expanded once, at
+ * load.
  */
 static int
 expand_bin(manifest_t *m, struct err *e)
 {
+	static const char *const names[] = {"{platform}", "{cpu}",      "{arch}", "{musl}",
+	                                    "{linux}",    "{baseline}", NULL};
 	char out[MANIFEST_RELPATH_MAX];
 	const char *p = m->source.bin, *rep;
+	int arm = strcmp(manifest_platform_self(), MANIFEST_PLATFORM_ARM64) == 0, musl, k;
 	size_t o = 0, n, skip;
 
 	if (strpbrk(p, "{}") == NULL)
 		return 0;
+	musl = strcmp(npmlock_detect_libc(NULL), "musl") == 0;
 	while (*p) {
 		rep = NULL;
-		if (strncmp(p, "{platform}", 10) == 0)
-			rep = manifest_platform_self(), skip = 10;
-		else if (strncmp(p, "{arch}", 6) == 0)
-			rep = strcmp(manifest_platform_self(), MANIFEST_PLATFORM_ARM64) == 0 ? "aarch64"
-			                                                                     : "x86_64",
-			skip = 6;
-		else if (strncmp(p, "{musl}", 6) == 0)
-			rep = strcmp(npmlock_detect_libc(NULL), "musl") == 0 ? "-musl" : "", skip = 6;
-		else if (*p == '{' || *p == '}')
-			return err_set(
-			    e, INVALID,
-			    "%s: $.source.bin: unknown placeholder (known: {platform}, {arch}, {musl})",
-			    m->file);
+		for (k = 0; names[k] != NULL; k++)
+			if (strncmp(p, names[k], strlen(names[k])) == 0)
+				break;
+		switch (k) {
+		case 0:
+			rep = manifest_platform_self();
+			break;
+		case 1:
+			rep = arm ? "arm64" : "x64";
+			break;
+		case 2:
+			rep = arm ? "aarch64" : "x86_64";
+			break;
+		case 3:
+			rep = musl ? "-musl" : "";
+			break;
+		case 4:
+			rep = musl ? "linuxmusl" : "linux";
+			break;
+		case 5:
+			rep = manifest_cpu_baseline() ? "-baseline" : "";
+			m->source.cpu_levels = 1;
+			break;
+		default:
+			if (*p == '{' || *p == '}')
+				return err_set(e, INVALID,
+				               "%s: $.source.bin: unknown placeholder (known: {platform}, "
+				               "{cpu}, {arch}, {musl}, {linux}, {baseline})",
+				               m->file);
+		}
+		skip = rep != NULL ? strlen(names[k]) : 1;
 		if (rep == NULL)
-			rep = p, n = 1, skip = 1;
+			rep = p, n = 1;
 		else
 			n = strlen(rep);
 		if (o + n >= sizeof(out))

@@ -834,6 +834,8 @@ npm_install(const struct npm_opts *o, struct npm_stats *st, struct err *e)
 		*e = r.err;
 		rc = -1;
 	}
+	if (rc == 0 && !o->fetch_only && o->exec_bin != NULL && npm_bin_exec(o->staging, o->exec_bin, e) != 0)
+		rc = -1;
 	if (rc == 0 && !o->fetch_only && npm_link_bins(o->lock, o->staging, e) != 0)
 		rc = -1;
 	if (st)

@@ -71,7 +71,10 @@ typedef void (*npm_file_fn)(void *arg, const char *pkgpath, const char *name, co
 
 struct npm_opts {
 	const struct npmlock *lock;
-	const char *staging;   /* tree root; NULL with fetch_only */
+	const char *staging; /* tree root; NULL with fetch_only */
+	/* the tool's entry when it is a native binary in a platform package,
+	 * not a root bin (npm makes every package's bins executable), or NULL */
+	const char *exec_bin;
 	const char *cache;     /* the content-addressed cache directory */
 	const char *cache_key; /* its tree cache's sealing key file (cache.h) */
 	/* caches read before cache and never written: one we may not write
@@ -148,6 +151,9 @@ int npm_install(const struct npm_opts *o, struct npm_stats *st, struct err *e);
  * way: extraction made none). Returns 0 or -1 (install.failed, phase
  * "extract"). */
 int npm_link_bins(const struct npmlock *l, const char *staging, struct err *e);
+/* Make <staging>/<rel>, a regular file reached without a symlink,
+ * executable (0755). 0 or -1 as npm_link_bins. */
+int npm_bin_exec(const char *staging, const char *rel, struct err *e);
 
 /* The package URL for the SBOM: "pkg:npm/%40scope/name@version" into buf.
  * Returns the length or -1 when it does not fit. */

@@ -138,3 +138,33 @@ npm_link_bins(const struct npmlock *l, const char *staging, struct err *e)
 	close(pfd);
 	return 0;
 }
+
+int
+npm_bin_exec(const char *staging, const char *rel, struct err *e)
+{
+	char dir[NPMLOCK_PATH_MAX];
+	const char *base = strrchr(rel, '/');
+	struct stat sb;
+	int rootfd, dfd, fd;
+
+	if (base == NULL || (size_t)(base - rel) >= sizeof(dir))
+		return extract_fail(e, "bin %s: not inside a package", rel);
+	memcpy(dir, rel, (size_t)(base - rel));
+	dir[base - rel] = '\0';
+	rootfd = open(staging, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (rootfd < 0)
+		return extract_fail(e, "%s: %s", staging, strerror(errno));
+	dfd = npm_dir_open(rootfd, dir, e);
+	close(rootfd);
+	if (dfd < 0)
+		return -1;
+	fd = openat(dfd, base + 1, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	close(dfd);
+	if (fd < 0 || fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || fchmod(fd, 0755) != 0) {
+		if (fd >= 0)
+			close(fd);
+		return extract_fail(e, "bin %s: not a regular file in the tree", rel);
+	}
+	close(fd);
+	return 0;
+}

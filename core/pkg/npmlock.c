@@ -635,6 +635,10 @@ load_entry(struct npmlock *l, const struct json_member *m, const struct npmlock_
 		*sel = SEL_DEV;
 		return 0;
 	}
+	if (o->only != NULL && optional && folder == m->key + 13 && strcmp(m->key, o->only) != 0) {
+		*sel = SEL_SKIP;
+		return 0;
+	}
 	if (bundle) {
 		/* Arrives inside its parent's tarball; whatever resolved says is
 		 * not fetched, so it is not checked either. */

@@ -59,6 +59,12 @@ struct npmlock_opts {
 	const char *os;          /* "linux" (NULL = "linux") */
 	const char *cpu;         /* "x64", "arm64"; NULL = every cpu applies */
 	const char *libc;        /* "glibc", "musl"; NULL = every libc applies */
+	/* "node_modules/<name>": the one top-level optional package installed
+	 * (the platform package holding the tool's native binary; the others
+	 * are builds for other platforms, CPU levels and libcs, skipped as the
+	 * vendor's install script would leave them unused); NULL = every one
+	 * that applies */
+	const char *only;
 };
 
 struct npmlock_pkg {

@@ -584,7 +584,8 @@ test_full_schema_loads(void **state)
 	        "\"oci\": "
 	        "\"oci://r.example/team/tools\"},"
 	        " \"allow_hosts\": [\"m.example\", \"r.example\"],"
-	        " \"allow_tmp\": true, \"use_path\": false, \"allow_http_mirrors\": false},"
+	        " \"allow_tmp\": true, \"use_path\": false, \"allow_http_mirrors\": false,"
+	        " \"cpu_level\": \"baseline\"},"
 	        " \"agents\": [\"codex\"], \"commands\": \"c.json\", \"policy\": \"p.json\","
 	        " \"preset\": \"agents\", \"tools_dir\": \"/t\", \"state_dir\": \"/s\", \"base_dir\": \"/b\","
 	        " \"manifests_dir\": \"/m\", \"audit_file\": \"/a.log\", \"environment\": \"production\","
@@ -605,6 +606,7 @@ test_full_schema_loads(void **state)
 	assert_int_equal(c.install.use_path, 0);
 	assert_int_equal(c.server.port, 0);
 	assert_string_equal(c.environment, "production");
+	assert_string_equal(c.install.cpu_level, "baseline");
 	assert_string_equal(c.server.session_cwd, "/w");
 	assert_int_equal(c.server.session_env.n, 1);
 	assert_string_equal(c.server.session_env.v[0], "GIT_AUTHOR_NAME");

@@ -7,6 +7,7 @@
 
 #include "base/digest.h"
 #include "base/json.h"
+#include "config/config.h"
 #include "pkg/manifest.h"
 
 static char sri512[DIGEST_SRI_MAX];
@@ -143,6 +144,65 @@ test_bin_placeholders(void **state)
 	expect_bad("{" GOOD_FIELDS ", \"bin\": \"cli}\"}", "$.source.bin: unknown placeholder");
 }
 
+/* Load the configuration from envp alone, as an applet does at start. */
+static void
+load_config(const char *level, int ok)
+{
+	static struct config c;
+	char kv[64];
+	char *envp[] = {kv, NULL};
+	struct err e;
+
+	snprintf(kv, sizeof(kv), "ABX_INSTALL_CPU_LEVEL=%s", level);
+	assert_int_equal(config_load(&c, NULL, envp, NULL, 0, &e), ok ? 0 : -1);
+	if (!ok)
+		assert_string_equal(e.code, "config.invalid");
+}
+
+/* The bin of a vendor that ships -baseline builds for CPUs without AVX2:
+ * auto follows the CPU (ABX_INSTALL_AVX2 stands in for it here), baseline
+ * and v3 choose whatever the CPU. Off x86-64 there is one build. */
+static const char *
+baseline_bin(const char *level, const char *avx2)
+{
+	static manifest_t *m;
+	struct err e;
+
+	free(m);
+	m = new_manifest();
+	load_config(level, 1);
+	setenv("ABX_INSTALL_AVX2", avx2, 1);
+	assert_int_equal(validate(m, "{" GOOD_FIELDS ", \"bin\": \"oc-{cpu}{baseline}/{linux}\"}", &e), 0);
+	unsetenv("ABX_INSTALL_AVX2");
+	assert_int_equal(m->source.cpu_levels, 1);
+	return m->source.bin;
+}
+
+static void
+test_cpu_level(void **state)
+{
+	int x64 = strcmp(manifest_platform_self(), MANIFEST_PLATFORM_X64) == 0;
+
+	setenv("ABX_INSTALL_LIBC", "glibc", 1);
+	assert_string_equal(baseline_bin("auto", "1"), x64 ? "oc-x64/linux" : "oc-arm64/linux");
+	assert_string_equal(baseline_bin("auto", "0"), x64 ? "oc-x64-baseline/linux" : "oc-arm64/linux");
+	assert_string_equal(baseline_bin("baseline", "1"), x64 ? "oc-x64-baseline/linux" : "oc-arm64/linux");
+	assert_string_equal(baseline_bin("v3", "0"), x64 ? "oc-x64/linux" : "oc-arm64/linux");
+	setenv("ABX_INSTALL_AVX2", "0", 1);
+	assert_int_equal(manifest_cpu_avx2(), 0);
+	setenv("ABX_INSTALL_AVX2", "1", 1);
+	assert_int_equal(manifest_cpu_avx2(), x64);
+	unsetenv("ABX_INSTALL_AVX2");
+	setenv("ABX_INSTALL_LIBC", "musl", 1);
+	assert_string_equal(baseline_bin("v3", "1"), x64 ? "oc-x64/linuxmusl" : "oc-arm64/linuxmusl");
+	unsetenv("ABX_INSTALL_LIBC");
+	/* not a level: the configuration does not load, the level stays */
+	load_config("v4", 0);
+	load_config("x86-64-v3", 0);
+	load_config("auto", 1);
+	assert_int_equal(config_cpu_level(), 0);
+}
+
 /* A lockfile v3 whose root package resolves at url. */
 static char *
 lock_text(const char *url)
@@ -224,7 +284,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_fields_refused),  cmocka_unit_test(test_field_too_long),
 	    cmocka_unit_test(test_fields_accepted), cmocka_unit_test(test_bin_placeholders),
-	    cmocka_unit_test(test_lock_checked),
+	    cmocka_unit_test(test_cpu_level),       cmocka_unit_test(test_lock_checked),
 	};
 
 	return cmocka_run_group_tests(tests, setup, NULL);
