@@ -40,7 +40,8 @@ struct doctor_opts {
 #define O(f) offsetof(struct doctor_opts, f)
 static const struct opt options[] = {
     OPT(0, "json", NULL, NULL, O(json), "one JSON document on stdout"),
-    OPT(0, "network", NULL, NULL, O(network), "also connect to every manifest host and mirror (5 s each)"),
+    OPT(0, "network", NULL, NULL, O(network),
+        "also a TLS handshake with every manifest host and mirror (5 s each)"),
     OPT(0, "ports", "LIST", NULL, O(ports), "ports that should be free (default 9000,9001)"),
     CFGLOAD_OPTS(cfgload_set, O(L)),
     OPT_END,
