@@ -106,6 +106,10 @@ if openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /C
 	cat "$T/c1" "$T/c2" >"$T/two.pem"
 	run env -u SSL_CERT_DIR SSL_CERT_FILE="$T/two.pem" ABX_TOOLS_DIR="$T/tools" $D
 	expect "the anchors are counted" 0 "PASS  ca: 2 trust anchors from SSL_CERT_FILE=$T/two.pem (2)"
+	# the same certificates in SSL_CERT_FILE and SSL_CERT_DIR count once (issue 41)
+	mkdir "$T/cadir" && cp "$T/c1" "$T/cadir/a.pem" && cp "$T/c2" "$T/cadir/b.pem"
+	run env SSL_CERT_DIR="$T/cadir" SSL_CERT_FILE="$T/two.pem" ABX_TOOLS_DIR="$T/tools" $D
+	expect "the same anchors in SSL_CERT_FILE and SSL_CERT_DIR count once" 0 "PASS  ca: 2 trust anchors from SSL_CERT_FILE=$T/two.pem (2), SSL_CERT_DIR=$T/cadir (2)"
 else
 	skip "the anchors are counted" "openssl cannot make certificates"
 fi
