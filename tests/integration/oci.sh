@@ -310,11 +310,23 @@ for name in ("napp", "nother"):
         "node_modules/@t/napp": E("@t/napp", "1.0.0", bin={"napp": "bin/napp"}),
         "node_modules/dep": E("dep", "1.0.0"),
     })
+# the same package at two paths of the tree: one blob
+P.write_manifest(m, "ndup", "@t/napp", ["localhost"], bin_="node_modules/.bin/napp", binary="ndup")
+P.write_lock(m + "/ndup/package-lock.json", "@t/napp", {
+    "node_modules/@t/napp": E("@t/napp", "1.0.0", bin={"napp": "bin/napp"}),
+    "node_modules/@t/napp/node_modules/dep": E("dep", "1.0.0"),
+    "node_modules/dep": E("dep", "1.0.0"),
+})
 PYEOF
 [ -f "$T/npmm/napp.json" ] || { not_ok "npm fixtures" "the generator failed"; exit 1; }
 mkdir -p "$T/n1"
 run "$BIN" fetch --only napp --manifests "$T/npmm" --tools-dir "$T/n1" --push "$OPEN"
 expect "fetch --push of an npm tool" 0 "napp 1.0.0: pushed to team/tools:napp-1.0.0 (2 blob(s))"
+check "... the summary counts the packages the lines count" sh -c "grep -q '2 blob(s) uploaded, 0 already there, 1 manifest(s)' '$T/err' && grep -q 'fetch: 2 artifact(s) in ' '$T/err'"
+mkdir -p "$T/n1d"
+run "$BIN" fetch --only ndup --manifests "$T/npmm" --tools-dir "$T/n1d" --push "$OPEN"
+expect "fetch --push: a package at two paths of the tree is one blob" 0 "ndup 1.0.0: pushed to team/tools:ndup-1.0.0 (2 blob(s))"
+check "... and the summary agrees (0 uploaded, 2 already there)" grep -q "0 blob(s) uploaded, 2 already there, 1 manifest(s)" "$T/err"
 reg_get() { curl -sf --cacert "$T/pki/ca.pem" -H 'Accept: application/vnd.oci.image.manifest.v1+json' "https://localhost:$OPEN_RP$1"; }
 reg_get "/v2/team/tools/manifests/napp-1.0.0" >"$T/nmanifest.json"
 check "... each package a layer with its integrity" sh -c "test \$(grep -o '\"dev.agent-sandbox.npm.integrity\":\"sha512-' '$T/nmanifest.json' | wc -l) -eq 2"

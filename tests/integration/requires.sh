@@ -134,7 +134,7 @@ check "... app's staging discarded, nothing published" sh -c \
 check "... the backoff is node-runtime's, not app's" \
 	test -f "$T/t3/.locks/node-runtime.backoff" -a ! -f "$T/t3/.locks/app.backoff"
 run env ABX_MANIFESTS_DIR="$T/mbad" "$BIN" prepare --keep-cache --json --force --only app --tools-dir "$T/t3"
-expect "--json: both entries fail with the requirement's code" 3
+expect "--json: both entries fail with the requirement's code" 1
 check "... node-runtime's own error, app's prefixed, in plan order" python3 -c '
 import json, sys
 d = json.load(open(sys.argv[1])); t = d["tools"]
