@@ -126,20 +126,10 @@ split_hostport(const char *hostport, char *host, size_t cap, int *port)
 	return 0;
 }
 
-/* net_connect's message without its "host port N: " (the caller's line
- * names host:port already). */
-static const char *
-strip_prefix(const char *msg)
-{
-	const char *p = strstr(msg, " port "), *q = p ? strstr(p, ": ") : NULL;
-
-	return q != NULL && (size_t)(p - msg) < HTTP_HOST_MAX ? q + 2 : msg;
-}
-
 /* A TCP connect to host[:port] (core/base/net.c's connector, each address tried
  * within DOCTOR_CONNECT_TIMEOUT_MS), for the proxy. Returns 0, or -1 with why:
  * "cannot resolve: ...", the connect error (e.g. "Connection refused") or
- * "no answer within 5000 ms". */
+ * "host port N: no answer within 5000 ms". */
 static int
 tcp_reach(const char *hostport, char *why, size_t cap)
 {
@@ -160,7 +150,7 @@ tcp_reach(const char *hostport, char *why, size_t cap)
 	if (e.code != NULL && strcmp(e.code, "http.resolve") == 0)
 		snprintf(why, cap, "cannot resolve: %.*s", (int)(cap - 17), e.msg); /* 16: the prefix */
 	else
-		snprintf(why, cap, "%.*s", (int)(cap - 1), strip_prefix(e.msg));
+		snprintf(why, cap, "%.*s", (int)(cap - 1), e.sys ? strerror(e.sys) : e.msg);
 	return -1;
 }
 
@@ -236,7 +226,7 @@ tls_reach(const char *hostport, const char *egress, char *why, size_t wcap, char
 		return 0;
 	code = e.code ? e.code : "internal";
 	if (strcmp(code, "http.connect") == 0)
-		snprintf(why, wcap, "%.*s", (int)(wcap - 1), strip_prefix(e.msg));
+		snprintf(why, wcap, "%.*s", (int)(wcap - 1), e.sys ? strerror(e.sys) : e.msg);
 	else
 		snprintf(why, wcap, "%s: %.*s", code, (int)(wcap - 40), e.msg);
 	doctor_net_fix(code, hostport, egress, fix, fcap);

@@ -228,13 +228,12 @@ install_exec_probe(struct install_ctx *c, const char *staging_root, struct err *
 }
 
 /* TCP connect to host:port within INSTALL_PROBE_CONNECT_MS: 0, or -1 with
- * why (net_connect's message without its "host port N: ") and *dns set
- * when the name did not resolve. */
+ * why (the connect's errno, else the connector's message) and *dns set when
+ * the name did not resolve. */
 static int
 tcp_probe(const char *host, int port, char *why, size_t cap, int *dns)
 {
 	struct err e;
-	const char *p, *q;
 	int fd = net_connect(host, port, INSTALL_PROBE_CONNECT_MS, clock_ms() + INSTALL_PROBE_CONNECT_MS, &e);
 
 	if (fd >= 0) {
@@ -242,9 +241,7 @@ tcp_probe(const char *host, int port, char *why, size_t cap, int *dns)
 		return 0;
 	}
 	*dns = e.code != NULL && strcmp(e.code, "http.resolve") == 0;
-	p = strstr(e.msg, " port ");
-	q = p != NULL ? strstr(p, ": ") : NULL;
-	snprintf(why, cap, "%.*s", (int)cap - 1, q != NULL ? q + 2 : *dns ? e.msg + strlen(host) + 2 : e.msg);
+	snprintf(why, cap, "%.*s", (int)cap - 1, e.sys != 0 ? strerror(e.sys) : e.msg);
 	return -1;
 }
 
