@@ -188,3 +188,18 @@ check "§2 manifest changed on a terminal: the line, then progress" sh -c \
 	"grep -q 'installing shy 1.0.0 into $T/s2 (manifest changed: ' '$T/tty.out' && grep -q 'shy: download' '$T/tty.out'"
 check "§2 ... then the tool runs" grep -q "shy 1.0.0" "$T/tty.out"
 check "§2 ... it downloaded once" test "$(gets shy-1.0.0.tgz)" -eq $((n + 1))
+
+# ---- a partial download left by Ctrl-C is removed by the next run (issue 41) -----
+# Its writer held a lock on it; one whose writer died is removed at once, one
+# still locked (another process downloading) is left alone.
+mkdir -p "$T/pd/.cache"
+head -c 4096 /dev/urandom >"$T/pd/.cache/.tmp-00112233445566aa"
+head -c 4096 /dev/urandom >"$T/pd/.cache/.tmp-00112233445566bb"
+flock "$T/pd/.cache/.tmp-00112233445566bb" sh -c "echo held >'$T/pd.held'; exec sleep 30" &
+HOLD=$!
+wait_for_line "$T/pd.held" held 10
+run env ABX_SERVER_STATE_DIR="$T/pdstate" "$BIN" prepare --keep-cache --manifests "$M" --tools-dir "$T/pd" --only hello
+expect "a run after an interrupted download installs" 0 "hello 1.0.0: installed"
+check "... and removed the partial download its dead writer left" test ! -e "$T/pd/.cache/.tmp-00112233445566aa"
+check "... but not one another process still writes" test -e "$T/pd/.cache/.tmp-00112233445566bb"
+kill "$HOLD" 2>/dev/null
