@@ -14,6 +14,7 @@
 
 #include "base/json.h"
 #include "cfgload.h"
+#include "install/install.h"
 
 struct check_config_opts {
 	struct cfgload *L;
@@ -313,7 +314,9 @@ check_config_main(int argc, char **argv)
 		cfgload_free(L);
 		return rc == EXIT_FAIL ? EXIT_USAGE : rc;
 	}
-	if (check_programs(L, &e) != 0) {
+	/* what serve refuses at start, refused here by the same rule
+	 * (install_audit_check, creating nothing) */
+	if (check_programs(L, &e) != 0 || install_audit_check(&L->cfg, 1, &e) != 0) {
 		err_print(&e);
 		cfgload_free(L);
 		return EXIT_USAGE;

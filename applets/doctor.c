@@ -24,6 +24,8 @@
 #include "base/clock.h"
 #include "base/fs.h"
 #include "install/install.h"
+#include "net/http.h"
+#include "net/tls.h"
 #include "base/json.h"
 #include "pkg/npmlock.h"
 #include "server/api.h"
@@ -40,7 +42,8 @@ struct doctor_opts {
 #define O(f) offsetof(struct doctor_opts, f)
 static const struct opt options[] = {
     OPT(0, "json", NULL, NULL, O(json), "one JSON document on stdout"),
-    OPT(0, "network", NULL, NULL, O(network), "also connect to every manifest host and mirror (5 s each)"),
+    OPT(0, "network", NULL, NULL, O(network),
+        "also a TLS handshake with every manifest host and mirror (5 s each)"),
     OPT(0, "ports", "LIST", NULL, O(ports), "ports that should be free (default 9000,9001)"),
     CFGLOAD_OPTS(cfgload_set, O(L)),
     OPT_END,
@@ -317,6 +320,8 @@ check_ca(struct report *r, struct cfgload *L, const struct chain *ch)
 	const char *file = config_env("SSL_CERT_FILE"), *dir = config_env("SSL_CERT_DIR");
 	const char *st = need ? "FAIL" : downloads && nwanted == 0 ? "PASS" : "WARN";
 	char tried[1024] = "";
+	struct http_client *h = NULL;
+	struct err e;
 	size_t i;
 	int n = 0, k;
 
@@ -357,6 +362,11 @@ check_ca(struct report *r, struct cfgload *L, const struct chain *ch)
 			snprintf(tried + strlen(tried), sizeof(tried) - strlen(tried),
 			         "%sSSL_CERT_DIR=%.400s (%d)", tried[0] ? ", " : "", dir, nd);
 		}
+		/* the same CAs in both (a bundle and its directory) count once, as
+		 * the TLS client loads them */
+		if (n > 0 && (h = config_http_client(&e)) != NULL && (k = tls_anchors_load(&e)) > 0)
+			n = k;
+		http_client_free(h);
 		if (n == 0)
 			doctor_line(
 			    r, st, "ca",

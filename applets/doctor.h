@@ -66,6 +66,9 @@ void doctor_check_installed(struct report *r, const struct chain *ch);
 void doctor_check_ports(struct report *r, const char *list);
 void doctor_check_mirror(struct report *r, const struct config *c);
 void doctor_check_network(struct report *r, const struct config *c, struct hostlist *hl);
+/* The fix for a download from host that failed with code: the CA bundle for
+ * a certificate, DNS for a name, the proxy for the proxy, else egress. */
+void doctor_net_fix(const char *code, const char *host, const char *egress, char *fix, size_t cap);
 
 /* doctor_oci.c: the OCI mirror answers, takes the credential, holds a blob
  * of the plan (needs L's manifests open). */

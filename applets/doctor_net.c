@@ -1,7 +1,9 @@
 /*
  * doctor's network checks: the ports serve listens on are free, a
- * configured npm mirror answers, and (--network) every manifest host and
- * mirror, or the HTTPS proxy, accepts a TCP connection.
+ * configured npm mirror completes a TLS handshake with the trust anchors
+ * installs use, and (--network) so does every manifest host and mirror,
+ * through the HTTPS proxy when one is set (which must accept a TCP
+ * connection).
  */
 #include "common.h"
 
@@ -17,6 +19,7 @@
 #include "base/net.h"
 #include "cfgload.h"
 #include "doctor.h"
+#include "net/http.h"
 
 /* Whether what listens on 127.0.0.1:port is our serve: GET /health answers
  * 200 with our server's body ({"status":"ok","version":...}). Its version
@@ -124,15 +127,13 @@ split_hostport(const char *hostport, char *host, size_t cap, int *port)
 }
 
 /* A TCP connect to host[:port] (core/base/net.c's connector, each address tried
- * within DOCTOR_CONNECT_TIMEOUT_MS). Returns 0, or -1 with why: "cannot
- * resolve: ...", the connect error (e.g. "Connection refused") or "no answer
- * within 5000 ms". The caller's line names host:port already, so net's
- * prefix naming them again is left out. */
+ * within DOCTOR_CONNECT_TIMEOUT_MS), for the proxy. Returns 0, or -1 with why:
+ * "cannot resolve: ...", the connect error (e.g. "Connection refused") or
+ * "host port N: no answer within 5000 ms". */
 static int
 tcp_reach(const char *hostport, char *why, size_t cap)
 {
-	char host[280], pre[320];
-	const char *msg;
+	char host[280];
 	struct err e;
 	int port, fd;
 
@@ -146,18 +147,10 @@ tcp_reach(const char *hostport, char *why, size_t cap)
 		close(fd);
 		return 0;
 	}
-	msg = e.msg;
-	if (e.code != NULL && strcmp(e.code, "http.resolve") == 0) {
-		snprintf(pre, sizeof(pre), "%s: ", host);
-		if (strncmp(msg, pre, strlen(pre)) == 0)
-			msg += strlen(pre);
-		snprintf(why, cap, "cannot resolve: %.*s", (int)(cap - 17), msg); /* 16: the prefix */
-		return -1;
-	}
-	snprintf(pre, sizeof(pre), "%s port %d: ", host, port);
-	if (strncmp(msg, pre, strlen(pre)) == 0)
-		msg += strlen(pre);
-	snprintf(why, cap, "%.*s", (int)(cap - 1), msg);
+	if (e.code != NULL && strcmp(e.code, "http.resolve") == 0)
+		snprintf(why, cap, "cannot resolve: %.*s", (int)(cap - 17), e.msg); /* 16: the prefix */
+	else
+		snprintf(why, cap, "%.*s", (int)(cap - 1), e.sys ? strerror(e.sys) : e.msg);
 	return -1;
 }
 
@@ -180,10 +173,71 @@ url_host(const char *url, char *out, size_t cap)
 }
 
 void
+doctor_net_fix(const char *code, const char *host, const char *egress, char *fix, size_t cap)
+{
+	const char *rem = err_info(code)->remedy;
+
+	if (strcmp(code, "tls.unknown_ca") == 0 || strcmp(code, "tls.bad_chain") == 0 ||
+	    strcmp(code, "tls.no_trust_anchors") == 0)
+		snprintf(fix, cap,
+		         "add the CA that issued %.100s's certificate to SSL_CERT_FILE or SSL_CERT_DIR (the "
+		         "trust anchors every install uses)",
+		         host);
+	else if (strncmp(code, "tls.", 4) == 0)
+		snprintf(fix, cap, "%.100s's TLS: %s", host, rem ? rem : "check the server's certificate");
+	else if (strcmp(code, "http.resolve") == 0)
+		snprintf(fix, cap,
+		         "DNS does not resolve %.100s: check the name and the resolver (/etc/resolv.conf)",
+		         host);
+	else if (strcmp(code, "http.proxy") == 0)
+		snprintf(fix, cap, "check HTTPS_PROXY and NO_PROXY, and that the proxy runs");
+	else
+		snprintf(fix, cap, "%s", egress);
+}
+
+/* A HEAD of https://hostport/ through the client installs use (its proxy,
+ * its trust anchors): any answer means the TLS handshake passed. Returns 0,
+ * or -1 with why (what failed) and fix (the cause's own remedy: the CA
+ * bundle for a certificate, DNS for a name, the proxy for the proxy; else
+ * egress, naming what). */
+static int
+tls_reach(const char *hostport, const char *egress, char *why, size_t wcap, char *fix, size_t fcap)
+{
+	struct http_client *h;
+	struct http_request rq;
+	static struct http_response rs;
+	char url[300];
+	const char *code;
+	struct err e;
+	int rc = -1;
+
+	snprintf(url, sizeof(url), "https://%s/", hostport);
+	http_request_init(&rq, url);
+	rq.method = "HEAD";
+	rq.limits.connect_ms = rq.limits.read_ms = DOCTOR_CONNECT_TIMEOUT_MS;
+	rq.limits.total_ms = 2 * DOCTOR_CONNECT_TIMEOUT_MS;
+	rq.limits.max_redirects = 0;
+	err_clear(&e);
+	memset(&rs, 0, sizeof(rs));
+	if ((h = config_http_client(&e)) != NULL && (http_request(h, &rq, &rs, &e) == 0 || rs.status != 0))
+		rc = 0;
+	http_client_free(h);
+	if (rc == 0)
+		return 0;
+	code = e.code ? e.code : "internal";
+	if (strcmp(code, "http.connect") == 0)
+		snprintf(why, wcap, "%.*s", (int)(wcap - 1), e.sys ? strerror(e.sys) : e.msg);
+	else
+		snprintf(why, wcap, "%s: %.*s", code, (int)(wcap - 40), e.msg);
+	doctor_net_fix(code, hostport, egress, fix, fcap);
+	return -1;
+}
+
+void
 doctor_check_network(struct report *r, const struct config *c, struct hostlist *hl)
 {
 	const char *proxy = config_env("HTTPS_PROXY") ? config_env("HTTPS_PROXY") : config_env("https_proxy");
-	char why[512], fix[256], h[280], ph[280];
+	char why[512], fix[512], egress[256], h[280], ph[280];
 	int i,
 	    runtime = config_mode_installs_at_runtime(c->install.mode) && c->install.mode != CFG_MODE_OFFLINE;
 
@@ -198,50 +252,50 @@ doctor_check_network(struct report *r, const struct config *c, struct hostlist *
 	if (proxy != NULL && proxy[0] != '\0') {
 		const char *p = strstr(proxy, "://") ? strstr(proxy, "://") + 3 : proxy;
 		snprintf(ph, sizeof(ph), "%.*s", (int)strcspn(p, "/"), p);
-		if (tcp_reach(ph, why, sizeof(why)) == 0)
-			doctor_line(r, "PASS", "network", NULL,
-			            "proxy %s is reachable; hosts are reached through it", ph);
-		else
-			doctor_line(r, runtime ? "FAIL" : "WARN", "network", "check HTTPS_PROXY",
-			            "proxy %s: %s", ph, why);
-		return;
+		if (tcp_reach(ph, why, sizeof(why)) != 0) {
+			doctor_line(r, runtime ? "FAIL" : "WARN", "network",
+			            "check HTTPS_PROXY, and that the proxy runs", "proxy %s: %s", ph, why);
+			return;
+		}
+		doctor_line(r, "PASS", "network", NULL, "proxy %s is reachable; hosts are reached through it",
+		            ph);
 	}
 	if (hl->n == 0)
 		doctor_line(r, "PASS", "network", NULL, "no manifest host or mirror to check");
 	for (i = 0; i < hl->n; i++) {
-		if (tcp_reach(hl->h[i], why, sizeof(why)) == 0) {
-			doctor_line(r, "PASS", "network", NULL, "%s is reachable", hl->h[i]);
-		} else {
-			snprintf(fix, sizeof(fix),
-			         "allow egress to %.100s, or configure install.mirrors, or fill a cache with "
-			         "`fetch` and use install.mode offline",
-			         hl->h[i]);
+		snprintf(egress, sizeof(egress),
+		         "allow egress to %.100s, or configure install.mirrors, or fill a cache with "
+		         "`fetch` and use install.mode offline",
+		         hl->h[i]);
+		if (tls_reach(hl->h[i], egress, why, sizeof(why), fix, sizeof(fix)) == 0)
+			doctor_line(r, "PASS", "network", NULL, "%s is reachable (TLS handshake)", hl->h[i]);
+		else
 			doctor_line(r, runtime ? "FAIL" : "WARN", "network", fix, "%s: %s", hl->h[i], why);
-		}
 	}
 }
 
 /* A configured npm mirror (always https://: the loader refuses anything
- * else) must accept a TCP connection on its host:port. Every
+ * else) must complete a TLS handshake on its host:port. Every
  * npm install goes there, so an unreachable one is a FAIL whatever the
  * mode that will install. */
 void
 doctor_check_mirror(struct report *r, const struct config *c)
 {
 	const char *m = c->install.npm_mirror;
-	char h[280], why[512], fix[512], src[CFG_PATH_MAX + 32];
+	char h[280], why[512], fix[512], egress[512], src[CFG_PATH_MAX + 32];
 
 	if (m[0] == '\0')
 		return;
 	config_source(c, CK_INSTALL_MIRRORS_NPM, src, sizeof(src));
 	url_host(m, h, sizeof(h));
 	if (h[0] != '\0') {
-		if (tcp_reach(h, why, sizeof(why)) == 0) {
-			doctor_line(r, "PASS", "mirror", NULL, "npm mirror %s is reachable [%s]", h, src);
+		snprintf(egress, sizeof(egress),
+		         "allow egress to %.200s, or fix install.mirrors.npm (set by %.200s)", h, src);
+		if (tls_reach(h, egress, why, sizeof(why), fix, sizeof(fix)) == 0) {
+			doctor_line(r, "PASS", "mirror", NULL,
+			            "npm mirror %s is reachable (TLS handshake) [%s]", h, src);
 			return;
 		}
-		snprintf(fix, sizeof(fix),
-		         "allow egress to %.200s, or fix install.mirrors.npm (set by %.200s)", h, src);
 		doctor_line(r, "FAIL", "mirror", fix, "npm mirror %s: %s [%s]", m, why, src);
 	}
 }

@@ -51,7 +51,7 @@ plan_blob(struct cfgload *L, const manifest_t **tool, const manifest_t **npm)
 }
 
 static void
-registry_fail(struct report *r, const char *ref, const char *from, const struct err *e)
+registry_fail(struct report *r, const char *ref, const char *host, const char *from, const struct err *e)
 {
 	const char *code = e->code ? e->code : "internal";
 	char fix[512];
@@ -60,7 +60,8 @@ registry_fail(struct report *r, const char *ref, const char *from, const struct 
 		snprintf(fix, sizeof(fix), "check the credential (%s), or set ABX_OCI_AUTH=user:password",
 		         from[0] ? from : "none configured");
 	else if (strncmp(code, "http.", 5) == 0 || strncmp(code, "tls.", 4) == 0)
-		snprintf(fix, sizeof(fix), "allow egress to the registry, or fix install.mirrors.oci");
+		doctor_net_fix(code, host, "allow egress to the registry, or fix install.mirrors.oci", fix,
+		               sizeof(fix));
 	else
 		snprintf(fix, sizeof(fix), "fix install.mirrors.oci");
 	doctor_line(r, "FAIL", "registry", fix, "%s: %s: %s", ref, code, e->msg);
@@ -87,7 +88,7 @@ doctor_check_registry(struct report *r, struct cfgload *L)
 	    (found = config_oci_basic(rf.host, rf.port, rf.port_explicit, basic, from, sizeof(from), &e)) <
 	        0 ||
 	    (http = config_http_client(&e)) == NULL) {
-		registry_fail(r, ref, from, &e);
+		registry_fail(r, ref, rf.host, from, &e);
 		return;
 	}
 	for (i = 0; i < L->cfg.install.allow_hosts.n; i++)
@@ -113,7 +114,7 @@ doctor_check_registry(struct report *r, struct cfgload *L)
 			            ref, found ? ", credential from " : "", found ? from : "", tool->name,
 			            tool->version, a->sha256);
 		else
-			registry_fail(r, ref, from, &e);
+			registry_fail(r, ref, rf.host, from, &e);
 	} else if (npm != NULL && oci_tag_make(npm->name, npm->version, tag) == 0) {
 		rc = oci_manifest_get(&o, tag, &doc, &e);
 		if (rc == 1)
@@ -127,7 +128,7 @@ doctor_check_registry(struct report *r, struct cfgload *L)
 			    "%s answers but has no tag %s: installs go to the origin (or fail offline)", ref,
 			    tag);
 		else
-			registry_fail(r, ref, from, &e);
+			registry_fail(r, ref, rf.host, from, &e);
 	} else {
 		doctor_line(r, "PASS", "registry", NULL, "%s is configured; the plan has no blob to look for",
 		            ref);

@@ -205,7 +205,7 @@ fetch_npm_tool(struct tooling *t, const manifest_t *m, struct json_w *w, struct 
 	json_w_kstr(w, "platform", plat);
 	memset(&ni, 0, sizeof(ni));
 	if (install_npm_fetch(&t->ctx, m, plat, &ni, &e) == 0) {
-		n->count++;
+		n->count += (int)(ni.fetched + ni.cached); /* the packages, as the line below */
 		if (push != NULL)
 			fetch_push_npm(push, t, m, plat);
 		if (!t->quiet && !t->json && ni.skipped > 0)

@@ -131,10 +131,15 @@ push_blob(struct fetch_push *p, const char *hex, const char *path, const char *m
 	struct fetch_push_layer *l;
 	struct stat st;
 	struct err e;
-	int fd, r;
+	int fd, r, i;
 
 	if (p->failed)
 		return;
+	/* one layer and one count per blob: a lockfile lists the same package
+	 * at several paths */
+	for (i = 0; i < p->nlayers; i++)
+		if (strcmp(p->layers[i].sha256, hex) == 0)
+			return;
 	if (p->nlayers >= FETCH_PUSH_LAYERS_MAX) {
 		err_set(&p->err, "usage", "more than %d blobs in one tool", FETCH_PUSH_LAYERS_MAX);
 		p->failed = 1;

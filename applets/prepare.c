@@ -579,7 +579,7 @@ static int
 install_items(struct tooling *t, struct item *items, int n)
 {
 	struct json_w w;
-	int i, failed = 0;
+	int i, failed = 0, done = 0;
 
 	run_items(t, items, n);
 	json_w_init(&w, 1 << 20);
@@ -588,8 +588,10 @@ install_items(struct tooling *t, struct item *items, int n)
 	json_w_arr(&w);
 	for (i = 0; i < n; i++) {
 		report_one(t, &items[i], &w);
-		if (items[i].rc == 0)
+		if (items[i].rc == 0) {
+			done += items[i].requested;
 			continue;
+		}
 		failed++;
 		/* a broken manifest is a configuration error */
 		if (items[i].e.code && strcmp(items[i].e.code, "install.manifest_invalid") == 0 && n == 1) {
@@ -615,7 +617,8 @@ install_items(struct tooling *t, struct item *items, int n)
 		printf("%s\n", w.buf);
 	json_w_free(&w);
 	tooling_close(t);
-	return failed ? EXIT_PARTIAL : EXIT_OK;
+	/* partial: some requested tool is ready, another is not */
+	return failed ? (done ? EXIT_PARTIAL : EXIT_FAIL) : EXIT_OK;
 }
 
 /*

@@ -50,6 +50,15 @@ run() {
 	"$@" >"$T/out" 2>"$T/err"
 	RC=$?
 }
+# nodns CMD...: CMD in a private mount namespace whose resolver is a closed
+# port on 127.0.0.1 (one try, one second): a name that is not in /etc/hosts
+# does not resolve, and no query leaves the machine. Returns 125 without
+# root or unshare (the caller skips).
+nodns() {
+	{ [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null; } || return 125
+	printf 'nameserver 127.0.0.1\noptions timeout:1 attempts:1\n' >"$T/resolv.nodns"
+	unshare -m sh -c 'mount --make-rprivate / && mount --bind "$0" /etc/resolv.conf && exec "$@"' "$T/resolv.nodns" "$@"
+}
 _emu_wrap() {
 	_n=$# _i=0 _done=0 _path=$PATH _skip=0
 	while [ $_i -lt $_n ]; do

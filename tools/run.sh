@@ -34,9 +34,20 @@ if "$bin" --list | grep -q '^serve (not available'; then
 	exit 2
 fi
 
+# One op to call first: hello.echo echoes its "text" parameter (argv words,
+# never a shell).
+echo_bin=/bin/echo
+[ -x "$echo_bin" ] || echo_bin=/usr/bin/echo
+cat >"$dir/commands.json" <<EOF
+[{"id": "hello.echo", "argv": ["$echo_bin", "hello,", "{text}"],
+  "params": {"text": {"type": "string", "required": true}},
+  "timeout": 10, "description": "echo a greeting (the op make run starts with)"}]
+EOF
+
 # Only these variables, so a developer's own ABX_* settings do not leak in.
-export ABX_SERVER_STATE_DIR="$dir/state" ABX_TOOLS_DIR="$dir/tools"
-unset ABX_SERVER_TOKEN ABX_SERVER_INSTALL_MODE ABX_INSTALL_MODE ABX_MANIFESTS_DIR
+export ABX_SERVER_STATE_DIR="$dir/state" ABX_TOOLS_DIR="$dir/tools" ABX_SERVER_COMMANDS="$dir/commands.json"
+unset ABX_SERVER_TOKEN ABX_SERVER_INSTALL_MODE ABX_INSTALL_MODE ABX_MANIFESTS_DIR ABX_SERVER_CONFIG \
+	ABX_SERVER_POLICY ABX_SERVER_PRESET ABX_SERVER_AGENTS
 "$bin" serve --host "$host" --port "$port" "$@" &
 pid=$!
 
@@ -62,8 +73,8 @@ if [ $up -eq 0 ]; then
 	exit 1
 fi
 
-# serve creates a random token in the state directory when none is configured
-# (SPEC §9); show it so the first authenticated call can be pasted.
+# serve creates a random token in the state directory when none is configured;
+# show it so the first authenticated call can be pasted.
 tokfile=$(find "$dir/state" -maxdepth 2 -type f -name '*token*' 2>/dev/null | head -1)
 token=""
 [ -n "$tokfile" ] && token=$(head -c 200 "$tokfile" | tr -d '\n')
@@ -83,6 +94,7 @@ base="http://$host:$port"
 	echo "  curl -s $base/health"
 	if [ -n "$token" ]; then
 		echo "  curl -s -H 'Authorization: Bearer $token' $base/v1/ops"
+		echo "  curl -s -H 'Authorization: Bearer $token' -d '{\"text\":\"world\"}' $base/v1/ops/hello.echo"
 	fi
 	echo "  $bin healthcheck --port $port && echo healthy"
 	echo

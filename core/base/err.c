@@ -130,18 +130,32 @@ err_table(int *n)
 	return table;
 }
 
+/* The fix for e: a failed or unreachable install's is its cause's
+ * (tls.unknown_ca: the CA bundle; http.proxy: the proxy), when that cause
+ * has one; else its code's. */
+static const char *
+err_remedy(const struct err *e)
+{
+	const struct err_info *c = e->cause != NULL ? err_info(e->cause) : NULL;
+
+	if (c != NULL && c->remedy != NULL && strcmp(c->code, e->cause) == 0 && e->code != NULL &&
+	    (strcmp(e->code, "install.failed") == 0 || strcmp(e->code, "install.network_unreachable") == 0))
+		return c->remedy;
+	return err_info(e->code)->remedy;
+}
+
 int
 err_format(const struct err *e, char *buf, int cap)
 {
 	const struct err_info *in = err_info(e->code);
-	const char *code = e->code ? e->code : "internal";
+	const char *code = e->code ? e->code : "internal", *remedy = err_remedy(e);
 	const char *msg = e->msg[0] ? e->msg : in->sentence;
 	int n;
 
 	if (cap <= 0)
 		return 0;
-	if (in->remedy != NULL)
-		n = snprintf(buf, cap, "agent-sandbox-server: %s: %s\n  fix: %s\n", code, msg, in->remedy);
+	if (remedy != NULL)
+		n = snprintf(buf, cap, "agent-sandbox-server: %s: %s\n  fix: %s\n", code, msg, remedy);
 	else
 		n = snprintf(buf, cap, "agent-sandbox-server: %s: %s\n", code, msg);
 	if (n >= cap) {

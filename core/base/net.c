@@ -156,7 +156,7 @@ net_connect(const char *host, int port, int timeout_ms, int64_t end_ms, struct e
 		if (last.code != NULL && strcmp(last.code, "http.timeout") == 0 && !late)
 			return err_set(e, "http.connect", "%s port %d: no answer within %d ms", host, port,
 			               timeout_ms);
-		return err_set(e, last.code, "%s port %d: %s", host, port, last.msg);
+		return err_sys(e, last.code, last.sys, "%s port %d: %s", host, port, last.msg);
 	}
 	return fd;
 }

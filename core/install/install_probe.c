@@ -227,44 +227,51 @@ install_exec_probe(struct install_ctx *c, const char *staging_root, struct err *
 	return c->exec_probe_rc;
 }
 
-/* TCP connect to host:port within INSTALL_PROBE_CONNECT_MS: 0 or -1. */
+/* TCP connect to host:port within INSTALL_PROBE_CONNECT_MS: 0, or -1 with
+ * why (the connect's errno, else the connector's message) and *dns set when
+ * the name did not resolve. */
 static int
-tcp_probe(const char *host, int port)
+tcp_probe(const char *host, int port, char *why, size_t cap, int *dns)
 {
 	struct err e;
 	int fd = net_connect(host, port, INSTALL_PROBE_CONNECT_MS, clock_ms() + INSTALL_PROBE_CONNECT_MS, &e);
 
-	if (fd < 0)
-		return -1;
-	close(fd);
-	return 0;
+	if (fd >= 0) {
+		close(fd);
+		return 0;
+	}
+	*dns = e.code != NULL && strcmp(e.code, "http.resolve") == 0;
+	snprintf(why, cap, "%.*s", (int)cap - 1, e.sys != 0 ? strerror(e.sys) : e.msg);
+	return -1;
 }
 
 /* Network probe results, per process, for INSTALL_PROBE_TTL seconds: serve runs each install job with its own
  * context, and a blocked registry must not cost every job its own connect
  * timeout. A handful of hosts (registry, mirror, tarball hosts) fit. */
 #define PROBE_CACHE_N 8
-static struct {
+struct probe {
 	char key[300];
 	time_t at;
-	int rc;
-} probe_cache[PROBE_CACHE_N];
+	int rc, dns;
+	char why[160];
+};
+static struct probe probe_cache[PROBE_CACHE_N];
 static pthread_mutex_t probe_mu = PTHREAD_MUTEX_INITIALIZER;
 static unsigned long probe_connects;
 
-static int
-probe_cached(const char *host, int port, const char *key)
+static void
+probe_cached(const char *host, int port, const char *key, struct probe *out)
 {
 	time_t t = time(NULL);
-	int i, slot = 0, rc;
+	int i, slot = 0;
 
 	pthread_mutex_lock(&probe_mu);
 	for (i = 0; i < PROBE_CACHE_N; i++) {
 		if (strcmp(probe_cache[i].key, key) == 0 && probe_cache[i].at != 0 &&
 		    t - probe_cache[i].at < INSTALL_PROBE_TTL) {
-			rc = probe_cache[i].rc;
+			*out = probe_cache[i];
 			pthread_mutex_unlock(&probe_mu);
-			return rc;
+			return;
 		}
 		if (probe_cache[i].at < probe_cache[slot].at)
 			slot = i;
@@ -273,13 +280,13 @@ probe_cached(const char *host, int port, const char *key)
 	pthread_mutex_unlock(&probe_mu);
 	/* the connect runs unlocked: two jobs may probe one host at once,
 	 * which costs a connection, never a wrong answer */
-	rc = tcp_probe(host, port);
+	memset(out, 0, sizeof(*out));
+	out->rc = tcp_probe(host, port, out->why, sizeof(out->why), &out->dns);
+	snprintf(out->key, sizeof(out->key), "%s", key);
+	out->at = time(NULL);
 	pthread_mutex_lock(&probe_mu);
-	snprintf(probe_cache[slot].key, sizeof(probe_cache[slot].key), "%s", key);
-	probe_cache[slot].at = time(NULL);
-	probe_cache[slot].rc = rc;
+	probe_cache[slot] = *out;
 	pthread_mutex_unlock(&probe_mu);
-	return rc;
 }
 
 unsigned long
@@ -305,9 +312,10 @@ int
 install_net_probe(struct install_ctx *c, const manifest_t *m, const char *url, struct err *e)
 {
 	struct http_url u;
-	const char *proxy = config_env("HTTPS_PROXY");
-	char key[300];
-	int npm = m != NULL && m->source.type != MANIFEST_SRC_TARBALL;
+	const char *proxy = config_env("HTTPS_PROXY"), *what;
+	char key[300], tail[600];
+	struct probe pr;
+	int npm = m != NULL && m->source.type != MANIFEST_SRC_TARBALL, via = 0;
 
 	if (proxy == NULL || *proxy == '\0')
 		proxy = config_env("https_proxy");
@@ -320,32 +328,52 @@ install_net_probe(struct install_ctx *c, const manifest_t *m, const char *url, s
 		if (np == NULL || !http_no_proxy_match(np, u.host, u.port)) {
 			/* a proxy without a scheme is http://host:port */
 			snprintf(pbuf, sizeof(pbuf), "%s%s", strstr(proxy, "://") ? "" : "http://", proxy);
-			if (http_url_parse(pbuf, &pu, NULL) == 0)
+			if (http_url_parse(pbuf, &pu, NULL) == 0) {
 				u = pu;
+				via = 1;
+			}
 		}
 	}
 	snprintf(key, sizeof(key), "%s:%d", u.host, u.port);
-	if (probe_cached(u.host, u.port, key) == 0)
+	probe_cached(u.host, u.port, key, &pr);
+	if (pr.rc == 0)
 		return 0;
-	if (npm && c != NULL && c->cfg->install.npm_mirror[0] != '\0')
-		err_set(e, "install.network_unreachable",
-		        "%s: cannot connect to the npm mirror %s (install.mirrors.npm, "
-		        "ABX_INSTALL_NPM_REGISTRY) within %d s; check that mirror's address and that this "
-		        "network reaches it, or unset it to use the registry, or fill a cache with "
-		        "`agent-sandbox-server fetch` and use mode offline",
-		        m->name, key, INSTALL_PROBE_CONNECT_MS / 1000);
-	else if (npm)
-		err_set(e, "install.network_unreachable",
-		        "%s: cannot connect to the npm registry %s within %d s; set install.mirrors.npm "
-		        "(ABX_INSTALL_NPM_REGISTRY), or fill a cache with `agent-sandbox-server fetch` and "
-		        "use mode offline",
-		        m->name, key, INSTALL_PROBE_CONNECT_MS / 1000);
+	/* what failed: DNS, the proxy, or the connect (each with why) */
+	if (pr.dns)
+		snprintf(tail, sizeof(tail), "DNS does not resolve %.256s (%.150s)", u.host, pr.why);
+	else if (via)
+		snprintf(tail, sizeof(tail), "%.150s", pr.why);
 	else
-		err_set(
+		snprintf(tail, sizeof(tail), "cannot connect to %.300s: %.150s", key, pr.why);
+	what = npm && c != NULL && c->cfg->install.npm_mirror[0] != '\0' ? "the npm mirror"
+	       : npm                                                     ? "the npm registry"
+	                                                                 : "the download host";
+	/* the proxy's and DNS's own fixes travel as the cause (err_format) */
+	if (e == NULL)
+		return -1;
+	err_clear(e);
+	e->code = via ? "http.proxy" : pr.dns ? "http.resolve" : NULL;
+	if (via)
+		err_wrap(e, "install.network_unreachable",
+		         "%s%sthe proxy %s (HTTPS_PROXY) is unreachable: %s; %s is reached through it",
+		         m ? m->name : "", m ? ": " : "", key, tail, what);
+	else if (npm && c != NULL && c->cfg->install.npm_mirror[0] != '\0')
+		err_wrap(e, "install.network_unreachable",
+		         "%s: the npm mirror (install.mirrors.npm, ABX_INSTALL_NPM_REGISTRY): %s; check that "
+		         "mirror's address and that this network reaches it, or unset it to use the "
+		         "registry, or fill a cache with `agent-sandbox-server fetch` and use mode offline",
+		         m->name, tail);
+	else if (npm)
+		err_wrap(
 		    e, "install.network_unreachable",
-		    "%s%scannot connect to %s within %d s; configure install.mirrors (ABX_INSTALL_MIRROR) or "
-		    "fill a cache with `agent-sandbox-server fetch` and use mode offline",
-		    m ? m->name : "", m ? ": " : "", key, INSTALL_PROBE_CONNECT_MS / 1000);
+		    "%s: the npm registry: %s; set install.mirrors.npm (ABX_INSTALL_NPM_REGISTRY), or fill "
+		    "a cache with `agent-sandbox-server fetch` and use mode offline",
+		    m->name, tail);
+	else
+		err_wrap(e, "install.network_unreachable",
+		         "%s%s%s; configure install.mirrors (ABX_INSTALL_MIRROR) or fill a cache with "
+		         "`agent-sandbox-server fetch` and use mode offline",
+		         m ? m->name : "", m ? ": " : "", tail);
 	err_detail_str(e, "phase", "probe");
 	err_detail_str(e, "host", key);
 	err_detail_str(e, "hint",

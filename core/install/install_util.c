@@ -6,12 +6,14 @@
  */
 #include "install/install_int.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -152,8 +154,31 @@ install_ctx_add_counts(struct install_ctx *dst, const struct install_ctx *src)
 	dst->installs += src->installs;
 }
 
+/* A partial download (.tmp-<16 hex>, core/pkg/cache.c's) with bytes in it
+ * whose writer is gone: its writer holds a lock on it from the start, so a
+ * lock taken here means the process died (Ctrl-C, kill). An empty one may
+ * be a writer's that has not locked it yet: left to the age rule. */
+static int
+dead_download(int dfd, const char *name, const struct stat *st)
+{
+	int fd, dead;
+	size_t i;
+
+	if (!S_ISREG(st->st_mode) || st->st_size == 0 || strlen(name) != 21 || strncmp(name, ".tmp-", 5) != 0)
+		return 0;
+	for (i = 5; i < 21; i++)
+		if (!isxdigit((unsigned char)name[i]))
+			return 0;
+	if ((fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return 0;
+	dead = flock(fd, LOCK_EX | LOCK_NB) == 0;
+	close(fd);
+	return dead;
+}
+
 /* Remove what crashed installers left: staging directories and partial
- * downloads older than INSTALL_STAGING_MAX_AGE. */
+ * downloads older than INSTALL_STAGING_MAX_AGE, and at once a partial
+ * download whose writer died. */
 void
 install_collect_stale(const char *dir, const char *prefix)
 {
@@ -172,7 +197,7 @@ install_collect_stale(const char *dir, const char *prefix)
 			continue;
 		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
 			continue;
-		if (t - st.st_mtime > INSTALL_STAGING_MAX_AGE)
+		if (t - st.st_mtime > INSTALL_STAGING_MAX_AGE || dead_download(dirfd(d), de->d_name, &st))
 			fs_rm_treeat(dirfd(d), de->d_name, &e);
 	}
 	closedir(d);

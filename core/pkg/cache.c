@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/random.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -234,6 +235,9 @@ cache_put_open(struct cache_put *p, const char *dir, enum digest_alg alg, struct
 	p->fd = open(p->tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (p->fd < 0)
 		return err_sys(e, "io.error", errno, "%s: %s", p->tmp, strerror(errno));
+	/* held while the download lives: a partial one whose writer died
+	 * (Ctrl-C, kill) is lockable, and the next install removes it */
+	(void)flock(p->fd, LOCK_EX | LOCK_NB);
 pipe:
 	p->pipe = cache_pipe_new(p->fd, alg, alg == DIGEST_SHA256 ? DIGEST_NONE : DIGEST_SHA256);
 	if (p->pipe == NULL) {

@@ -272,16 +272,23 @@ fetch_one(struct run *r, struct http_client *hc, struct job *j, struct mem *m, s
 		            ? o->auth_from
 		            : "it asks for a credential and none is set (install.mirrors.npm_auth_file "
 		              "or ABX_INSTALL_NPM_TOKEN)");
-	free(rs);
 	if (rc != 0) {
+		/* the host it failed on, unless the message names the URL */
+		const char *u = rs->url[0] ? rs->url : url, *h = strstr(u, "://");
 		char msg[ERR_MSG_MAX];
 		snprintf(msg, sizeof(msg), "%s", e->msg);
-		if (e->code && strncmp(e->code, "http.", 5) == 0 && e->details[0] == '\0')
+		if (e->code && (strncmp(e->code, "http.", 5) == 0 || strncmp(e->code, "tls.", 4) == 0) &&
+		    e->details[0] == '\0' && strstr(msg, "://") == NULL && h != NULL)
+			err_set(e, e->code, "%s@%s from %.*s: %s", p->name, p->version,
+			        (int)strcspn(h + 3, "/"), h + 3, msg);
+		else if (e->code && strncmp(e->code, "http.", 5) == 0 && e->details[0] == '\0')
 			err_set(e, e->code, "%s@%s: %s", p->name, p->version, msg);
+		free(rs);
 		cache_put_abort(&s.put);
 		stream_join(xs, 0);
 		return -1;
 	}
+	free(rs);
 	/* No fsync: every use of a cache entry re-hashes it against the
 	 * integrity first, so an entry torn by a power cut is a miss, never an
 	 * install of wrong bytes; 300 fsyncs would cost more than the rest. */

@@ -193,8 +193,10 @@ void api_ready(const struct httpd_req *req, struct httpd_resp *resp, void *arg);
  * proxies keep.
  * Returns 1 with tok/len (a view into the request) when one is presented,
  * 0 when none (auth.missing), -1 when the presentation is invalid (repeated
- * fields, another scheme, an empty token, both fields with different tokens,
- * over API_TOKEN_MAX): auth.invalid.
+ * fields, an empty token, both fields with different tokens, over
+ * API_TOKEN_MAX), -2 when Authorization names another scheme than Bearer
+ * ("Token abc", "Basic ..."): both auth.invalid, -2 saying the scheme is
+ * wrong.
  */
 int api_token_from(const char *x_access_token, int n_x, const char *authorization, int n_auth,
                    const char **tok, size_t *len);

@@ -51,7 +51,7 @@ api_token_from(const char *xt, int n_x, const char *au, int n_auth, const char *
 		/* RFC 9110 §11.1: the scheme is case-insensitive; then one or
 		 * more spaces, then the token68. */
 		if (strncasecmp(au, "Bearer", 6) != 0 || (au[6] != ' ' && au[6] != '\t'))
-			return -1;
+			return strncasecmp(au, "Bearer", 6) != 0 ? -2 : -1;
 		bt = au + 6;
 		while (*bt == ' ' || *bt == '\t')
 			bt++;
@@ -117,6 +117,10 @@ api_authenticate(struct api_rq *q)
 	api_count(q->a, &q->a->m.auth_failures);
 	err_clear(&e);
 	e.code = code;
+	if (rc == -2) /* the scheme, whatever the token: nothing about the token is said */
+		snprintf(e.msg, sizeof(e.msg),
+		         "the Authorization scheme is not Bearer: send Authorization: Bearer <token>, or "
+		         "X-Access-Token: <token>");
 	httpd_resp_header(q->resp, "WWW-Authenticate", "Bearer");
 	api_rq_err(q, &e);
 	return -1;

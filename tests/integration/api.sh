@@ -207,6 +207,9 @@ check "token in the query string is ignored" test "$(A "$U/v1/ops?access_token=$
 check "X-Access-Token works" test "$(A -H "X-Access-Token: $TOK" "$U/v1/ops")" = 200
 check "Authorization: Bearer works" test "$(A -H "Authorization: Bearer $TOK" "$U/v1/ops")" = 200
 check "the scheme is case-insensitive (bEaReR)" test "$(A -H "Authorization: bEaReR $TOK" "$U/v1/ops")" = 200
+s=$(A -H "Authorization: Token $TOK" "$U/v1/ops")
+check "Authorization: Token <valid>: 401 saying the scheme is wrong, not the token" \
+	sh -c "test $s = 401 && grep -q 'auth.invalid' '$T/body' && grep -q 'the Authorization scheme is not Bearer' '$T/body' && ! grep -q '$TOK' '$T/body'"
 check "both headers, same token: 200" test "$(A -H "Authorization: Bearer $TOK" -H "X-Access-Token: $TOK" "$U/v1/ops")" = 200
 check "both headers, different tokens: 401" \
 	test "$(A -H "Authorization: Bearer $TOK" -H "X-Access-Token: $ALICE" "$U/v1/ops")" = 401

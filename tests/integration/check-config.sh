@@ -195,7 +195,9 @@ blocks = re.findall(r'```json\n(.*?)```', sec, re.S)
 open(sys.argv[2] + '/server.json', 'w').write(blocks[0])
 open(sys.argv[2] + '/commands.json', 'w').write(blocks[1])
 PY
-run $CC --config "$T/tpl/server.json"
+# as the image's user runs it: its state directory is the one the template's
+# audit_file is in (check-config applies serve's audit_file rule, creating nothing)
+run env ABX_SERVER_STATE_DIR=/home/user/.local/state/agent-sandbox $CC --config "$T/tpl/server.json"
 expect "the README's server.json and commands.json are valid" 0 "codex.version"
 check "the README template's commands install codex" sh -c "grep -E '^codex.version +default +codex$' '$T/out'"
 
@@ -256,3 +258,17 @@ expect "a bare program not on PATH exits 2" 2 "" "command.unavailable: y.run: pr
 echo '[{"id": "z.run", "argv": ["sh", "-c", "true"]}, {"id": "c.v", "argv": ["codex", "--version"], "install": ["codex"]}]' >"$T/cmd-ok.json"
 run $CC --commands "$T/cmd-ok.json"
 expect "programs on PATH and tools' binaries pass" 0
+
+# issue 41: what serve refuses at start, check-config refuses by the same rule:
+# an audit_file in a directory that does not exist (outside the state
+# directory) is not created; one in the state directory serve creates passes
+printf '{"audit_file": "%s"}' "$T/nodir/sub/audit.jsonl" >"$T/audit_bad.json"
+run env ABX_SERVER_STATE_DIR="$T/st" $CC --config "$T/audit_bad.json"
+expect "an audit_file serve cannot write: check-config exits 2 as serve does" 2 "" "audit_file $T/nodir/sub/audit.jsonl: cannot be written"
+check "... creating nothing" test ! -e "$T/nodir"
+run env ABX_SERVER_STATE_DIR="$T/st" ABX_SERVER_TOKEN=tok $BIN serve --config "$T/audit_bad.json" --host 127.0.0.1 --port 0
+expect "... the same refusal from serve" 2 "" "audit_file $T/nodir/sub/audit.jsonl: cannot be written"
+printf '{"audit_file": "%s"}' "$T/st2/audit.jsonl" >"$T/audit_ok.json"
+run env ABX_SERVER_STATE_DIR="$T/st2" $CC --config "$T/audit_ok.json"
+expect "an audit_file in the state directory serve creates passes" 0
+check "... and check-config created nothing" test ! -e "$T/st2"

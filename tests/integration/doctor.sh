@@ -21,6 +21,14 @@ while True:
 ' >"$T/listener"
 wait_for_line "$T/listener" '^[0-9]' 5 || not_ok "listener" "did not start"
 BUSY=$(head -1 "$T/listener")
+# an https server with a certificate for localhost from the test PKI: its CA
+# in $T/pki/ca.pem, and a bundle that lacks it ($T/pki/other.crt)
+sh "$FIXTURES/mkcerts.sh" "$T/pki" >/dev/null 2>&1 || { not_ok "test PKI" "mkcerts.sh failed"; exit 1; }
+mkdir "$T/www"
+bg python3 "$FIXTURES/httpd.py" --root "$T/www" --log "$T/req.log" --cert "$T/pki/good.pem" \
+	--key "$T/pki/good.key" >"$T/tlsport" 2>"$T/httpd.err"
+wait_for_line "$T/tlsport" '^[0-9]' 10 || not_ok "https fixture" "$(cat "$T/httpd.err")"
+TP=$(head -1 "$T/tlsport")
 D="$BIN doctor --ports $FREE"
 status() { grep -E "^$1 +$2: " "$T/out" >/dev/null; }
 
@@ -73,7 +81,7 @@ rm -rf "$T/tools/bin"
 
 # an agent enabled (codex, requiring node-runtime)
 cp "$FIXTURES"/manifests/codex.json "$FIXTURES"/manifests/node-runtime.json "$T/m/"
-sed -i "s/127.0.0.1:1/127.0.0.1:$BUSY/g" "$T/m/codex.json" "$T/m/node-runtime.json"
+sed -i "s/127.0.0.1:1/localhost:$TP/g" "$T/m/codex.json" "$T/m/node-runtime.json"
 echo '{"agents": ["codex"], "manifests_dir": "m"}' >"$T/codex.json"
 
 # the CA bundle: an explicit SSL_CERT_FILE that is missing is not replaced by
@@ -98,6 +106,10 @@ if openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /C
 	cat "$T/c1" "$T/c2" >"$T/two.pem"
 	run env -u SSL_CERT_DIR SSL_CERT_FILE="$T/two.pem" ABX_TOOLS_DIR="$T/tools" $D
 	expect "the anchors are counted" 0 "PASS  ca: 2 trust anchors from SSL_CERT_FILE=$T/two.pem (2)"
+	# the same certificates in SSL_CERT_FILE and SSL_CERT_DIR count once (issue 41)
+	mkdir "$T/cadir" && cp "$T/c1" "$T/cadir/a.pem" && cp "$T/c2" "$T/cadir/b.pem"
+	run env SSL_CERT_DIR="$T/cadir" SSL_CERT_FILE="$T/two.pem" ABX_TOOLS_DIR="$T/tools" $D
+	expect "the same anchors in SSL_CERT_FILE and SSL_CERT_DIR count once" 0 "PASS  ca: 2 trust anchors from SSL_CERT_FILE=$T/two.pem (2), SSL_CERT_DIR=$T/cadir (2)"
 else
 	skip "the anchors are counted" "openssl cannot make certificates"
 fi
@@ -139,8 +151,18 @@ run env ABX_TOOLS_DIR="$T/tools" ABX_SERVER_INSTALL_ALLOW_HOSTS="127.0.0.1:$MCLO
 expect "an unreachable https mirror fails" 1 \
 	"FAIL  mirror: npm mirror https://127.0.0.1:$MCLOSED/npm/: Connection refused [env ABX_INSTALL_NPM_REGISTRY]"
 check "with a fix naming the host and the key" grep -q "fix: allow egress to 127.0.0.1:$MCLOSED, or fix install.mirrors.npm (set by env ABX_INSTALL_NPM_REGISTRY)" "$T/out"
-run env ABX_TOOLS_DIR="$T/tools" ABX_SERVER_INSTALL_ALLOW_HOSTS="127.0.0.1:$BUSY" ABX_INSTALL_NPM_REGISTRY="https://127.0.0.1:$BUSY/npm/" $D
-expect "a listening https mirror passes" 0 "PASS  mirror: npm mirror 127.0.0.1:$BUSY is reachable"
+mir() { # SSL_CERT_FILE HOST:PORT: doctor with that npm mirror
+	run env -u SSL_CERT_DIR SSL_CERT_FILE="$1" ABX_TOOLS_DIR="$T/tools" ABX_SERVER_INSTALL_ALLOW_HOSTS="$2" ABX_INSTALL_NPM_REGISTRY="https://$2/npm/" $D
+}
+mir "$T/pki/ca.pem" "localhost:$TP"
+expect "an https mirror whose CA is trusted passes, by a TLS handshake" 0 "PASS  mirror: npm mirror localhost:$TP is reachable (TLS handshake)"
+# issue 41: a TCP connect is not enough; the handshake uses the anchors installs use
+mir "$T/pki/other.crt" "localhost:$TP"
+expect "a mirror whose CA is missing from SSL_CERT_FILE fails (tls.unknown_ca)" 1 \
+	"FAIL  mirror: npm mirror https://localhost:$TP/npm/: tls.unknown_ca: "
+check "... with a fix naming SSL_CERT_FILE and SSL_CERT_DIR" grep -q "fix: add the CA that issued localhost:$TP's certificate to SSL_CERT_FILE or SSL_CERT_DIR" "$T/out"
+mir "$T/pki/ca.pem" "127.0.0.1:$BUSY"
+expect "a listener that speaks no TLS fails" 1 "FAIL  mirror: npm mirror https://127.0.0.1:$BUSY/npm/: "
 # an IPv6 mirror: the address in brackets, the port after them
 if python3 -c 'import socket; socket.socket(socket.AF_INET6).bind(("::1", 0))' 2>/dev/null; then
 	bg python3 -c '
@@ -152,10 +174,11 @@ while True:
 ' >"$T/listener6"
 	wait_for_line "$T/listener6" '^[0-9]' 5 || not_ok "listener6" "did not start"
 	BUSY6=$(head -1 "$T/listener6")
-	run env ABX_TOOLS_DIR="$T/tools" ABX_SERVER_INSTALL_ALLOW_HOSTS="[::1]:$BUSY6" ABX_INSTALL_NPM_REGISTRY="https://[::1]:$BUSY6/npm/" $D
-	expect "a listening IPv6 mirror passes" 0 "PASS  mirror: npm mirror [::1]:$BUSY6 is reachable"
+	mir "$T/pki/ca.pem" "[::1]:$BUSY6"
+	expect "an IPv6 mirror: the address in brackets, the port after them" 1 "FAIL  mirror: npm mirror https://[::1]:$BUSY6/npm/: "
+	check "... and the handshake reached it (not a connect error)" sh -c "! grep -q 'Connection refused' '$T/out'"
 else
-	skip "a listening IPv6 mirror passes" "no IPv6 loopback here"
+	skip "an IPv6 mirror" "no IPv6 loopback here"
 fi
 
 # issue 12 §15: the mode line names the layer that set it
@@ -185,10 +208,26 @@ check "ABX_TOOLS_DIR that is the default path is listed once" \
 rmdir "$T/state/tools"
 
 # --network against loopback: a listening host passes, a closed one fails
-run env ABX_TOOLS_DIR="$T/tools" $D --config "$T/codex.json" --network
-expect "a reachable manifest host passes" 0 "PASS  network: 127.0.0.1:$BUSY is reachable"
+run env SSL_CERT_FILE="$T/pki/ca.pem" ABX_TOOLS_DIR="$T/tools" $D --config "$T/codex.json" --network
+expect "a reachable manifest host passes, by a TLS handshake" 0 "PASS  network: localhost:$TP is reachable (TLS handshake)"
+run env SSL_CERT_FILE="$T/pki/other.crt" ABX_TOOLS_DIR="$T/tools" $D --config "$T/codex.json" --network
+expect "a manifest host whose CA is not trusted fails (tls.unknown_ca)" 1 "FAIL  network: localhost:$TP: tls.unknown_ca: "
+check "... with the CA bundle's fix, not egress" sh -c "grep -q 'fix: add the CA that issued localhost:$TP.s certificate to SSL_CERT_FILE or SSL_CERT_DIR' '$T/out' && ! grep -q 'allow egress' '$T/out'"
+# the OCI registry's TLS failure: the same fix (its blob of the plan is codex's)
+run env SSL_CERT_FILE="$T/pki/other.crt" ABX_INSTALL_OCI_MIRROR="oci://localhost:$TP/team/tools" ABX_SERVER_INSTALL_ALLOW_HOSTS="localhost:$TP" ABX_TOOLS_DIR="$T/tools" $D --config "$T/codex.json"
+expect "an OCI registry whose CA is not trusted fails (tls.unknown_ca)" 1 "FAIL  registry: oci://localhost:$TP/team/tools: tls.unknown_ca: "
+check "... with the CA bundle's fix, not egress" sh -c "grep -q 'fix: add the CA that issued localhost.s certificate to SSL_CERT_FILE or SSL_CERT_DIR' '$T/out' && ! grep -q 'allow egress' '$T/out'"
+# a name DNS does not resolve: named as DNS
+sed "s/localhost:$TP/nonexistent.invalid:$TP/g" "$T/m/codex.json" >"$T/m/codex.json.x" && mv "$T/m/codex.json.x" "$T/m/codex.json"
+run nodns env SSL_CERT_FILE="$T/pki/ca.pem" ABX_TOOLS_DIR="$T/tools" $D --config "$T/codex.json" --network
+if [ "$RC" = 125 ]; then
+	skip "a host that does not resolve" "needs root and unshare -m"
+else
+	expect "a host that does not resolve fails" 1 "FAIL  network: nonexistent.invalid:$TP: http.resolve: "
+	check "... with a DNS fix" grep -q "fix: DNS does not resolve nonexistent.invalid:$TP" "$T/out"
+fi
 CLOSED=$(port_of)
-sed -i "s/127.0.0.1:$BUSY/127.0.0.1:$CLOSED/g" "$T/m/codex.json" "$T/m/node-runtime.json"
+sed -i "s/nonexistent.invalid:$TP/127.0.0.1:$CLOSED/g; s/localhost:$TP/127.0.0.1:$CLOSED/g" "$T/m/codex.json" "$T/m/node-runtime.json"
 run env ABX_TOOLS_DIR="$T/tools" $D --config "$T/codex.json" --network
 expect "an unreachable manifest host fails" 1 "FAIL  network: 127.0.0.1:$CLOSED: Connection refused"
 check "with a mirror/offline fix" grep -q "fix: allow egress to 127.0.0.1:$CLOSED, or configure install.mirrors" "$T/out"

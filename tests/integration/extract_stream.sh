@@ -85,7 +85,7 @@ mkman gated /gate/gated-1.0.0.tgz "$(printf '%064d' 1)"
 echo "$T/t2/.staging/*/tree/a-first.txt" >"$W/gated-1.0.0.tgz.gate"
 : >"$T/req.log"
 run "$BIN" prepare --keep-cache --json --manifests "$M" --only gated --tools-dir "$T/t2"
-expect "tarball, wrong digest: install.checksum_mismatch" 3 '"code":"install.checksum_mismatch"'
+expect "tarball, wrong digest: install.checksum_mismatch" 1 '"code":"install.checksum_mismatch"'
 check "tarball, wrong digest: it was staged as it arrived" grep -q "gate gated-1.0.0.tgz seen" "$T/req.log"
 check "tarball, wrong digest: nothing left (staging, temporary file, tree)" nothing_left "$T/t2" gated
 check "tarball, wrong digest: nothing cached" test -z "$(ls -A "$T/t2/.cache" 2>/dev/null | grep -v '^trees$')"
@@ -94,13 +94,13 @@ check "tarball, wrong digest: nothing cached" test -z "$(ls -A "$T/t2/.cache" 2>
 head -c $((3 << 20)) /dev/urandom >"$W/noise-1.0.0.tgz"
 mkman noise /f/noise-1.0.0.tgz "$(printf '%064d' 2)"
 run "$BIN" prepare --keep-cache --json --manifests "$M" --only noise --tools-dir "$T/t3"
-expect "tarball, wrong bytes: install.checksum_mismatch" 3 '"code":"install.checksum_mismatch"'
+expect "tarball, wrong bytes: install.checksum_mismatch" 1 '"code":"install.checksum_mismatch"'
 check "tarball, wrong bytes: nothing left" nothing_left "$T/t3" noise
 
 # the connection cut in the middle
 mkman gated /cut/gated-1.0.0.tgz "$G"
 run "$BIN" prepare --keep-cache --json --manifests "$M" --only gated --tools-dir "$T/t4"
-expect "tarball, cut: install.failed in the fetch phase" 3 '"phase":"fetch"'
+expect "tarball, cut: install.failed in the fetch phase" 1 '"phase":"fetch"'
 check "tarball, cut: nothing left" nothing_left "$T/t4" gated
 
 # a sound download whose archive is refused: the extractor's error
@@ -111,7 +111,7 @@ ln -s /etc/passwd "$T/src/pkg/bin/escape"
 tar czf "$W/evil-1.0.0.tgz" -C "$T/src" pkg/big.bin pkg/bin
 mkman evil /f/evil-1.0.0.tgz "$(sha "$W/evil-1.0.0.tgz")"
 run "$BIN" prepare --keep-cache --json --manifests "$M" --only evil --tools-dir "$T/t5"
-expect "tarball, refused archive: the extractor's error" 3 "escape"
+expect "tarball, refused archive: the extractor's error" 1 "escape"
 check "tarball, refused archive: not a fetch error" sh -c "! grep -q '\"phase\":\"fetch\"' '$T/out'"
 check "tarball, refused archive: nothing left" nothing_left "$T/t5" evil
 
@@ -150,7 +150,7 @@ check "npm: nothing left in staging" test -z "$(ls -A "$T/n1/.staging")"
 echo "$T/n2/.staging/*/tree/node_modules/big/a-first.txt" >"$BIGTGZ.gate"
 : >"$T/reg.log"
 run "$BIN" prepare --keep-cache --json --manifests "$T/nm" --only nbad --tools-dir "$T/n2"
-expect "npm, wrong digest: install.checksum_mismatch" 3 '"code":"install.checksum_mismatch"'
+expect "npm, wrong digest: install.checksum_mismatch" 1 '"code":"install.checksum_mismatch"'
 check "npm, wrong digest: it was staged as it arrived" grep -q "gate big-1.0.0.tgz seen" "$T/reg.log"
 check "npm, wrong digest: nothing left" nothing_left "$T/n2" nbad
 check "npm, wrong digest: nothing cached" test ! -e "$T/n2/.cache/$(sha "$BIGTGZ")"
@@ -158,6 +158,6 @@ check "npm, wrong digest: nothing cached" test ! -e "$T/n2/.cache/$(sha "$BIGTGZ
 rm -f "$BIGTGZ.gate"
 : >"$BIGTGZ.cut"
 run "$BIN" prepare --keep-cache --json --manifests "$T/nm" --only napp --tools-dir "$T/n3"
-expect "npm, cut: install.failed" 3 '"code":"install.failed"'
+expect "npm, cut: install.failed" 1 '"code":"install.failed"'
 check "npm, cut: nothing left" nothing_left "$T/n3" napp
 rm -f "$BIGTGZ.cut"

@@ -62,7 +62,7 @@ check "§1 ... into the explicit directory, created" test -x "$T/newdir/hello/1.
 check "§1 ... not into a later directory of the chain" test ! -e "$T/state/tools/hello"
 : >"$T/afile"
 run env ABX_TOOLS_DIR="$T/afile/sub" "$BIN" prepare --keep-cache --manifests "$M" --only hello --force
-expect "§1 an explicit directory that cannot be created is refused" 3 "" "install.read_only"
+expect "§1 an explicit directory that cannot be created is refused" 1 "" "install.read_only"
 check "§1 ... naming it, where it came from, and why" grep -q "tools directory $T/afile/sub (env ABX_TOOLS_DIR): cannot create" "$T/err"
 check "§1 ... and nothing went to the per-user directory" test ! -e "$T/state/tools/hello"
 run "$BIN" prepare --keep-cache --manifests "$M" --only hello
@@ -77,25 +77,25 @@ expect "§1 --json names the tools directory of the ready tree" 0 "\"tools_dir\"
 mktool bad 1.0.0
 mkman bad /f/bad-1.0.0.tgz "$(printf '%064d' 1)"
 run "$BIN" prepare --keep-cache --manifests "$M" --only bad
-expect "§3 a failing install (checksum mismatch)" 3 "" "install.checksum_mismatch"
+expect "§3 a failing install (checksum mismatch)" 1 "" "install.checksum_mismatch"
 check "§3 ... leaves no empty <tools>/bad/" test ! -e "$T/state/tools/bad"
 check "§3 ... its backoff is recorded" test -f "$T/state/tools/.locks/bad.backoff"
 n=$(gets bad-1.0.0.tgz)
 run "$BIN" prepare --keep-cache --manifests "$M" --only bad --tools-dir "$T/b2"
-expect "§3 another tools directory is not held back by that backoff" 3 "" "install.checksum_mismatch"
+expect "§3 another tools directory is not held back by that backoff" 1 "" "install.checksum_mismatch"
 check "§3 ... it downloaded again" test "$(gets bad-1.0.0.tgz)" -eq $((n + 1))
 check "§3 ... and left no empty $T/b2/bad/" test ! -e "$T/b2/bad"
 run "$BIN" prepare --keep-cache --manifests "$M" --only bad
-expect "§3 the first directory is still in backoff" 3 "" "install.backoff"
+expect "§3 the first directory is still in backoff" 1 "" "install.backoff"
 
 # ---- §8 a fetch failure is install.failed with details.phase and the client's code --
 mkman gone /f/nothing-here.tgz "$(printf %064d 2)"
 run "$BIN" prepare --keep-cache --json --manifests "$M" --only gone --tools-dir "$T/f8"
-expect "§8 a 404 while fetching: install.failed" 3 '"code":"install.failed"'
+expect "§8 a 404 while fetching: install.failed" 1 '"code":"install.failed"'
 check "§8 ... details.phase fetch and the client's code in details.code" \
 	grep -q '"details":{"phase":"fetch","code":"http.status","url":"https://localhost:'"$P"'/f/nothing-here.tgz"}' "$T/out"
 run "$BIN" prepare --keep-cache --manifests "$M" --only gone --tools-dir "$T/f8" --force
-expect "§8 ... the message keeps the client's code" 3 "" "install.failed: gone 1.0.0: fetching https://localhost:$P/f/nothing-here.tgz: http.status:"
+expect "§8 ... the message keeps the client's code" 1 "" "install.failed: gone 1.0.0: fetching https://localhost:$P/f/nothing-here.tgz: http.status:"
 
 # ---- npm-lock tools against the fake registry (tests/fixtures/npmreg.py) ----------
 mkdir -p "$T/reg" "$T/nm"
@@ -128,7 +128,7 @@ LOCKSHA=$(sha "$T/nm/napp/package-lock.json")
 
 # ---- §7 a blocked npm registry is install.network_unreachable, probed first -----
 run "$BIN" prepare --keep-cache --json --manifests "$T/nm" --only nblocked --tools-dir "$T/n7"
-expect "§7 npm-lock, registry unreachable: install.network_unreachable" 3 '"code":"install.network_unreachable"'
+expect "§7 npm-lock, registry unreachable: install.network_unreachable" 1 '"code":"install.network_unreachable"'
 check "§7 ... with the phase, the host and the hint" \
 	grep -q '"details":{"phase":"probe","host":"localhost:1","hint":"install.mirrors.npm, or mode offline with a cache"}' "$T/out"
 check "§7 ... and the npm mirror in the message" grep -q 'set install.mirrors.npm (ABX_INSTALL_NPM_REGISTRY)' "$T/out"
@@ -151,7 +151,7 @@ expect "§4 prepare: the same npm tool installs under a 1 MiB cap" 0 "napp 1.0.0
 mktool big 1.0.0 1500
 mkman big /f/big-1.0.0.tgz "$(sha "$W/big-1.0.0.tgz")"
 run env ABX_SERVER_INSTALL_MAX_DOWNLOAD_MB=1 "$BIN" prepare --keep-cache --json --manifests "$M" --only big --tools-dir "$T/n4"
-expect "§4 one artifact above the cap: install.failed" 3 '"code":"install.failed"'
+expect "§4 one artifact above the cap: install.failed" 1 '"code":"install.failed"'
 check "§4 ... details.code http.too_large and the hint" \
 	grep -q '"code":"http.too_large",.*"hint":"install.max_download_mb caps each download' "$T/out"
 
@@ -188,3 +188,18 @@ check "§2 manifest changed on a terminal: the line, then progress" sh -c \
 	"grep -q 'installing shy 1.0.0 into $T/s2 (manifest changed: ' '$T/tty.out' && grep -q 'shy: download' '$T/tty.out'"
 check "§2 ... then the tool runs" grep -q "shy 1.0.0" "$T/tty.out"
 check "§2 ... it downloaded once" test "$(gets shy-1.0.0.tgz)" -eq $((n + 1))
+
+# ---- a partial download left by Ctrl-C is removed by the next run (issue 41) -----
+# Its writer held a lock on it; one whose writer died is removed at once, one
+# still locked (another process downloading) is left alone.
+mkdir -p "$T/pd/.cache"
+head -c 4096 /dev/urandom >"$T/pd/.cache/.tmp-00112233445566aa"
+head -c 4096 /dev/urandom >"$T/pd/.cache/.tmp-00112233445566bb"
+flock "$T/pd/.cache/.tmp-00112233445566bb" sh -c "echo held >'$T/pd.held'; exec sleep 30" &
+HOLD=$!
+wait_for_line "$T/pd.held" held 10
+run env ABX_SERVER_STATE_DIR="$T/pdstate" "$BIN" prepare --keep-cache --manifests "$M" --tools-dir "$T/pd" --only hello
+expect "a run after an interrupted download installs" 0 "hello 1.0.0: installed"
+check "... and removed the partial download its dead writer left" test ! -e "$T/pd/.cache/.tmp-00112233445566aa"
+check "... but not one another process still writes" test -e "$T/pd/.cache/.tmp-00112233445566bb"
+kill "$HOLD" 2>/dev/null

@@ -20,3 +20,20 @@ check "every one of the $n codes has a row" test "$("$TOP/tools/errdoc.sh" | gre
 for a in $(cat "$T/applets"); do
 	check "README documents applet $a" grep -q "^| \`$a" "$TOP/README.md"
 done
+
+# The README and docs point only at files a user of the repository has
+# (issue 41): every relative link names a file of the checkout, and no
+# document sends the reader to a specification outside it.
+for f in "$TOP"/README.md "$TOP"/docs/*.md; do
+	d=$(dirname "$f")
+	grep -o '](\([^)#:]*\)' "$f" | sed 's/^](//' | while read -r p; do
+		[ -z "$p" ] || [ -e "$d/$p" ] || echo "$f: $p"
+	done
+done >"$T/deadlinks"
+check "every relative link in README.md and docs/ names a file of the repository" test ! -s "$T/deadlinks"
+check "no document names a specification outside the repository" sh -c "! grep -nwE 'SPEC(\.md)?' '$TOP/README.md' '$TOP'/docs/*.md"
+# Container engines (issue 41): podman/buildah keep HEALTHCHECK only with
+# --format docker, and a scratch image's token is read from the host.
+check "README: podman/buildah need --format docker to keep HEALTHCHECK" grep -q 'podman build --format docker' "$TOP/README.md"
+check "README: how to read the token out of a scratch or distroless container" \
+	grep -q 'docker cp CONTAINER:/var/lib/agent-sandbox/token - | tar -xO' "$TOP/README.md"

@@ -126,7 +126,7 @@ fi
 
 # ---- the requirement fails -------------------------------------------------------
 run env ABX_MANIFESTS_DIR="$T/mbad" "$BIN" prepare --keep-cache --only app --tools-dir "$T/t3"
-expect "node-runtime's digest does not match: prepare --only app exits 3" 3 "" \
+expect "node-runtime's digest does not match: prepare --only app exits 1" 1 "" \
 	"install.checksum_mismatch: app requires node-runtime: "
 check "... said once (one error line)" test "$(grep -c '^agent-sandbox-server: install\.' "$T/err")" -eq 1
 check "... app's staging discarded, nothing published" sh -c \
@@ -134,7 +134,7 @@ check "... app's staging discarded, nothing published" sh -c \
 check "... the backoff is node-runtime's, not app's" \
 	test -f "$T/t3/.locks/node-runtime.backoff" -a ! -f "$T/t3/.locks/app.backoff"
 run env ABX_MANIFESTS_DIR="$T/mbad" "$BIN" prepare --keep-cache --json --force --only app --tools-dir "$T/t3"
-expect "--json: both entries fail with the requirement's code" 3
+expect "--json: both entries fail with the requirement's code" 1
 check "... node-runtime's own error, app's prefixed, in plan order" python3 -c '
 import json, sys
 d = json.load(open(sys.argv[1])); t = d["tools"]
@@ -155,13 +155,13 @@ json.dump(m, open(sys.argv[1], "w"))' "$T/mbadrun/app.json"
 printf '{"agents": ["app"]}\n' >"$T/cfg-app.json"
 run env ABX_MANIFESTS_DIR="$T/mbadrun" ABX_SERVER_CONFIG="$T/cfg-app.json" PATH="$T/nobin" \
 	"$BIN" prepare --keep-cache --force --tools-dir "$T/t3c"
-expect "a configuration's plan whose requirement fails exits 3" 3 "" \
+expect "a configuration's plan whose requirement fails exits 1" 1 "" \
 	"install.checksum_mismatch: app requires node-runtime: "
 check "... said once (one error line)" test "$(grep -c '^agent-sandbox-server: install\.' "$T/err")" -eq 1
 
 # ---- the dependent fails ---------------------------------------------------------
 run env PATH="$T/nobin" "$BIN" prepare --keep-cache --only broken --tools-dir "$T/t4"
-expect "broken's package has another integrity: exit 3" 3 "" "install.checksum_mismatch"
+expect "broken's package has another integrity: exit 1" 1 "" "install.checksum_mismatch"
 check "... said once" test "$(grep -c '^agent-sandbox-server: install\.' "$T/err")" -eq 1
 check "... node-runtime is published all the same (a valid install on its own)" \
 	test -f "$T/t4/node-runtime/.installed.json" -a -x "$T/t4/$NODE_TREE/bin/node"

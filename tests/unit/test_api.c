@@ -49,7 +49,8 @@ test_token_presentation(void **st)
 	assert_int_equal(tok("abc", 1, "Bearer abd", 1, t), -1);
 	assert_int_equal(tok("abc", 1, "Bearer abcd", 1, t), -1);
 	/* other schemes, no token, spaces inside, repeats, control bytes */
-	assert_int_equal(tok(NULL, 0, "Basic abc", 1, t), -1);
+	assert_int_equal(tok(NULL, 0, "Basic abc", 1, t), -2);
+	assert_int_equal(tok(NULL, 0, "Token abc", 1, t), -2);
 	assert_int_equal(tok(NULL, 0, "Bearer", 1, t), -1);
 	assert_int_equal(tok(NULL, 0, "Bearer ", 1, t), -1);
 	assert_int_equal(tok(NULL, 0, "Bearerabc", 1, t), -1);

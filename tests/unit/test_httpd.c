@@ -468,7 +468,7 @@ test_error_envelope(void **state)
 	assert_non_null(strstr(out, "HTTP/1.1 502 Bad Gateway\r\n"));
 	assert_non_null(strstr(
 	    out, "{\"error\":{\"code\":\"install.failed\",\"message\":\"tool \\\"x\\\" failed\\nbadly\","
-	         "\"details\":{\"phase\":\"fetch\"},\"remedy\":\"see details.phase;"));
+	         "\"details\":{\"phase\":\"fetch\"},\"remedy\":\"the message names the step"));
 	assert_int_equal(httpd_error_body(buf, sizeof(buf), "not_found", "x", NULL), -1);
 	{
 		/* a message and details that carry quotes, backslashes,
