@@ -286,7 +286,6 @@ start() {
 }
 post() { curl -s -m 60 -o "$T/body" -w '%{http_code}' -H "Authorization: Bearer $TOK" \
 	-H 'Content-Type: application/json' -X POST --data "$2" "$U$1"; }
-jsb() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$T/body" "$1"; }
 # api NAME STATE-DIR [OP]: the token serve wrote, then /v1/ops with it (and OP listed)
 api() {
 	TOK=""
@@ -320,7 +319,7 @@ codex_version() {
 # session is cancelled.
 session() {
 	_code=$(post /v1/agents/codex/sessions '{"prompt": "Reply with the single word: pong"}')
-	_sid=$(jsb 'd.get("id","")' 2>/dev/null)
+	_sid=$(json_eval "$T/body" 'd.get("id","")' 2>/dev/null)
 	check "$1: POST /v1/agents/codex/sessions answers 201 ($_code $(head -c 200 "$T/body"))" test "$_code" = 201
 	[ "$_code" = 201 ] || return
 	_t=$(now)

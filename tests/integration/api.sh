@@ -16,23 +16,11 @@ unset ABX_TOOLS_DIR ABX_MANIFESTS_DIR ABX_SERVER_INSTALL_MODE ABX_INSTALL_MODE A
 	http_proxy ABX_SERVER_TOKEN ABX_SERVER_CONFIG ABX_SERVER_STATE_DIR ABX_SERVER_AUDIT_FILE ABX_SERVER_POLICY \
 	ABX_SERVER_PRESET ABX_SERVER_AGENTS ABX_SERVER_COMMANDS ABX_SERVER_INSTALL_WAIT
 
-sh "$FIXTURES/mkcerts.sh" "$T/pki" >/dev/null 2>&1 || { not_ok "test PKI" "mkcerts.sh failed"; exit 1; }
+make_pki
 export SSL_CERT_FILE=$T/pki/ca.pem
 
-# A tool archive: pkg/bin/NAME prints "NAME 1.0.0 <args>".
-mktool() { # NAME -> $W/NAME-1.0.0.tgz
-	rm -rf "$T/src" && mkdir -p "$T/src/pkg/bin"
-	printf '#!/bin/sh\necho "%s 1.0.0 $*"\n' "$1" >"$T/src/pkg/bin/$1"
-	chmod 755 "$T/src/pkg/bin/$1"
-	tar czf "$W/$1-1.0.0.tgz" -C "$T/src" pkg
-}
-sha() { sha256sum "$1" | cut -d' ' -f1; }
-
-: >"$T/req.log"
-bg "$PY" "$FIXTURES/httpd.py" --root "$W" --log "$T/req.log" --cert "$T/pki/good.pem" \
-	--key "$T/pki/good.key" >"$T/hport" 2>"$T/httpd.err"
-wait_for_line "$T/hport" '^[0-9]' 10 || { not_ok "start https fixture" "$(cat "$T/httpd.err")"; exit 1; }
-HP=$(head -1 "$T/hport")
+start_httpd "$W" "$T/req.log"
+HP=$HTTPD_PORT P=$HTTPD_PORT
 # Every connection the fixture sees leaves a line: a request, or a failed
 # handshake (a bare TCP probe included).
 conns() { wc -l <"$T/req.log" | tr -d ' '; }
@@ -48,35 +36,24 @@ no_proc() {
 	done
 }
 
-# mkman NAME URLPATH SHA: a tarball manifest with a run block (an agent)
-mkman() {
-	cat >"$M/$1.json" <<EOF
-{"schema":1,"name":"$1","binary":"$1","version":"1.0.0",
- "source":{"type":"tarball","bin":"bin/$1","strip_components":1,
-  "platforms":{"linux-x64":{"url":"https://localhost:$HP$2","sha256":"$3"},
-               "linux-arm64":{"url":"https://localhost:$HP$2","sha256":"$3"}}},
- "hosts":["localhost"],"verify":{"argv":["{bin}"],"expect":"$1 1.0.0"},
- "run":["{bin}","{prompt}"],
- "platforms":["linux-x64","linux-arm64"],"size_hint_mb":1}
-EOF
-}
-for t in hello slowtool badsum lazy2; do mktool $t; done
-mkman hello /f/hello-1.0.0.tgz "$(sha "$W/hello-1.0.0.tgz")"
-mkman slowtool /slow/6/slowtool-1.0.0.tgz "$(sha "$W/slowtool-1.0.0.tgz")"
-mkman badsum /f/badsum-1.0.0.tgz 0000000000000000000000000000000000000000000000000000000000000000
-mkman lazy2 /f/lazy2-1.0.0.tgz "$(sha "$W/lazy2-1.0.0.tgz")"
+# Tools with a run block (agents); pkg/bin/NAME prints "NAME 1.0.0 <args>".
+RUN='"run":["{bin}","{prompt}"]'
+for t in hello slowtool badsum lazy2; do mktool $t 1.0.0 0; done
+mkman hello /f/hello-1.0.0.tgz "$(sha "$W/hello-1.0.0.tgz")" "$RUN"
+mkman slowtool /slow/6/slowtool-1.0.0.tgz "$(sha "$W/slowtool-1.0.0.tgz")" "$RUN"
+mkman badsum /f/badsum-1.0.0.tgz 0000000000000000000000000000000000000000000000000000000000000000 "$RUN"
+mkman lazy2 /f/lazy2-1.0.0.tgz "$(sha "$W/lazy2-1.0.0.tgz")" "$RUN"
 # a download answered 503 with Connection: close and no Content-Length
-mktool gone
-mkman gone /closing/503/gone-1.0.0.tgz "$(sha "$W/gone-1.0.0.tgz")"
+mktool gone 1.0.0 0
+mkman gone /closing/503/gone-1.0.0.tgz "$(sha "$W/gone-1.0.0.tgz")" "$RUN"
 
 TOK=0123456789abcdef-admin-token-$$
 ALICE=alice-token-$$
 BOB=bob-token-$$
-hex() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
 cat >"$T/policy.json" <<EOF
 {"principals": {
-  "alice": {"token_sha256": "$(hex "$ALICE")", "preset": "admin", "deny": ["agents.hello.install"]},
-  "bob": {"token_sha256": "$(hex "$BOB")", "allow": ["echo.*"]}}}
+  "alice": {"token_sha256": "$(sha_str "$ALICE")", "preset": "admin", "deny": ["agents.hello.install"]},
+  "bob": {"token_sha256": "$(sha_str "$BOB")", "allow": ["echo.*"]}}}
 EOF
 cat >"$T/cmds.json" <<EOF
 [{"id": "echo.args", "argv": ["/bin/echo", "{a}", "{b}"],

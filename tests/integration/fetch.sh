@@ -243,11 +243,7 @@ run "$BIN" fetch "http://no-such-host.invalid/x" --sha256 "$SHA" -o "$T/dl/a.bin
 expect "unresolvable host" 1 "" "http.resolve"
 
 # ---- TLS ---------------------------------------------------------------------
-PKI=$T/pki
-if ! sh "$FIXTURES/mkcerts.sh" "$PKI" >"$T/mkcerts.log" 2>&1; then
-	not_ok "mkcerts" "$(tail -3 "$T/mkcerts.log")"
-	exit 1
-fi
+make_pki
 export SSL_CERT_FILE="$PKI/ca.pem"
 unset SSL_CERT_DIR
 

@@ -4,7 +4,6 @@
 . "$TOP/tests/lib.sh"
 
 PY=$(python3 -c 'import sys; print(sys.executable)')
-ms_now() { date +%s%3N; }
 
 run "$BIN" healthcheck --help
 expect "healthcheck --help exits 0" 0 "usage: agent-sandbox-server healthcheck"

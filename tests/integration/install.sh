@@ -10,38 +10,13 @@ export HOME=$T/home ABX_SERVER_STATE_DIR=$T/state ABX_SERVER_AUDIT_FILE=$T/audit
 unset ABX_TOOLS_DIR ABX_MANIFESTS_DIR ABX_SERVER_INSTALL_MODE ABX_INSTALL_MODE ABX_INSTALL_MIRROR \
 	ABX_INSTALL_UNPINNED ABX_SERVER_ENV ABX_TEST_PAUSE SSL_CERT_DIR HTTPS_PROXY https_proxy HTTP_PROXY http_proxy
 
-sh "$FIXTURES/mkcerts.sh" "$T/pki" >/dev/null 2>&1 || { not_ok "test PKI" "mkcerts.sh failed"; exit 1; }
+make_pki
 export SSL_CERT_FILE=$T/pki/ca.pem
 
-# A tool archive: pkg/bin/hello prints its version (tar.gz, strip 1).
-mktool() { # NAME VERSION -> $W/NAME-VERSION.tgz
-	rm -rf "$T/src" && mkdir -p "$T/src/pkg/bin" "$T/src/pkg/share"
-	printf '#!/bin/sh\necho "%s %s"\n' "$1" "$2" >"$T/src/pkg/bin/$1"
-	chmod 755 "$T/src/pkg/bin/$1"
-	head -c 20000 /dev/urandom >"$T/src/pkg/share/data.bin"
-	tar czf "$W/$1-$2.tgz" -C "$T/src" pkg
-}
-sha() { sha256sum "$1" | cut -d' ' -f1; }
-
-: >"$T/req.log"
-bg python3 "$FIXTURES/httpd.py" --root "$W" --log "$T/req.log" --cert "$T/pki/good.pem" \
-	--key "$T/pki/good.key" >"$T/port" 2>"$T/httpd.err"
-wait_for_line "$T/port" '^[0-9]' 10 || { not_ok "start https fixture" "$(cat "$T/httpd.err")"; exit 1; }
-P=$(head -1 "$T/port")
+start_httpd "$W" "$T/req.log"
+P=$HTTPD_PORT
 gets() { grep -c " GET /f/$1" "$T/req.log" || true; }
 
-# mkman NAME URLPATH SHA [EXTRA-JSON-MEMBERS] [BIN]: a tarball manifest in $M
-mkman() {
-	_sha=""
-	[ -n "$3" ] && _sha=",\"sha256\":\"$3\""
-	cat >"$M/$1.json" <<EOF
-{"schema":1,"name":"$1","binary":"$1","version":"1.0.0",
- "source":{"type":"tarball","bin":"${5:-bin/$1}","strip_components":1,
-  "platforms":{"linux-x64":{"url":"https://localhost:$P$2"$_sha},"linux-arm64":{"url":"https://localhost:$P$2"$_sha}}},
- "hosts":["localhost"],"verify":{"argv":["{bin}"],"expect":"$1 1.0.0"},
- "platforms":["linux-x64","linux-arm64"],"size_hint_mb":1${4:+,$4}}
-EOF
-}
 # prep TOOLS-DIR ARGS...: prepare with our manifests
 prep() { _d=$1; shift; run "$BIN" prepare --keep-cache --manifests "$M" --tools-dir "$_d" "$@"; }
 

@@ -19,35 +19,13 @@ if [ -e /opt/agent-sandbox/tools ]; then
 	exit 0
 fi
 
-sh "$FIXTURES/mkcerts.sh" "$T/pki" >/dev/null 2>&1 || { not_ok "test PKI" "mkcerts.sh failed"; exit 1; }
+make_pki
 export SSL_CERT_FILE=$T/pki/ca.pem
 
-mktool() { # NAME VERSION [KIB of data] -> $W/NAME-VERSION.tgz
-	rm -rf "$T/src" && mkdir -p "$T/src/pkg/bin" "$T/src/pkg/share"
-	printf '#!/bin/sh\necho "%s %s"\n' "$1" "$2" >"$T/src/pkg/bin/$1"
-	chmod 755 "$T/src/pkg/bin/$1"
-	head -c $((${3:-20} * 1024)) /dev/urandom >"$T/src/pkg/share/data.bin"
-	tar czf "$W/$1-$2.tgz" -C "$T/src" pkg
-}
-sha() { sha256sum "$1" | cut -d' ' -f1; }
-
-: >"$T/req.log"
-bg python3 "$FIXTURES/httpd.py" --root "$W" --log "$T/req.log" --cert "$T/pki/good.pem" \
-	--key "$T/pki/good.key" >"$T/port" 2>"$T/httpd.err"
-wait_for_line "$T/port" '^[0-9]' 10 || { not_ok "start https fixture" "$(cat "$T/httpd.err")"; exit 1; }
-P=$(head -1 "$T/port")
+start_httpd "$W" "$T/req.log"
+P=$HTTPD_PORT
 gets() { grep -c " GET /f/$1" "$T/req.log" || true; }
 
-# mkman NAME URLPATH SHA [EXTRA-JSON-MEMBERS]: a tarball manifest in $M
-mkman() {
-	cat >"$M/$1.json" <<EOM
-{"schema":1,"name":"$1","binary":"$1","version":"1.0.0",
- "source":{"type":"tarball","bin":"bin/$1","strip_components":1,
-  "platforms":{"linux-x64":{"url":"https://localhost:$P$2","sha256":"$3"},"linux-arm64":{"url":"https://localhost:$P$2","sha256":"$3"}}},
- "hosts":["localhost"],"verify":{"argv":["{bin}"],"expect":"$1 1.0.0"},
- "platforms":["linux-x64","linux-arm64"],"size_hint_mb":1${4:+,$4}}
-EOM
-}
 
 mktool hello 1.0.0
 H=$(sha "$W/hello-1.0.0.tgz")
@@ -148,7 +126,7 @@ run env ABX_SERVER_INSTALL_MAX_DOWNLOAD_MB=1 "$BIN" fetch --manifests "$T/nm" --
 expect "§4 fetch: packages under the cap each, over it together" 0
 run env ABX_SERVER_INSTALL_MAX_DOWNLOAD_MB=1 "$BIN" prepare --keep-cache --manifests "$T/nm" --only napp --tools-dir "$T/n4"
 expect "§4 prepare: the same npm tool installs under a 1 MiB cap" 0 "napp 1.0.0: installed"
-mktool big 1.0.0 1500
+mktool big 1.0.0 $((1500 * 1024))
 mkman big /f/big-1.0.0.tgz "$(sha "$W/big-1.0.0.tgz")"
 run env ABX_SERVER_INSTALL_MAX_DOWNLOAD_MB=1 "$BIN" prepare --keep-cache --json --manifests "$M" --only big --tools-dir "$T/n4"
 expect "§4 one artifact above the cap: install.failed" 3 '"code":"install.failed"'
@@ -156,7 +134,7 @@ check "§4 ... details.code http.too_large and the hint" \
 	grep -q '"code":"http.too_large",.*"hint":"install.max_download_mb caps each download' "$T/out"
 
 # ---- §2 a shim says what it installs and why, obeys the mode, shows progress on a TTY --
-mktool shy 1.0.0 200
+mktool shy 1.0.0 $((200 * 1024))
 mkman shy /f/shy-1.0.0.tgz "$(sha "$W/shy-1.0.0.tgz")"
 run "$BIN" prepare --keep-cache -q --manifests "$M" --only shy --tools-dir "$T/s2"
 expect "§2 prepared" 0

@@ -3,11 +3,7 @@
 # registry over HTTPS, validated by the strict loader, refused when broken.
 . "$TOP/tests/lib.sh"
 
-PKI=$T/pki
-if ! sh "$FIXTURES/mkcerts.sh" "$PKI" >"$T/mkcerts.log" 2>&1; then
-	not_ok "mkcerts" "$(tail -3 "$T/mkcerts.log")"
-	exit 1
-fi
+make_pki
 export SSL_CERT_FILE="$PKI/ca.pem"
 unset SSL_CERT_DIR HTTPS_PROXY HTTP_PROXY https_proxy http_proxy
 export HOME="$T/home"

@@ -6,11 +6,7 @@
 # JavaScript entry with no node on PATH, arguments, exit codes and signals.
 . "$TOP/tests/lib.sh"
 
-PKI=$T/pki
-if ! sh "$FIXTURES/mkcerts.sh" "$PKI" >"$T/mkcerts.log" 2>&1; then
-	not_ok "mkcerts" "$(tail -3 "$T/mkcerts.log")"
-	exit 1
-fi
+make_pki
 if ! command -v musl-gcc >/dev/null 2>&1; then
 	not_ok "musl-gcc" "needed to build the fake node"
 	exit 1

@@ -10,7 +10,6 @@
 PY=$(python3 -c 'import sys; print(sys.executable)')
 http_raw() { "$PY" -S "$FIXTURES/rawhttp.py" "$1"; }
 probe() { "$PY" -S "$FIXTURES/httpprobe.py" "$@"; }
-ms_now() { date +%s%3N; }
 
 run "$BIN" serve --help
 expect "serve --help exits 0" 0 "usage: agent-sandbox-server serve"

@@ -15,9 +15,8 @@ conns() { wc -l <"$T/req.log" | tr -d ' '; }
 gets() { grep -c " GET /f/$1-1.0.0.tgz" "$T/req.log" || true; }
 
 TOK=limits-token-$$
-hex() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
 cat >"$T/policy.json" <<EOM
-{"principals": {"op": {"token_sha256": "$(hex "$TOK")", "preset": "admin",
+{"principals": {"op": {"token_sha256": "$(sha_str "$TOK")", "preset": "admin",
   "deny": ["agents.den1.install", "agents.den2.sessions.create"]}}}
 EOM
 cat >"$T/config.json" <<EOM

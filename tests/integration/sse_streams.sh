@@ -171,11 +171,10 @@ check "the streams end with it" ended $SP1 $SP2 $SP3
 # and another principal still gets a stream.
 VIEW=viewer-$$
 OTHER=other-$$
-hex() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
 cat >"$T/policy.json" <<EOP
 {"principals": {
-  "viewer": {"token_sha256": "$(hex "$VIEW")", "preset": "readonly"},
-  "other": {"token_sha256": "$(hex "$OTHER")", "preset": "readonly"}}}
+  "viewer": {"token_sha256": "$(sha_str "$VIEW")", "preset": "readonly"},
+  "other": {"token_sha256": "$(sha_str "$OTHER")", "preset": "readonly"}}}
 EOP
 printf '{"agents":["fake"],"policy":"%s"}\n' "$T/policy.json" >"$T/config2.json"
 rm -rf "$T/state2"
