@@ -101,6 +101,12 @@ check "JSON only through the writer ($(head -3 "$bad" | cut -c1-120 | tr '\n' ' 
 grep -nE '(strn?(case)?cmp|strstr|memmem|strn?casestr) *\([^;]*(\.|->)msg\b' core/*/*.c applets/*.c >"$bad"
 check "no decision on an error's message text ($(head -3 "$bad" | cut -c1-120 | tr '\n' ' '))" test ! -s "$bad"
 
+# One of each: bytes become hex through hex_encode (core/base/digest.h), and
+# fail is the applets' one (applets/common.h), no file's own helper.
+grep -nE '"%02x"' core/*/*.c applets/*.c >"$bad"
+grep -nE '^fail\(' core/*/*.c applets/*.c | grep -v '^applets/common\.c:' >>"$bad"
+check "one hex encoder, one fail ($(head -3 "$bad" | cut -c1-120 | tr '\n' ' '))" test ! -s "$bad"
+
 # shellcheck disable=SC2086 # $tc: one word per file
 grep -nE 'SPEC §|SPEC\.md|[Ss]eed [0-9]|\bissue [0-9]+' core/*/*.[ch] applets/*.[ch] $tc >"$bad"
 check "comments state rules, not pointers to outside documents ($(head -3 "$bad" | cut -c1-120 | tr '\n' ' '))" test ! -s "$bad"
