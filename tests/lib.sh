@@ -11,6 +11,7 @@
 #   bg                        a background process ended with the file
 #   wait_for_line             a bounded wait for a line in a file
 #   wait_until                a bounded wait for any condition
+#   wait_exit                 a bounded wait for a background child's exit
 #   ms_now                    the wall clock in milliseconds (to report, never to judge)
 #   start_serve               serve on a free loopback port
 #   make_pki                  the test PKI (tests/fixtures/mkcerts.sh)
@@ -42,7 +43,7 @@ SELF=${ABX_TEST_SELF:-$(readlink -f "$BIN")}
 # another. Only the cases that need a hook run it.
 BIN_HOOKS=${ABX_TEST_BIN_HOOKS:-$(dirname "$BIN")/test/agent-sandbox-server}
 [ -x "$BIN_HOOKS" ] || BIN_HOOKS=$BIN
-_pids=""
+_pids="" _pub=""
 cleanup() {
 	# A backgrounded shell function is a subshell whose child does the
 	# work: end the children too, or fixtures outlive the test.
@@ -51,7 +52,7 @@ cleanup() {
 		kill "$p" 2>/dev/null
 	done
 	wait 2>/dev/null
-	rm -rf "$T"
+	rm -rf "$T" ${_pub:+"$_pub"}
 }
 trap cleanup EXIT INT TERM
 
@@ -172,17 +173,44 @@ http_raw() {
 	python3 "$FIXTURES/rawhttp.py" "$1"
 }
 
-# wait_until SECONDS CMD...: until CMD succeeds, polled every 50 ms for at
-# most SECONDS; fails when it never does.
+# wait_until SECONDS CONDITION: until the shell command line CONDITION
+# (evaluated anew each time: quote it) succeeds, polled every 50 ms for at
+# most SECONDS; fails when it never does. The bound is for a run that went
+# wrong, never a measure: make it generous.
 wait_until() {
 	_w=$(($1 * 20))
-	shift
 	while [ "$_w" -gt 0 ]; do
-		"$@" && return 0
+		eval "$2" && return 0
 		sleep 0.05
 		_w=$((_w - 1))
 	done
-	"$@"
+	eval "$2"
+}
+
+# wait_exit PID SECONDS: wait for the background child PID to end; one still
+# running after SECONDS (a bound for a run gone wrong) is killed, its status
+# then 137. The status is in $RC.
+wait_exit() {
+	sh -c 'sleep "$1"; kill -KILL "$2" 2>/dev/null' _ "$2" "$1" >/dev/null 2>&1 &
+	_wd=$!
+	wait "$1"
+	RC=$?
+	command -v pkill >/dev/null && pkill -P "$_wd" 2>/dev/null
+	kill "$_wd" 2>/dev/null
+	wait "$_wd" 2>/dev/null
+	return 0
+}
+
+# reachable_copy FILE: a copy of FILE (mode 755) that another user (a test
+# running as nobody) can run: in a directory of /tmp every user may enter,
+# made on first use and removed with $T, since $T is mode 0700 and the
+# checkout may sit under a private directory. Sets REACHABLE to its path.
+reachable_copy() {
+	if [ -z "$_pub" ]; then
+		_pub=$(mktemp -d /tmp/abx-pub.XXXXXX) && chmod 755 "$_pub" || return 1
+	fi
+	REACHABLE=$_pub/${1##*/}
+	cp "$1" "$REACHABLE" && chmod 755 "$REACHABLE"
 }
 
 # ms_now: milliseconds since the epoch (to report how long something took,

@@ -36,7 +36,9 @@ check "the clock is checked against the build date" \
 # HOME unset: the state directory is under the home /etc/passwd gives the user
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1 &&
 	grep -q '^nobody:[^:]*:65534:[^:]*:[^:]*:/nonexistent:' /etc/passwd; then
-	run setpriv --reuid=65534 --regid=65534 --clear-groups env -u HOME -u ABX_SERVER_STATE_DIR $D
+	reachable_copy "$BIN"
+	run setpriv --reuid=65534 --regid=65534 --clear-groups env -u HOME -u ABX_SERVER_STATE_DIR \
+		"$REACHABLE" doctor --ports "$FREE"
 	check "HOME unset: the state directory is under the user's passwd home" \
 		grep -q "state: /nonexistent/.local/state/agent-sandbox " "$T/out"
 else

@@ -655,9 +655,9 @@ check "hostile archives: staging is clean" sh -c "test -z \"\$(ls -A '$T/t16/.st
 
 # ---- read-only directories (as another user, since root writes anywhere) --------------------
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
-	RO=$(mktemp -d /tmp/abx-ro.XXXXXX)
-	chmod 755 "$RO"
-	cp "$BIN" "$RO/abx" && chmod 755 "$RO/abx"
+	reachable_copy "$BIN"
+	RO=${REACHABLE%/*}
+	mv "$REACHABLE" "$RO/abx"
 	mkdir -p "$RO/man" && cp "$M/hello.json" "$RO/man/" && chmod -R a+rX "$RO/man"
 	cp "$T/pki/ca.pem" "$RO/ca.pem" && chmod 644 "$RO/ca.pem"
 	mkdir "$RO/ro" && chown 65534:65534 "$RO/ro" && chmod 500 "$RO/ro"
