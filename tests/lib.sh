@@ -28,6 +28,9 @@ set -u
 : "${TOP:?TOP is the repository}"
 T=$(mktemp -d "${TMPDIR:-/tmp}/abx-test.XXXXXX")
 chmod 700 "$T"
+# A HOME of the file's own (a file that needs another sets its): what the
+# binary keeps under HOME by default is not shared by files run at once.
+mkdir "$T/HOME" && export HOME="$T/HOME"
 FIXTURES=$TOP/tests/fixtures
 # The platform the binary under test installs for (make check-arm64 sets
 # it: the host's is not the emulated binary's), and the file its own links
