@@ -1,5 +1,5 @@
-# make e2e: the README's Dockerfiles built and run by a real container engine
-# (issue 28). Debian's podman on runc builds each with chroot isolation and
+# make e2e: the README's Dockerfiles built and run by a real container engine.
+# Debian's podman on runc builds each with chroot isolation and
 # --format docker (HEALTHCHECK is Docker's), on vfs storage of this test's
 # own: CONTAINERS_CONF, CONTAINERS_STORAGE_CONF and CONTAINERS_REGISTRIES_CONF
 # name files in $T, so no image, container or setting of the host's is
@@ -25,7 +25,7 @@
 # codex.version and a codex session (templates), doctor inside the
 # container, then podman stop (serve drains on SIGTERM and exits 0).
 # The build template's tools directory is sized against `npm i -g` of the
-# same codex on the host (issue 28 wants at most 1.05 times).
+# same codex on the host: at most 1.05 times its size.
 #   CONTAINERS_ONLY="plain build" tests/run.sh --e2e --only containers: some
 #   journeys only (default: plain build lazy offline).
 . "$TOP/tests/lib.sh"

@@ -1,4 +1,4 @@
-# Command ops that run installed tools (issue 11 §1): the README's worked
+# Command ops that run installed tools: the README's worked
 # template as written (its commands.json block, read from README.md) against
 # the real codex manifest with fixture packages (tests/fixtures/agent_pkgs.sh),
 # a JavaScript tool through node-runtime's node with no node on PATH, the

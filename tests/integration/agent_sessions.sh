@@ -1,4 +1,4 @@
-# Sessions with the real agents' manifests (issue 11 §3, issue 13 §7): the
+# Sessions with the real agents' manifests: the
 # built-in run templates (codex exec --skip-git-repo-check, claude -p,
 # gemini -p) against fixture packages (tests/fixtures/agent_pkgs.sh), the
 # working directory (request cwd, validated; default HOME), env from the

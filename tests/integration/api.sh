@@ -1,4 +1,4 @@
-# serve's operations API (SPEC §9, §10; issue 7 §8): authentication before
+# serve's operations API: authentication before
 # routing, policy with install admission, command ops (argv only, process
 # groups, timeouts, output caps, env allow-list, concurrency), install on
 # first use with jobs (one download for 8 callers, 202 then polling), modes,
@@ -235,7 +235,7 @@ s=$(A -H "$H" -X POST "$U/v1/ops/echo.args" -d '["a"]')
 check "non-object body: 400" test "$s" = 400
 s=$(A -H "$H" -X POST "$U/v1/ops/true")
 check "true op: 200, exit 0" sh -c "test $s = 200 && grep -q '\"exit_code\":0' '$T/body'"
-# issue 12 §11: a program missing from the image is a coded error with a fix
+# a program missing from the image is a coded error with a fix
 s=$(A -H "$H" -X POST "$U/v1/ops/gone.make")
 check "a missing program: 500 command.unavailable" sh -c "test $s = 500 && grep -q '\"code\":\"command.unavailable\"' '$T/body'"
 check "... naming the program, with a remedy" sh -c "grep -q 'gone.make: program /nonexistent/abx/make: No such file or directory' '$T/body' && grep -q '\"remedy\":\"install the program in the image' '$T/body'"
@@ -514,7 +514,7 @@ else
 	skip "read-only tools directory" "needs root and unshare"
 fi
 
-# ---- an installer interrupted (Ctrl-C) is dead, not installing (issue 28) ------------
+# ---- an installer interrupted (Ctrl-C) is dead, not installing ------------
 # interrupt NAME: prepare NAME into $T/tint, SIGINT once it is downloading (a
 # background job starts with SIGINT ignored: python gives it back its default)
 interrupt() {

@@ -1,4 +1,4 @@
-# Extraction while downloading (issue 16): a tarball source and a large npm
+# Extraction while downloading: a tarball source and a large npm
 # package are extracted as their bytes arrive, and the staged tree is used
 # only once the digest matched. Real peers on loopback: httpd.py and
 # npmreg.py send a tarball's second half only once its first entry exists

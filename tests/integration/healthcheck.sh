@@ -49,7 +49,7 @@ fi
 run "$BIN" healthcheck -v --host nosuch.invalid --port 9
 expect "healthcheck on a name that does not resolve: exit 1" 1 "" "nosuch.invalid"
 
-# Closed port: refused at once.
+# Closed port: refused, not waited out.
 bg "$PY" -S "$FIXTURES/httpprobe.py" freeport >"$T/free.port"
 wait_for_line "$T/free.port" '^[0-9]' 10
 port=$(head -1 "$T/free.port")

@@ -1,4 +1,4 @@
-# The install engine end to end (SPEC §6, §11; issue 4 §8): prepare, the
+# The install engine end to end: prepare, the
 # shim, verify and fetch --only against a local HTTPS server (Python's
 # http.server + ssl, a test PKI made at test time) that logs every request.
 . "$TOP/tests/lib.sh"
@@ -67,7 +67,7 @@ prep "$T/t1" --only hello
 expect "a second prepare finds it ready" 0 "hello 1.0.0: ready"
 check "no second download" test "$(gets hello-1.0.0.tgz)" -eq 1
 
-# ---- an image build's layer: the tools, no second copy (issue 28) ---------------
+# ---- an image build's layer: the tools, no second copy ---------------
 # prepare without --keep-cache: the download it made and no extracted tree
 # stay behind, so the tools directory is the size of the tree it installed;
 # --keep-cache keeps both, a --cache DIR keeps the downloads and no tree.
@@ -124,7 +124,7 @@ check "lazy: the download is kept" test -f "$T/ts7/.cache/$S"
 check "lazy: the extracted tree is kept" test -n "$(ls "$T/ts7/.cache/trees" 2>/dev/null)"
 
 # prepare -v: one timing line per install, every phase of a tarball
-# source with a number of milliseconds (issue 16); none without -v
+# source with a number of milliseconds; none without -v
 check "no timing line without -v" sh -c "! grep -q 'timing' '$T/err'"
 cp -R "$T/t1/.cache" "$T/c1v"
 rm -rf "$T/c1v/trees" # the tarball, not its extracted tree
@@ -142,7 +142,7 @@ check "prepare -v: exactly one timing line, no npm phase for a tarball" \
 check "the extracted tree is kept in the cache, and says so" \
 	grep -q "hello 1.0.0: kept the extracted tree in $T/c1v/trees/sha256-" "$T/err"
 
-# ---- the cache's extracted trees (issue 16) -------------------------------------------
+# ---- the cache's extracted trees -------------------------------------------
 prep "$T/t1w" --only hello -v --cache "$T/c1v"
 expect "a new tools directory: placed from the extracted tree" 0 "hello 1.0.0: installed"
 check "... and says so" grep -q "hello 1.0.0: placed [0-9]* files from the extracted tree in $T/c1v/trees/" "$T/err"
@@ -177,7 +177,7 @@ prep "$T/t1z" --only hello -v --cache "$T/c1v"
 expect "... the next placement" 0 "hello 1.0.0: installed"
 check "... proved unchanged by that proof" grep -q "hello 1.0.0: placed [0-9]* files .* (the kept tree proved unchanged by its stat proof" "$T/err"
 
-# ---- the tree cache's key stays on its machine (issue 27) --------------------------------
+# ---- the tree cache's key stays on its machine --------------------------------
 # A cache copied (cp -a, a CI restore, an image's COPY) to another machine
 # (another state directory) carries its trees but not their key: each tree
 # is extracted again from the blob, verified against the pin.
@@ -216,7 +216,7 @@ check "... not its forged bytes: the tarball's" \
 check "... the forged tree discarded, said" grep -q "the extracted tree of hello 1.0.0 (.*) is damaged" "$T/err"
 check "... the in-cache key removed" test ! -e "$T/c3f/trees/.key"
 
-# ---- a kept tree under a writable shared mapping (issue 27) --------------------------------
+# ---- a kept tree under a writable shared mapping --------------------------------
 # A write through a mapping whose page is dirty already moves no ctime, so
 # a stat proof made while it is there holds over the bytes it writes later.
 # A file open for writing (a mapping keeps it so) is never trusted on its
@@ -255,7 +255,7 @@ check "... the entry found changed, said" grep -q "the extracted tree of hello 1
 kill "$MMPID" 2>/dev/null
 rm -rf "$SHM"
 
-# ---- another user's entries in our cache are refused (issue 27) --------------------------
+# ---- another user's entries in our cache are refused --------------------------
 if [ "$(id -u)" = 0 ]; then
 	cp -a "$T/c1v" "$T/c5o"
 	chown 65534 "$(ls -d "$T/c5o/trees/sha256-"*)/tree/bin/hello"
@@ -272,7 +272,7 @@ if [ "$(id -u)" = 0 ]; then
 		"cache.unsafe_entry: $T/c5b/$H is owned by uid 65534, not by this user (uid 0)"
 fi
 
-# ---- what is not a regular file is refused at once, never waited on (issue 27) ----------
+# ---- what is not a regular file is refused at once, never waited on ----------
 # A FIFO named as a blob, a mirror directory's file or the sealing key: a
 # coded error naming it (a blob, a mirror file), or the tree cache not used
 # (the key), never a prepare that hangs on the open.
@@ -430,7 +430,7 @@ check "... and nothing published" test ! -e "$T/t2/vfail/1.0.0-$PLATFORM" -a ! -
 run "$BIN" prepare --keep-cache --json --manifests "$M" --tools-dir "$T/t2" --only vfail --force
 check "--json reports details.phase verify" grep -q '"details":{"phase":"verify"}' "$T/out"
 
-# ---- the one entry cap (issue 13 item 8) -------------------------------------------
+# ---- the one entry cap -------------------------------------------
 # Built with Python's tarfile, not our code. 120 000 empty files in one
 # directory: above the 65 536 at which the tree listing gave up after
 # extraction and the 100 000 of the digest walk, below the 200 000 cap.
@@ -674,7 +674,7 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
 	expect "prepared root-owned tree: the shim runs it" 0 "hello 1.0.0"
 	check "nothing was written as the other user" sh -c "test -z \"\$(find '$RO' -user 65534 ! -path '$RO/ro')\""
 	# an explicit directory that exists but cannot be written is refused before
-	# any download, even with a writable default after it (issue 28)
+	# any download, even with a writable default after it
 	mkdir "$RO/st" && chown 65534:65534 "$RO/st" && chmod 700 "$RO/st"
 	mkdir "$RO/rox" && chmod 755 "$RO/rox"
 	G0=$(gets hello-1.0.0.tgz)
@@ -701,7 +701,7 @@ else
 	skip "read-only tools directory" "needs root and setpriv"
 fi
 
-# ---- a disk that fills mid-install, a missing CA bundle: their own codes and fixes (issue 28)
+# ---- a disk that fills mid-install, a missing CA bundle: their own codes and fixes
 if [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null; then
 	mkdir -p "$T/full"
 	run unshare -m sh -c "mount -t tmpfs -o size=3m tmpfs '$T/full' && exec '$BIN' prepare --manifests '$M' --tools-dir '$T/full/tools' --only kdownload"
@@ -738,7 +738,7 @@ else
 	skip "noexec staging" "needs root and mount namespaces"
 fi
 
-# --cache DIR whose parent does not exist (issue 28): created as a tools
+# --cache DIR whose parent does not exist: created as a tools
 # directory is (mkdir -p), and the download kept there, not dropped in silence
 prep "$T/t1n" --only hello --force --cache "$T/newparent/sub/cache"
 expect "prepare --cache under a missing parent exits 0" 0 "hello 1.0.0: installed"

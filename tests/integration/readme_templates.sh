@@ -1,4 +1,4 @@
-# The README's three worked templates, run as written (issue 12, "Done when"):
+# The README's three worked templates, run as written:
 # its server.json, commands.json, Dockerfile blocks and CI fetch line are read
 # from README.md (the <!-- template: NAME --> markers) and run outside Docker:
 # each RUN in order with this binary, COPY as cp, ENV as export, into a

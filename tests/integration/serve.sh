@@ -20,7 +20,7 @@ expect "serve --port out of range exits 2" 2 "" "--port 70000"
 run "$BIN" serve --max-connections 0
 expect "serve --max-connections 0 exits 2" 2 "" "--max-connections"
 
-# --base-dir / ABX_SERVER_BASE_DIR (seed 002): the directory HOME-relative
+# --base-dir / ABX_SERVER_BASE_DIR: the directory HOME-relative
 # defaults resolve from; the state directory (token) is under it.
 echo '{}' >"$T/none.json"
 for how in flag env; do
@@ -422,7 +422,7 @@ fi
 "$PY" -S "$FIXTURES/httpprobe.py" blackhole >"$T/bh.out" 2>/dev/null &
 _pids="$_pids $!"
 wait_for_line "$T/bh.out" '^[0-9]' 5
-# Bound first (issue 12 §10): with no token configured nothing is written
+# Bound first: with no token configured nothing is written
 # to the state directory before the bind fails.
 mkdir -m 700 "$T/inuse-state"
 run env -u ABX_SERVER_TOKEN ABX_SERVER_STATE_DIR="$T/inuse-state" "$BIN" serve --host 127.0.0.1 \
@@ -432,7 +432,7 @@ expect "serve on a port in use exits 1 with server.address_in_use" 1 "" \
 expect "a port in use has a fix line" 1 "" "fix: stop what listens there, or choose another --port"
 check "a port in use writes no token and no sessions/" test -z "$(ls -A "$T/inuse-state")"
 
-# ABX_SERVER_INTROSPECT=1 (SPEC §3, issue 12 §16): serve loads and checks
+# ABX_SERVER_INTROSPECT=1: serve loads and checks
 # everything, then exits 0 without opening a socket (the port in use does
 # not matter), reading the token or writing the state directory.
 mkdir -m 700 "$T/intro-state"
@@ -446,7 +446,7 @@ run env ABX_SERVER_INTROSPECT=1 "$BIN" serve --config "$T/intro-bad.json"
 expect "introspection still refuses a bad configuration" 2 "" "config.invalid: install.mdoe: unknown key"
 
 # An unsafe state directory is refused at start-up, exit 2, before anything
-# is written into it (SPEC §10; issue 12 §13).
+# is written into it.
 mkdir -p "$T/unsafe-state"
 chmod 777 "$T/unsafe-state"
 run env -u ABX_SERVER_TOKEN ABX_SERVER_STATE_DIR="$T/unsafe-state" "$BIN" serve --host 127.0.0.1 --port 0
@@ -459,13 +459,12 @@ run env ABX_TOOLS_DIR="$T/unsafe-tools" "$BIN" serve --host 127.0.0.1 --port 0
 expect "serve with a 0777 tools directory exits 2" 2 "" "config.state_dir_unsafe: $T/unsafe-tools"
 
 # An audit file whose directory is missing: refused at start-up, naming the
-# file and what to do, instead of a warning and every record dropped
-# (issue 12 §10).
+# file and what to do, instead of a warning and every record dropped.
 run env ABX_SERVER_AUDIT_FILE="$T/no-such-dir/audit.jsonl" "$BIN" serve --host 127.0.0.1 --port 0
 expect "serve with an audit file in a missing directory exits 2" 2 "" \
 	"config.invalid: audit_file $T/no-such-dir/audit.jsonl: cannot be written (No such file or directory): create its directory"
 
-# ---- unread answers are bounded (issue 13 item 9) ---------------------------------
+# ---- unread answers are bounded ---------------------------------
 # 40 clients run an op printing 1 MiB of NUL on each stream and never read.
 # Escaped, one such answer was 12 MiB, held whole until read: serve peaked
 # at ~500 MiB. Now one answer is at most 4 x max_output_bytes + 4 KiB and
@@ -491,7 +490,7 @@ else
 	not_ok "unread answers" "serve did not start: $(head -3 "$T/serve.err")"
 fi
 
-# ---- the access log under a 401 flood (issue 13) -------------------------------------
+# ---- the access log under a 401 flood -------------------------------------
 # 300 wrong-token requests (each 401 closes its connection): identical refused
 # lines within a second are one line and a "repeated N more times" line, and
 # the counts add up to the requests.

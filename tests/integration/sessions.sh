@@ -1,4 +1,4 @@
-# Agent sessions (SPEC §9; issue 8): create answers at once, the pending →
+# Agent sessions: create answers at once, the pending →
 # ready → started order during a first-use install, events as JSON pages and
 # Server-Sent Events (ids, Last-Event-ID resume, heartbeats), get/list/cancel
 # (the whole process group dies), journals replayed after kill -9 with

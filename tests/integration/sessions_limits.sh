@@ -1,4 +1,4 @@
-# Session requests refused before they can install (SPEC §9, issue 8): over
+# Session requests refused before they can install: over
 # server.max_sessions_per_agent or server.max_sessions a create answers 429
 # request.rate_limited with Retry-After and starts nothing: no download reaches
 # the HTTPS fixture, no install job (the runtime stays "missing", no

@@ -1,4 +1,4 @@
-# Event streams do not hold worker threads (issue 8): with 2 workers, 6
+# Event streams do not hold worker threads: with 2 workers, 6
 # Server-Sent Events streams open at once all get their events and
 # heartbeats while /health, a session's state and a JSON page of its events
 # still answer; the stream beyond server.max_streams is refused with 429; a

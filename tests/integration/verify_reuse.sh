@@ -1,4 +1,4 @@
-# A verify.argv pass recorded in the cache (issue 16): a tree placed in a
+# A verify.argv pass recorded in the cache: a tree placed in a
 # new tools directory from the cache's extracted tree, whose sealed record
 # says verify.argv passed for exactly that tree, the same verify argv,
 # expect and env, platform, libc and requirement trees, is not run again;
