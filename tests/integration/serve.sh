@@ -503,7 +503,7 @@ for _ in range(300):
     while s.recv(65536):
         pass
     s.close()
-'' "$PORT"
+' "$PORT"
 	# the count of the folded lines is written when their second is over
 	total401() { awk '/ GET \/v1\/ops 401 repeated / {t += $7; next} / GET \/v1\/ops 401 / {t++} END {print t + 0}' "$T/serve.err"; }
 	wait_until 20 'test "$(total401)" -eq 300'
