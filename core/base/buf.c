@@ -30,7 +30,7 @@ buf_room(struct buf *b, size_t len)
 	if (b->len + len + 1 > b->cap) {
 		/* Powers of two from 1 KiB (at most max + 1): a session's stage
 		 * and journal, filled in rounds of mixed sizes, then reallocate
-		 * rarely (make bench's sessions.sh rows measure it). */
+		 * rarely (tools/bench/sessions.sh's rows measure it). */
 		size_t ncap = b->cap == 0 ? 1024 : b->cap;
 		unsigned char *np;
 
