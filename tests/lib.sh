@@ -3,11 +3,34 @@
 #   ok - NAME | not ok - NAME: why | skip - NAME: why
 # The runner counts them; a file that exits non-zero without a "not ok" line
 # counts as one failure.
+#
+# What it gives (each is described where it is defined):
+#   T FIXTURES PLATFORM OTHER_PLATFORM SELF BIN_HOOKS   set on sourcing
+#   ok not_ok skip            one result line
+#   run expect check          run a command, judge its exit code and output
+#   bg                        a background process ended with the file
+#   wait_for_line             a bounded wait for a line in a file
+#   wait_until                a bounded wait for any condition
+#   wait_exit                 a bounded wait for a background child's exit
+#   ms_now                    the wall clock in milliseconds (to report, never to judge)
+#   start_serve               serve on a free loopback port
+#   make_pki                  the test PKI (tests/fixtures/mkcerts.sh)
+#   start_httpd               the HTTPS file server (tests/fixtures/httpd.py)
+#   start_npmreg              the npm registry (tests/fixtures/npmreg.py)
+#   free_port                 a loopback port nothing listens on right now
+#   http_raw                  raw bytes to a port, the answer back
+#   sha sha_str               SHA-256 of a file, of a string
+#   json_eval                 a Python expression over a JSON file
+#   mktool mkman              a tool tarball and its manifest
+#   reachable_copy            a copy of a file that another user can run
 set -u
 : "${BIN:?BIN is the static binary}"
 : "${TOP:?TOP is the repository}"
 T=$(mktemp -d "${TMPDIR:-/tmp}/abx-test.XXXXXX")
 chmod 700 "$T"
+# A HOME of the file's own (a file that needs another sets its): what the
+# binary keeps under HOME by default is not shared by files run at once.
+mkdir "$T/HOME" && export HOME="$T/HOME"
 FIXTURES=$TOP/tests/fixtures
 # The platform the binary under test installs for (make check-arm64 sets
 # it: the host's is not the emulated binary's), and the file its own links
@@ -23,7 +46,7 @@ SELF=${ABX_TEST_SELF:-$(readlink -f "$BIN")}
 # another. Only the cases that need a hook run it.
 BIN_HOOKS=${ABX_TEST_BIN_HOOKS:-$(dirname "$BIN")/test/agent-sandbox-server}
 [ -x "$BIN_HOOKS" ] || BIN_HOOKS=$BIN
-_pids=""
+_pids="" _pub=""
 cleanup() {
 	# A backgrounded shell function is a subshell whose child does the
 	# work: end the children too, or fixtures outlive the test.
@@ -32,7 +55,7 @@ cleanup() {
 		kill "$p" 2>/dev/null
 	done
 	wait 2>/dev/null
-	rm -rf "$T"
+	rm -rf "$T" ${_pub:+"$_pub"}
 }
 trap cleanup EXIT INT TERM
 
@@ -160,4 +183,121 @@ start_npmreg() {
 # http_raw PORT: send stdin raw to 127.0.0.1:PORT, print the whole answer.
 http_raw() {
 	python3 "$FIXTURES/rawhttp.py" "$1"
+}
+
+# wait_until SECONDS CONDITION: until the shell command line CONDITION
+# (evaluated anew each time: quote it) succeeds, polled every 50 ms for at
+# most SECONDS; fails when it never does. The bound is for a run that went
+# wrong, never a measure: make it generous.
+wait_until() {
+	_w=$(($1 * 20))
+	while [ "$_w" -gt 0 ]; do
+		eval "$2" && return 0
+		sleep 0.05
+		_w=$((_w - 1))
+	done
+	eval "$2"
+}
+
+# wait_exit PID SECONDS: wait for the background child PID to end; one still
+# running after SECONDS (a bound for a run gone wrong) is killed, its status
+# then 137. The status is in $RC.
+wait_exit() {
+	sh -c 'sleep "$1"; kill -KILL "$2" 2>/dev/null' _ "$2" "$1" >/dev/null 2>&1 &
+	_wd=$!
+	wait "$1"
+	RC=$?
+	command -v pkill >/dev/null && pkill -P "$_wd" 2>/dev/null
+	kill "$_wd" 2>/dev/null
+	wait "$_wd" 2>/dev/null
+	return 0
+}
+
+# reachable_copy FILE: a copy of FILE (mode 755) that another user (a test
+# running as nobody) can run: in a directory of /tmp every user may enter,
+# made on first use and removed with $T, since $T is mode 0700 and the
+# checkout may sit under a private directory. Sets REACHABLE to its path.
+reachable_copy() {
+	if [ -z "$_pub" ]; then
+		_pub=$(mktemp -d /tmp/abx-pub.XXXXXX) && chmod 755 "$_pub" || return 1
+	fi
+	REACHABLE=$_pub/${1##*/}
+	cp "$1" "$REACHABLE" && chmod 755 "$REACHABLE"
+}
+
+# ms_now: milliseconds since the epoch (to report how long something took,
+# never to judge it).
+ms_now() { date +%s%3N; }
+
+# make_pki [DIR]: the test PKI (tests/fixtures/mkcerts.sh: ca.pem, good.pem,
+# good.key, ...) in DIR (default $T/pki); sets PKI. A PKI that cannot be made
+# ends the test file with "not ok - test PKI".
+make_pki() {
+	PKI=${1:-$T/pki}
+	sh "$FIXTURES/mkcerts.sh" "$PKI" >"$T/mkcerts.log" 2>&1 && return 0
+	not_ok "test PKI" "$(tail -3 "$T/mkcerts.log" | tr '\n' ' ')"
+	exit 1
+}
+
+# start_httpd ROOT LOG [ARGS...]: tests/fixtures/httpd.py serving ROOT over
+# HTTPS with $PKI's good.pem and good.key (make_pki first), every connection
+# a line of LOG (emptied first); more ARGS go to httpd.py. Its port is in
+# LOG.port, its stderr in LOG.err. Sets HTTPD_PORT and HTTPD_PID; a server
+# that does not start ends the test file with "not ok - start https fixture".
+start_httpd() {
+	_root=$1 _log=$2
+	shift 2
+	: >"$_log"
+	bg "${PY:-python3}" "$FIXTURES/httpd.py" --root "$_root" --log "$_log" --cert "$PKI/good.pem" \
+		--key "$PKI/good.key" "$@" >"$_log.port" 2>"$_log.err"
+	HTTPD_PID=$BGPID
+	if ! wait_for_line "$_log.port" '^[0-9]' 10; then
+		not_ok "start https fixture" "$(head -c 300 "$_log.err" | tr '\n' ' ')"
+		exit 1
+	fi
+	HTTPD_PORT=$(head -1 "$_log.port")
+}
+
+# free_port: a loopback TCP port free when asked (for peers that cannot be
+# told to take port 0 and say which they got).
+free_port() {
+	python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'
+}
+
+# sha FILE: FILE's SHA-256 in hex. sha_str STRING: STRING's (no newline).
+sha() { sha256sum "$1" | cut -d' ' -f1; }
+sha_str() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
+
+# json_eval FILE EXPR: print the Python expression EXPR over d, the JSON
+# document in FILE.
+json_eval() {
+	"${PY:-python3}" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
+}
+
+# mktool NAME VERSION [BYTES]: $W/NAME-VERSION.tgz, a tarball whose
+# pkg/bin/NAME prints "NAME VERSION" and its arguments, beside
+# pkg/share/data.bin of BYTES random bytes (default 20000).
+mktool() {
+	rm -rf "$T/src" && mkdir -p "$T/src/pkg/bin" "$T/src/pkg/share"
+	printf '#!/bin/sh\necho "%s %s${*:+ $*}"\n' "$1" "$2" >"$T/src/pkg/bin/$1"
+	chmod 755 "$T/src/pkg/bin/$1"
+	head -c "${3:-20000}" /dev/urandom >"$T/src/pkg/share/data.bin"
+	tar czf "$W/$1-$2.tgz" -C "$T/src" pkg
+}
+
+# mkman NAME URLPATH [SHA [EXTRA-JSON-MEMBERS [BIN]]]: $M/NAME.json, the
+# manifest of the tarball tool NAME 1.0.0 at https://localhost:$P URLPATH
+# for both platforms (pinned to SHA when given), its binary BIN (default
+# bin/NAME), verified by running it and reading "NAME 1.0.0"; its size hint
+# SIZE_HINT_MB (default 1).
+mkman() {
+	_sha=""
+	[ -n "${3:-}" ] && _sha=",\"sha256\":\"$3\""
+	cat >"$M/$1.json" <<EOF
+{"schema":1,"name":"$1","binary":"$1","version":"1.0.0",
+ "source":{"type":"tarball","bin":"${5:-bin/$1}","strip_components":1,
+  "platforms":{"linux-x64":{"url":"https://localhost:$P$2"$_sha},"linux-arm64":{"url":"https://localhost:$P$2"$_sha}}},
+ "hosts":["localhost"],"verify":{"argv":["{bin}"],"expect":"$1 1.0.0"},
+ "platforms":["linux-x64","linux-arm64"],"size_hint_mb":${SIZE_HINT_MB:-1}${4:+,$4}}
+EOF
 }

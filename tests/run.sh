@@ -14,11 +14,18 @@
 #   ABX_TEST_LOG=DIR                    the logs (default build/test/log)
 #   tests/run.sh --e2e                  tests/e2e/*.sh (reach the npm registry)
 #   tests/run.sh --no-integration UNIT_BIN...   the unit tests alone
+#   tests/run.sh -j N ...               N test files at once (ABX_TEST_JOBS; default
+#                                       the number of cores, 1 with --e2e)
+#
+# Test files run at once, each in its own temporary directory ($T, with its
+# own HOME: tests/lib.sh); their lines are printed file by file in name
+# order. A file with a line "# run.sh: alone" runs when no other does (it
+# loads the machine or writes where the others read), after the rest.
 top=$(cd "$(dirname "$0")/.." && pwd)
 pass=0 failn=0 skip=0
 log=${ABX_TEST_LOG:-$top/build/test/log}; mkdir -p "$log"
 bin=${ABX_TEST_BIN:-$top/build/agent-sandbox-server}
-only="" names="" e2e=0 integration=1 extra=""
+only="" names="" e2e=0 integration=1 extra="" jobs=${ABX_TEST_JOBS:-}
 units=""
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -26,6 +33,8 @@ while [ $# -gt 0 ]; do
 	--name) names="$names $2"; shift ;;
 	--extra) extra="$extra $2"; shift ;;
 	--e2e) e2e=1 ;;
+	-j | --jobs) jobs=$2; shift ;;
+	-j[0-9]*) jobs=${1#-j} ;;
 	--no-integration) integration=0 ;;
 	*) units="$units $1" ;;
 	esac
@@ -85,12 +94,54 @@ selected() {
 	return 1
 }
 for d in $extra; do files="$files $(ls "$d"/*.sh)"; done
+sel="" together="" alone=""
 for t in $files; do
 	name=$(basename "$t" .sh)
 	case " $extra " in *" $(dirname "$t") "*) ;; *) selected "$name" || continue ;; esac
+	sel="$sel $t"
+	rm -f "$log/$name.rc"
+	if grep -q '^# run.sh: alone' "$t"; then alone="$alone $t"; else together="$together $t"; fi
+done
+if [ -z "$jobs" ]; then
+	if [ $e2e -eq 1 ]; then jobs=1; else jobs=$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1); fi
+fi
+[ "$jobs" -ge 1 ] 2>/dev/null || jobs=1
+
+# one FILE: run the test file; its lines in $log/NAME.out, its stderr in
+# NAME.err, then its exit code in NAME.rc (the sign that it is over).
+one() {
+	_name=$(basename "$1" .sh)
+	BIN=$bin TOP=$top timeout 900 sh "$1" >"$log/$_name.out" 2>"$log/$_name.err" </dev/null 3>&-
+	echo $? >"$log/$_name.rc.tmp"
+	mv "$log/$_name.rc.tmp" "$log/$_name.rc"
+}
+# The files run from a background shell, at most $jobs at once: a FIFO
+# holds one token per slot, a file takes one to start and gives it back.
+if [ -n "$sel" ]; then
+	fifo=$(mktemp -u "${TMPDIR:-/tmp}/abx-run.XXXXXX")
+	mkfifo -m 600 "$fifo" || exit 1
+	(
+		exec 3<>"$fifo"
+		rm -f "$fifo"
+		i=0
+		while [ $i -lt "$jobs" ]; do echo >&3; i=$((i + 1)); done
+		for t in $together; do
+			read -r _ <&3
+			{ one "$t"; echo >&3; } &
+		done
+		wait
+		for t in $alone; do one "$t"; done
+	) &
+	launcher=$!
+fi
+for t in $sel; do
+	name=$(basename "$t" .sh)
 	out=$log/$name.out
-	BIN=$bin TOP=$top timeout 900 sh "$t" >"$out" 2>"$log/$name.err" </dev/null
-	rc=$?
+	while [ ! -e "$log/$name.rc" ]; do
+		kill -0 "$launcher" 2>/dev/null || break
+		sleep 0.1
+	done
+	rc=$(cat "$log/$name.rc" 2>/dev/null || echo 125)
 	grep -aE '^(ok|not ok|skip) - ' "$out" | sed -E "s#^(ok|not ok|skip) - #\1 - $name/#"
 	count "$out"
 	if [ $rc -ne 0 ] && ! grep -q '^not ok - ' "$out"; then
@@ -99,6 +150,7 @@ for t in $files; do
 		failn=$((failn + 1))
 	fi
 done
+[ -n "$sel" ] && wait "$launcher"
 
 if [ $skip -gt 0 ]; then echo "$pass passed, $failn failed, $skip skipped"
 else echo "$pass passed, $failn failed"; fi

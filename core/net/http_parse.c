@@ -40,7 +40,7 @@ enum {
 static const unsigned char cls[256] = {CLS64(0), CLS64(64), CLS64(128), CLS64(192)};
 
 static int
-fail(struct http_req *r, int status, const char *why)
+req_reject(struct http_req *r, int status, const char *why)
 {
 	r->status = status;
 	r->why = why;
@@ -205,15 +205,15 @@ split_target(struct http_req *r)
 		if (c == '%') {
 			if (i + 2 >= r->target.n || !(cls[(unsigned char)p[i + 1]] & C_HEX) ||
 			    !(cls[(unsigned char)p[i + 2]] & C_HEX))
-				return fail(r, 400, "bad percent-encoding in the request target");
+				return req_reject(r, 400, "bad percent-encoding in the request target");
 			continue;
 		}
 		if (!(cls[c] & C_TARGET))
-			return fail(r, 400, "invalid character in the request target");
+			return req_reject(r, 400, "invalid character in the request target");
 	}
 	if (r->target.n == 1 && p[0] == '*') {
 		if (r->method.n != 7 || memcmp(r->method.p, "OPTIONS", 7) != 0)
-			return fail(r, 400, "asterisk-form target outside OPTIONS");
+			return req_reject(r, 400, "asterisk-form target outside OPTIONS");
 		r->path = r->target;
 		return 0;
 	}
@@ -225,12 +225,12 @@ split_target(struct http_req *r)
 		else if (r->target.n > 8 && view_ieq((struct http_view){p, 8}, "https://"))
 			skip = 8;
 		else
-			return fail(r, 400, "request target is not origin-form or absolute-form");
+			return req_reject(r, 400, "request target is not origin-form or absolute-form");
 		p += skip;
 		while (p < end && *p != '/' && *p != '?')
 			p++;
 		if (p == r->target.p + skip)
-			return fail(r, 400, "absolute-form target without a host");
+			return req_reject(r, 400, "absolute-form target without a host");
 	}
 	q = memchr(p, '?', end - p);
 	if (p == end || *p == '?')
@@ -342,23 +342,23 @@ semantics(struct http_req *r)
 			nhost++;
 			for (k = 0; k < v.n; k++)
 				if (!(cls[(unsigned char)v.p[k]] & C_HOST))
-					return fail(r, 400, "invalid Host");
+					return req_reject(r, 400, "invalid Host");
 		} else if (view_ieq(n, "connection")) {
 			connection_opts(v, &close, &keep);
 		} else if (view_ieq(n, "expect")) {
 			if (view_ieq(v, "100-continue"))
 				r->expect_continue = 1;
 		} else if (http_framing_field(&f, n.p, n.n, v.p, v.n) != 0) {
-			return fail(r, f.status, f.why);
+			return req_reject(r, f.status, f.why);
 		}
 	}
 	if (nhost > 1)
-		return fail(r, 400, "more than one Host");
+		return req_reject(r, 400, "more than one Host");
 	if (nhost == 0 && r->minor == 1)
-		return fail(r, 400, "HTTP/1.1 request without Host");
+		return req_reject(r, 400, "HTTP/1.1 request without Host");
 	body = http_framing_end(&f, r->minor, 0);
 	if (body < 0)
-		return fail(r, f.status, f.why);
+		return req_reject(r, f.status, f.why);
 	r->content_length = f.length;
 	r->chunked = body == HTTP_BODY_CHUNKED;
 	r->keep_alive = r->minor == 1 ? !close : (keep && !close);
@@ -370,7 +370,7 @@ static int
 more(struct http_req *r, size_t len, size_t max)
 {
 	if (len >= max)
-		return fail(r, 431, "request head too large");
+		return req_reject(r, 431, "request head too large");
 	return 0;
 }
 
@@ -400,7 +400,7 @@ http_req_parse_max(struct http_req *r, const char *buf, size_t len, size_t max)
 		if (pos + 1 == len)
 			return more(r, len, max);
 		if (buf[pos + 1] != '\n')
-			return fail(r, 400, "bare CR");
+			return req_reject(r, 400, "bare CR");
 		pos += 2;
 	}
 
@@ -408,13 +408,13 @@ http_req_parse_max(struct http_req *r, const char *buf, size_t len, size_t max)
 	s = pos;
 	while (pos < len && (cls[(unsigned char)buf[pos]] & C_TCHAR)) {
 		if (pos - s >= HTTP_REQ_METHOD_MAX)
-			return fail(r, 501, "method too long");
+			return req_reject(r, 501, "method too long");
 		pos++;
 	}
 	if (pos == len)
 		return more(r, len, max);
 	if (buf[pos] != ' ' || pos == s)
-		return fail(r, 400, "malformed request line");
+		return req_reject(r, 400, "malformed request line");
 	r->method = (struct http_view){buf + s, pos - s};
 	pos++;
 
@@ -423,13 +423,13 @@ http_req_parse_max(struct http_req *r, const char *buf, size_t len, size_t max)
 	s = pos;
 	while (pos < len && (unsigned char)buf[pos] > 0x20 && (unsigned char)buf[pos] < 0x7f) {
 		if (pos - s >= HTTP_REQ_TARGET_MAX)
-			return fail(r, 414, "request target too long");
+			return req_reject(r, 414, "request target too long");
 		pos++;
 	}
 	if (pos == len)
 		return more(r, len, max);
 	if (buf[pos] != ' ' || pos == s)
-		return fail(r, 400, "malformed request line");
+		return req_reject(r, 400, "malformed request line");
 	r->target = (struct http_view){buf + s, pos - s};
 	pos++;
 
@@ -438,29 +438,29 @@ http_req_parse_max(struct http_req *r, const char *buf, size_t len, size_t max)
 		if (pos == len)
 			return more(r, len, max);
 		if (buf[pos] != ver[s])
-			return fail(r, 400, "malformed HTTP version");
+			return req_reject(r, 400, "malformed HTTP version");
 	}
 	if (pos + 3 > len) {
 		for (; pos < len; pos++)
 			if (!((buf[pos] >= '0' && buf[pos] <= '9') || buf[pos] == '.'))
-				return fail(r, 400, "malformed HTTP version");
+				return req_reject(r, 400, "malformed HTTP version");
 		return more(r, len, max);
 	}
 	if (buf[pos] < '0' || buf[pos] > '9' || buf[pos + 1] != '.' || buf[pos + 2] < '0' ||
 	    buf[pos + 2] > '9')
-		return fail(r, 400, "malformed HTTP version");
+		return req_reject(r, 400, "malformed HTTP version");
 	if (buf[pos] != '1')
-		return fail(r, 505, "HTTP version not supported");
+		return req_reject(r, 505, "HTTP version not supported");
 	r->minor = buf[pos + 2] == '0' ? 0 : 1;
 	pos += 3;
 	if (pos == len)
 		return more(r, len, max);
 	if (buf[pos] != '\r')
-		return fail(r, 400, "malformed request line");
+		return req_reject(r, 400, "malformed request line");
 	if (++pos == len)
 		return more(r, len, max);
 	if (buf[pos++] != '\n')
-		return fail(r, 400, "bare CR");
+		return req_reject(r, 400, "bare CR");
 
 	/* fields, then the blank line */
 	for (;;) {
@@ -469,23 +469,23 @@ http_req_parse_max(struct http_req *r, const char *buf, size_t len, size_t max)
 		int rc;
 
 		if (pos > max)
-			return fail(r, 431, "request head too large");
+			return req_reject(r, 431, "request head too large");
 		rc = field_run(buf + pos, len - pos, 0, &r->why, &used, &name, &value);
 		pos += used;
 		if (rc < 0)
-			return fail(r, 400, r->why);
+			return req_reject(r, 400, r->why);
 		if (rc == LINE_MORE)
 			return more(r, len, max);
 		if (rc == LINE_BLANK)
 			break;
 		if (r->nfields == HTTP_REQ_MAX_FIELDS)
-			return fail(r, 431, "too many header fields");
+			return req_reject(r, 431, "too many header fields");
 		r->fields[r->nfields].name = name;
 		r->fields[r->nfields].value = value;
 		r->nfields++;
 	}
 	if (pos > max)
-		return fail(r, 431, "request head too large");
+		return req_reject(r, 431, "request head too large");
 	if (split_target(r) != 0 || semantics(r) != 0)
 		return -1;
 	return (int)pos;

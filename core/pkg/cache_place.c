@@ -84,11 +84,11 @@ struct place {
 	int sealed;                  /* a proved file may be copied unhashed (the entry's own proof) */
 };
 
-static void fail(struct pent *p, int dst, int sys, const char *code, const char *fmt, ...)
+static void pent_fail(struct pent *p, int dst, int sys, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
 static void
-fail(struct pent *p, int dst, int sys, const char *code, const char *fmt, ...)
+pent_fail(struct pent *p, int dst, int sys, const char *code, const char *fmt, ...)
 {
 	char m[ERR_MSG_MAX];
 	va_list ap;
@@ -144,7 +144,7 @@ walk_fail(struct place *pl, const char *rel, int dst, int sys, const char *code,
 	vsnprintf(m, sizeof(m), fmt, ap);
 	va_end(ap);
 	if (p != NULL)
-		fail(p, dst, sys, code, "%s", m);
+		pent_fail(p, dst, sys, code, "%s", m);
 	return -1;
 }
 
@@ -188,7 +188,7 @@ copy_one(struct pent *p, unsigned char *io, int sealed)
 	close(p->out);
 	p->in = p->out = -1;
 	if (er != 0 || rc < 0)
-		fail(p, dst_err || rc == 0, er, "io.error", "%s: copying: %s", p->rel, strerror(er));
+		pent_fail(p, dst_err || rc == 0, er, "io.error", "%s: copying: %s", p->rel, strerror(er));
 }
 
 /* Take a queued file and copy it (mu held, released meanwhile): a large
@@ -309,14 +309,15 @@ place_file(struct place *pl, int src, int dst, const char *name, const char *rel
 		return -1;
 	p->in = openat(src, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (p->in < 0) {
-		fail(p, 0, errno, "io.error", "%s: %s", rel, strerror(errno));
+		pent_fail(p, 0, errno, "io.error", "%s: %s", rel, strerror(errno));
 		return -1;
 	}
 	if (fstat(p->in, &p->st) != 0 || !S_ISREG(p->st.st_mode)) {
 		er = errno;
 		close(p->in);
 		p->in = -1;
-		fail(p, 0, er, "io.error", "%s: %s", rel, er ? strerror(er) : "no longer a regular file");
+		pent_fail(p, 0, er, "io.error", "%s: %s", rel,
+		          er ? strerror(er) : "no longer a regular file");
 		return -1;
 	}
 	if (p->st.st_uid != geteuid()) {
@@ -332,7 +333,7 @@ place_file(struct place *pl, int src, int dst, const char *name, const char *rel
 		er = errno;
 		close(p->in);
 		p->in = -1;
-		fail(p, 1, er, "io.error", "%s: %s", rel, strerror(er));
+		pent_fail(p, 1, er, "io.error", "%s: %s", rel, strerror(er));
 		return -1;
 	}
 	return queue(pl, p);

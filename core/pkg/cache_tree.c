@@ -430,7 +430,7 @@ walk_file(struct walk *w, int src, int dst, const char *name, const char *rel, c
 	char hex[65], target[4096];
 	const char *copy;
 	struct stat ds;
-	int in, out, i, rc;
+	int in, out, rc;
 
 	if (S_ISLNK(st->st_mode)) {
 		if (cache_read_link(src, name, rel, target, sizeof(target), w->e) < 0)
@@ -482,8 +482,7 @@ walk_file(struct walk *w, int src, int dst, const char *name, const char *rel, c
 	fs_writeback_start(out); /* core/base/fs.h: the disk writes it while the next is copied */
 	close(out);
 listed:
-	for (i = 0; i < 32; i++)
-		snprintf(hex + 2 * i, 3, "%02x", sha[i]);
+	hex_encode(sha, 32, hex);
 	w->files++;
 	return line(w, "f %04o %lld %s %s\n", (unsigned)(st->st_mode & 07777), (long long)ds.st_size, hex,
 	            rel);

@@ -57,7 +57,8 @@ struct mem {
 
 enum pstate { P_NEW, P_FETCHING, P_FETCHED, P_EXTRACTING, P_DONE };
 
-struct job {
+/* One package of the lockfile on its way from the registry into the tree. */
+struct pkg_fetch {
 	const struct npmlock_pkg *p;
 	enum pstate st;
 	int parent;      /* index of the package holding it, or -1 */
@@ -68,7 +69,7 @@ struct job {
 
 struct run {
 	const struct npm_opts *o;
-	struct job *jobs;
+	struct pkg_fetch *jobs;
 	size_t n, done;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
@@ -111,7 +112,7 @@ fail_phase(struct err *e, const char *phase, const char *fmt, ...)
  */
 struct stream {
 	struct run *r;
-	struct job *j;
+	struct pkg_fetch *j;
 	int rootfd;
 	struct cache_pipe *p;
 	pthread_t th;
@@ -125,7 +126,7 @@ struct stream {
 
 static void stream_start(struct stream *x, struct cache_put *put);
 static void stream_join(struct stream *x, int ok);
-static int parent_done(const struct run *r, const struct job *j);
+static int parent_done(const struct run *r, const struct pkg_fetch *j);
 
 struct sink {
 	struct run *r;
@@ -177,7 +178,7 @@ sink_write(void *arg, const void *buf, size_t len, struct err *e)
 /* j's slot in o->sources, or NULL. Each is written only by the worker
  * holding its job. */
 static char *
-source_of(const struct run *r, const struct job *j)
+source_of(const struct run *r, const struct pkg_fetch *j)
 {
 	return r->o->sources != NULL ? r->o->sources[j->p - r->o->lock->pkgs] : NULL;
 }
@@ -185,7 +186,7 @@ source_of(const struct run *r, const struct job *j)
 /* Get j's verified bytes: from the cache, else downloaded (into m when
  * small; extracted as they arrive with xs, when large: xs->started). */
 static int
-fetch_one(struct run *r, struct http_client *hc, struct job *j, struct mem *m, struct stream *xs,
+fetch_one(struct run *r, struct http_client *hc, struct pkg_fetch *j, struct mem *m, struct stream *xs,
           struct err *e)
 {
 	const struct npm_opts *o = r->o;
@@ -344,7 +345,7 @@ file_tap(void *arg, const char *name, const struct stat *st, const unsigned char
 
 /* The tree cache's key for a package: its integrity, extracted ARC_NPM. */
 static int
-tree_key(const struct job *j, char key[CACHE_KEY_MAX])
+tree_key(const struct pkg_fetch *j, char key[CACHE_KEY_MAX])
 {
 	return cache_tree_key(&j->p->digest, NPM_TREE_VARIANT, key);
 }
@@ -354,7 +355,7 @@ tree_key(const struct job *j, char key[CACHE_KEY_MAX])
  * cache file. 0; -1 when the extractor failed (dfd open: the caller names
  * the package); -2 with e final (nothing left open). */
 static int
-extract_pkg(struct run *r, struct job *j, const struct mem *m, arc_read_fn read, void *rctx, int rootfd,
+extract_pkg(struct run *r, struct pkg_fetch *j, const struct mem *m, arc_read_fn read, void *rctx, int rootfd,
             int *dfdp, struct cache_sums *sums, struct arc_stats *as, struct err *e)
 {
 	struct file_tap tap = {r->o, j->p->path, r->o->keep_trees ? sums : NULL, ""};
@@ -435,7 +436,7 @@ extract_pkg(struct run *r, struct job *j, const struct mem *m, arc_read_fn read,
 /* After extract_pkg (rc): the package kept as a tree and counted, or its
  * error named. Closes dfd, frees sums. 0 or -1 with e. */
 static int
-finish_pkg(struct run *r, struct job *j, const struct mem *m, int dfd, struct cache_sums *sums,
+finish_pkg(struct run *r, struct pkg_fetch *j, const struct mem *m, int dfd, struct cache_sums *sums,
            const struct arc_stats *as, int rc, struct err *e)
 {
 	char key[CACHE_KEY_MAX], meta[64], label[2 * NPMLOCK_NAME_MAX + 80];
@@ -474,7 +475,7 @@ finish_pkg(struct run *r, struct job *j, const struct mem *m, int dfd, struct ca
 }
 
 static int
-extract_one(struct run *r, struct job *j, const struct mem *m, int rootfd, struct err *e)
+extract_one(struct run *r, struct pkg_fetch *j, const struct mem *m, int rootfd, struct err *e)
 {
 	struct cache_sums sums = {0};
 	struct arc_stats as;
@@ -564,7 +565,7 @@ stream_join(struct stream *x, int ok)
 
 /* Place the package from the tree cache: 1, 0 not (extract it), -1 with e. */
 static int
-place_one(struct run *r, struct job *j, int rootfd, struct err *e)
+place_one(struct run *r, struct pkg_fetch *j, int rootfd, struct err *e)
 {
 	struct file_tap tap = {r->o, j->p->path, NULL, ""};
 	char key[CACHE_KEY_MAX], label[2 * NPMLOCK_NAME_MAX + 80], meta[64] = "";
@@ -622,7 +623,7 @@ struct worker {
 };
 
 static int
-parent_done(const struct run *r, const struct job *j)
+parent_done(const struct run *r, const struct pkg_fetch *j)
 {
 	return j->parent < 0 || r->jobs[j->parent].st == P_DONE;
 }
@@ -631,7 +632,7 @@ parent_done(const struct run *r, const struct job *j)
  * package failed. The parent was taken earlier (sorted order): it is done
  * or being worked on, never waiting for us. */
 static int
-wait_parent(struct run *r, struct job *pick)
+wait_parent(struct run *r, struct pkg_fetch *pick)
 {
 	while (!r->failed && !parent_done(r, pick))
 		pthread_cond_wait(&r->cv, &r->mu);
@@ -641,7 +642,7 @@ wait_parent(struct run *r, struct job *pick)
 /* One package (r->mu not held): placed from the tree cache, or fetched
  * and extracted. */
 static int
-do_one(struct worker *w, struct job *pick, struct http_client **hc, struct mem *m, struct err *e)
+do_one(struct worker *w, struct pkg_fetch *pick, struct http_client **hc, struct mem *m, struct err *e)
 {
 	struct run *r = w->r;
 	struct stream xs;
@@ -694,7 +695,7 @@ worker_main(void *arg)
 	err_clear(&e);
 	pthread_mutex_lock(&r->mu);
 	while (!r->failed && r->next < r->n) {
-		struct job *pick = &r->jobs[r->next++];
+		struct pkg_fetch *pick = &r->jobs[r->next++];
 		int rc;
 
 		pick->st = P_FETCHING;
@@ -727,7 +728,7 @@ worker_main(void *arg)
 static int
 cmp_path(const void *a, const void *b)
 {
-	const struct job *x = a, *y = b;
+	const struct pkg_fetch *x = a, *y = b;
 
 	return strcmp(x->p->path, y->p->path);
 }
@@ -736,7 +737,7 @@ cmp_path(const void *a, const void *b)
  * path that ends before a "/node_modules/" and is itself a job. jobs is
  * sorted by path, so each candidate is a binary search. */
 static int
-find_parent(struct job *jobs, size_t n, const struct job *j)
+find_parent(struct pkg_fetch *jobs, size_t n, const struct pkg_fetch *j)
 {
 	const char *path = j->p->path, *s;
 	char pre[NPMLOCK_PATH_MAX];

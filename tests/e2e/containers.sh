@@ -1,5 +1,5 @@
-# make e2e: the README's Dockerfiles built and run by a real container engine
-# (issue 28). Debian's podman on runc builds each with chroot isolation and
+# make e2e: the README's Dockerfiles built and run by a real container engine.
+# Debian's podman on runc builds each with chroot isolation and
 # --format docker (HEALTHCHECK is Docker's), on vfs storage of this test's
 # own: CONTAINERS_CONF, CONTAINERS_STORAGE_CONF and CONTAINERS_REGISTRIES_CONF
 # name files in $T, so no image, container or setting of the host's is
@@ -26,7 +26,7 @@
 # codex.version and a codex session (templates), doctor inside the
 # container, then podman stop (serve drains on SIGTERM and exits 0).
 # The build template's tools directory is sized against `npm i -g` of the
-# same codex on the host (issue 28 wants at most 1.05 times).
+# same codex on the host: at most 1.05 times its size.
 #   CONTAINERS_ONLY="plain build" tests/run.sh --e2e --only containers: some
 #   journeys only (default: plain build lazy offline).
 . "$TOP/tests/lib.sh"
@@ -287,7 +287,6 @@ start() {
 }
 post() { curl -s -m 60 -o "$T/body" -w '%{http_code}' -H "Authorization: Bearer $TOK" \
 	-H 'Content-Type: application/json' -X POST --data "$2" "$U$1"; }
-jsb() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$T/body" "$1"; }
 # api NAME STATE-DIR [OP]: the token serve wrote, then /v1/ops with it (and OP listed)
 api() {
 	TOK=""
@@ -342,7 +341,7 @@ codex_version() {
 # session is cancelled.
 session() {
 	_code=$(post /v1/agents/codex/sessions '{"prompt": "Reply with the single word: pong"}')
-	_sid=$(jsb 'd.get("id","")' 2>/dev/null)
+	_sid=$(json_eval "$T/body" 'd.get("id","")' 2>/dev/null)
 	check "$1: POST /v1/agents/codex/sessions answers 201 ($_code $(head -c 200 "$T/body"))" test "$_code" = 201
 	[ "$_code" = 201 ] || return
 	_t=$(now)

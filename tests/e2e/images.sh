@@ -90,7 +90,6 @@ serve_in() { # ROOT AGENTS-JSON -> $U, $SERVE_PID
 }
 post() { curl -s -o "$T/body" -w '%{http_code}' -H 'X-Access-Token: tok' -H 'Content-Type: application/json' \
 	-X POST --data "$2" "$U$1"; }
-jsb() { "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$T/body" "$1"; }
 say() { echo "# $*"; }
 
 # op NAME BIN VERSION: the command op answers the version
@@ -107,7 +106,7 @@ op_version() {
 # cancelled after 120 s, and its agents.<a>.run ends by its timeout.
 session() {
 	code=$(post "/v1/agents/$2/sessions" '{"prompt": "Reply with the single word: pong"}')
-	SID=$(jsb 'd.get("id","")' 2>/dev/null)
+	SID=$(json_eval "$T/body" 'd.get("id","")' 2>/dev/null)
 	check "$1: $2 session created (201)" test "$code" = 201
 	ended=1
 	if ! "$PY" "$FIXTURES/sessclient.py" wait "${U##*:}" tok "$2" "$SID" 120 >"$T/final"; then
@@ -135,7 +134,7 @@ PYEOF
 	say "$1 $2 run: $code $(head -c 400 "$T/body")"
 	check "$1: agents.$2.run answers once the agent has ended (200)" test "$code" = 200
 	if [ $ended = 0 ]; then
-		check "$1: agents.$2.run: the timeout ended it" test "$(jsb 'd["timed_out"]')" = True
+		check "$1: agents.$2.run: the timeout ended it" test "$(json_eval "$T/body" 'd["timed_out"]')" = True
 	fi
 }
 

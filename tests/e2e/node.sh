@@ -1,5 +1,5 @@
-# make e2e: node-runtime from the real npm registry (SPEC §4 built-in
-# manifest; issue 4 "Must show"): prepare installs the pinned Node.js build
+# make e2e: node-runtime (a built-in manifest) from the real npm registry:
+# prepare installs the pinned Node.js build
 # and <tools>/bin/node runs it through the shim.
 . "$TOP/tests/lib.sh"
 

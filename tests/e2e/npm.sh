@@ -1,5 +1,5 @@
-# make e2e: codex, claude-code and gemini from the real npm registry (issue 5
-# "Must show"): prepare installs each from its committed lockfile with the
+# make e2e: codex, claude-code and gemini from the real npm registry:
+# prepare installs each from its committed lockfile with the
 # native installer, and <tools>/bin/<binary> --version runs it through the
 # shim. PATH has no node: gemini gets node-runtime's; codex and claude-code
 # run their native binaries.

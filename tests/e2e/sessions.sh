@@ -1,4 +1,4 @@
-# make e2e: an agent session running the real Codex CLI (issue 8 §6): serve
+# make e2e: an agent session running the real Codex CLI: serve
 # installs codex (its native binary, no node-runtime) from the real npm registry on first
 # use, the session's events say pending → ready → started, and the CLI's
 # `--version` line comes back as an output event. The built-in codex

@@ -40,9 +40,8 @@ unset ABX_TOOLS_DIR ABX_MANIFESTS_DIR ABX_SERVER_INSTALL_MODE ABX_INSTALL_MIRROR
 	ABX_INSTALL_OCI_MIRROR ABX_SERVER_INSTALL_ALLOW_HOSTS ABX_SERVER_INSTALL_ALLOW_HTTP_MIRRORS ABX_SERVER_CONFIG \
 	ABX_TEST_PAUSE SSL_CERT_DIR
 mkdir -p "$HOME" "$T/nobin" "$T/store"
-sh "$FIXTURES/mkcerts.sh" "$T/pki" >/dev/null 2>&1 || { not_ok "test PKI" "mkcerts.sh failed"; exit 1; }
+make_pki
 cat "$SYSCA" "$T/pki/ca.pem" >"$T/bundle.pem"
-freeport() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
 
 # verdaccio NAME URL [TLS [AUTH]]: Verdaccio listening on URL, the shared
 # storage, its log (json lines, level http: one a request) in $T/NAME.log;
@@ -96,15 +95,15 @@ through() {
 	done
 }
 
-DEAD=$(freeport)
-VP=$(freeport)
+DEAD=$(free_port)
+VP=$(free_port)
 verdaccio tls "https://localhost:$VP" tls
 through tls "$T/tools-tls" ABX_INSTALL_NPM_REGISTRY="https://localhost:$VP" ABX_SERVER_INSTALL_ALLOW_HOSTS="localhost:$VP"
 check "tls: Verdaccio read them from its uplink, registry.npmjs.org" \
 	grep -q 'registry.npmjs.org/@openai/codex/-/codex-[^"]*\.tgz' "$T/tls.log"
 kill "$VPID"
 
-HP=$(freeport)
+HP=$(free_port)
 verdaccio plain "http://127.0.0.1:$HP"
 run env SSL_CERT_FILE="$T/bundle.pem" ABX_INSTALL_NPM_REGISTRY="http://127.0.0.1:$HP" \
 	ABX_SERVER_INSTALL_ALLOW_HOSTS="127.0.0.1:$HP" "$BIN" prepare --only codex --tools-dir "$T/tools-refused"

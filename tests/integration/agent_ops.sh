@@ -1,4 +1,4 @@
-# Command ops that run installed tools (issue 11 §1): the README's worked
+# Command ops that run installed tools: the README's worked
 # template as written (its commands.json block, read from README.md) against
 # the real codex manifest with fixture packages (tests/fixtures/agent_pkgs.sh),
 # a JavaScript tool through node-runtime's node with no node on PATH, the
@@ -38,21 +38,20 @@ start_serve --config "$T/server.json" || { not_ok "serve starts" "$(cat "$T/serv
 U=http://127.0.0.1:$PORT
 op() { curl -s -o "$T/body" -w '%{http_code}' -H 'X-Access-Token: tok' -H 'Content-Type: application/json' \
 	-X POST --data '{}' "$U/v1/ops/$1"; }
-js() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$T/body" "$1"; }
 
 code=$(op codex.version)
 check "README: codex.version answers 200" test "$code" = 200
-check "README: exit_code 0" test "$(js 'd["exit_code"]')" = 0
-check "README: with the version" test "$(js 'd["stdout"].strip()')" = "codex 1.0.0"
+check "README: exit_code 0" test "$(json_eval "$T/body" 'd["exit_code"]')" = 0
+check "README: with the version" test "$(json_eval "$T/body" 'd["stdout"].strip()')" = "codex 1.0.0"
 op codex.root >/dev/null
-check "the manifest's env, as codex.js sets it" test "$(js 'd["stdout"].strip()')" = \
+check "the manifest's env, as codex.js sets it" test "$(json_eval "$T/body" 'd["stdout"].strip()')" = \
 	"CODEX_MANAGED_PACKAGE_ROOT=$T/tools/codex/1.0.0-$PLAT/node_modules/@openai/codex"
 op gemini.version >/dev/null
-check "a JavaScript tool runs through node-runtime's node" test "$(js 'd["exit_code"]')" = 0
+check "a JavaScript tool runs through node-runtime's node" test "$(json_eval "$T/body" 'd["exit_code"]')" = 0
 check "node was node-runtime's, the script the tool's" \
 	sh -c "grep -q 'argv\\[0\\]=$T/tools/node-runtime/' '$T/body' && grep -q 'argv\\[1\\]=$T/tools/gemini/.*gemini' '$T/body'"
 op path >/dev/null
-check "the tools' bin/ leads the PATH of an op" test "$(js 'd["stdout"].split(":")[0]')" = "$T/tools/bin"
+check "the tools' bin/ leads the PATH of an op" test "$(json_eval "$T/body" 'd["stdout"].split(":")[0]')" = "$T/tools/bin"
 op by.name >/dev/null
-check "a tool started by name from an op goes through its shim" test "$(js 'd["stdout"].strip()')" = \
+check "a tool started by name from an op goes through its shim" test "$(json_eval "$T/body" 'd["stdout"].strip()')" = \
 	"CODEX_MANAGED_BY_NPM=1"

@@ -1,4 +1,4 @@
-# Sessions with the real agents' manifests (issue 11 §3, issue 13 §7): the
+# Sessions with the real agents' manifests: the
 # built-in run templates (codex exec --skip-git-repo-check, claude -p,
 # gemini -p) against fixture packages (tests/fixtures/agent_pkgs.sh), the
 # working directory (request cwd, validated; default HOME), env from the
@@ -85,19 +85,18 @@ check "gemini: the template is -p PROMPT" has "argv[2]=-p"
 # agents.<a>.run: a session run to its end, answered with its output
 run_op() { curl -s -o "$T/body" -w '%{http_code}' -H 'X-Access-Token: tok' -H 'Content-Type: application/json' \
 	-X POST --data "$2" "$U/v1/ops/agents.$1.run"; }
-jsb() { "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$T/body" "$1"; }
 code=$(run_op codex '{"prompt": "print:2 err:1 exit:3"}')
 check "run: answers 200 when the agent has ended" test "$code" = 200
-check "run: the agent's exit code" test "$(jsb 'd["exit_code"]')" = 3
-check "run: its stdout" test "$(jsb 'repr(d["stdout"])')" = \
+check "run: the agent's exit code" test "$(json_eval "$T/body" 'd["exit_code"]')" = 3
+check "run: its stdout" test "$(json_eval "$T/body" 'repr(d["stdout"])')" = \
 	"'opts: exec --skip-git-repo-check\\nprompt: print:2 err:1 exit:3\\nout 1 of 2\\nout 2 of 2\\n'"
-check "run: its stderr" test "$(jsb 'repr(d["stderr"])')" = "'err 1 of 1\\n'"
-check "run: the session it was" test "$(jsb 'd["status"]')" = failed
-SID=$(jsb 'd["session"]')
+check "run: its stderr" test "$(json_eval "$T/body" 'repr(d["stderr"])')" = "'err 1 of 1\\n'"
+check "run: the session it was" test "$(json_eval "$T/body" 'd["status"]')" = failed
+SID=$(json_eval "$T/body" 'd["session"]')
 curl -s -H 'X-Access-Token: tok' "$U/v1/agents/codex/sessions/$SID" >"$T/body"
-check "run: the session stays readable" test "$(jsb 'd["exit_code"]')" = 3
+check "run: the session stays readable" test "$(json_eval "$T/body" 'd["exit_code"]')" = 3
 code=$(run_op claude-code "{\"prompt\": \"cwd\", \"cwd\": \"$T/work\"}")
-check "run: with a cwd" test "$(jsb 'd["stdout"].splitlines()[-1]')" = "cwd: $T/work"
+check "run: with a cwd" test "$(json_eval "$T/body" 'd["stdout"].splitlines()[-1]')" = "cwd: $T/work"
 # 1,000,000 NUL bytes are 6 MB escaped: the answer's stream is cut at twice
 # max_output_bytes escaped, as a command op's is, and says truncated
 code=$(run_op codex '{"prompt": "nul:1000000"}')
@@ -114,7 +113,7 @@ curl -s -H 'X-Access-Token: tok' "$U/v1/ops" >"$T/body"
 check "run: listed by GET /v1/ops" grep -q '"agents.codex.run"' "$T/body"
 code=$(run_op codex '{"prompt": "sleep:60000", "timeout": 1}')
 check "run: a timeout ends the agent (200)" test "$code" = 200
-check "run: and says so" test "$(jsb 'd["timed_out"], d["status"]')" = "(True, 'cancelled')"
+check "run: and says so" test "$(json_eval "$T/body" 'd["timed_out"], d["status"]')" = "(True, 'cancelled')"
 code=$(run_op codex '{"prompt": "x", "timeout": 0}')
 check "run: timeout 0 is refused (400)" test "$code" = 400
 create codex '{"prompt": "x", "timeout": 5}'

@@ -7,6 +7,7 @@
 # not (tools/benchlib.sh). The npm-lock rows use a small lockfile made here
 # (tools/bench/agentfix.py), so nothing reaches registry.npmjs.org.
 . "$TOP/tests/lib.sh"
+# run.sh: alone (its rows measure, and it loads both cores)
 
 # has ITEM: the command, the binary's applet, or root (the uid) is here
 has() {

@@ -55,7 +55,7 @@ echo '{"install": {"mdoe": "build"}}' >"$T/typo.json"
 run $CC --config "$T/typo.json"
 expect "unknown key exits 2 with did-you-mean" 2 "" \
 	"agent-sandbox-server: config.invalid: install.mdoe: unknown key (did you mean install.mode?)"
-# issue 12 §10: an unknown agent name gets a did-you-mean and the list
+# an unknown agent name gets a did-you-mean and the list
 echo '{"agents": ["codx"]}' >"$T/agent-typo.json"
 run $CC --config "$T/agent-typo.json"
 expect "an unknown agent has a did-you-mean and the agents there are" 2 "" \
@@ -63,7 +63,7 @@ expect "an unknown agent has a did-you-mean and the agents there are" 2 "" \
 echo '{"agents": ["zzzzzzzz"]}' >"$T/agent-far.json"
 run $CC --config "$T/agent-far.json"
 expect "an unknown agent far from any lists them" 2 "" "agents: zzzzzzzz: no manifest of that name (agents: amp, auggie, claude-code, codex-acp, codex, copilot, droid, gemini, kilo, opencode, qwen-code)"
-# issue 12 §10: check-config's own fix line does not send you to check-config
+# check-config's own fix line does not send you to check-config
 expect "a configuration error's fix names what to correct" 2 "" "fix: correct the key, flag or file named above"
 check "a configuration error's fix is not 'run check-config'" sh -c "! grep -q 'fix: run .agent-sandbox-server check-config' '$T/err'"
 printf '{"install": {\n  "mode": "lazy",,\n}}' >"$T/bad.json"
@@ -241,7 +241,7 @@ expect "unknown option exits 2" 2 "" "usage: agent-sandbox-server check-config"
 run $CC --help
 expect "--help exits 0" 0 "usage: agent-sandbox-server check-config"
 
-# issue 12 §11: every command op's program must run in this image
+# every command op's program must run in this image
 echo '[{"id": "tests.run", "argv": ["/nonexistent/bin/make", "test"]}]' >"$T/cmd-missing.json"
 run $CC --commands "$T/cmd-missing.json"
 expect "a command whose program is missing exits 2" 2 "" \
@@ -259,7 +259,7 @@ echo '[{"id": "z.run", "argv": ["sh", "-c", "true"]}, {"id": "c.v", "argv": ["co
 run $CC --commands "$T/cmd-ok.json"
 expect "programs on PATH and tools' binaries pass" 0
 
-# issue 41: what serve refuses at start, check-config refuses by the same rule:
+# what serve refuses at start, check-config refuses by the same rule:
 # an audit_file in a directory that does not exist (outside the state
 # directory) is not created; one in the state directory serve creates passes
 printf '{"audit_file": "%s"}' "$T/nodir/sub/audit.jsonl" >"$T/audit_bad.json"

@@ -44,7 +44,9 @@ check "the clock is checked against the build date" \
 # HOME unset: the state directory is under the home /etc/passwd gives the user
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1 &&
 	grep -q '^nobody:[^:]*:65534:[^:]*:[^:]*:/nonexistent:' /etc/passwd; then
-	run setpriv --reuid=65534 --regid=65534 --clear-groups env -u HOME -u ABX_SERVER_STATE_DIR $D
+	reachable_copy "$BIN"
+	run setpriv --reuid=65534 --regid=65534 --clear-groups env -u HOME -u ABX_SERVER_STATE_DIR \
+		"$REACHABLE" doctor --ports "$FREE"
 	check "HOME unset: the state directory is under the user's passwd home" \
 		grep -q "state: /nonexistent/.local/state/agent-sandbox " "$T/out"
 else
@@ -93,7 +95,7 @@ check "with a fix naming SSL_CERT_FILE" grep -q "fix: point SSL_CERT_FILE at a P
 : >"$T/empty.pem"
 run env -u SSL_CERT_DIR SSL_CERT_FILE="$T/empty.pem" ABX_TOOLS_DIR="$T/tools" $D --config "$T/codex.json"
 expect "an empty CA bundle fails" 1 "FAIL  ca: no CA certificate found"
-# nothing enabled installs a tool: nothing to download, a note (issue 28)
+# nothing enabled installs a tool: nothing to download, a note
 run env -u SSL_CERT_DIR SSL_CERT_FILE="$T/missing.pem" ABX_TOOLS_DIR="$T/tools" $D
 expect "no CA bundle with nothing to download is not a failure" 0 \
 	"PASS  ca: no CA certificate found: SSL_CERT_FILE=$T/missing.pem (No such file or directory); HTTPS downloads will fail (tls.no_trust_anchors) (a note: no enabled agent or op installs a tool, so nothing needs a download)"
@@ -106,7 +108,7 @@ if openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /C
 	cat "$T/c1" "$T/c2" >"$T/two.pem"
 	run env -u SSL_CERT_DIR SSL_CERT_FILE="$T/two.pem" ABX_TOOLS_DIR="$T/tools" $D
 	expect "the anchors are counted" 0 "PASS  ca: 2 trust anchors from SSL_CERT_FILE=$T/two.pem (2)"
-	# the same certificates in SSL_CERT_FILE and SSL_CERT_DIR count once (issue 41)
+	# the same certificates in SSL_CERT_FILE and SSL_CERT_DIR count once
 	mkdir "$T/cadir" && cp "$T/c1" "$T/cadir/a.pem" && cp "$T/c2" "$T/cadir/b.pem"
 	run env SSL_CERT_DIR="$T/cadir" SSL_CERT_FILE="$T/two.pem" ABX_TOOLS_DIR="$T/tools" $D
 	expect "the same anchors in SSL_CERT_FILE and SSL_CERT_DIR count once" 0 "PASS  ca: 2 trust anchors from SSL_CERT_FILE=$T/two.pem (2), SSL_CERT_DIR=$T/cadir (2)"
@@ -121,7 +123,7 @@ check "the credential's value is never printed" sh -c "! grep -q very-secret '$T
 run env ABX_TOOLS_DIR="$T/tools" $D --config "$T/codex.json"
 expect "a missing credential warns" 0 "WARN  credentials: OPENAI_API_KEY is not set; agent codex"
 
-# issue 12 §15: /bin/bash, install.allow_tmp
+# /bin/bash, install.allow_tmp
 run env ABX_TOOLS_DIR="$T/tools" $BIN doctor
 if [ -x /bin/bash ]; then
 	expect "/bin/bash is checked" 0 "PASS  bash: /bin/bash is present"
@@ -133,7 +135,7 @@ run env ABX_TOOLS_DIR="$T/tools" ABX_SERVER_INSTALL_ALLOW_TMP=true $BIN doctor
 expect "install.allow_tmp on warns, naming its source" 0 \
 	"WARN  allow_tmp: install.allow_tmp is on (env ABX_SERVER_INSTALL_ALLOW_TMP)"
 
-# issue 12 §15: a missing CA bundle fails in mode build while an enabled
+# a missing CA bundle fails in mode build while an enabled
 # tool is not installed (prepare will download it), and only warns once it is
 run env -u SSL_CERT_DIR SSL_CERT_FILE="$T/missing.pem" ABX_SERVER_INSTALL_MODE=build ABX_TOOLS_DIR="$T/tools" $D --config "$T/codex.json"
 expect "mode build with an uninstalled agent: a missing bundle fails" 1 \
@@ -145,7 +147,7 @@ run env -u SSL_CERT_DIR SSL_CERT_FILE="$T/missing.pem" ABX_SERVER_INSTALL_MODE=b
 expect "mode build with everything installed: a missing bundle warns" 0 "WARN  ca: no CA certificate found"
 rm -rf "$T/tools/codex" "$T/tools/node-runtime"
 
-# issue 12 §15: a configured npm mirror that does not answer is a FAIL
+# a configured npm mirror that does not answer is a FAIL
 MCLOSED=$(port_of)
 run env ABX_TOOLS_DIR="$T/tools" ABX_SERVER_INSTALL_ALLOW_HOSTS="127.0.0.1:$MCLOSED" ABX_INSTALL_NPM_REGISTRY="https://127.0.0.1:$MCLOSED/npm/" $D
 expect "an unreachable https mirror fails" 1 \
@@ -156,7 +158,7 @@ mir() { # SSL_CERT_FILE HOST:PORT: doctor with that npm mirror
 }
 mir "$T/pki/ca.pem" "localhost:$TP"
 expect "an https mirror whose CA is trusted passes, by a TLS handshake" 0 "PASS  mirror: npm mirror localhost:$TP is reachable (TLS handshake)"
-# issue 41: a TCP connect is not enough; the handshake uses the anchors installs use
+# A TCP connect is not enough; the handshake uses the anchors installs use
 mir "$T/pki/other.crt" "localhost:$TP"
 expect "a mirror whose CA is missing from SSL_CERT_FILE fails (tls.unknown_ca)" 1 \
 	"FAIL  mirror: npm mirror https://localhost:$TP/npm/: tls.unknown_ca: "
@@ -181,7 +183,7 @@ else
 	skip "an IPv6 mirror" "no IPv6 loopback here"
 fi
 
-# issue 12 §15: the mode line names the layer that set it
+# the mode line names the layer that set it
 echo '{"install": {"mode": "offline"}}' >"$T/offline.json"
 run env ABX_TOOLS_DIR="$T/tools" $D --config "$T/offline.json"
 expect "mode from a configuration file names it" 0 "PASS  mode: install mode offline (file $T/offline.json)"
@@ -252,7 +254,7 @@ assert all(c['status'] in ('PASS', 'WARN', 'FAIL') for c in d['checks'])
 assert any(c['check'] == 'mode' for c in d['checks'])
 "
 
-# audit_file: doctor answers as serve does, in both directions (issue 28).
+# audit_file: doctor answers as serve does, in both directions.
 # In a state directory that does not exist yet (the README's template), serve
 # creates the directory and starts; doctor passes it.
 printf '{"audit_file": "%s"}' "$T/fresh/audit.jsonl" >"$T/audit_state.json"

@@ -1,4 +1,4 @@
-# Extraction while downloading (issue 16): a tarball source and a large npm
+# Extraction while downloading: a tarball source and a large npm
 # package are extracted as their bytes arrive, and the staged tree is used
 # only once the digest matched. Real peers on loopback: httpd.py and
 # npmreg.py send a tarball's second half only once its first entry exists
@@ -14,12 +14,12 @@ unset ABX_TOOLS_DIR ABX_MANIFESTS_DIR ABX_SERVER_INSTALL_MODE ABX_INSTALL_MODE A
 	ABX_INSTALL_NPM_REGISTRY ABX_INSTALL_UNPINNED ABX_SERVER_ENV ABX_TEST_PAUSE SSL_CERT_DIR HTTPS_PROXY \
 	https_proxy HTTP_PROXY http_proxy NO_PROXY no_proxy
 
-sh "$FIXTURES/mkcerts.sh" "$T/pki" >/dev/null 2>&1 || { not_ok "test PKI" "mkcerts.sh failed"; exit 1; }
+make_pki
 export SSL_CERT_FILE=$T/pki/ca.pem
 
-# NAME: $W/NAME-1.0.0.tgz, first entry pkg/a-first.txt, then the binary and
-# 4 MiB of incompressible data (many of the download's chunks)
-mktool() {
+# mktool_gated NAME: $W/NAME-1.0.0.tgz, first entry pkg/a-first.txt, then
+# the binary and 4 MiB of incompressible data (many of the download's chunks)
+mktool_gated() {
 	rm -rf "$T/src" && mkdir -p "$T/src/pkg/bin" "$T/src/pkg/share"
 	echo first >"$T/src/pkg/a-first.txt"
 	printf '#!/bin/sh\necho "%s 1.0.0"\n' "$1" >"$T/src/pkg/bin/$1"
@@ -27,31 +27,17 @@ mktool() {
 	head -c $((4 << 20)) /dev/urandom >"$T/src/pkg/share/data.bin"
 	tar czf "$W/$1-1.0.0.tgz" -C "$T/src" pkg/a-first.txt pkg/bin pkg/share
 }
-sha() { sha256sum "$1" | cut -d' ' -f1; }
+start_httpd "$W" "$T/req.log"
+P=$HTTPD_PORT
+SIZE_HINT_MB=8
 
-: >"$T/req.log"
-bg python3 "$FIXTURES/httpd.py" --root "$W" --log "$T/req.log" --cert "$T/pki/good.pem" \
-	--key "$T/pki/good.key" >"$T/port" 2>"$T/httpd.err"
-wait_for_line "$T/port" '^[0-9]' 10 || { not_ok "start https fixture" "$(cat "$T/httpd.err")"; exit 1; }
-P=$(head -1 "$T/port")
-
-# mkman NAME URLPATH SHA: a tarball manifest in $M
-mkman() {
-	cat >"$M/$1.json" <<EOM
-{"schema":1,"name":"$1","binary":"$1","version":"1.0.0",
- "source":{"type":"tarball","bin":"bin/$1","strip_components":1,
-  "platforms":{"linux-x64":{"url":"https://localhost:$P$2","sha256":"$3"},"linux-arm64":{"url":"https://localhost:$P$2","sha256":"$3"}}},
- "hosts":["localhost"],"verify":{"argv":["{bin}"],"expect":"$1 1.0.0"},
- "platforms":["linux-x64","linux-arm64"],"size_hint_mb":8}
-EOM
-}
 # nothing_left DIR: no staged tree, no download's temporary file, no tool tree
 nothing_left() {
 	test -z "$(ls -A "$1/.staging" 2>/dev/null)" && test -z "$(ls -A "$1/.cache" 2>/dev/null | grep '^\.tmp-')" &&
 		test ! -e "$1/$2/1.0.0-$PLATFORM"
 }
 
-mktool gated
+mktool_gated gated
 G=$(sha "$W/gated-1.0.0.tgz")
 
 # ---- a tarball source ---------------------------------------------------------------

@@ -134,7 +134,7 @@ run "$BIN" fetch "http://127.0.0.1:$HP/f/a.bin" --sha256 "$BAD" -o "$T/dl/a.bin"
 expect "mismatch fails" 1 "" "install.checksum_mismatch"
 check "mismatch names expected and actual" grep -q "expected sha256 $BAD, got $SHA" "$T/err"
 check "mismatch names bytes received" grep -q "bytes received: 300000" "$T/err"
-# issue 12 §10: fetch URL has no manifest; its fix names --sha256 too
+# fetch URL has no manifest; its fix names --sha256 too
 check "a fetch URL mismatch's fix names --sha256" grep -q "fix: .*the pinned digest (the manifest's, or --sha256)" "$T/err"
 check "mismatch leaves no file" nothing_left
 run "$BIN" fetch "http://127.0.0.1:$HP/f/a.bin" --sha256 "$BAD"
@@ -243,11 +243,7 @@ run "$BIN" fetch "http://no-such-host.invalid/x" --sha256 "$SHA" -o "$T/dl/a.bin
 expect "unresolvable host" 1 "" "http.resolve"
 
 # ---- TLS ---------------------------------------------------------------------
-PKI=$T/pki
-if ! sh "$FIXTURES/mkcerts.sh" "$PKI" >"$T/mkcerts.log" 2>&1; then
-	not_ok "mkcerts" "$(tail -3 "$T/mkcerts.log")"
-	exit 1
-fi
+make_pki
 export SSL_CERT_FILE="$PKI/ca.pem"
 unset SSL_CERT_DIR
 

@@ -1,4 +1,4 @@
-# Hostile configuration inputs across the applets that load them (SPEC §10):
+# Hostile configuration inputs across the applets that load them:
 # an oversized, malformed, wrongly typed, too deep, BOM-prefixed, missing or
 # non-regular configuration, policy or commands file is refused with its
 # coded error and exit 2 (a configuration error), and nothing is written: no

@@ -75,7 +75,7 @@ IN_ENV="CODEX_MANAGED_BY_BUN=1" inroot "$S" /tools/bin/codex --env CODEX_MANAGED
 expect "scratch: and removes what codex.js removes" 0 "CODEX_MANAGED_BY_BUN unset"
 
 # a root without /dev/null (no /dev mounted) or without /tmp: verify says
-# what is missing and how to fix it (issue 28)
+# what is missing and how to fix it
 bare() { # ROOT CMD...: like inroot, without /dev
 	_r=$1
 	shift

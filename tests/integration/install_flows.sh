@@ -1,4 +1,4 @@
-# Operator flows of the install engine (issue 12 §1-8): the explicit tools
+# Operator flows of the install engine: the explicit tools
 # directory, shims that say what they install, backoff per tools directory,
 # caps per artifact, one progress model, npm audit records, the registry
 # probe, and fetch failures as install.failed. Real peers on loopback only:
@@ -19,83 +19,61 @@ if [ -e /opt/agent-sandbox/tools ]; then
 	exit 0
 fi
 
-sh "$FIXTURES/mkcerts.sh" "$T/pki" >/dev/null 2>&1 || { not_ok "test PKI" "mkcerts.sh failed"; exit 1; }
+make_pki
 export SSL_CERT_FILE=$T/pki/ca.pem
 
-mktool() { # NAME VERSION [KIB of data] -> $W/NAME-VERSION.tgz
-	rm -rf "$T/src" && mkdir -p "$T/src/pkg/bin" "$T/src/pkg/share"
-	printf '#!/bin/sh\necho "%s %s"\n' "$1" "$2" >"$T/src/pkg/bin/$1"
-	chmod 755 "$T/src/pkg/bin/$1"
-	head -c $((${3:-20} * 1024)) /dev/urandom >"$T/src/pkg/share/data.bin"
-	tar czf "$W/$1-$2.tgz" -C "$T/src" pkg
-}
-sha() { sha256sum "$1" | cut -d' ' -f1; }
-
-: >"$T/req.log"
-bg python3 "$FIXTURES/httpd.py" --root "$W" --log "$T/req.log" --cert "$T/pki/good.pem" \
-	--key "$T/pki/good.key" >"$T/port" 2>"$T/httpd.err"
-wait_for_line "$T/port" '^[0-9]' 10 || { not_ok "start https fixture" "$(cat "$T/httpd.err")"; exit 1; }
-P=$(head -1 "$T/port")
+start_httpd "$W" "$T/req.log"
+P=$HTTPD_PORT
 gets() { grep -c " GET /f/$1" "$T/req.log" || true; }
 
-# mkman NAME URLPATH SHA [EXTRA-JSON-MEMBERS]: a tarball manifest in $M
-mkman() {
-	cat >"$M/$1.json" <<EOM
-{"schema":1,"name":"$1","binary":"$1","version":"1.0.0",
- "source":{"type":"tarball","bin":"bin/$1","strip_components":1,
-  "platforms":{"linux-x64":{"url":"https://localhost:$P$2","sha256":"$3"},"linux-arm64":{"url":"https://localhost:$P$2","sha256":"$3"}}},
- "hosts":["localhost"],"verify":{"argv":["{bin}"],"expect":"$1 1.0.0"},
- "platforms":["linux-x64","linux-arm64"],"size_hint_mb":1${4:+,$4}}
-EOM
-}
 
 mktool hello 1.0.0
 H=$(sha "$W/hello-1.0.0.tgz")
 mkman hello /f/hello-1.0.0.tgz "$H"
 
-# ---- §1 an explicit tools directory is created and used, or refused -------------
+# ---- an explicit tools directory is created and used, or refused -------------
 # the chain's per-user directory ($ABX_SERVER_STATE_DIR/tools) exists and is
 # writable; ABX_TOOLS_DIR names one that does not exist yet
 run env ABX_TOOLS_DIR="$T/newdir" "$BIN" prepare --keep-cache --manifests "$M" --only hello
-expect "§1 ABX_TOOLS_DIR that does not exist: prepare installs" 0 "hello 1.0.0: installed"
-check "§1 ... into the explicit directory, created" test -x "$T/newdir/hello/1.0.0-linux-x64/bin/hello"
-check "§1 ... not into a later directory of the chain" test ! -e "$T/state/tools/hello"
+expect "ABX_TOOLS_DIR that does not exist: prepare installs" 0 "hello 1.0.0: installed"
+check "... into the explicit directory, created" test -x "$T/newdir/hello/1.0.0-linux-x64/bin/hello"
+check "... not into a later directory of the chain" test ! -e "$T/state/tools/hello"
 : >"$T/afile"
 run env ABX_TOOLS_DIR="$T/afile/sub" "$BIN" prepare --keep-cache --manifests "$M" --only hello --force
-expect "§1 an explicit directory that cannot be created is refused" 1 "" "install.read_only"
-check "§1 ... naming it, where it came from, and why" grep -q "tools directory $T/afile/sub (env ABX_TOOLS_DIR): cannot create" "$T/err"
-check "§1 ... and nothing went to the per-user directory" test ! -e "$T/state/tools/hello"
+expect "an explicit directory that cannot be created is refused" 1 "" "install.read_only"
+check "... naming it, where it came from, and why" grep -q "tools directory $T/afile/sub (env ABX_TOOLS_DIR): cannot create" "$T/err"
+check "... and nothing went to the per-user directory" test ! -e "$T/state/tools/hello"
 run "$BIN" prepare --keep-cache --manifests "$M" --only hello
-expect "§1 without ABX_TOOLS_DIR the per-user directory is used" 0 "hello 1.0.0: installed"
+expect "without ABX_TOOLS_DIR the per-user directory is used" 0 "hello 1.0.0: installed"
 run "$BIN" prepare --keep-cache --manifests "$M" --only hello --tools-dir "$T/c1"
-expect "§1 ready in another directory of the chain: prepare says where" 0 \
+expect "ready in another directory of the chain: prepare says where" 0 \
 	"hello 1.0.0: ready in $T/state/tools, not in $T/c1 (flag --tools-dir)"
 run "$BIN" prepare --keep-cache --json --manifests "$M" --only hello --tools-dir "$T/c1"
-expect "§1 --json names the tools directory of the ready tree" 0 "\"tools_dir\":\"$T/state/tools\""
+expect "--json names the tools directory of the ready tree" 0 "\"tools_dir\":\"$T/state/tools\""
 
-# ---- §3 backoff per tools directory; a failed install leaves nothing ---------------
+# ---- backoff per tools directory; a failed install leaves nothing ---------------
 mktool bad 1.0.0
 mkman bad /f/bad-1.0.0.tgz "$(printf '%064d' 1)"
 run "$BIN" prepare --keep-cache --manifests "$M" --only bad
-expect "§3 a failing install (checksum mismatch)" 1 "" "install.checksum_mismatch"
-check "§3 ... leaves no empty <tools>/bad/" test ! -e "$T/state/tools/bad"
-check "§3 ... its backoff is recorded" test -f "$T/state/tools/.locks/bad.backoff"
+expect "a failing install (checksum mismatch)" 1 "" "install.checksum_mismatch"
+check "... leaves no empty <tools>/bad/" test ! -e "$T/state/tools/bad"
+check "... its backoff is recorded" test -f "$T/state/tools/.locks/bad.backoff"
 n=$(gets bad-1.0.0.tgz)
 run "$BIN" prepare --keep-cache --manifests "$M" --only bad --tools-dir "$T/b2"
-expect "§3 another tools directory is not held back by that backoff" 1 "" "install.checksum_mismatch"
-check "§3 ... it downloaded again" test "$(gets bad-1.0.0.tgz)" -eq $((n + 1))
-check "§3 ... and left no empty $T/b2/bad/" test ! -e "$T/b2/bad"
+expect "another tools directory is not held back by that backoff" 1 "" "install.checksum_mismatch"
+check "... it downloaded again" test "$(gets bad-1.0.0.tgz)" -eq $((n + 1))
+check "... and left no empty $T/b2/bad/" test ! -e "$T/b2/bad"
 run "$BIN" prepare --keep-cache --manifests "$M" --only bad
-expect "§3 the first directory is still in backoff" 1 "" "install.backoff"
+expect "the first directory is still in backoff" 1 "" "install.backoff"
 
-# ---- §8 a fetch failure is install.failed with details.phase and the client's code --
+# ---- a fetch failure is install.failed with details.phase and the client's code --
 mkman gone /f/nothing-here.tgz "$(printf %064d 2)"
 run "$BIN" prepare --keep-cache --json --manifests "$M" --only gone --tools-dir "$T/f8"
-expect "§8 a 404 while fetching: install.failed" 1 '"code":"install.failed"'
-check "§8 ... details.phase fetch and the client's code in details.code" \
+expect "a 404 while fetching: install.failed" 1 '"code":"install.failed"'
+check "... details.phase fetch and the client's code in details.code" \
 	grep -q '"details":{"phase":"fetch","code":"http.status","url":"https://localhost:'"$P"'/f/nothing-here.tgz"}' "$T/out"
 run "$BIN" prepare --keep-cache --manifests "$M" --only gone --tools-dir "$T/f8" --force
-expect "§8 ... the message keeps the client's code" 1 "" "install.failed: gone 1.0.0: fetching https://localhost:$P/f/nothing-here.tgz: http.status:"
+expect "... the message keeps the client's code" 1 "" "install.failed: gone 1.0.0: fetching https://localhost:$P/f/nothing-here.tgz: http.status:"
 
 # ---- npm-lock tools against the fake registry (tests/fixtures/npmreg.py) ----------
 mkdir -p "$T/reg" "$T/nm"
@@ -126,70 +104,70 @@ NPKG=5
 NBYTES=$(cat "$T"/reg/@t/app/-/app-1.0.0.tgz "$T"/reg/blob*/-/*.tgz | wc -c)
 LOCKSHA=$(sha "$T/nm/napp/package-lock.json")
 
-# ---- §7 a blocked npm registry is install.network_unreachable, probed first -----
+# ---- a blocked npm registry is install.network_unreachable, probed first -----
 run "$BIN" prepare --keep-cache --json --manifests "$T/nm" --only nblocked --tools-dir "$T/n7"
-expect "§7 npm-lock, registry unreachable: install.network_unreachable" 1 '"code":"install.network_unreachable"'
-check "§7 ... with the phase, the host and the hint" \
+expect "npm-lock, registry unreachable: install.network_unreachable" 1 '"code":"install.network_unreachable"'
+check "... with the phase, the host and the hint" \
 	grep -q '"details":{"phase":"probe","host":"localhost:1","hint":"install.mirrors.npm, or mode offline with a cache"}' "$T/out"
-check "§7 ... and the npm mirror in the message" grep -q 'set install.mirrors.npm (ABX_INSTALL_NPM_REGISTRY)' "$T/out"
+check "... and the npm mirror in the message" grep -q 'set install.mirrors.npm (ABX_INSTALL_NPM_REGISTRY)' "$T/out"
 
-# ---- §6 the audit record of an npm install: bytes, lockfile digest, packages -------
+# ---- the audit record of an npm install: bytes, lockfile digest, packages -------
 run "$BIN" prepare --keep-cache --manifests "$T/nm" --only napp --tools-dir "$T/n6"
-expect "§6 an npm-lock install" 0 "napp 1.0.0: installed"
+expect "an npm-lock install" 0 "napp 1.0.0: installed"
 grep '"event":"install.finish","tool":"napp"' "$T/audit.jsonl" | tail -1 >"$T/a6"
-check "§6 install.finish has the bytes of every package" grep -q "\"bytes\":$NBYTES," "$T/a6"
-check "§6 ... the lockfile's digest and the package count" \
+check "install.finish has the bytes of every package" grep -q "\"bytes\":$NBYTES," "$T/a6"
+check "... the lockfile's digest and the package count" \
 	grep -q "\"lockfile_sha256\":\"$LOCKSHA\",\"packages\":$NPKG,\"downloaded_bytes\":$NBYTES" "$T/a6"
-check "§6 ... and no empty artifact digest" sh -c "! grep -q '\"artifact_sha256\":\"\"' '$T/a6'"
+check "... and no empty artifact digest" sh -c "! grep -q '\"artifact_sha256\":\"\"' '$T/a6'"
 
-# ---- §4 max_download_mb caps each artifact, not the sum --------------------------
+# ---- max_download_mb caps each artifact, not the sum --------------------------
 # napp's five packages are 1.2 MB together, each under 1 MiB
 run env ABX_SERVER_INSTALL_MAX_DOWNLOAD_MB=1 "$BIN" fetch --manifests "$T/nm" --only napp --platform all --cache "$T/c4"
-expect "§4 fetch: packages under the cap each, over it together" 0
+expect "fetch: packages under the cap each, over it together" 0
 run env ABX_SERVER_INSTALL_MAX_DOWNLOAD_MB=1 "$BIN" prepare --keep-cache --manifests "$T/nm" --only napp --tools-dir "$T/n4"
-expect "§4 prepare: the same npm tool installs under a 1 MiB cap" 0 "napp 1.0.0: installed"
-mktool big 1.0.0 1500
+expect "prepare: the same npm tool installs under a 1 MiB cap" 0 "napp 1.0.0: installed"
+mktool big 1.0.0 $((1500 * 1024))
 mkman big /f/big-1.0.0.tgz "$(sha "$W/big-1.0.0.tgz")"
 run env ABX_SERVER_INSTALL_MAX_DOWNLOAD_MB=1 "$BIN" prepare --keep-cache --json --manifests "$M" --only big --tools-dir "$T/n4"
-expect "§4 one artifact above the cap: install.failed" 1 '"code":"install.failed"'
-check "§4 ... details.code http.too_large and the hint" \
+expect "one artifact above the cap: install.failed" 1 '"code":"install.failed"'
+check "... details.code http.too_large and the hint" \
 	grep -q '"code":"http.too_large",.*"hint":"install.max_download_mb caps each download' "$T/out"
 
-# ---- §2 a shim says what it installs and why, obeys the mode, shows progress on a TTY --
-mktool shy 1.0.0 200
+# ---- a shim says what it installs and why, obeys the mode, shows progress on a TTY --
+mktool shy 1.0.0 $((200 * 1024))
 mkman shy /f/shy-1.0.0.tgz "$(sha "$W/shy-1.0.0.tgz")"
 run "$BIN" prepare --keep-cache -q --manifests "$M" --only shy --tools-dir "$T/s2"
-expect "§2 prepared" 0
+expect "prepared" 0
 S2=$T/s2/bin/shy
 run env ABX_MANIFESTS_DIR="$M" "$S2"
-expect "§2 a ready tool: the shim installs nothing and says nothing" 0 "shy 1.0.0"
-check "§2 ... stderr is empty" test ! -s "$T/err"
+expect "a ready tool: the shim installs nothing and says nothing" 0 "shy 1.0.0"
+check "... stderr is empty" test ! -s "$T/err"
 # drift: a file of the prepared tree changed
 echo tampered >>"$T/s2/shy/1.0.0-linux-x64/share/data.bin"
 n=$(gets shy-1.0.0.tgz)
 run env ABX_MANIFESTS_DIR="$M" ABX_SERVER_INSTALL_MODE=build "$S2"
-expect "§2 drift in mode build: install.required, naming the drift" 1 "" \
+expect "drift in mode build: install.required, naming the drift" 1 "" \
 	"install.required: shy 1.0.0: drift: $T/s2/shy/1.0.0-linux-x64 differs from what was installed, and install mode is build"
-check "§2 ... nothing downloaded" test "$(gets shy-1.0.0.tgz)" -eq "$n"
+check "... nothing downloaded" test "$(gets shy-1.0.0.tgz)" -eq "$n"
 run env ABX_MANIFESTS_DIR="$M" "$S2"
-expect "§2 drift in mode lazy: one line before the reinstall" 0 "shy 1.0.0" \
+expect "drift in mode lazy: one line before the reinstall" 0 "shy 1.0.0" \
 	"agent-sandbox-server: installing shy 1.0.0 into $T/s2 (drift: $T/s2/shy/1.0.0-linux-x64 differs from what was installed)"
-check "§2 ... no progress without a terminal: that line, the placement's and the recorded verify pass" sh -c \
+check "... no progress without a terminal: that line, the placement's and the recorded verify pass" sh -c \
 	"test \$(wc -l <'$T/err') -eq 3 && grep -q '^agent-sandbox-server: shy 1.0.0: placed [0-9]* files from the extracted tree' '$T/err' && grep -q '^agent-sandbox-server: shy 1.0.0: verify.argv: passed for this tree on .* (sealed); not run again$' '$T/err'"
 # the manifest the shim sees is not the one the tree was installed from
 mkman shy /f/shy-1.0.0.tgz "$(sha "$W/shy-1.0.0.tgz")" '"description":"changed"'
 run env ABX_MANIFESTS_DIR="$M" ABX_SERVER_INSTALL_MODE=build "$S2"
-expect "§2 manifest changed in mode build: install.required, naming it" 1 "" \
+expect "manifest changed in mode build: install.required, naming it" 1 "" \
 	"install.required: shy 1.0.0: manifest changed: $T/s2 has shy 1.0.0 from another manifest than $M/shy.json"
 rm -rf "$T/s2/.cache/$(sha "$W/shy-1.0.0.tgz")" "$T/s2/.cache/trees"
 n=$(gets shy-1.0.0.tgz)
 script -qec "env ABX_MANIFESTS_DIR='$M' '$S2'" /dev/null >"$T/tty.out" 2>&1
-check "§2 manifest changed on a terminal: the line, then progress" sh -c \
+check "manifest changed on a terminal: the line, then progress" sh -c \
 	"grep -q 'installing shy 1.0.0 into $T/s2 (manifest changed: ' '$T/tty.out' && grep -q 'shy: download' '$T/tty.out'"
-check "§2 ... then the tool runs" grep -q "shy 1.0.0" "$T/tty.out"
-check "§2 ... it downloaded once" test "$(gets shy-1.0.0.tgz)" -eq $((n + 1))
+check "... then the tool runs" grep -q "shy 1.0.0" "$T/tty.out"
+check "... it downloaded once" test "$(gets shy-1.0.0.tgz)" -eq $((n + 1))
 
-# ---- a partial download left by Ctrl-C is removed by the next run (issue 41) -----
+# ---- a partial download left by Ctrl-C is removed by the next run -----
 # Its writer held a lock on it; one whose writer died is removed at once, one
 # still locked (another process downloading) is left alone.
 mkdir -p "$T/pd/.cache"

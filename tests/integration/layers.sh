@@ -101,9 +101,21 @@ check "JSON only through the writer ($(head -3 "$bad" | cut -c1-120 | tr '\n' ' 
 grep -nE '(strn?(case)?cmp|strstr|memmem|strn?casestr) *\([^;]*(\.|->)msg\b' core/*/*.c applets/*.c >"$bad"
 check "no decision on an error's message text ($(head -3 "$bad" | cut -c1-120 | tr '\n' ' '))" test ! -s "$bad"
 
+# One of each: bytes become hex through hex_encode (core/base/digest.h), and
+# fail is the applets' one (applets/common.h), no file's own helper.
+grep -nE '"%02x"' core/*/*.c applets/*.c >"$bad"
+grep -nE '^fail\(' core/*/*.c applets/*.c | grep -v '^applets/common\.c:' >>"$bad"
+check "one hex encoder, one fail ($(head -3 "$bad" | cut -c1-120 | tr '\n' ' '))" test ! -s "$bad"
+
 # shellcheck disable=SC2086 # $tc: one word per file
 grep -nE 'SPEC §|SPEC\.md|[Ss]eed [0-9]|\bissue [0-9]+' core/*/*.[ch] applets/*.[ch] $tc >"$bad"
 check "comments state rules, not pointers to outside documents ($(head -3 "$bad" | cut -c1-120 | tr '\n' ' '))" test ! -s "$bad"
+# The shell and Python test files too: a comment says what is checked, not
+# which document or ticket asked for it.
+find tests -name '*.sh' -o -name '*.py' | sort | xargs grep -nE \
+	'(^|[[:space:]])#.*(SPEC §|SPEC\.md|§ ?[0-9]|[Ss]eed [0-9]|\bissues? #?[0-9])' >"$bad"
+check "test scripts' comments hold no pointers either ($(wc -l <"$bad"): $(head -3 "$bad" | cut -c1-120 | tr '\n' ' '))" \
+	test ! -s "$bad"
 
 # shellcheck disable=SC2086
 $L comments core/*/*.[ch] applets/*.[ch] $tc >"$T/comments" ||

@@ -3,11 +3,7 @@
 # registry over HTTPS, validated by the strict loader, refused when broken.
 . "$TOP/tests/lib.sh"
 
-PKI=$T/pki
-if ! sh "$FIXTURES/mkcerts.sh" "$PKI" >"$T/mkcerts.log" 2>&1; then
-	not_ok "mkcerts" "$(tail -3 "$T/mkcerts.log")"
-	exit 1
-fi
+make_pki
 export SSL_CERT_FILE="$PKI/ca.pem"
 unset SSL_CERT_DIR HTTPS_PROXY HTTP_PROXY https_proxy http_proxy
 export HOME="$T/home"
@@ -148,7 +144,7 @@ P.pack(sys.argv[1], "@s/tool", "1.1.0", {"bin/tool.js": b"#!/usr/bin/env node\n"
 EOF
 run "$BIN" lock tool --manifests "$T/m" --check
 expect "npm-lock --check: a newer version exists" 1 "newer version 1.1.0"
-# issue 12 §10: a version the registry does not have is named as such,
+# a version the registry does not have is named as such,
 # with what to do, not "see details.phase; run doctor"
 cp "$T/m/tool.json" "$T/tool.before"
 run "$BIN" lock tool --manifests "$T/m" --version 9.9.9
@@ -207,7 +203,7 @@ expect "npm-lock: a resolved host outside hosts is refused" 1 "" "host 127.0.0.1
 check "refused: no lockfile written" test ! -e "$T/m/ev/package-lock.json"
 check "refused: manifest untouched" cmp -s "$T/m/ev.json" "$T/ev.orig"
 
-# ---- --check from the binary alone (issue 12 §17) ----------------------------
+# ---- --check from the binary alone ----------------------------
 # No source checkout (no ./manifests, no ABX_MANIFESTS_DIR) and no npm: the
 # embedded codex manifest and lockfile are checked against the registry
 # fixture through the npm mirror setting.

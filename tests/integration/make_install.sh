@@ -1,6 +1,7 @@
 # make install PREFIX=… DESTDIR=…: the binary and one relative
 # agent-sandbox-<applet> link per applet, working from the staged tree.
 . "$TOP/tests/lib.sh"
+# run.sh: alone (make may rebuild the binary the other files run)
 
 run make -C "$TOP" --no-print-directory install PREFIX=/usr DESTDIR="$T/dest"
 expect "make install exits 0" 0

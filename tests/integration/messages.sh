@@ -1,4 +1,4 @@
-# Messages name their cause whole (issue 12 §9): a long, deeply nested path
+# Messages name their cause whole: a long, deeply nested path
 # comes out complete, with the reason after it, instead of being cut at 256
 # or 300 bytes mid-path.
 . "$TOP/tests/lib.sh"
@@ -16,6 +16,6 @@ i=1
 while [ $i -le 55 ]; do P=$P/segment-number-$i; i=$((i + 1)); done
 
 run env ABX_TOOLS_DIR="$P" "$BIN" prepare --only node-runtime
-expect "§9 a ~1000-byte tools directory is named whole" 1 "" "$P (env ABX_TOOLS_DIR)"
-expect "§9 and the cause after it is not cut" 1 "" "cannot create directory $T/file: Not a directory"
-check "§9 the message is one line" test "$(grep -c 'install.read_only' "$T/err")" = 1
+expect "a ~1000-byte tools directory is named whole" 1 "" "$P (env ABX_TOOLS_DIR)"
+expect "and the cause after it is not cut" 1 "" "cannot create directory $T/file: Not a directory"
+check "the message is one line" test "$(grep -c 'install.read_only' "$T/err")" = 1

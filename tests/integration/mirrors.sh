@@ -15,32 +15,25 @@ unset ABX_TOOLS_DIR ABX_MANIFESTS_DIR ABX_SERVER_CONFIG ABX_SERVER_INSTALL_MODE 
 	ABX_INSTALL_MIRROR ABX_SERVER_INSTALL_ALLOW_HOSTS ABX_SERVER_ENV SSL_CERT_DIR HTTPS_PROXY https_proxy \
 	HTTP_PROXY http_proxy
 
-sh "$FIXTURES/mkcerts.sh" "$T/pki" >/dev/null 2>&1 || { not_ok "test PKI" "mkcerts.sh failed"; exit 1; }
+make_pki
 export SSL_CERT_FILE=$T/pki/ca.pem
 
-# serve ROOT LOG PORTFILE: the fixture server in the background
-serve() {
-	bg python3 "$FIXTURES/httpd.py" --root "$1" --log "$2" --cert "$T/pki/good.pem" \
-		--key "$T/pki/good.key" >"$3" 2>"$3.err"
-	wait_for_line "$3" '^[0-9]' 10 || { not_ok "start https fixture" "$(cat "$3.err")"; exit 1; }
-}
-: >"$T/origin.log" && : >"$T/mirror.log"
-serve "$W" "$T/origin.log" "$T/port"
-serve "$MW" "$T/mirror.log" "$T/mport"
-P=$(head -1 "$T/port")
-MP=$(head -1 "$T/mport")
+start_httpd "$W" "$T/origin.log"
+P=$HTTPD_PORT
+start_httpd "$MW" "$T/mirror.log"
+MP=$HTTPD_PORT
 
 # The tool is only on the mirror server: the origin answers 404 for it.
 rm -rf "$T/src" && mkdir -p "$T/src/pkg/bin"
 printf '#!/bin/sh\necho "only 1.0.0"\n' >"$T/src/pkg/bin/only"
 chmod 755 "$T/src/pkg/bin/only"
 tar czf "$MW/only-1.0.0.tgz" -C "$T/src" pkg
-H=$(sha256sum "$MW/only-1.0.0.tgz" | cut -d' ' -f1)
+H=$(sha "$MW/only-1.0.0.tgz")
 
-# mkman NAME URLPATH: a tarball manifest whose only host is the origin's
+# mkman_only NAME URLPATH: a tarball manifest whose only host is the origin's
 # host:port, so the mirror server's port is admitted only by the mirror
 # itself or install.allow_hosts
-mkman() {
+mkman_only() {
 	cat >"$M/$1.json" <<EOF
 {"schema":1,"name":"$1","binary":"only","version":"1.0.0",
  "source":{"type":"tarball","bin":"bin/only","strip_components":1,
@@ -52,7 +45,7 @@ EOF
 }
 
 # ---- 16 tarball mirrors, only the 16th has it -----------------------------------------
-mkman only /f/only-1.0.0.tgz
+mkman_only only /f/only-1.0.0.tgz
 {
 	printf '{"install":{"mirrors":{"tarball":['
 	i=1
@@ -73,7 +66,7 @@ check "... and the origin, asked last, is not needed" sh -c "! grep -q ' GET /f/
 # ---- 32 allowed hosts, only the 32nd admits the redirect ------------------------------------
 # The origin redirects to the mirror server, a host:port neither the
 # manifest nor a mirror names: only install.allow_hosts admits it.
-mkman redir "/to?https://localhost:$MP/f/only-1.0.0.tgz"
+mkman_only redir "/to?https://localhost:$MP/f/only-1.0.0.tgz"
 {
 	printf '{"install":{"allow_hosts":['
 	i=1

@@ -6,11 +6,7 @@
 # JavaScript entry with no node on PATH, arguments, exit codes and signals.
 . "$TOP/tests/lib.sh"
 
-PKI=$T/pki
-if ! sh "$FIXTURES/mkcerts.sh" "$PKI" >"$T/mkcerts.log" 2>&1; then
-	not_ok "mkcerts" "$(tail -3 "$T/mkcerts.log")"
-	exit 1
-fi
+make_pki
 if ! command -v musl-gcc >/dev/null 2>&1; then
 	not_ok "musl-gcc" "needed to build the fake node"
 	exit 1
@@ -219,7 +215,7 @@ mkdir -m 700 "$T/t2"
 # for this tree notwithstanding)
 run env ABX_TOOLS_DIR="$T/t2" ABX_SERVER_INSTALL_MODE=offline "$BIN" prepare --keep-cache -v --force --only app --cache "$T/tools/.cache"
 expect "offline with the cache" 0
-# prepare -v: an npm-lock source's packages are one phase, npm (issue 16)
+# prepare -v: an npm-lock source's packages are one phase, npm
 for ph in probe npm verify.argv "tree listing" publish/sync total; do
 	check "prepare -v times phase '$ph'" grep -Eq "^agent-sandbox-server: timing app [^:]*:.* $ph [0-9]+\.[0-9]{3} ms" "$T/err"
 done
@@ -256,7 +252,7 @@ mkdir -m 700 "$T/t3"
 run env ABX_TOOLS_DIR="$T/t3" ABX_SERVER_INSTALL_MODE=offline "$BIN" prepare --keep-cache --only app
 expect "offline without the cache" 1 "" "install.disabled"
 # a cache that cannot be written (an image's read-only layer) serves what it
-# holds (issue 28); a directory mirror laid out like the cache serves npm
+# holds; a directory mirror laid out like the cache serves npm
 # packages as it serves tarballs
 cp -R "$T/tools/.cache" "$T/cro"
 rm -rf "$T/cro/trees"
@@ -294,7 +290,7 @@ check "... and its fix is not to set the failing key" sh -c "! grep -q 'set inst
 run env ABX_TOOLS_DIR="$T/t4u" ABX_INSTALL_NPM_REGISTRY="https://127.0.0.1:1/npm" ABX_SERVER_INSTALL_ALLOW_HOSTS=127.0.0.1:1 \
 	"$BIN" prepare --dry-run --only app
 expect "prepare --dry-run names the npm mirror, not the registry" 0 "127.0.0.1:1 (mirror)"
-# seed 000 §7: a mirror's host must be listed in install.allow_hosts
+# a mirror's host must be listed in install.allow_hosts
 mkdir -m 700 "$T/t4b"
 run env ABX_TOOLS_DIR="$T/t4b" ABX_INSTALL_NPM_REGISTRY="$REG/mirror" "$BIN" prepare --keep-cache --only mir
 expect "an npm mirror whose host is not in install.allow_hosts is refused" 2 "" \
@@ -355,7 +351,7 @@ ln -s "$BIN" "$T/t6/bin/app"
 run timeout 30 env ABX_TOOLS_DIR="$T/t6" ABX_SERVER_INSTALL_MODE=build PATH="$T/nobin" "$T/t6/bin/app" --exit=0
 expect "build mode: the shim answers install.required" 1 "" "install.required"
 
-# ---- progress: one model for npm installs (issue 12 item 5) -----------------
+# ---- progress: one model for npm installs -----------------
 # A registry that sends big's 1.5 MiB tarball 64 KiB per 60 ms, as the npm
 # mirror: the download lasts ~1.5 s, long enough to watch.
 start_npmreg slow "$T/reg" "$PKI" --slow-ms 60
@@ -434,7 +430,7 @@ else
 fi
 unset ABX_INSTALL_NPM_REGISTRY ABX_SERVER_INSTALL_ALLOW_HOSTS
 
-# An image build's layer (issue 28): prepare without --keep-cache leaves the
+# An image build's layer: prepare without --keep-cache leaves the
 # trees and no second copy: no package tarball, no extracted package tree.
 run env ABX_TOOLS_DIR="$T/tslim" "$BIN" prepare --only app
 expect "image: prepare installs app (and node-runtime)" 0 "app 1.0.0: installed"

@@ -20,40 +20,23 @@ unset ABX_TOOLS_DIR ABX_MANIFESTS_DIR ABX_SERVER_INSTALL_MODE ABX_INSTALL_MODE A
 	ABX_INSTALL_UNPINNED ABX_SERVER_ENV SSL_CERT_DIR HTTPS_PROXY https_proxy HTTP_PROXY http_proxy \
 	ABX_OCI_AUTH ABX_OCI_AUTH_FILE DOCKER_CONFIG ABX_SERVER_CONFIG
 
-sh "$FIXTURES/mkcerts.sh" "$T/pki" >/dev/null 2>&1 || { not_ok "test PKI" "mkcerts.sh failed"; exit 1; }
+make_pki
 export SSL_CERT_FILE=$T/pki/ca.pem
 
-bg python3 "$FIXTURES/httpd.py" --root "$W" --log "$T/req.log" --cert "$T/pki/good.pem" \
-	--key "$T/pki/good.key" >"$T/port" 2>"$T/httpd.err"
-wait_for_line "$T/port" '^[0-9]' 10 || { not_ok "start https fixture" "$(cat "$T/httpd.err")"; exit 1; }
-P=$(head -1 "$T/port")
-HTTPD_PID=$BGPID
-mkman() { # NAME -> $M/NAME.json for $W/NAME-1.0.0.tgz
-	rm -rf "$T/src" && mkdir -p "$T/src/pkg/bin"
-	printf '#!/bin/sh\necho "%s 1.0.0"\n' "$1" >"$T/src/pkg/bin/$1"
-	chmod 755 "$T/src/pkg/bin/$1"
-	head -c 50000 /dev/urandom >"$T/src/pkg/data.bin"
-	tar czf "$W/$1-1.0.0.tgz" -C "$T/src" pkg
-	_h=$(sha256sum "$W/$1-1.0.0.tgz" | cut -d' ' -f1)
-	cat >"$M/$1.json" <<EOF
-{"schema":1,"name":"$1","binary":"$1","version":"1.0.0",
- "source":{"type":"tarball","bin":"bin/$1","strip_components":1,
-  "platforms":{"linux-x64":{"url":"https://localhost:$P/f/$1-1.0.0.tgz","sha256":"$_h"},"linux-arm64":{"url":"https://localhost:$P/f/$1-1.0.0.tgz","sha256":"$_h"}}},
- "hosts":["localhost"],"verify":{"argv":["{bin}"],"expect":"$1 1.0.0"},
- "platforms":["linux-x64","linux-arm64"],"size_hint_mb":1}
-EOF
-}
-mkman hello
-mkman other
-H=$(sha256sum "$W/hello-1.0.0.tgz" | cut -d' ' -f1)
-O=$(sha256sum "$W/other-1.0.0.tgz" | cut -d' ' -f1)
+start_httpd "$W" "$T/req.log"
+P=$HTTPD_PORT
+for t in hello other; do
+	mktool $t 1.0.0 50000
+	mkman $t /f/$t-1.0.0.tgz "$(sha "$W/$t-1.0.0.tgz")"
+done
+H=$(sha "$W/hello-1.0.0.tgz")
+O=$(sha "$W/other-1.0.0.tgz")
 
-freeport() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
 
 # start_registry NAME [htpasswd]: the registry on a free port, its storage
 # in $T/NAME; sets RP.
 start_registry() {
-	RP=$(freeport)
+	RP=$(free_port)
 	{
 		printf 'version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: %s\n' "$T/$1"
 		printf 'http:\n  addr: 127.0.0.1:%s\n  tls:\n    certificate: %s\n    key: %s\n' "$RP" \
@@ -162,7 +145,7 @@ expect "wrong credentials in the docker config: oci.auth" 1 "" "oci.auth"
 check "... neither the base64 nor the password printed" sh -c "! grep -q -e 'wr0ngpass' -e '$(printf alice:wr0ngpass | base64)' '$T/err' '$T/out'"
 
 # ---- a registry that is not there --------------------------------------------------------------
-DEAD=$(freeport)
+DEAD=$(free_port)
 push "$T/t3" "oci://localhost:$DEAD/team/tools"
 expect "an unreachable registry: http.connect before anything is fetched" 1 "" "http.connect"
 
@@ -203,7 +186,7 @@ else
 	done
 	inns() { nsenter -t "$NS_PID" -n "$@"; }
 	inns ip link set lo up
-	NSP=$(freeport)
+	NSP=$(free_port)
 	printf 'version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: %s\n' \
 		"$T/open" >"$T/nsreg.yml"
 	printf 'http:\n  addr: 127.0.0.1:%s\n  tls:\n    certificate: %s\n    key: %s\n' "$NSP" \
@@ -380,7 +363,7 @@ cp "$W/hello-1.0.0.tgz" "$T/plain/f/"
 cp -R "$T/npmreg/." "$T/plain/"
 cp "$W/other-1.0.0.tgz" "$T/plainbad/f/hello-1.0.0.tgz"
 plain() { # DIR -> HP
-	HP=$(freeport)
+	HP=$(free_port)
 	bg python3 -m http.server --bind 127.0.0.1 --directory "$1" "$HP" >"$T/plain.log" 2>&1
 	PLAIN_PID=$BGPID
 	_i=0
@@ -429,7 +412,7 @@ expect "lock never reads a plain http mirror" 2 "" "not an https URL"
 kill "$PLAIN_PID"
 
 # the registry itself over plain http (the same storage as the TLS one)
-PR=$(freeport)
+PR=$(free_port)
 printf 'version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: 127.0.0.1:%s\n' \
 	"$T/open" "$PR" >"$T/plainreg.yml"
 bg "$REG" serve "$T/plainreg.yml" >"$T/plainreg.log" 2>&1
@@ -484,7 +467,7 @@ bg python3 "$FIXTURES/ocitoken.py" --cert "$T/pki/good.pem" --tlskey "$T/pki/goo
 	--signcert "$T/sign.crt" --issuer test-issuer --log "$T/tok.log" --user alice:s3cret >"$T/tok.port" 2>"$T/tok.err"
 wait_for_line "$T/tok.port" '^[0-9]' 10 || { not_ok "start token server" "$(cat "$T/tok.err")"; exit 1; }
 TP=$(head -1 "$T/tok.port")
-TR=$(freeport)
+TR=$(free_port)
 {
 	printf 'version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: %s\n' "$T/tokreg"
 	printf 'http:\n  addr: 127.0.0.1:%s\n  tls:\n    certificate: %s\n    key: %s\n' "$TR" "$T/pki/good.pem" "$T/pki/good.key"

@@ -237,17 +237,15 @@ fi
 if sh "$FIXTURES/mkcerts.sh" "$T/pki" >/dev/null 2>&1; then
 	W=$T/www M2=$T/m2
 	mkdir -p "$W" "$M2" "$T/src"
-	: >"$T/req.log"
-	bg env SSL_CERT_FILE= python3 "$FIXTURES/httpd.py" --root "$W" --log "$T/req.log" --cert "$T/pki/good.pem" \
-		--key "$T/pki/good.key" >"$T/port" 2>"$T/httpd.err"
-	wait_for_line "$T/port" '^[0-9]' 10 || not_ok "https fixture" "$(cat "$T/httpd.err")"
-	HP=$(head -1 "$T/port")
+	PKI=$T/pki
+	start_httpd "$W" "$T/req.log"
+	HP=$HTTPD_PORT
 	for tool in dep hello unused; do
 		rm -rf "$T/src/pkg" && mkdir -p "$T/src/pkg/bin"
 		printf '#!/bin/sh\necho "%s 1.0.0"\n' "$tool" >"$T/src/pkg/bin/$tool"
 		chmod 755 "$T/src/pkg/bin/$tool"
 		tar czf "$W/$tool.tgz" -C "$T/src" pkg
-		sha=$(sha256sum "$W/$tool.tgz" | cut -d' ' -f1)
+		sha=$(sha "$W/$tool.tgz")
 		req='[]'; [ "$tool" = hello ] && req='["dep"]'
 		cat >"$M2/$tool.json" <<J
 {"schema":1,"name":"$tool","binary":"$tool","version":"1.0.0","requires":$req,

@@ -22,7 +22,7 @@ for a in $(cat "$T/applets"); do
 done
 
 # The README and docs point only at files a user of the repository has
-# (issue 41): every relative link names a file of the checkout, and no
+# every relative link names a file of the checkout, and no
 # document sends the reader to a specification outside it.
 for f in "$TOP"/README.md "$TOP"/docs/*.md; do
 	d=$(dirname "$f")
@@ -32,7 +32,7 @@ for f in "$TOP"/README.md "$TOP"/docs/*.md; do
 done >"$T/deadlinks"
 check "every relative link in README.md and docs/ names a file of the repository" test ! -s "$T/deadlinks"
 check "no document names a specification outside the repository" sh -c "! grep -nwE 'SPEC(\.md)?' '$TOP/README.md' '$TOP'/docs/*.md"
-# Container engines (issue 41): podman/buildah keep HEALTHCHECK only with
+# Container engines: podman/buildah keep HEALTHCHECK only with
 # --format docker, and a scratch image's token is read from the host.
 check "README: podman/buildah need --format docker to keep HEALTHCHECK" grep -q 'podman build --format docker' "$TOP/README.md"
 check "README: how to read the token out of a scratch or distroless container" \

@@ -1,4 +1,4 @@
-# The README's three worked templates, run as written (issue 12, "Done when"):
+# The README's three worked templates, run as written:
 # its server.json, commands.json, Dockerfile blocks and CI fetch line are read
 # from README.md (the <!-- template: NAME --> markers) and run outside Docker:
 # each RUN in order with this binary, COPY as cp, ENV as export, into a
@@ -132,11 +132,10 @@ template_serve() {
 U() { echo "http://127.0.0.1:$PORT"; }
 op() { curl -s -o "$T/body" -w '%{http_code}' -H 'X-Access-Token: tok' -H 'Content-Type: application/json' \
 	-X POST --data '{}' "$(U)/v1/ops/$1"; }
-js() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$T/body" "$1"; }
 codex_op() { # FLOW-NAME: codex.version answers 200 with the fixture's version
 	code=$(op codex.version)
 	check "$1: codex.version answers 200 ($(head -c 200 "$T/body"))" test "$code" = 200
-	check "$1: ... with the installed codex's version" test "$(js 'd["stdout"].strip()')" = "codex 1.0.0"
+	check "$1: ... with the installed codex's version" test "$(json_eval "$T/body" 'd["stdout"].strip()')" = "codex 1.0.0"
 }
 
 # ---- 1. build-time prepare, mode build ------------------------------------------

@@ -10,11 +10,7 @@
 # published. prepare with several tools; serve's install on first use.
 . "$TOP/tests/lib.sh"
 
-PKI=$T/pki
-if ! sh "$FIXTURES/mkcerts.sh" "$PKI" >"$T/mkcerts.log" 2>&1; then
-	not_ok "mkcerts" "$(tail -3 "$T/mkcerts.log")"
-	exit 1
-fi
+make_pki
 if ! command -v musl-gcc >/dev/null 2>&1; then
 	not_ok "musl-gcc" "needed to build the fake node"
 	exit 1

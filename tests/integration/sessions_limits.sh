@@ -1,4 +1,4 @@
-# Session requests refused before they can install (SPEC §9, issue 8): over
+# Session requests refused before they can install: over
 # server.max_sessions_per_agent or server.max_sessions a create answers 429
 # request.rate_limited with Retry-After and starts nothing: no download reaches
 # the HTTPS fixture, no install job (the runtime stays "missing", no
@@ -15,9 +15,8 @@ conns() { wc -l <"$T/req.log" | tr -d ' '; }
 gets() { grep -c " GET /f/$1-1.0.0.tgz" "$T/req.log" || true; }
 
 TOK=limits-token-$$
-hex() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
 cat >"$T/policy.json" <<EOM
-{"principals": {"op": {"token_sha256": "$(hex "$TOK")", "preset": "admin",
+{"principals": {"op": {"token_sha256": "$(sha_str "$TOK")", "preset": "admin",
   "deny": ["agents.den1.install", "agents.den2.sessions.create"]}}}
 EOM
 cat >"$T/config.json" <<EOM

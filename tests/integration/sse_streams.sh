@@ -1,4 +1,4 @@
-# Event streams do not hold worker threads (issue 8): with 2 workers, 6
+# Event streams do not hold worker threads: with 2 workers, 6
 # Server-Sent Events streams open at once all get their events and
 # heartbeats while /health, a session's state and a JSON page of its events
 # still answer; the stream beyond server.max_streams is refused with 429; a
@@ -158,11 +158,8 @@ create "print:1 sleep:600000"
 for i in 1 2 3; do rm -f "$T/s$i"; stream $i "$SID"; done
 each 3 '^data: .*"data":"out 1 of 1"'
 kill -TERM "$SERVE_PID"
-t0=$(date +%s)
-wait "$SERVE_PID"
-rc=$?
-t1=$(date +%s)
-check "SIGTERM with 3 streams open: serve exits 0 within its drain ($((t1 - t0)) s)" test "$rc" = 0 -a $((t1 - t0)) -lt 15
+wait_exit "$SERVE_PID" 60
+check "SIGTERM with 3 streams open: serve exits 0 by itself" test "$RC" = 0
 check "the streams end with it" ended $SP1 $SP2 $SP3
 
 # One principal cannot take every stream slot: with two principals that
@@ -171,11 +168,10 @@ check "the streams end with it" ended $SP1 $SP2 $SP3
 # and another principal still gets a stream.
 VIEW=viewer-$$
 OTHER=other-$$
-hex() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
 cat >"$T/policy.json" <<EOP
 {"principals": {
-  "viewer": {"token_sha256": "$(hex "$VIEW")", "preset": "readonly"},
-  "other": {"token_sha256": "$(hex "$OTHER")", "preset": "readonly"}}}
+  "viewer": {"token_sha256": "$(sha_str "$VIEW")", "preset": "readonly"},
+  "other": {"token_sha256": "$(sha_str "$OTHER")", "preset": "readonly"}}}
 EOP
 printf '{"agents":["fake"],"policy":"%s"}\n' "$T/policy.json" >"$T/config2.json"
 rm -rf "$T/state2"

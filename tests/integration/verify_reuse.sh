@@ -1,4 +1,4 @@
-# A verify.argv pass recorded in the cache (issue 16): a tree placed in a
+# A verify.argv pass recorded in the cache: a tree placed in a
 # new tools directory from the cache's extracted tree, whose sealed record
 # says verify.argv passed for exactly that tree, the same verify argv,
 # expect and env, platform, libc and requirement trees, is not run again;
@@ -15,29 +15,25 @@ unset ABX_TOOLS_DIR ABX_MANIFESTS_DIR ABX_SERVER_INSTALL_MODE ABX_INSTALL_MODE A
 	ABX_INSTALL_UNPINNED ABX_SERVER_ENV ABX_TEST_PAUSE SSL_CERT_DIR HTTPS_PROXY https_proxy \
 	HTTP_PROXY http_proxy ABX_SERVER_AUDIT_FILE
 
-sh "$FIXTURES/mkcerts.sh" "$T/pki" >/dev/null 2>&1 || { not_ok "test PKI" "mkcerts.sh failed"; exit 1; }
+make_pki
 export SSL_CERT_FILE=$T/pki/ca.pem
 # the tools need no loader: the libc is only a part of the verify run's identity
 export ABX_INSTALL_LIBC=glibc
 
-# mktool NAME VERSION [WORD]: pkg/bin/NAME prints "NAME VERSION" (WORD:
+# mktool_marked NAME VERSION [WORD]: pkg/bin/NAME prints "NAME VERSION" (WORD:
 # instead of the version, to fail expect) and adds a line to $MARK.
-mktool() {
+mktool_marked() {
 	rm -rf "$T/src" && mkdir -p "$T/src/pkg/bin"
 	printf '#!/bin/sh\necho "%s %s"\nif [ -n "${MARK:-}" ]; then echo ran >>"$MARK"; fi\n' "$1" "${3:-$2}" >"$T/src/pkg/bin/$1"
 	chmod 755 "$T/src/pkg/bin/$1"
 	tar czf "$W/$1-$2${3:+-$3}.tgz" -C "$T/src" pkg
 }
-sha() { sha256sum "$1" | cut -d' ' -f1; }
+start_httpd "$W" "$T/req.log"
+P=$HTTPD_PORT
 
-bg python3 "$FIXTURES/httpd.py" --root "$W" --log "$T/req.log" --cert "$T/pki/good.pem" \
-	--key "$T/pki/good.key" >"$T/port" 2>"$T/httpd.err"
-wait_for_line "$T/port" '^[0-9]' 10 || { not_ok "start https fixture" "$(cat "$T/httpd.err")"; exit 1; }
-P=$(head -1 "$T/port")
-
-# mkman DIR NAME FILE REQUIRES MARK: a tarball manifest whose verify
+# mkman_marked DIR NAME FILE REQUIRES MARK: a tarball manifest whose verify
 # leaves its mark in MARK
-mkman() {
+mkman_marked() {
 	_req=""
 	[ -n "$4" ] && _req="\"requires\":[\"$4\"],"
 	cat >"$1/$2.json" <<EOF
@@ -51,10 +47,10 @@ EOF
 marks() { if [ -f "$1" ]; then wc -l <"$1"; else echo 0; fi; }
 prep() { _m=$1 _d=$2; shift 2; run "$BIN" prepare --keep-cache --manifests "$_m" --tools-dir "$_d" --cache "$T/c" -v "$@"; }
 
-mktool dep 1.0.0
-mktool app 1.0.0
-mkman "$M" dep dep-1.0.0.tgz "" "$T/dep.mark"
-mkman "$M" app app-1.0.0.tgz "dep" "$T/app.mark"
+mktool_marked dep 1.0.0
+mktool_marked app 1.0.0
+mkman_marked "$M" dep dep-1.0.0.tgz "" "$T/dep.mark"
+mkman_marked "$M" app app-1.0.0.tgz "dep" "$T/app.mark"
 
 # ---- the first install runs verify.argv and records the pass --------------------
 prep "$M" "$T/t1" --only app
@@ -100,8 +96,8 @@ check "... its pass recorded beside the other libc's" \
 # ---- a changed requirement tree runs it -----------------------------------------------
 M2=$T/man2
 mkdir -p "$M2"
-mktool dep 1.0.0 1.0.0-b # the same version, another tree
-mkman "$M2" dep dep-1.0.0-1.0.0-b.tgz "" "$T/dep.mark"
+mktool_marked dep 1.0.0 1.0.0-b # the same version, another tree
+mkman_marked "$M2" dep dep-1.0.0-1.0.0-b.tgz "" "$T/dep.mark"
 sed -i 's/"expect":"dep 1.0.0"/"expect":"dep 1.0.0-b"/' "$M2/dep.json"
 cp "$M/app.json" "$M2/app.json"
 n=$(marks "$T/app.mark")
@@ -138,8 +134,8 @@ check "... not taken for its own" grep -q "cache: the verify.argv record of dep 
 check "... verify.argv ran" test "$(marks "$T/dep.mark")" -ge 1
 
 # ---- a failed verify never records ----------------------------------------------------
-mktool bad 1.0.0 0.9
-mkman "$M" bad bad-1.0.0-0.9.tgz "" "$T/bad.mark"
+mktool_marked bad 1.0.0 0.9
+mkman_marked "$M" bad bad-1.0.0-0.9.tgz "" "$T/bad.mark"
 prep "$M" "$T/t12" --only bad
 expect "a verify that fails" 1 "" "verify output lacks \"bad 1.0.0\""
 check "... it ran" test "$(marks "$T/bad.mark")" -eq 1
