@@ -251,9 +251,10 @@ run(struct install_ctx *c, const manifest_t *m, const char *platform, const char
 		o.file_arg = known;
 	}
 	memset(&st, 0, sizeof(st));
-	rc = install_oci_npm(c, m, l, cache, o.sources, e);
+	rc = install_oci_npm(c, m, l, cache, &o, e);
 	if (rc == 0)
 		rc = npm_install(&o, &st, e);
+	install_oci_npm_end(c, &o);
 	if (rc == 0)
 		install_known_settle(known);
 	if (st.placed > 0)

@@ -190,7 +190,7 @@ fetch_one(struct run *r, struct http_client *hc, struct job *j, struct mem *m, s
 {
 	const struct npm_opts *o = r->o;
 	const struct npmlock_pkg *p = j->p;
-	char url[HTTP_URL_MAX], want[DIGEST_SRI_MAX], got[DIGEST_SRI_MAX];
+	char url[HTTP_URL_MAX], from[HTTP_URL_MAX], want[DIGEST_SRI_MAX], got[DIGEST_SRI_MAX];
 	struct http_request rq;
 	struct http_response *rs;
 	struct hostrule hr;
@@ -258,7 +258,14 @@ fetch_one(struct run *r, struct http_client *hc, struct job *j, struct mem *m, s
 		rq.limits.total_ms = left > 0x7fffffff ? 0x7fffffff : (int)left;
 	}
 	s.rs = rs;
-	rc = http_request(hc, &rq, rs, e);
+	from[0] = '\0';
+	rc = o->source != NULL
+	         ? o->source(o->source_arg, hc, p, sink_write, &s, &rq.limits, rs, from, sizeof(from), e)
+	         : 1;
+	if (rc > 0)
+		rc = http_request(hc, &rq, rs, e);
+	else if (rc == 0) /* the bytes are named by where they came from */
+		snprintf(url, sizeof(url), "%s", from);
 	free(rs);
 	if (rc != 0) {
 		char msg[ERR_MSG_MAX];
