@@ -182,6 +182,13 @@ source_of(const struct run *r, const struct job *j)
 	return r->o->sources != NULL ? r->o->sources[j->p - r->o->lock->pkgs] : NULL;
 }
 
+static int
+offline_miss(const struct npmlock_pkg *p, struct err *e)
+{
+	return err_set(e, "install.disabled", "offline and not in the cache: %s@%s (%s)", p->name, p->version,
+	               p->integrity);
+}
+
 /* Get j's verified bytes: from the cache, else downloaded (into m when
  * small; extracted as they arrive with xs, when large: xs->started). */
 static int
@@ -220,9 +227,8 @@ fetch_one(struct run *r, struct http_client *hc, struct job *j, struct mem *m, s
 		}
 		return rc < 0 ? -1 : 0;
 	}
-	if (o->offline)
-		return err_set(e, "install.disabled", "offline and not in the cache: %s@%s (%s)", p->name,
-		               p->version, p->integrity);
+	if (o->offline && o->source == NULL)
+		return offline_miss(p, e);
 	if (r->reg[0] != '\0')
 		rc = snprintf(url, sizeof(url), "%s%s", r->reg, p->url_path);
 	else
@@ -263,7 +269,7 @@ fetch_one(struct run *r, struct http_client *hc, struct job *j, struct mem *m, s
 	         ? o->source(o->source_arg, hc, p, sink_write, &s, &rq.limits, rs, from, sizeof(from), e)
 	         : 1;
 	if (rc > 0)
-		rc = http_request(hc, &rq, rs, e);
+		rc = o->offline ? offline_miss(p, e) : http_request(hc, &rq, rs, e);
 	else if (rc == 0) /* the bytes are named by where they came from */
 		snprintf(url, sizeof(url), "%s", from);
 	free(rs);
