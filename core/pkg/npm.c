@@ -699,7 +699,8 @@ worker_main(void *arg)
 		pthread_mutex_lock(&r->mu);
 		if (rc != 0) {
 			if (!r->failed) {
-				r->failed = 1;
+				/* sink_write reads it without the lock */
+				__atomic_store_n(&r->failed, 1, __ATOMIC_RELAXED);
 				r->err = e;
 			}
 		} else {
