@@ -71,7 +71,7 @@ typedef void (*npm_file_fn)(void *arg, const char *pkgpath, const char *name, co
                             const unsigned char sha256[32]);
 
 /* Another place a package's bytes may come from, asked before the registry
- * for each package the caches lack (the OCI mirror, install_oci.c): the
+ * for each package the caches lack (the OCI mirror, core/install/install_oci.c): the
  * bytes of p into sink(sink_arg) over hc (the worker's client, so its
  * kept-alive connections serve package after package), within lim, rs
  * filled as http_request fills it, and where they came from into src
