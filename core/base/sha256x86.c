@@ -93,18 +93,21 @@ cpu_has_sha(void)
 	return (b & (1u << 29)) != 0;
 }
 
-/* -1 unknown, 0 no, 1 yes. Racing threads compute the same answer. */
-static volatile int have_sha = -1;
+/* -1 unknown, 0 no, 1 yes. Racing threads compute the same answer; the
+ * accesses are atomic so that is all they share. */
+static int have_sha = -1;
 static int force_portable;
 
 int
 sha256x86_available(void)
 {
+	int h = __atomic_load_n(&have_sha, __ATOMIC_RELAXED);
+
 	if (force_portable)
 		return 0;
-	if (have_sha < 0)
-		have_sha = cpu_has_sha();
-	return have_sha;
+	if (h < 0)
+		__atomic_store_n(&have_sha, h = cpu_has_sha(), __ATOMIC_RELAXED);
+	return h;
 }
 
 void

@@ -407,17 +407,20 @@ void install_npm_sbom(struct install_ctx *c, const manifest_t *m, struct json_w 
 void install_npm_lock_free(struct install_ctx *c);
 /* The OCI mirror's client and its credential (install_oci.c). */
 void install_oci_free(struct install_ctx *c);
-/* Before an npm install: each package of l that cache lacks, from the OCI
- * mirror when the tool's tag (<tool>-<version>) lists a blob for its
- * integrity, into cache, kept only when the bytes match the lockfile's
- * integrity (the registry's mapping is never trusted). A package it cannot
- * give is left to npm_install (offline: refused there; else the origin).
- * A package it puts in cache has its slot of sources (its index in
- * l->pkgs; NULL = none) set to "oci://HOST/REPO@sha256:<hex>".
- * Returns 0, or -1 with e: a mismatch, or in mode offline a registry that
- * failed. */
+/* Before an npm install: when cache lacks a package of l and the tool's
+ * tag (<tool>-<version>) on the OCI mirror lists a blob for its integrity,
+ * no->source (no->source_arg) fetches that blob in npm_install's workers,
+ * in parallel over their kept-alive connections, with the token the tag's
+ * request got; npm_install keeps the bytes only when they match the
+ * lockfile's integrity (the registry's mapping is never trusted), as it
+ * does the origin's, and records "oci://HOST/REPO@sha256:<hex>" as the
+ * package's source. A package it cannot give goes to the origin (offline:
+ * refused). Returns 0 (no->source NULL when the mirror has nothing for
+ * the tool), or -1 with e in mode offline when the registry failed.
+ * install_oci_npm_end releases what it set, after npm_install. */
 int install_oci_npm(struct install_ctx *c, const manifest_t *m, const struct npmlock *l, const char *cache,
-                    char (*sources)[NPM_SOURCE_MAX], struct err *e);
+                    struct npm_opts *no, struct err *e);
+void install_oci_npm_end(struct install_ctx *c, struct npm_opts *no);
 
 /* Clear a tool's backoff record in the writable directory (prepare --force,
  * the admin reset). */

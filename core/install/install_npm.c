@@ -296,9 +296,10 @@ run(struct install_ctx *c, const manifest_t *m, const char *platform, const char
 		return -1;
 	o.auth = rc == 1 ? auth : NULL;
 	o.auth_from = from;
-	rc = install_oci_npm(c, m, l, cache, o.sources, e);
+	rc = install_oci_npm(c, m, l, cache, &o, e);
 	if (rc == 0)
 		rc = npm_install(&o, &st, e);
+	install_oci_npm_end(c, &o);
 	memset(auth, 0, sizeof(auth));
 	if (rc == 0)
 		install_known_settle(known);

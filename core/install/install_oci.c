@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include <limits.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include "base/buf.h"
@@ -81,17 +82,24 @@ install_oci_free(struct install_ctx *c)
 
 /* ---- npm packages ------------------------------------------------------------ */
 
-/* The registry's integrity -> sha256 map, read from the tool's tag. */
-struct npm_map {
+/* The registry's integrity -> sha256 map, read from the tool's tag, and
+ * what the install's workers share to fetch from it (npm_opts.source):
+ * proto, the context's client as the manifest left it (its token and
+ * scheme, so no worker asks the token server again), under mu. */
+struct oci_npm {
 	char (*sri)[DIGEST_SRI_MAX];
 	char (*hex)[65];
 	int n, cap;
+	int offline;
+	const char *mirror;
+	pthread_mutex_t mu;
+	struct oci_client proto;
 };
 
 static void
 map_add(void *arg, const char *hex, const char *value)
 {
-	struct npm_map *mp = arg;
+	struct oci_npm *mp = arg;
 
 	if (mp->n >= mp->cap || strlen(value) >= DIGEST_SRI_MAX)
 		return;
@@ -101,7 +109,7 @@ map_add(void *arg, const char *hex, const char *value)
 }
 
 static const char *
-map_find(const struct npm_map *mp, const char *sri)
+map_find(const struct oci_npm *mp, const char *sri)
 {
 	int i;
 
@@ -111,58 +119,77 @@ map_find(const struct npm_map *mp, const char *sri)
 	return NULL;
 }
 
+/* The sink of a blob, counting what it was handed: once a byte went on,
+ * the package cannot go to the origin instead. */
+struct counted {
+	http_sink fn;
+	void *arg;
+	uint64_t n;
+};
+
 static int
-put_sink(void *arg, const void *buf, size_t len, struct err *e)
+counted_sink(void *arg, const void *buf, size_t len, struct err *e)
 {
-	return cache_put_write(arg, buf, len, e);
+	struct counted *k = arg;
+
+	k->n += len;
+	return k->fn(k->arg, buf, len, e);
 }
 
-/* The bytes of blob hex into cache, kept only when they match the
- * package's own integrity (the lockfile's pin). 0, 1 when the registry
- * has no such blob, -1 with e (install.checksum_mismatch, ...). */
+/* npm_source_fn: the blob the tag lists for p's integrity, over the
+ * worker's client with the shared token. A miss, or in lazy mode a failure
+ * before any byte, is 1: the registry is tried. */
 static int
-npm_blob(struct install_ctx *c, struct oci_client *o, const struct npmlock_pkg *p, const char *hex,
-         const char *cache, struct err *e)
+npm_source(void *arg, struct http_client *hc, const struct npmlock_pkg *p, http_sink sink, void *sink_arg,
+           const struct http_limits *lim, struct http_response *rs, char *src, size_t cap, struct err *e)
 {
-	struct cache_put put;
-	struct http_response rs;
-	struct http_limits lim;
-	struct digest got, sha;
-	char path[PATH_MAX], want[DIGEST_SRI_MAX], gots[DIGEST_SRI_MAX];
+	struct oci_npm *mp = arg;
+	struct counted k = {sink, sink_arg, 0};
+	struct oci_client *o;
+	char sri[DIGEST_SRI_MAX], at[8 + DIGEST_HEX_MAX];
+	const char *h = map_find(mp, digest_sri(&p->digest, sri));
 	int rc;
 
-	if (cache_put_open(&put, cache, p->digest.alg, e) < 0)
-		return -1;
-	lim = o->limits;
-	lim.max_body =
-	    c->cfg->install.max_download_mb > 0 ? (int64_t)c->cfg->install.max_download_mb << 20 : 0;
-	if (oci_blob_get(o, hex, put_sink, &put, &lim, &rs, e) != 0) {
-		cache_put_abort(&put);
-		return rs.status == 404 ? 1 : -1;
+	if (h == NULL)
+		return 1; /* npm_install: offline refuses, lazy goes to the origin */
+	if ((o = malloc(sizeof(*o))) == NULL)
+		return err_set(e, "internal", "out of memory");
+	pthread_mutex_lock(&mp->mu);
+	*o = mp->proto;
+	pthread_mutex_unlock(&mp->mu);
+	o->http = hc;
+	rc = oci_blob_get(o, h, counted_sink, &k, lim, rs, e);
+	pthread_mutex_lock(&mp->mu);
+	if (strcmp(o->token, mp->proto.token) != 0 || o->use_basic != mp->proto.use_basic) {
+		memcpy(mp->proto.token, o->token, sizeof(o->token));
+		memcpy(mp->proto.token_scope, o->token_scope, sizeof(o->token_scope));
+		mp->proto.use_basic = o->use_basic;
 	}
-	rc = cache_put_commit(&put, &p->digest, 0, &got, &sha, NULL, path, sizeof(path), e);
-	if (rc < 0)
-		return -1;
-	if (rc == 0)
-		return err_set(e, "install.checksum_mismatch", "%s@%s (%s@sha256:%s): expected %s, got %s",
-		               p->name, p->version, c->cfg->install.oci_mirror, hex,
-		               digest_sri(&p->digest, want), digest_sri(&got, gots));
-	c->downloads++;
-	c->bytes_downloaded += put.bytes;
-	return 0;
+	pthread_mutex_unlock(&mp->mu);
+	memset(o, 0, sizeof(*o)); /* the token is a secret */
+	free(o);
+	if (rc == 0) {
+		snprintf(at, sizeof(at), "@sha256:%s", h);
+		npm_source_set(src, cap < NPM_SOURCE_MAX ? cap : NPM_SOURCE_MAX, mp->mirror, at);
+		return 0;
+	}
+	if (k.n == 0 && (rs->status == 404 || !mp->offline)) {
+		err_clear(e);
+		return 1;
+	}
+	return -1;
 }
 
 int
 install_oci_npm(struct install_ctx *c, const manifest_t *m, const struct npmlock *l, const char *cache,
-                char (*sources)[NPM_SOURCE_MAX], struct err *e)
+                struct npm_opts *no, struct err *e)
 {
 	struct oci_client *o;
-	struct npm_map mp = {0};
+	struct oci_npm *mp;
 	struct buf doc = BUF_INIT(OCI_JSON_MAX * 8);
-	char tag[OCI_TAG_MAX], hex[DIGEST_HEX_MAX], p256[PATH_MAX], sri[DIGEST_SRI_MAX];
-	const char *h;
+	char tag[OCI_TAG_MAX], hex[DIGEST_HEX_MAX], p256[PATH_MAX];
 	size_t i, missing = 0;
-	int rc = 0, r;
+	int r;
 
 	if (c->cfg->install.oci_mirror[0] == '\0')
 		return 0;
@@ -186,42 +213,51 @@ install_oci_npm(struct install_ctx *c, const manifest_t *m, const struct npmlock
 			err_clear(e);
 		return r < 0 && c->cfg->install.mode == CFG_MODE_OFFLINE ? -1 : 0;
 	}
-	mp.cap = (int)l->npkgs + 1;
-	mp.sri = calloc((size_t)mp.cap, sizeof(*mp.sri));
-	mp.hex = calloc((size_t)mp.cap, sizeof(*mp.hex));
-	if (mp.sri == NULL || mp.hex == NULL) {
-		rc = err_set(e, "internal", "out of memory");
-		goto out;
+	if ((mp = calloc(1, sizeof(*mp))) == NULL ||
+	    (mp->sri = calloc(l->npkgs + 1, sizeof(*mp->sri))) == NULL ||
+	    (mp->hex = calloc(l->npkgs + 1, sizeof(*mp->hex))) == NULL) {
+		buf_free(&doc);
+		no->source_arg = mp;
+		install_oci_npm_end(c, no);
+		return err_set(e, "internal", "out of memory");
 	}
-	if (oci_manifest_layers((const char *)doc.p, doc.len, OCI_ANN_NPM_INTEGRITY, map_add, &mp, e) < 0) {
-		rc = c->cfg->install.mode == CFG_MODE_OFFLINE ? -1 : 0;
-		goto out;
-	}
-	for (i = 0; i < l->npkgs; i++) {
-		const struct npmlock_pkg *p = &l->pkgs[i];
-		if (p->in_bundle || p->resolved == NULL)
-			continue;
-		if (cache_sha256_of(cache, &p->digest, hex) &&
-		    fs_path_join(p256, sizeof(p256), cache, hex, NULL) == 0 && access(p256, R_OK) == 0)
-			continue;
-		if ((h = map_find(&mp, digest_sri(&p->digest, sri))) == NULL)
-			continue; /* npm_install: offline refuses, lazy goes to the origin */
-		r = npm_blob(c, o, p, h, cache, e);
-		if (r == 0 && sources != NULL) {
-			char at[8 + DIGEST_HEX_MAX];
-			snprintf(at, sizeof(at), "@sha256:%s", h);
-			npm_source_set(sources[i], NPM_SOURCE_MAX, c->cfg->install.oci_mirror, at);
-		}
-		if (r < 0 && (c->cfg->install.mode == CFG_MODE_OFFLINE ||
-		              (e->code != NULL && strcmp(e->code, "install.checksum_mismatch") == 0))) {
-			rc = -1;
-			goto out;
-		}
-	}
-	err_clear(e);
-out:
-	free(mp.sri);
-	free(mp.hex);
+	mp->cap = (int)l->npkgs + 1;
+	r = oci_manifest_layers((const char *)doc.p, doc.len, OCI_ANN_NPM_INTEGRITY, map_add, mp, e);
 	buf_free(&doc);
-	return rc;
+	no->source_arg = mp;
+	if (r < 0) {
+		install_oci_npm_end(c, no);
+		return c->cfg->install.mode == CFG_MODE_OFFLINE ? -1 : 0;
+	}
+	mp->offline = c->cfg->install.mode == CFG_MODE_OFFLINE;
+	mp->mirror = c->cfg->install.oci_mirror;
+	mp->proto = *o;
+	pthread_mutex_init(&mp->mu, NULL);
+	no->source = npm_source;
+	err_clear(e);
+	return 0;
+}
+
+void
+install_oci_npm_end(struct install_ctx *c, struct npm_opts *no)
+{
+	struct oci_npm *mp = no->source_arg;
+
+	if (mp == NULL)
+		return;
+	if (no->source != NULL) {
+		/* a token the workers got serves the context's next request */
+		if (c->oci != NULL) {
+			memcpy(c->oci->o.token, mp->proto.token, sizeof(mp->proto.token));
+			memcpy(c->oci->o.token_scope, mp->proto.token_scope, sizeof(mp->proto.token_scope));
+			c->oci->o.use_basic = mp->proto.use_basic;
+		}
+		pthread_mutex_destroy(&mp->mu);
+	}
+	free(mp->sri);
+	free(mp->hex);
+	memset(mp, 0, sizeof(*mp));
+	free(mp);
+	no->source = NULL;
+	no->source_arg = NULL;
 }

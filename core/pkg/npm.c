@@ -183,6 +183,13 @@ source_of(const struct run *r, const struct pkg_fetch *j)
 	return r->o->sources != NULL ? r->o->sources[j->p - r->o->lock->pkgs] : NULL;
 }
 
+static int
+offline_miss(const struct npmlock_pkg *p, struct err *e)
+{
+	return err_set(e, "install.disabled", "offline and not in the cache: %s@%s (%s)", p->name, p->version,
+	               p->integrity);
+}
+
 /* Get j's verified bytes: from the cache, else downloaded (into m when
  * small; extracted as they arrive with xs, when large: xs->started). */
 static int
@@ -191,7 +198,7 @@ fetch_one(struct run *r, struct http_client *hc, struct pkg_fetch *j, struct mem
 {
 	const struct npm_opts *o = r->o;
 	const struct npmlock_pkg *p = j->p;
-	char url[HTTP_URL_MAX], want[DIGEST_SRI_MAX], got[DIGEST_SRI_MAX];
+	char url[HTTP_URL_MAX], from[HTTP_URL_MAX], want[DIGEST_SRI_MAX], got[DIGEST_SRI_MAX];
 	struct http_request rq;
 	struct http_response *rs;
 	struct hostrule hr;
@@ -221,9 +228,8 @@ fetch_one(struct run *r, struct http_client *hc, struct pkg_fetch *j, struct mem
 		}
 		return rc < 0 ? -1 : 0;
 	}
-	if (o->offline)
-		return err_set(e, "install.disabled", "offline and not in the cache: %s@%s (%s)", p->name,
-		               p->version, p->integrity);
+	if (o->offline && o->source == NULL)
+		return offline_miss(p, e);
 	if (r->reg[0] != '\0')
 		rc = snprintf(url, sizeof(url), "%s%s", r->reg, p->url_path);
 	else
@@ -239,7 +245,7 @@ fetch_one(struct run *r, struct http_client *hc, struct pkg_fetch *j, struct mem
 	s.xs = o->fetch_only ? NULL : xs;
 	if (cache_put_open(&s.put, o->cache, p->digest.alg, e) < 0)
 		return fail_phase(e, "fetch", "%s", e->msg);
-	if ((rs = malloc(sizeof(*rs))) == NULL) {
+	if ((rs = calloc(1, sizeof(*rs))) == NULL) {
 		cache_put_abort(&s.put);
 		return err_set(e, "internal", "out of memory");
 	}
@@ -261,7 +267,14 @@ fetch_one(struct run *r, struct http_client *hc, struct pkg_fetch *j, struct mem
 		rq.limits.total_ms = left > 0x7fffffff ? 0x7fffffff : (int)left;
 	}
 	s.rs = rs;
-	rc = http_request(hc, &rq, rs, e);
+	from[0] = '\0';
+	rc = o->source != NULL
+	         ? o->source(o->source_arg, hc, p, sink_write, &s, &rq.limits, rs, from, sizeof(from), e)
+	         : 1;
+	if (rc > 0)
+		rc = o->offline ? offline_miss(p, e) : http_request(hc, &rq, rs, e);
+	else if (rc == 0) /* the bytes are named by where they came from */
+		snprintf(url, sizeof(url), "%s", from);
 	/* the mirror's own answer, not a redirect target's (a CDN's 403) */
 	if (rc != 0 && r->reg[0] != '\0' && (rs->status == 401 || rs->status == 403) &&
 	    strncmp(rs->url, r->reg, strlen(r->reg)) == 0)
@@ -707,7 +720,8 @@ worker_main(void *arg)
 		pthread_mutex_lock(&r->mu);
 		if (rc != 0) {
 			if (!r->failed) {
-				r->failed = 1;
+				/* sink_write reads it without the lock */
+				__atomic_store_n(&r->failed, 1, __ATOMIC_RELAXED);
 				r->err = e;
 			}
 		} else {

@@ -41,6 +41,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "net/http.h"
 #include "pkg/npmlock.h"
 
 /* Parallel downloads: npm's default maxsockets is 15 per origin; 8 keeps
@@ -68,6 +69,19 @@ struct stat;
  * fstat once complete and the sha256 of its content (arc_file_fn). */
 typedef void (*npm_file_fn)(void *arg, const char *pkgpath, const char *name, const struct stat *st,
                             const unsigned char sha256[32]);
+
+/* Another place a package's bytes may come from, asked before the registry
+ * for each package the caches lack (the OCI mirror, core/install/install_oci.c): the
+ * bytes of p into sink(sink_arg) over hc (the worker's client, so its
+ * kept-alive connections serve package after package), within lim, rs
+ * filled as http_request fills it, and where they came from into src
+ * (cap bytes). Returns 0 once the bytes were delivered (the caller checks
+ * them against p's integrity like any download), 1 when the sink got no
+ * byte and the registry is to be tried, -1 with e. Called by the workers
+ * at once: it must be safe to call from several threads. */
+typedef int (*npm_source_fn)(void *arg, struct http_client *hc, const struct npmlock_pkg *p, http_sink sink,
+                             void *sink_arg, const struct http_limits *lim, struct http_response *rs,
+                             char *src, size_t cap, struct err *e);
 
 struct npm_opts {
 	const struct npmlock *lock;
@@ -108,6 +122,8 @@ struct npm_opts {
 	 * bytes came from (npm_source_set); a slot already set when the cache
 	 * has the package (install_oci_npm put it there) is kept */
 	char (*sources)[NPM_SOURCE_MAX];
+	npm_source_fn source; /* NULL = the registry only */
+	void *source_arg;
 };
 
 /* The scheme o's registry may have: https://, or http:// with allow_http. */

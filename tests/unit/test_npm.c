@@ -1,4 +1,5 @@
 #include "unit.h"
+#include "base/digest.h"
 #include "pkg/npm.h"
 
 #include <fcntl.h>
@@ -148,6 +149,126 @@ test_link_bins(void **state)
 	assert_non_null(strstr(e.msg, "not a regular file"));
 }
 
+/* ---- npm_opts.source: another place the bytes come from ------------------ */
+
+#define SRC_PKGS 24
+
+/* The source of the test: package i's bytes are "package i", sent in two
+ * pieces; "decline" packages are not there (1), "corrupt" ones come with a
+ * byte changed. Calls are counted across the workers. */
+struct fake_src {
+	int decline, corrupt;
+	int calls, inflight, most; /* atomics */
+};
+
+static int
+fake_source(void *arg, struct http_client *hc, const struct npmlock_pkg *p, http_sink sink, void *sink_arg,
+            const struct http_limits *lim, struct http_response *rs, char *src, size_t cap, struct err *e)
+{
+	struct fake_src *f = arg;
+	char body[64];
+	int i = atoi(p->name + 4), n, now, rc = 0;
+
+	__atomic_add_fetch(&f->calls, 1, __ATOMIC_SEQ_CST);
+	now = __atomic_add_fetch(&f->inflight, 1, __ATOMIC_SEQ_CST);
+	if (now > __atomic_load_n(&f->most, __ATOMIC_SEQ_CST))
+		__atomic_store_n(&f->most, now, __ATOMIC_SEQ_CST);
+	if (i == f->decline) {
+		rc = 1;
+		goto out;
+	}
+	n = snprintf(body, sizeof(body), "package %d", i);
+	if (i == f->corrupt)
+		body[0] = 'P';
+	rs->content_length = n;
+	usleep(2000); /* the workers overlap */
+	if (sink(sink_arg, body, 4, e) != 0 || sink(sink_arg, body + 4, (size_t)n - 4, e) != 0) {
+		rc = -1;
+		goto out;
+	}
+	snprintf(src, cap, "fake:%d", i);
+out:
+	__atomic_sub_fetch(&f->inflight, 1, __ATOMIC_SEQ_CST);
+	return rc;
+}
+
+static void
+test_source(void **state)
+{
+	struct npmlock_pkg pk[SRC_PKGS];
+	char names[SRC_PKGS][16], paths[SRC_PKGS][40], body[64], cache[128];
+	char sources[SRC_PKGS][NPM_SOURCE_MAX];
+	struct fake_src f = {.decline = -1, .corrupt = -1};
+	struct npm_opts o;
+	struct npm_stats st;
+	struct npmlock l;
+	struct err e;
+	int i;
+
+	memset(&l, 0, sizeof(l));
+	memset(pk, 0, sizeof(pk));
+	for (i = 0; i < SRC_PKGS; i++) {
+		snprintf(names[i], sizeof(names[i]), "pkg-%d", i);
+		snprintf(paths[i], sizeof(paths[i]), "node_modules/pkg-%d", i);
+		pk[i].name = pk[i].folder = names[i];
+		pk[i].path = paths[i];
+		pk[i].version = "1.0.0";
+		/* the origin is a closed port: only the source can give bytes */
+		pk[i].resolved = "https://127.0.0.1:1/p.tgz";
+		pk[i].integrity = "sha512-x";
+		digest_buf(DIGEST_SHA512, body, (size_t)snprintf(body, sizeof(body), "package %d", i),
+		           &pk[i].digest);
+	}
+	l.pkgs = pk;
+	l.npkgs = SRC_PKGS;
+	snprintf(cache, sizeof(cache), "%s/cache", dir);
+	memset(&o, 0, sizeof(o));
+	o.lock = &l;
+	o.cache = cache;
+	o.fetch_only = 1;
+	o.jobs = 4;
+	o.source = fake_source;
+	o.source_arg = &f;
+	o.sources = sources;
+	memset(sources, 0, sizeof(sources));
+	/* a corrupt blob is refused by the pin, whatever the source says */
+	f.corrupt = 5;
+	o.offline = 1;
+	assert_int_equal(npm_install(&o, &st, &e), -1);
+	assert_string_equal(e.code, "install.checksum_mismatch");
+	assert_non_null(strstr(e.msg, "fake:5"));
+	/* offline: what the source has is fetched, in parallel; a package it
+	 * lacks is the offline refusal */
+	f.corrupt = -1;
+	f.decline = 7;
+	snprintf(body, sizeof(body), "rm -rf '%s'", cache); /* what the last run kept */
+	assert_int_equal(system(body), 0);
+	assert_int_equal(npm_install(&o, &st, &e), -1);
+	assert_string_equal(e.code, "install.disabled");
+	assert_non_null(strstr(e.msg, "pkg-7@1.0.0"));
+	/* everything there: each package once, by several workers at once */
+	f.decline = -1;
+	f.calls = f.most = 0;
+	assert_int_equal(npm_install(&o, &st, &e), 0);
+	assert_int_equal(st.fetched + st.cached, SRC_PKGS);
+	assert_true(st.fetched > 0);
+	assert_int_equal(f.calls, (int)st.fetched);
+	assert_true(f.most > 1);
+	for (i = 0; i < SRC_PKGS; i++)
+		assert_true(strncmp(sources[i], "fake:", 5) == 0 || strncmp(sources[i], "cache:", 6) == 0);
+	/* the cache holds them now: the source is not asked again */
+	f.calls = 0;
+	assert_int_equal(npm_install(&o, &st, &e), 0);
+	assert_int_equal(st.cached, SRC_PKGS);
+	assert_int_equal(f.calls, 0);
+	/* lazy: a package the source lacks goes to the origin (here closed) */
+	assert_int_equal(system(body), 0);
+	o.offline = 0;
+	f.decline = 3;
+	assert_int_equal(npm_install(&o, &st, &e), -1);
+	assert_true(strncmp(e.code, "http.", 5) == 0);
+}
+
 int
 main(void)
 {
@@ -156,6 +277,7 @@ main(void)
 	    cmocka_unit_test(test_purl),
 	    cmocka_unit_test(test_source_set),
 	    cmocka_unit_test_setup_teardown(test_link_bins, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_source, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

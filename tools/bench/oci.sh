@@ -5,7 +5,11 @@
 # (Debian's docker-registry) on loopback over TLS, then
 #   - one cold install from the registry (install.mirrors.oci) against the
 #     same install from the HTTPS fixture registry (tests/fixtures/npmreg.py),
-#     side by side in rounds: goal <= 1.1x;
+#     side by side in interleaved rounds, medians: goal <= 0.8x (a fleet
+#     cache faster than the origin). The default fixture is agent-sized:
+#     202 packages, a native one of 160 MiB, about 170 MB installed (codex
+#     and claude-code's order). The registry runs with Debian's stock
+#     storage cache (blobdescriptor: inmemory);
 #   - a fleet: OCI_FLEET concurrent `prepare` processes (each its own tools
 #     directory and cache) against the one registry, the origin still up:
 #     bytes the origin served (goal: the push's one copy, the installs 0,
@@ -16,16 +20,16 @@
 set -u
 : "${TOP:=$(cd "$(dirname "$0")/../.." && pwd)}"
 . "$TOP/tools/benchlib.sh"
-OCI_NATIVE_MB=${OCI_NATIVE_MB:-110}
+OCI_NATIVE_MB=${OCI_NATIVE_MB:-160}
 OCI_JS=${OCI_JS:-200}
-OCI_RUNS=${OCI_RUNS:-2}
+OCI_RUNS=${OCI_RUNS:-3}
 OCI_FLEET=${OCI_FLEET:-32}
 F="agent-shaped install (1 native ${OCI_NATIVE_MB} MiB + $OCI_JS JS packages)"
 FF="fleet of $OCI_FLEET concurrent prepare, one registry"
 REGBIN=$(command -v docker-registry || true)
 
 na_all() {
-	row "$F, cold, from an OCI registry, ms (ref: HTTPS fixture registry)" n/a n/a "n/a ($1)"
+	row "$F, cold, from an OCI registry, ms (ref: HTTPS fixture registry; goal <= 0.8x)" n/a n/a "n/a ($1)"
 	row "$FF, origin bytes read (ref: one copy, the push)" n/a n/a "n/a ($1)"
 	row "$FF, wall ms" n/a n/a "n/a ($1)"
 	row "$FF, registry requests per install" n/a n/a "n/a ($1)"
@@ -67,7 +71,8 @@ PYTHONPATH="$TOP/tests/fixtures" python3 "$TOP/tools/bench/agentfix.py" "$d" "$R
 	{ na_all "fixture failed"; exit 0; }
 
 RP=$(free_port)
-printf 'version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: %s\n' "$d/oci" >"$d/oci.yml"
+printf 'version: 0.1\nlog:\n  level: error\nstorage:\n  cache:\n    blobdescriptor: inmemory\n  filesystem:\n    rootdirectory: %s\n' \
+	"$d/oci" >"$d/oci.yml"
 printf 'http:\n  addr: 127.0.0.1:%s\n  tls:\n    certificate: %s\n    key: %s\n' "$RP" "$d/pki/good.pem" \
 	"$d/pki/good.key" >>"$d/oci.yml"
 "$REGBIN" serve "$d/oci.yml" >"$d/oci.log" 2>&1 &
@@ -122,16 +127,23 @@ oc="" hc=""
 r=0
 while [ $r -lt "$OCI_RUNS" ]; do
 	say "round $((r + 1)) of $OCI_RUNS"
-	oc="$oc $(t inst "$OCI")"
-	hc="$hc $(t inst "")"
+	# each side first in every other round: neither always gets the
+	# page cache the other warmed
+	if [ $((r % 2)) -eq 0 ]; then
+		oc="$oc $(t inst "$OCI")"
+		hc="$hc $(t inst "")"
+	else
+		hc="$hc $(t inst "")"
+		oc="$oc $(t inst "$OCI")"
+	fi
 	r=$((r + 1))
 done
 rm -rf "$d/t" "$d/c"
 if [ -s "$d/rc" ]; then
 	say "a run failed: $(sort -u "$d/rc" | tr '\n' ' ') $(tail -3 "$d/inst.err")"
-	row "$F, cold, from an OCI registry, ms (ref: HTTPS fixture registry)" fail fail "n/a (a run failed)"
+	row "$F, cold, from an OCI registry, ms (ref: HTTPS fixture registry; goal <= 0.8x)" fail fail "n/a (a run failed)"
 else
-	row "$F, cold, from an OCI registry, ms (ref: HTTPS fixture registry)" "$(median $oc)" "$(median $hc)"
+	row "$F, cold, from an OCI registry, ms (ref: HTTPS fixture registry; goal <= 0.8x)" "$(median $oc)" "$(median $hc)"
 fi
 
 say "fleet: $OCI_FLEET concurrent installs"
