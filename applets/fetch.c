@@ -17,6 +17,7 @@
  * [--cache DIR]) is fetch_cache() in fetch_cache.c, shared with prepare
  * --cache-only; fetch_main() takes it when no URL is given.
  */
+#include "base/decimal.h"
 #include "common.h"
 
 #include <errno.h>
@@ -115,11 +116,11 @@ add_allow(void *dst, const struct opt *opt, const char *arg, struct err *e)
 static int
 set_ms(void *dst, const struct opt *opt, const char *arg, struct err *e)
 {
-	char *end;
-	double v = strtod(arg, &end);
+	const char *end;
+	double v;
 	int ms;
 
-	if (end == arg || *end != '\0' || !(v >= 0) || v > 86400.0 * 7)
+	if (dec_parse(arg, &end, &v) != 0 || *end != '\0' || !(v >= 0) || v > 86400.0 * 7)
 		return err_set(e, "usage", "bad value '%s' for --%s", arg, opt->name);
 	ms = (int)(v * 1000 + 0.5);
 	memcpy((char *)dst + opt->off, &ms, sizeof(ms));
