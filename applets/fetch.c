@@ -338,8 +338,8 @@ progress(struct sink *s, int final)
 	s->last_ms = now;
 	el = now - s->start_ms;
 	n = progress_format(line, sizeof(line), s->tty ? "" : "fetch", (uint64_t)have,
-	                    total > 0 ? (uint64_t)total : 0, el > 0 ? have * 1000.0 / el : 0, "", s->tty,
-	                    final);
+	                    total > 0 ? (uint64_t)total : 0,
+	                    el > 0 ? (uint64_t)have * 1000 / (uint64_t)el : 0, "", s->tty, final);
 	if (write(2, line, (size_t)n) < 0)
 		return;
 	s->drawn = 1;
@@ -576,7 +576,7 @@ fetch_one(const struct fetch_opts *o)
 		goto out;
 	}
 	if (!o->quiet) {
-		human_bytes((double)rs->body_bytes, h1, sizeof(h1));
+		human_bytes((uint64_t)rs->body_bytes, h1, sizeof(h1));
 		fprintf(stderr, "fetch: %s: %s verified (%s %s)%s%s\n", rs->url, h1, digest_name(got.alg),
 		        digest_hex(&got, hex), o->output ? " -> " : "", o->output ? o->output : "");
 	}
