@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/decimal.h"
 #include "base/fs.h"
 #include "config/config.h"
 
@@ -67,34 +68,38 @@ self_path(const char *argv0, char *buf)
 }
 
 void
-human_bytes(double b, char *buf, size_t cap)
+human_bytes(uint64_t b, char *buf, size_t cap)
 {
-	if (b >= 1024.0 * 1024 * 1024)
-		snprintf(buf, cap, "%.1f GiB", b / (1024.0 * 1024 * 1024));
-	else if (b >= 1024.0 * 1024)
-		snprintf(buf, cap, "%.1f MiB", b / (1024.0 * 1024));
-	else if (b >= 1024.0)
-		snprintf(buf, cap, "%.1f KiB", b / 1024.0);
-	else
-		snprintf(buf, cap, "%.0f B", b);
+	static const char *const unit[] = {"B", "KiB", "MiB", "GiB"};
+	int u = b >= (1u << 30) ? 3 : b >= (1u << 20) ? 2 : b >= 1024 ? 1 : 0;
+	/* tenths of the unit, rounded to nearest (ties to even, as %.1f) */
+	unsigned __int128 t = (unsigned __int128)b * 10;
+	uint64_t q = (uint64_t)(t >> (10 * u)), half = u ? (uint64_t)1 << (10 * u - 1) : 0;
+	uint64_t r = (uint64_t)(t & ((((unsigned __int128)1) << (10 * u)) - 1));
+	char num[48];
+
+	if (u && (r > half || (r == half && (q & 1))))
+		q++;
+	dec_fixed(u ? q : b, u ? 1 : 0, 0, num, sizeof(num));
+	snprintf(buf, cap, "%s %s", num, unit[u]);
 }
 
 int
-progress_format(char *line, size_t cap, const char *label, uint64_t have, uint64_t total, double rate,
+progress_format(char *line, size_t cap, const char *label, uint64_t have, uint64_t total, uint64_t rate,
                 const char *extra, int tty, int final)
 {
 	char got[32], tot[32] = "?", rt[32], eta[32] = "", pct[16] = "";
 	const int w = 24;
 	int n, i, fill = 0;
 
-	human_bytes((double)have, got, sizeof(got));
+	human_bytes(have, got, sizeof(got));
 	human_bytes(rate, rt, sizeof(rt));
 	if (total > 0) {
-		human_bytes((double)total, tot, sizeof(tot));
+		human_bytes(total, tot, sizeof(tot));
 		snprintf(pct, sizeof(pct), "%d%%", (int)(have >= total ? 100 : have * 100 / total));
 		fill = have >= total ? w : (int)(have * (uint64_t)w / total);
 		if (rate > 0 && total > have)
-			snprintf(eta, sizeof(eta), " ETA %ds", (int)((double)(total - have) / rate));
+			snprintf(eta, sizeof(eta), " ETA %ds", (int)((total - have) / rate));
 	}
 	if (cap < 2 * (size_t)w)
 		return 0;

@@ -43,7 +43,7 @@ int self_path(const char *argv0, char *buf);
 int tool_path(char *buf, size_t cap, const char *dir, const char *name, const char *leaf, struct err *e);
 
 /* A byte count for people: "12 B", "3.4 KiB", "164.1 MiB", "1.2 GiB". */
-void human_bytes(double b, char *buf, size_t cap);
+void human_bytes(uint64_t b, char *buf, size_t cap);
 
 /*
  * One progress line (fetch and installs share it): on a terminal a bar
@@ -53,7 +53,7 @@ void human_bytes(double b, char *buf, size_t cap);
  * rate in bytes per second; extra may be "" (e.g. "3/9 packages").
  * Returns the length written into line.
  */
-int progress_format(char *line, size_t cap, const char *label, uint64_t have, uint64_t total, double rate,
+int progress_format(char *line, size_t cap, const char *label, uint64_t have, uint64_t total, uint64_t rate,
                     const char *extra, int tty, int final);
 
 /* argv[0] as the process started it, saved by main(). */

@@ -17,6 +17,7 @@
  * [--cache DIR]) is fetch_cache() in fetch_cache.c, shared with prepare
  * --cache-only; fetch_main() takes it when no URL is given.
  */
+#include "base/decimal.h"
 #include "common.h"
 
 #include <errno.h>
@@ -115,11 +116,11 @@ add_allow(void *dst, const struct opt *opt, const char *arg, struct err *e)
 static int
 set_ms(void *dst, const struct opt *opt, const char *arg, struct err *e)
 {
-	char *end;
-	double v = strtod(arg, &end);
+	const char *end;
+	double v;
 	int ms;
 
-	if (end == arg || *end != '\0' || !(v >= 0) || v > 86400.0 * 7)
+	if (dec_parse(arg, &end, &v) != 0 || *end != '\0' || !(v >= 0) || v > 86400.0 * 7)
 		return err_set(e, "usage", "bad value '%s' for --%s", arg, opt->name);
 	ms = (int)(v * 1000 + 0.5);
 	memcpy((char *)dst + opt->off, &ms, sizeof(ms));
@@ -337,8 +338,8 @@ progress(struct sink *s, int final)
 	s->last_ms = now;
 	el = now - s->start_ms;
 	n = progress_format(line, sizeof(line), s->tty ? "" : "fetch", (uint64_t)have,
-	                    total > 0 ? (uint64_t)total : 0, el > 0 ? have * 1000.0 / el : 0, "", s->tty,
-	                    final);
+	                    total > 0 ? (uint64_t)total : 0,
+	                    el > 0 ? (uint64_t)have * 1000 / (uint64_t)el : 0, "", s->tty, final);
 	if (write(2, line, (size_t)n) < 0)
 		return;
 	s->drawn = 1;
@@ -575,7 +576,7 @@ fetch_one(const struct fetch_opts *o)
 		goto out;
 	}
 	if (!o->quiet) {
-		human_bytes((double)rs->body_bytes, h1, sizeof(h1));
+		human_bytes((uint64_t)rs->body_bytes, h1, sizeof(h1));
 		fprintf(stderr, "fetch: %s: %s verified (%s %s)%s%s\n", rs->url, h1, digest_name(got.alg),
 		        digest_hex(&got, hex), o->output ? " -> " : "", o->output ? o->output : "");
 	}

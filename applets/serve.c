@@ -16,6 +16,7 @@
 #include "server/api.h"
 #include "cfgload.h"
 #include "opts.h"
+#include "base/decimal.h"
 #include "base/digest.h"
 #include "base/fs.h"
 #include "net/httpd.h"
@@ -68,13 +69,11 @@ set_flag(void *dst, const struct opt *o, const char *arg, struct err *e)
 static int
 set_secs(void *dst, const struct opt *o, const char *arg, struct err *e)
 {
-	char *end;
+	const char *end;
 	double v;
 
-	if ((arg[0] < '0' || arg[0] > '9') && arg[0] != '.')
-		return err_set(e, "usage", "%s: expected seconds (0.001..86400)", arg);
-	v = strtod(arg, &end);
-	if (*end != '\0' || v < 0.001 || v > 86400)
+	if (((arg[0] < '0' || arg[0] > '9') && arg[0] != '.') || dec_parse(arg, &end, &v) != 0 ||
+	    *end != '\0' || v < 0.001 || v > 86400)
 		return err_set(e, "usage", "%s: expected seconds (0.001..86400)", arg);
 	*(int *)(void *)((char *)dst + o->off) = (int)(v * 1000 + 0.5);
 	return 0;

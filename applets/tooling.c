@@ -165,7 +165,7 @@ tooling_progress(void *arg, const char *name, const char *phase, const struct in
 		snprintf(label, sizeof(label), "%s: %s", name, phase);
 		el = now - pt->start_ms;
 		n = progress_format(line, sizeof(line), label, p->bytes, p->total,
-		                    el > 0 ? (double)p->bytes * 1000.0 / (double)el : 0, extra, tty, !live);
+		                    el > 0 ? p->bytes * 1000 / (uint64_t)el : 0, extra, tty, !live);
 		bar_open = live;
 		if (live)
 			snprintf(bar_name, sizeof(bar_name), "%s", name);

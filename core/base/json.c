@@ -11,6 +11,7 @@
  */
 #include "base/json.h"
 #include "base/buf.h"
+#include "base/decimal.h"
 #include "base/json_int.h"
 #include "base/digest.h"
 #include "base/fs.h"
@@ -19,7 +20,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -472,8 +472,7 @@ parse_number(struct parser *P, struct json_val *v)
 		d = (double)acc;
 		d = neg ? -d : d; /* "-0" stays -0.0 */
 	} else {
-		d = strtod(text, NULL);
-		if (isinf(d))
+		if (dec_parse(text, NULL, &d) != 0)
 			return PERR(P, s, "json.too_large", "number out of range");
 	}
 	v->u.num.d = d;

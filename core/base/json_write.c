@@ -5,6 +5,7 @@
  */
 #include "base/json.h"
 #include "base/json_int.h"
+#include "base/decimal.h"
 
 #include <inttypes.h>
 #include <limits.h>
@@ -401,7 +402,6 @@ void
 json_w_double(struct json_w *w, double v)
 {
 	char b[40];
-	int n = 0, prec;
 
 	if (!isfinite(v)) {
 		json_w_null(w);
@@ -409,18 +409,7 @@ json_w_double(struct json_w *w, double v)
 	}
 	if (w_sep(w) < 0)
 		return;
-	if (v == 0 && signbit(v)) {
-		n = snprintf(b, sizeof(b), "-0");
-	} else if (v == trunc(v) && fabs(v) <= 9007199254740992.0) {
-		n = snprintf(b, sizeof(b), "%" PRId64, (int64_t)v);
-	} else {
-		for (prec = 15; prec <= 17; prec++) {
-			n = snprintf(b, sizeof(b), "%.*g", prec, v);
-			if (strtod(b, NULL) == v)
-				break;
-		}
-	}
-	w_put(w, b, (size_t)n);
+	w_put(w, b, dec_format(v, b, sizeof(b)));
 }
 
 void

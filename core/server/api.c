@@ -460,7 +460,7 @@ api_handle(const struct httpd_req *req, struct httpd_resp *resp, void *arg)
 	struct api_rq q;
 
 	memset(&q, 0, sizeof(q));
-	q.t0 = (clock_us() / 1e6);
+	q.t0 = clock_us();
 	q.a = arg;
 	q.req = req;
 	q.resp = resp;
@@ -478,14 +478,14 @@ void
 api_observe(void *arg, const struct httpd_route *route, int status, size_t bytes, int64_t usec)
 {
 	if (route == NULL)
-		api_metrics_record(arg, R_SERVER, status, (double)usec / 1e6);
+		api_metrics_record(arg, R_SERVER, status, usec);
 }
 
 void
 api_health(const struct httpd_req *req, struct httpd_resp *resp, void *arg)
 {
 	struct api *a = arg;
-	double t0 = (clock_us() / 1e6);
+	int64_t t0 = clock_us();
 	struct json_w w;
 
 	json_w_init(&w, 256);
@@ -499,7 +499,7 @@ api_health(const struct httpd_req *req, struct httpd_resp *resp, void *arg)
 	else
 		httpd_respond_json(resp, 200, w.buf);
 	json_w_free(&w);
-	api_metrics_record(a, R_HEALTH, 200, (clock_us() / 1e6) - t0);
+	api_metrics_record(a, R_HEALTH, 200, clock_us() - t0);
 }
 
 /* The first tool an op any principal may call installs that is not ready,
@@ -537,7 +537,7 @@ void
 api_ready(const struct httpd_req *req, struct httpd_resp *resp, void *arg)
 {
 	struct api *a = arg;
-	double t0 = (clock_us() / 1e6);
+	int64_t t0 = clock_us();
 	struct api_gen *g = api_gen_get(a);
 	struct err *e = calloc(1, sizeof(*e));
 	int64_t now = clock_us();
@@ -582,6 +582,6 @@ api_ready(const struct httpd_req *req, struct httpd_resp *resp, void *arg)
 	} else {
 		httpd_respond_err(resp, e);
 	}
-	api_metrics_record(a, R_READY, rc == 0 ? 200 : err_info(e->code)->status, (clock_us() / 1e6) - t0);
+	api_metrics_record(a, R_READY, rc == 0 ? 200 : err_info(e->code)->status, clock_us() - t0);
 	free(e);
 }

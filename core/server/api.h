@@ -91,7 +91,7 @@ enum api_route {
 struct api_metrics {
 	uint64_t req[R_NROUTES][API_NSTATUS + 1];
 	uint64_t hist[R_NROUTES][API_NBUCKETS + 1]; /* cumulative when printed */
-	double sum_s[R_NROUTES];
+	uint64_t sum_us[R_NROUTES];                 /* microseconds */
 	uint64_t count[R_NROUTES];
 	uint64_t auth_failures, policy_denials, ops_run, ops_timeouts, ops_rejected_busy;
 };

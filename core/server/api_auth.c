@@ -151,7 +151,7 @@ api_gate(struct httpd_req *req, const struct httpd_route *route, struct httpd_re
 	int rc;
 
 	memset(&q, 0, sizeof(q));
-	q.t0 = (clock_us() / 1e6);
+	q.t0 = clock_us();
 	q.a = arg;
 	q.req = req;
 	q.resp = resp;

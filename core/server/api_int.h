@@ -28,7 +28,7 @@ struct api_rq {
 	const char *principal;
 	int status; /* the answer's status, for metrics */
 	enum api_route route;
-	double t0;    /* CLOCK_MONOTONIC seconds at the start, for metrics */
+	int64_t t0;   /* CLOCK_MONOTONIC microseconds at the start, for metrics */
 	int deferred; /* the answer comes later, from another thread */
 };
 
@@ -40,7 +40,7 @@ struct api_rq {
 /* ---- api_metrics.c ---- */
 
 /* Count one answer of route r: its status and latency (secs). */
-void api_metrics_record(struct api *a, enum api_route r, int status, double secs);
+void api_metrics_record(struct api *a, enum api_route r, int status, int64_t usec);
 /* Add one to the counter c of a's metrics (under a->mu). */
 void api_count(struct api *a, uint64_t *c);
 /* Count a finished command op for metrics. */

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/buf.h"
+#include "base/decimal.h"
 
 /* The metrics text: a few kilobytes for every route and status. */
 #define API_METRICS_MAX (1u << 20)
@@ -18,8 +19,9 @@
  * "other" is left for what no route sends */
 static const int status_codes[API_NSTATUS] = {200, 201, 202, 400, 401, 403, 404, 405, 408, 413, 414,
                                               424, 429, 431, 500, 501, 502, 503, 504, 505, 507};
-static const double buckets[API_NBUCKETS] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
-                                             0.05,   0.1,   0.25,   0.5,   1,    5};
+/* the upper bounds in microseconds */
+static const uint32_t buckets[API_NBUCKETS] = {500,   1000,   2500,   5000,   10000,   25000,
+                                               50000, 100000, 250000, 500000, 1000000, 5000000};
 static const char *const route_names[R_NROUTES] = {
     "health",  "ops_list",     "ops_run", "runtimes",  "runtime",  "runtime_install", "install_job",
     "metrics", "unauthorized", "server",  "not_found", "sessions", "ready",
@@ -27,7 +29,7 @@ static const char *const route_names[R_NROUTES] = {
 
 /* (api_int.h) */
 void
-api_metrics_record(struct api *a, enum api_route r, int status, double secs)
+api_metrics_record(struct api *a, enum api_route r, int status, int64_t usec)
 {
 	int i, si = API_NSTATUS;
 
@@ -38,10 +40,12 @@ api_metrics_record(struct api *a, enum api_route r, int status, double secs)
 		}
 	pthread_mutex_lock(&a->mu);
 	a->m.req[r][si]++;
-	for (i = 0; i < API_NBUCKETS && secs > buckets[i]; i++)
+	if (usec < 0)
+		usec = 0;
+	for (i = 0; i < API_NBUCKETS && usec > buckets[i]; i++)
 		;
 	a->m.hist[r][i]++;
-	a->m.sum_s[r] += secs;
+	a->m.sum_us[r] += (uint64_t)usec;
 	a->m.count[r]++;
 	pthread_mutex_unlock(&a->mu);
 }
@@ -124,18 +128,20 @@ api_metrics_text(struct api *a, char **out, size_t *len)
 	            "# TYPE abx_http_request_duration_seconds histogram\n");
 	for (r = 0; r < R_NROUTES; r++) {
 		uint64_t cum = 0;
+		char num[48];
 
 		if (m->count[r] == 0)
 			continue;
 		for (i = 0; i < API_NBUCKETS; i++) {
 			cum += m->hist[r][i];
-			mprintf(&b, "abx_http_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} %llu\n",
-			        route_names[r], buckets[i], (unsigned long long)cum);
+			dec_fixed(buckets[i], 6, 1, num, sizeof(num));
+			mprintf(&b, "abx_http_request_duration_seconds_bucket{route=\"%s\",le=\"%s\"} %llu\n",
+			        route_names[r], num, (unsigned long long)cum);
 		}
 		mprintf(&b, "abx_http_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n",
 		        route_names[r], (unsigned long long)m->count[r]);
-		mprintf(&b, "abx_http_request_duration_seconds_sum{route=\"%s\"} %.6f\n", route_names[r],
-		        m->sum_s[r]);
+		dec_fixed(m->sum_us[r], 6, 0, num, sizeof(num));
+		mprintf(&b, "abx_http_request_duration_seconds_sum{route=\"%s\"} %s\n", route_names[r], num);
 		mprintf(&b, "abx_http_request_duration_seconds_count{route=\"%s\"} %llu\n", route_names[r],
 		        (unsigned long long)m->count[r]);
 	}

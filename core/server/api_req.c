@@ -117,7 +117,7 @@ api_rq_policy(struct api_rq *q, const char *op_id, const char *const *installs, 
 void
 api_rq_record(struct api_rq *q)
 {
-	api_metrics_record(q->a, q->route, q->status, (clock_us() / 1e6) - q->t0);
+	api_metrics_record(q->a, q->route, q->status, clock_us() - q->t0);
 }
 
 size_t

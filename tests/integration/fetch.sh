@@ -30,6 +30,11 @@ run "$BIN" fetch --bogus
 expect "unknown option exits 2" 2 "" "usage: agent-sandbox-server fetch"
 run "$BIN" fetch http://127.0.0.1:9/x
 expect "no digest is refused" 2 "" "a digest is required"
+# seconds are plain decimals: no hex, no infinity, no blanks around them
+for _v in 0x10 inf " 5" 1.5s 8e5; do
+	run "$BIN" fetch http://127.0.0.1:9/x --sha256 "$SHA" --read-timeout "$_v"
+	expect "--read-timeout '$_v' is refused" 2 "" "bad value '$_v' for --read-timeout"
+done
 run "$BIN" fetch http://127.0.0.1:9/x --sha256 abc
 expect "short hex is refused" 2 "" "sha256 digest must be 64 hex digits"
 run "$BIN" fetch http://127.0.0.1:9/x --sha256 "$SHA" --sha512 "$SHA512"

@@ -223,12 +223,25 @@ static void
 test_metrics_count_ops(void **state)
 {
 	char body[65536];
+	const char *sum;
 
 	assert_int_equal(fx_call("GET", "/metrics", NULL, body, sizeof(body)), 200);
 	assert_non_null(strstr(body, "abx_http_requests_total{route=\"ops_run\",status=\"200\"} "));
 	assert_non_null(strstr(body, "abx_http_requests_total{route=\"ops_run\",status=\"429\"} 1\n"));
 	assert_non_null(
 	    strstr(body, "abx_http_request_duration_seconds_bucket{route=\"ops_run\",le=\"+Inf\"} "));
+	/* bounds as %g printed them; the sum in seconds with six decimals */
+	assert_non_null(
+	    strstr(body, "abx_http_request_duration_seconds_bucket{route=\"ops_run\",le=\"0.0005\"} "));
+	assert_non_null(
+	    strstr(body, "abx_http_request_duration_seconds_bucket{route=\"ops_run\",le=\"0.0025\"} "));
+	assert_non_null(
+	    strstr(body, "abx_http_request_duration_seconds_bucket{route=\"ops_run\",le=\"5\"} "));
+	sum = strstr(body, "abx_http_request_duration_seconds_sum{route=\"ops_run\"} ");
+	assert_non_null(sum);
+	sum = strchr(sum, '}') + 2;
+	assert_true(strspn(sum, "0123456789") >= 1 && sum[strspn(sum, "0123456789")] == '.');
+	assert_int_equal(strspn(sum + strspn(sum, "0123456789") + 1, "0123456789"), 6);
 	assert_non_null(strstr(body, "abx_ops_timeouts_total 1\n"));
 	assert_non_null(strstr(body, "abx_ops_rejected_total 1\n"));
 	assert_non_null(strstr(body, "abx_policy_denials_total 1\n"));
