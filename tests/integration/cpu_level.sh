@@ -34,6 +34,8 @@ NPM = "https://registry.npmjs.org"
 agent = open(T + "/b/static", "rb").read()
 d = json.load(open(TOP + "/manifests/opencode.json"))
 d["version"] = d["verify"]["expect"] = d["path"]["min"] = "1.0.0"
+# the CPU level alone: the shared libraries this host may lack are not asked
+d.pop("libs", None)
 json.dump(d, open(m + "/opencode.json", "w"), indent=2)
 P.pack(root, "opencode-ai", "1.0.0", {"bin/opencode.exe": (b"echo postinstall never ran\n", 0o755)},
        {"bin": {"opencode": "bin/opencode.exe"}})
@@ -78,13 +80,13 @@ check "install.cpu_level baseline: the baseline build" \
 
 before=$(wc -l <"$T/reg.log")
 ABX_INSTALL_AVX2=0 ABX_INSTALL_CPU_LEVEL=v3 prep v3
-expect "v3 without AVX2: refused, naming the fix" 3 "" \
+expect "v3 without AVX2: refused, naming the fix" 1 "" \
 	"install.image_unsupported: opencode cannot run on this CPU: install.cpu_level v3 chooses its build for CPUs with AVX2"
 check "v3 without AVX2: nothing downloaded" test "$(wc -l <"$T/reg.log")" = "$before"
 check "v3 without AVX2: nothing installed" test ! -e "$T/v3/opencode/$V"
 
 ABX_INSTALL_AVX2=0 ABX_INSTALL_LIBC=musl prep bm
-expect "a build the lockfile lacks: refused, naming it" 3 "" "has no opencode-linux-x64-baseline-musl for linux-x64"
+expect "a build the lockfile lacks: refused, naming it" 1 "" "has no opencode-linux-x64-baseline-musl for linux-x64"
 check "a build the lockfile lacks: nothing downloaded" test "$(wc -l <"$T/reg.log")" = "$before"
 
 ABX_INSTALL_AVX2=1 ABX_INSTALL_LIBC=musl prep musl
