@@ -3,7 +3,8 @@
 # answered in under a second and GET /health from 127.0.0.254 is never 503:
 # a principal every op denies holding request slots with bodies it never
 # finishes, and half heads without a token evicting a client whose head
-# arrives in two pieces. Then wrong tokens taking turns with two paths and
+# arrives in two pieces; admitted bodies that stall holding every slot.
+# Then wrong tokens taking turns with two paths and
 # many addresses: the audit file and the access log stay under their bound
 # and their counts add up.
 . "$TOP/tests/lib.sh"
@@ -66,6 +67,37 @@ if serve_lockout; then
 	wait "$SERVE_PID" 2>/dev/null
 else
 	not_ok "split heads" "serve did not start: $(head -3 "$T/serve.err")"
+fi
+
+# ---- admitted bodies that stall fill the table ----------------------------------------------
+# Four principals (a quarter of 4 slots each) send heads announcing a body,
+# then nothing: the table is full of admitted requests. A new authorized
+# request is answered once the oldest stall passes HTTPD_STALL_MS (2 s;
+# before that it gets the reserve's 503), long before the 30 s body deadline.
+{
+	printf '{"principals": {"admin": {"token_sha256": "%s", "preset": "admin"}' "$(hex "$ADMIN")"
+	for i in 1 2 3 4; do
+		printf ', "s%d": {"token_sha256": "%s", "preset": "admin"}' "$i" "$(hex "stall$i-$$")"
+	done
+	printf '}}\n'
+} >"$T/stall-policy.json"
+cat >"$T/stall.json" <<EOF
+{"commands": "$T/cmds.json", "policy": "$T/stall-policy.json",
+ "server": {"max_connections": 4, "max_connections_per_peer": 4}}
+EOF
+if start_serve --verbose --config "$T/stall.json" --state-dir "$T/state" --tools-dir "$T/tools"; then
+	probe stalled "$PORT" 15 "$ADMIN" 127.0.0.2=stall1-$$ 127.0.0.3=stall2-$$ \
+		127.0.0.4=stall3-$$ 127.0.0.5=stall4-$$ >"$T/p" 2>&1
+	check "4 stalled admitted bodies fill 4 slots: a new authorized request is answered 200 within 15 s ($(head -1 "$T/p"))" \
+		grep -q '^authorized 200 ' "$T/p"
+	check "... a stalled one was closed for it ($(sed -n 's/^stalled-closed //p' "$T/p"))" \
+		grep -q '^stalled-closed [1-4] ' "$T/p"
+	check "... and the log says so" \
+		grep -q 'closed the longest-waiting connection 127\.0\.0\.[2-5].*(all 4 slots in use)' "$T/serve.err"
+	kill "$SERVE_PID"
+	wait "$SERVE_PID" 2>/dev/null
+else
+	not_ok "stalled bodies" "serve did not start: $(head -3 "$T/serve.err")"
 fi
 
 # ---- wrong tokens taking turns with two paths, from 12 addresses ---------------------------
