@@ -38,7 +38,7 @@ COMPARE=${FIELD_COMPARE-$AGENTS}
 # name binary package version verify-args expected-output, per agent
 info() {
 	f=$TOP/manifests/$1.json
-	[ -f "$f" ] || f=$TOP/manifests/large/$1.json
+	[ -f "$f" ] || f=$TOP/manifests/extra/$1.json
 	python3 - "$f" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -63,7 +63,7 @@ mkroot() {
 	cp "$BIN" "$R/abx"
 	cp "$CA" "$R/ca.pem"
 	cp /etc/resolv.conf /etc/hosts "$R/etc/"
-	cp -r "$TOP/manifests/large" "$R/large"
+	cp -r "$TOP/manifests/extra" "$R/extra"
 	[ "$1" = musl ] && mkdir -p "$R${MLD%/*}" && cp -L "$MLD" "$R$MLD"
 	if [ "$1" = glibc ]; then
 		mkdir -p "$R${GLD%/*}" && cp -L "$GLD" "$R$GLD"
@@ -120,7 +120,7 @@ for a in $COMPARE; do
 	set -- $(info "$a")
 	pkg=$2 ver=$3
 	t0=$(now)
-	env -u ABX_TOOLS_DIR ABX_SERVER_INSTALL_USE_PATH=false "$BIN" prepare --only "$a" --manifests "$TOP/manifests/large" \
+	env -u ABX_TOOLS_DIR ABX_SERVER_INSTALL_USE_PATH=false "$BIN" prepare --only "$a" --manifests "$TOP/manifests/extra" \
 		--tools-dir "$T/ours-$a" >"$T/out" 2>"$T/err"
 	rc=$?
 	t1=$(now)

@@ -32,7 +32,7 @@ T, TOP = os.environ["T"], os.environ["TOP"]
 root, m = T + "/reg", T + "/m"
 NPM = "https://registry.npmjs.org"
 agent = open(T + "/b/static", "rb").read()
-d = json.load(open(TOP + "/manifests/opencode.json"))
+d = json.load(open(TOP + "/manifests/extra/opencode.json"))
 d["version"] = d["verify"]["expect"] = d["path"]["min"] = "1.0.0"
 # the CPU level alone: the shared libraries this host may lack are not asked
 d.pop("libs", None)
