@@ -96,7 +96,7 @@ for root in $ROOTS; do
 		set -- $(info "$a")
 		bin=$1 ver=$3 args=$4 expect=$5
 		want=$(where "$a" "$root")
-		inroot "$R" /abx prepare --only "$a" --manifests /large
+		inroot "$R" /abx prepare --only "$a" --manifests /extra
 		if [ "$want" = yes ]; then
 			expect "$root: $a $ver installed" 0 "$a $ver: installed"
 			[ "$args" = - ] && continue
