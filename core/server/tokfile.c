@@ -75,8 +75,8 @@ classify(const char *tok, ssize_t n)
 	return n < 0 ? TOKFILE_INVALID : TOKFILE_OK;
 }
 
-void
-tokfile_check(struct tokfile *t)
+static void
+check_once(struct tokfile *t)
 {
 	char tok[TOKFILE_TOKEN_MAX + 2], id[TOKFILE_ID_MAX];
 	struct stat sb, ib;
@@ -119,6 +119,14 @@ tokfile_check(struct tokfile *t)
 		t->state = TOKFILE_MOVED;
 	}
 	pthread_mutex_unlock(&t->mu);
+}
+
+void
+tokfile_check(struct tokfile *t)
+{
+	pthread_mutex_lock(&t->cmu);
+	check_once(t);
+	pthread_mutex_unlock(&t->cmu);
 }
 
 /* Watch the directory of path (its own when it names none); 0 when the
@@ -174,6 +182,7 @@ tokfile_start(struct tokfile *t, const char *path, const char *id_path, struct e
 	        sizeof(t->id_path))
 		return err_set(e, "config.invalid", "server.token_file: path too long");
 	pthread_mutex_init(&t->mu, NULL);
+	pthread_mutex_init(&t->cmu, NULL);
 	t->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	tokfile_check(t);
 	/* every signal blocked: SIGTERM and SIGHUP are the other threads' */

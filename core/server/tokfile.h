@@ -43,6 +43,7 @@ enum tokfile_state {
 
 struct tokfile {
 	pthread_mutex_t mu;
+	pthread_mutex_t cmu; /* one tokfile_check at a time: a read never lands after a newer one */
 	char path[1024], id_path[1024];
 	enum tokfile_state state; /* under mu, with digest */
 	unsigned char digest[32]; /* sha256 of the token when TOKFILE_OK */
@@ -60,7 +61,8 @@ struct tokfile {
  * thread). t must live as long as the process. */
 int tokfile_start(struct tokfile *t, const char *path, const char *id_path, struct err *e);
 
-/* Read both files now and update the state (the thread's step). */
+/* Read both files now and update the state (the thread's step; safe from
+ * any thread: checks run one at a time). */
 void tokfile_check(struct tokfile *t);
 
 /* 0 when initialised, else -1 with e server.not_initialised naming the
