@@ -3,6 +3,7 @@
  */
 #include "base/proc.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -104,6 +105,67 @@ proc_kill(struct proc *p, int sig)
 	 * cannot have been reused by then: kill(-pid) is safe even after the
 	 * leader exited, up to the moment we reap it (we reap after this). */
 	return kill(-p->pid, sig);
+}
+
+/* The parent of process pid (/proc/<pid>/stat field 4), or -1. */
+static pid_t
+parent_of(const char *pid)
+{
+	char path[64], buf[512], *q;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%.32s/stat", pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	/* comm may hold spaces and parentheses: count from the last ')' */
+	if ((q = strrchr(buf, ')')) == NULL || (q = strchr(q + 2, ' ')) == NULL)
+		return -1;
+	return (pid_t)atoi(q + 1);
+}
+
+int
+proc_kill_tree(struct proc *p, int sig)
+{
+	pid_t tree[PROC_TREE_MAX];
+	int n = 1, grew = 1, i, rc;
+	struct dirent *d;
+	DIR *dir;
+
+	if (p->pid <= 0)
+		return -1;
+	tree[0] = p->pid;
+	/* A process joins once its parent is in: passes until none joins (a
+	 * listing may show a child before its parent). */
+	while (grew && n < PROC_TREE_MAX && (dir = opendir("/proc")) != NULL) {
+		grew = 0;
+		while (n < PROC_TREE_MAX && (d = readdir(dir)) != NULL) {
+			pid_t pid = (pid_t)atoi(d->d_name), pp;
+
+			for (i = 0; pid > 0 && i < n && tree[i] != pid; i++)
+				;
+			if (pid <= 0 || i < n || (pp = parent_of(d->d_name)) <= 0)
+				continue;
+			for (i = 0; i < n && tree[i] != pp; i++)
+				;
+			if (i < n) {
+				tree[n++] = pid;
+				grew = 1;
+			}
+		}
+		closedir(dir);
+	}
+	/* The agent first: a command that died before it would read as the
+	 * command's end to the agent, which could still finish its turn. */
+	rc = proc_kill(p, sig);
+	for (i = 1; i < n; i++)
+		(void)kill(tree[i], sig);
+	return rc;
 }
 
 /* Read what is available on one pipe; close it at EOF. */

@@ -84,6 +84,13 @@ int proc_step(struct proc *p, int wait_ms, proc_sink sink, void *arg);
 
 /* Signal the whole group (e.g. a cancelled session). 0 or -1 (ESRCH: gone). */
 int proc_kill(struct proc *p, int sig);
+/* Processes proc_kill_tree finds at most. */
+#define PROC_TREE_MAX 256
+/* sig to p's group, then to the descendants p had (found by their parents
+ * in /proc, at most PROC_TREE_MAX) before: a child that left the group (its own
+ * session or group, as gemini's shell tool starts one) goes too. 0, or -1
+ * as proc_kill. */
+int proc_kill_tree(struct proc *p, int sig);
 
 /* Stop the run now: SIGTERM to the group, SIGKILL after the grace, drain,
  * reap. For abandoning a run (cancel, shutdown); p->status is valid after. */

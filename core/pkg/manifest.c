@@ -146,8 +146,9 @@ only_keys(struct vctx *v, const struct json_val *obj, const char *path, const ch
 	return 0;
 }
 
+/* An array of 1..MANIFEST_MAX_ARGV strings into a. */
 static int
-get_argv(struct vctx *v, const struct json_val *x, const char *path, struct manifest_argv *a)
+get_words(struct vctx *v, const struct json_val *x, const char *path, struct manifest_argv *a)
 {
 	size_t i;
 	char p[200];
@@ -168,6 +169,14 @@ get_argv(struct vctx *v, const struct json_val *x, const char *path, struct mani
 		memcpy(a->v[i], w->u.str.s, w->u.str.len + 1);
 	}
 	a->n = (int)x->u.arr.n;
+	return 0;
+}
+
+static int
+get_argv(struct vctx *v, const struct json_val *x, const char *path, struct manifest_argv *a)
+{
+	if (get_words(v, x, path, a) < 0)
+		return -1;
 	if (strcmp(a->v[0], "{bin}") != 0 && a->v[0][0] != '/')
 		return bad(v, path, "the first word must be {bin} or an absolute path");
 	return 0;
@@ -318,7 +327,7 @@ static const char *const tarball_keys[] = {"type", "bin", "strip_components", "p
 static const char *const art_keys[] = {"url", "sha256", NULL};
 static const char *const verify_keys[] = {"argv", "expect", "timeout", "env", NULL};
 static const char *const path_keys[] = {"argv", "min", NULL};
-static const char *const run_keys[] = {"argv", "dialect", NULL};
+static const char *const run_keys[] = {"argv", "dialect", "extra", NULL};
 /* The dialects core/server/dialect.h parses (a manifest loads without it). */
 static const char *const dialects[] = {"raw", "codex", "claude-code", "gemini", NULL};
 
@@ -591,6 +600,10 @@ parse_commands(struct vctx *v, manifest_t *m, const struct json_val *root)
 				return bad(v, "$.run.dialect",
 				           "unknown dialect '%s' (known: raw, codex, claude-code, gemini)",
 				           m->dialect);
+			if ((y = json_get(x, "extra")) != NULL &&
+			    get_words(v, y, "$.run.extra", &m->run_extra) < 0)
+				return -1;
+			y = json_get(x, "argv");
 		}
 		if (get_argv(v, y, x == y ? "$.run" : "$.run.argv", &m->run) < 0)
 			return -1;

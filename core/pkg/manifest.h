@@ -145,6 +145,10 @@ typedef struct manifest {
 		char min[MANIFEST_VERSION_MAX];
 	} path;
 	struct manifest_argv run;
+	/* run.extra: words every turn of a conversation passes after the
+	 * dialect's own (core/server/dialect.h): the agent's non-interactive
+	 * permission options; n == 0 when none. */
+	struct manifest_argv run_extra;
 	/* run.dialect: what the agent prints in its JSON mode, for turns that
 	 * continue a conversation (the names of core/server/dialect.h); ""
 	 * when the manifest gives none. */

@@ -131,6 +131,37 @@ void api_runner_free(struct api *a);
  * the path is not the sessions API's. */
 int api_sessions_route(struct api_rq *q);
 
+/* What the OpenAI wire (api_wire.c) adds to a session start: a turn of
+ * conversation id (NULL: a new conversation, whose object's members are
+ * conf), the user's message text (NULL: none, a new conversation only). */
+struct wire_start {
+	const char *id;
+	const char *text;
+	const char *conf;
+	/* the agent's options (NULL: its defaults) and its conversation id
+	 * from the turns before (NULL: none) */
+	const char *model, *instructions, *thread;
+};
+/* Start a conversation of agent or a turn of one, for q, admitted as
+ * agents.<a>.sessions.create or .send_event (install admission as a
+ * session's): root holds the run template's slots and "cwd". 0 with *sv,
+ * or 1 when q was answered with an error. */
+struct session_view;
+int api_session_start(struct api_rq *q, const char *agent, const struct json_val *root,
+                      const struct wire_start *ws, struct session_view *sv);
+/* The working directory root's "cwd" asks for (or the default), checked:
+ * 0 with out, or -1 with e. */
+struct err;
+int api_session_cwd(struct api_rq *q, const struct json_val *root, char *out, size_t cap, struct err *e);
+/* Answer q with session id's events after seq after as Server-Sent Events
+ * (mode: sessions_read_buf's sse), on a thread of the stream's own. */
+void api_events_stream(struct api_rq *q, const char *agent, const char *id, uint32_t after, int mode);
+
+/* ---- api_wire.c ---- */
+
+/* Route /v1/agents/sessions…: 1 when answered, 0 when not the wire's. */
+int api_wire_route(struct api_rq *q);
+
 /* POST /v1/ops/agents.<a>.run, its policy checked: a session run to its
  * end, answered (deferred) with its output like a command op. */
 void api_agent_run(struct api_rq *q, const char *agent);

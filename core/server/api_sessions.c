@@ -33,6 +33,7 @@
 #include "install/launch.h"
 #include "pkg/manifest.h"
 #include "base/proc.h"
+#include "server/dialect.h"
 #include "server/sessions.h"
 
 /* Events per JSON page: default and ceiling. */
@@ -388,8 +389,8 @@ path_within(const char *dir, const char *under)
  * qualify falls back to "/". 0, or -1 with e (request.invalid for the
  * request's, config.invalid for server.session_cwd).
  */
-static int
-session_cwd(struct api_rq *q, const struct json_val *root, char *out, size_t cap, struct err *e)
+int
+api_session_cwd(struct api_rq *q, const struct json_val *root, char *out, size_t cap, struct err *e)
 {
 	const struct json_val *v = root != NULL ? json_get(root, "cwd") : NULL;
 	const char *want, *from, *code = "request.invalid";
@@ -533,21 +534,108 @@ session_env(struct api_rq *q, const struct json_val *root, char ***owned, struct
  * 0 with *sv (not answered yet) and *timeout_s (the run's "timeout", 0 =
  * none), or 1 when q was answered with an error.
  */
+static int start_session(struct api_rq *q, const char *agent, const char *action, const struct json_val *root,
+                         const struct wire_start *ws, struct session_view *sv, int *timeout_s, int admitted);
+
 static int
 create_session(struct api_rq *q, const char *agent, const char *action, struct session_view *sv,
                int *timeout_s)
 {
+	const struct json_val *root;
+	const char *tools[1] = {agent};
+	struct json_doc doc;
+	char op[OP_ID_MAX];
+	int rc;
+
+	snprintf(op, sizeof(op), "agents.%s.%s", agent, action);
+	if (!api_agent_enabled(q->g, agent) || ops_find(&q->g->ops, op) == NULL)
+		return start_session(q, agent, action, NULL, NULL, sv, timeout_s, 1);
+	/* Install admission (the op, and agents.<a>.install not denied)
+	 * before the body is read. */
+	if (strcmp(action, "run") != 0 && api_rq_policy(q, op, tools, 1) != 0)
+		return 1;
+	if (api_body_json(q, &doc, &root) != 0)
+		return 1;
+	rc = start_session(q, agent, action, root, NULL, sv, timeout_s, 1);
+	json_free(&doc);
+	return rc;
+}
+
+int
+api_session_start(struct api_rq *q, const char *agent, const struct json_val *root,
+                  const struct wire_start *ws, struct session_view *sv)
+{
+	int t;
+
+	return start_session(q, agent, ws->id != NULL ? "sessions.send_event" : "sessions.create", root, ws,
+	                     sv, &t, 0);
+}
+
+/* A conversation's turn of an agent whose manifest names a JSON dialect:
+ * dialect_argv's argv (the entry at word 0) and *dia; *dia 0 when it names
+ * none (the run template's argv, which takes no model or instructions).
+ * 0, or -1 with e. */
+static int
+dialect_run(const manifest_t *m, const struct wire_start *ws, char **argv, int *argc, int *bin_at, int *dia,
+            struct err *e)
+{
+	const char *w[DIALECT_ARGV_MAX + 1], *extra[DIALECT_ARGV_MAX];
+	struct dialect_turn t;
+	enum dialect d;
+	size_t cap;
+	char *buf;
+	int n, i;
+
+	*dia = 0;
+	if (dialect_from_name(m->dialect, &d) != 0 || d == DIALECT_RAW) {
+		if (ws->model != NULL || ws->instructions != NULL)
+			return err_set(e, "request.invalid",
+			               "agent.%s cannot be passed to %s: its manifest names no JSON dialect "
+			               "(run.dialect) whose turn argv has the option",
+			               ws->model != NULL ? "model" : "instructions", m->name);
+		return 1;
+	}
+	memset(&t, 0, sizeof(t));
+	t.bin = "";
+	t.prompt = ws->text != NULL ? ws->text : "";
+	t.model = ws->model;
+	t.instructions = ws->instructions;
+	t.conversation = ws->thread != NULL && ws->thread[0] != '\0' ? ws->thread : NULL;
+	/* the manifest's run.extra: the agent's non-interactive permission
+	 * options (docs/trust-model.md) */
+	for (i = 0; i < m->run_extra.n && i < DIALECT_ARGV_MAX; i++)
+		extra[i] = m->run_extra.v[i];
+	t.extra = extra;
+	t.nextra = i;
+	cap = strlen(t.prompt) + (t.instructions != NULL ? 6 * strlen(t.instructions) : 0) + 4096;
+	if ((buf = malloc(cap)) == NULL)
+		return err_set(e, "internal", "out of memory");
+	n = dialect_argv(d, &t, w, buf, cap, e);
+	for (i = 0; i < n; i++)
+		if ((argv[i] = strdup(w[i])) == NULL)
+			n = err_set(e, "internal", "out of memory");
+		else
+			*argc = i + 1;
+	free(buf);
+	*bin_at = 0;
+	*dia = (int)d;
+	return n < 0 ? -1 : 0;
+}
+
+static int
+start_session(struct api_rq *q, const char *agent, const char *action, const struct json_val *root,
+              const struct wire_start *ws, struct session_view *sv, int *timeout_s, int admitted)
+{
 	char op[OP_ID_MAX], *argv[SESSION_ARGV_MAX + 1];
 	const char *tools[1] = {agent};
-	const struct json_val *root, *tv;
+	const struct json_val *tv;
 	struct session_spec sp;
 	struct job_view *jv = NULL;
-	struct json_doc doc;
 	const manifest_t *m;
 	struct err e;
 	char **env = NULL, **owned = NULL, *cwd = NULL;
 	struct launch_tool *lt = NULL;
-	int argc = 0, i, rc, retry, bin_at = -1, answered = 1;
+	int argc = 0, i, rc, retry, bin_at = -1, answered = 1, dia = 0;
 
 	memset(argv, 0, sizeof(argv));
 	snprintf(op, sizeof(op), "agents.%s.%s", agent, action);
@@ -558,9 +646,7 @@ create_session(struct api_rq *q, const char *agent, const char *action, struct s
 		return 1;
 	}
 	/* Install admission: the op, and agents.<a>.install not denied. */
-	if (strcmp(action, "run") != 0 && api_rq_policy(q, op, tools, 1) != 0)
-		return 1;
-	if (api_body_json(q, &doc, &root) != 0)
+	if (!admitted && api_rq_policy(q, op, tools, 1) != 0)
 		return 1;
 	m = manifest_get(q->a->ms, agent, &e);
 	if (m == NULL || m->run.n == 0) {
@@ -584,7 +670,9 @@ create_session(struct api_rq *q, const char *agent, const char *action, struct s
 		}
 		*timeout_s = (int)tv->u.num.i;
 	}
-	if (expand_run(m, root, argv, &argc, &bin_at, &e) != 0) {
+	if ((ws != NULL && (rc = dialect_run(m, ws, argv, &argc, &bin_at, &dia, &e)) < 0) ||
+	    ((ws == NULL || (rc == 1 && ws->text != NULL)) &&
+	     expand_run(m, root, argv, &argc, &bin_at, &e) != 0)) {
 		api_rq_err(q, &e);
 		goto out;
 	}
@@ -596,7 +684,7 @@ create_session(struct api_rq *q, const char *agent, const char *action, struct s
 		goto out;
 	}
 	err_clear(&e);
-	if (session_cwd(q, root, cwd, PATH_MAX, &e) != 0 ||
+	if (api_session_cwd(q, root, cwd, PATH_MAX, &e) != 0 ||
 	    (env = session_env(q, root, &owned, &e)) == NULL) {
 		api_rq_err(q, &e);
 		goto out;
@@ -632,8 +720,16 @@ create_session(struct api_rq *q, const char *agent, const char *action, struct s
 	sp.cfg = &q->g->cfg;
 	sp.entry = rc == 0 ? jv->entry : "";
 	sp.job = rc == 1 ? jv->id : NULL;
+	if (ws != NULL) {
+		sp.conv = 1;
+		sp.conf = ws->conf;
+		sp.text = ws->text;
+		sp.dialect = dia;
+	}
 	err_clear(&e);
-	if (sessions_create(q->a->sessions, &sp, sv, &retry, &e) != 0) {
+	retry = 0;
+	if (ws != NULL && ws->id != NULL ? sessions_turn(q->a->sessions, ws->id, &sp, ws->text, sv, &e) != 0
+	                                 : sessions_create(q->a->sessions, &sp, sv, &retry, &e) != 0) {
 		if (retry > 0)
 			api_rq_retry_after(q, retry);
 		api_rq_err(q, &e);
@@ -650,7 +746,6 @@ out:
 	free(jv);
 	free(cwd);
 	free(lt);
-	json_free(&doc);
 	return answered;
 }
 
@@ -946,6 +1041,7 @@ struct sse_ctx {
 	char principal[POL_NAME_MAX];
 	uint32_t after;
 	int hb_ms;
+	int mode; /* sessions_read_buf's sse: 1, or 2 for the wire */
 };
 
 static void
@@ -965,8 +1061,8 @@ sse_run(struct sse_ctx *x)
 	if (httpd_stream_write(resp, hello, strlen(hello)) != 0)
 		goto out;
 	while (!done) {
-		n = sessions_read_buf(S, x->agent, x->id, last, API_EVENTS_PAGE_MAX, API_EVENTS_BYTES, 1, &b,
-		                      &last, &done);
+		n = sessions_read_buf(S, x->agent[0] ? x->agent : NULL, x->id, last, API_EVENTS_PAGE_MAX,
+		                      API_EVENTS_BYTES, x->mode, &b, &last, &done);
 		if (n < 0)
 			break;
 		if (n > 0) {
@@ -1024,8 +1120,8 @@ streams_per_principal(const struct api_rq *q, int max)
 	return (max + API_SSE_PRINCIPAL_SHARE - 1) / API_SSE_PRINCIPAL_SHARE;
 }
 
-static void
-events_stream(struct api_rq *q, const char *agent, const char *id, uint32_t after)
+void
+api_events_stream(struct api_rq *q, const char *agent, const char *id, uint32_t after, int mode)
 {
 	struct sessions *S = q->a->sessions;
 	struct session_view v;
@@ -1033,7 +1129,7 @@ events_stream(struct api_rq *q, const char *agent, const char *id, uint32_t afte
 	int rc, max, mine;
 
 	if (sessions_get(S, agent, id, &v) != 0) {
-		api_rq_errf(q, "not_found", "no session %s of %s", id, agent);
+		api_rq_errf(q, "not_found", "no session %s of %s", id, agent != NULL ? agent : "any agent");
 		return;
 	}
 	x = calloc(1, sizeof(*x));
@@ -1062,9 +1158,10 @@ events_stream(struct api_rq *q, const char *agent, const char *id, uint32_t afte
 	q->status = 200;
 	x->S = S;
 	x->resp = q->resp;
-	snprintf(x->agent, sizeof(x->agent), "%s", agent);
+	snprintf(x->agent, sizeof(x->agent), "%s", agent != NULL ? agent : "");
 	snprintf(x->id, sizeof(x->id), "%s", id);
 	x->after = after;
+	x->mode = mode;
 	x->hb_ms = q->g->cfg.server.sse_heartbeat * 1000;
 	/* Deferred before the thread exists: it may answer and complete
 	 * before this worker is back in its loop. */
@@ -1102,7 +1199,7 @@ events(struct api_rq *q, const char *agent, const char *id)
 			api_rq_errf(q, "request.invalid", "Last-Event-ID must be an event number");
 			return;
 		}
-		events_stream(q, agent, id, after);
+		api_events_stream(q, agent, id, after, 1);
 		return;
 	}
 	events_page(q, agent, id, after, limit);

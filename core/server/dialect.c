@@ -299,8 +299,7 @@ codex_item(struct ctx *c, const struct json_val *item, int phase)
 }
 
 /* claude: the content blocks of one assistant message line. Each block's
- * item id is the message's id and the block's index, as the deltas of
- * --include-partial-messages number them. */
+ * item id is the message's id and the block's index. */
 static int
 claude_assistant(struct ctx *c, const struct json_val *msg)
 {
@@ -334,29 +333,6 @@ claude_assistant(struct ctx *c, const struct json_val *msg)
 	return rc;
 }
 
-/* claude --include-partial-messages: the text and thinking deltas. */
-static int
-claude_partial(struct ctx *c, const struct json_val *ev)
-{
-	const struct json_val *delta = json_get(ev, "delta"), *index = json_get(ev, "index");
-	char item[DIALECT_ID_MAX + 16];
-	int think = str_is(delta, "type", "thinking_delta");
-	struct dialect_rec r = {
-	    .kind = think ? DIALECT_REC_REASONING : DIALECT_REC_MESSAGE, .delta = 1, .item_id = item};
-
-	if (str_is(ev, "type", "message_start")) {
-		snprintf(c->s->msg_id, DIALECT_ID_MAX, "%s",
-		         json_get_str(json_get(ev, "message"), "id") ?: "msg");
-		c->s->nblocks = 0;
-	}
-	if (!str_is(ev, "type", "content_block_delta") || !json_is(index, JSON_NUMBER) ||
-	    !(think || str_is(delta, "type", "text_delta")) ||
-	    !text(&r, json_get(delta, think ? "thinking" : "text")))
-		return 1;
-	snprintf(item, sizeof(item), "%s:%lld", c->s->msg_id, (long long)index->u.num.i);
-	return out(c, &r);
-}
-
 static int
 claude_line(struct ctx *c, const struct json_val *root, const char *type)
 {
@@ -371,8 +347,6 @@ claude_line(struct ctx *c, const struct json_val *root, const char *type)
 		           : 1;
 	if (strcmp(type, "assistant") == 0)
 		return claude_assistant(c, json_get(root, "message"));
-	if (strcmp(type, "stream_event") == 0)
-		return claude_partial(c, json_get(root, "event"));
 	if (strcmp(type, "user") == 0) {
 		for (size_t i = 0; json_is(content, JSON_ARRAY) && i < content->u.arr.n && rc > 0; i++) {
 			const struct json_val *b = &content->u.arr.v[i];

@@ -12,8 +12,8 @@
  *                todo_list, error), error
  *   claude-code  `claude -p --output-format stream-json --verbose`: system
  *                (init), assistant and user messages (text, thinking,
- *                tool_use, tool_result blocks), result, and with
- *                --include-partial-messages stream_event deltas
+ *                tool_use, tool_result blocks), result (stream_event
+ *                lines, which --include-partial-messages adds, are raw)
  *   gemini       `gemini -p --output-format stream-json`: init, message,
  *                tool_use, tool_result, error, result
  *

@@ -20,9 +20,18 @@ static const struct {
 	int installs;
 	int reading;
 } agent_actions[] = {
-    {"run", 1, 0},           {"sessions.create", 1, 0}, {"sessions.get", 0, 1},
-    {"sessions.list", 0, 1}, {"sessions.events", 0, 1}, {"sessions.cancel", 0, 0},
-    {"status", 0, 1},        {"install", 1, 0},
+    {"run", 1, 0},
+    {"sessions.create", 1, 0},
+    {"sessions.get", 0, 1},
+    {"sessions.list", 0, 1},
+    {"sessions.events", 0, 1},
+    {"sessions.cancel", 0, 0},
+    {"status", 0, 1},
+    {"install", 1, 0},
+    {"sessions.send_event", 0, 0},
+    {"sessions.items", 0, 1},
+    {"sessions.update", 0, 0},
+    {"sessions.delete", 0, 0},
 };
 #define NACTIONS ((int)(sizeof(agent_actions) / sizeof(agent_actions[0])))
 

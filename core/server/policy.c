@@ -13,7 +13,8 @@
 #include "base/json.h"
 
 static const char *const preset_readonly_allow[] = {
-    "agents.*.status", "agents.*.sessions.get", "agents.*.sessions.list", "agents.*.sessions.events", NULL,
+    "agents.*.status",          "agents.*.sessions.get",   "agents.*.sessions.list",
+    "agents.*.sessions.events", "agents.*.sessions.items", NULL,
 };
 static const char *const preset_readonly_deny[] = {"agents.*.install", NULL};
 static const char *const preset_agents_allow[] = {"agents.*.run", "agents.*.sessions.**", "agents.*.status",

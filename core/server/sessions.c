@@ -77,32 +77,46 @@ slot_take(struct sessions *S)
 	for (i = 0; i < SESSIONS_KEEP; i++) {
 		struct slot *s = &S->slot[i];
 
-		if (!s->used) {
+		if (!s->used || (s->deleted && s->holds == 0)) {
 			slot_init(s);
+			s->used = s->deleted = 0;
+			free(s->conf);
+			s->conf = NULL;
 			return s;
 		}
-		if (!s->running && s->holds == 0 && (best == NULL || s->created_ms < best->created_ms))
+		if (!s->deleted && !s->running && s->holds == 0 &&
+		    (best == NULL || s->created_ms < best->created_ms))
 			best = s;
 	}
 	if (best != NULL) {
 		journal_close(&best->j, 1);
 		best->used = 0;
+		free(best->conf);
+		best->conf = NULL;
 	}
 	return best;
 }
 
-static void
-count_running(struct sessions *S, const char *agent, int *total, int *mine)
+/* Whether a session of agent may start now (the running limits): 0, or -1
+ * with e (request.rate_limited) and *retry_after. Caller holds S->mu. */
+static int
+over_limit(struct sessions *S, const char *agent, int *retry_after, struct err *e)
 {
-	int i;
+	int i, total = 0, mine = 0;
 
-	*total = *mine = 0;
 	for (i = 0; i < SESSIONS_KEEP; i++)
 		if (S->slot[i].used && sessions_live(&S->slot[i])) {
-			(*total)++;
-			if (strcmp(S->slot[i].v.agent, agent) == 0)
-				(*mine)++;
+			total++;
+			mine += strcmp(S->slot[i].v.agent, agent) == 0;
 		}
+	if (total < S->c.max_running && mine < S->c.max_per_agent)
+		return 0;
+	*retry_after = 5;
+	if (total >= S->c.max_running)
+		return err_set(e, "request.rate_limited", "%d sessions are running (server.max_sessions)",
+		               total);
+	return err_set(e, "request.rate_limited",
+	               "%d sessions of %s are running (server.max_sessions_per_agent)", mine, agent);
 }
 
 static char **
@@ -127,31 +141,90 @@ copy_strv(char *const *v, int n)
 	return c;
 }
 
+static void turn_open(struct slot *s);
+
+/* Give s what its thread runs (sp's argv, environment, tool, working
+ * directory, entry or install job, configuration, message) and start the
+ * thread. Caller holds S->mu. 0, or -1 with e (nothing kept). */
+static int
+slot_run(struct sessions *S, struct slot *s, const struct session_spec *sp, int *retry_after, struct err *e)
+{
+	pthread_attr_t at;
+	pthread_t th;
+	int rc;
+
+	s->v.job[0] = '\0';
+	if (sp->job != NULL && (sp->entry == NULL || sp->entry[0] == '\0'))
+		snprintf(s->v.job, sizeof(s->v.job), "%s", sp->job);
+	s->dropped = 0;
+	s->llen[1] = s->llen[2] = 0;
+	s->tms = -1;
+	s->seq.n = 0;
+	s->dialect = sp->dialect;
+	dialect_stream_init(&s->ds, (enum dialect)sp->dialect);
+	s->dl = (struct buf)BUF_INIT(DIALECT_LINE_MAX);
+	s->nitems = s->dend = 0;
+	json_w_init(&s->ow, JOURNAL_LINE_MAX - 512);
+	s->argv = copy_strv(sp->argv, sp->argc);
+	s->argc = sp->argc;
+	s->bin_at = sp->bin_at;
+	s->envp = copy_strv(sp->envp, -1);
+	s->tool = NULL;
+	s->cwd = NULL;
+	s->text = NULL;
+	if (sp->tool != NULL && (s->tool = malloc(sizeof(*s->tool))) != NULL)
+		*s->tool = *sp->tool;
+	if (sp->cwd != NULL)
+		s->cwd = strdup(sp->cwd);
+	if (sp->text != NULL)
+		s->text = strdup(sp->text);
+	s->line[0] = strdup(sp->entry != NULL ? sp->entry : "");
+	s->line[1] = malloc(SESSION_EVENT_DATA_MAX);
+	s->line[2] = malloc(SESSION_EVENT_DATA_MAX);
+	if (s->argv == NULL || s->envp == NULL || s->line[0] == NULL || s->line[1] == NULL ||
+	    s->line[2] == NULL || (sp->tool != NULL && s->tool == NULL) ||
+	    (sp->cwd != NULL && s->cwd == NULL) || (sp->text != NULL && s->text == NULL)) {
+		rc = ENOMEM;
+		goto fail;
+	}
+	/* the request's configuration stays while the session runs */
+	s->cfg = sp->cfg;
+	if (S->J != NULL)
+		jobs_hold(S->J, s->cfg);
+	s->running = 1;
+	pthread_attr_init(&at);
+	pthread_attr_setstacksize(&at, SESSION_STACK_SIZE);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	rc = pthread_create(&th, &at, sessions_thread, s);
+	pthread_attr_destroy(&at);
+	if (rc == 0)
+		return 0;
+	s->running = 0;
+fail:
+	free(s->line[0]);
+	s->line[0] = NULL;
+	sessions_free_run(s);
+	if (rc == ENOMEM)
+		return err_set(e, "internal", "out of memory");
+	*retry_after = 5;
+	return err_sys(e, "request.busy", rc, "cannot start a session thread: %s", strerror(rc));
+}
+
 int
 sessions_create(struct sessions *S, const struct session_spec *sp, struct session_view *v, int *retry_after,
                 struct err *e)
 {
 	struct slot *s;
-	struct json_w w;
-	pthread_attr_t at;
-	pthread_t th;
-	int total, mine, rc;
-	struct json_w x;
+	struct json_w w, x;
+	int rc;
 
 	*retry_after = 0;
-	if (sp->argc < 1 || sp->argc > SESSION_ARGV_MAX)
+	if ((sp->argc < 1 && !(sp->conv && sp->text == NULL)) || sp->argc > SESSION_ARGV_MAX)
 		return err_set(e, "internal", "a run template of %d words", sp->argc);
 	pthread_mutex_lock(&S->mu);
-	count_running(S, sp->agent, &total, &mine);
-	if (total >= S->c.max_running || mine >= S->c.max_per_agent) {
+	if (over_limit(S, sp->agent, retry_after, e) != 0) {
 		pthread_mutex_unlock(&S->mu);
-		*retry_after = 5;
-		if (total >= S->c.max_running)
-			return err_set(e, "request.rate_limited",
-			               "%d sessions are running (server.max_sessions)", total);
-		return err_set(e, "request.rate_limited",
-		               "%d sessions of %s are running (server.max_sessions_per_agent)", mine,
-		               sp->agent);
+		return -1;
 	}
 	s = slot_take(S);
 	if (s == NULL) {
@@ -162,11 +235,7 @@ sessions_create(struct sessions *S, const struct session_spec *sp, struct sessio
 	}
 	memset(&s->v, 0, sizeof(s->v));
 	s->holds = s->cancel = s->shutdown = 0;
-	s->dropped = 0;
-	s->llen[1] = s->llen[2] = 0;
 	s->tms = -1;
-	s->seq.n = 0;
-	json_w_init(&s->ow, JOURNAL_LINE_MAX - 512);
 	s->S = S;
 	new_id(s->v.id);
 	snprintf(s->v.agent, sizeof(s->v.agent), "%s", sp->agent);
@@ -175,8 +244,6 @@ sessions_create(struct sessions *S, const struct session_spec *sp, struct sessio
 	s->created_ms = clock_wall_ms();
 	clock_iso(s->created_ms, 1, s->v.created_at, sizeof(s->v.created_at));
 	s->v.status = SESSION_IN_PROGRESS;
-	if (sp->job != NULL && sp->entry[0] == '\0')
-		snprintf(s->v.job, sizeof(s->v.job), "%s", sp->job);
 
 	json_w_init(&w, JOURNAL_HEADER_MAX - 1);
 	json_w_obj(&w);
@@ -203,37 +270,29 @@ sessions_create(struct sessions *S, const struct session_spec *sp, struct sessio
 		pthread_mutex_unlock(&S->mu);
 		return -1;
 	}
-	s->argv = copy_strv(sp->argv, sp->argc);
-	s->argc = sp->argc;
-	s->bin_at = sp->bin_at;
-	s->envp = copy_strv(sp->envp, -1);
-	s->tool = NULL;
-	s->cwd = NULL;
-	if (sp->tool != NULL && (s->tool = malloc(sizeof(*s->tool))) != NULL)
-		*s->tool = *sp->tool;
-	if (sp->cwd != NULL)
-		s->cwd = strdup(sp->cwd);
-	s->line[0] = strdup(sp->entry != NULL ? sp->entry : "");
-	s->line[1] = malloc(SESSION_EVENT_DATA_MAX);
-	s->line[2] = malloc(SESSION_EVENT_DATA_MAX);
-	if (s->argv == NULL || s->envp == NULL || s->line[0] == NULL || s->line[1] == NULL ||
-	    s->line[2] == NULL || (sp->tool != NULL && s->tool == NULL) ||
-	    (sp->cwd != NULL && s->cwd == NULL)) {
-		free(s->line[0]);
-		s->line[0] = NULL;
-		sessions_free_run(s);
+	s->v.conv = sp->conv;
+	s->v.created_ms = s->created_ms;
+	s->env_ready = 0;
+	if (sp->conv && (s->conf = strdup(sp->conf != NULL ? sp->conf : "{}")) == NULL) {
 		journal_close(&s->j, 1);
 		pthread_mutex_unlock(&S->mu);
 		return err_set(e, "internal", "out of memory");
 	}
-	/* the request's configuration stays while the session runs */
-	s->cfg = sp->cfg;
-	if (S->J != NULL)
-		jobs_hold(S->J, s->cfg);
+	if (slot_run(S, s, sp, retry_after, e) != 0) {
+		journal_close(&s->j, 1);
+		free(s->conf);
+		s->conf = NULL;
+		pthread_mutex_unlock(&S->mu);
+		return -1;
+	}
 	s->used = 1;
-	s->running = 1;
 	S->created++;
-	if (s->v.job[0] != '\0') {
+	if (sp->conv) {
+		sessions_emit_session(s, "agent.session.created", SESSION_IN_PROGRESS);
+		sessions_emit_env(s, "pending", NULL, NULL);
+		if (sp->text != NULL)
+			turn_open(s);
+	} else if (s->v.job[0] != '\0') {
 		json_w_init(&x, 512);
 		json_w_obj(&x);
 		json_w_kstr(&x, "job", s->v.job);
@@ -243,42 +302,137 @@ sessions_create(struct sessions *S, const struct session_spec *sp, struct sessio
 		json_w_free(&x);
 	}
 	*v = s->v;
-	pthread_attr_init(&at);
-	pthread_attr_setstacksize(&at, SESSION_STACK_SIZE);
-	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-	rc = pthread_create(&th, &at, sessions_thread, s);
-	pthread_attr_destroy(&at);
-	if (rc != 0) {
-		free(s->line[0]);
-		s->line[0] = NULL;
-		sessions_free_run(s);
-		journal_close(&s->j, 1);
-		s->used = s->running = 0;
+	pthread_mutex_unlock(&S->mu);
+	return 0;
+}
+
+/* A new turn of s: agent.session.turn.created and the user's message as
+ * its first item. Caller holds S->mu. */
+static void
+turn_open(struct slot *s)
+{
+	struct json_w w;
+	char id[32], iid[32];
+
+	s->v.turns++;
+	s->turn_created_ms = clock_wall_ms();
+	s->turn_started_ms = 0;
+	s->v.status = SESSION_IN_PROGRESS;
+	sessions_emit_turn(s, "agent.session.turn.created", "queued", NULL, NULL);
+	snprintf(id, sizeof(id), "turn_%u", s->v.turns);
+	json_w_init(&w, JOURNAL_LINE_MAX - 1024);
+	json_w_obj(&w);
+	json_w_kstr(&w, "turn_id", id);
+	json_w_key(&w, "output_index");
+	json_w_null(&w);
+	json_w_key(&w, "item");
+	json_w_obj(&w);
+	snprintf(iid, sizeof(iid), "item_%u", journal_count(&s->j) + 1);
+	json_w_kstr(&w, "id", iid);
+	json_w_kstr(&w, "type", "message");
+	json_w_kstr(&w, "role", "user");
+	json_w_kstr(&w, "status", "completed");
+	json_w_kstr(&w, "turn_id", id);
+	json_w_key(&w, "phase");
+	json_w_null(&w);
+	json_w_key(&w, "content");
+	json_w_arr(&w);
+	json_w_obj(&w);
+	json_w_kstr(&w, "type", "input_text");
+	json_w_kstr(&w, "text", s->text != NULL ? s->text : "");
+	json_w_end(&w);
+	json_w_end(&w);
+	json_w_end(&w);
+	json_w_end(&w);
+	sessions_emit(s, "agent.session.turn.item.added", w.overflow ? NULL : w.buf, -1);
+	json_w_free(&w);
+}
+
+int
+sessions_turn(struct sessions *S, const char *id, const struct session_spec *sp, const char *text,
+              struct session_view *v, struct err *e)
+{
+	struct slot *s;
+	int retry;
+	struct session_spec t = *sp;
+
+	pthread_mutex_lock(&S->mu);
+	s = sessions_find(S, NULL, id);
+	if (s == NULL) {
 		pthread_mutex_unlock(&S->mu);
-		*retry_after = 5;
-		return err_sys(e, "request.busy", rc, "cannot start a session thread: %s", strerror(rc));
+		return err_set(e, "not_found", "no session %s", id);
 	}
+	if (!s->v.conv || s->v.status == SESSION_FAILED) {
+		pthread_mutex_unlock(&S->mu);
+		return err_set(e, "session.closed", "session %s takes no message", id);
+	}
+	if (s->running || s->v.status != SESSION_IDLE) {
+		pthread_mutex_unlock(&S->mu);
+		return err_set(e, "session.busy", "session %s has a turn running", id);
+	}
+	if (over_limit(S, s->v.agent, &retry, e) != 0) {
+		pthread_mutex_unlock(&S->mu);
+		return -1;
+	}
+	t.text = text;
+	s->cancel = s->shutdown = 0;
+	s->v.cancel_requested = 0;
+	if (slot_run(S, s, &t, &retry, e) != 0) {
+		pthread_mutex_unlock(&S->mu);
+		return -1;
+	}
+	turn_open(s);
+	*v = s->v;
 	pthread_mutex_unlock(&S->mu);
 	return 0;
 }
 
 int
+sessions_delete(struct sessions *S, const char *id, struct err *e)
+{
+	struct slot *s;
+
+	pthread_mutex_lock(&S->mu);
+	s = sessions_find(S, NULL, id);
+	if (s == NULL) {
+		pthread_mutex_unlock(&S->mu);
+		return err_set(e, "not_found", "no session %s", id);
+	}
+	if (s->running) {
+		pthread_mutex_unlock(&S->mu);
+		return err_set(e, "session.busy", "session %s is running; cancel it first", id);
+	}
+	journal_close(&s->j, 1);
+	s->j.path[0] = '\0';
+	s->deleted = 1;
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&S->mu);
+	return 0;
+}
+
+int
+sessions_wire_json(struct sessions *S, const char *id, struct json_w *w)
+{
+	struct slot *s;
+
+	pthread_mutex_lock(&S->mu);
+	s = sessions_find(S, NULL, id);
+	if (s != NULL)
+		sessions_session_json(w, s);
+	pthread_mutex_unlock(&S->mu);
+	return s != NULL ? 0 : -1;
+}
+
+int
 sessions_admit(struct sessions *S, const char *agent, int *retry_after, struct err *e)
 {
-	int total, mine;
+	int rc;
 
 	*retry_after = 0;
 	pthread_mutex_lock(&S->mu);
-	count_running(S, agent, &total, &mine);
+	rc = over_limit(S, agent, retry_after, e);
 	pthread_mutex_unlock(&S->mu);
-	if (total < S->c.max_running && mine < S->c.max_per_agent)
-		return 0;
-	*retry_after = 5;
-	if (total >= S->c.max_running)
-		return err_set(e, "request.rate_limited", "%d sessions are running (server.max_sessions)",
-		               total);
-	return err_set(e, "request.rate_limited",
-	               "%d sessions of %s are running (server.max_sessions_per_agent)", mine, agent);
+	return rc;
 }
 
 /* ---- reading ------------------------------------------------------------- */
@@ -306,7 +460,7 @@ sessions_list(struct sessions *S, const char *agent, struct session_view *v, int
 	for (i = 0; i < SESSIONS_KEEP; i++) {
 		struct slot *s = &S->slot[i];
 
-		if (!s->used || strcmp(s->v.agent, agent) != 0)
+		if (!s->used || s->deleted || (agent != NULL && strcmp(s->v.agent, agent) != 0))
 			continue;
 		/* Insert, newest first; keep the max newest. */
 		for (k = n; k > 0 && when[k - 1] < s->created_ms; k--)
@@ -406,11 +560,16 @@ void
 sessions_hold(struct sessions *S, const char *id, int hold)
 {
 	struct slot *s;
+	int i;
 
 	pthread_mutex_lock(&S->mu);
-	s = sessions_find(S, NULL, id);
-	if (s != NULL)
-		s->holds += hold ? 1 : -1;
+	for (i = 0; i < SESSIONS_KEEP; i++) {
+		s = &S->slot[i];
+		if (s->used && strcmp(s->v.id, id) == 0 && (hold || s->holds > 0)) {
+			s->holds += hold ? 1 : -1;
+			break;
+		}
+	}
 	pthread_mutex_unlock(&S->mu);
 }
 
@@ -476,6 +635,7 @@ sessions_free(struct sessions *S)
 	for (i = 0; i < SESSIONS_KEEP; i++) {
 		if (S->slot[i].used)
 			journal_close(&S->slot[i].j, 0);
+		free(S->slot[i].conf);
 		if (S->slot[i].inited)
 			pthread_cond_destroy(&S->slot[i].cv);
 	}
@@ -501,6 +661,45 @@ kill_orphan(const struct json_val *ev)
 		kill(-(pid_t)pid->u.num.i, SIGKILL);
 }
 
+/* What a conversation's event named agent.session.<t> tells at replay. */
+static void
+replay_conv(struct slot *s, const char *t, const struct json_val *ev, int *open_turn)
+{
+	const struct json_val *x = json_get(ev, "session"), *m;
+	static const char *const keys[] = {"agent", "environment", "metadata"};
+	struct json_w w;
+	int i;
+
+	if (strcmp(t, "created") == 0 && x != NULL && x->type == JSON_OBJECT) {
+		json_w_init(&w, JOURNAL_LINE_MAX);
+		json_w_obj(&w);
+		for (i = 0; i < 3; i++)
+			if ((m = json_get(x, keys[i])) != NULL) {
+				json_w_key(&w, keys[i]);
+				json_w_val(&w, m);
+			}
+		json_w_end(&w);
+		free(s->conf);
+		s->conf = w.overflow ? NULL : strdup(w.buf);
+		s->v.conv = s->conf != NULL;
+		json_w_free(&w);
+	} else if (strcmp(t, "turn.created") == 0) {
+		s->v.turns++;
+		*open_turn = 1;
+		s->turn_created_ms = clock_wall_ms();
+		x = json_get(json_get(ev, "turn"), "created_at");
+		if (x != NULL && x->type == JSON_NUMBER && x->u.num.is_int)
+			s->turn_created_ms = x->u.num.i * 1000;
+	} else if (strcmp(t, "turn.completed") == 0 || strcmp(t, "turn.failed") == 0 ||
+	           strcmp(t, "turn.cancelled") == 0) {
+		*open_turn = 0;
+	} else if (strcmp(t, "environment.ready") == 0) {
+		s->env_ready = 1;
+	} else if (strcmp(t, "thread") == 0 && json_get_str(ev, "thread") != NULL) {
+		snprintf(s->v.thread, sizeof(s->v.thread), "%s", json_get_str(ev, "thread"));
+	}
+}
+
 static int
 replay_one(struct sessions *S, const char *name, int *interrupted)
 {
@@ -512,7 +711,7 @@ replay_one(struct sessions *S, const char *name, int *interrupted)
 	struct journal j;
 	struct err e;
 	uint32_t k;
-	int i, started = 0;
+	int i, started = 0, open_turn = 0;
 	const char *line;
 	size_t l;
 
@@ -549,6 +748,8 @@ replay_one(struct sessions *S, const char *name, int *interrupted)
 	memset(&s->v, 0, sizeof(s->v));
 	s->S = S;
 	s->holds = s->cancel = s->shutdown = s->running = 0;
+	s->deleted = s->env_ready = 0;
+	s->turn_started_ms = 0;
 	s->j = j;
 	memcpy(s->v.id, j.id, strlen(j.id) + 1); /* fits: checked with the header */
 	snprintf(s->v.agent, sizeof(s->v.agent), "%s", json_get_str(r, "agent"));
@@ -557,6 +758,7 @@ replay_one(struct sessions *S, const char *name, int *interrupted)
 	snprintf(s->v.created_at, sizeof(s->v.created_at), "%s", json_get_str(r, "created_at"));
 	x = json_get(r, "created_ms");
 	s->created_ms = x != NULL && x->type == JSON_NUMBER && x->u.num.is_int ? x->u.num.i : 0;
+	s->v.created_ms = s->created_ms;
 	json_free(&doc);
 	s->v.status = SESSION_IN_PROGRESS;
 	s->v.events = journal_count(&s->j);
@@ -578,6 +780,8 @@ replay_one(struct sessions *S, const char *name, int *interrupted)
 		}
 		if (type != NULL && strcmp(type, "agent.session.truncated") == 0)
 			s->v.truncated = 1;
+		if (type != NULL && strncmp(type, "agent.session.", 14) == 0)
+			replay_conv(s, type + 14, doc.root, &open_turn);
 		if (type != NULL && (strcmp(type, "agent.session.environment.failed") == 0 ||
 		                     strcmp(type, "agent.session.start_failed") == 0)) {
 			const char *c = json_get_str(doc.root, "code");
@@ -596,7 +800,20 @@ replay_one(struct sessions *S, const char *name, int *interrupted)
 			snprintf(s->v.ended_at, sizeof(s->v.ended_at), "%s", tm);
 		json_free(&doc);
 	}
-	if (s->v.status == SESSION_IN_PROGRESS) {
+	if (s->v.conv && (open_turn || s->v.status == SESSION_IN_PROGRESS)) {
+		if (started > 0 && open_turn && (line = journal_line(&s->j, (uint32_t)started, &l)) != NULL &&
+		    json_parse(&doc, line, l, &lim, &e) == 0) {
+			kill_orphan(doc.root);
+			json_free(&doc);
+		}
+		if (open_turn) {
+			s->turn_created_ms = s->turn_created_ms > 0 ? s->turn_created_ms : clock_wall_ms();
+			sessions_emit_turn(s, "agent.session.turn.failed", "failed", "internal_error",
+			                   "the server stopped during the turn");
+		}
+		sessions_emit_session(s, "agent.session.idle", SESSION_IDLE);
+		(*interrupted)++;
+	} else if (s->v.status == SESSION_IN_PROGRESS) {
 		/* Running when the server died: its child's group may still be
 		 * there, under the pid and start time the started event
 		 * recorded. */

@@ -19,6 +19,17 @@
  * environment failed, or the child could not start), cancelled,
  * interrupted.
  *
+ * A conversation (spec conv, the OpenAI wire of core/server/api_wire.c)
+ * runs one child per turn instead: it is idle between turns, a turn is
+ * started by sessions_create (with a first message) or sessions_turn, and
+ * its events are agent.session.turn.created / .item.added / .in_progress,
+ * the child's, then .turn.completed, .failed or .cancelled and
+ * agent.session.idle (carrying "status": "idle"). The install's events are
+ * agent.session.environment.pending / .ready / .failed (the last one
+ * fails the session: status failed). Its event streams stay open while it
+ * is idle. A turn running when the server died ends failed after the
+ * restart and the session is idle again.
+ *
  * Limits: running sessions per agent and in total (sessions_create answers
  * request.rate_limited beyond); journal bytes per session (then one
  * agent.session.truncated event, further output dropped and counted; the
@@ -68,6 +79,7 @@ enum session_status {
 	SESSION_FAILED,
 	SESSION_CANCELLED,
 	SESSION_INTERRUPTED,
+	SESSION_IDLE, /* a conversation between turns */
 };
 
 const char *session_status_name(enum session_status s);
@@ -101,6 +113,10 @@ struct session_view {
 	uint32_t events;      /* last seq */
 	int truncated;
 	int cancel_requested;
+	int conv;                      /* a conversation */
+	uint32_t turns;                /* turns started */
+	int64_t created_ms, active_ms; /* wall clock: creation, last event */
+	char thread[128];              /* the agent's own id of the conversation ("" = none yet) */
 };
 
 /* What a new session runs. */
@@ -125,6 +141,16 @@ struct session_spec {
 	 * else job names the install job that runs (pending). */
 	const char *entry;
 	const char *job;
+	/* A conversation: conf is the members "agent", "environment" and
+	 * "metadata" of its session object (JSON text, copied); text the
+	 * user's message of the first turn (NULL: none, idle once the
+	 * environment is ready). argv is that turn's. */
+	int conv;
+	const char *conf;
+	const char *text;
+	/* The agent's JSON dialect (core/server/dialect.h enum dialect; 0 =
+	 * raw): its stdout lines become items, its conversation id is kept. */
+	int dialect;
 };
 
 struct sessions;
@@ -149,6 +175,31 @@ void sessions_replay(struct sessions *S, int *loaded, int *interrupted, int *ski
 int sessions_create(struct sessions *S, const struct session_spec *sp, struct session_view *v,
                     int *retry_after, struct err *e);
 
+/*
+ * Start a turn of conversation id with the user's message text (sp: the
+ * turn's argv, environment, entry or install job; its agent and principal
+ * are ignored). 0 with v; -1 with e: not_found, session.busy (a turn
+ * runs), session.closed (failed, or not a conversation), request.busy,
+ * internal.
+ */
+int sessions_turn(struct sessions *S, const char *id, const struct session_spec *sp, const char *text,
+                  struct session_view *v, struct err *e);
+
+/* Delete conversation or session id (its journal goes): 0, or -1 with e
+ * (not_found, session.busy while it runs). */
+int sessions_delete(struct sessions *S, const char *id, struct err *e);
+
+/* Write session id as the wire's agent.session object into w: 0, or -1
+ * when it is not there. */
+struct json_w;
+int sessions_wire_json(struct sessions *S, const char *id, struct json_w *w);
+
+/* Call fn for each event of session id whose type starts with prefix, in
+ * order, under the table's lock (fn must not call back): 0, or -1 when
+ * the session is not there. */
+int sessions_scan(struct sessions *S, const char *id, const char *prefix,
+                  void (*fn)(void *arg, uint32_t seq, const char *line, size_t len), void *arg);
+
 /* Whether a session of agent would be admitted now (the same limits as
  * sessions_create, which checks again): 0, or -1 with e and *retry_after.
  * Lets a request over a limit be refused before it starts an install. */
@@ -157,7 +208,8 @@ int sessions_admit(struct sessions *S, const char *agent, int *retry_after, stru
 /* The state of session id of agent: 0, or -1 (not there). */
 int sessions_get(struct sessions *S, const char *agent, const char *id, struct session_view *v);
 
-/* Up to max sessions of agent, newest first, into v. Returns the count. */
+/* Up to max sessions of agent (NULL: every agent), newest first, into v.
+ * Returns the count. */
 int sessions_list(struct sessions *S, const char *agent, struct session_view *v, int max);
 
 /*
@@ -194,6 +246,8 @@ int sessions_read(struct sessions *S, const char *agent, const char *id, uint32_
 struct buf;
 int sessions_read_buf(struct sessions *S, const char *agent, const char *id, uint32_t after, int max_events,
                       size_t max_bytes, int sse, struct buf *b, uint32_t *last, int *done);
+/* sse 2: the wire's form, each data object starting with "event_id" (the
+ * seq, as a string) and "session_id". */
 
 /*
  * Wait at most wait_ms for session id to have events after seq after or

@@ -5,6 +5,8 @@
  * top, each calling only the files below it:
  *   sessions_io.c   status names, finding a slot, the event log (what a
  *                   session thread writes) and its readers;
+ *   sessions_items.c an agent's JSON lines (core/server/dialect.h) as the
+ *                   wire's items and events;
  *   sessions_run.c  the thread of one session: install, run, journal, end;
  *   sessions.c      the table and the lifecycle of its slots: create,
  *                   admit, list, cancel, shut down, replay at start.
@@ -18,6 +20,7 @@
 #include "base/clock.h"
 #include "base/json.h"
 #include "base/proc.h"
+#include "server/dialect.h"
 #include "server/policy.h"
 
 /* A session thread keeps proc's read buffer and two line buffers. */
@@ -80,6 +83,23 @@ struct slot {
 		uint32_t n;
 		int truncated; /* the chunk crossed the journal limit */
 	} st;
+	/* A conversation's: its session object's members (sessions_spec
+	 * conf), the message of the turn to run (the thread's), the turn's
+	 * times and the install job still to wait for. */
+	char *conf;
+	char *text;
+	int64_t turn_created_ms, turn_started_ms;
+	int deleted;   /* gone for clients; the slot waits for its readers */
+	int env_ready; /* environment.ready is out */
+	/* A dialect's turn (the thread's): its stdout lines, the stream
+	 * state, items so far (output_index), the end the agent reported
+	 * (0 none, 1 completed, 2 failed with why). */
+	int dialect;
+	struct buf dl;
+	struct dialect_stream ds;
+	int nitems;
+	int dend;
+	char dwhy[256];
 	/* Line assembly per stream (the thread's). */
 	char *line[3];
 	size_t llen[3];
@@ -110,6 +130,23 @@ struct slot *sessions_find(struct sessions *S, const char *agent, const char *id
 /* Whether a thread still works on s (it may write events). */
 int sessions_live(const struct slot *s);
 
+/* Write the turn object of s's current turn (status, error code and
+ * message or NULL) and the session object. Caller holds S->mu. */
+void sessions_turn_json(struct json_w *w, const struct slot *s, const char *status, const char *code,
+                        const char *msg);
+void sessions_session_json(struct json_w *w, const struct slot *s);
+/* Emit the turn event type with its turn object (and usage, for an end). */
+void sessions_emit_turn(struct slot *s, const char *type, const char *status, const char *code,
+                        const char *msg);
+/* agent.session.environment.<status> of a conversation (error code and
+ * message, or NULL). */
+void sessions_emit_env(struct slot *s, const char *status, const char *code, const char *msg);
+/* The session event type ("session": the object), with status. */
+void sessions_emit_session(struct slot *s, const char *type, int status);
+/* Whether readers should keep waiting on s: it runs, or it is an open
+ * conversation. */
+int sessions_open(const struct slot *s);
+
 /* Append one event {"seq", "type", "time", the members of members (an
  * object a json_w wrote, or NULL), "status" when status >= 0} to s's
  * journal (sessions_io.c); it always goes in. Caller holds S->mu unless s
@@ -119,12 +156,26 @@ void sessions_emit(struct slot *s, const char *type, const char *members, int st
  * events obey the journal limit. Caller holds S->mu. */
 void sessions_emit_output(struct slot *s, int i, const char *data, size_t n, int partial);
 
+/* An item or delta event: dropped (counted) once the journal is at its
+ * limit, as output is. Caller: the session thread, staging. */
+void sessions_emit_limited(struct slot *s, const char *type, const char *members, size_t n);
+/* Output events for data[0..n) of stream i, split into partial events of
+ * at most SESSION_EVENT_DATA_MAX bytes. */
+void sessions_emit_text(struct slot *s, int i, const char *data, size_t n);
+/* Format events without the lock from here (on 1) and hand them to the
+ * journal at once (on 0; takes S->mu). */
+void sessions_stage(struct slot *s, int on);
+
 /* The argument of sessions_on_output. */
 struct sink_ctx {
 	struct slot *s;
 };
 /* proc's sink: split into lines and journal them (the session thread). */
 void sessions_on_output(void *arg, enum proc_stream st, const char *data, size_t len);
+
+/* proc's sink for an agent with a JSON dialect: stdout lines through
+ * dialect_line into items and events, stderr as sessions_on_output. */
+void sessions_on_dialect(void *arg, enum proc_stream st, const char *data, size_t len);
 
 /* The start time of process pid (clock ticks after boot, /proc/<pid>/stat),
  * which tells a pid apart from a later process with the same pid: 0 or -1. */

@@ -14,12 +14,13 @@
 
 /* ---- statuses and slots --------------------------------------------------- */
 
-static const char *const status_names[] = {"in_progress", "completed", "failed", "cancelled", "interrupted"};
+static const char *const status_names[] = {"in_progress", "completed",   "failed",
+                                           "cancelled",   "interrupted", "idle"};
 
 const char *
 session_status_name(enum session_status s)
 {
-	return (unsigned)s < 5 ? status_names[s] : "?";
+	return (unsigned)s < 6 ? status_names[s] : "?";
 }
 
 int
@@ -27,7 +28,7 @@ sessions_status_parse(const char *s, enum session_status *out)
 {
 	int i;
 
-	for (i = 0; i < 5; i++)
+	for (i = 0; i < 6; i++)
 		if (strcmp(s, status_names[i]) == 0) {
 			*out = (enum session_status)i;
 			return 0;
@@ -43,7 +44,8 @@ sessions_find(struct sessions *S, const char *agent, const char *id)
 	for (i = 0; i < SESSIONS_KEEP; i++) {
 		struct slot *s = &S->slot[i];
 
-		if (s->used && strcmp(s->v.id, id) == 0 && (agent == NULL || strcmp(s->v.agent, agent) == 0))
+		if (s->used && !s->deleted && strcmp(s->v.id, id) == 0 &&
+		    (agent == NULL || strcmp(s->v.agent, agent) == 0))
 			return s;
 	}
 	return NULL;
@@ -56,6 +58,103 @@ int
 sessions_live(const struct slot *s)
 {
 	return s->running && s->v.status == SESSION_IN_PROGRESS;
+}
+
+int
+sessions_open(const struct slot *s)
+{
+	return sessions_live(s) || (s->v.conv && !s->deleted &&
+	                            (s->v.status == SESSION_IDLE || s->v.status == SESSION_IN_PROGRESS));
+}
+
+/* ---- the wire's objects --------------------------------------------------- */
+
+static void
+kunix(struct json_w *w, const char *key, int64_t ms)
+{
+	json_w_key(w, key);
+	if (ms > 0)
+		json_w_int(w, ms / 1000);
+	else
+		json_w_null(w);
+}
+
+void
+sessions_turn_json(struct json_w *w, const struct slot *s, const char *status, const char *code,
+                   const char *msg)
+{
+	char id[32];
+	int end = strcmp(status, "queued") != 0 && strcmp(status, "in_progress") != 0;
+
+	snprintf(id, sizeof(id), "turn_%u", s->v.turns);
+	json_w_obj(w);
+	json_w_kstr(w, "id", id);
+	json_w_kstr(w, "object", "agent.session.turn");
+	json_w_kstr(w, "agent_id", s->v.agent);
+	json_w_kstr(w, "session_id", s->v.id);
+	json_w_kstr(w, "status", status);
+	kunix(w, "created_at", s->turn_created_ms);
+	kunix(w, "started_at", s->turn_started_ms);
+	kunix(w, "completed_at", end ? clock_wall_ms() : 0);
+	json_w_key(w, "error");
+	if (code != NULL) {
+		json_w_obj(w);
+		json_w_kstr(w, "code", code);
+		json_w_kstr(w, "message", msg != NULL ? msg : code);
+		json_w_end(w);
+	} else
+		json_w_null(w);
+	json_w_key(w, "subagent_id");
+	json_w_null(w);
+	json_w_key(w, "usage");
+	json_w_null(w);
+	json_w_end(w);
+}
+
+void
+sessions_session_json(struct json_w *w, const struct slot *s)
+{
+	enum session_status st = s->v.status;
+
+	json_w_obj(w);
+	json_w_kstr(w, "id", s->v.id);
+	json_w_kstr(w, "object", "agent.session");
+	if (s->conf != NULL)
+		json_w_members(w, s->conf);
+	else {
+		json_w_key(w, "agent");
+		json_w_obj(w);
+		json_w_kstr(w, "id", s->v.agent);
+		json_w_kstr(w, "name", s->v.agent);
+		json_w_end(w);
+		json_w_key(w, "environment");
+		json_w_obj(w);
+		json_w_kstr(w, "type", "self_hosted");
+		json_w_end(w);
+		json_w_key(w, "metadata");
+		json_w_obj(w);
+		json_w_end(w);
+	}
+	kunix(w, "created_at", s->created_ms);
+	kunix(w, "last_active_at", s->v.active_ms > 0 ? s->v.active_ms : s->created_ms);
+	json_w_kstr(w, "status",
+	            st == SESSION_IN_PROGRESS ? "in_progress"
+	            : st == SESSION_FAILED    ? "failed"
+	                                      : "idle");
+	json_w_key(w, "error");
+	if (st == SESSION_FAILED && s->v.error[0] != '\0')
+		json_w_str(w, s->v.error);
+	else
+		json_w_null(w);
+	json_w_key(w, "required_actions");
+	json_w_arr(w);
+	json_w_end(w);
+	json_w_key(w, "usage");
+	json_w_null(w);
+	json_w_key(w, "vault_ids");
+	json_w_arr(w);
+	json_w_end(w);
+	json_w_end(w);
 }
 
 /* ---- the events a session thread writes ----------------------------------
@@ -179,6 +278,7 @@ stage_commit(struct slot *s)
 	pthread_mutex_lock(&S->mu);
 	if (g->truncated)
 		s->v.truncated = 1;
+	s->v.active_ms = s->tms;
 	n = g->n > 0 ? journal_reserve_lines(&s->j, g->b.len, g->n) : 0;
 	pthread_mutex_unlock(&S->mu);
 	/* Past JOURNAL_LINES_MAX what does not fit is lost, as one append at
@@ -236,6 +336,8 @@ event_tail(struct slot *s, struct json_w *w, int status)
 		out_append(s, w->buf, w->len);
 	if (status >= 0)
 		s->v.status = (enum session_status)status;
+	if (!s->staging)
+		s->v.active_ms = s->tms; /* staged: stage_commit, under the lock */
 }
 
 /*
@@ -255,6 +357,79 @@ sessions_emit(struct slot *s, const char *type, const char *members, int status)
 	json_w_free(&w);
 	if (!s->staging)
 		pthread_cond_broadcast(&s->cv);
+}
+
+void
+sessions_emit_turn(struct slot *s, const char *type, const char *status, const char *code, const char *msg)
+{
+	struct json_w w;
+	char id[32];
+
+	snprintf(id, sizeof(id), "turn_%u", s->v.turns);
+	json_w_init(&w, JOURNAL_LINE_MAX / 2);
+	json_w_obj(&w);
+	json_w_kstr(&w, "turn_id", id);
+	json_w_key(&w, "turn");
+	sessions_turn_json(&w, s, status, code, msg);
+	if (strcmp(status, "in_progress") != 0 && strcmp(status, "queued") != 0) {
+		json_w_key(&w, "usage");
+		json_w_null(&w);
+	}
+	json_w_end(&w);
+	sessions_emit(s, type, w.overflow ? NULL : w.buf, -1);
+	json_w_free(&w);
+}
+
+void
+sessions_emit_env(struct slot *s, const char *status, const char *code, const char *msg)
+{
+	struct json_w w;
+	char id[40], type[64];
+
+	snprintf(id, sizeof(id), "env_%s", s->v.id);
+	snprintf(type, sizeof(type), "agent.session.environment.%s", status);
+	json_w_init(&w, JOURNAL_LINE_MAX / 2);
+	json_w_obj(&w);
+	json_w_key(&w, "environment");
+	json_w_obj(&w);
+	json_w_kstr(&w, "id", id);
+	json_w_kstr(&w, "type", "self_hosted");
+	json_w_kstr(&w, "status", status);
+	json_w_key(&w, "error");
+	if (code != NULL) {
+		json_w_obj(&w);
+		json_w_kstr(&w, "code", code);
+		json_w_kstr(&w, "message", msg != NULL ? msg : code);
+		json_w_kstr(&w, "type", "environment_error");
+		json_w_end(&w);
+	} else
+		json_w_null(&w);
+	json_w_end(&w);
+	if (s->v.job[0] != '\0')
+		json_w_kstr(&w, "job", s->v.job);
+	json_w_key(&w, "turn_id");
+	json_w_null(&w);
+	if (code != NULL)
+		json_w_kstr(&w, "code", code);
+	json_w_end(&w);
+	sessions_emit(s, type, w.overflow ? NULL : w.buf, -1);
+	json_w_free(&w);
+}
+
+void
+sessions_emit_session(struct slot *s, const char *type, int status)
+{
+	struct json_w w;
+
+	if (status >= 0)
+		s->v.status = (enum session_status)status;
+	json_w_init(&w, JOURNAL_LINE_MAX / 2);
+	json_w_obj(&w);
+	json_w_key(&w, "session");
+	sessions_session_json(&w, s);
+	json_w_end(&w);
+	sessions_emit(s, type, w.overflow ? NULL : w.buf, status);
+	json_w_free(&w);
 }
 
 /* The journal limit is reached: one truncated event, and the output that
@@ -504,17 +679,17 @@ utf8_cut(const char *p, size_t n)
 	return k > 0 && back < 3 ? k : n;
 }
 
-/* proc's sink: split into lines (runs on the session thread). */
 void
-sessions_on_output(void *arg, enum proc_stream st, const char *data, size_t len)
+sessions_stage(struct slot *s, int on)
 {
-	struct slot *s = ((struct sink_ctx *)arg)->s;
-	int i = (int)st;
-	char *lb = s->line[i];
-	const char *p = data, *end = data + len, *nl;
 	int64_t now;
-	size_t k;
 
+	if (!on) {
+		s->tfixed = 0;
+		s->staging = 0;
+		stage_commit(s);
+		return;
+	}
 	/* Formatted without the lock (see stage_commit). */
 	s->staging = 1;
 	/* Every line of one read is stamped with the time it was read. */
@@ -524,6 +699,44 @@ sessions_on_output(void *arg, enum proc_stream st, const char *data, size_t len)
 		s->tms = now;
 	}
 	s->tfixed = 1;
+}
+
+void
+sessions_emit_limited(struct slot *s, const char *type, const char *members, size_t n)
+{
+	if (is_truncated(s))
+		s->dropped += n;
+	else if (bytes_now(s) + n + 256 > s->S->c.journal_max)
+		emit_truncated(s, n);
+	else
+		sessions_emit(s, type, members, -1);
+}
+
+void
+sessions_emit_text(struct slot *s, int i, const char *data, size_t n)
+{
+	size_t cut;
+
+	while (n > SESSION_EVENT_DATA_MAX) {
+		cut = utf8_cut(data, SESSION_EVENT_DATA_MAX);
+		sessions_emit_output(s, i, data, cut, 1);
+		data += cut;
+		n -= cut;
+	}
+	sessions_emit_output(s, i, data, n, 0);
+}
+
+/* proc's sink: split into lines (runs on the session thread). */
+void
+sessions_on_output(void *arg, enum proc_stream st, const char *data, size_t len)
+{
+	struct slot *s = ((struct sink_ctx *)arg)->s;
+	int i = (int)st;
+	char *lb = s->line[i];
+	const char *p = data, *end = data + len, *nl;
+	size_t k;
+
+	sessions_stage(s, 1);
 	while (p < end) {
 		if (s->llen[i] == 0 && !is_truncated(s) &&
 		    emit_output_fast(s, i, p, (size_t)(end - p), 0, 1, &k) == 0) {
@@ -560,9 +773,7 @@ sessions_on_output(void *arg, enum proc_stream st, const char *data, size_t len)
 			p = nl + 1;
 		}
 	}
-	s->tfixed = 0;
-	s->staging = 0;
-	stage_commit(s);
+	sessions_stage(s, 0);
 }
 
 /* Whether a starts with the n bytes of b, inline: memcmp is a call that
@@ -626,7 +837,7 @@ sessions_read_buf(struct sessions *S, const char *agent, const char *id, uint32_
 	}
 	count = journal_count(&s->j);
 	for (k = after + 1; k <= count && cnt < max_events && (cnt == 0 || b->len < max_bytes); k++) {
-		char head[96];
+		char head[192];
 		const char *type;
 		size_t hn = 0, tl = 0;
 
@@ -647,6 +858,21 @@ sessions_read_buf(struct sessions *S, const char *agent, const char *id, uint32_
 			hn += 7;
 		}
 		before = b->len;
+		if (sse == 2 && l > 1) {
+			/* {"event_id":"K","session_id":"ID", then the line's members */
+			head[hn++] = '{';
+			memcpy(head + hn, "\"event_id\":\"", 12);
+			hn += 12;
+			hn += dec_put(&idt, k, head + hn);
+			memcpy(head + hn, "\",\"session_id\":\"", 16);
+			hn += 16;
+			memcpy(head + hn, s->v.id, strlen(s->v.id));
+			hn += strlen(s->v.id);
+			memcpy(head + hn, "\",", 2);
+			hn += 2;
+			line++;
+			l--;
+		}
 		if (buf_put(b, head, hn) != 0 || buf_put(b, line, l) != 0 ||
 		    buf_put(b, "\n\n", sse ? 2 : 1) != 0) {
 			/* Out of memory (or a max under SESSIONS_READ_ROOM): the
@@ -659,7 +885,7 @@ sessions_read_buf(struct sessions *S, const char *agent, const char *id, uint32_
 		cnt++;
 		*last = k;
 	}
-	*done = !sessions_live(s) && *last >= journal_count(&s->j);
+	*done = !sessions_open(s) && *last >= journal_count(&s->j);
 	pthread_mutex_unlock(&S->mu);
 	return cnt;
 }
@@ -692,10 +918,34 @@ sessions_wait(struct sessions *S, const char *id, uint32_t after, int wait_ms)
 		pthread_mutex_unlock(&S->mu);
 		return -1;
 	}
-	while (s->used && strcmp(s->v.id, id) == 0 && sessions_live(s) && journal_count(&s->j) <= after)
+	while (s->used && !s->deleted && strcmp(s->v.id, id) == 0 && sessions_open(s) &&
+	       journal_count(&s->j) <= after)
 		if (pthread_cond_timedwait(&s->cv, &S->mu, &until) == ETIMEDOUT)
 			break;
-	rc = !s->used || strcmp(s->v.id, id) != 0 ? -1 : (!sessions_live(s) || journal_count(&s->j) > after);
+	rc = !s->used || s->deleted || strcmp(s->v.id, id) != 0
+	         ? -1
+	         : (!sessions_open(s) || journal_count(&s->j) > after);
 	pthread_mutex_unlock(&S->mu);
 	return rc;
+}
+
+int
+sessions_scan(struct sessions *S, const char *id, const char *prefix,
+              void (*fn)(void *arg, uint32_t seq, const char *line, size_t len), void *arg)
+{
+	size_t pl = strlen(prefix), l, tl;
+	const char *line, *type;
+	struct slot *s;
+	uint32_t k;
+
+	pthread_mutex_lock(&S->mu);
+	s = sessions_find(S, NULL, id);
+	for (k = 1; s != NULL && k <= journal_count(&s->j); k++) {
+		line = journal_line(&s->j, k, &l);
+		type = line_type(line, l, &tl);
+		if (type != NULL && tl >= pl && has_prefix(type, prefix, pl))
+			fn(arg, k, line, l);
+	}
+	pthread_mutex_unlock(&S->mu);
+	return s != NULL ? 0 : -1;
 }

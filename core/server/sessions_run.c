@@ -46,6 +46,23 @@ sessions_pid_start(pid_t pid, unsigned long long *start)
 	return 0;
 }
 
+/* A conversation's turn ends (st: how; code and msg say why it failed):
+ * its end event (idle follows when the thread is done). Caller holds
+ * S->mu. */
+static void
+turn_close(struct slot *s, enum session_status st, const char *code, const char *msg)
+{
+	if (s->text != NULL)
+		sessions_emit_turn(s,
+		                   st == SESSION_COMPLETED   ? "agent.session.turn.completed"
+		                   : st == SESSION_CANCELLED ? "agent.session.turn.cancelled"
+		                                             : "agent.session.turn.failed",
+		                   st == SESSION_COMPLETED   ? "completed"
+		                   : st == SESSION_CANCELLED ? "cancelled"
+		                                             : "failed",
+		                   st == SESSION_COMPLETED || st == SESSION_CANCELLED ? NULL : code, msg);
+}
+
 static void
 fail_env(struct slot *s, const struct err *e)
 {
@@ -58,7 +75,14 @@ fail_env(struct slot *s, const struct err *e)
 	json_w_end(&w);
 	pthread_mutex_lock(&s->S->mu);
 	snprintf(s->v.error, sizeof(s->v.error), "%s", e->code != NULL ? e->code : "install.failed");
-	sessions_emit(s, "agent.session.environment.failed", w.overflow ? NULL : w.buf, SESSION_FAILED);
+	if (s->v.conv) {
+		sessions_emit_env(s, "failed", s->v.error, e->msg);
+		if (s->text != NULL)
+			sessions_emit_turn(s, "agent.session.turn.failed", "failed", "sandbox_error", e->msg);
+		sessions_emit_session(s, "agent.session.failed", SESSION_FAILED);
+	} else
+		sessions_emit(s, "agent.session.environment.failed", w.overflow ? NULL : w.buf,
+		              SESSION_FAILED);
 	pthread_mutex_unlock(&s->S->mu);
 	json_w_free(&w);
 }
@@ -75,7 +99,10 @@ end_unstarted(struct slot *s)
 	json_w_end(&w);
 	pthread_mutex_lock(&s->S->mu);
 	clock_iso(clock_wall_ms(), 1, s->v.ended_at, sizeof(s->v.ended_at));
-	if (s->shutdown)
+	if (s->v.conv)
+		turn_close(s, s->shutdown ? SESSION_FAILED : SESSION_CANCELLED, "internal_error",
+		           "the server stopped");
+	else if (s->shutdown)
 		sessions_emit(s, "agent.session.interrupted", w.buf, SESSION_INTERRUPTED);
 	else
 		sessions_emit(s, "agent.session.cancelled", NULL, SESSION_CANCELLED);
@@ -119,7 +146,11 @@ wait_install(struct slot *s, char *entry, size_t cap)
 	snprintf(entry, cap, "%s", v->entry);
 	free(v);
 	pthread_mutex_lock(&S->mu);
-	sessions_emit(s, "agent.session.environment.ready", NULL, -1);
+	if (s->v.conv)
+		sessions_emit_env(s, "ready", NULL, NULL);
+	else
+		sessions_emit(s, "agent.session.environment.ready", NULL, -1);
+	s->env_ready = 1;
 	pthread_mutex_unlock(&S->mu);
 	return 0;
 }
@@ -205,7 +236,10 @@ run_child(struct slot *s, const char *entry, const char *node, char **flags, int
 		pthread_mutex_lock(&S->mu);
 		snprintf(s->v.error, sizeof(s->v.error), "%s", e.code);
 		clock_iso(clock_wall_ms(), 1, s->v.ended_at, sizeof(s->v.ended_at));
-		sessions_emit(s, "agent.session.start_failed", w.overflow ? NULL : w.buf, SESSION_FAILED);
+		sessions_emit(s, "agent.session.start_failed", w.overflow ? NULL : w.buf,
+		              s->v.conv ? -1 : SESSION_FAILED);
+		if (s->v.conv)
+			turn_close(s, SESSION_FAILED, "sandbox_error", e.msg);
 		pthread_mutex_unlock(&S->mu);
 		json_w_free(&w);
 		launch_env_free(env);
@@ -227,6 +261,10 @@ run_child(struct slot *s, const char *entry, const char *node, char **flags, int
 	json_w_kint(&x, "pid_start", (int64_t)pstart);
 	json_w_end(&x);
 	sessions_emit(s, "agent.session.started", x.buf, -1);
+	if (s->v.conv) {
+		s->turn_started_ms = clock_wall_ms();
+		sessions_emit_turn(s, "agent.session.turn.in_progress", "in_progress", NULL, NULL);
+	}
 	pthread_mutex_unlock(&S->mu);
 
 	for (;;) {
@@ -237,14 +275,17 @@ run_child(struct slot *s, const char *entry, const char *node, char **flags, int
 			pthread_mutex_unlock(&S->mu);
 			if (cancelled) {
 				cancel_seen = 1;
-				proc_kill(&p, SIGTERM);
+				proc_kill_tree(&p, SIGTERM);
 				p.kill_at_ms = clock_ms() + p.grace_ms;
 				p.deadline_ms = 0;
 			}
 		}
-		if (proc_step(&p, cancel_seen ? 50 : SESSION_POLL_MS, sessions_on_output, &sc) == 0)
+		if (proc_step(&p, cancel_seen ? 50 : SESSION_POLL_MS,
+		              s->dialect ? sessions_on_dialect : sessions_on_output, &sc) == 0)
 			break;
 	}
+	if (s->dl.len > 0)
+		sessions_on_dialect(&sc, PROC_STDOUT, "\n", 1); /* a last line without its newline */
 	code = proc_exit_code(&p);
 	pthread_mutex_lock(&S->mu);
 	/* What is left without a newline is a last line. */
@@ -264,10 +305,11 @@ run_child(struct slot *s, const char *entry, const char *node, char **flags, int
 	s->v.exit_code = code;
 	s->v.duration_ms = proc_elapsed_ms(&p);
 	clock_iso(clock_wall_ms(), 1, s->v.ended_at, sizeof(s->v.ended_at));
-	st = shutdown    ? SESSION_INTERRUPTED
-	     : cancelled ? SESSION_CANCELLED
-	     : code == 0 ? SESSION_COMPLETED
-	                 : SESSION_FAILED;
+	/* a turn the agent itself says failed fails, whatever its exit */
+	st = shutdown                    ? SESSION_INTERRUPTED
+	     : cancelled                 ? SESSION_CANCELLED
+	     : code == 0 && s->dend != 2 ? SESSION_COMPLETED
+	                                 : SESSION_FAILED;
 	json_w_reset(&x);
 	json_w_obj(&x);
 	json_w_kint(&x, "exit_code", code);
@@ -275,7 +317,16 @@ run_child(struct slot *s, const char *entry, const char *node, char **flags, int
 		json_w_kint(&x, "signal", WTERMSIG(p.status));
 	json_w_kint(&x, "duration_ms", s->v.duration_ms);
 	json_w_end(&x);
-	sessions_emit(s, "agent.session.exited", x.buf, (int)st);
+	sessions_emit(s, "agent.session.exited", x.buf, s->v.conv ? -1 : (int)st);
+	if (s->v.conv) {
+		char why[96];
+
+		snprintf(why, sizeof(why), "%s (exit status %d)",
+		         shutdown ? "the server stopped during the turn" : "the agent failed", code);
+		if (s->dend == 2 && !shutdown && !cancelled)
+			snprintf(why, sizeof(why), "%.95s", s->dwhy[0] ? s->dwhy : "the agent failed");
+		turn_close(s, st, shutdown ? "internal_error" : "sandbox_error", why);
+	}
 	pthread_mutex_unlock(&S->mu);
 	json_w_free(&x);
 	free(p.rbuf);
@@ -296,12 +347,15 @@ sessions_free_run(struct slot *s)
 	free(s->envp);
 	free(s->tool);
 	free(s->cwd);
+	free(s->text);
 	s->tool = NULL;
 	s->cwd = NULL;
+	s->text = NULL;
 	if (s->cfg != NULL && s->S->J != NULL)
 		jobs_release(s->S->J, s->cfg);
 	free(s->line[1]);
 	free(s->line[2]);
+	buf_free(&s->dl);
 	buf_free(&s->st.b);
 	buf_free(&s->st.offs);
 	memset(&s->st, 0, sizeof(s->st));
@@ -334,8 +388,14 @@ sessions_thread(void *arg)
 	} else {
 		/* set by create: the ready entry travels in argv's place */
 		snprintf(entry, PATH_MAX, "%s", s->line[0] != NULL ? s->line[0] : "");
+		pthread_mutex_lock(&S->mu);
+		if (s->v.conv && !s->env_ready) {
+			sessions_emit_env(s, "ready", NULL, NULL);
+			s->env_ready = 1;
+		}
+		pthread_mutex_unlock(&S->mu);
 	}
-	if (rc == 0) {
+	if (rc == 0 && (!s->v.conv || s->text != NULL)) {
 		char shebang[256], *flags[NPM_NODE_FLAGS_MAX], *node = NULL;
 		int nflags = 0, js = npm_js_entry(entry, shebang, sizeof(shebang), flags, &nflags);
 
@@ -363,6 +423,10 @@ sessions_thread(void *arg)
 	if (s->v.ended_at[0] == '\0')
 		clock_iso(clock_wall_ms(), 1, s->v.ended_at, sizeof(s->v.ended_at));
 	s->running = 0;
+	/* Idle in the same critical section as the slot is given back: a
+	 * message sent on seeing it finds the session free. */
+	if (s->v.conv && s->v.status != SESSION_FAILED)
+		sessions_emit_session(s, "agent.session.idle", SESSION_IDLE);
 	pthread_cond_broadcast(&s->cv);
 	pthread_mutex_unlock(&S->mu);
 	return NULL;

@@ -32,15 +32,7 @@ run "$BIN" prepare --only codex --only claude-code --only gemini --tools-dir "$T
 expect "prepare installs codex, claude-code and gemini from registry.npmjs.org" 0 "gemini 0.61.0: "
 [ "$RC" = 0 ] || exit 1
 
-bg python3 "$FIXTURES/modelsrv.py" --log "$T/model.log" >"$T/model.port" 2>"$T/model.err"
-wait_for_line "$T/model.port" '^[0-9]' 10 || { not_ok "start modelsrv" "$(head -c 300 "$T/model.err")"; exit 1; }
-MP=$(head -1 "$T/model.port")
-: >>"$T/model.log"
-M=http://127.0.0.1:$MP
-# Only loopback: anything else goes to the model server as a proxy, which
-# refuses it (and logs it).
-export HTTPS_PROXY=$M HTTP_PROXY=$M https_proxy=$M http_proxy=$M NO_PROXY=127.0.0.1,localhost \
-	no_proxy=127.0.0.1,localhost
+. "$FIXTURES/modelsrv_agents.sh"
 
 # jsonl FILE EXPR: Python's EXPR over L, FILE's lines that parse as JSON
 # objects (others skipped), with os.environ as E; prints the value.
@@ -111,31 +103,10 @@ turn() {
 # github.com and chatgpt.com at start.
 # gpt-5.5 is a model codex has metadata for (another name works, with a
 # warning item in the stream).
-export CODEX_HOME=$T/codex-home
-mkdir -p "$CODEX_HOME"
-cat >"$CODEX_HOME/config.toml" <<EOF
-model_provider = "modelsrv"
-check_for_update_on_startup = false
-
-[model_providers.modelsrv]
-name = "modelsrv"
-base_url = "$M/v1"
-wire_api = "responses"
-env_key = "MODELSRV_API_KEY"
-
-[analytics]
-enabled = false
-
-[features]
-plugins = false
-remote_plugin = false
-apps = false
-in_app_updates = false
-EOF
 CX="$T/tools/bin/codex exec"
 CXF="--json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox -m gpt-5.5"
 mark
-turn codex 1 env MODELSRV_API_KEY=k-codex $CX $CXF -c "developer_instructions=\"$INSTR\"" \
+turn codex 1 env $ENV_CODEX $CX $CXF -c "developer_instructions=\"$INSTR\"" \
 	"Run the command you are asked to run."
 check "codex turn 1 exits 0" test "$RC" = 0
 check "codex turn 1: a command_execution item ran cat secret.txt, exit 0, output $VALUE" \
@@ -149,21 +120,21 @@ check "codex: -m and developer_instructions reach the model (Bearer from env_key
 	'len(R) == 2 and all(r["body"]["model"] == "gpt-5.5" and E["INSTR"] in json.dumps(r["body"]["input"]) and
 r["headers"].get("authorization") == "Bearer k-codex" for r in R)')" = True
 TID=$(jsonl "$T/codex.turn1.jsonl" 'next(o["thread_id"] for o in L if o.get("type") == "thread.started")')
-turn codex 2 env MODELSRV_API_KEY=k-codex $CX resume $CXF "$TID" "What did the command print?"
+turn codex 2 env $ENV_CODEX $CX resume $CXF "$TID" "What did the command print?"
 check "codex turn 2 (exec resume $TID) exits 0" test "$RC" = 0
 check "codex turn 2 continues turn 1: its answer names $VALUE" test "$(jsonl "$T/codex.turn2.jsonl" '[o["item"]["text"]
 for o in L if o.get("type") == "item.completed" and o["item"].get("type") == "agent_message"][-1:] ==
 ["Earlier the command printed %s." % E["V"]]')" = True
 check "codex turn 2 reports the same thread" test "$(jsonl "$T/codex.turn2.jsonl" 'next(o["thread_id"]
 for o in L if o.get("type") == "thread.started")')" = "$TID"
-turn codex 3 env MODELSRV_API_KEY=k-codex $CX resume $CXF "$TID" "Now abx-fail, please."
+turn codex 3 env $ENV_CODEX $CX resume $CXF "$TID" "Now abx-fail, please."
 check "codex turn 3, which the model fails (400), exits 1 with turn.failed naming the error" \
 	test "$RC:$(jsonl "$T/codex.turn3.jsonl" '[o.get("type") for o in L if "scripted failure" in json.dumps(o)]')" = \
 	"1:['error', 'turn.failed']"
-cancel codex 4 env MODELSRV_API_KEY=k-codex $CX resume $CXF "$TID" "Now abx-hang, please."
+cancel codex 4 env $ENV_CODEX $CX resume $CXF "$TID" "Now abx-hang, please."
 check "codex turn 4, SIGINT while its command runs: exit $RC, no turn.completed" test "$RC:$(jsonl \
 	"$T/codex.turn4-cancelled.jsonl" '[o["type"] for o in L if o["type"].startswith("turn.")]')" = "1:['turn.started']"
-turn codex 5 env MODELSRV_API_KEY=k-codex $CX resume $CXF "$TID" "What did the command print?"
+turn codex 5 env $ENV_CODEX $CX resume $CXF "$TID" "What did the command print?"
 check "codex turn 5 after the cancelled turn continues the session: its answer names $VALUE" \
 	test "$RC:$(jsonl "$T/codex.turn5.jsonl" '[o["item"]["text"] for o in L if o.get("type") == "item.completed" and
 o["item"].get("type") == "agent_message"][-1:]')" = "0:['Earlier the command printed $VALUE.']"
@@ -173,9 +144,8 @@ o["item"].get("type") == "agent_message"][-1:]')" = "0:['Earlier the command pri
 # SESSION. --dangerously-skip-permissions is refused as root: --allowedTools
 # Bash lets the one tool run. Without CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC
 # and with a proxy set, it retries its first request without ever sending it.
-CL="env ANTHROPIC_BASE_URL=$M ANTHROPIC_API_KEY=k-claude CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
-DISABLE_AUTOUPDATER=1 DISABLE_TELEMETRY=1 DISABLE_ERROR_REPORTING=1 $T/tools/bin/claude -p --output-format stream-json \
---verbose --model claude-scripted-1 --allowedTools Bash"
+CL="env $ENV_CLAUDE $T/tools/bin/claude -p --output-format stream-json --verbose --model claude-scripted-1 \
+--allowedTools Bash"
 # claude-result FILE: the text of the stream's last result event
 clres() { jsonl "$1" '[o.get("result") for o in L if o.get("type") == "result"][-1:]'; }
 mark
@@ -249,17 +219,7 @@ mv "$T/claude-code.turnpartial.jsonl" "$T/claude-code.partial.jsonl"
 # the same with --resume SESSION. GEMINI_SYSTEM_MD names a file that
 # replaces the system prompt. With -m it skips its router (a JSON side
 # request to another model).
-mkdir -p "$HOME/.gemini"
-cat >"$HOME/.gemini/settings.json" <<EOF
-{"security": {"auth": {"selectedType": "gemini-api-key"}},
- "privacy": {"usageStatisticsEnabled": false},
- "telemetry": {"enabled": false},
- "general": {"disableAutoUpdate": true, "disableUpdateNag": true}}
-EOF
-printf '{"%s": "TRUST_FOLDER"}\n' "$T/ws" >"$HOME/.gemini/trustedFolders.json"
-echo "$INSTR" >"$T/system.md"
-GM="env GOOGLE_GEMINI_BASE_URL=$M GEMINI_API_KEY=k-gemini GEMINI_SYSTEM_MD=$T/system.md GEMINI_CLI_NO_RELAUNCH=true \
-$T/tools/bin/gemini -o stream-json --approval-mode yolo -m gemini-scripted"
+GM="env $ENV_GEMINI $T/tools/bin/gemini -o stream-json --approval-mode yolo -m gemini-scripted"
 gmres() { # FILE: the stream's assistant text and its result status
 	jsonl "$1" '("".join(o["content"] for o in L if o.get("type") == "message" and o.get("role") == "assistant"),
 [o.get("status") for o in L if o.get("type") == "result"])'

@@ -657,11 +657,38 @@ test_run_dialect(void **state)
 	    "$.run.dialect: longer than 11 bytes");
 }
 
+/* "run": {"extra"}: the words every turn of a conversation passes; any
+ * word (no {bin} first), 1..16 of them. */
+static void
+test_run_extra(void **state)
+{
+	manifest_t *m = malloc(sizeof(*m));
+	struct err e;
+
+	assert_int_equal(parse(m,
+	                       tarball("t", NULL,
+	                               "\"run\":{\"argv\":[\"{bin}\"],\"dialect\":\"codex\","
+	                               "\"extra\":[\"--allowedTools\",\"Bash\"]}",
+	                               SHA_A),
+	                       &x64, &e),
+	                 0);
+	assert_int_equal(m->run_extra.n, 2);
+	assert_string_equal(m->run_extra.v[1], "Bash");
+	assert_int_equal(parse(m, tarball("t", NULL, "\"run\":{\"argv\":[\"{bin}\"]}", SHA_A), &x64, &e), 0);
+	assert_int_equal(m->run_extra.n, 0);
+	free(m);
+	expect_invalid(tarball("t", NULL, "\"run\":{\"argv\":[\"{bin}\"],\"extra\":\"--yolo\"}", SHA_A),
+	               "$.run.extra: expected an array of strings");
+	expect_invalid(tarball("t", NULL, "\"run\":{\"argv\":[\"{bin}\"],\"extra\":[]}", SHA_A),
+	               "$.run.extra: empty");
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_not_json_keeps_json_code),
+	    cmocka_unit_test(test_run_extra),
 	    cmocka_unit_test(test_unknown_fields_named_by_path),
 	    cmocka_unit_test(test_schema_and_types),
 	    cmocka_unit_test(test_no_trust_on_first_use),

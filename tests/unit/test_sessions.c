@@ -97,6 +97,99 @@ types(struct sessions *S, const char *id, char *out, size_t cap)
 	free(buf);
 }
 
+/* A conversation's turn (or its first, with conv): sh -c script. */
+static int
+turn(struct sessions *S, const char *id, const char *script, struct session_view *v, struct err *e)
+{
+	char *argv[] = {"{bin}", "-c", (char *)script};
+	char *envp[] = {"PATH=/usr/bin:/bin", NULL};
+	struct session_spec sp;
+	int ra;
+
+	memset(&sp, 0, sizeof(sp));
+	sp.agent = "sh";
+	sp.principal = "p";
+	sp.op = "agents.sh.sessions.create";
+	sp.argv = argv;
+	sp.argc = 3;
+	sp.bin_at = 0;
+	sp.envp = envp;
+	sp.cfg = &set;
+	sp.entry = "/bin/sh";
+	sp.conv = 1;
+	sp.conf = "{\"agent\":{\"id\":\"sh\"},\"metadata\":{}}";
+	sp.text = script;
+	return id == NULL ? sessions_create(S, &sp, v, &ra, e) : sessions_turn(S, id, &sp, script, v, e);
+}
+
+static void
+wait_idle(struct sessions *S, const char *id, struct session_view *v)
+{
+	int i;
+
+	for (i = 0; i < 500; i++) {
+		assert_int_equal(sessions_get(S, NULL, id, v), 0);
+		if (v->status == SESSION_IDLE || v->status == SESSION_FAILED)
+			return;
+		sessions_wait(S, id, v->events, 20);
+	}
+	fail_msg("session %s did not go idle", id);
+}
+
+static void
+test_conversation(void **state)
+{
+	struct sessions *S = table(dir, 1 << 20), *S2;
+	struct session_view v;
+	struct err e;
+	char t[16384], id[SESSION_ID_MAX];
+	int loaded, intr, skipped;
+
+	assert_non_null(S);
+	assert_int_equal(turn(S, NULL, "echo one", &v, &e), 0);
+	assert_true(v.conv);
+	snprintf(id, sizeof(id), "%s", v.id);
+	wait_idle(S, id, &v);
+	assert_int_equal(v.status, SESSION_IDLE);
+	assert_int_equal(v.turns, 1);
+	types(S, id, t, sizeof(t));
+	assert_string_equal(
+	    t, "created pending created added ready started in_progress output exited completed idle");
+	/* a turn that fails leaves the session idle; a message sent as soon
+	 * as it is idle is taken */
+	assert_int_equal(turn(S, id, "exit 2", &v, &e), 0);
+	wait_idle(S, id, &v);
+	assert_int_equal(v.status, SESSION_IDLE);
+	/* a message while a turn runs is refused; a cancel ends the turn only */
+	assert_int_equal(turn(S, id, "sleep 30", &v, &e), 0);
+	assert_int_equal(turn(S, id, "echo no", &v, &e), -1);
+	assert_string_equal(e.code, "session.busy");
+	assert_int_equal(sessions_delete(S, id, &e), -1);
+	assert_string_equal(e.code, "session.busy");
+	assert_int_equal(sessions_cancel(S, NULL, id, &v), 0);
+	wait_idle(S, id, &v);
+	assert_int_equal(v.status, SESSION_IDLE);
+	assert_int_equal(v.turns, 3);
+	types(S, id, t, sizeof(t));
+	assert_non_null(strstr(t, "cancelled idle"));
+	sessions_free(S);
+
+	/* replayed: the same turns, and the next one runs */
+	S2 = table(dir, 1 << 20);
+	sessions_replay(S2, &loaded, &intr, &skipped);
+	assert_int_equal(sessions_get(S2, NULL, id, &v), 0);
+	assert_true(v.conv);
+	assert_int_equal(v.turns, 3);
+	assert_int_equal(v.status, SESSION_IDLE);
+	assert_int_equal(turn(S2, id, "echo four", &v, &e), 0);
+	wait_idle(S2, id, &v);
+	assert_int_equal(v.turns, 4);
+	assert_int_equal(sessions_delete(S2, id, &e), 0);
+	assert_int_equal(sessions_get(S2, NULL, id, &v), -1);
+	assert_int_equal(access(dir, F_OK), 0);
+	sessions_free(S2);
+}
+
 static void
 test_lifecycle_and_replay(void **state)
 {
@@ -407,11 +500,9 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_lifecycle_and_replay),
-	    cmocka_unit_test(test_cancel_limits_truncation),
-	    cmocka_unit_test(test_read_sse),
-	    cmocka_unit_test(test_burst_of_empty_lines),
-	    cmocka_unit_test(test_odd_values_round_trip),
+	    cmocka_unit_test(test_lifecycle_and_replay),     cmocka_unit_test(test_conversation),
+	    cmocka_unit_test(test_cancel_limits_truncation), cmocka_unit_test(test_read_sse),
+	    cmocka_unit_test(test_burst_of_empty_lines),     cmocka_unit_test(test_odd_values_round_trip),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
