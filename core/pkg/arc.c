@@ -17,6 +17,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 _Static_assert((ARC_SAFE_FLAGS & ARCHIVE_EXTRACT_OWNER) == 0, "never restore owners");
@@ -30,6 +31,16 @@ _Static_assert((ARC_SAFE_FLAGS & ARCHIVE_EXTRACT_SECURE_SYMLINKS) != 0, "no writ
  * most this many bytes, so a hostile archive cannot make the list grow
  * without bound. Real archives have none or a handful. */
 #define ARC_DEFER_MAX_BYTES (1u << 20)
+
+/* libarchive's zip reader turns an entry's DOS date and time (which carry
+ * no zone) into a time with mktime(). This one reads them as UTC, as
+ * timegm() does: an extracted tree's times do not depend on the TZ of the
+ * machine that unpacks it, and no time zone database is read or linked. */
+time_t
+mktime(struct tm *tm)
+{
+	return timegm(tm);
+}
 void
 arc_opts_init(struct arc_opts *o, enum arc_format format)
 {

@@ -19,6 +19,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <time.h>
 
 /* The suite runs twice: every file written on the calling thread, then on
  * the writer's own thread from the first entry (arc_opts.threads). */
@@ -702,6 +703,26 @@ t_good_zip(void **s)
 	assert_file("caf\xc3\xa9.txt", "u\n", 0644);
 }
 
+/* A zip entry's DOS time (2023-11-14 00:00, no zone) is read as UTC, so the
+ * tree's times do not depend on the TZ of the machine that unpacks it. */
+static void
+t_zip_time_utc(void **s)
+{
+	struct err e;
+	struct stat st;
+	char p[400];
+
+	setenv("TZ", "EST5", 1);
+	tzset();
+	if (extract("good.zip", Z, 0, NULL, &e) != 0)
+		fail_msg("%s", e.msg);
+	unsetenv("TZ");
+	tzset();
+	snprintf(p, sizeof(p), "%s/dir/a.txt", stage);
+	assert_int_equal(stat(p, &st), 0);
+	assert_int_equal((long long)st.st_mtime, 1699920000LL);
+}
+
 static void
 t_nonascii_tar(void **s)
 {
@@ -1323,6 +1344,7 @@ main(void)
 	    C(t_entry_cap),
 	    C(t_path_cap),
 	    C(t_zip_pipe),
+	    C(t_zip_time_utc),
 	    C(t_stream_bomb),
 	    C(t_zip_smuggled),
 	    C(t_strict_modes),
