@@ -217,6 +217,8 @@ tool_call(struct ctx *c, const char *id, const char *name, const struct json_val
 		keep = path;
 		s->pending[slot].change = tools[i + 1];
 	}
+	if (kind == PENDING_SHELL && r.name != NULL)
+		keep = r.name; /* the command, for its end (cut to DIALECT_PATH_MAX - 1) */
 	snprintf(s->pending[slot].id, DIALECT_ID_MAX, "%s", id);
 	snprintf(s->pending[slot].path, DIALECT_PATH_MAX, "%s", keep);
 	s->pending[slot].kind = kind;
@@ -242,10 +244,9 @@ tool_result(struct ctx *c, const char *id, const struct json_val *res, int is_er
 		if (s->pending[i].id[0] == '\0' || strncmp(s->pending[i].id, id, DIALECT_ID_MAX - 1) != 0)
 			continue;
 		s->pending[i].id[0] = '\0';
+		r.name = s->pending[i].path;
 		if (s->pending[i].kind == PENDING_SHELL)
 			r.kind = DIALECT_REC_COMMAND_DONE;
-		else
-			r.name = s->pending[i].path;
 		if (s->pending[i].kind == PENDING_FILE) {
 			r.kind = DIALECT_REC_FILE_CHANGE;
 			r.detail = s->pending[i].change;
@@ -372,29 +373,45 @@ claude_line(struct ctx *c, const struct json_val *root, const char *type)
 	return finish(c, 0, NULL, v);
 }
 
+/*
+ * gemini streams an answer as deltas only: the first one opens the message
+ * item (a record with no text and not done), any line but another delta of
+ * it closes it (done with no text: the item's text is its deltas joined, as
+ * core/server/sessions_items.c keeps them). A message sent whole is one
+ * done record.
+ */
 static int
 gemini_line(struct ctx *c, const struct json_val *root, const char *type)
 {
 	struct dialect_stream *s = c->s;
 	const char *id = json_get_str(root, "tool_id"), *name = json_get_str(root, "tool_name");
-	struct dialect_rec r = {.kind = DIALECT_REC_MESSAGE, .item_id = s->msg_id};
-	int rc;
+	struct dialect_rec r = {.kind = DIALECT_REC_MESSAGE, .item_id = s->msg_id}, open = r;
+	int rc = 1, delta = json_is(json_get(root, "delta"), JSON_TRUE);
 
+	if (strcmp(type, "message") == 0 && !str_is(root, "role", "assistant"))
+		return str_is(root, "role", "user");
+	if (s->msg_id[0] != '\0' && (strcmp(type, "message") != 0 || !delta)) {
+		open.done = 1;
+		rc = out(c, &open);
+		s->msg_id[0] = '\0';
+	}
+	if (rc < 0)
+		return rc;
 	if (strcmp(type, "message") == 0) {
-		if (!str_is(root, "role", "assistant"))
-			return str_is(root, "role", "user");
 		if (!text(&r, json_get(root, "content")))
 			return 0;
-		if (s->msg_id[0] == '\0')
+		if (s->msg_id[0] == '\0') {
 			snprintf(s->msg_id, sizeof(s->msg_id), "msg_%u", s->seq++);
-		r.delta = json_is(json_get(root, "delta"), JSON_TRUE);
-		r.done = !r.delta;
+			if (delta && out(c, &open) < 0)
+				return -1;
+		}
+		r.delta = delta;
+		r.done = !delta;
 		rc = out(c, &r);
 		if (r.done)
 			s->msg_id[0] = '\0';
 		return rc;
 	}
-	s->msg_id[0] = '\0';
 	if (strcmp(type, "tool_use") == 0)
 		return id != NULL && name != NULL ? tool_call(c, id, name, json_get(root, "parameters")) : 0;
 	if (strcmp(type, "tool_result") == 0 && id != NULL)

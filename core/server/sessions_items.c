@@ -72,7 +72,8 @@ item_json(struct json_w *w, struct slot *s, const struct dialect_rec *r, const c
 		json_w_arr(w);
 		json_w_obj(w);
 		json_w_kstr(w, "type", r->kind == DIALECT_REC_MESSAGE ? "output_text" : "summary_text");
-		ktext(w, "text", r);
+		json_w_key(w, "text");
+		json_w_strn(w, r->text != NULL ? r->text : "", r->text != NULL ? text_cut(r) : 0);
 		json_w_end(w);
 		json_w_end(w);
 		if (r->kind == DIALECT_REC_MESSAGE) {
@@ -132,8 +133,9 @@ on_rec(void *arg, const struct dialect_rec *r, struct err *e)
 	struct slot *s = arg;
 	const char *type, *ev;
 	char turn[32], id[DIALECT_ID_MAX + 40];
+	struct dialect_rec joined;
 	struct json_w w;
-	int ends;
+	int ends, closing = 0;
 
 	snprintf(turn, sizeof(turn), "turn_%u", s->v.turns);
 	switch (r->kind) {
@@ -167,6 +169,22 @@ on_rec(void *arg, const struct dialect_rec *r, struct err *e)
 	}
 	if ((size_t)r->kind >= sizeof(kinds) / sizeof(kinds[0]))
 		return 0;
+	if (r->kind == DIALECT_REC_MESSAGE) {
+		/* deltas kept for the end of their message, which has no text
+		 * of its own when the agent streams (dialect.c, gemini) */
+		if (r->delta && r->text != NULL && s->acc.len < ITEM_TEXT_MAX)
+			(void)buf_put(&s->acc, r->text,
+			              r->len < ITEM_TEXT_MAX - s->acc.len ? r->len
+			                                                  : ITEM_TEXT_MAX - s->acc.len);
+		else if (!r->delta && r->text == NULL && r->done) {
+			joined = *r;
+			joined.text = s->acc.len > 0 ? (const char *)s->acc.p : "";
+			joined.len = s->acc.len;
+			r = &joined;
+			closing = 1;
+		} else if (!r->delta)
+			buf_reset(&s->acc); /* a message of its own, or one that opens */
+	}
 	snprintf(id, sizeof(id), "%s%s_%s", r->kind == DIALECT_REC_TOOL_RESULT ? "out_" : "", turn,
 	         r->item_id != NULL ? r->item_id : "item");
 	json_w_init(&w, JOURNAL_LINE_MAX - 1024);
@@ -179,7 +197,7 @@ on_rec(void *arg, const struct dialect_rec *r, struct err *e)
 		}
 		ev = kinds[r->kind].delta;
 		json_w_kstr(&w, "item_id", id + (r->kind == DIALECT_REC_TOOL_RESULT ? 4 : 0));
-		json_w_kint(&w, "output_index", s->nitems);
+		json_w_kint(&w, "output_index", s->nitems > 0 ? s->nitems - 1 : 0); /* its item's */
 		if (kinds[r->kind].index != NULL)
 			json_w_kint(&w, kinds[r->kind].index, 0);
 		ktext(&w, "delta", r);
@@ -190,8 +208,8 @@ on_rec(void *arg, const struct dialect_rec *r, struct err *e)
 		           ? r->done || r->kind >= DIALECT_REC_COMMAND_DONE
 		           : r->done && r->kind == DIALECT_REC_TOOL_CALL;
 		ev = ends ? "agent.session.turn.item.done" : "agent.session.turn.item.added";
-		json_w_kint(&w, "output_index", s->nitems);
-		if (r->kind != DIALECT_REC_COMMAND_DONE)
+		json_w_kint(&w, "output_index", s->nitems - closing);
+		if (r->kind != DIALECT_REC_COMMAND_DONE && !closing)
 			s->nitems++;
 		json_w_key(&w, "item");
 		item_json(&w, s, r, type, id, turn,
@@ -203,6 +221,8 @@ on_rec(void *arg, const struct dialect_rec *r, struct err *e)
 	if (!w.overflow)
 		sessions_emit_limited(s, ev, w.buf, w.len);
 	json_w_free(&w);
+	if (closing)
+		buf_reset(&s->acc);
 	(void)e;
 	return 0;
 }

@@ -320,7 +320,7 @@ test_claude_turn(void **state)
 	                    "conversation text=5f0c-11\n"
 	                    "reasoning id=msg_01:0 text=Run it. done\n"
 	                    "cmd_start id=toolu_1 name=cat secret.txt\n"
-	                    "cmd_done id=toolu_1 text=abx-secret-1 done\n"
+	                    "cmd_done id=toolu_1 name=cat secret.txt text=abx-secret-1 done\n"
 	                    "tool_call id=toolu_4 name=Grep value={\"pattern\":\"x\"}\n"
 	                    "file id=toolu_3 name=/w/o.txt detail=update text=no match done error\n"
 	                    "file id=toolu_2 name=/w/n.txt detail=add text=written value=[{\"type\":"
@@ -366,7 +366,7 @@ test_claude_partial_and_failure(void **state)
 }
 
 /* gemini -p --output-format stream-json: the assistant's deltas are one
- * message item until a tool call; run_shell_command is a command,
+ * message item, opened by the first and closed by the next other line; run_shell_command is a command,
  * write_file and replace are file changes. */
 static void
 test_gemini_turn(void **state)
@@ -402,15 +402,19 @@ test_gemini_turn(void **state)
 
 	assert_string_equal(feed(DIALECT_GEMINI, lines),
 	                    "conversation text=c0ffee-1\n"
+	                    "message id=msg_0\n"
 	                    "message id=msg_0 text=Let me  delta\n"
 	                    "message id=msg_0 text=look. delta\n"
+	                    "message id=msg_0 done\n"
 	                    "cmd_start id=run_shell_command-1 name=cat secret.txt\n"
-	                    "cmd_done id=run_shell_command-1 text=abx-secret-2 done\n"
+	                    "cmd_done id=run_shell_command-1 name=cat secret.txt text=abx-secret-2 done\n"
 	                    "file id=w-2 name=/w/g.txt detail=add text=denied done error\n"
 	                    "tool_call id=s-3 name=google_web_search value={\"query\":\"q\"}\n"
 	                    "tool_result id=s-3 name=google_web_search done\n"
 	                    "error text=loop\n"
+	                    "message id=msg_1\n"
 	                    "message id=msg_1 text=It is abx-secret-2. delta\n"
+	                    "message id=msg_1 done\n"
 	                    "completed value={\"total_tokens\":9}\n"
 	                    "failed text=quota\n"
 	                    "raw text={\"type\":\"message\",\"role\":\"system\",\"content\":\"?\"}\n");
@@ -439,7 +443,7 @@ test_pending_bounded(void **state)
 		         "{\"type\":\"tool_result\",\"tool_id\":\"t%d\",\"status\":\"success\"}", i);
 		assert_int_equal(dialect_line(&s, line, strlen(line), render, NULL, &e), 0);
 	}
-	assert_string_equal(got, "tool_result id=t0 done\ncmd_done id=t8 done\n");
+	assert_string_equal(got, "tool_result id=t0 done\ncmd_done id=t8 name=c done\n");
 	memset(path, 'p', sizeof(path) - 1);
 	path[sizeof(path) - 1] = '\0';
 	snprintf(line, sizeof(line),
@@ -509,16 +513,18 @@ test_recorded_lines(void **state)
 	    "conversation text=aeab8df4-d2f2-4cdc-bdc9-b064d0c6c1e2\n"
 	    "cmd_start id=run_shell_command__run_shell_command_1796516738680_0 name=cat secret.txt\n"
 	    "cmd_done id=run_shell_command__run_shell_command_1796516738680_0 "
-	    "text=abx-secret-6950bdb8e360 done\n"
+	    "name=cat secret.txt text=abx-secret-6950bdb8e360 done\n"
+	    "message id=msg_0\n"
 	    "message id=msg_0 text=The command printed ab delta\n"
 	    "message id=msg_0 text=x-secret-6950bdb8e360. delta\n"
+	    "message id=msg_0 done\n"
 	    "completed value={\"total_tokens\":30,\"input_tokens\":20,\"output_tokens\":10,"
 	    "\"cached\":0,\"input\":20,\"duration_ms\":1985,\"tool_calls\":1,\"models\":{"
 	    "\"gemini-scripted\":{\"total_tokens\":30,\"input_tokens\":20,\"output_tokens\":10,"
 	    "\"cached\":0,\"input\":20}}}\n");
 	assert_string_equal(feed(DIALECT_CLAUDE, claude),
 	                    "cmd_start id=toolu_04 name=cat secret.txt\n"
-	                    "cmd_done id=toolu_04 text=abx-secret-6950bdb8e360 done\n"
+	                    "cmd_done id=toolu_04 name=cat secret.txt text=abx-secret-6950bdb8e360 done\n"
 	                    "message id=msg_05:0 text=The command printed abx-secret-6950bdb8e360. done\n");
 }
 
