@@ -66,6 +66,17 @@ new_id(char *id)
 	fs_rand_hex(id + 3, 8);
 }
 
+/* A slot never used past the high-water mark (under mu), or NULL when the
+ * table is full. */
+static struct slot *
+slot_fresh(struct sessions *S)
+{
+	if (S->hw >= SESSIONS_KEEP)
+		return NULL;
+	slot_init(&S->slot[S->hw]);
+	return &S->slot[S->hw++];
+}
+
 /* A slot for a new session (under mu): free, else the oldest finished one
  * nobody reads, whose journal goes with it. */
 static struct slot *
@@ -74,11 +85,10 @@ slot_take(struct sessions *S)
 	struct slot *best = NULL;
 	int i;
 
-	for (i = 0; i < SESSIONS_KEEP; i++) {
+	for (i = 0; i < S->hw; i++) {
 		struct slot *s = &S->slot[i];
 
 		if (!s->used || (s->deleted && s->holds == 0)) {
-			slot_init(s);
 			s->used = s->deleted = 0;
 			free(s->conf);
 			s->conf = NULL;
@@ -88,6 +98,8 @@ slot_take(struct sessions *S)
 		    (best == NULL || s->created_ms < best->created_ms))
 			best = s;
 	}
+	if (S->hw < SESSIONS_KEEP)
+		return slot_fresh(S);
 	if (best != NULL) {
 		journal_close(&best->j, 1);
 		best->used = 0;
@@ -104,7 +116,7 @@ over_limit(struct sessions *S, const char *agent, int *retry_after, struct err *
 {
 	int i, total = 0, mine = 0;
 
-	for (i = 0; i < SESSIONS_KEEP; i++)
+	for (i = 0; i < S->hw; i++)
 		if (S->slot[i].used && sessions_live(&S->slot[i])) {
 			total++;
 			mine += strcmp(S->slot[i].v.agent, agent) == 0;
@@ -458,7 +470,7 @@ sessions_list(struct sessions *S, const char *agent, struct session_view *v, int
 	int i, k, n = 0;
 
 	pthread_mutex_lock(&S->mu);
-	for (i = 0; i < SESSIONS_KEEP; i++) {
+	for (i = 0; i < S->hw; i++) {
 		struct slot *s = &S->slot[i];
 
 		if (!s->used || s->deleted || (agent != NULL && strcmp(s->v.agent, agent) != 0))
@@ -564,7 +576,7 @@ sessions_hold(struct sessions *S, const char *id, int hold)
 	int i;
 
 	pthread_mutex_lock(&S->mu);
-	for (i = 0; i < SESSIONS_KEEP; i++) {
+	for (i = 0; i < S->hw; i++) {
 		s = &S->slot[i];
 		if (s->used && strcmp(s->v.id, id) == 0 && (hold || s->holds > 0)) {
 			s->holds += hold ? 1 : -1;
@@ -581,7 +593,7 @@ sessions_get_stats(struct sessions *S, struct sessions_stats *st)
 
 	memset(st, 0, sizeof(*st));
 	pthread_mutex_lock(&S->mu);
-	for (i = 0; i < SESSIONS_KEEP; i++)
+	for (i = 0; i < S->hw; i++)
 		if (S->slot[i].used) {
 			st->kept++;
 			st->running += S->slot[i].running;
@@ -600,7 +612,7 @@ sessions_shutdown(struct sessions *S, int wait_ms)
 	int i, n;
 
 	pthread_mutex_lock(&S->mu);
-	for (i = 0; i < SESSIONS_KEEP; i++)
+	for (i = 0; i < S->hw; i++)
 		if (S->slot[i].used && S->slot[i].running) {
 			S->slot[i].cancel = 1;
 			S->slot[i].shutdown = 1;
@@ -608,7 +620,7 @@ sessions_shutdown(struct sessions *S, int wait_ms)
 	for (;;) {
 		struct timespec ts = {0, 20 * 1000000L};
 
-		for (n = 0, i = 0; i < SESSIONS_KEEP; i++)
+		for (n = 0, i = 0; i < S->hw; i++)
 			n += S->slot[i].used && S->slot[i].running;
 		if (n == 0 || clock_ms() >= until)
 			break;
@@ -633,7 +645,7 @@ sessions_free(struct sessions *S)
 	 * free. */
 	if (sessions_shutdown(S, PROC_KILL_GRACE_MS_DEFAULT + 8000) > 0)
 		return;
-	for (i = 0; i < SESSIONS_KEEP; i++) {
+	for (i = 0; i < S->hw; i++) {
 		if (S->slot[i].used)
 			journal_close(&S->slot[i].j, 0);
 		free(S->slot[i].conf);
@@ -734,12 +746,11 @@ replay_one(struct sessions *S, const char *name, int *interrupted)
 		return -1;
 	}
 	pthread_mutex_lock(&S->mu);
-	for (i = 0; i < SESSIONS_KEEP; i++)
-		if (!S->slot[i].used) {
+	for (i = 0; i < S->hw && s == NULL; i++)
+		if (!S->slot[i].used)
 			s = &S->slot[i];
-			slot_init(s);
-			break;
-		}
+	if (s == NULL)
+		s = slot_fresh(S);
 	if (s == NULL || sessions_find(S, NULL, j.id) != NULL) {
 		pthread_mutex_unlock(&S->mu);
 		json_free(&doc);

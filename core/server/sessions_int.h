@@ -119,6 +119,10 @@ struct sessions {
 		int n; /* 0 = free entry */
 	} * holders;
 	uint64_t created, events;
+	/* Slots [0, hw) have been used; every scan stops there, so the
+	 * table's pages past it are never read or written and stay out of
+	 * serve's resident memory. */
+	int hw;
 	struct slot slot[SESSIONS_KEEP];
 };
 

@@ -41,7 +41,7 @@ sessions_find(struct sessions *S, const char *agent, const char *id)
 {
 	int i;
 
-	for (i = 0; i < SESSIONS_KEEP; i++) {
+	for (i = 0; i < S->hw; i++) {
 		struct slot *s = &S->slot[i];
 
 		if (s->used && !s->deleted && strcmp(s->v.id, id) == 0 &&
