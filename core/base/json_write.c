@@ -389,13 +389,17 @@ json_w_str(struct json_w *w, const char *s)
 void
 json_w_int(struct json_w *w, int64_t v)
 {
-	char b[24];
-	int n;
+	char b[24], *p = b + sizeof(b);
+	uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
 
 	if (w_sep(w) < 0)
 		return;
-	n = snprintf(b, sizeof(b), "%" PRId64, v);
-	w_put(w, b, (size_t)n);
+	do
+		*--p = (char)('0' + u % 10);
+	while ((u /= 10) != 0);
+	if (v < 0)
+		*--p = '-';
+	w_put(w, p, (size_t)(b + sizeof(b) - p));
 }
 
 void

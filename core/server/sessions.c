@@ -176,6 +176,7 @@ slot_run(struct sessions *S, struct slot *s, const struct session_spec *sp, int 
 	dialect_stream_init(&s->ds, (enum dialect)sp->dialect);
 	s->dl = (struct buf)BUF_INIT(DIALECT_LINE_MAX);
 	s->acc = (struct buf)BUF_INIT(SESSION_EVENT_DATA_MAX);
+	json_w_init(&s->iw, JOURNAL_LINE_MAX - 1024);
 	s->nitems = s->dend = 0;
 	json_w_init(&s->ow, JOURNAL_LINE_MAX - 512);
 	s->argv = copy_strv(sp->argv, sp->argc);

@@ -96,7 +96,8 @@ struct slot {
 	 * (0 none, 1 completed, 2 failed with why). */
 	int dialect;
 	struct buf dl;
-	struct buf acc; /* the open message's deltas (sessions_items.c) */
+	struct buf acc;   /* the open message's deltas (sessions_items.c) */
+	struct json_w iw; /* an item event's members (sessions_items.c) */
 	struct dialect_stream ds;
 	int nitems;
 	int dend;

@@ -134,7 +134,7 @@ on_rec(void *arg, const struct dialect_rec *r, struct err *e)
 	const char *type, *ev;
 	char turn[32], id[DIALECT_ID_MAX + 40];
 	struct dialect_rec joined;
-	struct json_w w;
+	struct json_w w, *iw = &s->iw;
 	int ends, closing = 0;
 
 	snprintf(turn, sizeof(turn), "turn_%u", s->v.turns);
@@ -187,20 +187,18 @@ on_rec(void *arg, const struct dialect_rec *r, struct err *e)
 	}
 	snprintf(id, sizeof(id), "%s%s_%s", r->kind == DIALECT_REC_TOOL_RESULT ? "out_" : "", turn,
 	         r->item_id != NULL ? r->item_id : "item");
-	json_w_init(&w, JOURNAL_LINE_MAX - 1024);
-	json_w_obj(&w);
-	json_w_kstr(&w, "turn_id", turn);
+	json_w_reset(iw); /* the thread's, kept from line to line */
+	json_w_obj(iw);
+	json_w_kstr(iw, "turn_id", turn);
 	if (r->delta || r->kind == DIALECT_REC_COMMAND_OUTPUT) {
-		if (!r->delta || r->text == NULL) {
-			json_w_free(&w);
+		if (!r->delta || r->text == NULL)
 			return 0; /* the whole output so far: the item's end has it */
-		}
 		ev = kinds[r->kind].delta;
-		json_w_kstr(&w, "item_id", id + (r->kind == DIALECT_REC_TOOL_RESULT ? 4 : 0));
-		json_w_kint(&w, "output_index", s->nitems > 0 ? s->nitems - 1 : 0); /* its item's */
+		json_w_kstr(iw, "item_id", id + (r->kind == DIALECT_REC_TOOL_RESULT ? 4 : 0));
+		json_w_kint(iw, "output_index", s->nitems > 0 ? s->nitems - 1 : 0); /* its item's */
 		if (kinds[r->kind].index != NULL)
-			json_w_kint(&w, kinds[r->kind].index, 0);
-		ktext(&w, "delta", r);
+			json_w_kint(iw, kinds[r->kind].index, 0);
+		ktext(iw, "delta", r);
 	} else {
 		type = kinds[r->kind].type;
 		/* a command's start is an item of its own; its end is that item done */
@@ -208,19 +206,18 @@ on_rec(void *arg, const struct dialect_rec *r, struct err *e)
 		           ? r->done || r->kind >= DIALECT_REC_COMMAND_DONE
 		           : r->done && r->kind == DIALECT_REC_TOOL_CALL;
 		ev = ends ? "agent.session.turn.item.done" : "agent.session.turn.item.added";
-		json_w_kint(&w, "output_index", s->nitems - closing);
+		json_w_kint(iw, "output_index", s->nitems - closing);
 		if (r->kind != DIALECT_REC_COMMAND_DONE && !closing)
 			s->nitems++;
-		json_w_key(&w, "item");
-		item_json(&w, s, r, type, id, turn,
+		json_w_key(iw, "item");
+		item_json(iw, s, r, type, id, turn,
 		          !ends         ? "in_progress"
 		          : r->is_error ? "failed"
 		                        : "completed");
 	}
-	json_w_end(&w);
-	if (!w.overflow)
-		sessions_emit_limited(s, ev, w.buf, w.len);
-	json_w_free(&w);
+	json_w_end(iw);
+	if (!iw->overflow)
+		sessions_emit_limited(s, ev, iw->buf, iw->len);
 	if (closing)
 		buf_reset(&s->acc);
 	(void)e;

@@ -357,6 +357,7 @@ sessions_free_run(struct slot *s)
 	free(s->line[2]);
 	buf_free(&s->dl);
 	buf_free(&s->acc);
+	json_w_free(&s->iw);
 	buf_free(&s->st.b);
 	buf_free(&s->st.offs);
 	memset(&s->st, 0, sizeof(s->st));
