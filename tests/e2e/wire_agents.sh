@@ -44,7 +44,7 @@ for a in codex claude-code gemini; do
 done
 conv_checks codex 0 assistant
 conv_checks claude-code null assistant
-conv_checks gemini null
+conv_checks gemini null assistant
 out=$(python3 -c 'import json, sys
 print(" ".join(sorted(set(o["path"] for o in map(json.loads, open(sys.argv[1])) if o.get("method") == "CONNECT"))))' \
 	"$T/model.log")
