@@ -395,9 +395,8 @@ route(struct api_rq *q)
 	char seg[CFG_NAME_MAX];
 	size_t n;
 
-	/* The sessions APIs route their own paths (/v1/agents/sessions…, the
-	 * OpenAI wire, and /v1/agents/<a>/sessions…). */
-	if (api_wire_route(q) || api_sessions_route(q))
+	/* The sessions wire routes its own paths (/v1/agents/sessions…). */
+	if (api_wire_route(q))
 		return;
 	if (strcmp(p, "/v1/ops") == 0) {
 		q->route = R_OPS_LIST;

@@ -124,7 +124,7 @@ test_agent_ops(void **state)
 	assert_true(op->reading);
 	assert_int_equal(ops_find(&o, "agents.codex.sessions.get")->ninstall, 0);
 	assert_int_equal(ops_find(&o, "agents.codex.sessions.list")->ninstall, 0);
-	assert_int_equal(ops_find(&o, "agents.codex.sessions.cancel")->ninstall, 0);
+	assert_int_equal(ops_find(&o, "agents.codex.sessions.send_event")->ninstall, 0);
 	assert_int_equal(ops_find(&o, "agents.codex.status")->ninstall, 0);
 	assert_int_equal(ops_add_agent(&o, "codex", agent_lookup, NULL, &e), -1);
 	assert_int_equal(ops_add_agent(&o, "nosuch", agent_lookup, NULL, &e), -1);
