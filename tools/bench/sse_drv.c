@@ -192,9 +192,10 @@ create(int port, const char *tok, const char *agent, long n, char *id, size_t ca
 	int fd, bl;
 	ssize_t k;
 
-	bl = snprintf(body, sizeof(body),
-	              "{\"agent_id\": \"%s\", \"environment\": {\"type\": \"self_hosted\"}, \"input\": \"%ld\"}",
-	              agent, n);
+	bl = snprintf(
+	    body, sizeof(body),
+	    "{\"agent_id\": \"%s\", \"environment\": {\"type\": \"self_hosted\"}, \"input\": \"%ld\"}", agent,
+	    n);
 	snprintf(req, sizeof(req),
 	         "POST /v1/agents/sessions HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nX-Access-Token: %s\r\n"
 	         "Content-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
@@ -318,11 +319,10 @@ main(int argc, char **argv)
 		fprintf(stderr, "sse_drv: creating the session failed\n");
 		return 1;
 	}
-	snprintf(
-	    req, sizeof(req),
-	    "GET /v1/agents/sessions/%s/events HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nX-Access-Token: %s\r\n"
-	    "Accept: text/event-stream\r\n\r\n",
-	    id, port, argv[2]);
+	snprintf(req, sizeof(req),
+	         "GET /v1/agents/sessions/%s/events HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nX-Access-Token: %s\r\n"
+	         "Accept: text/event-stream\r\n\r\n",
+	         id, port, argv[2]);
 	if ((fd = dial(port)) < 0 || send_all(fd, req, strlen(req)) != 0) {
 		fprintf(stderr, "sse_drv: connecting failed\n");
 		return 1;
