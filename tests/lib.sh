@@ -21,6 +21,8 @@
 #   http_raw                  raw bytes to a port, the answer back
 #   sha sha_str               SHA-256 of a file, of a string
 #   json_eval                 a Python expression over a JSON file
+#   wire wire_new wire_msg wire_cancel wire_upto wire_events
+#                             the sessions wire of the serve at $PORT
 #   mktool mkman              a tool tarball and its manifest
 #   reachable_copy            a copy of a file that another user can run
 set -u
@@ -272,6 +274,37 @@ sha_str() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
 # document in FILE.
 json_eval() {
 	"${PY:-python3}" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
+}
+
+# The sessions wire (/v1/agents/sessions…) of the serve at $PORT, token
+# $TOK. wire METHOD PATH [JSON]: the status on stdout, the body in $T/body,
+# the head in $T/hdr (PATH follows /v1/agents/sessions).
+wire() {
+	curl -s -o "$T/body" -D "$T/hdr" -w '%{http_code}' -H "X-Access-Token: $TOK" -X "$1" \
+		${3:+-H 'Content-Type: application/json' --data "$3"} "http://127.0.0.1:$PORT/v1/agents/sessions$2"
+}
+# wire_new AGENT [INPUT [MEMBERS]]: create a session of AGENT in the
+# environment WIRE_ENV (default self_hosted, HOME), with INPUT as its first
+# message; $S the status, $SID its id ("" when refused).
+wire_new() {
+	_env=${WIRE_ENV:-'{"type": "self_hosted"}'}
+	S=$(wire POST "" "{\"agent_id\": \"$1\", \"environment\": $_env${2:+, \"input\": \"$2\"}${3:+, $3}}")
+	SID=$(json_eval "$T/body" 'd.get("id", "")' 2>/dev/null)
+}
+# wire_msg ID INPUT, wire_cancel ID: the status of the message or the
+# cancellation sent to session ID.
+wire_msg() { wire POST "/$1/events" "{\"events\": [{\"type\": \"agent.session.input.message\", \"input\": \"$2\"}]}"; }
+wire_cancel() { wire POST "/$1/events" '{"events": [{"type": "agent.session.input.cancel"}]}'; }
+# wire_upto ID TYPE [N [LAST]]: session ID's events (after LAST) up to the
+# N-th of TYPE as "ID TYPE" lines in $T/ev, "seen" last (30 s at most).
+wire_upto() {
+	"${PY:-python3}" "$FIXTURES/sessclient.py" sse "$PORT" "$TOK" "/v1/agents/sessions/$1/events" "${4:--}" 30 0 \
+		"$2" "${3:-1}" >"$T/ev"
+}
+# wire_events ID TYPE [N]: the same events as a JSON document {"data":
+# [...]} in $T/ev, for json_eval.
+wire_events() {
+	"${PY:-python3}" "$FIXTURES/sessclient.py" events "$PORT" "$TOK" "$1" "$2" "${3:-1}" 30 >"$T/ev"
 }
 
 # mktool NAME VERSION [BYTES]: $W/NAME-VERSION.tgz, a tarball whose

@@ -373,11 +373,11 @@ run_op(struct api_rq *q, const char *id)
 		return;
 	}
 	/* sessions.*: install on first use applies here too; the session
-	 * machinery itself is the sessions API's. */
+	 * machinery itself is the wire's. */
 	if (api_need_tools(q, op->id, inst, op->ninstall, NULL) != 0)
 		return;
-	api_rq_errf(q, "request.not_implemented", "%s is served by the sessions API (/v1/agents/%s/sessions)",
-	            op->id, op->agent);
+	api_rq_errf(q, "request.not_implemented", "%s is served by the sessions wire (/v1/agents/sessions)",
+	            op->id);
 }
 
 static void
@@ -395,9 +395,8 @@ route(struct api_rq *q)
 	char seg[CFG_NAME_MAX];
 	size_t n;
 
-	/* The sessions APIs route their own paths (/v1/agents/sessions…, the
-	 * OpenAI wire, and /v1/agents/<a>/sessions…). */
-	if (api_wire_route(q) || api_sessions_route(q))
+	/* The sessions wire routes its own paths (/v1/agents/sessions…). */
+	if (api_wire_route(q))
 		return;
 	if (strcmp(p, "/v1/ops") == 0) {
 		q->route = R_OPS_LIST;

@@ -79,7 +79,7 @@ enum api_route {
 	R_UNAUTHORIZED, /* refused before routing */
 	R_SERVER,       /* answered by the server core: malformed, too large, timed out, slots full */
 	R_NOT_FOUND,
-	R_SESSIONS, /* /v1/agents/<a>/sessions… (api_sessions.c) */
+	R_SESSIONS, /* /v1/agents/sessions… (api_wire.c) */
 	R_READY,
 	R_NROUTES
 };

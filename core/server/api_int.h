@@ -15,7 +15,7 @@
  *                   job object, install on first use (api_need_tools);
  *   api_auth.c      tokens and principals (api_gate, api_authenticate);
  *   api_ops.c       command ops and the runner thread that answers them;
- *   api_sessions.c  the sessions API and agents.<a>.run;
+ *   api_sessions.c  session starts, event streams and agents.<a>.run;
  *   api.c           set-up, routing, the op list, runtimes, jobs, metrics.
  */
 #include "server/api.h"
@@ -127,10 +127,6 @@ void api_runner_free(struct api *a);
 
 /* ---- api_sessions.c ---- */
 
-/* Route /v1/agents/<a>/sessions…: 1 when the request was answered, 0 when
- * the path is not the sessions API's. */
-int api_sessions_route(struct api_rq *q);
-
 /* What the OpenAI wire (api_wire.c) adds to a session start: a turn of
  * conversation id (NULL: a new conversation, whose object's members are
  * conf), the user's message text (NULL: none, a new conversation only). */
@@ -154,8 +150,8 @@ int api_session_start(struct api_rq *q, const char *agent, const struct json_val
 struct err;
 int api_session_cwd(struct api_rq *q, const struct json_val *root, char *out, size_t cap, struct err *e);
 /* Answer q with session id's events after seq after as Server-Sent Events
- * (mode: sessions_read_buf's sse), on a thread of the stream's own. */
-void api_events_stream(struct api_rq *q, const char *agent, const char *id, uint32_t after, int mode);
+ * in the wire's form, on a thread of the stream's own. */
+void api_events_stream(struct api_rq *q, const char *id, uint32_t after);
 
 /* ---- api_wire.c ---- */
 

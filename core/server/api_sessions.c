@@ -1,10 +1,9 @@
 /*
- * The sessions API: POST /v1/agents/<a>/sessions,
- * GET …/sessions, GET …/sessions/<id>, GET …/sessions/<id>/events (JSON
- * page or Server-Sent Events), POST …/sessions/<id>/cancel, and POST
+ * Starting agent sessions for the wire (core/server/api_wire.c) and POST
  * /v1/ops/agents.<a>.run, a session run to its end and answered like a
- * command op. Starting a session builds the run argv from the manifest and
- * the body, the working directory and the environment; the engine is
+ * command op; the wire's event streams. Starting a session builds the run
+ * argv from the manifest and the body (or the agent's JSON dialect), the
+ * working directory and the environment; the engine is
  * core/server/sessions.c.
  *
  * Event streams do not hold a worker: the worker defers the answer and a
@@ -22,7 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -32,17 +30,13 @@
 #include "base/json.h"
 #include "install/launch.h"
 #include "pkg/manifest.h"
-#include "base/proc.h"
 #include "server/dialect.h"
 #include "server/sessions.h"
 
-/* Events per JSON page: default and ceiling. */
-#define API_EVENTS_PAGE 100
+/* Events and bytes of events gathered for one read (a stream write, or a
+ * run's output). */
 #define API_EVENTS_PAGE_MAX 1000
-/* Bytes of events gathered for one page or one stream write. */
 #define API_EVENTS_BYTES (512u << 10)
-/* A session object. */
-#define API_SESSION_OBJ_MAX 4096
 /* How often a waiting stream looks at the server draining. */
 #define API_SSE_TICK_MS 500
 
@@ -144,86 +138,6 @@ start_detached(void *(*fn)(void *), void *arg, size_t stack)
 	rc = pthread_create(&th, &at, fn, arg);
 	pthread_attr_destroy(&at);
 	return rc;
-}
-
-static void
-session_json(struct json_w *w, const struct session_view *v)
-{
-	json_w_obj(w);
-	json_w_kstr(w, "id", v->id);
-	json_w_kstr(w, "object", "agent.session");
-	json_w_kstr(w, "agent", v->agent);
-	json_w_kstr(w, "status", session_status_name(v->status));
-	json_w_kstr(w, "created_at", v->created_at);
-	json_w_key(w, "started_at");
-	v->started_at[0] != '\0' ? json_w_str(w, v->started_at) : json_w_null(w);
-	json_w_key(w, "ended_at");
-	v->ended_at[0] != '\0' && v->status != SESSION_IN_PROGRESS ? json_w_str(w, v->ended_at)
-	                                                           : json_w_null(w);
-	json_w_key(w, "exit_code");
-	v->exited ? json_w_int(w, v->exit_code) : json_w_null(w);
-	if (v->exited)
-		json_w_kint(w, "duration_ms", v->duration_ms);
-	json_w_kint(w, "events", v->events);
-	if (v->job[0] != '\0')
-		json_w_kstr(w, "install_job", v->job);
-	if (v->error[0] != '\0')
-		json_w_kstr(w, "error", v->error);
-	if (v->truncated)
-		json_w_kbool(w, "truncated", 1);
-	if (v->cancel_requested && v->status == SESSION_IN_PROGRESS)
-		json_w_kbool(w, "cancel_requested", 1);
-	json_w_kstr(w, "principal", v->principal);
-	json_w_end(w);
-}
-
-/* (api_int.h) */
-static int
-respond_session(struct api_rq *q, int status, const struct session_view *v)
-{
-	struct json_w w;
-
-	json_w_init(&w, API_SESSION_OBJ_MAX);
-	session_json(&w, v);
-	return api_rq_json_w(q, status, &w);
-}
-
-/* The value of name in a query string (a view), or NULL. */
-static const char *
-query_get(const char *qs, const char *name, size_t *len)
-{
-	size_t n = strlen(name);
-	const char *p = qs, *amp;
-
-	while (p != NULL && *p != '\0') {
-		amp = strchr(p, '&');
-		if (strncmp(p, name, n) == 0 && p[n] == '=') {
-			*len = amp != NULL ? (size_t)(amp - p - n - 1) : strlen(p + n + 1);
-			return p + n + 1;
-		}
-		p = amp != NULL ? amp + 1 : NULL;
-	}
-	return NULL;
-}
-
-/* A decimal in [0, max] from s[0..n): 0 or -1. */
-static int
-parse_u32(const char *s, size_t n, uint32_t max, uint32_t *out)
-{
-	uint64_t v = 0;
-	size_t i;
-
-	if (n == 0 || n > 10)
-		return -1;
-	for (i = 0; i < n; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return -1;
-		v = v * 10 + (uint64_t)(s[i] - '0');
-	}
-	if (v > max)
-		return -1;
-	*out = (uint32_t)v;
-	return 0;
 }
 
 /* ---- starting sessions ------------------------------------------------------- */
@@ -529,34 +443,23 @@ session_env(struct api_rq *q, const struct json_val *root, char ***owned, struct
 }
 
 /*
- * Create a session of agent for the request q, admitted as op_action
- * ("sessions.create", or "run" whose policy the caller checked already).
- * 0 with *sv (not answered yet) and *timeout_s (the run's "timeout", 0 =
- * none), or 1 when q was answered with an error.
+ * Create the session of agents.<agent>.run (its policy checked by the
+ * caller) for the request q: 0 with *sv (not answered yet) and *timeout_s
+ * (the run's "timeout", 0 = none), or 1 when q was answered with an error.
  */
 static int start_session(struct api_rq *q, const char *agent, const char *action, const struct json_val *root,
                          const struct wire_start *ws, struct session_view *sv, int *timeout_s, int admitted);
 
 static int
-create_session(struct api_rq *q, const char *agent, const char *action, struct session_view *sv,
-               int *timeout_s)
+create_session(struct api_rq *q, const char *agent, struct session_view *sv, int *timeout_s)
 {
 	const struct json_val *root;
-	const char *tools[1] = {agent};
 	struct json_doc doc;
-	char op[OP_ID_MAX];
 	int rc;
 
-	snprintf(op, sizeof(op), "agents.%s.%s", agent, action);
-	if (!api_agent_enabled(q->g, agent) || ops_find(&q->g->ops, op) == NULL)
-		return start_session(q, agent, action, NULL, NULL, sv, timeout_s, 1);
-	/* Install admission (the op, and agents.<a>.install not denied)
-	 * before the body is read. */
-	if (strcmp(action, "run") != 0 && api_rq_policy(q, op, tools, 1) != 0)
-		return 1;
 	if (api_body_json(q, &doc, &root) != 0)
 		return 1;
-	rc = start_session(q, agent, action, root, NULL, sv, timeout_s, 1);
+	rc = start_session(q, agent, "run", root, NULL, sv, timeout_s, 1);
 	json_free(&doc);
 	return rc;
 }
@@ -749,22 +652,6 @@ out:
 	return answered;
 }
 
-/* (api_int.h) */
-static void
-post_session(struct api_rq *q, const char *agent)
-{
-	struct session_view sv;
-	char loc[256];
-
-	int timeout_s;
-
-	if (create_session(q, agent, "sessions.create", &sv, &timeout_s) != 0)
-		return;
-	snprintf(loc, sizeof(loc), "/v1/agents/%s/sessions/%s", agent, sv.id);
-	httpd_resp_header(q->resp, "Location", loc);
-	respond_session(q, 201, &sv);
-}
-
 /* ---- agents.<a>.run: a session run to its end ------------------------------ */
 
 /* The thread that waits for a run's session (the worker is free). */
@@ -908,7 +795,7 @@ api_agent_run(struct api_rq *q, const char *agent)
 		api_rq_errf(q, "internal", "out of memory");
 		return;
 	}
-	if (create_session(q, agent, "run", &sv, &x->timeout_s) != 0) {
+	if (create_session(q, agent, &sv, &x->timeout_s) != 0) {
 		free(x);
 		return;
 	}
@@ -927,104 +814,6 @@ api_agent_run(struct api_rq *q, const char *agent)
 
 /* ---- reading ----------------------------------------------------------------- */
 
-static void
-list(struct api_rq *q, const char *agent)
-{
-	struct session_view *v = malloc(SESSIONS_KEEP * sizeof(*v));
-	struct json_w w;
-	int i, n;
-
-	if (v == NULL) {
-		api_rq_errf(q, "internal", "out of memory");
-		return;
-	}
-	n = sessions_list(q->a->sessions, agent, v, SESSIONS_KEEP);
-	json_w_init(&w, (size_t)SESSIONS_KEEP * API_SESSION_OBJ_MAX);
-	json_w_obj(&w);
-	json_w_kstr(&w, "object", "list");
-	json_w_key(&w, "data");
-	json_w_arr(&w);
-	for (i = 0; i < n; i++)
-		session_json(&w, &v[i]);
-	json_w_end(&w);
-	json_w_end(&w);
-	free(v);
-	api_rq_json_w(q, 200, &w);
-}
-
-static void
-get_one(struct api_rq *q, const char *agent, const char *id)
-{
-	struct session_view v;
-
-	if (sessions_get(q->a->sessions, agent, id, &v) != 0) {
-		api_rq_errf(q, "not_found", "no session %s of %s", id, agent);
-		return;
-	}
-	respond_session(q, 200, &v);
-}
-
-static void
-cancel(struct api_rq *q, const char *agent, const char *id)
-{
-	struct session_view v;
-	int rc, i;
-
-	rc = sessions_cancel(q->a->sessions, agent, id, &v);
-	if (rc < 0) {
-		api_rq_errf(q, "not_found", "no session %s of %s", id, agent);
-		return;
-	}
-	/* Answer with the end when it comes soon: SIGTERM, then SIGKILL after
-	 * the grace, is bounded. */
-	for (i = 0; rc == 0 && i < (PROC_KILL_GRACE_MS_DEFAULT + 1000) / 100; i++) {
-		if (sessions_get(q->a->sessions, agent, id, &v) != 0 || v.status != SESSION_IN_PROGRESS)
-			break;
-		sessions_wait(q->a->sessions, id, v.events, 100);
-	}
-	respond_session(q, 200, &v);
-}
-
-static void
-events_page(struct api_rq *q, const char *agent, const char *id, uint32_t after, uint32_t limit)
-{
-	struct session_view v;
-	struct json_w w;
-	char *buf = NULL;
-	size_t len, i;
-	uint32_t last;
-	int n, done;
-
-	n = sessions_read(q->a->sessions, agent, id, after, (int)limit, API_EVENTS_BYTES, 0, &buf, &len,
-	                  &last, &done);
-	if (n < 0 || sessions_get(q->a->sessions, agent, id, &v) != 0) {
-		free(buf);
-		api_rq_errf(q, "not_found", "no session %s of %s", id, agent);
-		return;
-	}
-	/* JSON lines to an array: each newline but the last becomes a comma. */
-	for (i = 0; i + 1 < len; i++)
-		if (buf[i] == '\n')
-			buf[i] = ',';
-	if (len > 0)
-		buf[len - 1] = '\0';
-	json_w_init(&w, API_EVENTS_BYTES * 2);
-	json_w_obj(&w);
-	json_w_kstr(&w, "object", "list");
-	json_w_key(&w, "data");
-	json_w_arr(&w);
-	if (n > 0)
-		json_w_raw(&w, buf);
-	json_w_end(&w);
-	json_w_kint(&w, "first_id", n > 0 ? after + 1 : 0);
-	json_w_kint(&w, "last_id", last);
-	json_w_kbool(&w, "has_more", last < v.events);
-	json_w_kstr(&w, "session_status", session_status_name(v.status));
-	json_w_end(&w);
-	free(buf);
-	api_rq_json_w(q, 200, &w);
-}
-
 /*
  * One event stream, on a thread of its own: the worker that took the
  * request deferred it (httpd_defer) and went back to the pool, so open
@@ -1036,12 +825,10 @@ events_page(struct api_rq *q, const char *agent, const char *id, uint32_t after,
 struct sse_ctx {
 	struct sessions *S;
 	struct httpd_resp *resp;
-	char agent[CFG_NAME_MAX];
 	char id[SESSION_ID_MAX];
 	char principal[POL_NAME_MAX];
 	uint32_t after;
 	int hb_ms;
-	int mode; /* sessions_read_buf's sse: 1, or 2 for the wire */
 };
 
 static void
@@ -1061,8 +848,8 @@ sse_run(struct sse_ctx *x)
 	if (httpd_stream_write(resp, hello, strlen(hello)) != 0)
 		goto out;
 	while (!done) {
-		n = sessions_read_buf(S, x->agent[0] ? x->agent : NULL, x->id, last, API_EVENTS_PAGE_MAX,
-		                      API_EVENTS_BYTES, x->mode, &b, &last, &done);
+		n = sessions_read_buf(S, NULL, x->id, last, API_EVENTS_PAGE_MAX, API_EVENTS_BYTES, 1, &b,
+		                      &last, &done);
 		if (n < 0)
 			break;
 		if (n > 0) {
@@ -1121,15 +908,15 @@ streams_per_principal(const struct api_rq *q, int max)
 }
 
 void
-api_events_stream(struct api_rq *q, const char *agent, const char *id, uint32_t after, int mode)
+api_events_stream(struct api_rq *q, const char *id, uint32_t after)
 {
 	struct sessions *S = q->a->sessions;
 	struct session_view v;
 	struct sse_ctx *x;
 	int rc, max, mine;
 
-	if (sessions_get(S, agent, id, &v) != 0) {
-		api_rq_errf(q, "not_found", "no session %s of %s", id, agent != NULL ? agent : "any agent");
+	if (sessions_get(S, NULL, id, &v) != 0) {
+		api_rq_errf(q, "not_found", "no session %s", id);
 		return;
 	}
 	x = calloc(1, sizeof(*x));
@@ -1158,10 +945,8 @@ api_events_stream(struct api_rq *q, const char *agent, const char *id, uint32_t 
 	q->status = 200;
 	x->S = S;
 	x->resp = q->resp;
-	snprintf(x->agent, sizeof(x->agent), "%s", agent != NULL ? agent : "");
 	snprintf(x->id, sizeof(x->id), "%s", id);
 	x->after = after;
-	x->mode = mode;
 	x->hb_ms = q->g->cfg.server.sse_heartbeat * 1000;
 	/* Deferred before the thread exists: it may answer and complete
 	 * before this worker is back in its loop. */
@@ -1173,135 +958,4 @@ api_events_stream(struct api_rq *q, const char *agent, const char *id, uint32_t 
 		free(x);
 		httpd_complete(q->resp);
 	}
-}
-
-static void
-events(struct api_rq *q, const char *agent, const char *id)
-{
-	const char *accept = httpd_req_header(q->req, "Accept");
-	const char *lei = httpd_req_header(q->req, "Last-Event-ID"), *s;
-	uint32_t after = 0, limit = API_EVENTS_PAGE;
-	size_t n;
-
-	if ((s = query_get(q->req->query, "after", &n)) != NULL &&
-	    parse_u32(s, n, UINT32_MAX - 1, &after) != 0) {
-		api_rq_errf(q, "request.invalid", "after must be an event number");
-		return;
-	}
-	if ((s = query_get(q->req->query, "limit", &n)) != NULL &&
-	    (parse_u32(s, n, API_EVENTS_PAGE_MAX, &limit) != 0 || limit == 0)) {
-		api_rq_errf(q, "request.invalid", "limit must be 1..%d", API_EVENTS_PAGE_MAX);
-		return;
-	}
-	if (accept != NULL && strstr(accept, "text/event-stream") != NULL) {
-		/* A reconnecting EventSource sends the last id it saw. */
-		if (lei != NULL && parse_u32(lei, strlen(lei), UINT32_MAX - 1, &after) != 0) {
-			api_rq_errf(q, "request.invalid", "Last-Event-ID must be an event number");
-			return;
-		}
-		api_events_stream(q, agent, id, after, 1);
-		return;
-	}
-	events_page(q, agent, id, after, limit);
-}
-
-/* ---- routing ------------------------------------------------------------------ */
-
-static void
-not_allowed(struct api_rq *q, const char *allow)
-{
-	httpd_resp_header(q->resp, "Allow", allow);
-	api_rq_errf(q, "request.method", "%s is not allowed here (allowed: %s)", q->req->method, allow);
-}
-
-/* Copy the segment at p (up to '/' or the end) into out; its length, or 0
- * when it is empty, too long or has other than [A-Za-z0-9_-]. */
-static size_t
-segment(const char *p, char *out, size_t cap)
-{
-	size_t n = 0;
-
-	while (p[n] != '\0' && p[n] != '/') {
-		char c = p[n];
-
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		      c == '-' || c == '_') ||
-		    n + 1 >= cap)
-			return 0;
-		out[n] = c;
-		n++;
-	}
-	out[n] = '\0';
-	return n;
-}
-
-int
-api_sessions_route(struct api_rq *q)
-{
-	const char *p = q->req->path, *m = q->req->method, *rest;
-	int get = strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0, post = strcmp(m, "POST") == 0;
-	char agent[CFG_NAME_MAX], id[SESSION_ID_MAX], op[OP_ID_MAX];
-	size_t n;
-
-	if (strncmp(p, "/v1/agents/", 11) != 0 || q->a->sessions == NULL)
-		return 0;
-	rest = p + 11;
-	if ((n = segment(rest, agent, sizeof(agent))) == 0 || strncmp(rest + n, "/sessions", 9) != 0)
-		return 0;
-	rest += n + 9;
-	if (*rest != '\0' && *rest != '/')
-		return 0;
-	q->route = R_SESSIONS;
-	if (!api_agent_enabled(q->g, agent)) {
-		const char *s = api_suggest(q->g, q->principal, agent, 1);
-		api_rq_errf(q, "not_found", "no agent %s is enabled%s%s%s", agent, s ? " (did you mean " : "",
-		            s ? s : "", s ? "?)" : "");
-		return 1;
-	}
-	if (*rest == '\0') {
-		if (post) {
-			post_session(q, agent);
-		} else if (get) {
-			snprintf(op, sizeof(op), "agents.%s.sessions.list", agent);
-			if (api_rq_policy(q, op, NULL, 0) == 0)
-				list(q, agent);
-		} else {
-			not_allowed(q, "GET, POST");
-		}
-		return 1;
-	}
-	rest++;
-	if ((n = segment(rest, id, sizeof(id))) == 0) {
-		api_rq_errf(q, "not_found", "no such resource: %s", p);
-		return 1;
-	}
-	rest += n;
-	if (*rest == '\0') {
-		if (!get) {
-			not_allowed(q, "GET");
-			return 1;
-		}
-		snprintf(op, sizeof(op), "agents.%s.sessions.get", agent);
-		if (api_rq_policy(q, op, NULL, 0) == 0)
-			get_one(q, agent, id);
-	} else if (strcmp(rest, "/events") == 0) {
-		if (!get) {
-			not_allowed(q, "GET");
-			return 1;
-		}
-		snprintf(op, sizeof(op), "agents.%s.sessions.events", agent);
-		if (api_rq_policy(q, op, NULL, 0) == 0)
-			events(q, agent, id);
-	} else if (strcmp(rest, "/cancel") == 0) {
-		if (!post) {
-			not_allowed(q, "POST");
-			return 1;
-		}
-		snprintf(op, sizeof(op), "agents.%s.sessions.cancel", agent);
-		if (api_rq_policy(q, op, NULL, 0) == 0)
-			cancel(q, agent, id);
-	} else {
-		api_rq_errf(q, "not_found", "no such resource: %s", p);
-	}
-	return 1;
 }

@@ -324,7 +324,7 @@ create(struct api_rq *q)
 	started = api_session_start(q, agent, sd.root, &ws, &sv) == 0;
 	json_free(&sd);
 	if (started && stream)
-		api_events_stream(q, NULL, sv.id, 0, 2);
+		api_events_stream(q, sv.id, 0);
 	else if (started)
 		respond_session(q, sv.id);
 out:
@@ -352,8 +352,7 @@ message(struct api_rq *q, const char *id, const struct json_val *ev, struct err 
 	/* before an install is looked at (sessions_turn checks again) */
 	if (!sv.conv || sv.status == SESSION_FAILED)
 		return err_set(e, "session.closed", "session %s is %s and takes no message", id,
-		               sv.conv ? "failed"
-		                       : "not a conversation (POST /v1/agents/<a>/sessions made it)");
+		               sv.conv ? "failed" : "not a conversation (agents.<a>.run made it)");
 	if (sv.status != SESSION_IDLE)
 		return err_set(e, "session.busy", "session %s has a turn running", id);
 	if (in == NULL)
@@ -736,7 +735,7 @@ stream(struct api_rq *q, const char *id)
 			return;
 		}
 	}
-	api_events_stream(q, NULL, id, (uint32_t)a, 2);
+	api_events_stream(q, id, (uint32_t)a);
 }
 
 /* ---- routing ------------------------------------------------------------------ */

@@ -25,7 +25,6 @@ static const struct {
     {"sessions.get", 0, 1},
     {"sessions.list", 0, 1},
     {"sessions.events", 0, 1},
-    {"sessions.cancel", 0, 0},
     {"status", 0, 1},
     {"install", 1, 0},
     {"sessions.send_event", 0, 0},

@@ -25,10 +25,13 @@
  * Agent ops come from the enabled agents (config `agents`), for each agent a:
  *   agents.<a>.run                 installs a
  *   agents.<a>.sessions.create     installs a
+ *   agents.<a>.sessions.send_event a message or a cancellation
  *   agents.<a>.sessions.get        reads
  *   agents.<a>.sessions.list       reads
  *   agents.<a>.sessions.events     reads
- *   agents.<a>.sessions.cancel     installs nothing
+ *   agents.<a>.sessions.items      reads
+ *   agents.<a>.sessions.update     installs nothing
+ *   agents.<a>.sessions.delete     installs nothing
  *   agents.<a>.status              reads (GET /v1/agents/runtimes/<a>)
  *   agents.<a>.install             installs a (the admin endpoint)
  * An agent must name a known manifest with a `run` block (the lookup

@@ -221,9 +221,10 @@ int sessions_list(struct sessions *S, const char *agent, struct session_view *v,
 int sessions_cancel(struct sessions *S, const char *agent, const char *id, struct session_view *v);
 
 /*
- * Copy events after seq `after` into out (JSON lines; sse != 0: as
- * Server-Sent Events with id: and event: fields), at most max_events and
- * about max_bytes (at least one event). *last receives the last seq
+ * Copy events after seq `after` into out (JSON lines; sse != 0: as the
+ * wire's Server-Sent Events, with id: and event: fields, each data object
+ * starting with "event_id" (the seq, as a string) and "session_id"), at
+ * most max_events and about max_bytes (at least one event). *last receives the last seq
  * copied (after when none), *done whether the session has ended and
  * nothing follows. Returns the number of events, or -1 when the session
  * is not there. out is malloc'ed (caller frees; NULL when none).
@@ -246,8 +247,6 @@ int sessions_read(struct sessions *S, const char *agent, const char *id, uint32_
 struct buf;
 int sessions_read_buf(struct sessions *S, const char *agent, const char *id, uint32_t after, int max_events,
                       size_t max_bytes, int sse, struct buf *b, uint32_t *last, int *done);
-/* sse 2: the wire's form, each data object starting with "event_id" (the
- * seq, as a string) and "session_id". */
 
 /*
  * Wait at most wait_ms for session id to have events after seq after or

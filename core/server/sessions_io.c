@@ -858,7 +858,7 @@ sessions_read_buf(struct sessions *S, const char *agent, const char *id, uint32_
 			hn += 7;
 		}
 		before = b->len;
-		if (sse == 2 && l > 1) {
+		if (sse && l > 1) {
 			/* {"event_id":"K","session_id":"ID", then the line's members */
 			head[hn++] = '{';
 			memcpy(head + hn, "\"event_id\":\"", 12);

@@ -23,7 +23,7 @@
 # iptables rule on the host): the health check (HEALTHCHECK, or the
 # template's ready_cmd), /health, /v1/ops with the token serve wrote (the
 # templates: the token the test writes to server.token_file, then /ready),
-# codex.version and a codex session (templates), doctor inside the
+# codex.version and an agents.codex.run (templates), doctor inside the
 # container, then podman stop (serve drains on SIGTERM and exits 0).
 # The build template's tools directory is sized against `npm i -g` of the
 # same codex on the host: at most 1.05 times its size.
@@ -334,29 +334,19 @@ codex_version() {
 	check "$1: POST /v1/ops/codex.version answers 200, stdout codex-cli $VER" \
 		sh -c "[ '$_code' = 200 ] && grep -q '\"stdout\":\"codex-cli $VER' '$T/body'"
 }
-# session NAME: a codex session with a prompt reaches codex: it starts and
+# session NAME: agents.codex.run with a prompt reaches codex: it starts and
 # what comes out is codex's own (its banner, then an answer or its own error
 # without credentials or its API), never a start failure. Codex retries an
-# API it cannot reach for minutes: once it has said so (or after 90 s) the
-# session is cancelled.
+# API it cannot reach for minutes: the run's timeout (90 s) ends it. The
+# run's session is then read on the wire.
 session() {
-	_code=$(post /v1/agents/codex/sessions '{"prompt": "Reply with the single word: pong"}')
-	_sid=$(json_eval "$T/body" 'd.get("id","")' 2>/dev/null)
-	check "$1: POST /v1/agents/codex/sessions answers 201 ($_code $(head -c 200 "$T/body"))" test "$_code" = 201
-	[ "$_code" = 201 ] || return
-	_t=$(now)
-	while :; do
-		curl -s -m 10 -H "Authorization: Bearer $TOK" "$U/v1/agents/codex/sessions/$_sid/events?limit=1000" >"$T/ev"
-		grep -Eq '"type":"[a-z.]*(exited|start_failed|environment.failed)"' "$T/ev" && break
-		grep -q 'OpenAI Codex v' "$T/ev" && grep -q '"data":"ERROR' "$T/ev" && break
-		if [ $(($(now) - _t)) -ge 90 ]; then
-			say "$1: the codex session said nothing of its own in 90 s"
-			break
-		fi
-		sleep 1
-	done
-	_code=$(post "/v1/agents/codex/sessions/$_sid/cancel" '')
-	say "$1: the codex session cancelled after $(($(now) - _t)) s ($_code)"
+	_code=$(curl -s -m 300 -o "$T/body" -w '%{http_code}' -H "Authorization: Bearer $TOK" \
+		-H 'Content-Type: application/json' -X POST \
+		--data '{"prompt": "Reply with the single word: pong", "timeout": 90}' "$U/v1/ops/agents.codex.run")
+	_sid=$(json_eval "$T/body" 'd.get("session","")' 2>/dev/null)
+	check "$1: POST /v1/ops/agents.codex.run answers 200 ($_code $(head -c 200 "$T/body"))" test "$_code" = 200
+	[ "$_code" = 200 ] || return
+	python3 "$FIXTURES/sessclient.py" events "${U##*:}" "$TOK" "$_sid" - 1 30 >"$T/ev"
 	python3 - "$T/ev" >"$T/evsum" <<'PYEOF'
 import json, sys
 ev = json.load(open(sys.argv[1]))["data"]

@@ -187,7 +187,8 @@ if start_serve; then
 	check "api: install answers 424" test "$code" = 424
 	check "api: with install.image_unsupported" grep -q '"code":"install.image_unsupported"' "$T/body"
 	code=$(curl -s -o "$T/body" -w '%{http_code}' -H 'X-Access-Token: tok' -H 'Content-Type: application/json' \
-		-X POST --data '{"prompt": "hi"}' "http://127.0.0.1:$PORT/v1/agents/claude-code/sessions")
+		-X POST --data '{"agent_id": "claude-code", "environment": {"type": "self_hosted"}, "input": "hi"}' \
+		"http://127.0.0.1:$PORT/v1/agents/sessions")
 	check "api: a session is refused the same way" test "$code" = 424
 	check "api: nothing downloaded" test "$(asked)" = "$before"
 else

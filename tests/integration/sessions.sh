@@ -1,11 +1,14 @@
-# Agent sessions: create answers at once, the pending →
-# ready → started order during a first-use install, events as JSON pages and
-# Server-Sent Events (ids, Last-Event-ID resume, heartbeats), get/list/cancel
-# (the whole process group dies), journals replayed after kill -9 with
-# running sessions marked interrupted, limits (429, journal truncation, long
-# lines split), memory-only journals, 50 concurrent sessions. The agent is a
-# static C program (tests/fixtures/fakeagent.c) installed as a tarball tool
-# from the local HTTPS fixture.
+# Agent sessions on the wire (/v1/agents/sessions…, core/server/api_wire.c)
+# with an agent that has no JSON dialect: create answers at once, the
+# environment pending → ready → started order during a first-use install,
+# each output line an event with its stream, the exit code in the exited
+# event, Server-Sent Events (ids, Last-Event-ID resume, heartbeats), get and
+# list, a cancellation (the whole process group dies), journals replayed
+# after kill -9 (the running turn failed), limits (429, journal truncation,
+# long lines split), memory-only journals, 50 concurrent sessions; the old
+# /v1/agents/<a>/sessions paths are the API's 404. The agent is a static C
+# program (tests/fixtures/fakeagent.c) installed as a tarball tool from the
+# local HTTPS fixture.
 . "$TOP/tests/lib.sh"
 
 AGENT_ENV_NAME=sessions
@@ -33,12 +36,6 @@ serve_up() {
 	PORT=$(head -1 "$T/serve.out")
 	U=http://127.0.0.1:$PORT
 }
-waitdone() { # AGENT ID -> $T/final
-	"$PY" "$FIXTURES/sessclient.py" wait "$PORT" "$TOK" "$1" "$2" 20 >"$T/final"
-}
-events() { # AGENT ID [QUERY] -> $T/ev
-	curl -s -H "X-Access-Token: $TOK" "$U/v1/agents/$1/sessions/$2/events${3:-}" >"$T/ev"
-}
 # alive PID: the process exists and is not a zombie (PID 1 here may not reap)
 alive() { [ -r "/proc/$1/stat" ] && ! grep -q ') Z ' "/proc/$1/stat" 2>/dev/null; }
 # gone PID...: none of them alive within 10 s (a loaded machine)
@@ -53,123 +50,123 @@ gone() {
 	done
 	return 1
 }
-types() { js "$T/ev" '" ".join(e["type"].split(".")[-1] for e in d["data"])'; }
+# types: the event types of $T/ev without "agent.session."
+types() { js "$T/ev" '" ".join(e["type"][14:] for e in d["data"])'; }
+# tail3: the last three events of $T/ev as (type, exit_code)
+tail3() { js "$T/ev" '[(e["type"][14:], e.get("exit_code")) for e in d["data"][-3:]]'; }
 serve_up
 
 # ---- first use: pending → ready → started -----------------------------------------
-create slowfake "print:2"
-check "create answers 201 while the tool installs" test "$S" = 201
+wire_new slowfake "print:2"
+check "create answers 200 at once while the tool installs" test "$S" = 200
 check "the answer is the session object, in_progress" \
-	test "$(js "$T/body" 'd["object"]+" "+d["status"]+" "+d["agent"]+" "+str(bool(d["created_at"]))')" = \
+	test "$(js "$T/body" 'd["object"]+" "+d["status"]+" "+d["agent"]["id"]+" "+str(d["created_at"] > 0)')" = \
 	"agent.session in_progress slowfake True"
-check "Location names the session" grep -qi "^Location: /v1/agents/slowfake/sessions/$SID" "$T/hdr"
-waitdone slowfake "$SID"
-check "the session ends completed with exit code 0" \
-	test "$(js "$T/final" 'd["status"]+" "+str(d["exit_code"])')" = "completed 0"
-events slowfake "$SID"
-check "events: pending → ready → started → output → exited" \
-	test "$(types)" = "pending ready started output output output exited"
-JOB=$(js "$T/final" 'd["install_job"]')
-check "the pending event names the install job ($JOB)" \
-	test "$(js "$T/ev" 'd["data"][0]["job"]')" = "$JOB" -a "${JOB#ij_}" != "$JOB"
+wire_events "$SID" agent.session.idle
+check "events: environment pending → ready → started → output → exited, the turn completed, idle" \
+	test "$(types)" = "created environment.pending turn.created turn.item.added environment.ready started turn.in_progress output output output exited turn.completed idle"
 check "one download of the tool" test "$(gets /slow/1.5/slowfake-1.0.0.tgz)" = 1
 
-# ---- the whole lifecycle ---------------------------------------------------------------
-create fake "print:3 err:2 exit:3"
-check "create (fake installs within the request's session)" test "$S" = 201
+# ---- a turn from start to end ------------------------------------------------------------
+wire_new fake "print:3 err:2 exit:3"
+check "create (fake installs within the session's turn)" test "$S" = 200
 FID=$SID
-waitdone fake "$FID"
-check "non-zero exit: status failed, exit_code 3, duration, ended_at" \
-	test "$(js "$T/final" 'd["status"]+" "+str(d["exit_code"])+" "+str(d["duration_ms"]>=0)+" "+str(d["ended_at"] is not None)')" = "failed 3 True True"
-events fake "$FID"
+wire_events "$FID" agent.session.idle
+FTYPES=$(types)
+check "non-zero exit: the exited event has exit_code 3, then the turn failed, the session idle" \
+	test "$(tail3)" = "[('exited', 3), ('turn.failed', None), ('idle', None)]"
+check "... and the exited event a duration" test "$(js "$T/ev" '[e["duration_ms"] >= 0 for e in d["data"] if e["type"].endswith("exited")]')" = "[True]"
 check "every stdout and stderr line is an event with its stream" \
 	test "$(js "$T/ev" 'sorted((e["stream"],e["data"]) for e in d["data"] if e["type"].endswith("output"))')" = \
 	"[('stderr', 'err 1 of 2'), ('stderr', 'err 2 of 2'), ('stdout', 'out 1 of 3'), ('stdout', 'out 2 of 3'), ('stdout', 'out 3 of 3'), ('stdout', 'prompt: print:3 err:2 exit:3')]"
-check "seq runs 1..N, every event has a time" \
-	test "$(js "$T/ev" '[e["seq"] for e in d["data"]]==list(range(1,len(d["data"])+1)) and all(e["time"].endswith("Z") for e in d["data"])')" = True
+check "seq runs 1..N, event_id is the seq, every event has a time" \
+	test "$(js "$T/ev" '[e["seq"] for e in d["data"]]==list(range(1,len(d["data"])+1)) and all(e["event_id"]==str(e["seq"]) and e["time"].endswith("Z") for e in d["data"])')" = True
 check "stdout lines keep their order" \
 	test "$(js "$T/ev" '[e["data"] for e in d["data"] if e.get("stream")=="stdout"]')" = "['prompt: print:3 err:2 exit:3', 'out 1 of 3', 'out 2 of 3', 'out 3 of 3']"
-check "exited comes last with exit_code and duration_ms" \
-	test "$(js "$T/ev" 'd["data"][-1]["type"]+" "+str(d["data"][-1]["exit_code"])+" "+str("duration_ms" in d["data"][-1])')" = "agent.session.exited 3 True"
-events fake "$FID" "?after=2&limit=3"
-check "?after=2&limit=3 pages from seq 3" \
-	test "$(js "$T/ev" '[e["seq"] for e in d["data"]]+[d["has_more"]]')" = "[3, 4, 5, True]"
-check "after=abc: 400" test "$(A "$U/v1/agents/fake/sessions/$FID/events?after=abc")" = 400
-check "GET the session" test "$(A "$U/v1/agents/fake/sessions/$FID") $(js "$T/body" 'd["id"]')" = "200 $FID"
-check "GET an unknown session: 404" test "$(A "$U/v1/agents/fake/sessions/as_0000000000000000")" = 404
-check "the session under another agent: 404" test "$(A "$U/v1/agents/slowfake/sessions/$FID")" = 404
-A "$U/v1/agents/fake/sessions" >/dev/null
-check "list has the session" test "$(js "$T/body" '[s["id"] for s in d["data"]]')" = "['$FID']"
-create fake "partial"
-waitdone fake "$SID"; events fake "$SID"
+wire GET "/$FID/turns/turn_1" >/dev/null
+check "the turn says why it failed" test "$(js "$T/body" 'd["status"]+": "+d["error"]["message"]')" = "failed: the agent failed (exit status 3)"
+check "after=abc: 400" test "$(wire GET "/$FID/events?after=abc")" = 400
+check "GET the session" test "$(wire GET "/$FID") $(js "$T/body" 'd["id"]+" "+d["status"]')" = "200 $FID idle"
+check "GET an unknown session: 404" test "$(wire GET /as_0000000000000000)" = 404
+wire GET "?agent_id=fake" >/dev/null
+check "the list of fake's sessions has it" test "$(js "$T/body" '[s["id"] for s in d["data"]]')" = "['$FID']"
+wire_new fake "partial"
+wire_events "$SID" agent.session.idle
 check "a last line without newline is an event" \
 	test "$(js "$T/ev" '[e["data"] for e in d["data"] if e.get("stream")]')" = "['prompt: partial', 'no newline']"
-create fake "long:20000"
-waitdone fake "$SID"; events fake "$SID"
+wire_new fake "long:20000"
+wire_events "$SID" agent.session.idle
 check "a 20000-byte line is split into partial events that join to it" \
 	test "$(js "$T/ev" '[e.get("partial",False) for e in d["data"] if e.get("stream")][1:]+[sum(len(e["data"]) for e in d["data"] if e.get("stream"))-len("prompt: long:20000")]')" = "[True, True, False, 20000]"
 
 # ---- requests that are refused -----------------------------------------------------
-s=$(A -X POST --data '{"prompt": "x", "model": "y"}' "$U/v1/agents/fake/sessions")
-check "a body member that is no template slot: 400" sh -c "test $s = 400 && grep -q 'model is not a parameter' '$T/body'"
-check "no prompt: 400" test "$(A -X POST --data '{}' "$U/v1/agents/fake/sessions")" = 400
-s=$(A -X POST --data '{"prompt": "--dangerous"}' "$U/v1/agents/fake/sessions")
-check "a prompt that would be an option: 400" sh -c "test $s = 400 && grep -q 'read as an option' '$T/body'"
-check "a prompt that is an object: 400" test "$(A -X POST --data '{"prompt": {}}' "$U/v1/agents/fake/sessions")" = 400
-check "not JSON: 400" test "$(A -X POST --data '{"prompt": ' "$U/v1/agents/fake/sessions")" = 400
-check "an agent that is not enabled: 404" test "$(A -X POST --data '{"prompt":"x"}' "$U/v1/agents/nope/sessions")" = 404
+s=$(wire POST "" '{"agent_id": "fake", "environment": {"type": "self_hosted"}, "input": "--dangerous"}')
+check "a message that would be an option: 400" sh -c "test $s = 400 && grep -q 'read as an option' '$T/body'"
+check "an input that is an object: 400" \
+	test "$(wire POST "" '{"agent_id": "fake", "environment": {"type": "self_hosted"}, "input": {}}')" = 400
+check "not JSON: 400" test "$(wire POST "" '{"agent_id": ')" = 400
+check "an agent that is not enabled: 404" test "$(wire POST "" '{"agent_id": "nope", "environment": {"type": "self_hosted"}}')" = 404
 check "no token: 401" \
-	test "$(curl -s -o /dev/null -w '%{http_code}' -X POST --data '{"prompt":"x"}' "$U/v1/agents/fake/sessions")" = 401
-check "DELETE on sessions: 405" test "$(A -X DELETE "$U/v1/agents/fake/sessions")" = 405
-A "$U/v1/agents/unused/sessions" >/dev/null
-A "$U/v1/agents/unused/sessions/as_0000000000000000/events" >/dev/null
+	test "$(curl -s -o /dev/null -w '%{http_code}' --data '{"agent_id": "fake"}' "$U/v1/agents/sessions")" = 401
+check "DELETE on the sessions: 405" test "$(wire DELETE "")" = 405
+old() { # METHOD PATH: the API's 404 envelope
+	_s=$(A -X "$1" -H 'Content-Type: application/json' --data '{"prompt": "print:1"}' "$U$2")
+	test "$_s" = 404 && test "$(js "$T/body" 'd["error"]["code"]')" = not_found && grep -q 'no such resource' "$T/body"
+}
+check "the old POST /v1/agents/<a>/sessions is the API's 404" old POST /v1/agents/fake/sessions
+for p in /v1/agents/fake/sessions "/v1/agents/fake/sessions/$FID" "/v1/agents/fake/sessions/$FID/events"; do
+	check "GET $p: the API's 404" old GET "$p"
+done
+check "POST /v1/agents/fake/sessions/<id>/cancel: the API's 404" old POST "/v1/agents/fake/sessions/$FID/cancel"
+wire GET "?agent_id=unused" >/dev/null
+wire GET /as_0000000000000000/events >/dev/null
 check "reading sessions never installs" test "$(gets /f/unused-1.0.0.tgz)" = 0
 
 # ---- Server-Sent Events with resume ---------------------------------------------------
 # The agent stays quiet until the resumed stream has had a heartbeat (or
 # 10 s), then prints the rest: no race between its sleep and the clients.
-create fake "print:2 wait:$T/sse.go print:2"
+wire_new fake "print:2 wait:$T/sse.go print:2"
 SSID=$SID
-"$PY" "$FIXTURES/sessclient.py" sse "$PORT" "$TOK" "/v1/agents/fake/sessions/$SSID/events" - 10 2 >"$T/sse1"
+"$PY" "$FIXTURES/sessclient.py" sse "$PORT" "$TOK" "/v1/agents/sessions/$SSID/events" - 10 2 >"$T/sse1"
 check "SSE: 200 text/event-stream with a retry hint" \
 	sh -c "grep -q '^status 200 text/event-stream' '$T/sse1' && grep -q '^retry ' '$T/sse1'"
-check "SSE: events carry id: and event: (started, then output); dropped after 2" \
-	test "$(grep -E '^[0-9]+ |^dropped' "$T/sse1" | tr '\n' ' ')" = "1 agent.session.started 2 agent.session.output dropped "
-bg "$PY" "$FIXTURES/sessclient.py" sse "$PORT" "$TOK" "/v1/agents/fake/sessions/$SSID/events" 2 30 >"$T/sse2"
+check "SSE: events carry id: and event: (created, then environment.pending); dropped after 2" \
+	test "$(grep -E '^[0-9]+ |^dropped' "$T/sse1" | tr '\n' ' ')" = "1 agent.session.created 2 agent.session.environment.pending dropped "
+bg "$PY" "$FIXTURES/sessclient.py" sse "$PORT" "$TOK" "/v1/agents/sessions/$SSID/events" 2 30 0 agent.session.idle >"$T/sse2"
 wait_for_line "$T/sse2" '^comment keep-alive' 10
 : >"$T/sse.go"
 wait "$BGPID"
-check "resume with Last-Event-ID: 2 continues at 3 and ends with exited" \
-	test "$(grep -E '^[0-9]+ ' "$T/sse2" | head -1 | cut -d' ' -f1)/$(grep -E '^[0-9]+ ' "$T/sse2" | tail -1)" = "3/7 agent.session.exited"
-check "the stream ends when the session has ended" test "$(tail -1 "$T/sse2")" = end
+check "resume with Last-Event-ID: 2 continues at 3 and goes on to the idle event" \
+	test "$(grep -E '^[0-9]+ ' "$T/sse2" | head -1 | cut -d' ' -f1)/$(grep -E '^[0-9]+ ' "$T/sse2" | tail -1 | cut -d' ' -f2)" = "3/agent.session.idle"
 check "the idle stretch got heartbeats (comment lines)" grep -q '^comment keep-alive' "$T/sse2"
-events fake "$SSID"
 check "the two streams together are the journal, no gap or duplicate" \
-	test "$(cat "$T/sse1" "$T/sse2" | grep -E '^[0-9]+ ' | cut -d' ' -f1 | tr '\n' ' ')" = "$(js "$T/ev" '" ".join(str(e["seq"]) for e in d["data"])') "
+	test "$(cat "$T/sse1" "$T/sse2" | grep -E '^[0-9]+ ' | cut -d' ' -f1 | tr '\n' ' ')" = \
+	"$(tail -n +2 "$ST/sessions/$SSID.jsonl" | "$PY" -c 'import json,sys; print(" ".join(str(json.loads(l)["seq"]) for l in sys.stdin))') "
 
 # ---- cancel: the whole group ---------------------------------------------------------
-create fake "ignterm pid:$T/me.pid child:$T/gc.pid sleep:60000"
+wire_new fake "ignterm pid:$T/me.pid child:$T/gc.pid sleep:60000"
 CID=$SID
 wait_for_line "$T/gc.pid" '[0-9]' 10
-s=$(A -X POST "$U/v1/agents/fake/sessions/$CID/cancel")
-check "cancel answers with the ended session: cancelled, SIGKILL after the ignored SIGTERM" \
-	test "$s $(js "$T/body" 'd["status"]+" "+str(d["exit_code"])')" = "200 cancelled 137"
+check "a cancellation is accepted (202)" test "$(wire_cancel "$CID")" = 202
+wire_events "$CID" agent.session.idle
+check "the turn ends cancelled, SIGKILL after the ignored SIGTERM (137), the session idle" \
+	test "$(tail3)" = "[('exited', 137), ('turn.cancelled', None), ('idle', None)]"
 check "no orphan: the agent and its grandchild are gone" \
 	gone "$(cat "$T/me.pid")" "$(cat "$T/gc.pid")"
-check "cancel again: 200, still cancelled" \
-	test "$(A -X POST "$U/v1/agents/fake/sessions/$CID/cancel") $(js "$T/body" 'd["status"]')" = "200 cancelled"
+s=$(wire_cancel "$CID")
+check "cancel again: 409 session.idle, the session goes on" sh -c "test $s = 409 && grep -q session.idle '$T/body'"
 
 # ---- limits ---------------------------------------------------------------------------
 LIDS=""
-for i in 1 2 3; do create fake "sleep:60000"; LIDS="$LIDS $SID"; done
-s=$(A -X POST --data '{"prompt": "x"}' "$U/v1/agents/fake/sessions")
-check "the 4th concurrent session of an agent: 429 with Retry-After" \
-	sh -c "test $s = 429 && grep -qi '^Retry-After: ' '$T/hdr' && grep -q request.rate_limited '$T/body'"
-for i in $LIDS; do A -X POST "$U/v1/agents/fake/sessions/$i/cancel" >/dev/null; done
+for i in 1 2 3; do wire_new fake "sleep:60000"; LIDS="$LIDS $SID"; done
+wire_new fake "x"
+check "the 4th running session of an agent: 429 with Retry-After" \
+	sh -c "test $S = 429 && grep -qi '^Retry-After: ' '$T/hdr' && grep -q request.rate_limited '$T/body'"
+for i in $LIDS; do wire_cancel "$i" >/dev/null; done
 
-# ---- kill -9, restart: replay and interrupted ---------------------------------------------
+# ---- kill -9, restart: replay, the running turn failed ---------------------------------------
 rm -f "$T/me.pid" "$T/gc.pid"
-create slowfake "pid:$T/me.pid child:$T/gc.pid print:1 sleep:60000"
+wire_new slowfake "pid:$T/me.pid child:$T/gc.pid print:1 sleep:60000"
 KID=$SID
 wait_for_line "$T/gc.pid" '[0-9]' 10
 # serve has journaled both lines before it is killed
@@ -181,37 +178,37 @@ check "after kill -9 of serve the agent still runs (own process group)" alive "$
 # A crash mid-write leaves half a line.
 printf '{"seq":99,"type":"agent.sess' >>"$ST/sessions/$KID.jsonl"
 serve_up
-A "$U/v1/agents/slowfake/sessions/$KID" >/dev/null
-check "after restart the session is served again, interrupted" test "$(js "$T/body" 'd["status"]')" = interrupted
-events slowfake "$KID"
-check "its events are replayed, the partial line dropped, interrupted appended" \
-	test "$(types)" = "started output output interrupted"
+wire GET "/$KID" >/dev/null
+check "after restart the session is served again, idle" test "$(js "$T/body" 'd["status"]')" = idle
+wire_events "$KID" agent.session.idle
+check "its events are replayed, the partial line dropped, the turn failed and idle appended" \
+	test "$(types)" = "created environment.pending turn.created turn.item.added environment.ready started turn.in_progress output output turn.failed idle"
 check "the orphaned group was killed at replay" \
 	gone "$(cat "$T/me.pid")" "$(cat "$T/gc.pid")"
-A "$U/v1/agents/fake/sessions/$FID" >/dev/null
-check "finished sessions keep their status across the restart" \
-	test "$(js "$T/body" 'd["status"]+" "+str(d["exit_code"])')" = "failed 3"
-events fake "$FID"
-check "and their events" test "$(types)" = "pending ready started output output output output output output exited"
+wire GET "/$FID/turns/turn_1" >/dev/null
+check "finished turns keep their status across the restart" \
+	test "$(js "$T/body" 'd["status"]+": "+d["error"]["message"]')" = "failed: the agent failed (exit status 3)"
+wire_events "$FID" agent.session.idle
+check "and their sessions their events" test "$(types)" = "$FTYPES"
 kill "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null
 
 # ---- journal limit, SIGTERM of serve, memory-only journals ---------------------------------
 export ABX_SERVER_SESSION_JOURNAL_MAX_BYTES=65536
 serve_up
-create fake "flood:3000"
-waitdone fake "$SID"; events fake "$SID" "?limit=1000"
-check "over the journal limit: one truncated event, output dropped and counted, exited kept" \
-	test "$(js "$T/ev" '[e["type"].split(".")[-1] for e in d["data"] if not e["type"].endswith("output")]')" = \
-	"['started', 'truncated', 'output_dropped', 'exited']"
+wire_new fake "flood:3000"
+wire_events "$SID" agent.session.idle
+check "over the journal limit: one truncated event, output dropped and counted, the turn's end kept" \
+	test "$(js "$T/ev" '[e["type"][14:] for e in d["data"] if e["type"][14:] not in ("output", "created", "environment.pending", "turn.created", "turn.item.added", "environment.ready", "turn.in_progress")]')" = \
+	"['started', 'truncated', 'output_dropped', 'exited', 'turn.completed', 'idle']"
 check "the journal file stays near the limit" test "$(stat -c %s "$ST/sessions/$SID.jsonl")" -lt 70000
-create fake "pid:$T/me2.pid sleep:60000"
+wire_new fake "pid:$T/me2.pid sleep:60000"
 wait_for_line "$T/me2.pid" '[0-9]' 10
 TID=$SID
 kill "$SERVE_PID"; wait "$SERVE_PID"; rc=$?
 sigterm_ok() { test "$rc" = 0 && gone "$(cat "$T/me2.pid")"; }
 check "SIGTERM with a session running: serve exits 0 and the agent is gone" sigterm_ok
-check "that session's journal ends interrupted" \
-	sh -c "tail -1 '$ST/sessions/$TID.jsonl' | grep -q '\"status\":\"interrupted\"'"
+check "that session's journal ends with the turn failed (the server stopped), then idle" \
+	sh -c "tail -2 '$ST/sessions/$TID.jsonl' | head -1 | grep -q 'turn.failed.*the server stopped' && tail -1 '$ST/sessions/$TID.jsonl' | grep -q '\"status\":\"idle\"'"
 unset ABX_SERVER_SESSION_JOURNAL_MAX_BYTES
 
 chmod 500 "$ST/sessions"
@@ -219,9 +216,9 @@ if [ "$(id -u)" != 0 ]; then
 	serve_up
 	check "no writable journal directory: serve says replay is limited to the process" \
 		grep -q 'in memory, replay is limited' "$T/serve.err"
-	create fake "print:1"
-	waitdone fake "$SID"
-	check "sessions still work with journals in memory" test "$(js "$T/final" 'd["status"]')" = completed
+	wire_new fake "print:1"
+	wire_events "$SID" agent.session.idle
+	check "sessions still work with journals in memory" test "$(tail3)" = "[('exited', 0), ('turn.completed', None), ('idle', None)]"
 	check "no file was written" test ! -e "$ST/sessions/$SID.jsonl"
 	kill "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null
 fi
@@ -229,9 +226,9 @@ chmod 700 "$ST/sessions"
 mkdir -p "$T/ro" && chmod 500 "$T/ro"
 STATE=/proc/self/nonexistent serve_up
 check "no state directory at all: serve says journals live in memory" grep -q 'in memory, replay is limited' "$T/serve.err"
-create fake "print:1"
-waitdone fake "$SID"
-check "sessions still work with journals in memory" test "$(js "$T/final" 'd["status"]')" = completed
+wire_new fake "print:1"
+wire_events "$SID" agent.session.idle
+check "sessions still work with journals in memory" test "$(tail3)" = "[('exited', 0), ('turn.completed', None), ('idle', None)]"
 kill "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null
 ABX_SERVER_STATE_DIR=/proc/self/nonexistent run "$BIN" doctor
 check "doctor: session replay is limited to the process lifetime" \
@@ -251,14 +248,14 @@ SERVE_PID=$BGPID
 if wait_for_line "$T/serve.out" '^[0-9][0-9]*$' 10; then
 	PORT=$(head -1 "$T/serve.out")
 	U=http://127.0.0.1:$PORT
-	create fake "print:100"
-	waitdone fake "$SID"
+	wire_new fake "print:100"
+	wire_events "$SID" agent.session.idle
 	check "a journal write fails: one warning names it by its path under the state directory ($(grep -m1 'io.error' "$T/serve.err"))" \
 		sh -c "grep -qF \"warning: io.error: $T/state-fsize/sessions/$SID.jsonl: File too large: the rest of session $SID's journal is kept in memory only\" '$T/serve.err' &&
 			test \$(grep -c 'io.error' '$T/serve.err') = 1"
 	check "... never by a descriptor's path" sh -c "! grep -q /proc/self/fd '$T/serve.err'"
 	check "... and the session completes with every event in memory" \
-		test "$(js "$T/final" 'd["status"]+" "+str(d["events"] >= 102)')" = "completed True"
+		test "$(js "$T/ev" 'd["data"][-2]["type"]+" "+str(len(d["data"]) >= 102)')" = "agent.session.turn.completed True"
 	kill "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null
 else
 	not_ok "serve with a file size limit starts" "$(head -5 "$T/serve.err")"
@@ -280,9 +277,9 @@ if [ "$(id -u)" = 0 ] && unshare -m sh -c 'mount -t tmpfs none /proc' 2>/dev/nul
 		U=http://127.0.0.1:$PORT
 		mv "$T/pin" "$T/pin-moved"
 		mkdir -p "$T/pin/state/sessions"
-		create fake "print:2"
-		waitdone fake "$SID"
-		check "no /proc: a session completes" test "$(js "$T/final" 'd["status"]')" = completed
+		wire_new fake "print:2"
+		wire_events "$SID" agent.session.idle
+		check "no /proc: a session's turn completes" test "$(tail3)" = "[('exited', 0), ('turn.completed', None), ('idle', None)]"
 		check "no /proc, an ancestor moved: its journal is in the directory serve opened" \
 			sh -c "test -s '$T/pin-moved/state/sessions/$SID.jsonl' && test ! -e '$T/pin/state/sessions/$SID.jsonl'"
 		kill "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null
@@ -298,5 +295,5 @@ export ABX_SERVER_MAX_SESSIONS=64 ABX_SERVER_MAX_SESSIONS_PER_AGENT=64
 serve_up
 "$PY" "$FIXTURES/sessclient.py" many "$PORT" "$TOK" fake 50 "print:5 sleep:300" 60 >"$T/many"
 check "50 concurrent sessions: all created and completed, every event there in order ($(cat "$T/many"))" \
-	test "$(cat "$T/many")" = 'created=50 codes=201 statuses={"completed": 50} outputs_ok=50'
+	test "$(cat "$T/many")" = 'created=50 codes=200 statuses={"completed": 50} outputs_ok=50'
 kill "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null

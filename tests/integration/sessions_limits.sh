@@ -46,7 +46,8 @@ snap() { echo "conns=$(conns) journals=$(journals) starts=$(starts fake)/$(start
 # refused AGENT CODE LIMIT: create answered CODE, the error names LIMIT (and a
 # Retry-After for 429)
 refused() {
-	s=$(A -X POST -H 'Content-Type: application/json' --data '{"prompt": "print:1"}' "$U/v1/agents/$1/sessions")
+	wire_new "$1" "print:1"
+	s=$S
 	[ "$s" = "$2" ] || { echo "status $s: $(cat "$T/body")" >&2; return 1; }
 	grep -q "$3" "$T/body" || { echo "body: $(cat "$T/body")" >&2; return 1; }
 	[ "$2" != 429 ] || grep -qi '^Retry-After: [1-9]' "$T/hdr" || { echo "no Retry-After" >&2; return 1; }
@@ -60,16 +61,16 @@ upto() {
 		sleep 0.1
 	done
 }
-running() { # AGENT ID: the agent printed its first line (it is past any install)
-	curl -s -H "X-Access-Token: $TOK" "$U/v1/agents/$1/sessions/$2/events" | grep -q '"stream":"stdout"'
+running() { # ID: the agent printed its first line (it is past any install)
+	wire_upto "$1" agent.session.output && grep -qx seen "$T/ev"
 }
 
 # ---- fill the per-agent limit with running sessions of an installed tool ---------------
-create fake "print:1 sleep:60000"; F1=$SID
+wire_new fake "print:1 sleep:60000"; F1=$SID
 s1=$S
-create fake "print:1 sleep:60000"; F2=$SID
-check "two sessions of fake created ($s1 $S)" test "$s1 $S" = "201 201"
-upto 200 running fake "$F1" && upto 200 running fake "$F2"
+wire_new fake "print:1 sleep:60000"; F2=$SID
+check "two sessions of fake created ($s1 $S)" test "$s1 $S" = "200 200"
+upto 200 running "$F1" && upto 200 running "$F2"
 check "both are running and fake was downloaded once" test "$(gets fake)/$(state fake)" = "1/ready"
 # The tool goes away under its running sessions (an operator's prune, with
 # the download cache): the next admitted session would have to download and
@@ -84,9 +85,9 @@ check "no download, no install.start, no journal ($before)" test "$(snap)" = "$b
 check "no staging or tool directory for it" test "$(staged fake)" = 0 -a ! -e "$TD/fake"
 
 # ---- fill the total limit; a second, not installed agent -----------------------------
-create aux "print:1 sleep:60000"; X1=$SID
-upto 200 running aux "$X1"
-check "a third running session (aux, installed)" test "$S/$(state aux)" = "201/ready"
+wire_new aux "print:1 sleep:60000"; X1=$SID
+upto 200 running "$X1"
+check "a third running session (aux, installed)" test "$(state aux)" = ready
 check "other is not installed" test "$(state other)" = missing
 before=$(snap)
 check "over max_sessions: 429 request.rate_limited with Retry-After" \
@@ -99,10 +100,9 @@ check "fake over both limits: runtime still missing, nothing changed" \
 	test "$(state fake) $(snap)" = "missing $before"
 
 # ---- cancel the running sessions ----------------------------------------------------------
-for i in "$F1" "$F2"; do A -X POST "$U/v1/agents/fake/sessions/$i/cancel" >/dev/null; done
-A -X POST "$U/v1/agents/aux/sessions/$X1/cancel" >/dev/null
-check "the running sessions are cancelled" \
-	test "$(curl -s -H "X-Access-Token: $TOK" "$U/v1/agents/fake/sessions" | grep -o '"status":"cancelled"' | wc -l)" = 2
+for i in "$F1" "$F2" "$X1"; do wire_cancel "$i" >/dev/null; done
+cancelled() { for i in "$F1" "$F2" "$X1"; do wire_upto "$i" agent.session.turn.cancelled && grep -qx seen "$T/ev" || return 1; done; }
+check "the running turns are cancelled" cancelled
 
 # ---- policy denials open no connection (with room under every limit) ---------------------
 before=$(snap)
@@ -114,14 +114,14 @@ check "the denied and refused requests left no download behind" \
 	test "$(gets other)/$(gets fake)/$(gets den1)/$(gets den2)" = 0/1/0/0
 
 # ---- with room again, the same requests are admitted and install ----------------------------
-create other "print:1"; O1=$SID
-check "after cancel, the session of other is admitted: 201" test "$S" = 201
-upto 200 running other "$O1"
+wire_new other "print:1"; O1=$SID
+check "after cancel, the session of other is admitted: 200" test "$S" = 200
+upto 200 running "$O1"
 check "and installed other: one download, one install.start, ready" \
 	test "$(gets other)/$(starts other)/$(state other)" = 1/1/ready
-create fake "print:1"; F3=$SID
-check "after cancel, fake is admitted again: 201" test "$S" = 201
-upto 200 running fake "$F3"
+wire_new fake "print:1"; F3=$SID
+check "after cancel, fake is admitted again: 200" test "$S" = 200
+upto 200 running "$F3"
 check "and installed fake again: a second download and install.start, ready" \
 	test "$(gets fake)/$(starts fake)/$(state fake)" = 2/2/ready
 check "the admitted sessions have journals" test -s "$ST/sessions/$O1.jsonl" -a -s "$ST/sessions/$F3.jsonl"

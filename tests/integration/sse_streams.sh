@@ -1,10 +1,13 @@
-# Event streams do not hold worker threads: with 2 workers, 6
-# Server-Sent Events streams open at once all get their events and
-# heartbeats while /health, a session's state and a JSON page of its events
-# still answer; the stream beyond server.max_streams is refused with 429; a
-# cancel ends every stream with the exited event; SIGTERM of serve with
-# streams open ends them and serve exits 0. The agent is the fake agent
-# (tests/fixtures/fakeagent.c) given through ABX_TOOL_FAKE (no install).
+# Event streams of the sessions wire (GET /v1/agents/sessions/<id>/events)
+# do not hold worker threads: with 2 workers, 6 Server-Sent Events streams
+# open at once all get their events and heartbeats while /health, a
+# session's state, its items and the list still answer; the stream beyond
+# server.max_streams is refused with 429; a cancellation reaches every
+# stream (exited, turn cancelled, idle), deleting the session ends them and
+# gives their slots back; SIGTERM of serve with streams open ends them and
+# serve exits 0; one principal holds at most a quarter of the slots. The
+# agent is the fake agent (tests/fixtures/fakeagent.c) given through
+# ABX_TOOL_FAKE (no install).
 . "$TOP/tests/lib.sh"
 
 command -v musl-gcc >/dev/null || { skip "sse streams" "musl-gcc is needed to build the fake agent"; exit 0; }
@@ -36,16 +39,11 @@ export ABX_TOOL_FAKE=$T/fake ABX_TOOL_MIXED=/bin/sh ABX_SERVER_TOKEN=$TOK ABX_SE
 	ABX_SERVER_SSE_HEARTBEAT=1
 start_serve -q --config "$T/config.json" --manifests "$T/man" --state-dir "$T/state" --tools-dir "$T/tools" \
 	--preset admin || { not_ok "serve starts" "$(head -5 "$T/serve.err")"; exit 1; }
-U=http://127.0.0.1:$PORT
+U=http://127.0.0.1:$PORT/v1/agents/sessions
 H="X-Access-Token: $TOK"
-create() { # PROMPT -> $SID
-	SID=$(curl -s --max-time 20 -H "$H" --data "{\"prompt\": \"$1\"}" "$U/v1/agents/fake/sessions" |
-		sed -n 's/.*"id":"\([^"]*\)".*/\1/p')
-}
 # stream I SID: an SSE client in the background, its output in $T/sI
 stream() {
-	bg curl -sN --max-time 120 -H "$H" -H 'Accept: text/event-stream' \
-		"$U/v1/agents/fake/sessions/$2/events" >"$T/s$1"
+	bg curl -sN --max-time 120 -H "$H" -H 'Accept: text/event-stream' "$U/$2/events" >"$T/s$1"
 	eval "SP$1=\$BGPID"
 }
 # ended PID...: every one of them has exited within 20 s
@@ -68,33 +66,35 @@ each() {
 # for the stream's end: minutes)
 quick() { test "$(curl -s -o /dev/null --max-time 10 -w '%{http_code}' -H "$H" "$1")" = 200; }
 
-create "print:1 sleep:600000"
+wire_new fake "print:1 sleep:600000"
 check "a long session is created" test -n "$SID"
 for i in 1 2 3 4 5 6; do stream $i "$SID"; done
 check "6 streams with 2 workers: every one gets the events so far" each 6 '^data: .*"data":"out 1 of 1"'
 check "… and heartbeats while the session is quiet" each 6 '^: keep-alive'
 s=$(curl -s -o "$T/body7" -D "$T/hdr7" --max-time 10 -w '%{http_code}' -H "$H" -H 'Accept: text/event-stream' \
-	"$U/v1/agents/fake/sessions/$SID/events")
+	"$U/$SID/events")
 check "the 7th stream (server.max_streams 6): 429 with Retry-After" \
 	sh -c "test '$s' = 429 && grep -qi '^Retry-After: ' '$T/hdr7'"
-check "GET /health answers while 6 streams are open" quick "$U/health"
-check "GET the session answers (a worker route)" quick "$U/v1/agents/fake/sessions/$SID"
-check "a JSON page of its events answers" quick "$U/v1/agents/fake/sessions/$SID/events"
+check "GET /health answers while 6 streams are open" quick "http://127.0.0.1:$PORT/health"
+check "GET the session answers (a worker route)" quick "$U/$SID"
+check "its items answer" quick "$U/$SID/items"
 check "the list answers, 3 times over (more requests than workers)" \
-	sh -c "for k in 1 2 3; do test \"\$(curl -s -o /dev/null --max-time 10 -w '%{http_code}' -H '$H' '$U/v1/agents/fake/sessions')\" = 200 || exit 1; done"
-s=$(curl -s -o "$T/cbody" --max-time 20 -w '%{http_code}' -H "$H" -X POST "$U/v1/agents/fake/sessions/$SID/cancel")
-check "cancel answers" test "$s" = 200
-check "every stream ends after the cancel" ended $SP1 $SP2 $SP3 $SP4 $SP5 $SP6
-check "… with the exited event, status cancelled, last" \
-	sh -c "for k in 1 2 3 4 5 6; do grep '^data: ' '$T/s'\$k | tail -1 | grep -q '\"type\":\"agent.session.exited\".*\"status\":\"cancelled\"' || exit 1; done"
+	sh -c "for k in 1 2 3; do test \"\$(curl -s -o /dev/null --max-time 10 -w '%{http_code}' -H '$H' '$U')\" = 200 || exit 1; done"
+check "a cancellation is accepted" test "$(wire_cancel "$SID")" = 202
+check "every stream gets the turn's end" each 6 '^event: agent.session.idle'
+check "… exited, the turn cancelled, idle, in that order" \
+	sh -c "for k in 1 2 3 4 5 6; do test \"\$(grep '^event: ' '$T/s'\$k | tail -3 | tr '\n' ' ')\" = 'event: agent.session.exited event: agent.session.turn.cancelled event: agent.session.idle ' || exit 1; done"
 check "the streams carried the same events" \
-	sh -c "for k in 2 3 4 5 6; do cmp -s '$T/s1' '$T/s'\$k || exit 1; done"
-check "stream slots are given back: a new stream of the ended session is served" \
-	sh -c "curl -s --max-time 10 -H '$H' -H 'Accept: text/event-stream' '$U/v1/agents/fake/sessions/$SID/events' | grep -q '^event: agent.session.exited'"
+	sh -c "grep -v '^:' '$T/s1' >'$T/s1.ev'; for k in 2 3 4 5 6; do grep -v '^:' '$T/s'\$k | cmp -s '$T/s1.ev' - || exit 1; done"
+check "deleting the session answers" test "$(wire DELETE "/$SID")" = 200
+check "every stream ends when the session is deleted" ended $SP1 $SP2 $SP3 $SP4 $SP5 $SP6
+wire_new fake "print:1"
+check "stream slots are given back: a new stream is served" \
+	sh -c "curl -s --max-time 5 -H '$H' -H 'Accept: text/event-stream' '$U/$SID/events' | grep -q '^event: agent.session.created'"
 
-# The same events three ways: the stream's data: lines are the journal's
-# lines byte for byte (ids are seqs, event: the type), and the JSON page
-# holds the same objects; output with escapes, control bytes, UTF-8 and
+# The same events two ways: the stream's data: lines are the journal's
+# lines byte for byte after the wire's "event_id" and "session_id" (ids are
+# seqs, event: the type); output with escapes, control bytes, UTF-8 and
 # bytes that are not, long lines split, stderr, empty lines, a last line
 # without newline, and 3000 plain lines in bursts.
 cat >"$T/mixed.sh" <<'EOS'
@@ -110,24 +110,16 @@ head -c 20000 /dev/zero | tr '\0' 'y'
 printf '\n'
 printf 'no newline at the end'
 EOS
-SID=$(curl -s --max-time 20 -H "$H" --data "{\"prompt\": \"$T/mixed.sh\"}" "$U/v1/agents/mixed/sessions" |
-	sed -n 's/.*"id":"\([^"]*\)".*/\1/p')
-curl -sN --max-time 60 -H "$H" -H 'Accept: text/event-stream' "$U/v1/agents/mixed/sessions/$SID/events" >"$T/mixed.sse"
-: >"$T/mixed.pages"
-after=0
-while :; do
-	curl -s --max-time 20 -H "$H" "$U/v1/agents/mixed/sessions/$SID/events?after=$after&limit=1000" >"$T/page"
-	cat "$T/page" >>"$T/mixed.pages"
-	echo >>"$T/mixed.pages"
-	set -- $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["last_id"], d["has_more"])' "$T/page")
-	[ "${2:-}" = True ] || break
-	after=$1
-done
-three_ways() {
-	python3 - "$T/mixed.sse" "$T/state/sessions/$SID.jsonl" "$T/mixed.pages" <<'EOP'
+wire_new mixed "$T/mixed.sh"
+bg curl -sN --max-time 60 -H "$H" -H 'Accept: text/event-stream' "$U/$SID/events" >"$T/mixed.sse"
+wait_for_line "$T/mixed.sse" '^event: agent.session.idle' 60
+kill "$BGPID" 2>/dev/null
+two_ways() {
+	python3 - "$T/mixed.sse" "$T/state/sessions/$SID.jsonl" "$SID" <<'EOP'
 import json, sys
 sse = open(sys.argv[1], "rb").read()
 jl = open(sys.argv[2], "rb").read().split(b"\n")
+sid = sys.argv[3].encode()
 assert jl[-1] == b"", "journal ends with a newline"
 jl = jl[1:-1]                      # the header, then the events
 blocks = [b for b in sse.split(b"\n\n") if b and not b.startswith(b"retry:") and not b.startswith(b":")]
@@ -137,24 +129,20 @@ for k, (blk, line) in enumerate(zip(blocks, jl), 1):
     ev = json.loads(line)
     assert f[0] == b"id: %d" % k and ev["seq"] == k, (k, f[0])
     assert f[1] == b"event: " + ev["type"].encode(), (k, f[1])
-    assert f[2] == b"data: " + line and len(f) == 3, k
-page = []
-for text in open(sys.argv[3]).read().split("\n"):
-    if text:
-        page += json.loads(text)["data"]
-assert [json.loads(l) for l in jl] == page
+    assert f[2] == b'data: {"event_id":"%d","session_id":"%s",' % (k, sid) + line[1:] and len(f) == 3, k
 outs = [json.loads(l) for l in jl if b'"agent.session.output"' in l]
 data = [o["data"] for o in outs]
 assert data.count("") == 2 and "to stderr" in data and data[-1] == "no newline at the end", data[-6:]
 assert any(o.get("partial") for o in outs) and sum(1 for d in data if d.startswith("q ")) == 6
 assert sum(1 for d in data if d.endswith("plain line of moderate length from the agent")) == 3000
-assert json.loads(jl[-1])["type"] == "agent.session.exited"
+assert [json.loads(l)["type"] for l in jl[-3:]] == ["agent.session.exited", "agent.session.turn.completed",
+                                                     "agent.session.idle"]
 EOP
 }
-check "the stream, the journal and the JSON pages carry the same events, byte for byte" three_ways
+check "the stream and the journal carry the same events, byte for byte" two_ways
 
 # SIGTERM with streams open: they end and serve exits 0 within its drain.
-create "print:1 sleep:600000"
+wire_new fake "print:1 sleep:600000"
 for i in 1 2 3; do rm -f "$T/s$i"; stream $i "$SID"; done
 each 3 '^data: .*"data":"out 1 of 1"'
 kill -TERM "$SERVE_PID"
@@ -178,11 +166,11 @@ rm -rf "$T/state2"
 mkdir -p "$T/state2"
 if ABX_SERVER_MAX_STREAMS=8 start_serve -q --config "$T/config2.json" --manifests "$T/man" --state-dir "$T/state2" \
 	--tools-dir "$T/tools" --preset admin; then
-	U=http://127.0.0.1:$PORT
-	create "print:1 sleep:600000"
+	U=http://127.0.0.1:$PORT/v1/agents/sessions
+	wire_new fake "print:1 sleep:600000"
 	for i in 1 2 3 4 5 6 7 8; do
 		bg curl -sN --max-time 120 -H "X-Access-Token: $VIEW" -H 'Accept: text/event-stream' \
-			"$U/v1/agents/fake/sessions/$SID/events" >"$T/v$i"
+			"$U/$SID/events" >"$T/v$i"
 	done
 	sleep 2
 	served=$(grep -l '^data: ' "$T"/v[1-8] | wc -l)
@@ -190,7 +178,7 @@ if ABX_SERVER_MAX_STREAMS=8 start_serve -q --config "$T/config2.json" --manifest
 	check "one read-only principal opening 8 streams: 2 are served ($served)" test "$served" -eq 2
 	check "… the other 6 are 429 request.rate_limited naming the limit per principal ($refused)" test "$refused" -eq 6
 	curl -sN --max-time 3 -H "X-Access-Token: $OTHER" -H 'Accept: text/event-stream' \
-		"$U/v1/agents/fake/sessions/$SID/events" >"$T/o1"
+		"$U/$SID/events" >"$T/o1"
 	check "another principal still gets a stream ($(head -c 200 "$T/o1"))" grep -q '^data: ' "$T/o1"
 	kill "$SERVE_PID"
 	wait "$SERVE_PID" 2>/dev/null

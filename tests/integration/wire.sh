@@ -4,7 +4,7 @@
 # one-shot sessions; an agent that fails mid-turn; two messages racing into
 # one idle session; Last-Event-ID resume; a kill -9 during a turn (the turn
 # ends failed after the restart, its child is killed, the session takes the
-# next message); the old /v1/agents/<a>/sessions view of the same session.
+# next message); the session of an agents.<a>.run seen through the wire.
 # The agent is tests/fixtures/fakeagent.c (its words: print:N, exit:C,
 # wait:PATH, pid:PATH, ...), given as agent "fake" through ABX_TOOL_FAKE.
 . "$TOP/tests/lib.sh"
@@ -13,7 +13,8 @@ command -v musl-gcc >/dev/null || { skip "wire" "musl-gcc is needed to build the
 PY=$(python3 -c 'import sys; print(sys.executable)')
 unset ABX_TOOLS_DIR ABX_MANIFESTS_DIR ABX_INSTALL_MODE ABX_SERVER_CONFIG ABX_SERVER_STATE_DIR HTTPS_PROXY \
 	https_proxy SSL_CERT_DIR
-export HOME=$T/home ABX_SERVER_TOKEN=wire-token
+TOK=wire-token
+export HOME=$T/home ABX_SERVER_TOKEN=$TOK
 mkdir -p "$T/home" "$T/work" "$T/man"
 mkdir -m 700 "$T/tools" "$T/state"
 musl-gcc -static -O1 -o "$T/fake" "$FIXTURES/fakeagent.c" || { not_ok "fake agent" "musl-gcc failed"; exit 1; }
@@ -45,31 +46,16 @@ up() {
 	U=http://127.0.0.1:$PORT/v1/agents/sessions
 }
 up
-# A METHOD PATH [JSON]: status on stdout, body in $T/body
-A() {
-	curl -s -o "$T/body" -w '%{http_code}' -H "Authorization: Bearer wire-token" -X "$1" \
-		${3:+-H 'Content-Type: application/json' --data "$3"} "$U$2"
-}
 js() { "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$T/body" "$1"; }
-ENV="\"environment\": {\"type\": \"self_hosted\", \"workspace_directory\": \"$T/work\"}"
-new() { # [INPUT] -> $SID
-	A POST "" "{\"agent_id\": \"fake\", $ENV${1:+, \"input\": \"$1\"}}" >/dev/null
-	SID=$(js 'd["id"]')
-}
-msg() { A POST "/$1/events" "{\"events\": [{\"type\": \"agent.session.input.message\", \"input\": \"$2\"}]}"; }
-# upto ID TYPE [N [LAST]]: the events (after LAST) up to the N-th of TYPE as
-# "ID TYPE" lines in $T/ev (30 s at most)
-upto() {
-	"$PY" "$FIXTURES/sessclient.py" sse "$PORT" wire-token "/v1/agents/sessions/$1/events" "${4:--}" 30 0 \
-		"$2" "${3:-1}" >"$T/ev"
-}
-idle() { upto "$1" agent.session.idle "${2:-1}"; }
+WIRE_ENV="{\"type\": \"self_hosted\", \"workspace_directory\": \"$T/work\"}"
+ENV="\"environment\": $WIRE_ENV"
+idle() { wire_upto "$1" agent.session.idle "${2:-1}"; }
 # seq: the event types of $T/ev, one line
 seq_of() { grep '^[0-9]' "$T/ev" | cut -d' ' -f2 | tr '\n' ' '; }
 
 # ---- parameters the sandbox cannot honour: 400 naming them ------------------------
 bad() { # NAME BODY-MEMBERS WANT
-	S=$(A POST "" "{\"agent_id\": \"fake\", $2}")
+	S=$(wire POST "" "{\"agent_id\": \"fake\", $2}")
 	check "create: $1 is 400 naming it" sh -c "test $S = 400 && grep -q '$3' '$T/body'"
 }
 bad "an openai_hosted environment" '"environment": {"type": "openai_hosted"}' 'environment.type openai_hosted'
@@ -82,41 +68,41 @@ bad "environment.setup_commands" '"environment": {"type": "self_hosted", "setup_
 	'environment.setup_commands is not supported'
 bad "a workspace inside the state directory" \
 	"\"environment\": {\"type\": \"self_hosted\", \"workspace_directory\": \"$T/state\"}" 'inside the state directory'
-S=$(A POST "" "{$ENV}")
+S=$(wire POST "" "{$ENV}")
 check "create: no agent_id is 400" sh -c "test $S = 400 && grep -q 'agent_id is required' '$T/body'"
-S=$(A POST "" "{\"agent_id\": \"nosuch\", $ENV}")
+S=$(wire POST "" "{\"agent_id\": \"nosuch\", $ENV}")
 check "create: an unknown agent is 404 not_found" sh -c "test $S = 404 && grep -q 'no agent nosuch is enabled' '$T/body'"
-S=$(A GET /as_0000000000000000)
+S=$(wire GET /as_0000000000000000)
 check "retrieve: an unknown session is 404" test "$S" = 404
 
 # ---- turns: a failing agent, raw lines, the next message ---------------------------
-new "exit:3"
+wire_new fake "exit:3"
 idle "$SID"
 check "an agent that fails mid-turn: the turn fails, the session is idle" \
 	sh -c "seq_of() { grep '^[0-9]' '$T/ev' | cut -d' ' -f2 | tr '\n' ' '; }; seq_of | grep -q 'agent.session.turn.failed agent.session.idle'"
-A GET "/$SID/turns/turn_1" >/dev/null
+wire GET "/$SID/turns/turn_1" >/dev/null
 check "... the turn says why (sandbox_error, the exit status)" \
 	test "$(js 'd["status"]+" "+d["error"]["code"]+" "+d["error"]["message"]')" = "failed sandbox_error the agent failed (exit status 3)"
-S=$(msg "$SID" "print:1")
+S=$(wire_msg "$SID" "print:1")
 check "... and the next message is accepted (202)" test "$S" = 202
 idle "$SID" 2
 check "... a second turn runs: the agent's plain lines are output events" \
 	sh -c "grep -q ' agent.session.turn.completed$' '$T/ev' && test \$(grep -c ' agent.session.output$' '$T/ev') -ge 3"
-upto "$SID" agent.session.idle 1 12
+wire_upto "$SID" agent.session.idle 1 12
 check "Last-Event-ID resumes after that event" sh -c "grep -q '^13 ' '$T/ev' && ! grep -q '^12 ' '$T/ev'"
 
 # ---- an agent's JSON lines: items, resume, model and instructions -------------------
 bad "agent.model for an agent without a dialect" "$ENV, \"agent\": {\"model\": \"m1\"}" \
 	'agent.model cannot be passed to fake'
-S=$(A POST "" "{\"agent_id\": \"fgem\", $ENV, \"agent\": {\"instructions\": \"be brief\"}}")
+S=$(wire POST "" "{\"agent_id\": \"fgem\", $ENV, \"agent\": {\"instructions\": \"be brief\"}}")
 check "create: gemini's instructions are 400 (no option for them)" sh -c "test $S = 400 && grep -q 'gemini has no option' '$T/body'"
-A POST "" "{\"agent_id\": \"fcodex\", $ENV, \"agent\": {\"model\": \"m1\", \"instructions\": \"be brief\"},
+wire POST "" "{\"agent_id\": \"fcodex\", $ENV, \"agent\": {\"model\": \"m1\", \"instructions\": \"be brief\"},
  \"input\": \"\`echo hello\` write:f.txt raw\"}" >/dev/null
 CID=$(js 'd["id"]')
 idle "$CID"
 check "codex dialect: turn 1 completes with item events" \
 	sh -c "grep -q ' agent.session.turn.item.done$' '$T/ev' && grep -q ' agent.session.turn.completed$' '$T/ev'"
-A GET "/$CID/items?order=asc" >/dev/null
+wire GET "/$CID/items?order=asc" >/dev/null
 check "... items: the command with its output and exit code" \
 	test "$(js '[(i["command"], i["output"], i["exit_code"], i["status"]) for i in d["data"] if i["type"] == "command_execution"]')" = \
 	"[('echo hello', 'hello\\n', 0, 'completed')]"
@@ -126,11 +112,11 @@ check "... a file change (function_call file_change, path and kind)" \
 check "... the answer got the model and the instructions through the agent's argv" \
 	test "$(js '[i["content"][0]["text"] for i in d["data"] if i["type"] == "message" and i.get("role") == "assistant"]')" = \
 	"['turn 1 (model m1, instructions be brief): The command printed hello.']"
-upto "$CID" agent.session.idle
+wire_upto "$CID" agent.session.idle
 check "... the line that is not JSON is kept as an output event" grep -q ' agent.session.output$' "$T/ev"
-S=$(msg "$CID" "again")
+S=$(wire_msg "$CID" "again")
 idle "$CID" 2
-A GET "/$CID/turns/turn_2/items" >/dev/null
+wire GET "/$CID/turns/turn_2/items" >/dev/null
 check "turn 2 resumes turn 1's conversation (the agent answers from turn 1's command)" \
 	test "$(js '[i["content"][0]["text"] for i in d["data"] if i["type"] == "message" and i.get("role") == "assistant"]')" = \
 	"['turn 2 (model m1, instructions be brief): Earlier the command printed hello.']"
@@ -148,15 +134,15 @@ check "gemini dialect: its streamed answer is one message item; the command's it
 S=$(curl -s -o "$T/body" -w '%{http_code}' -H "Authorization: Bearer wire-token" -H 'Content-Type: application/json' \
 	--data-binary @"$T/big.json" "$U/$SID/events")
 check "a message over 128 KiB is 413 naming the limit" sh -c "test $S = 413 && grep -q 'at most 131071 fit' '$T/body'"
-S=$(A POST "/$SID/events" '{"events": [{"type": "agent.session.input.tool_result", "call_id": "c", "turn_id": "turn_1", "success": true}]}')
+S=$(wire POST "/$SID/events" '{"events": [{"type": "agent.session.input.tool_result", "call_id": "c", "turn_id": "turn_1", "success": true}]}')
 check "a tool result is 400 naming it" sh -c "test $S = 400 && grep -q 'input.tool_result is not supported' '$T/body'"
 
 # ---- two messages racing into one idle session -------------------------------------
-new
+wire_new fake
 idle "$SID"
-{ msg "$SID" "wait:$T/go1"; echo; } >"$T/r1" &
+{ wire_msg "$SID" "wait:$T/go1"; echo; } >"$T/r1" &
 P1=$!
-{ msg "$SID" "wait:$T/go1"; echo; } >"$T/r2" &
+{ wire_msg "$SID" "wait:$T/go1"; echo; } >"$T/r2" &
 P2=$!
 wait $P1 $P2
 check "two racing messages: one is accepted, the other is 409 session.busy" \
@@ -164,7 +150,7 @@ check "two racing messages: one is accepted, the other is 409 session.busy" \
 touch "$T/go1"
 
 # ---- a client that never reads its stream ------------------------------------------
-new
+wire_new fake
 idle "$SID"
 "$PY" - "$PORT" "$SID" "$T/unread.ready" <<'PYEOF' &
 import socket, sys, time
@@ -177,41 +163,41 @@ time.sleep(60)
 PYEOF
 UNREAD=$!
 wait_for_line "$T/unread.ready" sent 10
-msg "$SID" "flood:20000" >/dev/null
+wire_msg "$SID" "flood:20000" >/dev/null
 idle "$SID" 2
 check "a stream nobody reads holds no turn back: 20000 lines of output end in idle for another reader" grep -qx seen "$T/ev"
-S=$(A GET "/$SID")
+S=$(wire GET "/$SID")
 check "... and the API answers meanwhile" test "$S" = 200
 kill "$UNREAD" 2>/dev/null
 
 # ---- deleted, failed and one-shot sessions take no message -------------------------
-new "print:1"
+wire_new fake "print:1"
 idle "$SID"
 DEL=$SID
-S=$(A DELETE "/$DEL")
+S=$(wire DELETE "/$DEL")
 check "delete answers agent.session.deleted" sh -c "test $S = 200 && test \"\$(cd '$T' && $PY -c 'import json; d=json.load(open(\"body\")); print(d[\"object\"], d[\"deleted\"])')\" = 'agent.session.deleted True'"
-S=$(msg "$DEL" "print:1")
+S=$(wire_msg "$DEL" "print:1")
 check "a message to a deleted session is 404" test "$S" = 404
-A POST "" "{\"agent_id\": \"broken\", $ENV, \"input\": \"hi\"}" >/dev/null
+wire POST "" "{\"agent_id\": \"broken\", $ENV, \"input\": \"hi\"}" >/dev/null
 BID=$(js 'd["id"]')
-upto "$BID" agent.session.failed
+wire_upto "$BID" agent.session.failed
 check "an install that fails: environment.failed, the turn failed, the session failed" \
 	sh -c "grep '^[0-9]' '$T/ev' | cut -d' ' -f2 | tr '\n' ' ' | grep -q 'agent.session.environment.failed agent.session.turn.failed agent.session.failed'"
-S=$(msg "$BID" "again")
+S=$(wire_msg "$BID" "again")
 check "a message to a failed session is 409 session.closed" sh -c "test $S = 409 && grep -q session.closed '$T/body'"
 OLD=$(curl -s -H "Authorization: Bearer wire-token" -H 'Content-Type: application/json' --data '{"prompt": "print:1"}' \
-	"http://127.0.0.1:$PORT/v1/agents/fake/sessions" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["id"])')
-S=$(msg "$OLD" "again")
-check "a message to a one-shot session (POST /v1/agents/<a>/sessions) is 409 session.closed" \
-	sh -c "test $S = 409 && grep -q 'not a conversation' '$T/body'"
-S=$(A GET "/$OLD")
-check "the one-shot session is seen through the wire too (one session table)" test "$S" = 200
+	"http://127.0.0.1:$PORT/v1/ops/agents.fake.run" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["session"])')
+S=$(wire_msg "$OLD" "again")
+check "a message to the session of an agents.<a>.run is 409 session.closed" \
+	sh -c "test $S = 409 && grep -q 'not a conversation (agents.<a>.run made it)' '$T/body'"
+S=$(wire GET "/$OLD")
+check "that session is seen through the wire too (one session table)" test "$S" = 200
 
 # ---- kill -9 during a turn, restart -------------------------------------------------
-new
+wire_new fake
 idle "$SID"
 KID=$SID
-msg "$KID" "pid:$T/kpid wait:$T/never" >/dev/null
+wire_msg "$KID" "pid:$T/kpid wait:$T/never" >/dev/null
 wait_for_line "$T/kpid" '^[0-9]' 10
 CHILD=$(cat "$T/kpid")
 kill -9 "$SERVE_PID"
@@ -223,21 +209,21 @@ while [ $_i -lt 100 ] && [ -r "/proc/$CHILD/stat" ] && ! grep -q ') Z ' "/proc/$
 	_i=$((_i + 1))
 done
 check "after a restart the running turn's child is gone" sh -c "! [ -r /proc/$CHILD/stat ] || grep -q ') Z ' /proc/$CHILD/stat"
-A GET "/$KID/turns/turn_1" >/dev/null
+wire GET "/$KID/turns/turn_1" >/dev/null
 check "... its turn ended failed with a reason" \
 	test "$(js 'd["status"]+" "+d["error"]["message"]')" = "failed the server stopped during the turn"
-A GET "/$KID" >/dev/null
+wire GET "/$KID" >/dev/null
 check "... the session is idle" test "$(js 'd["status"]')" = idle
-S=$(msg "$KID" "print:1")
+S=$(wire_msg "$KID" "print:1")
 check "... and takes the next message" test "$S" = 202
-upto "$KID" agent.session.turn.completed
+wire_upto "$KID" agent.session.turn.completed
 check "... whose turn completes" grep -qx seen "$T/ev"
-A GET "/$KID/items?order=asc" >/dev/null
+wire GET "/$KID/items?order=asc" >/dev/null
 check "... the items of both turns survived" test "$(js '" ".join(i["content"][0]["text"] for i in d["data"])')" = \
 	"pid:$T/kpid wait:$T/never print:1"
-S=$(msg "$CID" "once more")
+S=$(wire_msg "$CID" "once more")
 idle "$CID" 3
-A GET "/$CID/turns/turn_3/items" >/dev/null
+wire GET "/$CID/turns/turn_3/items" >/dev/null
 check "after a restart the next message resumes the agent's conversation" \
 	test "$(js '[i["content"][0]["text"] for i in d["data"] if i["type"] == "message" and i.get("role") == "assistant"]')" = \
 	"['turn 3 (model m1, instructions be brief): Earlier the command printed hello.']"

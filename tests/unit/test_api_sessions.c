@@ -1,8 +1,9 @@
-/* core/server/api_sessions.c through the API, as serve runs
- * them (tests/unit/api_fixture.h): routing and its refusals, bounds of the
- * query, bodies refused before an install starts, the working directory
- * and environment rules, agents.<a>.run's timeout, and a session whose
- * install fails ending failed with its events readable. */
+/* core/server/api_sessions.c and core/server/api_wire.c through the API,
+ * as serve runs them (tests/unit/api_fixture.h): routing and its
+ * refusals (the old /v1/agents/<a>/sessions paths are no route), bodies
+ * refused before an install starts, the working directory and environment
+ * rules, agents.<a>.run's timeout, and a session whose install fails
+ * ending failed with its events readable. */
 #include "api_fixture.h"
 
 /* An agent whose archive is on a port nothing listens on: its install fails
@@ -33,57 +34,51 @@ teardown(void **state)
 	return 0;
 }
 
-/* Paths of the sessions API: what is not one, unknown agents and ids, bad
- * segments, methods. */
+/* Paths of the sessions wire: unknown ids, methods, authentication; the
+ * paths of no session API are the API's ordinary 404. */
 static void
 test_routing(void **state)
 {
-	char body[65536], head[4096];
+	static const char *const gone[][2] = {
+	    {"GET", "/v1/agents/fake/sessions"},
+	    {"POST", "/v1/agents/fake/sessions"},
+	    {"GET", "/v1/agents/fake/sessions/as_0000000000000000"},
+	    {"GET", "/v1/agents/fake/sessions/as_0000000000000000/events"},
+	    {"POST", "/v1/agents/fake/sessions/as_0000000000000000/cancel"},
+	};
+	char body[65536];
 	struct json_doc d;
 	const struct json_val *r;
+	size_t i;
 
-	assert_int_equal(fx_call("GET", "/v1/agents/fake/sessions", NULL, body, sizeof(body)), 200);
+	assert_int_equal(fx_call("GET", "/v1/agents/sessions", NULL, body, sizeof(body)), 200);
 	r = fx_parse(&d, body);
 	assert_string_equal(json_get_str(r, "object"), "list");
-	assert_int_equal(json_get(r, "data")->type, JSON_ARRAY);
 	assert_int_equal(json_get(r, "data")->u.arr.n, 0);
 	json_free(&d);
-	assert_int_equal(fx_call("GET", "/v1/agents/nope/sessions", NULL, body, sizeof(body)), 404);
+	assert_int_equal(fx_call("GET", "/v1/agents/sessions/as_0000000000000000", NULL, body, sizeof(body)),
+	                 404);
 	fx_assert_code(body, "not_found");
-	assert_non_null(strstr(body, "no agent nope is enabled"));
-	assert_int_equal(fx_call("POST", "/v1/agents/nope/sessions", "{}", body, sizeof(body)), 404);
 	assert_int_equal(
-	    fx_call("GET", "/v1/agents/fake/sessions/as_0000000000000000", NULL, body, sizeof(body)), 404);
-	fx_assert_code(body, "not_found");
-	assert_int_equal(fx_call("GET", "/v1/agents/fake/sessions/a.b", NULL, body, sizeof(body)), 404);
-	assert_int_equal(
-	    fx_call("GET", "/v1/agents/fake/sessions/as_0000000000000000/events", NULL, body, sizeof(body)),
-	    404);
-	assert_int_equal(
-	    fx_call("POST", "/v1/agents/fake/sessions/as_0000000000000000/cancel", "", body, sizeof(body)),
-	    404);
-	/* Methods: Allow says which. */
-	assert_int_equal(fx_req("DELETE", "/v1/agents/fake/sessions", FX_TOKEN, NULL, body, sizeof(body),
-	                        head, sizeof(head)),
-	                 405);
+	    fx_call("GET", "/v1/agents/sessions/as_0000000000000000/events", NULL, body, sizeof(body)), 404);
+	assert_int_equal(fx_call("DELETE", "/v1/agents/sessions", NULL, body, sizeof(body)), 405);
 	fx_assert_code(body, "request.method");
-	assert_non_null(strstr(head, "Allow: GET, POST"));
-	assert_int_equal(fx_req("POST", "/v1/agents/fake/sessions/as_0000000000000000", FX_TOKEN, "", body,
-	                        sizeof(body), head, sizeof(head)),
-	                 405);
-	assert_non_null(strstr(head, "Allow: GET"));
-	/* Not the sessions API: the API's 404. */
-	assert_int_equal(fx_call("GET", "/v1/agents/fake/sessionsx", NULL, body, sizeof(body)), 404);
+	for (i = 0; i < sizeof(gone) / sizeof(gone[0]); i++) {
+		assert_int_equal(fx_call(gone[i][0], gone[i][1], "{\"prompt\": \"x\"}", body, sizeof(body)),
+		                 404);
+		fx_assert_code(body, "not_found");
+		assert_non_null(strstr(body, "no such resource"));
+	}
 	/* Authentication first, whatever the path. */
-	assert_int_equal(fx_req("GET", "/v1/agents/fake/sessions", NULL, NULL, body, sizeof(body), NULL, 0),
-	                 401);
-	assert_int_equal(fx_req("GET", "/v1/agents/nope/sessions", "bad", NULL, body, sizeof(body), NULL, 0),
+	assert_int_equal(fx_req("GET", "/v1/agents/sessions", NULL, NULL, body, sizeof(body), NULL, 0), 401);
+	assert_int_equal(fx_req("GET", "/v1/agents/fake/sessions", "bad", NULL, body, sizeof(body), NULL, 0),
 	                 401);
 }
 
-/* A request body refused is refused before an install starts: no job. */
+/* A body agents.<a>.run refuses is refused before an install starts: no
+ * job, no session. */
 static void
-test_create_bad_bodies(void **state)
+test_run_bad_bodies(void **state)
 {
 	static const char *const bad[] = {
 	    "[1]",                                                /* not an object */
@@ -92,7 +87,6 @@ test_create_bad_bodies(void **state)
 	    "{\"prompt\": [1]}",                                  /* a placeholder's value is a scalar */
 	    "{\"prompt\": \"a\\u0000b\"}",                        /* NUL */
 	    "{\"prompt\": \"x\", \"nope\": 1}",                   /* not a parameter */
-	    "{\"prompt\": \"x\", \"timeout\": 5}",                /* run only */
 	    "{\"prompt\": \"x\", \"cwd\": \"relative\"}",         /* cwd: absolute */
 	    "{\"prompt\": \"x\", \"cwd\": \"/nonexistent/abx\"}", /* cwd: a directory */
 	    "{\"prompt\": \"x\", \"cwd\": 7}",                    /* cwd: a string */
@@ -105,7 +99,7 @@ test_create_bad_bodies(void **state)
 	struct stat st;
 
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		int status = fx_call("POST", "/v1/agents/fake/sessions", bad[i], body, sizeof(body));
+		int status = fx_call("POST", "/v1/ops/agents.fake.run", bad[i], body, sizeof(body));
 
 		if (status != 400) {
 			fprintf(stderr, "%s: %d %s\n", bad[i], status, body);
@@ -114,12 +108,12 @@ test_create_bad_bodies(void **state)
 	}
 	/* Inside the state directory (journals, the token): refused. */
 	snprintf(path, sizeof(path), "{\"prompt\": \"x\", \"cwd\": \"%s/state\"}", fx.dir);
-	assert_int_equal(fx_call("POST", "/v1/agents/fake/sessions", path, body, sizeof(body)), 400);
+	assert_int_equal(fx_call("POST", "/v1/ops/agents.fake.run", path, body, sizeof(body)), 400);
 	assert_non_null(strstr(body, "inside the state directory"));
 	/* No install job was started for any of them. */
 	snprintf(path, sizeof(path), "%s/tools/fake", fx.dir);
 	assert_int_not_equal(stat(path, &st), 0);
-	assert_int_equal(fx_call("GET", "/v1/agents/fake/sessions", NULL, body, sizeof(body)), 200);
+	assert_int_equal(fx_call("GET", "/v1/agents/sessions", NULL, body, sizeof(body)), 200);
 	assert_non_null(strstr(body, "\"data\":[]"));
 }
 
@@ -140,50 +134,32 @@ test_run_timeout_bounds(void **state)
 	}
 }
 
-/* The query of an events page: after and limit are numbers in range. */
-static void
-test_events_query_bounds(void **state)
-{
-	static const char *const bad[] = {"?after=x", "?after=-1",         "?after=4294967295",
-	                                  "?limit=0", "?limit=1001",       "?limit=1e3",
-	                                  "?after=",  "?limit=99999999999"};
-	char body[65536], target[256];
-	size_t i;
-
-	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		snprintf(target, sizeof(target), "/v1/agents/fake/sessions/as_0000000000000000/events%s",
-		         bad[i]);
-		if (fx_call("GET", target, NULL, body, sizeof(body)) != 400) {
-			fprintf(stderr, "%s: %s\n", target, body);
-			fail();
-		}
-		fx_assert_code(body, "request.invalid");
-	}
-}
-
-/* A session whose install fails: 201 with its Location at once, then it
- * ends failed; its events say so, in order, and a page of them obeys
- * limit. */
+/* A session whose install fails: created in_progress at once, then it
+ * ends failed; its events say so, in order; Last-Event-ID and ?after= are
+ * event ids; it takes no message and a cancellation finds no turn. */
 static void
 test_session_install_fails(void **state)
 {
-	char body[65536], head[4096], target[256], id[64];
+	static const char *const bad[] = {"?after=x", "?after=-1", "?after=4294967295",
+	                                  "?after=", "?after=1e3"};
+	char body[65536], target[256], id[64];
 	struct json_doc d;
 	const struct json_val *r;
 	const char *st = NULL;
+	size_t k;
 	int i;
 
-	assert_int_equal(fx_req("POST", "/v1/agents/fake/sessions", FX_TOKEN, "{\"prompt\": \"hi\"}", body,
-	                        sizeof(body), head, sizeof(head)),
-	                 201);
+	assert_int_equal(fx_call("POST", "/v1/agents/sessions",
+	                         "{\"agent_id\": \"fake\", \"environment\": {\"type\": \"self_hosted\"}, "
+	                         "\"input\": \"hi\"}",
+	                         body, sizeof(body)),
+	                 200);
 	r = fx_parse(&d, body);
 	assert_non_null(json_get_str(r, "id"));
 	snprintf(id, sizeof(id), "%s", json_get_str(r, "id"));
 	assert_string_equal(json_get_str(r, "status"), "in_progress");
 	json_free(&d);
-	snprintf(target, sizeof(target), "Location: /v1/agents/fake/sessions/%s", id);
-	assert_non_null(strstr(head, target));
-	snprintf(target, sizeof(target), "/v1/agents/fake/sessions/%s", id);
+	snprintf(target, sizeof(target), "/v1/agents/sessions/%s", id);
 	for (i = 0; i < 600; i++) {
 		assert_int_equal(fx_call("GET", target, NULL, body, sizeof(body)), 200);
 		r = fx_parse(&d, body);
@@ -197,28 +173,37 @@ test_session_install_fails(void **state)
 	assert_non_null(st);
 	assert_string_equal(st, "failed");
 	json_free(&d);
-	/* Another agent's path does not see it. */
-	snprintf(target, sizeof(target), "/v1/agents/nope/sessions/%s", id);
-	assert_int_equal(fx_call("GET", target, NULL, body, sizeof(body)), 404);
-	/* Its events: pending, then failed; limit=1 gives one. */
-	snprintf(target, sizeof(target), "/v1/agents/fake/sessions/%s/events", id);
+	/* Its events, as the stream of an ended session: pending, then
+	 * failed, and the stream ends. */
+	snprintf(target, sizeof(target), "/v1/agents/sessions/%s/events", id);
 	assert_int_equal(fx_call("GET", target, NULL, body, sizeof(body)), 200);
-	assert_non_null(strstr(body, "agent.session.environment.pending"));
-	assert_non_null(strstr(body, "agent.session.environment.failed"));
+	assert_non_null(strstr(body, "event: agent.session.environment.pending"));
+	assert_non_null(strstr(body, "event: agent.session.environment.failed"));
 	assert_true(strstr(body, "environment.pending") < strstr(body, "environment.failed"));
-	snprintf(target, sizeof(target), "/v1/agents/fake/sessions/%s/events?limit=1", id);
-	assert_int_equal(fx_call("GET", target, NULL, body, sizeof(body)), 200);
-	assert_non_null(strstr(body, "environment.pending"));
-	assert_null(strstr(body, "environment.failed"));
-	snprintf(target, sizeof(target), "/v1/agents/fake/sessions/%s/events?after=1000", id);
+	snprintf(target, sizeof(target), "/v1/agents/sessions/%s/events?after=1000", id);
 	assert_int_equal(fx_call("GET", target, NULL, body, sizeof(body)), 200);
 	assert_null(strstr(body, "agent.session."));
-	/* Cancelling what has ended changes nothing. */
-	snprintf(target, sizeof(target), "/v1/agents/fake/sessions/%s/cancel", id);
-	fx_call("POST", target, "", body, sizeof(body));
-	assert_non_null(strstr(body, "\"status\":\"failed\""));
+	for (k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+		snprintf(target, sizeof(target), "/v1/agents/sessions/%s/events%s", id, bad[k]);
+		if (fx_call("GET", target, NULL, body, sizeof(body)) != 400) {
+			fprintf(stderr, "%s: %s\n", target, body);
+			fail();
+		}
+		fx_assert_code(body, "request.invalid");
+	}
+	/* A cancellation finds no turn running; a message finds it failed. */
+	snprintf(target, sizeof(target), "/v1/agents/sessions/%s/events", id);
+	assert_int_equal(fx_call("POST", target, "{\"events\": [{\"type\": \"agent.session.input.cancel\"}]}",
+	                         body, sizeof(body)),
+	                 409);
+	assert_int_equal(fx_call("POST", target,
+	                         "{\"events\": [{\"type\": \"agent.session.input.message\", \"input\": "
+	                         "\"x\"}]}",
+	                         body, sizeof(body)),
+	                 409);
+	fx_assert_code(body, "session.closed");
 	/* It is listed. */
-	assert_int_equal(fx_call("GET", "/v1/agents/fake/sessions", NULL, body, sizeof(body)), 200);
+	assert_int_equal(fx_call("GET", "/v1/agents/sessions", NULL, body, sizeof(body)), 200);
 	assert_non_null(strstr(body, id));
 }
 
@@ -227,9 +212,8 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_routing),
-	    cmocka_unit_test(test_create_bad_bodies),
+	    cmocka_unit_test(test_run_bad_bodies),
 	    cmocka_unit_test(test_run_timeout_bounds),
-	    cmocka_unit_test(test_events_query_bounds),
 	    cmocka_unit_test(test_session_install_fails),
 	};
 

@@ -109,7 +109,7 @@ test_agent_ops(void **state)
 
 	assert_int_equal(ops_init(&o, &e), 0);
 	assert_int_equal(ops_add_agent(&o, "codex", agent_lookup, NULL, &e), 0);
-	assert_int_equal(ops_n(&o), 8);
+	assert_int_equal(ops_n(&o), 11);
 	op = ops_find(&o, "agents.codex.run");
 	assert_non_null(op);
 	assert_int_equal(op->ninstall, 1);
@@ -124,7 +124,7 @@ test_agent_ops(void **state)
 	assert_true(op->reading);
 	assert_int_equal(ops_find(&o, "agents.codex.sessions.get")->ninstall, 0);
 	assert_int_equal(ops_find(&o, "agents.codex.sessions.list")->ninstall, 0);
-	assert_int_equal(ops_find(&o, "agents.codex.sessions.cancel")->ninstall, 0);
+	assert_int_equal(ops_find(&o, "agents.codex.sessions.send_event")->ninstall, 0);
 	assert_int_equal(ops_find(&o, "agents.codex.status")->ninstall, 0);
 	assert_int_equal(ops_add_agent(&o, "codex", agent_lookup, NULL, &e), -1);
 	assert_int_equal(ops_add_agent(&o, "nosuch", agent_lookup, NULL, &e), -1);
@@ -151,7 +151,7 @@ test_build_from_config(void **state)
 	               "[{\"id\": \"lint\", \"argv\": [\"rg\", \"TODO\"], \"install\": [\"ripgrep\"]}]"));
 	assert_int_equal(ops_init(&o, &e), 0);
 	assert_int_equal(ops_build(&o, &c, agent_lookup, known_tool, NULL, &e), 0);
-	assert_int_equal(ops_n(&o), 17);
+	assert_int_equal(ops_n(&o), 23);
 	assert_string_equal(ops_find(&o, "lint")->install[0], "ripgrep");
 	assert_int_equal(ops_find(&o, "lint")->timeout, 60);
 	ops_free(&o);

@@ -112,7 +112,7 @@ test_presets(void **state)
 	assert_true(policy_decide(&p, "ro", "agents.codex.sessions.get", NULL, 0, &d));
 	assert_true(policy_decide(&p, "ro", "agents.codex.status", NULL, 0, &d));
 	assert_false(policy_decide(&p, "ro", "agents.codex.run", inst, 1, &d));
-	assert_false(policy_decide(&p, "ro", "agents.codex.sessions.cancel", NULL, 0, &d));
+	assert_false(policy_decide(&p, "ro", "agents.codex.sessions.send_event", NULL, 0, &d));
 	assert_false(policy_decide(&p, "ro", "agents.codex.install", inst, 1, &d));
 	assert_non_null(strstr(d.rule, "ro: deny agents.*.install (preset readonly)"));
 	assert_false(policy_decide(&p, "ro", "tests.run", NULL, 0, &d));
@@ -121,7 +121,7 @@ test_presets(void **state)
 	assert_true(d.install_permitted);
 	assert_non_null(strstr(d.rule, "ag: allow agents.*.run (preset agents)"));
 	assert_true(policy_decide(&p, "ag", "agents.codex.sessions.create", inst, 1, &d));
-	assert_true(policy_decide(&p, "ag", "agents.codex.sessions.cancel", NULL, 0, &d));
+	assert_true(policy_decide(&p, "ag", "agents.codex.sessions.send_event", NULL, 0, &d));
 	assert_false(d.install_permitted);
 	assert_false(policy_decide(&p, "ag", "agents.codex.install", inst, 1, &d));
 	assert_non_null(strstr(d.rule, "no allow rule matches agents.codex.install"));

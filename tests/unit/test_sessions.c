@@ -266,7 +266,8 @@ test_cancel_limits_truncation(void **state)
 	sessions_free(S);
 }
 
-/* The SSE form of events after `after`, built from the JSON lines. */
+/* The SSE form of events after `after` (the wire's: each data object
+ * starts with "event_id" and "session_id"), built from the JSON lines. */
 static void
 expect_sse(struct sessions *S, const char *id, uint32_t after, char *out, size_t cap)
 {
@@ -289,7 +290,9 @@ expect_sse(struct sessions *S, const char *id, uint32_t after, char *out, size_t
 		n += (size_t)snprintf(out + n, cap - n, "id: %u\n", ++k);
 		if (t != NULL)
 			n += (size_t)snprintf(out + n, cap - n, "event: %s\n", t);
-		n += (size_t)snprintf(out + n, cap - n, "data: %.*s\n\n", (int)(nl - p), p);
+		n += (size_t)snprintf(out + n, cap - n,
+		                      "data: {\"event_id\":\"%u\",\"session_id\":\"%s\",%.*s\n\n", k, id,
+		                      (int)(nl - p - 1), p + 1);
 		assert_true(n < cap);
 		json_free(&doc);
 	}
@@ -364,17 +367,23 @@ test_read_sse(void **state)
 	assert_int_equal(rc, 3);
 	assert_int_equal(last, 3);
 	assert_true(done);
+#define W(k) "{\"event_id\":\"" #k "\",\"session_id\":\"as_00000000000000aa\","
 	assert_int_equal(
 	    b.len,
-	    strlen("id: 1\nevent: x.moved\ndata: {\"time\":\"t\",\"type\":\"x.moved\",\"seq\":1}\n\n"
-	           "id: 2\ndata: {\"seq\":2,\"note\":\"no type\"}\n\n"
-	           "id: 3\nevent: x.end\ndata: {\"seq\":3,\"type\":\"x.end\",\"status\":\"completed\"}\n\n"));
+	    strlen("id: 1\nevent: x.moved\ndata: " W(
+	        1) "\"time\":\"t\",\"type\":\"x.moved\",\"seq\":1}\n\n"
+	           "id: 2\ndata: " W(2) "\"seq\":2,\"note\":\"no type\"}\n\n"
+	                                "id: 3\nevent: x.end\ndata: " W(
+	                                    3) "\"seq\":3,\"type\":\"x.end\",\"status\":\"completed\"}\n\n"));
 	assert_memory_equal(
 	    b.p,
-	    "id: 1\nevent: x.moved\ndata: {\"time\":\"t\",\"type\":\"x.moved\",\"seq\":1}\n\n"
-	    "id: 2\ndata: {\"seq\":2,\"note\":\"no type\"}\n\n"
-	    "id: 3\nevent: x.end\ndata: {\"seq\":3,\"type\":\"x.end\",\"status\":\"completed\"}\n\n",
+	    "id: 1\nevent: x.moved\ndata: " W(
+	        1) "\"time\":\"t\",\"type\":\"x.moved\",\"seq\":1}\n\n"
+	           "id: 2\ndata: " W(2) "\"seq\":2,\"note\":\"no type\"}\n\n"
+	                                "id: 3\nevent: x.end\ndata: " W(
+	                                    3) "\"seq\":3,\"type\":\"x.end\",\"status\":\"completed\"}\n\n",
 	    b.len);
+#undef W
 	buf_free(&b);
 	sessions_free(S2);
 }

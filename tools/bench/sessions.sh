@@ -1,7 +1,7 @@
 #!/bin/sh
 # Agent sessions (issue 8 §7), rows "figure | ours | reference | ratio":
 #   events/s from a child writing lines, delivered as Server-Sent Events to a
-#   client through serve (session, journal file, SSE), against the same
+#   client through serve (a session turn on the wire, journal file, SSE), against the same
 #   child's lines read directly through a pipe (child | cat > file). The goal
 #   is at least half the pipe's rate (ratio >= 0.50x). Two clients, each its
 #   own row against the same reference runs: curl (create with curl, then
@@ -42,11 +42,11 @@ cat >"$d/man/flood.json" <<EOM
  "source":{"type":"tarball","bin":"bin/flood",
   "platforms":{"linux-x64":{"url":"https://localhost/flood.tgz","sha256":"$(printf %064d 0)"},
                "linux-arm64":{"url":"https://localhost/flood.tgz","sha256":"$(printf %064d 0)"}}},
- "hosts":["localhost"],"verify":{"argv":["{bin}","0"]},"run":["{bin}","{n}"],"platforms":["linux-x64","linux-arm64"]}
+ "hosts":["localhost"],"verify":{"argv":["{bin}","0"]},"run":["{bin}","{prompt}"],"platforms":["linux-x64","linux-arm64"]}
 EOM
 TOK=bench-sessions-token
 printf '{"agents":["flood"]}\n' >"$d/cfg.json"
-ABX_TOOL_FLOOD=$d/flood ABX_SERVER_TOKEN=$TOK ABX_SERVER_SESSION_JOURNAL_MAX_BYTES=268435456 \
+ABX_TOOL_FLOOD=$d/flood ABX_SERVER_TOKEN=$TOK ABX_SERVER_SESSION_JOURNAL_MAX_BYTES=268435456 ABX_SERVER_SSE_HEARTBEAT=1 \
 	"$BIN" serve --host 127.0.0.1 --port 0 -q --config "$d/cfg.json" --manifests "$d/man" --state-dir "$d/state" \
 	--tools-dir "$d/tools" --preset admin >"$d/port" 2>"$d/serve.err" &
 pid=$!
@@ -60,12 +60,19 @@ now_ns() { date +%s%N; }
 rate() { awk -v n="$1" -v t="$2" 'BEGIN { printf "%.0f\n", n / (t / 1e9) }'; }
 ours_curl() {
 	t0=$(now_ns)
-	id=$(curl -s -H "X-Access-Token: $TOK" --data "{\"n\": $N}" "$u/v1/agents/flood/sessions" |
-		sed -n 's/.*"id":"\([^"]*\)".*/\1/p')
+	id=$(curl -s -H "X-Access-Token: $TOK" \
+		--data "{\"agent_id\": \"flood\", \"environment\": {\"type\": \"self_hosted\"}, \"input\": \"$N\"}" \
+		"$u/v1/agents/sessions" | sed -n 's/^{"id":"\([^"]*\)".*/\1/p')
 	[ -n "$id" ] || { echo fail; return; }
-	curl -sN -H "X-Access-Token: $TOK" -H 'Accept: text/event-stream' \
-		"$u/v1/agents/flood/sessions/$id/events" >"$d/sse"
-	t1=$(now_ns)
+	# The stream goes on after the turn (the session is idle, not over):
+	# the time is taken when the exited event has come; curl ends at its
+	# next write (a heartbeat at the latest), outside the timed interval.
+	curl -sN -H "X-Access-Token: $TOK" -H 'Accept: text/event-stream' "$u/v1/agents/sessions/$id/events" |
+		{
+			sed '/^event: agent.session.exited/q' >"$d/sse"
+			now_ns >"$d/t1"
+		}
+	t1=$(cat "$d/t1")
 	got=$(grep -c "^event: agent.session.output" "$d/sse")
 	[ "$got" = "$N" ] || { echo "curl: fail($got)" >&2; echo fail; return; }
 	rate "$N" "$((t1 - t0))"

@@ -4,7 +4,8 @@
  *
  *   sse_drv PORT TOKEN AGENT N OUT
  *
- * POSTs {"n": N} to http://127.0.0.1:PORT/v1/agents/AGENT/sessions, then GETs
+ * POSTs a session of AGENT whose message is N to
+ * http://127.0.0.1:PORT/v1/agents/sessions (the sessions wire), then GETs
  * that session's events with Accept: text/event-stream over a plain socket,
  * reads in 1 MiB buffers, undoes the framing the server uses (chunked for
  * HTTP/1.1; close-delimited otherwise), writes the event stream to OUT,
@@ -185,17 +186,20 @@ is_chunked(const char *head)
 static int
 create(int port, const char *tok, const char *agent, long n, char *id, size_t cap)
 {
-	char req[1024], body[64], *p, *q;
+	char req[1024], body[256], *p, *q;
 	size_t have;
 	long hl;
 	int fd, bl;
 	ssize_t k;
 
-	bl = snprintf(body, sizeof(body), "{\"n\": %ld}", n);
+	bl = snprintf(
+	    body, sizeof(body),
+	    "{\"agent_id\": \"%s\", \"environment\": {\"type\": \"self_hosted\"}, \"input\": \"%ld\"}", agent,
+	    n);
 	snprintf(req, sizeof(req),
-	         "POST /v1/agents/%s/sessions HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nX-Access-Token: %s\r\n"
+	         "POST /v1/agents/sessions HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nX-Access-Token: %s\r\n"
 	         "Content-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
-	         agent, port, tok, bl, body);
+	         port, tok, bl, body);
 	if ((fd = dial(port)) < 0 || send_all(fd, req, strlen(req)) != 0)
 		return -1;
 	if ((hl = read_head(fd, &have)) < 0 || !(status_ok(rbuf, 201) || status_ok(rbuf, 200))) {
@@ -315,11 +319,10 @@ main(int argc, char **argv)
 		fprintf(stderr, "sse_drv: creating the session failed\n");
 		return 1;
 	}
-	snprintf(
-	    req, sizeof(req),
-	    "GET /v1/agents/%s/sessions/%s/events HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nX-Access-Token: %s\r\n"
-	    "Accept: text/event-stream\r\n\r\n",
-	    argv[3], id, port, argv[2]);
+	snprintf(req, sizeof(req),
+	         "GET /v1/agents/sessions/%s/events HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nX-Access-Token: %s\r\n"
+	         "Accept: text/event-stream\r\n\r\n",
+	         id, port, argv[2]);
 	if ((fd = dial(port)) < 0 || send_all(fd, req, strlen(req)) != 0) {
 		fprintf(stderr, "sse_drv: connecting failed\n");
 		return 1;
