@@ -19,12 +19,15 @@ int fmt_test_refuse;
 #endif
 
 /* Where the output goes: p, cap bytes (a string's, less its NUL); when p is
- * full, to f, or to fd when f is NULL, or nowhere (a string: the rest is
- * only counted). */
+ * full, to f (TO_FILE) or fd (TO_FD), or nowhere (TO_STR: the rest is only
+ * counted). */
+enum { TO_STR, TO_FILE, TO_FD };
+
 struct out {
 	char *p;
 	size_t cap, len;
 	size_t total; /* bytes of output so far: the return value */
+	int to;
 	FILE *f;
 	int fd;
 	int bad; /* a write failed */
@@ -46,7 +49,7 @@ flush(struct out *o)
 	size_t off = 0;
 	ssize_t w;
 
-	if (o->f != NULL) {
+	if (o->to == TO_FILE) {
 		if (o->len > 0 && fwrite(o->p, 1, o->len, o->f) != o->len)
 			o->bad = 1;
 	} else {
@@ -73,7 +76,7 @@ emit(struct out *o, const char *s, int c, size_t n)
 	o->total += n;
 	while (n > 0) {
 		if (o->len == o->cap) {
-			if (o->f == NULL && o->fd < 0)
+			if (o->to == TO_STR)
 				return;
 			flush(o);
 		}
@@ -362,7 +365,7 @@ run(struct out *o, const char *fmt, va_list ap)
 	va_copy(a, ap);
 	r = core(o, fmt, &a);
 	va_end(a);
-	if (o->f != NULL || o->fd >= 0)
+	if (o->to != TO_STR)
 		flush(o);
 	if (r < 0 || o->bad)
 		return -1;
@@ -376,7 +379,7 @@ run(struct out *o, const char *fmt, va_list ap)
 int
 fmt_vsnprintf(char *s, size_t n, const char *fmt, va_list ap)
 {
-	struct out o = {s, n > 0 ? n - 1 : 0, 0, 0, NULL, -1, 0};
+	struct out o = {s, n > 0 ? n - 1 : 0, 0, 0, TO_STR, NULL, -1, 0};
 	int r = run(&o, fmt, ap);
 
 	if (n > 0)
@@ -400,7 +403,7 @@ int
 fmt_vfprintf(FILE *f, const char *fmt, va_list ap)
 {
 	char b[FMT_CHUNK];
-	struct out o = {b, sizeof(b), 0, 0, f, -1, 0};
+	struct out o = {b, sizeof(b), 0, 0, TO_FILE, f, -1, 0};
 
 	return run(&o, fmt, ap);
 }
@@ -409,7 +412,7 @@ int
 fmt_vdprintf(int fd, const char *fmt, va_list ap)
 {
 	char b[FMT_CHUNK];
-	struct out o = {b, sizeof(b), 0, 0, NULL, fd, 0};
+	struct out o = {b, sizeof(b), 0, 0, TO_FD, NULL, fd, 0};
 
 	return run(&o, fmt, ap);
 }
