@@ -4,7 +4,7 @@
  * from a few bytes: flags, width (digits or *), precision (digits or *),
  * length, conversion, and the argument (an integer from 8 bytes, or a
  * string cut from the input, or NULL); literal text from the input, its
- * '%'s doubled, comes before each. Only what C defines, and fmt.c does, is
+ * '%'s doubled, comes before each. Only what C defines and the formatter does is
  * generated: no '#' on d, i, u, c, s, p or m, no '0', '+' or ' ' on c, s, p
  * or m, no precision on c or p. Properties checked:
  * - both agree on the bytes written and on the return value, at a buffer
