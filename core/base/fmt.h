@@ -27,9 +27,10 @@
 /* vsnprintf: at most n-1 bytes of the output and a NUL into s (nothing when
  * n is 0; s may then be NULL). Returns the length of the whole output
  * (what s would need, less the NUL), or -1: errno EINVAL for a conversion
- * this file does not do (the test build aborts instead, see
- * fmt_test_refuse), EOVERFLOW for an output or width past INT_MAX. s holds
- * the output up to the refused conversion then, NUL-terminated. */
+ * this file does not do, which also writes one line saying so to stderr
+ * (and aborts in the test build, see fmt_test_refuse), EOVERFLOW for an
+ * output or width past INT_MAX. s then holds the output up to where it
+ * stopped, NUL-terminated. */
 int fmt_vsnprintf(char *s, size_t n, const char *fmt, va_list ap) __attribute__((format(printf, 3, 0)));
 int fmt_snprintf(char *s, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
@@ -46,8 +47,8 @@ int fmt_vdprintf(int fd, const char *fmt, va_list ap) __attribute__((format(prin
 
 #ifdef ABX_TEST
 /* Test-only: nonzero, a refused conversion returns -1 with EINVAL as in the
- * release build; 0 (the default), it aborts, so a unit test that reaches
- * one fails loudly. */
+ * release build, without the line on stderr; 0 (the default), it writes the
+ * line and aborts, so a unit test that reaches one fails loudly. */
 extern int fmt_test_refuse;
 #endif
 

@@ -330,26 +330,37 @@ test_refused(void **state)
 	fmt_test_refuse = 0;
 }
 
-/* In the test build a refused conversion aborts: a unit test that reaches
- * one fails there, naming the format. */
+/* In the test build a refused conversion aborts, after the line the
+ * release build writes to stderr: a unit test that reaches one fails
+ * there, naming the format. */
 static void
 test_refused_aborts(void **state)
 {
+	char msg[200];
+	FILE *err = tmpfile();
 	int st;
+	ssize_t n;
 	pid_t pid;
 
+	assert_non_null(err);
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
 		char out[16];
 
-		(void)!freopen("/dev/null", "w", stderr);
-		fmt_snprintf(out, sizeof(out), dyn("%f"), 1.0);
+		dup2(fileno(err), 2);
+		fmt_snprintf(out, sizeof(out), dyn("x=%5.1f"), 1.0);
 		_exit(0);
 	}
 	assert_int_equal(waitpid(pid, &st, 0), pid);
 	assert_true(WIFSIGNALED(st));
 	assert_int_equal(WTERMSIG(st), SIGABRT);
+	n = pread(fileno(err), msg, sizeof(msg) - 1, 0);
+	assert_true(n > 0);
+	msg[n] = '\0';
+	assert_string_equal(msg,
+	                    "agent-sandbox-server: internal: unsupported printf conversion in \"x=%5.1f\"\n");
+	fclose(err);
 }
 
 static int
