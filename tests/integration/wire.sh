@@ -121,10 +121,10 @@ check "turn 2 resumes turn 1's conversation (the agent answers from turn 1's com
 	test "$(js '[i["content"][0]["text"] for i in d["data"] if i["type"] == "message" and i.get("role") == "assistant"]')" = \
 	"['turn 2 (model m1, instructions be brief): Earlier the command printed hello.']"
 
-A POST "" "{\"agent_id\": \"fgem\", $ENV, \"input\": \"\`echo hi\`\"}" >/dev/null
+wire POST "" "{\"agent_id\": \"fgem\", $ENV, \"input\": \"\`echo hi\`\"}" >/dev/null
 GID=$(js 'd["id"]')
 idle "$GID"
-A GET "/$GID/items?order=asc" >/dev/null
+wire GET "/$GID/items?order=asc" >/dev/null
 check "gemini dialect: its streamed answer is one message item; the command's item keeps the command" \
 	test "$(js '[(i["type"], i["status"], i.get("command") or i["content"][0]["text"]) for i in d["data"] if i["type"] == "command_execution" or i.get("role") == "assistant"]')" = \
 	"[('command_execution', 'completed', 'echo hi'), ('message', 'completed', 'turn 1: The command printed hi.')]"
