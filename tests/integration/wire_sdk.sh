@@ -135,7 +135,7 @@ for a in fcodex fclaudecode fgemini; do
 done
 conv_checks fcodex 0 assistant
 conv_checks fclaudecode null assistant
-conv_checks fgemini null
+conv_checks fgemini null assistant
 
 # The README's SDK lines, run as written but for the port, the agent, the
 # workspace and the message (tests/integration/readme_templates.sh reads the
