@@ -19,9 +19,9 @@ unset ABX_SERVER_TOKEN ABX_SERVER_TOKEN_FILE
 REGHOST=${REG#https://}
 
 # ---- the template files and steps, from the README text ----------------------
-python3 - "$TOP/README.md" "$T/tpl" "$REG" "$REGHOST" <<'PYEOF' || { not_ok "README templates" "not found"; exit 1; }
+python3 - "$TOP/README.md" "$T/tpl" "$REG" "$REGHOST" "$PLAT" <<'PYEOF' || { not_ok "README templates" "not found"; exit 1; }
 import json, os, re, shlex, sys
-text, out, reg, reghost = open(sys.argv[1]).read(), sys.argv[2], sys.argv[3], sys.argv[4]
+text, out, reg, reghost, plat = open(sys.argv[1]).read(), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
 os.makedirs(out)
 blocks = dict(re.findall(r"<!-- template: (\S+) -->\n```[a-z]*\n(.*?)```", text, re.S))
 need = ["server.json", "commands.json", "build.Dockerfile", "lazy.Dockerfile", "ci-fetch.sh", "offline.Dockerfile"]
@@ -43,7 +43,9 @@ assert '"mode": "build"' in server
 open(out + "/server.lazy.json", "w").write(server.replace('"mode": "build"', '"mode": "lazy"'))
 json.loads(blocks["commands.json"])
 open(out + "/commands.json", "w").write(blocks["commands.json"])
-open(out + "/ci-fetch.sh", "w").write(blocks["ci-fetch.sh"])
+# the CI line fetches the image's platform only; here the image is this machine
+assert "--platform linux-x64 " in blocks["ci-fetch.sh"], blocks["ci-fetch.sh"]
+open(out + "/ci-fetch.sh", "w").write(blocks["ci-fetch.sh"].replace("linux-x64", plat))
 # the image's start and readiness commands, as the build template names them
 cmds = dict(re.findall(r"^# (start_cmd|ready_cmd): (.*)$", blocks["build.Dockerfile"], re.M))
 assert cmds.get("start_cmd") == "agent-sandbox-server serve --port 9000", cmds
@@ -218,9 +220,12 @@ codex_op() { # FLOW-NAME: codex.version answers 200 with the fixture's version
 	check "offline: the build stage's prepare installed codex from the cache" test -d "$ROOT.prepare/opt/agent-sandbox/tools/codex"
 	check "offline: ... which the stage had" test -d "$ROOT.prepare/tmp/abx-cache"
 	check "offline: the image has codex's tree, copied from the stage" test -d "$ROOT/opt/agent-sandbox/tools/codex"
-	check "offline: the image holds no cache: no abx-cache, no .cache, no file named by a sha256 ($(find "$ROOT" \
-		-name abx-cache -o -name .cache -o -regex '.*/[0-9a-f]\{64\}[^/]*' | head -3 | tr '\n' ' '))" \
-		test -z "$(find "$ROOT" -name abx-cache -o -name .cache -o -regex '.*/[0-9a-f]\{64\}[^/]*')"
+	# cached: ROOT: what in ROOT looks like a cache of ours
+	cached() { find "$1" -regextype posix-basic -name abx-cache -o -name .cache -o -regex '.*/[0-9a-f]\{64\}[^/]*'; }
+	check "offline: the build stage's root has the cache, by that test ($(cached "$ROOT.prepare" | wc -l) paths)" \
+		test -n "$(cached "$ROOT.prepare")"
+	check "offline: the image holds no cache: no abx-cache, no .cache, no file named by a sha256 ($(cached "$ROOT" |
+		head -3 | tr '\n' ' '))" test -z "$(cached "$ROOT")"
 	bk=$(cat "$T/build.du") ok=$(du -sk "$ROOT" | cut -f1)
 	check "offline: the image's files ($ok KiB) are at most 1.05 times the build template's ($bk KiB)" \
 		test "$(awk "BEGIN {print ($ok <= 1.05 * $bk)}")" = 1
