@@ -26,7 +26,9 @@
 # codex.version and an agents.codex.run (templates), doctor inside the
 # container, then podman stop (serve drains on SIGTERM and exits 0).
 # The build template's tools directory is sized against `npm i -g` of the
-# same codex on the host: at most 1.05 times its size.
+# same codex on the host: at most 1.05 times its size; the offline image
+# (the last stage of the README's multi-stage build) against the build
+# template's image: at most 1.05 times its size, with no cache in it.
 #   CONTAINERS_ONLY="plain build" tests/run.sh --e2e --only containers: some
 #   journeys only (default: plain build lazy offline).
 . "$TOP/tests/lib.sh"
@@ -118,16 +120,17 @@ PYEOF
 START=$(sed -n 's/^# start_cmd: //p' "$T/tpl/build.Dockerfile")
 READY=$(sed -n 's/^# ready_cmd: //p' "$T/tpl/build.Dockerfile")
 check "README: the worked template names its start_cmd and ready_cmd ($START; $READY)" test -n "$START" -a -n "$READY"
-# from NAME FROM-LINE BASE: $T/NAME.Dockerfile, the README's with its one FROM
-# line (which must be FROM-LINE) replaced by FROM BASE.
+# from NAME FROM-LINE BASE: $T/NAME.Dockerfile, the README's with its FROM
+# lines (each FROM-LINE, a build stage's with " AS STAGE" after it) made
+# FROM BASE (and the stage's " AS STAGE").
 from() {
 	_src=$T/tpl/${1%%-*}.Dockerfile
-	_got=$(grep '^FROM ' "$_src")
+	_got=$(grep '^FROM ' "$_src" | sed 's/ AS [a-z0-9_-]*$//' | sort -u)
 	if [ "$_got" != "$2" ]; then
 		not_ok "README: ${1%%-*}.Dockerfile starts $2" "its FROM lines: $(echo "$_got" | tr '\n' '|')"
 		return 1
 	fi
-	sed "s|^FROM .*|FROM $3|" "$_src" >"$T/$1.Dockerfile"
+	sed "s|^FROM [^ ]*|FROM $3|" "$_src" >"$T/$1.Dockerfile"
 }
 E2B_FROM='FROM fc-e2b-registry.<region>.cr.aliyuncs.com/runtime/base:<tag>'
 
@@ -494,21 +497,56 @@ say "time: lazy: $(($(now) - t0)) s"
 ;; esac
 
 # ---- 3. offline: the CI fetch line, then a build with no network ---------------------
+# The CI line names the image's platform, linux-x64: on an arm64 machine the
+# image is arm64, and the line gets linux-arm64. The image is the last stage
+# of a multi-stage build: no cache in it (no abx-cache, no .cache under
+# /opt/agent-sandbox, no file named by a sha256) and, with the build
+# journey, at most 1.05 times the build template's image.
 case $JOURNEYS in *" offline "*)
 t0=$(now)
+PLAT=linux-x64
+[ "$(uname -m)" = aarch64 ] && PLAT=linux-arm64
 if from offline "$E2B_FROM" localhost/abx-base-e2b && context offline; then
 	mkdir -p "$T/ci/bin"
 	cp "$BIN" "$T/ci/bin/agent-sandbox-server"
+	sed "s/--platform linux-x64 /--platform $PLAT /" "$T/tpl/ci-fetch.sh" >"$T/ci-fetch.sh"
 	# shellcheck disable=SC2086
-	(cd "$CTX" && env $MIRROR_ENV PATH="$T/ci/bin:$PATH" HOME="$T/ci" timeout 300 sh -e "$T/tpl/ci-fetch.sh") \
+	(cd "$CTX" && env $MIRROR_ENV PATH="$T/ci/bin:$PATH" HOME="$T/ci" timeout 300 sh -e "$T/ci-fetch.sh") \
 		>"$T/ci.log" 2>&1
 	rc=$?
-	check "offline: the CI fetch line fills ./abx-cache (exit $rc $(tail -2 "$T/ci.log" | tr '\n' ' ' | head -c 200))" \
-		test $rc = 0 -a -d "$CTX/abx-cache"
-	say "size: offline: abx-cache (both platforms) $(du -sk "$CTX/abx-cache" | cut -f1) KiB; fetched in $(($(now) - t0)) s"
+	check "offline: the CI fetch line ($(cat "$T/ci-fetch.sh")) fills ./abx-cache (exit $rc $(tail -2 "$T/ci.log" |
+		tr '\n' ' ' | head -c 200))" test $rc = 0 -a -d "$CTX/abx-cache"
+	ck=$(du -sk "$CTX/abx-cache" | cut -f1)
+	say "size: offline: abx-cache ($PLAT) $ck KiB; fetched in $(($(now) - t0)) s"
+	# the other platform is not in it: fetch --platform all, into a copy,
+	# downloads more
+	cp -al "$CTX/abx-cache" "$T/ci-all"
+	# shellcheck disable=SC2086
+	(cd "$CTX" && env $MIRROR_ENV PATH="$T/ci/bin:$PATH" HOME="$T/ci" timeout 300 \
+		agent-sandbox-server fetch --platform all --config server.json --cache "$T/ci-all") >"$T/ci-all.log" 2>&1
+	ak=$(du -sk "$T/ci-all" | cut -f1)
+	say "size: offline: a cache of both platforms $ak KiB: the CI line's / both = $(awk "BEGIN {printf \"%.2f\", $ck / $ak}")"
+	check "offline: the CI line fetched $PLAT only: --platform all adds to its cache ($ck KiB, then $ak KiB)" \
+		test "$ak" -gt "$ck"
+	rm -rf "$T/ci-all"
 	# podman build in a network namespace of its own with no interface up:
 	# chroot isolation cannot take --network none, this is stricter still
 	if build offline "$CTX" unshare -n; then
+		pm run --rm --user root localhost/abx-e2e-offline find / -xdev -regextype posix-basic \( -name abx-cache -o \
+			-path '/opt/agent-sandbox/*' -name .cache -o -regex '.*/[0-9a-f]\{64\}[^/]*' \) -print >"$T/find" 2>&1
+		rc=$?
+		check "offline: the image holds no cache (find: exit $rc, $(head -3 "$T/find" | tr '\n' ' '))" \
+			test $rc = 0 -a ! -s "$T/find"
+		osz=$(pm image inspect -f '{{.Size}}' localhost/abx-e2e-offline)
+		bsz=$(pm image inspect -f '{{.Size}}' localhost/abx-base-e2b)
+		if isz=$(pm image inspect -f '{{.Size}}' localhost/abx-e2e-build 2>/dev/null); then
+			say "size: offline: image $((osz / 1024)) KiB, the build template's $((isz / 1024)) KiB," \
+				"base $((bsz / 1024)) KiB: offline / build = $(awk "BEGIN {printf \"%.3f\", $osz / $isz}")"
+			check "offline: the image ($((osz / 1024)) KiB) is at most 1.05 times the build template's ($((isz / 1024)) KiB)" \
+				test "$(awk "BEGIN {print ($osz <= 1.05 * $isz)}")" = 1
+		else
+			say "size: offline: image $((osz / 1024)) KiB, base $((bsz / 1024)) KiB (no build journey to compare with)"
+		fi
 		# shellcheck disable=SC2086
 		if start offline $START; then
 			orchestrate offline codex.version

@@ -2,8 +2,9 @@
 # its server.json, commands.json, Dockerfile blocks and CI fetch line are read
 # from README.md (the <!-- template: NAME --> markers) and run outside Docker:
 # each RUN in order with this binary, COPY as cp, ENV as export, into a
-# scratch root ($ROOT: /etc, /opt and /usr/local/bin of the image live under
-# it). The registry is the local fixture (tests/fixtures/agent_pkgs.sh),
+# scratch root ($ROOT: the image's absolute paths live under it); a named
+# build stage (FROM ... AS NAME) into a root of its own, $ROOT.NAME, which
+# COPY --from=NAME copies from. The registry is the local fixture (tests/fixtures/agent_pkgs.sh),
 # through the documented mirror setting: the template's install.mirrors.npm
 # and its allow_hosts entry name the fixture instead of registry.npmmirror.com.
 . "$TOP/tests/lib.sh"
@@ -18,9 +19,9 @@ unset ABX_SERVER_TOKEN ABX_SERVER_TOKEN_FILE
 REGHOST=${REG#https://}
 
 # ---- the template files and steps, from the README text ----------------------
-python3 - "$TOP/README.md" "$T/tpl" "$REG" "$REGHOST" <<'PYEOF' || { not_ok "README templates" "not found"; exit 1; }
+python3 - "$TOP/README.md" "$T/tpl" "$REG" "$REGHOST" "$PLAT" <<'PYEOF' || { not_ok "README templates" "not found"; exit 1; }
 import json, os, re, shlex, sys
-text, out, reg, reghost = open(sys.argv[1]).read(), sys.argv[2], sys.argv[3], sys.argv[4]
+text, out, reg, reghost, plat = open(sys.argv[1]).read(), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
 os.makedirs(out)
 blocks = dict(re.findall(r"<!-- template: (\S+) -->\n```[a-z]*\n(.*?)```", text, re.S))
 need = ["server.json", "commands.json", "build.Dockerfile", "lazy.Dockerfile", "ci-fetch.sh", "offline.Dockerfile"]
@@ -42,7 +43,9 @@ assert '"mode": "build"' in server
 open(out + "/server.lazy.json", "w").write(server.replace('"mode": "build"', '"mode": "lazy"'))
 json.loads(blocks["commands.json"])
 open(out + "/commands.json", "w").write(blocks["commands.json"])
-open(out + "/ci-fetch.sh", "w").write(blocks["ci-fetch.sh"])
+# the CI line fetches the image's platform only; here the image is this machine
+assert "--platform linux-x64 " in blocks["ci-fetch.sh"], blocks["ci-fetch.sh"]
+open(out + "/ci-fetch.sh", "w").write(blocks["ci-fetch.sh"].replace("linux-x64", plat))
 # the image's start and readiness commands, as the build template names them
 cmds = dict(re.findall(r"^# (start_cmd|ready_cmd): (.*)$", blocks["build.Dockerfile"], re.M))
 assert cmds.get("start_cmd") == "agent-sandbox-server serve --port 9000", cmds
@@ -50,25 +53,36 @@ assert cmds.get("ready_cmd") == "agent-sandbox-healthcheck --port 9000", cmds
 for k, v in cmds.items():
     open("%s/%s" % (out, k), "w").write(v + "\n")
 
-def path(p):  # the image's absolute paths live under $ROOT
-    return '"$ROOT"' + shlex.quote(p) if p.startswith(("/etc/", "/opt/", "/usr/local/")) else shlex.quote(p)
+def path(p, root='"$R"'):  # a stage's absolute paths live under its root $R
+    return root + shlex.quote(p) if p.startswith("/") else shlex.quote(p)
 
 for name in ("build", "lazy", "offline"):
     lines, sh = blocks[name + ".Dockerfile"].replace("\\\n", " ").splitlines(), []
+    stages = [ln.split()[3] if len(ln.split()) == 4 else "" for ln in lines if ln.startswith("FROM ")]
+    assert stages and stages[-1] == "" and all(stages[:-1]), "%s: FROM lines %s" % (name, stages)
     for ln in lines:
         word, _, rest = ln.strip().partition(" ")
-        if word == "RUN":
+        if word == "FROM":  # the last stage is the image ($ROOT), a named one $ROOT.NAME
+            st = stages.pop(0)
+            sh.append('R="$ROOT%s" && mkdir -p "$R" && PATH="$R/usr/local/bin:$PATH" '
+                      '&& ABX_SERVER_CONFIG="$R/etc/agent-sandbox/server.json"' % ("." + st if st else ""))
+        elif word == "RUN":
             argv = json.loads(rest)
             sh.append("step %s %s" % (shlex.quote(ln.strip()), " ".join(path(a) for a in argv)))
         elif word == "COPY":
             *src, dst = rest.split()
             d = dst if dst.endswith("/") else os.path.dirname(dst)
-            sh.append("mkdir -p %s && cp -R %s %s" % (path(d), " ".join(shlex.quote(s) for s in src), path(dst)))
+            if src[0].startswith("--from="):
+                src = [path(s, '"$ROOT.%s"' % src[0][7:]) for s in src[1:]]
+            else:
+                src = [shlex.quote(s) for s in src]
+            cp = "cp -a" if rest.startswith("--from=") else "cp -R"
+            sh.append("mkdir -p %s && %s %s %s" % (path(d), cp, " ".join(src), path(dst)))
         elif word == "ENV":
             for kv in shlex.split(rest):
                 k, v = kv.split("=", 1)
                 sh.append("export %s=%s" % (k, path(v)))
-        elif word in ("FROM", "USER", "") or word.startswith("#"):
+        elif word in ("USER", "") or word.startswith("#"):
             continue        # one user here; the base image is this machine
         else:
             raise SystemExit("unknown Dockerfile instruction: " + ln)
@@ -146,6 +160,7 @@ codex_op() { # FLOW-NAME: codex.version answers 200 with the fixture's version
 	check "build: prepare installed codex into ABX_TOOLS_DIR" test -d "$ROOT/opt/agent-sandbox/tools/codex"
 	check "build: the layer holds the tools and no .cache (no download, no extracted tree)" \
 		test ! -e "$ROOT/opt/agent-sandbox/tools/.cache"
+	du -sk "$ROOT" | cut -f1 >"$T/build.du"
 	run "$ROOT/opt/agent-sandbox/tools/bin/codex" --version
 	expect "build: the codex shim runs the installed tool" 0 "codex 1.0.0"
 	template_serve || { not_ok "build: serve starts from the template" "$(cat "$T/serve.err")"; exit 1; }
@@ -202,9 +217,18 @@ codex_op() { # FLOW-NAME: codex.version answers 200 with the fixture's version
 	wait "$REG_PID" 2>/dev/null
 	T0=$(wc -l <"$T/reg.log")
 	. "$T/tpl/offline.sh"
-	check "offline: prepare installed codex from the cache layer" test -d "$ROOT/opt/agent-sandbox/tools/codex"
-	check "offline: prepare added no extracted trees to the copied cache" test ! -e "$ROOT/opt/agent-sandbox/cache/trees"
-	check "offline: ... and the tools directory has no .cache" test ! -e "$ROOT/opt/agent-sandbox/tools/.cache"
+	check "offline: the build stage's prepare installed codex from the cache" test -d "$ROOT.prepare/opt/agent-sandbox/tools/codex"
+	check "offline: ... which the stage had" test -d "$ROOT.prepare/tmp/abx-cache"
+	check "offline: the image has codex's tree, copied from the stage" test -d "$ROOT/opt/agent-sandbox/tools/codex"
+	# cached: ROOT: what in ROOT looks like a cache of ours
+	cached() { find "$1" -regextype posix-basic -name abx-cache -o -name .cache -o -regex '.*/[0-9a-f]\{64\}[^/]*'; }
+	check "offline: the build stage's root has the cache, by that test ($(cached "$ROOT.prepare" | wc -l) paths)" \
+		test -n "$(cached "$ROOT.prepare")"
+	check "offline: the image holds no cache: no abx-cache, no .cache, no file named by a sha256 ($(cached "$ROOT" |
+		head -3 | tr '\n' ' '))" test -z "$(cached "$ROOT")"
+	bk=$(cat "$T/build.du") ok=$(du -sk "$ROOT" | cut -f1)
+	check "offline: the image's files ($ok KiB) are at most 1.05 times the build template's ($bk KiB)" \
+		test "$(awk "BEGIN {print ($ok <= 1.05 * $bk)}")" = 1
 	check "offline: with no request to the registry" test "$(wc -l <"$T/reg.log")" = "$T0"
 	run "$ROOT/opt/agent-sandbox/tools/bin/codex" --version
 	expect "offline: the codex shim runs the installed tool" 0 "codex 1.0.0"
