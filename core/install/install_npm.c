@@ -11,7 +11,7 @@
 #include "net/http.h"
 #include "base/clock.h"
 #include "config/config.h"
-#include "install/install.h"
+#include "install/install_int.h"
 #include "install/install_int.h"
 #include "base/json.h"
 #include "pkg/npm.h"

@@ -2,7 +2,7 @@
  * The process-wide cache of proof lists (install.h, install_proof_cache_get;
  * the lists themselves are base/proof.c's).
  */
-#include "install/install.h"
+#include "install/install_int.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -12,7 +12,7 @@
 
 #include "config/config.h"
 #include "base/digest.h"
-#include "install/install.h"
+#include "install/install_int.h"
 #include "base/json.h"
 #include "pkg/manifest.h"
 

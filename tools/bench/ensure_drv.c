@@ -14,7 +14,7 @@
 #include <time.h>
 
 #include "config/config.h"
-#include "install/install.h"
+#include "install/install_int.h"
 
 static double
 now_us(void)
