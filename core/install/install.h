@@ -1,10 +1,14 @@
 #ifndef ABX_INSTALL_H
 #define ABX_INSTALL_H
 /*
- * The install engine: ensure(name) makes a tool
+ * The install engine's front: what applets and the server call (what its
+ * files share is install_int.h). ensure(name) makes a tool
  * ready — lock-free fast path first, then probes, flock, re-check, requires,
  * staging, fetch into the content-addressed cache, safe extraction, verify,
  * marker, atomic publish, bin links — and answers one of the states below.
+ * A caller makes an environment once for its configuration
+ * (install_env_new), passes a request with each call (install_req: who,
+ * why, how, who hears) and gets what the call found back (install_result).
  *
  * On disk, inside a tools directory (tools.h):
  *   bin/<binary>                       symlink to this binary (the shim)
@@ -29,7 +33,7 @@
  * point, so a test can kill -9 it there. Ignored when the configuration is
  * production (config_production); nothing else reads it.
  *
- * Threads: a ctx is used by one thread at a time; different ctxs share
+ * Threads: an environment is used by one thread at a time; different ones share
  * nothing in memory but the manifest set and the configuration, both only read
  * once ensure() has resolved a tool (the on-disk lock serialises installs
  * of one tool). Tree walks recurse once per directory level (FS_MAX_DEPTH
@@ -38,8 +42,8 @@
  * start one helper thread (64 KiB stack, every signal blocked) for the
  * proof list of a large tree, joined before it returns. An install of a
  * tool with requires ensures them on a thread of their own (a clone of the
- * ctx, INSTALL_THREAD_STACK, every signal blocked) while the tool is
- * staged, and joins it before the tool's verify.argv: the context's
+ * environment, INSTALL_THREAD_STACK, every signal blocked) while the tool is
+ * staged, and joins it before the tool's verify.argv: the request's
  * observer (progress, announce, timing, required) may then run on two
  * threads at once.
  */
@@ -131,7 +135,7 @@ enum install_cpu {
 const char *install_cpu_name(enum install_cpu p);
 
 struct install_result;
-struct install_reqs;
+
 /*
  * What an install tells its caller, every member optional (NULL = silent),
  * each called with arg. One of them may run on two threads at once while a
@@ -155,17 +159,24 @@ struct install_observer {
 	void *arg;
 };
 
-struct install_ctx {
-	struct manifest_set *ms;
-	const struct config *cfg; /* read, never copied; outlives the context */
-	struct tools_chain chain;
-	char platform[16];
-	/* resolved cache directory: prepare's --cache, else <writable tools
-	 * directory>/.cache ("" = none writable) */
-	char cache_dir[PATH_MAX];
-	int cache_given; /* cache_dir is prepare's --cache */
-	int building;    /* prepare/fetch: mode build may install */
-	int force;       /* clear backoff first */
+/*
+ * The engine's environment over one configuration: the manifests, the
+ * configuration, the tools chain, the platform, the cache, this binary's
+ * path, and what it learns that stays true by its own checks (parsed
+ * markers and proof lists, the HTTP and OCI clients, the lockfile parse,
+ * the exec probe). Opaque: made by install_env_new, read through the
+ * install_env_* functions, never written by a caller. One thread uses it at
+ * a time (the top of this file); serve keeps several per configuration
+ * generation and hands each to the next request (install_env_reuse).
+ */
+struct install_env;
+
+/* What an environment is made with besides its manifests and
+ * configuration; zero is the default of each. */
+struct install_setup {
+	const char *platform; /* NULL = this machine's */
+	const char
+	    *cache_dir; /* prepare's --cache (not configuration); NULL = <writable tools directory>/.cache */
 	/* prepare: add no extracted tree and no verify.argv note to the cache
 	 * (they serve a second tools directory, which an image build has not);
 	 * trees already there are still placed from */
@@ -174,40 +185,64 @@ struct install_ctx {
 	 * leaves with it, so a download extracted as it arrives is only
 	 * hashed, never written (the extractor reads the hashed bytes) */
 	int drop_downloads;
-	/* what an install tells its caller (NULL = silent); the caller owns
-	 * it and keeps it alive while the context points to it */
-	const struct install_observer *obs;
-	int64_t probe_us;      /* ensure's probes, for the next install_one */
-	const char *principal; /* for audit; NULL = "cli" */
+};
+
+/*
+ * A new environment for ms and cfg (both must outlive it; it reads them,
+ * never copies): builds the tools chain (creating nothing), picks the cache
+ * directory and the platform. 0 with *env, or -1 with e
+ * (config.state_dir_unsafe, internal) and *env NULL. install_env_free
+ * releases it and what it holds.
+ */
+int install_env_new(struct install_env **env, struct manifest_set *ms, const struct config *cfg,
+                    const struct install_setup *s, struct err *e);
+void install_env_free(struct install_env *env);
+/*
+ * Ready env for another request: the tools chain looked at again (a
+ * directory created, removed or made unsafe since is seen, as by a fresh
+ * environment; install_env_prefer's kept). What it learnt that stays true
+ * by its own checks is kept (each parsed marker and proof list checked
+ * against a fresh lstat). 0, or -1 with e (config.state_dir_unsafe) and env
+ * still to be freed.
+ */
+int install_env_reuse(struct install_env *env, struct err *e);
+/* An environment for another thread: env's manifests, configuration,
+ * chain, cache and setup, with its own clients and caches. 0 with *dst, or
+ * -1 with internal (out of memory). */
+int install_env_clone(struct install_env **dst, const struct install_env *src, struct err *e);
+/* Put tools directory dir first in env's chain (the shim's own), and the
+ * cache after it unless one was given. */
+void install_env_prefer(struct install_env *env, const char *dir);
+/* What env was made with and found: its tools chain, its cache directory
+ * ("" = none writable), this binary (the target of bin/ links). Valid
+ * until the next install_env_reuse or install_env_free. */
+const struct tools_chain *install_env_chain(const struct install_env *env);
+const char *install_env_cache_dir(const struct install_env *env);
+const char *install_env_self(const struct install_env *env);
+
+/* install_req flags */
+enum {
+	INSTALL_F_NO_PATH = 1 << 0, /* do not accept a copy on PATH (prepare --only NAME) */
+	INSTALL_F_CHECK = 1 << 1,   /* fast path only: never lock, write or install */
+	INSTALL_F_BUILD = 1 << 2,   /* prepare: mode build may install */
+	INSTALL_F_FORCE = 1 << 3,   /* clear the backoff first; no recorded verify.argv pass */
+};
+
+/* One request to the engine: who asks and why (the audit's principal, NULL
+ * = "cli", and op), how (INSTALL_F_*), and who hears what happens (NULL =
+ * silent; the caller keeps it alive during the call). */
+struct install_req {
+	const char *principal;
 	const char *op;
-	char self[PATH_MAX];   /* this binary, the target of bin/ links */
-	char prefer[PATH_MAX]; /* a tools directory put first (the shim's) */
+	unsigned flags;
+	const struct install_observer *obs;
+};
 
-	/* probe cache */
-	time_t exec_probe_at;
-	char exec_probe_dir[PATH_MAX];
-	struct err exec_probe_err;
-	int exec_probe_rc;
-
-	struct http_client *http;           /* created on first download */
-	struct install_oci *oci;            /* the OCI mirror's client (install_oci.c), owned */
-	struct install_npm_lock *npm_lock;  /* the last lockfile parsed (install_npm.c), owned */
-	struct install_marker_slot *mcache; /* INSTALL_MARKER_CACHE slots, owned */
-	int depth;                          /* requires recursion */
-	struct install_reqs *reqs;          /* requires ensured beside an install (install.c) */
-	int keep_later;                     /* a requires thread's: kept trees end after it is ready */
-	struct install_keep *kept;          /* and those (install_tree_keep_done) */
-
-	/* counters, for prepare's summary and tests */
+/* What the calls of a request did, the requires it installed included. */
+struct install_counts {
 	int downloads;
-	uint64_t bytes_downloaded;
 	int installs;
-
-	/* Where the last artifact install_get_artifact made available came
-	 * from ("cache:<path>", the mirror or origin URL, "oci://…@sha256:…"),
-	 * for the marker's SBOM row of that sha256 only. */
-	char src_sha[65];
-	char src[MANIFEST_URL_MAX + 16];
+	uint64_t bytes_downloaded;
 };
 
 struct install_result {
@@ -219,75 +254,41 @@ struct install_result {
 	int from_path;        /* satisfied by a copy on PATH (entry) */
 	int from_env;         /* ABX_TOOL_<NAME> */
 	int retry_after;      /* install.backoff: seconds */
+	struct install_counts n;
 };
 
 /*
- * Set up c for ms and cfg (both must outlive c; c reads them, never copies):
- * builds the tools chain (creating nothing), picks the cache directory
- * (cache_dir when not NULL: prepare's --cache, not configuration; else the
- * writable tools directory's .cache) and the platform (NULL = this
- * machine's). Returns 0 or -1 (config.state_dir_unsafe). install_ctx_free
- * releases the HTTP client.
- */
-int install_ctx_init(struct install_ctx *c, struct manifest_set *ms, const struct config *cfg,
-                     const char *platform, const char *cache_dir, struct err *e);
-void install_ctx_free(struct install_ctx *c);
-/*
- * Ready c for another caller (serve keeps contexts from request to
- * request): the tools chain looked at again (a directory created, removed
- * or made unsafe since is seen, as by a fresh context; the shim's prefer
- * kept), the caller fields (principal, op, callbacks, building, force) and
- * counters cleared. What it learnt that stays true by its own checks is
- * kept: parsed markers and proof lists (each checked against a fresh lstat),
- * the HTTP client, the lockfile parse, the probe results. 0, or -1 with e
- * (config.state_dir_unsafe) and c still to be freed.
- */
-int install_ctx_reuse(struct install_ctx *c, struct err *e);
-/*
- * A context for another thread: c's manifests, configuration, chain, cache,
- * callbacks and caller fields, with its own HTTP client and caches and its
- * counters at zero (install_ctx_add_counts adds them back). 0, or -1 with
- * internal (out of memory). Free it with install_ctx_free.
- */
-int install_ctx_clone(struct install_ctx *dst, const struct install_ctx *src, struct err *e);
-void install_ctx_add_counts(struct install_ctx *dst, const struct install_ctx *src);
-
-/* ensure() flags */
-enum {
-	INSTALL_F_NO_PATH = 1 << 0, /* do not accept a copy on PATH (prepare --only NAME) */
-	INSTALL_F_CHECK = 1 << 1,   /* fast path only: never lock, write or install */
-};
-
-/*
- * Make tool name ready (the steps above, in that order). Blocks while another process
+ * Make tool name ready for rq (the steps above, in that order). Blocks while another process
  * installs it (polling each second, reporting its progress). Returns 0 with
  * r->state READY, or -1 with r->state saying which failure and e the error
- * (codes of core/base/errcodes.h). With INSTALL_F_CHECK a tool that is not ready is
+ * (codes of core/base/errcodes.h); r->n either way. With INSTALL_F_CHECK a tool that is not ready is
  * r->state MISSING with e not_found, nothing written.
  */
-int install_ensure(struct install_ctx *c, const char *name, unsigned flags, struct install_result *r,
-                   struct err *e);
+int install_ensure(struct install_env *env, const char *name, const struct install_req *rq,
+                   struct install_result *r, struct err *e);
 
 /*
- * Whether tool name, and every tool it requires that is not already
- * there, can run in this image (its manifest's "libc" against the loader
- * npmlock_detect_libc finds). 0, or -1 with install.image_unsupported
- * (details: tool, libc, needs, env) naming the tool, the missing loader and
- * the fix. ensure() runs it before installing anything, and a check
- * (INSTALL_F_CHECK) of a tool that is not there answers it too.
+ * Whether m can run in this image (its manifest's "libc" against the
+ * loader npmlock_detect_libc finds), for platform (NULL = this machine's;
+ * another platform always fits: caches are filled for machines elsewhere).
+ * 0, or -1 with install.image_unsupported (details: tool, libc, needs, env)
+ * naming the tool, the missing loader and the fix. ensure() asks it of a
+ * tool and every tool it requires that is not already there before
+ * installing anything, and a check (INSTALL_F_CHECK) of a tool that is not
+ * there answers it too.
  */
-int install_image_check(struct install_ctx *c, const char *name, struct err *e);
-/* The same for m alone, for platform (NULL = this machine's; another
- * platform always fits: caches are filled for machines elsewhere). */
 int install_image_fits(const manifest_t *m, const char *platform, struct err *e);
 
 /*
  * Put artifact a (of tool m) into the cache, verified, without installing
  * (fetch --only). Honours mirrors and the offline mode. *path receives the
- * verified file (cache, or a read-only cache/mirror directory).
+ * verified file (cache, or a read-only cache/mirror directory). rq: its
+ * observer (progress); what it downloaded is added to n (NULL: not
+ * counted), as by install_npm_fetch.
  */
-int install_cache_artifact(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a,
-                           char *path, size_t cap, struct err *e);
+int install_cache_artifact(struct install_env *c, const struct install_req *rq, const manifest_t *m,
+                           const struct manifest_artifact *a, char *path, size_t cap,
+                           struct install_counts *n, struct err *e);
 
 /* What an npm-lock install fetched, for its audit record and fetch's
  * summary. */
@@ -305,14 +306,15 @@ struct install_npm_info {
  * nothing (fetch). 0, or -1 with e (install.checksum_mismatch,
  * install.disabled in offline mode with the missing integrities,
  * install.failed with details.phase, http.*, tls.*). */
-int install_npm_fetch(struct install_ctx *c, const manifest_t *m, const char *platform,
-                      struct install_npm_info *info, struct err *e);
+int install_npm_fetch(struct install_env *c, const struct install_req *rq, const manifest_t *m,
+                      const char *platform, struct install_npm_info *info, struct install_counts *n,
+                      struct err *e);
 
 /* Run m's verify.argv against the published tree (its entry, its
  * requires as an install would run it, HOME a fresh directory in TMPDIR
  * removed after): always run, never a recorded pass (the verify applet).
  * 0, or -1 with install.failed (details.phase "verify"). */
-int install_verify_argv(struct install_ctx *c, const manifest_t *m, const char *tree, struct err *e);
+int install_verify_argv(struct install_env *c, const manifest_t *m, const char *tree, struct err *e);
 
 /* Each fetched package tarball of m's lockfile for platform ("all": every
  * platform's) by the sha256 the cache holds it under: fn(arg, package,
@@ -320,23 +322,23 @@ int install_verify_argv(struct install_ctx *c, const manifest_t *m, const char *
  * their parent's tarball have none. Returns how many packages the cache
  * lacks, or -1 with e (the lockfile did not load). */
 struct npmlock_pkg;
-int install_npm_blobs(struct install_ctx *c, const manifest_t *m, const char *platform,
+int install_npm_blobs(struct install_env *c, const manifest_t *m, const char *platform,
                       void (*fn)(void *arg, const struct npmlock_pkg *p, const char *hex), void *arg,
                       struct err *e);
 
 /* Clear a tool's backoff record in the writable directory (prepare --force,
  * the admin reset). */
-void install_backoff_clear(struct install_ctx *c, const char *name);
+void install_backoff_clear(struct install_env *c, const char *name);
 
 /* Seconds left in name's backoff (0 = none) in the tools directory installs
  * go to (a failure elsewhere in the chain does not count). */
-int install_backoff_left(struct install_ctx *c, const char *name);
+int install_backoff_left(struct install_env *c, const char *name);
 
 /*
  * Read the progress another process reports for name (from the writable
  * directory). Returns 0 and fills the fields, or -1 when there is none.
  */
-int install_progress_read(struct install_ctx *c, const char *name, char *phase, size_t cap,
+int install_progress_read(struct install_env *c, const char *name, char *phase, size_t cap,
                           struct install_progress *p, long *pid);
 
 /* The configured audit_file can be appended to (created 0600 when

@@ -11,7 +11,7 @@
  *                      the sweep of crashed installers' leftovers, the
  *                      join of the requires an install waits for
  *   install_known.c    digests of the files an install wrote
- *   install_proof.c    proof lists shared by every context
+ *   install_proof.c    proof lists shared by every environment
  *   install_audit.c    audit lines, progress reports, lock holders
  *   audit.c            the server's audit events
  *   install_backoff.c  the per-tool lock and the backoff after a failure
@@ -53,9 +53,71 @@
 #define INSTALL_BACKOFF_MAX 600
 /* Output kept from verify.argv for the error message. */
 #define INSTALL_VERIFY_OUT_MAX 65536
-/* Markers parsed once per context (see marker_cached in install_tree.c). */
+/* Markers parsed once per environment (see marker_cached in install_tree.c). */
 #define INSTALL_MARKER_CACHE 8
 struct install_marker;
+
+/*
+ * The environment (install.h's struct install_env), by lifetime. One thread
+ * uses it at a time; a requires thread gets a clone.
+ */
+struct install_env {
+	/* made once (install_env_new) */
+	struct manifest_set *ms;
+	const struct config *cfg; /* read, never copied; outlives the environment */
+	struct tools_chain chain; /* looked at again by install_env_reuse */
+	char platform[16];
+	/* resolved cache directory: prepare's --cache, else <writable tools
+	 * directory>/.cache ("" = none writable) */
+	char cache_dir[PATH_MAX];
+	int cache_given;                   /* cache_dir is prepare's --cache */
+	int keep_no_trees, drop_downloads; /* install_setup's */
+	char self[PATH_MAX];               /* this binary, the target of bin/ links */
+	char prefer[PATH_MAX];             /* a tools directory put first (install_env_prefer) */
+
+	/* learnt, kept while its own checks hold: the exec probe */
+	time_t exec_probe_at;
+	char exec_probe_dir[PATH_MAX];
+	struct err exec_probe_err;
+	int exec_probe_rc;
+	struct http_client *http;           /* created on first download */
+	struct install_oci *oci;            /* the OCI mirror's client (install_oci.c), owned */
+	struct install_npm_lock *npm_lock;  /* the last lockfile parsed (install_npm.c), owned */
+	struct install_marker_slot *mcache; /* INSTALL_MARKER_CACHE slots, owned */
+
+	/* the request in progress (install_call_begin sets it from an
+	 * install_req, install_call_end clears it) */
+	int building; /* INSTALL_F_BUILD: mode build may install */
+	int force;    /* INSTALL_F_FORCE: clear backoff first */
+	const struct install_observer *obs;
+	const char *principal; /* for audit; NULL = "cli" */
+	const char *op;
+	int64_t probe_us;          /* ensure's probes, for the next install_one */
+	int depth;                 /* requires recursion */
+	struct install_reqs *reqs; /* requires ensured beside an install (install.c) */
+	int keep_later;            /* a requires thread's: kept trees end after it is ready */
+	struct install_keep *kept; /* and those (install_tree_keep_done) */
+	/* and what it found: counts for the result, and where the last
+	 * artifact install_get_artifact made available came from
+	 * ("cache:<path>", the mirror or origin URL, "oci://…@sha256:…"), for
+	 * the marker's SBOM row of that sha256 only */
+	struct install_counts n;
+	char src_sha[65];
+	char src[MANIFEST_URL_MAX + 16];
+};
+
+/* install_env_new and install_env_free on an environment the caller holds
+ * (tests keep one static); install_env_fini releases what it holds. */
+int install_env_init(struct install_env *c, struct manifest_set *ms, const struct config *cfg,
+                     const char *platform, const char *cache_dir, struct err *e);
+void install_env_fini(struct install_env *c);
+/* Take rq for the calls that follow (its counts from zero), and leave it:
+ * what they counted added to n (NULL: dropped). */
+void install_call_begin(struct install_env *c, const struct install_req *rq);
+void install_call_end(struct install_env *c, struct install_counts *n);
+/* A copy of src in dst for a requires thread (install_env_clone in place). */
+int install_env_copy(struct install_env *dst, const struct install_env *src, struct err *e);
+void install_env_add_counts(struct install_env *dst, const struct install_env *src);
 
 /* ---- install_util.c -------------------------------------------------------- */
 
@@ -72,18 +134,18 @@ void install_collect_stale(const char *dir, const char *prefix);
 /* ABX_TEST_PAUSE=phase (the test build only; never when c's configuration
  * is production): announce "install: paused at <phase>" on stderr and sleep
  * 30 s there. Without ABX_TEST_HOOKS it does nothing. */
-void install_test_pause(const struct install_ctx *c, const char *phase);
+void install_test_pause(const struct install_env *c, const char *phase);
 /* The tree cache's sealing key file: <state dir>/CACHE_KEY_FILE (pkg/cache.h),
  * per user and machine, never inside the cache. 0, or -1 with out "" (no
  * state directory: the tree cache is then not used). */
-int install_cache_key(const struct install_ctx *c, char *out, size_t cap);
+int install_cache_key(const struct install_env *c, char *out, size_t cap);
 
 /*
  * A tool's requires, ensured beside its install by install.c: on a thread
- * of their own with a clone of the context (sub) while the tool is staged.
+ * of their own with a clone of the environment (sub) while the tool is staged.
  */
 struct install_reqs {
-	struct install_ctx sub;
+	struct install_env sub;
 	const manifest_t *m;
 	unsigned flags;
 	pthread_t th;
@@ -95,7 +157,7 @@ struct install_reqs {
 /* Wait for the requires ensure() started beside the install of the tool
  * (none: at once; *wait_us, unless NULL, the time waited when there were):
  * 0, or -1 with e their failure ("X requires Y: ..."). */
-int install_requires_join(struct install_ctx *c, int64_t *wait_us, struct err *e);
+int install_requires_join(struct install_env *c, int64_t *wait_us, struct err *e);
 
 /* ---- install_known.c ------------------------------------------------------ */
 
@@ -135,7 +197,7 @@ int install_tree_list_known(const char *root, const struct install_known *k, cha
 
 /*
  * The process-wide cache of proof lists (install_proof.c), shared by every
- * context of a process (serve keeps several, one per busy worker, and a
+ * environment of a process (serve keeps several, one per busy worker, and a
  * Node.js-sized list is worth reading once). install_proof_cache_get returns the
  * list at path whose sha256 is sha256_hex (64 lowercase hex), from the cache
  * when a fresh lstat of path shows the identity (dev, ino, size, ctime,
@@ -166,13 +228,13 @@ struct install_audit_extra {
 };
 /* One audit line for m: ts, event, tool, version, platform, principal, op,
  * pid and x's members. */
-void install_audit_event(struct install_ctx *c, const char *event, const manifest_t *m,
+void install_audit_event(struct install_env *c, const char *event, const manifest_t *m,
                          const struct install_audit_extra *x);
 
-/* One install's progress, reported to the context's callback and written
+/* One install's progress, reported to the request's observer and written
  * to <tools>/<name>/.progress.json for waiters in other processes. */
 struct install_progress_state {
-	struct install_ctx *c;
+	struct install_env *c;
 	const manifest_t *m;
 	char path[PATH_MAX]; /* <w>/<name>/.progress.json, "" = none */
 	char phase[16];
@@ -180,7 +242,7 @@ struct install_progress_state {
 	int64_t last_ms;
 	uint64_t base;               /* bytes of earlier artifacts */
 	struct install_progress cur; /* what is reported (install.h) */
-	install_progress_fn fn;      /* the context's own, while npm reports through us */
+	install_progress_fn fn;      /* the observer's own, while npm reports through us */
 	void *arg;
 	int64_t *cpu; /* the job's CPU (enum install_cpu), or NULL */
 };
@@ -204,22 +266,22 @@ void install_audit(const struct config *cfg, const char *json_object);
 
 /* flock <w>/.locks/<name>.lock, waiting at most the install timeout (and
  * passing on the installer's progress). The descriptor, or -1 with e. */
-int install_lock_tool(struct install_ctx *c, const char *w, const manifest_t *m, struct err *e);
+int install_lock_tool(struct install_env *c, const char *w, const manifest_t *m, struct err *e);
 /* One more failure of name (why) in the writable directory's backoff. */
-void install_backoff_record(struct install_ctx *c, const char *name, const struct err *why);
+void install_backoff_record(struct install_env *c, const char *name, const struct err *why);
 
 /* ---- install_oci.c ------------------------------------------------------- */
 
 /* The OCI mirror's client of c (made on first use; NULL
- * with e: oci.url, oci.auth, http.proxy), freed by install_ctx_free; the
+ * with e: oci.url, oci.auth, http.proxy), freed by install_env_fini; the
  * URL a network probe tries for it ("https://host[:port]/v2/"): 1, or 0
  * without a mirror. */
 struct oci_client;
-struct oci_client *install_oci_client(struct install_ctx *c, struct err *e);
-int install_oci_probe_url(const struct install_ctx *c, char *url, size_t cap);
+struct oci_client *install_oci_client(struct install_env *c, struct err *e);
+int install_oci_probe_url(const struct install_env *c, char *url, size_t cap);
 
 /* The OCI mirror's client and its credential (install_oci.c). */
-void install_oci_free(struct install_ctx *c);
+void install_oci_free(struct install_env *c);
 /* Before an npm install: when cache lacks a package of l and the tool's
  * tag (<tool>-<version>) on the OCI mirror lists a blob for its integrity,
  * no->source (no->source_arg) fetches that blob in npm_install's workers,
@@ -231,9 +293,9 @@ void install_oci_free(struct install_ctx *c);
  * refused). Returns 0 (no->source NULL when the mirror has nothing for
  * the tool), or -1 with e in mode offline when the registry failed.
  * install_oci_npm_end releases what it set, after npm_install. */
-int install_oci_npm(struct install_ctx *c, const manifest_t *m, const struct npmlock *l, const char *cache,
+int install_oci_npm(struct install_env *c, const manifest_t *m, const struct npmlock *l, const char *cache,
                     struct npm_opts *no, struct err *e);
-void install_oci_npm_end(struct install_ctx *c, struct npm_opts *no);
+void install_oci_npm_end(struct install_env *c, struct npm_opts *no);
 
 /* ---- install_src.c --------------------------------------------------------- */
 
@@ -242,7 +304,7 @@ const char *install_mirror_dir(const char *mirror);
 
 /* A file named sha in a cache or mirror directory (not hashed: for the
  * network probe's decision). */
-int install_maybe_local(struct install_ctx *c, const char *sha);
+int install_maybe_local(struct install_env *c, const char *sha);
 /* A mirror URL template expanded for url into out, its host into mhost. */
 int install_mirror_url(const char *tmpl, const char *url, char *out, size_t cap, char *mhost, size_t mcap);
 /*
@@ -269,7 +331,7 @@ struct install_stream {
  * name path may meanwhile hold other bytes) or -1 with e (*fdp -1). With
  * c->drop_downloads a download extracted as it arrived writes no blob:
  * xs->done, path "", *fdp -1 and xs->bytes its size. */
-int install_get_artifact(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a,
+int install_get_artifact(struct install_env *c, const manifest_t *m, const struct manifest_artifact *a,
                          const char *dl_dir, struct install_progress_state *ps, struct install_stream *xs,
                          int *fdp, char *path, size_t cap, char *got_sha, struct err *e);
 /* Turn a fetch failure with the client's code (http.*, tls.*) into
@@ -300,19 +362,19 @@ extern void (*install_test_hashed_fn)(const char *path);
  * missing integrities, install.failed with details.phase, http.*, tls.*).
  */
 struct install_known;
-int install_npm_stage(struct install_ctx *c, const manifest_t *m, const char *tree,
+int install_npm_stage(struct install_env *c, const manifest_t *m, const char *tree,
                       struct install_known *known, struct install_npm_info *info, struct err *e);
 /* One SBOM row per installed npm package (name, version, purl, path,
  * integrity, sha256 when the cache knows it, url) into the marker's array. */
 struct json_w;
-void install_npm_sbom(struct install_ctx *c, const manifest_t *m, struct json_w *w);
-/* Release the lockfile parse the context keeps (install_ctx_free does). */
-void install_npm_lock_free(struct install_ctx *c);
+void install_npm_sbom(struct install_env *c, const manifest_t *m, struct json_w *w);
+/* Release the lockfile parse the environment keeps (install_env_fini does). */
+void install_npm_lock_free(struct install_env *c);
 /* npm-lock: the URL of the first package of m's lockfile (for c->platform)
  * that is not in the cache, through the npm mirror when one is set, into
  * url. Returns 1, 0 when every package is cached (no network needed) or the
  * lockfile does not load (the install reports that). */
-int install_npm_probe_url(struct install_ctx *c, const manifest_t *m, char *url, size_t cap);
+int install_npm_probe_url(struct install_env *c, const manifest_t *m, char *url, size_t cap);
 
 /* ---- install_trees.c ------------------------------------------------------ */
 
@@ -340,17 +402,17 @@ int install_npm_probe_url(struct install_ctx *c, const manifest_t *m, char *url,
 struct install_known;
 struct install_keep;
 struct arc_opts;
-int install_tree_place(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a,
+int install_tree_place(struct install_env *c, const manifest_t *m, const struct manifest_artifact *a,
                        const char *staging, struct install_known *known, uint64_t *asize, struct err *e);
-struct install_keep *install_tree_keep_begin(struct install_ctx *c, const manifest_t *m,
+struct install_keep *install_tree_keep_begin(struct install_env *c, const manifest_t *m,
                                              const struct manifest_artifact *a, struct install_known *known,
                                              struct arc_opts *ao);
-void install_tree_keep(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a,
+void install_tree_keep(struct install_env *c, const manifest_t *m, const struct manifest_artifact *a,
                        const char *tree, uint64_t asize, const struct install_known *known,
                        struct install_keep *k);
 void install_tree_keep_end(struct install_keep *k);
-void install_tree_keep_done(struct install_ctx *c, struct install_keep *k);
-void install_tree_keeps_end(struct install_ctx *c);
+void install_tree_keep_done(struct install_env *c, struct install_keep *k);
+void install_tree_keeps_end(struct install_env *c);
 /*
  * A verify.argv pass, recorded in the cache (a sealed note, pkg/cache.h:
  * <cache>/trees/<name>-<version>-<platform>-<libc>.verified) for exactly one tree
@@ -363,9 +425,9 @@ void install_tree_keeps_end(struct install_ctx *c);
  * --force (c->force), an unpinned manifest or no writable cache.
  * install_verified_put records a pass (only ever called after one).
  */
-int install_verified_get(struct install_ctx *c, const manifest_t *m, const char *ident, char tree[65],
+int install_verified_get(struct install_env *c, const manifest_t *m, const char *ident, char tree[65],
                          char *at, size_t atcap);
-void install_verified_put(struct install_ctx *c, const manifest_t *m, const char *ident, const char *tree);
+void install_verified_put(struct install_env *c, const manifest_t *m, const char *ident, const char *tree);
 
 /* ---- install_tree.c -------------------------------------------------------- */
 
@@ -374,7 +436,7 @@ void install_verified_put(struct install_ctx *c, const manifest_t *m, const char
  * manifest, in a trusted tree, in any directory of the chain? No lock, no
  * write. Returns 1 (r filled), 0 (not ready), -1 (e set: manifest error).
  */
-int install_fast_path(struct install_ctx *c, const manifest_t *m, struct install_result *r, struct err *e);
+int install_fast_path(struct install_env *c, const manifest_t *m, struct install_result *r, struct err *e);
 
 struct install_marker_slot {
 	int used;
@@ -392,7 +454,7 @@ struct install_marker_slot {
 /* <w>/<name>/.installed.json for the tree just published (a: the
  * artifact, NULL for npm-lock; the listing's and the proof list's digests;
  * the tree's counts). 0 or -1 with e. */
-int install_marker_write(struct install_ctx *c, const char *w, const manifest_t *m, const char *treename,
+int install_marker_write(struct install_env *c, const char *w, const manifest_t *m, const char *treename,
                          const struct manifest_artifact *a, const char *sha, uint64_t size,
                          const char *tree_sha, const char *proof_sha, uint64_t files, uint64_t bytes,
                          struct err *e);
@@ -401,26 +463,26 @@ int install_marker_write(struct install_ctx *c, const char *w, const manifest_t 
 
 /* ABX_TOOL_<NAME>, and a copy on PATH (at least min and the manifest's
  * path.min): 1 ready (r filled), 0 not. */
-int install_env_tool(struct install_ctx *c, const manifest_t *m, struct install_result *r);
-int install_path_tool(struct install_ctx *c, const manifest_t *m, const char *min, struct install_result *r);
+int install_env_tool(struct install_env *c, const manifest_t *m, struct install_result *r);
+int install_path_tool(struct install_env *c, const manifest_t *m, const char *min, struct install_result *r);
 /* m ready without installing it, in the resolution order ABX_TOOL_<NAME>,
  * the tools chain (the fast path), PATH (at least min; only when use_path
  * and the configuration's install.use_path): 1 (r filled), 0 not. */
-int install_found(struct install_ctx *c, const manifest_t *m, const char *min, int use_path,
+int install_found(struct install_env *c, const manifest_t *m, const char *min, int use_path,
                   struct install_result *r, struct err *e);
 /* a's words with {bin} = bin into buf, pointed to by argv (NULL-ended). */
 void install_subst_bin(const struct manifest_argv *a, const char *bin,
                        char buf[][MANIFEST_ARG_MAX + PATH_MAX], char **argv);
-/* Can staging_root hold executables? Cached per context for
+/* Can staging_root hold executables? Cached per environment for
  * INSTALL_PROBE_TTL. 0, or -1 with e (install.noexec, io.error). */
-int install_exec_probe(struct install_ctx *c, const char *staging_root, struct err *e);
+int install_exec_probe(struct install_env *c, const char *staging_root, struct err *e);
 
 /* The network probe, made before anything is downloaded: a TCP connect (INSTALL_PROBE_CONNECT_MS)
  * to url's host (or the HTTPS proxy), cached per process for
  * INSTALL_PROBE_TTL seconds per host:port. Returns 0, or -1 with
  * install.network_unreachable: the host, details {phase: "probe", host,
  * hint} and the mirror or offline hint for m's source type (m may be NULL). */
-int install_net_probe(struct install_ctx *c, const manifest_t *m, const char *url, struct err *e);
+int install_net_probe(struct install_env *c, const manifest_t *m, const char *url, struct err *e);
 /* TCP connects the probe made in this process (tests), and a reset of its
  * cache (tests). */
 unsigned long install_probe_connects(void);
@@ -462,7 +524,7 @@ struct verify_run {
 	char with[400]; /* " with node-runtime 22.23.5" for messages */
 };
 /* Fill v for the entry of m (a path in the tree): PATH, argv, identity. */
-void install_verify_setup(struct install_ctx *c, const manifest_t *m, const char *entry,
+void install_verify_setup(struct install_env *c, const manifest_t *m, const char *entry,
                           struct verify_run *v);
 /* Run v with HOME home: 0 when it exits 0 within the manifest's timeout
  * with its expect in the output, -1 with e (install.failed, phase verify). */
@@ -480,7 +542,7 @@ void install_specific_code(struct err *e);
  * tool whose lock the caller holds: its directories are dead as well. */
 void install_collect_abandoned(const char *w, const char *own);
 /* Stage, fetch, extract, verify and publish one tool, holding its lock in writable directory w. */
-int install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct install_result *r,
+int install_one(struct install_env *c, const manifest_t *m, const char *w, struct install_result *r,
                 struct err *e);
 
 #endif

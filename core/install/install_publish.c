@@ -58,7 +58,7 @@ install_collect_abandoned(const char *w, const char *own)
  * beside m, on the same filesystem, at the same time, so each one's own
  * check passing does not mean their sum fits. */
 static long
-requires_mb(struct install_ctx *c, const manifest_t *m, const char *w)
+requires_mb(struct install_env *c, const manifest_t *m, const char *w)
 {
 	char mk[PATH_MAX];
 	const manifest_t *r;
@@ -191,7 +191,7 @@ extract_progress(void *arg, uint64_t out, uint64_t in)
 
 /* bin/<binary> -> this binary, by symlink to a temporary name + rename. */
 static int
-link_bin(struct install_ctx *c, const char *w, const manifest_t *m, struct err *e)
+link_bin(struct install_env *c, const char *w, const manifest_t *m, struct err *e)
 {
 	char dir[PATH_MAX], tmp[PATH_MAX], link[PATH_MAX], rnd[17], cur[PATH_MAX],
 	    leaf[MANIFEST_NAME_MAX + 24];
@@ -252,7 +252,7 @@ known_tap(void *arg, const char *name, const struct stat *st, const unsigned cha
 
 /* One install in progress: what install_one's steps share. */
 struct publish_job {
-	struct install_ctx *c;
+	struct install_env *c;
 	const manifest_t *m;
 	const char *w;          /* the writable tools directory */
 	char tooldir[PATH_MAX]; /* <w>/<name> */
@@ -476,7 +476,7 @@ extract_artifact(struct publish_job *j, int afd, const char *path, struct xprog 
 static int
 stage_tarball(struct publish_job *j, struct err *e)
 {
-	struct install_ctx *c = j->c;
+	struct install_env *c = j->c;
 	const manifest_t *m = j->m;
 	char cache[PATH_MAX], art_path[PATH_MAX];
 	struct xprog xp = {&j->ps, 0};
@@ -550,7 +550,7 @@ stage_tarball(struct publish_job *j, struct err *e)
 static int
 stage_npm(struct publish_job *j, struct err *e)
 {
-	struct install_ctx *c = j->c;
+	struct install_env *c = j->c;
 	const struct install_observer *own = c->obs;
 	struct install_observer via = {0};
 	int64_t tp;
@@ -749,7 +749,7 @@ audit_finish(struct publish_job *j, int64_t t0, int rc, const struct err *e)
 
 /* Stage, fetch, extract, verify and publish one tool, holding its lock in writable directory w. */
 int
-install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct install_result *r,
+install_one(struct install_env *c, const manifest_t *m, const char *w, struct install_result *r,
             struct err *e)
 {
 	char staging_root[PATH_MAX], rnd[17], leaf[MANIFEST_NAME_MAX + 20];
@@ -809,7 +809,7 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 		goto out;
 	if (c->obs != NULL && c->obs->timing != NULL)
 		c->obs->timing(c->obs->arg, m, j->ph, j->cpu);
-	c->installs++;
+	c->n.installs++;
 	r->state = INSTALL_READY;
 	r->installed = 1;
 	snprintf(r->dir, sizeof(r->dir), "%s", w);

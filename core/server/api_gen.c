@@ -106,7 +106,7 @@ api_gen_put(struct api *a, struct api_gen *g)
 	last = --g->refs == 0;
 	pthread_mutex_unlock(&a->mu);
 	if (last) {
-		/* the job table's idle install contexts read g's cfg */
+		/* the job table's idle install environments read g's cfg */
 		jobs_forget(a->jobs, &g->cfg);
 		api_gen_free(g);
 	}

@@ -19,10 +19,10 @@ struct install_job {
 	struct jobs *J;
 };
 
-/* An install context not in use now, over cfg. */
+/* An install environment not in use now, over cfg. */
 struct jobs_idle {
 	const struct config *cfg;
-	struct install_ctx *c;
+	struct install_env *c;
 };
 
 struct jobs {
@@ -68,17 +68,10 @@ jobs_release(struct jobs *J, const struct config *cfg)
 		J->hold(J->arg, cfg, -1);
 }
 
-static void
-ctx_free(struct install_ctx *c)
-{
-	install_ctx_free(c);
-	free(c);
-}
-
 void
 jobs_forget(struct jobs *J, const struct config *cfg)
 {
-	struct install_ctx *gone[JOBS_IDLE];
+	struct install_env *gone[JOBS_IDLE];
 	int i, n = 0;
 
 	if (J == NULL)
@@ -93,7 +86,7 @@ jobs_forget(struct jobs *J, const struct config *cfg)
 		}
 	pthread_mutex_unlock(&J->mu);
 	while (n > 0)
-		ctx_free(gone[--n]);
+		install_env_free(gone[--n]);
 }
 
 void
@@ -117,12 +110,12 @@ jobs_free(struct jobs *J)
 	free(J);
 }
 
-/* An idle context over cfg, made ready (install_ctx_reuse), or a new one.
+/* An idle environment over cfg, made ready (install_env_reuse), or a new one.
  * NULL with e. */
-static struct install_ctx *
-ctx_take(struct jobs *J, const struct config *cfg, struct err *e)
+static struct install_env *
+env_take(struct jobs *J, const struct config *cfg, struct err *e)
 {
-	struct install_ctx *c = NULL;
+	struct install_env *c = NULL;
 	int i;
 
 	pthread_mutex_lock(&J->mu);
@@ -133,26 +126,18 @@ ctx_take(struct jobs *J, const struct config *cfg, struct err *e)
 		}
 	pthread_mutex_unlock(&J->mu);
 	if (c != NULL) {
-		if (install_ctx_reuse(c, e) == 0)
+		if (install_env_reuse(c, e) == 0)
 			return c;
-		ctx_free(c);
+		install_env_free(c);
 		return NULL;
 	}
-	/* large (paths, probe caches): heap, not a worker's stack */
-	if ((c = calloc(1, sizeof(*c))) == NULL) {
-		err_set(e, "internal", "out of memory");
-		return NULL;
-	}
-	if (install_ctx_init(c, J->ms, cfg, NULL, NULL, e) != 0) {
-		ctx_free(c);
-		return NULL;
-	}
+	install_env_new(&c, J->ms, cfg, NULL, e);
 	return c;
 }
 
 /* Back for the next caller over cfg, or freed when JOBS_IDLE are idle. */
 static void
-ctx_put(struct jobs *J, const struct config *cfg, struct install_ctx *c)
+env_put(struct jobs *J, const struct config *cfg, struct install_env *c)
 {
 	pthread_mutex_lock(&J->mu);
 	if (J->nidle < JOBS_IDLE) {
@@ -161,17 +146,18 @@ ctx_put(struct jobs *J, const struct config *cfg, struct install_ctx *c)
 	}
 	pthread_mutex_unlock(&J->mu);
 	if (c != NULL)
-		ctx_free(c);
+		install_env_free(c);
 }
 
-/* J's installer over a context of cfg for principal and op, reporting
- * through obs (NULL: silent); *bytes, unless NULL, what it downloaded. */
+/* The fast path: no lock, nothing written. */
+static const struct install_req check = {.flags = INSTALL_F_CHECK};
+
+/* J's installer for rq over an environment of cfg. */
 static int
-run_install(struct jobs *J, const struct config *cfg, const char *tool, unsigned flags, const char *principal,
-            const char *op, const struct install_observer *obs, struct install_result *r, uint64_t *bytes,
-            struct err *e)
+run_install(struct jobs *J, const struct config *cfg, const char *tool, const struct install_req *rq,
+            struct install_result *r, struct err *e)
 {
-	struct install_ctx *c = ctx_take(J, cfg, e);
+	struct install_env *c = env_take(J, cfg, e);
 	int rc;
 
 	memset(r, 0, sizeof(*r));
@@ -179,33 +165,27 @@ run_install(struct jobs *J, const struct config *cfg, const char *tool, unsigned
 		r->state = INSTALL_FAILED;
 		return -1;
 	}
-	c->principal = principal;
-	c->op = op;
-	c->obs = obs;
-	rc = J->install(c, tool, flags, r, e);
-	c->obs = NULL;
-	if (bytes != NULL)
-		*bytes = c->bytes_downloaded;
-	ctx_put(J, cfg, c);
+	rc = J->install(c, tool, rq, r, e);
+	env_put(J, cfg, c);
 	return rc;
 }
 
-/* tool's install backoff through a context over cfg: the seconds left, or
- * cleared (clear: 0 returned). No context: 0, as if there were none. */
+/* tool's install backoff through an environment over cfg: the seconds left, or
+ * cleared (clear: 0 returned). No environment: 0, as if there were none. */
 static int
 backoff(struct jobs *J, const struct config *cfg, const char *tool, int clear)
 {
-	struct install_ctx *c;
+	struct install_env *c;
 	struct err e;
 	int left = 0;
 
-	if ((c = ctx_take(J, cfg, &e)) == NULL)
+	if ((c = env_take(J, cfg, &e)) == NULL)
 		return 0;
 	if (clear)
 		install_backoff_clear(c, tool);
 	else
 		left = install_backoff_left(c, tool);
-	ctx_put(J, cfg, c);
+	env_put(J, cfg, c);
 	return left;
 }
 
@@ -252,9 +232,9 @@ job_thread(void *arg)
 	struct install_job *j = arg;
 	struct jobs *J = j->J;
 	struct install_observer obs = {.progress = on_progress, .arg = j};
+	struct install_req rq = {j->v.principal, j->v.op, 0, &obs};
 	struct install_result *r;
 	struct err e;
-	uint64_t bytes = 0;
 	int rc, i;
 
 	err_clear(&e);
@@ -262,12 +242,12 @@ job_thread(void *arg)
 	if (r == NULL)
 		rc = err_set(&e, "internal", "out of memory");
 	else
-		rc = run_install(J, j->cfg, j->v.tool, 0, j->v.principal, j->v.op, &obs, r, &bytes, &e);
+		rc = run_install(J, j->cfg, j->v.tool, &rq, r, &e);
 	/* before the job is seen ended: once it is, jobs_free may free J */
 	jobs_release(J, j->cfg);
 	pthread_mutex_lock(&J->mu);
 	j->v.finished = time(NULL);
-	J->st.bytes += bytes;
+	J->st.bytes += r != NULL ? r->n.bytes_downloaded : 0;
 	J->st.running--;
 	if (rc == 0) {
 		j->v.status = JOB_SUCCEEDED;
@@ -351,6 +331,7 @@ int
 jobs_need(struct jobs *J, const struct config *cfg, const char *tool, const char *principal, const char *op,
           int wait_ms, struct job_view *v, struct err *e)
 {
+	struct install_req rq = {0};
 	struct install_result *r;
 	struct install_job *j;
 	pthread_attr_t at;
@@ -373,8 +354,7 @@ jobs_need(struct jobs *J, const struct config *cfg, const char *tool, const char
 		return err_set(e, "internal", "out of memory");
 	/* The fast path: no lock, nothing written. */
 	err_clear(e);
-	if (run_install(J, cfg, tool, INSTALL_F_CHECK, NULL, NULL, NULL, r, NULL, e) == 0 &&
-	    r->state == INSTALL_READY) {
+	if (run_install(J, cfg, tool, &check, r, e) == 0 && r->state == INSTALL_READY) {
 		v->status = JOB_SUCCEEDED;
 		snprintf(v->entry, sizeof(v->entry), "%s", r->entry);
 		free(r);
@@ -389,7 +369,9 @@ jobs_need(struct jobs *J, const struct config *cfg, const char *tool, const char
 	if (!config_mode_installs_at_runtime(cfg->install.mode)) {
 		/* build, off: ensure answers install.required / disabled
 		 * without installing (or ready, found elsewhere). */
-		rc = run_install(J, cfg, tool, 0, principal, op, NULL, r, NULL, e);
+		rq.principal = principal;
+		rq.op = op;
+		rc = run_install(J, cfg, tool, &rq, r, e);
 		if (rc == 0) {
 			v->status = JOB_SUCCEEDED;
 			snprintf(v->entry, sizeof(v->entry), "%s", r->entry);
@@ -454,20 +436,20 @@ void
 jobs_probe(struct jobs *J, const struct config *cfg, const char *tool, struct job_probe *p)
 {
 	struct install_result *r = calloc(1, sizeof(*r));
-	struct install_ctx *c = NULL;
+	struct install_env *c = NULL;
 	struct err e;
 	long pid = 0;
 
 	memset(p, 0, sizeof(*p));
 	err_clear(&e);
-	if (r == NULL || (c = ctx_take(J, cfg, &e)) == NULL) {
+	if (r == NULL || (c = env_take(J, cfg, &e)) == NULL) {
 		if (e.code == NULL)
 			err_set(&e, "internal", "out of memory");
 		p->err = e;
 		free(r);
 		return;
 	}
-	if (J->install(c, tool, INSTALL_F_CHECK, r, &e) == 0 && r->state == INSTALL_READY) {
+	if (J->install(c, tool, &check, r, &e) == 0 && r->state == INSTALL_READY) {
 		p->ready = 1;
 		snprintf(p->entry, sizeof(p->entry), "%s", r->entry);
 	} else if (e.code != NULL && strcmp(e.code, "not_found") != 0) {
@@ -477,7 +459,7 @@ jobs_probe(struct jobs *J, const struct config *cfg, const char *tool, struct jo
 	p->backoff = install_backoff_left(c, tool);
 	if (!p->ready && install_progress_read(c, tool, p->phase, sizeof(p->phase), &p->prog, &pid) == 0)
 		p->has_progress = 1;
-	ctx_put(J, cfg, c);
+	env_put(J, cfg, c);
 }
 
 int

@@ -32,7 +32,7 @@
 /* A job thread runs the install engine, which keeps path buffers on its
  * stack; this is a reservation, not resident memory. */
 #define JOBS_STACK_SIZE (2u << 20)
-/* Install contexts kept idle: one per worker busy at once is the most a
+/* Install environments kept idle: one per worker busy at once is the most a
  * steady load returns; more are freed. */
 #define JOBS_IDLE 16
 
@@ -69,7 +69,7 @@ struct job_view {
 
 /* The installer a job table runs: install_ensure, or a unit test's double
  * of it. */
-typedef int (*jobs_install_fn)(struct install_ctx *c, const char *tool, unsigned flags,
+typedef int (*jobs_install_fn)(struct install_env *env, const char *tool, const struct install_req *rq,
                                struct install_result *r, struct err *e);
 /* Keep cfg alive past the request that passed it (a job's thread, a
  * session): delta 1, until the same call with -1. */
@@ -85,8 +85,8 @@ struct jobs;
 
 /*
  * A job table installing the tools of ms (which must outlive it) with
- * install, in install contexts it keeps idle between requests and jobs over
- * the same configuration (JOBS_IDLE at most), so what a context learns
+ * install, in install environments it keeps idle between requests and jobs over
+ * the same configuration (JOBS_IDLE at most), so what an environment learns
  * (parsed markers, proof lists, the HTTP client, the lockfile parse) serves
  * request after request. hold (NULL: every cfg outlives the table) with arg
  * keeps a job's configuration alive while its thread runs. NULL when out of
@@ -99,7 +99,7 @@ struct jobs *jobs_new(struct manifest_set *ms, jobs_install_fn install, jobs_hol
 void jobs_hold(struct jobs *J, const struct config *cfg);
 void jobs_release(struct jobs *J, const struct config *cfg);
 
-/* Free the idle contexts over cfg: before cfg itself is freed (J may be
+/* Free the idle environments over cfg: before cfg itself is freed (J may be
  * NULL). */
 void jobs_forget(struct jobs *J, const struct config *cfg);
 

@@ -47,8 +47,10 @@ check "each core folder includes only itself and the layers below ($(head -3 "$b
 
 # A folder's private header (<module>_int.h: what its files share) is
 # included by that folder's files alone; the rest of the tree sees only the
-# public headers (core/install/install.h is the installer's whole front).
-# Unit tests and bench drivers, which test a module from inside, may.
+# public headers (core/install/install.h is the installer's whole front,
+# and struct install_env is defined in install_int.h, so no file outside
+# core/install can write a field of the installer's environment). Unit
+# tests and bench drivers, which test a module from inside, may.
 grep -nE '^#include "[a-z]+/[a-z0-9_]+_int\.h"' core/*/*.[ch] applets/*.[ch] | while IFS= read -r hit; do
 	inc=${hit#*\"}
 	case ${hit%%:*} in

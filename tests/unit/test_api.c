@@ -192,7 +192,8 @@ struct fake {
 static struct fake *fake;
 
 static int
-fake_install(struct install_ctx *c, const char *tool, unsigned flags, struct install_result *r, struct err *e)
+fake_install(struct install_env *c, const char *tool, const struct install_req *rq, struct install_result *r,
+             struct err *e)
 {
 	struct fake *f = fake;
 	int rc = 0;
@@ -201,7 +202,7 @@ fake_install(struct install_ctx *c, const char *tool, unsigned flags, struct ins
 	if (f->installed) {
 		r->state = INSTALL_READY;
 		snprintf(r->entry, sizeof(r->entry), "/tools/%s", tool);
-	} else if (flags & INSTALL_F_CHECK) {
+	} else if (rq->flags & INSTALL_F_CHECK) {
 		r->state = INSTALL_MISSING;
 		rc = err_set(e, "not_found", "%s is not installed", tool);
 	} else if (!config_mode_installs_at_runtime(c->cfg->install.mode)) {
@@ -209,16 +210,16 @@ fake_install(struct install_ctx *c, const char *tool, unsigned flags, struct ins
 		rc = err_set(e, "install.required", "%s: mode forbids installing", tool);
 	} else {
 		pthread_mutex_unlock(&f->mu);
-		if (c->obs != NULL && c->obs->progress != NULL) {
+		if (rq->obs != NULL && rq->obs->progress != NULL) {
 			struct install_progress pg = {10, 100, 0, 1};
-			c->obs->progress(c->obs->arg, tool, "download", &pg);
+			rq->obs->progress(rq->obs->arg, tool, "download", &pg);
 		}
 		usleep((useconds_t)f->sleep_ms * 1000);
 		for (int i = 0; i < 5000 && __atomic_load_n(&f->held, __ATOMIC_SEQ_CST); i++)
 			usleep(2000);
 		pthread_mutex_lock(&f->mu);
 		f->installs++;
-		c->bytes_downloaded = 100;
+		r->n.bytes_downloaded = 100;
 		if (f->fail != NULL) {
 			r->state = INSTALL_FAILED;
 			rc = err_set(e, f->fail, "%s failed", tool);
