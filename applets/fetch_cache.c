@@ -153,7 +153,7 @@ open_closure(struct tooling *t, char **only, int nonly, char names[][MANIFEST_NA
 
 	if (tooling_open(t, 1, NULL, &e) < 0)
 		return tooling_fail(t, &e);
-	if (t->ctx.cache_dir[0] == '\0') {
+	if (install_env_cache_dir(t->env)[0] == '\0') {
 		err_set(&e, "install.read_only", "no writable cache directory; use --cache DIR");
 		tooling_close(t);
 		return fail(&e);
@@ -204,7 +204,7 @@ fetch_npm_tool(struct tooling *t, const manifest_t *m, struct json_w *w, struct 
 	json_w_kstr(w, "version", m->version);
 	json_w_kstr(w, "platform", plat);
 	memset(&ni, 0, sizeof(ni));
-	if (install_npm_fetch(&t->ctx, m, plat, &ni, &e) == 0) {
+	if (install_npm_fetch(t->env, &t->rq, m, plat, &ni, &t->counts, &e) == 0) {
 		n->count += (int)(ni.fetched + ni.cached); /* the packages, as the line below */
 		if (push != NULL)
 			fetch_push_npm(push, t, m, plat);
@@ -253,7 +253,7 @@ fetch_tarball_tool(struct tooling *t, const manifest_t *m, struct json_w *w, str
 		} else {
 			json_w_kstr(w, "url", a->url);
 			json_w_kstr(w, "sha256", a->sha256);
-			rc = install_cache_artifact(&t->ctx, m, a, path, sizeof(path), &e);
+			rc = install_cache_artifact(t->env, &t->rq, m, a, path, sizeof(path), &t->counts, &e);
 		}
 		if (rc == 0) {
 			n->count++;
@@ -310,7 +310,7 @@ fetch_cache(const struct fetch_cache_args *a)
 	struct json_w w, pw;
 	struct err e;
 
-	if (a->flags->ms_open || a->flags->ctx_open) {
+	if (a->flags->ms_open || a->flags->env != NULL) {
 		err_printf("internal", "fetch_cache: the tooling is already open");
 		return EXIT_FAIL;
 	}
@@ -345,10 +345,10 @@ fetch_cache(const struct fetch_cache_args *a)
 	json_w_arr(&pw);
 	if (!t.quiet && !t.json)
 		t.obs.progress = tooling_progress;
-	t.ctx.obs = &t.obs;
+	t.rq.obs = &t.obs;
 	json_w_init(&w, 1 << 20);
 	json_w_obj(&w);
-	json_w_kstr(&w, "cache", t.ctx.cache_dir);
+	json_w_kstr(&w, "cache", install_env_cache_dir(t.env));
 	json_w_key(&w, "artifacts");
 	json_w_arr(&w);
 	for (i = 0; i < n; i++) {
@@ -375,14 +375,14 @@ fetch_cache(const struct fetch_cache_args *a)
 			        a->push, push.uploaded, push.present, push.manifests);
 		fetch_push_close(&push);
 	}
-	json_w_kint(&w, "downloads", t.ctx.downloads);
+	json_w_kint(&w, "downloads", t.counts.downloads);
 	json_w_kbool(&w, "ok", tally.failed == 0);
 	json_w_end(&w);
 	if (t.json)
 		printf("%s\n", w.buf);
 	else if (!t.quiet)
 		fprintf(stderr, "fetch: %d artifact(s) in %s, %d downloaded, %d failed\n", tally.count,
-		        t.ctx.cache_dir, t.ctx.downloads, tally.failed);
+		        install_env_cache_dir(t.env), t.counts.downloads, tally.failed);
 	json_w_free(&w);
 	tooling_close(&t);
 	return tally.failed ? (tally.count ? EXIT_PARTIAL : EXIT_FAIL) : EXIT_OK;

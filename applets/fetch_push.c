@@ -228,12 +228,12 @@ npm_one(void *arg, const struct npmlock_pkg *pk, const char *hex)
 void
 fetch_push_npm(struct fetch_push *p, struct tooling *t, const manifest_t *m, const char *platform)
 {
-	struct npm_push np = {p, t->ctx.cache_dir};
+	struct npm_push np = {p, install_env_cache_dir(t->env)};
 	struct err e;
 	int missing;
 
 	note_platform(p, platform);
-	missing = install_npm_blobs(&t->ctx, m, platform, npm_one, &np, &e);
+	missing = install_npm_blobs(t->env, m, platform, npm_one, &np, &e);
 	if (missing != 0 && !p->failed) {
 		if (missing < 0)
 			p->err = e;

@@ -172,24 +172,26 @@ dry_run(struct tooling *t, struct item *items, int n)
 	/* A plan for another platform (or all): this machine's PATH says
 	 * nothing about what that image holds. */
 	int foreign = t->platform != NULL && strcmp(t->platform, manifest_platform_self()) != 0;
+	const struct tools_chain *ch = install_env_chain(t->env);
+	struct install_req rq = t->rq;
 
 	json_w_init(&w, 1 << 20);
 	json_w_obj(&w);
 	json_w_kstr(&w, "mode", config_mode_name(t->cfg->install.mode));
-	json_w_kstr(&w, "tools_dir",
-	            t->ctx.chain.writable >= 0 ? t->ctx.chain.d[t->ctx.chain.writable].path : "");
+	json_w_kstr(&w, "tools_dir", ch->writable >= 0 ? ch->d[ch->writable].path : "");
 	json_w_key(&w, "plan");
 	json_w_arr(&w);
 	for (i = 0; i < n; i++) {
 		struct install_result r;
 		struct err e;
 		const manifest_t *m = manifest_get(&t->ms, items[i].name, &e);
-		int ready =
-		    install_ensure(&t->ctx, items[i].name,
-		                   INSTALL_F_CHECK | (items[i].requested || foreign ? INSTALL_F_NO_PATH : 0),
-		                   &r, &e) == 0;
+		int ready;
+
+		rq.flags =
+		    t->rq.flags | INSTALL_F_CHECK | (items[i].requested || foreign ? INSTALL_F_NO_PATH : 0);
+		ready = install_ensure(t->env, items[i].name, &rq, &r, &e) == 0;
 		/* A tool that cannot run in this image says so here, before any
-		 * download (install_image_check, answered by the check). */
+		 * download (the image check, answered by the check). */
 		int cannot = !ready && e.code != NULL && strcmp(e.code, "install.image_unsupported") == 0;
 		const char *state = ready    ? (r.from_path  ? "on PATH"
 		                                : r.from_env ? "from environment"
@@ -275,7 +277,7 @@ cache_only(struct tooling *t, struct prepare_args *a)
 	return fetch_cache(&ca);
 }
 
-/* The install context and the items to prepare. Returns -1 to go on, else
+/* The install environment and the items to prepare. Returns -1 to go on, else
  * the exit code (t closed). */
 static int
 open_plan(struct tooling *t, struct prepare_args *a, struct item *items, int *n, int from_config)
@@ -284,23 +286,25 @@ open_plan(struct tooling *t, struct prepare_args *a, struct item *items, int *n,
 	int i;
 
 	err_clear(&e);
-	/* --platform all only plans (--dry-run): the install context is this
+	t->keep_no_trees = !a->keep_cache;
+	/* without --keep-cache or --cache the downloads leave with the run
+	 * (cache_snap_tidy) */
+	t->drop_downloads = !a->dry && !a->keep_cache && (t->cache == NULL || t->cache[0] == '\0');
+	/* --platform all only plans (--dry-run): the install environment is this
 	 * machine's, the manifests are loaded for every platform. */
 	if (tooling_open(t, a->dry,
 	                 a->dry && t->platform != NULL && strcmp(t->platform, "all") == 0 ? NULL
 	                                                                                  : t->platform,
 	                 &e) < 0)
 		return tooling_fail(t, &e);
-	t->ctx.building = 1;
-	t->ctx.force = a->force;
-	t->ctx.keep_no_trees = !a->keep_cache;
+	t->rq.flags = INSTALL_F_BUILD | (a->force ? INSTALL_F_FORCE : 0);
 	if (!t->quiet && !t->json) {
 		t->obs.progress = tooling_progress;
 		t->obs.announce = tooling_announce;
 	}
 	if (t->verbose && !t->json)
 		t->obs.timing = tooling_timing;
-	t->ctx.obs = &t->obs;
+	t->rq.obs = &t->obs;
 	if (plan_from_only(t, a->only, a->nonly, items, n, &e) < 0) {
 		tooling_close(t);
 		if (e.code && strcmp(e.code, "not_found") == 0) {
@@ -426,17 +430,21 @@ pool_required(void *arg, const char *name, int rc, const struct install_result *
 }
 
 static void
-ensure_item(struct install_ctx *c, struct item *it)
+ensure_item(struct install_env *c, const struct install_req *base, struct item *it)
 {
+	struct install_req rq = *base;
+
+	if (it->requested)
+		rq.flags |= INSTALL_F_NO_PATH;
 	err_clear(&it->e);
 	memset(&it->r, 0, sizeof(it->r));
-	it->rc = install_ensure(c, it->name, it->requested ? INSTALL_F_NO_PATH : 0, &it->r, &it->e);
+	it->rc = install_ensure(c, it->name, &rq, &it->r, &it->e);
 	it->have = 1;
 }
 
-/* Install items until none is left, with context c. */
+/* Install items until none is left, with environment c. */
 static void
-pool_work(struct pool *p, struct install_ctx *c)
+pool_work(struct pool *p, struct install_env *c)
 {
 	int i;
 
@@ -448,7 +456,7 @@ pool_work(struct pool *p, struct install_ctx *c)
 		}
 		p->items[i].state = 1;
 		pthread_mutex_unlock(&p->mu);
-		ensure_item(c, &p->items[i]);
+		ensure_item(c, &p->t->rq, &p->items[i]);
 		pthread_mutex_lock(&p->mu);
 		p->items[i].state = 2;
 		pthread_cond_broadcast(&p->cv);
@@ -458,7 +466,7 @@ pool_work(struct pool *p, struct install_ctx *c)
 
 struct worker {
 	struct pool *p;
-	struct install_ctx c;
+	struct install_env *c;
 	pthread_t th;
 };
 
@@ -467,7 +475,7 @@ worker_main(void *arg)
 {
 	struct worker *w = arg;
 
-	pool_work(w->p, &w->c);
+	pool_work(w->p, w->c);
 	return NULL;
 }
 
@@ -526,10 +534,10 @@ run_items(struct tooling *t, struct item *items, int n)
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	for (i = 0; roots > 1 && i < PREPARE_PARALLEL; i++) {
 		w[nw].p = &p;
-		if (install_ctx_clone(&w[nw].c, &t->ctx, &e) < 0)
+		if (install_env_clone(&w[nw].c, t->env, &e) < 0)
 			break;
 		if (pthread_create(&w[nw].th, &at, worker_main, &w[nw]) != 0) {
-			install_ctx_free(&w[nw].c);
+			install_env_free(w[nw].c);
 			break;
 		}
 		nw++;
@@ -537,15 +545,14 @@ run_items(struct tooling *t, struct item *items, int n)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&at);
 	if (nw == 0)
-		pool_work(&p, &t->ctx);
+		pool_work(&p, t->env);
 	for (i = 0; i < nw; i++) {
 		pthread_join(w[i].th, NULL);
-		install_ctx_add_counts(&t->ctx, &w[i].c);
-		install_ctx_free(&w[i].c);
+		install_env_free(w[i].c);
 	}
 	for (i = 0; i < n; i++)
 		if (!items[i].have)
-			ensure_item(&t->ctx, &items[i]);
+			ensure_item(t->env, &t->rq, &items[i]);
 	t->obs.required = NULL;
 	t->obs.arg = NULL;
 }
@@ -579,7 +586,8 @@ static int
 install_items(struct tooling *t, struct item *items, int n)
 {
 	struct json_w w;
-	int i, failed = 0, done = 0;
+	uint64_t n_bytes = 0;
+	int i, failed = 0, done = 0, n_down = 0;
 
 	run_items(t, items, n);
 	json_w_init(&w, 1 << 20);
@@ -587,6 +595,9 @@ install_items(struct tooling *t, struct item *items, int n)
 	json_w_key(&w, "tools");
 	json_w_arr(&w);
 	for (i = 0; i < n; i++) {
+		/* each install's counts, its requires' included */
+		n_down += items[i].r.n.downloads;
+		n_bytes += items[i].r.n.bytes_downloaded;
 		report_one(t, &items[i], &w);
 		if (items[i].rc == 0) {
 			done += items[i].requested;
@@ -609,8 +620,8 @@ install_items(struct tooling *t, struct item *items, int n)
 		    !image_refusal_names(items, n, &items[i]))
 			err_print(&items[i].e);
 	json_w_end(&w);
-	json_w_kint(&w, "downloads", t->ctx.downloads);
-	json_w_kint(&w, "bytes_downloaded", (int64_t)t->ctx.bytes_downloaded);
+	json_w_kint(&w, "downloads", n_down);
+	json_w_kint(&w, "bytes_downloaded", (int64_t)n_bytes);
 	json_w_kbool(&w, "ok", failed == 0);
 	json_w_end(&w);
 	if (t->json)
@@ -628,7 +639,7 @@ install_items(struct tooling *t, struct item *items, int n)
  * directory's .cache are listed before, and whatever the writable one holds
  * besides them afterwards is removed, whether the installs succeeded or
  * not. trees/ is never touched (this run adds nothing there,
- * install_ctx.keep_no_trees; another process's entries stay).
+ * install_setup.keep_no_trees; another process's entries stay).
  */
 struct cache_snap {
 	char path[PATH_MAX];
@@ -739,7 +750,7 @@ prepare_main(int argc, char **argv)
 		tooling_close(&t);
 		return rc;
 	}
-	if (a.keep_cache || t.ctx.cache_given)
+	if (!t.drop_downloads)
 		return install_items(&t, items, n);
 	/* the tidy after install_items (which closes t) reads the same
 	 * configuration: it is this function's to free from here on, unless
@@ -747,7 +758,6 @@ prepare_main(int argc, char **argv)
 	cfg = t.cfg;
 	mine = !t.cfg_kept;
 	t.cfg_kept = 1;
-	t.ctx.drop_downloads = 1;
 	nsnap = cache_snap_take(cfg, snap);
 	rc = install_items(&t, items, n);
 	cache_snap_tidy(cfg, snap, nsnap);

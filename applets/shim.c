@@ -178,25 +178,20 @@ shim_main(int argc, char **argv)
 
 	err_clear(&e);
 	if (shim_tools_dir(argv[0], dir, sizeof(dir)) == 0) {
-		snprintf(t.ctx.prefer, sizeof(t.ctx.prefer), "%s", dir);
-		tools_chain_prefer(&t.ctx.chain, dir);
-		/* "" (no cache) when it does not fit */
-		if (!t.ctx.cache_given && t.ctx.chain.writable >= 0)
-			fs_path_join(t.ctx.cache_dir, sizeof(t.ctx.cache_dir),
-			             t.ctx.chain.d[t.ctx.chain.writable].path, ".cache", NULL);
+		install_env_prefer(t.env, dir);
 	}
 	/* an install says so before it starts, with progress on a terminal */
 	t.obs.announce = tooling_announce;
 	if (isatty(2))
 		t.obs.progress = tooling_progress;
-	t.ctx.obs = &t.obs;
-	if (install_ensure(&t.ctx, tool, 0, &r, &e) < 0) {
+	t.rq.obs = &t.obs;
+	if (install_ensure(t.env, tool, &t.rq, &r, &e) < 0) {
 		err_print(&e);
 		tooling_close(&t);
 		return EXIT_FAIL;
 	}
 	/* never exec ourselves: that would loop */
-	if (realpath(r.entry, rp) != NULL && strcmp(rp, t.ctx.self) == 0) {
+	if (realpath(r.entry, rp) != NULL && strcmp(rp, install_env_self(t.env)) == 0) {
 		err_printf("install.failed", "%s resolves to agent-sandbox-server itself", r.entry);
 		tooling_close(&t);
 		return EXIT_FAIL;
@@ -218,12 +213,12 @@ shim_main(int argc, char **argv)
 		return EXIT_FAIL;
 	}
 	if (js) {
-		if (install_ensure(&t.ctx, "node-runtime", 0, &nr, &e) < 0) {
+		if (install_ensure(t.env, "node-runtime", &t.rq, &nr, &e) < 0) {
 			err_print(&e);
 			tooling_close(&t);
 			return EXIT_FAIL;
 		}
-		if (realpath(nr.entry, rp) != NULL && strcmp(rp, t.ctx.self) == 0) {
+		if (realpath(nr.entry, rp) != NULL && strcmp(rp, install_env_self(t.env)) == 0) {
 			err_printf("install.failed", "%s resolves to agent-sandbox-server itself", nr.entry);
 			tooling_close(&t);
 			return EXIT_FAIL;

@@ -18,6 +18,7 @@ int
 tooling_open(struct tooling *t, int allow_all, const char *ctx_platform, struct err *e)
 {
 	struct config_flags f = {0};
+	struct install_setup su = {0};
 	struct config *cfg;
 
 	if (t->loaded != NULL) {
@@ -45,10 +46,11 @@ tooling_open(struct tooling *t, int allow_all, const char *ctx_platform, struct 
 	if (cfgload_manifests(&t->ms, cfg, t->platform, e) < 0)
 		return -1;
 	t->ms_open = 1;
-	if (install_ctx_init(&t->ctx, &t->ms, cfg, ctx_platform, t->cache, e) < 0)
-		return -1;
-	t->ctx_open = 1;
-	return 0;
+	su.platform = ctx_platform;
+	su.cache_dir = t->cache;
+	su.keep_no_trees = t->keep_no_trees;
+	su.drop_downloads = t->drop_downloads;
+	return install_env_new(&t->env, &t->ms, cfg, &su, e);
 }
 
 int
@@ -83,11 +85,11 @@ tooling_fail(struct tooling *t, const struct err *e)
 void
 tooling_close(struct tooling *t)
 {
-	if (t->ctx_open)
-		install_ctx_free(&t->ctx);
+	install_env_free(t->env);
+	t->env = NULL;
 	if (t->ms_open)
 		manifest_set_close(&t->ms);
-	t->ctx_open = t->ms_open = 0;
+	t->ms_open = 0;
 	if (!t->cfg_kept)
 		free(t->cfg);
 	t->cfg = NULL;

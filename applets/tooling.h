@@ -5,7 +5,7 @@
  * verify, the shim): the flags they share (--config, --manifests,
  * --tools-dir, --state-dir, --cache, --platform, -q, -v), the
  * configuration (through cfgload_config), the manifest set and the install
- * context.
+ * environment.
  */
 #include "opts.h"
 #include "install/install.h"
@@ -25,14 +25,20 @@ struct tooling {
 	 * loading the files again. NULL: tooling_open loads it. */
 	const struct config *loaded;
 
+	/* prepare: what tooling_open's environment is made with
+	 * (install_setup) */
+	int keep_no_trees, drop_downloads;
+
 	/* The configuration, loaded once by tooling_open and read by the
-	 * context (ctx.cfg) until tooling_close; owned. */
+	 * environment until tooling_close; owned. */
 	struct config *cfg;
 	int cfg_kept; /* tooling_close leaves cfg to the caller */
 	struct manifest_set ms;
-	struct install_ctx ctx;
-	struct install_observer obs; /* ctx.obs when an applet sets it */
-	int ms_open, ctx_open;
+	struct install_env *env;      /* NULL until tooling_open made it */
+	struct install_observer obs;  /* rq.obs when an applet sets it */
+	struct install_req rq;        /* what the applet asks of env */
+	struct install_counts counts; /* what its requests did, added up */
+	int ms_open;
 	int settings_failed; /* the configuration (file, environment, flags) did not load */
 };
 
@@ -73,7 +79,7 @@ int tooling_cache_ready(const struct tooling *t, struct err *e);
 /*
  * Load the configuration (file, environment, these flags), open the
  * manifest set (loading for platform, "all" allowed when allow_all), and
- * the install context for ctx_platform (NULL = this machine). Returns 0, or
+ * the install environment for ctx_platform (NULL = this machine). Returns 0, or
  * -1 with e (config.* / json.*: exit 2).
  */
 int tooling_open(struct tooling *t, int allow_all, const char *ctx_platform, struct err *e);

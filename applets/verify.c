@@ -152,10 +152,11 @@ struct found {
 static int
 collect(struct tooling *t, char **names, int nnames, struct found *out, int cap)
 {
+	const struct tools_chain *ch = install_env_chain(t->env);
 	int i, j, n = 0, k;
 
-	for (i = 0; i < t->ctx.chain.n; i++) {
-		DIR *d = opendir(t->ctx.chain.d[i].path);
+	for (i = 0; i < ch->n; i++) {
+		DIR *d = opendir(ch->d[i].path);
 		struct dirent *de;
 		if (d == NULL)
 			continue;
@@ -163,8 +164,8 @@ collect(struct tooling *t, char **names, int nnames, struct found *out, int cap)
 			char p[PATH_MAX];
 			if (de->d_name[0] == '.' || strcmp(de->d_name, "bin") == 0)
 				continue;
-			if (tool_path(p, sizeof(p), t->ctx.chain.d[i].path, de->d_name, ".installed.json",
-			              NULL) != 0 ||
+			if (tool_path(p, sizeof(p), ch->d[i].path, de->d_name, ".installed.json", NULL) !=
+			        0 ||
 			    access(p, F_OK) != 0)
 				continue;
 			for (k = 0; k < n; k++)
@@ -183,7 +184,7 @@ collect(struct tooling *t, char **names, int nnames, struct found *out, int cap)
 			if ((size_t)snprintf(out[n].name, sizeof(out[n].name), "%s", de->d_name) >=
 			    sizeof(out[n].name))
 				continue;
-			snprintf(out[n].dir, sizeof(out[n].dir), "%s", t->ctx.chain.d[i].path);
+			snprintf(out[n].dir, sizeof(out[n].dir), "%s", ch->d[i].path);
 			n++;
 		}
 		closedir(d);
@@ -409,7 +410,7 @@ verify_tool(struct tooling *t, const struct found *f, struct json_w *w)
 	/* an unchanged tree is run too, always: a pass recorded at install
 	 * is never taken for one now */
 	if (tree_ok && manifest_ok && m != NULL)
-		argv_ok = install_verify_argv(&t->ctx, m, tree, &ve) == 0;
+		argv_ok = install_verify_argv(t->env, m, tree, &ve) == 0;
 	json_w_kstr(w, "state", !(tree_ok && manifest_ok) ? "drift" : argv_ok ? "ok" : "verify_failed");
 	json_w_kbool(w, "tree_ok", tree_ok);
 	json_w_kbool(w, "manifest_ok", manifest_ok);

@@ -9,7 +9,7 @@
 #include <time.h>
 
 #include "base/clock.h"
-#include "install/install.h"
+#include "install/install_int.h"
 #include "base/json.h"
 
 /* A record is a few short fields, each cut to AUDIT_FIELD_MAX bytes (and

@@ -42,7 +42,7 @@ state_of(const struct err *e)
 
 /* ensure() with a minimum version for a require (NULL = none); a check
  * of a tool's requires and the requires themselves recurse into it. */
-static int install_ensure_inner(struct install_ctx *c, const char *name, const char *min, unsigned flags,
+static int install_ensure_inner(struct install_env *c, const char *name, const char *min, unsigned flags,
                                 struct install_result *r, struct err *e);
 
 static int
@@ -56,7 +56,7 @@ fail_state(struct install_result *r, struct err *e)
  * "missing", "manifest changed: ..." or "drift: ..." (a tree whose marker
  * matches the manifest but whose content does not). */
 static void
-install_why(struct install_ctx *c, const manifest_t *m, char *buf, size_t cap)
+install_why(struct install_env *c, const manifest_t *m, char *buf, size_t cap)
 {
 	struct install_marker mk;
 	struct err e;
@@ -85,7 +85,7 @@ install_why(struct install_ctx *c, const manifest_t *m, char *buf, size_t cap)
  * said where the install is announced, appended to buf. Only a default one
  * can be: an explicit one is refused instead (tools_chain_build). */
 static void
-why_fallback(const struct install_ctx *c, const char *w, char *buf, size_t cap)
+why_fallback(const struct install_env *c, const char *w, char *buf, size_t cap)
 {
 	size_t n = strlen(buf);
 	int i;
@@ -113,7 +113,7 @@ explicit_missing(const struct tools_chain *ch)
 
 /* The network is needed unless every artifact is already local. */
 static const char *
-needs_network(struct install_ctx *c, const manifest_t *m)
+needs_network(struct install_env *c, const manifest_t *m)
 {
 	const struct manifest_artifact *a;
 	int i;
@@ -243,7 +243,7 @@ install_image_fits(const manifest_t *m, const char *platform, struct err *e)
 /* install_image_fits for m and every tool it requires that is not already there
  * (installed, ABX_TOOL_<NAME>, PATH). */
 static int
-image_check(struct install_ctx *c, const manifest_t *m, struct err *e)
+image_check(struct install_env *c, const manifest_t *m, struct err *e)
 {
 	int i, rc;
 
@@ -275,20 +275,10 @@ image_check(struct install_ctx *c, const manifest_t *m, struct err *e)
 	return 0;
 }
 
-int
-install_image_check(struct install_ctx *c, const char *name, struct err *e)
-{
-	const manifest_t *m = manifest_get(c->ms, name, e);
-
-	if (m == NULL)
-		return -1;
-	return image_check(c, m, e);
-}
-
 /* Already there (ABX_TOOL_<NAME>, the tools chain, PATH)?
  * 1 yes (r filled), 0 no, -1 it cannot be (e set). */
 static int
-ensure_found(struct install_ctx *c, const manifest_t *m, const char *min, unsigned flags,
+ensure_found(struct install_env *c, const manifest_t *m, const char *min, unsigned flags,
              struct install_result *r, struct err *e)
 {
 	/* resolution order: ABX_TOOL_<NAME>, tools, PATH, install */
@@ -307,7 +297,7 @@ ensure_found(struct install_ctx *c, const manifest_t *m, const char *min, unsign
 
 /* May the mode install now? 0, or -1 with install.disabled / required. */
 static int
-mode_allows(struct install_ctx *c, const manifest_t *m, struct err *e)
+mode_allows(struct install_env *c, const manifest_t *m, struct err *e)
 {
 	char why[INSTALL_WHY_MAX], src[CFG_PATH_MAX + 16];
 
@@ -326,7 +316,7 @@ mode_allows(struct install_ctx *c, const manifest_t *m, struct err *e)
  * ("" when no directory is writable). 0, or -1 with io.error when the path
  * does not fit. */
 static int
-cache_default(struct install_ctx *c, struct err *e)
+cache_default(struct install_env *c, struct err *e)
 {
 	if (c->cache_given)
 		return 0;
@@ -340,7 +330,7 @@ cache_default(struct install_ctx *c, struct err *e)
 /* The tools directory installs go to, creating the explicit or per-user one
  * when it is missing; NULL with install.read_only naming what was tried. */
 static const char *
-writable_dir(struct install_ctx *c, const char *name, struct err *e)
+writable_dir(struct install_env *c, const char *name, struct err *e)
 {
 	char tried[1024];
 
@@ -366,7 +356,7 @@ writable_dir(struct install_ctx *c, const char *name, struct err *e)
 /* A recent failure holds the tool back (prepare --force clears it). 0, or
  * -1 with install.backoff and r->retry_after. */
 static int
-backoff_gate(struct install_ctx *c, const char *name, struct install_result *r, struct err *e)
+backoff_gate(struct install_env *c, const char *name, struct install_result *r, struct err *e)
 {
 	int left;
 
@@ -387,7 +377,7 @@ backoff_gate(struct install_ctx *c, const char *name, struct install_result *r, 
  * answers (unless everything is local). 0, or -1 with e (a backoff is
  * recorded where retrying soon cannot help). */
 static int
-ensure_probes(struct install_ctx *c, const manifest_t *m, const char *w, struct err *e)
+ensure_probes(struct install_env *c, const manifest_t *m, const char *w, struct err *e)
 {
 	char staging_root[PATH_MAX];
 	const char *url;
@@ -414,7 +404,7 @@ ensure_probes(struct install_ctx *c, const manifest_t *m, const char *w, struct 
 /* m's requires, in name order (deadlock-free: requires form a DAG
  * and every process takes locks along it); each outcome to the observer's required. */
 static int
-ensure_requires(struct install_ctx *c, const manifest_t *m, unsigned flags, struct err *e)
+ensure_requires(struct install_env *c, const manifest_t *m, unsigned flags, struct err *e)
 {
 	const struct manifest_require *q[MANIFEST_MAX_REQUIRES], *t;
 	int n = m->nrequires, i, j, rc;
@@ -445,7 +435,7 @@ ensure_requires(struct install_ctx *c, const manifest_t *m, unsigned flags, stru
 
 /*
  * m's requires, ensured beside m's install: on a thread of their own with a
- * clone of the context while m is staged (staging runs nothing of theirs:
+ * clone of the environment while m is staged (staging runs nothing of theirs:
  * no package script, no program of the tree), waited for by
  * install_requires_join before m's verify.argv, which may need them. So a
  * require is published before its dependent, and a kill at any point never
@@ -470,7 +460,7 @@ requires_main(void *arg)
 /* Start m's requires beside its install; where no thread can
  * start, ensure them here first, as before. 0, or -1 with e (only then). */
 static int
-requires_start(struct install_ctx *c, const manifest_t *m, unsigned flags, struct err *e)
+requires_start(struct install_env *c, const manifest_t *m, unsigned flags, struct err *e)
 {
 	struct install_reqs *q;
 	pthread_attr_t at;
@@ -482,7 +472,7 @@ requires_start(struct install_ctx *c, const manifest_t *m, unsigned flags, struc
 		return 0;
 	if (c->reqs != NULL || (q = calloc(1, sizeof(*q))) == NULL)
 		return ensure_requires(c, m, flags, e);
-	if (install_ctx_clone(&q->sub, c, &ce) < 0) {
+	if (install_env_copy(&q->sub, c, &ce) < 0) {
 		free(q);
 		return ensure_requires(c, m, flags, e);
 	}
@@ -503,7 +493,7 @@ requires_start(struct install_ctx *c, const manifest_t *m, unsigned flags, struc
 	if (rc != 0) {
 		pthread_mutex_destroy(&q->mu);
 		pthread_cond_destroy(&q->cv);
-		install_ctx_free(&q->sub);
+		install_env_fini(&q->sub);
 		free(q);
 		return ensure_requires(c, m, flags, e);
 	}
@@ -516,7 +506,7 @@ requires_start(struct install_ctx *c, const manifest_t *m, unsigned flags, struc
  * when one of them failed (e: that failure, which is the answer: m's
  * staging would not have started had they run first), else 0. */
 static int
-requires_end(struct install_ctx *c, struct err *e)
+requires_end(struct install_env *c, struct err *e)
 {
 	struct install_reqs *q = c->reqs;
 	int failed;
@@ -528,14 +518,14 @@ requires_end(struct install_ctx *c, struct err *e)
 		pthread_join(q->th, NULL); /* its kept trees' copies moved in */
 	pthread_mutex_destroy(&q->mu);
 	pthread_cond_destroy(&q->cv);
-	install_ctx_free(&q->sub);
+	install_env_fini(&q->sub);
 	free(q);
 	c->reqs = NULL;
 	return failed;
 }
 
 static int
-install_ensure_inner(struct install_ctx *c, const char *name, const char *min, unsigned flags,
+install_ensure_inner(struct install_env *c, const char *name, const char *min, unsigned flags,
                      struct install_result *r, struct err *e)
 {
 	const manifest_t *m;
@@ -602,14 +592,21 @@ install_ensure_inner(struct install_ctx *c, const char *name, const char *min, u
 }
 
 int
-install_ensure(struct install_ctx *c, const char *name, unsigned flags, struct install_result *r,
-               struct err *e)
+install_ensure(struct install_env *c, const char *name, const struct install_req *rq,
+               struct install_result *r, struct err *e)
 {
-	return install_ensure_inner(c, name, NULL, flags, r, e);
+	struct install_counts n = {0};
+	int rc;
+
+	install_call_begin(c, rq);
+	rc = install_ensure_inner(c, name, NULL, rq->flags, r, e);
+	install_call_end(c, &n);
+	r->n = n;
+	return rc;
 }
 
 int
-install_ctx_init(struct install_ctx *c, struct manifest_set *ms, const struct config *cfg,
+install_env_init(struct install_env *c, struct manifest_set *ms, const struct config *cfg,
                  const char *platform, const char *cache_dir, struct err *e)
 {
 	char buf[PATH_MAX];
@@ -622,8 +619,6 @@ install_ctx_init(struct install_ctx *c, struct manifest_set *ms, const struct co
 	c->ms = ms;
 	c->cfg = cfg;
 	snprintf(c->platform, sizeof(c->platform), "%s", platform ? platform : manifest_platform_self());
-	/* installers may create their directory; modes that never install
-	 * do not create anything */
 	/* nothing is created here: the fast path writes nothing */
 	if (tools_chain_build(&c->chain, cfg, 0, e) < 0)
 		return -1;
@@ -644,14 +639,31 @@ install_ctx_init(struct install_ctx *c, struct manifest_set *ms, const struct co
 }
 
 int
-install_ctx_reuse(struct install_ctx *c, struct err *e)
+install_env_new(struct install_env **env, struct manifest_set *ms, const struct config *cfg,
+                const struct install_setup *s, struct err *e)
 {
-	c->building = c->force = c->keep_no_trees = c->drop_downloads = 0;
-	c->obs = NULL;
-	c->principal = c->op = NULL;
-	c->probe_us = 0;
-	c->downloads = c->installs = 0;
-	c->bytes_downloaded = 0;
+	static const struct install_setup none;
+	struct install_env *c;
+
+	if (s == NULL)
+		s = &none;
+	/* large (paths, probe caches): heap, not a worker's stack */
+	if ((*env = c = calloc(1, sizeof(*c))) == NULL)
+		return err_set(e, "internal", "out of memory");
+	if (install_env_init(c, ms, cfg, s->platform, s->cache_dir, e) < 0) {
+		install_env_free(c);
+		*env = NULL;
+		return -1;
+	}
+	c->keep_no_trees = s->keep_no_trees;
+	c->drop_downloads = s->drop_downloads;
+	return 0;
+}
+
+int
+install_env_reuse(struct install_env *c, struct err *e)
+{
+	install_call_end(c, NULL);
 	c->src_sha[0] = '\0';
 	if (tools_chain_build(&c->chain, c->cfg, 0, e) < 0)
 		return -1;
@@ -660,8 +672,16 @@ install_ctx_reuse(struct install_ctx *c, struct err *e)
 	return cache_default(c, e);
 }
 
+void
+install_env_prefer(struct install_env *c, const char *dir)
+{
+	snprintf(c->prefer, sizeof(c->prefer), "%s", dir);
+	tools_chain_prefer(&c->chain, dir);
+	(void)cache_default(c, NULL); /* "" (no cache) when it does not fit */
+}
+
 int
-install_ctx_clone(struct install_ctx *dst, const struct install_ctx *src, struct err *e)
+install_env_copy(struct install_env *dst, const struct install_env *src, struct err *e)
 {
 	*dst = *src;
 	dst->http = NULL;
@@ -669,17 +689,56 @@ install_ctx_clone(struct install_ctx *dst, const struct install_ctx *src, struct
 	dst->npm_lock = NULL;
 	dst->reqs = NULL;
 	dst->kept = NULL;
-	dst->downloads = dst->installs = 0;
+	memset(&dst->n, 0, sizeof(dst->n));
 	dst->src_sha[0] = '\0';
-	dst->bytes_downloaded = 0;
 	dst->mcache = calloc(INSTALL_MARKER_CACHE, sizeof(*dst->mcache));
 	if (dst->mcache == NULL)
 		return err_set(e, "internal", "out of memory");
 	return 0;
 }
 
+int
+install_env_clone(struct install_env **dst, const struct install_env *src, struct err *e)
+{
+	if ((*dst = malloc(sizeof(**dst))) == NULL)
+		return err_set(e, "internal", "out of memory");
+	if (install_env_copy(*dst, src, e) < 0) {
+		free(*dst);
+		*dst = NULL;
+		return -1;
+	}
+	return 0;
+}
+
 void
-install_ctx_free(struct install_ctx *c)
+install_env_free(struct install_env *c)
+{
+	if (c == NULL)
+		return;
+	install_env_fini(c);
+	free(c);
+}
+
+const struct tools_chain *
+install_env_chain(const struct install_env *c)
+{
+	return &c->chain;
+}
+
+const char *
+install_env_cache_dir(const struct install_env *c)
+{
+	return c->cache_dir;
+}
+
+const char *
+install_env_self(const struct install_env *c)
+{
+	return c->self;
+}
+
+void
+install_env_fini(struct install_env *c)
 {
 	int i;
 

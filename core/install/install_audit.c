@@ -154,7 +154,7 @@ install_audit_check(const struct config *cfg, int dry, struct err *e)
 }
 
 void
-install_audit_event(struct install_ctx *c, const char *event, const manifest_t *m,
+install_audit_event(struct install_env *c, const char *event, const manifest_t *m,
                     const struct install_audit_extra *x)
 {
 	struct json_w w;
@@ -206,7 +206,7 @@ install_audit_event(struct install_ctx *c, const char *event, const manifest_t *
 	json_w_free(&w);
 }
 
-/* Report p->cur in phase to the context's callback and in .progress.json
+/* Report p->cur in phase to the request's observer and in .progress.json
  * (tmp + rename; no fsync: it is advisory). */
 void
 install_progress_write(struct install_progress_state *p, const char *phase, int force)
@@ -265,7 +265,7 @@ install_lock_held(const char *w, const char *name)
 }
 
 int
-install_progress_read(struct install_ctx *c, const char *name, char *phase, size_t cap,
+install_progress_read(struct install_env *c, const char *name, char *phase, size_t cap,
                       struct install_progress *p, long *pid)
 {
 	char path[PATH_MAX], buf[512];

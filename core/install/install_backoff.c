@@ -36,7 +36,7 @@ locks_path(char path[PATH_MAX], const char *w, const char *name, const char *ext
 }
 
 int
-install_lock_tool(struct install_ctx *c, const char *w, const manifest_t *m, struct err *e)
+install_lock_tool(struct install_env *c, const char *w, const manifest_t *m, struct err *e)
 {
 	char path[PATH_MAX], phase[16];
 	int64_t deadline = clock_ms() + (int64_t)c->cfg->install.timeout * 1000;
@@ -103,7 +103,7 @@ backoff_read(const char *dir, const char *name, struct backoff *b)
 }
 
 int
-install_backoff_left(struct install_ctx *c, const char *name)
+install_backoff_left(struct install_env *c, const char *name)
 {
 	struct backoff b;
 	time_t t = time(NULL), d;
@@ -120,7 +120,7 @@ install_backoff_left(struct install_ctx *c, const char *name)
 }
 
 void
-install_backoff_clear(struct install_ctx *c, const char *name)
+install_backoff_clear(struct install_env *c, const char *name)
 {
 	char path[PATH_MAX];
 
@@ -131,7 +131,7 @@ install_backoff_clear(struct install_ctx *c, const char *name)
 }
 
 void
-install_backoff_record(struct install_ctx *c, const char *name, const struct err *why)
+install_backoff_record(struct install_env *c, const char *name, const struct err *why)
 {
 	char path[PATH_MAX];
 	struct json_w jw;

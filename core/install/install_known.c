@@ -2,7 +2,7 @@
  * Known files: digests computed while extracting, for the tree listing
  * (the contract is in install.h).
  */
-#include "install/install.h"
+#include "install/install_int.h"
 #include "base/buf.h"
 #include "base/clock.h"
 

@@ -11,7 +11,7 @@
 #include "net/http.h"
 #include "base/clock.h"
 #include "config/config.h"
-#include "install/install.h"
+#include "install/install_int.h"
 #include "install/install_int.h"
 #include "base/json.h"
 #include "pkg/npm.h"
@@ -54,7 +54,7 @@ url_hostport(const char *url, char *out, size_t cap)
 }
 
 static void
-collect_hosts(const struct install_ctx *c, const manifest_t *m, struct npm_hosts *h)
+collect_hosts(const struct install_env *c, const manifest_t *m, struct npm_hosts *h)
 {
 	int i;
 
@@ -70,7 +70,7 @@ collect_hosts(const struct install_ctx *c, const manifest_t *m, struct npm_hosts
 }
 
 struct prog {
-	struct install_ctx *c;
+	struct install_env *c;
 	const char *name;
 };
 
@@ -99,7 +99,7 @@ bin_package_len(const char *b)
 
 /* Load m's lockfile for platform (NULL = every platform). */
 static int
-load_lock(struct install_ctx *c, const manifest_t *m, const char *platform, struct npm_hosts *h,
+load_lock(struct install_env *c, const manifest_t *m, const char *platform, struct npm_hosts *h,
           struct npmlock *l, char lock_sha[65], struct err *e)
 {
 	struct npmlock_opts lo;
@@ -159,7 +159,7 @@ load_lock(struct install_ctx *c, const manifest_t *m, const char *platform, stru
 	return rc;
 }
 
-/* The lockfile of m for platform, parsed once per context: the network
+/* The lockfile of m for platform, parsed once per environment: the network
  * probe, the install and the marker's SBOM read the same parse. Keyed by
  * the manifest's digest (which covers the lockfile's bytes) and the
  * platform, so a manifest changed since is parsed again. */
@@ -175,7 +175,7 @@ struct install_npm_lock {
 };
 
 void
-install_npm_lock_free(struct install_ctx *c)
+install_npm_lock_free(struct install_env *c)
 {
 	if (c->npm_lock == NULL)
 		return;
@@ -186,7 +186,7 @@ install_npm_lock_free(struct install_ctx *c)
 }
 
 static const struct npmlock *
-lock_of(struct install_ctx *c, const manifest_t *m, const char *platform, struct npm_hosts *h,
+lock_of(struct install_env *c, const manifest_t *m, const char *platform, struct npm_hosts *h,
         char lock_sha[65], struct err *e)
 {
 	struct install_npm_lock *k = c->npm_lock;
@@ -221,7 +221,7 @@ on_file(void *arg, const char *pkgpath, const char *name, const struct stat *st,
 }
 
 static int
-run(struct install_ctx *c, const manifest_t *m, const char *platform, const char *tree,
+run(struct install_env *c, const manifest_t *m, const char *platform, const char *tree,
     const char *fallback_cache, struct install_known *known, struct install_npm_info *info, struct err *e)
 {
 	struct npm_hosts h;
@@ -256,7 +256,7 @@ run(struct install_ctx *c, const manifest_t *m, const char *platform, const char
 			ro[nro++] = c->cache_dir;
 	} else {
 		/* trees only in a cache that outlives this install, and
-		 * only where they are wanted (install_ctx.keep_no_trees) */
+		 * only where they are wanted (install_setup.keep_no_trees) */
 		o.keep_trees = tree != NULL && !c->keep_no_trees;
 	}
 	for (i = 0; i < c->cfg->install.tarball_mirrors.n && nro < sizeof(ro) / sizeof(ro[0]); i++)
@@ -327,8 +327,8 @@ run(struct install_ctx *c, const manifest_t *m, const char *platform, const char
 		info->cpu[INSTALL_CPU_TREE] = st.cpu_tree_us;
 	}
 	if (rc == 0) {
-		c->downloads += (int)st.fetched;
-		c->bytes_downloaded += st.bytes;
+		c->n.downloads += (int)st.fetched;
+		c->n.bytes_downloaded += st.bytes;
 	} else if (e->code && strcmp(e->code, "install.disabled") == 0) {
 		char msg[ERR_MSG_MAX];
 		snprintf(msg, sizeof(msg), "%s", e->msg);
@@ -342,7 +342,7 @@ run(struct install_ctx *c, const manifest_t *m, const char *platform, const char
 }
 
 int
-install_npm_stage(struct install_ctx *c, const manifest_t *m, const char *tree, struct install_known *known,
+install_npm_stage(struct install_env *c, const manifest_t *m, const char *tree, struct install_known *known,
                   struct install_npm_info *info, struct err *e)
 {
 	char fallback[PATH_MAX];
@@ -355,15 +355,21 @@ install_npm_stage(struct install_ctx *c, const manifest_t *m, const char *tree, 
 }
 
 int
-install_npm_fetch(struct install_ctx *c, const manifest_t *m, const char *platform,
-                  struct install_npm_info *info, struct err *e)
+install_npm_fetch(struct install_env *c, const struct install_req *rq, const manifest_t *m,
+                  const char *platform, struct install_npm_info *info, struct install_counts *n,
+                  struct err *e)
 {
-	return run(c, m, platform != NULL && strcmp(platform, "all") == 0 ? NULL : platform, NULL, NULL, NULL,
-	           info, e);
+	int rc;
+
+	install_call_begin(c, rq);
+	rc = run(c, m, platform != NULL && strcmp(platform, "all") == 0 ? NULL : platform, NULL, NULL, NULL,
+	         info, e);
+	install_call_end(c, n);
+	return rc;
 }
 
 int
-install_npm_probe_url(struct install_ctx *c, const manifest_t *m, char *url, size_t cap)
+install_npm_probe_url(struct install_env *c, const manifest_t *m, char *url, size_t cap)
 {
 	struct npm_hosts h;
 	const struct npmlock *l;
@@ -401,7 +407,7 @@ install_npm_probe_url(struct install_ctx *c, const manifest_t *m, char *url, siz
 }
 
 void
-install_npm_sbom(struct install_ctx *c, const manifest_t *m, struct json_w *w)
+install_npm_sbom(struct install_env *c, const manifest_t *m, struct json_w *w)
 {
 	struct npm_hosts h;
 	const struct npmlock *l;
@@ -433,7 +439,7 @@ install_npm_sbom(struct install_ctx *c, const manifest_t *m, struct json_w *w)
 }
 
 int
-install_npm_blobs(struct install_ctx *c, const manifest_t *m, const char *platform,
+install_npm_blobs(struct install_env *c, const manifest_t *m, const char *platform,
                   void (*fn)(void *arg, const struct npmlock_pkg *p, const char *hex), void *arg,
                   struct err *e)
 {

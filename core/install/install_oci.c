@@ -1,6 +1,6 @@
 /*
  * The OCI mirror (install.mirrors.oci) as a source of blobs: one client per
- * install context (a context is one thread's), made on first use with the
+ * install environment (an environment is one thread's), made on first use with the
  * configured credential, so a token got for one blob serves the next.
  * Nothing the registry says is trusted: install_src.c asks it for the
  * pinned sha256 and keeps only bytes that hash to it.
@@ -30,7 +30,7 @@ struct install_oci {
 };
 
 struct oci_client *
-install_oci_client(struct install_ctx *c, struct err *e)
+install_oci_client(struct install_env *c, struct err *e)
 {
 	struct install_oci *k;
 	struct oci_ref r;
@@ -58,7 +58,7 @@ install_oci_client(struct install_ctx *c, struct err *e)
 }
 
 int
-install_oci_probe_url(const struct install_ctx *c, char *url, size_t cap)
+install_oci_probe_url(const struct install_env *c, char *url, size_t cap)
 {
 	struct oci_ref r;
 	struct err e;
@@ -70,7 +70,7 @@ install_oci_probe_url(const struct install_ctx *c, char *url, size_t cap)
 }
 
 void
-install_oci_free(struct install_ctx *c)
+install_oci_free(struct install_env *c)
 {
 	if (c->oci == NULL)
 		return;
@@ -84,7 +84,7 @@ install_oci_free(struct install_ctx *c)
 
 /* The registry's integrity -> sha256 map, read from the tool's tag, and
  * what the install's workers share to fetch from it (npm_opts.source):
- * proto, the context's client as the manifest left it (its token and
+ * proto, the environment's client as the manifest left it (its token and
  * scheme, so no worker asks the token server again), under mu. */
 struct oci_npm {
 	char (*sri)[DIGEST_SRI_MAX];
@@ -181,7 +181,7 @@ npm_source(void *arg, struct http_client *hc, const struct npmlock_pkg *p, http_
 }
 
 int
-install_oci_npm(struct install_ctx *c, const manifest_t *m, const struct npmlock *l, const char *cache,
+install_oci_npm(struct install_env *c, const manifest_t *m, const struct npmlock *l, const char *cache,
                 struct npm_opts *no, struct err *e)
 {
 	struct oci_client *o;
@@ -239,14 +239,14 @@ install_oci_npm(struct install_ctx *c, const manifest_t *m, const struct npmlock
 }
 
 void
-install_oci_npm_end(struct install_ctx *c, struct npm_opts *no)
+install_oci_npm_end(struct install_env *c, struct npm_opts *no)
 {
 	struct oci_npm *mp = no->source_arg;
 
 	if (mp == NULL)
 		return;
 	if (no->source != NULL) {
-		/* a token the workers got serves the context's next request */
+		/* a token the workers got serves the environment's next request */
 		if (c->oci != NULL) {
 			memcpy(c->oci->o.token, mp->proto.token, sizeof(mp->proto.token));
 			memcpy(c->oci->o.token_scope, mp->proto.token_scope, sizeof(mp->proto.token_scope));

@@ -25,7 +25,7 @@
 /* ---- PATH and ABX_TOOL_<NAME> ------------------------------------------ */
 
 static int
-same_file_as_self(struct install_ctx *c, const char *p)
+same_file_as_self(struct install_env *c, const char *p)
 {
 	char rp[PATH_MAX];
 
@@ -33,7 +33,7 @@ same_file_as_self(struct install_ctx *c, const char *p)
 }
 
 int
-install_env_tool(struct install_ctx *c, const manifest_t *m, struct install_result *r)
+install_env_tool(struct install_env *c, const manifest_t *m, struct install_result *r)
 {
 	char var[MANIFEST_NAME_MAX + 16];
 	const char *p;
@@ -138,7 +138,7 @@ install_path_find(const manifest_t *m, const char *min, const char *self, char *
 }
 
 int
-install_path_tool(struct install_ctx *c, const manifest_t *m, const char *min, struct install_result *r)
+install_path_tool(struct install_env *c, const manifest_t *m, const char *min, struct install_result *r)
 {
 	char ver[MANIFEST_VERSION_MAX];
 
@@ -150,7 +150,7 @@ install_path_tool(struct install_ctx *c, const manifest_t *m, const char *min, s
 }
 
 int
-install_found(struct install_ctx *c, const manifest_t *m, const char *min, int use_path,
+install_found(struct install_env *c, const manifest_t *m, const char *min, int use_path,
               struct install_result *r, struct err *e)
 {
 	memset(r, 0, sizeof(*r));
@@ -209,7 +209,7 @@ install_run_env(char *const argv[], const char *path, const char *home, const st
 /* ---- probes ------------------------------------------------------------- */
 
 int
-install_exec_probe(struct install_ctx *c, const char *staging_root, struct err *e)
+install_exec_probe(struct install_env *c, const char *staging_root, struct err *e)
 {
 	time_t t = time(NULL);
 
@@ -246,7 +246,7 @@ tcp_probe(const char *host, int port, char *why, size_t cap, int *dns)
 }
 
 /* Network probe results, per process, for INSTALL_PROBE_TTL seconds: serve runs each install job with its own
- * context, and a blocked registry must not cost every job its own connect
+ * environment, and a blocked registry must not cost every job its own connect
  * timeout. A handful of hosts (registry, mirror, tarball hosts) fit. */
 #define PROBE_CACHE_N 8
 struct probe {
@@ -309,7 +309,7 @@ install_probe_cache_clear(void)
 }
 
 int
-install_net_probe(struct install_ctx *c, const manifest_t *m, const char *url, struct err *e)
+install_net_probe(struct install_env *c, const manifest_t *m, const char *url, struct err *e)
 {
 	struct http_url u;
 	const char *proxy = config_env("HTTPS_PROXY"), *what;

@@ -2,7 +2,7 @@
  * The process-wide cache of proof lists (install.h, install_proof_cache_get;
  * the lists themselves are base/proof.c's).
  */
-#include "install/install.h"
+#include "install/install_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -21,7 +21,7 @@
 /* ---- the process-wide cache of parsed lists ------------------------------ */
 
 /*
- * serve makes an install context per request, so the per-context copy in
+ * serve makes an install environment per request, so the per-environment copy in
  * the marker's slot is read and hashed again by every request (~0.2 ms of a
  * Node.js-sized check). This cache keeps the last few lists read, each with
  * the identity of the file it came from (one fstat: dev, ino, size, ctime,

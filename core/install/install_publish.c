@@ -58,7 +58,7 @@ install_collect_abandoned(const char *w, const char *own)
  * beside m, on the same filesystem, at the same time, so each one's own
  * check passing does not mean their sum fits. */
 static long
-requires_mb(struct install_ctx *c, const manifest_t *m, const char *w)
+requires_mb(struct install_env *c, const manifest_t *m, const char *w)
 {
 	char mk[PATH_MAX];
 	const manifest_t *r;
@@ -191,7 +191,7 @@ extract_progress(void *arg, uint64_t out, uint64_t in)
 
 /* bin/<binary> -> this binary, by symlink to a temporary name + rename. */
 static int
-link_bin(struct install_ctx *c, const char *w, const manifest_t *m, struct err *e)
+link_bin(struct install_env *c, const char *w, const manifest_t *m, struct err *e)
 {
 	char dir[PATH_MAX], tmp[PATH_MAX], link[PATH_MAX], rnd[17], cur[PATH_MAX],
 	    leaf[MANIFEST_NAME_MAX + 24];
@@ -251,8 +251,8 @@ known_tap(void *arg, const char *name, const struct stat *st, const unsigned cha
 }
 
 /* One install in progress: what install_one's steps share. */
-struct job {
-	struct install_ctx *c;
+struct publish_job {
+	struct install_env *c;
 	const manifest_t *m;
 	const char *w;          /* the writable tools directory */
 	char tooldir[PATH_MAX]; /* <w>/<name> */
@@ -293,7 +293,7 @@ extract_caps(const manifest_t *m, struct arc_opts *ao)
 
 /* The extraction options of a tarball source. */
 static void
-tarball_opts(struct job *j, struct arc_opts *ao, enum arc_format f)
+tarball_opts(struct publish_job *j, struct arc_opts *ao, enum arc_format f)
 {
 	arc_opts_init(ao, f);
 	ao->flags = ARC_STRICT_MODES;
@@ -313,7 +313,7 @@ tarball_opts(struct job *j, struct arc_opts *ao, enum arc_format f)
 static int
 stream_run(void *arg, arc_read_fn read, void *rctx, struct err *e)
 {
-	struct job *j = arg;
+	struct publish_job *j = arg;
 	struct arc_opts ao;
 	struct arc_stats as;
 	int dfd, rc;
@@ -341,7 +341,7 @@ stream_run(void *arg, arc_read_fn read, void *rctx, struct err *e)
 static void
 stream_reset(void *arg)
 {
-	struct job *j = arg;
+	struct publish_job *j = arg;
 
 	fs_rm_tree(j->tree, NULL);
 	(void)install_mkdir(j->tree, 0755, NULL);
@@ -355,7 +355,7 @@ stream_reset(void *arg)
  * (0700, ours: nobody else can write it), hashed as it is written: the fd
  * at offset 0, *got the digest of the bytes it holds; -1 with e. */
 static int
-private_copy(struct job *j, int afd, struct digest *got, struct err *e)
+private_copy(struct publish_job *j, int afd, struct digest *got, struct err *e)
 {
 	char path[PATH_MAX], rnd[17];
 	struct digest_ctx dc;
@@ -405,7 +405,7 @@ private_copy(struct job *j, int afd, struct digest *got, struct err *e)
  * into the private staging while hashed, and extracted from that copy.
  */
 static int
-extract_artifact(struct job *j, int afd, const char *path, struct xprog *xp, struct err *e)
+extract_artifact(struct publish_job *j, int afd, const char *path, struct xprog *xp, struct err *e)
 {
 	enum arc_format f = arc_format_from_name(j->a->url);
 	struct digest_ctx tee;
@@ -474,9 +474,9 @@ extract_artifact(struct job *j, int afd, const char *path, struct xprog *xp, str
  * extracted into j->tree: a tar or tar.gz while it downloads, a copy found
  * locally or a zip once it is there. */
 static int
-stage_tarball(struct job *j, struct err *e)
+stage_tarball(struct publish_job *j, struct err *e)
 {
-	struct install_ctx *c = j->c;
+	struct install_env *c = j->c;
 	const manifest_t *m = j->m;
 	char cache[PATH_MAX], art_path[PATH_MAX];
 	struct xprog xp = {&j->ps, 0};
@@ -548,9 +548,9 @@ stage_tarball(struct job *j, struct err *e)
 
 /* npm-lock source: every package of the lockfile into j->tree. */
 static int
-stage_npm(struct job *j, struct err *e)
+stage_npm(struct publish_job *j, struct err *e)
 {
-	struct install_ctx *c = j->c;
+	struct install_env *c = j->c;
 	const struct install_observer *own = c->obs;
 	struct install_observer via = {0};
 	int64_t tp;
@@ -579,7 +579,7 @@ stage_npm(struct job *j, struct err *e)
 /* The staged tree to j->final: renamed, or exchanged with a stale or
  * drifted tree of the same version. */
 static int
-publish_tree(struct job *j, struct err *e)
+publish_tree(struct publish_job *j, struct err *e)
 {
 	char old[PATH_MAX];
 
@@ -603,7 +603,7 @@ publish_tree(struct job *j, struct err *e)
 /* The published tree's listing and proof list, then the marker that vouches
  * for both, then the bin link: a marker never names a missing file. */
 static int
-publish_marker(struct job *j, struct err *e)
+publish_marker(struct publish_job *j, struct err *e)
 {
 	char lp[PATH_MAX], *plist = NULL, proof_sha[FS_HEX_LEN];
 	size_t plen = 0;
@@ -631,7 +631,7 @@ publish_marker(struct job *j, struct err *e)
 
 /* The staged tree's listing, timed (while its content syncs). */
 static int
-list_tree(struct job *j, struct bg_sync *bs, struct err *e)
+list_tree(struct publish_job *j, struct bg_sync *bs, struct err *e)
 {
 	int64_t tp = clock_us();
 
@@ -650,7 +650,7 @@ list_tree(struct job *j, struct bg_sync *bs, struct err *e)
  * the tree is listed first, and only the same listing counts. 1 (not run
  * again, said), 0 (run it), -1 with e. */
 static int
-verify_recorded(struct job *j, const struct verify_run *v, struct bg_sync *bs, struct err *e)
+verify_recorded(struct publish_job *j, const struct verify_run *v, struct bg_sync *bs, struct err *e)
 {
 	char tree[65], at[64];
 
@@ -672,7 +672,7 @@ verify_recorded(struct job *j, const struct verify_run *v, struct bg_sync *bs, s
 /* Verify the staged tree (unless the cache recorded a pass for it), list
  * it (while its content syncs), publish it, record a pass. */
 static int
-check_and_publish(struct job *j, struct err *e)
+check_and_publish(struct publish_job *j, struct err *e)
 {
 	char entry[PATH_MAX];
 	struct bg_sync bs = {.fd = -1};
@@ -731,7 +731,7 @@ out:
 /* The install's audit record (npm-lock: the bytes of every package and
  * the lockfile's digest stand where a tarball has its artifact's). */
 static void
-audit_finish(struct job *j, int64_t t0, int rc, const struct err *e)
+audit_finish(struct publish_job *j, int64_t t0, int rc, const struct err *e)
 {
 	struct install_audit_extra ax = {
 	    1, clock_ms() - t0, (int64_t)j->asize, NULL, j->sha, j->hex, NULL, NULL, NULL};
@@ -749,11 +749,11 @@ audit_finish(struct job *j, int64_t t0, int rc, const struct err *e)
 
 /* Stage, fetch, extract, verify and publish one tool, holding its lock in writable directory w. */
 int
-install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct install_result *r,
+install_one(struct install_env *c, const manifest_t *m, const char *w, struct install_result *r,
             struct err *e)
 {
 	char staging_root[PATH_MAX], rnd[17], leaf[MANIFEST_NAME_MAX + 20];
-	struct job *j = calloc(1, sizeof(*j));
+	struct publish_job *j = calloc(1, sizeof(*j));
 	uint64_t free_b = 0;
 	long need_mb;
 	int64_t t0 = clock_ms();
@@ -809,7 +809,7 @@ install_one(struct install_ctx *c, const manifest_t *m, const char *w, struct in
 		goto out;
 	if (c->obs != NULL && c->obs->timing != NULL)
 		c->obs->timing(c->obs->arg, m, j->ph, j->cpu);
-	c->installs++;
+	c->n.installs++;
 	r->state = INSTALL_READY;
 	r->installed = 1;
 	snprintf(r->dir, sizeof(r->dir), "%s", w);

@@ -53,7 +53,7 @@ struct dl {
 	struct cache_put put;
 	struct install_progress_state *ps;
 	const struct http_response *rs; /* its length is known at the first write */
-	const struct install_ctx *c;
+	const struct install_env *c;
 	int paused;
 };
 
@@ -107,7 +107,7 @@ install_mirror_dir(const char *mirror)
 /* Where a verified copy of sha may already be: the cache, every chain
  * directory's cache, local mirror directories. 1 (*fdp), 0, or -1 with e. */
 static int
-find_local(struct install_ctx *c, const char *sha, int *fdp, char *path, size_t cap, struct err *e)
+find_local(struct install_env *c, const char *sha, int *fdp, char *path, size_t cap, struct err *e)
 {
 	char dir[PATH_MAX];
 	int i, rc;
@@ -130,7 +130,7 @@ find_local(struct install_ctx *c, const char *sha, int *fdp, char *path, size_t 
 /* Only checks that a file of that name exists (for the network probe
  * decision; the real lookup hashes). */
 int
-install_maybe_local(struct install_ctx *c, const char *sha)
+install_maybe_local(struct install_env *c, const char *sha)
 {
 	char p[PATH_MAX];
 	int i;
@@ -288,7 +288,7 @@ xrun_join(struct xrun *x, int ok, struct err *e)
  * messages), through the same sink and the same check; *status gets the
  * final HTTP status (404: the registry has no such blob). */
 static int
-download_from(struct install_ctx *c, const manifest_t *m, const char *url, const char *extra_host,
+download_from(struct install_env *c, const manifest_t *m, const char *url, const char *extra_host,
               const char *dir, const char *want_sha, struct install_progress_state *ps,
               struct install_stream *xs, int *fdp, char *path, size_t cap, char *got_sha,
               struct oci_client *oci, int *status, struct err *e)
@@ -348,7 +348,7 @@ download_from(struct install_ctx *c, const manifest_t *m, const char *url, const
 	d.rs = &rs;
 	if (ps != NULL && ps->cur.count == 0)
 		ps->cur.count = 1;
-	c->downloads++;
+	c->n.downloads++;
 	if ((oci != NULL ? oci_blob_get(oci, want_sha, dl_sink, &d, &rq.limits, &rs, e)
 	                 : http_request(c->http, &rq, &rs, e)) < 0) {
 		if (status != NULL)
@@ -357,7 +357,7 @@ download_from(struct install_ctx *c, const manifest_t *m, const char *url, const
 		xrun_join(&x, 0, e);
 		return -1;
 	}
-	c->bytes_downloaded += d.put.bytes;
+	c->n.bytes_downloaded += d.put.bytes;
 	if (ps != NULL) {
 		ps->base += d.put.bytes;
 		ps->cur.bytes = ps->cur.total = ps->base;
@@ -396,7 +396,7 @@ download_from(struct install_ctx *c, const manifest_t *m, const char *url, const
 }
 
 static int
-download(struct install_ctx *c, const manifest_t *m, const char *url, const char *extra_host, const char *dir,
+download(struct install_env *c, const manifest_t *m, const char *url, const char *extra_host, const char *dir,
          const char *want_sha, struct install_progress_state *ps, struct install_stream *xs, int *fdp,
          char *path, size_t cap, char *got_sha, struct err *e)
 {
@@ -407,7 +407,7 @@ download(struct install_ctx *c, const manifest_t *m, const char *url, const char
 /* The OCI mirror's blob for the pinned sha256 of a, as download gives it
  * (0, -1, -2); 1 when the registry has no such blob. */
 static int
-from_oci(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a, const char *dl_dir,
+from_oci(struct install_env *c, const manifest_t *m, const struct manifest_artifact *a, const char *dl_dir,
          struct install_progress_state *ps, struct install_stream *xs, int *fdp, char *path, size_t cap,
          char *got_sha, struct err *e)
 {
@@ -428,7 +428,7 @@ from_oci(struct install_ctx *c, const manifest_t *m, const struct manifest_artif
 /* Where the artifact got_sha came from, for its marker's SBOM row: a
  * then b, and the digest after a "@sha256:" b. */
 static void
-note_source(struct install_ctx *c, const char *got_sha, const char *a, const char *b)
+note_source(struct install_env *c, const char *got_sha, const char *a, const char *b)
 {
 	snprintf(c->src_sha, sizeof(c->src_sha), "%s", got_sha);
 	snprintf(c->src, sizeof(c->src), "%s%s%s", a, b, strcmp(b, "@sha256:") == 0 ? got_sha : "");
@@ -441,7 +441,7 @@ note_source(struct install_ctx *c, const char *got_sha, const char *a, const cha
  * original URL. dl_dir is where a download goes (the cache, or staging).
  */
 int
-install_get_artifact(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a,
+install_get_artifact(struct install_env *c, const manifest_t *m, const struct manifest_artifact *a,
                      const char *dl_dir, struct install_progress_state *ps, struct install_stream *xs,
                      int *fdp, char *path, size_t cap, char *got_sha, struct err *e)
 {
@@ -558,8 +558,9 @@ install_get_artifact(struct install_ctx *c, const manifest_t *m, const struct ma
 }
 
 int
-install_cache_artifact(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a,
-                       char *path, size_t cap, struct err *e)
+install_cache_artifact(struct install_env *c, const struct install_req *rq, const manifest_t *m,
+                       const struct manifest_artifact *a, char *path, size_t cap, struct install_counts *n,
+                       struct err *e)
 {
 	char got[65];
 	int fd, rc;
@@ -572,7 +573,9 @@ install_cache_artifact(struct install_ctx *c, const manifest_t *m, const struct 
 	if (a->sha256[0] == '\0')
 		return err_set(e, "install.manifest_invalid", "%s: %s has no pinned sha256", m->name,
 		               a->platform);
+	install_call_begin(c, rq);
 	rc = install_get_artifact(c, m, a, c->cache_dir, NULL, NULL, &fd, path, cap, got, e);
+	install_call_end(c, n);
 	if (fd >= 0)
 		close(fd);
 	return rc;

@@ -274,13 +274,13 @@ root_trusted(const char *dir, const char *name, const char *tree, const struct i
 }
 
 /*
- * The marker of name in dir, parsed once per context: a marker whose inode,
+ * The marker of name in dir, parsed once per environment: a marker whose inode,
  * size, mtime and ctime are unchanged has unchanged content (a rewrite or a
  * replacement moves the ctime, which nobody can set back), so a server
  * calling ensure() per request does one stat instead of a read and a parse.
  */
 static int
-marker_cached(struct install_ctx *c, const char *dir, const char *name, struct install_marker *mk,
+marker_cached(struct install_env *c, const char *dir, const char *name, struct install_marker *mk,
               struct install_marker_slot **slotp)
 {
 	char path[PATH_MAX];
@@ -337,7 +337,7 @@ marker_cached(struct install_ctx *c, const char *dir, const char *name, struct i
  * The proof list the marker names, read once per marker: the copy kept in
  * the marker's slot was checked against the marker's sha256, so it stays
  * what the marker vouches for whatever happens to the file later. Across
- * contexts (serve makes one per request) the process-wide cache
+ * environments (serve makes one per request) the process-wide cache
  * (install_proof_cache_get) spares reading and hashing it again. Returns
  * the list, *ref to release when not kept in the slot, or NULL.
  */
@@ -369,7 +369,7 @@ proof_list(const char *dir, const char *name, const struct install_marker *mk,
 
 /* Is the tool ready in dir? 1 yes (r filled), 0 no. */
 static int
-ready_in(struct install_ctx *c, const manifest_t *m, const char *dir, struct install_result *r)
+ready_in(struct install_env *c, const manifest_t *m, const char *dir, struct install_result *r)
 {
 	struct install_marker mk;
 	struct install_marker_slot *slot;
@@ -411,7 +411,7 @@ ready_in(struct install_ctx *c, const manifest_t *m, const char *dir, struct ins
 }
 
 int
-install_fast_path(struct install_ctx *c, const manifest_t *m, struct install_result *r, struct err *e)
+install_fast_path(struct install_env *c, const manifest_t *m, struct install_result *r, struct err *e)
 {
 	int i;
 
@@ -422,7 +422,7 @@ install_fast_path(struct install_ctx *c, const manifest_t *m, struct install_res
 }
 
 static void
-write_sbom_row(struct json_w *w, const struct install_ctx *c, const manifest_t *m,
+write_sbom_row(struct json_w *w, const struct install_env *c, const manifest_t *m,
                const struct manifest_artifact *a, const char *sha)
 {
 	char purl[MANIFEST_URL_MAX + 200];
@@ -442,7 +442,7 @@ write_sbom_row(struct json_w *w, const struct install_ctx *c, const manifest_t *
 }
 
 int
-install_marker_write(struct install_ctx *c, const char *w, const manifest_t *m, const char *treename,
+install_marker_write(struct install_env *c, const char *w, const manifest_t *m, const char *treename,
                      const struct manifest_artifact *a, const char *sha, uint64_t size, const char *tree_sha,
                      const char *proof_sha, uint64_t files, uint64_t bytes, struct err *e)
 {

@@ -34,7 +34,7 @@ tree_key(const manifest_t *m, const struct manifest_artifact *a, char key[CACHE_
 
 /* A writable cache, or none (the tree cache is then not used). */
 static int
-usable(const struct install_ctx *c)
+usable(const struct install_env *c)
 {
 	return c->cache_dir[0] != '\0' && access(c->cache_dir, W_OK) == 0;
 }
@@ -42,7 +42,7 @@ usable(const struct install_ctx *c)
 struct place_tap {
 	struct install_known *known;
 	int paused;
-	const struct install_ctx *c;
+	const struct install_env *c;
 };
 
 static void
@@ -58,7 +58,7 @@ place_tap(void *arg, const char *name, const struct stat *st, const unsigned cha
 }
 
 int
-install_tree_place(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a,
+install_tree_place(struct install_env *c, const manifest_t *m, const struct manifest_artifact *a,
                    const char *staging, struct install_known *known, uint64_t *asize, struct err *e)
 {
 	char key[CACHE_KEY_MAX], meta[64], label[MANIFEST_VERSION_MAX + 300], kf[PATH_MAX];
@@ -105,7 +105,7 @@ struct install_keep {
 	char copy[24]; /* the copy of the file reported next */
 	struct cache_store *store;
 	char label[MANIFEST_VERSION_MAX + 300], where[PATH_MAX + CACHE_KEY_MAX + 8];
-	struct install_keep *next; /* install_ctx.kept */
+	struct install_keep *next; /* install_env.kept */
 };
 
 static void
@@ -127,7 +127,7 @@ keep_file(void *arg, const char *name, const struct stat *st, const unsigned cha
 }
 
 struct install_keep *
-install_tree_keep_begin(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a,
+install_tree_keep_begin(struct install_env *c, const manifest_t *m, const struct manifest_artifact *a,
                         struct install_known *known, struct arc_opts *ao)
 {
 	char key[CACHE_KEY_MAX];
@@ -157,7 +157,7 @@ install_tree_keep_end(struct install_keep *k)
 }
 
 void
-install_tree_keep_done(struct install_ctx *c, struct install_keep *k)
+install_tree_keep_done(struct install_env *c, struct install_keep *k)
 {
 	if (k != NULL && k->store != NULL && c->keep_later) {
 		k->next = c->kept;
@@ -168,7 +168,7 @@ install_tree_keep_done(struct install_ctx *c, struct install_keep *k)
 }
 
 void
-install_tree_keeps_end(struct install_ctx *c)
+install_tree_keeps_end(struct install_env *c)
 {
 	struct install_keep *k;
 
@@ -179,7 +179,7 @@ install_tree_keeps_end(struct install_ctx *c)
 }
 
 void
-install_tree_keep(struct install_ctx *c, const manifest_t *m, const struct manifest_artifact *a,
+install_tree_keep(struct install_env *c, const manifest_t *m, const struct manifest_artifact *a,
                   const char *tree, uint64_t asize, const struct install_known *known, struct install_keep *k)
 {
 	char key[CACHE_KEY_MAX], meta[64], label[MANIFEST_VERSION_MAX + 300], kf[PATH_MAX];
@@ -213,7 +213,7 @@ install_tree_keep(struct install_ctx *c, const manifest_t *m, const struct manif
  * either kind sharing a cache keep theirs):
  * <name>-<version>-<platform>-<libc>.verified. */
 static int
-verified_name(const struct install_ctx *c, const manifest_t *m, char *out, size_t cap)
+verified_name(const struct install_env *c, const manifest_t *m, char *out, size_t cap)
 {
 	const char *libc = npmlock_detect_libc(NULL);
 
@@ -224,7 +224,7 @@ verified_name(const struct install_ctx *c, const manifest_t *m, char *out, size_
 }
 
 int
-install_verified_get(struct install_ctx *c, const manifest_t *m, const char *ident, char tree[65], char *at,
+install_verified_get(struct install_env *c, const manifest_t *m, const char *ident, char tree[65], char *at,
                      size_t atcap)
 {
 	char name[MANIFEST_NAME_MAX + MANIFEST_VERSION_MAX + 40], *body, kf[PATH_MAX];
@@ -257,7 +257,7 @@ install_verified_get(struct install_ctx *c, const manifest_t *m, const char *ide
 }
 
 void
-install_verified_put(struct install_ctx *c, const manifest_t *m, const char *ident, const char *tree)
+install_verified_put(struct install_env *c, const manifest_t *m, const char *ident, const char *tree)
 {
 	char name[MANIFEST_NAME_MAX + MANIFEST_VERSION_MAX + 40], at[32], *body, kf[PATH_MAX];
 	int n;

@@ -60,7 +60,7 @@ install_sleep_ms(int ms)
 /* ABX_TEST_PAUSE (see install.h): compiled into the test build only, so the
  * release binary carries no way to stall an install. */
 void
-install_test_pause(const struct install_ctx *c, const char *phase)
+install_test_pause(const struct install_env *c, const char *phase)
 {
 #ifdef ABX_TEST_HOOKS
 	const char *p = config_env("ABX_TEST_PAUSE");
@@ -121,7 +121,7 @@ install_cpu_name(enum install_cpu p)
 }
 
 int
-install_requires_join(struct install_ctx *c, int64_t *wait_us, struct err *e)
+install_requires_join(struct install_env *c, int64_t *wait_us, struct err *e)
 {
 	struct install_reqs *q = c->reqs;
 	int64_t t0 = clock_us();
@@ -136,7 +136,7 @@ install_requires_join(struct install_ctx *c, int64_t *wait_us, struct err *e)
 		if (wait_us != NULL)
 			*wait_us = clock_us() - t0;
 		q->counted = 1;
-		install_ctx_add_counts(c, &q->sub);
+		install_env_add_counts(c, &q->sub);
 	}
 	if (q->rc < 0) {
 		if (e != NULL)
@@ -147,11 +147,37 @@ install_requires_join(struct install_ctx *c, int64_t *wait_us, struct err *e)
 }
 
 void
-install_ctx_add_counts(struct install_ctx *dst, const struct install_ctx *src)
+install_call_begin(struct install_env *c, const struct install_req *rq)
 {
-	dst->downloads += src->downloads;
-	dst->bytes_downloaded += src->bytes_downloaded;
-	dst->installs += src->installs;
+	c->building = (rq->flags & INSTALL_F_BUILD) != 0;
+	c->force = (rq->flags & INSTALL_F_FORCE) != 0;
+	c->obs = rq->obs;
+	c->principal = rq->principal;
+	c->op = rq->op;
+	memset(&c->n, 0, sizeof(c->n));
+}
+
+void
+install_call_end(struct install_env *c, struct install_counts *n)
+{
+	if (n != NULL) {
+		n->downloads += c->n.downloads;
+		n->installs += c->n.installs;
+		n->bytes_downloaded += c->n.bytes_downloaded;
+	}
+	c->building = c->force = 0;
+	c->obs = NULL;
+	c->principal = c->op = NULL;
+	c->probe_us = 0;
+	memset(&c->n, 0, sizeof(c->n));
+}
+
+void
+install_env_add_counts(struct install_env *dst, const struct install_env *src)
+{
+	dst->n.downloads += src->n.downloads;
+	dst->n.bytes_downloaded += src->n.bytes_downloaded;
+	dst->n.installs += src->n.installs;
 }
 
 /* A partial download (.tmp-<16 hex>, core/pkg/cache.c's) with bytes in it
@@ -204,7 +230,7 @@ install_collect_stale(const char *dir, const char *prefix)
 }
 
 int
-install_cache_key(const struct install_ctx *c, char *out, size_t cap)
+install_cache_key(const struct install_env *c, char *out, size_t cap)
 {
 	char d[PATH_MAX];
 

@@ -46,7 +46,7 @@ ident_require(struct verify_run *v, const char *name, const struct install_resul
 /* PATH for verify: the bin directories of the tool's requires (so a
  * JavaScript tool's verify finds node), then the system directories. */
 static void
-verify_path(struct install_ctx *c, const manifest_t *m, struct verify_run *v)
+verify_path(struct install_env *c, const manifest_t *m, struct verify_run *v)
 {
 	size_t off = 0, cap = sizeof(v->path);
 	char *buf = v->path;
@@ -78,7 +78,7 @@ verify_path(struct install_ctx *c, const manifest_t *m, struct verify_run *v)
 /* The verify spec (argv, expect, env) as one digest, and the platform and
  * libc it ran for: the start of the identity. */
 static void
-ident_spec(struct install_ctx *c, const manifest_t *m, struct verify_run *v)
+ident_spec(struct install_env *c, const manifest_t *m, struct verify_run *v)
 {
 	struct digest_ctx dc;
 	struct digest d;
@@ -104,7 +104,7 @@ ident_spec(struct install_ctx *c, const manifest_t *m, struct verify_run *v)
 
 /* PATH, argv and identity of m's verify run for the tree's entry. */
 void
-install_verify_setup(struct install_ctx *c, const manifest_t *m, const char *entry, struct verify_run *v)
+install_verify_setup(struct install_env *c, const manifest_t *m, const char *entry, struct verify_run *v)
 {
 	int n;
 
@@ -183,7 +183,7 @@ install_verify_run(const manifest_t *m, struct verify_run *v, const char *home, 
 }
 
 int
-install_verify_argv(struct install_ctx *c, const manifest_t *m, const char *tree, struct err *e)
+install_verify_argv(struct install_env *c, const manifest_t *m, const char *tree, struct err *e)
 {
 	char entry[PATH_MAX], home[PATH_MAX];
 	const char *tmp = config_env("TMPDIR");

@@ -43,7 +43,7 @@ api_init(struct api *a, struct api_gen *g, struct manifest_set *ms, struct err *
 {
 	pthread_mutex_init(&a->mu, NULL);
 	a->ms = ms;
-	a->jobs = jobs_new(&api_jobs_ops, a);
+	a->jobs = jobs_new(ms, install_ensure, api_jobs_hold, a);
 	if (a->jobs == NULL) {
 		pthread_mutex_destroy(&a->mu);
 		return err_set(e, "internal", "out of memory");

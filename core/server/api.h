@@ -45,10 +45,6 @@ struct manifest_set;
 /* GET /ready looks at the tools at most this often per generation. */
 #define API_READY_MS 1000
 
-/* Install contexts kept idle per generation (api_jobs.c): one per worker
- * busy at once is the most a steady load returns; more are freed. */
-#define API_CTX_IDLE 16
-
 /* One configuration generation. */
 struct api_gen {
 	int refs; /* under api.mu: requests, job threads and sessions using it */
@@ -60,10 +56,6 @@ struct api_gen {
 	 * an unauthenticated caller can ask at any rate */
 	int64_t ready_us;
 	struct err *ready_err; /* NULL = every tool ready */
-	/* Install contexts over cfg not in use now, kept for the next request
-	 * (api_jobs.c); under api.mu, freed with the generation. */
-	struct install_ctx *idle[API_CTX_IDLE];
-	int nidle;
 };
 
 /* Route labels for metrics. */
@@ -144,13 +136,8 @@ struct api_gen *api_gen_build(const char *file_flag, const struct config_flag *f
                               struct manifest_set *ms, const unsigned char *default_digest, struct err *e);
 void api_gen_free(struct api_gen *g);
 
-/* The job table's installer (api_jobs.c): install contexts kept per
- * generation and reused, the generation held while a job or session uses
- * it. Its arg is the struct api. */
-extern const struct jobs_ops api_jobs_ops;
-
 /* Set up a with its first generation (ownership of g passes to a) and a job
- * table over api_jobs_ops. Returns 0 or -1 (e). */
+ * table installing ms's tools (install_ensure). Returns 0 or -1 (e). */
 int api_init(struct api *a, struct api_gen *g, struct manifest_set *ms, struct err *e);
 void api_free(struct api *a);
 

@@ -66,16 +66,6 @@ fail:
 	return NULL;
 }
 
-/* Free g's idle install contexts (api_jobs.c keeps them there). */
-static void
-gen_ctx_free(struct api_gen *g)
-{
-	while (g->nidle > 0) {
-		install_ctx_free(g->idle[--g->nidle]);
-		free(g->idle[g->nidle]);
-	}
-}
-
 void
 api_gen_free(struct api_gen *g)
 {
@@ -83,7 +73,6 @@ api_gen_free(struct api_gen *g)
 		return;
 	if (g->ops_ready)
 		ops_free(&g->ops);
-	gen_ctx_free(g);
 	free(g->ready_err);
 	free(g);
 }
@@ -116,8 +105,11 @@ api_gen_put(struct api *a, struct api_gen *g)
 	pthread_mutex_lock(&a->mu);
 	last = --g->refs == 0;
 	pthread_mutex_unlock(&a->mu);
-	if (last)
+	if (last) {
+		/* the job table's idle install environments read g's cfg */
+		jobs_forget(a->jobs, &g->cfg);
 		api_gen_free(g);
+	}
 }
 
 void

@@ -11,8 +11,8 @@
  *                   closest name) or of serve's start environment;
  *   api_req.c       one request: its answers, its body as JSON, its
  *                   policy check, its count in the metrics;
- *   api_jobs.c      install jobs: the engine behind the job table, the
- *                   job object, install on first use (api_need_tools);
+ *   api_jobs.c      install jobs: the generation a job holds, the job
+ *                   object, install on first use (api_need_tools);
  *   api_auth.c      tokens and principals (api_gate, api_authenticate);
  *   api_ops.c       command ops and the runner thread that answers them;
  *   api_sessions.c  session starts, event streams and agents.<a>.run;
@@ -93,6 +93,10 @@ void api_rq_record(struct api_rq *q);
 size_t api_stream_room(struct api_rq *q, size_t cap);
 
 /* ---- api_jobs.c ---- */
+
+/* The job table's jobs_hold_fn (arg: the api): a job's thread or a session
+ * holds the generation of cfg as a request does. */
+void api_jobs_hold(void *arg, const struct config *cfg, int delta);
 
 /* The install job v as its JSON object. */
 void api_job_json(struct json_w *w, const struct job_view *v);

@@ -1,11 +1,8 @@
 /*
- * Install jobs as the API sees them. The install engine behind serve's job
- * table (jobs.h's struct jobs_ops): install contexts kept with the
- * configuration generation they read, each used by one request or job at a
- * time and handed to the next, so what a context learns (parsed markers,
- * proof lists, the HTTP client, the lockfile parse) serves request after
- * request. Then install on first use as a request meets it: the job
- * object, and waiting for the tools an op needs (api_need_tools).
+ * Install jobs as the API sees them: a job's thread or a session holding
+ * its configuration generation, the job object, and install on first use
+ * as a request meets it, waiting for the tools an op needs
+ * (api_need_tools).
  */
 #include "server/api_int.h"
 #include "base/clock.h"
@@ -25,161 +22,15 @@ gen_of(const struct config *cfg)
 	return (struct api_gen *)(void *)((char *)(uintptr_t)cfg - offsetof(struct api_gen, cfg));
 }
 
-/* An idle context of cfg's generation, made ready (install_ctx_reuse), or
- * a new one. NULL with e. */
-static struct install_ctx *
-ctx_take(struct api *a, const struct config *cfg, struct err *e)
+/* (api_int.h) */
+void
+api_jobs_hold(void *arg, const struct config *cfg, int delta)
 {
-	struct api_gen *g = gen_of(cfg);
-	struct install_ctx *c = NULL;
-
-	pthread_mutex_lock(&a->mu);
-	if (g->nidle > 0)
-		c = g->idle[--g->nidle];
-	pthread_mutex_unlock(&a->mu);
-	if (c != NULL) {
-		if (install_ctx_reuse(c, e) == 0)
-			return c;
-		install_ctx_free(c);
-		free(c);
-		return NULL;
-	}
-	/* large (paths, probe caches): heap, not a worker's stack */
-	if ((c = calloc(1, sizeof(*c))) == NULL) {
-		err_set(e, "internal", "out of memory");
-		return NULL;
-	}
-	if (install_ctx_init(c, a->ms, cfg, NULL, NULL, e) != 0) {
-		install_ctx_free(c);
-		free(c);
-		return NULL;
-	}
-	return c;
-}
-
-/* Back to its generation for the next caller, or freed when API_CTX_IDLE
- * are already idle there. */
-static void
-ctx_put(struct api *a, const struct config *cfg, struct install_ctx *c)
-{
-	struct api_gen *g = gen_of(cfg);
-
-	pthread_mutex_lock(&a->mu);
-	if (g->nidle < API_CTX_IDLE) {
-		g->idle[g->nidle++] = c;
-		c = NULL;
-	}
-	pthread_mutex_unlock(&a->mu);
-	if (c != NULL) {
-		install_ctx_free(c);
-		free(c);
-	}
-}
-
-static int
-op_check(void *arg, const struct config *cfg, const char *tool, struct install_result *r, struct err *e)
-{
-	struct install_ctx *c = ctx_take(arg, cfg, e);
-	int rc;
-
-	memset(r, 0, sizeof(*r));
-	if (c == NULL) {
-		r->state = INSTALL_FAILED;
-		return -1;
-	}
-	rc = install_ensure(c, tool, INSTALL_F_CHECK, r, e);
-	ctx_put(arg, cfg, c);
-	return rc;
-}
-
-static int
-op_ensure(void *arg, const struct config *cfg, const char *tool, const char *principal, const char *op,
-          install_progress_fn progress, void *parg, struct install_result *r, uint64_t *bytes, struct err *e)
-{
-	struct install_ctx *c = ctx_take(arg, cfg, e);
-	struct install_observer obs = {.progress = progress, .arg = parg};
-	int rc;
-
-	*bytes = 0;
-	memset(r, 0, sizeof(*r));
-	if (c == NULL) {
-		r->state = INSTALL_FAILED;
-		return -1;
-	}
-	c->principal = principal;
-	c->op = op;
-	c->obs = &obs;
-	rc = install_ensure(c, tool, 0, r, e);
-	c->obs = NULL;
-	*bytes = c->bytes_downloaded;
-	ctx_put(arg, cfg, c);
-	return rc;
-}
-
-/* A tool's install backoff through an idle context of cfg's generation:
- * the seconds left, or cleared (clear: 0 returned). No context: 0, as if
- * there were none. */
-static int
-backoff(void *arg, const struct config *cfg, const char *tool, int clear)
-{
-	struct install_ctx *c;
-	struct err e;
-	int left = 0;
-
-	if ((c = ctx_take(arg, cfg, &e)) == NULL)
-		return 0;
-	if (clear)
-		install_backoff_clear(c, tool);
+	if (delta > 0)
+		api_gen_hold(arg, gen_of(cfg));
 	else
-		left = install_backoff_left(c, tool);
-	ctx_put(arg, cfg, c);
-	return left;
+		api_gen_put(arg, gen_of(cfg));
 }
-
-static int
-op_backoff_left(void *arg, const struct config *cfg, const char *tool)
-{
-	return backoff(arg, cfg, tool, 0);
-}
-
-static void
-op_backoff_clear(void *arg, const struct config *cfg, const char *tool)
-{
-	backoff(arg, cfg, tool, 1);
-}
-
-static int
-op_progress(void *arg, const struct config *cfg, const char *tool, char *phase, size_t cap,
-            struct install_progress *p)
-{
-	struct install_ctx *c;
-	struct err e;
-	long pid = 0;
-	int rc;
-
-	if ((c = ctx_take(arg, cfg, &e)) == NULL)
-		return -1;
-	rc = install_progress_read(c, tool, phase, cap, p, &pid);
-	ctx_put(arg, cfg, c);
-	return rc;
-}
-
-/* A job's thread or a session keeps its generation, as a request does. */
-static void
-op_hold(void *arg, const struct config *cfg)
-{
-	api_gen_hold(arg, gen_of(cfg));
-}
-
-static void
-op_release(void *arg, const struct config *cfg)
-{
-	api_gen_put(arg, gen_of(cfg));
-}
-
-const struct jobs_ops api_jobs_ops = {
-    op_check, op_ensure, op_backoff_left, op_backoff_clear, op_progress, op_hold, op_release,
-};
 
 /* ---- install on first use ------------------------------------------------- */
 

@@ -12,24 +12,34 @@
 
 #include "base/fs.h"
 
-struct job {
+struct install_job {
 	int used;
 	struct job_view v;
-	const struct config *cfg; /* held (ops->hold) while the thread runs */
+	const struct config *cfg; /* held (jobs_hold) while the thread runs */
 	struct jobs *J;
+};
+
+/* An install environment not in use now, over cfg. */
+struct jobs_idle {
+	const struct config *cfg;
+	struct install_env *c;
 };
 
 struct jobs {
 	pthread_mutex_t mu;
 	pthread_cond_t cv; /* broadcast whenever a job ends */
-	const struct jobs_ops *ops;
+	struct manifest_set *ms;
+	jobs_install_fn install;
+	jobs_hold_fn hold;
 	void *arg;
 	struct jobs_stats st;
-	struct job slot[JOBS_MAX];
+	struct install_job slot[JOBS_MAX];
+	struct jobs_idle idle[JOBS_IDLE]; /* under mu */
+	int nidle;
 };
 
 struct jobs *
-jobs_new(const struct jobs_ops *ops, void *arg)
+jobs_new(struct manifest_set *ms, jobs_install_fn install, jobs_hold_fn hold, void *arg)
 {
 	struct jobs *J = calloc(1, sizeof(*J));
 
@@ -37,7 +47,9 @@ jobs_new(const struct jobs_ops *ops, void *arg)
 		return NULL;
 	pthread_mutex_init(&J->mu, NULL);
 	pthread_cond_init(&J->cv, NULL);
-	J->ops = ops;
+	J->ms = ms;
+	J->install = install;
+	J->hold = hold;
 	J->arg = arg;
 	return J;
 }
@@ -45,15 +57,36 @@ jobs_new(const struct jobs_ops *ops, void *arg)
 void
 jobs_hold(struct jobs *J, const struct config *cfg)
 {
-	if (J->ops->hold != NULL)
-		J->ops->hold(J->arg, cfg);
+	if (J->hold != NULL)
+		J->hold(J->arg, cfg, 1);
 }
 
 void
 jobs_release(struct jobs *J, const struct config *cfg)
 {
-	if (J->ops->release != NULL)
-		J->ops->release(J->arg, cfg);
+	if (J->hold != NULL)
+		J->hold(J->arg, cfg, -1);
+}
+
+void
+jobs_forget(struct jobs *J, const struct config *cfg)
+{
+	struct install_env *gone[JOBS_IDLE];
+	int i, n = 0;
+
+	if (J == NULL)
+		return;
+	pthread_mutex_lock(&J->mu);
+	for (i = 0; i < J->nidle;)
+		if (cfg == NULL || J->idle[i].cfg == cfg) {
+			gone[n++] = J->idle[i].c;
+			J->idle[i] = J->idle[--J->nidle];
+		} else {
+			i++;
+		}
+	pthread_mutex_unlock(&J->mu);
+	while (n > 0)
+		install_env_free(gone[--n]);
 }
 
 void
@@ -71,9 +104,89 @@ jobs_free(struct jobs *J)
 			return;
 		}
 	pthread_mutex_unlock(&J->mu);
+	jobs_forget(J, NULL);
 	pthread_mutex_destroy(&J->mu);
 	pthread_cond_destroy(&J->cv);
 	free(J);
+}
+
+/* An idle environment over cfg, made ready (install_env_reuse), or a new one.
+ * NULL with e. */
+static struct install_env *
+env_take(struct jobs *J, const struct config *cfg, struct err *e)
+{
+	struct install_env *c = NULL;
+	int i;
+
+	pthread_mutex_lock(&J->mu);
+	for (i = J->nidle - 1; i >= 0 && c == NULL; i--)
+		if (J->idle[i].cfg == cfg) {
+			c = J->idle[i].c;
+			J->idle[i] = J->idle[--J->nidle];
+		}
+	pthread_mutex_unlock(&J->mu);
+	if (c != NULL) {
+		if (install_env_reuse(c, e) == 0)
+			return c;
+		install_env_free(c);
+		return NULL;
+	}
+	install_env_new(&c, J->ms, cfg, NULL, e);
+	return c;
+}
+
+/* Back for the next caller over cfg, or freed when JOBS_IDLE are idle. */
+static void
+env_put(struct jobs *J, const struct config *cfg, struct install_env *c)
+{
+	pthread_mutex_lock(&J->mu);
+	if (J->nidle < JOBS_IDLE) {
+		J->idle[J->nidle++] = (struct jobs_idle){cfg, c};
+		c = NULL;
+	}
+	pthread_mutex_unlock(&J->mu);
+	if (c != NULL)
+		install_env_free(c);
+}
+
+/* The fast path: no lock, nothing written. */
+static const struct install_req check = {.flags = INSTALL_F_CHECK};
+
+/* J's installer for rq over an environment of cfg. */
+static int
+run_install(struct jobs *J, const struct config *cfg, const char *tool, const struct install_req *rq,
+            struct install_result *r, struct err *e)
+{
+	struct install_env *c = env_take(J, cfg, e);
+	int rc;
+
+	memset(r, 0, sizeof(*r));
+	if (c == NULL) {
+		r->state = INSTALL_FAILED;
+		return -1;
+	}
+	rc = J->install(c, tool, rq, r, e);
+	env_put(J, cfg, c);
+	return rc;
+}
+
+/* tool's install backoff through an environment over cfg: the seconds left, or
+ * cleared (clear: 0 returned). No environment: 0, as if there were none. */
+static int
+backoff(struct jobs *J, const struct config *cfg, const char *tool, int clear)
+{
+	struct install_env *c;
+	struct err e;
+	int left = 0;
+
+	if ((c = env_take(J, cfg, &e)) == NULL)
+		return 0;
+	if (clear)
+		install_backoff_clear(c, tool);
+	else
+		left = install_backoff_left(c, tool);
+	env_put(J, cfg, c);
+	return left;
 }
 
 static void
@@ -86,7 +199,7 @@ new_id(char *id)
 static void
 on_progress(void *arg, const char *name, const char *phase, const struct install_progress *pg)
 {
-	struct job *j = arg;
+	struct install_job *j = arg;
 
 	struct job_require *q = NULL;
 	int i;
@@ -116,11 +229,12 @@ on_progress(void *arg, const char *name, const char *phase, const struct install
 static void *
 job_thread(void *arg)
 {
-	struct job *j = arg;
+	struct install_job *j = arg;
 	struct jobs *J = j->J;
+	struct install_observer obs = {.progress = on_progress, .arg = j};
+	struct install_req rq = {j->v.principal, j->v.op, 0, &obs};
 	struct install_result *r;
 	struct err e;
-	uint64_t bytes = 0;
 	int rc, i;
 
 	err_clear(&e);
@@ -128,13 +242,12 @@ job_thread(void *arg)
 	if (r == NULL)
 		rc = err_set(&e, "internal", "out of memory");
 	else
-		rc = J->ops->ensure(J->arg, j->cfg, j->v.tool, j->v.principal, j->v.op, on_progress, j, r,
-		                    &bytes, &e);
+		rc = run_install(J, j->cfg, j->v.tool, &rq, r, &e);
 	/* before the job is seen ended: once it is, jobs_free may free J */
 	jobs_release(J, j->cfg);
 	pthread_mutex_lock(&J->mu);
 	j->v.finished = time(NULL);
-	J->st.bytes += bytes;
+	J->st.bytes += r != NULL ? r->n.bytes_downloaded : 0;
 	J->st.running--;
 	if (rc == 0) {
 		j->v.status = JOB_SUCCEEDED;
@@ -160,14 +273,14 @@ job_thread(void *arg)
 }
 
 /* A slot for a new job: a free one, else the oldest finished. Under mu. */
-static struct job *
+static struct install_job *
 slot_take(struct jobs *J)
 {
-	struct job *best = NULL;
+	struct install_job *best = NULL;
 	int i;
 
 	for (i = 0; i < JOBS_MAX; i++) {
-		struct job *j = &J->slot[i];
+		struct install_job *j = &J->slot[i];
 
 		if (!j->used)
 			return j;
@@ -177,7 +290,7 @@ slot_take(struct jobs *J)
 	return best;
 }
 
-static struct job *
+static struct install_job *
 running_of(struct jobs *J, const char *tool)
 {
 	int i;
@@ -191,7 +304,7 @@ running_of(struct jobs *J, const char *tool)
 
 /* Wait (under mu) for job j to end or the time to pass; copy its view. */
 static int
-wait_job(struct jobs *J, struct job *j, int wait_ms, struct job_view *v, struct err *e)
+wait_job(struct jobs *J, struct install_job *j, int wait_ms, struct job_view *v, struct err *e)
 {
 	struct timespec until;
 	char id[JOB_ID_MAX];
@@ -218,11 +331,11 @@ int
 jobs_need(struct jobs *J, const struct config *cfg, const char *tool, const char *principal, const char *op,
           int wait_ms, struct job_view *v, struct err *e)
 {
+	struct install_req rq = {0};
 	struct install_result *r;
-	struct job *j;
+	struct install_job *j;
 	pthread_attr_t at;
 	pthread_t th;
-	uint64_t bytes;
 	int rc;
 
 	memset(v, 0, sizeof(*v));
@@ -241,7 +354,7 @@ jobs_need(struct jobs *J, const struct config *cfg, const char *tool, const char
 		return err_set(e, "internal", "out of memory");
 	/* The fast path: no lock, nothing written. */
 	err_clear(e);
-	if (J->ops->check(J->arg, cfg, tool, r, e) == 0 && r->state == INSTALL_READY) {
+	if (run_install(J, cfg, tool, &check, r, e) == 0 && r->state == INSTALL_READY) {
 		v->status = JOB_SUCCEEDED;
 		snprintf(v->entry, sizeof(v->entry), "%s", r->entry);
 		free(r);
@@ -256,7 +369,9 @@ jobs_need(struct jobs *J, const struct config *cfg, const char *tool, const char
 	if (!config_mode_installs_at_runtime(cfg->install.mode)) {
 		/* build, off: ensure answers install.required / disabled
 		 * without installing (or ready, found elsewhere). */
-		rc = J->ops->ensure(J->arg, cfg, tool, principal, op, NULL, NULL, r, &bytes, e);
+		rq.principal = principal;
+		rq.op = op;
+		rc = run_install(J, cfg, tool, &rq, r, e);
 		if (rc == 0) {
 			v->status = JOB_SUCCEEDED;
 			snprintf(v->entry, sizeof(v->entry), "%s", r->entry);
@@ -267,7 +382,7 @@ jobs_need(struct jobs *J, const struct config *cfg, const char *tool, const char
 		return rc == 0 ? 0 : -1;
 	}
 	free(r);
-	if ((v->retry_after = J->ops->backoff_left(J->arg, cfg, tool)) > 0)
+	if ((v->retry_after = backoff(J, cfg, tool, 0)) > 0)
 		return err_set(e, "install.backoff", "%s failed to install recently; retry in %d s", tool,
 		               v->retry_after);
 	err_clear(e);
@@ -314,31 +429,37 @@ jobs_need(struct jobs *J, const struct config *cfg, const char *tool, const char
 void
 jobs_reset(struct jobs *J, const struct config *cfg, const char *tool)
 {
-	J->ops->backoff_clear(J->arg, cfg, tool);
+	backoff(J, cfg, tool, 1);
 }
 
 void
 jobs_probe(struct jobs *J, const struct config *cfg, const char *tool, struct job_probe *p)
 {
 	struct install_result *r = calloc(1, sizeof(*r));
+	struct install_env *c = NULL;
 	struct err e;
+	long pid = 0;
 
 	memset(p, 0, sizeof(*p));
-	if (r == NULL) {
-		err_set(&p->err, "internal", "out of memory");
+	err_clear(&e);
+	if (r == NULL || (c = env_take(J, cfg, &e)) == NULL) {
+		if (e.code == NULL)
+			err_set(&e, "internal", "out of memory");
+		p->err = e;
+		free(r);
 		return;
 	}
-	err_clear(&e);
-	if (J->ops->check(J->arg, cfg, tool, r, &e) == 0 && r->state == INSTALL_READY) {
+	if (J->install(c, tool, &check, r, &e) == 0 && r->state == INSTALL_READY) {
 		p->ready = 1;
 		snprintf(p->entry, sizeof(p->entry), "%s", r->entry);
 	} else if (e.code != NULL && strcmp(e.code, "not_found") != 0) {
 		p->err = e;
 	}
 	free(r);
-	p->backoff = J->ops->backoff_left(J->arg, cfg, tool);
-	if (!p->ready && J->ops->progress(J->arg, cfg, tool, p->phase, sizeof(p->phase), &p->prog) == 0)
+	p->backoff = install_backoff_left(c, tool);
+	if (!p->ready && install_progress_read(c, tool, p->phase, sizeof(p->phase), &p->prog, &pid) == 0)
 		p->has_progress = 1;
+	env_put(J, cfg, c);
 }
 
 int
@@ -360,7 +481,7 @@ jobs_get(struct jobs *J, const char *id, struct job_view *v)
 int
 jobs_running(struct jobs *J, const char *tool, struct job_view *v)
 {
-	struct job *j;
+	struct install_job *j;
 	int rc = -1;
 
 	pthread_mutex_lock(&J->mu);

@@ -9,7 +9,9 @@
  * their slot is needed.
  *
  * Memory: the job table is sized at creation (JOBS_MAX); when every slot
- * holds a running job a new one is refused with request.busy (503).
+ * holds a running job a new one is refused with request.busy (503). The
+ * job layer calls the installer itself (install/install.h): the check,
+ * the install on a job's thread, the backoff, another process's progress.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -30,6 +32,9 @@
 /* A job thread runs the install engine, which keeps path buffers on its
  * stack; this is a reservation, not resident memory. */
 #define JOBS_STACK_SIZE (2u << 20)
+/* Install environments kept idle: one per worker busy at once is the most a
+ * steady load returns; more are freed. */
+#define JOBS_IDLE 16
 
 enum job_status {
 	JOB_PENDING,
@@ -62,37 +67,13 @@ struct job_view {
 	char entry[PATH_MAX]; /* JOB_SUCCEEDED: the executable */
 };
 
-/*
- * What the job layer asks of the installer: one named function per
- * operation, each with the configuration the request runs under and arg
- * (jobs_new's). The server's are over its install contexts (api_jobs.c);
- * tests pass their own.
- */
-struct jobs_ops {
-	/* The fast path: never locks, writes or installs. 0 with r READY; -1
-	 * with e not_found when the tool is not installed, or another code
-	 * (a manifest error). */
-	int (*check)(void *arg, const struct config *cfg, const char *tool, struct install_result *r,
-	             struct err *e);
-	/* install_ensure for principal and op, reporting through
-	 * progress(parg, ...); *bytes: the bytes it downloaded. Runs on a job's
-	 * thread, or at once in a mode that does not install at runtime. */
-	int (*ensure)(void *arg, const struct config *cfg, const char *tool, const char *principal,
-	              const char *op, install_progress_fn progress, void *parg, struct install_result *r,
-	              uint64_t *bytes, struct err *e);
-	/* Seconds left in tool's backoff, 0 = none. */
-	int (*backoff_left)(void *arg, const struct config *cfg, const char *tool);
-	/* Clear tool's backoff (the admin reset). */
-	void (*backoff_clear)(void *arg, const struct config *cfg, const char *tool);
-	/* What another process records installing tool (.progress.json): 0
-	 * with phase and p, or -1 when nothing is. */
-	int (*progress)(void *arg, const struct config *cfg, const char *tool, char *phase, size_t cap,
-	                struct install_progress *p);
-	/* Keep cfg alive past the request that passed it (a job's thread, a
-	 * session), until release. NULL: cfg always outlives the table. */
-	void (*hold)(void *arg, const struct config *cfg);
-	void (*release)(void *arg, const struct config *cfg);
-};
+/* The installer a job table runs: install_ensure, or a unit test's double
+ * of it. */
+typedef int (*jobs_install_fn)(struct install_env *env, const char *tool, const struct install_req *rq,
+                               struct install_result *r, struct err *e);
+/* Keep cfg alive past the request that passed it (a job's thread, a
+ * session): delta 1, until the same call with -1. */
+typedef void (*jobs_hold_fn)(void *arg, const struct config *cfg, int delta);
 
 /* Counters for /metrics. */
 struct jobs_stats {
@@ -102,14 +83,25 @@ struct jobs_stats {
 
 struct jobs;
 
-/* A job table over ops (which must outlive it) with arg. NULL when out of
- * memory. */
-struct jobs *jobs_new(const struct jobs_ops *ops, void *arg);
+/*
+ * A job table installing the tools of ms (which must outlive it) with
+ * install, in install environments it keeps idle between requests and jobs over
+ * the same configuration (JOBS_IDLE at most), so what an environment learns
+ * (parsed markers, proof lists, the HTTP client, the lockfile parse) serves
+ * request after request. hold (NULL: every cfg outlives the table) with arg
+ * keeps a job's configuration alive while its thread runs. NULL when out of
+ * memory.
+ */
+struct jobs *jobs_new(struct manifest_set *ms, jobs_install_fn install, jobs_hold_fn hold, void *arg);
 
-/* ops->hold / ops->release of J (sessions keep their request's
+/* hold(arg, cfg, 1) and (-1) of J (sessions keep their request's
  * configuration while they run). */
 void jobs_hold(struct jobs *J, const struct config *cfg);
 void jobs_release(struct jobs *J, const struct config *cfg);
+
+/* Free the idle environments over cfg: before cfg itself is freed (J may be
+ * NULL). */
+void jobs_forget(struct jobs *J, const struct config *cfg);
 
 /*
  * Make tool ready for a request. First a check that never installs

@@ -45,6 +45,21 @@ for f in core/*/*.c core/*/*.h; do
 done
 check "each core folder includes only itself and the layers below ($(head -3 "$bad" | tr '\n' ' '))" test ! -s "$bad"
 
+# A folder's private header (<module>_int.h: what its files share) is
+# included by that folder's files alone; the rest of the tree sees only the
+# public headers (core/install/install.h is the installer's whole front,
+# and struct install_env is defined in install_int.h, so no file outside
+# core/install can write a field of the installer's environment). Unit
+# tests and bench drivers, which test a module from inside, may.
+grep -nE '^#include "[a-z]+/[a-z0-9_]+_int\.h"' core/*/*.[ch] applets/*.[ch] | while IFS= read -r hit; do
+	inc=${hit#*\"}
+	case ${hit%%:*} in
+	core/"${inc%%/*}"/*) ;;
+	*) printf '%s\n' "$hit" ;;
+	esac
+done >"$bad"
+check "a folder's _int.h is included only inside it ($(head -3 "$bad" | tr '\n' ' '))" test ! -s "$bad"
+
 L="python3 $FIXTURES/layers.py"
 # the C files of tests and tools, under the same formatting and comment rules
 tc=$(ls tests/unit/*.[ch] tests/fuzz/*.[ch] tests/fixtures/*.c; find tools -name '*.c' | sort)

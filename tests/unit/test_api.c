@@ -13,6 +13,7 @@
 #include "server/jobs.h"
 #include "base/json.h"
 #include "server/ops.h"
+#include "install/install_int.h"
 
 /* ---- token presentation ------------------------------------------------ */
 
@@ -176,64 +177,53 @@ test_placeholders_hostile(void **st)
 
 /* ---- jobs with a fake engine ------------------------------------------ */
 
+/* The job table calls the install engine itself (check, backoff, progress)
+ * and install_ensure through the one function it is given: the fake stands
+ * in for that one, and records a failure's backoff as the engine does, in a
+ * real tools directory. */
 struct fake {
 	pthread_mutex_t mu;
 	int installed;    /* ready after an install */
 	int installs;     /* ensure() calls that installed */
 	int sleep_ms;     /* how long an install takes */
 	const char *fail; /* error code to fail with, or NULL */
-	int backoff;
-	int resets;
-	int held; /* an install waits until the test clears this (10 s at most) */
+	int held;         /* an install waits until the test clears this (10 s at most) */
 };
+static struct fake *fake;
 
 static int
-fake_check(void *arg, const struct config *set, const char *tool, struct install_result *r, struct err *e)
+fake_install(struct install_env *c, const char *tool, const struct install_req *rq, struct install_result *r,
+             struct err *e)
 {
-	struct fake *f = arg;
+	struct fake *f = fake;
 	int rc = 0;
 
 	pthread_mutex_lock(&f->mu);
 	if (f->installed) {
 		r->state = INSTALL_READY;
 		snprintf(r->entry, sizeof(r->entry), "/tools/%s", tool);
-	} else {
+	} else if (rq->flags & INSTALL_F_CHECK) {
 		r->state = INSTALL_MISSING;
 		rc = err_set(e, "not_found", "%s is not installed", tool);
-	}
-	pthread_mutex_unlock(&f->mu);
-	return rc;
-}
-
-static int
-fake_ensure(void *arg, const struct config *set, const char *tool, const char *principal, const char *op,
-            install_progress_fn progress, void *parg, struct install_result *r, uint64_t *bytes,
-            struct err *e)
-{
-	struct fake *f = arg;
-	int rc = 0;
-
-	*bytes = 0;
-	pthread_mutex_lock(&f->mu);
-	if (!config_mode_installs_at_runtime(set->install.mode)) {
+	} else if (!config_mode_installs_at_runtime(c->cfg->install.mode)) {
 		r->state = INSTALL_MISSING;
 		rc = err_set(e, "install.required", "%s: mode forbids installing", tool);
 	} else {
 		pthread_mutex_unlock(&f->mu);
-		if (progress != NULL) {
+		if (rq->obs != NULL && rq->obs->progress != NULL) {
 			struct install_progress pg = {10, 100, 0, 1};
-			progress(parg, tool, "download", &pg);
+			rq->obs->progress(rq->obs->arg, tool, "download", &pg);
 		}
 		usleep((useconds_t)f->sleep_ms * 1000);
 		for (int i = 0; i < 5000 && __atomic_load_n(&f->held, __ATOMIC_SEQ_CST); i++)
 			usleep(2000);
 		pthread_mutex_lock(&f->mu);
 		f->installs++;
-		*bytes = 100;
+		r->n.bytes_downloaded = 100;
 		if (f->fail != NULL) {
 			r->state = INSTALL_FAILED;
-			f->backoff = 30;
 			rc = err_set(e, f->fail, "%s failed", tool);
+			install_backoff_record(c, tool, e);
 		} else {
 			f->installed = 1;
 			r->state = INSTALL_READY;
@@ -244,40 +234,27 @@ fake_ensure(void *arg, const struct config *set, const char *tool, const char *p
 	return rc;
 }
 
-static int
-fake_backoff_left(void *arg, const struct config *set, const char *tool)
+/* A configuration in mode with its own tools directory (jobs_done removes
+ * it), installed by the fake f. */
+static struct config *
+jobs_set(struct fake *f, enum cfg_mode mode)
 {
-	struct fake *f = arg;
-	int left;
+	struct config *set = calloc(1, sizeof(*set));
 
-	pthread_mutex_lock(&f->mu);
-	left = f->backoff;
-	pthread_mutex_unlock(&f->mu);
-	return left;
+	fake = f;
+	assert_non_null(set);
+	assert_int_equal(unit_mkdtemp(set->tools_dir, sizeof(set->tools_dir), "test-jobs"), 0);
+	set->install.mode = mode;
+	return set;
 }
 
 static void
-fake_backoff_clear(void *arg, const struct config *set, const char *tool)
+jobs_done(struct jobs *J, struct config *set)
 {
-	struct fake *f = arg;
-
-	pthread_mutex_lock(&f->mu);
-	f->backoff = 0;
-	f->resets++;
-	pthread_mutex_unlock(&f->mu);
+	jobs_free(J);
+	unit_rmtree(set->tools_dir);
+	free(set);
 }
-
-/* nothing from other processes */
-static int
-fake_progress(void *arg, const struct config *set, const char *tool, char *phase, size_t cap,
-              struct install_progress *p)
-{
-	return -1;
-}
-
-static const struct jobs_ops fake_ops = {
-    fake_check, fake_ensure, fake_backoff_left, fake_backoff_clear, fake_progress, NULL, NULL,
-};
 
 struct caller {
 	struct jobs *J;
@@ -299,15 +276,14 @@ call(void *arg)
 static void
 test_jobs_concurrent_callers_share_one_install(void **st)
 {
-	struct fake f = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 200, NULL, 0, 0, 0};
-	struct config *set = calloc(1, sizeof(*set));
-	struct jobs *J = jobs_new(&fake_ops, &f);
+	struct fake f = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 200, NULL, 0};
+	struct config *set = jobs_set(&f, CFG_MODE_LAZY);
+	struct jobs *J = jobs_new(NULL, fake_install, NULL, NULL);
 	struct caller c[8];
 	pthread_t th[8];
 	struct jobs_stats s;
 	int i;
 
-	set->install.mode = CFG_MODE_LAZY;
 	for (i = 0; i < 8; i++) {
 		memset(&c[i], 0, sizeof(c[i]));
 		c[i].J = J;
@@ -326,21 +302,19 @@ test_jobs_concurrent_callers_share_one_install(void **st)
 	assert_int_equal(s.succeeded, 1);
 	assert_int_equal(s.bytes, 100);
 	assert_int_equal(s.running, 0);
-	jobs_free(J);
-	free(set);
+	jobs_done(J, set);
 }
 
 static void
 test_jobs_pending_then_join_then_done(void **st)
 {
 	/* the install runs until the pending answers have been looked at */
-	struct fake f = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, NULL, 0, 0, 1};
-	struct config *set = calloc(1, sizeof(*set));
-	struct jobs *J = jobs_new(&fake_ops, &f);
+	struct fake f = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, NULL, 1};
+	struct config *set = jobs_set(&f, CFG_MODE_LAZY);
+	struct jobs *J = jobs_new(NULL, fake_install, NULL, NULL);
 	struct job_view v, v2, v3;
 	struct err e;
 
-	set->install.mode = CFG_MODE_LAZY;
 	assert_int_equal(jobs_need(J, set, "tool", "p", "op", 50, &v, &e), 1);
 	assert_int_equal(v.status, JOB_PENDING);
 	assert_int_equal(strncmp(v.id, "ij_", 3), 0);
@@ -357,51 +331,47 @@ test_jobs_pending_then_join_then_done(void **st)
 	assert_int_equal(jobs_running(J, "tool", &v3), -1);
 	assert_int_equal(jobs_get(J, "ij_0000000000000000", &v3), -1);
 	assert_int_equal(f.installs, 1);
-	jobs_free(J);
-	free(set);
+	jobs_done(J, set);
 }
 
 static void
 test_jobs_failure_backoff_reset(void **st)
 {
-	struct fake f = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 10, "install.checksum_mismatch", 0, 0, 0};
-	struct config *set = calloc(1, sizeof(*set));
-	struct jobs *J = jobs_new(&fake_ops, &f);
+	struct fake f = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 10, "install.checksum_mismatch", 0};
+	struct config *set = jobs_set(&f, CFG_MODE_LAZY);
+	struct jobs *J = jobs_new(NULL, fake_install, NULL, NULL);
 	struct job_view v;
 	struct jobs_stats s;
 	struct err e;
 
-	set->install.mode = CFG_MODE_LAZY;
 	assert_int_equal(jobs_need(J, set, "tool", "p", "op", 5000, &v, &e), -1);
 	assert_string_equal(e.code, "install.checksum_mismatch");
 	assert_int_equal(v.status, JOB_FAILED);
 	/* a recent failure: backoff, no new job */
 	assert_int_equal(jobs_need(J, set, "tool", "p", "op", 5000, &v, &e), -1);
 	assert_string_equal(e.code, "install.backoff");
-	assert_int_equal(v.retry_after, 30);
+	/* the engine's record: 30 s from the failure, a second may have passed */
+	assert_in_range(v.retry_after, 29, 30);
 	assert_int_equal(f.installs, 1);
 	jobs_reset(J, set, "tool");
-	assert_int_equal(f.resets, 1);
 	assert_int_equal(jobs_need(J, set, "tool", "p", "op", 5000, &v, &e), -1);
 	assert_string_equal(e.code, "install.checksum_mismatch");
 	assert_int_equal(f.installs, 2);
 	jobs_get_stats(J, &s);
 	assert_int_equal(s.failed, 2);
-	jobs_free(J);
-	free(set);
+	jobs_done(J, set);
 }
 
 static void
 test_jobs_mode_build_never_starts_a_job(void **st)
 {
-	struct fake f = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 10, NULL, 0, 0, 0};
-	struct config *set = calloc(1, sizeof(*set));
-	struct jobs *J = jobs_new(&fake_ops, &f);
+	struct fake f = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 10, NULL, 0};
+	struct config *set = jobs_set(&f, CFG_MODE_BUILD);
+	struct jobs *J = jobs_new(NULL, fake_install, NULL, NULL);
 	struct job_view v;
 	struct jobs_stats s;
 	struct err e;
 
-	set->install.mode = CFG_MODE_BUILD;
 	assert_int_equal(jobs_need(J, set, "tool", "p", "op", 5000, &v, &e), -1);
 	assert_string_equal(e.code, "install.required");
 	jobs_get_stats(J, &s);
@@ -410,8 +380,7 @@ test_jobs_mode_build_never_starts_a_job(void **st)
 	/* already installed: ready in any mode */
 	f.installed = 1;
 	assert_int_equal(jobs_need(J, set, "tool", "p", "op", 5000, &v, &e), 0);
-	jobs_free(J);
-	free(set);
+	jobs_done(J, set);
 }
 
 int

@@ -22,6 +22,8 @@
 #include "base/json.h"
 
 static char dir[64];
+/* A request from the command line, and a check. */
+static const struct install_req rq, check = {.flags = INSTALL_F_CHECK};
 
 static int
 setup(void **state)
@@ -554,7 +556,7 @@ test_check_only_and_modes(void **state)
 {
 	static struct config set;
 	static struct manifest_set ms;
-	static struct install_ctx c;
+	static struct install_env c;
 	struct manifest_opts mo = {.platform = "linux-x64"};
 	struct install_result r;
 	struct err e;
@@ -566,20 +568,20 @@ test_check_only_and_modes(void **state)
 	snprintf(set.state_dir, sizeof(set.state_dir), "%s/state", dir);
 	set.install.use_path = 0;
 	assert_int_equal(manifest_set_open(&ms, NULL, &mo, &e), 0);
-	assert_int_equal(install_ctx_init(&c, &ms, &set, "linux-x64", NULL, &e), 0);
+	assert_int_equal(install_env_init(&c, &ms, &set, "linux-x64", NULL, &e), 0);
 	/* check-only: missing, and nothing is created */
-	assert_int_equal(install_ensure(&c, "node-runtime", INSTALL_F_CHECK, &r, &e), -1);
+	assert_int_equal(install_ensure(&c, "node-runtime", &check, &r, &e), -1);
 	assert_int_equal(r.state, INSTALL_MISSING);
 	assert_int_equal(access(tools, F_OK), -1);
-	assert_int_equal(install_ensure(&c, "no-such-tool", 0, &r, &e), -1);
+	assert_int_equal(install_ensure(&c, "no-such-tool", &rq, &r, &e), -1);
 	assert_string_equal(e.code, "not_found");
 	/* mode off never installs; build only under prepare */
 	set.install.mode = CFG_MODE_OFF;
-	assert_int_equal(install_ensure(&c, "node-runtime", 0, &r, &e), -1);
+	assert_int_equal(install_ensure(&c, "node-runtime", &rq, &r, &e), -1);
 	assert_string_equal(e.code, "install.disabled");
 	assert_int_equal(r.state, INSTALL_DISABLED);
 	set.install.mode = CFG_MODE_BUILD;
-	assert_int_equal(install_ensure(&c, "node-runtime", 0, &r, &e), -1);
+	assert_int_equal(install_ensure(&c, "node-runtime", &rq, &r, &e), -1);
 	assert_string_equal(e.code, "install.required");
 	assert_int_equal(r.state, INSTALL_MISSING);
 	assert_int_equal(access(tools, F_OK), -1);
@@ -588,14 +590,14 @@ test_check_only_and_modes(void **state)
 	mkdir(tools, 0700);
 	snprintf(marker, sizeof(marker), "%s/.locks", tools);
 	mkdir(marker, 0700);
-	install_ctx_free(&c);
-	assert_int_equal(install_ctx_init(&c, &ms, &set, "linux-x64", NULL, &e), 0);
+	install_env_fini(&c);
+	assert_int_equal(install_env_init(&c, &ms, &set, "linux-x64", NULL, &e), 0);
 	put("tools/.locks/node-runtime.backoff", "{\"failures\":1,\"until\":99999999999,\"seconds\":30}",
 	    0600);
 	if (install_backoff_left(&c, "node-runtime") <= 0)
 		fail_msg("no backoff: chain[0]=%s writable=%d why=%s", c.chain.d[0].path,
 		         c.chain.d[0].writable, c.chain.d[0].why);
-	assert_int_equal(install_ensure(&c, "node-runtime", 0, &r, &e), -1);
+	assert_int_equal(install_ensure(&c, "node-runtime", &rq, &r, &e), -1);
 	assert_string_equal(e.code, "install.backoff");
 	assert_true(r.retry_after > 0 && r.retry_after <= INSTALL_BACKOFF_MAX);
 	assert_non_null(strstr(e.details, "retry_after"));
@@ -609,9 +611,9 @@ test_check_only_and_modes(void **state)
 		struct install_marker mk;
 		assert_int_equal(install_marker_read(tools, "node-runtime", &mk, &e), -1);
 	}
-	assert_int_equal(install_ensure(&c, "node-runtime", INSTALL_F_CHECK, &r, &e), -1);
+	assert_int_equal(install_ensure(&c, "node-runtime", &check, &r, &e), -1);
 	assert_int_equal(r.state, INSTALL_MISSING);
-	install_ctx_free(&c);
+	install_env_fini(&c);
 	manifest_set_close(&ms);
 }
 
@@ -623,7 +625,7 @@ test_npm_lock_parsed_once(void **state)
 {
 	static struct config set;
 	static struct manifest_set ms;
-	static struct install_ctx c;
+	static struct install_env c;
 	struct manifest_opts mo = {.platform = "linux-x64"};
 	manifest_t *m = malloc(sizeof(*m));
 	const char *man =
@@ -654,7 +656,7 @@ test_npm_lock_parsed_once(void **state)
 	snprintf(path, sizeof(path), "%s/cache", dir);
 	set.install.mode = CFG_MODE_OFFLINE;
 	assert_int_equal(manifest_set_open(&ms, NULL, &mo, &e), 0);
-	assert_int_equal(install_ctx_init(&c, &ms, &set, "linux-x64", path, &e), 0);
+	assert_int_equal(install_env_init(&c, &ms, &set, "linux-x64", path, &e), 0);
 	assert_int_equal(install_npm_probe_url(&c, m, url, sizeof(url)), 1);
 	assert_string_equal(url, "https://registry.npmjs.org/@openai/codex/-/codex-0.1.0.tgz");
 	assert_non_null(c.npm_lock);
@@ -675,9 +677,9 @@ test_npm_lock_parsed_once(void **state)
 	assert_string_equal(e.code, "install.disabled");
 	assert_int_equal(strlen(info.lock_sha256), 64);
 	/* every platform is another parse, which now fails */
-	assert_int_equal(install_npm_fetch(&c, m, "all", &info, &e), -1);
+	assert_int_equal(install_npm_fetch(&c, &rq, m, "all", &info, NULL, &e), -1);
 	assert_non_null(strstr(e.msg, "package-lock.json"));
-	install_ctx_free(&c);
+	install_env_fini(&c);
 	assert_null(c.npm_lock);
 	manifest_set_close(&ms);
 	free(m);
@@ -688,7 +690,7 @@ test_npm_lock_parsed_once(void **state)
 static void
 test_probe_cached_per_process(void **state)
 {
-	struct install_ctx c1, c2;
+	struct install_env c1, c2;
 	struct sockaddr_in sa;
 	socklen_t sl = sizeof(sa);
 	struct err e;
@@ -792,7 +794,7 @@ test_requires_beside(void **state)
 {
 	static struct config set;
 	static struct manifest_set ms;
-	static struct install_ctx c;
+	static struct install_env c;
 	struct manifest_opts mo = {.platform = "linux-x64"};
 	struct install_result r;
 	struct err e;
@@ -809,26 +811,24 @@ test_requires_beside(void **state)
 	set.install.mode = CFG_MODE_OFFLINE;
 	snprintf(p, sizeof(p), "%s/m", dir);
 	assert_int_equal(manifest_set_open(&ms, p, &mo, &e), 0);
-	assert_int_equal(install_ctx_init(&c, &ms, &set, "linux-x64", NULL, &e), 0);
+	assert_int_equal(install_env_init(&c, &ms, &set, "linux-x64", NULL, &e), 0);
 	req_main = pthread_self();
-	c.obs = &req_obs;
-	if (install_ensure(&c, "utop", 0, &r, &e) != 0)
+	if (install_ensure(&c, "utop", &(struct install_req){.obs = &req_obs}, &r, &e) != 0)
 		fail_msg("ensure utop: %s: %s", e.code, e.msg);
 	assert_int_equal(r.installed, 1);
 	assert_int_equal(req_calls, 1);
 	assert_int_equal(req_rc, 0);
 	assert_int_equal(req_elsewhere, 1);
-	assert_int_equal(c.installs, 2); /* the require's counted too */
+	assert_int_equal(r.n.installs, 2); /* the require's counted too */
 	snprintf(p, sizeof(p), "%s/tools/ubase/.installed.json", dir);
 	assert_int_equal(access(p, F_OK), 0);
-	install_ctx_free(&c);
+	install_env_fini(&c);
 
 	/* the require's artifact is not in this cache (offline): it fails */
 	snprintf(set.tools_dir, sizeof(set.tools_dir), "%s/tools2", dir);
-	assert_int_equal(install_ctx_init(&c, &ms, &set, "linux-x64", NULL, &e), 0);
-	c.obs = &req_obs;
+	assert_int_equal(install_env_init(&c, &ms, &set, "linux-x64", NULL, &e), 0);
 	req_calls = 0;
-	assert_int_equal(install_ensure(&c, "utop", 0, &r, &e), -1);
+	assert_int_equal(install_ensure(&c, "utop", &(struct install_req){.obs = &req_obs}, &r, &e), -1);
 	assert_int_equal(req_calls, 1);
 	assert_int_equal(req_rc, -1);
 	assert_non_null(e.code);
@@ -841,7 +841,7 @@ test_requires_beside(void **state)
 	snprintf(p, sizeof(p), "%s/tools2/.locks/ubase.backoff", dir);
 	assert_int_equal(access(p, F_OK), 0);
 	sh_in("tools2", "test -z \"$(ls -A .staging)\"");
-	install_ctx_free(&c);
+	install_env_fini(&c);
 	manifest_set_close(&ms);
 }
 
@@ -877,7 +877,7 @@ test_artifact_swapped_after_hash(void **state)
 {
 	static struct config set;
 	static struct manifest_set ms;
-	static struct install_ctx c;
+	static struct install_env c;
 	struct manifest_opts mo = {.platform = "linux-x64"};
 	struct install_result r;
 	struct err e;
@@ -895,10 +895,10 @@ test_artifact_swapped_after_hash(void **state)
 	set.install.mode = CFG_MODE_OFFLINE;
 	snprintf(p, sizeof(p), "%s/m", dir);
 	assert_int_equal(manifest_set_open(&ms, p, &mo, &e), 0);
-	assert_int_equal(install_ctx_init(&c, &ms, &set, "linux-x64", NULL, &e), 0);
+	assert_int_equal(install_env_init(&c, &ms, &set, "linux-x64", NULL, &e), 0);
 	install_test_hashed_fn = swap_artifact;
 	swap_how = 1;
-	if (install_ensure(&c, "uswap", 0, &r, &e) != 0)
+	if (install_ensure(&c, "uswap", &rq, &r, &e) != 0)
 		fail_msg("ensure uswap: %s: %s", e.code, e.msg);
 	assert_int_equal(swap_calls, 1);
 	snprintf(p, sizeof(p), "%s/bin/uswap", r.tree);
@@ -909,21 +909,21 @@ test_artifact_swapped_after_hash(void **state)
 	assert_true(n > 0);
 	body[n] = '\0';
 	assert_string_equal(body, "#!/bin/sh\nexit 0\n");
-	install_ctx_free(&c);
+	install_env_fini(&c);
 
 	/* the hashed file itself written to: refused, nothing published */
 	sh_in(".",
 	      "rm -rf tools/uswap tools/.cache/trees && cp uswap.tgz tools/.cache/$(sha256sum <uswap.tgz | "
 	      "cut -d' ' -f1) && tar czf forged.tgz -C forged bin");
-	assert_int_equal(install_ctx_init(&c, &ms, &set, "linux-x64", NULL, &e), 0);
+	assert_int_equal(install_env_init(&c, &ms, &set, "linux-x64", NULL, &e), 0);
 	swap_how = 2;
-	assert_int_equal(install_ensure(&c, "uswap", 0, &r, &e), -1);
+	assert_int_equal(install_ensure(&c, "uswap", &rq, &r, &e), -1);
 	assert_string_equal(e.code, "install.checksum_mismatch");
 	assert_non_null(strstr(e.msg, "changed after it was verified"));
 	snprintf(p, sizeof(p), "%s/tools/uswap/.installed.json", dir);
 	assert_int_equal(access(p, F_OK), -1);
 	install_test_hashed_fn = NULL;
-	install_ctx_free(&c);
+	install_env_fini(&c);
 	manifest_set_close(&ms);
 }
 

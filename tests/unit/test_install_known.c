@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "base/digest.h"
-#include "install/install.h"
+#include "install/install_int.h"
 
 static char dir[64];
 

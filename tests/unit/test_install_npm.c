@@ -12,14 +12,15 @@
 
 #include "config/config.h"
 #include "base/digest.h"
-#include "install/install.h"
+#include "install/install_int.h"
 #include "base/json.h"
 #include "pkg/manifest.h"
 
 static char dir[64], reg[128];
 static struct manifest_set ms;
 static struct config set;
-static struct install_ctx ctx;
+static struct install_env ctx;
+static const struct install_req rq; /* from the command line */
 static int reg_pid;
 
 static const char build_py[] =
@@ -139,7 +140,7 @@ setup(void **state)
 	mkdir(set.tools_dir, 0700);
 	snprintf(p, sizeof(p), "%s/m", dir);
 	if (manifest_set_open(&ms, p, &mo, &e) != 0 ||
-	    install_ctx_init(&ctx, &ms, &set, "linux-x64", NULL, &e) != 0) {
+	    install_env_init(&ctx, &ms, &set, "linux-x64", NULL, &e) != 0) {
 		fprintf(stderr, "%s: %s\n", e.code, e.msg);
 		return -1;
 	}
@@ -149,7 +150,7 @@ setup(void **state)
 static int
 teardown(void **state)
 {
-	install_ctx_free(&ctx);
+	install_env_fini(&ctx);
 	manifest_set_close(&ms);
 	if (reg_pid > 0)
 		kill(reg_pid, SIGTERM);
@@ -191,7 +192,7 @@ test_refusals_download_nothing(void **state)
 	struct err e;
 
 	set.install.mode = CFG_MODE_OFFLINE;
-	assert_int_equal(install_npm_fetch(&ctx, tool("app"), "linux-x64", &info, &e), -1);
+	assert_int_equal(install_npm_fetch(&ctx, &rq, tool("app"), "linux-x64", &info, NULL, &e), -1);
 	assert_string_equal(e.code, "install.disabled");
 	assert_non_null(strstr(e.msg, "mode offline"));
 	set.install.mode = CFG_MODE_LAZY;
@@ -204,7 +205,7 @@ test_refusals_download_nothing(void **state)
 	nolock = tool("nolock");
 	snprintf(p, sizeof(p), "%s/m/nolock/package-lock.json", dir);
 	assert_int_equal(unlink(p), 0);
-	assert_int_equal(install_npm_fetch(&ctx, nolock, "linux-x64", &info, &e), -1);
+	assert_int_equal(install_npm_fetch(&ctx, &rq, nolock, "linux-x64", &info, NULL, &e), -1);
 	assert_non_null(strstr(e.msg, "package-lock.json"));
 	assert_int_equal(requests(), before);
 	/* The probe and the SBOM of a tool whose lockfile does not load: none. */
@@ -256,7 +257,7 @@ test_integrity_mismatch(void **state)
 	struct install_npm_info info;
 	struct err e;
 
-	assert_int_equal(install_npm_fetch(&ctx, tool("badint"), "linux-x64", &info, &e), -1);
+	assert_int_equal(install_npm_fetch(&ctx, &rq, tool("badint"), "linux-x64", &info, NULL, &e), -1);
 	assert_string_equal(e.code, "install.checksum_mismatch");
 }
 
@@ -278,7 +279,7 @@ test_fetch_then_stage_offline(void **state)
 	size_t n;
 
 	memset(&info, 0, sizeof(info));
-	assert_int_equal(install_npm_fetch(&ctx, tool("app"), "linux-x64", &info, &e), 0);
+	assert_int_equal(install_npm_fetch(&ctx, &rq, tool("app"), "linux-x64", &info, NULL, &e), 0);
 	assert_int_equal(info.packages, 2);
 	assert_int_equal(info.fetched, 2);
 	assert_int_equal(info.cached, 0);
@@ -294,7 +295,7 @@ test_fetch_then_stage_offline(void **state)
 
 	before = requests();
 	memset(&info, 0, sizeof(info));
-	assert_int_equal(install_npm_fetch(&ctx, tool("app"), "linux-x64", &info, &e), 0);
+	assert_int_equal(install_npm_fetch(&ctx, &rq, tool("app"), "linux-x64", &info, NULL, &e), 0);
 	assert_int_equal(info.fetched, 0);
 	assert_int_equal(info.cached, 2);
 	assert_int_equal(info.downloaded, 0);

@@ -14,7 +14,7 @@
 #include <time.h>
 
 #include "config/config.h"
-#include "install/install.h"
+#include "install/install_int.h"
 
 static double
 now_us(void)
@@ -30,7 +30,7 @@ main(int argc, char **argv)
 {
 	static struct config set;
 	static struct manifest_set ms;
-	static struct install_ctx ctx;
+	static struct install_env ctx;
 	struct config_flag fl[2];
 	struct manifest_opts mo = {.platform = NULL};
 	struct install_result r;
@@ -51,7 +51,7 @@ main(int argc, char **argv)
 		goto fail;
 	mo.platform = manifest_platform_self();
 	if (manifest_set_open(&ms, set.manifests_dir[0] ? set.manifests_dir : NULL, &mo, &e) < 0 ||
-	    install_ctx_init(&ctx, &ms, &set, NULL, NULL, &e) < 0 ||
+	    install_env_init(&ctx, &ms, &set, NULL, NULL, &e) < 0 ||
 	    (m = manifest_get(&ms, argv[3], &e)) == NULL)
 		goto fail;
 	if (install_fast_path(&ctx, m, &r, &e) != 1) {
@@ -61,12 +61,12 @@ main(int argc, char **argv)
 	t0 = now_us();
 	for (i = 0; i < n; i++) {
 		if (fresh) {
-			static struct install_ctx c2;
-			if (install_ctx_init(&c2, &ms, &set, NULL, NULL, &e) < 0)
+			static struct install_env c2;
+			if (install_env_init(&c2, &ms, &set, NULL, NULL, &e) < 0)
 				goto fail;
 			if (install_fast_path(&c2, m, &r, &e) != 1)
 				return 1;
-			install_ctx_free(&c2);
+			install_env_fini(&c2);
 		} else if (install_fast_path(&ctx, m, &r, &e) != 1) {
 			return 1;
 		}
