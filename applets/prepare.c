@@ -201,6 +201,9 @@ dry_run(struct tooling *t, struct item *items, int n)
 		json_w_kstr(&w, "name", m->name);
 		json_w_kstr(&w, "version", m->version);
 		json_w_kint(&w, "size_hint_mb", m->size_hint_mb);
+		if (manifest_unpacked_size(m, manifest_platform_self()) > 0)
+			json_w_kint(&w, "unpacked_size",
+			            (int64_t)manifest_unpacked_size(m, manifest_platform_self()));
 		json_w_key(&w, "hosts");
 		json_w_arr(&w);
 		for (h = 0; h < m->nhosts; h++)
@@ -216,10 +219,11 @@ dry_run(struct tooling *t, struct item *items, int n)
 		}
 		json_w_end(&w);
 		if (!t->json) {
-			char hosts[600];
+			char hosts[600], size[32];
 			prepare_plan_hosts(t->cfg->install.npm_mirror, m, hosts, sizeof(hosts));
-			printf("%-16s %-12s %6ld MiB  %-28s %-20s %s\n", m->name, m->version, m->size_hint_mb,
-			       hosts, items[i].why, state);
+			prepare_plan_size(m, size, sizeof(size));
+			printf("%-16s %-12s %10s  %-28s %-20s %s\n", m->name, m->version, size, hosts,
+			       items[i].why, state);
 		}
 	}
 	json_w_end(&w);

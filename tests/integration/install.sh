@@ -736,6 +736,34 @@ if [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null; then
 	expect "the space check counts a require not installed yet: install.no_space" 1 "" \
 		"install.no_space: spaceapp 1.0.0 needs 16 MiB free (2 x size_hint_mb, its requires' included)"
 	rm -f "$M/spacedep.json" "$M/spaceapp.json"
+	# A tree that fills the disk while it is extracted (8 MB of zeros from a
+	# download of a few KiB, no unpacked_size): install.no_space, not
+	# install.failed, and nothing is left of it.
+	mktool kzeros 1.0.0
+	head -c 8000000 /dev/zero >"$T/src/pkg/share/zeros.bin"
+	tar czf "$W/kzeros-1.0.0.tgz" -C "$T/src" pkg
+	mkman kzeros /f/kzeros-1.0.0.tgz "$(sha "$W/kzeros-1.0.0.tgz")"
+	mkdir -p "$T/fullx"
+	run unshare -m sh -c "mount -t tmpfs -o size=3m tmpfs '$T/fullx' && exec '$BIN' prepare --manifests '$M' --tools-dir '$T/fullx/tools' --only kzeros"
+	expect "a disk that fills during the extraction: install.no_space" 1 "" "install.no_space: "
+	check "... with its fix" grep -q 'fix: free space' "$T/err"
+	# unpacked_size (recorded by lock) replaces twice the hint: a tool of
+	# 424 MiB with a hint of 450 fits on 600 MiB (twice the hint would be
+	# 900), and the same tree said to be 8 MiB is refused on 3 MiB before
+	# any download, naming its unpacked size.
+	mktool kreal 1.0.0
+	mkman kreal /f/kreal-1.0.0.tgz "$(sha "$W/kreal-1.0.0.tgz")" "\"unpacked_size\":{\"$PLATFORM\":444596224}"
+	sed -i 's/"size_hint_mb":1/"size_hint_mb":450/' "$M/kreal.json"
+	mkdir -p "$T/full600"
+	run unshare -m sh -c "mount -t tmpfs -o size=600m tmpfs '$T/full600' && exec '$BIN' prepare --manifests '$M' --tools-dir '$T/full600/tools' --only kreal"
+	expect "unpacked_size 424 MiB with a hint of 450 installs on 600 MiB free" 0 "kreal 1.0.0: installed"
+	mkman kreal /f/kzeros-1.0.0.tgz "$(sha "$W/kzeros-1.0.0.tgz")" "\"unpacked_size\":{\"$PLATFORM\":8000123}" bin/kzeros
+	G0=$(gets kzeros-1.0.0.tgz)
+	run unshare -m sh -c "mount -t tmpfs -o size=3m tmpfs '$T/fullx' && exec '$BIN' prepare --manifests '$M' --tools-dir '$T/fullx/tools' --only kreal"
+	expect "unpacked_size 8 MiB on 3 MiB: install.no_space before the download" 1 "" \
+		"install.no_space: kreal 1.0.0 needs 26 MiB free (unpacked_size 8 MiB, plus a quarter and 16 MiB for downloads and filesystem blocks)"
+	check "... nothing downloaded" test "$(gets kzeros-1.0.0.tgz)" = "$G0"
+	rm -f "$M/kreal.json" "$M/kzeros.json"
 else
 	skip "a disk that fills mid-install" "needs root and mount namespaces"
 fi
