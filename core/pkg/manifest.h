@@ -359,6 +359,16 @@ int manifest_read_sibling(const manifest_t *m, const char *rel, size_t max, char
  * Returns 0 or -1 with install.manifest_invalid naming the JSON path.
  */
 int manifest_npm_validate(manifest_t *m, const struct json_val *src, struct err *e);
+
+/*
+ * An npm-lock bin template ("node_modules/@s/x-{platform}{musl}/bin/x") for
+ * platform, a musl or glibc system and a CPU without AVX2 (baseline) or
+ * with, into out[0..cap): the placeholders of core/pkg/manifest_npm.c.
+ * Returns 1 when it has {baseline} (the vendor ships CPU levels), 0 when
+ * not, -1 for an unknown placeholder, -2 when out is too small.
+ */
+int manifest_bin_expand(const char *tmpl, const char *platform, int musl, int baseline, char *out,
+                        size_t cap);
 int manifest_npm_check_lock(manifest_t *m, const char *lock, size_t len, const char *npm_mirror,
                             struct err *e);
 
