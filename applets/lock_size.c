@@ -168,7 +168,7 @@ bin_only(const char *bin, const char *package, char *only, size_t cap)
 /* Sizes measured so far, by resolved URL: a package shared by several
  * variants is downloaded once. */
 struct measured {
-	const char *url; /* into the lockfile document */
+	char *url; /* owned: each variant's lockfile document is freed */
 	uint64_t bytes;
 };
 
@@ -204,7 +204,10 @@ variant_size(const struct lock_npm_sizes *z, const struct npmlock_opts *lo, stru
 				npmlock_free(&l);
 				return -1;
 			}
-			ms[k].url = p->resolved;
+			if ((ms[k].url = strdup(p->resolved)) == NULL) {
+				npmlock_free(&l);
+				return err_set(e, "internal", "out of memory");
+			}
 			(*nms)++;
 		}
 		*sum += ms[k].bytes;
@@ -261,6 +264,8 @@ lock_npm_sizes(const struct lock_npm_sizes *z, char plat[][16], uint64_t *bytes,
 			         (unsigned long long)best, (unsigned long long)((best + 1048575) >> 20));
 		}
 	}
+	while (nms > 0)
+		free(ms[--nms].url);
 	free(ms);
 	return rc < 0 ? -1 : 0;
 }

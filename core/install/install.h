@@ -461,6 +461,37 @@ int install_npm_blobs(struct install_ctx *c, const manifest_t *m, const char *pl
                       void (*fn)(void *arg, const struct npmlock_pkg *p, const char *hex), void *arg,
                       struct err *e);
 
+/* The integrity digest of every package m's lockfile pins, for every
+ * platform (inside a parent's tarball: none): fn(arg, digest). 0, or -1
+ * with e (the lockfile did not load). */
+int install_npm_digests(struct install_ctx *c, const manifest_t *m,
+                        void (*fn)(void *arg, const struct digest *d), void *arg, struct err *e);
+
+/*
+ * prepare --prune (core/install/install_prune.c): remove from the first
+ * writable tools directory of c and from c's cache what no manifest of
+ * c->ms references: a tool's trees other than the one its marker names,
+ * dead installers' staging, temporary files whose writer is gone (or that
+ * aged past an hour), downloads, aliases and extracted trees of no pinned
+ * artifact or lockfile package, verify.argv notes of no manifest's
+ * version. A tool whose lock another process holds keeps its trees and
+ * staging; while any does, the cache keeps its downloads and trees too (an
+ * install may use them). A tool no manifest of c->ms knows is left alone.
+ * With dry, nothing is removed. say(arg, path, bytes) for each entry
+ * removed (or that would be), held(arg, name) for each tool left alone
+ * for its lock; *bytes and *entries the totals (blocks on the disk).
+ * Returns 0, or -1 with e (no writable tools directory, a directory that
+ * cannot be read).
+ */
+struct install_prune_report {
+	void (*say)(void *arg, const char *path, uint64_t bytes);
+	void (*held)(void *arg, const char *name);
+	void *arg;
+	int dry;
+	uint64_t bytes, entries;
+};
+int install_prune(struct install_ctx *c, struct install_prune_report *r, struct err *e);
+
 void install_backoff_clear(struct install_ctx *c, const char *name);
 
 /* Seconds left in name's backoff (0 = none) in the tools directory installs

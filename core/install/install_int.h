@@ -54,6 +54,10 @@ void install_details_phase(struct err *e, const char *phase);
 /* Remove what crashed installers left in dir (names starting with prefix,
  * NULL = any) older than INSTALL_STAGING_MAX_AGE. */
 void install_collect_stale(const char *dir, const char *prefix);
+/* The rule install_collect_stale removes by: name in dfd (st its lstat) is
+ * older than INSTALL_STAGING_MAX_AGE at now, or a partial download whose
+ * writer is gone. 1 or 0. */
+int install_tmp_stale(int dfd, const char *name, const struct stat *st, time_t now);
 
 /*
  * A tool's requires, ensured beside its install by install.c: on a thread

@@ -596,6 +596,55 @@ prep "$T/t10" --only redir
 expect "a redirect to a host outside hosts is refused" 1 "" "http.redirect"
 check "the redirect target got no request" sh -c "! grep -q 'host=127.0.0.1' '$T/req.log'"
 
+# ---- prepare --prune: what no manifest references, never what an install holds
+mktool pr 1.0.0
+mkman pr /f/pr-1.0.0.tgz "$(sha "$W/pr-1.0.0.tgz")"
+PRS=$(sha "$W/pr-1.0.0.tgz")
+PD=$T/tp
+prep "$PD" --only pr
+expect "prune: the tool installs (cache kept)" 0 "pr 1.0.0: installed"
+prune_junk() { # what an older version, an interrupted run and other manifests left
+	mkdir -p "$PD/pr/0.9.0-$PLATFORM/bin" "$PD/.staging/pr-0123abcd/tree" "$PD/.cache/trees/sha256-$(sha_str old)-tar1-s1/tree"
+	head -c 300000 /dev/urandom >"$PD/pr/0.9.0-$PLATFORM/bin/pr"
+	head -c 40000 /dev/urandom >"$PD/.staging/pr-0123abcd/tree/x"
+	head -c 50000 /dev/urandom >"$PD/.cache/$(sha_str blob)"
+	sha_str blob >"$PD/.cache/sha512-$(sha_str alias)$(sha_str alias)"
+	head -c 20000 /dev/urandom >"$PD/.cache/trees/sha256-$(sha_str old)-tar1-s1/tree/f"
+	echo '{}' >"$PD/.cache/trees/gone-0.1.0-$PLATFORM-glibc.verified"
+	head -c 7000 /dev/urandom >"$PD/.cache/.tmp-0123456789abcdef"
+}
+prune_junk
+_keep="$PD/pr/1.0.0-$PLATFORM/bin/pr $PD/.cache/$PRS"
+_gone="$PD/pr/0.9.0-$PLATFORM $PD/.staging/pr-0123abcd $PD/.cache/$(sha_str blob) $PD/.cache/sha512-$(sha_str alias)$(sha_str alias) $PD/.cache/trees/sha256-$(sha_str old)-tar1-s1 $PD/.cache/trees/gone-0.1.0-$PLATFORM-glibc.verified $PD/.cache/.tmp-0123456789abcdef"
+_tmpdu=$(du -s -B1 "$PD/.cache/.tmp-0123456789abcdef" | cut -f1)
+_du=0
+for g in $_gone; do _du=$((_du + $(du -s -B1 "$g" | cut -f1))); done
+run "$BIN" prepare --prune --dry-run --manifests "$M" --tools-dir "$PD"
+expect "prune --dry-run: what it would free, in bytes as du counts them" 0 "in 7 entries ($_du bytes)"
+check "... removing nothing" sh -c "for g in $_gone; do test -e \$g || exit 1; done"
+# an install that holds pr's lock: its trees, staging and the cache's blobs stay
+mkdir -p "$PD/.locks" && : >>"$PD/.locks/pr.lock"
+bg flock "$PD/.locks/pr.lock" sh -c "touch '$T/pr.held'; while [ ! -e '$T/pr.release' ]; do sleep 0.05; done"
+_holder=$BGPID
+wait_until 10 "test -e '$T/pr.held'"
+run "$BIN" prepare --prune --manifests "$M" --tools-dir "$PD"
+expect "prune beside a held install lock" 0 "in 1 entries ($_tmpdu bytes)" "pr: an install holds its lock"
+check "... says the cache is kept" grep -q "an install is running: the cache keeps its downloads and extracted trees" "$T/err"
+check "... only the dead temporary file went" sh -c "test ! -e '$PD/.cache/.tmp-0123456789abcdef' && test -e '$PD/pr/0.9.0-$PLATFORM' && test -e '$PD/.staging/pr-0123abcd' && test -e '$PD/.cache/$(sha_str blob)'"
+touch "$T/pr.release"
+wait_exit "$_holder" 10
+prune_junk
+run "$BIN" prepare --prune --manifests "$M" --tools-dir "$PD"
+expect "prune: frees what no manifest references" 0 "in 7 entries ($_du bytes)"
+check "... it is gone" sh -c "for g in $_gone; do test ! -e \$g || exit 1; done"
+check "... what the manifest pins stays" sh -c "for k in $_keep; do test -e \$k || exit 1; done && ls '$PD/.cache/trees' | grep -q '^sha256-$PRS-'"
+prep "$PD" --only pr
+expect "prune: the tool is still ready" 0 "pr 1.0.0: ready"
+run "$BIN" verify --manifests "$M" --tools-dir "$PD" pr
+expect "... and verifies" 0 "OK pr"
+run "$BIN" prepare --prune --only pr --manifests "$M" --tools-dir "$PD"
+expect "--prune with --only is a usage error" 2 "" "--prune goes with neither"
+
 # ---- no space, modes, unpinned ----------------------------------------------------------------
 mkman huge /f/hello-1.0.0.tgz "$H" '"description":"x"' bin/hello
 sed -i 's/"size_hint_mb":1/"size_hint_mb":900000/' "$M/huge.json"
