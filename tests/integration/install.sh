@@ -103,6 +103,15 @@ run "$BIN" prepare --keep-cache --manifests "$M" --tools-dir "$T/ts4" --cache "$
 expect "--cache DIR --keep-cache: installed from that cache" 0 "slim 1.0.0: installed"
 check "--cache DIR --keep-cache: no download" test "$(gets slim-1.0.0.tgz)" -eq 3
 check "--cache DIR --keep-cache: the extracted tree is added" test -n "$(ls "$T/cs/trees" 2>/dev/null)"
+# without --keep-cache, the trees already in DIR serve it (docs/installing.md):
+# placed from the tree, nothing downloaded or decompressed, the tree kept
+_trees=$(ls "$T/cs/trees")
+run "$BIN" prepare --manifests "$M" --tools-dir "$T/ts4b" --cache "$T/cs" --only slim
+expect "--cache DIR without --keep-cache: a tree in DIR is placed" 0 "slim 1.0.0: installed" "slim 1.0.0: placed"
+check "... no download" test "$(gets slim-1.0.0.tgz)" -eq 3
+check "... the tree stays in DIR, nothing added" test "$(ls "$T/cs/trees")" = "$_trees"
+run "$T/ts4b/bin/slim"
+expect "... and the placed tool runs" 0 "slim 1.0.0"
 # what was in the tools directory's .cache before (an earlier fetch or
 # serve's) stays; it served the install
 mkdir -p "$T/ts5/.cache" && cp "$T/cs/$S" "$T/ts5/.cache/$S"
