@@ -759,10 +759,19 @@ prune_run(struct tooling *t, struct prepare_args *a)
 	if (rc != 0)
 		return fail(&e);
 	human_bytes(r.bytes, h, sizeof(h));
-	if (t->json)
-		printf("{\"freed_bytes\":%llu,\"entries\":%llu,\"dry_run\":%s,\"ok\":true}\n",
-		       (unsigned long long)r.bytes, (unsigned long long)r.entries, a->dry ? "true" : "false");
-	else if (!t->quiet)
+	if (t->json) {
+		struct json_w w;
+
+		json_w_init(&w, 256);
+		json_w_obj(&w);
+		json_w_kint(&w, "freed_bytes", (int64_t)r.bytes);
+		json_w_kint(&w, "entries", (int64_t)r.entries);
+		json_w_kbool(&w, "dry_run", a->dry);
+		json_w_kbool(&w, "ok", 1);
+		json_w_end(&w);
+		printf("%s\n", w.buf);
+		json_w_free(&w);
+	} else if (!t->quiet)
 		printf("%s %s in %llu entries (%llu bytes)\n", a->dry ? "would free" : "freed", h,
 		       (unsigned long long)r.entries, (unsigned long long)r.bytes);
 	return EXIT_OK;

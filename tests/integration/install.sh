@@ -651,6 +651,10 @@ prep "$PD" --only pr
 expect "prune: the tool is still ready" 0 "pr 1.0.0: ready"
 run "$BIN" verify --manifests "$M" --tools-dir "$PD" pr
 expect "... and verifies" 0 "OK pr"
+run "$BIN" prepare --prune --json --manifests "$M" --tools-dir "$PD"
+check "prune --json: nothing left to free, as JSON" python3 -c "
+import json; d = json.load(open('$T/out'))
+assert d == {'freed_bytes': 0, 'entries': 0, 'dry_run': False, 'ok': True}, d"
 run "$BIN" prepare --prune --only pr --manifests "$M" --tools-dir "$PD"
 expect "--prune with --only is a usage error" 2 "" "--prune goes with neither"
 
