@@ -7,6 +7,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -222,6 +223,30 @@ doctor_tools_chain(const struct config *c, struct chain *ch)
 	}
 }
 
+/* What the tools directory installs go to and its cache take on the disk
+ * (blocks, as du counts them), one line each; nothing when it does not
+ * exist yet. */
+static void
+tools_sizes(struct report *r, const char *d)
+{
+	char cache[PATH_MAX], h[32], hc[32];
+	uint64_t b, f, cb = 0, cf = 0;
+	struct err e;
+
+	if (access(d, F_OK) != 0 || fs_du(AT_FDCWD, d, &b, &f, &e) != 0 ||
+	    fs_path_join(cache, sizeof(cache), d, ".cache", NULL) < 0 ||
+	    fs_du(AT_FDCWD, cache, &cb, &cf, &e) != 0)
+		return;
+	human_bytes(b - cb, h, sizeof(h));
+	human_bytes(cb, hc, sizeof(hc));
+	doctor_line(r, "PASS", "size", NULL, "%s holds %s in %llu entries (%llu bytes; its .cache apart)", d,
+	            h, (unsigned long long)(f - cf), (unsigned long long)(b - cb));
+	doctor_line(r, "PASS", "size", NULL,
+	            "%s holds %s in %llu entries (%llu bytes; `prepare --prune` removes what no manifest "
+	            "references)",
+	            cache, hc, (unsigned long long)cf, (unsigned long long)cb);
+}
+
 void
 doctor_check_tools_dirs(struct report *r, const struct config *c, const struct chain *ch)
 {
@@ -306,6 +331,8 @@ doctor_check_tools_dirs(struct report *r, const struct config *c, const struct c
 			            "%s is writable and safe (searched for installed tools)", d);
 		}
 	}
+	if (target != NULL)
+		tools_sizes(r, target);
 	if (target == NULL) {
 		if (runtime)
 			doctor_line(r, "FAIL", "tools",

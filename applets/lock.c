@@ -23,6 +23,7 @@
 #include "net/hostrule.h"
 #include "net/http.h"
 #include "base/json.h"
+#include "pkg/manifest.h"
 #include "pkg/manifests_embed.h"
 #include "pkg/npmlock.h"
 #include "cfgload.h"
@@ -31,7 +32,7 @@
 
 struct lock_opts {
 	const char *version, *dir;
-	int check, quiet;
+	int check, quiet, sizes;
 };
 
 #define O(f) offsetof(struct lock_opts, f)
@@ -43,6 +44,9 @@ static const struct opt options[] = {
         "the registry has a newer version (asked by our own\n"
         "client, or the configuration's npm mirror); with no\n"
         "manifests directory, the manifests built into this binary"),
+    OPT(0, "sizes", NULL, NULL, O(sizes),
+        "only measure and record unpacked_size from the pins and\n"
+        "lockfile already there (nothing is resolved again)"),
     OPT('q', "quiet", NULL, NULL, O(quiet), "only errors"),
     OPT_END,
 };
@@ -65,6 +69,8 @@ static const struct opts usage = {
     "--version V its version (and the version inside its URLs, verify.expect\n"
     "and path.min) becomes V. Without --version the current version is\n"
     "re-pinned; `--version latest` asks the registry (npm-lock).\n"
+    "Each platform's unpacked size (every artifact extracted into a scratch\n"
+    "directory as an install would) is recorded as unpacked_size.\n"
     "\n",
     options,
     "\n"
@@ -99,14 +105,25 @@ download_sha256(struct http_client *hc, const char *url, struct hosts *h, char h
 	return 0;
 }
 
+/* $.unpacked_size from n measured platforms (none: left as it is). */
 static int
-lock_tarball(struct doc *d, const char *old, const char *new, int check, int *stale, struct err *e)
+record_sizes(struct doc *d, char plat[][16], const uint64_t *bytes, int n, struct err *e)
 {
-	const struct json_val *plat = json_get(json_get(d->j.root, "source"), "platforms");
+	return n > 0 ? lock_set_unpacked(d, plat, bytes, n, e) : 0;
+}
+
+static int
+lock_tarball(struct doc *d, const char *old, const char *new, int check, int sizes, int *stale, struct err *e)
+{
+	const struct json_val *src = json_get(d->j.root, "source"), *plat = json_get(src, "platforms");
+	const struct json_val *sc = json_get(src, "strip_components");
 	struct http_client *hc;
 	struct hosts h;
 	size_t i;
-	char url[HTTP_URL_MAX], hex[DIGEST_HEX_MAX];
+	char url[HTTP_URL_MAX], hex[DIGEST_HEX_MAX], pl[MANIFEST_MAX_PLATFORMS][16];
+	uint64_t bytes[MANIFEST_MAX_PLATFORMS];
+	int np = 0, strip = sc != NULL && sc->type == JSON_NUMBER ? (int)sc->u.num.i : 0;
+	struct err me;
 
 	if (plat == NULL || plat->type != JSON_OBJECT || plat->u.obj.n == 0)
 		return err_set(e, "install.manifest_invalid", "%s: $.source.platforms: missing", d->path);
@@ -128,15 +145,37 @@ lock_tarball(struct doc *d, const char *old, const char *new, int check, int *st
 			return err_set(e, "http.url", "URL too long");
 		}
 		lock_say("%s: downloading %s\n", m->key, url);
-		if (download_sha256(hc, url, &h, hex, e) != 0) {
-			http_client_free(hc);
-			return -1;
-		}
 		if (check) {
+			if (download_sha256(hc, url, &h, hex, e) != 0)
+				goto fail;
 			if (s == NULL || s->type != JSON_STRING || strcmp(s->u.str.s, hex) != 0) {
 				*stale = 1;
 				printf("%s: stale pin: manifest has %s, %s is %s\n", m->key,
 				       s && s->type == JSON_STRING ? s->u.str.s : "(none)", url, hex);
+			}
+			continue;
+		}
+		hex[0] = '\0';
+		err_clear(&me);
+		if (lock_measure(hc, url, &h, 0, strip, hex, &bytes[np], &me) != 0) {
+			if (hex[0] == '\0' || sizes) {
+				*e = me;
+				goto fail;
+			}
+			/* an artifact the installer cannot extract fails every
+			 * install; the pin is still what was asked */
+			fprintf(stderr, "agent-sandbox-server: %s: %s: unpacked_size not recorded: %s\n",
+			        d->path, m->key, me.msg);
+		} else if (np < MANIFEST_MAX_PLATFORMS && manifest_platform_known(m->key)) {
+			snprintf(pl[np], sizeof(pl[np]), "%s", m->key);
+			lock_say("%s: unpacked %llu bytes\n", m->key, (unsigned long long)bytes[np++]);
+		}
+		if (sizes) {
+			if (s == NULL || s->type != JSON_STRING || strcmp(s->u.str.s, hex) != 0) {
+				err_set(e, "install.checksum_mismatch",
+				        "%s: %s: the pin is not %s's sha256 %s: run lock without --sizes",
+				        d->path, m->key, url, hex);
+				goto fail;
 			}
 			continue;
 		}
@@ -151,7 +190,11 @@ lock_tarball(struct doc *d, const char *old, const char *new, int check, int *st
 		}
 	}
 	http_client_free(hc);
-	return check ? 0 : lock_edit_version(d, old, new, e);
+	if (check)
+		return 0;
+	if (record_sizes(d, pl, bytes, np, e) != 0)
+		return -1;
+	return sizes ? 0 : lock_edit_version(d, old, new, e);
 fail:
 	http_client_free(hc);
 	return -1;
@@ -192,6 +235,8 @@ lock_main(int argc, char **argv)
 	if (nargs == 0)
 		return opts_error(&usage, "missing NAME");
 	version = o.version, dir = o.dir, check = o.check, lock_quiet = o.quiet;
+	if (o.sizes && (check || version != NULL))
+		return opts_error(&usage, "--sizes goes with neither --check nor --version");
 	name = argv[1];
 	if (!npmlock_name_ok(name, strlen(name)) || name[0] == '@')
 		return opts_error(&usage, "not a tool name: %s", name);
@@ -251,9 +296,10 @@ lock_main(int argc, char **argv)
 			lock_doc_free(&d);
 			return fail(&e);
 		}
-		rc = lock_tarball(&d, old, version ? version : old, check, &stale, &e);
+		rc = lock_tarball(&d, old, version ? version : old, check, o.sizes, &stale, &e);
 	} else if (strcmp(type, "npm-lock") == 0) {
-		rc = lock_npm(&d, dir, &cfg, old, version ? version : old, check, &stale, &e);
+		rc = lock_npm(&d, dir, &cfg, old, version ? version : old,
+		              check | (o.sizes ? LOCK_NPM_SIZES : 0), &stale, &e);
 	} else {
 		err_set(&e, "install.manifest_invalid", "%s: $.source.type: unknown type %s", path, type);
 		rc = -1;

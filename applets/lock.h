@@ -60,6 +60,8 @@ int lock_doc_load(struct doc *d, const char *path, struct err *e);
 void lock_doc_free(struct doc *d);
 /* The text with every edit applied (malloc'd), or NULL. */
 char *lock_doc_render(struct doc *d, size_t *outlen);
+/* Replace text[start, end) by with (copied). 0 or -1 with e. */
+int lock_edit(struct doc *d, size_t start, size_t end, const char *with, struct err *e);
 /* Replace string value v by s (JSON-escaped here). 0 or -1 with e. */
 int lock_set_string(struct doc *d, const struct json_val *v, const char *s, struct err *e);
 /* Insert `, "key": "value"` after string value after (same indentation as
@@ -91,13 +93,48 @@ int lock_get(struct http_client *hc, const char *url, struct hosts *h, const cha
 int lock_edit_version(struct doc *d, const char *old, const char *new, struct err *e);
 
 /*
+ * Download url (redirects checked against h) into an unlinked temporary
+ * file in TMPDIR, its sha256 into hex (when not NULL), and extract it as an
+ * install would (npm: an npm tarball; else the format its name says, strip
+ * leading components) into a scratch directory removed after: *bytes is
+ * what its regular files hold. 0, or -1 with e (a download that fails, an
+ * archive the installer would refuse).
+ */
+int lock_measure(struct http_client *hc, const char *url, struct hosts *h, int npm, int strip, char *hex,
+                 uint64_t *bytes, struct err *e);
+/* $.unpacked_size set to {plat[i]: bytes[i]} (n of them): its value
+ * replaced, or a new last member of the root. 0 or -1 with e. */
+int lock_set_unpacked(struct doc *d, const char plat[][16], const uint64_t *bytes, int n, struct err *e);
+
+/* What lock_npm_sizes measures: a lockfile of package and the bin template
+ * of its manifest, for platforms (none: linux-x64 and linux-arm64). */
+struct lock_npm_sizes {
+	const char *file; /* the manifest, for messages */
+	const char *text; /* the lockfile */
+	size_t len;
+	const char *package, *bin;
+	struct hosts *h;
+	struct http_client *hc;
+	const char *platforms[4];
+	int nplatforms;
+};
+/* Each platform's largest tree (over glibc and musl, and CPU levels when
+ * the bin has {baseline}): every package npmlock selects for it, measured
+ * by lock_measure (each URL once), into plat/bytes (*n of them, at most 2).
+ * A platform the lockfile has no build for is left out. 0 or -1 with e. */
+int lock_npm_sizes(const struct lock_npm_sizes *z, char plat[][16], uint64_t *bytes, int *n, struct err *e);
+
+/*
  * An npm-lock source: produce (or, with check, verify) the lockfile and
  * package.json beside the manifest in dir for version want ("latest" and
  * ranges resolved by npm). *stale is set when check finds a newer version
  * or a lockfile that no longer loads; check asks cfg's install.mirrors.npm
  * (with its credential, config_npm_auth), when set, for the latest version.
- * Returns 0 or -1 with e.
+ * Unless check, each platform's unpacked size is recorded (lock_npm_sizes);
+ * check | LOCK_NPM_SIZES records only that, from the lockfile beside the
+ * manifest, resolving nothing. Returns 0 or -1 with e.
  */
+#define LOCK_NPM_SIZES 2
 struct config;
 int lock_npm(struct doc *d, const char *dir, const struct config *cfg, const char *old, const char *want,
              int check, int *stale, struct err *e);

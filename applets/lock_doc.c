@@ -190,8 +190,8 @@ span_of(const struct doc *d, const struct json_val *v, size_t *start, size_t *en
 	return 0;
 }
 
-static int
-add_edit(struct doc *d, size_t start, size_t end, const char *with, struct err *e)
+int
+lock_edit(struct doc *d, size_t start, size_t end, const char *with, struct err *e)
 {
 	if (d->ned >= LOCK_EDITS_MAX)
 		return err_set(e, "internal", "too many edits");
@@ -218,7 +218,7 @@ lock_set_string(struct doc *d, const struct json_val *v, const char *s, struct e
 		return err_set(e, "internal", "value too long");
 	if (b - a == strlen(q) && memcmp(d->text + a, q, b - a) == 0)
 		return 0; /* unchanged: no edit, no diff */
-	return add_edit(d, a, b, q, e);
+	return lock_edit(d, a, b, q, e);
 }
 
 /* Insert `, "key": "value"` after string value after (same indentation as
@@ -241,7 +241,7 @@ lock_insert_after(struct doc *d, const struct json_val *after, const char *key, 
 	if (json_escape(k, sizeof(k), key) < 0 || json_escape(v, sizeof(v), value) < 0)
 		return err_set(e, "internal", "value too long");
 	snprintf(ins, sizeof(ins), ",\n%.*s%s: %s", (int)ind, d->text + ls, k, v);
-	return add_edit(d, b, b, ins, e);
+	return lock_edit(d, b, b, ins, e);
 }
 
 static int

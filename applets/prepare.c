@@ -32,7 +32,7 @@ struct prepare_args {
 	struct tooling *t;
 	char *only[PREPARE_MAX];
 	int nonly;
-	int force, dry, cache_only, keep_cache;
+	int force, dry, cache_only, keep_cache, prune;
 	struct prepare_plan_opts po;
 	struct prepare_plan *plan; /* without --only: its configuration is t's too */
 };
@@ -66,6 +66,12 @@ static const struct opt options[] = {
         "fast. Without it the tools directory ends with the tools\n"
         "only (an image layer holds one copy); a --cache DIR\n"
         "keeps the downloads, never trees"),
+    OPT(0, "prune", NULL, NULL, O(prune),
+        "install nothing: remove from the tools directory and the\n"
+        "cache what no manifest references (older trees, dead\n"
+        "staging, temporary files, downloads and extracted trees\n"
+        "of no pin), never what an install holds; print what it\n"
+        "freed (with --dry-run: what it would)"),
     OPT(0, "policy", "FILE", NULL, O(po.policy),
         "policy file (default /etc/agent-sandbox/server-policy.json)"),
     OPT(0, "preset", "NAME", NULL, O(po.preset), "readonly, agents or admin, for principal default"),
@@ -203,6 +209,9 @@ dry_run(struct tooling *t, struct item *items, int n)
 		json_w_kstr(&w, "name", m->name);
 		json_w_kstr(&w, "version", m->version);
 		json_w_kint(&w, "size_hint_mb", m->size_hint_mb);
+		if (manifest_unpacked_size(m, manifest_platform_self()) > 0)
+			json_w_kint(&w, "unpacked_size",
+			            (int64_t)manifest_unpacked_size(m, manifest_platform_self()));
 		json_w_key(&w, "hosts");
 		json_w_arr(&w);
 		for (h = 0; h < m->nhosts; h++)
@@ -218,10 +227,11 @@ dry_run(struct tooling *t, struct item *items, int n)
 		}
 		json_w_end(&w);
 		if (!t->json) {
-			char hosts[600];
+			char hosts[600], size[32];
 			prepare_plan_hosts(t->cfg->install.npm_mirror, m, hosts, sizeof(hosts));
-			printf("%-16s %-12s %6ld MiB  %-28s %-20s %s\n", m->name, m->version, m->size_hint_mb,
-			       hosts, items[i].why, state);
+			prepare_plan_size(m, size, sizeof(size));
+			printf("%-16s %-12s %10s  %-28s %-20s %s\n", m->name, m->version, size, hosts,
+			       items[i].why, state);
 		}
 	}
 	json_w_end(&w);
@@ -715,6 +725,69 @@ cache_snap_tidy(const struct config *cfg, struct cache_snap *s, int ns)
 		free(s[k].names);
 }
 
+static void
+prune_say(void *arg, const char *path, uint64_t bytes)
+{
+	const struct prepare_args *a = arg;
+	char h[32];
+
+	human_bytes(bytes, h, sizeof(h));
+	if (!a->t->quiet && !a->t->json)
+		printf("%s %s (%s)\n", a->dry ? "would remove" : "removed", path, h);
+}
+
+static void
+prune_held(void *arg, const char *name)
+{
+	if (name != NULL)
+		dprintf(2,
+		        "agent-sandbox-server: %s: an install holds its lock: its trees and staging are left "
+		        "as they are\n",
+		        name);
+	else
+		dprintf(2, "agent-sandbox-server: an install is running: the cache keeps its downloads and "
+		           "extracted trees\n");
+}
+
+/* --prune: the tools directory and cache of this configuration, against
+ * every platform's pins of its manifests (a cache may fill other images). */
+static int
+prune_run(struct tooling *t, struct prepare_args *a)
+{
+	struct install_prune_report r = {prune_say, prune_held, a, a->dry, 0, 0};
+	struct err e;
+	char h[32];
+	int rc;
+
+	err_clear(&e);
+	if (a->nonly > 0 || a->cache_only || a->keep_cache)
+		return opts_error(&usage, "--prune goes with neither --only, --cache-only nor --keep-cache");
+	t->platform = "all";
+	if (tooling_open(t, 1, manifest_platform_self(), &e) < 0)
+		return tooling_fail(t, &e);
+	rc = install_prune(t->env, &r, &e);
+	tooling_close(t);
+	if (rc != 0)
+		return fail(&e);
+	human_bytes(r.bytes, h, sizeof(h));
+	if (t->json) {
+		struct json_w w;
+
+		json_w_init(&w, 256);
+		json_w_obj(&w);
+		json_w_kint(&w, "freed_bytes", (int64_t)r.bytes);
+		json_w_kint(&w, "entries", (int64_t)r.entries);
+		json_w_kbool(&w, "dry_run", a->dry);
+		json_w_kbool(&w, "ok", 1);
+		json_w_end(&w);
+		printf("%s\n", w.buf);
+		json_w_free(&w);
+	} else if (!t->quiet)
+		printf("%s %s in %llu entries (%llu bytes)\n", a->dry ? "would free" : "freed", h,
+		       (unsigned long long)r.entries, (unsigned long long)r.bytes);
+	return EXIT_OK;
+}
+
 int
 prepare_main(int argc, char **argv)
 {
@@ -734,6 +807,8 @@ prepare_main(int argc, char **argv)
 		return rc;
 	if (t.tools_dir != NULL && t.tools_dir[0] != '/' && realpath(t.tools_dir, absdir) != NULL)
 		t.tools_dir = absdir;
+	if (a.prune)
+		return prune_run(&t, &a);
 	if (a.nonly == 0) {
 		if ((rc = names_from_config(&t, &a)) >= 0)
 			return rc;

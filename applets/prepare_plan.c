@@ -102,6 +102,19 @@ ops_text(const struct plan_tool *t, char *buf, size_t cap)
 }
 
 void
+prepare_plan_size(const manifest_t *m, char *buf, size_t cap)
+{
+	uint64_t u = manifest_unpacked_size(m, manifest_platform_self());
+
+	if (u > 0)
+		snprintf(buf, cap, "%llu MiB", (unsigned long long)((u + 1048575) >> 20));
+	else if (m->size_hint_mb > 0)
+		snprintf(buf, cap, "~%ld MiB", m->size_hint_mb);
+	else
+		snprintf(buf, cap, "-");
+}
+
+void
 prepare_plan_hosts(const char *npm_mirror, const manifest_t *m, char *buf, size_t cap)
 {
 	const char *h = strstr(npm_mirror, "://");
@@ -129,6 +142,9 @@ json_tool(struct json_w *w, const struct plan_tool *t)
 	json_w_kstr(w, "name", t->m->name);
 	json_w_kstr(w, "version", t->m->version);
 	json_w_kint(w, "size_hint_mb", t->m->size_hint_mb);
+	if (manifest_unpacked_size(t->m, manifest_platform_self()) > 0)
+		json_w_kint(w, "unpacked_size",
+		            (int64_t)manifest_unpacked_size(t->m, manifest_platform_self()));
 	json_w_key(w, "hosts");
 	json_w_arr(w);
 	for (i = 0; i < t->m->nhosts; i++)
@@ -161,7 +177,7 @@ int
 prepare_plan_print(const struct prepare_plan *pp, int json)
 {
 	const struct plan *p = &pp->plan;
-	char src[CFG_PATH_MAX + 32], ops[2048], hosts[600];
+	char src[CFG_PATH_MAX + 32], ops[2048], hosts[600], size[32];
 	struct json_w w;
 	struct err e;
 	int i, bad = 0;
@@ -212,9 +228,10 @@ prepare_plan_print(const struct prepare_plan *pp, int json)
 		prepare_plan_hosts(pp->L->cfg.install.npm_mirror, t->m, hosts, sizeof(hosts));
 		ops_text(t, ops, sizeof(ops));
 		/* as prepare --dry-run --only marks it: the row is not an install */
-		printf("%-16s %-14s %4ld MiB  %-28s %s%s%s%s%s\n", t->m->name, t->m->version,
-		       t->m->size_hint_mb, hosts, ops, t->required_by[0] ? " (required by " : "",
-		       t->required_by, t->required_by[0] ? ")" : "",
+		prepare_plan_size(t->m, size, sizeof(size));
+		printf("%-16s %-14s %8s  %-28s %s%s%s%s%s\n", t->m->name, t->m->version, size, hosts, ops,
+		       t->required_by[0] ? " (required by " : "", t->required_by,
+		       t->required_by[0] ? ")" : "",
 		       install_image_fits(t->m, NULL, &e) < 0 ? "  [cannot run here]" : "");
 	}
 	for (i = 0; i < p->n; i++)

@@ -41,6 +41,11 @@ int prepare_plan_print(const struct prepare_plan *pp, int json);
  * there, not from the registry its manifest names), else m's hosts. */
 void prepare_plan_hosts(const char *npm_mirror, const manifest_t *m, char *buf, size_t cap);
 
+/* The SIZE a plan row shows for m on this platform: its unpacked_size in
+ * MiB, rounded up ("424 MiB"), else its size hint marked as one ("~450
+ * MiB"), else "-". */
+void prepare_plan_size(const manifest_t *m, char *buf, size_t cap);
+
 /*
  * For prepare_main: without --only, load the plan and either print it
  * (dry != 0: returns 1 with *rc the exit code) or put the planned names in

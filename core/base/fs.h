@@ -178,6 +178,12 @@ int fs_walk(int rootfd, int flags, const char *limit_code, fs_visit_fn visit, vo
 int fs_dir_names(int dfd, const char *display, const char *limit_code, char ***names, size_t *n,
                  struct err *e);
 
+/* What name in dirfd (AT_FDCWD: a path) takes on the disk, itself and
+ * everything below it: *bytes the blocks allocated (st_blocks x 512, as du
+ * counts them; a file with several names counted at each), *files the
+ * entries. A missing name is 0 and 0. 0, or -1 with e (io.error). */
+int fs_du(int dirfd, const char *name, uint64_t *bytes, uint64_t *files, struct err *e);
+
 /* Bytes available to an unprivileged user on the filesystem holding path
  * (statvfs f_bavail × f_frsize) into *out. */
 int fs_free_bytes(const char *path, uint64_t *out, struct err *e);

@@ -358,3 +358,36 @@ fs_rm_tree(const char *path, struct err *e)
 	close(dfd);
 	return r;
 }
+
+static int
+du_visit(void *arg, struct fs_ent *ent, struct err *e)
+{
+	uint64_t *acc = arg;
+
+	if (!ent->post) {
+		acc[0] += (uint64_t)ent->st.st_blocks * 512;
+		acc[1]++;
+	}
+	return 0;
+}
+
+int
+fs_du(int dirfd, const char *name, uint64_t *bytes, uint64_t *files, struct err *e)
+{
+	uint64_t acc[2] = {0, 0};
+	struct stat st;
+	int fd, rc = 0;
+
+	*bytes = 0, *files = 0;
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+		return errno == ENOENT ? 0 : io_err(e, "cannot stat", name);
+	acc[0] = (uint64_t)st.st_blocks * 512, acc[1] = 1;
+	if (S_ISDIR(st.st_mode)) {
+		if ((fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+			return io_err(e, "cannot open directory", name);
+		rc = fs_walk(fd, 0, "io.error", du_visit, acc, e);
+		close(fd);
+	}
+	*bytes = acc[0], *files = acc[1];
+	return rc;
+}

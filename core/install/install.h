@@ -330,6 +330,31 @@ int install_npm_blobs(struct install_env *c, const manifest_t *m, const char *pl
  * the admin reset). */
 void install_backoff_clear(struct install_env *c, const char *name);
 
+/*
+ * prepare --prune (core/install/install_prune.c): remove from the first
+ * writable tools directory of c and from c's cache what no manifest of c's
+ * manifest set references: a tool's trees other than the one its marker
+ * names, dead installers' staging, temporary files whose writer is gone (or
+ * that aged past an hour), downloads, aliases and extracted trees of no
+ * pinned artifact or lockfile package, verify.argv notes of no manifest's
+ * version. A tool whose lock another process holds keeps its trees and
+ * staging; while any does, the cache keeps its downloads and trees too (an
+ * install may use them). A tool no manifest of the set knows is left alone.
+ * With dry, nothing is removed. say(arg, path, bytes) for each entry
+ * removed (or that would be), held(arg, name) for each tool left alone for
+ * its lock; *bytes and *entries the totals (blocks on the disk). Returns 0,
+ * or -1 with e (no writable tools directory, a directory that cannot be
+ * read).
+ */
+struct install_prune_report {
+	void (*say)(void *arg, const char *path, uint64_t bytes);
+	void (*held)(void *arg, const char *name);
+	void *arg;
+	int dry;
+	uint64_t bytes, entries;
+};
+int install_prune(struct install_env *c, struct install_prune_report *r, struct err *e);
+
 /* Seconds left in name's backoff (0 = none) in the tools directory installs
  * go to (a failure elsewhere in the chain does not count). */
 int install_backoff_left(struct install_env *c, const char *name);

@@ -130,6 +130,10 @@ void install_details_phase(struct err *e, const char *phase);
 /* Remove what crashed installers left in dir (names starting with prefix,
  * NULL = any) older than INSTALL_STAGING_MAX_AGE. */
 void install_collect_stale(const char *dir, const char *prefix);
+/* The rule install_collect_stale removes by: name in dfd (st its lstat) is
+ * older than INSTALL_STAGING_MAX_AGE at now, or a partial download whose
+ * writer is gone. 1 or 0. */
+int install_tmp_stale(int dfd, const char *name, const struct stat *st, time_t now);
 
 /* ABX_TEST_PAUSE=phase (the test build only; never when c's configuration
  * is production): announce "install: paused at <phase>" on stderr and sleep
@@ -375,6 +379,11 @@ void install_npm_lock_free(struct install_env *c);
  * url. Returns 1, 0 when every package is cached (no network needed) or the
  * lockfile does not load (the install reports that). */
 int install_npm_probe_url(struct install_env *c, const manifest_t *m, char *url, size_t cap);
+/* The integrity digest of every package m's lockfile pins, for every
+ * platform (inside a parent's tarball: none): fn(arg, digest). 0, or -1
+ * with e (the lockfile did not load). */
+int install_npm_digests(struct install_env *c, const manifest_t *m,
+                        void (*fn)(void *arg, const struct digest *d), void *arg, struct err *e);
 
 /* ---- install_trees.c ------------------------------------------------------ */
 

@@ -464,3 +464,20 @@ install_npm_blobs(struct install_env *c, const manifest_t *m, const char *platfo
 	}
 	return missing;
 }
+
+int
+install_npm_digests(struct install_env *c, const manifest_t *m, void (*fn)(void *arg, const struct digest *d),
+                    void *arg, struct err *e)
+{
+	struct npm_hosts h;
+	const struct npmlock *l;
+	size_t i;
+
+	collect_hosts(c, m, &h);
+	if ((l = lock_of(c, m, NULL, &h, NULL, e)) == NULL)
+		return -1;
+	for (i = 0; i < l->npkgs; i++)
+		if (!l->pkgs[i].in_bundle)
+			fn(arg, &l->pkgs[i].digest);
+	return 0;
+}

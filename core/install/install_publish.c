@@ -54,28 +54,64 @@ install_collect_abandoned(const char *w, const char *own)
 	closedir(d);
 }
 
-/* The size hints of m's requires not installed in w yet: they are staged
- * beside m, on the same filesystem, at the same time, so each one's own
- * check passing does not mean their sum fits. */
-static long
-requires_mb(struct install_env *c, const manifest_t *m, const char *w)
+/* The free space installing m alone needs: its unpacked size as lock
+ * measured it, plus a quarter for its downloads (kept until the install ends)
+ * and the filesystem's blocks, plus 16 MiB for markers, listings and small
+ * tools; a manifest without one for this platform: twice its size hint. */
+static uint64_t
+tool_need(const struct install_env *c, const manifest_t *m)
+{
+	uint64_t u = manifest_unpacked_size(m, c->platform);
+
+	if (u > 0)
+		return u + u / 4 + (16u << 20);
+	return (uint64_t)m->size_hint_mb * 2 << 20;
+}
+
+/* The needs of m's requires not installed in w yet: they are staged beside
+ * m, on the same filesystem, at the same time, so each one's own check
+ * passing does not mean their sum fits. */
+static uint64_t
+requires_need(struct install_env *c, const manifest_t *m, const char *w)
 {
 	char mk[PATH_MAX];
 	const manifest_t *r;
 	struct err e;
-	long sum = 0;
+	uint64_t sum = 0;
 	int i;
 
 	for (i = 0; i < m->nrequires; i++) {
 		if ((r = manifest_get(c->ms, m->requires[i].name, &e)) == NULL)
 			continue;
-		if ((fs_path_join(mk, sizeof(mk), w, r->name, NULL) < 0 ||
-		     fs_path_join(mk, sizeof(mk), mk, ".installed.json", NULL) < 0 ||
-		     access(mk, F_OK) != 0) &&
-		    r->size_hint_mb > 0)
-			sum += r->size_hint_mb + requires_mb(c, r, w);
+		if (fs_path_join(mk, sizeof(mk), w, r->name, NULL) < 0 ||
+		    fs_path_join(mk, sizeof(mk), mk, ".installed.json", NULL) < 0 || access(mk, F_OK) != 0)
+			sum += tool_need(c, r) + requires_need(c, r, w);
 	}
 	return sum;
+}
+
+/* install.no_space before anything is fetched when w's filesystem has less
+ * free than m and its uninstalled requires need; 0 otherwise (also when the
+ * free space cannot be read: the install then says what fills). */
+static int
+space_check(struct install_env *c, const manifest_t *m, const char *w, const char *staging, struct err *e)
+{
+	uint64_t own = tool_need(c, m), need = own + requires_need(c, m, w), free_b = 0;
+	const char *req = need > own ? ", its requires' included" : "";
+
+	if (need == 0 || fs_free_bytes(staging, &free_b, e) != 0 || free_b >= need)
+		return 0;
+	if (manifest_unpacked_size(m, c->platform) > 0)
+		return err_set(e, "install.no_space",
+		               "%s %s needs %llu MiB free (unpacked_size %llu MiB, plus a quarter and 16 MiB "
+		               "for downloads and filesystem blocks%s) in %s; %llu MiB available",
+		               m->name, m->version, (unsigned long long)((need + 1048575) >> 20),
+		               (unsigned long long)((manifest_unpacked_size(m, c->platform) + 1048575) >> 20),
+		               req, w, (unsigned long long)(free_b >> 20));
+	return err_set(e, "install.no_space",
+	               "%s %s needs %llu MiB free (2 x size_hint_mb%s) in %s; %llu MiB available", m->name,
+	               m->version, (unsigned long long)(need >> 20), req, w,
+	               (unsigned long long)(free_b >> 20));
 }
 
 /* A full disk or a missing CA bundle, wherever in the install it struck
@@ -754,8 +790,6 @@ install_one(struct install_env *c, const manifest_t *m, const char *w, struct in
 {
 	char staging_root[PATH_MAX], rnd[17], leaf[MANIFEST_NAME_MAX + 20];
 	struct publish_job *j = calloc(1, sizeof(*j));
-	uint64_t free_b = 0;
-	long need_mb;
 	int64_t t0 = clock_ms();
 	int rc = -1, i;
 
@@ -793,15 +827,8 @@ install_one(struct install_env *c, const manifest_t *m, const char *w, struct in
 	    fs_path_join(j->tree, sizeof(j->tree), j->staging, "tree", e) < 0 ||
 	    install_mkdir(j->staging, 0700, e) < 0 || install_mkdir(j->tree, 0755, e) < 0)
 		goto out;
-	need_mb = m->size_hint_mb + requires_mb(c, m, w);
-	if (need_mb > 0 && fs_free_bytes(j->staging, &free_b, e) == 0 &&
-	    free_b < (uint64_t)need_mb * 2 * 1048576) {
-		err_set(e, "install.no_space",
-		        "%s %s needs %ld MiB free (2 x size_hint_mb%s) in %s; %llu MiB available", m->name,
-		        m->version, need_mb * 2, need_mb > m->size_hint_mb ? ", its requires' included" : "",
-		        w, (unsigned long long)(free_b >> 20));
+	if (space_check(c, m, w, j->staging, e) < 0)
 		goto out;
-	}
 	/* the requires (staged beside this one) are ready before verify */
 	if ((m->source.type == MANIFEST_SRC_TARBALL ? stage_tarball(j, e) : stage_npm(j, e)) < 0 ||
 	    install_requires_join(c, &j->ph[INSTALL_PH_REQUIRES], e) < 0 || check_and_publish(j, e) < 0 ||

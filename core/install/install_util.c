@@ -205,6 +205,12 @@ dead_download(int dfd, const char *name, const struct stat *st)
 /* Remove what crashed installers left: staging directories and partial
  * downloads older than INSTALL_STAGING_MAX_AGE, and at once a partial
  * download whose writer died. */
+int
+install_tmp_stale(int dfd, const char *name, const struct stat *st, time_t now)
+{
+	return now - st->st_mtime > INSTALL_STAGING_MAX_AGE || dead_download(dfd, name, st);
+}
+
 void
 install_collect_stale(const char *dir, const char *prefix)
 {
@@ -223,7 +229,7 @@ install_collect_stale(const char *dir, const char *prefix)
 			continue;
 		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
 			continue;
-		if (t - st.st_mtime > INSTALL_STAGING_MAX_AGE || dead_download(dirfd(d), de->d_name, &st))
+		if (install_tmp_stale(dirfd(d), de->d_name, &st, t))
 			fs_rm_treeat(dirfd(d), de->d_name, &e);
 	}
 	closedir(d);

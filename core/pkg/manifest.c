@@ -320,9 +320,9 @@ url_host(const char *url, char *host, size_t cap, int *port)
 
 /* ---- the schema -------------------------------------------------------- */
 
-static const char *const top_keys[] = {
-    "schema",    "name",         "binary", "version", "description", "requires", "source", "hosts", "verify",
-    "platforms", "size_hint_mb", "run",    "path",    "env",         "libc",     "libs",   NULL};
+static const char *const top_keys[] = {"schema", "name",  "binary", "version",   "description",   "requires",
+                                       "source", "hosts", "verify", "platforms", "size_hint_mb",  "run",
+                                       "path",   "env",   "libc",   "libs",      "unpacked_size", NULL};
 static const char *const tarball_keys[] = {"type", "bin", "strip_components", "platforms", NULL};
 static const char *const art_keys[] = {"url", "sha256", NULL};
 static const char *const verify_keys[] = {"argv", "expect", "timeout", "env", NULL};
@@ -636,6 +636,34 @@ parse_source(struct vctx *v, manifest_t *m, const struct json_val *root, const s
 	return bad(v, "$.source.type", "unknown source type '%s' (known: tarball, npm-lock)", type);
 }
 
+/* "unpacked_size": {"linux-x64": bytes, ...}, each a platform of the
+ * manifest's (a key given twice is refused by the parser). */
+static int
+parse_unpacked(struct vctx *v, manifest_t *m, const struct json_val *x)
+{
+	const struct json_member *p;
+	char path[64];
+	size_t i;
+
+	if (x->type != JSON_OBJECT)
+		return bad(v, "$.unpacked_size", "expected an object of platform: bytes");
+	if (x->u.obj.n > MANIFEST_MAX_PLATFORMS)
+		return bad(v, "$.unpacked_size", "more than %d platforms", MANIFEST_MAX_PLATFORMS);
+	for (i = 0; i < x->u.obj.n; i++) {
+		p = &x->u.obj.m[i];
+		snprintf(path, sizeof(path), "$.unpacked_size.%.24s", p->key);
+		if (!manifest_platform_known(p->key) || !manifest_supports(m, p->key))
+			return bad(v, path, "not a platform of the manifest");
+		if (p->val.type != JSON_NUMBER || !p->val.u.num.is_int || p->val.u.num.i < 1 ||
+		    (uint64_t)p->val.u.num.i > MANIFEST_UNPACKED_MAX)
+			return bad(v, path, "expected an integer number of bytes 1..%llu",
+			           (unsigned long long)MANIFEST_UNPACKED_MAX);
+		snprintf(m->unpacked[m->nunpacked].platform, sizeof(m->unpacked[0].platform), "%s", p->key);
+		m->unpacked[m->nunpacked++].bytes = (uint64_t)p->val.u.num.i;
+	}
+	return 0;
+}
+
 static int
 parse_doc(struct vctx *v, manifest_t *m, const struct json_val *root, const struct manifest_opts *o)
 {
@@ -720,6 +748,8 @@ parse_doc(struct vctx *v, manifest_t *m, const struct json_val *root, const stru
 			return bad(v, "$.size_hint_mb", "expected an integer 0..1000000");
 		m->size_hint_mb = (long)x->u.num.i;
 	}
+	if ((x = json_get(root, "unpacked_size")) != NULL && parse_unpacked(v, m, x) < 0)
+		return -1;
 	if (parse_commands(v, m, root) < 0)
 		return -1;
 	return parse_source(v, m, root, o);
@@ -819,6 +849,17 @@ manifest_artifact(const manifest_t *m, const char *platform)
 		if (strcmp(m->source.art[i].platform, platform) == 0)
 			return &m->source.art[i];
 	return NULL;
+}
+
+uint64_t
+manifest_unpacked_size(const manifest_t *m, const char *platform)
+{
+	int i;
+
+	for (i = 0; i < m->nunpacked; i++)
+		if (strcmp(m->unpacked[i].platform, platform) == 0)
+			return m->unpacked[i].bytes;
+	return 0;
 }
 
 int

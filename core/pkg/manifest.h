@@ -22,6 +22,7 @@
  */
 #include <ctype.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "base/err.h"
@@ -63,6 +64,9 @@
 #define MANIFEST_MAX_ENV 8
 /* Variables a verify run adds to its scrubbed environment (gemini: one). */
 #define MANIFEST_MAX_VERIFY_ENV 8
+/* The largest unpacked_size accepted: 1 TiB, far above any tool, and small
+ * enough that the free-space check's sums cannot overflow. */
+#define MANIFEST_UNPACKED_MAX (1ull << 40)
 
 /* The C libraries whose program interpreter a tool's native code can use
  * (manifest key "libc"); 0 = it needs none (static, or a script run by
@@ -115,6 +119,14 @@ typedef struct manifest {
 	char platforms[MANIFEST_MAX_PLATFORMS][16];
 	int nplatforms;
 	long size_hint_mb; /* 0 when absent */
+	/* "unpacked_size": the bytes of regular files the largest tree of
+	 * each platform holds (over C libraries and CPU levels), as `lock`
+	 * measured them by extracting what it pinned; 0 when not recorded. */
+	struct {
+		char platform[16];
+		uint64_t bytes;
+	} unpacked[MANIFEST_MAX_PLATFORMS];
+	int nunpacked;
 
 	struct {
 		enum manifest_source_type type;
@@ -234,6 +246,9 @@ int manifest_load_file(manifest_t *m, const char *path, const struct manifest_op
 /* The artifact for platform, or NULL. */
 const struct manifest_artifact *manifest_artifact(const manifest_t *m, const char *platform);
 
+/* The unpacked size lock recorded for platform, or 0. */
+uint64_t manifest_unpacked_size(const manifest_t *m, const char *platform);
+
 /* 1 when the manifest lists platform (or lists none). */
 int manifest_supports(const manifest_t *m, const char *platform);
 
@@ -348,6 +363,16 @@ int manifest_read_sibling(const manifest_t *m, const char *rel, size_t max, char
  * Returns 0 or -1 with install.manifest_invalid naming the JSON path.
  */
 int manifest_npm_validate(manifest_t *m, const struct json_val *src, struct err *e);
+
+/*
+ * An npm-lock bin template ("node_modules/@s/x-{platform}{musl}/bin/x") for
+ * platform, a musl or glibc system and a CPU without AVX2 (baseline) or
+ * with, into out[0..cap): the placeholders of core/pkg/manifest_npm.c.
+ * Returns 1 when it has {baseline} (the vendor ships CPU levels), 0 when
+ * not, -1 for an unknown placeholder, -2 when out is too small.
+ */
+int manifest_bin_expand(const char *tmpl, const char *platform, int musl, int baseline, char *out,
+                        size_t cap);
 int manifest_npm_check_lock(manifest_t *m, const char *lock, size_t len, const char *npm_mirror,
                             struct err *e);
 

@@ -75,19 +75,15 @@ manifest_cpu_baseline(void)
  * without AVX2 (opencode, Droid, Kilo) and "" otherwise. Expanded once, at
  * load.
  */
-static int
-expand_bin(manifest_t *m, struct err *e)
+int
+manifest_bin_expand(const char *tmpl, const char *platform, int musl, int baseline, char *out, size_t cap)
 {
 	static const char *const names[] = {"{platform}", "{cpu}",      "{arch}", "{musl}",
 	                                    "{linux}",    "{baseline}", NULL};
-	char out[MANIFEST_RELPATH_MAX];
-	const char *p = m->source.bin, *rep;
-	int arm = strcmp(manifest_platform_self(), MANIFEST_PLATFORM_ARM64) == 0, musl, k;
+	int arm = strcmp(platform, MANIFEST_PLATFORM_ARM64) == 0, k, levels = 0;
+	const char *p = tmpl, *rep;
 	size_t o = 0, n, skip;
 
-	if (strpbrk(p, "{}") == NULL)
-		return 0;
-	musl = strcmp(npmlock_detect_libc(NULL), "musl") == 0;
 	while (*p) {
 		rep = NULL;
 		for (k = 0; names[k] != NULL; k++)
@@ -95,7 +91,7 @@ expand_bin(manifest_t *m, struct err *e)
 				break;
 		switch (k) {
 		case 0:
-			rep = manifest_platform_self();
+			rep = platform;
 			break;
 		case 1:
 			rep = arm ? "arm64" : "x64";
@@ -110,29 +106,50 @@ expand_bin(manifest_t *m, struct err *e)
 			rep = musl ? "linuxmusl" : "linux";
 			break;
 		case 5:
-			rep = manifest_cpu_baseline() ? "-baseline" : "";
-			m->source.cpu_levels = 1;
+			rep = baseline ? "-baseline" : "";
+			levels = 1;
 			break;
 		default:
 			if (*p == '{' || *p == '}')
-				return err_set(e, INVALID,
-				               "%s: $.source.bin: unknown placeholder (known: {platform}, "
-				               "{cpu}, {arch}, {musl}, {linux}, {baseline})",
-				               m->file);
+				return -1;
 		}
 		skip = rep != NULL ? strlen(names[k]) : 1;
 		if (rep == NULL)
 			rep = p, n = 1;
 		else
 			n = strlen(rep);
-		if (o + n >= sizeof(out))
-			return err_set(e, INVALID, "%s: $.source.bin: too long", m->file);
+		if (o + n >= cap)
+			return -2;
 		memcpy(out + o, rep, n);
 		o += n;
 		p += skip;
 	}
 	out[o] = '\0';
-	memcpy(m->source.bin, out, o + 1);
+	return levels;
+}
+
+/* The bin of m for this machine, expanded once, at load. */
+static int
+expand_bin(manifest_t *m, struct err *e)
+{
+	char out[MANIFEST_RELPATH_MAX];
+	const char *b = m->source.bin;
+	int rc;
+
+	if (strpbrk(b, "{}") == NULL)
+		return 0;
+	rc =
+	    manifest_bin_expand(b, manifest_platform_self(), strcmp(npmlock_detect_libc(NULL), "musl") == 0,
+	                        strstr(b, "{baseline}") != NULL && manifest_cpu_baseline(), out, sizeof(out));
+	if (rc == -1)
+		return err_set(e, INVALID,
+		               "%s: $.source.bin: unknown placeholder (known: {platform}, "
+		               "{cpu}, {arch}, {musl}, {linux}, {baseline})",
+		               m->file);
+	if (rc < 0)
+		return err_set(e, INVALID, "%s: $.source.bin: too long", m->file);
+	m->source.cpu_levels = rc;
+	memcpy(m->source.bin, out, strlen(out) + 1);
 	return 0;
 }
 

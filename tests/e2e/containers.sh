@@ -134,16 +134,9 @@ from() {
 }
 E2B_FROM='FROM fc-e2b-registry.<region>.cr.aliyuncs.com/runtime/base:<tag>'
 
-# The template's npm mirror (install.mirrors.npm) is registry.npmmirror.com.
-# Where it does not resolve (a machine that reaches registry.npmjs.org only),
-# the e2b base sets the registry itself in its environment, as a site's base
-# image would (the README: the environment wins over the file), and so does
-# the CI fetch line's shell; the README's text stays as it is.
+# The template names no npm mirror (the README shows one as an option):
+# installs go to the manifests' registry.npmjs.org.
 MIRROR_ENV=""
-if ! getent hosts registry.npmmirror.com >/dev/null 2>&1; then
-	MIRROR_ENV="ABX_INSTALL_NPM_REGISTRY=https://registry.npmjs.org ABX_SERVER_INSTALL_ALLOW_HOSTS=registry.npmjs.org"
-	say "registry.npmmirror.com does not resolve here: the e2b base and the CI fetch get $MIRROR_ENV"
-fi
 
 # ---- base images ------------------------------------------------------------------
 # The bookworm mirror of the machine's apt sources (one-line or deb822).

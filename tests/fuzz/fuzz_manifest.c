@@ -10,7 +10,9 @@
  * - a verify.env that loads names only [A-Z_][A-Z0-9_]* outside PATH,
  *   HOME, LANG, LC_*, LD_*, NODE_OPTIONS, NODE_PATH and ABX_*, with
  *   printable values;
- * - an accepted manifest has no key a strcmp would misread (fuzz_keys.h).
+ * - an accepted manifest has no key a strcmp would misread (fuzz_keys.h);
+ * - every unpacked_size that loads is 1 byte..1 TiB for a platform the
+ *   manifest supports.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -59,6 +61,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			FUZZ_CHECK(*v >= 0x20 && *v <= 0x7e && *v != '{');
 	}
 	FUZZ_CHECK(strlen(m.sha256) == 64);
+	FUZZ_CHECK(m.nunpacked >= 0 && m.nunpacked <= MANIFEST_MAX_PLATFORMS);
+	for (i = 0; i < m.nunpacked; i++)
+		FUZZ_CHECK(m.unpacked[i].bytes >= 1 && m.unpacked[i].bytes <= MANIFEST_UNPACKED_MAX &&
+		           manifest_platform_known(m.unpacked[i].platform) &&
+		           manifest_supports(&m, m.unpacked[i].platform));
 	if (m.source.type == MANIFEST_SRC_TARBALL) {
 		const struct manifest_artifact *a = manifest_artifact(&m, "linux-x64");
 		FUZZ_CHECK(a != NULL);

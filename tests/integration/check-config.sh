@@ -190,10 +190,9 @@ mkdir "$T/tpl"
 python3 - "$TOP/README.md" "$T/tpl" <<'PY'
 import sys, re
 text = open(sys.argv[1]).read()
-sec = text[text.index('## A worked template'):]
-blocks = re.findall(r'```json\n(.*?)```', sec, re.S)
-open(sys.argv[2] + '/server.json', 'w').write(blocks[0])
-open(sys.argv[2] + '/commands.json', 'w').write(blocks[1])
+blocks = dict(re.findall(r"<!-- template: (\S+) -->\n```[a-z]*\n(.*?)```", text, re.S))
+open(sys.argv[2] + '/server.json', 'w').write(blocks['server.json'])
+open(sys.argv[2] + '/commands.json', 'w').write(blocks['commands.json'])
 PY
 # as the image's user runs it: its state directory is the one the template's
 # audit_file is in (check-config applies serve's audit_file rule, creating nothing)

@@ -303,6 +303,17 @@ else
 	skip "noexec and read-only root" "needs root and unshare"
 fi
 
+# the tools directory's and its cache's sizes, as du counts them
+mkdir -p "$T/sz/t/.cache/trees/k" "$T/sz/t/x/1.0.0-linux-x64"
+chmod 700 "$T/sz/t"
+head -c 300000 /dev/urandom >"$T/sz/t/x/1.0.0-linux-x64/bin"
+head -c 90000 /dev/urandom >"$T/sz/t/.cache/trees/k/f"
+_c=$(du -s -B1 "$T/sz/t/.cache" | cut -f1)
+_a=$(du -s -B1 "$T/sz/t" | cut -f1)
+run env ABX_TOOLS_DIR="$T/sz/t" $D
+check "doctor: the tools directory's size, its cache apart" grep -q "^PASS  size: $T/sz/t holds .* in 4 entries ($((_a - _c)) bytes; its .cache apart)" "$T/out"
+check "doctor: the cache's size" grep -q "^PASS  size: $T/sz/t/.cache holds .* in 4 entries ($_c bytes; \`prepare --prune\` removes" "$T/out"
+
 run $BIN doctor --bogus
 expect "unknown option exits 2" 2 "" "usage: agent-sandbox-server doctor"
 run $BIN doctor --help

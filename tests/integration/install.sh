@@ -103,6 +103,15 @@ run "$BIN" prepare --keep-cache --manifests "$M" --tools-dir "$T/ts4" --cache "$
 expect "--cache DIR --keep-cache: installed from that cache" 0 "slim 1.0.0: installed"
 check "--cache DIR --keep-cache: no download" test "$(gets slim-1.0.0.tgz)" -eq 3
 check "--cache DIR --keep-cache: the extracted tree is added" test -n "$(ls "$T/cs/trees" 2>/dev/null)"
+# without --keep-cache, the trees already in DIR serve it (docs/installing.md):
+# placed from the tree, nothing downloaded or decompressed, the tree kept
+_trees=$(ls "$T/cs/trees")
+run "$BIN" prepare --manifests "$M" --tools-dir "$T/ts4b" --cache "$T/cs" --only slim
+expect "--cache DIR without --keep-cache: a tree in DIR is placed" 0 "slim 1.0.0: installed" "slim 1.0.0: placed"
+check "... no download" test "$(gets slim-1.0.0.tgz)" -eq 3
+check "... the tree stays in DIR, nothing added" test "$(ls "$T/cs/trees")" = "$_trees"
+run "$T/ts4b/bin/slim"
+expect "... and the placed tool runs" 0 "slim 1.0.0"
 # what was in the tools directory's .cache before (an earlier fetch or
 # serve's) stays; it served the install
 mkdir -p "$T/ts5/.cache" && cp "$T/cs/$S" "$T/ts5/.cache/$S"
@@ -596,6 +605,59 @@ prep "$T/t10" --only redir
 expect "a redirect to a host outside hosts is refused" 1 "" "http.redirect"
 check "the redirect target got no request" sh -c "! grep -q 'host=127.0.0.1' '$T/req.log'"
 
+# ---- prepare --prune: what no manifest references, never what an install holds
+mktool pr 1.0.0
+mkman pr /f/pr-1.0.0.tgz "$(sha "$W/pr-1.0.0.tgz")"
+PRS=$(sha "$W/pr-1.0.0.tgz")
+PD=$T/tp
+prep "$PD" --only pr
+expect "prune: the tool installs (cache kept)" 0 "pr 1.0.0: installed"
+prune_junk() { # what an older version, an interrupted run and other manifests left
+	mkdir -p "$PD/pr/0.9.0-$PLATFORM/bin" "$PD/.staging/pr-0123abcd/tree" "$PD/.cache/trees/sha256-$(sha_str old)-tar1-s1/tree"
+	head -c 300000 /dev/urandom >"$PD/pr/0.9.0-$PLATFORM/bin/pr"
+	head -c 40000 /dev/urandom >"$PD/.staging/pr-0123abcd/tree/x"
+	head -c 50000 /dev/urandom >"$PD/.cache/$(sha_str blob)"
+	sha_str blob >"$PD/.cache/sha512-$(sha_str alias)$(sha_str alias)"
+	head -c 20000 /dev/urandom >"$PD/.cache/trees/sha256-$(sha_str old)-tar1-s1/tree/f"
+	echo '{}' >"$PD/.cache/trees/gone-0.1.0-$PLATFORM-glibc.verified"
+	head -c 7000 /dev/urandom >"$PD/.cache/.tmp-0123456789abcdef"
+}
+prune_junk
+_keep="$PD/pr/1.0.0-$PLATFORM/bin/pr $PD/.cache/$PRS"
+_gone="$PD/pr/0.9.0-$PLATFORM $PD/.staging/pr-0123abcd $PD/.cache/$(sha_str blob) $PD/.cache/sha512-$(sha_str alias)$(sha_str alias) $PD/.cache/trees/sha256-$(sha_str old)-tar1-s1 $PD/.cache/trees/gone-0.1.0-$PLATFORM-glibc.verified $PD/.cache/.tmp-0123456789abcdef"
+_tmpdu=$(du -s -B1 "$PD/.cache/.tmp-0123456789abcdef" | cut -f1)
+_du=0
+for g in $_gone; do _du=$((_du + $(du -s -B1 "$g" | cut -f1))); done
+run "$BIN" prepare --prune --dry-run --manifests "$M" --tools-dir "$PD"
+expect "prune --dry-run: what it would free, in bytes as du counts them" 0 "in 7 entries ($_du bytes)"
+check "... removing nothing" sh -c "for g in $_gone; do test -e \$g || exit 1; done"
+# an install that holds pr's lock: its trees, staging and the cache's blobs stay
+mkdir -p "$PD/.locks" && : >>"$PD/.locks/pr.lock"
+bg flock "$PD/.locks/pr.lock" sh -c "touch '$T/pr.held'; while [ ! -e '$T/pr.release' ]; do sleep 0.05; done"
+_holder=$BGPID
+wait_until 10 "test -e '$T/pr.held'"
+run "$BIN" prepare --prune --manifests "$M" --tools-dir "$PD"
+expect "prune beside a held install lock" 0 "in 1 entries ($_tmpdu bytes)" "pr: an install holds its lock"
+check "... says the cache is kept" grep -q "an install is running: the cache keeps its downloads and extracted trees" "$T/err"
+check "... only the dead temporary file went" sh -c "test ! -e '$PD/.cache/.tmp-0123456789abcdef' && test -e '$PD/pr/0.9.0-$PLATFORM' && test -e '$PD/.staging/pr-0123abcd' && test -e '$PD/.cache/$(sha_str blob)'"
+touch "$T/pr.release"
+wait_exit "$_holder" 10
+prune_junk
+run "$BIN" prepare --prune --manifests "$M" --tools-dir "$PD"
+expect "prune: frees what no manifest references" 0 "in 7 entries ($_du bytes)"
+check "... it is gone" sh -c "for g in $_gone; do test ! -e \$g || exit 1; done"
+check "... what the manifest pins stays" sh -c "for k in $_keep; do test -e \$k || exit 1; done && ls '$PD/.cache/trees' | grep -q '^sha256-$PRS-'"
+prep "$PD" --only pr
+expect "prune: the tool is still ready" 0 "pr 1.0.0: ready"
+run "$BIN" verify --manifests "$M" --tools-dir "$PD" pr
+expect "... and verifies" 0 "OK pr"
+run "$BIN" prepare --prune --json --manifests "$M" --tools-dir "$PD"
+check "prune --json: nothing left to free, as JSON" python3 -c "
+import json; d = json.load(open('$T/out'))
+assert d == {'freed_bytes': 0, 'entries': 0, 'dry_run': False, 'ok': True}, d"
+run "$BIN" prepare --prune --only pr --manifests "$M" --tools-dir "$PD"
+expect "--prune with --only is a usage error" 2 "" "--prune goes with neither"
+
 # ---- no space, modes, unpinned ----------------------------------------------------------------
 mkman huge /f/hello-1.0.0.tgz "$H" '"description":"x"' bin/hello
 sed -i 's/"size_hint_mb":1/"size_hint_mb":900000/' "$M/huge.json"
@@ -736,6 +798,34 @@ if [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null; then
 	expect "the space check counts a require not installed yet: install.no_space" 1 "" \
 		"install.no_space: spaceapp 1.0.0 needs 16 MiB free (2 x size_hint_mb, its requires' included)"
 	rm -f "$M/spacedep.json" "$M/spaceapp.json"
+	# A tree that fills the disk while it is extracted (8 MB of zeros from a
+	# download of a few KiB, no unpacked_size): install.no_space, not
+	# install.failed, and nothing is left of it.
+	mktool kzeros 1.0.0
+	head -c 8000000 /dev/zero >"$T/src/pkg/share/zeros.bin"
+	tar czf "$W/kzeros-1.0.0.tgz" -C "$T/src" pkg
+	mkman kzeros /f/kzeros-1.0.0.tgz "$(sha "$W/kzeros-1.0.0.tgz")"
+	mkdir -p "$T/fullx"
+	run unshare -m sh -c "mount -t tmpfs -o size=3m tmpfs '$T/fullx' && exec '$BIN' prepare --manifests '$M' --tools-dir '$T/fullx/tools' --only kzeros"
+	expect "a disk that fills during the extraction: install.no_space" 1 "" "install.no_space: "
+	check "... with its fix" grep -q 'fix: free space' "$T/err"
+	# unpacked_size (recorded by lock) replaces twice the hint: a tool of
+	# 424 MiB with a hint of 450 fits on 600 MiB (twice the hint would be
+	# 900), and the same tree said to be 8 MiB is refused on 3 MiB before
+	# any download, naming its unpacked size.
+	mktool kreal 1.0.0
+	mkman kreal /f/kreal-1.0.0.tgz "$(sha "$W/kreal-1.0.0.tgz")" "\"unpacked_size\":{\"$PLATFORM\":444596224}"
+	sed -i 's/"size_hint_mb":1/"size_hint_mb":450/' "$M/kreal.json"
+	mkdir -p "$T/full600"
+	run unshare -m sh -c "mount -t tmpfs -o size=600m tmpfs '$T/full600' && exec '$BIN' prepare --manifests '$M' --tools-dir '$T/full600/tools' --only kreal"
+	expect "unpacked_size 424 MiB with a hint of 450 installs on 600 MiB free" 0 "kreal 1.0.0: installed"
+	mkman kreal /f/kzeros-1.0.0.tgz "$(sha "$W/kzeros-1.0.0.tgz")" "\"unpacked_size\":{\"$PLATFORM\":8000123}" bin/kzeros
+	G0=$(gets kzeros-1.0.0.tgz)
+	run unshare -m sh -c "mount -t tmpfs -o size=3m tmpfs '$T/fullx' && exec '$BIN' prepare --manifests '$M' --tools-dir '$T/fullx/tools' --only kreal"
+	expect "unpacked_size 8 MiB on 3 MiB: install.no_space before the download" 1 "" \
+		"install.no_space: kreal 1.0.0 needs 26 MiB free (unpacked_size 8 MiB, plus a quarter and 16 MiB for downloads and filesystem blocks)"
+	check "... nothing downloaded" test "$(gets kzeros-1.0.0.tgz)" = "$G0"
+	rm -f "$M/kreal.json" "$M/kzeros.json"
 else
 	skip "a disk that fills mid-install" "needs root and mount namespaces"
 fi

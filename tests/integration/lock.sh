@@ -52,6 +52,7 @@ check "tarball --check changes nothing" cmp -s "$T/m/t.json" "$T/t.orig"
 
 run "$BIN" lock t --manifests "$T/m"
 expect "tarball: pins written" 0 "2 changes written"
+check "... an artifact that is no archive: said, no unpacked_size" sh -c "grep -q 'linux-x64: unpacked_size not recorded' '$T/err' && ! grep -q unpacked_size '$T/m/t.json'"
 check "x64 pin is the file's sha256" grep -q "\"sha256\": \"$(sha "$T/reg/tb/-/t-1.0.0-x64.tgz")\"" "$T/m/t.json"
 check "arm64 pin added after its url" grep -q "\"sha256\": \"$(sha "$T/reg/tb/-/t-1.0.0-arm64.tgz")\"" "$T/m/t.json"
 check "the diff is one line per pin (plus the comma of the added key)" \
@@ -77,6 +78,43 @@ cp "$T/m/t.json" "$T/t.hosts"
 run "$BIN" lock t --manifests "$T/m"
 expect "tarball: a URL outside hosts is refused" 1 "" "not in the manifest's hosts"
 check "refused: manifest untouched" cmp -s "$T/m/t.json" "$T/t.hosts"
+
+# unpacked_size: each platform's artifact extracted as an install would
+# (strip_components, regular files counted); an artifact the installer
+# cannot extract is said and left out, its pin still written
+regsum() { python3 -c '
+import sys, tarfile
+print(sum(m.size for f in sys.argv[2:] for m in tarfile.open(f).getmembers() if m.isreg() and m.name.count("/") >= int(sys.argv[1])))' "$@"; }
+mkdir -p "$T/src/pkg/bin" "$T/reg/tz/-"
+head -c 70000 /dev/urandom >"$T/src/pkg/bin/z"
+head -c 5000 /dev/urandom >"$T/src/pkg/README"
+tar czf "$T/reg/tz/-/z-1.0.0-x64.tgz" -C "$T/src" pkg
+head -c 90000 /dev/urandom >>"$T/src/pkg/bin/z"
+tar czf "$T/reg/tz/-/z-1.0.0-arm64.tgz" -C "$T/src" pkg
+sed -e 's|/tb/-/t-|/tz/-/z-|' -e 's/"name": "t"/"name": "z"/' -e 's/"bin": "t"/"bin": "bin\/z", "strip_components": 1/' \
+	-e 's/"hosts": \["registry.example"\]/"hosts": ["localhost"]/' "$T/t.v1" >"$T/m/z.json"
+run "$BIN" lock z --manifests "$T/m"
+expect "tarball: unpacked sizes measured" 0 "linux-x64: unpacked $(regsum 1 "$T/reg/tz/-/z-1.0.0-x64.tgz") bytes"
+check "unpacked_size recorded per platform, as the manifest loader reads it" python3 -c "
+import json; m = json.load(open('$T/m/z.json'))
+assert m['unpacked_size'] == {'linux-x64': $(regsum 1 "$T/reg/tz/-/z-1.0.0-x64.tgz"), 'linux-arm64': $(regsum 1 "$T/reg/tz/-/z-1.0.0-arm64.tgz")}, m"
+check "... the last member, the rest of the text kept" sh -c "tail -2 '$T/m/z.json' | grep -q '^  \"unpacked_size\": {\"linux-x64\": [0-9]*, \"linux-arm64\": [0-9]*}\$'"
+run "$BIN" prepare --dry-run --manifests "$T/m" --tools-dir "$T/tools" --only z
+check "the manifest lock wrote loads" grep -q "^z  " "$T/out"
+cp "$T/m/z.json" "$T/z.locked"
+run "$BIN" lock z --manifests "$T/m" --sizes
+expect "--sizes with current pins and sizes: no change" 0 "already up to date"
+check "... the file is the same" cmp -s "$T/m/z.json" "$T/z.locked"
+sed -i 's/"linux-x64": [0-9]*}/"linux-x64": 5}/; s/"linux-x64": [0-9]*,/"linux-x64": 5,/' "$T/m/z.json"
+run "$BIN" lock z --manifests "$T/m" --sizes
+expect "--sizes corrects a wrong size" 0 "1 change written"
+check "... to the measured one" cmp -s "$T/m/z.json" "$T/z.locked"
+head -c 10 /dev/urandom >>"$T/reg/tz/-/z-1.0.0-x64.tgz"
+run "$BIN" lock z --manifests "$T/m" --sizes
+expect "--sizes refuses a pin that no longer matches" 1 "" "install.checksum_mismatch"
+check "... changing nothing" cmp -s "$T/m/z.json" "$T/z.locked"
+run "$BIN" lock z --manifests "$T/m" --sizes --check
+expect "--sizes with --check is a usage error" 2 "" "--sizes goes with neither"
 
 run "$BIN" lock nosuch --manifests "$T/m"
 expect "unknown tool" 2 "" "no manifest"
@@ -133,6 +171,17 @@ check "every platform's optional package is in the lockfile" \
 	python3 -c "import json,sys; p=json.load(open(sys.argv[1]))['packages']; sys.exit(not all('node_modules/@s/tool-%s' % x in p for x in ('linux-x64','linux-arm64','darwin-arm64')))" "$T/m/tool/package-lock.json"
 check "resolved URLs are recorded" grep -q "\"resolved\": \"https://$R/dep/-/dep-1.0.0.tgz\"" "$T/m/tool/package-lock.json"
 check "no install script ran" test ! -e /tmp/never
+# each platform's tree: the tool, dep and that platform's optional package
+check "npm-lock: unpacked_size is each platform's packages' files" python3 -c "
+import json; m = json.load(open('$T/m/tool.json'))
+assert m['unpacked_size'] == {'linux-x64': $(regsum 1 "$T/reg/@s/tool/-/tool-1.0.0.tgz" "$T/reg/dep/-/dep-1.0.0.tgz" "$T/reg/@s/tool-linux-x64/-/tool-linux-x64-1.0.0.tgz"),
+  'linux-arm64': $(regsum 1 "$T/reg/@s/tool/-/tool-1.0.0.tgz" "$T/reg/dep/-/dep-1.0.0.tgz" "$T/reg/@s/tool-linux-arm64/-/tool-linux-arm64-1.0.0.tgz")}, m"
+cp "$T/m/tool/package-lock.json" "$T/tool-lock.before"
+sed -i 's/"linux-arm64": [0-9]*}/"linux-arm64": 7}/' "$T/m/tool.json"
+run env ABX_NPM=/nonexistent/npm "$BIN" lock tool --manifests "$T/m" --sizes
+expect "npm-lock --sizes: measured from the lockfile there, no npm run" 0 "1 change written"
+check "... the lockfile unchanged" cmp -s "$T/m/tool/package-lock.json" "$T/tool-lock.before"
+check "... the size corrected" sh -c "! grep -q '\"linux-arm64\": 7}' '$T/m/tool.json'"
 run "$BIN" lock tool --manifests "$T/m" --check
 expect "npm-lock --check: current" 0 "pins are current"
 

@@ -159,7 +159,22 @@ assert d['on_path'][0]['path_entry'] == '$T/nodebin/node' and d['on_path'][0]['p
 run env PATH="$T/nodebin:$BASEPATH" "$BIN" prepare --dry-run --manifests "$T/m" --config "$T/codex.json"
 expect "the table names the ops that need codex" 0 "agents.codex.run,agents.codex.sessions.create,agents.codex.install"
 check "the table says node is on PATH" grep -q "on PATH, not installed: node-runtime 22.1.0 at $T/nodebin/node" "$T/out"
-check "the table has sizes and hosts" sh -c "grep -E '^codex +1.2.0 +5 MiB +127.0.0.1:1 ' '$T/out'"
+check "the table has sizes (a hint marked ~) and hosts" sh -c "grep -E '^codex +1.2.0 +~5 MiB +127.0.0.1:1 ' '$T/out'"
+# the unpacked size lock records, for this platform, is the SIZE shown
+cp "$T/m/codex.json" "$T/codex.keep"
+python3 -c "
+import json; m = json.load(open('$T/m/codex.json'))
+m['unpacked_size'] = {'$PLATFORM': 444596224}
+json.dump(m, open('$T/m/codex.json', 'w'))"
+run env PATH="$T/nodebin:$BASEPATH" "$BIN" prepare --dry-run --manifests "$T/m" --config "$T/codex.json"
+check "the table shows unpacked_size, not the hint" sh -c "grep -E '^codex +1.2.0 +424 MiB +127.0.0.1:1 ' '$T/out'"
+run env PATH="$T/nodebin:$BASEPATH" "$BIN" prepare --dry-run --manifests "$T/m" --config "$T/codex.json" --only codex
+check "... and so does prepare --dry-run --only" sh -c "grep -E '^codex +1.2.0 +424 MiB ' '$T/out'"
+run env PATH="$T/nodebin:$BASEPATH" "$BIN" prepare --dry-run --json --manifests "$T/m" --config "$T/codex.json"
+check "... and --json has unpacked_size in bytes" python3 -c "
+import json; d = json.load(open('$T/out'))
+assert d['plan'][0]['unpacked_size'] == 444596224, d"
+mv "$T/codex.keep" "$T/m/codex.json"
 # --state-dir is listed in the configuration table: prepare takes it, and
 # its value reaches the configuration loader (an empty one is refused there).
 mkdir -p "$T/state-flag" && chmod 700 "$T/state-flag"

@@ -4,9 +4,11 @@
 # each RUN in order with this binary, COPY as cp, ENV as export, into a
 # scratch root ($ROOT: the image's absolute paths live under it); a named
 # build stage (FROM ... AS NAME) into a root of its own, $ROOT.NAME, which
-# COPY --from=NAME copies from. The registry is the local fixture (tests/fixtures/agent_pkgs.sh),
-# through the documented mirror setting: the template's install.mirrors.npm
-# and its allow_hosts entry name the fixture instead of registry.npmmirror.com.
+# COPY --from=NAME copies from. The registry is the local fixture
+# (tests/fixtures/agent_pkgs.sh), through the mirror the README shows as an
+# option (server.mirror.json: the template itself names none), its
+# install.mirrors.npm and allow_hosts entry naming the fixture instead of
+# registry.npmmirror.com.
 . "$TOP/tests/lib.sh"
 . "$FIXTURES/agent_pkgs.sh"
 REG_PID=$BGPID
@@ -28,7 +30,14 @@ need = ["server.json", "commands.json", "build.Dockerfile", "lazy.Dockerfile", "
 missing = [n for n in need if n not in blocks]
 assert not missing, "README lacks templates %s" % missing
 server = blocks["server.json"]
-assert "https://registry.npmmirror.com" in server and '"registry.npmmirror.com"' in server
+# no region's mirror by default: the option replaces the install member
+assert "mirror" not in server and "npmmirror" not in server, server
+json.loads(server)
+opt = blocks["server.mirror.json"]
+assert "https://registry.npmmirror.com" in opt and '"registry.npmmirror.com"' in opt
+plain = '  "install": {"mode": "build", "wait": 20},\n'
+assert plain in server
+server = server.replace(plain, opt)
 json.loads(server)
 # the documented mirror setting, pointed at the local registry fixture; the
 # audit file stays where the template puts it, in the user's own state

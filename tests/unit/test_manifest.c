@@ -121,6 +121,46 @@ test_schema_and_types(void **state)
 	               "$.verify.argv: the first word must be {bin}");
 }
 
+/* unpacked_size: bytes per platform of the manifest, each once; what
+ * manifest_unpacked_size answers. */
+static void
+test_unpacked_size(void **state)
+{
+	manifest_t *m = malloc(sizeof(*m));
+	struct err e;
+	const char *plats = "\"platforms\":[\"linux-x64\"],";
+
+	expect_invalid(tarball("t", NULL, "\"unpacked_size\":7", SHA_A),
+	               "$.unpacked_size: expected an object");
+	expect_invalid(tarball("t", NULL, "\"unpacked_size\":{\"linux-x64\":0}", SHA_A),
+	               "$.unpacked_size.linux-x64: expected an integer number of bytes");
+	expect_invalid(tarball("t", NULL, "\"unpacked_size\":{\"linux-x64\":1.5}", SHA_A),
+	               "$.unpacked_size.linux-x64: expected an integer");
+	expect_invalid(tarball("t", NULL, "\"unpacked_size\":{\"linux-x64\":\"9\"}", SHA_A),
+	               "$.unpacked_size.linux-x64: expected an integer");
+	expect_invalid(tarball("t", NULL, "\"unpacked_size\":{\"linux-x64\":1099511627777}", SHA_A),
+	               "$.unpacked_size.linux-x64: expected an integer");
+	expect_invalid(tarball("t", NULL, "\"unpacked_size\":{\"darwin-x64\":5}", SHA_A),
+	               "$.unpacked_size.darwin-x64: not a platform of the manifest");
+	/* a platform the manifest does not list */
+	expect_invalid(tarball("t", plats, "\"unpacked_size\":{\"linux-arm64\":5}", SHA_A),
+	               "$.unpacked_size.linux-arm64: not a platform of the manifest");
+
+	err_clear(&e);
+	assert_int_equal(parse(m,
+	                       tarball("t", NULL,
+	                               "\"unpacked_size\":{\"linux-x64\":444596224,"
+	                               "\"linux-arm64\":1099511627776}",
+	                               SHA_A),
+	                       &x64, &e),
+	                 0);
+	assert_true(manifest_unpacked_size(m, "linux-x64") == 444596224u);
+	assert_true(manifest_unpacked_size(m, "linux-arm64") == (1ull << 40));
+	assert_int_equal(parse(m, tarball("t", NULL, NULL, SHA_A), &x64, &e), 0);
+	assert_true(manifest_unpacked_size(m, "linux-x64") == 0);
+	free(m);
+}
+
 static void
 test_no_trust_on_first_use(void **state)
 {
@@ -691,6 +731,7 @@ main(void)
 	    cmocka_unit_test(test_run_extra),
 	    cmocka_unit_test(test_unknown_fields_named_by_path),
 	    cmocka_unit_test(test_schema_and_types),
+	    cmocka_unit_test(test_unpacked_size),
 	    cmocka_unit_test(test_no_trust_on_first_use),
 	    cmocka_unit_test(test_unpinned_refused_in_production),
 	    cmocka_unit_test(test_hosts_and_urls),
