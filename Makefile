@@ -80,7 +80,7 @@ INCS := -Icore -Iapplets -I$(B)/gen
 # -flto is the link, where they are not issued; fat objects generate code
 # at compile time too (the link still uses the IR: the same binary). The
 # unit build's clang 14 has no -Wformat-truncation, so this is its one check.
-REL_CFLAGS := -std=c11 -Os -flto=auto -ffat-lto-objects -fno-asynchronous-unwind-tables -ffunction-sections -fdata-sections \
+REL_CFLAGS := -std=c11 -Oz -flto=auto -ffat-lto-objects -fno-asynchronous-unwind-tables -ffunction-sections -fdata-sections \
 	-fstack-protector-strong -D_FORTIFY_SOURCE=2 $(DEPFLAGS) $(WARN) $(DEFS) $(INCS) -I$(MUSL)/include \
 	-ffile-prefix-map=$(CURDIR)/= -ffile-prefix-map=$(abspath $(B))/=build/ -ffile-prefix-map=$(B)/=build/
 REL_LDFLAGS := -static -s -Wl,--gc-sections -Wl,-z,noexecstack -Wl,-z,relro -Wl,-z,now -Wl,--build-id=none

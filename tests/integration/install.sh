@@ -714,6 +714,12 @@ sed -i 's/"strip_components":1/"strip_components":0/' "$M/zppmd.json"
 prep "$T/t16" --only zppmd
 expect "a PPMd zip entry is refused, the method named" 1 "" "Unsupported ZIP compression method (98"
 check "... nothing published" test ! -e "$T/t16/zppmd/1.0.0-$PLATFORM"
+cp "$T/arch/zip_encrypted.zip" "$W/zip_encrypted.zip"
+mkman zenc /f/zip_encrypted.zip "$(sha "$W/zip_encrypted.zip")"
+sed -i 's/"strip_components":1/"strip_components":0/' "$M/zenc.json"
+prep "$T/t16" --only zenc
+expect "an encrypted zip entry is refused as such" 1 "" "Encrypted entries are not supported"
+check "... nothing published" test ! -e "$T/t16/zenc/1.0.0-$PLATFORM"
 # pax ACLs (SCHILY.acl.*, one unparsable) and a Solaris ACL header (an
 # unparsable one, which the reader used to refuse): dropped unread by the
 # release build's tar reader (tools/deps.sh), so the tree is the one without
