@@ -220,7 +220,7 @@ open_manifests(struct manifest_set *ms, const char *config_file, const struct co
 		return -1;
 	}
 	*introspect = c->introspect;
-	i = cfgload_manifests(ms, c, NULL, e);
+	i = manifest_set_load(ms, c, NULL, e);
 	free(c);
 	if (i < 0)
 		return -1;

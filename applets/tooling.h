@@ -28,8 +28,8 @@ struct tooling {
 	/* The configuration, loaded once by tooling_open and read by the
 	 * context (ctx.cfg) until tooling_close; owned. */
 	struct config *cfg;
-	int cfg_kept; /* tooling_close leaves cfg to the caller */
-	struct manifest_set ms;
+	int cfg_kept;           /* tooling_close leaves cfg to the caller */
+	struct manifest_set ms; /* open already (ms_open): tooling_open keeps it */
 	struct install_ctx ctx;
 	struct install_observer obs; /* ctx.obs when an applet sets it */
 	int ms_open, ctx_open;

@@ -303,6 +303,18 @@ manifest_find_binary(struct manifest_set *s, const char *base)
 	return NULL;
 }
 
+int
+manifest_set_load(struct manifest_set *s, const struct config *c, const char *platform, struct err *e)
+{
+	struct manifest_opts mo = {0};
+
+	snprintf(mo.npm_mirror, sizeof(mo.npm_mirror), "%s", c->install.npm_mirror);
+	if ((mo.allow_unpinned = manifest_unpinned_allowed(c, e)) < 0)
+		return -1;
+	mo.platform = platform != NULL ? platform : manifest_platform_self();
+	return manifest_set_open(s, c->manifests_dir[0] != '\0' ? c->manifests_dir : NULL, &mo, e);
+}
+
 void
 manifest_agents_hint(struct manifest_set *s, const char *word, char *buf, size_t cap)
 {

@@ -107,6 +107,13 @@ grep -nE '"%02x"' core/*/*.c applets/*.c >"$bad"
 grep -nE '^fail\(' core/*/*.c applets/*.c | grep -v '^applets/common\.c:' >>"$bad"
 check "one hex encoder, one fail ($(head -3 "$bad" | cut -c1-120 | tr '\n' ' '))" test ! -s "$bad"
 
+# One assembly of the configuration stack (core/server/cfgstack.c): the
+# policy and the op registry are built from a configuration nowhere else.
+grep -nE '\b(policy_setup|ops_init|ops_build) *\(' core/*/*.c applets/*.c |
+	grep -vE '^core/server/cfgstack\.c:|^core/server/(policy|ops)\.c:[0-9]+:(policy_setup|ops_init|ops_build)\(' >"$bad"
+check "the configuration stack is assembled in cfgstack.c only ($(head -3 "$bad" | cut -c1-120 | tr '\n' ' '))" \
+	test ! -s "$bad"
+
 # shellcheck disable=SC2086 # $tc: one word per file
 grep -nE 'SPEC §|SPEC\.md|[Ss]eed [0-9]|\bissue [0-9]+' core/*/*.[ch] applets/*.[ch] $tc >"$bad"
 check "comments state rules, not pointers to outside documents ($(head -3 "$bad" | cut -c1-120 | tr '\n' ' '))" test ! -s "$bad"
