@@ -9,7 +9,7 @@
  */
 #include "common.h"
 
-#include <dirent.h>
+#include <fcntl.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -233,18 +233,18 @@ count_pem_dir(const char *dir)
 		dev_t dev;
 		ino_t ino;
 	} seen[SEEN_MAX];
-	char path[PATH_MAX + 256];
-	struct dirent *de;
+	char path[PATH_MAX + 256], **names;
 	struct stat sb;
+	struct err e;
+	size_t nn, j;
 	int n = 0, k, nseen = 0, i, dup;
-	DIR *d = opendir(dir);
 
-	if (d == NULL)
+	if (fs_dir_names(AT_FDCWD, dir, "io.error", &names, &nn, &e) != 0)
 		return -1;
-	while ((de = readdir(d)) != NULL) {
-		if (de->d_name[0] == '.')
+	for (j = 0; j < nn; j++) {
+		if (names[j][0] == '.')
 			continue;
-		snprintf(path, sizeof(path), "%.4000s/%s", dir, de->d_name);
+		snprintf(path, sizeof(path), "%.4000s/%s", dir, names[j]);
 		if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
 			continue;
 		for (i = 0, dup = 0; i < nseen && !dup; i++)
@@ -258,7 +258,7 @@ count_pem_dir(const char *dir)
 		if ((k = count_pem(path)) > 0)
 			n += k;
 	}
-	closedir(d);
+	free(names);
 	return n;
 }
 

@@ -4,8 +4,8 @@
  */
 #include "pkg/manifest.h"
 
-#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,24 +87,25 @@ manifest_set_open(struct manifest_set *s, const char *dir, const struct manifest
 		en->embedded_idx = i;
 	}
 	if (dir != NULL && *dir != '\0') {
-		DIR *d = opendir(dir);
-		struct dirent *de;
-		char abs[4096];
+		char abs[4096], **names;
+		size_t n, k;
+		int rc = fs_dir_names(AT_FDCWD, dir, "config.invalid", &names, &n, e);
 
 		/* absolute, so markers can name the manifest they came from */
-		if (d != NULL && realpath(dir, abs) != NULL)
+		if (rc == 0 && realpath(dir, abs) != NULL)
 			dir = abs;
 
 		snprintf(s->dir, sizeof(s->dir), "%s", dir);
-		if (d == NULL) {
-			err_sys(e, "config.invalid", errno, "manifests directory %s: %s", dir,
-			        strerror(errno));
+		if (rc != 0) {
+			if (e != NULL && e->sys != 0)
+				err_sys(e, "config.invalid", e->sys, "manifests directory %s: %s", dir,
+				        strerror(e->sys));
 			manifest_set_close(s);
 			return -1;
 		}
-		while ((de = readdir(d)) != NULL) {
+		for (k = 0; k < n; k++) {
 			struct manifest_entry *old;
-			if (de->d_name[0] == '.' || file_tool_name(de->d_name, name, &unp) < 0)
+			if (names[k][0] == '.' || file_tool_name(names[k], name, &unp) < 0)
 				continue;
 			if (unp && !o->allow_unpinned)
 				continue;
@@ -113,19 +114,18 @@ manifest_set_open(struct manifest_set *s, const char *dir, const struct manifest
 			if (unp && old != NULL && old->path[0] != '\0')
 				continue;
 			if ((en = set_add(s, name)) == NULL) {
-				closedir(d);
 				err_set(e, "config.invalid", "more than %d manifests", MANIFEST_SET_MAX);
-				manifest_set_close(s);
-				return -1;
+				break;
 			}
 			en->embedded_idx = -1;
-			if (fs_path_join(en->path, sizeof(en->path), dir, de->d_name, e) != 0) {
-				closedir(d);
-				manifest_set_close(s);
-				return -1;
-			}
+			if (fs_path_join(en->path, sizeof(en->path), dir, names[k], e) != 0)
+				break;
 		}
-		closedir(d);
+		free(names);
+		if (k < n) {
+			manifest_set_close(s);
+			return -1;
+		}
 	}
 	return 0;
 }
