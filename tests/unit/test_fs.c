@@ -547,6 +547,8 @@ t_deep_trees(void **s)
 	struct err e;
 	struct seen w;
 
+	/* the walk reads every field of j.w (skip, aux, stop_at, flags) */
+	memset(&j, 0, sizeof(j));
 	make_deep("deep", 120);
 	pthread_attr_init(&at);
 	/* ASan's frames are larger; give it the same margin over ours. */
