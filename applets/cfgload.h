@@ -1,26 +1,23 @@
 #ifndef ABX_APPLETS_CFGLOAD_H
 #define ABX_APPLETS_CFGLOAD_H
 /*
- * The one configuration loader of the applets (cfgload_config,
- * cfgload_manifests), and the stack every introspecting applet loads the
- * same way (check-config, doctor, prepare's plan): configuration layers,
- * policy, the op registry with agents checked against the manifests.
+ * The one configuration loader of the applets (cfgload_config), and the
+ * stack every introspecting applet loads the same way (check-config,
+ * doctor, prepare's plan) through core/server/cfgstack.h: configuration
+ * layers, policy, the op registry with agents checked against the manifests.
  * Introspection: it reads files only; no socket, no process, no secret.
  */
 #include "config/config.h"
 #include "opts.h"
 #include "pkg/manifest.h"
-#include "server/ops.h"
-#include "server/policy.h"
+#include "server/cfgstack.h"
 
 struct cfgload {
 	struct config cfg;
 	struct policy pol;
 	struct ops ops;
-	int ops_ready;
-	struct manifest_set ms; /* embedded + manifests_dir, this platform */
-	int ms_open;
-	struct err merr;         /* the last manifest failure other than not_found */
+	struct manifest_set ms;  /* embedded + manifests_dir, this platform */
+	struct cfgstack st;      /* over the four above: st.ms_open, st.ops_ready */
 	const char *config_file; /* --config */
 	struct config_flags flags;
 };
@@ -34,14 +31,6 @@ struct cfgload {
  * e (config.invalid, json.*, io.error: a usage error) and c at the defaults.
  */
 int cfgload_config(struct config *c, const char *file, const struct config_flags *f, int warn, struct err *e);
-
-/*
- * Open the manifest set c names (the built-in manifests and c's
- * manifests_dir) loading for platform (NULL = this machine);
- * ABX_INSTALL_UNPINNED is honoured unless c's environment is production
- * (config.invalid). Returns 0, or -1 with e. Close with manifest_set_close.
- */
-int cfgload_manifests(struct manifest_set *ms, const struct config *c, const char *platform, struct err *e);
 
 /* A zeroed struct on the heap (it is a few hundred KiB), or NULL. */
 struct cfgload *cfgload_new(void);
@@ -71,14 +60,9 @@ int cfgload_option(struct cfgload *L, const char *name, const char *value);
 	    OPT(0, "mode", "MODE", set, off, "install mode: lazy, offline, build or off")
 int cfgload_set(void *dst, const struct opt *o, const char *arg, struct err *e);
 
-/* Load configuration, policy and ops. Warnings are printed to stderr.
- * Returns 0 or -1 with e set. */
-int cfgload_run(struct cfgload *L, struct err *e);
-
-/* Whether tool name has a valid manifest (with its requires closure), and
- * whether it has a run block; for ops_build. A manifest that exists but does
- * not load is remembered in merr and reported instead of "unknown". */
-enum ops_agent_state cfgload_agent_state(const char *name, void *ctx, char *hint, size_t cap);
-int cfgload_tool_known(const char *name, void *ctx);
+/* Load configuration, policy, manifests (for platform, NULL = this
+ * machine) and ops in introspection (cfgstack_load). Warnings are printed
+ * to stderr. Returns 0 or -1 with e set. */
+int cfgload_run(struct cfgload *L, const char *platform, struct err *e);
 
 #endif

@@ -309,7 +309,7 @@ check_config_main(int argc, char **argv)
 		cfgload_free(L);
 		return opts_error(&usage, "unexpected argument %s", argv[1]);
 	}
-	if (cfgload_run(L, &e) != 0) {
+	if (cfgload_run(L, NULL, &e) != 0) {
 		rc = fail(&e);
 		cfgload_free(L);
 		return rc == EXIT_FAIL ? EXIT_USAGE : rc;

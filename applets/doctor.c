@@ -9,7 +9,7 @@
  */
 #include "common.h"
 
-#include <dirent.h>
+#include <fcntl.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -82,7 +82,7 @@ check_manifests(struct report *r, struct cfgload *L, struct hostlist *hl)
 	struct err e;
 	int i, h, n = 0, bad = 0;
 
-	if (!L->ms_open) {
+	if (!L->st.ms_open) {
 		opts.platform = manifest_platform_self();
 		opts.allow_unpinned = manifest_unpinned_allowed(&L->cfg, &e) > 0;
 		snprintf(opts.npm_mirror, sizeof(opts.npm_mirror), "%s", L->cfg.install.npm_mirror);
@@ -92,7 +92,7 @@ check_manifests(struct report *r, struct cfgload *L, struct hostlist *hl)
 			            "fix manifests_dir / ABX_MANIFESTS_DIR / --manifests", "%s", e.msg);
 			return;
 		}
-		L->ms_open = 1;
+		L->st.ms = &L->ms, L->st.ms_open = L->st.ms_owned = 1;
 	}
 	for (i = 0; i < L->ms.n; i++) {
 		if ((m = manifest_get(&L->ms, L->ms.ent[i].name, &e)) == NULL) {
@@ -161,7 +161,7 @@ check_image(struct report *r, struct cfgload *L)
 		doctor_line(r, "PASS", "image", NULL,
 		            "C library: none (neither %s nor %s): only static tools can run here",
 		            npmlock_libc_loader("glibc"), npmlock_libc_loader("musl"));
-	if (!L->ms_open)
+	if (!L->st.ms_open)
 		return;
 	/* A manifest that does not load is check_manifests' FAIL already. */
 	for (i = 0; i < L->cfg.agents.n; i++)
@@ -233,18 +233,18 @@ count_pem_dir(const char *dir)
 		dev_t dev;
 		ino_t ino;
 	} seen[SEEN_MAX];
-	char path[PATH_MAX + 256];
-	struct dirent *de;
+	char path[PATH_MAX + 256], **names;
 	struct stat sb;
+	struct err e;
+	size_t nn, j;
 	int n = 0, k, nseen = 0, i, dup;
-	DIR *d = opendir(dir);
 
-	if (d == NULL)
+	if (fs_dir_names(AT_FDCWD, dir, "io.error", &names, &nn, &e) != 0)
 		return -1;
-	while ((de = readdir(d)) != NULL) {
-		if (de->d_name[0] == '.')
+	for (j = 0; j < nn; j++) {
+		if (names[j][0] == '.')
 			continue;
-		snprintf(path, sizeof(path), "%.4000s/%s", dir, de->d_name);
+		snprintf(path, sizeof(path), "%.4000s/%s", dir, names[j]);
 		if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
 			continue;
 		for (i = 0, dup = 0; i < nseen && !dup; i++)
@@ -258,7 +258,7 @@ count_pem_dir(const char *dir)
 		if ((k = count_pem(path)) > 0)
 			n += k;
 	}
-	closedir(d);
+	free(names);
 	return n;
 }
 
@@ -275,11 +275,11 @@ first_missing_tool(struct cfgload *L, const struct chain *ch, int *nwanted)
 	int i, j, n = 0, have;
 
 	*nwanted = 0;
-	if (!L->ms_open)
+	if (!L->st.ms_open)
 		return NULL;
 	for (i = 0; i < L->cfg.agents.n; i++)
 		(void)manifest_closure_add(&L->ms, L->cfg.agents.v[i], names, &n, MANIFEST_SET_MAX, &e);
-	for (i = 0; L->ops_ready && i < ops_n(&L->ops); i++)
+	for (i = 0; L->st.ops_ready && i < ops_n(&L->ops); i++)
 		for (j = 0; j < ops_at(&L->ops, i)->ninstall; j++)
 			(void)manifest_closure_add(&L->ms, ops_at(&L->ops, i)->install[j], names, &n,
 			                           MANIFEST_SET_MAX, &e);
@@ -585,7 +585,7 @@ doctor_main(int argc, char **argv)
 		json_w_key(&r.w, "checks");
 		json_w_arr(&r.w);
 	}
-	if (cfgload_run(L, &e) == 0) {
+	if (cfgload_run(L, NULL, &e) == 0) {
 		doctor_line(&r, "PASS", "config", NULL,
 		            "%s, policy and commands are valid (%d ops, %d principals)",
 		            L->cfg.file[0] ? L->cfg.file : "embedded defaults", ops_n(&L->ops), L->pol.n);

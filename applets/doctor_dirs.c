@@ -5,7 +5,7 @@
  */
 #include "common.h"
 
-#include <dirent.h>
+#include <fcntl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -403,41 +403,41 @@ tool_version(const char *path, char *out, size_t cap)
 void
 doctor_check_installed(struct report *r, const struct chain *ch)
 {
-	char bin[PATH_MAX], path[PATH_MAX + 256], ver[256], fix[PATH_MAX + 64];
+	char bin[PATH_MAX], path[PATH_MAX + 256], ver[256], fix[PATH_MAX + 64], **names;
+	struct err e;
+	size_t n, k;
 	int i, found = 0, rc;
 
 	for (i = 0; i < ch->n; i++) {
-		struct dirent *de;
-		DIR *d;
 		if (fs_path_join(bin, sizeof(bin), ch->dir[i], "bin", NULL) != 0 ||
-		    (d = opendir(bin)) == NULL)
+		    fs_dir_names(AT_FDCWD, bin, "io.error", &names, &n, &e) != 0)
 			continue;
-		while ((de = readdir(d)) != NULL && found < DOCTOR_TOOLS_LISTED_MAX) {
-			if (de->d_name[0] == '.')
+		for (k = 0; k < n && found < DOCTOR_TOOLS_LISTED_MAX; k++) {
+			if (names[k][0] == '.')
 				continue;
-			if (fs_path_join(path, sizeof(path), bin, de->d_name, NULL) != 0 ||
+			if (fs_path_join(path, sizeof(path), bin, names[k], NULL) != 0 ||
 			    access(path, X_OK) != 0)
 				continue;
 			found++;
 			rc = tool_version(path, ver, sizeof(ver));
 			if (rc == 0) {
-				doctor_line(r, "PASS", "installed", NULL, "%s: %s (%s)", de->d_name,
+				doctor_line(r, "PASS", "installed", NULL, "%s: %s (%s)", names[k],
 				            ver[0] ? ver : "(no output)", path);
 			} else {
 				snprintf(fix, sizeof(fix),
 				         "agent-sandbox-server verify; agent-sandbox-server prepare --force "
 				         "--only %s",
-				         de->d_name);
+				         names[k]);
 				if (rc < 0)
 					doctor_line(r, "WARN", "installed", fix,
-					            "%s: --version failed (%s) (%s)", de->d_name, ver, path);
+					            "%s: --version failed (%s) (%s)", names[k], ver, path);
 				else
 					doctor_line(r, "WARN", "installed", fix,
-					            "%s: --version failed (%s%s%d) (%s)", de->d_name, ver,
+					            "%s: --version failed (%s%s%d) (%s)", names[k], ver,
 					            ver[0] ? "; exit " : "exit ", rc, path);
 			}
 		}
-		closedir(d);
+		free(names);
 	}
 	if (found == 0)
 		doctor_line(r, "PASS", "installed", NULL, "no tools installed in the tools directories");

@@ -28,7 +28,7 @@ plan_blob(struct cfgload *L, const manifest_t **tool, const manifest_t **npm)
 	int i, j;
 
 	*tool = *npm = NULL;
-	for (i = 0; L->ms_open && i < L->cfg.agents.n; i++) {
+	for (i = 0; L->st.ms_open && i < L->cfg.agents.n; i++) {
 		if ((m = manifest_get(&L->ms, L->cfg.agents.v[i], &e)) == NULL)
 			continue;
 		for (j = -1; j < m->nrequires; j++) {

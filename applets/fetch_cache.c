@@ -320,10 +320,16 @@ fetch_cache(const struct fetch_cache_args *a)
 	if ((rc = absolute_dirs(&t, absdir, abscache, sizeof(abscache))) != 0)
 		return rc;
 	if (nonly == 0) {
-		struct prepare_plan_opts po = {t.config, t.manifests, t.tools_dir, NULL, NULL, NULL, NULL, 1};
+		struct prepare_plan_opts po = {
+		    .config = t.config, .manifests = t.manifests, .tools_dir = t.tools_dir};
+		po.no_path = 1;
+		if (t.platform != NULL && manifest_platform_known(t.platform))
+			po.platform = t.platform;
 		if (prepare_plan_names(&po, 0, 0, only, &nonly, FETCH_CACHE_MAX, &rc, &plan) != 0)
 			return rc;
 		t.loaded = prepare_plan_config(plan);
+		if (prepare_plan_take_manifests(plan, t.platform, &t.ms))
+			t.ms_open = 1;
 		if (nonly == 0) {
 			if (t.json)
 				tooling_json_empty("artifacts");

@@ -259,6 +259,7 @@ names_from_config(struct tooling *t, struct prepare_args *a)
 	a->po.state_dir = t->state_dir;
 	a->po.no_path =
 	    a->cache_only || (t->platform != NULL && strcmp(t->platform, manifest_platform_self()) != 0);
+	a->po.platform = t->platform != NULL && manifest_platform_known(t->platform) ? t->platform : NULL;
 	if (prepare_plan_names(&a->po, a->dry, t->json, a->only, &a->nonly, PREPARE_MAX, &rc, &a->plan) != 0)
 		return rc;
 	t->loaded = prepare_plan_config(a->plan);
@@ -300,6 +301,9 @@ open_plan(struct tooling *t, struct prepare_args *a, struct item *items, int *n,
 	/* without --keep-cache or --cache the downloads leave with the run
 	 * (cache_snap_tidy) */
 	t->drop_downloads = !a->dry && !a->keep_cache && (t->cache == NULL || t->cache[0] == '\0');
+	/* the plan's manifests, when loaded for this platform, are the install's */
+	if (a->plan != NULL && prepare_plan_take_manifests(a->plan, t->platform, &t->ms))
+		t->ms_open = 1;
 	/* --platform all only plans (--dry-run): the install environment is this
 	 * machine's, the manifests are loaded for every platform. */
 	if (tooling_open(t, a->dry,

@@ -19,6 +19,7 @@
 
 struct prepare_plan {
 	struct cfgload *L;
+	const char *platform; /* the manifests' (NULL = this machine) */
 	struct plan plan;
 };
 
@@ -45,7 +46,8 @@ prepare_plan_load(struct prepare_plan **out, const struct prepare_plan_opts *o, 
 		cfgload_option(pp->L, "preset", o->preset);
 	if (o->commands)
 		cfgload_option(pp->L, "commands", o->commands);
-	if (cfgload_run(pp->L, e) != 0 ||
+	pp->platform = o->platform;
+	if (cfgload_run(pp->L, o->platform, e) != 0 ||
 	    plan_build(&pp->plan, &pp->L->ops, &pp->L->pol, &pp->L->ms,
 	               o->no_path ? 0 : pp->L->cfg.install.use_path, NULL, NULL, e) != 0) {
 		prepare_plan_free(pp);
@@ -74,6 +76,19 @@ const char *
 prepare_plan_name(const struct prepare_plan *pp, int i)
 {
 	return pp->plan.t[pp->plan.order[i]].m->name;
+}
+
+int
+prepare_plan_take_manifests(struct prepare_plan *pp, const char *platform, struct manifest_set *ms)
+{
+	const char *self = manifest_platform_self();
+
+	if (!pp->L->st.ms_owned ||
+	    strcmp(platform ? platform : self, pp->platform ? pp->platform : self) != 0)
+		return 0;
+	*ms = pp->L->ms;
+	pp->L->st.ms_owned = 0;
+	return 1;
 }
 
 const struct config *

@@ -17,6 +17,9 @@ struct prepare_plan_opts {
 	/* Filling a cache for another machine: what this machine's PATH holds
 	 * says nothing about the image, so PATH satisfies nothing. */
 	int no_path;
+	/* The platform the manifests load for (NULL = this machine): the one
+	 * the install that follows takes them for (prepare_plan_take_manifests). */
+	const char *platform;
 };
 
 /* Load configuration, policy and ops (introspection) and build the plan.
@@ -56,6 +59,13 @@ void prepare_plan_size(const manifest_t *m, char *buf, size_t cap);
  */
 int prepare_plan_names(const struct prepare_plan_opts *o, int dry, int json, char **names, int *n, int cap,
                        int *rc, struct prepare_plan **keep);
+/*
+ * Hand the plan's manifest set over to ms (the caller's to close from then
+ * on, and the plan's tools point into it) when it was loaded for platform
+ * (NULL = this machine), so that it is not opened a second time. Returns 1
+ * when it was handed over, else 0 (ms untouched).
+ */
+int prepare_plan_take_manifests(struct prepare_plan *pp, const char *platform, struct manifest_set *ms);
 /* The configuration the plan loaded (flags o named included); pp owns it. */
 const struct config *prepare_plan_config(const struct prepare_plan *pp);
 

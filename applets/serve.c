@@ -220,7 +220,7 @@ open_manifests(struct manifest_set *ms, const char *config_file, const struct co
 		return -1;
 	}
 	*introspect = c->introspect;
-	i = cfgload_manifests(ms, c, NULL, e);
+	i = manifest_set_load(ms, c, NULL, e);
 	free(c);
 	if (i < 0)
 		return -1;
@@ -452,8 +452,12 @@ serve_main(int argc, char **argv)
 	}
 	g = api_gen_build(o.config_file, o.flags.v, o.flags.n, &ms,
 	                  api.have_default_digest ? api.default_digest : NULL, &e);
-	if (g == NULL)
-		return fail(&e);
+	/* a manifest the configuration names that does not load is a
+	 * configuration error, as in check-config */
+	if (g == NULL) {
+		rc = fail(&e);
+		return e.code != NULL && strcmp(e.code, "install.manifest_invalid") == 0 ? EXIT_USAGE : rc;
+	}
 	if (api.have_default_digest && g->cfg.server.token_file[0] != '\0') {
 		api_gen_free(g);
 		err_set(

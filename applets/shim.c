@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <dirent.h>
+#include <fcntl.h>
 
 #include "config/config.h"
 #include "base/fs.h"
@@ -97,19 +97,18 @@ marker_manifests_dir(const char *dir, const char *base, char *out, size_t cap)
 {
 	char p[PATH_MAX], *buf = NULL, *slash;
 	struct json_doc doc = {0};
-	struct dirent *de;
+	char **names;
 	struct err e;
-	size_t len;
-	DIR *d = opendir(dir);
+	size_t len, n, k;
 	int found = -1;
 
-	if (d == NULL)
+	if (fs_dir_names(AT_FDCWD, dir, "io.error", &names, &n, &e) != 0)
 		return -1;
-	while (found < 0 && (de = readdir(d)) != NULL) {
+	for (k = 0; found < 0 && k < n; k++) {
 		const char *bin, *man;
-		if (de->d_name[0] == '.')
+		if (names[k][0] == '.')
 			continue;
-		if (tool_path(p, sizeof(p), dir, de->d_name, ".installed.json", &e) != 0 ||
+		if (tool_path(p, sizeof(p), dir, names[k], ".installed.json", &e) != 0 ||
 		    fs_read_alloc(p, INSTALL_MARKER_MAX, &buf, &len, &e) < 0)
 			continue;
 		if (json_parse(&doc, buf, len, NULL, &e) == 0) {
@@ -127,7 +126,7 @@ marker_manifests_dir(const char *dir, const char *base, char *out, size_t cap)
 		free(buf);
 		buf = NULL;
 	}
-	closedir(d);
+	free(names);
 	return found;
 }
 

@@ -43,7 +43,7 @@ tooling_open(struct tooling *t, int allow_all, const char *ctx_platform, struct 
 	    !(allow_all && strcmp(t->platform, "all") == 0))
 		return err_set(e, "usage", "--platform: '%s' is not linux-x64, linux-arm64%s", t->platform,
 		               allow_all ? " or all" : "");
-	if (cfgload_manifests(&t->ms, cfg, t->platform, e) < 0)
+	if (!t->ms_open && manifest_set_load(&t->ms, cfg, t->platform, e) < 0)
 		return -1;
 	t->ms_open = 1;
 	su.platform = ctx_platform;

@@ -6,7 +6,7 @@
  */
 #include "common.h"
 
-#include <dirent.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -153,41 +153,42 @@ static int
 collect(struct tooling *t, char **names, int nnames, struct found *out, int cap)
 {
 	const struct tools_chain *ch = install_env_chain(t->env);
+	struct err e;
 	int i, j, n = 0, k;
 
 	for (i = 0; i < ch->n; i++) {
-		DIR *d = opendir(ch->d[i].path);
-		struct dirent *de;
-		if (d == NULL)
+		char **dn;
+		size_t nd, x;
+		if (fs_dir_names(AT_FDCWD, ch->d[i].path, "io.error", &dn, &nd, &e) != 0)
 			continue;
-		while ((de = readdir(d)) != NULL && n < cap) {
+		for (x = 0; x < nd && n < cap; x++) {
 			char p[PATH_MAX];
-			if (de->d_name[0] == '.' || strcmp(de->d_name, "bin") == 0)
+			if (dn[x][0] == '.' || strcmp(dn[x], "bin") == 0)
 				continue;
-			if (tool_path(p, sizeof(p), ch->d[i].path, de->d_name, ".installed.json", NULL) !=
+			if (tool_path(p, sizeof(p), ch->d[i].path, dn[x], ".installed.json", NULL) !=
 			        0 ||
 			    access(p, F_OK) != 0)
 				continue;
 			for (k = 0; k < n; k++)
-				if (strcmp(out[k].name, de->d_name) == 0)
+				if (strcmp(out[k].name, dn[x]) == 0)
 					break;
 			if (k < n)
 				continue;
 			if (nnames > 0) {
 				for (j = 0; j < nnames; j++)
-					if (strcmp(names[j], de->d_name) == 0)
+					if (strcmp(names[j], dn[x]) == 0)
 						break;
 				if (j == nnames)
 					continue;
 			}
 			/* a name longer than a manifest's is no tool of ours */
-			if ((size_t)snprintf(out[n].name, sizeof(out[n].name), "%s", de->d_name) >=
+			if ((size_t)snprintf(out[n].name, sizeof(out[n].name), "%s", dn[x]) >=
 			    sizeof(out[n].name))
 				continue;
 			snprintf(out[n].dir, sizeof(out[n].dir), "%s", ch->d[i].path);
 			n++;
 		}
-		closedir(d);
+		free(dn);
 	}
 	/* sorted by name, so the output is stable */
 	for (i = 1; i < n; i++)
@@ -230,15 +231,15 @@ sbom(struct tooling *t, struct found *f, int n)
 	memset(rnd, 0, sizeof(rnd));
 	{
 		unsigned char b[16] = {0};
+		char h[33];
 		/* from the kernel at each use, like every random value made here */
 		if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b))
 			memset(b, 0, sizeof(b));
 		b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
 		b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
-		snprintf(serial, sizeof(serial),
-		         "urn:uuid:%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-		         b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
-		         b[13], b[14], b[15]);
+		hex_encode(b, sizeof(b), h);
+		snprintf(serial, sizeof(serial), "urn:uuid:%.8s-%.4s-%.4s-%.4s-%.12s", h, h + 8, h + 12,
+		         h + 16, h + 20);
 	}
 	json_w_init(&w, 16u << 20);
 	json_w_obj(&w);

@@ -12,6 +12,19 @@ static const struct err_info table[] = {
 
 #define NTABLE ((int)(sizeof(table) / sizeof(table[0])))
 
+/* Cut s (a message that filled cap) so that it ends in an ellipsis: never
+ * inside a UTF-8 sequence, whose half would make the JSON body that
+ * carries it invalid text. */
+static void
+cut(char *s, size_t cap)
+{
+	size_t at = cap - 4; /* the ellipsis is 3 bytes, then the NUL */
+
+	while (at > 0 && ((unsigned char)s[at] & 0xC0) == 0x80)
+		at--;
+	memcpy(s + at, "\xe2\x80\xa6", 4);
+}
+
 int
 err_setv(struct err *e, const char *code, const char *fmt, va_list ap)
 {
@@ -23,8 +36,8 @@ err_setv(struct err *e, const char *code, const char *fmt, va_list ap)
 	char tmp[ERR_MSG_MAX];
 
 	tmp[0] = '\0';
-	if (fmt != NULL)
-		vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	if (fmt != NULL && vsnprintf(tmp, sizeof(tmp), fmt, ap) >= (int)sizeof(tmp))
+		cut(tmp, sizeof(tmp));
 	e->code = code;
 	e->details[0] = '\0';
 	e->sys = 0;

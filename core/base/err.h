@@ -7,11 +7,14 @@
  */
 #include <stdarg.h>
 
-/* A message names its cause whole: room for a path of PATH_MAX (4096) bytes
- * is not needed, but a nested "cannot create P: cannot create directory P:
- * why" with a path of ~1900 bytes is, and a path cut mid-way hides the cause.
- * Longer is cut. */
-#define ERR_MSG_MAX 4096
+/* A message names its cause whole: the longest formats are under 200
+ * bytes, and the long real messages are a path with text around it (a
+ * ~1000-byte tools directory with its nested cause, a session's entry path
+ * of ~1600 bytes), which fit. A struct err lives on many stacks (serve's
+ * worker threads among them), so room for two paths of PATH_MAX is not
+ * kept: longer is cut at a character boundary and ends in an ellipsis
+ * (U+2026). */
+#define ERR_MSG_MAX 2048
 #define ERR_DETAILS_MAX 512 /* a small JSON object, e.g. {"phase":"fetch"} */
 
 struct err {

@@ -172,9 +172,11 @@ int fs_walk(int rootfd, int flags, const char *limit_code, fs_visit_fn visit, vo
 
 /* The names in the open directory dfd ("." and ".." left out), sorted
  * bytewise, read through a new descriptor from its start: *names (n
- * pointers, then the strings, in one block the caller free()s). 0, or -1
- * with e: limit_code for more than FS_MAX_DIR_ENTRIES, io.error naming
- * display, internal (memory). */
+ * pointers, then the strings, in one block the caller free()s; the byte
+ * before each name is its dirent d_type). dfd AT_FDCWD: the directory is
+ * the path display. 0, or -1 with e: limit_code for more than
+ * FS_MAX_DIR_ENTRIES, io.error naming display (e->sys its errno), internal
+ * (memory). The one reader of a directory's entries, with fs_walk. */
 int fs_dir_names(int dfd, const char *display, const char *limit_code, char ***names, size_t *n,
                  struct err *e);
 

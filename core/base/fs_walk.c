@@ -79,7 +79,7 @@ fs_dir_names(int dfd, const char *display, const char *limit_code, char ***names
 	*count = 0;
 	/* a new open, not a dup: reading leaves dfd's offset alone and
 	 * starts at the beginning whatever was read through dfd */
-	fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	fd = openat(dfd, dfd == AT_FDCWD ? display : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0 || (d = fdopendir(fd)) == NULL) {
 		if (fd >= 0)
 			close(fd);

@@ -6,6 +6,7 @@
 #include "base/json.h"
 #include "base/json_int.h"
 #include "base/decimal.h"
+#include "base/digest.h"
 
 #include <inttypes.h>
 #include <limits.h>
@@ -85,14 +86,12 @@ json_utf8_len(const unsigned char *p, const unsigned char *end, const char **why
 
 typedef void (*put_fn)(void *ctx, const char *s, size_t n);
 
-static const char hexdig[] = "0123456789abcdef";
-
 static void
 escape_to(put_fn put, void *ctx, const char *str, size_t n)
 {
 	const unsigned char *s = (const unsigned char *)str, *end = s + n, *run;
 	const char *why;
-	char u[6] = {'\\', 'u', '0', '0', 0, 0};
+	char u[7] = {'\\', 'u', '0', '0', 0, 0, 0};
 	int k;
 
 	put(ctx, "\"", 1);
@@ -135,8 +134,7 @@ escape_to(put_fn put, void *ctx, const char *str, size_t n)
 			continue;
 		}
 		if (*s < 0x20) {
-			u[4] = hexdig[*s >> 4];
-			u[5] = hexdig[*s & 15];
+			hex_encode(s, 1, u + 4);
 			put(ctx, u, 6);
 			s++;
 			continue;

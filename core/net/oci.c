@@ -8,11 +8,13 @@
  */
 #include "net/oci.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/buf.h"
+#include "base/digest.h"
 #include "net/hostrule.h"
 
 /* A token answer, an upload's or a manifest PUT's error body: small. */
@@ -57,7 +59,6 @@ host_ok(void *arg, const struct http_url *u, struct err *e)
 static int
 pct_encode(const char *s, char *out, size_t cap)
 {
-	static const char hex[] = "0123456789ABCDEF";
 	size_t o = 0;
 
 	for (; *s; s++) {
@@ -70,9 +71,12 @@ pct_encode(const char *s, char *out, size_t cap)
 		} else {
 			if (o + 3 >= cap)
 				return -1;
-			out[o++] = '%';
-			out[o++] = hex[c >> 4];
-			out[o++] = hex[c & 15];
+			/* upper-case digits, as RFC 3986 asks of producers */
+			out[o] = '%';
+			hex_encode(&c, 1, out + o + 1);
+			out[o + 1] = (char)toupper((unsigned char)out[o + 1]);
+			out[o + 2] = (char)toupper((unsigned char)out[o + 2]);
+			o += 3;
 		}
 	}
 	out[o] = '\0';

@@ -1,6 +1,5 @@
 #include "net/tls.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -259,19 +258,17 @@ ta_load_dir(const char *dir, struct ta_set *s)
 		ino_t ino;
 	} * at;
 	struct vec seen = VEC_INIT(sizeof(struct seen), TA_SEEN_MAX);
-	size_t added = 0, i;
-	char path[4096];
-	struct dirent *d;
+	size_t added = 0, i, k, n;
+	char path[4096], **names;
 	struct stat st;
-	DIR *dp;
+	struct err e;
 
-	dp = opendir(dir);
-	if (dp == NULL)
+	if (fs_dir_names(AT_FDCWD, dir, "io.error", &names, &n, &e) != 0)
 		return 0;
-	while ((d = readdir(dp)) != NULL && !vec_full(&s->list)) {
-		if (d->d_name[0] == '.')
+	for (k = 0; k < n && !vec_full(&s->list); k++) {
+		if (names[k][0] == '.')
 			continue;
-		if (fs_path_join(path, sizeof(path), dir, d->d_name, NULL) != 0)
+		if (fs_path_join(path, sizeof(path), dir, names[k], NULL) != 0)
 			continue;
 		if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (off_t)TLS_BUNDLE_BYTES_MAX)
 			continue;
@@ -286,7 +283,7 @@ ta_load_dir(const char *dir, struct ta_set *s)
 		at->ino = st.st_ino;
 		added += ta_load_file(path, s);
 	}
-	closedir(dp);
+	free(names);
 	vec_free(&seen);
 	return added;
 }

@@ -321,6 +321,14 @@ int manifest_set_open(struct manifest_set *s, const char *dir, const struct mani
 void manifest_set_close(struct manifest_set *s);
 
 /*
+ * manifest_set_open for configuration c: the built-in manifests and c's
+ * manifests_dir, loading for platform (NULL = this machine), with c's npm
+ * mirror; ABX_INSTALL_UNPINNED is honoured unless c's environment is
+ * production (config.invalid). Returns 0, or -1 with e.
+ */
+int manifest_set_load(struct manifest_set *s, const struct config *c, const char *platform, struct err *e);
+
+/*
  * The manifest of tool name, loaded and validated with its whole requires
  * closure (every required tool exists, its version satisfies the minimum,
  * no cycle). Unknown name: not_found. The pointer lives until

@@ -4,8 +4,8 @@
  */
 #include "pkg/manifest.h"
 
-#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,24 +87,25 @@ manifest_set_open(struct manifest_set *s, const char *dir, const struct manifest
 		en->embedded_idx = i;
 	}
 	if (dir != NULL && *dir != '\0') {
-		DIR *d = opendir(dir);
-		struct dirent *de;
-		char abs[4096];
+		char abs[4096], **names;
+		size_t n, k;
+		int rc = fs_dir_names(AT_FDCWD, dir, "config.invalid", &names, &n, e);
 
 		/* absolute, so markers can name the manifest they came from */
-		if (d != NULL && realpath(dir, abs) != NULL)
+		if (rc == 0 && realpath(dir, abs) != NULL)
 			dir = abs;
 
 		snprintf(s->dir, sizeof(s->dir), "%s", dir);
-		if (d == NULL) {
-			err_sys(e, "config.invalid", errno, "manifests directory %s: %s", dir,
-			        strerror(errno));
+		if (rc != 0) {
+			if (e != NULL && e->sys != 0)
+				err_sys(e, "config.invalid", e->sys, "manifests directory %s: %s", dir,
+				        strerror(e->sys));
 			manifest_set_close(s);
 			return -1;
 		}
-		while ((de = readdir(d)) != NULL) {
+		for (k = 0; k < n; k++) {
 			struct manifest_entry *old;
-			if (de->d_name[0] == '.' || file_tool_name(de->d_name, name, &unp) < 0)
+			if (names[k][0] == '.' || file_tool_name(names[k], name, &unp) < 0)
 				continue;
 			if (unp && !o->allow_unpinned)
 				continue;
@@ -113,19 +114,18 @@ manifest_set_open(struct manifest_set *s, const char *dir, const struct manifest
 			if (unp && old != NULL && old->path[0] != '\0')
 				continue;
 			if ((en = set_add(s, name)) == NULL) {
-				closedir(d);
 				err_set(e, "config.invalid", "more than %d manifests", MANIFEST_SET_MAX);
-				manifest_set_close(s);
-				return -1;
+				break;
 			}
 			en->embedded_idx = -1;
-			if (fs_path_join(en->path, sizeof(en->path), dir, de->d_name, e) != 0) {
-				closedir(d);
-				manifest_set_close(s);
-				return -1;
-			}
+			if (fs_path_join(en->path, sizeof(en->path), dir, names[k], e) != 0)
+				break;
 		}
-		closedir(d);
+		free(names);
+		if (k < n) {
+			manifest_set_close(s);
+			return -1;
+		}
 	}
 	return 0;
 }
@@ -301,6 +301,18 @@ manifest_find_binary(struct manifest_set *s, const char *base)
 			return manifest_get(s, en->name, &e);
 	}
 	return NULL;
+}
+
+int
+manifest_set_load(struct manifest_set *s, const struct config *c, const char *platform, struct err *e)
+{
+	struct manifest_opts mo = {0};
+
+	snprintf(mo.npm_mirror, sizeof(mo.npm_mirror), "%s", c->install.npm_mirror);
+	if ((mo.allow_unpinned = manifest_unpinned_allowed(c, e)) < 0)
+		return -1;
+	mo.platform = platform != NULL ? platform : manifest_platform_self();
+	return manifest_set_open(s, c->manifests_dir[0] != '\0' ? c->manifests_dir : NULL, &mo, e);
 }
 
 void

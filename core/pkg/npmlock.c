@@ -4,7 +4,6 @@
 #include "pkg/npmlock.h"
 
 #include <ctype.h>
-#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -262,9 +261,9 @@ npmlock_lib_present(const char *root, const char *libc, const char *soname)
 	                                         "/lib64",          "/usr/lib64",          NULL};
 	static const char *const musl_dirs[] = {"/lib", "/usr/local/lib", "/usr/lib", NULL};
 	const char *const *d;
-	struct dirent *de;
-	char p[1024];
-	DIR *dir;
+	char p[1024], **names;
+	size_t count, i;
+	struct err e;
 	int found = 0;
 
 	if (root == NULL || *root == '\0' || strcmp(root, "/") == 0)
@@ -276,18 +275,19 @@ npmlock_lib_present(const char *root, const char *libc, const char *soname)
 			return 1;
 	if (strcmp(libc, "musl") == 0)
 		return lib_in_listed(root, MUSL_PATH, soname);
-	/* readdir, not glob(3): glob costs the static binary 20 KiB */
-	if (fs_path_join(p, sizeof(p), root, "etc/ld.so.conf.d", NULL) < 0 || (dir = opendir(p)) == NULL)
+	/* the directory's names, not glob(3): glob costs the static binary 20 KiB */
+	if (fs_path_join(p, sizeof(p), root, "etc/ld.so.conf.d", NULL) < 0 ||
+	    fs_dir_names(AT_FDCWD, p, "io.error", &names, &count, &e) != 0)
 		return 0;
-	while (!found && (de = readdir(dir)) != NULL) {
-		size_t n = strlen(de->d_name);
+	for (i = 0; !found && i < count; i++) {
+		size_t n = strlen(names[i]);
 		char f[300];
 
-		if (n > 5 && strcmp(de->d_name + n - 5, ".conf") == 0 && de->d_name[0] != '.' &&
-		    (size_t)snprintf(f, sizeof(f), "/etc/ld.so.conf.d/%s", de->d_name) < sizeof(f))
+		if (n > 5 && strcmp(names[i] + n - 5, ".conf") == 0 && names[i][0] != '.' &&
+		    (size_t)snprintf(f, sizeof(f), "/etc/ld.so.conf.d/%s", names[i]) < sizeof(f))
 			found = lib_in_listed(root, f, soname);
 	}
-	closedir(dir);
+	free(names);
 	return found;
 }
 

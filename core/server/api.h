@@ -127,9 +127,9 @@ struct api {
 };
 
 /*
- * Build a generation: configuration (file_flag, the process environment,
- * flags), policy, ops (agents checked against ms), plus
- * the default principal's digest when given. Returns NULL with e set
+ * Build a generation (cfgstack_load): configuration (file_flag, the
+ * process environment, flags), policy, ops (agents checked against ms),
+ * plus the default principal's digest when given. Returns NULL with e set
  * (config.invalid, json.*).
  */
 struct api_gen *api_gen_build(const char *file_flag, const struct config_flag *flags, int nflags,

@@ -1,8 +1,9 @@
 /*
- * Configuration generations (see api.h): building one (configuration,
- * policy, ops), the references requests, jobs and sessions hold on it, the
- * swap a reload makes, and what a request asks of one (is an agent
- * enabled, the name closest to a typo) or of serve's start environment.
+ * Configuration generations (see api.h): building one (cfgstack.h:
+ * configuration, policy, ops over serve's manifest set), the references
+ * requests, jobs and sessions hold on it, the swap a reload makes, and
+ * what a request asks of one (is an agent enabled, the name closest to a
+ * typo) or of serve's start environment.
  * The bottom of the API's files with api_metrics.c (api_int.h).
  */
 #include "server/api_int.h"
@@ -10,60 +11,34 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config/config.h"
-#include "pkg/manifest.h"
+#include "server/cfgstack.h"
 
 /* ---- generations ------------------------------------------------------- */
-
-static enum ops_agent_state
-agent_lookup(const char *name, void *ctx, char *hint, size_t cap)
-{
-	struct err e;
-	const manifest_t *m = manifest_get(ctx, name, &e);
-
-	if (m == NULL) {
-		manifest_agents_hint(ctx, name, hint, cap);
-		return OPS_AGENT_UNKNOWN;
-	}
-	return m->run.n > 0 ? OPS_AGENT_OK : OPS_AGENT_NOT_AGENT;
-}
-
-static int
-tool_lookup(const char *name, void *ctx)
-{
-	struct err e;
-
-	return manifest_get(ctx, name, &e) != NULL;
-}
 
 struct api_gen *
 api_gen_build(const char *file_flag, const struct config_flag *flags, int nflags, struct manifest_set *ms,
               const unsigned char *default_digest, struct err *e)
 {
 	struct api_gen *g = calloc(1, sizeof(*g));
-	int i;
+	struct cfgstack s = {0};
 
 	if (g == NULL) {
 		err_set(e, "internal", "out of memory");
 		return NULL;
 	}
-	if (config_load(&g->cfg, file_flag, NULL, flags, nflags, e) != 0)
-		goto fail;
-	for (i = 0; i < g->cfg.nwarn; i++)
-		warnx_line("%s", g->cfg.warn[i]);
-	if (policy_setup(&g->pol, &g->cfg, e) != 0)
-		goto fail;
-	if (default_digest != NULL && policy_add_token_digest(&g->pol, "default", default_digest, e) != 0)
-		goto fail;
-	if (ops_init(&g->ops, e) != 0)
-		goto fail;
+	s.cfg = &g->cfg, s.pol = &g->pol, s.ops = &g->ops, s.ms = ms, s.ms_open = 1;
+	s.file = file_flag, s.flags = flags, s.nflags = nflags;
+	if (cfgstack_load(&s, e) != 0) {
+		cfgstack_free(&s);
+		free(g);
+		return NULL;
+	}
 	g->ops_ready = 1;
-	if (ops_build(&g->ops, &g->cfg, agent_lookup, ms != NULL ? tool_lookup : NULL, ms, e) != 0)
-		goto fail;
+	if (default_digest != NULL && policy_add_token_digest(&g->pol, "default", default_digest, e) != 0) {
+		api_gen_free(g);
+		return NULL;
+	}
 	return g;
-fail:
-	api_gen_free(g);
-	return NULL;
 }
 
 void

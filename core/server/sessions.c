@@ -5,7 +5,6 @@
  */
 #include "server/sessions_int.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -852,31 +851,22 @@ replay_one(struct sessions *S, const char *name, int *interrupted)
 void
 sessions_replay(struct sessions *S, int *loaded, int *interrupted, int *skipped)
 {
-	struct dirent *d;
-	DIR *dir;
-	size_t n;
-	int fd;
+	char **names;
+	size_t n, i, len;
+	struct err e;
 
 	*loaded = *interrupted = *skipped = 0;
-	if (S->c.dir == NULL)
+	if (S->c.dir == NULL || fs_dir_names(S->c.have_dir_fd ? S->c.dir_fd : AT_FDCWD, S->c.dir, "io.error",
+	                                     &names, &n, &e) != 0)
 		return;
-	/* A copy: closedir closes it, and dir_fd stays the journals'. */
-	fd = S->c.have_dir_fd ? openat(S->c.dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-	                      : open(S->c.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	if ((dir = fdopendir(fd)) == NULL) {
-		close(fd);
-		return;
-	}
-	while ((d = readdir(dir)) != NULL) {
-		n = strlen(d->d_name);
-		if (n < 7 || strcmp(d->d_name + n - 6, ".jsonl") != 0)
+	for (i = 0; i < n; i++) {
+		len = strlen(names[i]);
+		if (len < 7 || strcmp(names[i] + len - 6, ".jsonl") != 0)
 			continue;
-		if (replay_one(S, d->d_name, interrupted) == 0)
+		if (replay_one(S, names[i], interrupted) == 0)
 			(*loaded)++;
 		else
 			(*skipped)++;
 	}
-	closedir(dir);
+	free(names);
 }

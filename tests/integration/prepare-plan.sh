@@ -202,6 +202,8 @@ opens() { # NAME FILE CMD...: FILE is opened once while CMD runs
 }
 opens "prepare reads the configuration file once" "$T/codex.json" env PATH="$T/nodebin:$BASEPATH" \
 	ABX_SERVER_INSTALL_MODE=build "$BIN" prepare --manifests "$T/m" --config "$T/codex.json" --tools-dir "$T/tw"
+opens "prepare reads the manifests directory once" "$T/m" env PATH="$T/nodebin:$BASEPATH" \
+	ABX_SERVER_INSTALL_MODE=build "$BIN" prepare --manifests "$T/m" --config "$T/codex.json" --tools-dir "$T/tw"
 opens "prepare --cache-only reads the configuration file once" "$T/codex.json" env PATH="$T/nodebin:$BASEPATH" \
 	"$BIN" prepare --cache-only --manifests "$T/m" --config "$T/codex.json" --tools-dir "$T/tw" --cache "$T/cacheonce"
 opens "fetch without --only reads the configuration file once" "$T/codex.json" env PATH="$T/nodebin:$BASEPATH" \

@@ -444,6 +444,13 @@ check "introspection writes nothing into the state directory" test -z "$(ls -A "
 echo '{"install": {"mdoe": "lazy"}}' >"$T/intro-bad.json"
 run env ABX_SERVER_INTROSPECT=1 "$BIN" serve --config "$T/intro-bad.json"
 expect "introspection still refuses a bad configuration" 2 "" "config.invalid: install.mdoe: unknown key"
+# An agent whose manifest exists but does not load: what broke, as
+# check-config says it, and a configuration error.
+mkdir -p "$T/brokenman"
+echo '{"name":"codex","version":"1"}' >"$T/brokenman/codex.json"
+echo '{"agents":["codex"]}' >"$T/codex-only.json"
+run env ABX_SERVER_INTROSPECT=1 "$BIN" serve --config "$T/codex-only.json" --manifests "$T/brokenman"
+expect "an enabled agent's broken manifest is named, exit 2" 2 "" "agent-sandbox-server: install.manifest_invalid: $T/brokenman/codex.json"
 
 # An unsafe state directory is refused at start-up, exit 2, before anything
 # is written into it.

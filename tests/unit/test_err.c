@@ -47,8 +47,39 @@ test_format_truncates_and_ends_in_newline(void **state)
 	big[sizeof(big) - 1] = '\0';
 	err_set(&e, "internal", "%s", big);
 	assert_int_equal(strlen(e.msg), ERR_MSG_MAX - 1);
+	assert_string_equal(e.msg + ERR_MSG_MAX - 4, "\xe2\x80\xa6");
 	assert_int_equal(err_format(&e, buf, sizeof(buf)), 39);
 	assert_int_equal(buf[38], '\n');
+}
+
+/* A message cut where a multi-byte character straddles the end loses the
+ * whole character, not half of it, and says it was cut. */
+static void
+test_cut_at_a_character_boundary(void **state)
+{
+	static const char *const ch[] = {"\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x93\x81"};
+	char big[ERR_MSG_MAX + 16];
+	struct err e;
+	size_t pad, n, i, k;
+
+	for (k = 0; k < 3; k++) {
+		n = strlen(ch[k]);
+		for (pad = 0; pad < n; pad++) {
+			memset(big, 'x', sizeof(big));
+			for (i = pad; i + n < sizeof(big); i += n)
+				memcpy(big + i, ch[k], n);
+			big[sizeof(big) - 1] = '\0';
+			err_set(&e, "internal", "%s", big);
+			size_t len = strlen(e.msg);
+			assert_true(len <= ERR_MSG_MAX - 1 && len >= ERR_MSG_MAX - 1 - n);
+			assert_string_equal(e.msg + len - 3, "\xe2\x80\xa6");
+			/* before the ellipsis: whole characters after the pad */
+			assert_int_equal((len - 3 - pad) % n, 0);
+		}
+	}
+	/* a message that fits is not touched */
+	err_set(&e, "internal", "%s", "caf\xc3\xa9");
+	assert_string_equal(e.msg, "caf\xc3\xa9");
 }
 
 static void
@@ -173,6 +204,7 @@ main(void)
 	    cmocka_unit_test(test_status_and_remedy),
 	    cmocka_unit_test(test_format_one_line_and_fix),
 	    cmocka_unit_test(test_format_truncates_and_ends_in_newline),
+	    cmocka_unit_test(test_cut_at_a_character_boundary),
 	    cmocka_unit_test(test_details_too_long_becomes_empty_object),
 	    cmocka_unit_test(test_message_may_quote_itself),
 	    cmocka_unit_test(test_every_code_is_unique_and_dotted_or_known),

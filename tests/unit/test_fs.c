@@ -335,6 +335,15 @@ t_dir_names(void **s)
 	assert_string_equal(v[2], "b");
 	free(v);
 	close(fd);
+	/* AT_FDCWD: the display is the path read; a missing one is io.error with its errno */
+	assert_int_equal(fs_dir_names(AT_FDCWD, P("n"), "test.limit", &v, &n, &e), 0);
+	assert_int_equal(n, 3);
+	assert_string_equal(v[1], "a");
+	assert_int_equal(v[1][-1], DT_REG);
+	free(v);
+	assert_int_equal(fs_dir_names(AT_FDCWD, P("none"), "test.limit", &v, &n, &e), -1);
+	assert_string_equal(e.code, "io.error");
+	assert_int_equal(e.sys, ENOENT);
 }
 
 static void
@@ -538,6 +547,8 @@ t_deep_trees(void **s)
 	struct err e;
 	struct seen w;
 
+	/* the walk reads every field of j.w (skip, aux, stop_at, flags) */
+	memset(&j, 0, sizeof(j));
 	make_deep("deep", 120);
 	pthread_attr_init(&at);
 	/* ASan's frames are larger; give it the same margin over ours. */
