@@ -32,8 +32,8 @@ struct tooling {
 	/* The configuration, loaded once by tooling_open and read by the
 	 * environment until tooling_close; owned. */
 	struct config *cfg;
-	int cfg_kept; /* tooling_close leaves cfg to the caller */
-	struct manifest_set ms; /* open already (ms_open): tooling_open keeps it */
+	int cfg_kept;                 /* tooling_close leaves cfg to the caller */
+	struct manifest_set ms;       /* open already (ms_open): tooling_open keeps it */
 	struct install_env *env;      /* NULL until tooling_open made it */
 	struct install_observer obs;  /* rq.obs when an applet sets it */
 	struct install_req rq;        /* what the applet asks of env */

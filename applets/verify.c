@@ -165,8 +165,7 @@ collect(struct tooling *t, char **names, int nnames, struct found *out, int cap)
 			char p[PATH_MAX];
 			if (dn[x][0] == '.' || strcmp(dn[x], "bin") == 0)
 				continue;
-			if (tool_path(p, sizeof(p), ch->d[i].path, dn[x], ".installed.json", NULL) !=
-			        0 ||
+			if (tool_path(p, sizeof(p), ch->d[i].path, dn[x], ".installed.json", NULL) != 0 ||
 			    access(p, F_OK) != 0)
 				continue;
 			for (k = 0; k < n; k++)

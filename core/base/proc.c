@@ -2,6 +2,7 @@
  * Child processes in their own process group, with deadlines and capture.
  */
 #include "base/proc.h"
+#include "base/fs.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -134,22 +135,24 @@ proc_kill_tree(struct proc *p, int sig)
 {
 	pid_t tree[PROC_TREE_MAX];
 	int n = 1, grew = 1, i, rc;
-	struct dirent *d;
-	DIR *dir;
+	char **names;
+	size_t nn, k;
+	struct err e;
 
 	if (p->pid <= 0)
 		return -1;
 	tree[0] = p->pid;
 	/* A process joins once its parent is in: passes until none joins (a
 	 * listing may show a child before its parent). */
-	while (grew && n < PROC_TREE_MAX && (dir = opendir("/proc")) != NULL) {
+	while (grew && n < PROC_TREE_MAX &&
+	       fs_dir_names(AT_FDCWD, "/proc", "io.error", &names, &nn, &e) == 0) {
 		grew = 0;
-		while (n < PROC_TREE_MAX && (d = readdir(dir)) != NULL) {
-			pid_t pid = (pid_t)atoi(d->d_name), pp;
+		for (k = 0; k < nn && n < PROC_TREE_MAX; k++) {
+			pid_t pid = (pid_t)atoi(names[k]), pp;
 
 			for (i = 0; pid > 0 && i < n && tree[i] != pid; i++)
 				;
-			if (pid <= 0 || i < n || (pp = parent_of(d->d_name)) <= 0)
+			if (pid <= 0 || i < n || (pp = parent_of(names[k])) <= 0)
 				continue;
 			for (i = 0; i < n && tree[i] != pp; i++)
 				;
@@ -158,7 +161,7 @@ proc_kill_tree(struct proc *p, int sig)
 				grew = 1;
 			}
 		}
-		closedir(dir);
+		free(names);
 	}
 	/* The agent first: a command that died before it would read as the
 	 * command's end to the agent, which could still finish its turn. */
