@@ -77,7 +77,9 @@ main(int argc, char **argv)
 		if (stat(r.entry, &st) != 0)
 			return 1;
 	ref = (now_us() - t0) / n;
-	printf("%.2f %.2f\n", ours, ref);
+	/* hundredths as integers: core/base/fmt.c, linked here, has no %f */
+	printf("%lld.%02lld %lld.%02lld\n", (long long)(ours * 100) / 100, (long long)(ours * 100) % 100,
+	       (long long)(ref * 100) / 100, (long long)(ref * 100) % 100);
 	return 0;
 fail:
 	fprintf(stderr, "ensure_drv: %s: %s\n", e.code, e.msg);
