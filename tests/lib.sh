@@ -318,6 +318,22 @@ mktool() {
 	tar czf "$W/$1-$2.tgz" -C "$T/src" pkg
 }
 
+# fakeman NAME RUN: $T/man/NAME.json, the manifest of an agent whose program
+# is given through ABX_TOOL_<NAME> (its source, on a port where nothing
+# listens, is never reached), RUN its run template (an argv array or
+# {"argv", "dialect"}).
+fakeman() {
+	mkdir -p "$T/man"
+	cat >"$T/man/$1.json" <<EOM
+{"schema":1,"name":"$1","binary":"$1","version":"1.0.0",
+ "source":{"type":"tarball","bin":"bin/$1","strip_components":1,
+  "platforms":{"linux-x64":{"url":"https://localhost:1/$1.tgz","sha256":"$(printf '%064d' 0)"},
+               "linux-arm64":{"url":"https://localhost:1/$1.tgz","sha256":"$(printf '%064d' 0)"}}},
+ "hosts":["localhost"],"verify":{"argv":["{bin}","--version"],"expect":"$1 1.0.0"},
+ "run":$2,"platforms":["linux-x64","linux-arm64"],"size_hint_mb":1}
+EOM
+}
+
 # mkman NAME URLPATH [SHA [EXTRA-JSON-MEMBERS [BIN]]]: $M/NAME.json, the
 # manifest of the tarball tool NAME 1.0.0 at https://localhost:$P URLPATH
 # for both platforms (pinned to SHA when given), its binary BIN (default

@@ -38,14 +38,7 @@ cp "$T/fake" "$T/fcodex"
 for a in fake fcodex; do
 	RUN='["{bin}","run","{prompt}"]'
 	[ $a = fcodex ] && RUN='{"argv":["{bin}","exec","{prompt}"],"dialect":"codex"}'
-	cat >"$T/man/$a.json" <<EOM
-{"schema":1,"name":"$a","binary":"$a","version":"1.0.0",
- "source":{"type":"tarball","bin":"bin/fake","strip_components":1,
-  "platforms":{"linux-x64":{"url":"https://localhost:1/fake.tgz","sha256":"$(printf '%064d' 0)"},
-               "linux-arm64":{"url":"https://localhost:1/fake.tgz","sha256":"$(printf '%064d' 0)"}}},
- "hosts":["localhost"],"verify":{"argv":["{bin}","--version"],"expect":"$a 1.0.0"},
- "run":$RUN,"platforms":["linux-x64","linux-arm64"],"size_hint_mb":1}
-EOM
+	fakeman $a "$RUN"
 done
 echo "{\"agents\": [\"fake\", \"fcodex\"], \"preset\": \"admin\", \"manifests_dir\": \"$T/man\"}" >"$T/config.json"
 export ABX_TOOL_FAKE=$T/fake ABX_TOOL_FCODEX=$T/fcodex ABX_SERVER_TOKEN=sdk-token
