@@ -226,3 +226,19 @@ EOF
 		sleep 0.05
 	done
 }
+
+# bench_dir NAME: $d, a private scratch directory removed at exit, with the
+# serve whose pid the caller puts in $pid stopped first; $CC the compiler
+# for the drivers (static musl when there is one).
+bench_dir() {
+	d=$(mktemp -d "${TMPDIR:-/tmp}/abx-bench-$1.XXXXXX") || exit 1
+	chmod 700 "$d"
+	pid=""
+	trap bench_cleanup EXIT
+	CC=${CC:-cc}
+	command -v musl-gcc >/dev/null 2>&1 && CC="musl-gcc -static"
+}
+bench_cleanup() {
+	[ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+	rm -rf "$d"
+}

@@ -24,16 +24,7 @@ if ! has_applet serve || ! command -v curl >/dev/null 2>&1; then
 	row "$fig" n/a n/a "n/a (needs serve and curl)"
 	exit 0
 fi
-d=$(mktemp -d "${TMPDIR:-/tmp}/abx-bench-sess.XXXXXX") || exit 1
-chmod 700 "$d"
-pid=""
-cleanup() {
-	[ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-	rm -rf "$d"
-}
-trap cleanup EXIT
-CC=${CC:-cc}
-command -v musl-gcc >/dev/null 2>&1 && CC="musl-gcc -static"
+bench_dir sess
 $CC -O2 -o "$d/flood" "$TOP/tools/bench/flood_drv.c" || { row "$fig" n/a n/a "n/a (needs cc)"; exit 0; }
 $CC -O2 -o "$d/sse_drv" "$TOP/tools/bench/sse_drv.c" || { row "$fig" n/a n/a "n/a (needs cc)"; exit 0; }
 mkdir -p "$d/man" "$d/state"

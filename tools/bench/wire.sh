@@ -26,16 +26,7 @@ if ! has_applet serve; then
 	for f in "$f1" "$f2" "$f3"; do row "$f" n/a n/a "n/a (needs serve)"; done
 	exit 0
 fi
-d=$(mktemp -d "${TMPDIR:-/tmp}/abx-bench-wire.XXXXXX") || exit 1
-chmod 700 "$d"
-pid=""
-cleanup() {
-	[ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-	rm -rf "$d"
-}
-trap cleanup EXIT
-CC=${CC:-cc}
-command -v musl-gcc >/dev/null 2>&1 && CC="musl-gcc -static"
+bench_dir wire
 $CC -O2 -o "$d/flood" "$TOP/tools/bench/flood_drv.c" || {
 	for f in "$f1" "$f2" "$f3"; do row "$f" n/a n/a "n/a (needs cc)"; done
 	exit 0
