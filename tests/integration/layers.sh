@@ -116,6 +116,13 @@ check "JSON only through the writer ($(head -3 "$bad" | cut -c1-120 | tr '\n' ' 
 grep -nE '(strn?(case)?cmp|strstr|memmem|strn?casestr) *\([^;]*(\.|->)msg\b' core/*/*.c applets/*.c >"$bad"
 check "no decision on an error's message text ($(head -3 "$bad" | cut -c1-120 | tr '\n' ' '))" test ! -s "$bad"
 
+# No floating-point conversion in what links core/base/fmt.c (the release
+# binary and the bench drivers built on core/'s objects): that printf has
+# none and refuses one at run time; found here, it is found before.
+grep -nP '(?<!%)%[-+ #0]*(\d+|\*)?(\.(\d+|\*))?L?[fFeEgGaA]' core/*/*.c applets/*.c tools/bench/ensure_drv.c \
+	tools/bench/extract_drv.c | grep -vE '^[^:]+:[0-9]+:[[:space:]]*(/?\*)' >"$bad"
+check "no %f, %e, %g or %a where core/base/fmt.c formats ($(head -3 "$bad" | cut -c1-120 | tr '\n' ' '))" test ! -s "$bad"
+
 # One of each: bytes become hex through hex_encode (core/base/digest.h): no
 # other digit table or printf of bytes in a row; fail is the applets' one
 # (applets/common.h), no file's own helper.
