@@ -142,6 +142,20 @@ bg() {
 	_pids="$_pids $BGPID"
 }
 
+# fifo_writer FIFO DONE OUT: in the background (BGPID), open FIFO for
+# writing, write "open" to OUT once a reader has opened it, and hold it open
+# until the file DONE exists (at most 300 s), so that a reader left behind
+# sees end of file then.
+fifo_writer() {
+	bg python3 -c 'import os, sys, time
+f = open(sys.argv[1], "w")
+print("open", flush=True)
+for _ in range(6000):
+    if os.path.exists(sys.argv[2]):
+        break
+    time.sleep(0.05)' "$1" "$2" >"$3"
+}
+
 # wait_for_line FILE PATTERN [SECONDS]: until FILE has a line matching PATTERN.
 wait_for_line() {
 	_i=0

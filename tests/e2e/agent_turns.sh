@@ -72,13 +72,7 @@ cancel() {
 	_a=$1 _n=$2
 	shift 2
 	rm -f "$T/hang.done" "$T/hang.open"
-	bg python3 -c 'import os, sys, time
-f = open(sys.argv[1], "w")
-print("open", flush=True)
-for _ in range(6000):
-    if os.path.exists(sys.argv[2]):
-        break
-    time.sleep(0.05)' "$T/ws/hang.fifo" "$T/hang.done" >"$T/hang.open"
+	fifo_writer "$T/ws/hang.fifo" "$T/hang.done" "$T/hang.open"
 	_w=$BGPID
 	bg sh -c 'cd "$0" && exec "$@"' "$T/ws" "$@" >"$T/$_a.turn$_n-cancelled.jsonl" 2>"$T/$_a.turn$_n.err" </dev/null
 	_p=$BGPID

@@ -343,17 +343,7 @@ session() {
 	check "$1: POST /v1/ops/agents.codex.run answers 200 ($_code $(head -c 200 "$T/body"))" test "$_code" = 200
 	[ "$_code" = 200 ] || return
 	python3 "$FIXTURES/sessclient.py" events "${U##*:}" "$TOK" "$_sid" - 1 30 >"$T/ev"
-	python3 - "$T/ev" >"$T/evsum" <<'PYEOF'
-import json, sys
-ev = json.load(open(sys.argv[1]))["data"]
-print(" ".join(e["type"].split(".")[-1] for e in ev))
-out = [e["stream"] + ": " + e["data"][:160] for e in ev if e.get("stream")]
-for line in out[:6] + (["…"] if len(out) > 12 else []) + out[max(6, len(out) - 6):]:
-    print(line)
-for e in ev:
-    if e["type"].endswith(("start_failed", "environment.failed")): print("FAILED:", e)
-    if e["type"].endswith("exited"): print("exited:", e.get("exit_code"), "signal", e.get("signal"))
-PYEOF
+	python3 "$FIXTURES/evsum.py" "$T/ev" >"$T/evsum"
 	say "$1: codex session: $(tr '\n' '|' <"$T/evsum")"
 	check "$1: the codex session started and codex spoke" grep -Eq 'started output' "$T/evsum"
 	check "$1: ... codex's own banner (OpenAI Codex v$VER)" grep -q "OpenAI Codex v$VER" "$T/evsum"

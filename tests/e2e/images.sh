@@ -114,17 +114,7 @@ session() {
 		check "$1: agents.$2.run: the timeout ended it (cancelled)" \
 			test "$(json_eval "$T/body" 'd["status"]')" = cancelled
 	"$PY" "$FIXTURES/sessclient.py" events "${U##*:}" tok "$SID" - 1 30 >"$T/ev"
-	"$PY" - "$T/ev" >"$T/evsum" <<'PYEOF'
-import json, sys
-ev = json.load(open(sys.argv[1]))["data"]
-print(" ".join(e["type"].split(".")[-1] for e in ev))
-out = [e["stream"] + ": " + e["data"][:160] for e in ev if e.get("stream")]
-for line in out[:6] + (["…"] if len(out) > 12 else []) + out[max(6, len(out) - 6):]:
-    print(line)
-for e in ev:
-    if e["type"].endswith(("start_failed", "environment.failed")): print("FAILED:", e)
-    if e["type"].endswith("exited"): print("exited:", e.get("exit_code"), "signal", e.get("signal"))
-PYEOF
+	"$PY" "$FIXTURES/evsum.py" "$T/ev" >"$T/evsum"
 	say "$1 $2 session: $(tr '\n' '|' <"$T/evsum")"
 	check "$1: $2 session: the agent started and spoke" grep -Eq 'started output' "$T/evsum"
 	check "$1: $2 session: not our failure" sh -c "! grep -q '^FAILED' '$T/evsum'"
