@@ -144,9 +144,11 @@ struct install_result;
 struct install_observer {
 	install_progress_fn progress;
 	/* Once per tool right before it is installed: why ("missing",
-	 * "manifest changed: ...", "drift: ...") and the tools directory it
-	 * goes to. */
-	void (*announce)(void *arg, const manifest_t *m, const char *why, const char *dir);
+	 * "manifest changed: ...", "drift: ..."), the tools directory it goes
+	 * to, and from: the URL of its first download, "" when every pinned
+	 * artifact is local (the cache, a mirror directory), NULL in mode
+	 * offline (not asked). */
+	void (*announce)(void *arg, const manifest_t *m, const char *why, const char *dir, const char *from);
 	/* After each install that published a tree: microseconds per phase
 	 * (-1: a phase this source has not). */
 	void (*timing)(void *arg, const manifest_t *m, const int64_t us[INSTALL_PH_N],
