@@ -87,3 +87,82 @@ check "... and the drifted tree is not run" sh -c "! grep -q 'lz 1.0.0 fourth' '
 start_httpd "$W" "$T/req.log"
 P=$HTTPD_PORT
 mkman lz /f/lz-1.0.0.tgz "$LZ"
+
+# ---- serve's install on first use: an npm tool keeps its downloads alone ----------
+mkdir -p "$T/reg" "$T/nm"
+start_npmreg reg "$T/reg" "$T/pki"
+REG="https://localhost:$REG_PORT"
+FIXTURES=$FIXTURES T=$T REG=$REG python3 - <<'PY'
+import os, sys
+sys.path.insert(0, os.environ["FIXTURES"])
+import npmpack as P
+T, REG = os.environ["T"], os.environ["REG"]
+root, m = T + "/reg", T + "/nm"
+# a shell entry (no node needed) and three packages of 256 KiB random and
+# 256 KiB of text each: npm tarballs compress, the tree is larger
+P.pack(root, "@t/app", "1.0.0", {"bin/app": (b"#!/bin/sh\necho app 1.0.0 \"$@\"\n", 0o755)}, {"bin": {"app": "bin/app"}})
+entries = {"node_modules/@t/app": P.entry(root, REG, "@t/app", "1.0.0", bin={"app": "bin/app"})}
+for i in range(3):
+    P.pack(root, "part%d" % i, "1.0.0", {"blob.bin": os.urandom(256 << 10), "doc.txt": b"lazy mode\n" * ((256 << 10) // 10)})
+    entries["node_modules/part%d" % i] = P.entry(root, REG, "part%d" % i, "1.0.0")
+verify = {"argv": ["{bin}"], "expect": "app 1.0.0", "timeout": 20}
+P.write_manifest(m, "napp", "@t/app", ["localhost"], verify=verify, bin_="node_modules/.bin/app", binary="napp")
+P.write_lock(m + "/napp/package-lock.json", "@t/app", entries)
+# an agent (serve's agents list): a run block
+import json
+d = json.load(open(m + "/napp.json"))
+d["run"] = ["{bin}", "{prompt}"]
+json.dump(d, open(m + "/napp.json", "w"))
+PY
+NDL=$(cat "$T"/reg/@t/app/-/app-1.0.0.tgz "$T"/reg/part*/-/*.tgz | wc -c)
+ST=$T/tools-serve
+NT=$ST/napp/1.0.0-$PLATFORM
+# runtime NAME: GET /v1/agents/runtimes/NAME into $T/rt
+runtime() { curl -s -o "$T/rt" -H "X-Access-Token: tok" "http://127.0.0.1:$PORT/v1/agents/runtimes/$1"; }
+install_ready() {
+	curl -s -o "$T/inst" -H "X-Access-Token: tok" -H 'Content-Type: application/json' -X POST --data '{}' \
+		"http://127.0.0.1:$PORT/v1/agents/runtimes/$1/install"
+	wait_until 60 "runtime $1 && grep -q '\"state\":\"ready\"' '$T/rt'"
+}
+export ABX_MANIFESTS_DIR=$T/nm ABX_SERVER_TOKEN=tok ABX_SERVER_AGENTS=napp ABX_SERVER_INSTALL_MODE=lazy ABX_SERVER_INSTALL_WAIT=20
+if start_serve --tools-dir "$ST" --state-dir "$T/state/serve"; then
+	check "serve: an npm tool installs on first use" install_ready napp
+	check "... its packages downloaded once each" test "$(grep -c ' GET /.*\.tgz' "$T/reg.log")" -eq 4
+	check "... the cache holds the downloads and their integrity names alone: no tree, note or temporary file" \
+		sh -c "test -z \"\$(ls -A '$ST/.cache' | grep -Ev '^([0-9a-f]{64}|sha512-.*)\$')\""
+	check "... each download verified (4 of them)" test "$(ls "$ST/.cache" | grep -Ec '^[0-9a-f]{64}$')" -eq 4
+	TREE=$(bytes "$NT") CACHE=$(bytes "$ST/.cache")
+	check "... the cache is at most the compressed downloads plus 4 KiB of names: $CACHE bytes, downloads $NDL, tree $TREE" \
+		test "$CACHE" -le $((NDL + 4096))
+	echo "# lazy npm (serve): tree $TREE bytes, cache $CACHE bytes, downloads $NDL bytes"
+	# drift, the registry stopped: repaired from the kept downloads
+	n=$(wc -l <"$T/reg.log")
+	kill "$REG_PID"
+	wait "$REG_PID" 2>/dev/null
+	echo tampered >>"$NT/node_modules/part1/doc.txt"
+	rm "$NT/node_modules/part2/blob.bin"
+	run "$BIN" verify --tools-dir "$ST" napp
+	expect "serve: verify sees the drift" 3
+	check "serve: a drifted tree is repaired with the registry stopped" install_ready napp
+	check "... no request reached the registry" test "$(wc -l <"$T/reg.log")" -eq "$n"
+	run "$BIN" verify --tools-dir "$ST" napp
+	expect "... verify passes again" 0
+	check "... and the cache holds no tree still" test ! -e "$ST/.cache/trees"
+	kill "$SERVE_PID"
+	wait "$SERVE_PID" 2>/dev/null
+else
+	not_ok "serve starts" "$(head -c 300 "$T/serve.err")"
+fi
+unset ABX_SERVER_AGENTS ABX_SERVER_TOKEN
+
+# ---- prepare keeps its documented behaviour -----------------------------------------
+# an image build keeps no cache; --keep-cache keeps the downloads and the trees
+start_httpd "$W" "$T/req2.log"
+P=$HTTPD_PORT
+mkman lz /f/lz-1.0.0.tgz "$LZ"
+run "$BIN" prepare --manifests "$M" --only lz --tools-dir "$T/p1"
+expect "prepare installs" 0 "lz 1.0.0: installed"
+check "... and leaves no cache" test -z "$(ls -A "$T/p1/.cache" 2>/dev/null)"
+run "$BIN" prepare --keep-cache --manifests "$M" --only lz --tools-dir "$T/p2"
+expect "prepare --keep-cache installs" 0 "lz 1.0.0: installed"
+check "... and keeps the download and the extracted tree" sh -c "test -f '$T/p2/.cache/$LZ' && test -n \"\$(ls '$T/p2/.cache/trees')\""
