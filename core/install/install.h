@@ -179,8 +179,9 @@ struct install_setup {
 	const char *platform; /* NULL = this machine's */
 	const char
 	    *cache_dir; /* prepare's --cache (not configuration); NULL = <writable tools directory>/.cache */
-	/* prepare: add no extracted tree and no verify.argv note to the cache
-	 * (they serve a second tools directory, which an image build has not);
+	/* prepare, and installs on first use (serve, the shim): add no
+	 * extracted tree and no verify.argv note to the cache (they serve a
+	 * second tools directory, which an image build or a sandbox has not);
 	 * trees already there are still placed from */
 	int keep_no_trees;
 	/* prepare without --keep-cache or --cache: what the run downloads
