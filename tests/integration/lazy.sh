@@ -68,6 +68,13 @@ check "... no request to the origin" test "$(wc -l <"$T/req.log")" -eq "$n"
 run "$BIN" verify --tools-dir "$TD" --manifests "$M" lz
 expect "... verify passes again" 0
 check "... the cache still holds the download alone" sh -c "test -z \"\$(ls -A '$TD/.cache' | grep -v '^$LZ\$')\""
+# without a kept download (pruned) a repair downloads, and says so
+rm "$TD/.cache/$LZ"
+echo tampered >>"$LZT/share/data.bin"
+run env ABX_TOOLS_DIR="$TD" ABX_MANIFESTS_DIR="$M" "$T/shims/lz" dl
+expect "a drifted tree, no kept download: the shim downloads to repair it, and says so" 0 "lz 1.0.0 dl" \
+	"agent-sandbox-server: repairing lz 1.0.0 in $TD, downloading from https://localhost:$P (drift: $LZT differs from what was installed)"
+check "... one more download, kept again" sh -c "test $(gets lz-1.0.0.tgz) -eq 2 && test -f '$TD/.cache/$LZ'"
 # a deleted file, the origin stopped
 kill "$HTTPD_PID"
 wait "$HTTPD_PID" 2>/dev/null
