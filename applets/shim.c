@@ -137,7 +137,10 @@ shim_find(const char *base)
 	struct err e;
 	char dir[PATH_MAX], mdir[PATH_MAX];
 
+	/* as serve's installs on first use: the downloads are kept, no
+	 * extracted tree (core/server/jobs.c) */
 	memset(&t, 0, sizeof(t));
+	t.keep_no_trees = 1;
 	if (tooling_open(&t, 0, NULL, &e) < 0) {
 		tooling_close(&t);
 		return 0;
@@ -152,6 +155,7 @@ shim_find(const char *base)
 	    marker_manifests_dir(dir, base, mdir, sizeof(mdir)) == 0) {
 		tooling_close(&t);
 		memset(&t, 0, sizeof(t));
+		t.keep_no_trees = 1;
 		t.manifests = mdir;
 		m = tooling_open(&t, 0, NULL, &e) == 0 ? manifest_find_binary(&t.ms, base) : NULL;
 	}

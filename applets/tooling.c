@@ -182,14 +182,21 @@ out:
 }
 
 void
-tooling_announce(void *arg, const manifest_t *m, const char *why, const char *dir)
+tooling_announce(void *arg, const manifest_t *m, const char *why, const char *dir, const char *from)
 {
-	char line[INSTALL_WHY_MAX + 2 * PATH_MAX + 800];
-	int n;
+	char line[INSTALL_WHY_MAX + 3 * PATH_MAX + 800];
+	int fix = strncmp(why, "drift:", 6) == 0, n;
+	const char *h = from != NULL ? strstr(from, "://") : NULL;
 
 	(void)arg;
-	n = snprintf(line, sizeof(line), "agent-sandbox-server: installing %s %s into %s (%s)\n", m->name,
-	             m->version, dir, why);
+	/* the origin of a URL: scheme, host and port */
+	n = h != NULL ? (int)(h + 3 - from) + (int)strcspn(h + 3, "/") : 0;
+	n = snprintf(line, sizeof(line), "agent-sandbox-server: %s %s %s %s %s%s%.*s (%s)\n",
+	             fix ? "repairing" : "installing", m->name, m->version, fix ? "in" : "into", dir,
+	             from == NULL ? ""
+	             : from[0]    ? ", downloading from "
+	                          : " from local copies of its pinned downloads",
+	             n, from != NULL ? from : "", why);
 	if (n >= (int)sizeof(line))
 		n = (int)sizeof(line) - 1, line[n - 1] = '\n';
 	/* one write, like every message */

@@ -100,9 +100,11 @@ void tooling_json_empty(const char *list);
  * and, while downloading, about once a second). */
 void tooling_progress(void *arg, const char *name, const char *phase, const struct install_progress *p);
 
-/* The line before an install (install_observer.announce): "agent-sandbox-server:
- * installing NAME VERSION into DIR (why)" on stderr. */
-void tooling_announce(void *arg, const manifest_t *m, const char *why, const char *dir);
+/* The line before an install (install_observer.announce) on stderr:
+ * "agent-sandbox-server: installing NAME VERSION into DIR, downloading from
+ * ORIGIN (why)", or "repairing NAME VERSION in DIR" for a drifted tree, or
+ * "from local copies of its pinned downloads" when nothing is downloaded. */
+void tooling_announce(void *arg, const manifest_t *m, const char *why, const char *dir, const char *from);
 /* prepare -v: one line per install, the time of each phase (install_phase) */
 void tooling_timing(void *arg, const manifest_t *m, const int64_t us[INSTALL_PH_N],
                     const int64_t cpu[INSTALL_CPU_N]);

@@ -529,7 +529,7 @@ install_ensure_inner(struct install_env *c, const char *name, const char *min, u
                      struct install_result *r, struct err *e)
 {
 	const manifest_t *m;
-	const char *w;
+	const char *w, *from;
 	char why[INSTALL_WHY_MAX + PATH_MAX + 600];
 	int fd, rc;
 	int64_t tp, probe_us;
@@ -577,7 +577,11 @@ install_ensure_inner(struct install_env *c, const char *name, const char *min, u
 	if (c->obs != NULL && c->obs->announce != NULL) {
 		install_why(c, m, why, sizeof(why));
 		why_fallback(c, w, why, sizeof(why));
-		c->obs->announce(c->obs->arg, m, why, w);
+		/* where its bytes come from: not asked in mode offline */
+		from = NULL;
+		if (c->cfg->install.mode != CFG_MODE_OFFLINE && (from = needs_network(c, m)) == NULL)
+			from = "";
+		c->obs->announce(c->obs->arg, m, why, w, from);
 	}
 	c->probe_us = probe_us;
 	rc = install_one(c, m, w, r, e);

@@ -144,9 +144,11 @@ struct install_result;
 struct install_observer {
 	install_progress_fn progress;
 	/* Once per tool right before it is installed: why ("missing",
-	 * "manifest changed: ...", "drift: ...") and the tools directory it
-	 * goes to. */
-	void (*announce)(void *arg, const manifest_t *m, const char *why, const char *dir);
+	 * "manifest changed: ...", "drift: ..."), the tools directory it goes
+	 * to, and from: the URL of its first download, "" when every pinned
+	 * artifact is local (the cache, a mirror directory), NULL in mode
+	 * offline (not asked). */
+	void (*announce)(void *arg, const manifest_t *m, const char *why, const char *dir, const char *from);
 	/* After each install that published a tree: microseconds per phase
 	 * (-1: a phase this source has not). */
 	void (*timing)(void *arg, const manifest_t *m, const int64_t us[INSTALL_PH_N],
@@ -177,8 +179,9 @@ struct install_setup {
 	const char *platform; /* NULL = this machine's */
 	const char
 	    *cache_dir; /* prepare's --cache (not configuration); NULL = <writable tools directory>/.cache */
-	/* prepare: add no extracted tree and no verify.argv note to the cache
-	 * (they serve a second tools directory, which an image build has not);
+	/* prepare, and installs on first use (serve, the shim): add no
+	 * extracted tree and no verify.argv note to the cache (they serve a
+	 * second tools directory, which an image build or a sandbox has not);
 	 * trees already there are still placed from */
 	int keep_no_trees;
 	/* prepare without --keep-cache or --cache: what the run downloads

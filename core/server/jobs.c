@@ -111,10 +111,13 @@ jobs_free(struct jobs *J)
 }
 
 /* An idle environment over cfg, made ready (install_env_reuse), or a new one.
- * NULL with e. */
+ * NULL with e. An install on first use keeps its verified downloads in the
+ * cache (a drifted tree is repaired from them) and no extracted tree: a
+ * sandbox has one tools directory, which the tree already fills. */
 static struct install_env *
 env_take(struct jobs *J, const struct config *cfg, struct err *e)
 {
+	static const struct install_setup lazy = {.keep_no_trees = 1};
 	struct install_env *c = NULL;
 	int i;
 
@@ -131,7 +134,7 @@ env_take(struct jobs *J, const struct config *cfg, struct err *e)
 		install_env_free(c);
 		return NULL;
 	}
-	install_env_new(&c, J->ms, cfg, NULL, e);
+	install_env_new(&c, J->ms, cfg, &lazy, e);
 	return c;
 }
 

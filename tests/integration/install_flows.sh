@@ -150,8 +150,8 @@ expect "drift in mode build: install.required, naming the drift" 1 "" \
 	"install.required: shy 1.0.0: drift: $T/s2/shy/1.0.0-linux-x64 differs from what was installed, and install mode is build"
 check "... nothing downloaded" test "$(gets shy-1.0.0.tgz)" -eq "$n"
 run env ABX_MANIFESTS_DIR="$M" "$S2"
-expect "drift in mode lazy: one line before the reinstall" 0 "shy 1.0.0" \
-	"agent-sandbox-server: installing shy 1.0.0 into $T/s2 (drift: $T/s2/shy/1.0.0-linux-x64 differs from what was installed)"
+expect "drift in mode lazy: one line before the repair, from what the cache keeps" 0 "shy 1.0.0" \
+	"agent-sandbox-server: repairing shy 1.0.0 in $T/s2 from local copies of its pinned downloads (drift: $T/s2/shy/1.0.0-linux-x64 differs from what was installed)"
 check "... no progress without a terminal: that line, the placement's and the recorded verify pass" sh -c \
 	"test \$(wc -l <'$T/err') -eq 3 && grep -q '^agent-sandbox-server: shy 1.0.0: placed [0-9]* files from the extracted tree' '$T/err' && grep -q '^agent-sandbox-server: shy 1.0.0: verify.argv: passed for this tree on .* (sealed); not run again$' '$T/err'"
 # the manifest the shim sees is not the one the tree was installed from
@@ -163,7 +163,7 @@ rm -rf "$T/s2/.cache/$(sha "$W/shy-1.0.0.tgz")" "$T/s2/.cache/trees"
 n=$(gets shy-1.0.0.tgz)
 script -qec "env ABX_MANIFESTS_DIR='$M' '$S2'" /dev/null >"$T/tty.out" 2>&1
 check "manifest changed on a terminal: the line, then progress" sh -c \
-	"grep -q 'installing shy 1.0.0 into $T/s2 (manifest changed: ' '$T/tty.out' && grep -q 'shy: download' '$T/tty.out'"
+	"grep -q 'installing shy 1.0.0 into $T/s2, downloading from https://localhost:$P (manifest changed: ' '$T/tty.out' && grep -q 'shy: download' '$T/tty.out'"
 check "... then the tool runs" grep -q "shy 1.0.0" "$T/tty.out"
 check "... it downloaded once" test "$(gets shy-1.0.0.tgz)" -eq $((n + 1))
 
