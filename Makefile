@@ -151,7 +151,8 @@ $(GEN_SRC): tools/embed.sh $(MANIFESTS)
 	@mkdir -p $(@D)
 	@tools/embed.sh manifests embedded_manifests json >$@.tmp && mv $@.tmp $@
 
-$(HELP_SRC): tools/embed.sh $(HELP)
+# The directory too: a text removed or added changes its time.
+$(HELP_SRC): tools/embed.sh applets/help $(HELP)
 	@mkdir -p $(@D)
 	@tools/embed.sh applets/help embedded_help txt >$@.tmp && mv $@.tmp $@
 
