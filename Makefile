@@ -56,7 +56,10 @@ BIN := $(B)/agent-sandbox-server
 CORE_SRC := $(sort $(wildcard core/*/*.c))
 APPLET_SRC := $(sort $(wildcard applets/*.c))
 MANIFESTS := $(sort $(wildcard manifests/*.json manifests/*/*.json))
+HELP := $(sort $(wildcard applets/help/*.txt))
 GEN_SRC := $(B)/gen/manifests_embed.c
+# The applets' --help texts, linked into the binary only (applets/opts.c).
+HELP_SRC := $(B)/gen/help_embed.c
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 # Header dependencies come from the compiler (-MMD: a .d file beside each
@@ -95,7 +98,8 @@ SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-o
 SAN_CFLAGS := -std=c11 -g -O1 $(SAN_FLAGS) $(DEPFLAGS) $(WARN) $(DEFS) -DABX_TEST=1 $(INCS) -I/usr/include/bearssl
 SAN_LIBS := -larchive -lz -lbearssl -lcmocka -lpthread
 
-REL_OBJ := $(patsubst %.c,$(B)/rel/%.o,$(CORE_SRC) $(APPLET_SRC)) $(B)/rel/gen/manifests_embed.o
+REL_OBJ := $(patsubst %.c,$(B)/rel/%.o,$(CORE_SRC) $(APPLET_SRC)) $(B)/rel/gen/manifests_embed.o \
+	$(B)/rel/gen/help_embed.o
 SAN_OBJ := $(patsubst %.c,$(B)/san/%.o,$(CORE_SRC)) $(B)/san/gen/manifests_embed.o
 FUZZ_OBJ := $(patsubst %.c,$(B)/fuzzobj/%.o,$(CORE_SRC)) $(B)/fuzzobj/gen/manifests_embed.o
 UNIT_BIN := $(patsubst tests/unit/%.c,$(B)/unit/%,$(UNIT_SRC))
@@ -145,13 +149,22 @@ $(B)/gen/deps_version.h: tools/deps.pins | $(MUSL)/lib/libarchive.a
 
 $(GEN_SRC): tools/embed.sh $(MANIFESTS)
 	@mkdir -p $(@D)
-	@tools/embed.sh manifests >$@.tmp && mv $@.tmp $@
+	@tools/embed.sh manifests embedded_manifests json >$@.tmp && mv $@.tmp $@
+
+# The directory too: a text removed or added changes its time.
+$(HELP_SRC): tools/embed.sh applets/help $(HELP)
+	@mkdir -p $(@D)
+	@tools/embed.sh applets/help embedded_help txt >$@.tmp && mv $@.tmp $@
 
 $(B)/rel/%.o: %.c Makefile $(MUSL)/lib/libarchive.a | $(GEN_HDRS)
 	@mkdir -p $(@D)
 	$(MUSL_CC) $(REL_CFLAGS) -c $< -o $@
 
 $(B)/rel/gen/manifests_embed.o: $(GEN_SRC) Makefile $(MUSL)/lib/libarchive.a | $(GEN_HDRS)
+	@mkdir -p $(@D)
+	$(MUSL_CC) $(REL_CFLAGS) -c $< -o $@
+
+$(B)/rel/gen/help_embed.o: $(HELP_SRC) Makefile $(MUSL)/lib/libarchive.a | $(GEN_HDRS)
 	@mkdir -p $(@D)
 	$(MUSL_CC) $(REL_CFLAGS) -c $< -o $@
 

@@ -49,15 +49,10 @@ int cfgload_option(struct cfgload *L, const char *name, const char *value);
  * cfgload_set, such a set for a struct cfgload * field (cfgload_option).
  */
 #define CFGLOAD_OPTS(set, off)                                                                               \
-	OPT(0, "config", "FILE", set, off, "configuration file (default /etc/agent-sandbox/server.json)"),   \
-	    OPT(0, "policy", "FILE", set, off,                                                               \
-	        "policy file (default /etc/agent-sandbox/server-policy.json)"),                              \
-	    OPT(0, "preset", "NAME", set, off, "readonly, agents or admin, for principal default"),          \
-	    OPT(0, "commands", "FILE", set, off, "the commands file (command ops)"),                         \
-	    OPT(0, "manifests", "DIR", set, off, "manifests that add to or override the built-in ones"),     \
-	    OPT(0, "tools-dir", "DIR", set, off, "tools directory (also ABX_TOOLS_DIR)"),                    \
-	    OPT(0, "state-dir", "DIR", set, off, "state directory (also ABX_SERVER_STATE_DIR)"),             \
-	    OPT(0, "mode", "MODE", set, off, "install mode: lazy, offline, build or off")
+	OPT(0, "config", "FILE", set, off), OPT(0, "policy", "FILE", set, off),                              \
+	    OPT(0, "preset", "NAME", set, off), OPT(0, "commands", "FILE", set, off),                        \
+	    OPT(0, "manifests", "DIR", set, off), OPT(0, "tools-dir", "DIR", set, off),                      \
+	    OPT(0, "state-dir", "DIR", set, off), OPT(0, "mode", "MODE", set, off)
 int cfgload_set(void *dst, const struct opt *o, const char *arg, struct err *e);
 
 /* Load configuration, policy, manifests (for platform, NULL = this

@@ -24,33 +24,16 @@ struct check_config_opts {
 #define O(f) offsetof(struct check_config_opts, f)
 static const struct opt options[] = {
     CFGLOAD_OPTS(cfgload_set, O(L)),
-    OPT(0, "json", NULL, NULL, O(json), "one JSON document on stdout"),
-    OPT('v', "verbose", NULL, NULL, O(verbose), "also print every setting with its source"),
-    OPT('q', "quiet", NULL, NULL, O(quiet), "print nothing; the exit status says valid (0) or not (2)"),
-    OPT(0, "manifest", NULL, NULL, O(lint),
-        "lint the FILE arguments, manifest files, instead (schema 1,\n"
-        "pins for this platform, hosts, lockfile beside it);\n"
-        "exit 0 when all load"),
+    OPT(0, "json", NULL, NULL, O(json)),
+    OPT('v', "verbose", NULL, NULL, O(verbose)),
+    OPT('q', "quiet", NULL, NULL, O(quiet)),
+    OPT(0, "manifest", NULL, NULL, O(lint)),
     OPT_END,
 };
 #undef O
 
 static const struct opts usage = {
-    "check-config",
-    "usage: agent-sandbox-server check-config [--config FILE] [--json] [-v | -q] [OPTION...]\n"
-    "       agent-sandbox-server check-config --manifest FILE...\n"
-    "\n"
-    "Load the configuration (embedded defaults < /etc/agent-sandbox/server.json or\n"
-    "--config < ABX_SERVER_* environment < flags), the policy and the commands file\n"
-    "the way serve would, without opening a socket, spawning a process or reading a\n"
-    "token, and print the effective install mode with where it came from and the\n"
-    "endpoint table: each op, the principals policy lets call it, what it installs.\n"
-    "\n",
-    options,
-    "\nExit: 0 valid, 2 invalid (the first error is printed).\n",
-    -1,
-    EXIT_USAGE,
-    NULL,
+    "check-config", "check-config.txt", options, -1, EXIT_USAGE, NULL,
 };
 
 /* --manifest FILE...: each file loads on its own (requires are checked

@@ -41,33 +41,16 @@ struct doctor_opts {
 
 #define O(f) offsetof(struct doctor_opts, f)
 static const struct opt options[] = {
-    OPT(0, "json", NULL, NULL, O(json), "one JSON document on stdout"),
-    OPT(0, "network", NULL, NULL, O(network),
-        "also a TLS handshake with every manifest host and mirror (5 s each)"),
-    OPT(0, "ports", "LIST", NULL, O(ports), "ports that should be free (default 9000,9001)"),
+    OPT(0, "json", NULL, NULL, O(json)),
+    OPT(0, "network", NULL, NULL, O(network)),
+    OPT(0, "ports", "LIST", NULL, O(ports)),
     CFGLOAD_OPTS(cfgload_set, O(L)),
     OPT_END,
 };
 #undef O
 
 static const struct opts usage = {
-    "doctor",
-    "usage: agent-sandbox-server doctor [--json] [--network] [--ports LIST] [OPTION...]\n"
-    "\n"
-    "Check this environment: configuration, effective install mode and its source,\n"
-    "HOME, state and tools directories (writable, owned by us, not group/world-\n"
-    "writable, not noexec, which one receives installs), installed tools and their\n"
-    "versions, manifests, a read-only root, the CA bundle, the clock, /etc/passwd,\n"
-    "ports 9000 and 9001, agent credential variables (names only, never values),\n"
-    "the OCI mirror (install.mirrors.oci: answers, takes the credential, holds a\n"
-    "blob of the plan).\n"
-    "Each line is PASS, WARN or FAIL, with a fix.\n"
-    "\n",
-    options,
-    "\nExit: 0 when no check failed, 1 otherwise, 2 on a usage error.\n",
-    0,
-    EXIT_USAGE,
-    NULL,
+    "doctor", "doctor.txt", options, 0, EXIT_USAGE, NULL,
 };
 
 /* --- configuration and manifests --- */

@@ -144,53 +144,25 @@ set_bytes(void *dst, const struct opt *opt, const char *arg, struct err *e)
 
 #define O(f) offsetof(struct fetch_opts, f)
 static const struct opt options[] = {
-    OPT(0, "sha256", "HEX", set_digest, 0, "expected sha256 (64 hex digits)"),
-    OPT(0, "sha512", "HEX", set_digest, 0, "expected sha512 (128 hex digits)"),
-    OPT(0, "integrity", "SRI", set_digest, 0, "expected digest in SRI form (sha512-BASE64, sha256-...)"),
-    OPT('o', "output", "FILE", set_output, 0, "write to FILE (- or none: stdout, after verification)"),
-    OPT('q', "quiet", NULL, NULL, O(quiet), "no progress and no summary"),
-    OPT('H', "header", "'NAME: VALUE'", add_header, 0,
-        "send this header (repeatable); dropped when a\n"
-        "redirect leaves the URL's origin"),
-    OPT(0, "allow-host", "HOST", add_allow, 0,
-        "follow redirects to HOST too (repeatable; without it\n"
-        "only to the URL's own host)"),
-    OPT_HEAD("Limits (seconds may have decimals):"),
-    OPT(0, "connect-timeout", "S", set_ms, O(limits.connect_ms), "per connection attempt (default 15)"),
-    OPT(0, "read-timeout", "S", set_ms, O(limits.read_ms), "longest silence from the server (default 60)"),
-    OPT(0, "max-time", "S", set_ms, O(limits.total_ms), "whole transfer (default: none)"),
-    OPT(0, "min-rate", "BYTES", set_bytes, O(limits.min_rate),
-        "abort below this many bytes/s (default 1024; 0 = off)"),
-    OPT(0, "rate-window", "S", set_ms, O(limits.rate_window_ms), "over windows of this length (default 30)"),
-    OPT(0, "max-size", "BYTES", set_bytes, O(limits.max_body), "refuse a larger body (default: none)"),
+    OPT(0, "sha256", "HEX", set_digest, 0),
+    OPT(0, "sha512", "HEX", set_digest, 0),
+    OPT(0, "integrity", "SRI", set_digest, 0),
+    OPT('o', "output", "FILE", set_output, 0),
+    OPT('q', "quiet", NULL, NULL, O(quiet)),
+    OPT('H', "header", "'NAME: VALUE'", add_header, 0),
+    OPT(0, "allow-host", "HOST", add_allow, 0),
+    OPT(0, "connect-timeout", "S", set_ms, O(limits.connect_ms)),
+    OPT(0, "read-timeout", "S", set_ms, O(limits.read_ms)),
+    OPT(0, "max-time", "S", set_ms, O(limits.total_ms)),
+    OPT(0, "min-rate", "BYTES", set_bytes, O(limits.min_rate)),
+    OPT(0, "rate-window", "S", set_ms, O(limits.rate_window_ms)),
+    OPT(0, "max-size", "BYTES", set_bytes, O(limits.max_body)),
     OPT_END,
 };
 #undef O
 
 static const struct opts usage = {
-    "fetch",
-    "usage: agent-sandbox-server fetch URL (--sha256 HEX | --sha512 HEX | --integrity SRI)\n"
-    "                                 [-o FILE] [-q] [LIMITS]\n"
-    "\n"
-    "Download URL, hashing while it downloads, and keep it only when it matches\n"
-    "the pinned digest. With -o FILE the file appears (atomically, fsynced) only\n"
-    "after verification; otherwise nothing is left behind and the command fails\n"
-    "with install.checksum_mismatch. Without -o (or with -o -) the body goes to\n"
-    "stdout, and to a FIFO or device that -o names (or a symlink to one, as\n"
-    "/dev/stdout) through open(), never replacing it: in both cases only after\n"
-    "verification, from a copy in $TMPDIR, so on a mismatch nothing is written.\n"
-    "Redirects are followed (at most 10, never from https to http) to the URL's\n"
-    "own host (any port) and --allow-host hosts only. Proxies come\n"
-    "from HTTPS_PROXY, HTTP_PROXY and NO_PROXY; CA certificates from\n"
-    "SSL_CERT_FILE / SSL_CERT_DIR or the system bundle.\n"
-    "\n",
-    options,
-    "\n"
-    "Without a digest fetch refuses to run, unless ABX_INSTALL_UNPINNED=1 (https\n"
-    "only, with a warning; never when ABX_SERVER_ENV=production).\n",
-    1,
-    EXIT_USAGE,
-    &fetch_cache_usage,
+    "fetch", "fetch.txt", options, 1, EXIT_USAGE, &fetch_cache_usage,
 };
 
 /* ---- Temporary file, removed on any failure or signal ---------------- */

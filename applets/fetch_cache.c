@@ -49,38 +49,19 @@ set_push(void *dst, const struct opt *o, const char *arg, struct err *e)
 
 #define O(f) offsetof(struct cache_cmd, f)
 static const struct opt options[] = {
-    OPT_MANY("only", "NAME...", set_only, "the tools (repeatable; several names may follow)"),
-    OPT(0, "platform", "P", tooling_set, O(t), "linux-x64, linux-arm64, or all (default: this machine)"),
+    OPT_MANY("only", "NAME...", set_only),
+    OPT(0, "platform", "P", tooling_set, O(t)),
     TOOLING_OPT_CACHE(O(t)),
-    OPT(0, "push", "oci://HOST[:PORT]/REPO", set_push, 0,
-        "then upload every verified blob to that OCI registry\n"
-        "(those it has are skipped) and one image manifest per\n"
-        "tool version, tagged <tool>-<version>; credentials from\n"
-        "ABX_OCI_AUTH=user:password or a docker config file"),
+    OPT(0, "push", "oci://HOST[:PORT]/REPO", set_push, 0),
     TOOLING_OPT_WHERE(O(t)),
     TOOLING_OPT_JSON(O(t)),
-    TOOLING_OPT_QV(O(t), "only errors", "accepted; changes nothing here"),
+    TOOLING_OPT_QV(O(t)),
     OPT_END,
 };
 #undef O
 
 const struct opts fetch_cache_usage = {
-    "fetch",
-    "usage: agent-sandbox-server fetch [--only NAME...] [--platform P|all] [--cache DIR]\n"
-    "                                 [--push oci://HOST[:PORT]/REPO] [OPTION...]\n"
-    "\n"
-    "Without --only, the tools are those `prepare --dry-run` plans from the\n"
-    "configuration (a PATH copy on this machine does not count: the cache is for\n"
-    "another one).\n"
-    "Download every artifact the named tools and their requires need into the\n"
-    "content-addressed cache (files named by sha256), verified, without\n"
-    "installing. Artifacts already in the cache are re-hashed, not downloaded.\n"
-    "\n",
-    options,
-    NULL,
-    0,
-    EXIT_USAGE,
-    NULL,
+    "fetch", "fetch-cache.txt", options, 0, EXIT_USAGE, NULL,
 };
 
 /* 1 when argv asks for the cache-filling form of fetch. */

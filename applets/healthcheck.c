@@ -39,30 +39,16 @@ set_port(void *dst, const struct opt *o, const char *arg, struct err *e)
 
 #define O(f) offsetof(struct healthcheck_opts, f)
 static const struct opt options[] = {
-    OPT(0, "port", "N", set_port, 0, "port (default 9000)"),
-    OPT(0, "host", "H", NULL, O(host), "host (default 127.0.0.1)"),
-    OPT(0, "ready", NULL, NULL, O(ready),
-        "GET /ready instead: 200 once initialised (the token\n"
-        "file read) and, in modes build and offline, every tool\n"
-        "the configuration needs installed"),
-    OPT('v', "verbose", NULL, NULL, O(verbose), "print the status line, or why the check failed"),
+    OPT(0, "port", "N", set_port, 0),
+    OPT(0, "host", "H", NULL, O(host)),
+    OPT(0, "ready", NULL, NULL, O(ready)),
+    OPT('v', "verbose", NULL, NULL, O(verbose)),
     OPT_END,
 };
 #undef O
 
 static const struct opts usage = {
-    "healthcheck",
-    "usage: agent-sandbox-server healthcheck [--port N] [--host H] [--ready] [-v]\n"
-    "\n"
-    "GET /health (liveness; /ready with --ready) on the local server. Exit 0\n"
-    "when it answers 200 within 2 seconds, 1 otherwise (also for usage errors:\n"
-    "container runtimes reserve exit code 2). Silent unless -v.\n"
-    "\n",
-    options,
-    NULL,
-    0,
-    EXIT_FAIL,
-    NULL,
+    "healthcheck", "healthcheck.txt", options, 0, EXIT_FAIL, NULL,
 };
 
 /* The whole check, connect to status line: an answer within 2 s, well

@@ -37,48 +37,14 @@ struct lock_opts {
 
 #define O(f) offsetof(struct lock_opts, f)
 static const struct opt options[] = {
-    OPT(0, "version", "V", NULL, O(version), "the version to pin"),
-    OPT(0, "manifests", "DIR", NULL, O(dir), "the manifests directory to edit"),
-    OPT(0, "check", NULL, NULL, O(check),
-        "change nothing; exit 1 when a pin is stale or (npm-lock)\n"
-        "the registry has a newer version (asked by our own\n"
-        "client, or the configuration's npm mirror); with no\n"
-        "manifests directory, the manifests built into this binary"),
-    OPT(0, "sizes", NULL, NULL, O(sizes),
-        "only measure and record unpacked_size from the pins and\n"
-        "lockfile already there (nothing is resolved again)"),
-    OPT('q', "quiet", NULL, NULL, O(quiet), "only errors"),
-    OPT_END,
+    OPT(0, "version", "V", NULL, O(version)), OPT(0, "manifests", "DIR", NULL, O(dir)),
+    OPT(0, "check", NULL, NULL, O(check)),    OPT(0, "sizes", NULL, NULL, O(sizes)),
+    OPT('q', "quiet", NULL, NULL, O(quiet)),  OPT_END,
 };
 #undef O
 
 static const struct opts usage = {
-    "lock",
-    "usage: agent-sandbox-server lock NAME [--version V] [--manifests DIR] [--check]\n"
-    "\n"
-    "On a connected machine (CI), pin tool NAME's manifest in DIR (default:\n"
-    "--manifests, else the configuration's manifests_dir, else ./manifests):\n"
-    "  tarball   download every platform's artifact from the manifest's hosts\n"
-    "            and write its sha256 into the manifest;\n"
-    "  npm-lock  run `npm install --package-lock-only --ignore-scripts` for\n"
-    "            package@V in a scratch directory (every platform's optional\n"
-    "            packages are recorded), validate the lockfile with the same\n"
-    "            loader as installs, and write it and its package.json beside\n"
-    "            the manifest. A lockfile that breaks a rule is refused.\n"
-    "The manifest is edited in place (key order and layout kept); with\n"
-    "--version V its version (and the version inside its URLs, verify.expect\n"
-    "and path.min) becomes V. Without --version the current version is\n"
-    "re-pinned; `--version latest` asks the registry (npm-lock).\n"
-    "Each platform's unpacked size (every artifact extracted into a scratch\n"
-    "directory as an install would) is recorded as unpacked_size.\n"
-    "\n",
-    options,
-    "\n"
-    "Environment: ABX_NPM (the npm to run, default npm on PATH), SSL_CERT_FILE\n"
-    "(also handed to npm as NODE_EXTRA_CA_CERTS), HTTPS_PROXY, NO_PROXY.\n",
-    1,
-    EXIT_USAGE,
-    NULL,
+    "lock", "lock.txt", options, 1, EXIT_USAGE, NULL,
 };
 
 /* ---- tarball sources -------------------------------------------------- */

@@ -16,6 +16,7 @@
 
 #include "base/fs.h"
 #include "config/config.h"
+#include "opts.h"
 
 struct applet {
 	const char *name;
@@ -30,14 +31,6 @@ static const struct applet applets[] = {
 };
 
 #define NAPPLETS ((int)(sizeof(applets) / sizeof(applets[0])))
-
-static const char usage[] = "usage: agent-sandbox-server [APPLET] [ARGS...]\n"
-                            "       agent-sandbox-server --list\n"
-                            "       agent-sandbox-server --install [--bare] DIR\n"
-                            "\n"
-                            "One static binary that installs pinned tools and serves the sandbox API.\n"
-                            "With no applet named, `serve` runs. `agent-sandbox-server APPLET --help`\n"
-                            "describes each applet. Applets:\n";
 
 static const struct applet *
 find(const char *name)
@@ -78,12 +71,13 @@ install_links(int argc, char **argv)
 		if (strcmp(argv[i], "--bare") == 0)
 			bare = 1;
 		else if (argv[i][0] == '-' || dir != NULL)
-			return usage_error("--install", usage, "unexpected argument %s", argv[i]);
+			return usage_error("--install", opts_help("main.txt"), "unexpected argument %s",
+			                   argv[i]);
 		else
 			dir = argv[i];
 	}
 	if (dir == NULL)
-		return usage_error("--install", usage, "missing DIR");
+		return usage_error("--install", opts_help("main.txt"), "missing DIR");
 	if (self_path(g_argv0, self) != 0) {
 		err_printf("io.error", "cannot find the path of this binary: %s", strerror(errno));
 		return EXIT_FAIL;
@@ -182,13 +176,14 @@ main(int argc, char **argv)
 	if (argc < 2)
 		return serve_main(1, serve_argv);
 	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
-		fputs(usage, stdout);
+		fputs(opts_help("main.txt"), stdout);
 		list(stdout, 1);
 		return EXIT_OK;
 	}
 	if (strcmp(argv[1], "--list") == 0) {
 		if (argc > 2)
-			return usage_error("--list", usage, "unexpected argument %s", argv[2]);
+			return usage_error("--list", opts_help("main.txt"), "unexpected argument %s",
+			                   argv[2]);
 		list(stdout, 0);
 		return EXIT_OK;
 	}
@@ -203,7 +198,7 @@ main(int argc, char **argv)
 		argv[0] = "serve";
 		return serve_main(argc, argv);
 	}
-	fprintf(stderr, "%s: usage: unknown applet '%s'\n%s", PROG, argv[1], usage);
+	fprintf(stderr, "%s: usage: unknown applet '%s'\n%s", PROG, argv[1], opts_help("main.txt"));
 	list(stderr, 1);
 	return EXIT_USAGE;
 }

@@ -1,45 +1,72 @@
 /*
  * The one option parser of the applets: each applet's table (opts.h) is
- * read here for argv and printed here for --help and usage errors.
+ * read here for argv, and its help text (applets/help/) printed here for
+ * --help and usage errors.
  */
 #include "opts.h"
 
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common.h"
+#include "pkg/manifests_embed.h"
 
-/* Where an option row's help starts: "  -o, --output FILE" and two spaces
- * fit for all but the longest, whose help starts on the next line. */
-#define OPTS_COL 24
+/* The files of applets/help/ (build/gen/help_embed.c). */
+extern struct embedded_file embedded_help[];
+
+const char *
+opts_help(const char *name)
+{
+	struct embedded_file *f;
+	const char *t = NULL;
+	struct err e;
+
+	err_clear(&e);
+	for (f = embedded_help; f->path != NULL && t == NULL; f++)
+		if (strcmp(f->path, name) == 0 && (t = embedded_text(f, &e)) == NULL)
+			err_print(&e);
+	return t != NULL ? t : "";
+}
+
+#ifdef ABX_TEST_HOOKS
+/* The test build's check that each row of u's table has its row in u's
+ * text ("  -o, --output FILE", then two spaces or a newline): an option
+ * the text leaves out would take effect but be documented nowhere
+ * (tests/integration/options.sh runs every applet's --help through it). */
+static void
+check_rows(const struct opts *u, const char *text)
+{
+	const struct opt *o;
+	const char *p;
+	char row[128];
+	int n;
+
+	for (o = u->opt; o->name != NULL; o++) {
+		n = o->letter ? snprintf(row, sizeof(row), "\n  -%c, ", o->letter)
+		              : snprintf(row, sizeof(row), "\n  ");
+		n += snprintf(row + n, sizeof(row) - n, "--%s%s%s", o->name, o->arg ? " " : "",
+		              o->arg ? o->arg : "");
+		for (p = text; (p = strstr(p, row)) != NULL; p++)
+			if (p[n] == '\n' || (p[n] == ' ' && p[n + 1] == ' '))
+				break;
+		if (p == NULL) {
+			fprintf(stderr, "%s: applets/help/%s has no row for %s\n", PROG, u->help, row + 3);
+			exit(EXIT_FAIL);
+		}
+	}
+}
+#endif
 
 void
 opts_usage(const struct opts *u, FILE *f)
 {
-	const struct opt *o;
-	const char *p;
-	int n;
+	const char *text = opts_help(u->help);
 
-	fputs(u->head, f);
-	for (o = u->opt; o->name != NULL; o++) {
-		if (o->name[0] == '\0') {
-			fprintf(f, "\n%s\n", o->help);
-			continue;
-		}
-		n = o->letter ? fprintf(f, "  -%c, ", o->letter) : fprintf(f, "  ");
-		n += fprintf(f, "--%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
-		if (n + 2 > OPTS_COL)
-			n = fprintf(f, "\n") - 1;
-		fprintf(f, "%*s", OPTS_COL - n, "");
-		for (p = o->help; *p != '\0'; p++) {
-			fputc(*p, f);
-			if (*p == '\n')
-				fprintf(f, "%*s", OPTS_COL, "");
-		}
-		fputc('\n', f);
-	}
-	if (u->tail != NULL)
-		fputs(u->tail, f);
+#ifdef ABX_TEST_HOOKS
+	check_rows(u, text);
+#endif
+	fputs(text, f);
 	if (u->also != NULL) {
 		fputc('\n', f);
 		opts_usage(u->also, f);

@@ -2,10 +2,13 @@
 #define ABX_APPLETS_OPTS_H
 /*
  * Each applet's options, declared once (toybox's NEWTOY strings, skalibs'
- * gol tables): one table of struct opt, from which opts_parse reads argv and
- * opts_usage prints the option rows of --help and of every usage error.
- * docs/applets.md is generated from that output (tools/optdoc.sh), and
- * tests/integration/options.sh checks it both ways.
+ * gol tables): one table of struct opt, from which opts_parse reads argv.
+ * What --help and every usage error print is a text file,
+ * applets/help/<name>.txt, embedded compressed by tools/embed.sh (the
+ * texts are about 16 KB, a third of that compressed). docs/applets.md is
+ * generated from that output (tools/optdoc.sh), and
+ * tests/integration/options.sh checks it both ways and, against the test
+ * build, that each row of a table has its row in the text.
  */
 #include <stddef.h>
 #include <stdio.h>
@@ -22,10 +25,8 @@ struct opt;
 typedef int (*opt_set)(void *dst, const struct opt *o, const char *arg, struct err *e);
 
 struct opt {
-	const char *name;   /* "--name" without the dashes; "" a heading (help is its
-	                     * text); NULL ends the table */
+	const char *name;   /* "--name" without the dashes; NULL ends the table */
 	const char *arg;    /* the value's name in the usage ("FILE"); NULL: takes none */
-	const char *help;   /* the text of its row; '\n' continues on the next line */
 	opt_set set;        /* NULL: an int field becomes 1, or a const char * field
 	                     * the value */
 	unsigned short off; /* offsetof its field in the applet's options struct */
@@ -35,34 +36,29 @@ struct opt {
 };
 
 /*
- * A row: OPT('o', "output", "FILE", set, offsetof(...), "help"), read as
- * short form, long name, value name, setter, field, help; OPT_MANY for an
- * option whose value may be several arguments; OPT_HEAD for a heading
- * between rows; OPT_END ends the table.
+ * A row: OPT('o', "output", "FILE", set, offsetof(...)), read as short
+ * form, long name, value name, setter, field; OPT_MANY for an option whose
+ * value may be several arguments; OPT_END ends the table. Its row in the
+ * help text reads "  -o, --output FILE", then its help.
  */
-#define OPT(letter, name, arg, set, off, help)                                                               \
+#define OPT(letter, name, arg, set, off)                                                                     \
 	{                                                                                                    \
-		name, arg, help, set, off, letter, 0                                                         \
+		name, arg, set, off, letter, 0                                                               \
 	}
-#define OPT_MANY(name, arg, set, help)                                                                       \
+#define OPT_MANY(name, arg, set)                                                                             \
 	{                                                                                                    \
-		name, arg, help, set, 0, 0, 1                                                                \
-	}
-#define OPT_HEAD(text)                                                                                       \
-	{                                                                                                    \
-		"", NULL, text, NULL, 0, 0, 0                                                                \
+		name, arg, set, 0, 0, 1                                                                      \
 	}
 #define OPT_END                                                                                              \
 	{                                                                                                    \
-		NULL, NULL, NULL, NULL, 0, 0, 0                                                              \
+		NULL, NULL, NULL, 0, 0, 0                                                                    \
 	}
 
-/* One applet's usage: head, the option rows, tail. */
+/* One applet's usage: its help text and its option table. */
 struct opts {
 	const char *applet;
-	const char *head; /* synopsis and description, ending with a blank line */
+	const char *help; /* the file under applets/help/ that --help prints */
 	const struct opt *opt;
-	const char *tail;         /* after the rows ("Exit: ..."), or NULL */
 	signed char max_args;     /* operands accepted; -1 any number */
 	unsigned char usage_exit; /* a usage error's exit code (healthcheck's is 1) */
 	const struct opts *also;  /* another form of the applet: its usage follows */
@@ -77,8 +73,13 @@ struct opts {
  */
 int opts_parse(const struct opts *u, int argc, char **argv, void *dst, int *nargs);
 
-/* The usage (head, option rows, tail) on f. */
+/* The usage (u's help text, then its also's) on f. */
 void opts_usage(const struct opts *u, FILE *f);
+
+/* The text of applets/help/NAME ("serve.txt"), inflated on first use; ""
+ * (said on stderr) when the embedded bytes do not inflate (a corrupt
+ * build). */
+const char *opts_help(const char *name);
 
 /* "agent-sandbox-server: usage: APPLET: MSG" and the usage on stderr;
  * returns u->usage_exit. */

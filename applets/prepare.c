@@ -50,65 +50,27 @@ set_only(void *dst, const struct opt *o, const char *arg, struct err *e)
 
 #define O(f) offsetof(struct prepare_args, f)
 static const struct opt options[] = {
-    OPT_MANY("only", "NAME...", set_only, "the tools to prepare (repeatable; several names may follow)"),
-    OPT(0, "force", NULL, NULL, O(force),
-        "retry now even if a recent failure set a backoff, and run\n"
-        "verify.argv even where the cache recorded a pass"),
-    OPT(0, "dry-run", NULL, NULL, O(dry),
-        "print the plan (name, version, size, hosts, why) and\n"
-        "change nothing"),
-    OPT(0, "cache-only", NULL, NULL, O(cache_only),
-        "download the plan's artifacts into the cache, verified;\n"
-        "install nothing"),
-    OPT(0, "keep-cache", NULL, NULL, O(keep_cache),
-        "keep what this run adds to the cache: the downloads and\n"
-        "the extracted trees that make a second tools directory\n"
-        "fast. Without it the tools directory ends with the tools\n"
-        "only (an image layer holds one copy); a --cache DIR\n"
-        "keeps the downloads, never trees"),
-    OPT(0, "prune", NULL, NULL, O(prune),
-        "install nothing: remove from the tools directory and the\n"
-        "cache what no manifest references (older trees, dead\n"
-        "staging, temporary files, downloads and extracted trees\n"
-        "of no pin), never what an install holds; print what it\n"
-        "freed (with --dry-run: what it would)"),
-    OPT(0, "policy", "FILE", NULL, O(po.policy),
-        "policy file (default /etc/agent-sandbox/server-policy.json)"),
-    OPT(0, "preset", "NAME", NULL, O(po.preset), "readonly, agents or admin, for principal default"),
-    OPT(0, "commands", "FILE", NULL, O(po.commands), "the commands file (command ops)"),
+    OPT_MANY("only", "NAME...", set_only),
+    OPT(0, "force", NULL, NULL, O(force)),
+    OPT(0, "dry-run", NULL, NULL, O(dry)),
+    OPT(0, "cache-only", NULL, NULL, O(cache_only)),
+    OPT(0, "keep-cache", NULL, NULL, O(keep_cache)),
+    OPT(0, "prune", NULL, NULL, O(prune)),
+    OPT(0, "policy", "FILE", NULL, O(po.policy)),
+    OPT(0, "preset", "NAME", NULL, O(po.preset)),
+    OPT(0, "commands", "FILE", NULL, O(po.commands)),
     TOOLING_OPT_JSON(O(t)),
     TOOLING_OPT_WHERE(O(t)),
     TOOLING_OPT_STATE(O(t)),
     TOOLING_OPT_CACHE(O(t)),
-    OPT(0, "platform", "P", tooling_set, O(t),
-        "linux-x64 or linux-arm64 (default: this machine); all\n"
-        "with --dry-run or --cache-only; another platform's plan\n"
-        "ignores this PATH"),
-    TOOLING_OPT_QV(O(t), "only errors", "also the time of each install's phases"),
+    OPT(0, "platform", "P", tooling_set, O(t)),
+    TOOLING_OPT_QV(O(t)),
     OPT_END,
 };
 #undef O
 
 static const struct opts usage = {
-    "prepare",
-    "usage: agent-sandbox-server prepare [--only NAME...] [--dry-run | --cache-only] [OPTION...]\n"
-    "\n"
-    "Without --only, the tools are derived from the configuration: the ops some\n"
-    "principal may call (agents, commands, policy), the tools they install, what\n"
-    "those require, minus what a copy on PATH already satisfies (the manifest's\n"
-    "path check); --dry-run prints that plan with the ops that need each tool.\n"
-    "\n"
-    "Install the named tools and the tools they require into the first writable\n"
-    "tools directory, exactly as a first use would (pinned digests, lock, staging,\n"
-    "verify, atomic publish). Tools already installed are left alone; a tool named\n"
-    "with --only is installed even when a copy on PATH would do, its requires are\n"
-    "not.\n"
-    "\n",
-    options,
-    "\nExit: 0 all ready, 3 some failed, 2 usage or configuration error.\n",
-    0,
-    EXIT_USAGE,
-    NULL,
+    "prepare", "prepare.txt", options, 0, EXIT_USAGE, NULL,
 };
 
 /* Tools installed at once (each on a thread of its own, its requires

@@ -92,46 +92,24 @@ set_log(void *dst, const struct opt *o, const char *arg, struct err *e)
 
 #define O(f) offsetof(struct serve_opts, f)
 static const struct opt options[] = {
-    OPT(0, "host", "H", set_flag, 0, "address to listen on (default 0.0.0.0)"),
-    OPT(0, "port", "N", set_flag, 0,
-        "port (default 9000); 0 picks a free port and prints\n"
-        "it alone on the first line of stdout"),
+    OPT(0, "host", "H", set_flag, 0),
+    OPT(0, "port", "N", set_flag, 0),
     CFGLOAD_OPTS(set_flag, 0),
-    OPT(0, "base-dir", "DIR", set_flag, 0, "where HOME-relative defaults resolve (ABX_SERVER_BASE_DIR)"),
-    OPT(0, "token-file", "FILE", set_flag, 0,
-        "principal default's token, written by the platform and\n"
-        "re-read when it changes (ABX_SERVER_TOKEN_FILE)"),
-    OPT(0, "max-connections", "N", set_flag, 0,
-        "connection slots, fixed at start (default 256);\n"
-        "beyond them a client gets 503"),
-    OPT(0, "workers", "N", set_flag, 0, "handler threads (default 4)"),
-    OPT(0, "header-timeout", "SECS", set_secs, O(hdr_ms), "time for a whole request head (default 10)"),
-    OPT(0, "idle-timeout", "SECS", set_secs, O(idle_ms), "keep-alive wait for the next request (default 60)"),
-    OPT(0, "body-timeout", "SECS", set_secs, O(body_ms), "time for a whole request body (default 60)"),
-    OPT('q', "quiet", NULL, set_log, 0, "no access log"),
-    OPT('v', "verbose", NULL, set_log, 0, "also log refused and timed-out connections"),
+    OPT(0, "base-dir", "DIR", set_flag, 0),
+    OPT(0, "token-file", "FILE", set_flag, 0),
+    OPT(0, "max-connections", "N", set_flag, 0),
+    OPT(0, "workers", "N", set_flag, 0),
+    OPT(0, "header-timeout", "SECS", set_secs, O(hdr_ms)),
+    OPT(0, "idle-timeout", "SECS", set_secs, O(idle_ms)),
+    OPT(0, "body-timeout", "SECS", set_secs, O(body_ms)),
+    OPT('q', "quiet", NULL, set_log, 0),
+    OPT('v', "verbose", NULL, set_log, 0),
     OPT_END,
 };
 #undef O
 
 static const struct opts usage = {
-    "serve",
-    "usage: agent-sandbox-server serve [--host H] [--port N] [--config FILE] [-q | -v] [OPTION...]\n"
-    "\n"
-    "Serve the sandbox HTTP API. GET /health and GET /ready answer without a\n"
-    "token; every other request needs X-Access-Token or Authorization: Bearer.\n"
-    "\n",
-    options,
-    "\n"
-    "Tokens: ABX_SERVER_TOKEN is principal default's, or --token-file's content\n"
-    "(until that file holds one, every other request answers 503\n"
-    "server.not_initialised); with neither and no token in the policy, a random\n"
-    "one is written to <state dir>/token (mode 0600) and its path logged.\n"
-    "SIGTERM or SIGINT: stop accepting, finish requests in progress, exit 0.\n"
-    "SIGHUP: reload configuration, policy and commands; a bad file keeps the old.\n",
-    0,
-    EXIT_USAGE,
-    NULL,
+    "serve", "serve.txt", options, 0, EXIT_USAGE, NULL,
 };
 
 static struct httpd *g_srv;

@@ -50,20 +50,13 @@ struct tooling {
  * where every such applet reads its configuration, manifests and tools.
  */
 #define TOOLING_OPT_WHERE(off)                                                                               \
-	OPT(0, "config", "FILE", tooling_set, off,                                                           \
-	    "configuration file (default /etc/agent-sandbox/server.json)"),                                  \
-	    OPT(0, "manifests", "DIR", tooling_set, off,                                                     \
-	        "manifests that add to or override the built-in ones"),                                      \
-	    OPT(0, "tools-dir", "DIR", tooling_set, off, "tools directory (also ABX_TOOLS_DIR)")
-#define TOOLING_OPT_STATE(off)                                                                               \
-	OPT(0, "state-dir", "DIR", tooling_set, off,                                                         \
-	    "state directory; its tools/ is in the tools chain\n(also ABX_SERVER_STATE_DIR)")
-#define TOOLING_OPT_CACHE(off)                                                                               \
-	OPT(0, "cache", "DIR", tooling_set, off,                                                             \
-	    "the content-addressed cache (default <first writable\ntools directory>/.cache)")
-#define TOOLING_OPT_JSON(off) OPT(0, "json", NULL, tooling_set, off, "one JSON document on stdout")
-#define TOOLING_OPT_QV(off, quiet, verbose)                                                                  \
-	OPT('q', "quiet", NULL, tooling_set, off, quiet), OPT('v', "verbose", NULL, tooling_set, off, verbose)
+	OPT(0, "config", "FILE", tooling_set, off), OPT(0, "manifests", "DIR", tooling_set, off),            \
+	    OPT(0, "tools-dir", "DIR", tooling_set, off)
+#define TOOLING_OPT_STATE(off) OPT(0, "state-dir", "DIR", tooling_set, off)
+#define TOOLING_OPT_CACHE(off) OPT(0, "cache", "DIR", tooling_set, off)
+#define TOOLING_OPT_JSON(off) OPT(0, "json", NULL, tooling_set, off)
+#define TOOLING_OPT_QV(off)                                                                                  \
+	OPT('q', "quiet", NULL, tooling_set, off), OPT('v', "verbose", NULL, tooling_set, off)
 int tooling_set(void *dst, const struct opt *o, const char *arg, struct err *e);
 
 /*

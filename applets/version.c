@@ -16,22 +16,12 @@ struct version_opts {
 };
 
 static const struct opt options[] = {
-    OPT(0, "json", NULL, NULL, offsetof(struct version_opts, json), "one JSON object on stdout"),
+    OPT(0, "json", NULL, NULL, offsetof(struct version_opts, json)),
     OPT_END,
 };
 
 static const struct opts usage = {
-    "version",
-    "usage: agent-sandbox-server version [--json]\n"
-    "\n"
-    "Print the version, build date, the versions of musl, zlib, BearSSL and\n"
-    "libarchive this binary was built from, and the platform.\n"
-    "\n",
-    options,
-    NULL,
-    0,
-    EXIT_USAGE,
-    NULL,
+    "version", "version.txt", options, 0, EXIT_USAGE, NULL,
 };
 
 #ifndef ABX_VERSION

@@ -1,7 +1,8 @@
 #!/bin/sh
-# docs/applets.md's option tables, generated from each applet's --help (whose
-# option rows the binary prints from the applet's one option table,
-# applets/opts.h), so the documentation cannot drift from the code.
+# docs/applets.md's option tables, generated from each applet's --help (its
+# text, applets/help/<applet>.txt, whose option rows tests/integration/options.sh
+# holds to the applet's one option table, applets/opts.h), so the
+# documentation cannot drift from the code.
 #
 #   tools/optdoc.sh BIN                  print the Markdown tables
 #   tools/optdoc.sh BIN --update FILE    replace the tables between the markers

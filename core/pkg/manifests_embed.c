@@ -35,7 +35,7 @@ arena_free(voidpf opaque, voidpf p)
 const char *
 embedded_text(struct embedded_file *f, struct err *e)
 {
-	struct embedded_group *g = &embedded_groups[f->group];
+	struct embedded_group *g = f->group;
 	z_stream z = {0};
 	int ok = 0;
 

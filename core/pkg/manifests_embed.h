@@ -1,8 +1,10 @@
 #ifndef ABX_MANIFESTS_EMBED_H
 #define ABX_MANIFESTS_EMBED_H
-/* The files of manifests/ embedded at build time by tools/embed.sh, in two
- * gzip streams (the manifests; the files of their subdirectories);
- * embedded_text() gives a file's bytes. */
+/* Files embedded at build time by tools/embed.sh: those of manifests/
+ * (embedded_manifests, in two gzip streams: the manifests; the files of
+ * their subdirectories) and, for the applets only, their help texts
+ * (applets/help/, in applets/opts.c's table); embedded_text() gives a
+ * file's bytes. */
 #include <stddef.h>
 
 #include "base/err.h"
@@ -16,13 +18,11 @@ struct embedded_group {
 	int ready; /* text holds the group (under embedded_text's lock) */
 };
 
-extern struct embedded_group embedded_groups[2];
-
 struct embedded_file {
-	const char *path; /* relative to manifests/, as lock names it */
-	size_t len;       /* the file's length */
-	int group;        /* in embedded_groups */
-	size_t off;       /* where it starts in its group's text */
+	const char *path;             /* relative to its directory, as lock names it */
+	size_t len;                   /* the file's length */
+	struct embedded_group *group; /* the stream that holds it */
+	size_t off;                   /* where it starts in its group's text */
 };
 
 /* Terminated by an entry whose path is NULL. */

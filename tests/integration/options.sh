@@ -68,6 +68,37 @@ for a in $applets; do
 	done <"$T/rows"
 done
 
+# What --help prints is the applet's text in applets/help/, byte for byte
+# (embedded compressed by tools/embed.sh); fetch's is both its forms'.
+H=$TOP/applets/help
+for a in $applets; do
+	if [ "$a" = fetch ]; then
+		{ cat "$H/fetch.txt"; echo; cat "$H/fetch-cache.txt"; } >"$T/want"
+	else
+		cat "$H/$a.txt" >"$T/want"
+	fi
+	"$BIN" "$a" --help >"$T/help"
+	check "$a --help is applets/help/$a.txt" cmp -s "$T/want" "$T/help"
+done
+"$BIN" fetch --only x --help >"$T/help"
+check "fetch's cache-filling form alone is applets/help/fetch-cache.txt" cmp -s "$H/fetch-cache.txt" "$T/help"
+"$BIN" --help >"$T/help"
+{
+	cat "$H/main.txt"
+	for a in $applets; do grep "^  $a " "$T/help"; done
+} >"$T/want"
+check "--help is applets/help/main.txt, then a line per applet" cmp -s "$T/want" "$T/help"
+check "applets/help holds no text the binary lacks" test "$(ls "$H" | wc -l)" = "$(($(echo $applets | wc -w) + 2))"
+
+# Every row of every table has its row in the text: the test build
+# (Makefile: ABX_TEST_HOOKS) checks it whenever it prints a usage.
+for a in $applets "fetch --only x"; do
+	# shellcheck disable=SC2086 # "fetch --only x" is three words
+	run "$BIN_HOOKS" $a --help
+	expect "$a --help: every row of its table is in its text (test build)" 0 "usage: agent-sandbox-server"
+	check "$a --help: nothing on stderr" test ! -s "$T/err"
+done
+
 # One parser for all: a usage error is one line, then the very text of
 # --help, on stderr, with the applet's usage exit code.
 for a in $applets; do
