@@ -82,41 +82,184 @@ install_oci_free(struct install_env *c)
 
 /* ---- npm packages ------------------------------------------------------------ */
 
-/* The registry's integrity -> sha256 map, read from the tool's tag, and
+/* A package the tag lists: its blob (hex, "" when only a pack holds it)
+ * and where a pack holds it (pack -1: none). */
+struct oci_ent {
+	char sri[DIGEST_SRI_MAX];
+	char hex[65];
+	int pack;
+	uint64_t off, len;
+};
+
+/* A pack layer (OCI_ANN_NPM_PACK), fetched whole by the first worker that
+ * needs one of its packages: state 1 once b holds exactly size bytes that
+ * hash to hex, -1 once that failed (its packages are then fetched one by
+ * one). */
+struct oci_pack {
+	char hex[65];
+	uint64_t size;
+	struct buf b;
+	int state;
+};
+
+#define OCI_PACKS_MAX 8
+
+/* The registry's integrity -> blob map, read from the tool's tag, and
  * what the install's workers share to fetch from it (npm_opts.source):
  * proto, the environment's client as the manifest left it (its token and
- * scheme, so no worker asks the token server again), under mu. */
+ * scheme, so no worker asks the token server again), under mu; the packs
+ * under pack_mu, held while one is fetched. */
 struct oci_npm {
-	char (*sri)[DIGEST_SRI_MAX];
-	char (*hex)[65];
+	struct oci_ent *ent;
 	int n, cap;
+	struct oci_pack packs[OCI_PACKS_MAX];
+	int npacks;
 	int offline;
 	const char *mirror;
-	pthread_mutex_t mu;
+	pthread_mutex_t mu, pack_mu;
 	struct oci_client proto;
 };
 
-static void
-map_add(void *arg, const char *hex, const char *value)
-{
-	struct oci_npm *mp = arg;
-
-	if (mp->n >= mp->cap || strlen(value) >= DIGEST_SRI_MAX)
-		return;
-	snprintf(mp->sri[mp->n], DIGEST_SRI_MAX, "%s", value);
-	snprintf(mp->hex[mp->n], 65, "%s", hex);
-	mp->n++;
-}
-
-static const char *
-map_find(const struct oci_npm *mp, const char *sri)
+static struct oci_ent *
+map_find(struct oci_npm *mp, const char *sri)
 {
 	int i;
 
 	for (i = 0; i < mp->n; i++)
-		if (strcmp(mp->sri[i], sri) == 0)
-			return mp->hex[i];
+		if (strcmp(mp->ent[i].sri, sri) == 0)
+			return &mp->ent[i];
 	return NULL;
+}
+
+/* The entry for sri, made when new; NULL when the map is full. */
+static struct oci_ent *
+map_get(struct oci_npm *mp, const char *sri)
+{
+	struct oci_ent *t = map_find(mp, sri);
+
+	if (t != NULL || mp->n >= mp->cap || strlen(sri) >= DIGEST_SRI_MAX)
+		return t;
+	t = &mp->ent[mp->n++];
+	snprintf(t->sri, sizeof(t->sri), "%s", sri);
+	t->pack = -1;
+	return t;
+}
+
+static void
+map_add(void *arg, const char *hex, const char *value)
+{
+	struct oci_ent *t = map_get(arg, value);
+
+	if (t != NULL)
+		snprintf(t->hex, sizeof(t->hex), "%s", hex);
+}
+
+/* The bytes of pack list v ("<sri> <bytes> ..."), each entry handed to
+ * the pack k when k is not NULL; 0 when an entry is malformed or the sum
+ * passes OCI_PACK_MAX. */
+static uint64_t
+pack_walk(struct oci_npm *mp, const char *v, int k)
+{
+	char sri[DIGEST_SRI_MAX], *end;
+	unsigned long long len;
+	uint64_t off = 0;
+	struct oci_ent *t;
+	size_t n;
+
+	for (v += strspn(v, " "); *v != '\0'; v = end + strspn(end, " ")) {
+		n = strcspn(v, " ");
+		if (n >= sizeof(sri) || v[n] != ' ' || v[n + 1] < '1' || v[n + 1] > '9')
+			return 0;
+		memcpy(sri, v, n);
+		sri[n] = '\0';
+		len = strtoull(v + n + 1, &end, 10);
+		if ((*end != ' ' && *end != '\0') || len > OCI_PACK_MAX - off)
+			return 0;
+		if (k >= 0 && (t = map_get(mp, sri)) != NULL && t->pack < 0) {
+			t->pack = k;
+			t->off = off;
+			t->len = len;
+		}
+		off += len;
+	}
+	return off;
+}
+
+static void
+pack_add(void *arg, const char *hex, const char *value)
+{
+	struct oci_npm *mp = arg;
+	struct oci_pack *k;
+	uint64_t size;
+
+	if (mp->npacks >= OCI_PACKS_MAX || (size = pack_walk(mp, value, -1)) == 0)
+		return;
+	k = &mp->packs[mp->npacks];
+	snprintf(k->hex, sizeof(k->hex), "%s", hex);
+	k->size = size;
+	k->b = (struct buf)BUF_INIT(size);
+	pack_walk(mp, value, mp->npacks++);
+}
+
+/* GET the blob hex into sink over the worker's client hc with the shared
+ * token, and share the token it ended with. */
+static int
+shared_get(struct oci_npm *mp, struct http_client *hc, const char *hex, http_sink sink, void *sink_arg,
+           const struct http_limits *lim, struct http_response *rs, struct err *e)
+{
+	struct oci_client *o;
+	int rc;
+
+	if ((o = malloc(sizeof(*o))) == NULL)
+		return err_set(e, "internal", "out of memory");
+	pthread_mutex_lock(&mp->mu);
+	*o = mp->proto;
+	pthread_mutex_unlock(&mp->mu);
+	o->http = hc;
+	rc = oci_blob_get(o, hex, sink, sink_arg, lim, rs, e);
+	pthread_mutex_lock(&mp->mu);
+	if (strcmp(o->token, mp->proto.token) != 0 || o->use_basic != mp->proto.use_basic) {
+		memcpy(mp->proto.token, o->token, sizeof(o->token));
+		memcpy(mp->proto.token_scope, o->token_scope, sizeof(o->token_scope));
+		mp->proto.use_basic = o->use_basic;
+	}
+	pthread_mutex_unlock(&mp->mu);
+	memset(o, 0, sizeof(*o)); /* the token is a secret */
+	free(o);
+	return rc;
+}
+
+/* Pack k in memory, fetched and checked against its sha256 on first use:
+ * 1, or 0 when it cannot be had (its packages are then fetched alone). */
+static int
+pack_ready(struct oci_npm *mp, struct http_client *hc, struct oci_pack *k, const struct http_limits *lim)
+{
+	struct http_limits pl = *lim;
+	struct http_response *rs;
+	struct digest_ctx dc;
+	struct digest d;
+	struct err e;
+	char got[DIGEST_HEX_MAX];
+
+	pthread_mutex_lock(&mp->pack_mu);
+	if (k->state == 0) {
+		k->state = -1;
+		pl.max_body = (int64_t)k->size;
+		if ((rs = malloc(sizeof(*rs))) != NULL &&
+		    shared_get(mp, hc, k->hex, buf_http_sink, &k->b, &pl, rs, &e) == 0 &&
+		    k->b.len == k->size) {
+			digest_init(&dc, DIGEST_SHA256);
+			digest_update(&dc, k->b.p, k->b.len);
+			digest_final(&dc, &d);
+			if (strcmp(digest_hex(&d, got), k->hex) == 0)
+				k->state = 1;
+		}
+		free(rs);
+		if (k->state < 0)
+			buf_free(&k->b);
+	}
+	pthread_mutex_unlock(&mp->pack_mu);
+	return k->state > 0;
 }
 
 /* The sink of a blob, counting what it was handed: once a byte went on,
@@ -136,38 +279,36 @@ counted_sink(void *arg, const void *buf, size_t len, struct err *e)
 	return k->fn(k->arg, buf, len, e);
 }
 
-/* npm_source_fn: the blob the tag lists for p's integrity, over the
- * worker's client with the shared token. A miss, or in lazy mode a failure
- * before any byte, is 1: the registry is tried. */
+/* npm_source_fn: p's bytes from the pack that holds them, else the blob
+ * the tag lists for p's integrity, over the worker's client with the
+ * shared token. A miss, or in lazy mode a failure before any byte, is 1:
+ * the registry is tried. */
 static int
 npm_source(void *arg, struct http_client *hc, const struct npmlock_pkg *p, http_sink sink, void *sink_arg,
            const struct http_limits *lim, struct http_response *rs, char *src, size_t cap, struct err *e)
 {
 	struct oci_npm *mp = arg;
 	struct counted k = {sink, sink_arg, 0};
-	struct oci_client *o;
 	char sri[DIGEST_SRI_MAX], at[8 + DIGEST_HEX_MAX];
-	const char *h = map_find(mp, digest_sri(&p->digest, sri));
+	const struct oci_ent *t = map_find(mp, digest_sri(&p->digest, sri));
+	struct oci_pack *pk = t != NULL && t->pack >= 0 ? &mp->packs[t->pack] : NULL;
+	const char *h = t != NULL ? t->hex : "";
 	int rc;
 
-	if (h == NULL)
+	if (pk != NULL && pack_ready(mp, hc, pk, lim)) {
+		/* the caller's sink checks the slice against p's integrity */
+		rs->status = 200;
+		rs->content_length = (int64_t)t->len;
+		if (sink(sink_arg, pk->b.p + t->off, (size_t)t->len, e) != 0)
+			return -1;
+		rs->body_bytes = (int64_t)t->len;
+		h = pk->hex;
+		rc = 0;
+	} else if (h[0] == '\0') {
 		return 1; /* npm_install: offline refuses, lazy goes to the origin */
-	if ((o = malloc(sizeof(*o))) == NULL)
-		return err_set(e, "internal", "out of memory");
-	pthread_mutex_lock(&mp->mu);
-	*o = mp->proto;
-	pthread_mutex_unlock(&mp->mu);
-	o->http = hc;
-	rc = oci_blob_get(o, h, counted_sink, &k, lim, rs, e);
-	pthread_mutex_lock(&mp->mu);
-	if (strcmp(o->token, mp->proto.token) != 0 || o->use_basic != mp->proto.use_basic) {
-		memcpy(mp->proto.token, o->token, sizeof(o->token));
-		memcpy(mp->proto.token_scope, o->token_scope, sizeof(o->token_scope));
-		mp->proto.use_basic = o->use_basic;
+	} else {
+		rc = shared_get(mp, hc, h, counted_sink, &k, lim, rs, e);
 	}
-	pthread_mutex_unlock(&mp->mu);
-	memset(o, 0, sizeof(*o)); /* the token is a secret */
-	free(o);
 	if (rc == 0) {
 		snprintf(at, sizeof(at), "@sha256:%s", h);
 		npm_source_set(src, cap < NPM_SOURCE_MAX ? cap : NPM_SOURCE_MAX, mp->mirror, at);
@@ -214,8 +355,7 @@ install_oci_npm(struct install_env *c, const manifest_t *m, const struct npmlock
 		return r < 0 && c->cfg->install.mode == CFG_MODE_OFFLINE ? -1 : 0;
 	}
 	if ((mp = calloc(1, sizeof(*mp))) == NULL ||
-	    (mp->sri = calloc(l->npkgs + 1, sizeof(*mp->sri))) == NULL ||
-	    (mp->hex = calloc(l->npkgs + 1, sizeof(*mp->hex))) == NULL) {
+	    (mp->ent = calloc(l->npkgs + 1, sizeof(*mp->ent))) == NULL) {
 		buf_free(&doc);
 		no->source_arg = mp;
 		install_oci_npm_end(c, no);
@@ -223,6 +363,8 @@ install_oci_npm(struct install_env *c, const manifest_t *m, const struct npmlock
 	}
 	mp->cap = (int)l->npkgs + 1;
 	r = oci_manifest_layers((const char *)doc.p, doc.len, OCI_ANN_NPM_INTEGRITY, map_add, mp, e);
+	if (r >= 0)
+		oci_manifest_layers((const char *)doc.p, doc.len, OCI_ANN_NPM_PACK, pack_add, mp, e);
 	buf_free(&doc);
 	no->source_arg = mp;
 	if (r < 0) {
@@ -233,6 +375,7 @@ install_oci_npm(struct install_env *c, const manifest_t *m, const struct npmlock
 	mp->mirror = c->cfg->install.oci_mirror;
 	mp->proto = *o;
 	pthread_mutex_init(&mp->mu, NULL);
+	pthread_mutex_init(&mp->pack_mu, NULL);
 	no->source = npm_source;
 	err_clear(e);
 	return 0;
@@ -253,9 +396,11 @@ install_oci_npm_end(struct install_env *c, struct npm_opts *no)
 			c->oci->o.use_basic = mp->proto.use_basic;
 		}
 		pthread_mutex_destroy(&mp->mu);
+		pthread_mutex_destroy(&mp->pack_mu);
 	}
-	free(mp->sri);
-	free(mp->hex);
+	while (mp->npacks > 0)
+		buf_free(&mp->packs[--mp->npacks].b);
+	free(mp->ent);
 	memset(mp, 0, sizeof(*mp));
 	free(mp);
 	no->source = NULL;

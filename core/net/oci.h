@@ -49,6 +49,14 @@
  * install can ask for the package's blob by sha256; the bytes are checked
  * against the lockfile's integrity whatever the annotation says. */
 #define OCI_ANN_NPM_INTEGRITY "dev.agent-sandbox.npm.integrity"
+/* The layer annotation of a pack: one blob holding small npm packages end
+ * to end, listed as "<integrity> <bytes>" pairs separated by spaces in
+ * the blob's order, so an install gets them in one request instead of one
+ * each. Each package's bytes are checked against the lockfile's integrity
+ * whatever the list says. */
+#define OCI_ANN_NPM_PACK "dev.agent-sandbox.npm.pack"
+/* A pack holds at most this many bytes: the reader keeps it in memory. */
+#define OCI_PACK_MAX (8u << 20)
 /* sha256 of the two bytes "{}", the empty descriptor's blob. */
 #define OCI_EMPTY_SHA256 "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
 
