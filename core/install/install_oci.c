@@ -240,6 +240,7 @@ pack_ready(struct oci_npm *mp, struct http_client *hc, struct oci_pack *k, const
 	struct digest d;
 	struct err e;
 	char got[DIGEST_HEX_MAX];
+	int ok;
 
 	pthread_mutex_lock(&mp->pack_mu);
 	if (k->state == 0) {
@@ -258,8 +259,9 @@ pack_ready(struct oci_npm *mp, struct http_client *hc, struct oci_pack *k, const
 		if (k->state < 0)
 			buf_free(&k->b);
 	}
+	ok = k->state > 0;
 	pthread_mutex_unlock(&mp->pack_mu);
-	return k->state > 0;
+	return ok;
 }
 
 /* The sink of a blob, counting what it was handed: once a byte went on,
@@ -291,7 +293,11 @@ npm_source(void *arg, struct http_client *hc, const struct npmlock_pkg *p, http_
 	struct counted k = {sink, sink_arg, 0};
 	char sri[DIGEST_SRI_MAX], at[8 + DIGEST_HEX_MAX];
 	const struct oci_ent *t = map_find(mp, digest_sri(&p->digest, sri));
-	struct oci_pack *pk = t != NULL && t->pack >= 0 ? &mp->packs[t->pack] : NULL;
+	/* a slice above the per-package cap is fetched alone, under the cap */
+	struct oci_pack *pk =
+	    t != NULL && t->pack >= 0 && (lim->max_body <= 0 || (int64_t)t->len <= lim->max_body)
+	        ? &mp->packs[t->pack]
+	        : NULL;
 	const char *h = t != NULL ? t->hex : "";
 	int rc;
 
