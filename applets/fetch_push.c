@@ -276,15 +276,12 @@ fetch_push_npm(struct fetch_push *p, struct tooling *t, const manifest_t *m, con
 static int
 push_pack(struct fetch_push *p, char hex[DIGEST_HEX_MAX], struct err *e)
 {
-	struct digest_ctx c;
 	struct digest d;
 	int r;
 
 	if (p->npack < 2)
 		return 0;
-	digest_init(&c, DIGEST_SHA256);
-	digest_update(&c, p->pack.p, p->pack.len);
-	digest_final(&c, &d);
+	digest_buf(DIGEST_SHA256, p->pack.p, p->pack.len, &d);
 	digest_hex(&d, hex);
 	r = oci_blob_head(&p->oci, hex, NULL, e);
 	if (r == 0)

@@ -236,7 +236,6 @@ pack_ready(struct oci_npm *mp, struct http_client *hc, struct oci_pack *k, const
 {
 	struct http_limits pl = *lim;
 	struct http_response *rs;
-	struct digest_ctx dc;
 	struct digest d;
 	struct err e;
 	char got[DIGEST_HEX_MAX];
@@ -249,9 +248,7 @@ pack_ready(struct oci_npm *mp, struct http_client *hc, struct oci_pack *k, const
 		if ((rs = malloc(sizeof(*rs))) != NULL &&
 		    shared_get(mp, hc, k->hex, buf_http_sink, &k->b, &pl, rs, &e) == 0 &&
 		    k->b.len == k->size) {
-			digest_init(&dc, DIGEST_SHA256);
-			digest_update(&dc, k->b.p, k->b.len);
-			digest_final(&dc, &d);
+			digest_buf(DIGEST_SHA256, k->b.p, k->b.len, &d);
 			if (strcmp(digest_hex(&d, got), k->hex) == 0)
 				k->state = 1;
 		}

@@ -506,5 +506,14 @@ check "... and the registry took the Bearer token for the upload" grep -q "\"PUT
 run env ABX_OCI_AUTH=alice:s3cret ABX_INSTALL_OCI_MIRROR="$TREF" ABX_SERVER_INSTALL_MODE=offline \
 	"$BIN" prepare --manifests "$M" --tools-dir "$T/tk1" --only hello
 expect "token auth: installed from the registry, offline" 0 "hello 1.0.0: installed"
+run env ABX_OCI_AUTH=alice:s3cret "$BIN" fetch --only napp --manifests "$T/npmm" --tools-dir "$T/n1" --push "$TREF"
+expect "token auth: an npm tool pushed from the cache" 0 "napp 1.0.0: pushed"
+k0=$(wc -l <"$T/tok.log")
+r0=$(grep -c '"GET /v2/team/tools/[^"]*" 200' "$T/tokreg.log")
+run env ABX_OCI_AUTH=alice:s3cret ABX_INSTALL_OCI_MIRROR="$TREF" ABX_SERVER_INSTALL_MODE=offline ABX_INSTALL_LIBC=glibc \
+	"$BIN" prepare --manifests "$T/npmm" --tools-dir "$T/tk2" --only napp
+expect "token auth: an npm tool installed from the registry, offline" 0 "napp 1.0.0: installed"
+check "... with one token for the tag and its blobs" test "$(($(wc -l <"$T/tok.log") - k0))" -eq 1
+check "... and two answered GETs: the tag, the pack" test "$(($(grep -c '"GET /v2/team/tools/[^"]*" 200' "$T/tokreg.log") - r0))" -eq 2
 unset ABX_SERVER_INSTALL_ALLOW_HOSTS
 unset ABX_OCI_AUTH
