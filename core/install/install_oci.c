@@ -82,38 +82,28 @@ install_oci_free(struct install_env *c)
 
 /* ---- npm packages ------------------------------------------------------------ */
 
-/* A package the tag lists: its blob (hex, "" when only a pack holds it)
- * and where a pack holds it (pack -1: none). */
+/* A package the tag lists: its blob, and its bytes in the pack (len 0:
+ * none). */
 struct oci_ent {
 	char sri[DIGEST_SRI_MAX];
 	char hex[65];
-	int pack;
 	uint64_t off, len;
 };
-
-/* A pack layer (OCI_ANN_NPM_PACK), fetched whole by the first worker that
- * needs one of its packages: state 1 once b holds exactly size bytes that
- * hash to hex, -1 once that failed (its packages are then fetched one by
- * one). */
-struct oci_pack {
-	char hex[65];
-	uint64_t size;
-	struct buf b;
-	int state;
-};
-
-#define OCI_PACKS_MAX 8
 
 /* The registry's integrity -> blob map, read from the tool's tag, and
  * what the install's workers share to fetch from it (npm_opts.source):
  * proto, the environment's client as the manifest left it (its token and
- * scheme, so no worker asks the token server again), under mu; the packs
- * under pack_mu, held while one is fetched. */
+ * scheme, so no worker asks the token server again), under mu. The pack
+ * (OCI_ANN_NPM_PACK; pack "" when none), under pack_mu, is fetched whole
+ * by the first worker that needs it: pack_state 1 once pack_b holds
+ * exactly pack_b.max bytes that hash to pack, -1 once that failed (its
+ * packages are then fetched one by one). */
 struct oci_npm {
 	struct oci_ent *ent;
 	int n, cap;
-	struct oci_pack packs[OCI_PACKS_MAX];
-	int npacks;
+	char pack[65];
+	struct buf pack_b;
+	int pack_state;
 	int offline;
 	const char *mirror;
 	pthread_mutex_t mu, pack_mu;
@@ -131,34 +121,23 @@ map_find(struct oci_npm *mp, const char *sri)
 	return NULL;
 }
 
-/* The entry for sri, made when new; NULL when the map is full. */
-static struct oci_ent *
-map_get(struct oci_npm *mp, const char *sri)
-{
-	struct oci_ent *t = map_find(mp, sri);
-
-	if (t != NULL || mp->n >= mp->cap || strlen(sri) >= DIGEST_SRI_MAX)
-		return t;
-	t = &mp->ent[mp->n++];
-	snprintf(t->sri, sizeof(t->sri), "%s", sri);
-	t->pack = -1;
-	return t;
-}
-
 static void
 map_add(void *arg, const char *hex, const char *value)
 {
-	struct oci_ent *t = map_get(arg, value);
+	struct oci_npm *mp = arg;
 
-	if (t != NULL)
-		snprintf(t->hex, sizeof(t->hex), "%s", hex);
+	if (mp->n >= mp->cap || strlen(value) >= DIGEST_SRI_MAX)
+		return;
+	snprintf(mp->ent[mp->n].sri, DIGEST_SRI_MAX, "%s", value);
+	snprintf(mp->ent[mp->n].hex, 65, "%s", hex);
+	mp->n++;
 }
 
-/* The bytes of pack list v ("<sri> <bytes> ..."), each entry handed to
- * the pack k when k is not NULL; 0 when an entry is malformed or the sum
- * passes OCI_PACK_MAX. */
+/* The bytes of the pack list v ("<sri> <bytes> ..."), each listed package
+ * the map has given its place when set; 0 when an entry is malformed or
+ * the sum passes OCI_PACK_MAX. */
 static uint64_t
-pack_walk(struct oci_npm *mp, const char *v, int k)
+pack_walk(struct oci_npm *mp, const char *v, int set)
 {
 	char sri[DIGEST_SRI_MAX], *end;
 	unsigned long long len;
@@ -175,8 +154,7 @@ pack_walk(struct oci_npm *mp, const char *v, int k)
 		len = strtoull(v + n + 1, &end, 10);
 		if ((*end != ' ' && *end != '\0') || len > OCI_PACK_MAX - off)
 			return 0;
-		if (k >= 0 && (t = map_get(mp, sri)) != NULL && t->pack < 0) {
-			t->pack = k;
+		if (set && (t = map_find(mp, sri)) != NULL) {
 			t->off = off;
 			t->len = len;
 		}
@@ -185,20 +163,18 @@ pack_walk(struct oci_npm *mp, const char *v, int k)
 	return off;
 }
 
+/* The tag's first well-formed pack layer. */
 static void
 pack_add(void *arg, const char *hex, const char *value)
 {
 	struct oci_npm *mp = arg;
-	struct oci_pack *k;
 	uint64_t size;
 
-	if (mp->npacks >= OCI_PACKS_MAX || (size = pack_walk(mp, value, -1)) == 0)
+	if (mp->pack[0] != '\0' || (size = pack_walk(mp, value, 0)) == 0)
 		return;
-	k = &mp->packs[mp->npacks];
-	snprintf(k->hex, sizeof(k->hex), "%s", hex);
-	k->size = size;
-	k->b = (struct buf)BUF_INIT(size);
-	pack_walk(mp, value, mp->npacks++);
+	snprintf(mp->pack, sizeof(mp->pack), "%s", hex);
+	mp->pack_b = (struct buf)BUF_INIT(size);
+	pack_walk(mp, value, 1);
 }
 
 /* GET the blob hex into sink over the worker's client hc with the shared
@@ -229,10 +205,11 @@ shared_get(struct oci_npm *mp, struct http_client *hc, const char *hex, http_sin
 	return rc;
 }
 
-/* Pack k in memory, fetched and checked against its sha256 on first use:
- * 1, or 0 when it cannot be had (its packages are then fetched alone). */
+/* The pack in memory, fetched and checked against its sha256 on first
+ * use: 1, or 0 when it cannot be had (its packages are then fetched
+ * alone). */
 static int
-pack_ready(struct oci_npm *mp, struct http_client *hc, struct oci_pack *k, const struct http_limits *lim)
+pack_ready(struct oci_npm *mp, struct http_client *hc, const struct http_limits *lim)
 {
 	struct http_limits pl = *lim;
 	struct http_response *rs;
@@ -242,21 +219,21 @@ pack_ready(struct oci_npm *mp, struct http_client *hc, struct oci_pack *k, const
 	int ok;
 
 	pthread_mutex_lock(&mp->pack_mu);
-	if (k->state == 0) {
-		k->state = -1;
-		pl.max_body = (int64_t)k->size;
+	if (mp->pack_state == 0) {
+		mp->pack_state = -1;
+		pl.max_body = (int64_t)mp->pack_b.max;
 		if ((rs = malloc(sizeof(*rs))) != NULL &&
-		    shared_get(mp, hc, k->hex, buf_http_sink, &k->b, &pl, rs, &e) == 0 &&
-		    k->b.len == k->size) {
-			digest_buf(DIGEST_SHA256, k->b.p, k->b.len, &d);
-			if (strcmp(digest_hex(&d, got), k->hex) == 0)
-				k->state = 1;
+		    shared_get(mp, hc, mp->pack, buf_http_sink, &mp->pack_b, &pl, rs, &e) == 0 &&
+		    mp->pack_b.len == mp->pack_b.max) {
+			digest_buf(DIGEST_SHA256, mp->pack_b.p, mp->pack_b.len, &d);
+			if (strcmp(digest_hex(&d, got), mp->pack) == 0)
+				mp->pack_state = 1;
 		}
 		free(rs);
-		if (k->state < 0)
-			buf_free(&k->b);
+		if (mp->pack_state < 0)
+			buf_free(&mp->pack_b);
 	}
-	ok = k->state > 0;
+	ok = mp->pack_state > 0;
 	pthread_mutex_unlock(&mp->pack_mu);
 	return ok;
 }
@@ -290,27 +267,25 @@ npm_source(void *arg, struct http_client *hc, const struct npmlock_pkg *p, http_
 	struct counted k = {sink, sink_arg, 0};
 	char sri[DIGEST_SRI_MAX], at[8 + DIGEST_HEX_MAX];
 	const struct oci_ent *t = map_find(mp, digest_sri(&p->digest, sri));
-	/* a slice above the per-package cap is fetched alone, under the cap */
-	struct oci_pack *pk =
-	    t != NULL && t->pack >= 0 && (lim->max_body <= 0 || (int64_t)t->len <= lim->max_body)
-	        ? &mp->packs[t->pack]
-	        : NULL;
-	const char *h = t != NULL ? t->hex : "";
+	const char *h;
 	int rc;
 
-	if (pk != NULL && pack_ready(mp, hc, pk, lim)) {
+	if (t == NULL)
+		return 1; /* npm_install: offline refuses, lazy goes to the origin */
+	/* a slice above the per-package cap is fetched alone, under the cap */
+	if (t->len > 0 && (lim->max_body <= 0 || (int64_t)t->len <= lim->max_body) &&
+	    pack_ready(mp, hc, lim)) {
 		/* the caller's sink checks the slice against p's integrity */
 		rs->status = 200;
 		rs->content_length = (int64_t)t->len;
-		if (sink(sink_arg, pk->b.p + t->off, (size_t)t->len, e) != 0)
+		if (sink(sink_arg, mp->pack_b.p + t->off, (size_t)t->len, e) != 0)
 			return -1;
 		rs->body_bytes = (int64_t)t->len;
-		h = pk->hex;
+		h = mp->pack;
 		rc = 0;
-	} else if (h[0] == '\0') {
-		return 1; /* npm_install: offline refuses, lazy goes to the origin */
 	} else {
-		rc = shared_get(mp, hc, h, counted_sink, &k, lim, rs, e);
+		rc = shared_get(mp, hc, t->hex, counted_sink, &k, lim, rs, e);
+		h = t->hex;
 	}
 	if (rc == 0) {
 		snprintf(at, sizeof(at), "@sha256:%s", h);
@@ -401,8 +376,7 @@ install_oci_npm_end(struct install_env *c, struct npm_opts *no)
 		pthread_mutex_destroy(&mp->mu);
 		pthread_mutex_destroy(&mp->pack_mu);
 	}
-	while (mp->npacks > 0)
-		buf_free(&mp->packs[--mp->npacks].b);
+	buf_free(&mp->pack_b);
 	free(mp->ent);
 	memset(mp, 0, sizeof(*mp));
 	free(mp);
