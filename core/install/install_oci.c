@@ -133,34 +133,16 @@ map_add(void *arg, const char *hex, const char *value)
 	mp->n++;
 }
 
-/* The bytes of the pack list v ("<sri> <bytes> ..."), each listed package
- * the map has given its place when set; 0 when an entry is malformed or
- * the sum passes OCI_PACK_MAX. */
-static uint64_t
-pack_walk(struct oci_npm *mp, const char *v, int set)
+/* oci_pack_list's fn: the place of a listed package the map has. */
+static void
+pack_place(void *arg, const char *sri, uint64_t off, uint64_t len)
 {
-	char sri[DIGEST_SRI_MAX], *end;
-	unsigned long long len;
-	uint64_t off = 0;
-	struct oci_ent *t;
-	size_t n;
+	struct oci_ent *t = map_find(arg, sri);
 
-	for (v += strspn(v, " "); *v != '\0'; v = end + strspn(end, " ")) {
-		n = strcspn(v, " ");
-		if (n >= sizeof(sri) || v[n] != ' ' || v[n + 1] < '1' || v[n + 1] > '9')
-			return 0;
-		memcpy(sri, v, n);
-		sri[n] = '\0';
-		len = strtoull(v + n + 1, &end, 10);
-		if ((*end != ' ' && *end != '\0') || len > OCI_PACK_MAX - off)
-			return 0;
-		if (set && (t = map_find(mp, sri)) != NULL) {
-			t->off = off;
-			t->len = len;
-		}
-		off += len;
+	if (t != NULL) {
+		t->off = off;
+		t->len = len;
 	}
-	return off;
 }
 
 /* The tag's first well-formed pack layer. */
@@ -170,11 +152,11 @@ pack_add(void *arg, const char *hex, const char *value)
 	struct oci_npm *mp = arg;
 	uint64_t size;
 
-	if (mp->pack[0] != '\0' || (size = pack_walk(mp, value, 0)) == 0)
+	if (mp->pack[0] != '\0' || (size = oci_pack_list(value, NULL, NULL)) == 0)
 		return;
 	snprintf(mp->pack, sizeof(mp->pack), "%s", hex);
 	mp->pack_b = (struct buf)BUF_INIT(size);
-	pack_walk(mp, value, 1);
+	oci_pack_list(value, pack_place, mp);
 }
 
 /* GET the blob hex into sink over the worker's client hc with the shared
