@@ -30,6 +30,10 @@
 #define MT_TAR_XZ "application/vnd.agent-sandbox.artifact.v1.tar+xz"
 #define MT_FILE "application/vnd.agent-sandbox.artifact.v1"
 #define MT_NPM "application/vnd.agent-sandbox.npm.package.v1.tar+gzip"
+#define MT_NPM_PACK "application/vnd.agent-sandbox.npm.pack.v1"
+/* A package this small goes into the pack too: most of a CLI's packages,
+ * each of which would cost the registry a request of its own. */
+#define PACK_ONE_MAX (256u << 10)
 /* An image manifest of FETCH_PUSH_LAYERS_MAX layers is about 1 MiB. */
 #define MANIFEST_JSON_MAX (2u << 20)
 
@@ -75,6 +79,8 @@ fetch_push_close(struct fetch_push *p)
 	p->http = NULL;
 	free(p->layers);
 	p->layers = NULL;
+	buf_free(&p->pack);
+	buf_free(&p->pack_list);
 }
 
 void
@@ -84,6 +90,11 @@ fetch_push_tool_begin(struct fetch_push *p)
 	p->platforms[0] = '\0';
 	p->failed = 0;
 	err_clear(&p->err);
+	buf_free(&p->pack);
+	buf_free(&p->pack_list);
+	p->pack = (struct buf)BUF_INIT(OCI_PACK_MAX);
+	p->pack_list = (struct buf)BUF_INIT(OCI_JSON_MAX);
+	p->npack = 0;
 }
 
 static void
@@ -96,9 +107,10 @@ note_platform(struct fetch_push *p, const char *platform)
 }
 
 /* 0 when what fd holds hashes to hex (sha256), read from its start; fd is
- * then back at its start. */
+ * then back at its start. The bytes read are appended to keep when it is
+ * not NULL. */
 static int
-fd_is(int fd, const char *hex, const char *path, struct err *e)
+fd_is(int fd, const char *hex, const char *path, struct buf *keep, struct err *e)
 {
 	unsigned char b[16384];
 	struct digest_ctx c;
@@ -107,8 +119,11 @@ fd_is(int fd, const char *hex, const char *path, struct err *e)
 	ssize_t n;
 
 	digest_init(&c, DIGEST_SHA256);
-	while ((n = read(fd, b, sizeof(b))) > 0)
+	while ((n = read(fd, b, sizeof(b))) > 0) {
 		digest_update(&c, b, (size_t)n);
+		if (keep != NULL)
+			buf_put(keep, b, (size_t)n);
+	}
 	digest_final(&c, &d);
 	if (n < 0 || lseek(fd, 0, SEEK_SET) != 0)
 		return err_sys(e, "io.error", errno, "%s: %s", path, strerror(errno));
@@ -131,7 +146,9 @@ push_blob(struct fetch_push *p, const char *hex, const char *path, const char *m
 	struct fetch_push_layer *l;
 	struct stat st;
 	struct err e;
-	int fd, r, i;
+	size_t mark = p->pack.len;
+	char ent[DIGEST_SRI_MAX + 32];
+	int fd, r, i, packed;
 
 	if (p->failed)
 		return;
@@ -158,7 +175,10 @@ push_blob(struct fetch_push *p, const char *hex, const char *path, const char *m
 		return;
 	}
 	err_clear(&e);
-	if (fd_is(fd, hex, path, &p->err) != 0) {
+	/* a small package goes into the pack as the bytes hashed here */
+	packed = integrity != NULL && st.st_size <= PACK_ONE_MAX &&
+	         (size_t)st.st_size <= OCI_PACK_MAX - p->pack.len;
+	if (fd_is(fd, hex, path, packed ? &p->pack : NULL, &p->err) != 0) {
 		close(fd);
 		p->failed = 1;
 		return;
@@ -172,6 +192,13 @@ push_blob(struct fetch_push *p, const char *hex, const char *path, const char *m
 		p->failed = 1;
 		return;
 	}
+	snprintf(ent, sizeof(ent), "%s %lld ", integrity ? integrity : "", (long long)st.st_size);
+	if (packed && (p->pack.over || p->pack.len - mark != (size_t)st.st_size ||
+	               buf_put(&p->pack_list, ent, strlen(ent)) != 0)) {
+		p->pack.len = mark; /* the list and the bytes stay in step */
+		packed = 0;
+	}
+	p->npack += packed;
 	if (r == 2)
 		p->uploaded++;
 	else
@@ -244,9 +271,28 @@ fetch_push_npm(struct fetch_push *p, struct tooling *t, const manifest_t *m, con
 	}
 }
 
+/* Upload the pack (two packages or more) unless the registry has it: its
+ * sha256 into hex. Returns 1 pushed, 0 no pack, -1 with e. */
+static int
+push_pack(struct fetch_push *p, char hex[DIGEST_HEX_MAX], struct err *e)
+{
+	struct digest d;
+	int r;
+
+	if (p->npack < 2)
+		return 0;
+	digest_buf(DIGEST_SHA256, p->pack.p, p->pack.len, &d);
+	digest_hex(&d, hex);
+	r = oci_blob_head(&p->oci, hex, NULL, e);
+	if (r == 0)
+		r = oci_blob_put_mem(&p->oci, hex, p->pack.p, p->pack.len, e) == 0 ? 1 : -1;
+	return r < 0 ? -1 : 1;
+}
+
 int
 fetch_push_tool_end(struct fetch_push *p, const manifest_t *m, char tag[OCI_TAG_MAX], struct err *e)
 {
+	char pack[DIGEST_HEX_MAX];
 	struct oci_layer *l;
 	struct oci_annotation ann[4] = {
 	    {"dev.agent-sandbox.tool", m->name},
@@ -263,8 +309,14 @@ fetch_push_tool_end(struct fetch_push *p, const manifest_t *m, char tag[OCI_TAG_
 	}
 	if (oci_tag_make(m->name, m->version, tag) != 0)
 		return err_set(e, "internal", "no tag for %s", m->name);
+	if ((r = push_pack(p, pack, e)) < 0)
+		return -1;
 	if ((l = calloc((size_t)p->nlayers + 1, sizeof(*l))) == NULL)
 		return err_set(e, "internal", "out of memory");
+	if (r > 0)
+		l[p->nlayers] = (struct oci_layer){MT_NPM_PACK,          pack,
+		                                   (int64_t)p->pack.len, NULL,
+		                                   OCI_ANN_NPM_PACK,     (const char *)p->pack_list.p};
 	for (i = 0; i < p->nlayers; i++)
 		l[i] = (struct oci_layer){p->layers[i].media_type,
 		                          p->layers[i].sha256,
@@ -273,7 +325,7 @@ fetch_push_tool_end(struct fetch_push *p, const manifest_t *m, char tag[OCI_TAG_
 		                          p->layers[i].integrity[0] ? OCI_ANN_NPM_INTEGRITY : NULL,
 		                          p->layers[i].integrity};
 	json_w_init(&w, MANIFEST_JSON_MAX);
-	r = oci_manifest_write(&w, ARTIFACT_TYPE, l, p->nlayers, ann, 4);
+	r = oci_manifest_write(&w, ARTIFACT_TYPE, l, p->nlayers + (l[p->nlayers].sha256 != NULL), ann, 4);
 	free(l);
 	if (r != 0) {
 		json_w_free(&w);

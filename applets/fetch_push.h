@@ -5,10 +5,13 @@
  * cache form has fetched and verified a tool, its blobs (tarball
  * artifacts, npm package tarballs) go to the registry, each HEADed first
  * and uploaded only when missing, then one image manifest per tool version
- * tagged <tool>-<version> lists them.
+ * tagged <tool>-<version> lists them. The small npm packages go up once
+ * more as one pack (OCI_ANN_NPM_PACK), which an install reads in one
+ * request.
  */
 #include <stddef.h>
 
+#include "base/buf.h"
 #include "base/err.h"
 #include "net/oci.h"
 #include "pkg/manifest.h"
@@ -39,6 +42,10 @@ struct fetch_push {
 	struct fetch_push_layer *layers;
 	int nlayers;
 	char platforms[64];
+	/* the tool's small npm packages end to end (OCI_ANN_NPM_PACK), and
+	 * their "<integrity> <bytes>" list */
+	struct buf pack, pack_list;
+	int npack;
 	struct err err; /* the first failure of the tool being pushed */
 	int failed;
 };

@@ -8,7 +8,7 @@
  *
  * Parsers (oci_parse.c, each with a fuzz target): the oci:// reference, the
  * WWW-Authenticate challenge, the token answer, a docker config file's
- * auths. The client (oci.c) speaks the distribution API over http_request:
+ * auths, a pack's list. The client (oci.c) speaks the distribution API over http_request:
  * HEAD and GET of a blob, a monolithic blob upload, a manifest PUT, each
  * retried once after a 401 with a Bearer token from the challenge's realm
  * or with Basic credentials.
@@ -49,6 +49,14 @@
  * install can ask for the package's blob by sha256; the bytes are checked
  * against the lockfile's integrity whatever the annotation says. */
 #define OCI_ANN_NPM_INTEGRITY "dev.agent-sandbox.npm.integrity"
+/* The layer annotation of a pack: one blob holding small npm packages end
+ * to end, listed as "<integrity> <bytes>" pairs separated by spaces in
+ * the blob's order, so an install gets them in one request instead of one
+ * each. Each package's bytes are checked against the lockfile's integrity
+ * whatever the list says. */
+#define OCI_ANN_NPM_PACK "dev.agent-sandbox.npm.pack"
+/* A pack holds at most this many bytes: the reader keeps it in memory. */
+#define OCI_PACK_MAX (8u << 20)
 /* sha256 of the two bytes "{}", the empty descriptor's blob. */
 #define OCI_EMPTY_SHA256 "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
 
@@ -142,6 +150,17 @@ int oci_manifest_write(struct json_w *w, const char *artifact_type, const struct
  * against its own pins. */
 int oci_manifest_layers(const char *json, size_t n, const char *key,
                         void (*fn)(void *arg, const char *hex, const char *value), void *arg, struct err *e);
+
+/* A pack list, OCI_ANN_NPM_PACK's value v: "<integrity> <bytes>" pairs
+ * separated by spaces, in the pack's order. fn(arg, sri, off, len) for
+ * each when fn is not NULL (call once with NULL first: fn may have seen
+ * entries before a malformed one). Returns the pack's bytes, the sum; 0
+ * when the list is empty or malformed (an integrity of DIGEST_SRI_MAX bytes
+ * or more, a size that is not a decimal from 1 without a leading zero, a
+ * sum above OCI_PACK_MAX). The list is the registry's: a caller uses it
+ * only to cut slices it checks against its own pins. */
+uint64_t oci_pack_list(const char *v, void (*fn)(void *arg, const char *sri, uint64_t off, uint64_t len),
+                       void *arg);
 
 /* ---- Client ------------------------------------------------------------ */
 

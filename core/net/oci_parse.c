@@ -2,16 +2,18 @@
  * The parsers and writers of core/net/oci.h that touch no network: the
  * oci:// reference and tag grammars, the WWW-Authenticate challenge, a
  * token server's answer, a docker config file's auths, base64 of a
- * credential, the image manifest. Each reads a view of its input and never
- * quotes a credential in an error.
+ * credential, the image manifest, a pack's list. Each reads a view of its
+ * input and never quotes a credential in an error.
  */
 #include "net/oci.h"
 
 #include <ctype.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "base/digest.h"
 #include "base/json.h"
 
 static int
@@ -488,4 +490,28 @@ oci_manifest_layers(const char *json, size_t n, const char *key,
 	}
 	json_free(&d);
 	return count;
+}
+
+uint64_t
+oci_pack_list(const char *v, void (*fn)(void *arg, const char *sri, uint64_t off, uint64_t len), void *arg)
+{
+	char sri[DIGEST_SRI_MAX], *end;
+	unsigned long long len;
+	uint64_t off = 0;
+	size_t n;
+
+	for (v += strspn(v, " "); *v != '\0'; v = end + strspn(end, " ")) {
+		n = strcspn(v, " ");
+		if (n >= sizeof(sri) || v[n] != ' ' || v[n + 1] < '1' || v[n + 1] > '9')
+			return 0;
+		memcpy(sri, v, n);
+		sri[n] = '\0';
+		len = strtoull(v + n + 1, &end, 10);
+		if ((*end != ' ' && *end != '\0') || len > OCI_PACK_MAX - off)
+			return 0;
+		if (fn != NULL)
+			fn(arg, sri, off, len);
+		off += len;
+	}
+	return off;
 }

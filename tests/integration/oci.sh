@@ -314,6 +314,9 @@ reg_get() { curl -sf --cacert "$T/pki/ca.pem" -H 'Accept: application/vnd.oci.im
 reg_get "/v2/team/tools/manifests/napp-1.0.0" >"$T/nmanifest.json"
 check "... each package a layer with its integrity" sh -c "test \$(grep -o '\"dev.agent-sandbox.npm.integrity\":\"sha512-' '$T/nmanifest.json' | wc -l) -eq 2"
 check "... and the npm media type" grep -q '"mediaType":"application/vnd.agent-sandbox.npm.package.v1.tar+gzip"' "$T/nmanifest.json"
+check "... and one pack layer lists both packages with their sizes" grep -q '"dev.agent-sandbox.npm.pack":"sha512-[^" ]* [0-9][0-9]* sha512-[^" ]* [0-9][0-9]* "' "$T/nmanifest.json"
+PACK=$(python3 -c 'import json, sys
+print([l["digest"][7:] for l in json.load(open(sys.argv[1]))["layers"] if "dev.agent-sandbox.npm.pack" in l.get("annotations", {})][0])' "$T/nmanifest.json")
 
 # A writer of the cache replaces one package after the fetch verified it,
 # while the other is being pushed: what is pushed is hashed from the one
@@ -335,8 +338,11 @@ ninst() { # TOOLS-DIR MODE MIRROR [TOOL]
 	run env ABX_INSTALL_OCI_MIRROR="$3" ABX_SERVER_INSTALL_ALLOW_HOSTS=localhost ABX_SERVER_INSTALL_MODE="$2" \
 		ABX_INSTALL_LIBC=glibc "$BIN" prepare --manifests "$T/npmm" --tools-dir "$1" --only "${4:-napp}"
 }
+blob_gets() { grep -c '"GET /v2/team/tools/blobs/sha256:' "$T/open.log"; }
+g0=$(blob_gets)
 ninst "$T/n2" offline "$OPEN"
 expect "offline: an npm tool installed from the registry, the npm registry stopped" 0 "napp 1.0.0: installed"
+check "... its 2 packages read in one blob request, the pack's" sh -c "test $(($(blob_gets) - g0)) -eq 1 && grep -q 'GET /v2/team/tools/blobs/sha256:$PACK ' '$T/open.log'"
 run "$T/n2/bin/napp"
 expect "... the installed tool runs" 0 "napp 1.0.0"
 run "$BIN" verify --sbom --manifests "$T/npmm" --tools-dir "$T/n2"
@@ -350,6 +356,11 @@ ninst "$T/n3" lazy "$OPEN"
 expect "lazy: the same, the network probe asks the registry" 0 "napp 1.0.0: installed"
 ninst "$T/n4" offline "$OPEN" nother
 expect "offline: a tool the registry has no tag for is refused" 1 "" "install.disabled"
+front "flip:$PACK"
+ninst "$T/n6" offline "oci://localhost:$FP/team/tools"
+expect "a tampered pack: its packages read one by one instead" 0 "napp 1.0.0: installed"
+check "... the pack was read (and refused), then each package's blob" sh -c "test \$(grep -c 'GET /v2/team/tools/blobs/sha256:' '$T/front.log') -eq 3 && grep -q 'GET /v2/team/tools/blobs/sha256:$PACK 200' '$T/front.log'"
+kill "$FRONT_PID"
 front flip
 ninst "$T/n5" offline "oci://localhost:$FP/team/tools"
 expect "a tampered npm blob: install.checksum_mismatch against the lockfile's integrity" 1 "" "install.checksum_mismatch"
@@ -495,5 +506,14 @@ check "... and the registry took the Bearer token for the upload" grep -q "\"PUT
 run env ABX_OCI_AUTH=alice:s3cret ABX_INSTALL_OCI_MIRROR="$TREF" ABX_SERVER_INSTALL_MODE=offline \
 	"$BIN" prepare --manifests "$M" --tools-dir "$T/tk1" --only hello
 expect "token auth: installed from the registry, offline" 0 "hello 1.0.0: installed"
+run env ABX_OCI_AUTH=alice:s3cret "$BIN" fetch --only napp --manifests "$T/npmm" --tools-dir "$T/n1" --push "$TREF"
+expect "token auth: an npm tool pushed from the cache" 0 "napp 1.0.0: pushed"
+k0=$(wc -l <"$T/tok.log")
+r0=$(grep -c '"GET /v2/team/tools/[^"]*" 200' "$T/tokreg.log")
+run env ABX_OCI_AUTH=alice:s3cret ABX_INSTALL_OCI_MIRROR="$TREF" ABX_SERVER_INSTALL_MODE=offline ABX_INSTALL_LIBC=glibc \
+	"$BIN" prepare --manifests "$T/npmm" --tools-dir "$T/tk2" --only napp
+expect "token auth: an npm tool installed from the registry, offline" 0 "napp 1.0.0: installed"
+check "... with one token for the tag and its blobs" test "$(($(wc -l <"$T/tok.log") - k0))" -eq 1
+check "... and two answered GETs: the tag, the pack" test "$(($(grep -c '"GET /v2/team/tools/[^"]*" 200' "$T/tokreg.log") - r0))" -eq 2
 unset ABX_SERVER_INSTALL_ALLOW_HOSTS
 unset ABX_OCI_AUTH

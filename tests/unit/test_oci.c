@@ -6,6 +6,7 @@
 
 #include <string.h>
 
+#include "base/digest.h"
 #include "base/err.h"
 #include "base/json.h"
 #include "net/oci.h"
@@ -348,6 +349,52 @@ test_manifest_layers(void **state)
 	assert_string_equal(s.val[1], "v2");
 }
 
+struct packseen {
+	char sri[4][16];
+	uint64_t off[4], len[4];
+	int n;
+};
+
+static void
+on_pack(void *arg, const char *sri, uint64_t off, uint64_t len)
+{
+	struct packseen *s = arg;
+
+	if (s->n < 4) {
+		snprintf(s->sri[s->n], sizeof(s->sri[0]), "%s", sri);
+		s->off[s->n] = off;
+		s->len[s->n] = len;
+	}
+	s->n++;
+}
+
+/* A pack's list: contiguous places from 0 and their sum; anything that is
+ * not pairs of a word and a size from 1 (or sums past OCI_PACK_MAX) is 0. */
+static void
+test_pack_list(void **state)
+{
+	static const char *const bad[] = {
+	    "",     " ",    "a",     "a ",         "a 0",       "a 01",          "a -1",
+	    "a +1", "a 1x", "a 1 b", "a 1  b 2 c", "a 8388609", "a 8388608 b 1", "a 99999999999999999999999",
+	};
+	char longsri[DIGEST_SRI_MAX + 8];
+	struct packseen s;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_int_equal(oci_pack_list(bad[i], NULL, NULL), 0);
+	memset(longsri, 'x', DIGEST_SRI_MAX);
+	snprintf(longsri + DIGEST_SRI_MAX, 8, " 1");
+	assert_int_equal(oci_pack_list(longsri, NULL, NULL), 0);
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(oci_pack_list(" sha512-a 774  sha512-b 10 c 8387000 ", on_pack, &s), 8387000 + 784);
+	assert_int_equal(s.n, 3);
+	assert_string_equal(s.sri[0], "sha512-a");
+	assert_string_equal(s.sri[2], "c");
+	assert_true(s.off[0] == 0 && s.len[0] == 774 && s.off[1] == 774 && s.len[1] == 10 && s.off[2] == 784);
+}
+
 int
 main(void)
 {
@@ -361,6 +408,7 @@ main(void)
 	    cmocka_unit_test(test_docker_config),
 	    cmocka_unit_test(test_manifest),
 	    cmocka_unit_test(test_manifest_layers),
+	    cmocka_unit_test(test_pack_list),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
