@@ -478,8 +478,8 @@ lazy_kept() {
 	sed 1,3d "$T/lazy.du" >"$T/lazy.ls"
 	case $cache$tree$blk in "" | *[!0-9]*) cache=999999999 tree=1 blk=0 ;; esac
 	other=$(grep -Ev '^([0-9a-f]{64}|sha512-[0-9A-Za-z+/=]+)$' "$T/lazy.ls" | tr '\n' ' ' | head -c 200)
-	check "lazy: the cache holds downloads and integrity aliases alone, no trees/ or .tmp-* ($n entries, others:" \
-		"${other:-none})" test "$n" -gt 0 -a -z "$other"
+	check "lazy: the cache holds downloads and integrity aliases alone, no trees/ or .tmp-* ($n entries, others: ${other:-none})" \
+		test "$n" -gt 0 -a -z "$other"
 	: >"$T/lazy.dl"
 	for h in $(grep -E '^[0-9a-f]{64}$' "$T/lazy.ls"); do
 		pm exec "$C" cat "$LTD/.cache/$h" | python3 -c 'import base64, hashlib, sys
