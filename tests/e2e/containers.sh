@@ -28,7 +28,10 @@
 # The build template's tools directory is sized against `npm i -g` of the
 # same codex on the host: at most 1.05 times its size; the offline image
 # (the last stage of the README's multi-stage build) against the build
-# template's image: at most 1.05 times its size, with no cache in it.
+# template's image: at most 1.05 times its size, with no cache in it. The
+# lazy template's install on first use keeps codex's downloads alone: they
+# are hashed against the lockfile, sized against the tree, and a drifted
+# tree is repaired from them through codex's shim.
 #   CONTAINERS_ONLY="plain build" tests/run.sh --e2e --only containers: some
 #   journeys only (default: plain build lazy offline).
 . "$TOP/tests/lib.sh"
@@ -457,6 +460,82 @@ say "time: build: $(($(now) - t0)) s"
 ;; esac
 
 # ---- 2. the worked template, mode lazy ---------------------------------------------
+# After serve's install on first use the sandbox holds codex's tree and, in
+# the tools directory's .cache, its verified downloads alone: each entry a
+# download (named by its sha256) or an npm integrity alias (sha512-...), no
+# extracted tree (trees/, which also holds verify notes) and no temporary
+# file (.tmp-*), as core/pkg/cache.h lays the cache out. The downloads are
+# read out of the container and hashed here: exactly the lockfile's packages
+# of this platform (manifests/codex/package-lock.json, by integrity).
+LTD=/home/user/.local/state/agent-sandbox/tools
+LTREE=$LTD/codex/$VER-$PLATFORM
+lazy_kept() {
+	# one du each: du counts a directory (and a hard-linked file) once per run
+	pm exec "$C" sh -c 'cd "$0" && du -sk .cache && du -sk --exclude=./.cache . && stat -f -c %S .cache &&
+		ls -A .cache' "$LTD" >"$T/lazy.du" 2>&1
+	cache=$(sed -n 1p "$T/lazy.du" | cut -f1) tree=$(sed -n 2p "$T/lazy.du" | cut -f1)
+	blk=$(sed -n 3p "$T/lazy.du") n=$(($(wc -l <"$T/lazy.du") - 3))
+	sed 1,3d "$T/lazy.du" >"$T/lazy.ls"
+	case $cache$tree$blk in "" | *[!0-9]*) cache=999999999 tree=1 blk=0 ;; esac
+	other=$(grep -Ev '^([0-9a-f]{64}|sha512-[0-9A-Za-z+/=]+)$' "$T/lazy.ls" | tr '\n' ' ' | head -c 200)
+	check "lazy: the cache holds downloads and integrity aliases alone, no trees/ or .tmp-* ($n entries, others: ${other:-none})" \
+		test "$n" -gt 0 -a -z "$other"
+	: >"$T/lazy.dl"
+	for h in $(grep -E '^[0-9a-f]{64}$' "$T/lazy.ls"); do
+		pm exec "$C" cat "$LTD/.cache/$h" | python3 -c 'import base64, hashlib, sys
+a, b, n = hashlib.sha256(), hashlib.sha512(), 0
+for c in iter(lambda: sys.stdin.buffer.read(1 << 20), b""):
+    a.update(c), b.update(c)
+    n += len(c)
+print(sys.argv[1], a.hexdigest(), n, "sha512-" + base64.b64encode(b.digest()).decode())' "$h" >>"$T/lazy.dl"
+	done
+	dl=$(python3 - "$TOP/manifests/codex/package-lock.json" "$PLATFORM" "$T/lazy.dl" <<'PYEOF'
+import json, sys
+pk, plat, got = json.load(open(sys.argv[1]))["packages"], sys.argv[2], [l.split() for l in open(sys.argv[3])]
+os_, cpu = plat.split("-")
+want = {v["integrity"] for v in pk.values() if "integrity" in v
+        and os_ in v.get("os", [os_]) and cpu in v.get("cpu", [cpu])}
+ok = all(name == h for name, h, _, _ in got) and {i for _, _, _, i in got} == want
+print(sum(int(n) for _, _, n, _ in got) if ok else "mismatch: %s, the lock's %s" % (got, sorted(want)))
+PYEOF
+)
+	check "lazy: its downloads are the lock's $PLATFORM packages, each named by its sha256 ($dl bytes)" \
+		sh -c 'case $0 in "" | *[!0-9]*) exit 1 ;; esac' "$dl"
+	case $dl in "" | *[!0-9]*) dl=0 ;; esac
+	say "size: lazy: codex $VER: tree $tree KiB, .cache $cache KiB, the downloads $dl bytes;" \
+		"(tree + cache) / tree = $(awk "BEGIN {printf \"%.2f\", ($tree + $cache) / $tree}")"
+	# The cache's blocks are the downloads' bytes plus what a filesystem of
+	# block size $blk adds: per entry, the last block of a download rounded
+	# up and one of its extent index (or an alias's one block), and the
+	# directory's. Nothing measured for codex is in this bound.
+	check "lazy: the cache ($cache KiB) is the downloads ($dl bytes), within a block per entry" \
+		test "$(awk "BEGIN {print ($cache * 1024 <= $dl + (2 * $n + 1) * $blk)}")" = 1
+	# What the sandbox holds is the tree and at most its compressed
+	# downloads: the cache at most the tree. The downloads are the tree's
+	# files tarred and gzipped: smaller than the tree unless its bytes do
+	# not compress at all (then tar's 512-byte headers and gzip's 5 bytes a
+	# 64 KiB stored block, against the tree's last block of each file). An
+	# extracted tree kept besides them would alone be as large as the tree.
+	check "lazy: the cache ($cache KiB) is at most the tree ($tree KiB)" \
+		test "$(awk "BEGIN {print ($cache <= $tree)}")" = 1
+}
+# lazy_repair: a file of the installed tree changed; codex run through its
+# shim says it repairs the tree from the kept downloads before it starts,
+# runs, and the downloads are the same files (inodes: none fetched again).
+lazy_repair() {
+	pm exec "$C" sh -c 'ls -i "$0/.cache"' "$LTD" >"$T/lazy.ino" 2>&1
+	pm exec "$C" sh -c 'echo >>"$0/node_modules/@openai/codex/package.json"' "$LTREE" >/dev/null 2>&1
+	run pm exec "$C" "$LTD/bin/codex" --version
+	expect "lazy: codex's tree drifted (a file changed): its shim repairs it and runs codex" 0 "codex-cli $VER" \
+		"agent-sandbox-server: repairing codex $VER in $LTD from local copies of its pinned downloads (drift: "
+	check "... said on stderr before codex ran: $(head -1 "$T/err" | head -c 200)" \
+		sh -c "head -1 '$T/err' | grep -q '^agent-sandbox-server: repairing codex '"
+	pm exec "$C" sh -c 'ls -i "$0/.cache"' "$LTD" >"$T/lazy.ino2" 2>&1
+	check "... from the kept downloads, none fetched again, nothing added ($(tr '\n' ' ' <"$T/lazy.ino2" |
+		head -c 300))" cmp -s "$T/lazy.ino" "$T/lazy.ino2"
+	run pm exec "$C" agent-sandbox-server verify codex
+	expect "... verify codex passes in the container" 0
+}
 case $JOURNEYS in *" lazy "*)
 t0=$(now)
 if from lazy "$E2B_FROM" localhost/abx-base-e2b && context lazy server.lazy.json && build lazy "$CTX"; then
@@ -470,7 +549,10 @@ if from lazy "$E2B_FROM" localhost/abx-base-e2b && context lazy server.lazy.json
 		pm exec "$C" sh -c 'test -d "$HOME/.local/state/agent-sandbox/tools/codex"' >/dev/null 2>&1
 		rc=$?
 		check "lazy: codex was installed into ~/.local/state/agent-sandbox/tools" test $rc = 0
+		lazy_kept
+		lazy_repair
 		doctor lazy
+		say "lazy: doctor: $(grep 'size' "$T/doctor" | tr '\n' '|')"
 		stop_ctr lazy
 	else
 		dead lazy "the ready_cmd, API, codex, doctor and stop"
