@@ -389,88 +389,87 @@ tls_anchors_reset(void)
 
 /* ---- Error mapping ----------------------------------------------------- */
 
-static const struct {
-	int err;
-	const char *name;
-} br_names[] = {
-#define N(x)                                                                                                 \
-	{                                                                                                    \
-		x, #x                                                                                        \
-	}
-    N(BR_ERR_OK),
-    N(BR_ERR_BAD_PARAM),
-    N(BR_ERR_BAD_STATE),
-    N(BR_ERR_UNSUPPORTED_VERSION),
-    N(BR_ERR_BAD_VERSION),
-    N(BR_ERR_BAD_LENGTH),
-    N(BR_ERR_TOO_LARGE),
-    N(BR_ERR_BAD_MAC),
-    N(BR_ERR_NO_RANDOM),
-    N(BR_ERR_UNKNOWN_TYPE),
-    N(BR_ERR_UNEXPECTED),
-    N(BR_ERR_BAD_CCS),
-    N(BR_ERR_BAD_ALERT),
-    N(BR_ERR_BAD_HANDSHAKE),
-    N(BR_ERR_OVERSIZED_ID),
-    N(BR_ERR_BAD_CIPHER_SUITE),
-    N(BR_ERR_BAD_COMPRESSION),
-    N(BR_ERR_BAD_FRAGLEN),
-    N(BR_ERR_BAD_SECRENEG),
-    N(BR_ERR_EXTRA_EXTENSION),
-    N(BR_ERR_BAD_SNI),
-    N(BR_ERR_BAD_HELLO_DONE),
-    N(BR_ERR_LIMIT_EXCEEDED),
-    N(BR_ERR_BAD_FINISHED),
-    N(BR_ERR_RESUME_MISMATCH),
-    N(BR_ERR_INVALID_ALGORITHM),
-    N(BR_ERR_BAD_SIGNATURE),
-    N(BR_ERR_WRONG_KEY_USAGE),
-    N(BR_ERR_NO_CLIENT_AUTH),
-    N(BR_ERR_IO),
-    N(BR_ERR_X509_INVALID_VALUE),
-    N(BR_ERR_X509_TRUNCATED),
-    N(BR_ERR_X509_EMPTY_CHAIN),
-    N(BR_ERR_X509_INNER_TRUNC),
-    N(BR_ERR_X509_BAD_TAG_CLASS),
-    N(BR_ERR_X509_BAD_TAG_VALUE),
-    N(BR_ERR_X509_INDEFINITE_LENGTH),
-    N(BR_ERR_X509_EXTRA_ELEMENT),
-    N(BR_ERR_X509_UNEXPECTED),
-    N(BR_ERR_X509_NOT_CONSTRUCTED),
-    N(BR_ERR_X509_NOT_PRIMITIVE),
-    N(BR_ERR_X509_PARTIAL_BYTE),
-    N(BR_ERR_X509_BAD_BOOLEAN),
-    N(BR_ERR_X509_OVERFLOW),
-    N(BR_ERR_X509_BAD_DN),
-    N(BR_ERR_X509_BAD_TIME),
-    N(BR_ERR_X509_UNSUPPORTED),
-    N(BR_ERR_X509_LIMIT_EXCEEDED),
-    N(BR_ERR_X509_WRONG_KEY_TYPE),
-    N(BR_ERR_X509_BAD_SIGNATURE),
-    N(BR_ERR_X509_TIME_UNKNOWN),
-    N(BR_ERR_X509_EXPIRED),
-    N(BR_ERR_X509_DN_MISMATCH),
-    N(BR_ERR_X509_BAD_SERVER_NAME),
-    N(BR_ERR_X509_CRITICAL_EXTENSION),
-    N(BR_ERR_X509_NOT_CA),
-    N(BR_ERR_X509_FORBIDDEN_KEY_USAGE),
-    N(BR_ERR_X509_WEAK_PUBLIC_KEY),
-    N(BR_ERR_X509_NOT_TRUSTED),
+/* BearSSL's error codes (all below 256) and their names, one table: the
+ * codes as bytes, the names packed in the same order. */
+/* clang-format off */
+#define BR_ERRS(N) \
+	N(BR_ERR_OK) \
+	N(BR_ERR_BAD_PARAM) \
+	N(BR_ERR_BAD_STATE) \
+	N(BR_ERR_UNSUPPORTED_VERSION) \
+	N(BR_ERR_BAD_VERSION) \
+	N(BR_ERR_TOO_LARGE) \
+	N(BR_ERR_BAD_MAC) \
+	N(BR_ERR_NO_RANDOM) \
+	N(BR_ERR_UNKNOWN_TYPE) \
+	N(BR_ERR_UNEXPECTED) \
+	N(BR_ERR_BAD_CCS) \
+	N(BR_ERR_BAD_ALERT) \
+	N(BR_ERR_OVERSIZED_ID) \
+	N(BR_ERR_BAD_CIPHER_SUITE) \
+	N(BR_ERR_BAD_COMPRESSION) \
+	N(BR_ERR_BAD_FRAGLEN) \
+	N(BR_ERR_BAD_SECRENEG) \
+	N(BR_ERR_BAD_SNI) \
+	N(BR_ERR_BAD_HELLO_DONE) \
+	N(BR_ERR_LIMIT_EXCEEDED) \
+	N(BR_ERR_BAD_FINISHED) \
+	N(BR_ERR_RESUME_MISMATCH) \
+	N(BR_ERR_BAD_SIGNATURE) \
+	N(BR_ERR_WRONG_KEY_USAGE) \
+	N(BR_ERR_NO_CLIENT_AUTH) \
+	N(BR_ERR_IO) \
+	N(BR_ERR_X509_INVALID_VALUE) \
+	N(BR_ERR_X509_EMPTY_CHAIN) \
+	N(BR_ERR_X509_INNER_TRUNC) \
+	N(BR_ERR_X509_BAD_TAG_CLASS) \
+	N(BR_ERR_X509_BAD_TAG_VALUE) \
+	N(BR_ERR_X509_EXTRA_ELEMENT) \
+	N(BR_ERR_X509_UNEXPECTED) \
+	N(BR_ERR_X509_NOT_CONSTRUCTED) \
+	N(BR_ERR_X509_PARTIAL_BYTE) \
+	N(BR_ERR_X509_BAD_BOOLEAN) \
+	N(BR_ERR_X509_OVERFLOW) \
+	N(BR_ERR_X509_BAD_DN) \
+	N(BR_ERR_X509_BAD_TIME) \
+	N(BR_ERR_X509_UNSUPPORTED) \
+	N(BR_ERR_X509_LIMIT_EXCEEDED) \
+	N(BR_ERR_X509_WRONG_KEY_TYPE) \
+	N(BR_ERR_X509_BAD_SIGNATURE) \
+	N(BR_ERR_X509_TIME_UNKNOWN) \
+	N(BR_ERR_X509_EXPIRED) \
+	N(BR_ERR_X509_DN_MISMATCH) \
+	N(BR_ERR_X509_BAD_SERVER_NAME) \
+	N(BR_ERR_X509_CRITICAL_EXTENSION) \
+	N(BR_ERR_X509_NOT_CA) \
+	N(BR_ERR_X509_FORBIDDEN_KEY_USAGE) \
+	N(BR_ERR_X509_WEAK_PUBLIC_KEY) \
+	N(BR_ERR_X509_NOT_TRUSTED)
+/* clang-format on */
+static const unsigned char br_errs[] = {
+#define N(x) x,
+    BR_ERRS(N)
 #undef N
 };
+static const char br_names[] =
+#define N(x) #x "\0"
+    BR_ERRS(N)
+#undef N
+    ;
 
 const char *
 tls_err_name(int brerr)
 {
+	const char *p = br_names;
 	size_t i;
 
 	if (brerr >= BR_ERR_SEND_FATAL_ALERT)
 		return "BR_ERR_SEND_FATAL_ALERT";
 	if (brerr >= BR_ERR_RECV_FATAL_ALERT)
 		return "BR_ERR_RECV_FATAL_ALERT";
-	for (i = 0; i < sizeof(br_names) / sizeof(br_names[0]); i++)
-		if (br_names[i].err == brerr)
-			return br_names[i].name;
+	for (i = 0; i < sizeof(br_errs); i++, p += strlen(p) + 1)
+		if (br_errs[i] == brerr)
+			return p;
 	return "BR_ERR_UNKNOWN";
 }
 

@@ -207,7 +207,10 @@ test_error_mapping(void **state)
 	assert_string_equal(tls_err_name(BR_ERR_BAD_CIPHER_SUITE), "BR_ERR_BAD_CIPHER_SUITE");
 	assert_string_equal(tls_err_name(BR_ERR_RECV_FATAL_ALERT + 70), "BR_ERR_RECV_FATAL_ALERT");
 	assert_string_equal(tls_err_name(BR_ERR_SEND_FATAL_ALERT + 40), "BR_ERR_SEND_FATAL_ALERT");
+	assert_string_equal(tls_err_name(BR_ERR_OK), "BR_ERR_OK");
+	assert_string_equal(tls_err_name(BR_ERR_X509_NOT_TRUSTED), "BR_ERR_X509_NOT_TRUSTED");
 	assert_string_equal(tls_err_name(99), "BR_ERR_UNKNOWN");
+	assert_string_equal(tls_err_name(-1), "BR_ERR_UNKNOWN");
 }
 
 /* A ClientHello's random (32 bytes after the record header, the handshake
