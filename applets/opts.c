@@ -75,7 +75,7 @@ static int
 store(const struct opts *u, const struct opt *o, const char *arg, void *dst)
 {
 	char *field = (char *)dst + o->off;
-	struct err e;
+	struct err e = {0};
 
 	if (o->set == NULL) {
 		if (o->arg != NULL)

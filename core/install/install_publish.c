@@ -35,7 +35,7 @@ install_collect_abandoned(const char *w, const char *own)
 {
 	char root[PATH_MAX], tool[NAME_MAX + 1], **names = NULL;
 	const char *dash;
-	struct err e;
+	struct err e = {0};
 	size_t i, n = 0;
 	int d = -1;
 
@@ -80,7 +80,7 @@ requires_need(struct install_env *c, const manifest_t *m, const char *w)
 {
 	char mk[PATH_MAX];
 	const manifest_t *r;
-	struct err e;
+	struct err e = {0};
 	uint64_t sum = 0;
 	int i;
 
@@ -267,7 +267,7 @@ static void
 remove_old_trees(const char *w, const char *name, const char *keep, const char *trash)
 {
 	char dir[PATH_MAX], dst[PATH_MAX], **names = NULL;
-	struct err e;
+	struct err e = {0};
 	size_t i, n = 0;
 	int d = -1, k = 0;
 

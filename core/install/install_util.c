@@ -140,7 +140,7 @@ install_requires_join(struct install_env *c, int64_t *wait_us, struct err *e)
 	}
 	if (q->rc < 0) {
 		if (e != NULL)
-			*e = q->e;
+			err_copy(e, &q->e);
 		return -1;
 	}
 	return 0;
@@ -217,7 +217,7 @@ install_collect_stale(const char *dir, const char *prefix)
 	char **names = NULL;
 	struct stat st;
 	time_t t = time(NULL);
-	struct err e;
+	struct err e = {0};
 	size_t i, n = 0;
 	int d = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
