@@ -44,7 +44,7 @@ lint_manifests(struct cfgload *L, char **files, int n, int quiet)
 {
 	struct manifest_opts opts = {0};
 	manifest_t *m;
-	struct err e;
+	struct err e = {0};
 	int i, bad = 0;
 
 	if (cfgload_config(&L->cfg, L->config_file, &L->flags, 1, &e) != 0) {
@@ -268,7 +268,7 @@ check_config_main(int argc, char **argv)
 {
 	struct check_config_opts o = {0};
 	struct cfgload *L;
-	struct err e;
+	struct err e = {0};
 	int rc, n;
 
 	if ((L = o.L = cfgload_new()) == NULL) {

@@ -62,7 +62,7 @@ check_manifests(struct report *r, struct cfgload *L, struct hostlist *hl)
 {
 	struct manifest_opts opts = {0};
 	const manifest_t *m;
-	struct err e;
+	struct err e = {0};
 	int i, h, n = 0, bad = 0;
 
 	if (!L->st.ms_open) {
@@ -105,7 +105,7 @@ required_by(struct cfgload *L, const char *name)
 {
 	static char s[2 * MANIFEST_NAME_MAX + 16];
 	const manifest_t *a;
-	struct err e;
+	struct err e = {0};
 	int i, j;
 
 	for (i = 0; i < L->cfg.agents.n; i++)
@@ -135,7 +135,7 @@ check_image(struct report *r, struct cfgload *L)
 	const char *libc = npmlock_detect_libc(NULL), *lo = npmlock_libc_loader(libc);
 	char env[MANIFEST_NAME_MAX + 16], entry[PATH_MAX], ver[MANIFEST_VERSION_MAX];
 	const manifest_t *m;
-	struct err e;
+	struct err e = {0};
 	int i, n = 0, bad = 0;
 
 	if (lo != NULL)
@@ -218,7 +218,7 @@ count_pem_dir(const char *dir)
 	} seen[SEEN_MAX];
 	char path[PATH_MAX + 256], **names;
 	struct stat sb;
-	struct err e;
+	struct err e = {0};
 	size_t nn, j;
 	int n = 0, k, nseen = 0, i, dup;
 
@@ -254,7 +254,7 @@ first_missing_tool(struct cfgload *L, const struct chain *ch, int *nwanted)
 	static char names[MANIFEST_SET_MAX][MANIFEST_NAME_MAX];
 	char env[MANIFEST_NAME_MAX + 16], mk[PATH_MAX + 256];
 	const char *v;
-	struct err e;
+	struct err e = {0};
 	int i, j, n = 0, have;
 
 	*nwanted = 0;
@@ -293,7 +293,7 @@ static void
 check_ca(struct report *r, struct cfgload *L, const struct chain *ch)
 {
 	const struct config *c = &L->cfg;
-	int nwanted, downloads = c->install.mode == CFG_MODE_LAZY || c->install.mode == CFG_MODE_BUILD;
+	int nwanted = 0, downloads = c->install.mode == CFG_MODE_LAZY || c->install.mode == CFG_MODE_BUILD;
 	const char *missing = downloads ? first_missing_tool(L, ch, &nwanted) : NULL;
 	int need = missing != NULL;
 	char why[MANIFEST_NAME_MAX + 96];
@@ -304,7 +304,7 @@ check_ca(struct report *r, struct cfgload *L, const struct chain *ch)
 	const char *st = need ? "FAIL" : downloads && nwanted == 0 ? "PASS" : "WARN";
 	char tried[1024] = "";
 	struct http_client *h = NULL;
-	struct err e;
+	struct err e = {0};
 	size_t i;
 	int n = 0, k;
 
@@ -547,7 +547,7 @@ doctor_main(int argc, char **argv)
 	struct cfgload *L;
 	struct hostlist *hl;
 	struct chain ch;
-	struct err e;
+	struct err e = {0};
 	int rc, n;
 
 	memset(&r, 0, sizeof(r));

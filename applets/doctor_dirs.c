@@ -107,7 +107,7 @@ void
 doctor_check_state_dir(struct report *r, const struct config *c, int has_token)
 {
 	char dir[PATH_MAX], src[CFG_PATH_MAX + 32], fix[2 * PATH_MAX + 64];
-	struct err e;
+	struct err e = {0};
 
 	config_source(c, CK_STATE_DIR, src, sizeof(src));
 	if (default_state_dir(c, dir, sizeof(dir), &e) < 0) {
@@ -141,7 +141,7 @@ void
 doctor_check_audit(struct report *r, const struct config *c)
 {
 	char src[CFG_PATH_MAX + 32];
-	struct err e;
+	struct err e = {0};
 
 	if (c->audit_file[0] == '\0')
 		return;
@@ -161,7 +161,7 @@ void
 doctor_check_sessions(struct report *r, const struct config *c)
 {
 	char dir[PATH_MAX], sd[PATH_MAX + 16];
-	struct err e;
+	struct err e = {0};
 	int ok;
 
 	/* a state directory too long to name is doctor_check_state_dir's FAIL */
@@ -231,7 +231,7 @@ tools_sizes(struct report *r, const char *d)
 {
 	char cache[PATH_MAX], h[32], hc[32];
 	uint64_t b, f, cb = 0, cf = 0;
-	struct err e;
+	struct err e = {0};
 
 	if (access(d, F_OK) != 0 || fs_du(AT_FDCWD, d, &b, &f, &e) != 0 ||
 	    fs_path_join(cache, sizeof(cache), d, ".cache", NULL) < 0 ||
@@ -252,7 +252,7 @@ doctor_check_tools_dirs(struct report *r, const struct config *c, const struct c
 {
 	char mp[PATH_MAX], fix[PATH_MAX + 128], src[CFG_PATH_MAX + 32];
 	const char *target = NULL;
-	struct err e;
+	struct err e = {0};
 	int i, fl, runtime = config_mode_installs_at_runtime(c->install.mode);
 
 	config_source(c, CK_TOOLS_DIR, src, sizeof(src));
@@ -362,7 +362,7 @@ tool_version(const char *path, char *out, size_t cap)
 	struct proc_spec spec = {argv, envp, NULL, DOCTOR_VERSION_TIMEOUT_MS, 0};
 	struct proc_capture c;
 	struct proc p;
-	struct err e;
+	struct err e = {0};
 	int n = 0;
 
 	out[0] = '\0';
@@ -404,7 +404,7 @@ void
 doctor_check_installed(struct report *r, const struct chain *ch)
 {
 	char bin[PATH_MAX], path[PATH_MAX + 256], ver[256], fix[PATH_MAX + 64], **names;
-	struct err e;
+	struct err e = {0};
 	size_t n, k;
 	int i, found = 0, rc;
 

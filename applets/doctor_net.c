@@ -35,7 +35,7 @@ our_serve(int port, char *ver, size_t cap)
 	struct pollfd pf;
 	size_t got = 0;
 	ssize_t k;
-	struct err e;
+	struct err e = {0};
 	int fd = net_connect("127.0.0.1", port, 1000, 0, &e);
 
 	if (fd < 0)
@@ -134,7 +134,7 @@ static int
 tcp_reach(const char *hostport, char *why, size_t cap)
 {
 	char host[280];
-	struct err e;
+	struct err e = {0};
 	int port, fd;
 
 	if (split_hostport(hostport, host, sizeof(host), &port) != 0) {
@@ -208,7 +208,7 @@ tls_reach(const char *hostport, const char *egress, char *why, size_t wcap, char
 	static struct http_response rs;
 	char url[300];
 	const char *code;
-	struct err e;
+	struct err e = {0};
 	int rc = -1;
 
 	snprintf(url, sizeof(url), "https://%s/", hostport);

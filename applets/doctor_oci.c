@@ -24,7 +24,7 @@ plan_blob(struct cfgload *L, const manifest_t **tool, const manifest_t **npm)
 {
 	const struct manifest_artifact *a;
 	const manifest_t *m, *q;
-	struct err e;
+	struct err e = {0};
 	int i, j;
 
 	*tool = *npm = NULL;
@@ -78,7 +78,7 @@ doctor_check_registry(struct report *r, struct cfgload *L)
 	struct oci_client o;
 	struct oci_ref rf;
 	struct buf doc = BUF_INIT(OCI_JSON_MAX * 8);
-	struct err e;
+	struct err e = {0};
 	int i, found, rc;
 
 	if (ref[0] == '\0')

@@ -468,7 +468,7 @@ fetch_one(const struct fetch_opts *o)
 	struct http_response *rs;
 	struct sink s;
 	struct digest got;
-	struct err e;
+	struct err e = {0};
 	char hex[DIGEST_HEX_MAX], h1[32], path[PATH_MAX];
 	enum out_kind kind;
 	int fd = -1, rc = EXIT_FAIL;
@@ -572,7 +572,7 @@ fetch_main(int argc, char **argv)
 {
 	static struct config cfg;
 	struct fetch_opts o;
-	struct err e;
+	struct err e = {0};
 	const char *env;
 	int rc, n;
 

@@ -129,7 +129,7 @@ absolute_dirs(struct tooling *t, char *absdir, char *abscache, size_t cap)
 static int
 open_closure(struct tooling *t, char **only, int nonly, char names[][MANIFEST_NAME_MAX], int *n)
 {
-	struct err e;
+	struct err e = {0};
 	int i;
 
 	if (tooling_open(t, 1, NULL, &e) < 0)
@@ -178,8 +178,10 @@ fetch_npm_tool(struct tooling *t, const manifest_t *m, struct json_w *w, struct 
 {
 	const char *plat = t->platform ? t->platform : manifest_platform_self();
 	struct install_npm_info ni;
-	struct err e;
+	struct err e = {0};
+	char ed[ERR_DETAILS_MAX];
 
+	err_keep_details(&e, ed, sizeof(ed));
 	json_w_obj(w);
 	json_w_kstr(w, "name", m->name);
 	json_w_kstr(w, "version", m->version);
@@ -220,10 +222,11 @@ fetch_tarball_tool(struct tooling *t, const manifest_t *m, struct json_w *w, str
 	}
 	for (p = 0; p < np; p++) {
 		const struct manifest_artifact *a = manifest_artifact(m, plats[p]);
-		char path[PATH_MAX];
-		struct err e;
+		char path[PATH_MAX], ed[ERR_DETAILS_MAX];
+		struct err e = {0};
 		int rc;
 
+		err_keep_details(&e, ed, sizeof(ed));
 		json_w_obj(w);
 		json_w_kstr(w, "name", m->name);
 		json_w_kstr(w, "version", m->version);
@@ -256,7 +259,7 @@ static void
 push_tool(struct tooling *t, struct fetch_push *p, const manifest_t *m, struct json_w *w, struct tally *n)
 {
 	char tag[OCI_TAG_MAX] = "";
-	struct err e;
+	struct err e = {0};
 	int rc;
 
 	if (p->nlayers == 0 && !p->failed)
@@ -289,7 +292,7 @@ fetch_cache(const struct fetch_cache_args *a)
 	static struct fetch_push push;
 	struct prepare_plan *plan = NULL; /* without names: lives until exit */
 	struct json_w w, pw;
-	struct err e;
+	struct err e = {0};
 
 	if (a->flags->ms_open || a->flags->env != NULL) {
 		err_printf("internal", "fetch_cache: the tooling is already open");

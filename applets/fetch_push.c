@@ -145,7 +145,7 @@ push_blob(struct fetch_push *p, const char *hex, const char *path, const char *m
 {
 	struct fetch_push_layer *l;
 	struct stat st;
-	struct err e;
+	struct err e = {0};
 	size_t mark = p->pack.len;
 	char ent[DIGEST_SRI_MAX + 32];
 	int fd, r, i, packed;
@@ -188,7 +188,7 @@ push_blob(struct fetch_push *p, const char *hex, const char *path, const char *m
 		r = oci_blob_put(&p->oci, hex, fd, (int64_t)st.st_size, &e) == 0 ? 2 : -1;
 	close(fd);
 	if (r < 0) {
-		p->err = e;
+		err_copy(&p->err, &e);
 		p->failed = 1;
 		return;
 	}
@@ -256,14 +256,14 @@ void
 fetch_push_npm(struct fetch_push *p, struct tooling *t, const manifest_t *m, const char *platform)
 {
 	struct npm_push np = {p, install_env_cache_dir(t->env)};
-	struct err e;
+	struct err e = {0};
 	int missing;
 
 	note_platform(p, platform);
 	missing = install_npm_blobs(t->env, m, platform, npm_one, &np, &e);
 	if (missing != 0 && !p->failed) {
 		if (missing < 0)
-			p->err = e;
+			err_copy(&p->err, &e);
 		else
 			err_set(&p->err, "install.failed", "%s %s: %d npm package(s) are not in the cache",
 			        m->name, m->version, missing);
@@ -304,7 +304,7 @@ fetch_push_tool_end(struct fetch_push *p, const manifest_t *m, char tag[OCI_TAG_
 	int i, r;
 
 	if (p->failed) {
-		*e = p->err;
+		err_copy(e, &p->err);
 		return -1;
 	}
 	if (oci_tag_make(m->name, m->version, tag) != 0)

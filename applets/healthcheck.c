@@ -70,7 +70,7 @@ check(const char *host, int port, int verbose, const char *path)
 	int v6 = strchr(host, ':') != NULL;
 	char req[320], resp[512], *eol;
 	size_t got = 0, sent = 0, reqlen;
-	struct err e;
+	struct err e = {0};
 	ssize_t k;
 	int fd;
 

@@ -89,7 +89,7 @@ lock_tarball(struct doc *d, const char *old, const char *new, int check, int siz
 	char url[HTTP_URL_MAX], hex[DIGEST_HEX_MAX], pl[MANIFEST_MAX_PLATFORMS][16];
 	uint64_t bytes[MANIFEST_MAX_PLATFORMS];
 	int np = 0, strip = sc != NULL && sc->type == JSON_NUMBER ? (int)sc->u.num.i : 0;
-	struct err me;
+	struct err me = {0};
 
 	if (plat == NULL || plat->type != JSON_OBJECT || plat->u.obj.n == 0)
 		return err_set(e, "install.manifest_invalid", "%s: $.source.platforms: missing", d->path);
@@ -125,7 +125,7 @@ lock_tarball(struct doc *d, const char *old, const char *new, int check, int siz
 		err_clear(&me);
 		if (lock_measure(hc, url, &h, 0, strip, hex, &bytes[np], &me) != 0) {
 			if (hex[0] == '\0' || sizes) {
-				*e = me;
+				err_copy(e, &me);
 				goto fail;
 			}
 			/* an artifact the installer cannot extract fails every
@@ -191,7 +191,7 @@ lock_main(int argc, char **argv)
 	struct config_flags f = {0};
 	char path[PATH_MAX];
 	struct doc d;
-	struct err e;
+	struct err e = {0};
 	struct stat sb;
 	int check, stale = 0, rc, nargs;
 

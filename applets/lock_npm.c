@@ -517,7 +517,7 @@ record_sizes(struct npm_job *j, const char *text, size_t len, int sizes, struct 
 	    &j->h,      NULL, {NULL}, 0};
 	char plat[4][16];
 	uint64_t bytes[4];
-	struct err me;
+	struct err me = {0};
 	size_t i;
 	int n = 0, rc;
 
@@ -536,7 +536,7 @@ record_sizes(struct npm_job *j, const char *text, size_t len, int sizes, struct 
 	if (rc == 0)
 		return n > 0 ? lock_set_unpacked(j->d, plat, bytes, n, e) : 0;
 	if (sizes) {
-		*e = me;
+		err_copy(e, &me);
 		return -1;
 	}
 	fprintf(stderr, "agent-sandbox-server: %s: unpacked_size not recorded: %s\n", j->d->path, me.msg);

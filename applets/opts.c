@@ -20,7 +20,7 @@ opts_help(const char *name)
 {
 	struct embedded_file *f;
 	const char *t = NULL;
-	struct err e;
+	struct err e = {0};
 
 	err_clear(&e);
 	for (f = embedded_help; f->path != NULL && t == NULL; f++)
@@ -102,7 +102,7 @@ static int
 store(const struct opts *u, const struct opt *o, const char *arg, void *dst)
 {
 	char *field = (char *)dst + o->off;
-	struct err e;
+	struct err e = {0};
 
 	if (o->set == NULL) {
 		if (o->arg != NULL)

@@ -90,6 +90,7 @@ struct item {
 	int rc;
 	struct install_result r;
 	struct err e;
+	char details[ERR_DETAILS_MAX]; /* e's */
 };
 
 /*
@@ -151,9 +152,13 @@ dry_run(struct tooling *t, struct item *items, int n)
 	json_w_arr(&w);
 	for (i = 0; i < n; i++) {
 		struct install_result r;
-		struct err e;
-		const manifest_t *m = manifest_get(&t->ms, items[i].name, &e);
+		struct err e = {0};
+		char ed[ERR_DETAILS_MAX];
+		const manifest_t *m;
 		int ready;
+
+		err_keep_details(&e, ed, sizeof(ed));
+		m = manifest_get(&t->ms, items[i].name, &e);
 
 		rq.flags =
 		    t->rq.flags | INSTALL_F_CHECK | (items[i].requested || foreign ? INSTALL_F_NO_PATH : 0);
@@ -185,7 +190,7 @@ dry_run(struct tooling *t, struct item *items, int n)
 			json_w_kstr(&w, "entry", r.entry);
 		if (cannot) {
 			tooling_json_error(&w, &e);
-			unsupported[nunsupported++] = e;
+			err_copy(&unsupported[nunsupported++], &e);
 		}
 		json_w_end(&w);
 		if (!t->json) {
@@ -255,7 +260,7 @@ cache_only(struct tooling *t, struct prepare_args *a)
 static int
 open_plan(struct tooling *t, struct prepare_args *a, struct item *items, int *n, int from_config)
 {
-	struct err e;
+	struct err e = {0};
 	int i;
 
 	err_clear(&e);
@@ -311,7 +316,7 @@ report_one(struct tooling *t, const struct item *it, struct json_w *w)
 {
 	const struct install_result *r = &it->r;
 	const manifest_t *m;
-	struct err me;
+	struct err me = {0};
 	const char *ver;
 	char src[CFG_PATH_MAX + 16];
 
@@ -399,8 +404,10 @@ pool_required(void *arg, const char *name, int rc, const struct install_result *
 			/* ensure fails the dependent with "X requires Y: <e>"
 			 * (install_observer.required) */
 			it->wrapped = rc < 0;
-			if (rc < 0)
-				it->e = *e;
+			if (rc < 0) {
+				err_keep_details(&it->e, it->details, sizeof(it->details));
+				err_copy(&it->e, e);
+			}
 		}
 	pthread_mutex_unlock(&p->mu);
 }
@@ -412,6 +419,7 @@ ensure_item(struct install_env *c, const struct install_req *base, struct item *
 
 	if (it->requested)
 		rq.flags |= INSTALL_F_NO_PATH;
+	err_keep_details(&it->e, it->details, sizeof(it->details));
 	err_clear(&it->e);
 	memset(&it->r, 0, sizeof(it->r));
 	it->rc = install_ensure(c, it->name, &rq, &it->r, &it->e);
@@ -460,7 +468,7 @@ worker_main(void *arg)
 static void
 plan_needs(struct tooling *t, struct item *items, int n)
 {
-	struct err e;
+	struct err e = {0};
 	int i, j, r, grew;
 
 	for (i = 0; i < n; i++) {
@@ -496,7 +504,7 @@ run_items(struct tooling *t, struct item *items, int n)
 	struct pool p = {t, items, n, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
 	pthread_attr_t at;
 	sigset_t all, old;
-	struct err e;
+	struct err e = {0};
 	int i, roots = 0, nw = 0;
 
 	plan_needs(t, items, n);
@@ -546,10 +554,9 @@ image_refusal_names(const struct item *items, int n, const struct item *it)
 
 	for (i = 0; i < n && !yes; i++) {
 		if (&items[i] == it || items[i].rc == 0 || items[i].e.code == NULL ||
-		    strcmp(items[i].e.code, "install.image_unsupported") != 0 ||
-		    items[i].e.details[0] == '\0')
+		    strcmp(items[i].e.code, "install.image_unsupported") != 0 || items[i].details[0] == '\0')
 			continue;
-		if (json_parse(&doc, items[i].e.details, strlen(items[i].e.details), NULL, NULL) != 0)
+		if (json_parse(&doc, items[i].details, strlen(items[i].details), NULL, NULL) != 0)
 			continue;
 		tool = json_get_str(doc.root, "tool");
 		yes = tool != NULL && strcmp(tool, it->name) == 0;
@@ -635,7 +642,7 @@ static int
 cache_snap_take(const struct config *cfg, struct cache_snap *s)
 {
 	static struct tools_chain ch;
-	struct err e;
+	struct err e = {0};
 	int i;
 
 	if (tools_chain_build(&ch, cfg, 0, &e) < 0)
@@ -662,7 +669,7 @@ cache_snap_tidy(const struct config *cfg, struct cache_snap *s, int ns)
 	static struct tools_chain ch;
 	char path[PATH_MAX], **now;
 	const struct cache_snap *was = NULL;
-	struct err e;
+	struct err e = {0};
 	size_t i, n;
 	int fd, k;
 
@@ -721,7 +728,7 @@ static int
 prune_run(struct tooling *t, struct prepare_args *a)
 {
 	struct install_prune_report r = {prune_say, prune_held, a, a->dry, 0, 0};
-	struct err e;
+	struct err e = {0};
 	char h[32];
 	int rc;
 
@@ -764,7 +771,7 @@ prepare_main(int argc, char **argv)
 	char absdir[PATH_MAX];
 	int n = 0, rc, from_config = 0, nsnap, nargs, mine;
 	struct config *cfg;
-	struct err e;
+	struct err e = {0};
 
 	memset(&t, 0, sizeof(t));
 	memset(&a, 0, sizeof(a));

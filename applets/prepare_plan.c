@@ -149,10 +149,12 @@ prepare_plan_hosts(const char *npm_mirror, const manifest_t *m, char *buf, size_
 static void
 json_tool(struct json_w *w, const struct plan_tool *t)
 {
-	struct err e;
+	struct err e = {0};
 	const char *s, *c;
+	char ed[ERR_DETAILS_MAX];
 	int i;
 
+	err_keep_details(&e, ed, sizeof(ed));
 	json_w_obj(w);
 	json_w_kstr(w, "name", t->m->name);
 	json_w_kstr(w, "version", t->m->version);
@@ -194,7 +196,7 @@ prepare_plan_print(const struct prepare_plan *pp, int json)
 	const struct plan *p = &pp->plan;
 	char src[CFG_PATH_MAX + 32], ops[2048], hosts[600], size[32];
 	struct json_w w;
-	struct err e;
+	struct err e = {0};
 	int i, bad = 0;
 
 	config_source(&pp->L->cfg, CK_INSTALL_MODE, src, sizeof(src));
@@ -265,7 +267,7 @@ prepare_plan_names(const struct prepare_plan_opts *o, int dry, int json, char **
 {
 	static char store[PLAN_MAX][MANIFEST_NAME_MAX];
 	struct prepare_plan *pp;
-	struct err e;
+	struct err e = {0};
 	int i;
 
 	*n = 0;

@@ -154,7 +154,7 @@ reload_thread(void *arg)
 {
 	struct reload_args *r = arg;
 	struct api_gen *g;
-	struct err e;
+	struct err e = {0};
 	sigset_t set;
 	int sig;
 
@@ -187,7 +187,7 @@ open_manifests(struct manifest_set *ms, const char *config_file, const struct co
                int *introspect, struct err *e)
 {
 	struct config *c = malloc(sizeof(*c));
-	struct err e2;
+	struct err e2 = {0};
 	int i;
 
 	if (c == NULL)
@@ -401,7 +401,7 @@ serve_main(int argc, char **argv)
 	struct api_gen *g;
 	struct digest d;
 	sigset_t hup;
-	struct err e;
+	struct err e = {0};
 
 	memset(&o, 0, sizeof(o));
 	if ((rc = opts_parse(&usage, argc, argv, &o, &nargs)) >= 0)

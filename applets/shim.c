@@ -98,7 +98,7 @@ marker_manifests_dir(const char *dir, const char *base, char *out, size_t cap)
 	char p[PATH_MAX], *buf = NULL, *slash;
 	struct json_doc doc = {0};
 	char **names;
-	struct err e;
+	struct err e = {0};
 	size_t len, n, k;
 	int found = -1;
 
@@ -134,7 +134,7 @@ int
 shim_find(const char *base)
 {
 	const manifest_t *m;
-	struct err e;
+	struct err e = {0};
 	char dir[PATH_MAX], mdir[PATH_MAX];
 
 	/* as serve's installs on first use: the downloads are kept, no
@@ -174,7 +174,7 @@ shim_main(int argc, char **argv)
 	static struct install_result r, nr;
 	static char *nargv[SHIM_ARGS_MAX + NPM_NODE_FLAGS_MAX + 3];
 	static struct launch_tool lt;
-	struct err e;
+	struct err e = {0};
 	char **env;
 	char dir[PATH_MAX], rp[PATH_MAX], shebang[512], *flags[NPM_NODE_FLAGS_MAX];
 	int js, nflags = 0;

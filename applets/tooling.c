@@ -56,7 +56,7 @@ tooling_open(struct tooling *t, int allow_all, const char *ctx_platform, struct 
 int
 tooling_cache_ready(const struct tooling *t, struct err *e)
 {
-	struct err sub;
+	struct err sub = {0};
 
 	if (t->cache == NULL || t->cache[0] == '\0')
 		return 0;
@@ -280,8 +280,8 @@ tooling_json_error(struct json_w *w, const struct err *e)
 	json_w_obj(w);
 	json_w_kstr(w, "code", e->code ? e->code : "internal");
 	json_w_kstr(w, "message", e->msg);
-	if (e->details[0])
-		json_w_key(w, "details"), json_w_raw(w, e->details);
+	if (err_details_text(e)[0])
+		json_w_key(w, "details"), json_w_raw(w, err_details_text(e));
 	json_w_end(w);
 }
 

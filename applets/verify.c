@@ -139,7 +139,7 @@ static int
 collect(struct tooling *t, char **names, int nnames, struct found *out, int cap)
 {
 	const struct tools_chain *ch = install_env_chain(t->env);
-	struct err e;
+	struct err e = {0};
 	int i, j, n = 0, k;
 
 	for (i = 0; i < ch->n; i++) {
@@ -190,7 +190,7 @@ verify_file(const char *file, const char *hex)
 {
 	struct digest want, got;
 	char h[DIGEST_HEX_MAX];
-	struct err e;
+	struct err e = {0};
 
 	if (digest_parse_hex(DIGEST_SHA256, hex, &want, "usage", &e) < 0)
 		return fail(&e);
@@ -255,7 +255,7 @@ sbom(struct tooling *t, struct found *f, int n)
 		char p[PATH_MAX], *buf = NULL;
 		size_t len;
 		struct json_doc doc = {0};
-		struct err e;
+		struct err e = {0};
 		const struct json_val *rows;
 		size_t r;
 
@@ -371,9 +371,9 @@ verify_tool(struct tooling *t, const struct found *f, struct json_w *w)
 	char tree[PATH_MAX], hex[65], *cur = NULL;
 	size_t cl = 0;
 	const manifest_t *m;
-	struct err e;
+	struct err e = {0};
 	int tree_ok = 0, manifest_ok = 1, argv_ok = -1;
-	struct err ve;
+	struct err ve = {0};
 
 	json_w_obj(w);
 	json_w_kstr(w, "name", f->name);
@@ -456,7 +456,7 @@ verify_main(int argc, char **argv)
 	char **names, absdir[PATH_MAX];
 	int nnames, n, i, drifted = 0, rc;
 	struct json_w w;
-	struct err e;
+	struct err e = {0};
 
 	memset(&t, 0, sizeof(t));
 	if ((rc = opts_parse(&usage, argc, argv, &o, &nnames)) >= 0)

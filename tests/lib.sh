@@ -364,3 +364,57 @@ mkman() {
  "platforms":["linux-x64","linux-arm64"],"size_hint_mb":${SIZE_HINT_MB:-1}${4:+,$4}}
 EOF
 }
+
+# Roots entered with chroot, as a container runtime enters an image (a
+# private mount namespace gives each its /proc and /dev; the network is the
+# host's).
+# chroot_ok NAME: root with mount namespaces and this machine's loader
+# names, or NAME skipped and 1; sets GLD and MLD (the glibc and musl
+# loaders), PLAT, UNSHARE and CHROOT.
+chroot_ok() {
+	if [ "$(id -u)" != 0 ] || ! unshare -m true 2>/dev/null; then
+		skip "$1" "needs root and mount namespaces (chroot, mount)"
+		return 1
+	fi
+	case $(uname -m) in
+	x86_64) GLD=/lib64/ld-linux-x86-64.so.2 MLD=/lib/ld-musl-x86_64.so.1 PLAT=linux-x64 ;;
+	aarch64) GLD=/lib/ld-linux-aarch64.so.1 MLD=/lib/ld-musl-aarch64.so.1 PLAT=linux-arm64 ;;
+	*) skip "$1" "no loader names for $(uname -m)"; return 1 ;;
+	esac
+	UNSHARE=$(command -v unshare) CHROOT=$(command -v chroot)
+}
+# mkroot NAME [musl | glibc LIB...]: R=$T/root-NAME holding the binary as
+# /abx and /etc, /proc, /dev, /tmp, /home; musl: the musl loader; glibc:
+# the glibc loader and each library LIB (a file name: the host's, found
+# through gcc or ldconfig, at its own path).
+mkroot() {
+	R=$T/root-$1
+	shift
+	mkdir -p "$R/etc" "$R/proc" "$R/dev" "$R/tmp" "$R/home"
+	cp "$BIN" "$R/abx"
+	case ${1:-} in
+	musl) mkdir -p "$R${MLD%/*}" && cp -L "$MLD" "$R$MLD" ;;
+	glibc)
+		shift
+		mkdir -p "$R${GLD%/*}" && cp -L "$GLD" "$R$GLD"
+		for _l in "$@"; do
+			_p=$(gcc -print-file-name="$_l" 2>/dev/null)
+			[ -e "$_p" ] || _p=$(ldconfig -p | sed -n "s|.*[[:space:]]$_l (libc6,x86-64[^)]*) => ||p;s|.*[[:space:]]$_l (libc6,AArch64) => ||p" | head -1)
+			[ -e "$_p" ] || { not_ok "glibc root" "$_l not found on the host"; exit 1; }
+			_p=$(readlink -f "$_p")
+			mkdir -p "$R${_p%/*}" && cp -L "$_p" "$R${_p%/*}/$_l"
+		done
+		;;
+	esac
+	return 0
+}
+# inroot ROOT CMD...: run CMD in ROOT with a clean environment: PATH=/bin
+# and the words of ROOT_ENV (the file's) and IN_ENV (the call's), "A=1 B=2".
+inroot() {
+	_r=$1
+	shift
+	# shellcheck disable=SC2086
+	run env -i PATH=/bin ${ROOT_ENV:-} ${IN_ENV:-} "$UNSHARE" -m sh -c \
+		'r=$1; shift; mount -t proc proc "$r/proc" && mount --bind /dev "$r/dev" && exec "$0" "$r" "$@"' \
+		"$CHROOT" "$_r" "$@"
+}

@@ -18,17 +18,9 @@ export BIN TOP
 . "$TOP/tools/benchlib.sh"
 WRK_ARGS=${WRK_ARGS:--t2 -c64 -d5s --latency}
 
-d=$(mktemp -d "${TMPDIR:-/tmp}/abx-bench.XXXXXX") || exit 1
+bench_dir main
 rows=$d/rows
 log=$TOP/build/bench; mkdir -p "$log"
-pids=""
-cleanup() {
-	for p in $pids; do kill -TERM "$p" 2>/dev/null; done
-	for p in $pids; do wait "$p" 2>/dev/null; done
-	rm -rf "$d"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 say() { printf 'bench: %s\n' "$*" >&2; }
 add() { row "$@" >>"$rows"; }
 na() { add "$1" "n/a" "${3:-n/a}" "n/a ($2)"; }

@@ -14,6 +14,8 @@
 #   pair_ms "CMD A" "CMD B"             both medians, "a b", runs alternating in rounds
 #   peak_kib CMD...                     RSS of CMD as it exits (its peak, in practice), KiB
 #   proc_kib PID FIELD                  FIELD (VmRSS, VmHWM) of PID and its children, KiB
+#   bench_dir NAME                      $d, a scratch directory; $pids stopped at exit
+#   bench_serve NAME [VAR=VALUE...]     serve on a free port: serve_pid, serve_port
 #   nginx_start DIR NAME BODY WORKERS LOG
 #                                       nginx serving BODY as the static file /NAME
 #                                       from DIR/nginx, with WORKERS workers and an
@@ -228,17 +230,46 @@ EOF
 }
 
 # bench_dir NAME: $d, a private scratch directory removed at exit, with the
-# serve whose pid the caller puts in $pid stopped first; $CC the compiler
-# for the drivers (static musl when there is one).
+# processes whose pids the caller adds to $pids (or puts in $pid) stopped
+# first (TERM, then waited for); a signal (a reader that stopped reading:
+# SIGPIPE) ends through exit, so they are stopped then too. $CC the
+# compiler for the drivers (static musl when there is one).
 bench_dir() {
 	d=$(mktemp -d "${TMPDIR:-/tmp}/abx-bench-$1.XXXXXX") || exit 1
 	chmod 700 "$d"
-	pid=""
+	pid="" pids=""
 	trap bench_cleanup EXIT
+	trap 'exit 130' INT TERM HUP PIPE
 	CC=${CC:-cc}
 	command -v musl-gcc >/dev/null 2>&1 && CC="musl-gcc -static"
 }
 bench_cleanup() {
-	[ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+	for _bp in $pid $pids; do kill -TERM "$_bp" 2>/dev/null; done
+	for _bp in $pid $pids; do wait "$_bp" 2>/dev/null; done
 	rm -rf "$d"
+}
+
+# bench_serve NAME [VAR=VALUE...]: serve -q on a free loopback port, its
+# configuration what VAR=VALUE give (the token variables of the caller's
+# environment left out), its state in $d/NAME.state, its tools in $d/tools,
+# its output in $d/NAME.out and $d/NAME.err. Sets serve_pid (added to $pids)
+# and serve_port; 1, with the reason on stderr, when it did not start.
+bench_serve() {
+	_n=$1
+	shift
+	mkdir -p "$d/$_n.state" && chmod 700 "$d/$_n.state"
+	env -u ABX_SERVER_TOKEN -u ABX_SERVER_TOKEN_FILE ABX_SERVER_STATE_DIR="$d/$_n.state" ABX_TOOLS_DIR="$d/tools" \
+		"$@" "$BIN" serve -q --host 127.0.0.1 --port 0 >"$d/$_n.out" 2>"$d/$_n.err" &
+	serve_pid=$!
+	pids="$pids $serve_pid"
+	_i=0
+	until grep -q '^[0-9][0-9]*$' "$d/$_n.out" 2>/dev/null; do
+		_i=$((_i + 1))
+		if [ $_i -gt 100 ] || ! kill -0 "$serve_pid" 2>/dev/null; then
+			printf 'bench: serve (%s) did not start: %s\n' "$_n" "$(tail -3 "$d/$_n.err" | tr '\n' ' ')" >&2
+			return 1
+		fi
+		sleep 0.05
+	done
+	serve_port=$(head -1 "$d/$_n.out")
 }

@@ -39,7 +39,8 @@ err_setv(struct err *e, const char *code, const char *fmt, va_list ap)
 	if (fmt != NULL && vsnprintf(tmp, sizeof(tmp), fmt, ap) >= (int)sizeof(tmp))
 		cut(tmp, sizeof(tmp));
 	e->code = code;
-	e->details[0] = '\0';
+	if (e->details != NULL)
+		e->details[0] = '\0';
 	e->sys = 0;
 	e->cause = NULL;
 	memcpy(e->msg, tmp, sizeof(tmp));
@@ -98,16 +99,51 @@ err_set(struct err *e, const char *code, const char *fmt, ...)
 }
 
 void
+err_keep_details(struct err *e, char *buf, size_t cap)
+{
+	if (buf == NULL || cap == 0) {
+		e->details = NULL;
+		e->details_cap = 0;
+		return;
+	}
+	e->details = buf;
+	e->details_cap = cap > 65535 ? 65535 : (unsigned short)cap;
+	buf[0] = '\0';
+}
+
+const char *
+err_details_text(const struct err *e)
+{
+	return e != NULL && e->details != NULL ? e->details : "";
+}
+
+void
 err_details(struct err *e, const char *json_object)
 {
 	size_t n;
 
-	if (e == NULL)
+	if (e == NULL || e->details == NULL || json_object == e->details)
 		return;
 	n = strlen(json_object);
-	if (n >= sizeof(e->details))
+	if (n >= e->details_cap)
 		json_object = "{}", n = 2;
-	memcpy(e->details, json_object, n + 1);
+	memmove(e->details, json_object, n + 1);
+}
+
+void
+err_copy(struct err *dst, const struct err *src)
+{
+	size_t n;
+
+	if (dst == NULL || src == dst)
+		return;
+	dst->code = src->code;
+	dst->sys = src->sys;
+	dst->cause = src->cause;
+	n = strnlen(src->msg, sizeof(src->msg) - 1);
+	memmove(dst->msg, src->msg, n);
+	dst->msg[n] = '\0';
+	err_details(dst, err_details_text(src));
 }
 
 void
@@ -117,7 +153,8 @@ err_clear(struct err *e)
 		return;
 	e->code = NULL;
 	e->msg[0] = '\0';
-	e->details[0] = '\0';
+	if (e->details != NULL)
+		e->details[0] = '\0';
 	e->sys = 0;
 	e->cause = NULL;
 }
@@ -193,7 +230,7 @@ err_print(const struct err *e)
 void
 err_printf(const char *code, const char *fmt, ...)
 {
-	struct err e;
+	struct err e = {0};
 	va_list ap;
 
 	va_start(ap, fmt);

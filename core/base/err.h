@@ -6,6 +6,7 @@
  * into exit codes.
  */
 #include <stdarg.h>
+#include <stddef.h>
 
 /* A message names its cause whole: the longest formats are under 200
  * bytes, and the long real messages are a path with text around it (a
@@ -15,16 +16,25 @@
  * kept: longer is cut at a character boundary and ends in an ellipsis
  * (U+2026). */
 #define ERR_MSG_MAX 2048
-#define ERR_DETAILS_MAX 512 /* a small JSON object, e.g. {"phase":"fetch"} */
+/* Room for details a caller keeps: a small JSON object, e.g. {"phase":"fetch"}. */
+#define ERR_DETAILS_MAX 512
 
+/*
+ * Details (a JSON object text) go to a buffer the caller supplies where it
+ * shows them (err_keep_details): an API answer, --json output. Without one
+ * (details NULL, as a zeroed struct err has) details are not kept. Every
+ * struct err starts zeroed (`struct err e = {0};`, calloc), so that details
+ * is NULL or the caller's buffer: err_set and its kin empty that buffer.
+ */
 struct err {
-	const char *code;              /* a code of core/base/errcodes.h; NULL = none */
-	char msg[ERR_MSG_MAX];         /* the specific message, no code prefix */
-	char details[ERR_DETAILS_MAX]; /* JSON object text, or "" */
+	const char *code; /* a code of core/base/errcodes.h; NULL = none */
 	/* What the code alone does not carry, for callers that act on it
 	 * (never the message text, which may be cut or translated): */
-	int sys;           /* the errno behind an io failure, 0 if none */
-	const char *cause; /* the innermost code an err_wrap() wrapped, or NULL */
+	int sys;                    /* the errno behind an io failure, 0 if none */
+	unsigned short details_cap; /* details' room, NUL included */
+	const char *cause;          /* the innermost code an err_wrap() wrapped, or NULL */
+	char *details;              /* the caller's buffer for details, or NULL */
+	char msg[ERR_MSG_MAX];      /* the specific message, no code prefix */
 };
 
 struct err_info {
@@ -53,21 +63,38 @@ int err_wrap(struct err *e, const char *code, const char *fmt, ...) __attribute_
 /* The code e stands for at its root: its cause, else its code (NULL if none). */
 const char *err_root(const struct err *e);
 
-/* Set e->details to a JSON object text (not validated; callers build it with
- * json_w, or copy another err's). Truncated text is replaced by "{}". */
+/* Keep e's details in buf (cap bytes, at most 65535), emptied now; NULL buf:
+ * details are not kept. buf must outlive e's use, and a copy of e
+ * (err_copy) keeps its own. */
+void err_keep_details(struct err *e, char *buf, size_t cap);
+
+/* e's details: the JSON object text, or "" when there are none or none are
+ * kept. */
+const char *err_details_text(const struct err *e);
+
+/* Copy src into dst (code, message, errno, cause), src's details into
+ * dst's own buffer (dst keeps its buffer, or keeps no details); dst may
+ * share src's buffer. The one way to copy a struct err: an assignment
+ * would copy the pointer to src's buffer. */
+void err_copy(struct err *dst, const struct err *src);
+
+/* Set e's details to a JSON object text (not validated; callers build it
+ * with json_w, or copy another err's). Text that does not fit is replaced
+ * by "{}"; no buffer: nothing kept. */
 void err_details(struct err *e, const char *json_object);
 
-/* Details member by member (err_detail.c): "key": value appended to
- * e->details, the object started on first use (err_set and its kin empty
+/* Details member by member (err_detail.c): "key": value appended to e's
+ * details, the object started on first use (err_set and its kin empty
  * it). Keys and strings are escaped as the JSON writer escapes them, so any
- * path, URL or message is safe here. A member that would not fit
- * ERR_DETAILS_MAX is left out whole: details stay one valid object. Each
- * returns 0, or -1 when the member was left out. */
+ * path, URL or message is safe here. A member that would not fit the
+ * buffer is left out whole: details stay one valid object. Each returns
+ * 0, or -1 when the member was left out (no buffer kept: always -1). */
 int err_detail_str(struct err *e, const char *key, const char *s); /* NULL s: null */
 int err_detail_int(struct err *e, const char *key, long long v);
 /* value: a JSON value a json_w wrote (array, object), not checked. */
 int err_detail_json(struct err *e, const char *key, const char *value);
 
+/* Empty e (code, message, errno, cause and details); its buffer stays. */
 void err_clear(struct err *e);
 
 /* The table entry for code; an unknown code answers the "internal" entry. */

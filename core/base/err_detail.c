@@ -1,7 +1,7 @@
 /*
- * Error details member by member (see err.h): e->details stays one JSON
- * object whatever is added, its keys and strings escaped by the writer's
- * escaping (json.h).
+ * Error details member by member (see err.h): the caller's details buffer
+ * stays one JSON object whatever is added, its keys and strings escaped by
+ * the writer's escaping (json.h). No buffer: nothing is kept.
  */
 #include "base/err.h"
 #include "base/json.h"
@@ -16,7 +16,7 @@ add(struct err *e, const char *key, const char *value)
 	char k[ERR_DETAILS_MAX];
 	size_t n, kn, vn, at;
 
-	if (e == NULL || key == NULL || value == NULL)
+	if (e == NULL || e->details == NULL || e->details_cap < 3 || key == NULL || value == NULL)
 		return -1;
 	if (json_escape(k, sizeof(k), key) < 0)
 		return -1;
@@ -29,7 +29,7 @@ add(struct err *e, const char *key, const char *value)
 		memcpy(e->details, "{}", 3), n = 2;
 	at = n - 1;
 	/* ',' (unless first) key ':' value '}' NUL */
-	if (at + (n > 2) + kn + 1 + vn + 2 > sizeof(e->details))
+	if (at + (n > 2) + kn + 1 + vn + 2 > e->details_cap)
 		return -1;
 	if (n > 2)
 		e->details[at++] = ',';
@@ -47,6 +47,8 @@ err_detail_str(struct err *e, const char *key, const char *s)
 {
 	char v[ERR_DETAILS_MAX];
 
+	if (e == NULL || e->details == NULL)
+		return -1;
 	if (s == NULL)
 		return add(e, key, "null");
 	if (json_escape(v, sizeof(v), s) < 0)

@@ -124,7 +124,7 @@ net_connect(const char *host, int port, int timeout_ms, int64_t end_ms, struct e
 	struct addrinfo hints, *res = NULL, *ai;
 	struct sockaddr_storage ss;
 	char sport[16];
-	struct err last;
+	struct err last = {0};
 	int r, fd = -1, late = 0;
 
 	memset(&hints, 0, sizeof(hints));

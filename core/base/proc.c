@@ -137,7 +137,7 @@ proc_kill_tree(struct proc *p, int sig)
 	int n = 1, grew = 1, i, rc;
 	char **names;
 	size_t nn, k;
-	struct err e;
+	struct err e = {0};
 
 	if (p->pid <= 0)
 		return -1;

@@ -287,7 +287,7 @@ config_flags_add(struct config_flags *f, const char *opt, const char *value)
 void
 config_defaults(struct config *c)
 {
-	struct err e;
+	struct err e = {0};
 	int k;
 
 	memset(c, 0, sizeof(*c));

@@ -22,7 +22,7 @@ config_oci_basic(const char *host, int port, int port_explicit, char *basic, cha
 	char path[CFG_PATH_MAX];
 	char *text = NULL;
 	size_t len = 0;
-	struct err tmp;
+	struct err tmp = {0};
 	int r;
 
 	basic[0] = '\0';

@@ -59,7 +59,7 @@ static void
 install_why(struct install_env *c, const manifest_t *m, char *buf, size_t cap)
 {
 	struct install_marker mk;
-	struct err e;
+	struct err e = {0};
 	int i;
 
 	for (i = 0; i < c->chain.n; i++) {
@@ -251,11 +251,12 @@ image_check(struct install_env *c, const manifest_t *m, struct err *e)
 		return -1;
 	for (i = 0; i < m->nrequires; i++) {
 		struct install_result *rr = malloc(sizeof(*rr));
-		struct err sub;
+		struct err sub = {0};
+		char subd[ERR_DETAILS_MAX];
 
 		if (rr == NULL)
 			return err_set(e, "internal", "out of memory");
-		err_clear(&sub);
+		err_keep_details(&sub, subd, sizeof(subd));
 		c->depth++;
 		rc = install_ensure_inner(c, m->requires[i].name, m->requires[i].min, INSTALL_F_CHECK, rr,
 		                          &sub);
@@ -268,7 +269,7 @@ image_check(struct install_env *c, const manifest_t *m, struct err *e)
 			err_set(e, sub.code, "%s requires %s: %s", m->name, m->requires[i].name, msg);
 			e->sys = sub.sys;
 			e->cause = sub.cause;
-			err_details(e, sub.details);
+			err_details(e, subd);
 			return -1;
 		}
 	}
@@ -465,7 +466,7 @@ requires_start(struct install_env *c, const manifest_t *m, unsigned flags, struc
 	struct install_reqs *q;
 	pthread_attr_t at;
 	sigset_t all, old;
-	struct err ce;
+	struct err ce = {0};
 	int rc = -1;
 
 	if (m->nrequires == 0)
@@ -479,7 +480,7 @@ requires_start(struct install_env *c, const manifest_t *m, unsigned flags, struc
 	q->m = m;
 	q->flags = flags;
 	q->sub.keep_later = 1;
-	err_clear(&q->e);
+	err_keep_details(&q->e, q->details, sizeof(q->details));
 	pthread_mutex_init(&q->mu, NULL);
 	pthread_cond_init(&q->cv, NULL);
 	sigfillset(&all);

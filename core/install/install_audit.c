@@ -116,7 +116,7 @@ install_audit_check(const struct config *cfg, int dry, struct err *e)
 	char state[PATH_MAX];
 	const char *f = cfg->audit_file;
 	int fd, made = 0, en;
-	struct err sub;
+	struct err sub = {0};
 
 	if (f == NULL || *f == '\0')
 		return 0;
@@ -271,7 +271,7 @@ install_progress_read(struct install_env *c, const char *name, char *phase, size
 	char path[PATH_MAX], buf[512];
 	struct json_doc doc = {0};
 	const struct json_val *v;
-	struct err e;
+	struct err e = {0};
 	ssize_t n;
 	int i;
 

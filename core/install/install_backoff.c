@@ -86,7 +86,7 @@ backoff_read(const char *dir, const char *name, struct backoff *b)
 	char path[PATH_MAX], buf[512];
 	struct json_doc doc = {0};
 	const struct json_val *v;
-	struct err e;
+	struct err e = {0};
 	ssize_t n;
 
 	memset(b, 0, sizeof(*b));
@@ -136,7 +136,7 @@ install_backoff_record(struct install_env *c, const char *name, const struct err
 	char path[PATH_MAX];
 	struct json_w jw;
 	struct backoff b;
-	struct err e;
+	struct err e = {0};
 	const char *w;
 	int secs, i;
 

@@ -157,6 +157,7 @@ struct install_reqs {
 	pthread_cond_t cv;
 	int running, ready, counted, rc; /* ready: under mu */
 	struct err e;
+	char details[ERR_DETAILS_MAX]; /* e's */
 };
 /* Wait for the requires ensure() started beside the install of the tool
  * (none: at once; *wait_us, unless NULL, the time waited when there were):

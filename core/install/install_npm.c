@@ -373,7 +373,7 @@ install_npm_probe_url(struct install_env *c, const manifest_t *m, char *url, siz
 {
 	struct npm_hosts h;
 	const struct npmlock *l;
-	struct err e;
+	struct err e = {0};
 	char hex[DIGEST_HEX_MAX], p[PATH_MAX], reg[HTTP_URL_MAX], key[CACHE_KEY_MAX];
 	size_t i, n;
 	int found = 0;
@@ -411,7 +411,7 @@ install_npm_sbom(struct install_env *c, const manifest_t *m, struct json_w *w)
 {
 	struct npm_hosts h;
 	const struct npmlock *l;
-	struct err e;
+	struct err e = {0};
 	char purl[2 * NPMLOCK_NAME_MAX + 300], hex[DIGEST_HEX_MAX];
 	size_t i;
 

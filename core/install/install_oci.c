@@ -61,7 +61,7 @@ int
 install_oci_probe_url(const struct install_env *c, char *url, size_t cap)
 {
 	struct oci_ref r;
-	struct err e;
+	struct err e = {0};
 
 	if (c->cfg->install.oci_mirror[0] == '\0' ||
 	    oci_ref_parse(c->cfg->install.oci_mirror, 1, &r, &e) != 0)
@@ -196,7 +196,7 @@ pack_ready(struct oci_npm *mp, struct http_client *hc, const struct http_limits 
 	struct http_limits pl = *lim;
 	struct http_response *rs;
 	struct digest d;
-	struct err e;
+	struct err e = {0};
 	char got[DIGEST_HEX_MAX];
 	int ok;
 

@@ -79,7 +79,7 @@ install_probe_version(const manifest_t *m, const char *bin, char *ver, size_t ca
 	/* heap, not static (job threads) nor stack (musl threads have 128 KiB) */
 	char(*buf)[MANIFEST_ARG_MAX + PATH_MAX] = malloc(MANIFEST_MAX_ARGV * sizeof(*buf));
 	char *argv[MANIFEST_MAX_ARGV + 1], out[4096], tmp[] = "/tmp";
-	struct err e;
+	struct err e = {0};
 	int st;
 
 	if (m->path.argv.n == 0 || buf == NULL) {
@@ -216,14 +216,14 @@ install_exec_probe(struct install_env *c, const char *staging_root, struct err *
 	if (c->exec_probe_at != 0 && t - c->exec_probe_at < INSTALL_PROBE_TTL &&
 	    strcmp(c->exec_probe_dir, staging_root) == 0) {
 		if (c->exec_probe_rc < 0 && e != NULL)
-			*e = c->exec_probe_err;
+			err_copy(e, &c->exec_probe_err);
 		return c->exec_probe_rc;
 	}
 	c->exec_probe_rc = fs_noexec_probe(staging_root, &c->exec_probe_err);
 	c->exec_probe_at = t;
 	snprintf(c->exec_probe_dir, sizeof(c->exec_probe_dir), "%s", staging_root);
 	if (c->exec_probe_rc < 0 && e != NULL)
-		*e = c->exec_probe_err;
+		err_copy(e, &c->exec_probe_err);
 	return c->exec_probe_rc;
 }
 
@@ -233,7 +233,7 @@ install_exec_probe(struct install_env *c, const char *staging_root, struct err *
 static int
 tcp_probe(const char *host, int port, char *why, size_t cap, int *dns)
 {
-	struct err e;
+	struct err e = {0};
 	int fd = net_connect(host, port, INSTALL_PROBE_CONNECT_MS, clock_ms() + INSTALL_PROBE_CONNECT_MS, &e);
 
 	if (fd >= 0) {

@@ -116,7 +116,7 @@ drop(struct prune *p, int dfd, const char *dir, const char *name)
 {
 	char path[PATH_MAX];
 	uint64_t bytes = 0, files = 0;
-	struct err e;
+	struct err e = {0};
 
 	if (fs_du(dfd, name, &bytes, &files, &e) != 0)
 		return;
@@ -197,7 +197,7 @@ tool_entry(struct prune *p, int dfd, const char *w, const char *name)
 {
 	struct install_marker mk;
 	char dir[PATH_MAX], lock[PATH_MAX], **names;
-	struct err e;
+	struct err e = {0};
 	size_t i, n;
 	int fd, td;
 

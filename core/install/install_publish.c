@@ -33,25 +33,29 @@
 void
 install_collect_abandoned(const char *w, const char *own)
 {
-	char root[PATH_MAX], tool[NAME_MAX + 1];
+	char root[PATH_MAX], tool[NAME_MAX + 1], **names = NULL;
 	const char *dash;
-	struct dirent *de;
-	struct err e;
-	DIR *d;
+	struct err e = {0};
+	size_t i, n = 0;
+	int d = -1;
 
-	if (fs_path_join(root, sizeof(root), w, ".staging", NULL) < 0 || (d = opendir(root)) == NULL)
-		return;
-	while ((de = readdir(d)) != NULL) {
-		if (de->d_name[0] == '.' || (dash = strrchr(de->d_name, '-')) == NULL || dash == de->d_name)
+	if (fs_path_join(root, sizeof(root), w, ".staging", NULL) < 0 ||
+	    (d = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 ||
+	    fs_dir_names(d, root, "io.error", &names, &n, &e) != 0)
+		n = 0;
+	for (i = 0; i < n; i++) {
+		if (names[i][0] == '.' || (dash = strrchr(names[i], '-')) == NULL || dash == names[i])
 			continue;
-		snprintf(tool, sizeof(tool), "%.*s", (int)(dash - de->d_name), de->d_name);
+		snprintf(tool, sizeof(tool), "%.*s", (int)(dash - names[i]), names[i]);
 		/* an installer makes its staging only while it holds the lock,
 		 * and removes it before it lets go: a staging directory whose
 		 * lock is free is a dead one's (another name is left to age) */
 		if (strcmp(tool, own) == 0 || install_lock_held(w, tool) == 0)
-			fs_rm_treeat(dirfd(d), de->d_name, &e);
+			fs_rm_treeat(d, names[i], &e);
 	}
-	closedir(d);
+	free(names);
+	if (d >= 0)
+		close(d);
 }
 
 /* The free space installing m alone needs: its unpacked size as lock
@@ -76,7 +80,7 @@ requires_need(struct install_env *c, const manifest_t *m, const char *w)
 {
 	char mk[PATH_MAX];
 	const manifest_t *r;
-	struct err e;
+	struct err e = {0};
 	uint64_t sum = 0;
 	int i;
 
@@ -262,22 +266,26 @@ link_bin(struct install_env *c, const char *w, const manifest_t *m, struct err *
 static void
 remove_old_trees(const char *w, const char *name, const char *keep, const char *trash)
 {
-	char dir[PATH_MAX], dst[PATH_MAX];
-	DIR *d;
-	struct dirent *de;
-	struct err e;
-	int i = 0;
+	char dir[PATH_MAX], dst[PATH_MAX], **names = NULL;
+	struct err e = {0};
+	size_t i, n = 0;
+	int d = -1, k = 0;
 
-	if (fs_path_join(dir, sizeof(dir), w, name, NULL) < 0 || (d = opendir(dir)) == NULL)
-		return;
-	while ((de = readdir(d)) != NULL) {
-		if (de->d_name[0] == '.' || strcmp(de->d_name, keep) == 0 || de->d_type != DT_DIR)
+	if (fs_path_join(dir, sizeof(dir), w, name, NULL) < 0 ||
+	    (d = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 ||
+	    fs_dir_names(d, dir, "io.error", &names, &n, &e) != 0)
+		n = 0;
+	for (i = 0; i < n; i++) {
+		/* the byte before each name is its d_type (core/base/fs.h) */
+		if (names[i][0] == '.' || strcmp(names[i], keep) == 0 || names[i][-1] != DT_DIR)
 			continue;
-		if ((size_t)snprintf(dst, sizeof(dst), "%s/old-%d", trash, i++) < sizeof(dst) &&
-		    renameat(dirfd(d), de->d_name, AT_FDCWD, dst) == 0)
+		if ((size_t)snprintf(dst, sizeof(dst), "%s/old-%d", trash, k++) < sizeof(dst) &&
+		    renameat(d, names[i], AT_FDCWD, dst) == 0)
 			fs_rm_tree(dst, &e);
 	}
-	closedir(d);
+	free(names);
+	if (d >= 0)
+		close(d);
 }
 
 static void

@@ -213,6 +213,7 @@ struct xrun {
 	pthread_t th;
 	int started, rc;
 	struct err e;
+	char details[ERR_DETAILS_MAX]; /* e's */
 };
 
 static ssize_t
@@ -226,7 +227,7 @@ xrun_main(void *arg)
 {
 	struct xrun *x = arg;
 
-	err_clear(&x->e);
+	err_keep_details(&x->e, x->details, sizeof(x->details));
 	x->rc = x->xs->run(x->xs->arg, xrun_read, x->p, &x->e);
 	cache_pipe_unfollow(x->p);
 	return NULL;
@@ -272,7 +273,7 @@ xrun_join(struct xrun *x, int ok, struct err *e)
 	}
 	x->xs->reset(x->xs->arg);
 	if (ok) {
-		*e = x->e;
+		err_copy(e, &x->e);
 		return -1;
 	}
 	return 0;
@@ -445,12 +446,12 @@ install_get_artifact(struct install_env *c, const manifest_t *m, const struct ma
                      const char *dl_dir, struct install_progress_state *ps, struct install_stream *xs,
                      int *fdp, char *path, size_t cap, char *got_sha, struct err *e)
 {
-	struct err last, mism;
-	char url[HTTP_URL_MAX], mhost[HTTP_HOST_MAX];
+	struct err last = {0}, mism = {0};
+	char url[HTTP_URL_MAX], mhost[HTTP_HOST_MAX], lastd[ERR_DETAILS_MAX], mismd[ERR_DETAILS_MAX];
 	int i, rc, have_mismatch = 0;
 
-	err_clear(&last);
-	err_clear(&mism);
+	err_keep_details(&last, lastd, sizeof(lastd));
+	err_keep_details(&mism, mismd, sizeof(mismd));
 	*fdp = -1;
 	if (a->sha256[0] != '\0' && (rc = find_local(c, a->sha256, fdp, path, cap, e)) != 0) {
 		if (rc < 0)
@@ -471,11 +472,11 @@ install_get_artifact(struct install_env *c, const manifest_t *m, const struct ma
 		if (rc == 1)
 			err_clear(&last);
 		if (rc == -2) {
-			*e = last;
+			err_copy(e, &last);
 			return -1;
 		}
 		if (rc < 0 && last.code && strcmp(last.code, "install.checksum_mismatch") == 0) {
-			mism = last;
+			err_copy(&mism, &last);
 			have_mismatch = 1;
 		}
 	}
@@ -484,14 +485,14 @@ install_get_artifact(struct install_env *c, const manifest_t *m, const struct ma
 		struct json_w w;
 
 		if (have_mismatch) {
-			*e = mism;
+			err_copy(e, &mism);
 			return -1;
 		}
 		if (last.code != NULL) {
 			/* the registry failed (not a miss): that is the cause */
 			char msg[ERR_MSG_MAX];
 			snprintf(msg, sizeof(msg), "%s", last.msg);
-			*e = last;
+			err_copy(e, &last);
 			if (strncmp(e->code, "install.", 8) != 0)
 				install_fetch_failed(e, m, c->cfg->install.oci_mirror, msg);
 			return -1;
@@ -539,15 +540,15 @@ install_get_artifact(struct install_env *c, const manifest_t *m, const struct ma
 			return 0;
 		}
 		if (rc == -2) {
-			*e = last;
+			err_copy(e, &last);
 			return -1;
 		}
 		if (last.code && strcmp(last.code, "install.checksum_mismatch") == 0) {
-			mism = last;
+			err_copy(&mism, &last);
 			have_mismatch = 1;
 		}
 	}
-	*e = have_mismatch ? mism : last;
+	err_copy(e, have_mismatch ? &mism : &last);
 	if (!have_mismatch) {
 		char msg[ERR_MSG_MAX];
 		snprintf(msg, sizeof(msg), "%s", e->msg);

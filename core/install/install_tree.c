@@ -285,7 +285,7 @@ marker_cached(struct install_env *c, const char *dir, const char *name, struct i
 {
 	char path[PATH_MAX];
 	struct stat st;
-	struct err e;
+	struct err e = {0};
 	int i, slot = -1;
 
 	*slotp = NULL;
@@ -375,7 +375,7 @@ ready_in(struct install_env *c, const manifest_t *m, const char *dir, struct ins
 	struct install_marker_slot *slot;
 	char tree[PATH_MAX], entry[PATH_MAX], hex[FS_HEX_LEN];
 	struct stat st;
-	struct err e;
+	struct err e = {0};
 
 	if (marker_cached(c, dir, m->name, &mk, &slot) < 0)
 		return 0;

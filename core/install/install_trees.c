@@ -22,7 +22,7 @@ static int
 tree_key(const manifest_t *m, const struct manifest_artifact *a, char key[CACHE_KEY_MAX])
 {
 	struct digest d;
-	struct err e;
+	struct err e = {0};
 	char variant[32];
 
 	if (m->unpinned || a->sha256[0] == '\0' ||

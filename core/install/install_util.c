@@ -7,11 +7,11 @@
 #include "install/install_int.h"
 
 #include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -140,7 +140,7 @@ install_requires_join(struct install_env *c, int64_t *wait_us, struct err *e)
 	}
 	if (q->rc < 0) {
 		if (e != NULL)
-			*e = q->e;
+			err_copy(e, &q->e);
 		return -1;
 	}
 	return 0;
@@ -214,25 +214,26 @@ install_tmp_stale(int dfd, const char *name, const struct stat *st, time_t now)
 void
 install_collect_stale(const char *dir, const char *prefix)
 {
-	DIR *d = opendir(dir);
-	struct dirent *de;
+	char **names = NULL;
 	struct stat st;
 	time_t t = time(NULL);
-	struct err e;
+	struct err e = {0};
+	size_t i, n = 0;
+	int d = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
-	if (d == NULL)
-		return;
-	while ((de = readdir(d)) != NULL) {
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+	if (d < 0 || fs_dir_names(d, dir, "io.error", &names, &n, &e) != 0)
+		n = 0;
+	for (i = 0; i < n; i++) {
+		if (prefix != NULL && strncmp(names[i], prefix, strlen(prefix)) != 0)
 			continue;
-		if (prefix != NULL && strncmp(de->d_name, prefix, strlen(prefix)) != 0)
+		if (fstatat(d, names[i], &st, AT_SYMLINK_NOFOLLOW) != 0)
 			continue;
-		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
-			continue;
-		if (install_tmp_stale(dirfd(d), de->d_name, &st, t))
-			fs_rm_treeat(dirfd(d), de->d_name, &e);
+		if (install_tmp_stale(d, names[i], &st, t))
+			fs_rm_treeat(d, names[i], &e);
 	}
-	closedir(d);
+	free(names);
+	if (d >= 0)
+		close(d);
 }
 
 int

@@ -27,7 +27,7 @@ static void
 ident_require(struct verify_run *v, const char *name, const struct install_result *r)
 {
 	struct install_marker mk;
-	struct err e;
+	struct err e = {0};
 	char line[MANIFEST_NAME_MAX + MANIFEST_VERSION_MAX + 100];
 	size_t n = strlen(v->ident), w = strlen(v->with);
 
@@ -55,7 +55,7 @@ verify_path(struct install_env *c, const manifest_t *m, struct verify_run *v)
 	buf[0] = '\0';
 	for (i = 0; i < m->nrequires; i++) {
 		struct install_result r;
-		struct err e;
+		struct err e = {0};
 		const manifest_t *dm = manifest_get(c->ms, m->requires[i].name, &e);
 		char d[PATH_MAX];
 		memset(&r, 0, sizeof(r));
@@ -116,7 +116,7 @@ install_verify_setup(struct install_env *c, const manifest_t *m, const char *ent
 	if (strcmp(v->argv[0], entry) == 0 &&
 	    npm_js_entry(entry, v->shebang, sizeof(v->shebang), v->flags, &v->nflags) == 1) {
 		struct install_result *nr = malloc(sizeof(*nr));
-		struct err ne;
+		struct err ne = {0};
 		const manifest_t *nm = manifest_get(c->ms, "node-runtime", &ne);
 
 		if (nr != NULL && nm != NULL && manifest_supports(nm, c->platform) &&

@@ -37,7 +37,7 @@ passwd_home(uid_t uid, char *buf, size_t cap)
 {
 	char *text, *line, *next, *p, *end, *f[7];
 	size_t len;
-	struct err e;
+	struct err e = {0};
 	int i, rc = -1;
 
 	if (fs_read_input("/etc/passwd", 4u << 20, &text, &len, &e) != 0)
@@ -100,7 +100,7 @@ chain_add(struct tools_chain *c, const char *path, int explicit_)
 static int
 probe_dir(struct tools_dir *d, struct err *e)
 {
-	struct err sub;
+	struct err sub = {0};
 
 	d->exists = d->safe = d->writable = 0;
 	if (strlen(d->path) > TOOLS_DIR_MAX || d->path[0] != '/') {
@@ -124,7 +124,7 @@ probe_dir(struct tools_dir *d, struct err *e)
 		snprintf(d->why, sizeof(d->why), "%s", sub.msg);
 		if (d->explicit_ && sub.code != NULL && strcmp(sub.code, "config.state_dir_unsafe") == 0) {
 			if (e != NULL)
-				*e = sub;
+				err_copy(e, &sub);
 			return -1;
 		}
 		return 0;
@@ -146,7 +146,7 @@ probe_dir(struct tools_dir *d, struct err *e)
 static void
 try_create(struct tools_dir *d, mode_t mode)
 {
-	struct err sub;
+	struct err sub = {0};
 
 	if (d->exists)
 		return;
@@ -268,10 +268,13 @@ tools_chain_detail_tried(const struct tools_chain *c, struct err *e)
 {
 	/* The paths that fit beside what details hold already ("tried":,
 	 * quotes, a comma, the brackets): a long one is left out, not cut. */
-	size_t room = ERR_DETAILS_MAX - strlen(e->details) - 16, n;
+	size_t room, n;
 	struct json_w w;
 	int i;
 
+	if (e->details == NULL || strlen(e->details) + 16 >= e->details_cap)
+		return;
+	room = e->details_cap - strlen(e->details) - 16;
 	json_w_init(&w, ERR_DETAILS_MAX);
 	json_w_arr(&w);
 	for (i = 0; i < c->n; i++) {

@@ -453,7 +453,7 @@ follow_redirect(struct http_client *cl, struct xfer *x, struct conn *c, const st
 	const struct http_field *loc = http_head_get(h, "Location");
 	char locbuf[HTTP_URL_MAX];
 	struct http_url next;
-	struct err drain;
+	struct err drain = {0};
 
 	if (loc == NULL || loc->value_len == 0 || loc->value_len >= sizeof(locbuf)) {
 		http__conn_close(c);
@@ -500,7 +500,7 @@ final_response(struct http_client *cl, struct xfer *x, struct conn *c, const str
 {
 	const struct http_request *rq = x->rq;
 	struct http_response *rs = x->rs;
-	struct err tmp;
+	struct err tmp = {0};
 	char reason[REASON_KEPT];
 	int r;
 

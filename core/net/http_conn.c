@@ -383,8 +383,7 @@ http__conn_open(const struct http_url *u, const struct proxy *px, struct xfer *x
 		                    x->end_ms, e);
 	if (c->fd < 0) {
 		if (px != NULL && e != NULL && e->code != NULL && strcmp(e->code, "http.timeout") != 0) {
-			struct err tmp = *e;
-			err_set(e, "http.proxy", "proxy %s:%d: %s", px->host, px->port, tmp.msg);
+			err_set(e, "http.proxy", "proxy %s:%d: %s", px->host, px->port, e->msg);
 		}
 		goto fail;
 	}
@@ -400,8 +399,7 @@ http__conn_open(const struct http_url *u, const struct proxy *px, struct xfer *x
 		if (http__conn_send(c, req, (size_t)n, &px_x, e) != 0 ||
 		    http__read_head(c, &px_x, &h, &got, e) != 0) {
 			if (e != NULL && e->code != NULL && strcmp(e->code, "http.timeout") != 0) {
-				struct err tmp = *e;
-				err_set(e, "http.proxy", "proxy %s:%d: %s", px->host, px->port, tmp.msg);
+				err_set(e, "http.proxy", "proxy %s:%d: %s", px->host, px->port, e->msg);
 			}
 			goto fail;
 		}

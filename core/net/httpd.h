@@ -248,7 +248,8 @@ int httpd_respond_json(struct httpd_resp *w, int status, const char *json);
 
 /* The error envelope {"error":{"code","message","details","remedy"}} with
  * the status of e->code in the core/base/err.h table; e->msg (or the table's
- * sentence) is the message and e->details the details object. */
+ * sentence) is the message and its details (err_details_text) the details
+ * object. */
 int httpd_respond_err(struct httpd_resp *w, const struct err *e);
 int httpd_respond_errf(struct httpd_resp *w, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -221,7 +221,7 @@ httpd_respond_err(struct httpd_resp *w, const struct err *e)
 {
 	char body[HTTPD_ERROR_BODY_MAX];
 	const char *code = e && e->code ? e->code : "internal";
-	int n = httpd_error_body(body, sizeof(body), code, e ? e->msg : NULL, e ? e->details : NULL);
+	int n = httpd_error_body(body, sizeof(body), code, e ? e->msg : NULL, err_details_text(e));
 
 	if (n < 0)
 		n = httpd_error_body(body, sizeof(body), code, NULL, NULL);
@@ -233,7 +233,7 @@ httpd_respond_err(struct httpd_resp *w, const struct err *e)
 int
 httpd_respond_errf(struct httpd_resp *w, const char *code, const char *fmt, ...)
 {
-	struct err e;
+	struct err e = {0};
 	va_list ap;
 
 	va_start(ap, fmt);

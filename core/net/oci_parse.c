@@ -56,7 +56,7 @@ oci_ref_parse(const char *s, int plain_ok, struct oci_ref *r, struct err *e)
 	char url[HTTP_URL_MAX];
 	const char *rest, *slash, *p, *c;
 	struct http_url u;
-	struct err tmp;
+	struct err tmp = {0};
 	size_t hl;
 	int plain = 0;
 
@@ -243,7 +243,7 @@ oci_token_parse(const char *json, size_t n, char tok[OCI_TOKEN_MAX], struct err 
 	struct json_doc d;
 	const char *t;
 	size_t i, len;
-	struct err tmp;
+	struct err tmp = {0};
 
 	tok[0] = '\0';
 	lim.max_bytes = OCI_JSON_MAX;
@@ -369,7 +369,7 @@ oci_docker_auth_parse(const char *json, size_t n, const char *host, int port, in
 	const struct json_val *auths;
 	unsigned char dec[OCI_BASIC_MAX];
 	struct json_doc d;
-	struct err tmp;
+	struct err tmp = {0};
 	size_t i;
 	long dl;
 
@@ -463,7 +463,7 @@ oci_manifest_layers(const char *json, size_t n, const char *key,
 	struct json_limits lim = json_default_limits;
 	const struct json_val *layers;
 	struct json_doc d;
-	struct err tmp;
+	struct err tmp = {0};
 	size_t i;
 	int count = 0;
 

@@ -207,7 +207,7 @@ ta_load_file(const char *path, struct ta_set *s)
 	size_t before = s->list.n, len, nl;
 	unsigned char *der;
 	const char *p, *lim, *b, *name, *q, *body, *e;
-	struct err ignored;
+	struct err ignored = {0};
 	char *text;
 	long k;
 
@@ -261,7 +261,7 @@ ta_load_dir(const char *dir, struct ta_set *s)
 	size_t added = 0, i, k, n;
 	char path[4096], **names;
 	struct stat st;
-	struct err e;
+	struct err e = {0};
 
 	if (fs_dir_names(AT_FDCWD, dir, "io.error", &names, &n, &e) != 0)
 		return 0;

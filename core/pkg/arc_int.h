@@ -59,9 +59,10 @@ struct arc_writer {
 	int64_t end;
 	uint64_t unkicked; /* written since the last writeback start */
 	uint64_t bytes, files;
-	int64_t cpu_us; /* the writer thread's CPU, set as it ends */
-	struct err e;   /* the writer's failure, set before failed */
-	int failed;     /* under mu */
+	int64_t cpu_us;                /* the writer thread's CPU, set as it ends */
+	struct err e;                  /* the writer's failure, set before failed */
+	char details[ERR_DETAILS_MAX]; /* e's */
+	int failed;                    /* under mu */
 	/* the ring and its slots, allocated when the thread starts: a small
 	 * archive, most of npm's, costs no allocation of its own (one made
 	 * and freed per package is a fresh mapping each time, unmapped on

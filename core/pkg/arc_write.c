@@ -249,7 +249,7 @@ arc_w_init(struct arc_writer *w, const struct arc_opts *o)
 	w->o = o;
 	w->mode = o->threads;
 	w->cfd = -1;
-	err_clear(&w->e);
+	err_keep_details(&w->e, w->details, sizeof(w->details));
 	pthread_mutex_init(&w->mu, NULL);
 	pthread_cond_init(&w->cv, NULL);
 }
@@ -266,7 +266,7 @@ w_failed(struct xs *x)
 	pthread_mutex_unlock(&w->mu);
 	if (!failed)
 		return 0;
-	*x->e = w->e;
+	err_copy(x->e, &w->e);
 	return -1;
 }
 
@@ -326,7 +326,7 @@ hand_over(struct xs *x)
 	failed = w->failed;
 	pthread_mutex_unlock(&w->mu);
 	if (failed) {
-		*x->e = w->e;
+		err_copy(x->e, &w->e);
 		return -1;
 	}
 	/* the slot the writer left is the reader's until handed over */
@@ -437,7 +437,7 @@ arc_w_finish(struct xs *x, int ok)
 	x->st->bytes = w->bytes;
 	w->files = 0;
 	if (ok && w->failed) {
-		*x->e = w->e;
+		err_copy(x->e, &w->e);
 		return -1;
 	}
 	return 0;

@@ -43,7 +43,7 @@ cache_path(const char *cache, const struct digest *d, char *out, size_t cap)
 static int
 entry_open(const char *path, int own, struct stat *st, struct err *e)
 {
-	struct err oe;
+	struct err oe = {0};
 	int fd;
 
 	err_clear(&oe);
@@ -87,7 +87,7 @@ int
 cache_sha256_of(const char *cache, const struct digest *d, char hex[DIGEST_HEX_MAX])
 {
 	char p[4096];
-	struct err e;
+	struct err e = {0};
 
 	if (d->alg == DIGEST_SHA256) {
 		digest_hex(d, hex);
@@ -139,7 +139,7 @@ static int
 blob_sound(int fd, const char *hex)
 {
 	struct digest d;
-	struct err e;
+	struct err e = {0};
 
 	return digest_parse_hex(DIGEST_SHA256, hex, &d, "internal", &e) == 0 &&
 	       fd_matches(fd, &d, NULL, NULL);

@@ -78,7 +78,7 @@ cache_note_get(const char *cache, const char *keyfile, const char *name, char *b
 	char path[4400], head[CACHE_KEY_MAX + 20], mac[65];
 	unsigned char sk[KEY_LEN];
 	size_t len, hl, ml = 4 + 64 + 1;
-	struct err e;
+	struct err e = {0};
 	char *t = NULL;
 	int rc = -1;
 

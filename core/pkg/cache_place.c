@@ -423,7 +423,7 @@ sealed_sha(const char *body, size_t blen, const size_t *off, size_t n, size_t k,
 	const char *l, *end, *h;
 	char hex[65];
 	struct digest d;
-	struct err e;
+	struct err e = {0};
 	int f;
 
 	memset(sha, 0, 32);
@@ -483,7 +483,7 @@ place_tree(int src, int dst, const struct proof_view *pv, const char *sealed, si
 	struct pent *p, *nx;
 	struct stat rs;
 	size_t *off = NULL, noff = 0;
-	struct err we;
+	struct err we = {0};
 	char hex[65];
 	int rc = 0;
 
@@ -566,7 +566,7 @@ place_tree(int src, int dst, const struct proof_view *pv, const char *sealed, si
 static void
 discard(int dirfd, const char *name)
 {
-	struct err e;
+	struct err e = {0};
 
 	fs_rm_treeat(dirfd, name, &e);
 }
@@ -609,7 +609,7 @@ read_manifest(const char *dir, const char *key, const unsigned char sk[KEY_LEN],
 {
 	char path[4400], head[CACHE_KEY_MAX + 40], mac[65];
 	size_t len, hl, ml;
-	struct err e;
+	struct err e = {0};
 	char *t, *nl, *m;
 	int version;
 
@@ -673,7 +673,7 @@ reseal(const char *dir, const char *key, const unsigned char sk[KEY_LEN], const 
        size_t plen)
 {
 	char rnd[17], leaf[32], ptmp[4400], mtmp[4400], pf[4400], mfp[4400], hex[65];
-	struct err e;
+	struct err e = {0};
 
 	fs_rand_hex(rnd, 8);
 	snprintf(leaf, sizeof(leaf), ".proof-%s", rnd);
@@ -710,7 +710,7 @@ load_proof(const char *dir, int sfd, const char *hex, char **pl, size_t *len)
 {
 	char path[4400], got[65];
 	struct digest d;
-	struct err e;
+	struct err e = {0};
 
 	*pl = NULL;
 	if (hex[0] == '\0')
@@ -749,7 +749,7 @@ cache_tree_place(const char *cache, const char *keyfile, const char *key, int pa
 	char *pl = NULL;
 	struct buf lines = BUF_INIT(MANIFEST_MAX);
 	uint64_t nfiles = 0;
-	struct err we;
+	struct err we = {0};
 	size_t plen = 0;
 	struct proof_view pv;
 	struct stat st;
@@ -822,7 +822,7 @@ cache_tree_place(const char *cache, const char *keyfile, const char *key, int pa
 		rc = err_sys(&we, "io.error", errno, "placing %s: %s", label, strerror(errno)), dst_err = 1;
 	close(dfd);
 	if (rc < 0 && dst_err) {
-		*e = we;
+		err_copy(e, &we);
 		discard(parentfd, tmp);
 		buf_free(&lines);
 		free(mf.text);
@@ -870,7 +870,7 @@ damaged:
 	fs_rand_hex(rnd, 8);
 	snprintf(tmp, sizeof(tmp), ".tmp-bad-%s", rnd);
 	if (fs_path_join(src, sizeof(src), cache, tmp, NULL) == 0 && rename(dir, src) == 0) {
-		struct err de;
+		struct err de = {0};
 		fs_rm_tree(src, &de);
 	}
 	warnx_line(

@@ -153,7 +153,7 @@ cache_sums_free(struct cache_sums *s)
 		free(v[i].rel);
 	vec_free(&s->v);
 	if (s->copies != NULL) {
-		struct err e;
+		struct err e = {0};
 		close(s->copies_fd);
 		fs_rm_tree(s->copies, &e);
 		free(s->copies);
@@ -178,7 +178,7 @@ cache_seal_key(const char *keyfile, unsigned char key[KEY_LEN], const char **why
 {
 	char dir[4096], tmp[4200], hex[2 * KEY_LEN + 2], rnd[17], leaf[32];
 	struct stat st;
-	struct err e;
+	struct err e = {0};
 	ssize_t n;
 	int fd, i;
 
@@ -729,7 +729,7 @@ static void
 store_proof(struct cache_store *s, char hex[65])
 {
 	char tree[4300], path[4300];
-	struct err e;
+	struct err e = {0};
 	char *pl = NULL;
 	size_t len = 0;
 	int rc;

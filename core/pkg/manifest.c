@@ -420,7 +420,7 @@ parse_requires(struct vctx *v, manifest_t *m, const struct json_val *x)
 	size_t i;
 	int k;
 	char p[64];
-	struct err sub;
+	struct err sub = {0};
 
 	if (x->type != JSON_ARRAY)
 		return bad(v, "$.requires", "expected an array of \"name\" or \"name>=version\"");

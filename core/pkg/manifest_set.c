@@ -188,7 +188,7 @@ resolve(struct manifest_set *s, const char *name, const char **stack, int depth,
 	if (en->state == 1)
 		return 0;
 	if (en->state == -1) {
-		*e = en->e;
+		err_copy(e, &en->e);
 		return -1;
 	}
 	if (en->state == 2 || depth >= MANIFEST_MAX_DEPTH) {
@@ -208,7 +208,7 @@ resolve(struct manifest_set *s, const char *name, const char **stack, int depth,
 	}
 	if (en->m == NULL && load_entry(s, en, e) < 0) {
 		en->state = -1;
-		en->e = *e;
+		err_copy(&en->e, e);
 		return -1;
 	}
 	en->state = 2;
@@ -263,7 +263,7 @@ mentions(const struct manifest_entry *en, const char *base)
 {
 	char q[MANIFEST_NAME_MAX + 3], *text = NULL;
 	size_t len = 0;
-	struct err e;
+	struct err e = {0};
 	int hit;
 
 	if (snprintf(q, sizeof(q), "\"%s\"", base) >= (int)sizeof(q))
@@ -283,7 +283,7 @@ mentions(const struct manifest_entry *en, const char *base)
 const manifest_t *
 manifest_find_binary(struct manifest_set *s, const char *base)
 {
-	struct err e;
+	struct err e = {0};
 	int i;
 
 	for (i = 0; i < s->n; i++) {
@@ -295,7 +295,7 @@ manifest_find_binary(struct manifest_set *s, const char *base)
 			continue;
 		if (en->m == NULL && en->state != -1 && load_entry(s, en, &e) < 0) {
 			en->state = -1;
-			en->e = e;
+			err_copy(&en->e, &e);
 		}
 		if (en->m != NULL && strcmp(en->m->binary, base) == 0)
 			return manifest_get(s, en->name, &e);
@@ -321,7 +321,7 @@ manifest_agents_hint(struct manifest_set *s, const char *word, char *buf, size_t
 	const char *names[MANIFEST_SET_MAX];
 	char list[400] = "";
 	const char *near;
-	struct err e;
+	struct err e = {0};
 	size_t off = 0;
 	int i, n = 0;
 

@@ -74,7 +74,8 @@ struct run {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	int failed;
-	struct err err; /* the first failure */
+	struct err err;                /* the first failure */
+	char details[ERR_DETAILS_MAX]; /* err's */
 	struct npm_stats st;
 	uint64_t announced;
 	size_t next;            /* the next job to take */
@@ -122,6 +123,7 @@ struct stream {
 	struct cache_sums sums;
 	struct arc_stats as;
 	struct err e;
+	char details[ERR_DETAILS_MAX]; /* e's */
 };
 
 static void stream_start(struct stream *x, struct cache_put *put);
@@ -292,10 +294,10 @@ fetch_one(struct run *r, struct http_client *hc, struct pkg_fetch *j, struct mem
 		char msg[ERR_MSG_MAX];
 		snprintf(msg, sizeof(msg), "%s", e->msg);
 		if (e->code && (strncmp(e->code, "http.", 5) == 0 || strncmp(e->code, "tls.", 4) == 0) &&
-		    e->details[0] == '\0' && strstr(msg, "://") == NULL && h != NULL)
+		    err_details_text(e)[0] == '\0' && strstr(msg, "://") == NULL && h != NULL)
 			err_set(e, e->code, "%s@%s from %.*s: %s", p->name, p->version,
 			        (int)strcspn(h + 3, "/"), h + 3, msg);
-		else if (e->code && strncmp(e->code, "http.", 5) == 0 && e->details[0] == '\0')
+		else if (e->code && strncmp(e->code, "http.", 5) == 0 && err_details_text(e)[0] == '\0')
 			err_set(e, e->code, "%s@%s: %s", p->name, p->version, msg);
 		free(rs);
 		cache_put_abort(&s.put);
@@ -514,7 +516,7 @@ stream_main(void *arg)
 	static const struct mem none = {BUF_INIT(0), 0};
 	int go;
 
-	err_clear(&x->e);
+	err_keep_details(&x->e, x->details, sizeof(x->details));
 	pthread_mutex_lock(&r->mu);
 	while (!r->failed && !x->abandon && !parent_done(r, x->j))
 		pthread_cond_wait(&r->cv, &r->mu);
@@ -690,7 +692,7 @@ do_one(struct worker *w, struct pkg_fetch *pick, struct http_client **hc, struct
 	if (xs.started) {
 		/* extracted as it downloaded (its parent first) */
 		if (xs.rc != 0)
-			*e = xs.e;
+			err_copy(e, &xs.e);
 		return finish_pkg(r, pick, m, xs.dfd, &xs.sums, &xs.as, xs.rc, e);
 	}
 	return rc < 0 ? -1 : extract_one(r, pick, m, w->rootfd, e);
@@ -703,9 +705,10 @@ worker_main(void *arg)
 	struct run *r = w->r;
 	struct http_client *hc = NULL;
 	struct mem m = {BUF_INIT(NPM_MEM_MAX), 0};
-	struct err e;
+	struct err e = {0};
+	char details[ERR_DETAILS_MAX];
 
-	err_clear(&e);
+	err_keep_details(&e, details, sizeof(details));
 	pthread_mutex_lock(&r->mu);
 	while (!r->failed && r->next < r->n) {
 		struct pkg_fetch *pick = &r->jobs[r->next++];
@@ -722,7 +725,7 @@ worker_main(void *arg)
 			if (!r->failed) {
 				/* sink_write reads it without the lock */
 				__atomic_store_n(&r->failed, 1, __ATOMIC_RELAXED);
-				r->err = e;
+				err_copy(&r->err, &e);
 			}
 		} else {
 			pick->st = P_DONE;
@@ -791,6 +794,7 @@ npm_install(const struct npm_opts *o, struct npm_stats *st, struct err *e)
 	if (jobs > NPM_JOBS_MAX)
 		jobs = NPM_JOBS_MAX;
 	memset(&r, 0, sizeof(r));
+	err_keep_details(&r.err, r.details, sizeof(r.details));
 	if (st)
 		memset(st, 0, sizeof(*st));
 	r.o = o;
@@ -853,7 +857,7 @@ npm_install(const struct npm_opts *o, struct npm_stats *st, struct err *e)
 		pthread_join(th[i], NULL);
 	cache_pipe_pool(0);
 	if (rc == 0 && r.failed) {
-		*e = r.err;
+		err_copy(e, &r.err);
 		rc = -1;
 	}
 	if (rc == 0 && !o->fetch_only && o->exec_bin != NULL && npm_bin_exec(o->staging, o->exec_bin, e) != 0)

@@ -263,7 +263,7 @@ npmlock_lib_present(const char *root, const char *libc, const char *soname)
 	const char *const *d;
 	char p[1024], **names;
 	size_t count, i;
-	struct err e;
+	struct err e = {0};
 	int found = 0;
 
 	if (root == NULL || *root == '\0' || strcmp(root, "/") == 0)

@@ -136,7 +136,7 @@ runtime_json(struct api_rq *q, struct json_w *w, const char *agent)
 	struct job_view *v = malloc(sizeof(*v));
 	struct job_probe *p = malloc(sizeof(*p));
 	const manifest_t *m;
-	struct err e;
+	struct err e = {0};
 
 	json_w_obj(w);
 	json_w_kstr(w, "object", "agent.runtime");
@@ -541,6 +541,7 @@ api_ready(const struct httpd_req *req, struct httpd_resp *resp, void *arg)
 	struct api_gen *g = api_gen_get(a);
 	struct err *e = calloc(1, sizeof(*e));
 	int64_t now = clock_us();
+	char ed[ERR_DETAILS_MAX];
 	int rc = 0;
 
 	if (e == NULL) {
@@ -548,6 +549,7 @@ api_ready(const struct httpd_req *req, struct httpd_resp *resp, void *arg)
 		api_gen_put(a, g);
 		return;
 	}
+	err_keep_details(e, ed, sizeof(ed));
 	if (a->tf != NULL && tokfile_ready(a->tf, e) != 0) {
 		rc = -1;
 	} else if (g->cfg.install.mode == CFG_MODE_BUILD || g->cfg.install.mode == CFG_MODE_OFFLINE) {
@@ -555,7 +557,7 @@ api_ready(const struct httpd_req *req, struct httpd_resp *resp, void *arg)
 		if (g->ready_us != 0 && now - g->ready_us < API_READY_MS * 1000) {
 			rc = g->ready_err != NULL ? -1 : 0;
 			if (rc)
-				*e = *g->ready_err;
+				err_copy(e, g->ready_err);
 			pthread_mutex_unlock(&a->mu);
 		} else {
 			pthread_mutex_unlock(&a->mu);
@@ -563,8 +565,11 @@ api_ready(const struct httpd_req *req, struct httpd_resp *resp, void *arg)
 			pthread_mutex_lock(&a->mu);
 			free(g->ready_err);
 			g->ready_err = NULL;
-			if (rc != 0 && (g->ready_err = malloc(sizeof(*e))) != NULL)
-				*g->ready_err = *e;
+			/* the details' buffer follows the struct */
+			if (rc != 0 && (g->ready_err = calloc(1, sizeof(*e) + ERR_DETAILS_MAX)) != NULL) {
+				err_keep_details(g->ready_err, (char *)(g->ready_err + 1), ERR_DETAILS_MAX);
+				err_copy(g->ready_err, e);
+			}
 			g->ready_us = now;
 			pthread_mutex_unlock(&a->mu);
 		}

@@ -91,11 +91,12 @@ api_authenticate(struct api_rq *q)
 {
 	const struct httpd_req *r = q->req;
 	const char *tok, *code = NULL;
-	struct err e;
+	struct err e = {0};
+	char ed[ERR_DETAILS_MAX];
 	size_t len;
 	int rc;
 
-	err_clear(&e);
+	err_keep_details(&e, ed, sizeof(ed));
 	/* Not initialised: the same 503 with or without a token, so nothing
 	 * is audited before there is a credential to fail against. */
 	if (q->a->tf != NULL && tokfile_ready(q->a->tf, &e) != 0) {

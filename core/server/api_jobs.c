@@ -99,7 +99,7 @@ api_job_json(struct json_w *w, const struct job_view *v)
 		json_w_kstr(w, "message",
 		            v->err.msg[0] != '\0' ? v->err.msg : err_info(v->err.code)->sentence);
 		json_w_key(w, "details");
-		json_w_raw(w, v->err.details[0] != '\0' ? v->err.details : "{}");
+		json_w_raw(w, v->details[0] != '\0' ? v->details : "{}");
 		json_w_end(w);
 		if (v->retry_after > 0)
 			json_w_kint(w, "retry_after", v->retry_after);
@@ -123,12 +123,14 @@ api_need_tools(struct api_rq *q, const char *op_id, const char *const *tools, in
 {
 	struct job_view *v;
 	struct json_w w;
-	struct err e;
+	struct err e = {0};
+	char ed[ERR_DETAILS_MAX];
 	int64_t deadline = 0, left;
 	int i, rc, waiter;
 
 	if (n == 0)
 		return 0;
+	err_keep_details(&e, ed, sizeof(ed));
 	v = malloc(sizeof(*v));
 	if (v == NULL)
 		return api_rq_errf(q, "internal", "out of memory"), 1;

@@ -96,7 +96,7 @@ resolve(struct api_rq *q, const struct op *op, const char *name, char (*entries)
 	char dirs[API_PATH_MAX];
 	char *save = NULL, *d;
 	struct stat st;
-	struct err e2;
+	struct err e2 = {0};
 	int i, rc = -1;
 
 	*tool = NULL;
@@ -202,10 +202,11 @@ launch(struct api_rq *q, const struct op *op, const manifest_t *tool, char **arg
 	}
 	if (js == 1) {
 		struct job_view *v = malloc(sizeof(*v));
-		struct err e;
+		struct err e = {0};
+		char ed[ERR_DETAILS_MAX];
 		int rc;
 
-		err_clear(&e);
+		err_keep_details(&e, ed, sizeof(ed));
 		rc = v != NULL
 		         ? jobs_need(q->a->jobs, &q->g->cfg, "node-runtime", q->principal, op->id, 0, v, &e)
 		         : -1;
@@ -520,10 +521,12 @@ api_run_command(struct api_rq *q, const struct op *op)
 	struct proc_spec spec;
 	struct json_doc doc;
 	struct run *r = NULL;
-	struct err e;
+	struct err e = {0};
+	char ed[ERR_DETAILS_MAX];
 	int64_t until, left;
 	int i, argc, nenv = 0, limit, have_slot = 0, admitted = 0, rc;
 
+	err_keep_details(&e, ed, sizeof(ed));
 	if (api_body_json(q, &doc, &root) != 0)
 		return;
 	for (i = 0; i < op->ninstall; i++)

@@ -32,7 +32,7 @@ api_rq_err(struct api_rq *q, const struct err *e)
 int
 api_rq_errf(struct api_rq *q, const char *code, const char *fmt, ...)
 {
-	struct err e;
+	struct err e = {0};
 	va_list ap;
 
 	va_start(ap, fmt);
@@ -68,7 +68,7 @@ int
 api_body_json(struct api_rq *q, struct json_doc *doc, const struct json_val **root)
 {
 	struct json_limits lim = json_default_limits;
-	struct err e;
+	struct err e = {0};
 
 	*root = NULL;
 	doc->root = NULL;
@@ -95,8 +95,10 @@ int
 api_rq_policy(struct api_rq *q, const char *op_id, const char *const *installs, int n)
 {
 	struct pol_decision *d = malloc(sizeof(*d));
-	struct err e;
+	struct err e = {0};
+	char ed[ERR_DETAILS_MAX];
 
+	err_keep_details(&e, ed, sizeof(ed));
 	if (d == NULL)
 		return api_rq_errf(q, "internal", "out of memory"), 1;
 	if (policy_decide(&q->g->pol, q->principal, op_id, installs, n, d)) {

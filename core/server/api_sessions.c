@@ -86,7 +86,7 @@ api_sessions_init(struct api *a, char *msg, size_t cap, struct err *e)
 	struct api_gen *g = api_gen_get(a);
 	char state[PATH_MAX], dir[PATH_MAX + 16];
 	int loaded, interrupted, skipped, have_dir = 0;
-	struct err e2;
+	struct err e2 = {0};
 
 	memset(&c, 0, sizeof(c));
 	c.max_running = g->cfg.server.max_sessions;
@@ -311,7 +311,7 @@ api_session_cwd(struct api_rq *q, const struct json_val *root, char *out, size_t
 	char *rp = malloc(3 * PATH_MAX), *d, *state;
 	struct tools_chain *ch = malloc(sizeof(*ch));
 	struct stat st;
-	struct err e2;
+	struct err e2 = {0};
 	int i, rc = -1;
 
 	if (rp == NULL || ch == NULL) {
@@ -535,11 +535,12 @@ start_session(struct api_rq *q, const char *agent, const char *action, const str
 	struct session_spec sp;
 	struct job_view *jv = NULL;
 	const manifest_t *m;
-	struct err e;
-	char **env = NULL, **owned = NULL, *cwd = NULL;
+	struct err e = {0};
+	char **env = NULL, **owned = NULL, *cwd = NULL, ed[ERR_DETAILS_MAX];
 	struct launch_tool *lt = NULL;
 	int argc = 0, i, rc, retry, bin_at = -1, answered = 1, dia = 0;
 
+	err_keep_details(&e, ed, sizeof(ed));
 	memset(argv, 0, sizeof(argv));
 	snprintf(op, sizeof(op), "agents.%s.%s", agent, action);
 	if (!api_agent_enabled(q->g, agent) || ops_find(&q->g->ops, op) == NULL) {
@@ -714,7 +715,7 @@ run_finish(struct run_ctx *x)
 		}
 		for (line = buf; line < buf + len; line = nl + 1) {
 			struct json_doc d;
-			struct err e;
+			struct err e = {0};
 			const char *type, *stream;
 			const struct json_val *data, *partial;
 

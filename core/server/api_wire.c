@@ -296,7 +296,8 @@ create(struct api_rq *q)
 	struct json_w conf;
 	char *cwd = malloc(PATH_MAX);
 	int stream = 0, started;
-	struct err e;
+	struct err e = {0};
+	char ed[ERR_DETAILS_MAX];
 
 	if (cwd == NULL) {
 		api_rq_errf(q, "internal", "out of memory");
@@ -307,7 +308,7 @@ create(struct api_rq *q)
 		return;
 	}
 	json_w_init(&conf, WIRE_CONF_MAX);
-	err_clear(&e);
+	err_keep_details(&e, ed, sizeof(ed));
 	if (r == NULL)
 		err_set(&e, "request.invalid",
 		        "the body must be a JSON object with agent_id and environment");
@@ -394,7 +395,7 @@ events_create(struct api_rq *q, const char *id)
 	const struct json_val *r, *evs;
 	struct session_view v;
 	struct json_doc doc;
-	struct err e;
+	struct err e = {0};
 	size_t i;
 	int rc = 0;
 
@@ -474,7 +475,7 @@ gather(void *arg, uint32_t seq, const char *line, size_t len)
 	const struct json_val *o;
 	const char *type, *tid;
 	struct json_doc d;
-	struct err e;
+	struct err e = {0};
 	unsigned long n;
 
 	if (pg->err || json_parse(&d, line, len, &json_default_limits, &e) != 0)
@@ -701,7 +702,7 @@ static void
 delete_session(struct api_rq *q, const char *id)
 {
 	struct json_w w;
-	struct err e;
+	struct err e = {0};
 
 	err_clear(&e);
 	if (sessions_delete(q->a->sessions, id, &e) != 0) {

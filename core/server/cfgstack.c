@@ -9,11 +9,11 @@ agent_state(const char *name, void *ctx, char *hint, size_t cap)
 {
 	struct cfgstack *s = ctx;
 	const manifest_t *m;
-	struct err e;
+	struct err e = {0};
 
 	if ((m = manifest_get(s->ms, name, &e)) == NULL) {
 		if (e.code == NULL || strcmp(e.code, "not_found") != 0)
-			s->merr = e;
+			err_copy(&s->merr, &e);
 		else
 			manifest_agents_hint(s->ms, name, hint, cap);
 		return OPS_AGENT_UNKNOWN;
@@ -25,11 +25,11 @@ static int
 tool_known(const char *name, void *ctx)
 {
 	struct cfgstack *s = ctx;
-	struct err e;
+	struct err e = {0};
 
 	if (manifest_get(s->ms, name, &e) == NULL) {
 		if (e.code == NULL || strcmp(e.code, "not_found") != 0)
-			s->merr = e;
+			err_copy(&s->merr, &e);
 		return 0;
 	}
 	return 1;
@@ -64,7 +64,7 @@ cfgstack_load(struct cfgstack *s, struct err *e)
 		/* "no manifest named codex" when manifests/codex.json exists but
 		 * is broken would send the reader to the wrong place */
 		if (s->merr.code != NULL)
-			*e = s->merr;
+			err_copy(e, &s->merr);
 		return -1;
 	}
 	return 0;

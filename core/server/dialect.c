@@ -434,7 +434,7 @@ dialect_line(struct dialect_stream *s, const char *line, size_t len, dialect_cb 
 	struct json_doc doc = {0};
 	const struct json_val *root;
 	const char *type;
-	struct err pe;
+	struct err pe = {0};
 	int rc = 0;
 
 	if (len > 0 && line[len - 1] == '\r')

@@ -179,7 +179,7 @@ static int
 backoff(struct jobs *J, const struct config *cfg, const char *tool, int clear)
 {
 	struct install_env *c;
-	struct err e;
+	struct err e = {0};
 	int left = 0;
 
 	if ((c = env_take(J, cfg, &e)) == NULL)
@@ -237,10 +237,11 @@ job_thread(void *arg)
 	struct install_observer obs = {.progress = on_progress, .arg = j};
 	struct install_req rq = {j->v.principal, j->v.op, 0, &obs};
 	struct install_result *r;
-	struct err e;
+	struct err e = {0};
+	char details[ERR_DETAILS_MAX];
 	int rc, i;
 
-	err_clear(&e);
+	err_keep_details(&e, details, sizeof(details));
 	r = calloc(1, sizeof(*r));
 	if (r == NULL)
 		rc = err_set(&e, "internal", "out of memory");
@@ -264,7 +265,8 @@ job_thread(void *arg)
 		j->v.status = JOB_FAILED;
 		if (e.code == NULL)
 			err_set(&e, "install.failed", "%s: install failed", j->v.tool);
-		j->v.err = e;
+		err_copy(&j->v.err, &e);
+		snprintf(j->v.details, sizeof(j->v.details), "%s", details);
 		j->v.retry_after = r != NULL ? r->retry_after : 0;
 		J->st.failed++;
 	}
@@ -326,7 +328,8 @@ wait_job(struct jobs *J, struct install_job *j, int wait_ms, struct job_view *v,
 		return 0;
 	if (j->v.status == JOB_PENDING)
 		return 1;
-	*e = j->v.err;
+	err_copy(e, &j->v.err);
+	err_details(e, j->v.details);
 	return -1;
 }
 
@@ -440,7 +443,7 @@ jobs_probe(struct jobs *J, const struct config *cfg, const char *tool, struct jo
 {
 	struct install_result *r = calloc(1, sizeof(*r));
 	struct install_env *c = NULL;
-	struct err e;
+	struct err e = {0};
 	long pid = 0;
 
 	memset(p, 0, sizeof(*p));
@@ -448,7 +451,7 @@ jobs_probe(struct jobs *J, const struct config *cfg, const char *tool, struct jo
 	if (r == NULL || (c = env_take(J, cfg, &e)) == NULL) {
 		if (e.code == NULL)
 			err_set(&e, "internal", "out of memory");
-		p->err = e;
+		err_copy(&p->err, &e);
 		free(r);
 		return;
 	}
@@ -456,7 +459,7 @@ jobs_probe(struct jobs *J, const struct config *cfg, const char *tool, struct jo
 		p->ready = 1;
 		snprintf(p->entry, sizeof(p->entry), "%s", r->entry);
 	} else if (e.code != NULL && strcmp(e.code, "not_found") != 0) {
-		p->err = e;
+		err_copy(&p->err, &e);
 	}
 	free(r);
 	p->backoff = install_backoff_left(c, tool);

@@ -62,8 +62,11 @@ struct job_view {
 	struct job_require req[MANIFEST_MAX_REQUIRES]; /* in the order they reported */
 	int nreq;
 	time_t created, finished;
-	int retry_after;      /* install.backoff: seconds */
-	struct err err;       /* JOB_FAILED */
+	int retry_after; /* install.backoff: seconds */
+	/* JOB_FAILED: err keeps no details of its own (a view is copied
+	 * whole), details holds them (JSON object text, or "") */
+	struct err err;
+	char details[ERR_DETAILS_MAX];
 	char entry[PATH_MAX]; /* JOB_SUCCEEDED: the executable */
 };
 

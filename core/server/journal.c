@@ -279,7 +279,7 @@ is_object(const char *text, size_t n)
 {
 	struct json_limits lim = json_default_limits;
 	struct json_doc doc;
-	struct err e;
+	struct err e = {0};
 	int ok;
 
 	lim.max_bytes = JOURNAL_LINE_MAX;

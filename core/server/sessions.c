@@ -722,7 +722,7 @@ replay_one(struct sessions *S, const char *name, int *interrupted)
 	struct json_w w;
 	struct slot *s = NULL;
 	struct journal j;
-	struct err e;
+	struct err e = {0};
 	uint32_t k;
 	int i, started = 0, open_turn = 0;
 	const char *line;
@@ -853,7 +853,7 @@ sessions_replay(struct sessions *S, int *loaded, int *interrupted, int *skipped)
 {
 	char **names;
 	size_t n, i, len;
-	struct err e;
+	struct err e = {0};
 
 	*loaded = *interrupted = *skipped = 0;
 	if (S->c.dir == NULL || fs_dir_names(S->c.have_dir_fd ? S->c.dir_fd : AT_FDCWD, S->c.dir, "io.error",

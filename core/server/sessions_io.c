@@ -225,7 +225,7 @@ static void
 out_commit(struct slot *s, size_t n)
 {
 	struct stage *g = &s->st;
-	struct err e;
+	struct err e = {0};
 
 	if (!s->staging) {
 		if (journal_commit(&s->j, n, &e) > 0) {
@@ -244,7 +244,7 @@ out_commit(struct slot *s, size_t n)
 static void
 out_append(struct slot *s, const char *line, size_t n)
 {
-	struct err e;
+	struct err e = {0};
 	char *o;
 
 	if (!s->staging) {

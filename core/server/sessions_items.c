@@ -228,7 +228,7 @@ on_rec(void *arg, const struct dialect_rec *r, struct err *e)
 static void
 line(struct slot *s, const char *p, size_t n)
 {
-	struct err e;
+	struct err e = {0};
 
 	(void)dialect_line(&s->ds, p, n, on_rec, s, &e);
 }

@@ -116,7 +116,7 @@ wait_install(struct slot *s, char *entry, size_t cap)
 {
 	struct sessions *S = s->S;
 	struct job_view *v = malloc(sizeof(*v));
-	struct err e;
+	struct err e = {0};
 	int rc, cancel;
 
 	if (v == NULL) {
@@ -162,7 +162,7 @@ static int
 node_entry(struct slot *s, char *out, size_t cap)
 {
 	struct job_view *v = malloc(sizeof(*v));
-	struct err e;
+	struct err e = {0};
 	int rc;
 
 	err_clear(&e);
@@ -192,7 +192,7 @@ run_child(struct slot *s, const char *entry, const char *node, char **flags, int
 	unsigned long long pstart = 0;
 	struct proc_spec spec;
 	struct proc p;
-	struct err e;
+	struct err e = {0};
 	char **env, tpath[4096];
 	struct tools_chain *chain;
 	struct json_w x;
@@ -380,7 +380,7 @@ sessions_thread(void *arg)
 	need_install = s->v.job[0] != '\0';
 	pthread_mutex_unlock(&S->mu);
 	if (entry == NULL) {
-		struct err e;
+		struct err e = {0};
 
 		err_set(&e, "internal", "out of memory");
 		fail_env(s, &e);
@@ -407,7 +407,7 @@ sessions_thread(void *arg)
 			js = -2;
 		}
 		if (js == 1 && node == NULL) {
-			struct err e;
+			struct err e = {0};
 
 			err_set(&e, "internal", "out of memory");
 			fail_env(s, &e);

@@ -18,19 +18,12 @@
 # (FIELD_COMPARE="" skips the side-by-side).
 . "$TOP/tests/lib.sh"
 
-if [ "$(id -u)" != 0 ] || ! unshare -m true 2>/dev/null; then
-	skip "agents_field" "needs root and mount namespaces (chroot, mount)"
-	exit 0
-fi
-case $(uname -m) in
-x86_64) GLD=/lib64/ld-linux-x86-64.so.2 MLD=/lib/ld-musl-x86_64.so.1 PLAT=linux-x64 ;;
-*) skip "agents_field" "the pinned lockfiles hold x86-64 builds only for most agents"; exit 0 ;;
-esac
+chroot_ok agents_field || exit 0
+[ "$PLAT" = linux-x64 ] || { skip "agents_field" "the pinned lockfiles hold x86-64 builds only for most agents"; exit 0; }
 CA=${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}
 [ -f "$CA" ] || { not_ok "agents_field" "no CA bundle at $CA"; exit 1; }
 [ -e "$MLD" ] || { not_ok "musl root" "$MLD missing: install Debian's musl package"; exit 1; }
 command -v npm >/dev/null || { not_ok "agents_field" "npm is needed for the comparison"; exit 1; }
-UNSHARE=$(command -v unshare) CHROOT=$(command -v chroot)
 AGENTS=${FIELD_AGENTS:-opencode copilot droid kilo amp cline codex-acp qwen-code auggie pi claude-code-acp}
 ROOTS=${FIELD_ROOTS:-scratch musl glibc}
 COMPARE=${FIELD_COMPARE-$AGENTS}
@@ -57,40 +50,25 @@ where() {
 	*) echo yes ;;
 	esac
 }
-mkroot() {
-	R=$T/root-$1
-	mkdir -p "$R/etc" "$R/proc" "$R/dev" "$R/tmp" "$R/home"
-	cp "$BIN" "$R/abx"
+# root NAME: mkroot with the host's CA bundle, resolv.conf and hosts, and
+# manifests/extra as /extra
+root() {
+	case $1 in
+	glibc) mkroot glibc glibc libc.so.6 libm.so.6 libpthread.so.0 libdl.so.2 librt.so.1 libstdc++.so.6 \
+		libgcc_s.so.1 libz.so.1 libssl.so.3 libcrypto.so.3 ;;
+	*) mkroot "$1" "$1" ;;
+	esac
 	cp "$CA" "$R/ca.pem"
 	cp /etc/resolv.conf /etc/hosts "$R/etc/"
 	cp -r "$TOP/manifests/extra" "$R/extra"
-	[ "$1" = musl ] && mkdir -p "$R${MLD%/*}" && cp -L "$MLD" "$R$MLD"
-	if [ "$1" = glibc ]; then
-		mkdir -p "$R${GLD%/*}" && cp -L "$GLD" "$R$GLD"
-		for l in libc.so.6 libm.so.6 libpthread.so.0 libdl.so.2 librt.so.1 libstdc++.so.6 libgcc_s.so.1 \
-			libz.so.1 libssl.so.3 libcrypto.so.3; do
-			p=$(ldconfig -p | sed -n "s|.*[[:space:]]$l (libc6,x86-64[^)]*) => ||p" | head -1)
-			[ -e "$p" ] || { not_ok "glibc root" "$l not found on the host"; exit 1; }
-			p=$(readlink -f "$p")
-			mkdir -p "$R${p%/*}" && cp -L "$p" "$R${p%/*}/$l"
-		done
-	fi
-	return 0
 }
-inroot() {
-	_r=$1
-	shift
-	run env -i PATH=/bin HOME=/home SSL_CERT_FILE=/ca.pem ABX_TOOLS_DIR=/tools ABX_SERVER_STATE_DIR=/state \
-		ABX_SERVER_INSTALL_USE_PATH=false "$UNSHARE" -m sh -c \
-		'r=$1; shift; mount -t proc proc "$r/proc" && mount --bind /dev "$r/dev" && exec "$0" "$r" "$@"' \
-		"$CHROOT" "$_r" "$@"
-}
+ROOT_ENV="HOME=/home SSL_CERT_FILE=/ca.pem ABX_TOOLS_DIR=/tools ABX_SERVER_STATE_DIR=/state ABX_SERVER_INSTALL_USE_PATH=false"
 now() { date +%s.%N; }
 secs() { echo "$2 - $1" | bc; }
 kib() { du -sk "$1" 2>/dev/null | cut -f1; }
 
 for root in $ROOTS; do
-	mkroot "$root"
+	root "$root"
 	for a in $AGENTS; do
 		R=$T/root-$root
 		set -- $(info "$a")

@@ -25,59 +25,32 @@
 #   (default: scratch musl base glibc).
 . "$TOP/tests/lib.sh"
 
-if [ "$(id -u)" != 0 ] || ! unshare -m true 2>/dev/null; then
-	skip "images" "needs root and mount namespaces (chroot, mount)"
-	exit 0
-fi
-case $(uname -m) in
-x86_64) GLD=/lib64/ld-linux-x86-64.so.2 MLD=/lib/ld-musl-x86_64.so.1 PLAT=linux-x64 ;;
-aarch64) GLD=/lib/ld-linux-aarch64.so.1 MLD=/lib/ld-musl-aarch64.so.1 PLAT=linux-arm64 ;;
-*) skip "images" "no loader name for $(uname -m)"; exit 0 ;;
-esac
+chroot_ok images || exit 0
 CA=${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}
 [ -f "$CA" ] || { not_ok "images" "no CA bundle at $CA"; exit 1; }
 ROOTS=" ${IMAGES_ROOTS:-scratch musl base glibc} "
 case $ROOTS in *" musl "*) [ -e "$MLD" ] || { not_ok "musl root" "$MLD missing: install Debian's musl package"; exit 1; } ;; esac
 PY=$(python3 -c 'import sys; print(sys.executable)')
-UNSHARE=$(command -v unshare) CHROOT=$(command -v chroot)
 
-# mkroot NAME [glibc|base|musl]: $T/root-NAME
-mkroot() {
-	R=$T/root-$1
-	mkdir -p "$R/etc" "$R/proc" "$R/dev" "$R/tmp" "$R/home" "$R/work"
-	cp "$BIN" "$R/abx"
+# root NAME [glibc|base|musl]: mkroot with the host's CA bundle,
+# resolv.conf and hosts, and the command ops
+GLIBC="libc.so.6 libm.so.6 libpthread.so.0 libdl.so.2 librt.so.1"
+root() {
+	case ${2:-} in
+	glibc) mkroot "$1" glibc $GLIBC libstdc++.so.6 libgcc_s.so.1 ;;
+	base) mkroot "$1" glibc $GLIBC ;;
+	*) mkroot "$1" ${2:-} ;;
+	esac
+	mkdir -p "$R/work"
 	cp "$CA" "$R/ca.pem"
 	cp /etc/resolv.conf /etc/hosts "$R/etc/"
-	if [ "${2:-}" = musl ]; then
-		mkdir -p "$R${MLD%/*}" && cp -L "$MLD" "$R$MLD"
-	fi
-	if [ "${2:-}" = glibc ] || [ "${2:-}" = base ]; then
-		libs="libc.so.6 libm.so.6 libpthread.so.0 libdl.so.2 librt.so.1"
-		[ "$2" = base ] || libs="$libs libstdc++.so.6 libgcc_s.so.1"
-		mkdir -p "$R${GLD%/*}" && cp -L "$GLD" "$R$GLD"
-		for l in $libs; do
-			p=$(gcc -print-file-name=$l 2>/dev/null)
-			[ -e "$p" ] || p=$(ldconfig -p | sed -n "s|.*$l ([^)]*x86-64[^)]*) => ||p;s|.*$l (libc6,AArch64) => ||p" | head -1)
-			[ -e "$p" ] || { not_ok "glibc root" "$l not found on the host"; exit 1; }
-			p=$(readlink -f "$p")
-			mkdir -p "$R${p%/*}" && cp -L "$p" "$R${p%/*}/$l"
-		done
-	fi
 	cat >"$R/commands.json" <<'EOM'
 [{"id": "codex.version", "argv": ["codex", "--version"], "install": ["codex"], "env": ["HOME"]},
  {"id": "claude.version", "argv": ["claude", "--version"], "install": ["claude-code"], "env": ["HOME"]},
  {"id": "gemini.version", "argv": ["gemini", "--version"], "install": ["gemini"], "env": ["HOME"]}]
 EOM
 }
-# inroot ROOT CMD...: CMD in ROOT, a clean environment
-inroot() {
-	_r=$1
-	shift
-	run env -i PATH=/bin HOME=/home SSL_CERT_FILE=/ca.pem ABX_TOOLS_DIR=/tools ABX_SERVER_STATE_DIR=/state \
-		ABX_SERVER_TOKEN=tok "$UNSHARE" -m sh -c \
-		'r=$1; shift; mount -t proc proc "$r/proc" && mount --bind /dev "$r/dev" && exec "$0" "$r" "$@"' \
-		"$CHROOT" "$_r" "$@"
-}
+ROOT_ENV="HOME=/home SSL_CERT_FILE=/ca.pem ABX_TOOLS_DIR=/tools ABX_SERVER_STATE_DIR=/state ABX_SERVER_TOKEN=tok"
 serve_in() { # ROOT AGENTS-JSON -> $U, $SERVE_PID
 	printf '{"agents": %s, "commands": "/commands.json", "install": {"use_path": false}}\n' "$2" >"$1/server.json"
 	bg env -i PATH=/bin HOME=/home SSL_CERT_FILE=/ca.pem ABX_TOOLS_DIR=/tools ABX_SERVER_STATE_DIR=/state \
@@ -123,7 +96,7 @@ session() {
 
 # ---- scratch -----------------------------------------------------------------
 case $ROOTS in *" scratch "*)
-mkroot scratch
+root scratch
 S=$T/root-scratch
 inroot "$S" /abx prepare --only codex
 expect "scratch: prepare --only codex from registry.npmjs.org" 0 "codex 0.171.0: installed"
@@ -146,7 +119,7 @@ fi
 
 # ---- musl only (Alpine-like) ---------------------------------------------------
 case $ROOTS in *" musl "*)
-mkroot musl musl
+root musl musl
 M=$T/root-musl
 inroot "$M" /abx prepare --only claude-code
 expect "musl: prepare --only claude-code from registry.npmjs.org" 0 "claude-code 2.1.332: installed"
@@ -171,7 +144,7 @@ fi
 
 # ---- base: glibc without libstdc++ (distroless/base) ---------------------------
 case $ROOTS in *" base "*)
-mkroot base base
+root base base
 B=$T/root-base
 inroot "$B" /abx prepare --only gemini
 expect "base: gemini refused before any download (node-runtime needs libstdc++)" 3 "" \
@@ -187,7 +160,7 @@ expect "base: claude --version through the shim (no libstdc++ here)" 0 "2.1.332 
 
 # ---- glibc -------------------------------------------------------------------
 case $ROOTS in *" glibc "*)
-mkroot glibc glibc
+root glibc glibc
 G=$T/root-glibc
 inroot "$G" /abx prepare --only codex claude-code gemini
 expect "glibc: prepare codex, claude-code, gemini (and node-runtime)" 0 "gemini 0.61.0: installed"

@@ -316,6 +316,8 @@ check "reset must be a boolean: 400" test "$s" = 400
 s=$(A -H "$H" -X POST "$U/v1/ops/gone.run")
 check "a download answered 503 with Connection: close: 502 install.failed naming http.status" \
 	sh -c "test $s = 502 && grep -q '\"code\":\"install.failed\"' '$T/body' && grep -q 'http.status: .*HTTP 503 Service Unavailable' '$T/body'"
+check "... its details from the install job: phase fetch, the client's code" \
+	grep -q '"details":{"phase":"fetch","code":"http.status","url":"' "$T/body"
 check "... serve is still running" kill -0 "$SERVE_PID"
 check "... /health answers" test "$(A "$U/health")" = 200
 s=$(A -H "$H" -X POST "$U/v1/ops/hello.run" -d '{"word":"after"}')

@@ -10,15 +10,7 @@
 # gemini is JavaScript and node-runtime a glibc build.
 . "$TOP/tests/lib.sh"
 
-if [ "$(id -u)" != 0 ] || ! unshare -m true 2>/dev/null; then
-	skip "images" "needs root and mount namespaces (chroot, mount)"
-	exit 0
-fi
-case $(uname -m) in
-x86_64) GLD=/lib64/ld-linux-x86-64.so.2 MLD=/lib/ld-musl-x86_64.so.1 ;;
-aarch64) GLD=/lib/ld-linux-aarch64.so.1 MLD=/lib/ld-musl-aarch64.so.1 ;;
-*) skip "images" "no loader names for $(uname -m)"; exit 0 ;;
-esac
+chroot_ok images || exit 0
 [ -e "$MLD" ] || { not_ok "images" "$MLD missing: install Debian's musl package"; exit 1; }
 command -v gcc >/dev/null || { not_ok "images" "gcc is needed to build the fixtures"; exit 1; }
 LIBC6=$(gcc -print-file-name=libc.so.6)
@@ -27,41 +19,26 @@ LIBC6=$(readlink -f "$LIBC6")
 
 . "$FIXTURES/agent_pkgs.sh"
 
-# mkroot NAME [musl] [glibc]: $T/root-NAME
-mkroot() {
-	R=$T/root-$1
-	shift
-	mkdir -p "$R/etc" "$R/proc" "$R/dev" "$R/tmp" "$R/ca"
-	cp "$BIN" "$R/abx"
+# root NAME [musl | glibc]: mkroot with the fixtures' CA, manifests and hosts
+root() {
+	case ${2:-} in
+	glibc) mkroot "$1" glibc libc.so.6 ;;
+	*) mkroot "$1" ${2:-} ;;
+	esac
+	mkdir -p "$R/ca"
 	cp "$PKI/ca.pem" "$R/ca/ca.pem"
 	cp -r "$T/m" "$R/m"
 	echo "127.0.0.1 localhost" >"$R/etc/hosts"
-	for k in "$@"; do
-		case $k in
-		musl) mkdir -p "$R${MLD%/*}" && cp -L "$MLD" "$R$MLD" ;;
-		glibc) mkdir -p "$R${GLD%/*}" "$R${LIBC6%/*}" && cp -L "$GLD" "$R$GLD" && cp -L "$LIBC6" "$R$LIBC6" ;;
-		esac
-	done
 }
-UNSHARE=$(command -v unshare) CHROOT=$(command -v chroot)
-# inroot ROOT CMD...: CMD in ROOT with a clean environment; extra variables
-# through IN_ENV ("A=1 B=2").
-inroot() {
-	_r=$1
-	shift
-	# shellcheck disable=SC2086
-	run env -i PATH=/bin HOME=/ SSL_CERT_FILE=/ca/ca.pem ABX_INSTALL_NPM_REGISTRY="$REG" ABX_SERVER_INSTALL_ALLOW_HOSTS="${REG#https://}" ABX_MANIFESTS_DIR=/m \
-		ABX_TOOLS_DIR=/tools ABX_SERVER_STATE_DIR=/state ${IN_ENV:-} \
-		"$UNSHARE" -m sh -c 'r=$1; shift; mount -t proc proc "$r/proc" && mount --bind /dev "$r/dev" && exec "$0" "$r" "$@"' \
-		"$CHROOT" "$_r" "$@"
-}
+ROOT_ENV="HOME=/ SSL_CERT_FILE=/ca/ca.pem ABX_INSTALL_NPM_REGISTRY=$REG ABX_SERVER_INSTALL_ALLOW_HOSTS=${REG#https://}
+ABX_MANIFESTS_DIR=/m ABX_TOOLS_DIR=/tools ABX_SERVER_STATE_DIR=/state"
 fetched() { grep -c "GET /$1" "$T/reg.log" 2>/dev/null || true; }
 # requests that could download: every one but the HEAD doctor makes to see
 # the registry answer a TLS handshake
 asked() { grep -vc ' HEAD ' "$T/reg.log" || true; }
 
 # ---- scratch: nothing but the binary ---------------------------------------
-mkroot scratch
+root scratch
 S=$T/root-scratch
 inroot "$S" /abx prepare --only codex
 expect "scratch: prepare --only codex" 0 "codex 1.0.0: installed"
@@ -133,7 +110,7 @@ check "scratch: and says no PASS for the image's agents" sh -c "! grep -q 'PASS 
 check "scratch: still nothing downloaded" test "$(asked)" = "$before"
 
 # ---- musl only (Alpine-like) ------------------------------------------------
-mkroot musl musl
+root musl musl
 R=$T/root-musl
 inroot "$R" /abx prepare --only claude-code
 expect "musl: prepare --only claude-code" 0 "claude-code 1.0.0: installed"
@@ -147,7 +124,7 @@ inroot "$R" /abx doctor
 expect "musl: doctor names the loader" 0 "C library: musl (loader $MLD)"
 
 # ---- glibc --------------------------------------------------------------------
-mkroot glibc glibc
+root glibc glibc
 R=$T/root-glibc
 before=$(asked)
 inroot "$R" /abx prepare --only gemini

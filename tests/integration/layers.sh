@@ -132,11 +132,19 @@ grep -nE '^fail\(' core/*/*.c applets/*.c | grep -v '^applets/common\.c:' >>"$ba
 check "one hex encoder, one fail ($(head -3 "$bad" | cut -c1-120 | tr '\n' ' '))" test ! -s "$bad"
 
 # A directory's entries are read by fs_dir_names or fs_walk (core/base/fs.h)
-# only. The installer's own loops (install_publish.c, install_util.c) are
-# the known exceptions until its internals are rewritten.
-grep -nE '\b(fd)?opendir *\(' core/*/*.c applets/*.c |
-	grep -vE '^core/base/fs_walk\.c:|^core/install/(install_publish|install_util)\.c:' >"$bad"
+# only.
+grep -nE '\b(fd)?opendir *\(' core/*/*.c applets/*.c | grep -v '^core/base/fs_walk\.c:' >"$bad"
 check "directories are read through fs_dir_names ($(head -3 "$bad" | cut -c1-120 | tr '\n' ' '))" test ! -s "$bad"
+
+# A struct err starts zeroed (core/base/err.h): its details pointer is NULL
+# or the caller's buffer, never what the stack held before. A local
+# declared without an initializer (outside a struct's definition; static
+# ones are zeroed) is refused.
+awk '/^(static )?(typedef )?struct [a-z_0-9]* ?\{/ { ins = 1 }
+	/^\}/ { ins = 0 }
+	!ins && /^[ \t]+struct err [a-z_0-9]+(\[[^]]*\])?(, *[a-z_0-9]+)*;/ { print FILENAME ":" FNR ": " $0 }' \
+	core/*/*.c applets/*.c >"$bad"
+check "every struct err starts zeroed ($(head -3 "$bad" | cut -c1-120 | tr '\n' ' '))" test ! -s "$bad"
 
 # One assembly of the configuration stack (core/server/cfgstack.c): the
 # policy and the op registry are built from a configuration nowhere else.

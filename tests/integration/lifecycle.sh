@@ -49,6 +49,7 @@ check "serve logs that it waits for the token file" grep -q "$TF (not there yet:
 check "/health is 200 and says initialised false" sh -c \
 	"[ \"\$(curl -s -o '$T/h' -w '%{http_code}' http://127.0.0.1:$PORT/health)\" = 200 ] && grep -q '\"initialised\":false' '$T/h'"
 check "/ready is 503 server.not_initialised" sh -c "[ $(code /ready) = 503 ] && grep -q server.not_initialised '$T/body'"
+check "... with details.token_file" grep -qF "\"details\":{\"token_file\":\"$TF\"}" "$T/body"
 for p in /v1/ops /metrics /v1/agents/runtimes /nowhere; do
 	check "GET $p without a token is 503 server.not_initialised naming the file" sh -c \
 		"[ $(code $p) = 503 ] && grep -q '\"code\":\"server.not_initialised\"' '$T/body' && grep -qF '$TF is missing' '$T/body'"
@@ -141,6 +142,8 @@ if ! start_serve --config "$T/server.json"; then
 fi
 check "mode build, hello missing: /ready is 503 server.not_ready naming the tool" sh -c \
 	"[ $(code /ready) = 503 ] && grep -q '\"code\":\"server.not_ready\"' '$T/body' && grep -q '\"tool\":\"hello\"' '$T/body'"
+check "... and again (the answer kept a second), details.tool still there" sh -c \
+	"[ $(code /ready) = 503 ] && grep -q '\"details\":{\"tool\":\"hello\"}' '$T/body'"
 run "$BIN" healthcheck --ready --port "$PORT"
 expect "healthcheck --ready fails while a needed tool is missing" 1
 run "$BIN" healthcheck --port "$PORT"

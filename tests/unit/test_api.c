@@ -76,7 +76,7 @@ test_principal_by_digest(void **st)
 {
 	struct policy *p = calloc(1, sizeof(*p));
 	struct digest d;
-	struct err e;
+	struct err e = {0};
 
 	policy_init(p);
 	assert_int_equal(api_policy_has_tokens(p), 0);
@@ -96,7 +96,7 @@ test_token_file(void **st)
 {
 	char dir[] = "/tmp/abx-api-XXXXXX", sd[256], t1[80], t2[80], path[300];
 	struct stat sb;
-	struct err e;
+	struct err e = {0};
 	FILE *f;
 
 	assert_non_null(mkdtemp(dir));
@@ -145,7 +145,7 @@ test_placeholders_hostile(void **st)
 	char file[] = "/tmp/abx-api-cmdsXXXXXX", *argv[OP_ARGV_MAX + 1], *buf = malloc(OP_EXPAND_MAX);
 	struct json_doc doc;
 	struct ops o;
-	struct err e;
+	struct err e = {0};
 	int fd = mkstemp(file), argc;
 	const char *js;
 
@@ -267,7 +267,7 @@ static void *
 call(void *arg)
 {
 	struct caller *c = arg;
-	struct err e;
+	struct err e = {0};
 
 	c->rc = jobs_need(c->J, c->set, "tool", "p", "op", 5000, &c->v, &e);
 	return NULL;
@@ -313,7 +313,7 @@ test_jobs_pending_then_join_then_done(void **st)
 	struct config *set = jobs_set(&f, CFG_MODE_LAZY);
 	struct jobs *J = jobs_new(NULL, fake_install, NULL, NULL);
 	struct job_view v, v2, v3;
-	struct err e;
+	struct err e = {0};
 
 	assert_int_equal(jobs_need(J, set, "tool", "p", "op", 50, &v, &e), 1);
 	assert_int_equal(v.status, JOB_PENDING);
@@ -342,7 +342,7 @@ test_jobs_failure_backoff_reset(void **st)
 	struct jobs *J = jobs_new(NULL, fake_install, NULL, NULL);
 	struct job_view v;
 	struct jobs_stats s;
-	struct err e;
+	struct err e = {0};
 
 	assert_int_equal(jobs_need(J, set, "tool", "p", "op", 5000, &v, &e), -1);
 	assert_string_equal(e.code, "install.checksum_mismatch");
@@ -370,7 +370,7 @@ test_jobs_mode_build_never_starts_a_job(void **st)
 	struct jobs *J = jobs_new(NULL, fake_install, NULL, NULL);
 	struct job_view v;
 	struct jobs_stats s;
-	struct err e;
+	struct err e = {0};
 
 	assert_int_equal(jobs_need(J, set, "tool", "p", "op", 5000, &v, &e), -1);
 	assert_string_equal(e.code, "install.required");

@@ -46,7 +46,7 @@ static int
 group_setup(void **state)
 {
 	char cmd[1024], p[400];
-	struct err e;
+	struct err e = {0};
 	int fd;
 
 	snprintf(base, sizeof(base), "/tmp/abx-test-arc.XXXXXX");
@@ -73,7 +73,7 @@ group_setup(void **state)
 static int
 group_teardown(void **state)
 {
-	struct err e;
+	struct err e = {0};
 
 	return fs_rm_tree(base, &e);
 }
@@ -107,7 +107,7 @@ rd_read(void *ctx, const void **out)
 static int
 stage_reset(void)
 {
-	struct err e;
+	struct err e = {0};
 
 	if (fs_rm_tree(stage, &e) != 0)
 		return -1;
@@ -127,7 +127,7 @@ static void
 assert_outside_untouched(void)
 {
 	char d[FS_HEX_LEN], p[400];
-	struct err e;
+	struct err e = {0};
 	struct stat sb;
 
 	assert_int_equal(install_tree_list(outside, NULL, NULL, d, NULL, NULL, &e), 0);
@@ -174,7 +174,10 @@ static void
 refused(const char *name, enum arc_format f, const char *rule)
 {
 	struct arc_stats st;
-	struct err e;
+	struct err e = {0};
+	char ed[ERR_DETAILS_MAX];
+
+	err_keep_details(&e, ed, sizeof(ed));
 	struct stat sb;
 	int fds = unit_open_fds();
 
@@ -383,7 +386,7 @@ t_bomb_stripped(void **s)
 	char p[400];
 	struct arc_opts o;
 	struct arc_stats st;
-	struct err e;
+	struct err e = {0};
 	int i;
 
 	for (i = 0; i < 2; i++) {
@@ -415,7 +418,7 @@ t_total_cap_stops(void **s)
 	char p[400];
 	struct arc_opts o;
 	struct arc_stats st;
-	struct err e;
+	struct err e = {0};
 
 	arc_opts_init(&o, G);
 	o.max_total = 4u << 20;
@@ -433,7 +436,7 @@ t_entry_cap(void **s)
 	char p[400];
 	struct arc_opts o;
 	struct arc_stats st;
-	struct err e;
+	struct err e = {0};
 
 	arc_opts_init(&o, T);
 	o.max_entries = 100;
@@ -448,7 +451,7 @@ t_path_cap(void **s)
 {
 	char p[400];
 	struct arc_opts o;
-	struct err e;
+	struct err e = {0};
 
 	arc_opts_init(&o, G);
 	o.max_path = 10;
@@ -465,7 +468,7 @@ t_zip_pipe(void **s)
 	char p[400], cmd[500];
 	struct arc_opts o;
 	struct arc_stats st;
-	struct err e;
+	struct err e = {0};
 	FILE *f;
 	int dfd;
 
@@ -492,7 +495,7 @@ t_stream_bomb(void **s)
 {
 	struct arc_opts o;
 	struct arc_stats st;
-	struct err e;
+	struct err e = {0};
 	char p[400];
 
 	arc_opts_init(&o, Z);
@@ -507,7 +510,7 @@ t_stream_bomb(void **s)
 static void
 t_strict_modes(void **s)
 {
-	struct err e;
+	struct err e = {0};
 
 	assert_int_equal(extract("writable.tar", T, ARC_STRICT_MODES, NULL, &e), -1);
 	assert_non_null(strstr(e.msg, "group- or world-writable"));
@@ -518,7 +521,7 @@ t_writable_normalised(void **s)
 {
 	char p[400];
 	struct stat sb;
-	struct err e;
+	struct err e = {0};
 
 	assert_int_equal(extract("writable.tar", T, 0, NULL, &e), 0);
 	path_of(p, sizeof(p), stage, "ww");
@@ -534,7 +537,7 @@ t_owner_read_added(void **s)
 {
 	char p[400], hex[FS_HEX_LEN];
 	struct stat sb;
-	struct err e;
+	struct err e = {0};
 
 	assert_int_equal(extract("unreadable.tar", T, 0, NULL, &e), 0);
 	path_of(p, sizeof(p), stage, "f");
@@ -624,7 +627,7 @@ static void
 t_good_targz(void **s)
 {
 	struct arc_stats st;
-	struct err e;
+	struct err e = {0};
 
 	if (extract("good.tar.gz", G, 0, &st, &e) != 0)
 		fail_msg("%s", e.msg);
@@ -641,7 +644,7 @@ t_good_tar_strip(void **s)
 	char p[400];
 	struct arc_opts o;
 	struct arc_stats st;
-	struct err e;
+	struct err e = {0};
 
 	arc_opts_init(&o, T);
 	o.strip_components = 1;
@@ -655,7 +658,7 @@ t_good_tar_strip(void **s)
 static void
 t_good_gnu_tar(void **s)
 {
-	struct err e;
+	struct err e = {0};
 
 	if (extract("good_gnu.tar", T, 0, NULL, &e) != 0)
 		fail_msg("%s", e.msg);
@@ -665,7 +668,7 @@ t_good_gnu_tar(void **s)
 static void
 t_tar_gz_reads_plain_tar_only_as_tar(void **s)
 {
-	struct err e;
+	struct err e = {0};
 
 	/* gzip filter only; the tar reader still reads an uncompressed tar
 	 * (libarchive's pass-through), which is harmless: no other format
@@ -679,7 +682,7 @@ t_tar_gz_reads_plain_tar_only_as_tar(void **s)
 static void
 t_zip_smuggled(void **s)
 {
-	struct err e;
+	struct err e = {0};
 	char p[400];
 	struct stat sb;
 
@@ -693,7 +696,7 @@ t_zip_smuggled(void **s)
 static void
 t_good_zip(void **s)
 {
-	struct err e;
+	struct err e = {0};
 
 	if (extract("good.zip", Z, 0, NULL, &e) != 0)
 		fail_msg("%s", e.msg);
@@ -708,7 +711,7 @@ t_good_zip(void **s)
 static void
 t_zip_time_utc(void **s)
 {
-	struct err e;
+	struct err e = {0};
 	struct stat st;
 	char p[400];
 
@@ -726,7 +729,7 @@ t_zip_time_utc(void **s)
 static void
 t_nonascii_tar(void **s)
 {
-	struct err e;
+	struct err e = {0};
 
 	if (extract("nonascii.tar", T, 0, NULL, &e) != 0)
 		fail_msg("%s", e.msg);
@@ -737,7 +740,7 @@ static void
 t_npm_mode(void **s)
 {
 	struct arc_stats st;
-	struct err e;
+	struct err e = {0};
 	char p[400];
 	struct stat sb;
 
@@ -765,7 +768,7 @@ t_interleave(void **s)
 	                                    "a/b/w", "top",     "a/b/c/v", "ab/b/c/u"};
 	char deep[200] = "", p[400];
 	struct arc_stats st;
-	struct err e;
+	struct err e = {0};
 	size_t i;
 
 	if (extract("interleave.tgz", G, ARC_NPM, &st, &e) != 0)
@@ -822,7 +825,7 @@ t_on_file(void **s)
 {
 	char p[400];
 	struct arc_opts o;
-	struct err e;
+	struct err e = {0};
 
 	arc_opts_init(&o, G);
 	o.on_file = on_file;
@@ -904,7 +907,7 @@ t_read_error(void **s)
 	struct digest_ctx c;
 	struct arc_opts o;
 	struct arc_stats st;
-	struct err e;
+	struct err e = {0};
 	int dfd;
 
 	path_of(p, sizeof(p), arch, "many.tar.gz");
@@ -950,7 +953,7 @@ t_progress(void **s)
 	char p[400];
 	struct arc_opts o;
 	struct arc_stats st;
-	struct err e;
+	struct err e = {0};
 
 	arc_opts_init(&o, G);
 	o.progress = on_progress;
@@ -979,7 +982,7 @@ t_format_names(void **s)
 static void
 t_no_format(void **s)
 {
-	struct err e;
+	struct err e = {0};
 
 	assert_int_equal(extract("good.tar", ARC_FMT_NONE, 0, NULL, &e), -1);
 	assert_string_equal(e.code, "install.failed");
@@ -998,7 +1001,7 @@ t_tee(void **s)
 	struct digest_ctx c;
 	struct digest got, want;
 	struct arc_opts o;
-	struct err e;
+	struct err e = {0};
 	int i, fd, dfd;
 
 	for (i = 0; i < 2; i++) {
@@ -1066,7 +1069,7 @@ tap_record(void *ctx, const char *name, const struct stat *st, const unsigned ch
 	struct tapped *t = ctx;
 	char p[600];
 	struct digest d;
-	struct err e;
+	struct err e = {0};
 	int ok;
 
 	path_of(p, sizeof(p), stage, name);
@@ -1089,7 +1092,7 @@ t_threaded_digests(void **s)
 	char p[400];
 	struct arc_opts o;
 	struct arc_stats st;
-	struct err e;
+	struct err e = {0};
 	size_t i;
 
 	make_big(p, sizeof(p));
@@ -1130,7 +1133,10 @@ t_writer_fails_mid_entry(void **s)
 	struct arc_opts o;
 	struct arc_stats st;
 	struct rlimit old, lim;
-	struct err e;
+	struct err e = {0};
+	char ed[ERR_DETAILS_MAX];
+
+	err_keep_details(&e, ed, sizeof(ed));
 	size_t i;
 
 	make_big(p, sizeof(p));
@@ -1171,7 +1177,7 @@ t_threaded_cap(void **s)
 	char p[400];
 	struct arc_opts o;
 	struct arc_stats st;
-	struct err e;
+	struct err e = {0};
 	int fds = unit_open_fds();
 
 	make_big(p, sizeof(p));
@@ -1206,7 +1212,7 @@ copy_file_rec(void *ctx, const char *name, const struct stat *st, const unsigned
 {
 	struct copytap *t = ctx;
 	struct digest d;
-	struct err e;
+	struct err e = {0};
 	char p[700];
 
 	t->files++;
@@ -1255,7 +1261,7 @@ t_copies(void **s)
 	static const int modes[] = {ARC_THREADS_ONE, ARC_THREADS_TWO};
 	char p[400], c[900];
 	struct arc_opts o;
-	struct err e;
+	struct err e = {0};
 	size_t i;
 
 	make_big(p, sizeof(p));

@@ -58,7 +58,7 @@ test_get_verifies(void **state)
 	char cache[256], p[512], got[512], hex[DIGEST_HEX_MAX], h512[DIGEST_HEX_MAX], idx[512];
 	struct digest d512, d256;
 	struct buf mem = BUF_INIT(1024);
-	struct err e;
+	struct err e = {0};
 	int in_mem = 0;
 
 	snprintf(cache, sizeof(cache), "%s/c", dir);
@@ -103,7 +103,7 @@ test_alias_to_other_blob(void **state)
 {
 	char cache[256], p[512], got[512], hex[DIGEST_HEX_MAX], h512[DIGEST_HEX_MAX], idx[512];
 	struct digest a512, b256;
-	struct err e;
+	struct err e = {0};
 
 	snprintf(cache, sizeof(cache), "%s/c", dir);
 	mkdir(cache, 0700);
@@ -129,7 +129,7 @@ test_get_refuses(void **state)
 	struct digest d512, d256;
 	unsigned char sk[KEY_LEN];
 	const char *why = NULL;
-	struct err e;
+	struct err e = {0};
 	int fd = -1, i;
 
 	snprintf(cache, sizeof(cache), "%s/c", dir);
@@ -206,7 +206,7 @@ test_put_commit(void **state)
 	char cache[256], out[512], hex[DIGEST_HEX_MAX], h512[DIGEST_HEX_MAX], p[512];
 	struct digest want, got, sha;
 	struct cache_put cp;
-	struct err e;
+	struct err e = {0};
 
 	snprintf(cache, sizeof(cache), "%s/c", dir);
 	mkdir(cache, 0700);
@@ -453,7 +453,7 @@ test_put_unwritten(void **state)
 	struct digest want, got, sha;
 	struct cache_put cp;
 	struct fol f;
-	struct err e;
+	struct err e = {0};
 	pthread_t th;
 	int fd = 7, pass;
 
@@ -624,7 +624,7 @@ static int
 place(const char *cache, struct tap *t, char *meta, size_t mcap)
 {
 	char dst[256];
-	struct err e;
+	struct err e = {0};
 	int fd, rc;
 
 	snprintf(dst, sizeof(dst), "%s/dst", dir);
@@ -1163,7 +1163,7 @@ many(int proof)
 	size_t i = 0;
 	struct digest d;
 	struct stat st;
-	struct err e;
+	struct err e = {0};
 	FILE *f;
 	int fds;
 
@@ -1264,7 +1264,7 @@ test_tree_proof_touched(void **state)
 	struct tap t = {0};
 	char *pl;
 	size_t len;
-	struct err e;
+	struct err e = {0};
 
 	make_entry(cache, sizeof(cache));
 	assert_int_equal(utimensat(AT_FDCWD, entry_path(cache, "tree/a.txt", p, sizeof(p)), NULL, 0), 0);
@@ -1301,7 +1301,7 @@ test_tree_proof_just_touched(void **state)
 {
 	char cache[256], p[600];
 	struct tap t = {0};
-	struct err e;
+	struct err e = {0};
 
 	make_entry(cache, sizeof(cache));
 	assert_int_equal(utimensat(AT_FDCWD, entry_path(cache, "tree/a.txt", p, sizeof(p)), NULL, 0), 0);
@@ -1381,7 +1381,7 @@ test_tree_proof_old_entry(void **state)
 	struct buf b = BUF_INIT(1u << 20);
 	char *text, *nl, *sp;
 	size_t len;
-	struct err e;
+	struct err e = {0};
 
 	make_entry(cache, sizeof(cache));
 	snprintf(trees, sizeof(trees), "%s/trees", cache);
@@ -1488,7 +1488,7 @@ test_tree_dirty_mapping(void **state)
 	struct tap t = {0};
 	char *pl = NULL, *text = NULL, *m;
 	size_t plen, len;
-	struct err e;
+	struct err e = {0};
 	int fd;
 
 	make_entry(cache, sizeof(cache));
@@ -1558,7 +1558,7 @@ test_tree_place_many_damaged(void **state)
 {
 	char cache[256], c[1024];
 	static struct heard h;
-	struct err e;
+	struct err e = {0};
 	int fds;
 
 	make_many(cache, sizeof(cache));
@@ -1583,7 +1583,7 @@ dest_error(rlim_t limit)
 	char cache[256], c[1024];
 	static struct heard h;
 	struct rlimit old, rl;
-	struct err e;
+	struct err e = {0};
 	int fds, rc;
 
 	make_many(cache, sizeof(cache));

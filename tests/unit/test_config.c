@@ -24,7 +24,7 @@ static void
 test_not_json_is_json_syntax(void **state)
 {
 	struct config c;
-	struct err e;
+	struct err e = {0};
 
 	assert_int_equal(load_text(&c, "{\"install\": {\"mode\": \"lazy\",}}", &e), -1);
 	assert_string_equal(e.code, "json.syntax");
@@ -41,7 +41,7 @@ static void
 test_unknown_key_did_you_mean(void **state)
 {
 	struct config c;
-	struct err e;
+	struct err e = {0};
 
 	assert_int_equal(load_text(&c, "{\"install\": {\"mdoe\": \"build\"}}", &e), -1);
 	assert_string_equal(e.code, "config.invalid");
@@ -97,7 +97,7 @@ test_wrong_types_and_ranges(void **state)
 	    {"{\"server\": {\"host\": \"a;b\"}}", "server.host"},
 	};
 	struct config c;
-	struct err e;
+	struct err e = {0};
 	size_t i;
 
 	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -112,7 +112,7 @@ static void
 test_oversized_and_deep(void **state)
 {
 	struct config c;
-	struct err e;
+	struct err e = {0};
 	char *big = malloc(CFG_FILE_MAX + 16), deep[200];
 	int i;
 
@@ -136,7 +136,7 @@ static void
 test_missing_config_file(void **state)
 {
 	struct config c;
-	struct err e;
+	struct err e = {0};
 	char *env[] = {"ABX_SERVER_CONFIG=/nonexistent/server.json", NULL};
 
 	assert_int_equal(config_load(&c, "/nonexistent/x.json", no_env, NULL, 0, &e), -1);
@@ -149,7 +149,7 @@ static void
 test_bad_env_values(void **state)
 {
 	struct config c;
-	struct err e;
+	struct err e = {0};
 	char *env1[] = {"ABX_SERVER_INSTALL_MODE=fast", NULL};
 	char *env2[] = {"ABX_SERVER_PORT=90x", NULL};
 	char *env3[] = {"ABX_INSTALL_MODE=sometimes", NULL};
@@ -169,7 +169,7 @@ static void
 test_defaults(void **state)
 {
 	struct config c;
-	struct err e;
+	struct err e = {0};
 	char buf[64];
 
 	assert_int_equal(config_load(&c, NULL, no_env, NULL, 0, &e), 0);
@@ -275,7 +275,7 @@ test_option_table(void **state)
 {
 	struct config_flags f = {0};
 	struct config c;
-	struct err e;
+	struct err e = {0};
 	char buf[64];
 
 	assert_int_equal(config_option_key("tools-dir"), CK_TOOLS_DIR);
@@ -341,7 +341,7 @@ static void
 test_http_client_from_env(void **state)
 {
 	struct http_client *c;
-	struct err e;
+	struct err e = {0};
 
 	unsetenv("HTTPS_PROXY");
 	unsetenv("https_proxy");
@@ -375,7 +375,7 @@ test_precedence_every_layer(void **state)
 	char *env[] = {"ABX_TOOLS_DIR=/from/env", "ABX_SERVER_INSTALL_WAIT=7", NULL};
 	struct config_flag flags[] = {{"tools_dir", "/from/flag", "--tools-dir"}};
 	struct config c;
-	struct err e;
+	struct err e = {0};
 	char buf[CFG_PATH_MAX + 16];
 
 	assert_int_equal(config_load(&c, p, env, flags, 1, &e), 0);
@@ -402,7 +402,7 @@ static void
 test_relative_paths_resolve_against_file(void **state)
 {
 	struct config c;
-	struct err e;
+	struct err e = {0};
 	char want[600];
 
 	assert_int_equal(load_text(&c, "{\"commands\": \"cmds.json\", \"policy\": \"/abs/p.json\"}", &e), 0);
@@ -418,7 +418,7 @@ test_lists_from_env_and_file(void **state)
 	               "ABX_INSTALL_MIRROR=https://m.example/{host}/{path},/mnt/cache",
 	               "ABX_INSTALL_NPM_REGISTRY=https://registry.npmmirror.com", NULL};
 	struct config c;
-	struct err e;
+	struct err e = {0};
 	char buf[600];
 	const char *p = write_file("l.json", "{\"agents\": [\"claude-code\"], \"install\": {\"allow_hosts\": "
 	                                     "[\"m.example\", \"registry.npmmirror.com\"], \"mirrors\": "
@@ -442,7 +442,7 @@ test_mirror_host_must_be_allowed(void **state)
 	char *env_ok[] = {"ABX_INSTALL_MIRROR=https://m.example:8443/{host}/{path}",
 	                  "ABX_SERVER_INSTALL_ALLOW_HOSTS=m.example:8443", NULL};
 	struct config c;
-	struct err e;
+	struct err e = {0};
 
 	assert_int_equal(config_load(&c, NULL, env, NULL, 0, &e), -1);
 	assert_string_equal(e.code, "config.invalid");
@@ -468,7 +468,7 @@ test_restrict_only(void **state)
 	struct config_flag build[] = {{"install.mode", "build", "--mode"}};
 	const char *file_lazy = write_file("lazy.json", "{\"install\": {\"mode\": \"lazy\"}}");
 	struct config c;
-	struct err e;
+	struct err e = {0};
 	char buf[128];
 
 	/* a file cannot loosen the environment */
@@ -506,7 +506,7 @@ test_deprecated_alias(void **state)
 	char *both_looser_alias[] = {"ABX_SERVER_INSTALL_MODE=build", "ABX_INSTALL_MODE=lazy", NULL};
 	struct config_flag lazy[] = {{"install.mode", "lazy", "--mode"}};
 	struct config c;
-	struct err e;
+	struct err e = {0};
 	char buf[128];
 
 	assert_int_equal(config_load(&c, NULL, alias, NULL, 0, &e), 0);
@@ -531,7 +531,7 @@ test_unknown_env_variable_warns(void **state)
 	char *env[] = {"ABX_SERVER_INSTAL_MODE=build", "ABX_SERVER_TOKEN=secret", "ABX_SERVER_INTROSPECT=1",
 	               NULL};
 	struct config c;
-	struct err e;
+	struct err e = {0};
 
 	assert_int_equal(config_load(&c, NULL, env, NULL, 0, &e), 0);
 	assert_int_equal(c.install.mode, CFG_MODE_LAZY);
@@ -547,7 +547,7 @@ test_flags_validate(void **state)
 	struct config_flag bad[] = {{"server.port", "-5", "--port"}};
 	struct config_flag nokey[] = {{"server.prot", "5", "--port"}};
 	struct config c;
-	struct err e;
+	struct err e = {0};
 
 	assert_int_equal(config_load(&c, NULL, no_env, bad, 1, &e), -1);
 	assert_string_equal(e.code, "config.invalid");
@@ -571,7 +571,7 @@ static void
 test_full_schema_loads(void **state)
 {
 	struct config c;
-	struct err e;
+	struct err e = {0};
 	int k;
 	char buf[128];
 
@@ -625,7 +625,7 @@ test_session_env(void **state)
 	};
 	char *env[] = {"ABX_SERVER_SESSION_ENV=A,B_2", NULL};
 	struct config c;
-	struct err e;
+	struct err e = {0};
 	char doc[128];
 	size_t i;
 
@@ -648,7 +648,7 @@ test_oci_auth_path_too_long(void **state)
 {
 	char home[CFG_PATH_MAX], p[CFG_PATH_MAX + 64], basic[OCI_BASIC_MAX], was[4096];
 	FILE *f;
-	struct err e;
+	struct err e = {0};
 
 	unit_deep_dir(dir, home, sizeof(home), CFG_PATH_MAX - 1 - strlen("/.docker/config"));
 	snprintf(p, sizeof(p), "%s/.docker", home);
@@ -689,7 +689,7 @@ static void
 test_npm_auth_scopes(void **state)
 {
 	char hdr[256];
-	struct err e;
+	struct err e = {0};
 
 	unsetenv("ABX_INSTALL_NPM_TOKEN");
 	/* a line for another host, a longer host name, another port or another

@@ -58,7 +58,7 @@ static const char *
 feed(enum dialect d, const char *const *lines)
 {
 	struct dialect_stream s;
-	struct err e;
+	struct err e = {0};
 
 	got[0] = '\0';
 	nrec = 0;
@@ -210,7 +210,7 @@ test_limits(void **state)
 	                          "\"agent_message\",\"text\":\"a\\u0000b\"}}";
 	static const char many[] = "raw text={\"type\":\"turn.started\",\"x\":[0,0,";
 	struct dialect_stream s;
-	struct err e;
+	struct err e = {0};
 	size_t n = DIALECT_LINE_MAX + 1, i;
 	char *big = malloc(n);
 
@@ -258,7 +258,7 @@ test_callback_stops(void **state)
 	                           "\"file_change\",\"changes\":[{\"path\":\"a\",\"kind\":\"add\"},{"
 	                           "\"path\":\"b\",\"kind\":\"add\"}],\"status\":\"completed\"}}";
 	struct dialect_stream s;
-	struct err e;
+	struct err e = {0};
 
 	for (int at = 0; at < 2; at++) {
 		dialect_stream_init(&s, DIALECT_CODEX);
@@ -426,7 +426,7 @@ static void
 test_pending_bounded(void **state)
 {
 	struct dialect_stream s;
-	struct err e;
+	struct err e = {0};
 	char line[1024], path[DIALECT_PATH_MAX + 8];
 
 	dialect_stream_init(&s, DIALECT_GEMINI);
@@ -547,7 +547,7 @@ test_argv(void **state)
 	const char *argv[DIALECT_ARGV_MAX + 1], *extra[] = {"--yolo"};
 	struct dialect_turn t = {.bin = "/t/codex", .prompt = "-rf please", .cwd = "/w"};
 	char buf[256];
-	struct err e;
+	struct err e = {0};
 	int n;
 
 	n = dialect_argv(DIALECT_CODEX, &t, argv, buf, sizeof(buf), &e);
@@ -585,7 +585,7 @@ test_argv_refused(void **state)
 	const char *argv[DIALECT_ARGV_MAX + 1], *extra[DIALECT_ARGV_MAX];
 	struct dialect_turn t = {.bin = "b", .prompt = "p", .instructions = "i"};
 	char buf[64];
-	struct err e;
+	struct err e = {0};
 
 	assert_int_equal(dialect_argv(DIALECT_RAW, &t, argv, buf, sizeof(buf), &e), -1);
 	assert_string_equal(e.code, "request.invalid");
@@ -625,7 +625,7 @@ test_manifest_dialects(void **state)
 	struct manifest_set set;
 	const manifest_t *m;
 	enum dialect d;
-	struct err e;
+	struct err e = {0};
 
 	assert_int_equal(manifest_set_open(&set, NULL, &all, &e), 0);
 	for (int i = 0; i < 6; i += 2) {
@@ -674,7 +674,7 @@ fake_turn(enum dialect d, const char *prompt, const char *model, const char *ins
 	struct proc_capture c = {.cap = 1 << 20};
 	struct dialect_stream s;
 	struct proc p;
-	struct err e;
+	struct err e = {0};
 	const char *l, *nl;
 
 	snprintf(bin, sizeof(bin), "%s/fake", fake_dir);

@@ -12,7 +12,7 @@ static void
 test_parse_hex_rejects_bad_input(void **state)
 {
 	struct digest d;
-	struct err e;
+	struct err e = {0};
 
 	assert_int_equal(digest_parse_hex(DIGEST_SHA256, "abc", &d, "usage", &e), -1);
 	assert_string_equal(e.code, "usage");
@@ -80,7 +80,7 @@ static void
 test_sri_rejects_malformed(void **state)
 {
 	struct digest d;
-	struct err e;
+	struct err e = {0};
 
 	assert_int_equal(digest_parse_sri("", &d, "x", &e), -1);
 	assert_int_equal(digest_parse_sri(NULL, &d, "x", &e), -1);
@@ -134,7 +134,7 @@ static void
 test_sri_round_trip_and_strongest_wins(void **state)
 {
 	struct digest d, p;
-	struct err e;
+	struct err e = {0};
 	char sri[DIGEST_SRI_MAX], both[300];
 
 	digest_buf(DIGEST_SHA512, "abc", 3, &d);
@@ -174,7 +174,7 @@ test_file(void **state)
 {
 	char path[] = "/tmp/abx-digest-XXXXXX";
 	struct digest d;
-	struct err e;
+	struct err e = {0};
 	uint64_t n = 0;
 	char hex[DIGEST_HEX_MAX];
 	int fd = mkstemp(path);

@@ -24,7 +24,7 @@ test_status_and_remedy(void **state)
 static void
 test_format_one_line_and_fix(void **state)
 {
-	struct err e;
+	struct err e = {0};
 	char buf[1024];
 
 	assert_int_equal(err_set(&e, "install.checksum_mismatch", "codex: expected %s", "3f1c"), -1);
@@ -39,7 +39,7 @@ test_format_one_line_and_fix(void **state)
 static void
 test_format_truncates_and_ends_in_newline(void **state)
 {
-	struct err e;
+	struct err e = {0};
 	char buf[40];
 	char big[ERR_MSG_MAX + 200];
 
@@ -59,7 +59,7 @@ test_cut_at_a_character_boundary(void **state)
 {
 	static const char *const ch[] = {"\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x93\x81"};
 	char big[ERR_MSG_MAX + 16];
-	struct err e;
+	struct err e = {0};
 	size_t pad, n, i, k;
 
 	for (k = 0; k < 3; k++) {
@@ -85,17 +85,66 @@ test_cut_at_a_character_boundary(void **state)
 static void
 test_details_too_long_becomes_empty_object(void **state)
 {
-	struct err e;
-	char big[ERR_DETAILS_MAX + 10];
+	struct err e = {0};
+	char big[ERR_DETAILS_MAX + 10], ed[ERR_DETAILS_MAX];
 
+	err_keep_details(&e, ed, sizeof(ed));
 	err_set(&e, "install.failed", "x");
 	memset(big, 'a', sizeof(big) - 1);
 	big[sizeof(big) - 1] = '\0';
 	err_details(&e, big);
-	assert_string_equal(e.details, "{}");
+	assert_string_equal(err_details_text(&e), "{}");
 	err_details(&e, "{\"phase\":\"fetch\"}");
-	assert_string_equal(e.details, "{\"phase\":\"fetch\"}");
+	assert_string_equal(err_details_text(&e), "{\"phase\":\"fetch\"}");
 	err_set(NULL, "internal", "ignored");
+}
+
+/* Without a buffer nothing is kept (and nothing written anywhere); a copy
+ * carries the details into the destination's own buffer, or drops them. */
+static void
+test_details_only_where_kept(void **state)
+{
+	struct err e = {0}, into = {0}, none = {0};
+	char ed[ERR_DETAILS_MAX], id[32], small[8];
+
+	err_set(&e, "install.failed", "no buffer");
+	assert_int_equal(err_detail_str(&e, "phase", "fetch"), -1);
+	assert_int_equal(err_detail_int(&e, "n", 1), -1);
+	err_details(&e, "{\"a\":1}");
+	assert_null(e.details);
+	assert_string_equal(err_details_text(&e), "");
+	assert_string_equal(err_details_text(NULL), "");
+
+	err_keep_details(&e, ed, sizeof(ed));
+	err_set(&e, "install.failed", "kept");
+	assert_int_equal(err_detail_str(&e, "phase", "fetch"), 0);
+	e.sys = 5;
+	err_keep_details(&into, id, sizeof(id));
+	err_copy(&into, &e);
+	assert_string_equal(into.code, "install.failed");
+	assert_string_equal(into.msg, "kept");
+	assert_int_equal(into.sys, 5);
+	assert_ptr_equal(into.details, id);
+	assert_string_equal(err_details_text(&into), "{\"phase\":\"fetch\"}");
+	/* the destination's buffer too small for them: an empty object */
+	err_keep_details(&into, small, sizeof(small));
+	err_copy(&into, &e);
+	assert_string_equal(err_details_text(&into), "{}");
+	/* no buffer in the destination: the copy has no details */
+	err_copy(&none, &e);
+	assert_null(none.details);
+	assert_string_equal(none.msg, "kept");
+	/* copying a source without details empties the destination's */
+	err_copy(&into, &none);
+	assert_string_equal(err_details_text(&into), "");
+	/* err_clear empties them and keeps the buffer */
+	err_detail_str(&e, "x", "y");
+	err_clear(&e);
+	assert_ptr_equal(e.details, ed);
+	assert_string_equal(err_details_text(&e), "");
+	/* a buffer too small for "{}" keeps nothing */
+	err_keep_details(&e, small, 2);
+	assert_int_equal(err_detail_str(&e, "a", "b"), -1);
 }
 
 /* Details member by member: a path, a URL, a message with a quote, a
@@ -108,9 +157,11 @@ test_detail_members_round_trip(void **state)
 	static const char odd[] = "/tmp/q\"b\\s\nx\001\037\tend";
 	char big[ERR_DETAILS_MAX], k[16];
 	struct json_doc d;
-	struct err e, pe;
+	struct err e = {0}, pe = {0};
+	char ed[ERR_DETAILS_MAX];
 	int i;
 
+	err_keep_details(&e, ed, sizeof(ed));
 	err_set(&e, "install.failed", "x");
 	assert_string_equal(e.details, "");
 	assert_int_equal(err_detail_str(&e, "path", odd), 0);
@@ -134,8 +185,8 @@ test_detail_members_round_trip(void **state)
 	json_free(&d);
 	/* filled to the last byte, never past it */
 	for (i = 0; snprintf(k, sizeof(k), "p%d", i), err_detail_str(&e, k, "0123456789") == 0; i++)
-		assert_true(strlen(e.details) < sizeof(e.details));
-	assert_true(strlen(e.details) > sizeof(e.details) - 30);
+		assert_true(strlen(e.details) < sizeof(ed));
+	assert_true(strlen(e.details) > sizeof(ed) - 30);
 	assert_int_equal(json_parse(&d, e.details, strlen(e.details), NULL, &pe), 0);
 	json_free(&d);
 
@@ -147,7 +198,7 @@ test_detail_members_round_trip(void **state)
 static void
 test_message_may_quote_itself(void **state)
 {
-	struct err e;
+	struct err e = {0};
 
 	err_set(&e, "http.url", "bad host %s", "x");
 	err_set(&e, "http.proxy", "bad proxy URL: %s", e.msg);
@@ -157,7 +208,7 @@ test_message_may_quote_itself(void **state)
 static void
 test_wrap_keeps_sys_and_cause(void **state)
 {
-	struct err e, copy;
+	struct err e = {0}, copy = {0};
 
 	err_sys(&e, "io.error", ENOSPC, "writing x: %s", "disk says no");
 	err_wrap(&e, "install.failed", "kd 1.0: %s", e.msg);
@@ -165,9 +216,9 @@ test_wrap_keeps_sys_and_cause(void **state)
 	assert_string_equal(e.msg, "kd 1.0: writing x: disk says no");
 	assert_int_equal(e.sys, ENOSPC);
 	assert_string_equal(e.cause, "io.error");
-	/* a second wrap keeps the innermost cause; a struct copy keeps both */
+	/* a second wrap keeps the innermost cause; a copy keeps both */
 	err_wrap(&e, "install.failed", "again: %s", e.msg);
-	copy = e;
+	err_copy(&copy, &e);
 	assert_string_equal(copy.cause, "io.error");
 	assert_int_equal(copy.sys, ENOSPC);
 	assert_string_equal(err_root(&copy), "io.error");
@@ -206,6 +257,7 @@ main(void)
 	    cmocka_unit_test(test_format_truncates_and_ends_in_newline),
 	    cmocka_unit_test(test_cut_at_a_character_boundary),
 	    cmocka_unit_test(test_details_too_long_becomes_empty_object),
+	    cmocka_unit_test(test_details_only_where_kept),
 	    cmocka_unit_test(test_message_may_quote_itself),
 	    cmocka_unit_test(test_every_code_is_unique_and_dotted_or_known),
 	    cmocka_unit_test(test_wrap_keeps_sys_and_cause),

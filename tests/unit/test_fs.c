@@ -44,7 +44,7 @@ setup(void **state)
 static int
 teardown(void **state)
 {
-	struct err e;
+	struct err e = {0};
 
 	return fs_rm_tree(base, &e);
 }
@@ -52,7 +52,7 @@ teardown(void **state)
 static void
 t_mkdir_p(void **s)
 {
-	struct err e;
+	struct err e = {0};
 	struct stat sb;
 
 	assert_int_equal(fs_mkdir_p(P("a/b/c/"), 0755, &e), 0);
@@ -71,7 +71,7 @@ static void
 t_write_atomic(void **s)
 {
 	char buf[64];
-	struct err e;
+	struct err e = {0};
 	struct stat sb;
 	mode_t old = umask(077);
 	DIR *d;
@@ -102,7 +102,7 @@ t_read_small_caps(void **s)
 {
 	char buf[8], *p;
 	size_t len;
-	struct err e;
+	struct err e = {0};
 
 	put("seven", "1234567");
 	assert_int_equal(fs_read_small(P("seven"), buf, 8, &e), 7); /* fits exactly */
@@ -130,7 +130,7 @@ t_read_small_caps(void **s)
 static void
 t_rm_tree_does_not_follow(void **s)
 {
-	struct err e;
+	struct err e = {0};
 	struct stat sb;
 
 	assert_int_equal(fs_mkdir_p(P("out/keep"), 0755, &e), 0);
@@ -223,7 +223,7 @@ static void
 t_walk(void **s)
 {
 	struct seen w = {0};
-	struct err e;
+	struct err e = {0};
 
 	assert_int_equal(fs_mkdir_p(P("w/b/c"), 0755, &e), 0);
 	put("w/b/c/f", "x");
@@ -250,7 +250,7 @@ static void
 t_walk_post(void **s)
 {
 	struct seen w = {0};
-	struct err e;
+	struct err e = {0};
 	int fd;
 
 	assert_int_equal(fs_mkdir_p(P("w/b/c"), 0755, &e), 0);
@@ -290,7 +290,7 @@ static void
 t_walk_by_descriptor(void **s)
 {
 	struct seen w = {0};
-	struct err e;
+	struct err e = {0};
 
 	assert_int_equal(fs_mkdir_p(P("w/shut"), 0755, &e), 0);
 	assert_int_equal(fs_mkdir_p(P("elsewhere/x"), 0755, &e), 0);
@@ -314,7 +314,7 @@ t_dir_names(void **s)
 {
 	char **v;
 	size_t n;
-	struct err e;
+	struct err e = {0};
 	DIR *d;
 	int fd;
 
@@ -350,7 +350,7 @@ static void
 t_free_bytes(void **s)
 {
 	uint64_t n = 0;
-	struct err e;
+	struct err e = {0};
 
 	assert_int_equal(fs_free_bytes(base, &n, &e), 0);
 	assert_true(n > 0);
@@ -361,7 +361,7 @@ t_free_bytes(void **s)
 static void
 t_dir_safe(void **s)
 {
-	struct err e;
+	struct err e = {0};
 
 	assert_int_equal(fs_mkdir_p(P("safe"), 0700, &e), 0);
 	assert_int_equal(fs_dir_safe(P("safe"), &e), 0);
@@ -390,7 +390,7 @@ static void
 t_noexec_probe(void **s)
 {
 	struct statvfs v;
-	struct err e;
+	struct err e = {0};
 	int rc;
 
 	assert_int_equal(statvfs(base, &v), 0);
@@ -410,7 +410,7 @@ t_noexec_probe(void **s)
 static void
 t_noexec_mount(void **s)
 {
-	struct err e;
+	struct err e = {0};
 	int rc;
 
 	assert_int_equal(fs_mkdir_p(P("mnt"), 0700, &e), 0);
@@ -450,7 +450,7 @@ t_mount_point_and_dirname(void **s)
 static void
 t_syncfs_and_fsync_dir(void **s)
 {
-	struct err e;
+	struct err e = {0};
 
 	assert_int_equal(fs_syncfs(base, &e), 0);
 	assert_int_equal(fs_fsync_dir(base, &e), 0);
@@ -544,7 +544,7 @@ t_deep_trees(void **s)
 	pthread_attr_t at;
 	pthread_t th;
 	struct deep_job j;
-	struct err e;
+	struct err e = {0};
 	struct seen w;
 
 	/* the walk reads every field of j.w (skip, aux, stop_at, flags) */
@@ -592,7 +592,7 @@ t_read_input_follows_and_never_blocks(void **s)
 {
 	char link[512], *p = NULL;
 	size_t len;
-	struct err e;
+	struct err e = {0};
 	struct stat sb;
 	int fd;
 
@@ -626,7 +626,7 @@ t_read_input_follows_and_never_blocks(void **s)
 static void
 t_dir_open_safe(void **s)
 {
-	struct err e;
+	struct err e = {0};
 	struct stat sb;
 	int fd;
 
@@ -720,7 +720,7 @@ static void
 t_path_join(void **s)
 {
 	char b[8];
-	struct err e;
+	struct err e = {0};
 
 	assert_int_equal(fs_path_join(b, sizeof(b), "ab", "cdef", &e), 0);
 	assert_string_equal(b, "ab/cdef");

@@ -24,7 +24,7 @@ test_lists_and_ports(void **state)
 {
 	const char *a[] = {"registry.npmjs.org"}, *b[] = {"mirror.example:8443", "[::1]:9000"};
 	struct hostrule r;
-	struct err e;
+	struct err e = {0};
 
 	(void)state;
 	hostrule_init(&r, 1, "the manifest's hosts");
@@ -49,7 +49,7 @@ test_https_only_and_open(void **state)
 {
 	const char *a[] = {"h.example"};
 	struct hostrule r;
-	struct err e;
+	struct err e = {0};
 	int i;
 
 	(void)state;

@@ -51,7 +51,7 @@ test_url_refusals(void **state)
 	    "http://example.com/\x7f",
 	};
 	struct http_url u;
-	struct err e;
+	struct err e = {0};
 	char longurl[HTTP_URL_MAX + 10];
 	size_t i;
 
@@ -72,7 +72,7 @@ static void
 test_url_parts(void **state)
 {
 	struct http_url u;
-	struct err e;
+	struct err e = {0};
 	char buf[HTTP_URL_MAX];
 
 	assert_int_equal(
@@ -115,7 +115,7 @@ test_url_resolve(void **state)
 	    {"x#frag", "https://h.example/a/b/x"},
 	};
 	struct http_url base, out;
-	struct err e;
+	struct err e = {0};
 	char buf[HTTP_URL_MAX];
 	size_t i;
 
@@ -584,7 +584,7 @@ test_client_keepalive_hundreds(void **state)
 	struct http_request rq;
 	static struct http_response rs;
 	static struct collect c;
-	struct err e;
+	struct err e = {0};
 	int i;
 
 	srv_reset();
@@ -610,7 +610,7 @@ test_client_retries_closed_idle_connection(void **state)
 	struct http_request rq;
 	static struct http_response rs;
 	static struct collect c;
-	struct err e;
+	struct err e = {0};
 
 	srv_reset();
 	cl = http_client_new(&e);
@@ -630,7 +630,7 @@ test_client_redirect_rules_and_headers(void **state)
 	struct http_request rq;
 	static struct http_response rs;
 	static struct collect c;
-	struct err e;
+	struct err e = {0};
 	int calls = 0;
 
 	cl = http_client_new(&e);
@@ -701,7 +701,7 @@ test_client_framing(void **state)
 	static struct http_response rs;
 	static struct collect c;
 	char path[32];
-	struct err e;
+	struct err e = {0};
 	int k;
 
 	cl = http_client_new(&e);
@@ -726,7 +726,7 @@ test_client_errors(void **state)
 	struct http_request rq;
 	static struct http_response rs;
 	static struct collect c;
-	struct err e;
+	struct err e = {0};
 
 	cl = http_client_new(&e);
 	http_request_init(&rq, NULL);
@@ -795,7 +795,7 @@ test_client_error_answer_matrix(void **state)
 	struct http_request rq;
 	static struct http_response rs;
 	static struct collect c;
-	struct err e;
+	struct err e = {0};
 	char path[64], want[64];
 	size_t si, ci, fi;
 
@@ -870,7 +870,7 @@ test_client_peer_closes_at_every_byte(void **state)
 	struct http_request rq;
 	static struct http_response rs;
 	static struct collect c;
-	struct err e;
+	struct err e = {0};
 	size_t i, cut, len;
 	int r;
 
@@ -925,7 +925,7 @@ test_client_connect_timeout(void **state)
 	struct http_client *cl;
 	struct http_request rq;
 	static struct http_response rs;
-	struct err e;
+	struct err e = {0};
 	char url[64];
 	int lfd, fill[3], i;
 	int64_t t0;
@@ -971,7 +971,7 @@ static void
 test_client_proxy_settings(void **state)
 {
 	struct http_client *cl;
-	struct err e;
+	struct err e = {0};
 
 	cl = http_client_new(&e);
 	assert_non_null(cl);

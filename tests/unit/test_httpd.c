@@ -102,7 +102,10 @@ h_fast(const struct httpd_req *q, struct httpd_resp *w, void *arg)
 static void
 h_err(const struct httpd_req *q, struct httpd_resp *w, void *arg)
 {
-	struct err e;
+	struct err e = {0};
+	char ed[ERR_DETAILS_MAX];
+
+	err_keep_details(&e, ed, sizeof(ed));
 
 	err_set(&e, "install.failed", "tool \"x\" failed\nbadly");
 	err_details(&e, "{\"phase\":\"fetch\"}");
@@ -238,7 +241,7 @@ static int loop_rc;
 static void *
 run_loop(void *arg)
 {
-	struct err e;
+	struct err e = {0};
 
 	loop_rc = httpd_run(srv, &e);
 	return NULL;
@@ -248,7 +251,7 @@ static int
 setup(void **state)
 {
 	struct httpd_config c;
-	struct err e;
+	struct err e = {0};
 
 	httpd_config_defaults(&c);
 	c.host = "127.0.0.1";
@@ -475,12 +478,14 @@ test_error_envelope(void **state)
 		 * newlines and control bytes read back as they were */
 		static const char odd[] = "/p/q\"b\\s\n\001";
 		struct json_doc d;
-		struct err e;
+		struct err e = {0};
+		char ed[ERR_DETAILS_MAX];
 		const struct json_val *x;
 
+		err_keep_details(&e, ed, sizeof(ed));
 		err_set(&e, "install.failed", "cannot read %s", odd);
 		err_detail_str(&e, "path", odd);
-		assert_true(httpd_error_body(out, sizeof(out), e.code, e.msg, e.details) > 0);
+		assert_true(httpd_error_body(out, sizeof(out), e.code, e.msg, err_details_text(&e)) > 0);
 		assert_int_equal(json_parse(&d, out, strlen(out), NULL, &e), 0);
 		x = json_get(d.root, "error");
 		assert_string_equal(json_get_str(x, "code"), "install.failed");
@@ -613,7 +618,7 @@ static void
 test_bad_config(void **state)
 {
 	struct httpd_config c;
-	struct err e;
+	struct err e = {0};
 
 	httpd_config_defaults(&c);
 	c.workers = 0;
@@ -667,7 +672,7 @@ read_all(int fd, char *out, size_t cap)
 static void *
 run_other(void *arg)
 {
-	struct err e;
+	struct err e = {0};
 
 	httpd_run(arg, &e);
 	return NULL;
@@ -687,7 +692,7 @@ test_head_and_body_deadlines(void **state)
 	};
 	struct httpd_config c;
 	struct httpd *s;
-	struct err e;
+	struct err e = {0};
 	pthread_t th;
 	char out[4096];
 	size_t k;
@@ -742,7 +747,7 @@ test_partial_requests_capped(void **state)
 	enum { N = HTTPD_PARTIAL_PER_PEER + 4 };
 	struct httpd_config c;
 	struct httpd *s;
-	struct err e;
+	struct err e = {0};
 	pthread_t th;
 	char out[4096];
 	int fds[N], i, k, fd;
@@ -808,7 +813,7 @@ test_gate_before_the_body(void **state)
 	struct pollfd pf;
 	struct httpd_config c;
 	struct httpd *s;
-	struct err e;
+	struct err e = {0};
 	pthread_t th;
 	char out[4096];
 	int up[P + 1], heads[HEADS + 1], i, fd;
@@ -899,7 +904,7 @@ test_limits_refuse_without_reserve(void **state)
 	const char slow[] = "GET /slow HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
 	struct httpd_config c;
 	struct httpd *s;
-	struct err e;
+	struct err e = {0};
 	pthread_t th;
 	char out[4096];
 	int held[2], i, k, fd, n;

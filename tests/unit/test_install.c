@@ -57,7 +57,7 @@ test_tree_listing(void **state)
 	char p[256], hex[65], hex2[65], *text = NULL;
 	size_t len;
 	uint64_t files, bytes;
-	struct err e;
+	struct err e = {0};
 
 	snprintf(p, sizeof(p), "%s/t", dir);
 	mkdir(p, 0755);
@@ -150,7 +150,7 @@ test_proof_list_catches_each_change(void **state)
 	};
 	char root[256], *pl = NULL;
 	size_t len = 0, i;
-	struct err e;
+	struct err e = {0};
 
 	snprintf(root, sizeof(root), "%s/t", dir);
 	for (i = 0; i < sizeof(changes) / sizeof(changes[0]); i++) {
@@ -202,7 +202,7 @@ test_proof_quick(void **state)
 {
 	char root[256], *pl = NULL;
 	size_t len = 0;
-	struct err e;
+	struct err e = {0};
 	int64_t t0, waited;
 	int rc;
 
@@ -295,7 +295,7 @@ test_proof_cache(void **state)
 	size_t len = 0, len2 = 0, bl = 0;
 	unsigned long h0, l0, h, l;
 	struct install_proof_ref *r, *r2, *held;
-	struct err e;
+	struct err e = {0};
 	int i;
 
 	install_proof_cache_clear();
@@ -419,7 +419,7 @@ test_proof_list_large_tree(void **state)
 {
 	char root[256], *pl = NULL;
 	size_t len = 0;
-	struct err e;
+	struct err e = {0};
 	int n, k;
 
 	snprintf(root, sizeof(root), "%s/big", dir);
@@ -448,7 +448,7 @@ test_proof_list_hostile(void **state)
 	char root[256], *pl = NULL, *bad;
 	size_t len = 0, i;
 	uint32_t u;
-	struct err e;
+	struct err e = {0};
 
 	proof_tree();
 	snprintf(root, sizeof(root), "%s/t", dir);
@@ -505,7 +505,7 @@ static void
 test_run_scrubbed_and_bounded(void **state)
 {
 	char out[4096];
-	struct err e;
+	struct err e = {0};
 	char *env[] = {"/usr/bin/env", NULL};
 	char *sh[] = {"/bin/sh", "-c", "echo out; echo err >&2; exit 3", NULL};
 	char *slow[] = {"/bin/sh", "-c", "sleep 5", NULL};
@@ -559,7 +559,10 @@ test_check_only_and_modes(void **state)
 	static struct install_env c;
 	struct manifest_opts mo = {.platform = "linux-x64"};
 	struct install_result r;
-	struct err e;
+	struct err e = {0};
+	char ed[ERR_DETAILS_MAX];
+
+	err_keep_details(&e, ed, sizeof(ed));
 	char tools[128], marker[200];
 
 	config_defaults(&set);
@@ -641,7 +644,7 @@ test_npm_lock_parsed_once(void **state)
 	                   "UrTVRZKX+LQ+QtqJI4vBNibkPcs43bCCSIkn7JBPtCBXRDmD6IWFF51QVRr+Yg==\"}}}";
 	struct install_npm_info info;
 	struct json_w w;
-	struct err e;
+	struct err e = {0};
 	char path[256], url[512];
 
 	assert_non_null(m);
@@ -693,7 +696,10 @@ test_probe_cached_per_process(void **state)
 	struct install_env c1, c2;
 	struct sockaddr_in sa;
 	socklen_t sl = sizeof(sa);
-	struct err e;
+	struct err e = {0};
+	char ed[ERR_DETAILS_MAX];
+
+	err_keep_details(&e, ed, sizeof(ed));
 	char url[64];
 	unsigned long before;
 	int ls, n = 0, fd;
@@ -765,7 +771,7 @@ tarball_tool(const char *name, const char *requires, const char *cache)
 {
 	char cmd[1024], p[256], sha[65], man[1024];
 	struct digest d;
-	struct err e;
+	struct err e = {0};
 
 	snprintf(cmd, sizeof(cmd),
 	         "mkdir -p m src-%s/bin %s && printf '#!/bin/sh\\nexit 0\\n' >src-%s/bin/%s && "
@@ -797,7 +803,7 @@ test_requires_beside(void **state)
 	static struct install_env c;
 	struct manifest_opts mo = {.platform = "linux-x64"};
 	struct install_result r;
-	struct err e;
+	struct err e = {0};
 	char p[256];
 
 	tarball_tool("ubase", NULL, "tools/.cache");
@@ -880,7 +886,7 @@ test_artifact_swapped_after_hash(void **state)
 	static struct install_env c;
 	struct manifest_opts mo = {.platform = "linux-x64"};
 	struct install_result r;
-	struct err e;
+	struct err e = {0};
 	char p[256], body[64];
 	int fd;
 	ssize_t n;
@@ -932,7 +938,10 @@ test_artifact_swapped_after_hash(void **state)
 static void
 test_specific_code_by_fields_not_text(void **state)
 {
-	struct err e;
+	struct err e = {0};
+	char ed[ERR_DETAILS_MAX];
+
+	err_keep_details(&e, ed, sizeof(ed));
 
 	(void)state;
 	err_sys(&e, "install.failed", ENOSPC, "écriture de %s : plus de place", "/t/x");

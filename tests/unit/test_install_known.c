@@ -53,7 +53,7 @@ listing(const struct install_known *k, char hex[65], char **text)
 {
 	char p[256];
 	size_t len;
-	struct err e;
+	struct err e = {0};
 
 	snprintf(p, sizeof(p), "%s/t", dir);
 	if (install_tree_list_known(p, k, text, &len, hex, NULL, NULL, &e) != 0)

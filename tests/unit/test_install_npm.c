@@ -85,7 +85,7 @@ setup(void **state)
 {
 	struct manifest_opts mo = {.platform = "linux-x64"};
 	char p[256], line[64];
-	struct err e;
+	struct err e = {0};
 	FILE *f;
 	int i, port = 0;
 
@@ -160,7 +160,7 @@ teardown(void **state)
 static const manifest_t *
 tool(const char *name)
 {
-	struct err e;
+	struct err e = {0};
 	const manifest_t *m = manifest_get(&ms, name, &e);
 
 	if (m == NULL)
@@ -189,7 +189,7 @@ test_refusals_download_nothing(void **state)
 	int before = requests();
 	const manifest_t *nolock;
 	char p[512];
-	struct err e;
+	struct err e = {0};
 
 	set.install.mode = CFG_MODE_OFFLINE;
 	assert_int_equal(install_npm_fetch(&ctx, &rq, tool("app"), "linux-x64", &info, NULL, &e), -1);
@@ -255,7 +255,7 @@ static void
 test_integrity_mismatch(void **state)
 {
 	struct install_npm_info info;
-	struct err e;
+	struct err e = {0};
 
 	assert_int_equal(install_npm_fetch(&ctx, &rq, tool("badint"), "linux-x64", &info, NULL, &e), -1);
 	assert_string_equal(e.code, "install.checksum_mismatch");
@@ -272,7 +272,7 @@ test_fetch_then_stage_offline(void **state)
 	char p[512], hex[DIGEST_HEX_MAX], url[512];
 	struct json_w w;
 	struct stat st;
-	struct err e;
+	struct err e = {0};
 	int before;
 	FILE *f;
 	char lock[8192];

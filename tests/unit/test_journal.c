@@ -47,7 +47,7 @@ static void
 test_hostile_ids_and_lines(void **state)
 {
 	struct journal j;
-	struct err e;
+	struct err e = {0};
 
 	assert_int_equal(journal_create(&j, dir, "../escape", "{}", &e), -1);
 	assert_string_equal(e.code, "request.invalid");
@@ -72,7 +72,7 @@ static void
 test_memory_lines(void **state)
 {
 	struct journal j;
-	struct err e;
+	struct err e = {0};
 	char line[64];
 	const char *p;
 	size_t len;
@@ -101,7 +101,7 @@ static void
 test_file_roundtrip_and_partial_tail(void **state)
 {
 	struct journal j, k;
-	struct err e;
+	struct err e = {0};
 	char path[256], text[4096];
 	const char *p;
 	size_t len;
@@ -145,7 +145,7 @@ static void
 test_load_refuses_what_is_not_ours(void **state)
 {
 	struct journal j;
-	struct err e;
+	struct err e = {0};
 	char path[256];
 	int fd;
 
@@ -176,7 +176,7 @@ static void
 test_bad_line_ends_the_trusted_part(void **state)
 {
 	struct journal j;
-	struct err e;
+	struct err e = {0};
 	char path[256];
 	int fd;
 	const char *t = "{\"h\":1}\n{\"seq\":1}\ngarbage\n{\"seq\":3}\n";
@@ -201,7 +201,7 @@ test_at_a_descriptor_named_by_dir(void **state)
 	char sub[sizeof(dir) + 8], path[sizeof(sub) + 32], log[sizeof(dir) + 16], text[1024];
 	const char *line;
 	struct journal j;
-	struct err e;
+	struct err e = {0};
 	size_t len;
 	int dfd, full, saved, lfd;
 

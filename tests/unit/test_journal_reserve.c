@@ -24,7 +24,7 @@ teardown(void **state)
 static void
 put(struct journal *j, const char *text, int64_t want)
 {
-	struct err e;
+	struct err e = {0};
 	char *p = journal_reserve(j, 64);
 
 	assert_non_null(p);
@@ -36,7 +36,7 @@ static void
 test_in_place_lines_reach_memory_and_file(void **state)
 {
 	struct journal j, k;
-	struct err e;
+	struct err e = {0};
 	char path[256], buf[512];
 	const char *l;
 	size_t n;
@@ -74,7 +74,7 @@ static void
 test_commit_is_bounded_by_the_reservation(void **state)
 {
 	struct journal j;
-	struct err e;
+	struct err e = {0};
 	char *p;
 
 	assert_int_equal(journal_create(&j, NULL, "r2", "{}", &e), 0);
@@ -117,7 +117,7 @@ test_block_of_lines(void **state)
 	static const char block[] = "{\"b\":1}\n{\"b\":22}\n{\"b\":333}\n";
 	const uint32_t off[] = {0, 8, 17};
 	struct journal j, k;
-	struct err e;
+	struct err e = {0};
 	char path[256], buf[512];
 	const char *l;
 	size_t n;

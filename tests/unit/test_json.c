@@ -35,7 +35,7 @@ static void
 expect_fail_n(const char *text, size_t len, const struct json_limits *lim, const char *code, const char *msg)
 {
 	struct json_doc doc;
-	struct err e;
+	struct err e = {0};
 
 	if (parse_n(&doc, text, len, lim, &e) == 0) {
 		json_free(&doc);
@@ -60,7 +60,7 @@ rewrite_n(const char *text, size_t len, const struct json_limits *lim)
 {
 	struct json_doc doc;
 	struct json_w w;
-	struct err e;
+	struct err e = {0};
 	char *out;
 
 	if (parse_n(&doc, text, len, lim, &e) < 0)
@@ -100,7 +100,7 @@ test_truncated_at_every_offset(void **state)
 {
 	size_t n = strlen(sample), i;
 	struct json_doc doc;
-	struct err e;
+	struct err e = {0};
 
 	for (i = 0; i < n; i++) {
 		if (parse_n(&doc, sample, i, NULL, &e) == 0) {
@@ -125,7 +125,7 @@ test_every_prefix_of_scalars(void **state)
 	                             "\"\\u00e9\"", "-12.5e+3", "[1]",  "{\"a\":1}"};
 	size_t d, i;
 	struct json_doc doc;
-	struct err e;
+	struct err e = {0};
 
 	for (d = 0; d < sizeof(docs) / sizeof(docs[0]); d++) {
 		size_t n = strlen(docs[d]);
@@ -236,7 +236,7 @@ test_depth_limit(void **state)
 {
 	struct json_limits lim = json_default_limits;
 	struct json_doc doc;
-	struct err e;
+	struct err e = {0};
 	char buf[2 * 200 + 1];
 	int d;
 
@@ -272,7 +272,7 @@ test_deep_nesting_does_not_recurse(void **state)
 	char *buf = malloc(2 * n);
 	struct json_doc doc;
 	struct json_w w;
-	struct err e;
+	struct err e = {0};
 	const struct json_val *v;
 
 	assert_non_null(buf);
@@ -301,7 +301,7 @@ test_size_limit(void **state)
 {
 	struct json_limits lim = json_default_limits;
 	struct json_doc doc;
-	struct err e;
+	struct err e = {0};
 
 	lim.max_bytes = 7;
 	assert_int_equal(parse_n(&doc, "[1,2,3]", strlen("[1,2,3]"), &lim, &e), 0);
@@ -314,7 +314,7 @@ test_value_count_limit(void **state)
 {
 	struct json_limits lim = json_default_limits;
 	struct json_doc doc;
-	struct err e;
+	struct err e = {0};
 
 	lim.max_values = 4; /* the array and its three elements */
 	assert_int_equal(parse_n(&doc, "[1,2,3]", strlen("[1,2,3]"), &lim, &e), 0);
@@ -333,7 +333,7 @@ test_many_values(void **state)
 	size_t n = 500000, i, len;
 	char *buf = malloc(2 * n + 2);
 	struct json_doc doc;
-	struct err e;
+	struct err e = {0};
 	struct json_limits lim = json_default_limits;
 
 	assert_non_null(buf);
@@ -364,7 +364,7 @@ test_huge_string(void **state)
 	size_t n = 8u << 20, i;
 	char *buf = malloc(n + 2);
 	struct json_doc doc;
-	struct err e;
+	struct err e = {0};
 	struct json_limits lim = json_default_limits;
 
 	assert_non_null(buf);
@@ -398,7 +398,7 @@ test_duplicate_keys(void **state)
 {
 	struct json_limits lim = json_default_limits;
 	struct json_doc doc;
-	struct err e;
+	struct err e = {0};
 	const struct json_val *v;
 
 	expect_fail("{\"a\":1,\n \"b\":2, \"a\":3}", "json.syntax", "2:9: duplicate key \"a\"");
@@ -464,7 +464,7 @@ dup_many(size_t n)
 {
 	struct json_limits lim = json_default_limits;
 	struct json_doc doc;
-	struct err e;
+	struct err e = {0};
 	char *buf;
 
 	buf = big_object(n, "");
@@ -507,7 +507,7 @@ dup_every_position(void)
 {
 	struct json_limits lim = json_default_limits;
 	struct json_doc doc;
-	struct err e;
+	struct err e = {0};
 	char buf[2048], want[64];
 	size_t n, i, j, k, len, col;
 
@@ -564,7 +564,7 @@ static void
 test_all_escapes(void **state)
 {
 	struct json_doc doc;
-	struct err e;
+	struct err e = {0};
 	const char *in = "\"\\\"\\\\\\/\\b\\f\\n\\r\\t\\u0041\\u00e9\\u20AC\\uD83D\\uDE00\\u0000z\"";
 	const char want[] = "\"\\/\b\f\n\r\tA\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\0z";
 
@@ -590,7 +590,7 @@ static void
 test_numbers(void **state)
 {
 	struct json_doc doc;
-	struct err e;
+	struct err e = {0};
 	const struct json_val *a;
 	const char *in =
 	    "[0,-0,42,-42,9223372036854775807,-9223372036854775808,9223372036854775808,"
@@ -632,7 +632,7 @@ static void
 test_positions_of_values(void **state)
 {
 	struct json_doc doc;
-	struct err e;
+	struct err e = {0};
 	const char *in = "{\n  \"a\": [1,\n    \"x\"],\n\t\"b\": {}\n}";
 	const struct json_val *a, *b;
 
@@ -751,7 +751,7 @@ test_suite_y(void **state)
 	};
 	size_t i;
 	struct json_doc doc;
-	struct err e;
+	struct err e = {0};
 
 	for (i = 0; i < sizeof(y) / sizeof(y[0]); i++) {
 		if (parse_n(&doc, y[i], strlen(y[i]), NULL, &e) != 0)
@@ -955,7 +955,7 @@ test_suite_n(void **state)
 	};
 	size_t i;
 	struct json_doc doc;
-	struct err e;
+	struct err e = {0};
 
 	for (i = 0; i < sizeof(n) / sizeof(n[0]); i++) {
 		if (parse_n(&doc, n[i], strlen(n[i]), NULL, &e) == 0) {
@@ -970,7 +970,7 @@ static void
 test_accessors(void **state)
 {
 	struct json_doc doc;
-	struct err e;
+	struct err e = {0};
 	const char *in = "{\"s\":\"str\",\"n\":1,\"o\":{\"k\":\"v\"}}";
 
 	assert_int_equal(parse_n(&doc, in, strlen(in), NULL, &e), 0);
@@ -1009,7 +1009,7 @@ test_parse_file(void **state)
 {
 	struct json_limits lim = json_default_limits;
 	struct json_doc doc;
-	struct err e;
+	struct err e = {0};
 	const char *p;
 	char want[600];
 
@@ -1054,7 +1054,7 @@ test_parse_file_not_regular(void **state)
 	 * file: a pipe is refused at once, even with its writer still open and
 	 * silent (reading it, or opening a FIFO, would wait forever). */
 	struct json_doc doc;
-	struct err e;
+	struct err e = {0};
 	char path[256];
 	int fds[2];
 
@@ -1161,7 +1161,7 @@ test_writer_doubles(void **state)
 	                              -1e-7};
 	struct json_w w;
 	struct json_doc doc;
-	struct err e;
+	struct err e = {0};
 	size_t i;
 
 	json_w_init(&w, 4096);
@@ -1258,7 +1258,7 @@ test_writer_members_and_reset(void **state)
 {
 	struct json_w w, m;
 	struct json_doc d;
-	struct err e;
+	struct err e = {0};
 	char *mem;
 
 	json_w_init(&m, 256);
@@ -1400,7 +1400,7 @@ test_alloc_failure_parse(void **state)
 	char *big =
 	    big_object(3000, ",\"s\":\"\\u00e9\\ud83d\\ude00 long long long long\",\"a\":[[[1.5]],{}]");
 	struct json_doc doc;
-	struct err e;
+	struct err e = {0};
 	long n;
 	int ok = 0;
 
@@ -1429,7 +1429,7 @@ test_alloc_failure_file_and_writer(void **state)
 	const char *p = tmpfile_with("alloc.json", "[1,{\"a\":\"b\"},[[]]]", 18);
 	struct json_doc doc;
 	struct json_w w;
-	struct err e;
+	struct err e = {0};
 	long n;
 	int ok;
 
@@ -1471,7 +1471,7 @@ test_dup_key_alloc_failure_falls_back(void **state)
 	struct json_limits lim = json_default_limits;
 	char *big = big_object(100, ",\"k5\":0");
 	struct json_doc doc;
-	struct err e;
+	struct err e = {0};
 
 	lim.reject_dup_keys = 0;
 	assert_int_equal(json_parse(&doc, big, strlen(big), &lim, &e), 0);

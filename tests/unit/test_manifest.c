@@ -46,7 +46,7 @@ static void
 expect_invalid(const char *text, const char *path_and_what)
 {
 	manifest_t *m = malloc(sizeof(*m));
-	struct err e;
+	struct err e = {0};
 
 	err_clear(&e);
 	assert_int_equal(parse(m, text, &x64, &e), -1);
@@ -61,7 +61,7 @@ static void
 test_not_json_keeps_json_code(void **state)
 {
 	manifest_t *m = malloc(sizeof(*m));
-	struct err e;
+	struct err e = {0};
 
 	assert_int_equal(parse(m, "{\"schema\":1,", &x64, &e), -1);
 	assert_string_equal(e.code, "json.syntax");
@@ -127,7 +127,7 @@ static void
 test_unpacked_size(void **state)
 {
 	manifest_t *m = malloc(sizeof(*m));
-	struct err e;
+	struct err e = {0};
 	const char *plats = "\"platforms\":[\"linux-x64\"],";
 
 	expect_invalid(tarball("t", NULL, "\"unpacked_size\":7", SHA_A),
@@ -167,7 +167,7 @@ test_no_trust_on_first_use(void **state)
 	manifest_t *m = malloc(sizeof(*m));
 	struct manifest_opts unp = {.platform = "linux-x64", .allow_unpinned = 1};
 	struct manifest_opts arm = {.platform = "linux-arm64"};
-	struct err e;
+	struct err e = {0};
 
 	/* the running platform lacks a digest: refused */
 	expect_invalid(tarball("t", NULL, NULL, NULL), "$.source.platforms.linux-x64.sha256: missing");
@@ -186,7 +186,7 @@ static void
 test_unpinned_refused_in_production(void **state)
 {
 	static struct config dev, prod;
-	struct err e;
+	struct err e = {0};
 
 	snprintf(prod.environment, sizeof(prod.environment), "production");
 	setenv("ABX_INSTALL_UNPINNED", "1", 1);
@@ -237,7 +237,7 @@ static void
 test_libc_and_env(void **state)
 {
 	manifest_t *m = malloc(sizeof(*m));
-	struct err e;
+	struct err e = {0};
 
 	(void)state;
 	assert_int_equal(parse(m,
@@ -315,7 +315,7 @@ static void
 test_verify_env(void **state)
 {
 	manifest_t *m = malloc(sizeof(*m));
-	struct err e;
+	struct err e = {0};
 
 	(void)state;
 	assert_int_equal(
@@ -370,7 +370,7 @@ static void
 test_versions_and_requires(void **state)
 {
 	struct manifest_require r;
-	struct err e;
+	struct err e = {0};
 
 	assert_true(manifest_version_cmp("22.23.5", "18.0.0") > 0);
 	assert_true(manifest_version_cmp("v18.0.0", "18") == 0);
@@ -430,7 +430,7 @@ static void
 test_set_requires_cycle_and_min(void **state)
 {
 	struct manifest_set s;
-	struct err e;
+	struct err e = {0};
 	char order[8][MANIFEST_NAME_MAX];
 	const manifest_t *m;
 
@@ -485,7 +485,7 @@ test_set_override_and_unpinned_files(void **state)
 {
 	struct manifest_set s;
 	struct manifest_opts unp = {.platform = "linux-x64", .allow_unpinned = 1};
-	struct err e;
+	struct err e = {0};
 	const manifest_t *m;
 	char *t;
 
@@ -517,7 +517,7 @@ test_too_large_file(void **state)
 {
 	manifest_t *m = malloc(sizeof(*m));
 	char path[256], *big = malloc(MANIFEST_MAX_BYTES + 2);
-	struct err e;
+	struct err e = {0};
 
 	assert_non_null(m);
 	assert_non_null(big);
@@ -537,7 +537,7 @@ test_npm_lock_validation(void **state)
 {
 	manifest_t *m = malloc(sizeof(*m));
 	char path[256];
-	struct err e;
+	struct err e = {0};
 	const char *man =
 	    "{\"schema\":1,\"name\":\"codex\",\"binary\":\"codex\",\"version\":\"0.1.0\","
 	    "\"requires\":[\"node-runtime>=18\"],\"source\":{\"type\":\"npm-lock\",\"package\":\"@openai/"
@@ -615,7 +615,7 @@ test_embedded_bytes(void **state)
 	char path[512], *want;
 	const char *got;
 	size_t len;
-	struct err e;
+	struct err e = {0};
 	int i;
 
 	for (i = 0; embedded_manifests[i].path != NULL; i++) {
@@ -639,7 +639,7 @@ test_builtin_manifests_load(void **state)
 {
 	struct manifest_set s;
 	struct manifest_opts all = {.platform = "all"}, arm = {.platform = "linux-arm64"};
-	struct err e;
+	struct err e = {0};
 	const manifest_t *m;
 	int i, n = 0;
 
@@ -673,7 +673,7 @@ static void
 test_run_dialect(void **state)
 {
 	manifest_t *m = malloc(sizeof(*m));
-	struct err e;
+	struct err e = {0};
 
 	assert_int_equal(
 	    parse(m,
@@ -703,7 +703,7 @@ static void
 test_run_extra(void **state)
 {
 	manifest_t *m = malloc(sizeof(*m));
-	struct err e;
+	struct err e = {0};
 
 	assert_int_equal(parse(m,
 	                       tarball("t", NULL,

@@ -48,7 +48,7 @@ static void
 expect_bad(const char *src, const char *what)
 {
 	manifest_t *m = new_manifest();
-	struct err e;
+	struct err e = {0};
 
 	assert_int_equal(validate(m, src, &e), -1);
 	assert_string_equal(e.code, "install.manifest_invalid");
@@ -102,7 +102,7 @@ static void
 test_fields_accepted(void **state)
 {
 	manifest_t *m = new_manifest();
-	struct err e;
+	struct err e = {0};
 
 	assert_int_equal(validate(m,
 	                          "{\"type\": \"npm-lock\", " GOOD_FIELDS ", \"bin\": \"bin/codex.js\", "
@@ -121,7 +121,7 @@ test_bin_placeholders(void **state)
 {
 	manifest_t *m = new_manifest();
 	char want[256];
-	struct err e;
+	struct err e = {0};
 	const char *arch =
 	    strcmp(manifest_platform_self(), MANIFEST_PLATFORM_ARM64) == 0 ? "aarch64" : "x86_64";
 
@@ -151,7 +151,7 @@ load_config(const char *level, int ok)
 	static struct config c;
 	char kv[64];
 	char *envp[] = {kv, NULL};
-	struct err e;
+	struct err e = {0};
 
 	snprintf(kv, sizeof(kv), "ABX_INSTALL_CPU_LEVEL=%s", level);
 	assert_int_equal(config_load(&c, NULL, envp, NULL, 0, &e), ok ? 0 : -1);
@@ -166,7 +166,7 @@ static const char *
 baseline_bin(const char *level, const char *avx2)
 {
 	static manifest_t *m;
-	struct err e;
+	struct err e = {0};
 
 	free(m);
 	m = new_manifest();
@@ -239,7 +239,7 @@ test_lock_checked(void **state)
 {
 	const char *good = "https://registry.npmjs.org/@openai/codex/-/codex-0.1.0.tgz";
 	const char *other = "https://npm.example.com/@openai/codex/-/codex-0.1.0.tgz";
-	struct err e;
+	struct err e = {0};
 
 	mirror = NULL;
 	assert_int_equal(check_lock(lock_text(good), &e), 0);

@@ -115,7 +115,7 @@ test_link_bins(void **state)
 	struct npmlock_pkg root = {.path = "node_modules/@s/t", .name = "@s/t", .version = "1.0.0"};
 	struct npmlock_bin bins[1];
 	struct npmlock l;
-	struct err e;
+	struct err e = {0};
 	struct stat sb;
 	char p[512], link[512];
 	ssize_t n;
@@ -202,7 +202,7 @@ test_source(void **state)
 	struct npm_opts o;
 	struct npm_stats st;
 	struct npmlock l;
-	struct err e;
+	struct err e = {0};
 	int i;
 
 	memset(&l, 0, sizeof(l));

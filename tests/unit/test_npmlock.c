@@ -87,7 +87,7 @@ static void
 expect_bad(const char *extra, const char *code, const char *needle)
 {
 	struct npmlock l;
-	struct err e;
+	struct err e = {0};
 	struct npmlock_opts o = opts();
 
 	memset(&e, 0, sizeof(e));
@@ -108,7 +108,7 @@ static void
 load_raw_bad(const char *text, const char *code, const char *needle)
 {
 	struct npmlock l;
-	struct err e;
+	struct err e = {0};
 	struct npmlock_opts o = opts();
 	char *x = expand(text);
 
@@ -294,7 +294,7 @@ static void
 test_bin_escape_refused(void **state)
 {
 	struct npmlock l;
-	struct err e;
+	struct err e = {0};
 	struct npmlock_opts o = opts();
 	const char *t =
 	    "{\"lockfileVersion\": 3, \"packages\": {\"node_modules/@openai/codex\": {\"version\": "
@@ -337,7 +337,7 @@ static void
 test_good_lockfile(void **state)
 {
 	struct npmlock l;
-	struct err e;
+	struct err e = {0};
 	struct npmlock_opts o = opts();
 	const char *extra =
 	    /* scoped, nested, an npm: alias (Codex's platform packages) */
@@ -426,7 +426,7 @@ static void
 test_mirror_host_accepted(void **state)
 {
 	struct npmlock l;
-	struct err e;
+	struct err e = {0};
 	struct npmlock_opts o = opts();
 	const char *extra = ", \"node_modules/x\": {\"version\": \"1.0.0\", \"resolved\": "
 	                    "\"https://mirror.example:444/npm/x/-/x-1.0.0.tgz\", \"integrity\": \"@512\"}";
@@ -441,7 +441,7 @@ static void
 test_bin_normalisation(void **state)
 {
 	struct npmlock l;
-	struct err e;
+	struct err e = {0};
 	struct npmlock_opts o = opts();
 	char *x;
 
@@ -478,7 +478,7 @@ static void
 test_platform_match(void **state)
 {
 	struct json_doc d;
-	struct err e;
+	struct err e = {0};
 	static const struct {
 		const char *json, *value;
 		int want;

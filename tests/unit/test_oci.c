@@ -50,7 +50,7 @@ test_ref_refused(void **state)
 	    "oci://h/r\x80",
 	};
 	struct oci_ref r;
-	struct err e;
+	struct err e = {0};
 	char longrepo[400];
 	size_t i;
 
@@ -73,7 +73,7 @@ static void
 test_ref_accepted(void **state)
 {
 	struct oci_ref r;
-	struct err e;
+	struct err e = {0};
 
 	(void)state;
 	assert_int_equal(ref("oci://Registry.Example/team/tools", &r, &e), 0);
@@ -138,7 +138,7 @@ test_challenge_refused(void **state)
 	    "Bearer realm=\"a\x01\"",
 	};
 	struct oci_challenge c;
-	struct err e;
+	struct err e = {0};
 	char big[3000];
 	size_t i;
 
@@ -158,7 +158,7 @@ static void
 test_challenge_accepted(void **state)
 {
 	struct oci_challenge c;
-	struct err e;
+	struct err e = {0};
 
 	(void)state;
 	assert_int_equal(chal("Bearer realm=\"https://auth.example/token\",service=\"registry.example\","
@@ -183,7 +183,7 @@ static void
 test_token(void **state)
 {
 	char tok[OCI_TOKEN_MAX], *big;
-	struct err e;
+	struct err e = {0};
 	static const char *const bad[] = {"",
 	                                  "{",
 	                                  "[]",
@@ -225,7 +225,7 @@ static void
 test_docker_config(void **state)
 {
 	char basic[OCI_BASIC_MAX];
-	struct err e;
+	struct err e = {0};
 
 	(void)state;
 	/* YWxpY2U6czNjcmV0 = alice:s3cret */
@@ -271,7 +271,7 @@ test_manifest(void **state)
 	struct oci_annotation a[1] = {{"dev.agent-sandbox.tool", "codex"}};
 	struct json_doc d;
 	struct json_w w;
-	struct err e;
+	struct err e = {0};
 
 	(void)state;
 	json_w_init(&w, 1 << 16);
@@ -321,7 +321,7 @@ test_manifest_layers(void **state)
 	const char *a64 = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 	char doc[2048];
 	struct seen s;
-	struct err e;
+	struct err e = {0};
 	size_t i;
 
 	(void)state;

@@ -88,7 +88,7 @@ test_bad_commands(void **state)
 	     "parameter name"},
 	};
 	struct ops o;
-	struct err e;
+	struct err e = {0};
 	size_t i;
 
 	assert_int_equal(ops_init(&o, &e), 0);
@@ -104,7 +104,7 @@ static void
 test_agent_ops(void **state)
 {
 	struct ops o;
-	struct err e;
+	struct err e = {0};
 	const struct op *op;
 
 	assert_int_equal(ops_init(&o, &e), 0);
@@ -139,7 +139,7 @@ test_build_from_config(void **state)
 {
 	struct config c;
 	struct ops o;
-	struct err e;
+	struct err e = {0};
 
 	config_defaults(&c);
 	c.agents.n = 2;
@@ -163,7 +163,7 @@ test_many_commands_grow(void **state)
 	char *text = malloc(OPS_MAX * 64 + 16);
 	size_t len = 0;
 	struct ops o;
-	struct err e;
+	struct err e = {0};
 	int i;
 
 	len += sprintf(text + len, "[");
@@ -206,7 +206,7 @@ static void
 test_expand_hostile(void **state)
 {
 	struct ops o;
-	struct err e;
+	struct err e = {0};
 	char *argv[OP_ARGV_MAX + 1], buf[OP_EXPAND_MAX];
 	const struct op *op;
 
@@ -237,7 +237,7 @@ static void
 test_expand_plain_argv(void **state)
 {
 	struct ops o;
-	struct err e;
+	struct err e = {0};
 	char *argv[OP_ARGV_MAX + 1], buf[OP_EXPAND_MAX];
 	const struct op *op;
 

@@ -36,7 +36,7 @@ fx_open(const char *preset)
 {
 	struct manifest_opts mo = {.platform = "linux-x64"};
 	struct fx *x = calloc(1, sizeof(*x));
-	struct err e;
+	struct err e = {0};
 
 	assert_non_null(x);
 	if (manifest_set_open(&x->ms, mdir, &mo, &e) != 0)
@@ -119,7 +119,7 @@ static void
 test_missing_manifest_is_an_error(void **state)
 {
 	struct fx *x = fx_open("admin");
-	struct err e;
+	struct err e = {0};
 
 	assert_int_equal(ops_add_agent(&x->o, "nosuch", NULL, NULL, &e), 0);
 	assert_int_equal(plan_build(&x->p, &x->o, &x->pol, &x->ms, 1, never, NULL, &e), -1);
@@ -154,7 +154,7 @@ test_codex_plans_node_then_codex(void **state)
 {
 	struct fx *x = fx_open("admin");
 	const struct plan_tool *t;
-	struct err e;
+	struct err e = {0};
 	char buf[256];
 
 	assert_int_equal(ops_add_agent(&x->o, "codex", NULL, NULL, &e), 0);
@@ -180,7 +180,7 @@ static void
 test_path_node_leaves_codex_only(void **state)
 {
 	struct fx *x = fx_open("admin");
-	struct err e;
+	struct err e = {0};
 	char buf[256];
 
 	assert_int_equal(ops_add_agent(&x->o, "codex", NULL, NULL, &e), 0);
@@ -198,7 +198,7 @@ static void
 test_strongest_minimum_is_asked(void **state)
 {
 	struct fx *x = fx_open("admin");
-	struct err e;
+	struct err e = {0};
 	char buf[256];
 
 	assert_int_equal(ops_add_agent(&x->o, "codex", NULL, NULL, &e), 0);
@@ -216,7 +216,7 @@ static void
 test_policy_decides_what_is_mounted(void **state)
 {
 	struct fx *x;
-	struct err e;
+	struct err e = {0};
 	char buf[256];
 
 	/* readonly: no op that installs is callable */
@@ -252,7 +252,7 @@ static void
 test_commands_install_with_requires(void **state)
 {
 	struct fx *x = fx_open("admin");
-	struct err e;
+	struct err e = {0};
 	char path[1100], buf[256];
 	FILE *f;
 
@@ -279,7 +279,7 @@ test_default_path_check(void **state)
 	struct fx *x = fx_open("admin");
 	const manifest_t *m;
 	char bin[1100], file[1200], ww[1100], entry[PATH_MAX], ver[64], *old = getenv("PATH"), saved[8192];
-	struct err e;
+	struct err e = {0};
 	FILE *f;
 
 	snprintf(saved, sizeof(saved), "%s", old ? old : "/usr/bin:/bin");

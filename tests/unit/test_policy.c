@@ -19,7 +19,7 @@ test_bad_patterns(void **state)
 {
 	static const char *const bad[] = {"",     ".",    "a..b", "a.",  ".a",  "**.x", "a.**.b",
 	                                  "a.b*", "a.*b", "a b",  "a/b", "***", "a.$"};
-	struct err e;
+	struct err e = {0};
 	size_t i;
 	char big[POL_PATTERN_MAX + 2];
 
@@ -65,7 +65,7 @@ test_bad_policy_files(void **state)
 	     "expected a string"},
 	};
 	struct policy p;
-	struct err e;
+	struct err e = {0};
 	size_t i;
 
 	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -99,7 +99,7 @@ test_presets(void **state)
 {
 	struct policy p;
 	struct pol_decision d;
-	struct err e;
+	struct err e = {0};
 	const char *inst[] = {"codex"};
 
 	policy_init(&p);
@@ -138,7 +138,7 @@ test_deny_wins_and_install_admission(void **state)
 {
 	struct policy p;
 	struct pol_decision d;
-	struct err e;
+	struct err e = {0};
 	const char *codex[] = {"codex"}, *gem[] = {"gemini"};
 
 	assert_int_equal(
@@ -171,7 +171,7 @@ test_mode_and_install_permitted(void **state)
 {
 	struct policy p;
 	struct pol_decision d;
-	struct err e;
+	struct err e = {0};
 	const char *codex[] = {"codex"};
 
 	policy_init(&p);
@@ -191,7 +191,7 @@ static void
 test_tokens(void **state)
 {
 	struct policy p;
-	struct err e;
+	struct err e = {0};
 	unsigned char d1[32], d2[32], d3[32];
 
 	assert_int_equal(load_text(&p,
@@ -218,7 +218,7 @@ test_setup(void **state)
 	struct config c;
 	struct policy p;
 	struct pol_decision d;
-	struct err e;
+	struct err e = {0};
 
 	/* nothing configured: default is admin */
 	config_defaults(&c);

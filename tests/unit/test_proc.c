@@ -14,7 +14,7 @@ static int
 run_sh(const char *script, int timeout_ms, size_t cap, struct proc *p, struct proc_capture *c)
 {
 	struct proc_spec s;
-	struct err e;
+	struct err e = {0};
 
 	memset(&s, 0, sizeof(s));
 	sh_argv[2] = (char *)script;
@@ -40,7 +40,7 @@ test_relative_argv0_refused(void **st)
 	char *argv[] = {"sh", "-c", "true", NULL};
 	struct proc_spec s = {.argv = argv};
 	struct proc p;
-	struct err e;
+	struct err e = {0};
 
 	assert_int_equal(proc_spawn(&p, &s, &e), -1);
 	assert_string_equal(e.code, "internal");
@@ -52,7 +52,7 @@ test_missing_program(void **st)
 	char *argv[] = {"/nonexistent/prog", NULL};
 	struct proc_spec s = {.argv = argv};
 	struct proc p;
-	struct err e;
+	struct err e = {0};
 
 	assert_int_equal(proc_spawn(&p, &s, &e), -1);
 	assert_string_equal(e.code, "io.error");
@@ -66,7 +66,7 @@ test_argv_is_not_a_shell(void **st)
 	struct proc_spec s = {.argv = argv};
 	struct proc_capture c = {0};
 	struct proc p;
-	struct err e;
+	struct err e = {0};
 
 	c.cap = 4096;
 	c.out = malloc(c.cap + 1);
@@ -86,7 +86,7 @@ test_env_exact_and_cwd(void **st)
 	struct proc_spec s = {.argv = argv, .envp = envp};
 	struct proc_capture c = {0};
 	struct proc p;
-	struct err e;
+	struct err e = {0};
 
 	c.cap = 4096;
 	c.out = malloc(c.cap + 1);
@@ -145,7 +145,7 @@ test_capture_grows(void **st)
 	struct proc_capture c = {0};
 	struct proc_spec s;
 	struct proc p;
-	struct err e;
+	struct err e = {0};
 
 	memset(&s, 0, sizeof(s));
 	s.argv = sh_argv;
@@ -241,7 +241,7 @@ test_timeout_kills_group_ignoring_term(void **st)
 	struct proc_spec s = {.argv = argv, .kill_grace_ms = 300};
 	struct first_out o = {{0}, 0};
 	struct proc p;
-	struct err e;
+	struct err e = {0};
 	int64_t t0;
 	pid_t bgpid;
 
@@ -316,7 +316,7 @@ test_stream_steps(void **st)
 	char *argv[] = {"/bin/sh", "-c", "echo one; sleep 0.1; echo two", NULL};
 	struct proc_spec s = {.argv = argv};
 	struct proc p;
-	struct err e;
+	struct err e = {0};
 	int n = 0;
 
 	assert_int_equal(proc_spawn(&p, &s, &e), 0);
@@ -333,7 +333,7 @@ static void
 test_which(void **state)
 {
 	char dir[] = "/tmp/abx-which.XXXXXX", a[256], b[256], path[700], out[512], cwd[512];
-	struct err e;
+	struct err e = {0};
 	FILE *f;
 
 	(void)state;

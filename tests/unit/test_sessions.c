@@ -75,7 +75,7 @@ static void
 types(struct sessions *S, const char *id, char *out, size_t cap)
 {
 	struct json_doc doc;
-	struct err e;
+	struct err e = {0};
 	char *buf, *p, *nl;
 	size_t len, n = 0;
 	uint32_t last;
@@ -141,7 +141,7 @@ test_conversation(void **state)
 {
 	struct sessions *S = table(dir, 1 << 20), *S2;
 	struct session_view v;
-	struct err e;
+	struct err e = {0};
 	char t[16384], id[SESSION_ID_MAX];
 	int loaded, intr, skipped;
 
@@ -195,7 +195,7 @@ test_lifecycle_and_replay(void **state)
 {
 	struct sessions *S = table(dir, 1 << 20), *S2;
 	struct session_view v;
-	struct err e;
+	struct err e = {0};
 	char t[16384], id[SESSION_ID_MAX];
 	int loaded, intr, skipped;
 
@@ -229,7 +229,7 @@ test_cancel_limits_truncation(void **state)
 {
 	struct sessions *S = table(NULL, 65536);
 	struct session_view v, v2;
-	struct err e;
+	struct err e = {0};
 	char t[16384], id[SESSION_ID_MAX];
 	int i;
 
@@ -272,7 +272,7 @@ static void
 expect_sse(struct sessions *S, const char *id, uint32_t after, char *out, size_t cap)
 {
 	struct json_doc doc;
-	struct err e;
+	struct err e = {0};
 	char *buf, *p, *nl;
 	size_t len, n = 0;
 	uint32_t last, k = after;
@@ -308,7 +308,7 @@ test_read_sse(void **state)
 	struct sessions *S = table(dir, 1 << 20), *S2;
 	struct buf b = BUF_INIT(SESSIONS_READ_ROOM(1 << 20)), small = BUF_INIT(16);
 	struct session_view v;
-	struct err e;
+	struct err e = {0};
 	char want[16384], got[16384], path[512];
 	size_t n = 0;
 	uint32_t last = 0;
@@ -395,7 +395,7 @@ test_burst_of_empty_lines(void **state)
 {
 	struct sessions *S = table(NULL, 64u << 20);
 	struct session_view v;
-	struct err e;
+	struct err e = {0};
 	char *buf, *p, *nl, want[128];
 	size_t len;
 	uint32_t last, k = 0;
@@ -447,7 +447,7 @@ test_odd_values_round_trip(void **state)
 	struct session_spec sp;
 	struct session_view v;
 	struct json_doc doc;
-	struct err e;
+	struct err e = {0};
 	size_t len, i;
 	uint32_t last;
 	int ra, done, seen = 0;

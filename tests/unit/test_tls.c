@@ -87,7 +87,7 @@ static void
 test_anchors_from_file(void **state)
 {
 	char p[256];
-	struct err e;
+	struct err e = {0};
 
 	write_file("two.pem", cert1, cert2);
 	snprintf(p, sizeof(p), "%s/two.pem", dir);
@@ -106,7 +106,7 @@ static void
 test_anchors_from_dirs(void **state)
 {
 	char d1[128], d2[128], both[300], a[200], b[200];
-	struct err e;
+	struct err e = {0};
 
 	snprintf(d1, sizeof(d1), "%s/d1", dir);
 	snprintf(d2, sizeof(d2), "%s/d2", dir);
@@ -140,7 +140,7 @@ test_anchors_pem_forms(void **state)
 {
 	char crlf[2048], p[256];
 	size_t i, o = 0;
-	struct err e;
+	struct err e = {0};
 
 	for (i = 0; cert2[i] != '\0' && o + 2 < sizeof(crlf); i++) {
 		if (cert2[i] == '\n')
@@ -163,7 +163,7 @@ static void
 test_no_anchors_names_paths(void **state)
 {
 	char p[256], q[256];
-	struct err e;
+	struct err e = {0};
 
 	snprintf(p, sizeof(p), "%s/missing.pem", dir);
 	snprintf(q, sizeof(q), "%s/nodir", dir);
@@ -222,7 +222,7 @@ client_random(char out[65])
 	static struct tls_conn t;
 	struct tls_timing tm = {100, clock_ms() - 1};
 	unsigned char rec[512];
-	struct err e;
+	struct err e = {0};
 	int sv[2], calls = getrandom_calls;
 	ssize_t n;
 
@@ -246,7 +246,7 @@ static void
 test_fork_distinct(void **state)
 {
 	char p[256], mine[65 + 33], theirs[sizeof(mine)];
-	struct err e;
+	struct err e = {0};
 	int fds[2], st;
 	pid_t pid;
 

@@ -43,7 +43,10 @@ test_states_and_rotation(void **st)
 {
 	static struct tokfile t;
 	char big[700];
-	struct err e;
+	struct err e = {0};
+	char ed[ERR_DETAILS_MAX];
+
+	err_keep_details(&e, ed, sizeof(ed));
 
 	assert_int_equal(tokfile_start(&t, tpath, ipath, &e), 0);
 	assert_non_null(strstr(why(&t, &e), "is missing"));
@@ -81,7 +84,7 @@ test_sandbox_id(void **st)
 {
 	static struct tokfile t;
 	char tmp[140];
-	struct err e;
+	struct err e = {0};
 
 	put(ipath, "sbx-a\n");
 	put(tpath, "tok");
@@ -125,7 +128,7 @@ test_path_too_long(void **st)
 {
 	static struct tokfile t;
 	char p[2000];
-	struct err e;
+	struct err e = {0};
 
 	memset(p, 'a', sizeof(p) - 1);
 	p[sizeof(p) - 1] = '\0';

@@ -36,7 +36,7 @@ test_explicit_dir_created_and_first(void **state)
 {
 	static struct config s;
 	struct tools_chain c;
-	struct err e;
+	struct err e = {0};
 	char t[128], st[128];
 	struct stat sb;
 
@@ -63,7 +63,10 @@ test_unsafe_dirs(void **state)
 {
 	static struct config s;
 	struct tools_chain c;
-	struct err e;
+	struct err e = {0};
+	char ed[ERR_DETAILS_MAX];
+
+	err_keep_details(&e, ed, sizeof(ed));
 	char t[128], st[128];
 
 	snprintf(t, sizeof(t), "%s/ww", dir);
@@ -107,7 +110,7 @@ test_prefer_and_relative(void **state)
 {
 	static struct config s;
 	struct tools_chain c;
-	struct err e;
+	struct err e = {0};
 	char t[128];
 
 	settings(&s, "relative/tools", dir);

@@ -20,15 +20,7 @@ if ! has_applet prepare || ! command -v npm >/dev/null 2>&1; then
 	exit 0
 fi
 say() { printf 'bench agent: %s\n' "$*" >&2; }
-d=$(mktemp -d "${TMPDIR:-/tmp}/abx-bench-agent.XXXXXX") || exit 1
-pids=""
-cleanup() {
-	for p in $pids; do kill "$p" 2>/dev/null; done
-	for p in $pids; do wait "$p" 2>/dev/null; done
-	rm -rf "$d"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+bench_dir agent
 
 sh "$TOP/tests/fixtures/mkcerts.sh" "$d/pki" >/dev/null 2>&1 || { say "mkcerts failed"; exit 0; }
 mkdir -p "$d/reg"

@@ -21,17 +21,7 @@ OP_WRK_ARGS=${OP_WRK_ARGS:--t2 -c4 -d3s --latency}
 OP_WRK1_ARGS=${OP_WRK1_ARGS:--t1 -c1 -d3s --latency}
 OP_ROUNDS=${OP_ROUNDS:-3}
 
-d=$(mktemp -d "${TMPDIR:-/tmp}/abx-bench-api.XXXXXX") || exit 1
-pids=""
-cleanup() {
-	for p in $pids; do kill -TERM "$p" 2>/dev/null; done
-	for p in $pids; do wait "$p" 2>/dev/null; done
-	rm -rf "$d"
-}
-trap cleanup EXIT
-# A signal (a reader that stopped reading: SIGPIPE) ends through exit, so the
-# servers started here are ended too instead of outliving the bench.
-trap 'exit 130' INT TERM HUP PIPE
+bench_dir api
 say() { printf 'bench/api: %s\n' "$*" >&2; }
 
 ofig="op 'true' req/s, authenticated POST (wrk $OP_WRK_ARGS; ref: nginx static file)"
@@ -47,21 +37,8 @@ fi
 # ---- serve with a `true` op ----------------------------------------------------
 TOK=bench-token-0123456789abcdef0123456789abcdef
 printf '[{"id": "true", "argv": ["/bin/true"], "concurrency": 64}]\n' >"$d/cmds.json"
-mkdir -p "$d/state" && chmod 700 "$d/state"
-ABX_SERVER_TOKEN=$TOK "$BIN" serve -q --host 127.0.0.1 --port 0 --commands "$d/cmds.json" \
-	--state-dir "$d/state" --tools-dir "$d/tools" --max-connections 1024 >"$d/serve.out" 2>"$d/serve.err" &
-spid=$!
-pids="$pids $spid"
-i=0
-until grep -q '^[0-9][0-9]*$' "$d/serve.out" 2>/dev/null; do
-	i=$((i + 1))
-	if [ $i -gt 100 ] || ! kill -0 "$spid" 2>/dev/null; then
-		say "serve did not start: $(tail -3 "$d/serve.err" | tr '\n' ' ')"
-		exit 1
-	fi
-	sleep 0.05
-done
-sport=$(head -1 "$d/serve.out")
+bench_serve serve ABX_SERVER_TOKEN=$TOK ABX_SERVER_COMMANDS="$d/cmds.json" ABX_SERVER_MAX_CONNECTIONS=1024 || exit 1
+spid=$serve_pid sport=$serve_port
 
 # ---- nginx with a static file ----------------------------------------------------
 if nginx_start "$d" op '{"exit_code":0,"stdout":"","stderr":"","duration_ms":0,"truncated":false}' 2 off; then

@@ -34,7 +34,7 @@ main(int argc, char **argv)
 	struct config_flag fl[2];
 	struct manifest_opts mo = {.platform = NULL};
 	struct install_result r;
-	struct err e;
+	struct err e = {0};
 	const manifest_t *m;
 	struct stat st;
 	double t0, ours, ref;

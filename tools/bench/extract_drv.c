@@ -25,7 +25,7 @@ main(int argc, char **argv)
 	struct arc_opts o;
 	struct arc_stats st;
 	char hex[FS_HEX_LEN];
-	struct err e;
+	struct err e = {0};
 	enum arc_format f;
 
 	if (argc >= 5 && strcmp(argv[1], "x") == 0) {

@@ -37,14 +37,7 @@ if ! command -v curl >/dev/null 2>&1; then
 	exit 0
 fi
 
-d=$(mktemp -d "${TMPDIR:-/tmp}/abx-bench-fetch.XXXXXX") || exit 1
-pids=""
-cleanup() {
-	for p in $pids; do kill "$p" 2>/dev/null; done
-	for p in $pids; do wait "$p" 2>/dev/null; done
-	rm -rf "$d"
-}
-trap cleanup EXIT
+bench_dir fetch
 # Both sides trust exactly the fixture's CA: curl --cacert reads that one
 # file, and ours would, with an SSL_CERT_DIR inherited from the host, also
 # read every certificate of that directory first (a start-up cost, not the
@@ -52,7 +45,6 @@ trap cleanup EXIT
 host_cert_dir=${SSL_CERT_DIR-}
 host_cert_dir_set=${SSL_CERT_DIR+y}
 unset SSL_CERT_DIR
-trap 'exit 130' INT TERM
 say() { printf 'bench fetch: %s\n' "$*" >&2; }
 
 mkdir "$d/www"

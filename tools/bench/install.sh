@@ -19,16 +19,8 @@ if ! has_applet prepare || ! command -v curl >/dev/null 2>&1; then
 	row "cold install ${MB} MiB tar.gz (https), ms" n/a n/a "n/a (needs prepare and curl)"
 	exit 0
 fi
-d=$(mktemp -d "${TMPDIR:-/tmp}/abx-bench-install.XXXXXX") || exit 1
+bench_dir install
 chmod 755 "$d"
-pids=""
-cleanup() {
-	for p in $pids; do kill "$p" 2>/dev/null; done
-	for p in $pids; do wait "$p" 2>/dev/null; done
-	rm -rf "$d"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 say() { printf 'bench install: %s\n' "$*" >&2; }
 ms() { # wall ms of one shell command line
 	python3 -c 'import subprocess, sys, time

@@ -23,15 +23,7 @@ if ! has_applet prepare || ! command -v npm >/dev/null 2>&1; then
 	exit 0
 fi
 say() { printf 'bench npm: %s\n' "$*" >&2; }
-d=$(mktemp -d "${TMPDIR:-/tmp}/abx-bench-npm.XXXXXX") || exit 1
-pids=""
-cleanup() {
-	for p in $pids; do kill "$p" 2>/dev/null; done
-	for p in $pids; do wait "$p" 2>/dev/null; done
-	rm -rf "$d"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+bench_dir npm
 
 # ---- the lockfile and the mirrored tarballs (once) ----------------------
 store=${NPM_BENCH_STORE:-$TOP/build/bench/npm-reg}

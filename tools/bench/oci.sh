@@ -43,15 +43,7 @@ if [ -z "$REGBIN" ]; then
 	exit 0
 fi
 say() { printf 'bench oci: %s\n' "$*" >&2; }
-d=$(mktemp -d "${TMPDIR:-/tmp}/abx-bench-oci.XXXXXX") || exit 1
-pids=""
-cleanup() {
-	for p in $pids; do kill "$p" 2>/dev/null; done
-	for p in $pids; do wait "$p" 2>/dev/null; done
-	rm -rf "$d"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+bench_dir oci
 
 sh "$TOP/tests/fixtures/mkcerts.sh" "$d/pki" >/dev/null 2>&1 || { na_all "mkcerts failed"; exit 0; }
 mkdir -p "$d/reg"

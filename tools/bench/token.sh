@@ -28,45 +28,15 @@ if ! command -v ab >/dev/null 2>&1; then
 	exit 0
 fi
 
-d=$(mktemp -d "${TMPDIR:-/tmp}/abx-bench-token.XXXXXX") || exit 1
-pids=""
-cleanup() {
-	for p in $pids; do kill -TERM "$p" 2>/dev/null; done
-	for p in $pids; do wait "$p" 2>/dev/null; done
-	rm -rf "$d"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM HUP PIPE
+bench_dir token
 say() { printf 'bench/token: %s\n' "$*" >&2; }
 
 TOK=bench-token-0123456789abcdef0123456789abcdef
 printf '%s\n' "$TOK" >"$d/token"
-# start NAME [ENV...] -- [ARGS...]: serve on a free port; its port in NAME.port
-start() {
-	n=$1
-	shift
-	mkdir -p "$d/$n.state" && chmod 700 "$d/$n.state"
-	env -u ABX_SERVER_TOKEN -u ABX_SERVER_TOKEN_FILE "$@" "$BIN" serve -q --host 127.0.0.1 --port 0 --state-dir "$d/$n.state" \
-		--tools-dir "$d/tools" >"$d/$n.out" 2>"$d/$n.err" &
-	pids="$pids $!"
-	echo $! >"$d/$n.pid"
-	i=0
-	until grep -q '^[0-9][0-9]*$' "$d/$n.out" 2>/dev/null; do
-		i=$((i + 1))
-		if [ $i -gt 100 ]; then
-			say "serve ($n) did not start: $(tail -3 "$d/$n.err" | tr '\n' ' ')"
-			exit 1
-		fi
-		sleep 0.05
-	done
-}
-start env ABX_SERVER_TOKEN=$TOK
-start file ABX_SERVER_TOKEN_FILE="$d/token" ABX_SERVER_SANDBOX_ID_FILE="$d/id"
-eport=$(head -1 "$d/env.out")
-fport=$(head -1 "$d/file.out")
-
-epid=$(cat "$d/env.pid")
-fpid=$(cat "$d/file.pid")
+bench_serve env ABX_SERVER_TOKEN=$TOK || exit 1
+epid=$serve_pid eport=$serve_port
+bench_serve file ABX_SERVER_TOKEN_FILE="$d/token" ABX_SERVER_SANDBOX_ID_FILE="$d/id" || exit 1
+fpid=$serve_pid fport=$serve_port
 # ticks PID: the process's user + system CPU time, in clock ticks
 ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 hz=$(getconf CLK_TCK)
