@@ -263,10 +263,18 @@ static void
 w_put(void *ctx, const char *s, size_t n)
 {
 	struct json_w *w = ctx;
+	struct buf *b = &w->out;
 
 	if (w->overflow)
 		return;
-	if (buf_put(&w->out, s, n) != 0) {
+	/* Most puts are a few bytes into room there is (cap stays within
+	 * max + 1): copied here, not through buf_put's checks. */
+	if (n < b->cap - b->len) {
+		memcpy(b->p + b->len, s, n);
+		b->p[w->len = b->len += n] = '\0';
+		return;
+	}
+	if (buf_put(b, s, n) != 0) {
 		w->overflow = 1;
 		return;
 	}

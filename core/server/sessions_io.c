@@ -305,15 +305,14 @@ stage_commit(struct slot *s)
 	}
 }
 
-/* Start event type in w (emptied first): {"seq","type","time" and the
- * object left open for its members. */
-static void
-event_head(struct slot *s, struct json_w *w, const char *type)
+void
+sessions_event_head(struct slot *s, struct json_w *w, const char *type)
 {
 	int64_t now;
 
-	/* Lines come in bursts: format the time once per millisecond. */
-	now = clock_wall_ms();
+	/* Lines come in bursts: format the time once per millisecond (or
+	 * once per read, staged). */
+	now = s->tfixed ? s->tms : clock_wall_ms();
 	if (now != s->tms) {
 		clock_iso(now, 1, s->tstr, sizeof(s->tstr));
 		s->tms = now;
@@ -351,7 +350,7 @@ sessions_emit(struct slot *s, const char *type, const char *members, int status)
 	struct json_w w;
 
 	json_w_init(&w, JOURNAL_LINE_MAX - 1);
-	event_head(s, &w, type);
+	sessions_event_head(s, &w, type);
 	json_w_members(&w, members);
 	event_tail(s, &w, status);
 	json_w_free(&w);
@@ -536,10 +535,10 @@ plain8(uint64_t w)
 
 /*
  * emit_output's fast path: the event written straight into the journal,
- * byte for byte what event_head, the writer and event_tail make of it. Returns 0
- * when done, 1 when the data is not plain ASCII (or the event would cross
- * the journal limit, or the journal has no room): then nothing was added
- * and the caller takes the general path.
+ * byte for byte what sessions_event_head, the writer and event_tail make
+ * of it. Returns 0 when done, 1 when the data is not plain ASCII (or the
+ * event would cross the journal limit, or the journal has no room): then
+ * nothing was added and the caller takes the general path.
  *
  * With to_nl set, data[0..n) is the rest of a chunk and the event is its
  * first line: the bytes before the first '\n', found in the same pass
@@ -646,7 +645,7 @@ sessions_emit_output(struct slot *s, int i, const char *data, size_t n, int part
 	}
 	if (emit_output_fast(s, i, data, n, partial, 0, NULL) == 0)
 		return;
-	event_head(s, w, "agent.session.output");
+	sessions_event_head(s, w, "agent.session.output");
 	head = w->len;
 	json_w_kstr(w, "stream", i == PROC_STDOUT ? "stdout" : "stderr");
 	json_w_key(w, "data");
@@ -702,14 +701,20 @@ sessions_stage(struct slot *s, int on)
 }
 
 void
-sessions_emit_limited(struct slot *s, const char *type, const char *members, size_t n)
+sessions_emit_limited(struct slot *s, struct json_w *w, size_t head)
 {
+	/* The members' bytes, as an object of their own: "{" for the comma
+	 * before them, "}" */
+	size_t n = w->len - head + 1;
+
+	if (w->overflow)
+		return;
 	if (is_truncated(s))
 		s->dropped += n;
 	else if (bytes_now(s) + n + 256 > s->S->c.journal_max)
 		emit_truncated(s, n);
 	else
-		sessions_emit(s, type, members, -1);
+		event_tail(s, w, -1);
 }
 
 void

@@ -131,11 +131,12 @@ static int
 on_rec(void *arg, const struct dialect_rec *r, struct err *e)
 {
 	struct slot *s = arg;
-	const char *type, *ev;
+	const char *type;
 	char turn[32], id[DIALECT_ID_MAX + 40];
 	struct dialect_rec joined;
 	struct json_w w, *iw = &s->iw;
-	int ends, closing = 0;
+	size_t head;
+	int ends, delta, closing = 0;
 
 	snprintf(turn, sizeof(turn), "turn_%u", s->v.turns);
 	switch (r->kind) {
@@ -187,13 +188,21 @@ on_rec(void *arg, const struct dialect_rec *r, struct err *e)
 	}
 	snprintf(id, sizeof(id), "%s%s_%s", r->kind == DIALECT_REC_TOOL_RESULT ? "out_" : "", turn,
 	         r->item_id != NULL ? r->item_id : "item");
-	json_w_reset(iw); /* the thread's, kept from line to line */
-	json_w_obj(iw);
+	delta = r->delta || r->kind == DIALECT_REC_COMMAND_OUTPUT;
+	if (delta && (!r->delta || r->text == NULL))
+		return 0; /* the whole output so far: the item's end has it */
+	/* a command's start is an item of its own; its end is that item done */
+	ends = r->kind != DIALECT_REC_COMMAND_START && r->kind != DIALECT_REC_TOOL_CALL
+	           ? r->done || r->kind >= DIALECT_REC_COMMAND_DONE
+	           : r->done && r->kind == DIALECT_REC_TOOL_CALL;
+	/* The whole event in the thread's writer (kept from line to line). */
+	sessions_event_head(s, iw,
+	                    delta  ? kinds[r->kind].delta
+	                    : ends ? "agent.session.turn.item.done"
+	                           : "agent.session.turn.item.added");
+	head = iw->len;
 	json_w_kstr(iw, "turn_id", turn);
-	if (r->delta || r->kind == DIALECT_REC_COMMAND_OUTPUT) {
-		if (!r->delta || r->text == NULL)
-			return 0; /* the whole output so far: the item's end has it */
-		ev = kinds[r->kind].delta;
+	if (delta) {
 		json_w_kstr(iw, "item_id", id + (r->kind == DIALECT_REC_TOOL_RESULT ? 4 : 0));
 		json_w_kint(iw, "output_index", s->nitems > 0 ? s->nitems - 1 : 0); /* its item's */
 		if (kinds[r->kind].index != NULL)
@@ -201,11 +210,6 @@ on_rec(void *arg, const struct dialect_rec *r, struct err *e)
 		ktext(iw, "delta", r);
 	} else {
 		type = kinds[r->kind].type;
-		/* a command's start is an item of its own; its end is that item done */
-		ends = r->kind != DIALECT_REC_COMMAND_START && r->kind != DIALECT_REC_TOOL_CALL
-		           ? r->done || r->kind >= DIALECT_REC_COMMAND_DONE
-		           : r->done && r->kind == DIALECT_REC_TOOL_CALL;
-		ev = ends ? "agent.session.turn.item.done" : "agent.session.turn.item.added";
 		json_w_kint(iw, "output_index", s->nitems - closing);
 		if (r->kind != DIALECT_REC_COMMAND_DONE && !closing)
 			s->nitems++;
@@ -215,9 +219,7 @@ on_rec(void *arg, const struct dialect_rec *r, struct err *e)
 		          : r->is_error ? "failed"
 		                        : "completed");
 	}
-	json_w_end(iw);
-	if (!iw->overflow)
-		sessions_emit_limited(s, ev, iw->buf, iw->len);
+	sessions_emit_limited(s, iw, head);
 	if (closing)
 		buf_reset(&s->acc);
 	(void)e;
