@@ -521,18 +521,6 @@ dec_put(struct dec *c, uint32_t v, char *o)
 static const uint64_t plain_map[4] = {0xfffffffb00000000ull, 0xffffffffefffffffull, 0, 0};
 #define PLAIN(c) ((plain_map[(c) >> 6] >> ((c)&63)) & 1)
 
-/* Whether the 8 bytes of w are all PLAIN: none >= 0x80, none < 0x20, none
- * '"' or '\\' (the has-less and has-zero-byte word tests, exact once no
- * byte has its top bit). */
-static inline int
-plain8(uint64_t w)
-{
-	const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
-	uint64_t q = w ^ (ones * '"'), b = w ^ (ones * '\\');
-
-	return ((w | ((w - ones * 0x20) & ~w) | ((q - ones) & ~q) | ((b - ones) & ~b)) & high) == 0;
-}
-
 /*
  * emit_output's fast path: the event written straight into the journal,
  * byte for byte what sessions_event_head, the writer and event_tail make
@@ -591,7 +579,7 @@ emit_output_fast(struct slot *s, int i, const char *data, size_t n, int partial,
 
 		/* Eight bytes at a time while they are plain, then byte by byte
 		 * up to the next byte that is not. */
-		while (end - p >= 8 && (memcpy(&w8, p, 8), plain8(w8))) {
+		while (end - p >= 8 && (memcpy(&w8, p, 8), json_plain8(w8))) {
 			memcpy(o, p, 8);
 			o += 8;
 			p += 8;
