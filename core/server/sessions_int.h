@@ -137,10 +137,11 @@ struct slot *sessions_find(struct sessions *S, const char *agent, const char *id
 int sessions_live(const struct slot *s);
 
 /* Write the turn object of s's current turn (status, error code and
- * message or NULL) and the session object. Caller holds S->mu. */
+ * message or NULL) and the session object (as it was created, with
+ * created set: sessions_wire_json). Caller holds S->mu. */
 void sessions_turn_json(struct json_w *w, const struct slot *s, const char *status, const char *code,
                         const char *msg);
-void sessions_session_json(struct json_w *w, const struct slot *s);
+void sessions_session_json(struct json_w *w, const struct slot *s, int created);
 /* Emit the turn event type with its turn object (and usage, for an end). */
 void sessions_emit_turn(struct slot *s, const char *type, const char *status, const char *code,
                         const char *msg);

@@ -112,9 +112,9 @@ sessions_turn_json(struct json_w *w, const struct slot *s, const char *status, c
 }
 
 void
-sessions_session_json(struct json_w *w, const struct slot *s)
+sessions_session_json(struct json_w *w, const struct slot *s, int created)
 {
-	enum session_status st = s->v.status;
+	enum session_status st = created ? SESSION_IN_PROGRESS : s->v.status;
 
 	json_w_obj(w);
 	json_w_kstr(w, "id", s->v.id);
@@ -136,7 +136,7 @@ sessions_session_json(struct json_w *w, const struct slot *s)
 		json_w_end(w);
 	}
 	kunix(w, "created_at", s->created_ms);
-	kunix(w, "last_active_at", s->v.active_ms > 0 ? s->v.active_ms : s->created_ms);
+	kunix(w, "last_active_at", s->v.active_ms > 0 && !created ? s->v.active_ms : s->created_ms);
 	json_w_kstr(w, "status",
 	            st == SESSION_IN_PROGRESS ? "in_progress"
 	            : st == SESSION_FAILED    ? "failed"
@@ -425,7 +425,7 @@ sessions_emit_session(struct slot *s, const char *type, int status)
 	json_w_init(&w, JOURNAL_LINE_MAX / 2);
 	json_w_obj(&w);
 	json_w_key(&w, "session");
-	sessions_session_json(&w, s);
+	sessions_session_json(&w, s, 0);
 	json_w_end(&w);
 	sessions_emit(s, type, w.overflow ? NULL : w.buf, status);
 	json_w_free(&w);
