@@ -215,7 +215,7 @@ int json_escape(char *buf, size_t cap, const char *s);
  * into a JSON string: none >= 0x80, none < 0x20, none '"' or '\\' (the
  * has-less and has-zero-byte word tests, exact once no byte has its top
  * bit). */
-static inline int
+static inline __attribute__((always_inline)) int
 json_plain8(uint64_t w)
 {
 	const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
