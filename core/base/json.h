@@ -211,4 +211,17 @@ size_t json_escaped_prefix(const char *s, size_t n, size_t max);
  * when it does not fit. For small fixed messages without a writer. */
 int json_escape(char *buf, size_t cap, const char *s);
 
+/* Whether the 8 bytes of w (in memory order) are all copied as they are
+ * into a JSON string: none >= 0x80, none < 0x20, none '"' or '\\' (the
+ * has-less and has-zero-byte word tests, exact once no byte has its top
+ * bit). */
+static inline __attribute__((always_inline)) int
+json_plain8(uint64_t w)
+{
+	const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+	uint64_t q = w ^ (ones * '"'), b = w ^ (ones * '\\');
+
+	return ((w | ((w - ones * 0x20) & ~w) | ((q - ones) & ~q) | ((b - ones) & ~b)) & high) == 0;
+}
+
 #endif

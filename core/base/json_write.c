@@ -263,15 +263,67 @@ static void
 w_put(void *ctx, const char *s, size_t n)
 {
 	struct json_w *w = ctx;
+	struct buf *b = &w->out;
 
 	if (w->overflow)
 		return;
-	if (buf_put(&w->out, s, n) != 0) {
+	/* Most puts are a few bytes into room there is (cap stays within
+	 * max + 1): copied here, not through buf_put's checks, and byte by
+	 * byte when short (memcpy's rep movsb costs more below 16 bytes). */
+	if (n < b->cap - b->len) {
+		unsigned char *d = b->p + b->len;
+		size_t i;
+
+		if (n < 16)
+			for (i = 0; i < n; i++)
+				d[i] = (unsigned char)s[i];
+		else
+			memcpy(d, s, n);
+		b->p[w->len = b->len += n] = '\0';
+		return;
+	}
+	if (buf_put(b, s, n) != 0) {
 		w->overflow = 1;
 		return;
 	}
 	w->buf = (char *)w->out.p;
 	w->len = w->out.len;
+}
+
+/* s[0..n) as a JSON string written straight into the room there is, with
+ * the byte lead before it and tail after it (0: none), when no byte needs
+ * an escape: the common case costs no put per piece. 0 when done, -1 when
+ * not (nothing written: the caller takes the general way). */
+static int
+w_plain(struct json_w *w, char lead, const char *str, size_t n, char tail)
+{
+	struct buf *b = &w->out;
+	const unsigned char *s = (const unsigned char *)str, *end = s + n;
+	unsigned char *d;
+	uint64_t w8;
+
+	/* lead, the quotes, tail and the NUL */
+	if (w->overflow || n + 4 >= b->cap - b->len)
+		return -1;
+	d = b->p + b->len;
+	if (lead)
+		*d++ = (unsigned char)lead;
+	*d++ = '"';
+	while (end - s >= 8 && (memcpy(&w8, s, 8), json_plain8(w8))) {
+		memcpy(d, &w8, 8);
+		d += 8;
+		s += 8;
+	}
+	while (s < end && *s >= 0x20 && *s < 0x80 && *s != '"' && *s != '\\')
+		*d++ = *s++;
+	if (s < end)
+		return -1;
+	*d++ = '"';
+	if (tail)
+		*d++ = (unsigned char)tail;
+	*d = '\0';
+	w->len = b->len = (size_t)(d - b->p);
+	return 0;
 }
 
 /* Separator before a value; -1 (and overflow) on misuse. */
@@ -352,11 +404,13 @@ w_keyn(struct json_w *w, const char *key, size_t n)
 		return;
 	}
 	st = &w->need_comma[w->depth - 1];
-	if (*st & W_COMMA)
-		w_put(w, ",", 1);
+	if (w_plain(w, *st & W_COMMA ? ',' : 0, key, n, ':') != 0) {
+		if (*st & W_COMMA)
+			w_put(w, ",", 1);
+		escape_to(w_put, w, key, n);
+		w_put(w, ":", 1);
+	}
 	*st |= W_COMMA;
-	escape_to(w_put, w, key, n);
-	w_put(w, ":", 1);
 	w->after_key = 1;
 }
 
@@ -375,7 +429,8 @@ json_w_strn(struct json_w *w, const char *s, size_t n)
 	}
 	if (w_sep(w) < 0)
 		return;
-	escape_to(w_put, w, s, n);
+	if (w_plain(w, 0, s, n, 0) != 0)
+		escape_to(w_put, w, s, n);
 }
 
 void

@@ -226,4 +226,11 @@ int api_sessions_init(struct api *a, char *msg, size_t cap, struct err *e);
 struct api_rq;
 void api_run_command(struct api_rq *q, const struct op *op);
 
+#ifdef ABX_TEST
+/* Tests: when set, called on the wire's create between the session's
+ * start and the answer (a test lets the session's thread run ahead). */
+struct sessions;
+extern void (*api_test_created)(struct sessions *S, const char *id);
+#endif
+
 #endif

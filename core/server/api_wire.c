@@ -27,6 +27,10 @@
 #include "server/sessions.h"
 
 /* Page sizes of the list calls: the SDK's default and the ceiling. */
+#ifdef ABX_TEST
+void (*api_test_created)(struct sessions *S, const char *id);
+#endif
+
 #define WIRE_PAGE 20
 #define WIRE_PAGE_MAX 100
 /* A session's own members (agent, environment, metadata) as JSON. */
@@ -271,12 +275,12 @@ start_root(struct json_doc *d, const struct buf *text, const char *cwd, struct e
 /* ---- answers ---------------------------------------------------------------- */
 
 static void
-respond_session(struct api_rq *q, const char *id)
+respond_session(struct api_rq *q, const char *id, int created)
 {
 	struct json_w w;
 
 	json_w_init(&w, WIRE_CONF_MAX * 2);
-	if (sessions_wire_json(q->a->sessions, id, &w) != 0) {
+	if (sessions_wire_json(q->a->sessions, id, created, &w) != 0) {
 		json_w_free(&w);
 		api_rq_errf(q, "not_found", "no session %s", id);
 		return;
@@ -324,10 +328,14 @@ create(struct api_rq *q)
 	ws.conf = conf.buf;
 	started = api_session_start(q, agent, sd.root, &ws, &sv) == 0;
 	json_free(&sd);
+#ifdef ABX_TEST
+	if (started && api_test_created != NULL)
+		api_test_created(q->a->sessions, sv.id);
+#endif
 	if (started && stream)
 		api_events_stream(q, sv.id, 0);
 	else if (started)
-		respond_session(q, sv.id);
+		respond_session(q, sv.id, 1); /* in_progress at once (docs/api.md) */
 out:
 	json_w_free(&conf);
 	buf_free(&text);
@@ -363,7 +371,7 @@ message(struct api_rq *q, const char *id, const struct json_val *ev, struct err 
 		return -1;
 	}
 	json_w_init(&w, WIRE_CONF_MAX * 2);
-	if (sessions_wire_json(q->a->sessions, id, &w) != 0 || w.overflow ||
+	if (sessions_wire_json(q->a->sessions, id, 0, &w) != 0 || w.overflow ||
 	    json_parse(&wd, w.buf, w.len, &json_default_limits, e) != 0) {
 		json_w_free(&w);
 		buf_free(&text);
@@ -632,7 +640,7 @@ list_sessions(struct api_rq *q)
 		if (!policy_decide(&q->g->pol, q->principal, op, NULL, 0, d))
 			continue;
 		json_w_init(&w, WIRE_CONF_MAX * 2);
-		if (sessions_wire_json(q->a->sessions, v[i].id, &w) == 0 && !w.overflow) {
+		if (sessions_wire_json(q->a->sessions, v[i].id, 0, &w) == 0 && !w.overflow) {
 			if (buf_put(&pg.b, w.buf, w.len + 1) != 0 || buf_put(&pg.at, &at, sizeof(at)) != 0)
 				pg.err = 1;
 			else
@@ -695,7 +703,7 @@ update(struct api_rq *q, const char *id)
 			return;
 		}
 	json_free(&doc);
-	respond_session(q, id);
+	respond_session(q, id, 0);
 }
 
 static void
@@ -796,7 +804,7 @@ api_wire_route(struct api_rq *q)
 	p += 1 + n;
 	if (*p == '\0' && (get || post || del)) {
 		if (allowed(q, id, get ? "get" : post ? "update" : "delete") == 0)
-			get ? respond_session(q, id) : post ? update(q, id) : delete_session(q, id);
+			get ? respond_session(q, id, 0) : post ? update(q, id) : delete_session(q, id);
 	} else if (strcmp(p, "/events") == 0 && (get || post)) {
 		if (allowed(q, id, get ? "events" : "send_event") == 0)
 			get ? stream(q, id) : events_create(q, id);

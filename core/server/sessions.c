@@ -424,14 +424,14 @@ sessions_delete(struct sessions *S, const char *id, struct err *e)
 }
 
 int
-sessions_wire_json(struct sessions *S, const char *id, struct json_w *w)
+sessions_wire_json(struct sessions *S, const char *id, int created, struct json_w *w)
 {
 	struct slot *s;
 
 	pthread_mutex_lock(&S->mu);
 	s = sessions_find(S, NULL, id);
 	if (s != NULL)
-		sessions_session_json(w, s);
+		sessions_session_json(w, s, created);
 	pthread_mutex_unlock(&S->mu);
 	return s != NULL ? 0 : -1;
 }

@@ -190,9 +190,11 @@ int sessions_turn(struct sessions *S, const char *id, const struct session_spec 
 int sessions_delete(struct sessions *S, const char *id, struct err *e);
 
 /* Write session id as the wire's agent.session object into w: 0, or -1
- * when it is not there. */
+ * when it is not there. With created set, as it was created (in_progress,
+ * active then): the create call's answer, which the session's thread may
+ * already have taken further (ready, idle) by the time it is written. */
 struct json_w;
-int sessions_wire_json(struct sessions *S, const char *id, struct json_w *w);
+int sessions_wire_json(struct sessions *S, const char *id, int created, struct json_w *w);
 
 /* Call fn for each event of session id whose type starts with prefix, in
  * order, under the table's lock (fn must not call back): 0, or -1 when

@@ -137,10 +137,11 @@ struct slot *sessions_find(struct sessions *S, const char *agent, const char *id
 int sessions_live(const struct slot *s);
 
 /* Write the turn object of s's current turn (status, error code and
- * message or NULL) and the session object. Caller holds S->mu. */
+ * message or NULL) and the session object (as it was created, with
+ * created set: sessions_wire_json). Caller holds S->mu. */
 void sessions_turn_json(struct json_w *w, const struct slot *s, const char *status, const char *code,
                         const char *msg);
-void sessions_session_json(struct json_w *w, const struct slot *s);
+void sessions_session_json(struct json_w *w, const struct slot *s, int created);
 /* Emit the turn event type with its turn object (and usage, for an end). */
 void sessions_emit_turn(struct slot *s, const char *type, const char *status, const char *code,
                         const char *msg);
@@ -162,9 +163,14 @@ void sessions_emit(struct slot *s, const char *type, const char *members, int st
  * events obey the journal limit. Caller holds S->mu. */
 void sessions_emit_output(struct slot *s, int i, const char *data, size_t n, int partial);
 
-/* An item or delta event: dropped (counted) once the journal is at its
- * limit, as output is. Caller: the session thread, staging. */
-void sessions_emit_limited(struct slot *s, const char *type, const char *members, size_t n);
+/* Start event type in w (emptied first): {"seq","type","time" and the
+ * object left open for its members. */
+void sessions_event_head(struct slot *s, struct json_w *w, const char *type);
+/* The event sessions_event_head started in w (head: its length then),
+ * with its members written since, as an item or delta event: dropped
+ * (counted) once the journal is at its limit, as output is. Caller: the
+ * session thread, staging. */
+void sessions_emit_limited(struct slot *s, struct json_w *w, size_t head);
 /* Output events for data[0..n) of stream i, split into partial events of
  * at most SESSION_EVENT_DATA_MAX bytes. */
 void sessions_emit_text(struct slot *s, int i, const char *data, size_t n);

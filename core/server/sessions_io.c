@@ -112,9 +112,9 @@ sessions_turn_json(struct json_w *w, const struct slot *s, const char *status, c
 }
 
 void
-sessions_session_json(struct json_w *w, const struct slot *s)
+sessions_session_json(struct json_w *w, const struct slot *s, int created)
 {
-	enum session_status st = s->v.status;
+	enum session_status st = created ? SESSION_IN_PROGRESS : s->v.status;
 
 	json_w_obj(w);
 	json_w_kstr(w, "id", s->v.id);
@@ -136,7 +136,7 @@ sessions_session_json(struct json_w *w, const struct slot *s)
 		json_w_end(w);
 	}
 	kunix(w, "created_at", s->created_ms);
-	kunix(w, "last_active_at", s->v.active_ms > 0 ? s->v.active_ms : s->created_ms);
+	kunix(w, "last_active_at", s->v.active_ms > 0 && !created ? s->v.active_ms : s->created_ms);
 	json_w_kstr(w, "status",
 	            st == SESSION_IN_PROGRESS ? "in_progress"
 	            : st == SESSION_FAILED    ? "failed"
@@ -305,15 +305,14 @@ stage_commit(struct slot *s)
 	}
 }
 
-/* Start event type in w (emptied first): {"seq","type","time" and the
- * object left open for its members. */
-static void
-event_head(struct slot *s, struct json_w *w, const char *type)
+void
+sessions_event_head(struct slot *s, struct json_w *w, const char *type)
 {
 	int64_t now;
 
-	/* Lines come in bursts: format the time once per millisecond. */
-	now = clock_wall_ms();
+	/* Lines come in bursts: format the time once per millisecond (or
+	 * once per read, staged). */
+	now = s->tfixed ? s->tms : clock_wall_ms();
 	if (now != s->tms) {
 		clock_iso(now, 1, s->tstr, sizeof(s->tstr));
 		s->tms = now;
@@ -351,7 +350,7 @@ sessions_emit(struct slot *s, const char *type, const char *members, int status)
 	struct json_w w;
 
 	json_w_init(&w, JOURNAL_LINE_MAX - 1);
-	event_head(s, &w, type);
+	sessions_event_head(s, &w, type);
 	json_w_members(&w, members);
 	event_tail(s, &w, status);
 	json_w_free(&w);
@@ -426,7 +425,7 @@ sessions_emit_session(struct slot *s, const char *type, int status)
 	json_w_init(&w, JOURNAL_LINE_MAX / 2);
 	json_w_obj(&w);
 	json_w_key(&w, "session");
-	sessions_session_json(&w, s);
+	sessions_session_json(&w, s, 0);
 	json_w_end(&w);
 	sessions_emit(s, type, w.overflow ? NULL : w.buf, status);
 	json_w_free(&w);
@@ -522,24 +521,12 @@ dec_put(struct dec *c, uint32_t v, char *o)
 static const uint64_t plain_map[4] = {0xfffffffb00000000ull, 0xffffffffefffffffull, 0, 0};
 #define PLAIN(c) ((plain_map[(c) >> 6] >> ((c)&63)) & 1)
 
-/* Whether the 8 bytes of w are all PLAIN: none >= 0x80, none < 0x20, none
- * '"' or '\\' (the has-less and has-zero-byte word tests, exact once no
- * byte has its top bit). */
-static inline int
-plain8(uint64_t w)
-{
-	const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
-	uint64_t q = w ^ (ones * '"'), b = w ^ (ones * '\\');
-
-	return ((w | ((w - ones * 0x20) & ~w) | ((q - ones) & ~q) | ((b - ones) & ~b)) & high) == 0;
-}
-
 /*
  * emit_output's fast path: the event written straight into the journal,
- * byte for byte what event_head, the writer and event_tail make of it. Returns 0
- * when done, 1 when the data is not plain ASCII (or the event would cross
- * the journal limit, or the journal has no room): then nothing was added
- * and the caller takes the general path.
+ * byte for byte what sessions_event_head, the writer and event_tail make
+ * of it. Returns 0 when done, 1 when the data is not plain ASCII (or the
+ * event would cross the journal limit, or the journal has no room): then
+ * nothing was added and the caller takes the general path.
  *
  * With to_nl set, data[0..n) is the rest of a chunk and the event is its
  * first line: the bytes before the first '\n', found in the same pass
@@ -592,7 +579,7 @@ emit_output_fast(struct slot *s, int i, const char *data, size_t n, int partial,
 
 		/* Eight bytes at a time while they are plain, then byte by byte
 		 * up to the next byte that is not. */
-		while (end - p >= 8 && (memcpy(&w8, p, 8), plain8(w8))) {
+		while (end - p >= 8 && (memcpy(&w8, p, 8), json_plain8(w8))) {
 			memcpy(o, p, 8);
 			o += 8;
 			p += 8;
@@ -646,7 +633,7 @@ sessions_emit_output(struct slot *s, int i, const char *data, size_t n, int part
 	}
 	if (emit_output_fast(s, i, data, n, partial, 0, NULL) == 0)
 		return;
-	event_head(s, w, "agent.session.output");
+	sessions_event_head(s, w, "agent.session.output");
 	head = w->len;
 	json_w_kstr(w, "stream", i == PROC_STDOUT ? "stdout" : "stderr");
 	json_w_key(w, "data");
@@ -702,14 +689,20 @@ sessions_stage(struct slot *s, int on)
 }
 
 void
-sessions_emit_limited(struct slot *s, const char *type, const char *members, size_t n)
+sessions_emit_limited(struct slot *s, struct json_w *w, size_t head)
 {
+	/* The members' bytes, as an object of their own: "{" for the comma
+	 * before them, "}" */
+	size_t n = w->len - head + 1;
+
+	if (w->overflow)
+		return;
 	if (is_truncated(s))
 		s->dropped += n;
 	else if (bytes_now(s) + n + 256 > s->S->c.journal_max)
 		emit_truncated(s, n);
 	else
-		sessions_emit(s, type, members, -1);
+		event_tail(s, w, -1);
 }
 
 void
