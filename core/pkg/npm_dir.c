@@ -67,8 +67,9 @@ npm_dir_open(int rootfd, const char *rel, struct err *e)
 /* Make fd (a regular file, sb its stat) executable (0755). One that is
  * already is left alone, its ctime too: a chmod moves the ctime even when
  * it changes nothing, and the tree listing takes the digest extraction
- * computed only for a file whose ctime is unchanged (install_known.c), so
- * a needless chmod reads an agent's whole binary again. */
+ * computed only for a file whose ctime is unchanged
+ * (core/install/install_known.c), so a needless chmod has an agent's whole
+ * binary read and hashed again. */
 static int
 make_exec(int fd, const struct stat *sb)
 {
