@@ -22,6 +22,11 @@
 #                                       access log (LOG "on") or none ("off"); sets
 #                                       NGINX_PID, NGINX_PORT; 1 with the reason in
 #                                       NGINX_WHY when not installed or not started
+#   oci_registry_start DIR CERT KEY CA  docker-registry on a free loopback port over
+#                                       TLS; sets OCI_REG_PID, OCI_REG_PORT; 1 with
+#                                       the reason in OCI_REG_WHY
+#   wall_cpu_ms CMDLINE                 "wall_ms cpu_ms" of one run of a shell
+#                                       command line, or "fail"
 
 : "${BIN:?BIN is the static binary}"
 BENCH_RUNS=${BENCH_RUNS:-200}
@@ -227,6 +232,53 @@ EOF
 		fi
 		sleep 0.05
 	done
+}
+
+# oci_registry_start DIR CERT KEY CA: the CNCF distribution registry
+# (Debian's docker-registry) as a fleet would run it, on a free loopback
+# port over TLS (CERT, KEY; CA verifies them), with Debian's stock storage
+# cache (blobdescriptor: inmemory), its storage in DIR/oci, its
+# configuration DIR/oci.yml and its log DIR/oci.log (the access log: one
+# line a request). Sets OCI_REG_PID and OCI_REG_PORT; 1 with the reason in
+# OCI_REG_WHY when it is not installed or does not answer.
+oci_registry_start() {
+	OCI_REG_PID="" OCI_REG_PORT="" OCI_REG_WHY=""
+	_reg=$(command -v docker-registry) ||
+		{ OCI_REG_WHY="needs docker-registry: tools/hostdeps.sh check installs it"; return 1; }
+	OCI_REG_PORT=$(free_port)
+	{
+		printf 'version: 0.1\nlog:\n  level: error\nstorage:\n  cache:\n    blobdescriptor: inmemory\n'
+		printf '  filesystem:\n    rootdirectory: %s\n' "$1/oci"
+		printf 'http:\n  addr: 127.0.0.1:%s\n  tls:\n    certificate: %s\n    key: %s\n' "$OCI_REG_PORT" "$2" "$3"
+	} >"$1/oci.yml"
+	"$_reg" serve "$1/oci.yml" >"$1/oci.log" 2>&1 &
+	OCI_REG_PID=$!
+	_i=0
+	until curl -s -o /dev/null --cacert "$4" "https://localhost:$OCI_REG_PORT/v2/"; do
+		_i=$((_i + 1))
+		if [ $_i -gt 100 ] || ! kill -0 "$OCI_REG_PID" 2>/dev/null; then
+			OCI_REG_WHY="docker-registry did not start: $(head -c 300 "$1/oci.log" | tr '\n' ' ')"
+			kill "$OCI_REG_PID" 2>/dev/null
+			wait "$OCI_REG_PID" 2>/dev/null
+			OCI_REG_PID="" OCI_REG_PORT=""
+			return 1
+		fi
+		sleep 0.1
+	done
+}
+
+# wall_cpu_ms CMDLINE: "wall_ms cpu_ms" of one run of the shell command line
+# CMDLINE (what it does not redirect discarded): CPU is user + system of it
+# and its children; "fail" when it fails.
+wall_cpu_ms() {
+	python3 - "$1" <<'EOF'
+import resource, subprocess, sys, time
+t0, c0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
+r = subprocess.run(["sh", "-c", sys.argv[1]], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+t1, c1 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
+cpu = c1.ru_utime - c0.ru_utime + c1.ru_stime - c0.ru_stime
+print("fail" if r.returncode else "%.0f %.0f" % ((t1 - t0) * 1000, cpu * 1000))
+EOF
 }
 
 # bench_dir NAME: $d, a private scratch directory removed at exit, with the

@@ -64,6 +64,18 @@ npm_dir_open(int rootfd, const char *rel, struct err *e)
 	return fd;
 }
 
+/* Make fd (a regular file, sb its stat) executable (0755). One that is
+ * already is left alone, its ctime too: a chmod moves the ctime even when
+ * it changes nothing, and the tree listing takes the digest extraction
+ * computed only for a file whose ctime is unchanged
+ * (core/install/install_known.c), so a needless chmod has an agent's whole
+ * binary read and hashed again. */
+static int
+make_exec(int fd, const struct stat *sb)
+{
+	return (sb->st_mode & 07777) == 0755 ? 0 : fchmod(fd, 0755);
+}
+
 int
 npm_link_bins(const struct npmlock *l, const char *staging, struct err *e)
 {
@@ -114,7 +126,7 @@ npm_link_bins(const struct npmlock *l, const char *staging, struct err *e)
 			return extract_fail(e, "bin %s: %s/%s is not a regular file in the package", b->name,
 			                    l->root->name, b->target);
 		}
-		if (fchmod(fd, 0755) != 0) {
+		if (make_exec(fd, &sb) != 0) {
 			close(fd);
 			close(pfd);
 			return extract_fail(e, "bin %s: chmod: %s", b->name, strerror(errno));
@@ -160,7 +172,7 @@ npm_bin_exec(const char *staging, const char *rel, struct err *e)
 		return -1;
 	fd = openat(dfd, base + 1, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	close(dfd);
-	if (fd < 0 || fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || fchmod(fd, 0755) != 0) {
+	if (fd < 0 || fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || make_exec(fd, &sb) != 0) {
 		if (fd >= 0)
 			close(fd);
 		return extract_fail(e, "bin %s: not a regular file in the tree", rel);

@@ -8,7 +8,7 @@
 # curl's byte for byte: no timed assertion. Ours runs with the host's CA
 # settings (SSL_CERT_FILE / SSL_CERT_DIR as they are), as a user's would.
 . "$TOP/tests/lib.sh"
-. "$TOP/tools/benchlib.sh" # median
+. "$TOP/tools/benchlib.sh" # median, wall_cpu_ms
 
 URL=${E2E_FETCH_URL:-https://registry.npmjs.org/@openai/codex/-/codex-0.171.0-linux-x64.tgz}
 SHA=${E2E_FETCH_SHA256:-e13d67afb0533cc6160b5f4140e4ad07e2acd87adbaa081bbf69b82e90cf4e55}
@@ -18,28 +18,17 @@ if ! command -v curl >/dev/null 2>&1; then
 	skip "fetch against curl" "curl is not installed"
 	exit 0
 fi
-# "wall_ms cpu_ms" of one run of a shell command line, or "fail"
-measure() {
-	python3 - "$1" <<'EOF'
-import os, resource, subprocess, sys, time
-t0, c0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
-r = subprocess.run(["sh", "-c", sys.argv[1]], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-t1, c1 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
-cpu = c1.ru_utime - c0.ru_utime + c1.ru_stime - c0.ru_stime
-print("fail" if r.returncode else "%.0f %.0f" % ((t1 - t0) * 1000, cpu * 1000))
-EOF
-}
 r() { awk -v a="$1" -v b="$2" 'BEGIN{if (b + 0 > 0) printf "%.2fx", a / b; else print "n/a"}'; }
 
 : >"$T/fail" >"$T/figures"
 i=1
 while [ $i -le "$E2E_ROUNDS" ]; do
-	o=$(measure "'$BIN' fetch '$URL' --sha256 $SHA -o '$T/ours.tgz' -q")
+	o=$(wall_cpu_ms "'$BIN' fetch '$URL' --sha256 $SHA -o '$T/ours.tgz' -q")
 	[ "$o" = fail ] && echo "ours failed in round $i" >>"$T/fail" && o="0 0"
 	[ $i -lt "$E2E_ROUNDS" ] && rm -f "$T/ours.tgz"
-	n=$(measure "curl -sS -o /dev/null '$URL'")
+	n=$(wall_cpu_ms "curl -sS -o /dev/null '$URL'")
 	[ "$n" = fail ] && echo "curl -o /dev/null failed in round $i" >>"$T/fail" && n="0 0"
-	f=$(measure "curl -sS -o '$T/curl.tgz' '$URL'")
+	f=$(wall_cpu_ms "curl -sS -o '$T/curl.tgz' '$URL'")
 	[ "$f" = fail ] && echo "curl -o FILE failed in round $i" >>"$T/fail" && f="0 0"
 	[ $i -lt "$E2E_ROUNDS" ] && rm -f "$T/curl.tgz"
 	printf 'e2e fetch: round %s: ours %s, curl -o /dev/null %s, curl -o FILE %s (wall ms, CPU ms)\n' \

@@ -1,4 +1,5 @@
 #include "unit.h"
+#include "base/clock.h"
 #include "base/digest.h"
 #include "pkg/npm.h"
 
@@ -149,6 +150,71 @@ test_link_bins(void **state)
 	assert_non_null(strstr(e.msg, "not a regular file"));
 }
 
+/* ctime of dir/rel, once the file clock is past it (a change made after
+ * this moves it) */
+static struct timespec
+settled_ctime(const char *rel)
+{
+	char p[512];
+	struct stat sb;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, rel);
+	assert_int_equal(stat(p, &sb), 0);
+	assert_int_equal(clock_fs_wait_past(&sb.st_ctim, 0, 5000), 1);
+	return sb.st_ctim;
+}
+
+static void
+assert_ctime(const char *rel, const struct timespec *t, mode_t mode)
+{
+	char p[512];
+	struct stat sb;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, rel);
+	assert_int_equal(stat(p, &sb), 0);
+	assert_int_equal(sb.st_mode & 07777, mode);
+	assert_int_equal(sb.st_ctim.tv_sec, t->tv_sec);
+	assert_int_equal(sb.st_ctim.tv_nsec, t->tv_nsec);
+}
+
+/* A bin already 0755 is left alone, ctime and all (the tree listing then
+ * takes extraction's digest instead of reading it again); another mode is
+ * made 0755. */
+static void
+test_bin_exec_keeps_ctime(void **state)
+{
+	struct npmlock_pkg root = {.path = "node_modules/p", .name = "p", .version = "1.0.0"};
+	struct npmlock_bin bins[1];
+	struct npmlock l;
+	struct err e;
+	struct timespec t;
+	char p[512];
+
+	memset(&l, 0, sizeof(l));
+	l.root = &root;
+	l.bins = bins;
+	l.nbins = 1;
+	snprintf(bins[0].name, sizeof(bins[0].name), "p");
+	snprintf(bins[0].target, sizeof(bins[0].target), "bin/p");
+	snprintf(p, sizeof(p), "mkdir -p '%s/node_modules/p/bin'", dir);
+	assert_int_equal(system(p), 0);
+	put("node_modules/p/bin/p", "#!/bin/sh\n");
+	put("node_modules/p/bin/q", "#!/bin/sh\n");
+	snprintf(p, sizeof(p), "%s/node_modules/p/bin/p", dir);
+	assert_int_equal(chmod(p, 0755), 0);
+	t = settled_ctime("node_modules/p/bin/p");
+	assert_int_equal(npm_bin_exec(dir, "node_modules/p/bin/p", &e), 0);
+	assert_ctime("node_modules/p/bin/p", &t, 0755);
+	assert_int_equal(npm_link_bins(&l, dir, &e), 0);
+	assert_ctime("node_modules/p/bin/p", &t, 0755);
+	/* another mode (put's) becomes 0755 */
+	assert_int_equal(npm_bin_exec(dir, "node_modules/p/bin/q", &e), 0);
+	snprintf(p, sizeof(p), "%s/node_modules/p/bin/q", dir);
+	assert_int_equal(access(p, X_OK), 0);
+	t = settled_ctime("node_modules/p/bin/q");
+	assert_ctime("node_modules/p/bin/q", &t, 0755);
+}
+
 /* ---- npm_opts.source: another place the bytes come from ------------------ */
 
 #define SRC_PKGS 24
@@ -277,6 +343,7 @@ main(void)
 	    cmocka_unit_test(test_purl),
 	    cmocka_unit_test(test_source_set),
 	    cmocka_unit_test_setup_teardown(test_link_bins, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_bin_exec_keeps_ctime, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_source, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -26,7 +26,6 @@ OCI_RUNS=${OCI_RUNS:-3}
 OCI_FLEET=${OCI_FLEET:-32}
 F="agent-shaped install (1 native ${OCI_NATIVE_MB} MiB + $OCI_JS JS packages)"
 FF="fleet of $OCI_FLEET concurrent prepare, one registry"
-REGBIN=$(command -v docker-registry || true)
 
 na_all() {
 	row "$F, cold, from an OCI registry, ms (ref: HTTPS fixture registry; goal <= 0.8x)" n/a n/a "n/a ($1)"
@@ -38,7 +37,7 @@ if ! has_applet prepare || ! has_applet fetch; then
 	na_all "needs prepare and fetch"
 	exit 0
 fi
-if [ -z "$REGBIN" ]; then
+if ! command -v docker-registry >/dev/null; then
 	na_all "needs docker-registry: tools/hostdeps.sh check installs it"
 	exit 0
 fi
@@ -62,18 +61,12 @@ say "generating the fixture ($OCI_NATIVE_MB MiB native package, $OCI_JS JS packa
 PYTHONPATH="$TOP/tests/fixtures" python3 "$TOP/tools/bench/agentfix.py" "$d" "$REG" "$OCI_NATIVE_MB" "$OCI_JS" ||
 	{ na_all "fixture failed"; exit 0; }
 
-RP=$(free_port)
-printf 'version: 0.1\nlog:\n  level: error\nstorage:\n  cache:\n    blobdescriptor: inmemory\n  filesystem:\n    rootdirectory: %s\n' \
-	"$d/oci" >"$d/oci.yml"
-printf 'http:\n  addr: 127.0.0.1:%s\n  tls:\n    certificate: %s\n    key: %s\n' "$RP" "$d/pki/good.pem" \
-	"$d/pki/good.key" >>"$d/oci.yml"
-"$REGBIN" serve "$d/oci.yml" >"$d/oci.log" 2>&1 &
-pids="$pids $!"
-i=0
-while [ $i -lt 100 ] && ! curl -s -o /dev/null --cacert "$SSL_CERT_FILE" "https://localhost:$RP/v2/"; do
-	sleep 0.1
-	i=$((i + 1))
-done
+if ! oci_registry_start "$d" "$d/pki/good.pem" "$d/pki/good.key" "$SSL_CERT_FILE"; then
+	na_all "$OCI_REG_WHY"
+	exit 0
+fi
+pids="$pids $OCI_REG_PID"
+RP=$OCI_REG_PORT
 OCI="oci://localhost:$RP/bench/tools"
 
 # origin_bytes: the bytes of the tarballs the fixture registry served, by
