@@ -196,6 +196,17 @@ start_npmreg() {
 	REG_PORT=$(head -1 "$T/$_name.port")
 }
 
+# npm_fixture: the npm registry fixture serving $T/reg (REG its URL), and
+# $T/nm for the manifests of its tools; npmpy runs the Python script on its
+# stdin with tests/fixtures on the module path (npmpack) and T and REG in
+# its environment.
+npm_fixture() {
+	mkdir -p "$T/reg" "$T/nm"
+	start_npmreg reg "$T/reg" "$T/pki"
+	REG="https://localhost:$REG_PORT"
+}
+npmpy() { PYTHONPATH=$FIXTURES T=$T REG=$REG python3 - "$@"; }
+
 # http_raw PORT: send stdin raw to 127.0.0.1:PORT, print the whole answer.
 http_raw() {
 	python3 "$FIXTURES/rawhttp.py" "$1"

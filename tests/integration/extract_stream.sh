@@ -102,25 +102,19 @@ check "tarball, refused archive: not a fetch error" sh -c "! grep -q '\"phase\":
 check "tarball, refused archive: nothing left" nothing_left "$T/t5" evil
 
 # ---- a large npm package ----------------------------------------------------------------
-mkdir -p "$T/reg" "$T/nm"
 export ABX_INSTALL_LIBC=glibc
-start_npmreg reg "$T/reg" "$T/pki"
-REG="https://localhost:$REG_PORT"
-FIXTURES=$FIXTURES T=$T REG=$REG python3 - <<'PY'
-import os, sys
-sys.path.insert(0, os.environ["FIXTURES"])
+npm_fixture
+npmpy <<'PY'
+import os
 import npmpack as P
 T, REG = os.environ["T"], os.environ["REG"]
 root, m = T + "/reg", T + "/nm"
-P.pack(root, "@t/app", "1.0.0", {"bin/app": (b"#!/bin/sh\necho app 1.0.0\n", 0o755)}, {"bin": {"app": "bin/app"}})
 # over the in-memory size (1 MiB): extracted as it downloads
 P.pack(root, "big", "1.0.0", {"a-first.txt": b"first\n", "z.bin": os.urandom(4 << 20)})
-app = P.entry(root, REG, "@t/app", "1.0.0", bin={"app": "bin/app"})
+app = P.app(root, REG)
 big = P.entry(root, REG, "big", "1.0.0")
-verify = {"argv": ["{bin}"], "expect": "app 1.0.0", "timeout": 20}
 for name, e in (("napp", big), ("nbad", dict(big, integrity=P.sri(b"other")))):
-    P.write_manifest(m, name, "@t/app", ["localhost"], verify=verify, bin_="node_modules/.bin/app", binary=name)
-    P.write_lock(m + "/%s/package-lock.json" % name, "@t/app", {"node_modules/@t/app": app, "node_modules/big": e})
+    P.write_app(m, name, {"node_modules/@t/app": app, "node_modules/big": e})
 PY
 BIGTGZ=$T/reg/big/-/big-1.0.0.tgz
 

@@ -76,29 +76,22 @@ run "$BIN" prepare --keep-cache --manifests "$M" --only gone --tools-dir "$T/f8"
 expect "... the message keeps the client's code" 1 "" "install.failed: gone 1.0.0: fetching https://localhost:$P/f/nothing-here.tgz: http.status:"
 
 # ---- npm-lock tools against the fake registry (tests/fixtures/npmreg.py) ----------
-mkdir -p "$T/reg" "$T/nm"
 export ABX_INSTALL_LIBC=glibc
-start_npmreg reg "$T/reg" "$T/pki"
-REG="https://localhost:$REG_PORT"
-FIXTURES=$FIXTURES T=$T REG=$REG python3 - <<'PY'
-import os, sys
-sys.path.insert(0, os.environ["FIXTURES"])
+npm_fixture
+npmpy <<'PY'
+import os
 import npmpack as P
 T, REG = os.environ["T"], os.environ["REG"]
 root, m = T + "/reg", T + "/nm"
 # the tool: a shell entry (no node needed) and four incompressible packages
-P.pack(root, "@t/app", "1.0.0", {"bin/app": (b"#!/bin/sh\necho app 1.0.0\n", 0o755)}, {"bin": {"app": "bin/app"}})
-entries = {"node_modules/@t/app": P.entry(root, REG, "@t/app", "1.0.0", bin={"app": "bin/app"})}
+entries = {"node_modules/@t/app": P.app(root, REG)}
 for i in range(4):
     P.pack(root, "blob%d" % i, "1.0.0", {"blob.bin": os.urandom(300 << 10)})
     entries["node_modules/blob%d" % i] = P.entry(root, REG, "blob%d" % i, "1.0.0")
-verify = {"argv": ["{bin}"], "expect": "app 1.0.0", "timeout": 20}
-P.write_manifest(m, "napp", "@t/app", ["localhost"], verify=verify, bin_="node_modules/.bin/app", binary="napp")
-P.write_lock(m + "/napp/package-lock.json", "@t/app", entries)
+P.write_app(m, "napp", entries)
 # the same lockfile resolved on a port where nothing listens (a blocked registry)
 blocked = {k: dict(v, resolved=v["resolved"].replace(REG, "https://localhost:1")) for k, v in entries.items()}
-P.write_manifest(m, "nblocked", "@t/app", ["localhost"], verify=verify, bin_="node_modules/.bin/app", binary="nblocked")
-P.write_lock(m + "/nblocked/package-lock.json", "@t/app", blocked)
+P.write_app(m, "nblocked", blocked)
 PY
 NPKG=5
 NBYTES=$(cat "$T"/reg/@t/app/-/app-1.0.0.tgz "$T"/reg/blob*/-/*.tgz | wc -c)

@@ -96,25 +96,19 @@ P=$HTTPD_PORT
 mkman lz /f/lz-1.0.0.tgz "$LZ"
 
 # ---- serve's install on first use: an npm tool keeps its downloads alone ----------
-mkdir -p "$T/reg" "$T/nm"
-start_npmreg reg "$T/reg" "$T/pki"
-REG="https://localhost:$REG_PORT"
-FIXTURES=$FIXTURES T=$T REG=$REG python3 - <<'PY'
-import os, sys
-sys.path.insert(0, os.environ["FIXTURES"])
+npm_fixture
+npmpy <<'PY'
+import os
 import npmpack as P
 T, REG = os.environ["T"], os.environ["REG"]
 root, m = T + "/reg", T + "/nm"
 # a shell entry (no node needed) and three packages of 256 KiB random and
 # 256 KiB of text each: npm tarballs compress, the tree is larger
-P.pack(root, "@t/app", "1.0.0", {"bin/app": (b"#!/bin/sh\necho app 1.0.0 \"$@\"\n", 0o755)}, {"bin": {"app": "bin/app"}})
-entries = {"node_modules/@t/app": P.entry(root, REG, "@t/app", "1.0.0", bin={"app": "bin/app"})}
+entries = {"node_modules/@t/app": P.app(root, REG, b"#!/bin/sh\necho app 1.0.0 \"$@\"\n")}
 for i in range(3):
     P.pack(root, "part%d" % i, "1.0.0", {"blob.bin": os.urandom(256 << 10), "doc.txt": b"lazy mode\n" * ((256 << 10) // 10)})
     entries["node_modules/part%d" % i] = P.entry(root, REG, "part%d" % i, "1.0.0")
-verify = {"argv": ["{bin}"], "expect": "app 1.0.0", "timeout": 20}
-P.write_manifest(m, "napp", "@t/app", ["localhost"], verify=verify, bin_="node_modules/.bin/app", binary="napp")
-P.write_lock(m + "/napp/package-lock.json", "@t/app", entries)
+P.write_app(m, "napp", entries)
 # an agent (serve's agents list): a run block
 import json
 d = json.load(open(m + "/napp.json"))
