@@ -97,7 +97,7 @@ keep(void *arg, const struct dialect_rec *r, struct err *e)
 
 /* dialect_codex_message takes a line only when the parse would give one
  * done message whose id and text the writer writes back as the line's own
- * bytes (sessions_items.c then writes them as they are). */
+ * bytes (core/server/sessions_items.c then writes them as they are). */
 static void
 test_codex_message_shape(void **state)
 {
