@@ -657,7 +657,7 @@ sessions_place_head(struct slot *s, const char *type, size_t len, char **line)
 	size_t tl = strlen(s->tstr), yl = strlen(type);
 	char *o;
 
-	if (!s->staging || is_truncated(s) || (o = out_reserve(s, 32 + yl + tl + len)) == NULL)
+	if (!s->staging || is_truncated(s) || (o = out_reserve(s, 48 + yl + tl + len)) == NULL)
 		return NULL;
 	*line = o;
 	memcpy(o, "{\"seq\":", 7);
