@@ -224,4 +224,8 @@ json_plain8(uint64_t w)
 	return ((w | ((w - ones * 0x20) & ~w) | ((q - ones) & ~q) | ((b - ones) & ~b)) & high) == 0;
 }
 
+/* Length (1..4) of the valid UTF-8 sequence at p, or 0 with *why set: what
+ * the parser takes and the writer keeps as it is. */
+int json_utf8_len(const unsigned char *p, const unsigned char *end, const char **why);
+
 #endif

@@ -28,9 +28,6 @@ uint32_t json_key_hash(const char *k, size_t n);
  */
 size_t json_find_dup(const void *base, size_t stride, size_t n, struct keyent *ents);
 
-/* Length (1..4) of the valid UTF-8 sequence at p, or 0 with *why set. */
-int json_utf8_len(const unsigned char *p, const unsigned char *end, const char **why);
-
 /* A key for an error message, into buf[0..cap) (cap > 4): escaped, cut to
  * about 60 bytes with "..." marking the cut. */
 void json_short_key(char *buf, size_t cap, const char *key, size_t keylen);

@@ -22,7 +22,7 @@ int json_test_hash_bits = 32;
 
 /* ---- UTF-8 ---- */
 
-/* (json_int.h) */
+/* (json.h) */
 int
 json_utf8_len(const unsigned char *p, const unsigned char *end, const char **why)
 {

@@ -462,6 +462,47 @@ dialect_line(struct dialect_stream *s, const char *line, size_t len, dialect_cb 
 	return rc < 0 ? -1 : 0;
 }
 
+/* The printable ASCII bytes from p on but '"' and '\\': where they end. */
+static const char *
+plain_end(const char *p, const char *end)
+{
+	while (p < end && *p >= 0x20 && *p < 0x7f && *p != '"' && *p != '\\')
+		p++;
+	return p;
+}
+
+int
+dialect_codex_message(const char *line, size_t len, const char **id, size_t *il, const char **text,
+                      size_t *tl)
+{
+	static const char a[] = "{\"type\":\"item.completed\",\"item\":{\"id\":\"",
+	                  b[] = "\",\"type\":\"agent_message\",\"text\":\"";
+	const char *end = line + len - 3, *p, *why;
+	size_t k;
+
+	if (len < sizeof(a) + sizeof(b) + 1 || len > DIALECT_LINE_MAX ||
+	    memcmp(line, a, sizeof(a) - 1) != 0 || memcmp(end, "\"}}", 3) != 0)
+		return 0;
+	*id = line + sizeof(a) - 1;
+	p = plain_end(*id, end);
+	*il = (size_t)(p - *id);
+	if ((size_t)(end - p) < sizeof(b) - 1 || memcmp(p, b, sizeof(b) - 1) != 0)
+		return 0;
+	*text = p + sizeof(b) - 1;
+	*tl = (size_t)(end - *text);
+	for (p = *text; (p = plain_end(p, end)) < end; p += k) {
+		/* escapes and UTF-8 the parser reads and the writer writes back
+		 * byte for byte */
+		k = (unsigned char)*p >= 0x80
+		        ? (size_t)json_utf8_len((const unsigned char *)p, (const unsigned char *)end, &why)
+		    : *p == '\\' && p + 1 < end && memchr("\"\\bfnrt", p[1], 7) != NULL ? 2
+		                                                                        : 0;
+		if (k == 0)
+			return 0;
+	}
+	return 1;
+}
+
 /* The words of an argv being built; over: buf or argv ran out. */
 struct words {
 	const char **argv;

@@ -132,6 +132,16 @@ void dialect_stream_init(struct dialect_stream *s, enum dialect d);
 int dialect_line(struct dialect_stream *s, const char *line, size_t len, dialect_cb cb, void *arg,
                  struct err *e);
 
+/* Whether line is, byte for byte, codex's
+ * {"type":"item.completed","item":{"id":"ID","type":"agent_message","text":"TEXT"}}
+ * with ID of printable ASCII but '"' and '\\', and TEXT of those, valid
+ * UTF-8 and the escapes \" \\ \b \f \n \r \t: then dialect_line would
+ * report one done DIALECT_REC_MESSAGE of that id and text, which the JSON
+ * writer writes back as the bytes *id, *il and *text, *tl (as they are in
+ * line: no parse). */
+int dialect_codex_message(const char *line, size_t len, const char **id, size_t *il, const char **text,
+                          size_t *tl);
+
 /* One turn of an agent. */
 struct dialect_turn {
 	const char *bin;          /* the agent's entry */

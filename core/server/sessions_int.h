@@ -171,6 +171,15 @@ void sessions_event_head(struct slot *s, struct json_w *w, const char *type);
  * (counted) once the journal is at its limit, as output is. Caller: the
  * session thread, staging. */
 void sessions_emit_limited(struct slot *s, struct json_w *w, size_t head);
+/* An event written in place, while staging: its head {"seq","type","time"
+ * in the stage's room for len more bytes, *line where it starts; the
+ * members go at the pointer returned (NULL: no room, not staging or
+ * truncated; then nothing was added). */
+char *sessions_place_head(struct slot *s, const char *type, size_t len, char **line);
+/* The members of the event sessions_place_head started at line, from head
+ * (its pointer) to o: the event ends and is staged, under the limit as
+ * sessions_emit_limited's; 0, or 1 when it was not (nothing added). */
+int sessions_place_end(struct slot *s, char *line, const char *head, char *o);
 /* Output events for data[0..n) of stream i, split into partial events of
  * at most SESSION_EVENT_DATA_MAX bytes. */
 void sessions_emit_text(struct slot *s, int i, const char *data, size_t n);

@@ -651,6 +651,38 @@ sessions_emit_output(struct slot *s, int i, const char *data, size_t n, int part
 	event_tail(s, w, -1);
 }
 
+char *
+sessions_place_head(struct slot *s, const char *type, size_t len, char **line)
+{
+	size_t tl = strlen(s->tstr), yl = strlen(type);
+	char *o;
+
+	if (!s->staging || is_truncated(s) || (o = out_reserve(s, 48 + yl + tl + len)) == NULL)
+		return NULL;
+	*line = o;
+	memcpy(o, "{\"seq\":", 7);
+	o += 7;
+	o += dec_put(&s->seq, next_seq(s), o);
+	memcpy(o, ",\"type\":\"", 9);
+	memcpy(o + 9, type, yl);
+	o += 9 + yl;
+	memcpy(o, "\",\"time\":\"", 10);
+	memcpy(o + 10, s->tstr, tl);
+	o += 10 + tl;
+	*o++ = '"';
+	return o;
+}
+
+int
+sessions_place_end(struct slot *s, char *line, const char *head, char *o)
+{
+	if (bytes_now(s) + (size_t)(o - head) + 1 + 256 > s->S->c.journal_max)
+		return 1;
+	*o++ = '}';
+	out_commit(s, (size_t)(o - line));
+	return 0;
+}
+
 /* Where to cut a too-long line so a UTF-8 sequence is not split: back up
  * over at most 3 continuation bytes. */
 static size_t

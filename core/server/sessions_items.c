@@ -238,13 +238,58 @@ on_rec(void *arg, const struct dialect_rec *r, struct err *e)
 	return 0;
 }
 
+/* Appends n bytes at o; the end. */
+static char *
+put(char *o, const char *p, size_t n)
+{
+	memcpy(o, p, n);
+	return o + n;
+}
+#define LIT(o, lit) put(o, lit, sizeof(lit) - 1)
+
+/* A codex agent message (dialect_codex_message) as the event dialect_line
+ * and on_rec make of it, written in place: no parse, no writer. 0, or 1
+ * when the line takes the general way (nothing was added). */
+static int
+message_fast(struct slot *s, const char *p, size_t n)
+{
+	const char *id, *text, *head;
+	size_t il, xl, tl;
+	char turn[32], *line, *o;
+
+	if (s->ds.d != DIALECT_CODEX || !dialect_codex_message(p, n, &id, &il, &text, &xl) ||
+	    il > DIALECT_ID_MAX || xl > ITEM_TEXT_MAX)
+		return 1;
+	memcpy(turn, "turn_", 5);
+	tl = 5 + dec_fixed(s->v.turns, 0, 0, turn + 5, sizeof(turn) - 5);
+	o = sessions_place_head(s, "agent.session.turn.item.done", 3 * tl + il + xl + 256, &line);
+	if (o == NULL)
+		return 1;
+	head = o;
+	o = put(LIT(o, ",\"turn_id\":\""), turn, tl);
+	o = LIT(o, "\",\"output_index\":");
+	o += dec_fixed((uint64_t)s->nitems, 0, 0, o, 48);
+	o = put(LIT(o, ",\"item\":{\"id\":\""), turn, tl);
+	*o++ = '_';
+	o = LIT(put(o, id, il), "\",\"type\":\"message\",\"turn_id\":\"");
+	o = LIT(put(o, turn, tl),
+	        "\",\"status\":\"completed\",\"content\":[{\"type\":\"output_text\",\"text\":\"");
+	o = LIT(put(o, text, xl), "\"}],\"role\":\"assistant\",\"phase\":null}");
+	if (sessions_place_end(s, line, head, o) != 0)
+		return 1;
+	s->nitems++;
+	buf_reset(&s->acc);
+	return 0;
+}
+
 /* A whole line of the agent's stdout (without its newline). */
 static void
 line(struct slot *s, const char *p, size_t n)
 {
 	struct err e = {0};
 
-	(void)dialect_line(&s->ds, p, n, on_rec, s, &e);
+	if (message_fast(s, p, n) != 0)
+		(void)dialect_line(&s->ds, p, n, on_rec, s, &e);
 }
 
 void

@@ -113,6 +113,22 @@ wire GET "/$CID/turns/turn_2/items" >/dev/null
 check "turn 2 resumes turn 1's conversation (the agent answers from turn 1's command)" \
 	test "$(js '[i["content"][0]["text"] for i in d["data"] if i["type"] == "message" and i.get("role") == "assistant"]')" = \
 	"['turn 2 (model m1, instructions be brief): Earlier the command printed hello.']"
+wire POST "" "{\"agent_id\": \"fcodex\", $ENV, \"input\": \"say\"}" >/dev/null
+YID=$(js 'd["id"]')
+idle "$YID"
+# The same message in codex's own spacing (written in place, no parse) and
+# spaced out (parsed, through the writer): the same event but for the seq,
+# the output index and the item id.
+"$PY" -c '
+import re, sys
+ev = [l for l in open(sys.argv[1]) if "\"id\":\"turn_1_say_" in l]
+print(len(ev), len({re.sub(r"\"seq\":\d+|\"output_index\":\d+|say_[ab]", "", l) for l in ev}))' \
+	"$T/state/sessions/$YID.jsonl" >"$T/say"
+check "a codex message event is the same byte for byte whether its line is parsed or not" test "$(cat "$T/say")" = "2 1"
+wire GET "/$YID/items?order=asc" >/dev/null
+check "... and its text is the agent's" \
+	test "$(js '[i["content"][0]["text"] == "tab\t \"q\" back\\ nl\n caf\u00e9 \u2014 end" for i in d["data"] if i.get("role") == "assistant"]')" = \
+	"[True, True, False]"
 
 wire POST "" "{\"agent_id\": \"fgem\", $ENV, \"input\": \"\`echo hi\`\"}" >/dev/null
 GID=$(js 'd["id"]')

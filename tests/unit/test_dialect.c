@@ -68,6 +68,98 @@ feed(enum dialect d, const char *const *lines)
 	return got;
 }
 
+/* The first record of a line, written back by the JSON writer: its item id
+ * and text as JSON strings, with the kind and whether it is done. */
+static char rec_id[256], rec_text[256];
+static int rec_n, rec_kind, rec_done;
+
+static int
+keep(void *arg, const struct dialect_rec *r, struct err *e)
+{
+	struct json_w w;
+
+	(void)arg;
+	(void)e;
+	if (rec_n++ > 0)
+		return 0;
+	rec_kind = (int)r->kind;
+	rec_done = r->done;
+	json_w_init(&w, sizeof(rec_id) - 1);
+	json_w_str(&w, r->item_id != NULL ? r->item_id : "(none)");
+	snprintf(rec_id, sizeof(rec_id), "%s", w.overflow ? "(over)" : w.buf);
+	json_w_free(&w);
+	json_w_init(&w, sizeof(rec_text) - 1);
+	json_w_strn(&w, r->text != NULL ? r->text : "", r->len);
+	snprintf(rec_text, sizeof(rec_text), "%s", w.overflow ? "(over)" : w.buf);
+	json_w_free(&w);
+	return 0;
+}
+
+/* dialect_codex_message takes a line only when the parse would give one
+ * done message whose id and text the writer writes back as the line's own
+ * bytes (core/server/sessions_items.c then writes them as they are). */
+static void
+test_codex_message_shape(void **state)
+{
+#define M(id, text)                                                                                          \
+	"{\"type\":\"item.completed\",\"item\":{\"id\":\"" id                                                \
+	"\",\"type\":\"agent_message\",\"text\":\"" text "\"}}"
+	static const struct {
+		const char *line;
+		int ok;
+	} cases[] = {
+	    {M("i0", "plain text"), 1},
+	    {M("i1", "tab\\t \\\"q\\\" back\\\\ \\n \\r \\b \\f"), 1},
+	    {M("i2", "caf\xc3\xa9 \xe2\x80\x94 \xf0\x9f\x98\x80"), 1},
+	    {M("", ""), 1},
+	    {M("i3", "ab\\\"}}"), 1},
+	    {M("i4", "slash \\/"), 0},     /* the writer writes '/' */
+	    {M("i5", "u \\u00e9"), 0},     /* the writer writes the UTF-8 */
+	    {M("i6", "raw \x01 byte"), 0}, /* not JSON */
+	    {M("i7", "del \x7f"), 0},
+	    {M("i8", "bad \xc3\x28 utf8"), 0},
+	    {M("i9", "cut \xe2\x82"), 0},
+	    {M("i\\\"d", "escaped id"), 0},
+	    {M("i10", "bad \\q escape"), 0},
+	    {M("i11", "ends in \\"), 0}, /* the string does not end */
+	    {M("i12", "cr") "\r", 0},
+	    {M("i13", "space") " ", 0},
+	    {"{\"type\": "
+	     "\"item.completed\",\"item\":{\"id\":\"i14\",\"type\":\"agent_message\",\"text\":\"x\"}}",
+	     0},
+	    {"{\"type\":\"item.started\",\"item\":{\"id\":\"i15\",\"type\":\"agent_message\",\"text\":\"x\"}"
+	     "}",
+	     0},
+	    {"{\"type\":\"item.completed\",\"item\":{\"id\":\"i16\",\"type\":\"reasoning\",\"text\":\"x\"}}",
+	     0},
+	    {"{\"type\":\"item.completed\",\"item\":{\"id\":\"i17\",\"type\":\"agent_message\"}}", 0},
+	};
+#undef M
+	const char *id, *text;
+	char want[256];
+	size_t il, tl, n;
+	struct dialect_stream s;
+	struct err e = {0};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		n = strlen(cases[i].line);
+		assert_int_equal(dialect_codex_message(cases[i].line, n, &id, &il, &text, &tl), cases[i].ok);
+		if (!cases[i].ok)
+			continue;
+		dialect_stream_init(&s, DIALECT_CODEX);
+		rec_n = 0;
+		assert_int_equal(dialect_line(&s, cases[i].line, n, keep, NULL, &e), 0);
+		assert_int_equal(rec_n, 1);
+		assert_int_equal(rec_kind, DIALECT_REC_MESSAGE);
+		assert_true(rec_done);
+		snprintf(want, sizeof(want), "\"%.*s\"", (int)il, id);
+		assert_string_equal(rec_id, want);
+		snprintf(want, sizeof(want), "\"%.*s\"", (int)tl, text);
+		assert_string_equal(rec_text, want);
+	}
+}
+
 static void
 test_names(void **state)
 {
@@ -753,6 +845,7 @@ main(void)
 	    cmocka_unit_test(test_names),
 	    cmocka_unit_test(test_codex_turn),
 	    cmocka_unit_test(test_codex_failures),
+	    cmocka_unit_test(test_codex_message_shape),
 	    cmocka_unit_test(test_raw_lines),
 	    cmocka_unit_test(test_limits),
 	    cmocka_unit_test(test_callback_stops),

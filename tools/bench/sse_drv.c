@@ -1,15 +1,15 @@
-/* Bench helper for tools/bench/sessions.sh: a minimal Server-Sent Events
- * client, so the session row can be measured without curl's own costs (two
- * process start-ups, its per-buffer work).
+/* Bench helper for tools/bench/sessions.sh and tools/bench/wire.sh: a
+ * minimal Server-Sent Events client, so a session row can be measured without
+ * curl's own costs (two process start-ups, its per-buffer work).
  *
- *   sse_drv PORT TOKEN AGENT N OUT
+ *   sse_drv PORT TOKEN AGENT N OUT [TYPE]
  *
  * POSTs a session of AGENT whose message is N to
  * http://127.0.0.1:PORT/v1/agents/sessions (the sessions wire), then GETs
  * that session's events with Accept: text/event-stream over a plain socket,
  * reads in 1 MiB buffers, undoes the framing the server uses (chunked for
  * HTTP/1.1; close-delimited otherwise), writes the event stream to OUT,
- * counts "event: agent.session.output" lines and stops at the end of the
+ * counts "event: TYPE" lines (TYPE: agent.session.output unless given) and stops at the end of the
  * agent.session.exited event or of the stream. Prints the count on stdout;
  * exits 1 on any error (the count is then not printed). */
 #include <arpa/inet.h>
@@ -53,7 +53,8 @@ static size_t line_len;
 static long outputs;
 static int exited, finished;
 
-static const char EV_OUT[] = "event: agent.session.output";
+static char ev_count[LINE_KEEP] = "event: agent.session.output";
+static size_t ev_count_len = sizeof("event: agent.session.output") - 1;
 static const char EV_EXIT[] = "event: agent.session.exited";
 
 static void
@@ -61,7 +62,7 @@ end_line(void)
 {
 	size_t n = line_len < LINE_KEEP ? line_len : LINE_KEEP;
 
-	if (line_len == sizeof(EV_OUT) - 1 && memcmp(line, EV_OUT, n) == 0)
+	if (line_len == ev_count_len && memcmp(line, ev_count, n) == 0)
 		outputs++;
 	else if (line_len == sizeof(EV_EXIT) - 1 && memcmp(line, EV_EXIT, n) == 0)
 		exited = 1;
@@ -305,10 +306,12 @@ main(int argc, char **argv)
 	long hl, n;
 	ssize_t k;
 
-	if (argc != 6) {
-		fprintf(stderr, "usage: sse_drv PORT TOKEN AGENT N OUT\n");
+	if (argc != 6 && !(argc == 7 && strlen(argv[6]) < LINE_KEEP - 7)) {
+		fprintf(stderr, "usage: sse_drv PORT TOKEN AGENT N OUT [TYPE]\n");
 		return 2;
 	}
+	if (argc == 7)
+		ev_count_len = (size_t)snprintf(ev_count, sizeof(ev_count), "event: %s", argv[6]);
 	port = atoi(argv[1]);
 	n = atol(argv[4]);
 	if ((out_fd = open(argv[5], O_WRONLY | O_CREAT | O_TRUNC, 0600)) < 0) {
