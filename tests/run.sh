@@ -14,13 +14,16 @@
 #   ABX_TEST_LOG=DIR                    the logs (default build/test/log)
 #   tests/run.sh --e2e                  tests/e2e/*.sh (reach the npm registry)
 #   tests/run.sh --no-integration UNIT_BIN...   the unit tests alone
-#   tests/run.sh -j N ...               N test files at once (ABX_TEST_JOBS; default
-#                                       the number of cores, 1 with --e2e)
+#   tests/run.sh -j N ...               N at once (ABX_TEST_JOBS; default twice the
+#                                       number of cores, as most of a file's time
+#                                       is waiting on its peers; 1 with --e2e)
 #
-# Test files run at once, each in its own temporary directory ($T, with its
-# own HOME: tests/lib.sh); their lines are printed file by file in name
-# order. A file with a line "# run.sh: alone" runs when no other does (it
-# loads the machine or writes where the others read), after the rest.
+# Unit binaries and test files run at once, each file in its own temporary
+# directory ($T, with its own HOME: tests/lib.sh); their lines are printed
+# unit by unit, then file by file in name order. The longest start first:
+# by their time in the last run ($log/times), else by their size. A file
+# with a line "# run.sh: alone" runs when no other does (it writes where
+# the others read), after the rest.
 top=$(cd "$(dirname "$0")/.." && pwd)
 pass=0 failn=0 skip=0
 log=${ABX_TEST_LOG:-$top/build/test/log}; mkdir -p "$log"
@@ -64,23 +67,6 @@ count() { # file with ok/not ok/skip lines
 	pass=$((pass + p)) failn=$((failn + f)) skip=$((skip + s))
 }
 
-for u in $units; do
-	name=$(basename "$u")
-	out=$log/$name.out
-	"$u" >"$out" 2>&1
-	rc=$?
-	p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$out" | awk '{s+=$1} END{print s+0}')
-	f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$out" | awk '{s+=$1} END{print s+0}')
-	if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi # crashed or sanitizer report
-	if [ "$f" -gt 0 ]; then
-		echo "not ok - unit/$name ($f failed; see $out)"
-		grep -E '^\[  (FAILED|ERROR) +\]|ERROR: |runtime error' "$out" | head -20 | sed 's/^/    /'
-	else
-		echo "ok - unit/$name ($p tests)"
-	fi
-	pass=$((pass + p)) failn=$((failn + f))
-done
-
 if [ $e2e -eq 1 ]; then files=$(ls "$top"/tests/e2e/*.sh 2>/dev/null)
 elif [ $integration -eq 1 ]; then files=$(ls "$top"/tests/integration/*.sh 2>/dev/null)
 else files=""; fi
@@ -102,45 +88,90 @@ for t in $files; do
 	rm -f "$log/$name.rc"
 	if grep -q '^# run.sh: alone' "$t"; then alone="$alone $t"; else together="$together $t"; fi
 done
+for u in $units; do rm -f "$log/$(basename "$u").rc"; done
 if [ -z "$jobs" ]; then
-	if [ $e2e -eq 1 ]; then jobs=1; else jobs=$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1); fi
+	if [ $e2e -eq 1 ]; then jobs=1
+	else jobs=$((2 * $(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1))); fi
 fi
 [ "$jobs" -ge 1 ] 2>/dev/null || jobs=1
 
-# one FILE: run the test file; its lines in $log/NAME.out, its stderr in
-# NAME.err, then its exit code in NAME.rc (the sign that it is over).
+# longest PATH...: the paths, the longest first (milliseconds in the last
+# run, or else bytes: a file's size follows its number of cases)
+longest() {
+	for _p in "$@"; do
+		_n=$(basename "$_p" .sh)
+		_t=$(awk -v n="$_n" '$1 == n { t = $2 } END { print t + 0 }' "$log/times" 2>/dev/null)
+		[ "${_t:-0}" -gt 0 ] || _t=$(wc -c <"$_p")
+		echo "$_t $_p"
+	done | sort -rn | cut -d' ' -f2-
+}
+
+# one PATH: run the unit binary or the test file; its output in
+# $log/NAME.out (a file's stderr in NAME.err), then its exit code in
+# NAME.rc (the sign that it is over) and its time in $log/times.
 one() {
 	_name=$(basename "$1" .sh)
-	BIN=$bin TOP=$top timeout 900 sh "$1" >"$log/$_name.out" 2>"$log/$_name.err" </dev/null 3>&-
+	_t0=$(date +%s%3N)
+	case $1 in
+	*.sh) BIN=$bin TOP=$top timeout 900 sh "$1" >"$log/$_name.out" 2>"$log/$_name.err" </dev/null 3>&- ;;
+	*) "$1" >"$log/$_name.out" 2>&1 </dev/null 3>&- ;;
+	esac
 	echo $? >"$log/$_name.rc.tmp"
+	echo "$_name $(($(date +%s%3N) - _t0))" >>"$log/times.new"
 	mv "$log/$_name.rc.tmp" "$log/$_name.rc"
 }
-# The files run from a background shell, at most $jobs at once: a FIFO
-# holds one token per slot, a file takes one to start and gives it back.
-if [ -n "$sel" ]; then
+# wait_rc NAME: until NAME's exit code is there (or the runs are over)
+wait_rc() {
+	while [ ! -e "$log/$1.rc" ]; do
+		kill -0 "$launcher" 2>/dev/null || break
+		sleep 0.1
+	done
+}
+# The runs go from a background shell, at most $jobs at once: a FIFO
+# holds one token per slot, a run takes one to start and gives it back.
+if [ -n "$sel$units" ]; then
 	fifo=$(mktemp -u "${TMPDIR:-/tmp}/abx-run.XXXXXX")
 	mkfifo -m 600 "$fifo" || exit 1
+	: >"$log/times.new"
 	(
 		exec 3<>"$fifo"
 		rm -f "$fifo"
 		i=0
 		while [ $i -lt "$jobs" ]; do echo >&3; i=$((i + 1)); done
-		for t in $together; do
+		# shellcheck disable=SC2086
+		for t in $(longest $units $together); do
 			read -r _ <&3
 			{ one "$t"; echo >&3; } &
 		done
 		wait
 		for t in $alone; do one "$t"; done
+		# this run's times over the last ones (a run may select a few)
+		cat "$log/times" "$log/times.new" 2>/dev/null |
+			awk '{ t[$1] = $2 } END { for (n in t) print n, t[n] }' >"$log/times.tmp"
+		mv "$log/times.tmp" "$log/times"
 	) &
 	launcher=$!
 fi
+for u in $units; do
+	name=$(basename "$u")
+	out=$log/$name.out
+	wait_rc "$name"
+	rc=$(cat "$log/$name.rc" 2>/dev/null || echo 125)
+	p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$out" | awk '{s+=$1} END{print s+0}')
+	f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$out" | awk '{s+=$1} END{print s+0}')
+	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi # crashed or sanitizer report
+	if [ "$f" -gt 0 ]; then
+		echo "not ok - unit/$name ($f failed; see $out)"
+		grep -E '^\[  (FAILED|ERROR) +\]|ERROR: |runtime error' "$out" | head -20 | sed 's/^/    /'
+	else
+		echo "ok - unit/$name ($p tests)"
+	fi
+	pass=$((pass + p)) failn=$((failn + f))
+done
 for t in $sel; do
 	name=$(basename "$t" .sh)
 	out=$log/$name.out
-	while [ ! -e "$log/$name.rc" ]; do
-		kill -0 "$launcher" 2>/dev/null || break
-		sleep 0.1
-	done
+	wait_rc "$name"
 	rc=$(cat "$log/$name.rc" 2>/dev/null || echo 125)
 	grep -aE '^(ok|not ok|skip) - ' "$out" | sed -E "s#^(ok|not ok|skip) - #\1 - $name/#"
 	count "$out"
@@ -150,7 +181,7 @@ for t in $sel; do
 		failn=$((failn + 1))
 	fi
 done
-[ -n "$sel" ] && wait "$launcher"
+[ -n "$sel$units" ] && wait "$launcher"
 
 if [ $skip -gt 0 ]; then echo "$pass passed, $failn failed, $skip skipped"
 else echo "$pass passed, $failn failed"; fi

@@ -7,7 +7,7 @@
 # not (tools/benchlib.sh). The npm-lock rows use a small lockfile made here
 # (tools/bench/agentfix.py), so nothing reaches registry.npmjs.org.
 . "$TOP/tests/lib.sh"
-# run.sh: alone (its rows measure, and it loads both cores)
+# Its rows are read, never judged, so it runs beside the other files.
 
 # has ITEM: the command, the binary's applet, or root (the uid) is here
 has() {

@@ -176,10 +176,13 @@ grep '^history: ' "$T/comments" | sed 's/^history: //' >"$bad"
 check "comments tell what is, not what was ($(wc -l <"$bad"): $(head -3 "$bad" | cut -c1-120 | tr '\n' ';'))" test ! -s "$bad"
 
 if command -v clang-format >/dev/null 2>&1; then
-	: >"$bad"
-	for f in core/*/*.[ch] applets/*.[ch] $tc; do
-		clang-format --style=file "$f" | cmp -s - "$f" || echo "$f" >>"$bad"
-	done
+	# one run over every file (a run per file costs half a minute)
+	# shellcheck disable=SC2086
+	clang-format --style=file --dry-run --Werror core/*/*.[ch] applets/*.[ch] $tc >/dev/null 2>"$T/cf"
+	cf=$?
+	sed -n 's/^\([^:]*\):[0-9]*:[0-9]*: error: code should be clang-formatted.*/\1/p' "$T/cf" | uniq >"$bad"
+	# it failed otherwise (a file it could not read, an option it lacks)
+	[ $cf -eq 0 ] || [ -s "$bad" ] || head -3 "$T/cf" >"$bad"
 	check "the code is as .clang-format says (clang-format -i $(head -5 "$bad" | tr '\n' ' '))" test ! -s "$bad"
 else
 	skip "the code is as .clang-format says" "clang-format is not installed"
