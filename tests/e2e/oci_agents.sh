@@ -92,8 +92,9 @@ phases() {
 
 # inst SIDE AGENT: a cold install of AGENT from SIDE (origin, oci) into
 # $T/t-SIDE-AGENT, its cache $T/c-SIDE-AGENT; "wall_ms cpu_ms registry_ms
-# others_ms" and its phases appended to $T/SIDE-AGENT.ms, a failure to
-# $T/fail
+# others_ms", its phases and the measuring window's ms (the wrapper's
+# start and end too: the others' CPU is over it) appended to
+# $T/SIDE-AGENT.ms, a failure to $T/fail
 inst() {
 	_d=$T/t-$1-$2 _c=$T/c-$1-$2
 	rm -rf "$_d" "$_c"
@@ -102,18 +103,18 @@ inst() {
 	[ "$1" = origin ] || _e=$OCIENV
 	# the previous install's dirty pages are written now, not in this one
 	sync
-	_r0=$(reg_ms) _b0=$(busy_ms)
+	_r0=$(reg_ms) _b0=$(busy_ms) _w0=$(ms_now)
 	_m=$(wall_cpu_ms "env $_e '$BIN' prepare --only $2 --tools-dir '$_d' --cache '$_c' -v 2>'$T/v.err'")
-	_r=$(($(reg_ms) - _r0)) _b=$(($(busy_ms) - _b0))
+	_r=$(($(reg_ms) - _r0)) _b=$(($(busy_ms) - _b0)) _w=$(($(ms_now) - _w0))
 	cat "$T/v.err" >>"$T/$1-$2.err"
 	if [ "$_m" = fail ]; then
 		echo "$1 $2 failed in round $r: $(tail -2 "$T/v.err" | tr '\n' ' ')" >>"$T/fail"
 	else
 		_o=$((_b - ${_m#* } - _r))
-		echo "$_m $_r $((_o > 0 ? _o : 0)) $(phases "$T/v.err")" >>"$T/$1-$2.ms"
+		echo "$_m $_r $((_o > 0 ? _o : 0)) $(phases "$T/v.err") $_w" >>"$T/$1-$2.ms"
 	fi
-	printf 'e2e oci agents: round %s: %s from %s: %s (wall ms, CPU ms), registry CPU %s ms, machine busy %s ms\n' \
-		"$r" "$2" "$1" "$_m" "$_r" "$_b" >&2
+	printf 'e2e oci agents: round %s: %s from %s: %s (wall ms, CPU ms), registry CPU %s ms, machine busy %s of %s ms\n' \
+		"$r" "$2" "$1" "$_m" "$_r" "$_b" "$_w" >&2
 }
 : >"$T/fail"
 r=1
@@ -148,7 +149,7 @@ the origin is the internet and varies), CPU $(ratio "$oc" "$hc") ($oc vs $hc ms)
 		printf 'e2e oci agents: %s from %s (medians, ms): npm %s, verify.argv %s, publish/sync %s; CPU: decompress %s, digests %s, receive %s, tree write %s; registry CPU %s; other processes %s cores\n' \
 			"$ag" "$sd" "$(col "$f" 5)" "$(col "$f" 6)" "$(col "$f" 7)" "$(col "$f" 8)" "$(col "$f" 9)" \
 			"$(col "$f" 10)" "$(col "$f" 11)" "$(col "$f" 3)" \
-			"$(median $(awk '$1 > 0 { printf "%.2f\n", $4 / $1 }' "$f" 2>/dev/null))" >&2
+			"$(median $(awk '$12 > 0 { printf "%.2f\n", $4 / $12 }' "$f" 2>/dev/null))" >&2
 	done
 	run "$BIN" verify "$ag" --tools-dir "$T/t-oci-$ag"
 	expect "$ag: verify passes on the tree installed from the registry" 0
