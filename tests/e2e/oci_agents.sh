@@ -9,7 +9,9 @@
 # from the origin and one with install.mirrors.oci set
 # (ABX_INSTALL_OCI_MIRROR), for each agent. The medians of wall and CPU
 # (user + system) and the ratio OCI/origin (the issue's goal is <= 0.8x)
-# are in the names of the checks and on stderr, for the record: the origin
+# are in the names of the checks and on stderr, with each side's medians of
+# where the time went (prepare -v's phases and CPU by stage, the registry's
+# CPU, the cores the machine's other work took), for the record: the origin
 # is the internet, whose speed varies from run to run and place to place,
 # so nothing is asserted on a time. The checks: every install succeeded,
 # the OCI installs read nothing from the origin (they run behind an
@@ -72,8 +74,26 @@ check "behind the dead proxy without the registry, prepare --only codex fails (e
 	sh -c "[ $RC = 1 ] || [ $RC = 3 ]"
 rm -rf "$T/noreg" "$T/noreg-c"
 
+# CPU ms the registry used so far; CPU ms the machine used so far (every
+# process: with the registry's and the install's taken out, what the
+# machine's other work took from its cores while an install ran)
+HZ=$(getconf CLK_TCK 2>/dev/null || echo 100)
+reg_ms() { awk -v hz="$HZ" '{ print int(($14 + $15) * 1000 / hz) }' "/proc/$OCI_REG_PID/stat" 2>/dev/null || echo 0; }
+busy_ms() { awk -v hz="$HZ" '/^cpu / { print int(($2 + $3 + $4 + $7 + $8 + $9) * 1000 / hz); exit }' /proc/stat; }
+# the phases of prepare -v's timing line (ms): npm, verify.argv,
+# publish/sync, and the CPU of decompress, digests, receive, tree write
+phases() {
+	sed -n 's/.*: timing [^:]*: //p' "$1" | tr ';,' '\n\n' | awk '
+		{ sub(/^ *(cpu: *)?/, "") }
+		/ [0-9.]+ ms$/ { v = $(NF - 1); sub(/ [0-9.]+ ms$/, ""); p[$0] = v }
+		END { printf "%d %d %d %d %d %d %d\n", p["npm"], p["verify.argv"], p["publish/sync"], p["decompress"],
+		    p["digests"], p["receive"], p["tree write"] }'
+}
+
 # inst SIDE AGENT: a cold install of AGENT from SIDE (origin, oci) into
-# $T/t-SIDE-AGENT, its cache $T/c-SIDE-AGENT; "wall_ms cpu_ms" appended to
+# $T/t-SIDE-AGENT, its cache $T/c-SIDE-AGENT; "wall_ms cpu_ms registry_ms
+# others_ms", its phases and the measuring window's ms (the wrapper's
+# start and end too: the others' CPU is over it) appended to
 # $T/SIDE-AGENT.ms, a failure to $T/fail
 inst() {
 	_d=$T/t-$1-$2 _c=$T/c-$1-$2
@@ -83,13 +103,18 @@ inst() {
 	[ "$1" = origin ] || _e=$OCIENV
 	# the previous install's dirty pages are written now, not in this one
 	sync
-	_m=$(wall_cpu_ms "env $_e '$BIN' prepare --only $2 --tools-dir '$_d' --cache '$_c' -q 2>>'$T/$1-$2.err'")
+	_r0=$(reg_ms) _b0=$(busy_ms) _w0=$(ms_now)
+	_m=$(wall_cpu_ms "env $_e '$BIN' prepare --only $2 --tools-dir '$_d' --cache '$_c' -v 2>'$T/v.err'")
+	_r=$(($(reg_ms) - _r0)) _b=$(($(busy_ms) - _b0)) _w=$(($(ms_now) - _w0))
+	cat "$T/v.err" >>"$T/$1-$2.err"
 	if [ "$_m" = fail ]; then
-		echo "$1 $2 failed in round $r: $(tail -2 "$T/$1-$2.err" | tr '\n' ' ')" >>"$T/fail"
+		echo "$1 $2 failed in round $r: $(tail -2 "$T/v.err" | tr '\n' ' ')" >>"$T/fail"
 	else
-		echo "$_m" >>"$T/$1-$2.ms"
+		_o=$((_b - ${_m#* } - _r))
+		echo "$_m $_r $((_o > 0 ? _o : 0)) $(phases "$T/v.err") $_w" >>"$T/$1-$2.ms"
 	fi
-	printf 'e2e oci agents: round %s: %s from %s: %s (wall ms, CPU ms)\n' "$r" "$2" "$1" "$_m" >&2
+	printf 'e2e oci agents: round %s: %s from %s: %s (wall ms, CPU ms), registry CPU %s ms, machine busy %s of %s ms\n' \
+		"$r" "$2" "$1" "$_m" "$_r" "$_b" "$_w" >&2
 }
 : >"$T/fail"
 r=1
@@ -116,6 +141,16 @@ the origin is the internet and varies), CPU $(ratio "$oc" "$hc") ($oc vs $hc ms)
 		sh -c "! grep -q ' $ag failed' '$T/fail'"
 	printf 'e2e oci agents: %s (median of %s): wall OCI %s ms, origin (registry.npmjs.org) %s ms: %s (goal <= 0.8x); CPU OCI %s ms, origin %s ms: %s\n' \
 		"$ag" "$E2E_ROUNDS" "$ow" "$hw" "$(ratio "$ow" "$hw")" "$oc" "$hc" "$(ratio "$oc" "$hc")" >&2
+	# where the time went, side by side (medians, ms): the phases of the
+	# install, its CPU by stage, the registry's CPU, and the machine's
+	# other work in cores (its CPU over the install's wall)
+	for sd in oci origin; do
+		f=$T/$sd-$ag.ms
+		printf 'e2e oci agents: %s from %s (medians, ms): npm %s, verify.argv %s, publish/sync %s; CPU: decompress %s, digests %s, receive %s, tree write %s; registry CPU %s; other processes %s cores\n' \
+			"$ag" "$sd" "$(col "$f" 5)" "$(col "$f" 6)" "$(col "$f" 7)" "$(col "$f" 8)" "$(col "$f" 9)" \
+			"$(col "$f" 10)" "$(col "$f" 11)" "$(col "$f" 3)" \
+			"$(median $(awk '$12 > 0 { printf "%.2f\n", $4 / $12 }' "$f" 2>/dev/null))" >&2
+	done
 	run "$BIN" verify "$ag" --tools-dir "$T/t-oci-$ag"
 	expect "$ag: verify passes on the tree installed from the registry" 0
 done
