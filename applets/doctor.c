@@ -56,14 +56,14 @@ static const struct opts usage = {
 /* --- configuration and manifests --- */
 
 /* Manifests: every one of the set (embedded, then manifests_dir) loads and
- * validates with its requires closure; their hosts feed --network. */
+ * validates with its requires closure. */
 static void
-check_manifests(struct report *r, struct cfgload *L, struct hostlist *hl)
+check_manifests(struct report *r, struct cfgload *L)
 {
 	struct manifest_opts opts = {0};
 	const manifest_t *m;
 	struct err e = {0};
-	int i, h, n = 0, bad = 0;
+	int i, n = 0, bad = 0;
 
 	if (!L->st.ms_open) {
 		opts.platform = manifest_platform_self();
@@ -88,8 +88,6 @@ check_manifests(struct report *r, struct cfgload *L, struct hostlist *hl)
 			continue;
 		}
 		n++;
-		for (h = 0; h < m->nhosts; h++)
-			doctor_add_host(hl, m->hosts[h]);
 	}
 	if (bad == 0)
 		doctor_line(r, "PASS", "manifests", NULL, "%d manifests load%s%s%s", n,
@@ -245,31 +243,35 @@ count_pem_dir(const char *dir)
 	return n;
 }
 
-/* The first enabled tool (agents, the tools ops install, and what they
- * require) that no tools directory holds installed and no ABX_TOOL_<NAME>
- * names, or NULL; *nwanted: how many tools are enabled at all. */
+/* The enabled tools: the agents, the tools ops install, and what they
+ * require, into names; returns how many. */
+static int
+enabled_tools(struct cfgload *L, char (*names)[MANIFEST_NAME_MAX])
+{
+	struct err e = {0};
+	int i, j, n = 0;
+
+	for (i = 0; L->st.ms_open && i < L->cfg.agents.n; i++)
+		(void)manifest_closure_add(&L->ms, L->cfg.agents.v[i], names, &n, MANIFEST_SET_MAX, &e);
+	for (i = 0; L->st.ms_open && L->st.ops_ready && i < ops_n(&L->ops); i++)
+		for (j = 0; j < ops_at(&L->ops, i)->ninstall; j++)
+			(void)manifest_closure_add(&L->ms, ops_at(&L->ops, i)->install[j], names, &n,
+			                           MANIFEST_SET_MAX, &e);
+	return n;
+}
+
+/* The first enabled tool that no tools directory holds installed and no
+ * ABX_TOOL_<NAME> names, or NULL; *nwanted: how many tools are enabled. */
 static const char *
 first_missing_tool(struct cfgload *L, const struct chain *ch, int *nwanted)
 {
 	static char names[MANIFEST_SET_MAX][MANIFEST_NAME_MAX];
 	char env[MANIFEST_NAME_MAX + 16], mk[PATH_MAX + 256];
-	const char *v;
-	struct err e = {0};
-	int i, j, n = 0, have;
+	int i, j, n = *nwanted = enabled_tools(L, names), have;
 
-	*nwanted = 0;
-	if (!L->st.ms_open)
-		return NULL;
-	for (i = 0; i < L->cfg.agents.n; i++)
-		(void)manifest_closure_add(&L->ms, L->cfg.agents.v[i], names, &n, MANIFEST_SET_MAX, &e);
-	for (i = 0; L->st.ops_ready && i < ops_n(&L->ops); i++)
-		for (j = 0; j < ops_at(&L->ops, i)->ninstall; j++)
-			(void)manifest_closure_add(&L->ms, ops_at(&L->ops, i)->install[j], names, &n,
-			                           MANIFEST_SET_MAX, &e);
-	*nwanted = n;
 	for (i = 0; i < n; i++) {
 		install_tool_env_name(names[i], env, sizeof(env));
-		if ((v = config_env(env)) != NULL)
+		if (config_env(env) != NULL)
 			continue;
 		for (j = 0, have = 0; j < ch->n && !have; j++) {
 			have =
@@ -280,6 +282,24 @@ first_missing_tool(struct cfgload *L, const struct chain *ch, int *nwanted)
 			return names[i];
 	}
 	return NULL;
+}
+
+/* The hosts --network checks: those of the enabled tools' manifests (a
+ * tool nothing enables is never installed, so its hosts are not asked). */
+static void
+enabled_hosts(struct cfgload *L, struct hostlist *hl)
+{
+	static char names[MANIFEST_SET_MAX][MANIFEST_NAME_MAX];
+	const manifest_t *m;
+	struct err e = {0};
+	int i, h, n = enabled_tools(L, names);
+
+	for (i = 0; i < n; i++) {
+		if ((m = manifest_get(&L->ms, names[i], &e)) == NULL)
+			continue;
+		for (h = 0; h < m->nhosts; h++)
+			doctor_add_host(hl, m->hosts[h]);
+	}
 }
 
 /* The same rule as the TLS client: SSL_CERT_FILE and/or SSL_CERT_DIR when
@@ -594,7 +614,7 @@ doctor_main(int argc, char **argv)
 	doctor_tools_chain(&L->cfg, &ch);
 	doctor_check_tools_dirs(&r, &L->cfg, &ch);
 	doctor_check_installed(&r, &ch);
-	check_manifests(&r, L, hl);
+	check_manifests(&r, L);
 	check_image(&r, L);
 	check_root(&r, &L->cfg);
 	check_ca(&r, L, &ch);
@@ -607,8 +627,10 @@ doctor_main(int argc, char **argv)
 	check_allow_http(&r, &L->cfg);
 	doctor_check_ports(&r, o.ports);
 	check_credentials(&r, &L->cfg);
-	if (o.network)
+	if (o.network) {
+		enabled_hosts(L, hl);
 		doctor_check_network(&r, &L->cfg, hl);
+	}
 	if (r.json) {
 		json_w_end(&r.w);
 		json_w_kint(&r.w, "pass", r.npass);

@@ -33,6 +33,16 @@ chmod 700 "$T"
 # A HOME of the file's own (a file that needs another sets its): what the
 # binary keeps under HOME by default is not shared by files run at once.
 mkdir "$T/HOME" && export HOME="$T/HOME"
+# None of the binary's settings comes from the caller's environment: every
+# ABX_* variable but the runner's (ABX_TEST_*, ABX_E2E_*) is unset, with
+# the certificate directory, DOCKER_CONFIG and NODE_OPTIONS; a file sets
+# what it tests. The files of make check reach loopback only, so the
+# proxies go too; an e2e file reaches the registry through the caller's.
+for _v in $(env | sed -n 's/^\(ABX_[A-Za-z0-9_]*\)=.*/\1/p'); do
+	case $_v in ABX_TEST_PAUSE) unset "$_v" ;; ABX_TEST_* | ABX_E2E_*) ;; *) unset "$_v" ;; esac
+done
+unset SSL_CERT_DIR DOCKER_CONFIG NODE_OPTIONS
+case $0 in */e2e/*) ;; *) unset HTTPS_PROXY https_proxy HTTP_PROXY http_proxy NO_PROXY no_proxy ;; esac
 FIXTURES=$TOP/tests/fixtures
 # The platform the binary under test installs for (make check-arm64 sets
 # it: the host's is not the emulated binary's), and the file its own links

@@ -19,8 +19,6 @@
 . "$TOP/tests/lib.sh"
 
 export HOME=$T/home
-unset ABX_TOOLS_DIR ABX_MANIFESTS_DIR ABX_SERVER_INSTALL_MODE ABX_INSTALL_MIRROR ABX_SERVER_STATE_DIR \
-	ABX_INSTALL_NPM_REGISTRY ABX_TEST_PAUSE
 mkdir -p "$HOME" "$T/ws"
 VALUE=abx-secret-$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')
 echo "$VALUE" >"$T/ws/secret.txt"

@@ -14,7 +14,6 @@
 . "$TOP/tools/benchlib.sh" # median
 
 export HOME=$T/home ABX_SERVER_STATE_DIR=$T/state
-unset ABX_TOOLS_DIR ABX_MANIFESTS_DIR ABX_SERVER_INSTALL_MODE ABX_INSTALL_MIRROR ABX_INSTALL_NPM_REGISTRY ABX_TEST_PAUSE
 mkdir -p "$HOME" "$T/nobin"
 : >"$T/empty"
 : >"$T/gempty"

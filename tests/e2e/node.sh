@@ -4,7 +4,6 @@
 . "$TOP/tests/lib.sh"
 
 export HOME=$T/home ABX_SERVER_STATE_DIR=$T/state
-unset ABX_TOOLS_DIR ABX_MANIFESTS_DIR ABX_SERVER_INSTALL_MODE ABX_INSTALL_MIRROR ABX_TEST_PAUSE
 mkdir -p "$HOME"
 
 run "$BIN" prepare --only node-runtime --tools-dir "$T/tools"

@@ -6,7 +6,6 @@
 . "$TOP/tests/lib.sh"
 
 export HOME=$T/home ABX_SERVER_STATE_DIR=$T/state
-unset ABX_TOOLS_DIR ABX_MANIFESTS_DIR ABX_SERVER_INSTALL_MODE ABX_INSTALL_MIRROR ABX_INSTALL_NPM_REGISTRY ABX_TEST_PAUSE
 mkdir -p "$HOME" "$T/nobin"
 
 for t in codex:codex:0.171.0 claude-code:claude:2.1.332 gemini:gemini:0.61.0; do

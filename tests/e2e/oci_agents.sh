@@ -32,9 +32,7 @@ fi
 [ -f "$SYSCA" ] || { not_ok "oci agents" "no system CA bundle at $SYSCA"; exit 1; }
 
 export ABX_SERVER_STATE_DIR=$T/state
-unset ABX_TOOLS_DIR ABX_MANIFESTS_DIR ABX_SERVER_INSTALL_MODE ABX_INSTALL_MODE ABX_INSTALL_MIRROR \
-	ABX_INSTALL_NPM_REGISTRY ABX_INSTALL_OCI_MIRROR ABX_SERVER_INSTALL_ALLOW_HOSTS ABX_SERVER_CONFIG ABX_OCI_AUTH \
-	ABX_OCI_AUTH_FILE DOCKER_CONFIG SSL_CERT_DIR HTTPS_PROXY https_proxy HTTP_PROXY http_proxy NO_PROXY no_proxy
+unset HTTPS_PROXY https_proxy HTTP_PROXY http_proxy NO_PROXY no_proxy
 make_pki
 # both sides trust the system's CAs (the origin's; a re-signing proxy's
 # too) and the test CA (the registry's)

@@ -8,8 +8,6 @@
 . "$TOP/tests/lib.sh"
 
 export HOME=$T/home
-unset ABX_TOOLS_DIR ABX_MANIFESTS_DIR ABX_SERVER_INSTALL_MODE ABX_INSTALL_MIRROR ABX_SERVER_STATE_DIR \
-	ABX_SERVER_CONFIG ABX_SERVER_AGENTS ABX_SERVER_POLICY ABX_SERVER_PRESET
 mkdir -p "$HOME" "$T/man"
 cp -r "$TOP/manifests/codex" "$T/man/"
 python3 -c 'import json, sys

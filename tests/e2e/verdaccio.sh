@@ -36,9 +36,6 @@ fi
 [ -f "$SYSCA" ] || { not_ok "verdaccio" "no system CA bundle at $SYSCA"; exit 1; }
 
 export HOME=$T/home ABX_SERVER_STATE_DIR=$T/state
-unset ABX_TOOLS_DIR ABX_MANIFESTS_DIR ABX_SERVER_INSTALL_MODE ABX_INSTALL_MIRROR ABX_INSTALL_NPM_REGISTRY \
-	ABX_INSTALL_OCI_MIRROR ABX_SERVER_INSTALL_ALLOW_HOSTS ABX_SERVER_INSTALL_ALLOW_HTTP_MIRRORS ABX_SERVER_CONFIG \
-	ABX_TEST_PAUSE SSL_CERT_DIR
 mkdir -p "$HOME" "$T/nobin" "$T/store"
 make_pki
 cat "$SYSCA" "$T/pki/ca.pem" >"$T/bundle.pem"

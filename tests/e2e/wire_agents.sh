@@ -15,8 +15,6 @@
 . "$TOP/tests/lib.sh"
 
 export HOME=$T/home
-unset ABX_TOOLS_DIR ABX_MANIFESTS_DIR ABX_SERVER_INSTALL_MODE ABX_INSTALL_MIRROR ABX_SERVER_STATE_DIR \
-	ABX_INSTALL_NPM_REGISTRY ABX_TEST_PAUSE ABX_SERVER_CONFIG NODE_OPTIONS
 command -v node >/dev/null || { skip "wire_agents" "node is needed for the SDK"; exit 0; }
 mkdir -p "$HOME" "$T/ws"
 mkdir -m 700 "$T/sdk" "$T/state"

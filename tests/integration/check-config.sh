@@ -1,8 +1,6 @@
 # check-config: layers and their sources, restrict-only, unknown keys,
 # presets, policy, commands, the endpoint table, --json, introspection.
 . "$TOP/tests/lib.sh"
-unset ABX_SERVER_INSTALL_MODE ABX_INSTALL_MODE ABX_TOOLS_DIR ABX_MANIFESTS_DIR ABX_SERVER_STATE_DIR \
-	ABX_SERVER_POLICY ABX_SERVER_PRESET ABX_SERVER_COMMANDS ABX_SERVER_AGENTS ABX_SERVER_CONFIG
 
 mkdir -p "$T/m"
 cp "$FIXTURES"/manifests/*.json "$T/m/"

@@ -17,8 +17,6 @@ fi
 PKI=$T/pki
 sh "$FIXTURES/mkcerts.sh" "$PKI" >"$T/mkcerts.log" 2>&1 || { not_ok "mkcerts" "$(tail -3 "$T/mkcerts.log")"; exit 1; }
 command -v musl-gcc >/dev/null || { not_ok "musl-gcc" "needed to build the fake agent"; exit 1; }
-unset SSL_CERT_DIR HTTPS_PROXY HTTP_PROXY https_proxy http_proxy ABX_TEST_PAUSE ABX_SERVER_INSTALL_MODE \
-	ABX_TOOLS_DIR ABX_INSTALL_CPU_LEVEL ABX_INSTALL_AVX2 ABX_SERVER_CONFIG ABX_MANIFESTS_DIR
 mkdir -p "$T/reg" "$T/m" "$T/b"
 musl-gcc -static -O1 -o "$T/b/static" "$FIXTURES/fakeagent.c" || { not_ok "fake agent" "musl-gcc failed"; exit 1; }
 start_npmreg reg "$T/reg" "$PKI"

@@ -2,9 +2,7 @@
 # noexec, read-only root), the CA bundle, credentials (names only), ports,
 # installed tools, --network and --json.
 . "$TOP/tests/lib.sh"
-unset ABX_SERVER_INSTALL_MODE ABX_INSTALL_MODE ABX_TOOLS_DIR ABX_MANIFESTS_DIR ABX_SERVER_STATE_DIR \
-	ABX_SERVER_POLICY ABX_SERVER_PRESET ABX_SERVER_COMMANDS ABX_SERVER_AGENTS ABX_SERVER_CONFIG \
-	OPENAI_API_KEY ANTHROPIC_API_KEY GEMINI_API_KEY GOOGLE_API_KEY CURSOR_API_KEY HTTPS_PROXY https_proxy
+unset OPENAI_API_KEY ANTHROPIC_API_KEY GEMINI_API_KEY GOOGLE_API_KEY CURSOR_API_KEY
 
 mkdir -m 700 "$T/home" "$T/state" "$T/tools" "$T/m"
 echo '{}' >"$T/empty.json"
@@ -210,9 +208,13 @@ check "ABX_TOOLS_DIR that is the default path is listed once" \
 rmdir "$T/state/tools"
 
 # --network against loopback: a listening host passes, a closed one fails
-run env SSL_CERT_FILE="$T/pki/ca.pem" ABX_TOOLS_DIR="$T/tools" $D --config "$T/codex.json" --network
+# (the npm registry too is the fixture's: make check reaches loopback only)
+NPMLO="ABX_INSTALL_NPM_REGISTRY=https://localhost:$TP ABX_SERVER_INSTALL_ALLOW_HOSTS=localhost:$TP"
+run env $NPMLO SSL_CERT_FILE="$T/pki/ca.pem" ABX_TOOLS_DIR="$T/tools" $D --config "$T/codex.json" --network
 expect "a reachable manifest host passes, by a TLS handshake" 0 "PASS  network: localhost:$TP is reachable (TLS handshake)"
-run env SSL_CERT_FILE="$T/pki/other.crt" ABX_TOOLS_DIR="$T/tools" $D --config "$T/codex.json" --network
+check "the hosts of a tool nothing enables are not asked (the built-in claude-code's)" \
+	sh -c "! grep -q 'registry.npmjs.org' '$T/out'"
+run env $NPMLO SSL_CERT_FILE="$T/pki/other.crt" ABX_TOOLS_DIR="$T/tools" $D --config "$T/codex.json" --network
 expect "a manifest host whose CA is not trusted fails (tls.unknown_ca)" 1 "FAIL  network: localhost:$TP: tls.unknown_ca: "
 check "... with the CA bundle's fix, not egress" sh -c "grep -q 'fix: add the CA that issued localhost:$TP.s certificate to SSL_CERT_FILE or SSL_CERT_DIR' '$T/out' && ! grep -q 'allow egress' '$T/out'"
 # the OCI registry's TLS failure: the same fix (its blob of the plan is codex's)
@@ -221,7 +223,7 @@ expect "an OCI registry whose CA is not trusted fails (tls.unknown_ca)" 1 "FAIL 
 check "... with the CA bundle's fix, not egress" sh -c "grep -q 'fix: add the CA that issued localhost.s certificate to SSL_CERT_FILE or SSL_CERT_DIR' '$T/out' && ! grep -q 'allow egress' '$T/out'"
 # a name DNS does not resolve: named as DNS
 sed "s/localhost:$TP/nonexistent.invalid:$TP/g" "$T/m/codex.json" >"$T/m/codex.json.x" && mv "$T/m/codex.json.x" "$T/m/codex.json"
-run nodns env SSL_CERT_FILE="$T/pki/ca.pem" ABX_TOOLS_DIR="$T/tools" $D --config "$T/codex.json" --network
+run nodns env $NPMLO SSL_CERT_FILE="$T/pki/ca.pem" ABX_TOOLS_DIR="$T/tools" $D --config "$T/codex.json" --network
 if [ "$RC" = 125 ]; then
 	skip "a host that does not resolve" "needs root and unshare -m"
 else
@@ -230,7 +232,7 @@ else
 fi
 CLOSED=$(port_of)
 sed -i "s/nonexistent.invalid:$TP/127.0.0.1:$CLOSED/g; s/localhost:$TP/127.0.0.1:$CLOSED/g" "$T/m/codex.json" "$T/m/node-runtime.json"
-run env ABX_TOOLS_DIR="$T/tools" $D --config "$T/codex.json" --network
+run env $NPMLO ABX_TOOLS_DIR="$T/tools" $D --config "$T/codex.json" --network
 expect "an unreachable manifest host fails" 1 "FAIL  network: 127.0.0.1:$CLOSED: Connection refused"
 check "with a mirror/offline fix" grep -q "fix: allow egress to 127.0.0.1:$CLOSED, or configure install.mirrors" "$T/out"
 

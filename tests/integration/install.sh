@@ -7,8 +7,6 @@ W=$T/www
 M=$T/man
 mkdir -p "$W" "$M" "$T/home" "$T/state" "$T/outside"
 export HOME=$T/home ABX_SERVER_STATE_DIR=$T/state ABX_SERVER_AUDIT_FILE=$T/audit.jsonl
-unset ABX_TOOLS_DIR ABX_MANIFESTS_DIR ABX_SERVER_INSTALL_MODE ABX_INSTALL_MODE ABX_INSTALL_MIRROR \
-	ABX_INSTALL_UNPINNED ABX_SERVER_ENV ABX_TEST_PAUSE SSL_CERT_DIR HTTPS_PROXY https_proxy HTTP_PROXY http_proxy
 
 make_pki
 export SSL_CERT_FILE=$T/pki/ca.pem

@@ -10,9 +10,6 @@ M=$T/man
 mkdir -p "$W" "$M" "$T/home" "$T/state/tools"
 chmod 700 "$T/state" "$T/state/tools"
 export HOME=$T/home ABX_SERVER_STATE_DIR=$T/state ABX_SERVER_AUDIT_FILE=$T/audit.jsonl
-unset ABX_TOOLS_DIR ABX_MANIFESTS_DIR ABX_SERVER_INSTALL_MODE ABX_INSTALL_MODE ABX_INSTALL_MIRROR \
-	ABX_INSTALL_NPM_REGISTRY ABX_INSTALL_UNPINNED ABX_SERVER_ENV ABX_TEST_PAUSE SSL_CERT_DIR HTTPS_PROXY \
-	https_proxy HTTP_PROXY http_proxy NO_PROXY no_proxy
 # /opt/agent-sandbox/tools belongs to the machine: these cases need it absent
 if [ -e /opt/agent-sandbox/tools ]; then
 	skip "install flows" "/opt/agent-sandbox/tools exists on this machine"

@@ -11,10 +11,6 @@ M=$T/man
 mkdir -p "$W" "$M" "$T/state" "$T/shims"
 chmod 700 "$T/state"
 export ABX_SERVER_STATE_DIR=$T/state ABX_SERVER_AUDIT_FILE=$T/audit.jsonl ABX_INSTALL_LIBC=glibc
-unset ABX_TOOLS_DIR ABX_MANIFESTS_DIR ABX_SERVER_INSTALL_MODE ABX_INSTALL_MODE ABX_INSTALL_MIRROR \
-	ABX_INSTALL_NPM_REGISTRY ABX_INSTALL_OCI_MIRROR ABX_INSTALL_UNPINNED ABX_SERVER_ENV ABX_TEST_PAUSE \
-	SSL_CERT_DIR HTTPS_PROXY https_proxy HTTP_PROXY http_proxy NO_PROXY no_proxy ABX_SERVER_CONFIG \
-	ABX_SERVER_TOKEN ABX_SERVER_AGENTS ABX_SERVER_INSTALL_WAIT
 if [ -e /opt/agent-sandbox/tools ]; then
 	skip "lazy mode" "/opt/agent-sandbox/tools exists on this machine"
 	exit 0

@@ -5,7 +5,6 @@
 
 make_pki
 export SSL_CERT_FILE="$PKI/ca.pem"
-unset SSL_CERT_DIR HTTPS_PROXY HTTP_PROXY https_proxy http_proxy
 export HOME="$T/home"
 mkdir -p "$HOME" "$T/reg" "$T/m"
 

@@ -26,7 +26,6 @@ cat >"$T/config.json" <<EOF
 {"commands": "$T/cmds.json", "policy": "$T/policy.json", "audit_file": "$T/audit.jsonl",
  "server": {"max_connections": 32, "max_connections_per_peer": 32}}
 EOF
-unset ABX_SERVER_TOKEN ABX_SERVER_CONFIG ABX_SERVER_AUDIT_FILE
 mkdir -p "$T/state"
 chmod 700 "$T/state"
 serve_lockout() { start_serve --config "$T/config.json" --state-dir "$T/state" --tools-dir "$T/tools"; }

@@ -6,7 +6,6 @@
 mkdir -p "$T/home" "$T/state"
 chmod 700 "$T/state"
 export HOME=$T/home ABX_SERVER_STATE_DIR=$T/state
-unset ABX_MANIFESTS_DIR ABX_SERVER_INSTALL_MODE ABX_INSTALL_MODE ABX_INSTALL_MIRROR ABX_INSTALL_NPM_REGISTRY
 
 # A regular file in the way: "Not a directory" even for root, 55 levels and
 # about 1000 bytes below it.

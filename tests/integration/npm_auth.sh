@@ -12,8 +12,6 @@ if ! sh "$FIXTURES/mkcerts.sh" "$PKI" >"$T/mkcerts.log" 2>&1; then
 	exit 1
 fi
 export SSL_CERT_FILE="$PKI/ca.pem"
-unset SSL_CERT_DIR HTTPS_PROXY HTTP_PROXY https_proxy http_proxy ABX_INSTALL_NPM_REGISTRY ABX_SERVER_CONFIG \
-	ABX_INSTALL_NPM_TOKEN ABX_INSTALL_NPM_AUTH_FILE ABX_SERVER_INSTALL_ALLOW_HOSTS ABX_SERVER_AUDIT_FILE
 export ABX_INSTALL_LIBC=glibc
 TOKEN=tok-Zq81secret
 USERPASS=ci-user:pw-Kx42secret

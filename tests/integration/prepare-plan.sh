@@ -4,8 +4,6 @@
 # --json` reports, the requires of the manifests, and what a fake `node` on
 # PATH satisfies.
 . "$TOP/tests/lib.sh"
-unset ABX_SERVER_INSTALL_MODE ABX_INSTALL_MODE ABX_TOOLS_DIR ABX_MANIFESTS_DIR ABX_SERVER_STATE_DIR \
-	ABX_SERVER_POLICY ABX_SERVER_PRESET ABX_SERVER_COMMANDS ABX_SERVER_AGENTS ABX_SERVER_CONFIG
 
 if ! "$BIN" --list | grep -q '^prepare$'; then
 	skip "prepare plan" "prepare is not in this build yet"

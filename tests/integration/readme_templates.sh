@@ -17,7 +17,6 @@ if [ -e /opt/agent-sandbox/tools ]; then
 	exit 0
 fi
 export SSL_CERT_FILE=$PKI/ca.pem ABX_MANIFESTS_DIR=$T/m
-unset ABX_SERVER_TOKEN ABX_SERVER_TOKEN_FILE
 REGHOST=${REG#https://}
 
 # ---- the template files and steps, from the README text ----------------------

@@ -16,8 +16,6 @@ if ! command -v musl-gcc >/dev/null 2>&1; then
 	exit 1
 fi
 export SSL_CERT_FILE="$PKI/ca.pem"
-unset SSL_CERT_DIR HTTPS_PROXY HTTP_PROXY https_proxy http_proxy ABX_INSTALL_NPM_REGISTRY ABX_TEST_PAUSE \
-	ABX_SERVER_INSTALL_MODE ABX_TOOLS_DIR
 export ABX_INSTALL_LIBC=glibc
 mkdir -p "$T/reg" "$T/m" "$T/mbad" "$T/nobin"
 musl-gcc -static -Os -o "$T/fakenode" "$FIXTURES/fakenode.c" || { not_ok "fake node" "musl-gcc failed"; exit 1; }

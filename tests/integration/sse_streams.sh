@@ -13,8 +13,6 @@
 command -v musl-gcc >/dev/null || { skip "sse streams" "musl-gcc is needed to build the fake agent"; exit 0; }
 musl-gcc -static -O1 -o "$T/fake" "$FIXTURES/fakeagent.c" 2>"$T/cc.err" ||
 	{ not_ok "build the fake agent" "$(head -3 "$T/cc.err")"; exit 1; }
-unset ABX_TOOLS_DIR ABX_MANIFESTS_DIR ABX_SERVER_CONFIG ABX_SERVER_STATE_DIR ABX_SERVER_PRESET ABX_SERVER_AGENTS \
-	ABX_SERVER_MAX_SESSIONS ABX_SERVER_MAX_SESSIONS_PER_AGENT ABX_SERVER_SESSION_JOURNAL_MAX_BYTES
 mkdir -p "$T/man" "$T/state" "$T/home"
 export HOME=$T/home
 cat >"$T/man/fake.json" <<EOM

@@ -11,8 +11,6 @@
 
 command -v musl-gcc >/dev/null || { skip "wire" "musl-gcc is needed to build the fake agent"; exit 0; }
 PY=$(python3 -c 'import sys; print(sys.executable)')
-unset ABX_TOOLS_DIR ABX_MANIFESTS_DIR ABX_INSTALL_MODE ABX_SERVER_CONFIG ABX_SERVER_STATE_DIR HTTPS_PROXY \
-	https_proxy SSL_CERT_DIR
 TOK=wire-token
 export HOME=$T/home ABX_SERVER_TOKEN=$TOK
 mkdir -p "$T/home" "$T/work" "$T/man"

@@ -13,8 +13,6 @@ TGZ=$TOP/build/cache/npm/openai-7.55.0.tgz
 command -v node >/dev/null || { skip "wire_sdk" "node is needed (tools/hostdeps.sh check installs it)"; exit 0; }
 [ -f "$TGZ" ] || { skip "wire_sdk" "no $TGZ (tools/hostdeps.sh check fetches it)"; exit 0; }
 command -v musl-gcc >/dev/null || { skip "wire_sdk" "musl-gcc is needed to build the fake agent"; exit 0; }
-unset ABX_TOOLS_DIR ABX_MANIFESTS_DIR ABX_INSTALL_MODE ABX_INSTALL_NPM_REGISTRY ABX_SERVER_CONFIG \
-	ABX_SERVER_STATE_DIR HTTPS_PROXY https_proxy HTTP_PROXY http_proxy SSL_CERT_DIR NODE_OPTIONS
 sh "$FIXTURES/mkcerts.sh" "$T/pki" >/dev/null 2>&1 || { not_ok "test PKI" "mkcerts.sh failed"; exit 1; }
 export SSL_CERT_FILE=$T/pki/ca.pem HOME=$T/home
 mkdir -p "$T/reg/openai/-" "$T/home" "$T/work" "$T/man"
