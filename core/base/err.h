@@ -8,14 +8,18 @@
 #include <stdarg.h>
 #include <stddef.h>
 
-/* A message names its cause whole: the longest formats are under 200
- * bytes, and the long real messages are a path with text around it (a
- * ~1000-byte tools directory with its nested cause, a session's entry path
- * of ~1600 bytes), which fit. A struct err lives on many stacks (serve's
- * worker threads among them), so room for two paths of PATH_MAX is not
- * kept: longer is cut at a character boundary and ends in an ellipsis
- * (U+2026). */
-#define ERR_MSG_MAX 2048
+/* A message names its cause and what to act on: every message the tests
+ * meet is under 450 bytes (the longest formats are under 300: a tools
+ * directory with its remedy, a checksum mismatch with a URL and two
+ * digests). A struct err lives on many stacks (serve's worker threads
+ * among them), so a message that does not fit (a path of thousands of
+ * bytes, nested causes) is made to fit by err_fmtv's rule, in that one
+ * place: its longest path (a run without spaces holding a '/': a path, a
+ * URL) loses its middle, marked by an ellipsis (U+2026), keeping the head
+ * and the last component (the file's name), never below 48 bytes; then
+ * the next longest, and so on; what still does not fit is cut at its end,
+ * at a character boundary, and ends in the ellipsis. */
+#define ERR_MSG_MAX 512
 /* Room for details a caller keeps: a small JSON object, e.g. {"phase":"fetch"}. */
 #define ERR_DETAILS_MAX 512
 
@@ -43,6 +47,12 @@ struct err_info {
 	const char *sentence; /* generic sentence, used when msg is empty */
 	const char *remedy;   /* one-line fix, or NULL */
 };
+
+/* vsnprintf into buf (cap bytes, more than 64), a message that does not
+ * fit made to fit by the rule above (ERR_MSG_MAX); buf must not be among
+ * the arguments. Returns the length written. For err_set and its kin, and
+ * for message lines kept outside a struct err (configuration warnings). */
+int err_fmtv(char *buf, size_t cap, const char *fmt, va_list ap) __attribute__((format(printf, 3, 0)));
 
 /* Set e (if not NULL) to code with a printf-style message, sys 0 and no
  * cause. Returns -1 so callers can `return err_set(...)`. code must be a

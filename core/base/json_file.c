@@ -114,7 +114,7 @@ json_verr_at(struct err *e, const char *code, const char *file, const struct jso
 {
 	char msg[ERR_MSG_MAX];
 
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	err_fmtv(msg, sizeof(msg), fmt, ap);
 	return err_set(e, code, "%s (%s:%d:%d)", msg, file, v ? v->line : 0, v ? v->col : 0);
 }
 

@@ -307,7 +307,7 @@ cfg_add_warn(struct config *c, const char *fmt, ...)
 	if (c->nwarn >= CFG_WARN_MAX)
 		return;
 	va_start(ap, fmt);
-	vsnprintf(c->warn[c->nwarn++], ERR_MSG_MAX, fmt, ap);
+	err_fmtv(c->warn[c->nwarn++], ERR_MSG_MAX, fmt, ap);
 	va_end(ap);
 }
 
