@@ -58,9 +58,7 @@ config_oci_basic(const char *host, int port, int port_explicit, char *basic, cha
 	memset(text, 0, len);
 	free(text);
 	if (r < 0) {
-		char msg[ERR_MSG_MAX];
-		snprintf(msg, sizeof(msg), "%s", e ? e->msg : "");
-		return err_set(e, "oci.auth", "%s: %s", path, msg);
+		return err_set(e, "oci.auth", "%s: %s", path, e ? e->msg : "");
 	}
 	if (r == 1 && from != NULL)
 		snprintf(from, fromcap, "%s", path);

@@ -291,14 +291,12 @@ fetch_one(struct run *r, struct http_client *hc, struct pkg_fetch *j, struct mem
 	if (rc != 0) {
 		/* the host it failed on, unless the message names the URL */
 		const char *u = rs->url[0] ? rs->url : url, *h = strstr(u, "://");
-		char msg[ERR_MSG_MAX];
-		snprintf(msg, sizeof(msg), "%s", e->msg);
 		if (e->code && (strncmp(e->code, "http.", 5) == 0 || strncmp(e->code, "tls.", 4) == 0) &&
-		    err_details_text(e)[0] == '\0' && strstr(msg, "://") == NULL && h != NULL)
+		    err_details_text(e)[0] == '\0' && strstr(e->msg, "://") == NULL && h != NULL)
 			err_set(e, e->code, "%s@%s from %.*s: %s", p->name, p->version,
-			        (int)strcspn(h + 3, "/"), h + 3, msg);
+			        (int)strcspn(h + 3, "/"), h + 3, e->msg);
 		else if (e->code && strncmp(e->code, "http.", 5) == 0 && err_details_text(e)[0] == '\0')
-			err_set(e, e->code, "%s@%s: %s", p->name, p->version, msg);
+			err_set(e, e->code, "%s@%s: %s", p->name, p->version, e->msg);
 		free(rs);
 		cache_put_abort(&s.put);
 		stream_join(xs, 0);
@@ -473,12 +471,8 @@ finish_pkg(struct run *r, struct pkg_fetch *j, const struct mem *m, int dfd, str
 	}
 	cache_sums_free(sums);
 	close(dfd);
-	if (rc != 0) {
-		char msg[ERR_MSG_MAX];
-		snprintf(msg, sizeof(msg), "%s", e->msg);
-		fail_phase(e, "extract", "%s@%s: %s", j->p->name, j->p->version, msg);
-		return -1;
-	}
+	if (rc != 0)
+		return fail_phase(e, "extract", "%s@%s: %s", j->p->name, j->p->version, e->msg);
 	pthread_mutex_lock(&r->mu);
 	r->st.extracted++;
 	r->st.kept += (size_t)kept;
@@ -602,11 +596,8 @@ place_one(struct run *r, struct pkg_fetch *j, int rootfd, struct err *e)
 	rc = cache_tree_place(r->o->cache, r->o->cache_key, key, pfd, base, label,
 	                      r->o->on_file ? file_tap : NULL, &tap, meta, sizeof(meta), &pd, e);
 	close(pfd);
-	if (rc < 0) {
-		char msg[ERR_MSG_MAX];
-		snprintf(msg, sizeof(msg), "%s", e->msg);
-		return fail_phase(e, "extract", "%s: %s", label, msg);
-	}
+	if (rc < 0)
+		return fail_phase(e, "extract", "%s: %s", label, e->msg);
 	if (rc > 0) {
 		char *src = source_of(r, j);
 		/* the tree, not the blob it was made from: the bytes installed
