@@ -291,12 +291,14 @@ fetch_one(struct run *r, struct http_client *hc, struct pkg_fetch *j, struct mem
 	if (rc != 0) {
 		/* the host it failed on, unless the message names the URL */
 		const char *u = rs->url[0] ? rs->url : url, *h = strstr(u, "://");
+		char msg[ERR_MSG_MAX];
+		snprintf(msg, sizeof(msg), "%s", e->msg);
 		if (e->code && (strncmp(e->code, "http.", 5) == 0 || strncmp(e->code, "tls.", 4) == 0) &&
-		    err_details_text(e)[0] == '\0' && strstr(e->msg, "://") == NULL && h != NULL)
+		    err_details_text(e)[0] == '\0' && strstr(msg, "://") == NULL && h != NULL)
 			err_set(e, e->code, "%s@%s from %.*s: %s", p->name, p->version,
-			        (int)strcspn(h + 3, "/"), h + 3, e->msg);
+			        (int)strcspn(h + 3, "/"), h + 3, msg);
 		else if (e->code && strncmp(e->code, "http.", 5) == 0 && err_details_text(e)[0] == '\0')
-			err_set(e, e->code, "%s@%s: %s", p->name, p->version, e->msg);
+			err_set(e, e->code, "%s@%s: %s", p->name, p->version, msg);
 		free(rs);
 		cache_put_abort(&s.put);
 		stream_join(xs, 0);
