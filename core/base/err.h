@@ -8,17 +8,19 @@
 #include <stdarg.h>
 #include <stddef.h>
 
-/* A message names its cause and what to act on: every message the tests
- * meet is under 450 bytes (the longest formats are under 300: a tools
- * directory with its remedy, a checksum mismatch with a URL and two
- * digests). A struct err lives on many stacks (serve's worker threads
- * among them), so a message that does not fit (a path of thousands of
- * bytes, nested causes) is made to fit by err_fmtv's rule, in that one
- * place: its longest path (a run without spaces holding a '/': a path, a
- * URL) loses its middle, marked by an ellipsis (U+2026), keeping the head
- * and the last component (the file's name), never below 48 bytes; then
- * the next longest, and so on; what still does not fit is cut at its end,
- * at a character boundary, and ends in the ellipsis. */
+/* A message names its cause and what to act on. Every message the
+ * integration tests meet is under 450 bytes (the longest: a read-only
+ * tools directory with its remedy; then checksum mismatches, a URL and two
+ * digests); the longest format is ~300 bytes. A struct err lives on many
+ * stacks (serve's worker threads among them), so a message that does not
+ * fit (a path of thousands of bytes, nested causes) is made to fit by one
+ * rule, in one place (err_fmtv): its paths (runs without spaces that hold
+ * a '/': paths, URLs) longer than a common length, the longest that makes
+ * room but not under 48 bytes, lose their middle to an ellipsis (U+2026),
+ * cut at '/' where that costs little, keeping the head and the last
+ * component (the file's name); all other text stays. What still does not
+ * fit is cut at its end, at a character boundary, and ends in the
+ * ellipsis. Nothing err_fmtv removes goes without the mark. */
 #define ERR_MSG_MAX 512
 /* Room for details a caller keeps: a small JSON object, e.g. {"phase":"fetch"}. */
 #define ERR_DETAILS_MAX 512
