@@ -624,7 +624,7 @@ install_env_init(struct install_env *c, struct manifest_set *ms, const struct co
 	c->cache_given = cache_dir != NULL && cache_dir[0] != '\0';
 	if (c->cache_given) {
 		if (strlen(cache_dir) >= sizeof(c->cache_dir))
-			return err_set(e, "io.error", "path too long: %.100s", cache_dir);
+			return err_set(e, "io.error", "path too long: %s", cache_dir);
 		memcpy(c->cache_dir, cache_dir, strlen(cache_dir) + 1);
 	} else if (cache_default(c, e) < 0) {
 		return -1;
