@@ -250,6 +250,74 @@ test_wrap_of_an_elided_message(void **state)
 	assert_non_null(one_mark(buf));
 }
 
+/* Random messages of words and paths (ASCII and multibyte components):
+ * the result fits, is whole characters, is the message itself when that
+ * fits, else carries the mark; when the words and 48 bytes a path fit
+ * easily, every word and every path's first and last components stay. */
+static void
+test_random_messages_fit(void **state)
+{
+	static const char *const ch[] = {"a", "b", "z", "0", "-", ".", "\xc3\xa9", "\xe2\x82\xac"};
+	char msg[16384], *words[64];
+	unsigned seed = 42, k, i, j, nw, np, wlen, cut = 0, checked = 0;
+	struct err e = {0};
+	size_t n;
+
+#define RND(m) ((seed = seed * 1103515245u + 12345u) >> 16) % (m)
+	for (k = 0; k < 3000; k++) {
+		n = 0, nw = np = wlen = 0;
+		for (i = 0, j = 1 + RND(60); i < j && n < sizeof(msg) - 4000; i++) {
+			int path = RND(3) == 0;
+			unsigned c, nc = path ? 1 + RND(40) : 1, l;
+			if (i > 0)
+				msg[n++] = ' ';
+			words[nw++] = msg + n;
+			for (c = 0; c < nc; c++) {
+				if (path)
+					msg[n++] = '/';
+				for (l = 1 + RND(path ? 20 : 8); l > 0; l--) {
+					const char *x = ch[RND(path ? 8 : 3)];
+					memcpy(msg + n, x, strlen(x));
+					n += strlen(x);
+				}
+			}
+			np += path, wlen += path ? 0 : (unsigned)(msg + n - words[nw - 1]) + 1;
+		}
+		msg[n] = '\0';
+		err_set(&e, "internal", "%s", msg);
+		assert_true(strlen(e.msg) <= ERR_MSG_MAX - 1);
+		assert_utf8(e.msg);
+		if (n < ERR_MSG_MAX) {
+			assert_string_equal(e.msg, msg);
+			continue;
+		}
+		assert_non_null(strstr(e.msg, MARK));
+		cut++;
+		if (wlen + np * 49 > 400)
+			continue;
+		checked++;
+		for (i = 0; i < nw; i++) {
+			char w[4096], *sp = strchr(words[i], ' '), *last;
+			size_t wl = sp ? (size_t)(sp - words[i]) : strlen(words[i]);
+			memcpy(w, words[i], wl);
+			w[wl] = '\0';
+			if (w[0] != '/') {
+				assert_non_null(strstr(e.msg, w));
+				continue;
+			}
+			last = strrchr(w, '/');
+			if (strlen(last) < 30)
+				assert_non_null(strstr(e.msg, last));
+			if ((sp = strchr(w + 1, '/')) != NULL && sp - w < 12) {
+				*sp = '\0';
+				assert_non_null(strstr(e.msg, w));
+			}
+		}
+	}
+#undef RND
+	assert_true(cut > 500 && checked > 200);
+}
+
 static void
 test_details_too_long_becomes_empty_object(void **state)
 {
@@ -427,6 +495,7 @@ main(void)
 	    cmocka_unit_test(test_long_path_loses_its_middle),
 	    cmocka_unit_test(test_two_paths_and_long_names),
 	    cmocka_unit_test(test_wrap_of_an_elided_message),
+	    cmocka_unit_test(test_random_messages_fit),
 	    cmocka_unit_test(test_details_too_long_becomes_empty_object),
 	    cmocka_unit_test(test_details_only_where_kept),
 	    cmocka_unit_test(test_message_may_quote_itself),
