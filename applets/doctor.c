@@ -593,10 +593,9 @@ doctor_main(int argc, char **argv)
 		            "%s, policy and commands are valid (%d ops, %d principals)",
 		            L->cfg.file[0] ? L->cfg.file : "embedded defaults", ops_n(&L->ops), L->pol.n);
 	} else {
-		char msg[ERR_MSG_MAX + 64];
-		snprintf(msg, sizeof(msg), "%s: %s", e.code ? e.code : "internal", e.msg);
 		doctor_line(&r, "FAIL", "config",
-		            "run `agent-sandbox-server check-config` and fix the first error", "%s", msg);
+		            "run `agent-sandbox-server check-config` and fix the first error", "%s: %s",
+		            e.code ? e.code : "internal", e.msg);
 		/* Go on with what loaded: the environment layer at least. */
 		if (config_load(&L->cfg, NULL, NULL, NULL, 0, &e) != 0)
 			config_defaults(&L->cfg);

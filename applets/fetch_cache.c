@@ -147,9 +147,7 @@ open_closure(struct tooling *t, char **only, int nonly, char names[][MANIFEST_NA
 				return EXIT_USAGE;
 			}
 			if (e.code && strcmp(e.code, "not_found") == 0) {
-				char msg[ERR_MSG_MAX];
-				snprintf(msg, sizeof(msg), "%s", e.msg);
-				err_set(&e, "usage", "%s", msg);
+				err_set(&e, "usage", "%s", e.msg);
 			}
 			return fail(&e);
 		}

@@ -145,9 +145,7 @@ run_npm(const struct npm_job *j, char *const args[], char *out, size_t cap, int 
 	spec.envp = env;
 	spec.cwd = j->scratch;
 	if (proc_spawn(&p, &spec, e) != 0) {
-		char m[ERR_MSG_MAX];
-		snprintf(m, sizeof(m), "%s", e->msg);
-		return err_set(e, "io.error", "%s (set ABX_NPM or install npm)", m);
+		return err_set(e, "io.error", "%s (set ABX_NPM or install npm)", e->msg);
 	}
 	memset(&c, 0, sizeof(c));
 	c.cap = cap > 0 ? cap - 1 : 0;
@@ -459,7 +457,7 @@ make_lockfile(const struct npm_job *j, const char *spec, char **text, size_t *le
 	              "--registry",
 	              (char *)j->reg,
 	              NULL};
-	char pj[1024], p[PATH_MAX], m[ERR_MSG_MAX];
+	char pj[1024], p[PATH_MAX];
 	struct npmlock l;
 	int rc;
 
@@ -476,10 +474,8 @@ make_lockfile(const struct npm_job *j, const char *spec, char **text, size_t *le
 	snprintf(p, sizeof(p), "%s/package-lock.json", j->scratch);
 	if (lock_read_file(p, JSON_MAX_BYTES_DEFAULT, text, len, e) != 0)
 		return -1;
-	if (load_lockfile(j, &l, *text, *len, e) != 0) {
-		snprintf(m, sizeof(m), "%s", e->msg);
-		return err_set(e, e->code, "the lockfile npm produced is refused: %s", m);
-	}
+	if (load_lockfile(j, &l, *text, *len, e) != 0)
+		return err_set(e, e->code, "the lockfile npm produced is refused: %s", e->msg);
 	snprintf(newver, cap, "%s", l.root->version);
 	lock_say("%s: %s@%s locked: %zu packages for linux, %zu optional ones for other systems\n",
 	         j->d->path, j->pkg, newver, l.npkgs, l.nskipped);

@@ -289,9 +289,7 @@ open_plan(struct tooling *t, struct prepare_args *a, struct item *items, int *n,
 	if (plan_from_only(t, a->only, a->nonly, items, n, &e) < 0) {
 		tooling_close(t);
 		if (e.code && strcmp(e.code, "not_found") == 0) {
-			char msg[ERR_MSG_MAX];
-			snprintf(msg, sizeof(msg), "%s", e.msg);
-			err_set(&e, "usage", "%s", msg);
+			err_set(&e, "usage", "%s", e.msg);
 		}
 		/* a manifest that does not load is a configuration error */
 		if (e.code && strcmp(e.code, "install.manifest_invalid") == 0) {

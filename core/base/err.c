@@ -1,6 +1,7 @@
 #include "base/err.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -12,17 +13,125 @@ static const struct err_info table[] = {
 
 #define NTABLE ((int)(sizeof(table) / sizeof(table[0])))
 
-/* Cut s (a message that filled cap) so that it ends in an ellipsis: never
+/* The mark of an elision or a cut: U+2026, an ellipsis. */
+#define MARK "\xe2\x80\xa6"
+#define MARK_LEN 3
+/* A path is never elided below this many bytes, the mark included. */
+#define PATH_KEEP 48
+
+static int
+is_cont(char c)
+{
+	return ((unsigned char)c & 0xC0) == 0x80;
+}
+
+/* Cut s (a message that filled cap) so that it ends in the mark: never
  * inside a UTF-8 sequence, whose half would make the JSON body that
  * carries it invalid text. */
 static void
 cut(char *s, size_t cap)
 {
-	size_t at = cap - 4; /* the ellipsis is 3 bytes, then the NUL */
+	size_t at = cap - MARK_LEN - 1;
 
-	while (at > 0 && ((unsigned char)s[at] & 0xC0) == 0x80)
+	while (at > 0 && is_cont(s[at]))
 		at--;
-	memcpy(s + at, "\xe2\x80\xa6", 4);
+	memcpy(s + at, MARK, MARK_LEN + 1);
+}
+
+/* Elide the middle of the path p (len bytes, in a string) so that it is
+ * at most t bytes (t > MARK_LEN): its head and its last component stay,
+ * the mark between them, at '/' boundaries where that costs at most half
+ * of a side, else at character boundaries. A mark already in p (an elided
+ * message wrapped again) is inside what goes. Returns the bytes removed. */
+static size_t
+elide(char *p, size_t len, size_t t_max)
+{
+	size_t keep = t_max - MARK_LEN, h, t, name, k;
+	const char *m = strstr(p, MARK);
+
+	for (k = len - 1; k > 0 && p[k - 1] != '/'; k--)
+		;
+	name = k > 0 ? len - k + 1 : len; /* the last component, with its '/' */
+	t = keep / 2;
+	if (name > t)
+		t = name < keep - keep / 4 ? name : keep - keep / 4;
+	h = keep - t;
+	if (m != NULL && m < p + len) {
+		k = (size_t)(m - p);
+		if (h > k)
+			t += h - k, h = k;
+		if (t > len - k - MARK_LEN)
+			h += t - (len - k - MARK_LEN), t = len - k - MARK_LEN;
+	}
+	for (k = h; k > h / 2 && p[k - 1] != '/'; k--)
+		;
+	h = k > h / 2 ? k : h;
+	while (h > 0 && is_cont(p[h]))
+		h--;
+	for (k = len - t; k < len - t / 2 && p[k] != '/'; k++)
+		;
+	t = k < len - t / 2 ? len - k : t;
+	while (t > 0 && is_cont(p[len - t]))
+		t--;
+	memcpy(p + h, MARK, MARK_LEN);
+	memmove(p + h + MARK_LEN, p + len - t, strlen(p + len - t) + 1);
+	return len - h - MARK_LEN - t;
+}
+
+/* The paths of s, runs without spaces that hold a '/' (a path, a URL;
+ * quotes and punctuation around them come along), longer than t bytes:
+ * the bytes they have past t, each elided to t when apply is set. */
+static size_t
+paths_over(char *s, size_t t, int apply)
+{
+	size_t i = 0, j, over = 0;
+
+	while (s[i] != '\0') {
+		j = i + strcspn(s + i, " ");
+		if (j - i > t && memchr(s + i, '/', j - i) != NULL) {
+			over += j - i - t;
+			if (apply)
+				j -= elide(s + i, j - i, t);
+		}
+		i = j + (s[j] != '\0');
+	}
+	return over;
+}
+
+int
+err_fmtv(char *buf, size_t cap, const char *fmt, va_list ap)
+{
+	size_t n, lo = PATH_KEEP, hi, t;
+	va_list aq;
+	char *s;
+	int r;
+
+	va_copy(aq, ap);
+	r = vsnprintf(buf, cap, fmt, ap);
+	n = r < 0 ? strlen(buf) : (size_t)r;
+	if (n >= cap && (s = malloc(n + 1)) != NULL) {
+		/* Whole, then its long paths elided to one length: the
+		 * longest that makes room (not below PATH_KEEP). */
+		if (vsnprintf(s, n + 1, fmt, aq) == r) {
+			for (hi = n; lo < hi;) {
+				t = (lo + hi + 1) / 2;
+				if (paths_over(s, t, 0) >= n - cap + 1)
+					lo = t;
+				else
+					hi = t - 1;
+			}
+			paths_over(s, lo, 1);
+			n = strlen(s);
+			memcpy(buf, s, n < cap ? n + 1 : cap);
+		}
+		free(s);
+	}
+	va_end(aq);
+	if (n >= cap) {
+		cut(buf, cap);
+		n = strlen(buf);
+	}
+	return (int)n;
 }
 
 int
@@ -36,8 +145,8 @@ err_setv(struct err *e, const char *code, const char *fmt, va_list ap)
 	char tmp[ERR_MSG_MAX];
 
 	tmp[0] = '\0';
-	if (fmt != NULL && vsnprintf(tmp, sizeof(tmp), fmt, ap) >= (int)sizeof(tmp))
-		cut(tmp, sizeof(tmp));
+	if (fmt != NULL)
+		err_fmtv(tmp, sizeof(tmp), fmt, ap);
 	e->code = code;
 	if (e->details != NULL)
 		e->details[0] = '\0';
@@ -246,9 +355,7 @@ line_v(const char *prefix, const char *fmt, va_list ap)
 	int n;
 
 	n = snprintf(buf, sizeof(buf), "agent-sandbox-server: %s", prefix);
-	n += vsnprintf(buf + n, sizeof(buf) - n - 1, fmt, ap);
-	if (n > (int)sizeof(buf) - 2)
-		n = sizeof(buf) - 2;
+	n += err_fmtv(buf + n, sizeof(buf) - n - 1, fmt, ap);
 	buf[n++] = '\n';
 	if (write(2, buf, n) < 0)
 		return;

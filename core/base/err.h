@@ -8,14 +8,20 @@
 #include <stdarg.h>
 #include <stddef.h>
 
-/* A message names its cause whole: the longest formats are under 200
- * bytes, and the long real messages are a path with text around it (a
- * ~1000-byte tools directory with its nested cause, a session's entry path
- * of ~1600 bytes), which fit. A struct err lives on many stacks (serve's
- * worker threads among them), so room for two paths of PATH_MAX is not
- * kept: longer is cut at a character boundary and ends in an ellipsis
- * (U+2026). */
-#define ERR_MSG_MAX 2048
+/* A message names its cause and what to act on. Every message the
+ * integration tests meet is under 450 bytes (the longest: a read-only
+ * tools directory with its remedy; then checksum mismatches, a URL and two
+ * digests); the longest format is ~300 bytes. A struct err lives on many
+ * stacks (serve's worker threads among them), so a message that does not
+ * fit (a path of thousands of bytes, nested causes) is made to fit by one
+ * rule, in one place (err_fmtv): its paths (runs without spaces that hold
+ * a '/': paths, URLs) longer than a common length, the longest that makes
+ * room but not under 48 bytes, lose their middle to an ellipsis (U+2026),
+ * cut at '/' where that costs little, keeping the head and the last
+ * component (the file's name); all other text stays. What still does not
+ * fit is cut at its end, at a character boundary, and ends in the
+ * ellipsis. Nothing err_fmtv removes goes without the mark. */
+#define ERR_MSG_MAX 512
 /* Room for details a caller keeps: a small JSON object, e.g. {"phase":"fetch"}. */
 #define ERR_DETAILS_MAX 512
 
@@ -43,6 +49,12 @@ struct err_info {
 	const char *sentence; /* generic sentence, used when msg is empty */
 	const char *remedy;   /* one-line fix, or NULL */
 };
+
+/* vsnprintf into buf (cap bytes, more than 64), a message that does not
+ * fit made to fit by the rule above (ERR_MSG_MAX); buf must not be among
+ * the arguments. Returns the length written. For err_set and its kin, and
+ * for message lines kept outside a struct err (configuration warnings). */
+int err_fmtv(char *buf, size_t cap, const char *fmt, va_list ap) __attribute__((format(printf, 3, 0)));
 
 /* Set e (if not NULL) to code with a printf-style message, sys 0 and no
  * cause. Returns -1 so callers can `return err_set(...)`. code must be a

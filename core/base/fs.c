@@ -41,7 +41,7 @@ fs_path_join(char *buf, size_t cap, const char *dir, const char *name, struct er
 
 	if (cap == 0 || dl >= cap || nl >= cap - dl - 1) {
 		if (e != NULL)
-			err_set(e, "io.error", "path too long: %.100s/%.100s", dir, name);
+			err_set(e, "io.error", "path too long: %s/%s", dir, name);
 		if (cap > 0)
 			buf[0] = '\0';
 		return -1;

@@ -194,7 +194,7 @@ perr_at(struct parser *P, int line, int col, const char *code, const char *fmt, 
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(what, sizeof(what), fmt, ap);
+	err_fmtv(what, sizeof(what), fmt, ap);
 	va_end(ap);
 	return err_set(P->e, code, "%d:%d: %s", line, col, what);
 }

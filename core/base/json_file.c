@@ -19,15 +19,9 @@
 static int
 prefix_path(struct err *e, const char *path)
 {
-	char msg[ERR_MSG_MAX];
-	const char *code;
-
 	if (e == NULL)
 		return -1;
-	code = e->code;
-	memcpy(msg, e->msg, sizeof(msg));
-	msg[sizeof(msg) - 1] = '\0';
-	return err_set(e, code, "%s:%s%s", path, msg[0] >= '0' && msg[0] <= '9' ? "" : " ", msg);
+	return err_set(e, e->code, "%s:%s%s", path, e->msg[0] >= '0' && e->msg[0] <= '9' ? "" : " ", e->msg);
 }
 
 /* The first read buffer for a file whose size is unknown (a pipe). */
@@ -114,7 +108,7 @@ json_verr_at(struct err *e, const char *code, const char *file, const struct jso
 {
 	char msg[ERR_MSG_MAX];
 
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	err_fmtv(msg, sizeof(msg), fmt, ap);
 	return err_set(e, code, "%s (%s:%d:%d)", msg, file, v ? v->line : 0, v ? v->col : 0);
 }
 

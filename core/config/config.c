@@ -307,7 +307,7 @@ cfg_add_warn(struct config *c, const char *fmt, ...)
 	if (c->nwarn >= CFG_WARN_MAX)
 		return;
 	va_start(ap, fmt);
-	vsnprintf(c->warn[c->nwarn++], ERR_MSG_MAX, fmt, ap);
+	err_fmtv(c->warn[c->nwarn++], ERR_MSG_MAX, fmt, ap);
 	va_end(ap);
 }
 
@@ -606,11 +606,8 @@ cfg_set_text(struct config *c, int k, const char *text, const char *base, const 
 		return 0;
 	case K_OCI: {
 		struct oci_ref r;
-		char why[ERR_MSG_MAX];
-		if (oci_ref_parse(text, 1, &r, e) != 0) {
-			snprintf(why, sizeof(why), "%s", e ? e->msg : "");
-			return err_set(e, "config.invalid", "%s: %s", where, why);
-		}
+		if (oci_ref_parse(text, 1, &r, e) != 0)
+			return err_set(e, "config.invalid", "%s: %s", where, e ? e->msg : "");
 		if (strlen(text) >= CFG_URL_MAX)
 			return err_set(e, "config.invalid", "%s: longer than %d bytes", where,
 			               CFG_URL_MAX - 1);

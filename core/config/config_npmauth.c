@@ -124,9 +124,7 @@ config_npm_auth(const struct config *c, char *hdr, size_t cap, char *from, size_
 		return 1;
 	}
 	if (fs_read_input(path, NPMAUTH_FILE_MAX, &text, &len, e) != 0) {
-		char msg[ERR_MSG_MAX];
-		snprintf(msg, sizeof(msg), "%s", e->msg);
-		return err_set(e, "install.npm_auth", "install.mirrors.npm_auth_file: %s", msg);
+		return err_set(e, "install.npm_auth", "install.mirrors.npm_auth_file: %s", e->msg);
 	}
 	r = parse_npmrc(m, text, hdr, cap, path, e);
 	memset(text, 0, len);

@@ -37,7 +37,7 @@ config_oci_basic(const char *host, int port, int port_explicit, char *basic, cha
 	}
 	if ((v = config_env("ABX_OCI_AUTH_FILE")) != NULL) {
 		if ((size_t)snprintf(path, sizeof(path), "%s", v) >= sizeof(path))
-			return err_set(e, "io.error", "path too long: %.100s", v);
+			return err_set(e, "io.error", "path too long: %s", v);
 	} else if ((v = config_env("DOCKER_CONFIG")) != NULL) {
 		if (fs_path_join(path, sizeof(path), v, "config.json", e) < 0)
 			return -1;
@@ -58,9 +58,7 @@ config_oci_basic(const char *host, int port, int port_explicit, char *basic, cha
 	memset(text, 0, len);
 	free(text);
 	if (r < 0) {
-		char msg[ERR_MSG_MAX];
-		snprintf(msg, sizeof(msg), "%s", e ? e->msg : "");
-		return err_set(e, "oci.auth", "%s: %s", path, msg);
+		return err_set(e, "oci.auth", "%s: %s", path, e ? e->msg : "");
 	}
 	if (r == 1 && from != NULL)
 		snprintf(from, fromcap, "%s", path);

@@ -263,10 +263,7 @@ image_check(struct install_env *c, const manifest_t *m, struct err *e)
 		c->depth--;
 		free(rr);
 		if (rc < 0 && sub.code != NULL && strcmp(sub.code, "not_found") != 0) {
-			char msg[ERR_MSG_MAX];
-
-			snprintf(msg, sizeof(msg), "%s", sub.msg);
-			err_set(e, sub.code, "%s requires %s: %s", m->name, m->requires[i].name, msg);
+			err_set(e, sub.code, "%s requires %s: %s", m->name, m->requires[i].name, sub.msg);
 			e->sys = sub.sys;
 			e->cause = sub.cause;
 			err_details(e, subd);
@@ -425,11 +422,8 @@ ensure_requires(struct install_env *c, const manifest_t *m, unsigned flags, stru
 		c->depth--;
 		if (c->obs != NULL && c->obs->required != NULL)
 			c->obs->required(c->obs->arg, q[i]->name, rc, &rr, e);
-		if (rc < 0) {
-			char msg[ERR_MSG_MAX];
-			snprintf(msg, sizeof(msg), "%s", e->msg);
-			return err_wrap(e, e->code, "%s requires %s: %s", m->name, q[i]->name, msg);
-		}
+		if (rc < 0)
+			return err_wrap(e, e->code, "%s requires %s: %s", m->name, q[i]->name, e->msg);
 	}
 	return 0;
 }
@@ -630,7 +624,7 @@ install_env_init(struct install_env *c, struct manifest_set *ms, const struct co
 	c->cache_given = cache_dir != NULL && cache_dir[0] != '\0';
 	if (c->cache_given) {
 		if (strlen(cache_dir) >= sizeof(c->cache_dir))
-			return err_set(e, "io.error", "path too long: %.100s", cache_dir);
+			return err_set(e, "io.error", "path too long: %s", cache_dir);
 		memcpy(c->cache_dir, cache_dir, strlen(cache_dir) + 1);
 	} else if (cache_default(c, e) < 0) {
 		return -1;

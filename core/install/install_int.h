@@ -341,7 +341,7 @@ int install_get_artifact(struct install_env *c, const manifest_t *m, const struc
                          int *fdp, char *path, size_t cap, char *got_sha, struct err *e);
 /* Turn a fetch failure with the client's code (http.*, tls.*) into
  * install.failed, details {"phase":"fetch","code":<that code>[,"url":…]}, the
- * code and msg (a copy the caller made of e->msg) kept in the message. */
+ * code and msg (e->msg may be passed) kept in the message. */
 void install_fetch_failed(struct err *e, const manifest_t *m, const char *url, const char *msg);
 #ifdef ABX_TEST
 /* Tests: called with the artifact's path once it was hashed, before it is

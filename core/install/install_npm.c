@@ -151,11 +151,8 @@ load_lock(struct install_env *c, const manifest_t *m, const char *platform, stru
 			return rc;
 		}
 	}
-	if (rc < 0) {
-		char msg[ERR_MSG_MAX];
-		snprintf(msg, sizeof(msg), "%s", e->msg);
-		err_wrap(e, e->code, "%s: lockfile %s: %s", m->file, m->source.lock, msg);
-	}
+	if (rc < 0)
+		err_wrap(e, e->code, "%s: lockfile %s: %s", m->file, m->source.lock, e->msg);
 	return rc;
 }
 
@@ -330,13 +327,9 @@ run(struct install_env *c, const manifest_t *m, const char *platform, const char
 		c->n.downloads += (int)st.fetched;
 		c->n.bytes_downloaded += st.bytes;
 	} else if (e->code && strcmp(e->code, "install.disabled") == 0) {
-		char msg[ERR_MSG_MAX];
-		snprintf(msg, sizeof(msg), "%s", e->msg);
-		err_set(e, "install.disabled", "%s %s: mode offline: %s", m->name, m->version, msg);
+		err_set(e, "install.disabled", "%s %s: mode offline: %s", m->name, m->version, e->msg);
 	} else if (e->code && (strncmp(e->code, "http.", 5) == 0 || strncmp(e->code, "tls.", 4) == 0)) {
-		char msg[ERR_MSG_MAX];
-		snprintf(msg, sizeof(msg), "%s", e->msg);
-		install_fetch_failed(e, m, NULL, msg);
+		install_fetch_failed(e, m, NULL, e->msg);
 	}
 	return rc;
 }

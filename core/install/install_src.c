@@ -481,7 +481,8 @@ install_get_artifact(struct install_env *c, const manifest_t *m, const struct ma
 		}
 	}
 	if (c->cfg->install.mode == CFG_MODE_OFFLINE) {
-		char det[80], oci_why[ERR_MSG_MAX / 2] = "", src[CFG_PATH_MAX + 16];
+		const char *om = c->cfg->install.oci_mirror;
+		char det[80], src[CFG_PATH_MAX + 16];
 		struct json_w w;
 
 		if (have_mismatch) {
@@ -490,23 +491,18 @@ install_get_artifact(struct install_env *c, const manifest_t *m, const struct ma
 		}
 		if (last.code != NULL) {
 			/* the registry failed (not a miss): that is the cause */
-			char msg[ERR_MSG_MAX];
-			snprintf(msg, sizeof(msg), "%s", last.msg);
 			err_copy(e, &last);
 			if (strncmp(e->code, "install.", 8) != 0)
-				install_fetch_failed(e, m, c->cfg->install.oci_mirror, msg);
+				install_fetch_failed(e, m, om, e->msg);
 			return -1;
 		}
-		if (c->cfg->install.oci_mirror[0] != '\0')
-			snprintf(oci_why, sizeof(oci_why), ", nor the OCI mirror %s (%.1000s)",
-			         c->cfg->install.oci_mirror, last.code ? last.msg : "no such blob");
 		err_set(e, "install.disabled",
 		        "%s %s %s: mode offline (%s) and sha256:%s is not in the cache (%s) nor "
-		        "any mirror directory%s",
+		        "any mirror directory%s%s%s",
 		        m->name, m->version, c->platform,
 		        config_source(c->cfg, CK_INSTALL_MODE, src, sizeof(src)),
 		        a->sha256[0] ? a->sha256 : "(unpinned)", c->cache_dir[0] ? c->cache_dir : "none",
-		        oci_why);
+		        om[0] ? ", nor the OCI mirror " : "", om, om[0] ? " (no such blob)" : "");
 		snprintf(det, sizeof(det), "sha256:%s", a->sha256);
 		json_w_init(&w, ERR_DETAILS_MAX);
 		json_w_arr(&w);
@@ -549,12 +545,8 @@ install_get_artifact(struct install_env *c, const manifest_t *m, const struct ma
 		}
 	}
 	err_copy(e, have_mismatch ? &mism : &last);
-	if (!have_mismatch) {
-		char msg[ERR_MSG_MAX];
-		snprintf(msg, sizeof(msg), "%s", e->msg);
-		if (e->code == NULL || strncmp(e->code, "install.", 8) != 0)
-			install_fetch_failed(e, m, a->url, msg);
-	}
+	if (!have_mismatch && (e->code == NULL || strncmp(e->code, "install.", 8) != 0))
+		install_fetch_failed(e, m, a->url, e->msg);
 	return -1;
 }
 

@@ -152,10 +152,8 @@ install_verify_run(const manifest_t *m, struct verify_run *v, const char *home, 
 	                     INSTALL_VERIFY_OUT_MAX, e);
 	if (st == 127 && e->code != NULL) {
 		/* it did not start: the whole reason, not a program's output cut short */
-		char why[ERR_MSG_MAX];
-		snprintf(why, sizeof(why), "%s", e->msg);
 		err_set(e, "install.failed", "%s %s: verify.argv did not start: %s", m->name, m->version,
-		        why);
+		        e->msg);
 		install_details_phase(e, "verify");
 		free(out);
 		return -1;

@@ -91,10 +91,7 @@ proxy_parse(const char *v, struct proxy *px, struct err *e)
 	if (snprintf(buf, sizeof(buf), "http://%s", rest) >= (int)sizeof(buf))
 		return err_set(e, "http.proxy", "proxy URL too long");
 	if (http_url_parse(buf, &u, e) != 0) {
-		/* err_set writes e->msg, so the cause is copied out first. */
-		char why[ERR_MSG_MAX];
-		snprintf(why, sizeof(why), "%s", e ? e->msg : "");
-		return err_set(e, "http.proxy", "bad proxy URL: %s", why);
+		return err_set(e, "http.proxy", "bad proxy URL: %s", e ? e->msg : "");
 	}
 	snprintf(px->host, sizeof(px->host), "%s", u.host);
 	px->port = u.port; /* 80 unless named, as curl does for http:// */

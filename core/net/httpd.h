@@ -95,8 +95,9 @@
 /* Extra response header bytes a handler may add (Allow, Retry-After,
  * Location, WWW-Authenticate, …). */
 #define HTTPD_RESP_HEADERS_MAX 1024
-/* An error response's envelope (message, details and remedy included). */
-#define HTTPD_ERROR_BODY_MAX (2 * ERR_MSG_MAX + ERR_DETAILS_MAX + 1024)
+/* An error response's envelope (message, details and remedy included): a
+ * message of control bytes escapes to 6 bytes each (\u0001). */
+#define HTTPD_ERROR_BODY_MAX (6 * ERR_MSG_MAX + ERR_DETAILS_MAX + 1024)
 
 struct httpd;
 struct httpd_resp;

@@ -324,7 +324,7 @@ tls_anchors_load(struct err *e)
 	const char *file = ca_file, *dirs = ca_dirs;
 	struct ta_set set;
 	size_t i;
-	char tried[ERR_MSG_MAX - 64] = "";
+	struct buf tried = BUF_INIT(1 << 16); /* whole: err_set fits the message */
 	char one[1024];
 	const char *p, *q;
 	int r;
@@ -337,16 +337,12 @@ tls_anchors_load(struct err *e)
 	}
 	set.list = (struct vec)VEC_INIT(sizeof(br_x509_trust_anchor), TLS_ANCHORS_MAX);
 	set.seen = (struct vec)VEC_INIT(32, TA_SEEN_MAX);
-#define TRIED(s)                                                                                             \
-	do {                                                                                                 \
-		size_t l_ = strlen(tried);                                                                   \
-		snprintf(tried + l_, sizeof(tried) - l_, "%s%.150s", l_ ? ", " : "", (s));                   \
-	} while (0)
+#define TRIED(s) (void)(buf_put(&tried, ", ", tried.len ? 2 : 0), buf_put(&tried, (s), strlen(s)))
 	if ((file != NULL && *file) || (dirs != NULL && *dirs)) {
 		if (file != NULL && *file) {
 			ta_load_file(file, &set);
-			snprintf(one, sizeof(one), "SSL_CERT_FILE=%.1000s", file);
-			TRIED(one);
+			TRIED("SSL_CERT_FILE=");
+			buf_put(&tried, file, strlen(file));
 		}
 		for (p = dirs; p != NULL && *p; p = q ? q + 1 : NULL) {
 			q = strchr(p, ':');
@@ -369,8 +365,12 @@ tls_anchors_load(struct err *e)
 	if (set.list.n == 0) {
 		vec_free(&set.list);
 		pthread_mutex_unlock(&ta_lock);
-		return err_set(e, "tls.no_trust_anchors", "no CA certificate found in %s", tried);
+		err_set(e, "tls.no_trust_anchors", "no CA certificate found in %s",
+		        tried.p != NULL ? (char *)tried.p : "");
+		buf_free(&tried);
+		return -1;
 	}
+	buf_free(&tried);
 	ta_list = set.list.p;
 	ta_num = set.list.n;
 	pthread_mutex_unlock(&ta_lock);

@@ -94,7 +94,7 @@ pent_fail(struct pent *p, int dst, int sys, const char *code, const char *fmt, .
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(m, sizeof(m), fmt, ap);
+	err_fmtv(m, sizeof(m), fmt, ap);
 	va_end(ap);
 	p->failed = 1;
 	p->dst_err = dst;
@@ -141,7 +141,7 @@ walk_fail(struct place *pl, const char *rel, int dst, int sys, const char *code,
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(m, sizeof(m), fmt, ap);
+	err_fmtv(m, sizeof(m), fmt, ap);
 	va_end(ap);
 	if (p != NULL)
 		pent_fail(p, dst, sys, code, "%s", m);

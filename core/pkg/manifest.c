@@ -775,9 +775,7 @@ manifest_parse(manifest_t *m, const char *file, const char *dir, const char *tex
 	lim.reject_dup_keys = 1;
 	if (json_parse(&doc, text, len, &lim, e) < 0) {
 		/* keep the json.* code; say which file */
-		char msg[ERR_MSG_MAX];
-		snprintf(msg, sizeof(msg), "%s", e->msg);
-		err_set(e, e->code, "%s:%s", file, msg);
+		err_set(e, e->code, "%s:%s", file, e->msg);
 		return -1;
 	}
 	digest_buf(DIGEST_SHA256, text, len, &d);
@@ -796,11 +794,8 @@ manifest_parse(manifest_t *m, const char *file, const char *dir, const char *tex
 		size_t n = 0;
 		struct digest_ctx c;
 
-		if (manifest_read_sibling(m, m->source.lock, JSON_MAX_BYTES_DEFAULT, &lock, &n, e) < 0) {
-			char msg[ERR_MSG_MAX];
-			snprintf(msg, sizeof(msg), "%s", e->msg);
-			return err_set(e, INVALID, "%s: $.source.lock: %s", file, msg);
-		}
+		if (manifest_read_sibling(m, m->source.lock, JSON_MAX_BYTES_DEFAULT, &lock, &n, e) < 0)
+			return err_set(e, INVALID, "%s: $.source.lock: %s", file, e->msg);
 		rc = manifest_npm_check_lock(m, lock, n, o->npm_mirror, e);
 		/* the identity covers the lockfile too: a changed lockfile is a
 		 * changed tool, and the fast path must notice */

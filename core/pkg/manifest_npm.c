@@ -207,7 +207,7 @@ manifest_npm_check_lock(manifest_t *m, const char *lock, size_t len, const char 
 	char mhost[MANIFEST_HOST_MAX] = "";
 	struct npmlock_opts lo;
 	struct npmlock l;
-	char lf[300], msg[ERR_MSG_MAX];
+	char lf[300];
 	int i;
 
 	snprintf(lf, sizeof(lf), "%s", m->source.lock);
@@ -228,10 +228,9 @@ manifest_npm_check_lock(manifest_t *m, const char *lock, size_t len, const char 
 	lo.os = "linux";
 	if (npmlock_load(&l, lock, len, &lo, e) < 0) {
 		const char *code = e->code;
-		snprintf(msg, sizeof(msg), "%s", e->msg);
 		/* "not JSON" keeps its json.* code; every rule is manifest_invalid */
 		return err_set(e, strncmp(code, "json.", 5) == 0 ? code : INVALID, "%s: lockfile %s: %s",
-		               m->file, lf, msg);
+		               m->file, lf, e->msg);
 	}
 	npmlock_free(&l);
 	return 0;

@@ -224,11 +224,8 @@ resolve(struct manifest_set *s, const char *name, const char **stack, int depth,
 			goto fail;
 		}
 		if (resolve(s, r->name, stack, depth + 1, e) < 0) {
-			if (e->code != NULL && strcmp(e->code, "not_found") == 0) {
-				char msg[ERR_MSG_MAX];
-				snprintf(msg, sizeof(msg), "%s", e->msg);
-				err_set(e, INVALID, "%s: %s: %s", en->m->file, p, msg);
-			}
+			if (e->code != NULL && strcmp(e->code, "not_found") == 0)
+				err_set(e, INVALID, "%s: %s: %s", en->m->file, p, e->msg);
 			goto fail;
 		}
 		dep = set_find(s, r->name);

@@ -473,12 +473,8 @@ finish_pkg(struct run *r, struct pkg_fetch *j, const struct mem *m, int dfd, str
 	}
 	cache_sums_free(sums);
 	close(dfd);
-	if (rc != 0) {
-		char msg[ERR_MSG_MAX];
-		snprintf(msg, sizeof(msg), "%s", e->msg);
-		fail_phase(e, "extract", "%s@%s: %s", j->p->name, j->p->version, msg);
-		return -1;
-	}
+	if (rc != 0)
+		return fail_phase(e, "extract", "%s@%s: %s", j->p->name, j->p->version, e->msg);
 	pthread_mutex_lock(&r->mu);
 	r->st.extracted++;
 	r->st.kept += (size_t)kept;
@@ -602,11 +598,8 @@ place_one(struct run *r, struct pkg_fetch *j, int rootfd, struct err *e)
 	rc = cache_tree_place(r->o->cache, r->o->cache_key, key, pfd, base, label,
 	                      r->o->on_file ? file_tap : NULL, &tap, meta, sizeof(meta), &pd, e);
 	close(pfd);
-	if (rc < 0) {
-		char msg[ERR_MSG_MAX];
-		snprintf(msg, sizeof(msg), "%s", e->msg);
-		return fail_phase(e, "extract", "%s: %s", label, msg);
-	}
+	if (rc < 0)
+		return fail_phase(e, "extract", "%s: %s", label, e->msg);
 	if (rc > 0) {
 		char *src = source_of(r, j);
 		/* the tree, not the blob it was made from: the bytes installed

@@ -29,7 +29,7 @@ entry_err(struct err *e, const char *key, const char *field, const char *fmt, ..
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(what, sizeof(what), fmt, ap);
+	err_fmtv(what, sizeof(what), fmt, ap);
 	va_end(ap);
 	return err_set(e, BAD, "$.packages[\"%.120s\"]%s%s: %s", key, field ? "." : "", field ? field : "",
 	               what);

@@ -336,24 +336,23 @@ api_session_cwd(struct api_rq *q, const struct json_val *root, char *out, size_t
 	}
 again:
 	if (want[0] != '/') {
-		err_set(e, code, "%s %.200s is not an absolute path", from, want);
+		err_set(e, code, "%s %s is not an absolute path", from, want);
 		goto out;
 	}
 	if (realpath(want, rp) == NULL || stat(rp, &st) != 0 || !S_ISDIR(st.st_mode)) {
-		err_set(e, code, "%s %.200s is not an existing directory", from, want);
+		err_set(e, code, "%s %s is not an existing directory", from, want);
 		goto bad;
 	}
 	err_clear(&e2);
 	if (tools_chain_build(ch, &q->g->cfg, 0, &e2) == 0)
 		for (i = 0; i < ch->n; i++)
 			if (realpath(ch->d[i].path, d) != NULL && path_within(rp, d)) {
-				err_set(e, code, "%s %.200s is inside the tools directory %.200s", from, want,
-				        d);
+				err_set(e, code, "%s %s is inside the tools directory %s", from, want, d);
 				goto bad;
 			}
 	if (tools_state_dir(&q->g->cfg, d, PATH_MAX) >= 0 && realpath(d, state) != NULL &&
 	    path_within(rp, state)) {
-		err_set(e, code, "%s %.200s is inside the state directory %.200s", from, want, state);
+		err_set(e, code, "%s %s is inside the state directory %s", from, want, state);
 		goto bad;
 	}
 	snprintf(out, cap, "%s", rp);

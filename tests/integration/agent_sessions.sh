@@ -54,6 +54,23 @@ for bad in "work" "$T/missing" "$T/tools" "$T/tools/codex" "$T/state"; do
 	check "cwd $bad is refused (400)" test "$S" = 400
 done
 check "cwd: the refusal says why" grep -q "inside the state directory" "$T/body"
+# A cwd of ~2,000 bytes: the refusal names it elided in its middle (head,
+# mark, last component; core/base/err.h), in a valid JSON envelope.
+deep=$T/missing
+i=1
+while [ $i -le 150 ]; do deep=$deep/deep-dir-$i; i=$((i + 1)); done
+agent_run codex "{\"prompt\": \"cwd\", \"cwd\": \"$deep/last-name\"}"
+check "cwd of 2,000 bytes is refused (400)" test "$S" = 400
+check "... its message names the head and the last component, marked, in 511 bytes" "$PY" -c '
+import json, sys
+m = json.load(open(sys.argv[1]))["error"]["message"]
+head, mark, tail = m.partition("\u2026")
+full = "cwd %s/last-name is not an existing directory" % sys.argv[2]
+ok = (mark and "\u2026" not in tail and full.startswith(head) and full.endswith(tail)
+      and head.startswith("cwd %s/deep-dir-1/" % sys.argv[3]) and head.endswith("/")
+      and tail.startswith("/") and "/last-name is not an existing directory" in tail
+      and len(m.encode()) <= 511 and len(m.encode()) > 400)
+sys.exit(not ok)' "$T/body" "$deep" "$T/missing"
 agent_run codex '{"prompt": "cwd", "cwd": 7}'
 check "cwd: not a string is refused" test "$S" = 400
 

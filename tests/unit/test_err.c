@@ -82,6 +82,242 @@ test_cut_at_a_character_boundary(void **state)
 	assert_string_equal(e.msg, "caf\xc3\xa9");
 }
 
+#define MARK "\xe2\x80\xa6"
+
+static int
+err_fmtv_test(char *buf, size_t cap, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = err_fmtv(buf, cap, fmt, ap);
+	va_end(ap);
+	return n;
+}
+
+/* The one mark in msg, checked to be alone; NULL when there is none. */
+static const char *
+one_mark(const char *msg)
+{
+	const char *m = strstr(msg, MARK);
+
+	if (m != NULL)
+		assert_null(strstr(m + 3, MARK));
+	return m;
+}
+
+/* Whole UTF-8 characters only (a JSON body carries the message). */
+static void
+assert_utf8(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	int k;
+
+	while (*p) {
+		k = *p < 0x80 ? 0 : *p >= 0xF0 ? 3 : *p >= 0xE0 ? 2 : *p >= 0xC0 ? 1 : -1;
+		assert_true(k >= 0);
+		for (p++; k > 0; k--, p++)
+			assert_int_equal(*p & 0xC0, 0x80);
+	}
+}
+
+/* A message with a path of ~1000 bytes: the path loses its middle, at
+ * component boundaries, and keeps its head, its last component and all
+ * the text around it; the message uses the room it has. */
+static void
+test_long_path_loses_its_middle(void **state)
+{
+	char path[1200], full[1400];
+	const char *m, *tail;
+	struct err e = {0};
+	size_t n = 0, len, h, i;
+
+	n = (size_t)snprintf(path, sizeof(path), "/tmp/root/file");
+	for (i = 1; i <= 55; i++)
+		n += (size_t)snprintf(path + n, sizeof(path) - n, "/segment-number-%zu", i);
+	snprintf(
+	    full, sizeof(full),
+	    "tools directory %s (env ABX_TOOLS_DIR): cannot create directory /tmp/root/file: Not a directory",
+	    path);
+	err_set(&e, "install.read_only",
+	        "tools directory %s (env ABX_TOOLS_DIR): cannot create directory %s: %s", path,
+	        "/tmp/root/file", "Not a directory");
+	len = strlen(e.msg);
+	assert_true(len <= ERR_MSG_MAX - 1 && len > ERR_MSG_MAX - 1 - 40);
+	m = one_mark(e.msg);
+	assert_non_null(m);
+	/* before the mark: the message's start, the path's head up to a '/' */
+	h = (size_t)(m - e.msg);
+	assert_memory_equal(e.msg, full, h);
+	assert_true(h > strlen("tools directory /tmp/root/file/"));
+	assert_int_equal(m[-1], '/');
+	/* after it: the rest of the message, from a '/' of the path on */
+	tail = m + 3;
+	assert_int_equal(tail[0], '/');
+	assert_string_equal(tail, full + strlen(full) - strlen(tail));
+	assert_non_null(strstr(tail, "/segment-number-55 (env ABX_TOOLS_DIR): cannot create directory "
+	                             "/tmp/root/file: Not a directory"));
+	assert_int_equal(e.msg[len], '\0');
+}
+
+/* Two long paths: each keeps its own head and name; a name longer than
+ * the room keeps its end; multibyte characters are never split. */
+static void
+test_two_paths_and_long_names(void **state)
+{
+	char a[700], b[700], big[ERR_MSG_MAX * 3];
+	const char *m;
+	struct err e = {0};
+	size_t i;
+
+	memset(a, 'a', sizeof(a));
+	memcpy(a, "/src/", 5);
+	memcpy(a + 600, "/from-name.txt", 15);
+	memset(b, 'b', sizeof(b));
+	memcpy(b, "/dst/", 5);
+	memcpy(b + 600, "/to-name.txt", 13);
+	err_set(&e, "io.error", "cannot rename %s to %s: %s", a, b, "No space left on device");
+	assert_true(strlen(e.msg) <= ERR_MSG_MAX - 1);
+	assert_non_null(strstr(e.msg, "cannot rename /src/aaa"));
+	assert_non_null(strstr(e.msg, "/from-name.txt to /dst/bbb"));
+	assert_non_null(strstr(e.msg, "/to-name.txt: No space left on device"));
+	m = strstr(e.msg, MARK);
+	assert_true(m != NULL && m < strstr(e.msg, "/from-name.txt"));
+	m = strstr(m + 3, MARK);
+	assert_true(m != NULL && m > strstr(e.msg, " to ") && m < strstr(e.msg, "/to-name.txt"));
+	assert_null(strstr(m + 3, MARK));
+
+	/* one component of 1,800 bytes of "é": the end of the name stays */
+	memcpy(big, "/d/", 3);
+	for (i = 3; i + 2 < sizeof(big) - 10; i += 2)
+		memcpy(big + i, "\xc3\xa9", 2);
+	memcpy(big + i, ".json", 6);
+	err_set(&e, "config.invalid", "%s: not JSON", big);
+	assert_true(strlen(e.msg) <= ERR_MSG_MAX - 1);
+	assert_utf8(e.msg);
+	m = one_mark(e.msg);
+	assert_non_null(m);
+	assert_memory_equal(e.msg, "/d/\xc3\xa9", 5);
+	assert_non_null(strstr(m, "\xc3\xa9.json: not JSON"));
+}
+
+/* A message wrapped around an elided one stays within bounds with one
+ * mark, keeps the inner cause's code and the end of its text; text with
+ * no path is cut at its end; err_fmtv fits any buffer the same way. */
+static void
+test_wrap_of_an_elided_message(void **state)
+{
+	char path[1500], pre[600], buf[100];
+	struct err e = {0};
+	size_t i;
+
+	for (i = 0; i + 10 < sizeof(path); i += 10)
+		memcpy(path + i, "/component", 10);
+	path[i] = '\0';
+	strcat(path, "/leaf");
+	err_sys(&e, "io.error", ENOTDIR, "cannot stat %s: %s", path, "Not a directory");
+	for (i = 0; i + 8 < sizeof(pre); i += 8)
+		memcpy(pre + i, "/wrapper", 8);
+	pre[i] = '\0';
+	err_wrap(&e, "install.failed", "tool 1.0 in %s/tool: %s", pre, e.msg);
+	assert_true(strlen(e.msg) <= ERR_MSG_MAX - 1);
+	assert_string_equal(e.code, "install.failed");
+	assert_string_equal(e.cause, "io.error");
+	assert_int_equal(e.sys, ENOTDIR);
+	assert_memory_equal(e.msg, "tool 1.0 in /wrapper/wrapper", 28);
+	assert_non_null(strstr(e.msg, "/wrapper/tool: cannot stat /component"));
+	assert_non_null(strstr(e.msg, "/leaf: Not a directory"));
+	/* each path elided once, the inner mark gone with its middle */
+	assert_non_null(strstr(e.msg, MARK));
+	assert_non_null(strstr(strstr(e.msg, "cannot stat"), MARK));
+	assert_null(strstr(strstr(strstr(e.msg, "cannot stat"), MARK) + 3, MARK));
+
+	/* twenty paths: each elided to the floor, then the end cut */
+	err_set(&e, "internal", "%s %s %s %s %s %s %s %s %s %s %s %s %s %s %s %s %s %s %s %s", path, path,
+	        path, path, path, path, path, path, path, path, path, path, path, path, path, path, path,
+	        path, path, path);
+	assert_true(strlen(e.msg) <= ERR_MSG_MAX - 1 && strlen(e.msg) >= ERR_MSG_MAX - 3);
+	assert_string_equal(e.msg + strlen(e.msg) - 3, MARK);
+	assert_memory_equal(e.msg, "/component", 10);
+	assert_true(strstr(e.msg, " ") - e.msg <= 48);
+	assert_non_null(strstr(e.msg, "/leaf /component"));
+
+	assert_int_equal(err_fmtv_test(buf, sizeof(buf), "file %s: %s", path, "bad"), strlen(buf));
+	assert_true(strlen(buf) < sizeof(buf));
+	assert_memory_equal(buf, "file /component", 15);
+	assert_non_null(strstr(buf, "/leaf: bad"));
+	assert_non_null(one_mark(buf));
+}
+
+/* Random messages of words and paths (ASCII and multibyte components):
+ * the result fits, is whole characters, is the message itself when that
+ * fits, else carries the mark; when the words and 48 bytes a path fit
+ * easily, every word and every path's first and last components stay. */
+static void
+test_random_messages_fit(void **state)
+{
+	static const char *const ch[] = {"a", "b", "z", "0", "-", ".", "\xc3\xa9", "\xe2\x82\xac"};
+	char msg[16384], *words[64];
+	unsigned seed = 42, k, i, j, nw, np, wlen, cut = 0, checked = 0;
+	struct err e = {0};
+	size_t n;
+
+#define RND(m) ((seed = seed * 1103515245u + 12345u) >> 16) % (m)
+	for (k = 0; k < 3000; k++) {
+		n = 0, nw = np = wlen = 0;
+		for (i = 0, j = 1 + RND(60); i < j && n < sizeof(msg) - 4000; i++) {
+			int path = RND(3) == 0;
+			unsigned c, nc = path ? 1 + RND(40) : 1, l;
+			if (i > 0)
+				msg[n++] = ' ';
+			words[nw++] = msg + n;
+			for (c = 0; c < nc; c++) {
+				if (path)
+					msg[n++] = '/';
+				for (l = 1 + RND(path ? 20 : 8); l > 0; l--) {
+					const char *x = ch[RND(path ? 8 : 3)];
+					memcpy(msg + n, x, strlen(x));
+					n += strlen(x);
+				}
+			}
+			np += path, wlen += path ? 0 : (unsigned)(msg + n - words[nw - 1]) + 1;
+		}
+		msg[n] = '\0';
+		err_set(&e, "internal", "%s", msg);
+		assert_true(strlen(e.msg) <= ERR_MSG_MAX - 1);
+		assert_utf8(e.msg);
+		if (n < ERR_MSG_MAX) {
+			assert_string_equal(e.msg, msg);
+			continue;
+		}
+		assert_non_null(strstr(e.msg, MARK));
+		cut++;
+		if (wlen + np * 49 > 400)
+			continue;
+		checked++;
+		for (i = 0; i < nw; i++) {
+			char w[4096], *sp = strchr(words[i], ' '), *last;
+			size_t wl = sp ? (size_t)(sp - words[i]) : strlen(words[i]);
+			memcpy(w, words[i], wl);
+			w[wl] = '\0';
+			if (w[0] != '/') {
+				assert_non_null(strstr(e.msg, w));
+				continue;
+			}
+			last = strrchr(w, '/');
+			if (strlen(last) < 30)
+				assert_non_null(strstr(e.msg, last));
+			if ((sp = strchr(w + 1, '/')) != NULL && sp - w < 12) {
+				*sp = '\0';
+				assert_non_null(strstr(e.msg, w));
+			}
+		}
+	}
+#undef RND
+	assert_true(cut > 500 && checked > 200);
+}
+
 static void
 test_details_too_long_becomes_empty_object(void **state)
 {
@@ -256,6 +492,10 @@ main(void)
 	    cmocka_unit_test(test_format_one_line_and_fix),
 	    cmocka_unit_test(test_format_truncates_and_ends_in_newline),
 	    cmocka_unit_test(test_cut_at_a_character_boundary),
+	    cmocka_unit_test(test_long_path_loses_its_middle),
+	    cmocka_unit_test(test_two_paths_and_long_names),
+	    cmocka_unit_test(test_wrap_of_an_elided_message),
+	    cmocka_unit_test(test_random_messages_fit),
 	    cmocka_unit_test(test_details_too_long_becomes_empty_object),
 	    cmocka_unit_test(test_details_only_where_kept),
 	    cmocka_unit_test(test_message_may_quote_itself),

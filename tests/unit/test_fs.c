@@ -730,6 +730,19 @@ t_path_join(void **s)
 	assert_non_null(strstr(e.msg, "path too long"));
 	assert_int_equal(fs_path_join(b, sizeof(b), "abcdefgh", "", NULL), -1);
 	assert_int_equal(fs_path_join(b, 0, "", "", NULL), -1);
+	/* a directory of 5,000 bytes: the message names its head and the
+	 * name, the middle elided (core/base/err.h) */
+	char *dir = malloc(5001), big[PATH_MAX];
+	assert_non_null(dir);
+	memset(dir, 'd', 5000);
+	memcpy(dir, "/top/", 5);
+	dir[5000] = '\0';
+	assert_int_equal(fs_path_join(big, sizeof(big), dir, "the-name", &e), -1);
+	assert_memory_equal(e.msg, "path too long: /top/ddd", 23);
+	assert_non_null(strstr(e.msg, "\xe2\x80\xa6"));
+	assert_non_null(strstr(e.msg, "ddd/the-name"));
+	assert_true(strlen(e.msg) < ERR_MSG_MAX);
+	free(dir);
 }
 
 #define C(f) cmocka_unit_test_setup_teardown(f, setup, teardown)

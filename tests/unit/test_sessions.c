@@ -436,19 +436,20 @@ test_burst_of_empty_lines(void **state)
 /* The event of stream data or of a message that carries a quote, a
  * backslash, a newline and control bytes is one JSON line that reads back
  * to the same bytes: the output event, and a start_failed event whose
- * message (the entry's path) escapes to more than 2048 bytes. */
+ * message names an entry's path of 1,600 bytes (escaped: ~9,000): elided
+ * in its middle (core/base/err.h), its head and last component whole. */
 static void
 test_odd_values_round_trip(void **state)
 {
 	struct sessions *S = table(NULL, 1 << 20);
 	char *argv[] = {"{bin}"}, *envp[] = {"PATH=/usr/bin:/bin", NULL};
 	char entry[1600], *buf, *p, *nl;
-	const char *msg, *data;
+	const char *msg, *data, *head, *mark, *tail_end;
 	struct session_spec sp;
 	struct session_view v;
 	struct json_doc doc;
 	struct err e = {0};
-	size_t len, i;
+	size_t len, i, n;
 	uint32_t last;
 	int ra, done, seen = 0;
 
@@ -495,7 +496,18 @@ test_odd_values_round_trip(void **state)
 		if (strcmp(json_get_str(doc.root, "type"), "agent.session.start_failed") == 0) {
 			msg = json_get_str(doc.root, "message");
 			assert_non_null(msg);
-			assert_non_null(strstr(msg, entry));
+			assert_true(strlen(msg) < ERR_MSG_MAX);
+			/* head: a prefix of the path; then one mark; then a
+			 * suffix of it from its last component on, and ": " */
+			assert_non_null(head = strstr(msg, "/no/q\"b\\s\n"));
+			assert_non_null(mark = strstr(head, "\xe2\x80\xa6"));
+			assert_null(strstr(mark + 3, "\xe2\x80\xa6"));
+			assert_true(mark - head >= 10);
+			assert_memory_equal(head, entry, (size_t)(mark - head));
+			assert_non_null(tail_end = strstr(mark + 3, ": "));
+			n = (size_t)(tail_end - (mark + 3));
+			assert_true(n >= strlen(entry + 1400) && n < sizeof(entry));
+			assert_memory_equal(mark + 3, entry + sizeof(entry) - 1 - n, n);
 			seen++;
 		}
 		json_free(&doc);
