@@ -21,7 +21,7 @@ usage_error(const char *applet, const char *usage, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	err_fmtv(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	fprintf(stderr, "%s: usage: %s: %s\n%s", PROG, applet, msg, usage);
 	return EXIT_USAGE;

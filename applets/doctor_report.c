@@ -18,7 +18,7 @@ doctor_line(struct report *r, const char *status, const char *check, const char 
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	err_fmtv(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	if (status[0] == 'P')
 		r->npass++, fix = NULL;

@@ -80,7 +80,7 @@ opts_error(const struct opts *u, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	err_fmtv(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	fprintf(stderr, "%s: usage: %s: %s\n", PROG, u->applet, msg);
 	opts_usage(u, stderr);

@@ -139,7 +139,7 @@ logline(const char *fmt, ...)
 
 	n = snprintf(line, sizeof(line), "%s: serve: ", PROG);
 	va_start(ap, fmt);
-	n += vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+	n += err_fmtv(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
 	va_end(ap);
 	if (n > (int)sizeof(line) - 2)
 		n = (int)sizeof(line) - 2;

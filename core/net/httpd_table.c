@@ -37,7 +37,7 @@ httpd__log(struct httpd *s, const char *fmt, ...)
 		return;
 	n = snprintf(line, sizeof(line), "agent-sandbox-server: serve: ");
 	va_start(ap, fmt);
-	n += vsnprintf(line + n, sizeof(line) - n - 1, fmt, ap);
+	n += err_fmtv(line + n, sizeof(line) - n - 1, fmt, ap);
 	va_end(ap);
 	if (n > (int)sizeof(line) - 2)
 		n = sizeof(line) - 2;

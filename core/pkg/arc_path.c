@@ -75,7 +75,7 @@ refusev(struct err *e, const char *cur, const char *fmt, va_list ap)
 {
 	char rule[200], name[ARC_SHOW_MAX + 8];
 
-	vsnprintf(rule, sizeof(rule), fmt, ap);
+	err_fmtv(rule, sizeof(rule), fmt, ap);
 	if (cur != NULL)
 		err_set(e, "install.failed", "extract: entry '%s': %s", show(cur, name, sizeof(name)), rule);
 	else

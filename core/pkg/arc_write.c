@@ -75,7 +75,7 @@ w_fail(struct arc_writer *w, int errnum, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(rule, sizeof(rule), fmt, ap);
+	err_fmtv(rule, sizeof(rule), fmt, ap);
 	va_end(ap);
 	arc_refuse_at(&w->e, w->f.raw, "%s", rule);
 	w->e.sys = errnum;

@@ -35,7 +35,7 @@ bad(struct vctx *v, const char *path, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(what, sizeof(what), fmt, ap);
+	err_fmtv(what, sizeof(what), fmt, ap);
 	va_end(ap);
 	return err_set(v->e, INVALID, "%s: %s: %s", v->file, path, what);
 }

@@ -206,6 +206,12 @@ run env ABX_TOOLS_DIR="$T/state/tools" $D
 check "ABX_TOOLS_DIR that is the default path is listed once" \
 	test "$(grep -c "^[A-Z]*  tools: $T/state/tools " "$T/out")" = 1
 rmdir "$T/state/tools"
+# a line longer than doctor's 1 KiB loses the middle of its path, marked,
+# never its end: the directory's own name and the sentence stay whole
+LONG=$T/$(python3 -c 'print("/".join("segment-%02d" % i for i in range(88)))')/last-tools
+run env ABX_TOOLS_DIR="$LONG" $D
+check "a long tools path is elided in its middle, its name and the sentence whole" \
+	sh -c "grep -E '^[A-Z]+  tools: $T/segment-00/.*…/.*/last-tools does not exist yet; .* \\[env ABX_TOOLS_DIR\\]\$' '$T/out'"
 
 # --network against loopback: a listening host passes, a closed one fails
 # (the npm registry too is the fixture's: make check reaches loopback only)

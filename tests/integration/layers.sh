@@ -138,6 +138,15 @@ check "one hex encoder, one fail ($(head -3 "$bad" | cut -c1-120 | tr '\n' ' '))
 grep -nE '\b(fd)?opendir *\(' core/*/*.c applets/*.c | grep -v '^core/base/fs_walk\.c:' >"$bad"
 check "directories are read through fs_dir_names ($(head -3 "$bad" | cut -c1-120 | tr '\n' ' '))" test ! -s "$bad"
 
+# A message is formatted by err_fmtv (core/base/err.h), which elides the
+# middle of a long path with a mark where vsnprintf would cut the end
+# silently: vsnprintf only in the formatters (core/base/err.c, fmt.c) and
+# where a line that does not fit is refused, not shown (a tree listing's
+# line, a metrics line).
+grep -nE '\bvsnprintf *\(' core/*/*.c applets/*.c |
+	grep -vE '^core/base/(err|fmt)\.c:|^core/pkg/cache_tree\.c:|^core/server/api_metrics\.c:' >"$bad"
+check "messages are formatted by err_fmtv, never cut by vsnprintf ($(head -3 "$bad" | cut -c1-120 | tr '\n' ' '))" test ! -s "$bad"
+
 # A struct err starts zeroed (core/base/err.h): its details pointer is NULL
 # or the caller's buffer, never what the stack held before. A local
 # declared without an initializer (outside a struct's definition; static
