@@ -243,6 +243,9 @@ count_pem_dir(const char *dir)
 	return n;
 }
 
+/* The enabled tools' names (enabled_tools fills it; doctor runs once). */
+static char tool_names[MANIFEST_SET_MAX][MANIFEST_NAME_MAX];
+
 /* The enabled tools: the agents, the tools ops install, and what they
  * require, into names; returns how many. */
 static int
@@ -265,21 +268,20 @@ enabled_tools(struct cfgload *L, char (*names)[MANIFEST_NAME_MAX])
 static const char *
 first_missing_tool(struct cfgload *L, const struct chain *ch, int *nwanted)
 {
-	static char names[MANIFEST_SET_MAX][MANIFEST_NAME_MAX];
 	char env[MANIFEST_NAME_MAX + 16], mk[PATH_MAX + 256];
-	int i, j, n = *nwanted = enabled_tools(L, names), have;
+	int i, j, n = *nwanted = enabled_tools(L, tool_names), have;
 
 	for (i = 0; i < n; i++) {
-		install_tool_env_name(names[i], env, sizeof(env));
+		install_tool_env_name(tool_names[i], env, sizeof(env));
 		if (config_env(env) != NULL)
 			continue;
 		for (j = 0, have = 0; j < ch->n && !have; j++) {
-			have =
-			    tool_path(mk, sizeof(mk), ch->dir[j], names[i], ".installed.json", NULL) == 0 &&
-			    access(mk, F_OK) == 0;
+			have = tool_path(mk, sizeof(mk), ch->dir[j], tool_names[i], ".installed.json",
+			                 NULL) == 0 &&
+			       access(mk, F_OK) == 0;
 		}
 		if (!have)
-			return names[i];
+			return tool_names[i];
 	}
 	return NULL;
 }
@@ -289,13 +291,12 @@ first_missing_tool(struct cfgload *L, const struct chain *ch, int *nwanted)
 static void
 enabled_hosts(struct cfgload *L, struct hostlist *hl)
 {
-	static char names[MANIFEST_SET_MAX][MANIFEST_NAME_MAX];
 	const manifest_t *m;
 	struct err e = {0};
-	int i, h, n = enabled_tools(L, names);
+	int i, h, n = enabled_tools(L, tool_names);
 
 	for (i = 0; i < n; i++) {
-		if ((m = manifest_get(&L->ms, names[i], &e)) == NULL)
+		if ((m = manifest_get(&L->ms, tool_names[i], &e)) == NULL)
 			continue;
 		for (h = 0; h < m->nhosts; h++)
 			doctor_add_host(hl, m->hosts[h]);
