@@ -16,6 +16,7 @@
 #   proc_kib PID FIELD                  FIELD (VmRSS, VmHWM) of PID and its children, KiB
 #   bench_dir NAME                      $d, a scratch directory; $pids stopped at exit
 #   bench_serve NAME [VAR=VALUE...]     serve on a free port: serve_pid, serve_port
+#   up PID CMD...                       until CMD succeeds; 1 when PID exits first
 #   nginx_start DIR NAME BODY WORKERS LOG
 #                                       nginx serving BODY as the static file /NAME
 #                                       from DIR/nginx, with WORKERS workers and an
@@ -186,6 +187,23 @@ print(total if total else "n/a")
 EOF
 }
 
+# up PID CMD...: wait until CMD succeeds (200 tries, 0.05 s apart); 1 when
+# PID exits first or the tries run out, PID then stopped
+up() {
+	_up=$1
+	shift
+	_i=0
+	until "$@" >/dev/null 2>&1; do
+		_i=$((_i + 1))
+		if [ $_i -gt 200 ] || ! kill -0 "$_up" 2>/dev/null; then
+			kill "$_up" 2>/dev/null
+			wait "$_up" 2>/dev/null
+			return 1
+		fi
+		sleep 0.05
+	done
+}
+
 # nginx as a user would run it: a static file, its own prefix and temp paths.
 nginx_start() {
 	NGINX_PID="" NGINX_PORT="" NGINX_WHY=""
@@ -220,18 +238,11 @@ http {
 EOF
 	"$_ngx" -p "$_nd" -c "$_nd/nginx.conf" -g 'daemon off;' 2>"$_nd/stderr" &
 	NGINX_PID=$!
-	_i=0
-	until curl -sf -m 1 "http://127.0.0.1:$NGINX_PORT/$2" >/dev/null 2>&1; do
-		_i=$((_i + 1))
-		if [ $_i -gt 100 ] || ! kill -0 "$NGINX_PID" 2>/dev/null; then
-			NGINX_WHY="nginx did not start: $(head -3 "$_nd/stderr" "$_nd/error.log" 2>/dev/null | tr '\n' ' ')"
-			kill "$NGINX_PID" 2>/dev/null
-			wait "$NGINX_PID" 2>/dev/null
-			NGINX_PID="" NGINX_PORT=""
-			return 1
-		fi
-		sleep 0.05
-	done
+	if ! up "$NGINX_PID" curl -sf -m 1 "http://127.0.0.1:$NGINX_PORT/$2"; then
+		NGINX_WHY="nginx did not start: $(head -3 "$_nd/stderr" "$_nd/error.log" 2>/dev/null | tr '\n' ' ')"
+		NGINX_PID="" NGINX_PORT=""
+		return 1
+	fi
 }
 
 # oci_registry_start DIR CERT KEY CA: the CNCF distribution registry
@@ -253,18 +264,11 @@ oci_registry_start() {
 	} >"$1/oci.yml"
 	"$_reg" serve "$1/oci.yml" >"$1/oci.log" 2>&1 &
 	OCI_REG_PID=$!
-	_i=0
-	until curl -s -o /dev/null --cacert "$4" "https://localhost:$OCI_REG_PORT/v2/"; do
-		_i=$((_i + 1))
-		if [ $_i -gt 100 ] || ! kill -0 "$OCI_REG_PID" 2>/dev/null; then
-			OCI_REG_WHY="docker-registry did not start: $(head -c 300 "$1/oci.log" | tr '\n' ' ')"
-			kill "$OCI_REG_PID" 2>/dev/null
-			wait "$OCI_REG_PID" 2>/dev/null
-			OCI_REG_PID="" OCI_REG_PORT=""
-			return 1
-		fi
-		sleep 0.1
-	done
+	if ! up "$OCI_REG_PID" curl -s -o /dev/null --cacert "$4" "https://localhost:$OCI_REG_PORT/v2/"; then
+		OCI_REG_WHY="docker-registry did not start: $(head -c 300 "$1/oci.log" | tr '\n' ' ')"
+		OCI_REG_PID="" OCI_REG_PORT=""
+		return 1
+	fi
 }
 
 # wall_cpu_ms CMDLINE: "wall_ms cpu_ms" of one run of the shell command line
@@ -314,14 +318,9 @@ bench_serve() {
 		"$@" "$BIN" serve -q --host 127.0.0.1 --port 0 >"$d/$_n.out" 2>"$d/$_n.err" &
 	serve_pid=$!
 	pids="$pids $serve_pid"
-	_i=0
-	until grep -q '^[0-9][0-9]*$' "$d/$_n.out" 2>/dev/null; do
-		_i=$((_i + 1))
-		if [ $_i -gt 100 ] || ! kill -0 "$serve_pid" 2>/dev/null; then
-			printf 'bench: serve (%s) did not start: %s\n' "$_n" "$(tail -3 "$d/$_n.err" | tr '\n' ' ')" >&2
-			return 1
-		fi
-		sleep 0.05
-	done
+	if ! up "$serve_pid" grep -q '^[0-9][0-9]*$' "$d/$_n.out"; then
+		printf 'bench: serve (%s) did not start: %s\n' "$_n" "$(tail -3 "$d/$_n.err" | tr '\n' ' ')" >&2
+		return 1
+	fi
 	serve_port=$(head -1 "$d/$_n.out")
 }

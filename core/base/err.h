@@ -58,7 +58,8 @@ int err_fmtv(char *buf, size_t cap, const char *fmt, va_list ap) __attribute__((
 
 /* Set e (if not NULL) to code with a printf-style message, sys 0 and no
  * cause. Returns -1 so callers can `return err_set(...)`. code must be a
- * static string. */
+ * static string. The arguments may name e->msg: the message is formatted
+ * aside, then copied. */
 int err_set(struct err *e, const char *code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int err_setv(struct err *e, const char *code, const char *fmt, va_list ap);
 
