@@ -299,7 +299,7 @@ release:
 # make release here, then again in a copy of the tracked files elsewhere, in
 # another time zone (and later), and cmp of every file in dist/.
 check-release: release
-	@ABX_RELEASE_DIST=$(abspath $(DIST)) ABX_RELEASE_B=$(abspath $(B)) ABX_TEST_BIN=$(abspath $(B))/agent-sandbox-server \
+	@ABX_TEST_RELEASE_DIST=$(abspath $(DIST)) ABX_TEST_RELEASE_B=$(abspath $(B)) ABX_TEST_BIN=$(abspath $(B))/agent-sandbox-server \
 	  ABX_TEST_LOG=$(abspath $(B))/test/release tests/run.sh --no-integration --extra tests/release
 
 e2e:

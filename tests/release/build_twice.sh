@@ -1,12 +1,12 @@
-# make check-release: the release in $ABX_RELEASE_DIST (make release just
+# make check-release: the release in $ABX_TEST_RELEASE_DIST (make release just
 # wrote it) is complete and checkable, and a second `make release` from a
 # copy of the same tree, in another directory with another build directory
 # (B=obj), later and in another time zone, writes the same bytes.
 . "$TOP/tests/lib.sh"
 
-: "${ABX_RELEASE_DIST:?the dist directory make release wrote}"
-: "${ABX_RELEASE_B:?the build directory of that release}"
-D=$ABX_RELEASE_DIST
+: "${ABX_TEST_RELEASE_DIST:?the dist directory make release wrote}"
+: "${ABX_TEST_RELEASE_B:?the build directory of that release}"
+D=$ABX_TEST_RELEASE_DIST
 V=$(sed -n 's/^VERSION := //p' "$TOP/Makefile")
 pins=$TOP/tools/deps.pins
 files="agent-sandbox-server-$V-linux-x64 agent-sandbox-server-$V-linux-x64.cdx.json
@@ -87,7 +87,7 @@ mkdir -p "$C"
 for d in deps arm64/deps; do
 	mkdir -p "$C/obj/$d/src"
 	for f in $(awk '!/^#/ && NF==4 {print $3}' "$pins"); do
-		[ -f "$ABX_RELEASE_B/$d/src/$f" ] && cp "$ABX_RELEASE_B/$d/src/$f" "$C/obj/$d/src/"
+		[ -f "$ABX_TEST_RELEASE_B/$d/src/$f" ] && cp "$ABX_TEST_RELEASE_B/$d/src/$f" "$C/obj/$d/src/"
 	done
 done
 sde=${SOURCE_DATE_EPOCH:-$(git -C "$TOP" log -1 --format=%ct)}
