@@ -174,6 +174,24 @@ find tests -name '*.sh' -o -name '*.py' | sort | xargs grep -nE \
 check "test scripts' comments hold no pointers either ($(wc -l <"$bad"): $(head -3 "$bad" | cut -c1-120 | tr '\n' ' '))" \
 	test ! -s "$bad"
 
+# What reaches a test from outside is the runner's: tests/lib.sh clears every
+# other ABX_ variable, so a file that reads one from its caller (a default or
+# a required value), or a make target that hands one to tests/run.sh, would
+# get nothing.
+{
+	find tests -name '*.sh' | sort | xargs grep -HnoE '\$\{ABX_[A-Za-z0-9_]+:?[-?=]'
+	awk '/\\$/ { l = l substr($0, 1, length($0) - 1); next }
+	{
+		l = l $0
+		while (l ~ /tests\/run\.sh/ && match(l, /ABX_[A-Za-z0-9_]+=/)) {
+			print FILENAME ":" NR ":" substr(l, RSTART, RLENGTH)
+			l = substr(l, RSTART + RLENGTH)
+		}
+		l = ""
+	}' Makefile
+} | grep -vE ':(\$\{)?ABX_(TEST|E2E)_' >"$bad"
+check "tests take from their caller only ABX_TEST_* and ABX_E2E_* ($(head -3 "$bad" | tr '\n' ' '))" test ! -s "$bad"
+
 # shellcheck disable=SC2086
 $L comments core/*/*.[ch] applets/*.[ch] $tc >"$T/comments" ||
 	printf '%s\n' "names: layers.py comments failed (layers.err)" "step: idem" "history: idem" >>"$T/comments"
