@@ -243,35 +243,35 @@ count_pem_dir(const char *dir)
 	return n;
 }
 
-/* The enabled tools' names (enabled_tools fills it; doctor runs once). */
-static char tool_names[MANIFEST_SET_MAX][MANIFEST_NAME_MAX];
-
 /* The enabled tools: the agents, the tools ops install, and what they
- * require, into names; returns how many. */
-static int
-enabled_tools(struct cfgload *L, char (*names)[MANIFEST_NAME_MAX])
+ * require (enabled_tools finds them once, for the CA check and --network). */
+static char tool_names[MANIFEST_SET_MAX][MANIFEST_NAME_MAX];
+static int ntools;
+
+static void
+enabled_tools(struct cfgload *L)
 {
 	struct err e = {0};
-	int i, j, n = 0;
+	int i, j;
 
 	for (i = 0; L->st.ms_open && i < L->cfg.agents.n; i++)
-		(void)manifest_closure_add(&L->ms, L->cfg.agents.v[i], names, &n, MANIFEST_SET_MAX, &e);
+		(void)manifest_closure_add(&L->ms, L->cfg.agents.v[i], tool_names, &ntools, MANIFEST_SET_MAX,
+		                           &e);
 	for (i = 0; L->st.ms_open && L->st.ops_ready && i < ops_n(&L->ops); i++)
 		for (j = 0; j < ops_at(&L->ops, i)->ninstall; j++)
-			(void)manifest_closure_add(&L->ms, ops_at(&L->ops, i)->install[j], names, &n,
-			                           MANIFEST_SET_MAX, &e);
-	return n;
+			(void)manifest_closure_add(&L->ms, ops_at(&L->ops, i)->install[j], tool_names,
+			                           &ntools, MANIFEST_SET_MAX, &e);
 }
 
 /* The first enabled tool that no tools directory holds installed and no
- * ABX_TOOL_<NAME> names, or NULL; *nwanted: how many tools are enabled. */
+ * ABX_TOOL_<NAME> names, or NULL. */
 static const char *
-first_missing_tool(struct cfgload *L, const struct chain *ch, int *nwanted)
+first_missing_tool(const struct chain *ch)
 {
 	char env[MANIFEST_NAME_MAX + 16], mk[PATH_MAX + 256];
-	int i, j, n = *nwanted = enabled_tools(L, tool_names), have;
+	int i, j, have;
 
-	for (i = 0; i < n; i++) {
+	for (i = 0; i < ntools; i++) {
 		install_tool_env_name(tool_names[i], env, sizeof(env));
 		if (config_env(env) != NULL)
 			continue;
@@ -293,9 +293,9 @@ enabled_hosts(struct cfgload *L, struct hostlist *hl)
 {
 	const manifest_t *m;
 	struct err e = {0};
-	int i, h, n = enabled_tools(L, tool_names);
+	int i, h;
 
-	for (i = 0; i < n; i++) {
+	for (i = 0; i < ntools; i++) {
 		if ((m = manifest_get(&L->ms, tool_names[i], &e)) == NULL)
 			continue;
 		for (h = 0; h < m->nhosts; h++)
@@ -314,15 +314,15 @@ static void
 check_ca(struct report *r, struct cfgload *L, const struct chain *ch)
 {
 	const struct config *c = &L->cfg;
-	int nwanted = 0, downloads = c->install.mode == CFG_MODE_LAZY || c->install.mode == CFG_MODE_BUILD;
-	const char *missing = downloads ? first_missing_tool(L, ch, &nwanted) : NULL;
+	int downloads = c->install.mode == CFG_MODE_LAZY || c->install.mode == CFG_MODE_BUILD;
+	const char *missing = downloads ? first_missing_tool(ch) : NULL;
 	int need = missing != NULL;
 	char why[MANIFEST_NAME_MAX + 96];
 
 	static const char *const defaults[] = {"/etc/ssl/certs/ca-certificates.crt",
 	                                       "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"};
 	const char *file = config_env("SSL_CERT_FILE"), *dir = config_env("SSL_CERT_DIR");
-	const char *st = need ? "FAIL" : downloads && nwanted == 0 ? "PASS" : "WARN";
+	const char *st = need ? "FAIL" : downloads && ntools == 0 ? "PASS" : "WARN";
 	char tried[1024] = "";
 	struct http_client *h = NULL;
 	struct err e = {0};
@@ -334,7 +334,7 @@ check_ca(struct report *r, struct cfgload *L, const struct chain *ch)
 		snprintf(why, sizeof(why), " (mode %s: %.100s is not installed, %s downloads it)",
 		         config_mode_name(c->install.mode), missing,
 		         c->install.mode == CFG_MODE_BUILD ? "prepare" : "its first use");
-	else if (downloads && nwanted == 0)
+	else if (downloads && ntools == 0)
 		snprintf(why, sizeof(why),
 		         " (a note: no enabled agent or op installs a tool, so nothing "
 		         "needs a download)");
@@ -615,6 +615,7 @@ doctor_main(int argc, char **argv)
 	doctor_check_tools_dirs(&r, &L->cfg, &ch);
 	doctor_check_installed(&r, &ch);
 	check_manifests(&r, L);
+	enabled_tools(L);
 	check_image(&r, L);
 	check_root(&r, &L->cfg);
 	check_ca(&r, L, &ch);
