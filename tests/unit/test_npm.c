@@ -224,6 +224,7 @@ test_bin_exec_keeps_ctime(void **state)
  * byte changed. Calls are counted across the workers. */
 struct fake_src {
 	int decline, corrupt;
+	int overlap;               /* the first call waits (bounded) for a second in flight */
 	int calls, inflight, most; /* atomics */
 };
 
@@ -233,10 +234,14 @@ fake_source(void *arg, struct http_client *hc, const struct npmlock_pkg *p, http
 {
 	struct fake_src *f = arg;
 	char body[64];
-	int i = atoi(p->name + 4), n, now, rc = 0;
+	int i = atoi(p->name + 4), n, now, rc = 0, first, k;
 
-	__atomic_add_fetch(&f->calls, 1, __ATOMIC_SEQ_CST);
+	first = __atomic_add_fetch(&f->calls, 1, __ATOMIC_SEQ_CST) == 1;
 	now = __atomic_add_fetch(&f->inflight, 1, __ATOMIC_SEQ_CST);
+	for (k = 0; f->overlap && first && k < 10000 && __atomic_load_n(&f->inflight, __ATOMIC_SEQ_CST) < 2;
+	     k++)
+		usleep(1000);
+	now = __atomic_load_n(&f->inflight, __ATOMIC_SEQ_CST);
 	if (now > __atomic_load_n(&f->most, __ATOMIC_SEQ_CST))
 		__atomic_store_n(&f->most, now, __ATOMIC_SEQ_CST);
 	if (i == f->decline) {
@@ -247,7 +252,6 @@ fake_source(void *arg, struct http_client *hc, const struct npmlock_pkg *p, http
 	if (i == f->corrupt)
 		body[0] = 'P';
 	rs->content_length = n;
-	usleep(2000); /* the workers overlap */
 	if (sink(sink_arg, body, 4, e) != 0 || sink(sink_arg, body + 4, (size_t)n - 4, e) != 0) {
 		rc = -1;
 		goto out;
@@ -312,14 +316,18 @@ test_source(void **state)
 	assert_int_equal(npm_install(&o, &st, &e), -1);
 	assert_string_equal(e.code, "install.disabled");
 	assert_non_null(strstr(e.msg, "pkg-7@1.0.0"));
-	/* everything there: each package once, by several workers at once */
+	/* everything there: each package once, by several workers at once
+	 * (the first one fetched waits for another: an event, not a time) */
 	f.decline = -1;
 	f.calls = f.most = 0;
+	f.overlap = 1;
+	assert_int_equal(system(body), 0);
 	assert_int_equal(npm_install(&o, &st, &e), 0);
 	assert_int_equal(st.fetched + st.cached, SRC_PKGS);
 	assert_true(st.fetched > 0);
 	assert_int_equal(f.calls, (int)st.fetched);
 	assert_true(f.most > 1);
+	f.overlap = 0;
 	for (i = 0; i < SRC_PKGS; i++)
 		assert_true(strncmp(sources[i], "fake:", 5) == 0 || strncmp(sources[i], "cache:", 6) == 0);
 	/* the cache holds them now: the source is not asked again */
